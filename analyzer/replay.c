@@ -1,0 +1,553 @@
+/*
+ * replay.c - one device's memory, reconstructed entry by entry.
+ *
+ * Two passes.  Backwards: start from the final segments and their active blocks and undo every
+ * entry from the newest to the oldest; what remains is the state just before the first kept
+ * entry (segments allocated before the ring's window, blocks whose alloc was dropped).
+ * Forwards: start from that state and apply the entries, keeping PyTorch's memory_stats
+ * counters.  Contradictions (a free of a block that does not exist, an alloc over a live one)
+ * are counted as anomalies and applied as leniently as possible, never fatal.
+ *
+ * Segments live in an array sorted by address; each keeps its active blocks as sorted ranges so
+ * that the non-releasable figure (free space inside segments that still hold an active block,
+ * and the number of free runs there) updates in O(blocks in that segment).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+
+#define MIB (1ull << 20)
+
+typedef struct range {
+    uint64_t a, b;
+} range;
+
+typedef struct rseg {
+    uint64_t addr, size;
+    uint8_t pool, expandable, whole;
+    uint64_t active_bytes;
+    uint32_t nactive, gaps;
+    range *r;
+    uint32_t nr, capr;
+} rseg;
+
+typedef struct rblock {
+    uint64_t addr, size, requested;
+    uint8_t state, pool, used;
+} rblock;
+
+struct cmh_replay {
+    const cmh_snapshot *s;
+    const cmh_entry *e;
+    uint32_t n;
+    int64_t pos;
+    rseg **segs;
+    uint32_t nsegs, capsegs;
+    rblock *blocks; /* open addressing by addr */
+    uint32_t bcap, bn;
+    cmh_mem_stats st;
+    uint64_t anomalies;
+    uint64_t max_split; /* 0 = unlimited */
+};
+
+/* ---- blocks ---- */
+
+static inline uint32_t bh(uint64_t a, uint32_t cap) { return (uint32_t)((a >> 5) * 0x9E3779B97F4A7C15ull >> 32) & (cap - 1); }
+
+static int blocks_grow(cmh_replay *r)
+{
+    uint32_t nc = r->bcap ? r->bcap * 2 : 1024;
+    rblock *nb = calloc(nc, sizeof *nb);
+    if (!nb) return -1;
+    for (uint32_t i = 0; i < r->bcap; i++) {
+        if (!r->blocks[i].used) continue;
+        uint32_t j = bh(r->blocks[i].addr, nc);
+        while (nb[j].used) j = (j + 1) & (nc - 1);
+        nb[j] = r->blocks[i];
+    }
+    free(r->blocks);
+    r->blocks = nb;
+    r->bcap = nc;
+    return 0;
+}
+
+static rblock *block_find(cmh_replay *r, uint64_t addr)
+{
+    if (!r->bcap) return NULL;
+    for (uint32_t j = bh(addr, r->bcap); r->blocks[j].used; j = (j + 1) & (r->bcap - 1))
+        if (r->blocks[j].addr == addr) return &r->blocks[j];
+    return NULL;
+}
+
+static rblock *block_put(cmh_replay *r, uint64_t addr)
+{
+    if ((r->bn + 1) * 2 > r->bcap && blocks_grow(r) != 0) return NULL;
+    uint32_t j = bh(addr, r->bcap);
+    for (; r->blocks[j].used; j = (j + 1) & (r->bcap - 1))
+        if (r->blocks[j].addr == addr) return &r->blocks[j];
+    r->blocks[j].used = 1;
+    r->blocks[j].addr = addr;
+    r->bn++;
+    return &r->blocks[j];
+}
+
+static void block_del(cmh_replay *r, rblock *b)
+{
+    uint32_t m = r->bcap - 1, j = (uint32_t)(b - r->blocks);
+    r->blocks[j].used = 0;
+    r->bn--;
+    for (uint32_t k = (j + 1) & m; r->blocks[k].used; k = (k + 1) & m) {
+        uint32_t home = bh(r->blocks[k].addr, r->bcap);
+        if (((k - home) & m) >= ((k - j) & m)) {
+            r->blocks[j] = r->blocks[k];
+            r->blocks[k].used = 0;
+            j = k;
+        }
+    }
+}
+
+/* ---- segments ---- */
+
+static uint32_t seg_lower(const cmh_replay *r, uint64_t addr) /* first index with seg addr > addr */
+{
+    uint32_t lo = 0, hi = r->nsegs;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (r->segs[mid]->addr <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static rseg *seg_containing(const cmh_replay *r, uint64_t addr)
+{
+    uint32_t i = seg_lower(r, addr);
+    if (!i) return NULL;
+    rseg *g = r->segs[i - 1];
+    return addr < g->addr + g->size ? g : NULL;
+}
+
+static uint8_t pool_rule(uint64_t size, int whole)
+{
+    return (whole ? size <= MIB : size <= 2 * MIB) ? CMH_POOL_SMALL_IDX : CMH_POOL_LARGE_IDX;
+}
+
+static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool, int expandable, int whole)
+{
+    if (r->nsegs == r->capsegs) {
+        uint32_t nc = r->capsegs ? r->capsegs * 2 : 64;
+        rseg **ns = realloc(r->segs, nc * sizeof *ns);
+        if (!ns) return NULL;
+        r->segs = ns;
+        r->capsegs = nc;
+    }
+    rseg *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->addr = addr;
+    g->size = size;
+    g->pool = pool;
+    g->expandable = (uint8_t)expandable;
+    g->whole = (uint8_t)whole;
+    g->gaps = size ? 1 : 0;
+    uint32_t i = seg_lower(r, addr);
+    memmove(&r->segs[i + 1], &r->segs[i], (r->nsegs - i) * sizeof *r->segs);
+    r->segs[i] = g;
+    r->nsegs++;
+    return g;
+}
+
+static void seg_remove_at(cmh_replay *r, uint32_t i)
+{
+    free(r->segs[i]->r);
+    free(r->segs[i]);
+    memmove(&r->segs[i], &r->segs[i + 1], (r->nsegs - i - 1) * sizeof *r->segs);
+    r->nsegs--;
+}
+
+/* ---- stats ---- */
+
+static void stat_add(cmh_stat *s, int64_t d)
+{
+    s->current += d;
+    if (d > 0) s->allocated += d;
+    else s->freed -= d;
+    if (s->current > s->peak) s->peak = s->current;
+}
+
+static void pool_add(cmh_stat *arr, int pool, int64_t d)
+{
+    stat_add(&arr[0], d);
+    stat_add(&arr[pool], d);
+}
+
+static void split_contrib(const rseg *g, int64_t *bytes, int64_t *count)
+{
+    if (g->expandable || !g->nactive) {
+        *bytes = *count = 0;
+        return;
+    }
+    *bytes = (int64_t)(g->size - g->active_bytes);
+    *count = g->gaps;
+}
+
+/* Add (sign 1) or remove (sign -1) the active range [a, b) in g, keeping the split stats. */
+static void seg_activate(cmh_replay *r, rseg *g, uint64_t a, uint64_t b, int sign)
+{
+    int64_t b0, c0, b1, c1;
+    split_contrib(g, &b0, &c0);
+    uint64_t end = g->addr + g->size;
+    if (a < g->addr) a = g->addr;
+    if (b > end) b = end;
+    if (b <= a) return;
+    uint32_t lo = 0, hi = g->nr;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (g->r[mid].a < a) lo = mid + 1;
+        else hi = mid;
+    }
+    if (sign > 0) {
+        uint64_t prev_end = lo ? g->r[lo - 1].b : g->addr;
+        uint64_t next_start = lo < g->nr ? g->r[lo].a : end;
+        if (g->nr == g->capr) {
+            uint32_t nc = g->capr ? g->capr * 2 : 4;
+            range *nrr = realloc(g->r, nc * sizeof *nrr);
+            if (!nrr) return;
+            g->r = nrr;
+            g->capr = nc;
+        }
+        memmove(&g->r[lo + 1], &g->r[lo], (g->nr - lo) * sizeof *g->r);
+        g->r[lo] = (range){a, b};
+        g->nr++;
+        g->gaps = g->gaps - (next_start > prev_end ? 1 : 0) + (a > prev_end) + (next_start > b);
+        g->active_bytes += b - a;
+        g->nactive++;
+    } else {
+        if (lo >= g->nr || g->r[lo].a != a) return;
+        uint64_t prev_end = lo ? g->r[lo - 1].b : g->addr;
+        uint64_t next_start = lo + 1 < g->nr ? g->r[lo + 1].a : end;
+        uint64_t rb = g->r[lo].b;
+        memmove(&g->r[lo], &g->r[lo + 1], (g->nr - lo - 1) * sizeof *g->r);
+        g->nr--;
+        g->gaps = g->gaps + (next_start > prev_end ? 1 : 0) - (a > prev_end) - (next_start > rb);
+        g->active_bytes -= rb - a;
+        g->nactive--;
+    }
+    split_contrib(g, &b1, &c1);
+    pool_add(r->st.inactive_split_bytes, g->pool, b1 - b0);
+    pool_add(r->st.inactive_split, g->pool, c1 - c0);
+}
+
+/* ---- forward operations ---- */
+
+static void fwd_block_alloc(cmh_replay *r, uint64_t addr, uint64_t size, uint64_t req, uint8_t state)
+{
+    rblock *old = block_find(r, addr);
+    if (old) { /* an alloc over a live block: the free was lost */
+        r->anomalies++;
+        return;
+    }
+    rseg *g = seg_containing(r, addr);
+    rblock *b = block_put(r, addr);
+    if (!b) return;
+    b->size = size;
+    b->requested = req;
+    b->state = state;
+    b->pool = g ? g->pool : pool_rule(size, 1);
+    if (state == CMH_BLOCK_ACTIVE_ALLOCATED) pool_add(r->st.allocated_bytes, b->pool, (int64_t)size);
+    pool_add(r->st.active_bytes, b->pool, (int64_t)size);
+    pool_add(r->st.requested_bytes, b->pool, (int64_t)req);
+    pool_add(r->st.allocation, b->pool, 1);
+    pool_add(r->st.active, b->pool, 1);
+    if (r->max_split && size >= r->max_split) stat_add(&r->st.oversize_allocations, 1);
+    if (g) seg_activate(r, g, addr, addr + size, 1);
+}
+
+static void fwd_free_requested(cmh_replay *r, uint64_t addr)
+{
+    rblock *b = block_find(r, addr);
+    if (!b) {
+        r->anomalies++;
+        return;
+    }
+    if (b->state != CMH_BLOCK_ACTIVE_ALLOCATED) return;
+    b->state = CMH_BLOCK_ACTIVE_PENDING_FREE;
+    pool_add(r->st.allocated_bytes, b->pool, -(int64_t)b->size);
+    pool_add(r->st.allocation, b->pool, -1);
+}
+
+static void fwd_free_completed(cmh_replay *r, uint64_t addr)
+{
+    rblock *b = block_find(r, addr);
+    if (!b) {
+        r->anomalies++;
+        return;
+    }
+    if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) {
+        pool_add(r->st.allocated_bytes, b->pool, -(int64_t)b->size);
+        pool_add(r->st.allocation, b->pool, -1);
+    }
+    pool_add(r->st.active_bytes, b->pool, -(int64_t)b->size);
+    pool_add(r->st.requested_bytes, b->pool, -(int64_t)b->requested);
+    pool_add(r->st.active, b->pool, -1);
+    if (r->max_split && b->size >= r->max_split) stat_add(&r->st.oversize_allocations, -1);
+    rseg *g = seg_containing(r, addr);
+    if (g) seg_activate(r, g, addr, addr + b->size, -1);
+    block_del(r, b);
+}
+
+static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable, uint8_t pool)
+{
+    int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
+    if (seg_containing(r, e->addr)) {
+        r->anomalies++;
+        return;
+    }
+    rseg *g = seg_insert(r, e->addr, e->size, pool ? pool : pool_rule(e->size, whole), expandable, whole);
+    if (!g) return;
+    pool_add(r->st.reserved_bytes, g->pool, (int64_t)e->size);
+    pool_add(r->st.segment, g->pool, 1);
+    if (r->max_split && e->size >= r->max_split) stat_add(&r->st.oversize_segments, 1);
+    if (whole) fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED);
+}
+
+static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
+{
+    if (e->flags & CMH_EF_WHOLE_BLOCK) fwd_free_completed(r, e->addr);
+    uint64_t lo = e->addr, hi = e->addr + e->size;
+    int hit = 0;
+    /* Remove or trim every segment overlapping [lo, hi) (unmaps may cover several maps). */
+    uint32_t i = seg_lower(r, lo);
+    if (i) i--;
+    while (i < r->nsegs && r->segs[i]->addr < hi) {
+        rseg *g = r->segs[i];
+        uint64_t ga = g->addr, gb = g->addr + g->size;
+        if (gb <= lo) {
+            i++;
+            continue;
+        }
+        hit = 1;
+        uint64_t a = ga > lo ? ga : lo, b = gb < hi ? gb : hi;
+        pool_add(r->st.reserved_bytes, g->pool, -(int64_t)(b - a));
+        if (a == ga && b == gb) {
+            int64_t sb, sc;
+            split_contrib(g, &sb, &sc);
+            pool_add(r->st.inactive_split_bytes, g->pool, -sb);
+            pool_add(r->st.inactive_split, g->pool, -sc);
+            pool_add(r->st.segment, g->pool, -1);
+            if (r->max_split && g->size >= r->max_split) stat_add(&r->st.oversize_segments, -1);
+            seg_remove_at(r, i);
+            continue;
+        }
+        /* partial: keep the pieces outside [a, b) */
+        if (a > ga && b < gb) {
+            rseg *right = seg_insert(r, b, gb - b, g->pool, g->expandable, 0);
+            if (right) pool_add(r->st.segment, g->pool, 1);
+            g->size = a - ga;
+        } else if (a == ga) {
+            g->addr = b;
+            g->size = gb - b;
+        } else {
+            g->size = a - ga;
+        }
+        i = seg_lower(r, b);
+        if (i) i--;
+        if (i < r->nsegs && r->segs[i]->addr + r->segs[i]->size <= b) i++;
+    }
+    if (!hit) r->anomalies++;
+}
+
+static void apply_forward(cmh_replay *r, const cmh_entry *e)
+{
+    switch (e->action) {
+    case CMH_ACT_ALLOC: fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED); break;
+    case CMH_ACT_FREE_REQUESTED: fwd_free_requested(r, e->addr); break;
+    case CMH_ACT_FREE_COMPLETED: fwd_free_completed(r, e->addr); break;
+    case CMH_ACT_SEGMENT_ALLOC: fwd_segment_alloc(r, e, 0, 0); break;
+    case CMH_ACT_SEGMENT_MAP: fwd_segment_alloc(r, e, 1, 0); break;
+    case CMH_ACT_SEGMENT_FREE:
+    case CMH_ACT_SEGMENT_UNMAP: fwd_segment_free(r, e); break;
+    case CMH_ACT_OOM: r->st.num_ooms++; break;
+    default: break;
+    }
+}
+
+/* ---- backward pass: the state before the first entry ---- */
+
+static void undo(cmh_replay *t, const cmh_entry *e)
+{
+    int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
+    rblock *b;
+    switch (e->action) {
+    case CMH_ACT_ALLOC:
+        if ((b = block_find(t, e->addr))) block_del(t, b);
+        break;
+    case CMH_ACT_FREE_REQUESTED:
+        if ((b = block_find(t, e->addr))) b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
+        else if ((b = block_put(t, e->addr))) {
+            b->size = e->size;
+            b->requested = e->requested;
+            b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
+        }
+        break;
+    case CMH_ACT_FREE_COMPLETED:
+        if (!block_find(t, e->addr) && (b = block_put(t, e->addr))) {
+            b->size = e->size;
+            b->requested = e->requested;
+            b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
+        }
+        break;
+    case CMH_ACT_SEGMENT_ALLOC:
+    case CMH_ACT_SEGMENT_MAP: {
+        if (whole && (b = block_find(t, e->addr))) block_del(t, b);
+        cmh_entry un = *e;
+        un.flags = 0;
+        fwd_segment_free(t, &un); /* cut the range out of whatever segment holds it */
+        break;
+    }
+    case CMH_ACT_SEGMENT_FREE:
+    case CMH_ACT_SEGMENT_UNMAP:
+        if (!seg_containing(t, e->addr))
+            seg_insert(t, e->addr, e->size, pool_rule(e->size, whole), e->action == CMH_ACT_SEGMENT_UNMAP, whole);
+        if (whole && !block_find(t, e->addr) && (b = block_put(t, e->addr))) {
+            b->size = e->size;
+            b->requested = e->requested;
+            b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
+        }
+        break;
+    default: break;
+    }
+}
+
+const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device)
+{
+    for (uint32_t i = 0; i < s->ntraces; i++)
+        if (s->traces[i].device == device) return &s->traces[i];
+    return NULL;
+}
+
+static uint64_t setting_u64(const cmh_snapshot *s, const char *key)
+{
+    for (uint32_t i = 0; i < s->nsettings; i++)
+        if (strcmp(cmh_str(s, s->settings[i].key), key) == 0) {
+            long long v = atoll(cmh_str(s, s->settings[i].value));
+            return v > 0 ? (uint64_t)v : 0;
+        }
+    return 0;
+}
+
+static void free_tables(cmh_replay *r)
+{
+    for (uint32_t i = 0; i < r->nsegs; i++) {
+        free(r->segs[i]->r);
+        free(r->segs[i]);
+    }
+    free(r->segs);
+    free(r->blocks);
+}
+
+cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
+{
+    cmh_replay *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->s = s;
+    r->pos = -1;
+    r->max_split = setting_u64(s, "max_split_size");
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    if (t) {
+        r->e = s->entries + t->first_entry;
+        r->n = t->nentries;
+    }
+    /* final state */
+    cmh_replay b;
+    memset(&b, 0, sizeof b);
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device != device) continue;
+        uint8_t pool = g->pool == CMH_POOL_SMALL ? CMH_POOL_SMALL_IDX
+                       : g->pool == CMH_POOL_LARGE ? CMH_POOL_LARGE_IDX
+                                                   : pool_rule(g->size, (g->flags & CMH_SEG_WHOLE_BLOCK) != 0);
+        if (!seg_insert(&b, g->addr, g->size, pool, (g->flags & CMH_SEG_EXPANDABLE) != 0,
+                        (g->flags & CMH_SEG_WHOLE_BLOCK) != 0))
+            goto oom;
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *bl = &s->blocks[g->first_block + k];
+            if (bl->state == CMH_BLOCK_INACTIVE) continue;
+            rblock *x = block_put(&b, bl->addr);
+            if (!x) goto oom;
+            x->size = bl->size;
+            x->requested = bl->requested;
+            x->state = bl->state;
+        }
+    }
+    for (int64_t i = (int64_t)r->n - 1; i >= 0; i--) undo(&b, &r->e[i]);
+    /* The forward state starts as that initial state, counted in as if allocated then. */
+    for (uint32_t i = 0; i < b.nsegs; i++) {
+        rseg *g = b.segs[i];
+        if (!seg_insert(r, g->addr, g->size, g->pool, g->expandable, g->whole)) goto oom;
+        pool_add(r->st.reserved_bytes, g->pool, (int64_t)g->size);
+        pool_add(r->st.segment, g->pool, 1);
+        if (r->max_split && g->size >= r->max_split) stat_add(&r->st.oversize_segments, 1);
+    }
+    for (uint32_t i = 0; i < b.bcap; i++)
+        if (b.blocks[i].used)
+            fwd_block_alloc(r, b.blocks[i].addr, b.blocks[i].size, b.blocks[i].requested, b.blocks[i].state);
+    free_tables(&b);
+    return r;
+oom:
+    free_tables(&b);
+    cmh_replay_free(r);
+    return NULL;
+}
+
+int cmh_replay_step(cmh_replay *r)
+{
+    if (r->pos + 1 >= (int64_t)r->n) return 0;
+    r->pos++;
+    apply_forward(r, &r->e[r->pos]);
+    return 1;
+}
+
+const cmh_mem_stats *cmh_replay_stats(const cmh_replay *r) { return &r->st; }
+int64_t cmh_replay_position(const cmh_replay *r) { return r->pos; }
+uint64_t cmh_replay_anomalies(const cmh_replay *r) { return r->anomalies; }
+
+void cmh_replay_free(cmh_replay *r)
+{
+    if (!r) return;
+    free_tables(r);
+    free(r);
+}
+
+int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap)
+{
+    int n = 0;
+    int32_t seen[256];
+    int ns = 0;
+    for (uint32_t i = 0; i < s->ntraces + s->nsegments; i++) {
+        int32_t d = i < s->ntraces ? s->traces[i].device : s->segments[i - s->ntraces].device;
+        if (i < s->ntraces && s->traces[i].nentries == 0) {
+            /* an empty ring names a device only if it has segments too */
+            continue;
+        }
+        int dup = 0;
+        for (int k = 0; k < ns; k++) dup |= seen[k] == d;
+        if (dup || ns == 256) continue;
+        seen[ns++] = d;
+    }
+    /* ascending, host (-1) last */
+    for (int a = 0; a < ns; a++)
+        for (int b2 = a + 1; b2 < ns; b2++) {
+            uint32_t ka = (uint32_t)seen[a], kb = (uint32_t)seen[b2];
+            if (kb < ka) {
+                int32_t t = seen[a];
+                seen[a] = seen[b2];
+                seen[b2] = t;
+            }
+        }
+    for (int k = 0; k < ns; k++) {
+        if (n < cap) out[n] = seen[k];
+        n++;
+    }
+    return n;
+}

@@ -1,0 +1,105 @@
+/*
+ * summary.c - torch.cuda.memory_summary(), computed from a replay of the trace.
+ *
+ * The layout is PyTorch's to the character (REFERENCE §6): 75 columns inside '|', sizes scaled
+ * by the "all" row of the same column (so sub-rows share its unit), counts by 1000 from 750 K.
+ */
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+
+int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out)
+{
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    while (cmh_replay_step(r)) {}
+    *out = *cmh_replay_stats(r);
+    cmh_replay_free(r);
+    return CMH_OK;
+}
+
+/* Python's // on possibly negative numbers */
+static int64_t floordiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+static void fmt_size(char *buf, size_t n, int64_t sz, double pref)
+{
+    static const char *const units[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    for (int k = 1; k < 6; k++) {
+        if (pref < 768 * 1024) break;
+        u = k;
+        sz = floordiv(sz, 1024);
+        pref /= 1024;
+    }
+    snprintf(buf, n, "%6lld %s", (long long)sz, units[u]);
+}
+
+static void fmt_count(char *buf, size_t n, int64_t c, double pref)
+{
+    static const char *const units[] = {" ", "K", "M"};
+    int u = 0;
+    for (int k = 1; k < 3; k++) {
+        if (pref < 750 * 1000) break;
+        u = k;
+        c = floordiv(c, 1000);
+        pref /= 1000;
+    }
+    snprintf(buf, n, "%7lld %s ", (long long)c, units[u]);
+}
+
+typedef void (*fmt_fn)(char *, size_t, int64_t, double);
+
+static void line(FILE *fp, char ch)
+{
+    fputc('|', fp);
+    for (int i = 0; i < 75; i++) fputc(ch, fp);
+    fputs("|\n", fp);
+}
+
+static void row(FILE *fp, const char *name, const cmh_stat *v, const cmh_stat *pref, fmt_fn f)
+{
+    char c[32], p[32], a[32], fr[32];
+    f(c, sizeof c, v->current, (double)pref->current);
+    f(p, sizeof p, v->peak, (double)pref->peak);
+    f(a, sizeof a, v->allocated, (double)pref->allocated);
+    f(fr, sizeof fr, v->freed, (double)pref->freed);
+    fprintf(fp, "| %-21s | %s | %s | %s | %s |\n", name, c, p, a, fr);
+}
+
+void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FILE *fp)
+{
+    struct {
+        const cmh_stat *arr;
+        const char *name;
+        fmt_fn f;
+    } metrics[] = {
+        {st->allocated_bytes, "Allocated memory", fmt_size},
+        {st->active_bytes, "Active memory", fmt_size},
+        {st->requested_bytes, "Requested memory", fmt_size},
+        {st->reserved_bytes, "GPU reserved memory", fmt_size},
+        {st->inactive_split_bytes, "Non-releasable memory", fmt_size},
+        {st->allocation, "Allocations", fmt_count},
+        {st->active, "Active allocs", fmt_count},
+        {st->segment, "GPU reserved segments", fmt_count},
+        {st->inactive_split, "Non-releasable allocs", fmt_count},
+    };
+    line(fp, '=');
+    fprintf(fp, "|                  PyTorch CUDA memory summary, device ID %-17d |\n", device);
+    line(fp, '-');
+    fprintf(fp, "|            CUDA OOMs: %-12llu |        cudaMalloc retries: %-8llu  |\n",
+            (unsigned long long)st->num_ooms, (unsigned long long)st->num_alloc_retries);
+    line(fp, '=');
+    fputs("|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n", fp);
+    for (size_t m = 0; m < sizeof metrics / sizeof metrics[0]; m++) {
+        line(fp, '-');
+        row(fp, metrics[m].name, &metrics[m].arr[0], &metrics[m].arr[0], metrics[m].f);
+        if (abbreviated) continue;
+        row(fp, "      from large pool", &metrics[m].arr[1], &metrics[m].arr[0], metrics[m].f);
+        row(fp, "      from small pool", &metrics[m].arr[2], &metrics[m].arr[0], metrics[m].f);
+    }
+    line(fp, '-');
+    row(fp, "Oversize allocations", &st->oversize_allocations, &st->oversize_allocations, fmt_count);
+    line(fp, '-');
+    row(fp, "Oversize GPU segments", &st->oversize_segments, &st->oversize_segments, fmt_count);
+    line(fp, '=');
+}

@@ -1,0 +1,25 @@
+/*
+ * cli.h - what the subcommands of the cumemhist command share: one entry point per
+ * subcommand (cmd_*.c) and the parsing helpers in util.c.
+ */
+#ifndef CMH_CLI_H
+#define CMH_CLI_H
+
+#include <stdint.h>
+
+#include "cumemhist/analyzer.h"
+#include "cumemhist/snapshot.h"
+
+int cmd_record(int argc, char **argv);
+int cmd_summary(int argc, char **argv);
+
+/* Print "cumemhist: <message>" to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Load any snapshot; on failure print the one-line error and return non-zero. */
+int cli_load(const char *path, cmh_snapshot *s);
+/* Parse a non-negative integer with an optional K/M/G suffix (binary); -1 on error. */
+int cli_parse_u64(const char *s, uint64_t *out);
+/* Is argv[i] the option name (exact), consuming its value into *val (from "--x=v" or the next arg). */
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
+
+#endif

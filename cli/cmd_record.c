@@ -1,0 +1,237 @@
+/*
+ * cmd_record.c - `cumemhist record [options] -- prog args...`
+ *
+ * Runs the program with libcumemhist.so preloaded (after nothing: ahead of any LD_PRELOAD the
+ * user already had, which is kept) and the CUMEMHIST_* variables that carry the options.  Every
+ * child process inherits both.  Each process that dumps appends its file to a manifest, which is
+ * read back to say which snapshots were written.  The program's exit status is forwarded, and a
+ * program killed by a signal makes `record` die of the same signal.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char *const usage_text =
+    "usage: cumemhist record [options] -- program [args...]\n"
+    "\n"
+    "Run a program with the recorder preloaded and write a snapshot of its CUDA memory\n"
+    "history at exit (also on SIGUSR1 and at the first out-of-memory error).\n"
+    "\n"
+    "options:\n"
+    "  -o, --output PATH     snapshot path; %p = pid, %r = rank (RANK/LOCAL_RANK)\n"
+    "                        (default cumemhist.%p.cmh; a fixed path gets .PID inserted\n"
+    "                        for every process but the first)\n"
+    "  --enabled state|all   all: live blocks and the trace history (default);\n"
+    "                        state: live blocks only\n"
+    "  --context none|state|alloc|all\n"
+    "                        which events keep a stack (default all)\n"
+    "  --max-entries N       trace entries kept per device, oldest dropped first\n"
+    "                        (default 0 = unlimited)\n"
+    "  --max-frames N        deepest stack kept (default 32, at most 128)\n"
+    "  --lib PATH            libcumemhist.so to preload (default: beside this command)\n"
+    "  -q, --quiet           do not list the snapshots written\n"
+    "\n"
+    "example: cumemhist record -o train.cmh -- python train.py\n";
+
+static pid_t g_child;
+
+static void forward(int sig)
+{
+    if (g_child > 0) kill(g_child, sig);
+}
+
+static int find_lib(const char *argv0, char *out, size_t n)
+{
+    const char *env = getenv("CUMEMHIST_LIB");
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        return access(out, R_OK) == 0 ? 0 : -1;
+    }
+    char exe[PATH_MAX];
+    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (l <= 0) {
+        snprintf(exe, sizeof exe, "%s", argv0);
+        l = (ssize_t)strlen(exe);
+    }
+    exe[l] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    else snprintf(exe, sizeof exe, ".");
+    static const char *const rel[] = {"/libcumemhist.so", "/../lib/libcumemhist.so", "/../lib/cumemhist/libcumemhist.so"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        snprintf(out, n, "%s%s", exe, rel[i]);
+        if (access(out, R_OK) == 0) return 0;
+    }
+    return -1;
+}
+
+static int check_choice(const char *opt, const char *v, const char *const *ok)
+{
+    for (; *ok; ok++)
+        if (!strcmp(v, *ok)) return 0;
+    cli_error("%s: '%s' is not one of the accepted values (see cumemhist record --help)", opt, v);
+    return -1;
+}
+
+int cmd_record(int argc, char **argv)
+{
+    const char *output = NULL, *enabled = NULL, *context = NULL, *max_entries = NULL, *max_frames = NULL, *lib = NULL;
+    int quiet = 0, i;
+    static const char *const enabled_ok[] = {"state", "all", NULL};
+    static const char *const context_ok[] = {"none", "state", "alloc", "all", NULL};
+    for (i = 1; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) quiet = 1;
+        else if (cli_opt(argc, argv, &i, "-o", &v) || cli_opt(argc, argv, &i, "--output", &v)) output = v;
+        else if (cli_opt(argc, argv, &i, "--enabled", &v)) {
+            if (check_choice("--enabled", v, enabled_ok)) return 2;
+            enabled = v;
+        } else if (cli_opt(argc, argv, &i, "--context", &v)) {
+            if (check_choice("--context", v, context_ok)) return 2;
+            context = v;
+        } else if (cli_opt(argc, argv, &i, "--max-entries", &v)) {
+            uint64_t x;
+            if (cli_parse_u64(v, &x)) {
+                cli_error("--max-entries: '%s' is not a non-negative integer", v);
+                return 2;
+            }
+            max_entries = v;
+        } else if (cli_opt(argc, argv, &i, "--max-frames", &v)) {
+            uint64_t x;
+            if (cli_parse_u64(v, &x) || x < 1 || x > 128) {
+                cli_error("--max-frames: '%s' is not an integer from 1 to 128", v);
+                return 2;
+            }
+            max_frames = v;
+        } else if (cli_opt(argc, argv, &i, "--lib", &v)) lib = v;
+        else if (argv[i][0] == '-') {
+            cli_error("record: unknown option '%s' (see cumemhist record --help)", argv[i]);
+            return 2;
+        } else break; /* the program, without a "--" */
+    }
+    if (i >= argc) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    char libpath[PATH_MAX];
+    if (lib) snprintf(libpath, sizeof libpath, "%s", lib);
+    if ((lib && access(libpath, R_OK) != 0) || (!lib && find_lib(argv[0], libpath, sizeof libpath) != 0)) {
+        cli_error("cannot find libcumemhist.so (looked beside this command; set --lib or CUMEMHIST_LIB)");
+        return 2;
+    }
+    char abslib[PATH_MAX];
+    if (realpath(libpath, abslib)) snprintf(libpath, sizeof libpath, "%s", abslib);
+
+    /* LD_PRELOAD: ours first, then whatever the user already preloads. */
+    const char *old = getenv("LD_PRELOAD");
+    size_t pl = strlen(libpath) + (old ? strlen(old) : 0) + 2;
+    char *preload = malloc(pl);
+    if (!preload) return 1;
+    snprintf(preload, pl, "%s%s%s", libpath, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("LD_PRELOAD", preload, 1);
+    free(preload);
+    if (output) setenv("CUMEMHIST_OUTPUT", output, 1);
+    if (enabled) setenv("CUMEMHIST_ENABLED", enabled, 1);
+    if (context) setenv("CUMEMHIST_CONTEXT", context, 1);
+    if (max_entries) setenv("CUMEMHIST_MAX_ENTRIES", max_entries, 1);
+    if (max_frames) setenv("CUMEMHIST_MAX_FRAMES", max_frames, 1);
+
+    char manifest[] = "/tmp/cumemhist-manifest-XXXXXX";
+    int mfd = mkstemp(manifest);
+    if (mfd < 0) {
+        cli_error("cannot create a temporary file: %s", strerror(errno));
+        return 1;
+    }
+    close(mfd);
+    setenv("CUMEMHIST_MANIFEST", manifest, 1);
+
+    struct sigaction sa, ign;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+
+    g_child = fork();
+    if (g_child < 0) {
+        cli_error("fork: %s", strerror(errno));
+        unlink(manifest);
+        return 1;
+    }
+    if (g_child == 0) {
+        char pid[32];
+        snprintf(pid, sizeof pid, "%ld", (long)getpid());
+        setenv("CUMEMHIST_ROOT_PID", pid, 1);
+        execvp(argv[i], argv + i);
+        cli_error("cannot run %s: %s", argv[i], strerror(errno));
+        _exit(127);
+    }
+    /* The terminal sends SIGINT/SIGQUIT to the whole group, the child included: just outlive it.
+     * Signals sent to us alone are passed on. */
+    sigaction(SIGINT, &ign, NULL);
+    sigaction(SIGQUIT, &ign, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
+    int status = 0;
+    while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {}
+
+    /* Report the files, each once, in the order they were first written. */
+    FILE *mf = fopen(manifest, "r");
+    int nfiles = 0;
+    if (mf) {
+        char line[PATH_MAX + 2];
+        char **seen = NULL;
+        int nseen = 0;
+        while (fgets(line, sizeof line, mf)) {
+            line[strcspn(line, "\n")] = 0;
+            int dup = 0;
+            for (int k = 0; k < nseen; k++) dup |= !strcmp(seen[k], line);
+            if (dup) continue;
+            char **ns = realloc(seen, (size_t)(nseen + 1) * sizeof *ns);
+            if (!ns) break;
+            seen = ns;
+            seen[nseen++] = strdup(line);
+            struct stat st;
+            if (!quiet && stat(line, &st) == 0) fprintf(stderr, "cumemhist: wrote %s (%lld bytes)\n", line, (long long)st.st_size);
+            nfiles += stat(line, &st) == 0;
+        }
+        for (int k = 0; k < nseen; k++) free(seen[k]);
+        free(seen);
+        fclose(mf);
+    }
+    unlink(manifest);
+    if (!nfiles && !quiet)
+        fprintf(stderr, "cumemhist: no snapshot written (no process called a CUDA allocation entry point)\n");
+
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        signal(sig, SIG_DFL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig);
+        return 128 + sig;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}

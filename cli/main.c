@@ -1,0 +1,46 @@
+/*
+ * main.c - the cumemhist command: dispatch to one subcommand per file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *what;
+} g_cmds[] = {
+    {"record", cmd_record, "run a program and record its CUDA memory history"},
+    {"summary", cmd_summary, "torch.cuda.memory_summary()-style table of a snapshot"},
+};
+
+static void usage(FILE *fp)
+{
+    fputs("usage: cumemhist <command> [options]\n\n"
+          "Records the CUDA memory history of any process and explains it afterwards.\n"
+          "Snapshots are cumemhist .cmh files or PyTorch _dump_snapshot() pickles.\n\ncommands:\n",
+          fp);
+    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++) fprintf(fp, "  %-10s %s\n", g_cmds[i].name, g_cmds[i].what);
+    fputs("\n'cumemhist <command> --help' describes a command.\n", fp);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("cumemhist %s\n", CMH_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+        if (!strcmp(argv[1], g_cmds[i].name)) return g_cmds[i].fn(argc - 1, argv + 1);
+    cli_error("unknown command '%s' (try 'cumemhist --help')", argv[1]);
+    return 2;
+}

@@ -1,0 +1,66 @@
+/*
+ * util.c - argument parsing and snapshot loading shared by every subcommand.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("cumemhist: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_load(const char *path, cmh_snapshot *s)
+{
+    char err[1024];
+    if (cmh_snapshot_load(path, s, err, sizeof err) != CMH_OK) {
+        cli_error("%s", err);
+        return 1;
+    }
+    return 0;
+}
+
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    int shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10;
+    else if (*end == 'M' || *end == 'm') shift = 20;
+    else if (*end == 'G' || *end == 'g') shift = 30;
+    if (shift) end++;
+    if (*end) return -1;
+    if (shift && v > (~0ull >> shift)) return -1;
+    *out = v << shift;
+    return 0;
+}
+
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != 0) return 0;
+    if (*i + 1 >= argc) {
+        cli_error("%s needs a value", name);
+        exit(2);
+    }
+    *val = argv[++*i];
+    return 1;
+}

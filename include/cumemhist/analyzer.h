@@ -1,0 +1,61 @@
+/*
+ * cumemhist/analyzer.h - computations over a snapshot.  No I/O beyond the FILE* handed in.
+ *
+ * The replay reconstructs one device's memory over its trace.  Because a ring may have dropped
+ * its oldest entries, it first walks the trace backwards from the final segments (undoing each
+ * entry) to find the state at the first kept entry, then steps forward, keeping PyTorch's
+ * memory_stats counters (current / peak / allocated / freed, for all, large and small pools).
+ * Definitions follow DESIGN §4 and PyTorch's CUDACachingAllocator.
+ */
+#ifndef CUMEMHIST_ANALYZER_H
+#define CUMEMHIST_ANALYZER_H
+
+#include <stdio.h>
+
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cmh_stat {
+    int64_t current, peak, allocated, freed;
+} cmh_stat;
+
+enum { CMH_POOL_ALL = 0, CMH_POOL_LARGE_IDX = 1, CMH_POOL_SMALL_IDX = 2 };
+
+typedef struct cmh_mem_stats {
+    cmh_stat allocated_bytes[3], active_bytes[3], requested_bytes[3], reserved_bytes[3], inactive_split_bytes[3];
+    cmh_stat allocation[3], active[3], segment[3], inactive_split[3];
+    cmh_stat oversize_allocations, oversize_segments;
+    uint64_t num_ooms, num_alloc_retries;
+} cmh_mem_stats;
+
+typedef struct cmh_replay cmh_replay;
+
+/* Prepare a replay of device's trace (reconstructing the state before its first entry).
+ * Returns NULL on out-of-memory. */
+cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device);
+/* Apply the next entry; returns 0 when the trace is exhausted. */
+int cmh_replay_step(cmh_replay *r);
+const cmh_mem_stats *cmh_replay_stats(const cmh_replay *r);
+/* Index (within the device's trace) of the entry applied last, -1 before the first. */
+int64_t cmh_replay_position(const cmh_replay *r);
+/* Entries whose effect contradicted the state (e.g. a free of an unknown block): a measure of
+ * how far the trace and final segments disagree. */
+uint64_t cmh_replay_anomalies(const cmh_replay *r);
+void cmh_replay_free(cmh_replay *r);
+
+/* Devices that appear in a snapshot (traces or segments), ascending; returns the count. */
+int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
+const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
+
+/* memory_summary(): replay the whole trace of device and fill stats. */
+int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out);
+/* The exact torch.cuda.memory_summary() table. */
+void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FILE *fp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

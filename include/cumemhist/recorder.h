@@ -1,0 +1,81 @@
+/*
+ * cumemhist/recorder.h - the C API an application calls to control the recorder.
+ *
+ * The recorder (libcumemhist.so) records the CUDA memory history of the process: every driver
+ * allocation, with a stack, into a per-device ring of trace entries, plus the live segments.
+ * Preloading it (LD_PRELOAD, or `cumemhist record -- prog`) is enough; these calls let a
+ * program switch recording on and off, dump a snapshot when it wants, and read its counters.
+ *
+ * Options mirror torch.cuda.memory._record_memory_history():
+ *   enabled  CMH_ENABLED_OFF | _STATE (live blocks only) | _ALL (live blocks + trace history)
+ *   context  CMH_CONTEXT_NONE | _STATE (stacks on live blocks) | _ALL_ALLOC (trace entries keep
+ *            the allocation stack) | _ALL (frees take a stack of their own too)
+ *   max_entries  ring capacity per device, 0 = unlimited; the oldest entries are dropped first
+ *                and counted
+ *   max_frames   deepest stack kept (1..128)
+ *   clear_history  empty the rings now
+ * The same options come from CUMEMHIST_ENABLED, CUMEMHIST_CONTEXT, CUMEMHIST_MAX_ENTRIES,
+ * CUMEMHIST_MAX_FRAMES for LD_PRELOAD use; CUMEMHIST_OUTPUT is the dump path pattern
+ * (%p = pid, %r = rank from RANK / LOCAL_RANK, default "cumemhist.%p.cmh").
+ *
+ * Every function returns CMH_OK or a negative CMH_E* code and never aborts the program.
+ */
+#ifndef CUMEMHIST_RECORDER_H
+#define CUMEMHIST_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CMH_OK 0
+#define CMH_EINVAL (-1)  /* a bad argument */
+#define CMH_ENOMEM (-2)  /* the recorder could not get memory */
+#define CMH_EIO (-3)     /* a file could not be written or read */
+#define CMH_EFORMAT (-4) /* a file is not what it claims to be */
+#define CMH_ENOTLOADED (-5) /* the recorder is not in this process */
+
+typedef enum cmh_enabled { CMH_ENABLED_OFF = 0, CMH_ENABLED_STATE = 1, CMH_ENABLED_ALL = 2 } cmh_enabled;
+
+typedef enum cmh_context {
+    CMH_CONTEXT_NONE = 0,
+    CMH_CONTEXT_STATE = 1,
+    CMH_CONTEXT_ALLOC = 2,
+    CMH_CONTEXT_ALL = 3
+} cmh_context;
+
+typedef struct cmh_options {
+    cmh_enabled enabled;
+    cmh_context context;
+    uint64_t max_entries; /* 0 = unlimited */
+    int max_frames;       /* 0 = keep the current value */
+    int clear_history;
+} cmh_options;
+
+/* Start, change or stop recording (enabled = OFF stops and, as in PyTorch, clears the rings). */
+int cmh_record_memory_history(const cmh_options *opts);
+
+/* Write a snapshot of everything recorded so far to path (NULL = the configured pattern).
+ * Atomic: a temporary file is renamed into place.  Recording goes on. */
+int cmh_dump_snapshot(const char *path);
+
+typedef struct cmh_device_stats {
+    int device; /* -1 = pinned host memory */
+    uint64_t allocated_current, allocated_peak;
+    uint64_t reserved_current, reserved_peak;
+    uint64_t num_allocs, num_frees, num_ooms;
+    uint64_t entries_recorded, entries_dropped;
+} cmh_device_stats;
+
+/* Fill up to cap per-device counters, return how many devices have any (may exceed cap). */
+int cmh_memory_stats(cmh_device_stats *out, int cap);
+
+/* Events the recorder itself lost (it ran out of memory or a table was full). */
+uint64_t cmh_lost_events(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,217 @@
+/*
+ * cumemhist/snapshot.h - the in-memory snapshot model and its codecs.
+ *
+ * A snapshot is what a recorder dump or a PyTorch _dump_snapshot() holds: the segments alive at
+ * the end with their blocks, one trace (ring) per device, oldest entry first, and the stacks the
+ * entries point at.  Strings, frames and stacks are interned: an entry carries a stack id, a
+ * stack is a run of frame ids, a frame holds string ids.  Id 0 of each table is "none" (the
+ * empty string, the empty stack), so a zeroed struct is a valid "no context".
+ *
+ * Ownership: a cmh_snapshot owns every array in it; cmh_snapshot_free releases all of it.
+ */
+#ifndef CUMEMHIST_SNAPSHOT_H
+#define CUMEMHIST_SNAPSHOT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "recorder.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Trace actions: PyTorch's names, plus mark (a user annotation). */
+typedef enum cmh_action {
+    CMH_ACT_ALLOC = 0,
+    CMH_ACT_FREE_REQUESTED,
+    CMH_ACT_FREE_COMPLETED,
+    CMH_ACT_SEGMENT_ALLOC,
+    CMH_ACT_SEGMENT_FREE,
+    CMH_ACT_SEGMENT_MAP,
+    CMH_ACT_SEGMENT_UNMAP,
+    CMH_ACT_OOM,
+    CMH_ACT_SNAPSHOT,
+    CMH_ACT_MARK,
+    CMH_ACT_COUNT
+} cmh_action;
+
+const char *cmh_action_name(int action);
+int cmh_action_from_name(const char *name); /* -1 if unknown */
+
+/* Entry flags. */
+#define CMH_EF_WHOLE_BLOCK 0x01 /* segment_alloc/free/map/unmap with no allocator above: the
+                                   segment is also one allocated block covering it */
+
+/* What kind of driver memory a segment is. */
+typedef enum cmh_mem_kind {
+    CMH_KIND_DEVICE = 0, /* cuMemAlloc, or a PyTorch segment */
+    CMH_KIND_PITCH,
+    CMH_KIND_MANAGED,
+    CMH_KIND_ASYNC, /* stream-ordered (cuMemAllocAsync / FromPool) */
+    CMH_KIND_VMM,   /* cuMemMap of cuMemCreate memory */
+    CMH_KIND_HOST,  /* pinned host memory */
+    CMH_KIND_COUNT
+} cmh_mem_kind;
+
+const char *cmh_kind_name(int kind);
+
+typedef enum cmh_block_state {
+    CMH_BLOCK_INACTIVE = 0,
+    CMH_BLOCK_ACTIVE_ALLOCATED,
+    CMH_BLOCK_ACTIVE_PENDING_FREE
+} cmh_block_state;
+
+typedef enum cmh_pool { CMH_POOL_UNKNOWN = 0, CMH_POOL_SMALL, CMH_POOL_LARGE } cmh_pool;
+
+typedef struct cmh_frame {
+    uint64_t pc;       /* 0 when the source (a pickle) has none */
+    uint32_t name;     /* string id */
+    uint32_t filename; /* string id */
+    int64_t line;
+    int32_t module; /* index into modules, -1 if unknown */
+} cmh_frame;
+
+typedef struct cmh_stack {
+    uint32_t first; /* into stack_frames[] */
+    uint32_t count; /* innermost frame first */
+} cmh_stack;
+
+typedef struct cmh_block {
+    uint64_t addr, size, requested;
+    uint32_t stack;
+    uint8_t state;
+    int64_t time_ns;
+} cmh_block;
+
+#define CMH_SEG_EXPANDABLE 0x01
+#define CMH_SEG_WHOLE_BLOCK 0x02 /* blocks were implied by the recorder, not reported */
+
+typedef struct cmh_segment {
+    int32_t device; /* -1 = pinned host */
+    uint8_t kind, flags, pool;
+    uint64_t addr, size, stream;
+    uint64_t pool_id[2];
+    uint32_t stack;
+    int64_t time_ns;
+    uint32_t first_block, nblocks; /* into blocks[], address order, tiling the segment */
+} cmh_segment;
+
+typedef struct cmh_entry {
+    int64_t time_ns; /* ns since the Unix epoch; 0 = unknown */
+    uint64_t addr;   /* for oom: device free bytes; for mark: 0 */
+    uint64_t size;   /* bytes (rounded for blocks); for oom: the request */
+    uint64_t requested; /* requested bytes for alloc/free, else = size */
+    uint64_t stream;
+    uint32_t stack;
+    uint32_t name;            /* mark: the label (string id) */
+    uint32_t compile_context; /* string id, 0 = none */
+    uint32_t user_metadata;   /* string id, 0 = none */
+    uint8_t action, flags, kind;
+} cmh_entry;
+
+typedef struct cmh_trace {
+    int32_t device;
+    uint64_t dropped;     /* entries the ring dropped before the first one kept */
+    uint32_t first_entry; /* into entries[] */
+    uint32_t nentries;
+} cmh_trace;
+
+typedef struct cmh_module {
+    uint32_t path, build_id; /* string ids (build id in hex) */
+    uint64_t base, size;
+} cmh_module;
+
+typedef struct cmh_annotation {
+    uint32_t name;
+    uint8_t stage; /* 0 START, 1 END */
+    int32_t device;
+    int64_t time_ns;
+} cmh_annotation;
+
+typedef struct cmh_setting {
+    uint32_t key, value; /* string ids; values kept in their text form */
+    uint8_t type;        /* 0 str, 1 int, 2 float, 3 bool, 4 map (value = JSON text) */
+} cmh_setting;
+
+typedef struct cmh_strtab {
+    char **str; /* str[0] = "" */
+    uint32_t n, cap;
+    uint32_t *hash; /* open addressing over ids, 0 = empty slot (id 0 is never looked up) */
+    uint32_t hcap;
+} cmh_strtab;
+
+typedef enum cmh_source { CMH_SRC_RECORDER = 0, CMH_SRC_PYTORCH = 1 } cmh_source;
+
+typedef struct cmh_snapshot {
+    uint32_t version;
+    uint8_t source;
+    /* meta */
+    int64_t pid;
+    uint32_t hostname, cmdline; /* string ids */
+    int64_t start_time_ns, dump_time_ns;
+    uint8_t opt_enabled, opt_context;
+    uint64_t opt_max_entries;
+    int32_t opt_max_frames;
+    uint64_t lost_events;
+
+    cmh_strtab strings;
+    cmh_frame *frames;
+    uint32_t nframes, cap_frames;
+    uint32_t *stack_frames;
+    uint32_t nstack_frames, cap_stack_frames;
+    cmh_stack *stacks;
+    uint32_t nstacks, cap_stacks;
+    uint32_t *stack_slots; /* interning index: stack id + 1, 0 = empty */
+    uint32_t stack_slots_cap;
+    cmh_module *modules;
+    uint32_t nmodules, cap_modules;
+    cmh_segment *segments;
+    uint32_t nsegments, cap_segments;
+    cmh_block *blocks;
+    uint32_t nblocks, cap_blocks;
+    cmh_entry *entries;
+    uint32_t nentries, cap_entries;
+    cmh_trace *traces;
+    uint32_t ntraces, cap_traces;
+    cmh_annotation *annotations;
+    uint32_t nannotations, cap_annotations;
+    cmh_setting *settings;
+    uint32_t nsettings, cap_settings;
+} cmh_snapshot;
+
+/* Model building.  All return CMH_OK or CMH_ENOMEM. */
+int cmh_snapshot_init(cmh_snapshot *s);
+void cmh_snapshot_free(cmh_snapshot *s);
+int cmh_strtab_intern(cmh_strtab *t, const char *str, size_t len, uint32_t *id);
+static inline const char *cmh_str(const cmh_snapshot *s, uint32_t id)
+{
+    return id < s->strings.n ? s->strings.str[id] : "";
+}
+int cmh_snapshot_add_frame(cmh_snapshot *s, const cmh_frame *f, uint32_t *id);
+/* Interns a stack given as frame ids (innermost first); identical stacks share one id. */
+int cmh_snapshot_add_stack(cmh_snapshot *s, const uint32_t *frame_ids, uint32_t n, uint32_t *id);
+int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segment **out);
+int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b);
+int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out);
+int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry *e); /* into the last trace */
+int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m);
+int cmh_snapshot_add_annotation(cmh_snapshot *s, const cmh_annotation *a);
+int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value, uint8_t type);
+
+/* The .cmh codec (docs/FORMAT.md). */
+#define CMH_FORMAT_VERSION 1
+int cmh_cmh_write(const cmh_snapshot *s, FILE *fp);
+/* Write to path atomically (path.tmp.PID then rename). */
+int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen);
+/* Read from a buffer; on failure err says what and at which byte. */
+int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);
+
+/* Load any snapshot file (.cmh or PyTorch pickle, by content).  err gets a one-line message
+ * naming the file, e.g. "snap.cmh: truncated at byte 18231 (expected 4 more bytes)". */
+int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,168 @@
+/*
+ * config.c - the recorder's options: CUMEMHIST_* variables at load, cmh_record_memory_history()
+ * at run time, and the output path pattern.
+ *
+ * Defaults mirror torch.cuda.memory._record_memory_history(): enabled=all, context=all,
+ * max_entries unlimited; max_frames 32 (a native stack deeper than that is rarely informative
+ * and each frame costs ~10 ns to unwind).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+cmh_config cmh_cfg = {CMH_ENABLED_ALL, CMH_CONTEXT_ALL, 0, 32, "cumemhist.%p.cmh", 0};
+volatile int cmh_enabled_now = CMH_ENABLED_ALL;
+volatile int cmh_context_now = CMH_CONTEXT_ALL;
+
+void cmh_log(const char *fmt, ...)
+{
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "cumemhist[%ld]: ", (long)getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (m < 0) return;
+    size_t len = (size_t)n + ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
+    buf[len++] = '\n';
+    ssize_t w = write(2, buf, len);
+    (void)w;
+}
+
+static int parse_choice(const char *var, const char *v, const char *const *names, int n, int dflt)
+{
+    if (!v || !*v) return dflt;
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(v, names[i]) == 0) return i;
+    if (strcasecmp(v, "none") == 0 || strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0) return 0;
+    cmh_log("ignoring %s=%s (expected one of %s%s%s%s%s%s%s)", var, v, names[0], n > 1 ? ", " : "",
+            n > 1 ? names[1] : "", n > 2 ? ", " : "", n > 2 ? names[2] : "", n > 3 ? ", " : "", n > 3 ? names[3] : "");
+    return dflt;
+}
+
+static int parse_u64(const char *var, const char *v, uint64_t *out)
+{
+    if (!v || !*v) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || v[0] == '-') {
+        cmh_log("ignoring %s=%s (expected a non-negative integer)", var, v);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+void cmh_config_from_env(void)
+{
+    static const char *const enabled_names[] = {"off", "state", "all"};
+    static const char *const context_names[] = {"none", "state", "alloc", "all"};
+    cmh_cfg.enabled = parse_choice("CUMEMHIST_ENABLED", getenv("CUMEMHIST_ENABLED"), enabled_names, 3, CMH_ENABLED_ALL);
+    cmh_cfg.context = parse_choice("CUMEMHIST_CONTEXT", getenv("CUMEMHIST_CONTEXT"), context_names, 4, CMH_CONTEXT_ALL);
+    uint64_t v;
+    if (parse_u64("CUMEMHIST_MAX_ENTRIES", getenv("CUMEMHIST_MAX_ENTRIES"), &v)) cmh_cfg.max_entries = v;
+    if (parse_u64("CUMEMHIST_MAX_FRAMES", getenv("CUMEMHIST_MAX_FRAMES"), &v))
+        cmh_cfg.max_frames = v < 1 ? 1 : v > CMH_MAX_FRAMES ? CMH_MAX_FRAMES : (int)v;
+    const char *o = getenv("CUMEMHIST_OUTPUT");
+    if (o && *o) {
+        if (strlen(o) >= sizeof cmh_cfg.output) cmh_log("ignoring CUMEMHIST_OUTPUT: path too long");
+        else strcpy(cmh_cfg.output, o);
+    }
+    const char *d = getenv("CUMEMHIST_DEBUG");
+    cmh_cfg.debug = d && *d && strcmp(d, "0") != 0;
+    /* PyTorch's 'state' keeps only live-block stacks: a trace is of no use there. */
+    cmh_enabled_now = cmh_cfg.enabled;
+    cmh_context_now = cmh_cfg.context;
+}
+
+static int append(char *out, size_t outlen, size_t *pos, const char *s, size_t n)
+{
+    if (*pos + n >= outlen) return -1;
+    memcpy(out + *pos, s, n);
+    *pos += n;
+    out[*pos] = 0;
+    return 0;
+}
+
+/* A fixed path (no %p / %r) belongs to the root process of a `cumemhist record` run
+ * (CUMEMHIST_ROOT_PID), or, outside one, to whichever process claims it first; every other
+ * process gets ".PID" inserted before the extension, so no process overwrites another's file. */
+static int fixed_path_is_mine(const char *path)
+{
+    static int decided = -1;
+    static pid_t decided_for;
+    if (decided >= 0 && decided_for == getpid()) return decided;
+    decided_for = getpid();
+    const char *root = getenv("CUMEMHIST_ROOT_PID");
+    if (root && *root) {
+        decided = atol(root) == (long)getpid();
+        return decided;
+    }
+    char claim[4200];
+    snprintf(claim, sizeof claim, "%s.claim", path);
+    int fd = open(claim, O_CREAT | O_EXCL | O_WRONLY, 0644);
+    if (fd >= 0) {
+        char buf[32];
+        int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+        ssize_t w = write(fd, buf, (size_t)n);
+        (void)w;
+        close(fd);
+        decided = 1;
+        return 1;
+    }
+    /* Claimed already: by us in an earlier dump of this process, or by another one. */
+    FILE *f = fopen(claim, "r");
+    long owner = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &owner) != 1) owner = -1;
+        fclose(f);
+    }
+    decided = owner == (long)getpid();
+    return decided;
+}
+
+int cmh_config_output_path(const char *pattern, char *out, size_t outlen)
+{
+    size_t pos = 0;
+    int has_id = 0;
+    char num[64];
+    out[0] = 0;
+    for (const char *p = pattern; *p; p++) {
+        if (p[0] == '%' && (p[1] == 'p' || p[1] == 'r' || p[1] == '%')) {
+            p++;
+            if (*p == '%') {
+                if (append(out, outlen, &pos, "%", 1)) return -1;
+                continue;
+            }
+            if (*p == 'p') snprintf(num, sizeof num, "%ld", (long)getpid());
+            else {
+                const char *r = getenv("RANK");
+                if (!r || !*r) r = getenv("LOCAL_RANK");
+                /* No rank: fall back to the pid so that processes still never collide. */
+                if (r && *r) snprintf(num, sizeof num, "%s", r);
+                else snprintf(num, sizeof num, "p%ld", (long)getpid());
+            }
+            has_id = 1;
+            if (append(out, outlen, &pos, num, strlen(num))) return -1;
+            continue;
+        }
+        if (append(out, outlen, &pos, p, 1)) return -1;
+    }
+    if (has_id || fixed_path_is_mine(out)) return 0;
+    /* insert .PID before the extension of the last path component */
+    char *slash = strrchr(out, '/');
+    char *dot = strrchr(slash ? slash : out, '.');
+    if (!dot || dot == (slash ? slash + 1 : out)) dot = out + pos;
+    char tail[4096];
+    snprintf(tail, sizeof tail, "%s", dot);
+    int n = snprintf(dot, outlen - (size_t)(dot - out), ".%ld%s", (long)getpid(), tail);
+    return n < 0 || (size_t)n >= outlen - (size_t)(dot - out) ? -1 : 0;
+}

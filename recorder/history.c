@@ -1,0 +1,489 @@
+/*
+ * history.c - what the recorder keeps: per-device rings of trace entries and the live segments.
+ *
+ * Invariants:
+ *  - A device's ring holds its most recent entries in append order; ring[head] is the oldest.
+ *    With max_entries = 0 it grows without bound (head stays 0); otherwise it grows up to
+ *    max_entries and then overwrites the oldest entry, counting it in `dropped`.
+ *  - The live map holds every segment the recorder saw allocated and not yet freed, keyed by
+ *    address, in 64 shards each under its own lock.  A device's counters change only under that
+ *    device's lock, together with the entry that explains the change.
+ *  - A free is recorded *before* the driver frees, so no later allocation of the same address
+ *    can be recorded ahead of it; if the driver refuses, cmh_hist_free_undo puts it back.
+ *  - No lock here is ever held across a driver call, a stack capture or a malloc of user size.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+volatile int cmh_touched;
+uint64_t cmh_lost;
+
+typedef struct dev_state {
+    pthread_mutex_t lock;
+    cmh_rec_entry *ring;
+    uint64_t cap, head, count, dropped, total;
+    uint64_t alloc_cur, alloc_peak, res_cur, res_peak, nallocs, nfrees, nooms;
+    int used;
+} dev_state;
+
+static dev_state g_dev[CMH_MAX_DEVICES + 1];
+static uint64_t g_max_entries; /* 0 = unlimited; guarded by every device lock */
+
+#define NSHARD 64
+typedef struct shard {
+    pthread_mutex_t lock;
+    cmh_live *slots; /* addr 0 = empty */
+    uint32_t cap, n;
+} shard;
+static shard g_shard[NSHARD];
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_locks(void)
+{
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) pthread_mutex_init(&g_dev[i].lock, NULL);
+    for (int i = 0; i < NSHARD; i++) pthread_mutex_init(&g_shard[i].lock, NULL);
+    g_max_entries = cmh_cfg.max_entries;
+}
+
+static inline void ensure_init(void) { pthread_once(&g_once, init_locks); }
+
+int64_t cmh_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline uint64_t addr_hash(uint64_t a) { return (a >> 8) * 0x9E3779B97F4A7C15ull; }
+
+static inline dev_state *dev_slot(int device)
+{
+    return &g_dev[device >= 0 && device < CMH_MAX_DEVICES ? device : CMH_HOST_SLOT];
+}
+
+/* ---- live map ---- */
+
+static int shard_grow(shard *s)
+{
+    uint32_t nc = s->cap ? s->cap * 2 : 256;
+    cmh_live *ns = calloc(nc, sizeof *ns);
+    if (!ns) return -1;
+    for (uint32_t i = 0; i < s->cap; i++) {
+        if (!s->slots[i].addr) continue;
+        uint32_t j = (uint32_t)addr_hash(s->slots[i].addr) & (nc - 1);
+        while (ns[j].addr) j = (j + 1) & (nc - 1);
+        ns[j] = s->slots[i];
+    }
+    free(s->slots);
+    s->slots = ns;
+    s->cap = nc;
+    return 0;
+}
+
+static int live_insert(const cmh_live *l)
+{
+    shard *s = &g_shard[addr_hash(l->addr) >> 58];
+    pthread_mutex_lock(&s->lock);
+    if ((s->n + 1) * 4 > s->cap * 3 && shard_grow(s) != 0) {
+        pthread_mutex_unlock(&s->lock);
+        return -1;
+    }
+    uint32_t j = (uint32_t)addr_hash(l->addr) & (s->cap - 1);
+    while (s->slots[j].addr && s->slots[j].addr != l->addr) j = (j + 1) & (s->cap - 1);
+    if (!s->slots[j].addr) s->n++;
+    s->slots[j] = *l; /* an address reused without a free we saw: the newer one wins */
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+/* Backward-shift deletion keeps probe chains intact without tombstones. */
+static void shard_delete_at(shard *s, uint32_t j)
+{
+    uint32_t m = s->cap - 1;
+    s->slots[j].addr = 0;
+    s->n--;
+    for (uint32_t k = (j + 1) & m; s->slots[k].addr; k = (k + 1) & m) {
+        uint32_t home = (uint32_t)addr_hash(s->slots[k].addr) & m;
+        if (((k - home) & m) >= ((k - j) & m)) {
+            s->slots[j] = s->slots[k];
+            s->slots[k].addr = 0;
+            j = k;
+        }
+    }
+}
+
+static int live_remove(uint64_t addr, cmh_live *out)
+{
+    shard *s = &g_shard[addr_hash(addr) >> 58];
+    pthread_mutex_lock(&s->lock);
+    int found = 0;
+    if (s->cap) {
+        uint32_t j = (uint32_t)addr_hash(addr) & (s->cap - 1);
+        for (; s->slots[j].addr; j = (j + 1) & (s->cap - 1))
+            if (s->slots[j].addr == addr) {
+                *out = s->slots[j];
+                shard_delete_at(s, j);
+                found = 1;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+/* ---- ring ---- */
+
+static void ring_append(dev_state *d, const cmh_rec_entry *e)
+{
+    d->total++;
+    if (g_max_entries && d->count == g_max_entries) {
+        d->ring[d->head] = *e;
+        d->head = (d->head + 1) % g_max_entries;
+        d->dropped++;
+        return;
+    }
+    if (d->count == d->cap) {
+        uint64_t nc = d->cap ? d->cap * 2 : 4096;
+        if (g_max_entries && nc > g_max_entries) nc = g_max_entries;
+        cmh_rec_entry *nr = realloc(d->ring, nc * sizeof *nr);
+        if (!nr) {
+            __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        d->ring = nr;
+        d->cap = nc;
+    }
+    d->ring[(d->head + d->count) % d->cap] = *e; /* head is 0 until the ring is full */
+    d->count++;
+}
+
+static void record(int device, int action, int kind, int flags, uint64_t addr, uint64_t size, uint64_t requested,
+                   uint64_t stream, uint32_t stack, int64_t dalloc, int64_t dres, int count_kind)
+{
+    dev_state *d = dev_slot(device);
+    pthread_mutex_lock(&d->lock);
+    d->used = 1;
+    d->alloc_cur += (uint64_t)dalloc;
+    d->res_cur += (uint64_t)dres;
+    if (d->alloc_cur > d->alloc_peak) d->alloc_peak = d->alloc_cur;
+    if (d->res_cur > d->res_peak) d->res_peak = d->res_cur;
+    if (count_kind == 1) d->nallocs++;
+    else if (count_kind == 2) d->nfrees++;
+    else if (count_kind == 3) d->nooms++;
+    if (cmh_enabled_now == CMH_ENABLED_ALL) {
+        cmh_rec_entry e = {cmh_now_ns(), addr, size, requested, stream, stack, (uint8_t)action, (uint8_t)flags,
+                           (uint8_t)kind};
+        ring_append(d, &e);
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+void cmh_hist_segment_alloc(int device, int kind, uint64_t addr, uint64_t size, uint64_t requested,
+                            uint64_t stream, int action)
+{
+    if (!cmh_enabled_now) return;
+    ensure_init();
+    cmh_first_touch();
+    int ctx = cmh_context_now;
+    uint32_t stack = ctx >= CMH_CONTEXT_STATE ? cmh_stack_capture() : 0;
+    cmh_live l = {addr, size, requested, stream, 0, stack, (int16_t)device, (uint8_t)kind, CMH_EF_WHOLE_BLOCK};
+    l.time_ns = cmh_now_ns();
+    if (live_insert(&l) != 0) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
+    record(device, action, kind, CMH_EF_WHOLE_BLOCK, addr, size, requested, stream,
+           ctx >= CMH_CONTEXT_ALLOC ? stack : 0, (int64_t)size, (int64_t)size, 1);
+}
+
+int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action, cmh_live *was)
+{
+    if (!cmh_enabled_now) return 0;
+    ensure_init();
+    if (!live_remove(addr, was)) return 0;
+    int ctx = cmh_context_now;
+    uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? was->stack : 0;
+    if (!stream) stream = was->stream;
+    record(was->device, action, was->kind, was->flags, addr, was->size, was->requested, stream, stack,
+           -(int64_t)was->size, -(int64_t)was->size, 2);
+    return 1;
+}
+
+void cmh_hist_free_undo(const cmh_live *was)
+{
+    /* The driver refused a free we had already recorded: the segment is still there. */
+    if (live_insert(was) != 0) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
+    int act = was->kind == CMH_KIND_VMM ? CMH_ACT_SEGMENT_MAP : CMH_ACT_SEGMENT_ALLOC;
+    record(was->device, act, was->kind, was->flags, was->addr, was->size, was->requested, was->stream, 0,
+           (int64_t)was->size, (int64_t)was->size, 0);
+}
+
+void cmh_hist_unmap(uint64_t lo, uint64_t size)
+{
+    if (!cmh_enabled_now || !size) return;
+    ensure_init();
+    uint64_t hi = lo + size;
+    cmh_live hit[64];
+    for (int si = 0; si < NSHARD; si++) {
+        shard *s = &g_shard[si];
+        for (;;) {
+            int n = 0;
+            pthread_mutex_lock(&s->lock);
+            for (uint32_t j = 0; j < s->cap && n < 64;) {
+                cmh_live *l = &s->slots[j];
+                if (l->addr && l->kind == CMH_KIND_VMM && l->addr < hi && l->addr + l->size > lo) {
+                    hit[n++] = *l;
+                    shard_delete_at(s, j); /* may pull a later slot into j: look at j again */
+                    continue;
+                }
+                j++;
+            }
+            pthread_mutex_unlock(&s->lock);
+            for (int i = 0; i < n; i++) {
+                cmh_live *l = &hit[i];
+                uint64_t a = l->addr > lo ? l->addr : lo;
+                uint64_t b = l->addr + l->size < hi ? l->addr + l->size : hi;
+                int ctx = cmh_context_now;
+                uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l->stack : 0;
+                record(l->device, CMH_ACT_SEGMENT_UNMAP, CMH_KIND_VMM, l->flags, a, b - a, b - a, l->stream, stack,
+                       -(int64_t)(b - a), -(int64_t)(b - a), 2);
+                if (l->addr < a) { /* left part stays mapped */
+                    cmh_live left = *l;
+                    left.size = a - l->addr;
+                    left.requested = left.size;
+                    live_insert(&left);
+                }
+                if (l->addr + l->size > b) {
+                    cmh_live right = *l;
+                    right.addr = b;
+                    right.size = l->addr + l->size - b;
+                    right.requested = right.size;
+                    live_insert(&right);
+                }
+            }
+            if (n < 64) break;
+        }
+    }
+}
+
+void cmh_hist_oom(int device, uint64_t size, uint64_t stream, uint64_t device_free)
+{
+    if (!cmh_enabled_now) return;
+    ensure_init();
+    cmh_first_touch();
+    uint32_t stack = cmh_context_now >= CMH_CONTEXT_ALLOC ? cmh_stack_capture() : 0;
+    record(device, CMH_ACT_OOM, CMH_KIND_DEVICE, 0, device_free, size, size, stream, stack, 0, 0, 3);
+}
+
+/* ---- control ---- */
+
+static void lock_all_devices(void)
+{
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) pthread_mutex_lock(&g_dev[i].lock);
+}
+
+static void unlock_all_devices(void)
+{
+    for (int i = CMH_MAX_DEVICES; i >= 0; i--) pthread_mutex_unlock(&g_dev[i].lock);
+}
+
+void cmh_hist_clear(void)
+{
+    ensure_init();
+    lock_all_devices();
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+        g_dev[i].head = g_dev[i].count = g_dev[i].dropped = 0;
+    }
+    unlock_all_devices();
+}
+
+void cmh_hist_set_capacity(uint64_t max_entries)
+{
+    ensure_init();
+    lock_all_devices();
+    if (max_entries != g_max_entries) {
+        for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+            dev_state *d = &g_dev[i];
+            if (!d->count) {
+                free(d->ring);
+                d->ring = NULL;
+                d->cap = d->head = 0;
+                continue;
+            }
+            uint64_t keep = max_entries && d->count > max_entries ? max_entries : d->count;
+            uint64_t nc = keep;
+            cmh_rec_entry *nr = malloc(nc * sizeof *nr);
+            if (!nr) continue; /* keep the old ring and its limit */
+            uint64_t skip = d->count - keep;
+            for (uint64_t k = 0; k < keep; k++) nr[k] = d->ring[(d->head + skip + k) % d->cap];
+            free(d->ring);
+            d->ring = nr;
+            d->cap = nc;
+            d->head = 0;
+            d->count = keep;
+            d->dropped += skip;
+        }
+        g_max_entries = max_entries;
+    }
+    unlock_all_devices();
+}
+
+/* Called in the child after fork(): it starts a fresh history of its own. */
+void cmh_hist_reset_after_fork(void)
+{
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+        dev_state *d = &g_dev[i];
+        free(d->ring);
+        memset(d, 0, sizeof *d);
+        pthread_mutex_init(&d->lock, NULL);
+    }
+    for (int i = 0; i < NSHARD; i++) {
+        pthread_mutex_init(&g_shard[i].lock, NULL);
+        free(g_shard[i].slots);
+        g_shard[i].slots = NULL;
+        g_shard[i].cap = g_shard[i].n = 0;
+    }
+    cmh_touched = 0;
+    cmh_lost = 0;
+}
+
+void cmh_hist_atfork_prepare(void)
+{
+    ensure_init();
+    lock_all_devices();
+    for (int i = 0; i < NSHARD; i++) pthread_mutex_lock(&g_shard[i].lock);
+}
+
+void cmh_hist_atfork_parent(void)
+{
+    for (int i = NSHARD - 1; i >= 0; i--) pthread_mutex_unlock(&g_shard[i].lock);
+    unlock_all_devices();
+}
+
+int cmh_hist_stats(cmh_device_stats *out, int cap)
+{
+    ensure_init();
+    int n = 0;
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+        dev_state *d = &g_dev[i];
+        pthread_mutex_lock(&d->lock);
+        if (d->used) {
+            if (n < cap) {
+                cmh_device_stats *o = &out[n];
+                o->device = i == CMH_HOST_SLOT ? -1 : i;
+                o->allocated_current = d->alloc_cur;
+                o->allocated_peak = d->alloc_peak;
+                o->reserved_current = d->res_cur;
+                o->reserved_peak = d->res_peak;
+                o->num_allocs = d->nallocs;
+                o->num_frees = d->nfrees;
+                o->num_ooms = d->nooms;
+                o->entries_recorded = d->total;
+                o->entries_dropped = d->dropped;
+            }
+            n++;
+        }
+        pthread_mutex_unlock(&d->lock);
+    }
+    return n;
+}
+
+/* ---- export for the dump ---- */
+
+static int cmp_live(const void *a, const void *b)
+{
+    const cmh_live *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
+{
+    ensure_init();
+    /* Copy under the locks, convert (and symbolize) after releasing them. */
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+        dev_state *d = &g_dev[i];
+        pthread_mutex_lock(&d->lock);
+        if (!d->used) {
+            pthread_mutex_unlock(&d->lock);
+            continue;
+        }
+        uint64_t n = d->count, dropped = d->dropped;
+        cmh_rec_entry *copy = n ? malloc(n * sizeof *copy) : NULL;
+        if (n && !copy) {
+            pthread_mutex_unlock(&d->lock);
+            return CMH_ENOMEM;
+        }
+        for (uint64_t k = 0; k < n; k++) copy[k] = d->ring[(d->head + k) % d->cap];
+        pthread_mutex_unlock(&d->lock);
+        if (cmh_snapshot_add_trace(s, i == CMH_HOST_SLOT ? -1 : i, dropped, NULL) != CMH_OK) {
+            free(copy);
+            return CMH_ENOMEM;
+        }
+        for (uint64_t k = 0; k < n; k++) {
+            const cmh_rec_entry *r = &copy[k];
+            cmh_entry e;
+            memset(&e, 0, sizeof e);
+            e.time_ns = r->time_ns;
+            e.addr = r->addr;
+            e.size = r->size;
+            e.requested = r->requested;
+            e.stream = r->stream;
+            e.stack = r->stack ? stack_map(r->stack, arg) : 0;
+            e.action = r->action;
+            e.flags = r->flags;
+            e.kind = r->kind;
+            if (cmh_snapshot_add_entry(s, &e) != CMH_OK) {
+                free(copy);
+                return CMH_ENOMEM;
+            }
+        }
+        free(copy);
+    }
+
+    size_t nl = 0, capl = 0;
+    cmh_live *all = NULL;
+    for (int si = 0; si < NSHARD; si++) {
+        shard *sh = &g_shard[si];
+        pthread_mutex_lock(&sh->lock);
+        if (nl + sh->n > capl) {
+            size_t nc = (nl + sh->n) * 2 + 16;
+            cmh_live *na = realloc(all, nc * sizeof *na);
+            if (!na) {
+                pthread_mutex_unlock(&sh->lock);
+                free(all);
+                return CMH_ENOMEM;
+            }
+            all = na;
+            capl = nc;
+        }
+        for (uint32_t j = 0; j < sh->cap; j++)
+            if (sh->slots[j].addr) all[nl++] = sh->slots[j];
+        pthread_mutex_unlock(&sh->lock);
+    }
+    if (nl) qsort(all, nl, sizeof *all, cmp_live);
+    for (size_t k = 0; k < nl; k++) {
+        const cmh_live *l = &all[k];
+        cmh_segment g;
+        memset(&g, 0, sizeof g);
+        g.device = l->device;
+        g.kind = l->kind;
+        g.flags = CMH_SEG_WHOLE_BLOCK | (l->kind == CMH_KIND_VMM ? CMH_SEG_EXPANDABLE : 0);
+        g.pool = l->size <= (1u << 20) ? CMH_POOL_SMALL : CMH_POOL_LARGE;
+        g.addr = l->addr;
+        g.size = l->size;
+        g.stream = l->stream;
+        g.stack = l->stack ? stack_map(l->stack, arg) : 0;
+        g.time_ns = l->time_ns;
+        cmh_block b = {l->addr, l->size, l->requested, g.stack, CMH_BLOCK_ACTIVE_ALLOCATED, l->time_ns};
+        if (cmh_snapshot_add_segment(s, &g, NULL) != CMH_OK || cmh_snapshot_add_block(s, &b) != CMH_OK) {
+            free(all);
+            return CMH_ENOMEM;
+        }
+    }
+    free(all);
+    return CMH_OK;
+}

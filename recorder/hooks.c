@@ -1,0 +1,391 @@
+/*
+ * hooks.c - the driver entry points the recorder intercepts, and how callers reach them.
+ *
+ * Three routes lead here:
+ *  1. symbol interposition: a program linked against libcuda calls cuMemAlloc_v2 and the
+ *     preloaded export below wins;
+ *  2. cuGetProcAddress(_v2): cudart and frameworks ask the driver for base names ("cuMemAlloc")
+ *     with a cudaVersion and flags.  The caller's exact arguments go to the real driver; the
+ *     pointer it returns is matched against the driver's exported variants (cuMemAlloc_v2,
+ *     cuMemAllocAsync_ptsz, ...) and swapped for our wrapper of that variant.  A pointer that
+ *     matches no export falls back to the documented rule (newest variant at or below
+ *     cudaVersion; _ptsz iff PER_THREAD_DEFAULT_STREAM and not LEGACY_STREAM);
+ *  3. dlsym(handle, "cu...") on a dlopen'ed driver (driver.c, dlsym_x86_64.S).
+ * Every wrapper calls the real function through a pointer taken from the driver's own handle,
+ * forwards its result untouched, holds no lock across it, and records only after success
+ * (frees: before the call, undone if the driver refuses; see history.c).
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#undef cuGetProcAddress
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define CMH_EXPORT __attribute__((visibility("default")))
+
+/* Helpers the recorder itself needs from the driver. */
+static CUresult (*real_cuCtxGetDevice)(CUdevice *);
+static CUresult (*real_cuMemGetInfo_v2)(size_t *, size_t *);
+
+/* name, base name, PFN version, ptsz, return type args */
+#define HOOK_LIST(X)                                                                                             \
+    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0,                                                         \
+      (const char *symbol, void **pfn, int ver, cuuint64_t flags, CUdriverProcAddressQueryResult *st))             \
+    X(cuGetProcAddress, "cuGetProcAddress", 11030, 0, (const char *symbol, void **pfn, int ver, cuuint64_t flags)) \
+    X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, (CUdeviceptr * dptr, size_t n))                                      \
+    X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0,                                                            \
+      (CUdeviceptr * dptr, size_t *pitch, size_t w, size_t h, unsigned elem))                                    \
+    X(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0, (CUdeviceptr * dptr, size_t n, unsigned flags))           \
+    X(cuMemFree_v2, "cuMemFree", 3020, 0, (CUdeviceptr p))                                                       \
+    X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 1, (CUdeviceptr * dptr, size_t n, CUstream s))             \
+    X(cuMemAllocAsync, "cuMemAllocAsync", 11020, 0, (CUdeviceptr * dptr, size_t n, CUstream s))                  \
+    X(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 11020, 1,                                         \
+      (CUdeviceptr * dptr, size_t n, CUmemoryPool pool, CUstream s))                                             \
+    X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0,                                              \
+      (CUdeviceptr * dptr, size_t n, CUmemoryPool pool, CUstream s))                                             \
+    X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 1, (CUdeviceptr p, CUstream s))                              \
+    X(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, (CUdeviceptr p, CUstream s))                                   \
+    X(cuMemCreate, "cuMemCreate", 10020, 0,                                                                      \
+      (CUmemGenericAllocationHandle * h, size_t n, const CUmemAllocationProp *prop, unsigned long long flags))     \
+    X(cuMemRelease, "cuMemRelease", 10020, 0, (CUmemGenericAllocationHandle h))                                  \
+    X(cuMemMap, "cuMemMap", 10020, 0,                                                                            \
+      (CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h, unsigned long long flags))            \
+    X(cuMemUnmap, "cuMemUnmap", 10020, 0, (CUdeviceptr p, size_t n))                                             \
+    X(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0,                                                      \
+      (CUdeviceptr * p, size_t n, size_t align, CUdeviceptr addr, unsigned long long flags))                     \
+    X(cuMemAddressFree, "cuMemAddressFree", 10020, 0, (CUdeviceptr p, size_t n))                                 \
+    X(cuMemAllocHost_v2, "cuMemAllocHost", 3020, 0, (void **pp, size_t n))                                       \
+    X(cuMemHostAlloc, "cuMemHostAlloc", 2020, 0, (void **pp, size_t n, unsigned flags))                          \
+    X(cuMemFreeHost, "cuMemFreeHost", 2000, 0, (void *p))
+
+#define DECLARE_REAL(name, base, ver, ptsz, args) static CUresult(*real_##name) args;
+HOOK_LIST(DECLARE_REAL)
+
+#define DECLARE_EXPORT(name, base, ver, ptsz, args) CMH_EXPORT CUresult name args;
+HOOK_LIST(DECLARE_EXPORT)
+
+typedef struct hook {
+    const char *name, *base;
+    int version, ptsz;
+    void *wrapper;
+    void **real; /* where the real pointer lives */
+} hook;
+
+#define HOOK_ENTRY(name, base, ver, ptsz, args) {#name, base, ver, ptsz, (void *)name, (void **)&real_##name},
+/* Per base name, newest variant first (the rule below takes the first that fits). */
+static const hook g_hooks[] = {HOOK_LIST(HOOK_ENTRY)};
+#define NHOOKS (sizeof g_hooks / sizeof g_hooks[0])
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static __thread int t_in_init;
+
+static void drv_init(void)
+{
+    t_in_init = 1;
+    for (size_t i = 0; i < NHOOKS; i++) {
+        void *p = cmh_driver_sym(g_hooks[i].name);
+        void *expected = NULL;
+        if (p) __atomic_compare_exchange_n(g_hooks[i].real, &expected, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
+    real_cuCtxGetDevice = (CUresult(*)(CUdevice *))cmh_driver_sym("cuCtxGetDevice");
+    real_cuMemGetInfo_v2 = (CUresult(*)(size_t *, size_t *))cmh_driver_sym("cuMemGetInfo_v2");
+    t_in_init = 0;
+}
+
+static inline void ensure_driver(void) { pthread_once(&g_once, drv_init); }
+
+#define REAL(name)                                                                                               \
+    __typeof__(real_##name) fn_ = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                               \
+    if (CMH_UNLIKELY(!fn_)) {                                                                                    \
+        ensure_driver();                                                                                         \
+        fn_ = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                                                   \
+        if (!fn_) return CUDA_ERROR_NOT_INITIALIZED;                                                             \
+    }
+
+int cmh_current_device(void)
+{
+    ensure_driver();
+    CUdevice d = 0;
+    if (!real_cuCtxGetDevice || real_cuCtxGetDevice(&d) != CUDA_SUCCESS) return 0;
+    return d >= 0 && d < CMH_MAX_DEVICES ? d : 0;
+}
+
+uint64_t cmh_device_free_bytes(void)
+{
+    ensure_driver();
+    size_t f = 0, t = 0;
+    if (!real_cuMemGetInfo_v2 || real_cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS) return 0;
+    return f;
+}
+
+static void after_alloc(CUresult r, int device, int kind, uint64_t addr, uint64_t size, uint64_t requested,
+                        uint64_t stream, int action)
+{
+    if (r == CUDA_SUCCESS) {
+        cmh_hist_segment_alloc(device, kind, addr, size, requested, stream, action);
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        cmh_hist_oom(device, size, stream, kind == CMH_KIND_HOST ? 0 : cmh_device_free_bytes());
+        cmh_dump_on_oom();
+    }
+}
+
+static CUresult free_hooked(CUresult (*fn)(CUdeviceptr), CUdeviceptr p)
+{
+    cmh_live was;
+    int had = cmh_enabled_now && p && cmh_hist_segment_free(p, 0, CMH_ACT_SEGMENT_FREE, &was);
+    CUresult r = fn(p);
+    if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);
+    return r;
+}
+
+/* ---- linear, pitch, managed ---- */
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n)
+{
+    REAL(cuMemAlloc_v2);
+    CUresult r = fn_(dptr, n);
+    if (cmh_enabled_now)
+        after_alloc(r, cmh_current_device(), CMH_KIND_DEVICE, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0,
+                    CMH_ACT_SEGMENT_ALLOC);
+    return r;
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w, size_t h, unsigned elem)
+{
+    REAL(cuMemAllocPitch_v2);
+    CUresult r = fn_(dptr, pitch, w, h, elem);
+    if (cmh_enabled_now) {
+        uint64_t size = r == CUDA_SUCCESS ? (uint64_t)*pitch * h : (uint64_t)w * h;
+        after_alloc(r, cmh_current_device(), CMH_KIND_PITCH, r == CUDA_SUCCESS ? *dptr : 0, size, (uint64_t)w * h, 0,
+                    CMH_ACT_SEGMENT_ALLOC);
+    }
+    return r;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned flags)
+{
+    REAL(cuMemAllocManaged);
+    CUresult r = fn_(dptr, n, flags);
+    if (cmh_enabled_now)
+        after_alloc(r, cmh_current_device(), CMH_KIND_MANAGED, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0,
+                    CMH_ACT_SEGMENT_ALLOC);
+    return r;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    REAL(cuMemFree_v2);
+    return free_hooked(fn_, p);
+}
+
+/* ---- stream-ordered ---- */
+
+#define ASYNC_ALLOC(name, call)                                                                                  \
+    REAL(name);                                                                                                  \
+    CUresult r = call;                                                                                           \
+    if (cmh_enabled_now)                                                                                         \
+        after_alloc(r, cmh_current_device(), CMH_KIND_ASYNC, r == CUDA_SUCCESS ? *dptr : 0, n, n,                \
+                    (uint64_t)(uintptr_t)s, CMH_ACT_SEGMENT_ALLOC);                                              \
+    return r;
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s) { ASYNC_ALLOC(cuMemAllocAsync, fn_(dptr, n, s)) }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s)
+{
+    ASYNC_ALLOC(cuMemAllocAsync_ptsz, fn_(dptr, n, s))
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
+{
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync, fn_(dptr, n, pool, s))
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
+{
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, fn_(dptr, n, pool, s))
+}
+
+#define ASYNC_FREE(name)                                                                                         \
+    REAL(name);                                                                                                  \
+    cmh_live was;                                                                                                \
+    int had = cmh_enabled_now && p && cmh_hist_segment_free(p, (uint64_t)(uintptr_t)s, CMH_ACT_SEGMENT_FREE, &was); \
+    CUresult r = fn_(p, s);                                                                                      \
+    if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);                                                      \
+    return r;
+
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { ASYNC_FREE(cuMemFreeAsync) }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { ASYNC_FREE(cuMemFreeAsync_ptsz) }
+
+/* ---- virtual memory management ---- */
+
+/* cuMemCreate handles -> device, so a later cuMemMap is charged to the right device. */
+#define NHANDLES 1024
+static struct {
+    uint64_t h;
+    int device;
+} g_handles[NHANDLES];
+static pthread_mutex_t g_handles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void handle_put(uint64_t h, int device)
+{
+    pthread_mutex_lock(&g_handles_lock);
+    size_t j = (h * 0x9E3779B97F4A7C15ull >> 32) % NHANDLES;
+    for (size_t k = 0; k < NHANDLES; k++, j = (j + 1) % NHANDLES)
+        if (!g_handles[j].h || g_handles[j].h == ~0ull || g_handles[j].h == h) {
+            g_handles[j].h = h;
+            g_handles[j].device = device;
+            break;
+        }
+    pthread_mutex_unlock(&g_handles_lock);
+}
+
+static int handle_device(uint64_t h, int remove)
+{
+    int dev = -1;
+    pthread_mutex_lock(&g_handles_lock);
+    size_t j = (h * 0x9E3779B97F4A7C15ull >> 32) % NHANDLES;
+    for (size_t k = 0; k < NHANDLES && g_handles[j].h; k++, j = (j + 1) % NHANDLES)
+        if (g_handles[j].h == h) {
+            dev = g_handles[j].device;
+            if (remove) g_handles[j].h = ~0ull; /* a tombstone keeps the probe chain */
+            break;
+        }
+    pthread_mutex_unlock(&g_handles_lock);
+    return dev;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    REAL(cuMemCreate);
+    CUresult r = fn_(h, n, prop, flags);
+    if (!cmh_enabled_now) return r;
+    /* The device comes from the allocation's location, never from a current context. */
+    int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : cmh_current_device();
+    if (r == CUDA_SUCCESS) handle_put(*h, dev);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY) after_alloc(r, dev, CMH_KIND_VMM, 0, n, n, 0, CMH_ACT_SEGMENT_MAP);
+    return r;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    REAL(cuMemRelease);
+    CUresult r = fn_(h);
+    if (r == CUDA_SUCCESS && cmh_enabled_now) handle_device(h, 1);
+    return r;
+}
+
+CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h, unsigned long long flags)
+{
+    REAL(cuMemMap);
+    CUresult r = fn_(p, n, off, h, flags);
+    if (r == CUDA_SUCCESS && cmh_enabled_now) {
+        int dev = handle_device(h, 0);
+        if (dev < 0) dev = cmh_current_device();
+        cmh_hist_segment_alloc(dev, CMH_KIND_VMM, p, n, n, 0, CMH_ACT_SEGMENT_MAP);
+    }
+    return r;
+}
+
+CUresult cuMemUnmap(CUdeviceptr p, size_t n)
+{
+    REAL(cuMemUnmap);
+    CUresult r = fn_(p, n);
+    if (r == CUDA_SUCCESS && cmh_enabled_now) cmh_hist_unmap(p, n);
+    return r;
+}
+
+/* Reserving address space costs no memory; these are wrapped only so that every VMM entry
+ * point reaches the driver through one place, and are forwarded untouched. */
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr addr, unsigned long long flags)
+{
+    REAL(cuMemAddressReserve);
+    return fn_(p, n, align, addr, flags);
+}
+
+CUresult cuMemAddressFree(CUdeviceptr p, size_t n)
+{
+    REAL(cuMemAddressFree);
+    return fn_(p, n);
+}
+
+/* ---- pinned host memory ---- */
+
+CUresult cuMemAllocHost_v2(void **pp, size_t n)
+{
+    REAL(cuMemAllocHost_v2);
+    CUresult r = fn_(pp, n);
+    if (cmh_enabled_now)
+        after_alloc(r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0,
+                    CMH_ACT_SEGMENT_ALLOC);
+    return r;
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t n, unsigned flags)
+{
+    REAL(cuMemHostAlloc);
+    CUresult r = fn_(pp, n, flags);
+    if (cmh_enabled_now)
+        after_alloc(r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0,
+                    CMH_ACT_SEGMENT_ALLOC);
+    return r;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    REAL(cuMemFreeHost);
+    cmh_live was;
+    int had = cmh_enabled_now && p && cmh_hist_segment_free((uint64_t)(uintptr_t)p, 0, CMH_ACT_SEGMENT_FREE, &was);
+    CUresult r = fn_(p);
+    if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);
+    return r;
+}
+
+/* ---- cuGetProcAddress ---- */
+
+static void *map_variant(const char *base, void *p, int ver, cuuint64_t flags)
+{
+    if (!base || !p || cmh_in_own_module(p) || t_in_init) return p;
+    ensure_driver();
+    for (size_t i = 0; i < NHOOKS; i++)
+        if (__atomic_load_n(g_hooks[i].real, __ATOMIC_ACQUIRE) == p) return g_hooks[i].wrapper;
+    int want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && !(flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    for (size_t i = 0; i < NHOOKS; i++) {
+        const hook *k = &g_hooks[i];
+        if (strcmp(k->base, base) != 0 || k->version > ver || k->ptsz != want_ptsz) continue;
+        /* Not one of the driver's exports: adopt it as this variant's real function. */
+        void *expected = NULL;
+        __atomic_compare_exchange_n(k->real, &expected, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        if (cmh_cfg.debug) cmh_log("cuGetProcAddress(%s, %d, %llu): unexported pointer taken as %s", base, ver,
+                                   (unsigned long long)flags, k->name);
+        return k->wrapper;
+    }
+    return p; /* a legacy variant (e.g. 32-bit cuMemAlloc) or a name we do not hook */
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver, cuuint64_t flags, CUdriverProcAddressQueryResult *st)
+{
+    REAL(cuGetProcAddress_v2);
+    CUresult r = fn_(symbol, pfn, ver, flags, st);
+    if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = map_variant(symbol, *pfn, ver, flags);
+    return r;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int ver, cuuint64_t flags)
+{
+    REAL(cuGetProcAddress);
+    CUresult r = fn_(symbol, pfn, ver, flags);
+    if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = map_variant(symbol, *pfn, ver, flags);
+    return r;
+}
+
+void *cmh_hook_for_symbol(const char *name, void *real)
+{
+    if (t_in_init) return real;
+    for (size_t i = 0; i < NHOOKS; i++) {
+        if (strcmp(g_hooks[i].name, name) != 0) continue;
+        void *expected = NULL;
+        __atomic_compare_exchange_n(g_hooks[i].real, &expected, real, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        /* Hand out the wrapper only if it will call this very function. */
+        return __atomic_load_n(g_hooks[i].real, __ATOMIC_ACQUIRE) == real ? g_hooks[i].wrapper : real;
+    }
+    return real;
+}

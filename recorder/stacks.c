@@ -1,0 +1,198 @@
+/*
+ * stacks.c - native stacks at allocation time, interned so each distinct stack is stored once.
+ *
+ * Capture is libunwind's unw_backtrace (a per-thread cached unwinder, ~10 ns a frame, and it
+ * walks through NVIDIA's frame-pointer-less code).  libunwind is dlopen'ed RTLD_LOCAL and never
+ * linked: linking it would put its unversioned _Unwind_* exports in the global scope, where they
+ * capture the host's C++ exception handling (PyTorch's among them).  Without libunwind, glibc's
+ * backtrace() is the fallback.
+ *
+ * Interning: 16 shards keyed by the stack's hash, each under its own lock, each with an arena of
+ * PCs that is only ever appended to, so a stack id stays valid (and its PCs readable) for the
+ * life of the process.  Ids are dense from 1; 0 means "no stack".
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <libunwind.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef int (*unw_backtrace_fn)(void **, int);
+
+static unw_backtrace_fn g_unw;
+static int g_unw_tried;
+static pthread_once_t g_unw_once = PTHREAD_ONCE_INIT;
+
+static void load_unwinder(void)
+{
+    void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        void *(*real)(void *, const char *) = (void *(*)(void *, const char *))cmh_dlsym_resolve();
+        g_unw = (unw_backtrace_fn)(real ? real(h, "unw_backtrace") : NULL);
+    }
+    /* The typedef must agree with the header we build against. */
+    __typeof__(&unw_backtrace) check = g_unw;
+    (void)check;
+    if (!g_unw) cmh_log("libunwind.so.8 not found; stacks use glibc backtrace() (slower)");
+    g_unw_tried = 1;
+}
+
+void cmh_stacks_init(void) { pthread_once(&g_unw_once, load_unwinder); }
+
+#define NSH 16
+#define ARENA_PCS (1u << 16)
+#define ID_CHUNK_BITS 16
+#define ID_CHUNKS 4096
+
+typedef struct stk {
+    uint64_t hash;
+    const uintptr_t *pcs;
+    uint32_t depth, id;
+} stk;
+
+typedef struct sshard {
+    pthread_mutex_t lock;
+    stk *slots; /* id 0 = empty */
+    uint32_t cap, n;
+    uintptr_t *arena;
+    uint32_t arena_used;
+} sshard;
+
+typedef struct idref {
+    const uintptr_t *pcs;
+    uint32_t depth;
+} idref;
+
+static sshard g_sh[NSH] = {
+    [0 ... NSH - 1] = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, NULL, 0},
+};
+static idref *g_ids[ID_CHUNKS];
+static pthread_mutex_t g_id_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t g_next_id = 1;
+
+static uint64_t hash_pcs(void *const *pcs, int n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)(uintptr_t)pcs[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return h ? h : 1;
+}
+
+static int grow_shard(sshard *s)
+{
+    uint32_t nc = s->cap ? s->cap * 2 : 1024;
+    stk *ns = calloc(nc, sizeof *ns);
+    if (!ns) return -1;
+    for (uint32_t i = 0; i < s->cap; i++) {
+        if (!s->slots[i].id) continue;
+        uint32_t j = (uint32_t)s->slots[i].hash & (nc - 1);
+        while (ns[j].id) j = (j + 1) & (nc - 1);
+        ns[j] = s->slots[i];
+    }
+    free(s->slots);
+    s->slots = ns;
+    s->cap = nc;
+    return 0;
+}
+
+static uint32_t new_id(const uintptr_t *pcs, uint32_t depth)
+{
+    pthread_mutex_lock(&g_id_lock);
+    uint32_t id = g_next_id;
+    uint32_t chunk = id >> ID_CHUNK_BITS;
+    if (chunk >= ID_CHUNKS) id = 0;
+    else if (!g_ids[chunk] && !(g_ids[chunk] = calloc(1u << ID_CHUNK_BITS, sizeof(idref)))) id = 0;
+    if (id) {
+        g_ids[chunk][id & ((1u << ID_CHUNK_BITS) - 1)] = (idref){pcs, depth};
+        g_next_id++;
+    }
+    pthread_mutex_unlock(&g_id_lock);
+    return id;
+}
+
+static uint32_t intern(void *const *pcs, int n)
+{
+    uint64_t h = hash_pcs(pcs, n);
+    sshard *s = &g_sh[h >> 60];
+    pthread_mutex_lock(&s->lock);
+    uint32_t id = 0;
+    if ((s->n + 1) * 4 > s->cap * 3 && grow_shard(s) != 0) goto out;
+    uint32_t j = (uint32_t)h & (s->cap - 1);
+    for (; s->slots[j].id; j = (j + 1) & (s->cap - 1)) {
+        stk *e = &s->slots[j];
+        if (e->hash == h && e->depth == (uint32_t)n && memcmp(e->pcs, pcs, (size_t)n * sizeof(void *)) == 0) {
+            id = e->id;
+            goto out;
+        }
+    }
+    if (!s->arena || s->arena_used + (uint32_t)n > ARENA_PCS) {
+        uintptr_t *a = malloc(ARENA_PCS * sizeof *a); /* the old arena stays: ids point into it */
+        if (!a) goto out;
+        s->arena = a;
+        s->arena_used = 0;
+    }
+    uintptr_t *dst = s->arena + s->arena_used;
+    memcpy(dst, pcs, (size_t)n * sizeof(void *));
+    id = new_id(dst, (uint32_t)n);
+    if (!id) goto out;
+    s->arena_used += (uint32_t)n;
+    s->slots[j] = (stk){h, dst, (uint32_t)n, id};
+    s->n++;
+out:
+    pthread_mutex_unlock(&s->lock);
+    if (!id) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
+    return id;
+}
+
+uint32_t cmh_stack_capture(void)
+{
+    if (CMH_UNLIKELY(!g_unw_tried)) cmh_stacks_init();
+    void *buf[CMH_MAX_FRAMES + 8];
+    int max = cmh_cfg.max_frames + 4; /* room for our own frames, dropped below */
+    if (max > CMH_MAX_FRAMES + 8) max = CMH_MAX_FRAMES + 8;
+    int n = g_unw ? g_unw(buf, max) : backtrace(buf, max);
+    int skip = 0;
+    while (skip < n && cmh_in_own_module(buf[skip])) skip++;
+    n -= skip;
+    if (n > cmh_cfg.max_frames) n = cmh_cfg.max_frames;
+    if (n <= 0) return 0;
+    return intern(buf + skip, n);
+}
+
+uint32_t cmh_stack_get(uint32_t id, const uintptr_t **pcs)
+{
+    uint32_t chunk = id >> ID_CHUNK_BITS;
+    if (!id || chunk >= ID_CHUNKS) return 0;
+    pthread_mutex_lock(&g_id_lock);
+    idref r = g_ids[chunk] && id < g_next_id ? g_ids[chunk][id & ((1u << ID_CHUNK_BITS) - 1)] : (idref){NULL, 0};
+    pthread_mutex_unlock(&g_id_lock);
+    *pcs = r.pcs;
+    return r.depth;
+}
+
+/* fork(): hold every lock across it so the child inherits consistent tables, then let the
+ * child re-create the locks (the stacks themselves stay valid there). */
+void cmh_stacks_atfork_prepare(void)
+{
+    for (int i = 0; i < NSH; i++) pthread_mutex_lock(&g_sh[i].lock);
+    pthread_mutex_lock(&g_id_lock);
+}
+
+void cmh_stacks_atfork_parent(void)
+{
+    pthread_mutex_unlock(&g_id_lock);
+    for (int i = NSH - 1; i >= 0; i--) pthread_mutex_unlock(&g_sh[i].lock);
+}
+
+void cmh_stacks_atfork_child(void)
+{
+    pthread_mutex_init(&g_id_lock, NULL);
+    for (int i = 0; i < NSH; i++) pthread_mutex_init(&g_sh[i].lock, NULL);
+}

@@ -1,0 +1,279 @@
+/*
+ * symbols.c - turning PCs into frames, once per distinct PC, at dump time only.
+ *
+ * The module map comes from dl_iterate_phdr (path, load base, extent, GNU build-id) and goes into
+ * the snapshot so that it can be symbolized again offline.  A PC's name comes from the module's
+ * own ELF symbol table (.symtab, read from the file on disk, which also names static functions),
+ * then .dynsym, then dladdr().  C++ names are demangled when libstdc++ is in the process.
+ * Return addresses are looked up at pc - 1 so a call at the end of a function is not credited
+ * to the next one.  Frames carry the module's basename as filename and line 0.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+typedef struct sym {
+    uint64_t value, size;
+    const char *name; /* points into the mapped file */
+} sym;
+
+typedef struct module {
+    char path[1024];
+    uintptr_t base, lo, hi; /* base = load bias; [lo, hi) = the PT_LOAD extent */
+    char build_id[80];
+    int loaded;
+    void *map;
+    size_t map_len;
+    sym *syms;
+    size_t nsyms;
+    int32_t index; /* in the snapshot, -1 until first used */
+} module;
+
+typedef struct pc_slot {
+    uintptr_t pc;
+    uint32_t frame;
+} pc_slot;
+
+struct cmh_symbolizer {
+    cmh_snapshot *s;
+    module *mods;
+    size_t nmods, capmods;
+    pc_slot *cache;
+    size_t ccap, cn;
+    char *(*demangle)(const char *, char *, size_t *, int *);
+};
+
+static int collect_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    cmh_symbolizer *z = arg;
+    if (z->nmods == z->capmods) {
+        size_t nc = z->capmods ? z->capmods * 2 : 64;
+        module *nm = realloc(z->mods, nc * sizeof *nm);
+        if (!nm) return 1;
+        z->mods = nm;
+        z->capmods = nc;
+    }
+    module *m = &z->mods[z->nmods];
+    memset(m, 0, sizeof *m);
+    m->index = -1;
+    m->base = info->dlpi_addr;
+    m->lo = UINTPTR_MAX;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD) {
+            uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+            if (a < m->lo) m->lo = a;
+            if (a + ph->p_memsz > m->hi) m->hi = a + ph->p_memsz;
+        } else if (ph->p_type == PT_NOTE) {
+            const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+            while (p + sizeof(ElfW(Nhdr)) <= end) {
+                const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+                const char *name = p + sizeof *nh;
+                const unsigned char *desc = (const unsigned char *)name + ((nh->n_namesz + 3) & ~3u);
+                if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+                    size_t k = 0;
+                    for (size_t b = 0; b < nh->n_descsz && k + 3 < sizeof m->build_id; b++)
+                        k += (size_t)snprintf(m->build_id + k, sizeof m->build_id - k, "%02x", desc[b]);
+                }
+                p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
+            }
+        }
+    }
+    if (m->lo == UINTPTR_MAX) return 0;
+    const char *name = info->dlpi_name;
+    if (!name || !*name) {
+        ssize_t n = readlink("/proc/self/exe", m->path, sizeof m->path - 1);
+        m->path[n > 0 ? n : 0] = 0;
+    } else {
+        snprintf(m->path, sizeof m->path, "%s", name);
+    }
+    z->nmods++;
+    return 0;
+}
+
+cmh_symbolizer *cmh_symbolizer_new(cmh_snapshot *s)
+{
+    cmh_symbolizer *z = calloc(1, sizeof *z);
+    if (!z) return NULL;
+    z->s = s;
+    dl_iterate_phdr(collect_module, z);
+    void *(*real)(void *, const char *) = (void *(*)(void *, const char *))cmh_dlsym_resolve();
+    if (real) z->demangle = (char *(*)(const char *, char *, size_t *, int *))real(RTLD_DEFAULT, "__cxa_demangle");
+    return z;
+}
+
+static int cmp_sym(const void *a, const void *b)
+{
+    const sym *x = a, *y = b;
+    return x->value < y->value ? -1 : x->value > y->value;
+}
+
+/* Read the FUNC symbols of a module's file: .symtab if present, else .dynsym. */
+static void load_symbols(module *m)
+{
+    m->loaded = 1;
+    if (!m->path[0]) return;
+    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+        close(fd);
+        return;
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return;
+    size_t len = (size_t)st.st_size;
+    const ElfW(Ehdr) *eh = map;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_shoff == 0 || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
+        eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > len) {
+        munmap(map, len);
+        return;
+    }
+    const ElfW(Shdr) *sh = (const ElfW(Shdr) *)((const char *)map + eh->e_shoff);
+    const ElfW(Shdr) *tab = NULL;
+    for (int pass = 0; pass < 2 && !tab; pass++)
+        for (int i = 0; i < eh->e_shnum; i++)
+            if (sh[i].sh_type == (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM)) {
+                tab = &sh[i];
+                break;
+            }
+    if (!tab || tab->sh_link >= eh->e_shnum || tab->sh_offset + tab->sh_size > len ||
+        sh[tab->sh_link].sh_offset + sh[tab->sh_link].sh_size > len) {
+        munmap(map, len);
+        return;
+    }
+    const ElfW(Sym) *syms = (const ElfW(Sym) *)((const char *)map + tab->sh_offset);
+    size_t n = tab->sh_size / sizeof(ElfW(Sym));
+    const char *strtab = (const char *)map + sh[tab->sh_link].sh_offset;
+    size_t strsz = sh[tab->sh_link].sh_size;
+    m->syms = malloc((n ? n : 1) * sizeof *m->syms);
+    if (!m->syms) {
+        munmap(map, len);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ELF64_ST_TYPE(syms[i].st_info) != STT_FUNC || syms[i].st_shndx == SHN_UNDEF || !syms[i].st_value) continue;
+        if (syms[i].st_name >= strsz) continue;
+        m->syms[m->nsyms++] = (sym){syms[i].st_value, syms[i].st_size, strtab + syms[i].st_name};
+    }
+    qsort(m->syms, m->nsyms, sizeof *m->syms, cmp_sym);
+    m->map = map;
+    m->map_len = len;
+}
+
+static const char *lookup(module *m, uintptr_t addr)
+{
+    if (!m->loaded) load_symbols(m);
+    if (!m->nsyms) return NULL;
+    uint64_t rel = addr - m->base;
+    size_t lo = 0, hi = m->nsyms;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (m->syms[mid].value <= rel) lo = mid;
+        else hi = mid;
+    }
+    const sym *s = &m->syms[lo];
+    if (s->value > rel || (s->size && rel >= s->value + s->size)) return NULL;
+    return s->name;
+}
+
+static int intern(cmh_snapshot *s, const char *str, uint32_t *id) { return cmh_strtab_intern(&s->strings, str, strlen(str), id); }
+
+static int32_t module_index(cmh_symbolizer *z, module *m)
+{
+    if (m->index >= 0) return m->index;
+    cmh_module out = {0, 0, m->lo, m->hi - m->lo};
+    if (intern(z->s, m->path, &out.path) != CMH_OK || intern(z->s, m->build_id, &out.build_id) != CMH_OK) return -1;
+    if (cmh_snapshot_add_module(z->s, &out) != CMH_OK) return -1;
+    m->index = (int32_t)z->s->nmodules - 1;
+    return m->index;
+}
+
+int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, uint32_t *frame_id)
+{
+    if ((z->cn + 1) * 2 > z->ccap) {
+        size_t nc = z->ccap ? z->ccap * 2 : 1024;
+        pc_slot *ns = calloc(nc, sizeof *ns);
+        if (!ns) return CMH_ENOMEM;
+        for (size_t i = 0; i < z->ccap; i++) {
+            if (!z->cache[i].pc) continue;
+            size_t j = (z->cache[i].pc * 0x9E3779B97F4A7C15ull >> 20) & (nc - 1);
+            while (ns[j].pc) j = (j + 1) & (nc - 1);
+            ns[j] = z->cache[i];
+        }
+        free(z->cache);
+        z->cache = ns;
+        z->ccap = nc;
+    }
+    size_t j = (pc * 0x9E3779B97F4A7C15ull >> 20) & (z->ccap - 1);
+    for (; z->cache[j].pc; j = (j + 1) & (z->ccap - 1))
+        if (z->cache[j].pc == pc) {
+            *frame_id = z->cache[j].frame;
+            return CMH_OK;
+        }
+
+    uintptr_t look = is_ret && pc ? pc - 1 : pc;
+    module *m = NULL;
+    for (size_t i = 0; i < z->nmods; i++)
+        if (look >= z->mods[i].lo && look < z->mods[i].hi) {
+            m = &z->mods[i];
+            break;
+        }
+    const char *name = m ? lookup(m, look) : NULL;
+    Dl_info di;
+    if (!name && dladdr((void *)look, &di) && di.dli_sname) name = di.dli_sname;
+    char fallback[64];
+    if (!name) {
+        snprintf(fallback, sizeof fallback, "0x%lx", (unsigned long)(m ? look - m->base : look));
+        name = fallback;
+    }
+    char *dem = NULL;
+    if (z->demangle && name[0] == '_' && name[1] == 'Z') {
+        int status = -1;
+        dem = z->demangle(name, NULL, NULL, &status);
+        if (status != 0) {
+            free(dem);
+            dem = NULL;
+        }
+    }
+    cmh_frame f = {pc, 0, 0, 0, -1};
+    const char *base = "??";
+    if (m) {
+        const char *sl = strrchr(m->path, '/');
+        base = sl ? sl + 1 : m->path;
+        f.module = module_index(z, m);
+    }
+    int rc = intern(z->s, dem ? dem : name, &f.name);
+    free(dem);
+    if (rc == CMH_OK) rc = intern(z->s, base, &f.filename);
+    if (rc == CMH_OK) rc = cmh_snapshot_add_frame(z->s, &f, frame_id);
+    if (rc != CMH_OK) return rc;
+    z->cache[j].pc = pc;
+    z->cache[j].frame = *frame_id;
+    z->cn++;
+    return CMH_OK;
+}
+
+void cmh_symbolizer_free(cmh_symbolizer *z)
+{
+    if (!z) return;
+    for (size_t i = 0; i < z->nmods; i++) {
+        free(z->mods[i].syms);
+        if (z->mods[i].map) munmap(z->mods[i].map, z->mods[i].map_len);
+    }
+    free(z->mods);
+    free(z->cache);
+    free(z);
+}

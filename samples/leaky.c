@@ -1,0 +1,53 @@
+/*
+ * leaky.c - a driver-API program that leaks device memory, step after step.
+ *
+ * Each "training step" allocates activations and frees them, but load_batch() keeps a 4 MiB
+ * cache buffer per step that is never freed: the slow leak users hunt.  Run it under the
+ * recorder:   cumemhist record -- ./leaky 10   then   cumemhist summary cumemhist.<pid>.cmh
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHECK(call)                                                                                              \
+    do {                                                                                                         \
+        CUresult r_ = (call);                                                                                    \
+        if (r_ != CUDA_SUCCESS) {                                                                                \
+            const char *n_ = "?";                                                                                \
+            cuGetErrorName(r_, &n_);                                                                             \
+            fprintf(stderr, "%s failed: %s\n", #call, n_);                                                       \
+            exit(1);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+
+static CUdeviceptr g_cache[1024];
+
+__attribute__((noinline)) void load_batch(int step)
+{
+    CHECK(cuMemAlloc(&g_cache[step % 1024], 4 << 20)); /* the leak: never freed */
+}
+
+__attribute__((noinline)) void train_step(int step)
+{
+    CUdeviceptr act[4];
+    for (int i = 0; i < 4; i++) CHECK(cuMemAlloc(&act[i], (size_t)(i + 1) << 20));
+    load_batch(step);
+    for (int i = 0; i < 4; i++) CHECK(cuMemFree(act[i]));
+}
+
+int main(int argc, char **argv)
+{
+    int steps = argc > 1 ? atoi(argv[1]) : 10;
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    CUdeviceptr weights;
+    CHECK(cuMemAlloc(&weights, 64 << 20));
+    for (int s = 0; s < steps; s++) train_step(s);
+    CHECK(cuMemFree(weights));
+    printf("leaky: %d steps, %d MiB leaked\n", steps, steps * 4);
+    return 0;
+}

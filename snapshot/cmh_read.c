@@ -1,0 +1,490 @@
+/*
+ * cmh_read.c - the .cmh reader: msgpack bytes to the snapshot model (docs/FORMAT.md).
+ *
+ * A small cursor decoder over the mapped file rather than msgpack-c's object tree: it needs no
+ * memory beyond the model it fills (an object tree costs several times the file), and every
+ * error names the exact byte offset.  Nothing here recurses on input: unknown values are
+ * skipped with an explicit pending-item counter, so a hostile nesting depth costs nothing.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cumemhist/snapshot.h"
+
+typedef struct cur {
+    const uint8_t *p;
+    size_t len, pos;
+    char *err;
+    size_t errlen;
+    int failed;
+} cur;
+
+static int fail(cur *c, const char *fmt, ...)
+{
+    if (c->failed) return -1;
+    c->failed = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, c->errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int need(cur *c, size_t n)
+{
+    if (c->failed) return -1;
+    if (c->len - c->pos < n)
+        return fail(c, "truncated at byte %zu (expected %zu more bytes)", c->len, n - (c->len - c->pos));
+    return 0;
+}
+
+static uint64_t be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = v << 8 | p[i];
+    return v;
+}
+
+/* Any msgpack integer as int64 (uint64 above INT64_MAX is kept bit-exact). */
+static int rd_int(cur *c, int64_t *out)
+{
+    if (need(c, 1)) return -1;
+    size_t at = c->pos;
+    uint8_t t = c->p[c->pos++];
+    int n = 0, sgn = 0;
+    if (t <= 0x7f) { *out = t; return 0; }
+    if (t >= 0xe0) { *out = (int8_t)t; return 0; }
+    switch (t) {
+    case 0xcc: n = 1; break;
+    case 0xcd: n = 2; break;
+    case 0xce: n = 4; break;
+    case 0xcf: n = 8; break;
+    case 0xd0: n = 1; sgn = 1; break;
+    case 0xd1: n = 2; sgn = 1; break;
+    case 0xd2: n = 4; sgn = 1; break;
+    case 0xd3: n = 8; sgn = 1; break;
+    default: return fail(c, "expected an integer at byte %zu, found type 0x%02x", at, t);
+    }
+    if (need(c, (size_t)n)) return -1;
+    uint64_t v = be(c->p + c->pos, n);
+    c->pos += (size_t)n;
+    if (sgn && n < 8 && (v >> (n * 8 - 1))) v |= ~0ull << (n * 8);
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int rd_u64(cur *c, uint64_t *out)
+{
+    int64_t v;
+    if (rd_int(c, &v)) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int rd_u32(cur *c, uint32_t *out, uint32_t limit, const char *what)
+{
+    size_t at = c->pos;
+    int64_t v;
+    if (rd_int(c, &v)) return -1;
+    if (v < 0 || (uint64_t)v >= limit) return fail(c, "%s %lld out of range at byte %zu", what, (long long)v, at);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int rd_container(cur *c, int map, uint32_t *n)
+{
+    if (need(c, 1)) return -1;
+    size_t at = c->pos;
+    uint8_t t = c->p[c->pos++];
+    if (!map && (t & 0xf0) == 0x90) { *n = t & 0x0f; return 0; }
+    if (map && (t & 0xf0) == 0x80) { *n = t & 0x0f; return 0; }
+    int w = 0;
+    if (t == (map ? 0xde : 0xdc)) w = 2;
+    else if (t == (map ? 0xdf : 0xdd)) w = 4;
+    else return fail(c, "expected %s at byte %zu, found type 0x%02x", map ? "a map" : "an array", at, t);
+    if (need(c, (size_t)w)) return -1;
+    *n = (uint32_t)be(c->p + c->pos, w);
+    c->pos += (size_t)w;
+    /* Every element takes at least one byte: a count past the end is a lie, not a big file. */
+    if ((uint64_t)*n * (map ? 2 : 1) > c->len - c->pos)
+        return fail(c, "truncated at byte %zu (%s of %u items cannot fit in the %zu bytes left)", c->len,
+                    map ? "map" : "array", *n, c->len - c->pos);
+    return 0;
+}
+
+static int rd_array(cur *c, uint32_t *n) { return rd_container(c, 0, n); }
+
+static int rd_array_n(cur *c, uint32_t lo, uint32_t hi, uint32_t *n, const char *what)
+{
+    size_t at = c->pos;
+    if (rd_array(c, n)) return -1;
+    if (*n < lo || *n > hi) return fail(c, "%s at byte %zu has %u fields (expected %u..%u)", what, at, *n, lo, hi);
+    return 0;
+}
+
+static int rd_str(cur *c, const char **s, uint32_t *n)
+{
+    if (need(c, 1)) return -1;
+    size_t at = c->pos;
+    uint8_t t = c->p[c->pos++];
+    int w = 0;
+    if ((t & 0xe0) == 0xa0) *n = t & 0x1f;
+    else if (t == 0xd9) w = 1;
+    else if (t == 0xda) w = 2;
+    else if (t == 0xdb) w = 4;
+    else return fail(c, "expected a string at byte %zu, found type 0x%02x", at, t);
+    if (w) {
+        if (need(c, (size_t)w)) return -1;
+        *n = (uint32_t)be(c->p + c->pos, w);
+        c->pos += (size_t)w;
+    }
+    if (need(c, *n)) return -1;
+    *s = (const char *)c->p + c->pos;
+    c->pos += *n;
+    return 0;
+}
+
+/* Skip one value of any shape without recursion. */
+static int skip(cur *c)
+{
+    uint64_t pending = 1;
+    while (pending) {
+        pending--;
+        if (need(c, 1)) return -1;
+        size_t at = c->pos;
+        uint8_t t = c->p[c->pos];
+        uint32_t n;
+        if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3) { c->pos++; continue; }
+        if ((t & 0xf0) == 0x90 || t == 0xdc || t == 0xdd) { if (rd_array(c, &n)) return -1; pending += n; continue; }
+        if ((t & 0xf0) == 0x80 || t == 0xde || t == 0xdf) { if (rd_container(c, 1, &n)) return -1; pending += 2ull * n; continue; }
+        if ((t & 0xe0) == 0xa0 || t == 0xd9 || t == 0xda || t == 0xdb) { const char *s; if (rd_str(c, &s, &n)) return -1; continue; }
+        int w;
+        switch (t) {
+        case 0xcc: case 0xd0: w = 1; break;
+        case 0xcd: case 0xd1: w = 2; break;
+        case 0xce: case 0xd2: case 0xca: w = 4; break;
+        case 0xcf: case 0xd3: case 0xcb: w = 8; break;
+        case 0xc4: case 0xc5: case 0xc6: {
+            int lw = t == 0xc4 ? 1 : t == 0xc5 ? 2 : 4;
+            c->pos++;
+            if (need(c, (size_t)lw)) return -1;
+            uint64_t l = be(c->p + c->pos, lw);
+            c->pos += (size_t)lw;
+            if (need(c, l)) return -1;
+            c->pos += l;
+            continue;
+        }
+        default: return fail(c, "unsupported msgpack type 0x%02x at byte %zu", t, at);
+        }
+        c->pos++;
+        if (need(c, (size_t)w)) return -1;
+        c->pos += (size_t)w;
+    }
+    return 0;
+}
+
+static int rd_meta(cur *c, cmh_snapshot *s)
+{
+    uint32_t n;
+    int64_t v;
+    if (rd_array_n(c, 11, 64, &n, "meta")) return -1;
+    if (rd_int(c, &v)) return -1;
+    s->source = (uint8_t)v;
+    if (rd_int(c, &s->pid) || rd_u64(c, (uint64_t *)&v)) return -1;
+    s->hostname = (uint32_t)v;
+    if (rd_u64(c, (uint64_t *)&v)) return -1;
+    s->cmdline = (uint32_t)v;
+    if (rd_int(c, &s->start_time_ns) || rd_int(c, &s->dump_time_ns)) return -1;
+    if (rd_int(c, &v)) return -1;
+    s->opt_enabled = (uint8_t)v;
+    if (rd_int(c, &v)) return -1;
+    s->opt_context = (uint8_t)v;
+    if (rd_u64(c, &s->opt_max_entries) || rd_int(c, &v)) return -1;
+    s->opt_max_frames = (int32_t)v;
+    if (rd_u64(c, &s->lost_events)) return -1;
+    for (uint32_t i = 11; i < n; i++)
+        if (skip(c)) return -1;
+    return 0;
+}
+
+static int rd_strings(cur *c, cmh_snapshot *s)
+{
+    uint32_t n;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *p;
+        uint32_t l, id;
+        size_t at = c->pos;
+        if (rd_str(c, &p, &l)) return -1;
+        if (i == 0) {
+            if (l != 0) return fail(c, "string 0 at byte %zu must be empty", at);
+            continue;
+        }
+        if (memchr(p, 0, l)) return fail(c, "string with a NUL byte at byte %zu", at);
+        if (cmh_strtab_intern(&s->strings, p, l, &id) != CMH_OK) return fail(c, "out of memory");
+        if (id != i) return fail(c, "duplicate string %u at byte %zu", i, at);
+    }
+    return 0;
+}
+
+static int rd_modules(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_module m;
+        if (rd_array_n(c, 4, 64, &k, "module")) return -1;
+        if (rd_u32(c, &m.path, s->strings.n, "string id") || rd_u32(c, &m.build_id, s->strings.n, "string id") ||
+            rd_u64(c, &m.base) || rd_u64(c, &m.size))
+            return -1;
+        for (uint32_t j = 4; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_module(s, &m) != CMH_OK) return fail(c, "out of memory");
+    }
+    return 0;
+}
+
+static int rd_frames(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k, id;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_frame f;
+        int64_t mod;
+        if (rd_array_n(c, 5, 64, &k, "frame")) return -1;
+        if (rd_u64(c, &f.pc) || rd_u32(c, &f.name, s->strings.n, "string id") ||
+            rd_u32(c, &f.filename, s->strings.n, "string id") || rd_int(c, &f.line) || rd_int(c, &mod))
+            return -1;
+        if (mod < -1 || mod >= (int64_t)s->nmodules) return fail(c, "module index %lld out of range", (long long)mod);
+        f.module = (int32_t)mod;
+        for (uint32_t j = 5; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_frame(s, &f, &id) != CMH_OK) return fail(c, "out of memory");
+    }
+    return 0;
+}
+
+static int rd_stacks(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    uint32_t buf[256];
+    for (uint32_t i = 0; i < n; i++) {
+        size_t at = c->pos;
+        if (rd_array(c, &k)) return -1;
+        if (k > 256) return fail(c, "stack at byte %zu has %u frames (at most 256)", at, k);
+        for (uint32_t j = 0; j < k; j++)
+            if (rd_u32(c, &buf[j], s->nframes, "frame id")) return -1;
+        if (i == 0) {
+            if (k) return fail(c, "stack 0 at byte %zu must be empty", at);
+            continue;
+        }
+        /* Stacks are written already interned; keep their ids even if two happen to be equal. */
+        uint32_t id;
+        if (cmh_snapshot_add_stack(s, buf, k, &id) != CMH_OK) return fail(c, "out of memory");
+        if (id != i) return fail(c, "duplicate stack %u at byte %zu", i, at);
+    }
+    return 0;
+}
+
+static int rd_segments(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k, nb;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_segment g;
+        memset(&g, 0, sizeof g);
+        int64_t v;
+        if (rd_array_n(c, 12, 64, &k, "segment")) return -1;
+        if (rd_int(c, &v)) return -1;
+        g.device = (int32_t)v;
+        if (rd_int(c, &v)) return -1;
+        g.kind = (uint8_t)v;
+        if (rd_int(c, &v)) return -1;
+        g.flags = (uint8_t)v;
+        if (rd_int(c, &v)) return -1;
+        g.pool = (uint8_t)v;
+        if (rd_u64(c, &g.addr) || rd_u64(c, &g.size) || rd_u64(c, &g.stream) || rd_u64(c, &g.pool_id[0]) ||
+            rd_u64(c, &g.pool_id[1]) || rd_u32(c, &g.stack, s->nstacks, "stack id") || rd_int(c, &g.time_ns) ||
+            rd_array(c, &nb))
+            return -1;
+        if (cmh_snapshot_add_segment(s, &g, NULL) != CMH_OK) return fail(c, "out of memory");
+        for (uint32_t j = 0; j < nb; j++) {
+            cmh_block b;
+            uint32_t bk;
+            uint64_t off;
+            if (rd_array_n(c, 6, 64, &bk, "block")) return -1;
+            if (rd_u64(c, &off) || rd_u64(c, &b.size) || rd_u64(c, &b.requested) || rd_int(c, &v)) return -1;
+            b.state = (uint8_t)v;
+            if (rd_u32(c, &b.stack, s->nstacks, "stack id") || rd_int(c, &b.time_ns)) return -1;
+            for (uint32_t q = 6; q < bk; q++)
+                if (skip(c)) return -1;
+            b.addr = g.addr + off;
+            if (cmh_snapshot_add_block(s, &b) != CMH_OK) return fail(c, "out of memory");
+        }
+        for (uint32_t j = 12; j < k; j++)
+            if (skip(c)) return -1;
+    }
+    return 0;
+}
+
+static int rd_traces(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k, ne;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t dev;
+        uint64_t dropped;
+        if (rd_array_n(c, 3, 64, &k, "trace")) return -1;
+        if (rd_int(c, &dev) || rd_u64(c, &dropped) || rd_array(c, &ne)) return -1;
+        if (cmh_snapshot_add_trace(s, (int32_t)dev, dropped, NULL) != CMH_OK) return fail(c, "out of memory");
+        uint64_t addr = 0;
+        int64_t t = 0;
+        for (uint32_t j = 0; j < ne; j++) {
+            cmh_entry e;
+            memset(&e, 0, sizeof e);
+            uint32_t ek;
+            int64_t code, da, dt;
+            size_t at = c->pos;
+            if (rd_array_n(c, 6, 64, &ek, "trace entry")) return -1;
+            if (rd_int(c, &code) || rd_int(c, &da) || rd_u64(c, &e.size) || rd_u64(c, &e.stream) || rd_int(c, &dt) ||
+                rd_u32(c, &e.stack, s->nstacks, "stack id"))
+                return -1;
+            if (code < 0 || (code & 15) >= CMH_ACT_COUNT || ((code >> 5) & 7) >= CMH_KIND_COUNT || code > 255)
+                return fail(c, "unknown action code %lld at byte %zu", (long long)code, at);
+            e.action = code & 15;
+            e.flags = (code >> 4) & 1;
+            e.kind = (code >> 5) & 7;
+            addr += (uint64_t)da;
+            t += dt;
+            e.addr = addr;
+            e.time_ns = t;
+            e.requested = e.size;
+            if (ek >= 7 && rd_u64(c, &e.requested)) return -1;
+            if (ek >= 10 && (rd_u32(c, &e.name, s->strings.n, "string id") ||
+                             rd_u32(c, &e.compile_context, s->strings.n, "string id") ||
+                             rd_u32(c, &e.user_metadata, s->strings.n, "string id")))
+                return -1;
+            for (uint32_t q = ek >= 10 ? 10 : ek >= 7 ? 7 : 6; q < ek; q++)
+                if (skip(c)) return -1;
+            if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return fail(c, "out of memory");
+        }
+        for (uint32_t j = 3; j < k; j++)
+            if (skip(c)) return -1;
+    }
+    return 0;
+}
+
+static int rd_annotations(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_annotation a;
+        int64_t v;
+        if (rd_array_n(c, 4, 64, &k, "annotation")) return -1;
+        if (rd_u32(c, &a.name, s->strings.n, "string id") || rd_int(c, &v)) return -1;
+        a.stage = (uint8_t)v;
+        if (rd_int(c, &v)) return -1;
+        a.device = (int32_t)v;
+        if (rd_int(c, &a.time_ns)) return -1;
+        for (uint32_t j = 4; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_annotation(s, &a) != CMH_OK) return fail(c, "out of memory");
+    }
+    return 0;
+}
+
+static int rd_settings(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t key = 0, val = 0;
+        int64_t type;
+        if (rd_array_n(c, 3, 64, &k, "setting")) return -1;
+        if (rd_u32(c, &key, s->strings.n, "string id") || rd_u32(c, &val, s->strings.n, "string id") ||
+            rd_int(c, &type))
+            return -1;
+        for (uint32_t j = 3; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_setting(s, cmh_str(s, key), cmh_str(s, val), (uint8_t)type) != CMH_OK)
+            return fail(c, "out of memory");
+    }
+    return 0;
+}
+
+int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
+{
+    cur c = {buf, len, 0, err, errlen, 0};
+    if (cmh_snapshot_init(s) != CMH_OK) {
+        snprintf(err, errlen, "out of memory");
+        return CMH_ENOMEM;
+    }
+    uint32_t n;
+    int seen_format = 0;
+    /* Sections must come in dependency order (strings before the ids that point at them);
+     * the writer emits them so, and an id checked against a table not yet read fails cleanly. */
+    if (rd_container(&c, 1, &n)) goto bad;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        uint32_t kl;
+        size_t at = c.pos;
+        if (rd_str(&c, &k, &kl)) goto bad;
+#define KEY(x) (kl == sizeof(x) - 1 && memcmp(k, x, kl) == 0)
+        int r;
+        if (KEY("format")) {
+            const char *v;
+            uint32_t vl;
+            if (rd_str(&c, &v, &vl)) goto bad;
+            if (vl != 9 || memcmp(v, "cumemhist", 9) != 0) {
+                fail(&c, "not a cumemhist snapshot (format tag at byte %zu)", at);
+                goto bad;
+            }
+            seen_format = 1;
+            continue;
+        } else if (KEY("version")) {
+            int64_t v;
+            if (rd_int(&c, &v)) goto bad;
+            if (v < 1 || v > CMH_FORMAT_VERSION) {
+                fail(&c, "format version %lld is newer than this cumemhist reads (%d)", (long long)v, CMH_FORMAT_VERSION);
+                goto bad;
+            }
+            s->version = (uint32_t)v;
+            continue;
+        } else if (KEY("meta")) r = rd_meta(&c, s);
+        else if (KEY("strings")) r = rd_strings(&c, s);
+        else if (KEY("modules")) r = rd_modules(&c, s);
+        else if (KEY("frames")) r = rd_frames(&c, s);
+        else if (KEY("stacks")) r = rd_stacks(&c, s);
+        else if (KEY("segments")) r = rd_segments(&c, s);
+        else if (KEY("traces")) r = rd_traces(&c, s);
+        else if (KEY("annotations")) r = rd_annotations(&c, s);
+        else if (KEY("settings")) r = rd_settings(&c, s);
+        else r = skip(&c);
+#undef KEY
+        if (r) goto bad;
+        if (!seen_format) {
+            fail(&c, "not a cumemhist snapshot (no format tag before byte %zu)", at);
+            goto bad;
+        }
+    }
+    if (!seen_format) {
+        fail(&c, "not a cumemhist snapshot (no format tag)");
+        goto bad;
+    }
+    if (c.pos != c.len) {
+        fail(&c, "%zu unexpected bytes after the snapshot at byte %zu", c.len - c.pos, c.pos);
+        goto bad;
+    }
+    /* meta string ids are checked last: strings come after meta in the file. */
+    if (s->hostname >= s->strings.n || s->cmdline >= s->strings.n) {
+        fail(&c, "meta names a string that does not exist");
+        goto bad;
+    }
+    return CMH_OK;
+bad:
+    cmh_snapshot_free(s);
+    return CMH_EFORMAT;
+}

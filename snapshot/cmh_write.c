@@ -1,0 +1,208 @@
+/*
+ * cmh_write.c - the .cmh writer: a snapshot model to msgpack (docs/FORMAT.md).
+ *
+ * Positional arrays everywhere below the top-level map; trace entries delta-encode their address
+ * and time against the previous entry of the same trace, which is what keeps an entry near
+ * 16 bytes.  The file is written through a FILE* with a 64 KiB buffer; cmh_cmh_write_file makes
+ * it atomic by writing PATH.tmp.PID and renaming it over PATH.
+ */
+#include <errno.h>
+#include <msgpack.h>
+#include <msgpack/fbuffer.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cumemhist/snapshot.h"
+
+static void pack_str(msgpack_packer *pk, const char *s)
+{
+    size_t n = strlen(s);
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, s, n);
+}
+
+static void pack_key(msgpack_packer *pk, const char *k) { pack_str(pk, k); }
+
+static void pack_entry(msgpack_packer *pk, const cmh_entry *e, uint64_t *prev_addr, int64_t *prev_time)
+{
+    int has_names = e->name || e->compile_context || e->user_metadata;
+    int has_req = has_names || e->requested != e->size;
+    msgpack_pack_array(pk, has_names ? 10 : has_req ? 7 : 6);
+    msgpack_pack_uint8(pk, (uint8_t)(e->action | (e->flags & 1) << 4 | (e->kind & 7) << 5));
+    msgpack_pack_int64(pk, (int64_t)(e->addr - *prev_addr));
+    msgpack_pack_uint64(pk, e->size);
+    msgpack_pack_uint64(pk, e->stream);
+    msgpack_pack_int64(pk, e->time_ns - *prev_time);
+    msgpack_pack_uint32(pk, e->stack);
+    if (has_req) msgpack_pack_uint64(pk, e->requested);
+    if (has_names) {
+        msgpack_pack_uint32(pk, e->name);
+        msgpack_pack_uint32(pk, e->compile_context);
+        msgpack_pack_uint32(pk, e->user_metadata);
+    }
+    *prev_addr = e->addr;
+    *prev_time = e->time_ns;
+}
+
+int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, fp, msgpack_fbuffer_write);
+    msgpack_pack_map(&pk, 11);
+
+    pack_key(&pk, "format");
+    pack_str(&pk, "cumemhist");
+    pack_key(&pk, "version");
+    msgpack_pack_uint32(&pk, CMH_FORMAT_VERSION);
+
+    pack_key(&pk, "meta");
+    msgpack_pack_array(&pk, 11);
+    msgpack_pack_uint8(&pk, s->source);
+    msgpack_pack_int64(&pk, s->pid);
+    msgpack_pack_uint32(&pk, s->hostname);
+    msgpack_pack_uint32(&pk, s->cmdline);
+    msgpack_pack_int64(&pk, s->start_time_ns);
+    msgpack_pack_int64(&pk, s->dump_time_ns);
+    msgpack_pack_uint8(&pk, s->opt_enabled);
+    msgpack_pack_uint8(&pk, s->opt_context);
+    msgpack_pack_uint64(&pk, s->opt_max_entries);
+    msgpack_pack_int32(&pk, s->opt_max_frames);
+    msgpack_pack_uint64(&pk, s->lost_events);
+
+    pack_key(&pk, "strings");
+    msgpack_pack_array(&pk, s->strings.n);
+    for (uint32_t i = 0; i < s->strings.n; i++) pack_str(&pk, s->strings.str[i]);
+
+    pack_key(&pk, "modules");
+    msgpack_pack_array(&pk, s->nmodules);
+    for (uint32_t i = 0; i < s->nmodules; i++) {
+        const cmh_module *m = &s->modules[i];
+        msgpack_pack_array(&pk, 4);
+        msgpack_pack_uint32(&pk, m->path);
+        msgpack_pack_uint32(&pk, m->build_id);
+        msgpack_pack_uint64(&pk, m->base);
+        msgpack_pack_uint64(&pk, m->size);
+    }
+
+    pack_key(&pk, "frames");
+    msgpack_pack_array(&pk, s->nframes);
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        const cmh_frame *f = &s->frames[i];
+        msgpack_pack_array(&pk, 5);
+        msgpack_pack_uint64(&pk, f->pc);
+        msgpack_pack_uint32(&pk, f->name);
+        msgpack_pack_uint32(&pk, f->filename);
+        msgpack_pack_int64(&pk, f->line);
+        msgpack_pack_int32(&pk, f->module);
+    }
+
+    pack_key(&pk, "stacks");
+    msgpack_pack_array(&pk, s->nstacks);
+    for (uint32_t i = 0; i < s->nstacks; i++) {
+        const cmh_stack *st = &s->stacks[i];
+        msgpack_pack_array(&pk, st->count);
+        for (uint32_t j = 0; j < st->count; j++) msgpack_pack_uint32(&pk, s->stack_frames[st->first + j]);
+    }
+
+    pack_key(&pk, "segments");
+    msgpack_pack_array(&pk, s->nsegments);
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        msgpack_pack_array(&pk, 12);
+        msgpack_pack_int32(&pk, g->device);
+        msgpack_pack_uint8(&pk, g->kind);
+        msgpack_pack_uint8(&pk, g->flags);
+        msgpack_pack_uint8(&pk, g->pool);
+        msgpack_pack_uint64(&pk, g->addr);
+        msgpack_pack_uint64(&pk, g->size);
+        msgpack_pack_uint64(&pk, g->stream);
+        msgpack_pack_uint64(&pk, g->pool_id[0]);
+        msgpack_pack_uint64(&pk, g->pool_id[1]);
+        msgpack_pack_uint32(&pk, g->stack);
+        msgpack_pack_int64(&pk, g->time_ns);
+        msgpack_pack_array(&pk, g->nblocks);
+        for (uint32_t j = 0; j < g->nblocks; j++) {
+            const cmh_block *b = &s->blocks[g->first_block + j];
+            msgpack_pack_array(&pk, 6);
+            msgpack_pack_uint64(&pk, b->addr - g->addr);
+            msgpack_pack_uint64(&pk, b->size);
+            msgpack_pack_uint64(&pk, b->requested);
+            msgpack_pack_uint8(&pk, b->state);
+            msgpack_pack_uint32(&pk, b->stack);
+            msgpack_pack_int64(&pk, b->time_ns);
+        }
+    }
+
+    pack_key(&pk, "traces");
+    msgpack_pack_array(&pk, s->ntraces);
+    for (uint32_t i = 0; i < s->ntraces; i++) {
+        const cmh_trace *t = &s->traces[i];
+        msgpack_pack_array(&pk, 3);
+        msgpack_pack_int32(&pk, t->device);
+        msgpack_pack_uint64(&pk, t->dropped);
+        msgpack_pack_array(&pk, t->nentries);
+        uint64_t prev_addr = 0;
+        int64_t prev_time = 0;
+        for (uint32_t j = 0; j < t->nentries; j++)
+            pack_entry(&pk, &s->entries[t->first_entry + j], &prev_addr, &prev_time);
+    }
+
+    pack_key(&pk, "annotations");
+    msgpack_pack_array(&pk, s->nannotations);
+    for (uint32_t i = 0; i < s->nannotations; i++) {
+        const cmh_annotation *a = &s->annotations[i];
+        msgpack_pack_array(&pk, 4);
+        msgpack_pack_uint32(&pk, a->name);
+        msgpack_pack_uint8(&pk, a->stage);
+        msgpack_pack_int32(&pk, a->device);
+        msgpack_pack_int64(&pk, a->time_ns);
+    }
+
+    pack_key(&pk, "settings");
+    msgpack_pack_array(&pk, s->nsettings);
+    for (uint32_t i = 0; i < s->nsettings; i++) {
+        msgpack_pack_array(&pk, 3);
+        msgpack_pack_uint32(&pk, s->settings[i].key);
+        msgpack_pack_uint32(&pk, s->settings[i].value);
+        msgpack_pack_uint8(&pk, s->settings[i].type);
+    }
+    return ferror(fp) ? CMH_EIO : CMH_OK;
+}
+
+int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen)
+{
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return CMH_ENOMEM;
+    }
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return CMH_EIO;
+    }
+    setvbuf(fp, NULL, _IOFBF, 1 << 16);
+    int rc = cmh_cmh_write(s, fp);
+    if (fflush(fp) != 0) rc = CMH_EIO;
+    int saved = errno;
+    if (fclose(fp) != 0) rc = CMH_EIO;
+    if (rc != CMH_OK) {
+        snprintf(err, errlen, "%s: write failed: %s", tmp, strerror(saved ? saved : errno));
+        unlink(tmp);
+        free(tmp);
+        return rc;
+    }
+    if (rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: cannot rename into place: %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return CMH_EIO;
+    }
+    free(tmp);
+    return CMH_OK;
+}

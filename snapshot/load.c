@@ -1,0 +1,57 @@
+/*
+ * load.c - open any snapshot file and pick its codec by content, never by extension.
+ *
+ * .cmh files are msgpack maps (first byte 0x80..0x8f or 0xde/0xdf); PyTorch pickles start with
+ * PROTO (0x80) followed by a protocol byte.  The file is mapped read-only, so no second copy of
+ * it is ever made.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cumemhist/snapshot.h"
+
+int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errlen)
+{
+    char msg[512];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return CMH_EIO;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return CMH_EIO;
+    }
+    size_t len = (size_t)st.st_size;
+    if (len == 0) {
+        close(fd);
+        snprintf(err, errlen, "%s: empty file (truncated at byte 0)", path);
+        return CMH_EFORMAT;
+    }
+    const unsigned char *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+        return CMH_EIO;
+    }
+    int rc;
+    if (p[0] == 0x80 && len > 1 && p[1] >= 2 && p[1] <= 5) {
+        rc = CMH_EFORMAT;
+        snprintf(msg, sizeof msg, "PyTorch pickle snapshots are not readable by this build yet");
+    } else if ((p[0] & 0xf0) == 0x80 || p[0] == 0xde || p[0] == 0xdf) {
+        rc = cmh_cmh_read(p, len, s, msg, sizeof msg);
+    } else {
+        rc = CMH_EFORMAT;
+        snprintf(msg, sizeof msg, "not a snapshot (first byte 0x%02x is neither a .cmh map nor a pickle PROTO)", p[0]);
+    }
+    munmap((void *)p, len);
+    if (rc != CMH_OK) snprintf(err, errlen, "%s: %s", path, msg);
+    return rc;
+}

@@ -1,0 +1,242 @@
+/*
+ * model.c - building and freeing the in-memory snapshot (include/cumemhist/snapshot.h).
+ *
+ * Every table grows by doubling.  Strings and stacks are interned through open-addressing hash
+ * tables so that a snapshot holds each distinct string and stack once, whichever codec filled it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/snapshot.h"
+
+static const char *const action_names[CMH_ACT_COUNT] = {
+    "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+    "segment_map", "segment_unmap", "oom", "snapshot", "mark",
+};
+
+static const char *const kind_names[CMH_KIND_COUNT] = {"device", "pitch", "managed", "async", "vmm", "host"};
+
+const char *cmh_action_name(int a) { return a >= 0 && a < CMH_ACT_COUNT ? action_names[a] : "unknown"; }
+
+int cmh_action_from_name(const char *name)
+{
+    for (int i = 0; i < CMH_ACT_COUNT; i++)
+        if (strcmp(name, action_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *cmh_kind_name(int k) { return k >= 0 && k < CMH_KIND_COUNT ? kind_names[k] : "unknown"; }
+
+static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
+{
+    if (need <= *cap) return CMH_OK;
+    uint64_t nc = *cap ? *cap : 16;
+    while (nc < need) nc *= 2;
+    if (nc > UINT32_MAX) return CMH_ENOMEM;
+    void *p = realloc(*arr, (size_t)nc * elem);
+    if (!p) return CMH_ENOMEM;
+    *arr = p;
+    *cap = (uint32_t)nc;
+    return CMH_OK;
+}
+
+#define GROW(s, field, n, capf) grow((void **)&(s)->field, &(s)->capf, (n), sizeof(*(s)->field))
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+int cmh_strtab_intern(cmh_strtab *t, const char *str, size_t len, uint32_t *id)
+{
+    if (len == 0) {
+        *id = 0;
+        return CMH_OK;
+    }
+    if ((uint64_t)(t->n + 1) * 2 > t->hcap) {
+        uint32_t nc = t->hcap ? t->hcap * 2 : 256;
+        uint32_t *nh = calloc(nc, sizeof *nh);
+        if (!nh) return CMH_ENOMEM;
+        for (uint32_t i = 1; i < t->n; i++) {
+            uint32_t j = (uint32_t)hash_bytes(t->str[i], strlen(t->str[i])) & (nc - 1);
+            while (nh[j]) j = (j + 1) & (nc - 1);
+            nh[j] = i;
+        }
+        free(t->hash);
+        t->hash = nh;
+        t->hcap = nc;
+    }
+    uint32_t j = (uint32_t)hash_bytes(str, len) & (t->hcap - 1);
+    for (; t->hash[j]; j = (j + 1) & (t->hcap - 1)) {
+        const char *s = t->str[t->hash[j]];
+        if (strncmp(s, str, len) == 0 && s[len] == 0) {
+            *id = t->hash[j];
+            return CMH_OK;
+        }
+    }
+    if (grow((void **)&t->str, &t->cap, t->n + 1, sizeof(char *)) != CMH_OK) return CMH_ENOMEM;
+    char *copy = malloc(len + 1);
+    if (!copy) return CMH_ENOMEM;
+    memcpy(copy, str, len);
+    copy[len] = 0;
+    t->str[t->n] = copy;
+    t->hash[j] = t->n;
+    *id = t->n++;
+    return CMH_OK;
+}
+
+int cmh_snapshot_init(cmh_snapshot *s)
+{
+    memset(s, 0, sizeof *s);
+    s->version = CMH_FORMAT_VERSION;
+    uint32_t id;
+    /* id 0: the empty string, the empty stack */
+    if (grow((void **)&s->strings.str, &s->strings.cap, 1, sizeof(char *)) != CMH_OK) return CMH_ENOMEM;
+    s->strings.str[0] = calloc(1, 1);
+    if (!s->strings.str[0]) return CMH_ENOMEM;
+    s->strings.n = 1;
+    (void)id;
+    if (GROW(s, stacks, 1, cap_stacks) != CMH_OK) return CMH_ENOMEM;
+    s->stacks[0].first = 0;
+    s->stacks[0].count = 0;
+    s->nstacks = 1;
+    return CMH_OK;
+}
+
+void cmh_snapshot_free(cmh_snapshot *s)
+{
+    if (!s) return;
+    for (uint32_t i = 0; i < s->strings.n; i++) free(s->strings.str[i]);
+    free(s->strings.str);
+    free(s->strings.hash);
+    free(s->frames);
+    free(s->stack_frames);
+    free(s->stacks);
+    free(s->modules);
+    free(s->segments);
+    free(s->blocks);
+    free(s->entries);
+    free(s->traces);
+    free(s->annotations);
+    free(s->settings);
+    free(s->stack_slots);
+    memset(s, 0, sizeof *s);
+}
+
+int cmh_snapshot_add_frame(cmh_snapshot *s, const cmh_frame *f, uint32_t *id)
+{
+    if (GROW(s, frames, s->nframes + 1, cap_frames) != CMH_OK) return CMH_ENOMEM;
+    s->frames[s->nframes] = *f;
+    *id = s->nframes++;
+    return CMH_OK;
+}
+
+static uint32_t stack_hash(const uint32_t *ids, uint32_t n) { return (uint32_t)hash_bytes(ids, (size_t)n * 4); }
+
+int cmh_snapshot_add_stack(cmh_snapshot *s, const uint32_t *ids, uint32_t n, uint32_t *id)
+{
+    if (n == 0) {
+        *id = 0;
+        return CMH_OK;
+    }
+    if ((uint64_t)s->nstacks * 2 + 2 > s->stack_slots_cap) {
+        uint32_t nc = s->stack_slots_cap ? s->stack_slots_cap * 2 : 256;
+        while ((uint64_t)s->nstacks * 2 + 2 > nc) nc *= 2;
+        uint32_t *ns = calloc(nc, sizeof *ns);
+        if (!ns) return CMH_ENOMEM;
+        for (uint32_t i = 1; i < s->nstacks; i++) {
+            uint32_t j = stack_hash(s->stack_frames + s->stacks[i].first, s->stacks[i].count) & (nc - 1);
+            while (ns[j]) j = (j + 1) & (nc - 1);
+            ns[j] = i + 1;
+        }
+        free(s->stack_slots);
+        s->stack_slots = ns;
+        s->stack_slots_cap = nc;
+    }
+    uint32_t j = stack_hash(ids, n) & (s->stack_slots_cap - 1);
+    for (; s->stack_slots[j]; j = (j + 1) & (s->stack_slots_cap - 1)) {
+        const cmh_stack *st = &s->stacks[s->stack_slots[j] - 1];
+        if (st->count == n && memcmp(s->stack_frames + st->first, ids, (size_t)n * 4) == 0) {
+            *id = s->stack_slots[j] - 1;
+            return CMH_OK;
+        }
+    }
+    if (GROW(s, stack_frames, s->nstack_frames + n, cap_stack_frames) != CMH_OK) return CMH_ENOMEM;
+    if (GROW(s, stacks, s->nstacks + 1, cap_stacks) != CMH_OK) return CMH_ENOMEM;
+    memcpy(s->stack_frames + s->nstack_frames, ids, (size_t)n * 4);
+    s->stacks[s->nstacks].first = s->nstack_frames;
+    s->stacks[s->nstacks].count = n;
+    s->nstack_frames += n;
+    s->stack_slots[j] = s->nstacks + 1;
+    *id = s->nstacks++;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segment **out)
+{
+    if (GROW(s, segments, s->nsegments + 1, cap_segments) != CMH_OK) return CMH_ENOMEM;
+    cmh_segment *d = &s->segments[s->nsegments++];
+    *d = *seg;
+    d->first_block = s->nblocks;
+    d->nblocks = 0;
+    if (out) *out = d;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b)
+{
+    if (!s->nsegments) return CMH_EINVAL;
+    if (GROW(s, blocks, s->nblocks + 1, cap_blocks) != CMH_OK) return CMH_ENOMEM;
+    s->blocks[s->nblocks++] = *b;
+    s->segments[s->nsegments - 1].nblocks++;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out)
+{
+    if (GROW(s, traces, s->ntraces + 1, cap_traces) != CMH_OK) return CMH_ENOMEM;
+    cmh_trace *t = &s->traces[s->ntraces++];
+    t->device = device;
+    t->dropped = dropped;
+    t->first_entry = s->nentries;
+    t->nentries = 0;
+    if (out) *out = t;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry *e)
+{
+    if (!s->ntraces) return CMH_EINVAL;
+    if (GROW(s, entries, s->nentries + 1, cap_entries) != CMH_OK) return CMH_ENOMEM;
+    s->entries[s->nentries++] = *e;
+    s->traces[s->ntraces - 1].nentries++;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m)
+{
+    if (GROW(s, modules, s->nmodules + 1, cap_modules) != CMH_OK) return CMH_ENOMEM;
+    s->modules[s->nmodules++] = *m;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_annotation(cmh_snapshot *s, const cmh_annotation *a)
+{
+    if (GROW(s, annotations, s->nannotations + 1, cap_annotations) != CMH_OK) return CMH_ENOMEM;
+    s->annotations[s->nannotations++] = *a;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value, uint8_t type)
+{
+    cmh_setting st = {0, 0, type};
+    if (cmh_strtab_intern(&s->strings, key, strlen(key), &st.key) != CMH_OK ||
+        cmh_strtab_intern(&s->strings, value, strlen(value), &st.value) != CMH_OK)
+        return CMH_ENOMEM;
+    if (GROW(s, settings, s->nsettings + 1, cap_settings) != CMH_OK) return CMH_ENOMEM;
+    s->settings[s->nsettings++] = st;
+    return CMH_OK;
+}
