@@ -1,0 +1,276 @@
+/*
+ * test_snapshot.c - the model and the .cmh codec: interning, a full round trip with every
+ * field, and the reader's errors on truncated, garbage and hostile input.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "cumemhist/snapshot.h"
+#include "testutil.h"
+
+static void build(cmh_snapshot *s)
+{
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(s), CMH_OK);
+    s->pid = 4242;
+    s->start_time_ns = 1700000000000000000ll;
+    s->dump_time_ns = 1700000000123456789ll;
+    s->opt_enabled = CMH_ENABLED_ALL;
+    s->opt_context = CMH_CONTEXT_ALLOC;
+    s->opt_max_entries = 1000;
+    s->opt_max_frames = 16;
+    s->lost_events = 3;
+    cmh_strtab_intern(&s->strings, "host", 4, &s->hostname);
+    cmh_strtab_intern(&s->strings, "python train.py", 15, &s->cmdline);
+    cmh_module m = {0, 0, 0x400000, 0x1000};
+    cmh_strtab_intern(&s->strings, "/usr/bin/prog", 13, &m.path);
+    cmh_strtab_intern(&s->strings, "abcdef", 6, &m.build_id);
+    cmh_snapshot_add_module(s, &m);
+    uint32_t f[3], st1, st2;
+    for (int i = 0; i < 3; i++) {
+        cmh_frame fr = {0x400100u + (uint64_t)i * 16, 0, 0, i * 10, i == 2 ? -1 : 0};
+        char name[16];
+        snprintf(name, sizeof name, "fn%d", i);
+        cmh_strtab_intern(&s->strings, name, strlen(name), &fr.name);
+        cmh_strtab_intern(&s->strings, "prog.c", 6, &fr.filename);
+        cmh_snapshot_add_frame(s, &fr, &f[i]);
+    }
+    cmh_snapshot_add_stack(s, f, 3, &st1);
+    cmh_snapshot_add_stack(s, f + 1, 2, &st2);
+    cmh_segment g = {0, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, CMH_POOL_LARGE, 0x7f0000000000ull, 4 << 20, 7, {0, 0}, st1, 1700000000000001000ll, 0, 0};
+    cmh_snapshot_add_segment(s, &g, NULL);
+    cmh_block b = {0x7f0000000000ull, 1 << 20, 1000000, st1, CMH_BLOCK_ACTIVE_ALLOCATED, 1700000000000001000ll};
+    cmh_snapshot_add_block(s, &b);
+    cmh_block b2 = {0x7f0000100000ull, 3 << 20, 0, 0, CMH_BLOCK_INACTIVE, 0};
+    cmh_snapshot_add_block(s, &b2);
+    cmh_segment h = {-1, CMH_KIND_HOST, CMH_SEG_WHOLE_BLOCK, CMH_POOL_SMALL, 0x5000, 4096, 0, {1, 2}, 0, 5, 0, 0};
+    cmh_snapshot_add_segment(s, &h, NULL);
+    cmh_snapshot_add_trace(s, 0, 17, NULL);
+    cmh_entry e1 = {1700000000000001000ll, 0x7f0000000000ull, 4 << 20, 4 << 20, 7, st1, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC};
+    cmh_entry e2 = {1700000000000000500ll, 0x10, 2048, 1000, 0, st2, 0, 0, 0, CMH_ACT_ALLOC, 0, 0}; /* time going back, addr down */
+    cmh_entry e3 = {1700000000000002000ll, 123456, 1 << 30, 1 << 30, 0, 0, 0, 0, 0, CMH_ACT_OOM, 0, 0};
+    cmh_entry e4 = {1700000000000003000ll, 0, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_MARK, 0, 0};
+    cmh_strtab_intern(&s->strings, "step 1", 6, &e4.name);
+    cmh_strtab_intern(&s->strings, "N/A", 3, &e4.compile_context);
+    cmh_strtab_intern(&s->strings, "meta", 4, &e4.user_metadata);
+    cmh_snapshot_add_entry(s, &e1);
+    cmh_snapshot_add_entry(s, &e2);
+    cmh_snapshot_add_entry(s, &e3);
+    cmh_snapshot_add_entry(s, &e4);
+    cmh_snapshot_add_trace(s, 1, 0, NULL);
+    cmh_annotation a = {e4.name, 1, 0, 1700000000000003000ll};
+    cmh_snapshot_add_annotation(s, &a);
+    cmh_snapshot_add_setting(s, "max_split_size", "-1", 1);
+}
+
+/* field by field: struct padding is not part of the model */
+static int eq_segment(const cmh_segment *a, const cmh_segment *b)
+{
+    return a->device == b->device && a->kind == b->kind && a->flags == b->flags && a->pool == b->pool &&
+           a->addr == b->addr && a->size == b->size && a->stream == b->stream && a->pool_id[0] == b->pool_id[0] &&
+           a->pool_id[1] == b->pool_id[1] && a->stack == b->stack && a->time_ns == b->time_ns &&
+           a->first_block == b->first_block && a->nblocks == b->nblocks;
+}
+
+static int eq_block(const cmh_block *a, const cmh_block *b)
+{
+    return a->addr == b->addr && a->size == b->size && a->requested == b->requested && a->stack == b->stack &&
+           a->state == b->state && a->time_ns == b->time_ns;
+}
+
+static int eq_entry(const cmh_entry *a, const cmh_entry *b)
+{
+    return a->time_ns == b->time_ns && a->addr == b->addr && a->size == b->size && a->requested == b->requested &&
+           a->stream == b->stream && a->stack == b->stack && a->name == b->name &&
+           a->compile_context == b->compile_context && a->user_metadata == b->user_metadata &&
+           a->action == b->action && a->flags == b->flags && a->kind == b->kind;
+}
+
+static int write_mem(const cmh_snapshot *s, char **buf, size_t *len)
+{
+    FILE *fp = open_memstream(buf, len);
+    if (!fp) return -1;
+    int rc = cmh_cmh_write(s, fp);
+    fclose(fp);
+    return rc;
+}
+
+static void test_interning(void)
+{
+    cmh_snapshot s;
+    cmh_snapshot_init(&s);
+    uint32_t a, b, c, e;
+    cmh_strtab_intern(&s.strings, "alpha", 5, &a);
+    cmh_strtab_intern(&s.strings, "beta", 4, &b);
+    cmh_strtab_intern(&s.strings, "alphabet", 5, &c); /* length-bounded: "alpha" again */
+    cmh_strtab_intern(&s.strings, "", 0, &e);
+    CU_ASSERT_EQUAL(a, c);
+    CU_ASSERT_NOT_EQUAL(a, b);
+    CU_ASSERT_EQUAL(e, 0);
+    for (int i = 0; i < 5000; i++) { /* through several rehashes */
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        uint32_t id, id2;
+        cmh_strtab_intern(&s.strings, k, strlen(k), &id);
+        cmh_strtab_intern(&s.strings, k, strlen(k), &id2);
+        CU_ASSERT_EQUAL(id, id2);
+    }
+    CU_ASSERT_EQUAL(s.strings.n, 5003);
+    uint32_t fr[4] = {1, 2, 3, 4}, st[3];
+    cmh_snapshot_add_stack(&s, fr, 4, &st[0]);
+    cmh_snapshot_add_stack(&s, fr, 3, &st[1]);
+    cmh_snapshot_add_stack(&s, fr, 4, &st[2]);
+    CU_ASSERT_EQUAL(st[0], st[2]);
+    CU_ASSERT_NOT_EQUAL(st[0], st[1]);
+    CU_ASSERT_EQUAL(s.nstacks, 3);
+    cmh_snapshot_free(&s);
+}
+
+static void test_round_trip(void)
+{
+    cmh_snapshot s, r;
+    build(&s);
+    char *buf;
+    size_t len;
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    char err[256];
+    int rc = cmh_cmh_read(buf, len, &r, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, CMH_OK);
+    CU_ASSERT_EQUAL(r.pid, 4242);
+    CU_ASSERT_EQUAL(r.start_time_ns, s.start_time_ns);
+    CU_ASSERT_EQUAL(r.dump_time_ns, s.dump_time_ns);
+    CU_ASSERT_EQUAL(r.opt_context, CMH_CONTEXT_ALLOC);
+    CU_ASSERT_EQUAL(r.opt_max_entries, 1000);
+    CU_ASSERT_EQUAL(r.opt_max_frames, 16);
+    CU_ASSERT_EQUAL(r.lost_events, 3);
+    CU_ASSERT_STRING_EQUAL(cmh_str(&r, r.hostname), "host");
+    CU_ASSERT_STRING_EQUAL(cmh_str(&r, r.cmdline), "python train.py");
+    CU_ASSERT_EQUAL(r.nmodules, 1);
+    CU_ASSERT_STRING_EQUAL(cmh_str(&r, r.modules[0].path), "/usr/bin/prog");
+    CU_ASSERT_STRING_EQUAL(cmh_str(&r, r.modules[0].build_id), "abcdef");
+    CU_ASSERT_EQUAL(r.modules[0].base, 0x400000);
+    CU_ASSERT_EQUAL(r.nframes, 3);
+    CU_ASSERT_EQUAL(r.frames[2].module, -1);
+    CU_ASSERT_EQUAL(r.frames[1].line, 10);
+    CU_ASSERT_EQUAL(r.frames[1].pc, 0x400110);
+    CU_ASSERT_STRING_EQUAL(cmh_str(&r, r.frames[2].name), "fn2");
+    CU_ASSERT_EQUAL(r.nstacks, 3);
+    CU_ASSERT_EQUAL(r.stacks[1].count, 3);
+    CU_ASSERT_EQUAL(r.stacks[2].count, 2);
+    CU_ASSERT_EQUAL(r.nsegments, 2);
+    CU_ASSERT(eq_segment(&r.segments[0], &s.segments[0]));
+    CU_ASSERT_EQUAL(r.segments[1].device, -1);
+    CU_ASSERT_EQUAL(r.segments[1].pool_id[1], 2);
+    CU_ASSERT_EQUAL(r.nblocks, 2);
+    CU_ASSERT(eq_block(&r.blocks[0], &s.blocks[0]) && eq_block(&r.blocks[1], &s.blocks[1]));
+    CU_ASSERT_EQUAL(r.ntraces, 2);
+    CU_ASSERT_EQUAL(r.traces[0].dropped, 17);
+    CU_ASSERT_EQUAL(r.traces[1].device, 1);
+    CU_ASSERT_EQUAL(r.traces[1].nentries, 0);
+    CU_ASSERT_EQUAL_FATAL(r.nentries, 4);
+    for (int i = 0; i < 4; i++) CU_ASSERT(eq_entry(&r.entries[i], &s.entries[i]));
+    CU_ASSERT_EQUAL(r.nannotations, 1);
+    CU_ASSERT_STRING_EQUAL(cmh_str(&r, r.annotations[0].name), "step 1");
+    CU_ASSERT_EQUAL(r.nsettings, 1);
+    CU_ASSERT_STRING_EQUAL(cmh_str(&r, r.settings[0].value), "-1");
+    /* and the same bytes again */
+    char *buf2;
+    size_t len2;
+    CU_ASSERT_EQUAL(write_mem(&r, &buf2, &len2), CMH_OK);
+    CU_ASSERT_EQUAL(len, len2);
+    CU_ASSERT(len == len2 && memcmp(buf, buf2, len) == 0);
+    free(buf2);
+    free(buf);
+    cmh_snapshot_free(&r);
+    cmh_snapshot_free(&s);
+}
+
+static void test_every_truncation_fails_cleanly(void)
+{
+    cmh_snapshot s, r;
+    build(&s);
+    char *buf;
+    size_t len;
+    write_mem(&s, &buf, &len);
+    char err[256];
+    for (size_t n = 0; n < len; n++) {
+        int rc = cmh_cmh_read(buf, n, &r, err, sizeof err);
+        CU_ASSERT_EQUAL(rc, CMH_EFORMAT);
+        if (rc == CMH_OK) cmh_snapshot_free(&r);
+        CU_ASSERT(strstr(err, "byte") != NULL);
+    }
+    CU_ASSERT_EQUAL(cmh_cmh_read(buf, len - 1, &r, err, sizeof err), CMH_EFORMAT);
+    char want[96];
+    snprintf(want, sizeof want, "truncated at byte %zu", len - 1);
+    CU_ASSERT(strncmp(err, want, strlen(want)) == 0);
+    free(buf);
+    cmh_snapshot_free(&s);
+}
+
+static void test_garbage_and_hostile_input(void)
+{
+    cmh_snapshot r;
+    char err[256];
+    /* a map that is not ours */
+    const unsigned char notours[] = {0x81, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', 0xa3, 'x', 'y', 'z'};
+    CU_ASSERT_EQUAL(cmh_cmh_read(notours, sizeof notours, &r, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "not a cumemhist snapshot") != NULL);
+    /* an array count far beyond the data */
+    const unsigned char huge[] = {0x82, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', 0xa9, 'c', 'u', 'm', 'e', 'm', 'h', 'i', 's', 't',
+                                  0xa7, 's', 't', 'r', 'i', 'n', 'g', 's', 0xdd, 0xff, 0xff, 0xff, 0xff};
+    CU_ASSERT_EQUAL(cmh_cmh_read(huge, sizeof huge, &r, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "truncated") != NULL);
+    /* deep nesting under an unknown key is skipped without recursion */
+    size_t n = 1 << 20;
+    unsigned char *deep = malloc(n + 64);
+    size_t k = 0;
+    const unsigned char head[] = {0x82, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', 0xa9, 'c', 'u', 'm', 'e', 'm', 'h', 'i', 's', 't', 0xa1, 'z'};
+    memcpy(deep, head, sizeof head);
+    k = sizeof head;
+    while (k < n) deep[k++] = 0x91; /* [[[[... */
+    deep[k++] = 0xc0;
+    CU_ASSERT_EQUAL(cmh_cmh_read(deep, k, &r, err, sizeof err), CMH_OK);
+    cmh_snapshot_free(&r);
+    CU_ASSERT_EQUAL(cmh_cmh_read(deep, k - 1, &r, err, sizeof err), CMH_EFORMAT);
+    free(deep);
+    /* out-of-range ids are refused */
+    cmh_snapshot s;
+    build(&s);
+    s.entries[0].stack = 99;
+    char *buf;
+    size_t len;
+    write_mem(&s, &buf, &len);
+    CU_ASSERT_EQUAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "stack id 99 out of range") != NULL);
+    free(buf);
+    cmh_snapshot_free(&s);
+}
+
+static void test_load_names_the_file(void)
+{
+    char path[] = "/tmp/cmh-garbage-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(write(fd, "hello world", 11), 11);
+    close(fd);
+    cmh_snapshot r;
+    char err[512];
+    CU_ASSERT_EQUAL(cmh_snapshot_load(path, &r, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strncmp(err, path, strlen(path)) == 0);
+    CU_ASSERT(strstr(err, "not a snapshot") != NULL);
+    unlink(path);
+    CU_ASSERT_EQUAL(cmh_snapshot_load(path, &r, err, sizeof err), CMH_EIO);
+    CU_ASSERT(strstr(err, "No such file") != NULL);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+    CU_pSuite s = CU_add_suite("snapshot", NULL, NULL);
+    CMH_ADD_TEST(s, test_interning);
+    CMH_ADD_TEST(s, test_round_trip);
+    CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);
+    CMH_ADD_TEST(s, test_garbage_and_hostile_input);
+    CMH_ADD_TEST(s, test_load_names_the_file);
+    return cmh_test_main();
+}
