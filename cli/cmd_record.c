@@ -153,6 +153,14 @@ int cmd_record(int argc, char **argv)
     if (max_entries) setenv("CUMEMHIST_MAX_ENTRIES", max_entries, 1);
     if (max_frames) setenv("CUMEMHIST_MAX_FRAMES", max_frames, 1);
 
+    /* A fixed output path is claimed by the first process that dumps (recorder/config.c):
+     * clear a claim left by an earlier run, and remove ours afterwards. */
+    char claim[PATH_MAX + 8] = "";
+    if (output && !strstr(output, "%p") && !strstr(output, "%r")) {
+        snprintf(claim, sizeof claim, "%s.claim", output);
+        unlink(claim);
+    }
+
     char manifest[] = "/tmp/cumemhist-manifest-XXXXXX";
     int mfd = mkstemp(manifest);
     if (mfd < 0) {
@@ -177,9 +185,6 @@ int cmd_record(int argc, char **argv)
         return 1;
     }
     if (g_child == 0) {
-        char pid[32];
-        snprintf(pid, sizeof pid, "%ld", (long)getpid());
-        setenv("CUMEMHIST_ROOT_PID", pid, 1);
         execvp(argv[i], argv + i);
         cli_error("cannot run %s: %s", argv[i], strerror(errno));
         _exit(127);
@@ -220,6 +225,7 @@ int cmd_record(int argc, char **argv)
         fclose(mf);
     }
     unlink(manifest);
+    if (claim[0]) unlink(claim);
     if (!nfiles && !quiet)
         fprintf(stderr, "cumemhist: no snapshot written (no process called a CUDA allocation entry point)\n");
 

@@ -7,6 +7,7 @@
  * and each frame costs ~10 ns to unwind).
  */
 #include <ctype.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -92,41 +93,51 @@ static int append(char *out, size_t outlen, size_t *pos, const char *s, size_t n
     return 0;
 }
 
-/* A fixed path (no %p / %r) belongs to the root process of a `cumemhist record` run
- * (CUMEMHIST_ROOT_PID), or, outside one, to whichever process claims it first; every other
- * process gets ".PID" inserted before the extension, so no process overwrites another's file. */
+/* A fixed path (no %p / %r) belongs to the first process that dumps to it: it claims the path
+ * by creating PATH.claim (O_EXCL) holding its pid.  Every other process gets ".PID" inserted
+ * before the extension, so no process ever overwrites another's snapshot.  A claim left by a
+ * process that no longer exists is stale and taken over. */
 static int fixed_path_is_mine(const char *path)
 {
     static int decided = -1;
     static pid_t decided_for;
     if (decided >= 0 && decided_for == getpid()) return decided;
     decided_for = getpid();
-    const char *root = getenv("CUMEMHIST_ROOT_PID");
-    if (root && *root) {
-        decided = atol(root) == (long)getpid();
-        return decided;
-    }
     char claim[4200];
     snprintf(claim, sizeof claim, "%s.claim", path);
-    int fd = open(claim, O_CREAT | O_EXCL | O_WRONLY, 0644);
+    /* The claim appears with its content in one step: write PATH.claim.PID, then link() it
+     * into place, which fails if another process got there first. */
+    char mine[4300];
+    snprintf(mine, sizeof mine, "%s.%ld", claim, (long)getpid());
+    int fd = open(mine, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
     if (fd >= 0) {
         char buf[32];
         int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
         ssize_t w = write(fd, buf, (size_t)n);
         (void)w;
         close(fd);
-        decided = 1;
-        return 1;
     }
-    /* Claimed already: by us in an earlier dump of this process, or by another one. */
-    FILE *f = fopen(claim, "r");
-    long owner = -1;
-    if (f) {
-        if (fscanf(f, "%ld", &owner) != 1) owner = -1;
-        fclose(f);
+    for (int attempt = 0; fd >= 0 && attempt < 2; attempt++) {
+        if (link(mine, claim) == 0) {
+            unlink(mine);
+            return decided = 1;
+        }
+        FILE *f = fopen(claim, "r");
+        long owner = -1;
+        if (f) {
+            if (fscanf(f, "%ld", &owner) != 1) owner = -1;
+            fclose(f);
+        }
+        if (owner == (long)getpid()) {
+            unlink(mine);
+            return decided = 1;
+        }
+        if (owner > 0 && (kill((pid_t)owner, 0) == 0 || errno != ESRCH)) break; /* a live owner */
+        unlink(claim); /* stale: its owner is gone */
     }
-    decided = owner == (long)getpid();
-    return decided;
+    if (fd >= 0) unlink(mine);
+    decided = 0;
+    return 0;
 }
 
 int cmh_config_output_path(const char *pattern, char *out, size_t outlen)

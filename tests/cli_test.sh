@@ -1,0 +1,76 @@
+#!/bin/sh
+# cli_test.sh BUILD_DIR - the cumemhist command end to end on the fake driver: record, exit
+# status and signal forwarding, file naming across processes, OOM dumps, and the one-line
+# errors on damaged snapshots.
+set -u
+B=$1
+CMH=$B/cumemhist
+S=$B/samples
+T=$(mktemp -d /tmp/cmh-cli-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+cd "$T" || exit 1
+
+# record + summary on the leaking sample
+"$CMH" record -o leak.cmh -- "$S/leaky" 5 >out.txt 2>err.txt
+rc=$?
+check "record forwards exit 0" "[ $rc -eq 0 ]"
+check "record names the file it wrote" "grep -q 'cumemhist: wrote .*leak.cmh' err.txt"
+check "no claim file left" "[ ! -e leak.cmh.claim ]"
+"$CMH" summary leak.cmh >sum.txt 2>&1
+check "summary: 20 MiB still allocated" "grep -q '^| Allocated memory      |  20480 KiB |  96256 KiB |' sum.txt"
+check "summary: 5 live segments" "grep -q '^| GPU reserved segments |       5    |' sum.txt"
+"$CMH" summary --json leak.cmh >sum.json
+check "summary --json exact integers" "grep -q '\"allocated_bytes.all\": {\"current\": 20971520, \"peak\": 98566144' sum.json"
+python3 -c "import json,sys; json.load(open('sum.json'))" 2>/dev/null && ok "summary --json parses" || bad "summary --json parses"
+
+# exit status and signals are forwarded
+"$CMH" record -q -- sh -c 'exit 7'
+check "record forwards exit 7" "[ $? -eq 7 ]"
+"$CMH" record -- sh -c 'exit 0' 2>err2.txt
+check "says when nothing was written" "grep -q 'no snapshot written' err2.txt"
+sh -c "\"$CMH\" record -q -- sh -c 'kill -TERM \$\$'"
+check "record dies of the program's signal" "[ $? -eq 143 ]"
+
+# several processes, one fixed path: none overwrites another
+"$CMH" record -o multi.cmh -- sh -c "\"$S/leaky\" 1 >/dev/null & \"$S/leaky\" 2 >/dev/null; wait" 2>err3.txt
+n=$(ls multi*.cmh 2>/dev/null | wc -l)
+check "two processes, two files" "[ $n -eq 2 ] && [ -e multi.cmh ]"
+check "record lists both" "[ \$(grep -c 'cumemhist: wrote' err3.txt) -eq 2 ]"
+"$CMH" record -o 'rank%r.%p.cmh' -- env RANK=3 "$S/leaky" 1 >/dev/null 2>&1
+check "%r and %p expand" "ls rank3.*.cmh >/dev/null 2>&1"
+
+# options reach the recorder
+"$CMH" record -q -o small.cmh --max-entries 4 --context none -- "$S/leaky" 5 >/dev/null
+"$CMH" summary small.cmh >small.txt
+check "max-entries drops are reported" "grep -q 'dropped the 43 oldest entries' small.txt"
+"$CMH" record --enabled bogus -- true 2>/dev/null
+check "bad option value is refused" "[ $? -eq 2 ]"
+"$CMH" record --help | grep -q -- '--max-entries'
+check "record --help" "[ $? -eq 0 ]"
+
+# the first OOM is captured, the program's failure forwarded
+FAKECUDA_CAPACITY=1G "$CMH" record -q -o oom.cmh -- "$S/oom_demo" >/dev/null
+check "oom_demo exit 1 forwarded" "[ $? -eq 1 ]"
+"$CMH" summary oom.cmh >oom.txt
+check "summary counts the OOM" "grep -q 'CUDA OOMs: 1 ' oom.txt"
+
+# damaged snapshots: one line naming the file and the byte, non-zero exit, no crash
+size=$(wc -c <leak.cmh)
+head -c $((size - 3)) leak.cmh >trunc.cmh
+"$CMH" summary trunc.cmh >/dev/null 2>terr.txt
+rc=$?
+check "truncated: non-zero exit" "[ $rc -eq 1 ]"
+check "truncated: one line with file and offset" "[ \$(wc -l <terr.txt) -eq 1 ] && grep -q '^cumemhist: trunc.cmh: truncated at byte $((size - 3)) (expected' terr.txt"
+printf 'garbage!' >garbage.cmh
+"$CMH" summary garbage.cmh 2>gerr.txt
+check "garbage: clear error" "[ $? -eq 1 ] && grep -q 'garbage.cmh: not a snapshot' gerr.txt"
+"$CMH" summary missing.cmh 2>merr.txt
+check "missing file" "[ $? -eq 1 ] && grep -q 'missing.cmh: No such file' merr.txt"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
