@@ -43,9 +43,11 @@ typedef struct shard {
 static shard g_shard[NSHARD];
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static void take_reference(void);
 
 static void init_locks(void)
 {
+    take_reference();
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) pthread_mutex_init(&g_dev[i].lock, NULL);
     for (int i = 0; i < NSHARD; i++) pthread_mutex_init(&g_shard[i].lock, NULL);
     g_max_entries = cmh_cfg.max_entries;
@@ -58,6 +60,32 @@ int64_t cmh_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Event times are taken as raw ticks (the TSC on x86-64, ~10 ns against ~28 ns for
+ * clock_gettime) and mapped to wall-clock ns when a snapshot is made, by the line through two
+ * reference points: one taken at start, one at the dump.  This is how PyTorch's own time_us
+ * is made.  Elsewhere ticks are CLOCK_REALTIME ns and the map is the identity. */
+static int64_t g_ref_ticks, g_ref_ns;
+
+static void take_reference(void)
+{
+    g_ref_ns = cmh_now_ns();
+    g_ref_ticks = cmh_now_ticks();
+}
+
+int64_t cmh_ticks_to_ns(int64_t ticks, int64_t now_ticks, int64_t now_ns)
+{
+#if defined(__x86_64__)
+    if (!ticks) return 0;
+    int64_t dt = now_ticks - g_ref_ticks;
+    if (dt <= 0) return now_ns;
+    return g_ref_ns + (int64_t)((__int128)(ticks - g_ref_ticks) * (now_ns - g_ref_ns) / dt);
+#else
+    (void)now_ticks;
+    (void)now_ns;
+    return ticks;
+#endif
 }
 
 static inline uint64_t addr_hash(uint64_t a) { return (a >> 8) * 0x9E3779B97F4A7C15ull; }
@@ -164,7 +192,7 @@ static void ring_append(dev_state *d, const cmh_rec_entry *e)
 }
 
 static void record(int device, int action, int kind, int flags, uint64_t addr, uint64_t size, uint64_t requested,
-                   uint64_t stream, uint32_t stack, int64_t dalloc, int64_t dres, int count_kind)
+                   uint64_t stream, uint32_t stack, int64_t dalloc, int64_t dres, int count_kind, int64_t t)
 {
     dev_state *d = dev_slot(device);
     pthread_mutex_lock(&d->lock);
@@ -177,7 +205,7 @@ static void record(int device, int action, int kind, int flags, uint64_t addr, u
     else if (count_kind == 2) d->nfrees++;
     else if (count_kind == 3) d->nooms++;
     if (cmh_enabled_now == CMH_ENABLED_ALL) {
-        cmh_rec_entry e = {cmh_now_ns(), addr, size, requested, stream, stack, (uint8_t)action, (uint8_t)flags,
+        cmh_rec_entry e = {t ? t : cmh_now_ticks(), addr, size, requested, stream, stack, (uint8_t)action, (uint8_t)flags,
                            (uint8_t)kind};
         ring_append(d, &e);
     }
@@ -193,10 +221,10 @@ void cmh_hist_segment_alloc(int device, int kind, uint64_t addr, uint64_t size, 
     int ctx = cmh_context_now;
     uint32_t stack = ctx >= CMH_CONTEXT_STATE ? cmh_stack_capture() : 0;
     cmh_live l = {addr, size, requested, stream, 0, stack, (int16_t)device, (uint8_t)kind, CMH_EF_WHOLE_BLOCK};
-    l.time_ns = cmh_now_ns();
+    l.time_ns = cmh_now_ticks();
     if (live_insert(&l) != 0) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
     record(device, action, kind, CMH_EF_WHOLE_BLOCK, addr, size, requested, stream,
-           ctx >= CMH_CONTEXT_ALLOC ? stack : 0, (int64_t)size, (int64_t)size, 1);
+           ctx >= CMH_CONTEXT_ALLOC ? stack : 0, (int64_t)size, (int64_t)size, 1, l.time_ns);
 }
 
 int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action, cmh_live *was)
@@ -208,7 +236,7 @@ int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action, cmh_live *
     uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? was->stack : 0;
     if (!stream) stream = was->stream;
     record(was->device, action, was->kind, was->flags, addr, was->size, was->requested, stream, stack,
-           -(int64_t)was->size, -(int64_t)was->size, 2);
+           -(int64_t)was->size, -(int64_t)was->size, 2, 0);
     return 1;
 }
 
@@ -218,7 +246,7 @@ void cmh_hist_free_undo(const cmh_live *was)
     if (live_insert(was) != 0) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
     int act = was->kind == CMH_KIND_VMM ? CMH_ACT_SEGMENT_MAP : CMH_ACT_SEGMENT_ALLOC;
     record(was->device, act, was->kind, was->flags, was->addr, was->size, was->requested, was->stream, 0,
-           (int64_t)was->size, (int64_t)was->size, 0);
+           (int64_t)was->size, (int64_t)was->size, 0, 0);
 }
 
 void cmh_hist_unmap(uint64_t lo, uint64_t size)
@@ -249,7 +277,7 @@ void cmh_hist_unmap(uint64_t lo, uint64_t size)
                 int ctx = cmh_context_now;
                 uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l->stack : 0;
                 record(l->device, CMH_ACT_SEGMENT_UNMAP, CMH_KIND_VMM, l->flags, a, b - a, b - a, l->stream, stack,
-                       -(int64_t)(b - a), -(int64_t)(b - a), 2);
+                       -(int64_t)(b - a), -(int64_t)(b - a), 2, 0);
                 if (l->addr < a) { /* left part stays mapped */
                     cmh_live left = *l;
                     left.size = a - l->addr;
@@ -275,7 +303,7 @@ void cmh_hist_oom(int device, uint64_t size, uint64_t stream, uint64_t device_fr
     ensure_init();
     cmh_first_touch();
     uint32_t stack = cmh_context_now >= CMH_CONTEXT_ALLOC ? cmh_stack_capture() : 0;
-    record(device, CMH_ACT_OOM, CMH_KIND_DEVICE, 0, device_free, size, size, stream, stack, 0, 0, 3);
+    record(device, CMH_ACT_OOM, CMH_KIND_DEVICE, 0, device_free, size, size, stream, stack, 0, 0, 3, 0);
 }
 
 /* ---- control ---- */
@@ -403,6 +431,7 @@ static int cmp_live(const void *a, const void *b)
 int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
 {
     ensure_init();
+    int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
     /* Copy under the locks, convert (and symbolize) after releasing them. */
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         dev_state *d = &g_dev[i];
@@ -427,7 +456,7 @@ int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), vo
             const cmh_rec_entry *r = &copy[k];
             cmh_entry e;
             memset(&e, 0, sizeof e);
-            e.time_ns = r->time_ns;
+            e.time_ns = cmh_ticks_to_ns(r->time_ns, now_ticks, now_ns);
             e.addr = r->addr;
             e.size = r->size;
             e.requested = r->requested;
@@ -477,8 +506,8 @@ int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), vo
         g.size = l->size;
         g.stream = l->stream;
         g.stack = l->stack ? stack_map(l->stack, arg) : 0;
-        g.time_ns = l->time_ns;
-        cmh_block b = {l->addr, l->size, l->requested, g.stack, CMH_BLOCK_ACTIVE_ALLOCATED, l->time_ns};
+        g.time_ns = cmh_ticks_to_ns(l->time_ns, now_ticks, now_ns);
+        cmh_block b = {l->addr, l->size, l->requested, g.stack, CMH_BLOCK_ACTIVE_ALLOCATED, g.time_ns};
         if (cmh_snapshot_add_segment(s, &g, NULL) != CMH_OK || cmh_snapshot_add_block(s, &b) != CMH_OK) {
             free(all);
             return CMH_ENOMEM;

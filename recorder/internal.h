@@ -48,7 +48,7 @@ CMH_HIDDEN void cmh_log(const char *fmt, ...) __attribute__((format(printf, 1, 2
 
 /* ---- history.c ---- */
 typedef struct cmh_rec_entry {
-    int64_t time_ns;
+    int64_t time_ns; /* raw ticks until export (cmh_ticks_to_ns) */
     uint64_t addr, size, requested, stream;
     uint32_t stack;
     uint8_t action, flags, kind;
@@ -56,13 +56,20 @@ typedef struct cmh_rec_entry {
 
 typedef struct cmh_live {
     uint64_t addr, size, requested, stream;
-    int64_t time_ns;
+    int64_t time_ns; /* raw ticks */
     uint32_t stack;
     int16_t device;
     uint8_t kind, flags;
 } cmh_live;
 
 CMH_HIDDEN int64_t cmh_now_ns(void);
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline int64_t cmh_now_ticks(void) { return (int64_t)__rdtsc(); }
+#else
+static inline int64_t cmh_now_ticks(void) { return cmh_now_ns(); }
+#endif
+CMH_HIDDEN int64_t cmh_ticks_to_ns(int64_t ticks, int64_t now_ticks, int64_t now_ns);
 /* A driver allocation succeeded. */
 CMH_HIDDEN void cmh_hist_segment_alloc(int device, int kind, uint64_t addr, uint64_t size, uint64_t requested,
                                        uint64_t stream, int action);
