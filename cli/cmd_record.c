@@ -1,8 +1,8 @@
 /*
  * cmd_record.c - `cumemhist record [options] -- prog args...`
  *
- * Runs the program with libcumemhist.so preloaded (after nothing: ahead of any LD_PRELOAD the
- * user already had, which is kept) and the CUMEMHIST_* variables that carry the options.  Every
+ * Runs the program with libcumemhist.so preloaded (after any LD_PRELOAD the user already had,
+ * which is kept) and the CUMEMHIST_* variables that carry the options.  Every
  * child process inherits both.  Each process that dumps appends its file to a manifest, which is
  * read back to say which snapshots were written.  The program's exit status is forwarded, and a
  * program killed by a signal makes `record` die of the same signal.
@@ -139,12 +139,13 @@ int cmd_record(int argc, char **argv)
     char abslib[PATH_MAX];
     if (realpath(libpath, abslib)) snprintf(libpath, sizeof libpath, "%s", abslib);
 
-    /* LD_PRELOAD: ours first, then whatever the user already preloads. */
+    /* LD_PRELOAD: whatever the user already preloads keeps its place (a sanitizer runtime must
+     * stay first), then ours. */
     const char *old = getenv("LD_PRELOAD");
     size_t pl = strlen(libpath) + (old ? strlen(old) : 0) + 2;
     char *preload = malloc(pl);
     if (!preload) return 1;
-    snprintf(preload, pl, "%s%s%s", libpath, old && *old ? ":" : "", old && *old ? old : "");
+    snprintf(preload, pl, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", libpath);
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
     if (output) setenv("CUMEMHIST_OUTPUT", output, 1);

@@ -17,7 +17,12 @@
 
 void *(*cmh_real_dlsym)(void *, const char *);
 
-void *cmh_dlsym_resolve(void)
+/* The sanitizer runtimes look symbols up with dlsym while they initialize, before their shadow
+ * memory exists: the path they reach (here, for names not starting with "cu") must not be
+ * instrumented. */
+#define CMH_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
+CMH_NO_SANITIZE void *cmh_dlsym_resolve(void)
 {
     void *(*f)(void *, const char *) = __atomic_load_n(&cmh_real_dlsym, __ATOMIC_ACQUIRE);
     if (f) return (void *)f;

@@ -1,0 +1,19 @@
+#!/bin/sh
+# deps.sh - install the Debian packages cumemhist builds against, if any is missing.
+# The CUDA toolkit itself (headers, stub driver, CUPTI) is expected at /usr/local/cuda.
+set -eu
+need=""
+for p in cmake gcc make pkg-config libunwind-dev libmsgpack-dev libcunit1-dev python3; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
+done
+if [ -n "$need" ]; then
+    echo "cumemhist: installing$need" >&2
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $need >/dev/null
+fi
+if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
+    echo "cumemhist: the CUDA toolkit was not found at ${CUDA_HOME:-/usr/local/cuda} (set CUDA_HOME)" >&2
+    exit 1
+fi
