@@ -1,0 +1,91 @@
+#!/bin/bash
+# gpu-check.sh OUT - build cumemhist on a GPU host and check it against the real driver, cudart
+# and PyTorch's own recorder.  Writes report.txt and the snapshots under OUT.
+#
+# The host needs cmake, gcc, the CUDA toolkit, python3 with torch (and msgpack); the Debian
+# packages cumemhist builds against may be unpacked under .deps/root (dpkg -x), used when
+# pkg-config or the packages are missing there.
+set -u
+OUT=${1:?usage: gpu-check.sh OUT}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+SRC=$PWD
+B=$SRC/build-gpu
+R=$OUT/report.txt
+W=$(mktemp -d /tmp/cmh-gpu-XXXXXX)
+: >"$R"
+say() { echo "$@" | tee -a "$R"; }
+run() { say "\$ $*"; "$@" >>"$R" 2>&1; local rc=$?; say "(exit $rc)"; return $rc; }
+DEPS=$SRC/.deps/root/usr
+if [ -d "$DEPS" ]; then
+    export CMAKE_PREFIX_PATH=$DEPS
+    export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+export PATH=/usr/local/cuda/bin:$PATH
+
+say "== host"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; uname -r; } >>"$R" 2>&1
+
+say "== build"
+t0=$(date +%s)
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_DRIVER=real >>"$W/cmake.log" 2>&1 &&
+    cmake --build "$B" -j"$(nproc)" >>"$W/cmake.log" 2>&1
+rc=$?
+tail -5 "$W/cmake.log" >>"$R"
+say "build exit $rc in $(( $(date +%s) - t0 )) s"
+[ $rc -eq 0 ] || { cp "$W/cmake.log" "$OUT/"; exit 1; }
+CMH=$B/cumemhist
+export CUMEMHIST_DEBUG=1   # says when a cuGetProcAddress pointer is not one of the driver's exports
+
+say "== 1a. driver-API sample (leaky, 10 steps) under cumemhist record"
+run "$CMH" record -o "$OUT/leaky.cmh" -- "$B/samples/leaky" 10
+run "$CMH" summary --abbreviated "$OUT/leaky.cmh"
+run python3 scripts/cmh_inspect.py "$OUT/leaky.cmh"
+
+say "== 1b. cudart sample (cudaMalloc, cudaMallocAsync, cudaFree, a kernel)"
+if nvcc -O2 -g -Xlinker -export-dynamic -o "$W/cudart_demo" samples/cudart_demo.cu >>"$R" 2>&1; then
+    "$CMH" record -o "$OUT/cudart.cmh" -- "$W/cudart_demo" >"$W/cudart.out" 2>>"$R"
+    say "(exit $?)"
+    cat "$W/cudart.out" >>"$R"
+    run python3 scripts/gpu_compare.py cudart "$W/cudart.out" "$OUT/cudart.cmh"
+    run "$CMH" summary --abbreviated "$OUT/cudart.cmh"
+else
+    say "nvcc failed: cudart sample skipped"
+fi
+
+say "== 1c. an out-of-memory on the real device (oom_demo)"
+run "$CMH" record -q -o "$W/oom.cmh" -- "$B/samples/oom_demo"
+run python3 scripts/cmh_inspect.py "$W/oom.cmh"
+
+say "== 2. PyTorch training loop: ours and _record_memory_history in one process"
+run "$CMH" record -o "$W/torch_plain_exit.cmh" -- python3 samples/torch_train.py check "$W/torch_plain" 20
+run python3 scripts/gpu_compare.py torch "$W/torch_plain"
+cp "$W/torch_plain.pickle" "$W/torch_plain_summary.txt" "$W/torch_plain.cmh" "$OUT/" 2>/dev/null
+run "$CMH" summary "$W/torch_plain.cmh"
+
+say "== 3. the same with expandable segments"
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+    run "$CMH" record -o "$W/torch_exp_exit.cmh" -- python3 samples/torch_train.py check "$W/torch_exp" 20
+run python3 scripts/gpu_compare.py torch "$W/torch_exp" expandable
+cp "$W/torch_exp.pickle" "$W/torch_exp_summary.txt" "$OUT/" 2>/dev/null
+
+say "== 4. kernel timing (--kernels): not built yet (issue: CUPTI sidecar)"
+
+say "== 5. overhead"
+unset CUMEMHIST_DEBUG
+for i in 1 2; do
+    say "-- without recorder"; python3 samples/torch_train.py time 300 2>&1 | tee -a "$R"
+    say "-- with recorder (defaults: enabled=all context=all)"
+    "$CMH" record -q -o "$W/t.%p.cmh" -- python3 samples/torch_train.py time 300 2>&1 | tee -a "$R"
+done
+if [ -x "$W/cudart_demo" ]; then
+    say "-- cudaMalloc+cudaFree (1 MiB) tight loop"
+    "$W/cudart_demo" bench 20000 2>&1 | tee -a "$R"
+    "$CMH" record -q --context none -o "$W/b1.cmh" -- "$W/cudart_demo" bench 20000 2>&1 | sed 's/^/context=none: /' | tee -a "$R"
+    "$CMH" record -q -o "$W/b2.cmh" -- "$W/cudart_demo" bench 20000 2>&1 | sed 's/^/context=all:  /' | tee -a "$R"
+fi
+run "$B/bench_hooks" "$B/libcumemhist.so" 20000
+
+(cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./oom.cmh ./torch_exp.cmh 2>/dev/null)
+say "== done"
