@@ -17,8 +17,10 @@ W=$(mktemp -d /tmp/cmh-gpu-XXXXXX)
 say() { echo "$@" | tee -a "$R"; }
 run() { say "\$ $*"; "$@" >>"$R" 2>&1; local rc=$?; say "(exit $rc)"; return $rc; }
 DEPS=$SRC/.deps/root/usr
+DEPS_ONLY=
 if [ -d "$DEPS" ]; then
     export CMAKE_PREFIX_PATH=$DEPS
+    DEPS_ONLY=1   # its .pc files name /usr: look the files up under the prefix instead
     export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 export PATH=/usr/local/cuda/bin:$PATH
@@ -29,7 +31,7 @@ say "== host"
 
 say "== build"
 t0=$(date +%s)
-cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_DRIVER=real >>"$W/cmake.log" 2>&1 &&
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_DRIVER=real ${DEPS_ONLY:+-DPKG_CONFIG_EXECUTABLE=/nonexistent} >>"$W/cmake.log" 2>&1 &&
     cmake --build "$B" -j"$(nproc)" >>"$W/cmake.log" 2>&1
 rc=$?
 tail -5 "$W/cmake.log" >>"$R"
