@@ -31,6 +31,7 @@ say "== host"
 
 say "== build"
 t0=$(date +%s)
+rm -rf "$B"
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_DRIVER=real ${DEPS_ONLY:+-DPKG_CONFIG_EXECUTABLE=/nonexistent} >>"$W/cmake.log" 2>&1 &&
     cmake --build "$B" -j"$(nproc)" >>"$W/cmake.log" 2>&1
 rc=$?
