@@ -263,6 +263,50 @@ static void test_load_names_the_file(void)
     CU_ASSERT(strstr(err, "No such file") != NULL);
 }
 
+/* .cmh files recorded by this recorder on a real H200 (tests/fixtures/h200). */
+static int has_frame(const cmh_snapshot *s, uint32_t stack, const char *name)
+{
+    for (uint32_t i = 0; i < s->stacks[stack].count; i++)
+        if (!strcmp(cmh_str(s, s->frames[s->stack_frames[s->stacks[stack].first + i]].name), name)) return 1;
+    return 0;
+}
+
+static void test_real_gpu_recordings(void)
+{
+    char err[512];
+    cmh_snapshot s;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_load(CMH_FIXTURES "/h200/cudart.cmh", &s, err, sizeof err), CMH_OK);
+    int allocs = 0, frees = 0, named = 0;
+    for (uint32_t i = 0; i < s.nentries; i++) {
+        const cmh_entry *e = &s.entries[i];
+        allocs += e->action == CMH_ACT_SEGMENT_ALLOC;
+        frees += e->action == CMH_ACT_SEGMENT_FREE;
+        if (e->action == CMH_ACT_SEGMENT_ALLOC)
+            named += has_frame(&s, e->stack, "make_buffer(unsigned long)") ||
+                     has_frame(&s, e->stack, "make_async(unsigned long, CUstream_st*)");
+    }
+    CU_ASSERT_EQUAL(allocs, 4);
+    CU_ASSERT_EQUAL(frees, 3);
+    CU_ASSERT_EQUAL(named, 4); /* the program's own (demangled) functions, through static cudart */
+    CU_ASSERT_EQUAL(s.nsegments, 1);
+    CU_ASSERT_EQUAL(s.segments[0].size, 16u << 20);
+    cmh_snapshot_free(&s);
+
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_load(CMH_FIXTURES "/h200/leaky.cmh", &s, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(s.nsegments, 10);
+    for (uint32_t i = 0; i < s.nsegments; i++) {
+        CU_ASSERT_EQUAL(s.segments[i].size, 4u << 20);
+        CU_ASSERT(has_frame(&s, s.segments[i].stack, "load_batch"));
+    }
+    cmh_snapshot_free(&s);
+
+    /* PyTorch 2.11 under the recorder: its 14 caching-allocator segments plus 6 others */
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_load(CMH_FIXTURES "/h200/torch_plain.cmh", &s, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(s.nsegments, 20);
+    CU_ASSERT_EQUAL(s.ntraces, 1);
+    cmh_snapshot_free(&s);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -272,5 +316,6 @@ int main(void)
     CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);
     CMH_ADD_TEST(s, test_garbage_and_hostile_input);
     CMH_ADD_TEST(s, test_load_names_the_file);
+    CMH_ADD_TEST(s, test_real_gpu_recordings);
     return cmh_test_main();
 }
