@@ -4,10 +4,14 @@
  * Each "training step" allocates activations and frees them, but load_batch() keeps a 4 MiB
  * cache buffer per step that is never freed: the slow leak users hunt.  Run it under the
  * recorder:   cumemhist record -- ./leaky 10   then   cumemhist summary cumemhist.<pid>.cmh
+ * A second argument makes it wait that many seconds before exiting (time to send it SIGUSR1,
+ * which makes the recorder dump a snapshot of the running process).
  */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #define CHECK(call)                                                                                              \
     do {                                                                                                         \
@@ -49,5 +53,9 @@ int main(int argc, char **argv)
     for (int s = 0; s < steps; s++) train_step(s);
     CHECK(cuMemFree(weights));
     printf("leaky: %d steps, %d MiB leaked\n", steps, steps * 4);
+    fflush(stdout);
+    /* a signal ends sleep() early (EINTR): sleep until the deadline */
+    time_t end = time(NULL) + (argc > 2 ? atoi(argv[2]) : 0);
+    while (time(NULL) < end) sleep(1);
     return 0;
 }

@@ -53,6 +53,21 @@ check "bad option value is refused" "[ $? -eq 2 ]"
 "$CMH" record --help | grep -q -- '--max-entries'
 check "record --help" "[ $? -eq 0 ]"
 
+# SIGUSR1 dumps a running process, from the recorder's helper thread
+"$CMH" record -q -o 'usr1.%p.cmh' -- "$S/leaky" 3 5 >usr1.out &
+rpid=$!
+i=0
+while [ $i -lt 50 ] && ! grep -q leaked usr1.out 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+kill -USR1 $rpid   # record forwards it to the program
+i=0
+while [ $i -lt 50 ] && ! ls usr1.*.cmh >/dev/null 2>&1; do sleep 0.1; i=$((i + 1)); done
+check "SIGUSR1 dumps while the program runs" "ls usr1.*.cmh >/dev/null 2>&1 && kill -0 $rpid 2>/dev/null"
+f=$(ls usr1.*.cmh 2>/dev/null | head -1)
+"$CMH" summary "${f:-none}" 2>/dev/null | grep -q '^| GPU reserved segments |       3 '
+check "the SIGUSR1 snapshot holds the 3 leaked segments" "[ $? -eq 0 ]"
+kill $rpid 2>/dev/null
+wait $rpid 2>/dev/null
+
 # the first OOM is captured, the program's failure forwarded
 FAKECUDA_CAPACITY=1G "$CMH" record -q -o oom.cmh -- "$S/oom_demo" >/dev/null
 check "oom_demo exit 1 forwarded" "[ $? -eq 1 ]"
