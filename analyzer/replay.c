@@ -35,6 +35,7 @@ typedef struct rseg {
 typedef struct rblock {
     uint64_t addr, size, requested;
     uint8_t state, pool, used;
+    uint8_t final; /* backward pass: this block is one of the final segments' own */
 } rblock;
 
 struct cmh_replay {
@@ -49,6 +50,10 @@ struct cmh_replay {
     cmh_mem_stats st;
     uint64_t anomalies;
     uint64_t max_split; /* 0 = unlimited */
+    int pytorch;        /* sizes in the trace are requested bytes: round like the allocator */
+    int div[16];        /* roundup_power2_divisions per power-of-two MiB bucket */
+    uint64_t *exact;    /* pytorch: per alloc entry, the block's size when the final segments know it */
+    int device, reconciled;
 };
 
 /* ---- blocks ---- */
@@ -131,6 +136,48 @@ static rseg *seg_containing(const cmh_replay *r, uint64_t addr)
 static uint8_t pool_rule(uint64_t size, int whole)
 {
     return (whole ? size <= MIB : size <= 2 * MIB) ? CMH_POOL_SMALL_IDX : CMH_POOL_LARGE_IDX;
+}
+
+/* PyTorch's CUDACachingAllocator round_size(), with roundup_power2_divisions. */
+static uint64_t pt_round(const cmh_replay *r, uint64_t size)
+{
+    if (size < 512) return 512;
+    int lg = 63 - __builtin_clzll(size);
+    int idx = lg > 20 ? lg - 20 : 0;
+    if (idx > 15) idx = 15;
+    uint64_t d = r->div[idx] > 0 ? (uint64_t)r->div[idx] : 0;
+    if (d > 1 && size > 512 * d) {
+        if (!(size & (size - 1))) return size;
+        uint64_t floor2 = 1ull << lg;
+        uint64_t step = floor2 >> (63 - __builtin_clzll(d));
+        if (!step) return floor2 << 1;
+        uint64_t f = size & ~(step - 1);
+        return f == size ? size : f + step;
+    }
+    return (size + 511) / 512 * 512;
+}
+
+static rseg *seg_containing(const cmh_replay *r, uint64_t addr);
+
+/* The block PyTorch carved at addr for a request: the rounded size, or the whole free run when
+ * the allocator would not split it (small pool / expandable: remainder < 512; large pool:
+ * remainder <= 1 MiB). */
+static uint64_t pt_block_size(const cmh_replay *r, const rseg *g, uint64_t addr, uint64_t req)
+{
+    uint64_t rounded = pt_round(r, req);
+    if (!g || g->expandable) return rounded;
+    uint64_t end = g->addr + g->size;
+    uint32_t lo = 0, hi = g->nr;
+    while (lo < hi) { /* first active range starting after addr */
+        uint32_t mid = (lo + hi) / 2;
+        if (g->r[mid].a <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < g->nr) end = g->r[lo].a;
+    if (end <= addr || end - addr < rounded) return rounded;
+    uint64_t remaining = end - addr - rounded;
+    int split = g->pool == CMH_POOL_SMALL_IDX ? remaining >= 512 : remaining > MIB;
+    return split ? rounded : end - addr;
 }
 
 static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool, int expandable, int whole)
@@ -306,8 +353,10 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
     rseg *g = seg_insert(r, e->addr, e->size, pool ? pool : pool_rule(e->size, whole), expandable, whole);
     if (!g) return;
     pool_add(r->st.reserved_bytes, g->pool, (int64_t)e->size);
-    pool_add(r->st.segment, g->pool, 1);
-    if (r->max_split && e->size >= r->max_split) stat_add(&r->st.oversize_segments, 1);
+    if (!expandable) { /* PyTorch does not count expandable segments */
+        pool_add(r->st.segment, g->pool, 1);
+        if (r->max_split && e->size >= r->max_split) stat_add(&r->st.oversize_segments, 1);
+    }
     if (whole) fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED);
 }
 
@@ -334,15 +383,17 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
             split_contrib(g, &sb, &sc);
             pool_add(r->st.inactive_split_bytes, g->pool, -sb);
             pool_add(r->st.inactive_split, g->pool, -sc);
-            pool_add(r->st.segment, g->pool, -1);
-            if (r->max_split && g->size >= r->max_split) stat_add(&r->st.oversize_segments, -1);
+            if (!g->expandable) {
+                pool_add(r->st.segment, g->pool, -1);
+                if (r->max_split && g->size >= r->max_split) stat_add(&r->st.oversize_segments, -1);
+            }
             seg_remove_at(r, i);
             continue;
         }
         /* partial: keep the pieces outside [a, b) */
         if (a > ga && b < gb) {
             rseg *right = seg_insert(r, b, gb - b, g->pool, g->expandable, 0);
-            if (right) pool_add(r->st.segment, g->pool, 1);
+            if (right && !g->expandable) pool_add(r->st.segment, g->pool, 1);
             g->size = a - ga;
         } else if (a == ga) {
             g->addr = b;
@@ -360,7 +411,15 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
 static void apply_forward(cmh_replay *r, const cmh_entry *e)
 {
     switch (e->action) {
-    case CMH_ACT_ALLOC: fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED); break;
+    case CMH_ACT_ALLOC: {
+        uint64_t size = e->size;
+        if (r->pytorch) {
+            uint64_t known = r->exact ? r->exact[e - r->e] : 0;
+            size = known ? known : pt_block_size(r, seg_containing(r, e->addr), e->addr, e->requested);
+        }
+        fwd_block_alloc(r, e->addr, size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED);
+        break;
+    }
     case CMH_ACT_FREE_REQUESTED: fwd_free_requested(r, e->addr); break;
     case CMH_ACT_FREE_COMPLETED: fwd_free_completed(r, e->addr); break;
     case CMH_ACT_SEGMENT_ALLOC: fwd_segment_alloc(r, e, 0, 0); break;
@@ -374,25 +433,28 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
 
 /* ---- backward pass: the state before the first entry ---- */
 
-static void undo(cmh_replay *t, const cmh_entry *e)
+static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
 {
     int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
     rblock *b;
     switch (e->action) {
     case CMH_ACT_ALLOC:
-        if ((b = block_find(t, e->addr))) block_del(t, b);
+        if ((b = block_find(t, e->addr))) {
+            if (b->final && exact) *exact = b->size; /* a block that survives: its true size */
+            block_del(t, b);
+        }
         break;
     case CMH_ACT_FREE_REQUESTED:
         if ((b = block_find(t, e->addr))) b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
         else if ((b = block_put(t, e->addr))) {
-            b->size = e->size;
+            b->size = t->pytorch ? pt_round(t, e->size) : e->size;
             b->requested = e->requested;
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
         }
         break;
     case CMH_ACT_FREE_COMPLETED:
         if (!block_find(t, e->addr) && (b = block_put(t, e->addr))) {
-            b->size = e->size;
+            b->size = t->pytorch ? pt_round(t, e->size) : e->size;
             b->requested = e->requested;
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
         }
@@ -426,6 +488,29 @@ const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device)
     return NULL;
 }
 
+static const char *setting(const cmh_snapshot *s, const char *key)
+{
+    for (uint32_t i = 0; i < s->nsettings; i++)
+        if (strcmp(cmh_str(s, s->settings[i].key), key) == 0) return cmh_str(s, s->settings[i].value);
+    return NULL;
+}
+
+/* roundup_power2_divisions as kept by pickle_read.c: {"1": 0, "2": 4, ...} (MiB bucket -> d) */
+static void parse_divisions(cmh_replay *r, const char *text)
+{
+    for (const char *p = text; p && (p = strchr(p, '"'));) {
+        long mib = strtol(p + 1, NULL, 10);
+        const char *colon = strchr(p + 1, ':');
+        if (!colon) break;
+        long d = strtol(colon + 1, NULL, 10);
+        if (mib > 0) {
+            int idx = 63 - __builtin_clzll((unsigned long long)mib);
+            if (idx < 16) r->div[idx] = (int)d;
+        }
+        p = strchr(colon, ',');
+    }
+}
+
 static uint64_t setting_u64(const cmh_snapshot *s, const char *key)
 {
     for (uint32_t i = 0; i < s->nsettings; i++)
@@ -452,7 +537,10 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     if (!r) return NULL;
     r->s = s;
     r->pos = -1;
+    r->device = device;
     r->max_split = setting_u64(s, "max_split_size");
+    r->pytorch = s->source == CMH_SRC_PYTORCH;
+    parse_divisions(r, setting(s, "roundup_power2_divisions"));
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     if (t) {
         r->e = s->entries + t->first_entry;
@@ -461,6 +549,8 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     /* final state */
     cmh_replay b;
     memset(&b, 0, sizeof b);
+    b.pytorch = r->pytorch;
+    memcpy(b.div, r->div, sizeof b.div);
     for (uint32_t i = 0; i < s->nsegments; i++) {
         const cmh_segment *g = &s->segments[i];
         if (g->device != device) continue;
@@ -478,16 +568,20 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
             x->size = bl->size;
             x->requested = bl->requested;
             x->state = bl->state;
+            x->final = 1;
         }
     }
-    for (int64_t i = (int64_t)r->n - 1; i >= 0; i--) undo(&b, &r->e[i]);
+    if (r->pytorch && r->n && !(r->exact = calloc(r->n, sizeof *r->exact))) goto oom;
+    for (int64_t i = (int64_t)r->n - 1; i >= 0; i--) undo(&b, &r->e[i], r->exact ? &r->exact[i] : NULL);
     /* The forward state starts as that initial state, counted in as if allocated then. */
     for (uint32_t i = 0; i < b.nsegs; i++) {
         rseg *g = b.segs[i];
         if (!seg_insert(r, g->addr, g->size, g->pool, g->expandable, g->whole)) goto oom;
         pool_add(r->st.reserved_bytes, g->pool, (int64_t)g->size);
-        pool_add(r->st.segment, g->pool, 1);
-        if (r->max_split && g->size >= r->max_split) stat_add(&r->st.oversize_segments, 1);
+        if (!g->expandable) {
+            pool_add(r->st.segment, g->pool, 1);
+            if (r->max_split && g->size >= r->max_split) stat_add(&r->st.oversize_segments, 1);
+        }
     }
     for (uint32_t i = 0; i < b.bcap; i++)
         if (b.blocks[i].used)
@@ -500,9 +594,95 @@ oom:
     return NULL;
 }
 
+/* After the last entry the replay must equal the final segments.  Where the file's trace and
+ * segments disagree (an edited file, a lost entry), the segments win: whatever differs is freed
+ * or allocated here, at the end, and counted as an anomaly. */
+static void reconcile(cmh_replay *r)
+{
+    const cmh_snapshot *s = r->s;
+    cmh_replay f; /* the final state, as tables */
+    memset(&f, 0, sizeof f);
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device != r->device) continue;
+        if (!seg_insert(&f, g->addr, g->size, 0, 0, 0)) goto out;
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *bl = &s->blocks[g->first_block + k];
+            rblock *x;
+            if (bl->state == CMH_BLOCK_INACTIVE) continue;
+            if (!(x = block_put(&f, bl->addr))) goto out;
+            x->size = bl->size;
+            x->requested = bl->requested;
+            x->state = bl->state;
+        }
+    }
+    /* blocks: live in the replay but not in the file, or different */
+    for (uint32_t i = 0; i < r->bcap; i++) {
+        rblock *b = &r->blocks[i];
+        if (!b->used) continue;
+        rblock *x = block_find(&f, b->addr);
+        if (x && x->size == b->size && x->state == b->state) continue;
+        r->anomalies++;
+        fwd_free_completed(r, b->addr);
+        i--; /* backward-shift deletion may have moved another block into slot i */
+    }
+    /* segments: in the replay but not in the file */
+    for (uint32_t i = 0; i < r->nsegs;) {
+        rseg *g = r->segs[i];
+        rseg *x = seg_containing(&f, g->addr);
+        if (x && x->addr == g->addr && x->size == g->size) {
+            i++;
+            continue;
+        }
+        if (x && x->addr <= g->addr && g->addr + g->size <= x->addr + x->size) { /* a piece of a merged range */
+            i++;
+            continue;
+        }
+        r->anomalies++;
+        cmh_entry un;
+        memset(&un, 0, sizeof un);
+        un.addr = g->addr;
+        un.size = g->size;
+        fwd_segment_free(r, &un);
+    }
+    /* what the file has and the replay lacks */
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device != r->device) continue;
+        uint64_t covered = 0;
+        for (uint32_t k = 0; k < r->nsegs; k++) {
+            const rseg *q = r->segs[k];
+            if (q->addr >= g->addr && q->addr + q->size <= g->addr + g->size) covered += q->size;
+        }
+        if (covered < g->size && !seg_containing(r, g->addr)) {
+            r->anomalies++;
+            cmh_entry add;
+            memset(&add, 0, sizeof add);
+            add.addr = g->addr;
+            add.size = add.requested = g->size;
+            uint8_t pool = g->pool == CMH_POOL_SMALL ? CMH_POOL_SMALL_IDX : g->pool == CMH_POOL_LARGE ? CMH_POOL_LARGE_IDX : 0;
+            fwd_segment_alloc(r, &add, (g->flags & CMH_SEG_EXPANDABLE) != 0, pool);
+        }
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *bl = &s->blocks[g->first_block + k];
+            if (bl->state == CMH_BLOCK_INACTIVE || block_find(r, bl->addr)) continue;
+            r->anomalies++;
+            fwd_block_alloc(r, bl->addr, bl->size, bl->requested, bl->state);
+        }
+    }
+out:
+    free_tables(&f);
+}
+
 int cmh_replay_step(cmh_replay *r)
 {
-    if (r->pos + 1 >= (int64_t)r->n) return 0;
+    if (r->pos + 1 >= (int64_t)r->n) {
+        if (!r->reconciled) {
+            r->reconciled = 1;
+            reconcile(r);
+        }
+        return 0;
+    }
     r->pos++;
     apply_forward(r, &r->e[r->pos]);
     return 1;
@@ -515,6 +695,7 @@ uint64_t cmh_replay_anomalies(const cmh_replay *r) { return r->anomalies; }
 void cmh_replay_free(cmh_replay *r)
 {
     if (!r) return;
+    free(r->exact);
     free_tables(r);
     free(r);
 }

@@ -143,9 +143,20 @@ typedef struct cmh_strtab {
 
 typedef enum cmh_source { CMH_SRC_RECORDER = 0, CMH_SRC_PYTORCH = 1 } cmh_source;
 
+/* Which optional PyTorch fields the source carried (so a pickle written back has the same keys). */
+#define CMH_PT_TIME_US 0x01
+#define CMH_PT_COMPILE_CONTEXT 0x02
+#define CMH_PT_USER_METADATA 0x04
+#define CMH_PT_ALLOCATOR_SETTINGS 0x08
+#define CMH_PT_EXTERNAL_ANNOTATIONS 0x10
+#define CMH_PT_LEGACY_HISTORY 0x20 /* PyTorch <= 2.0 block 'history' layout */
+#define CMH_PT_BARE_SEGMENTS 0x40  /* memory_snapshot(): a bare list of segments */
+
 typedef struct cmh_snapshot {
     uint32_t version;
     uint8_t source;
+    uint8_t pt_fields;        /* CMH_PT_* */
+    uint64_t skipped_entries; /* trace entries of actions this version does not know */
     /* meta */
     int64_t pid;
     uint32_t hostname, cmdline; /* string ids */
@@ -206,6 +217,11 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp);
 int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen);
 /* Read from a buffer; on failure err says what and at which byte. */
 int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);
+
+/* PyTorch pickles (snapshot/pickle_read.c, pickle_write.c; REFERENCE §1-4). */
+int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);
+/* Protocol 4, only the opcodes memory_viz accepts; see pickle_write.c for the shaping rules. */
+int cmh_pickle_write(const cmh_snapshot *s, FILE *fp);
 
 /* Load any snapshot file (.cmh or PyTorch pickle, by content).  err gets a one-line message
  * naming the file, e.g. "snap.cmh: truncated at byte 18231 (expected 4 more bytes)". */
