@@ -12,6 +12,7 @@
 
 int cmd_record(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 /* Print "cumemhist: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

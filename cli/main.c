@@ -13,6 +13,7 @@ static const struct {
 } g_cmds[] = {
     {"record", cmd_record, "run a program and record its CUDA memory history"},
     {"summary", cmd_summary, "torch.cuda.memory_summary()-style table of a snapshot"},
+    {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle) or as JSON"},
 };
 
 static void usage(FILE *fp)

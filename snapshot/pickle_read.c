@@ -63,14 +63,17 @@ enum {
     K_TOTAL_SIZE, K_STREAM, K_SEGMENT_TYPE, K_SEGMENT_POOL_ID, K_IS_EXPANDABLE, K_FRAMES, K_BLOCKS, K_SIZE,
     K_REQUESTED_SIZE, K_STATE, K_HISTORY, K_ADDR, K_REAL_SIZE, K_ACTION, K_TIME_US, K_COMPILE_CONTEXT,
     K_USER_METADATA, K_DEVICE_FREE, K_NAME, K_FILENAME, K_LINE, K_STAGE, K_LARGE, K_SMALL,
-    K_ACTIVE_ALLOCATED, K_ACTIVE_PENDING_FREE, K_ACTIVE_AWAITING_FREE, K_INACTIVE, K_START, K_END, NKEYS
+    K_ACTIVE_ALLOCATED, K_ACTIVE_PENDING_FREE, K_ACTIVE_AWAITING_FREE, K_INACTIVE, K_START, K_END, K_CMH_CODE,
+    K_CMH_REQUESTED, K_CMH_IMPLIED, K_CMH_KIND, K_CMH_WHOLE, K_CUMEMHIST, K_SOURCE, K_PID, K_DROPPED, K_RECORDER,
+    NKEYS
 };
 static const char *const key_names[NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
     "total_size", "stream", "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks", "size",
     "requested_size", "state", "history", "addr", "real_size", "action", "time_us", "compile_context",
     "user_metadata", "device_free", "name", "filename", "line", "stage", "large", "small",
-    "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END",
+    "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
+    "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
 };
 
 typedef struct frame_slot {
@@ -382,6 +385,20 @@ static int convert_entry(pm *m, pv *v)
     int a = action_of(m, act->u.id);
     int64_t x;
     const pv *f;
+    /* our own keys (viz/memviz.c): entries implied by a whole block, and what PyTorch lacks */
+    if ((f = dict_get(m, c, m->key[K_CMH_IMPLIED])) && to_i64(f, &x) && x) {
+        release_items(c, PV_SKIP, 0);
+        v->tag = PV_NONE;
+        return 0;
+    }
+    int64_t code = -1;
+    if ((f = dict_get(m, c, m->key[K_CMH_CODE])) && to_i64(f, &code) && code >= 0 && (code & 15) < CMH_ACT_COUNT &&
+        ((code >> 5) & 7) < CMH_KIND_COUNT) {
+        a = (int)(code & 15);
+        e.flags = (uint8_t)((code >> 4) & 1);
+    } else {
+        code = -1;
+    }
     if (a < 0 || a == CMH_ACT_MARK) {
         m->s->skipped_entries++; /* e.g. 'annotate' (newer PyTorch): not part of the model */
         release_items(c, PV_SKIP, 0);
@@ -413,7 +430,8 @@ static int convert_entry(pm *m, pv *v)
         if (convert_stack(m, fr)) return -1;
         if (fr->tag == PV_STACK) e.stack = fr->u.id;
     }
-    e.kind = CMH_KIND_DEVICE;
+    e.kind = code >= 0 ? (uint8_t)((code >> 5) & 7) : CMH_KIND_DEVICE;
+    if ((f = dict_get(m, c, m->key[K_CMH_REQUESTED])) && to_i64(f, &x)) e.requested = (uint64_t)x;
     if (m->nentries == m->centries) {
         uint32_t nc = m->centries ? m->centries * 2 : 4096;
         cmh_entry *ne = realloc(m->entries, (size_t)nc * sizeof *ne);
@@ -730,6 +748,10 @@ static int convert_segment(pm *m, const pv *sv)
     if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_EXPANDABLE;
     g.stack = stack_of(m, d);
     g.kind = CMH_KIND_DEVICE;
+    if (want_int(m, d, K_CMH_KIND, &x, 0, "segment")) return -1;
+    if ((v = dict_get(m, d, m->key[K_CMH_KIND])) && x >= 0 && x < CMH_KIND_COUNT) g.kind = (uint8_t)x;
+    v = dict_get(m, d, m->key[K_CMH_WHOLE]);
+    if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_WHOLE_BLOCK;
     if (m->failed || cmh_snapshot_add_segment(m->s, &g, NULL) != CMH_OK) return fail(m, "out of memory");
     v = dict_get(m, d, m->key[K_BLOCKS]);
     const pcont *bl = v ? as_cont(m, v, C_LIST) : NULL;
@@ -859,6 +881,22 @@ static int convert_top(pm *m, const pv *root)
             if (cmh_snapshot_add_setting(m->s, cmh_str(m->s, ad->items[i].u.id), buf, type) != CMH_OK)
                 return fail(m, "out of memory");
         }
+    }
+    const pv *ours = dict_get(m, d, m->key[K_CUMEMHIST]);
+    const pcont *od = ours ? as_cont(m, ours, C_DICT) : NULL;
+    if (od) { /* exported by cumemhist (viz/memviz.c) */
+        const pv *src = dict_get(m, od, m->key[K_SOURCE]);
+        if (src && src->tag == PV_STR && src->u.id == m->key[K_RECORDER]) {
+            m->s->source = CMH_SRC_RECORDER;
+            m->s->pt_fields |= CMH_PT_FROM_RECORDER;
+        }
+        int64_t x = 0;
+        if (!want_int(m, od, K_PID, &x, 0, "cumemhist")) m->s->pid = x;
+        const pv *dr = dict_get(m, od, m->key[K_DROPPED]);
+        const pcont *dl = dr ? as_cont(m, dr, C_LIST) : NULL;
+        for (uint32_t i = 0; dl && i < dl->n; i++)
+            for (uint32_t t = 0; t < m->s->ntraces; t++)
+                if (m->s->traces[t].device == (int32_t)i && to_i64(&dl->items[i], &x)) m->s->traces[t].dropped = (uint64_t)x;
     }
     const pv *ea = dict_get(m, d, m->key[K_EXTERNAL_ANNOTATIONS]);
     const pcont *el = ea ? as_cont(m, ea, C_LIST) : NULL;

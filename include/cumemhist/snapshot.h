@@ -42,6 +42,8 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
 /* Entry flags. */
 #define CMH_EF_WHOLE_BLOCK 0x01 /* segment_alloc/free/map/unmap with no allocator above: the
                                    segment is also one allocated block covering it */
+#define CMH_EF_IMPLIED 0x02     /* an alloc/free spelled out for PyTorch's readers from a whole
+                                   block (viz/memviz.c); never in a recorded trace */
 
 /* What kind of driver memory a segment is. */
 typedef enum cmh_mem_kind {
@@ -151,6 +153,7 @@ typedef enum cmh_source { CMH_SRC_RECORDER = 0, CMH_SRC_PYTORCH = 1 } cmh_source
 #define CMH_PT_EXTERNAL_ANNOTATIONS 0x10
 #define CMH_PT_LEGACY_HISTORY 0x20 /* PyTorch <= 2.0 block 'history' layout */
 #define CMH_PT_BARE_SEGMENTS 0x40  /* memory_snapshot(): a bare list of segments */
+#define CMH_PT_FROM_RECORDER 0x80  /* a pickle exported from a recorder snapshot (viz/memviz.c) */
 
 typedef struct cmh_snapshot {
     uint32_t version;

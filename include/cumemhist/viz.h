@@ -1,0 +1,30 @@
+/*
+ * cumemhist/viz.h - exporters: each shapes a snapshot for one consumer and writes it to a FILE*.
+ */
+#ifndef CUMEMHIST_VIZ_H
+#define CUMEMHIST_VIZ_H
+
+#include <stdio.h>
+
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A model that follows PyTorch's snapshot rules (REFERENCE §4), made from any snapshot:
+ * a segment with an implied whole block becomes segment_alloc + alloc and its free
+ * free_requested + free_completed + segment_free; times become µs; pinned host memory (device
+ * -1) is left out and counted in *dropped_host.  A PyTorch-sourced snapshot is copied as is. */
+int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host);
+
+/* The memory_viz pickle (protocol 4) of any snapshot. */
+int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host);
+
+/* The same dict as JSON, with a "cumemhist" object for what PyTorch's schema has no place for. */
+int cmh_export_json(const cmh_snapshot *s, FILE *fp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

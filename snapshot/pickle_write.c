@@ -1,0 +1,515 @@
+/*
+ * pickle_write.c - the snapshot model as a PyTorch memory snapshot pickle.
+ *
+ * Protocol 4 with only the opcodes the memory_viz page's unpickler accepts (REFERENCE §3), in
+ * the shapes CPython's pickler gives them: ints in their smallest form (LONG1 of at most 8
+ * bytes), SHORT_BINUNICODE below 256 bytes, MARK ... APPENDS/SETITEMS in batches of at most
+ * 1000 items (APPEND/SETITEM for a lone last item), FRAME every ~64 KiB.  Only shared values are
+ * memoized: strings, frame dicts and per-stack frame lists.  Entry, segment and block dicts
+ * never are, because the viewer annotates them in place.
+ *
+ * This writes the model as it is, with PyTorch's keys and key order; making a recorder
+ * snapshot look like PyTorch's (implied blocks, frees in two steps) is viz/memviz.c's job.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/snapshot.h"
+
+#define FRAME_TARGET (64 * 1024)
+#define BATCH 1000
+
+enum {
+    W_SEGMENTS, W_DEVICE_TRACES, W_ALLOCATOR_SETTINGS, W_EXTERNAL_ANNOTATIONS, W_DEVICE, W_ADDRESS,
+    W_TOTAL_SIZE, W_ALLOCATED_SIZE, W_ACTIVE_SIZE, W_REQUESTED_SIZE, W_STREAM, W_SEGMENT_TYPE,
+    W_SEGMENT_POOL_ID, W_IS_EXPANDABLE, W_FRAMES, W_BLOCKS, W_SIZE, W_STATE, W_ACTION, W_ADDR, W_DEVICE_FREE,
+    W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
+    W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
+    W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_NKEYS
+};
+static const char *const wkeys[W_NKEYS] = {
+    "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
+    "total_size", "allocated_size", "active_size", "requested_size", "stream", "segment_type",
+    "segment_pool_id", "is_expandable", "frames", "blocks", "size", "state", "action", "addr", "device_free",
+    "time_us", "compile_context", "user_metadata", "name", "filename", "line", "stage", "START", "END",
+    "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
+    "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped",
+};
+
+typedef struct pw {
+    FILE *fp;
+    unsigned char *buf; /* the current frame */
+    size_t n, cap;
+    int failed;
+    uint32_t next_memo;
+    uint32_t *str_memo;   /* model string id -> memo index + 1 */
+    uint32_t key_memo[W_NKEYS];
+    uint32_t *frame_memo; /* frame id -> memo index + 1 */
+    uint32_t *stack_memo; /* stack id -> memo index + 1 */
+    uint32_t *action_memo;
+} pw;
+
+static void raw(pw *w, const void *p, size_t n)
+{
+    if (w->n + n > w->cap) {
+        size_t nc = w->cap ? w->cap : FRAME_TARGET * 2;
+        while (nc < w->n + n) nc *= 2;
+        unsigned char *nb = realloc(w->buf, nc);
+        if (!nb) {
+            w->failed = 1;
+            return;
+        }
+        w->buf = nb;
+        w->cap = nc;
+    }
+    memcpy(w->buf + w->n, p, n);
+    w->n += n;
+}
+
+static void flush_frame(pw *w)
+{
+    if (!w->n) return;
+    unsigned char h[9] = {0x95};
+    uint64_t n = w->n;
+    for (int i = 0; i < 8; i++) h[1 + i] = (unsigned char)(n >> (8 * i));
+    if (fwrite(h, 1, 9, w->fp) != 9 || fwrite(w->buf, 1, w->n, w->fp) != w->n) w->failed = 1;
+    w->n = 0;
+}
+
+/* Called between opcodes: a frame closes once it holds FRAME_TARGET bytes. */
+static inline void boundary(pw *w)
+{
+    if (w->n >= FRAME_TARGET) flush_frame(w);
+}
+
+static void op(pw *w, unsigned char c)
+{
+    raw(w, &c, 1);
+    boundary(w);
+}
+
+static void w_int(pw *w, int64_t v)
+{
+    unsigned char b[10];
+    if (v >= 0 && v <= 0xff) {
+        b[0] = 'K';
+        b[1] = (unsigned char)v;
+        raw(w, b, 2);
+    } else if (v >= 0 && v <= 0xffff) {
+        b[0] = 'M';
+        b[1] = (unsigned char)v;
+        b[2] = (unsigned char)(v >> 8);
+        raw(w, b, 3);
+    } else if (v >= -2147483648ll && v <= 2147483647ll) {
+        b[0] = 'J';
+        for (int i = 0; i < 4; i++) b[1 + i] = (unsigned char)((uint64_t)v >> (8 * i));
+        raw(w, b, 5);
+    } else {
+        /* LONG1: little-endian two's complement in the fewest bytes that keep the sign */
+        int n = 8;
+        while (n > 1) {
+            int64_t top_ = v >> (8 * (n - 1) - 1);
+            if (top_ == 0 || top_ == -1) n--;
+            else break;
+        }
+        b[0] = 0x8a;
+        b[1] = (unsigned char)n;
+        for (int i = 0; i < n; i++) b[2 + i] = (unsigned char)((uint64_t)v >> (8 * i));
+        raw(w, b, (size_t)n + 2);
+    }
+    boundary(w);
+}
+
+static void memoize(pw *w, uint32_t *slot)
+{
+    op(w, 0x94);
+    *slot = ++w->next_memo; /* memo index + 1 */
+}
+
+static void get(pw *w, uint32_t slot)
+{
+    uint32_t i = slot - 1;
+    unsigned char b[5];
+    if (i < 256) {
+        b[0] = 'h';
+        b[1] = (unsigned char)i;
+        raw(w, b, 2);
+    } else {
+        b[0] = 'j';
+        for (int k = 0; k < 4; k++) b[1 + k] = (unsigned char)(i >> (8 * k));
+        raw(w, b, 5);
+    }
+    boundary(w);
+}
+
+static void str_body(pw *w, const char *s)
+{
+    size_t n = strlen(s);
+    unsigned char h[5];
+    if (n < 256) {
+        h[0] = 0x8c;
+        h[1] = (unsigned char)n;
+        raw(w, h, 2);
+    } else {
+        h[0] = 'X';
+        for (int i = 0; i < 4; i++) h[1 + i] = (unsigned char)(n >> (8 * i));
+        raw(w, h, 5);
+    }
+    raw(w, s, n);
+}
+
+/* A string, memoized the first time, a memo reference after. */
+static void w_str_memo(pw *w, const char *s, uint32_t *slot)
+{
+    if (*slot) {
+        get(w, *slot);
+        return;
+    }
+    str_body(w, s);
+    memoize(w, slot);
+}
+
+static void w_key(pw *w, int k) { w_str_memo(w, wkeys[k], &w->key_memo[k]); }
+static void w_sid(pw *w, const cmh_snapshot *s, uint32_t id) { w_str_memo(w, cmh_str(s, id), &w->str_memo[id]); }
+
+static void w_bool(pw *w, int b) { op(w, b ? 0x88 : 0x89); }
+
+/* Batches: call begin for item i of n, then write the item, then end for item i. */
+static void batch_begin(pw *w, uint32_t i, uint32_t n)
+{
+    if (i % BATCH == 0 && n - i > 1) op(w, '(');
+}
+
+static void batch_end(pw *w, uint32_t i, uint32_t n, int dict)
+{
+    uint32_t start = i - i % BATCH;
+    int last_of_batch = (i + 1) % BATCH == 0 || i + 1 == n;
+    if (!last_of_batch) return;
+    if (i == start && n - start == 1) op(w, dict ? 's' : 'a'); /* a lone item */
+    else op(w, dict ? 'u' : 'e');
+}
+
+static void w_frames(pw *w, const cmh_snapshot *s, uint32_t stack)
+{
+    if (stack && w->stack_memo[stack]) {
+        get(w, w->stack_memo[stack]);
+        return;
+    }
+    op(w, ']');
+    uint32_t slot = 0;
+    if (stack) memoize(w, &slot);
+    const cmh_stack *st = &s->stacks[stack];
+    for (uint32_t i = 0; i < st->count; i++) {
+        batch_begin(w, i, st->count);
+        uint32_t fid = s->stack_frames[st->first + i];
+        if (w->frame_memo[fid]) get(w, w->frame_memo[fid]);
+        else {
+            const cmh_frame *f = &s->frames[fid];
+            op(w, '}');
+            memoize(w, &w->frame_memo[fid]);
+            op(w, '(');
+            w_key(w, W_NAME);
+            w_sid(w, s, f->name);
+            w_key(w, W_FILENAME);
+            w_sid(w, s, f->filename);
+            w_key(w, W_LINE);
+            w_int(w, f->line);
+            op(w, 'u');
+        }
+        batch_end(w, i, st->count, 0);
+    }
+    if (stack) w->stack_memo[stack] = slot;
+}
+
+static const char *state_name(int st)
+{
+    return st == CMH_BLOCK_ACTIVE_ALLOCATED ? "active_allocated" : st == CMH_BLOCK_ACTIVE_PENDING_FREE ? "active_pending_free" : "inactive";
+}
+
+static void w_segment(pw *w, const cmh_snapshot *s, const cmh_segment *g)
+{
+    uint64_t alloc = 0, active = 0, req = 0;
+    for (uint32_t k = 0; k < g->nblocks; k++) {
+        const cmh_block *b = &s->blocks[g->first_block + k];
+        if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) alloc += b->size;
+        if (b->state != CMH_BLOCK_INACTIVE) {
+            active += b->size;
+            req += b->requested;
+        }
+    }
+    op(w, '}');
+    op(w, '(');
+    w_key(w, W_DEVICE);
+    w_int(w, g->device);
+    w_key(w, W_ADDRESS);
+    w_int(w, (int64_t)g->addr);
+    w_key(w, W_TOTAL_SIZE);
+    w_int(w, (int64_t)g->size);
+    w_key(w, W_ALLOCATED_SIZE);
+    w_int(w, (int64_t)alloc);
+    w_key(w, W_ACTIVE_SIZE);
+    w_int(w, (int64_t)active);
+    w_key(w, W_REQUESTED_SIZE);
+    w_int(w, (int64_t)req);
+    w_key(w, W_STREAM);
+    w_int(w, (int64_t)g->stream);
+    w_key(w, W_SEGMENT_TYPE);
+    int small = g->pool == CMH_POOL_SMALL || (g->pool == CMH_POOL_UNKNOWN && g->size <= (2u << 20));
+    w_key(w, small ? W_SMALL : W_LARGE);
+    w_key(w, W_SEGMENT_POOL_ID);
+    w_int(w, (int64_t)g->pool_id[0]);
+    w_int(w, (int64_t)g->pool_id[1]);
+    op(w, 0x86); /* TUPLE2 */
+    w_key(w, W_IS_EXPANDABLE);
+    w_bool(w, (g->flags & CMH_SEG_EXPANDABLE) != 0);
+    w_key(w, W_FRAMES);
+    w_frames(w, s, g->stack);
+    if (g->kind != CMH_KIND_DEVICE || (g->flags & CMH_SEG_WHOLE_BLOCK)) { /* ours: ignored by PyTorch's readers */
+        w_key(w, W_CMH_KIND);
+        w_int(w, g->kind);
+        w_key(w, W_CMH_WHOLE);
+        w_bool(w, (g->flags & CMH_SEG_WHOLE_BLOCK) != 0);
+    }
+    w_key(w, W_BLOCKS);
+    op(w, ']');
+    for (uint32_t k = 0; k < g->nblocks; k++) {
+        const cmh_block *b = &s->blocks[g->first_block + k];
+        batch_begin(w, k, g->nblocks);
+        op(w, '}');
+        op(w, '(');
+        w_key(w, W_ADDRESS);
+        w_int(w, (int64_t)b->addr);
+        w_key(w, W_SIZE);
+        w_int(w, (int64_t)b->size);
+        w_key(w, W_REQUESTED_SIZE);
+        w_int(w, (int64_t)b->requested);
+        w_key(w, W_STATE);
+        str_body(w, state_name(b->state)); /* short and few: CPython would memoize; the viewer does not care */
+        boundary(w);
+        w_key(w, W_FRAMES);
+        w_frames(w, s, b->state == CMH_BLOCK_INACTIVE ? 0 : b->stack);
+        op(w, 'u');
+        batch_end(w, k, g->nblocks, 0);
+    }
+    op(w, 'u');
+}
+
+static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
+{
+    op(w, '}');
+    op(w, '(');
+    w_key(w, W_ACTION);
+    w_str_memo(w, cmh_action_name(e->action), &w->action_memo[e->action]);
+    w_key(w, e->action == CMH_ACT_OOM ? W_DEVICE_FREE : W_ADDR);
+    w_int(w, (int64_t)e->addr);
+    w_key(w, W_SIZE);
+    w_int(w, (int64_t)e->size);
+    w_key(w, W_STREAM);
+    w_int(w, (int64_t)e->stream);
+    if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) {
+        w_key(w, W_TIME_US);
+        w_int(w, e->time_ns / 1000);
+    }
+    if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) {
+        w_key(w, W_COMPILE_CONTEXT);
+        w_sid(w, s, e->compile_context);
+    }
+    if (s->pt_fields & CMH_PT_USER_METADATA) {
+        w_key(w, W_USER_METADATA);
+        w_sid(w, s, e->user_metadata);
+    }
+    if (e->stack) {
+        w_key(w, W_FRAMES);
+        w_frames(w, s, e->stack);
+    }
+    /* ours, ignored by PyTorch's readers: what makes the round trip exact */
+    if (e->flags & CMH_EF_IMPLIED) {
+        w_key(w, W_CMH_IMPLIED);
+        w_bool(w, 1);
+    } else if ((e->flags & CMH_EF_WHOLE_BLOCK) || e->kind != CMH_KIND_DEVICE) {
+        w_key(w, W_CMH_CODE);
+        w_int(w, e->action | (e->flags & CMH_EF_WHOLE_BLOCK) << 4 | (e->kind & 7) << 5);
+    }
+    if (!(e->flags & CMH_EF_IMPLIED) && e->requested != e->size) {
+        w_key(w, W_CMH_REQUESTED);
+        w_int(w, (int64_t)e->requested);
+    }
+    op(w, 'u');
+}
+
+/* allocator_settings values come back from their text form (pickle_read.c value_text). */
+static void w_setting_value(pw *w, const cmh_snapshot *s, const cmh_setting *st)
+{
+    const char *v = cmh_str(s, st->value);
+    switch (st->type) {
+    case 1: w_int(w, strtoll(v, NULL, 10)); break;
+    case 2: {
+        double d = strtod(v, NULL);
+        uint64_t bits;
+        memcpy(&bits, &d, 8);
+        unsigned char b[9] = {'G'};
+        for (int i = 0; i < 8; i++) b[1 + i] = (unsigned char)(bits >> (56 - 8 * i));
+        raw(w, b, 9);
+        boundary(w);
+        break;
+    }
+    case 3: w_bool(w, !strcmp(v, "True")); break;
+    case 4: { /* {"k": int, ...} */
+        op(w, '}');
+        uint32_t n = 0;
+        for (const char *p = v; (p = strchr(p, ':')); p++) n++;
+        uint32_t i = 0;
+        for (const char *p = v; (p = strchr(p, '"'));) {
+            const char *q = strchr(p + 1, '"');
+            if (!q) break;
+            char key[256];
+            size_t kl = (size_t)(q - p - 1) < sizeof key - 1 ? (size_t)(q - p - 1) : sizeof key - 1;
+            memcpy(key, p + 1, kl);
+            key[kl] = 0;
+            const char *colon = strchr(q, ':');
+            if (!colon) break;
+            batch_begin(w, i, n);
+            str_body(w, key);
+            boundary(w);
+            w_int(w, strtoll(colon + 1, NULL, 10));
+            batch_end(w, i, n, 1);
+            i++;
+            p = strchr(colon, ',');
+            if (!p) break;
+        }
+        break;
+    }
+    default:
+        str_body(w, v);
+        boundary(w);
+        break;
+    }
+}
+
+int cmh_pickle_write(const cmh_snapshot *s, FILE *fp)
+{
+    pw w;
+    memset(&w, 0, sizeof w);
+    w.fp = fp;
+    w.str_memo = calloc(s->strings.n + 1, sizeof *w.str_memo);
+    w.frame_memo = calloc(s->nframes + 1, sizeof *w.frame_memo);
+    w.stack_memo = calloc(s->nstacks + 1, sizeof *w.stack_memo);
+    w.action_memo = calloc(CMH_ACT_COUNT, sizeof *w.action_memo);
+    if (!w.str_memo || !w.frame_memo || !w.stack_memo || !w.action_memo) {
+        w.failed = 1;
+        goto out;
+    }
+    const unsigned char proto[2] = {0x80, 4};
+    if (fwrite(proto, 1, 2, fp) != 2) w.failed = 1;
+
+    int ndev = 0;
+    for (uint32_t i = 0; i < s->ntraces; i++)
+        if (s->traces[i].device >= ndev) ndev = s->traces[i].device + 1;
+    for (uint32_t i = 0; i < s->nsegments; i++)
+        if (s->segments[i].device >= ndev) ndev = s->segments[i].device + 1;
+    if (ndev == 0) ndev = 1; /* memory_viz wants at least one device trace */
+
+    int has_settings = (s->pt_fields & CMH_PT_ALLOCATOR_SETTINGS) != 0;
+    int has_ann = (s->pt_fields & CMH_PT_EXTERNAL_ANNOTATIONS) != 0 || s->nannotations;
+    int ours = s->pid != 0 || (s->pt_fields & CMH_PT_FROM_RECORDER);
+    op(&w, '}');
+    op(&w, '(');
+
+    /* segments (device -1, pinned host memory, has no place in PyTorch's schema) */
+    w_key(&w, W_SEGMENTS);
+    op(&w, ']');
+    uint32_t nseg = 0, si = 0;
+    for (uint32_t i = 0; i < s->nsegments; i++) nseg += s->segments[i].device >= 0;
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        if (s->segments[i].device < 0) continue;
+        batch_begin(&w, si, nseg);
+        w_segment(&w, s, &s->segments[i]);
+        batch_end(&w, si, nseg, 0);
+        si++;
+    }
+
+    w_key(&w, W_DEVICE_TRACES);
+    op(&w, ']');
+    for (int d = 0; d < ndev; d++) {
+        batch_begin(&w, (uint32_t)d, (uint32_t)ndev);
+        op(&w, ']');
+        for (uint32_t t = 0; t < s->ntraces; t++) {
+            if (s->traces[t].device != d) continue;
+            const cmh_trace *tr = &s->traces[t];
+            uint32_t n = 0;
+            for (uint32_t i = 0; i < tr->nentries; i++) n += s->entries[tr->first_entry + i].action != CMH_ACT_MARK;
+            uint32_t k = 0;
+            for (uint32_t i = 0; i < tr->nentries; i++) {
+                const cmh_entry *e = &s->entries[tr->first_entry + i];
+                if (e->action == CMH_ACT_MARK) continue; /* not a PyTorch action: see external_annotations */
+                batch_begin(&w, k, n);
+                w_entry(&w, s, e);
+                batch_end(&w, k, n, 0);
+                k++;
+            }
+        }
+        batch_end(&w, (uint32_t)d, (uint32_t)ndev, 0);
+    }
+
+    if (has_settings) {
+        w_key(&w, W_ALLOCATOR_SETTINGS);
+        op(&w, '}');
+        for (uint32_t i = 0; i < s->nsettings; i++) {
+            batch_begin(&w, i, s->nsettings);
+            w_sid(&w, s, s->settings[i].key);
+            w_setting_value(&w, s, &s->settings[i]);
+            batch_end(&w, i, s->nsettings, 1);
+        }
+    }
+    if (has_ann) {
+        w_key(&w, W_EXTERNAL_ANNOTATIONS);
+        op(&w, ']');
+        for (uint32_t i = 0; i < s->nannotations; i++) {
+            const cmh_annotation *a = &s->annotations[i];
+            batch_begin(&w, i, s->nannotations);
+            op(&w, '}');
+            op(&w, '(');
+            w_key(&w, W_NAME);
+            w_sid(&w, s, a->name);
+            w_key(&w, W_STAGE);
+            w_key(&w, a->stage ? W_END : W_START);
+            w_key(&w, W_DEVICE);
+            w_int(&w, a->device);
+            w_key(&w, W_TIME_US);
+            w_int(&w, a->time_ns / 1000);
+            op(&w, 'u');
+            batch_end(&w, i, s->nannotations, 0);
+        }
+    }
+    if (ours) { /* where the snapshot came from, for pickle_read.c; PyTorch's readers ignore it */
+        w_key(&w, W_CUMEMHIST);
+        op(&w, '}');
+        op(&w, '(');
+        w_key(&w, W_SOURCE);
+        str_body(&w, (s->pt_fields & CMH_PT_FROM_RECORDER) ? "recorder" : "pytorch");
+        boundary(&w);
+        w_key(&w, W_PID);
+        w_int(&w, s->pid);
+        w_key(&w, W_DROPPED);
+        op(&w, ']');
+        for (int d = 0; d < ndev; d++) {
+            uint64_t dr = 0;
+            for (uint32_t t = 0; t < s->ntraces; t++)
+                if (s->traces[t].device == d) dr += s->traces[t].dropped;
+            batch_begin(&w, (uint32_t)d, (uint32_t)ndev);
+            w_int(&w, (int64_t)dr);
+            batch_end(&w, (uint32_t)d, (uint32_t)ndev, 0);
+        }
+        op(&w, 'u');
+    }
+    op(&w, 'u');
+    raw(&w, ".", 1);
+    flush_frame(&w);
+out:
+    free(w.buf);
+    free(w.str_memo);
+    free(w.frame_memo);
+    free(w.stack_memo);
+    free(w.action_memo);
+    return w.failed || ferror(fp) ? CMH_EIO : CMH_OK;
+}

@@ -1,0 +1,344 @@
+/*
+ * memviz.c - any snapshot in the shape PyTorch's memory_viz page expects.
+ *
+ * The viewer replays the trace backwards from the final segments (REFERENCE §4), so the export
+ * keeps three invariants: blocks tile their segment; every live block lies in a live segment at
+ * every point of the trace; and the trace agrees with the final segments.  A recorder segment
+ * with no allocator above it is one block covering it, so its history is spelled the way
+ * PyTorch would: segment_alloc then alloc; free_requested, free_completed, then segment_free
+ * (map/unmap alike).  Marks have no PyTorch action and become START/END external annotations
+ * of zero length.
+ *
+ * What PyTorch's schema has no room for travels in keys its readers ignore (pickle_write.c):
+ * the kind and whole-block flag of segments and their entries, the requested size, and which
+ * entries are implied, so that pickle_read.c gives back the recorder's own model.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/viz.h"
+
+static int copy_stack(const cmh_snapshot *in, cmh_snapshot *out, uint32_t stack, uint32_t *map_frames, uint32_t *id)
+{
+    if (!stack) {
+        *id = 0;
+        return CMH_OK;
+    }
+    const cmh_stack *st = &in->stacks[stack];
+    uint32_t ids[256];
+    uint32_t n = st->count < 256 ? st->count : 256;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t f = in->stack_frames[st->first + i];
+        if (!map_frames[f]) {
+            cmh_frame fr = in->frames[f];
+            uint32_t nid;
+            if (cmh_strtab_intern(&out->strings, cmh_str(in, fr.name), strlen(cmh_str(in, fr.name)), &fr.name) ||
+                cmh_strtab_intern(&out->strings, cmh_str(in, fr.filename), strlen(cmh_str(in, fr.filename)), &fr.filename) ||
+                cmh_snapshot_add_frame(out, &fr, &nid))
+                return CMH_ENOMEM;
+            map_frames[f] = nid + 1;
+        }
+        ids[i] = map_frames[f] - 1;
+    }
+    return cmh_snapshot_add_stack(out, ids, n, id);
+}
+
+static int str_copy(const cmh_snapshot *in, cmh_snapshot *out, uint32_t id, uint32_t *nid)
+{
+    const char *t = cmh_str(in, id);
+    return cmh_strtab_intern(&out->strings, t, strlen(t), nid);
+}
+
+/* ---- making a trace agree with the final segments ---- */
+
+typedef struct amap { /* address -> int64, open addressing; key 0 is never an address here */
+    uint64_t *k;
+    int64_t *v;
+    size_t cap, n;
+} amap;
+
+static size_t ah(uint64_t a, size_t cap) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1); }
+
+static int64_t *amap_slot(amap *m, uint64_t key, int create)
+{
+    if (create && (m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 256;
+        uint64_t *nk = calloc(nc, sizeof *nk);
+        int64_t *nv = calloc(nc, sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return NULL;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->k[i]) {
+                size_t j = ah(m->k[i], nc);
+                while (nk[j]) j = (j + 1) & (nc - 1);
+                nk[j] = m->k[i];
+                nv[j] = m->v[i];
+            }
+        free(m->k);
+        free(m->v);
+        m->k = nk;
+        m->v = nv;
+        m->cap = nc;
+    }
+    if (!m->cap) return NULL;
+    size_t j = ah(key, m->cap);
+    for (; m->k[j]; j = (j + 1) & (m->cap - 1))
+        if (m->k[j] == key) return &m->v[j];
+    if (!create) return NULL;
+    m->k[j] = key;
+    m->v[j] = 0;
+    m->n++;
+    return &m->v[j];
+}
+
+static void amap_free(amap *m)
+{
+    free(m->k);
+    free(m->v);
+}
+
+typedef struct fix {
+    uint32_t before; /* insert before this entry index (n = at the end) */
+    cmh_entry e;
+} fix;
+
+static int cmp_fix(const void *a, const void *b)
+{
+    const fix *x = a, *y = b;
+    return x->before < y->before ? -1 : x->before > y->before;
+}
+
+/* The viewer replays backwards from the final segments.  Walking the same way, an alloc whose
+ * block is gone (or a segment_alloc whose segment is gone) means its free was never recorded (an
+ * edited file, a lost entry): the free is put back just before the next alloc at that address,
+ * or at the end.  Blocks are keyed by address; value = index of the next alloc there + 1 when
+ * the block is live (0 = live with no later alloc), absent when not live. */
+static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
+{
+    cmh_trace *tr = &s->traces[t];
+    const cmh_entry *e0 = s->entries + tr->first_entry;
+    uint32_t n = tr->nentries;
+    amap live = {0}, nextb = {0}, segs = {0}, nexts = {0};
+    fix *fx = NULL;
+    size_t nfx = 0, cfx = 0;
+    int rc = CMH_OK;
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device != tr->device) continue;
+        int64_t *v = amap_slot(&segs, g->addr, 1);
+        if (!v) goto oom;
+        *v = 1;
+        for (uint32_t k = 0; k < g->nblocks; k++)
+            if (s->blocks[g->first_block + k].state != CMH_BLOCK_INACTIVE) {
+                if (!(v = amap_slot(&live, s->blocks[g->first_block + k].addr, 1))) goto oom;
+                *v = 1;
+            }
+    }
+    for (int64_t i = (int64_t)n - 1; i >= 0; i--) {
+        const cmh_entry *e = &e0[i];
+        int blockwise = e->action == CMH_ACT_ALLOC, segwise = e->action == CMH_ACT_SEGMENT_ALLOC;
+        amap *lm = blockwise ? &live : &segs, *nm = blockwise ? &nextb : &nexts;
+        if (blockwise || segwise) {
+            int64_t *v = amap_slot(lm, e->addr, 0);
+            if (!v || !*v) { /* gone: its free is missing */
+                int64_t *nx = amap_slot(nm, e->addr, 0);
+                if (nfx == cfx) {
+                    size_t nc = cfx ? cfx * 2 : 16;
+                    fix *nf = realloc(fx, nc * sizeof *nf);
+                    if (!nf) goto oom;
+                    fx = nf;
+                    cfx = nc;
+                }
+                uint32_t before = nx && *nx ? (uint32_t)(*nx - 1) : n;
+                cmh_entry f = *e;
+                f.stack = 0;
+                if (blockwise) {
+                    f.action = CMH_ACT_FREE_REQUESTED;
+                    fx[nfx++] = (fix){before, f};
+                    f.action = CMH_ACT_FREE_COMPLETED;
+                    if (nfx == cfx) {
+                        fix *nf = realloc(fx, (cfx *= 2) * sizeof *nf);
+                        if (!nf) goto oom;
+                        fx = nf;
+                    }
+                    fx[nfx++] = (fix){before, f};
+                } else {
+                    f.action = CMH_ACT_SEGMENT_FREE;
+                    fx[nfx++] = (fix){before, f};
+                }
+                (*repaired)++;
+            }
+            if (v) *v = 0; /* undone: not live before this entry */
+            int64_t *nx = amap_slot(nm, e->addr, 1);
+            if (!nx) goto oom;
+            *nx = i + 1;
+        } else if (e->action == CMH_ACT_FREE_COMPLETED || e->action == CMH_ACT_SEGMENT_FREE) {
+            int64_t *v = amap_slot(e->action == CMH_ACT_FREE_COMPLETED ? &live : &segs, e->addr, 1);
+            if (!v) goto oom;
+            *v = 1;
+        }
+    }
+    if (nfx) {
+        /* rebuild this trace's entries with the fixes in place (stable: same position keeps order) */
+        qsort(fx, nfx, sizeof *fx, cmp_fix);
+        cmh_entry *ne = malloc((size_t)(n + nfx) * sizeof *ne);
+        if (!ne) goto oom;
+        size_t k = 0, f = 0;
+        for (uint32_t i = 0; i <= n; i++) {
+            while (f < nfx && fx[f].before == i) ne[k++] = fx[f++].e;
+            if (i < n) ne[k++] = e0[i];
+        }
+        /* this trace's entries move to the end of the entry table */
+        if (s->nentries + k > s->cap_entries) {
+            size_t nc = s->cap_entries ? s->cap_entries : 16;
+            while (nc < s->nentries + k) nc *= 2;
+            cmh_entry *grown = nc <= UINT32_MAX ? realloc(s->entries, nc * sizeof *grown) : NULL;
+            if (!grown) {
+                free(ne);
+                goto oom;
+            }
+            s->entries = grown;
+            s->cap_entries = (uint32_t)nc;
+        }
+        uint32_t first = s->nentries;
+        memcpy(s->entries + first, ne, k * sizeof *ne);
+        s->nentries += (uint32_t)k;
+        free(ne);
+        tr = &s->traces[t];
+        tr->first_entry = first;
+        tr->nentries = (uint32_t)k;
+    }
+    goto out;
+oom:
+    rc = CMH_ENOMEM;
+out:
+    free(fx);
+    amap_free(&live);
+    amap_free(&nextb);
+    amap_free(&segs);
+    amap_free(&nexts);
+    return rc;
+}
+
+int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host)
+{
+    int rc = cmh_snapshot_init(out);
+    if (rc) return rc;
+    uint32_t *fmap = calloc(in->nframes + 1, sizeof *fmap);
+    if (!fmap) return CMH_ENOMEM;
+    uint64_t host = 0;
+    out->source = CMH_SRC_PYTORCH;
+    out->pt_fields = in->source == CMH_SRC_PYTORCH ? in->pt_fields : CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
+    out->pid = in->pid;
+#define TRY(x)                                                                                                   \
+    do {                                                                                                         \
+        if ((rc = (x)) != CMH_OK) goto out;                                                                      \
+    } while (0)
+    for (uint32_t i = 0; i < in->nsegments; i++) {
+        const cmh_segment *g = &in->segments[i];
+        if (g->device < 0) {
+            host++;
+            continue;
+        }
+        cmh_segment ng = *g;
+        TRY(copy_stack(in, out, g->stack, fmap, &ng.stack));
+        TRY(cmh_snapshot_add_segment(out, &ng, NULL));
+        /* blocks must tile the segment: fill any gap with an inactive block */
+        uint64_t at = g->addr;
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            cmh_block b = in->blocks[g->first_block + k];
+            if (b.addr > at) {
+                cmh_block gap = {at, b.addr - at, 0, 0, CMH_BLOCK_INACTIVE, 0};
+                TRY(cmh_snapshot_add_block(out, &gap));
+            }
+            TRY(copy_stack(in, out, b.stack, fmap, &b.stack));
+            TRY(cmh_snapshot_add_block(out, &b));
+            at = b.addr + b.size;
+        }
+        if (at < g->addr + g->size) {
+            cmh_block gap = {at, g->addr + g->size - at, 0, 0, CMH_BLOCK_INACTIVE, 0};
+            TRY(cmh_snapshot_add_block(out, &gap));
+        }
+    }
+    for (uint32_t t = 0; t < in->ntraces; t++) {
+        const cmh_trace *tr = &in->traces[t];
+        if (tr->device < 0) {
+            host += tr->nentries;
+            continue;
+        }
+        TRY(cmh_snapshot_add_trace(out, tr->device, tr->dropped, NULL));
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            cmh_entry e = in->entries[tr->first_entry + i];
+            TRY(copy_stack(in, out, e.stack, fmap, &e.stack));
+            if (e.compile_context) TRY(str_copy(in, out, e.compile_context, &e.compile_context));
+            if (e.user_metadata) TRY(str_copy(in, out, e.user_metadata, &e.user_metadata));
+            if (e.action == CMH_ACT_MARK) {
+                cmh_annotation a = {0, 0, tr->device, e.time_ns};
+                TRY(str_copy(in, out, e.name, &a.name));
+                TRY(cmh_snapshot_add_annotation(out, &a));
+                a.stage = 1;
+                TRY(cmh_snapshot_add_annotation(out, &a));
+                continue;
+            }
+            int whole = (e.flags & CMH_EF_WHOLE_BLOCK) != 0;
+            cmh_entry blk = e;
+            blk.size = blk.requested; /* PyTorch's alloc/free entries carry the requested bytes */
+            blk.flags = CMH_EF_IMPLIED;
+            switch (e.action) {
+            case CMH_ACT_SEGMENT_ALLOC:
+            case CMH_ACT_SEGMENT_MAP:
+                TRY(cmh_snapshot_add_entry(out, &e));
+                if (whole) {
+                    blk.action = CMH_ACT_ALLOC;
+                    TRY(cmh_snapshot_add_entry(out, &blk));
+                }
+                break;
+            case CMH_ACT_SEGMENT_FREE:
+            case CMH_ACT_SEGMENT_UNMAP:
+                if (whole) {
+                    blk.action = CMH_ACT_FREE_REQUESTED;
+                    TRY(cmh_snapshot_add_entry(out, &blk));
+                    blk.action = CMH_ACT_FREE_COMPLETED;
+                    TRY(cmh_snapshot_add_entry(out, &blk));
+                }
+                TRY(cmh_snapshot_add_entry(out, &e));
+                break;
+            default:
+                TRY(cmh_snapshot_add_entry(out, &e));
+                break;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < in->nannotations; i++) {
+        cmh_annotation a = in->annotations[i];
+        TRY(str_copy(in, out, a.name, &a.name));
+        TRY(cmh_snapshot_add_annotation(out, &a));
+    }
+    for (uint32_t i = 0; i < in->nsettings; i++)
+        TRY(cmh_snapshot_add_setting(out, cmh_str(in, in->settings[i].key), cmh_str(in, in->settings[i].value),
+                                     in->settings[i].type));
+    for (uint32_t t = 0; t < out->ntraces; t++) {
+        uint64_t fixed = 0;
+        TRY(repair(out, t, &fixed));
+        out->skipped_entries += fixed;
+    }
+#undef TRY
+out:
+    free(fmap);
+    if (dropped_host) *dropped_host = host;
+    if (rc != CMH_OK) cmh_snapshot_free(out);
+    return rc;
+}
+
+int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host)
+{
+    cmh_snapshot shaped;
+    int rc = cmh_memviz_shape(s, &shaped, dropped_host);
+    if (rc != CMH_OK) return rc;
+    rc = cmh_pickle_write(&shaped, fp);
+    cmh_snapshot_free(&shaped);
+    return rc;
+}
