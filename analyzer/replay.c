@@ -214,11 +214,12 @@ static void seg_remove_at(cmh_replay *r, uint32_t i)
 
 /* ---- stats ---- */
 
+/* Unsigned arithmetic: a hostile file's sizes may wrap, which must not be undefined. */
 static void stat_add(cmh_stat *s, int64_t d)
 {
-    s->current += d;
-    if (d > 0) s->allocated += d;
-    else s->freed -= d;
+    s->current = (int64_t)((uint64_t)s->current + (uint64_t)d);
+    if (d > 0) s->allocated = (int64_t)((uint64_t)s->allocated + (uint64_t)d);
+    else s->freed = (int64_t)((uint64_t)s->freed - (uint64_t)d);
     if (s->current > s->peak) s->peak = s->current;
 }
 
@@ -542,7 +543,7 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     r->pytorch = s->source == CMH_SRC_PYTORCH;
     parse_divisions(r, setting(s, "roundup_power2_divisions"));
     const cmh_trace *t = cmh_snapshot_trace(s, device);
-    if (t) {
+    if (t && t->nentries) {
         r->e = s->entries + t->first_entry;
         r->n = t->nentries;
     }

@@ -182,6 +182,7 @@ static int new_cont(pm *m, uint8_t kind, pv *out)
 static int cont_add(pm *m, pcont *c, const pv *items, size_t n)
 {
     if (c->conv_tag) return fail(m, "a converted object is modified at byte %zu", m->op_at);
+    if (n == 0) return 0;
     if ((uint64_t)c->n + n > UINT32_MAX) return fail(m, "container too large at byte %zu", m->op_at);
     if (c->n + n > c->cap) {
         uint64_t nc = c->cap ? c->cap : 4;
@@ -238,6 +239,13 @@ static int memo_get(pm *m, uint64_t idx)
 }
 
 /* ---- eager conversion of frames, stacks, entries ---- */
+
+static int64_t us_to_ns(int64_t us)
+{
+    if (us > INT64_MAX / 1000) return INT64_MAX;
+    if (us < INT64_MIN / 1000) return INT64_MIN;
+    return us * 1000;
+}
 
 static int to_i64(const pv *v, int64_t *out)
 {
@@ -414,7 +422,7 @@ static int convert_entry(pm *m, pv *v)
     if ((f = dict_get(m, c, m->key[K_SIZE])) && to_i64(f, &x)) e.size = e.requested = (uint64_t)x;
     if ((f = dict_get(m, c, m->key[K_STREAM])) && to_i64(f, &x)) e.stream = (uint64_t)x;
     if ((f = dict_get(m, c, m->key[K_TIME_US])) && to_i64(f, &x)) {
-        e.time_ns = x * 1000;
+        e.time_ns = us_to_ns(x);
         m->s->pt_fields |= CMH_PT_TIME_US;
     }
     if ((f = dict_get(m, c, m->key[K_COMPILE_CONTEXT])) && f->tag == PV_STR) {
@@ -915,7 +923,7 @@ static int convert_top(pm *m, const pv *root)
             an.device = (int32_t)x;
             x = 0;
             if (want_int(m, a, K_TIME_US, &x, 0, "annotation")) return -1;
-            an.time_ns = x * 1000;
+            an.time_ns = us_to_ns(x);
             if (cmh_snapshot_add_annotation(m->s, &an) != CMH_OK) return fail(m, "out of memory");
         }
     }

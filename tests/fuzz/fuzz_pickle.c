@@ -1,0 +1,30 @@
+/*
+ * fuzz_pickle.c - libFuzzer target for the PyTorch pickle reader (and what runs on its output:
+ * the replay and the pickle writer).  Build and run with scripts/fuzz.sh.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cumemhist/analyzer.h"
+#include "cumemhist/snapshot.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    cmh_snapshot s;
+    char err[256];
+    if (cmh_pickle_read(data, size, &s, err, sizeof err) != CMH_OK) return 0;
+    int32_t devs[8];
+    int nd = cmh_snapshot_devices(&s, devs, 8);
+    for (int i = 0; i < nd && i < 8; i++) {
+        cmh_mem_stats st;
+        cmh_summary_compute(&s, devs[i], &st);
+    }
+    FILE *fp = fopen("/dev/null", "wb");
+    if (fp) {
+        cmh_pickle_write(&s, fp);
+        fclose(fp);
+    }
+    cmh_snapshot_free(&s);
+    return 0;
+}

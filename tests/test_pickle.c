@@ -1,0 +1,418 @@
+/*
+ * test_pickle.c - PyTorch pickles: every real fixture loads with the counts it holds, what we
+ * write reads back losslessly, and hostile input gives a clear error, never a crash.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "cumemhist/analyzer.h"
+#include "cumemhist/snapshot.h"
+#include "cumemhist/viz.h"
+#include "testutil.h"
+
+typedef struct expect {
+    const char *file;
+    uint32_t segments, blocks, devices;
+    uint32_t actions[9]; /* alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map,
+                            segment_unmap, oom, snapshot */
+    uint32_t frames, annotations;
+} expect;
+
+/* Counted from the files with CPython's pickle (distinct (name, filename, line) frames). */
+static const expect fixtures[] = {
+    {"assignment2_training_trace.pickle", 216, 455, 1, {1721, 1721, 1721, 0, 0, 0, 0, 0, 0}, 55, 0},
+    {"cs336_kk_2.7b_forward_compile_annotations_cppframes.pickle", 961, 2077, 1, {3020, 2377, 2377, 178, 742, 0, 0, 0, 0}, 1396, 1802},
+    {"docubox_state_only.pickle", 12, 116, 1, {0, 0, 0, 0, 0, 0, 0, 0, 0}, 0, 0},
+    {"flexgen_torch20_oom_observer_block_history.pickle", 176, 463, 1, {0, 0, 0, 0, 0, 0, 0, 0, 1}, 12, 0},
+    {"layoutediting_two_devices.pickle", 673, 6644, 2, {0, 0, 1, 0, 0, 0, 0, 0, 1}, 79, 0},
+    {"memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle", 55, 770, 8, {6115, 5790, 5790, 52, 0, 75, 10, 0, 0}, 78, 0},
+    {"octree_nca_cpp_frames_snapshot_action.pickle", 22, 97, 1, {294, 293, 293, 21, 0, 0, 0, 0, 1}, 164, 0},
+    {"resnet50_empty_0seg_4dev_expandable_settings.pickle", 0, 0, 4, {0, 0, 0, 0, 0, 0, 0, 0, 0}, 0, 0},
+    {"transformer_nuggets_mini_snapshot.pickle", 14, 14, 1, {28, 4, 4, 14, 0, 0, 0, 0, 0}, 200, 0},
+};
+
+static int load_fixture(const char *name, cmh_snapshot *s)
+{
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/%s", CMH_PYTORCH_FIXTURES, name);
+    int rc = cmh_snapshot_load(path, s, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    return rc;
+}
+
+static void test_fixture_counts(void)
+{
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+        const expect *x = &fixtures[i];
+        cmh_snapshot s;
+        CU_ASSERT_EQUAL_FATAL(load_fixture(x->file, &s), CMH_OK);
+        CU_ASSERT_EQUAL(s.source, CMH_SRC_PYTORCH);
+        CU_ASSERT_EQUAL(s.nsegments, x->segments);
+        CU_ASSERT_EQUAL(s.nblocks, x->blocks);
+        CU_ASSERT_EQUAL(s.ntraces, x->devices);
+        uint32_t got[CMH_ACT_COUNT] = {0};
+        for (uint32_t k = 0; k < s.nentries; k++) got[s.entries[k].action]++;
+        for (int a = 0; a < 9; a++) {
+            CU_ASSERT_EQUAL(got[a], x->actions[a]);
+            if (got[a] != x->actions[a]) fprintf(stderr, "%s: %s %u, want %u\n", x->file, cmh_action_name(a), got[a], x->actions[a]);
+        }
+        CU_ASSERT_EQUAL(s.nframes, x->frames);
+        if (s.nframes != x->frames) fprintf(stderr, "%s: %u frames, want %u\n", x->file, s.nframes, x->frames);
+        CU_ASSERT_EQUAL(s.nannotations, x->annotations);
+        /* blocks tile their segments */
+        for (uint32_t g = 0; g < s.nsegments; g++) {
+            uint64_t at = s.segments[g].addr;
+            for (uint32_t k = 0; k < s.segments[g].nblocks; k++) {
+                CU_ASSERT_EQUAL(s.blocks[s.segments[g].first_block + k].addr, at);
+                at += s.blocks[s.segments[g].first_block + k].size;
+            }
+            CU_ASSERT_EQUAL(at, s.segments[g].addr + s.segments[g].size);
+        }
+        cmh_snapshot_free(&s);
+    }
+}
+
+static void test_fixture_details(void)
+{
+    cmh_snapshot s;
+    CU_ASSERT_EQUAL_FATAL(load_fixture("assignment2_training_trace.pickle", &s), CMH_OK);
+    CU_ASSERT(s.pt_fields & CMH_PT_TIME_US);
+    CU_ASSERT(s.pt_fields & CMH_PT_COMPILE_CONTEXT);
+    CU_ASSERT(s.pt_fields & CMH_PT_USER_METADATA);
+    CU_ASSERT_STRING_EQUAL(cmh_str(&s, s.entries[0].compile_context), "N/A");
+    CU_ASSERT(s.entries[0].time_ns > 1600000000000000000ll && s.entries[0].time_ns % 1000 == 0);
+    /* Windows paths survive */
+    int win = 0;
+    for (uint32_t i = 0; i < s.nframes; i++) win |= strchr(cmh_str(&s, s.frames[i].filename), '\\') != NULL;
+    CU_ASSERT(win);
+    cmh_snapshot_free(&s);
+
+    CU_ASSERT_EQUAL_FATAL(load_fixture("memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle", &s), CMH_OK);
+    int expandable = 0, nonzero_stream = 0;
+    for (uint32_t i = 0; i < s.nsegments; i++) {
+        expandable += (s.segments[i].flags & CMH_SEG_EXPANDABLE) != 0;
+        nonzero_stream += s.segments[i].stream != 0;
+    }
+    CU_ASSERT(expandable > 0);
+    CU_ASSERT(nonzero_stream > 0);
+    cmh_snapshot_free(&s);
+
+    CU_ASSERT_EQUAL_FATAL(load_fixture("flexgen_torch20_oom_observer_block_history.pickle", &s), CMH_OK);
+    CU_ASSERT(s.pt_fields & CMH_PT_LEGACY_HISTORY);
+    int with_stack = 0;
+    for (uint32_t i = 0; i < s.nblocks; i++) with_stack += s.blocks[i].stack != 0;
+    CU_ASSERT(with_stack > 0); /* frames recovered from the legacy per-block history */
+    cmh_snapshot_free(&s);
+
+    CU_ASSERT_EQUAL_FATAL(load_fixture("transformer_nuggets_mini_snapshot.pickle", &s), CMH_OK);
+    const char *mss = NULL;
+    for (uint32_t i = 0; i < s.nsettings; i++)
+        if (!strcmp(cmh_str(&s, s.settings[i].key), "max_split_size")) mss = cmh_str(&s, s.settings[i].value);
+    CU_ASSERT_PTR_NOT_NULL(mss);
+    cmh_snapshot_free(&s);
+}
+
+static int write_mem(const cmh_snapshot *s, char **buf, size_t *len)
+{
+    FILE *fp = open_memstream(buf, len);
+    int rc = cmh_pickle_write(s, fp);
+    fclose(fp);
+    return rc;
+}
+
+static int same_stack(const cmh_snapshot *a, uint32_t sa, const cmh_snapshot *b, uint32_t sb)
+{
+    if (a->stacks[sa].count != b->stacks[sb].count) return 0;
+    for (uint32_t i = 0; i < a->stacks[sa].count; i++) {
+        const cmh_frame *x = &a->frames[a->stack_frames[a->stacks[sa].first + i]];
+        const cmh_frame *y = &b->frames[b->stack_frames[b->stacks[sb].first + i]];
+        if (strcmp(cmh_str(a, x->name), cmh_str(b, y->name)) || strcmp(cmh_str(a, x->filename), cmh_str(b, y->filename)) ||
+            x->line != y->line)
+            return 0;
+    }
+    return 1;
+}
+
+/* pickle -> model -> pickle -> model keeps every field of REFERENCE §1 */
+static void test_round_trip_lossless(void)
+{
+    for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+        cmh_snapshot a, b;
+        CU_ASSERT_EQUAL_FATAL(load_fixture(fixtures[f].file, &a), CMH_OK);
+        char *buf;
+        size_t len;
+        CU_ASSERT_EQUAL_FATAL(write_mem(&a, &buf, &len), CMH_OK);
+        char err[256];
+        int rc = cmh_pickle_read(buf, len, &b, err, sizeof err);
+        if (rc) fprintf(stderr, "%s: %s\n", fixtures[f].file, err);
+        CU_ASSERT_EQUAL_FATAL(rc, CMH_OK);
+        int bad = 0;
+        /* a legacy (<= 2.0) block history is written back in the 2.1 form */
+        bad |= a.nsegments != b.nsegments || a.nblocks != b.nblocks || a.nentries != b.nentries ||
+               a.nannotations != b.nannotations || a.nsettings != b.nsettings ||
+               (a.pt_fields & ~CMH_PT_LEGACY_HISTORY) != b.pt_fields;
+        for (uint32_t i = 0; !bad && i < a.nsegments; i++) {
+            const cmh_segment *x = &a.segments[i], *y = &b.segments[i];
+            bad |= x->device != y->device || x->addr != y->addr || x->size != y->size || x->stream != y->stream ||
+                   x->pool != y->pool || x->flags != y->flags || x->pool_id[0] != y->pool_id[0] ||
+                   x->pool_id[1] != y->pool_id[1] || !same_stack(&a, x->stack, &b, y->stack) || x->nblocks != y->nblocks;
+        }
+        for (uint32_t i = 0; !bad && i < a.nblocks; i++) {
+            const cmh_block *x = &a.blocks[i], *y = &b.blocks[i];
+            bad |= x->addr != y->addr || x->size != y->size || x->requested != y->requested || x->state != y->state ||
+                   (x->state != CMH_BLOCK_INACTIVE && !same_stack(&a, x->stack, &b, y->stack));
+        }
+        for (uint32_t t = 0; !bad && t < a.ntraces; t++)
+            bad |= a.traces[t].device != b.traces[t].device || a.traces[t].nentries != b.traces[t].nentries;
+        for (uint32_t i = 0; !bad && i < a.nentries; i++) {
+            const cmh_entry *x = &a.entries[i], *y = &b.entries[i];
+            bad |= x->action != y->action || x->addr != y->addr || x->size != y->size || x->stream != y->stream ||
+                   x->time_ns != y->time_ns || strcmp(cmh_str(&a, x->compile_context), cmh_str(&b, y->compile_context)) ||
+                   strcmp(cmh_str(&a, x->user_metadata), cmh_str(&b, y->user_metadata)) ||
+                   !same_stack(&a, x->stack, &b, y->stack);
+        }
+        for (uint32_t i = 0; !bad && i < a.nannotations; i++)
+            bad |= strcmp(cmh_str(&a, a.annotations[i].name), cmh_str(&b, b.annotations[i].name)) ||
+                   a.annotations[i].stage != b.annotations[i].stage || a.annotations[i].time_ns != b.annotations[i].time_ns ||
+                   a.annotations[i].device != b.annotations[i].device;
+        for (uint32_t i = 0; !bad && i < a.nsettings; i++)
+            bad |= strcmp(cmh_str(&a, a.settings[i].key), cmh_str(&b, b.settings[i].key)) ||
+                   strcmp(cmh_str(&a, a.settings[i].value), cmh_str(&b, b.settings[i].value)) ||
+                   a.settings[i].type != b.settings[i].type;
+        CU_ASSERT_FALSE(bad);
+        if (bad) fprintf(stderr, "round trip differs: %s\n", fixtures[f].file);
+        /* and writing it again gives the same bytes */
+        char *buf2;
+        size_t len2;
+        write_mem(&b, &buf2, &len2);
+        CU_ASSERT(len == len2 && !memcmp(buf, buf2, len));
+        free(buf);
+        free(buf2);
+        cmh_snapshot_free(&a);
+        cmh_snapshot_free(&b);
+    }
+}
+
+/* .cmh -> model -> memory_viz pickle -> model keeps every figure the analyzer computes */
+static void test_recorder_export_keeps_figures(void)
+{
+    static const char *const files[] = {"cudart.cmh", "leaky.cmh", "torch_plain.cmh", "torch_exp.cmh"};
+    for (size_t f = 0; f < 4; f++) {
+        char path[512], err[512];
+        snprintf(path, sizeof path, "%s/h200/%s", CMH_FIXTURES, files[f]);
+        cmh_snapshot a, b;
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_load(path, &a, err, sizeof err), CMH_OK);
+        char *buf;
+        size_t len;
+        FILE *fp = open_memstream(&buf, &len);
+        CU_ASSERT_EQUAL(cmh_export_memviz(&a, fp, NULL), CMH_OK);
+        fclose(fp);
+        CU_ASSERT_EQUAL_FATAL(cmh_pickle_read(buf, len, &b, err, sizeof err), CMH_OK);
+        CU_ASSERT_EQUAL(b.source, CMH_SRC_RECORDER);
+        CU_ASSERT_EQUAL(b.pid, a.pid);
+        CU_ASSERT_EQUAL(b.nentries, a.nentries);
+        CU_ASSERT_EQUAL(b.nsegments, a.nsegments);
+        cmh_mem_stats sa, sb;
+        cmh_summary_compute(&a, 0, &sa);
+        cmh_summary_compute(&b, 0, &sb);
+        CU_ASSERT_EQUAL(memcmp(&sa, &sb, sizeof sa), 0);
+        for (uint32_t i = 0; i < a.nentries && i < b.nentries; i++) {
+            CU_ASSERT_EQUAL(a.entries[i].kind, b.entries[i].kind);
+            CU_ASSERT_EQUAL(a.entries[i].flags, b.entries[i].flags);
+            CU_ASSERT_EQUAL(a.entries[i].requested, b.entries[i].requested);
+        }
+        free(buf);
+        cmh_snapshot_free(&a);
+        cmh_snapshot_free(&b);
+    }
+}
+
+/* ---- hostile input ---- */
+
+static int rd(const void *p, size_t n, char *err, size_t errlen)
+{
+    cmh_snapshot s;
+    int rc = cmh_pickle_read(p, n, &s, err, errlen);
+    if (rc == CMH_OK) cmh_snapshot_free(&s);
+    return rc;
+}
+
+/* {'segments': [], 'device_traces': [[]]} as REFERENCE §3 spells it (35 bytes) */
+static const unsigned char minimal[] = {0x80, 0x04, 0x7d, 0x28, 0x8c, 0x08, 's', 'e', 'g', 'm', 'e', 'n', 't', 's', 0x5d,
+                                        0x8c, 0x0d, 'd', 'e', 'v', 'i', 'c', 'e', '_', 't', 'r', 'a', 'c', 'e', 's',
+                                        0x5d, 0x5d, 0x61, 0x75, 0x2e};
+
+static void test_minimal_and_truncated(void)
+{
+    char err[256];
+    CU_ASSERT_EQUAL(sizeof minimal, 35);
+    cmh_snapshot s;
+    CU_ASSERT_EQUAL_FATAL(cmh_pickle_read(minimal, sizeof minimal, &s, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(s.ntraces, 1);
+    CU_ASSERT_EQUAL(s.nsegments, 0);
+    cmh_snapshot_free(&s);
+    for (size_t n = 0; n < sizeof minimal; n++) {
+        CU_ASSERT_EQUAL(rd(minimal, n, err, sizeof err), CMH_EFORMAT);
+        CU_ASSERT(strstr(err, "byte") != NULL);
+    }
+    CU_ASSERT_EQUAL(rd(minimal, 20, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT_STRING_EQUAL(err, "truncated at byte 20 (expected 10 more bytes)");
+    /* every prefix of a real fixture fails cleanly too (sampled) */
+    char path[512];
+    snprintf(path, sizeof path, "%s/octree_nca_cpp_frames_snapshot_action.pickle", CMH_PYTORCH_FIXTURES);
+    FILE *fp = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+    static unsigned char big[1 << 20];
+    size_t len = fread(big, 1, sizeof big, fp);
+    fclose(fp);
+    for (size_t n = 0; n < len; n += 997) CU_ASSERT_EQUAL(rd(big, n, err, sizeof err), CMH_EFORMAT);
+}
+
+static void test_wrong_protocol_and_code(void)
+{
+    char err[256];
+    const unsigned char p6[] = {0x80, 0x06, 0x7d, 0x2e};
+    CU_ASSERT_EQUAL(rd(p6, sizeof p6, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT_STRING_EQUAL(err, "unsupported pickle protocol 6 at byte 0 (PyTorch writes 2 to 5)");
+    /* os.system('x') through GLOBAL + REDUCE: refused at the GLOBAL, never run */
+    const char evil[] = "\x80\x02" "cos\nsystem\n" "(X\x01\x00\x00\x00xtR.";
+    CU_ASSERT_EQUAL(rd(evil, sizeof evil - 1, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT_STRING_EQUAL(err, "unsupported pickle opcode 0x63 (GLOBAL) at byte 2");
+    const unsigned char reduce[] = {0x80, 0x04, 0x4e, 0x29, 'R', '.'};
+    CU_ASSERT_EQUAL(rd(reduce, sizeof reduce, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT_STRING_EQUAL(err, "unsupported pickle opcode 0x52 (REDUCE) at byte 4");
+    const unsigned char sg[] = {0x80, 0x04, 0x93, '.'};
+    CU_ASSERT_EQUAL(rd(sg, sizeof sg, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "STACK_GLOBAL") != NULL);
+    /* integers: 9-byte LONG1 of a uint64 is fine, 10 bytes of real width is not */
+    const unsigned char big9[] = {0x80, 0x04, 0x8a, 0x09, 1, 2, 3, 4, 5, 6, 7, 0x80, 0x00, '.'};
+    CU_ASSERT_EQUAL(rd(big9, sizeof big9, err, sizeof err), CMH_EFORMAT); /* an int is not a snapshot... */
+    CU_ASSERT(strstr(err, "neither a dict nor a list") != NULL);          /* ...but it parsed */
+    const unsigned char wide[] = {0x80, 0x04, 0x8a, 0x0a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, '.'};
+    CU_ASSERT_EQUAL(rd(wide, sizeof wide, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT_STRING_EQUAL(err, "integer wider than 64 bits at byte 2");
+    /* a string length far past the end */
+    const unsigned char huge[] = {0x80, 0x04, 'X', 0xff, 0xff, 0xff, 0x7f, 'a', '.'};
+    CU_ASSERT_EQUAL(rd(huge, sizeof huge, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strncmp(err, "truncated at byte 9", 19) == 0);
+    /* memo use before set */
+    const unsigned char memo[] = {0x80, 0x04, 'h', 0x05, '.'};
+    CU_ASSERT_EQUAL(rd(memo, sizeof memo, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "memo index 5 used before it was set") != NULL);
+}
+
+static void test_cycles_and_bombs(void)
+{
+    char err[256];
+    /* a list that contains itself, as segments */
+    const unsigned char cyc[] = {0x80, 0x04, 0x7d, 0x94, 0x8c, 0x08, 's', 'e', 'g', 'm', 'e', 'n', 't', 's',
+                                 0x5d, 0x94, 0x68, 0x01, 0x61, 0x73, '.'};
+    CU_ASSERT_EQUAL(rd(cyc, sizeof cyc, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT_STRING_EQUAL(err, "a segment is not a dict");
+    /* a dict that is its own 'segments' */
+    const unsigned char self[] = {0x80, 0x04, 0x7d, 0x94, 0x8c, 0x08, 's', 'e', 'g', 'm', 'e', 'n', 't', 's',
+                                  0x68, 0x00, 0x73, '.'};
+    CU_ASSERT_EQUAL(rd(self, sizeof self, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT_STRING_EQUAL(err, "'segments' is not a list");
+
+    /* billion laughs: one entry dict, shared 1000 times in a list, that list 1000 times in
+     * device_traces -> a million entries from a few kilobytes: refused, not expanded */
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *p = malloc(cap);
+#define B(x) (p[n++] = (unsigned char)(x))
+    B(0x80); B(0x04); B(0x7d); B(0x28);
+    const char *k1 = "segments";
+    B(0x8c); B(8); memcpy(p + n, k1, 8); n += 8; B(0x5d);
+    const char *k2 = "device_traces";
+    B(0x8c); B(13); memcpy(p + n, k2, 13); n += 13;
+    B(0x5d); B(0x28); /* outer list, and the MARK of its APPENDS */
+    B(0x5d); B(0x94); /* inner list, memo 0 */
+    B(0x28);
+    B(0x7d); B(0x94); /* entry dict, memo 1 */
+    B(0x28); B(0x8c); B(6); memcpy(p + n, "action", 6); n += 6; B(0x8c); B(5); memcpy(p + n, "alloc", 5); n += 5;
+    B(0x8c); B(4); memcpy(p + n, "addr", 4); n += 4; B(0x4b); B(1);
+    B(0x8c); B(4); memcpy(p + n, "size", 4); n += 4; B(0x4b); B(2); B(0x75);
+    for (int i = 0; i < 999; i++) { B(0x68); B(1); }
+    B(0x65); /* APPENDS: inner has 1000 refs to one entry */
+    for (int i = 0; i < 999; i++) { B(0x68); B(0); }
+    B(0x65); /* outer has 1000 refs to inner */
+    B(0x75); B(0x2e);
+#undef B
+    CU_ASSERT_EQUAL(rd(p, n, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "expands far beyond its size") != NULL);
+    if (!strstr(err, "expands")) fprintf(stderr, "billion laughs: %s\n", err);
+    free(p);
+
+    /* a million nested lists: no recursion anywhere */
+    size_t depth = 1000000;
+    p = malloc(depth * 2 + 8);
+    n = 0;
+    p[n++] = 0x80;
+    p[n++] = 0x04;
+    for (size_t i = 0; i < depth; i++) p[n++] = 0x5d;
+    for (size_t i = 1; i < depth; i++) p[n++] = 0x61;
+    p[n++] = '.';
+    CU_ASSERT_EQUAL(rd(p, n, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT_STRING_EQUAL(err, "a segment is not a dict");
+    /* and a million open MARKs */
+    n = 2;
+    for (size_t i = 0; i < depth; i++) p[n++] = 0x28;
+    p[n++] = '.';
+    CU_ASSERT_EQUAL(rd(p, n, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "STOP with an open MARK") != NULL);
+    free(p);
+}
+
+static void test_cpp_pickler_form(void)
+{
+    /* The TorchScript pickler: PROTO 2, BINUNICODE for every string, BINPUT memo, 8-byte LONG1,
+     * one unbatched MARK ... APPENDS per list, SETITEMS dicts. */
+    unsigned char p[512];
+    size_t n = 0;
+#define B(x) (p[n++] = (unsigned char)(x))
+#define U(s)                                                                                                     \
+    do {                                                                                                         \
+        size_t l_ = strlen(s);                                                                                   \
+        B('X'); B(l_); B(0); B(0); B(0);                                                                          \
+        memcpy(p + n, s, l_);                                                                                    \
+        n += l_;                                                                                                 \
+    } while (0)
+    B(0x80); B(2); B('}'); B('q'); B(0); B('(');
+    U("segments"); B(']'); B('q'); B(1); B('(');
+    B('}'); B('('); U("device"); B('K'); B(0); U("address"); B(0x8a); B(8);
+    for (int i = 0; i < 8; i++) B(i == 5 ? 0x7f : 0);
+    U("total_size"); B('J'); B(0); B(0); B(0x20); B(0); U("stream"); B('K'); B(0);
+    U("blocks"); B(']'); B('('); B('}'); B('('); U("size"); B('J'); B(0); B(0); B(0x20); B(0);
+    U("state"); U("active_allocated"); U("requested_size"); B('J'); B(0); B(0); B(0x20); B(0); B('u'); B('e');
+    B('u'); B('e');
+    U("device_traces"); B(']'); B('('); B(']'); B('e');
+    B('u'); B('.');
+#undef U
+#undef B
+    cmh_snapshot s;
+    char err[256];
+    int rc = cmh_pickle_read(p, n, &s, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, CMH_OK);
+    CU_ASSERT_EQUAL(s.nsegments, 1);
+    CU_ASSERT_EQUAL(s.segments[0].addr, 0x7f0000000000ull);
+    CU_ASSERT_EQUAL(s.segments[0].size, 2u << 20);
+    CU_ASSERT_EQUAL(s.nblocks, 1);
+    CU_ASSERT_EQUAL(s.blocks[0].state, CMH_BLOCK_ACTIVE_ALLOCATED);
+    cmh_snapshot_free(&s);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+    CU_pSuite s = CU_add_suite("pickle", NULL, NULL);
+    CMH_ADD_TEST(s, test_fixture_counts);
+    CMH_ADD_TEST(s, test_fixture_details);
+    CMH_ADD_TEST(s, test_round_trip_lossless);
+    CMH_ADD_TEST(s, test_recorder_export_keeps_figures);
+    CMH_ADD_TEST(s, test_minimal_and_truncated);
+    CMH_ADD_TEST(s, test_wrong_protocol_and_code);
+    CMH_ADD_TEST(s, test_cycles_and_bombs);
+    CMH_ADD_TEST(s, test_cpp_pickler_form);
+    return cmh_test_main();
+}
