@@ -108,8 +108,16 @@ cmh_symbolizer *cmh_symbolizer_new(cmh_snapshot *s)
     if (!z) return NULL;
     z->s = s;
     dl_iterate_phdr(collect_module, z);
+    /* C++ names are demangled with libstdc++'s own demangler.  Python loads extension modules
+     * RTLD_LOCAL, so libstdc++ may be in the process without being in the global scope: look it
+     * up by name too, and load it (locally) only if some module's names need it. */
     void *(*real)(void *, const char *) = (void *(*)(void *, const char *))cmh_dlsym_resolve();
-    if (real) z->demangle = (char *(*)(const char *, char *, size_t *, int *))real(RTLD_DEFAULT, "__cxa_demangle");
+    if (real) {
+        z->demangle = (char *(*)(const char *, char *, size_t *, int *))real(RTLD_DEFAULT, "__cxa_demangle");
+        void *h = z->demangle ? NULL : dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+        if (!z->demangle && !h) h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (h) z->demangle = (char *(*)(const char *, char *, size_t *, int *))real(h, "__cxa_demangle");
+    }
     return z;
 }
 
