@@ -216,7 +216,9 @@ static int memo_put(pm *m, uint64_t idx)
 {
     pv *t;
     if (top(m, &t)) return -1;
-    if (idx > (1u << 26) && idx > m->memo_len * 2) return fail(m, "memo index %llu too large at byte %zu", (unsigned long long)idx, m->op_at);
+    /* writers number the memo from 0; a sparse index would cost memory the input never paid for */
+    if (idx > m->len || (idx > 4096 && idx > m->memo_len * 2))
+        return fail(m, "memo index %llu too large at byte %zu", (unsigned long long)idx, m->op_at);
     if (idx >= m->memo_cap) {
         size_t nc = m->memo_cap ? m->memo_cap : 1024;
         while (nc <= idx) nc *= 2;
