@@ -26,6 +26,12 @@ int cli_load(const char *path, cmh_snapshot *s)
         cli_error("%s", err);
         return 1;
     }
+    if (s->pt_fields & CMH_PT_LEGACY_HISTORY)
+        fprintf(stderr, "cumemhist: note: %s has PyTorch <= 2.0's layout (per-block history); block stacks come from it\n",
+                path);
+    if (s->skipped_entries)
+        fprintf(stderr, "cumemhist: note: %s: %llu trace entries of actions this version does not know were skipped\n",
+                path, (unsigned long long)s->skipped_entries);
     return 0;
 }
 

@@ -16,6 +16,8 @@ for f in "$F"/*.pickle "$(dirname "$0")"/fixtures/h200/*.cmh "$(dirname "$0")"/f
     "$B/cumemhist" export --format json "$f" -o "$T/$(basename "$f").json" 2>/dev/null || { echo "FAIL: json $f"; fail=1; }
 done
 env -u LD_PRELOAD python3 "$(dirname "$0")/check_memviz.py" --ours "$T"/*.memviz.pickle || fail=1
+# the inputs themselves: PyTorch's segment totals agree with their blocks
+env -u LD_PRELOAD python3 "$(dirname "$0")/check_memviz.py" --no-replay "$F"/*.pickle || fail=1
 for j in "$T"/*.json; do
     env -u LD_PRELOAD python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$j" || { echo "FAIL: $j is not JSON"; fail=1; }
 done
