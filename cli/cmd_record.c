@@ -170,6 +170,9 @@ int cmd_record(int argc, char **argv)
     }
     close(mfd);
     setenv("CUMEMHIST_MANIFEST", manifest, 1);
+    char session[32];
+    snprintf(session, sizeof session, "%ld", (long)getpid());
+    setenv("CUMEMHIST_SESSION", session, 1); /* one run: fixed-path claims are never stale within it */
 
     struct sigaction sa, ign;
     memset(&sa, 0, sizeof sa);

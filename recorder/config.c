@@ -7,7 +7,6 @@
  * and each frame costs ~10 ns to unwind).
  */
 #include <ctype.h>
-#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -94,50 +93,56 @@ static int append(char *out, size_t outlen, size_t *pos, const char *s, size_t n
 }
 
 /* A fixed path (no %p / %r) belongs to the first process that dumps to it: it claims the path
- * by creating PATH.claim (O_EXCL) holding its pid.  Every other process gets ".PID" inserted
- * before the extension, so no process ever overwrites another's snapshot.  A claim left by a
- * process that no longer exists is stale and taken over. */
+ * by creating PATH.claim holding "SESSION PID".  Every other process gets ".PID" inserted before
+ * the extension, so no process ever overwrites another's snapshot, even one that has exited.
+ * A claim from another session (an earlier run) is stale and taken over.  The session is
+ * CUMEMHIST_SESSION (set by `cumemhist record`) or else the process's session id. */
+static long session_id(void)
+{
+    const char *s = getenv("CUMEMHIST_SESSION");
+    return s && *s ? atol(s) : (long)getsid(0);
+}
+
 static int fixed_path_is_mine(const char *path)
 {
     static int decided = -1;
     static pid_t decided_for;
     if (decided >= 0 && decided_for == getpid()) return decided;
     decided_for = getpid();
-    char claim[4200];
+    long sess = session_id();
+    char claim[4200], mine[4300];
     snprintf(claim, sizeof claim, "%s.claim", path);
     /* The claim appears with its content in one step: write PATH.claim.PID, then link() it
      * into place, which fails if another process got there first. */
-    char mine[4300];
     snprintf(mine, sizeof mine, "%s.%ld", claim, (long)getpid());
     int fd = open(mine, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        char buf[32];
-        int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
-        ssize_t w = write(fd, buf, (size_t)n);
-        (void)w;
-        close(fd);
-    }
-    for (int attempt = 0; fd >= 0 && attempt < 2; attempt++) {
+    if (fd < 0) return decided = 0;
+    char buf[64];
+    int n = snprintf(buf, sizeof buf, "%ld %ld\n", sess, (long)getpid());
+    ssize_t w = write(fd, buf, (size_t)n);
+    (void)w;
+    close(fd);
+    decided = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
         if (link(mine, claim) == 0) {
-            unlink(mine);
-            return decided = 1;
+            decided = 1;
+            break;
         }
         FILE *f = fopen(claim, "r");
-        long owner = -1;
+        long owner_sess = -1, owner = -1;
         if (f) {
-            if (fscanf(f, "%ld", &owner) != 1) owner = -1;
+            if (fscanf(f, "%ld %ld", &owner_sess, &owner) != 2) owner_sess = owner = -1;
             fclose(f);
         }
         if (owner == (long)getpid()) {
-            unlink(mine);
-            return decided = 1;
+            decided = 1;
+            break;
         }
-        if (owner > 0 && (kill((pid_t)owner, 0) == 0 || errno != ESRCH)) break; /* a live owner */
-        unlink(claim); /* stale: its owner is gone */
+        if (owner_sess == sess) break; /* this run's: not ours */
+        unlink(claim);                 /* an earlier run's */
     }
-    if (fd >= 0) unlink(mine);
-    decided = 0;
-    return 0;
+    unlink(mine);
+    return decided;
 }
 
 int cmh_config_output_path(const char *pattern, char *out, size_t outlen)

@@ -41,6 +41,8 @@ check "record dies of the program's signal" "[ $? -eq 143 ]"
 n=$(ls multi*.cmh 2>/dev/null | wc -l)
 check "two processes, two files" "[ $n -eq 2 ] && [ -e multi.cmh ]"
 check "record lists both" "[ \$(grep -c 'cumemhist: wrote' err3.txt) -eq 2 ]"
+"$CMH" record -q -o seq.cmh -- sh -c "\"$S/leaky\" 1 >/dev/null; \"$S/leaky\" 2 >/dev/null"
+check "one after another: the second does not overwrite the first" "[ \$(ls seq*.cmh | wc -l) -eq 2 ]"
 "$CMH" record -o 'rank%r.%p.cmh' -- env RANK=3 "$S/leaky" 1 >/dev/null 2>&1
 check "%r and %p expand" "ls rank3.*.cmh >/dev/null 2>&1"
 
