@@ -13,6 +13,8 @@
 int cmd_record(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 /* Print "cumemhist: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,6 +13,8 @@ static const struct {
 } g_cmds[] = {
     {"record", cmd_record, "run a program and record its CUDA memory history"},
     {"summary", cmd_summary, "torch.cuda.memory_summary()-style table of a snapshot"},
+    {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments"},
+    {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code"},
     {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle) or as JSON"},
 };
 

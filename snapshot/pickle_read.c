@@ -439,6 +439,7 @@ static int convert_entry(pm *m, pv *v)
     if (fr) {
         if (convert_stack(m, fr)) return -1;
         if (fr->tag == PV_STACK) e.stack = fr->u.id;
+        if (code < 0) e.flags |= CMH_EF_HAS_FRAMES; /* a PyTorch entry's own key; ours carry cmh_code */
     }
     e.kind = code >= 0 ? (uint8_t)((code >> 5) & 7) : CMH_KIND_DEVICE;
     if ((f = dict_get(m, c, m->key[K_CMH_REQUESTED])) && to_i64(f, &x)) e.requested = (uint64_t)x;
@@ -793,11 +794,12 @@ static int convert_segment(pm *m, const pv *sv)
         const pcont *hist = h ? as_cont(m, h, C_LIST) : NULL;
         if (hist && hist->n) {
             m->s->pt_fields |= CMH_PT_LEGACY_HISTORY;
-            const pcont *last = as_cont(m, &hist->items[hist->n - 1], C_DICT);
-            if (last) {
+            /* PyTorch's own tools read the first record: its real_size is what the block holds */
+            const pcont *first = as_cont(m, &hist->items[0], C_DICT);
+            if (first) {
                 x = 0;
-                if (!want_int(m, last, K_REAL_SIZE, &x, 0, "history") && x && !blk.requested) blk.requested = (uint64_t)x;
-                if (!blk.stack) blk.stack = stack_of(m, last);
+                if (!want_int(m, first, K_REAL_SIZE, &x, 0, "history")) blk.requested = (uint64_t)x;
+                if (!blk.stack) blk.stack = stack_of(m, first);
             }
         }
         if (m->failed || cmh_snapshot_add_block(m->s, &blk) != CMH_OK) return fail(m, "out of memory");

@@ -318,7 +318,7 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
         w_key(w, W_USER_METADATA);
         w_sid(w, s, e->user_metadata);
     }
-    if (e->stack) {
+    if (e->stack || (e->flags & CMH_EF_HAS_FRAMES)) {
         w_key(w, W_FRAMES);
         w_frames(w, s, e->stack);
     }

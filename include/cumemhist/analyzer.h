@@ -55,6 +55,10 @@ int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out);
 /* The exact torch.cuda.memory_summary() table. */
 void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FILE *fp);
 
+/* torch/cuda/_memory_viz.py's `stats` (segsum) and `trace` text, character for character. */
+int cmh_print_segsum(const cmh_snapshot *s, FILE *fp);
+int cmh_print_trace(const cmh_snapshot *s, FILE *fp);
+
 #ifdef __cplusplus
 }
 #endif

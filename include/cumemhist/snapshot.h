@@ -44,6 +44,7 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
                                    segment is also one allocated block covering it */
 #define CMH_EF_IMPLIED 0x02     /* an alloc/free spelled out for PyTorch's readers from a whole
                                    block (viz/memviz.c); never in a recorded trace */
+#define CMH_EF_HAS_FRAMES 0x04  /* a PyTorch entry that carried a 'frames' key (maybe empty) */
 
 /* What kind of driver memory a segment is. */
 typedef enum cmh_mem_kind {

@@ -1,0 +1,358 @@
+/*
+ * torch_text.c - the text reports of PyTorch's torch/cuda/_memory_viz.py, `stats` (segsum) and
+ * `trace`, reproduced character for character from the snapshot model (REFERENCE §5), so that
+ * scripts written against them keep working.  Two of its bugs are fixed on purpose: `trace`
+ * ends each device with the true active total and a newline (the script prints its loop counter,
+ * glued to the next header).  Its other quirks (names never reused, `seg_<i>` matched against a
+ * segment's allocated size) are kept, since they shape every line after them.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+
+#define PAGE_SIZE (20.0 * 1024 * 1024)
+
+/* Python's f"{num:3.1f}{unit}B" after dividing by 1024 while abs(num) >= 1024 */
+static void bytes_fmt(char *buf, size_t n, double num)
+{
+    static const char *const units[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi"};
+    for (int i = 0; i < 8; i++) {
+        if (fabs(num) < 1024.0) {
+            snprintf(buf, n, "%3.1f%sB", num, units[i]);
+            return;
+        }
+        num /= 1024.0;
+    }
+    snprintf(buf, n, "%.1fYiB", num);
+}
+
+static void report_free(char *buf, size_t n, uint64_t ext, uint64_t in)
+{
+    char b[64];
+    uint64_t total = ext + in;
+    bytes_fmt(b, sizeof b, (double)total);
+    if (total) snprintf(buf, n, "%s (%.1f%% internal)", b, (double)in / (double)total * 100.0);
+    else snprintf(buf, n, "%s", b);
+}
+
+static uint64_t calc_active(const cmh_snapshot *s, const cmh_segment *g)
+{
+    uint64_t a = 0;
+    for (uint32_t k = 0; k < g->nblocks; k++)
+        if (s->blocks[g->first_block + k].state == CMH_BLOCK_ACTIVE_ALLOCATED) a += s->blocks[g->first_block + k].size;
+    return a;
+}
+
+typedef struct seg_key {
+    uint64_t total, active;
+    uint32_t index;
+} seg_key;
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const seg_key *x = a, *y = b;
+    if (x->total != y->total) return x->total < y->total ? -1 : 1;
+    if (x->active != y->active) return x->active < y->active ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index; /* Python's sort is stable */
+}
+
+int cmh_print_segsum(const cmh_snapshot *s, FILE *fp)
+{
+    char b1[64], b2[128];
+    bytes_fmt(b1, sizeof b1, PAGE_SIZE);
+    fprintf(fp, "Summary of segments >= %s in size\n", b1);
+    seg_key *keys = malloc((s->nsegments ? s->nsegments : 1) * sizeof *keys);
+    if (!keys) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < s->nsegments; i++)
+        keys[i] = (seg_key){s->segments[i].size, calc_active(s, &s->segments[i]), i};
+    qsort(keys, s->nsegments, sizeof *keys, cmp_seg);
+    uint64_t total_reserved = 0, total_allocated = 0, free_external = 0, free_internal = 0;
+    char *occupied = NULL;
+    double *frac = NULL;
+    size_t cap = 0;
+    for (uint32_t si = 0; si < s->nsegments; si++) {
+        const cmh_segment *g = &s->segments[keys[si].index];
+        total_reserved += g->size;
+        uint64_t ext = 0, in = 0, alloc = 0;
+        size_t nseg = g->size ? (size_t)((g->size - 1) / (uint64_t)PAGE_SIZE + 1) : 0;
+        if (nseg + 1 > cap) {
+            cap = nseg + 1;
+            char *no = realloc(occupied, cap);
+            double *nf = realloc(frac, cap * sizeof *nf);
+            if (!no || !nf) {
+                free(no ? no : occupied);
+                free(nf ? nf : frac);
+                free(keys);
+                return CMH_ENOMEM;
+            }
+            occupied = no;
+            frac = nf;
+        }
+        memset(occupied, ' ', nseg);
+        occupied[nseg] = 0;
+        for (size_t j = 0; j < nseg; j++) frac[j] = 0.0;
+        uint64_t boffset = 0;
+        uint32_t range_i = 0;
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *b = &s->blocks[g->first_block + k];
+            if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) {
+                uint64_t asz = b->requested;
+                alloc += asz;
+                in += b->size - asz;
+                /* the page map of this allocation */
+                uint64_t start_ = boffset, finish_ = boffset + asz;
+                size_t start = (size_t)(start_ / (uint64_t)PAGE_SIZE);
+                size_t finish = finish_ ? (size_t)((finish_ - 1) / (uint64_t)PAGE_SIZE + 1) : 0;
+                char m = (char)('a' + range_i % 26);
+                for (size_t j = start; j < finish && j < nseg; j++) {
+                    double lo = (double)(start_ > j * (uint64_t)PAGE_SIZE ? start_ : j * (uint64_t)PAGE_SIZE);
+                    double hi = (double)(finish_ < (j + 1) * (uint64_t)PAGE_SIZE ? finish_ : (j + 1) * (uint64_t)PAGE_SIZE);
+                    frac[j] += (hi - lo) / PAGE_SIZE;
+                    if (occupied[j] != ' ') {
+                        int d = (int)(frac[j] * 10);
+                        occupied[j] = d >= 0 && d <= 10 ? "0123456789*"[d] : '*';
+                    } else {
+                        occupied[j] = m;
+                    }
+                }
+                range_i++;
+            } else {
+                ext += b->size;
+            }
+            boffset += b->size;
+        }
+        total_allocated += alloc;
+        free_external += ext;
+        free_internal += in;
+        if ((double)g->size >= PAGE_SIZE) {
+            bytes_fmt(b1, sizeof b1, (double)g->size);
+            report_free(b2, sizeof b2, ext, in);
+            fprintf(fp, "[%s] %s allocated, %s free", occupied, b1, b2);
+            if (g->stream) fprintf(fp, " stream_%" PRIu64, g->stream);
+            fputc('\n', fp);
+        }
+    }
+    free(occupied);
+    free(frac);
+    free(keys);
+    fprintf(fp, "segments: %u\n", s->nsegments);
+    bytes_fmt(b1, sizeof b1, (double)total_reserved);
+    fprintf(fp, "total_reserved: %s\n", b1);
+    bytes_fmt(b1, sizeof b1, (double)total_allocated);
+    fprintf(fp, "total_allocated: %s\n", b1);
+    report_free(b2, sizeof b2, free_external, free_internal);
+    fprintf(fp, "total_free: %s\n", b2);
+    bytes_fmt(b1, sizeof b1, PAGE_SIZE);
+    fprintf(fp,
+            "\nLegend:\n"
+            "    [a     ] - a segment in the allocator\n"
+            "     ^-- a page %s of memory in the segment\n"
+            "    a-z: pages filled with a single block's content\n"
+            "    ' ': page is completely free\n"
+            "    *: page if completely full with multiple blocks\n"
+            "    0-9: page is partially full with tensors of multiple blocks (9 == 90%% full)\n"
+            "    (X%% internal) - of the free memory, X%% is free because we rounded the size of the allocation.\n",
+            b1);
+    return CMH_OK;
+}
+
+/* ---- trace ---- */
+
+/* Python's repr() of a str */
+static void py_repr_str(FILE *fp, const char *s)
+{
+    int q = strchr(s, '\'') && !strchr(s, '"') ? '"' : '\'';
+    fputc(q, fp);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\\') fputs("\\\\", fp);
+        else if (*p == q) fprintf(fp, "\\%c", q);
+        else if (*p == '\n') fputs("\\n", fp);
+        else if (*p == '\r') fputs("\\r", fp);
+        else if (*p == '\t') fputs("\\t", fp);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(fp, "\\x%02x", *p);
+        else fputc(*p, fp);
+    }
+    fputc(q, fp);
+}
+
+/* Python's repr() of a trace entry dict, keys in PyTorch's order, present as in the file */
+static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
+{
+    fputs("{'action': ", fp);
+    py_repr_str(fp, cmh_action_name(e->action));
+    fprintf(fp, ", '%s': %" PRId64 ", 'size': %" PRId64 ", 'stream': %" PRId64, e->action == CMH_ACT_OOM ? "device_free" : "addr",
+            (int64_t)e->addr, (int64_t)e->size, (int64_t)e->stream);
+    if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) fprintf(fp, ", 'time_us': %" PRId64, e->time_ns / 1000);
+    if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) {
+        fputs(", 'compile_context': ", fp);
+        py_repr_str(fp, cmh_str(s, e->compile_context));
+    }
+    if (s->pt_fields & CMH_PT_USER_METADATA) {
+        fputs(", 'user_metadata': ", fp);
+        py_repr_str(fp, cmh_str(s, e->user_metadata));
+    }
+    if (e->stack || (e->flags & CMH_EF_HAS_FRAMES)) {
+        fputs(", 'frames': [", fp);
+        const cmh_stack *st = &s->stacks[e->stack];
+        for (uint32_t i = 0; i < st->count; i++) {
+            const cmh_frame *f = &s->frames[s->stack_frames[st->first + i]];
+            fputs(i ? ", {'name': " : "{'name': ", fp);
+            py_repr_str(fp, cmh_str(s, f->name));
+            fputs(", 'filename': ", fp);
+            py_repr_str(fp, cmh_str(s, f->filename));
+            fprintf(fp, ", 'line': %" PRId64 "}", f->line);
+        }
+        fputc(']', fp);
+    }
+    fputs("}\n", fp);
+}
+
+typedef struct name_slot {
+    uint64_t addr;
+    char name[24];
+    int used;
+} name_slot;
+
+typedef struct names {
+    name_slot *slots;
+    size_t cap, n;
+} names;
+
+static name_slot *names_get(names *t, uint64_t addr, int create)
+{
+    if (create && (t->n + 1) * 2 > t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 1024;
+        name_slot *ns = calloc(nc, sizeof *ns);
+        if (!ns) return NULL;
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->slots[i].used) {
+                size_t j = (size_t)(t->slots[i].addr * 0x9E3779B97F4A7C15ull >> 20) & (nc - 1);
+                while (ns[j].used) j = (j + 1) & (nc - 1);
+                ns[j] = t->slots[i];
+            }
+        free(t->slots);
+        t->slots = ns;
+        t->cap = nc;
+    }
+    if (!t->cap) return NULL;
+    size_t j = (size_t)(addr * 0x9E3779B97F4A7C15ull >> 20) & (t->cap - 1);
+    for (; t->slots[j].used; j = (j + 1) & (t->cap - 1))
+        if (t->slots[j].addr == addr) return &t->slots[j];
+    if (!create) return NULL;
+    t->slots[j].used = 1;
+    t->slots[j].addr = addr;
+    t->n++;
+    return &t->slots[j];
+}
+
+/* _memory_viz.py's names: a..z, then a1..z1, ... */
+static void py_name(char *buf, size_t n, uint64_t i)
+{
+    if (i / 26) snprintf(buf, n, "%c%" PRIu64, (char)('a' + i % 26), i / 26);
+    else snprintf(buf, n, "%c", (char)('a' + i % 26));
+}
+
+typedef struct interval {
+    char name[24];
+    uint64_t addr, size;
+} interval;
+
+int cmh_print_trace(const cmh_snapshot *s, FILE *fp)
+{
+    char b1[64], b2[64];
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        const cmh_trace *tr = &s->traces[t];
+        if (!tr->nentries) continue;
+        fprintf(fp, "Device %d ----------------\n", tr->device);
+        fprintf(fp, "%u entries\n", tr->nentries);
+        names allocs = {0}, segs = {0};
+        interval *iv = NULL;
+        size_t niv = 0, civ = 0;
+        uint64_t next_name = 0;
+        int64_t total = 0; /* the fixed TOTAL MEM: bytes still allocated at the end of the trace */
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + i];
+            char nm[24];
+            name_slot *ns;
+            switch (e->action) {
+            case CMH_ACT_ALLOC: {
+                py_name(nm, sizeof nm, next_name++);
+                const char *seg_name = NULL;
+                char segbuf[32];
+                uint64_t seg_addr = 0;
+                for (size_t k = 0; k < niv && !seg_name; k++)
+                    if (e->addr >= iv[k].addr && e->addr < iv[k].addr + iv[k].size) seg_name = iv[k].name, seg_addr = iv[k].addr;
+                for (uint32_t k = 0; k < s->nsegments && !seg_name; k++) {
+                    const cmh_segment *g = &s->segments[k];
+                    uint64_t asz = calc_active(s, g); /* _memory_viz.py matches allocated_size */
+                    if (e->addr >= g->addr && e->addr < g->addr + asz) {
+                        snprintf(segbuf, sizeof segbuf, "seg_%u", k);
+                        seg_name = segbuf;
+                        seg_addr = g->addr;
+                    }
+                }
+                bytes_fmt(b1, sizeof b1, (double)e->size);
+                if (seg_name) fprintf(fp, "%s = %s[%" PRIu64 ":%s]\n", nm, seg_name, e->addr - seg_addr, b1);
+                else fprintf(fp, "%s = MEM[%" PRIu64 ":%s]\n", nm, e->addr, b1);
+                if ((ns = names_get(&allocs, e->addr, 1))) snprintf(ns->name, sizeof ns->name, "%s", nm);
+                total += (int64_t)e->size;
+                break;
+            }
+            case CMH_ACT_FREE_REQUESTED:
+            case CMH_ACT_FREE_COMPLETED:
+                ns = names_get(&allocs, e->addr, 0);
+                if (ns) snprintf(nm, sizeof nm, "%s", ns->name);
+                bytes_fmt(b1, sizeof b1, (double)e->size);
+                if (e->action == CMH_ACT_FREE_REQUESTED) {
+                    if (ns) fprintf(fp, "del %s # %s\n", nm, b1);
+                    else fprintf(fp, "del %" PRIu64 " # %s\n", e->addr, b1);
+                } else {
+                    total -= (int64_t)e->size;
+                    if (ns) fprintf(fp, "# free completed for %s %s\n", nm, b1);
+                    else fprintf(fp, "# free completed for %" PRIu64 " %s\n", e->addr, b1);
+                }
+                break;
+            case CMH_ACT_SEGMENT_ALLOC:
+                py_name(nm, sizeof nm, next_name++);
+                bytes_fmt(b1, sizeof b1, (double)e->size);
+                fprintf(fp, "%s = cudaMalloc(%" PRIu64 ", %s)\n", nm, e->addr, b1);
+                if (niv == civ) {
+                    size_t nc = civ ? civ * 2 : 64;
+                    interval *ni = realloc(iv, nc * sizeof *ni);
+                    if (ni) iv = ni, civ = nc;
+                }
+                if (niv < civ) {
+                    snprintf(iv[niv].name, sizeof iv[niv].name, "%s", nm);
+                    iv[niv].addr = e->addr;
+                    iv[niv].size = e->size;
+                    niv++;
+                }
+                if ((ns = names_get(&segs, e->addr, 1))) snprintf(ns->name, sizeof ns->name, "%s", nm);
+                break;
+            case CMH_ACT_SEGMENT_FREE:
+                ns = names_get(&segs, e->addr, 0);
+                bytes_fmt(b1, sizeof b1, (double)e->size);
+                if (ns) fprintf(fp, "cudaFree(%s) # %s\n", ns->name, b1);
+                else fprintf(fp, "cudaFree(%" PRIu64 ") # %s\n", e->addr, b1);
+                break;
+            case CMH_ACT_OOM:
+                bytes_fmt(b1, sizeof b1, (double)e->size);
+                bytes_fmt(b2, sizeof b2, (double)e->addr);
+                fprintf(fp, "raise OutOfMemoryError() # %s requested, %s free in CUDA\n", b1, b2);
+                break;
+            default:
+                py_repr_entry(fp, s, e);
+                break;
+            }
+        }
+        bytes_fmt(b1, sizeof b1, (double)total);
+        fprintf(fp, "TOTAL MEM: %s\n", b1);
+        free(allocs.slots);
+        free(segs.slots);
+        free(iv);
+    }
+    return ferror(fp) ? CMH_EIO : CMH_OK;
+}
