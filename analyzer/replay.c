@@ -34,6 +34,8 @@ typedef struct rseg {
 
 typedef struct rblock {
     uint64_t addr, size, requested;
+    int64_t time_ns;
+    uint32_t stack;
     uint8_t state, pool, used;
     uint8_t final; /* backward pass: this block is one of the final segments' own */
 } rblock;
@@ -54,6 +56,8 @@ struct cmh_replay {
     int div[16];        /* roundup_power2_divisions per power-of-two MiB bucket */
     uint64_t *exact;    /* pytorch: per alloc entry, the block's size when the final segments know it */
     int device, reconciled;
+    cmh_replay_observer obs; /* told of every active block that appears or goes */
+    void *obs_arg;
 };
 
 /* ---- blocks ---- */
@@ -288,7 +292,8 @@ static void seg_activate(cmh_replay *r, rseg *g, uint64_t a, uint64_t b, int sig
 
 /* ---- forward operations ---- */
 
-static void fwd_block_alloc(cmh_replay *r, uint64_t addr, uint64_t size, uint64_t req, uint8_t state)
+static void fwd_block_alloc(cmh_replay *r, uint64_t addr, uint64_t size, uint64_t req, uint8_t state, uint32_t stack,
+                            int64_t time_ns)
 {
     rblock *old = block_find(r, addr);
     if (old) { /* an alloc over a live block: the free was lost */
@@ -301,7 +306,10 @@ static void fwd_block_alloc(cmh_replay *r, uint64_t addr, uint64_t size, uint64_
     b->size = size;
     b->requested = req;
     b->state = state;
+    b->stack = stack;
+    b->time_ns = time_ns;
     b->pool = g ? g->pool : pool_rule(size, 1);
+    if (r->obs) r->obs(r->obs_arg, (int64_t)size, stack);
     if (state == CMH_BLOCK_ACTIVE_ALLOCATED) pool_add(r->st.allocated_bytes, b->pool, (int64_t)size);
     pool_add(r->st.active_bytes, b->pool, (int64_t)size);
     pool_add(r->st.requested_bytes, b->pool, (int64_t)req);
@@ -341,6 +349,7 @@ static void fwd_free_completed(cmh_replay *r, uint64_t addr)
     if (r->max_split && b->size >= r->max_split) stat_add(&r->st.oversize_allocations, -1);
     rseg *g = seg_containing(r, addr);
     if (g) seg_activate(r, g, addr, addr + b->size, -1);
+    if (r->obs) r->obs(r->obs_arg, -(int64_t)b->size, b->stack);
     block_del(r, b);
 }
 
@@ -358,7 +367,7 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
         pool_add(r->st.segment, g->pool, 1);
         if (r->max_split && e->size >= r->max_split) stat_add(&r->st.oversize_segments, 1);
     }
-    if (whole) fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED);
+    if (whole) fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED, e->stack, e->time_ns);
 }
 
 static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
@@ -418,7 +427,7 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
             uint64_t known = r->exact ? r->exact[e - r->e] : 0;
             size = known ? known : pt_block_size(r, seg_containing(r, e->addr), e->addr, e->requested);
         }
-        fwd_block_alloc(r, e->addr, size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED);
+        fwd_block_alloc(r, e->addr, size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED, e->stack, e->time_ns);
         break;
     }
     case CMH_ACT_FREE_REQUESTED: fwd_free_requested(r, e->addr); break;
@@ -451,6 +460,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
             b->size = t->pytorch ? pt_round(t, e->size) : e->size;
             b->requested = e->requested;
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
+            b->stack = e->stack;
         }
         break;
     case CMH_ACT_FREE_COMPLETED:
@@ -458,6 +468,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
             b->size = t->pytorch ? pt_round(t, e->size) : e->size;
             b->requested = e->requested;
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
+            b->stack = e->stack;
         }
         break;
     case CMH_ACT_SEGMENT_ALLOC:
@@ -476,6 +487,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
             b->size = e->size;
             b->requested = e->requested;
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
+            b->stack = e->stack;
         }
         break;
     default: break;
@@ -569,6 +581,8 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
             x->size = bl->size;
             x->requested = bl->requested;
             x->state = bl->state;
+            x->stack = bl->stack ? bl->stack : g->stack;
+            x->time_ns = bl->time_ns;
             x->final = 1;
         }
     }
@@ -586,7 +600,8 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     }
     for (uint32_t i = 0; i < b.bcap; i++)
         if (b.blocks[i].used)
-            fwd_block_alloc(r, b.blocks[i].addr, b.blocks[i].size, b.blocks[i].requested, b.blocks[i].state);
+            fwd_block_alloc(r, b.blocks[i].addr, b.blocks[i].size, b.blocks[i].requested, b.blocks[i].state,
+                            b.blocks[i].stack, b.blocks[i].time_ns);
     free_tables(&b);
     return r;
 oom:
@@ -668,7 +683,7 @@ static void reconcile(cmh_replay *r)
             const cmh_block *bl = &s->blocks[g->first_block + k];
             if (bl->state == CMH_BLOCK_INACTIVE || block_find(r, bl->addr)) continue;
             r->anomalies++;
-            fwd_block_alloc(r, bl->addr, bl->size, bl->requested, bl->state);
+            fwd_block_alloc(r, bl->addr, bl->size, bl->requested, bl->state, bl->stack, bl->time_ns);
         }
     }
 out:
@@ -732,4 +747,49 @@ int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap)
         n++;
     }
     return n;
+}
+
+void cmh_replay_observe(cmh_replay *r, cmh_replay_observer fn, void *arg)
+{
+    r->obs = fn;
+    r->obs_arg = arg;
+    for (uint32_t i = 0; fn && i < r->bcap; i++) /* what is already there counts as appearing now */
+        if (r->blocks[i].used) fn(arg, (int64_t)r->blocks[i].size, r->blocks[i].stack);
+}
+
+const cmh_entry *cmh_replay_entry(const cmh_replay *r, int64_t i)
+{
+    return i >= 0 && i < (int64_t)r->n ? &r->e[i] : NULL;
+}
+
+int64_t cmh_replay_length(const cmh_replay *r) { return r->n; }
+
+void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg)
+{
+    for (uint32_t i = 0; i < r->bcap; i++) {
+        const rblock *b = &r->blocks[i];
+        if (!b->used) continue;
+        cmh_live_block lb = {b->addr, b->size, b->requested, b->time_ns, b->stack, b->state,
+                             b->pool == CMH_POOL_SMALL_IDX ? CMH_POOL_SMALL : CMH_POOL_LARGE};
+        fn(arg, &lb);
+    }
+}
+
+void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap)
+{
+    uint64_t total = 0, largest = 0;
+    for (uint32_t i = 0; i < r->nsegs; i++) {
+        const rseg *g = r->segs[i];
+        uint64_t at = g->addr;
+        for (uint32_t k = 0; k <= g->nr; k++) {
+            uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;
+            if (end > at) {
+                total += end - at;
+                if (end - at > largest) largest = end - at;
+            }
+            if (k < g->nr && g->r[k].b > at) at = g->r[k].b;
+        }
+    }
+    *free_inside = total;
+    *largest_gap = largest;
 }

@@ -15,6 +15,11 @@ int cmd_summary(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_peak(int argc, char **argv);
+int cmd_leaks(int argc, char **argv);
+int cmd_frag(int argc, char **argv);
+int cmd_oom(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* Print "cumemhist: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,6 +13,11 @@ static const struct {
 } g_cmds[] = {
     {"record", cmd_record, "run a program and record its CUDA memory history"},
     {"summary", cmd_summary, "torch.cuda.memory_summary()-style table of a snapshot"},
+    {"peak", cmd_peak, "peak allocated/reserved, when, and who owned memory then"},
+    {"leaks", cmd_leaks, "blocks still live at the end by allocation site, and which keep growing"},
+    {"frag", cmd_frag, "fragmentation of the reserved segments; fragmentation vs demand"},
+    {"oom", cmd_oom, "each out-of-memory error: request, free memory, verdict, culprits"},
+    {"diff", cmd_diff, "what a change did: peaks, end figures and sites, before vs after"},
     {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments"},
     {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code"},
     {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle) or as JSON"},

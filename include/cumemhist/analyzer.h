@@ -46,6 +46,25 @@ int64_t cmh_replay_position(const cmh_replay *r);
 uint64_t cmh_replay_anomalies(const cmh_replay *r);
 void cmh_replay_free(cmh_replay *r);
 
+/* Watch the replay: fn(arg, +bytes or -bytes, stack) for every active block that appears or is
+ * freed (completed), including the blocks present before the first entry. */
+typedef void (*cmh_replay_observer)(void *arg, int64_t delta, uint32_t stack);
+void cmh_replay_observe(cmh_replay *r, cmh_replay_observer fn, void *arg);
+/* Entry i of the device's trace (NULL outside it), and how many there are. */
+const cmh_entry *cmh_replay_entry(const cmh_replay *r, int64_t i);
+int64_t cmh_replay_length(const cmh_replay *r);
+
+typedef struct cmh_live_block {
+    uint64_t addr, size, requested;
+    int64_t time_ns;
+    uint32_t stack;
+    uint8_t state, pool;
+} cmh_live_block;
+/* Every active block now. */
+void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg);
+/* Free bytes inside the reserved segments now, and the largest contiguous free gap. */
+void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap);
+
 /* Devices that appear in a snapshot (traces or segments), ascending; returns the count. */
 int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
 const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);

@@ -1,0 +1,417 @@
+/*
+ * reports.c - the questions users record for: what owned memory at the peak, what is leaking,
+ * how fragmented the segments are, why an allocation ran out of memory, and what a change did.
+ *
+ * Everything is computed from a replay (replay.c), so it works the same on recorder snapshots
+ * and on PyTorch pickles; byte figures of a PyTorch trace are in the allocator's rounded sizes
+ * (replay.c sizes blocks the way the caching allocator does).  Live blocks are grouped by their
+ * allocation stack ("sites").
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/reports.h"
+
+/* ---- sites: live bytes grouped by stack ---- */
+
+typedef struct site_map {
+    cmh_site *v;
+    uint32_t n, cap;
+    uint32_t *slots; /* index + 1 */
+    uint32_t scap;
+} site_map;
+
+static cmh_site *site_get(site_map *m, uint32_t stack)
+{
+    if ((m->n + 1) * 2 > m->scap) {
+        uint32_t nc = m->scap ? m->scap * 2 : 64;
+        uint32_t *ns = calloc(nc, sizeof *ns);
+        if (!ns) return NULL;
+        for (uint32_t i = 0; i < m->n; i++) {
+            uint32_t j = (m->v[i].stack * 2654435761u) & (nc - 1);
+            while (ns[j]) j = (j + 1) & (nc - 1);
+            ns[j] = i + 1;
+        }
+        free(m->slots);
+        m->slots = ns;
+        m->scap = nc;
+    }
+    uint32_t j = (stack * 2654435761u) & (m->scap - 1);
+    for (; m->slots[j]; j = (j + 1) & (m->scap - 1))
+        if (m->v[m->slots[j] - 1].stack == stack) return &m->v[m->slots[j] - 1];
+    if (m->n == m->cap) {
+        uint32_t nc = m->cap ? m->cap * 2 : 64;
+        cmh_site *nv = realloc(m->v, nc * sizeof *nv);
+        if (!nv) return NULL;
+        m->v = nv;
+        m->cap = nc;
+    }
+    cmh_site *s = &m->v[m->n];
+    memset(s, 0, sizeof *s);
+    s->stack = stack;
+    s->first_ns = INT64_MAX;
+    s->last_ns = INT64_MIN;
+    m->slots[j] = ++m->n;
+    return s;
+}
+
+static int cmp_site(const void *a, const void *b)
+{
+    const cmh_site *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+static void add_block(void *arg, const cmh_live_block *b)
+{
+    site_map *m = arg;
+    cmh_site *s = site_get(m, b->stack);
+    if (!s) return;
+    s->bytes += b->size;
+    s->count++;
+    if (b->time_ns && b->time_ns < s->first_ns) s->first_ns = b->time_ns;
+    if (b->time_ns && b->time_ns > s->last_ns) s->last_ns = b->time_ns;
+}
+
+static void finish_sites(site_map *m, cmh_site **out, uint32_t *n)
+{
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (m->v[i].first_ns == INT64_MAX) m->v[i].first_ns = 0;
+        if (m->v[i].last_ns == INT64_MIN) m->v[i].last_ns = 0;
+    }
+    if (m->n) qsort(m->v, m->n, sizeof *m->v, cmp_site);
+    free(m->slots);
+    *out = m->v;
+    *n = m->n;
+}
+
+static void live_sites(const cmh_replay *r, cmh_site **out, uint32_t *n)
+{
+    site_map m = {0};
+    cmh_replay_blocks(r, add_block, &m);
+    finish_sites(&m, out, n);
+}
+
+static void base_info(const cmh_snapshot *s, int device, cmh_report_base *b)
+{
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    b->device = device;
+    b->entries = t ? t->nentries : 0;
+    b->dropped = t ? t->dropped : 0;
+    b->pytorch = s->source == CMH_SRC_PYTORCH;
+}
+
+/* ---- peak ---- */
+
+int cmh_peak_compute(const cmh_snapshot *s, int device, cmh_peak_report *p)
+{
+    memset(p, 0, sizeof *p);
+    base_info(s, device, &p->base);
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    const cmh_mem_stats *st = cmh_replay_stats(r);
+    p->alloc_peak = st->allocated_bytes[0].current;
+    p->reserved_peak = st->reserved_bytes[0].current;
+    p->alloc_index = p->reserved_index = -1;
+    while (cmh_replay_step(r)) {
+        int64_t i = cmh_replay_position(r);
+        if (st->allocated_bytes[0].current > p->alloc_peak) {
+            p->alloc_peak = st->allocated_bytes[0].current;
+            p->alloc_index = i;
+            p->alloc_time_ns = cmh_replay_entry(r, i)->time_ns;
+        }
+        if (st->reserved_bytes[0].current > p->reserved_peak) {
+            p->reserved_peak = st->reserved_bytes[0].current;
+            p->reserved_index = i;
+            p->reserved_time_ns = cmh_replay_entry(r, i)->time_ns;
+        }
+    }
+    p->alloc_end = st->allocated_bytes[0].current;
+    p->reserved_end = st->reserved_bytes[0].current;
+    int64_t n = cmh_replay_length(r);
+    /* reconciling the end with the final segments may have raised the figures past every entry */
+    if (st->allocated_bytes[0].current > p->alloc_peak) p->alloc_peak = st->allocated_bytes[0].current, p->alloc_index = n;
+    cmh_replay_free(r);
+
+    /* again, up to the allocated peak, to see who owned memory then */
+    if (!(r = cmh_replay_new(s, device))) return CMH_ENOMEM;
+    while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
+    live_sites(r, &p->sites, &p->nsites);
+    cmh_replay_free(r);
+    return CMH_OK;
+}
+
+/* ---- leaks ---- */
+
+#define MAX_CHECKPOINTS 64
+
+typedef struct leak_ctx {
+    site_map live; /* bytes per stack right now (cmh_site.bytes) */
+} leak_ctx;
+
+static void leak_observe(void *arg, int64_t delta, uint32_t stack)
+{
+    leak_ctx *c = arg;
+    cmh_site *s = site_get(&c->live, stack);
+    if (s) s->bytes = (uint64_t)((int64_t)s->bytes + delta);
+}
+
+int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh_leak_report *p)
+{
+    memset(p, 0, sizeof *p);
+    base_info(s, device, &p->base);
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    int64_t n = cmh_replay_length(r);
+
+    /* checkpoints: the trace's marks, else PyTorch's external annotations (their START times),
+     * else ten even steps through the trace */
+    int64_t cps[MAX_CHECKPOINTS];
+    int ncp = 0, nmarks = 0;
+    for (int64_t i = 0; i < n; i++) nmarks += cmh_replay_entry(r, i)->action == CMH_ACT_MARK;
+    if (nmarks >= 2) {
+        int stride = (nmarks + MAX_CHECKPOINTS - 1) / MAX_CHECKPOINTS, k = 0;
+        for (int64_t i = 0; i < n && ncp < MAX_CHECKPOINTS; i++)
+            if (cmh_replay_entry(r, i)->action == CMH_ACT_MARK && k++ % stride == 0) cps[ncp++] = i;
+        p->checkpoint_kind = CMH_CP_MARKS;
+    } else {
+        int starts = 0;
+        for (uint32_t a = 0; a < s->nannotations; a++) starts += s->annotations[a].stage == 0 && s->annotations[a].device == device;
+        if (starts >= 2 && n) {
+            int stride = (starts + MAX_CHECKPOINTS - 1) / MAX_CHECKPOINTS, k = 0;
+            int64_t i = 0;
+            for (uint32_t a = 0; a < s->nannotations && ncp < MAX_CHECKPOINTS; a++) {
+                const cmh_annotation *an = &s->annotations[a];
+                if (an->stage != 0 || an->device != device || k++ % stride) continue;
+                while (i < n && cmh_replay_entry(r, i)->time_ns < an->time_ns) i++;
+                if (!ncp || cps[ncp - 1] != i) cps[ncp++] = i;
+            }
+            p->checkpoint_kind = CMH_CP_ANNOTATIONS;
+        }
+        if (ncp < 2) {
+            ncp = 0;
+            for (int k = 0; k < 10 && n; k++) cps[ncp++] = n * k / 10;
+            p->checkpoint_kind = CMH_CP_EVEN;
+        }
+    }
+    p->ncheckpoints = ncp;
+
+    leak_ctx c = {{0}};
+    cmh_replay_observe(r, leak_observe, &c);
+    /* samples[k][site index in c.live] */
+    uint64_t *samples = NULL;
+    uint32_t sample_cols = 0;
+    int k = 0;
+    for (;;) {
+        int64_t pos = cmh_replay_position(r) + 1; /* the next entry to apply */
+        while (k < ncp && cps[k] <= pos) {
+            if (c.live.n > sample_cols) { /* widen: new sites appeared */
+                uint32_t nc = c.live.n * 2 + 16;
+                uint64_t *ns = calloc((size_t)MAX_CHECKPOINTS * nc, sizeof *ns);
+                if (!ns) break;
+                for (int q = 0; q < k; q++) memcpy(ns + (size_t)q * nc, samples + (size_t)q * sample_cols, sample_cols * sizeof *ns);
+                free(samples);
+                samples = ns;
+                sample_cols = nc;
+            }
+            for (uint32_t i = 0; i < c.live.n; i++) samples[(size_t)k * sample_cols + i] = c.live.v[i].bytes;
+            k++;
+        }
+        if (!cmh_replay_step(r)) break;
+    }
+    ncp = k;
+    p->ncheckpoints = ncp;
+
+    /* still live at the end, by site, with their growth over the checkpoints */
+    site_map end = {0};
+    cmh_replay_blocks(r, add_block, &end);
+    cmh_site *sites;
+    uint32_t nsites;
+    finish_sites(&end, &sites, &nsites);
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < nsites; i++) {
+        cmh_site *st = &sites[i];
+        if (st->bytes < min_bytes) continue;
+        /* the series: each checkpoint, then the end */
+        uint32_t col = UINT32_MAX;
+        for (uint32_t q = 0; q < c.live.n; q++)
+            if (c.live.v[q].stack == st->stack) col = q;
+        uint64_t prev = 0;
+        int have = 0;
+        st->rises = st->drops = 0;
+        for (int q = 0; q <= ncp; q++) {
+            uint64_t v = q < ncp ? (col < sample_cols ? samples[(size_t)q * sample_cols + col] : 0) : st->bytes;
+            if (q == 0) st->start_bytes = v;
+            if (have) {
+                st->rises += v > prev;
+                st->drops += v < prev;
+            }
+            prev = v;
+            have = 1;
+        }
+        st->intervals = (uint32_t)ncp;
+        st->growing = st->rises >= 3 && st->drops * 4 <= st->rises && st->bytes > st->start_bytes;
+        p->leaking += st->growing;
+        p->live_bytes += st->bytes;
+        p->live_blocks += st->count;
+        sites[kept++] = *st;
+    }
+    p->sites = sites;
+    p->nsites = kept;
+    free(samples);
+    free(c.live.v);
+    free(c.live.slots);
+    cmh_replay_free(r);
+    return CMH_OK;
+}
+
+/* ---- fragmentation ---- */
+
+int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
+{
+    memset(p, 0, sizeof *p);
+    base_info(s, device, &p->base);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->nsegments; i++) n += s->segments[i].device == device;
+    p->segs = calloc(n ? n : 1, sizeof *p->segs);
+    if (!p->segs) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device != device) continue;
+        cmh_frag_seg *f = &p->segs[p->nsegs++];
+        f->index = i;
+        f->addr = g->addr;
+        f->reserved = g->size;
+        f->expandable = (g->flags & CMH_SEG_EXPANDABLE) != 0;
+        uint64_t active = 0, run = 0;
+        int any_active = 0;
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *b = &s->blocks[g->first_block + k];
+            if (b->state == CMH_BLOCK_INACTIVE) {
+                run += b->size;
+                if (run > f->largest_gap) f->largest_gap = run;
+                continue;
+            }
+            run = 0;
+            any_active = 1;
+            active += b->size;
+            if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) f->allocated += b->size;
+        }
+        f->free = g->size - active;
+        f->fragmentation = f->free ? 1.0 - (double)f->largest_gap / (double)f->free : 0.0;
+        f->non_releasable = any_active && !f->expandable ? f->free : 0;
+        p->reserved += f->reserved;
+        p->allocated += f->allocated;
+        p->free += f->free;
+        p->non_releasable += f->non_releasable;
+        if (f->largest_gap > p->largest_gap) p->largest_gap = f->largest_gap;
+    }
+    p->fragmentation = p->free ? 1.0 - (double)p->largest_gap / (double)p->free : 0.0;
+    /* the last OOM, if any: would fragmentation, rather than demand, explain it? */
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->action == CMH_ACT_OOM) {
+            p->last_oom_request = e->size;
+            p->last_oom_device_free = e->addr;
+            p->has_oom = 1;
+        }
+    }
+    return CMH_OK;
+}
+
+/* ---- OOM ---- */
+
+int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *p)
+{
+    memset(p, 0, sizeof *p);
+    base_info(s, device, &p->base);
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    int64_t n = cmh_replay_length(r);
+    uint32_t count = 0;
+    for (int64_t i = 0; i < n; i++) count += cmh_replay_entry(r, i)->action == CMH_ACT_OOM;
+    p->events = calloc(count ? count : 1, sizeof *p->events);
+    if (!p->events) {
+        cmh_replay_free(r);
+        return CMH_ENOMEM;
+    }
+    const cmh_mem_stats *st = cmh_replay_stats(r);
+    for (int64_t i = 0; i < n; i++) {
+        const cmh_entry *e = cmh_replay_entry(r, i);
+        if (e->action == CMH_ACT_OOM) {
+            cmh_oom_event *o = &p->events[p->nevents++];
+            o->index = i;
+            o->time_ns = e->time_ns;
+            o->request = e->size;
+            o->device_free = e->addr;
+            o->allocated = (uint64_t)st->allocated_bytes[0].current;
+            o->reserved = (uint64_t)st->reserved_bytes[0].current;
+            cmh_replay_free_space(r, &o->free_inside, &o->largest_gap);
+            o->fits_in_gap = o->largest_gap >= o->request;
+            /* fragmentation when the bytes were there, only not in one piece */
+            if (o->fits_in_gap) o->verdict = CMH_OOM_FIT_IGNORED;
+            else if (o->free_inside + o->device_free >= o->request) o->verdict = CMH_OOM_FRAGMENTATION;
+            else o->verdict = CMH_OOM_DEMAND;
+            live_sites(r, &o->sites, &o->nsites);
+        }
+        cmh_replay_step(r);
+    }
+    cmh_replay_free(r);
+    return CMH_OK;
+}
+
+void cmh_report_free_sites(cmh_site *sites) { free(sites); }
+
+void cmh_oom_report_free(cmh_oom_report *p)
+{
+    for (uint32_t i = 0; i < p->nevents; i++) free(p->events[i].sites);
+    free(p->events);
+}
+
+/* ---- stacks as text ---- */
+
+static int boring(const cmh_snapshot *s, const cmh_frame *f)
+{
+    const char *n = cmh_str(s, f->name), *file = cmh_str(s, f->filename);
+    /* PyTorch's own filter (memory_viz, _memory_viz.py) ... */
+    static const char *const names[] = {"unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
+                                        "__libc_start_main", "PyEval_", "PyObject_", "PyFunction_"};
+    static const char *const files[] = {"core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
+                                        "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
+                                        "cpython/abstract.h"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strstr(n, names[i])) return 1;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (strstr(file, files[i])) return 1;
+    /* ... and the frames of the CUDA runtime and of PyTorch's allocator and dispatcher, which
+     * are the same for every allocation and name no user code */
+    static const char *const internal[] = {"CachingAllocator", "c10::cuda::", "at::detail::empty", "c10::impl::",
+                                           "at::_ops::", "c10::Dispatcher", "libcudart_static_"};
+    for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++)
+        if (strstr(n, internal[i])) return 1;
+    return !strncmp(file, "libcuda.so", 10) || !strncmp(file, "libcudart", 9);
+}
+
+int cmh_stack_lines(const cmh_snapshot *s, uint32_t stack, int max, const char **names, const char **files,
+                    int64_t *lines)
+{
+    const cmh_stack *st = &s->stacks[stack];
+    int k = 0;
+    for (uint32_t i = 0; i < st->count && k < max; i++) {
+        const cmh_frame *f = &s->frames[s->stack_frames[st->first + i]];
+        if (boring(s, f)) continue;
+        names[k] = cmh_str(s, f->name);
+        files[k] = cmh_str(s, f->filename);
+        lines[k] = f->line;
+        k++;
+    }
+    return k;
+}
+
+const char *cmh_stack_site(const cmh_snapshot *s, uint32_t stack)
+{
+    const char *n[1], *f[1];
+    int64_t l[1];
+    return cmh_stack_lines(s, stack, 1, n, f, l) ? n[0] : stack ? "<unknown>" : "<no stack recorded>";
+}

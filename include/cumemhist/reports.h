@@ -1,0 +1,106 @@
+/*
+ * cumemhist/reports.h - peak, leaks, fragmentation, OOM and diff, computed over a replay.
+ *
+ * A "site" is an allocation stack with the live blocks it holds (bytes, count, first and last
+ * allocation time).  Sites come sorted by bytes, largest first.  Every report says how many
+ * trace entries it covers and how many the ring dropped before them.
+ */
+#ifndef CUMEMHIST_REPORTS_H
+#define CUMEMHIST_REPORTS_H
+
+#include "analyzer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cmh_site {
+    uint32_t stack;
+    uint64_t bytes, count;
+    int64_t first_ns, last_ns;
+    /* leaks only */
+    uint64_t start_bytes;
+    uint32_t rises, drops, intervals;
+    int growing;
+} cmh_site;
+
+typedef struct cmh_report_base {
+    int device;
+    uint64_t entries, dropped;
+    int pytorch; /* byte figures of a PyTorch trace are the allocator's rounded sizes */
+} cmh_report_base;
+
+typedef struct cmh_peak_report {
+    cmh_report_base base;
+    int64_t alloc_peak, alloc_index, alloc_time_ns; /* index -1: before the first entry */
+    int64_t reserved_peak, reserved_index, reserved_time_ns;
+    int64_t alloc_end, reserved_end;
+    cmh_site *sites; /* live at the allocated peak */
+    uint32_t nsites;
+} cmh_peak_report;
+
+int cmh_peak_compute(const cmh_snapshot *s, int device, cmh_peak_report *out);
+
+enum { CMH_CP_EVEN = 0, CMH_CP_MARKS = 1, CMH_CP_ANNOTATIONS = 2 };
+
+typedef struct cmh_leak_report {
+    cmh_report_base base;
+    cmh_site *sites; /* still live at the end, at least min_bytes */
+    uint32_t nsites;
+    uint64_t live_bytes, live_blocks;
+    uint32_t leaking; /* sites whose live bytes kept rising across the checkpoints */
+    int checkpoint_kind, ncheckpoints;
+} cmh_leak_report;
+
+int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh_leak_report *out);
+
+typedef struct cmh_frag_seg {
+    uint32_t index;
+    uint64_t addr, reserved, allocated, free, largest_gap, non_releasable;
+    double fragmentation; /* 1 - largest free gap / free */
+    int expandable;
+} cmh_frag_seg;
+
+typedef struct cmh_frag_report {
+    cmh_report_base base;
+    cmh_frag_seg *segs;
+    uint32_t nsegs;
+    uint64_t reserved, allocated, free, largest_gap, non_releasable;
+    double fragmentation;
+    int has_oom;
+    uint64_t last_oom_request, last_oom_device_free;
+} cmh_frag_report;
+
+int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *out);
+
+enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2 };
+
+typedef struct cmh_oom_event {
+    int64_t index, time_ns;
+    uint64_t request, device_free, allocated, reserved, free_inside, largest_gap;
+    int fits_in_gap, verdict;
+    cmh_site *sites; /* holding memory at that moment */
+    uint32_t nsites;
+} cmh_oom_event;
+
+typedef struct cmh_oom_report {
+    cmh_report_base base;
+    cmh_oom_event *events;
+    uint32_t nevents;
+} cmh_oom_report;
+
+int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *out);
+void cmh_oom_report_free(cmh_oom_report *r);
+void cmh_report_free_sites(cmh_site *sites);
+
+/* A stack's frames worth showing (PyTorch's frame filter, and the CUDA runtime's own frames left
+ * out), innermost first; returns how many were filled (at most max). */
+int cmh_stack_lines(const cmh_snapshot *s, uint32_t stack, int max, const char **names, const char **files,
+                    int64_t *lines);
+/* The innermost frame worth showing: a site's short name. */
+const char *cmh_stack_site(const cmh_snapshot *s, uint32_t stack);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
