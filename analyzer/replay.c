@@ -659,7 +659,9 @@ static void reconcile(cmh_replay *r)
         memset(&un, 0, sizeof un);
         un.addr = g->addr;
         un.size = g->size;
+        uint32_t before = r->nsegs;
         fwd_segment_free(r, &un);
+        if (r->nsegs >= before && i < r->nsegs && r->segs[i] == g) i++; /* not removable (empty): leave it */
     }
     /* what the file has and the replay lacks */
     for (uint32_t i = 0; i < s->nsegments; i++) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/reports.h"
 #include "testutil.h"
 
 #define MIB (1ull << 20)
@@ -211,6 +212,187 @@ static void test_empty_snapshot(void)
     cmh_snapshot_free(&s);
 }
 
+/* a stack with one named frame, for grouping by site */
+static uint32_t named_stack(cmh_snapshot *s, const char *fn)
+{
+    cmh_frame f = {0, 0, 0, 0, -1};
+    cmh_strtab_intern(&s->strings, fn, strlen(fn), &f.name);
+    cmh_strtab_intern(&s->strings, "prog.c", 6, &f.filename);
+    uint32_t fid, sid;
+    cmh_snapshot_add_frame(s, &f, &fid);
+    cmh_snapshot_add_stack(s, &fid, 1, &sid);
+    return sid;
+}
+
+static void add_s(cmh_snapshot *s, int action, uint64_t addr, uint64_t size, uint32_t stack)
+{
+    add(s, action, addr, size, size, CMH_EF_WHOLE_BLOCK);
+    s->entries[s->nentries - 1].stack = stack;
+}
+
+/* A whole-block history: weights (kept), a leak of 4 MiB per step, temporaries freed each step. */
+static void leaky_history(cmh_snapshot *s, int steps, int with_marks)
+{
+    cmh_snapshot_init(s);
+    uint32_t w = named_stack(s, "load_weights"), l = named_stack(s, "load_batch"), t = named_stack(s, "forward");
+    cmh_snapshot_add_trace(s, 0, 0, NULL);
+    add_s(s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 64 * MIB, w);
+    for (int i = 0; i < steps; i++) {
+        if (with_marks) add(s, CMH_ACT_MARK, 0, 0, 0, 0);
+        add_s(s, CMH_ACT_SEGMENT_ALLOC, SEG_B + (uint64_t)i * 64 * MIB, 4 * MIB, l);
+        add_s(s, CMH_ACT_SEGMENT_ALLOC, SEG_B + 0x100000000ull, 30 * MIB, t);
+        add_s(s, CMH_ACT_SEGMENT_FREE, SEG_B + 0x100000000ull, 30 * MIB, t);
+    }
+    cmh_segment g = {0, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, CMH_POOL_LARGE, SEG_A, 64 * MIB, 0, {0, 0}, w, 0, 0, 0};
+    cmh_block b = {SEG_A, 64 * MIB, 64 * MIB, w, CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+    cmh_snapshot_add_segment(s, &g, NULL);
+    cmh_snapshot_add_block(s, &b);
+    for (int i = 0; i < steps; i++) {
+        cmh_segment h = g;
+        h.addr = b.addr = SEG_B + (uint64_t)i * 64 * MIB;
+        h.size = b.size = b.requested = 4 * MIB;
+        h.stack = b.stack = l;
+        cmh_snapshot_add_segment(s, &h, NULL);
+        cmh_snapshot_add_block(s, &b);
+    }
+}
+
+static void test_peak_report(void)
+{
+    cmh_snapshot s;
+    leaky_history(&s, 5, 0);
+    cmh_peak_report p;
+    CU_ASSERT_EQUAL_FATAL(cmh_peak_compute(&s, 0, &p), CMH_OK);
+    /* the peak is the last step's temporary: 64 + 5*4 + 30 MiB, at entry 1 + 4*3 + 2 = 14 */
+    CU_ASSERT_EQUAL(p.alloc_peak, (int64_t)(114 * MIB));
+    CU_ASSERT_EQUAL(p.alloc_index, 14);
+    CU_ASSERT_EQUAL(p.alloc_time_ns, s.entries[14].time_ns);
+    CU_ASSERT_EQUAL(p.reserved_peak, (int64_t)(114 * MIB));
+    CU_ASSERT_EQUAL(p.alloc_end, (int64_t)(84 * MIB));
+    CU_ASSERT_EQUAL_FATAL(p.nsites, 3);
+    CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, p.sites[0].stack), "load_weights");
+    CU_ASSERT_EQUAL(p.sites[0].bytes, 64 * MIB);
+    CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, p.sites[1].stack), "forward");
+    CU_ASSERT_EQUAL(p.sites[1].bytes, 30 * MIB);
+    CU_ASSERT_EQUAL(p.sites[2].bytes, 20 * MIB);
+    CU_ASSERT_EQUAL(p.sites[2].count, 5);
+    cmh_report_free_sites(p.sites);
+    cmh_snapshot_free(&s);
+}
+
+static void test_leaks_report(void)
+{
+    for (int marks = 0; marks < 2; marks++) {
+        cmh_snapshot s;
+        leaky_history(&s, 12, marks);
+        cmh_leak_report p;
+        CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, 0, &p), CMH_OK);
+        CU_ASSERT_EQUAL(p.checkpoint_kind, marks ? CMH_CP_MARKS : CMH_CP_EVEN);
+        CU_ASSERT_EQUAL(p.ncheckpoints, marks ? 12 : 10);
+        CU_ASSERT_EQUAL(p.live_bytes, (64 + 48) * MIB);
+        CU_ASSERT_EQUAL(p.live_blocks, 13);
+        CU_ASSERT_EQUAL_FATAL(p.nsites, 2);
+        CU_ASSERT_EQUAL(p.leaking, 1);
+        const cmh_site *weights = &p.sites[0], *leak = &p.sites[1];
+        CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, weights->stack), "load_weights");
+        CU_ASSERT_FALSE(weights->growing);
+        CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, leak->stack), "load_batch");
+        CU_ASSERT_TRUE(leak->growing);
+        CU_ASSERT_EQUAL(leak->bytes, 48 * MIB);
+        CU_ASSERT_EQUAL(leak->count, 12);
+        CU_ASSERT(leak->rises >= 9 && leak->drops == 0);
+        CU_ASSERT(leak->first_ns > 0 && leak->last_ns > leak->first_ns);
+        cmh_report_free_sites(p.sites);
+        /* --min-bytes leaves the small site out */
+        CU_ASSERT_EQUAL(cmh_leaks_compute(&s, 0, 50 * MIB, &p), CMH_OK);
+        CU_ASSERT_EQUAL(p.nsites, 1);
+        CU_ASSERT_EQUAL(p.leaking, 0);
+        cmh_report_free_sites(p.sites);
+        cmh_snapshot_free(&s);
+    }
+}
+
+/* Two 20 MiB segments, each half full with a free 10 MiB gap: a 15 MiB request fails although
+ * 20 MiB are free inside them -- fragmentation. */
+static void frag_history(cmh_snapshot *s, uint64_t device_free)
+{
+    cmh_snapshot_init(s);
+    uint32_t st = named_stack(s, "activations");
+    cmh_snapshot_add_trace(s, 0, 0, NULL);
+    for (int k = 0; k < 2; k++) {
+        uint64_t a = k ? SEG_B : SEG_A;
+        add(s, CMH_ACT_SEGMENT_ALLOC, a, 20 * MIB, 20 * MIB, 0);
+        add(s, CMH_ACT_ALLOC, a + 5 * MIB, 10 * MIB, 10 * MIB, 0);
+        s->entries[s->nentries - 1].stack = st;
+    }
+    add(s, CMH_ACT_OOM, device_free, 15 * MIB, 15 * MIB, 0);
+    for (int k = 0; k < 2; k++) {
+        uint64_t a = k ? SEG_B : SEG_A;
+        cmh_segment g = {0, CMH_KIND_DEVICE, 0, CMH_POOL_LARGE, a, 20 * MIB, 0, {0, 0}, 0, 0, 0, 0};
+        cmh_block b0 = {a, 5 * MIB, 0, 0, CMH_BLOCK_INACTIVE, 0};
+        cmh_block b1 = {a + 5 * MIB, 10 * MIB, 10 * MIB, st, CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+        cmh_block b2 = {a + 15 * MIB, 5 * MIB, 0, 0, CMH_BLOCK_INACTIVE, 0};
+        cmh_snapshot_add_segment(s, &g, NULL);
+        cmh_snapshot_add_block(s, &b0);
+        cmh_snapshot_add_block(s, &b1);
+        cmh_snapshot_add_block(s, &b2);
+    }
+}
+
+static void test_frag_report(void)
+{
+    cmh_snapshot s;
+    frag_history(&s, 0);
+    cmh_frag_report p;
+    CU_ASSERT_EQUAL_FATAL(cmh_frag_compute(&s, 0, &p), CMH_OK);
+    CU_ASSERT_EQUAL(p.nsegs, 2);
+    CU_ASSERT_EQUAL(p.reserved, 40 * MIB);
+    CU_ASSERT_EQUAL(p.allocated, 20 * MIB);
+    CU_ASSERT_EQUAL(p.free, 20 * MIB);
+    CU_ASSERT_EQUAL(p.largest_gap, 5 * MIB);
+    CU_ASSERT_EQUAL(p.non_releasable, 20 * MIB);
+    CU_ASSERT_DOUBLE_EQUAL(p.fragmentation, 0.75, 1e-9);
+    CU_ASSERT_EQUAL(p.segs[0].largest_gap, 5 * MIB);
+    CU_ASSERT_DOUBLE_EQUAL(p.segs[0].fragmentation, 0.5, 1e-9);
+    CU_ASSERT_TRUE(p.has_oom);
+    CU_ASSERT_EQUAL(p.last_oom_request, 15 * MIB);
+    free(p.segs);
+    cmh_snapshot_free(&s);
+}
+
+static void test_oom_report(void)
+{
+    cmh_snapshot s;
+    frag_history(&s, 0);
+    cmh_oom_report p;
+    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, &p), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(p.nevents, 1);
+    const cmh_oom_event *e = &p.events[0];
+    CU_ASSERT_EQUAL(e->index, 4);
+    CU_ASSERT_EQUAL(e->request, 15 * MIB);
+    CU_ASSERT_EQUAL(e->allocated, 20 * MIB);
+    CU_ASSERT_EQUAL(e->reserved, 40 * MIB);
+    CU_ASSERT_EQUAL(e->free_inside, 20 * MIB);
+    CU_ASSERT_EQUAL(e->largest_gap, 5 * MIB);
+    CU_ASSERT_FALSE(e->fits_in_gap);
+    CU_ASSERT_EQUAL(e->verdict, CMH_OOM_FRAGMENTATION);
+    CU_ASSERT_EQUAL_FATAL(e->nsites, 1);
+    CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, e->sites[0].stack), "activations");
+    CU_ASSERT_EQUAL(e->sites[0].bytes, 20 * MIB);
+    cmh_oom_report_free(&p);
+    cmh_snapshot_free(&s);
+    /* the same request when nothing is free inside the segments: demand */
+    cmh_snapshot_init(&s);
+    cmh_snapshot_add_trace(&s, 0, 0, NULL);
+    add(&s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 20 * MIB, 20 * MIB, CMH_EF_WHOLE_BLOCK);
+    add(&s, CMH_ACT_OOM, 1 * MIB, 15 * MIB, 15 * MIB, 0);
+    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, &p), CMH_OK);
+    CU_ASSERT_EQUAL(p.events[0].verdict, CMH_OOM_DEMAND);
+    CU_ASSERT_EQUAL(p.events[0].device_free, 1 * MIB);
+    cmh_oom_report_free(&p);
+    cmh_snapshot_free(&s);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -220,5 +402,9 @@ int main(void)
     CMH_ADD_TEST(s, test_ring_truncated);
     CMH_ADD_TEST(s, test_whole_block_segments);
     CMH_ADD_TEST(s, test_empty_snapshot);
+    CMH_ADD_TEST(s, test_peak_report);
+    CMH_ADD_TEST(s, test_leaks_report);
+    CMH_ADD_TEST(s, test_frag_report);
+    CMH_ADD_TEST(s, test_oom_report);
     return cmh_test_main();
 }
