@@ -402,6 +402,25 @@ static void test_cpp_pickler_form(void)
     cmh_snapshot_free(&s);
 }
 
+/* inputs the fuzzer found (tests/fixtures/fuzz): each must load or fail, and replay, in time */
+static void test_fuzz_regressions(void)
+{
+    static const char *const files[] = {"replay-reconcile-loop.pickle"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[512], err[512];
+        snprintf(path, sizeof path, "%s/fuzz/%s", CMH_FIXTURES, files[i]);
+        cmh_snapshot s;
+        if (cmh_snapshot_load(path, &s, err, sizeof err) != CMH_OK) continue;
+        int32_t devs[8];
+        int nd = cmh_snapshot_devices(&s, devs, 8);
+        for (int d = 0; d < nd && d < 8; d++) {
+            cmh_mem_stats st;
+            CU_ASSERT_EQUAL(cmh_summary_compute(&s, devs[d], &st), CMH_OK);
+        }
+        cmh_snapshot_free(&s);
+    }
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -414,5 +433,6 @@ int main(void)
     CMH_ADD_TEST(s, test_wrong_protocol_and_code);
     CMH_ADD_TEST(s, test_cycles_and_bombs);
     CMH_ADD_TEST(s, test_cpp_pickler_form);
+    CMH_ADD_TEST(s, test_fuzz_regressions);
     return cmh_test_main();
 }
