@@ -46,6 +46,7 @@ struct cmh_replay {
     uint32_t n;
     int64_t pos;
     rseg **segs;
+    uint64_t *saddr; /* segs[i]->addr, side by side: the binary search touches one cache line */
     uint32_t nsegs, capsegs;
     rblock *blocks; /* open addressing by addr */
     uint32_t bcap, bn;
@@ -123,7 +124,7 @@ static uint32_t seg_lower(const cmh_replay *r, uint64_t addr) /* first index wit
     uint32_t lo = 0, hi = r->nsegs;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        if (r->segs[mid]->addr <= addr) lo = mid + 1;
+        if (r->saddr[mid] <= addr) lo = mid + 1;
         else hi = mid;
     }
     return lo;
@@ -191,6 +192,9 @@ static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t poo
         rseg **ns = realloc(r->segs, nc * sizeof *ns);
         if (!ns) return NULL;
         r->segs = ns;
+        uint64_t *na = realloc(r->saddr, nc * sizeof *na);
+        if (!na) return NULL;
+        r->saddr = na;
         r->capsegs = nc;
     }
     rseg *g = calloc(1, sizeof *g);
@@ -203,7 +207,9 @@ static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t poo
     g->gaps = size ? 1 : 0;
     uint32_t i = seg_lower(r, addr);
     memmove(&r->segs[i + 1], &r->segs[i], (r->nsegs - i) * sizeof *r->segs);
+    memmove(&r->saddr[i + 1], &r->saddr[i], (r->nsegs - i) * sizeof *r->saddr);
     r->segs[i] = g;
+    r->saddr[i] = addr;
     r->nsegs++;
     return g;
 }
@@ -213,6 +219,7 @@ static void seg_remove_at(cmh_replay *r, uint32_t i)
     free(r->segs[i]->r);
     free(r->segs[i]);
     memmove(&r->segs[i], &r->segs[i + 1], (r->nsegs - i - 1) * sizeof *r->segs);
+    memmove(&r->saddr[i], &r->saddr[i + 1], (r->nsegs - i - 1) * sizeof *r->saddr);
     r->nsegs--;
 }
 
@@ -407,6 +414,7 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
             g->size = a - ga;
         } else if (a == ga) {
             g->addr = b;
+            r->saddr[i] = b;
             g->size = gb - b;
         } else {
             g->size = a - ga;
@@ -541,6 +549,7 @@ static void free_tables(cmh_replay *r)
         free(r->segs[i]);
     }
     free(r->segs);
+    free(r->saddr);
     free(r->blocks);
 }
 

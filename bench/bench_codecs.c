@@ -207,7 +207,10 @@ int main(int argc, char **argv)
         printf("%-34s %7.3f s  %6.2f M entries/s  %7.1f MB/s  peak RSS %6.1f MB = %.2fx the file (%u entries)\n",
                phases[i].what, t, got / t / 1e6, size / t / 1e6, peak / 1024.0, peak * 1024.0 / size, got);
     }
-    unlink(cmh);
-    unlink(pkl);
+    if (getenv("BENCH_KEEP")) printf("kept %s and %s\n", cmh, pkl);
+    else {
+        unlink(cmh);
+        unlink(pkl);
+    }
     return 0;
 }

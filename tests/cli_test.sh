@@ -76,6 +76,32 @@ check "oom_demo exit 1 forwarded" "[ $? -eq 1 ]"
 "$CMH" summary oom.cmh >oom.txt
 check "summary counts the OOM" "grep -q 'CUDA OOMs: 1 ' oom.txt"
 
+# the reports on the samples
+"$CMH" leaks leak.cmh >leaks.txt
+check "leaks names the leaking function with its bytes" "grep -q '20.0 MiB .*LEAK .*load_batch' leaks.txt"
+"$CMH" leaks --json leak.cmh >leaks.json
+check "leaks --json: exact bytes of the leak" "grep -q '\"bytes\": 20971520, \"blocks\": 5' leaks.json"
+"$CMH" leaks --fail-on-leak leak.cmh >/dev/null
+check "leaks --fail-on-leak exits 3" "[ $? -eq 3 ]"
+"$CMH" oom oom.cmh >oomr.txt
+check "oom: the failed request" "grep -q 'requested  *256.0 MiB (268435456 bytes)' oomr.txt"
+check "oom: the culprit" "grep -q 'grow_model' oomr.txt && grep -q 'verdict: demand' oomr.txt"
+"$CMH" peak leak.cmh >peak.txt
+check "peak: bytes and the owners" "grep -q 'peak allocated: 94.0 MiB (98566144 bytes)' peak.txt && grep -q 'load_batch' peak.txt"
+"$CMH" record -q -o leak10.cmh -- "$S/leaky" 10 >/dev/null
+"$CMH" diff leak.cmh leak10.cmh --fail-if-peak-grows 5 >diff.txt
+check "diff --fail-if-peak-grows exits 3 on growth" "[ $? -eq 3 ] && grep -q 'peak allocated' diff.txt"
+"$CMH" diff leak.cmh leak.cmh --fail-if-peak-grows 5 >/dev/null
+check "diff of a snapshot with itself passes the gate" "[ $? -eq 0 ]"
+"$CMH" peak leak.cmh leak10.cmh >multi.txt
+check "peak of several snapshots: a row each and the worst" "grep -q '^worst: leak10.cmh' multi.txt"
+"$CMH" frag leak.cmh >/dev/null
+check "frag runs" "[ $? -eq 0 ]"
+for c in record summary peak leaks frag oom diff stats trace export; do
+    "$CMH" $c --help >/dev/null 2>&1 || bad "$c --help"
+done
+ok "--help for every command"
+
 # damaged snapshots: one line naming the file and the byte, non-zero exit, no crash
 size=$(wc -c <leak.cmh)
 head -c $((size - 3)) leak.cmh >trunc.cmh
