@@ -688,7 +688,7 @@ static int run(pm *m, pv *result)
             if (kind == C_LIST)
                 for (size_t i = from; i < m->sp; i++)
                     if (convert_entry(m, &m->stack[i]) || convert_frame(m, &m->stack[i])) return -1;
-            if (cont_add(m, &m->conts[v.u.id], m->stack + from, m->sp - from)) return -1;
+            if (m->sp > from && cont_add(m, &m->conts[v.u.id], m->stack + from, m->sp - from)) return -1;
             m->sp = from;
             if (push(m, v)) return -1;
             break;
