@@ -20,6 +20,7 @@ int cmd_leaks(int argc, char **argv);
 int cmd_frag(int argc, char **argv);
 int cmd_oom(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_kernels(int argc, char **argv);
 
 /* Print "cumemhist: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -18,6 +18,8 @@ static const char *const usage_text =
     "  -f, --format memviz   a PyTorch snapshot pickle (protocol 4) that PyTorch's memory_viz page\n"
     "                        (pytorch.org/memory_viz) and _memory_viz.py open (default)\n"
     "  -f, --format json     the same dict as JSON, plus what PyTorch's schema cannot hold\n"
+    "  -f, --format chrome   a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"
+    "                        device, OOM and mark instants, kernels on one track per stream\n"
     "  -o, --output PATH     where to write (default: standard output; written atomically)\n"
     "\n"
     "example: cumemhist export run.cmh -o run.pickle   # then drag run.pickle onto memory_viz\n";
@@ -45,9 +47,9 @@ int cmd_export(int argc, char **argv)
         fputs(usage_text, stderr);
         return 2;
     }
-    int json = !strcmp(format, "json");
-    if (!json && strcmp(format, "memviz") && strcmp(format, "pickle")) {
-        cli_error("export: unknown format '%s' (memviz or json)", format);
+    int json = !strcmp(format, "json"), chrome = !strcmp(format, "chrome");
+    if (!json && !chrome && strcmp(format, "memviz") && strcmp(format, "pickle")) {
+        cli_error("export: unknown format '%s' (memviz, json or chrome)", format);
         return 2;
     }
     cmh_snapshot s;
@@ -63,14 +65,14 @@ int cmd_export(int argc, char **argv)
         }
     }
     uint64_t host = 0;
-    int rc = json ? cmh_export_json(&s, fp) : cmh_export_memviz(&s, fp, &host);
+    int rc = json ? cmh_export_json(&s, fp) : chrome ? cmh_export_chrome(&s, fp) : cmh_export_memviz(&s, fp, &host);
     if (fp != stdout) {
         if (fclose(fp) != 0) rc = CMH_EIO;
         if (rc == CMH_OK && rename(tmp, out) != 0) rc = CMH_EIO;
         if (rc != CMH_OK) unlink(tmp);
     } else if (fflush(stdout) != 0) rc = CMH_EIO;
     if (rc != CMH_OK) cli_error("%s: export failed (%s)", out ? out : "stdout", rc == CMH_ENOMEM ? "out of memory" : strerror(errno));
-    else if (host && !json)
+    else if (host && !json && !chrome)
         fprintf(stderr, "cumemhist: %llu pinned host allocations left out (memory_viz shows devices only)\n",
                 (unsigned long long)host);
     cmh_snapshot_free(&s);

@@ -37,6 +37,7 @@ static const char *const usage_text =
     "  --max-entries N       trace entries kept per device, oldest dropped first\n"
     "                        (default 0 = unlimited)\n"
     "  --max-frames N        deepest stack kept (default 32, at most 128)\n"
+    "  --kernels             also record kernel timing through CUPTI (CONCURRENT_KERNEL)\n"
     "  --lib PATH            libcumemhist.so to preload (default: beside this command)\n"
     "  -q, --quiet           do not list the snapshots written\n"
     "\n"
@@ -85,7 +86,7 @@ static int check_choice(const char *opt, const char *v, const char *const *ok)
 int cmd_record(int argc, char **argv)
 {
     const char *output = NULL, *enabled = NULL, *context = NULL, *max_entries = NULL, *max_frames = NULL, *lib = NULL;
-    int quiet = 0, i;
+    int quiet = 0, kernels = 0, i;
     static const char *const enabled_ok[] = {"state", "all", NULL};
     static const char *const context_ok[] = {"none", "state", "alloc", "all", NULL};
     for (i = 1; i < argc; i++) {
@@ -99,6 +100,7 @@ int cmd_record(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) quiet = 1;
+        else if (!strcmp(argv[i], "--kernels")) kernels = 1;
         else if (cli_opt(argc, argv, &i, "-o", &v) || cli_opt(argc, argv, &i, "--output", &v)) output = v;
         else if (cli_opt(argc, argv, &i, "--enabled", &v)) {
             if (check_choice("--enabled", v, enabled_ok)) return 2;
@@ -153,6 +155,7 @@ int cmd_record(int argc, char **argv)
     if (context) setenv("CUMEMHIST_CONTEXT", context, 1);
     if (max_entries) setenv("CUMEMHIST_MAX_ENTRIES", max_entries, 1);
     if (max_frames) setenv("CUMEMHIST_MAX_FRAMES", max_frames, 1);
+    if (kernels) setenv("CUMEMHIST_KERNELS", "1", 1);
 
     /* A fixed output path is claimed by the first process that dumps (recorder/config.c):
      * clear a claim left by an earlier run, and remove ours afterwards. */

@@ -197,6 +197,18 @@ static void json_sites(const cmh_snapshot *s, const cmh_site *sites, uint32_t n,
     printf("]");
 }
 
+/* What the GPU was doing at time t (kernel timing, when recorded). */
+static void gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent)
+{
+    if (!s->nkernels || !t) return;
+    const cmh_kernel *run, *done;
+    cmh_kernels_at(s, device, t, &run, &done);
+    if (run) printf("%skernel running then: %s (stream %u)\n", indent, cmh_str(s, run->name), run->stream);
+    if (done)
+        printf("%slast kernel completed before: %s (stream %u, %.3f ms earlier)\n", indent, cmh_str(s, done->name),
+               done->stream, (double)(t - done->end_ns) / 1e6);
+}
+
 static void dropped_note(const cmh_report_base *b)
 {
     if (b->dropped)
@@ -278,6 +290,7 @@ int cmd_peak(int argc, char **argv)
                    p.alloc_index < 0 ? "before the first entry" : "");
             if (p.alloc_index >= 0)
                 printf("                at entry %" PRId64 ", %s\n", p.alloc_index, when(p.alloc_time_ns, t0));
+            gpu_at(&s, dev, p.alloc_time_ns, "                ");
             printf("peak reserved:  %s (%" PRId64 " bytes)", sz((double)p.reserved_peak), p.reserved_peak);
             if (p.reserved_index >= 0) printf(" at entry %" PRId64 ", %s", p.reserved_index, when(p.reserved_time_ns, t0));
             printf("\nat the end:     allocated %s, reserved %s\n\n", sz((double)p.alloc_end), sz((double)p.reserved_end));
@@ -541,6 +554,7 @@ int cmd_oom(int argc, char **argv)
             printf("  free inside segments    %12s   largest gap %s: the request %s in it\n", sz((double)e->free_inside),
                    sz((double)e->largest_gap), e->fits_in_gap ? "fits" : "does not fit");
             printf("  verdict: %s\n", explain[e->verdict]);
+            gpu_at(&s, dev, e->time_ns, "  ");
             printf("  holding memory then:\n");
             for (uint32_t k = 0; k < e->nsites && (int)k < o.top; k++) {
                 const cmh_site *x = &e->sites[k];
@@ -718,4 +732,103 @@ int cmd_diff(int argc, char **argv)
         cmh_snapshot_free(&s[f]);
     }
     return o.have_fail_pct && growth > o.fail_pct ? 3 : 0;
+}
+
+/* ---- kernels ---- */
+
+static const char *const kernels_usage =
+    "usage: cumemhist kernels [options] SNAPSHOT\n"
+    "\n"
+    "Kernel timing recorded with `cumemhist record --kernels` (CUPTI), one row per kernel, as in\n"
+    "torch.profiler's key_averages().table(): calls, total, average, minimum and maximum\n"
+    "duration, and the share of all kernel time.\n"
+    "\n"
+    "options:\n"
+    "  --sort total|avg|calls|max   order of the rows (default total)\n"
+    "  --top N                      rows to print (default 20)\n"
+    "  --json                       machine-readable output (durations in ns)\n"
+    "\n"
+    "example: cumemhist kernels run.cmh --sort avg --top 10\n";
+
+static void time_fmt(char *buf, size_t n, double ns)
+{
+    double us = ns / 1000.0; /* torch.autograd.profiler's format_time */
+    if (us >= 1e6) snprintf(buf, n, "%.3fs", us / 1e6);
+    else if (us >= 1e3) snprintf(buf, n, "%.3fms", us / 1e3);
+    else snprintf(buf, n, "%.3fus", us);
+}
+
+int cmd_kernels(int argc, char **argv)
+{
+    int sort = CMH_KSORT_TOTAL;
+    /* pull --sort out before the shared parser */
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (cli_opt(argc, argv, &i, "--sort", &v)) {
+            if (!strcmp(v, "total")) sort = CMH_KSORT_TOTAL;
+            else if (!strcmp(v, "avg")) sort = CMH_KSORT_AVG;
+            else if (!strcmp(v, "calls")) sort = CMH_KSORT_CALLS;
+            else if (!strcmp(v, "max")) sort = CMH_KSORT_MAX;
+            else {
+                cli_error("--sort: '%s' is not total, avg, calls or max", v);
+                return 2;
+            }
+            memmove(&argv[i - 1], &argv[i + 1], (size_t)(argc - i - 1) * sizeof *argv);
+            argc -= 2;
+            i -= 2;
+        }
+    }
+    opts o;
+    int rc = parse(argc, argv, kernels_usage, &o, 1);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (o.top == 10) o.top = 20;
+    cmh_snapshot s;
+    if (cli_load(o.paths[0], &s)) return 1;
+    cmh_kernel_row *rows;
+    uint32_t n;
+    int64_t total;
+    if (cmh_kernel_table(&s, sort, &rows, &n, &total) != CMH_OK) {
+        cli_error("out of memory");
+        cmh_snapshot_free(&s);
+        return 1;
+    }
+    const char *status = s.kernels_status ? cmh_str(&s, s.kernels_status) : "not recorded (cumemhist record --kernels)";
+    if (o.json) {
+        printf("{\"file\": ");
+        json_str(o.paths[0]);
+        printf(", \"status\": ");
+        json_str(status);
+        printf(", \"kernels\": %u, \"dropped\": %" PRIu64 ", \"gpu_time_ns\": %" PRId64 ", \"rows\": [", s.nkernels,
+               s.kernels_dropped, total);
+        for (uint32_t i = 0; i < n && (int)i < o.top; i++) {
+            printf("%s\n  {\"name\": ", i ? "," : "");
+            json_str(cmh_str(&s, rows[i].name));
+            printf(", \"calls\": %" PRIu64 ", \"total_ns\": %" PRId64 ", \"avg_ns\": %.1f, \"min_ns\": %" PRId64
+                   ", \"max_ns\": %" PRId64 ", \"pct\": %.4f}",
+                   rows[i].calls, rows[i].total_ns, rows[i].avg_ns, rows[i].min_ns, rows[i].max_ns, rows[i].pct);
+        }
+        printf("]}\n");
+    } else if (!s.nkernels) {
+        printf("%s: no kernel timing: %s\n", o.paths[0], status);
+    } else {
+        printf("%-60s %8s %12s %12s %12s %12s %9s\n", "Name", "Calls", "Total", "Avg", "Min", "Max", "GPU time");
+        for (uint32_t i = 0; i < n && (int)i < o.top; i++) {
+            char t[4][32];
+            time_fmt(t[0], 32, (double)rows[i].total_ns);
+            time_fmt(t[1], 32, rows[i].avg_ns);
+            time_fmt(t[2], 32, (double)rows[i].min_ns);
+            time_fmt(t[3], 32, (double)rows[i].max_ns);
+            const char *name = cmh_str(&s, rows[i].name);
+            printf("%-60.60s %8" PRIu64 " %12s %12s %12s %12s %8.2f%%\n", name, rows[i].calls, t[0], t[1], t[2], t[3],
+                   rows[i].pct);
+        }
+        if (n > (uint32_t)o.top) printf("... %u more kernels (--top)\n", n - (uint32_t)o.top);
+        char tt[32];
+        time_fmt(tt, sizeof tt, (double)total);
+        printf("Self CUDA time total: %s (%u kernel launches)\n", tt, s.nkernels);
+        if (s.kernels_dropped) printf("note: CUPTI dropped %" PRIu64 " records; the table misses them\n", s.kernels_dropped);
+    }
+    free(rows);
+    cmh_snapshot_free(&s);
+    return 0;
 }

@@ -18,6 +18,7 @@ static const struct {
     {"frag", cmd_frag, "fragmentation of the reserved segments; fragmentation vs demand"},
     {"oom", cmd_oom, "each out-of-memory error: request, free memory, verdict, culprits"},
     {"diff", cmd_diff, "what a change did: peaks, end figures and sites, before vs after"},
+    {"kernels", cmd_kernels, "kernel timing table (record --kernels): calls, total, avg, min, max"},
     {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments"},
     {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code"},
     {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle) or as JSON"},

@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-cmh_config cmh_cfg = {CMH_ENABLED_ALL, CMH_CONTEXT_ALL, 0, 32, "cumemhist.%p.cmh", 0};
+cmh_config cmh_cfg = {CMH_ENABLED_ALL, CMH_CONTEXT_ALL, 0, 32, "cumemhist.%p.cmh", 0, 0};
 volatile int cmh_enabled_now = CMH_ENABLED_ALL;
 volatile int cmh_context_now = CMH_CONTEXT_ALL;
 
@@ -78,6 +78,8 @@ void cmh_config_from_env(void)
     }
     const char *d = getenv("CUMEMHIST_DEBUG");
     cmh_cfg.debug = d && *d && strcmp(d, "0") != 0;
+    const char *k = getenv("CUMEMHIST_KERNELS");
+    cmh_cfg.kernels = k && *k && strcmp(k, "0") != 0;
     /* PyTorch's 'state' keeps only live-block stacks: a trace is of no use there. */
     cmh_enabled_now = cmh_cfg.enabled;
     cmh_context_now = cmh_cfg.context;

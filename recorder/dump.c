@@ -132,6 +132,7 @@ static int do_dump(const char *path, const char *why)
     fill_meta(&s);
     stack_ctx c = {&s, cmh_symbolizer_new(&s), NULL, 0, 0};
     rc = c.z ? cmh_hist_export(&s, map_stack, &c) : CMH_ENOMEM;
+    if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
     if (rc == CMH_OK && c.failed) rc = CMH_ENOMEM;
     if (rc == CMH_OK) {
         char err[512];
@@ -177,6 +178,7 @@ void cmh_first_touch(void)
 {
     if (CMH_LIKELY(cmh_touched)) return;
     if (__atomic_exchange_n(&cmh_touched, 1, __ATOMIC_ACQ_REL)) return;
+    cmh_kernels_start();
     if (g_sig_installed && !__atomic_exchange_n(&g_helper_started, 1, __ATOMIC_ACQ_REL)) {
         pthread_t t;
         pthread_attr_t a;

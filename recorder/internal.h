@@ -35,6 +35,7 @@ typedef struct cmh_config {
     int max_frames;
     char output[4096]; /* path pattern */
     int debug;
+    int kernels; /* load the CUPTI sidecar */
 } cmh_config;
 
 CMH_HIDDEN extern cmh_config cmh_cfg;
@@ -107,6 +108,12 @@ typedef struct cmh_symbolizer cmh_symbolizer;
 CMH_HIDDEN cmh_symbolizer *cmh_symbolizer_new(cmh_snapshot *s);
 CMH_HIDDEN int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_return_address, uint32_t *frame_id);
 CMH_HIDDEN void cmh_symbolizer_free(cmh_symbolizer *z);
+/* A C++ name demangled (malloc'ed), or NULL when it is not one or no demangler is at hand. */
+CMH_HIDDEN char *cmh_symbolizer_demangle(cmh_symbolizer *z, const char *name);
+
+/* ---- kernels.c ---- */
+CMH_HIDDEN void cmh_kernels_start(void);
+CMH_HIDDEN int cmh_kernels_export(cmh_snapshot *s, cmh_symbolizer *z);
 
 /* ---- driver.c ---- */
 CMH_HIDDEN extern void *(*cmh_real_dlsym)(void *, const char *);

@@ -285,3 +285,15 @@ void cmh_symbolizer_free(cmh_symbolizer *z)
     free(z->cache);
     free(z);
 }
+
+char *cmh_symbolizer_demangle(cmh_symbolizer *z, const char *name)
+{
+    if (!z || !z->demangle || !name || name[0] != '_' || name[1] != 'Z') return NULL;
+    int status = -1;
+    char *d = z->demangle(name, NULL, NULL, &status);
+    if (status != 0) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}

@@ -415,6 +415,45 @@ static int rd_settings(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+static int rd_kernels(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k, nk;
+    if (rd_array_n(c, 3, 64, &n, "kernels")) return -1;
+    if (rd_u32(c, &s->kernels_status, s->strings.n, "string id") || rd_u64(c, &s->kernels_dropped) || rd_array(c, &nk))
+        return -1;
+    int64_t prev = 0;
+    for (uint32_t i = 0; i < nk; i++) {
+        cmh_kernel kr;
+        int64_t v, dur;
+        if (rd_array_n(c, 14, 64, &k, "kernel")) return -1;
+        if (rd_u32(c, &kr.name, s->strings.n, "string id") || rd_int(c, &v)) return -1;
+        kr.device = (int32_t)v;
+        if (rd_int(c, &v)) return -1;
+        kr.stream = (uint32_t)v;
+        if (rd_int(c, &v) || rd_int(c, &dur)) return -1;
+        kr.start_ns = prev + v;
+        kr.end_ns = kr.start_ns + dur;
+        prev = kr.start_ns;
+        for (int j = 0; j < 6; j++) {
+            if (rd_int(c, &v)) return -1;
+            if (j < 3) kr.grid[j] = (int32_t)v;
+            else kr.block[j - 3] = (int32_t)v;
+        }
+        if (rd_int(c, &v)) return -1;
+        kr.registers = (uint32_t)v;
+        if (rd_int(c, &v)) return -1;
+        kr.shared_bytes = (uint32_t)v;
+        if (rd_int(c, &v)) return -1;
+        kr.correlation = (uint32_t)v;
+        for (uint32_t j = 14; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_kernel(s, &kr) != CMH_OK) return fail(c, "out of memory");
+    }
+    for (uint32_t j = 3; j < n; j++)
+        if (skip(c)) return -1;
+    return 0;
+}
+
 int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
 {
     cur c = {buf, len, 0, err, errlen, 0};
@@ -462,6 +501,7 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
         else if (KEY("traces")) r = rd_traces(&c, s);
         else if (KEY("annotations")) r = rd_annotations(&c, s);
         else if (KEY("settings")) r = rd_settings(&c, s);
+        else if (KEY("kernels")) r = rd_kernels(&c, s);
         else r = skip(&c);
 #undef KEY
         if (r) goto bad;

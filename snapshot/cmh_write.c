@@ -50,7 +50,7 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, fp, msgpack_fbuffer_write);
-    msgpack_pack_map(&pk, 11);
+    msgpack_pack_map(&pk, s->kernels_status ? 12 : 11);
 
     pack_key(&pk, "format");
     pack_str(&pk, "cumemhist");
@@ -167,6 +167,30 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
         msgpack_pack_uint32(&pk, s->settings[i].key);
         msgpack_pack_uint32(&pk, s->settings[i].value);
         msgpack_pack_uint8(&pk, s->settings[i].type);
+    }
+    if (s->kernels_status) { /* [status, dropped, [[name, device, stream, start_delta, duration, gx, gy, gz,
+                                 bx, by, bz, registers, shared, correlation], ...]] */
+        pack_key(&pk, "kernels");
+        msgpack_pack_array(&pk, 3);
+        msgpack_pack_uint32(&pk, s->kernels_status);
+        msgpack_pack_uint64(&pk, s->kernels_dropped);
+        msgpack_pack_array(&pk, s->nkernels);
+        int64_t prev = 0;
+        for (uint32_t i = 0; i < s->nkernels; i++) {
+            const cmh_kernel *k = &s->kernels[i];
+            msgpack_pack_array(&pk, 14);
+            msgpack_pack_uint32(&pk, k->name);
+            msgpack_pack_int32(&pk, k->device);
+            msgpack_pack_uint32(&pk, k->stream);
+            msgpack_pack_int64(&pk, k->start_ns - prev);
+            msgpack_pack_int64(&pk, k->end_ns - k->start_ns);
+            for (int j = 0; j < 3; j++) msgpack_pack_int32(&pk, k->grid[j]);
+            for (int j = 0; j < 3; j++) msgpack_pack_int32(&pk, k->block[j]);
+            msgpack_pack_uint32(&pk, k->registers);
+            msgpack_pack_uint32(&pk, k->shared_bytes);
+            msgpack_pack_uint32(&pk, k->correlation);
+            prev = k->start_ns;
+        }
     }
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }

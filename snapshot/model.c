@@ -122,6 +122,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->traces);
     free(s->annotations);
     free(s->settings);
+    free(s->kernels);
     free(s->stack_slots);
     memset(s, 0, sizeof *s);
 }
@@ -238,5 +239,12 @@ int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value
         return CMH_ENOMEM;
     if (GROW(s, settings, s->nsettings + 1, cap_settings) != CMH_OK) return CMH_ENOMEM;
     s->settings[s->nsettings++] = st;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k)
+{
+    if (GROW(s, kernels, s->nkernels + 1, cap_kernels) != CMH_OK) return CMH_ENOMEM;
+    s->kernels[s->nkernels++] = *k;
     return CMH_OK;
 }

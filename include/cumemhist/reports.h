@@ -93,6 +93,21 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *out);
 void cmh_oom_report_free(cmh_oom_report *r);
 void cmh_report_free_sites(cmh_site *sites);
 
+/* ---- kernels (CUPTI sidecar) ---- */
+enum { CMH_KSORT_TOTAL = 0, CMH_KSORT_AVG, CMH_KSORT_CALLS, CMH_KSORT_MAX };
+
+typedef struct cmh_kernel_row {
+    uint32_t name; /* string id */
+    uint64_t calls;
+    int64_t total_ns, min_ns, max_ns;
+    double avg_ns, pct; /* pct: share of all kernel time */
+} cmh_kernel_row;
+
+/* One row per kernel name, sorted (CMH_KSORT_*); *rows is malloc'ed. */
+int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **rows, uint32_t *n, int64_t *gpu_total_ns);
+/* On device at time t: the kernel running (latest started), and the last one completed. */
+void cmh_kernels_at(const cmh_snapshot *s, int device, int64_t t, const cmh_kernel **running, const cmh_kernel **last_done);
+
 /* A stack's frames worth showing (PyTorch's frame filter, and the CUDA runtime's own frames left
  * out), innermost first; returns how many were filled (at most max). */
 int cmh_stack_lines(const cmh_snapshot *s, uint32_t stack, int max, const char **names, const char **files,

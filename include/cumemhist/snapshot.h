@@ -137,6 +137,16 @@ typedef struct cmh_setting {
     uint8_t type;        /* 0 str, 1 int, 2 float, 3 bool, 4 map (value = JSON text) */
 } cmh_setting;
 
+/* A kernel execution from the CUPTI sidecar; times on the recorder's clock (Unix epoch ns). */
+typedef struct cmh_kernel {
+    uint32_t name; /* string id, demangled when possible */
+    int32_t device;
+    uint32_t stream;
+    int64_t start_ns, end_ns;
+    int32_t grid[3], block[3];
+    uint32_t registers, shared_bytes, correlation;
+} cmh_kernel;
+
 typedef struct cmh_strtab {
     char **str; /* str[0] = "" */
     uint32_t n, cap;
@@ -193,6 +203,10 @@ typedef struct cmh_snapshot {
     uint32_t nannotations, cap_annotations;
     cmh_setting *settings;
     uint32_t nsettings, cap_settings;
+    cmh_kernel *kernels; /* in completion order */
+    uint32_t nkernels, cap_kernels;
+    uint64_t kernels_dropped;
+    uint32_t kernels_status; /* string id: 0 = not asked for; "ok"; or why timing is unavailable */
 } cmh_snapshot;
 
 /* Model building.  All return CMH_OK or CMH_ENOMEM. */
@@ -213,6 +227,7 @@ int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry *e); /* into the las
 int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m);
 int cmh_snapshot_add_annotation(cmh_snapshot *s, const cmh_annotation *a);
 int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value, uint8_t type);
+int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k);
 
 /* The .cmh codec (docs/FORMAT.md). */
 #define CMH_FORMAT_VERSION 1

@@ -21,6 +21,10 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
 /* The memory_viz pickle (protocol 4) of any snapshot. */
 int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host);
 
+/* A Chrome / Perfetto trace: memory counters per device, OOM and mark instants, kernel slices
+ * on one track per stream. */
+int cmh_export_chrome(const cmh_snapshot *s, FILE *fp);
+
 /* The same dict as JSON, with a "cumemhist" object for what PyTorch's schema has no place for. */
 int cmh_export_json(const cmh_snapshot *s, FILE *fp);
 

@@ -1,0 +1,43 @@
+#!/bin/sh
+# kernels_cli_test.sh BUILD_DIR - kernel timing end to end on the fake driver and fake CUPTI:
+# record --kernels, the kernels table's figures, peak naming the kernel around it, and the
+# Chrome export with kernel slices on per-stream tracks.  The environment (CTest) sets
+# FAKECUPTI_KERNELS and LD_LIBRARY_PATH.
+set -u
+B=$1
+T=$(mktemp -d /tmp/cmh-kernels-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+unset LD_PRELOAD_SAVED
+"$B/cumemhist" record -q --kernels -o "$T/k.cmh" -- "$B/samples/leaky" 2 >/dev/null
+check "record --kernels writes a snapshot" "[ -s $T/k.cmh ]"
+"$B/cumemhist" kernels "$T/k.cmh" >"$T/table"
+check "kernels: gemm 2 calls, 4 us total, 2 us avg, 1-3 us, 88.89%" \
+    "grep -Eq '^gemm\(float\*, int\) +2 +4\.000us +2\.000us +1\.000us +3\.000us +88\.89%' $T/table"
+check "kernels: relu 1 call, 11.11%" "grep -Eq '^relu +1 +0\.500us .* 11\.11%' $T/table"
+check "kernels: total and drops" "grep -q 'Self CUDA time total: 4.500us (3 kernel launches)' $T/table && grep -q 'dropped 3' $T/table"
+"$B/cumemhist" kernels --sort calls --top 1 "$T/k.cmh" | grep -q '^gemm'
+check "kernels --sort calls --top 1" "[ $? -eq 0 ]"
+"$B/cumemhist" export --format chrome "$T/k.cmh" -o "$T/k.json"
+env -u LD_PRELOAD python3 - "$T/k.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+x = [e for e in ev if e["ph"] == "X"]
+assert len(x) == 3, x
+assert {e["tid"] for e in x} == {7, 8}, "one track per stream"
+assert [e["name"] for e in x if e["tid"] == 8] == ["relu"]
+assert all(e["dur"] > 0 for e in x)
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+assert names[(0, 7)] == "stream 7" and names[(0, 8)] == "stream 8", names
+c = [e for e in ev if e["ph"] == "C"]
+assert c and all("allocated" in e["args"] for e in c)
+assert "time_origin_ns" in d["otherData"]
+print("chrome trace ok:", len(x), "kernel slices,", len(c), "counter samples")
+PY
+check "chrome export: kernel slices on per-stream tracks, memory counters" "[ $? -eq 0 ]"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
