@@ -3,7 +3,8 @@
 // cudart reaches the driver through dlopen("libcuda.so.1") + cuGetProcAddress, not through
 // linked symbols, so this is the program that shows the recorder's cuGetProcAddress and dlsym
 // routes work.  It prints every pointer it gets ("alloc <hex> <bytes>") so a check can compare
-// them with the snapshot, and with "bench N" times N cudaMalloc+cudaFree pairs.
+// them with the snapshot; "bench N" times N cudaMalloc+cudaFree pairs; "kernels N" times each of
+// three kernels N times with CUDA events.
 //   nvcc -O2 -g -Xlinker -export-dynamic -o cudart_demo cudart_demo.cu
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -24,6 +25,47 @@ __global__ void scale(float *x, int n, float a)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = x[i] * a + 1.0f;
+}
+
+__global__ void add(float *x, const float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += y[i];
+}
+
+__global__ void fill(float *x, int n, float v)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = v;
+}
+
+/* "kernels N": each kernel timed with CUDA events, one line per launch, for comparison with
+ * what CUPTI records under `cumemhist record --kernels` */
+static int kernels_mode(int reps)
+{
+    const int n = 1 << 24;
+    float *a, *b;
+    CK(cudaMalloc(&a, n * sizeof(float)));
+    CK(cudaMalloc(&b, n * sizeof(float)));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int r = 0; r < reps; r++) {
+        for (int which = 0; which < 3; which++) {
+            CK(cudaEventRecord(e0));
+            if (which == 0) fill<<<(n + 255) / 256, 256>>>(a, n, 1.0f);
+            else if (which == 1) scale<<<(n + 255) / 256, 256>>>(a, n, 1.5f);
+            else add<<<(n + 255) / 256, 256>>>(a, b, n);
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            printf("event %s %.6f\n", which == 0 ? "fill" : which == 1 ? "scale" : "add", ms);
+        }
+    }
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    return 0;
 }
 
 __attribute__((noinline)) void *make_buffer(size_t n)
@@ -51,6 +93,7 @@ static double now_ns(void)
 
 int main(int argc, char **argv)
 {
+    if (argc > 2 && !strcmp(argv[1], "kernels")) return kernels_mode(atoi(argv[2]));
     if (argc > 2 && !strcmp(argv[1], "bench")) {
         long n = atol(argv[2]);
         void *p;

@@ -57,6 +57,16 @@ else
     say "nvcc failed: cudart sample skipped"
 fi
 
+say "== 1d. kernel timing: cumemhist record --kernels against CUDA events"
+if [ -x "$W/cudart_demo" ]; then
+    "$CMH" record --kernels -o "$OUT/kernels.cmh" -- "$W/cudart_demo" kernels 20 >"$W/events.out" 2>>"$R"
+    say "(exit $?)"
+    run "$CMH" kernels "$OUT/kernels.cmh"
+    "$CMH" kernels --json "$OUT/kernels.cmh" >"$W/kernels.json" 2>>"$R"
+    run python3 scripts/gpu_compare.py kernels "$W/events.out" "$W/kernels.json"
+    "$CMH" export --format chrome "$OUT/kernels.cmh" -o "$W/kernels.trace.json" 2>>"$R"
+fi
+
 say "== 1c. an out-of-memory on the real device (oom_demo)"
 run "$CMH" record -q -o "$W/oom.cmh" -- "$B/samples/oom_demo"
 run python3 scripts/cmh_inspect.py "$W/oom.cmh"
@@ -64,31 +74,41 @@ run python3 scripts/cmh_inspect.py "$W/oom.cmh"
 say "== 2. PyTorch training loop: ours and _record_memory_history in one process"
 run "$CMH" record -o "$W/torch_plain_exit.cmh" -- python3 samples/torch_train.py check "$W/torch_plain" 20
 run python3 scripts/gpu_compare.py torch "$W/torch_plain"
-cp "$W/torch_plain.pickle" "$W/torch_plain_summary.txt" "$W/torch_plain.cmh" "$OUT/" 2>/dev/null
-run "$CMH" summary "$W/torch_plain.cmh"
+cp "$W/torch_plain.pickle" "$W/torch_plain_summary.txt" "$OUT/" 2>/dev/null
+say "-- cumemhist summary of PyTorch's pickle vs torch.cuda.memory_summary() of the same moment"
+"$CMH" summary "$W/torch_plain.pickle" >"$W/ours_plain_summary.txt" 2>>"$R"
+if diff "$W/ours_plain_summary.txt" "$W/torch_plain_summary.txt" >>"$R"; then say "IDENTICAL: every cell matches"; else say "DIFFERENT (diff above)"; fi
+run "$CMH" leaks --top 3 --frames 4 "$W/torch_plain.pickle"
+run "$CMH" peak --top 3 --frames 4 "$W/torch_plain.cmh"
 
 say "== 3. the same with expandable segments"
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
     run "$CMH" record -o "$W/torch_exp_exit.cmh" -- python3 samples/torch_train.py check "$W/torch_exp" 20
 run python3 scripts/gpu_compare.py torch "$W/torch_exp" expandable
-cp "$W/torch_exp.pickle" "$W/torch_exp_summary.txt" "$OUT/" 2>/dev/null
+"$CMH" summary "$W/torch_exp.pickle" >"$W/ours_exp_summary.txt" 2>>"$R"
+if diff "$W/ours_exp_summary.txt" "$W/torch_exp_summary.txt" >>"$R"; then say "expandable: IDENTICAL summary"; else say "expandable: DIFFERENT summary (diff above)"; fi
 
-say "== 4. kernel timing (--kernels): not built yet (issue: CUPTI sidecar)"
+say "== 4. PyTorch under record --kernels"
+run "$CMH" record -q --kernels -o "$W/torch_kernels.cmh" -- python3 samples/torch_train.py time 30
+run "$CMH" kernels --top 8 "$W/torch_kernels.cmh"
 
-say "== 5. overhead"
+say "== 5. overhead (interleaved runs; medians of 300 steps each)"
 unset CUMEMHIST_DEBUG
-for i in 1 2; do
-    say "-- without recorder"; python3 samples/torch_train.py time 300 2>&1 | tee -a "$R"
-    say "-- with recorder (defaults: enabled=all context=all)"
+for i in 1 2 3; do
+    printf 'without recorder: ' | tee -a "$R"; python3 samples/torch_train.py time 300 2>&1 | tee -a "$R"
+    printf 'with recorder:    ' | tee -a "$R"
     "$CMH" record -q -o "$W/t.%p.cmh" -- python3 samples/torch_train.py time 300 2>&1 | tee -a "$R"
 done
 if [ -x "$W/cudart_demo" ]; then
-    say "-- cudaMalloc+cudaFree (1 MiB) tight loop"
-    "$W/cudart_demo" bench 20000 2>&1 | tee -a "$R"
-    "$CMH" record -q --context none -o "$W/b1.cmh" -- "$W/cudart_demo" bench 20000 2>&1 | sed 's/^/context=none: /' | tee -a "$R"
-    "$CMH" record -q -o "$W/b2.cmh" -- "$W/cudart_demo" bench 20000 2>&1 | sed 's/^/context=all:  /' | tee -a "$R"
+    say "-- cudaMalloc+cudaFree (1 MiB) tight loop, interleaved"
+    for i in 1 2 3; do
+        "$W/cudart_demo" bench 20000 2>&1 | sed 's/^/without:      /' | tee -a "$R"
+        "$CMH" record -q --context none -o "$W/b1.cmh" -- "$W/cudart_demo" bench 20000 2>&1 | sed 's/^/context none: /' | tee -a "$R"
+        "$CMH" record -q -o "$W/b2.cmh" -- "$W/cudart_demo" bench 20000 2>&1 | sed 's/^/context all:  /' | tee -a "$R"
+    done
 fi
-run "$B/bench_hooks" "$B/libcumemhist.so" 20000
 
-(cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./oom.cmh ./torch_exp.cmh 2>/dev/null)
+mv "$OUT/leaky.cmh" "$OUT/cudart.cmh" "$W/" 2>/dev/null
+(cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./*.out ./oom.cmh ./torch_exp.cmh ./torch_exp.pickle \
+    ./torch_plain.cmh ./torch_kernels.cmh ./leaky.cmh ./cudart.cmh 2>/dev/null)
 say "== done"

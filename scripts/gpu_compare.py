@@ -3,6 +3,7 @@
 
     gpu_compare.py cudart DEMO_STDOUT SNAP.cmh        printed pointers vs recorded allocations
     gpu_compare.py torch PREFIX [expandable]          PyTorch's segments / maps vs ours
+    gpu_compare.py kernels EVENTS_STDOUT KERNELS.json  CUDA-event times vs what CUPTI recorded
 """
 import json
 import os
@@ -80,7 +81,31 @@ def torch_check(prefix, expandable):
     return good
 
 
+def kernels(events_path, table_path):
+    ev = {}
+    for line in open(events_path):
+        p = line.split()
+        if p and p[0] == "event":
+            ev.setdefault(p[1], []).append(float(p[2]) * 1e6)  # ms -> ns
+    rows = json.load(open(table_path))["rows"]
+    print(f"{'kernel':<34} {'calls':>5} {'CUPTI avg':>12} {'events avg':>12} {'events/CUPTI':>12}")
+    good = True
+    for name, times in sorted(ev.items()):
+        row = next((r for r in rows if r["name"].split("(")[0] == name), None)
+        if not row:
+            print(f"{name:<34} not recorded by CUPTI")
+            good = False
+            continue
+        avg_ev = sum(times) / len(times)
+        print(f"{row['name']:<34} {row['calls']:>5} {row['avg_ns'] / 1e3:>10.1f}us {avg_ev / 1e3:>10.1f}us "
+              f"{avg_ev / row['avg_ns']:>12.3f}")
+        good = good and row["calls"] == len(times)
+    return good
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "kernels":
+        sys.exit(0 if kernels(sys.argv[2], sys.argv[3]) else 1)
     if sys.argv[1] == "cudart":
         sys.exit(0 if cudart(sys.argv[2], sys.argv[3]) else 1)
     sys.exit(0 if torch_check(sys.argv[2], len(sys.argv) > 3) else 1)
