@@ -209,7 +209,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh
                 uint32_t nc = c.live.n * 2 + 16;
                 uint64_t *ns = calloc((size_t)MAX_CHECKPOINTS * nc, sizeof *ns);
                 if (!ns) break;
-                for (int q = 0; q < k; q++) memcpy(ns + (size_t)q * nc, samples + (size_t)q * sample_cols, sample_cols * sizeof *ns);
+                for (int q = 0; samples && q < k; q++)
+                    memcpy(ns + (size_t)q * nc, samples + (size_t)q * sample_cols, sample_cols * sizeof *ns);
                 free(samples);
                 samples = ns;
                 sample_cols = nc;
