@@ -33,7 +33,7 @@ int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **out, uint
     for (uint32_t i = 0; i < s->nkernels; i++) {
         const cmh_kernel *k = &s->kernels[i];
         if (!k->start_ns || k->end_ns < k->start_ns || k->name >= s->strings.n) continue; /* no timestamps */
-        int64_t d = k->end_ns - k->start_ns;
+        int64_t d = (int64_t)((uint64_t)k->end_ns - (uint64_t)k->start_ns); /* end >= start: fits */
         if (!by_name[k->name]) {
             if (nr == cap) {
                 cap = cap ? cap * 2 : 64;

@@ -45,9 +45,12 @@ struct cmh_replay {
     const cmh_entry *e;
     uint32_t n;
     int64_t pos;
+    /* Sorted by address.  A removed segment leaves a NULL (its saddr kept, so the order holds)
+     * that a later insert next to it reuses; maybe_compact() drops them once they outnumber the
+     * live ones.  Frees at random positions then cost no memmove. */
     rseg **segs;
     uint64_t *saddr; /* segs[i]->addr, side by side: the binary search touches one cache line */
-    uint32_t nsegs, capsegs;
+    uint32_t nsegs, capsegs, ndead;
     rblock *blocks; /* open addressing by addr */
     uint32_t bcap, bn;
     cmh_mem_stats st;
@@ -56,6 +59,9 @@ struct cmh_replay {
     int pytorch;        /* sizes in the trace are requested bytes: round like the allocator */
     int div[16];        /* roundup_power2_divisions per power-of-two MiB bucket */
     uint64_t *exact;    /* pytorch: per alloc entry, the block's size when the final segments know it */
+    /* backward pass without maps: segments by exact address, ordered only at the end */
+    rseg **hseg;
+    uint32_t hcap, hn;
     int device, reconciled;
     cmh_replay_observer obs; /* told of every active block that appears or goes */
     void *obs_arg;
@@ -133,9 +139,23 @@ static uint32_t seg_lower(const cmh_replay *r, uint64_t addr) /* first index wit
 static rseg *seg_containing(const cmh_replay *r, uint64_t addr)
 {
     uint32_t i = seg_lower(r, addr);
+    while (i && !r->segs[i - 1]) i--;
     if (!i) return NULL;
     rseg *g = r->segs[i - 1];
     return addr < g->addr + g->size ? g : NULL;
+}
+
+static void maybe_compact(cmh_replay *r)
+{
+    if (r->ndead < 64 || r->ndead * 2 < r->nsegs) return;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < r->nsegs; i++)
+        if (r->segs[i]) {
+            r->segs[k] = r->segs[i];
+            r->saddr[k++] = r->saddr[i];
+        }
+    r->nsegs = k;
+    r->ndead = 0;
 }
 
 static uint8_t pool_rule(uint64_t size, int whole)
@@ -206,6 +226,14 @@ static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t poo
     g->whole = (uint8_t)whole;
     g->gaps = size ? 1 : 0;
     uint32_t i = seg_lower(r, addr);
+    /* a hole next to the place keeps the order when it takes this address */
+    uint32_t hole = i && !r->segs[i - 1] ? i - 1 : i < r->nsegs && !r->segs[i] ? i : UINT32_MAX;
+    if (hole != UINT32_MAX) {
+        r->segs[hole] = g;
+        r->saddr[hole] = addr;
+        r->ndead--;
+        return g;
+    }
     memmove(&r->segs[i + 1], &r->segs[i], (r->nsegs - i) * sizeof *r->segs);
     memmove(&r->saddr[i + 1], &r->saddr[i], (r->nsegs - i) * sizeof *r->saddr);
     r->segs[i] = g;
@@ -218,9 +246,8 @@ static void seg_remove_at(cmh_replay *r, uint32_t i)
 {
     free(r->segs[i]->r);
     free(r->segs[i]);
-    memmove(&r->segs[i], &r->segs[i + 1], (r->nsegs - i - 1) * sizeof *r->segs);
-    memmove(&r->saddr[i], &r->saddr[i + 1], (r->nsegs - i - 1) * sizeof *r->saddr);
-    r->nsegs--;
+    r->segs[i] = NULL; /* a hole: indices stay valid until maybe_compact() */
+    r->ndead++;
 }
 
 /* ---- stats ---- */
@@ -385,8 +412,12 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
     /* Remove or trim every segment overlapping [lo, hi) (unmaps may cover several maps). */
     uint32_t i = seg_lower(r, lo);
     if (i) i--;
-    while (i < r->nsegs && r->segs[i]->addr < hi) {
+    while (i < r->nsegs && r->saddr[i] < hi) {
         rseg *g = r->segs[i];
+        if (!g) {
+            i++;
+            continue;
+        }
         uint64_t ga = g->addr, gb = g->addr + g->size;
         if (gb <= lo) {
             i++;
@@ -421,7 +452,7 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
         }
         i = seg_lower(r, b);
         if (i) i--;
-        if (i < r->nsegs && r->segs[i]->addr + r->segs[i]->size <= b) i++;
+        if (i < r->nsegs && (!r->segs[i] || r->segs[i]->addr + r->segs[i]->size <= b)) i++;
     }
     if (!hit) r->anomalies++;
 }
@@ -451,8 +482,92 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
 
 /* ---- backward pass: the state before the first entry ---- */
 
+static inline uint32_t sh(uint64_t a, uint32_t cap) { return (uint32_t)((a >> 12) * 0x9E3779B97F4A7C15ull >> 32) & (cap - 1); }
+
+static int hseg_grow(cmh_replay *t)
+{
+    uint32_t nc = t->hcap ? t->hcap * 2 : 256;
+    rseg **ns = calloc(nc, sizeof *ns);
+    if (!ns) return -1;
+    for (uint32_t i = 0; i < t->hcap; i++)
+        if (t->hseg[i]) {
+            uint32_t j = sh(t->hseg[i]->addr, nc);
+            while (ns[j]) j = (j + 1) & (nc - 1);
+            ns[j] = t->hseg[i];
+        }
+    free(t->hseg);
+    t->hseg = ns;
+    t->hcap = nc;
+    return 0;
+}
+
+static uint32_t hseg_find(const cmh_replay *t, uint64_t addr) /* slot, or hcap if absent */
+{
+    if (!t->hcap) return 0;
+    for (uint32_t j = sh(addr, t->hcap); t->hseg[j]; j = (j + 1) & (t->hcap - 1))
+        if (t->hseg[j]->addr == addr) return j;
+    return t->hcap;
+}
+
+static void hseg_put(cmh_replay *t, uint64_t addr, uint64_t size, uint8_t pool, int whole)
+{
+    if (hseg_find(t, addr) < t->hcap) return;
+    if ((t->hn + 1) * 2 > t->hcap && hseg_grow(t) != 0) return;
+    rseg *g = calloc(1, sizeof *g);
+    if (!g) return;
+    g->addr = addr;
+    g->size = size;
+    g->pool = pool;
+    g->whole = (uint8_t)whole;
+    g->gaps = size ? 1 : 0;
+    uint32_t j = sh(addr, t->hcap);
+    while (t->hseg[j]) j = (j + 1) & (t->hcap - 1);
+    t->hseg[j] = g;
+    t->hn++;
+}
+
+static void hseg_del(cmh_replay *t, uint64_t addr)
+{
+    uint32_t j = hseg_find(t, addr), m = t->hcap - 1;
+    if (j >= t->hcap) return;
+    free(t->hseg[j]);
+    t->hseg[j] = NULL;
+    t->hn--;
+    for (uint32_t k = (j + 1) & m; t->hseg[k]; k = (k + 1) & m) {
+        uint32_t home = sh(t->hseg[k]->addr, t->hcap);
+        if (((k - home) & m) >= ((k - j) & m)) {
+            t->hseg[j] = t->hseg[k];
+            t->hseg[k] = NULL;
+            j = k;
+        }
+    }
+}
+
+static int cmp_rseg(const void *a, const void *b)
+{
+    const rseg *x = *(rseg *const *)a, *y = *(rseg *const *)b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
 static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
 {
+    if (t->hseg && (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_FREE)) {
+        int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
+        rblock *b;
+        if (e->action == CMH_ACT_SEGMENT_ALLOC) {
+            if (whole && (b = block_find(t, e->addr))) block_del(t, b);
+            hseg_del(t, e->addr);
+        } else {
+            hseg_put(t, e->addr, e->size, pool_rule(e->size, whole), whole);
+            if (whole && !block_find(t, e->addr) && (b = block_put(t, e->addr))) {
+                b->size = e->size;
+                b->requested = e->requested;
+                b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
+                b->stack = e->stack;
+            }
+        }
+        return;
+    }
     int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
     rblock *b;
     switch (e->action) {
@@ -545,12 +660,15 @@ static uint64_t setting_u64(const cmh_snapshot *s, const char *key)
 static void free_tables(cmh_replay *r)
 {
     for (uint32_t i = 0; i < r->nsegs; i++) {
+        if (!r->segs[i]) continue;
         free(r->segs[i]->r);
         free(r->segs[i]);
     }
     free(r->segs);
     free(r->saddr);
     free(r->blocks);
+    for (uint32_t i = 0; i < r->hcap; i++) free(r->hseg[i]);
+    free(r->hseg);
 }
 
 cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
@@ -573,14 +691,23 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     memset(&b, 0, sizeof b);
     b.pytorch = r->pytorch;
     memcpy(b.div, r->div, sizeof b.div);
+    /* Without maps and unmaps every segment is undone at its exact address: a hash does it, and
+     * the survivors are sorted once at the end. */
+    int hashmode = 1;
+    for (uint32_t i = 0; i < r->n && hashmode; i++)
+        hashmode = r->e[i].action != CMH_ACT_SEGMENT_MAP && r->e[i].action != CMH_ACT_SEGMENT_UNMAP;
+    for (uint32_t i = 0; i < s->nsegments && hashmode; i++)
+        hashmode = s->segments[i].device != device || !(s->segments[i].flags & CMH_SEG_EXPANDABLE);
+    if (hashmode && hseg_grow(&b) != 0) goto oom;
     for (uint32_t i = 0; i < s->nsegments; i++) {
         const cmh_segment *g = &s->segments[i];
         if (g->device != device) continue;
         uint8_t pool = g->pool == CMH_POOL_SMALL ? CMH_POOL_SMALL_IDX
                        : g->pool == CMH_POOL_LARGE ? CMH_POOL_LARGE_IDX
                                                    : pool_rule(g->size, (g->flags & CMH_SEG_WHOLE_BLOCK) != 0);
-        if (!seg_insert(&b, g->addr, g->size, pool, (g->flags & CMH_SEG_EXPANDABLE) != 0,
-                        (g->flags & CMH_SEG_WHOLE_BLOCK) != 0))
+        if (hashmode) hseg_put(&b, g->addr, g->size, pool, (g->flags & CMH_SEG_WHOLE_BLOCK) != 0);
+        else if (!seg_insert(&b, g->addr, g->size, pool, (g->flags & CMH_SEG_EXPANDABLE) != 0,
+                             (g->flags & CMH_SEG_WHOLE_BLOCK) != 0))
             goto oom;
         for (uint32_t k = 0; k < g->nblocks; k++) {
             const cmh_block *bl = &s->blocks[g->first_block + k];
@@ -596,10 +723,30 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         }
     }
     if (r->pytorch && r->n && !(r->exact = calloc(r->n, sizeof *r->exact))) goto oom;
-    for (int64_t i = (int64_t)r->n - 1; i >= 0; i--) undo(&b, &r->e[i], r->exact ? &r->exact[i] : NULL);
+    for (int64_t i = (int64_t)r->n - 1; i >= 0; i--) {
+        undo(&b, &r->e[i], r->exact ? &r->exact[i] : NULL);
+        maybe_compact(&b);
+    }
+    if (hashmode) { /* the survivors, in address order */
+        rseg **all = malloc((b.hn ? b.hn : 1) * sizeof *all);
+        if (!all) goto oom;
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < b.hcap; i++)
+            if (b.hseg[i]) all[k++] = b.hseg[i];
+        qsort(all, k, sizeof *all, cmp_rseg);
+        free(b.segs);
+        free(b.saddr);
+        b.segs = all;
+        b.saddr = NULL;
+        b.nsegs = b.capsegs = k;
+        free(b.hseg);
+        b.hseg = NULL;
+        b.hcap = b.hn = 0;
+    }
     /* The forward state starts as that initial state, counted in as if allocated then. */
     for (uint32_t i = 0; i < b.nsegs; i++) {
         rseg *g = b.segs[i];
+        if (!g) continue;
         if (!seg_insert(r, g->addr, g->size, g->pool, g->expandable, g->whole)) goto oom;
         pool_add(r->st.reserved_bytes, g->pool, (int64_t)g->size);
         if (!g->expandable) {
@@ -654,6 +801,10 @@ static void reconcile(cmh_replay *r)
     /* segments: in the replay but not in the file */
     for (uint32_t i = 0; i < r->nsegs;) {
         rseg *g = r->segs[i];
+        if (!g) {
+            i++;
+            continue;
+        }
         rseg *x = seg_containing(&f, g->addr);
         if (x && x->addr == g->addr && x->size == g->size) {
             i++;
@@ -668,9 +819,8 @@ static void reconcile(cmh_replay *r)
         memset(&un, 0, sizeof un);
         un.addr = g->addr;
         un.size = g->size;
-        uint32_t before = r->nsegs;
         fwd_segment_free(r, &un);
-        if (r->nsegs >= before && i < r->nsegs && r->segs[i] == g) i++; /* not removable (empty): leave it */
+        if (i < r->nsegs && r->segs[i] == g) i++; /* not removable (empty): leave it */
     }
     /* what the file has and the replay lacks */
     for (uint32_t i = 0; i < s->nsegments; i++) {
@@ -679,7 +829,7 @@ static void reconcile(cmh_replay *r)
         uint64_t covered = 0;
         for (uint32_t k = 0; k < r->nsegs; k++) {
             const rseg *q = r->segs[k];
-            if (q->addr >= g->addr && q->addr + q->size <= g->addr + g->size) covered += q->size;
+            if (q && q->addr >= g->addr && q->addr + q->size <= g->addr + g->size) covered += q->size;
         }
         if (covered < g->size && !seg_containing(r, g->addr)) {
             r->anomalies++;
@@ -711,6 +861,7 @@ int cmh_replay_step(cmh_replay *r)
         return 0;
     }
     r->pos++;
+    maybe_compact(r);
     apply_forward(r, &r->e[r->pos]);
     return 1;
 }
@@ -791,6 +942,7 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
     uint64_t total = 0, largest = 0;
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const rseg *g = r->segs[i];
+        if (!g) continue;
         uint64_t at = g->addr;
         for (uint32_t k = 0; k <= g->nr; k++) {
             uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;

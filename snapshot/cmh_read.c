@@ -357,7 +357,7 @@ static int rd_traces(cur *c, cmh_snapshot *s)
             e.flags = (code >> 4) & 1;
             e.kind = (code >> 5) & 7;
             addr += (uint64_t)da;
-            t += dt;
+            t = (int64_t)((uint64_t)t + (uint64_t)dt); /* a hostile delta wraps, never overflows */
             e.addr = addr;
             e.time_ns = t;
             e.requested = e.size;
@@ -431,8 +431,8 @@ static int rd_kernels(cur *c, cmh_snapshot *s)
         if (rd_int(c, &v)) return -1;
         kr.stream = (uint32_t)v;
         if (rd_int(c, &v) || rd_int(c, &dur)) return -1;
-        kr.start_ns = prev + v;
-        kr.end_ns = kr.start_ns + dur;
+        kr.start_ns = (int64_t)((uint64_t)prev + (uint64_t)v);
+        kr.end_ns = (int64_t)((uint64_t)kr.start_ns + (uint64_t)dur);
         prev = kr.start_ns;
         for (int j = 0; j < 6; j++) {
             if (rd_int(c, &v)) return -1;

@@ -34,7 +34,7 @@ static void pack_entry(msgpack_packer *pk, const cmh_entry *e, uint64_t *prev_ad
     msgpack_pack_int64(pk, (int64_t)(e->addr - *prev_addr));
     msgpack_pack_uint64(pk, e->size);
     msgpack_pack_uint64(pk, e->stream);
-    msgpack_pack_int64(pk, e->time_ns - *prev_time);
+    msgpack_pack_int64(pk, (int64_t)((uint64_t)e->time_ns - (uint64_t)*prev_time));
     msgpack_pack_uint32(pk, e->stack);
     if (has_req) msgpack_pack_uint64(pk, e->requested);
     if (has_names) {
@@ -182,8 +182,8 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
             msgpack_pack_uint32(&pk, k->name);
             msgpack_pack_int32(&pk, k->device);
             msgpack_pack_uint32(&pk, k->stream);
-            msgpack_pack_int64(&pk, k->start_ns - prev);
-            msgpack_pack_int64(&pk, k->end_ns - k->start_ns);
+            msgpack_pack_int64(&pk, (int64_t)((uint64_t)k->start_ns - (uint64_t)prev)); /* deltas wrap, as they are read */
+            msgpack_pack_int64(&pk, (int64_t)((uint64_t)k->end_ns - (uint64_t)k->start_ns));
             for (int j = 0; j < 3; j++) msgpack_pack_int32(&pk, k->grid[j]);
             for (int j = 0; j < 3; j++) msgpack_pack_int32(&pk, k->block[j]);
             msgpack_pack_uint32(&pk, k->registers);

@@ -405,7 +405,7 @@ static void test_cpp_pickler_form(void)
 /* inputs the fuzzer found (tests/fixtures/fuzz): each must load or fail, and replay, in time */
 static void test_fuzz_regressions(void)
 {
-    static const char *const files[] = {"replay-reconcile-loop.pickle", "empty-mark-tuple.pickle"};
+    static const char *const files[] = {"replay-reconcile-loop.pickle", "empty-mark-tuple.pickle", "cmh-time-overflow.cmh"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[512], err[512];
         snprintf(path, sizeof path, "%s/fuzz/%s", CMH_FIXTURES, files[i]);

@@ -25,7 +25,7 @@ static void jstr(FILE *fp, const char *s)
     fputc('"', fp);
 }
 
-static double us(int64_t t, int64_t t0) { return (double)(t - t0) / 1000.0; }
+static double us(int64_t t, int64_t t0) { return ((double)t - (double)t0) / 1000.0; }
 
 static int pid_of(int device) { return device < 0 ? 1000 : device; } /* pinned host memory: its own process */
 
@@ -87,7 +87,7 @@ int cmh_export_chrome(const cmh_snapshot *s, FILE *fp)
                     SEP(), pid_of(k->device), k->stream, k->stream);
         }
         fprintf(fp, "%s{\"ph\": \"X\", \"cat\": \"kernel\", \"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, \"name\": ", SEP(),
-                pid_of(k->device), k->stream, us(k->start_ns, t0), (double)(k->end_ns - k->start_ns) / 1000.0);
+                pid_of(k->device), k->stream, us(k->start_ns, t0), ((double)k->end_ns - (double)k->start_ns) / 1000.0);
         jstr(fp, cmh_str(s, k->name));
         fprintf(fp,
                 ", \"args\": {\"correlation\": %u, \"grid\": [%d, %d, %d], \"block\": [%d, %d, %d], \"registers\": %u"
