@@ -102,6 +102,14 @@ for c in record summary peak leaks frag oom diff stats trace export; do
 done
 ok "--help for every command"
 
+# an empty snapshot says so instead of printing zeros
+if [ -n "${CMH_PYTORCH_FIXTURES:-}" ]; then
+    "$CMH" summary "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty.txt
+    check "empty snapshot: no allocations recorded" "grep -q 'no allocations recorded' empty.txt"
+    "$CMH" peak "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty2.txt
+    check "empty snapshot: peak says so too" "grep -q 'no allocations recorded' empty2.txt"
+fi
+
 # damaged snapshots: one line naming the file and the byte, non-zero exit, no crash
 size=$(wc -c <leak.cmh)
 head -c $((size - 3)) leak.cmh >trunc.cmh
