@@ -26,6 +26,9 @@ int cmd_kernels(int argc, char **argv);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Load any snapshot; on failure print the one-line error and return non-zero. */
 int cli_load(const char *path, cmh_snapshot *s);
+/* Load a snapshot and choose its device: want, or with want == -2 the lowest it has.  On failure
+ * print why, free what was loaded and return non-zero. */
+int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device);
 /* Parse a non-negative integer with an optional K/M/G suffix (binary); -1 on error. */
 int cli_parse_u64(const char *s, uint64_t *out);
 /* Is argv[i] the option name (exact), consuming its value into *val (from "--x=v" or the next arg). */

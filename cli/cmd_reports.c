@@ -83,23 +83,6 @@ static int parse(int argc, char **argv, const char *usage, opts *o, int max_path
     return 0;
 }
 
-static int pick_device(const cmh_snapshot *s, const char *path, int want, int *dev)
-{
-    int32_t devs[64];
-    int nd = cmh_snapshot_devices(s, devs, 64);
-    if (want == -2) {
-        *dev = nd ? devs[0] : 0;
-        return 0;
-    }
-    for (int k = 0; k < nd && k < 64; k++)
-        if (devs[k] == want) {
-            *dev = want;
-            return 0;
-        }
-    cli_error("%s: no device %d in this snapshot", path, want);
-    return 1;
-}
-
 static void size_text(char *buf, size_t n, double v)
 {
     static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -252,12 +235,8 @@ int cmd_peak(int argc, char **argv)
     if (o.json) printf(o.npaths > 1 ? "[" : "");
     for (int f = 0; f < o.npaths; f++) {
         cmh_snapshot s;
-        if (cli_load(o.paths[f], &s)) return 1;
         int dev;
-        if (pick_device(&s, o.paths[f], o.device, &dev)) {
-            cmh_snapshot_free(&s);
-            return 1;
-        }
+        if (cli_load_device(o.paths[f], o.device, &s, &dev)) return 1;
         cmh_peak_report p;
         if (cmh_peak_compute(&s, dev, &p) != CMH_OK) {
             cli_error("out of memory");
@@ -340,12 +319,8 @@ int cmd_leaks(int argc, char **argv)
     int rc = parse(argc, argv, leaks_usage, &o, 1);
     if (rc) return rc == 1 ? 0 : rc;
     cmh_snapshot s;
-    if (cli_load(o.paths[0], &s)) return 1;
     int dev;
-    if (pick_device(&s, o.paths[0], o.device, &dev)) {
-        cmh_snapshot_free(&s);
-        return 1;
-    }
+    if (cli_load_device(o.paths[0], o.device, &s, &dev)) return 1;
     cmh_leak_report p;
     if (cmh_leaks_compute(&s, dev, o.min_bytes, &p) != CMH_OK) {
         cli_error("out of memory");
@@ -419,12 +394,8 @@ int cmd_frag(int argc, char **argv)
     int rc = parse(argc, argv, frag_usage, &o, 1);
     if (rc) return rc == 1 ? 0 : rc;
     cmh_snapshot s;
-    if (cli_load(o.paths[0], &s)) return 1;
     int dev;
-    if (pick_device(&s, o.paths[0], o.device, &dev)) {
-        cmh_snapshot_free(&s);
-        return 1;
-    }
+    if (cli_load_device(o.paths[0], o.device, &s, &dev)) return 1;
     cmh_frag_report p;
     if (cmh_frag_compute(&s, dev, &p) != CMH_OK) {
         cli_error("out of memory");
@@ -506,12 +477,8 @@ int cmd_oom(int argc, char **argv)
     int rc = parse(argc, argv, oom_usage, &o, 1);
     if (rc) return rc == 1 ? 0 : rc;
     cmh_snapshot s;
-    if (cli_load(o.paths[0], &s)) return 1;
     int dev;
-    if (pick_device(&s, o.paths[0], o.device, &dev)) {
-        cmh_snapshot_free(&s);
-        return 1;
-    }
+    if (cli_load_device(o.paths[0], o.device, &s, &dev)) return 1;
     cmh_oom_report p;
     if (cmh_oom_compute(&s, dev, &p) != CMH_OK) {
         cli_error("out of memory");
@@ -650,9 +617,8 @@ int cmd_diff(int argc, char **argv)
     keyed *v = NULL;
     size_t n = 0, cap = 0;
     for (int f = 0; f < 2; f++) {
-        if (cli_load(o.paths[f], &s[f])) return 1;
         int dev;
-        if (pick_device(&s[f], o.paths[f], o.device, &dev)) return 1;
+        if (cli_load_device(o.paths[f], o.device, &s[f], &dev)) return 1;
         if (cmh_peak_compute(&s[f], dev, &pk[f]) != CMH_OK || cmh_leaks_compute(&s[f], dev, 0, &lk[f]) != CMH_OK) {
             cli_error("out of memory");
             return 1;

@@ -70,19 +70,9 @@ int cmd_summary(int argc, char **argv)
         return 2;
     }
     cmh_snapshot s;
-    if (cli_load(path, &s)) return 1;
+    if (cli_load_device(path, device, &s, &device)) return 1;
     int32_t devs[64];
     int nd = cmh_snapshot_devices(&s, devs, 64);
-    if (device == -2) device = nd ? devs[0] : 0;
-    else {
-        int found = 0;
-        for (int k = 0; k < nd && k < 64; k++) found |= devs[k] == device;
-        if (!found && nd) {
-            cli_error("%s: no device %d in this snapshot", path, device);
-            cmh_snapshot_free(&s);
-            return 1;
-        }
-    }
     cmh_mem_stats st;
     if (cmh_summary_compute(&s, device, &st) != CMH_OK) {
         cli_error("out of memory");
