@@ -722,6 +722,15 @@ static int want_int(pm *m, const pcont *d, int key, int64_t *out, int required, 
     return 0;
 }
 
+/* A field as uint64 with a default when absent (the usual shape of the schema's integers). */
+static int want_u64(pm *m, const pcont *d, int key, uint64_t dflt, int required, const char *what, uint64_t *out)
+{
+    int64_t x = (int64_t)dflt;
+    if (want_int(m, d, key, &x, required, what)) return -1;
+    *out = (uint64_t)x;
+    return 0;
+}
+
 static uint32_t stack_of(pm *m, const pcont *d)
 {
     pv *f = (pv *)dict_get(m, d, m->key[K_FRAMES]);
@@ -737,17 +746,11 @@ static int convert_segment(pm *m, const pv *sv)
     cmh_segment g;
     memset(&g, 0, sizeof g);
     int64_t x = 0;
-    if (want_int(m, d, K_DEVICE, &x, 0, "segment")) return -1;
-    g.device = (int32_t)x;
-    x = 0;
-    if (want_int(m, d, K_ADDRESS, &x, 1, "segment")) return -1;
-    g.addr = (uint64_t)x;
-    x = 0;
-    if (want_int(m, d, K_TOTAL_SIZE, &x, 1, "segment")) return -1;
-    g.size = (uint64_t)x;
-    x = 0;
-    if (want_int(m, d, K_STREAM, &x, 0, "segment")) return -1;
-    g.stream = (uint64_t)x;
+    uint64_t dev;
+    if (want_u64(m, d, K_DEVICE, 0, 0, "segment", &dev) || want_u64(m, d, K_ADDRESS, 0, 1, "segment", &g.addr) ||
+        want_u64(m, d, K_TOTAL_SIZE, 0, 1, "segment", &g.size) || want_u64(m, d, K_STREAM, 0, 0, "segment", &g.stream))
+        return -1;
+    g.device = (int32_t)dev;
     const pv *v = dict_get(m, d, m->key[K_SEGMENT_TYPE]);
     g.pool = v && v->tag == PV_STR ? (v->u.id == m->key[K_SMALL] ? CMH_POOL_SMALL : v->u.id == m->key[K_LARGE] ? CMH_POOL_LARGE : CMH_POOL_UNKNOWN)
                                    : CMH_POOL_UNKNOWN;
@@ -774,15 +777,9 @@ static int convert_segment(pm *m, const pv *sv)
         if (m->budget-- == 0) return fail(m, "the snapshot expands far beyond its size (shared containers)");
         cmh_block blk;
         memset(&blk, 0, sizeof blk);
-        x = (int64_t)at;
-        if (want_int(m, b, K_ADDRESS, &x, 0, "block")) return -1;
-        blk.addr = (uint64_t)x;
-        x = 0;
-        if (want_int(m, b, K_SIZE, &x, 1, "block")) return -1;
-        blk.size = (uint64_t)x;
-        x = 0;
-        if (want_int(m, b, K_REQUESTED_SIZE, &x, 0, "block")) return -1;
-        blk.requested = (uint64_t)x;
+        if (want_u64(m, b, K_ADDRESS, at, 0, "block", &blk.addr) || want_u64(m, b, K_SIZE, 0, 1, "block", &blk.size) ||
+            want_u64(m, b, K_REQUESTED_SIZE, 0, 0, "block", &blk.requested))
+            return -1;
         v = dict_get(m, b, m->key[K_STATE]);
         uint32_t st = v && v->tag == PV_STR ? v->u.id : 0;
         blk.state = st == m->key[K_ACTIVE_ALLOCATED] ? CMH_BLOCK_ACTIVE_ALLOCATED
