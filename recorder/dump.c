@@ -278,3 +278,36 @@ CMH_EXPORT int cmh_memory_stats(cmh_device_stats *out, int cap)
 }
 
 CMH_EXPORT uint64_t cmh_lost_events(void) { return __atomic_load_n(&cmh_lost, __ATOMIC_RELAXED); }
+
+/* ---- the block API: allocators above the driver, and annotations ---- */
+
+CMH_EXPORT int cmh_segment_managed(uint64_t ptr) { return cmh_hist_segment_managed(ptr); }
+
+CMH_EXPORT int cmh_block_alloc(uint64_t ptr, uint64_t size, uint64_t requested, uint64_t stream)
+{
+    if (!ptr || !size) return CMH_EINVAL;
+    return cmh_hist_block_alloc(cmh_current_device(), ptr, size, requested ? requested : size, stream);
+}
+
+CMH_EXPORT int cmh_block_free_requested(uint64_t ptr) { return cmh_hist_block_free_requested(ptr); }
+
+CMH_EXPORT int cmh_block_free_completed(uint64_t ptr) { return cmh_hist_block_free_completed(ptr); }
+
+CMH_EXPORT int cmh_mark(const char *name) { return cmh_hist_mark(cmh_current_device(), name, 0); }
+
+static __thread const char *t_ranges[64];
+static __thread int t_depth;
+
+CMH_EXPORT int cmh_range_push(const char *name)
+{
+    if (t_depth < 64) t_ranges[t_depth] = name;
+    t_depth++;
+    return cmh_hist_mark(cmh_current_device(), name, 1);
+}
+
+CMH_EXPORT int cmh_range_pop(void)
+{
+    if (t_depth <= 0) return CMH_EINVAL;
+    t_depth--;
+    return cmh_hist_mark(cmh_current_device(), t_depth < 64 ? t_ranges[t_depth] : "", 2);
+}

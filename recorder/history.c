@@ -40,7 +40,8 @@ typedef struct shard {
     cmh_live *slots; /* addr 0 = empty */
     uint32_t cap, n;
 } shard;
-static shard g_shard[NSHARD];
+static shard g_shard[NSHARD];  /* segments (driver allocations) */
+static shard g_bshard[NSHARD]; /* blocks an allocator reported inside them (cmh_block_alloc) */
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void take_reference(void);
@@ -50,6 +51,7 @@ static void init_locks(void)
     take_reference();
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) pthread_mutex_init(&g_dev[i].lock, NULL);
     for (int i = 0; i < NSHARD; i++) pthread_mutex_init(&g_shard[i].lock, NULL);
+    for (int i = 0; i < NSHARD; i++) pthread_mutex_init(&g_bshard[i].lock, NULL);
     g_max_entries = cmh_cfg.max_entries;
 }
 
@@ -114,9 +116,9 @@ static int shard_grow(shard *s)
     return 0;
 }
 
-static int live_insert(const cmh_live *l)
+static int live_insert_in(shard *tab, const cmh_live *l)
 {
-    shard *s = &g_shard[addr_hash(l->addr) >> 58];
+    shard *s = &tab[addr_hash(l->addr) >> 58];
     pthread_mutex_lock(&s->lock);
     if ((s->n + 1) * 4 > s->cap * 3 && shard_grow(s) != 0) {
         pthread_mutex_unlock(&s->lock);
@@ -146,9 +148,11 @@ static void shard_delete_at(shard *s, uint32_t j)
     }
 }
 
-static int live_remove(uint64_t addr, cmh_live *out)
+static int live_insert(const cmh_live *l) { return live_insert_in(g_shard, l); }
+
+static int live_remove_in(shard *tab, uint64_t addr, cmh_live *out)
 {
-    shard *s = &g_shard[addr_hash(addr) >> 58];
+    shard *s = &tab[addr_hash(addr) >> 58];
     pthread_mutex_lock(&s->lock);
     int found = 0;
     if (s->cap) {
@@ -161,6 +165,25 @@ static int live_remove(uint64_t addr, cmh_live *out)
                 break;
             }
     }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+static int live_remove(uint64_t addr, cmh_live *out) { return live_remove_in(g_shard, addr, out); }
+
+/* Change a live entry in place; fn returns 0 to leave it unchanged.  Returns whether it exists. */
+static int live_update_in(shard *tab, uint64_t addr, int (*fn)(cmh_live *, void *), void *arg, cmh_live *copy)
+{
+    shard *s = &tab[addr_hash(addr) >> 58];
+    int found = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->cap)
+        for (uint32_t j = (uint32_t)addr_hash(addr) & (s->cap - 1); s->slots[j].addr; j = (j + 1) & (s->cap - 1))
+            if (s->slots[j].addr == addr) {
+                found = fn(&s->slots[j], arg) ? 1 : 2;
+                if (copy) *copy = s->slots[j];
+                break;
+            }
     pthread_mutex_unlock(&s->lock);
     return found;
 }
@@ -297,6 +320,154 @@ void cmh_hist_unmap(uint64_t lo, uint64_t size)
     }
 }
 
+/* ---- blocks reported by an allocator above the driver (cmh_block_*) ---- */
+
+static int clear_whole(cmh_live *l, void *arg)
+{
+    (void)arg;
+    if (!(l->flags & CMH_EF_WHOLE_BLOCK)) return 0;
+    l->flags &= (uint8_t)~CMH_EF_WHOLE_BLOCK;
+    return 1;
+}
+
+int cmh_hist_segment_managed(uint64_t addr)
+{
+    if (!cmh_enabled_now) return CMH_OK;
+    ensure_init();
+    cmh_live l;
+    int r = live_update_in(g_shard, addr, clear_whole, NULL, &l);
+    if (!r) return CMH_EINVAL; /* not a driver allocation the recorder saw */
+    if (r == 2) return CMH_OK; /* already managed */
+    /* The segment no longer holds one implied block: take it out of the counters and, where the
+     * ring still has it (an allocator calls this right after cuMemAlloc), off its entry. */
+    dev_state *d = dev_slot(l.device);
+    pthread_mutex_lock(&d->lock);
+    d->alloc_cur -= l.size;
+    for (uint64_t k = 0; k < d->count && k < 256; k++) {
+        cmh_rec_entry *e = &d->ring[(d->head + d->count - 1 - k) % d->cap];
+        if (e->addr == addr && (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_MAP)) {
+            e->flags &= (uint8_t)~CMH_EF_WHOLE_BLOCK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    return CMH_OK;
+}
+
+int cmh_hist_block_alloc(int device, uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream)
+{
+    if (!cmh_enabled_now) return CMH_OK;
+    ensure_init();
+    cmh_first_touch();
+    int ctx = cmh_context_now;
+    uint32_t stack = ctx >= CMH_CONTEXT_STATE ? cmh_stack_capture() : 0;
+    cmh_live l = {addr, size, requested, stream, cmh_now_ticks(), stack, (int16_t)device, CMH_KIND_DEVICE,
+                  CMH_BLOCK_ACTIVE_ALLOCATED};
+    if (live_insert_in(g_bshard, &l) != 0) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
+    record(device, CMH_ACT_ALLOC, CMH_KIND_DEVICE, 0, addr, size, requested, stream, ctx >= CMH_CONTEXT_ALLOC ? stack : 0,
+           (int64_t)size, 0, 1, l.time_ns);
+    return CMH_OK;
+}
+
+static int mark_pending(cmh_live *l, void *arg)
+{
+    (void)arg;
+    if (l->flags != CMH_BLOCK_ACTIVE_ALLOCATED) return 0;
+    l->flags = CMH_BLOCK_ACTIVE_PENDING_FREE; /* for blocks, flags holds the block state */
+    return 1;
+}
+
+int cmh_hist_block_free_requested(uint64_t addr)
+{
+    if (!cmh_enabled_now) return CMH_OK;
+    ensure_init();
+    cmh_live l;
+    int r = live_update_in(g_bshard, addr, mark_pending, NULL, &l);
+    if (!r) return CMH_EINVAL;
+    if (r == 2) return CMH_OK; /* already requested */
+    int ctx = cmh_context_now;
+    uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l.stack : 0;
+    record(l.device, CMH_ACT_FREE_REQUESTED, CMH_KIND_DEVICE, 0, addr, l.size, l.requested, l.stream, stack,
+           -(int64_t)l.size, 0, 0, 0);
+    return CMH_OK;
+}
+
+int cmh_hist_block_free_completed(uint64_t addr)
+{
+    if (!cmh_enabled_now) return CMH_OK;
+    ensure_init();
+    cmh_live l;
+    if (!live_remove_in(g_bshard, addr, &l)) return CMH_EINVAL;
+    int ctx = cmh_context_now;
+    uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l.stack : 0;
+    /* a block freed without free_requested leaves the allocated count here */
+    record(l.device, CMH_ACT_FREE_COMPLETED, CMH_KIND_DEVICE, 0, addr, l.size, l.requested, l.stream, stack,
+           l.flags == CMH_BLOCK_ACTIVE_ALLOCATED ? -(int64_t)l.size : 0, 0, 2, 0);
+    return CMH_OK;
+}
+
+/* ---- marks and ranges ---- */
+
+static pthread_mutex_t g_names_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **g_names; /* name id - 1 -> text */
+static uint32_t g_nnames, g_cnames;
+
+typedef struct rec_ann {
+    int64_t ticks;
+    uint32_t name;
+    int16_t device;
+    uint8_t stage;
+} rec_ann;
+static rec_ann *g_anns;
+static uint32_t g_nanns, g_canns;
+
+static uint32_t name_id(const char *name)
+{
+    pthread_mutex_lock(&g_names_lock);
+    uint32_t id = 0;
+    for (uint32_t i = g_nnames; i-- > 0;) /* marks repeat a few names: newest first */
+        if (!strcmp(g_names[i], name)) {
+            id = i + 1;
+            goto out;
+        }
+    if (g_nnames == g_cnames) {
+        uint32_t nc = g_cnames ? g_cnames * 2 : 64;
+        char **nn = realloc(g_names, nc * sizeof *nn);
+        if (!nn) goto out;
+        g_names = nn;
+        g_cnames = nc;
+    }
+    if ((g_names[g_nnames] = strdup(name))) id = ++g_nnames;
+out:
+    pthread_mutex_unlock(&g_names_lock);
+    return id;
+}
+
+int cmh_hist_mark(int device, const char *name, int stage)
+{
+    if (!cmh_enabled_now) return CMH_OK;
+    ensure_init();
+    uint32_t id = name_id(name ? name : "");
+    if (!id) {
+        __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
+        return CMH_ENOMEM;
+    }
+    int64_t t = cmh_now_ticks();
+    if (stage != 2) /* a point mark, or a range's start: a checkpoint in the trace */
+        record(device, CMH_ACT_MARK, CMH_KIND_DEVICE, 0, id, 0, 0, 0, 0, 0, 0, 0, t);
+    if (stage) {
+        pthread_mutex_lock(&g_names_lock);
+        if (g_nanns == g_canns) {
+            uint32_t nc = g_canns ? g_canns * 2 : 64;
+            rec_ann *na = realloc(g_anns, nc * sizeof *na);
+            if (na) g_anns = na, g_canns = nc;
+        }
+        if (g_nanns < g_canns) g_anns[g_nanns++] = (rec_ann){t, id, (int16_t)device, (uint8_t)(stage - 1)};
+        pthread_mutex_unlock(&g_names_lock);
+    }
+    return CMH_OK;
+}
+
 void cmh_hist_oom(int device, uint64_t size, uint64_t stream, uint64_t device_free)
 {
     if (!cmh_enabled_now) return;
@@ -369,11 +540,16 @@ void cmh_hist_reset_after_fork(void)
         pthread_mutex_init(&d->lock, NULL);
     }
     for (int i = 0; i < NSHARD; i++) {
-        pthread_mutex_init(&g_shard[i].lock, NULL);
-        free(g_shard[i].slots);
-        g_shard[i].slots = NULL;
-        g_shard[i].cap = g_shard[i].n = 0;
+        shard *tabs[2] = {&g_shard[i], &g_bshard[i]};
+        for (int k = 0; k < 2; k++) {
+            pthread_mutex_init(&tabs[k]->lock, NULL);
+            free(tabs[k]->slots);
+            tabs[k]->slots = NULL;
+            tabs[k]->cap = tabs[k]->n = 0;
+        }
     }
+    pthread_mutex_init(&g_names_lock, NULL);
+    g_nanns = 0;
     cmh_touched = 0;
     cmh_lost = 0;
 }
@@ -383,10 +559,14 @@ void cmh_hist_atfork_prepare(void)
     ensure_init();
     lock_all_devices();
     for (int i = 0; i < NSHARD; i++) pthread_mutex_lock(&g_shard[i].lock);
+    for (int i = 0; i < NSHARD; i++) pthread_mutex_lock(&g_bshard[i].lock);
+    pthread_mutex_lock(&g_names_lock);
 }
 
 void cmh_hist_atfork_parent(void)
 {
+    pthread_mutex_unlock(&g_names_lock);
+    for (int i = NSHARD - 1; i >= 0; i--) pthread_mutex_unlock(&g_bshard[i].lock);
     for (int i = NSHARD - 1; i >= 0; i--) pthread_mutex_unlock(&g_shard[i].lock);
     unlock_all_devices();
 }
@@ -462,6 +642,17 @@ int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), vo
             e.requested = r->requested;
             e.stream = r->stream;
             e.stack = r->stack ? stack_map(r->stack, arg) : 0;
+            if (r->action == CMH_ACT_MARK) { /* addr holds the mark's name id */
+                pthread_mutex_lock(&g_names_lock);
+                const char *nm = r->addr && r->addr <= g_nnames ? g_names[r->addr - 1] : "";
+                int rc = cmh_strtab_intern(&s->strings, nm, strlen(nm), &e.name);
+                pthread_mutex_unlock(&g_names_lock);
+                if (rc != CMH_OK) {
+                    free(copy);
+                    return CMH_ENOMEM;
+                }
+                e.addr = 0;
+            }
             e.action = r->action;
             e.flags = r->flags;
             e.kind = r->kind;
@@ -494,24 +685,91 @@ int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), vo
         pthread_mutex_unlock(&sh->lock);
     }
     if (nl) qsort(all, nl, sizeof *all, cmp_live);
-    for (size_t k = 0; k < nl; k++) {
+    /* the blocks allocators reported, in the same order */
+    size_t nb = 0, capb = 0;
+    cmh_live *blocks = NULL;
+    for (int si = 0; si < NSHARD; si++) {
+        shard *sh = &g_bshard[si];
+        pthread_mutex_lock(&sh->lock);
+        if (nb + sh->n > capb) {
+            size_t nc = (nb + sh->n) * 2 + 16;
+            cmh_live *na = realloc(blocks, nc * sizeof *na);
+            if (!na) {
+                pthread_mutex_unlock(&sh->lock);
+                free(blocks);
+                free(all);
+                return CMH_ENOMEM;
+            }
+            blocks = na;
+            capb = nc;
+        }
+        for (uint32_t j = 0; j < sh->cap; j++)
+            if (sh->slots[j].addr) blocks[nb++] = sh->slots[j];
+        pthread_mutex_unlock(&sh->lock);
+    }
+    if (nb) qsort(blocks, nb, sizeof *blocks, cmp_live);
+    size_t bi = 0;
+    int rc = CMH_OK;
+    for (size_t k = 0; k < nl && rc == CMH_OK; k++) {
         const cmh_live *l = &all[k];
         cmh_segment g;
         memset(&g, 0, sizeof g);
         g.device = l->device;
         g.kind = l->kind;
-        g.flags = CMH_SEG_WHOLE_BLOCK | (l->kind == CMH_KIND_VMM ? CMH_SEG_EXPANDABLE : 0);
-        g.pool = l->size <= (1u << 20) ? CMH_POOL_SMALL : CMH_POOL_LARGE;
+        int whole = (l->flags & CMH_EF_WHOLE_BLOCK) != 0;
+        g.flags = (uint8_t)((whole ? CMH_SEG_WHOLE_BLOCK : 0) | (l->kind == CMH_KIND_VMM ? CMH_SEG_EXPANDABLE : 0));
         g.addr = l->addr;
         g.size = l->size;
         g.stream = l->stream;
         g.stack = l->stack ? stack_map(l->stack, arg) : 0;
         g.time_ns = cmh_ticks_to_ns(l->time_ns, now_ticks, now_ns);
-        cmh_block b = {l->addr, l->size, l->requested, g.stack, CMH_BLOCK_ACTIVE_ALLOCATED, g.time_ns};
-        if (cmh_snapshot_add_segment(s, &g, NULL) != CMH_OK || cmh_snapshot_add_block(s, &b) != CMH_OK) {
-            free(all);
-            return CMH_ENOMEM;
+        if (whole) g.pool = l->size <= (1u << 20) ? CMH_POOL_SMALL : CMH_POOL_LARGE;
+        else g.pool = l->size <= (2u << 20) ? CMH_POOL_SMALL : CMH_POOL_LARGE; /* a caching allocator's segments */
+        if (cmh_snapshot_add_segment(s, &g, NULL) != CMH_OK) {
+            rc = CMH_ENOMEM;
+            break;
         }
+        if (whole) {
+            cmh_block b = {l->addr, l->size, l->requested, g.stack, CMH_BLOCK_ACTIVE_ALLOCATED, g.time_ns};
+            if (cmh_snapshot_add_block(s, &b) != CMH_OK) rc = CMH_ENOMEM;
+            continue;
+        }
+        /* reported blocks inside it, with inactive blocks in the gaps so that they tile it */
+        uint64_t at = l->addr, end = l->addr + l->size;
+        while (bi < nb && (blocks[bi].device < l->device || (blocks[bi].device == l->device && blocks[bi].addr < at))) {
+            __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED); /* a block outside every segment we know */
+            bi++;
+        }
+        for (; bi < nb && blocks[bi].device == l->device && blocks[bi].addr < end && rc == CMH_OK; bi++) {
+            const cmh_live *x = &blocks[bi];
+            if (x->addr > at) {
+                cmh_block gap = {at, x->addr - at, 0, 0, CMH_BLOCK_INACTIVE, 0};
+                if (cmh_snapshot_add_block(s, &gap) != CMH_OK) rc = CMH_ENOMEM;
+            }
+            uint64_t sz = x->addr + x->size > end ? end - x->addr : x->size;
+            cmh_block b = {x->addr, sz, x->requested, x->stack ? stack_map(x->stack, arg) : 0, x->flags,
+                           cmh_ticks_to_ns(x->time_ns, now_ticks, now_ns)};
+            if (cmh_snapshot_add_block(s, &b) != CMH_OK) rc = CMH_ENOMEM;
+            at = x->addr + sz;
+        }
+        if (at < end && rc == CMH_OK) {
+            cmh_block gap = {at, end - at, 0, 0, CMH_BLOCK_INACTIVE, 0};
+            if (cmh_snapshot_add_block(s, &gap) != CMH_OK) rc = CMH_ENOMEM;
+        }
+    }
+    free(blocks);
+    /* ranges (cmh_range_push/pop) as PyTorch's external annotations */
+    pthread_mutex_lock(&g_names_lock);
+    for (uint32_t i = 0; i < g_nanns && rc == CMH_OK; i++) {
+        cmh_annotation a = {0, g_anns[i].stage, g_anns[i].device, cmh_ticks_to_ns(g_anns[i].ticks, now_ticks, now_ns)};
+        const char *nm = g_anns[i].name && g_anns[i].name <= g_nnames ? g_names[g_anns[i].name - 1] : "";
+        if (cmh_strtab_intern(&s->strings, nm, strlen(nm), &a.name) != CMH_OK || cmh_snapshot_add_annotation(s, &a) != CMH_OK)
+            rc = CMH_ENOMEM;
+    }
+    pthread_mutex_unlock(&g_names_lock);
+    if (rc != CMH_OK) {
+        free(all);
+        return rc;
     }
     free(all);
     return CMH_OK;

@@ -60,7 +60,7 @@ typedef struct cmh_live {
     int64_t time_ns; /* raw ticks */
     uint32_t stack;
     int16_t device;
-    uint8_t kind, flags;
+    uint8_t kind, flags; /* segments: CMH_EF_*; reported blocks: the block state */
 } cmh_live;
 
 CMH_HIDDEN int64_t cmh_now_ns(void);
@@ -81,6 +81,13 @@ CMH_HIDDEN void cmh_hist_free_undo(const cmh_live *was);
 /* Unmap [addr, addr+size): every mapped range inside it is recorded as segment_unmap. */
 CMH_HIDDEN void cmh_hist_unmap(uint64_t addr, uint64_t size);
 CMH_HIDDEN void cmh_hist_oom(int device, uint64_t size, uint64_t stream, uint64_t device_free);
+/* The block API (an allocator above the driver reporting its blocks); see recorder.h. */
+CMH_HIDDEN int cmh_hist_segment_managed(uint64_t addr);
+CMH_HIDDEN int cmh_hist_block_alloc(int device, uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream);
+CMH_HIDDEN int cmh_hist_block_free_requested(uint64_t addr);
+CMH_HIDDEN int cmh_hist_block_free_completed(uint64_t addr);
+/* stage: 0 a point mark, 1 a range starts, 2 it ends */
+CMH_HIDDEN int cmh_hist_mark(int device, const char *name, int stage);
 CMH_HIDDEN void cmh_hist_clear(void);
 CMH_HIDDEN void cmh_hist_reset_after_fork(void);
 CMH_HIDDEN void cmh_hist_atfork_prepare(void);

@@ -75,6 +75,31 @@ int cmh_memory_stats(cmh_device_stats *out, int cap);
 /* Events the recorder itself lost (it ran out of memory or a table was full). */
 uint64_t cmh_lost_events(void);
 
+/*
+ * The block API, for an allocator that sub-allocates driver memory (a caching allocator, a
+ * pool): it reports its blocks so that allocated and reserved memory differ as they really do.
+ * Include <cumemhist/blocks.h> rather than calling these directly: it makes every call a cheap
+ * no-op when the recorder is not in the process.
+ *
+ *   cmh_segment_managed(ptr)        this driver allocation is sub-allocated by the caller: it
+ *                                   holds the blocks reported below, not one implied block
+ *   cmh_block_alloc(ptr, size, requested, stream)   a block handed out (size as allocated,
+ *                                   requested as asked for)
+ *   cmh_block_free_requested(ptr)   the user freed it; stream work may still use it
+ *   cmh_block_free_completed(ptr)   it is free (alone: freed at once)
+ *   cmh_mark(name)                  a point in time worth naming ("step 12"); leaks measures
+ *                                   growth between marks
+ *   cmh_range_push(name) / cmh_range_pop()   a named span, as PyTorch's external annotations
+ * The device is the calling thread's current one.
+ */
+int cmh_segment_managed(uint64_t ptr);
+int cmh_block_alloc(uint64_t ptr, uint64_t size, uint64_t requested, uint64_t stream);
+int cmh_block_free_requested(uint64_t ptr);
+int cmh_block_free_completed(uint64_t ptr);
+int cmh_mark(const char *name);
+int cmh_range_push(const char *name);
+int cmh_range_pop(void);
+
 #ifdef __cplusplus
 }
 #endif
