@@ -223,6 +223,22 @@ out:
     return rc;
 }
 
+/* A range's start is also a mark entry in the trace (a checkpoint for the reports); the viewer
+ * sees it once, as the range's START annotation, not a second time as a point. */
+typedef struct ann_key {
+    int64_t t;
+    uint32_t name;
+    int32_t device;
+} ann_key;
+
+static int cmp_ann(const void *a, const void *b)
+{
+    const ann_key *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    if (x->name != y->name) return x->name < y->name ? -1 : 1;
+    return (x->device > y->device) - (x->device < y->device);
+}
+
 int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host)
 {
     int rc = cmh_snapshot_init(out);
@@ -230,6 +246,16 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     uint32_t *fmap = calloc(in->nframes + 1, sizeof *fmap);
     if (!fmap) return CMH_ENOMEM;
     uint64_t host = 0;
+    ann_key *starts = NULL;
+    size_t nstarts = 0;
+    if (in->nannotations && !(starts = malloc(in->nannotations * sizeof *starts))) {
+        free(fmap);
+        return CMH_ENOMEM;
+    }
+    for (uint32_t i = 0; i < in->nannotations; i++)
+        if (in->annotations[i].stage == 0)
+            starts[nstarts++] = (ann_key){in->annotations[i].time_ns, in->annotations[i].name, in->annotations[i].device};
+    if (nstarts) qsort(starts, nstarts, sizeof *starts, cmp_ann);
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = in->source == CMH_SRC_PYTORCH ? in->pt_fields : CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
     out->pid = in->pid;
@@ -276,6 +302,8 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             if (e.compile_context) TRY(str_copy(in, out, e.compile_context, &e.compile_context));
             if (e.user_metadata) TRY(str_copy(in, out, e.user_metadata, &e.user_metadata));
             if (e.action == CMH_ACT_MARK) {
+                ann_key k = {e.time_ns, e.name, tr->device};
+                if (nstarts && bsearch(&k, starts, nstarts, sizeof *starts, cmp_ann)) continue;
                 cmh_annotation a = {0, 0, tr->device, e.time_ns};
                 TRY(str_copy(in, out, e.name, &a.name));
                 TRY(cmh_snapshot_add_annotation(out, &a));
@@ -328,6 +356,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
 #undef TRY
 out:
     free(fmap);
+    free(starts);
     if (dropped_host) *dropped_host = host;
     if (rc != CMH_OK) cmh_snapshot_free(out);
     return rc;

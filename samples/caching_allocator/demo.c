@@ -23,8 +23,10 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "step %d", s);
         CMH_MARK(name);
         CUdeviceptr act[6], small[5];
+        CMH_RANGE_PUSH("forward");
         for (int i = 0; i < 6; i++) act[i] = ca_malloc((size_t)(1 + (s + i) % 5) * (700 << 10) + 100, NULL, NULL);
         for (int i = 0; i < 5; i++) small[i] = ca_malloc((size_t)(i + 1) * 1000, NULL, NULL);
+        CMH_RANGE_POP();
         for (int i = 0; i < 6; i += 2) ca_free(act[i]);
         for (int i = 1; i < 6; i += 2) ca_free(act[i]);
         for (int i = 0; i < 4; i++) ca_free(small[i]); /* one small tensor a step is kept */

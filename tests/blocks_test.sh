@@ -1,0 +1,134 @@
+#!/bin/sh
+# blocks_test.sh BUILD_DIR - allocators above the driver (the block API), end to end:
+#  - the caching-allocator sample: summary's allocated / requested / reserved equal the
+#    allocator's own counters, the segments hold several blocks, frag finds the free gaps;
+#  - its memory_viz export passes the viewer's schema and replay check;
+#  - marks and ranges reach the trace, the JSON export and the Chrome trace;
+#  - the OOM-by-fragmentation sample is diagnosed as fragmentation by oom and frag.
+set -u
+B=$1
+T=$(mktemp -d /tmp/cmh-blocks-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CMH=$B/cumemhist
+fail=0
+ok() { echo "ok: $1"; }
+bad() { echo "FAIL: $1"; fail=1; }
+py() { env -u LD_PRELOAD python3 "$@"; }
+
+# --- the caching allocator's own counters vs what the recording says ---
+"$CMH" record -q -o "$T/ca.cmh" -- "$B/samples/caching_demo" 6 >"$T/demo.out" || bad "caching_demo under the recorder"
+set -- $(sed -n 's/^caching_demo: allocated \([0-9]*\) requested \([0-9]*\) reserved \([0-9]*\) segments \([0-9]*\) blocks \([0-9]*\)$/\1 \2 \3 \4 \5/p' "$T/demo.out")
+[ $# -eq 5 ] || { bad "caching_demo printed no counters: $(cat "$T/demo.out")"; exit 1; }
+ALLOC=$1 REQ=$2 RES=$3 NSEG=$4 NBLK=$5
+[ "$ALLOC" -lt "$RES" ] && ok "allocated $ALLOC < reserved $RES" || bad "allocated $ALLOC is not below reserved $RES"
+
+"$CMH" export --format json "$T/ca.cmh" -o "$T/ca.json" || bad "json export"
+py - "$T/ca.json" "$ALLOC" "$REQ" "$RES" "$NSEG" "$NBLK" <<'EOF' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+alloc, req, res, nseg, nblk = map(int, sys.argv[2:])
+segs = [s for s in d["segments"] if s["device"] == 0]
+got = (sum(s["allocated_size"] for s in segs), sum(s["requested_size"] for s in segs),
+       sum(s["total_size"] for s in segs), len(segs),
+       sum(1 for s in segs for b in s["blocks"] if b["state"] == "active_allocated"))
+want = (alloc, req, res, nseg, nblk)
+if got != want:
+    print(f"FAIL: recorded (allocated, requested, reserved, segments, blocks) {got} != allocator's {want}")
+    sys.exit(1)
+multi = sum(1 for s in segs if len(s["blocks"]) > 2)
+if multi < 1:
+    print("FAIL: no segment holds several blocks")
+    sys.exit(1)
+ann = d["external_annotations"]
+names = {(a["name"], a["stage"]) for a in ann}
+for want_ann in (("step 0", "START"), ("step 5", "START"), ("forward", "START"), ("forward", "END")):
+    if want_ann not in names:
+        print(f"FAIL: annotation {want_ann} missing from the JSON export")
+        sys.exit(1)
+fwd = [a for a in ann if a["name"] == "forward"]
+if len(fwd) != 12:
+    print(f"FAIL: {len(fwd)} 'forward' annotations, want 12 (6 ranges)")
+    sys.exit(1)
+print(f"ok: recorded segments equal the allocator's counters {want}; {multi} multi-block segments; marks and ranges exported")
+EOF
+
+# summary prints the same figures as memory_summary would (KiB below 1 MiB... as PyTorch rounds)
+"$CMH" summary "$T/ca.cmh" >"$T/summary.txt" || bad "summary"
+py - "$T/summary.txt" "$ALLOC" "$REQ" "$RES" "$NBLK" <<'EOF' || fail=1
+import sys
+txt = open(sys.argv[1]).read().splitlines()
+alloc, req, res, nblk = map(int, sys.argv[2:])
+def fmt(n):  # PyTorch's _format_size
+    for unit in ("B ", "KiB", "MiB", "GiB", "TiB"):
+        if n < 768 * 1024 or unit == "TiB":
+            return f"{n:6d} {unit}"
+        n //= 1024
+def cur(label):
+    for line in txt:
+        if line.startswith("| " + label):
+            return line.split("|")[2].strip()
+    return None
+checks = (("Allocated memory", fmt(alloc)), ("Requested memory", fmt(req)),
+          ("GPU reserved memory", fmt(res)), ("Allocations", f"{nblk:7d}"))
+bad = [(l, cur(l), w.strip()) for l, w in checks if cur(l) != w.strip()]
+if bad:
+    print("FAIL: summary current column:", bad)
+    sys.exit(1)
+print("ok: summary shows allocated", fmt(alloc).strip(), "requested", fmt(req).strip(), "reserved", fmt(res).strip())
+EOF
+
+"$CMH" frag "$T/ca.cmh" >"$T/frag.txt" || bad "frag"
+GAP=$((RES - ALLOC))
+grep -q "free inside segments" "$T/frag.txt" && grep -q "largest gap" "$T/frag.txt" && ok "frag lists the gaps" ||
+    bad "frag found no gaps: $(cat "$T/frag.txt")"
+py - "$T/ca.json" "$T/frag.txt" <<'EOF' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+txt = open(sys.argv[2]).read()
+# every segment's largest free gap, as frag must find it
+for s in d["segments"]:
+    gaps, run = [], 0
+    for b in s["blocks"]:
+        if b["state"] == "inactive":
+            run += b["size"]
+        else:
+            gaps.append(run); run = 0
+    gaps.append(run)
+    line = [l for l in txt.splitlines() if l.strip().startswith(hex(s["address"]))]
+    if len(line) != 1:
+        print("FAIL: frag has no row for segment", hex(s["address"]))
+        sys.exit(1)
+    def size(n):
+        for u in ("B", "KiB", "MiB", "GiB"):
+            if n < 1024 or u == "GiB":
+                return f"{n:.1f} {u}" if u != "B" else f"{n} B"
+            n /= 1024
+    if size(max(gaps)) not in line[0]:
+        print(f"FAIL: largest gap {size(max(gaps))} of {hex(s['address'])} not in: {line[0]}")
+        sys.exit(1)
+print("ok: frag's largest gap per segment matches the blocks")
+EOF
+
+# memory_viz export: multi-block segments that tile and a trace the viewer replays
+"$CMH" export "$T/ca.cmh" -o "$T/ca.pickle" || bad "memviz export"
+py "$(dirname "$0")/check_memviz.py" --ours "$T/ca.pickle" || fail=1
+
+# marks reach the trace text and the Chrome trace
+"$CMH" trace "$T/ca.cmh" | grep -q "'action': 'mark'.*'name': 'step 3'" && ok "trace shows marks by name" || bad "trace lacks the marks"
+"$CMH" export --format chrome "$T/ca.cmh" -o "$T/ca.trace.json" || bad "chrome export"
+grep -q '"step 3"' "$T/ca.trace.json" && ok "chrome trace shows marks" || bad "chrome trace lacks the marks"
+
+# --- OOM by fragmentation ---
+FAKECUDA_CAPACITY=100M "$CMH" record -q -o "$T/frag.cmh" -- "$B/samples/frag_oom" >"$T/fo.out"
+[ $? -eq 1 ] && grep -q "12 MiB: CUDA_ERROR_OUT_OF_MEMORY" "$T/fo.out" && ok "frag_oom ran out of memory" ||
+    bad "frag_oom did not fail as designed: $(cat "$T/fo.out")"
+"$CMH" oom "$T/frag.cmh" >"$T/oom.txt" || bad "oom report"
+grep -q "verdict: fragmentation" "$T/oom.txt" && ok "oom says fragmentation" || bad "oom verdict: $(grep verdict "$T/oom.txt")"
+"$CMH" frag "$T/frag.cmh" | grep -q "out-of-memory asked for 12.0 MiB: fragmentation" && ok "frag says fragmentation" ||
+    bad "frag does not diagnose the OOM"
+# ...and an OOM by demand is not called fragmentation
+FAKECUDA_CAPACITY=1G "$CMH" record -q -o "$T/demand.cmh" -- "$B/samples/oom_demo" >/dev/null 2>&1
+"$CMH" oom "$T/demand.cmh" | grep -q "verdict: fragmentation" && bad "oom_demo called fragmentation" || ok "oom_demo not called fragmentation"
+
+exit $fail
