@@ -400,9 +400,12 @@ int cmh_hist_block_free_completed(uint64_t addr)
     if (!live_remove_in(g_bshard, addr, &l)) return CMH_EINVAL;
     int ctx = cmh_context_now;
     uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l.stack : 0;
-    /* a block freed without free_requested leaves the allocated count here */
-    record(l.device, CMH_ACT_FREE_COMPLETED, CMH_KIND_DEVICE, 0, addr, l.size, l.requested, l.stream, stack,
-           l.flags == CMH_BLOCK_ACTIVE_ALLOCATED ? -(int64_t)l.size : 0, 0, 2, 0);
+    /* freed at once: PyTorch's readers expect free_requested before free_completed, as its
+     * allocator writes them for every free */
+    if (l.flags == CMH_BLOCK_ACTIVE_ALLOCATED)
+        record(l.device, CMH_ACT_FREE_REQUESTED, CMH_KIND_DEVICE, 0, addr, l.size, l.requested, l.stream, stack,
+               -(int64_t)l.size, 0, 0, 0);
+    record(l.device, CMH_ACT_FREE_COMPLETED, CMH_KIND_DEVICE, 0, addr, l.size, l.requested, l.stream, stack, 0, 0, 2, 0);
     return CMH_OK;
 }
 

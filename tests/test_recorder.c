@@ -8,6 +8,9 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -443,6 +446,141 @@ static void test_three_devices(void)
     for (int d = 0; d < 3; d++) cuMemFree(p[d]);
 }
 
+/* an allocator above the driver: managed segment, blocks in three states, marks and a range */
+static void test_block_api(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_ALLOC, 0);
+    CUdeviceptr seg;
+    CU_ASSERT_EQUAL_FATAL(cuMemAlloc(&seg, 4 << 20), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cmh_segment_managed(seg), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_mark("step 1"), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_range_push("forward"), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_block_alloc(seg, 1 << 20, 1000000, 7), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_block_alloc(seg + (1 << 20), 512 << 10, 500000, 7), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_block_alloc(seg + (3 << 20), 1 << 20, 1 << 20, 7), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_range_pop(), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_block_free_requested(seg + (1 << 20)), CMH_OK); /* pending on its stream */
+    CU_ASSERT_EQUAL(cmh_block_free_completed(seg + (3 << 20)), CMH_OK);  /* freed at once */
+    CU_ASSERT_NOT_EQUAL(cmh_block_free_completed(seg + 12345), CMH_OK);  /* not a block */
+    CU_ASSERT_NOT_EQUAL(cmh_range_pop(), CMH_OK);                        /* nothing open */
+
+    cmh_snapshot s;
+    dump_load(&s);
+    const cmh_segment *g = find_segment(&s, seg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_FALSE(g->flags & CMH_SEG_WHOLE_BLOCK);
+    uint64_t alloc = 0, pending = 0;
+    for (uint32_t k = 0; k < g->nblocks; k++) {
+        const cmh_block *b = &s.blocks[g->first_block + k];
+        if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) {
+            alloc += b->size;
+            CU_ASSERT_EQUAL(b->addr, seg);
+        }
+        if (b->state == CMH_BLOCK_ACTIVE_PENDING_FREE) {
+            pending += b->size;
+            CU_ASSERT_EQUAL(b->addr, seg + (1 << 20));
+        }
+    }
+    CU_ASSERT_EQUAL(alloc, 1 << 20);
+    CU_ASSERT_EQUAL(pending, 512 << 10);
+    const cmh_entry *e;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_ALLOC, seg + (1 << 20)));
+    CU_ASSERT_EQUAL(e->size, 512 << 10);
+    CU_ASSERT_EQUAL(e->requested, 500000);
+    CU_ASSERT_EQUAL(e->stream, 7);
+    CU_ASSERT(e->stack != 0);
+    CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_FREE_REQUESTED, seg + (1 << 20)));
+    CU_ASSERT_PTR_NULL(find_entry(&s, 0, CMH_ACT_FREE_COMPLETED, seg + (1 << 20)));
+    CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_FREE_REQUESTED, seg + (3 << 20)));
+    CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_FREE_COMPLETED, seg + (3 << 20)));
+    /* marks by name, the range's two ends as annotations */
+    int marks = 0, fwd_start = 0, fwd_end = 0;
+    const cmh_trace *t = trace_of(&s, 0);
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *m = &s.entries[t->first_entry + i];
+        if (m->action == CMH_ACT_MARK)
+            marks += strcmp(cmh_str(&s, m->name), "step 1") == 0 || strcmp(cmh_str(&s, m->name), "forward") == 0;
+    }
+    for (uint32_t i = 0; i < s.nannotations; i++)
+        if (strcmp(cmh_str(&s, s.annotations[i].name), "forward") == 0) {
+            fwd_start += s.annotations[i].stage == 0;
+            fwd_end += s.annotations[i].stage == 1;
+            CU_ASSERT_EQUAL(s.annotations[i].device, 0);
+        }
+    CU_ASSERT_EQUAL(marks, 2);
+    CU_ASSERT_EQUAL(fwd_start, 1);
+    CU_ASSERT_EQUAL(fwd_end, 1);
+    cmh_snapshot_free(&s);
+
+    /* the pending block completes; freeing the segment drops the last block with it */
+    CU_ASSERT_EQUAL(cmh_block_free_completed(seg + (1 << 20)), CMH_OK);
+    CU_ASSERT_EQUAL(cuMemFree(seg), CUDA_SUCCESS);
+    dump_load(&s);
+    CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_FREE_COMPLETED, seg + (1 << 20)));
+    CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, seg));
+    CU_ASSERT_PTR_NULL(find_segment(&s, seg));
+    cmh_snapshot_free(&s);
+}
+
+/* fork(): the child records a fresh history into its own file; the parent's is untouched */
+static void test_fork(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    const char *pat = getenv("CUMEMHIST_OUTPUT");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pat);
+    CUdeviceptr before = alloc_here(3 << 20), in_child = 0;
+    int fds[2];
+    CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        CUdeviceptr p = 0;
+        if (cuMemAlloc(&p, 5 << 20) != CUDA_SUCCESS) _exit(3);
+        cmh_mark("child");
+        if (write(fds[1], &p, sizeof p) != sizeof p) _exit(4);
+        exit(0); /* the exit dump writes the child's file */
+    }
+    close(fds[1]);
+    CU_ASSERT_EQUAL(read(fds[0], &in_child, sizeof in_child), (ssize_t)sizeof in_child);
+    close(fds[0]);
+    int status = 0;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    /* the child's file: its pid in the name, its allocation, none of the parent's */
+    char path[512], err[512];
+    const char *pp = strstr(pat, "%p");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pp);
+    snprintf(path, sizeof path, "%.*s%d%s", (int)(pp - pat), pat, (int)pid, pp + 2);
+    cmh_snapshot s;
+    int rc = cmh_snapshot_load(path, &s, err, sizeof err);
+    if (rc != CMH_OK) fprintf(stderr, "child's snapshot %s: %s\n", path, err);
+    CU_ASSERT_EQUAL_FATAL(rc, CMH_OK);
+    CU_ASSERT_EQUAL(s.pid, (int64_t)pid);
+    CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, in_child));
+    CU_ASSERT_PTR_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, before));
+    CU_ASSERT_PTR_NOT_NULL(find_segment(&s, in_child));
+    CU_ASSERT_PTR_NULL(find_segment(&s, before));
+    cmh_snapshot_free(&s);
+    unlink(path);
+
+    /* the parent's history: its own allocation, nothing of the child's */
+    dump_load(&s);
+    CU_ASSERT_EQUAL(s.pid, (int64_t)getpid());
+    CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, before));
+    CU_ASSERT_PTR_NOT_NULL(find_segment(&s, before));
+    CU_ASSERT(in_child == before || !find_segment(&s, in_child));
+    const cmh_trace *t = trace_of(&s, 0);
+    int child_marks = 0;
+    for (uint32_t i = 0; t && i < t->nentries; i++)
+        child_marks += s.entries[t->first_entry + i].action == CMH_ACT_MARK &&
+                       strcmp(cmh_str(&s, s.entries[t->first_entry + i].name), "child") == 0;
+    CU_ASSERT_EQUAL(child_marks, 0);
+    cmh_snapshot_free(&s);
+    cuMemFree(before);
+}
+
 static void test_cudart_style_lookup(void)
 {
     /* What cudart does: dlopen the driver locally, fetch cuGetProcAddress_v2 with dlsym, ask it
@@ -529,6 +667,8 @@ int main(void)
     CMH_ADD_TEST(s, test_stacks_interned);
     CMH_ADD_TEST(s, test_threads_lose_nothing);
     CMH_ADD_TEST(s, test_three_devices);
+    CMH_ADD_TEST(s, test_block_api);
+    CMH_ADD_TEST(s, test_fork);
     CMH_ADD_TEST(s, test_cudart_style_lookup);
     int rc = cmh_test_main();
     char cmd[400];
