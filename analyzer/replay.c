@@ -63,6 +63,12 @@ struct cmh_replay {
     rseg **hseg;
     uint32_t hcap, hn;
     int device, reconciled;
+    /* stream-ordered pools: reserved beyond used at the latest pool_sample, per pool handle */
+    struct rpool {
+        uint64_t handle;
+        int64_t slack;
+    } *pools;
+    uint32_t npools;
     cmh_replay_observer obs; /* told of every active block that appears or goes */
     void *obs_arg;
 };
@@ -457,6 +463,8 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
     if (!hit) r->anomalies++;
 }
 
+static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e);
+
 static void apply_forward(cmh_replay *r, const cmh_entry *e)
 {
     switch (e->action) {
@@ -476,8 +484,29 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
     case CMH_ACT_SEGMENT_FREE:
     case CMH_ACT_SEGMENT_UNMAP: fwd_segment_free(r, e); break;
     case CMH_ACT_OOM: r->st.num_ooms++; break;
+    case CMH_ACT_POOL_SAMPLE: fwd_pool_sample(r, e); break;
     default: break;
     }
+}
+
+/* A pool's reserved bytes beyond its used bytes are reserved memory no segment shows; the
+ * samples are absolute, so the replay keeps each pool's latest and adds the change. */
+static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
+{
+    int64_t slack = e->size > e->requested ? (int64_t)(e->size - e->requested) : 0;
+    uint32_t i = 0;
+    while (i < r->npools && r->pools[i].handle != e->addr) i++;
+    if (i == r->npools) {
+        struct rpool *np = realloc(r->pools, (r->npools + 1) * sizeof *np);
+        if (!np) {
+            r->anomalies++;
+            return;
+        }
+        r->pools = np;
+        r->pools[r->npools++] = (struct rpool){e->addr, 0};
+    }
+    pool_add(r->st.reserved_bytes, CMH_POOL_LARGE_IDX, slack - r->pools[i].slack);
+    r->pools[i].slack = slack;
 }
 
 /* ---- backward pass: the state before the first entry ---- */
@@ -874,6 +903,7 @@ void cmh_replay_free(cmh_replay *r)
 {
     if (!r) return;
     free(r->exact);
+    free(r->pools);
     free_tables(r);
     free(r);
 }

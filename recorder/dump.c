@@ -224,6 +224,7 @@ static void fork_child(void)
 {
     cmh_stacks_atfork_child();
     cmh_hist_reset_after_fork();
+    cmh_pools_reset_after_fork();
     pthread_mutex_init(&g_dump_lock, NULL);
     g_helper_started = 0;
     g_oom_dumped = 0;
@@ -266,6 +267,7 @@ CMH_EXPORT int cmh_record_memory_history(const cmh_options *o)
     if (o->clear_history || o->enabled == CMH_ENABLED_OFF) cmh_hist_clear();
     cmh_context_now = o->context;
     cmh_enabled_now = o->enabled;
+    if (o->clear_history && o->enabled != CMH_ENABLED_OFF) cmh_pools_resample();
     return CMH_OK;
 }
 

@@ -409,6 +409,13 @@ int cmh_hist_block_free_completed(uint64_t addr)
     return CMH_OK;
 }
 
+void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta)
+{
+    if (!cmh_enabled_now) return;
+    ensure_init();
+    record(device, CMH_ACT_POOL_SAMPLE, CMH_KIND_ASYNC, 0, pool, reserved, used, 0, 0, 0, slack_delta, 0, 0);
+}
+
 /* ---- marks and ranges ---- */
 
 static pthread_mutex_t g_names_lock = PTHREAD_MUTEX_INITIALIZER;

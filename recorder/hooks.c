@@ -28,6 +28,8 @@
 /* Helpers the recorder itself needs from the driver. */
 static CUresult (*real_cuCtxGetDevice)(CUdevice *);
 static CUresult (*real_cuMemGetInfo_v2)(size_t *, size_t *);
+static CUresult (*real_cuMemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
+static CUresult (*real_cuDeviceGetMemPool)(CUmemoryPool *, CUdevice);
 
 /* name, base name, PFN version, ptsz, return type args */
 #define HOOK_LIST(X)                                                                                             \
@@ -47,6 +49,8 @@ static CUresult (*real_cuMemGetInfo_v2)(size_t *, size_t *);
       (CUdeviceptr * dptr, size_t n, CUmemoryPool pool, CUstream s))                                             \
     X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 1, (CUdeviceptr p, CUstream s))                              \
     X(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, (CUdeviceptr p, CUstream s))                                   \
+    X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, (CUmemoryPool pool, size_t keep))                           \
+    X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0, (CUmemoryPool pool))                                       \
     X(cuMemCreate, "cuMemCreate", 10020, 0,                                                                      \
       (CUmemGenericAllocationHandle * h, size_t n, const CUmemAllocationProp *prop, unsigned long long flags))     \
     X(cuMemRelease, "cuMemRelease", 10020, 0, (CUmemGenericAllocationHandle h))                                  \
@@ -91,6 +95,9 @@ static void drv_init(void)
     }
     real_cuCtxGetDevice = (CUresult(*)(CUdevice *))cmh_driver_sym("cuCtxGetDevice");
     real_cuMemGetInfo_v2 = (CUresult(*)(size_t *, size_t *))cmh_driver_sym("cuMemGetInfo_v2");
+    real_cuMemPoolGetAttribute =
+        (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))cmh_driver_sym("cuMemPoolGetAttribute");
+    real_cuDeviceGetMemPool = (CUresult(*)(CUmemoryPool *, CUdevice))cmh_driver_sym("cuDeviceGetMemPool");
     t_in_init = 0;
 }
 
@@ -182,26 +189,127 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 
 /* ---- stream-ordered ---- */
 
-#define ASYNC_ALLOC(name, call)                                                                                  \
+/* ---- stream-ordered pools ----
+ * Each async allocation is a segment holding one block; the pool behind it reserves more than
+ * it hands out.  After every operation on a pool its reserved and used bytes are read from the
+ * driver (pool attributes, host-side queries, outside any lock of ours) and recorded as a
+ * pool_sample, so reserved memory includes what pools keep.  A pool's used bytes change when
+ * the stream reaches a free, so a sample taken at the call may lag by the stream's queue. */
+#define NPOOLS 64
+static struct {
+    uint64_t h;
+    int device;
+    int64_t slack; /* reserved - used at the last sample */
+} g_pools[NPOOLS];
+static int g_npools;
+static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void pool_record(uint64_t h, int device, uint64_t reserved, uint64_t used, int gone)
+{
+    int64_t slack = reserved > used ? (int64_t)(reserved - used) : 0;
+    pthread_mutex_lock(&g_pools_lock);
+    int i = 0;
+    while (i < g_npools && g_pools[i].h != h) i++;
+    if (i == g_npools) {
+        if (gone || g_npools == NPOOLS) {
+            if (!gone) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&g_pools_lock);
+            return;
+        }
+        g_pools[g_npools++] = (__typeof__(g_pools[0])){h, device, 0};
+    }
+    cmh_hist_pool_sample(device, h, reserved, used, slack - g_pools[i].slack);
+    g_pools[i].slack = slack;
+    if (gone) g_pools[i] = g_pools[--g_npools];
+    pthread_mutex_unlock(&g_pools_lock);
+}
+
+static void pool_sample(CUmemoryPool pool, int device)
+{
+    cuuint64_t reserved = 0, used = 0;
+    if (!pool || !real_cuMemPoolGetAttribute ||
+        real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS ||
+        real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
+        return;
+    pool_record((uint64_t)(uintptr_t)pool, device, reserved, used, 0);
+}
+
+/* after a free: which pool took it back is not known, so every pool seen on the device */
+static void pool_sample_device(int device)
+{
+    CUmemoryPool mine[NPOOLS];
+    int n = 0;
+    pthread_mutex_lock(&g_pools_lock);
+    for (int i = 0; i < g_npools; i++)
+        if (g_pools[i].device == device) mine[n++] = (CUmemoryPool)(uintptr_t)g_pools[i].h;
+    pthread_mutex_unlock(&g_pools_lock);
+    for (int i = 0; i < n; i++) pool_sample(mine[i], device);
+}
+
+/* After the history is cleared: every known pool's state again, so the new trace starts from it. */
+void cmh_pools_resample(void)
+{
+    uint64_t h[NPOOLS];
+    int dev[NPOOLS], n = 0;
+    pthread_mutex_lock(&g_pools_lock);
+    for (int i = 0; i < g_npools; i++) h[n] = g_pools[i].h, dev[n++] = g_pools[i].device;
+    pthread_mutex_unlock(&g_pools_lock);
+    for (int i = 0; i < n; i++) pool_sample((CUmemoryPool)(uintptr_t)h[i], dev[i]);
+}
+
+/* fork(): the child's pools are not the parent's */
+void cmh_pools_reset_after_fork(void)
+{
+    pthread_mutex_init(&g_pools_lock, NULL);
+    g_npools = 0;
+}
+
+static int pool_device(CUmemoryPool pool)
+{
+    int device = -1;
+    pthread_mutex_lock(&g_pools_lock);
+    for (int i = 0; i < g_npools; i++)
+        if (g_pools[i].h == (uint64_t)(uintptr_t)pool) device = g_pools[i].device;
+    pthread_mutex_unlock(&g_pools_lock);
+    return device;
+}
+
+#define ASYNC_ALLOC(name, call, pool_expr)                                                                       \
     REAL(name);                                                                                                  \
     CUresult r = call;                                                                                           \
-    if (cmh_enabled_now)                                                                                         \
-        after_alloc(r, cmh_current_device(), CMH_KIND_ASYNC, r == CUDA_SUCCESS ? *dptr : 0, n, n,                \
-                    (uint64_t)(uintptr_t)s, CMH_ACT_SEGMENT_ALLOC);                                              \
+    if (cmh_enabled_now) {                                                                                       \
+        int dev_ = cmh_current_device();                                                                         \
+        after_alloc(r, dev_, CMH_KIND_ASYNC, r == CUDA_SUCCESS ? *dptr : 0, n, n, (uint64_t)(uintptr_t)s,        \
+                    CMH_ACT_SEGMENT_ALLOC);                                                                      \
+        if (r == CUDA_SUCCESS) {                                                                                 \
+            CUmemoryPool pool_ = pool_expr;                                                                      \
+            pool_sample(pool_, dev_);                                                                            \
+        }                                                                                                        \
+    }                                                                                                            \
     return r;
 
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s) { ASYNC_ALLOC(cuMemAllocAsync, fn_(dptr, n, s)) }
+static CUmemoryPool current_pool(int device)
+{
+    CUmemoryPool p = NULL;
+    if (!real_cuDeviceGetMemPool || real_cuDeviceGetMemPool(&p, device) != CUDA_SUCCESS) return NULL;
+    return p;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s)
+{
+    ASYNC_ALLOC(cuMemAllocAsync, fn_(dptr, n, s), current_pool(dev_))
+}
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocAsync_ptsz, fn_(dptr, n, s))
+    ASYNC_ALLOC(cuMemAllocAsync_ptsz, fn_(dptr, n, s), current_pool(dev_))
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocFromPoolAsync, fn_(dptr, n, pool, s))
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync, fn_(dptr, n, pool, s), pool)
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, fn_(dptr, n, pool, s))
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, fn_(dptr, n, pool, s), pool)
 }
 
 #define ASYNC_FREE(name)                                                                                         \
@@ -210,10 +318,31 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool 
     int had = cmh_enabled_now && p && cmh_hist_segment_free(p, (uint64_t)(uintptr_t)s, CMH_ACT_SEGMENT_FREE, &was); \
     CUresult r = fn_(p, s);                                                                                      \
     if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);                                                      \
+    if (had && r == CUDA_SUCCESS) pool_sample_device(was.device);                                               \
     return r;
 
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { ASYNC_FREE(cuMemFreeAsync) }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { ASYNC_FREE(cuMemFreeAsync_ptsz) }
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    REAL(cuMemPoolTrimTo);
+    CUresult r = fn_(pool, keep);
+    if (r == CUDA_SUCCESS && cmh_enabled_now) {
+        int dev = pool_device(pool);
+        pool_sample(pool, dev >= 0 ? dev : cmh_current_device());
+    }
+    return r;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    REAL(cuMemPoolDestroy);
+    int dev = pool_device(pool);
+    CUresult r = fn_(pool);
+    if (r == CUDA_SUCCESS && dev >= 0) pool_record((uint64_t)(uintptr_t)pool, dev, 0, 0, 1);
+    return r;
+}
 
 /* ---- virtual memory management ---- */
 

@@ -88,6 +88,10 @@ CMH_HIDDEN int cmh_hist_block_free_requested(uint64_t addr);
 CMH_HIDDEN int cmh_hist_block_free_completed(uint64_t addr);
 /* stage: 0 a point mark, 1 a range starts, 2 it ends */
 CMH_HIDDEN int cmh_hist_mark(int device, const char *name, int stage);
+/* a stream-ordered pool's reserved and used bytes; slack_delta = change of reserved - used */
+CMH_HIDDEN void cmh_pools_resample(void);         /* hooks.c: record every known pool again */
+CMH_HIDDEN void cmh_pools_reset_after_fork(void);
+CMH_HIDDEN void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta);
 CMH_HIDDEN void cmh_hist_clear(void);
 CMH_HIDDEN void cmh_hist_reset_after_fork(void);
 CMH_HIDDEN void cmh_hist_atfork_prepare(void);

@@ -11,7 +11,7 @@
 
 static const char *const action_names[CMH_ACT_COUNT] = {
     "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-    "segment_map", "segment_unmap", "oom", "snapshot", "mark",
+    "segment_map", "segment_unmap", "oom", "snapshot", "mark", "pool_sample",
 };
 
 static const char *const kind_names[CMH_KIND_COUNT] = {"device", "pitch", "managed", "async", "vmm", "host"};

@@ -409,7 +409,7 @@ static int convert_entry(pm *m, pv *v)
     } else {
         code = -1;
     }
-    if (a < 0 || a == CMH_ACT_MARK) {
+    if (a < 0 || a >= CMH_ACT_MARK) {
         m->s->skipped_entries++; /* e.g. 'annotate' (newer PyTorch): not part of the model */
         release_items(c, PV_SKIP, 0);
         v->tag = PV_NONE;

@@ -437,11 +437,11 @@ int cmh_pickle_write(const cmh_snapshot *s, FILE *fp)
             if (s->traces[t].device != d) continue;
             const cmh_trace *tr = &s->traces[t];
             uint32_t n = 0;
-            for (uint32_t i = 0; i < tr->nentries; i++) n += s->entries[tr->first_entry + i].action != CMH_ACT_MARK;
+            for (uint32_t i = 0; i < tr->nentries; i++) n += s->entries[tr->first_entry + i].action < CMH_ACT_MARK;
             uint32_t k = 0;
             for (uint32_t i = 0; i < tr->nentries; i++) {
                 const cmh_entry *e = &s->entries[tr->first_entry + i];
-                if (e->action == CMH_ACT_MARK) continue; /* not a PyTorch action: see external_annotations */
+                if (e->action >= CMH_ACT_MARK) continue; /* not PyTorch actions (marks: see external_annotations) */
                 batch_begin(&w, k, n);
                 w_entry(&w, s, e);
                 batch_end(&w, k, n, 0);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cumemhist/analyzer.h"
 #include "cumemhist/recorder.h"
 #include "cumemhist/snapshot.h"
 #include "testutil.h"
@@ -306,15 +307,21 @@ static void test_enabled_state_vs_all(void)
 static void test_ring_wraps_and_counts_drops(void)
 {
     set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 100);
-    CUdeviceptr ptrs[125];
-    for (int i = 0; i < 125; i++) CU_ASSERT_EQUAL(cuMemAlloc(&ptrs[i], (size_t)(i + 1) * 512), CUDA_SUCCESS);
-    for (int i = 0; i < 125; i++) cuMemFree(ptrs[i]);
+    /* a cleared history starts with the state of the pools seen so far (one sample each) */
     cmh_snapshot s;
     dump_load(&s);
     const cmh_trace *t = trace_of(&s, 0);
+    uint32_t pools = t ? t->nentries : 0;
+    for (uint32_t i = 0; i < pools; i++) CU_ASSERT_EQUAL(s.entries[t->first_entry + i].action, CMH_ACT_POOL_SAMPLE);
+    cmh_snapshot_free(&s);
+    CUdeviceptr ptrs[125];
+    for (int i = 0; i < 125; i++) CU_ASSERT_EQUAL(cuMemAlloc(&ptrs[i], (size_t)(i + 1) * 512), CUDA_SUCCESS);
+    for (int i = 0; i < 125; i++) cuMemFree(ptrs[i]);
+    dump_load(&s);
+    t = trace_of(&s, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     CU_ASSERT_EQUAL(t->nentries, 100);
-    CU_ASSERT_EQUAL(t->dropped, 150);
+    CU_ASSERT_EQUAL(t->dropped, 150 + pools);
     /* the newest 100 remain, oldest first: the frees of ptrs[25..124] */
     for (uint32_t i = 0; i < t->nentries; i++) {
         const cmh_entry *e = &s.entries[t->first_entry + i];
@@ -385,7 +392,9 @@ static void test_threads_lose_nothing(void)
     dump_load(&s);
     const cmh_trace *tr = trace_of(&s, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
-    CU_ASSERT_EQUAL(tr->nentries, 2 * NTHREADS * PER_THREAD);
+    uint32_t pools = 0;
+    while (pools < tr->nentries && s.entries[tr->first_entry + pools].action == CMH_ACT_POOL_SAMPLE) pools++;
+    CU_ASSERT_EQUAL(tr->nentries - pools, 2 * NTHREADS * PER_THREAD);
     CU_ASSERT_EQUAL(tr->dropped, 0);
     /* in trace order each address alternates alloc, free: nothing lost, duplicated or reordered */
     uint32_t allocs = 0, frees = 0, bad = 0;
@@ -520,6 +529,115 @@ static void test_block_api(void)
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, seg));
     CU_ASSERT_PTR_NULL(find_segment(&s, seg));
     cmh_snapshot_free(&s);
+}
+
+/* the last pool_sample of this pool in the trace, or NULL */
+static const cmh_entry *last_pool_sample(const cmh_snapshot *s, uint64_t pool)
+{
+    const cmh_trace *t = trace_of(s, 0);
+    const cmh_entry *last = NULL;
+    for (uint32_t i = 0; t && i < t->nentries; i++)
+        if (s->entries[t->first_entry + i].action == CMH_ACT_POOL_SAMPLE && s->entries[t->first_entry + i].addr == pool)
+            last = &s->entries[t->first_entry + i];
+    return last;
+}
+
+/* reserved beyond used of every pool, at its last sample */
+static uint64_t pools_slack(const cmh_snapshot *s)
+{
+    const cmh_trace *t = trace_of(s, 0);
+    uint64_t sum = 0;
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->action == CMH_ACT_POOL_SAMPLE && last_pool_sample(s, e->addr) == e) sum += e->size - e->requested;
+    }
+    return sum;
+}
+
+static uint64_t reserved_now(void)
+{
+    cmh_device_stats st[4];
+    CU_ASSERT_FATAL(cmh_memory_stats(st, 4) >= 1);
+    for (int i = 0; i < 4; i++)
+        if (st[i].device == 0) return st[i].reserved_current;
+    return 0;
+}
+
+/* stream-ordered pools: reserved (what the pool keeps) vs used (what it handed out) */
+static void test_pools(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    CUmemoryPool pool;
+    CUstream st;
+    CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(cuStreamCreate(&st, 0), CUDA_SUCCESS);
+    uint64_t h = (uint64_t)(uintptr_t)pool, base = reserved_now();
+    CUdeviceptr p[3];
+    for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(cuMemAllocFromPoolAsync(&p[i], 100 << 10, pool, st), CUDA_SUCCESS);
+    cuuint64_t res = 0, used = 0;
+    cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res);
+    cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+    CU_ASSERT(res > used && used >= 3 * (100 << 10));
+    /* the recorder's reserved: the three blocks' segments plus what the pool keeps beyond them */
+    CU_ASSERT_EQUAL(reserved_now() - base, 3 * (100 << 10) + (res - used));
+
+    cmh_snapshot s;
+    dump_load(&s);
+    const cmh_entry *e = last_pool_sample(&s, h);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(e->size, res);
+    CU_ASSERT_EQUAL(e->requested, used);
+    CU_ASSERT_EQUAL(e->kind, CMH_KIND_ASYNC);
+    /* the analyzer: allocated = what the pool handed out; reserved includes the pool's slack */
+    cmh_mem_stats ms;
+    CU_ASSERT_EQUAL_FATAL(cmh_summary_compute(&s, 0, &ms), CMH_OK);
+    uint64_t seg_total = 0;
+    for (uint32_t i = 0; i < s.nsegments; i++)
+        if (s.segments[i].device == 0) seg_total += s.segments[i].size;
+    CU_ASSERT_EQUAL((uint64_t)ms.reserved_bytes[CMH_POOL_ALL].current, seg_total + pools_slack(&s));
+    CU_ASSERT(pools_slack(&s) >= res - used);
+    CU_ASSERT_EQUAL((uint64_t)ms.reserved_bytes[CMH_POOL_ALL].current, reserved_now());
+    cmh_snapshot_free(&s);
+
+    /* frees lower used, not reserved; trimming returns what is unused */
+    for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(cuMemFreeAsync(p[i], st), CUDA_SUCCESS);
+    cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res);
+    CU_ASSERT(res > 0);
+    CU_ASSERT_EQUAL(reserved_now() - base, res);
+    dump_load(&s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e = last_pool_sample(&s, h));
+    CU_ASSERT_EQUAL(e->size, res);
+    CU_ASSERT_EQUAL(e->requested, 0);
+    cmh_snapshot_free(&s);
+    CU_ASSERT_EQUAL(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(reserved_now(), base);
+    dump_load(&s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e = last_pool_sample(&s, h));
+    CU_ASSERT_EQUAL(e->size, 0);
+    cmh_snapshot_free(&s);
+
+    /* destroying a pool that still keeps memory releases it from the count */
+    CU_ASSERT_EQUAL(cuMemAllocFromPoolAsync(&p[0], 4096, pool, st), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemFreeAsync(p[0], st), CUDA_SUCCESS);
+    CU_ASSERT(reserved_now() > base);
+    CU_ASSERT_EQUAL(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(reserved_now(), base);
+    dump_load(&s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e = last_pool_sample(&s, h));
+    CU_ASSERT_EQUAL(e->size, 0);
+    CU_ASSERT_EQUAL(cmh_summary_compute(&s, 0, &ms), CMH_OK);
+    seg_total = 0;
+    for (uint32_t i = 0; i < s.nsegments; i++)
+        if (s.segments[i].device == 0) seg_total += s.segments[i].size;
+    CU_ASSERT_EQUAL((uint64_t)ms.reserved_bytes[CMH_POOL_ALL].current, seg_total + pools_slack(&s));
+    CU_ASSERT_EQUAL((uint64_t)ms.reserved_bytes[CMH_POOL_ALL].current, reserved_now());
+    cmh_snapshot_free(&s);
+    cuStreamDestroy(st);
 }
 
 /* fork(): the child records a fresh history into its own file; the parent's is untouched */
@@ -668,6 +786,7 @@ int main(void)
     CMH_ADD_TEST(s, test_threads_lose_nothing);
     CMH_ADD_TEST(s, test_three_devices);
     CMH_ADD_TEST(s, test_block_api);
+    CMH_ADD_TEST(s, test_pools);
     CMH_ADD_TEST(s, test_fork);
     CMH_ADD_TEST(s, test_cudart_style_lookup);
     int rc = cmh_test_main();

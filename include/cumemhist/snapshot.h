@@ -21,7 +21,9 @@
 extern "C" {
 #endif
 
-/* Trace actions: PyTorch's names, plus mark (a user annotation). */
+/* Trace actions: PyTorch's names, plus mark (a user annotation) and pool_sample (a
+ * stream-ordered pool's reserved and used bytes as the driver reports them: addr = the pool's
+ * handle, size = reserved, requested = used; reserved beyond used counts as reserved memory). */
 typedef enum cmh_action {
     CMH_ACT_ALLOC = 0,
     CMH_ACT_FREE_REQUESTED,
@@ -33,6 +35,7 @@ typedef enum cmh_action {
     CMH_ACT_OOM,
     CMH_ACT_SNAPSHOT,
     CMH_ACT_MARK,
+    CMH_ACT_POOL_SAMPLE,
     CMH_ACT_COUNT
 } cmh_action;
 

@@ -42,6 +42,7 @@ typedef struct range {
 
 typedef struct used_range {
     uint64_t addr, size;
+    void *owner; /* the stream-ordered pool it came from, if any */
     struct used_range *next;
 } used_range;
 
@@ -153,6 +154,7 @@ static CUresult range_alloc_locked(int dev, uint64_t size, uint64_t *out)
         if (!u) return CUDA_ERROR_OUT_OF_MEMORY;
         u->addr = a;
         u->size = size;
+        u->owner = NULL;
         unsigned b = used_bucket(a);
         u->next = d->used_map[b];
         d->used_map[b] = u;
@@ -161,6 +163,13 @@ static CUresult range_alloc_locked(int dev, uint64_t size, uint64_t *out)
         return CUDA_SUCCESS;
     }
     return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static used_range *used_find_locked(int dev, uint64_t addr)
+{
+    used_range *u = g_dev[dev].used_map[used_bucket(addr)];
+    while (u && u->addr != addr) u = u->next;
+    return u;
 }
 
 /* Returns the freed size, or 0 if addr is not the start of a live range on dev. */
@@ -554,6 +563,7 @@ static CUresult pool_alloc(fake_pool *pool, CUdeviceptr *dptr, size_t n)
     pthread_mutex_lock(&g_lock);
     CUresult r = range_alloc_locked(pool->device, n, &a);
     if (r == CUDA_SUCCESS) {
+        used_find_locked(pool->device, a)->owner = pool;
         pool->used += (n + FAKE_ALIGN - 1) & ~(uint64_t)(FAKE_ALIGN - 1);
         uint64_t want = (pool->used + POOL_CHUNK - 1) & ~(POOL_CHUNK - 1);
         if (want > pool->reserved) pool->reserved = want;
@@ -592,12 +602,10 @@ CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
     if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
     int dev = dev_of_addr(p);
-    uint64_t n = dev >= 0 ? range_free_locked(dev, p) : 0;
-    if (n) {
-        /* Which pool it came from is not tracked; charge the default pool unless it is empty. */
-        fake_pool *pool = &g_default_pool[dev];
-        pool->used = pool->used >= n ? pool->used - n : 0;
-    }
+    used_range *u = dev >= 0 ? used_find_locked(dev, p) : NULL;
+    fake_pool *pool = u ? u->owner : NULL; /* NULL: a cuMemAlloc'd pointer, freed in order */
+    uint64_t n = u ? range_free_locked(dev, p) : 0;
+    if (n && pool) pool->used = pool->used >= n ? pool->used - n : 0;
     pthread_mutex_unlock(&g_lock);
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -624,9 +632,18 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
     return CUDA_SUCCESS;
 }
 
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) { return cuDeviceGetDefaultMemPool(pool, dev); }
+
 CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     fake_pool *p = (fake_pool *)pool;
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_lock); /* its live pointers stay valid; frees no longer charge it */
+    for (int d = 0; d < g_ndev; d++)
+        for (unsigned b = 0; b < USED_BUCKETS; b++)
+            for (used_range *u = g_dev[d].used_map[b]; u; u = u->next)
+                if (u->owner == p) u->owner = NULL;
+    pthread_mutex_unlock(&g_lock);
     if (p < g_default_pool || p >= g_default_pool + FAKE_MAX_DEVICES) free(p);
     return CUDA_SUCCESS;
 }
@@ -822,6 +839,7 @@ static const proc_entry g_procs[] = {
     PT("cuMemFreeAsync", 11020, cuMemFreeAsync_ptsz),
     P("cuMemFreeAsync", 11020, cuMemFreeAsync),
     P("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool),
+    P("cuDeviceGetMemPool", 11020, cuDeviceGetMemPool),
     P("cuMemPoolCreate", 11020, cuMemPoolCreate),
     P("cuMemPoolDestroy", 11020, cuMemPoolDestroy),
     P("cuMemPoolTrimTo", 11020, cuMemPoolTrimTo),
