@@ -742,6 +742,19 @@ int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), vo
         if (whole) {
             cmh_block b = {l->addr, l->size, l->requested, g.stack, CMH_BLOCK_ACTIVE_ALLOCATED, g.time_ns};
             if (cmh_snapshot_add_block(s, &b) != CMH_OK) rc = CMH_ENOMEM;
+            /* contiguous maps in one reservation: one growing segment, a block per map */
+            uint64_t lo, hi, end = l->addr + l->size;
+            if (l->kind == CMH_KIND_VMM && cmh_vmm_reservation(l->addr, &lo, &hi)) {
+                while (rc == CMH_OK && k + 1 < nl && all[k + 1].kind == CMH_KIND_VMM && all[k + 1].device == l->device &&
+                       all[k + 1].addr == end && end + all[k + 1].size <= hi && (all[k + 1].flags & CMH_EF_WHOLE_BLOCK)) {
+                    const cmh_live *m = &all[++k];
+                    cmh_block mb = {m->addr, m->size, m->requested, m->stack ? stack_map(m->stack, arg) : 0,
+                                    CMH_BLOCK_ACTIVE_ALLOCATED, cmh_ticks_to_ns(m->time_ns, now_ticks, now_ns)};
+                    if (cmh_snapshot_add_block(s, &mb) != CMH_OK) rc = CMH_ENOMEM;
+                    end += m->size;
+                }
+                s->segments[s->nsegments - 1].size = end - l->addr;
+            }
             continue;
         }
         /* reported blocks inside it, with inactive blocks in the gaps so that they tile it */

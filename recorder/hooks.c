@@ -422,18 +422,56 @@ CUresult cuMemUnmap(CUdeviceptr p, size_t n)
     return r;
 }
 
-/* Reserving address space costs no memory; these are wrapped only so that every VMM entry
- * point reaches the driver through one place, and are forwarded untouched. */
+/* Reserving address space costs no memory, but a reservation is what makes maps one segment:
+ * contiguous maps inside one reservation are exported as one growing segment, the way PyTorch's
+ * expandable segments appear (history.c).  Kept in a small table; past it, maps stay separate. */
+#define NRES 256
+static struct {
+    uint64_t lo, hi;
+} g_res[NRES];
+static int g_nres;
+static pthread_mutex_t g_res_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int cmh_vmm_reservation(uint64_t addr, uint64_t *lo, uint64_t *hi)
+{
+    int found = 0;
+    pthread_mutex_lock(&g_res_lock);
+    for (int i = 0; i < g_nres && !found; i++)
+        if (addr >= g_res[i].lo && addr < g_res[i].hi) {
+            *lo = g_res[i].lo;
+            *hi = g_res[i].hi;
+            found = 1;
+        }
+    pthread_mutex_unlock(&g_res_lock);
+    return found;
+}
+
 CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr addr, unsigned long long flags)
 {
     REAL(cuMemAddressReserve);
-    return fn_(p, n, align, addr, flags);
+    CUresult r = fn_(p, n, align, addr, flags);
+    if (r == CUDA_SUCCESS && p && n) {
+        pthread_mutex_lock(&g_res_lock);
+        if (g_nres < NRES) g_res[g_nres++] = (__typeof__(g_res[0])){*p, *p + n};
+        pthread_mutex_unlock(&g_res_lock);
+    }
+    return r;
 }
 
 CUresult cuMemAddressFree(CUdeviceptr p, size_t n)
 {
     REAL(cuMemAddressFree);
-    return fn_(p, n);
+    CUresult r = fn_(p, n);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&g_res_lock);
+        for (int i = 0; i < g_nres; i++)
+            if (g_res[i].lo == p) {
+                g_res[i] = g_res[--g_nres];
+                break;
+            }
+        pthread_mutex_unlock(&g_res_lock);
+    }
+    return r;
 }
 
 /* ---- pinned host memory ---- */

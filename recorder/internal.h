@@ -89,6 +89,7 @@ CMH_HIDDEN int cmh_hist_block_free_completed(uint64_t addr);
 /* stage: 0 a point mark, 1 a range starts, 2 it ends */
 CMH_HIDDEN int cmh_hist_mark(int device, const char *name, int stage);
 /* a stream-ordered pool's reserved and used bytes; slack_delta = change of reserved - used */
+CMH_HIDDEN int cmh_vmm_reservation(uint64_t addr, uint64_t *lo, uint64_t *hi); /* hooks.c */
 CMH_HIDDEN void cmh_pools_resample(void);         /* hooks.c: record every known pool again */
 CMH_HIDDEN void cmh_pools_reset_after_fork(void);
 CMH_HIDDEN void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta);

@@ -640,6 +640,76 @@ static void test_pools(void)
     cuStreamDestroy(st);
 }
 
+/* VMM as PyTorch's expandable segments: maps inside one reservation are one growing segment */
+static void test_expandable_segment(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUdeviceptr va;
+    const size_t chunk = 2 << 20;
+    CUmemGenericAllocationHandle h[4];
+    CU_ASSERT_EQUAL_FATAL(cuMemAddressReserve(&va, 16 << 20, 0, 0, 0), CUDA_SUCCESS);
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(cuMemCreate(&h[i], chunk, &prop, 0), CUDA_SUCCESS);
+        CU_ASSERT_EQUAL(cuMemMap(va + i * chunk, chunk, 0, h[i], 0), CUDA_SUCCESS);
+    }
+    cmh_snapshot s;
+    dump_load(&s);
+    const cmh_segment *g = find_segment(&s, va);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_EQUAL(g->size, 4 * chunk);
+    CU_ASSERT_EQUAL(g->nblocks, 4);
+    CU_ASSERT(g->flags & CMH_SEG_EXPANDABLE);
+    for (int i = 1; i < 4; i++) CU_ASSERT_PTR_NULL(find_segment(&s, va + i * chunk));
+    const cmh_trace *t = trace_of(&s, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    int maps = 0;
+    for (uint32_t i = 0; i < t->nentries; i++) {
+        const cmh_entry *e = &s.entries[t->first_entry + i];
+        if (e->action != CMH_ACT_SEGMENT_MAP) continue;
+        CU_ASSERT_EQUAL(e->addr, va + maps * chunk); /* in order, each a chunk */
+        CU_ASSERT_EQUAL(e->size, chunk);
+        maps++;
+    }
+    CU_ASSERT_EQUAL(maps, 4);
+    cmh_mem_stats ms;
+    CU_ASSERT_EQUAL(cmh_summary_compute(&s, 0, &ms), CMH_OK);
+    CU_ASSERT_EQUAL(ms.reserved_bytes[CMH_POOL_ALL].peak - ms.reserved_bytes[CMH_POOL_ALL].current, 0);
+    cmh_snapshot_free(&s);
+
+    /* shrink from the top, as expandable segments do: the segment shrinks with it */
+    CU_ASSERT_EQUAL(cuMemUnmap(va + 3 * chunk, chunk), CUDA_SUCCESS);
+    dump_load(&s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g = find_segment(&s, va));
+    CU_ASSERT_EQUAL(g->size, 3 * chunk);
+    const cmh_entry *e = find_entry(&s, 0, CMH_ACT_SEGMENT_UNMAP, va + 3 * chunk);
+    CU_ASSERT(e && e->size == chunk);
+    cmh_snapshot_free(&s);
+    /* a hole in the middle leaves two segments, as the mapped ranges are */
+    CU_ASSERT_EQUAL(cuMemUnmap(va + chunk, chunk), CUDA_SUCCESS);
+    dump_load(&s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g = find_segment(&s, va));
+    CU_ASSERT_EQUAL(g->size, chunk);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g = find_segment(&s, va + 2 * chunk));
+    CU_ASSERT_EQUAL(g->size, chunk);
+    cmh_snapshot_free(&s);
+    /* all unmapped and released: nothing left, the peak was the four maps */
+    CU_ASSERT_EQUAL(cuMemUnmap(va, chunk), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemUnmap(va + 2 * chunk, chunk), CUDA_SUCCESS);
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(cuMemRelease(h[i]), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemAddressFree(va, 16 << 20), CUDA_SUCCESS);
+    dump_load(&s);
+    CU_ASSERT_EQUAL(s.nsegments, 0);
+    CU_ASSERT_EQUAL(cmh_summary_compute(&s, 0, &ms), CMH_OK);
+    CU_ASSERT_EQUAL(ms.reserved_bytes[CMH_POOL_ALL].current - (int64_t)pools_slack(&s), 0);
+    CU_ASSERT_EQUAL(ms.reserved_bytes[CMH_POOL_ALL].peak - (int64_t)pools_slack(&s), 4 * chunk);
+    cmh_snapshot_free(&s);
+}
+
 /* fork(): the child records a fresh history into its own file; the parent's is untouched */
 static void test_fork(void)
 {
@@ -787,6 +857,7 @@ int main(void)
     CMH_ADD_TEST(s, test_three_devices);
     CMH_ADD_TEST(s, test_block_api);
     CMH_ADD_TEST(s, test_pools);
+    CMH_ADD_TEST(s, test_expandable_segment);
     CMH_ADD_TEST(s, test_fork);
     CMH_ADD_TEST(s, test_cudart_style_lookup);
     int rc = cmh_test_main();
