@@ -186,6 +186,7 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
     fprintf(fp, ", '%s': %" PRId64 ", 'size': %" PRId64 ", 'stream': %" PRId64, e->action == CMH_ACT_OOM ? "device_free" : "addr",
             (int64_t)e->addr, (int64_t)e->size, (int64_t)e->stream);
     if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) fprintf(fp, ", 'time_us': %" PRId64, e->time_ns / 1000);
+    if (e->action == CMH_ACT_POOL_SAMPLE) fprintf(fp, ", 'used': %" PRId64, (int64_t)e->requested);
     if (e->action == CMH_ACT_MARK) {
         fputs(", 'name': ", fp);
         py_repr_str(fp, cmh_str(s, e->name));

@@ -131,4 +131,82 @@ grep -q "verdict: fragmentation" "$T/oom.txt" && ok "oom says fragmentation" || 
 FAKECUDA_CAPACITY=1G "$CMH" record -q -o "$T/demand.cmh" -- "$B/samples/oom_demo" >/dev/null 2>&1
 "$CMH" oom "$T/demand.cmh" | grep -q "verdict: fragmentation" && bad "oom_demo called fragmentation" || ok "oom_demo not called fragmentation"
 
+# --- stream-ordered pools: reserved (the pool's attributes) vs used ---
+"$CMH" record -q -o "$T/pool.cmh" -- "$B/samples/pool_async" 4 >"$T/pool.out" || bad "pool_async under the recorder"
+set -- $(sed -n 's/^pool_async: pool reserved \([0-9]*\) used \([0-9]*\)$/\1 \2/p' "$T/pool.out")
+PRES=${1:-0} PUSED=${2:-0}
+[ "$PRES" -gt "$PUSED" ] && ok "pool keeps $PRES bytes for $PUSED used" || bad "pool_async printed: $(cat "$T/pool.out")"
+"$CMH" trace "$T/pool.cmh" >"$T/pool.trace"
+grep -q "'action': 'pool_sample'.*'size': $PRES, .*'used': $PUSED" "$T/pool.trace" &&
+    ok "the pool's reserved and used are in the trace" || bad "no pool_sample with reserved $PRES used $PUSED"
+grep -q "'action': 'pool_sample'.*'size': 8388608, .*'used': $PUSED" "$T/pool.trace" &&
+    ok "the trim is in the trace" || bad "no pool_sample after the trim"
+"$CMH" summary "$T/pool.cmh" >"$T/pool.summary"
+py - "$T/pool.summary" "$PRES" <<'PYEOF' || fail=1
+import sys
+txt = open(sys.argv[1]).read().splitlines()
+pres = int(sys.argv[2])
+def cells(label):
+    return [c.strip() for c in next(l for l in txt if l.startswith("| " + label)).split("|")[2:6]]
+def nbytes(c):
+    n, u = c.split()
+    return int(n) * {"B": 1, "KiB": 1024, "MiB": 1 << 20, "GiB": 1 << 30}[u]
+res, alloc = cells("GPU reserved memory"), cells("Allocated memory")
+if not (nbytes(res[1]) >= pres and nbytes(res[1]) > nbytes(alloc[1])):
+    print(f"FAIL: reserved peak {res[1]} should hold the pool's {pres} bytes and exceed allocated peak {alloc[1]}")
+    sys.exit(1)
+print(f"ok: summary reserved peak {res[1]} includes the pool's reserve; allocated peak {alloc[1]}")
+PYEOF
+"$CMH" export "$T/pool.cmh" -o "$T/pool.pickle" && py "$(dirname "$0")/check_memviz.py" --ours "$T/pool.pickle" || fail=1
+
+# --- expandable segments: one segment growing and shrinking by maps ---
+EXPANDABLE_KEEP=1 "$CMH" record -q -o "$T/exp.cmh" -- "$B/samples/expandable" >"$T/exp.out" || bad "expandable"
+set -- $(sed -n 's/^expandable: chunk \([0-9]*\) mapped \([0-9]*\) peak \([0-9]*\) chunks \([0-9]*\)$/\1 \2 \3 \4/p' "$T/exp.out")
+CHUNK=${1:-0} MAPPED=${2:-0} PEAK=${3:-0} NCH=${4:-0}
+"$CMH" export --format json "$T/exp.cmh" -o "$T/exp.json" || bad "json export of expandable"
+py - "$T/exp.json" "$MAPPED" "$NCH" <<'PYEOF' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+mapped, nch = int(sys.argv[2]), int(sys.argv[3])
+segs = [s for s in d["segments"] if s["device"] == 0]
+if len(segs) != 1 or segs[0]["total_size"] != mapped or not segs[0]["is_expandable"] or len(segs[0]["blocks"]) != nch:
+    print("FAIL: want one expandable segment of", mapped, "bytes in", nch, "blocks; got",
+          [(s["total_size"], s["is_expandable"], len(s["blocks"])) for s in segs])
+    sys.exit(1)
+acts = [e["action"] for e in d["device_traces"][0]]
+print(f"ok: one expandable segment of {mapped} bytes, {acts.count('segment_map')} maps and {acts.count('segment_unmap')} unmaps in the trace")
+PYEOF
+"$CMH" summary "$T/exp.cmh" | grep "^| GPU reserved memory" >"$T/exp.res"
+py - "$T/exp.res" "$MAPPED" "$PEAK" <<'PYEOF' || fail=1
+import sys
+cells = [c.strip() for c in open(sys.argv[1]).read().split("|")[2:4]]
+mapped, peak = int(sys.argv[2]), int(sys.argv[3])
+want = [f"{mapped >> 10} KiB" if mapped < 768 << 20 else f"{mapped >> 20} MiB", f"{peak >> 10} KiB"]
+if cells != want:
+    print("FAIL: reserved cur/peak", cells, "want", want)
+    sys.exit(1)
+print("ok: reserved current and peak follow the maps:", cells)
+PYEOF
+"$CMH" export "$T/exp.cmh" -o "$T/exp.pickle" && py "$(dirname "$0")/check_memviz.py" --ours "$T/exp.pickle" || fail=1
+
+# --- many threads, many streams: nothing lost ---
+"$CMH" record -q -o "$T/ms.cmh" -- "$B/samples/multistream" 8 3000 >"$T/ms.out" || bad "multistream"
+KEPT=$(sed -n 's/^multistream: .* kept 8 blocks \([0-9]*\) bytes$/\1/p' "$T/ms.out")
+"$CMH" export --format json "$T/ms.cmh" -o "$T/ms.json" || bad "json export of multistream"
+py - "$T/ms.json" "${KEPT:-0}" <<'PYEOF' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+kept = int(sys.argv[2])
+segs = sorted(s["total_size"] for s in d["segments"] if s["device"] == 0)
+acts = [e["action"] for e in d["device_traces"][0]]
+want = [(i + 1) << 20 for i in range(8)]
+if segs != want or sum(segs) != kept:
+    print("FAIL: live segments", segs, "want", want)
+    sys.exit(1)
+if acts.count("segment_alloc") != acts.count("segment_free") + 8:
+    print("FAIL: allocs", acts.count("segment_alloc"), "frees", acts.count("segment_free"))
+    sys.exit(1)
+print(f"ok: 8 threads x 3000 operations: {acts.count('segment_alloc')} allocations, every free matched, the 8 kept blocks live")
+PYEOF
+
 exit $fail

@@ -540,7 +540,7 @@ CUresult cuMemFreeHost(void *p)
 
 typedef struct fake_pool {
     int device;
-    uint64_t used, reserved, high;
+    uint64_t used, reserved, high, threshold;
 } fake_pool;
 
 static fake_pool g_default_pool[FAKE_MAX_DEVICES];
@@ -658,6 +658,21 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
     return CUDA_SUCCESS;
 }
 
+/* The release threshold is accepted and kept; the fake pool releases only on a trim. */
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    fake_pool *p = (fake_pool *)pool;
+    if (!p || !value) return CUDA_ERROR_INVALID_VALUE;
+    if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+        pthread_mutex_lock(&g_lock);
+        p->threshold = *(cuuint64_t *)value;
+        pthread_mutex_unlock(&g_lock);
+        return CUDA_SUCCESS;
+    }
+    return attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH ? CUDA_SUCCESS
+                                                                                             : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     fake_pool *p = (fake_pool *)pool;
@@ -668,6 +683,7 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: v = p->reserved; break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: v = p->high; break;
     case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: v = p->used; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: v = p->threshold; break;
     default: break;
     }
     pthread_mutex_unlock(&g_lock);
@@ -844,6 +860,7 @@ static const proc_entry g_procs[] = {
     P("cuMemPoolDestroy", 11020, cuMemPoolDestroy),
     P("cuMemPoolTrimTo", 11020, cuMemPoolTrimTo),
     P("cuMemPoolGetAttribute", 11020, cuMemPoolGetAttribute),
+    P("cuMemPoolSetAttribute", 11020, cuMemPoolSetAttribute),
     P("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity),
     P("cuMemCreate", 10020, cuMemCreate),
     P("cuMemRelease", 10020, cuMemRelease),
