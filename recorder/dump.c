@@ -4,7 +4,9 @@
  * Triggers: cmh_dump_snapshot() (the API), process exit (atexit), SIGUSR1 (the handler only posts
  * a semaphore; a helper thread started on first use of the driver does the dump, never the
  * handler), and the first out-of-memory result (dumped in the failing thread, which holds no
- * recorder lock there).  A process that never touched a hooked entry point writes nothing.
+ * recorder lock there).  SIGUSR2 drops a mark ("SIGUSR2 #n") into every device's trace, from the
+ * same helper thread: step boundaries for a program that cannot call cmh_mark.
+ * A process that never touched a hooked entry point writes nothing.
  *
  * A dump copies the rings and live segments under their locks, then symbolizes each distinct
  * PC once and writes PATH.tmp.PID, renamed over PATH: a reader never sees a partial file and an
@@ -152,14 +154,27 @@ static int do_dump(const char *path, const char *why)
     return rc;
 }
 
-/* ---- SIGUSR1 ---- */
+/* ---- SIGUSR1 (dump now), SIGUSR2 (a mark: "SIGUSR2 #n" in every device's trace) ---- */
 
-static void on_sigusr1(int sig)
+static int g_usr1_pending, g_usr2_pending, g_usr2_count;
+
+static void on_signal(int sig)
 {
-    (void)sig;
     int saved = errno;
-    sem_post(&g_sig_sem); /* async-signal-safe; the dump happens in the helper thread */
+    __atomic_add_fetch(sig == SIGUSR2 ? &g_usr2_pending : &g_usr1_pending, 1, __ATOMIC_RELAXED);
+    sem_post(&g_sig_sem); /* async-signal-safe; the work happens in the helper thread */
     errno = saved;
+}
+
+static void signal_mark(void)
+{
+    char name[48];
+    snprintf(name, sizeof name, "SIGUSR2 #%d", ++g_usr2_count);
+    cmh_device_stats st[CMH_MAX_DEVICES + 1];
+    int n = cmh_hist_stats(st, CMH_MAX_DEVICES + 1), marked = 0;
+    for (int i = 0; i < n && i <= CMH_MAX_DEVICES; i++)
+        if (st[i].device >= 0) marked += cmh_hist_mark(st[i].device, name, 0) == CMH_OK;
+    if (!marked) cmh_hist_mark(0, name, 0);
 }
 
 static void *helper(void *arg)
@@ -170,7 +185,8 @@ static void *helper(void *arg)
             if (errno == EINTR) continue;
             return NULL;
         }
-        do_dump(NULL, "SIGUSR1");
+        if (__atomic_exchange_n(&g_usr2_pending, 0, __ATOMIC_ACQ_REL)) signal_mark();
+        if (__atomic_exchange_n(&g_usr1_pending, 0, __ATOMIC_ACQ_REL)) do_dump(NULL, "SIGUSR1");
     }
 }
 
@@ -238,16 +254,17 @@ __attribute__((constructor(102))) static void recorder_init(void)
     sem_init(&g_sig_sem, 0, 0);
     const char *sig = getenv("CUMEMHIST_SIGNAL");
     struct sigaction old;
-    /* Never take SIGUSR1 from a program that already handles it. */
-    if (!(sig && strcmp(sig, "0") == 0) && sigaction(SIGUSR1, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
-        !(old.sa_flags & SA_SIGINFO)) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_sigusr1;
-        sa.sa_flags = SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        g_sig_installed = sigaction(SIGUSR1, &sa, NULL) == 0;
-    }
+    /* Never take SIGUSR1 / SIGUSR2 from a program that already handles it. */
+    static const int sigs[] = {SIGUSR1, SIGUSR2};
+    for (int i = 0; i < 2 && !(sig && strcmp(sig, "0") == 0); i++)
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_signal;
+            sa.sa_flags = SA_RESTART;
+            sigemptyset(&sa.sa_mask);
+            if (sigaction(sigs[i], &sa, NULL) == 0) g_sig_installed = 1;
+        }
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
 }

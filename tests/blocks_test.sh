@@ -6,7 +6,7 @@
 #  - marks and ranges reach the trace, the JSON export and the Chrome trace;
 #  - the OOM-by-fragmentation sample is diagnosed as fragmentation by oom and frag.
 set -u
-B=$1
+B=$(cd "$1" && pwd)
 T=$(mktemp -d /tmp/cmh-blocks-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -208,5 +208,31 @@ if acts.count("segment_alloc") != acts.count("segment_free") + 8:
     sys.exit(1)
 print(f"ok: 8 threads x 3000 operations: {acts.count('segment_alloc')} allocations, every free matched, the 8 kept blocks live")
 PYEOF
+
+# --- SIGUSR2 marks a running program's trace; options reach a program started through exec ---
+cd "$T" || exit 1
+"$CMH" record -q -o 'sig.%p.cmh' -- "$B/samples/leaky" 3 5 >sig.out &
+rpid=$!
+i=0
+while [ $i -lt 50 ] && ! grep -q leaked sig.out 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+kill -USR2 $rpid
+sleep 0.3
+kill -USR2 $rpid
+sleep 0.3
+kill -USR1 $rpid
+i=0
+while [ $i -lt 50 ] && ! ls sig.*.cmh >/dev/null 2>&1; do sleep 0.1; i=$((i + 1)); done
+f=$(ls sig.*.cmh 2>/dev/null | head -1)
+"$CMH" trace "${f:-none}" 2>/dev/null >sig.trace
+grep -q "'action': 'mark'.*'name': 'SIGUSR2 #1'" sig.trace && grep -q "'name': 'SIGUSR2 #2'" sig.trace &&
+    ok "SIGUSR2 drops marks into a running program's trace" || bad "SIGUSR2 marks missing: $(grep mark sig.trace)"
+kill $rpid 2>/dev/null
+wait $rpid 2>/dev/null
+"$CMH" record -q --context none --max-entries 7 -o exec.cmh -- sh -c "exec \"$B/samples/leaky\" 3" >/dev/null
+"$CMH" trace exec.cmh >exec.trace 2>/dev/null
+"$CMH" export --format json exec.cmh -o exec.json 2>/dev/null
+frames=$(py -c "import json,sys; d=json.load(open('exec.json')); print(sum(len(e['frames']) for t in d['device_traces'] for e in t) + sum(len(s['frames']) for s in d['segments']))")
+grep -q '^7 entries$' exec.trace && [ "$frames" = 0 ] && ok "options reach the program after exec (7 entries, no stacks)" ||
+    bad "after exec: $(grep entries exec.trace), $frames frames"
 
 exit $fail
