@@ -1,12 +1,14 @@
 #!/bin/bash
-# gpu-check.sh OUT - build cumemhist on a GPU host and check it against the real driver, cudart
-# and PyTorch's own recorder.  Writes report.txt and the snapshots under OUT.
+# gpu-check.sh OUT [allocators] - build cumemhist on a GPU host and check it against the real
+# driver, cudart and PyTorch's own recorder.  Writes report.txt and the snapshots under OUT.
+# With "allocators", only the build and section 6 (allocators above the driver) run.
 #
 # The host needs cmake, gcc, the CUDA toolkit, python3 with torch (and msgpack); the Debian
 # packages cumemhist builds against may be unpacked under .deps/root (dpkg -x), used when
 # pkg-config or the packages are missing there.
 set -u
-OUT=${1:?usage: gpu-check.sh OUT}
+OUT=${1:?usage: gpu-check.sh OUT [allocators]}
+ONLY=${2:-all}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 SRC=$PWD
@@ -41,6 +43,7 @@ say "build exit $rc in $(( $(date +%s) - t0 )) s"
 CMH=$B/cumemhist
 export CUMEMHIST_DEBUG=1   # says when a cuGetProcAddress pointer is not one of the driver's exports
 
+if [ "$ONLY" = all ]; then
 say "== 1a. driver-API sample (leaky, 10 steps) under cumemhist record"
 run "$CMH" record -o "$OUT/leaky.cmh" -- "$B/samples/leaky" 10
 run "$CMH" summary --abbreviated "$OUT/leaky.cmh"
@@ -107,6 +110,26 @@ if [ -x "$W/cudart_demo" ]; then
         "$CMH" record -q -o "$W/b2.cmh" -- "$W/cudart_demo" bench 20000 2>&1 | sed 's/^/context all:  /' | tee -a "$R"
     done
 fi
+
+fi # sections 1-5
+
+say "== 6. allocators above the driver: the block API, pools, VMM, threads (tests/blocks_test.sh)"
+unset CUMEMHIST_DEBUG
+run sh tests/blocks_test.sh "$B"
+for p in caching_demo pool_async expandable "multistream 8 3000"; do
+    n=${p%% *}
+    EXPANDABLE_KEEP=1 "$CMH" record -q -o "$OUT/$n.cmh" -- "$B/samples/$p" >>"$R" 2>&1
+    say "$n: exit $?"
+    "$CMH" summary --abbreviated "$OUT/$n.cmh" 2>&1 | grep -E "Allocated memory|GPU reserved memory|Allocations" >>"$R"
+done
+"$CMH" record -q -o "$OUT/frag_oom.cmh" -- "$B/samples/frag_oom" >>"$R" 2>&1
+say "frag_oom: exit $?"
+run "$CMH" oom "$OUT/frag_oom.cmh"
+say "-- PyTorch on the cudaMallocAsync backend: stream-ordered pool samples from a real driver"
+PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
+    run "$CMH" record -o "$OUT/torch_async.cmh" -- python3 samples/torch_train.py time 30
+run "$CMH" summary --abbreviated "$OUT/torch_async.cmh"
+"$CMH" trace "$OUT/torch_async.cmh" 2>/dev/null | grep pool_sample | tail -3 >>"$R"
 
 mv "$OUT/leaky.cmh" "$OUT/cudart.cmh" "$W/" 2>/dev/null
 (cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./*.out ./oom.cmh ./torch_exp.cmh ./torch_exp.pickle \
