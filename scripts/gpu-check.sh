@@ -115,10 +115,11 @@ fi # sections 1-5
 
 say "== 6. allocators above the driver: the block API, pools, VMM, threads (tests/blocks_test.sh)"
 unset CUMEMHIST_DEBUG
-run sh tests/blocks_test.sh "$B"
+CMH_REAL_DRIVER=1 run sh tests/blocks_test.sh "$B"
 for p in caching_demo pool_async expandable "multistream 8 3000"; do
     n=${p%% *}
-    EXPANDABLE_KEEP=1 "$CMH" record -q -o "$OUT/$n.cmh" -- "$B/samples/$p" >>"$R" 2>&1
+    # shellcheck disable=SC2086 # $p is the sample and its arguments
+    EXPANDABLE_KEEP=1 "$CMH" record -q -o "$OUT/$n.cmh" -- "$B/samples/$n" ${p#"$n"} >>"$R" 2>&1
     say "$n: exit $?"
     "$CMH" summary --abbreviated "$OUT/$n.cmh" 2>&1 | grep -E "Allocated memory|GPU reserved memory|Allocations" >>"$R"
 done

@@ -9,7 +9,8 @@ set -u
 B=$(cd "$1" && pwd)
 T=$(mktemp -d /tmp/cmh-blocks-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# CMH_REAL_DRIVER=1: against the machine's own libcuda (scripts/gpu-check.sh on a GPU host)
+[ -n "${CMH_REAL_DRIVER:-}" ] || export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 CMH=$B/cumemhist
 fail=0
 ok() { echo "ok: $1"; }
