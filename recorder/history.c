@@ -618,6 +618,35 @@ static int cmp_live(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* Copies every live record of a table (each shard under its lock), sorted by device and address. */
+static int collect_live(shard *tab, cmh_live **out, size_t *count)
+{
+    size_t n = 0, cap = 0;
+    cmh_live *all = NULL;
+    for (int si = 0; si < NSHARD; si++) {
+        shard *sh = &tab[si];
+        pthread_mutex_lock(&sh->lock);
+        if (n + sh->n > cap) {
+            size_t nc = (n + sh->n) * 2 + 16;
+            cmh_live *na = realloc(all, nc * sizeof *na);
+            if (!na) {
+                pthread_mutex_unlock(&sh->lock);
+                free(all);
+                return CMH_ENOMEM;
+            }
+            all = na;
+            cap = nc;
+        }
+        for (uint32_t j = 0; j < sh->cap; j++)
+            if (sh->slots[j].addr) all[n++] = sh->slots[j];
+        pthread_mutex_unlock(&sh->lock);
+    }
+    if (n) qsort(all, n, sizeof *all, cmp_live);
+    *out = all;
+    *count = n;
+    return CMH_OK;
+}
+
 int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
 {
     ensure_init();
@@ -674,50 +703,14 @@ int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), vo
         free(copy);
     }
 
-    size_t nl = 0, capl = 0;
-    cmh_live *all = NULL;
-    for (int si = 0; si < NSHARD; si++) {
-        shard *sh = &g_shard[si];
-        pthread_mutex_lock(&sh->lock);
-        if (nl + sh->n > capl) {
-            size_t nc = (nl + sh->n) * 2 + 16;
-            cmh_live *na = realloc(all, nc * sizeof *na);
-            if (!na) {
-                pthread_mutex_unlock(&sh->lock);
-                free(all);
-                return CMH_ENOMEM;
-            }
-            all = na;
-            capl = nc;
-        }
-        for (uint32_t j = 0; j < sh->cap; j++)
-            if (sh->slots[j].addr) all[nl++] = sh->slots[j];
-        pthread_mutex_unlock(&sh->lock);
+    /* the live segments, and the blocks allocators reported, each sorted by device and address */
+    size_t nl = 0, nb = 0;
+    cmh_live *all = NULL, *blocks = NULL;
+    if (collect_live(g_shard, &all, &nl) != CMH_OK) return CMH_ENOMEM;
+    if (collect_live(g_bshard, &blocks, &nb) != CMH_OK) {
+        free(all);
+        return CMH_ENOMEM;
     }
-    if (nl) qsort(all, nl, sizeof *all, cmp_live);
-    /* the blocks allocators reported, in the same order */
-    size_t nb = 0, capb = 0;
-    cmh_live *blocks = NULL;
-    for (int si = 0; si < NSHARD; si++) {
-        shard *sh = &g_bshard[si];
-        pthread_mutex_lock(&sh->lock);
-        if (nb + sh->n > capb) {
-            size_t nc = (nb + sh->n) * 2 + 16;
-            cmh_live *na = realloc(blocks, nc * sizeof *na);
-            if (!na) {
-                pthread_mutex_unlock(&sh->lock);
-                free(blocks);
-                free(all);
-                return CMH_ENOMEM;
-            }
-            blocks = na;
-            capb = nc;
-        }
-        for (uint32_t j = 0; j < sh->cap; j++)
-            if (sh->slots[j].addr) blocks[nb++] = sh->slots[j];
-        pthread_mutex_unlock(&sh->lock);
-    }
-    if (nb) qsort(blocks, nb, sizeof *blocks, cmp_live);
     size_t bi = 0;
     int rc = CMH_OK;
     for (size_t k = 0; k < nl && rc == CMH_OK; k++) {

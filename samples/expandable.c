@@ -10,16 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                                                              \
-    do {                                                                                                         \
-        CUresult r_ = (call);                                                                                    \
-        if (r_ != CUDA_SUCCESS) {                                                                                \
-            const char *n_ = "?";                                                                                \
-            cuGetErrorName(r_, &n_);                                                                             \
-            fprintf(stderr, "%s failed: %s\n", #call, n_);                                                       \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
+#include "check.h"
 
 #define MAX_CHUNKS 64
 
@@ -54,12 +45,7 @@ static void shrink_to(growable *g, size_t bytes)
 
 int main(void)
 {
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
+    CUdevice dev = sample_init(NULL);
     growable g;
     memset(&g, 0, sizeof g);
     g.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;

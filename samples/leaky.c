@@ -13,16 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(call)                                                                                              \
-    do {                                                                                                         \
-        CUresult r_ = (call);                                                                                    \
-        if (r_ != CUDA_SUCCESS) {                                                                                \
-            const char *n_ = "?";                                                                                \
-            cuGetErrorName(r_, &n_);                                                                             \
-            fprintf(stderr, "%s failed: %s\n", #call, n_);                                                       \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
+#include "check.h"
 
 static CUdeviceptr g_cache[1024];
 
@@ -42,12 +33,7 @@ __attribute__((noinline)) void train_step(int step)
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 10;
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
+    sample_init(NULL);
     CUdeviceptr weights;
     CHECK(cuMemAlloc(&weights, 64 << 20));
     for (int s = 0; s < steps; s++) train_step(s);

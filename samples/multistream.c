@@ -11,16 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(call)                                                                                              \
-    do {                                                                                                         \
-        CUresult r_ = (call);                                                                                    \
-        if (r_ != CUDA_SUCCESS) {                                                                                \
-            const char *n_ = "?";                                                                                \
-            cuGetErrorName(r_, &n_);                                                                             \
-            fprintf(stderr, "%s failed: %s\n", #call, n_);                                                       \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
+#include "check.h"
 
 static CUcontext g_ctx;
 static int g_iters;

@@ -13,16 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                                                              \
-    do {                                                                                                         \
-        CUresult r_ = (call);                                                                                    \
-        if (r_ != CUDA_SUCCESS) {                                                                                \
-            const char *n_ = "?";                                                                                \
-            cuGetErrorName(r_, &n_);                                                                             \
-            fprintf(stderr, "%s failed: %s\n", #call, n_);                                                       \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
+#include "check.h"
 
 static void pool_attrs(CUmemoryPool pool, unsigned long long *reserved, unsigned long long *used)
 {
@@ -36,13 +27,8 @@ static void pool_attrs(CUmemoryPool pool, unsigned long long *reserved, unsigned
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 4;
-    CUdevice dev;
-    CUcontext ctx;
+    CUdevice dev = sample_init(NULL);
     CUstream st;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
 
     /* a pool of our own that keeps up to 64 MiB between steps */
