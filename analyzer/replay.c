@@ -491,14 +491,19 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
 
 /* A pool's reserved bytes beyond its used bytes are reserved memory no segment shows; the
  * samples are absolute, so the replay keeps each pool's latest and adds the change. */
+#define MAX_POOLS 1024
+
 static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
 {
     int64_t slack = e->size > e->requested ? (int64_t)(e->size - e->requested) : 0;
     uint32_t i = 0;
     while (i < r->npools && r->pools[i].handle != e->addr) i++;
     if (i == r->npools) {
-        struct rpool *np = realloc(r->pools, (r->npools + 1) * sizeof *np);
-        if (!np) {
+        /* programs have a handful of pools; a file naming thousands is not trusted with more */
+        struct rpool *np = r->npools < MAX_POOLS && !(r->npools & (r->npools - 1))
+                               ? realloc(r->pools, (r->npools ? r->npools * 2 : 1) * sizeof *np)
+                               : r->pools;
+        if (!np || r->npools >= MAX_POOLS) {
             r->anomalies++;
             return;
         }
