@@ -250,26 +250,32 @@ void cmh_hist_segment_alloc(int device, int kind, uint64_t addr, uint64_t size, 
            ctx >= CMH_CONTEXT_ALLOC ? stack : 0, (int64_t)size, (int64_t)size, 1, l.time_ns);
 }
 
+static void purge_blocks(uint64_t lo, uint64_t hi);
+
 int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action, cmh_live *was)
 {
     if (!cmh_enabled_now) return 0;
     ensure_init();
     if (!live_remove(addr, was)) return 0;
+    int whole = (was->flags & CMH_EF_WHOLE_BLOCK) != 0;
+    if (!whole) purge_blocks(addr, addr + was->size); /* an allocator's blocks go with their segment */
     int ctx = cmh_context_now;
     uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? was->stack : 0;
     if (!stream) stream = was->stream;
     record(was->device, action, was->kind, was->flags, addr, was->size, was->requested, stream, stack,
-           -(int64_t)was->size, -(int64_t)was->size, 2, 0);
+           whole ? -(int64_t)was->size : 0, -(int64_t)was->size, 2, 0);
     return 1;
 }
 
 void cmh_hist_free_undo(const cmh_live *was)
 {
-    /* The driver refused a free we had already recorded: the segment is still there. */
+    /* The driver refused a free we had already recorded: the segment is still there (an
+     * allocator's blocks in it, already recorded as freed, are not brought back). */
     if (live_insert(was) != 0) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
     int act = was->kind == CMH_KIND_VMM ? CMH_ACT_SEGMENT_MAP : CMH_ACT_SEGMENT_ALLOC;
+    int whole = (was->flags & CMH_EF_WHOLE_BLOCK) != 0;
     record(was->device, act, was->kind, was->flags, was->addr, was->size, was->requested, was->stream, 0,
-           (int64_t)was->size, (int64_t)was->size, 0, 0);
+           whole ? (int64_t)was->size : 0, (int64_t)was->size, 0, 0);
 }
 
 void cmh_hist_unmap(uint64_t lo, uint64_t size)
@@ -299,8 +305,10 @@ void cmh_hist_unmap(uint64_t lo, uint64_t size)
                 uint64_t b = l->addr + l->size < hi ? l->addr + l->size : hi;
                 int ctx = cmh_context_now;
                 uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l->stack : 0;
+                int whole = (l->flags & CMH_EF_WHOLE_BLOCK) != 0;
+                if (!whole) purge_blocks(a, b);
                 record(l->device, CMH_ACT_SEGMENT_UNMAP, CMH_KIND_VMM, l->flags, a, b - a, b - a, l->stream, stack,
-                       -(int64_t)(b - a), -(int64_t)(b - a), 2, 0);
+                       whole ? -(int64_t)(b - a) : 0, -(int64_t)(b - a), 2, 0);
                 if (l->addr < a) { /* left part stays mapped */
                     cmh_live left = *l;
                     left.size = a - l->addr;
@@ -392,21 +400,55 @@ int cmh_hist_block_free_requested(uint64_t addr)
     return CMH_OK;
 }
 
+/* A block removed from the table: its free, as PyTorch writes one. */
+static void record_block_gone(const cmh_live *l)
+{
+    int ctx = cmh_context_now;
+    uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l->stack : 0;
+    /* freed at once: PyTorch's readers expect free_requested before free_completed, as its
+     * allocator writes them for every free */
+    if (l->flags == CMH_BLOCK_ACTIVE_ALLOCATED)
+        record(l->device, CMH_ACT_FREE_REQUESTED, CMH_KIND_DEVICE, 0, l->addr, l->size, l->requested, l->stream, stack,
+               -(int64_t)l->size, 0, 0, 0);
+    record(l->device, CMH_ACT_FREE_COMPLETED, CMH_KIND_DEVICE, 0, l->addr, l->size, l->requested, l->stream, stack, 0, 0,
+           2, 0);
+}
+
 int cmh_hist_block_free_completed(uint64_t addr)
 {
     if (!cmh_enabled_now) return CMH_OK;
     ensure_init();
     cmh_live l;
     if (!live_remove_in(g_bshard, addr, &l)) return CMH_EINVAL;
-    int ctx = cmh_context_now;
-    uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l.stack : 0;
-    /* freed at once: PyTorch's readers expect free_requested before free_completed, as its
-     * allocator writes them for every free */
-    if (l.flags == CMH_BLOCK_ACTIVE_ALLOCATED)
-        record(l.device, CMH_ACT_FREE_REQUESTED, CMH_KIND_DEVICE, 0, addr, l.size, l.requested, l.stream, stack,
-               -(int64_t)l.size, 0, 0, 0);
-    record(l.device, CMH_ACT_FREE_COMPLETED, CMH_KIND_DEVICE, 0, addr, l.size, l.requested, l.stream, stack, 0, 0, 2, 0);
+    record_block_gone(&l);
     return CMH_OK;
+}
+
+/* The driver allocation under reported blocks is going: the blocks still in it were never freed
+ * by their allocator (a bug there, or a teardown); they are freed here, before the segment, so
+ * the trace stays consistent and a later allocation at the same address starts clean. */
+static void purge_blocks(uint64_t lo, uint64_t hi)
+{
+    cmh_live hit[64];
+    for (int si = 0; si < NSHARD; si++) {
+        shard *s = &g_bshard[si];
+        for (;;) {
+            int n = 0;
+            pthread_mutex_lock(&s->lock);
+            for (uint32_t j = 0; j < s->cap && n < 64;) {
+                cmh_live *l = &s->slots[j];
+                if (l->addr && l->addr >= lo && l->addr < hi) {
+                    hit[n++] = *l;
+                    shard_delete_at(s, j); /* may pull a later slot into j: look at j again */
+                    continue;
+                }
+                j++;
+            }
+            pthread_mutex_unlock(&s->lock);
+            for (int i = 0; i < n; i++) record_block_gone(&hit[i]);
+            if (n < 64) break;
+        }
+    }
 }
 
 void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta)

@@ -456,11 +456,22 @@ static void test_three_devices(void)
 }
 
 /* an allocator above the driver: managed segment, blocks in three states, marks and a range */
+static uint64_t allocated_now(void)
+{
+    cmh_device_stats st[4];
+    int n = cmh_memory_stats(st, 4);
+    for (int i = 0; i < n && i < 4; i++)
+        if (st[i].device == 0) return st[i].allocated_current;
+    return 0;
+}
+
 static void test_block_api(void)
 {
     set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_ALLOC, 0);
+    uint64_t base = allocated_now();
     CUdeviceptr seg;
     CU_ASSERT_EQUAL_FATAL(cuMemAlloc(&seg, 4 << 20), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(allocated_now() - base, 4 << 20); /* one implied block, until it is managed */
     CU_ASSERT_EQUAL(cmh_segment_managed(seg), CMH_OK);
     CU_ASSERT_EQUAL(cmh_mark("step 1"), CMH_OK);
     CU_ASSERT_EQUAL(cmh_range_push("forward"), CMH_OK);
@@ -472,6 +483,7 @@ static void test_block_api(void)
     CU_ASSERT_EQUAL(cmh_block_free_completed(seg + (3 << 20)), CMH_OK);  /* freed at once */
     CU_ASSERT_NOT_EQUAL(cmh_block_free_completed(seg + 12345), CMH_OK);  /* not a block */
     CU_ASSERT_NOT_EQUAL(cmh_range_pop(), CMH_OK);                        /* nothing open */
+    CU_ASSERT_EQUAL(allocated_now() - base, 1 << 20); /* the pending block no longer counts */
 
     cmh_snapshot s;
     dump_load(&s);
@@ -521,14 +533,27 @@ static void test_block_api(void)
     CU_ASSERT_EQUAL(fwd_end, 1);
     cmh_snapshot_free(&s);
 
-    /* the pending block completes; freeing the segment drops the last block with it */
+    /* the pending block completes; freeing the segment frees the block still in it, first */
+    cmh_mem_stats ms;
     CU_ASSERT_EQUAL(cmh_block_free_completed(seg + (1 << 20)), CMH_OK);
     CU_ASSERT_EQUAL(cuMemFree(seg), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(allocated_now(), base);
     dump_load(&s);
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_FREE_COMPLETED, seg + (1 << 20)));
-    CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, seg));
+    const cmh_entry *fc = find_entry(&s, 0, CMH_ACT_FREE_COMPLETED, seg), *sf = find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, seg);
+    CU_ASSERT(fc && sf && fc < sf);
     CU_ASSERT_PTR_NULL(find_segment(&s, seg));
+    CU_ASSERT_EQUAL(cmh_summary_compute(&s, 0, &ms), CMH_OK);
+    CU_ASSERT_EQUAL(ms.allocated_bytes[CMH_POOL_ALL].current, 0);
     cmh_snapshot_free(&s);
+    /* a new driver allocation at the same address starts with no blocks */
+    CUdeviceptr again;
+    CU_ASSERT_EQUAL_FATAL(cuMemAlloc(&again, 4 << 20), CUDA_SUCCESS);
+    dump_load(&s);
+    const cmh_segment *ng = find_segment(&s, again);
+    CU_ASSERT(ng && ng->nblocks == 1 && s.blocks[ng->first_block].size == 4 << 20);
+    cmh_snapshot_free(&s);
+    cuMemFree(again);
 }
 
 /* the last pool_sample of this pool in the trace, or NULL */
