@@ -65,6 +65,7 @@ enum {
     K_USER_METADATA, K_DEVICE_FREE, K_NAME, K_FILENAME, K_LINE, K_STAGE, K_LARGE, K_SMALL,
     K_ACTIVE_ALLOCATED, K_ACTIVE_PENDING_FREE, K_ACTIVE_AWAITING_FREE, K_INACTIVE, K_START, K_END, K_CMH_CODE,
     K_CMH_REQUESTED, K_CMH_IMPLIED, K_CMH_KIND, K_CMH_WHOLE, K_CUMEMHIST, K_SOURCE, K_PID, K_DROPPED, K_RECORDER,
+    K_POOL_SAMPLES,
     NKEYS
 };
 static const char *const key_names[NKEYS] = {
@@ -74,6 +75,7 @@ static const char *const key_names[NKEYS] = {
     "user_metadata", "device_free", "name", "filename", "line", "stage", "large", "small",
     "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
+    "pool_samples",
 };
 
 typedef struct frame_slot {
@@ -859,6 +861,88 @@ static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type)
     }
 }
 
+/* Pool samples an export kept aside (pickle_write.c), put back at their places in the traces:
+ * each is (device, how many of that device's entries precede it, pool, reserved, used, time_us). */
+typedef struct pool_at {
+    int32_t device;
+    uint64_t pos;
+    cmh_entry e;
+} pool_at;
+
+static int cmp_pool_at(const void *a, const void *b)
+{
+    const pool_at *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int insert_pool_samples(pm *m, const pcont *pl)
+{
+    cmh_snapshot *s = m->s;
+    if ((uint64_t)s->nentries + pl->n > UINT32_MAX) return fail(m, "too many trace entries");
+    size_t cap = (size_t)s->nentries + pl->n;
+    pool_at *ps = calloc(pl->n, sizeof *ps);
+    cmh_entry *ne = calloc(cap, sizeof *ne);
+    uint32_t *orig = calloc(s->ntraces + 1, sizeof *orig); /* each trace's entries before the merge */
+    if (!ps || !ne || !orig) {
+        free(ps);
+        free(ne);
+        free(orig);
+        return fail(m, "out of memory");
+    }
+    for (uint32_t t = 0; t < s->ntraces; t++) orig[t] = s->traces[t].nentries;
+    for (uint32_t i = 0; i < pl->n; i++) {
+        const pcont *t = as_cont(m, &pl->items[i], C_TUPLE);
+        int64_t v[6];
+        int ok = t && t->n == 6;
+        for (int k = 0; ok && k < 6; k++) ok = to_i64(&t->items[k], &v[k]);
+        if (!ok || v[1] < 0) {
+            free(ps);
+            free(ne);
+            free(orig);
+            return fail(m, "cumemhist.pool_samples[%u] is not (device, position, pool, reserved, used, time_us)", i);
+        }
+        ps[i].device = (int32_t)v[0];
+        ps[i].pos = (uint64_t)v[1];
+        ps[i].e.action = CMH_ACT_POOL_SAMPLE;
+        ps[i].e.kind = CMH_KIND_ASYNC;
+        ps[i].e.addr = (uint64_t)v[2];
+        ps[i].e.size = (uint64_t)v[3];
+        ps[i].e.requested = (uint64_t)v[4];
+        ps[i].e.time_ns = us_to_ns(v[5]);
+    }
+    qsort(ps, pl->n, sizeof *ps, cmp_pool_at);
+    /* a sample at position p comes before the device's entry p; past the end, after the last */
+    uint32_t n = 0;
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        cmh_trace *tr = &s->traces[t];
+        uint64_t before = 0; /* this device's entries in earlier traces */
+        int last = 1;
+        for (uint32_t u = 0; u < s->ntraces; u++)
+            if (s->traces[u].device == tr->device) {
+                if (u < t) before += orig[u];
+                if (u > t) last = 0;
+            }
+        uint32_t k = 0;
+        while (k < pl->n && (ps[k].device < tr->device || (ps[k].device == tr->device && ps[k].pos < before))) k++;
+        uint32_t first = n;
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            while (k < pl->n && ps[k].device == tr->device && ps[k].pos <= before + i) ne[n++] = ps[k++].e;
+            ne[n++] = s->entries[tr->first_entry + i];
+        }
+        while (last && k < pl->n && ps[k].device == tr->device) ne[n++] = ps[k++].e;
+        tr->first_entry = first;
+        tr->nentries = n - first;
+    }
+    free(s->entries);
+    s->entries = ne;
+    s->nentries = n;
+    s->cap_entries = (uint32_t)cap;
+    free(ps);
+    free(orig);
+    return 0;
+}
+
 static int convert_top(pm *m, const pv *root)
 {
     const pcont *d = as_cont(m, root, C_DICT);
@@ -906,6 +990,9 @@ static int convert_top(pm *m, const pv *root)
         for (uint32_t i = 0; dl && i < dl->n; i++)
             for (uint32_t t = 0; t < m->s->ntraces; t++)
                 if (m->s->traces[t].device == (int32_t)i && to_i64(&dl->items[i], &x)) m->s->traces[t].dropped = (uint64_t)x;
+        const pv *ps = dict_get(m, od, m->key[K_POOL_SAMPLES]);
+        const pcont *pl = ps ? as_cont(m, ps, C_LIST) : NULL;
+        if (pl && pl->n && insert_pool_samples(m, pl)) return -1;
     }
     const pv *ea = dict_get(m, d, m->key[K_EXTERNAL_ANNOTATIONS]);
     const pcont *el = ea ? as_cont(m, ea, C_LIST) : NULL;

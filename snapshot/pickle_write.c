@@ -25,7 +25,7 @@ enum {
     W_SEGMENT_POOL_ID, W_IS_EXPANDABLE, W_FRAMES, W_BLOCKS, W_SIZE, W_STATE, W_ACTION, W_ADDR, W_DEVICE_FREE,
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
-    W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_NKEYS
+    W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -33,7 +33,7 @@ static const char *const wkeys[W_NKEYS] = {
     "segment_pool_id", "is_expandable", "frames", "blocks", "size", "state", "action", "addr", "device_free",
     "time_us", "compile_context", "user_metadata", "name", "filename", "line", "stage", "START", "END",
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
-    "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped",
+    "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples",
 };
 
 typedef struct pw {
@@ -499,6 +499,37 @@ int cmh_pickle_write(const cmh_snapshot *s, FILE *fp)
             batch_begin(&w, (uint32_t)d, (uint32_t)ndev);
             w_int(&w, (int64_t)dr);
             batch_end(&w, (uint32_t)d, (uint32_t)ndev, 0);
+        }
+        /* stream-ordered pool samples, which no PyTorch action carries: (device, position in
+         * that device's written trace, pool, reserved, used, time_us) */
+        uint32_t nps = 0;
+        for (uint32_t i = 0; i < s->nentries; i++) nps += s->entries[i].action == CMH_ACT_POOL_SAMPLE;
+        if (nps) {
+            w_key(&w, W_POOL_SAMPLES);
+            op(&w, ']');
+            uint32_t k = 0;
+            for (int d = 0; d < ndev; d++) {
+                int64_t pos = 0;
+                for (uint32_t t = 0; t < s->ntraces; t++) {
+                    if (s->traces[t].device != d) continue;
+                    for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
+                        const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
+                        if (e->action < CMH_ACT_MARK && !(e->flags & CMH_EF_IMPLIED)) pos++; /* what a reader keeps */
+                        if (e->action != CMH_ACT_POOL_SAMPLE) continue;
+                        batch_begin(&w, k, nps);
+                        op(&w, '(');
+                        w_int(&w, d);
+                        w_int(&w, pos);
+                        w_int(&w, (int64_t)e->addr);
+                        w_int(&w, (int64_t)e->size);
+                        w_int(&w, (int64_t)e->requested);
+                        w_int(&w, e->time_ns / 1000);
+                        op(&w, 't');
+                        batch_end(&w, k, nps, 0);
+                        k++;
+                    }
+                }
+            }
         }
         op(&w, 'u');
     }

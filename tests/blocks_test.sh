@@ -160,6 +160,10 @@ if not (nbytes(res[1]) >= pres and nbytes(res[1]) > nbytes(alloc[1])):
 print(f"ok: summary reserved peak {res[1]} includes the pool's reserve; allocated peak {alloc[1]}")
 PYEOF
 "$CMH" export "$T/pool.cmh" -o "$T/pool.pickle" && py "$(dirname "$0")/check_memviz.py" --ours "$T/pool.pickle" || fail=1
+# the pool samples survive the memory_viz pickle (aside, where PyTorch's readers do not look)
+"$CMH" summary "$T/pool.pickle" >"$T/pool.pickle.summary" 2>&1
+cmp -s "$T/pool.summary" "$T/pool.pickle.summary" && ok "summary of the exported pickle equals the recording's" ||
+    bad "pool samples lost in the pickle: $(diff "$T/pool.summary" "$T/pool.pickle.summary" | head -5)"
 
 # --- expandable segments: one segment growing and shrinking by maps ---
 EXPANDABLE_KEEP=1 "$CMH" record -q -o "$T/exp.cmh" -- "$B/samples/expandable" >"$T/exp.out" || bad "expandable"

@@ -237,6 +237,92 @@ static int rd(const void *p, size_t n, char *err, size_t errlen)
     return rc;
 }
 
+/* stream-ordered pool samples have no PyTorch action: the export keeps them aside, and reading
+ * puts each back at its place: first, between entries and last, on two devices */
+static void test_pool_samples_round_trip(void)
+{
+    cmh_snapshot a, b;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&a), CMH_OK);
+    a.source = CMH_SRC_RECORDER;
+    a.pt_fields = CMH_PT_FROM_RECORDER;
+    a.pid = 42;
+    const uint64_t A = 0x7f0000000000ull, B = A + (8 << 20), C = 0x7e0000000000ull, P = 0x5555aaaa0000ull;
+    struct {
+        int dev, newtrace;
+        cmh_entry e;
+    } seq[] = {
+        {0, 1, {1000, P, 2 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {2000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {3000, P, 2 << 20, 1 << 20, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {4000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_FREE, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {5000, P, 2 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {6000, P, 4 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {7000, B, 2 << 20, 2 << 20, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {8000, P, 4 << 20, 2 << 20, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {1, 1, {9000, C, 3 << 20, 3 << 20, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_DEVICE}},
+        {1, 0, {9500, P + 1, 6 << 20, 3 << 20, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+    };
+    const size_t n = sizeof seq / sizeof *seq;
+    for (size_t i = 0; i < n; i++) {
+        if (seq[i].newtrace) CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_trace(&a, seq[i].dev, 0, NULL), CMH_OK);
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(&a, &seq[i].e), CMH_OK);
+    }
+    cmh_segment gb = {0, CMH_KIND_ASYNC, CMH_SEG_WHOLE_BLOCK, CMH_POOL_LARGE, B, 2 << 20, 0, {0, 0}, 0, 7000, 0, 0};
+    cmh_segment gc = {1, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, CMH_POOL_LARGE, C, 3 << 20, 0, {0, 0}, 0, 9000, 0, 0};
+    cmh_block bb = {B, 2 << 20, 2 << 20, 0, CMH_BLOCK_ACTIVE_ALLOCATED, 7000};
+    cmh_block bc = {C, 3 << 20, 3 << 20, 0, CMH_BLOCK_ACTIVE_ALLOCATED, 9000};
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_segment(&a, &gb, NULL), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_block(&a, &bb), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_segment(&a, &gc, NULL), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_block(&a, &bc), CMH_OK);
+
+    char *buf, err[512];
+    size_t len;
+    FILE *fp = open_memstream(&buf, &len);
+    CU_ASSERT_EQUAL(cmh_export_memviz(&a, fp, NULL), CMH_OK);
+    fclose(fp);
+    CU_ASSERT_EQUAL_FATAL(cmh_pickle_read(buf, len, &b, err, sizeof err), CMH_OK);
+    /* per device, the same sequence of (action, addr, size, requested) */
+    for (int d = 0; d < 2; d++) {
+        size_t want = 0, got = 0;
+        for (size_t i = 0; i < n; i++) want += seq[i].dev == d;
+        for (uint32_t t = 0; t < b.ntraces; t++) {
+            if (b.traces[t].device != d) continue;
+            for (uint32_t i = 0; i < b.traces[t].nentries; i++, got++) {
+                const cmh_entry *e = &b.entries[b.traces[t].first_entry + i];
+                size_t k = 0, seen = 0;
+                while (k < n && !(seq[k].dev == d && seen++ == got)) k++;
+                CU_ASSERT_FATAL(k < n);
+                CU_ASSERT_EQUAL(e->action, seq[k].e.action);
+                CU_ASSERT_EQUAL(e->addr, seq[k].e.addr);
+                CU_ASSERT_EQUAL(e->size, seq[k].e.size);
+                CU_ASSERT_EQUAL(e->requested, seq[k].e.requested);
+                CU_ASSERT_EQUAL(e->time_ns, seq[k].e.time_ns / 1000 * 1000);
+            }
+        }
+        CU_ASSERT_EQUAL(got, want);
+    }
+    for (int d = 0; d < 2; d++) {
+        cmh_mem_stats sa, sb;
+        CU_ASSERT_EQUAL(cmh_summary_compute(&a, d, &sa), CMH_OK);
+        CU_ASSERT_EQUAL(cmh_summary_compute(&b, d, &sb), CMH_OK);
+        CU_ASSERT_EQUAL(memcmp(&sa, &sb, sizeof sa), 0);
+        CU_ASSERT_EQUAL(sb.reserved_bytes[CMH_POOL_ALL].current, d ? (6 << 20) : (4 << 20));
+    }
+    free(buf);
+    cmh_snapshot_free(&a);
+    cmh_snapshot_free(&b);
+
+    /* a malformed sample is refused, not guessed at */
+    static const unsigned char bad_sample[] = {
+        0x80, 0x04, 0x7d, 0x28, 0x8c, 0x08, 's', 'e', 'g', 'm', 'e', 'n', 't', 's', 0x5d, 0x8c, 0x0d, 'd', 'e', 'v', 'i',
+        'c', 'e', '_', 't', 'r', 'a', 'c', 'e', 's', 0x5d, 0x5d, 0x61, 0x8c, 0x09, 'c', 'u', 'm', 'e', 'm', 'h', 'i',
+        's', 't', 0x7d, 0x28, 0x8c, 0x0c, 'p', 'o', 'o', 'l', '_', 's', 'a', 'm', 'p', 'l', 'e', 's', 0x5d, 0x28, 0x4b,
+        0x00, 0x4b, 0x01, 0x74, 0x61, 0x75, 0x75, 0x2e};
+    CU_ASSERT_EQUAL(rd(bad_sample, sizeof bad_sample, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "pool_samples[0]"));
+}
+
 /* {'segments': [], 'device_traces': [[]]} as REFERENCE §3 spells it (35 bytes) */
 static const unsigned char minimal[] = {0x80, 0x04, 0x7d, 0x28, 0x8c, 0x08, 's', 'e', 'g', 'm', 'e', 'n', 't', 's', 0x5d,
                                         0x8c, 0x0d, 'd', 'e', 'v', 'i', 'c', 'e', '_', 't', 'r', 'a', 'c', 'e', 's',
@@ -434,5 +520,6 @@ int main(void)
     CMH_ADD_TEST(s, test_cycles_and_bombs);
     CMH_ADD_TEST(s, test_cpp_pickler_form);
     CMH_ADD_TEST(s, test_fuzz_regressions);
+    CMH_ADD_TEST(s, test_pool_samples_round_trip);
     return cmh_test_main();
 }

@@ -97,6 +97,7 @@ int cmh_export_json(const cmh_snapshot *in, FILE *fp)
                         first ? "" : ",", cmh_action_name(e->action), e->action == CMH_ACT_OOM ? "device_free" : "addr",
                         e->addr, e->size, e->stream, e->time_ns / 1000);
                 first = 0;
+                if (e->action == CMH_ACT_POOL_SAMPLE) fprintf(fp, ", \"used\": %" PRIu64, e->requested);
                 if (s.pt_fields & CMH_PT_COMPILE_CONTEXT) {
                     fputs(", \"compile_context\": ", fp);
                     jstr(fp, cmh_str(&s, e->compile_context));

@@ -301,7 +301,10 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             TRY(copy_stack(in, out, e.stack, fmap, &e.stack));
             if (e.compile_context) TRY(str_copy(in, out, e.compile_context, &e.compile_context));
             if (e.user_metadata) TRY(str_copy(in, out, e.user_metadata, &e.user_metadata));
-            if (e.action == CMH_ACT_POOL_SAMPLE) continue; /* no PyTorch counterpart */
+            if (e.action == CMH_ACT_POOL_SAMPLE) { /* no PyTorch action: pickle_write.c keeps it aside */
+                TRY(cmh_snapshot_add_entry(out, &e));
+                continue;
+            }
             if (e.action == CMH_ACT_MARK) {
                 ann_key k = {e.time_ns, e.name, tr->device};
                 if (nstarts && bsearch(&k, starts, nstarts, sizeof *starts, cmp_ann)) continue;
