@@ -339,6 +339,9 @@ static int rd_traces(cur *c, cmh_snapshot *s)
         if (rd_array_n(c, 3, 64, &k, "trace")) return -1;
         if (rd_int(c, &dev) || rd_u64(c, &dropped) || rd_array(c, &ne)) return -1;
         if (cmh_snapshot_add_trace(s, (int32_t)dev, dropped, NULL) != CMH_OK) return fail(c, "out of memory");
+        /* an entry takes at least 7 bytes: room for all of them at once, as far as the file can hold */
+        size_t fit = (c->len - c->pos) / 7;
+        if (cmh_snapshot_reserve_entries(s, ne < fit ? ne : (uint32_t)fit) != CMH_OK) return fail(c, "out of memory");
         uint64_t addr = 0;
         int64_t t = 0;
         for (uint32_t j = 0; j < ne; j++) {

@@ -208,6 +208,17 @@ int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cm
     return CMH_OK;
 }
 
+int cmh_snapshot_reserve_entries(cmh_snapshot *s, uint32_t more)
+{
+    if ((uint64_t)s->nentries + more <= s->cap_entries) return CMH_OK;
+    if ((uint64_t)s->nentries + more > UINT32_MAX) return CMH_ENOMEM;
+    void *p = realloc(s->entries, ((size_t)s->nentries + more) * sizeof *s->entries);
+    if (!p) return CMH_ENOMEM;
+    s->entries = p;
+    s->cap_entries = s->nentries + more;
+    return CMH_OK;
+}
+
 int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry *e)
 {
     if (!s->ntraces) return CMH_EINVAL;

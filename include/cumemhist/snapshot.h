@@ -227,6 +227,7 @@ int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segmen
 int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b);
 int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out);
 int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry *e); /* into the last trace */
+int cmh_snapshot_reserve_entries(cmh_snapshot *s, uint32_t more); /* room for more entries, exactly */
 int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m);
 int cmh_snapshot_add_annotation(cmh_snapshot *s, const cmh_annotation *a);
 int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value, uint8_t type);
