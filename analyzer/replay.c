@@ -108,6 +108,8 @@ static rblock *block_put(cmh_replay *r, uint64_t addr)
     uint32_t j = bh(addr, r->bcap);
     for (; r->blocks[j].used; j = (j + 1) & (r->bcap - 1))
         if (r->blocks[j].addr == addr) return &r->blocks[j];
+    /* a fresh block: nothing of the slot's last tenant (its 'final' mark above all) */
+    memset(&r->blocks[j], 0, sizeof r->blocks[j]);
     r->blocks[j].used = 1;
     r->blocks[j].addr = addr;
     r->bn++;

@@ -213,6 +213,33 @@ static void test_empty_snapshot(void)
 }
 
 /* a stack with one named frame, for grouping by site */
+/* A block freed where a surviving block later sits: the backward pass once gave the freed
+ * block a fresh hash slot that kept the survivor's 'final' mark, and so the survivor's size.
+ * 15 MiB asked of a free 16 MiB block leaves 1 MiB, which PyTorch does not split off. */
+static void test_reused_address_sizes(void)
+{
+    cmh_snapshot s;
+    cmh_snapshot_init(&s);
+    s.source = CMH_SRC_PYTORCH;
+    cmh_snapshot_add_trace(&s, 0, 0, NULL);
+    add(&s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 16 * MIB, 16 * MIB, 0);
+    add(&s, CMH_ACT_ALLOC, SEG_A, 15 * MIB, 15 * MIB, 0);
+    add(&s, CMH_ACT_FREE_REQUESTED, SEG_A, 15 * MIB, 15 * MIB, 0);
+    add(&s, CMH_ACT_FREE_COMPLETED, SEG_A, 15 * MIB, 15 * MIB, 0);
+    add(&s, CMH_ACT_ALLOC, SEG_A, 16 * MIB, 16 * MIB, 0);
+    cmh_segment a = {0, CMH_KIND_DEVICE, 0, CMH_POOL_LARGE, SEG_A, 16 * MIB, 0, {0, 0}, 0, 0, 0, 0};
+    cmh_block b = {SEG_A, 16 * MIB, 16 * MIB, 0, CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+    cmh_snapshot_add_segment(&s, &a, NULL);
+    cmh_snapshot_add_block(&s, &b);
+    cmh_mem_stats st;
+    CU_ASSERT_EQUAL_FATAL(cmh_summary_compute(&s, 0, &st), CMH_OK);
+    CU_ASSERT_EQUAL(st.allocated_bytes[CMH_POOL_ALL].allocated, 32 * MIB);
+    CU_ASSERT_EQUAL(st.allocated_bytes[CMH_POOL_ALL].freed, 16 * MIB);
+    CU_ASSERT_EQUAL(st.inactive_split[CMH_POOL_ALL].allocated, 0);
+    CU_ASSERT_EQUAL(st.requested_bytes[CMH_POOL_ALL].allocated, 31 * MIB);
+    cmh_snapshot_free(&s);
+}
+
 static uint32_t named_stack(cmh_snapshot *s, const char *fn)
 {
     cmh_frame f = {0, 0, 0, 0, -1};
@@ -402,6 +429,7 @@ int main(void)
     CMH_ADD_TEST(s, test_ring_truncated);
     CMH_ADD_TEST(s, test_whole_block_segments);
     CMH_ADD_TEST(s, test_empty_snapshot);
+    CMH_ADD_TEST(s, test_reused_address_sizes);
     CMH_ADD_TEST(s, test_peak_report);
     CMH_ADD_TEST(s, test_leaks_report);
     CMH_ADD_TEST(s, test_frag_report);
