@@ -346,18 +346,11 @@ int cmh_hist_segment_managed(uint64_t addr)
     int r = live_update_in(g_shard, addr, clear_whole, NULL, &l);
     if (!r) return CMH_EINVAL; /* not a driver allocation the recorder saw */
     if (r == 2) return CMH_OK; /* already managed */
-    /* The segment no longer holds one implied block: take it out of the counters and, where the
-     * ring still has it (an allocator calls this right after cuMemAlloc), off its entry. */
+    /* The segment no longer holds one implied block: take it out of the counters.  Its
+     * segment_alloc entry in the ring loses the implied block at export (fix_managed). */
     dev_state *d = dev_slot(l.device);
     pthread_mutex_lock(&d->lock);
     d->alloc_cur -= l.size;
-    for (uint64_t k = 0; k < d->count && k < 256; k++) {
-        cmh_rec_entry *e = &d->ring[(d->head + d->count - 1 - k) % d->cap];
-        if (e->addr == addr && (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_MAP)) {
-            e->flags &= (uint8_t)~CMH_EF_WHOLE_BLOCK;
-            break;
-        }
-    }
     pthread_mutex_unlock(&d->lock);
     return CMH_OK;
 }
@@ -689,12 +682,67 @@ static int collect_live(shard *tab, cmh_live **out, size_t *count)
     return CMH_OK;
 }
 
+/* A segment an allocator made managed (cmh_segment_managed) after its segment_alloc entry was
+ * written: that entry still says "one implied block".  Walking the ring backwards, every managed
+ * segment (live now, or freed later with its managed flags) takes the flag off its latest
+ * segment_alloc / segment_map entry. */
+static int fix_managed(cmh_rec_entry *e, uint64_t n, const cmh_live *live, size_t nl, int device)
+{
+    uint64_t want = 16;
+    for (size_t k = 0; k < nl; k++) want += live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK);
+    for (uint64_t k = 0; k < n; k++)
+        want += (e[k].action == CMH_ACT_SEGMENT_FREE || e[k].action == CMH_ACT_SEGMENT_UNMAP) &&
+                !(e[k].flags & CMH_EF_WHOLE_BLOCK);
+    if (want == 16) return CMH_OK; /* no allocator above the driver here */
+    uint64_t cap = 32;
+    while (cap < want * 2) cap <<= 1;
+    uint64_t *set = calloc(cap, sizeof *set), gone = ~0ull; /* 0 = empty, gone = removed */
+    if (!set) return CMH_ENOMEM;
+#define SLOT(a) ((uint64_t)(addr_hash(a) >> 20) & (cap - 1))
+    for (size_t k = 0; k < nl; k++)
+        if (live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK)) {
+            uint64_t j = SLOT(live[k].addr);
+            while (set[j] && set[j] != gone) j = (j + 1) & (cap - 1);
+            set[j] = live[k].addr;
+        }
+    for (uint64_t k = n; k-- > 0;) {
+        cmh_rec_entry *x = &e[k];
+        int freed = x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP;
+        int made = x->action == CMH_ACT_SEGMENT_ALLOC || x->action == CMH_ACT_SEGMENT_MAP;
+        if (freed && !(x->flags & CMH_EF_WHOLE_BLOCK)) {
+            uint64_t j = SLOT(x->addr);
+            while (set[j] && set[j] != gone) j = (j + 1) & (cap - 1);
+            set[j] = x->addr;
+        } else if (made) {
+            for (uint64_t j = SLOT(x->addr); set[j]; j = (j + 1) & (cap - 1))
+                if (set[j] == x->addr) {
+                    x->flags &= (uint8_t)~CMH_EF_WHOLE_BLOCK;
+                    set[j] = gone;
+                    break;
+                }
+        }
+    }
+#undef SLOT
+    free(set);
+    return CMH_OK;
+}
+
 int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
 {
     ensure_init();
     int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
+    /* the live segments, and the blocks allocators reported, each sorted by device and address */
+    size_t nl = 0, nb = 0;
+    cmh_live *all = NULL, *blocks = NULL;
+    if (collect_live(g_shard, &all, &nl) != CMH_OK) return CMH_ENOMEM;
+    if (collect_live(g_bshard, &blocks, &nb) != CMH_OK) {
+        free(all);
+        return CMH_ENOMEM;
+    }
     /* Copy under the locks, convert (and symbolize) after releasing them. */
-    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+    int rc = CMH_OK;
+    cmh_rec_entry *copy = NULL;
+    for (int i = 0; i <= CMH_MAX_DEVICES && rc == CMH_OK; i++) {
         dev_state *d = &g_dev[i];
         pthread_mutex_lock(&d->lock);
         if (!d->used) {
@@ -702,18 +750,18 @@ int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), vo
             continue;
         }
         uint64_t n = d->count, dropped = d->dropped;
-        cmh_rec_entry *copy = n ? malloc(n * sizeof *copy) : NULL;
+        copy = n ? malloc(n * sizeof *copy) : NULL;
         if (n && !copy) {
             pthread_mutex_unlock(&d->lock);
-            return CMH_ENOMEM;
+            rc = CMH_ENOMEM;
+            break;
         }
         for (uint64_t k = 0; k < n; k++) copy[k] = d->ring[(d->head + k) % d->cap];
         pthread_mutex_unlock(&d->lock);
-        if (cmh_snapshot_add_trace(s, i == CMH_HOST_SLOT ? -1 : i, dropped, NULL) != CMH_OK) {
-            free(copy);
-            return CMH_ENOMEM;
-        }
-        for (uint64_t k = 0; k < n; k++) {
+        int device = i == CMH_HOST_SLOT ? -1 : i;
+        if (fix_managed(copy, n, all, nl, device) != CMH_OK || cmh_snapshot_add_trace(s, device, dropped, NULL) != CMH_OK)
+            rc = CMH_ENOMEM;
+        for (uint64_t k = 0; k < n && rc == CMH_OK; k++) {
             const cmh_rec_entry *r = &copy[k];
             cmh_entry e;
             memset(&e, 0, sizeof e);
@@ -726,35 +774,25 @@ int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), vo
             if (r->action == CMH_ACT_MARK) { /* addr holds the mark's name id */
                 pthread_mutex_lock(&g_names_lock);
                 const char *nm = r->addr && r->addr <= g_nnames ? g_names[r->addr - 1] : "";
-                int rc = cmh_strtab_intern(&s->strings, nm, strlen(nm), &e.name);
+                rc = cmh_strtab_intern(&s->strings, nm, strlen(nm), &e.name);
                 pthread_mutex_unlock(&g_names_lock);
-                if (rc != CMH_OK) {
-                    free(copy);
-                    return CMH_ENOMEM;
-                }
                 e.addr = 0;
             }
             e.action = r->action;
             e.flags = r->flags;
             e.kind = r->kind;
-            if (cmh_snapshot_add_entry(s, &e) != CMH_OK) {
-                free(copy);
-                return CMH_ENOMEM;
-            }
+            if (rc == CMH_OK && cmh_snapshot_add_entry(s, &e) != CMH_OK) rc = CMH_ENOMEM;
         }
         free(copy);
+        copy = NULL;
+    }
+    if (rc != CMH_OK) {
+        free(all);
+        free(blocks);
+        return rc;
     }
 
-    /* the live segments, and the blocks allocators reported, each sorted by device and address */
-    size_t nl = 0, nb = 0;
-    cmh_live *all = NULL, *blocks = NULL;
-    if (collect_live(g_shard, &all, &nl) != CMH_OK) return CMH_ENOMEM;
-    if (collect_live(g_bshard, &blocks, &nb) != CMH_OK) {
-        free(all);
-        return CMH_ENOMEM;
-    }
     size_t bi = 0;
-    int rc = CMH_OK;
     for (size_t k = 0; k < nl && rc == CMH_OK; k++) {
         const cmh_live *l = &all[k];
         cmh_segment g;

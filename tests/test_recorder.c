@@ -556,6 +556,43 @@ static void test_block_api(void)
     cuMemFree(again);
 }
 
+/* an allocator that declares its segment managed long after the cuMemAlloc (other threads'
+ * traffic in between): the segment_alloc entry still loses its implied block */
+static void test_managed_late(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    CUdeviceptr seg, q, seg2;
+    CU_ASSERT_EQUAL_FATAL(cuMemAlloc(&seg, 2 << 20), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(cuMemAlloc(&seg2, 2 << 20), CUDA_SUCCESS);
+    for (int i = 0; i < 400; i++) {
+        CU_ASSERT_EQUAL(cuMemAlloc(&q, 4096), CUDA_SUCCESS);
+        CU_ASSERT_EQUAL(cuMemFree(q), CUDA_SUCCESS);
+    }
+    CU_ASSERT_EQUAL(cmh_segment_managed(seg), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_segment_managed(seg2), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_block_alloc(seg, 4096, 4000, 0), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_block_alloc(seg2, 8192, 8000, 0), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_block_free_completed(seg2), CMH_OK);
+    CU_ASSERT_EQUAL(cuMemFree(seg2), CUDA_SUCCESS); /* freed managed: only its free entry says so */
+    cmh_snapshot s;
+    dump_load(&s);
+    const cmh_entry *e = find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, seg), *e2 = find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, seg2);
+    CU_ASSERT(e && !(e->flags & CMH_EF_WHOLE_BLOCK));
+    CU_ASSERT(e2 && !(e2->flags & CMH_EF_WHOLE_BLOCK));
+    CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, q)); /* plain ones keep theirs */
+    CU_ASSERT(find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, q)->flags & CMH_EF_WHOLE_BLOCK);
+    cmh_replay *r = cmh_replay_new(&s, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    while (cmh_replay_step(r)) {}
+    CU_ASSERT_EQUAL(cmh_replay_anomalies(r), 0);
+    CU_ASSERT_EQUAL(cmh_replay_stats(r)->allocated_bytes[CMH_POOL_ALL].current, 4096);
+    CU_ASSERT_EQUAL(cmh_replay_stats(r)->allocated_bytes[CMH_POOL_ALL].peak, 4096 + 8192);
+    cmh_replay_free(r);
+    cmh_snapshot_free(&s);
+    CU_ASSERT_EQUAL(cmh_block_free_completed(seg), CMH_OK);
+    CU_ASSERT_EQUAL(cuMemFree(seg), CUDA_SUCCESS);
+}
+
 /* the last pool_sample of this pool in the trace, or NULL */
 static const cmh_entry *last_pool_sample(const cmh_snapshot *s, uint64_t pool)
 {
@@ -881,6 +918,7 @@ int main(void)
     CMH_ADD_TEST(s, test_threads_lose_nothing);
     CMH_ADD_TEST(s, test_three_devices);
     CMH_ADD_TEST(s, test_block_api);
+    CMH_ADD_TEST(s, test_managed_late);
     CMH_ADD_TEST(s, test_pools);
     CMH_ADD_TEST(s, test_expandable_segment);
     CMH_ADD_TEST(s, test_fork);
