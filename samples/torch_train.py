@@ -4,6 +4,7 @@ recorder on a GPU host (scripts/gpu-check.sh).
     python3 torch_train.py check PREFIX [steps]   # record with _record_memory_history too, then
                                                   # dump PyTorch's snapshot and ours at one moment
     python3 torch_train.py time [steps]           # print the median step time
+    TORCH_TRAIN_WORKLOAD=varied ...               # another allocation pattern (step_varied)
 
 `check` writes PREFIX.pickle (PyTorch's _dump_snapshot), PREFIX_summary.txt
 (torch.cuda.memory_summary()), PREFIX_stats.json (memory_stats()), PREFIX.json (segments and the
@@ -12,6 +13,7 @@ dumped through cmh_dump_snapshot at the same instant).
 """
 import ctypes
 import json
+import os
 import statistics
 import sys
 import time
@@ -42,6 +44,27 @@ def step(model, opt, i):
     return loss
 
 
+def step_varied(model, opt, i, side):
+    """Another allocation pattern (TORCH_TRAIN_WORKLOAD=varied): attention over random sequence
+    lengths, many small tensors, frees in a shuffled order, and a tensor used on a second stream
+    (record_stream), whose free the allocator defers until that stream is done."""
+    g = torch.Generator().manual_seed(i)
+    seq = int(torch.randint(16, 300, (1,), generator=g))
+    q = torch.randn(8, seq, 64, device="cuda")
+    att = torch.softmax(q @ q.transpose(1, 2) / 8.0, dim=-1) @ q
+    smalls = [torch.empty(int(n), device="cuda") for n in torch.randint(1, 40000, (12,), generator=g)]
+    loss = step(model, opt, i)
+    with torch.cuda.stream(side):
+        shared = torch.randn(int(torch.randint(1 << 18, 1 << 21, (1,), generator=g)), device="cuda")
+        shared.mul_(2.0)
+    torch.cuda.current_stream().wait_stream(side)
+    shared.record_stream(torch.cuda.current_stream())
+    for k in torch.randperm(len(smalls), generator=g).tolist():
+        smalls[k] = None
+    del att, q, shared
+    return loss
+
+
 def main():
     mode = sys.argv[1]
     if mode == "check":
@@ -49,8 +72,13 @@ def main():
         steps = int(sys.argv[3]) if len(sys.argv) > 3 else 20
         torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
         model, opt = build()
+        varied = os.environ.get("TORCH_TRAIN_WORKLOAD") == "varied"
+        side = torch.cuda.Stream() if varied else None
         for i in range(steps):
-            step(model, opt, i)
+            if varied:
+                step_varied(model, opt, i, side)
+            else:
+                step(model, opt, i)
         torch.cuda.synchronize()
         snap = torch.cuda.memory._snapshot()
         try:  # our dump at the same instant, if the recorder is preloaded

@@ -1,13 +1,14 @@
 #!/bin/bash
-# gpu-check.sh OUT [allocators] - build cumemhist on a GPU host and check it against the real
-# driver, cudart and PyTorch's own recorder.  Writes report.txt and the snapshots under OUT.
-# With "allocators", only the build and section 6 (allocators above the driver) run.
+# gpu-check.sh OUT [all|torch|allocators] - build cumemhist on a GPU host and check it against
+# the real driver, cudart and PyTorch's own recorder.  Writes report.txt and the snapshots under
+# OUT.  "torch" runs only the build and sections 2-3 (summaries against memory_summary());
+# "allocators" only the build and section 6 (allocators above the driver).
 #
 # The host needs cmake, gcc, the CUDA toolkit, python3 with torch (and msgpack); the Debian
 # packages cumemhist builds against may be unpacked under .deps/root (dpkg -x), used when
 # pkg-config or the packages are missing there.
 set -u
-OUT=${1:?usage: gpu-check.sh OUT [allocators]}
+OUT=${1:?usage: gpu-check.sh OUT [all|torch|allocators]}
 ONLY=${2:-all}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
@@ -74,6 +75,8 @@ say "== 1c. an out-of-memory on the real device (oom_demo)"
 run "$CMH" record -q -o "$W/oom.cmh" -- "$B/samples/oom_demo"
 run python3 scripts/cmh_inspect.py "$W/oom.cmh"
 
+fi # sections 1a-1d
+if [ "$ONLY" = all ] || [ "$ONLY" = torch ]; then
 say "== 2. PyTorch training loop: ours and _record_memory_history in one process"
 run "$CMH" record -o "$W/torch_plain_exit.cmh" -- python3 samples/torch_train.py check "$W/torch_plain" 20
 run python3 scripts/gpu_compare.py torch "$W/torch_plain"
@@ -91,6 +94,18 @@ run python3 scripts/gpu_compare.py torch "$W/torch_exp" expandable
 "$CMH" summary "$W/torch_exp.pickle" >"$W/ours_exp_summary.txt" 2>>"$R"
 if diff "$W/ours_exp_summary.txt" "$W/torch_exp_summary.txt" >>"$R"; then say "expandable: IDENTICAL summary"; else say "expandable: DIFFERENT summary (diff above)"; fi
 
+say "== 3b. another workload (attention over random lengths, small tensors, a second stream)"
+for conf in plain expandable; do
+    ac=; [ "$conf" = expandable ] && ac=expandable_segments:True
+    PYTORCH_CUDA_ALLOC_CONF=$ac TORCH_TRAIN_WORKLOAD=varied \
+        run "$CMH" record -q -o "$W/torch_var_${conf}_exit.cmh" -- python3 samples/torch_train.py check "$W/torch_var_$conf" 25
+    "$CMH" summary "$W/torch_var_$conf.pickle" >"$W/ours_var_${conf}_summary.txt" 2>>"$R"
+    if diff "$W/ours_var_${conf}_summary.txt" "$W/torch_var_${conf}_summary.txt" >>"$R"; then
+        say "varied $conf: IDENTICAL summary"; else say "varied $conf: DIFFERENT summary (diff above)"; fi
+    cp "$W/torch_var_$conf.pickle" "$W/torch_var_${conf}_summary.txt" "$OUT/" 2>/dev/null
+done
+fi # sections 2-3
+if [ "$ONLY" = all ]; then
 say "== 4. PyTorch under record --kernels"
 run "$CMH" record -q --kernels -o "$W/torch_kernels.cmh" -- python3 samples/torch_train.py time 30
 run "$CMH" kernels --top 8 "$W/torch_kernels.cmh"
@@ -111,7 +126,8 @@ if [ -x "$W/cudart_demo" ]; then
     done
 fi
 
-fi # sections 1-5
+fi # sections 4-5
+if [ "$ONLY" = all ] || [ "$ONLY" = allocators ]; then
 
 say "== 6. allocators above the driver: the block API, pools, VMM, threads (tests/blocks_test.sh)"
 unset CUMEMHIST_DEBUG
@@ -131,6 +147,7 @@ PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
     run "$CMH" record -o "$OUT/torch_async.cmh" -- python3 samples/torch_train.py time 30
 run "$CMH" summary --abbreviated "$OUT/torch_async.cmh"
 "$CMH" trace "$OUT/torch_async.cmh" 2>/dev/null | grep pool_sample | tail -3 >>"$R"
+fi # section 6
 
 mv "$OUT/leaky.cmh" "$OUT/cudart.cmh" "$W/" 2>/dev/null
 (cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./*.out ./oom.cmh ./torch_exp.cmh ./torch_exp.pickle \
