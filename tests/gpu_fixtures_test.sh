@@ -17,6 +17,11 @@ if cmp -s "$T/exp.txt" "$F/h200/torch_exp_summary.txt"; then ok "expandable segm
 "$B/cumemhist" summary "$F/h200b/torch_plain.pickle" >"$T/plain.txt"
 if cmp -s "$T/plain.txt" "$F/h200b/torch_plain_summary.txt"; then ok "plain allocator: identical to memory_summary()"; else
     bad "plain allocator differs"; diff "$T/plain.txt" "$F/h200b/torch_plain_summary.txt"; fi
+for conf in plain expandable; do  # a second workload: random lengths, shuffled frees, a second stream
+    "$B/cumemhist" summary "$F/h200c/torch_var_$conf.pickle" >"$T/var_$conf.txt"
+    if cmp -s "$T/var_$conf.txt" "$F/h200c/torch_var_${conf}_summary.txt"; then ok "varied workload, $conf: identical to memory_summary()"; else
+        bad "varied workload, $conf: differs"; diff "$T/var_$conf.txt" "$F/h200c/torch_var_${conf}_summary.txt"; fi
+done
 "$B/cumemhist" kernels --json "$F/h200b/kernels.cmh" >"$T/k.json"
 env -u LD_PRELOAD python3 - "$T/k.json" <<'PY' && ok "real CUPTI recording: 3 kernels x 20 calls, demangled" || bad "real CUPTI recording"
 import json, sys

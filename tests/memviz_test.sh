@@ -11,7 +11,8 @@ trap 'rm -rf "$T"' EXIT
 export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fail=0
 "$B/cumemhist" record -q -o "$T/fresh.cmh" -- "$B/samples/leaky" 5 >/dev/null || fail=1
-for f in "$F"/*.pickle "$(dirname "$0")"/fixtures/h200/*.cmh "$(dirname "$0")"/fixtures/h200/*.pickle "$T/fresh.cmh"; do
+for f in "$F"/*.pickle "$(dirname "$0")"/fixtures/h200/*.cmh "$(dirname "$0")"/fixtures/h200/*.pickle \
+    "$(dirname "$0")"/fixtures/h200c/*.pickle "$T/fresh.cmh"; do
     "$B/cumemhist" export "$f" -o "$T/$(basename "$f").memviz.pickle" 2>/dev/null || { echo "FAIL: export $f"; fail=1; }
     "$B/cumemhist" export --format json "$f" -o "$T/$(basename "$f").json" 2>/dev/null || { echo "FAIL: json $f"; fail=1; }
 done
