@@ -15,9 +15,9 @@ clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
     "tests/fuzz/fuzz_$target.c" $SRC \
     $(pkg-config --libs msgpack-c 2>/dev/null || pkg-config --libs msgpack) -o "$out/fuzz_$target"
 if [ "$target" = pickle ]; then
-    cp ../shared/fixtures/pytorch/*.pickle tests/fixtures/h200/*.pickle "$out/seeds-$target/" 2>/dev/null || true
+    cp ../shared/fixtures/pytorch/*.pickle tests/fixtures/h200*/*.pickle "$out/seeds-$target/" 2>/dev/null || true
 else
-    cp tests/fixtures/h200/*.cmh "$out/seeds-$target/"
+    cp tests/fixtures/h200*/*.cmh "$out/seeds-$target/"
 fi
 cd "$out"
 exec "./fuzz_$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
