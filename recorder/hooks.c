@@ -187,9 +187,7 @@ CUresult cuMemFree_v2(CUdeviceptr p)
     return free_hooked(fn_, p);
 }
 
-/* ---- stream-ordered ---- */
-
-/* ---- stream-ordered pools ----
+/* ---- stream-ordered allocation and pools ----
  * Each async allocation is a segment holding one block; the pool behind it reserves more than
  * it hands out.  After every operation on a pool its reserved and used bytes are read from the
  * driver (pool attributes, host-side queries, outside any lock of ours) and recorded as a
