@@ -214,11 +214,15 @@ static void pool_record(uint64_t h, int device, uint64_t reserved, uint64_t used
             pthread_mutex_unlock(&g_pools_lock);
             return;
         }
-        g_pools[g_npools++] = (__typeof__(g_pools[0])){h, device, 0};
+        g_pools[g_npools] = (__typeof__(g_pools[0])){h, device, 0};
+        __atomic_store_n(&g_npools, g_npools + 1, __ATOMIC_RELEASE); /* read unlocked by pool_sample_device */
     }
     cmh_hist_pool_sample(device, h, reserved, used, slack - g_pools[i].slack);
     g_pools[i].slack = slack;
-    if (gone) g_pools[i] = g_pools[--g_npools];
+    if (gone) {
+        g_pools[i] = g_pools[g_npools - 1];
+        __atomic_store_n(&g_npools, g_npools - 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&g_pools_lock);
 }
 
@@ -237,6 +241,7 @@ static void pool_sample_device(int device)
 {
     CUmemoryPool mine[NPOOLS];
     int n = 0;
+    if (!__atomic_load_n(&g_npools, __ATOMIC_RELAXED)) return; /* frees of cuMemAlloc'd memory: no pools */
     pthread_mutex_lock(&g_pools_lock);
     for (int i = 0; i < g_npools; i++)
         if (g_pools[i].device == device) mine[n++] = (CUmemoryPool)(uintptr_t)g_pools[i].h;
