@@ -8,7 +8,7 @@ target=${1:-pickle}
 secs=${2:-600}
 out=build-fuzz
 mkdir -p "$out/corpus-$target" "$out/seeds-$target"
-SRC="snapshot/model.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/pickle_read.c snapshot/pickle_write.c
+SRC="snapshot/model.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/pickle_read.c snapshot/pickle_model.c snapshot/pickle_write.c
      snapshot/load.c analyzer/replay.c analyzer/summary.c"
 clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude \
     $(pkg-config --cflags msgpack-c 2>/dev/null || pkg-config --cflags msgpack) \

@@ -1,0 +1,102 @@
+/*
+ * pickle_internal.h - what the pickle machine (pickle_read.c) and the conversion of PyTorch's
+ * schema into the model (pickle_model.c) share.  Private to snapshot/.
+ */
+#ifndef CMH_PICKLE_INTERNAL_H
+#define CMH_PICKLE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cumemhist/snapshot.h"
+
+enum {
+    PV_NONE,
+    PV_BOOL,
+    PV_INT,
+    PV_FLOAT,
+    PV_STR,   /* id: string id */
+    PV_CONT,  /* id: container index */
+    PV_FRAME, /* id: frame id (a converted frame dict) */
+    PV_STACK, /* id: stack id (a converted frame list) */
+    PV_ENTRY, /* id: index into entries (a converted trace entry dict) */
+};
+
+#define PV_SKIP 0xf0 /* conv_tag of an entry of an action this version skips */
+
+typedef struct pv {
+    uint8_t tag;
+    union {
+        int64_t i;
+        double f;
+        uint32_t id;
+    } u;
+} pv;
+
+enum { C_LIST, C_DICT, C_TUPLE };
+
+typedef struct pcont {
+    uint8_t kind;
+    uint8_t conv_tag; /* 0, or PV_FRAME / PV_STACK / PV_ENTRY once converted */
+    uint32_t conv_id;
+    uint32_t n, cap;
+    pv *items; /* dicts: key, value, key, value... */
+} pcont;
+
+/* Keys and values the conversion looks for, interned once. */
+enum {
+    K_SEGMENTS, K_DEVICE_TRACES, K_ALLOCATOR_SETTINGS, K_EXTERNAL_ANNOTATIONS, K_DEVICE, K_ADDRESS,
+    K_TOTAL_SIZE, K_STREAM, K_SEGMENT_TYPE, K_SEGMENT_POOL_ID, K_IS_EXPANDABLE, K_FRAMES, K_BLOCKS, K_SIZE,
+    K_REQUESTED_SIZE, K_STATE, K_HISTORY, K_ADDR, K_REAL_SIZE, K_ACTION, K_TIME_US, K_COMPILE_CONTEXT,
+    K_USER_METADATA, K_DEVICE_FREE, K_NAME, K_FILENAME, K_LINE, K_STAGE, K_LARGE, K_SMALL,
+    K_ACTIVE_ALLOCATED, K_ACTIVE_PENDING_FREE, K_ACTIVE_AWAITING_FREE, K_INACTIVE, K_START, K_END, K_CMH_CODE,
+    K_CMH_REQUESTED, K_CMH_IMPLIED, K_CMH_KIND, K_CMH_WHOLE, K_CUMEMHIST, K_SOURCE, K_PID, K_DROPPED, K_RECORDER,
+    K_POOL_SAMPLES,
+    NKEYS
+};
+extern const char *const pk_key_names[NKEYS];
+
+typedef struct frame_slot {
+    uint32_t name, filename, id_plus1;
+    int64_t line;
+} frame_slot;
+
+typedef struct pm {
+    const uint8_t *p;
+    size_t len, pos, op_at;
+    cmh_snapshot *s;
+    char *err;
+    size_t errlen;
+    int failed;
+    uint32_t key[NKEYS];
+    uint32_t action_of[64]; /* small cache: string id -> action + 1 for the action names */
+    pv *stack;
+    size_t sp, scap;
+    size_t *marks;
+    size_t nmarks, mcap;
+    pv *memo;
+    size_t memo_len, memo_cap;
+    pcont *conts;
+    uint32_t nconts, cconts;
+    cmh_entry *entries; /* converted trace entries, in pickle order */
+    uint32_t nentries, centries;
+    frame_slot *fslots;
+    uint32_t fcap, fn;
+    uint64_t budget; /* cells the conversion may still create: bounds shared-container blowups */
+    int protocol;
+} pm;
+
+/* pickle_read.c: the machine's error, and container lookups */
+int pk_fail(pm *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+pcont *pk_as_cont(pm *m, const pv *v, uint8_t kind);
+const pv *pk_dict_get(pm *m, const pcont *d, uint32_t key);
+
+/* pickle_model.c: a completed frame dict, frame list or trace entry dict becomes model data
+ * at once (each returns 0 and leaves v alone when it is not one); the finished root, into the
+ * model */
+int pk_convert_frame(pm *m, pv *v);
+int pk_convert_stack(pm *m, pv *v);
+int pk_convert_entry(pm *m, pv *v);
+int pk_convert_top(pm *m, const pv *root);
+
+#endif

@@ -1,0 +1,548 @@
+/*
+ * pickle_model.c - PyTorch's snapshot schema (REFERENCE §1) into the model, for pickle_read.c.
+ *
+ * Frames, frame lists and trace entries are converted while the machine runs, the moment their
+ * container is complete, so the bulk of a snapshot never exists twice; segments, blocks,
+ * settings, annotations and what cumemhist's own exports keep aside are converted from the
+ * finished root.  The schema has a fixed depth: nothing here recurses on the input.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle_internal.h"
+
+const char *const pk_key_names[NKEYS] = {
+    "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
+    "total_size", "stream", "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks", "size",
+    "requested_size", "state", "history", "addr", "real_size", "action", "time_us", "compile_context",
+    "user_metadata", "device_free", "name", "filename", "line", "stage", "large", "small",
+    "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
+    "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
+    "pool_samples",
+};
+
+/* ---- eager conversion of frames, stacks, entries ---- */
+
+static int64_t us_to_ns(int64_t us)
+{
+    if (us > INT64_MAX / 1000) return INT64_MAX;
+    if (us < INT64_MIN / 1000) return INT64_MIN;
+    return us * 1000;
+}
+
+static int to_i64(const pv *v, int64_t *out)
+{
+    if (v->tag == PV_INT || v->tag == PV_BOOL) {
+        *out = v->u.i;
+        return 1;
+    }
+    return 0;
+}
+
+static int frame_of(pm *m, pcont *d, uint32_t *frame_id)
+{
+    const pv *name = pk_dict_get(m, d, m->key[K_NAME]), *file = pk_dict_get(m, d, m->key[K_FILENAME]);
+    const pv *line = pk_dict_get(m, d, m->key[K_LINE]);
+    if (!name || !file || name->tag != PV_STR || file->tag != PV_STR)
+        return pk_fail(m, "a frame without str 'name' and 'filename' (near byte %zu)", m->op_at);
+    int64_t ln = 0;
+    if (line) to_i64(line, &ln);
+    /* identical frames share one id even when the writer did not share the object */
+    if ((m->fn + 1) * 2 > m->fcap) {
+        uint32_t nc = m->fcap ? m->fcap * 2 : 1024;
+        frame_slot *ns = calloc(nc, sizeof *ns);
+        if (!ns) return pk_fail(m, "out of memory");
+        for (uint32_t i = 0; i < m->fcap; i++) {
+            if (!m->fslots[i].id_plus1) continue;
+            frame_slot *o = &m->fslots[i];
+            uint32_t j = (uint32_t)((o->name * 31u + o->filename) * 2654435761u ^ (uint32_t)o->line) & (nc - 1);
+            while (ns[j].id_plus1) j = (j + 1) & (nc - 1);
+            ns[j] = *o;
+        }
+        free(m->fslots);
+        m->fslots = ns;
+        m->fcap = nc;
+    }
+    uint32_t j = (uint32_t)((name->u.id * 31u + file->u.id) * 2654435761u ^ (uint32_t)ln) & (m->fcap - 1);
+    for (; m->fslots[j].id_plus1; j = (j + 1) & (m->fcap - 1)) {
+        frame_slot *o = &m->fslots[j];
+        if (o->name == name->u.id && o->filename == file->u.id && o->line == ln) {
+            *frame_id = o->id_plus1 - 1;
+            return 0;
+        }
+    }
+    cmh_frame f = {0, name->u.id, file->u.id, ln, -1};
+    if (cmh_snapshot_add_frame(m->s, &f, frame_id) != CMH_OK) return pk_fail(m, "out of memory");
+    m->fslots[j] = (frame_slot){name->u.id, file->u.id, *frame_id + 1, ln};
+    m->fn++;
+    return 0;
+}
+
+static void release_items(pcont *c, uint8_t tag, uint32_t id)
+{
+    free(c->items);
+    c->items = NULL;
+    c->n = c->cap = 0;
+    c->conv_tag = tag;
+    c->conv_id = id;
+}
+
+/* A frame dict (if v is one) becomes PV_FRAME. */
+int pk_convert_frame(pm *m, pv *v)
+{
+    pcont *c;
+    if (v->tag != PV_CONT) return 0;
+    c = &m->conts[v->u.id];
+    if (c->conv_tag == PV_FRAME) {
+        v->tag = PV_FRAME;
+        v->u.id = c->conv_id;
+        return 0;
+    }
+    if (c->kind != C_DICT || c->conv_tag || !pk_dict_get(m, c, m->key[K_FILENAME])) return 0;
+    uint32_t id;
+    if (frame_of(m, c, &id)) return -1;
+    release_items(c, PV_FRAME, id);
+    v->tag = PV_FRAME;
+    v->u.id = id;
+    return 0;
+}
+
+/* A list of frames becomes PV_STACK (converted once, however often the memo shares it). */
+int pk_convert_stack(pm *m, pv *v)
+{
+    if (v->tag != PV_CONT) return 0;
+    pcont *c = &m->conts[v->u.id];
+    if (c->conv_tag == PV_STACK) {
+        v->tag = PV_STACK;
+        v->u.id = c->conv_id;
+        return 0;
+    }
+    if ((c->kind != C_LIST && c->kind != C_TUPLE) || c->conv_tag) return 0;
+    if (c->n == 0) { /* the empty stack */
+        release_items(c, PV_STACK, 0);
+        v->tag = PV_STACK;
+        v->u.id = 0;
+        return 0;
+    }
+    uint32_t small[128], *ids = small;
+    if (c->n > 128 && !(ids = malloc((size_t)c->n * sizeof *ids))) return pk_fail(m, "out of memory");
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (pk_convert_frame(m, &c->items[i])) goto bad;
+        if (c->items[i].tag != PV_FRAME) {
+            pk_fail(m, "a 'frames' list holds something other than frames (near byte %zu)", m->op_at);
+            goto bad;
+        }
+        ids[i] = c->items[i].u.id;
+    }
+    uint32_t sid;
+    if (cmh_snapshot_add_stack(m->s, ids, c->n, &sid) != CMH_OK) {
+        pk_fail(m, "out of memory");
+        goto bad;
+    }
+    if (ids != small) free(ids);
+    release_items(c, PV_STACK, sid);
+    v->tag = PV_STACK;
+    v->u.id = sid;
+    return 0;
+bad:
+    if (ids != small) free(ids);
+    return -1;
+}
+
+static int action_of(pm *m, uint32_t str)
+{
+    if (str < 64 && m->action_of[str]) return (int)m->action_of[str] - 1;
+    int a = cmh_action_from_name(cmh_str(m->s, str));
+    if (str < 64) m->action_of[str] = (uint32_t)(a + 1);
+    return a;
+}
+
+/* A trace-entry dict (one with 'action') becomes PV_ENTRY. */
+int pk_convert_entry(pm *m, pv *v)
+{
+    if (v->tag != PV_CONT) return 0;
+    pcont *c = &m->conts[v->u.id];
+    if (c->conv_tag == PV_ENTRY || c->conv_tag == PV_SKIP) {
+        v->tag = c->conv_tag == PV_ENTRY ? PV_ENTRY : PV_NONE;
+        v->u.id = c->conv_id;
+        return 0;
+    }
+    if (c->kind != C_DICT || c->conv_tag) return 0;
+    const pv *act = pk_dict_get(m, c, m->key[K_ACTION]);
+    if (!act) return 0;
+    if (act->tag != PV_STR) return pk_fail(m, "a trace entry whose 'action' is not a string (near byte %zu)", m->op_at);
+    cmh_entry e;
+    memset(&e, 0, sizeof e);
+    int a = action_of(m, act->u.id);
+    int64_t x;
+    const pv *f;
+    /* our own keys (viz/memviz.c): entries implied by a whole block, and what PyTorch lacks */
+    if ((f = pk_dict_get(m, c, m->key[K_CMH_IMPLIED])) && to_i64(f, &x) && x) {
+        release_items(c, PV_SKIP, 0);
+        v->tag = PV_NONE;
+        return 0;
+    }
+    int64_t code = -1;
+    if ((f = pk_dict_get(m, c, m->key[K_CMH_CODE])) && to_i64(f, &code) && code >= 0 && (code & 15) < CMH_ACT_COUNT &&
+        ((code >> 5) & 7) < CMH_KIND_COUNT) {
+        a = (int)(code & 15);
+        e.flags = (uint8_t)((code >> 4) & 1);
+    } else {
+        code = -1;
+    }
+    if (a < 0 || a >= CMH_ACT_MARK) {
+        m->s->skipped_entries++; /* e.g. 'annotate' (newer PyTorch): not part of the model */
+        release_items(c, PV_SKIP, 0);
+        v->tag = PV_NONE;
+        return 0;
+    }
+    e.action = (uint8_t)a;
+    if (a == CMH_ACT_OOM) {
+        if ((f = pk_dict_get(m, c, m->key[K_DEVICE_FREE])) && to_i64(f, &x)) e.addr = (uint64_t)x;
+    } else if ((f = pk_dict_get(m, c, m->key[K_ADDR])) && to_i64(f, &x)) {
+        e.addr = (uint64_t)x;
+    }
+    if ((f = pk_dict_get(m, c, m->key[K_SIZE])) && to_i64(f, &x)) e.size = e.requested = (uint64_t)x;
+    if ((f = pk_dict_get(m, c, m->key[K_STREAM])) && to_i64(f, &x)) e.stream = (uint64_t)x;
+    if ((f = pk_dict_get(m, c, m->key[K_TIME_US])) && to_i64(f, &x)) {
+        e.time_ns = us_to_ns(x);
+        m->s->pt_fields |= CMH_PT_TIME_US;
+    }
+    if ((f = pk_dict_get(m, c, m->key[K_COMPILE_CONTEXT])) && f->tag == PV_STR) {
+        e.compile_context = f->u.id;
+        m->s->pt_fields |= CMH_PT_COMPILE_CONTEXT;
+    }
+    if ((f = pk_dict_get(m, c, m->key[K_USER_METADATA])) && f->tag == PV_STR) {
+        e.user_metadata = f->u.id;
+        m->s->pt_fields |= CMH_PT_USER_METADATA;
+    }
+    pv *fr = (pv *)pk_dict_get(m, c, m->key[K_FRAMES]);
+    if (fr) {
+        if (pk_convert_stack(m, fr)) return -1;
+        if (fr->tag == PV_STACK) e.stack = fr->u.id;
+        if (code < 0) e.flags |= CMH_EF_HAS_FRAMES; /* a PyTorch entry's own key; ours carry cmh_code */
+    }
+    e.kind = code >= 0 ? (uint8_t)((code >> 5) & 7) : CMH_KIND_DEVICE;
+    if ((f = pk_dict_get(m, c, m->key[K_CMH_REQUESTED])) && to_i64(f, &x)) e.requested = (uint64_t)x;
+    if (m->nentries == m->centries) {
+        uint32_t nc = m->centries ? m->centries * 2 : 4096;
+        cmh_entry *ne = realloc(m->entries, (size_t)nc * sizeof *ne);
+        if (!ne) return pk_fail(m, "out of memory");
+        m->entries = ne;
+        m->centries = nc;
+    }
+    m->entries[m->nentries] = e;
+    release_items(c, PV_ENTRY, m->nentries);
+    v->tag = PV_ENTRY;
+    v->u.id = m->nentries++;
+    return 0;
+}
+
+/* ---- the finished value into the model ---- */
+
+static int want_int(pm *m, const pcont *d, int key, int64_t *out, int required, const char *what)
+{
+    const pv *v = pk_dict_get(m, d, m->key[key]);
+    if (!v) {
+        if (required) return pk_fail(m, "%s without '%s'", what, pk_key_names[key]);
+        return 0;
+    }
+    if (!to_i64(v, out)) return pk_fail(m, "%s: '%s' is not an integer", what, pk_key_names[key]);
+    return 0;
+}
+
+/* A field as uint64 with a default when absent (the usual shape of the schema's integers). */
+static int want_u64(pm *m, const pcont *d, int key, uint64_t dflt, int required, const char *what, uint64_t *out)
+{
+    int64_t x = (int64_t)dflt;
+    if (want_int(m, d, key, &x, required, what)) return -1;
+    *out = (uint64_t)x;
+    return 0;
+}
+
+static uint32_t stack_of(pm *m, const pcont *d)
+{
+    pv *f = (pv *)pk_dict_get(m, d, m->key[K_FRAMES]);
+    if (!f) return 0;
+    if (f->tag == PV_CONT && pk_convert_stack(m, f)) return 0;
+    return f->tag == PV_STACK ? f->u.id : 0;
+}
+
+static int convert_segment(pm *m, const pv *sv)
+{
+    const pcont *d = pk_as_cont(m, sv, C_DICT);
+    if (!d) return pk_fail(m, "a segment is not a dict");
+    cmh_segment g;
+    memset(&g, 0, sizeof g);
+    int64_t x = 0;
+    uint64_t dev;
+    if (want_u64(m, d, K_DEVICE, 0, 0, "segment", &dev) || want_u64(m, d, K_ADDRESS, 0, 1, "segment", &g.addr) ||
+        want_u64(m, d, K_TOTAL_SIZE, 0, 1, "segment", &g.size) || want_u64(m, d, K_STREAM, 0, 0, "segment", &g.stream))
+        return -1;
+    g.device = (int32_t)dev;
+    const pv *v = pk_dict_get(m, d, m->key[K_SEGMENT_TYPE]);
+    g.pool = v && v->tag == PV_STR ? (v->u.id == m->key[K_SMALL] ? CMH_POOL_SMALL : v->u.id == m->key[K_LARGE] ? CMH_POOL_LARGE : CMH_POOL_UNKNOWN)
+                                   : CMH_POOL_UNKNOWN;
+    const pcont *pid = (v = pk_dict_get(m, d, m->key[K_SEGMENT_POOL_ID])) ? pk_as_cont(m, v, C_TUPLE) : NULL;
+    if (!pid && v) pid = pk_as_cont(m, v, C_LIST);
+    for (uint32_t i = 0; pid && i < 2 && i < pid->n; i++)
+        if (to_i64(&pid->items[i], &x)) g.pool_id[i] = (uint64_t)x;
+    v = pk_dict_get(m, d, m->key[K_IS_EXPANDABLE]);
+    if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_EXPANDABLE;
+    g.stack = stack_of(m, d);
+    g.kind = CMH_KIND_DEVICE;
+    if (want_int(m, d, K_CMH_KIND, &x, 0, "segment")) return -1;
+    if ((v = pk_dict_get(m, d, m->key[K_CMH_KIND])) && x >= 0 && x < CMH_KIND_COUNT) g.kind = (uint8_t)x;
+    v = pk_dict_get(m, d, m->key[K_CMH_WHOLE]);
+    if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_WHOLE_BLOCK;
+    if (m->failed || cmh_snapshot_add_segment(m->s, &g, NULL) != CMH_OK) return pk_fail(m, "out of memory");
+    v = pk_dict_get(m, d, m->key[K_BLOCKS]);
+    const pcont *bl = v ? pk_as_cont(m, v, C_LIST) : NULL;
+    if (!bl) return v ? pk_fail(m, "segment 'blocks' is not a list") : 0;
+    uint64_t at = g.addr;
+    for (uint32_t i = 0; i < bl->n; i++) {
+        const pcont *b = pk_as_cont(m, &bl->items[i], C_DICT);
+        if (!b) return pk_fail(m, "a block is not a dict");
+        if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
+        cmh_block blk;
+        memset(&blk, 0, sizeof blk);
+        if (want_u64(m, b, K_ADDRESS, at, 0, "block", &blk.addr) || want_u64(m, b, K_SIZE, 0, 1, "block", &blk.size) ||
+            want_u64(m, b, K_REQUESTED_SIZE, 0, 0, "block", &blk.requested))
+            return -1;
+        v = pk_dict_get(m, b, m->key[K_STATE]);
+        uint32_t st = v && v->tag == PV_STR ? v->u.id : 0;
+        blk.state = st == m->key[K_ACTIVE_ALLOCATED] ? CMH_BLOCK_ACTIVE_ALLOCATED
+                    : st == m->key[K_ACTIVE_PENDING_FREE] || st == m->key[K_ACTIVE_AWAITING_FREE] ? CMH_BLOCK_ACTIVE_PENDING_FREE
+                                                                                                 : CMH_BLOCK_INACTIVE;
+        blk.stack = stack_of(m, b);
+        /* PyTorch <= 2.0: no address/frames, a 'history' of {addr, real_size, frames} */
+        const pv *h = pk_dict_get(m, b, m->key[K_HISTORY]);
+        const pcont *hist = h ? pk_as_cont(m, h, C_LIST) : NULL;
+        if (hist && hist->n) {
+            m->s->pt_fields |= CMH_PT_LEGACY_HISTORY;
+            /* PyTorch's own tools read the first record: its real_size is what the block holds */
+            const pcont *first = pk_as_cont(m, &hist->items[0], C_DICT);
+            if (first) {
+                x = 0;
+                if (!want_int(m, first, K_REAL_SIZE, &x, 0, "history")) blk.requested = (uint64_t)x;
+                if (!blk.stack) blk.stack = stack_of(m, first);
+            }
+        }
+        if (m->failed || cmh_snapshot_add_block(m->s, &blk) != CMH_OK) return pk_fail(m, "out of memory");
+        at = blk.addr + blk.size;
+    }
+    return 0;
+}
+
+static int convert_traces(pm *m, const pv *tv)
+{
+    const pcont *outer = pk_as_cont(m, tv, C_LIST);
+    if (!outer) return pk_fail(m, "'device_traces' is not a list");
+    for (uint32_t dev = 0; dev < outer->n; dev++) {
+        const pcont *tr = pk_as_cont(m, &outer->items[dev], C_LIST);
+        if (!tr) return pk_fail(m, "device_traces[%u] is not a list", dev);
+        if (cmh_snapshot_add_trace(m->s, (int32_t)dev, 0, NULL) != CMH_OK) return pk_fail(m, "out of memory");
+        for (uint32_t i = 0; i < tr->n; i++) {
+            pv e = tr->items[i];
+            if (e.tag == PV_CONT && pk_convert_entry(m, &e)) return -1;
+            if (e.tag == PV_NONE) continue; /* an action this version skips */
+            if (e.tag != PV_ENTRY) return pk_fail(m, "device_traces[%u][%u] is not a trace entry", dev, i);
+            if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
+            if (cmh_snapshot_add_entry(m->s, &m->entries[e.u.id]) != CMH_OK) return pk_fail(m, "out of memory");
+        }
+    }
+    return 0;
+}
+
+static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type);
+
+static void map_text(pm *m, const pcont *d, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "{");
+    for (uint32_t i = 0; i + 1 < d->n && k < n; i += 2) {
+        char kb[256], vb[256];
+        uint8_t t;
+        value_text(m, &d->items[i], kb, sizeof kb, &t);
+        value_text(m, &d->items[i + 1], vb, sizeof vb, &t);
+        k += (size_t)snprintf(buf + k, n - k, "%s\"%s\": %s", i ? ", " : "", kb, vb);
+    }
+    if (k < n) snprintf(buf + k, n - k, "}");
+}
+
+/* allocator_settings values are kept as text with a type tag (pickle_write.c turns them back). */
+static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type)
+{
+    switch (v->tag) {
+    case PV_STR: *type = 0; snprintf(buf, n, "%s", cmh_str(m->s, v->u.id)); break;
+    case PV_INT: *type = 1; snprintf(buf, n, "%lld", (long long)v->u.i); break;
+    case PV_FLOAT: *type = 2; snprintf(buf, n, "%.17g", v->u.f); break;
+    case PV_BOOL: *type = 3; snprintf(buf, n, "%s", v->u.i ? "True" : "False"); break;
+    case PV_CONT: {
+        const pcont *d = pk_as_cont(m, v, C_DICT);
+        *type = 4;
+        if (d) map_text(m, d, buf, n);
+        else snprintf(buf, n, "{}");
+        break;
+    }
+    default: *type = 0; snprintf(buf, n, "%s", ""); break;
+    }
+}
+
+/* Pool samples an export kept aside (pickle_write.c), put back at their places in the traces:
+ * each is (device, how many of that device's entries precede it, pool, reserved, used, time_us). */
+typedef struct pool_at {
+    int32_t device;
+    uint64_t pos;
+    cmh_entry e;
+} pool_at;
+
+static int cmp_pool_at(const void *a, const void *b)
+{
+    const pool_at *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int insert_pool_samples(pm *m, const pcont *pl)
+{
+    cmh_snapshot *s = m->s;
+    if ((uint64_t)s->nentries + pl->n > UINT32_MAX) return pk_fail(m, "too many trace entries");
+    size_t cap = (size_t)s->nentries + pl->n;
+    pool_at *ps = calloc(pl->n, sizeof *ps);
+    cmh_entry *ne = calloc(cap, sizeof *ne);
+    uint32_t *orig = calloc(s->ntraces + 1, sizeof *orig); /* each trace's entries before the merge */
+    if (!ps || !ne || !orig) {
+        free(ps);
+        free(ne);
+        free(orig);
+        return pk_fail(m, "out of memory");
+    }
+    for (uint32_t t = 0; t < s->ntraces; t++) orig[t] = s->traces[t].nentries;
+    for (uint32_t i = 0; i < pl->n; i++) {
+        const pcont *t = pk_as_cont(m, &pl->items[i], C_TUPLE);
+        int64_t v[6];
+        int ok = t && t->n == 6;
+        for (int k = 0; ok && k < 6; k++) ok = to_i64(&t->items[k], &v[k]);
+        if (!ok || v[1] < 0) {
+            free(ps);
+            free(ne);
+            free(orig);
+            return pk_fail(m, "cumemhist.pool_samples[%u] is not (device, position, pool, reserved, used, time_us)", i);
+        }
+        ps[i].device = (int32_t)v[0];
+        ps[i].pos = (uint64_t)v[1];
+        ps[i].e.action = CMH_ACT_POOL_SAMPLE;
+        ps[i].e.kind = CMH_KIND_ASYNC;
+        ps[i].e.addr = (uint64_t)v[2];
+        ps[i].e.size = (uint64_t)v[3];
+        ps[i].e.requested = (uint64_t)v[4];
+        ps[i].e.time_ns = us_to_ns(v[5]);
+    }
+    qsort(ps, pl->n, sizeof *ps, cmp_pool_at);
+    /* a sample at position p comes before the device's entry p; past the end, after the last */
+    uint32_t n = 0;
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        cmh_trace *tr = &s->traces[t];
+        uint64_t before = 0; /* this device's entries in earlier traces */
+        int last = 1;
+        for (uint32_t u = 0; u < s->ntraces; u++)
+            if (s->traces[u].device == tr->device) {
+                if (u < t) before += orig[u];
+                if (u > t) last = 0;
+            }
+        uint32_t k = 0;
+        while (k < pl->n && (ps[k].device < tr->device || (ps[k].device == tr->device && ps[k].pos < before))) k++;
+        uint32_t first = n;
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            while (k < pl->n && ps[k].device == tr->device && ps[k].pos <= before + i) ne[n++] = ps[k++].e;
+            ne[n++] = s->entries[tr->first_entry + i];
+        }
+        while (last && k < pl->n && ps[k].device == tr->device) ne[n++] = ps[k++].e;
+        tr->first_entry = first;
+        tr->nentries = n - first;
+    }
+    free(s->entries);
+    s->entries = ne;
+    s->nentries = n;
+    s->cap_entries = (uint32_t)cap;
+    free(ps);
+    free(orig);
+    return 0;
+}
+
+int pk_convert_top(pm *m, const pv *root)
+{
+    const pcont *d = pk_as_cont(m, root, C_DICT);
+    if (!d) {
+        const pcont *l = pk_as_cont(m, root, C_LIST);
+        if (!l) return pk_fail(m, "not a PyTorch memory snapshot (the pickle holds neither a dict nor a list)");
+        m->s->pt_fields |= CMH_PT_BARE_SEGMENTS; /* memory_snapshot(): segments only */
+        for (uint32_t i = 0; i < l->n; i++)
+            if (convert_segment(m, &l->items[i])) return -1;
+        return 0;
+    }
+    const pv *segs = pk_dict_get(m, d, m->key[K_SEGMENTS]);
+    if (!segs) return pk_fail(m, "not a PyTorch memory snapshot (no 'segments')");
+    const pcont *sl = pk_as_cont(m, segs, C_LIST);
+    if (!sl) return pk_fail(m, "'segments' is not a list");
+    for (uint32_t i = 0; i < sl->n; i++)
+        if (convert_segment(m, &sl->items[i])) return -1;
+    const pv *tr = pk_dict_get(m, d, m->key[K_DEVICE_TRACES]);
+    if (tr && convert_traces(m, tr)) return -1;
+    const pv *as = pk_dict_get(m, d, m->key[K_ALLOCATOR_SETTINGS]);
+    const pcont *ad = as ? pk_as_cont(m, as, C_DICT) : NULL;
+    if (ad) {
+        m->s->pt_fields |= CMH_PT_ALLOCATOR_SETTINGS;
+        for (uint32_t i = 0; i + 1 < ad->n; i += 2) {
+            if (ad->items[i].tag != PV_STR) continue;
+            char buf[4096];
+            uint8_t type;
+            value_text(m, &ad->items[i + 1], buf, sizeof buf, &type);
+            if (cmh_snapshot_add_setting(m->s, cmh_str(m->s, ad->items[i].u.id), buf, type) != CMH_OK)
+                return pk_fail(m, "out of memory");
+        }
+    }
+    const pv *ours = pk_dict_get(m, d, m->key[K_CUMEMHIST]);
+    const pcont *od = ours ? pk_as_cont(m, ours, C_DICT) : NULL;
+    if (od) { /* exported by cumemhist (viz/memviz.c) */
+        const pv *src = pk_dict_get(m, od, m->key[K_SOURCE]);
+        if (src && src->tag == PV_STR && src->u.id == m->key[K_RECORDER]) {
+            m->s->source = CMH_SRC_RECORDER;
+            m->s->pt_fields |= CMH_PT_FROM_RECORDER;
+        }
+        int64_t x = 0;
+        if (!want_int(m, od, K_PID, &x, 0, "cumemhist")) m->s->pid = x;
+        const pv *dr = pk_dict_get(m, od, m->key[K_DROPPED]);
+        const pcont *dl = dr ? pk_as_cont(m, dr, C_LIST) : NULL;
+        for (uint32_t i = 0; dl && i < dl->n; i++)
+            for (uint32_t t = 0; t < m->s->ntraces; t++)
+                if (m->s->traces[t].device == (int32_t)i && to_i64(&dl->items[i], &x)) m->s->traces[t].dropped = (uint64_t)x;
+        const pv *ps = pk_dict_get(m, od, m->key[K_POOL_SAMPLES]);
+        const pcont *pl = ps ? pk_as_cont(m, ps, C_LIST) : NULL;
+        if (pl && pl->n && insert_pool_samples(m, pl)) return -1;
+    }
+    const pv *ea = pk_dict_get(m, d, m->key[K_EXTERNAL_ANNOTATIONS]);
+    const pcont *el = ea ? pk_as_cont(m, ea, C_LIST) : NULL;
+    if (el) {
+        m->s->pt_fields |= CMH_PT_EXTERNAL_ANNOTATIONS;
+        for (uint32_t i = 0; i < el->n; i++) {
+            const pcont *a = pk_as_cont(m, &el->items[i], C_DICT);
+            if (!a) return pk_fail(m, "an external annotation is not a dict");
+            cmh_annotation an = {0, 0, 0, 0};
+            const pv *v = pk_dict_get(m, a, m->key[K_NAME]);
+            if (v && v->tag == PV_STR) an.name = v->u.id;
+            v = pk_dict_get(m, a, m->key[K_STAGE]);
+            an.stage = v && v->tag == PV_STR && v->u.id == m->key[K_END];
+            int64_t x = 0;
+            if (want_int(m, a, K_DEVICE, &x, 0, "annotation")) return -1;
+            an.device = (int32_t)x;
+            x = 0;
+            if (want_int(m, a, K_TIME_US, &x, 0, "annotation")) return -1;
+            an.time_ns = us_to_ns(x);
+            if (cmh_snapshot_add_annotation(m->s, &an) != CMH_OK) return pk_fail(m, "out of memory");
+        }
+    }
+    return 0;
+}
+
