@@ -31,6 +31,8 @@ int cli_load(const char *path, cmh_snapshot *s);
 int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device);
 /* Parse a non-negative integer with an optional K/M/G suffix (binary); -1 on error. */
 int cli_parse_u64(const char *s, uint64_t *out);
+/* --device's value: a number from -1 (pinned host memory) to 1023; -1 return after an error message */
+int cli_parse_device(const char *v, int *out);
 /* Is argv[i] the option name (exact), consuming its value into *val (from "--x=v" or the next arg). */
 int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
 

@@ -33,13 +33,7 @@ static int parse(int argc, char **argv, const char *usage, opts *o, int max_path
         if (!strcmp(argv[i], "--json")) o->json = 1;
         else if (!strcmp(argv[i], "--fail-on-leak")) o->fail_on_leak = 1;
         else if (cli_opt(argc, argv, &i, "--device", &v)) {
-            char *end;
-            long d = strtol(v, &end, 10);
-            if (*end || d < -1 || d > 1023) {
-                cli_error("--device: '%s' is not a device number (-1 = pinned host memory)", v);
-                return 2;
-            }
-            o->device = (int)d;
+            if (cli_parse_device(v, &o->device)) return 2;
         } else if (cli_opt(argc, argv, &i, "--top", &v)) {
             o->top = atoi(v);
             if (o->top <= 0) {

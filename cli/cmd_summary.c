@@ -49,13 +49,7 @@ int cmd_summary(int argc, char **argv)
         if (!strcmp(argv[i], "--abbreviated")) abbreviated = 1;
         else if (!strcmp(argv[i], "--json")) json = 1;
         else if (cli_opt(argc, argv, &i, "--device", &v)) {
-            char *end;
-            long d = strtol(v, &end, 10);
-            if (*end || d < -1 || d > 1023) {
-                cli_error("--device: '%s' is not a device number (-1 = pinned host memory)", v);
-                return 2;
-            }
-            device = (int)d;
+            if (cli_parse_device(v, &device)) return 2;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             cli_error("summary: unknown option '%s' (see cumemhist summary --help)", argv[i]);
             return 2;

@@ -53,6 +53,18 @@ int cli_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+int cli_parse_device(const char *v, int *out)
+{
+    char *end;
+    long d = strtol(v, &end, 10);
+    if (!*v || *end || d < -1 || d > 1023) {
+        cli_error("--device: '%s' is not a device number (-1 = pinned host memory)", v);
+        return -1;
+    }
+    *out = (int)d;
+    return 0;
+}
+
 int cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
 {
     size_t n = strlen(name);
