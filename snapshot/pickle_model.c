@@ -335,21 +335,73 @@ static int convert_segment(pm *m, const pv *sv)
     return 0;
 }
 
-static int convert_traces(pm *m, const pv *tv)
+/* Pool samples a cumemhist export kept aside (pickle_write.c), each (device, how many of that
+ * device's entries precede it, pool, reserved, used, time_us), sorted by device and position
+ * for convert_traces to put back in place. */
+typedef struct pool_at {
+    int32_t device;
+    uint64_t pos;
+    cmh_entry e;
+} pool_at;
+
+static int cmp_pool_at(const void *a, const void *b)
+{
+    const pool_at *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
+{
+    pool_at *ps = calloc(pl->n, sizeof *ps);
+    if (!ps) return pk_fail(m, "out of memory");
+    for (uint32_t i = 0; i < pl->n; i++) {
+        const pcont *t = pk_as_cont(m, &pl->items[i], C_TUPLE);
+        int64_t v[6];
+        int ok = t && t->n == 6;
+        for (int k = 0; ok && k < 6; k++) ok = to_i64(&t->items[k], &v[k]);
+        if (!ok || v[1] < 0) {
+            free(ps);
+            return pk_fail(m, "cumemhist.pool_samples[%u] is not (device, position, pool, reserved, used, time_us)", i);
+        }
+        ps[i].device = (int32_t)v[0];
+        ps[i].pos = (uint64_t)v[1];
+        ps[i].e.action = CMH_ACT_POOL_SAMPLE;
+        ps[i].e.kind = CMH_KIND_ASYNC;
+        ps[i].e.addr = (uint64_t)v[2];
+        ps[i].e.size = (uint64_t)v[3];
+        ps[i].e.requested = (uint64_t)v[4];
+        ps[i].e.time_ns = us_to_ns(v[5]);
+    }
+    qsort(ps, pl->n, sizeof *ps, cmp_pool_at);
+    *out = ps;
+    return 0;
+}
+
+/* One trace per device; pool samples (ps, sorted) go back before the kept entry their position
+ * names, or after the last one. */
+static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
 {
     const pcont *outer = pk_as_cont(m, tv, C_LIST);
     if (!outer) return pk_fail(m, "'device_traces' is not a list");
+    uint32_t k = 0;
     for (uint32_t dev = 0; dev < outer->n; dev++) {
         const pcont *tr = pk_as_cont(m, &outer->items[dev], C_LIST);
         if (!tr) return pk_fail(m, "device_traces[%u] is not a list", dev);
         if (cmh_snapshot_add_trace(m->s, (int32_t)dev, 0, NULL) != CMH_OK) return pk_fail(m, "out of memory");
-        for (uint32_t i = 0; i < tr->n; i++) {
+        while (k < nps && ps[k].device < (int32_t)dev) k++;
+        uint64_t kept = 0;
+        for (uint32_t i = 0; i <= tr->n; i++) {
+            for (; k < nps && ps[k].device == (int32_t)dev && (i == tr->n || ps[k].pos <= kept); k++)
+                if (cmh_snapshot_add_entry(m->s, &ps[k].e) != CMH_OK) return pk_fail(m, "out of memory");
+            if (i == tr->n) break;
             pv e = tr->items[i];
             if (e.tag == PV_CONT && pk_convert_entry(m, &e)) return -1;
             if (e.tag == PV_NONE) continue; /* an action this version skips */
             if (e.tag != PV_ENTRY) return pk_fail(m, "device_traces[%u][%u] is not a trace entry", dev, i);
             if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
             if (cmh_snapshot_add_entry(m->s, &m->entries[e.u.id]) != CMH_OK) return pk_fail(m, "out of memory");
+            kept++;
         }
     }
     return 0;
@@ -389,88 +441,6 @@ static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type)
     }
 }
 
-/* Pool samples an export kept aside (pickle_write.c), put back at their places in the traces:
- * each is (device, how many of that device's entries precede it, pool, reserved, used, time_us). */
-typedef struct pool_at {
-    int32_t device;
-    uint64_t pos;
-    cmh_entry e;
-} pool_at;
-
-static int cmp_pool_at(const void *a, const void *b)
-{
-    const pool_at *x = a, *y = b;
-    if (x->device != y->device) return x->device < y->device ? -1 : 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
-}
-
-static int insert_pool_samples(pm *m, const pcont *pl)
-{
-    cmh_snapshot *s = m->s;
-    if ((uint64_t)s->nentries + pl->n > UINT32_MAX) return pk_fail(m, "too many trace entries");
-    size_t cap = (size_t)s->nentries + pl->n;
-    pool_at *ps = calloc(pl->n, sizeof *ps);
-    cmh_entry *ne = calloc(cap, sizeof *ne);
-    uint32_t *orig = calloc(s->ntraces + 1, sizeof *orig); /* each trace's entries before the merge */
-    if (!ps || !ne || !orig) {
-        free(ps);
-        free(ne);
-        free(orig);
-        return pk_fail(m, "out of memory");
-    }
-    for (uint32_t t = 0; t < s->ntraces; t++) orig[t] = s->traces[t].nentries;
-    for (uint32_t i = 0; i < pl->n; i++) {
-        const pcont *t = pk_as_cont(m, &pl->items[i], C_TUPLE);
-        int64_t v[6];
-        int ok = t && t->n == 6;
-        for (int k = 0; ok && k < 6; k++) ok = to_i64(&t->items[k], &v[k]);
-        if (!ok || v[1] < 0) {
-            free(ps);
-            free(ne);
-            free(orig);
-            return pk_fail(m, "cumemhist.pool_samples[%u] is not (device, position, pool, reserved, used, time_us)", i);
-        }
-        ps[i].device = (int32_t)v[0];
-        ps[i].pos = (uint64_t)v[1];
-        ps[i].e.action = CMH_ACT_POOL_SAMPLE;
-        ps[i].e.kind = CMH_KIND_ASYNC;
-        ps[i].e.addr = (uint64_t)v[2];
-        ps[i].e.size = (uint64_t)v[3];
-        ps[i].e.requested = (uint64_t)v[4];
-        ps[i].e.time_ns = us_to_ns(v[5]);
-    }
-    qsort(ps, pl->n, sizeof *ps, cmp_pool_at);
-    /* a sample at position p comes before the device's entry p; past the end, after the last */
-    uint32_t n = 0;
-    for (uint32_t t = 0; t < s->ntraces; t++) {
-        cmh_trace *tr = &s->traces[t];
-        uint64_t before = 0; /* this device's entries in earlier traces */
-        int last = 1;
-        for (uint32_t u = 0; u < s->ntraces; u++)
-            if (s->traces[u].device == tr->device) {
-                if (u < t) before += orig[u];
-                if (u > t) last = 0;
-            }
-        uint32_t k = 0;
-        while (k < pl->n && (ps[k].device < tr->device || (ps[k].device == tr->device && ps[k].pos < before))) k++;
-        uint32_t first = n;
-        for (uint32_t i = 0; i < tr->nentries; i++) {
-            while (k < pl->n && ps[k].device == tr->device && ps[k].pos <= before + i) ne[n++] = ps[k++].e;
-            ne[n++] = s->entries[tr->first_entry + i];
-        }
-        while (last && k < pl->n && ps[k].device == tr->device) ne[n++] = ps[k++].e;
-        tr->first_entry = first;
-        tr->nentries = n - first;
-    }
-    free(s->entries);
-    s->entries = ne;
-    s->nentries = n;
-    s->cap_entries = (uint32_t)cap;
-    free(ps);
-    free(orig);
-    return 0;
-}
-
 int pk_convert_top(pm *m, const pv *root)
 {
     const pcont *d = pk_as_cont(m, root, C_DICT);
@@ -488,8 +458,16 @@ int pk_convert_top(pm *m, const pv *root)
     if (!sl) return pk_fail(m, "'segments' is not a list");
     for (uint32_t i = 0; i < sl->n; i++)
         if (convert_segment(m, &sl->items[i])) return -1;
+    const pv *ours = pk_dict_get(m, d, m->key[K_CUMEMHIST]);
+    const pcont *od = ours ? pk_as_cont(m, ours, C_DICT) : NULL; /* exported by cumemhist (viz/memviz.c) */
+    const pv *psv = od ? pk_dict_get(m, od, m->key[K_POOL_SAMPLES]) : NULL;
+    const pcont *pl = psv ? pk_as_cont(m, psv, C_LIST) : NULL;
+    pool_at *ps = NULL;
+    if (pl && pl->n && read_pool_samples(m, pl, &ps)) return -1;
     const pv *tr = pk_dict_get(m, d, m->key[K_DEVICE_TRACES]);
-    if (tr && convert_traces(m, tr)) return -1;
+    int rc = tr ? convert_traces(m, tr, ps, ps ? pl->n : 0) : 0;
+    free(ps);
+    if (rc) return -1;
     const pv *as = pk_dict_get(m, d, m->key[K_ALLOCATOR_SETTINGS]);
     const pcont *ad = as ? pk_as_cont(m, as, C_DICT) : NULL;
     if (ad) {
@@ -503,9 +481,7 @@ int pk_convert_top(pm *m, const pv *root)
                 return pk_fail(m, "out of memory");
         }
     }
-    const pv *ours = pk_dict_get(m, d, m->key[K_CUMEMHIST]);
-    const pcont *od = ours ? pk_as_cont(m, ours, C_DICT) : NULL;
-    if (od) { /* exported by cumemhist (viz/memviz.c) */
+    if (od) {
         const pv *src = pk_dict_get(m, od, m->key[K_SOURCE]);
         if (src && src->tag == PV_STR && src->u.id == m->key[K_RECORDER]) {
             m->s->source = CMH_SRC_RECORDER;
@@ -518,9 +494,6 @@ int pk_convert_top(pm *m, const pv *root)
         for (uint32_t i = 0; dl && i < dl->n; i++)
             for (uint32_t t = 0; t < m->s->ntraces; t++)
                 if (m->s->traces[t].device == (int32_t)i && to_i64(&dl->items[i], &x)) m->s->traces[t].dropped = (uint64_t)x;
-        const pv *ps = pk_dict_get(m, od, m->key[K_POOL_SAMPLES]);
-        const pcont *pl = ps ? pk_as_cont(m, ps, C_LIST) : NULL;
-        if (pl && pl->n && insert_pool_samples(m, pl)) return -1;
     }
     const pv *ea = pk_dict_get(m, d, m->key[K_EXTERNAL_ANNOTATIONS]);
     const pcont *el = ea ? pk_as_cont(m, ea, C_LIST) : NULL;
