@@ -250,6 +250,14 @@ void cmh_hist_segment_alloc(int device, int kind, uint64_t addr, uint64_t size, 
            ctx >= CMH_CONTEXT_ALLOC ? stack : 0, (int64_t)size, (int64_t)size, 1, l.time_ns);
 }
 
+/* The stack a free entry carries: its own with context=all, the allocation's with alloc, else none
+ * (PyTorch's context semantics). */
+static inline uint32_t free_stack(uint32_t alloc_stack)
+{
+    int ctx = cmh_context_now;
+    return ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? alloc_stack : 0;
+}
+
 static void purge_blocks(uint64_t lo, uint64_t hi);
 
 int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action, cmh_live *was)
@@ -259,8 +267,7 @@ int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action, cmh_live *
     if (!live_remove(addr, was)) return 0;
     int whole = (was->flags & CMH_EF_WHOLE_BLOCK) != 0;
     if (!whole) purge_blocks(addr, addr + was->size); /* an allocator's blocks go with their segment */
-    int ctx = cmh_context_now;
-    uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? was->stack : 0;
+    uint32_t stack = free_stack(was->stack);
     if (!stream) stream = was->stream;
     record(was->device, action, was->kind, was->flags, addr, was->size, was->requested, stream, stack,
            whole ? -(int64_t)was->size : 0, -(int64_t)was->size, 2, 0);
@@ -303,8 +310,7 @@ void cmh_hist_unmap(uint64_t lo, uint64_t size)
                 cmh_live *l = &hit[i];
                 uint64_t a = l->addr > lo ? l->addr : lo;
                 uint64_t b = l->addr + l->size < hi ? l->addr + l->size : hi;
-                int ctx = cmh_context_now;
-                uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l->stack : 0;
+                uint32_t stack = free_stack(l->stack);
                 int whole = (l->flags & CMH_EF_WHOLE_BLOCK) != 0;
                 if (!whole) purge_blocks(a, b);
                 record(l->device, CMH_ACT_SEGMENT_UNMAP, CMH_KIND_VMM, l->flags, a, b - a, b - a, l->stream, stack,
@@ -386,8 +392,7 @@ int cmh_hist_block_free_requested(uint64_t addr)
     int r = live_update_in(g_bshard, addr, mark_pending, NULL, &l);
     if (!r) return CMH_EINVAL;
     if (r == 2) return CMH_OK; /* already requested */
-    int ctx = cmh_context_now;
-    uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l.stack : 0;
+    uint32_t stack = free_stack(l.stack);
     record(l.device, CMH_ACT_FREE_REQUESTED, CMH_KIND_DEVICE, 0, addr, l.size, l.requested, l.stream, stack,
            -(int64_t)l.size, 0, 0, 0);
     return CMH_OK;
@@ -396,8 +401,7 @@ int cmh_hist_block_free_requested(uint64_t addr)
 /* A block removed from the table: its free, as PyTorch writes one. */
 static void record_block_gone(const cmh_live *l)
 {
-    int ctx = cmh_context_now;
-    uint32_t stack = ctx == CMH_CONTEXT_ALL ? cmh_stack_capture() : ctx >= CMH_CONTEXT_ALLOC ? l->stack : 0;
+    uint32_t stack = free_stack(l->stack);
     /* freed at once: PyTorch's readers expect free_requested before free_completed, as its
      * allocator writes them for every free */
     if (l->flags == CMH_BLOCK_ACTIVE_ALLOCATED)
