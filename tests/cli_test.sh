@@ -103,7 +103,7 @@ done
 ok "--help for every command"
 
 # an empty snapshot says so instead of printing zeros
-if [ -n "${CMH_PYTORCH_FIXTURES:-}" ]; then
+if [ -n "${CMH_PYTORCH_FIXTURES:-}" ] && [ -d "$CMH_PYTORCH_FIXTURES" ]; then
     "$CMH" summary "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty.txt
     check "empty snapshot: no allocations recorded" "grep -q 'no allocations recorded' empty.txt"
     "$CMH" peak "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty2.txt

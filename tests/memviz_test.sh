@@ -2,7 +2,8 @@
 # memviz_test.sh BUILD_DIR FIXTURES_DIR - every export opens the way memory_viz reads it:
 # CPython's pickle loads it, its opcodes are the viewer's, the schema holds, blocks tile, and the
 # trace replays backwards from the final segments (tests/check_memviz.py).  Exports: the real
-# PyTorch fixtures, the H200 recordings, and a fresh recording on the fake driver.
+# PyTorch fixtures (FIXTURES_DIR, when given and present), the H200 recordings, and a fresh
+# recording on the fake driver.
 set -u
 B=$1
 F=$2
@@ -11,14 +12,21 @@ trap 'rm -rf "$T"' EXIT
 export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fail=0
 "$B/cumemhist" record -q -o "$T/fresh.cmh" -- "$B/samples/leaky" 5 >/dev/null || fail=1
-for f in "$F"/*.pickle "$(dirname "$0")"/fixtures/h200/*.cmh "$(dirname "$0")"/fixtures/h200/*.pickle \
-    "$(dirname "$0")"/fixtures/h200c/*.pickle "$T/fresh.cmh"; do
+# PyTorch's own pickles: the shared fixtures when they sit beside the checkout, and ours from the H200
+D=$(dirname "$0")/fixtures
+if [ -n "$F" ] && [ -d "$F" ]; then
+    set -- "$F"/*.pickle "$D"/h200/*.pickle "$D"/h200c/*.pickle
+else
+    echo "note: no ../shared/fixtures/pytorch: only the H200 snapshots and a fresh recording are exported"
+    set -- "$D"/h200/*.pickle "$D"/h200c/*.pickle
+fi
+for f in "$@" "$D"/h200/*.cmh "$T/fresh.cmh"; do
     "$B/cumemhist" export "$f" -o "$T/$(basename "$f").memviz.pickle" 2>/dev/null || { echo "FAIL: export $f"; fail=1; }
     "$B/cumemhist" export --format json "$f" -o "$T/$(basename "$f").json" 2>/dev/null || { echo "FAIL: json $f"; fail=1; }
 done
-env -u LD_PRELOAD python3 "$(dirname "$0")/check_memviz.py" --ours "$T"/*.memviz.pickle || fail=1
+env -u LD_PRELOAD python3 "$D/../check_memviz.py" --ours "$T"/*.memviz.pickle || fail=1
 # the inputs themselves: PyTorch's segment totals agree with their blocks
-env -u LD_PRELOAD python3 "$(dirname "$0")/check_memviz.py" --no-replay "$F"/*.pickle || fail=1
+env -u LD_PRELOAD python3 "$D/../check_memviz.py" --no-replay "$@" || fail=1
 for j in "$T"/*.json; do
     env -u LD_PRELOAD python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$j" || { echo "FAIL: $j is not JSON"; fail=1; }
 done

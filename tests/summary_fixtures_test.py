@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""summary_fixtures_test.py CUMEMHIST FIXTURES_DIR - on every real PyTorch snapshot, the
+"""summary_fixtures_test.py CUMEMHIST DIR... - on every real PyTorch snapshot in the DIRs, the
 current figures of `cumemhist summary --json` (allocated, active, requested, reserved, per
 device) equal what the file's own segments and blocks say, whatever its trace holds."""
 import glob
@@ -8,9 +8,13 @@ import pickle
 import subprocess
 import sys
 
-cmh, fixtures = sys.argv[1], sys.argv[2]
+cmh, dirs = sys.argv[1], sys.argv[2:]
+files = sorted(f for d in dirs for f in glob.glob(d + "/*.pickle"))
+if not files:
+    print("FAIL: no snapshots in", dirs)
+    sys.exit(1)
 passed = failed = 0
-for f in sorted(glob.glob(fixtures + "/*.pickle")):
+for f in files:
     d = pickle.load(open(f, "rb"))
     segs = d["segments"] if isinstance(d, dict) else d
     traces = d.get("device_traces", []) if isinstance(d, dict) else []
