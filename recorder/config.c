@@ -1,6 +1,6 @@
 /*
- * config.c - the recorder's options: CUMEMHIST_* variables at load, cmh_record_memory_history()
- * at run time, and the output path pattern.
+ * config.c - the recorder's options: CUMEMHIST_* variables at load, the values that
+ * cmh_record_memory_history() (api.c) brings at run time, and the output path pattern.
  *
  * Defaults mirror torch.cuda.memory._record_memory_history(): enabled=all, context=all,
  * max_entries unlimited; max_frames 32 (a native stack deeper than that is rarely informative
@@ -18,8 +18,9 @@
 #include "internal.h"
 
 cmh_config cmh_cfg = {CMH_ENABLED_ALL, CMH_CONTEXT_ALL, 0, 32, "cumemhist.%p.cmh", 0, 0};
-volatile int cmh_enabled_now = CMH_ENABLED_ALL;
-volatile int cmh_context_now = CMH_CONTEXT_ALL;
+int cmh_enabled_now = CMH_ENABLED_ALL;
+int cmh_context_now = CMH_CONTEXT_ALL;
+static cmh_mutex g_cfg_lock = CMH_MUTEX_INITIALIZER; /* one change of options at a time */
 
 void cmh_log(const char *fmt, ...)
 {
@@ -80,9 +81,26 @@ void cmh_config_from_env(void)
     cmh_cfg.debug = d && *d && strcmp(d, "0") != 0;
     const char *k = getenv("CUMEMHIST_KERNELS");
     cmh_cfg.kernels = k && *k && strcmp(k, "0") != 0;
-    /* PyTorch's 'state' keeps only live-block stacks: a trace is of no use there. */
-    cmh_enabled_now = cmh_cfg.enabled;
-    cmh_context_now = cmh_cfg.context;
+    __atomic_store_n(&cmh_enabled_now, cmh_cfg.enabled, __ATOMIC_RELEASE);
+    __atomic_store_n(&cmh_context_now, cmh_cfg.context, __ATOMIC_RELEASE);
+}
+
+int cmh_config_apply(const cmh_options *o)
+{
+    if (!o || o->enabled < CMH_ENABLED_OFF || o->enabled > CMH_ENABLED_ALL || o->context < CMH_CONTEXT_NONE ||
+        o->context > CMH_CONTEXT_ALL || o->max_frames < 0 || o->max_frames > CMH_MAX_FRAMES)
+        return CMH_EINVAL;
+    cmh_lock(&g_cfg_lock);
+    cmh_cfg.enabled = o->enabled;
+    cmh_cfg.context = o->context;
+    if (o->max_frames) __atomic_store_n(&cmh_cfg.max_frames, o->max_frames, __ATOMIC_RELAXED);
+    cmh_cfg.max_entries = o->max_entries;
+    cmh_hist_set_capacity(o->max_entries);
+    if (o->clear_history || o->enabled == CMH_ENABLED_OFF) cmh_hist_clear(); /* PyTorch: off clears too */
+    __atomic_store_n(&cmh_context_now, o->context, __ATOMIC_RELEASE);
+    __atomic_store_n(&cmh_enabled_now, o->enabled, __ATOMIC_RELEASE);
+    cmh_unlock(&g_cfg_lock);
+    return CMH_OK;
 }
 
 static int append(char *out, size_t outlen, size_t *pos, const char *s, size_t n)

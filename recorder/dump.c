@@ -1,25 +1,18 @@
 /*
- * dump.c - snapshots of the recorder's state, and everything that asks for one.
+ * dump.c - one snapshot of the recorder's state, written to a file.
  *
- * Triggers: cmh_dump_snapshot() (the API), process exit (atexit), SIGUSR1 (the handler only posts
- * a semaphore; a helper thread started on first use of the driver does the dump, never the
- * handler), and the first out-of-memory result (dumped in the failing thread, which holds no
- * recorder lock there).  SIGUSR2 drops a mark ("SIGUSR2 #n") into every device's trace, from the
- * same helper thread: step boundaries for a program that cannot call cmh_mark.
- * A process that never touched a hooked entry point writes nothing.
- *
- * A dump copies the rings and live segments under their locks, then symbolizes each distinct
- * PC once and writes PATH.tmp.PID, renamed over PATH: a reader never sees a partial file and an
- * earlier snapshot is never lost to a failed write.  When CUMEMHIST_MANIFEST names a file, each
- * written path is appended to it so `cumemhist record` can say which files appeared.
+ * A dump copies the rings and live tables under their locks (export.c), then symbolizes each
+ * distinct PC once and writes the .cmh atomically: PATH.tmp.PID renamed over PATH, so a reader
+ * never sees a partial file and an earlier snapshot is never lost to a failed write.  Dumps are
+ * serialized.  When CUMEMHIST_MANIFEST names a file, each written path is appended to it so that
+ * `cumemhist record` can say which files appeared.  What asks for a dump (the API, exit, SIGUSR1,
+ * the first OOM) is process.c's and api.c's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <semaphore.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,14 +20,7 @@
 
 #include "internal.h"
 
-#define CMH_EXPORT __attribute__((visibility("default")))
-
-static pthread_mutex_t g_dump_lock = PTHREAD_MUTEX_INITIALIZER;
-static int64_t g_start_ns;
-static sem_t g_sig_sem;
-static int g_sig_installed;
-static volatile int g_helper_started;
-static volatile int g_oom_dumped;
+static cmh_mutex g_dump_lock = CMH_MUTEX_INITIALIZER;
 
 typedef struct stack_ctx {
     cmh_snapshot *s;
@@ -79,7 +65,7 @@ static void fill_meta(cmh_snapshot *s)
 {
     s->source = CMH_SRC_RECORDER;
     s->pid = getpid();
-    s->start_time_ns = g_start_ns;
+    s->start_time_ns = cmh_process_start_ns();
     s->dump_time_ns = cmh_now_ns();
     s->opt_enabled = (uint8_t)cmh_cfg.enabled;
     s->opt_context = (uint8_t)cmh_cfg.context;
@@ -115,25 +101,25 @@ static void note_in_manifest(const char *path)
     close(fd);
 }
 
-static int do_dump(const char *path, const char *why)
+int cmh_dump(const char *path, const char *why)
 {
-    pthread_mutex_lock(&g_dump_lock);
+    cmh_lock(&g_dump_lock);
     char out[4200];
     int rc;
     if (path) snprintf(out, sizeof out, "%s", path);
     else if (cmh_config_output_path(cmh_cfg.output, out, sizeof out) != 0) {
         cmh_log("output path pattern too long: %s", cmh_cfg.output);
-        pthread_mutex_unlock(&g_dump_lock);
+        cmh_unlock(&g_dump_lock);
         return CMH_EINVAL;
     }
     cmh_snapshot s;
     if (cmh_snapshot_init(&s) != CMH_OK) {
-        pthread_mutex_unlock(&g_dump_lock);
+        cmh_unlock(&g_dump_lock);
         return CMH_ENOMEM;
     }
     fill_meta(&s);
     stack_ctx c = {&s, cmh_symbolizer_new(&s), NULL, 0, 0};
-    rc = c.z ? cmh_hist_export(&s, map_stack, &c) : CMH_ENOMEM;
+    rc = c.z ? cmh_export_state(&s, map_stack, &c) : CMH_ENOMEM;
     if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
     if (rc == CMH_OK && c.failed) rc = CMH_ENOMEM;
     if (rc == CMH_OK) {
@@ -150,183 +136,10 @@ static int do_dump(const char *path, const char *why)
     cmh_symbolizer_free(c.z);
     free(c.map);
     cmh_snapshot_free(&s);
-    pthread_mutex_unlock(&g_dump_lock);
+    cmh_unlock(&g_dump_lock);
     return rc;
 }
 
-/* ---- SIGUSR1 (dump now), SIGUSR2 (a mark: "SIGUSR2 #n" in every device's trace) ---- */
-
-static int g_usr1_pending, g_usr2_pending, g_usr2_count;
-
-static void on_signal(int sig)
-{
-    int saved = errno;
-    __atomic_add_fetch(sig == SIGUSR2 ? &g_usr2_pending : &g_usr1_pending, 1, __ATOMIC_RELAXED);
-    sem_post(&g_sig_sem); /* async-signal-safe; the work happens in the helper thread */
-    errno = saved;
-}
-
-static void signal_mark(void)
-{
-    char name[48];
-    snprintf(name, sizeof name, "SIGUSR2 #%d", ++g_usr2_count);
-    cmh_device_stats st[CMH_MAX_DEVICES + 1];
-    int n = cmh_hist_stats(st, CMH_MAX_DEVICES + 1), marked = 0;
-    for (int i = 0; i < n && i <= CMH_MAX_DEVICES; i++)
-        if (st[i].device >= 0) marked += cmh_hist_mark(st[i].device, name, 0) == CMH_OK;
-    if (!marked) cmh_hist_mark(0, name, 0);
-}
-
-static void *helper(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        if (sem_wait(&g_sig_sem) != 0) {
-            if (errno == EINTR) continue;
-            return NULL;
-        }
-        if (__atomic_exchange_n(&g_usr2_pending, 0, __ATOMIC_ACQ_REL)) signal_mark();
-        if (__atomic_exchange_n(&g_usr1_pending, 0, __ATOMIC_ACQ_REL)) do_dump(NULL, "SIGUSR1");
-    }
-}
-
-void cmh_first_touch(void)
-{
-    if (CMH_LIKELY(cmh_touched)) return;
-    if (__atomic_exchange_n(&cmh_touched, 1, __ATOMIC_ACQ_REL)) return;
-    cmh_kernels_start();
-    if (g_sig_installed && !__atomic_exchange_n(&g_helper_started, 1, __ATOMIC_ACQ_REL)) {
-        pthread_t t;
-        pthread_attr_t a;
-        sigset_t all, old;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old); /* the helper inherits a full mask */
-        if (pthread_create(&t, &a, helper, NULL) != 0) g_helper_started = 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&a);
-    }
-}
-
-void cmh_dump_on_oom(void)
-{
-    if (__atomic_exchange_n(&g_oom_dumped, 1, __ATOMIC_ACQ_REL)) return;
-    do_dump(NULL, "first out-of-memory");
-}
-
-/* ---- process lifetime ---- */
-
-static void at_exit(void)
-{
-    if (cmh_touched) do_dump(NULL, "exit");
-}
-
-static void fork_prepare(void)
-{
-    pthread_mutex_lock(&g_dump_lock);
-    cmh_hist_atfork_prepare();
-    cmh_stacks_atfork_prepare();
-}
-
-static void fork_parent(void)
-{
-    cmh_stacks_atfork_parent();
-    cmh_hist_atfork_parent();
-    pthread_mutex_unlock(&g_dump_lock);
-}
-
-static void fork_child(void)
-{
-    cmh_stacks_atfork_child();
-    cmh_hist_reset_after_fork();
-    cmh_pools_reset_after_fork();
-    pthread_mutex_init(&g_dump_lock, NULL);
-    g_helper_started = 0;
-    g_oom_dumped = 0;
-    g_start_ns = cmh_now_ns();
-}
-
-__attribute__((constructor(102))) static void recorder_init(void)
-{
-    g_start_ns = cmh_now_ns();
-    cmh_config_from_env();
-    sem_init(&g_sig_sem, 0, 0);
-    const char *sig = getenv("CUMEMHIST_SIGNAL");
-    struct sigaction old;
-    /* Never take SIGUSR1 / SIGUSR2 from a program that already handles it. */
-    static const int sigs[] = {SIGUSR1, SIGUSR2};
-    for (int i = 0; i < 2 && !(sig && strcmp(sig, "0") == 0); i++)
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
-            struct sigaction sa;
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = on_signal;
-            sa.sa_flags = SA_RESTART;
-            sigemptyset(&sa.sa_mask);
-            if (sigaction(sigs[i], &sa, NULL) == 0) g_sig_installed = 1;
-        }
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-    atexit(at_exit);
-}
-
-/* ---- public API ---- */
-
-CMH_EXPORT int cmh_record_memory_history(const cmh_options *o)
-{
-    if (!o || o->enabled < CMH_ENABLED_OFF || o->enabled > CMH_ENABLED_ALL || o->context < CMH_CONTEXT_NONE ||
-        o->context > CMH_CONTEXT_ALL || o->max_frames < 0 || o->max_frames > CMH_MAX_FRAMES)
-        return CMH_EINVAL;
-    cmh_cfg.enabled = o->enabled;
-    cmh_cfg.context = o->context;
-    if (o->max_frames) cmh_cfg.max_frames = o->max_frames;
-    cmh_cfg.max_entries = o->max_entries;
-    cmh_hist_set_capacity(o->max_entries);
-    if (o->clear_history || o->enabled == CMH_ENABLED_OFF) cmh_hist_clear();
-    cmh_context_now = o->context;
-    cmh_enabled_now = o->enabled;
-    if (o->clear_history && o->enabled != CMH_ENABLED_OFF) cmh_pools_resample();
-    return CMH_OK;
-}
-
-CMH_EXPORT int cmh_dump_snapshot(const char *path) { return do_dump(path, "cmh_dump_snapshot"); }
-
-CMH_EXPORT int cmh_memory_stats(cmh_device_stats *out, int cap)
-{
-    if (cap < 0 || (cap && !out)) return CMH_EINVAL;
-    return cmh_hist_stats(out, cap);
-}
-
-CMH_EXPORT uint64_t cmh_lost_events(void) { return __atomic_load_n(&cmh_lost, __ATOMIC_RELAXED); }
-
-/* ---- the block API: allocators above the driver, and annotations ---- */
-
-CMH_EXPORT int cmh_segment_managed(uint64_t ptr) { return cmh_hist_segment_managed(ptr); }
-
-CMH_EXPORT int cmh_block_alloc(uint64_t ptr, uint64_t size, uint64_t requested, uint64_t stream)
-{
-    if (!ptr || !size) return CMH_EINVAL;
-    return cmh_hist_block_alloc(cmh_current_device(), ptr, size, requested ? requested : size, stream);
-}
-
-CMH_EXPORT int cmh_block_free_requested(uint64_t ptr) { return cmh_hist_block_free_requested(ptr); }
-
-CMH_EXPORT int cmh_block_free_completed(uint64_t ptr) { return cmh_hist_block_free_completed(ptr); }
-
-CMH_EXPORT int cmh_mark(const char *name) { return cmh_hist_mark(cmh_current_device(), name, 0); }
-
-static __thread const char *t_ranges[64];
-static __thread int t_depth;
-
-CMH_EXPORT int cmh_range_push(const char *name)
-{
-    if (t_depth < 64) t_ranges[t_depth] = name;
-    t_depth++;
-    return cmh_hist_mark(cmh_current_device(), name, 1);
-}
-
-CMH_EXPORT int cmh_range_pop(void)
-{
-    if (t_depth <= 0) return CMH_EINVAL;
-    t_depth--;
-    return cmh_hist_mark(cmh_current_device(), t_depth < 64 ? t_ranges[t_depth] : "", 2);
-}
+void cmh_dump_atfork_prepare(void) { cmh_lock(&g_dump_lock); }
+void cmh_dump_atfork_parent(void) { cmh_unlock(&g_dump_lock); }
+void cmh_dump_reset_after_fork(void) { cmh_mutex_init(&g_dump_lock); }

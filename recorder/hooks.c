@@ -13,7 +13,8 @@
  *  3. dlsym(handle, "cu...") on a dlopen'ed driver (driver.c, dlsym_x86_64.S).
  * Every wrapper calls the real function through a pointer taken from the driver's own handle,
  * forwards its result untouched, holds no lock across it, and records only after success
- * (frees: before the call, undone if the driver refuses; see history.c).
+ * (frees and unmaps: before the call, undone if the driver refuses; see history.c).  What the
+ * recorder keeps of pools and VMM is pools.c's and vmm.c's; this file only intercepts.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -22,8 +23,6 @@
 #include <string.h>
 
 #include "internal.h"
-
-#define CMH_EXPORT __attribute__((visibility("default")))
 
 /* Helpers the recorder itself needs from the driver. */
 static CUresult (*real_cuCtxGetDevice)(CUdevice *);
@@ -127,21 +126,36 @@ uint64_t cmh_device_free_bytes(void)
     return f;
 }
 
-static void after_alloc(CUresult r, int device, int kind, uint64_t addr, uint64_t size, uint64_t requested,
-                        uint64_t stream, int action)
+int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t *used)
 {
-    if (r == CUDA_SUCCESS) {
-        cmh_hist_segment_alloc(device, kind, addr, size, requested, stream, action);
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        cmh_hist_oom(device, size, stream, kind == CMH_KIND_HOST ? 0 : cmh_device_free_bytes());
-        cmh_dump_on_oom();
-    }
+    ensure_driver();
+    cuuint64_t r = 0, u = 0;
+    CUmemoryPool p = (CUmemoryPool)(uintptr_t)pool;
+    if (!real_cuMemPoolGetAttribute || real_cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
+        real_cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
+        return -1;
+    *reserved = r;
+    *used = u;
+    return 0;
+}
+
+static void oom(int device, int kind, uint64_t size, uint64_t stream)
+{
+    cmh_hist_oom(device, size, stream, kind == CMH_KIND_HOST ? 0 : cmh_device_free_bytes());
+    cmh_process_oom();
+}
+
+static void after_alloc(CUresult r, int device, int kind, uint64_t addr, uint64_t size, uint64_t requested,
+                        uint64_t stream, uint64_t pool)
+{
+    if (r == CUDA_SUCCESS) cmh_hist_segment_alloc(device, kind, addr, size, requested, stream, pool, CMH_ACT_SEGMENT_ALLOC);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(device, kind, size, stream);
 }
 
 static CUresult free_hooked(CUresult (*fn)(CUdeviceptr), CUdeviceptr p)
 {
     cmh_live was;
-    int had = cmh_enabled_now && p && cmh_hist_segment_free(p, 0, CMH_ACT_SEGMENT_FREE, &was);
+    int had = cmh_rec_enabled() && p && cmh_hist_segment_free(p, 0, CMH_ACT_SEGMENT_FREE, &was);
     CUresult r = fn(p);
     if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);
     return r;
@@ -153,9 +167,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n)
 {
     REAL(cuMemAlloc_v2);
     CUresult r = fn_(dptr, n);
-    if (cmh_enabled_now)
-        after_alloc(r, cmh_current_device(), CMH_KIND_DEVICE, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0,
-                    CMH_ACT_SEGMENT_ALLOC);
+    if (cmh_rec_enabled()) after_alloc(r, cmh_current_device(), CMH_KIND_DEVICE, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0, 0);
     return r;
 }
 
@@ -163,10 +175,9 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w, size_t h
 {
     REAL(cuMemAllocPitch_v2);
     CUresult r = fn_(dptr, pitch, w, h, elem);
-    if (cmh_enabled_now) {
+    if (cmh_rec_enabled()) {
         uint64_t size = r == CUDA_SUCCESS ? (uint64_t)*pitch * h : (uint64_t)w * h;
-        after_alloc(r, cmh_current_device(), CMH_KIND_PITCH, r == CUDA_SUCCESS ? *dptr : 0, size, (uint64_t)w * h, 0,
-                    CMH_ACT_SEGMENT_ALLOC);
+        after_alloc(r, cmh_current_device(), CMH_KIND_PITCH, r == CUDA_SUCCESS ? *dptr : 0, size, (uint64_t)w * h, 0, 0);
     }
     return r;
 }
@@ -175,9 +186,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned flags)
 {
     REAL(cuMemAllocManaged);
     CUresult r = fn_(dptr, n, flags);
-    if (cmh_enabled_now)
-        after_alloc(r, cmh_current_device(), CMH_KIND_MANAGED, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0,
-                    CMH_ACT_SEGMENT_ALLOC);
+    if (cmh_rec_enabled()) after_alloc(r, cmh_current_device(), CMH_KIND_MANAGED, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0, 0);
     return r;
 }
 
@@ -187,107 +196,16 @@ CUresult cuMemFree_v2(CUdeviceptr p)
     return free_hooked(fn_, p);
 }
 
-/* ---- stream-ordered allocation and pools ----
- * Each async allocation is a segment holding one block; the pool behind it reserves more than
- * it hands out.  After every operation on a pool its reserved and used bytes are read from the
- * driver (pool attributes, host-side queries, outside any lock of ours) and recorded as a
- * pool_sample, so reserved memory includes what pools keep.  A pool's used bytes change when
- * the stream reaches a free, so a sample taken at the call may lag by the stream's queue. */
-#define NPOOLS 64
-static struct {
-    uint64_t h;
-    int device;
-    int64_t slack; /* reserved - used at the last sample */
-} g_pools[NPOOLS];
-static int g_npools;
-static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void pool_record(uint64_t h, int device, uint64_t reserved, uint64_t used, int gone)
-{
-    int64_t slack = reserved > used ? (int64_t)(reserved - used) : 0;
-    pthread_mutex_lock(&g_pools_lock);
-    int i = 0;
-    while (i < g_npools && g_pools[i].h != h) i++;
-    if (i == g_npools) {
-        if (gone || g_npools == NPOOLS) {
-            if (!gone) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
-            pthread_mutex_unlock(&g_pools_lock);
-            return;
-        }
-        g_pools[g_npools] = (__typeof__(g_pools[0])){h, device, 0};
-        __atomic_store_n(&g_npools, g_npools + 1, __ATOMIC_RELEASE); /* read unlocked by pool_sample_device */
-    }
-    cmh_hist_pool_sample(device, h, reserved, used, slack - g_pools[i].slack);
-    g_pools[i].slack = slack;
-    if (gone) {
-        g_pools[i] = g_pools[g_npools - 1];
-        __atomic_store_n(&g_npools, g_npools - 1, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&g_pools_lock);
-}
-
-static void pool_sample(CUmemoryPool pool, int device)
-{
-    cuuint64_t reserved = 0, used = 0;
-    if (!pool || !real_cuMemPoolGetAttribute ||
-        real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS ||
-        real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
-        return;
-    pool_record((uint64_t)(uintptr_t)pool, device, reserved, used, 0);
-}
-
-/* after a free: which pool took it back is not known, so every pool seen on the device */
-static void pool_sample_device(int device)
-{
-    CUmemoryPool mine[NPOOLS];
-    int n = 0;
-    if (!__atomic_load_n(&g_npools, __ATOMIC_RELAXED)) return; /* frees of cuMemAlloc'd memory: no pools */
-    pthread_mutex_lock(&g_pools_lock);
-    for (int i = 0; i < g_npools; i++)
-        if (g_pools[i].device == device) mine[n++] = (CUmemoryPool)(uintptr_t)g_pools[i].h;
-    pthread_mutex_unlock(&g_pools_lock);
-    for (int i = 0; i < n; i++) pool_sample(mine[i], device);
-}
-
-/* After the history is cleared: every known pool's state again, so the new trace starts from it. */
-void cmh_pools_resample(void)
-{
-    uint64_t h[NPOOLS];
-    int dev[NPOOLS], n = 0;
-    pthread_mutex_lock(&g_pools_lock);
-    for (int i = 0; i < g_npools; i++) h[n] = g_pools[i].h, dev[n++] = g_pools[i].device;
-    pthread_mutex_unlock(&g_pools_lock);
-    for (int i = 0; i < n; i++) pool_sample((CUmemoryPool)(uintptr_t)h[i], dev[i]);
-}
-
-/* fork(): the child's pools are not the parent's */
-void cmh_pools_reset_after_fork(void)
-{
-    pthread_mutex_init(&g_pools_lock, NULL);
-    g_npools = 0;
-}
-
-static int pool_device(CUmemoryPool pool)
-{
-    int device = -1;
-    pthread_mutex_lock(&g_pools_lock);
-    for (int i = 0; i < g_npools; i++)
-        if (g_pools[i].h == (uint64_t)(uintptr_t)pool) device = g_pools[i].device;
-    pthread_mutex_unlock(&g_pools_lock);
-    return device;
-}
+/* ---- stream-ordered allocation and pools (pools.c samples each pool after every operation) ---- */
 
 #define ASYNC_ALLOC(name, call, pool_expr)                                                                       \
     REAL(name);                                                                                                  \
     CUresult r = call;                                                                                           \
-    if (cmh_enabled_now) {                                                                                       \
+    if (cmh_rec_enabled()) {                                                                                         \
         int dev_ = cmh_current_device();                                                                         \
-        after_alloc(r, dev_, CMH_KIND_ASYNC, r == CUDA_SUCCESS ? *dptr : 0, n, n, (uint64_t)(uintptr_t)s,        \
-                    CMH_ACT_SEGMENT_ALLOC);                                                                      \
-        if (r == CUDA_SUCCESS) {                                                                                 \
-            CUmemoryPool pool_ = pool_expr;                                                                      \
-            pool_sample(pool_, dev_);                                                                            \
-        }                                                                                                        \
+        uint64_t pool_ = r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)(pool_expr) : 0;                               \
+        after_alloc(r, dev_, CMH_KIND_ASYNC, r == CUDA_SUCCESS ? *dptr : 0, n, n, (uint64_t)(uintptr_t)s, pool_); \
+        if (pool_) cmh_pools_sample(pool_, dev_);                                                                \
     }                                                                                                            \
     return r;
 
@@ -315,13 +233,14 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool 
     ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, fn_(dptr, n, pool, s), pool)
 }
 
+/* the pool the allocation came from, remembered with it (cmh_live.aux), takes it back */
 #define ASYNC_FREE(name)                                                                                         \
     REAL(name);                                                                                                  \
     cmh_live was;                                                                                                \
-    int had = cmh_enabled_now && p && cmh_hist_segment_free(p, (uint64_t)(uintptr_t)s, CMH_ACT_SEGMENT_FREE, &was); \
+    int had = cmh_rec_enabled() && p && cmh_hist_segment_free(p, (uint64_t)(uintptr_t)s, CMH_ACT_SEGMENT_FREE, &was);  \
     CUresult r = fn_(p, s);                                                                                      \
     if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);                                                      \
-    if (had && r == CUDA_SUCCESS) pool_sample_device(was.device);                                               \
+    if (had && r == CUDA_SUCCESS && was.aux) cmh_pools_sample(was.aux, was.device);                              \
     return r;
 
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { ASYNC_FREE(cuMemFreeAsync) }
@@ -331,9 +250,9 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
     REAL(cuMemPoolTrimTo);
     CUresult r = fn_(pool, keep);
-    if (r == CUDA_SUCCESS && cmh_enabled_now) {
-        int dev = pool_device(pool);
-        pool_sample(pool, dev >= 0 ? dev : cmh_current_device());
+    if (r == CUDA_SUCCESS && cmh_rec_enabled()) {
+        int dev = cmh_pools_device((uint64_t)(uintptr_t)pool);
+        cmh_pools_sample((uint64_t)(uintptr_t)pool, dev >= 0 ? dev : cmh_current_device());
     }
     return r;
 }
@@ -341,59 +260,22 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL(cuMemPoolDestroy);
-    int dev = pool_device(pool);
     CUresult r = fn_(pool);
-    if (r == CUDA_SUCCESS && dev >= 0) pool_record((uint64_t)(uintptr_t)pool, dev, 0, 0, 1);
+    if (r == CUDA_SUCCESS) cmh_pools_destroyed((uint64_t)(uintptr_t)pool);
     return r;
 }
 
-/* ---- virtual memory management ---- */
-
-/* cuMemCreate handles -> device, so a later cuMemMap is charged to the right device. */
-#define NHANDLES 1024
-static struct {
-    uint64_t h;
-    int device;
-} g_handles[NHANDLES];
-static pthread_mutex_t g_handles_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void handle_put(uint64_t h, int device)
-{
-    pthread_mutex_lock(&g_handles_lock);
-    size_t j = (h * 0x9E3779B97F4A7C15ull >> 32) % NHANDLES;
-    for (size_t k = 0; k < NHANDLES; k++, j = (j + 1) % NHANDLES)
-        if (!g_handles[j].h || g_handles[j].h == ~0ull || g_handles[j].h == h) {
-            g_handles[j].h = h;
-            g_handles[j].device = device;
-            break;
-        }
-    pthread_mutex_unlock(&g_handles_lock);
-}
-
-static int handle_device(uint64_t h, int remove)
-{
-    int dev = -1;
-    pthread_mutex_lock(&g_handles_lock);
-    size_t j = (h * 0x9E3779B97F4A7C15ull >> 32) % NHANDLES;
-    for (size_t k = 0; k < NHANDLES && g_handles[j].h; k++, j = (j + 1) % NHANDLES)
-        if (g_handles[j].h == h) {
-            dev = g_handles[j].device;
-            if (remove) g_handles[j].h = ~0ull; /* a tombstone keeps the probe chain */
-            break;
-        }
-    pthread_mutex_unlock(&g_handles_lock);
-    return dev;
-}
+/* ---- virtual memory management (vmm.c keeps handles, reservations and mapped ranges) ---- */
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop, unsigned long long flags)
 {
     REAL(cuMemCreate);
     CUresult r = fn_(h, n, prop, flags);
-    if (!cmh_enabled_now) return r;
+    if (!cmh_rec_enabled()) return r;
     /* The device comes from the allocation's location, never from a current context. */
     int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : cmh_current_device();
-    if (r == CUDA_SUCCESS) handle_put(*h, dev);
-    else if (r == CUDA_ERROR_OUT_OF_MEMORY) after_alloc(r, dev, CMH_KIND_VMM, 0, n, n, 0, CMH_ACT_SEGMENT_MAP);
+    if (r == CUDA_SUCCESS) cmh_vmm_handle_created(*h, dev);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(dev, CMH_KIND_VMM, n, 0);
     return r;
 }
 
@@ -401,7 +283,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 {
     REAL(cuMemRelease);
     CUresult r = fn_(h);
-    if (r == CUDA_SUCCESS && cmh_enabled_now) handle_device(h, 1);
+    if (r == CUDA_SUCCESS) cmh_vmm_handle_released(h);
     return r;
 }
 
@@ -409,10 +291,9 @@ CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHan
 {
     REAL(cuMemMap);
     CUresult r = fn_(p, n, off, h, flags);
-    if (r == CUDA_SUCCESS && cmh_enabled_now) {
-        int dev = handle_device(h, 0);
-        if (dev < 0) dev = cmh_current_device();
-        cmh_hist_segment_alloc(dev, CMH_KIND_VMM, p, n, n, 0, CMH_ACT_SEGMENT_MAP);
+    if (r == CUDA_SUCCESS && cmh_rec_enabled()) {
+        int dev = cmh_vmm_handle_device(h);
+        cmh_vmm_mapped(dev >= 0 ? dev : cmh_current_device(), p, n);
     }
     return r;
 }
@@ -420,44 +301,19 @@ CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHan
 CUresult cuMemUnmap(CUdeviceptr p, size_t n)
 {
     REAL(cuMemUnmap);
+    cmh_unmap u;
+    cmh_vmm_unmap(p, n, &u); /* recorded before the driver unmaps, as every free */
     CUresult r = fn_(p, n);
-    if (r == CUDA_SUCCESS && cmh_enabled_now) cmh_hist_unmap(p, n);
+    if (r != CUDA_SUCCESS) cmh_vmm_unmap_undo(&u);
+    else cmh_vmm_unmap_done(&u);
     return r;
-}
-
-/* Reserving address space costs no memory, but a reservation is what makes maps one segment:
- * contiguous maps inside one reservation are exported as one growing segment, the way PyTorch's
- * expandable segments appear (history.c).  Kept in a small table; past it, maps stay separate. */
-#define NRES 256
-static struct {
-    uint64_t lo, hi;
-} g_res[NRES];
-static int g_nres;
-static pthread_mutex_t g_res_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int cmh_vmm_reservation(uint64_t addr, uint64_t *lo, uint64_t *hi)
-{
-    int found = 0;
-    pthread_mutex_lock(&g_res_lock);
-    for (int i = 0; i < g_nres && !found; i++)
-        if (addr >= g_res[i].lo && addr < g_res[i].hi) {
-            *lo = g_res[i].lo;
-            *hi = g_res[i].hi;
-            found = 1;
-        }
-    pthread_mutex_unlock(&g_res_lock);
-    return found;
 }
 
 CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr addr, unsigned long long flags)
 {
     REAL(cuMemAddressReserve);
     CUresult r = fn_(p, n, align, addr, flags);
-    if (r == CUDA_SUCCESS && p && n) {
-        pthread_mutex_lock(&g_res_lock);
-        if (g_nres < NRES) g_res[g_nres++] = (__typeof__(g_res[0])){*p, *p + n};
-        pthread_mutex_unlock(&g_res_lock);
-    }
+    if (r == CUDA_SUCCESS && p) cmh_vmm_reserved(*p, n);
     return r;
 }
 
@@ -465,15 +321,7 @@ CUresult cuMemAddressFree(CUdeviceptr p, size_t n)
 {
     REAL(cuMemAddressFree);
     CUresult r = fn_(p, n);
-    if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&g_res_lock);
-        for (int i = 0; i < g_nres; i++)
-            if (g_res[i].lo == p) {
-                g_res[i] = g_res[--g_nres];
-                break;
-            }
-        pthread_mutex_unlock(&g_res_lock);
-    }
+    if (r == CUDA_SUCCESS) cmh_vmm_reservation_freed(p);
     return r;
 }
 
@@ -483,9 +331,7 @@ CUresult cuMemAllocHost_v2(void **pp, size_t n)
 {
     REAL(cuMemAllocHost_v2);
     CUresult r = fn_(pp, n);
-    if (cmh_enabled_now)
-        after_alloc(r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0,
-                    CMH_ACT_SEGMENT_ALLOC);
+    if (cmh_rec_enabled()) after_alloc(r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0, 0);
     return r;
 }
 
@@ -493,9 +339,7 @@ CUresult cuMemHostAlloc(void **pp, size_t n, unsigned flags)
 {
     REAL(cuMemHostAlloc);
     CUresult r = fn_(pp, n, flags);
-    if (cmh_enabled_now)
-        after_alloc(r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0,
-                    CMH_ACT_SEGMENT_ALLOC);
+    if (cmh_rec_enabled()) after_alloc(r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0, 0);
     return r;
 }
 
@@ -503,7 +347,7 @@ CUresult cuMemFreeHost(void *p)
 {
     REAL(cuMemFreeHost);
     cmh_live was;
-    int had = cmh_enabled_now && p && cmh_hist_segment_free((uint64_t)(uintptr_t)p, 0, CMH_ACT_SEGMENT_FREE, &was);
+    int had = cmh_rec_enabled() && p && cmh_hist_segment_free((uint64_t)(uintptr_t)p, 0, CMH_ACT_SEGMENT_FREE, &was);
     CUresult r = fn_(p);
     if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);
     return r;

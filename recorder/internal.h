@@ -4,22 +4,35 @@
  * Layout of the recorder (one file, one idea):
  *   driver.c   finds the real driver and the real dlsym; the C side of the dlsym interposer
  *   hooks.c    the exported wrappers and the cuGetProcAddress variant mapping
- *   history.c  per-device rings of trace entries, live segments, counters
+ *   pools.c    stream-ordered pools: which pools exist, their reserved and used bytes
+ *   vmm.c      VMM: handles, address reservations, the mapped ranges and their unmapping
+ *   history.c  per-device rings of trace entries, the live segments, the counters
+ *   livetab.c  the sharded live table (address -> record) that segments and blocks use
+ *   blocks.c   blocks an allocator above the driver reports (the block API's state)
+ *   marks.c    names of marks and ranges, and the ranges as annotations
  *   stacks.c   unw_backtrace into interned stacks
- *   symbols.c  symbolization at dump (dladdr, ELF .symtab) and the module map
+ *   symbols.c  symbolization at dump (ELF .symtab, .dynsym, dladdr) and the module map
+ *   export.c   the recorder's state as a snapshot model
+ *   dump.c     one snapshot: the model built, symbolized, written atomically
+ *   process.c  the process's life: start-up, signals, the helper thread, fork, exit
+ *   api.c      the public C API (include/cumemhist/recorder.h)
  *   config.c   options from the API and CUMEMHIST_* variables, output path patterns
- *   dump.c     snapshots: building the model, atomic writes, triggers (API, exit, SIGUSR1, OOM)
+ *   kernels.c  the CUPTI sidecar's records (recorder/cupti/)
+ * The recorder contract (what a hook may and may not do) is docs/RECORDER.md.
  */
 #ifndef CMH_RECORDER_INTERNAL_H
 #define CMH_RECORDER_INTERNAL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cumemhist/recorder.h"
 #include "cumemhist/snapshot.h"
+#include "lock.h"
 
 #define CMH_HIDDEN __attribute__((visibility("hidden")))
+#define CMH_EXPORT __attribute__((visibility("default")))
 #define CMH_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CMH_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -38,31 +51,21 @@ typedef struct cmh_config {
     int kernels; /* load the CUPTI sidecar */
 } cmh_config;
 
+/* Written under cmh_cfg_lock (cmh_config_apply); the hooks read only the two hot copies below,
+ * atomically, and the rest is read where a stale value is harmless (a dump's metadata). */
 CMH_HIDDEN extern cmh_config cmh_cfg;
-/* Hot-path copies of cmh_cfg.enabled / context, read without a lock. */
-CMH_HIDDEN extern volatile int cmh_enabled_now;
-CMH_HIDDEN extern volatile int cmh_context_now;
+CMH_HIDDEN extern int cmh_enabled_now;
+CMH_HIDDEN extern int cmh_context_now;
+static inline int cmh_rec_enabled(void) { return __atomic_load_n(&cmh_enabled_now, __ATOMIC_RELAXED); }
+static inline int cmh_rec_context(void) { return __atomic_load_n(&cmh_context_now, __ATOMIC_RELAXED); }
 CMH_HIDDEN void cmh_config_from_env(void);
+/* cmh_record_memory_history(): validate, then apply under the config lock. */
+CMH_HIDDEN int cmh_config_apply(const cmh_options *o);
 /* Expand %p / %r and the pid rule for fixed paths into out. */
 CMH_HIDDEN int cmh_config_output_path(const char *pattern, char *out, size_t outlen);
 CMH_HIDDEN void cmh_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- history.c ---- */
-typedef struct cmh_rec_entry {
-    int64_t time_ns; /* raw ticks until export (cmh_ticks_to_ns) */
-    uint64_t addr, size, requested, stream;
-    uint32_t stack;
-    uint8_t action, flags, kind;
-} cmh_rec_entry;
-
-typedef struct cmh_live {
-    uint64_t addr, size, requested, stream;
-    int64_t time_ns; /* raw ticks */
-    uint32_t stack;
-    int16_t device;
-    uint8_t kind, flags; /* segments: CMH_EF_*; reported blocks: the block state */
-} cmh_live;
-
+/* ---- time (history.c) ---- */
 CMH_HIDDEN int64_t cmh_now_ns(void);
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -70,39 +73,153 @@ static inline int64_t cmh_now_ticks(void) { return (int64_t)__rdtsc(); }
 #else
 static inline int64_t cmh_now_ticks(void) { return cmh_now_ns(); }
 #endif
+/* Raw ticks to Unix-epoch ns, by the line through the start reference and (now_ticks, now_ns). */
 CMH_HIDDEN int64_t cmh_ticks_to_ns(int64_t ticks, int64_t now_ticks, int64_t now_ns);
-/* A driver allocation succeeded. */
+
+/* ---- livetab.c: address -> record, in 64 shards each under its own lock ---- */
+typedef struct cmh_live {
+    uint64_t addr; /* the key: first (oatab.h) */
+    uint64_t size, requested, stream;
+    int64_t ticks; /* raw ticks of the allocation */
+    uint64_t aux;  /* segments: the stream-ordered pool; blocks: the managed segment holding it */
+    uint32_t stack;
+    int16_t device;
+    uint8_t kind, flags; /* segments: CMH_EF_*; reported blocks: the block state */
+} cmh_live;
+
+typedef struct cmh_livetab cmh_livetab;
+CMH_HIDDEN cmh_livetab *cmh_live_new(void);
+/* Insert or replace (an address reused without a free we saw: the newer one wins); -1 when out of
+ * memory. */
+CMH_HIDDEN int cmh_live_insert(cmh_livetab *t, const cmh_live *l);
+/* Remove addr, copying it to *out; 0 if absent. */
+CMH_HIDDEN int cmh_live_remove(cmh_livetab *t, uint64_t addr, cmh_live *out);
+/* Change the record of addr in place (fn returns 0 to leave it unchanged) and copy it to *copy:
+ * 0 absent, 1 changed, 2 left unchanged. */
+CMH_HIDDEN int cmh_live_update(cmh_livetab *t, uint64_t addr, int (*fn)(cmh_live *, void *), void *arg, cmh_live *copy);
+/* Remove every record for which pred says yes, calling gone() on each after its shard's lock is
+ * released; returns how many. */
+CMH_HIDDEN uint64_t cmh_live_remove_if(cmh_livetab *t, int (*pred)(const cmh_live *, void *), void (*gone)(const cmh_live *),
+                                       void *arg);
+/* A copy of every record, sorted by device and address (malloc'ed); CMH_ENOMEM or CMH_OK. */
+CMH_HIDDEN int cmh_live_collect(cmh_livetab *t, cmh_live **out, size_t *n);
+CMH_HIDDEN void cmh_live_lock_all(cmh_livetab *t);
+CMH_HIDDEN void cmh_live_unlock_all(cmh_livetab *t);
+CMH_HIDDEN void cmh_live_reset(cmh_livetab *t); /* fork child: empty, fresh locks */
+
+/* ---- history.c ---- */
+typedef struct cmh_rec_entry {
+    int64_t ticks; /* raw ticks until export */
+    uint64_t addr, size, requested, stream;
+    uint32_t stack;
+    uint8_t action, flags, kind;
+} cmh_rec_entry;
+
+/* count_kind of cmh_hist_record */
+enum { CMH_COUNT_NONE = 0, CMH_COUNT_ALLOC = 1, CMH_COUNT_FREE = 2, CMH_COUNT_OOM = 3 };
+/* Append an entry to device's ring (with enabled=all) and change its counters by dalloc / dres,
+ * all under the device's lock; ticks 0 = now. */
+CMH_HIDDEN void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr, uint64_t size,
+                                uint64_t requested, uint64_t stream, uint32_t stack, int64_t dalloc, int64_t dres,
+                                int count_kind, int64_t ticks);
+/* The counters' allocated bytes of device change without an entry (a segment made managed). */
+CMH_HIDDEN void cmh_hist_adjust_allocated(int device, int64_t dalloc);
+/* The stack a free entry carries: its own with context=all, the allocation's with alloc, else
+ * none (PyTorch's context semantics). */
+CMH_HIDDEN uint32_t cmh_hist_free_stack(uint32_t alloc_stack);
+/* A driver allocation succeeded (VMM maps go to vmm.c). */
 CMH_HIDDEN void cmh_hist_segment_alloc(int device, int kind, uint64_t addr, uint64_t size, uint64_t requested,
-                                       uint64_t stream, int action);
+                                       uint64_t stream, uint64_t pool, int action);
 /* Before a free reaches the driver: forget the segment and record the free.  Returns 1 and
  * fills *was if the address was live.  If the driver then refuses, cmh_hist_free_undo. */
 CMH_HIDDEN int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action, cmh_live *was);
 CMH_HIDDEN void cmh_hist_free_undo(const cmh_live *was);
-/* Unmap [addr, addr+size): every mapped range inside it is recorded as segment_unmap. */
-CMH_HIDDEN void cmh_hist_unmap(uint64_t addr, uint64_t size);
+/* A segment made managed by its allocator: its implied block leaves the counters. */
+CMH_HIDDEN int cmh_hist_segment_managed(uint64_t addr, cmh_live *seg);
 CMH_HIDDEN void cmh_hist_oom(int device, uint64_t size, uint64_t stream, uint64_t device_free);
-/* The block API (an allocator above the driver reporting its blocks); see recorder.h. */
-CMH_HIDDEN int cmh_hist_segment_managed(uint64_t addr);
-CMH_HIDDEN int cmh_hist_block_alloc(int device, uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream);
-CMH_HIDDEN int cmh_hist_block_free_requested(uint64_t addr);
-CMH_HIDDEN int cmh_hist_block_free_completed(uint64_t addr);
-/* stage: 0 a point mark, 1 a range starts, 2 it ends */
-CMH_HIDDEN int cmh_hist_mark(int device, const char *name, int stage);
-/* a stream-ordered pool's reserved and used bytes; slack_delta = change of reserved - used */
-CMH_HIDDEN int cmh_vmm_reservation(uint64_t addr, uint64_t *lo, uint64_t *hi); /* hooks.c */
-CMH_HIDDEN void cmh_pools_resample(void);         /* hooks.c: record every known pool again */
-CMH_HIDDEN void cmh_pools_reset_after_fork(void);
 CMH_HIDDEN void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta);
 CMH_HIDDEN void cmh_hist_clear(void);
-CMH_HIDDEN void cmh_hist_reset_after_fork(void);
+CMH_HIDDEN void cmh_hist_set_capacity(uint64_t max_entries);
+CMH_HIDDEN int cmh_hist_stats(cmh_device_stats *out, int cap);
+/* For the export: device slot i's ring (a malloc'ed copy, oldest first) and drop count; 0 when
+ * the device was never used. */
+CMH_HIDDEN int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dropped, int *rc);
+CMH_HIDDEN int cmh_hist_collect_segments(cmh_live **out, size_t *n);
 CMH_HIDDEN void cmh_hist_atfork_prepare(void);
 CMH_HIDDEN void cmh_hist_atfork_parent(void);
-CMH_HIDDEN void cmh_hist_set_capacity(uint64_t max_entries);
-/* For the dump: copy rings and live segments into the model under the locks. */
-CMH_HIDDEN int cmh_hist_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t rec_stack, void *), void *arg);
-CMH_HIDDEN int cmh_hist_stats(cmh_device_stats *out, int cap);
-CMH_HIDDEN extern volatile int cmh_touched; /* the process used a hooked entry point */
-CMH_HIDDEN extern uint64_t cmh_lost;       /* events the recorder could not keep */
+CMH_HIDDEN void cmh_hist_reset_after_fork(void);
+CMH_HIDDEN void cmh_hist_ensure_init(void);
+CMH_HIDDEN extern int cmh_touched;    /* the process used a hooked entry point */
+CMH_HIDDEN extern uint64_t cmh_lost; /* events the recorder could not keep */
+static inline void cmh_count_lost(uint64_t n) { __atomic_add_fetch(&cmh_lost, n, __ATOMIC_RELAXED); }
+
+/* ---- blocks.c: the block API's state ---- */
+CMH_HIDDEN int cmh_blocks_segment_managed(uint64_t addr);
+CMH_HIDDEN int cmh_blocks_alloc(int device, uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream);
+CMH_HIDDEN int cmh_blocks_free_requested(uint64_t addr);
+CMH_HIDDEN int cmh_blocks_free_completed(uint64_t addr);
+/* The driver memory [lo, hi) under reported blocks is going: free the blocks still in it. */
+CMH_HIDDEN void cmh_blocks_segment_gone(uint64_t lo, uint64_t hi);
+/* [lo, hi) is driver memory again (a refused free undone, or part of an unmap left mapped):
+ * managed again if it was. */
+CMH_HIDDEN void cmh_blocks_segment_back(uint64_t lo, uint64_t hi);
+CMH_HIDDEN int cmh_blocks_collect(cmh_live **out, size_t *n);
+CMH_HIDDEN void cmh_blocks_atfork_prepare(void);
+CMH_HIDDEN void cmh_blocks_atfork_parent(void);
+CMH_HIDDEN void cmh_blocks_reset_after_fork(void);
+
+/* ---- marks.c ---- */
+/* A name's id (1-based), interned; 0 when out of memory. */
+CMH_HIDDEN uint32_t cmh_marks_name_id(const char *name);
+/* stage: 0 a point mark, 1 a range starts, 2 it ends */
+CMH_HIDDEN int cmh_marks_record(int device, uint32_t name_id, int stage);
+/* Intern the text of name id into the snapshot's strings. */
+CMH_HIDDEN int cmh_marks_intern(cmh_snapshot *s, uint32_t name_id, uint32_t *out);
+/* The ranges as annotations, into the snapshot. */
+CMH_HIDDEN int cmh_marks_export(cmh_snapshot *s, int64_t now_ticks, int64_t now_ns);
+CMH_HIDDEN void cmh_marks_atfork_prepare(void);
+CMH_HIDDEN void cmh_marks_atfork_parent(void);
+CMH_HIDDEN void cmh_marks_reset_after_fork(void);
+
+/* ---- pools.c ---- */
+/* Record a pool's reserved and used bytes now (after an operation on it). */
+CMH_HIDDEN void cmh_pools_sample(uint64_t pool, int device);
+CMH_HIDDEN void cmh_pools_destroyed(uint64_t pool);
+CMH_HIDDEN int cmh_pools_device(uint64_t pool); /* -1 if unknown */
+CMH_HIDDEN int cmh_pools_any(void);              /* has any pool been seen */
+CMH_HIDDEN void cmh_pools_resample(void);        /* every known pool again (a cleared history) */
+CMH_HIDDEN void cmh_pools_atfork_prepare(void);
+CMH_HIDDEN void cmh_pools_atfork_parent(void);
+CMH_HIDDEN void cmh_pools_reset_after_fork(void);
+
+/* ---- vmm.c ---- */
+CMH_HIDDEN void cmh_vmm_handle_created(uint64_t handle, int device);
+CMH_HIDDEN void cmh_vmm_handle_released(uint64_t handle);
+CMH_HIDDEN int cmh_vmm_handle_device(uint64_t handle); /* -1 if unknown */
+CMH_HIDDEN void cmh_vmm_reserved(uint64_t addr, uint64_t size);
+CMH_HIDDEN void cmh_vmm_reservation_freed(uint64_t addr);
+/* The reservation holding addr: 1 and [*lo, *hi), else 0. */
+CMH_HIDDEN int cmh_vmm_reservation(uint64_t addr, uint64_t *lo, uint64_t *hi);
+/* A map succeeded. */
+CMH_HIDDEN void cmh_vmm_mapped(int device, uint64_t addr, uint64_t size);
+/* Before an unmap reaches the driver: every mapped range inside [addr, addr+size) is recorded as
+ * segment_unmap and forgotten, and u remembers them.  Then, once the driver has answered,
+ * cmh_vmm_unmap_undo(u) if it refused, else cmh_vmm_unmap_done(u). */
+typedef struct cmh_unmap {
+    uint64_t lo, hi;
+    uint32_t n, cap;
+    cmh_live *orig; /* the ranges the unmap hit, as they were */
+    cmh_live inline_orig[8];
+} cmh_unmap;
+CMH_HIDDEN void cmh_vmm_unmap(uint64_t addr, uint64_t size, cmh_unmap *u);
+CMH_HIDDEN void cmh_vmm_unmap_undo(cmh_unmap *u);
+CMH_HIDDEN void cmh_vmm_unmap_done(cmh_unmap *u);
+/* Change the map starting at addr in place, as cmh_live_update does. */
+CMH_HIDDEN int cmh_vmm_update(uint64_t addr, int (*fn)(cmh_live *, void *), void *arg, cmh_live *copy);
+CMH_HIDDEN int cmh_vmm_collect(cmh_live **out, size_t *n);
+CMH_HIDDEN void cmh_vmm_atfork_prepare(void);
+CMH_HIDDEN void cmh_vmm_atfork_parent(void);
+CMH_HIDDEN void cmh_vmm_reset_after_fork(void);
 
 /* ---- stacks.c ---- */
 /* Capture and intern the current stack; 0 = none (disabled, or the recorder is out of room). */
@@ -123,6 +240,11 @@ CMH_HIDDEN void cmh_symbolizer_free(cmh_symbolizer *z);
 /* A C++ name demangled (malloc'ed), or NULL when it is not one or no demangler is at hand. */
 CMH_HIDDEN char *cmh_symbolizer_demangle(cmh_symbolizer *z, const char *name);
 
+/* ---- export.c ---- */
+/* Copy the rings, live segments, blocks and annotations into the model (stack_map turns a
+ * recorder stack id into a model stack id). */
+CMH_HIDDEN int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t rec_stack, void *), void *arg);
+
 /* ---- kernels.c ---- */
 CMH_HIDDEN void cmh_kernels_start(void);
 CMH_HIDDEN int cmh_kernels_export(cmh_snapshot *s, cmh_symbolizer *z);
@@ -138,9 +260,20 @@ CMH_HIDDEN int cmh_in_own_module(const void *p);
 CMH_HIDDEN void *cmh_hook_for_symbol(const char *name, void *real);
 CMH_HIDDEN int cmh_current_device(void);
 CMH_HIDDEN uint64_t cmh_device_free_bytes(void);
+/* The driver's own functions the recorder calls for itself (pools.c): NULL when absent. */
+CMH_HIDDEN int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t *used);
 
 /* ---- dump.c ---- */
-CMH_HIDDEN void cmh_dump_on_oom(void);
+/* Write one snapshot to path (NULL: the configured pattern); why names the trigger in messages. */
+CMH_HIDDEN int cmh_dump(const char *path, const char *why);
+CMH_HIDDEN void cmh_dump_atfork_prepare(void);
+CMH_HIDDEN void cmh_dump_atfork_parent(void);
+CMH_HIDDEN void cmh_dump_reset_after_fork(void);
+
+/* ---- process.c ---- */
 CMH_HIDDEN void cmh_first_touch(void);
+/* The first out-of-memory error: dump now, on the helper thread, and wait for it. */
+CMH_HIDDEN void cmh_process_oom(void);
+CMH_HIDDEN int64_t cmh_process_start_ns(void);
 
 #endif

@@ -155,13 +155,14 @@ uint32_t cmh_stack_capture(void)
 {
     if (CMH_UNLIKELY(!g_unw_tried)) cmh_stacks_init();
     void *buf[CMH_MAX_FRAMES + 8];
-    int max = cmh_cfg.max_frames + 4; /* room for our own frames, dropped below */
+    int frames = __atomic_load_n(&cmh_cfg.max_frames, __ATOMIC_RELAXED);
+    int max = frames + 4; /* room for our own frames, dropped below */
     if (max > CMH_MAX_FRAMES + 8) max = CMH_MAX_FRAMES + 8;
     int n = g_unw ? g_unw(buf, max) : backtrace(buf, max);
     int skip = 0;
     while (skip < n && cmh_in_own_module(buf[skip])) skip++;
     n -= skip;
-    if (n > cmh_cfg.max_frames) n = cmh_cfg.max_frames;
+    if (n > frames) n = frames;
     if (n <= 0) return 0;
     return intern(buf + skip, n);
 }

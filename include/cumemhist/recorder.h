@@ -32,10 +32,22 @@ extern "C" {
 
 #define CMH_OK 0
 #define CMH_EINVAL (-1)  /* a bad argument */
-#define CMH_ENOMEM (-2)  /* the recorder could not get memory */
+#define CMH_ENOMEM (-2)  /* out of memory */
 #define CMH_EIO (-3)     /* a file could not be written or read */
 #define CMH_EFORMAT (-4) /* a file is not what it claims to be */
-#define CMH_ENOTLOADED (-5) /* the recorder is not in this process */
+
+/* A short English text for a CMH_* code (a static string; never NULL). */
+static inline const char *cmh_strerror(int rc)
+{
+    switch (rc) {
+    case CMH_OK: return "success";
+    case CMH_EINVAL: return "invalid argument";
+    case CMH_ENOMEM: return "out of memory";
+    case CMH_EIO: return "input/output error";
+    case CMH_EFORMAT: return "not a valid snapshot";
+    default: return "unknown error";
+    }
+}
 
 typedef enum cmh_enabled { CMH_ENABLED_OFF = 0, CMH_ENABLED_STATE = 1, CMH_ENABLED_ALL = 2 } cmh_enabled;
 

@@ -1,0 +1,194 @@
+/*
+ * export.c - the recorder's state as a snapshot model (include/cumemhist/snapshot.h): each
+ * device's ring as its trace, the live segments with their blocks, the ranges as annotations.
+ *
+ * State is copied under the recorder's locks, one table at a time, and converted after the
+ * locks are released (symbolizing a stack, through stack_map, may take long).  Recording goes
+ * on meanwhile, so a table copied later may show an event whose entry missed the ring copy;
+ * the replay reconciles such a difference at the end of the trace.
+ *
+ * The shapes: a segment with no allocator above it holds one block covering it; contiguous VMM
+ * maps inside one reservation become one growing segment with a block per map (PyTorch's
+ * expandable segments); an allocator's reported blocks tile their segment, with inactive
+ * blocks in the gaps.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "oatab.h"
+
+/* A segment an allocator made managed (cmh_segment_managed) after its segment_alloc entry was
+ * written: that entry still says "one implied block".  Walking the ring backwards, every managed
+ * segment (live now, or freed later with its managed flags) takes the flag off its latest
+ * segment_alloc / segment_map entry. */
+static int fix_managed(cmh_rec_entry *e, uint64_t n, const cmh_live *live, size_t nl, int device)
+{
+    uint64_t want = 0;
+    for (size_t k = 0; k < nl; k++) want += live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK);
+    for (uint64_t k = 0; k < n; k++)
+        want += (e[k].action == CMH_ACT_SEGMENT_FREE || e[k].action == CMH_ACT_SEGMENT_UNMAP) &&
+                !(e[k].flags & CMH_EF_WHOLE_BLOCK);
+    if (!want) return CMH_OK; /* no allocator above the driver here */
+    cmh_oatab set; /* addresses of managed segments not yet matched with their allocation */
+    cmh_oa_init(&set, sizeof(uint64_t));
+    if (cmh_oa_reserve(&set, (uint32_t)(want < UINT32_MAX / 2 ? want : UINT32_MAX / 2)) != 0) return CMH_ENOMEM;
+    for (size_t k = 0; k < nl; k++)
+        if (live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK) && !cmh_oa_get(&set, live[k].addr, NULL))
+            goto oom;
+    for (uint64_t k = n; k-- > 0;) {
+        cmh_rec_entry *x = &e[k];
+        int freed = x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP;
+        int made = x->action == CMH_ACT_SEGMENT_ALLOC || x->action == CMH_ACT_SEGMENT_MAP;
+        if (freed && !(x->flags & CMH_EF_WHOLE_BLOCK)) {
+            if (!cmh_oa_get(&set, x->addr, NULL)) goto oom;
+        } else if (made) {
+            void *slot = cmh_oa_find(&set, x->addr);
+            if (slot) {
+                x->flags &= (uint8_t)~CMH_EF_WHOLE_BLOCK;
+                cmh_oa_remove(&set, slot);
+            }
+        }
+    }
+    cmh_oa_free(&set);
+    return CMH_OK;
+oom:
+    cmh_oa_free(&set);
+    return CMH_ENOMEM;
+}
+
+static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32_t (*stack_map)(uint32_t, void *),
+                        void *arg, int64_t now_ticks, int64_t now_ns)
+{
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+        cmh_rec_entry *copy;
+        uint64_t n, dropped;
+        int rc;
+        if (!cmh_hist_copy_ring(i, &copy, &n, &dropped, &rc)) continue;
+        int device = i == CMH_HOST_SLOT ? -1 : i;
+        if (rc == CMH_OK) rc = fix_managed(copy, n, live, nl, device);
+        if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, dropped, NULL);
+        if (rc == CMH_OK && n <= UINT32_MAX) rc = cmh_snapshot_reserve_entries(s, (uint32_t)n);
+        for (uint64_t k = 0; k < n && rc == CMH_OK; k++) {
+            const cmh_rec_entry *r = &copy[k];
+            cmh_entry e;
+            memset(&e, 0, sizeof e);
+            e.time_ns = cmh_ticks_to_ns(r->ticks, now_ticks, now_ns);
+            e.addr = r->addr;
+            e.size = r->size;
+            e.requested = r->requested;
+            e.stream = r->stream;
+            e.stack = r->stack ? stack_map(r->stack, arg) : 0;
+            if (r->action == CMH_ACT_MARK) { /* addr holds the mark's name id */
+                rc = cmh_marks_intern(s, (uint32_t)r->addr, &e.name);
+                e.addr = 0;
+            }
+            e.action = r->action;
+            e.flags = r->flags;
+            e.kind = r->kind;
+            if (rc == CMH_OK) rc = cmh_snapshot_add_entry(s, &e);
+        }
+        free(copy);
+        if (rc != CMH_OK) return rc;
+    }
+    return CMH_OK;
+}
+
+static int cmp_live(const void *a, const void *b)
+{
+    const cmh_live *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int add_block(cmh_snapshot *s, uint64_t addr, uint64_t size, uint64_t requested, uint32_t stack, uint8_t state,
+                     int64_t time_ns)
+{
+    cmh_block b = {addr, size, requested, stack, state, time_ns};
+    return cmh_snapshot_add_block(s, &b);
+}
+
+static int export_segments(cmh_snapshot *s, const cmh_live *all, size_t nl, const cmh_live *blocks, size_t nb,
+                           uint32_t (*stack_map)(uint32_t, void *), void *arg, int64_t now_ticks, int64_t now_ns)
+{
+    size_t bi = 0;
+    int rc = CMH_OK;
+    for (size_t k = 0; k < nl && rc == CMH_OK; k++) {
+        const cmh_live *l = &all[k];
+        cmh_segment g;
+        memset(&g, 0, sizeof g);
+        g.device = l->device;
+        g.kind = l->kind;
+        int whole = (l->flags & CMH_EF_WHOLE_BLOCK) != 0;
+        g.flags = (uint8_t)((whole ? CMH_SEG_WHOLE_BLOCK : 0) | (l->kind == CMH_KIND_VMM ? CMH_SEG_EXPANDABLE : 0));
+        g.addr = l->addr;
+        g.size = l->size;
+        g.stream = l->stream;
+        g.stack = l->stack ? stack_map(l->stack, arg) : 0;
+        g.time_ns = cmh_ticks_to_ns(l->ticks, now_ticks, now_ns);
+        g.pool = (uint8_t)cmh_pool_rule(l->size, whole);
+        if ((rc = cmh_snapshot_add_segment(s, &g, NULL)) != CMH_OK) break;
+        if (whole) {
+            rc = add_block(s, l->addr, l->size, l->requested, g.stack, CMH_BLOCK_ACTIVE_ALLOCATED, g.time_ns);
+            /* contiguous maps in one reservation: one growing segment, a block per map */
+            uint64_t lo, hi, end = l->addr + l->size;
+            if (l->kind == CMH_KIND_VMM && cmh_vmm_reservation(l->addr, &lo, &hi)) {
+                while (rc == CMH_OK && k + 1 < nl && all[k + 1].kind == CMH_KIND_VMM && all[k + 1].device == l->device &&
+                       all[k + 1].addr == end && end + all[k + 1].size <= hi && (all[k + 1].flags & CMH_EF_WHOLE_BLOCK)) {
+                    const cmh_live *m = &all[++k];
+                    rc = add_block(s, m->addr, m->size, m->requested, m->stack ? stack_map(m->stack, arg) : 0,
+                                   CMH_BLOCK_ACTIVE_ALLOCATED, cmh_ticks_to_ns(m->ticks, now_ticks, now_ns));
+                    end += m->size;
+                }
+                s->segments[s->nsegments - 1].size = end - l->addr;
+            }
+            continue;
+        }
+        /* reported blocks inside it, with inactive blocks in the gaps so that they tile it */
+        uint64_t at = l->addr, end = l->addr + l->size;
+        while (bi < nb && (blocks[bi].device < l->device || (blocks[bi].device == l->device && blocks[bi].addr < at))) {
+            cmh_count_lost(1); /* a block outside every segment we know */
+            bi++;
+        }
+        for (; bi < nb && blocks[bi].device == l->device && blocks[bi].addr < end && rc == CMH_OK; bi++) {
+            const cmh_live *x = &blocks[bi];
+            if (x->addr > at) rc = add_block(s, at, x->addr - at, 0, 0, CMH_BLOCK_INACTIVE, 0);
+            uint64_t sz = x->addr + x->size > end ? end - x->addr : x->size;
+            if (rc == CMH_OK)
+                rc = add_block(s, x->addr, sz, x->requested, x->stack ? stack_map(x->stack, arg) : 0, x->flags,
+                               cmh_ticks_to_ns(x->ticks, now_ticks, now_ns));
+            at = x->addr + sz;
+        }
+        if (at < end && rc == CMH_OK) rc = add_block(s, at, end - at, 0, 0, CMH_BLOCK_INACTIVE, 0);
+    }
+    return rc;
+}
+
+int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
+{
+    int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
+    /* the live segments (driver allocations and VMM maps, merged), and the blocks allocators
+     * reported, each sorted by device and address */
+    size_t nl = 0, nv = 0, nb = 0;
+    cmh_live *all = NULL, *maps = NULL, *blocks = NULL;
+    int rc = cmh_hist_collect_segments(&all, &nl);
+    if (rc == CMH_OK) rc = cmh_vmm_collect(&maps, &nv);
+    if (rc == CMH_OK && nv) {
+        cmh_live *both = realloc(all, (nl + nv) * sizeof *both);
+        if (!both) rc = CMH_ENOMEM;
+        else {
+            memcpy(both + nl, maps, nv * sizeof *maps);
+            all = both;
+            nl += nv;
+            qsort(all, nl, sizeof *all, cmp_live);
+        }
+    }
+    free(maps);
+    if (rc == CMH_OK) rc = cmh_blocks_collect(&blocks, &nb);
+    if (rc == CMH_OK) rc = export_rings(s, all, nl, stack_map, arg, now_ticks, now_ns);
+    if (rc == CMH_OK) rc = export_segments(s, all, nl, blocks, nb, stack_map, arg, now_ticks, now_ns);
+    if (rc == CMH_OK) rc = cmh_marks_export(s, now_ticks, now_ns);
+    free(all);
+    free(blocks);
+    return rc;
+}

@@ -1,0 +1,108 @@
+/*
+ * pools.c - stream-ordered memory pools: what each one reserves beyond what it hands out.
+ *
+ * Each async allocation is a segment holding one block; the pool behind it reserves more than
+ * it hands out.  After every operation on a pool (an async allocation from it, an async free of
+ * one of its allocations, a trim, its destruction) its reserved and used bytes are read from
+ * the driver (pool attributes: host-side queries, outside any lock of ours) and recorded as a
+ * pool_sample, so that reserved memory includes what pools keep.  Only the pool the operation
+ * touched is queried: two attribute reads per operation, measured in bench_hooks (async rows).
+ * A pool's used bytes change when the stream reaches a free, so a sample taken at the call may
+ * lag by the stream's queue.
+ *
+ * At most CMH_MAX_POOLS pools are followed (the replay trusts no more, analyzer/replay.c); an
+ * operation on a pool past them is counted as lost.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+#include "oatab.h"
+
+#define CMH_MAX_POOLS 1024
+
+typedef struct prec {
+    uint64_t handle; /* key */
+    int64_t device;
+    int64_t slack; /* reserved - used at the last sample */
+} prec;
+
+static cmh_mutex g_lock = CMH_MUTEX_INITIALIZER;
+static cmh_oatab g_pools = {NULL, 0, 0, sizeof(prec)};
+static int g_any; /* read without the lock: has any pool been seen */
+
+static void pool_record(uint64_t h, int device, uint64_t reserved, uint64_t used, int gone)
+{
+    int64_t slack = reserved > used ? (int64_t)(reserved - used) : 0;
+    cmh_lock(&g_lock);
+    prec *p = cmh_oa_find(&g_pools, h);
+    if (!p && !gone) {
+        p = g_pools.n < CMH_MAX_POOLS ? cmh_oa_add(&g_pools, h) : NULL;
+        if (p) {
+            p->device = device;
+            __atomic_store_n(&g_any, 1, __ATOMIC_RELAXED);
+        }
+    }
+    if (!p) {
+        cmh_unlock(&g_lock);
+        if (!gone) cmh_count_lost(1);
+        return;
+    }
+    /* recorded under the pools lock, so two samples of one pool reach the ring in order */
+    cmh_hist_pool_sample((int)p->device, h, reserved, used, slack - p->slack);
+    p->slack = slack;
+    if (gone) cmh_oa_remove(&g_pools, p);
+    cmh_unlock(&g_lock);
+}
+
+void cmh_pools_sample(uint64_t pool, int device)
+{
+    uint64_t reserved, used;
+    if (!pool || cmh_driver_pool_attrs(pool, &reserved, &used) != 0) return;
+    pool_record(pool, device, reserved, used, 0);
+}
+
+void cmh_pools_destroyed(uint64_t pool)
+{
+    if (cmh_pools_device(pool) >= 0) pool_record(pool, 0, 0, 0, 1);
+}
+
+int cmh_pools_device(uint64_t pool)
+{
+    if (!__atomic_load_n(&g_any, __ATOMIC_RELAXED)) return -1;
+    cmh_lock(&g_lock);
+    prec *p = cmh_oa_find(&g_pools, pool);
+    int dev = p ? (int)p->device : -1;
+    cmh_unlock(&g_lock);
+    return dev;
+}
+
+int cmh_pools_any(void) { return __atomic_load_n(&g_any, __ATOMIC_RELAXED); }
+
+/* After the history is cleared: every known pool's state again, so the new trace starts from it. */
+void cmh_pools_resample(void)
+{
+    if (!cmh_pools_any()) return;
+    cmh_lock(&g_lock);
+    uint32_t n = 0;
+    prec *all = malloc((g_pools.n ? g_pools.n : 1) * sizeof *all);
+    for (uint32_t i = 0; all && i < g_pools.cap; i++)
+        if (cmh_oa_keyat(&g_pools, i)) all[n++] = *(prec *)cmh_oa_at(&g_pools, i);
+    cmh_unlock(&g_lock);
+    if (!all) {
+        cmh_count_lost(1);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) cmh_pools_sample(all[i].handle, (int)all[i].device);
+    free(all);
+}
+
+/* fork(): the child's pools are not the parent's */
+void cmh_pools_reset_after_fork(void)
+{
+    cmh_mutex_init(&g_lock);
+    cmh_oa_free(&g_pools);
+    g_any = 0;
+}
+
+void cmh_pools_atfork_prepare(void) { cmh_lock(&g_lock); }
+void cmh_pools_atfork_parent(void) { cmh_unlock(&g_lock); }

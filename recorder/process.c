@@ -1,0 +1,192 @@
+/*
+ * process.c - the recorder across the life of its process: start-up, the helper thread,
+ * signals, the first out-of-memory error, fork and exit.
+ *
+ * Start-up (a constructor) reads the CUMEMHIST_* options and takes SIGUSR1 / SIGUSR2 if the
+ * program has not.  A process that never touches a hooked entry point does nothing more and
+ * writes nothing.  At the first touch a helper thread starts, with every signal blocked; all
+ * slow work asked for asynchronously happens there, never in a signal handler or a hook:
+ *  - SIGUSR1: dump a snapshot (the handler only posts a semaphore);
+ *  - SIGUSR2: drop a mark ("SIGUSR2 #n") into every device's trace, a step boundary for a
+ *    program that cannot call cmh_mark;
+ *  - the first out-of-memory error: the failing thread asks for the dump and waits until it is
+ *    written (the program may die of that error next), at most CMH_OOM_WAIT_S seconds.
+ * At exit (atexit) a last snapshot is written.  After fork() the child starts a fresh history.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define CMH_OOM_WAIT_S 60
+
+static int64_t g_start_ns;
+static sem_t g_sem;
+static int g_helper_started;
+static int g_oom_dumped;
+static int g_usr1_pending, g_usr2_pending, g_oom_pending, g_usr2_count;
+/* the OOM dump's hand-over: the failing thread waits for g_oom_done to change */
+static pthread_mutex_t g_oom_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_oom_cond = PTHREAD_COND_INITIALIZER;
+static unsigned g_oom_done;
+
+int64_t cmh_process_start_ns(void) { return g_start_ns; }
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    __atomic_add_fetch(sig == SIGUSR2 ? &g_usr2_pending : &g_usr1_pending, 1, __ATOMIC_RELAXED);
+    sem_post(&g_sem); /* async-signal-safe; the work happens in the helper thread */
+    errno = saved;
+}
+
+static void signal_mark(void)
+{
+    char name[48];
+    snprintf(name, sizeof name, "SIGUSR2 #%d", ++g_usr2_count);
+    uint32_t id = cmh_marks_name_id(name);
+    cmh_device_stats st[CMH_MAX_DEVICES + 1];
+    int n = cmh_hist_stats(st, CMH_MAX_DEVICES + 1), marked = 0;
+    for (int i = 0; i < n && i <= CMH_MAX_DEVICES; i++)
+        if (st[i].device >= 0) marked += cmh_marks_record(st[i].device, id, 0) == CMH_OK;
+    if (!marked) cmh_marks_record(0, id, 0);
+}
+
+static void *helper(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        if (sem_wait(&g_sem) != 0) {
+            if (errno == EINTR) continue;
+            return NULL;
+        }
+        if (__atomic_exchange_n(&g_oom_pending, 0, __ATOMIC_ACQ_REL)) {
+            cmh_dump(NULL, "first out-of-memory");
+            pthread_mutex_lock(&g_oom_lock);
+            g_oom_done++;
+            pthread_cond_broadcast(&g_oom_cond);
+            pthread_mutex_unlock(&g_oom_lock);
+        }
+        if (__atomic_exchange_n(&g_usr2_pending, 0, __ATOMIC_ACQ_REL)) signal_mark();
+        if (__atomic_exchange_n(&g_usr1_pending, 0, __ATOMIC_ACQ_REL)) cmh_dump(NULL, "SIGUSR1");
+    }
+}
+
+static void start_helper(void)
+{
+    pthread_t t;
+    pthread_attr_t a;
+    sigset_t all, old;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the helper inherits a full mask */
+    if (pthread_create(&t, &a, helper, NULL) != 0) __atomic_store_n(&g_helper_started, 0, __ATOMIC_RELEASE);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+}
+
+void cmh_first_touch(void)
+{
+    if (CMH_LIKELY(__atomic_load_n(&cmh_touched, __ATOMIC_RELAXED))) return;
+    if (__atomic_exchange_n(&cmh_touched, 1, __ATOMIC_ACQ_REL)) return;
+    cmh_kernels_start();
+    if (!__atomic_exchange_n(&g_helper_started, 1, __ATOMIC_ACQ_REL)) start_helper();
+}
+
+void cmh_process_oom(void)
+{
+    if (__atomic_exchange_n(&g_oom_dumped, 1, __ATOMIC_ACQ_REL)) return;
+    if (!__atomic_load_n(&g_helper_started, __ATOMIC_ACQUIRE)) {
+        cmh_dump(NULL, "first out-of-memory");
+        return;
+    }
+    pthread_mutex_lock(&g_oom_lock);
+    unsigned seen = g_oom_done;
+    __atomic_store_n(&g_oom_pending, 1, __ATOMIC_RELEASE);
+    sem_post(&g_sem);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += CMH_OOM_WAIT_S;
+    int rc = 0;
+    while (g_oom_done == seen && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&g_oom_cond, &g_oom_lock, &until);
+    pthread_mutex_unlock(&g_oom_lock);
+    if (rc == ETIMEDOUT) cmh_log("the out-of-memory snapshot is taking over %d s; the program goes on", CMH_OOM_WAIT_S);
+}
+
+/* ---- fork and exit ---- */
+
+static void at_exit(void)
+{
+    if (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE)) cmh_dump(NULL, "exit");
+}
+
+/* Every lock, taken in the order the recorder nests them (a dump takes all the others; a pool
+ * sample is recorded under the pools lock), so the child inherits consistent tables. */
+static void fork_prepare(void)
+{
+    cmh_dump_atfork_prepare();
+    cmh_pools_atfork_prepare();
+    cmh_hist_atfork_prepare();
+    cmh_blocks_atfork_prepare();
+    cmh_vmm_atfork_prepare();
+    cmh_marks_atfork_prepare();
+    cmh_stacks_atfork_prepare();
+}
+
+static void fork_parent(void)
+{
+    cmh_stacks_atfork_parent();
+    cmh_marks_atfork_parent();
+    cmh_vmm_atfork_parent();
+    cmh_blocks_atfork_parent();
+    cmh_hist_atfork_parent();
+    cmh_pools_atfork_parent();
+    cmh_dump_atfork_parent();
+}
+
+static void fork_child(void)
+{
+    cmh_stacks_atfork_child();
+    cmh_marks_reset_after_fork();
+    cmh_vmm_reset_after_fork();
+    cmh_blocks_reset_after_fork();
+    cmh_hist_reset_after_fork();
+    cmh_pools_reset_after_fork();
+    cmh_dump_reset_after_fork();
+    pthread_mutex_init(&g_oom_lock, NULL);
+    pthread_cond_init(&g_oom_cond, NULL);
+    g_helper_started = 0; /* threads do not survive fork: a new helper at the child's first touch */
+    g_oom_dumped = 0;
+    g_start_ns = cmh_now_ns();
+}
+
+__attribute__((constructor(102))) static void recorder_init(void)
+{
+    g_start_ns = cmh_now_ns();
+    cmh_config_from_env();
+    sem_init(&g_sem, 0, 0);
+    const char *sig = getenv("CUMEMHIST_SIGNAL");
+    struct sigaction old;
+    /* Never take SIGUSR1 / SIGUSR2 from a program that already handles it. */
+    static const int sigs[] = {SIGUSR1, SIGUSR2};
+    for (int i = 0; i < 2 && !(sig && strcmp(sig, "0") == 0); i++)
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_signal;
+            sa.sa_flags = SA_RESTART;
+            sigemptyset(&sa.sa_mask);
+            sigaction(sigs[i], &sa, NULL);
+        }
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atexit(at_exit);
+}

@@ -1,0 +1,316 @@
+/*
+ * vmm.c - the virtual memory management API as the recorder sees it: physical allocations
+ * (cuMemCreate handles, and the device each belongs to), address reservations, and the ranges
+ * mapped into them.
+ *
+ * A mapped range is the segment: cuMemMap makes one (segment_map), cuMemUnmap removes whatever
+ * part of one or several it covers (segment_unmap, one entry per range hit).  The mapped ranges
+ * are kept in an address-ordered array, so an unmap finds the ranges it covers by binary
+ * search, under one lock, whatever else is alive.  An unmap is recorded *before* the driver
+ * unmaps (history.c's rule for every free): another thread mapping the same address right
+ * after the driver's unmap is then always recorded after it.  If the driver refuses, the
+ * ranges come back as they were.
+ *
+ * Reservations cost no memory but make maps one segment: contiguous maps inside one reservation
+ * are exported as one growing segment, the way PyTorch's expandable segments appear
+ * (export.c).  At most CMH_MAX_RESERVATIONS are kept; past that, maps stay separate segments
+ * and each reservation left out is counted as lost.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "oatab.h"
+
+/* ---- handles: cuMemCreate -> device, so a later cuMemMap is charged to the right device ---- */
+
+typedef struct hrec {
+    uint64_t handle; /* key (a handle of 0 is never kept: its maps take the current device) */
+    int64_t device;
+} hrec;
+
+static cmh_mutex g_hlock = CMH_MUTEX_INITIALIZER;
+static cmh_oatab g_handles = {NULL, 0, 0, sizeof(hrec)};
+
+void cmh_vmm_handle_created(uint64_t h, int device)
+{
+    if (!h) return;
+    cmh_lock(&g_hlock);
+    hrec *r = cmh_oa_get(&g_handles, h, NULL);
+    if (r) r->device = device;
+    cmh_unlock(&g_hlock);
+    if (!r) cmh_count_lost(1);
+}
+
+void cmh_vmm_handle_released(uint64_t h)
+{
+    cmh_lock(&g_hlock);
+    hrec *r = h ? cmh_oa_find(&g_handles, h) : NULL;
+    if (r) cmh_oa_remove(&g_handles, r);
+    cmh_unlock(&g_hlock);
+}
+
+int cmh_vmm_handle_device(uint64_t h)
+{
+    cmh_lock(&g_hlock);
+    hrec *r = h ? cmh_oa_find(&g_handles, h) : NULL;
+    int dev = r ? (int)r->device : -1;
+    cmh_unlock(&g_hlock);
+    return dev;
+}
+
+/* ---- reservations ---- */
+
+#define CMH_MAX_RESERVATIONS 4096
+
+typedef struct resv {
+    uint64_t lo, hi;
+} resv;
+
+static cmh_mutex g_rlock = CMH_MUTEX_INITIALIZER;
+static resv g_res[CMH_MAX_RESERVATIONS]; /* sorted by lo, disjoint */
+static uint32_t g_nres;
+
+static uint32_t res_lower(uint64_t addr) /* first index whose hi > addr */
+{
+    assert(cmh_held(&g_rlock));
+    uint32_t lo = 0, hi = g_nres;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (g_res[mid].hi <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+void cmh_vmm_reserved(uint64_t addr, uint64_t size)
+{
+    if (!size) return;
+    cmh_lock(&g_rlock);
+    uint32_t i = res_lower(addr);
+    int full = g_nres == CMH_MAX_RESERVATIONS;
+    if (!full) {
+        memmove(&g_res[i + 1], &g_res[i], (g_nres - i) * sizeof *g_res);
+        g_res[i] = (resv){addr, addr + size};
+        g_nres++;
+    }
+    cmh_unlock(&g_rlock);
+    if (full) cmh_count_lost(1);
+}
+
+void cmh_vmm_reservation_freed(uint64_t addr)
+{
+    cmh_lock(&g_rlock);
+    uint32_t i = res_lower(addr);
+    if (i < g_nres && g_res[i].lo == addr) {
+        memmove(&g_res[i], &g_res[i + 1], (g_nres - i - 1) * sizeof *g_res);
+        g_nres--;
+    }
+    cmh_unlock(&g_rlock);
+}
+
+int cmh_vmm_reservation(uint64_t addr, uint64_t *lo, uint64_t *hi)
+{
+    cmh_lock(&g_rlock);
+    uint32_t i = res_lower(addr);
+    int found = i < g_nres && g_res[i].lo <= addr;
+    if (found) {
+        *lo = g_res[i].lo;
+        *hi = g_res[i].hi;
+    }
+    cmh_unlock(&g_rlock);
+    return found;
+}
+
+/* ---- mapped ranges ---- */
+
+static cmh_mutex g_mlock = CMH_MUTEX_INITIALIZER;
+static cmh_live *g_maps; /* sorted by addr, disjoint */
+static uint32_t g_nmaps, g_capmaps;
+
+static uint32_t map_lower(uint64_t addr) /* first index whose end > addr */
+{
+    assert(cmh_held(&g_mlock));
+    uint32_t lo = 0, hi = g_nmaps;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (g_maps[mid].addr + g_maps[mid].size <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Put l in its place; -1 when out of memory.  A range overlapping l (a map we never saw
+ * unmapped) gives way to it. */
+static int map_insert(const cmh_live *l)
+{
+    assert(cmh_held(&g_mlock));
+    uint32_t i = map_lower(l->addr);
+    uint32_t k = i;
+    while (k < g_nmaps && g_maps[k].addr < l->addr + l->size) k++;
+    if (k > i) { /* overlapped: drop them, l takes their place */
+        memmove(&g_maps[i], &g_maps[k], (g_nmaps - k) * sizeof *g_maps);
+        g_nmaps -= k - i;
+    }
+    if (g_nmaps == g_capmaps) {
+        uint32_t nc = g_capmaps ? g_capmaps * 2 : 64;
+        cmh_live *nm = realloc(g_maps, nc * sizeof *nm);
+        if (!nm) return -1;
+        g_maps = nm;
+        g_capmaps = nc;
+    }
+    memmove(&g_maps[i + 1], &g_maps[i], (g_nmaps - i) * sizeof *g_maps);
+    g_maps[i] = *l;
+    g_nmaps++;
+    return 0;
+}
+
+void cmh_vmm_mapped(int device, uint64_t addr, uint64_t size)
+{
+    if (!cmh_rec_enabled() || !size) return;
+    cmh_hist_ensure_init();
+    cmh_first_touch();
+    int ctx = cmh_rec_context();
+    uint32_t stack = ctx >= CMH_CONTEXT_STATE ? cmh_stack_capture() : 0;
+    cmh_live l = {addr, size, size, 0, cmh_now_ticks(), 0, stack, (int16_t)device, CMH_KIND_VMM, CMH_EF_WHOLE_BLOCK};
+    cmh_lock(&g_mlock);
+    int rc = map_insert(&l);
+    cmh_unlock(&g_mlock);
+    if (rc) cmh_count_lost(1);
+    cmh_hist_record(device, CMH_ACT_SEGMENT_MAP, CMH_KIND_VMM, CMH_EF_WHOLE_BLOCK, addr, size, size, 0,
+                    ctx >= CMH_CONTEXT_ALLOC ? stack : 0, (int64_t)size, (int64_t)size, CMH_COUNT_ALLOC, l.ticks);
+}
+
+static int unmap_keep(cmh_unmap *u, const cmh_live *orig)
+{
+    if (u->n == u->cap) {
+        uint32_t nc = u->cap * 2;
+        cmh_live *no = malloc(nc * sizeof *no);
+        if (!no) return -1;
+        memcpy(no, u->orig, u->n * sizeof *no);
+        if (u->orig != u->inline_orig) free(u->orig);
+        u->orig = no;
+        u->cap = nc;
+    }
+    u->orig[u->n++] = *orig;
+    return 0;
+}
+
+void cmh_vmm_unmap(uint64_t lo, uint64_t size, cmh_unmap *u)
+{
+    u->n = 0;
+    u->cap = sizeof u->inline_orig / sizeof u->inline_orig[0];
+    u->orig = u->inline_orig;
+    u->lo = lo;
+    u->hi = lo + size;
+    if (!cmh_rec_enabled() || !size) return;
+    uint64_t hi = lo + size;
+    cmh_lock(&g_mlock);
+    uint32_t i = map_lower(lo);
+    while (i < g_nmaps && g_maps[i].addr < hi) {
+        cmh_live m = g_maps[i];
+        if (unmap_keep(u, &m)) { /* cannot remember it for an undo: still recorded, the loss counted */
+            cmh_count_lost(1);
+        }
+        uint64_t a = m.addr > lo ? m.addr : lo, b = m.addr + m.size < hi ? m.addr + m.size : hi;
+        memmove(&g_maps[i], &g_maps[i + 1], (g_nmaps - i - 1) * sizeof *g_maps);
+        g_nmaps--;
+        if (m.addr < a) { /* the left part stays mapped */
+            cmh_live left = m;
+            left.size = left.requested = a - m.addr;
+            if (map_insert(&left)) cmh_count_lost(1);
+            i++;
+        }
+        if (m.addr + m.size > b) {
+            cmh_live right = m;
+            right.addr = b;
+            right.size = right.requested = m.addr + m.size - b;
+            if (map_insert(&right)) cmh_count_lost(1);
+            i++;
+        }
+    }
+    cmh_unlock(&g_mlock);
+    /* recorded now, before the driver unmaps */
+    for (uint32_t k = 0; k < u->n; k++) {
+        const cmh_live *m = &u->orig[k];
+        uint64_t a = m->addr > lo ? m->addr : lo, b = m->addr + m->size < hi ? m->addr + m->size : hi;
+        int whole = (m->flags & CMH_EF_WHOLE_BLOCK) != 0;
+        if (!whole) cmh_blocks_segment_gone(a, b);
+        cmh_hist_record(m->device, CMH_ACT_SEGMENT_UNMAP, CMH_KIND_VMM, m->flags, a, b - a, b - a, m->stream,
+                        cmh_hist_free_stack(m->stack), whole ? -(int64_t)(b - a) : 0, -(int64_t)(b - a), CMH_COUNT_FREE, 0);
+    }
+}
+
+void cmh_vmm_unmap_undo(cmh_unmap *u)
+{
+    /* The driver refused: every range comes back whole, its remainders folded into it again. */
+    cmh_lock(&g_mlock);
+    for (uint32_t k = 0; k < u->n; k++)
+        if (map_insert(&u->orig[k])) cmh_count_lost(1);
+    cmh_unlock(&g_mlock);
+    for (uint32_t k = 0; k < u->n; k++) {
+        const cmh_live *m = &u->orig[k];
+        uint64_t a = m->addr > u->lo ? m->addr : u->lo, b = m->addr + m->size < u->hi ? m->addr + m->size : u->hi;
+        int whole = (m->flags & CMH_EF_WHOLE_BLOCK) != 0;
+        if (!whole) cmh_blocks_segment_back(m->addr, m->addr + m->size);
+        cmh_hist_record(m->device, CMH_ACT_SEGMENT_MAP, CMH_KIND_VMM, m->flags, a, b - a, b - a, m->stream, 0,
+                        whole ? (int64_t)(b - a) : 0, (int64_t)(b - a), CMH_COUNT_NONE, 0);
+    }
+    cmh_vmm_unmap_done(u);
+}
+
+void cmh_vmm_unmap_done(cmh_unmap *u)
+{
+    if (u->orig != u->inline_orig) free(u->orig);
+    u->orig = u->inline_orig;
+    u->n = 0;
+}
+
+int cmh_vmm_update(uint64_t addr, int (*fn)(cmh_live *, void *), void *arg, cmh_live *copy)
+{
+    int found = 0;
+    cmh_lock(&g_mlock);
+    uint32_t i = map_lower(addr);
+    if (i < g_nmaps && g_maps[i].addr == addr) {
+        found = fn(&g_maps[i], arg) ? 1 : 2;
+        if (copy) *copy = g_maps[i];
+    }
+    cmh_unlock(&g_mlock);
+    return found;
+}
+
+int cmh_vmm_collect(cmh_live **out, size_t *n)
+{
+    cmh_lock(&g_mlock);
+    *n = g_nmaps;
+    *out = g_nmaps ? malloc(g_nmaps * sizeof **out) : NULL;
+    if (*out) memcpy(*out, g_maps, g_nmaps * sizeof **out);
+    int ok = !g_nmaps || *out;
+    cmh_unlock(&g_mlock);
+    return ok ? CMH_OK : CMH_ENOMEM;
+}
+
+void cmh_vmm_atfork_prepare(void)
+{
+    cmh_lock(&g_hlock);
+    cmh_lock(&g_rlock);
+    cmh_lock(&g_mlock);
+}
+
+void cmh_vmm_atfork_parent(void)
+{
+    cmh_unlock(&g_mlock);
+    cmh_unlock(&g_rlock);
+    cmh_unlock(&g_hlock);
+}
+
+/* fork(): the child has the parent's address space, so its reservations and maps are real
+ * there too; only the locks are new.  Its history starts empty, as do its counters: maps it
+ * inherited are forgotten (they were the parent's record). */
+void cmh_vmm_reset_after_fork(void)
+{
+    cmh_mutex_init(&g_hlock);
+    cmh_mutex_init(&g_rlock);
+    cmh_mutex_init(&g_mlock);
+    g_nmaps = 0;
+}
