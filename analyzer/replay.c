@@ -12,12 +12,13 @@
  * that the non-releasable figure (free space inside segments that still hold an active block,
  * and the number of free runs there) updates in O(blocks in that segment).
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
-
-#define MIB (1ull << 20)
+#include "oatab.h"
+#include "pt_rules.h"
 
 typedef struct range {
     uint64_t a, b;
@@ -33,12 +34,18 @@ typedef struct rseg {
 } rseg;
 
 typedef struct rblock {
-    uint64_t addr, size, requested;
+    uint64_t addr; /* the key (oatab.h): a block at address 0 cannot exist and is an anomaly */
+    uint64_t size, requested;
     int64_t time_ns;
     uint32_t stack;
-    uint8_t state, pool, used;
+    uint8_t state, pool;
     uint8_t final; /* backward pass: this block is one of the final segments' own */
 } rblock;
+
+typedef struct hslot { /* backward pass without maps: segments by exact address */
+    uint64_t addr;
+    rseg *g;
+} hslot;
 
 struct cmh_replay {
     const cmh_snapshot *s;
@@ -51,17 +58,16 @@ struct cmh_replay {
     rseg **segs;
     uint64_t *saddr; /* segs[i]->addr, side by side: the binary search touches one cache line */
     uint32_t nsegs, capsegs, ndead;
-    rblock *blocks; /* open addressing by addr */
-    uint32_t bcap, bn;
+    cmh_oatab blocks; /* of rblock */
     cmh_mem_stats st;
     uint64_t anomalies;
-    uint64_t max_split; /* 0 = unlimited */
+    cmh_pt_rules rules; /* PyTorch's, from the snapshot's allocator settings */
     int pytorch;        /* sizes in the trace are requested bytes: round like the allocator */
-    int div[16];        /* roundup_power2_divisions per power-of-two MiB bucket */
     uint64_t *exact;    /* pytorch: per alloc entry, the block's size when the final segments know it */
-    /* backward pass without maps: segments by exact address, ordered only at the end */
-    rseg **hseg;
-    uint32_t hcap, hn;
+    /* backward pass without maps: segments by exact address (hslot), ordered only at the end */
+    cmh_oatab hseg;
+    int hashmode;
+    int initializing; /* building the state before the first entry: split stats counted after */
     int device, reconciled;
     /* stream-ordered pools: reserved beyond used at the latest pool_sample, per pool handle */
     struct rpool {
@@ -75,61 +81,13 @@ struct cmh_replay {
 
 /* ---- blocks ---- */
 
-static inline uint32_t bh(uint64_t a, uint32_t cap) { return (uint32_t)((a >> 5) * 0x9E3779B97F4A7C15ull >> 32) & (cap - 1); }
+static rblock *block_find(cmh_replay *r, uint64_t addr) { return addr ? cmh_oa_find(&r->blocks, addr) : NULL; }
 
-static int blocks_grow(cmh_replay *r)
-{
-    uint32_t nc = r->bcap ? r->bcap * 2 : 1024;
-    rblock *nb = calloc(nc, sizeof *nb);
-    if (!nb) return -1;
-    for (uint32_t i = 0; i < r->bcap; i++) {
-        if (!r->blocks[i].used) continue;
-        uint32_t j = bh(r->blocks[i].addr, nc);
-        while (nb[j].used) j = (j + 1) & (nc - 1);
-        nb[j] = r->blocks[i];
-    }
-    free(r->blocks);
-    r->blocks = nb;
-    r->bcap = nc;
-    return 0;
-}
+/* The block at addr, created (zeroed: nothing of an earlier tenant, its 'final' mark above all)
+ * if absent; NULL for address 0 or out of memory. */
+static rblock *block_put(cmh_replay *r, uint64_t addr) { return addr ? cmh_oa_get(&r->blocks, addr, NULL) : NULL; }
 
-static rblock *block_find(cmh_replay *r, uint64_t addr)
-{
-    if (!r->bcap) return NULL;
-    for (uint32_t j = bh(addr, r->bcap); r->blocks[j].used; j = (j + 1) & (r->bcap - 1))
-        if (r->blocks[j].addr == addr) return &r->blocks[j];
-    return NULL;
-}
-
-static rblock *block_put(cmh_replay *r, uint64_t addr)
-{
-    if ((r->bn + 1) * 2 > r->bcap && blocks_grow(r) != 0) return NULL;
-    uint32_t j = bh(addr, r->bcap);
-    for (; r->blocks[j].used; j = (j + 1) & (r->bcap - 1))
-        if (r->blocks[j].addr == addr) return &r->blocks[j];
-    /* a fresh block: nothing of the slot's last tenant (its 'final' mark above all) */
-    memset(&r->blocks[j], 0, sizeof r->blocks[j]);
-    r->blocks[j].used = 1;
-    r->blocks[j].addr = addr;
-    r->bn++;
-    return &r->blocks[j];
-}
-
-static void block_del(cmh_replay *r, rblock *b)
-{
-    uint32_t m = r->bcap - 1, j = (uint32_t)(b - r->blocks);
-    r->blocks[j].used = 0;
-    r->bn--;
-    for (uint32_t k = (j + 1) & m; r->blocks[k].used; k = (k + 1) & m) {
-        uint32_t home = bh(r->blocks[k].addr, r->bcap);
-        if (((k - home) & m) >= ((k - j) & m)) {
-            r->blocks[j] = r->blocks[k];
-            r->blocks[k].used = 0;
-            j = k;
-        }
-    }
-}
+static void block_del(cmh_replay *r, rblock *b) { cmh_oa_remove(&r->blocks, b); }
 
 /* ---- segments ---- */
 
@@ -166,38 +124,13 @@ static void maybe_compact(cmh_replay *r)
     r->ndead = 0;
 }
 
-static uint8_t pool_rule(uint64_t size, int whole)
-{
-    return (whole ? size <= MIB : size <= 2 * MIB) ? CMH_POOL_SMALL_IDX : CMH_POOL_LARGE_IDX;
-}
-
-/* PyTorch's CUDACachingAllocator round_size(), with roundup_power2_divisions. */
-static uint64_t pt_round(const cmh_replay *r, uint64_t size)
-{
-    if (size < 512) return 512;
-    int lg = 63 - __builtin_clzll(size);
-    int idx = lg > 20 ? lg - 20 : 0;
-    if (idx > 15) idx = 15;
-    uint64_t d = r->div[idx] > 0 ? (uint64_t)r->div[idx] : 0;
-    if (d > 1 && size > 512 * d) {
-        if (!(size & (size - 1))) return size;
-        uint64_t floor2 = 1ull << lg;
-        uint64_t step = floor2 >> (63 - __builtin_clzll(d));
-        if (!step) return floor2 << 1;
-        uint64_t f = size & ~(step - 1);
-        return f == size ? size : f + step;
-    }
-    return (size + 511) / 512 * 512;
-}
-
-static rseg *seg_containing(const cmh_replay *r, uint64_t addr);
+static uint8_t pool_rule(uint64_t size, int whole) { return (uint8_t)cmh_pool_rule(size, whole); }
 
 /* The block PyTorch carved at addr for a request: the rounded size, or the whole free run when
- * the allocator would not split it (small pool / expandable: remainder < 512; large pool:
- * remainder <= 1 MiB). */
+ * the allocator would not split it. */
 static uint64_t pt_block_size(const cmh_replay *r, const rseg *g, uint64_t addr, uint64_t req)
 {
-    uint64_t rounded = pt_round(r, req);
+    uint64_t rounded = cmh_pt_round(&r->rules, req);
     if (!g || g->expandable) return rounded;
     uint64_t end = g->addr + g->size;
     uint32_t lo = 0, hi = g->nr;
@@ -208,9 +141,7 @@ static uint64_t pt_block_size(const cmh_replay *r, const rseg *g, uint64_t addr,
     }
     if (lo < g->nr) end = g->r[lo].a;
     if (end <= addr || end - addr < rounded) return rounded;
-    uint64_t remaining = end - addr - rounded;
-    int split = g->pool == CMH_POOL_SMALL_IDX ? remaining >= 512 : remaining > MIB;
-    return split ? rounded : end - addr;
+    return cmh_pt_should_split(&r->rules, g->pool, g->expandable, rounded, end - addr - rounded) ? rounded : end - addr;
 }
 
 static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool, int expandable, int whole)
@@ -288,8 +219,8 @@ static void split_contrib(const rseg *g, int64_t *bytes, int64_t *count)
 /* Add (sign 1) or remove (sign -1) the active range [a, b) in g, keeping the split stats. */
 static void seg_activate(cmh_replay *r, rseg *g, uint64_t a, uint64_t b, int sign)
 {
-    int64_t b0, c0, b1, c1;
-    split_contrib(g, &b0, &c0);
+    int64_t b0 = 0, c0 = 0, b1, c1;
+    if (!r->initializing) split_contrib(g, &b0, &c0);
     uint64_t end = g->addr + g->size;
     if (a < g->addr) a = g->addr;
     if (b > end) b = end;
@@ -327,6 +258,7 @@ static void seg_activate(cmh_replay *r, rseg *g, uint64_t a, uint64_t b, int sig
         g->active_bytes -= rb - a;
         g->nactive--;
     }
+    if (r->initializing) return;
     split_contrib(g, &b1, &c1);
     pool_add(r->st.inactive_split_bytes, g->pool, b1 - b0);
     pool_add(r->st.inactive_split, g->pool, c1 - c0);
@@ -357,7 +289,7 @@ static void fwd_block_alloc(cmh_replay *r, uint64_t addr, uint64_t size, uint64_
     pool_add(r->st.requested_bytes, b->pool, (int64_t)req);
     pool_add(r->st.allocation, b->pool, 1);
     pool_add(r->st.active, b->pool, 1);
-    if (r->max_split && size >= r->max_split) stat_add(&r->st.oversize_allocations, 1);
+    if (r->rules.max_split && size >= r->rules.max_split) stat_add(&r->st.oversize_allocations, 1);
     if (g) seg_activate(r, g, addr, addr + size, 1);
 }
 
@@ -388,7 +320,7 @@ static void fwd_free_completed(cmh_replay *r, uint64_t addr)
     pool_add(r->st.active_bytes, b->pool, -(int64_t)b->size);
     pool_add(r->st.requested_bytes, b->pool, -(int64_t)b->requested);
     pool_add(r->st.active, b->pool, -1);
-    if (r->max_split && b->size >= r->max_split) stat_add(&r->st.oversize_allocations, -1);
+    if (r->rules.max_split && b->size >= r->rules.max_split) stat_add(&r->st.oversize_allocations, -1);
     rseg *g = seg_containing(r, addr);
     if (g) seg_activate(r, g, addr, addr + b->size, -1);
     if (r->obs) r->obs(r->obs_arg, -(int64_t)b->size, b->stack);
@@ -407,7 +339,7 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
     pool_add(r->st.reserved_bytes, g->pool, (int64_t)e->size);
     if (!expandable) { /* PyTorch does not count expandable segments */
         pool_add(r->st.segment, g->pool, 1);
-        if (r->max_split && e->size >= r->max_split) stat_add(&r->st.oversize_segments, 1);
+        if (r->rules.max_split && e->size >= r->rules.max_split) stat_add(&r->st.oversize_segments, 1);
     }
     if (whole) fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED, e->stack, e->time_ns);
 }
@@ -441,7 +373,7 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
             pool_add(r->st.inactive_split, g->pool, -sc);
             if (!g->expandable) {
                 pool_add(r->st.segment, g->pool, -1);
-                if (r->max_split && g->size >= r->max_split) stat_add(&r->st.oversize_segments, -1);
+                if (r->rules.max_split && g->size >= r->rules.max_split) stat_add(&r->st.oversize_segments, -1);
             }
             seg_remove_at(r, i);
             continue;
@@ -512,71 +444,36 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
         r->pools = np;
         r->pools[r->npools++] = (struct rpool){e->addr, 0};
     }
-    pool_add(r->st.reserved_bytes, CMH_POOL_LARGE_IDX, slack - r->pools[i].slack);
+    pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, slack - r->pools[i].slack);
     r->pools[i].slack = slack;
 }
 
 /* ---- backward pass: the state before the first entry ---- */
 
-static inline uint32_t sh(uint64_t a, uint32_t cap) { return (uint32_t)((a >> 12) * 0x9E3779B97F4A7C15ull >> 32) & (cap - 1); }
-
-static int hseg_grow(cmh_replay *t)
-{
-    uint32_t nc = t->hcap ? t->hcap * 2 : 256;
-    rseg **ns = calloc(nc, sizeof *ns);
-    if (!ns) return -1;
-    for (uint32_t i = 0; i < t->hcap; i++)
-        if (t->hseg[i]) {
-            uint32_t j = sh(t->hseg[i]->addr, nc);
-            while (ns[j]) j = (j + 1) & (nc - 1);
-            ns[j] = t->hseg[i];
-        }
-    free(t->hseg);
-    t->hseg = ns;
-    t->hcap = nc;
-    return 0;
-}
-
-static uint32_t hseg_find(const cmh_replay *t, uint64_t addr) /* slot, or hcap if absent */
-{
-    if (!t->hcap) return 0;
-    for (uint32_t j = sh(addr, t->hcap); t->hseg[j]; j = (j + 1) & (t->hcap - 1))
-        if (t->hseg[j]->addr == addr) return j;
-    return t->hcap;
-}
-
 static void hseg_put(cmh_replay *t, uint64_t addr, uint64_t size, uint8_t pool, int whole)
 {
-    if (hseg_find(t, addr) < t->hcap) return;
-    if ((t->hn + 1) * 2 > t->hcap && hseg_grow(t) != 0) return;
+    int created;
+    hslot *h = addr ? cmh_oa_get(&t->hseg, addr, &created) : NULL;
+    if (!h || !created) return;
     rseg *g = calloc(1, sizeof *g);
-    if (!g) return;
+    if (!g) {
+        cmh_oa_remove(&t->hseg, h);
+        return;
+    }
     g->addr = addr;
     g->size = size;
     g->pool = pool;
     g->whole = (uint8_t)whole;
     g->gaps = size ? 1 : 0;
-    uint32_t j = sh(addr, t->hcap);
-    while (t->hseg[j]) j = (j + 1) & (t->hcap - 1);
-    t->hseg[j] = g;
-    t->hn++;
+    h->g = g;
 }
 
 static void hseg_del(cmh_replay *t, uint64_t addr)
 {
-    uint32_t j = hseg_find(t, addr), m = t->hcap - 1;
-    if (j >= t->hcap) return;
-    free(t->hseg[j]);
-    t->hseg[j] = NULL;
-    t->hn--;
-    for (uint32_t k = (j + 1) & m; t->hseg[k]; k = (k + 1) & m) {
-        uint32_t home = sh(t->hseg[k]->addr, t->hcap);
-        if (((k - home) & m) >= ((k - j) & m)) {
-            t->hseg[j] = t->hseg[k];
-            t->hseg[k] = NULL;
-            j = k;
-        }
-    }
+    hslot *h = addr ? cmh_oa_find(&t->hseg, addr) : NULL;
+    if (!h) return;
+    free(h->g);
+    cmh_oa_remove(&t->hseg, h);
 }
 
 static int cmp_rseg(const void *a, const void *b)
@@ -587,7 +484,7 @@ static int cmp_rseg(const void *a, const void *b)
 
 static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
 {
-    if (t->hseg && (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_FREE)) {
+    if (t->hashmode && (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_FREE)) {
         int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
         rblock *b;
         if (e->action == CMH_ACT_SEGMENT_ALLOC) {
@@ -616,7 +513,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
     case CMH_ACT_FREE_REQUESTED:
         if ((b = block_find(t, e->addr))) b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
         else if ((b = block_put(t, e->addr))) {
-            b->size = t->pytorch ? pt_round(t, e->size) : e->size;
+            b->size = t->pytorch ? cmh_pt_round(&t->rules, e->size) : e->size;
             b->requested = e->requested;
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
@@ -624,7 +521,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
         break;
     case CMH_ACT_FREE_COMPLETED:
         if (!block_find(t, e->addr) && (b = block_put(t, e->addr))) {
-            b->size = t->pytorch ? pt_round(t, e->size) : e->size;
+            b->size = t->pytorch ? cmh_pt_round(&t->rules, e->size) : e->size;
             b->requested = e->requested;
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
@@ -653,46 +550,6 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
     }
 }
 
-const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device)
-{
-    for (uint32_t i = 0; i < s->ntraces; i++)
-        if (s->traces[i].device == device) return &s->traces[i];
-    return NULL;
-}
-
-static const char *setting(const cmh_snapshot *s, const char *key)
-{
-    for (uint32_t i = 0; i < s->nsettings; i++)
-        if (strcmp(cmh_str(s, s->settings[i].key), key) == 0) return cmh_str(s, s->settings[i].value);
-    return NULL;
-}
-
-/* roundup_power2_divisions as kept by pickle_read.c: {"1": 0, "2": 4, ...} (MiB bucket -> d) */
-static void parse_divisions(cmh_replay *r, const char *text)
-{
-    for (const char *p = text; p && (p = strchr(p, '"'));) {
-        long mib = strtol(p + 1, NULL, 10);
-        const char *colon = strchr(p + 1, ':');
-        if (!colon) break;
-        long d = strtol(colon + 1, NULL, 10);
-        if (mib > 0) {
-            int idx = 63 - __builtin_clzll((unsigned long long)mib);
-            if (idx < 16) r->div[idx] = (int)d;
-        }
-        p = strchr(colon, ',');
-    }
-}
-
-static uint64_t setting_u64(const cmh_snapshot *s, const char *key)
-{
-    for (uint32_t i = 0; i < s->nsettings; i++)
-        if (strcmp(cmh_str(s, s->settings[i].key), key) == 0) {
-            long long v = atoll(cmh_str(s, s->settings[i].value));
-            return v > 0 ? (uint64_t)v : 0;
-        }
-    return 0;
-}
-
 static void free_tables(cmh_replay *r)
 {
     for (uint32_t i = 0; i < r->nsegs; i++) {
@@ -702,9 +559,10 @@ static void free_tables(cmh_replay *r)
     }
     free(r->segs);
     free(r->saddr);
-    free(r->blocks);
-    for (uint32_t i = 0; i < r->hcap; i++) free(r->hseg[i]);
-    free(r->hseg);
+    cmh_oa_free(&r->blocks);
+    for (uint32_t i = 0; i < r->hseg.cap; i++)
+        if (cmh_oa_keyat(&r->hseg, i)) free(((hslot *)cmh_oa_at(&r->hseg, i))->g);
+    cmh_oa_free(&r->hseg);
 }
 
 cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
@@ -714,9 +572,10 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     r->s = s;
     r->pos = -1;
     r->device = device;
-    r->max_split = setting_u64(s, "max_split_size");
+    cmh_oa_init(&r->blocks, sizeof(rblock));
+    cmh_oa_init(&r->hseg, sizeof(hslot));
+    cmh_pt_rules_from_snapshot(s, &r->rules);
     r->pytorch = s->source == CMH_SRC_PYTORCH;
-    parse_divisions(r, setting(s, "roundup_power2_divisions"));
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     if (t && t->nentries) {
         r->e = s->entries + t->first_entry;
@@ -725,8 +584,10 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     /* final state */
     cmh_replay b;
     memset(&b, 0, sizeof b);
+    cmh_oa_init(&b.blocks, sizeof(rblock));
+    cmh_oa_init(&b.hseg, sizeof(hslot));
     b.pytorch = r->pytorch;
-    memcpy(b.div, r->div, sizeof b.div);
+    b.rules = r->rules;
     /* Without maps and unmaps every segment is undone at its exact address: a hash does it, and
      * the survivors are sorted once at the end. */
     int hashmode = 1;
@@ -734,13 +595,11 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         hashmode = r->e[i].action != CMH_ACT_SEGMENT_MAP && r->e[i].action != CMH_ACT_SEGMENT_UNMAP;
     for (uint32_t i = 0; i < s->nsegments && hashmode; i++)
         hashmode = s->segments[i].device != device || !(s->segments[i].flags & CMH_SEG_EXPANDABLE);
-    if (hashmode && hseg_grow(&b) != 0) goto oom;
+    b.hashmode = hashmode;
     for (uint32_t i = 0; i < s->nsegments; i++) {
         const cmh_segment *g = &s->segments[i];
         if (g->device != device) continue;
-        uint8_t pool = g->pool == CMH_POOL_SMALL ? CMH_POOL_SMALL_IDX
-                       : g->pool == CMH_POOL_LARGE ? CMH_POOL_LARGE_IDX
-                                                   : pool_rule(g->size, (g->flags & CMH_SEG_WHOLE_BLOCK) != 0);
+        uint8_t pool = (uint8_t)cmh_segment_pool(g);
         if (hashmode) hseg_put(&b, g->addr, g->size, pool, (g->flags & CMH_SEG_WHOLE_BLOCK) != 0);
         else if (!seg_insert(&b, g->addr, g->size, pool, (g->flags & CMH_SEG_EXPANDABLE) != 0,
                              (g->flags & CMH_SEG_WHOLE_BLOCK) != 0))
@@ -764,20 +623,19 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         maybe_compact(&b);
     }
     if (hashmode) { /* the survivors, in address order */
-        rseg **all = malloc((b.hn ? b.hn : 1) * sizeof *all);
+        rseg **all = malloc((b.hseg.n ? b.hseg.n : 1) * sizeof *all);
         if (!all) goto oom;
         uint32_t k = 0;
-        for (uint32_t i = 0; i < b.hcap; i++)
-            if (b.hseg[i]) all[k++] = b.hseg[i];
+        for (uint32_t i = 0; i < b.hseg.cap; i++)
+            if (cmh_oa_keyat(&b.hseg, i)) all[k++] = ((hslot *)cmh_oa_at(&b.hseg, i))->g;
         qsort(all, k, sizeof *all, cmp_rseg);
         free(b.segs);
         free(b.saddr);
         b.segs = all;
         b.saddr = NULL;
         b.nsegs = b.capsegs = k;
-        free(b.hseg);
-        b.hseg = NULL;
-        b.hcap = b.hn = 0;
+        cmh_oa_free(&b.hseg);
+        b.hashmode = 0;
     }
     /* The forward state starts as that initial state, counted in as if allocated then. */
     for (uint32_t i = 0; i < b.nsegs; i++) {
@@ -787,13 +645,25 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         pool_add(r->st.reserved_bytes, g->pool, (int64_t)g->size);
         if (!g->expandable) {
             pool_add(r->st.segment, g->pool, 1);
-            if (r->max_split && g->size >= r->max_split) stat_add(&r->st.oversize_segments, 1);
+            if (r->rules.max_split && g->size >= r->rules.max_split) stat_add(&r->st.oversize_segments, 1);
         }
     }
-    for (uint32_t i = 0; i < b.bcap; i++)
-        if (b.blocks[i].used)
-            fwd_block_alloc(r, b.blocks[i].addr, b.blocks[i].size, b.blocks[i].requested, b.blocks[i].state,
-                            b.blocks[i].stack, b.blocks[i].time_ns);
+    /* Its blocks all at once: non-releasable space is counted once the segments are filled, so no
+     * half-filled segment of this construction shows up as a peak. */
+    r->initializing = 1;
+    for (uint32_t i = 0; i < b.blocks.cap; i++)
+        if (cmh_oa_keyat(&b.blocks, i)) {
+            const rblock *x = cmh_oa_at(&b.blocks, i);
+            fwd_block_alloc(r, x->addr, x->size, x->requested, x->state, x->stack, x->time_ns);
+        }
+    r->initializing = 0;
+    for (uint32_t i = 0; i < r->nsegs; i++) {
+        int64_t sb, sc;
+        if (!r->segs[i]) continue;
+        split_contrib(r->segs[i], &sb, &sc);
+        pool_add(r->st.inactive_split_bytes, r->segs[i]->pool, sb);
+        pool_add(r->st.inactive_split, r->segs[i]->pool, sc);
+    }
     free_tables(&b);
     return r;
 oom:
@@ -805,11 +675,19 @@ oom:
 /* After the last entry the replay must equal the final segments.  Where the file's trace and
  * segments disagree (an edited file, a lost entry), the segments win: whatever differs is freed
  * or allocated here, at the end, and counted as an anomaly. */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static void reconcile(cmh_replay *r)
 {
     const cmh_snapshot *s = r->s;
     cmh_replay f; /* the final state, as tables */
     memset(&f, 0, sizeof f);
+    cmh_oa_init(&f.blocks, sizeof(rblock));
+    cmh_oa_init(&f.hseg, sizeof(hslot));
     for (uint32_t i = 0; i < s->nsegments; i++) {
         const cmh_segment *g = &s->segments[i];
         if (g->device != r->device) continue;
@@ -825,15 +703,22 @@ static void reconcile(cmh_replay *r)
         }
     }
     /* blocks: live in the replay but not in the file, or different */
-    for (uint32_t i = 0; i < r->bcap; i++) {
-        rblock *b = &r->blocks[i];
-        if (!b->used) continue;
-        rblock *x = block_find(&f, b->addr);
-        if (x && x->size == b->size && x->state == b->state) continue;
-        r->anomalies++;
-        fwd_free_completed(r, b->addr);
-        i--; /* backward-shift deletion may have moved another block into slot i */
+    /* (in address order, so the result does not depend on how the table happens to hold them) */
+    uint64_t *gone = malloc((r->blocks.n ? r->blocks.n : 1) * sizeof *gone);
+    uint32_t ngone = 0;
+    if (!gone) goto out;
+    for (uint32_t i = 0; i < r->blocks.cap; i++) {
+        const rblock *b = cmh_oa_at(&r->blocks, i);
+        if (!b->addr) continue;
+        const rblock *x = block_find(&f, b->addr);
+        if (!(x && x->size == b->size && x->state == b->state)) gone[ngone++] = b->addr;
     }
+    qsort(gone, ngone, sizeof *gone, cmp_u64);
+    for (uint32_t i = 0; i < ngone; i++) {
+        r->anomalies++;
+        fwd_free_completed(r, gone[i]);
+    }
+    free(gone);
     /* segments: in the replay but not in the file */
     for (uint32_t i = 0; i < r->nsegs;) {
         rseg *g = r->segs[i];
@@ -873,7 +758,7 @@ static void reconcile(cmh_replay *r)
             memset(&add, 0, sizeof add);
             add.addr = g->addr;
             add.size = add.requested = g->size;
-            uint8_t pool = g->pool == CMH_POOL_SMALL ? CMH_POOL_SMALL_IDX : g->pool == CMH_POOL_LARGE ? CMH_POOL_LARGE_IDX : 0;
+            uint8_t pool = g->pool == CMH_POOL_SMALL || g->pool == CMH_POOL_LARGE ? g->pool : 0;
             fwd_segment_alloc(r, &add, (g->flags & CMH_SEG_EXPANDABLE) != 0, pool);
         }
         for (uint32_t k = 0; k < g->nblocks; k++) {
@@ -915,45 +800,15 @@ void cmh_replay_free(cmh_replay *r)
     free(r);
 }
 
-int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap)
-{
-    int n = 0;
-    int32_t seen[256];
-    int ns = 0;
-    for (uint32_t i = 0; i < s->ntraces + s->nsegments; i++) {
-        int32_t d = i < s->ntraces ? s->traces[i].device : s->segments[i - s->ntraces].device;
-        if (i < s->ntraces && s->traces[i].nentries == 0) {
-            /* an empty ring names a device only if it has segments too */
-            continue;
-        }
-        int dup = 0;
-        for (int k = 0; k < ns; k++) dup |= seen[k] == d;
-        if (dup || ns == 256) continue;
-        seen[ns++] = d;
-    }
-    /* ascending, host (-1) last */
-    for (int a = 0; a < ns; a++)
-        for (int b2 = a + 1; b2 < ns; b2++) {
-            uint32_t ka = (uint32_t)seen[a], kb = (uint32_t)seen[b2];
-            if (kb < ka) {
-                int32_t t = seen[a];
-                seen[a] = seen[b2];
-                seen[b2] = t;
-            }
-        }
-    for (int k = 0; k < ns; k++) {
-        if (n < cap) out[n] = seen[k];
-        n++;
-    }
-    return n;
-}
-
 void cmh_replay_observe(cmh_replay *r, cmh_replay_observer fn, void *arg)
 {
     r->obs = fn;
     r->obs_arg = arg;
-    for (uint32_t i = 0; fn && i < r->bcap; i++) /* what is already there counts as appearing now */
-        if (r->blocks[i].used) fn(arg, (int64_t)r->blocks[i].size, r->blocks[i].stack);
+    for (uint32_t i = 0; fn && i < r->blocks.cap; i++) /* what is already there counts as appearing now */
+        if (cmh_oa_keyat(&r->blocks, i)) {
+            const rblock *b = cmh_oa_at(&r->blocks, i);
+            fn(arg, (int64_t)b->size, b->stack);
+        }
 }
 
 const cmh_entry *cmh_replay_entry(const cmh_replay *r, int64_t i)
@@ -965,11 +820,10 @@ int64_t cmh_replay_length(const cmh_replay *r) { return r->n; }
 
 void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg)
 {
-    for (uint32_t i = 0; i < r->bcap; i++) {
-        const rblock *b = &r->blocks[i];
-        if (!b->used) continue;
-        cmh_live_block lb = {b->addr, b->size, b->requested, b->time_ns, b->stack, b->state,
-                             b->pool == CMH_POOL_SMALL_IDX ? CMH_POOL_SMALL : CMH_POOL_LARGE};
+    for (uint32_t i = 0; i < r->blocks.cap; i++) {
+        const rblock *b = cmh_oa_at(&r->blocks, i);
+        if (!b->addr) continue;
+        cmh_live_block lb = {b->addr, b->size, b->requested, b->time_ns, b->stack, b->state, b->pool};
         fn(arg, &lb);
     }
 }

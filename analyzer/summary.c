@@ -92,10 +92,10 @@ void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FIL
     fputs("|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n", fp);
     for (size_t m = 0; m < sizeof metrics / sizeof metrics[0]; m++) {
         line(fp, '-');
-        row(fp, metrics[m].name, &metrics[m].arr[0], &metrics[m].arr[0], metrics[m].f);
+        row(fp, metrics[m].name, &metrics[m].arr[CMH_POOL_ALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f);
         if (abbreviated) continue;
-        row(fp, "      from large pool", &metrics[m].arr[1], &metrics[m].arr[0], metrics[m].f);
-        row(fp, "      from small pool", &metrics[m].arr[2], &metrics[m].arr[0], metrics[m].f);
+        row(fp, "      from large pool", &metrics[m].arr[CMH_POOL_LARGE], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f);
+        row(fp, "      from small pool", &metrics[m].arr[CMH_POOL_SMALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f);
     }
     line(fp, '-');
     row(fp, "Oversize allocations", &st->oversize_allocations, &st->oversize_allocations, fmt_count);

@@ -29,11 +29,14 @@ static void json_stat(FILE *fp, const char *name, const cmh_stat *s, int last)
 
 static void json_pools(FILE *fp, const char *metric, const cmh_stat *arr)
 {
-    static const char *const pools[] = {"all", "large_pool", "small_pool"};
+    static const struct {
+        const char *name;
+        int index;
+    } pools[] = {{"all", CMH_POOL_ALL}, {"large_pool", CMH_POOL_LARGE}, {"small_pool", CMH_POOL_SMALL}};
     for (int p = 0; p < 3; p++) {
         char name[96];
-        snprintf(name, sizeof name, "%s.%s", metric, pools[p]);
-        json_stat(fp, name, &arr[p], 0);
+        snprintf(name, sizeof name, "%s.%s", metric, pools[p].name);
+        json_stat(fp, name, &arr[pools[p].index], 0);
     }
 }
 

@@ -254,7 +254,7 @@ static void w_segment(pw *w, const cmh_snapshot *s, const cmh_segment *g)
     w_key(w, W_STREAM);
     w_int(w, (int64_t)g->stream);
     w_key(w, W_SEGMENT_TYPE);
-    int small = g->pool == CMH_POOL_SMALL || (g->pool == CMH_POOL_UNKNOWN && g->size <= (2u << 20));
+    int small = cmh_segment_pool(g) == CMH_POOL_SMALL;
     w_key(w, small ? W_SMALL : W_LARGE);
     w_key(w, W_SEGMENT_POOL_ID);
     w_int(w, (int64_t)g->pool_id[0]);

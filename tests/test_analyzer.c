@@ -138,7 +138,7 @@ static void test_state_only_snapshot(void)
     CU_ASSERT_EQUAL(st.allocated_bytes[0].current, 1024);
     CU_ASSERT_EQUAL(st.requested_bytes[0].current, 1000);
     CU_ASSERT_EQUAL(st.reserved_bytes[0].current, (int64_t)(22 * MIB));
-    CU_ASSERT_EQUAL(st.reserved_bytes[CMH_POOL_LARGE_IDX].current, (int64_t)(20 * MIB));
+    CU_ASSERT_EQUAL(st.reserved_bytes[CMH_POOL_LARGE].current, (int64_t)(20 * MIB));
     CU_ASSERT_EQUAL(st.inactive_split_bytes[0].current, (int64_t)(2 * MIB - 1024));
     CU_ASSERT_EQUAL(st.inactive_split[0].current, 1);
     CU_ASSERT_EQUAL(st.segment[0].current, 2);
@@ -191,8 +191,8 @@ static void test_whole_block_segments(void)
     cmh_summary_compute(&s, 0, &st);
     CU_ASSERT_EQUAL(st.allocated_bytes[0].current, 4096);
     CU_ASSERT_EQUAL(st.allocated_bytes[0].peak, (int64_t)(3 * MIB + 4096));
-    CU_ASSERT_EQUAL(st.allocated_bytes[CMH_POOL_LARGE_IDX].allocated, (int64_t)(3 * MIB));
-    CU_ASSERT_EQUAL(st.allocated_bytes[CMH_POOL_SMALL_IDX].allocated, 4096);
+    CU_ASSERT_EQUAL(st.allocated_bytes[CMH_POOL_LARGE].allocated, (int64_t)(3 * MIB));
+    CU_ASSERT_EQUAL(st.allocated_bytes[CMH_POOL_SMALL].allocated, 4096);
     CU_ASSERT_EQUAL(st.requested_bytes[0].current, 4000);
     CU_ASSERT_EQUAL(st.reserved_bytes[0].current, 4096);
     CU_ASSERT_EQUAL(st.inactive_split_bytes[0].peak, 0);

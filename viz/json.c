@@ -66,7 +66,7 @@ int cmh_export_json(const cmh_snapshot *in, FILE *fp)
                 ", \"active_size\": %" PRIu64 ", \"requested_size\": %" PRIu64 ", \"stream\": %" PRIu64
                 ", \"segment_type\": \"%s\", \"segment_pool_id\": [%" PRIu64 ", %" PRIu64 "], \"is_expandable\": %s, \"frames\": ",
                 i ? "," : "", g->device, g->addr, g->size, alloc, active, req, g->stream,
-                g->pool == CMH_POOL_SMALL || (g->pool == CMH_POOL_UNKNOWN && g->size <= (2u << 20)) ? "small" : "large",
+                cmh_segment_pool(g) == CMH_POOL_SMALL ? "small" : "large",
                 g->pool_id[0], g->pool_id[1], g->flags & CMH_SEG_EXPANDABLE ? "true" : "false");
         jframes(fp, &s, g->stack);
         fputs(", \"blocks\": [", fp);

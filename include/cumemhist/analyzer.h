@@ -22,8 +22,8 @@ typedef struct cmh_stat {
     int64_t current, peak, allocated, freed;
 } cmh_stat;
 
-enum { CMH_POOL_ALL = 0, CMH_POOL_LARGE_IDX = 1, CMH_POOL_SMALL_IDX = 2 };
-
+/* PyTorch's memory_stats(): each per-pool figure is an array indexed by CMH_POOL_ALL,
+ * CMH_POOL_SMALL and CMH_POOL_LARGE (snapshot.h). */
 typedef struct cmh_mem_stats {
     cmh_stat allocated_bytes[3], active_bytes[3], requested_bytes[3], reserved_bytes[3], inactive_split_bytes[3];
     cmh_stat allocation[3], active[3], segment[3], inactive_split[3];
@@ -64,10 +64,6 @@ typedef struct cmh_live_block {
 void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg);
 /* Free bytes inside the reserved segments now, and the largest contiguous free gap. */
 void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap);
-
-/* Devices that appear in a snapshot (traces or segments), ascending; returns the count. */
-int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
-const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
 
 /* memory_summary(): replay the whole trace of device and fill stats. */
 int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out);

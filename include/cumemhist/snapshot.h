@@ -68,7 +68,15 @@ typedef enum cmh_block_state {
     CMH_BLOCK_ACTIVE_PENDING_FREE
 } cmh_block_state;
 
-typedef enum cmh_pool { CMH_POOL_UNKNOWN = 0, CMH_POOL_SMALL, CMH_POOL_LARGE } cmh_pool;
+/* PyTorch's two pools.  The same numbers index the per-pool figures of cmh_mem_stats, where index
+ * CMH_POOL_ALL (0) is every pool together. */
+typedef enum cmh_pool { CMH_POOL_UNKNOWN = 0, CMH_POOL_SMALL = 1, CMH_POOL_LARGE = 2 } cmh_pool;
+#define CMH_POOL_ALL 0
+
+/* The pool of a segment of `size` bytes: with whole (no allocator above the driver: the segment
+ * is one block) the block rule, small up to 1 MiB (kSmallSize); otherwise a caching
+ * allocator's segment, small up to 2 MiB (kSmallBuffer).  The one place this rule is written. */
+int cmh_pool_rule(uint64_t size, int whole);
 
 typedef struct cmh_frame {
     uint64_t pc;       /* 0 when the source (a pickle) has none */
@@ -212,6 +220,9 @@ typedef struct cmh_snapshot {
     uint32_t kernels_status; /* string id: 0 = not asked for; "ok"; or why timing is unavailable */
 } cmh_snapshot;
 
+/* A segment's pool: its own when the source said, else cmh_pool_rule. */
+int cmh_segment_pool(const cmh_segment *g);
+
 /* Model building.  All return CMH_OK or CMH_ENOMEM. */
 int cmh_snapshot_init(cmh_snapshot *s);
 void cmh_snapshot_free(cmh_snapshot *s);
@@ -232,6 +243,12 @@ int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m);
 int cmh_snapshot_add_annotation(cmh_snapshot *s, const cmh_annotation *a);
 int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value, uint8_t type);
 int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k);
+
+/* Queries.  Devices that appear in a snapshot (a trace with entries, or segments), ascending with
+ * pinned host memory (-1) last; fills up to cap and returns how many there are. */
+int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
+/* The trace of a device, NULL when it has none. */
+const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
 
 /* The .cmh codec (docs/FORMAT.md). */
 #define CMH_FORMAT_VERSION 1

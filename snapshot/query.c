@@ -1,0 +1,47 @@
+/*
+ * query.c - questions every reader of the model asks: which devices a snapshot has, a device's
+ * trace, and a segment's pool by PyTorch's rule.
+ */
+#include "cumemhist/snapshot.h"
+
+int cmh_pool_rule(uint64_t size, int whole)
+{
+    return size <= (whole ? 1ull << 20 : 2ull << 20) ? CMH_POOL_SMALL : CMH_POOL_LARGE;
+}
+
+int cmh_segment_pool(const cmh_segment *g)
+{
+    if (g->pool == CMH_POOL_SMALL || g->pool == CMH_POOL_LARGE) return g->pool;
+    return cmh_pool_rule(g->size, (g->flags & CMH_SEG_WHOLE_BLOCK) != 0);
+}
+
+const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device)
+{
+    for (uint32_t i = 0; i < s->ntraces; i++)
+        if (s->traces[i].device == device) return &s->traces[i];
+    return NULL;
+}
+
+/* ascending as unsigned numbers: -1 (host) sorts last */
+static int before(int32_t a, int32_t b) { return (uint32_t)a < (uint32_t)b; }
+
+int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap)
+{
+    int32_t seen[256];
+    int ns = 0;
+    for (uint32_t i = 0; i < s->ntraces + s->nsegments; i++) {
+        int32_t d = i < s->ntraces ? s->traces[i].device : s->segments[i - s->ntraces].device;
+        if (i < s->ntraces && s->traces[i].nentries == 0) continue; /* an empty ring names no device */
+        int dup = 0;
+        for (int k = 0; k < ns && !dup; k++) dup = seen[k] == d;
+        if (dup || ns == 256) continue;
+        int k = ns++; /* insertion in order */
+        while (k > 0 && before(d, seen[k - 1])) {
+            seen[k] = seen[k - 1];
+            k--;
+        }
+        seen[k] = d;
+    }
+    for (int k = 0; k < ns && k < cap; k++) out[k] = seen[k];
+    return ns;
+}
