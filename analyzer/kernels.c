@@ -7,21 +7,20 @@
 
 #include "cumemhist/reports.h"
 
-static int g_sort; /* qsort has no context argument */
-
-static int cmp_row(const void *a, const void *b)
-{
-    const cmh_kernel_row *x = a, *y = b;
-    double kx, ky;
-    switch (g_sort) {
-    case CMH_KSORT_AVG: kx = x->avg_ns, ky = y->avg_ns; break;
-    case CMH_KSORT_CALLS: kx = (double)x->calls, ky = (double)y->calls; break;
-    case CMH_KSORT_MAX: kx = (double)x->max_ns, ky = (double)y->max_ns; break;
-    default: kx = (double)x->total_ns, ky = (double)y->total_ns; break;
+/* One comparator per order (qsort has no context argument, and a global would not be
+ * thread-safe): larger first, then by name id. */
+#define BY(field)                                                                                                \
+    static int cmp_##field(const void *a, const void *b)                                                         \
+    {                                                                                                            \
+        const cmh_kernel_row *x = a, *y = b;                                                                     \
+        if (x->field != y->field) return x->field > y->field ? -1 : 1;                                           \
+        return x->name < y->name ? -1 : x->name > y->name;                                                       \
     }
-    if (kx != ky) return kx > ky ? -1 : 1;
-    return x->name < y->name ? -1 : x->name > y->name;
-}
+BY(total_ns)
+BY(avg_ns)
+BY(calls)
+BY(max_ns)
+#undef BY
 
 int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **out, uint32_t *n, int64_t *gpu_total_ns)
 {
@@ -61,8 +60,11 @@ int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **out, uint
         rows[i].avg_ns = (double)rows[i].total_ns / (double)rows[i].calls;
         rows[i].pct = total ? 100.0 * (double)rows[i].total_ns / (double)total : 0.0;
     }
-    g_sort = sort;
-    if (nr) qsort(rows, nr, sizeof *rows, cmp_row);
+    int (*cmp)(const void *, const void *) = sort == CMH_KSORT_AVG     ? cmp_avg_ns
+                                             : sort == CMH_KSORT_CALLS ? cmp_calls
+                                             : sort == CMH_KSORT_MAX   ? cmp_max_ns
+                                                                       : cmp_total_ns;
+    if (nr) qsort(rows, nr, sizeof *rows, cmp);
     free(by_name);
     *out = rows;
     *n = nr;

@@ -11,48 +11,61 @@
 #include <string.h>
 
 #include "cumemhist/reports.h"
+#include "oatab.h"
 
 /* ---- sites: live bytes grouped by stack ---- */
 
 typedef struct site_map {
-    cmh_site *v;
+    cmh_site *v; /* dense, in order of appearance */
     uint32_t n, cap;
-    uint32_t *slots; /* index + 1 */
-    uint32_t scap;
+    cmh_oatab index; /* stack + 1 -> index in v */
+    int failed;      /* out of memory: the map is incomplete */
 } site_map;
+
+typedef struct site_slot {
+    uint64_t key; /* stack + 1 */
+    uint64_t i;
+} site_slot;
+
+static void site_map_init(site_map *m)
+{
+    memset(m, 0, sizeof *m);
+    cmh_oa_init(&m->index, sizeof(site_slot));
+}
 
 static cmh_site *site_get(site_map *m, uint32_t stack)
 {
-    if ((m->n + 1) * 2 > m->scap) {
-        uint32_t nc = m->scap ? m->scap * 2 : 64;
-        uint32_t *ns = calloc(nc, sizeof *ns);
-        if (!ns) return NULL;
-        for (uint32_t i = 0; i < m->n; i++) {
-            uint32_t j = (m->v[i].stack * 2654435761u) & (nc - 1);
-            while (ns[j]) j = (j + 1) & (nc - 1);
-            ns[j] = i + 1;
-        }
-        free(m->slots);
-        m->slots = ns;
-        m->scap = nc;
-    }
-    uint32_t j = (stack * 2654435761u) & (m->scap - 1);
-    for (; m->slots[j]; j = (j + 1) & (m->scap - 1))
-        if (m->v[m->slots[j] - 1].stack == stack) return &m->v[m->slots[j] - 1];
+    int created;
+    site_slot *sl = cmh_oa_get(&m->index, (uint64_t)stack + 1, &created);
+    if (!sl) goto oom;
+    if (!created) return &m->v[sl->i];
     if (m->n == m->cap) {
         uint32_t nc = m->cap ? m->cap * 2 : 64;
         cmh_site *nv = realloc(m->v, nc * sizeof *nv);
-        if (!nv) return NULL;
+        if (!nv) {
+            cmh_oa_remove(&m->index, sl);
+            goto oom;
+        }
         m->v = nv;
         m->cap = nc;
     }
-    cmh_site *s = &m->v[m->n];
+    sl->i = m->n;
+    cmh_site *s = &m->v[m->n++];
     memset(s, 0, sizeof *s);
     s->stack = stack;
     s->first_ns = INT64_MAX;
     s->last_ns = INT64_MIN;
-    m->slots[j] = ++m->n;
     return s;
+oom:
+    m->failed = 1;
+    return NULL;
+}
+
+static void site_map_free(site_map *m)
+{
+    free(m->v);
+    cmh_oa_free(&m->index);
+    memset(m, 0, sizeof *m);
 }
 
 static int cmp_site(const void *a, const void *b)
@@ -73,23 +86,33 @@ static void add_block(void *arg, const cmh_live_block *b)
     if (b->time_ns && b->time_ns > s->last_ns) s->last_ns = b->time_ns;
 }
 
-static void finish_sites(site_map *m, cmh_site **out, uint32_t *n)
+/* The sites, sorted, handed over to *out (the map is emptied); CMH_ENOMEM if it was incomplete. */
+static int finish_sites(site_map *m, cmh_site **out, uint32_t *n)
 {
+    *out = NULL;
+    *n = 0;
+    if (m->failed) {
+        site_map_free(m);
+        return CMH_ENOMEM;
+    }
     for (uint32_t i = 0; i < m->n; i++) {
         if (m->v[i].first_ns == INT64_MAX) m->v[i].first_ns = 0;
         if (m->v[i].last_ns == INT64_MIN) m->v[i].last_ns = 0;
     }
     if (m->n) qsort(m->v, m->n, sizeof *m->v, cmp_site);
-    free(m->slots);
+    cmh_oa_free(&m->index);
     *out = m->v;
     *n = m->n;
+    m->v = NULL;
+    return CMH_OK;
 }
 
-static void live_sites(const cmh_replay *r, cmh_site **out, uint32_t *n)
+static int live_sites(const cmh_replay *r, cmh_site **out, uint32_t *n)
 {
-    site_map m = {0};
+    site_map m;
+    site_map_init(&m);
     cmh_replay_blocks(r, add_block, &m);
-    finish_sites(&m, out, n);
+    return finish_sites(&m, out, n);
 }
 
 static void base_info(const cmh_snapshot *s, int device, cmh_report_base *b)
@@ -136,9 +159,10 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, cmh_peak_report *p)
     /* again, up to the allocated peak, to see who owned memory then */
     if (!(r = cmh_replay_new(s, device))) return CMH_ENOMEM;
     while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
-    live_sites(r, &p->sites, &p->nsites);
+    int rc = live_sites(r, &p->sites, &p->nsites);
     cmh_replay_free(r);
-    return CMH_OK;
+    if (rc != CMH_OK) cmh_peak_report_free(p);
+    return rc;
 }
 
 /* ---- leaks ---- */
@@ -196,7 +220,9 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh
     }
     p->ncheckpoints = ncp;
 
-    leak_ctx c = {{0}};
+    leak_ctx c;
+    site_map_init(&c.live);
+    int rc = CMH_OK;
     cmh_replay_observe(r, leak_observe, &c);
     /* samples[k][site index in c.live] */
     uint64_t *samples = NULL;
@@ -208,7 +234,10 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh
             if (c.live.n > sample_cols) { /* widen: new sites appeared */
                 uint32_t nc = c.live.n * 2 + 16;
                 uint64_t *ns = calloc((size_t)MAX_CHECKPOINTS * nc, sizeof *ns);
-                if (!ns) break;
+                if (!ns) {
+                    rc = CMH_ENOMEM;
+                    goto out;
+                }
                 for (int q = 0; samples && q < k; q++)
                     memcpy(ns + (size_t)q * nc, samples + (size_t)q * sample_cols, sample_cols * sizeof *ns);
                 free(samples);
@@ -224,19 +253,24 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh
     p->ncheckpoints = ncp;
 
     /* still live at the end, by site, with their growth over the checkpoints */
-    site_map end = {0};
+    site_map end;
+    site_map_init(&end);
     cmh_replay_blocks(r, add_block, &end);
     cmh_site *sites;
     uint32_t nsites;
-    finish_sites(&end, &sites, &nsites);
+    if (c.live.failed) rc = CMH_ENOMEM;
+    if (finish_sites(&end, &sites, &nsites) != CMH_OK) rc = CMH_ENOMEM;
+    if (rc != CMH_OK) {
+        free(sites);
+        goto out;
+    }
     uint32_t kept = 0;
     for (uint32_t i = 0; i < nsites; i++) {
         cmh_site *st = &sites[i];
         if (st->bytes < min_bytes) continue;
         /* the series: each checkpoint, then the end */
-        uint32_t col = UINT32_MAX;
-        for (uint32_t q = 0; q < c.live.n; q++)
-            if (c.live.v[q].stack == st->stack) col = q;
+        const site_slot *cs = cmh_oa_find(&c.live.index, (uint64_t)st->stack + 1);
+        uint32_t col = cs ? (uint32_t)cs->i : UINT32_MAX;
         uint64_t prev = 0;
         int have = 0;
         st->rises = st->drops = 0;
@@ -259,11 +293,12 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh
     }
     p->sites = sites;
     p->nsites = kept;
+out:
     free(samples);
-    free(c.live.v);
-    free(c.live.slots);
+    site_map_free(&c.live);
     cmh_replay_free(r);
-    return CMH_OK;
+    if (rc != CMH_OK) cmh_leak_report_free(p);
+    return rc;
 }
 
 /* ---- fragmentation ---- */
@@ -318,6 +353,7 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
             p->has_oom = 1;
         }
     }
+    if (p->has_oom) p->last_oom_verdict = cmh_oom_verdict(p->last_oom_request, p->free, p->largest_gap, p->last_oom_device_free);
     return CMH_OK;
 }
 
@@ -350,11 +386,12 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *p)
             o->reserved = (uint64_t)st->reserved_bytes[0].current;
             cmh_replay_free_space(r, &o->free_inside, &o->largest_gap);
             o->fits_in_gap = o->largest_gap >= o->request;
-            /* fragmentation when the bytes were there, only not in one piece */
-            if (o->fits_in_gap) o->verdict = CMH_OOM_FIT_IGNORED;
-            else if (o->free_inside + o->device_free >= o->request) o->verdict = CMH_OOM_FRAGMENTATION;
-            else o->verdict = CMH_OOM_DEMAND;
-            live_sites(r, &o->sites, &o->nsites);
+            o->verdict = cmh_oom_verdict(o->request, o->free_inside, o->largest_gap, o->device_free);
+            if (live_sites(r, &o->sites, &o->nsites) != CMH_OK) {
+                cmh_replay_free(r);
+                cmh_oom_report_free(p);
+                return CMH_ENOMEM;
+            }
         }
         cmh_replay_step(r);
     }
@@ -362,12 +399,36 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *p)
     return CMH_OK;
 }
 
-void cmh_report_free_sites(cmh_site *sites) { free(sites); }
+void cmh_peak_report_free(cmh_peak_report *p)
+{
+    free(p->sites);
+    memset(p, 0, sizeof *p);
+}
+
+void cmh_leak_report_free(cmh_leak_report *p)
+{
+    free(p->sites);
+    memset(p, 0, sizeof *p);
+}
+
+void cmh_frag_report_free(cmh_frag_report *p)
+{
+    free(p->segs);
+    memset(p, 0, sizeof *p);
+}
+
+int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free)
+{
+    if (largest_gap >= request) return CMH_OOM_FIT_IGNORED;
+    if (free_inside + device_free >= request) return CMH_OOM_FRAGMENTATION;
+    return CMH_OOM_DEMAND;
+}
 
 void cmh_oom_report_free(cmh_oom_report *p)
 {
     for (uint32_t i = 0; i < p->nevents; i++) free(p->events[i].sites);
     free(p->events);
+    memset(p, 0, sizeof *p);
 }
 
 /* ---- stacks as text ---- */

@@ -1,14 +1,23 @@
 /*
- * cli.h - what the subcommands of the cumemhist command share: one entry point per
- * subcommand (cmd_*.c) and the parsing helpers in util.c.
+ * cli.h - what the subcommands of the cumemhist command share: one entry point per subcommand
+ * (cmd_*.c, one file each), the option tables and their one parser (util.c), and the helpers
+ * every report prints with (report.c).
+ *
+ * Exit statuses, the same for every command (docs/CLI.md):
+ *   0 done; 1 a file could not be read or written (the message says which and why);
+ *   2 wrong usage; 3 a check the user asked for failed (--fail-on-leak, --fail-if-peak-grows);
+ *   4 out of memory.
  */
 #ifndef CMH_CLI_H
 #define CMH_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/snapshot.h"
+
+enum { CLI_OK = 0, CLI_EFILE = 1, CLI_EUSAGE = 2, CLI_ECHECK = 3, CLI_ENOMEM = 4 };
 
 int cmd_record(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
@@ -22,18 +31,64 @@ int cmd_oom(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 
+/* ---- options: each command declares a table, one parser reads them all ---- */
+
+typedef enum cli_kind {
+    CLI_FLAG,   /* int *: set to 1 */
+    CLI_INT,    /* int *: an integer in [min, max] */
+    CLI_SIZE,   /* uint64_t *: bytes, with an optional K/M/G suffix */
+    CLI_STR,    /* const char **: any text */
+    CLI_CHOICE, /* int *: the index of the value in choices (NULL-terminated) */
+    CLI_DEVICE, /* int *: a device number, -1 = pinned host memory */
+    CLI_PCT,    /* double *: a percentage ("5" or "5%") */
+} cli_kind;
+
+typedef struct cli_option {
+    const char *name;  /* "--top" */
+    const char *alias; /* "-o", or NULL */
+    cli_kind kind;
+    void *dest;
+    const char *arg;  /* what the help shows as the value ("N"), NULL for a flag */
+    const char *help; /* one line; a second line may follow after '\n' */
+    const char *const *choices;
+    long min, max; /* CLI_INT */
+    int *given;    /* if not NULL: set to 1 when the option appears */
+} cli_option;
+
+typedef struct cli_command {
+    const char *name;     /* "peak" */
+    const char *synopsis; /* "[options] SNAPSHOT..." */
+    const char *about;    /* what it does, a paragraph */
+    const cli_option *opts;
+    int nopts;
+    int min_args, max_args; /* positional arguments */
+    int stop_at_arg;        /* record: options end at the first positional argument */
+    const char *example;
+} cli_command;
+
+#define CLI_NOPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Parse argv (argv[0] = the command's name).  Positional arguments go to args (at most
+ * c->max_args; with stop_at_arg, the rest of argv from the first one on).  Returns 0, or
+ * CLI_EUSAGE after printing why, or -1 after printing --help (the caller exits 0). */
+int cli_parse(const cli_command *c, int argc, char **argv, char **args, int *nargs);
+/* The command's help: synopsis, about, its options from the table, the example. */
+void cli_usage(const cli_command *c, FILE *fp);
+
 /* Print "cumemhist: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Load any snapshot; on failure print the one-line error and return non-zero. */
+/* Load any snapshot; on failure print the one-line error and return the exit status
+ * (CLI_EFILE or CLI_ENOMEM), else 0. */
 int cli_load(const char *path, cmh_snapshot *s);
 /* Load a snapshot and choose its device: want, or with want == -2 the lowest it has.  On failure
- * print why, free what was loaded and return non-zero. */
+ * print why, free what was loaded and return the exit status. */
 int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device);
 /* Parse a non-negative integer with an optional K/M/G suffix (binary); -1 on error. */
 int cli_parse_u64(const char *s, uint64_t *out);
-/* --device's value: a number from -1 (pinned host memory) to 1023; -1 return after an error message */
-int cli_parse_device(const char *v, int *out);
-/* Is argv[i] the option name (exact), consuming its value into *val (from "--x=v" or the next arg). */
-int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
+/* The exit status for a CMH_* code from a computation, with the message printed. */
+int cli_fail(const char *what, int rc);
+/* After writing a report to stdout: flush it and turn a failed write into an error message and
+ * CLI_EFILE ("cumemhist: standard output: No space left on device"). */
+int cli_finish_stdout(int rc);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * cmd_export.c - `cumemhist export SNAP --format memviz|json -o OUT`
+ * cmd_export.c - `cumemhist export SNAP --format memviz|json|chrome -o OUT`: a snapshot shaped for
+ * another tool (viz/), written atomically.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,72 +10,56 @@
 #include "cli.h"
 #include "cumemhist/viz.h"
 
-static const char *const usage_text =
-    "usage: cumemhist export [options] SNAPSHOT\n"
-    "\n"
-    "Write a snapshot (.cmh or PyTorch pickle) for another tool.\n"
-    "\n"
-    "options:\n"
-    "  -f, --format memviz   a PyTorch snapshot pickle (protocol 4) that PyTorch's memory_viz page\n"
-    "                        (pytorch.org/memory_viz) and _memory_viz.py open (default)\n"
-    "  -f, --format json     the same dict as JSON, plus what PyTorch's schema cannot hold\n"
-    "  -f, --format chrome   a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"
-    "                        device, OOM and mark instants, kernels on one track per stream\n"
-    "  -o, --output PATH     where to write (default: standard output; written atomically)\n"
-    "\n"
-    "example: cumemhist export run.cmh -o run.pickle   # then drag run.pickle onto memory_viz\n";
+enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME };
+static const char *const g_formats[] = {"memviz", "pickle", "json", "chrome", NULL};
+static int g_format = F_MEMVIZ;
+static const char *g_out;
+
+static const cli_option g_opts[] = {
+    {"--format", "-f", CLI_CHOICE, &g_format, "FORMAT",
+     "memviz (default): a PyTorch snapshot pickle (protocol 4) that PyTorch's\n"
+     "memory_viz page (pytorch.org/memory_viz) and _memory_viz.py open;\n"
+     "json: the same dict as JSON, plus what PyTorch's schema cannot hold;\n"
+     "chrome: a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"
+     "device, OOM and mark instants, kernels on one track per stream",
+     g_formats, 0, 0, NULL},
+    {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write (default: standard output; written atomically)", NULL, 0, 0, NULL},
+};
+
+static const cli_command g_cmd = {"export", "[options] SNAPSHOT", "Write a snapshot (.cmh or PyTorch pickle) for another tool.",
+                                  g_opts, CLI_NOPTS(g_opts), 1, 1, 0,
+                                  "cumemhist export run.cmh -o run.pickle   # then drag run.pickle onto memory_viz"};
 
 int cmd_export(int argc, char **argv)
 {
-    const char *path = NULL, *out = NULL, *format = "memviz", *v;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (cli_opt(argc, argv, &i, "-f", &v) || cli_opt(argc, argv, &i, "--format", &v)) format = v;
-        else if (cli_opt(argc, argv, &i, "-o", &v) || cli_opt(argc, argv, &i, "--output", &v)) out = v;
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error("export: unknown option '%s' (see cumemhist export --help)", argv[i]);
-            return 2;
-        } else if (!path) path = argv[i];
-        else {
-            cli_error("export: one snapshot at a time");
-            return 2;
-        }
-    }
-    if (!path) {
-        fputs(usage_text, stderr);
-        return 2;
-    }
-    int json = !strcmp(format, "json"), chrome = !strcmp(format, "chrome");
-    if (!json && !chrome && strcmp(format, "memviz") && strcmp(format, "pickle")) {
-        cli_error("export: unknown format '%s' (memviz, json or chrome)", format);
-        return 2;
-    }
+    char *path;
+    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    if (rc) return rc < 0 ? 0 : rc;
     cmh_snapshot s;
-    if (cli_load(path, &s)) return 1;
-    char tmp[4200];
+    if ((rc = cli_load(path, &s))) return rc;
+    char err[4400];
+    cmh_atomic a;
     FILE *fp = stdout;
-    if (out && strcmp(out, "-")) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-        if (!(fp = fopen(tmp, "wb"))) {
-            cli_error("%s: %s", tmp, strerror(errno));
-            cmh_snapshot_free(&s);
-            return 1;
-        }
+    if (g_out && strcmp(g_out, "-") && !(fp = cmh_atomic_open(&a, g_out, err, sizeof err))) {
+        cli_error("%s", err);
+        cmh_snapshot_free(&s);
+        return CLI_EFILE;
     }
     uint64_t host = 0;
-    int rc = json ? cmh_export_json(&s, fp) : chrome ? cmh_export_chrome(&s, fp) : cmh_export_memviz(&s, fp, &host);
+    int erc = g_format == F_JSON     ? cmh_export_json(&s, fp)
+              : g_format == F_CHROME ? cmh_export_chrome(&s, fp)
+                                     : cmh_export_memviz(&s, fp, &host);
     if (fp != stdout) {
-        if (fclose(fp) != 0) rc = CMH_EIO;
-        if (rc == CMH_OK && rename(tmp, out) != 0) rc = CMH_EIO;
-        if (rc != CMH_OK) unlink(tmp);
-    } else if (fflush(stdout) != 0) rc = CMH_EIO;
-    if (rc != CMH_OK) cli_error("%s: export failed (%s)", out ? out : "stdout", rc == CMH_ENOMEM ? "out of memory" : strerror(errno));
-    else if (host && !json && !chrome)
+        if (erc == CMH_OK) erc = cmh_atomic_commit(&a, err, sizeof err);
+        else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: %s", g_out, cmh_strerror(erc));
+        if (erc != CMH_OK) cli_error("%s", err);
+    } else if (erc != CMH_OK) {
+        cli_error("standard output: export failed (%s)", erc == CMH_ENOMEM ? "out of memory" : strerror(errno));
+    }
+    if (erc == CMH_OK && host && g_format != F_JSON && g_format != F_CHROME)
         fprintf(stderr, "cumemhist: %llu pinned host allocations left out (memory_viz shows devices only)\n",
                 (unsigned long long)host);
     cmh_snapshot_free(&s);
-    return rc == CMH_OK ? 0 : 1;
+    if (erc != CMH_OK) return erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
+    return fp == stdout ? cli_finish_stdout(0) : 0;
 }

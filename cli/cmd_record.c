@@ -20,29 +20,37 @@
 
 #include "cli.h"
 
-static const char *const usage_text =
-    "usage: cumemhist record [options] -- program [args...]\n"
-    "\n"
+static const char *g_output, *g_lib;
+static int g_enabled = -1, g_context = -1, g_quiet, g_kernels, g_have_entries, g_have_frames, g_max_frames;
+static uint64_t g_max_entries;
+static const char *const g_enabled_names[] = {"state", "all", NULL};
+static const char *const g_context_names[] = {"none", "state", "alloc", "all", NULL};
+
+static const cli_option g_opts[] = {
+    {"--output", "-o", CLI_STR, &g_output, "PATH",
+     "snapshot path; %p = pid, %r = rank (RANK/LOCAL_RANK)\n(default cumemhist.%p.cmh; a fixed path gets .PID inserted\n"
+     "for every process but the first)",
+     NULL, 0, 0, NULL},
+    {"--enabled", NULL, CLI_CHOICE, &g_enabled, "state|all",
+     "all: live blocks and the trace history (default);\nstate: live blocks only", g_enabled_names, 0, 0, NULL},
+    {"--context", NULL, CLI_CHOICE, &g_context, "none|state|alloc|all", "which events keep a stack (default all)",
+     g_context_names, 0, 0, NULL},
+    {"--max-entries", NULL, CLI_SIZE, &g_max_entries, "N",
+     "trace entries kept per device, oldest dropped first\n(default 0 = unlimited)", NULL, 0, 0, &g_have_entries},
+    {"--max-frames", NULL, CLI_INT, &g_max_frames, "N", "deepest stack kept (default 32, at most 128)", NULL, 1, 128,
+     &g_have_frames},
+    {"--kernels", NULL, CLI_FLAG, &g_kernels, NULL, "also record kernel timing through CUPTI (CONCURRENT_KERNEL)", NULL, 0, 0,
+     NULL},
+    {"--lib", NULL, CLI_STR, &g_lib, "PATH", "libcumemhist.so to preload (default: beside this command)", NULL, 0, 0, NULL},
+    {"--quiet", "-q", CLI_FLAG, &g_quiet, NULL, "do not list the snapshots written", NULL, 0, 0, NULL},
+};
+
+static const cli_command g_cmd = {
+    "record", "[options] -- program [args...]",
     "Run a program with the recorder preloaded and write a snapshot of its CUDA memory\n"
     "history at exit (also on SIGUSR1 and at the first out-of-memory error).  SIGUSR2\n"
-    "drops a mark (\"SIGUSR2 #n\") into the trace.\n"
-    "\n"
-    "options:\n"
-    "  -o, --output PATH     snapshot path; %p = pid, %r = rank (RANK/LOCAL_RANK)\n"
-    "                        (default cumemhist.%p.cmh; a fixed path gets .PID inserted\n"
-    "                        for every process but the first)\n"
-    "  --enabled state|all   all: live blocks and the trace history (default);\n"
-    "                        state: live blocks only\n"
-    "  --context none|state|alloc|all\n"
-    "                        which events keep a stack (default all)\n"
-    "  --max-entries N       trace entries kept per device, oldest dropped first\n"
-    "                        (default 0 = unlimited)\n"
-    "  --max-frames N        deepest stack kept (default 32, at most 128)\n"
-    "  --kernels             also record kernel timing through CUPTI (CONCURRENT_KERNEL)\n"
-    "  --lib PATH            libcumemhist.so to preload (default: beside this command)\n"
-    "  -q, --quiet           do not list the snapshots written\n"
-    "\n"
-    "example: cumemhist record -o train.cmh -- python train.py\n";
+    "drops a mark (\"SIGUSR2 #n\") into the trace.",
+    g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 1, "cumemhist record -o train.cmh -- python train.py"};
 
 static pid_t g_child;
 
@@ -76,63 +84,19 @@ static int find_lib(const char *argv0, char *out, size_t n)
     return -1;
 }
 
-static int check_choice(const char *opt, const char *v, const char *const *ok)
-{
-    for (; *ok; ok++)
-        if (!strcmp(v, *ok)) return 0;
-    cli_error("%s: '%s' is not one of the accepted values (see cumemhist record --help)", opt, v);
-    return -1;
-}
-
 int cmd_record(int argc, char **argv)
 {
-    const char *output = NULL, *enabled = NULL, *context = NULL, *max_entries = NULL, *max_frames = NULL, *lib = NULL;
-    int quiet = 0, kernels = 0, i;
-    static const char *const enabled_ok[] = {"state", "all", NULL};
-    static const char *const context_ok[] = {"none", "state", "alloc", "all", NULL};
-    for (i = 1; i < argc; i++) {
-        const char *v;
-        if (!strcmp(argv[i], "--")) {
-            i++;
-            break;
-        }
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) quiet = 1;
-        else if (!strcmp(argv[i], "--kernels")) kernels = 1;
-        else if (cli_opt(argc, argv, &i, "-o", &v) || cli_opt(argc, argv, &i, "--output", &v)) output = v;
-        else if (cli_opt(argc, argv, &i, "--enabled", &v)) {
-            if (check_choice("--enabled", v, enabled_ok)) return 2;
-            enabled = v;
-        } else if (cli_opt(argc, argv, &i, "--context", &v)) {
-            if (check_choice("--context", v, context_ok)) return 2;
-            context = v;
-        } else if (cli_opt(argc, argv, &i, "--max-entries", &v)) {
-            uint64_t x;
-            if (cli_parse_u64(v, &x)) {
-                cli_error("--max-entries: '%s' is not a non-negative integer", v);
-                return 2;
-            }
-            max_entries = v;
-        } else if (cli_opt(argc, argv, &i, "--max-frames", &v)) {
-            uint64_t x;
-            if (cli_parse_u64(v, &x) || x < 1 || x > 128) {
-                cli_error("--max-frames: '%s' is not an integer from 1 to 128", v);
-                return 2;
-            }
-            max_frames = v;
-        } else if (cli_opt(argc, argv, &i, "--lib", &v)) lib = v;
-        else if (argv[i][0] == '-') {
-            cli_error("record: unknown option '%s' (see cumemhist record --help)", argv[i]);
-            return 2;
-        } else break; /* the program, without a "--" */
+    char **prog = malloc((size_t)(argc + 1) * sizeof *prog);
+    int nprog;
+    if (!prog) return CLI_ENOMEM;
+    int rc = cli_parse(&g_cmd, argc, argv, prog, &nprog);
+    if (rc) {
+        free(prog);
+        return rc < 0 ? 0 : rc;
     }
-    if (i >= argc) {
-        fputs(usage_text, stderr);
-        return 2;
-    }
+    prog[nprog] = NULL;
+    const char *lib = g_lib, *output = g_output;
+    int quiet = g_quiet;
     char libpath[PATH_MAX];
     if (lib) snprintf(libpath, sizeof libpath, "%s", lib);
     if ((lib && access(libpath, R_OK) != 0) || (!lib && find_lib(argv[0], libpath, sizeof libpath) != 0)) {
@@ -151,12 +115,15 @@ int cmd_record(int argc, char **argv)
     snprintf(preload, pl, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", libpath);
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
+    char num[32];
     if (output) setenv("CUMEMHIST_OUTPUT", output, 1);
-    if (enabled) setenv("CUMEMHIST_ENABLED", enabled, 1);
-    if (context) setenv("CUMEMHIST_CONTEXT", context, 1);
-    if (max_entries) setenv("CUMEMHIST_MAX_ENTRIES", max_entries, 1);
-    if (max_frames) setenv("CUMEMHIST_MAX_FRAMES", max_frames, 1);
-    if (kernels) setenv("CUMEMHIST_KERNELS", "1", 1);
+    if (g_enabled >= 0) setenv("CUMEMHIST_ENABLED", g_enabled_names[g_enabled], 1);
+    if (g_context >= 0) setenv("CUMEMHIST_CONTEXT", g_context_names[g_context], 1);
+    snprintf(num, sizeof num, "%llu", (unsigned long long)g_max_entries);
+    if (g_have_entries) setenv("CUMEMHIST_MAX_ENTRIES", num, 1);
+    snprintf(num, sizeof num, "%d", g_max_frames);
+    if (g_have_frames) setenv("CUMEMHIST_MAX_FRAMES", num, 1);
+    if (g_kernels) setenv("CUMEMHIST_KERNELS", "1", 1);
 
     /* A fixed output path is claimed by the first process that dumps (recorder/config.c):
      * clear a claim left by an earlier run, and remove ours afterwards. */
@@ -193,8 +160,8 @@ int cmd_record(int argc, char **argv)
         return 1;
     }
     if (g_child == 0) {
-        execvp(argv[i], argv + i);
-        cli_error("cannot run %s: %s", argv[i], strerror(errno));
+        execvp(prog[0], prog);
+        cli_error("cannot run %s: %s", prog[0], strerror(errno));
         _exit(127);
     }
     /* The terminal sends SIGINT/SIGQUIT to the whole group, the child included: just outlive it.

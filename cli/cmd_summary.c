@@ -1,33 +1,40 @@
 /*
- * cmd_summary.c - `cumemhist summary SNAP [--device N] [--abbreviated] [--json]`
+ * cmd_summary.c - `cumemhist summary`: torch.cuda.memory_summary() of a snapshot, computed by
+ * replaying its trace.
  */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
+#include "jsonw.h"
 
-static const char *const usage_text =
-    "usage: cumemhist summary [options] SNAPSHOT\n"
-    "\n"
+static int g_device = -2, g_abbrev, g_json;
+
+static const cli_option g_opts[] = {
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to report (default: the lowest device in the snapshot)", NULL, 0, 0, NULL},
+    {"--abbreviated", NULL, CLI_FLAG, &g_abbrev, NULL, "omit the large/small pool rows", NULL, 0, 0, NULL},
+    {"--json", NULL, CLI_FLAG, &g_json, NULL, "machine-readable output, every figure an exact integer", NULL, 0, 0, NULL},
+};
+
+static const cli_command g_cmd = {
+    "summary", "[options] SNAPSHOT",
     "Print the torch.cuda.memory_summary() table of a snapshot (.cmh or PyTorch pickle),\n"
     "computed by replaying its trace: Cur Usage is the end of the record, Peak Usage the\n"
-    "maximum over it.\n"
-    "\n"
-    "options:\n"
-    "  --device N      device to report (default: the lowest device in the snapshot)\n"
-    "  --abbreviated   omit the large/small pool rows\n"
-    "  --json          machine-readable output, every figure an exact integer\n"
-    "\n"
-    "example: cumemhist summary cumemhist.1234.cmh\n";
+    "maximum over it.",
+    g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist summary cumemhist.1234.cmh"};
 
-static void json_stat(FILE *fp, const char *name, const cmh_stat *s, int last)
+static void json_stat(cmh_jw *w, const char *name, const cmh_stat *s)
 {
-    fprintf(fp, "    \"%s\": {\"current\": %lld, \"peak\": %lld, \"allocated\": %lld, \"freed\": %lld}%s\n", name,
-            (long long)s->current, (long long)s->peak, (long long)s->allocated, (long long)s->freed, last ? "" : ",");
+    cmh_jw_nl(w);
+    cmh_jw_key(w, name);
+    cmh_jw_obj(w);
+    cmh_jw_kint(w, "current", s->current);
+    cmh_jw_kint(w, "peak", s->peak);
+    cmh_jw_kint(w, "allocated", s->allocated);
+    cmh_jw_kint(w, "freed", s->freed);
+    cmh_jw_end(w);
 }
 
-static void json_pools(FILE *fp, const char *metric, const cmh_stat *arr)
+static void json_pools(cmh_jw *w, const char *metric, const cmh_stat *arr)
 {
     static const struct {
         const char *name;
@@ -36,70 +43,61 @@ static void json_pools(FILE *fp, const char *metric, const cmh_stat *arr)
     for (int p = 0; p < 3; p++) {
         char name[96];
         snprintf(name, sizeof name, "%s.%s", metric, pools[p].name);
-        json_stat(fp, name, &arr[pools[p].index], 0);
+        json_stat(w, name, &arr[pools[p].index]);
     }
 }
 
 int cmd_summary(int argc, char **argv)
 {
-    const char *path = NULL, *v;
-    int device = -2, abbreviated = 0, json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--abbreviated")) abbreviated = 1;
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (cli_opt(argc, argv, &i, "--device", &v)) {
-            if (cli_parse_device(v, &device)) return 2;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error("summary: unknown option '%s' (see cumemhist summary --help)", argv[i]);
-            return 2;
-        } else if (!path) path = argv[i];
-        else {
-            cli_error("summary: one snapshot at a time");
-            return 2;
-        }
-    }
-    if (!path) {
-        fputs(usage_text, stderr);
-        return 2;
-    }
+    char *path;
+    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    if (rc) return rc < 0 ? 0 : rc;
     cmh_snapshot s;
-    if (cli_load_device(path, device, &s, &device)) return 1;
+    int device;
+    if ((rc = cli_load_device(path, g_device, &s, &device))) return rc;
     int32_t devs[64];
     int nd = cmh_snapshot_devices(&s, devs, 64);
     cmh_mem_stats st;
-    if (cmh_summary_compute(&s, device, &st) != CMH_OK) {
-        cli_error("out of memory");
+    int crc = cmh_summary_compute(&s, device, &st);
+    if (crc != CMH_OK) {
         cmh_snapshot_free(&s);
-        return 1;
+        return cli_fail(path, crc);
     }
     const cmh_trace *t = cmh_snapshot_trace(&s, device);
     uint64_t dropped = t ? t->dropped : 0, nent = t ? t->nentries : 0;
-    if (json) {
-        printf("{\n  \"file\": \"%s\",\n  \"device\": %d,\n  \"trace_entries\": %llu,\n  \"dropped_entries\": %llu,\n",
-               path, device, (unsigned long long)nent, (unsigned long long)dropped);
-        printf("  \"byte_units\": \"%s\",\n", s.source == CMH_SRC_PYTORCH ? "requested" : "allocated");
-        printf("  \"stats\": {\n");
-        json_pools(stdout, "allocated_bytes", st.allocated_bytes);
-        json_pools(stdout, "active_bytes", st.active_bytes);
-        json_pools(stdout, "requested_bytes", st.requested_bytes);
-        json_pools(stdout, "reserved_bytes", st.reserved_bytes);
-        json_pools(stdout, "inactive_split_bytes", st.inactive_split_bytes);
-        json_pools(stdout, "allocation", st.allocation);
-        json_pools(stdout, "active", st.active);
-        json_pools(stdout, "segment", st.segment);
-        json_pools(stdout, "inactive_split", st.inactive_split);
-        json_stat(stdout, "oversize_allocations", &st.oversize_allocations, 0);
-        json_stat(stdout, "oversize_segments", &st.oversize_segments, 1);
-        printf("  },\n  \"num_ooms\": %llu,\n  \"num_alloc_retries\": %llu\n}\n", (unsigned long long)st.num_ooms,
-               (unsigned long long)st.num_alloc_retries);
+    if (g_json) {
+        cmh_jw w;
+        cmh_jw_init(&w, stdout);
+        cmh_jw_obj(&w);
+        cmh_jw_kstr(&w, "file", path);
+        cmh_jw_kint(&w, "device", device);
+        cmh_jw_kuint(&w, "trace_entries", nent);
+        cmh_jw_kuint(&w, "dropped_entries", dropped);
+        cmh_jw_kstr(&w, "byte_units", s.source == CMH_SRC_PYTORCH ? "requested" : "allocated");
+        cmh_jw_nl(&w);
+        cmh_jw_key(&w, "stats");
+        cmh_jw_obj(&w);
+        json_pools(&w, "allocated_bytes", st.allocated_bytes);
+        json_pools(&w, "active_bytes", st.active_bytes);
+        json_pools(&w, "requested_bytes", st.requested_bytes);
+        json_pools(&w, "reserved_bytes", st.reserved_bytes);
+        json_pools(&w, "inactive_split_bytes", st.inactive_split_bytes);
+        json_pools(&w, "allocation", st.allocation);
+        json_pools(&w, "active", st.active);
+        json_pools(&w, "segment", st.segment);
+        json_pools(&w, "inactive_split", st.inactive_split);
+        json_stat(&w, "oversize_allocations", &st.oversize_allocations);
+        json_stat(&w, "oversize_segments", &st.oversize_segments);
+        cmh_jw_end(&w);
+        cmh_jw_nl(&w);
+        cmh_jw_kuint(&w, "num_ooms", st.num_ooms);
+        cmh_jw_kuint(&w, "num_alloc_retries", st.num_alloc_retries);
+        cmh_jw_end(&w);
+        putchar('\n');
     } else if (!nd) {
         printf("%s: no allocations recorded\n", path);
     } else {
-        cmh_summary_print(&st, device, abbreviated, stdout);
+        cmh_summary_print(&st, device, g_abbrev, stdout);
         if (device == -1) printf("note: device -1 is pinned host memory\n");
         if (dropped)
             printf("note: the ring dropped the %llu oldest entries; peaks and totals cover the last %llu only\n",
@@ -112,5 +110,5 @@ int cmd_summary(int argc, char **argv)
         }
     }
     cmh_snapshot_free(&s);
-    return 0;
+    return cli_finish_stdout(0);
 }

@@ -21,7 +21,7 @@ static const struct {
     {"kernels", cmd_kernels, "kernel timing table (record --kernels): calls, total, avg, min, max"},
     {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments"},
     {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code"},
-    {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle) or as JSON"},
+    {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON or a Chrome trace"},
 };
 
 static void usage(FILE *fp)
@@ -38,6 +38,13 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "help") && argc > 2) { /* `cumemhist help summary` = `cumemhist summary --help` */
+        char *args[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+            if (!strcmp(argv[2], g_cmds[i].name)) return g_cmds[i].fn(2, args);
+        cli_error("unknown command '%s' (try 'cumemhist --help')", argv[2]);
         return 2;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

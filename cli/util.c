@@ -1,5 +1,6 @@
 /*
- * util.c - argument parsing and snapshot loading shared by every subcommand.
+ * util.c - what every subcommand shares: the one option parser (over each command's table),
+ * the help it prints from that table, snapshot loading, and the exit statuses of cli.h.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -19,12 +20,28 @@ void cli_error(const char *fmt, ...)
     va_end(ap);
 }
 
+int cli_fail(const char *what, int rc)
+{
+    cli_error("%s: %s", what, cmh_strerror(rc));
+    return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
+}
+
+int cli_finish_stdout(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("standard output: %s", strerror(errno ? errno : EIO));
+        return rc ? rc : CLI_EFILE;
+    }
+    return rc;
+}
+
 int cli_load(const char *path, cmh_snapshot *s)
 {
     char err[1024];
-    if (cmh_snapshot_load(path, s, err, sizeof err) != CMH_OK) {
+    int rc = cmh_snapshot_load(path, s, err, sizeof err);
+    if (rc != CMH_OK) {
         cli_error("%s", err);
-        return 1;
+        return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
     if (s->pt_fields & CMH_PT_LEGACY_HISTORY)
         fprintf(stderr, "cumemhist: note: %s has PyTorch <= 2.0's layout (per-block history); block stacks come from it\n",
@@ -53,39 +70,10 @@ int cli_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-int cli_parse_device(const char *v, int *out)
-{
-    char *end;
-    long d = strtol(v, &end, 10);
-    if (!*v || *end || d < -1 || d > 1023) {
-        cli_error("--device: '%s' is not a device number (-1 = pinned host memory)", v);
-        return -1;
-    }
-    *out = (int)d;
-    return 0;
-}
-
-int cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != 0) return 0;
-    if (*i + 1 >= argc) {
-        cli_error("%s needs a value", name);
-        exit(2);
-    }
-    *val = argv[++*i];
-    return 1;
-}
-
 int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device)
 {
-    if (cli_load(path, s)) return 1;
+    int rc = cli_load(path, s);
+    if (rc) return rc;
     int32_t devs[64];
     int nd = cmh_snapshot_devices(s, devs, 64);
     if (want == -2) { /* not asked: the lowest device the snapshot has */
@@ -103,5 +91,154 @@ int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device)
     }
     cli_error("%s: no device %d in this snapshot", path, want);
     cmh_snapshot_free(s);
-    return 1;
+    return CLI_EFILE;
+}
+
+/* ---- the option parser ---- */
+
+static int bad_value(const cli_command *c, const cli_option *o, const char *v, const char *want)
+{
+    cli_error("%s %s: '%s' is not %s (see cumemhist %s --help)", c->name, o->name, v, want, c->name);
+    return CLI_EUSAGE;
+}
+
+static int take_value(const cli_command *c, const cli_option *o, const char *v)
+{
+    char *end;
+    switch (o->kind) {
+    case CLI_FLAG: *(int *)o->dest = 1; return 0;
+    case CLI_STR: *(const char **)o->dest = v; return 0;
+    case CLI_INT: {
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (!*v || *end || errno || x < o->min || x > o->max) {
+            char want[96];
+            snprintf(want, sizeof want, "a number from %ld to %ld", o->min, o->max);
+            return bad_value(c, o, v, want);
+        }
+        *(int *)o->dest = (int)x;
+        return 0;
+    }
+    case CLI_SIZE:
+        if (cli_parse_u64(v, (uint64_t *)o->dest)) return bad_value(c, o, v, "a size (e.g. 1048576 or 1M)");
+        return 0;
+    case CLI_DEVICE: {
+        long d = strtol(v, &end, 10);
+        if (!*v || *end || d < -1 || d > 1023) return bad_value(c, o, v, "a device number (-1 = pinned host memory)");
+        *(int *)o->dest = (int)d;
+        return 0;
+    }
+    case CLI_PCT: {
+        double x = strtod(v, &end);
+        if (end != v && *end == '%') end++;
+        if (end == v || *end || x < 0) return bad_value(c, o, v, "a percentage");
+        *(double *)o->dest = x;
+        return 0;
+    }
+    case CLI_CHOICE:
+        for (int k = 0; o->choices[k]; k++)
+            if (!strcmp(v, o->choices[k])) {
+                *(int *)o->dest = k;
+                return 0;
+            }
+        {
+            char want[256] = "one of";
+            for (int k = 0; o->choices[k]; k++)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s %s", k ? "," : "", o->choices[k]);
+            return bad_value(c, o, v, want);
+        }
+    }
+    return CLI_EUSAGE;
+}
+
+int cli_parse(const cli_command *c, int argc, char **argv, char **args, int *nargs)
+{
+    *nargs = 0;
+    int i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            cli_usage(c, stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || !a[1]) { /* a positional argument ("-" alone is one: standard input) */
+            if (c->stop_at_arg) break;
+            if (*nargs == c->max_args) {
+                cli_error("%s: too many arguments at '%s' (at most %d; see cumemhist %s --help)", c->name, a, c->max_args,
+                          c->name);
+                return CLI_EUSAGE;
+            }
+            args[(*nargs)++] = argv[i];
+            continue;
+        }
+        const cli_option *o = NULL;
+        const char *v = NULL;
+        for (int k = 0; k < c->nopts && !o; k++) {
+            const cli_option *t = &c->opts[k];
+            const char *names[2] = {t->name, t->alias};
+            for (int n = 0; n < 2 && !o; n++) {
+                size_t l = names[n] ? strlen(names[n]) : 0;
+                if (!l || strncmp(a, names[n], l)) continue;
+                if (!a[l]) o = t;
+                else if (a[l] == '=' && t->kind != CLI_FLAG) o = t, v = a + l + 1;
+            }
+        }
+        if (!o) {
+            cli_error("%s: unknown option '%s' (see cumemhist %s --help)", c->name, a, c->name);
+            return CLI_EUSAGE;
+        }
+        if (o->kind != CLI_FLAG && !v) {
+            if (i + 1 >= argc) {
+                cli_error("%s: %s needs a value (%s)", c->name, o->name, o->arg ? o->arg : "see --help");
+                return CLI_EUSAGE;
+            }
+            v = argv[++i];
+        }
+        int rc = take_value(c, o, v);
+        if (rc) return rc;
+        if (o->given) *o->given = 1;
+    }
+    if (c->stop_at_arg)
+        for (; i < argc; i++) args[(*nargs)++] = argv[i];
+    else
+        for (; i < argc; i++) { /* after "--": positional only */
+            if (*nargs == c->max_args) {
+                cli_error("%s: too many arguments (at most %d)", c->name, c->max_args);
+                return CLI_EUSAGE;
+            }
+            args[(*nargs)++] = argv[i];
+        }
+    if (*nargs < c->min_args) {
+        cli_usage(c, stderr);
+        return CLI_EUSAGE;
+    }
+    return 0;
+}
+
+void cli_usage(const cli_command *c, FILE *fp)
+{
+    fprintf(fp, "usage: cumemhist %s %s\n\n%s\n", c->name, c->synopsis, c->about);
+    if (c->nopts) fputs("\noptions:\n", fp);
+    for (int k = 0; k < c->nopts; k++) {
+        const cli_option *o = &c->opts[k];
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s%s%s", o->alias ? o->alias : "", o->alias ? ", " : "", o->name, o->arg ? " " : "",
+                 o->arg ? o->arg : "");
+        const char *h = o->help, *nl;
+        int first = 1;
+        do { /* a help text may run over several lines */
+            nl = strchr(h, '\n');
+            int n = nl ? (int)(nl - h) : (int)strlen(h);
+            if (first && strlen(left) <= 22) fprintf(fp, "  %-22s %.*s\n", left, n, h);
+            else if (first) fprintf(fp, "  %s\n  %-22s %.*s\n", left, "", n, h);
+            else fprintf(fp, "  %-22s %.*s\n", "", n, h);
+            first = 0;
+            h = nl ? nl + 1 : h;
+        } while (nl);
+    }
+    if (c->example) fprintf(fp, "\nexample: %s\n", c->example);
 }

@@ -4,7 +4,7 @@
  * Positional arrays everywhere below the top-level map; trace entries delta-encode their address
  * and time against the previous entry of the same trace, which is what keeps an entry near
  * 16 bytes.  The file is written through a FILE* with a 64 KiB buffer; cmh_cmh_write_file makes
- * it atomic by writing PATH.tmp.PID and renaming it over PATH.
+ * it atomic (snapshot/atomic.c).
  */
 #include <errno.h>
 #include <msgpack.h>
@@ -197,36 +197,13 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
 
 int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen)
 {
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) {
+    cmh_atomic a;
+    FILE *fp = cmh_atomic_open(&a, path, err, errlen);
+    if (!fp) return CMH_EIO;
+    if (cmh_cmh_write(s, fp) != CMH_OK && !ferror(fp)) { /* the writer failed, not the stream */
+        cmh_atomic_abort(&a);
         snprintf(err, errlen, "%s: out of memory", path);
         return CMH_ENOMEM;
     }
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return CMH_EIO;
-    }
-    setvbuf(fp, NULL, _IOFBF, 1 << 16);
-    int rc = cmh_cmh_write(s, fp);
-    if (fflush(fp) != 0) rc = CMH_EIO;
-    int saved = errno;
-    if (fclose(fp) != 0) rc = CMH_EIO;
-    if (rc != CMH_OK) {
-        snprintf(err, errlen, "%s: write failed: %s", tmp, strerror(saved ? saved : errno));
-        unlink(tmp);
-        free(tmp);
-        return rc;
-    }
-    if (rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: cannot rename into place: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return CMH_EIO;
-    }
-    free(tmp);
-    return CMH_OK;
+    return cmh_atomic_commit(&a, err, errlen);
 }

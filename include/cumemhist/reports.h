@@ -4,6 +4,13 @@
  * A "site" is an allocation stack with the live blocks it holds (bytes, count, first and last
  * allocation time).  Sites come sorted by bytes, largest first.  Every report says how many
  * trace entries it covers and how many the ring dropped before them.
+ *
+ * Contracts, for every cmh_*_compute here:
+ *  - it reads the snapshot and never changes it; calls on different reports may run at once in
+ *    different threads, also over one snapshot;
+ *  - it returns CMH_OK, or CMH_ENOMEM with the report left empty (nothing to free);
+ *  - a report it filled owns its arrays: free them with the report's own cmh_*_report_free,
+ *    which leaves the report empty and may be called on an empty one.
  */
 #ifndef CUMEMHIST_REPORTS_H
 #define CUMEMHIST_REPORTS_H
@@ -40,6 +47,7 @@ typedef struct cmh_peak_report {
 } cmh_peak_report;
 
 int cmh_peak_compute(const cmh_snapshot *s, int device, cmh_peak_report *out);
+void cmh_peak_report_free(cmh_peak_report *r);
 
 enum { CMH_CP_EVEN = 0, CMH_CP_MARKS = 1, CMH_CP_ANNOTATIONS = 2 };
 
@@ -53,6 +61,7 @@ typedef struct cmh_leak_report {
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh_leak_report *out);
+void cmh_leak_report_free(cmh_leak_report *r);
 
 typedef struct cmh_frag_seg {
     uint32_t index;
@@ -69,11 +78,18 @@ typedef struct cmh_frag_report {
     double fragmentation;
     int has_oom;
     uint64_t last_oom_request, last_oom_device_free;
+    int last_oom_verdict; /* CMH_OOM_*, judged against the segments at the end */
 } cmh_frag_report;
 
 int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *out);
+void cmh_frag_report_free(cmh_frag_report *r);
 
+/* Why a request failed: DEMAND when the bytes were in use, FRAGMENTATION when enough were free
+ * (inside the segments, plus what the device had left) but no free gap was large enough,
+ * FIT_IGNORED when a free gap was large enough (another stream's or pool's, which the allocator
+ * may not use for this request). */
 enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2 };
+int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 
 typedef struct cmh_oom_event {
     int64_t index, time_ns;
@@ -91,7 +107,25 @@ typedef struct cmh_oom_report {
 
 int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *out);
 void cmh_oom_report_free(cmh_oom_report *r);
-void cmh_report_free_sites(cmh_site *sites);
+
+/* ---- diff: what a change did, between two snapshots ---- */
+typedef struct cmh_diff_site {
+    char *key;       /* the site's frames as text: how sites are matched across snapshots */
+    const char *top; /* its first frame's name (in key's allocation) */
+    int64_t before_end, after_end, before_peak, after_peak; /* live bytes at the end / at the peak */
+} cmh_diff_site;
+
+typedef struct cmh_diff_report {
+    cmh_peak_report peak[2]; /* before, after */
+    uint32_t segments[2];    /* at the end */
+    double peak_growth_pct;  /* of peak allocated */
+    cmh_diff_site *sites;    /* by the size of the change, largest first */
+    uint32_t nsites;
+} cmh_diff_report;
+
+int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_snapshot *after, int dev_after,
+                     cmh_diff_report *out);
+void cmh_diff_report_free(cmh_diff_report *r);
 
 /* ---- kernels (CUPTI sidecar) ---- */
 enum { CMH_KSORT_TOTAL = 0, CMH_KSORT_AVG, CMH_KSORT_CALLS, CMH_KSORT_MAX };
@@ -103,7 +137,8 @@ typedef struct cmh_kernel_row {
     double avg_ns, pct; /* pct: share of all kernel time */
 } cmh_kernel_row;
 
-/* One row per kernel name, sorted (CMH_KSORT_*); *rows is malloc'ed. */
+/* One row per kernel name, sorted (CMH_KSORT_*); *rows is malloc'ed (the caller frees it) and
+ * left NULL on failure.  Thread-safe. */
 int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **rows, uint32_t *n, int64_t *gpu_total_ns);
 /* On device at time t: the kernel running (latest started), and the last one completed. */
 void cmh_kernels_at(const cmh_snapshot *s, int device, int64_t t, const cmh_kernel **running, const cmh_kernel **last_done);

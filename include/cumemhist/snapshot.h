@@ -250,10 +250,23 @@ int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
 /* The trace of a device, NULL when it has none. */
 const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
 
+/* Writing a file atomically (snapshot/atomic.c): readers see the old file or the new one whole.
+ * cmh_atomic_open gives a stream to a temporary file beside path (mode 0600, never through a
+ * symlink); cmh_atomic_commit renames it over path, or removes it and says why (CMH_EIO);
+ * cmh_atomic_abort removes it.  err gets a one-line message naming the file. */
+typedef struct cmh_atomic {
+    int dirfd;
+    FILE *fp;
+    char path[4096], base[1024], tmp[1100];
+} cmh_atomic;
+FILE *cmh_atomic_open(cmh_atomic *a, const char *path, char *err, size_t errlen);
+int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen);
+void cmh_atomic_abort(cmh_atomic *a);
+
 /* The .cmh codec (docs/FORMAT.md). */
 #define CMH_FORMAT_VERSION 1
 int cmh_cmh_write(const cmh_snapshot *s, FILE *fp);
-/* Write to path atomically (path.tmp.PID then rename). */
+/* Write to path atomically (cmh_atomic_open). */
 int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen);
 /* Read from a buffer; on failure err says what and at which byte. */
 int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);

@@ -1,0 +1,126 @@
+/*
+ * cmd_frag.c - `cumemhist frag`: fragmentation of the reserved segments at the end of the
+ * record, per device and per segment, and whether fragmentation explains the last OOM.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "report.h"
+
+static int g_device = -2, g_top = 10, g_json;
+
+static const cli_option g_opts[] = {
+    CLI_OPT_DEVICE(&g_device),
+    CLI_OPT_TOP(&g_top, "segments to list, most free bytes first (default 10)"),
+    CLI_OPT_JSON(&g_json),
+};
+
+static const cli_command g_cmd = {
+    "frag", "[options] SNAPSHOT",
+    "Fragmentation of the reserved segments at the end of the record: per device and per\n"
+    "segment, reserved and allocated bytes, free bytes inside segments, the largest free gap,\n"
+    "fragmentation (1 - largest gap / free), and non-releasable bytes (free space in segments\n"
+    "that still hold a block: empty_cache() cannot return it).  Says when fragmentation rather\n"
+    "than demand explains the last out-of-memory error.",
+    g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist frag oom.pickle"};
+
+static int cmp_free(const void *a, const void *b)
+{
+    const cmh_frag_seg *x = a, *y = b;
+    if (x->free != y->free) return x->free > y->free ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static const char *const g_explain[] = {
+    "demand: the memory was genuinely in use",
+    "fragmentation, not demand: enough bytes were free, but no free gap was large enough",
+    "a free gap was large enough (another stream or pool?)",
+};
+
+int cmd_frag(int argc, char **argv)
+{
+    char *path;
+    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    if (rc) return rc < 0 ? 0 : rc;
+    cmh_snapshot s;
+    int dev;
+    if ((rc = cli_load_device(path, g_device, &s, &dev))) return rc;
+    cmh_frag_report p;
+    int crc = cmh_frag_compute(&s, dev, &p);
+    if (crc != CMH_OK) {
+        cmh_snapshot_free(&s);
+        return cli_fail(path, crc);
+    }
+    qsort(p.segs, p.nsegs, sizeof *p.segs, cmp_free);
+    if (g_json) {
+        cmh_jw w;
+        cmh_jw_init(&w, stdout);
+        cmh_jw_obj(&w);
+        rep_json_base(&w, path, &p.base);
+        cmh_jw_nl(&w);
+        cmh_jw_kuint(&w, "reserved", p.reserved);
+        cmh_jw_kuint(&w, "allocated", p.allocated);
+        cmh_jw_kuint(&w, "reserved_unallocated", p.reserved - p.allocated);
+        cmh_jw_kuint(&w, "free_in_segments", p.free);
+        cmh_jw_kuint(&w, "largest_gap", p.largest_gap);
+        cmh_jw_kdouble(&w, "fragmentation", p.fragmentation, 4);
+        cmh_jw_kuint(&w, "non_releasable", p.non_releasable);
+        if (p.has_oom) {
+            cmh_jw_nl(&w);
+            cmh_jw_key(&w, "last_oom");
+            cmh_jw_obj(&w);
+            cmh_jw_kuint(&w, "request", p.last_oom_request);
+            cmh_jw_kuint(&w, "device_free", p.last_oom_device_free);
+            cmh_jw_kbool(&w, "fragmentation_explains", p.last_oom_verdict == CMH_OOM_FRAGMENTATION);
+            cmh_jw_end(&w);
+        }
+        cmh_jw_nl(&w);
+        cmh_jw_key(&w, "segments");
+        cmh_jw_arr(&w);
+        for (uint32_t i = 0; i < p.nsegs && (int)i < g_top; i++) {
+            const cmh_frag_seg *g = &p.segs[i];
+            cmh_jw_nl(&w);
+            cmh_jw_obj(&w);
+            cmh_jw_kuint(&w, "address", g->addr);
+            cmh_jw_kuint(&w, "reserved", g->reserved);
+            cmh_jw_kuint(&w, "allocated", g->allocated);
+            cmh_jw_kuint(&w, "free", g->free);
+            cmh_jw_kuint(&w, "largest_gap", g->largest_gap);
+            cmh_jw_kdouble(&w, "fragmentation", g->fragmentation, 4);
+            cmh_jw_kuint(&w, "non_releasable", g->non_releasable);
+            cmh_jw_kbool(&w, "expandable", g->expandable);
+            cmh_jw_end(&w);
+        }
+        cmh_jw_end(&w);
+        cmh_jw_end(&w);
+        putchar('\n');
+    } else if (!p.nsegs) {
+        printf("%s: no segments at the end of the record\n", path);
+    } else {
+        printf("%s, device %d: %u segments at the end of the record\n", path, dev, p.nsegs);
+        printf("  reserved                 %12s\n", rep_size((double)p.reserved));
+        printf("  allocated                %12s\n", rep_size((double)p.allocated));
+        printf("  reserved but unallocated %12s\n", rep_size((double)(p.reserved - p.allocated)));
+        printf("  free inside segments     %12s   largest gap %s, fragmentation %.1f%%\n", rep_size((double)p.free),
+               rep_size((double)p.largest_gap), 100 * p.fragmentation);
+        printf("  non-releasable           %12s   (free space in segments that still hold blocks)\n\n",
+               rep_size((double)p.non_releasable));
+        printf("  %-18s %11s %11s %11s %11s %6s %11s\n", "segment", "reserved", "allocated", "free", "largest gap", "frag",
+               "non-rel.");
+        for (uint32_t i = 0; i < p.nsegs && (int)i < g_top; i++) {
+            const cmh_frag_seg *g = &p.segs[i];
+            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %5.1f%% %11s%s\n", g->addr, rep_size((double)g->reserved),
+                   rep_size((double)g->allocated), rep_size((double)g->free), rep_size((double)g->largest_gap),
+                   100 * g->fragmentation, rep_size((double)g->non_releasable), g->expandable ? " expandable" : "");
+        }
+        if (p.nsegs > (uint32_t)g_top) printf("  ... %u more segments (--top)\n", p.nsegs - (uint32_t)g_top);
+        if (p.has_oom)
+            printf("\nthe last out-of-memory asked for %s: %s\n", rep_size((double)p.last_oom_request),
+                   g_explain[p.last_oom_verdict]);
+        rep_notes(&p.base);
+    }
+    cmh_frag_report_free(&p);
+    cmh_snapshot_free(&s);
+    return cli_finish_stdout(0);
+}
