@@ -68,6 +68,7 @@ struct cmh_replay {
     cmh_oatab hseg;
     int hashmode;
     int initializing; /* building the state before the first entry: split stats counted after */
+    int nomem;        /* an allocation failed: the state is no longer exact */
     int device, reconciled;
     /* stream-ordered pools: reserved beyond used at the latest pool_sample, per pool handle */
     struct rpool {
@@ -85,7 +86,13 @@ static rblock *block_find(cmh_replay *r, uint64_t addr) { return addr ? cmh_oa_f
 
 /* The block at addr, created (zeroed: nothing of an earlier tenant, its 'final' mark above all)
  * if absent; NULL for address 0 or out of memory. */
-static rblock *block_put(cmh_replay *r, uint64_t addr) { return addr ? cmh_oa_get(&r->blocks, addr, NULL) : NULL; }
+static rblock *block_put(cmh_replay *r, uint64_t addr)
+{
+    if (!addr) return NULL;
+    rblock *b = cmh_oa_get(&r->blocks, addr, NULL);
+    if (!b) r->nomem = 1;
+    return b;
+}
 
 static void block_del(cmh_replay *r, rblock *b) { cmh_oa_remove(&r->blocks, b); }
 
@@ -149,15 +156,15 @@ static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t poo
     if (r->nsegs == r->capsegs) {
         uint32_t nc = r->capsegs ? r->capsegs * 2 : 64;
         rseg **ns = realloc(r->segs, nc * sizeof *ns);
-        if (!ns) return NULL;
+        if (!ns) goto oom;
         r->segs = ns;
         uint64_t *na = realloc(r->saddr, nc * sizeof *na);
-        if (!na) return NULL;
+        if (!na) goto oom;
         r->saddr = na;
         r->capsegs = nc;
     }
     rseg *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
+    if (!g) goto oom;
     g->addr = addr;
     g->size = size;
     g->pool = pool;
@@ -179,6 +186,9 @@ static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t poo
     r->saddr[i] = addr;
     r->nsegs++;
     return g;
+oom:
+    r->nomem = 1;
+    return NULL;
 }
 
 static void seg_remove_at(cmh_replay *r, uint32_t i)
@@ -237,7 +247,10 @@ static void seg_activate(cmh_replay *r, rseg *g, uint64_t a, uint64_t b, int sig
         if (g->nr == g->capr) {
             uint32_t nc = g->capr ? g->capr * 2 : 4;
             range *nrr = realloc(g->r, nc * sizeof *nrr);
-            if (!nrr) return;
+            if (!nrr) {
+                r->nomem = 1;
+                return;
+            }
             g->r = nrr;
             g->capr = nc;
         }
@@ -438,7 +451,8 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
                                ? realloc(r->pools, (r->npools ? r->npools * 2 : 1) * sizeof *np)
                                : r->pools;
         if (!np || r->npools >= MAX_POOLS) {
-            r->anomalies++;
+            if (!np) r->nomem = 1;
+            else r->anomalies++;
             return;
         }
         r->pools = np;
@@ -454,10 +468,12 @@ static void hseg_put(cmh_replay *t, uint64_t addr, uint64_t size, uint8_t pool, 
 {
     int created;
     hslot *h = addr ? cmh_oa_get(&t->hseg, addr, &created) : NULL;
+    if (addr && !h) t->nomem = 1;
     if (!h || !created) return;
     rseg *g = calloc(1, sizeof *g);
     if (!g) {
         cmh_oa_remove(&t->hseg, h);
+        t->nomem = 1;
         return;
     }
     g->addr = addr;
@@ -622,6 +638,7 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         undo(&b, &r->e[i], r->exact ? &r->exact[i] : NULL);
         maybe_compact(&b);
     }
+    if (b.nomem) goto oom;
     if (hashmode) { /* the survivors, in address order */
         rseg **all = malloc((b.hseg.n ? b.hseg.n : 1) * sizeof *all);
         if (!all) goto oom;
@@ -664,6 +681,7 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         pool_add(r->st.inactive_split_bytes, r->segs[i]->pool, sb);
         pool_add(r->st.inactive_split, r->segs[i]->pool, sc);
     }
+    if (r->nomem) goto oom;
     free_tables(&b);
     return r;
 oom:
@@ -706,7 +724,10 @@ static void reconcile(cmh_replay *r)
     /* (in address order, so the result does not depend on how the table happens to hold them) */
     uint64_t *gone = malloc((r->blocks.n ? r->blocks.n : 1) * sizeof *gone);
     uint32_t ngone = 0;
-    if (!gone) goto out;
+    if (!gone) {
+        r->nomem = 1;
+        goto out;
+    }
     for (uint32_t i = 0; i < r->blocks.cap; i++) {
         const rblock *b = cmh_oa_at(&r->blocks, i);
         if (!b->addr) continue;
@@ -769,6 +790,7 @@ static void reconcile(cmh_replay *r)
         }
     }
 out:
+    if (f.nomem) r->nomem = 1;
     free_tables(&f);
 }
 
@@ -790,6 +812,7 @@ int cmh_replay_step(cmh_replay *r)
 const cmh_mem_stats *cmh_replay_stats(const cmh_replay *r) { return &r->st; }
 int64_t cmh_replay_position(const cmh_replay *r) { return r->pos; }
 uint64_t cmh_replay_anomalies(const cmh_replay *r) { return r->anomalies; }
+int cmh_replay_status(const cmh_replay *r) { return r->nomem ? CMH_ENOMEM : CMH_OK; }
 
 void cmh_replay_free(cmh_replay *r)
 {

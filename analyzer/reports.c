@@ -154,12 +154,18 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, cmh_peak_report *p)
     int64_t n = cmh_replay_length(r);
     /* reconciling the end with the final segments may have raised the figures past every entry */
     if (st->allocated_bytes[0].current > p->alloc_peak) p->alloc_peak = st->allocated_bytes[0].current, p->alloc_index = n;
+    int rc = cmh_replay_status(r);
     cmh_replay_free(r);
+    if (rc != CMH_OK) {
+        cmh_peak_report_free(p);
+        return rc;
+    }
 
     /* again, up to the allocated peak, to see who owned memory then */
     if (!(r = cmh_replay_new(s, device))) return CMH_ENOMEM;
     while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
-    int rc = live_sites(r, &p->sites, &p->nsites);
+    rc = live_sites(r, &p->sites, &p->nsites);
+    if (rc == CMH_OK) rc = cmh_replay_status(r);
     cmh_replay_free(r);
     if (rc != CMH_OK) cmh_peak_report_free(p);
     return rc;
@@ -258,7 +264,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh
     cmh_replay_blocks(r, add_block, &end);
     cmh_site *sites;
     uint32_t nsites;
-    if (c.live.failed) rc = CMH_ENOMEM;
+    if (c.live.failed || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;
     if (finish_sites(&end, &sites, &nsites) != CMH_OK) rc = CMH_ENOMEM;
     if (rc != CMH_OK) {
         free(sites);
@@ -395,8 +401,10 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *p)
         }
         cmh_replay_step(r);
     }
+    int rc = cmh_replay_status(r);
     cmh_replay_free(r);
-    return CMH_OK;
+    if (rc != CMH_OK) cmh_oom_report_free(p);
+    return rc;
 }
 
 void cmh_peak_report_free(cmh_peak_report *p)

@@ -13,9 +13,11 @@ int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out)
     cmh_replay *r = cmh_replay_new(s, device);
     if (!r) return CMH_ENOMEM;
     while (cmh_replay_step(r)) {}
-    *out = *cmh_replay_stats(r);
+    int rc = cmh_replay_status(r);
+    if (rc == CMH_OK) *out = *cmh_replay_stats(r);
+    else memset(out, 0, sizeof *out);
     cmh_replay_free(r);
-    return CMH_OK;
+    return rc;
 }
 
 /* Python's // on possibly negative numbers */

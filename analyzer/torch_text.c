@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "oatab.h"
 
 #define PAGE_SIZE (20.0 * 1024 * 1024)
 
@@ -215,42 +216,33 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
     fputs("}\n", fp);
 }
 
+/* address -> the script's name for it (oatab.h; address 0 has a slot of its own) */
 typedef struct name_slot {
     uint64_t addr;
     char name[24];
-    int used;
 } name_slot;
 
 typedef struct names {
-    name_slot *slots;
-    size_t cap, n;
+    cmh_oatab t;
+    name_slot zero;
+    int has_zero, nomem;
 } names;
 
 static name_slot *names_get(names *t, uint64_t addr, int create)
 {
-    if (create && (t->n + 1) * 2 > t->cap) {
-        size_t nc = t->cap ? t->cap * 2 : 1024;
-        name_slot *ns = calloc(nc, sizeof *ns);
-        if (!ns) return NULL;
-        for (size_t i = 0; i < t->cap; i++)
-            if (t->slots[i].used) {
-                size_t j = (size_t)(t->slots[i].addr * 0x9E3779B97F4A7C15ull >> 20) & (nc - 1);
-                while (ns[j].used) j = (j + 1) & (nc - 1);
-                ns[j] = t->slots[i];
-            }
-        free(t->slots);
-        t->slots = ns;
-        t->cap = nc;
+    if (!addr) {
+        if (create) t->has_zero = 1;
+        return t->has_zero ? &t->zero : NULL;
     }
-    if (!t->cap) return NULL;
-    size_t j = (size_t)(addr * 0x9E3779B97F4A7C15ull >> 20) & (t->cap - 1);
-    for (; t->slots[j].used; j = (j + 1) & (t->cap - 1))
-        if (t->slots[j].addr == addr) return &t->slots[j];
-    if (!create) return NULL;
-    t->slots[j].used = 1;
-    t->slots[j].addr = addr;
-    t->n++;
-    return &t->slots[j];
+    name_slot *ns = create ? cmh_oa_get(&t->t, addr, NULL) : cmh_oa_find(&t->t, addr);
+    if (create && !ns) t->nomem = 1;
+    return ns;
+}
+
+static void names_init(names *t)
+{
+    memset(t, 0, sizeof *t);
+    cmh_oa_init(&t->t, sizeof(name_slot));
 }
 
 /* _memory_viz.py's names: a..z, then a1..z1, ... */
@@ -273,7 +265,10 @@ int cmh_print_trace(const cmh_snapshot *s, FILE *fp)
         if (!tr->nentries) continue;
         fprintf(fp, "Device %d ----------------\n", tr->device);
         fprintf(fp, "%u entries\n", tr->nentries);
-        names allocs = {0}, segs = {0};
+        names allocs, segs;
+        names_init(&allocs);
+        names_init(&segs);
+        int nomem = 0;
         interval *iv = NULL;
         size_t niv = 0, civ = 0;
         uint64_t next_name = 0;
@@ -328,6 +323,7 @@ int cmh_print_trace(const cmh_snapshot *s, FILE *fp)
                     size_t nc = civ ? civ * 2 : 64;
                     interval *ni = realloc(iv, nc * sizeof *ni);
                     if (ni) iv = ni, civ = nc;
+                    else nomem = 1;
                 }
                 if (niv < civ) {
                     snprintf(iv[niv].name, sizeof iv[niv].name, "%s", nm);
@@ -355,9 +351,10 @@ int cmh_print_trace(const cmh_snapshot *s, FILE *fp)
         }
         bytes_fmt(b1, sizeof b1, (double)total);
         fprintf(fp, "TOTAL MEM: %s\n", b1);
-        free(allocs.slots);
-        free(segs.slots);
+        cmh_oa_free(&allocs.t);
+        cmh_oa_free(&segs.t);
         free(iv);
+        if (nomem || allocs.nomem || segs.nomem) return CMH_ENOMEM;
     }
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }

@@ -84,22 +84,29 @@ static int find_lib(const char *argv0, char *out, size_t n)
     return -1;
 }
 
+static int record(char **prog, const char *argv0);
+
 int cmd_record(int argc, char **argv)
 {
     char **prog = malloc((size_t)(argc + 1) * sizeof *prog);
     int nprog;
     if (!prog) return CLI_ENOMEM;
     int rc = cli_parse(&g_cmd, argc, argv, prog, &nprog);
-    if (rc) {
-        free(prog);
-        return rc < 0 ? 0 : rc;
+    if (!rc) {
+        prog[nprog] = NULL;
+        rc = record(prog, argv[0]);
     }
-    prog[nprog] = NULL;
+    free(prog);
+    return rc < 0 ? 0 : rc;
+}
+
+static int record(char **prog, const char *argv0)
+{
     const char *lib = g_lib, *output = g_output;
     int quiet = g_quiet;
     char libpath[PATH_MAX];
     if (lib) snprintf(libpath, sizeof libpath, "%s", lib);
-    if ((lib && access(libpath, R_OK) != 0) || (!lib && find_lib(argv[0], libpath, sizeof libpath) != 0)) {
+    if ((lib && access(libpath, R_OK) != 0) || (!lib && find_lib(argv0, libpath, sizeof libpath) != 0)) {
         cli_error("cannot find libcumemhist.so (looked beside this command; set --lib or CUMEMHIST_LIB)");
         return 2;
     }

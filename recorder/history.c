@@ -9,6 +9,8 @@
  *    max_entries and then overwrites the oldest entry, counting it in `dropped`.
  *  - A device's counters change only under that device's lock, together with the entry that
  *    explains the change (cmh_hist_record).
+ *  - Entry times never decrease along a ring: a thread stamps its event before it takes the
+ *    lock, so one that was overtaken gets the time of the entry before it.
  *  - A free is recorded *before* the driver frees, so no later allocation of the same address
  *    can be recorded ahead of it; if the driver refuses, cmh_hist_free_undo puts it back.
  *  - No lock here is ever held across a driver call, a stack capture or a malloc of user size.
@@ -28,6 +30,7 @@ typedef struct dev_state {
     cmh_rec_entry *ring;
     uint64_t cap, head, count, dropped, total;
     uint64_t alloc_cur, alloc_peak, res_cur, res_peak, nallocs, nfrees, nooms;
+    int64_t last_ticks; /* of the newest entry: the ring's times never go backwards */
     int used;
 } dev_state;
 
@@ -128,8 +131,10 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     else if (count_kind == CMH_COUNT_FREE) d->nfrees++;
     else if (count_kind == CMH_COUNT_OOM) d->nooms++;
     if (cmh_rec_enabled() == CMH_ENABLED_ALL) {
-        cmh_rec_entry e = {ticks ? ticks : cmh_now_ticks(), addr, size, requested, stream, stack, (uint8_t)action,
-                           (uint8_t)flags, (uint8_t)kind};
+        if (!ticks) ticks = cmh_now_ticks();
+        if (ticks < d->last_ticks) ticks = d->last_ticks;
+        d->last_ticks = ticks;
+        cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, (uint8_t)action, (uint8_t)flags, (uint8_t)kind};
         ring_append(d, &e);
     }
     cmh_unlock(&d->lock);

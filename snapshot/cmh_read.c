@@ -18,6 +18,7 @@ typedef struct cur {
     char *err;
     size_t errlen;
     int failed;
+    int nomem; /* the failure was memory, not the file */
 } cur;
 
 static int fail(cur *c, const char *fmt, ...)
@@ -29,6 +30,13 @@ static int fail(cur *c, const char *fmt, ...)
     vsnprintf(c->err, c->errlen, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+static int nomem(cur *c)
+{
+    if (c->failed) return -1;
+    c->nomem = 1;
+    return fail(c, "out of memory at byte %zu", c->pos);
 }
 
 static int need(cur *c, size_t n)
@@ -222,7 +230,7 @@ static int rd_strings(cur *c, cmh_snapshot *s)
             continue;
         }
         if (memchr(p, 0, l)) return fail(c, "string with a NUL byte at byte %zu", at);
-        if (cmh_strtab_intern(&s->strings, p, l, &id) != CMH_OK) return fail(c, "out of memory");
+        if (cmh_strtab_intern(&s->strings, p, l, &id) != CMH_OK) return nomem(c);
         if (id != i) return fail(c, "duplicate string %u at byte %zu", i, at);
     }
     return 0;
@@ -240,7 +248,7 @@ static int rd_modules(cur *c, cmh_snapshot *s)
             return -1;
         for (uint32_t j = 4; j < k; j++)
             if (skip(c)) return -1;
-        if (cmh_snapshot_add_module(s, &m) != CMH_OK) return fail(c, "out of memory");
+        if (cmh_snapshot_add_module(s, &m) != CMH_OK) return nomem(c);
     }
     return 0;
 }
@@ -260,7 +268,7 @@ static int rd_frames(cur *c, cmh_snapshot *s)
         f.module = (int32_t)mod;
         for (uint32_t j = 5; j < k; j++)
             if (skip(c)) return -1;
-        if (cmh_snapshot_add_frame(s, &f, &id) != CMH_OK) return fail(c, "out of memory");
+        if (cmh_snapshot_add_frame(s, &f, &id) != CMH_OK) return nomem(c);
     }
     return 0;
 }
@@ -282,7 +290,7 @@ static int rd_stacks(cur *c, cmh_snapshot *s)
         }
         /* Stacks are written already interned; keep their ids even if two happen to be equal. */
         uint32_t id;
-        if (cmh_snapshot_add_stack(s, buf, k, &id) != CMH_OK) return fail(c, "out of memory");
+        if (cmh_snapshot_add_stack(s, buf, k, &id) != CMH_OK) return nomem(c);
         if (id != i) return fail(c, "duplicate stack %u at byte %zu", i, at);
     }
     return 0;
@@ -309,7 +317,7 @@ static int rd_segments(cur *c, cmh_snapshot *s)
             rd_u64(c, &g.pool_id[1]) || rd_u32(c, &g.stack, s->nstacks, "stack id") || rd_int(c, &g.time_ns) ||
             rd_array(c, &nb))
             return -1;
-        if (cmh_snapshot_add_segment(s, &g, NULL) != CMH_OK) return fail(c, "out of memory");
+        if (cmh_snapshot_add_segment(s, &g, NULL) != CMH_OK) return nomem(c);
         for (uint32_t j = 0; j < nb; j++) {
             cmh_block b;
             uint32_t bk;
@@ -321,7 +329,7 @@ static int rd_segments(cur *c, cmh_snapshot *s)
             for (uint32_t q = 6; q < bk; q++)
                 if (skip(c)) return -1;
             b.addr = g.addr + off;
-            if (cmh_snapshot_add_block(s, &b) != CMH_OK) return fail(c, "out of memory");
+            if (cmh_snapshot_add_block(s, &b) != CMH_OK) return nomem(c);
         }
         for (uint32_t j = 12; j < k; j++)
             if (skip(c)) return -1;
@@ -338,10 +346,10 @@ static int rd_traces(cur *c, cmh_snapshot *s)
         uint64_t dropped;
         if (rd_array_n(c, 3, 64, &k, "trace")) return -1;
         if (rd_int(c, &dev) || rd_u64(c, &dropped) || rd_array(c, &ne)) return -1;
-        if (cmh_snapshot_add_trace(s, (int32_t)dev, dropped, NULL) != CMH_OK) return fail(c, "out of memory");
+        if (cmh_snapshot_add_trace(s, (int32_t)dev, dropped, NULL) != CMH_OK) return nomem(c);
         /* an entry takes at least 7 bytes: room for all of them at once, as far as the file can hold */
         size_t fit = (c->len - c->pos) / 7;
-        if (cmh_snapshot_reserve_entries(s, ne < fit ? ne : (uint32_t)fit) != CMH_OK) return fail(c, "out of memory");
+        if (cmh_snapshot_reserve_entries(s, ne < fit ? ne : (uint32_t)fit) != CMH_OK) return nomem(c);
         uint64_t addr = 0;
         int64_t t = 0;
         for (uint32_t j = 0; j < ne; j++) {
@@ -371,7 +379,7 @@ static int rd_traces(cur *c, cmh_snapshot *s)
                 return -1;
             for (uint32_t q = ek >= 10 ? 10 : ek >= 7 ? 7 : 6; q < ek; q++)
                 if (skip(c)) return -1;
-            if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return fail(c, "out of memory");
+            if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return nomem(c);
         }
         for (uint32_t j = 3; j < k; j++)
             if (skip(c)) return -1;
@@ -394,7 +402,7 @@ static int rd_annotations(cur *c, cmh_snapshot *s)
         if (rd_int(c, &a.time_ns)) return -1;
         for (uint32_t j = 4; j < k; j++)
             if (skip(c)) return -1;
-        if (cmh_snapshot_add_annotation(s, &a) != CMH_OK) return fail(c, "out of memory");
+        if (cmh_snapshot_add_annotation(s, &a) != CMH_OK) return nomem(c);
     }
     return 0;
 }
@@ -413,7 +421,7 @@ static int rd_settings(cur *c, cmh_snapshot *s)
         for (uint32_t j = 3; j < k; j++)
             if (skip(c)) return -1;
         if (cmh_snapshot_add_setting(s, cmh_str(s, key), cmh_str(s, val), (uint8_t)type) != CMH_OK)
-            return fail(c, "out of memory");
+            return nomem(c);
     }
     return 0;
 }
@@ -450,7 +458,7 @@ static int rd_kernels(cur *c, cmh_snapshot *s)
         kr.correlation = (uint32_t)v;
         for (uint32_t j = 14; j < k; j++)
             if (skip(c)) return -1;
-        if (cmh_snapshot_add_kernel(s, &kr) != CMH_OK) return fail(c, "out of memory");
+        if (cmh_snapshot_add_kernel(s, &kr) != CMH_OK) return nomem(c);
     }
     for (uint32_t j = 3; j < n; j++)
         if (skip(c)) return -1;
@@ -459,7 +467,7 @@ static int rd_kernels(cur *c, cmh_snapshot *s)
 
 int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
 {
-    cur c = {buf, len, 0, err, errlen, 0};
+    cur c = {buf, len, 0, err, errlen, 0, 0};
     if (cmh_snapshot_init(s) != CMH_OK) {
         snprintf(err, errlen, "out of memory");
         return CMH_ENOMEM;
@@ -529,5 +537,5 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
     return CMH_OK;
 bad:
     cmh_snapshot_free(s);
-    return CMH_EFORMAT;
+    return c.nomem ? CMH_ENOMEM : CMH_EFORMAT;
 }

@@ -92,14 +92,17 @@ int cmh_snapshot_init(cmh_snapshot *s)
 {
     memset(s, 0, sizeof *s);
     s->version = CMH_FORMAT_VERSION;
-    uint32_t id;
     /* id 0: the empty string, the empty stack */
-    if (grow((void **)&s->strings.str, &s->strings.cap, 1, sizeof(char *)) != CMH_OK) return CMH_ENOMEM;
-    s->strings.str[0] = calloc(1, 1);
-    if (!s->strings.str[0]) return CMH_ENOMEM;
+    if (grow((void **)&s->strings.str, &s->strings.cap, 1, sizeof(char *)) != CMH_OK ||
+        !(s->strings.str[0] = calloc(1, 1))) {
+        cmh_snapshot_free(s);
+        return CMH_ENOMEM;
+    }
     s->strings.n = 1;
-    (void)id;
-    if (GROW(s, stacks, 1, cap_stacks) != CMH_OK) return CMH_ENOMEM;
+    if (GROW(s, stacks, 1, cap_stacks) != CMH_OK) {
+        cmh_snapshot_free(s);
+        return CMH_ENOMEM;
+    }
     s->stacks[0].first = 0;
     s->stacks[0].count = 0;
     s->nstacks = 1;

@@ -84,10 +84,13 @@ typedef struct pm {
     uint32_t fcap, fn;
     uint64_t budget; /* cells the conversion may still create: bounds shared-container blowups */
     int protocol;
+    int nomem; /* the failure was memory, not the file */
 } pm;
 
 /* pickle_read.c: the machine's error, and container lookups */
 int pk_fail(pm *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Out of memory: the same failure, but the reader returns CMH_ENOMEM rather than CMH_EFORMAT. */
+int pk_nomem(pm *m);
 pcont *pk_as_cont(pm *m, const pv *v, uint8_t kind);
 const pv *pk_dict_get(pm *m, const pcont *d, uint32_t key);
 

@@ -52,7 +52,7 @@ static int frame_of(pm *m, pcont *d, uint32_t *frame_id)
     if ((m->fn + 1) * 2 > m->fcap) {
         uint32_t nc = m->fcap ? m->fcap * 2 : 1024;
         frame_slot *ns = calloc(nc, sizeof *ns);
-        if (!ns) return pk_fail(m, "out of memory");
+        if (!ns) return pk_nomem(m);
         for (uint32_t i = 0; i < m->fcap; i++) {
             if (!m->fslots[i].id_plus1) continue;
             frame_slot *o = &m->fslots[i];
@@ -73,7 +73,7 @@ static int frame_of(pm *m, pcont *d, uint32_t *frame_id)
         }
     }
     cmh_frame f = {0, name->u.id, file->u.id, ln, -1};
-    if (cmh_snapshot_add_frame(m->s, &f, frame_id) != CMH_OK) return pk_fail(m, "out of memory");
+    if (cmh_snapshot_add_frame(m->s, &f, frame_id) != CMH_OK) return pk_nomem(m);
     m->fslots[j] = (frame_slot){name->u.id, file->u.id, *frame_id + 1, ln};
     m->fn++;
     return 0;
@@ -126,7 +126,7 @@ int pk_convert_stack(pm *m, pv *v)
         return 0;
     }
     uint32_t small[128], *ids = small;
-    if (c->n > 128 && !(ids = malloc((size_t)c->n * sizeof *ids))) return pk_fail(m, "out of memory");
+    if (c->n > 128 && !(ids = malloc((size_t)c->n * sizeof *ids))) return pk_nomem(m);
     for (uint32_t i = 0; i < c->n; i++) {
         if (pk_convert_frame(m, &c->items[i])) goto bad;
         if (c->items[i].tag != PV_FRAME) {
@@ -137,7 +137,7 @@ int pk_convert_stack(pm *m, pv *v)
     }
     uint32_t sid;
     if (cmh_snapshot_add_stack(m->s, ids, c->n, &sid) != CMH_OK) {
-        pk_fail(m, "out of memory");
+        pk_nomem(m);
         goto bad;
     }
     if (ids != small) free(ids);
@@ -228,7 +228,7 @@ int pk_convert_entry(pm *m, pv *v)
     if (m->nentries == m->centries) {
         uint32_t nc = m->centries ? m->centries * 2 : 4096;
         cmh_entry *ne = realloc(m->entries, (size_t)nc * sizeof *ne);
-        if (!ne) return pk_fail(m, "out of memory");
+        if (!ne) return pk_nomem(m);
         m->entries = ne;
         m->centries = nc;
     }
@@ -296,7 +296,7 @@ static int convert_segment(pm *m, const pv *sv)
     if ((v = pk_dict_get(m, d, m->key[K_CMH_KIND])) && x >= 0 && x < CMH_KIND_COUNT) g.kind = (uint8_t)x;
     v = pk_dict_get(m, d, m->key[K_CMH_WHOLE]);
     if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_WHOLE_BLOCK;
-    if (m->failed || cmh_snapshot_add_segment(m->s, &g, NULL) != CMH_OK) return pk_fail(m, "out of memory");
+    if (m->failed || cmh_snapshot_add_segment(m->s, &g, NULL) != CMH_OK) return pk_nomem(m);
     v = pk_dict_get(m, d, m->key[K_BLOCKS]);
     const pcont *bl = v ? pk_as_cont(m, v, C_LIST) : NULL;
     if (!bl) return v ? pk_fail(m, "segment 'blocks' is not a list") : 0;
@@ -329,7 +329,7 @@ static int convert_segment(pm *m, const pv *sv)
                 if (!blk.stack) blk.stack = stack_of(m, first);
             }
         }
-        if (m->failed || cmh_snapshot_add_block(m->s, &blk) != CMH_OK) return pk_fail(m, "out of memory");
+        if (m->failed || cmh_snapshot_add_block(m->s, &blk) != CMH_OK) return pk_nomem(m);
         at = blk.addr + blk.size;
     }
     return 0;
@@ -354,7 +354,7 @@ static int cmp_pool_at(const void *a, const void *b)
 static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
 {
     pool_at *ps = calloc(pl->n, sizeof *ps);
-    if (!ps) return pk_fail(m, "out of memory");
+    if (!ps) return pk_nomem(m);
     for (uint32_t i = 0; i < pl->n; i++) {
         const pcont *t = pk_as_cont(m, &pl->items[i], C_TUPLE);
         int64_t v[6];
@@ -388,19 +388,19 @@ static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
     for (uint32_t dev = 0; dev < outer->n; dev++) {
         const pcont *tr = pk_as_cont(m, &outer->items[dev], C_LIST);
         if (!tr) return pk_fail(m, "device_traces[%u] is not a list", dev);
-        if (cmh_snapshot_add_trace(m->s, (int32_t)dev, 0, NULL) != CMH_OK) return pk_fail(m, "out of memory");
+        if (cmh_snapshot_add_trace(m->s, (int32_t)dev, 0, NULL) != CMH_OK) return pk_nomem(m);
         while (k < nps && ps[k].device < (int32_t)dev) k++;
         uint64_t kept = 0;
         for (uint32_t i = 0; i <= tr->n; i++) {
             for (; k < nps && ps[k].device == (int32_t)dev && (i == tr->n || ps[k].pos <= kept); k++)
-                if (cmh_snapshot_add_entry(m->s, &ps[k].e) != CMH_OK) return pk_fail(m, "out of memory");
+                if (cmh_snapshot_add_entry(m->s, &ps[k].e) != CMH_OK) return pk_nomem(m);
             if (i == tr->n) break;
             pv e = tr->items[i];
             if (e.tag == PV_CONT && pk_convert_entry(m, &e)) return -1;
             if (e.tag == PV_NONE) continue; /* an action this version skips */
             if (e.tag != PV_ENTRY) return pk_fail(m, "device_traces[%u][%u] is not a trace entry", dev, i);
             if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
-            if (cmh_snapshot_add_entry(m->s, &m->entries[e.u.id]) != CMH_OK) return pk_fail(m, "out of memory");
+            if (cmh_snapshot_add_entry(m->s, &m->entries[e.u.id]) != CMH_OK) return pk_nomem(m);
             kept++;
         }
     }
@@ -409,17 +409,26 @@ static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
 
 static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type);
 
+/* A map setting (roundup_power2_divisions: str -> int) as a flat JSON object of integers, the form
+ * pickle_write.c and viz/json.c read back: a key's quote, backslash and control characters
+ * become '_', a value that is not an integer becomes 0.  Whole pairs only: a map too long for
+ * the buffer is cut after its last pair that fits. */
 static void map_text(pm *m, const pcont *d, char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "{");
-    for (uint32_t i = 0; i + 1 < d->n && k < n; i += 2) {
-        char kb[256], vb[256];
+    for (uint32_t i = 0; i + 1 < d->n; i += 2) {
+        char kb[256], pair[320];
         uint8_t t;
         value_text(m, &d->items[i], kb, sizeof kb, &t);
-        value_text(m, &d->items[i + 1], vb, sizeof vb, &t);
-        k += (size_t)snprintf(buf + k, n - k, "%s\"%s\": %s", i ? ", " : "", kb, vb);
+        for (char *c = kb; *c; c++)
+            if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
+        long long v = d->items[i + 1].tag == PV_INT ? (long long)d->items[i + 1].u.i : 0;
+        int l = snprintf(pair, sizeof pair, "%s\"%s\": %lld", k > 1 ? ", " : "", kb, v);
+        if (l < 0 || k + (size_t)l + 2 > n) break;
+        memcpy(buf + k, pair, (size_t)l + 1);
+        k += (size_t)l;
     }
-    if (k < n) snprintf(buf + k, n - k, "}");
+    snprintf(buf + k, n - k, "}");
 }
 
 /* allocator_settings values are kept as text with a type tag (pickle_write.c turns them back). */
@@ -478,7 +487,7 @@ int pk_convert_top(pm *m, const pv *root)
             uint8_t type;
             value_text(m, &ad->items[i + 1], buf, sizeof buf, &type);
             if (cmh_snapshot_add_setting(m->s, cmh_str(m->s, ad->items[i].u.id), buf, type) != CMH_OK)
-                return pk_fail(m, "out of memory");
+                return pk_nomem(m);
         }
     }
     if (od) {
@@ -513,7 +522,7 @@ int pk_convert_top(pm *m, const pv *root)
             x = 0;
             if (want_int(m, a, K_TIME_US, &x, 0, "annotation")) return -1;
             an.time_ns = us_to_ns(x);
-            if (cmh_snapshot_add_annotation(m->s, &an) != CMH_OK) return pk_fail(m, "out of memory");
+            if (cmh_snapshot_add_annotation(m->s, &an) != CMH_OK) return pk_nomem(m);
         }
     }
     return 0;

@@ -36,6 +36,13 @@ int pk_fail(pm *m, const char *fmt, ...)
     return -1;
 }
 
+int pk_nomem(pm *m)
+{
+    if (m->failed) return -1;
+    m->nomem = 1;
+    return pk_fail(m, "out of memory at byte %zu", m->op_at);
+}
+
 static int need(pm *m, size_t n)
 {
     if (m->len - m->pos < n)
@@ -57,7 +64,7 @@ static int push(pm *m, pv v)
     if (m->sp == m->scap) {
         size_t nc = m->scap ? m->scap * 2 : 256;
         pv *ns = realloc(m->stack, nc * sizeof *ns);
-        if (!ns) return pk_fail(m, "out of memory");
+        if (!ns) return pk_nomem(m);
         m->stack = ns;
         m->scap = nc;
     }
@@ -86,7 +93,7 @@ static int new_cont(pm *m, uint8_t kind, pv *out)
     if (m->nconts == m->cconts) {
         uint32_t nc = m->cconts ? m->cconts * 2 : 1024;
         pcont *n = realloc(m->conts, (size_t)nc * sizeof *n);
-        if (!n) return pk_fail(m, "out of memory");
+        if (!n) return pk_nomem(m);
         m->conts = n;
         m->cconts = nc;
     }
@@ -107,7 +114,7 @@ static int cont_add(pm *m, pcont *c, const pv *items, size_t n)
         uint64_t nc = c->cap ? c->cap : 4;
         while (nc < c->n + n) nc *= 2;
         pv *ni = realloc(c->items, (size_t)nc * sizeof *ni);
-        if (!ni) return pk_fail(m, "out of memory");
+        if (!ni) return pk_nomem(m);
         c->items = ni;
         c->cap = (uint32_t)nc;
     }
@@ -142,7 +149,7 @@ static int memo_put(pm *m, uint64_t idx)
         size_t nc = m->memo_cap ? m->memo_cap : 1024;
         while (nc <= idx) nc *= 2;
         pv *nm = realloc(m->memo, nc * sizeof *nm);
-        if (!nm) return pk_fail(m, "out of memory");
+        if (!nm) return pk_nomem(m);
         memset(nm + m->memo_cap, 0xff, (nc - m->memo_cap) * sizeof *nm); /* tag 0xff = unset */
         m->memo = nm;
         m->memo_cap = nc;
@@ -231,7 +238,7 @@ static int read_str(pm *m, size_t n)
     const char *b = (const char *)m->p + m->pos;
     if (memchr(b, 0, n)) return pk_fail(m, "string with a NUL character at byte %zu", m->op_at);
     pv x = {PV_STR, {.id = 0}};
-    if (cmh_strtab_intern(&m->s->strings, b, n, &x.u.id) != CMH_OK) return pk_fail(m, "out of memory");
+    if (cmh_strtab_intern(&m->s->strings, b, n, &x.u.id) != CMH_OK) return pk_nomem(m);
     m->pos += n;
     return push(m, x);
 }
@@ -259,7 +266,7 @@ static int run(pm *m, pv *result)
             if (m->nmarks == m->mcap) {
                 size_t nc = m->mcap ? m->mcap * 2 : 64;
                 size_t *nmk = realloc(m->marks, nc * sizeof *nmk);
-                if (!nmk) return pk_fail(m, "out of memory");
+                if (!nmk) return pk_nomem(m);
                 m->marks = nmk;
                 m->mcap = nc;
             }
@@ -430,7 +437,7 @@ int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, siz
     m.budget = (uint64_t)len * 4 + 4096;
     for (int i = 0; i < NKEYS; i++)
         if (cmh_strtab_intern(&s->strings, pk_key_names[i], strlen(pk_key_names[i]), &m.key[i]) != CMH_OK) {
-            pk_fail(&m, "out of memory");
+            pk_nomem(&m);
             break;
         }
     pv root = {PV_NONE, {.i = 0}};
@@ -446,7 +453,7 @@ int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, siz
     free(m.fslots);
     if (rc != 0) {
         cmh_snapshot_free(s);
-        return CMH_EFORMAT;
+        return m.nomem ? CMH_ENOMEM : CMH_EFORMAT;
     }
     return CMH_OK;
 }

@@ -41,6 +41,7 @@ typedef struct pw {
     unsigned char *buf; /* the current frame */
     size_t n, cap;
     int failed;
+    int nomem; /* failed for memory, not for the stream */
     uint32_t next_memo;
     uint32_t *str_memo;   /* model string id -> memo index + 1 */
     uint32_t key_memo[W_NKEYS];
@@ -56,7 +57,7 @@ static void raw(pw *w, const void *p, size_t n)
         while (nc < w->n + n) nc *= 2;
         unsigned char *nb = realloc(w->buf, nc);
         if (!nb) {
-            w->failed = 1;
+            w->failed = w->nomem = 1;
             return;
         }
         w->buf = nb;
@@ -396,7 +397,7 @@ int cmh_pickle_write(const cmh_snapshot *s, FILE *fp)
     w.stack_memo = calloc(s->nstacks + 1, sizeof *w.stack_memo);
     w.action_memo = calloc(CMH_ACT_COUNT, sizeof *w.action_memo);
     if (!w.str_memo || !w.frame_memo || !w.stack_memo || !w.action_memo) {
-        w.failed = 1;
+        w.failed = w.nomem = 1;
         goto out;
     }
     const unsigned char proto[2] = {0x80, 4};
@@ -542,5 +543,5 @@ out:
     free(w.frame_memo);
     free(w.stack_memo);
     free(w.action_memo);
-    return w.failed || ferror(fp) ? CMH_EIO : CMH_OK;
+    return w.nomem ? CMH_ENOMEM : w.failed || ferror(fp) ? CMH_EIO : CMH_OK;
 }

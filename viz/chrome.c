@@ -1,33 +1,149 @@
 /*
  * chrome.c - a snapshot as a Chrome / Perfetto trace (Trace Event Format JSON).
  *
- * Per device, a process "GPU n" with a memory counter track (allocated bytes, and reserved_free =
- * reserved - allocated stacked on top, after
- * every trace entry, from the replay), instants for OOMs and marks, and, when kernel timing was
- * recorded, one thread per CUDA stream carrying the kernels as complete ("X") slices.  Times
- * are microseconds from the earliest event (a double holds epoch microseconds only to 0.25 us);
- * the origin is in otherData.time_origin_ns.
+ * Per device, a process "GPU n" with a memory counter track (allocated bytes, and reserved_free
+ * = reserved - allocated stacked on top, after every trace entry, from the replay), instants
+ * for OOMs and marks, and, when kernel timing was recorded, one thread per CUDA stream carrying
+ * the kernels as complete ("X") slices.
+ *
+ * Times are exact: integer nanoseconds from the earliest event, written as microseconds with
+ * three decimals (a double holds epoch microseconds only to 0.25 us, so no time passes through
+ * one); the origin is in otherData.time_origin_ns.  Every track's timestamps are non-decreasing,
+ * as Perfetto expects: a counter sample is the state after its entry, so entries keep their
+ * trace order and a time earlier than the previous one (threads stamping just before they
+ * record) is raised to it; kernels are sorted by start on each stream.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/viz.h"
-
-static void jstr(FILE *fp, const char *s)
-{
-    fputc('"', fp);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(fp, "\\%c", *p);
-        else if (*p < 0x20) fprintf(fp, "\\u%04x", *p);
-        else fputc(*p, fp);
-    }
-    fputc('"', fp);
-}
-
-static double us(int64_t t, int64_t t0) { return ((double)t - (double)t0) / 1000.0; }
+#include "jsonw.h"
 
 static int pid_of(int device) { return device < 0 ? 1000 : device; } /* pinned host memory: its own process */
+
+static void meta(cmh_jw *w, const char *what, int pid, int64_t tid, const char *name)
+{
+    cmh_jw_nl(w);
+    cmh_jw_obj(w);
+    cmh_jw_kstr(w, "ph", "M");
+    cmh_jw_kstr(w, "name", what);
+    cmh_jw_kint(w, "pid", pid);
+    if (tid >= 0) cmh_jw_kint(w, "tid", tid);
+    cmh_jw_key(w, "args");
+    cmh_jw_obj(w);
+    cmh_jw_kstr(w, "name", name);
+    cmh_jw_end(w);
+    cmh_jw_end(w);
+}
+
+static int device_track(cmh_jw *w, const cmh_snapshot *s, int dev, int64_t t0)
+{
+    char name[64];
+    if (dev < 0) snprintf(name, sizeof name, "pinned host memory");
+    else snprintf(name, sizeof name, "GPU %d", dev);
+    meta(w, "process_name", pid_of(dev), -1, name);
+    cmh_replay *r = cmh_replay_new(s, dev);
+    if (!r) return CMH_ENOMEM;
+    const cmh_mem_stats *st = cmh_replay_stats(r);
+    char counter[32];
+    snprintf(counter, sizeof counter, "gpu%d memory", dev);
+    int64_t last = t0;
+    while (cmh_replay_step(r)) {
+        const cmh_entry *e = cmh_replay_entry(r, cmh_replay_position(r));
+        if (!e->time_ns) continue;
+        int64_t t = e->time_ns > last ? e->time_ns : last;
+        last = t;
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        if (e->action == CMH_ACT_OOM || e->action == CMH_ACT_MARK) {
+            cmh_jw_kstr(w, "ph", "i");
+            cmh_jw_kstr(w, "s", "p");
+            cmh_jw_kint(w, "pid", pid_of(dev));
+            cmh_jw_kint(w, "tid", 0);
+            cmh_jw_key(w, "ts");
+            cmh_jw_us(w, t - t0);
+            if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, e->name));
+            else {
+                char what[128];
+                snprintf(what, sizeof what, "out of memory: %" PRIu64 " bytes requested, %" PRIu64 " free", e->size, e->addr);
+                cmh_jw_kstr(w, "name", what);
+            }
+        } else {
+            cmh_jw_kstr(w, "ph", "C");
+            cmh_jw_kstr(w, "name", counter);
+            cmh_jw_kint(w, "pid", pid_of(dev));
+            cmh_jw_key(w, "ts");
+            cmh_jw_us(w, t - t0);
+            cmh_jw_key(w, "args");
+            cmh_jw_obj(w);
+            cmh_jw_kint(w, "allocated", st->allocated_bytes[CMH_POOL_ALL].current);
+            /* stacked: reserved on top */
+            cmh_jw_kint(w, "reserved_free", st->reserved_bytes[CMH_POOL_ALL].current - st->allocated_bytes[CMH_POOL_ALL].current);
+            cmh_jw_end(w);
+        }
+        cmh_jw_end(w);
+    }
+    int rc = cmh_replay_status(r);
+    cmh_replay_free(r);
+    return rc;
+}
+
+static int cmp_kernel(const void *a, const void *b)
+{
+    const cmh_kernel *x = *(const cmh_kernel *const *)a, *y = *(const cmh_kernel *const *)b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
+    if (x->start_ns != y->start_ns) return x->start_ns < y->start_ns ? -1 : 1;
+    return x->end_ns < y->end_ns ? -1 : x->end_ns > y->end_ns;
+}
+
+static int kernel_tracks(cmh_jw *w, const cmh_snapshot *s, int64_t t0)
+{
+    const cmh_kernel **k = malloc((s->nkernels ? s->nkernels : 1) * sizeof *k);
+    if (!k) return CMH_ENOMEM;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->nkernels; i++)
+        if (s->kernels[i].start_ns && s->kernels[i].end_ns >= s->kernels[i].start_ns) k[n++] = &s->kernels[i];
+    qsort(k, n, sizeof *k, cmp_kernel);
+    for (uint32_t i = 0; i < n; i++) {
+        const cmh_kernel *x = k[i];
+        if (!i || x->device != k[i - 1]->device || x->stream != k[i - 1]->stream) { /* a new track: its name first */
+            char name[32];
+            snprintf(name, sizeof name, "stream %u", x->stream);
+            meta(w, "thread_name", pid_of(x->device), x->stream, name);
+        }
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "ph", "X");
+        cmh_jw_kstr(w, "cat", "kernel");
+        cmh_jw_kint(w, "pid", pid_of(x->device));
+        cmh_jw_kuint(w, "tid", x->stream);
+        cmh_jw_key(w, "ts");
+        cmh_jw_us(w, x->start_ns - t0);
+        cmh_jw_key(w, "dur");
+        cmh_jw_us(w, x->end_ns - x->start_ns);
+        cmh_jw_kstr(w, "name", cmh_str(s, x->name));
+        cmh_jw_key(w, "args");
+        cmh_jw_obj(w);
+        cmh_jw_kuint(w, "correlation", x->correlation);
+        cmh_jw_key(w, "grid");
+        cmh_jw_arr(w);
+        for (int d = 0; d < 3; d++) cmh_jw_int(w, x->grid[d]);
+        cmh_jw_end(w);
+        cmh_jw_key(w, "block");
+        cmh_jw_arr(w);
+        for (int d = 0; d < 3; d++) cmh_jw_int(w, x->block[d]);
+        cmh_jw_end(w);
+        cmh_jw_kuint(w, "registers", x->registers);
+        cmh_jw_kuint(w, "shared_bytes", x->shared_bytes);
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+    }
+    free(k);
+    return CMH_OK;
+}
 
 int cmh_export_chrome(const cmh_snapshot *s, FILE *fp)
 {
@@ -37,66 +153,27 @@ int cmh_export_chrome(const cmh_snapshot *s, FILE *fp)
     for (uint32_t i = 0; i < s->nkernels; i++)
         if (s->kernels[i].start_ns && s->kernels[i].start_ns < t0) t0 = s->kernels[i].start_ns;
     if (t0 == INT64_MAX) t0 = 0;
-    fputs("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n", fp);
-    int first = 1;
-#define SEP() (first ? (first = 0, "") : ",\n")
+    cmh_jw w;
+    cmh_jw_init(&w, fp);
+    cmh_jw_obj(&w);
+    cmh_jw_kstr(&w, "displayTimeUnit", "ns");
+    cmh_jw_key(&w, "traceEvents");
+    cmh_jw_arr(&w);
     int32_t devs[64];
     int nd = cmh_snapshot_devices(s, devs, 64);
-    for (int d = 0; d < nd && d < 64; d++) {
-        int dev = devs[d];
-        fprintf(fp, "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": ", SEP(), pid_of(dev));
-        if (dev < 0) jstr(fp, "pinned host memory");
-        else fprintf(fp, "\"GPU %d\"", dev);
-        fputs("}}", fp);
-        cmh_replay *r = cmh_replay_new(s, dev);
-        if (!r) return CMH_ENOMEM;
-        const cmh_mem_stats *st = cmh_replay_stats(r);
-        while (cmh_replay_step(r)) {
-            const cmh_entry *e = cmh_replay_entry(r, cmh_replay_position(r));
-            if (!e->time_ns) continue;
-            double ts = us(e->time_ns, t0);
-            if (e->action == CMH_ACT_OOM || e->action == CMH_ACT_MARK) {
-                fprintf(fp, "%s{\"ph\": \"i\", \"s\": \"p\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, \"name\": ", SEP(),
-                        pid_of(dev), ts);
-                if (e->action == CMH_ACT_MARK) jstr(fp, cmh_str(s, e->name));
-                else fprintf(fp, "\"out of memory: %" PRIu64 " bytes requested, %" PRIu64 " free\"", e->size, e->addr);
-                fputc('}', fp);
-                continue;
-            }
-            fprintf(fp,
-                    "%s{\"ph\": \"C\", \"name\": \"gpu%d memory\", \"pid\": %d, \"ts\": %.3f, \"args\": {\"allocated\": %" PRId64
-                    ", \"reserved_free\": %" PRId64 "}}",
-                    SEP(), dev, pid_of(dev), ts, st->allocated_bytes[0].current,
-                    st->reserved_bytes[0].current - st->allocated_bytes[0].current); /* stacked: reserved on top */
-        }
-        cmh_replay_free(r);
-    }
-    /* kernels: one track per stream */
-    uint32_t named[256][2];
-    int nnamed = 0;
-    for (uint32_t i = 0; i < s->nkernels; i++) {
-        const cmh_kernel *k = &s->kernels[i];
-        if (!k->start_ns) continue;
-        int seen = 0;
-        for (int j = 0; j < nnamed; j++) seen |= named[j][0] == (uint32_t)k->device && named[j][1] == k->stream;
-        if (!seen && nnamed < 256) {
-            named[nnamed][0] = (uint32_t)k->device;
-            named[nnamed][1] = k->stream;
-            nnamed++;
-            fprintf(fp, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %u, \"args\": {\"name\": \"stream %u\"}}",
-                    SEP(), pid_of(k->device), k->stream, k->stream);
-        }
-        fprintf(fp, "%s{\"ph\": \"X\", \"cat\": \"kernel\", \"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, \"name\": ", SEP(),
-                pid_of(k->device), k->stream, us(k->start_ns, t0), ((double)k->end_ns - (double)k->start_ns) / 1000.0);
-        jstr(fp, cmh_str(s, k->name));
-        fprintf(fp,
-                ", \"args\": {\"correlation\": %u, \"grid\": [%d, %d, %d], \"block\": [%d, %d, %d], \"registers\": %u"
-                ", \"shared_bytes\": %u}}",
-                k->correlation, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->registers,
-                k->shared_bytes);
-    }
-#undef SEP
-    fprintf(fp, "\n], \"otherData\": {\"time_origin_ns\": %" PRId64 ", \"source\": \"%s\", \"kernels_dropped\": %" PRIu64 "}}\n",
-            t0, s->source == CMH_SRC_PYTORCH ? "pytorch" : "cumemhist", s->kernels_dropped);
+    int rc = CMH_OK;
+    for (int d = 0; d < nd && d < 64 && rc == CMH_OK; d++) rc = device_track(&w, s, devs[d], t0);
+    if (rc == CMH_OK) rc = kernel_tracks(&w, s, t0);
+    if (rc != CMH_OK) return rc;
+    cmh_jw_end(&w);
+    cmh_jw_nl(&w);
+    cmh_jw_key(&w, "otherData");
+    cmh_jw_obj(&w);
+    cmh_jw_kint(&w, "time_origin_ns", t0);
+    cmh_jw_kstr(&w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "cumemhist");
+    cmh_jw_kuint(&w, "kernels_dropped", s->kernels_dropped);
+    cmh_jw_end(&w);
+    cmh_jw_end(&w);
+    fputc('\n', fp);
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }

@@ -1,49 +1,170 @@
 /*
  * json.c - a snapshot as JSON, in the shape of PyTorch's snapshot dict (the same one the
  * memory_viz export writes), plus a "cumemhist" object with what that schema has no place for.
- * Every integer is written exactly; strings are escaped per RFC 8259.
+ * Every integer is written exactly (viz/jsonw.c).
  */
 #include <inttypes.h>
 #include <string.h>
 
 #include "cumemhist/viz.h"
+#include "jsonw.h"
 
-static void jstr(FILE *fp, const char *s)
-{
-    fputc('"', fp);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", fp); break;
-        case '\\': fputs("\\\\", fp); break;
-        case '\n': fputs("\\n", fp); break;
-        case '\r': fputs("\\r", fp); break;
-        case '\t': fputs("\\t", fp); break;
-        default:
-            if (*p < 0x20) fprintf(fp, "\\u%04x", *p);
-            else fputc(*p, fp);
-        }
-    }
-    fputc('"', fp);
-}
-
-static void jframes(FILE *fp, const cmh_snapshot *s, uint32_t stack)
+static void jframes(cmh_jw *w, const cmh_snapshot *s, uint32_t stack)
 {
     const cmh_stack *st = &s->stacks[stack];
-    fputc('[', fp);
+    cmh_jw_arr(w);
     for (uint32_t i = 0; i < st->count; i++) {
         const cmh_frame *f = &s->frames[s->stack_frames[st->first + i]];
-        fputs(i ? ", {\"name\": " : "{\"name\": ", fp);
-        jstr(fp, cmh_str(s, f->name));
-        fputs(", \"filename\": ", fp);
-        jstr(fp, cmh_str(s, f->filename));
-        fprintf(fp, ", \"line\": %" PRId64 "}", f->line);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "name", cmh_str(s, f->name));
+        cmh_jw_kstr(w, "filename", cmh_str(s, f->filename));
+        cmh_jw_kint(w, "line", f->line);
+        cmh_jw_end(w);
     }
-    fputc(']', fp);
+    cmh_jw_end(w);
+}
+
+/* Is t a flat JSON object of integers ({"k": 1, "j": -2}), keys free of escapes?  (The form
+ * pickle_model.c gives map settings; a .cmh may carry anything.) */
+static int flat_int_object(const char *t)
+{
+    const char *p = t;
+#define WS() while (*p == ' ') p++
+    WS();
+    if (*p++ != '{') return 0;
+    WS();
+    if (*p == '}') return !p[1];
+    for (;;) {
+        if (*p++ != '"') return 0;
+        while (*p && *p != '"') {
+            if (*p == '\\' || (unsigned char)*p < 0x20) return 0;
+            p++;
+        }
+        if (*p++ != '"') return 0;
+        WS();
+        if (*p++ != ':') return 0;
+        WS();
+        if (*p == '-') p++;
+        if (*p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9') p++;
+        WS();
+        if (*p == '}') return !p[1];
+        if (*p++ != ',') return 0;
+        WS();
+    }
+#undef WS
+}
+
+/* A number kept as text, as a JSON number when it is one. */
+static int json_number(const char *v)
+{
+    const char *p = v;
+    if (*p == '-') p++;
+    if (*p < '0' || *p > '9') return 0;
+    if (*p == '0' && p[1] >= '0' && p[1] <= '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p == '.') {
+        if (*++p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (*p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    return !*p;
 }
 
 static const char *state_name(int st)
 {
     return st == CMH_BLOCK_ACTIVE_ALLOCATED ? "active_allocated" : st == CMH_BLOCK_ACTIVE_PENDING_FREE ? "active_pending_free" : "inactive";
+}
+
+static void segments(cmh_jw *w, const cmh_snapshot *s)
+{
+    cmh_jw_key(w, "segments");
+    cmh_jw_arr(w);
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        uint64_t alloc = 0, active = 0, req = 0;
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *b = &s->blocks[g->first_block + k];
+            if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) alloc += b->size;
+            if (b->state != CMH_BLOCK_INACTIVE) active += b->size, req += b->requested;
+        }
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kint(w, "device", g->device);
+        cmh_jw_kuint(w, "address", g->addr);
+        cmh_jw_kuint(w, "total_size", g->size);
+        cmh_jw_kuint(w, "allocated_size", alloc);
+        cmh_jw_kuint(w, "active_size", active);
+        cmh_jw_kuint(w, "requested_size", req);
+        cmh_jw_kuint(w, "stream", g->stream);
+        cmh_jw_kstr(w, "segment_type", cmh_segment_pool(g) == CMH_POOL_SMALL ? "small" : "large");
+        cmh_jw_key(w, "segment_pool_id");
+        cmh_jw_arr(w);
+        cmh_jw_uint(w, g->pool_id[0]);
+        cmh_jw_uint(w, g->pool_id[1]);
+        cmh_jw_end(w);
+        cmh_jw_kbool(w, "is_expandable", (g->flags & CMH_SEG_EXPANDABLE) != 0);
+        cmh_jw_key(w, "frames");
+        jframes(w, s, g->stack);
+        cmh_jw_key(w, "blocks");
+        cmh_jw_arr(w);
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *b = &s->blocks[g->first_block + k];
+            cmh_jw_nl(w);
+            cmh_jw_obj(w);
+            cmh_jw_kuint(w, "address", b->addr);
+            cmh_jw_kuint(w, "size", b->size);
+            cmh_jw_kuint(w, "requested_size", b->requested);
+            cmh_jw_kstr(w, "state", state_name(b->state));
+            cmh_jw_key(w, "frames");
+            jframes(w, s, b->state == CMH_BLOCK_INACTIVE ? 0 : b->stack);
+            cmh_jw_end(w);
+        }
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+}
+
+static void traces(cmh_jw *w, const cmh_snapshot *s)
+{
+    int ndev = 0;
+    for (uint32_t t = 0; t < s->ntraces; t++)
+        if (s->traces[t].device >= ndev) ndev = s->traces[t].device + 1;
+    for (uint32_t i = 0; i < s->nsegments; i++)
+        if (s->segments[i].device >= ndev) ndev = s->segments[i].device + 1;
+    cmh_jw_nl(w);
+    cmh_jw_key(w, "device_traces");
+    cmh_jw_arr(w);
+    for (int d = 0; d < (ndev ? ndev : 1); d++) {
+        cmh_jw_arr(w);
+        for (uint32_t t = 0; t < s->ntraces; t++) {
+            if (s->traces[t].device != d) continue;
+            for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
+                const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
+                cmh_jw_nl(w);
+                cmh_jw_obj(w);
+                cmh_jw_kstr(w, "action", cmh_action_name(e->action));
+                cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", e->addr);
+                cmh_jw_kuint(w, "size", e->size);
+                cmh_jw_kuint(w, "stream", e->stream);
+                cmh_jw_kint(w, "time_us", e->time_ns / 1000);
+                if (e->action == CMH_ACT_POOL_SAMPLE) cmh_jw_kuint(w, "used", e->requested);
+                if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) cmh_jw_kstr(w, "compile_context", cmh_str(s, e->compile_context));
+                if (s->pt_fields & CMH_PT_USER_METADATA) cmh_jw_kstr(w, "user_metadata", cmh_str(s, e->user_metadata));
+                cmh_jw_key(w, "frames");
+                jframes(w, s, e->stack);
+                cmh_jw_end(w);
+            }
+        }
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
 }
 
 int cmh_export_json(const cmh_snapshot *in, FILE *fp)
@@ -52,93 +173,56 @@ int cmh_export_json(const cmh_snapshot *in, FILE *fp)
     uint64_t host = 0;
     int rc = cmh_memviz_shape(in, &s, &host);
     if (rc != CMH_OK) return rc;
-    fputs("{\"segments\": [", fp);
-    for (uint32_t i = 0; i < s.nsegments; i++) {
-        const cmh_segment *g = &s.segments[i];
-        uint64_t alloc = 0, active = 0, req = 0;
-        for (uint32_t k = 0; k < g->nblocks; k++) {
-            const cmh_block *b = &s.blocks[g->first_block + k];
-            if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) alloc += b->size;
-            if (b->state != CMH_BLOCK_INACTIVE) active += b->size, req += b->requested;
-        }
-        fprintf(fp,
-                "%s\n {\"device\": %d, \"address\": %" PRIu64 ", \"total_size\": %" PRIu64 ", \"allocated_size\": %" PRIu64
-                ", \"active_size\": %" PRIu64 ", \"requested_size\": %" PRIu64 ", \"stream\": %" PRIu64
-                ", \"segment_type\": \"%s\", \"segment_pool_id\": [%" PRIu64 ", %" PRIu64 "], \"is_expandable\": %s, \"frames\": ",
-                i ? "," : "", g->device, g->addr, g->size, alloc, active, req, g->stream,
-                cmh_segment_pool(g) == CMH_POOL_SMALL ? "small" : "large",
-                g->pool_id[0], g->pool_id[1], g->flags & CMH_SEG_EXPANDABLE ? "true" : "false");
-        jframes(fp, &s, g->stack);
-        fputs(", \"blocks\": [", fp);
-        for (uint32_t k = 0; k < g->nblocks; k++) {
-            const cmh_block *b = &s.blocks[g->first_block + k];
-            fprintf(fp, "%s\n  {\"address\": %" PRIu64 ", \"size\": %" PRIu64 ", \"requested_size\": %" PRIu64 ", \"state\": \"%s\", \"frames\": ",
-                    k ? "," : "", b->addr, b->size, b->requested, state_name(b->state));
-            jframes(fp, &s, b->state == CMH_BLOCK_INACTIVE ? 0 : b->stack);
-            fputc('}', fp);
-        }
-        fputs("]}", fp);
-    }
-    fputs("],\n\"device_traces\": [", fp);
-    int ndev = 0;
-    for (uint32_t t = 0; t < s.ntraces; t++)
-        if (s.traces[t].device >= ndev) ndev = s.traces[t].device + 1;
-    for (uint32_t i = 0; i < s.nsegments; i++)
-        if (s.segments[i].device >= ndev) ndev = s.segments[i].device + 1;
-    for (int d = 0; d < (ndev ? ndev : 1); d++) {
-        fputs(d ? ", [" : "[", fp);
-        int first = 1;
-        for (uint32_t t = 0; t < s.ntraces; t++) {
-            if (s.traces[t].device != d) continue;
-            for (uint32_t i = 0; i < s.traces[t].nentries; i++) {
-                const cmh_entry *e = &s.entries[s.traces[t].first_entry + i];
-                fprintf(fp, "%s\n {\"action\": \"%s\", \"%s\": %" PRIu64 ", \"size\": %" PRIu64 ", \"stream\": %" PRIu64
-                            ", \"time_us\": %" PRId64,
-                        first ? "" : ",", cmh_action_name(e->action), e->action == CMH_ACT_OOM ? "device_free" : "addr",
-                        e->addr, e->size, e->stream, e->time_ns / 1000);
-                first = 0;
-                if (e->action == CMH_ACT_POOL_SAMPLE) fprintf(fp, ", \"used\": %" PRIu64, e->requested);
-                if (s.pt_fields & CMH_PT_COMPILE_CONTEXT) {
-                    fputs(", \"compile_context\": ", fp);
-                    jstr(fp, cmh_str(&s, e->compile_context));
-                }
-                if (s.pt_fields & CMH_PT_USER_METADATA) {
-                    fputs(", \"user_metadata\": ", fp);
-                    jstr(fp, cmh_str(&s, e->user_metadata));
-                }
-                fputs(", \"frames\": ", fp);
-                jframes(fp, &s, e->stack);
-                fputc('}', fp);
-            }
-        }
-        fputc(']', fp);
-    }
-    fputs("],\n\"external_annotations\": [", fp);
+    cmh_jw w;
+    cmh_jw_init(&w, fp);
+    cmh_jw_obj(&w);
+    segments(&w, &s);
+    traces(&w, &s);
+    cmh_jw_nl(&w);
+    cmh_jw_key(&w, "external_annotations");
+    cmh_jw_arr(&w);
     for (uint32_t i = 0; i < s.nannotations; i++) {
         const cmh_annotation *a = &s.annotations[i];
-        fputs(i ? ",\n {\"name\": " : "\n {\"name\": ", fp);
-        jstr(fp, cmh_str(&s, a->name));
-        fprintf(fp, ", \"stage\": \"%s\", \"device\": %d, \"time_us\": %" PRId64 "}", a->stage ? "END" : "START", a->device,
-                a->time_ns / 1000);
+        cmh_jw_nl(&w);
+        cmh_jw_obj(&w);
+        cmh_jw_kstr(&w, "name", cmh_str(&s, a->name));
+        cmh_jw_kstr(&w, "stage", a->stage ? "END" : "START");
+        cmh_jw_kint(&w, "device", a->device);
+        cmh_jw_kint(&w, "time_us", a->time_ns / 1000);
+        cmh_jw_end(&w);
     }
-    fputs("],\n\"allocator_settings\": {", fp);
+    cmh_jw_end(&w);
+    cmh_jw_nl(&w);
+    cmh_jw_key(&w, "allocator_settings");
+    cmh_jw_obj(&w);
     for (uint32_t i = 0; i < s.nsettings; i++) {
-        fputs(i ? ", " : "", fp);
-        jstr(fp, cmh_str(&s, s.settings[i].key));
-        fputs(": ", fp);
         const char *v = cmh_str(&s, s.settings[i].value);
-        switch (s.settings[i].type) {
-        case 1: case 2: case 4: fputs(v, fp); break;
-        case 3: fputs(!strcmp(v, "True") ? "true" : "false", fp); break;
-        default: jstr(fp, v);
-        }
+        cmh_jw_key(&w, cmh_str(&s, s.settings[i].key));
+        int t = s.settings[i].type;
+        if ((t == 1 || t == 2) && json_number(v)) cmh_jw_raw(&w, v);
+        else if (t == 3) cmh_jw_bool(&w, !strcmp(v, "True"));
+        else if (t == 4 && flat_int_object(v)) cmh_jw_raw(&w, v);
+        else cmh_jw_str(&w, v);
     }
-    fprintf(fp, "},\n\"cumemhist\": {\"source\": \"%s\", \"pid\": %" PRId64 ", \"host_segments_left_out\": %" PRIu64
-                ", \"skipped_entries\": %" PRIu64 ", \"dropped\": {",
-            in->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder", in->pid, host, in->skipped_entries);
-    for (uint32_t t = 0; t < in->ntraces; t++)
-        fprintf(fp, "%s\"%d\": %" PRIu64, t ? ", " : "", in->traces[t].device, in->traces[t].dropped);
-    fputs("}}}\n", fp);
+    cmh_jw_end(&w);
+    cmh_jw_nl(&w);
+    cmh_jw_key(&w, "cumemhist");
+    cmh_jw_obj(&w);
+    cmh_jw_kstr(&w, "source", in->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder");
+    cmh_jw_kint(&w, "pid", in->pid);
+    cmh_jw_kuint(&w, "host_segments_left_out", host);
+    cmh_jw_kuint(&w, "skipped_entries", in->skipped_entries);
+    cmh_jw_key(&w, "dropped");
+    cmh_jw_obj(&w);
+    for (uint32_t t = 0; t < in->ntraces; t++) {
+        char dev[16];
+        snprintf(dev, sizeof dev, "%d", in->traces[t].device);
+        cmh_jw_kuint(&w, dev, in->traces[t].dropped);
+    }
+    cmh_jw_end(&w);
+    cmh_jw_end(&w);
+    cmh_jw_end(&w);
+    fputc('\n', fp);
     cmh_snapshot_free(&s);
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }

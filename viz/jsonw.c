@@ -167,6 +167,12 @@ void cmh_jw_null(cmh_jw *w)
     fputs("null", w->fp);
 }
 
+void cmh_jw_raw(cmh_jw *w, const char *json)
+{
+    before(w);
+    fputs(json, w->fp);
+}
+
 void cmh_jw_nl(cmh_jw *w) { w->nl = 1; }
 
 int cmh_jw_finish(cmh_jw *w)

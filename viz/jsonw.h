@@ -41,6 +41,8 @@ void cmh_jw_uint(cmh_jw *w, uint64_t v);
 void cmh_jw_double(cmh_jw *w, double v, int decimals); /* fixed point; NaN and infinities as null */
 void cmh_jw_bool(cmh_jw *w, int v);
 void cmh_jw_null(cmh_jw *w);
+/* A value already in JSON form, written as it is: the caller vouches for it. */
+void cmh_jw_raw(cmh_jw *w, const char *json);
 /* Microseconds from integer nanoseconds, exactly, with 3 decimals ("12.345"). */
 void cmh_jw_us(cmh_jw *w, int64_t ns);
 void cmh_jw_nl(cmh_jw *w);

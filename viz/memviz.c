@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cumemhist/viz.h"
+#include "oatab.h"
 
 static int copy_stack(const cmh_snapshot *in, cmh_snapshot *out, uint32_t stack, uint32_t *map_frames, uint32_t *id)
 {
@@ -51,64 +52,34 @@ static int str_copy(const cmh_snapshot *in, cmh_snapshot *out, uint32_t id, uint
 
 /* ---- making a trace agree with the final segments ---- */
 
-typedef struct amap { /* address -> int64, open addressing; key 0 is never an address here */
-    uint64_t *k;
-    int64_t *v;
-    size_t cap, n;
-} amap;
-
-static size_t ah(uint64_t a, size_t cap) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1); }
+/* address -> int64 (oatab.h; address 0 is never a key here) */
+typedef struct aslot {
+    uint64_t addr;
+    int64_t v;
+} aslot;
+typedef cmh_oatab amap;
+#define AMAP_INIT {NULL, 0, 0, sizeof(aslot)}
 
 static int64_t *amap_slot(amap *m, uint64_t key, int create)
 {
-    if (create && (m->n + 1) * 2 > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 256;
-        uint64_t *nk = calloc(nc, sizeof *nk);
-        int64_t *nv = calloc(nc, sizeof *nv);
-        if (!nk || !nv) {
-            free(nk);
-            free(nv);
-            return NULL;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->k[i]) {
-                size_t j = ah(m->k[i], nc);
-                while (nk[j]) j = (j + 1) & (nc - 1);
-                nk[j] = m->k[i];
-                nv[j] = m->v[i];
-            }
-        free(m->k);
-        free(m->v);
-        m->k = nk;
-        m->v = nv;
-        m->cap = nc;
-    }
-    if (!m->cap) return NULL;
-    size_t j = ah(key, m->cap);
-    for (; m->k[j]; j = (j + 1) & (m->cap - 1))
-        if (m->k[j] == key) return &m->v[j];
-    if (!create) return NULL;
-    m->k[j] = key;
-    m->v[j] = 0;
-    m->n++;
-    return &m->v[j];
+    if (!key) return NULL;
+    aslot *sl = create ? cmh_oa_get(m, key, NULL) : cmh_oa_find(m, key);
+    return sl ? &sl->v : NULL;
 }
 
-static void amap_free(amap *m)
-{
-    free(m->k);
-    free(m->v);
-}
+static void amap_free(amap *m) { cmh_oa_free(m); }
 
 typedef struct fix {
     uint32_t before; /* insert before this entry index (n = at the end) */
+    uint32_t seq;    /* the order fixes at one place keep (free_requested before free_completed) */
     cmh_entry e;
 } fix;
 
 static int cmp_fix(const void *a, const void *b)
 {
     const fix *x = a, *y = b;
-    return x->before < y->before ? -1 : x->before > y->before;
+    if (x->before != y->before) return x->before < y->before ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 /* The viewer replays backwards from the final segments.  Walking the same way, an alloc whose
@@ -121,7 +92,7 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
     cmh_trace *tr = &s->traces[t];
     const cmh_entry *e0 = s->entries + tr->first_entry;
     uint32_t n = tr->nentries;
-    amap live = {0}, nextb = {0}, segs = {0}, nexts = {0};
+    amap live = AMAP_INIT, nextb = AMAP_INIT, segs = AMAP_INIT, nexts = AMAP_INIT;
     fix *fx = NULL;
     size_t nfx = 0, cfx = 0;
     int rc = CMH_OK;
@@ -157,17 +128,20 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
                 f.stack = 0;
                 if (blockwise) {
                     f.action = CMH_ACT_FREE_REQUESTED;
-                    fx[nfx++] = (fix){before, f};
+                    fx[nfx] = (fix){before, (uint32_t)nfx, f};
+                    nfx++;
                     f.action = CMH_ACT_FREE_COMPLETED;
                     if (nfx == cfx) {
                         fix *nf = realloc(fx, (cfx *= 2) * sizeof *nf);
                         if (!nf) goto oom;
                         fx = nf;
                     }
-                    fx[nfx++] = (fix){before, f};
+                    fx[nfx] = (fix){before, (uint32_t)nfx, f};
+                    nfx++;
                 } else {
                     f.action = CMH_ACT_SEGMENT_FREE;
-                    fx[nfx++] = (fix){before, f};
+                    fx[nfx] = (fix){before, (uint32_t)nfx, f};
+                    nfx++;
                 }
                 (*repaired)++;
             }
@@ -182,7 +156,7 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
         }
     }
     if (nfx) {
-        /* rebuild this trace's entries with the fixes in place (stable: same position keeps order) */
+        /* rebuild this trace's entries with the fixes in place (at one position, in the order found) */
         qsort(fx, nfx, sizeof *fx, cmp_fix);
         cmh_entry *ne = malloc((size_t)(n + nfx) * sizeof *ne);
         if (!ne) goto oom;
@@ -244,12 +218,16 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     int rc = cmh_snapshot_init(out);
     if (rc) return rc;
     uint32_t *fmap = calloc(in->nframes + 1, sizeof *fmap);
-    if (!fmap) return CMH_ENOMEM;
+    if (!fmap) {
+        cmh_snapshot_free(out);
+        return CMH_ENOMEM;
+    }
     uint64_t host = 0;
     ann_key *starts = NULL;
     size_t nstarts = 0;
     if (in->nannotations && !(starts = malloc(in->nannotations * sizeof *starts))) {
         free(fmap);
+        cmh_snapshot_free(out);
         return CMH_ENOMEM;
     }
     for (uint32_t i = 0; i < in->nannotations; i++)

@@ -33,11 +33,19 @@ typedef struct cmh_mem_stats {
 
 typedef struct cmh_replay cmh_replay;
 
+/* A replay reads the snapshot and never changes it; several replays of one snapshot may run at
+ * once in different threads, each replay used by one thread at a time. */
+
 /* Prepare a replay of device's trace (reconstructing the state before its first entry).
  * Returns NULL on out-of-memory. */
 cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device);
-/* Apply the next entry; returns 0 when the trace is exhausted. */
+/* Apply the next entry and return 1.  After the last entry, one more call returns 0 and
+ * reconciles the state with the snapshot's final segments (whatever the trace left different
+ * is freed or allocated there, each counted as an anomaly); every later call returns 0. */
 int cmh_replay_step(cmh_replay *r);
+/* CMH_ENOMEM once any step ran out of memory (its figures are then not to be trusted), else
+ * CMH_OK.  Every computation over a replay checks it before it reports. */
+int cmh_replay_status(const cmh_replay *r);
 const cmh_mem_stats *cmh_replay_stats(const cmh_replay *r);
 /* Index (within the device's trace) of the entry applied last, -1 before the first. */
 int64_t cmh_replay_position(const cmh_replay *r);

@@ -14,7 +14,14 @@
  * CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo reports capacity minus what is handed out.
  *
  * Environment: FAKECUDA_DEVICES (default 1, at most 8), FAKECUDA_CAPACITY (bytes per device,
- * suffixes K/M/G, default 16G).
+ * suffixes K/M/G, default 16G), FAKECUDA_FAIL (faults to inject, below).
+ *
+ * Fault injection, for the recorder's "forward every result unchanged" tests: FAKECUDA_FAIL is a
+ * comma-separated list of NAME@N=CODE (the N-th call of entry point NAME, counted from 1,
+ * returns CODE; N = '*': every call; =CODE defaults to 1, CUDA_ERROR_INVALID_VALUE), e.g.
+ * "cuMemUnmap@2=1,cuMemAlloc@*=2".  NAME is the base name (cuMemAlloc for cuMemAlloc_v2).  A
+ * test can also arm faults at run time with fakecuda_inject(), and run code inside an unmap
+ * (after the driver's own work, before it returns) with fakecuda_on_unmap().
  *
  * Linked with -Wl,-Bsymbolic: the proc-address table must point at our own functions, never at
  * the recorder's same-named exports, exactly as the real driver behaves.
@@ -251,6 +258,88 @@ static CUresult free_any(CUdeviceptr p)
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* ---- fault injection ---- */
+
+#define MAX_FAULTS 32
+static struct fault {
+    char name[48];
+    long nth; /* 0 = every call */
+    long calls;
+    int code;
+} g_faults[MAX_FAULTS];
+static int g_nfaults = -1; /* -1: FAKECUDA_FAIL not read yet */
+static pthread_mutex_t g_fault_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void add_fault_locked(const char *name, size_t len, long nth, int code)
+{
+    if (g_nfaults >= MAX_FAULTS || len >= sizeof g_faults[0].name) return;
+    struct fault *f = &g_faults[g_nfaults++];
+    memcpy(f->name, name, len);
+    f->name[len] = 0;
+    f->nth = nth;
+    f->calls = 0;
+    f->code = code;
+}
+
+static void read_faults_locked(void)
+{
+    g_nfaults = 0;
+    const char *e = getenv("FAKECUDA_FAIL");
+    for (const char *p = e; p && *p;) {
+        const char *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        const char *at = memchr(p, '@', (size_t)(end - p));
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        size_t nl = (size_t)((at ? at : eq ? eq : end) - p);
+        long nth = at && at[1] != '*' ? strtol(at + 1, NULL, 10) : 0;
+        int code = eq ? atoi(eq + 1) : CUDA_ERROR_INVALID_VALUE;
+        add_fault_locked(p, nl, nth, code);
+        p = *end ? end + 1 : end;
+    }
+}
+
+/* Arm a fault: the nth next call of name (0 = every call) returns code. */
+__attribute__((visibility("default"))) void fakecuda_inject(const char *name, long nth, int code)
+{
+    pthread_mutex_lock(&g_fault_lock);
+    if (g_nfaults < 0) read_faults_locked();
+    add_fault_locked(name, strlen(name), nth, code);
+    pthread_mutex_unlock(&g_fault_lock);
+}
+
+__attribute__((visibility("default"))) void fakecuda_clear_faults(void)
+{
+    pthread_mutex_lock(&g_fault_lock);
+    g_nfaults = 0;
+    pthread_mutex_unlock(&g_fault_lock);
+}
+
+/* The code this call of name must fail with, or CUDA_SUCCESS. */
+static CUresult injected(const char *name)
+{
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fault_lock);
+    if (g_nfaults < 0) read_faults_locked();
+    for (int i = 0; i < g_nfaults && r == CUDA_SUCCESS; i++) {
+        struct fault *f = &g_faults[i];
+        if (strcmp(f->name, name)) continue;
+        f->calls++;
+        if (!f->nth || f->calls == f->nth) r = (CUresult)f->code;
+    }
+    pthread_mutex_unlock(&g_fault_lock);
+    return r;
+}
+
+#define FAULT(name)                                                                                              \
+    do {                                                                                                         \
+        CUresult f_ = injected(name);                                                                            \
+        if (f_ != CUDA_SUCCESS) return f_;                                                                       \
+    } while (0)
+
+static void (*g_on_unmap)(CUdeviceptr, size_t);
+
+__attribute__((visibility("default"))) void fakecuda_on_unmap(void (*fn)(CUdeviceptr, size_t)) { g_on_unmap = fn; }
+
 /* ---- init, devices, contexts, streams ---- */
 
 CUresult cuInit(unsigned int flags)
@@ -466,6 +555,7 @@ CUresult cuGetErrorString(CUresult e, const char **p) { return cuGetErrorName(e,
 
 CUresult cuMemGetInfo(size_t *free_b, size_t *total_b)
 {
+    FAULT("cuMemGetInfo");
     int dev;
     CUresult r = ctx_device(&dev);
     if (r != CUDA_SUCCESS) return r;
@@ -496,10 +586,14 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
 
 /* ---- linear, pitch, managed ---- */
 
-CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) { return alloc_on_current(bytesize, dptr); }
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+    FAULT("cuMemAlloc");
+    return alloc_on_current(bytesize, dptr);
+}
 
 CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem)
 {
+    FAULT("cuMemAllocPitch");
     if (!pitch || (elem != 4 && elem != 8 && elem != 16) || width == 0 || height == 0)
         return CUDA_ERROR_INVALID_VALUE;
     size_t p = (width + 511) & ~(size_t)511;
@@ -510,16 +604,21 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t 
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
+    FAULT("cuMemAllocManaged");
     (void)flags;
     return alloc_on_current(bytesize, dptr);
 }
 
-CUresult cuMemFree(CUdeviceptr p) { return free_any(p); }
+CUresult cuMemFree(CUdeviceptr p) {
+    FAULT("cuMemFree");
+    return free_any(p);
+}
 
 /* ---- host ---- */
 
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
+    FAULT("cuMemHostAlloc");
     (void)flags;
     if (!pp || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     void *p = NULL;
@@ -528,10 +627,19 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-CUresult cuMemAllocHost(void **pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
+CUresult cuMemAllocHost(void **pp, size_t bytesize)
+{
+    FAULT("cuMemAllocHost");
+    if (!pp || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, bytesize) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    *pp = p;
+    return CUDA_SUCCESS;
+}
 
 CUresult cuMemFreeHost(void *p)
 {
+    FAULT("cuMemFreeHost");
     free(p);
     return CUDA_SUCCESS;
 }
@@ -576,6 +684,7 @@ static CUresult pool_alloc(fake_pool *pool, CUdeviceptr *dptr, size_t n)
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s)
 {
+    FAULT("cuMemAllocAsync");
     int dev;
     if (!stream_device(s, &dev)) return CUDA_ERROR_INVALID_CONTEXT;
     g_default_pool[dev].device = dev;
@@ -586,6 +695,7 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s) { return 
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
 {
+    FAULT("cuMemAllocFromPoolAsync");
     (void)s;
     if (!pool) return CUDA_ERROR_INVALID_VALUE;
     return pool_alloc((fake_pool *)pool, dptr, n);
@@ -598,6 +708,7 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool 
 
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
 {
+    FAULT("cuMemFreeAsync");
     (void)s;
     if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
@@ -623,6 +734,7 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
 
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
+    FAULT("cuMemPoolCreate");
     if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
     if (!pool || !props || props->location.id < 0 || props->location.id >= g_ndev) return CUDA_ERROR_INVALID_VALUE;
     fake_pool *p = calloc(1, sizeof *p);
@@ -636,6 +748,7 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) { return cuDeviceG
 
 CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
+    FAULT("cuMemPoolDestroy");
     fake_pool *p = (fake_pool *)pool;
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock); /* its live pointers stay valid; frees no longer charge it */
@@ -650,6 +763,7 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
+    FAULT("cuMemPoolTrimTo");
     fake_pool *p = (fake_pool *)pool;
     pthread_mutex_lock(&g_lock);
     uint64_t floor_b = (p->used + POOL_CHUNK - 1) & ~(POOL_CHUNK - 1);
@@ -707,6 +821,7 @@ CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *pro
 CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
                      unsigned long long flags)
 {
+    FAULT("cuMemCreate");
     (void)flags;
     if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
     if (!h || !prop || size == 0 || size % VMM_GRANULARITY) return CUDA_ERROR_INVALID_VALUE;
@@ -731,6 +846,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 {
+    FAULT("cuMemRelease");
     fake_handle *fh = (fake_handle *)(uintptr_t)h;
     if (!fh) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
@@ -742,6 +858,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags)
 {
+    FAULT("cuMemAddressReserve");
     (void)addr;
     (void)flags;
     if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
@@ -764,6 +881,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevi
 
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
+    FAULT("cuMemAddressFree");
     (void)ptr;
     (void)size;
     return CUDA_SUCCESS; /* the VA window is only ever bumped */
@@ -771,6 +889,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags)
 {
+    FAULT("cuMemMap");
     (void)offset;
     (void)flags;
     fake_handle *fh = (fake_handle *)(uintptr_t)h;
@@ -780,8 +899,10 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
+    FAULT("cuMemUnmap");
     if (!ptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
     madvise((void *)(uintptr_t)ptr, size, MADV_DONTNEED);
+    if (g_on_unmap) g_on_unmap(ptr, size);
     return CUDA_SUCCESS;
 }
 

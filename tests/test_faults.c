@@ -1,0 +1,261 @@
+/*
+ * test_faults.c - the recorder where things go wrong: a driver that refuses, another thread in
+ * the middle of a call, a caller's string gone, tables that fill up.  Over the fake driver only
+ * (its fault injection and unmap hook, tests/fakecuda/fakecuda.c).
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+#include "recorder_util.h"
+
+static void (*fake_inject)(const char *, long, int);
+static void (*fake_clear)(void);
+static void (*fake_on_unmap)(void (*)(CUdeviceptr, size_t));
+
+static CUmemAllocationProp dev0_prop(void)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    return prop;
+}
+
+/* the actions of device 0's entries at addr, in trace order, as letters: m map, u unmap */
+static void map_history(const cmh_snapshot *s, uint64_t addr, char *out, size_t n)
+{
+    const cmh_trace *t = trace_of(s, 0);
+    size_t k = 0;
+    for (uint32_t i = 0; t && i < t->nentries && k + 1 < n; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->addr != addr) continue;
+        if (e->action == CMH_ACT_SEGMENT_MAP) out[k++] = 'm';
+        if (e->action == CMH_ACT_SEGMENT_UNMAP) out[k++] = 'u';
+    }
+    out[k] = 0;
+}
+
+/* ---- cuMemUnmap is recorded before the driver unmaps ---- */
+
+static CUmemGenericAllocationHandle g_h2;
+static int g_remapped;
+
+/* Runs inside the driver's cuMemUnmap, after it unmapped: another thread maps the same range. */
+static void map_again(CUdeviceptr p, size_t n)
+{
+    if (g_remapped++) return;
+    CU_ASSERT_EQUAL(cuMemMap(p, n, 0, g_h2, 0), CUDA_SUCCESS);
+}
+
+static void test_unmap_recorded_before_the_driver(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    CUmemAllocationProp prop = dev0_prop();
+    const size_t chunk = 2 << 20;
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h1;
+    CU_ASSERT_EQUAL_FATAL(cuMemAddressReserve(&va, 4 * chunk, 0, 0, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemCreate(&h1, chunk, &prop, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemCreate(&g_h2, chunk, &prop, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemMap(va, chunk, 0, h1, 0), CUDA_SUCCESS);
+    g_remapped = 0;
+    fake_on_unmap(map_again);
+    CU_ASSERT_EQUAL(cuMemUnmap(va, chunk), CUDA_SUCCESS);
+    fake_on_unmap(NULL);
+    CU_ASSERT_EQUAL(g_remapped, 1);
+    cmh_snapshot s;
+    dump_load(&s);
+    /* the second map happened after the unmap: it is alive, and the trace says so in order */
+    const cmh_segment *g = find_segment(&s, va);
+    CU_ASSERT_PTR_NOT_NULL(g);
+    if (g) CU_ASSERT_EQUAL(g->size, chunk);
+    char hist[16];
+    map_history(&s, va, hist, sizeof hist);
+    CU_ASSERT_STRING_EQUAL(hist, "mum");
+    cmh_mem_stats ms;
+    CU_ASSERT_EQUAL(cmh_summary_compute(&s, 0, &ms), CMH_OK);
+    CU_ASSERT_EQUAL(ms.reserved_bytes[CMH_POOL_ALL].current, (int64_t)chunk);
+    cmh_snapshot_free(&s);
+    CU_ASSERT_EQUAL(cuMemUnmap(va, chunk), CUDA_SUCCESS);
+    cuMemRelease(h1);
+    cuMemRelease(g_h2);
+    cuMemAddressFree(va, 4 * chunk);
+}
+
+static void test_refused_unmap_is_undone(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    CUmemAllocationProp prop = dev0_prop();
+    const size_t chunk = 2 << 20;
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h[2];
+    CU_ASSERT_EQUAL_FATAL(cuMemAddressReserve(&va, 4 * chunk, 0, 0, 0), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(cuMemCreate(&h[i], chunk, &prop, 0), CUDA_SUCCESS);
+        CU_ASSERT_EQUAL(cuMemMap(va + i * chunk, chunk, 0, h[i], 0), CUDA_SUCCESS);
+    }
+    fake_inject("cuMemUnmap", 1, CUDA_ERROR_INVALID_VALUE);
+    CU_ASSERT_EQUAL(cuMemUnmap(va, 2 * chunk), CUDA_ERROR_INVALID_VALUE); /* forwarded unchanged */
+    fake_clear();
+    cmh_snapshot s;
+    dump_load(&s);
+    const cmh_segment *g = find_segment(&s, va);
+    CU_ASSERT_PTR_NOT_NULL(g);
+    if (g) CU_ASSERT_EQUAL(g->size, 2 * chunk); /* both maps still there, one growing segment */
+    char hist[16];
+    map_history(&s, va, hist, sizeof hist);
+    CU_ASSERT_STRING_EQUAL(hist, "mum"); /* the unmap, then its undoing */
+    cmh_mem_stats ms;
+    CU_ASSERT_EQUAL(cmh_summary_compute(&s, 0, &ms), CMH_OK);
+    CU_ASSERT_EQUAL(ms.reserved_bytes[CMH_POOL_ALL].current, (int64_t)(2 * chunk));
+    CU_ASSERT_EQUAL(ms.allocated_bytes[CMH_POOL_ALL].current, (int64_t)(2 * chunk));
+    cmh_snapshot_free(&s);
+    CU_ASSERT_EQUAL(cuMemUnmap(va, 2 * chunk), CUDA_SUCCESS);
+    dump_load(&s);
+    CU_ASSERT_PTR_NULL(find_segment(&s, va));
+    cmh_snapshot_free(&s);
+    for (int i = 0; i < 2; i++) cuMemRelease(h[i]);
+    cuMemAddressFree(va, 4 * chunk);
+}
+
+/* ---- a range's name is the caller's string as it was at push ---- */
+
+static void test_range_name_copied_at_push(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    char name[32];
+    snprintf(name, sizeof name, "forward-%d", 7);
+    CU_ASSERT_EQUAL(cmh_range_push(name), CMH_OK);
+    memset(name, 'X', sizeof name - 1); /* the caller reuses its buffer */
+    CU_ASSERT_EQUAL(cmh_range_pop(), CMH_OK);
+    cmh_snapshot s;
+    dump_load(&s);
+    int starts = 0, ends = 0;
+    for (uint32_t i = 0; i < s.nannotations; i++) {
+        const char *n = cmh_str(&s, s.annotations[i].name);
+        CU_ASSERT_STRING_EQUAL(n, "forward-7");
+        if (s.annotations[i].stage == 0) starts++;
+        else ends++;
+    }
+    CU_ASSERT_EQUAL(starts, 1);
+    CU_ASSERT_EQUAL(ends, 1);
+    cmh_snapshot_free(&s);
+}
+
+/* ---- every refused call is forwarded unchanged and leaves no trace of success ---- */
+
+static void test_refusals_forwarded(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_ALL, 0);
+    const int code = CUDA_ERROR_ILLEGAL_STATE; /* an unusual code: it must come back as it is */
+    uint64_t before = cmh_lost_events();
+    CUdeviceptr p = 0, q = 0;
+    size_t pitch = 0;
+    void *hp = NULL;
+    fake_inject("cuMemAlloc", 1, code);
+    CU_ASSERT_EQUAL(cuMemAlloc(&p, 4096), (CUresult)code);
+    fake_inject("cuMemAllocPitch", 1, code);
+    CU_ASSERT_EQUAL(cuMemAllocPitch(&p, &pitch, 1000, 10, 4), (CUresult)code);
+    fake_inject("cuMemAllocManaged", 1, code);
+    CU_ASSERT_EQUAL(cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL), (CUresult)code);
+    fake_inject("cuMemAllocHost", 1, code);
+    CU_ASSERT_EQUAL(cuMemAllocHost(&hp, 4096), (CUresult)code);
+    fake_inject("cuMemHostAlloc", 1, code);
+    CU_ASSERT_EQUAL(cuMemHostAlloc(&hp, 4096, 0), (CUresult)code);
+    fake_inject("cuMemAllocAsync", 1, code);
+    CU_ASSERT_EQUAL(cuMemAllocAsync(&p, 4096, 0), (CUresult)code);
+    CUmemAllocationProp prop = dev0_prop();
+    CUmemGenericAllocationHandle h;
+    fake_inject("cuMemCreate", 1, code);
+    CU_ASSERT_EQUAL(cuMemCreate(&h, 2 << 20, &prop, 0), (CUresult)code);
+    /* frees: refused, the allocation is still live */
+    CU_ASSERT_EQUAL_FATAL(cuMemAlloc(&q, 8192), CUDA_SUCCESS);
+    fake_inject("cuMemFree", 1, code);
+    CU_ASSERT_EQUAL(cuMemFree(q), (CUresult)code);
+    CU_ASSERT_EQUAL_FATAL(cuMemAllocHost(&hp, 4096), CUDA_SUCCESS);
+    fake_inject("cuMemFreeHost", 1, code);
+    CU_ASSERT_EQUAL(cuMemFreeHost(hp), (CUresult)code);
+    CUdeviceptr a = 0;
+    CU_ASSERT_EQUAL_FATAL(cuMemAllocAsync(&a, 4096, 0), CUDA_SUCCESS);
+    fake_inject("cuMemFreeAsync", 1, code);
+    CU_ASSERT_EQUAL(cuMemFreeAsync(a, 0), (CUresult)code);
+    fake_clear();
+    cmh_snapshot s;
+    dump_load(&s);
+    CU_ASSERT_PTR_NOT_NULL(find_segment(&s, q));
+    CU_ASSERT_PTR_NOT_NULL(find_segment(&s, (uint64_t)(uintptr_t)hp));
+    CU_ASSERT_PTR_NOT_NULL(find_segment(&s, a));
+    /* a refused allocation records nothing: only the three that succeeded are there */
+    CU_ASSERT_EQUAL(s.nsegments, 3);
+    CU_ASSERT_EQUAL(cmh_lost_events(), before);
+    cmh_snapshot_free(&s);
+    CU_ASSERT_EQUAL(cuMemFree(q), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemFreeHost(hp), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemFreeAsync(a, 0), CUDA_SUCCESS);
+    dump_load(&s);
+    CU_ASSERT_EQUAL(s.nsegments, 0);
+    cmh_snapshot_free(&s);
+}
+
+/* ---- the fixed tables count what they cannot hold ---- */
+
+static void test_full_tables_count_their_drops(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    /* reservations: 4096 are kept */
+    enum { NRES = 4100 };
+    static CUdeviceptr va[NRES];
+    uint64_t before = cmh_lost_events();
+    for (int i = 0; i < NRES; i++) CU_ASSERT_EQUAL_FATAL(cuMemAddressReserve(&va[i], 2 << 20, 0, 0, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cmh_lost_events() - before, NRES - 4096);
+    for (int i = 0; i < NRES; i++) cuMemAddressFree(va[i], 2 << 20);
+    /* pools: 1024 are followed; an operation on any other is counted once */
+    enum { NPOOLS = 1030 };
+    static CUmemoryPool pools[NPOOLS];
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    before = cmh_lost_events();
+    for (int i = 0; i < NPOOLS; i++) {
+        CUdeviceptr p;
+        CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(&pools[i], &props), CUDA_SUCCESS);
+        CU_ASSERT_EQUAL_FATAL(cuMemAllocFromPoolAsync(&p, 4096, pools[i], 0), CUDA_SUCCESS);
+        CU_ASSERT_EQUAL(cuMemFreeAsync(p, 0), CUDA_SUCCESS);
+    }
+    /* pools met before this test are followed too: at least the overflow, twice (alloc + free) */
+    uint64_t lost = cmh_lost_events() - before;
+    CU_ASSERT(lost >= 2 * (NPOOLS - 1024) && lost % 2 == 0);
+    for (int i = 0; i < NPOOLS; i++) cuMemPoolDestroy(pools[i]);
+}
+
+int main(void)
+{
+    CUcontext ctx;
+    if (getenv("CMH_REAL_DRIVER")) return 77; /* fault injection is the fake driver's */
+    if (recorder_test_init(&ctx)) return 2;
+    *(void **)&fake_inject = dlsym(RTLD_DEFAULT, "fakecuda_inject");
+    *(void **)&fake_clear = dlsym(RTLD_DEFAULT, "fakecuda_clear_faults");
+    *(void **)&fake_on_unmap = dlsym(RTLD_DEFAULT, "fakecuda_on_unmap");
+    if (!fake_inject || !fake_clear || !fake_on_unmap) {
+        fprintf(stderr, "test_faults: not the fake driver (no fakecuda_inject)\n");
+        return 2;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+    CU_pSuite s = CU_add_suite("faults", NULL, NULL);
+    CMH_ADD_TEST(s, test_unmap_recorded_before_the_driver);
+    CMH_ADD_TEST(s, test_refused_unmap_is_undone);
+    CMH_ADD_TEST(s, test_range_name_copied_at_push);
+    CMH_ADD_TEST(s, test_refusals_forwarded);
+    CMH_ADD_TEST(s, test_full_tables_count_their_drops);
+    int rc = cmh_test_main();
+    recorder_test_cleanup();
+    return rc;
+}
