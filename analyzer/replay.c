@@ -794,18 +794,55 @@ out:
     free_tables(&f);
 }
 
+#ifndef NDEBUG
+/* What the replay's own bookkeeping guarantees whatever the input (sizes may wrap: the sums are
+ * taken the same way the counters are): the counters equal what the tables hold, segments stay
+ * in address order, and each segment's active ranges add up to its active bytes. */
+static int replay_sane(const cmh_replay *r)
+{
+    if (r->nomem) return 1; /* a failed allocation leaves the tables short, by design */
+    uint64_t active = 0, allocated = 0, requested = 0;
+    for (uint32_t i = 0; i < r->blocks.cap; i++) {
+        const rblock *b = cmh_oa_at(&r->blocks, i);
+        if (!b->addr) continue;
+        active += b->size;
+        requested += b->requested;
+        if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) allocated += b->size;
+    }
+    if (active != (uint64_t)r->st.active_bytes[CMH_POOL_ALL].current ||
+        allocated != (uint64_t)r->st.allocated_bytes[CMH_POOL_ALL].current ||
+        requested != (uint64_t)r->st.requested_bytes[CMH_POOL_ALL].current ||
+        (int64_t)r->blocks.n != r->st.active[CMH_POOL_ALL].current)
+        return 0;
+    uint64_t prev = 0;
+    for (uint32_t i = 0; i < r->nsegs; i++) {
+        const rseg *g = r->segs[i];
+        if (r->saddr[i] < prev) return 0;
+        prev = r->saddr[i];
+        if (!g) continue;
+        if (g->addr != r->saddr[i] || g->nr != g->nactive) return 0;
+        uint64_t sum = 0;
+        for (uint32_t k = 0; k < g->nr; k++) sum += g->r[k].b - g->r[k].a;
+        if (sum != g->active_bytes) return 0;
+    }
+    return 1;
+}
+#endif
+
 int cmh_replay_step(cmh_replay *r)
 {
     if (r->pos + 1 >= (int64_t)r->n) {
         if (!r->reconciled) {
             r->reconciled = 1;
             reconcile(r);
+            assert(replay_sane(r));
         }
         return 0;
     }
     r->pos++;
     maybe_compact(r);
     apply_forward(r, &r->e[r->pos]);
+    assert((r->pos & 4095) || replay_sane(r)); /* every 4096 entries: the check walks every table */
     return 1;
 }
 

@@ -1,7 +1,7 @@
 /*
  * summary.c - torch.cuda.memory_summary(), computed from a replay of the trace.
  *
- * The layout is PyTorch's to the character (REFERENCE §6): 75 columns inside '|', sizes scaled
+ * The layout is PyTorch's to the character (docs/PYTORCH.md, memory_summary() layout): 75 columns inside '|', sizes scaled
  * by the "all" row of the same column (so sub-rows share its unit), counts by 1000 from 750 K.
  */
 #include <string.h>

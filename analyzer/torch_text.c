@@ -1,6 +1,6 @@
 /*
  * torch_text.c - the text reports of PyTorch's torch/cuda/_memory_viz.py, `stats` (segsum) and
- * `trace`, reproduced character for character from the snapshot model (REFERENCE §5), so that
+ * `trace`, reproduced character for character from the snapshot model (docs/PYTORCH.md, _memory_viz.py text), so that
  * scripts written against them keep working.  Two of its bugs are fixed on purpose: `trace`
  * ends each device with the true active total and a newline (the script prints its loop counter,
  * glued to the next header).  Its other quirks (names never reused, `seg_<i>` matched against a

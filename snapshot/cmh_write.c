@@ -25,6 +25,11 @@ static void pack_str(msgpack_packer *pk, const char *s)
 
 static void pack_key(msgpack_packer *pk, const char *k) { pack_str(pk, k); }
 
+/* An entry's first field packs its action (4 bits), whole-block flag (1 bit) and kind (3 bits). */
+_Static_assert(CMH_ACT_COUNT <= 16, "the action takes the low 4 bits of an entry's code byte");
+_Static_assert(CMH_KIND_COUNT <= 8, "the kind takes the top 3 bits of an entry's code byte");
+_Static_assert(CMH_EF_WHOLE_BLOCK == 1, "the whole-block flag is bit 4 of the code byte");
+
 static void pack_entry(msgpack_packer *pk, const cmh_entry *e, uint64_t *prev_addr, int64_t *prev_time)
 {
     int has_names = e->name || e->compile_context || e->user_metadata;

@@ -1,5 +1,5 @@
 /*
- * pickle_model.c - PyTorch's snapshot schema (REFERENCE §1) into the model, for pickle_read.c.
+ * pickle_model.c - PyTorch's snapshot schema (docs/PYTORCH.md, Snapshot schema) into the model, for pickle_read.c.
  *
  * Frames, frame lists and trace entries are converted while the machine runs, the moment their
  * container is complete, so the bulk of a snapshot never exists twice; segments, blocks,

@@ -1,7 +1,7 @@
 /*
  * pickle_write.c - the snapshot model as a PyTorch memory snapshot pickle.
  *
- * Protocol 4 with only the opcodes the memory_viz page's unpickler accepts (REFERENCE §3), in
+ * Protocol 4 with only the opcodes the memory_viz page's unpickler accepts (docs/PYTORCH.md, Pickles), in
  * the shapes CPython's pickler gives them: ints in their smallest form (LONG1 of at most 8
  * bytes), SHORT_BINUNICODE below 256 bytes, MARK ... APPENDS/SETITEMS in batches of at most
  * 1000 items (APPEND/SETITEM for a lone last item), FRAME every ~64 KiB.  Only shared values are

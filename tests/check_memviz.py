@@ -3,7 +3,7 @@
 
     check_memviz.py [--ours] [--no-replay] FILE...
 
-Loads each FILE with CPython's own pickle and checks what the viewer relies on (REFERENCE §3-4):
+Loads each FILE with CPython's own pickle and checks what the viewer relies on (docs/PYTORCH.md, Pickles and What memory_viz requires):
 the opcodes are in the viewer's unpickler subset (with --ours also: protocol 4, LONG1 of at most
 8 bytes, batches of at most 1000, no shared entry/segment/block dicts), the dict has PyTorch's
 schema, blocks tile their segments, the segment totals agree with the blocks, and the trace

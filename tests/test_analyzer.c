@@ -25,7 +25,7 @@ static void add(cmh_snapshot *s, int action, uint64_t addr, uint64_t size, uint6
     CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(s, &e), CMH_OK);
 }
 
-/* REFERENCE §6: x = 4 MiB (new 20 MiB segment), y = 1000 B (new 2 MiB segment), del x. */
+/* docs/PYTORCH.md's memory_summary example: x = 4 MiB (new 20 MiB segment), y = 1000 B (new 2 MiB segment), del x. */
 static void worked_example(cmh_snapshot *s, int with_trace)
 {
     cmh_snapshot_init(s);

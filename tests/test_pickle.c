@@ -133,7 +133,7 @@ static int same_stack(const cmh_snapshot *a, uint32_t sa, const cmh_snapshot *b,
     return 1;
 }
 
-/* pickle -> model -> pickle -> model keeps every field of REFERENCE §1 */
+/* pickle -> model -> pickle -> model keeps every field of the snapshot schema (docs/PYTORCH.md) */
 static void test_round_trip_lossless(void)
 {
     for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
@@ -323,7 +323,7 @@ static void test_pool_samples_round_trip(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "pool_samples[0]"));
 }
 
-/* {'segments': [], 'device_traces': [[]]} as REFERENCE §3 spells it (35 bytes) */
+/* {'segments': [], 'device_traces': [[]]} the smallest file (35 bytes) */
 static const unsigned char minimal[] = {0x80, 0x04, 0x7d, 0x28, 0x8c, 0x08, 's', 'e', 'g', 'm', 'e', 'n', 't', 's', 0x5d,
                                         0x8c, 0x0d, 'd', 'e', 'v', 'i', 'c', 'e', '_', 't', 'r', 'a', 'c', 'e', 's',
                                         0x5d, 0x5d, 0x61, 0x75, 0x2e};

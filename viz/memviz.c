@@ -1,7 +1,7 @@
 /*
  * memviz.c - any snapshot in the shape PyTorch's memory_viz page expects.
  *
- * The viewer replays the trace backwards from the final segments (REFERENCE §4), so the export
+ * The viewer replays the trace backwards from the final segments (docs/PYTORCH.md, What memory_viz requires), so the export
  * keeps three invariants: blocks tile their segment; every live block lies in a live segment at
  * every point of the trace; and the trace agrees with the final segments.  A recorder segment
  * with no allocator above it is one block covering it, so its history is spelled the way

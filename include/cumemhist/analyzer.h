@@ -5,7 +5,7 @@
  * its oldest entries, it first walks the trace backwards from the final segments (undoing each
  * entry) to find the state at the first kept entry, then steps forward, keeping PyTorch's
  * memory_stats counters (current / peak / allocated / freed, for all, large and small pools).
- * Definitions follow DESIGN §4 and PyTorch's CUDACachingAllocator.
+ * Definitions: docs/DEFINITIONS.md; PyTorch's allocator rules: docs/PYTORCH.md.
  */
 #ifndef CUMEMHIST_ANALYZER_H
 #define CUMEMHIST_ANALYZER_H

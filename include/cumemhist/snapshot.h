@@ -271,7 +271,7 @@ int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_
 /* Read from a buffer; on failure err says what and at which byte. */
 int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);
 
-/* PyTorch pickles (snapshot/pickle_read.c, pickle_write.c; REFERENCE §1-4). */
+/* PyTorch pickles (snapshot/pickle_read.c, pickle_write.c; docs/PYTORCH.md). */
 int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);
 /* Protocol 4, only the opcodes memory_viz accepts; see pickle_write.c for the shaping rules. */
 int cmh_pickle_write(const cmh_snapshot *s, FILE *fp);

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* A model that follows PyTorch's snapshot rules (REFERENCE §4), made from any snapshot:
+/* A model that follows PyTorch's snapshot rules (docs/PYTORCH.md, What memory_viz requires), made from any snapshot:
  * a segment with an implied whole block becomes segment_alloc + alloc and its free
  * free_requested + free_completed + segment_free; times become µs; pinned host memory (device
  * -1) is left out and counted in *dropped_host.  A PyTorch-sourced snapshot is copied as is. */
