@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "oatab.h"
 
 typedef int (*unw_backtrace_fn)(void **, int);
 
@@ -49,15 +50,14 @@ void cmh_stacks_init(void) { pthread_once(&g_unw_once, load_unwinder); }
 #define ID_CHUNKS 4096
 
 typedef struct stk {
-    uint64_t hash;
+    uint64_t hash; /* the key (oatab.h): never 0 */
     const uintptr_t *pcs;
     uint32_t depth, id;
 } stk;
 
 typedef struct sshard {
     pthread_mutex_t lock;
-    stk *slots; /* id 0 = empty */
-    uint32_t cap, n;
+    cmh_oatab t; /* of stk */
     uintptr_t *arena;
     uint32_t arena_used;
 } sshard;
@@ -68,7 +68,7 @@ typedef struct idref {
 } idref;
 
 static sshard g_sh[NSH] = {
-    [0 ... NSH - 1] = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, NULL, 0},
+    [0 ... NSH - 1] = {PTHREAD_MUTEX_INITIALIZER, {NULL, 0, 0, sizeof(stk)}, NULL, 0},
 };
 static idref *g_ids[ID_CHUNKS];
 static pthread_mutex_t g_id_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,23 +83,6 @@ static uint64_t hash_pcs(void *const *pcs, int n)
         h ^= h >> 32;
     }
     return h ? h : 1;
-}
-
-static int grow_shard(sshard *s)
-{
-    uint32_t nc = s->cap ? s->cap * 2 : 1024;
-    stk *ns = calloc(nc, sizeof *ns);
-    if (!ns) return -1;
-    for (uint32_t i = 0; i < s->cap; i++) {
-        if (!s->slots[i].id) continue;
-        uint32_t j = (uint32_t)s->slots[i].hash & (nc - 1);
-        while (ns[j].id) j = (j + 1) & (nc - 1);
-        ns[j] = s->slots[i];
-    }
-    free(s->slots);
-    s->slots = ns;
-    s->cap = nc;
-    return 0;
 }
 
 static uint32_t new_id(const uintptr_t *pcs, uint32_t depth)
@@ -122,16 +105,13 @@ static uint32_t intern(void *const *pcs, int n)
     uint64_t h = hash_pcs(pcs, n);
     sshard *s = &g_sh[h >> 60];
     pthread_mutex_lock(&s->lock);
-    uint32_t id = 0;
-    if ((s->n + 1) * 4 > s->cap * 3 && grow_shard(s) != 0) goto out;
-    uint32_t j = (uint32_t)h & (s->cap - 1);
-    for (; s->slots[j].id; j = (j + 1) & (s->cap - 1)) {
-        stk *e = &s->slots[j];
-        if (e->hash == h && e->depth == (uint32_t)n && memcmp(e->pcs, pcs, (size_t)n * sizeof(void *)) == 0) {
+    uint32_t id = 0, pos = UINT32_MAX;
+    for (stk *e; (e = cmh_oa_next(&s->t, h, &pos));)
+        if (e->depth == (uint32_t)n && memcmp(e->pcs, pcs, (size_t)n * sizeof(void *)) == 0) {
             id = e->id;
             goto out;
         }
-    }
+    if (cmh_oa_reserve(&s->t, s->t.n + 1) != 0) goto out; /* the add below cannot fail then */
     if (!s->arena || s->arena_used + (uint32_t)n > ARENA_PCS) {
         uintptr_t *a = malloc(ARENA_PCS * sizeof *a); /* the old arena stays: ids point into it */
         if (!a) goto out;
@@ -143,8 +123,10 @@ static uint32_t intern(void *const *pcs, int n)
     id = new_id(dst, (uint32_t)n);
     if (!id) goto out;
     s->arena_used += (uint32_t)n;
-    s->slots[j] = (stk){h, dst, (uint32_t)n, id};
-    s->n++;
+    stk *e = cmh_oa_add(&s->t, h);
+    e->pcs = dst;
+    e->depth = (uint32_t)n;
+    e->id = id;
 out:
     pthread_mutex_unlock(&s->lock);
     if (!id) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);

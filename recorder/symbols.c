@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "oatab.h"
 
 typedef struct sym {
     uint64_t value, size;
@@ -40,16 +41,15 @@ typedef struct module {
 } module;
 
 typedef struct pc_slot {
-    uintptr_t pc;
-    uint32_t frame;
+    uint64_t pc; /* the key (oatab.h) */
+    uint64_t frame;
 } pc_slot;
 
 struct cmh_symbolizer {
     cmh_snapshot *s;
     module *mods;
     size_t nmods, capmods;
-    pc_slot *cache;
-    size_t ccap, cn;
+    cmh_oatab cache; /* pc -> frame id: each distinct PC symbolized once */
     char *(*demangle)(const char *, char *, size_t *, int *);
 };
 
@@ -107,6 +107,7 @@ cmh_symbolizer *cmh_symbolizer_new(cmh_snapshot *s)
     cmh_symbolizer *z = calloc(1, sizeof *z);
     if (!z) return NULL;
     z->s = s;
+    cmh_oa_init(&z->cache, sizeof(pc_slot));
     dl_iterate_phdr(collect_module, z);
     /* C++ names are demangled with libstdc++'s own demangler.  Python loads extension modules
      * RTLD_LOCAL, so libstdc++ may be in the process without being in the global scope: look it
@@ -211,26 +212,11 @@ static int32_t module_index(cmh_symbolizer *z, module *m)
 
 int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, uint32_t *frame_id)
 {
-    if ((z->cn + 1) * 2 > z->ccap) {
-        size_t nc = z->ccap ? z->ccap * 2 : 1024;
-        pc_slot *ns = calloc(nc, sizeof *ns);
-        if (!ns) return CMH_ENOMEM;
-        for (size_t i = 0; i < z->ccap; i++) {
-            if (!z->cache[i].pc) continue;
-            size_t j = (z->cache[i].pc * 0x9E3779B97F4A7C15ull >> 20) & (nc - 1);
-            while (ns[j].pc) j = (j + 1) & (nc - 1);
-            ns[j] = z->cache[i];
-        }
-        free(z->cache);
-        z->cache = ns;
-        z->ccap = nc;
+    const pc_slot *hit = pc ? cmh_oa_find(&z->cache, pc) : NULL;
+    if (hit) {
+        *frame_id = (uint32_t)hit->frame;
+        return CMH_OK;
     }
-    size_t j = (pc * 0x9E3779B97F4A7C15ull >> 20) & (z->ccap - 1);
-    for (; z->cache[j].pc; j = (j + 1) & (z->ccap - 1))
-        if (z->cache[j].pc == pc) {
-            *frame_id = z->cache[j].frame;
-            return CMH_OK;
-        }
 
     uintptr_t look = is_ret && pc ? pc - 1 : pc;
     module *m = NULL;
@@ -268,9 +254,9 @@ int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, uint32_t *frame_i
     if (rc == CMH_OK) rc = intern(z->s, base, &f.filename);
     if (rc == CMH_OK) rc = cmh_snapshot_add_frame(z->s, &f, frame_id);
     if (rc != CMH_OK) return rc;
-    z->cache[j].pc = pc;
-    z->cache[j].frame = *frame_id;
-    z->cn++;
+    pc_slot *sl = pc ? cmh_oa_add(&z->cache, pc) : NULL;
+    if (pc && !sl) return CMH_ENOMEM;
+    if (sl) sl->frame = *frame_id;
     return CMH_OK;
 }
 
@@ -282,7 +268,7 @@ void cmh_symbolizer_free(cmh_symbolizer *z)
         if (z->mods[i].map) munmap(z->mods[i].map, z->mods[i].map_len);
     }
     free(z->mods);
-    free(z->cache);
+    cmh_oa_free(&z->cache);
     free(z);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cumemhist/snapshot.h"
+#include "oatab.h"
 
 static const char *const action_names[CMH_ACT_COUNT] = {
     "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
@@ -50,40 +51,39 @@ static uint64_t hash_bytes(const void *p, size_t n)
     return h;
 }
 
+typedef struct id_slot {
+    uint64_t hash; /* key: the content's hash, never 0 */
+    uint64_t id;
+} id_slot;
+
 int cmh_strtab_intern(cmh_strtab *t, const char *str, size_t len, uint32_t *id)
 {
     if (len == 0) {
         *id = 0;
         return CMH_OK;
     }
-    if ((uint64_t)(t->n + 1) * 2 > t->hcap) {
-        uint32_t nc = t->hcap ? t->hcap * 2 : 256;
-        uint32_t *nh = calloc(nc, sizeof *nh);
-        if (!nh) return CMH_ENOMEM;
-        for (uint32_t i = 1; i < t->n; i++) {
-            uint32_t j = (uint32_t)hash_bytes(t->str[i], strlen(t->str[i])) & (nc - 1);
-            while (nh[j]) j = (j + 1) & (nc - 1);
-            nh[j] = i;
-        }
-        free(t->hash);
-        t->hash = nh;
-        t->hcap = nc;
-    }
-    uint32_t j = (uint32_t)hash_bytes(str, len) & (t->hcap - 1);
-    for (; t->hash[j]; j = (j + 1) & (t->hcap - 1)) {
-        const char *s = t->str[t->hash[j]];
+    if (!t->index.esize) cmh_oa_init(&t->index, sizeof(id_slot));
+    uint64_t h = cmh_oa_hashkey(hash_bytes(str, len));
+    uint32_t pos = UINT32_MAX;
+    for (id_slot *sl; (sl = cmh_oa_next(&t->index, h, &pos));) {
+        const char *s = t->str[sl->id];
         if (strncmp(s, str, len) == 0 && s[len] == 0) {
-            *id = t->hash[j];
+            *id = (uint32_t)sl->id;
             return CMH_OK;
         }
     }
     if (grow((void **)&t->str, &t->cap, t->n + 1, sizeof(char *)) != CMH_OK) return CMH_ENOMEM;
     char *copy = malloc(len + 1);
     if (!copy) return CMH_ENOMEM;
+    id_slot *sl = cmh_oa_add(&t->index, h);
+    if (!sl) {
+        free(copy);
+        return CMH_ENOMEM;
+    }
     memcpy(copy, str, len);
     copy[len] = 0;
     t->str[t->n] = copy;
-    t->hash[j] = t->n;
+    sl->id = t->n;
     *id = t->n++;
     return CMH_OK;
 }
@@ -114,7 +114,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     if (!s) return;
     for (uint32_t i = 0; i < s->strings.n; i++) free(s->strings.str[i]);
     free(s->strings.str);
-    free(s->strings.hash);
+    cmh_oa_free(&s->strings.index);
     free(s->frames);
     free(s->stack_frames);
     free(s->stacks);
@@ -126,7 +126,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->annotations);
     free(s->settings);
     free(s->kernels);
-    free(s->stack_slots);
+    cmh_oa_free(&s->stack_index);
     memset(s, 0, sizeof *s);
 }
 
@@ -138,43 +138,31 @@ int cmh_snapshot_add_frame(cmh_snapshot *s, const cmh_frame *f, uint32_t *id)
     return CMH_OK;
 }
 
-static uint32_t stack_hash(const uint32_t *ids, uint32_t n) { return (uint32_t)hash_bytes(ids, (size_t)n * 4); }
-
 int cmh_snapshot_add_stack(cmh_snapshot *s, const uint32_t *ids, uint32_t n, uint32_t *id)
 {
     if (n == 0) {
         *id = 0;
         return CMH_OK;
     }
-    if ((uint64_t)s->nstacks * 2 + 2 > s->stack_slots_cap) {
-        uint32_t nc = s->stack_slots_cap ? s->stack_slots_cap * 2 : 256;
-        while ((uint64_t)s->nstacks * 2 + 2 > nc) nc *= 2;
-        uint32_t *ns = calloc(nc, sizeof *ns);
-        if (!ns) return CMH_ENOMEM;
-        for (uint32_t i = 1; i < s->nstacks; i++) {
-            uint32_t j = stack_hash(s->stack_frames + s->stacks[i].first, s->stacks[i].count) & (nc - 1);
-            while (ns[j]) j = (j + 1) & (nc - 1);
-            ns[j] = i + 1;
-        }
-        free(s->stack_slots);
-        s->stack_slots = ns;
-        s->stack_slots_cap = nc;
-    }
-    uint32_t j = stack_hash(ids, n) & (s->stack_slots_cap - 1);
-    for (; s->stack_slots[j]; j = (j + 1) & (s->stack_slots_cap - 1)) {
-        const cmh_stack *st = &s->stacks[s->stack_slots[j] - 1];
+    if (!s->stack_index.esize) cmh_oa_init(&s->stack_index, sizeof(id_slot));
+    uint64_t h = cmh_oa_hashkey(hash_bytes(ids, (size_t)n * 4));
+    uint32_t pos = UINT32_MAX;
+    for (id_slot *sl; (sl = cmh_oa_next(&s->stack_index, h, &pos));) {
+        const cmh_stack *st = &s->stacks[sl->id];
         if (st->count == n && memcmp(s->stack_frames + st->first, ids, (size_t)n * 4) == 0) {
-            *id = s->stack_slots[j] - 1;
+            *id = (uint32_t)sl->id;
             return CMH_OK;
         }
     }
     if (GROW(s, stack_frames, s->nstack_frames + n, cap_stack_frames) != CMH_OK) return CMH_ENOMEM;
     if (GROW(s, stacks, s->nstacks + 1, cap_stacks) != CMH_OK) return CMH_ENOMEM;
+    id_slot *sl = cmh_oa_add(&s->stack_index, h);
+    if (!sl) return CMH_ENOMEM;
     memcpy(s->stack_frames + s->nstack_frames, ids, (size_t)n * 4);
     s->stacks[s->nstacks].first = s->nstack_frames;
     s->stacks[s->nstacks].count = n;
     s->nstack_frames += n;
-    s->stack_slots[j] = s->nstacks + 1;
+    sl->id = s->nstacks;
     *id = s->nstacks++;
     return CMH_OK;
 }

@@ -23,11 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cmh_oatab {
-    unsigned char *slots;
-    uint32_t cap, n; /* capacity (0 or a power of two), records held */
-    uint32_t esize;  /* bytes per record, key first */
-} cmh_oatab;
+#include "cumemhist/snapshot.h" /* the cmh_oatab type, which the public model embeds */
 
 /* A table for records of esize bytes (at least 8); no memory until the first insertion. */
 static inline void cmh_oa_init(cmh_oatab *t, uint32_t esize)

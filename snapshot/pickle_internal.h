@@ -56,8 +56,9 @@ enum {
 };
 extern const char *const pk_key_names[NKEYS];
 
-typedef struct frame_slot {
-    uint32_t name, filename, id_plus1;
+typedef struct frame_slot { /* a frame by what it says (oatab.h: keyed by their hash) */
+    uint64_t hash;
+    uint32_t name, filename, id;
     int64_t line;
 } frame_slot;
 
@@ -80,8 +81,7 @@ typedef struct pm {
     uint32_t nconts, cconts;
     cmh_entry *entries; /* converted trace entries, in pickle order */
     uint32_t nentries, centries;
-    frame_slot *fslots;
-    uint32_t fcap, fn;
+    cmh_oatab frames; /* of frame_slot */
     uint64_t budget; /* cells the conversion may still create: bounds shared-container blowups */
     int protocol;
     int nomem; /* the failure was memory, not the file */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oatab.h"
 #include "pickle_internal.h"
 
 const char *const pk_key_names[NKEYS] = {
@@ -49,33 +50,20 @@ static int frame_of(pm *m, pcont *d, uint32_t *frame_id)
     int64_t ln = 0;
     if (line) to_i64(line, &ln);
     /* identical frames share one id even when the writer did not share the object */
-    if ((m->fn + 1) * 2 > m->fcap) {
-        uint32_t nc = m->fcap ? m->fcap * 2 : 1024;
-        frame_slot *ns = calloc(nc, sizeof *ns);
-        if (!ns) return pk_nomem(m);
-        for (uint32_t i = 0; i < m->fcap; i++) {
-            if (!m->fslots[i].id_plus1) continue;
-            frame_slot *o = &m->fslots[i];
-            uint32_t j = (uint32_t)((o->name * 31u + o->filename) * 2654435761u ^ (uint32_t)o->line) & (nc - 1);
-            while (ns[j].id_plus1) j = (j + 1) & (nc - 1);
-            ns[j] = *o;
-        }
-        free(m->fslots);
-        m->fslots = ns;
-        m->fcap = nc;
-    }
-    uint32_t j = (uint32_t)((name->u.id * 31u + file->u.id) * 2654435761u ^ (uint32_t)ln) & (m->fcap - 1);
-    for (; m->fslots[j].id_plus1; j = (j + 1) & (m->fcap - 1)) {
-        frame_slot *o = &m->fslots[j];
+    uint64_t h = cmh_oa_hashkey(cmh_oa_mix(((uint64_t)name->u.id << 32 | file->u.id) ^ (uint64_t)ln * 0x9E3779B97F4A7C15ull));
+    uint32_t pos = UINT32_MAX;
+    for (frame_slot *o; (o = cmh_oa_next(&m->frames, h, &pos));)
         if (o->name == name->u.id && o->filename == file->u.id && o->line == ln) {
-            *frame_id = o->id_plus1 - 1;
+            *frame_id = o->id;
             return 0;
         }
-    }
     cmh_frame f = {0, name->u.id, file->u.id, ln, -1};
-    if (cmh_snapshot_add_frame(m->s, &f, frame_id) != CMH_OK) return pk_nomem(m);
-    m->fslots[j] = (frame_slot){name->u.id, file->u.id, *frame_id + 1, ln};
-    m->fn++;
+    frame_slot *o;
+    if (cmh_snapshot_add_frame(m->s, &f, frame_id) != CMH_OK || !(o = cmh_oa_add(&m->frames, h))) return pk_nomem(m);
+    o->name = name->u.id;
+    o->filename = file->u.id;
+    o->id = *frame_id;
+    o->line = ln;
     return 0;
 }
 

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oatab.h"
 #include "pickle_internal.h"
 
 int pk_fail(pm *m, const char *fmt, ...)
@@ -425,6 +426,7 @@ int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, siz
     m.p = buf;
     m.len = len;
     m.s = s;
+    cmh_oa_init(&m.frames, sizeof(frame_slot));
     m.err = err;
     m.errlen = errlen;
     if (cmh_snapshot_init(s) != CMH_OK) {
@@ -450,7 +452,7 @@ int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, siz
     free(m.marks);
     free(m.memo);
     free(m.entries);
-    free(m.fslots);
+    cmh_oa_free(&m.frames);
     if (rc != 0) {
         cmh_snapshot_free(s);
         return m.nomem ? CMH_ENOMEM : CMH_EFORMAT;

@@ -158,11 +158,18 @@ typedef struct cmh_kernel {
     uint32_t registers, shared_bytes, correlation;
 } cmh_kernel;
 
+/* An open-addressing table (its functions: snapshot/oatab.h): records of `esize` bytes keyed by
+ * their first 8. */
+typedef struct cmh_oatab {
+    unsigned char *slots;
+    uint32_t cap, n; /* capacity (0 or a power of two), records held */
+    uint32_t esize;  /* bytes per record, key first */
+} cmh_oatab;
+
 typedef struct cmh_strtab {
     char **str; /* str[0] = "" */
     uint32_t n, cap;
-    uint32_t *hash; /* open addressing over ids, 0 = empty slot (id 0 is never looked up) */
-    uint32_t hcap;
+    cmh_oatab index; /* content hash -> id (id 0 is never looked up) */
 } cmh_strtab;
 
 typedef enum cmh_source { CMH_SRC_RECORDER = 0, CMH_SRC_PYTORCH = 1 } cmh_source;
@@ -198,8 +205,7 @@ typedef struct cmh_snapshot {
     uint32_t nstack_frames, cap_stack_frames;
     cmh_stack *stacks;
     uint32_t nstacks, cap_stacks;
-    uint32_t *stack_slots; /* interning index: stack id + 1, 0 = empty */
-    uint32_t stack_slots_cap;
+    cmh_oatab stack_index; /* interning: content hash -> stack id */
     cmh_module *modules;
     uint32_t nmodules, cap_modules;
     cmh_segment *segments;

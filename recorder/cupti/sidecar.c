@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "oatab.h"
 #include "sidecar.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -29,11 +30,11 @@ static uint64_t g_lost; /* buffers we could not give CUPTI, records we could not
 static int64_t g_offset; /* added to CUPTI timestamps when the callback could not be registered */
 static int g_started;
 
-typedef struct name_slot {
+typedef struct name_slot { /* interned kernel names (oatab.h), keyed by their hash */
+    uint64_t hash;
     char *name;
 } name_slot;
-static name_slot *g_names;
-static size_t g_ncap, g_nn;
+static cmh_oatab g_names = {NULL, 0, 0, sizeof(name_slot)};
 
 static uint64_t CUPTIAPI realtime_ns(void)
 {
@@ -45,30 +46,20 @@ static uint64_t CUPTIAPI realtime_ns(void)
 static const char *intern(const char *s)
 {
     if (!s) s = "<unknown>";
-    if ((g_nn + 1) * 2 > g_ncap) {
-        size_t nc = g_ncap ? g_ncap * 2 : 256;
-        name_slot *ns = calloc(nc, sizeof *ns);
-        if (!ns) return NULL;
-        for (size_t i = 0; i < g_ncap; i++) {
-            if (!g_names[i].name) continue;
-            uint64_t h = 1469598103934665603ull;
-            for (const char *p = g_names[i].name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-            size_t j = h & (nc - 1);
-            while (ns[j].name) j = (j + 1) & (nc - 1);
-            ns[j] = g_names[i];
-        }
-        free(g_names);
-        g_names = ns;
-        g_ncap = nc;
-    }
     uint64_t h = 1469598103934665603ull;
     for (const char *p = s; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    size_t j = h & (g_ncap - 1);
-    for (; g_names[j].name; j = (j + 1) & (g_ncap - 1))
-        if (!strcmp(g_names[j].name, s)) return g_names[j].name;
-    if (!(g_names[j].name = strdup(s))) return NULL;
-    g_nn++;
-    return g_names[j].name;
+    h = cmh_oa_hashkey(h);
+    uint32_t pos = UINT32_MAX;
+    for (name_slot *n; (n = cmh_oa_next(&g_names, h, &pos));)
+        if (!strcmp(n->name, s)) return n->name;
+    char *copy = strdup(s);
+    name_slot *n = copy ? cmh_oa_add(&g_names, h) : NULL;
+    if (!n) {
+        free(copy);
+        return NULL;
+    }
+    n->name = copy;
+    return copy;
 }
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
