@@ -18,7 +18,9 @@
  * CUMEMHIST_MAX_FRAMES for LD_PRELOAD use; CUMEMHIST_OUTPUT is the dump path pattern
  * (%p = pid, %r = rank from RANK / LOCAL_RANK, default "cumemhist.%p.cmh").
  *
- * Every function returns CMH_OK or a negative CMH_E* code and never aborts the program.
+ * Every function returns CMH_OK or a negative CMH_E* code and never aborts the program.  Every
+ * function may be called from any thread at any time, concurrently with the program's own CUDA
+ * calls (the options change under a lock; the hooks read them atomically).
  */
 #ifndef CUMEMHIST_RECORDER_H
 #define CUMEMHIST_RECORDER_H

@@ -7,7 +7,18 @@
  * stack is a run of frame ids, a frame holds string ids.  Id 0 of each table is "none" (the
  * empty string, the empty stack), so a zeroed struct is a valid "no context".
  *
- * Ownership: a cmh_snapshot owns every array in it; cmh_snapshot_free releases all of it.
+ * Ownership: a cmh_snapshot owns every array in it; cmh_snapshot_free releases all of it and
+ * leaves it zeroed (freeing it again is harmless).
+ *
+ * Threads: functions that build a snapshot (cmh_snapshot_add_*, the readers) change it and
+ * must not run at once on one snapshot; everything that only reads one (the queries, the
+ * writers, every analyzer and exporter) may run at once on it from any number of threads.
+ * Different snapshots are independent.
+ *
+ * Errors: every function returns CMH_OK or a negative CMH_E* code (cmh_strerror() names it).  A
+ * reader that fails leaves its output snapshot empty (nothing to free) and says in err what
+ * failed and at which byte; it returns CMH_ENOMEM when memory ran out, CMH_EFORMAT when the
+ * input is not a valid snapshot, CMH_EIO when a file could not be read.
  */
 #ifndef CUMEMHIST_SNAPSHOT_H
 #define CUMEMHIST_SNAPSHOT_H
@@ -274,7 +285,7 @@ void cmh_atomic_abort(cmh_atomic *a);
 int cmh_cmh_write(const cmh_snapshot *s, FILE *fp);
 /* Write to path atomically (cmh_atomic_open). */
 int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen);
-/* Read from a buffer; on failure err says what and at which byte. */
+/* Read from a buffer into s (initialized here); on failure err says what and at which byte. */
 int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);
 
 /* PyTorch pickles (snapshot/pickle_read.c, pickle_write.c; docs/PYTORCH.md). */

@@ -1,5 +1,9 @@
 /*
  * cumemhist/viz.h - exporters: each shapes a snapshot for one consumer and writes it to a FILE*.
+ *
+ * Each reads the snapshot without changing it (any number may run at once on one snapshot) and
+ * returns CMH_OK, CMH_ENOMEM, or CMH_EIO when the stream failed; on failure the stream holds a
+ * partial document, which the caller discards (cmh_atomic_abort).
  */
 #ifndef CUMEMHIST_VIZ_H
 #define CUMEMHIST_VIZ_H
