@@ -41,15 +41,21 @@ static cmh_livetab *g_segs;    /* driver allocations, VMM maps aside */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void take_reference(void);
 
+static int g_inited; /* set last by init_once: the hooks test it before paying for pthread_once */
+
 static void init_once(void)
 {
     take_reference();
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) cmh_mutex_init(&g_dev[i].lock);
     g_max_entries = cmh_cfg.max_entries;
     g_segs = cmh_live_new(); /* NULL: out of memory at start-up; every segment is then lost */
+    __atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
 }
 
-void cmh_hist_ensure_init(void) { pthread_once(&g_once, init_once); }
+void cmh_hist_ensure_init(void)
+{
+    if (CMH_UNLIKELY(!__atomic_load_n(&g_inited, __ATOMIC_ACQUIRE))) pthread_once(&g_once, init_once);
+}
 
 int64_t cmh_now_ns(void)
 {

@@ -25,7 +25,8 @@ struct cmh_livetab {
 
 _Static_assert(offsetof(cmh_live, addr) == 0, "oatab.h keys a record by its first 8 bytes");
 
-static inline shard *shard_of(cmh_livetab *t, uint64_t addr) { return &t->sh[cmh_oa_mix(addr >> 8) >> 58]; }
+/* one multiply picks the shard (the table mixes the key again inside it) */
+static inline shard *shard_of(cmh_livetab *t, uint64_t addr) { return &t->sh[((addr >> 8) * 0x9E3779B97F4A7C15ull) >> 58]; }
 
 cmh_livetab *cmh_live_new(void)
 {
@@ -42,8 +43,7 @@ int cmh_live_insert(cmh_livetab *t, const cmh_live *l)
 {
     shard *s = shard_of(t, l->addr);
     cmh_lock(&s->lock);
-    cmh_live *slot = cmh_oa_get(&s->t, l->addr, NULL);
-    if (slot) *slot = *l;
+    void *slot = cmh_oa_put(&s->t, l);
     cmh_unlock(&s->lock);
     return slot ? 0 : -1;
 }
@@ -53,13 +53,13 @@ int cmh_live_remove(cmh_livetab *t, uint64_t addr, cmh_live *out)
     if (!addr) return 0;
     shard *s = shard_of(t, addr);
     cmh_lock(&s->lock);
-    cmh_live *slot = cmh_oa_find(&s->t, addr);
-    if (slot) {
-        *out = *slot;
-        cmh_oa_remove(&s->t, slot);
+    uint32_t j = cmh_oa_index(&s->t, addr);
+    if (j != UINT32_MAX) {
+        *out = *(const cmh_live *)cmh_oa_at(&s->t, j);
+        cmh_oa_remove_at(&s->t, j);
     }
     cmh_unlock(&s->lock);
-    return slot != NULL;
+    return j != UINT32_MAX;
 }
 
 int cmh_live_update(cmh_livetab *t, uint64_t addr, int (*fn)(cmh_live *, void *), void *arg, cmh_live *copy)
@@ -91,7 +91,7 @@ uint64_t cmh_live_remove_if(cmh_livetab *t, int (*pred)(const cmh_live *, void *
                 cmh_live *l = cmh_oa_at(&s->t, j);
                 if (l->addr && pred(l, arg)) {
                     hit[n++] = *l;
-                    cmh_oa_remove(&s->t, l); /* may pull a later record into j: look at j again */
+                    cmh_oa_remove_at(&s->t, j); /* may pull a later record into j: look at j again */
                     continue;
                 }
                 j++;

@@ -63,7 +63,12 @@ static inline uint64_t cmh_oa_keyat(const cmh_oatab *t, uint32_t i)
     return k;
 }
 
-static inline uint32_t cmh_oa_home(const cmh_oatab *t, uint64_t key) { return (uint32_t)cmh_oa_mix(key) & (t->cap - 1); }
+/* Fibonacci hashing: the top bits of key * 2^64/phi, as many as the capacity needs (one multiply,
+ * and every key bit reaches them) */
+static inline uint32_t cmh_oa_home(const cmh_oatab *t, uint64_t key)
+{
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctz(t->cap)));
+}
 
 /* Room for at least `want` records without growing; 0, or -1 out of memory (table unchanged). */
 static inline int cmh_oa_reserve(cmh_oatab *t, uint32_t want)
@@ -123,18 +128,57 @@ static inline void *cmh_oa_add(cmh_oatab *t, uint64_t key)
 }
 
 /* The record with this key, created (zeroed but for the key) if absent; *created says which.
- * NULL when out of memory. */
+ * NULL when out of memory.  One probe: the chain is walked once, to the key or to the hole that
+ * takes it. */
 static inline void *cmh_oa_get(cmh_oatab *t, uint64_t key, int *created)
 {
-    void *r = cmh_oa_find(t, key);
-    if (created) *created = !r;
-    return r ? r : cmh_oa_add(t, key);
+    if ((uint64_t)(t->n + 1) * 2 > t->cap && cmh_oa_reserve(t, t->n + 1) != 0) return NULL;
+    uint32_t m = t->cap - 1, j = cmh_oa_home(t, key);
+    for (uint64_t k; (k = cmh_oa_keyat(t, j)); j = (j + 1) & m)
+        if (k == key) {
+            if (created) *created = 0;
+            return cmh_oa_at(t, j);
+        }
+    void *r = cmh_oa_at(t, j);
+    memset(r, 0, t->esize);
+    memcpy(r, &key, sizeof key);
+    t->n++;
+    if (created) *created = 1;
+    return r;
 }
 
-/* Remove the record at r (from cmh_oa_find / _next / _get). */
-static inline void cmh_oa_remove(cmh_oatab *t, void *r)
+/* Store rec (esize bytes, its key first) in place of the record with its key, or as a new one;
+ * NULL when out of memory. */
+static inline void *cmh_oa_put(cmh_oatab *t, const void *rec)
 {
-    uint32_t m = t->cap - 1, j = (uint32_t)(((unsigned char *)r - t->slots) / t->esize);
+    uint64_t key;
+    memcpy(&key, rec, sizeof key);
+    if ((uint64_t)(t->n + 1) * 2 > t->cap && cmh_oa_reserve(t, t->n + 1) != 0) return NULL;
+    uint32_t m = t->cap - 1, j = cmh_oa_home(t, key);
+    uint64_t k;
+    while ((k = cmh_oa_keyat(t, j)) && k != key) j = (j + 1) & m;
+    if (!k) t->n++;
+    void *r = cmh_oa_at(t, j);
+    memcpy(r, rec, t->esize);
+    return r;
+}
+
+/* The index of the record with this key, UINT32_MAX when absent (for cmh_oa_remove_at). */
+static inline uint32_t cmh_oa_index(const cmh_oatab *t, uint64_t key)
+{
+    if (!t->cap) return UINT32_MAX;
+    uint32_t m = t->cap - 1;
+    for (uint32_t j = cmh_oa_home(t, key);; j = (j + 1) & m) {
+        uint64_t k = cmh_oa_keyat(t, j);
+        if (k == key) return j;
+        if (!k) return UINT32_MAX;
+    }
+}
+
+/* Remove the record at index j. */
+static inline void cmh_oa_remove_at(cmh_oatab *t, uint32_t j)
+{
+    uint32_t m = t->cap - 1;
     memset(cmh_oa_at(t, j), 0, 8);
     t->n--;
     for (uint32_t k = (j + 1) & m;; k = (k + 1) & m) {
@@ -147,6 +191,12 @@ static inline void cmh_oa_remove(cmh_oatab *t, void *r)
             j = k;
         }
     }
+}
+
+/* Remove the record at r (from cmh_oa_find / _next / _get). */
+static inline void cmh_oa_remove(cmh_oatab *t, void *r)
+{
+    cmh_oa_remove_at(t, (uint32_t)(((unsigned char *)r - t->slots) / t->esize));
 }
 
 /* Iterate: for (uint32_t i = 0; i < t->cap; i++) if (cmh_oa_keyat(t, i)) ... cmh_oa_at(t, i) */

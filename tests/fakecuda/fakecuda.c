@@ -268,11 +268,13 @@ static struct fault {
     int code;
 } g_faults[MAX_FAULTS];
 static int g_nfaults = -1; /* -1: FAKECUDA_FAIL not read yet */
+static int g_armed = -1;    /* read without the lock: 0 when no fault can fire (the common case) */
 static pthread_mutex_t g_fault_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void add_fault_locked(const char *name, size_t len, long nth, int code)
 {
     if (g_nfaults >= MAX_FAULTS || len >= sizeof g_faults[0].name) return;
+    __atomic_store_n(&g_armed, 1, __ATOMIC_RELEASE);
     struct fault *f = &g_faults[g_nfaults++];
     memcpy(f->name, name, len);
     f->name[len] = 0;
@@ -284,6 +286,7 @@ static void add_fault_locked(const char *name, size_t len, long nth, int code)
 static void read_faults_locked(void)
 {
     g_nfaults = 0;
+    __atomic_store_n(&g_armed, 0, __ATOMIC_RELEASE);
     const char *e = getenv("FAKECUDA_FAIL");
     for (const char *p = e; p && *p;) {
         const char *end = strchr(p, ',');
@@ -311,12 +314,14 @@ __attribute__((visibility("default"))) void fakecuda_clear_faults(void)
 {
     pthread_mutex_lock(&g_fault_lock);
     g_nfaults = 0;
+    __atomic_store_n(&g_armed, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_fault_lock);
 }
 
 /* The code this call of name must fail with, or CUDA_SUCCESS. */
 static CUresult injected(const char *name)
 {
+    if (!__atomic_load_n(&g_armed, __ATOMIC_ACQUIRE)) return CUDA_SUCCESS;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&g_fault_lock);
     if (g_nfaults < 0) read_faults_locked();
