@@ -11,6 +11,11 @@
  * Segments live in an array sorted by address; each keeps its active blocks as sorted ranges so
  * that the non-releasable figure (free space inside segments that still hold an active block,
  * and the number of free runs there) updates in O(blocks in that segment).
+ *
+ * One file although long: the backward pass, the forward pass and the reconciliation at the end
+ * share the same state and the same operations on it (a segment cut out, a block carved), and
+ * each pass must undo exactly what the other does.  PyTorch's sizing rules are apart
+ * (pt_rules.c), and so is everything computed from a replay (reports.c, diff.c, summary.c).
  */
 #include <assert.h>
 #include <stdlib.h>

@@ -25,6 +25,10 @@
  *
  * Linked with -Wl,-Bsymbolic: the proc-address table must point at our own functions, never at
  * the recorder's same-named exports, exactly as the real driver behaves.
+ *
+ * One file although long: it is one idea, the driver API surface a test program sees, and
+ * every entry point shares the device table, the address-space allocator and the fault
+ * injection above.
  */
 #include <cuda.h>
 #undef cuGetProcAddress
