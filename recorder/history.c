@@ -197,7 +197,6 @@ void cmh_hist_free_undo(const cmh_live *was)
      * allocator's blocks in it, already recorded as freed, are not brought back). */
     if (!g_segs || cmh_live_insert(g_segs, was) != 0) cmh_count_lost(1);
     int whole = (was->flags & CMH_EF_WHOLE_BLOCK) != 0;
-    if (!whole) cmh_blocks_segment_back(was->addr, was->addr + was->size);
     cmh_hist_record(was->device, CMH_ACT_SEGMENT_ALLOC, was->kind, was->flags, was->addr, was->size, was->requested,
                     was->stream, 0, whole ? (int64_t)was->size : 0, (int64_t)was->size, CMH_COUNT_NONE, 0);
 }

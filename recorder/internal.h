@@ -160,9 +160,6 @@ CMH_HIDDEN int cmh_blocks_free_requested(uint64_t addr);
 CMH_HIDDEN int cmh_blocks_free_completed(uint64_t addr);
 /* The driver memory [lo, hi) under reported blocks is going: free the blocks still in it. */
 CMH_HIDDEN void cmh_blocks_segment_gone(uint64_t lo, uint64_t hi);
-/* [lo, hi) is driver memory again (a refused free undone, or part of an unmap left mapped):
- * managed again if it was. */
-CMH_HIDDEN void cmh_blocks_segment_back(uint64_t lo, uint64_t hi);
 CMH_HIDDEN int cmh_blocks_collect(cmh_live **out, size_t *n);
 CMH_HIDDEN void cmh_blocks_atfork_prepare(void);
 CMH_HIDDEN void cmh_blocks_atfork_parent(void);

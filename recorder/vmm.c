@@ -252,7 +252,6 @@ void cmh_vmm_unmap_undo(cmh_unmap *u)
         const cmh_live *m = &u->orig[k];
         uint64_t a = m->addr > u->lo ? m->addr : u->lo, b = m->addr + m->size < u->hi ? m->addr + m->size : u->hi;
         int whole = (m->flags & CMH_EF_WHOLE_BLOCK) != 0;
-        if (!whole) cmh_blocks_segment_back(m->addr, m->addr + m->size);
         cmh_hist_record(m->device, CMH_ACT_SEGMENT_MAP, CMH_KIND_VMM, m->flags, a, b - a, b - a, m->stream, 0,
                         whole ? (int64_t)(b - a) : 0, (int64_t)(b - a), CMH_COUNT_NONE, 0);
     }
