@@ -28,6 +28,22 @@ check "summary: 5 live segments" "grep -q '^| GPU reserved segments |       5   
 check "summary --json exact integers" "grep -q '\"allocated_bytes.all\": {\"current\": 20971520, \"peak\": 98566144' sum.json"
 env -u LD_PRELOAD python3 -c "import json,sys; json.load(open('sum.json'))" 2>/dev/null && ok "summary --json parses" || bad "summary --json parses"
 
+# a path JSON must escape
+cp leak.cmh 'we"ird.cmh'
+"$CMH" summary --json 'we"ird.cmh' >weird.json
+env -u LD_PRELOAD python3 -c "import json, sys; assert json.load(open('weird.json'))['file'] == sys.argv[1]" 'we"ird.cmh' 2>/dev/null &&
+    ok "summary --json escapes the path" || bad "summary --json escapes the path"
+
+# options each command takes, and only those
+"$CMH" peak --fail-on-leak leak.cmh >/dev/null 2>perr.txt
+check "peak refuses an option it does not have" "[ $? -eq 2 ] && grep -q \"unknown option '--fail-on-leak'\" perr.txt"
+"$CMH" leaks --top 0 leak.cmh >/dev/null 2>&1
+check "a value out of range is refused" "[ $? -eq 2 ]"
+"$CMH" help summary | grep -q '^usage: cumemhist summary'
+check "cumemhist help CMD is CMD --help" "[ $? -eq 0 ]"
+"$CMH" --help | grep -qi chrome
+check "the top-level help names chrome" "[ $? -eq 0 ]"
+
 # exit status and signals are forwarded
 "$CMH" record -q -- sh -c 'exit 7'
 check "record forwards exit 7" "[ $? -eq 7 ]"
@@ -122,6 +138,14 @@ printf 'garbage!' >garbage.cmh
 check "garbage: clear error" "[ $? -eq 1 ] && grep -q 'garbage.cmh: not a snapshot' gerr.txt"
 "$CMH" summary missing.cmh 2>merr.txt
 check "missing file" "[ $? -eq 1 ] && grep -q 'missing.cmh: No such file' merr.txt"
+
+# out of memory has its own exit status (not under a sanitizer: it reserves address space itself)
+if [ -z "${LD_PRELOAD:-}" ]; then
+    "$CMH" record -q -o big.cmh --context none -- "$S/multistream" 4 40000 >/dev/null 2>&1
+    (ulimit -v 16000; "$CMH" summary big.cmh >/dev/null 2>oom.txt)
+    rc=$?
+    check "out of memory: exit 4 and says so" "[ $rc -eq 4 ] && grep -q 'out of memory' oom.txt"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

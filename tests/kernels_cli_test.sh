@@ -21,6 +21,10 @@ check "kernels: relu 1 call, 11.11%" "grep -Eq '^relu +1 +0\.500us .* 11\.11%' $
 check "kernels: total and drops" "grep -q 'Self CUDA time total: 4.500us (3 kernel launches)' $T/table && grep -q 'dropped 3' $T/table"
 "$B/cumemhist" kernels --sort calls --top 1 "$T/k.cmh" | grep -q '^gemm'
 check "kernels --sort calls --top 1" "[ $? -eq 0 ]"
+rows=$("$B/cumemhist" kernels --top 1 "$T/k.cmh" | grep -c '%$')
+check "kernels --top N given explicitly prints N rows" "[ $rows -eq 1 ]"
+"$B/cumemhist" kernels --sort bogus "$T/k.cmh" 2>/dev/null
+check "kernels --sort refuses an unknown order" "[ $? -eq 2 ]"
 "$B/cumemhist" export --format chrome "$T/k.cmh" -o "$T/k.json"
 env -u LD_PRELOAD python3 - "$T/k.json" <<'PY'
 import json, sys

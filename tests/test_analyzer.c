@@ -142,6 +142,52 @@ static void test_state_only_snapshot(void)
     CU_ASSERT_EQUAL(st.inactive_split_bytes[0].current, (int64_t)(2 * MIB - 1024));
     CU_ASSERT_EQUAL(st.inactive_split[0].current, 1);
     CU_ASSERT_EQUAL(st.segment[0].current, 2);
+    /* nothing before the snapshot is known: every peak is the state itself, and building that
+     * state block by block leaves no half-filled segment behind as a peak */
+    CU_ASSERT_EQUAL(st.inactive_split_bytes[0].peak, st.inactive_split_bytes[0].current);
+    CU_ASSERT_EQUAL(st.inactive_split_bytes[0].allocated, st.inactive_split_bytes[0].current);
+    CU_ASSERT_EQUAL(st.inactive_split[0].peak, 1);
+    CU_ASSERT_EQUAL(st.allocated_bytes[0].peak, 1024);
+    cmh_snapshot_free(&s);
+}
+
+/* The one pool rule (snapshot/query.c): a whole block up to 1 MiB is small; a caching allocator's
+ * segment up to 2 MiB is small-pool; a segment's own pool wins. */
+static void test_pool_rule(void)
+{
+    CU_ASSERT_EQUAL(cmh_pool_rule(1 << 20, 1), CMH_POOL_SMALL);
+    CU_ASSERT_EQUAL(cmh_pool_rule((1 << 20) + 512, 1), CMH_POOL_LARGE);
+    CU_ASSERT_EQUAL(cmh_pool_rule((1 << 20) + 512, 0), CMH_POOL_SMALL);
+    CU_ASSERT_EQUAL(cmh_pool_rule(2 << 20, 0), CMH_POOL_SMALL);
+    CU_ASSERT_EQUAL(cmh_pool_rule((2 << 20) + 512, 0), CMH_POOL_LARGE);
+    cmh_segment g;
+    memset(&g, 0, sizeof g);
+    g.size = 3 << 19; /* 1.5 MiB */
+    g.flags = CMH_SEG_WHOLE_BLOCK;
+    CU_ASSERT_EQUAL(cmh_segment_pool(&g), CMH_POOL_LARGE);
+    g.flags = 0;
+    CU_ASSERT_EQUAL(cmh_segment_pool(&g), CMH_POOL_SMALL);
+    g.pool = CMH_POOL_LARGE;
+    CU_ASSERT_EQUAL(cmh_segment_pool(&g), CMH_POOL_LARGE);
+    /* and the replay counts by it: a 1.5 MiB whole-block segment is large-pool memory */
+    cmh_snapshot s;
+    cmh_snapshot_init(&s);
+    cmh_snapshot_add_trace(&s, 0, 0, NULL);
+    add(&s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 3 << 19, 3 << 19, CMH_EF_WHOLE_BLOCK);
+    add(&s, CMH_ACT_SEGMENT_ALLOC, SEG_B, 1 << 20, 1 << 20, CMH_EF_WHOLE_BLOCK);
+    cmh_segment a = {0, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, CMH_POOL_UNKNOWN, SEG_A, 3 << 19, 0, {0, 0}, 0, 0, 0, 0};
+    cmh_segment b = {0, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, CMH_POOL_UNKNOWN, SEG_B, 1 << 20, 0, {0, 0}, 0, 0, 0, 0};
+    cmh_block ba = {SEG_A, 3 << 19, 3 << 19, 0, CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+    cmh_block bb = {SEG_B, 1 << 20, 1 << 20, 0, CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+    CU_ASSERT_EQUAL(cmh_snapshot_add_segment(&s, &a, NULL), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_snapshot_add_block(&s, &ba), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_snapshot_add_segment(&s, &b, NULL), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_snapshot_add_block(&s, &bb), CMH_OK);
+    cmh_mem_stats st;
+    CU_ASSERT_EQUAL_FATAL(cmh_summary_compute(&s, 0, &st), CMH_OK);
+    CU_ASSERT_EQUAL(st.reserved_bytes[CMH_POOL_LARGE].current, 3 << 19);
+    CU_ASSERT_EQUAL(st.reserved_bytes[CMH_POOL_SMALL].current, 1 << 20);
+    CU_ASSERT_EQUAL(st.allocated_bytes[CMH_POOL_LARGE].current, 3 << 19);
     cmh_snapshot_free(&s);
 }
 
@@ -428,6 +474,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("analyzer", NULL, NULL);
     CMH_ADD_TEST(s, test_summary_worked_example);
     CMH_ADD_TEST(s, test_state_only_snapshot);
+    CMH_ADD_TEST(s, test_pool_rule);
     CMH_ADD_TEST(s, test_ring_truncated);
     CMH_ADD_TEST(s, test_whole_block_segments);
     CMH_ADD_TEST(s, test_empty_snapshot);
