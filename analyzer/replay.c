@@ -405,6 +405,14 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
             g->addr = b;
             r->saddr[i] = b;
             g->size = gb - b;
+            /* segments that overlap (only a hostile file has them) may now be out of order */
+            for (uint32_t k = i; k + 1 < r->nsegs && r->saddr[k + 1] < b; k++) {
+                rseg *t = r->segs[k];
+                r->segs[k] = r->segs[k + 1];
+                r->segs[k + 1] = t;
+                r->saddr[k] = r->saddr[k + 1];
+                r->saddr[k + 1] = b;
+            }
         } else {
             g->size = a - ga;
         }
@@ -800,6 +808,8 @@ out:
 }
 
 #ifndef NDEBUG
+#include <stdio.h>
+#define SANE_FAIL(n) (fprintf(stderr, "replay_sane: check %d failed\n", n), 0)
 /* What the replay's own bookkeeping guarantees whatever the input (sizes may wrap: the sums are
  * taken the same way the counters are): the counters equal what the tables hold, segments stay
  * in address order, and each segment's active ranges add up to its active bytes. */
@@ -814,21 +824,20 @@ static int replay_sane(const cmh_replay *r)
         requested += b->requested;
         if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) allocated += b->size;
     }
-    if (active != (uint64_t)r->st.active_bytes[CMH_POOL_ALL].current ||
-        allocated != (uint64_t)r->st.allocated_bytes[CMH_POOL_ALL].current ||
-        requested != (uint64_t)r->st.requested_bytes[CMH_POOL_ALL].current ||
-        (int64_t)r->blocks.n != r->st.active[CMH_POOL_ALL].current)
-        return 0;
+    if (active != (uint64_t)r->st.active_bytes[CMH_POOL_ALL].current) return SANE_FAIL(1);
+    if (allocated != (uint64_t)r->st.allocated_bytes[CMH_POOL_ALL].current) return SANE_FAIL(2);
+    if (requested != (uint64_t)r->st.requested_bytes[CMH_POOL_ALL].current) return SANE_FAIL(3);
+    if ((int64_t)r->blocks.n != r->st.active[CMH_POOL_ALL].current) return SANE_FAIL(4);
     uint64_t prev = 0;
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const rseg *g = r->segs[i];
-        if (r->saddr[i] < prev) return 0;
+        if (r->saddr[i] < prev) return SANE_FAIL(5);
         prev = r->saddr[i];
         if (!g) continue;
-        if (g->addr != r->saddr[i] || g->nr != g->nactive) return 0;
+        if (g->addr != r->saddr[i] || g->nr != g->nactive) return SANE_FAIL(6);
         uint64_t sum = 0;
         for (uint32_t k = 0; k < g->nr; k++) sum += g->r[k].b - g->r[k].a;
-        if (sum != g->active_bytes) return 0;
+        if (sum != g->active_bytes) return SANE_FAIL(7);
     }
     return 1;
 }

@@ -8,9 +8,9 @@ target=${1:-pickle}
 secs=${2:-600}
 out=build-fuzz
 mkdir -p "$out/corpus-$target" "$out/seeds-$target"
-SRC="snapshot/model.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/pickle_read.c snapshot/pickle_model.c snapshot/pickle_write.c
-     snapshot/load.c analyzer/replay.c analyzer/summary.c"
-clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude \
+SRC="snapshot/model.c snapshot/query.c snapshot/atomic.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/pickle_read.c
+     snapshot/pickle_model.c snapshot/pickle_write.c snapshot/load.c analyzer/replay.c analyzer/pt_rules.c analyzer/summary.c"
+clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isnapshot -Ianalyzer \
     $(pkg-config --cflags msgpack-c 2>/dev/null || pkg-config --cflags msgpack) \
     "tests/fuzz/fuzz_$target.c" $SRC \
     $(pkg-config --libs msgpack-c 2>/dev/null || pkg-config --libs msgpack) -o "$out/fuzz_$target"

@@ -2,12 +2,14 @@
  * test_pickle.c - PyTorch pickles: every real fixture loads with the counts it holds, what we
  * write reads back losslessly, and hostile input gives a clear error, never a crash.
  */
+#include <dirent.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/snapshot.h"
 #include "cumemhist/viz.h"
+#include "cumemhist/reports.h"
 #include "testutil.h"
 
 typedef struct expect {
@@ -488,23 +490,44 @@ static void test_cpp_pickler_form(void)
     cmh_snapshot_free(&s);
 }
 
-/* inputs the fuzzer found (tests/fixtures/fuzz): each must load or fail, and replay, in time */
+/* inputs the fuzzer found (every file in tests/fixtures/fuzz): each must load or fail, and go
+ * through every report, in time and with the replay's own checks (assertions) holding */
 static void test_fuzz_regressions(void)
 {
-    static const char *const files[] = {"replay-reconcile-loop.pickle", "empty-mark-tuple.pickle", "cmh-time-overflow.cmh"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char path[512], err[512];
-        snprintf(path, sizeof path, "%s/fuzz/%s", CMH_FIXTURES, files[i]);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/fuzz", CMH_FIXTURES);
+    DIR *d = opendir(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    int files = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        char path[1024], err[512];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        files++;
         cmh_snapshot s;
         if (cmh_snapshot_load(path, &s, err, sizeof err) != CMH_OK) continue;
         int32_t devs[8];
         int nd = cmh_snapshot_devices(&s, devs, 8);
-        for (int d = 0; d < nd && d < 8; d++) {
+        for (int k = 0; k < nd && k < 8; k++) {
             cmh_mem_stats st;
-            CU_ASSERT_EQUAL(cmh_summary_compute(&s, devs[d], &st), CMH_OK);
+            cmh_peak_report pk;
+            cmh_leak_report lk;
+            cmh_frag_report fr;
+            cmh_oom_report om;
+            CU_ASSERT_EQUAL(cmh_summary_compute(&s, devs[k], &st), CMH_OK);
+            CU_ASSERT_EQUAL(cmh_peak_compute(&s, devs[k], &pk), CMH_OK);
+            CU_ASSERT_EQUAL(cmh_leaks_compute(&s, devs[k], 0, &lk), CMH_OK);
+            CU_ASSERT_EQUAL(cmh_frag_compute(&s, devs[k], &fr), CMH_OK);
+            CU_ASSERT_EQUAL(cmh_oom_compute(&s, devs[k], &om), CMH_OK);
+            cmh_peak_report_free(&pk);
+            cmh_leak_report_free(&lk);
+            cmh_frag_report_free(&fr);
+            cmh_oom_report_free(&om);
         }
         cmh_snapshot_free(&s);
     }
+    closedir(d);
+    CU_ASSERT(files >= 4);
 }
 
 int main(void)
