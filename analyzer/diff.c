@@ -3,7 +3,7 @@
  * whose live bytes (at the end, and at the allocated peak) changed most.
  *
  * The snapshots may come from different runs, so sites are matched by what their frames say
- * (name, file, line), never by stack id or address.
+ * (function, file, line, module: cmh_sites_key), never by stack id or address.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cumemhist/reports.h"
+#include "grow.h"
 #include "oatab.h"
 
 typedef struct key_slot {
@@ -31,27 +32,38 @@ static uint64_t hash_str(const char *s)
     return cmh_oa_hashkey(h);
 }
 
-/* The site's frames as text ("name@file:line;..."), then a NUL and its first frame's name, in one
- * malloc'ed buffer; NULL when out of memory. */
-static char *site_key(const cmh_snapshot *s, uint32_t stack)
+/* What a group's frames say, as text (cmh_sites_key), malloc'ed; without a grouping, the stack's
+ * frames.  NULL when out of memory. */
+static char *site_key(const cmh_snapshot *s, const cmh_sites *g, uint32_t group, uint32_t stack)
 {
-    const char *names[16], *files[16];
-    int64_t lines[16];
-    int n = cmh_stack_lines(s, stack, 16, names, files, lines);
-    size_t len = 32 + (n ? strlen(names[0]) : 0);
-    for (int i = 0; i < n; i++) len += strlen(names[i]) + strlen(files[i]) + 24;
+    char small[512];
+    if (g) {
+        size_t need = cmh_sites_key(g, group, small, sizeof small);
+        char *k = malloc(need + 1);
+        if (k && need < sizeof small) memcpy(k, small, need + 1);
+        else if (k) cmh_sites_key(g, group, k, need + 1);
+        return k;
+    }
+    const cmh_stack *st = &s->stacks[stack];
+    size_t len = 16;
+    for (uint32_t i = 0; i < st->count; i++) {
+        const cmh_frame *f = &s->frames[s->stack_frames[st->first + i]];
+        len += strlen(cmh_str(s, f->name)) + strlen(cmh_str(s, f->filename)) + 24;
+    }
     char *k = malloc(len), *p = k;
     if (!k) return NULL;
     *p = 0;
-    for (int i = 0; i < n; i++) p += sprintf(p, "%s@%s:%" PRId64 ";", names[i], files[i], lines[i]);
-    if (!n) p += sprintf(k, "%s", stack ? "<unknown>" : "<no stack>");
-    strcpy(p + 1, n ? names[0] : k);
+    for (uint32_t i = 0; i < st->count; i++) {
+        const cmh_frame *f = &s->frames[s->stack_frames[st->first + i]];
+        p += sprintf(p, "%s@%s:%" PRId64 ";", cmh_str(s, f->name), cmh_str(s, f->filename), f->line);
+    }
+    if (!st->count) strcpy(k, "<no stack>");
     return k;
 }
 
-static cmh_diff_site *find(diff_ctx *c, const cmh_snapshot *s, uint32_t stack)
+static cmh_diff_site *find(diff_ctx *c, const cmh_snapshot *s, const cmh_sites *g, const cmh_site *site)
 {
-    char *k = site_key(s, stack);
+    char *k = site_key(s, g, site->group, site->stack);
     if (!k) return NULL;
     uint64_t h = hash_str(k);
     uint32_t pos = UINT32_MAX;
@@ -60,19 +72,16 @@ static cmh_diff_site *find(diff_ctx *c, const cmh_snapshot *s, uint32_t stack)
             free(k);
             return &c->v[sl->i];
         }
-    if (c->n == c->cap) {
-        uint32_t nc = c->cap ? c->cap * 2 : 64;
-        cmh_diff_site *nv = realloc(c->v, nc * sizeof *nv);
-        if (!nv) goto oom;
-        c->v = nv;
-        c->cap = nc;
-    }
+    if (CMH_GROW(c->v, c->cap, (uint64_t)c->n + 1, 64)) goto oom;
     key_slot *sl = cmh_oa_add(&c->index, h);
     if (!sl) goto oom;
     sl->i = c->n;
     cmh_diff_site *e = &c->v[c->n++];
     memset(e, 0, sizeof *e);
     e->key = k;
+    e->snap = s;
+    e->group = site->group;
+    e->stack = site->stack;
     return e;
 oom:
     free(k);
@@ -92,11 +101,12 @@ static int cmp_change(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
-int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_snapshot *after, int dev_after,
-                     cmh_diff_report *out)
+int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_sites *sites_before, const cmh_snapshot *after,
+                     int dev_after, const cmh_sites *sites_after, cmh_diff_report *out)
 {
     memset(out, 0, sizeof *out);
     const cmh_snapshot *snap[2] = {before, after};
+    const cmh_sites *sites[2] = {sites_before, sites_after};
     int dev[2] = {dev_before, dev_after};
     diff_ctx c;
     memset(&c, 0, sizeof c);
@@ -104,16 +114,16 @@ int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_snaps
     int rc = CMH_OK;
     for (int f = 0; f < 2 && rc == CMH_OK; f++) {
         cmh_leak_report lk;
-        if ((rc = cmh_peak_compute(snap[f], dev[f], &out->peak[f])) != CMH_OK) break;
-        if ((rc = cmh_leaks_compute(snap[f], dev[f], 0, &lk)) != CMH_OK) break;
+        if ((rc = cmh_peak_compute(snap[f], dev[f], sites[f], &out->peak[f])) != CMH_OK) break;
+        if ((rc = cmh_leaks_compute(snap[f], dev[f], sites[f], 0, &lk)) != CMH_OK) break;
         for (uint32_t i = 0; i < snap[f]->nsegments; i++) out->segments[f] += snap[f]->segments[i].device == dev[f];
         for (uint32_t i = 0; i < lk.nsites && rc == CMH_OK; i++) {
-            cmh_diff_site *k = find(&c, snap[f], lk.sites[i].stack);
+            cmh_diff_site *k = find(&c, snap[f], sites[f], &lk.sites[i]);
             if (!k) rc = CMH_ENOMEM;
             else *(f ? &k->after_end : &k->before_end) += (int64_t)lk.sites[i].bytes;
         }
         for (uint32_t i = 0; i < out->peak[f].nsites && rc == CMH_OK; i++) {
-            cmh_diff_site *k = find(&c, snap[f], out->peak[f].sites[i].stack);
+            cmh_diff_site *k = find(&c, snap[f], sites[f], &out->peak[f].sites[i]);
             if (!k) rc = CMH_ENOMEM;
             else *(f ? &k->after_peak : &k->before_peak) += (int64_t)out->peak[f].sites[i].bytes;
         }
@@ -127,7 +137,6 @@ int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_snaps
         return rc;
     }
     if (c.n) qsort(c.v, c.n, sizeof *c.v, cmp_change);
-    for (uint32_t i = 0; i < c.n; i++) c.v[i].top = c.v[i].key + strlen(c.v[i].key) + 1;
     int64_t a = out->peak[0].alloc_peak, b = out->peak[1].alloc_peak;
     out->peak_growth_pct = a ? 100.0 * (double)(b - a) / (double)a : b ? 100.0 : 0.0;
     return CMH_OK;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cumemhist/reports.h"
+#include "grow.h"
 
 /* One comparator per order (qsort has no context argument, and a global would not be
  * thread-safe): larger first, then by name id. */
@@ -34,15 +35,10 @@ int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **out, uint
         if (!k->start_ns || k->end_ns < k->start_ns || k->name >= s->strings.n) continue; /* no timestamps */
         int64_t d = (int64_t)((uint64_t)k->end_ns - (uint64_t)k->start_ns); /* end >= start: fits */
         if (!by_name[k->name]) {
-            if (nr == cap) {
-                cap = cap ? cap * 2 : 64;
-                cmh_kernel_row *nrw = realloc(rows, cap * sizeof *nrw);
-                if (!nrw) {
-                    free(rows);
-                    free(by_name);
-                    return CMH_ENOMEM;
-                }
-                rows = nrw;
+            if (CMH_GROW(rows, cap, (uint64_t)nr + 1, 64)) {
+                free(rows);
+                free(by_name);
+                return CMH_ENOMEM;
             }
             memset(&rows[nr], 0, sizeof rows[nr]);
             rows[nr].name = k->name;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cumemhist/reports.h"
+#include "grow.h"
 #include "oatab.h"
 
 /* ---- sites: live bytes grouped by stack ---- */
@@ -18,40 +19,40 @@
 typedef struct site_map {
     cmh_site *v; /* dense, in order of appearance */
     uint32_t n, cap;
-    cmh_oatab index; /* stack + 1 -> index in v */
-    int failed;      /* out of memory: the map is incomplete */
+    cmh_oatab index; /* group + 1 -> index in v */
+    const cmh_sites *sites; /* the grouping; NULL: every stack its own group */
+    int failed;             /* out of memory: the map is incomplete */
 } site_map;
 
 typedef struct site_slot {
-    uint64_t key; /* stack + 1 */
+    uint64_t key; /* group + 1 */
     uint64_t i;
 } site_slot;
 
-static void site_map_init(site_map *m)
+static void site_map_init(site_map *m, const cmh_sites *sites)
 {
     memset(m, 0, sizeof *m);
+    m->sites = sites;
     cmh_oa_init(&m->index, sizeof(site_slot));
 }
+
+static uint32_t group_of(const site_map *m, uint32_t stack) { return m->sites ? cmh_sites_group(m->sites, stack) : stack; }
 
 static cmh_site *site_get(site_map *m, uint32_t stack)
 {
     int created;
-    site_slot *sl = cmh_oa_get(&m->index, (uint64_t)stack + 1, &created);
+    uint32_t group = group_of(m, stack);
+    site_slot *sl = cmh_oa_get(&m->index, (uint64_t)group + 1, &created);
     if (!sl) goto oom;
     if (!created) return &m->v[sl->i];
-    if (m->n == m->cap) {
-        uint32_t nc = m->cap ? m->cap * 2 : 64;
-        cmh_site *nv = realloc(m->v, nc * sizeof *nv);
-        if (!nv) {
-            cmh_oa_remove(&m->index, sl);
-            goto oom;
-        }
-        m->v = nv;
-        m->cap = nc;
+    if (CMH_GROW(m->v, m->cap, (uint64_t)m->n + 1, 64)) {
+        cmh_oa_remove(&m->index, sl);
+        goto oom;
     }
     sl->i = m->n;
     cmh_site *s = &m->v[m->n++];
     memset(s, 0, sizeof *s);
+    s->group = group;
     s->stack = stack;
     s->first_ns = INT64_MAX;
     s->last_ns = INT64_MIN;
@@ -72,7 +73,7 @@ static int cmp_site(const void *a, const void *b)
 {
     const cmh_site *x = a, *y = b;
     if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
-    return x->stack < y->stack ? -1 : x->stack > y->stack;
+    return x->group < y->group ? -1 : x->group > y->group;
 }
 
 static void add_block(void *arg, const cmh_live_block *b)
@@ -107,10 +108,10 @@ static int finish_sites(site_map *m, cmh_site **out, uint32_t *n)
     return CMH_OK;
 }
 
-static int live_sites(const cmh_replay *r, cmh_site **out, uint32_t *n)
+static int live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **out, uint32_t *n)
 {
     site_map m;
-    site_map_init(&m);
+    site_map_init(&m, sites);
     cmh_replay_blocks(r, add_block, &m);
     return finish_sites(&m, out, n);
 }
@@ -126,7 +127,7 @@ static void base_info(const cmh_snapshot *s, int device, cmh_report_base *b)
 
 /* ---- peak ---- */
 
-int cmh_peak_compute(const cmh_snapshot *s, int device, cmh_peak_report *p)
+int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)
 {
     memset(p, 0, sizeof *p);
     base_info(s, device, &p->base);
@@ -164,7 +165,7 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, cmh_peak_report *p)
     /* again, up to the allocated peak, to see who owned memory then */
     if (!(r = cmh_replay_new(s, device))) return CMH_ENOMEM;
     while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
-    rc = live_sites(r, &p->sites, &p->nsites);
+    rc = live_sites(r, sites, &p->sites, &p->nsites);
     if (rc == CMH_OK) rc = cmh_replay_status(r);
     cmh_replay_free(r);
     if (rc != CMH_OK) cmh_peak_report_free(p);
@@ -186,7 +187,7 @@ static void leak_observe(void *arg, int64_t delta, uint32_t stack)
     if (s) s->bytes = (uint64_t)((int64_t)s->bytes + delta);
 }
 
-int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh_leak_report *p)
+int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
 {
     memset(p, 0, sizeof *p);
     base_info(s, device, &p->base);
@@ -227,7 +228,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh
     p->ncheckpoints = ncp;
 
     leak_ctx c;
-    site_map_init(&c.live);
+    site_map_init(&c.live, sites);
     int rc = CMH_OK;
     cmh_replay_observe(r, leak_observe, &c);
     /* samples[k][site index in c.live] */
@@ -260,22 +261,22 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh
 
     /* still live at the end, by site, with their growth over the checkpoints */
     site_map end;
-    site_map_init(&end);
+    site_map_init(&end, sites);
     cmh_replay_blocks(r, add_block, &end);
-    cmh_site *sites;
-    uint32_t nsites;
+    cmh_site *live;
+    uint32_t nlive;
     if (c.live.failed || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;
-    if (finish_sites(&end, &sites, &nsites) != CMH_OK) rc = CMH_ENOMEM;
+    if (finish_sites(&end, &live, &nlive) != CMH_OK) rc = CMH_ENOMEM;
     if (rc != CMH_OK) {
-        free(sites);
+        free(live);
         goto out;
     }
     uint32_t kept = 0;
-    for (uint32_t i = 0; i < nsites; i++) {
-        cmh_site *st = &sites[i];
+    for (uint32_t i = 0; i < nlive; i++) {
+        cmh_site *st = &live[i];
         if (st->bytes < min_bytes) continue;
         /* the series: each checkpoint, then the end */
-        const site_slot *cs = cmh_oa_find(&c.live.index, (uint64_t)st->stack + 1);
+        const site_slot *cs = cmh_oa_find(&c.live.index, (uint64_t)st->group + 1);
         uint32_t col = cs ? (uint32_t)cs->i : UINT32_MAX;
         uint64_t prev = 0;
         int have = 0;
@@ -295,9 +296,9 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh
         p->leaking += st->growing;
         p->live_bytes += st->bytes;
         p->live_blocks += st->count;
-        sites[kept++] = *st;
+        live[kept++] = *st;
     }
-    p->sites = sites;
+    p->sites = live;
     p->nsites = kept;
 out:
     free(samples);
@@ -365,7 +366,7 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
 
 /* ---- OOM ---- */
 
-int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *p)
+int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *p)
 {
     memset(p, 0, sizeof *p);
     base_info(s, device, &p->base);
@@ -393,7 +394,9 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *p)
             cmh_replay_free_space(r, &o->free_inside, &o->largest_gap);
             o->fits_in_gap = o->largest_gap >= o->request;
             o->verdict = cmh_oom_verdict(o->request, o->free_inside, o->largest_gap, o->device_free);
-            if (live_sites(r, &o->sites, &o->nsites) != CMH_OK) {
+            o->request_stack = e->stack;
+            o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
+            if (live_sites(r, sites, &o->sites, &o->nsites) != CMH_OK) {
                 cmh_replay_free(r);
                 cmh_oom_report_free(p);
                 return CMH_ENOMEM;
@@ -437,51 +440,4 @@ void cmh_oom_report_free(cmh_oom_report *p)
     for (uint32_t i = 0; i < p->nevents; i++) free(p->events[i].sites);
     free(p->events);
     memset(p, 0, sizeof *p);
-}
-
-/* ---- stacks as text ---- */
-
-static int boring(const cmh_snapshot *s, const cmh_frame *f)
-{
-    const char *n = cmh_str(s, f->name), *file = cmh_str(s, f->filename);
-    /* PyTorch's own filter (memory_viz, _memory_viz.py) ... */
-    static const char *const names[] = {"unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
-                                        "__libc_start_main", "PyEval_", "PyObject_", "PyFunction_"};
-    static const char *const files[] = {"core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
-                                        "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
-                                        "cpython/abstract.h"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strstr(n, names[i])) return 1;
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-        if (strstr(file, files[i])) return 1;
-    /* ... and the frames of the CUDA runtime and of PyTorch's allocator and dispatcher, which
-     * are the same for every allocation and name no user code */
-    static const char *const internal[] = {"CachingAllocator", "c10::cuda::", "at::detail::empty", "c10::impl::",
-                                           "at::_ops::", "c10::Dispatcher", "libcudart_static_"};
-    for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++)
-        if (strstr(n, internal[i])) return 1;
-    return !strncmp(file, "libcuda.so", 10) || !strncmp(file, "libcudart", 9);
-}
-
-int cmh_stack_lines(const cmh_snapshot *s, uint32_t stack, int max, const char **names, const char **files,
-                    int64_t *lines)
-{
-    const cmh_stack *st = &s->stacks[stack];
-    int k = 0;
-    for (uint32_t i = 0; i < st->count && k < max; i++) {
-        const cmh_frame *f = &s->frames[s->stack_frames[st->first + i]];
-        if (boring(s, f)) continue;
-        names[k] = cmh_str(s, f->name);
-        files[k] = cmh_str(s, f->filename);
-        lines[k] = f->line;
-        k++;
-    }
-    return k;
-}
-
-const char *cmh_stack_site(const cmh_snapshot *s, uint32_t stack)
-{
-    const char *n[1], *f[1];
-    int64_t l[1];
-    return cmh_stack_lines(s, stack, 1, n, f, l) ? n[0] : stack ? "<unknown>" : "<no stack recorded>";
 }

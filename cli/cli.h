@@ -30,6 +30,7 @@ int cmd_frag(int argc, char **argv);
 int cmd_oom(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
+int cmd_symbolize(int argc, char **argv);
 
 /* ---- options: each command declares a table, one parser reads them all ---- */
 
@@ -41,7 +42,14 @@ typedef enum cli_kind {
     CLI_CHOICE, /* int *: the index of the value in choices (NULL-terminated) */
     CLI_DEVICE, /* int *: a device number, -1 = pinned host memory */
     CLI_PCT,    /* double *: a percentage ("5" or "5%") */
+    CLI_LIST,   /* cli_list *: a value each time the option is given */
 } cli_kind;
+
+#define CLI_LIST_MAX 32
+typedef struct cli_list {
+    const char *v[CLI_LIST_MAX];
+    int n;
+} cli_list;
 
 typedef struct cli_option {
     const char *name;  /* "--top" */
@@ -83,6 +91,9 @@ int cli_load(const char *path, cmh_snapshot *s);
 /* Load a snapshot and choose its device: want, or with want == -2 the lowest it has.  On failure
  * print why, free what was loaded and return the exit status. */
 int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device);
+/* Make its native frames readable (demangled, file:line from DWARF: cumemhist/symbolize.h),
+ * saying once on stderr which binaries did not match their recorded build id. */
+int cli_symbolize(const char *path, cmh_snapshot *s);
 /* Parse a non-negative integer with an optional K/M/G suffix (binary); -1 on error. */
 int cli_parse_u64(const char *s, uint64_t *out);
 /* The exit status for a CMH_* code from a computation, with the message printed. */

@@ -13,6 +13,7 @@ static double g_fail_pct;
 static const cli_option g_opts[] = {
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to compare (default: the lowest in each)", NULL, 0, 0, NULL},
     CLI_OPT_TOP(&g_top, "sites to list (default 10)"),
+    CLI_OPTS_ATTRIBUTION,
     {"--fail-if-peak-grows", NULL, CLI_PCT, &g_fail_pct, "PCT", "exit with status 3 if peak allocated grew by more than PCT%",
      NULL, 0, 0, &g_have_pct},
     CLI_OPT_JSON(&g_json),
@@ -31,17 +32,18 @@ int cmd_diff(int argc, char **argv)
     int n, rc = cli_parse(&g_cmd, argc, argv, paths, &n);
     if (rc) return rc < 0 ? 0 : rc;
     cmh_snapshot s[2];
+    cmh_sites *g[2];
     int dev[2];
-    if ((rc = cli_load_device(paths[0], g_device, &s[0], &dev[0]))) return rc;
-    if ((rc = cli_load_device(paths[1], g_device, &s[1], &dev[1]))) {
+    if ((rc = rep_load(paths[0], g_device, &s[0], &dev[0], &g[0]))) return rc;
+    if ((rc = rep_load(paths[1], g_device, &s[1], &dev[1], &g[1]))) {
+        cmh_sites_free(g[0]);
         cmh_snapshot_free(&s[0]);
         return rc;
     }
     cmh_diff_report d;
-    int crc = cmh_diff_compute(&s[0], dev[0], &s[1], dev[1], &d);
+    int crc = cmh_diff_compute(&s[0], dev[0], g[0], &s[1], dev[1], g[1], &d);
     if (crc != CMH_OK) {
-        cmh_snapshot_free(&s[0]);
-        cmh_snapshot_free(&s[1]);
+        for (int f = 0; f < 2; f++) cmh_sites_free(g[f]), cmh_snapshot_free(&s[f]);
         return cli_fail(paths[1], crc);
     }
     const cmh_peak_report *pk = d.peak;
@@ -76,8 +78,20 @@ int cmd_diff(int argc, char **argv)
         for (uint32_t i = 0; i < d.nsites && (int)i < g_top; i++) {
             const cmh_diff_site *x = &d.sites[i];
             cmh_jw_nl(&w);
+            const cmh_sites *sg = x->snap == &s[0] ? g[0] : g[1];
+            cmh_site one = {x->group, x->stack, 0, 0, 0, 0, 0, 0, 0, 0, 0};
             cmh_jw_obj(&w);
-            cmh_jw_kstr(&w, "frames", x->key);
+            cmh_jw_kstr(&w, "key", x->key);
+            const cmh_frame *f = cmh_sites_frame(sg, x->group);
+            cmh_jw_key(&w, "site");
+            if (f) rep_json_frame(&w, x->snap, f);
+            else cmh_jw_null(&w);
+            cmh_jw_kstr(&w, "owner", cmh_sites_owner(sg, one.group));
+            cmh_jw_key(&w, "frames");
+            cmh_jw_arr(&w);
+            const cmh_stack *st = &x->snap->stacks[x->stack];
+            for (uint32_t k = 0; k < st->count; k++) rep_json_frame(&w, x->snap, &x->snap->frames[x->snap->stack_frames[st->first + k]]);
+            cmh_jw_end(&w);
             cmh_jw_kint(&w, "end_before", x->before_end);
             cmh_jw_kint(&w, "end_after", x->after_end);
             cmh_jw_kint(&w, "peak_before", x->before_peak);
@@ -102,8 +116,10 @@ int cmd_diff(int argc, char **argv)
         for (uint32_t i = 0; i < d.nsites && (int)i < g_top; i++) {
             const cmh_diff_site *x = &d.sites[i];
             if (x->after_end == x->before_end && x->after_peak == x->before_peak) break;
+            cmh_site one = {x->group, x->stack, 0, 0, 0, 0, 0, 0, 0, 0, 0};
             printf("  end %12s -> %-12s  peak %12s -> %-12s  %s\n", rep_size((double)x->before_end), rep_size((double)x->after_end),
-                   rep_size((double)x->before_peak), rep_size((double)x->after_peak), x->top);
+                   rep_size((double)x->before_peak), rep_size((double)x->after_peak),
+                   rep_site_name(x->snap, x->snap == &s[0] ? g[0] : g[1], &one));
         }
         if (g_have_pct)
             printf("\npeak allocated %s by %.1f%% (limit %.1f%%)\n", d.peak_growth_pct >= 0 ? "grew" : "shrank",
@@ -111,8 +127,7 @@ int cmd_diff(int argc, char **argv)
     }
     int grew = g_have_pct && d.peak_growth_pct > g_fail_pct;
     cmh_diff_report_free(&d);
-    cmh_snapshot_free(&s[0]);
-    cmh_snapshot_free(&s[1]);
+    for (int f = 0; f < 2; f++) cmh_sites_free(g[f]), cmh_snapshot_free(&s[f]);
     rc = cli_finish_stdout(0);
     return rc ? rc : grew ? CLI_ECHECK : 0;
 }

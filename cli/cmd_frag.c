@@ -13,6 +13,7 @@ static int g_device = -2, g_top = 10, g_json;
 static const cli_option g_opts[] = {
     CLI_OPT_DEVICE(&g_device),
     CLI_OPT_TOP(&g_top, "segments to list, most free bytes first (default 10)"),
+    CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
 };
 
@@ -44,11 +45,13 @@ int cmd_frag(int argc, char **argv)
     int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
     if (rc) return rc < 0 ? 0 : rc;
     cmh_snapshot s;
+    cmh_sites *gs;
     int dev;
-    if ((rc = cli_load_device(path, g_device, &s, &dev))) return rc;
+    if ((rc = rep_load(path, g_device, &s, &dev, &gs))) return rc;
     cmh_frag_report p;
     int crc = cmh_frag_compute(&s, dev, &p);
     if (crc != CMH_OK) {
+        cmh_sites_free(gs);
         cmh_snapshot_free(&s);
         return cli_fail(path, crc);
     }
@@ -90,6 +93,12 @@ int cmd_frag(int argc, char **argv)
             cmh_jw_kdouble(&w, "fragmentation", g->fragmentation, 4);
             cmh_jw_kuint(&w, "non_releasable", g->non_releasable);
             cmh_jw_kbool(&w, "expandable", g->expandable);
+            uint32_t stack = s.segments[g->index].stack;
+            const cmh_frame *f = cmh_sites_site_of(gs, stack);
+            cmh_jw_key(&w, "site"); /* who allocated the segment */
+            if (f) rep_json_frame(&w, &s, f);
+            else cmh_jw_null(&w);
+            cmh_jw_kstr(&w, "owner", cmh_sites_owner(gs, cmh_sites_group(gs, stack)));
             cmh_jw_end(&w);
         }
         cmh_jw_end(&w);
@@ -106,13 +115,15 @@ int cmd_frag(int argc, char **argv)
                rep_size((double)p.largest_gap), 100 * p.fragmentation);
         printf("  non-releasable           %12s   (free space in segments that still hold blocks)\n\n",
                rep_size((double)p.non_releasable));
-        printf("  %-18s %11s %11s %11s %11s %6s %11s\n", "segment", "reserved", "allocated", "free", "largest gap", "frag",
-               "non-rel.");
+        printf("  %-18s %11s %11s %11s %11s %6s %11s  %s\n", "segment", "reserved", "allocated", "free", "largest gap", "frag",
+               "non-rel.", "allocated by");
         for (uint32_t i = 0; i < p.nsegs && (int)i < g_top; i++) {
             const cmh_frag_seg *g = &p.segs[i];
-            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %5.1f%% %11s%s\n", g->addr, rep_size((double)g->reserved),
+            const cmh_frame *f = cmh_sites_site_of(gs, s.segments[g->index].stack);
+            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %5.1f%% %11s  %s%s\n", g->addr, rep_size((double)g->reserved),
                    rep_size((double)g->allocated), rep_size((double)g->free), rep_size((double)g->largest_gap),
-                   100 * g->fragmentation, rep_size((double)g->non_releasable), g->expandable ? " expandable" : "");
+                   100 * g->fragmentation, rep_size((double)g->non_releasable), f ? rep_frame(&s, f) : "-",
+                   g->expandable ? "  (expandable)" : "");
         }
         if (p.nsegs > (uint32_t)g_top) printf("  ... %u more segments (--top)\n", p.nsegs - (uint32_t)g_top);
         if (p.has_oom)
@@ -121,6 +132,7 @@ int cmd_frag(int argc, char **argv)
         rep_notes(&p.base);
     }
     cmh_frag_report_free(&p);
+    cmh_sites_free(gs);
     cmh_snapshot_free(&s);
     return cli_finish_stdout(0);
 }

@@ -16,6 +16,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_FRAMES(&g_frames),
     {"--min-bytes", NULL, CLI_SIZE, &g_min_bytes, "B", "leave out sites holding less (e.g. 1M)", NULL, 0, 0, NULL},
     {"--fail-on-leak", NULL, CLI_FLAG, &g_fail, NULL, "exit with status 3 when a site keeps growing (for CI)", NULL, 0, 0, NULL},
+    CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
 };
 
@@ -35,11 +36,13 @@ int cmd_leaks(int argc, char **argv)
     int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
     if (rc) return rc < 0 ? 0 : rc;
     cmh_snapshot s;
+    cmh_sites *g;
     int dev;
-    if ((rc = cli_load_device(path, g_device, &s, &dev))) return rc;
+    if ((rc = rep_load(path, g_device, &s, &dev, &g))) return rc;
     cmh_leak_report p;
-    int crc = cmh_leaks_compute(&s, dev, g_min_bytes, &p);
+    int crc = cmh_leaks_compute(&s, dev, g, g_min_bytes, &p);
     if (crc != CMH_OK) {
+        cmh_sites_free(g);
         cmh_snapshot_free(&s);
         return cli_fail(path, crc);
     }
@@ -57,7 +60,7 @@ int cmd_leaks(int argc, char **argv)
         cmh_jw_kstr(&w, "checkpoint_kind", g_cp_kind[p.checkpoint_kind]);
         cmh_jw_nl(&w);
         cmh_jw_key(&w, "sites");
-        rep_json_sites(&w, &s, p.sites, p.nsites, g_top, g_frames, p.live_bytes, 1);
+        rep_json_sites(&w, &s, g, p.sites, p.nsites, g_top, p.live_bytes, 1);
         cmh_jw_end(&w);
         putchar('\n');
     } else if (!p.base.entries && !s.nsegments) {
@@ -66,14 +69,15 @@ int cmd_leaks(int argc, char **argv)
         printf("%s, device %d: %s in %" PRIu64 " blocks still live at the end, from %u site%s\n", path, dev,
                rep_size((double)p.live_bytes), p.live_blocks, p.nsites, p.nsites == 1 ? "" : "s");
         printf("growth measured at %d %s\n\n", p.ncheckpoints, g_cp_kind[p.checkpoint_kind]);
-        printf("  %12s %7s %10s %10s  %-14s %s\n", "bytes", "blocks", "first", "last", "growth", "site");
+        printf("  %12s %7s %10s %10s  %-14s %s\n", "bytes", "blocks", "first", "last", "growth", "site  [owner]");
         for (uint32_t i = 0; i < p.nsites && (int)i < g_top; i++) {
             const cmh_site *x = &p.sites[i];
-            char g[32];
-            snprintf(g, sizeof g, "%s %u/%u", x->growing ? "LEAK" : x->rises ? "up" : "flat", x->rises, x->intervals);
-            printf("  %12s %7" PRIu64 " %10s %10s  %-14s %s\n", rep_size((double)x->bytes), x->count, rep_when(x->first_ns, t0),
-                   rep_when(x->last_ns, t0), g, cmh_stack_site(&s, x->stack));
-            rep_print_stack(&s, x->stack, g_frames, "        ");
+            char growth[32];
+            snprintf(growth, sizeof growth, "%s %u/%u", x->growing ? "LEAK" : x->rises ? "up" : "flat", x->rises, x->intervals);
+            printf("  %12s %7" PRIu64 " %10s %10s  %-14s %s  [%s]\n", rep_size((double)x->bytes), x->count,
+                   rep_when(x->first_ns, t0), rep_when(x->last_ns, t0), growth, rep_site_name(&s, g, x),
+                   cmh_sites_owner(g, x->group));
+            rep_print_frames(&s, g, x->stack, g_frames, "        ");
         }
         if (p.nsites > (uint32_t)g_top) printf("  ... %u more sites (--top)\n", p.nsites - (uint32_t)g_top);
         if (p.leaking)
@@ -84,6 +88,7 @@ int cmd_leaks(int argc, char **argv)
     }
     int leaking = p.leaking;
     cmh_leak_report_free(&p);
+    cmh_sites_free(g);
     cmh_snapshot_free(&s);
     rc = cli_finish_stdout(0);
     return rc ? rc : g_fail && leaking ? CLI_ECHECK : 0;

@@ -13,6 +13,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_DEVICE(&g_device),
     CLI_OPT_TOP(&g_top, "sites to list per error (default 10)"),
     CLI_OPT_FRAMES(&g_frames),
+    CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
 };
 
@@ -35,11 +36,13 @@ int cmd_oom(int argc, char **argv)
     int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
     if (rc) return rc < 0 ? 0 : rc;
     cmh_snapshot s;
+    cmh_sites *g;
     int dev;
-    if ((rc = cli_load_device(path, g_device, &s, &dev))) return rc;
+    if ((rc = rep_load(path, g_device, &s, &dev, &g))) return rc;
     cmh_oom_report p;
-    int crc = cmh_oom_compute(&s, dev, &p);
+    int crc = cmh_oom_compute(&s, dev, g, &p);
     if (crc != CMH_OK) {
+        cmh_sites_free(g);
         cmh_snapshot_free(&s);
         return cli_fail(path, crc);
     }
@@ -66,8 +69,13 @@ int cmd_oom(int argc, char **argv)
             cmh_jw_kuint(&w, "largest_gap", e->largest_gap);
             cmh_jw_kbool(&w, "fits_in_gap", e->fits_in_gap);
             cmh_jw_kstr(&w, "verdict", g_verdicts[e->verdict]);
+            cmh_jw_key(&w, "requested_by");
+            if (e->request_stack) {
+                cmh_site who = {e->request_group, e->request_stack, e->request, 1, e->time_ns, e->time_ns, 0, 0, 0, 0, 0};
+                rep_json_site(&w, &s, g, &who, e->request, 0);
+            } else cmh_jw_null(&w);
             cmh_jw_key(&w, "sites");
-            rep_json_sites(&w, &s, e->sites, e->nsites, g_top, g_frames, e->allocated, 0);
+            rep_json_sites(&w, &s, g, e->sites, e->nsites, g_top, e->allocated, 0);
             cmh_jw_end(&w);
         }
         cmh_jw_end(&w);
@@ -82,6 +90,13 @@ int cmd_oom(int argc, char **argv)
             printf("%sout of memory #%u on device %d at entry %" PRId64 ", %s\n", i ? "\n" : "", i + 1, dev, e->index,
                    rep_when(e->time_ns, t0));
             printf("  requested               %12s (%" PRIu64 " bytes)\n", rep_size((double)e->request), e->request);
+            if (e->request_stack) {
+                cmh_site who = {e->request_group, e->request_stack, e->request, 1, 0, 0, 0, 0, 0, 0, 0};
+                printf("  requested by            %s  [%s]\n", rep_site_name(&s, g, &who), cmh_sites_owner(g, e->request_group));
+                rep_print_frames(&s, g, e->request_stack, g_frames, "                            ");
+            } else {
+                printf("  requested by            <no stack: recorded with context none or state>\n");
+            }
             printf("  device free (driver)    %12s\n", rep_size((double)e->device_free));
             printf("  allocated               %12s\n", rep_size((double)e->allocated));
             printf("  reserved                %12s\n", rep_size((double)e->reserved));
@@ -92,13 +107,15 @@ int cmd_oom(int argc, char **argv)
             printf("  holding memory then:\n");
             for (uint32_t k = 0; k < e->nsites && (int)k < g_top; k++) {
                 const cmh_site *x = &e->sites[k];
-                printf("    %12s %7" PRIu64 " blocks  %s\n", rep_size((double)x->bytes), x->count, cmh_stack_site(&s, x->stack));
-                rep_print_stack(&s, x->stack, g_frames, "          ");
+                printf("    %12s %7" PRIu64 " block%s  %s  [%s]\n", rep_size((double)x->bytes), x->count, x->count == 1 ? " " : "s",
+                       rep_site_name(&s, g, x), cmh_sites_owner(g, x->group));
+                rep_print_frames(&s, g, x->stack, g_frames, "          ");
             }
         }
         rep_notes(&p.base);
     }
     cmh_oom_report_free(&p);
+    cmh_sites_free(g);
     cmh_snapshot_free(&s);
     return cli_finish_stdout(0);
 }

@@ -1,11 +1,34 @@
 /*
- * report.c - the printing the report commands share (report.h).
+ * report.c - the printing and attribution the report commands share (report.h).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "report.h"
+
+rep_attr rep_attribution;
+const char *const rep_group_names[] = {"site", "stack", "module", "file", NULL}; /* the cmh_group_by order */
+
+int rep_load(const char *path, int want, cmh_snapshot *s, int *device, cmh_sites **sites)
+{
+    int rc = cli_load_device(path, want, s, device);
+    if (rc) return rc;
+    if ((rc = cli_symbolize(path, s))) {
+        cmh_snapshot_free(s);
+        return rc;
+    }
+    cmh_site_opts o = {rep_attribution.group_by, rep_attribution.no_default, rep_attribution.skips.v,
+                       rep_attribution.skips.n};
+    char err[512];
+    int src;
+    if (!(*sites = cmh_sites_new(s, &o, &src, err, sizeof err))) {
+        cli_error("%s", err);
+        cmh_snapshot_free(s);
+        return src == CMH_EINVAL ? CLI_EUSAGE : CLI_ENOMEM;
+    }
+    return 0;
+}
 
 const char *rep_size(double v)
 {
@@ -39,17 +62,71 @@ int64_t rep_trace_start(const cmh_snapshot *s, int device)
     return 0;
 }
 
-void rep_print_stack(const cmh_snapshot *s, uint32_t stack, int max, const char *indent)
+/* A C++ name too long to read, shortened for text: template arguments and parameters left out
+ * ("a::b<...>::f(int, ...)" reads "a::b<>::f()"); JSON keeps the whole name. */
+static const char *short_name(const char *n, char *buf, size_t cap)
 {
-    const char *names[64], *files[64];
-    int64_t lines[64];
-    int n = cmh_stack_lines(s, stack, max > 64 ? 64 : max, names, files, lines);
-    for (int i = 0; i < n; i++) {
-        if (!*files[i]) printf("%sat %s\n", indent, names[i]);
-        else if (lines[i]) printf("%sat %s (%s:%" PRId64 ")\n", indent, names[i], files[i], lines[i]);
-        else printf("%sat %s (%s)\n", indent, names[i], files[i]);
+    if (strlen(n) <= 100) return n;
+    size_t k = 0;
+    int angle = 0, paren = 0;
+    for (const char *p = n; *p && k + 3 < cap; p++) {
+        if (*p == '<' && !paren && !angle++) buf[k++] = '<';
+        else if (*p == '>' && !paren && angle) {
+            if (!--angle) buf[k++] = '>';
+        } else if (*p == '(' && !angle && !paren && !strncmp(p, "(anonymous namespace)", 21)) {
+            memcpy(buf + k, "(anon)", 6);
+            k += 6;
+            p += 20;
+        } else if (*p == '(' && !angle) {
+            if (!paren++) buf[k++] = '(';
+        } else if (*p == ')' && !angle && paren) {
+            if (!--paren) buf[k++] = ')';
+        } else if (!angle && !paren) buf[k++] = *p;
     }
-    if (!stack) printf("%s<no stack: recorded with context none, or allocated before recording>\n", indent);
+    buf[k] = 0;
+    return buf;
+}
+
+const char *rep_frame(const cmh_snapshot *s, const cmh_frame *f)
+{
+    static char ring[4][1400];
+    static int k;
+    char *b = ring[k++ & 3], sbuf[512];
+    const char *name = short_name(cmh_str(s, f->name), sbuf, sizeof sbuf), *file = cmh_str(s, f->filename),
+               *mod = cmh_frame_module(s, f);
+    if (f->line > 0) snprintf(b, sizeof ring[0], "%.900s (%.400s:%" PRId64 ")", name, file, f->line);
+    else if (*file && strcmp(file, "??")) snprintf(b, sizeof ring[0], "%.900s (%.400s)", name, file);
+    else if (*mod) snprintf(b, sizeof ring[0], "%.900s (%.400s)", name, mod);
+    else snprintf(b, sizeof ring[0], "%.900s", name);
+    return b;
+}
+
+const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x)
+{
+    if (!g) return x->stack ? rep_frame(s, &s->frames[s->stack_frames[s->stacks[x->stack].first]]) : "<no stack recorded>";
+    if (rep_attribution.group_by == CMH_GROUP_MODULE) return cmh_sites_owner(g, x->group);
+    const cmh_frame *f = cmh_sites_frame(g, x->group);
+    if (!f) return "<no stack: recorded with context none, or allocated before recording>";
+    if (rep_attribution.group_by == CMH_GROUP_FILE) return cmh_str(s, f->filename);
+    return rep_frame(s, f);
+}
+
+void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent)
+{
+    const cmh_stack *st = &s->stacks[stack < s->nstacks ? stack : 0];
+    /* grouped by whole stacks, the whole stack: it is what tells the rows apart */
+    const cmh_frame *site = g && cmh_sites_group_by(g) != CMH_GROUP_STACK ? cmh_sites_site_of(g, stack) : NULL;
+    /* from a user's frame, the user's frames; from a fallback (all machinery), every frame */
+    int hide = site && !cmh_sites_machinery(g, (uint32_t)(site - s->frames));
+    int started = !site, shown = 0;
+    for (uint32_t i = 0; i < st->count && shown < max; i++) {
+        uint32_t fid = s->stack_frames[st->first + i];
+        const cmh_frame *f = &s->frames[fid];
+        if (!started) started = f == site;
+        if (!started || (hide && f != site && cmh_sites_machinery(g, fid))) continue;
+        printf("%sat %s\n", indent, rep_frame(s, f));
+        shown++;
+    }
 }
 
 void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent)
@@ -80,46 +157,51 @@ void rep_json_base(cmh_jw *w, const char *path, const cmh_report_base *b)
     cmh_jw_kstr(w, "source", b->pytorch ? "pytorch" : "recorder");
 }
 
-void rep_json_stack(cmh_jw *w, const cmh_snapshot *s, uint32_t stack, int max)
+void rep_json_frame(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f)
 {
-    const char *names[64], *files[64];
-    int64_t lines[64];
-    int n = cmh_stack_lines(s, stack, max > 64 ? 64 : max, names, files, lines);
-    cmh_jw_arr(w);
-    for (int i = 0; i < n; i++) {
-        cmh_jw_obj(w);
-        cmh_jw_kstr(w, "name", names[i]);
-        cmh_jw_kstr(w, "filename", files[i]);
-        cmh_jw_kint(w, "line", lines[i]);
-        cmh_jw_end(w);
-    }
+    cmh_jw_obj(w);
+    cmh_jw_kstr(w, "function", cmh_str(s, f->name));
+    cmh_jw_kstr(w, "file", cmh_str(s, f->filename));
+    cmh_jw_kint(w, "line", f->line);
+    cmh_jw_kstr(w, "module", cmh_frame_module(s, f));
     cmh_jw_end(w);
 }
 
-void rep_json_sites(cmh_jw *w, const cmh_snapshot *s, const cmh_site *sites, uint32_t n, int top, int frames,
+void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x, uint64_t total, int leaks)
+{
+    cmh_jw_obj(w);
+    const cmh_frame *f = g ? cmh_sites_frame(g, x->group) : NULL;
+    cmh_jw_key(w, "site");
+    if (f) rep_json_frame(w, s, f);
+    else cmh_jw_null(w);
+    cmh_jw_kstr(w, "owner", g ? cmh_sites_owner(g, x->group) : "");
+    cmh_jw_kuint(w, "bytes", x->bytes);
+    cmh_jw_kuint(w, "blocks", x->count);
+    cmh_jw_kdouble(w, "share", total ? (double)x->bytes / (double)total : 0.0, 4);
+    cmh_jw_kint(w, "first_ns", x->first_ns);
+    cmh_jw_kint(w, "last_ns", x->last_ns);
+    if (leaks) {
+        cmh_jw_kbool(w, "growing", x->growing);
+        cmh_jw_kuint(w, "rises", x->rises);
+        cmh_jw_kuint(w, "drops", x->drops);
+        cmh_jw_kuint(w, "intervals", x->intervals);
+        cmh_jw_kuint(w, "start_bytes", x->start_bytes);
+    }
+    cmh_jw_key(w, "frames");
+    cmh_jw_arr(w);
+    const cmh_stack *st = &s->stacks[x->stack < s->nstacks ? x->stack : 0];
+    for (uint32_t i = 0; i < st->count; i++) rep_json_frame(w, s, &s->frames[s->stack_frames[st->first + i]]);
+    cmh_jw_end(w);
+    cmh_jw_end(w);
+}
+
+void rep_json_sites(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const cmh_site *sites, uint32_t n, int top,
                     uint64_t total, int leaks)
 {
     cmh_jw_arr(w);
     for (uint32_t i = 0; i < n && (int)i < top; i++) {
-        const cmh_site *x = &sites[i];
         cmh_jw_nl(w);
-        cmh_jw_obj(w);
-        cmh_jw_kuint(w, "bytes", x->bytes);
-        cmh_jw_kuint(w, "blocks", x->count);
-        cmh_jw_kdouble(w, "share", total ? (double)x->bytes / (double)total : 0.0, 4);
-        cmh_jw_kint(w, "first_ns", x->first_ns);
-        cmh_jw_kint(w, "last_ns", x->last_ns);
-        if (leaks) {
-            cmh_jw_kbool(w, "growing", x->growing);
-            cmh_jw_kuint(w, "rises", x->rises);
-            cmh_jw_kuint(w, "drops", x->drops);
-            cmh_jw_kuint(w, "intervals", x->intervals);
-            cmh_jw_kuint(w, "start_bytes", x->start_bytes);
-        }
-        cmh_jw_kstr(w, "site", cmh_stack_site(s, x->stack));
-        cmh_jw_key(w, "stack");
-        rep_json_stack(w, s, x->stack, frames ? frames : 64);
-        cmh_jw_end(w);
+        rep_json_site(w, s, g, &sites[i], total, leaks);
     }
     cmh_jw_end(w);
 }

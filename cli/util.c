@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cumemhist/symbolize.h"
 
 void cli_error(const char *fmt, ...)
 {
@@ -70,6 +71,20 @@ int cli_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+int cli_symbolize(const char *path, cmh_snapshot *s)
+{
+    cmh_symbolize_result r;
+    int rc = cmh_symbolize_offline(s, CMH_SYM_ALL, &r);
+    for (uint32_t i = 0; i < r.modules_mismatched && i < CMH_SYM_MAX_NAMED; i++)
+        fprintf(stderr, "cumemhist: note: %s: %s is not the binary recorded (its build id differs): its lines are not used\n",
+                path, r.mismatched[i]);
+    if (r.modules_mismatched > CMH_SYM_MAX_NAMED)
+        fprintf(stderr, "cumemhist: note: %s: %u more binaries are not the ones recorded\n", path,
+                r.modules_mismatched - CMH_SYM_MAX_NAMED);
+    if (rc != CMH_OK) return cli_fail(path, rc);
+    return 0;
+}
+
 int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device)
 {
     int rc = cli_load(path, s);
@@ -108,6 +123,12 @@ static int take_value(const cli_command *c, const cli_option *o, const char *v)
     switch (o->kind) {
     case CLI_FLAG: *(int *)o->dest = 1; return 0;
     case CLI_STR: *(const char **)o->dest = v; return 0;
+    case CLI_LIST: {
+        cli_list *l = o->dest;
+        if (l->n == CLI_LIST_MAX) return bad_value(c, o, v, "accepted: the option is given too many times");
+        l->v[l->n++] = v;
+        return 0;
+    }
     case CLI_INT: {
         errno = 0;
         long x = strtol(v, &end, 10);

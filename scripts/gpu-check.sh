@@ -86,6 +86,19 @@ say "-- cumemhist summary of PyTorch's pickle vs torch.cuda.memory_summary() of 
 if diff "$W/ours_plain_summary.txt" "$W/torch_plain_summary.txt" >>"$R"; then say "IDENTICAL: every cell matches"; else say "DIFFERENT (diff above)"; fi
 run "$CMH" leaks --top 3 --frames 4 "$W/torch_plain.pickle"
 run "$CMH" peak --top 3 --frames 4 "$W/torch_plain.cmh"
+say "-- attribution: the peak's sites are lines of samples/torch_train.py, not PyTorch's plumbing"
+"$CMH" peak --json "$W/torch_plain.pickle" >"$W/torch_plain_peak.json" 2>>"$R"
+if python3 - "$W/torch_plain_peak.json" >>"$R" 2>&1 <<'PY'
+import json, sys
+sites = json.load(open(sys.argv[1]))["sites_at_peak"]
+named = [x for x in sites if x.get("site") and x["site"].get("file", "").endswith("samples/torch_train.py")]
+mangled = [x for x in sites if x.get("site") and x["site"].get("function", "").startswith("_Z")]
+share = sum(x["bytes"] for x in named) / max(1, sum(x["bytes"] for x in sites))
+print("sites %d, on torch_train.py lines %d (%.1f%% of the bytes), mangled %d"
+      % (len(sites), len(named), 100 * share, len(mangled)))
+sys.exit(0 if named and not mangled else 1)
+PY
+then say "ATTRIBUTION OK"; else say "ATTRIBUTION FAILED"; fi
 
 say "== 3. the same with expandable segments"
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cumemhist/snapshot.h"
+#include "grow.h"
 #include "oatab.h"
 
 static const char *const action_names[CMH_ACT_COUNT] = {
@@ -28,20 +29,7 @@ int cmh_action_from_name(const char *name)
 
 const char *cmh_kind_name(int k) { return k >= 0 && k < CMH_KIND_COUNT ? kind_names[k] : "unknown"; }
 
-static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
-{
-    if (need <= *cap) return CMH_OK;
-    uint64_t nc = *cap ? *cap : 16;
-    while (nc < need) nc *= 2;
-    if (nc > UINT32_MAX) return CMH_ENOMEM;
-    void *p = realloc(*arr, (size_t)nc * elem);
-    if (!p) return CMH_ENOMEM;
-    *arr = p;
-    *cap = (uint32_t)nc;
-    return CMH_OK;
-}
-
-#define GROW(s, field, n, capf) grow((void **)&(s)->field, &(s)->capf, (n), sizeof(*(s)->field))
+#define GROW(s, field, n, capf) (CMH_GROW((s)->field, (s)->capf, (n), 16) ? CMH_ENOMEM : CMH_OK)
 
 static uint64_t hash_bytes(const void *p, size_t n)
 {
@@ -72,7 +60,7 @@ int cmh_strtab_intern(cmh_strtab *t, const char *str, size_t len, uint32_t *id)
             return CMH_OK;
         }
     }
-    if (grow((void **)&t->str, &t->cap, t->n + 1, sizeof(char *)) != CMH_OK) return CMH_ENOMEM;
+    if (CMH_GROW(t->str, t->cap, (uint64_t)t->n + 1, 16)) return CMH_ENOMEM;
     char *copy = malloc(len + 1);
     if (!copy) return CMH_ENOMEM;
     id_slot *sl = cmh_oa_add(&t->index, h);
@@ -93,7 +81,7 @@ int cmh_snapshot_init(cmh_snapshot *s)
     memset(s, 0, sizeof *s);
     s->version = CMH_FORMAT_VERSION;
     /* id 0: the empty string, the empty stack */
-    if (grow((void **)&s->strings.str, &s->strings.cap, 1, sizeof(char *)) != CMH_OK ||
+    if (CMH_GROW(s->strings.str, s->strings.cap, 1, 16) ||
         !(s->strings.str[0] = calloc(1, 1))) {
         cmh_snapshot_free(s);
         return CMH_ENOMEM;
@@ -164,6 +152,20 @@ int cmh_snapshot_add_stack(cmh_snapshot *s, const uint32_t *ids, uint32_t n, uin
     s->nstack_frames += n;
     sl->id = s->nstacks;
     *id = s->nstacks++;
+    return CMH_OK;
+}
+
+int cmh_snapshot_reindex_stacks(cmh_snapshot *s)
+{
+    cmh_oa_free(&s->stack_index);
+    cmh_oa_init(&s->stack_index, sizeof(id_slot));
+    if (cmh_oa_reserve(&s->stack_index, s->nstacks) != 0) return CMH_ENOMEM;
+    for (uint32_t i = 1; i < s->nstacks; i++) {
+        const cmh_stack *st = &s->stacks[i];
+        uint64_t h = cmh_oa_hashkey(hash_bytes(s->stack_frames + st->first, (size_t)st->count * 4));
+        id_slot *sl = cmh_oa_add(&s->stack_index, h);
+        sl->id = i;
+    }
     return CMH_OK;
 }
 

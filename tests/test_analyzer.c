@@ -286,6 +286,23 @@ static void test_reused_address_sizes(void)
     cmh_snapshot_free(&s);
 }
 
+static cmh_sites *sites_of(const cmh_snapshot *s)
+{
+    int rc;
+    char err[128];
+    cmh_site_opts o = {CMH_GROUP_SITE, 0, NULL, 0};
+    cmh_sites *g = cmh_sites_new(s, &o, &rc, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL(g);
+    return g;
+}
+
+/* the function a site of a report names */
+static const char *site_fn(const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x)
+{
+    const cmh_frame *f = cmh_sites_frame(g, x->group);
+    return f ? cmh_str(s, f->name) : "";
+}
+
 static uint32_t named_stack(cmh_snapshot *s, const char *fn)
 {
     cmh_frame f = {0, 0, 0, 0, -1};
@@ -335,7 +352,8 @@ static void test_peak_report(void)
     cmh_snapshot s;
     leaky_history(&s, 5, 0);
     cmh_peak_report p;
-    CU_ASSERT_EQUAL_FATAL(cmh_peak_compute(&s, 0, &p), CMH_OK);
+    cmh_sites *g = sites_of(&s);
+    CU_ASSERT_EQUAL_FATAL(cmh_peak_compute(&s, 0, g, &p), CMH_OK);
     /* the peak is the last step's temporary: 64 + 5*4 + 30 MiB, at entry 1 + 4*3 + 2 = 14 */
     CU_ASSERT_EQUAL(p.alloc_peak, (int64_t)(114 * MIB));
     CU_ASSERT_EQUAL(p.alloc_index, 14);
@@ -343,15 +361,16 @@ static void test_peak_report(void)
     CU_ASSERT_EQUAL(p.reserved_peak, (int64_t)(114 * MIB));
     CU_ASSERT_EQUAL(p.alloc_end, (int64_t)(84 * MIB));
     CU_ASSERT_EQUAL_FATAL(p.nsites, 3);
-    CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, p.sites[0].stack), "load_weights");
+    CU_ASSERT_STRING_EQUAL(site_fn(&s, g, &p.sites[0]), "load_weights");
     CU_ASSERT_EQUAL(p.sites[0].bytes, 64 * MIB);
-    CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, p.sites[1].stack), "forward");
+    CU_ASSERT_STRING_EQUAL(site_fn(&s, g, &p.sites[1]), "forward");
     CU_ASSERT_EQUAL(p.sites[1].bytes, 30 * MIB);
     CU_ASSERT_EQUAL(p.sites[2].bytes, 20 * MIB);
     CU_ASSERT_EQUAL(p.sites[2].count, 5);
     cmh_peak_report_free(&p);
     CU_ASSERT_PTR_NULL(p.sites);
     cmh_peak_report_free(&p); /* an emptied report may be freed again */
+    cmh_sites_free(g);
     cmh_snapshot_free(&s);
 }
 
@@ -361,7 +380,8 @@ static void test_leaks_report(void)
         cmh_snapshot s;
         leaky_history(&s, 12, marks);
         cmh_leak_report p;
-        CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, 0, &p), CMH_OK);
+        cmh_sites *g = sites_of(&s);
+        CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, g, 0, &p), CMH_OK);
         CU_ASSERT_EQUAL(p.checkpoint_kind, marks ? CMH_CP_MARKS : CMH_CP_EVEN);
         CU_ASSERT_EQUAL(p.ncheckpoints, marks ? 12 : 10);
         CU_ASSERT_EQUAL(p.live_bytes, (64 + 48) * MIB);
@@ -369,9 +389,9 @@ static void test_leaks_report(void)
         CU_ASSERT_EQUAL_FATAL(p.nsites, 2);
         CU_ASSERT_EQUAL(p.leaking, 1);
         const cmh_site *weights = &p.sites[0], *leak = &p.sites[1];
-        CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, weights->stack), "load_weights");
+        CU_ASSERT_STRING_EQUAL(site_fn(&s, g, weights), "load_weights");
         CU_ASSERT_FALSE(weights->growing);
-        CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, leak->stack), "load_batch");
+        CU_ASSERT_STRING_EQUAL(site_fn(&s, g, leak), "load_batch");
         CU_ASSERT_TRUE(leak->growing);
         CU_ASSERT_EQUAL(leak->bytes, 48 * MIB);
         CU_ASSERT_EQUAL(leak->count, 12);
@@ -379,10 +399,11 @@ static void test_leaks_report(void)
         CU_ASSERT(leak->first_ns > 0 && leak->last_ns > leak->first_ns);
         cmh_leak_report_free(&p);
         /* --min-bytes leaves the small site out */
-        CU_ASSERT_EQUAL(cmh_leaks_compute(&s, 0, 50 * MIB, &p), CMH_OK);
+        CU_ASSERT_EQUAL(cmh_leaks_compute(&s, 0, g, 50 * MIB, &p), CMH_OK);
         CU_ASSERT_EQUAL(p.nsites, 1);
         CU_ASSERT_EQUAL(p.leaking, 0);
         cmh_leak_report_free(&p);
+        cmh_sites_free(g);
         cmh_snapshot_free(&s);
     }
 }
@@ -440,7 +461,8 @@ static void test_oom_report(void)
     cmh_snapshot s;
     frag_history(&s, 0);
     cmh_oom_report p;
-    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, &p), CMH_OK);
+    cmh_sites *g = sites_of(&s);
+    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, g, &p), CMH_OK);
     CU_ASSERT_EQUAL_FATAL(p.nevents, 1);
     const cmh_oom_event *e = &p.events[0];
     CU_ASSERT_EQUAL(e->index, 4);
@@ -452,19 +474,22 @@ static void test_oom_report(void)
     CU_ASSERT_FALSE(e->fits_in_gap);
     CU_ASSERT_EQUAL(e->verdict, CMH_OOM_FRAGMENTATION);
     CU_ASSERT_EQUAL_FATAL(e->nsites, 1);
-    CU_ASSERT_STRING_EQUAL(cmh_stack_site(&s, e->sites[0].stack), "activations");
+    CU_ASSERT_STRING_EQUAL(site_fn(&s, g, &e->sites[0]), "activations");
     CU_ASSERT_EQUAL(e->sites[0].bytes, 20 * MIB);
     cmh_oom_report_free(&p);
+    cmh_sites_free(g);
     cmh_snapshot_free(&s);
     /* the same request when nothing is free inside the segments: demand */
     cmh_snapshot_init(&s);
     cmh_snapshot_add_trace(&s, 0, 0, NULL);
     add(&s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 20 * MIB, 20 * MIB, CMH_EF_WHOLE_BLOCK);
     add(&s, CMH_ACT_OOM, 1 * MIB, 15 * MIB, 15 * MIB, 0);
-    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, &p), CMH_OK);
+    g = sites_of(&s);
+    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, g, &p), CMH_OK);
     CU_ASSERT_EQUAL(p.events[0].verdict, CMH_OOM_DEMAND);
     CU_ASSERT_EQUAL(p.events[0].device_free, 1 * MIB);
     cmh_oom_report_free(&p);
+    cmh_sites_free(g);
     cmh_snapshot_free(&s);
 }
 

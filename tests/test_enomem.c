@@ -57,6 +57,11 @@ static int chain(const void *buf, size_t len, int pickle)
     }
     int32_t devs[8];
     int nd = cmh_snapshot_devices(&s, devs, 8);
+    char err2[256];
+    int src;
+    cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};
+    cmh_sites *g = cmh_sites_new(&s, &so, &src, err2, sizeof err2);
+    if (!g) rc = src;
     for (int d = 0; d < nd && d < 8 && rc == CMH_OK; d++) {
         cmh_mem_stats st;
         cmh_peak_report pk;
@@ -65,17 +70,18 @@ static int chain(const void *buf, size_t len, int pickle)
         cmh_oom_report om;
         cmh_diff_report df;
         if ((rc = cmh_summary_compute(&s, devs[d], &st)) != CMH_OK) break;
-        if ((rc = cmh_peak_compute(&s, devs[d], &pk)) != CMH_OK) break;
+        if ((rc = cmh_peak_compute(&s, devs[d], g, &pk)) != CMH_OK) break;
         cmh_peak_report_free(&pk);
-        if ((rc = cmh_leaks_compute(&s, devs[d], 0, &lk)) != CMH_OK) break;
+        if ((rc = cmh_leaks_compute(&s, devs[d], g, 0, &lk)) != CMH_OK) break;
         cmh_leak_report_free(&lk);
         if ((rc = cmh_frag_compute(&s, devs[d], &fr)) != CMH_OK) break;
         cmh_frag_report_free(&fr);
-        if ((rc = cmh_oom_compute(&s, devs[d], &om)) != CMH_OK) break;
+        if ((rc = cmh_oom_compute(&s, devs[d], g, &om)) != CMH_OK) break;
         cmh_oom_report_free(&om);
-        if ((rc = cmh_diff_compute(&s, devs[d], &s, devs[d], &df)) != CMH_OK) break;
+        if ((rc = cmh_diff_compute(&s, devs[d], g, &s, devs[d], g, &df)) != CMH_OK) break;
         cmh_diff_report_free(&df);
     }
+    cmh_sites_free(g);
     if (rc == CMH_OK) rc = cmh_print_segsum(&s, g_null);
     if (rc == CMH_OK) rc = cmh_print_trace(&s, g_null);
     uint64_t host;

@@ -515,10 +515,10 @@ static void test_fuzz_regressions(void)
             cmh_frag_report fr;
             cmh_oom_report om;
             CU_ASSERT_EQUAL(cmh_summary_compute(&s, devs[k], &st), CMH_OK);
-            CU_ASSERT_EQUAL(cmh_peak_compute(&s, devs[k], &pk), CMH_OK);
-            CU_ASSERT_EQUAL(cmh_leaks_compute(&s, devs[k], 0, &lk), CMH_OK);
+            CU_ASSERT_EQUAL(cmh_peak_compute(&s, devs[k], NULL, &pk), CMH_OK);
+            CU_ASSERT_EQUAL(cmh_leaks_compute(&s, devs[k], NULL, 0, &lk), CMH_OK);
             CU_ASSERT_EQUAL(cmh_frag_compute(&s, devs[k], &fr), CMH_OK);
-            CU_ASSERT_EQUAL(cmh_oom_compute(&s, devs[k], &om), CMH_OK);
+            CU_ASSERT_EQUAL(cmh_oom_compute(&s, devs[k], NULL, &om), CMH_OK);
             cmh_peak_report_free(&pk);
             cmh_leak_report_free(&lk);
             cmh_frag_report_free(&fr);

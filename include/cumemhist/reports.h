@@ -1,9 +1,11 @@
 /*
  * cumemhist/reports.h - peak, leaks, fragmentation, OOM and diff, computed over a replay.
  *
- * A "site" is an allocation stack with the live blocks it holds (bytes, count, first and last
- * allocation time).  Sites come sorted by bytes, largest first.  Every report says how many
- * trace entries it covers and how many the ring dropped before them.
+ * A report groups live blocks by site (cumemhist/sites.h: by default the user's frame of the
+ * allocation stack; or the whole stack, the owner module, the source file), each with the live
+ * blocks it holds (bytes, count, first and last allocation time).  Given no cmh_sites, every
+ * stack is its own group.  Sites come sorted by bytes, largest first.  Every report says how
+ * many trace entries it covers and how many the ring dropped before them.
  *
  * Contracts, for every cmh_*_compute here:
  *  - it reads the snapshot and never changes it; calls on different reports may run at once in
@@ -16,13 +18,15 @@
 #define CUMEMHIST_REPORTS_H
 
 #include "analyzer.h"
+#include "sites.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct cmh_site {
-    uint32_t stack;
+    uint32_t group; /* in the cmh_sites the report was computed with; its stack id without one */
+    uint32_t stack; /* one stack of the group (the first seen) */
     uint64_t bytes, count;
     int64_t first_ns, last_ns;
     /* leaks only */
@@ -46,7 +50,7 @@ typedef struct cmh_peak_report {
     uint32_t nsites;
 } cmh_peak_report;
 
-int cmh_peak_compute(const cmh_snapshot *s, int device, cmh_peak_report *out);
+int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *out);
 void cmh_peak_report_free(cmh_peak_report *r);
 
 enum { CMH_CP_EVEN = 0, CMH_CP_MARKS = 1, CMH_CP_ANNOTATIONS = 2 };
@@ -60,7 +64,7 @@ typedef struct cmh_leak_report {
     int checkpoint_kind, ncheckpoints;
 } cmh_leak_report;
 
-int cmh_leaks_compute(const cmh_snapshot *s, int device, uint64_t min_bytes, cmh_leak_report *out);
+int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
 void cmh_leak_report_free(cmh_leak_report *r);
 
 typedef struct cmh_frag_seg {
@@ -95,6 +99,7 @@ typedef struct cmh_oom_event {
     int64_t index, time_ns;
     uint64_t request, device_free, allocated, reserved, free_inside, largest_gap;
     int fits_in_gap, verdict;
+    uint32_t request_stack, request_group; /* who asked (the OOM entry's stack, 0 when none) */
     cmh_site *sites; /* holding memory at that moment */
     uint32_t nsites;
 } cmh_oom_event;
@@ -105,13 +110,14 @@ typedef struct cmh_oom_report {
     uint32_t nevents;
 } cmh_oom_report;
 
-int cmh_oom_compute(const cmh_snapshot *s, int device, cmh_oom_report *out);
+int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *out);
 void cmh_oom_report_free(cmh_oom_report *r);
 
 /* ---- diff: what a change did, between two snapshots ---- */
 typedef struct cmh_diff_site {
-    char *key;       /* the site's frames as text: how sites are matched across snapshots */
-    const char *top; /* its first frame's name (in key's allocation) */
+    char *key; /* what the site's frames say, as text: how sites are matched across snapshots */
+    const cmh_snapshot *snap; /* the snapshot it was first seen in, and its group and stack there */
+    uint32_t group, stack;
     int64_t before_end, after_end, before_peak, after_peak; /* live bytes at the end / at the peak */
 } cmh_diff_site;
 
@@ -123,8 +129,9 @@ typedef struct cmh_diff_report {
     uint32_t nsites;
 } cmh_diff_report;
 
-int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_snapshot *after, int dev_after,
-                     cmh_diff_report *out);
+/* sites_before / sites_after group each snapshot (both by the same cmh_group_by); NULL: by stack */
+int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_sites *sites_before, const cmh_snapshot *after,
+                     int dev_after, const cmh_sites *sites_after, cmh_diff_report *out);
 void cmh_diff_report_free(cmh_diff_report *r);
 
 /* ---- kernels (CUPTI sidecar) ---- */
@@ -143,12 +150,6 @@ int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **rows, uin
 /* On device at time t: the kernel running (latest started), and the last one completed. */
 void cmh_kernels_at(const cmh_snapshot *s, int device, int64_t t, const cmh_kernel **running, const cmh_kernel **last_done);
 
-/* A stack's frames worth showing (PyTorch's frame filter, and the CUDA runtime's own frames left
- * out), innermost first; returns how many were filled (at most max). */
-int cmh_stack_lines(const cmh_snapshot *s, uint32_t stack, int max, const char **names, const char **files,
-                    int64_t *lines);
-/* The innermost frame worth showing: a site's short name. */
-const char *cmh_stack_site(const cmh_snapshot *s, uint32_t stack);
 
 #ifdef __cplusplus
 }

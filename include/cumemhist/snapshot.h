@@ -251,6 +251,8 @@ static inline const char *cmh_str(const cmh_snapshot *s, uint32_t id)
 int cmh_snapshot_add_frame(cmh_snapshot *s, const cmh_frame *f, uint32_t *id);
 /* Interns a stack given as frame ids (innermost first); identical stacks share one id. */
 int cmh_snapshot_add_stack(cmh_snapshot *s, const uint32_t *frame_ids, uint32_t n, uint32_t *id);
+/* After the stacks' frames were rewritten in place: index them again for interning. */
+int cmh_snapshot_reindex_stacks(cmh_snapshot *s);
 int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segment **out);
 int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b);
 int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out);

@@ -1,0 +1,73 @@
+/*
+ * cumemhist/sites.h - attribution: which frame of an allocation's stack is the user's own code
+ * (its site), which shared object called the driver (its owner), and how reports group
+ * allocations (by site, stack, owner module or source file).
+ *
+ * A frame is machinery when it belongs to the CUDA driver or runtime, NVIDIA's libraries,
+ * cumemhist, PyTorch's C++ or Python internals, CPython's interpreter, libc's start-up, or is
+ * an unsymbolized placeholder; the rules are listed in docs/ATTRIBUTION.md and in
+ * cmh_site_rule_names.  The site is the first frame, walking out from the allocation, that is
+ * not machinery; a stack that is all machinery falls back to its innermost frame.  Users add
+ * rules (--skip REGEX, matched against a frame's function, file and module) or turn the
+ * defaults off.
+ *
+ * A cmh_sites is built once over a snapshot and is read-only afterwards: any number of threads
+ * may use it at once.  It must not outlive its snapshot.
+ */
+#ifndef CUMEMHIST_SITES_H
+#define CUMEMHIST_SITES_H
+
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cmh_group_by { CMH_GROUP_SITE = 0, CMH_GROUP_STACK, CMH_GROUP_MODULE, CMH_GROUP_FILE } cmh_group_by;
+
+typedef struct cmh_site_opts {
+    int group_by;              /* cmh_group_by */
+    int no_default_rules;      /* only the user's --skip rules */
+    const char *const *skips;  /* extended regular expressions, more machinery */
+    int nskips;
+} cmh_site_opts;
+
+typedef struct cmh_sites cmh_sites;
+
+/* Classify every frame and group every stack of s.  NULL with err set when a --skip expression
+ * does not compile (CMH_EINVAL in *rc) or memory runs out (CMH_ENOMEM). */
+cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc, char *err, size_t errlen);
+void cmh_sites_free(cmh_sites *g);
+
+/* The group of an allocation made with this stack (0 .. cmh_sites_count - 1). */
+uint32_t cmh_sites_group(const cmh_sites *g, uint32_t stack);
+uint32_t cmh_sites_count(const cmh_sites *g);
+/* How the groups were formed (cmh_group_by). */
+int cmh_sites_group_by(const cmh_sites *g);
+/* A group's site frame (NULL: no stack was recorded), a stack of its (the first seen), and its
+ * owner: the module that called the driver ("PyTorch" for a PyTorch snapshot's blocks, "?"
+ * when unknown). */
+const cmh_frame *cmh_sites_frame(const cmh_sites *g, uint32_t group);
+uint32_t cmh_sites_stack(const cmh_sites *g, uint32_t group);
+const char *cmh_sites_owner(const cmh_sites *g, uint32_t group);
+/* The site frame of one stack, and whether a frame is machinery. */
+const cmh_frame *cmh_sites_site_of(const cmh_sites *g, uint32_t stack);
+int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id);
+/* Which default rule made a frame machinery (a name from cmh_site_rule_names), "skip" for a
+ * user's rule, NULL when it is not machinery. */
+const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id);
+
+/* A group's identity as text, the same in any snapshot for the same code ("function@file:line@
+ * module" for a site; every frame for a stack; the module; the file): how a diff matches sites
+ * across runs.  Returns the length it needed (a truncated buf when cap is smaller). */
+size_t cmh_sites_key(const cmh_sites *g, uint32_t group, char *buf, size_t cap);
+
+/* A frame's module as a basename ("" when unknown). */
+const char *cmh_frame_module(const cmh_snapshot *s, const cmh_frame *f);
+
+extern const char *const cmh_site_rule_names[];
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,37 @@
+/*
+ * cumemhist/symbolize.h - readable native frames after the fact (snapshot/symbolize.c, its own
+ * library: it links elfutils' libdw and libstdc++'s demangler).
+ *
+ * cmh_symbolize_offline demangles C++ names and gives native frames their file:line from the
+ * DWARF of the binaries named in the snapshot's module map, an inlined call becoming a frame of
+ * its own.  A binary whose GNU build id differs from the recorded one is not used.  It changes
+ * the snapshot in place (strings, frames, stacks) and does nothing to frames that already have
+ * a line: running it twice is harmless.  Not thread-safe on one snapshot (it changes it).
+ */
+#ifndef CUMEMHIST_SYMBOLIZE_H
+#define CUMEMHIST_SYMBOLIZE_H
+
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CMH_SYM_DEMANGLE 0x1
+#define CMH_SYM_LINES 0x2
+#define CMH_SYM_ALL 0x3
+#define CMH_SYM_MAX_NAMED 4
+
+typedef struct cmh_symbolize_result {
+    uint32_t demangled, lines, inlined; /* names demangled, frames given a line, inline frames added */
+    uint32_t modules_used, modules_missing, modules_mismatched;
+    char mismatched[CMH_SYM_MAX_NAMED][512]; /* the first binaries whose build id did not match */
+} cmh_symbolize_result;
+
+/* CMH_OK or CMH_ENOMEM (the snapshot stays valid, less symbolized). */
+int cmh_symbolize_offline(cmh_snapshot *s, unsigned what, cmh_symbolize_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,429 @@
+/*
+ * symbolize.c - making a recorded snapshot's native frames readable after the fact: C++ names
+ * demangled, and file:line (inlined calls as frames of their own) from the binaries' DWARF.
+ *
+ * The recorder names each PC at dump time (its ELF symbol) and keeps the module map: each
+ * module's path, load address and GNU build id.  Here the binaries on disk are opened again with
+ * elfutils' libdwfl, each reported at the address it had in the recorded process, and every
+ * frame not yet given a line gets one.  A binary whose build id differs from the recorded one
+ * is a different binary: it is not used, and the result says which.  debuginfod is never asked
+ * (no network); separate debug files are found the standard way (build-id links, .debug dirs).
+ *
+ * Names are demangled with libstdc++'s own demangler, whatever mode the module was loaded in
+ * when it was recorded.  Nothing is changed for a frame that already has a line, so running it
+ * twice, or on `cumemhist symbolize`'s output, does nothing more.
+ */
+#define _GNU_SOURCE
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cumemhist/snapshot.h"
+#include "cumemhist/symbolize.h"
+#include "grow.h"
+#include "oatab.h"
+
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+typedef struct dslot {
+    uint64_t key; /* string id + 1 */
+    uint64_t id;  /* its demangled string's id */
+} dslot;
+
+static int demangled_id(cmh_snapshot *s, cmh_oatab *cache, uint32_t id, uint32_t *out, int *changed)
+{
+    *out = id;
+    *changed = 0;
+    const char *n = cmh_str(s, id);
+    if (n[0] != '_' || n[1] != 'Z') return CMH_OK;
+    int created;
+    dslot *d = cmh_oa_get(cache, (uint64_t)id + 1, &created);
+    if (!d) return CMH_ENOMEM;
+    if (!created) {
+        *out = (uint32_t)d->id;
+        *changed = *out != id;
+        return CMH_OK;
+    }
+    int status = -1;
+    char *dem = __cxa_demangle(n, NULL, NULL, &status);
+    uint32_t nid = id;
+    int rc = CMH_OK;
+    if (status == 0 && dem) rc = cmh_strtab_intern(&s->strings, dem, strlen(dem), &nid);
+    free(dem);
+    d = cmh_oa_find(cache, (uint64_t)id + 1); /* the intern may not move the cache, but be plain */
+    if (d) d->id = nid;
+    *out = nid;
+    *changed = nid != id;
+    return rc;
+}
+
+static int demangle_all(cmh_snapshot *s, cmh_symbolize_result *r)
+{
+    cmh_oatab cache;
+    cmh_oa_init(&cache, sizeof(dslot));
+    int rc = CMH_OK;
+    for (uint32_t i = 0; i < s->nframes && rc == CMH_OK; i++) {
+        int changed;
+        rc = demangled_id(s, &cache, s->frames[i].name, &s->frames[i].name, &changed);
+        r->demangled += (uint32_t)changed;
+    }
+    for (uint32_t i = 0; i < s->nkernels && rc == CMH_OK; i++) {
+        int changed;
+        rc = demangled_id(s, &cache, s->kernels[i].name, &s->kernels[i].name, &changed);
+    }
+    cmh_oa_free(&cache);
+    return rc;
+}
+
+/* ---- lines ---- */
+
+typedef struct expansion {
+    uint32_t first, count; /* into the new frames: innermost first */
+} expansion;
+
+static void hex(const unsigned char *b, int n, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (int i = 0; i < n && k + 3 <= cap; i++) k += (size_t)snprintf(out + k, cap - k, "%02x", b[i]);
+    out[k] = 0;
+}
+
+/* The name of an inlined subroutine (or a subprogram): its linkage name demangled, else DW_AT_name. */
+static const char *die_name(Dwarf_Die *die, char **to_free)
+{
+    Dwarf_Attribute a;
+    Dwarf_Die origin;
+    *to_free = NULL;
+    Dwarf_Die *d = die;
+    if (dwarf_attr_integrate(die, DW_AT_abstract_origin, &a) && dwarf_formref_die(&a, &origin)) d = &origin;
+    const char *link = NULL;
+    if (dwarf_attr_integrate(d, DW_AT_linkage_name, &a) || dwarf_attr_integrate(d, DW_AT_MIPS_linkage_name, &a))
+        link = dwarf_formstring(&a);
+    if (link && link[0] == '_' && link[1] == 'Z') {
+        int status = -1;
+        char *dem = __cxa_demangle(link, NULL, NULL, &status);
+        if (status == 0 && dem) return *to_free = dem;
+        free(dem);
+    }
+    const char *n = dwarf_diename(d);
+    return n ? n : link;
+}
+
+static int add_frame(cmh_snapshot *s, const cmh_frame *like, const char *name, const char *file, int64_t line, uint32_t *id)
+{
+    cmh_frame f = *like;
+    if (name && cmh_strtab_intern(&s->strings, name, strlen(name), &f.name) != CMH_OK) return CMH_ENOMEM;
+    if (file && cmh_strtab_intern(&s->strings, file, strlen(file), &f.filename) != CMH_OK) return CMH_ENOMEM;
+    f.line = line;
+    return cmh_snapshot_add_frame(s, &f, id);
+}
+
+/* ---- inlined calls: per compilation unit, an index of its inlined subroutines' address ranges ----
+ * dwarf_getscopes walks a CU's whole DIE tree for every address (90% of the time, measured); this
+ * walks it once per CU and answers each address by binary search.  Ranges of inlined
+ * subroutines nest (a DIE's ranges lie within its parent's), so sorted by start (outer first on a
+ * tie), the innermost range holding pc is an ancestor of the last range starting at or before pc. */
+
+typedef struct iscope {
+    uint64_t lo, hi; /* DWARF addresses (bias removed) */
+    uint32_t parent; /* the enclosing inlined range, UINT32_MAX when none */
+    Dwarf_Off off;   /* the DIE */
+} iscope;
+
+typedef struct cu_index {
+    uint64_t key; /* hash of (module, CU offset): oatab.h */
+    Dwfl_Module *mod;
+    Dwarf_Off cu_off;
+    iscope *e;
+    uint32_t *order; /* e sorted by (lo, -hi) */
+    uint32_t n, cap;
+    Dwarf *dbg;
+    Dwarf_Files *files;
+    size_t nfiles;
+} cu_index;
+
+static int push_scope(cu_index *x, uint64_t lo, uint64_t hi, uint32_t parent, Dwarf_Off off)
+{
+    if (CMH_GROW(x->e, x->cap, (uint64_t)x->n + 1, 64)) return -1;
+    x->e[x->n++] = (iscope){lo, hi, parent, off};
+    return 0;
+}
+
+/* the tags under which code scopes can sit (types hold declarations only) */
+static int may_hold_code(int tag)
+{
+    return tag == DW_TAG_subprogram || tag == DW_TAG_lexical_block || tag == DW_TAG_inlined_subroutine ||
+           tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_try_block || tag == DW_TAG_catch_block ||
+           tag == DW_TAG_compile_unit || tag == DW_TAG_partial_unit;
+}
+
+static int walk(cu_index *x, Dwarf_Die *die, uint32_t anc_first, uint32_t anc_n, int depth)
+{
+    Dwarf_Die child;
+    if (depth > 200 || dwarf_child(die, &child) != 0) return 0;
+    do {
+        int tag = dwarf_tag(&child);
+        uint32_t first = anc_first, n = anc_n;
+        if (tag == DW_TAG_inlined_subroutine) {
+            first = x->n;
+            n = 0;
+            ptrdiff_t off = 0;
+            Dwarf_Addr base, lo, hi;
+            while ((off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0) {
+                uint32_t parent = UINT32_MAX;
+                for (uint32_t k = anc_first; k < anc_first + anc_n; k++)
+                    if (x->e[k].lo <= lo && hi <= x->e[k].hi) parent = k;
+                if (push_scope(x, lo, hi, parent, dwarf_dieoffset(&child))) return -1;
+                n++;
+            }
+        }
+        if (may_hold_code(tag) && dwarf_haschildren(&child) && walk(x, &child, first, n, depth + 1)) return -1;
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return 0;
+}
+
+static const iscope *g_sort_e; /* qsort has no context; one index is built at a time */
+
+static int cmp_scope(const void *a, const void *b)
+{
+    const iscope *x = &g_sort_e[*(const uint32_t *)a], *y = &g_sort_e[*(const uint32_t *)b];
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    return x->hi > y->hi ? -1 : x->hi < y->hi;
+}
+
+static cu_index *index_of(cmh_oatab *cache, Dwfl_Module *m, Dwarf_Die *cu)
+{
+    Dwarf_Off off = dwarf_dieoffset(cu);
+    uint64_t h = cmh_oa_hashkey(cmh_oa_mix((uint64_t)(uintptr_t)m) ^ off);
+    uint32_t pos = UINT32_MAX;
+    for (cu_index *x; (x = cmh_oa_next(cache, h, &pos));)
+        if (x->mod == m && x->cu_off == off) return x;
+    cu_index *x = cmh_oa_add(cache, h);
+    if (!x) return NULL;
+    x->mod = m;
+    x->cu_off = off;
+    Dwarf_Addr bias;
+    x->dbg = dwfl_module_getdwarf(m, &bias);
+    dwarf_getsrcfiles(cu, &x->files, &x->nfiles);
+    if (walk(x, cu, 0, 0, 0) || (x->n && !(x->order = malloc(x->n * sizeof *x->order)))) {
+        free(x->e);
+        free(x->order);
+        x->e = NULL;
+        x->order = NULL;
+        x->n = 0;
+        return NULL;
+    }
+    for (uint32_t i = 0; i < x->n; i++) x->order[i] = i;
+    g_sort_e = x->e;
+    if (x->n) qsort(x->order, x->n, sizeof *x->order, cmp_scope);
+    return x;
+}
+
+static void free_indexes(cmh_oatab *cache)
+{
+    for (uint32_t i = 0; i < cache->cap; i++)
+        if (cmh_oa_keyat(cache, i)) {
+            cu_index *x = cmh_oa_at(cache, i);
+            free(x->e);
+            free(x->order);
+        }
+    cmh_oa_free(cache);
+}
+
+/* The inlined ranges holding pc, innermost first, into out (at most max); how many. */
+static int inlined_at(const cu_index *x, uint64_t pc, uint32_t *out, int max)
+{
+    uint32_t lo = 0, hi = x->n;
+    while (lo < hi) { /* the first in order starting after pc */
+        uint32_t mid = (lo + hi) / 2;
+        if (x->e[x->order[mid]].lo <= pc) lo = mid + 1;
+        else hi = mid;
+    }
+    if (!lo) return 0;
+    uint32_t j = x->order[lo - 1];
+    while (j != UINT32_MAX && !(x->e[j].lo <= pc && pc < x->e[j].hi)) j = x->e[j].parent;
+    int n = 0;
+    for (; j != UINT32_MAX && n < max; j = x->e[j].parent) out[n++] = j;
+    return n;
+}
+
+/* Frame i's expansion: itself given a file:line, preceded by one frame per inlined call. */
+static int expand(cmh_snapshot *s, Dwfl *dwfl, cmh_oatab *cus, uint32_t i, uint32_t **list, uint32_t *n, uint32_t *cap,
+                  expansion *ex, cmh_symbolize_result *r)
+{
+    ex->first = *n;
+    ex->count = 1;
+    cmh_frame self = s->frames[i];
+    uint32_t ids[64];
+    int nids = 0;
+    Dwarf_Addr pc = self.pc ? self.pc - 1 : 0; /* a return address: the call is just before it */
+    Dwfl_Module *m = dwfl_addrmodule(dwfl, pc);
+    const char *nm0 = cmh_str(s, self.name);
+    if (m && (!*nm0 || (nm0[0] == '0' && nm0[1] == 'x'))) { /* the recorder had no name: the file may (debug info) */
+        const char *sym = dwfl_module_addrname(m, pc);
+        if (sym && cmh_strtab_intern(&s->strings, sym, strlen(sym), &s->frames[i].name) != CMH_OK) return CMH_ENOMEM;
+        self = s->frames[i];
+    }
+    Dwfl_Line *ln = m ? dwfl_module_getsrc(m, pc) : NULL;
+    int lineno = 0;
+    const char *file = ln ? dwfl_lineinfo(ln, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    if (file && lineno > 0) {
+        Dwarf_Addr bias = 0;
+        Dwarf_Die *cu = dwfl_module_addrdie(m, pc, &bias);
+        cu_index *x = cu ? index_of(cus, m, cu) : NULL;
+        uint32_t chain[63];
+        int nc = x ? inlined_at(x, pc - bias, chain, 63) : 0;
+        const char *cur_file = file;
+        int64_t cur_line = lineno;
+        for (int k = 0; k < nc; k++) {
+            Dwarf_Die die;
+            if (!dwarf_offdie(x->dbg, x->e[chain[k]].off, &die)) continue;
+            char *freeme;
+            const char *nm = die_name(&die, &freeme);
+            int rc = add_frame(s, &self, nm ? nm : cmh_str(s, self.name), cur_file, cur_line, &ids[nids]);
+            free(freeme);
+            if (rc != CMH_OK) return CMH_ENOMEM;
+            nids++;
+            r->inlined++;
+            Dwarf_Attribute a;
+            Dwarf_Word cf = 0, cl = 0;
+            if (dwarf_attr(&die, DW_AT_call_file, &a)) dwarf_formudata(&a, &cf);
+            if (dwarf_attr(&die, DW_AT_call_line, &a)) dwarf_formudata(&a, &cl);
+            const char *callf = x->files && cf < x->nfiles ? dwarf_filesrc(x->files, cf, NULL, NULL) : NULL;
+            cur_file = callf ? callf : cur_file;
+            cur_line = (int64_t)cl;
+        }
+        /* the physical function: the frame itself, at the line of its innermost call */
+        if (cmh_strtab_intern(&s->strings, cur_file, strlen(cur_file), &s->frames[i].filename) != CMH_OK) return CMH_ENOMEM;
+        s->frames[i].line = cur_line;
+        r->lines++;
+    }
+    ids[nids++] = i;
+    if (CMH_GROW(*list, *cap, (uint64_t)*n + (uint64_t)nids, 1024)) return CMH_ENOMEM;
+    memcpy(*list + *n, ids, (size_t)nids * sizeof *ids);
+    *n += (uint32_t)nids;
+    ex->count = (uint32_t)nids;
+    return CMH_OK;
+}
+
+/* Every stack again, each frame replaced by its expansion. */
+static int rebuild_stacks(cmh_snapshot *s, const expansion *ex, uint32_t nex, const uint32_t *list)
+{
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < s->nstacks; k++)
+        for (uint32_t i = 0; i < s->stacks[k].count; i++) {
+            uint32_t f = s->stack_frames[s->stacks[k].first + i];
+            total += f < nex ? ex[f].count : 1;
+        }
+    if (total > UINT32_MAX) return CMH_ENOMEM;
+    uint32_t *nf = malloc((total ? total : 1) * sizeof *nf);
+    if (!nf) return CMH_ENOMEM;
+    uint32_t at = 0;
+    for (uint32_t k = 0; k < s->nstacks; k++) {
+        cmh_stack *st = &s->stacks[k];
+        uint32_t first = at;
+        for (uint32_t i = 0; i < st->count; i++) {
+            uint32_t f = s->stack_frames[st->first + i];
+            if (f < nex) {
+                memcpy(nf + at, list + ex[f].first, ex[f].count * sizeof *nf);
+                at += ex[f].count;
+            } else nf[at++] = f;
+        }
+        st->first = first;
+        st->count = at - first;
+    }
+    free(s->stack_frames);
+    s->stack_frames = nf;
+    s->nstack_frames = s->cap_stack_frames = at;
+    cmh_oa_free(&s->stack_index); /* stacks changed: interning starts again from them when asked */
+    return cmh_snapshot_reindex_stacks(s);
+}
+
+static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r)
+{
+    if (!s->nmodules) return CMH_OK;
+    unsetenv("DEBUGINFOD_URLS"); /* no network, and no waiting on one */
+    static char *debuginfo_path = NULL;
+    Dwfl_Callbacks cb = {.find_elf = dwfl_build_id_find_elf, .find_debuginfo = dwfl_standard_find_debuginfo,
+                         .debuginfo_path = &debuginfo_path};
+    Dwfl *dwfl = dwfl_begin(&cb);
+    if (!dwfl) return CMH_ENOMEM;
+    int *usable = calloc(s->nmodules, sizeof *usable);
+    if (!usable) {
+        dwfl_end(dwfl);
+        return CMH_ENOMEM;
+    }
+    dwfl_report_begin(dwfl);
+    for (uint32_t i = 0; i < s->nmodules; i++) {
+        const cmh_module *mo = &s->modules[i];
+        const char *path = cmh_str(s, mo->path);
+        if (!*path || access(path, R_OK) != 0) {
+            r->modules_missing++;
+            continue;
+        }
+        Dwfl_Module *m = dwfl_report_elf(dwfl, path, path, -1, mo->base, false);
+        if (!m) {
+            r->modules_missing++;
+            continue;
+        }
+        const unsigned char *bits;
+        GElf_Addr vaddr;
+        int nb = dwfl_module_build_id(m, &bits, &vaddr);
+        char have[160] = "";
+        if (nb > 0) hex(bits, nb, have, sizeof have);
+        const char *want = cmh_str(s, mo->build_id);
+        if (*want && strcmp(have, want) != 0) {
+            if (r->modules_mismatched < CMH_SYM_MAX_NAMED)
+                snprintf(r->mismatched[r->modules_mismatched], sizeof r->mismatched[0], "%s", path);
+            r->modules_mismatched++;
+            continue;
+        }
+        usable[i] = 1;
+        r->modules_used++;
+    }
+    dwfl_report_end(dwfl, NULL, NULL);
+    uint32_t nex = s->nframes, n = 0, cap = 0, *list = NULL;
+    cmh_oatab cus;
+    cmh_oa_init(&cus, sizeof(cu_index));
+    expansion *ex = malloc((nex ? nex : 1) * sizeof *ex);
+    int rc = ex ? CMH_OK : CMH_ENOMEM, any_inline = 0;
+    for (uint32_t i = 0; i < nex && rc == CMH_OK; i++) {
+        const cmh_frame *f = &s->frames[i];
+        if (!f->pc || f->line > 0 || f->module < 0 || (uint32_t)f->module >= s->nmodules || !usable[f->module]) {
+            ex[i] = (expansion){0, 0};
+            continue;
+        }
+        uint32_t before = r->inlined;
+        rc = expand(s, dwfl, &cus, i, &list, &n, &cap, &ex[i], r);
+        any_inline |= r->inlined != before;
+    }
+    /* frames nothing happened to keep a count of 0: they stand for themselves */
+    for (uint32_t i = 0; ex && i < nex; i++)
+        if (!ex[i].count) {
+            if (CMH_GROW(list, cap, (uint64_t)n + 1, 1024)) {
+                rc = CMH_ENOMEM;
+                break;
+            }
+            ex[i] = (expansion){n, 1};
+            list[n++] = i;
+        }
+    if (rc == CMH_OK && any_inline) rc = rebuild_stacks(s, ex, nex, list);
+    free(list);
+    free(ex);
+    free(usable);
+    free_indexes(&cus);
+    dwfl_end(dwfl);
+    return rc;
+}
+
+int cmh_symbolize_offline(cmh_snapshot *s, unsigned what, cmh_symbolize_result *r)
+{
+    memset(r, 0, sizeof *r);
+    int rc = CMH_OK;
+    if (what & CMH_SYM_LINES) rc = lines_all(s, r);
+    if (rc == CMH_OK && (what & CMH_SYM_DEMANGLE)) rc = demangle_all(s, r);
+    return rc;
+}

@@ -1,0 +1,103 @@
+#!/bin/sh
+# attribution_test.sh BUILD_DIR SOURCE_DIR - what the reports name, on recordings made here and
+# on the H200 fixtures: the user's own line, file:line from DWARF, demangled names, owners, the
+# failing request of an OOM, the groupings, and a binary that is not the one recorded.
+set -u
+B=$1
+SRC=$2
+CMH=$B/cumemhist
+F=$SRC/tests/fixtures
+T=$(mktemp -d /tmp/cmh-attr-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+py() { env -u LD_PRELOAD python3 "$@"; }
+cd "$T" || exit 1
+
+# --- one function, two callers: one site, two stacks, file:line from DWARF ---
+"$CMH" record -q -o two.cmh -- "$B/tests/two_sites" >/dev/null
+"$CMH" leaks --json two.cmh >site.json
+"$CMH" leaks --json --group-by stack two.cmh >stack.json
+py - site.json stack.json <<'PY' && ok "one allocating function from two lines: one row by site, two by stack (two_sites.c:LINE); an inlined call is a frame" || bad "groupings of two_sites"
+import json, sys
+site = json.load(open(sys.argv[1]))["sites"]
+stack = json.load(open(sys.argv[2]))["sites"]
+inl = [x for x in site if x["site"]["function"] == "inlined_buffer"]
+assert len(inl) == 1, [x["site"] for x in site]
+fr = [(f["function"], f["line"]) for f in inl[0]["frames"]]
+assert fr[0][0] == "inlined_buffer" and fr[1][0] == "main" and fr[0][1] != fr[1][1], fr
+site = [x for x in site if x is not inl[0]]
+stack = [x for x in stack if x["site"]["function"] != "inlined_buffer"]
+assert len(site) == 1, site
+s = site[0]["site"]
+assert s["function"] == "buffer" and s["file"].endswith("two_sites.c") and s["line"] > 0, s
+assert site[0]["owner"] == "two_sites" and site[0]["blocks"] == 2, site[0]
+assert len(stack) == 2, stack
+mains = sorted(f["line"] for st in stack for f in st["frames"] if f["function"] == "main")
+assert len(mains) == 2 and mains[0] != mains[1] and mains[0] > 0, mains
+assert all(st["site"]["line"] == s["line"] for st in stack)
+for x in site + stack:
+    assert set(x["site"]) == {"function", "file", "line", "module"}, x["site"]
+    assert all(set(f) == {"function", "file", "line", "module"} for f in x["frames"])
+PY
+"$CMH" leaks --skip '^buffer$' two.cmh >skip.txt
+grep -q 'main (.*two_sites.c:[0-9]*)' skip.txt && [ "$(grep -c 'two_sites.c:' skip.txt)" -ge 2 ] &&
+    ok "--skip makes the caller the site" || bad "--skip: $(cat skip.txt)"
+"$CMH" leaks --skip '(' two.cmh >/dev/null 2>skiperr.txt
+[ $? -eq 2 ] && grep -q "skip '('" skiperr.txt && ok "a --skip that does not compile is refused" || bad "bad --skip"
+
+# --- a -g sample shows its own file:line; the OOM names who asked ---
+"$CMH" record -q -o leak.cmh -- "$B/samples/leaky" 4 >/dev/null
+"$CMH" leaks leak.cmh >leak.txt
+grep -q 'load_batch (.*leaky.c:[0-9][0-9]*)' leak.txt && ok "leaky's own frames read file:line" || bad "leaky lines: $(head -8 leak.txt)"
+FAKECUDA_CAPACITY=1G "$CMH" record -q -o oom.cmh -- "$B/samples/oom_demo" >/dev/null
+"$CMH" oom oom.cmh >oom.txt
+grep -q 'requested by  *grow_model (.*oom_demo.c:[0-9]*)' oom.txt && ok "oom names the function whose request failed" ||
+    bad "oom requested by: $(grep -A2 requested oom.txt)"
+"$CMH" oom --json oom.cmh | py -c "import json,sys; d=json.load(sys.stdin); assert d['ooms'][0]['requested_by']['site']['function']=='grow_model'" &&
+    ok "oom --json: requested_by" || bad "oom --json requested_by"
+
+# --- a binary that is not the one recorded is not used, and said so once ---
+cp "$B/tests/two_sites" prog && "$CMH" record -q -o prog.cmh -- ./prog >/dev/null
+cp "$B/samples/leaky" prog
+"$CMH" leaks prog.cmh >mm.txt 2>mm.err
+[ "$(grep -c 'is not the binary recorded' mm.err)" -eq 1 ] && ! grep -q 'two_sites.c:' mm.txt &&
+    ok "a changed binary's lines are not used, and the report says so once" || bad "build id mismatch: $(cat mm.err)"
+
+# --- symbolize bakes the lines in ---
+cp "$B/tests/two_sites" prog2 && "$CMH" record -q -o p2.cmh -- ./prog2 >/dev/null
+"$CMH" symbolize p2.cmh -o p2.sym.cmh >/dev/null
+rm prog2
+"$CMH" leaks p2.sym.cmh 2>/dev/null | grep -q 'buffer (.*two_sites.c:[0-9]*)' &&
+    ok "symbolize: lines survive the binary's removal" || bad "symbolize"
+
+# --- the H200 fixtures ---
+"$CMH" peak --json "$F/h200/torch_exp.pickle" | py -c "
+import json, sys
+d = json.load(sys.stdin)
+sites = d['sites_at_peak']
+named = [x for x in sites if x['site']]
+assert named and named[0]['site']['file'].endswith('samples/torch_train.py'), named[0]
+assert not [x for x in named if '/torch/' in x['site']['file'] or x['site']['file'].startswith('torch/')], 'a torch/ site'
+" && ok "peak of torch_exp.pickle: samples/torch_train.py lines, no site under torch/" || bad "torch_exp sites"
+for c in peak leaks oom frag; do "$CMH" $c "$F/h200/torch_plain.cmh"; "$CMH" $c --json "$F/h200/torch_plain.cmh"; done >plain.txt 2>/dev/null
+"$CMH" diff "$F/h200/torch_plain.cmh" "$F/h200/torch_exp.cmh" >>plain.txt 2>/dev/null
+! grep -q '_Z[A-Z0-9]' plain.txt && ok "no report of torch_plain.cmh prints a mangled name" || bad "mangled: $(grep -o '_Z[A-Za-z0-9]*' plain.txt | head -3)"
+"$CMH" leaks --json "$F/h200/cudart.cmh" 2>/dev/null | py -c "
+import json, sys
+s = json.load(sys.stdin)['sites'][0]
+assert s['site']['function'].startswith('make_buffer'), s['site']
+assert s['owner'] == 'cudart_demo', s['owner']
+" && ok "cudart.cmh: the site is make_buffer, not cudaMalloc" || bad "cudart site"
+"$CMH" peak --json --group-by module "$F/h200/torch_plain.cmh" 2>/dev/null | py -c "
+import json, sys
+sites = json.load(sys.stdin)['sites_at_peak']
+owners = {x['owner']: x['bytes'] for x in sites}
+assert any(o.startswith('libcublas') for o in owners), owners
+assert 'libc10_cuda.so' in owners, owners
+" && ok "torch_plain.cmh: the cuBLAS workspace is libcublas's, PyTorch's segments libc10_cuda's" || bad "owners"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
