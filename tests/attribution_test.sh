@@ -3,8 +3,8 @@
 # on the H200 fixtures: the user's own line, file:line from DWARF, demangled names, owners, the
 # failing request of an OOM, the groupings, and a binary that is not the one recorded.
 set -u
-B=$1
-SRC=$2
+B=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
 CMH=$B/cumemhist
 F=$SRC/tests/fixtures
 T=$(mktemp -d /tmp/cmh-attr-XXXXXX)

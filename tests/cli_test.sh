@@ -3,7 +3,7 @@
 # status and signal forwarding, file naming across processes, OOM dumps, and the one-line
 # errors on damaged snapshots.
 set -u
-B=$1
+B=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
 CMH=$B/cumemhist
 S=$B/samples
 T=$(mktemp -d /tmp/cmh-cli-XXXXXX)

@@ -4,7 +4,7 @@
 #    printed at the same moment, byte for byte, with and without expandable segments
 #  - a real CUPTI recording: 60 kernels in three names, 20 calls each, demangled
 set -u
-B=$1
+B=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
 F=$(dirname "$0")/fixtures
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }

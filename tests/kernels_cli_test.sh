@@ -4,7 +4,7 @@
 # Chrome export with kernel slices on per-stream tracks.  The environment (CTest) sets
 # FAKECUPTI_KERNELS and LD_LIBRARY_PATH.
 set -u
-B=$1
+B=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
 T=$(mktemp -d /tmp/cmh-kernels-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 pass=0 fail=0

@@ -5,7 +5,7 @@
 # PyTorch fixtures (FIXTURES_DIR, when given and present), the H200 recordings, and a fresh
 # recording on the fake driver.
 set -u
-B=$1
+B=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
 F=$2
 T=$(mktemp -d /tmp/cmh-memviz-XXXXXX)
 trap 'rm -rf "$T"' EXIT

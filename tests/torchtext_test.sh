@@ -4,7 +4,7 @@
 # too, but for the last line of each device (TOTAL MEM, a known bug of the script: it prints its
 # loop counter and no newline).
 set -u
-B=$1
+B=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
 F=$2
 T=$(mktemp -d /tmp/cmh-torchtext-XXXXXX)
 trap 'rm -rf "$T"' EXIT
