@@ -23,7 +23,7 @@ BY(calls)
 BY(max_ns)
 #undef BY
 
-int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **out, uint32_t *n, int64_t *gpu_total_ns)
+int cmh_kernel_table(const cmh_snapshot *s, int device, int sort, cmh_kernel_row **out, uint32_t *n, int64_t *gpu_total_ns)
 {
     cmh_kernel_row *rows = NULL;
     uint32_t nr = 0, cap = 0;
@@ -33,6 +33,7 @@ int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **out, uint
     for (uint32_t i = 0; i < s->nkernels; i++) {
         const cmh_kernel *k = &s->kernels[i];
         if (!k->start_ns || k->end_ns < k->start_ns || k->name >= s->strings.n) continue; /* no timestamps */
+        if (device != CMH_ALL_DEVICES && k->device != device) continue;
         int64_t d = (int64_t)((uint64_t)k->end_ns - (uint64_t)k->start_ns); /* end >= start: fits */
         if (!by_name[k->name]) {
             if (CMH_GROW(rows, cap, (uint64_t)nr + 1, 64)) {

@@ -123,6 +123,17 @@ static rseg *seg_containing(const cmh_replay *r, uint64_t addr)
     return addr < g->addr + g->size ? g : NULL;
 }
 
+/* The index of the first live segment that ends after addr (nsegs if none).  Holes are skipped
+ * both ways: a hole's address may lie inside a live segment that grew over it (seg_map). */
+static uint32_t seg_first_after(const cmh_replay *r, uint64_t addr)
+{
+    uint32_t i = seg_lower(r, addr);
+    while (i && !r->segs[i - 1]) i--;
+    if (i && r->segs[i - 1]->addr + r->segs[i - 1]->size > addr) i--;
+    while (i < r->nsegs && !r->segs[i]) i++;
+    return i;
+}
+
 static void maybe_compact(cmh_replay *r)
 {
     if (r->ndead < 64 || r->ndead * 2 < r->nsegs) return;
@@ -202,6 +213,104 @@ static void seg_remove_at(cmh_replay *r, uint32_t i)
     free(r->segs[i]);
     r->segs[i] = NULL; /* a hole: indices stay valid until maybe_compact() */
     r->ndead++;
+}
+
+/* Recount g's free runs and active bytes from its ranges. */
+static void seg_recount(rseg *g)
+{
+    uint64_t at = g->addr, end = g->addr + g->size;
+    g->gaps = 0;
+    g->active_bytes = 0;
+    for (uint32_t k = 0; k < g->nr; k++) {
+        g->gaps += g->r[k].a > at;
+        g->active_bytes += g->r[k].b - g->r[k].a;
+        at = g->r[k].b;
+    }
+    g->gaps += end > at;
+    g->nactive = g->nr;
+}
+
+/* After g shrank: drop the active ranges no longer inside it (a block whose memory was unmapped
+ * under it: the trace's anomaly, its bytes no longer in any segment). */
+static void seg_clip_ranges(rseg *g)
+{
+    uint64_t end = g->addr + g->size;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < g->nr; i++)
+        if (g->r[i].a >= g->addr && g->r[i].b <= end) g->r[k++] = g->r[i];
+    g->nr = k;
+    seg_recount(g);
+}
+
+/* Move to `right` (just cut off the end of g) the active ranges of g that lie in it. */
+static void seg_take_ranges(cmh_replay *r, rseg *right, rseg *g)
+{
+    uint32_t k = 0;
+    while (k < g->nr && g->r[k].a < right->addr) k++;
+    uint32_t n = 0;
+    while (k + n < g->nr && g->r[k + n].b <= right->addr + right->size) n++;
+    if (n && !(right->r = malloc(n * sizeof *right->r))) {
+        r->nomem = 1;
+        return;
+    }
+    if (n) memcpy(right->r, g->r + k, n * sizeof *g->r);
+    right->nr = right->capr = n;
+    seg_recount(right);
+}
+
+/* A mapped range of an expandable segment.  One next to a mapped range of the same pool
+ * extends it, as PyTorch shows one segment per contiguous mapped range: a block may then span
+ * what were two maps, and its bytes are all inside one segment (counted apart, the part past the
+ * first map would have read as free). */
+static rseg *seg_map(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool)
+{
+    uint32_t i = seg_lower(r, addr), li = i, ri = i;
+    while (li && !r->segs[li - 1]) li--;
+    while (ri < r->nsegs && !r->segs[ri]) ri++;
+    rseg *left = li && r->segs[li - 1]->expandable && r->segs[li - 1]->pool == pool &&
+                         r->segs[li - 1]->addr + r->segs[li - 1]->size == addr
+                     ? r->segs[li - 1]
+                     : NULL;
+    rseg *right = ri < r->nsegs && r->segs[ri]->expandable && r->segs[ri]->pool == pool && r->segs[ri]->addr == addr + size
+                      ? r->segs[ri]
+                      : NULL;
+    if (!left && !right) return seg_insert(r, addr, size, pool, 1, 0);
+    /* free runs: the new range is one, joined with the left's trailing run and the right's leading run */
+    int left_trails = left && (!left->nr || left->r[left->nr - 1].b < left->addr + left->size);
+    int right_leads = right && (!right->nr || right->r[0].a > right->addr);
+    if (left && right) {
+        if (right->nr) {
+            if (left->nr + right->nr > left->capr) {
+                range *nrr = realloc(left->r, (left->nr + right->nr) * sizeof *nrr);
+                if (!nrr) {
+                    r->nomem = 1;
+                    return NULL;
+                }
+                left->r = nrr;
+                left->capr = left->nr + right->nr;
+            }
+            memcpy(left->r + left->nr, right->r, right->nr * sizeof *right->r);
+        }
+        left->nr += right->nr;
+        left->size += size + right->size;
+        left->active_bytes += right->active_bytes;
+        left->nactive += right->nactive;
+        left->gaps = left->gaps + right->gaps + 1 - (uint32_t)left_trails - (uint32_t)right_leads;
+        seg_remove_at(r, ri);
+        return left;
+    }
+    if (left) {
+        left->size += size;
+        left->gaps += (uint32_t)!left_trails;
+        return left;
+    }
+    right->addr = addr;
+    r->saddr[ri] = addr;
+    for (uint32_t k = li; k < ri; k++) /* the holes before it (all of [li, ri)) keep the order */
+        if (r->saddr[k] > addr) r->saddr[k] = addr;
+    right->size += size;
+    right->gaps += (uint32_t)!right_leads;
+    return right;
 }
 
 /* ---- stats ---- */
@@ -352,7 +461,8 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
         r->anomalies++;
         return;
     }
-    rseg *g = seg_insert(r, e->addr, e->size, pool ? pool : pool_rule(e->size, whole), expandable, whole);
+    uint8_t p = pool ? pool : pool_rule(e->size, whole);
+    rseg *g = expandable ? seg_map(r, e->addr, e->size, p) : seg_insert(r, e->addr, e->size, p, 0, whole);
     if (!g) return;
     pool_add(r->st.reserved_bytes, g->pool, (int64_t)e->size);
     if (!expandable) { /* PyTorch does not count expandable segments */
@@ -368,8 +478,7 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
     uint64_t lo = e->addr, hi = e->addr + e->size;
     int hit = 0;
     /* Remove or trim every segment overlapping [lo, hi) (unmaps may cover several maps). */
-    uint32_t i = seg_lower(r, lo);
-    if (i) i--;
+    uint32_t i = seg_first_after(r, lo);
     while (i < r->nsegs && r->saddr[i] < hi) {
         rseg *g = r->segs[i];
         if (!g) {
@@ -396,10 +505,16 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
             seg_remove_at(r, i);
             continue;
         }
-        /* partial: keep the pieces outside [a, b) */
+        /* partial: keep the pieces outside [a, b), each with its own active ranges */
+        int64_t sb0, sc0, sb1, sc1, sb2 = 0, sc2 = 0;
+        split_contrib(g, &sb0, &sc0);
         if (a > ga && b < gb) {
             rseg *right = seg_insert(r, b, gb - b, g->pool, g->expandable, 0);
-            if (right && !g->expandable) pool_add(r->st.segment, g->pool, 1);
+            if (right) {
+                if (!g->expandable) pool_add(r->st.segment, g->pool, 1);
+                seg_take_ranges(r, right, g);
+                split_contrib(right, &sb2, &sc2);
+            }
             g->size = a - ga;
         } else if (a == ga) {
             g->addr = b;
@@ -416,9 +531,11 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
         } else {
             g->size = a - ga;
         }
-        i = seg_lower(r, b);
-        if (i) i--;
-        if (i < r->nsegs && (!r->segs[i] || r->segs[i]->addr + r->segs[i]->size <= b)) i++;
+        seg_clip_ranges(g);
+        split_contrib(g, &sb1, &sc1);
+        pool_add(r->st.inactive_split_bytes, g->pool, sb1 + sb2 - sb0);
+        pool_add(r->st.inactive_split, g->pool, sc1 + sc2 - sc0);
+        i = seg_first_after(r, b);
     }
     if (!hit) r->anomalies++;
 }
@@ -566,8 +683,9 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
     }
     case CMH_ACT_SEGMENT_FREE:
     case CMH_ACT_SEGMENT_UNMAP:
-        if (!seg_containing(t, e->addr))
-            seg_insert(t, e->addr, e->size, pool_rule(e->size, whole), e->action == CMH_ACT_SEGMENT_UNMAP, whole);
+        if (seg_containing(t, e->addr)) {
+        } else if (e->action == CMH_ACT_SEGMENT_UNMAP) seg_map(t, e->addr, e->size, pool_rule(e->size, 0));
+        else seg_insert(t, e->addr, e->size, pool_rule(e->size, whole), 0, whole);
         if (whole && !block_find(t, e->addr) && (b = block_put(t, e->addr))) {
             b->size = e->size;
             b->requested = e->requested;
@@ -722,7 +840,9 @@ static void reconcile(cmh_replay *r)
     for (uint32_t i = 0; i < s->nsegments; i++) {
         const cmh_segment *g = &s->segments[i];
         if (g->device != r->device) continue;
-        if (!seg_insert(&f, g->addr, g->size, 0, 0, 0)) goto out;
+        /* contiguous mapped ranges as one, as the replay holds them */
+        if (!((g->flags & CMH_SEG_EXPANDABLE) ? seg_map(&f, g->addr, g->size, 0) : seg_insert(&f, g->addr, g->size, 0, 0, 0)))
+            goto out;
         for (uint32_t k = 0; k < g->nblocks; k++) {
             const cmh_block *bl = &s->blocks[g->first_block + k];
             rblock *x;
@@ -828,7 +948,7 @@ static int replay_sane(const cmh_replay *r)
     if (allocated != (uint64_t)r->st.allocated_bytes[CMH_POOL_ALL].current) return SANE_FAIL(2);
     if (requested != (uint64_t)r->st.requested_bytes[CMH_POOL_ALL].current) return SANE_FAIL(3);
     if ((int64_t)r->blocks.n != r->st.active[CMH_POOL_ALL].current) return SANE_FAIL(4);
-    uint64_t prev = 0;
+    uint64_t prev = 0, seg_bytes = 0, seg_active = 0;
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const rseg *g = r->segs[i];
         if (r->saddr[i] < prev) return SANE_FAIL(5);
@@ -838,7 +958,16 @@ static int replay_sane(const cmh_replay *r)
         uint64_t sum = 0;
         for (uint32_t k = 0; k < g->nr; k++) sum += g->r[k].b - g->r[k].a;
         if (sum != g->active_bytes) return SANE_FAIL(7);
+        seg_bytes += g->size;
+        seg_active += g->active_bytes;
     }
+    /* A trace that agrees with itself: reserved is the segments (and the pools' slack), every
+     * active block is inside one, so free inside segments = reserved - active, exactly. */
+    if (r->anomalies) return 1;
+    int64_t slack = 0;
+    for (uint32_t i = 0; i < r->npools; i++) slack += r->pools[i].slack;
+    if (seg_bytes + (uint64_t)slack != (uint64_t)r->st.reserved_bytes[CMH_POOL_ALL].current) return SANE_FAIL(8);
+    if (seg_active != active) return SANE_FAIL(9);
     return 1;
 }
 #endif
@@ -918,6 +1047,7 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
             if (k < g->nr && g->r[k].b > at) at = g->r[k].b;
         }
     }
+    for (uint32_t i = 0; i < r->npools; i++) total += (uint64_t)r->pools[i].slack;
     *free_inside = total;
     *largest_gap = largest;
 }

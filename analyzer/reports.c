@@ -136,9 +136,15 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, 
     const cmh_mem_stats *st = cmh_replay_stats(r);
     p->alloc_peak = st->allocated_bytes[0].current;
     p->reserved_peak = st->reserved_bytes[0].current;
-    p->alloc_index = p->reserved_index = -1;
+    p->requested_peak = st->requested_bytes[0].current;
+    p->alloc_index = p->reserved_index = p->requested_index = -1;
     while (cmh_replay_step(r)) {
         int64_t i = cmh_replay_position(r);
+        if (st->requested_bytes[0].current > p->requested_peak) {
+            p->requested_peak = st->requested_bytes[0].current;
+            p->requested_index = i;
+            p->requested_time_ns = cmh_replay_entry(r, i)->time_ns;
+        }
         if (st->allocated_bytes[0].current > p->alloc_peak) {
             p->alloc_peak = st->allocated_bytes[0].current;
             p->alloc_index = i;
@@ -152,9 +158,12 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, 
     }
     p->alloc_end = st->allocated_bytes[0].current;
     p->reserved_end = st->reserved_bytes[0].current;
+    p->requested_end = st->requested_bytes[0].current;
     int64_t n = cmh_replay_length(r);
     /* reconciling the end with the final segments may have raised the figures past every entry */
-    if (st->allocated_bytes[0].current > p->alloc_peak) p->alloc_peak = st->allocated_bytes[0].current, p->alloc_index = n;
+    if (p->alloc_end > p->alloc_peak) p->alloc_peak = p->alloc_end, p->alloc_index = n;
+    if (p->reserved_end > p->reserved_peak) p->reserved_peak = p->reserved_end, p->reserved_index = n;
+    if (p->requested_end > p->requested_peak) p->requested_peak = p->requested_end, p->requested_index = n;
     int rc = cmh_replay_status(r);
     cmh_replay_free(r);
     if (rc != CMH_OK) {
@@ -174,17 +183,79 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, 
 
 /* ---- leaks ---- */
 
-#define MAX_CHECKPOINTS 64
+#define MAX_WINDOWS 64
 
 typedef struct leak_ctx {
-    site_map live; /* bytes per stack right now (cmh_site.bytes) */
+    site_map live; /* per site: bytes live now (cmh_site.bytes) and the least since the window began (start_bytes) */
 } leak_ctx;
 
 static void leak_observe(void *arg, int64_t delta, uint32_t stack)
 {
     leak_ctx *c = arg;
-    cmh_site *s = site_get(&c->live, stack);
-    if (s) s->bytes = (uint64_t)((int64_t)s->bytes + delta);
+    cmh_site *s = site_get(&c->live, stack); /* a new one held nothing before: its floor is 0 */
+    if (!s) return;
+    s->bytes = (uint64_t)((int64_t)s->bytes + delta);
+    if (s->bytes < s->start_bytes) s->start_bytes = s->bytes;
+}
+
+/* Where the windows begin (entry indices, ascending, the first 0): at most MAX_WINDOWS. */
+static int leak_windows(const cmh_snapshot *s, int device, const cmh_replay *r, int64_t *cut, int *kind)
+{
+    int64_t n = cmh_replay_length(r);
+    int ncut = 0, nmarks = 0, starts = 0;
+    if (!n) return 0;
+    for (int64_t i = 0; i < n; i++) nmarks += cmh_replay_entry(r, i)->action == CMH_ACT_MARK;
+    for (uint32_t a = 0; a < s->nannotations; a++) starts += s->annotations[a].stage == 0 && s->annotations[a].device == device;
+    cut[ncut++] = 0;
+    if (nmarks >= CMH_LEAK_MIN_RISES) { /* one window per step: from each mark to the next */
+        int stride = (nmarks + MAX_WINDOWS - 2) / (MAX_WINDOWS - 1), k = 0;
+        for (int64_t i = 0; i < n && ncut < MAX_WINDOWS; i++)
+            if (cmh_replay_entry(r, i)->action == CMH_ACT_MARK && k++ % stride == 0 && i > cut[ncut - 1]) cut[ncut++] = i;
+        *kind = CMH_CP_MARKS;
+        return ncut;
+    }
+    if (starts >= CMH_LEAK_MIN_RISES) {
+        int stride = (starts + MAX_WINDOWS - 2) / (MAX_WINDOWS - 1), k = 0;
+        int64_t i = 0;
+        for (uint32_t a = 0; a < s->nannotations && ncut < MAX_WINDOWS; a++) {
+            const cmh_annotation *an = &s->annotations[a];
+            if (an->stage != 0 || an->device != device || k++ % stride) continue;
+            while (i < n && cmh_replay_entry(r, i)->time_ns < an->time_ns) i++;
+            if (i > cut[ncut - 1] && i < n) cut[ncut++] = i;
+        }
+        if (ncut >= CMH_LEAK_MIN_RISES) {
+            *kind = CMH_CP_ANNOTATIONS;
+            return ncut;
+        }
+        ncut = 1;
+    }
+    /* ten equal stretches of time (threads interleave their entries, not their clocks) */
+    int64_t t0 = cmh_replay_entry(r, 0)->time_ns, t1 = cmh_replay_entry(r, n - 1)->time_ns;
+    if (t0 > 0 && t1 > t0) {
+        int64_t i = 0;
+        for (int w = 1; w < 10; w++) {
+            int64_t at = t0 + (int64_t)((double)(t1 - t0) * w / 10.0);
+            while (i < n && cmh_replay_entry(r, i)->time_ns < at) i++;
+            if (i > cut[ncut - 1] && i < n) cut[ncut++] = i;
+        }
+        *kind = CMH_CP_TIME;
+        return ncut;
+    }
+    for (int w = 1; w < 10; w++)
+        if (n * w / 10 > cut[ncut - 1]) cut[ncut++] = n * w / 10;
+    *kind = CMH_CP_EVEN;
+    return ncut;
+}
+
+/* Kendall's tau (the tau-a form) of a series against its order: 1 when every later value is
+ * above every earlier one, -1 when below, 0 for no trend. */
+static double kendall_tau(const uint64_t *v, int n)
+{
+    if (n < 2) return 0;
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) sum += (v[j] > v[i]) - (v[j] < v[i]);
+    return (double)sum / ((double)n * (n - 1) / 2);
 }
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
@@ -193,73 +264,51 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     base_info(s, device, &p->base);
     cmh_replay *r = cmh_replay_new(s, device);
     if (!r) return CMH_ENOMEM;
-    int64_t n = cmh_replay_length(r);
-
-    /* checkpoints: the trace's marks, else PyTorch's external annotations (their START times),
-     * else ten even steps through the trace */
-    int64_t cps[MAX_CHECKPOINTS];
-    int ncp = 0, nmarks = 0;
-    for (int64_t i = 0; i < n; i++) nmarks += cmh_replay_entry(r, i)->action == CMH_ACT_MARK;
-    if (nmarks >= 2) {
-        int stride = (nmarks + MAX_CHECKPOINTS - 1) / MAX_CHECKPOINTS, k = 0;
-        for (int64_t i = 0; i < n && ncp < MAX_CHECKPOINTS; i++)
-            if (cmh_replay_entry(r, i)->action == CMH_ACT_MARK && k++ % stride == 0) cps[ncp++] = i;
-        p->checkpoint_kind = CMH_CP_MARKS;
-    } else {
-        int starts = 0;
-        for (uint32_t a = 0; a < s->nannotations; a++) starts += s->annotations[a].stage == 0 && s->annotations[a].device == device;
-        if (starts >= 2 && n) {
-            int stride = (starts + MAX_CHECKPOINTS - 1) / MAX_CHECKPOINTS, k = 0;
-            int64_t i = 0;
-            for (uint32_t a = 0; a < s->nannotations && ncp < MAX_CHECKPOINTS; a++) {
-                const cmh_annotation *an = &s->annotations[a];
-                if (an->stage != 0 || an->device != device || k++ % stride) continue;
-                while (i < n && cmh_replay_entry(r, i)->time_ns < an->time_ns) i++;
-                if (!ncp || cps[ncp - 1] != i) cps[ncp++] = i;
-            }
-            p->checkpoint_kind = CMH_CP_ANNOTATIONS;
-        }
-        if (ncp < 2) {
-            ncp = 0;
-            for (int k = 0; k < 10 && n; k++) cps[ncp++] = n * k / 10;
-            p->checkpoint_kind = CMH_CP_EVEN;
-        }
-    }
-    p->ncheckpoints = ncp;
+    int64_t cut[MAX_WINDOWS];
+    int nw = leak_windows(s, device, r, cut, &p->checkpoint_kind);
 
     leak_ctx c;
     site_map_init(&c.live, sites);
     int rc = CMH_OK;
     cmh_replay_observe(r, leak_observe, &c);
-    /* samples[k][site index in c.live] */
-    uint64_t *samples = NULL;
-    uint32_t sample_cols = 0;
-    int k = 0;
-    for (;;) {
-        int64_t pos = cmh_replay_position(r) + 1; /* the next entry to apply */
-        while (k < ncp && cps[k] <= pos) {
-            if (c.live.n > sample_cols) { /* widen: new sites appeared */
+    /* the state before the first entry: the first window begins with it */
+    for (uint32_t i = 0; i < c.live.n; i++) c.live.v[i].start_bytes = c.live.v[i].bytes;
+    uint64_t *floors = NULL; /* floors[w * cols + site index in c.live] */
+    uint32_t cols = 0;
+    int w = 0, more = nw > 0;
+    while (w < nw) {
+        int64_t next = cmh_replay_position(r) + 1; /* the entry about to be applied */
+        /* window w ends before the entry the next one begins at, or at the end of the record */
+        int closing = !more || (w + 1 < nw && cut[w + 1] <= next);
+        if (!closing) {
+            more = cmh_replay_step(r);
+            continue;
+        }
+        {
+            if (c.live.n > cols) { /* widen: new sites appeared */
                 uint32_t nc = c.live.n * 2 + 16;
-                uint64_t *ns = calloc((size_t)MAX_CHECKPOINTS * nc, sizeof *ns);
-                if (!ns) {
+                uint64_t *nf = calloc((size_t)MAX_WINDOWS * nc, sizeof *nf);
+                if (!nf) {
                     rc = CMH_ENOMEM;
                     goto out;
                 }
-                for (int q = 0; samples && q < k; q++)
-                    memcpy(ns + (size_t)q * nc, samples + (size_t)q * sample_cols, sample_cols * sizeof *ns);
-                free(samples);
-                samples = ns;
-                sample_cols = nc;
+                for (int q = 0; floors && q < w; q++) memcpy(nf + (size_t)q * nc, floors + (size_t)q * cols, cols * sizeof *nf);
+                free(floors);
+                floors = nf;
+                cols = nc;
             }
-            for (uint32_t i = 0; i < c.live.n; i++) samples[(size_t)k * sample_cols + i] = c.live.v[i].bytes;
-            k++;
+            for (uint32_t i = 0; i < c.live.n; i++) {
+                floors[(size_t)w * cols + i] = c.live.v[i].start_bytes;
+                c.live.v[i].start_bytes = c.live.v[i].bytes; /* the next window begins with what is live */
+            }
+            w++;
         }
-        if (!cmh_replay_step(r)) break;
     }
-    ncp = k;
-    p->ncheckpoints = ncp;
+    while (cmh_replay_step(r)) {} /* (no windows: an empty trace) */
+    nw = w;
+    p->ncheckpoints = nw;
 
-    /* still live at the end, by site, with their growth over the checkpoints */
+    /* still live at the end, by site, with the trend of their floors */
     site_map end;
     site_map_init(&end, sites);
     cmh_replay_blocks(r, add_block, &end);
@@ -272,36 +321,38 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         goto out;
     }
     uint32_t kept = 0;
+    uint64_t series[MAX_WINDOWS];
     for (uint32_t i = 0; i < nlive; i++) {
         cmh_site *st = &live[i];
-        if (st->bytes < min_bytes) continue;
-        /* the series: each checkpoint, then the end */
         const site_slot *cs = cmh_oa_find(&c.live.index, (uint64_t)st->group + 1);
         uint32_t col = cs ? (uint32_t)cs->i : UINT32_MAX;
-        uint64_t prev = 0;
-        int have = 0;
         st->rises = st->drops = 0;
-        for (int q = 0; q <= ncp; q++) {
-            uint64_t v = q < ncp ? (col < sample_cols ? samples[(size_t)q * sample_cols + col] : 0) : st->bytes;
-            if (q == 0) st->start_bytes = v;
-            if (have) {
-                st->rises += v > prev;
-                st->drops += v < prev;
+        for (int q = 0; q < nw; q++) {
+            series[q] = col < cols ? floors[(size_t)q * cols + col] : 0;
+            if (q) {
+                st->rises += series[q] > series[q - 1];
+                st->drops += series[q] < series[q - 1];
             }
-            prev = v;
-            have = 1;
         }
-        st->intervals = (uint32_t)ncp;
-        st->growing = st->rises >= 3 && st->drops * 4 <= st->rises && st->bytes > st->start_bytes;
+        st->start_bytes = nw ? series[0] : 0;
+        st->intervals = (uint32_t)nw;
+        st->trend = kendall_tau(series, nw);
+        st->growing = st->rises >= CMH_LEAK_MIN_RISES && st->trend >= CMH_LEAK_MIN_TREND && nw && series[nw - 1] > series[0];
         p->leaking += st->growing;
         p->live_bytes += st->bytes;
         p->live_blocks += st->count;
+        p->live_sites++;
+        if (st->bytes < min_bytes) { /* hidden from the rows, never from the totals */
+            p->hidden_sites++;
+            p->hidden_bytes += st->bytes;
+            continue;
+        }
         live[kept++] = *st;
     }
     p->sites = live;
     p->nsites = kept;
 out:
-    free(samples);
+    free(floors);
     site_map_free(&c.live);
     cmh_replay_free(r);
     if (rc != CMH_OK) cmh_leak_report_free(p);
@@ -340,16 +391,21 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
             active += b->size;
             if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) f->allocated += b->size;
         }
-        f->free = g->size - active;
-        f->fragmentation = f->free ? 1.0 - (double)f->largest_gap / (double)f->free : 0.0;
-        f->non_releasable = any_active && !f->expandable ? f->free : 0;
+        /* (a hostile file's blocks may add up past their segment: nothing is free then) */
+        f->free = g->size > f->allocated ? g->size - f->allocated : 0;
+        f->pending_free = active > f->allocated ? active - f->allocated : 0;
+        uint64_t in_gaps = g->size > active ? g->size - active : 0;
+        f->fragmentation = in_gaps ? 1.0 - (double)f->largest_gap / (double)in_gaps : 0.0;
+        f->non_releasable = any_active && !f->expandable ? in_gaps : 0;
         p->reserved += f->reserved;
         p->allocated += f->allocated;
         p->free += f->free;
+        p->pending_free += f->pending_free;
         p->non_releasable += f->non_releasable;
         if (f->largest_gap > p->largest_gap) p->largest_gap = f->largest_gap;
     }
-    p->fragmentation = p->free ? 1.0 - (double)p->largest_gap / (double)p->free : 0.0;
+    uint64_t in_gaps = p->free - p->pending_free;
+    p->fragmentation = in_gaps ? 1.0 - (double)p->largest_gap / (double)in_gaps : 0.0;
     /* the last OOM, if any: would fragmentation, rather than demand, explain it? */
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     for (uint32_t i = 0; t && i < t->nentries; i++) {
@@ -391,7 +447,15 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->device_free = e->addr;
             o->allocated = (uint64_t)st->allocated_bytes[0].current;
             o->reserved = (uint64_t)st->reserved_bytes[0].current;
-            cmh_replay_free_space(r, &o->free_inside, &o->largest_gap);
+            uint64_t in_gaps;
+            cmh_replay_free_space(r, &in_gaps, &o->largest_gap);
+            /* free inside = reserved - allocated, by definition; what the gaps do not hold of it is
+             * freed memory whose stream work is pending (a trace that contradicts itself may leave
+             * the two apart: the figures then say what the counters say) */
+            o->free_inside = o->reserved > o->allocated ? o->reserved - o->allocated : 0;
+            uint64_t active = (uint64_t)st->active_bytes[0].current;
+            o->pending_free = active > o->allocated ? active - o->allocated : 0;
+            (void)in_gaps;
             o->fits_in_gap = o->largest_gap >= o->request;
             o->verdict = cmh_oom_verdict(o->request, o->free_inside, o->largest_gap, o->device_free);
             o->request_stack = e->stack;

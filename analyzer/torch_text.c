@@ -60,21 +60,23 @@ static int cmp_seg(const void *a, const void *b)
     return x->index < y->index ? -1 : x->index > y->index; /* Python's sort is stable */
 }
 
-int cmh_print_segsum(const cmh_snapshot *s, FILE *fp)
+int cmh_print_segsum(const cmh_snapshot *s, int device, FILE *fp)
 {
     char b1[64], b2[128];
     bytes_fmt(b1, sizeof b1, PAGE_SIZE);
     fprintf(fp, "Summary of segments >= %s in size\n", b1);
     seg_key *keys = malloc((s->nsegments ? s->nsegments : 1) * sizeof *keys);
     if (!keys) return CMH_ENOMEM;
+    uint32_t nkeys = 0;
     for (uint32_t i = 0; i < s->nsegments; i++)
-        keys[i] = (seg_key){s->segments[i].size, calc_active(s, &s->segments[i]), i};
-    qsort(keys, s->nsegments, sizeof *keys, cmp_seg);
+        if (device == CMH_ALL_DEVICES || s->segments[i].device == device)
+            keys[nkeys++] = (seg_key){s->segments[i].size, calc_active(s, &s->segments[i]), i};
+    qsort(keys, nkeys, sizeof *keys, cmp_seg);
     uint64_t total_reserved = 0, total_allocated = 0, free_external = 0, free_internal = 0;
     char *occupied = NULL;
     double *frac = NULL;
     size_t cap = 0;
-    for (uint32_t si = 0; si < s->nsegments; si++) {
+    for (uint32_t si = 0; si < nkeys; si++) {
         const cmh_segment *g = &s->segments[keys[si].index];
         total_reserved += g->size;
         uint64_t ext = 0, in = 0, alloc = 0;
@@ -139,7 +141,7 @@ int cmh_print_segsum(const cmh_snapshot *s, FILE *fp)
     free(occupied);
     free(frac);
     free(keys);
-    fprintf(fp, "segments: %u\n", s->nsegments);
+    fprintf(fp, "segments: %u\n", nkeys);
     bytes_fmt(b1, sizeof b1, (double)total_reserved);
     fprintf(fp, "total_reserved: %s\n", b1);
     bytes_fmt(b1, sizeof b1, (double)total_allocated);
@@ -157,7 +159,7 @@ int cmh_print_segsum(const cmh_snapshot *s, FILE *fp)
             "    0-9: page is partially full with tensors of multiple blocks (9 == 90%% full)\n"
             "    (X%% internal) - of the free memory, X%% is free because we rounded the size of the allocation.\n",
             b1);
-    return CMH_OK;
+    return ferror(fp) ? CMH_EIO : CMH_OK;
 }
 
 /* ---- trace ---- */
@@ -257,14 +259,20 @@ typedef struct interval {
     uint64_t addr, size;
 } interval;
 
-int cmh_print_trace(const cmh_snapshot *s, FILE *fp)
+/* Entries with no PyTorch action (a pool's sample, a mark) are not in PyTorch's trace: skipped. */
+static int pytorch_action(int a) { return a != CMH_ACT_POOL_SAMPLE && a != CMH_ACT_MARK; }
+
+int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
 {
     char b1[64], b2[64];
     for (uint32_t t = 0; t < s->ntraces; t++) {
         const cmh_trace *tr = &s->traces[t];
-        if (!tr->nentries) continue;
+        if (device != CMH_ALL_DEVICES && tr->device != device) continue;
+        uint32_t shown = 0;
+        for (uint32_t i = 0; i < tr->nentries; i++) shown += pytorch_action(s->entries[tr->first_entry + i].action);
+        if (!shown) continue;
         fprintf(fp, "Device %d ----------------\n", tr->device);
-        fprintf(fp, "%u entries\n", tr->nentries);
+        fprintf(fp, "%u entries\n", shown);
         names allocs, segs;
         names_init(&allocs);
         names_init(&segs);
@@ -277,6 +285,7 @@ int cmh_print_trace(const cmh_snapshot *s, FILE *fp)
             const cmh_entry *e = &s->entries[tr->first_entry + i];
             char nm[24];
             name_slot *ns;
+            if (!pytorch_action(e->action)) continue;
             switch (e->action) {
             case CMH_ACT_ALLOC: {
                 py_name(nm, sizeof nm, next_name++);

@@ -11,7 +11,7 @@ static int g_device = -2, g_top = 10, g_json, g_have_pct;
 static double g_fail_pct;
 
 static const cli_option g_opts[] = {
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to compare (default: the lowest in each)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "only device N (default: every device of either snapshot)", NULL, 0, 0, NULL},
     CLI_OPT_TOP(&g_top, "sites to list (default 10)"),
     CLI_OPTS_ATTRIBUTION,
     {"--fail-if-peak-grows", NULL, CLI_PCT, &g_fail_pct, "PCT", "exit with status 3 if peak allocated grew by more than PCT%",
@@ -21,31 +21,24 @@ static const cli_option g_opts[] = {
 
 static const cli_command g_cmd = {
     "diff", "[options] BEFORE AFTER",
-    "What a change did to memory: peak and end figures of two snapshots side by side, and the\n"
-    "allocation sites whose live bytes (at the end, and at the allocated peak) changed most.\n"
+    "What a change did to memory, device by device: peak and end figures (allocated, reserved,\n"
+    "requested) of two snapshots side by side, and the allocation sites whose live bytes (at the\n"
+    "end, and at the allocated peak) changed most.  --fail-if-peak-grows checks every device.\n"
     "Sites are matched by their frames, so the two snapshots may come from different runs.",
     g_opts, CLI_NOPTS(g_opts), 2, 2, 0, "cumemhist diff main.cmh branch.cmh --fail-if-peak-grows 5"};
 
-int cmd_diff(int argc, char **argv)
+typedef struct side {
+    const char *path;
+    cmh_snapshot s;
+    cmh_sites *g;
+} side;
+
+/* One device: its figures before and after, the sites that changed most; returns a CMH_* code. */
+static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew)
 {
-    char *paths[2];
-    int n, rc = cli_parse(&g_cmd, argc, argv, paths, &n);
-    if (rc) return rc < 0 ? 0 : rc;
-    cmh_snapshot s[2];
-    cmh_sites *g[2];
-    int dev[2];
-    if ((rc = rep_load(paths[0], g_device, &s[0], &dev[0], &g[0]))) return rc;
-    if ((rc = rep_load(paths[1], g_device, &s[1], &dev[1], &g[1]))) {
-        cmh_sites_free(g[0]);
-        cmh_snapshot_free(&s[0]);
-        return rc;
-    }
     cmh_diff_report d;
-    int crc = cmh_diff_compute(&s[0], dev[0], g[0], &s[1], dev[1], g[1], &d);
-    if (crc != CMH_OK) {
-        for (int f = 0; f < 2; f++) cmh_sites_free(g[f]), cmh_snapshot_free(&s[f]);
-        return cli_fail(paths[1], crc);
-    }
+    int crc = cmh_diff_compute(&sd[0].s, dev, sd[0].g, &sd[1].s, dev, sd[1].g, &d);
+    if (crc != CMH_OK) return crc;
     const cmh_peak_report *pk = d.peak;
     struct {
         const char *what, *key;
@@ -53,81 +46,130 @@ int cmd_diff(int argc, char **argv)
     } rows[] = {
         {"peak allocated", "peak_allocated", pk[0].alloc_peak, pk[1].alloc_peak},
         {"peak reserved", "peak_reserved", pk[0].reserved_peak, pk[1].reserved_peak},
+        {"peak requested", "peak_requested", pk[0].requested_peak, pk[1].requested_peak},
         {"allocated at the end", "allocated_end", pk[0].alloc_end, pk[1].alloc_end},
         {"reserved at the end", "reserved_end", pk[0].reserved_end, pk[1].reserved_end},
+        {"requested at the end", "requested_end", pk[0].requested_end, pk[1].requested_end},
         {"segments at the end", "segments_end", d.segments[0], d.segments[1]},
     };
-    if (g_json) {
-        cmh_jw w;
-        cmh_jw_init(&w, stdout);
-        cmh_jw_obj(&w);
-        cmh_jw_kstr(&w, "before", paths[0]);
-        cmh_jw_kstr(&w, "after", paths[1]);
-        cmh_jw_kdouble(&w, "peak_growth_pct", d.peak_growth_pct, 3);
-        for (int i = 0; i < 5; i++) {
-            cmh_jw_key(&w, rows[i].key);
-            cmh_jw_obj(&w);
-            cmh_jw_kint(&w, "before", rows[i].a);
-            cmh_jw_kint(&w, "after", rows[i].b);
-            cmh_jw_kint(&w, "delta", rows[i].b - rows[i].a);
-            cmh_jw_end(&w);
+    enum { NROWS = sizeof rows / sizeof rows[0] };
+    if (g_have_pct && d.peak_growth_pct > g_fail_pct) *grew = 1;
+    if (w) {
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "before", sd[0].path);
+        cmh_jw_kstr(w, "after", sd[1].path);
+        cmh_jw_kint(w, "device", dev);
+        cmh_jw_kdouble(w, "peak_growth_pct", d.peak_growth_pct, 3);
+        for (int i = 0; i < NROWS; i++) {
+            cmh_jw_key(w, rows[i].key);
+            cmh_jw_obj(w);
+            cmh_jw_kint(w, "before", rows[i].a);
+            cmh_jw_kint(w, "after", rows[i].b);
+            cmh_jw_kint(w, "delta", rows[i].b - rows[i].a);
+            cmh_jw_end(w);
         }
-        cmh_jw_nl(&w);
-        cmh_jw_key(&w, "sites");
-        cmh_jw_arr(&w);
+        cmh_jw_nl(w);
+        cmh_jw_key(w, "sites");
+        cmh_jw_arr(w);
         for (uint32_t i = 0; i < d.nsites && (int)i < g_top; i++) {
             const cmh_diff_site *x = &d.sites[i];
-            cmh_jw_nl(&w);
-            const cmh_sites *sg = x->snap == &s[0] ? g[0] : g[1];
-            cmh_site one = {x->group, x->stack, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-            cmh_jw_obj(&w);
-            cmh_jw_kstr(&w, "key", x->key);
+            cmh_jw_nl(w);
+            const cmh_sites *sg = x->snap == &sd[0].s ? sd[0].g : sd[1].g;
+            cmh_jw_obj(w);
+            cmh_jw_kstr(w, "key", x->key);
             const cmh_frame *f = cmh_sites_frame(sg, x->group);
-            cmh_jw_key(&w, "site");
-            if (f) rep_json_frame(&w, x->snap, f);
-            else cmh_jw_null(&w);
-            cmh_jw_kstr(&w, "owner", cmh_sites_owner(sg, one.group));
-            cmh_jw_key(&w, "frames");
-            cmh_jw_arr(&w);
+            cmh_jw_key(w, "site");
+            if (f) rep_json_frame(w, x->snap, f);
+            else cmh_jw_null(w);
+            cmh_jw_kstr(w, "owner", cmh_sites_owner(sg, x->group));
+            cmh_jw_key(w, "frames");
+            cmh_jw_arr(w);
             const cmh_stack *st = &x->snap->stacks[x->stack];
-            for (uint32_t k = 0; k < st->count; k++) rep_json_frame(&w, x->snap, &x->snap->frames[x->snap->stack_frames[st->first + k]]);
-            cmh_jw_end(&w);
-            cmh_jw_kint(&w, "end_before", x->before_end);
-            cmh_jw_kint(&w, "end_after", x->after_end);
-            cmh_jw_kint(&w, "peak_before", x->before_peak);
-            cmh_jw_kint(&w, "peak_after", x->after_peak);
-            cmh_jw_end(&w);
+            for (uint32_t k = 0; k < st->count; k++) rep_json_frame(w, x->snap, &x->snap->frames[x->snap->stack_frames[st->first + k]]);
+            cmh_jw_end(w);
+            cmh_jw_kint(w, "end_before", x->before_end);
+            cmh_jw_kint(w, "end_after", x->after_end);
+            cmh_jw_kint(w, "peak_before", x->before_peak);
+            cmh_jw_kint(w, "peak_after", x->after_peak);
+            cmh_jw_end(w);
         }
-        cmh_jw_end(&w);
-        cmh_jw_end(&w);
-        putchar('\n');
+        cmh_jw_end(w);
+        cmh_jw_end(w);
     } else {
-        printf("%-22s %14s %14s %14s %9s\n", "", "before", "after", "change", "");
-        for (int i = 0; i < 5; i++) {
+        printf("%s%-22s %14s %14s %14s %9s\n", index ? "\n" : "", rep_device_name(dev), "before", "after", "change", "");
+        for (int i = 0; i < NROWS; i++) {
             double pct = rows[i].a ? 100.0 * (double)(rows[i].b - rows[i].a) / (double)rows[i].a : 0.0;
-            if (i < 4)
+            if (i < NROWS - 1)
                 printf("%-22s %14s %14s %14s %+8.1f%%\n", rows[i].what, rep_size((double)rows[i].a), rep_size((double)rows[i].b),
                        rep_size((double)(rows[i].b - rows[i].a)), pct);
             else
                 printf("%-22s %14" PRId64 " %14" PRId64 " %+14" PRId64 " %+8.1f%%\n", rows[i].what, rows[i].a, rows[i].b,
                        rows[i].b - rows[i].a, pct);
         }
-        printf("\nsites that changed most (live bytes at the end / at the allocated peak):\n");
+        int shown = 0;
         for (uint32_t i = 0; i < d.nsites && (int)i < g_top; i++) {
             const cmh_diff_site *x = &d.sites[i];
             if (x->after_end == x->before_end && x->after_peak == x->before_peak) break;
-            cmh_site one = {x->group, x->stack, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+            if (!shown++) printf("\nsites that changed most (live bytes at the end / at the allocated peak):\n");
+            cmh_site one = {.group = x->group, .stack = x->stack};
             printf("  end %12s -> %-12s  peak %12s -> %-12s  %s\n", rep_size((double)x->before_end), rep_size((double)x->after_end),
                    rep_size((double)x->before_peak), rep_size((double)x->after_peak),
-                   rep_site_name(x->snap, x->snap == &s[0] ? g[0] : g[1], &one));
+                   rep_site_name(x->snap, x->snap == &sd[0].s ? sd[0].g : sd[1].g, &one));
         }
+        if (!shown) printf("\nno site's live bytes changed\n");
         if (g_have_pct)
             printf("\npeak allocated %s by %.1f%% (limit %.1f%%)\n", d.peak_growth_pct >= 0 ? "grew" : "shrank",
                    d.peak_growth_pct < 0 ? -d.peak_growth_pct : d.peak_growth_pct, g_fail_pct);
     }
-    int grew = g_have_pct && d.peak_growth_pct > g_fail_pct;
     cmh_diff_report_free(&d);
-    for (int f = 0; f < 2; f++) cmh_sites_free(g[f]), cmh_snapshot_free(&s[f]);
+    return CMH_OK;
+}
+
+int cmd_diff(int argc, char **argv)
+{
+    char *paths[2];
+    int n, rc = cli_parse(&g_cmd, argc, argv, paths, &n);
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    side sd[2];
+    for (int f = 0; f < 2; f++) {
+        sd[f].path = paths[f];
+        if ((rc = rep_load(paths[f], &sd[f].s, &sd[f].g))) {
+            if (f) cmh_sites_free(sd[0].g), cmh_snapshot_free(&sd[0].s);
+            return rc;
+        }
+    }
+    /* the devices of either (a device only one has compares against nothing) */
+    int32_t devs[512], one[256];
+    int nd = 0;
+    for (int f = 0; f < 2 && rc == 0; f++) {
+        int k = g_device >= -1 ? 1 : rep_devices(paths[f], &sd[f].s, -2, 0, one, 256);
+        if (g_device >= -1) one[0] = g_device;
+        for (int i = 0; i < k; i++) {
+            int dup = 0;
+            for (int j = 0; j < nd; j++) dup |= devs[j] == one[i];
+            if (!dup) devs[nd++] = one[i];
+        }
+    }
+    for (int i = 1; i < nd; i++) /* in order, host (-1) last */
+        for (int j = i; j > 0 && (uint32_t)devs[j] < (uint32_t)devs[j - 1]; j--) {
+            int32_t t = devs[j];
+            devs[j] = devs[j - 1];
+            devs[j - 1] = t;
+        }
+    cmh_jw w;
+    cmh_jw_init(&w, stdout);
+    if (g_json) cmh_jw_arr(&w);
+    int grew = 0, crc = CMH_OK;
+    if (!g_json)
+        for (int f = 0; f < 2; f++) rep_print_process(paths[f], &sd[f].s);
+    for (int i = 0; i < nd && crc == CMH_OK; i++) crc = device_diff(sd, devs[i], i, g_json ? &w : NULL, &grew);
+    if (g_json && crc == CMH_OK) {
+        cmh_jw_end(&w);
+        putchar('\n');
+    }
+    for (int f = 0; f < 2; f++) cmh_sites_free(sd[f].g), cmh_snapshot_free(&sd[f].s);
+    if (crc != CMH_OK) return cli_fail(paths[1], crc);
     rc = cli_finish_stdout(0);
     return rc ? rc : grew ? CLI_ECHECK : 0;
 }

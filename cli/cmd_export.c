@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -14,6 +15,7 @@ enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME };
 static const char *const g_formats[] = {"memviz", "pickle", "json", "chrome", NULL};
 static int g_format = F_MEMVIZ;
 static const char *g_out;
+static int g_format_given;
 
 static const cli_option g_opts[] = {
     {"--format", "-f", CLI_CHOICE, &g_format, "FORMAT",
@@ -22,19 +24,49 @@ static const cli_option g_opts[] = {
      "json: the same dict as JSON, plus what PyTorch's schema cannot hold;\n"
      "chrome: a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"
      "device, OOM and mark instants, kernels on one track per stream",
-     g_formats, 0, 0, NULL},
-    {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write (default: standard output; written atomically)", NULL, 0, 0, NULL},
+     g_formats, 0, 0, &g_format_given},
+    {"--output", "-o", CLI_STR, &g_out, "PATH",
+     "where to write (default: standard output; written atomically).  Without --format the\n"
+     "name says it: .json is json, .trace.json or .perfetto.json chrome, else memviz",
+     NULL, 0, 0, NULL},
 };
 
 static const cli_command g_cmd = {"export", "[options] SNAPSHOT", "Write a snapshot (.cmh or PyTorch pickle) for another tool.",
                                   g_opts, CLI_NOPTS(g_opts), 1, 1, 0,
                                   "cumemhist export run.cmh -o run.pickle   # then drag run.pickle onto memory_viz"};
 
+static int ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcasecmp(s + a - b, tail);
+}
+
+/* The format a file name asks for: F_* or -1 when it says nothing. */
+static int format_of_name(const char *name)
+{
+    if (ends_with(name, ".trace.json") || ends_with(name, ".perfetto.json") || ends_with(name, ".chrome.json")) return F_CHROME;
+    if (ends_with(name, ".json")) return F_JSON;
+    if (ends_with(name, ".pickle") || ends_with(name, ".pkl")) return F_MEMVIZ;
+    return -1;
+}
+
 int cmd_export(int argc, char **argv)
 {
     char *path;
     int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    int named = g_out && strcmp(g_out, "-") ? format_of_name(g_out) : -1;
+    if (!g_format_given && named >= 0) g_format = named;
+    else if (g_format_given && named >= 0 && (named == F_MEMVIZ) != (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
+        cli_error("export: --format %s does not write what the name %s says (%s); rename it or change --format",
+                  g_formats[g_format], g_out, named == F_MEMVIZ ? "a pickle" : "JSON");
+        return CLI_EUSAGE;
+    }
+    int binary = g_format == F_MEMVIZ || g_format == F_PICKLE;
+    if (binary && (!g_out || !strcmp(g_out, "-")) && isatty(STDOUT_FILENO)) {
+        cli_error("export: not writing a binary pickle to a terminal; name a file with -o (or redirect)");
+        return CLI_EUSAGE;
+    }
     cmh_snapshot s;
     if ((rc = cli_load(path, &s))) return rc;
     char err[4400];
@@ -46,15 +78,18 @@ int cmd_export(int argc, char **argv)
         return CLI_EFILE;
     }
     uint64_t host = 0;
+    errno = 0;
     int erc = g_format == F_JSON     ? cmh_export_json(&s, fp)
               : g_format == F_CHROME ? cmh_export_chrome(&s, fp)
                                      : cmh_export_memviz(&s, fp, &host);
+    int e = errno ? errno : EIO; /* a write that failed (ENOSPC, EPIPE) says why here */
+    const char *why = erc == CMH_EIO ? strerror(e) : cmh_strerror(erc);
     if (fp != stdout) {
         if (erc == CMH_OK) erc = cmh_atomic_commit(&a, err, sizeof err);
-        else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: %s", g_out, cmh_strerror(erc));
+        else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: write failed: %s", g_out, why);
         if (erc != CMH_OK) cli_error("%s", err);
     } else if (erc != CMH_OK) {
-        cli_error("standard output: export failed (%s)", erc == CMH_ENOMEM ? "out of memory" : strerror(errno));
+        cli_error("standard output: %s", why);
     }
     if (erc == CMH_OK && host && g_format != F_JSON && g_format != F_CHROME)
         fprintf(stderr, "cumemhist: %llu pinned host allocations left out (memory_viz shows devices only)\n",

@@ -8,10 +8,11 @@
 
 #include "report.h"
 
-static int g_top = 20, g_json, g_sort = CMH_KSORT_TOTAL;
+static int g_top = 20, g_json, g_sort = CMH_KSORT_TOTAL, g_device = -2;
 static const char *const g_sorts[] = {"total", "avg", "calls", "max", NULL}; /* the CMH_KSORT_* order */
 
 static const cli_option g_opts[] = {
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "only kernels that ran on device N (default: every device)", NULL, 0, 0, NULL},
     {"--sort", NULL, CLI_CHOICE, &g_sort, "total|avg|calls|max", "order of the rows (default total)", g_sorts, 0, 0, NULL},
     CLI_OPT_TOP(&g_top, "rows to print (default 20)"),
     {"--json", NULL, CLI_FLAG, &g_json, NULL, "machine-readable output (durations in ns)", NULL, 0, 0, NULL},
@@ -36,13 +37,18 @@ int cmd_kernels(int argc, char **argv)
 {
     char *path;
     int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     cmh_snapshot s;
     if ((rc = cli_load(path, &s))) return rc;
     cmh_kernel_row *rows;
     uint32_t nr;
     int64_t total;
-    int crc = cmh_kernel_table(&s, g_sort, &rows, &nr, &total);
+    int32_t dev;
+    if (g_device != -2 && s.nkernels && rep_devices(path, &s, g_device, 0, &dev, 1) < 0) {
+        cmh_snapshot_free(&s);
+        return CLI_EFILE;
+    }
+    int crc = cmh_kernel_table(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, g_sort, &rows, &nr, &total);
     if (crc != CMH_OK) {
         cmh_snapshot_free(&s);
         return cli_fail(path, crc);
@@ -53,6 +59,9 @@ int cmd_kernels(int argc, char **argv)
         cmh_jw_init(&w, stdout);
         cmh_jw_obj(&w);
         cmh_jw_kstr(&w, "file", path);
+        if (g_device == -2) cmh_jw_knull(&w, "device");
+        else cmh_jw_kint(&w, "device", g_device);
+        rep_json_process(&w, &s);
         cmh_jw_kstr(&w, "status", status);
         cmh_jw_kuint(&w, "kernels", s.nkernels);
         cmh_jw_kuint(&w, "dropped", s.kernels_dropped);
@@ -77,6 +86,8 @@ int cmd_kernels(int argc, char **argv)
     } else if (!s.nkernels) {
         printf("%s: no kernel timing: %s\n", path, status);
     } else {
+        rep_print_process(path, &s);
+        if (g_device != -2) printf("%s:\n", rep_device_name(g_device));
         printf("%-60s %8s %12s %12s %12s %12s %9s\n", "Name", "Calls", "Total", "Avg", "Min", "Max", "GPU time");
         for (uint32_t i = 0; i < nr && (int)i < g_top; i++) {
             char t[4][32];
@@ -87,7 +98,7 @@ int cmd_kernels(int argc, char **argv)
             printf("%-60.60s %8" PRIu64 " %12s %12s %12s %12s %8.2f%%\n", cmh_str(&s, rows[i].name), rows[i].calls, t[0], t[1],
                    t[2], t[3], rows[i].pct);
         }
-        if (nr > (uint32_t)g_top) printf("... %u more kernels (--top)\n", nr - (uint32_t)g_top);
+        if (nr > (uint32_t)g_top) printf("... %s (--top)\n", rep_count(nr - (uint32_t)g_top, "more kernel", "more kernels"));
         char tt[32];
         time_fmt(tt, sizeof tt, (double)total);
         printf("Self CUDA time total: %s (%u kernel launches)\n", tt, s.nkernels);

@@ -97,7 +97,7 @@ int cmd_record(int argc, char **argv)
         rc = record(prog, argv[0]);
     }
     free(prog);
-    return rc < 0 ? 0 : rc;
+    return rc < 0 ? cli_finish_stdout(0) : rc;
 }
 
 static int record(char **prog, const char *argv0)
@@ -106,9 +106,18 @@ static int record(char **prog, const char *argv0)
     int quiet = g_quiet;
     char libpath[PATH_MAX];
     if (lib) snprintf(libpath, sizeof libpath, "%s", lib);
-    if ((lib && access(libpath, R_OK) != 0) || (!lib && find_lib(argv0, libpath, sizeof libpath) != 0)) {
-        cli_error("cannot find libcumemhist.so (looked beside this command; set --lib or CUMEMHIST_LIB)");
-        return 2;
+    if (lib && access(libpath, R_OK) != 0) {
+        cli_error("--lib %s: %s", lib, strerror(errno));
+        return CLI_EFILE;
+    }
+    const char *env = getenv("CUMEMHIST_LIB");
+    if (!lib && env && *env && access(env, R_OK) != 0) {
+        cli_error("CUMEMHIST_LIB=%s: %s", env, strerror(errno));
+        return CLI_EFILE;
+    }
+    if (!lib && find_lib(argv0, libpath, sizeof libpath) != 0) {
+        cli_error("cannot find libcumemhist.so beside this command or in ../lib (name it with --lib or CUMEMHIST_LIB)");
+        return CLI_EFILE;
     }
     char abslib[PATH_MAX];
     if (realpath(libpath, abslib)) snprintf(libpath, sizeof libpath, "%s", abslib);

@@ -1,28 +1,97 @@
 /*
  * cmd_stats.c - `cumemhist stats`: the `stats` text of PyTorch's torch/cuda/_memory_viz.py, for
- * any snapshot.
+ * any snapshot (a recorder's is read in the shape its memory_viz export has), or its figures
+ * as JSON.
  */
 #include <stdio.h>
 
-#include "cli.h"
+#include "report.h"
+
+static int g_device = -2, g_json;
+
+static const cli_option g_opts[] = {
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "only device N's segments (default: all, as the script does)", NULL, 0, 0, NULL},
+    CLI_OPT_JSON(&g_json),
+};
 
 static const cli_command g_cmd = {
-    "stats", "SNAPSHOT",
+    "stats", "[options] SNAPSHOT",
     "PyTorch's `python _memory_viz.py stats`: every segment of 20 MiB or more as a row of\n"
     "20 MiB pages (a-z: one block, 0-9: partly full, *: full, ' ': free), its free bytes and\n"
-    "how much of them is rounding (internal), then the totals.  Same text as PyTorch's.",
-    NULL, 0, 1, 1, 0, "cumemhist stats dump_snapshot.pickle"};
+    "how much of them is rounding (internal), then the totals.  Same text as PyTorch's on the\n"
+    "same snapshot; a recorder snapshot reads as its memory_viz export (cumemhist export).",
+    g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist stats dump_snapshot.pickle"};
+
+/* Per device: each segment's figures as the script counts them (allocated = requested bytes of
+ * allocated blocks, internal = their rounding, external = inactive blocks). */
+static int section(const rep_section *sec, void *arg)
+{
+    (void)arg;
+    const cmh_snapshot *s = sec->s;
+    cmh_jw *w = sec->w;
+    uint64_t reserved = 0, allocated = 0, ext_all = 0, in_all = 0;
+    uint32_t nseg = 0;
+    cmh_jw_obj(w);
+    cmh_jw_kstr(w, "file", sec->path);
+    cmh_jw_kint(w, "device", sec->device);
+    rep_json_process(w, s);
+    cmh_jw_nl(w);
+    cmh_jw_key(w, "segments");
+    cmh_jw_arr(w);
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device != sec->device) continue;
+        uint64_t alloc = 0, ext = 0, in = 0;
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *b = &s->blocks[g->first_block + k];
+            if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) alloc += b->requested, in += b->size - b->requested;
+            else ext += b->size;
+        }
+        reserved += g->size;
+        allocated += alloc;
+        ext_all += ext;
+        in_all += in;
+        nseg++;
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kuint(w, "address", g->addr);
+        cmh_jw_kuint(w, "total_size", g->size);
+        cmh_jw_kuint(w, "allocated", alloc);
+        cmh_jw_kuint(w, "free_external", ext);
+        cmh_jw_kuint(w, "free_internal", in);
+        cmh_jw_kuint(w, "blocks", g->nblocks);
+        cmh_jw_kuint(w, "stream", g->stream);
+        cmh_jw_kbool(w, "expandable", (g->flags & CMH_SEG_EXPANDABLE) != 0);
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+    cmh_jw_nl(w);
+    cmh_jw_kuint(w, "segment_count", nseg);
+    cmh_jw_kuint(w, "total_reserved", reserved);
+    cmh_jw_kuint(w, "total_allocated", allocated);
+    cmh_jw_kuint(w, "total_free_external", ext_all);
+    cmh_jw_kuint(w, "total_free_internal", in_all);
+    cmh_jw_end(w);
+    return CMH_OK;
+}
 
 int cmd_stats(int argc, char **argv)
 {
     char *path;
     int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    if (g_json) return rep_run(&path, 1, g_device, 1, REP_SHAPED | REP_NO_HOST, section, NULL);
     cmh_snapshot s;
-    if ((rc = cli_load(path, &s))) return rc;
-    int crc = cmh_print_segsum(&s, stdout);
+    if ((rc = rep_load_shaped(path, &s))) return rc;
+    int32_t dev;
+    if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {
+        cmh_snapshot_free(&s);
+        return CLI_EFILE;
+    }
+    int crc = cmh_print_segsum(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, stdout);
     putchar('\n'); /* the script print()s its result: one more newline */
     cmh_snapshot_free(&s);
+    if (crc == CMH_EIO) return cli_finish_stdout(CLI_EFILE);
     if (crc != CMH_OK) return cli_fail(path, crc);
     return cli_finish_stdout(0);
 }

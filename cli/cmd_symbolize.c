@@ -26,7 +26,7 @@ int cmd_symbolize(int argc, char **argv)
 {
     char *path;
     int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     if (!g_out) {
         cli_error("symbolize: -o OUT is needed (see cumemhist symbolize --help)");
         return CLI_EUSAGE;

@@ -1,27 +1,80 @@
 /*
  * cmd_trace.c - `cumemhist trace`: the `trace` text of PyTorch's torch/cuda/_memory_viz.py, for
- * any snapshot.
+ * any snapshot (a recorder's is read in the shape its memory_viz export has), or the entries as
+ * JSON.
  */
 #include <stdio.h>
 
-#include "cli.h"
+#include "report.h"
+
+static int g_device = -2, g_json;
+
+static const cli_option g_opts[] = {
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "only device N's trace (default: every device)", NULL, 0, 0, NULL},
+    CLI_OPT_JSON(&g_json),
+};
 
 static const cli_command g_cmd = {
-    "trace", "SNAPSHOT",
+    "trace", "[options] SNAPSHOT",
     "PyTorch's `python _memory_viz.py trace`: each device's trace as pseudo-code\n"
-    "(a = cudaMalloc(...), b = a[offset:size], del b, ...).  Same text as PyTorch's, except\n"
-    "that TOTAL MEM is the bytes still allocated at the end of the trace.",
-    NULL, 0, 1, 1, 0, "cumemhist trace dump_snapshot.pickle | less"};
+    "(a = cudaMalloc(...), b = a[offset:size], del b, ...).  Same text as PyTorch's on the same\n"
+    "snapshot, except that TOTAL MEM is the bytes still allocated at the end of the trace; a\n"
+    "recorder snapshot reads as its memory_viz export (cumemhist export).",
+    g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist trace dump_snapshot.pickle | less"};
+
+static int section(const rep_section *sec, void *arg)
+{
+    (void)arg;
+    const cmh_snapshot *s = sec->s;
+    cmh_jw *w = sec->w;
+    const cmh_trace *t = cmh_snapshot_trace(s, sec->device);
+    cmh_jw_obj(w);
+    cmh_jw_kstr(w, "file", sec->path);
+    cmh_jw_kint(w, "device", sec->device);
+    rep_json_process(w, s);
+    cmh_jw_kuint(w, "dropped_entries", t ? t->dropped : 0);
+    cmh_jw_nl(w);
+    cmh_jw_key(w, "entries");
+    cmh_jw_arr(w);
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "action", cmh_action_name(e->action));
+        cmh_jw_kuint(w, "addr", e->addr);
+        cmh_jw_kuint(w, "size", e->size);
+        cmh_jw_kuint(w, "requested", e->requested);
+        cmh_jw_kuint(w, "stream", e->stream);
+        cmh_jw_kint(w, "time_ns", e->time_ns);
+        if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, e->name));
+        cmh_jw_key(w, "frames");
+        cmh_jw_arr(w);
+        const cmh_stack *st = &s->stacks[e->stack < s->nstacks ? e->stack : 0];
+        for (uint32_t k = 0; k < st->count; k++) rep_json_frame(w, s, &s->frames[s->stack_frames[st->first + k]]);
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+    cmh_jw_end(w);
+    return CMH_OK;
+}
 
 int cmd_trace(int argc, char **argv)
 {
     char *path;
     int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    if (g_json) return rep_run(&path, 1, g_device, 1, 0, section, NULL);
     cmh_snapshot s;
-    if ((rc = cli_load(path, &s))) return rc;
-    int crc = cmh_print_trace(&s, stdout);
+    if ((rc = rep_load_shaped(path, &s))) return rc;
+    int32_t dev;
+    if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {
+        cmh_snapshot_free(&s);
+        return CLI_EFILE;
+    }
+    int crc = cmh_print_trace(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, stdout);
     cmh_snapshot_free(&s);
+    if (crc == CMH_EIO) return cli_finish_stdout(CLI_EFILE);
     if (crc != CMH_OK) return cli_fail(path, crc);
     return cli_finish_stdout(0);
 }

@@ -22,7 +22,7 @@ static const struct {
     {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments"},
     {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code"},
     {"symbolize", cmd_symbolize, "bake demangled names and file:line into a snapshot before it moves"},
-    {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON or a Chrome trace"},
+    {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON, or as a chrome (Perfetto) trace"},
 };
 
 static void usage(FILE *fp)
@@ -50,11 +50,11 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return cli_finish_stdout(0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("cumemhist %s\n", CMH_VERSION);
-        return 0;
+        return cli_finish_stdout(0);
     }
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
         if (!strcmp(argv[1], g_cmds[i].name)) return g_cmds[i].fn(argc - 1, argv + 1);

@@ -5,14 +5,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cumemhist/viz.h"
 #include "report.h"
 
 rep_attr rep_attribution;
 const char *const rep_group_names[] = {"site", "stack", "module", "file", NULL}; /* the cmh_group_by order */
 
-int rep_load(const char *path, int want, cmh_snapshot *s, int *device, cmh_sites **sites)
+int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites)
 {
-    int rc = cli_load_device(path, want, s, device);
+    int rc = cli_load(path, s);
     if (rc) return rc;
     if ((rc = cli_symbolize(path, s))) {
         cmh_snapshot_free(s);
@@ -28,6 +29,130 @@ int rep_load(const char *path, int want, cmh_snapshot *s, int *device, cmh_sites
         return src == CMH_EINVAL ? CLI_EUSAGE : CLI_ENOMEM;
     }
     return 0;
+}
+
+int rep_load_shaped(const char *path, cmh_snapshot *s)
+{
+    int rc = cli_load(path, s);
+    if (rc || s->source == CMH_SRC_PYTORCH) return rc;
+    cmh_snapshot shaped;
+    int crc = cmh_memviz_shape(s, &shaped, NULL);
+    cmh_snapshot_free(s);
+    if (crc != CMH_OK) return cli_fail(path, crc);
+    *s = shaped;
+    return 0;
+}
+
+int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, int32_t *devs, int cap)
+{
+    int32_t all[256];
+    int n = cmh_snapshot_devices(s, all, 256);
+    if (n > 256) n = 256;
+    if (!n) { /* an empty snapshot: any device is as empty as another */
+        devs[0] = want >= -1 ? want : 0;
+        return 1;
+    }
+    if (want >= -1) {
+        for (int k = 0; k < n; k++)
+            if (all[k] == want) {
+                devs[0] = want;
+                return 1;
+            }
+        char have[512];
+        size_t len = 0;
+        have[0] = 0;
+        for (int k = 0; k < n && len + 16 < sizeof have; k++)
+            len += all[k] == -1 ? (size_t)snprintf(have + len, sizeof have - len, "%s-1 (pinned host)", k ? ", " : "")
+                                : (size_t)snprintf(have + len, sizeof have - len, "%s%d", k ? ", " : "", all[k]);
+        cli_error("%s: no device %d in this snapshot (it has %s)", path, want, have);
+        return -1;
+    }
+    int k = 0;
+    for (int i = 0; i < n && k < cap; i++)
+        if (!(no_host && all[i] == -1)) devs[k++] = all[i];
+    if (!k) devs[k++] = all[0]; /* only host memory: that, rather than nothing */
+    return k;
+}
+
+const char *rep_device_name(int device)
+{
+    static char ring[4][32];
+    static int k;
+    char *b = ring[k++ & 3];
+    if (device == -1) snprintf(b, 32, "pinned host memory");
+    else snprintf(b, 32, "device %d", device);
+    return b;
+}
+
+const char *rep_count(uint64_t n, const char *one, const char *many)
+{
+    static char ring[8][64];
+    static int k;
+    char *b = ring[k++ & 7];
+    snprintf(b, 64, "%llu %s", (unsigned long long)n, n == 1 ? one : many);
+    return b;
+}
+
+void rep_print_process(const char *path, const cmh_snapshot *s)
+{
+    if (!s->pid && !s->cmdline) return;
+    printf("%s: ", path);
+    if (s->pid) printf("pid %lld", (long long)s->pid);
+    if (s->hostname && *cmh_str(s, s->hostname)) printf(" on %s", cmh_str(s, s->hostname));
+    if (s->cmdline && *cmh_str(s, s->cmdline)) printf("%s%.300s", s->pid ? ", " : "", cmh_str(s, s->cmdline));
+    printf("\n");
+}
+
+void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
+{
+    cmh_jw_key(w, "process");
+    if (!s->pid && !s->cmdline) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    cmh_jw_kint(w, "pid", s->pid);
+    cmh_jw_kstr(w, "host", cmh_str(s, s->hostname));
+    cmh_jw_kstr(w, "cmdline", cmh_str(s, s->cmdline));
+    cmh_jw_end(w);
+}
+
+int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section_fn fn, void *arg)
+{
+    cmh_jw w;
+    cmh_jw_init(&w, stdout);
+    if (json) cmh_jw_arr(&w);
+    int index = 0;
+    for (int f = 0; f < npaths; f++) {
+        cmh_snapshot s;
+        cmh_sites *g = NULL;
+        int rc = (flags & REP_SITES)    ? rep_load(paths[f], &s, &g)
+                 : (flags & REP_SHAPED) ? rep_load_shaped(paths[f], &s)
+                                        : cli_load(paths[f], &s);
+        if (rc) return rc;
+        int32_t devs[256];
+        int nd = rep_devices(paths[f], &s, want, (flags & REP_NO_HOST) != 0, devs, 256);
+        if (nd < 0) {
+            cmh_sites_free(g);
+            cmh_snapshot_free(&s);
+            return CLI_EFILE;
+        }
+        if (!json && !(flags & REP_PYTORCH_TEXT)) rep_print_process(paths[f], &s);
+        int crc = CMH_OK;
+        for (int k = 0; k < nd && crc == CMH_OK; k++) {
+            rep_section sec = {paths[f], &s, g, devs[k], index++, nd, json ? &w : NULL};
+            if (json) cmh_jw_nl(&w);
+            crc = fn(&sec, arg);
+        }
+        cmh_sites_free(g);
+        cmh_snapshot_free(&s);
+        if (crc != CMH_OK) return crc == CMH_EIO ? cli_finish_stdout(CLI_EFILE) : cli_fail(paths[f], crc);
+    }
+    if (json) {
+        cmh_jw_end(&w);
+        putchar('\n');
+    }
+    return cli_finish_stdout(0);
 }
 
 const char *rep_size(double v)
@@ -148,10 +273,11 @@ void rep_notes(const cmh_report_base *b)
     if (b->pytorch) printf("note: a PyTorch trace: sizes are the caching allocator's rounded block sizes\n");
 }
 
-void rep_json_base(cmh_jw *w, const char *path, const cmh_report_base *b)
+void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b)
 {
-    cmh_jw_kstr(w, "file", path);
-    cmh_jw_kint(w, "device", b->device);
+    cmh_jw_kstr(w, "file", sec->path);
+    cmh_jw_kint(w, "device", sec->device);
+    rep_json_process(w, sec->s);
     cmh_jw_kuint(w, "trace_entries", b->entries);
     cmh_jw_kuint(w, "dropped_entries", b->dropped);
     cmh_jw_kstr(w, "source", b->pytorch ? "pytorch" : "recorder");
@@ -184,7 +310,8 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kbool(w, "growing", x->growing);
         cmh_jw_kuint(w, "rises", x->rises);
         cmh_jw_kuint(w, "drops", x->drops);
-        cmh_jw_kuint(w, "intervals", x->intervals);
+        cmh_jw_kuint(w, "windows", x->intervals);
+        cmh_jw_kdouble(w, "trend", x->trend, 4);
         cmh_jw_kuint(w, "start_bytes", x->start_bytes);
     }
     cmh_jw_key(w, "frames");

@@ -34,9 +34,51 @@ extern const char *const rep_group_names[];
     {"--no-default-skip", NULL, CLI_FLAG, &rep_attribution.no_default, NULL,                                     \
      "only --skip decides what is machinery", NULL, 0, 0, NULL}
 
-/* Load, choose the device, make frames readable; then the sites by the attribution options.
- * Returns the exit status (0 on success, the snapshot and *sites set). */
-int rep_load(const char *path, int want, cmh_snapshot *s, int *device, cmh_sites **sites);
+#define CLI_OPT_DEVICE_ALL(d) {"--device", NULL, CLI_DEVICE, (d), "N", "only device N (-1: pinned host memory); default: every device in the snapshot", NULL, 0, 0, NULL}
+
+/* Load and make frames readable; then the sites by the attribution options.  Returns the exit
+ * status (0 on success, the snapshot and *sites set). */
+int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites);
+
+/* The devices a report covers: `want` alone (>= -1), or with want == -2 every device the
+ * snapshot has anything on, in order (pinned host memory last; left out with no_host).  An
+ * empty snapshot covers one empty device (want, or 0).  Returns the count, or -1 after saying
+ * that the snapshot has no device `want`. */
+int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, int32_t *devs, int cap);
+/* "device 1", or "pinned host memory" for -1 */
+const char *rep_device_name(int device);
+
+/* One section of a report: a device of a snapshot. */
+typedef struct rep_section {
+    const char *path;
+    const cmh_snapshot *s;
+    const cmh_sites *g; /* NULL without attribution */
+    int device;
+    int index;          /* 0 for the first section printed, across files */
+    int ndevices;       /* sections of this snapshot */
+    cmh_jw *w;          /* NULL in text */
+} rep_section;
+/* Print (or write as one JSON object) a section; returns a CMH_* code. */
+typedef int (*rep_section_fn)(const rep_section *sec, void *arg);
+
+/* REP_SHAPED: a recorder snapshot in the shape of its memory_viz export (rep_load_shaped) */
+/* REP_PYTORCH_TEXT: text in one of PyTorch's layouts, which has no line for the process (JSON keeps it) */
+enum { REP_SITES = 1, REP_NO_HOST = 2, REP_SHAPED = 4, REP_PYTORCH_TEXT = 8 };
+/* Load a snapshot in PyTorch's shape: a recorder snapshot as its memory_viz export spells it
+ * (cmh_memviz_shape: a driver allocation a segment holding one block, pinned host memory left
+ * out), a PyTorch pickle as it is.  Returns the exit status. */
+int rep_load_shaped(const char *path, cmh_snapshot *s);
+/* Every report command: each snapshot loaded (with its sites under REP_SITES), its process said
+ * once in text, then fn for each device it covers; with json, one JSON array of the sections'
+ * objects.  Returns the exit status (output errors included). */
+int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section_fn fn, void *arg);
+
+/* "FILE: pid 4242 on host, python train.py --steps 3" (text; nothing when the snapshot does not
+ * say), and the JSON "process" member ({pid, host, cmdline} or null). */
+void rep_print_process(const char *path, const cmh_snapshot *s);
+void rep_json_process(cmh_jw *w, const cmh_snapshot *s);
+/* "1 block", "2 blocks" */
+const char *rep_count(uint64_t n, const char *one, const char *many);
 
 /* "12.5 MiB" (a ring of 8 buffers: up to 8 in one printf) */
 const char *rep_size(double bytes);
@@ -54,8 +96,8 @@ void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack,
 void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent);
 /* The closing notes: ring drops, and what sizes of a PyTorch trace mean. */
 void rep_notes(const cmh_report_base *b);
-/* The members every report's JSON object starts with. */
-void rep_json_base(cmh_jw *w, const char *path, const cmh_report_base *b);
+/* The members every report's JSON object starts with: file, device, process, trace figures. */
+void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b);
 void rep_json_frame(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f);
 /* A site object: "site" {function, file, line, module}, "owner", "bytes", "blocks", "share",
  * times, growth (leaks), and "frames", the whole stack innermost first. */

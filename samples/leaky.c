@@ -38,7 +38,7 @@ int main(int argc, char **argv)
     CHECK(cuMemAlloc(&weights, 64 << 20));
     for (int s = 0; s < steps; s++) train_step(s);
     CHECK(cuMemFree(weights));
-    printf("leaky: %d steps, %d MiB leaked\n", steps, steps * 4);
+    printf("leaky: %d step%s, %d MiB leaked\n", steps, steps == 1 ? "" : "s", steps * 4);
     fflush(stdout);
     /* a signal ends sleep() early (EINTR): sleep until the deadline */
     time_t end = time(NULL) + (argc > 2 ? atoi(argv[2]) : 0);

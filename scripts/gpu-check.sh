@@ -90,7 +90,7 @@ say "-- attribution: the peak's sites are lines of samples/torch_train.py, not P
 "$CMH" peak --json "$W/torch_plain.pickle" >"$W/torch_plain_peak.json" 2>>"$R"
 if python3 - "$W/torch_plain_peak.json" >>"$R" 2>&1 <<'PY'
 import json, sys
-sites = json.load(open(sys.argv[1]))["sites_at_peak"]
+sites = json.load(open(sys.argv[1]))[0]["sites_at_peak"]  # one object per device
 named = [x for x in sites if x.get("site") and x["site"].get("file", "").endswith("samples/torch_train.py")]
 mangled = [x for x in sites if x.get("site") and x["site"].get("function", "").startswith("_Z")]
 share = sum(x["bytes"] for x in named) / max(1, sum(x["bytes"] for x in sites))

@@ -10,6 +10,10 @@
  * within the same directory descriptor; rename never follows a symlink at the target, it
  * replaces the link itself.  A failed write removes the temporary file and leaves the target as
  * it was.
+ *
+ * A target that exists and is not a regular file (a terminal, a pipe, a device such as
+ * /dev/null or /dev/full) is written straight through: renaming over it would replace a device
+ * node, and it has no old content to keep.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,6 +53,19 @@ FILE *cmh_atomic_open(cmh_atomic *a, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: is a directory", path);
         errno = EISDIR;
         return NULL;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a device, a pipe: write through it */
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || !(a->fp = fdopen(fd, "wb"))) {
+            int e = errno;
+            if (fd >= 0) close(fd);
+            snprintf(err, errlen, "%s: %s", path, strerror(e));
+            errno = e;
+            return NULL;
+        }
+        a->direct = 1;
+        setvbuf(a->fp, NULL, _IOFBF, 1 << 16);
+        return a->fp;
     }
     a->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (a->dirfd < 0) {
@@ -97,6 +114,10 @@ int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen)
     int e = errno;
     if (fclose(a->fp) != 0 && !failed) failed = 1, e = errno;
     a->fp = NULL;
+    if (a->direct) {
+        if (failed) snprintf(err, errlen, "%s: write failed: %s", a->path, strerror(e ? e : EIO));
+        return failed ? CMH_EIO : CMH_OK;
+    }
     if (!failed && renameat(a->dirfd, a->tmp, a->dirfd, a->base) != 0) {
         e = errno;
         snprintf(err, errlen, "%s: cannot rename into place: %s", a->path, strerror(e));
@@ -118,7 +139,7 @@ void cmh_atomic_abort(cmh_atomic *a)
 {
     if (a->fp) fclose(a->fp);
     a->fp = NULL;
-    if (a->dirfd >= 0) {
+    if (!a->direct && a->dirfd >= 0) {
         unlinkat(a->dirfd, a->tmp, 0);
         close(a->dirfd);
     }

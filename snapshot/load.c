@@ -29,6 +29,11 @@ int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errle
         close(fd);
         return CMH_EIO;
     }
+    if (!S_ISREG(st.st_mode)) { /* a directory, a pipe, a device: not a snapshot file */
+        snprintf(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory, not a snapshot" : "not a regular file (a snapshot is read from a file)");
+        close(fd);
+        return CMH_EIO;
+    }
     size_t len = (size_t)st.st_size;
     if (len == 0) {
         close(fd);

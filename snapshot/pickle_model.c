@@ -20,7 +20,7 @@ const char *const pk_key_names[NKEYS] = {
     "user_metadata", "device_free", "name", "filename", "line", "stage", "large", "small",
     "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
-    "pool_samples",
+    "pool_samples", "host", "cmdline",
 };
 
 /* ---- eager conversion of frames, stacks, entries ---- */
@@ -486,6 +486,9 @@ int pk_convert_top(pm *m, const pv *root)
         }
         int64_t x = 0;
         if (!want_int(m, od, K_PID, &x, 0, "cumemhist")) m->s->pid = x;
+        const pv *hv = pk_dict_get(m, od, m->key[K_HOST]), *cv = pk_dict_get(m, od, m->key[K_CMDLINE]);
+        if (hv && hv->tag == PV_STR) m->s->hostname = hv->u.id;
+        if (cv && cv->tag == PV_STR) m->s->cmdline = cv->u.id;
         const pv *dr = pk_dict_get(m, od, m->key[K_DROPPED]);
         const pcont *dl = dr ? pk_as_cont(m, dr, C_LIST) : NULL;
         for (uint32_t i = 0; dl && i < dl->n; i++)

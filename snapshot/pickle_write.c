@@ -25,7 +25,7 @@ enum {
     W_SEGMENT_POOL_ID, W_IS_EXPANDABLE, W_FRAMES, W_BLOCKS, W_SIZE, W_STATE, W_ACTION, W_ADDR, W_DEVICE_FREE,
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
-    W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_NKEYS
+    W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -33,7 +33,7 @@ static const char *const wkeys[W_NKEYS] = {
     "segment_pool_id", "is_expandable", "frames", "blocks", "size", "state", "action", "addr", "device_free",
     "time_us", "compile_context", "user_metadata", "name", "filename", "line", "stage", "START", "END",
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
-    "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples",
+    "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
 };
 
 typedef struct pw {
@@ -491,6 +491,12 @@ int cmh_pickle_write(const cmh_snapshot *s, FILE *fp)
         boundary(&w);
         w_key(&w, W_PID);
         w_int(&w, s->pid);
+        w_key(&w, W_HOST);
+        str_body(&w, cmh_str(s, s->hostname));
+        boundary(&w);
+        w_key(&w, W_CMDLINE);
+        str_body(&w, cmh_str(s, s->cmdline));
+        boundary(&w);
         w_key(&w, W_DROPPED);
         op(&w, ']');
         for (int d = 0; d < ndev; d++) {

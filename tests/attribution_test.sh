@@ -22,8 +22,8 @@ cd "$T" || exit 1
 "$CMH" leaks --json --group-by stack two.cmh >stack.json
 py - site.json stack.json <<'PY' && ok "one allocating function from two lines: one row by site, two by stack (two_sites.c:LINE); an inlined call is a frame" || bad "groupings of two_sites"
 import json, sys
-site = json.load(open(sys.argv[1]))["sites"]
-stack = json.load(open(sys.argv[2]))["sites"]
+site = json.load(open(sys.argv[1]))[0]["sites"]   # one object per device
+stack = json.load(open(sys.argv[2]))[0]["sites"]
 inl = [x for x in site if x["site"]["function"] == "inlined_buffer"]
 assert len(inl) == 1, [x["site"] for x in site]
 fr = [(f["function"], f["line"]) for f in inl[0]["frames"]]
@@ -56,7 +56,7 @@ FAKECUDA_CAPACITY=1G "$CMH" record -q -o oom.cmh -- "$B/samples/oom_demo" >/dev/
 "$CMH" oom oom.cmh >oom.txt
 grep -q 'requested by  *grow_model (.*oom_demo.c:[0-9]*)' oom.txt && ok "oom names the function whose request failed" ||
     bad "oom requested by: $(grep -A2 requested oom.txt)"
-"$CMH" oom --json oom.cmh | py -c "import json,sys; d=json.load(sys.stdin); assert d['ooms'][0]['requested_by']['site']['function']=='grow_model'" &&
+"$CMH" oom --json oom.cmh | py -c "import json,sys; d=json.load(sys.stdin)[0]; assert d['ooms'][0]['requested_by']['site']['function']=='grow_model'" &&
     ok "oom --json: requested_by" || bad "oom --json requested_by"
 
 # --- a binary that is not the one recorded is not used, and said so once ---
@@ -76,7 +76,7 @@ rm prog2
 # --- the H200 fixtures ---
 "$CMH" peak --json "$F/h200/torch_exp.pickle" | py -c "
 import json, sys
-d = json.load(sys.stdin)
+d = json.load(sys.stdin)[0]
 sites = d['sites_at_peak']
 named = [x for x in sites if x['site']]
 assert named and named[0]['site']['file'].endswith('samples/torch_train.py'), named[0]
@@ -87,13 +87,13 @@ for c in peak leaks oom frag; do "$CMH" $c "$F/h200/torch_plain.cmh"; "$CMH" $c 
 ! grep -q '_Z[A-Z0-9]' plain.txt && ok "no report of torch_plain.cmh prints a mangled name" || bad "mangled: $(grep -o '_Z[A-Za-z0-9]*' plain.txt | head -3)"
 "$CMH" leaks --json "$F/h200/cudart.cmh" 2>/dev/null | py -c "
 import json, sys
-s = json.load(sys.stdin)['sites'][0]
+s = json.load(sys.stdin)[0]['sites'][0]
 assert s['site']['function'].startswith('make_buffer'), s['site']
 assert s['owner'] == 'cudart_demo', s['owner']
 " && ok "cudart.cmh: the site is make_buffer, not cudaMalloc" || bad "cudart site"
 "$CMH" peak --json --group-by module "$F/h200/torch_plain.cmh" 2>/dev/null | py -c "
 import json, sys
-sites = json.load(sys.stdin)['sites_at_peak']
+sites = json.load(sys.stdin)[0]['sites_at_peak']
 owners = {x['owner']: x['bytes'] for x in sites}
 assert any(o.startswith('libcublas') for o in owners), owners
 assert 'libc10_cuda.so' in owners, owners

@@ -28,7 +28,7 @@ for f in files:
             "segment": sum(1 for s in ss if not s.get("is_expandable")),
         }
         out = subprocess.run([cmh, "summary", "--json", "--device", str(dev), f], capture_output=True, text=True)
-        got = json.loads(out.stdout)["stats"]
+        got = json.loads(out.stdout)[0]["stats"]  # one object per device; --device: one
         got = {k: got[k + ".all"]["current"] for k in want}
         if got == want:
             passed += 1

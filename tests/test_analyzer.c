@@ -374,6 +374,63 @@ static void test_peak_report(void)
     cmh_snapshot_free(&s);
 }
 
+/* One site allocating 64 KiB per iteration and freeing it, except every `keep`-th (0: none
+ * kept), after a warm-up of `cache` blocks kept from the start; entries `gap` ns apart. */
+static void churn_history(cmh_snapshot *s, int iters, int keep, int cache)
+{
+    cmh_snapshot_init(s);
+    uint32_t st = named_stack(s, "step");
+    cmh_snapshot_add_trace(s, 0, 0, NULL);
+    uint64_t base = SEG_B;
+    for (int i = 0; i < cache; i++) add_s(s, CMH_ACT_SEGMENT_ALLOC, base + (uint64_t)i * MIB, 64 << 10, st);
+    int kept = 0;
+    for (int i = 0; i < iters; i++) {
+        uint64_t a = base + (uint64_t)(cache + kept) * MIB;
+        add_s(s, CMH_ACT_SEGMENT_ALLOC, a, 64 << 10, st);
+        if (keep && i % keep == 0) kept++;
+        else add_s(s, CMH_ACT_SEGMENT_FREE, a, 64 << 10, st);
+    }
+    for (int i = 0; i < cache + kept; i++) {
+        cmh_segment g = {0, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, CMH_POOL_SMALL, base + (uint64_t)i * MIB, 64 << 10, 0, {0, 0}, st, 0, 0, 0};
+        cmh_block b = {g.addr, 64 << 10, 64 << 10, st, CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+        cmh_snapshot_add_segment(s, &g, NULL);
+        cmh_snapshot_add_block(s, &b);
+    }
+}
+
+/* The verdict reads floors: a site whose every 10th block stays leaks although its live bytes
+ * go up and down at every step; a warm-up cache that then holds steady does not. */
+static void test_leak_floors(void)
+{
+    static const struct {
+        int iters, keep, cache, growing;
+    } cases[] = {{300, 10, 0, 1}, {300, 0, 5, 0}, {300, 0, 0, 0}, {30, 10, 0, 1}, {300, 150, 0, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cmh_snapshot s;
+        churn_history(&s, cases[c].iters, cases[c].keep, cases[c].cache);
+        cmh_sites *g = sites_of(&s);
+        cmh_leak_report p;
+        CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, g, 0, &p), CMH_OK);
+        CU_ASSERT_EQUAL(p.checkpoint_kind, CMH_CP_TIME);
+        CU_ASSERT_EQUAL_FATAL(p.nsites, cases[c].keep || cases[c].cache ? 1u : 0u); /* nothing left: no site */
+        if (!p.nsites) {
+            CU_ASSERT_EQUAL(p.leaking, 0);
+            cmh_leak_report_free(&p);
+            cmh_sites_free(g);
+            cmh_snapshot_free(&s);
+            continue;
+        }
+        if (p.sites[0].growing != cases[c].growing)
+            fprintf(stderr, "  case %zu: rises %u drops %u trend %.2f\n", c, p.sites[0].rises, p.sites[0].drops, p.sites[0].trend);
+        CU_ASSERT_EQUAL(p.sites[0].growing, cases[c].growing);
+        CU_ASSERT_EQUAL(p.leaking, (uint32_t)cases[c].growing);
+        if (cases[c].growing) CU_ASSERT(p.sites[0].trend >= CMH_LEAK_MIN_TREND && p.sites[0].drops == 0);
+        cmh_leak_report_free(&p);
+        cmh_sites_free(g);
+        cmh_snapshot_free(&s);
+    }
+}
+
 static void test_leaks_report(void)
 {
     for (int marks = 0; marks < 2; marks++) {
@@ -382,8 +439,8 @@ static void test_leaks_report(void)
         cmh_leak_report p;
         cmh_sites *g = sites_of(&s);
         CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, g, 0, &p), CMH_OK);
-        CU_ASSERT_EQUAL(p.checkpoint_kind, marks ? CMH_CP_MARKS : CMH_CP_EVEN);
-        CU_ASSERT_EQUAL(p.ncheckpoints, marks ? 12 : 10);
+        CU_ASSERT_EQUAL(p.checkpoint_kind, marks ? CMH_CP_MARKS : CMH_CP_TIME);
+        CU_ASSERT_EQUAL(p.ncheckpoints, marks ? 13 : 10); /* before the first mark, then one per step */
         CU_ASSERT_EQUAL(p.live_bytes, (64 + 48) * MIB);
         CU_ASSERT_EQUAL(p.live_blocks, 13);
         CU_ASSERT_EQUAL_FATAL(p.nsites, 2);
@@ -398,10 +455,15 @@ static void test_leaks_report(void)
         CU_ASSERT(leak->rises >= 9 && leak->drops == 0);
         CU_ASSERT(leak->first_ns > 0 && leak->last_ns > leak->first_ns);
         cmh_leak_report_free(&p);
-        /* --min-bytes leaves the small site out */
+        /* --min-bytes hides the small site's row, never the totals */
         CU_ASSERT_EQUAL(cmh_leaks_compute(&s, 0, g, 50 * MIB, &p), CMH_OK);
         CU_ASSERT_EQUAL(p.nsites, 1);
-        CU_ASSERT_EQUAL(p.leaking, 0);
+        CU_ASSERT_EQUAL(p.leaking, 1);
+        CU_ASSERT_EQUAL(p.live_sites, 2);
+        CU_ASSERT_EQUAL(p.live_bytes, (64 + 48) * MIB);
+        CU_ASSERT_EQUAL(p.live_blocks, 13);
+        CU_ASSERT_EQUAL(p.hidden_sites, 1);
+        CU_ASSERT_EQUAL(p.hidden_bytes, 48 * MIB);
         cmh_leak_report_free(&p);
         cmh_sites_free(g);
         cmh_snapshot_free(&s);
@@ -506,6 +568,7 @@ int main(void)
     CMH_ADD_TEST(s, test_reused_address_sizes);
     CMH_ADD_TEST(s, test_peak_report);
     CMH_ADD_TEST(s, test_leaks_report);
+    CMH_ADD_TEST(s, test_leak_floors);
     CMH_ADD_TEST(s, test_frag_report);
     CMH_ADD_TEST(s, test_oom_report);
     return cmh_test_main();

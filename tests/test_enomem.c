@@ -82,8 +82,8 @@ static int chain(const void *buf, size_t len, int pickle)
         cmh_diff_report_free(&df);
     }
     cmh_sites_free(g);
-    if (rc == CMH_OK) rc = cmh_print_segsum(&s, g_null);
-    if (rc == CMH_OK) rc = cmh_print_trace(&s, g_null);
+    if (rc == CMH_OK) rc = cmh_print_segsum(&s, CMH_ALL_DEVICES, g_null);
+    if (rc == CMH_OK) rc = cmh_print_trace(&s, CMH_ALL_DEVICES, g_null);
     uint64_t host;
     if (rc == CMH_OK) rc = cmh_export_memviz(&s, g_null, &host);
     if (rc == CMH_OK) rc = cmh_export_json(&s, g_null);

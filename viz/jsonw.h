@@ -70,6 +70,11 @@ static inline void cmh_jw_kbool(cmh_jw *w, const char *k, int v)
     cmh_jw_key(w, k);
     cmh_jw_bool(w, v);
 }
+static inline void cmh_jw_knull(cmh_jw *w, const char *k)
+{
+    cmh_jw_key(w, k);
+    cmh_jw_null(w);
+}
 static inline void cmh_jw_kdouble(cmh_jw *w, const char *k, double v, int decimals)
 {
     cmh_jw_key(w, k);

@@ -241,6 +241,8 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     do {                                                                                                         \
         if ((rc = (x)) != CMH_OK) goto out;                                                                      \
     } while (0)
+    TRY(str_copy(in, out, in->hostname, &out->hostname));
+    TRY(str_copy(in, out, in->cmdline, &out->cmdline));
     for (uint32_t i = 0; i < in->nsegments; i++) {
         const cmh_segment *g = &in->segments[i];
         if (g->device < 0) {

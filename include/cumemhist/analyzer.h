@@ -70,7 +70,9 @@ typedef struct cmh_live_block {
 } cmh_live_block;
 /* Every active block now. */
 void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg);
-/* Free bytes inside the reserved segments now, and the largest contiguous free gap. */
+/* Free bytes inside reserved memory now (the segments' free runs, plus what stream-ordered
+ * pools keep beyond what they hand out), and the largest contiguous free run in one segment.
+ * For a trace that agrees with itself (no anomalies), free_inside = reserved - active. */
 void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap);
 
 /* memory_summary(): replay the whole trace of device and fill stats. */
@@ -78,9 +80,13 @@ int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out);
 /* The exact torch.cuda.memory_summary() table. */
 void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FILE *fp);
 
-/* torch/cuda/_memory_viz.py's `stats` (segsum) and `trace` text, character for character. */
-int cmh_print_segsum(const cmh_snapshot *s, FILE *fp);
-int cmh_print_trace(const cmh_snapshot *s, FILE *fp);
+/* torch/cuda/_memory_viz.py's `stats` (segsum) and `trace` text, character for character, of
+ * a snapshot in PyTorch's shape (a recorder snapshot goes through cmh_memviz_shape first, as
+ * its export would).  device: one device's segments / trace, or CMH_ALL_DEVICES as the script
+ * does.  CMH_EIO when writing to fp failed. */
+#define CMH_ALL_DEVICES (-2)
+int cmh_print_segsum(const cmh_snapshot *s, int device, FILE *fp);
+int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp);
 
 #ifdef __cplusplus
 }

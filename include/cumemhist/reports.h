@@ -29,10 +29,11 @@ typedef struct cmh_site {
     uint32_t stack; /* one stack of the group (the first seen) */
     uint64_t bytes, count;
     int64_t first_ns, last_ns;
-    /* leaks only */
-    uint64_t start_bytes;
-    uint32_t rises, drops, intervals;
-    int growing;
+    /* leaks only: the site's floor (its least live bytes) in each window of the record */
+    uint64_t start_bytes;              /* the first window's floor */
+    uint32_t rises, drops, intervals;  /* windows whose floor rose / fell from the one before; windows */
+    double trend;                      /* Kendall's tau of the floors, -1 .. 1 */
+    int growing;                       /* rises >= CMH_LEAK_MIN_RISES, trend >= CMH_LEAK_MIN_TREND, last > first */
 } cmh_site;
 
 typedef struct cmh_report_base {
@@ -45,7 +46,8 @@ typedef struct cmh_peak_report {
     cmh_report_base base;
     int64_t alloc_peak, alloc_index, alloc_time_ns; /* index -1: before the first entry */
     int64_t reserved_peak, reserved_index, reserved_time_ns;
-    int64_t alloc_end, reserved_end;
+    int64_t requested_peak, requested_index, requested_time_ns; /* the bytes asked for, before rounding */
+    int64_t alloc_end, reserved_end, requested_end;
     cmh_site *sites; /* live at the allocated peak */
     uint32_t nsites;
 } cmh_peak_report;
@@ -53,23 +55,39 @@ typedef struct cmh_peak_report {
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *out);
 void cmh_peak_report_free(cmh_peak_report *r);
 
-enum { CMH_CP_EVEN = 0, CMH_CP_MARKS = 1, CMH_CP_ANNOTATIONS = 2 };
+/* How the record is cut into windows: at the program's marks, at PyTorch's external annotations,
+ * in ten equal stretches of time, or (no times) of entries. */
+enum { CMH_CP_EVEN = 0, CMH_CP_MARKS = 1, CMH_CP_ANNOTATIONS = 2, CMH_CP_TIME = 3 };
+
+/* The leak verdict (docs/DEFINITIONS.md): a site is growing when the floor of its live bytes
+ * rose in at least this many windows, the floors trend up (Kendall's tau at least this), and
+ * the last window's floor is above the first's.  A floor is the least the site held at any
+ * instant of the window, so memory that comes and goes (another thread's temporaries, a step's
+ * activations) does not count; what stays does. */
+#define CMH_LEAK_MIN_RISES 3
+#define CMH_LEAK_MIN_TREND 0.5
 
 typedef struct cmh_leak_report {
     cmh_report_base base;
     cmh_site *sites; /* still live at the end, at least min_bytes */
     uint32_t nsites;
+    /* every still-live block, whatever min_bytes hides */
     uint64_t live_bytes, live_blocks;
-    uint32_t leaking; /* sites whose live bytes kept rising across the checkpoints */
-    int checkpoint_kind, ncheckpoints;
+    uint32_t live_sites;
+    uint32_t leaking;      /* sites growing across the windows (min_bytes hides none of them from the count) */
+    uint32_t hidden_sites; /* left out of sites by min_bytes, and their bytes */
+    uint64_t hidden_bytes;
+    int checkpoint_kind, ncheckpoints; /* ncheckpoints: the number of windows */
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
 void cmh_leak_report_free(cmh_leak_report *r);
 
+/* free = reserved - allocated; pending_free is the part of it freed by the program whose stream
+ * work has not completed (not yet in a free gap). */
 typedef struct cmh_frag_seg {
     uint32_t index;
-    uint64_t addr, reserved, allocated, free, largest_gap, non_releasable;
+    uint64_t addr, reserved, allocated, free, pending_free, largest_gap, non_releasable;
     double fragmentation; /* 1 - largest free gap / free */
     int expandable;
 } cmh_frag_seg;
@@ -78,7 +96,7 @@ typedef struct cmh_frag_report {
     cmh_report_base base;
     cmh_frag_seg *segs;
     uint32_t nsegs;
-    uint64_t reserved, allocated, free, largest_gap, non_releasable;
+    uint64_t reserved, allocated, free, pending_free, largest_gap, non_releasable;
     double fragmentation;
     int has_oom;
     uint64_t last_oom_request, last_oom_device_free;
@@ -95,9 +113,11 @@ void cmh_frag_report_free(cmh_frag_report *r);
 enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 
+/* free_inside = reserved - allocated (pending_free of it awaits stream work); largest_gap is the
+ * largest free run inside one segment. */
 typedef struct cmh_oom_event {
     int64_t index, time_ns;
-    uint64_t request, device_free, allocated, reserved, free_inside, largest_gap;
+    uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
     int fits_in_gap, verdict;
     uint32_t request_stack, request_group; /* who asked (the OOM entry's stack, 0 when none) */
     cmh_site *sites; /* holding memory at that moment */
@@ -144,9 +164,9 @@ typedef struct cmh_kernel_row {
     double avg_ns, pct; /* pct: share of all kernel time */
 } cmh_kernel_row;
 
-/* One row per kernel name, sorted (CMH_KSORT_*); *rows is malloc'ed (the caller frees it) and
- * left NULL on failure.  Thread-safe. */
-int cmh_kernel_table(const cmh_snapshot *s, int sort, cmh_kernel_row **rows, uint32_t *n, int64_t *gpu_total_ns);
+/* One row per kernel name, of one device or CMH_ALL_DEVICES, sorted (CMH_KSORT_*); *rows is
+ * malloc'ed (the caller frees it) and left NULL on failure.  Thread-safe. */
+int cmh_kernel_table(const cmh_snapshot *s, int device, int sort, cmh_kernel_row **rows, uint32_t *n, int64_t *gpu_total_ns);
 /* On device at time t: the kernel running (latest started), and the last one completed. */
 void cmh_kernels_at(const cmh_snapshot *s, int device, int64_t t, const cmh_kernel **running, const cmh_kernel **last_done);
 

@@ -272,9 +272,12 @@ const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
 /* Writing a file atomically (snapshot/atomic.c): readers see the old file or the new one whole.
  * cmh_atomic_open gives a stream to a temporary file beside path (mode 0600, never through a
  * symlink); cmh_atomic_commit renames it over path, or removes it and says why (CMH_EIO);
- * cmh_atomic_abort removes it.  err gets a one-line message naming the file. */
+ * cmh_atomic_abort removes it.  err gets a one-line message naming the file.  A path that is
+ * not a regular file (a terminal, a pipe, /dev/null, /dev/stdout) is written straight through
+ * instead: replacing it would be wrong, and it has no old content to keep. */
 typedef struct cmh_atomic {
     int dirfd;
+    int direct; /* writing to path itself (not a regular file) */
     FILE *fp;
     char path[4096], base[1024], tmp[1100];
 } cmh_atomic;
