@@ -410,7 +410,7 @@ static void fwd_block_alloc(cmh_replay *r, uint64_t addr, uint64_t size, uint64_
     b->stack = stack;
     b->time_ns = time_ns;
     b->pool = g ? g->pool : pool_rule(size, 1);
-    if (r->obs) r->obs(r->obs_arg, (int64_t)size, stack);
+    if (r->obs) r->obs(r->obs_arg, (int64_t)size, stack, addr);
     if (state == CMH_BLOCK_ACTIVE_ALLOCATED) pool_add(r->st.allocated_bytes, b->pool, (int64_t)size);
     pool_add(r->st.active_bytes, b->pool, (int64_t)size);
     pool_add(r->st.requested_bytes, b->pool, (int64_t)req);
@@ -450,7 +450,7 @@ static void fwd_free_completed(cmh_replay *r, uint64_t addr)
     if (r->rules.max_split && b->size >= r->rules.max_split) stat_add(&r->st.oversize_allocations, -1);
     rseg *g = seg_containing(r, addr);
     if (g) seg_activate(r, g, addr, addr + b->size, -1);
-    if (r->obs) r->obs(r->obs_arg, -(int64_t)b->size, b->stack);
+    if (r->obs) r->obs(r->obs_arg, -(int64_t)b->size, b->stack, addr);
     block_del(r, b);
 }
 
@@ -1010,7 +1010,7 @@ void cmh_replay_observe(cmh_replay *r, cmh_replay_observer fn, void *arg)
     for (uint32_t i = 0; fn && i < r->blocks.cap; i++) /* what is already there counts as appearing now */
         if (cmh_oa_keyat(&r->blocks, i)) {
             const rblock *b = cmh_oa_at(&r->blocks, i);
-            fn(arg, (int64_t)b->size, b->stack);
+            fn(arg, (int64_t)b->size, b->stack, b->addr);
         }
 }
 

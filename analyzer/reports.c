@@ -185,18 +185,78 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, 
 
 #define MAX_WINDOWS 64
 
+/* The live blocks, by address, each with the window it was allocated in: at the end, exactly
+ * the still-live blocks and when each appeared. */
+typedef struct born_slot {
+    uint64_t addr;
+    uint32_t stack;
+    int32_t window;
+    int64_t index; /* the allocating entry, -1 before the trace */
+    uint64_t size;
+} born_slot;
+
 typedef struct leak_ctx {
-    site_map live; /* per site: bytes live now (cmh_site.bytes) and the least since the window began (start_bytes) */
+    cmh_oatab born;
+    const cmh_replay *r;
+    int window; /* the window being replayed */
+    int nomem;
 } leak_ctx;
 
-static void leak_observe(void *arg, int64_t delta, uint32_t stack)
+static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
 {
     leak_ctx *c = arg;
-    cmh_site *s = site_get(&c->live, stack); /* a new one held nothing before: its floor is 0 */
-    if (!s) return;
-    s->bytes = (uint64_t)((int64_t)s->bytes + delta);
-    if (s->bytes < s->start_bytes) s->start_bytes = s->bytes;
+    if (delta < 0) {
+        born_slot *b = cmh_oa_find(&c->born, addr);
+        if (b) cmh_oa_remove(&c->born, b);
+        return;
+    }
+    born_slot *b = cmh_oa_get(&c->born, addr, NULL);
+    if (!b) {
+        c->nomem = 1;
+        return;
+    }
+    b->stack = stack;
+    b->window = c->window;
+    b->index = cmh_replay_position(c->r);
+    b->size = (uint64_t)delta;
 }
+
+/* Kendall's tau (the tau-a form) of a series against its order: 1 when every later value is
+ * above every earlier one, -1 when below, 0 for no trend. */
+static double kendall_tau(const uint64_t *v, int n)
+{
+    if (n < 2) return 0;
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) sum += (v[j] > v[i]) - (v[j] < v[i]);
+    return (double)sum / ((double)n * (n - 1) / 2);
+}
+
+#define THREAD_WINDOWS 10
+
+/* The verdict over one series of windows: add[w] = still-live bytes allocated in window w. */
+static void leak_verdict(const uint64_t *add, int nw, cmh_site *st)
+{
+    uint64_t series[MAX_WINDOWS] = {0}, sum = 0;
+    st->rises = 0;
+    for (int q = 0; q < nw; q++) {
+        sum += add[q];
+        series[q] = sum; /* still-live bytes allocated by the end of window q */
+        if (q) st->rises += add[q] > 0;
+    }
+    st->start_bytes = nw ? series[0] : 0;
+    st->intervals = (uint32_t)nw;
+    st->trend = kendall_tau(series, nw);
+    uint32_t need = (uint32_t)nw / 2; /* half the steps between windows, rounded up */
+    if (need < CMH_LEAK_MIN_RISES) need = CMH_LEAK_MIN_RISES;
+    st->growing = nw > 1 && st->rises >= need && st->trend >= CMH_LEAK_MIN_TREND;
+}
+
+/* One site's still-live blocks made by one thread, in windows of that thread's own entries. */
+typedef struct thread_series {
+    uint64_t key; /* (row << 32 | thread) + 1 */
+    uint64_t add[THREAD_WINDOWS];
+} thread_series;
 
 /* Where the windows begin (entry indices, ascending, the first 0): at most MAX_WINDOWS. */
 static int leak_windows(const cmh_snapshot *s, int device, const cmh_replay *r, int64_t *cut, int *kind)
@@ -229,33 +289,12 @@ static int leak_windows(const cmh_snapshot *s, int device, const cmh_replay *r, 
         }
         ncut = 1;
     }
-    /* ten equal stretches of time (threads interleave their entries, not their clocks) */
-    int64_t t0 = cmh_replay_entry(r, 0)->time_ns, t1 = cmh_replay_entry(r, n - 1)->time_ns;
-    if (t0 > 0 && t1 > t0) {
-        int64_t i = 0;
-        for (int w = 1; w < 10; w++) {
-            int64_t at = t0 + (int64_t)((double)(t1 - t0) * w / 10.0);
-            while (i < n && cmh_replay_entry(r, i)->time_ns < at) i++;
-            if (i > cut[ncut - 1] && i < n) cut[ncut++] = i;
-        }
-        *kind = CMH_CP_TIME;
-        return ncut;
-    }
+    /* ten stretches of equal entry counts: the same cut for the same program, whatever its
+     * timing (floors, not instants, make interleaved threads harmless) */
     for (int w = 1; w < 10; w++)
         if (n * w / 10 > cut[ncut - 1]) cut[ncut++] = n * w / 10;
     *kind = CMH_CP_EVEN;
     return ncut;
-}
-
-/* Kendall's tau (the tau-a form) of a series against its order: 1 when every later value is
- * above every earlier one, -1 when below, 0 for no trend. */
-static double kendall_tau(const uint64_t *v, int n)
-{
-    if (n < 2) return 0;
-    int64_t sum = 0;
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) sum += (v[j] > v[i]) - (v[j] < v[i]);
-    return (double)sum / ((double)n * (n - 1) / 2);
 }
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
@@ -267,93 +306,111 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     int64_t cut[MAX_WINDOWS];
     int nw = leak_windows(s, device, r, cut, &p->checkpoint_kind);
 
-    leak_ctx c;
-    site_map_init(&c.live, sites);
+    leak_ctx c = {.r = r, .window = 0};
+    cmh_oa_init(&c.born, sizeof(born_slot));
     int rc = CMH_OK;
-    cmh_replay_observe(r, leak_observe, &c);
-    /* the state before the first entry: the first window begins with it */
-    for (uint32_t i = 0; i < c.live.n; i++) c.live.v[i].start_bytes = c.live.v[i].bytes;
-    uint64_t *floors = NULL; /* floors[w * cols + site index in c.live] */
-    uint32_t cols = 0;
-    int w = 0, more = nw > 0;
-    while (w < nw) {
-        int64_t next = cmh_replay_position(r) + 1; /* the entry about to be applied */
-        /* window w ends before the entry the next one begins at, or at the end of the record */
-        int closing = !more || (w + 1 < nw && cut[w + 1] <= next);
-        if (!closing) {
-            more = cmh_replay_step(r);
-            continue;
-        }
-        {
-            if (c.live.n > cols) { /* widen: new sites appeared */
-                uint32_t nc = c.live.n * 2 + 16;
-                uint64_t *nf = calloc((size_t)MAX_WINDOWS * nc, sizeof *nf);
-                if (!nf) {
-                    rc = CMH_ENOMEM;
-                    goto out;
-                }
-                for (int q = 0; floors && q < w; q++) memcpy(nf + (size_t)q * nc, floors + (size_t)q * cols, cols * sizeof *nf);
-                free(floors);
-                floors = nf;
-                cols = nc;
-            }
-            for (uint32_t i = 0; i < c.live.n; i++) {
-                floors[(size_t)w * cols + i] = c.live.v[i].start_bytes;
-                c.live.v[i].start_bytes = c.live.v[i].bytes; /* the next window begins with what is live */
-            }
-            w++;
-        }
+    cmh_replay_observe(r, leak_observe, &c); /* the state before the first entry: window 0 */
+    for (int w = 0; w < nw; w++) {
+        c.window = w;
+        int64_t until = w + 1 < nw ? cut[w + 1] : INT64_MAX; /* this window's entries end before it */
+        while (cmh_replay_position(r) + 1 < until && cmh_replay_step(r)) {}
     }
-    while (cmh_replay_step(r)) {} /* (no windows: an empty trace) */
-    nw = w;
+    while (cmh_replay_step(r)) {} /* the end (and, with no windows, everything) */
     p->ncheckpoints = nw;
 
-    /* still live at the end, by site, with the trend of their floors */
+    /* With several recording threads, each thread's entries are windows of their own too: a
+     * thread that leaks all its life is seen whatever share of the record its life is. */
+    int64_t n = cmh_replay_length(r);
+    uint32_t *rank = NULL, *per_thread = NULL, maxthread = 0, nthreads = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (cmh_replay_entry(r, i)->thread > maxthread) maxthread = cmh_replay_entry(r, i)->thread;
+    if (maxthread && maxthread < (1u << 24)) {
+        rank = malloc((size_t)n * sizeof *rank);
+        per_thread = calloc((size_t)maxthread + 1, sizeof *per_thread);
+        if (!rank || !per_thread) rc = CMH_ENOMEM;
+        for (int64_t i = 0; rc == CMH_OK && i < n; i++) {
+            uint32_t t = cmh_replay_entry(r, i)->thread;
+            if (!per_thread[t]++ && t) nthreads++;
+            rank[i] = per_thread[t] - 1;
+        }
+    }
+
+    /* still live at the end, by site, with how their bytes accumulated window by window */
     site_map end;
     site_map_init(&end, sites);
     cmh_replay_blocks(r, add_block, &end);
-    cmh_site *live;
-    uint32_t nlive;
-    if (c.live.failed || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;
+    cmh_site *live = NULL;
+    uint32_t nlive = 0;
+    uint64_t *grew = NULL; /* grew[site * nw + w]: still-live bytes allocated in window w */
+    cmh_oatab rows, tser;
+    cmh_oa_init(&rows, sizeof(site_slot));
+    cmh_oa_init(&tser, sizeof(thread_series));
+    if (c.nomem || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;
     if (finish_sites(&end, &live, &nlive) != CMH_OK) rc = CMH_ENOMEM;
+    if (rc == CMH_OK && nlive && nw && !(grew = calloc((size_t)nlive * (size_t)nw, sizeof *grew))) rc = CMH_ENOMEM;
+    for (uint32_t i = 0; i < nlive && rc == CMH_OK; i++) { /* the rows of `live` by group */
+        site_slot *sl = cmh_oa_get(&rows, (uint64_t)live[i].group + 1, NULL);
+        if (!sl) rc = CMH_ENOMEM;
+        else sl->i = i;
+    }
+    for (uint32_t i = 0; i < c.born.cap && rc == CMH_OK; i++) {
+        if (!cmh_oa_keyat(&c.born, i)) continue;
+        const born_slot *b = cmh_oa_at(&c.born, i);
+        const site_slot *sl = cmh_oa_find(&rows, (uint64_t)(sites ? cmh_sites_group(sites, b->stack) : b->stack) + 1);
+        if (!sl) continue;
+        if (nw && b->window >= 0 && b->window < nw) grew[sl->i * (size_t)nw + (size_t)b->window] += b->size;
+        if (nthreads < 2 || b->index < 0) continue;
+        uint32_t t = cmh_replay_entry(r, b->index)->thread;
+        if (!t) continue;
+        thread_series *ts = cmh_oa_get(&tser, (sl->i << 32 | t) + 1, NULL);
+        if (!ts) {
+            rc = CMH_ENOMEM;
+            break;
+        }
+        ts->add[(uint64_t)rank[b->index] * THREAD_WINDOWS / per_thread[t]] += b->size;
+    }
     if (rc != CMH_OK) {
         free(live);
-        goto out;
+        goto done;
     }
-    uint32_t kept = 0;
-    uint64_t series[MAX_WINDOWS];
     for (uint32_t i = 0; i < nlive; i++) {
         cmh_site *st = &live[i];
-        const site_slot *cs = cmh_oa_find(&c.live.index, (uint64_t)st->group + 1);
-        uint32_t col = cs ? (uint32_t)cs->i : UINT32_MAX;
-        st->rises = st->drops = 0;
-        for (int q = 0; q < nw; q++) {
-            series[q] = col < cols ? floors[(size_t)q * cols + col] : 0;
-            if (q) {
-                st->rises += series[q] > series[q - 1];
-                st->drops += series[q] < series[q - 1];
-            }
-        }
-        st->start_bytes = nw ? series[0] : 0;
-        st->intervals = (uint32_t)nw;
-        st->trend = kendall_tau(series, nw);
-        st->growing = st->rises >= CMH_LEAK_MIN_RISES && st->trend >= CMH_LEAK_MIN_TREND && nw && series[nw - 1] > series[0];
+        leak_verdict(nw ? grew + i * (size_t)nw : NULL, nw, st);
+        st->thread = 0;
         p->leaking += st->growing;
         p->live_bytes += st->bytes;
         p->live_blocks += st->count;
         p->live_sites++;
-        if (st->bytes < min_bytes) { /* hidden from the rows, never from the totals */
+    }
+    /* a site that one thread kept growing all its life grows, whatever the record as a whole says */
+    for (uint32_t i = 0; i < tser.cap; i++) {
+        if (!cmh_oa_keyat(&tser, i)) continue;
+        const thread_series *ts = cmh_oa_at(&tser, i);
+        cmh_site *st = &live[(ts->key - 1) >> 32], one = *st;
+        leak_verdict(ts->add, THREAD_WINDOWS, &one);
+        if (!one.growing || (st->growing && (st->thread || one.rises <= st->rises))) continue;
+        p->leaking += !st->growing;
+        one.thread = (uint32_t)((ts->key - 1) & 0xffffffffu);
+        *st = one;
+    }
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < nlive; i++) {
+        if (live[i].bytes < min_bytes) { /* hidden from the rows, never from the totals */
             p->hidden_sites++;
-            p->hidden_bytes += st->bytes;
+            p->hidden_bytes += live[i].bytes;
             continue;
         }
-        live[kept++] = *st;
+        live[kept++] = live[i];
     }
     p->sites = live;
     p->nsites = kept;
-out:
-    free(floors);
-    site_map_free(&c.live);
+done:
+    free(grew);
+    free(rank);
+    free(per_thread);
+    cmh_oa_free(&rows);
+    cmh_oa_free(&tser);
+    cmh_oa_free(&c.born);
     cmh_replay_free(r);
     if (rc != CMH_OK) cmh_leak_report_free(p);
     return rc;

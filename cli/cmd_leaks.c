@@ -24,14 +24,14 @@ static const cli_command g_cmd = {
     "leaks", "[options] SNAPSHOT",
     "Blocks still allocated at the end of the record, grouped by allocation site, and whether\n"
     "each site kept growing.  The record is cut into windows (at the program's marks, else at\n"
-    "PyTorch's external annotations, else ten equal stretches of time); a site's floor in a\n"
-    "window is the least it held at any instant of it, so temporaries do not count.  A site\n"
-    "is a likely leak when its floor rose in at least 3 windows, the floors trend upwards\n"
-    "(Kendall's tau >= 0.5) and the last is above the first.",
+    "PyTorch's external annotations, else ten stretches of equal entry counts) and each\n"
+    "still-live block counted in the window it was allocated in; temporaries, freed, never\n"
+    "count.  A site is a likely leak when its still-live blocks come from at least half of the\n"
+    "windows after the first (and 3 of them), accumulating evenly (Kendall's tau >= 0.5); in a\n"
+    "recording, also when one thread's blocks do so over ten windows of its own entries.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist leaks train.cmh --min-bytes 1M --fail-on-leak"};
 
-static const char *const g_cp_kind[] = {"even stretches of the trace", "marks", "external annotations",
-                                        "equal stretches of time"};
+static const char *const g_cp_kind[] = {"ten stretches of equal entry counts", "between marks", "between external annotations"};
 
 static int section(const rep_section *sec, void *arg)
 {
@@ -82,6 +82,8 @@ static int section(const rep_section *sec, void *arg)
                            rep_when(x->first_ns, t0), rep_when(x->last_ns, t0), growth, rep_site_name(s, g, x),
                            cmh_sites_owner(g, x->group));
                     rep_print_frames(s, g, x->stack, g_frames, "        ");
+                    if (x->growing && x->thread)
+                        printf("        (growing over recording thread %u's own entries)\n", x->thread);
                 }
             }
             if (p.nsites > (uint32_t)g_top) printf("  ... %s (--top)\n", rep_count(p.nsites - (uint32_t)g_top, "more site", "more sites"));

@@ -309,9 +309,9 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
     if (leaks) {
         cmh_jw_kbool(w, "growing", x->growing);
         cmh_jw_kuint(w, "rises", x->rises);
-        cmh_jw_kuint(w, "drops", x->drops);
         cmh_jw_kuint(w, "windows", x->intervals);
         cmh_jw_kdouble(w, "trend", x->trend, 4);
+        cmh_jw_kuint(w, "thread", x->thread);
         cmh_jw_kuint(w, "start_bytes", x->start_bytes);
     }
     cmh_jw_key(w, "frames");

@@ -45,7 +45,7 @@ static int fix_managed(cmh_rec_entry *e, uint64_t n, const cmh_live *live, size_
         } else if (made) {
             void *slot = cmh_oa_find(&set, x->addr);
             if (slot) {
-                x->flags &= (uint8_t)~CMH_EF_WHOLE_BLOCK;
+                x->flags &= ~(unsigned)CMH_EF_WHOLE_BLOCK & 15u;
                 cmh_oa_remove(&set, slot);
             }
         }
@@ -79,6 +79,7 @@ static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32
             e.requested = r->requested;
             e.stream = r->stream;
             e.stack = r->stack ? stack_map(r->stack, arg) : 0;
+            e.thread = r->thread;
             if (r->action == CMH_ACT_MARK) { /* addr holds the mark's name id */
                 rc = cmh_marks_intern(s, (uint32_t)r->addr, &e.name);
                 e.addr = 0;

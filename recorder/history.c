@@ -95,6 +95,19 @@ static inline dev_state *dev_slot(int device)
     return &g_dev[device >= 0 && device < CMH_MAX_DEVICES ? device : CMH_HOST_SLOT];
 }
 
+/* ---- threads ---- */
+
+static uint32_t g_threads;
+static __thread uint32_t t_thread;
+
+/* A number, not the OS thread id: small, never reused within the record, and a forked child's
+ * thread keeps the one it had (its entries stay its own). */
+uint32_t cmh_hist_thread(void)
+{
+    if (!t_thread) t_thread = __atomic_add_fetch(&g_threads, 1, __ATOMIC_RELAXED);
+    return t_thread < CMH_THREAD_MAX ? t_thread : CMH_THREAD_MAX;
+}
+
 /* ---- ring ---- */
 
 static void ring_append(dev_state *d, const cmh_rec_entry *e)
@@ -140,7 +153,8 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
         if (!ticks) ticks = cmh_now_ticks();
         if (ticks < d->last_ticks) ticks = d->last_ticks;
         d->last_ticks = ticks;
-        cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, (uint8_t)action, (uint8_t)flags, (uint8_t)kind};
+        cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, cmh_hist_thread(), (unsigned)action & 15,
+                           (unsigned)kind & 7, (unsigned)flags & 15};
         ring_append(d, &e);
     }
     cmh_unlock(&d->lock);

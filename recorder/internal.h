@@ -112,8 +112,16 @@ typedef struct cmh_rec_entry {
     int64_t ticks; /* raw ticks until export */
     uint64_t addr, size, requested, stream;
     uint32_t stack;
-    uint8_t action, flags, kind;
+    /* one word, so that an entry stays 48 bytes: the thread (cmh_hist_thread()), the action,
+     * the kind and the CMH_EF_* flags */
+    uint32_t thread : 21, action : 4, kind : 3, flags : 4;
 } cmh_rec_entry;
+_Static_assert(sizeof(cmh_rec_entry) == 48, "a ring entry is 48 bytes");
+_Static_assert(CMH_ACT_COUNT <= 16 && CMH_KIND_COUNT <= 8, "actions and kinds fit their bits");
+#define CMH_THREAD_MAX ((1u << 21) - 1) /* threads past it share the last number */
+
+/* This thread's number in the record: 1, 2, ... in the order threads first record something. */
+CMH_HIDDEN uint32_t cmh_hist_thread(void);
 
 /* count_kind of cmh_hist_record */
 enum { CMH_COUNT_NONE = 0, CMH_COUNT_ALLOC = 1, CMH_COUNT_FREE = 2, CMH_COUNT_OOM = 3 };

@@ -144,14 +144,32 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
     msgpack_pack_array(&pk, s->ntraces);
     for (uint32_t i = 0; i < s->ntraces; i++) {
         const cmh_trace *t = &s->traces[i];
-        msgpack_pack_array(&pk, 3);
+        const cmh_entry *te = s->entries + t->first_entry;
+        /* the threads, as runs [count, thread, count, thread, ...]: one pair per change of thread */
+        uint32_t runs = 0;
+        int threads = 0;
+        for (uint32_t j = 0; j < t->nentries; j++) {
+            threads |= te[j].thread != 0;
+            runs += !j || te[j].thread != te[j - 1].thread;
+        }
+        msgpack_pack_array(&pk, threads ? 4 : 3);
         msgpack_pack_int32(&pk, t->device);
         msgpack_pack_uint64(&pk, t->dropped);
         msgpack_pack_array(&pk, t->nentries);
         uint64_t prev_addr = 0;
         int64_t prev_time = 0;
-        for (uint32_t j = 0; j < t->nentries; j++)
-            pack_entry(&pk, &s->entries[t->first_entry + j], &prev_addr, &prev_time);
+        for (uint32_t j = 0; j < t->nentries; j++) pack_entry(&pk, &te[j], &prev_addr, &prev_time);
+        if (threads) {
+            msgpack_pack_array(&pk, 2 * runs);
+            for (uint32_t j = 0, run = 0; j < t->nentries; j++) {
+                run++;
+                if (j + 1 == t->nentries || te[j + 1].thread != te[j].thread) {
+                    msgpack_pack_uint32(&pk, run);
+                    msgpack_pack_uint32(&pk, te[j].thread);
+                    run = 0;
+                }
+            }
+        }
     }
 
     pack_key(&pk, "annotations");

@@ -2,19 +2,7 @@
 # attribution_test.sh BUILD_DIR SOURCE_DIR - what the reports name, on recordings made here and
 # on the H200 fixtures: the user's own line, file:line from DWARF, demangled names, owners, the
 # failing request of an OOM, the groupings, and a binary that is not the one recorded.
-set -u
-B=$(cd "$1" && pwd)
-SRC=$(cd "$2" && pwd)
-CMH=$B/cumemhist
-F=$SRC/tests/fixtures
-T=$(mktemp -d /tmp/cmh-attr-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-py() { env -u LD_PRELOAD python3 "$@"; }
-cd "$T" || exit 1
+TEST=attr . "$(dirname "$0")/testlib.sh"
 
 # --- one function, two callers: one site, two stacks, file:line from DWARF ---
 "$CMH" record -q -o two.cmh -- "$B/tests/two_sites" >/dev/null
@@ -99,5 +87,4 @@ assert any(o.startswith('libcublas') for o in owners), owners
 assert 'libc10_cuda.so' in owners, owners
 " && ok "torch_plain.cmh: the cuBLAS workspace is libcublas's, PyTorch's segments libc10_cuda's" || bad "owners"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -35,6 +35,13 @@ assert len(x) == 3, x
 assert {e["tid"] for e in x} == {7, 8}, "one track per stream"
 assert [e["name"] for e in x if e["tid"] == 8] == ["relu"]
 assert all(e["dur"] > 0 for e in x)
+# exact to the nanosecond, in microseconds (epoch nanoseconds through a double would be 256 ns off)
+assert sorted(e["dur"] for e in x) == [0.5, 1.0, 3.0], [e["dur"] for e in x]
+g = sorted(e["ts"] for e in x if e["tid"] == 7)
+assert round((g[1] - g[0]) * 1000) == 1500 and abs((g[1] - g[0]) - 1.5) < 1e-9, g
+for tr in {e["name"] for e in ev if e["ph"] == "C"}:
+    ts = [e["ts"] for e in ev if e["ph"] == "C" and e["name"] == tr]
+    assert ts == sorted(ts), "counter timestamps go backwards on " + tr
 names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
 assert names[(0, 7)] == "stream 7" and names[(0, 8)] == "stream 8", names
 c = [e for e in ev if e["ph"] == "C"]
@@ -43,5 +50,9 @@ assert "time_origin_ns" in d["otherData"]
 print("chrome trace ok:", len(x), "kernel slices,", len(c), "counter samples")
 PY
 check "chrome export: kernel slices on per-stream tracks, memory counters" "[ $? -eq 0 ]"
+"$B/cumemhist" kernels --device 0 "$T/k.cmh" | grep -Eq '^gemm\(float\*, int\) +2 '
+check "kernels --device 0 keeps device 0's kernels" "[ $? -eq 0 ]"
+"$B/cumemhist" kernels --device 3 "$T/k.cmh" 2>/dev/null
+check "kernels --device of an absent device: exit 1" "[ $? -eq 1 ]"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -399,19 +399,20 @@ static void churn_history(cmh_snapshot *s, int iters, int keep, int cache)
 }
 
 /* The verdict reads floors: a site whose every 10th block stays leaks although its live bytes
- * go up and down at every step; a warm-up cache that then holds steady does not. */
+ * go up and down at every step; a warm-up cache that then holds steady does not; three blocks
+ * kept in 30 steps are too few to tell from a warm-up. */
 static void test_leak_floors(void)
 {
     static const struct {
         int iters, keep, cache, growing;
-    } cases[] = {{300, 10, 0, 1}, {300, 0, 5, 0}, {300, 0, 0, 0}, {30, 10, 0, 1}, {300, 150, 0, 0}};
+    } cases[] = {{300, 10, 0, 1}, {300, 0, 5, 0}, {300, 0, 0, 0}, {300, 30, 0, 1}, {30, 10, 0, 0}, {300, 150, 0, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         cmh_snapshot s;
         churn_history(&s, cases[c].iters, cases[c].keep, cases[c].cache);
         cmh_sites *g = sites_of(&s);
         cmh_leak_report p;
         CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, g, 0, &p), CMH_OK);
-        CU_ASSERT_EQUAL(p.checkpoint_kind, CMH_CP_TIME);
+        CU_ASSERT_EQUAL(p.checkpoint_kind, CMH_CP_EVEN);
         CU_ASSERT_EQUAL_FATAL(p.nsites, cases[c].keep || cases[c].cache ? 1u : 0u); /* nothing left: no site */
         if (!p.nsites) {
             CU_ASSERT_EQUAL(p.leaking, 0);
@@ -421,10 +422,10 @@ static void test_leak_floors(void)
             continue;
         }
         if (p.sites[0].growing != cases[c].growing)
-            fprintf(stderr, "  case %zu: rises %u drops %u trend %.2f\n", c, p.sites[0].rises, p.sites[0].drops, p.sites[0].trend);
+            fprintf(stderr, "  case %zu: rises %u trend %.2f\n", c, p.sites[0].rises, p.sites[0].trend);
         CU_ASSERT_EQUAL(p.sites[0].growing, cases[c].growing);
         CU_ASSERT_EQUAL(p.leaking, (uint32_t)cases[c].growing);
-        if (cases[c].growing) CU_ASSERT(p.sites[0].trend >= CMH_LEAK_MIN_TREND && p.sites[0].drops == 0);
+        if (cases[c].growing) CU_ASSERT(p.sites[0].trend >= CMH_LEAK_MIN_TREND);
         cmh_leak_report_free(&p);
         cmh_sites_free(g);
         cmh_snapshot_free(&s);
@@ -439,7 +440,7 @@ static void test_leaks_report(void)
         cmh_leak_report p;
         cmh_sites *g = sites_of(&s);
         CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, g, 0, &p), CMH_OK);
-        CU_ASSERT_EQUAL(p.checkpoint_kind, marks ? CMH_CP_MARKS : CMH_CP_TIME);
+        CU_ASSERT_EQUAL(p.checkpoint_kind, marks ? CMH_CP_MARKS : CMH_CP_EVEN);
         CU_ASSERT_EQUAL(p.ncheckpoints, marks ? 13 : 10); /* before the first mark, then one per step */
         CU_ASSERT_EQUAL(p.live_bytes, (64 + 48) * MIB);
         CU_ASSERT_EQUAL(p.live_blocks, 13);
@@ -452,7 +453,7 @@ static void test_leaks_report(void)
         CU_ASSERT_TRUE(leak->growing);
         CU_ASSERT_EQUAL(leak->bytes, 48 * MIB);
         CU_ASSERT_EQUAL(leak->count, 12);
-        CU_ASSERT(leak->rises >= 9 && leak->drops == 0);
+        CU_ASSERT(leak->rises >= 9);
         CU_ASSERT(leak->first_ns > 0 && leak->last_ns > leak->first_ns);
         cmh_leak_report_free(&p);
         /* --min-bytes hides the small site's row, never the totals */

@@ -253,16 +253,16 @@ static void test_pool_samples_round_trip(void)
         int dev, newtrace;
         cmh_entry e;
     } seq[] = {
-        {0, 1, {1000, P, 2 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {2000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
-        {0, 0, {3000, P, 2 << 20, 1 << 20, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {4000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_FREE, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
-        {0, 0, {5000, P, 2 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {6000, P, 4 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {7000, B, 2 << 20, 2 << 20, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
-        {0, 0, {8000, P, 4 << 20, 2 << 20, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {1, 1, {9000, C, 3 << 20, 3 << 20, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_DEVICE}},
-        {1, 0, {9500, P + 1, 6 << 20, 3 << 20, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 1, {1000, P, 2 << 20, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {2000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {3000, P, 2 << 20, 1 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {4000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_FREE, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {5000, P, 2 << 20, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {6000, P, 4 << 20, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {7000, B, 2 << 20, 2 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {8000, P, 4 << 20, 2 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {1, 1, {9000, C, 3 << 20, 3 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_DEVICE}},
+        {1, 0, {9500, P + 1, 6 << 20, 3 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
     };
     const size_t n = sizeof seq / sizeof *seq;
     for (size_t i = 0; i < n; i++) {

@@ -54,9 +54,9 @@ int64_t cmh_replay_position(const cmh_replay *r);
 uint64_t cmh_replay_anomalies(const cmh_replay *r);
 void cmh_replay_free(cmh_replay *r);
 
-/* Watch the replay: fn(arg, +bytes or -bytes, stack) for every active block that appears or is
- * freed (completed), including the blocks present before the first entry. */
-typedef void (*cmh_replay_observer)(void *arg, int64_t delta, uint32_t stack);
+/* Watch the replay: fn(arg, +bytes or -bytes, stack, address) for every active block that
+ * appears or is freed (completed), including the blocks present before the first entry. */
+typedef void (*cmh_replay_observer)(void *arg, int64_t delta, uint32_t stack, uint64_t addr);
 void cmh_replay_observe(cmh_replay *r, cmh_replay_observer fn, void *arg);
 /* Entry i of the device's trace (NULL outside it), and how many there are. */
 const cmh_entry *cmh_replay_entry(const cmh_replay *r, int64_t i);

@@ -29,11 +29,12 @@ typedef struct cmh_site {
     uint32_t stack; /* one stack of the group (the first seen) */
     uint64_t bytes, count;
     int64_t first_ns, last_ns;
-    /* leaks only: the site's floor (its least live bytes) in each window of the record */
-    uint64_t start_bytes;              /* the first window's floor */
-    uint32_t rises, drops, intervals;  /* windows whose floor rose / fell from the one before; windows */
-    double trend;                      /* Kendall's tau of the floors, -1 .. 1 */
-    int growing;                       /* rises >= CMH_LEAK_MIN_RISES, trend >= CMH_LEAK_MIN_TREND, last > first */
+    /* leaks only: how the site's still-live bytes accumulated over the windows of the record */
+    uint64_t start_bytes;        /* still-live bytes allocated in the first window (or before the trace) */
+    uint32_t rises, intervals;   /* later windows in which still-live bytes were allocated; windows */
+    double trend;                /* Kendall's tau of the accumulated bytes, 0 .. 1 */
+    uint32_t thread;             /* the windows were one recording thread's own entries (0: the record's) */
+    int growing;                       /* the leak verdict (CMH_LEAK_MIN_RISES) */
 } cmh_site;
 
 typedef struct cmh_report_base {
@@ -56,14 +57,19 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, 
 void cmh_peak_report_free(cmh_peak_report *r);
 
 /* How the record is cut into windows: at the program's marks, at PyTorch's external annotations,
- * in ten equal stretches of time, or (no times) of entries. */
-enum { CMH_CP_EVEN = 0, CMH_CP_MARKS = 1, CMH_CP_ANNOTATIONS = 2, CMH_CP_TIME = 3 };
+ * else in ten stretches of equal entry counts. */
+enum { CMH_CP_EVEN = 0, CMH_CP_MARKS = 1, CMH_CP_ANNOTATIONS = 2 };
 
-/* The leak verdict (docs/DEFINITIONS.md): a site is growing when the floor of its live bytes
- * rose in at least this many windows, the floors trend up (Kendall's tau at least this), and
- * the last window's floor is above the first's.  A floor is the least the site held at any
- * instant of the window, so memory that comes and goes (another thread's temporaries, a step's
- * activations) does not count; what stays does. */
+/* The leak verdict (docs/DEFINITIONS.md).  Only the blocks still live at the end count, each in
+ * the window it was allocated in, so memory that comes and goes (another thread's temporaries,
+ * a step's activations) cannot blur it, however threads interleave.  A site is growing when its
+ * still-live blocks were allocated in at least half of the windows after the first (and at
+ * least CMH_LEAK_MIN_RISES of them), spread evenly enough that the accumulated bytes trend up
+ * (Kendall's tau at least CMH_LEAK_MIN_TREND).  Memory kept a few times and then no more (a
+ * warm-up, a cache filled once per thread, the weights) is not called a leak.  When the record
+ * knows its threads (a recorder snapshot), each thread's own entries are also cut into ten
+ * windows, and a site one thread kept growing all its life is growing, however short that
+ * life was next to the record's. */
 #define CMH_LEAK_MIN_RISES 3
 #define CMH_LEAK_MIN_TREND 0.5
 

@@ -132,6 +132,7 @@ typedef struct cmh_entry {
     uint32_t name;            /* mark: the label (string id) */
     uint32_t compile_context; /* string id, 0 = none */
     uint32_t user_metadata;   /* string id, 0 = none */
+    uint32_t thread;          /* the recording thread (1, 2, ... in order of appearance), 0 = unknown */
     uint8_t action, flags, kind;
 } cmh_entry;
 

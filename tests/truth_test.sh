@@ -1,0 +1,130 @@
+#!/bin/sh
+# truth_test.sh BUILD_DIR SOURCE_DIR - what the reports say is true, one check per class of
+# fault: every device reported; the leak verdict the same on every run of a threaded program;
+# filters that hide rows but never change totals; the requested peak; output errors on every
+# command; JSON and --device on every report; file names, terminals and words.
+TEST=truth . "$(dirname "$0")/testlib.sh"
+
+# --- every device: a leak and an OOM only on device 1 ---
+FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=1G "$CMH" record -q -o mg.cmh -- "$B/samples/multigpu" 8 >mg.out
+"$CMH" oom mg.cmh >oom.txt
+grep -q 'out of memory #1 on device 1' oom.txt && grep -q 'device 0: no out-of-memory error' oom.txt &&
+    grep -q 'requested by  *grow_kv_cache' oom.txt && ok "oom finds the OOM on device 1 and says device 0 had none" ||
+    bad "oom of a 2-device record: $(head -3 oom.txt)"
+"$CMH" leaks mg.cmh >leaks.txt
+grep -q '^mg.cmh, device 1: 64.0 MiB in 9 blocks' leaks.txt && grep -q 'LEAK.*cache_activations' leaks.txt &&
+    grep -q '^mg.cmh, device 0: 32.0 MiB in 1 block still live' leaks.txt &&
+    ok "leaks reports both devices, and device 1's leak" || bad "leaks of 2 devices: $(grep device leaks.txt)"
+for c in summary peak leaks frag oom stats trace; do
+    n=$("$CMH" $c --json mg.cmh | py -c "import json,sys; print(','.join(str(x['device']) for x in json.load(sys.stdin)))")
+    [ "$n" = "0,1" ] || { bad "$c --json: a list of every device (got '$n')"; continue; }
+    n1=$("$CMH" $c --json --device 1 mg.cmh | py -c "import json,sys; print(','.join(str(x['device']) for x in json.load(sys.stdin)))")
+    [ "$n1" = "1" ] || bad "$c --json --device 1 (got '$n1')"
+done && ok "summary, peak, leaks, frag, oom, stats, trace: --json is a list of every device; --device narrows it"
+"$CMH" peak --device 5 mg.cmh 2>err.txt
+[ $? -eq 1 ] && grep -q 'no device 5 in this snapshot (it has 0, 1)' err.txt && ok "--device of an absent device: exit 1, names the ones there" ||
+    bad "--device 5: $(cat err.txt)"
+"$CMH" summary mg.cmh | grep -c 'PyTorch CUDA memory summary, device ID' | grep -qx 2 && ok "summary prints a table per device" ||
+    bad "summary tables"
+grep -q '^mg.cmh: pid [0-9]* on .*multigpu 8$' leaks.txt && "$CMH" peak --json mg.cmh | grep -q '"cmdline": ".*multigpu 8"' &&
+    ok "reports name the recorded process (pid, host, command line)" || bad "process line: $(head -1 leaks.txt)"
+"$CMH" diff --json mg.cmh mg.cmh | py -c "import json,sys; d=json.load(sys.stdin); assert [x['device'] for x in d]==[0,1]; assert d[1]['peak_requested']['before']>0" &&
+    ok "diff compares device by device, the requested peak too" || bad "diff of 2 devices"
+
+# --- the leak verdict: the same on every run, however the threads interleave ---
+for mode in steps free; do
+    leak=0 steady=0 i=0
+    while [ $i -lt 20 ]; do
+        "$CMH" record -q -o l$i.cmh -- "$B/tests/threaded_leak" leak 300 $mode >/dev/null && "$CMH" leaks --fail-on-leak l$i.cmh >/dev/null
+        [ $? -eq 3 ] && leak=$((leak + 1))
+        "$CMH" record -q -o s$i.cmh -- "$B/tests/threaded_leak" steady 300 $mode >/dev/null && "$CMH" leaks --fail-on-leak s$i.cmh >/dev/null
+        [ $? -eq 0 ] && steady=$((steady + 1))
+        i=$((i + 1))
+    done
+    [ $leak -eq 20 ] && [ $steady -eq 20 ] && ok "threaded leak ($mode): 20 of 20 runs say LEAK; its steady twin: 20 of 20 say none" ||
+        bad "leak verdicts ($mode): $leak/20 leaking runs caught, $steady/20 steady runs cleared"
+done
+
+# a threaded record's Chrome trace: counter samples never go back in time on a track
+"$CMH" export l0.cmh -o l0.trace.json && py - l0.trace.json <<'PY' && ok "chrome export of a threaded record: counters in time order per track" || bad "chrome counters out of order"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = {}
+for e in ev:
+    if e["ph"] == "C":
+        tracks.setdefault((e["pid"], e["name"]), []).append(e["ts"])
+assert tracks and all(t == sorted(t) for t in tracks.values()), tracks.keys()
+PY
+
+# --- filters hide rows, never totals ---
+"$CMH" leaks --json l0.cmh >all.json
+"$CMH" leaks --json --min-bytes 100M l0.cmh >min.json
+py - all.json min.json <<'PY' && ok "--min-bytes hides rows; bytes, blocks, sites and the leak count stay" || bad "--min-bytes changed the totals"
+import json, sys
+a, m = (json.load(open(p))[0] for p in sys.argv[1:])
+for k in ("live_bytes", "live_blocks", "live_sites", "leaking_sites"):
+    assert a[k] == m[k], (k, a[k], m[k])
+assert a["leaking_sites"] >= 1 and m["sites"] == [] and m["hidden_sites"] == a["live_sites"], m
+PY
+"$CMH" leaks --min-bytes 100M l0.cmh | grep -q 'hidden (--min-bytes 100.0 MiB)' && "$CMH" leaks --min-bytes 100M l0.cmh | grep -q 'kept growing' &&
+    ok "--min-bytes text: the hidden sites are counted, the verdict kept" || bad "--min-bytes text"
+
+# --- the requested peak, beside allocated and reserved ---
+"$CMH" peak "$F/h200/torch_exp.pickle" >pk.txt
+"$CMH" peak --json "$F/h200/torch_exp.pickle" | py -c "
+import json, sys
+p = json.load(sys.stdin)[0]
+assert 0 < p['peak_requested']['bytes'] <= p['peak_allocated']['bytes'] <= p['peak_reserved']['bytes'], p
+" && grep -q '^peak requested: ' pk.txt && ok "peak: requested <= allocated <= reserved, in text and JSON" || bad "requested peak"
+
+# --- output errors: every command says why and exits 1 ---
+bad_out=
+for c in "summary l0.cmh" "peak l0.cmh" "leaks l0.cmh" "frag l0.cmh" "oom l0.cmh" "stats l0.cmh" "trace l0.cmh" \
+    "kernels l0.cmh" "diff l0.cmh s0.cmh" "peak --json l0.cmh" "trace --json l0.cmh" "export -f json l0.cmh" \
+    "peak --help" "--help"; do
+    # shellcheck disable=SC2086 # $c is a command line
+    "$CMH" $c >/dev/full 2>err.txt
+    rc=$?
+    [ $rc -eq 1 ] && grep -q 'No space left on device' err.txt || bad_out="$bad_out [$c: $rc $(cat err.txt)]"
+done
+"$CMH" export l0.cmh -o /dev/full 2>err.txt
+[ $? -eq 1 ] && grep -q '/dev/full: write failed: No space left on device' err.txt && [ -c /dev/full ] || bad_out="$bad_out [export -o /dev/full]"
+[ -z "$bad_out" ] && ok "14 commands > /dev/full and export -o /dev/full: exit 1, 'No space left on device'" || bad "output errors:$bad_out"
+
+# --- files, terminals and words ---
+"$CMH" export l0.cmh -o x.json && py -c "import json; json.load(open('x.json'))" &&
+    "$CMH" export l0.cmh -o x.trace.json && py -c "import json; assert 'traceEvents' in json.load(open('x.trace.json'))" &&
+    "$CMH" export l0.cmh -o x.pickle && head -c 2 x.pickle | od -An -tx1 | grep -q '80 04' &&
+    ok "export infers the format from the name (.json, .trace.json, .pickle)" || bad "export format inference"
+"$CMH" export -f memviz l0.cmh -o y.json 2>err.txt
+[ $? -eq 2 ] && [ ! -e y.json ] && ok "export refuses a pickle named .json" || bad "export -f memviz -o y.json: $(cat err.txt)"
+py - "$CMH" l0.cmh <<'PY' && ok "export refuses to write a pickle to a terminal" || bad "binary to a terminal"
+import os, pty, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], "export", sys.argv[2]])
+out = b""
+while True:
+    try:
+        b = os.read(fd, 4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+_, st = os.waitpid(pid, 0)
+assert os.WEXITSTATUS(st) == 2 and b"terminal" in out and b"\x80" not in out, (st, out[:200])
+PY
+"$CMH" summary "$T" 2>err.txt
+[ $? -eq 1 ] && grep -q 'is a directory, not a snapshot' err.txt && ok "a directory: 'is a directory'" || bad "directory argument: $(cat err.txt)"
+"$CMH" record --lib "$T/nope.so" -- true 2>err.txt
+[ $? -eq 1 ] && grep -q -- "--lib $T/nope.so: No such file or directory" err.txt && ok "record --lib names the missing file" ||
+    bad "--lib: $(cat err.txt)"
+CUMEMHIST_CONTEXT=bogus CUMEMHIST_MAX_FRAMES=abc "$CMH" record -q -o w.cmh -- "$B/samples/leaky" 1 >/dev/null 2>err.txt
+[ "$(grep -c 'ignoring CUMEMHIST_' err.txt)" -eq 2 ] && ok "a bad CUMEMHIST_* setting: one warning each, then the default" ||
+    bad "env warnings: $(cat err.txt)"
+"$CMH" help summary | head -1 | grep -q '^usage: cumemhist summary' && "$CMH" --help | grep -q chrome &&
+    ok "help summary is summary's help; the top-level help names chrome" || bad "help"
+"$CMH" leaks mg.cmh | grep -q ' 1 blocks\| 1 sites' && bad "'1 blocks'" || ok "no '1 blocks' or '1 sites'"
+
+finish
