@@ -301,7 +301,7 @@ static void check_dir(const char *dir)
         size_t n = strlen(de->d_name);
         if (!(n > 4 && !strcmp(de->d_name + n - 4, ".cmh")) && !(n > 7 && !strcmp(de->d_name + n - 7, ".pickle"))) continue;
         char path[4096], err[512];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        snprintf(path, sizeof path, "%.3800s/%.255s", dir, de->d_name);
         cmh_snapshot s;
         if (cmh_snapshot_load(path, &s, err, sizeof err) != CMH_OK) {
             fprintf(stderr, "\n  %s\n", err);
@@ -319,7 +319,7 @@ static void test_fixtures(void)
     static const char *const dirs[] = {"h200", "h200b", "h200c", "memviz"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char p[4096];
-        snprintf(p, sizeof p, "%s/%s", CMH_FIXTURES, dirs[i]);
+        snprintf(p, sizeof p, "%.3800s/%.64s", CMH_FIXTURES, dirs[i]);
         check_dir(p);
     }
     if (*CMH_PYTORCH_FIXTURES) check_dir(CMH_PYTORCH_FIXTURES);
