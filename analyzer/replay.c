@@ -417,6 +417,7 @@ static void fwd_block_alloc(cmh_replay *r, uint64_t addr, uint64_t size, uint64_
     pool_add(r->st.allocation, b->pool, 1);
     pool_add(r->st.active, b->pool, 1);
     if (r->rules.max_split && size >= r->rules.max_split) stat_add(&r->st.oversize_allocations, 1);
+    if (!g || addr + size > g->addr + g->size || addr + size < addr) r->anomalies++; /* not (all) inside a segment */
     if (g) seg_activate(r, g, addr, addr + size, 1);
 }
 
@@ -493,6 +494,11 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
         hit = 1;
         uint64_t a = ga > lo ? ga : lo, b = gb < hi ? gb : hi;
         pool_add(r->st.reserved_bytes, g->pool, -(int64_t)(b - a));
+        for (uint32_t k = 0; k < g->nr; k++) /* live blocks in memory given back: the trace lost their frees */
+            if (g->r[k].a < b && g->r[k].b > a) {
+                r->anomalies++;
+                break;
+            }
         if (a == ga && b == gb) {
             int64_t sb, sc;
             split_contrib(g, &sb, &sc);
