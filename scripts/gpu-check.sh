@@ -160,6 +160,17 @@ PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
     run "$CMH" record -o "$OUT/torch_async.cmh" -- python3 samples/torch_train.py time 30
 run "$CMH" summary --abbreviated "$OUT/torch_async.cmh"
 "$CMH" trace "$OUT/torch_async.cmh" 2>/dev/null | grep pool_sample | tail -3 >>"$R"
+say "-- the leak verdict on the real driver: a threaded leak and its steady twin, 10 runs each"
+for mode in steps free; do
+    l=0 st=0
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        "$CMH" record -q -o "$W/tl.cmh" -- "$B/tests/threaded_leak" leak 300 $mode >/dev/null 2>&1
+        "$CMH" leaks --fail-on-leak "$W/tl.cmh" >/dev/null 2>&1; [ $? -eq 3 ] && l=$((l + 1))
+        "$CMH" record -q -o "$W/ts.cmh" -- "$B/tests/threaded_leak" steady 300 $mode >/dev/null 2>&1
+        "$CMH" leaks --fail-on-leak "$W/ts.cmh" >/dev/null 2>&1; [ $? -eq 0 ] && st=$((st + 1))
+    done
+    say "threaded leak ($mode): $l/10 runs say LEAK, steady twin: $st/10 say none"
+done
 fi # section 6
 
 mv "$OUT/leaky.cmh" "$OUT/cudart.cmh" "$W/" 2>/dev/null
