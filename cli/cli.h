@@ -31,6 +31,11 @@ int cmd_oom(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 int cmd_symbolize(int argc, char **argv);
+int cmd_recover(int argc, char **argv);
+/* Write the snapshot a flight record holds (to out, or where the process would have), saying
+ * how the process ended (status: its wait status, when known); the record is removed unless
+ * keep.  Returns the exit status. */
+int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet);
 
 /* ---- options: each command declares a table, one parser reads them all ---- */
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "flight_format.h"
 
 static const char *g_output, *g_lib;
 static int g_enabled = -1, g_context = -1, g_quiet, g_kernels, g_have_entries, g_have_frames, g_max_frames;
@@ -48,15 +49,21 @@ static const cli_option g_opts[] = {
 static const cli_command g_cmd = {
     "record", "[options] -- program [args...]",
     "Run a program with the recorder preloaded and write a snapshot of its CUDA memory\n"
-    "history at exit (also on SIGUSR1 and at the first out-of-memory error).  SIGUSR2\n"
-    "drops a mark (\"SIGUSR2 #n\") into the trace.",
+    "history at exit (also on SIGUSR1, SIGTERM, SIGINT, and at the first out-of-memory error).\n"
+    "SIGUSR2 drops a mark (\"SIGUSR2 #n\") into the trace.  The history is kept in a flight\n"
+    "record from the start: when a process dies without writing its snapshot (a crash,\n"
+    "SIGKILL), the snapshot is made from that record.  The exit status is the program's, but\n"
+    "1 when it exited 0 and a snapshot was lost.",
     g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 1, "cumemhist record -o train.cmh -- python train.py"};
 
 static pid_t g_child;
 
-static void forward(int sig)
+/* A signal sent to us (kill, a scheduler) goes on to the child; one the kernel sent to the
+ * whole process group (the terminal's ^C, ^\) reached the child already. */
+static void forward(int sig, siginfo_t *si, void *uc)
 {
-    if (g_child > 0) kill(g_child, sig);
+    (void)uc;
+    if (g_child > 0 && !(si && si->si_code == SI_KERNEL)) kill(g_child, sig);
 }
 
 static int find_lib(const char *argv0, char *out, size_t n)
@@ -85,6 +92,104 @@ static int find_lib(const char *argv0, char *out, size_t n)
 }
 
 static int record(char **prog, const char *argv0);
+
+/* ---- the manifest the processes append to ---- */
+
+typedef struct rec_pid {
+    long pid;
+    char flight[PATH_MAX], snapshot[PATH_MAX];
+} rec_pid;
+
+typedef struct rec_file {
+    char path[PATH_MAX];
+} rec_file;
+
+typedef struct rec_run {
+    rec_pid *pids;
+    int npids, cpids;
+    rec_file *files; /* snapshots, each once, in the order first written */
+    int nfiles, cfiles;
+} rec_run;
+
+static rec_pid *pid_of(rec_run *r, long pid)
+{
+    for (int i = 0; i < r->npids; i++)
+        if (r->pids[i].pid == pid) return &r->pids[i];
+    if (r->npids == r->cpids) {
+        int nc = r->cpids ? r->cpids * 2 : 8;
+        rec_pid *np = realloc(r->pids, (size_t)nc * sizeof *np);
+        if (!np) return NULL;
+        r->pids = np;
+        r->cpids = nc;
+    }
+    rec_pid *p = &r->pids[r->npids++];
+    memset(p, 0, sizeof *p);
+    p->pid = pid;
+    return p;
+}
+
+static void read_manifest(const char *path, rec_run *r)
+{
+    FILE *mf = fopen(path, "r");
+    if (!mf) return;
+    char line[PATH_MAX + 64], kind[16];
+    while (fgets(line, sizeof line, mf)) {
+        line[strcspn(line, "\n")] = 0;
+        long pid;
+        int at = 0;
+        if (sscanf(line, "%15s %ld %n", kind, &pid, &at) < 2) continue;
+        rec_pid *p = pid_of(r, pid);
+        if (!p) break;
+        const char *file = at ? line + at : "";
+        if (!strcmp(kind, "flight")) {
+            snprintf(p->flight, sizeof p->flight, "%s", file);
+        } else if (!strcmp(kind, "snapshot")) {
+            snprintf(p->snapshot, sizeof p->snapshot, "%s", file);
+            int dup = 0;
+            for (int i = 0; i < r->nfiles; i++) dup |= !strcmp(r->files[i].path, file);
+            if (dup) continue;
+            if (r->nfiles == r->cfiles) {
+                int nc = r->cfiles ? r->cfiles * 2 : 8;
+                rec_file *nf = realloc(r->files, (size_t)nc * sizeof *nf);
+                if (!nf) break;
+                r->files = nf;
+                r->cfiles = nc;
+            }
+            snprintf(r->files[r->nfiles++].path, PATH_MAX, "%s", file);
+        }
+    }
+    fclose(mf);
+}
+
+/* Before the program runs: the snapshot's directory exists and takes new files, and the path
+ * (its pattern, as far as it is fixed) is not a directory. */
+static int check_output(const char *pattern)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(pattern, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == pattern) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - pattern), pattern);
+    if (strchr(dir, '%')) return 0; /* a directory per process or rank: made by the program, perhaps */
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        cli_error("-o %s: %s: %s", pattern, dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        cli_error("-o %s: %s is not a directory", pattern, dir);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        cli_error("-o %s: cannot write in %s: %s", pattern, dir, strerror(errno));
+        return -1;
+    }
+    if (!strchr(pattern, '%') && stat(pattern, &st) == 0 && S_ISDIR(st.st_mode)) {
+        cli_error("-o %s: is a directory (name the snapshot file inside it)", pattern);
+        return -1;
+    }
+    return 0;
+}
 
 int cmd_record(int argc, char **argv)
 {
@@ -121,6 +226,7 @@ static int record(char **prog, const char *argv0)
     }
     char abslib[PATH_MAX];
     if (realpath(libpath, abslib)) snprintf(libpath, sizeof libpath, "%s", abslib);
+    if (check_output(output ? output : "cumemhist.%p.cmh")) return CLI_EFILE;
 
     /* LD_PRELOAD: whatever the user already preloads keeps its place (a sanitizer runtime must
      * stay first), then ours. */
@@ -141,14 +247,14 @@ static int record(char **prog, const char *argv0)
     if (g_have_frames) setenv("CUMEMHIST_MAX_FRAMES", num, 1);
     if (g_kernels) setenv("CUMEMHIST_KERNELS", "1", 1);
 
-    /* A fixed output path is claimed by the first process that dumps (recorder/config.c):
-     * clear a claim left by an earlier run, and remove ours afterwards. */
+    /* A fixed output path goes to the first process that touches CUDA (recorder/config.c, by a
+     * PATH.claim file): clear a claim an earlier run left, and remove this run's at the end
+     * (each process decided once, for good: a background child that outlives us needs it no more). */
     char claim[PATH_MAX + 8] = "";
     if (output && !strstr(output, "%p") && !strstr(output, "%r")) {
         snprintf(claim, sizeof claim, "%s.claim", output);
         unlink(claim);
     }
-
     char manifest[] = "/tmp/cumemhist-manifest-XXXXXX";
     int mfd = mkstemp(manifest);
     if (mfd < 0) {
@@ -159,15 +265,13 @@ static int record(char **prog, const char *argv0)
     setenv("CUMEMHIST_MANIFEST", manifest, 1);
     char session[32];
     snprintf(session, sizeof session, "%ld", (long)getpid());
-    setenv("CUMEMHIST_SESSION", session, 1); /* one run: fixed-path claims are never stale within it */
+    setenv("CUMEMHIST_SESSION", session, 1);
 
-    struct sigaction sa, ign;
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward;
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
 
     g_child = fork();
     if (g_child < 0) {
@@ -180,45 +284,59 @@ static int record(char **prog, const char *argv0)
         cli_error("cannot run %s: %s", prog[0], strerror(errno));
         _exit(127);
     }
-    /* The terminal sends SIGINT/SIGQUIT to the whole group, the child included: just outlive it.
-     * Signals sent to us alone are passed on. */
-    sigaction(SIGINT, &ign, NULL);
-    sigaction(SIGQUIT, &ign, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGUSR2, &sa, NULL);
+    /* Signals sent to us are passed on; the terminal's (sent to the whole group, the child
+     * included) are not sent twice (forward). */
+    static const int passed[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) sigaction(passed[i], &sa, NULL);
     int status = 0;
     while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {}
+    /* from now on our own signals are ours again: the finalizing is short */
+    for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) signal(passed[i], SIG_DFL);
 
-    /* Report the files, each once, in the order they were first written. */
-    FILE *mf = fopen(manifest, "r");
-    int nfiles = 0;
-    if (mf) {
-        char line[PATH_MAX + 2];
-        char **seen = NULL;
-        int nseen = 0;
-        while (fgets(line, sizeof line, mf)) {
-            line[strcspn(line, "\n")] = 0;
-            int dup = 0;
-            for (int k = 0; k < nseen; k++) dup |= !strcmp(seen[k], line);
-            if (dup) continue;
-            char **ns = realloc(seen, (size_t)(nseen + 1) * sizeof *ns);
-            if (!ns) break;
-            seen = ns;
-            seen[nseen++] = strdup(line);
-            struct stat st;
-            if (!quiet && stat(line, &st) == 0) fprintf(stderr, "cumemhist: wrote %s (%lld bytes)\n", line, (long long)st.st_size);
-            nfiles += stat(line, &st) == 0;
-        }
-        for (int k = 0; k < nseen; k++) free(seen[k]);
-        free(seen);
-        fclose(mf);
-    }
+    /* What the processes did (the manifest: "touched PID", "flight PID PATH", "snapshot PID
+     * PATH", in order): the snapshots written, each once; for each process that touched CUDA
+     * and wrote none, its flight record made into one; a process still running is named. */
+    rec_run run;
+    memset(&run, 0, sizeof run);
+    read_manifest(manifest, &run);
     unlink(manifest);
     if (claim[0]) unlink(claim);
-    if (!nfiles && !quiet)
-        fprintf(stderr, "cumemhist: no snapshot written (no process called a CUDA allocation entry point)\n");
+    int nfiles = 0, lost = 0;
+    for (int i = 0; i < run.nfiles; i++) {
+        struct stat st;
+        if (stat(run.files[i].path, &st) != 0) continue;
+        nfiles++;
+        if (!quiet) fprintf(stderr, "cumemhist: wrote %s (%lld bytes)\n", run.files[i].path, (long long)st.st_size);
+    }
+    for (int i = 0; i < run.npids; i++) {
+        rec_pid *p = &run.pids[i];
+        struct stat st; /* a flight record still there: its process did not finish its snapshot */
+        if (p->flight[0] && stat(p->flight, &st) == 0) {
+            if (p->pid != g_child && kill((pid_t)p->pid, 0) == 0) {
+                if (!quiet)
+                    fprintf(stderr, "cumemhist: pid %ld is still running; it writes %s when it ends (or: cumemhist recover %s)\n",
+                            p->pid, p->snapshot[0] ? p->snapshot : "its snapshot", p->flight);
+                continue;
+            }
+            if (cli_recover_flight(p->flight, NULL, p->pid == g_child, status, 0, quiet) == 0) nfiles++;
+            else lost++;
+        } else if (!p->snapshot[0]) {
+            if (p->pid != g_child && kill((pid_t)p->pid, 0) == 0) {
+                if (!quiet) fprintf(stderr, "cumemhist: pid %ld is still running (no flight record to recover)\n", p->pid);
+                continue;
+            }
+            lost++;
+            cli_error("pid %ld used CUDA but left no snapshot and no flight record%s", p->pid,
+                      p->flight[0] ? "" : " (CUMEMHIST_FLIGHT=0, or its directory refused one)");
+        }
+    }
+    free(run.files);
+    free(run.pids);
+    if (!run.npids && !nfiles && !quiet) fprintf(stderr, "cumemhist: no snapshot written: no process called a CUDA allocation entry point\n");
+    if (lost && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        cli_error("exit status 1: %d snapshot%s lost (the program itself exited 0)", lost, lost == 1 ? "" : "s");
+        return CLI_EFILE;
+    }
 
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);

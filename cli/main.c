@@ -21,6 +21,7 @@ static const struct {
     {"kernels", cmd_kernels, "kernel timing table (record --kernels): calls, total, avg, min, max"},
     {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments"},
     {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code"},
+    {"recover", cmd_recover, "the snapshot of a process that died before writing it, from its flight record"},
     {"symbolize", cmd_symbolize, "bake demangled names and file:line into a snapshot before it moves"},
     {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON, or as a chrome (Perfetto) trace"},
 };

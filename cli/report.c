@@ -101,6 +101,7 @@ void rep_print_process(const char *path, const cmh_snapshot *s)
     if (s->hostname && *cmh_str(s, s->hostname)) printf(" on %s", cmh_str(s, s->hostname));
     if (s->cmdline && *cmh_str(s, s->cmdline)) printf("%s%.300s", s->pid ? ", " : "", cmh_str(s, s->cmdline));
     printf("\n");
+    if (s->ending) printf("%s: the process %s\n", path, cmh_str(s, s->ending));
 }
 
 void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
@@ -114,6 +115,7 @@ void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
     cmh_jw_kint(w, "pid", s->pid);
     cmh_jw_kstr(w, "host", cmh_str(s, s->hostname));
     cmh_jw_kstr(w, "cmdline", cmh_str(s, s->cmdline));
+    if (s->ending) cmh_jw_kstr(w, "ending", cmh_str(s, s->ending));
     cmh_jw_end(w);
 }
 

@@ -86,12 +86,14 @@ static void fill_meta(cmh_snapshot *s)
     cmh_strtab_intern(&s->strings, cmd, (size_t)n, &s->cmdline);
 }
 
-static void note_in_manifest(const char *path)
+void cmh_dump_note_manifest(const char *kind, const char *path)
 {
     const char *m = getenv("CUMEMHIST_MANIFEST");
     if (!m || !*m) return;
     char abs[PATH_MAX + 4200];
-    if (!realpath(path, abs)) snprintf(abs, sizeof abs, "%s", path);
+    int k = snprintf(abs, sizeof abs, "%s %ld ", kind, (long)getpid());
+    if (!path) abs[--k] = 0;
+    else if (!realpath(path, abs + k)) snprintf(abs + k, sizeof abs - (size_t)k, "%s", path);
     size_t l = strlen(abs);
     abs[l++] = '\n';
     int fd = open(m, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -101,7 +103,13 @@ static void note_in_manifest(const char *path)
     close(fd);
 }
 
-int cmh_dump(const char *path, const char *why)
+static int dump(const char *path, const char *why, uint64_t *cut, int nslots);
+
+int cmh_dump(const char *path, const char *why) { return dump(path, why, NULL, 0); }
+
+int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots) { return dump(path, "flight checkpoint", cut, nslots); }
+
+static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
 {
     cmh_lock(&g_dump_lock);
     char out[4200];
@@ -118,6 +126,11 @@ int cmh_dump(const char *path, const char *why)
         return CMH_ENOMEM;
     }
     fill_meta(&s);
+    if (!strncmp(why, "signal ", 7)) { /* a graceful death: the handler's snapshot says so */
+        char t[128];
+        snprintf(t, sizeof t, "was ended by %s; this snapshot was written on the way", why + 7);
+        cmh_strtab_intern(&s.strings, t, strlen(t), &s.ending);
+    }
     stack_ctx c = {&s, cmh_symbolizer_new(&s), NULL, 0, 0};
     rc = c.z ? cmh_export_state(&s, map_stack, &c) : CMH_ENOMEM;
     if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
@@ -126,8 +139,10 @@ int cmh_dump(const char *path, const char *why)
         char err[512];
         rc = cmh_cmh_write_file(&s, out, err, sizeof err);
         if (rc != CMH_OK) cmh_log("snapshot not written (%s): %s", why, err);
-        else {
-            note_in_manifest(out);
+        else if (cut) {
+            for (int i = 0; i < nslots; i++) cut[i] = i <= CMH_MAX_DEVICES ? cmh_export_seq[i] : 0;
+        } else {
+            cmh_dump_note_manifest("snapshot", out);
             if (cmh_cfg.debug) cmh_log("wrote %s (%s, %u entries)", out, why, s.nentries);
         }
     } else {

@@ -57,6 +57,8 @@ oom:
     return CMH_ENOMEM;
 }
 
+uint64_t cmh_export_seq[CMH_MAX_DEVICES + 1];
+
 static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32_t (*stack_map)(uint32_t, void *),
                         void *arg, int64_t now_ticks, int64_t now_ns)
 {
@@ -64,7 +66,8 @@ static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32
         cmh_rec_entry *copy;
         uint64_t n, dropped;
         int rc;
-        if (!cmh_hist_copy_ring(i, &copy, &n, &dropped, &rc)) continue;
+        cmh_export_seq[i] = 0;
+        if (!cmh_hist_copy_ring(i, &copy, &n, &dropped, &cmh_export_seq[i], &rc)) continue;
         int device = i == CMH_HOST_SLOT ? -1 : i;
         if (rc == CMH_OK) rc = fix_managed(copy, n, live, nl, device);
         if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, dropped, NULL);

@@ -114,6 +114,7 @@ static void ring_append(dev_state *d, const cmh_rec_entry *e)
 {
     assert(cmh_held(&d->lock));
     d->total++;
+    cmh_flight_entry((int)(d - g_dev), d->total, e); /* the file first: a death in between loses nothing */
     if (g_max_entries && d->count == g_max_entries) {
         d->ring[d->head] = *e;
         d->head = (d->head + 1) % g_max_entries;
@@ -268,7 +269,10 @@ void cmh_hist_clear(void)
 {
     cmh_hist_ensure_init();
     lock_all_devices();
-    for (int i = 0; i <= CMH_MAX_DEVICES; i++) g_dev[i].head = g_dev[i].count = g_dev[i].dropped = 0;
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+        g_dev[i].head = g_dev[i].count = g_dev[i].dropped = 0;
+        if (g_dev[i].total) cmh_flight_clear(i, g_dev[i].total); /* entry numbers go on: the file drops what came before */
+    }
     unlock_all_devices();
 }
 
@@ -298,6 +302,7 @@ void cmh_hist_set_capacity(uint64_t max_entries)
             d->dropped += skip;
         }
         g_max_entries = max_entries;
+        cmh_flight_set_capacity(max_entries);
     }
     unlock_all_devices();
 }
@@ -330,7 +335,7 @@ int cmh_hist_stats(cmh_device_stats *out, int cap)
     return n;
 }
 
-int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dropped, int *rc)
+int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dropped, uint64_t *seq, int *rc)
 {
     cmh_hist_ensure_init();
     dev_state *d = &g_dev[slot];
@@ -340,6 +345,7 @@ int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dro
     int used = d->used;
     *n = d->count;
     *dropped = d->dropped;
+    *seq = d->total;
     if (used && d->count) {
         *out = malloc(d->count * sizeof **out);
         if (!*out) *rc = CMH_ENOMEM;

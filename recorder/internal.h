@@ -149,9 +149,9 @@ CMH_HIDDEN void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserve
 CMH_HIDDEN void cmh_hist_clear(void);
 CMH_HIDDEN void cmh_hist_set_capacity(uint64_t max_entries);
 CMH_HIDDEN int cmh_hist_stats(cmh_device_stats *out, int cap);
-/* For the export: device slot i's ring (a malloc'ed copy, oldest first) and drop count; 0 when
- * the device was never used. */
-CMH_HIDDEN int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dropped, int *rc);
+/* For the export: device slot i's ring (a malloc'ed copy, oldest first), drop count and entry
+ * count so far (the last entry's sequence number); 0 when the device was never used. */
+CMH_HIDDEN int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dropped, uint64_t *seq, int *rc);
 CMH_HIDDEN int cmh_hist_collect_segments(cmh_live **out, size_t *n);
 CMH_HIDDEN void cmh_hist_atfork_prepare(void);
 CMH_HIDDEN void cmh_hist_atfork_parent(void);
@@ -182,6 +182,8 @@ CMH_HIDDEN int cmh_marks_record(int device, uint32_t name_id, int stage);
 CMH_HIDDEN int cmh_marks_intern(cmh_snapshot *s, uint32_t name_id, uint32_t *out);
 /* The ranges as annotations, into the snapshot. */
 CMH_HIDDEN int cmh_marks_export(cmh_snapshot *s, int64_t now_ticks, int64_t now_ns);
+/* Every name interned so far. */
+CMH_HIDDEN void cmh_marks_each(void (*fn)(uint32_t id, const char *name));
 CMH_HIDDEN void cmh_marks_atfork_prepare(void);
 CMH_HIDDEN void cmh_marks_atfork_parent(void);
 CMH_HIDDEN void cmh_marks_reset_after_fork(void);
@@ -231,6 +233,8 @@ CMH_HIDDEN void cmh_vmm_reset_after_fork(void);
 CMH_HIDDEN uint32_t cmh_stack_capture(void);
 /* Walk the interned stack: returns the frame count and sets *pcs (stable while the process runs). */
 CMH_HIDDEN uint32_t cmh_stack_get(uint32_t id, const uintptr_t **pcs);
+/* Every stack interned so far (a flight record started after a fork learns the inherited ones). */
+CMH_HIDDEN void cmh_stacks_each(void (*fn)(uint32_t id, const uintptr_t *pcs, uint32_t depth));
 CMH_HIDDEN void cmh_stacks_init(void);
 CMH_HIDDEN void cmh_stacks_atfork_prepare(void);
 CMH_HIDDEN void cmh_stacks_atfork_parent(void);
@@ -249,6 +253,8 @@ CMH_HIDDEN char *cmh_symbolizer_demangle(cmh_symbolizer *z, const char *name);
 /* Copy the rings, live segments, blocks and annotations into the model (stack_map turns a
  * recorder stack id into a model stack id). */
 CMH_HIDDEN int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t rec_stack, void *), void *arg);
+/* Each device slot's last entry sequence number in the latest export (under the dump lock). */
+CMH_HIDDEN extern uint64_t cmh_export_seq[CMH_MAX_DEVICES + 1];
 
 /* ---- kernels.c ---- */
 CMH_HIDDEN void cmh_kernels_start(void);
@@ -268,9 +274,32 @@ CMH_HIDDEN uint64_t cmh_device_free_bytes(void);
 /* The driver's own functions the recorder calls for itself (pools.c): NULL when absent. */
 CMH_HIDDEN int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t *used);
 
+/* ---- flight.c: the history in a file from the start (snapshot/flight_format.h) ---- */
+CMH_HIDDEN void cmh_flight_start(void); /* at the first touch */
+CMH_HIDDEN void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e); /* under the device lock */
+CMH_HIDDEN void cmh_flight_clear(int slot, uint64_t seq);                          /* under the device lock */
+CMH_HIDDEN void cmh_flight_set_capacity(uint64_t max_entries);
+CMH_HIDDEN void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth);
+CMH_HIDDEN void cmh_flight_name(uint32_t id, const char *name);
+CMH_HIDDEN void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage);
+CMH_HIDDEN void cmh_flight_tick(void); /* the helper thread, every ~100 ms */
+CMH_HIDDEN int cmh_flight_checkpoint_wanted(void);
+CMH_HIDDEN void cmh_flight_checkpoint(void);
+CMH_HIDDEN void cmh_flight_ended_by_signal(int sig); /* async-signal-safe */
+/* At exit: the files go when the snapshot was written, else the record says the process exited. */
+CMH_HIDDEN void cmh_flight_finish(int snapshot_written);
+CMH_HIDDEN void cmh_flight_reset_after_fork(void);
+CMH_HIDDEN const char *cmh_flight_path(void);
+
 /* ---- dump.c ---- */
 /* Write one snapshot to path (NULL: the configured pattern); why names the trigger in messages. */
 CMH_HIDDEN int cmh_dump(const char *path, const char *why);
+/* A flight record's checkpoint: a dump to path, not named in the manifest, with each device
+ * slot's last entry sequence at the moment its ring was copied in cut[]. */
+CMH_HIDDEN int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots);
+/* Append "KIND PID PATH" ("KIND PID" without a path) to the manifest `cumemhist record` reads:
+ * touched (the process used CUDA), flight, snapshot. */
+CMH_HIDDEN void cmh_dump_note_manifest(const char *kind, const char *path);
 CMH_HIDDEN void cmh_dump_atfork_prepare(void);
 CMH_HIDDEN void cmh_dump_atfork_parent(void);
 CMH_HIDDEN void cmh_dump_reset_after_fork(void);

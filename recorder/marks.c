@@ -68,6 +68,7 @@ uint32_t cmh_marks_name_id(const char *name)
     g_names[g_nnames] = copy;
     id = ++g_nnames;
     slot->id = id;
+    cmh_flight_name(id, copy);
 out:
     cmh_unlock(&g_lock);
     if (!id) cmh_count_lost(1);
@@ -91,6 +92,7 @@ int cmh_marks_record(int device, uint32_t id, int stage)
     }
     if (g_nanns < g_canns) g_anns[g_nanns++] = (rec_ann){t, id, (int16_t)device, (uint8_t)(stage - 1)};
     else rc = CMH_ENOMEM;
+    cmh_flight_annotation(t, id, device, stage - 1);
     cmh_unlock(&g_lock);
     if (rc) cmh_count_lost(1);
     return rc;
@@ -124,6 +126,13 @@ void cmh_marks_atfork_prepare(void) { cmh_lock(&g_lock); }
 void cmh_marks_atfork_parent(void) { cmh_unlock(&g_lock); }
 
 /* the child keeps the names (ids stay valid), not the parent's ranges */
+void cmh_marks_each(void (*fn)(uint32_t id, const char *name))
+{
+    cmh_lock(&g_lock);
+    for (uint32_t i = 0; i < g_nnames; i++) fn(i + 1, g_names[i]);
+    cmh_unlock(&g_lock);
+}
+
 void cmh_marks_reset_after_fork(void)
 {
     cmh_mutex_init(&g_lock);

@@ -12,9 +12,20 @@
  *  - the first out-of-memory error: the failing thread asks for the dump and waits until it is
  *    written (the program may die of that error next), at most CMH_OOM_WAIT_S seconds.
  * At exit (atexit) a last snapshot is written.  After fork() the child starts a fresh history.
+ *
+ * Deaths (docs/RECORDER.md): from the first touch the history is also in the flight record
+ * (flight.c), which survives any death, SIGKILL included.  SIGTERM, SIGINT, SIGHUP and SIGQUIT,
+ * unless the program ignores them, are caught: the handler marks the record, asks the helper for
+ * a snapshot and waits for it (at most CMH_TERM_WAIT_S), then hands the signal on: to the
+ * handler the program had installed before us, or to the default action (the process dies of
+ * it, as it would have).  SEGV, BUS, FPE, ILL and ABRT only mark the record (a fault leaves no
+ * state a dump could trust) and hand the signal on the same way.  A handler the program installs
+ * after us replaces ours: the flight record still holds the history.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -27,9 +38,14 @@
 #include "internal.h"
 
 #define CMH_OOM_WAIT_S 60
+#define CMH_TERM_WAIT_S 10
 
 static int64_t g_start_ns;
 static sem_t g_sem;
+static int g_term_pending;       /* the signal whose snapshot the helper is to write */
+static int g_term_pipe[2] = {-1, -1}; /* the helper writes a byte when it is written */
+static int g_term_ok;            /* that snapshot was written */
+static struct sigaction g_old[65]; /* what the program had before us, per signal */
 static int g_helper_started;
 static int g_oom_dumped;
 static int g_usr1_pending, g_usr2_pending, g_oom_pending, g_usr2_count;
@@ -64,10 +80,25 @@ static void *helper(void *arg)
 {
     (void)arg;
     for (;;) {
-        if (sem_wait(&g_sem) != 0) {
-            if (errno == EINTR) continue;
-            return NULL;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000;
+        if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+        if (sem_timedwait(&g_sem, &until) != 0) {
+            if (errno == ETIMEDOUT) cmh_flight_tick();
+            else if (errno != EINTR) return NULL;
+            continue;
         }
+        int term = __atomic_exchange_n(&g_term_pending, 0, __ATOMIC_ACQ_REL);
+        if (term) {
+            char why[48];
+            snprintf(why, sizeof why, "signal %s", term == SIGTERM ? "SIGTERM" : term == SIGINT ? "SIGINT" : term == SIGHUP ? "SIGHUP" : "SIGQUIT");
+            __atomic_store_n(&g_term_ok, cmh_dump(NULL, why) == CMH_OK, __ATOMIC_RELEASE);
+            char one = 1;
+            ssize_t w = write(g_term_pipe[1], &one, 1);
+            (void)w;
+        }
+        if (cmh_flight_checkpoint_wanted()) cmh_flight_tick();
         if (__atomic_exchange_n(&g_oom_pending, 0, __ATOMIC_ACQ_REL)) {
             cmh_dump(NULL, "first out-of-memory");
             pthread_mutex_lock(&g_oom_lock);
@@ -96,10 +127,20 @@ static void start_helper(void)
 
 void cmh_first_touch(void)
 {
-    if (CMH_LIKELY(__atomic_load_n(&cmh_touched, __ATOMIC_RELAXED))) return;
-    if (__atomic_exchange_n(&cmh_touched, 1, __ATOMIC_ACQ_REL)) return;
+    /* 0 untouched, 1 starting, 2 started: the first toucher starts the flight record while any
+     * other waits for it, so that no entry is made before the record can take it */
+    if (CMH_LIKELY(__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE) == 2)) return;
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&cmh_touched, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        struct timespec pause = {0, 200000};
+        while (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE) == 1) nanosleep(&pause, NULL);
+        return;
+    }
+    cmh_dump_note_manifest("touched", NULL);
+    cmh_flight_start();
     cmh_kernels_start();
     if (!__atomic_exchange_n(&g_helper_started, 1, __ATOMIC_ACQ_REL)) start_helper();
+    __atomic_store_n(&cmh_touched, 2, __ATOMIC_RELEASE);
 }
 
 void cmh_process_oom(void)
@@ -126,7 +167,64 @@ void cmh_process_oom(void)
 
 static void at_exit(void)
 {
-    if (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE)) cmh_dump(NULL, "exit");
+    if (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE)) cmh_flight_finish(cmh_dump(NULL, "exit") == CMH_OK);
+}
+
+/* ---- deaths ---- */
+
+/* Hand sig on: to the program's own handler, else to the default action (which, sig being
+ * blocked in its handler, happens as soon as ours returns). */
+static void pass_on(int sig, siginfo_t *si, void *uc)
+{
+    struct sigaction *old = &g_old[sig];
+    if (old->sa_flags & SA_SIGINFO) {
+        if (old->sa_sigaction) old->sa_sigaction(sig, si, uc);
+        return;
+    }
+    if (old->sa_handler == SIG_IGN) return;
+    if (old->sa_handler != SIG_DFL) {
+        old->sa_handler(sig);
+        return;
+    }
+    sigaction(sig, old, NULL);
+    raise(sig);
+}
+
+static void on_term(int sig, siginfo_t *si, void *uc)
+{
+    int saved = errno;
+    cmh_flight_ended_by_signal(sig);
+    if (__atomic_load_n(&g_helper_started, __ATOMIC_ACQUIRE) && g_term_pipe[0] >= 0) {
+        char c;
+        while (read(g_term_pipe[0], &c, 1) > 0) {} /* (nonblocking: what an earlier signal left) */
+        __atomic_store_n(&g_term_pending, sig, __ATOMIC_RELEASE);
+        sem_post(&g_sem);
+        struct pollfd p = {g_term_pipe[0], POLLIN, 0};
+        while (poll(&p, 1, CMH_TERM_WAIT_S * 1000) < 0 && errno == EINTR) {}
+        /* the snapshot has it all and the process is about to die: the flight record can go */
+        if (__atomic_load_n(&g_term_ok, __ATOMIC_ACQUIRE) && !(g_old[sig].sa_flags & SA_SIGINFO) &&
+            g_old[sig].sa_handler == SIG_DFL)
+            cmh_flight_finish(1);
+    }
+    errno = saved;
+    pass_on(sig, si, uc);
+}
+
+static void on_fatal(int sig, siginfo_t *si, void *uc)
+{
+    cmh_flight_ended_by_signal(sig); /* two stores into the mapping: all that is safe here */
+    pass_on(sig, si, uc);
+}
+
+static void take_signal(int sig, void (*fn)(int, siginfo_t *, void *))
+{
+    if (sigaction(sig, NULL, &g_old[sig]) != 0 || g_old[sig].sa_handler == SIG_IGN) return; /* nohup stays nohup */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fn;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
 }
 
 /* Every lock, taken in the order the recorder nests them (a dump takes all the others; a pool
@@ -165,6 +263,7 @@ static void fork_child(void)
     pthread_mutex_init(&g_oom_lock, NULL);
     pthread_cond_init(&g_oom_cond, NULL);
     g_helper_started = 0; /* threads do not survive fork: a new helper at the child's first touch */
+    cmh_flight_reset_after_fork();
     g_oom_dumped = 0;
     g_start_ns = cmh_now_ns();
 }
@@ -189,4 +288,11 @@ __attribute__((constructor(102))) static void recorder_init(void)
         }
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
+    const char *deaths = getenv("CUMEMHIST_SIGNALS");
+    if (!(deaths && !strcmp(deaths, "0"))) {
+        if (pipe2(g_term_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_term_pipe[0] = g_term_pipe[1] = -1;
+        static const int graceful[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT}, fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+        for (size_t i = 0; i < sizeof graceful / sizeof *graceful; i++) take_signal(graceful[i], on_term);
+        for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++) take_signal(fatal[i], on_fatal);
+    }
 }

@@ -127,6 +127,7 @@ static uint32_t intern(void *const *pcs, int n)
     e->pcs = dst;
     e->depth = (uint32_t)n;
     e->id = id;
+    cmh_flight_stack(id, dst, (uint32_t)n);
 out:
     pthread_mutex_unlock(&s->lock);
     if (!id) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
@@ -158,6 +159,18 @@ uint32_t cmh_stack_get(uint32_t id, const uintptr_t **pcs)
     pthread_mutex_unlock(&g_id_lock);
     *pcs = r.pcs;
     return r.depth;
+}
+
+void cmh_stacks_each(void (*fn)(uint32_t id, const uintptr_t *pcs, uint32_t depth))
+{
+    pthread_mutex_lock(&g_id_lock);
+    uint32_t n = g_next_id;
+    pthread_mutex_unlock(&g_id_lock);
+    for (uint32_t id = 1; id < n; id++) {
+        const uintptr_t *pcs;
+        uint32_t d = cmh_stack_get(id, &pcs);
+        if (d) fn(id, pcs, d);
+    }
 }
 
 /* fork(): hold every lock across it so the child inherits consistent tables, then let the

@@ -211,7 +211,11 @@ static int rd_meta(cur *c, cmh_snapshot *s)
     if (rd_u64(c, &s->opt_max_entries) || rd_int(c, &v)) return -1;
     s->opt_max_frames = (int32_t)v;
     if (rd_u64(c, &s->lost_events)) return -1;
-    for (uint32_t i = 11; i < n; i++)
+    if (n >= 12) {
+        if (rd_u64(c, (uint64_t *)&v)) return -1;
+        s->ending = (uint32_t)v;
+    }
+    for (uint32_t i = 12; i < n; i++)
         if (skip(c)) return -1;
     return 0;
 }
@@ -543,7 +547,7 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
         goto bad;
     }
     /* meta string ids are checked last: strings come after meta in the file. */
-    if (s->hostname >= s->strings.n || s->cmdline >= s->strings.n) {
+    if (s->hostname >= s->strings.n || s->cmdline >= s->strings.n || s->ending >= s->strings.n) {
         fail(&c, "meta names a string that does not exist");
         goto bad;
     }

@@ -63,7 +63,7 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
     msgpack_pack_uint32(&pk, CMH_FORMAT_VERSION);
 
     pack_key(&pk, "meta");
-    msgpack_pack_array(&pk, 11);
+    msgpack_pack_array(&pk, s->ending ? 12 : 11);
     msgpack_pack_uint8(&pk, s->source);
     msgpack_pack_int64(&pk, s->pid);
     msgpack_pack_uint32(&pk, s->hostname);
@@ -75,6 +75,7 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
     msgpack_pack_uint64(&pk, s->opt_max_entries);
     msgpack_pack_int32(&pk, s->opt_max_frames);
     msgpack_pack_uint64(&pk, s->lost_events);
+    if (s->ending) msgpack_pack_uint32(&pk, s->ending);
 
     pack_key(&pk, "strings");
     msgpack_pack_array(&pk, s->strings.n);

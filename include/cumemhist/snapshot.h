@@ -204,6 +204,7 @@ typedef struct cmh_snapshot {
     /* meta */
     int64_t pid;
     uint32_t hostname, cmdline; /* string ids */
+    uint32_t ending;            /* string id: how the process ended, when the record knows (0: not said) */
     int64_t start_time_ns, dump_time_ns;
     uint8_t opt_enabled, opt_context;
     uint64_t opt_max_entries;

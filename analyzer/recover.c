@@ -1,0 +1,740 @@
+/*
+ * recover.c - a snapshot from a flight record (cumemhist/recover.h; the format:
+ * snapshot/flight_format.h).
+ *
+ * The base is the latest checkpoint the process wrote (a normal .cmh), or nothing.  On it go the
+ * journal entries the checkpoint does not hold (by their per-device sequence numbers), in the
+ * order of the journals' turns: appended to each device's trace (the oldest dropped past the
+ * recording's max_entries, as its ring would have), and applied to the final segments and
+ * blocks as the recorder's export spells them: a driver allocation a segment holding one block,
+ * blocks an allocator reported inside its segments, the VMM maps of a reservation one growing
+ * segment with a block per map.  Stacks come from the dictionary as PCs with their module.
+ *
+ * Everything the file says is checked before use: the header's areas against the file's size,
+ * every record's length against its area, every count against its record.  A record whose
+ * commit word is wrong was torn by its writer's death: it is skipped and counted.  A length of 0
+ * ends an area (the space was never reserved, or the writer died between reserving and writing
+ * it: the records after it are then lost too, and counted as torn).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cumemhist/recover.h"
+#include "flight_format.h"
+#include "grow.h"
+#include "oatab.h"
+
+/* ---- the final state being rebuilt ---- */
+
+typedef struct fseg {
+    uint64_t addr, size, stream;
+    uint64_t pool_id[2];
+    int64_t time_ns;
+    uint32_t stack;
+    int32_t device;
+    uint8_t kind, flags, pool, alive;
+} fseg;
+
+typedef struct fblk {
+    uint64_t addr; /* the key (oatab.h) */
+    uint64_t size, requested;
+    int64_t time_ns;
+    uint32_t stack;
+    int32_t device;
+    uint8_t state;
+} fblk;
+
+typedef struct seg_slot {
+    uint64_t addr;
+    uint64_t i;
+} seg_slot;
+
+typedef struct state {
+    fseg *segs;
+    uint32_t nsegs, capsegs;
+    cmh_oatab by_addr; /* segment start -> index, live ones */
+    cmh_oatab blocks;  /* of fblk */
+    int nomem;
+} state;
+
+static fseg *seg_add(state *st, const fseg *g)
+{
+    if (CMH_GROW(st->segs, st->capsegs, (uint64_t)st->nsegs + 1, 256)) {
+        st->nomem = 1;
+        return NULL;
+    }
+    seg_slot *sl = g->addr ? cmh_oa_get(&st->by_addr, g->addr, NULL) : NULL;
+    if (g->addr && !sl) {
+        st->nomem = 1;
+        return NULL;
+    }
+    if (sl) sl->i = st->nsegs;
+    st->segs[st->nsegs] = *g;
+    st->segs[st->nsegs].alive = 1;
+    return &st->segs[st->nsegs++];
+}
+
+static fseg *seg_at(state *st, uint64_t addr)
+{
+    seg_slot *sl = addr ? cmh_oa_find(&st->by_addr, addr) : NULL;
+    return sl && st->segs[sl->i].alive && st->segs[sl->i].addr == addr ? &st->segs[sl->i] : NULL;
+}
+
+static void seg_kill(state *st, fseg *g)
+{
+    seg_slot *sl = cmh_oa_find(&st->by_addr, g->addr);
+    if (sl && &st->segs[sl->i] == g) cmh_oa_remove(&st->by_addr, sl);
+    g->alive = 0;
+}
+
+static void seg_move(state *st, fseg *g, uint64_t addr) /* a new start address */
+{
+    seg_slot *sl = cmh_oa_find(&st->by_addr, g->addr);
+    uint64_t i = (uint64_t)(g - st->segs);
+    if (sl && sl->i == i) cmh_oa_remove(&st->by_addr, sl);
+    g->addr = addr;
+    if (!(sl = cmh_oa_get(&st->by_addr, addr, NULL))) st->nomem = 1;
+    else sl->i = i;
+}
+
+/* The live expandable segment of device dev touching [a, b): ending at a, starting at b, or
+ * holding a. */
+static fseg *expandable_near(state *st, int32_t dev, uint64_t a, uint64_t b, int holding)
+{
+    for (uint32_t i = st->nsegs; i-- > 0;) {
+        fseg *g = &st->segs[i];
+        if (!g->alive || g->device != dev || !(g->flags & CMH_SEG_EXPANDABLE)) continue;
+        if (holding ? a >= g->addr && a < g->addr + g->size : g->addr + g->size == a || g->addr == b) return g;
+    }
+    return NULL;
+}
+
+static void block_put(state *st, const cmh_entry *e, int32_t dev, uint64_t size, uint8_t state_)
+{
+    fblk *b = e->addr ? cmh_oa_get(&st->blocks, e->addr, NULL) : NULL;
+    if (!b) {
+        if (e->addr) st->nomem = 1;
+        return;
+    }
+    b->size = size;
+    b->requested = e->requested;
+    b->time_ns = e->time_ns;
+    b->stack = e->stack;
+    b->device = dev;
+    b->state = state_;
+}
+
+static void block_del(state *st, uint64_t addr)
+{
+    fblk *b = addr ? cmh_oa_find(&st->blocks, addr) : NULL;
+    if (b) cmh_oa_remove(&st->blocks, b);
+}
+
+/* What one entry does to the final state, as the recorder's export would have shown it. */
+static void apply(state *st, const cmh_entry *e, int32_t dev)
+{
+    int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
+    switch (e->action) {
+    case CMH_ACT_SEGMENT_ALLOC: {
+        fseg g = {e->addr, e->size, e->stream, {0, 0}, e->time_ns, e->stack, dev, e->kind,
+                  (uint8_t)(whole ? CMH_SEG_WHOLE_BLOCK : 0), (uint8_t)cmh_pool_rule(e->size, whole), 1};
+        fseg *old = seg_at(st, e->addr);
+        if (old) seg_kill(st, old); /* its free was not seen: the newer one stands */
+        seg_add(st, &g);
+        if (whole) block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED);
+        break;
+    }
+    case CMH_ACT_SEGMENT_FREE: {
+        fseg *g = seg_at(st, e->addr);
+        if (g) seg_kill(st, g);
+        if (whole) block_del(st, e->addr);
+        break;
+    }
+    case CMH_ACT_SEGMENT_MAP: {
+        fseg *g = expandable_near(st, dev, e->addr, e->addr + e->size, 0);
+        if (g && g->addr + g->size == e->addr) g->size += e->size;
+        else if (g) {
+            seg_move(st, g, e->addr);
+            g->size += e->size;
+        } else {
+            fseg n = {e->addr, e->size, e->stream, {0, 0}, e->time_ns, e->stack, dev, e->kind,
+                      (uint8_t)(CMH_SEG_EXPANDABLE | (whole ? CMH_SEG_WHOLE_BLOCK : 0)), CMH_POOL_LARGE, 1};
+            seg_add(st, &n);
+        }
+        if (whole) block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED);
+        break;
+    }
+    case CMH_ACT_SEGMENT_UNMAP: {
+        if (whole) block_del(st, e->addr);
+        fseg *g = expandable_near(st, dev, e->addr, 0, 1);
+        if (!g) break;
+        uint64_t a = e->addr, b = e->addr + e->size, ga = g->addr, gb = g->addr + g->size;
+        if (b > gb) b = gb;
+        if (a == ga && b == gb) seg_kill(st, g);
+        else if (a == ga) {
+            g->size = gb - b;
+            seg_move(st, g, b);
+        } else if (b == gb) g->size = a - ga;
+        else { /* from the middle: two pieces */
+            fseg right = *g;
+            right.addr = b;
+            right.size = gb - b;
+            g->size = a - ga;
+            seg_add(st, &right);
+        }
+        break;
+    }
+    case CMH_ACT_ALLOC: block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED); break;
+    case CMH_ACT_FREE_REQUESTED: {
+        fblk *b = e->addr ? cmh_oa_find(&st->blocks, e->addr) : NULL;
+        if (b) b->state = CMH_BLOCK_ACTIVE_PENDING_FREE;
+        break;
+    }
+    case CMH_ACT_FREE_COMPLETED: block_del(st, e->addr); break;
+    default: break;
+    }
+}
+
+/* ---- reading ---- */
+
+typedef struct rd {
+    const char *path;
+    const unsigned char *map;
+    size_t len;
+    const cmh_flight_header *h;
+    char *err;
+    size_t errlen;
+    cmh_recover_info *info;
+} rd;
+
+static int fail(rd *r, const char *fmt, uint64_t at)
+{
+    char what[256];
+    snprintf(what, sizeof what, fmt, (unsigned long long)at);
+    snprintf(r->err, r->errlen, "%s: %s", r->path, what);
+    return CMH_EFORMAT;
+}
+
+/* Call fn on each committed record of area a (checked against the file); torn ones counted. */
+typedef int (*rec_fn)(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t at);
+
+static int walk(rd *r, uint32_t a, rec_fn fn, void *arg)
+{
+    const cmh_flight_area *ar = &r->h->area[a];
+    uint64_t end = ar->cursor < ar->size ? ar->cursor : ar->size;
+    if (ar->sealed && ar->sealed < end) end = ar->sealed; /* past it: reservations that went to the next extent */
+    for (uint64_t at = 0; at + sizeof(cmh_flight_rec) <= end;) {
+        const cmh_flight_rec *rec = (const cmh_flight_rec *)(r->map + ar->offset + at);
+        uint32_t len = __atomic_load_n(&rec->len, __ATOMIC_RELAXED);
+        if (!len) { /* reserved and never written (its writer died at once), or nothing more */
+            if (at < end) r->info->torn++;
+            break;
+        }
+        if (len % 8 || len < sizeof *rec || len > end - at) {
+            r->info->torn++;
+            break; /* its length cannot be trusted, so neither can what follows */
+        }
+        uint32_t c = __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE);
+        if ((c & ~0xffu) != CMH_FLIGHT_COMMIT) r->info->torn++;
+        else {
+            int rc = fn(arg, rec, c & 0xff, ar->offset + at);
+            if (rc) return rc;
+        }
+        at += len;
+    }
+    return CMH_OK;
+}
+
+typedef struct pcstack {
+    uint64_t id; /* the key: recorder stack id + 1 */
+    uint64_t first; /* into pcs[] */
+    uint32_t depth, model; /* model: its stack id in the snapshot + 1, once made */
+} pcstack;
+
+typedef struct name_rec {
+    uint64_t id; /* the key: recorder name id + 1 */
+    uint64_t off;
+    uint32_t len, pad;
+} name_rec;
+
+typedef struct jentry {
+    cmh_entry e;
+    uint32_t slot;
+    uint64_t seq;
+} jentry;
+
+typedef struct ctx {
+    rd *r;
+    cmh_snapshot *s;
+    cmh_oatab stacks; /* of pcstack */
+    uint64_t *pcs;
+    uint32_t npcs, cappcs;
+    cmh_oatab names; /* of name_rec */
+    jentry *ents;
+    uint32_t nents, capents;
+    cmh_annotation *anns;
+    uint32_t nanns, capanns;
+    uint64_t cut[CMH_FLIGHT_SLOTS];
+    uint64_t cleared[CMH_FLIGHT_SLOTS]; /* entries up to this sequence are gone (a cleared history) */
+    int64_t base_dump_ns;
+} ctx;
+
+static int64_t to_ns(const cmh_flight_header *h, int64_t ticks)
+{
+    if (!ticks) return 0;
+    int64_t dt = h->t1_ticks - h->t0_ticks;
+    if (dt <= 0) return h->t0_ns + (ticks - h->t0_ticks);
+    return h->t0_ns + (int64_t)((__int128)(ticks - h->t0_ticks) * (h->t1_ns - h->t0_ns) / dt);
+}
+
+static int on_dict(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t at)
+{
+    ctx *c = arg;
+    cmh_snapshot *s = c->s;
+    switch (type) {
+    case CMH_FR_STACK: {
+        const cmh_flight_stack_rec *x = (const cmh_flight_stack_rec *)rec;
+        if (rec->len < sizeof *x || x->depth > (rec->len - sizeof *x) / 8 || x->depth > 4096)
+            return fail(c->r, "a stack record that does not fit its length at byte %llu", at);
+        pcstack *p = cmh_oa_get(&c->stacks, (uint64_t)x->id + 1, NULL);
+        if (!p || CMH_GROW(c->pcs, c->cappcs, (uint64_t)c->npcs + x->depth, 4096)) return CMH_ENOMEM;
+        memcpy(c->pcs + c->npcs, x + 1, (size_t)x->depth * 8);
+        p->first = c->npcs;
+        p->depth = x->depth;
+        p->model = 0;
+        c->npcs += x->depth;
+        return CMH_OK;
+    }
+    case CMH_FR_NAME: {
+        const cmh_flight_name_rec *x = (const cmh_flight_name_rec *)rec;
+        if (rec->len < sizeof *x || x->length > rec->len - sizeof *x) return fail(c->r, "a name longer than its record at byte %llu", at);
+        name_rec *n = cmh_oa_get(&c->names, (uint64_t)x->id + 1, NULL);
+        if (!n) return CMH_ENOMEM;
+        n->off = at + sizeof *x;
+        n->len = x->length;
+        return CMH_OK;
+    }
+    case CMH_FR_MODULE: {
+        const cmh_flight_module_rec *x = (const cmh_flight_module_rec *)rec;
+        if (rec->len < sizeof *x || x->path_len > rec->len - sizeof *x || x->build_id_len > rec->len - sizeof *x - x->path_len)
+            return fail(c->r, "a module record longer than its length at byte %llu", at);
+        const char *path = (const char *)(x + 1);
+        cmh_module m = {0, 0, x->base, x->size};
+        if (cmh_strtab_intern(&s->strings, path, x->path_len, &m.path) ||
+            cmh_strtab_intern(&s->strings, path + x->path_len, x->build_id_len, &m.build_id))
+            return CMH_ENOMEM;
+        for (uint32_t i = 0; i < s->nmodules; i++) /* the checkpoint may know it already */
+            if (s->modules[i].base == m.base && s->modules[i].path == m.path) return CMH_OK;
+        return cmh_snapshot_add_module(s, &m) == CMH_OK ? CMH_OK : CMH_ENOMEM;
+    }
+    case CMH_FR_ANNOTATION: {
+        const cmh_flight_annotation_rec *x = (const cmh_flight_annotation_rec *)rec;
+        if (rec->len < sizeof *x) return fail(c->r, "a short annotation record at byte %llu", at);
+        if (CMH_GROW(c->anns, c->capanns, (uint64_t)c->nanns + 1, 64)) return CMH_ENOMEM;
+        cmh_annotation a = {x->name, (uint8_t)(x->stage ? 1 : 0), x->device, to_ns(c->r->h, x->ticks)};
+        c->anns[c->nanns++] = a; /* name: the recorder's id, turned into a string once names are known */
+        return CMH_OK;
+    }
+    default: return CMH_OK; /* a record of a newer writer: not ours to read */
+    }
+}
+
+static int on_record(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t at)
+{
+    ctx *c = arg;
+    if (type != CMH_FR_ENTRY && type != CMH_FR_CLEAR) return on_dict(arg, rec, type, at);
+    const cmh_flight_entry_rec *x = (const cmh_flight_entry_rec *)rec;
+    if (rec->len < sizeof *x) return fail(c->r, "a short entry record at byte %llu", at);
+    if (x->slot >= CMH_FLIGHT_SLOTS) return fail(c->r, "an entry of an impossible device at byte %llu", at);
+    if (type == CMH_FR_CLEAR) {
+        if (x->seq > c->cleared[x->slot]) c->cleared[x->slot] = x->seq;
+        return CMH_OK;
+    }
+    if (x->seq <= c->cut[x->slot]) return CMH_OK; /* the checkpoint holds it */
+    if (x->action >= CMH_ACT_COUNT || x->kind >= CMH_KIND_COUNT) return fail(c->r, "an entry of an unknown action at byte %llu", at);
+    if (CMH_GROW(c->ents, c->capents, (uint64_t)c->nents + 1, 4096)) return CMH_ENOMEM;
+    jentry *j = &c->ents[c->nents++];
+    memset(j, 0, sizeof *j);
+    j->slot = x->slot;
+    j->seq = x->seq;
+    j->e.time_ns = to_ns(c->r->h, x->ticks);
+    j->e.addr = x->addr;
+    j->e.size = x->size;
+    j->e.requested = x->requested;
+    j->e.stream = x->stream;
+    j->e.stack = x->stack; /* the recorder's: made a model stack later */
+    j->e.thread = x->thread;
+    j->e.action = x->action;
+    j->e.kind = x->kind;
+    j->e.flags = x->flags;
+    return CMH_OK;
+}
+
+/* The model stack of a recorder stack: frames are PCs with their module (names come later). */
+static int model_stack(ctx *c, uint32_t rec, uint32_t *out)
+{
+    *out = 0;
+    pcstack *p = rec ? cmh_oa_find(&c->stacks, (uint64_t)rec + 1) : NULL;
+    if (!p) return CMH_OK; /* its definition was lost: no stack */
+    if (p->model) {
+        *out = p->model - 1;
+        return CMH_OK;
+    }
+    cmh_snapshot *s = c->s;
+    uint32_t ids[4096];
+    for (uint32_t i = 0; i < p->depth; i++) {
+        uint64_t pc = c->pcs[p->first + i];
+        cmh_frame f = {pc, 0, 0, 0, -1};
+        for (uint32_t m = 0; m < s->nmodules; m++)
+            if (pc - 1 >= s->modules[m].base && pc - 1 < s->modules[m].base + s->modules[m].size) {
+                f.module = (int32_t)m;
+                f.filename = s->modules[m].path;
+                break;
+            }
+        char name[40];
+        snprintf(name, sizeof name, "0x%" PRIx64, f.module >= 0 ? pc - s->modules[f.module].base : pc);
+        if (cmh_strtab_intern(&s->strings, name, strlen(name), &f.name) || cmh_snapshot_add_frame(s, &f, &ids[i])) return CMH_ENOMEM;
+    }
+    uint32_t id;
+    if (cmh_snapshot_add_stack(s, ids, p->depth, &id) != CMH_OK) return CMH_ENOMEM;
+    p->model = id + 1;
+    *out = id;
+    return CMH_OK;
+}
+
+static int name_string(ctx *c, uint32_t rec, uint32_t *out)
+{
+    const name_rec *n = rec ? cmh_oa_find(&c->names, (uint64_t)rec + 1) : NULL;
+    const char *t = n ? (const char *)c->r->map + n->off : "";
+    return cmh_strtab_intern(&c->s->strings, t, n ? n->len : 0, out) == CMH_OK ? CMH_OK : CMH_ENOMEM;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const fseg *x = a, *y = b;
+    if (x->device != y->device) return (uint32_t)x->device < (uint32_t)y->device ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int cmp_blk(const void *a, const void *b)
+{
+    const fblk *x = a, *y = b;
+    if (x->device != y->device) return (uint32_t)x->device < (uint32_t)y->device ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int cmp_jentry(const void *a, const void *b)
+{
+    const jentry *x = a, *y = b;
+    if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int32_t slot_device(uint32_t slot) { return slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)slot; }
+
+/* Build out from the base (may be empty), the journal entries and the state. */
+static int build(ctx *c, const cmh_snapshot *base, state *st)
+{
+    cmh_snapshot *s = c->s;
+    const cmh_flight_header *h = c->r->h;
+    /* traces: per slot, the base's entries (less what a clear removed) then the journal's */
+    uint64_t max = h->max_entries;
+    for (uint32_t slot = 0; slot < CMH_FLIGHT_SLOTS; slot++) {
+        int32_t dev = slot_device(slot);
+        const cmh_trace *bt = base ? cmh_snapshot_trace(base, dev) : NULL;
+        /* a clear after the checkpoint was cut removes all it held of this device */
+        uint64_t nb = bt && c->cleared[slot] <= c->cut[slot] ? bt->nentries : 0, nj = 0;
+        for (uint32_t i = 0; i < c->nents; i++) nj += c->ents[i].slot == slot && c->ents[i].seq > c->cleared[slot];
+        if (!nb && !nj && !bt) continue;
+        uint64_t total = nb + nj, skip = max && total > max ? total - max : 0;
+        if (cmh_snapshot_add_trace(s, dev, (bt ? bt->dropped : 0) + skip, NULL) != CMH_OK) return CMH_ENOMEM;
+        uint64_t k = 0;
+        for (uint64_t i = 0; i < nb; i++, k++) {
+            if (k < skip) continue;
+            cmh_entry e = base->entries[bt->first_entry + i]; /* the base's ids: copied in the same order */
+            if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return CMH_ENOMEM;
+        }
+        for (uint32_t i = 0; i < c->nents; i++) {
+            jentry *j = &c->ents[i];
+            if (j->slot != slot || j->seq <= c->cleared[slot]) continue;
+            if (k++ < skip) continue;
+            cmh_entry e = j->e;
+            if (model_stack(c, j->e.stack, &e.stack) != CMH_OK) return CMH_ENOMEM;
+            if (e.action == CMH_ACT_MARK) { /* addr holds the mark's name id */
+                if (name_string(c, (uint32_t)e.addr, &e.name) != CMH_OK) return CMH_ENOMEM;
+                e.addr = 0;
+            }
+            if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return CMH_ENOMEM;
+            c->r->info->journal_entries++;
+        }
+    }
+    /* the final state */
+    fseg *segs = malloc((st->nsegs ? st->nsegs : 1) * sizeof *segs);
+    fblk *blks = malloc((st->blocks.n ? st->blocks.n : 1) * sizeof *blks);
+    if (!segs || !blks) {
+        free(segs);
+        free(blks);
+        return CMH_ENOMEM;
+    }
+    uint32_t ns = 0, nbk = 0;
+    for (uint32_t i = 0; i < st->nsegs; i++)
+        if (st->segs[i].alive) segs[ns++] = st->segs[i];
+    for (uint32_t i = 0; i < st->blocks.cap; i++)
+        if (cmh_oa_keyat(&st->blocks, i)) blks[nbk++] = *(const fblk *)cmh_oa_at(&st->blocks, i);
+    qsort(segs, ns, sizeof *segs, cmp_seg);
+    qsort(blks, nbk, sizeof *blks, cmp_blk);
+    uint32_t b = 0;
+    int rc = CMH_OK;
+    for (uint32_t i = 0; i < ns && rc == CMH_OK; i++) {
+        const fseg *g = &segs[i];
+        while (b < nbk && cmp_blk(&blks[b], &(fblk){g->addr, 0, 0, 0, 0, g->device, 0}) < 0) b++, c->r->info->orphans++;
+        cmh_segment out = {g->device, g->kind, g->flags, g->pool, g->addr, g->size, g->stream, {g->pool_id[0], g->pool_id[1]},
+                           g->stack, g->time_ns, 0, 0};
+        rc = cmh_snapshot_add_segment(s, &out, NULL);
+        for (; rc == CMH_OK && b < nbk && blks[b].device == g->device && blks[b].addr < g->addr + g->size; b++) {
+            cmh_block bl = {blks[b].addr, blks[b].size, blks[b].requested, blks[b].stack, blks[b].state, blks[b].time_ns};
+            rc = cmh_snapshot_add_block(s, &bl);
+        }
+    }
+    c->r->info->orphans += nbk - b;
+    free(segs);
+    free(blks);
+    return rc;
+}
+
+/* Copy what a base snapshot holds besides its traces and final state, ids unchanged. */
+static int copy_base(cmh_snapshot *s, const cmh_snapshot *b)
+{
+    for (uint32_t i = 1; i < b->strings.n; i++) {
+        uint32_t id;
+        if (cmh_strtab_intern(&s->strings, b->strings.str[i], strlen(b->strings.str[i]), &id)) return CMH_ENOMEM;
+    }
+    for (uint32_t i = 0; i < b->nmodules; i++)
+        if (cmh_snapshot_add_module(s, &b->modules[i]) != CMH_OK) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < b->nframes; i++) {
+        uint32_t id;
+        if (cmh_snapshot_add_frame(s, &b->frames[i], &id) != CMH_OK) return CMH_ENOMEM;
+    }
+    for (uint32_t i = 1; i < b->nstacks; i++) {
+        uint32_t id;
+        if (cmh_snapshot_add_stack(s, b->stack_frames + b->stacks[i].first, b->stacks[i].count, &id) != CMH_OK) return CMH_ENOMEM;
+    }
+    for (uint32_t i = 0; i < b->nannotations; i++)
+        if (cmh_snapshot_add_annotation(s, &b->annotations[i]) != CMH_OK) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < b->nsettings; i++)
+        if (cmh_snapshot_add_setting(s, cmh_str(b, b->settings[i].key), cmh_str(b, b->settings[i].value), b->settings[i].type) != CMH_OK)
+            return CMH_ENOMEM;
+    for (uint32_t i = 0; i < b->nkernels; i++)
+        if (cmh_snapshot_add_kernel(s, &b->kernels[i]) != CMH_OK) return CMH_ENOMEM;
+    s->kernels_dropped = b->kernels_dropped;
+    s->kernels_status = b->kernels_status;
+    return CMH_OK;
+}
+
+const char *cmh_signal_name(int sig)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"},
+                 {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"},
+                 {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"}, {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},
+                 {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig) return names[i].name;
+    static __thread char other[24];
+    snprintf(other, sizeof other, "signal %d", sig);
+    return other;
+}
+
+static void describe(cmh_snapshot *s, const cmh_recover_info *info)
+{
+    char t[256];
+    if (info->state == CMH_ENDED_SIGNALED)
+        snprintf(t, sizeof t, "was killed by %s after %" PRIu64 " entries (recovered from its flight record)", cmh_signal_name(info->end_signal),
+                 info->entries);
+    else if (info->state == CMH_ENDED_EXITED)
+        snprintf(t, sizeof t, "exited without writing its snapshot, after %" PRIu64 " entries (recovered from its flight record)",
+                 info->entries);
+    else
+        snprintf(t, sizeof t, "ended without a word (SIGKILL, or still running) after %" PRIu64 " entries (recovered from its flight record)",
+                 info->entries);
+    cmh_strtab_intern(&s->strings, t, strlen(t), &s->ending);
+}
+
+int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *info, char *err, size_t errlen)
+{
+    memset(info, 0, sizeof *info);
+    int rc = cmh_snapshot_init(out);
+    if (rc) return rc;
+    rd r = {path, NULL, 0, NULL, err, errlen, info};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        cmh_snapshot_free(out);
+        return CMH_EIO;
+    }
+    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < CMH_FLIGHT_HEADER) {
+        close(fd);
+        snprintf(err, errlen, "%s: not a flight record (%lld bytes)", path, (long long)sb.st_size);
+        cmh_snapshot_free(out);
+        return CMH_EFORMAT;
+    }
+    r.len = (size_t)sb.st_size;
+    void *m = mmap(NULL, r.len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+        cmh_snapshot_free(out);
+        return CMH_EIO;
+    }
+    r.map = m;
+    const cmh_flight_header *h = r.h = m;
+    ctx c;
+    memset(&c, 0, sizeof c);
+    c.r = &r;
+    c.s = out;
+    cmh_oa_init(&c.stacks, sizeof(pcstack));
+    cmh_oa_init(&c.names, sizeof(name_rec));
+    state st;
+    memset(&st, 0, sizeof st);
+    cmh_oa_init(&st.by_addr, sizeof(seg_slot));
+    cmh_oa_init(&st.blocks, sizeof(fblk));
+    cmh_snapshot base;
+    int have_base = 0;
+
+    if (memcmp(h->magic, CMH_FLIGHT_MAGIC, 8)) {
+        rc = fail(&r, "not a flight record (no magic at byte %llu)", 0);
+        goto out;
+    }
+    if (h->version != CMH_FLIGHT_VERSION || h->header_size != CMH_FLIGHT_HEADER) {
+        rc = fail(&r, "a flight record of version %llu, not this reader's", h->version);
+        goto out;
+    }
+    if (h->nareas > CMH_FLIGHT_EXTENTS) {
+        rc = fail(&r, "a header naming %llu extents", h->nareas);
+        goto out;
+    }
+    for (uint32_t a = 0; a < h->nareas; a++) {
+        const cmh_flight_area *ar = &h->area[a];
+        if (ar->dropped) continue;
+        if (ar->offset < CMH_FLIGHT_HEADER || ar->offset % 8 || ar->size > r.len || ar->offset > r.len - ar->size) {
+            rc = fail(&r, "an extent past the end of the file (header byte %llu)", (uint64_t)((const char *)ar - (const char *)h));
+            goto out;
+        }
+    }
+    info->pid = h->pid;
+    info->state = (int)h->state;
+    info->end_signal = h->end_signal;
+    info->lost = h->lost_records;
+    snprintf(info->snapshot_path, sizeof info->snapshot_path, "%.*s", (int)strnlen(h->snapshot_path, sizeof h->snapshot_path),
+             h->snapshot_path);
+
+    /* the base: the valid checkpoint, if the process wrote one */
+    uint32_t which = h->ckpt_which;
+    uint64_t base_gen = 0;
+    if (which == 1 || which == 2) {
+        char cp[4400], e2[512];
+        snprintf(cp, sizeof cp, "%s.ckpt%u.cmh", path, which);
+        if (cmh_snapshot_load(cp, &base, e2, sizeof e2) == CMH_OK) {
+            have_base = info->checkpoint = 1;
+            memcpy(c.cut, h->ckpt_cut[which - 1], sizeof c.cut);
+            base_gen = h->ckpt_gen[which - 1];
+            c.base_dump_ns = base.dump_time_ns;
+            if ((rc = copy_base(out, &base)) != CMH_OK) goto out;
+            for (uint32_t i = 0; i < base.nsegments && !st.nomem; i++) {
+                const cmh_segment *g = &base.segments[i];
+                fseg f = {g->addr, g->size, g->stream, {g->pool_id[0], g->pool_id[1]}, g->time_ns, g->stack, g->device, g->kind, g->flags, g->pool, 1};
+                seg_add(&st, &f);
+                for (uint32_t k = 0; k < g->nblocks; k++) {
+                    const cmh_block *bl = &base.blocks[g->first_block + k];
+                    if (bl->state == CMH_BLOCK_INACTIVE) continue;
+                    cmh_entry e = {.addr = bl->addr, .requested = bl->requested, .stack = bl->stack, .time_ns = bl->time_ns};
+                    block_put(&st, &e, g->device, bl->size, bl->state);
+                }
+            }
+        } else {
+            fprintf(stderr, "cumemhist: note: %s: its checkpoint is unreadable (%s); the journal alone may lack the oldest entries\n",
+                    path, e2);
+        }
+    }
+    /* the extents in the order they were made: those of the checkpoint's generation on */
+    for (uint32_t a = 0; a < h->nareas; a++) {
+        const cmh_flight_area *ar = &h->area[a];
+        if (ar->dropped || (have_base && ar->gen < base_gen)) continue; /* all in the checkpoint */
+        if ((rc = walk(&r, a, on_record, &c)) != CMH_OK) goto out;
+    }
+    /* per device, in their order, each once (a flight record's start may append an entry twice) */
+    if (c.nents) {
+        qsort(c.ents, c.nents, sizeof *c.ents, cmp_jentry);
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < c.nents; i++) {
+            if (k && c.ents[k - 1].slot == c.ents[i].slot && c.ents[k - 1].seq == c.ents[i].seq) continue;
+            c.ents[k++] = c.ents[i];
+        }
+        c.nents = k;
+    }
+    /* the final state: the base's, then what every journal entry did */
+    for (uint32_t i = 0; i < c.nents && !st.nomem; i++)
+        if (c.ents[i].seq > c.cleared[c.ents[i].slot]) apply(&st, &c.ents[i].e, slot_device(c.ents[i].slot));
+    if (st.nomem) {
+        rc = CMH_ENOMEM;
+        goto out;
+    }
+    /* meta */
+    out->source = CMH_SRC_RECORDER;
+    out->pid = h->pid;
+    char host[sizeof h->hostname + 1], cmd[sizeof h->cmdline + 1];
+    snprintf(host, sizeof host, "%.*s", (int)strnlen(h->hostname, sizeof h->hostname), h->hostname);
+    snprintf(cmd, sizeof cmd, "%.*s", (int)strnlen(h->cmdline, sizeof h->cmdline), h->cmdline);
+    if (cmh_strtab_intern(&out->strings, host, strlen(host), &out->hostname) ||
+        cmh_strtab_intern(&out->strings, cmd, strlen(cmd), &out->cmdline)) {
+        rc = CMH_ENOMEM;
+        goto out;
+    }
+    out->start_time_ns = h->start_ns;
+    out->opt_enabled = h->enabled;
+    out->opt_context = h->context;
+    out->opt_max_entries = h->max_entries;
+    out->opt_max_frames = h->max_frames;
+    out->lost_events = h->lost_events + h->lost_records + (have_base ? base.lost_events : 0);
+    if ((rc = build(&c, have_base ? &base : NULL, &st)) != CMH_OK) goto out;
+    for (uint32_t i = 0; i < c.nanns; i++) { /* the ranges, but those the checkpoint has */
+        cmh_annotation a = c.anns[i];
+        if (have_base && a.time_ns <= c.base_dump_ns) continue;
+        if ((rc = name_string(&c, a.name, &a.name)) != CMH_OK || (rc = cmh_snapshot_add_annotation(out, &a)) != CMH_OK) goto out;
+    }
+    int64_t last = h->t1_ns;
+    for (uint32_t i = 0; i < out->nentries; i++)
+        if (out->entries[i].time_ns > last) last = out->entries[i].time_ns;
+    out->dump_time_ns = last;
+    info->entries = out->nentries;
+    describe(out, info);
+out:
+    if (have_base) cmh_snapshot_free(&base);
+    cmh_oa_free(&c.stacks);
+    cmh_oa_free(&c.names);
+    free(c.pcs);
+    free(c.ents);
+    free(c.anns);
+    free(st.segs);
+    cmh_oa_free(&st.by_addr);
+    cmh_oa_free(&st.blocks);
+    munmap(m, r.len);
+    if (rc != CMH_OK) {
+        if (rc == CMH_ENOMEM) snprintf(err, errlen, "%s: out of memory", path);
+        cmh_snapshot_free(out);
+    }
+    return rc;
+}

@@ -1,0 +1,46 @@
+/*
+ * cumemhist/recover.h - a snapshot from a flight record: the file a recording process keeps its
+ * history in (snapshot/flight_format.h), turned into a normal snapshot after the process died,
+ * however it died (`cumemhist recover`, and `cumemhist record` when its program did not write
+ * its snapshot).
+ *
+ * The reader trusts nothing in the file: every area, record length and count is checked against
+ * the file's size before it is used; a record whose commit word is wrong (torn by the death of
+ * its writer) is skipped and counted, never read.  Frames are PCs with their module; their names
+ * and lines come from the symbolizer (cumemhist/symbolize.h) afterwards.
+ */
+#ifndef CUMEMHIST_RECOVER_H
+#define CUMEMHIST_RECOVER_H
+
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { CMH_ENDED_RUNNING = 0, CMH_ENDED_EXITED = 1, CMH_ENDED_SIGNALED = 2 };
+
+typedef struct cmh_recover_info {
+    int64_t pid;
+    int state;      /* CMH_ENDED_*: what the process itself marked (RUNNING: it said nothing: SIGKILL?) */
+    int end_signal; /* with SIGNALED */
+    uint64_t entries;         /* trace entries in the snapshot */
+    uint64_t journal_entries; /* of them, from the journal (the rest from the checkpoint) */
+    uint64_t torn;            /* records skipped, torn by their writer's death */
+    uint64_t lost;            /* records the journal had no room for */
+    uint64_t orphans;         /* blocks whose segment was not in the record */
+    int checkpoint;           /* a checkpoint was the base (its file: FLIGHT.ckptN.cmh) */
+    char snapshot_path[4200]; /* where the process would have written its snapshot */
+} cmh_recover_info;
+
+/* Read the flight record at path into out (initialized here).  CMH_OK; CMH_EFORMAT or CMH_EIO
+ * with err naming the file and the byte; CMH_ENOMEM.  out->ending says how the process ended as
+ * far as the record knows. */
+int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *info, char *err, size_t errlen);
+/* "SIGSEGV", or "signal N" */
+const char *cmh_signal_name(int sig);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,477 @@
+/*
+ * flight.c - the flight record: the history kept in a file from the first allocation on, so
+ * that a process that dies by any signal, SIGKILL included, leaves it on disk (the format and
+ * its rules: snapshot/flight_format.h; the reader: analyzer/recover.c).
+ *
+ * The file is SNAPSHOT.flight beside the snapshot the process would write, created with mode
+ * 0600 (O_EXCL | O_NOFOLLOW).  Extents are added to it as the records fill them, each with its
+ * space reserved by posix_fallocate (a write through a mapping into a full disk would be SIGBUS)
+ * and mapped MAP_SHARED: what is stored there belongs to the page cache, not to the process, and
+ * survives its death.  Each trace entry is appended where the ring takes it, under the device's
+ * lock; stacks, names and range annotations where they are made.  The helper thread keeps the
+ * clock line and the module map current and, with a bounded ring, starts a new generation with
+ * a checkpoint once the current one holds several rings' worth.  A clean exit whose snapshot
+ * was written removes the files.  Without a writable place, or with CUMEMHIST_FLIGHT=0, nothing
+ * is kept and nothing else changes; CUMEMHIST_FLIGHT=N makes the first extent N MiB.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "flight_format.h"
+#include "internal.h"
+
+#define DEFAULT_MB 4       /* the first extent; each next one twice the last */
+#define MAX_EXTENT_MB 512
+
+static cmh_flight_header *g_h; /* NULL: no flight record */
+static int g_fd = -1;
+static char *g_map[CMH_FLIGHT_EXTENTS]; /* each extent's mapping */
+static pthread_mutex_t g_grow = PTHREAD_MUTEX_INITIALIZER;
+static char g_path[4300];
+static uint32_t g_stacks_seen, g_stacks_scanned; /* new stacks since the last module scan */
+static uint64_t g_first_size;
+
+const char *cmh_flight_path(void) { return g_h ? g_path : NULL; }
+
+/* ---- extents ---- */
+
+/* Add extent i to the file and map it; 0, or -1 (then appends are counted as lost). */
+static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
+{
+    uint64_t off = i ? h->area[i - 1].offset + h->area[i - 1].size : CMH_FLIGHT_HEADER;
+    if (posix_fallocate(g_fd, (off_t)off, (off_t)size) != 0) return -1;
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
+    if (m == MAP_FAILED) return -1;
+    g_map[i] = m;
+    cmh_flight_area *a = &h->area[i];
+    a->offset = off;
+    a->cursor = 0;
+    a->gen = h->gen;
+    a->writers = 0;
+    a->dropped = 0;
+    a->sealed = 0;
+    __atomic_store_n(&a->size, size, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->nareas, i + 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* Move appends on past the full extent `full`: to the next one, made if need be.  Returns the
+ * active extent, or -1 when none can take more. */
+static int next_extent(uint32_t full, int new_generation)
+{
+    pthread_mutex_lock(&g_grow);
+    int rc = (int)__atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE);
+    if ((uint32_t)rc == full || new_generation) {
+        uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
+        uint64_t size = new_generation ? g_first_size : g_h->area[n - 1].size * 2;
+        if (size > (uint64_t)MAX_EXTENT_MB << 20) size = (uint64_t)MAX_EXTENT_MB << 20;
+        if (new_generation) g_h->gen++;
+        if (n < CMH_FLIGHT_EXTENTS && make_extent(g_h, n, size) == 0) {
+            __atomic_store_n(&g_h->active, n, __ATOMIC_RELEASE);
+            rc = (int)n;
+        } else {
+            rc = -1;
+            if (!new_generation) __atomic_store_n(&g_h->active, CMH_FLIGHT_EXTENTS, __ATOMIC_RELEASE); /* full for good */
+        }
+    }
+    pthread_mutex_unlock(&g_grow);
+    return rc;
+}
+
+/* Reserve len bytes (a multiple of 8) in the active extent, whose writer count it raises (the
+ * caller lowers it with done()); NULL when no extent can take it (then counted). */
+static cmh_flight_rec *reserve(uint32_t len, uint32_t *area)
+{
+    for (int tries = 0; tries < 4; tries++) {
+        uint32_t a = __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE);
+        if (a >= CMH_FLIGHT_EXTENTS) break;
+        cmh_flight_area *ar = &g_h->area[a];
+        __atomic_add_fetch(&ar->writers, 1, __ATOMIC_ACQUIRE);
+        uint64_t at = __atomic_fetch_add(&ar->cursor, len, __ATOMIC_RELAXED);
+        if (at + len <= ar->size) {
+            cmh_flight_rec *r = (cmh_flight_rec *)(g_map[a] + at);
+            r->len = len;
+            *area = a;
+            return r;
+        }
+        uint64_t old = __atomic_load_n(&ar->sealed, __ATOMIC_RELAXED); /* the records end where the first misfit began */
+        while ((old == 0 || at < old) && !__atomic_compare_exchange_n(&ar->sealed, &old, at ? at : 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+        __atomic_sub_fetch(&ar->writers, 1, __ATOMIC_RELEASE);
+        if (next_extent(a, 0) < 0) break;
+    }
+    __atomic_add_fetch(&g_h->lost_records, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void commit(cmh_flight_rec *r, int type, uint32_t area)
+{
+    __atomic_store_n(&r->commit, CMH_FLIGHT_COMMIT | (uint32_t)type, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&g_h->area[area].writers, 1, __ATOMIC_RELEASE);
+}
+
+void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_entry_rec *r = (cmh_flight_entry_rec *)reserve(sizeof *r, &a);
+    if (!r) return;
+    r->slot = (uint32_t)slot;
+    r->seq = seq;
+    r->ticks = e->ticks;
+    r->addr = e->addr;
+    r->size = e->size;
+    r->requested = e->requested;
+    r->stream = e->stream;
+    r->stack = e->stack;
+    r->thread = e->thread;
+    r->action = (uint8_t)e->action;
+    r->kind = (uint8_t)e->kind;
+    r->flags = (uint8_t)e->flags;
+    commit(&r->h, CMH_FR_ENTRY, a);
+}
+
+void cmh_flight_clear(int slot, uint64_t seq)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_entry_rec *r = (cmh_flight_entry_rec *)reserve(sizeof *r, &a);
+    if (!r) return;
+    r->slot = (uint32_t)slot;
+    r->seq = seq;
+    commit(&r->h, CMH_FR_CLEAR, a);
+}
+
+void cmh_flight_set_capacity(uint64_t max_entries)
+{
+    if (g_h) g_h->max_entries = max_entries;
+}
+
+static uint32_t padded(size_t n) { return (uint32_t)((n + 7) & ~(size_t)7); }
+
+void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_stack_rec *r = (cmh_flight_stack_rec *)reserve(padded(sizeof *r + (size_t)depth * 8), &a);
+    if (!r) return;
+    r->id = id;
+    r->depth = depth;
+    uint64_t *out = (uint64_t *)(r + 1);
+    for (uint32_t i = 0; i < depth; i++) out[i] = pcs[i];
+    commit(&r->h, CMH_FR_STACK, a);
+    __atomic_add_fetch(&g_stacks_seen, 1, __ATOMIC_RELAXED);
+}
+
+void cmh_flight_name(uint32_t id, const char *name)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    size_t n = strlen(name);
+    if (n > 65535) n = 65535;
+    uint32_t a;
+    cmh_flight_name_rec *r = (cmh_flight_name_rec *)reserve(padded(sizeof *r + n), &a);
+    if (!r) return;
+    r->id = id;
+    r->length = (uint32_t)n;
+    memcpy(r + 1, name, n);
+    commit(&r->h, CMH_FR_NAME, a);
+}
+
+void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_annotation_rec *r = (cmh_flight_annotation_rec *)reserve(sizeof *r, &a);
+    if (!r) return;
+    r->ticks = ticks;
+    r->name = name;
+    r->device = device;
+    r->stage = (uint32_t)stage;
+    commit(&r->h, CMH_FR_ANNOTATION, a);
+}
+
+/* ---- the module map ---- */
+
+typedef struct known {
+    uint64_t base;
+    char path[512];
+} known;
+static known *g_known;
+static size_t g_nknown, g_cknown;
+
+static int build_id_hex(struct dl_phdr_info *info, char *hex, size_t cap)
+{
+    hex[0] = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+            const char *name = p + sizeof *nh, *desc = name + ((nh->n_namesz + 3) & ~3u);
+            if (desc + nh->n_descsz > end) break;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(name, "GNU", 4)) {
+                size_t k = 0;
+                for (uint32_t j = 0; j < nh->n_descsz && k + 3 < cap; j++) k += (size_t)snprintf(hex + k, cap - k, "%02x", (unsigned char)desc[j]);
+                return 0;
+            }
+            p = desc + ((nh->n_descsz + 3) & ~3u);
+        }
+    }
+    return -1;
+}
+
+static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    char path[512];
+    const char *name = info->dlpi_name;
+    if (!name || !*name) { /* the executable */
+        ssize_t l = readlink("/proc/self/exe", path, sizeof path - 1);
+        path[l > 0 ? l : 0] = 0;
+    } else snprintf(path, sizeof path, "%s", name);
+    if (!path[0]) return 0;
+    for (size_t i = 0; i < g_nknown; i++)
+        if (g_known[i].base == info->dlpi_addr && !strcmp(g_known[i].path, path)) return 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD) {
+            uint64_t a = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+            if (a < lo) lo = a;
+            if (a + info->dlpi_phdr[i].p_memsz > hi) hi = a + info->dlpi_phdr[i].p_memsz;
+        }
+    if (lo >= hi) return 0;
+    if (g_nknown == g_cknown) {
+        size_t nc = g_cknown ? g_cknown * 2 : 64;
+        known *nk = realloc(g_known, nc * sizeof *nk);
+        if (!nk) return 0;
+        g_known = nk;
+        g_cknown = nc;
+    }
+    g_known[g_nknown].base = info->dlpi_addr;
+    snprintf(g_known[g_nknown].path, sizeof g_known[g_nknown].path, "%s", path);
+    g_nknown++;
+    char bid[130];
+    build_id_hex(info, bid, sizeof bid);
+    size_t pl = strlen(path), bl = strlen(bid);
+    uint32_t a;
+    cmh_flight_module_rec *r = (cmh_flight_module_rec *)reserve(padded(sizeof *r + pl + bl), &a);
+    if (!r) return 0;
+    r->base = lo; /* the lowest loaded address, as the snapshot's module map has it */
+    r->size = hi - lo;
+    r->path_len = (uint32_t)pl;
+    r->build_id_len = (uint32_t)bl;
+    memcpy(r + 1, path, pl);
+    memcpy((char *)(r + 1) + pl, bid, bl);
+    commit(&r->h, CMH_FR_MODULE, a);
+    return 0;
+}
+
+static void scan_modules(void)
+{
+    g_stacks_scanned = __atomic_load_n(&g_stacks_seen, __ATOMIC_RELAXED);
+    dl_iterate_phdr(scan_one, NULL);
+}
+
+/* ---- the life of the file ---- */
+
+static void copy_cmdline(char *out, size_t cap)
+{
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, out, cap - 1) : 0;
+    if (fd >= 0) close(fd);
+    if (n < 0) n = 0;
+    while (n > 0 && out[n - 1] == 0) n--;
+    for (ssize_t i = 0; i < n; i++)
+        if (!out[i]) out[i] = ' ';
+    out[n] = 0;
+}
+
+void cmh_flight_start(void)
+{
+    const char *env = getenv("CUMEMHIST_FLIGHT");
+    if (g_h || (env && !strcmp(env, "0"))) return;
+    char snap[4200];
+    if (cmh_config_output_path(cmh_cfg.output, snap, sizeof snap) != 0) return;
+    snprintf(g_path, sizeof g_path, "%s.flight", snap);
+    long mb = env && atol(env) > 0 ? atol(env) : DEFAULT_MB;
+    if (mb > MAX_EXTENT_MB) mb = MAX_EXTENT_MB;
+    g_first_size = (uint64_t)mb << 20;
+    unlink(g_path); /* a file an earlier process of this pid left (pids wrap); never through a link */
+    int fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int e = fd < 0 ? errno : posix_fallocate(fd, 0, CMH_FLIGHT_HEADER);
+    void *m = e ? MAP_FAILED : mmap(NULL, CMH_FLIGHT_HEADER, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        cmh_log("no flight record (%s: %s): a crash would lose the history", g_path, strerror(e ? e : errno));
+        if (fd >= 0) close(fd), unlink(g_path);
+        return;
+    }
+    g_fd = fd;
+    cmh_flight_header *h = m;
+    memcpy(h->magic, CMH_FLIGHT_MAGIC, 8);
+    h->version = CMH_FLIGHT_VERSION;
+    h->header_size = CMH_FLIGHT_HEADER;
+    h->pid = getpid();
+    h->start_ns = cmh_process_start_ns();
+    h->t0_ns = cmh_now_ns();
+    h->t0_ticks = cmh_now_ticks();
+    /* a first slope for the clock at once (2 ms): a process that dies within the helper's first
+     * tick still gets its times right */
+    struct timespec pause = {0, 2000000};
+    nanosleep(&pause, NULL);
+    h->t1_ns = cmh_now_ns();
+    h->t1_ticks = cmh_now_ticks();
+    h->max_entries = cmh_cfg.max_entries;
+    h->max_frames = cmh_cfg.max_frames;
+    h->enabled = (uint8_t)cmh_cfg.enabled;
+    h->context = (uint8_t)cmh_cfg.context;
+    h->gen = 1;
+    snprintf(h->snapshot_path, sizeof h->snapshot_path, "%s", snap);
+    gethostname(h->hostname, sizeof h->hostname - 1);
+    copy_cmdline(h->cmdline, sizeof h->cmdline);
+    if (make_extent(h, 0, g_first_size) != 0) {
+        cmh_log("no flight record (%s: no room for %ld MiB): a crash would lose the history", g_path, mb);
+        munmap(m, CMH_FLIGHT_HEADER);
+        close(fd);
+        unlink(g_path);
+        g_fd = -1;
+        return;
+    }
+    h->active = 0;
+    __atomic_store_n(&g_h, h, __ATOMIC_RELEASE); /* only now may appends come: the first extent is there */
+    cmh_stacks_each(cmh_flight_stack); /* those made before (a forked child's inherited ones) */
+    cmh_marks_each(cmh_flight_name);
+    /* entries made before (a mark before the first allocation): the reader drops the copies of
+     * any appended twice, by their numbers */
+    for (int slot = 0; slot <= CMH_MAX_DEVICES; slot++) {
+        cmh_rec_entry *copy;
+        uint64_t n, dropped, seq;
+        int rc;
+        if (!cmh_hist_copy_ring(slot, &copy, &n, &dropped, &seq, &rc)) continue;
+        for (uint64_t k = 0; k < n && rc == CMH_OK; k++) cmh_flight_entry(slot, seq - n + k + 1, &copy[k]);
+        free(copy);
+    }
+    scan_modules();
+    cmh_dump_note_manifest("flight", g_path);
+}
+
+/* Bytes in the current generation past which a bounded ring's history is checkpointed. */
+static uint64_t generation_limit(void)
+{
+    uint64_t ring = g_h->max_entries * sizeof(cmh_flight_entry_rec) * 4;
+    return ring > ((uint64_t)64 << 20) ? ring : (uint64_t)64 << 20;
+}
+
+static uint64_t generation_bytes(void)
+{
+    uint64_t b = 0;
+    for (uint32_t i = 0; i < g_h->nareas; i++)
+        if (g_h->area[i].gen == g_h->gen) b += g_h->area[i].cursor < g_h->area[i].size ? g_h->area[i].cursor : g_h->area[i].size;
+    return b;
+}
+
+int cmh_flight_checkpoint_wanted(void)
+{
+    return g_h && g_h->max_entries && __atomic_load_n(&g_h->active, __ATOMIC_RELAXED) < CMH_FLIGHT_EXTENTS &&
+           generation_bytes() > generation_limit();
+}
+
+/* The helper thread, every 100 ms or so: the clock line, the recorder's loss count, the
+ * modules of new stacks, a new generation when a bounded ring's history outgrew the current. */
+void cmh_flight_tick(void)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    int64_t ns = cmh_now_ns(), t = cmh_now_ticks();
+    __atomic_add_fetch(&g_h->t1_seq, 1, __ATOMIC_ACQ_REL);
+    g_h->t1_ns = ns;
+    g_h->t1_ticks = t;
+    __atomic_add_fetch(&g_h->t1_seq, 1, __ATOMIC_ACQ_REL);
+    g_h->lost_events = __atomic_load_n(&cmh_lost, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&g_stacks_seen, __ATOMIC_RELAXED) != g_stacks_scanned) scan_modules();
+    if (cmh_flight_checkpoint_wanted()) cmh_flight_checkpoint();
+}
+
+static void drop_generations_before(uint64_t gen)
+{
+    for (uint32_t i = 0; i < g_h->nareas; i++) {
+        cmh_flight_area *a = &g_h->area[i];
+        if (a->gen >= gen || a->dropped || !g_map[i]) continue;
+        struct timespec pause = {0, 100000};
+        while (__atomic_load_n(&a->writers, __ATOMIC_ACQUIRE)) nanosleep(&pause, NULL);
+        a->dropped = 1;
+        munmap(g_map[i], a->size);
+        g_map[i] = NULL;
+        fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a->offset, (off_t)a->size); /* the disk space back */
+    }
+}
+
+void cmh_flight_checkpoint(void)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    /* a new generation: what entries refer to is written there again, then the state */
+    if (next_extent(0, 1) < 0) return;
+    uint64_t gen = g_h->gen;
+    cmh_stacks_each(cmh_flight_stack);
+    cmh_marks_each(cmh_flight_name);
+    g_nknown = 0; /* the modules too */
+    scan_modules();
+    uint32_t which = g_h->ckpt_which == 1 ? 2 : 1; /* the other file: the valid one stays intact */
+    char path[4400];
+    snprintf(path, sizeof path, "%s.ckpt%u.cmh", g_path, which);
+    uint64_t cut[CMH_FLIGHT_SLOTS];
+    if (cmh_dump_checkpoint(path, cut, CMH_FLIGHT_SLOTS) != CMH_OK) return; /* the older extents still hold it all */
+    memcpy(g_h->ckpt_cut[which - 1], cut, sizeof cut);
+    g_h->ckpt_gen[which - 1] = gen;
+    __atomic_store_n(&g_h->ckpt_which, which, __ATOMIC_RELEASE);
+    drop_generations_before(gen);
+}
+
+void cmh_flight_ended_by_signal(int sig) /* async-signal-safe: two stores into the mapping */
+{
+    cmh_flight_header *h = __atomic_load_n(&g_h, __ATOMIC_ACQUIRE);
+    if (!h) return;
+    h->end_signal = sig;
+    __atomic_store_n(&h->state, CMH_FLIGHT_SIGNALED, __ATOMIC_RELEASE);
+}
+
+void cmh_flight_finish(int snapshot_written)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    cmh_flight_tick();
+    if (snapshot_written) { /* the snapshot has it all: nothing to recover */
+        char p[4400];
+        for (int i = 1; i <= 2; i++) {
+            snprintf(p, sizeof p, "%s.ckpt%d.cmh", g_path, i);
+            unlink(p);
+        }
+        unlink(g_path);
+    } else {
+        __atomic_store_n(&g_h->state, CMH_FLIGHT_EXITED, __ATOMIC_RELEASE);
+    }
+}
+
+void cmh_flight_reset_after_fork(void)
+{
+    /* the child must not write into its parent's record: it starts its own at its first touch */
+    if (g_h) {
+        for (uint32_t i = 0; i < CMH_FLIGHT_EXTENTS; i++)
+            if (g_map[i]) munmap(g_map[i], g_h->area[i].size), g_map[i] = NULL;
+        munmap(g_h, CMH_FLIGHT_HEADER);
+        close(g_fd);
+    }
+    g_h = NULL;
+    g_fd = -1;
+    pthread_mutex_init(&g_grow, NULL);
+    g_nknown = 0;
+    g_stacks_seen = g_stacks_scanned = 0;
+}

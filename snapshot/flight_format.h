@@ -1,0 +1,125 @@
+/*
+ * flight_format.h - the flight record: the file a recording process keeps its history in from
+ * its first allocation on, so that a process that dies by any signal (SIGKILL too) leaves it on
+ * disk.  Written through a shared file mapping by recorder/flight.c, read by analyzer/recover.c
+ * (`cumemhist recover`, and `cumemhist record` when its program died).  docs/FORMAT.md.
+ *
+ * Layout: a header page, then extents of records, appended as they fill (each twice the size of
+ * the one before, up to a limit).  Records are trace entries and what they refer to (stacks,
+ * names, modules, range annotations).  Extents belong to generations: with a bounded ring
+ * (max_entries), once a generation holds much more than the ring can, the helper thread starts
+ * a new one, writes there again what entries refer to, and writes a checkpoint (a normal .cmh
+ * of the whole state, to one of two files, alternately); the older extents are then given back
+ * to the file system, and entries the checkpoint holds are skipped by their per-device
+ * sequence numbers.  A record is an 8-byte head {length, commit} and a payload; the writer
+ * reserves its bytes with one atomic add on the extent's cursor, writes the length, the payload
+ * and, last, the commit word (release).  A reader trusts only records whose commit word is
+ * right: a record torn by the death of its writer is skipped and counted.
+ */
+#ifndef CMH_FLIGHT_FORMAT_H
+#define CMH_FLIGHT_FORMAT_H
+
+#include <stdint.h>
+
+#define CMH_FLIGHT_MAGIC "CMHFLT01"
+#define CMH_FLIGHT_VERSION 1
+#define CMH_FLIGHT_HEADER 12288 /* bytes before the first extent */
+#define CMH_FLIGHT_SLOTS 65    /* device slots: 0..63, then pinned host memory */
+#define CMH_FLIGHT_COMMIT 0x464c5400u /* commit word: this | record type */
+
+/* CMH_FR_CLEAR: the history was cleared: a device slot's entries up to seq are gone (the
+ * cmh_flight_entry layout, slot and seq only) */
+enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6 };
+/* how the process ended, as far as it could say */
+enum { CMH_FLIGHT_RUNNING = 0, CMH_FLIGHT_EXITED = 1, CMH_FLIGHT_SIGNALED = 2 };
+
+#define CMH_FLIGHT_EXTENTS 48
+
+typedef struct cmh_flight_area {
+    uint64_t offset, size; /* in the file; size 0: not made yet */
+    uint64_t cursor;       /* bytes reserved so far (may pass size: those records went on to the next) */
+    uint64_t gen;          /* the generation it belongs to (1, 2, ...) */
+    uint32_t writers;      /* appends in progress */
+    uint32_t dropped;      /* given back to the file system after a checkpoint */
+    uint64_t sealed;       /* where the first reservation that did not fit began (0: none): the end */
+} cmh_flight_area;
+
+typedef struct cmh_flight_header {
+    char magic[8];
+    uint32_t version, header_size;
+    int64_t pid;
+    int64_t start_ns;
+    /* the clock: ticks to Unix ns by the line through these two points (the second is moved
+     * forward by the helper thread; t1_seq is odd while it changes) */
+    int64_t t0_ticks, t0_ns, t1_ticks, t1_ns;
+    uint64_t t1_seq;
+    /* options in force */
+    uint64_t max_entries;
+    int32_t max_frames;
+    uint8_t enabled, context, pad0[2];
+    /* the end: state (CMH_FLIGHT_*) and the signal; records no extent could take */
+    uint32_t state;
+    int32_t end_signal;
+    uint64_t lost_records;
+    uint64_t lost_events; /* the recorder's own count (cmh_lost), as of the helper's last look */
+    /* the extents, in the order they were made; the one appends go to; the generation */
+    cmh_flight_area area[CMH_FLIGHT_EXTENTS];
+    uint32_t nareas, active;
+    uint64_t gen;
+    /* checkpoints: ckpt_which (0 none yet, 1 or 2) names the valid file <flight>.ckptN.cmh, the
+     * generation it begins and, per device slot, the last entry sequence it holds */
+    uint32_t ckpt_which, pad1;
+    uint64_t ckpt_gen[2];
+    uint64_t ckpt_cut[2][CMH_FLIGHT_SLOTS];
+    char snapshot_path[4200]; /* where the process would have written its snapshot */
+    char hostname[256];
+    char cmdline[2048];
+} cmh_flight_header;
+
+_Static_assert(sizeof(cmh_flight_header) <= CMH_FLIGHT_HEADER, "the flight header fits its page");
+
+typedef struct cmh_flight_rec {
+    uint32_t len;    /* the whole record, head included, a multiple of 8 */
+    uint32_t commit; /* CMH_FLIGHT_COMMIT | type, written last */
+} cmh_flight_rec;
+
+/* CMH_FR_ENTRY: one trace entry, as the recorder's ring holds it */
+typedef struct cmh_flight_entry {
+    cmh_flight_rec h;
+    uint32_t slot, pad;
+    uint64_t seq; /* the device's entry count after this entry (1, 2, ...) */
+    int64_t ticks;
+    uint64_t addr, size, requested, stream;
+    uint32_t stack, thread;
+    uint8_t action, kind, flags, pad2[5];
+} cmh_flight_entry_rec;
+
+/* CMH_FR_STACK: {id, depth} then depth PCs, innermost first */
+typedef struct cmh_flight_stack {
+    cmh_flight_rec h;
+    uint32_t id, depth;
+} cmh_flight_stack_rec;
+
+/* CMH_FR_NAME: a mark or range name: {id, length} then the bytes */
+typedef struct cmh_flight_name {
+    cmh_flight_rec h;
+    uint32_t id, length;
+} cmh_flight_name_rec;
+
+/* CMH_FR_MODULE: a loaded object: {base, size, path length, build-id length} then both */
+typedef struct cmh_flight_module {
+    cmh_flight_rec h;
+    uint64_t base, size;
+    uint32_t path_len, build_id_len;
+} cmh_flight_module_rec;
+
+/* CMH_FR_ANNOTATION: a range's start or end (stage 0 / 1) */
+typedef struct cmh_flight_annotation {
+    cmh_flight_rec h;
+    int64_t ticks;
+    uint32_t name;
+    int32_t device;
+    uint32_t stage, pad;
+} cmh_flight_annotation_rec;
+
+#endif
