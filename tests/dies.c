@@ -1,0 +1,45 @@
+/*
+ * dies.c - a driver-API program that makes 100 allocations (50 freed: 150 trace entries) and
+ * then ends the way it is told, for tests/deaths_test.sh:
+ *   dies exit | segv | abrt | fpe | ill | bus | kill | term | int | sleep SECONDS | block DIR
+ * (block: make DIR, where the snapshot was to go, a directory, then exit 0.)
+ */
+#include <cuda.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+__attribute__((noinline)) static void work(int n)
+{
+    for (int i = 0; i < n; i++) {
+        CUdeviceptr p;
+        if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS) exit(2);
+        if (i % 2) cuMemFree(p);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    CUdevice d;
+    CUcontext c;
+    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) return 2;
+    work(100);
+    const char *how = argc > 1 ? argv[1] : "exit";
+    if (!strcmp(how, "segv")) { /* a real fault */
+        volatile int *volatile nowhere = NULL;
+        *nowhere = 1;
+    }
+    if (!strcmp(how, "abrt")) abort();
+    if (!strcmp(how, "fpe")) raise(SIGFPE);
+    if (!strcmp(how, "ill")) raise(SIGILL);
+    if (!strcmp(how, "bus")) raise(SIGBUS);
+    if (!strcmp(how, "kill")) raise(SIGKILL);
+    if (!strcmp(how, "term")) raise(SIGTERM);
+    if (!strcmp(how, "int")) raise(SIGINT);
+    if (!strcmp(how, "sleep")) sleep(argc > 2 ? (unsigned)atoi(argv[2]) : 30);
+    if (!strcmp(how, "block") && argc > 2) mkdir(argv[2], 0700);
+    return 0;
+}
