@@ -37,6 +37,7 @@ static cmh_flight_header *g_h; /* NULL: no flight record */
 static int g_fd = -1;
 static char *g_map[CMH_FLIGHT_EXTENTS]; /* each extent's mapping */
 static pthread_mutex_t g_grow = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_tick = PTHREAD_MUTEX_INITIALIZER; /* the helper's work: the clock, modules, checkpoints */
 static char g_path[4300];
 static uint32_t g_stacks_seen, g_stacks_scanned; /* new stacks since the last module scan */
 static uint64_t g_first_size;
@@ -52,6 +53,10 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     if (posix_fallocate(g_fd, (off_t)off, (off_t)size) != 0) return -1;
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
     if (m == MAP_FAILED) return -1;
+#ifdef MADV_POPULATE_WRITE
+    /* the pages made writable now, not at each first write (a fault per 50 entries otherwise) */
+    madvise(m, size, MADV_POPULATE_WRITE);
+#endif
     g_map[i] = m;
     cmh_flight_area *a = &h->area[i];
     a->offset = off;
@@ -75,7 +80,7 @@ static int next_extent(uint32_t full, int new_generation)
         uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
         uint64_t size = new_generation ? g_first_size : g_h->area[n - 1].size * 2;
         if (size > (uint64_t)MAX_EXTENT_MB << 20) size = (uint64_t)MAX_EXTENT_MB << 20;
-        if (new_generation) g_h->gen++;
+        if (new_generation) __atomic_add_fetch(&g_h->gen, 1, __ATOMIC_RELEASE);
         if (n < CMH_FLIGHT_EXTENTS && make_extent(g_h, n, size) == 0) {
             __atomic_store_n(&g_h->active, n, __ATOMIC_RELEASE);
             rc = (int)n;
@@ -88,25 +93,27 @@ static int next_extent(uint32_t full, int new_generation)
     return rc;
 }
 
-/* Reserve len bytes (a multiple of 8) in the active extent, whose writer count it raises (the
- * caller lowers it with done()); NULL when no extent can take it (then counted). */
-static cmh_flight_rec *reserve(uint32_t len, uint32_t *area)
+/* Reserve len bytes (a multiple of 8) in the active extent; NULL when no extent can take it
+ * (then counted).  counted: raise the extent's writer count (commit() lowers it), so that the
+ * extent is not given back under the writer.  Trace entries need not: they are written under
+ * their device's lock, which the checkpoint takes before any extent is given back. */
+static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
 {
     for (int tries = 0; tries < 4; tries++) {
         uint32_t a = __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE);
         if (a >= CMH_FLIGHT_EXTENTS) break;
         cmh_flight_area *ar = &g_h->area[a];
-        __atomic_add_fetch(&ar->writers, 1, __ATOMIC_ACQUIRE);
+        if (counted) __atomic_add_fetch(&ar->writers, 1, __ATOMIC_ACQUIRE);
         uint64_t at = __atomic_fetch_add(&ar->cursor, len, __ATOMIC_RELAXED);
         if (at + len <= ar->size) {
             cmh_flight_rec *r = (cmh_flight_rec *)(g_map[a] + at);
             r->len = len;
-            *area = a;
+            *area = counted ? a : CMH_FLIGHT_EXTENTS;
             return r;
         }
         uint64_t old = __atomic_load_n(&ar->sealed, __ATOMIC_RELAXED); /* the records end where the first misfit began */
         while ((old == 0 || at < old) && !__atomic_compare_exchange_n(&ar->sealed, &old, at ? at : 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
-        __atomic_sub_fetch(&ar->writers, 1, __ATOMIC_RELEASE);
+        if (counted) __atomic_sub_fetch(&ar->writers, 1, __ATOMIC_RELEASE);
         if (next_extent(a, 0) < 0) break;
     }
     __atomic_add_fetch(&g_h->lost_records, 1, __ATOMIC_RELAXED);
@@ -116,14 +123,14 @@ static cmh_flight_rec *reserve(uint32_t len, uint32_t *area)
 static void commit(cmh_flight_rec *r, int type, uint32_t area)
 {
     __atomic_store_n(&r->commit, CMH_FLIGHT_COMMIT | (uint32_t)type, __ATOMIC_RELEASE);
-    __atomic_sub_fetch(&g_h->area[area].writers, 1, __ATOMIC_RELEASE);
+    if (area < CMH_FLIGHT_EXTENTS) __atomic_sub_fetch(&g_h->area[area].writers, 1, __ATOMIC_RELEASE);
 }
 
 void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_entry_rec *r = (cmh_flight_entry_rec *)reserve(sizeof *r, &a);
+    cmh_flight_entry_rec *r = (cmh_flight_entry_rec *)reserve(sizeof *r, &a, 0);
     if (!r) return;
     r->slot = (uint32_t)slot;
     r->seq = seq;
@@ -144,7 +151,7 @@ void cmh_flight_clear(int slot, uint64_t seq)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_entry_rec *r = (cmh_flight_entry_rec *)reserve(sizeof *r, &a);
+    cmh_flight_entry_rec *r = (cmh_flight_entry_rec *)reserve(sizeof *r, &a, 0);
     if (!r) return;
     r->slot = (uint32_t)slot;
     r->seq = seq;
@@ -153,7 +160,7 @@ void cmh_flight_clear(int slot, uint64_t seq)
 
 void cmh_flight_set_capacity(uint64_t max_entries)
 {
-    if (g_h) g_h->max_entries = max_entries;
+    if (__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) __atomic_store_n(&g_h->max_entries, max_entries, __ATOMIC_RELAXED);
 }
 
 static uint32_t padded(size_t n) { return (uint32_t)((n + 7) & ~(size_t)7); }
@@ -162,7 +169,7 @@ void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_stack_rec *r = (cmh_flight_stack_rec *)reserve(padded(sizeof *r + (size_t)depth * 8), &a);
+    cmh_flight_stack_rec *r = (cmh_flight_stack_rec *)reserve(padded(sizeof *r + (size_t)depth * 8), &a, 1);
     if (!r) return;
     r->id = id;
     r->depth = depth;
@@ -178,7 +185,7 @@ void cmh_flight_name(uint32_t id, const char *name)
     size_t n = strlen(name);
     if (n > 65535) n = 65535;
     uint32_t a;
-    cmh_flight_name_rec *r = (cmh_flight_name_rec *)reserve(padded(sizeof *r + n), &a);
+    cmh_flight_name_rec *r = (cmh_flight_name_rec *)reserve(padded(sizeof *r + n), &a, 1);
     if (!r) return;
     r->id = id;
     r->length = (uint32_t)n;
@@ -190,7 +197,7 @@ void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_annotation_rec *r = (cmh_flight_annotation_rec *)reserve(sizeof *r, &a);
+    cmh_flight_annotation_rec *r = (cmh_flight_annotation_rec *)reserve(sizeof *r, &a, 1);
     if (!r) return;
     r->ticks = ticks;
     r->name = name;
@@ -265,7 +272,7 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
     build_id_hex(info, bid, sizeof bid);
     size_t pl = strlen(path), bl = strlen(bid);
     uint32_t a;
-    cmh_flight_module_rec *r = (cmh_flight_module_rec *)reserve(padded(sizeof *r + pl + bl), &a);
+    cmh_flight_module_rec *r = (cmh_flight_module_rec *)reserve(padded(sizeof *r + pl + bl), &a, 1);
     if (!r) return 0;
     r->base = lo; /* the lowest loaded address, as the snapshot's module map has it */
     r->size = hi - lo;
@@ -368,29 +375,36 @@ void cmh_flight_start(void)
 /* Bytes in the current generation past which a bounded ring's history is checkpointed. */
 static uint64_t generation_limit(void)
 {
-    uint64_t ring = g_h->max_entries * sizeof(cmh_flight_entry_rec) * 4;
+    uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * sizeof(cmh_flight_entry_rec) * 4;
     return ring > ((uint64_t)64 << 20) ? ring : (uint64_t)64 << 20;
 }
 
 static uint64_t generation_bytes(void)
 {
-    uint64_t b = 0;
-    for (uint32_t i = 0; i < g_h->nareas; i++)
-        if (g_h->area[i].gen == g_h->gen) b += g_h->area[i].cursor < g_h->area[i].size ? g_h->area[i].cursor : g_h->area[i].size;
+    uint64_t b = 0, gen = __atomic_load_n(&g_h->gen, __ATOMIC_ACQUIRE);
+    uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t c = __atomic_load_n(&g_h->area[i].cursor, __ATOMIC_RELAXED), sz = __atomic_load_n(&g_h->area[i].size, __ATOMIC_RELAXED);
+        if (g_h->area[i].gen == gen) b += c < sz ? c : sz;
+    }
     return b;
 }
 
 int cmh_flight_checkpoint_wanted(void)
 {
-    return g_h && g_h->max_entries && __atomic_load_n(&g_h->active, __ATOMIC_RELAXED) < CMH_FLIGHT_EXTENTS &&
+    return __atomic_load_n(&g_h, __ATOMIC_ACQUIRE) && __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) &&
+           __atomic_load_n(&g_h->active, __ATOMIC_RELAXED) < CMH_FLIGHT_EXTENTS &&
            generation_bytes() > generation_limit();
 }
 
 /* The helper thread, every 100 ms or so: the clock line, the recorder's loss count, the
  * modules of new stacks, a new generation when a bounded ring's history outgrew the current. */
+static void checkpoint(void);
+
 void cmh_flight_tick(void)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&g_tick);
     int64_t ns = cmh_now_ns(), t = cmh_now_ticks();
     __atomic_add_fetch(&g_h->t1_seq, 1, __ATOMIC_ACQ_REL);
     g_h->t1_ns = ns;
@@ -398,7 +412,8 @@ void cmh_flight_tick(void)
     __atomic_add_fetch(&g_h->t1_seq, 1, __ATOMIC_ACQ_REL);
     g_h->lost_events = __atomic_load_n(&cmh_lost, __ATOMIC_RELAXED);
     if (__atomic_load_n(&g_stacks_seen, __ATOMIC_RELAXED) != g_stacks_scanned) scan_modules();
-    if (cmh_flight_checkpoint_wanted()) cmh_flight_checkpoint();
+    if (cmh_flight_checkpoint_wanted()) checkpoint();
+    pthread_mutex_unlock(&g_tick);
 }
 
 static void drop_generations_before(uint64_t gen)
@@ -418,6 +433,13 @@ static void drop_generations_before(uint64_t gen)
 void cmh_flight_checkpoint(void)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&g_tick);
+    checkpoint();
+    pthread_mutex_unlock(&g_tick);
+}
+
+static void checkpoint(void)
+{
     /* a new generation: what entries refer to is written there again, then the state */
     if (next_extent(0, 1) < 0) return;
     uint64_t gen = g_h->gen;
@@ -472,6 +494,7 @@ void cmh_flight_reset_after_fork(void)
     g_h = NULL;
     g_fd = -1;
     pthread_mutex_init(&g_grow, NULL);
+    pthread_mutex_init(&g_tick, NULL);
     g_nknown = 0;
     g_stacks_seen = g_stacks_scanned = 0;
 }

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <gnu/libc-version.h>
 #include <libunwind.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,9 +29,20 @@ static unw_backtrace_fn g_unw;
 static int g_unw_tried;
 static pthread_once_t g_unw_once = PTHREAD_ONCE_INIT;
 
+static void *g_bt_base; /* the module that interposes backtrace(), when it is not libc */
+
+static int in_base(void *pc, void *base)
+{
+    Dl_info d;
+    return dladdr(pc, &d) && d.dli_fbase == base;
+}
+
 static void load_unwinder(void)
 {
-    void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    /* CUMEMHIST_UNWINDER=glibc keeps libunwind out (ThreadSanitizer's runtime and libunwind's
+     * per-thread caches do not get along at thread exit) */
+    const char *u = getenv("CUMEMHIST_UNWINDER");
+    void *h = u && !strcmp(u, "glibc") ? NULL : dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (h) {
         void *(*real)(void *, const char *) = (void *(*)(void *, const char *))cmh_dlsym_resolve();
         g_unw = (unw_backtrace_fn)(real ? real(h, "unw_backtrace") : NULL);
@@ -38,8 +50,16 @@ static void load_unwinder(void)
     /* The typedef must agree with the header we build against. */
     __typeof__(&unw_backtrace) check = g_unw;
     (void)check;
-    if (!g_unw) cmh_log("libunwind.so.8 not found; stacks use glibc backtrace() (slower)");
-    g_unw_tried = 1;
+    if (!g_unw && !(u && !strcmp(u, "glibc"))) cmh_log("libunwind.so.8 not found; stacks use glibc backtrace() (slower)");
+    if (!g_unw) {
+        /* A sanitizer runtime interposes backtrace(): its frames lead the stack and are not the
+         * program's, so they are dropped with ours (libc's own backtrace adds none). */
+        Dl_info bt, lc;
+        if (dladdr((void *)(uintptr_t)&backtrace, &bt) && dladdr((void *)(uintptr_t)&gnu_get_libc_version, &lc) &&
+            bt.dli_fbase != lc.dli_fbase)
+            g_bt_base = bt.dli_fbase;
+    }
+    __atomic_store_n(&g_unw_tried, 1, __ATOMIC_RELEASE);
 }
 
 void cmh_stacks_init(void) { pthread_once(&g_unw_once, load_unwinder); }
@@ -136,14 +156,14 @@ out:
 
 uint32_t cmh_stack_capture(void)
 {
-    if (CMH_UNLIKELY(!g_unw_tried)) cmh_stacks_init();
+    if (CMH_UNLIKELY(!__atomic_load_n(&g_unw_tried, __ATOMIC_ACQUIRE))) cmh_stacks_init();
     void *buf[CMH_MAX_FRAMES + 8];
     int frames = __atomic_load_n(&cmh_cfg.max_frames, __ATOMIC_RELAXED);
     int max = frames + 4; /* room for our own frames, dropped below */
     if (max > CMH_MAX_FRAMES + 8) max = CMH_MAX_FRAMES + 8;
     int n = g_unw ? g_unw(buf, max) : backtrace(buf, max);
     int skip = 0;
-    while (skip < n && cmh_in_own_module(buf[skip])) skip++;
+    while (skip < n && (cmh_in_own_module(buf[skip]) || (g_bt_base && in_base(buf[skip], g_bt_base)))) skip++;
     n -= skip;
     if (n > frames) n = frames;
     if (n <= 0) return 0;

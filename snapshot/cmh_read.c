@@ -84,7 +84,7 @@ static int rd_int(cur *c, int64_t *out)
 
 static int rd_u64(cur *c, uint64_t *out)
 {
-    int64_t v;
+    int64_t v = 0;
     if (rd_int(c, &v)) return -1;
     *out = (uint64_t)v;
     return 0;
@@ -93,7 +93,7 @@ static int rd_u64(cur *c, uint64_t *out)
 static int rd_u32(cur *c, uint32_t *out, uint32_t limit, const char *what)
 {
     size_t at = c->pos;
-    int64_t v;
+    int64_t v = 0;
     if (rd_int(c, &v)) return -1;
     if (v < 0 || (uint64_t)v >= limit) return fail(c, "%s %lld out of range at byte %zu", what, (long long)v, at);
     *out = (uint32_t)v;
@@ -195,7 +195,7 @@ static int skip(cur *c)
 static int rd_meta(cur *c, cmh_snapshot *s)
 {
     uint32_t n;
-    int64_t v;
+    int64_t v = 0;
     if (rd_array_n(c, 11, 64, &n, "meta")) return -1;
     if (rd_int(c, &v)) return -1;
     s->source = (uint8_t)v;
@@ -307,7 +307,7 @@ static int rd_segments(cur *c, cmh_snapshot *s)
     for (uint32_t i = 0; i < n; i++) {
         cmh_segment g;
         memset(&g, 0, sizeof g);
-        int64_t v;
+        int64_t v = 0;
         if (rd_array_n(c, 12, 64, &k, "segment")) return -1;
         if (rd_int(c, &v)) return -1;
         g.device = (int32_t)v;
@@ -410,7 +410,7 @@ static int rd_annotations(cur *c, cmh_snapshot *s)
     if (rd_array(c, &n)) return -1;
     for (uint32_t i = 0; i < n; i++) {
         cmh_annotation a;
-        int64_t v;
+        int64_t v = 0;
         if (rd_array_n(c, 4, 64, &k, "annotation")) return -1;
         if (rd_u32(c, &a.name, s->strings.n, "string id") || rd_int(c, &v)) return -1;
         a.stage = (uint8_t)v;
@@ -512,7 +512,7 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
             seen_format = 1;
             continue;
         } else if (KEY("version")) {
-            int64_t v;
+            int64_t v = 0;
             if (rd_int(&c, &v)) goto bad;
             if (v < 1 || v > CMH_FORMAT_VERSION) {
                 fail(&c, "format version %lld is newer than this cumemhist reads (%d)", (long long)v, CMH_FORMAT_VERSION);

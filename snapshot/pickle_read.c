@@ -141,7 +141,7 @@ const pv *pk_dict_get(pm *m, const pcont *d, uint32_t key)
 
 static int memo_put(pm *m, uint64_t idx)
 {
-    pv *t;
+    pv *t = NULL;
     if (top(m, &t)) return -1;
     /* writers number the memo from 0; a sparse index would cost memory the input never paid for */
     if (idx > m->len || (idx > 4096 && idx > m->memo_len * 2))
@@ -250,7 +250,7 @@ static int run(pm *m, pv *result)
         if (need(m, 1)) return -1;
         m->op_at = m->pos;
         uint8_t op = m->p[m->pos++];
-        pv v, k, *t;
+        pv v, k, *t = NULL;
         size_t from = 0;
         switch (op) {
         case 0x80: /* PROTO */

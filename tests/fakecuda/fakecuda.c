@@ -103,6 +103,7 @@ static uint64_t parse_size(const char *s, uint64_t dflt)
     return v ? v : dflt;
 }
 
+static void set_default_pool_device(int i);
 static CUresult ensure_init_locked(void)
 {
     if (g_ndev >= 0) return CUDA_SUCCESS;
@@ -132,6 +133,7 @@ static CUresult ensure_init_locked(void)
         r->next = NULL;
         d->free_list = r;
         g_primary[i].device = i;
+        set_default_pool_device(i);
     }
     g_ndev = n;
     return CUDA_SUCCESS;
@@ -662,6 +664,8 @@ typedef struct fake_pool {
 
 static fake_pool g_default_pool[FAKE_MAX_DEVICES];
 
+static void set_default_pool_device(int i) { g_default_pool[i].device = i; }
+
 static int stream_device(CUstream s, int *dev)
 {
     if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) {
@@ -696,8 +700,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s)
     FAULT("cuMemAllocAsync");
     int dev;
     if (!stream_device(s, &dev)) return CUDA_ERROR_INVALID_CONTEXT;
-    g_default_pool[dev].device = dev;
-    return pool_alloc(&g_default_pool[dev], dptr, n);
+    return pool_alloc(&g_default_pool[dev], dptr, n); /* (a default pool knows its device from start-up) */
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s) { return cuMemAllocAsync(dptr, n, s); }
@@ -736,7 +739,6 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
     if (!pool || dev < 0 || dev >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
-    g_default_pool[dev].device = dev;
     *pool = (CUmemoryPool)&g_default_pool[dev];
     return CUDA_SUCCESS;
 }
