@@ -291,9 +291,15 @@ typedef struct ctx {
 static int64_t to_ns(const cmh_flight_header *h, int64_t ticks)
 {
     if (!ticks) return 0;
-    int64_t dt = h->t1_ticks - h->t0_ticks;
-    if (dt <= 0) return h->t0_ns + (ticks - h->t0_ticks);
-    return h->t0_ns + (int64_t)((__int128)(ticks - h->t0_ticks) * (h->t1_ns - h->t0_ns) / dt);
+    /* in 128 bits: a damaged header's values must not overflow */
+    __int128 dt = (__int128)h->t1_ticks - h->t0_ticks, d = (__int128)ticks - h->t0_ticks, ns;
+    if (dt <= 0) ns = h->t0_ns + d;
+    else {
+        __int128 span = (__int128)h->t1_ns - h->t0_ns;
+        /* |d| and |span| < 2^64: their product fits */
+        ns = h->t0_ns + d * span / dt;
+    }
+    return ns > INT64_MAX ? INT64_MAX : ns < INT64_MIN ? INT64_MIN : (int64_t)ns;
 }
 
 static int on_dict(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t at)
@@ -307,7 +313,7 @@ static int on_dict(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t
             return fail(c->r, "a stack record that does not fit its length at byte %llu", at);
         pcstack *p = cmh_oa_get(&c->stacks, (uint64_t)x->id + 1, NULL);
         if (!p || CMH_GROW(c->pcs, c->cappcs, (uint64_t)c->npcs + x->depth, 4096)) return CMH_ENOMEM;
-        memcpy(c->pcs + c->npcs, x + 1, (size_t)x->depth * 8);
+        if (x->depth) memcpy(c->pcs + c->npcs, x + 1, (size_t)x->depth * 8);
         p->first = c->npcs;
         p->depth = x->depth;
         p->model = 0;

@@ -316,6 +316,9 @@ static rseg *seg_map(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool)
 /* ---- stats ---- */
 
 /* Unsigned arithmetic: a hostile file's sizes may wrap, which must not be undefined. */
+/* -x as a delta; sizes from a damaged file may reach 2^63, whose plain negation is undefined */
+static inline int64_t neg(uint64_t x) { return (int64_t)(0 - x); }
+
 static void stat_add(cmh_stat *s, int64_t d)
 {
     s->current = (int64_t)((uint64_t)s->current + (uint64_t)d);
@@ -430,7 +433,7 @@ static void fwd_free_requested(cmh_replay *r, uint64_t addr)
     }
     if (b->state != CMH_BLOCK_ACTIVE_ALLOCATED) return;
     b->state = CMH_BLOCK_ACTIVE_PENDING_FREE;
-    pool_add(r->st.allocated_bytes, b->pool, -(int64_t)b->size);
+    pool_add(r->st.allocated_bytes, b->pool, neg(b->size));
     pool_add(r->st.allocation, b->pool, -1);
 }
 
@@ -442,16 +445,16 @@ static void fwd_free_completed(cmh_replay *r, uint64_t addr)
         return;
     }
     if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) {
-        pool_add(r->st.allocated_bytes, b->pool, -(int64_t)b->size);
+        pool_add(r->st.allocated_bytes, b->pool, neg(b->size));
         pool_add(r->st.allocation, b->pool, -1);
     }
-    pool_add(r->st.active_bytes, b->pool, -(int64_t)b->size);
-    pool_add(r->st.requested_bytes, b->pool, -(int64_t)b->requested);
+    pool_add(r->st.active_bytes, b->pool, neg(b->size));
+    pool_add(r->st.requested_bytes, b->pool, neg(b->requested));
     pool_add(r->st.active, b->pool, -1);
     if (r->rules.max_split && b->size >= r->rules.max_split) stat_add(&r->st.oversize_allocations, -1);
     rseg *g = seg_containing(r, addr);
     if (g) seg_activate(r, g, addr, addr + b->size, -1);
-    if (r->obs) r->obs(r->obs_arg, -(int64_t)b->size, b->stack, addr);
+    if (r->obs) r->obs(r->obs_arg, neg(b->size), b->stack, addr);
     block_del(r, b);
 }
 
@@ -493,7 +496,7 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
         }
         hit = 1;
         uint64_t a = ga > lo ? ga : lo, b = gb < hi ? gb : hi;
-        pool_add(r->st.reserved_bytes, g->pool, -(int64_t)(b - a));
+        pool_add(r->st.reserved_bytes, g->pool, neg(b - a));
         for (uint32_t k = 0; k < g->nr; k++) /* live blocks in memory given back: the trace lost their frees */
             if (g->r[k].a < b && g->r[k].b > a) {
                 r->anomalies++;

@@ -79,6 +79,10 @@ typedef struct cli_command {
     const char *example;
 } cli_command;
 
+/* Each command's table (its options, arguments and help), for the fuzz target of the parser. */
+extern const cli_command cli_cmd_record, cli_cmd_summary, cli_cmd_export, cli_cmd_stats, cli_cmd_trace, cli_cmd_peak,
+    cli_cmd_leaks, cli_cmd_frag, cli_cmd_oom, cli_cmd_diff, cli_cmd_kernels, cli_cmd_symbolize, cli_cmd_recover;
+
 #define CLI_NOPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Parse argv (argv[0] = the command's name).  Positional arguments go to args (at most

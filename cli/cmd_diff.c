@@ -19,7 +19,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_JSON(&g_json),
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_diff = {
     "diff", "[options] BEFORE AFTER",
     "What a change did to memory, device by device: peak and end figures (allocated, reserved,\n"
     "requested) of two snapshots side by side, and the allocation sites whose live bytes (at the\n"
@@ -129,7 +129,7 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew)
 int cmd_diff(int argc, char **argv)
 {
     char *paths[2];
-    int n, rc = cli_parse(&g_cmd, argc, argv, paths, &n);
+    int n, rc = cli_parse(&cli_cmd_diff, argc, argv, paths, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     side sd[2];
     for (int f = 0; f < 2; f++) {

@@ -31,7 +31,7 @@ static const cli_option g_opts[] = {
      NULL, 0, 0, NULL},
 };
 
-static const cli_command g_cmd = {"export", "[options] SNAPSHOT", "Write a snapshot (.cmh or PyTorch pickle) for another tool.",
+const cli_command cli_cmd_export = {"export", "[options] SNAPSHOT", "Write a snapshot (.cmh or PyTorch pickle) for another tool.",
                                   g_opts, CLI_NOPTS(g_opts), 1, 1, 0,
                                   "cumemhist export run.cmh -o run.pickle   # then drag run.pickle onto memory_viz"};
 
@@ -53,7 +53,7 @@ static int format_of_name(const char *name)
 int cmd_export(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_export, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     int named = g_out && strcmp(g_out, "-") ? format_of_name(g_out) : -1;
     if (!g_format_given && named >= 0) g_format = named;

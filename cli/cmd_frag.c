@@ -17,7 +17,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_JSON(&g_json),
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_frag = {
     "frag", "[options] SNAPSHOT",
     "Fragmentation of the reserved segments at the end of the record, for every device and\n"
     "segment: reserved and allocated bytes, free bytes inside segments (reserved - allocated),\n"
@@ -132,7 +132,7 @@ static int section(const rep_section *sec, void *arg)
 int cmd_frag(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_frag, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     return rep_run(&path, 1, g_device, g_json, REP_SITES, section, NULL);
 }

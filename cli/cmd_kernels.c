@@ -18,7 +18,7 @@ static const cli_option g_opts[] = {
     {"--json", NULL, CLI_FLAG, &g_json, NULL, "machine-readable output (durations in ns)", NULL, 0, 0, NULL},
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_kernels = {
     "kernels", "[options] SNAPSHOT",
     "Kernel timing recorded with `cumemhist record --kernels` (CUPTI), one row per kernel, as in\n"
     "torch.profiler's key_averages().table(): calls, total, average, minimum and maximum\n"
@@ -36,7 +36,7 @@ static void time_fmt(char *buf, size_t n, double ns)
 int cmd_kernels(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_kernels, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     cmh_snapshot s;
     if ((rc = cli_load(path, &s))) return rc;

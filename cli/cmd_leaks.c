@@ -20,7 +20,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_JSON(&g_json),
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_leaks = {
     "leaks", "[options] SNAPSHOT",
     "Blocks still allocated at the end of the record, grouped by allocation site, and whether\n"
     "each site kept growing.  The record is cut into windows (at the program's marks, else at\n"
@@ -104,7 +104,7 @@ static int section(const rep_section *sec, void *arg)
 int cmd_leaks(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_leaks, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     uint32_t leaking = 0;
     rc = rep_run(&path, 1, g_device, g_json, REP_SITES, section, &leaking);

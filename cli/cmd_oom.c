@@ -18,7 +18,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_JSON(&g_json),
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_oom = {
     "oom", "[options] SNAPSHOT",
     "Every out-of-memory error in the record, on every device: the request and who made it, what\n"
     "the device still had free, what was allocated and reserved, the free bytes inside the\n"
@@ -120,7 +120,7 @@ static int section(const rep_section *sec, void *arg)
 int cmd_oom(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_oom, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     return rep_run(&path, 1, g_device, g_json, REP_SITES, section, NULL);
 }

@@ -19,7 +19,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_JSON(&g_json),
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_peak = {
     "peak", "[options] SNAPSHOT...",
     "Peak allocated, reserved and requested memory: how much, when (trace entry and time), and\n"
     "which allocation sites owned the memory at the allocated peak, for every device.  With\n"
@@ -133,7 +133,7 @@ static int section(const rep_section *sec, void *arg)
 int cmd_peak(int argc, char **argv)
 {
     char *paths[64];
-    int npaths, rc = cli_parse(&g_cmd, argc, argv, paths, &npaths);
+    int npaths, rc = cli_parse(&cli_cmd_peak, argc, argv, paths, &npaths);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     peak_run run = {npaths > 1, "", 0, -1};
     rc = rep_run(paths, npaths, g_device, g_json, REP_SITES, section, &run);

@@ -46,7 +46,7 @@ static const cli_option g_opts[] = {
     {"--quiet", "-q", CLI_FLAG, &g_quiet, NULL, "do not list the snapshots written", NULL, 0, 0, NULL},
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_record = {
     "record", "[options] -- program [args...]",
     "Run a program with the recorder preloaded and write a snapshot of its CUDA memory\n"
     "history at exit (also on SIGUSR1, SIGTERM, SIGINT, and at the first out-of-memory error).\n"
@@ -196,7 +196,7 @@ int cmd_record(int argc, char **argv)
     char **prog = malloc((size_t)(argc + 1) * sizeof *prog);
     int nprog;
     if (!prog) return CLI_ENOMEM;
-    int rc = cli_parse(&g_cmd, argc, argv, prog, &nprog);
+    int rc = cli_parse(&cli_cmd_record, argc, argv, prog, &nprog);
     if (!rc) {
         prog[nprog] = NULL;
         rc = record(prog, argv[0]);

@@ -17,11 +17,11 @@ static const char *g_out;
 static int g_keep;
 
 static const cli_option g_opts[] = {
-    {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the snapshot (default: where the process would have)", NULL, 0, 0, NULL},
+    {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the snapshot (default: FLIGHT without .flight)", NULL, 0, 0, NULL},
     {"--keep", NULL, CLI_FLAG, &g_keep, NULL, "keep the flight record (and its checkpoints) afterwards", NULL, 0, 0, NULL},
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_recover = {
     "recover", "[options] FLIGHT",
     "Write the snapshot of a process that died before writing it (a crash, SIGKILL, a scheduler's\n"
     "hard limit) from the flight record it kept beside its snapshot path (NAME.cmh.flight): every\n"
@@ -41,6 +41,19 @@ static const char *thousands(uint64_t v)
     }
     b[o] = 0;
     return b;
+}
+
+/* The claim on the snapshot path a killed process left (PATH.claim: "SESSION PID"): without
+ * it, the next run in the same session would write elsewhere. */
+static void drop_claim(const char *snapshot, long long pid)
+{
+    char claim[4400];
+    snprintf(claim, sizeof claim, "%s.claim", snapshot);
+    FILE *f = *snapshot ? fopen(claim, "r") : NULL;
+    long long sess, owner;
+    int mine = f && fscanf(f, "%lld %lld", &sess, &owner) == 2 && owner == pid;
+    if (f) fclose(f);
+    if (mine) unlink(claim);
 }
 
 int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet)
@@ -65,7 +78,12 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
     cmh_strtab_intern(&s.strings, ending, strlen(ending), &s.ending);
     cmh_symbolize_result r;
     cmh_symbolize_offline(&s, CMH_SYM_ALL, &r); /* names and lines from the binaries still here */
-    const char *dest = out ? out : info.snapshot_path;
+    /* by default the record's own name without ".flight": where the process would have written
+     * it, unless the record was moved (a later run keeps a dead one's as NAME.PID.cmh.flight) */
+    char own[4400];
+    size_t fl = strlen(flight);
+    snprintf(own, sizeof own, "%.*s", fl > 7 && !strcmp(flight + fl - 7, ".flight") ? (int)(fl - 7) : 0, flight);
+    const char *dest = out ? out : *own ? own : info.snapshot_path;
     if (!*dest) {
         cmh_snapshot_free(&s);
         cli_error("%s: the record does not say where its snapshot goes: name it with -o", flight);
@@ -92,13 +110,14 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         }
         unlink(flight);
     }
+    drop_claim(info.snapshot_path, info.pid);
     return 0;
 }
 
 int cmd_recover(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_recover, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     return cli_recover_flight(path, g_out, 0, 0, g_keep, 0);
 }

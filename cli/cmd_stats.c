@@ -14,7 +14,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_JSON(&g_json),
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_stats = {
     "stats", "[options] SNAPSHOT",
     "PyTorch's `python _memory_viz.py stats`: every segment of 20 MiB or more as a row of\n"
     "20 MiB pages (a-z: one block, 0-9: partly full, *: full, ' ': free), its free bytes and\n"
@@ -78,7 +78,7 @@ static int section(const rep_section *sec, void *arg)
 int cmd_stats(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_stats, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     if (g_json) return rep_run(&path, 1, g_device, 1, REP_SHAPED | REP_NO_HOST, section, NULL);
     cmh_snapshot s;

@@ -14,7 +14,7 @@ static const cli_option g_opts[] = {
     {"--json", NULL, CLI_FLAG, &g_json, NULL, "machine-readable output, every figure an exact integer", NULL, 0, 0, NULL},
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_summary = {
     "summary", "[options] SNAPSHOT",
     "Print the torch.cuda.memory_summary() table of a snapshot (.cmh or PyTorch pickle) for\n"
     "each of its devices, computed by replaying its trace: Cur Usage is the end of the record,\n"
@@ -105,7 +105,7 @@ static int section(const rep_section *sec, void *arg)
 int cmd_summary(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_summary, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     return rep_run(&path, 1, g_device, g_json, REP_NO_HOST | REP_PYTORCH_TEXT, section, NULL);
 }

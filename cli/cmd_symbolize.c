@@ -13,7 +13,7 @@ static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the symbolized .cmh (written atomically)", NULL, 0, 0, NULL},
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_symbolize = {
     "symbolize", "SNAPSHOT -o OUT",
     "Give a recorded snapshot's native frames their demangled names and file:line, from the DWARF\n"
     "of the binaries its module map names (separate debug files are found by build id), an inlined\n"
@@ -25,7 +25,7 @@ static const cli_command g_cmd = {
 int cmd_symbolize(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_symbolize, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     if (!g_out) {
         cli_error("symbolize: -o OUT is needed (see cumemhist symbolize --help)");

@@ -14,7 +14,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_JSON(&g_json),
 };
 
-static const cli_command g_cmd = {
+const cli_command cli_cmd_trace = {
     "trace", "[options] SNAPSHOT",
     "PyTorch's `python _memory_viz.py trace`: each device's trace as pseudo-code\n"
     "(a = cudaMalloc(...), b = a[offset:size], del b, ...).  Same text as PyTorch's on the same\n"
@@ -62,7 +62,7 @@ static int section(const rep_section *sec, void *arg)
 int cmd_trace(int argc, char **argv)
 {
     char *path;
-    int n, rc = cli_parse(&g_cmd, argc, argv, &path, &n);
+    int n, rc = cli_parse(&cli_cmd_trace, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     if (g_json) return rep_run(&path, 1, g_device, 1, 0, section, NULL);
     cmh_snapshot s;

@@ -9,12 +9,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "flight_format.h"
 #include "internal.h"
 
 cmh_config cmh_cfg = {CMH_ENABLED_ALL, CMH_CONTEXT_ALL, 0, 32, "cumemhist.%p.cmh", 0, 0};
@@ -115,12 +117,27 @@ static int append(char *out, size_t outlen, size_t *pos, const char *s, size_t n
 /* A fixed path (no %p / %r) belongs to the first process that dumps to it: it claims the path
  * by creating PATH.claim holding "SESSION PID".  Every other process gets ".PID" inserted before
  * the extension, so no process ever overwrites another's snapshot, even one that has exited.
- * A claim from another session (an earlier run) is stale and taken over.  The session is
+ * A claim from another session (an earlier run) is stale and taken over, and so is one of
+ * this session whose process was killed before it could write there.  The session is
  * CUMEMHIST_SESSION (set by `cumemhist record`) or else the process's session id. */
 static long session_id(void)
 {
     const char *s = getenv("CUMEMHIST_SESSION");
     return s && *s ? atol(s) : (long)getsid(0);
+}
+
+static int died_without_snapshot(const char *path, long owner)
+{
+    if (owner <= 0 || kill((pid_t)owner, 0) == 0 || errno != ESRCH) return 0;
+    char flight[4200];
+    snprintf(flight, sizeof flight, "%s.flight", path);
+    int fd = open(flight, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int64_t pid = 0;
+    if (fd >= 0) {
+        if (pread(fd, &pid, sizeof pid, offsetof(cmh_flight_header, pid)) != (ssize_t)sizeof pid) pid = 0;
+        close(fd);
+    }
+    return pid == owner;
 }
 
 static int fixed_path_is_mine(const char *path)
@@ -158,8 +175,10 @@ static int fixed_path_is_mine(const char *path)
             decided = 1;
             break;
         }
-        if (owner_sess == sess) break; /* this run's: not ours */
-        unlink(claim);                 /* an earlier run's */
+        /* this run's: not ours, unless its owner died without writing a snapshot there (its
+         * flight record is still at the path; the new owner keeps it aside) */
+        if (owner_sess == sess && !died_without_snapshot(path, owner)) break;
+        unlink(claim); /* an earlier run's */
     }
     unlink(mine);
     return decided;

@@ -304,6 +304,38 @@ static void copy_cmdline(char *out, size_t cap)
     out[n] = 0;
 }
 
+/* A flight record already at the path: an earlier process that died before it could write its
+ * snapshot (the path is ours now, so that process has no use for it).  It is kept beside, as
+ * SNAPSHOT-without-extension.PID.cmh.flight, never removed: it is the only record of that run.
+ * Only a file this process made earlier (its pid, a pid that wrapped around) is replaced.  A link
+ * planted at the path is removed, never followed. */
+static void keep_leftover(const char *snap)
+{
+    int fd = open(g_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ELOOP) unlink(g_path);
+        return;
+    }
+    int64_t pid = 0;
+    char magic[8];
+    if (pread(fd, magic, 8, 0) != 8 || memcmp(magic, CMH_FLIGHT_MAGIC, 8) ||
+        pread(fd, &pid, sizeof pid, offsetof(cmh_flight_header, pid)) != (ssize_t)sizeof pid)
+        pid = 0;
+    close(fd);
+    if (pid > 0 && pid != getpid()) {
+        char aside[4300];
+        const char *slash = strrchr(snap, '/'), *dot = strrchr(snap, '.');
+        size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - snap) : strlen(snap);
+        snprintf(aside, sizeof aside, "%.*s.%lld%s.flight", (int)stem, snap, (long long)pid, snap + stem);
+        if (rename(g_path, aside) == 0) {
+            cmh_log("%s: the flight record of pid %lld, which died before writing its snapshot, is now %s "
+                    "('cumemhist recover %s' writes that snapshot)", g_path, (long long)pid, aside, aside);
+            return;
+        }
+    }
+    unlink(g_path);
+}
+
 void cmh_flight_start(void)
 {
     const char *env = getenv("CUMEMHIST_FLIGHT");
@@ -314,7 +346,7 @@ void cmh_flight_start(void)
     long mb = env && atol(env) > 0 ? atol(env) : DEFAULT_MB;
     if (mb > MAX_EXTENT_MB) mb = MAX_EXTENT_MB;
     g_first_size = (uint64_t)mb << 20;
-    unlink(g_path); /* a file an earlier process of this pid left (pids wrap); never through a link */
+    keep_leftover(snap);
     int fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     int e = fd < 0 ? errno : posix_fallocate(fd, 0, CMH_FLIGHT_HEADER);
     void *m = e ? MAP_FAILED : mmap(NULL, CMH_FLIGHT_HEADER, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

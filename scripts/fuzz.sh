@@ -1,24 +1,60 @@
 #!/bin/sh
-# fuzz.sh [pickle|cmh] [SECONDS] - build a reader's libFuzzer target with clang (ASan + UBSan)
-# and run it, seeded with the real snapshots.  Crashes, leaks and hangs (> 10 s) stop it and
-# leave the input in build-fuzz/.  Example: scripts/fuzz.sh pickle 600
+# fuzz.sh [cmh|pickle|flight|cli] [SECONDS] - build a libFuzzer target with clang (ASan + UBSan)
+# and run it: the .cmh reader, the pickle reader (each with the replay over what it accepts), the
+# flight-record reader (`cumemhist recover`), or the CLI's option parsing.  Seeded with the real
+# snapshots, flight records of a killed sample (from the build in build/), and argument vectors.
+# Crashes, leaks and hangs (> 10 s) stop it and leave the input in build-fuzz/.  The run's
+# figures (execs, coverage) end its output.  Example: scripts/fuzz.sh pickle 600
 set -eu
 cd "$(dirname "$0")/.."
 target=${1:-pickle}
 secs=${2:-600}
 out=build-fuzz
+case $target in cmh | pickle | flight | cli) ;; *) echo "fuzz.sh: no target '$target' (cmh, pickle, flight, cli)" >&2; exit 2 ;; esac
 mkdir -p "$out/corpus-$target" "$out/seeds-$target"
+pc() { pkg-config "$@" msgpack-c 2>/dev/null || pkg-config "$@" msgpack; }
 SRC="snapshot/model.c snapshot/query.c snapshot/atomic.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/pickle_read.c
-     snapshot/pickle_model.c snapshot/pickle_write.c snapshot/load.c analyzer/replay.c analyzer/pt_rules.c analyzer/summary.c"
-clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isnapshot -Ianalyzer \
-    $(pkg-config --cflags msgpack-c 2>/dev/null || pkg-config --cflags msgpack) \
-    "tests/fuzz/fuzz_$target.c" $SRC \
-    $(pkg-config --libs msgpack-c 2>/dev/null || pkg-config --libs msgpack) -o "$out/fuzz_$target"
-if [ "$target" = pickle ]; then
-    cp ../shared/fixtures/pytorch/*.pickle tests/fixtures/h200*/*.pickle "$out/seeds-$target/" 2>/dev/null || true
-else
-    cp tests/fixtures/h200*/*.cmh "$out/seeds-$target/"
-fi
+     snapshot/pickle_model.c snapshot/pickle_write.c snapshot/load.c analyzer/*.c"
+LIBS=
+case $target in
+cli)
+    SRC="$SRC snapshot/symbolize.c viz/*.c $(ls cli/*.c | grep -v cli/main.c)"
+    LIBS="$(pkg-config --libs libdw) -lstdc++ -lm -ldl"
+    ;;
+*) LIBS="-lm" ;;
+esac
+# shellcheck disable=SC2086
+clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DCMH_VERSION='"fuzz"' \
+    -Iinclude -Isnapshot -Ianalyzer -Icli -Iviz $(pc --cflags) "tests/fuzz/fuzz_$target.c" $SRC $(pc --libs) $LIBS \
+    -o "$out/fuzz_$target"
+case $target in
+pickle) cp ../shared/fixtures/pytorch/*.pickle tests/fixtures/h200*/*.pickle "$out/seeds-$target/" 2>/dev/null || true ;;
+cmh) cp tests/fixtures/h200*/*.cmh "$out/seeds-$target/" ;;
+flight)
+    # real records: the deaths test's program killed after 150 entries, with and without stacks
+    [ -x build/tests/dies ] && [ -e build/libcumemhist.so ] || { echo "fuzz.sh: build first (cmake --build build)" >&2; exit 2; }
+    cc -O1 -Isnapshot tests/fuzz/flight_seed.c -o "$out/flight_seed"
+    for ctx in none alloc all; do
+        rm -f "$out/seed-$ctx.cmh"*
+        env LD_LIBRARY_PATH="$PWD/build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+            LD_PRELOAD="$PWD/build/libcumemhist.so" CUMEMHIST_CONTEXT=$ctx CUMEMHIST_OUTPUT="$out/seed-$ctx.cmh" \
+            build/tests/dies kill 2>/dev/null || true
+        "$out/flight_seed" "$out/seed-$ctx.cmh.flight" "$out/seeds-$target/killed-$ctx.flight"
+        rm -f "$out/seed-$ctx.cmh"*
+    done
+    ;;
+cli)
+    # every command with a few of its real options (the first byte picks the table)
+    i=0
+    for args in "-o\0x.cmh\0--max-entries\0001M\0--\0prog\0a" "--device\0-1\0x.cmh" "--json\0x.cmh" "--top=5\0x.cmh" \
+        "--device=1\0--json\0x.cmh" "--bins\0004\0x.cmh" "-o\0y.cmh\0x.cmh.flight" "a\0b\0--\0-c"; do
+        for c in 0 1 2 3 4 5 6 7 8 9 10 11 12; do
+            printf "\\$(printf %03o $c)$args" >"$out/seeds-$target/seed-$i"
+            i=$((i + 1))
+        done
+    done
+    ;;
+esac
 cd "$out"
 exec "./fuzz_$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
-    -print_final_stats=1 "corpus-$target" "seeds-$target"
+    -print_final_stats=1 -close_fd_mask=3 "corpus-$target" "seeds-$target"

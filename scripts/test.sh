@@ -1,6 +1,7 @@
 #!/bin/sh
 # test.sh - install, build and run the whole test suite: once in a plain build, once under
-# AddressSanitizer + UndefinedBehaviorSanitizer.  Runs the tests on the fake driver.
+# AddressSanitizer + UndefinedBehaviorSanitizer, the recorder's suites under ThreadSanitizer,
+# then a short fuzz run of each reader.  Runs the tests on the fake driver.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh
@@ -18,3 +19,9 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_TSAN=ON -DCMH_A
 cmake --build build-tsan -j"$jobs" --target cumemhist fakecuda test_recorder test_allocators test_faults test_stress >/dev/null
 (cd build-tsan && TSAN_OPTIONS="detect_deadlocks=0 halt_on_error=1 die_after_fork=0" CUMEMHIST_UNWINDER=glibc \
     ctest --output-on-failure -j"$jobs" -R '^(recorder|allocators|faults|stress)$')
+# A fuzz smoke run of each reader and of the option parser (scripts/fuzz.sh runs them longer).
+mkdir -p build-fuzz
+for t in cmh pickle flight cli; do
+    sh scripts/fuzz.sh "$t" "${CMH_FUZZ_SECONDS:-10}" >build-fuzz/smoke-$t.log 2>&1 || { tail -40 build-fuzz/smoke-$t.log; exit 1; }
+    sed -n "s/^stat::number_of_executed_units: */fuzz $t: executions: /p" build-fuzz/smoke-$t.log
+done

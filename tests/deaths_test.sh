@@ -67,6 +67,23 @@ rm -f p.cmh*
 env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh "$D" kill 2>/dev/null
 "$CMH" recover p.cmh.flight 2>err.txt && [ "$(entries p.cmh)" = 150 ] && [ ! -e p.cmh.flight ] &&
     ok "recover after a plain LD_PRELOAD run killed by SIGKILL: 150 entries" || bad "recover: $(cat err.txt)"
+[ ! -e p.cmh.claim ] && ok "recover removes the claim the killed process left on p.cmh" || bad "p.cmh.claim left: $(cat p.cmh.claim)"
+# the same session's next run after a kill -9 writes the same path (the dead owner's claim is stale)
+rm -f p.cmh* p.*.cmh*
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh CUMEMHIST_SESSION=77 "$D" kill 2>/dev/null
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh CUMEMHIST_SESSION=77 "$D" exit 2>/dev/null
+[ "$(entries p.cmh)" = 150 ] && [ "$(ls p.*.cmh.flight | wc -l)" = 1 ] &&
+    ok "after a kill -9, the same session's next run writes p.cmh itself (not p.PID.cmh)" || bad "same session rerun: $(ls p.*)"
+# a killed run's record is never lost to the next run at the same path (a new session: the
+# path is the new run's): kept as p.PID.cmh.flight, and recover writes p.PID.cmh
+rm -f p.cmh* p.*.cmh*
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh "$D" kill 2>/dev/null
+kpid=$(py -c "import struct; print(struct.unpack_from('<q', open('p.cmh.flight','rb').read(32), 16)[0])")
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh CUMEMHIST_SESSION=999 "$D" exit 2>err.txt
+[ -e p.$kpid.cmh.flight ] && [ "$(entries p.cmh)" = 150 ] && grep -q "pid $kpid, which died before writing its snapshot, is now p.$kpid.cmh.flight" err.txt &&
+    "$CMH" recover p.$kpid.cmh.flight 2>/dev/null && [ "$(entries p.$kpid.cmh)" = 150 ] && [ "$(entries p.cmh)" = 150 ] &&
+    ok "the next run keeps a killed run's record aside (p.$kpid.cmh.flight); recover writes p.$kpid.cmh" ||
+    bad "leftover record: $(ls p.*) $(cat err.txt)"
 
 # --- the output path, before the program runs ---
 for o in nodir/x.cmh "$D/x.cmh" "$T"; do
