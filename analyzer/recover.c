@@ -624,12 +624,22 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         rc = fail(&r, "not a flight record (no magic at byte %llu)", 0);
         goto out;
     }
-    if (h->version != CMH_FLIGHT_VERSION || h->header_size != CMH_FLIGHT_HEADER) {
-        rc = fail(&r, "a flight record of version %llu, not this reader's", h->version);
+    if (h->version != CMH_FLIGHT_VERSION) {
+        char what[128];
+        snprintf(what, sizeof what, "a flight record of version %u (byte %%llu), not this reader's (%d)", h->version, CMH_FLIGHT_VERSION);
+        rc = fail(&r, what, offsetof(cmh_flight_header, version));
+        goto out;
+    }
+    if (h->header_size != CMH_FLIGHT_HEADER) {
+        char what[128];
+        snprintf(what, sizeof what, "a header of %u bytes (byte %%llu), not %d", h->header_size, CMH_FLIGHT_HEADER);
+        rc = fail(&r, what, offsetof(cmh_flight_header, header_size));
         goto out;
     }
     if (h->nareas > CMH_FLIGHT_EXTENTS) {
-        rc = fail(&r, "a header naming %llu extents", h->nareas);
+        char what[128];
+        snprintf(what, sizeof what, "a header naming %u extents (byte %%llu; at most %d)", h->nareas, CMH_FLIGHT_EXTENTS);
+        rc = fail(&r, what, offsetof(cmh_flight_header, nareas));
         goto out;
     }
     for (uint32_t a = 0; a < h->nareas; a++) {

@@ -29,6 +29,10 @@ static int fail(cur *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->err, c->errlen, fmt, ap);
     va_end(ap);
+    if (!strstr(c->err, "byte")) { /* every message points at a byte: where the reader stood */
+        size_t n = strlen(c->err);
+        snprintf(c->err + n, c->errlen - n, " (at byte %zu)", c->pos);
+    }
     return -1;
 }
 
@@ -491,6 +495,7 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
     }
     uint32_t n;
     int seen_format = 0;
+    size_t meta_at = 0;
     /* Sections must come in dependency order (strings before the ids that point at them);
      * the writer emits them so, and an id checked against a table not yet read fails cleanly. */
     if (rd_container(&c, 1, &n)) goto bad;
@@ -520,7 +525,10 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
             }
             s->version = (uint32_t)v;
             continue;
-        } else if (KEY("meta")) r = rd_meta(&c, s);
+        } else if (KEY("meta")) {
+            meta_at = c.pos;
+            r = rd_meta(&c, s);
+        }
         else if (KEY("strings")) r = rd_strings(&c, s);
         else if (KEY("modules")) r = rd_modules(&c, s);
         else if (KEY("frames")) r = rd_frames(&c, s);
@@ -548,7 +556,7 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
     }
     /* meta string ids are checked last: strings come after meta in the file. */
     if (s->hostname >= s->strings.n || s->cmdline >= s->strings.n || s->ending >= s->strings.n) {
-        fail(&c, "meta names a string that does not exist");
+        fail(&c, "meta (at byte %zu) names a string that does not exist", meta_at);
         goto bad;
     }
     return CMH_OK;

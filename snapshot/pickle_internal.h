@@ -41,6 +41,7 @@ typedef struct pcont {
     uint32_t conv_id;
     uint32_t n, cap;
     pv *items; /* dicts: key, value, key, value... */
+    uint64_t at; /* the byte of the opcode that made it: where an error in it points */
 } pcont;
 
 /* Keys and values the conversion looks for, interned once. */
@@ -65,6 +66,7 @@ typedef struct frame_slot { /* a frame by what it says (oatab.h: keyed by their 
 typedef struct pm {
     const uint8_t *p;
     size_t len, pos, op_at;
+    size_t obj_at; /* the model's conversion: 1 + the byte of the object at hand (0: parsing) */
     cmh_snapshot *s;
     char *err;
     size_t errlen;

@@ -229,9 +229,18 @@ int pk_convert_entry(pm *m, pv *v)
 
 /* ---- the finished value into the model ---- */
 
+/* A container of the model, remembered as the one an error points at. */
+static const pcont *obj(pm *m, const pv *v, uint8_t kind)
+{
+    const pcont *c = pk_as_cont(m, v, kind);
+    if (c) m->obj_at = c->at + 1;
+    return c;
+}
+
 static int want_int(pm *m, const pcont *d, int key, int64_t *out, int required, const char *what)
 {
     const pv *v = pk_dict_get(m, d, m->key[key]);
+    m->obj_at = d->at + 1;
     if (!v) {
         if (required) return pk_fail(m, "%s without '%s'", what, pk_key_names[key]);
         return 0;
@@ -259,7 +268,7 @@ static uint32_t stack_of(pm *m, const pcont *d)
 
 static int convert_segment(pm *m, const pv *sv)
 {
-    const pcont *d = pk_as_cont(m, sv, C_DICT);
+    const pcont *d = obj(m, sv, C_DICT);
     if (!d) return pk_fail(m, "a segment is not a dict");
     cmh_segment g;
     memset(&g, 0, sizeof g);
@@ -272,8 +281,8 @@ static int convert_segment(pm *m, const pv *sv)
     const pv *v = pk_dict_get(m, d, m->key[K_SEGMENT_TYPE]);
     g.pool = v && v->tag == PV_STR ? (v->u.id == m->key[K_SMALL] ? CMH_POOL_SMALL : v->u.id == m->key[K_LARGE] ? CMH_POOL_LARGE : CMH_POOL_UNKNOWN)
                                    : CMH_POOL_UNKNOWN;
-    const pcont *pid = (v = pk_dict_get(m, d, m->key[K_SEGMENT_POOL_ID])) ? pk_as_cont(m, v, C_TUPLE) : NULL;
-    if (!pid && v) pid = pk_as_cont(m, v, C_LIST);
+    const pcont *pid = (v = pk_dict_get(m, d, m->key[K_SEGMENT_POOL_ID])) ? obj(m, v, C_TUPLE) : NULL;
+    if (!pid && v) pid = obj(m, v, C_LIST);
     for (uint32_t i = 0; pid && i < 2 && i < pid->n; i++)
         if (to_i64(&pid->items[i], &x)) g.pool_id[i] = (uint64_t)x;
     v = pk_dict_get(m, d, m->key[K_IS_EXPANDABLE]);
@@ -286,11 +295,11 @@ static int convert_segment(pm *m, const pv *sv)
     if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_WHOLE_BLOCK;
     if (m->failed || cmh_snapshot_add_segment(m->s, &g, NULL) != CMH_OK) return pk_nomem(m);
     v = pk_dict_get(m, d, m->key[K_BLOCKS]);
-    const pcont *bl = v ? pk_as_cont(m, v, C_LIST) : NULL;
+    const pcont *bl = v ? obj(m, v, C_LIST) : NULL;
     if (!bl) return v ? pk_fail(m, "segment 'blocks' is not a list") : 0;
     uint64_t at = g.addr;
     for (uint32_t i = 0; i < bl->n; i++) {
-        const pcont *b = pk_as_cont(m, &bl->items[i], C_DICT);
+        const pcont *b = obj(m, &bl->items[i], C_DICT);
         if (!b) return pk_fail(m, "a block is not a dict");
         if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
         cmh_block blk;
@@ -306,11 +315,11 @@ static int convert_segment(pm *m, const pv *sv)
         blk.stack = stack_of(m, b);
         /* PyTorch <= 2.0: no address/frames, a 'history' of {addr, real_size, frames} */
         const pv *h = pk_dict_get(m, b, m->key[K_HISTORY]);
-        const pcont *hist = h ? pk_as_cont(m, h, C_LIST) : NULL;
+        const pcont *hist = h ? obj(m, h, C_LIST) : NULL;
         if (hist && hist->n) {
             m->s->pt_fields |= CMH_PT_LEGACY_HISTORY;
             /* PyTorch's own tools read the first record: its real_size is what the block holds */
-            const pcont *first = pk_as_cont(m, &hist->items[0], C_DICT);
+            const pcont *first = obj(m, &hist->items[0], C_DICT);
             if (first) {
                 x = 0;
                 if (!want_int(m, first, K_REAL_SIZE, &x, 0, "history")) blk.requested = (uint64_t)x;
@@ -344,7 +353,7 @@ static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
     pool_at *ps = calloc(pl->n, sizeof *ps);
     if (!ps) return pk_nomem(m);
     for (uint32_t i = 0; i < pl->n; i++) {
-        const pcont *t = pk_as_cont(m, &pl->items[i], C_TUPLE);
+        const pcont *t = obj(m, &pl->items[i], C_TUPLE);
         int64_t v[6];
         int ok = t && t->n == 6;
         for (int k = 0; ok && k < 6; k++) ok = to_i64(&t->items[k], &v[k]);
@@ -370,11 +379,11 @@ static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
  * names, or after the last one. */
 static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
 {
-    const pcont *outer = pk_as_cont(m, tv, C_LIST);
+    const pcont *outer = obj(m, tv, C_LIST);
     if (!outer) return pk_fail(m, "'device_traces' is not a list");
     uint32_t k = 0;
     for (uint32_t dev = 0; dev < outer->n; dev++) {
-        const pcont *tr = pk_as_cont(m, &outer->items[dev], C_LIST);
+        const pcont *tr = obj(m, &outer->items[dev], C_LIST);
         if (!tr) return pk_fail(m, "device_traces[%u] is not a list", dev);
         if (cmh_snapshot_add_trace(m->s, (int32_t)dev, 0, NULL) != CMH_OK) return pk_nomem(m);
         while (k < nps && ps[k].device < (int32_t)dev) k++;
@@ -428,7 +437,7 @@ static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type)
     case PV_FLOAT: *type = 2; snprintf(buf, n, "%.17g", v->u.f); break;
     case PV_BOOL: *type = 3; snprintf(buf, n, "%s", v->u.i ? "True" : "False"); break;
     case PV_CONT: {
-        const pcont *d = pk_as_cont(m, v, C_DICT);
+        const pcont *d = obj(m, v, C_DICT);
         *type = 4;
         if (d) map_text(m, d, buf, n);
         else snprintf(buf, n, "{}");
@@ -440,9 +449,9 @@ static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type)
 
 int pk_convert_top(pm *m, const pv *root)
 {
-    const pcont *d = pk_as_cont(m, root, C_DICT);
+    const pcont *d = obj(m, root, C_DICT);
     if (!d) {
-        const pcont *l = pk_as_cont(m, root, C_LIST);
+        const pcont *l = obj(m, root, C_LIST);
         if (!l) return pk_fail(m, "not a PyTorch memory snapshot (the pickle holds neither a dict nor a list)");
         m->s->pt_fields |= CMH_PT_BARE_SEGMENTS; /* memory_snapshot(): segments only */
         for (uint32_t i = 0; i < l->n; i++)
@@ -451,14 +460,14 @@ int pk_convert_top(pm *m, const pv *root)
     }
     const pv *segs = pk_dict_get(m, d, m->key[K_SEGMENTS]);
     if (!segs) return pk_fail(m, "not a PyTorch memory snapshot (no 'segments')");
-    const pcont *sl = pk_as_cont(m, segs, C_LIST);
+    const pcont *sl = obj(m, segs, C_LIST);
     if (!sl) return pk_fail(m, "'segments' is not a list");
     for (uint32_t i = 0; i < sl->n; i++)
         if (convert_segment(m, &sl->items[i])) return -1;
     const pv *ours = pk_dict_get(m, d, m->key[K_CUMEMHIST]);
-    const pcont *od = ours ? pk_as_cont(m, ours, C_DICT) : NULL; /* exported by cumemhist (viz/memviz.c) */
+    const pcont *od = ours ? obj(m, ours, C_DICT) : NULL; /* exported by cumemhist (viz/memviz.c) */
     const pv *psv = od ? pk_dict_get(m, od, m->key[K_POOL_SAMPLES]) : NULL;
-    const pcont *pl = psv ? pk_as_cont(m, psv, C_LIST) : NULL;
+    const pcont *pl = psv ? obj(m, psv, C_LIST) : NULL;
     pool_at *ps = NULL;
     if (pl && pl->n && read_pool_samples(m, pl, &ps)) return -1;
     const pv *tr = pk_dict_get(m, d, m->key[K_DEVICE_TRACES]);
@@ -466,7 +475,7 @@ int pk_convert_top(pm *m, const pv *root)
     free(ps);
     if (rc) return -1;
     const pv *as = pk_dict_get(m, d, m->key[K_ALLOCATOR_SETTINGS]);
-    const pcont *ad = as ? pk_as_cont(m, as, C_DICT) : NULL;
+    const pcont *ad = as ? obj(m, as, C_DICT) : NULL;
     if (ad) {
         m->s->pt_fields |= CMH_PT_ALLOCATOR_SETTINGS;
         for (uint32_t i = 0; i + 1 < ad->n; i += 2) {
@@ -490,17 +499,17 @@ int pk_convert_top(pm *m, const pv *root)
         if (hv && hv->tag == PV_STR) m->s->hostname = hv->u.id;
         if (cv && cv->tag == PV_STR) m->s->cmdline = cv->u.id;
         const pv *dr = pk_dict_get(m, od, m->key[K_DROPPED]);
-        const pcont *dl = dr ? pk_as_cont(m, dr, C_LIST) : NULL;
+        const pcont *dl = dr ? obj(m, dr, C_LIST) : NULL;
         for (uint32_t i = 0; dl && i < dl->n; i++)
             for (uint32_t t = 0; t < m->s->ntraces; t++)
                 if (m->s->traces[t].device == (int32_t)i && to_i64(&dl->items[i], &x)) m->s->traces[t].dropped = (uint64_t)x;
     }
     const pv *ea = pk_dict_get(m, d, m->key[K_EXTERNAL_ANNOTATIONS]);
-    const pcont *el = ea ? pk_as_cont(m, ea, C_LIST) : NULL;
+    const pcont *el = ea ? obj(m, ea, C_LIST) : NULL;
     if (el) {
         m->s->pt_fields |= CMH_PT_EXTERNAL_ANNOTATIONS;
         for (uint32_t i = 0; i < el->n; i++) {
-            const pcont *a = pk_as_cont(m, &el->items[i], C_DICT);
+            const pcont *a = obj(m, &el->items[i], C_DICT);
             if (!a) return pk_fail(m, "an external annotation is not a dict");
             cmh_annotation an = {0, 0, 0, 0};
             const pv *v = pk_dict_get(m, a, m->key[K_NAME]);

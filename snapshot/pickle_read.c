@@ -34,6 +34,12 @@ int pk_fail(pm *m, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(m->err, m->errlen, fmt, ap);
     va_end(ap);
+    /* every message points at a byte: the object the model was reading, or the opcode */
+    if (!strstr(m->err, "byte")) {
+        size_t n = strlen(m->err);
+        if (m->obj_at) snprintf(m->err + n, m->errlen - n, " (in the object at byte %zu)", m->obj_at - 1);
+        else snprintf(m->err + n, m->errlen - n, " (at byte %zu)", m->op_at);
+    }
     return -1;
 }
 
@@ -101,6 +107,7 @@ static int new_cont(pm *m, uint8_t kind, pv *out)
     pcont *c = &m->conts[m->nconts];
     memset(c, 0, sizeof *c);
     c->kind = kind;
+    c->at = m->op_at;
     out->tag = PV_CONT;
     out->u.id = m->nconts++;
     return 0;

@@ -396,12 +396,12 @@ static void test_cycles_and_bombs(void)
     const unsigned char cyc[] = {0x80, 0x04, 0x7d, 0x94, 0x8c, 0x08, 's', 'e', 'g', 'm', 'e', 'n', 't', 's',
                                  0x5d, 0x94, 0x68, 0x01, 0x61, 0x73, '.'};
     CU_ASSERT_EQUAL(rd(cyc, sizeof cyc, err, sizeof err), CMH_EFORMAT);
-    CU_ASSERT_STRING_EQUAL(err, "a segment is not a dict");
+    CU_ASSERT_STRING_EQUAL(err, "a segment is not a dict (in the object at byte 14)"); /* the list */
     /* a dict that is its own 'segments' */
     const unsigned char self[] = {0x80, 0x04, 0x7d, 0x94, 0x8c, 0x08, 's', 'e', 'g', 'm', 'e', 'n', 't', 's',
                                   0x68, 0x00, 0x73, '.'};
     CU_ASSERT_EQUAL(rd(self, sizeof self, err, sizeof err), CMH_EFORMAT);
-    CU_ASSERT_STRING_EQUAL(err, "'segments' is not a list");
+    CU_ASSERT_STRING_EQUAL(err, "'segments' is not a list (in the object at byte 2)");
 
     /* billion laughs: one entry dict, shared 1000 times in a list, that list 1000 times in
      * device_traces -> a million entries from a few kilobytes: refused, not expanded */
@@ -441,7 +441,7 @@ static void test_cycles_and_bombs(void)
     for (size_t i = 1; i < depth; i++) p[n++] = 0x61;
     p[n++] = '.';
     CU_ASSERT_EQUAL(rd(p, n, err, sizeof err), CMH_EFORMAT);
-    CU_ASSERT_STRING_EQUAL(err, "a segment is not a dict");
+    CU_ASSERT_STRING_EQUAL(err, "a segment is not a dict (in the object at byte 2)");
     /* and a million open MARKs */
     n = 2;
     for (size_t i = 0; i < depth; i++) p[n++] = 0x28;

@@ -1,0 +1,293 @@
+/*
+ * test_badinput.c - the bad-input matrix for the three readers: a .cmh snapshot, the same
+ * snapshot as a PyTorch pickle, and a flight record (a real one, of tests/dies killed after 150
+ * entries, compacted).  For each: every truncation, every single-bit flip (a flipped byte at a
+ * stride for the flight record), huge declared lengths and wrong versions.  Whatever a reader
+ * refuses, it says so in one line naming the file and the byte; whatever it accepts is a model
+ * the analyzer can replay (under ASan/UBSan in that build).  Never a crash, a hang or a read
+ * past the input.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../snapshot/flight_format.h"
+#include "cumemhist/analyzer.h"
+#include "cumemhist/recover.h"
+#include "cumemhist/snapshot.h"
+#include "testutil.h"
+
+static char g_dir[] = "/tmp/cmh-badinput-XXXXXX";
+static unsigned long g_tried, g_refused;
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    rewind(f);
+    unsigned char *b = malloc(*len ? *len : 1);
+    CU_ASSERT_FATAL(fread(b, 1, *len, f) == *len);
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *path, const void *b, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_FATAL(fwrite(b, 1, len, f) == len);
+    fclose(f);
+}
+
+/* What a reader accepted must replay: every device's summary computes. */
+static void exercise(cmh_snapshot *s)
+{
+    int32_t devs[8];
+    int nd = cmh_snapshot_devices(s, devs, 8);
+    for (int i = 0; i < nd && i < 8; i++) {
+        cmh_mem_stats st;
+        cmh_summary_compute(s, devs[i], &st);
+    }
+    cmh_snapshot_free(s);
+}
+
+/* A refusal is one line, naming the file and a byte ("x.cmh: truncated at byte 12 ..."). */
+static int good_error(const char *err, const char *path)
+{
+    size_t n = strlen(path);
+    return !strncmp(err, path, n) && err[n] == ':' && strstr(err, "byte") && !strchr(err, '\n');
+}
+
+enum { SNAPSHOT, FLIGHT };
+
+/* Try one input through the file reader; 1 if refused.  must_fail: a truncation. */
+static int try_file(int kind, const char *path, const void *b, size_t len, int must_fail, const char *what)
+{
+    spit(path, b, len);
+    cmh_snapshot s;
+    cmh_recover_info info;
+    char err[4600] = "";
+    int rc = kind == FLIGHT ? cmh_flight_recover(path, &s, &info, err, sizeof err) : cmh_snapshot_load(path, &s, err, sizeof err);
+    g_tried++;
+    if (rc == CMH_OK) {
+        if (must_fail) fprintf(stderr, "\n  %s: accepted\n", what);
+        CU_ASSERT(!must_fail);
+        exercise(&s);
+        return 0;
+    }
+    g_refused++;
+    if (!good_error(err, path)) fprintf(stderr, "\n  %s: \"%s\"\n", what, err);
+    CU_ASSERT(good_error(err, path));
+    CU_ASSERT(rc == CMH_EFORMAT || rc == CMH_ENOMEM);
+    return 1;
+}
+
+/* In memory (the readers the file loader dispatches to): 1 if refused. */
+static int try_mem(int pickle, const void *b, size_t len, const char *what)
+{
+    cmh_snapshot s;
+    char err[512] = "";
+    int rc = pickle ? cmh_pickle_read(b, len, &s, err, sizeof err) : cmh_cmh_read(b, len, &s, err, sizeof err);
+    g_tried++;
+    if (rc == CMH_OK) {
+        exercise(&s);
+        return 0;
+    }
+    g_refused++;
+    if (!strstr(err, "byte") || strchr(err, '\n')) fprintf(stderr, "\n  %s: \"%s\"\n", what, err);
+    CU_ASSERT(strstr(err, "byte") && !strchr(err, '\n'));
+    return 1;
+}
+
+/* The .cmh fixture and the same snapshot as a pickle. */
+static unsigned char *snapshot_bytes(int pickle, size_t *len)
+{
+    unsigned char *b = slurp(CMH_FIXTURES "/h200/cudart.cmh", len);
+    if (!pickle) return b;
+    cmh_snapshot s;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(b, *len, &s, err, sizeof err), CMH_OK);
+    free(b);
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    CU_ASSERT_EQUAL_FATAL(cmh_pickle_write(&s, f), CMH_OK);
+    fclose(f);
+    cmh_snapshot_free(&s);
+    return (unsigned char *)out;
+}
+
+static void matrix_snapshot(int pickle)
+{
+    size_t len;
+    unsigned char *b = snapshot_bytes(pickle, &len), *m = malloc(len + 64);
+    char path[128], what[128];
+    snprintf(path, sizeof path, "%s/x.%s", g_dir, pickle ? "pickle" : "cmh");
+    unsigned long t0 = g_tried;
+    /* the whole file reads */
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, b, len, 0, "whole"), 0);
+    /* every truncation, through the file loader: each refused, naming the file and the byte */
+    for (size_t n = 0; n < len; n++) {
+        snprintf(what, sizeof what, "%s cut at %zu", pickle ? "pickle" : "cmh", n);
+        try_file(SNAPSHOT, path, b, n, 1, what);
+    }
+    /* every single-bit flip */
+    unsigned long flips = 0, refused = 0;
+    for (size_t i = 0; i < len; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            memcpy(m, b, len);
+            m[i] ^= (unsigned char)(1u << bit);
+            snprintf(what, sizeof what, "%s byte %zu bit %d", pickle ? "pickle" : "cmh", i, bit);
+            refused += (unsigned long)try_mem(pickle, m, len, what);
+            flips++;
+        }
+    /* a flip through the file loader says the file too */
+    memcpy(m, b, len);
+    m[0] ^= 0xff;
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, m, len, 1, "first byte"), 1);
+    fprintf(stderr, "[%s: %zu bytes, %zu truncations, %lu bit flips (%lu refused)] ", pickle ? "pickle" : "cmh", len, len, flips,
+            refused);
+    (void)t0;
+    free(m);
+    free(b);
+}
+
+static void test_cmh_matrix(void) { matrix_snapshot(0); }
+static void test_pickle_matrix(void) { matrix_snapshot(1); }
+
+/* Huge declared lengths and wrong versions, hand-made. */
+static void test_snapshot_hostile(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/h.cmh", g_dir);
+    /* .cmh: the strings array claims 2^32-1 items; a string claims 4 GiB; version 99 */
+    const unsigned char arr[] = {0x82, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', 0xa9, 'c', 'u', 'm', 'e', 'm', 'h', 'i', 's', 't',
+                                 0xa7, 's', 't', 'r', 'i', 'n', 'g', 's', 0xdd, 0xff, 0xff, 0xff, 0xff};
+    const unsigned char str[] = {0x82, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', 0xa9, 'c', 'u', 'm', 'e', 'm', 'h', 'i', 's', 't',
+                                 0xa7, 's', 't', 'r', 'i', 'n', 'g', 's', 0x91, 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'};
+    const unsigned char ver[] = {0x82, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', 0xa9, 'c', 'u', 'm', 'e', 'm', 'h', 'i', 's', 't',
+                                 0xa7, 'v', 'e', 'r', 's', 'i', 'o', 'n', 0x63};
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, arr, sizeof arr, 1, "cmh array 2^32-1"), 1);
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, str, sizeof str, 1, "cmh str 4 GiB"), 1);
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, ver, sizeof ver, 1, "cmh version 99"), 1);
+    /* pickles: protocol 6 and 1, a BINUNICODE8 of 2^62 bytes, a LONG4 of 2 GiB, a frame of 2^60 */
+    snprintf(path, sizeof path, "%s/h.pickle", g_dir);
+    const unsigned char p6[] = {0x80, 6, '}', '.'};
+    const unsigned char p1[] = {0x80, 1, '}', '.'};
+    const unsigned char u8[] = {0x80, 4, 0x8d, 0, 0, 0, 0, 0, 0, 0, 0x40, 'a', '.'};
+    const unsigned char l4[] = {0x80, 4, 0x8b, 0, 0, 0, 0x80, 1, '.'};
+    const unsigned char fr[] = {0x80, 4, 0x95, 0, 0, 0, 0, 0, 0, 0, 0x10, '}', '.'};
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, p6, sizeof p6, 1, "pickle protocol 6"), 1);
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, p1, sizeof p1, 1, "pickle protocol 1"), 1);
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, u8, sizeof u8, 1, "pickle BINUNICODE8 2^62"), 1);
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, l4, sizeof l4, 1, "pickle LONG4 2 GiB"), 1);
+    CU_ASSERT_EQUAL(try_file(SNAPSHOT, path, fr, sizeof fr, 1, "pickle FRAME 2^60"), 1);
+}
+
+/* ---- the flight record ---- */
+
+static void test_flight_matrix(void)
+{
+    size_t len;
+    unsigned char *b = slurp(CMH_FIXTURES "/flight/killed-150.flight", &len), *m = malloc(len);
+    char path[128], what[128];
+    snprintf(path, sizeof path, "%s/x.cmh.flight", g_dir);
+    cmh_snapshot s;
+    cmh_recover_info info;
+    char err[4600];
+    spit(path, b, len);
+    CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s, &info, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(info.entries, 150);
+    CU_ASSERT_EQUAL(info.torn, 0);
+    cmh_snapshot_free(&s);
+    /* truncations: inside the header (refused), then through the extents (the file no longer
+     * holds what the header says: refused, naming the header's byte) */
+    unsigned long cuts = 0;
+    for (size_t n = 0; n < len; n += n < CMH_FLIGHT_HEADER ? 61 : 8) {
+        snprintf(what, sizeof what, "flight cut at %zu", n);
+        try_file(FLIGHT, path, b, n, 1, what);
+        cuts++;
+    }
+    /* a flipped byte every 7 bytes over the header's used part and all the records */
+    unsigned long flips = 0, refused = 0, torn = 0;
+    const cmh_flight_header *h = (const void *)b;
+    size_t hdr_used = offsetof(cmh_flight_header, snapshot_path) + 64;
+    for (size_t i = 0; i < len; i += 7) {
+        if (i >= hdr_used && i < h->area[0].offset) continue; /* names and padding: any bytes read */
+        memcpy(m, b, len);
+        m[i] ^= 0xa5;
+        snprintf(what, sizeof what, "flight byte %zu", i);
+        spit(path, m, len);
+        int rc = cmh_flight_recover(path, &s, &info, err, sizeof err);
+        g_tried++;
+        flips++;
+        if (rc == CMH_OK) {
+            torn += info.torn;
+            exercise(&s);
+        } else {
+            refused++;
+            g_refused++;
+            if (!good_error(err, path)) fprintf(stderr, "\n  %s: \"%s\"\n", what, err);
+            CU_ASSERT(good_error(err, path));
+        }
+    }
+    /* a torn last record (its writer died mid-append): dropped and counted, the rest read */
+    memcpy(m, b, len);
+    cmh_flight_header *mh = (void *)m;
+    uint64_t end = mh->area[0].offset + (mh->area[0].cursor < mh->area[0].size ? mh->area[0].cursor : mh->area[0].size), at = mh->area[0].offset, last = at;
+    while (at < end) {
+        const cmh_flight_rec *r = (const void *)(m + at);
+        if (!r->len) break;
+        last = at;
+        at += r->len;
+    }
+    ((cmh_flight_rec *)(void *)(m + last))->commit = 0;
+    spit(path, m, len);
+    CU_ASSERT_EQUAL(cmh_flight_recover(path, &s, &info, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(info.torn, 1);
+    CU_ASSERT_EQUAL(info.entries, 149);
+    cmh_snapshot_free(&s);
+    /* hostile headers: a newer version, 1000 extents, an extent of 2^63 bytes, a record of 4 GiB */
+    memcpy(m, b, len);
+    mh->version = 2;
+    CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight version 2"), 1);
+    memcpy(m, b, len);
+    mh->nareas = 1000;
+    CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight 1000 extents"), 1);
+    memcpy(m, b, len);
+    mh->area[0].size = 1ull << 63;
+    CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight extent 2^63"), 1);
+    memcpy(m, b, len);
+    ((cmh_flight_rec *)(void *)(m + mh->area[0].offset))->len = 0xfffffff8u;
+    spit(path, m, len);
+    if (cmh_flight_recover(path, &s, &info, err, sizeof err) == CMH_OK) {
+        CU_ASSERT(info.torn >= 1); /* a length past the extent: not trusted, nor what follows */
+        cmh_snapshot_free(&s);
+    } else CU_ASSERT(good_error(err, path));
+    fprintf(stderr, "[flight: %zu bytes, %lu truncations, %lu byte flips (%lu refused, %lu torn records dropped)] ", len, cuts, flips,
+            refused, torn);
+    free(m);
+    free(b);
+}
+
+static void test_totals(void) { fprintf(stderr, "[%lu bad inputs tried, %lu refused] ", g_tried, g_refused); }
+
+int main(void)
+{
+    if (!mkdtemp(g_dir)) return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    CU_pSuite s = CU_add_suite("badinput", NULL, NULL);
+    CMH_ADD_TEST(s, test_cmh_matrix);
+    CMH_ADD_TEST(s, test_pickle_matrix);
+    CMH_ADD_TEST(s, test_snapshot_hostile);
+    CMH_ADD_TEST(s, test_flight_matrix);
+    CMH_ADD_TEST(s, test_totals);
+    int rc = cmh_test_main();
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    if (system(cmd) != 0) rc = 1;
+    return rc;
+}
