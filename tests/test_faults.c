@@ -236,6 +236,66 @@ static void test_full_tables_count_their_drops(void)
     for (int i = 0; i < NPOOLS; i++) cuMemPoolDestroy(pools[i]);
 }
 
+/* ---- malloc failing inside the recorder (the faults_nomem test preloads tests/malloc_fail.c) ---- */
+
+static int (*malloc_fail_set)(int);
+static unsigned long *malloc_fail_refused;
+
+static void test_recorder_malloc_fails(void)
+{
+    if (!malloc_fail_set) {
+        /* only where the failing malloc is preloaded; faults_nomem says it must be */
+        CU_ASSERT_PTR_NULL(getenv("CMH_EXPECT_MALLOC_FAIL"));
+        return;
+    }
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_ALLOC, 0);
+    cmh_snapshot s;
+    dump_load(&s);
+    uint32_t before_segs = s.nsegments;
+    cmh_snapshot_free(&s);
+    char good[300], err[512];
+    snprintf(good, sizeof good, "%s/good.cmh", g_dir);
+    CU_ASSERT_EQUAL_FATAL(cmh_dump_snapshot(good), CMH_OK);
+    uint64_t lost0 = cmh_lost_events();
+    enum { KEEP = 3000, CHURN = 60000 };
+    static CUdeviceptr keep[KEEP];
+    CU_ASSERT_EQUAL_FATAL(malloc_fail_set(1), 0);
+    /* every call still goes through and works: the program never sees the recorder's trouble */
+    int ok = 1;
+    for (int i = 0; i < KEEP; i++) ok &= cuMemAlloc(&keep[i], 4096 + (size_t)i * 512) == CUDA_SUCCESS;
+    for (int i = 0; i < CHURN; i++) {
+        CUdeviceptr p;
+        ok &= cuMemAlloc(&p, 1 << 16) == CUDA_SUCCESS;
+        ok &= cuMemsetD8(p, 0x5a, 1 << 16) == CUDA_SUCCESS;
+        ok &= cuMemFree(p) == CUDA_SUCCESS;
+    }
+    CU_ASSERT(ok);
+    /* a dump now cannot build its snapshot: it says so and leaves the last one whole */
+    CU_ASSERT_NOT_EQUAL(cmh_dump_snapshot(good), CMH_OK);
+    CU_ASSERT_EQUAL(malloc_fail_set(0), 0);
+    uint64_t lost = cmh_lost_events() - lost0;
+    CU_ASSERT(*malloc_fail_refused > 0);
+    CU_ASSERT(lost > 0); /* what could not be kept is counted */
+    CU_ASSERT_EQUAL(cmh_snapshot_load(good, &s, err, sizeof err), CMH_OK);
+    cmh_snapshot_free(&s);
+    /* memory back: recording and dumping work again, and the counts are in the snapshot */
+    CUdeviceptr after;
+    CU_ASSERT_EQUAL(cuMemAlloc(&after, 8192), CUDA_SUCCESS);
+    dump_load(&s);
+    CU_ASSERT(s.lost_events >= lost);
+    CU_ASSERT_PTR_NOT_NULL(find_segment(&s, after));
+    /* the live segments it kept are real ones: no invented or doubled segment */
+    CU_ASSERT(s.nsegments <= before_segs + KEEP + 1);
+    uint32_t kept = 0;
+    for (int i = 0; i < KEEP; i++) kept += find_segment(&s, keep[i]) != NULL;
+    fprintf(stderr, "[%lu mallocs refused, %llu events counted lost, %u of %d live segments kept] ", *malloc_fail_refused,
+            (unsigned long long)lost, kept, KEEP);
+    CU_ASSERT_EQUAL(s.nsegments - before_segs - 1, kept);
+    cmh_snapshot_free(&s);
+    for (int i = 0; i < KEEP; i++) CU_ASSERT_EQUAL(cuMemFree(keep[i]), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemFree(after), CUDA_SUCCESS);
+}
+
 int main(void)
 {
     CUcontext ctx;
@@ -248,6 +308,8 @@ int main(void)
         fprintf(stderr, "test_faults: not the fake driver (no fakecuda_inject)\n");
         return 2;
     }
+    *(void **)&malloc_fail_set = dlsym(RTLD_DEFAULT, "malloc_fail_set");
+    malloc_fail_refused = dlsym(RTLD_DEFAULT, "malloc_fail_refused");
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
     CU_pSuite s = CU_add_suite("faults", NULL, NULL);
     CMH_ADD_TEST(s, test_unmap_recorded_before_the_driver);
@@ -255,6 +317,7 @@ int main(void)
     CMH_ADD_TEST(s, test_range_name_copied_at_push);
     CMH_ADD_TEST(s, test_refusals_forwarded);
     CMH_ADD_TEST(s, test_full_tables_count_their_drops);
+    CMH_ADD_TEST(s, test_recorder_malloc_fails);
     int rc = cmh_test_main();
     recorder_test_cleanup();
     return rc;
