@@ -46,6 +46,41 @@ const char *cmh_flight_path(void) { return g_h ? g_path : NULL; }
 
 /* ---- extents ---- */
 
+/* Pages are made writable ahead of the appends, a window at a time, by the helper thread: a
+ * first write to a page of a shared file mapping is a fault (the file system's page_mkwrite),
+ * and so is the first write after writeback cleaned it, about one per 50 entries otherwise.
+ * All at once would not do: writeback cleans what waits too long.  When the appends come within
+ * half a window of the populated end, they wake the helper (once). */
+#define POP_WINDOW (8ull << 20)
+static uint64_t g_pop[CMH_FLIGHT_EXTENTS]; /* bytes of each extent populated */
+static int g_pop_asked;
+
+static void populate(uint32_t i, uint64_t from, uint64_t to)
+{
+#ifdef MADV_POPULATE_WRITE
+    uint64_t a = from & ~(uint64_t)4095; /* madvise wants a page-aligned start */
+    if (to > a) madvise(g_map[i] + a, to - a, MADV_POPULATE_WRITE);
+#endif
+    __atomic_store_n(&g_pop[i], to, __ATOMIC_RELEASE);
+}
+
+int cmh_flight_populate_wanted(void) { return __atomic_load_n(&g_pop_asked, __ATOMIC_ACQUIRE); }
+
+void cmh_flight_populate(void)
+{
+    pthread_mutex_lock(&g_tick); /* no extent given back meanwhile */
+    __atomic_store_n(&g_pop_asked, 0, __ATOMIC_RELEASE);
+    uint32_t a = g_h ? __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE) : CMH_FLIGHT_EXTENTS;
+    if (a < CMH_FLIGHT_EXTENTS && g_map[a]) {
+        uint64_t size = __atomic_load_n(&g_h->area[a].size, __ATOMIC_ACQUIRE);
+        uint64_t to = __atomic_load_n(&g_h->area[a].cursor, __ATOMIC_RELAXED) + POP_WINDOW;
+        if (to > size) to = size;
+        uint64_t from = __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED);
+        if (to > from) populate(a, from, to);
+    }
+    pthread_mutex_unlock(&g_tick);
+}
+
 /* Add extent i to the file and map it; 0, or -1 (then appends are counted as lost). */
 static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
 {
@@ -53,11 +88,8 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     if (posix_fallocate(g_fd, (off_t)off, (off_t)size) != 0) return -1;
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
     if (m == MAP_FAILED) return -1;
-#ifdef MADV_POPULATE_WRITE
-    /* the pages made writable now, not at each first write (a fault per 50 entries otherwise) */
-    madvise(m, size, MADV_POPULATE_WRITE);
-#endif
     g_map[i] = m;
+    populate(i, 0, size < POP_WINDOW ? size : POP_WINDOW);
     cmh_flight_area *a = &h->area[i];
     a->offset = off;
     a->cursor = 0;
@@ -107,6 +139,9 @@ static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
         uint64_t at = __atomic_fetch_add(&ar->cursor, len, __ATOMIC_RELAXED);
         if (at + len <= ar->size) {
             cmh_flight_rec *r = (cmh_flight_rec *)(g_map[a] + at);
+            if (CMH_UNLIKELY(at + len + POP_WINDOW / 2 > __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED)) &&
+                __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED) < ar->size && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
+                cmh_helper_wake();
             r->len = len;
             *area = counted ? a : CMH_FLIGHT_EXTENTS;
             return r;

@@ -284,6 +284,9 @@ CMH_HIDDEN void cmh_flight_name(uint32_t id, const char *name);
 CMH_HIDDEN void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage);
 CMH_HIDDEN void cmh_flight_tick(void); /* the helper thread, every ~100 ms */
 CMH_HIDDEN int cmh_flight_checkpoint_wanted(void);
+CMH_HIDDEN int cmh_flight_populate_wanted(void);
+CMH_HIDDEN void cmh_flight_populate(void); /* the helper: make the next pages writable */
+CMH_HIDDEN void cmh_helper_wake(void);     /* wake the helper thread (it looks at what is wanted) */
 CMH_HIDDEN void cmh_flight_checkpoint(void);
 CMH_HIDDEN void cmh_flight_ended_by_signal(int sig); /* async-signal-safe */
 /* At exit: the files go when the snapshot was written, else the record says the process exited. */

@@ -76,6 +76,11 @@ static void signal_mark(void)
     if (!marked) cmh_marks_record(0, id, 0);
 }
 
+void cmh_helper_wake(void)
+{
+    if (__atomic_load_n(&g_helper_started, __ATOMIC_ACQUIRE)) sem_post(&g_sem);
+}
+
 static void *helper(void *arg)
 {
     (void)arg;
@@ -98,6 +103,7 @@ static void *helper(void *arg)
             ssize_t w = write(g_term_pipe[1], &one, 1);
             (void)w;
         }
+        if (cmh_flight_populate_wanted()) cmh_flight_populate();
         if (cmh_flight_checkpoint_wanted()) cmh_flight_tick();
         if (__atomic_exchange_n(&g_oom_pending, 0, __ATOMIC_ACQ_REL)) {
             cmh_dump(NULL, "first out-of-memory");
