@@ -390,8 +390,8 @@ static void seg_activate(cmh_replay *r, rseg *g, uint64_t a, uint64_t b, int sig
     }
     if (r->initializing) return;
     split_contrib(g, &b1, &c1);
-    pool_add(r->st.inactive_split_bytes, g->pool, b1 - b0);
-    pool_add(r->st.inactive_split, g->pool, c1 - c0);
+    pool_add(r->st.inactive_split_bytes, g->pool, (int64_t)((uint64_t)b1 - (uint64_t)b0)); /* wraps, never overflows */
+    pool_add(r->st.inactive_split, g->pool, (int64_t)((uint64_t)c1 - (uint64_t)c0));
 }
 
 /* ---- forward operations ---- */
@@ -542,8 +542,8 @@ static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
         }
         seg_clip_ranges(g);
         split_contrib(g, &sb1, &sc1);
-        pool_add(r->st.inactive_split_bytes, g->pool, sb1 + sb2 - sb0);
-        pool_add(r->st.inactive_split, g->pool, sc1 + sc2 - sc0);
+        pool_add(r->st.inactive_split_bytes, g->pool, (int64_t)((uint64_t)sb1 + (uint64_t)sb2 - (uint64_t)sb0));
+        pool_add(r->st.inactive_split, g->pool, (int64_t)((uint64_t)sc1 + (uint64_t)sc2 - (uint64_t)sc0));
         i = seg_first_after(r, b);
     }
     if (!hit) r->anomalies++;
@@ -597,7 +597,7 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
         r->pools = np;
         r->pools[r->npools++] = (struct rpool){e->addr, 0};
     }
-    pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, slack - r->pools[i].slack);
+    pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, (int64_t)((uint64_t)slack - (uint64_t)r->pools[i].slack));
     r->pools[i].slack = slack;
 }
 
