@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cumemhist/merge.h"
 #include "cumemhist/viz.h"
 
 enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME };
@@ -69,6 +70,10 @@ int cmd_export(int argc, char **argv)
     }
     cmh_snapshot s;
     if ((rc = cli_load(path, &s))) return rc;
+    if (s.torch && (rc = cmh_merged_view(&s)) != CMH_OK) { /* PyTorch's blocks beside the other allocations */
+        cmh_snapshot_free(&s);
+        return cli_fail(path, rc);
+    }
     char err[4400];
     cmh_atomic a;
     FILE *fp = stdout;

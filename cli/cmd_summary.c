@@ -107,5 +107,5 @@ int cmd_summary(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_summary, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    return rep_run(&path, 1, g_device, g_json, REP_NO_HOST | REP_PYTORCH_TEXT, section, NULL);
+    return rep_run(&path, 1, g_device, g_json, REP_NO_HOST | REP_PYTORCH_TEXT | REP_TORCH_PART, section, NULL);
 }

@@ -17,6 +17,8 @@ static const struct {
     {"leaks", cmd_leaks, "blocks still live at the end by allocation site, and which keep growing"},
     {"frag", cmd_frag, "fragmentation of the reserved segments; fragmentation vs demand"},
     {"oom", cmd_oom, "each out-of-memory error: request, free memory, verdict, culprits"},
+    {"owners", cmd_owners, "who holds every byte of each device: PyTorch, each library, the program, the rest"},
+    {"merge", cmd_merge, "join a recording and PyTorch's _dump_snapshot() of the same process into one record"},
     {"diff", cmd_diff, "what a change did: peaks, end figures and sites, before vs after"},
     {"kernels", cmd_kernels, "kernel timing table (record --kernels): calls, total, avg, min, max"},
     {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments"},

@@ -3,17 +3,31 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cumemhist/viz.h"
 #include "report.h"
+#include "cumemhist/merge.h"
 
 rep_attr rep_attribution;
 const char *const rep_group_names[] = {"site", "stack", "module", "file", NULL}; /* the cmh_group_by order */
 
-int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites)
+/* A merged record as one model (cmh_merged_view): PyTorch's blocks and the other allocations. */
+static int load_view(const char *path, cmh_snapshot *s)
 {
     int rc = cli_load(path, s);
+    if (rc || !s->torch) return rc;
+    if ((rc = cmh_merged_view(s)) != CMH_OK) {
+        cmh_snapshot_free(s);
+        return cli_fail(path, rc);
+    }
+    return 0;
+}
+
+int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites)
+{
+    int rc = load_view(path, s);
     if (rc) return rc;
     if ((rc = cli_symbolize(path, s))) {
         cmh_snapshot_free(s);
@@ -33,7 +47,7 @@ int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites)
 
 int rep_load_shaped(const char *path, cmh_snapshot *s)
 {
-    int rc = cli_load(path, s);
+    int rc = load_view(path, s);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
     cmh_snapshot shaped;
     int crc = cmh_memviz_shape(s, &shaped, NULL);
@@ -119,6 +133,29 @@ void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
     cmh_jw_end(w);
 }
 
+/* A merged record's PyTorch part, for the reports that are PyTorch's own (REP_TORCH_PART);
+ * any other snapshot as the flags say. */
+static int load_torch_part(const char *path, cmh_snapshot *s, int flags)
+{
+    int rc = cli_load(path, s);
+    if (rc) return rc;
+    if (s->torch) {
+        cmh_snapshot *t = s->torch;
+        s->torch = NULL;
+        cmh_snapshot_free(s);
+        *s = *t;
+        free(t);
+        return 0;
+    }
+    if (!(flags & REP_SHAPED) || s->source == CMH_SRC_PYTORCH) return 0;
+    cmh_snapshot shaped;
+    int crc = cmh_memviz_shape(s, &shaped, NULL);
+    cmh_snapshot_free(s);
+    if (crc != CMH_OK) return cli_fail(path, crc);
+    *s = shaped;
+    return 0;
+}
+
 int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section_fn fn, void *arg)
 {
     cmh_jw w;
@@ -129,6 +166,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
         cmh_snapshot s;
         cmh_sites *g = NULL;
         int rc = (flags & REP_SITES)    ? rep_load(paths[f], &s, &g)
+                 : (flags & REP_TORCH_PART) ? load_torch_part(paths[f], &s, flags)
                  : (flags & REP_SHAPED) ? rep_load_shaped(paths[f], &s)
                                         : cli_load(paths[f], &s);
         if (rc) return rc;

@@ -111,6 +111,7 @@ int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots) { return du
 
 static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
 {
+    if (!cut) cmh_meminfo_sample_all(); /* what the driver says now, beside what we recorded */
     cmh_lock(&g_dump_lock);
     char out[4200];
     int rc;
@@ -126,6 +127,7 @@ static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
         return CMH_ENOMEM;
     }
     fill_meta(&s);
+    if (cmh_meminfo_export(&s) != CMH_OK) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
     if (!strncmp(why, "signal ", 7)) { /* a graceful death: the handler's snapshot says so */
         char t[128];
         snprintf(t, sizeof t, "was ended by %s; this snapshot was written on the way", why + 7);

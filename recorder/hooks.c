@@ -29,6 +29,9 @@ static CUresult (*real_cuCtxGetDevice)(CUdevice *);
 static CUresult (*real_cuMemGetInfo_v2)(size_t *, size_t *);
 static CUresult (*real_cuMemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
 static CUresult (*real_cuDeviceGetMemPool)(CUmemoryPool *, CUdevice);
+static CUresult (*real_cuCtxGetCurrent)(CUcontext *);
+static CUresult (*real_cuCtxPushCurrent)(CUcontext);
+static CUresult (*real_cuCtxPopCurrent)(CUcontext *);
 
 /* name, base name, PFN version, ptsz, return type args */
 #define HOOK_LIST(X)                                                                                             \
@@ -97,6 +100,9 @@ static void drv_init(void)
     real_cuMemPoolGetAttribute =
         (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))cmh_driver_sym("cuMemPoolGetAttribute");
     real_cuDeviceGetMemPool = (CUresult(*)(CUmemoryPool *, CUdevice))cmh_driver_sym("cuDeviceGetMemPool");
+    real_cuCtxGetCurrent = (CUresult(*)(CUcontext *))cmh_driver_sym("cuCtxGetCurrent");
+    real_cuCtxPushCurrent = (CUresult(*)(CUcontext))cmh_driver_sym("cuCtxPushCurrent_v2");
+    real_cuCtxPopCurrent = (CUresult(*)(CUcontext *))cmh_driver_sym("cuCtxPopCurrent_v2");
     t_in_init = 0;
 }
 
@@ -118,14 +124,6 @@ int cmh_current_device(void)
     return d >= 0 && d < CMH_MAX_DEVICES ? d : 0;
 }
 
-uint64_t cmh_device_free_bytes(void)
-{
-    ensure_driver();
-    size_t f = 0, t = 0;
-    if (!real_cuMemGetInfo_v2 || real_cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS) return 0;
-    return f;
-}
-
 int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t *used)
 {
     ensure_driver();
@@ -139,17 +137,88 @@ int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t *used)
     return 0;
 }
 
+/* ---- what the driver says of each device's memory (cuMemGetInfo) ----
+ * Sampled at a device's first allocation (in the allocating thread, whose context is current;
+ * that context is kept), at each out-of-memory error, and at each dump (through the kept
+ * context, pushed on the dumping thread).  Reports take the device's used bytes from them. */
+#define MAX_SAMPLES 4096
+static cmh_meminfo g_samples[MAX_SAMPLES];
+static uint32_t g_nsamples;
+static pthread_mutex_t g_samples_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext g_dev_ctx[CMH_MAX_DEVICES];
+static int g_dev_sampled[CMH_MAX_DEVICES];
+
+/* Sample device (its context current on this thread); 0, or -1 when the driver says nothing. */
+static int sample_current(int device, uint64_t *free_out)
+{
+    ensure_driver();
+    size_t f = 0, t = 0;
+    if (!real_cuMemGetInfo_v2 || real_cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS) return -1;
+    if (free_out) *free_out = f;
+    pthread_mutex_lock(&g_samples_lock);
+    if (g_nsamples < MAX_SAMPLES) g_samples[g_nsamples++] = (cmh_meminfo){device, cmh_now_ns(), f, t};
+    else cmh_count_lost(1);
+    pthread_mutex_unlock(&g_samples_lock);
+    return 0;
+}
+
+static void first_alloc(int device)
+{
+    /* only through a context of that device (a VMM allocation names its device, whatever the
+     * thread's context is) */
+    if (device < 0 || device >= CMH_MAX_DEVICES || __atomic_load_n(&g_dev_sampled[device], __ATOMIC_RELAXED) ||
+        cmh_current_device() != device || __atomic_exchange_n(&g_dev_sampled[device], 1, __ATOMIC_ACQ_REL))
+        return;
+    CUcontext c = NULL;
+    if (real_cuCtxGetCurrent && real_cuCtxGetCurrent(&c) == CUDA_SUCCESS && c)
+        __atomic_store_n(&g_dev_ctx[device], c, __ATOMIC_RELEASE);
+    sample_current(device, NULL);
+}
+
+void cmh_meminfo_sample_all(void)
+{
+    ensure_driver();
+    if (!real_cuCtxPushCurrent || !real_cuCtxPopCurrent) return;
+    for (int d = 0; d < CMH_MAX_DEVICES; d++) {
+        CUcontext c = __atomic_load_n(&g_dev_ctx[d], __ATOMIC_ACQUIRE), popped;
+        if (!c || real_cuCtxPushCurrent(c) != CUDA_SUCCESS) continue; /* a context destroyed since: nothing said */
+        sample_current(d, NULL);
+        real_cuCtxPopCurrent(&popped);
+    }
+}
+
+int cmh_meminfo_export(cmh_snapshot *s)
+{
+    pthread_mutex_lock(&g_samples_lock);
+    int rc = CMH_OK;
+    for (uint32_t i = 0; i < g_nsamples && rc == CMH_OK; i++) rc = cmh_snapshot_add_meminfo(s, &g_samples[i]);
+    pthread_mutex_unlock(&g_samples_lock);
+    return rc;
+}
+
+void cmh_meminfo_reset_after_fork(void)
+{
+    pthread_mutex_init(&g_samples_lock, NULL);
+    g_nsamples = 0;
+    memset(g_dev_sampled, 0, sizeof g_dev_sampled);
+    memset(g_dev_ctx, 0, sizeof g_dev_ctx); /* the parent's contexts are not the child's */
+}
+
 static void oom(int device, int kind, uint64_t size, uint64_t stream)
 {
-    cmh_hist_oom(device, size, stream, kind == CMH_KIND_HOST ? 0 : cmh_device_free_bytes());
+    uint64_t f = 0;
+    if (kind != CMH_KIND_HOST && sample_current(device, &f) != 0) f = 0;
+    cmh_hist_oom(device, size, stream, f);
     cmh_process_oom();
 }
 
 static void after_alloc(CUresult r, int device, int kind, uint64_t addr, uint64_t size, uint64_t requested,
                         uint64_t stream, uint64_t pool)
 {
-    if (r == CUDA_SUCCESS) cmh_hist_segment_alloc(device, kind, addr, size, requested, stream, pool, CMH_ACT_SEGMENT_ALLOC);
-    else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(device, kind, size, stream);
+    if (r == CUDA_SUCCESS) {
+        cmh_hist_segment_alloc(device, kind, addr, size, requested, stream, pool, CMH_ACT_SEGMENT_ALLOC);
+        if (kind != CMH_KIND_HOST) first_alloc(device);
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(device, kind, size, stream);
 }
 
 static CUresult free_hooked(CUresult (*fn)(CUdeviceptr), CUdeviceptr p)
@@ -274,8 +343,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAlloc
     if (!cmh_rec_enabled()) return r;
     /* The device comes from the allocation's location, never from a current context. */
     int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : cmh_current_device();
-    if (r == CUDA_SUCCESS) cmh_vmm_handle_created(*h, dev);
-    else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(dev, CMH_KIND_VMM, n, 0);
+    if (r == CUDA_SUCCESS) {
+        cmh_vmm_handle_created(*h, dev);
+        first_alloc(dev);
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(dev, CMH_KIND_VMM, n, 0);
     return r;
 }
 

@@ -270,7 +270,6 @@ CMH_HIDDEN int cmh_in_own_module(const void *p);
 /* ---- hooks.c ---- */
 CMH_HIDDEN void *cmh_hook_for_symbol(const char *name, void *real);
 CMH_HIDDEN int cmh_current_device(void);
-CMH_HIDDEN uint64_t cmh_device_free_bytes(void);
 /* The driver's own functions the recorder calls for itself (pools.c): NULL when absent. */
 CMH_HIDDEN int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t *used);
 
@@ -286,7 +285,11 @@ CMH_HIDDEN void cmh_flight_tick(void); /* the helper thread, every ~100 ms */
 CMH_HIDDEN int cmh_flight_checkpoint_wanted(void);
 CMH_HIDDEN int cmh_flight_populate_wanted(void);
 CMH_HIDDEN void cmh_flight_populate(void); /* the helper: make the next pages writable */
-CMH_HIDDEN void cmh_helper_wake(void);     /* wake the helper thread (it looks at what is wanted) */
+CMH_HIDDEN void cmh_helper_wake(void);
+/* cuMemGetInfo samples (hooks.c): of every device through the contexts seen, into a snapshot */
+CMH_HIDDEN void cmh_meminfo_sample_all(void);
+CMH_HIDDEN int cmh_meminfo_export(cmh_snapshot *s);
+CMH_HIDDEN void cmh_meminfo_reset_after_fork(void);     /* wake the helper thread (it looks at what is wanted) */
 CMH_HIDDEN void cmh_flight_checkpoint(void);
 CMH_HIDDEN void cmh_flight_ended_by_signal(int sig); /* async-signal-safe */
 /* At exit: the files go when the snapshot was written, else the record says the process exited. */

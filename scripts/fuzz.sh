@@ -29,7 +29,12 @@ clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
     -o "$out/fuzz_$target"
 case $target in
 pickle) cp ../shared/fixtures/pytorch/*.pickle tests/fixtures/h200*/*.pickle "$out/seeds-$target/" 2>/dev/null || true ;;
-cmh) cp tests/fixtures/h200*/*.cmh "$out/seeds-$target/" ;;
+cmh)
+    cp tests/fixtures/h200*/*.cmh "$out/seeds-$target/"
+    # a version-2 file: a recording with PyTorch's part
+    [ -x build/cumemhist ] && build/cumemhist merge -o "$out/seeds-$target/merged.cmh" tests/fixtures/h200/torch_exp.cmh \
+        tests/fixtures/h200/torch_exp.pickle 2>/dev/null || true
+    ;;
 flight)
     # real records: the deaths test's program killed after 150 entries, with and without stacks
     [ -x build/tests/dies ] && [ -e build/libcumemhist.so ] || { echo "fuzz.sh: build first (cmake --build build)" >&2; exit 2; }

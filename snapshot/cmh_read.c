@@ -8,6 +8,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cumemhist/snapshot.h"
@@ -486,6 +487,104 @@ static int rd_kernels(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+static int rd_meminfo(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_meminfo m;
+        int64_t dev;
+        if (rd_array_n(c, 4, 64, &k, "meminfo") || rd_int(c, &dev) || rd_int(c, &m.time_ns) || rd_u64(c, &m.free) ||
+            rd_u64(c, &m.total))
+            return -1;
+        if (dev < -1 || dev > 1023) return fail(c, "meminfo of device %lld", (long long)dev);
+        m.device = (int32_t)dev;
+        for (uint32_t j = 4; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_meminfo(s, &m) != CMH_OK) return nomem(c);
+    }
+    return 0;
+}
+
+static int rd_snapshot(cur *c, cmh_snapshot *s, int nested);
+
+/* PyTorch's part: a snapshot map of the same form, inside ours (only there). */
+static int rd_torch(cur *c, cmh_snapshot *s, int nested)
+{
+    if (nested) return fail(c, "a PyTorch part inside a PyTorch part");
+    if (s->torch) return fail(c, "a second PyTorch part");
+    cmh_snapshot *t = malloc(sizeof *t);
+    if (!t || cmh_snapshot_init(t) != CMH_OK) {
+        free(t);
+        return nomem(c);
+    }
+    if (rd_snapshot(c, t, 1)) {
+        cmh_snapshot_free(t);
+        free(t);
+        return -1;
+    }
+    s->torch = t;
+    return 0;
+}
+
+/* A snapshot's map at the cursor into s (initialized); -1 with the error set. */
+static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
+{
+    uint32_t n;
+    int seen_format = 0;
+    size_t meta_at = 0, map_at = c->pos;
+    /* Sections must come in dependency order (strings before the ids that point at them);
+     * the writer emits them so, and an id checked against a table not yet read fails cleanly. */
+    if (rd_container(c, 1, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        uint32_t kl;
+        size_t at = c->pos;
+        if (rd_str(c, &k, &kl)) return -1;
+#define KEY(x) (kl == sizeof(x) - 1 && memcmp(k, x, kl) == 0)
+        int r;
+        if (KEY("format")) {
+            const char *v;
+            uint32_t vl;
+            if (rd_str(c, &v, &vl)) return -1;
+            if (vl != 9 || memcmp(v, "cumemhist", 9) != 0) return fail(c, "not a cumemhist snapshot (format tag at byte %zu)", at);
+            seen_format = 1;
+            continue;
+        } else if (KEY("version")) {
+            int64_t v = 0;
+            if (rd_int(c, &v)) return -1;
+            if (v < 1 || v > CMH_FORMAT_VERSION)
+                return fail(c, "format version %lld is newer than this cumemhist reads (%d)", (long long)v, CMH_FORMAT_VERSION);
+            s->version = (uint32_t)v;
+            continue;
+        } else if (KEY("meta")) {
+            meta_at = c->pos;
+            r = rd_meta(c, s);
+        }
+        else if (KEY("strings")) r = rd_strings(c, s);
+        else if (KEY("modules")) r = rd_modules(c, s);
+        else if (KEY("frames")) r = rd_frames(c, s);
+        else if (KEY("stacks")) r = rd_stacks(c, s);
+        else if (KEY("segments")) r = rd_segments(c, s);
+        else if (KEY("traces")) r = rd_traces(c, s);
+        else if (KEY("annotations")) r = rd_annotations(c, s);
+        else if (KEY("settings")) r = rd_settings(c, s);
+        else if (KEY("kernels")) r = rd_kernels(c, s);
+        else if (KEY("meminfo")) r = rd_meminfo(c, s);
+        else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);
+        else if (KEY("torch")) r = rd_torch(c, s, nested);
+        else r = skip(c);
+#undef KEY
+        if (r) return -1;
+        if (!seen_format) return fail(c, "not a cumemhist snapshot (no format tag before byte %zu)", at);
+    }
+    if (!seen_format) return fail(c, "not a cumemhist snapshot (no format tag in the map at byte %zu)", map_at);
+    /* meta string ids are checked last: strings come after meta in the file. */
+    if (s->hostname >= s->strings.n || s->cmdline >= s->strings.n || s->ending >= s->strings.n)
+        return fail(c, "meta (at byte %zu) names a string that does not exist", meta_at);
+    return 0;
+}
+
 int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
 {
     cur c = {buf, len, 0, err, errlen, 0, 0};
@@ -493,70 +592,9 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
         snprintf(err, errlen, "out of memory");
         return CMH_ENOMEM;
     }
-    uint32_t n;
-    int seen_format = 0;
-    size_t meta_at = 0;
-    /* Sections must come in dependency order (strings before the ids that point at them);
-     * the writer emits them so, and an id checked against a table not yet read fails cleanly. */
-    if (rd_container(&c, 1, &n)) goto bad;
-    for (uint32_t i = 0; i < n; i++) {
-        const char *k;
-        uint32_t kl;
-        size_t at = c.pos;
-        if (rd_str(&c, &k, &kl)) goto bad;
-#define KEY(x) (kl == sizeof(x) - 1 && memcmp(k, x, kl) == 0)
-        int r;
-        if (KEY("format")) {
-            const char *v;
-            uint32_t vl;
-            if (rd_str(&c, &v, &vl)) goto bad;
-            if (vl != 9 || memcmp(v, "cumemhist", 9) != 0) {
-                fail(&c, "not a cumemhist snapshot (format tag at byte %zu)", at);
-                goto bad;
-            }
-            seen_format = 1;
-            continue;
-        } else if (KEY("version")) {
-            int64_t v = 0;
-            if (rd_int(&c, &v)) goto bad;
-            if (v < 1 || v > CMH_FORMAT_VERSION) {
-                fail(&c, "format version %lld is newer than this cumemhist reads (%d)", (long long)v, CMH_FORMAT_VERSION);
-                goto bad;
-            }
-            s->version = (uint32_t)v;
-            continue;
-        } else if (KEY("meta")) {
-            meta_at = c.pos;
-            r = rd_meta(&c, s);
-        }
-        else if (KEY("strings")) r = rd_strings(&c, s);
-        else if (KEY("modules")) r = rd_modules(&c, s);
-        else if (KEY("frames")) r = rd_frames(&c, s);
-        else if (KEY("stacks")) r = rd_stacks(&c, s);
-        else if (KEY("segments")) r = rd_segments(&c, s);
-        else if (KEY("traces")) r = rd_traces(&c, s);
-        else if (KEY("annotations")) r = rd_annotations(&c, s);
-        else if (KEY("settings")) r = rd_settings(&c, s);
-        else if (KEY("kernels")) r = rd_kernels(&c, s);
-        else r = skip(&c);
-#undef KEY
-        if (r) goto bad;
-        if (!seen_format) {
-            fail(&c, "not a cumemhist snapshot (no format tag before byte %zu)", at);
-            goto bad;
-        }
-    }
-    if (!seen_format) {
-        fail(&c, "not a cumemhist snapshot (no format tag)");
-        goto bad;
-    }
+    if (rd_snapshot(&c, s, 0)) goto bad;
     if (c.pos != c.len) {
         fail(&c, "%zu unexpected bytes after the snapshot at byte %zu", c.len - c.pos, c.pos);
-        goto bad;
-    }
-    /* meta string ids are checked last: strings come after meta in the file. */
-    if (s->hostname >= s->strings.n || s->cmdline >= s->strings.n || s->ending >= s->strings.n) {
-        fail(&c, "meta (at byte %zu) names a string that does not exist", meta_at);
         goto bad;
     }
     return CMH_OK;

@@ -51,16 +51,17 @@ static void pack_entry(msgpack_packer *pk, const cmh_entry *e, uint64_t *prev_ad
     *prev_time = e->time_ns;
 }
 
-int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
+/* One snapshot as a map; PyTorch's part, if any, as a map of the same form inside it. */
+static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
 {
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, fp, msgpack_fbuffer_write);
-    msgpack_pack_map(&pk, s->kernels_status ? 12 : 11);
+    msgpack_packer pk = *pk_;
+    int with_torch = !nested && s->torch;
+    msgpack_pack_map(&pk, 11 + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (with_torch ? 2 : 0));
 
     pack_key(&pk, "format");
     pack_str(&pk, "cumemhist");
     pack_key(&pk, "version");
-    msgpack_pack_uint32(&pk, CMH_FORMAT_VERSION);
+    msgpack_pack_uint32(&pk, with_torch ? 2 : 1); /* a version-1 reader reads what has no PyTorch part */
 
     pack_key(&pk, "meta");
     msgpack_pack_array(&pk, s->ending ? 12 : 11);
@@ -216,6 +217,31 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
             prev = k->start_ns;
         }
     }
+    if (s->nmeminfo) { /* [[device, time_ns, free, total], ...] */
+        pack_key(&pk, "meminfo");
+        msgpack_pack_array(&pk, s->nmeminfo);
+        for (uint32_t i = 0; i < s->nmeminfo; i++) {
+            const cmh_meminfo *m = &s->meminfo[i];
+            msgpack_pack_array(&pk, 4);
+            msgpack_pack_int32(&pk, m->device);
+            msgpack_pack_int64(&pk, m->time_ns);
+            msgpack_pack_uint64(&pk, m->free);
+            msgpack_pack_uint64(&pk, m->total);
+        }
+    }
+    if (with_torch) { /* last: the reader has everything of ours by then */
+        pack_key(&pk, "torch_clock_ns");
+        msgpack_pack_int64(&pk, s->torch_clock_ns);
+        pack_key(&pk, "torch");
+        write_map(&pk, s->torch, 1);
+    }
+}
+
+int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, fp, msgpack_fbuffer_write);
+    write_map(&pk, s, 0);
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }
 

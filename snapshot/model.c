@@ -114,8 +114,20 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->annotations);
     free(s->settings);
     free(s->kernels);
+    free(s->meminfo);
     cmh_oa_free(&s->stack_index);
+    if (s->torch) {
+        cmh_snapshot_free(s->torch);
+        free(s->torch);
+    }
     memset(s, 0, sizeof *s);
+}
+
+int cmh_snapshot_add_meminfo(cmh_snapshot *s, const cmh_meminfo *m)
+{
+    if (GROW(s, meminfo, s->nmeminfo + 1, cap_meminfo) != CMH_OK) return CMH_ENOMEM;
+    s->meminfo[s->nmeminfo++] = *m;
+    return CMH_OK;
 }
 
 int cmh_snapshot_add_frame(cmh_snapshot *s, const cmh_frame *f, uint32_t *id)

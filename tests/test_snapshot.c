@@ -185,6 +185,54 @@ static void test_round_trip(void)
     cmh_snapshot_free(&s);
 }
 
+/* Version 2: PyTorch's part rides inside, with the clock and cuMemGetInfo samples; a file
+ * without a PyTorch part stays version 1 (an older reader reads it). */
+static void test_torch_part_round_trip(void)
+{
+    cmh_snapshot s, r;
+    build(&s);
+    cmh_meminfo mi = {0, 1700000000100000000ll, 3ull << 30, 80ull << 30};
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_meminfo(&s, &mi), CMH_OK);
+    char *buf;
+    size_t len;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(r.version, 1);
+    CU_ASSERT_PTR_NULL(r.torch);
+    CU_ASSERT_EQUAL(r.nmeminfo, 1);
+    CU_ASSERT(r.nmeminfo == 1 && r.meminfo[0].free == mi.free && r.meminfo[0].total == mi.total && r.meminfo[0].time_ns == mi.time_ns);
+    cmh_snapshot_free(&r);
+    free(buf);
+    /* with PyTorch's part */
+    cmh_snapshot *t = malloc(sizeof *t);
+    build(t);
+    t->source = CMH_SRC_PYTORCH;
+    s.torch = t;
+    s.torch_clock_ns = -91234;
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(r.version, 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r.torch);
+    CU_ASSERT_EQUAL(r.torch_clock_ns, -91234);
+    CU_ASSERT_EQUAL(r.torch->source, CMH_SRC_PYTORCH);
+    CU_ASSERT_EQUAL(r.torch->nsegments, t->nsegments);
+    CU_ASSERT_EQUAL(r.torch->nentries, t->nentries);
+    CU_ASSERT_EQUAL(r.torch->nstacks, t->nstacks);
+    CU_ASSERT_PTR_NULL(r.torch->torch);
+    /* the same bytes again from what was read */
+    char *buf2;
+    size_t len2;
+    CU_ASSERT_EQUAL(write_mem(&r, &buf2, &len2), CMH_OK);
+    CU_ASSERT(len2 == len && memcmp(buf, buf2, len) == 0);
+    free(buf2);
+    cmh_snapshot_free(&r);
+    /* every truncation of it still fails cleanly */
+    for (size_t n = 0; n < len; n += 7) CU_ASSERT_EQUAL(cmh_cmh_read(buf, n, &r, err, sizeof err), CMH_EFORMAT);
+    free(buf);
+    cmh_snapshot_free(&s); /* frees its part too */
+}
+
 static void test_every_truncation_fails_cleanly(void)
 {
     cmh_snapshot s, r;
@@ -314,6 +362,7 @@ int main(void)
     CMH_ADD_TEST(s, test_interning);
     CMH_ADD_TEST(s, test_round_trip);
     CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);
+    CMH_ADD_TEST(s, test_torch_part_round_trip);
     CMH_ADD_TEST(s, test_garbage_and_hostile_input);
     CMH_ADD_TEST(s, test_load_names_the_file);
     CMH_ADD_TEST(s, test_real_gpu_recordings);

@@ -196,6 +196,12 @@ typedef enum cmh_source { CMH_SRC_RECORDER = 0, CMH_SRC_PYTORCH = 1 } cmh_source
 #define CMH_PT_BARE_SEGMENTS 0x40  /* memory_snapshot(): a bare list of segments */
 #define CMH_PT_FROM_RECORDER 0x80  /* a pickle exported from a recorder snapshot (viz/memviz.c) */
 
+typedef struct cmh_meminfo {
+    int32_t device;
+    int64_t time_ns;
+    uint64_t free, total; /* bytes */
+} cmh_meminfo;
+
 typedef struct cmh_snapshot {
     uint32_t version;
     uint8_t source;
@@ -237,6 +243,14 @@ typedef struct cmh_snapshot {
     uint32_t nkernels, cap_kernels;
     uint64_t kernels_dropped;
     uint32_t kernels_status; /* string id: 0 = not asked for; "ok"; or why timing is unavailable */
+    /* what the driver said of each device's memory (cuMemGetInfo), at moments the recorder chose */
+    cmh_meminfo *meminfo;
+    uint32_t nmeminfo, cap_meminfo;
+    /* PyTorch's own snapshot of the same process, taken with ours (co-recording, `merge`): its
+     * caching allocator's segments, blocks, trace and stacks, in its own model; NULL if none.
+     * torch_clock_ns: add it to a time of PyTorch's part to get ours (the two clocks aligned). */
+    struct cmh_snapshot *torch;
+    int64_t torch_clock_ns;
 } cmh_snapshot;
 
 /* A segment's pool: its own when the source said, else cmh_pool_rule. */
@@ -256,6 +270,7 @@ int cmh_snapshot_add_stack(cmh_snapshot *s, const uint32_t *frame_ids, uint32_t 
 /* After the stacks' frames were rewritten in place: index them again for interning. */
 int cmh_snapshot_reindex_stacks(cmh_snapshot *s);
 int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segment **out);
+int cmh_snapshot_add_meminfo(cmh_snapshot *s, const cmh_meminfo *m);
 int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b);
 int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out);
 int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry *e); /* into the last trace */
@@ -288,7 +303,8 @@ int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen);
 void cmh_atomic_abort(cmh_atomic *a);
 
 /* The .cmh codec (docs/FORMAT.md). */
-#define CMH_FORMAT_VERSION 1
+/* 1; 2 when the file carries PyTorch's part ("torch"), the version it is written with then */
+#define CMH_FORMAT_VERSION 2
 int cmh_cmh_write(const cmh_snapshot *s, FILE *fp);
 /* Write to path atomically (cmh_atomic_open). */
 int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen);

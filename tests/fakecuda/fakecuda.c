@@ -14,7 +14,8 @@
  * CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo reports capacity minus what is handed out.
  *
  * Environment: FAKECUDA_DEVICES (default 1, at most 8), FAKECUDA_CAPACITY (bytes per device,
- * suffixes K/M/G, default 16G), FAKECUDA_FAIL (faults to inject, below).
+ * suffixes K/M/G, default 16G), FAKECUDA_CONTEXT (bytes cuMemGetInfo counts as used besides the
+ * allocations, as a real context's own memory; default 0), FAKECUDA_FAIL (faults to inject, below).
  *
  * Fault injection, for the recorder's "forward every result unchanged" tests: FAKECUDA_FAIL is a
  * comma-separated list of NAME@N=CODE (the N-th call of entry point NAME, counted from 1,
@@ -62,6 +63,7 @@ typedef struct used_range {
 typedef struct fake_device {
     uint64_t base, capacity, va_base, va_size, va_next;
     uint64_t used; /* bytes handed out (linear + async + VMM physical) */
+    uint64_t context; /* bytes cuMemGetInfo counts as used beyond them (FAKECUDA_CONTEXT: a context's own) */
     range *free_list;
     used_range *used_map[USED_BUCKETS];
     uint64_t pool_used, pool_reserved, pool_high; /* default stream-ordered pool */
@@ -113,6 +115,7 @@ static CUresult ensure_init_locked(void)
     if (n > FAKE_MAX_DEVICES) n = FAKE_MAX_DEVICES;
     uint64_t cap = parse_size(getenv("FAKECUDA_CAPACITY"), 16ull << 30);
     cap = (cap + FAKE_ALIGN - 1) & ~(uint64_t)(FAKE_ALIGN - 1);
+    uint64_t context = parse_size(getenv("FAKECUDA_CONTEXT"), 0);
     for (int i = 0; i < n; i++) {
         fake_device *d = &g_dev[i];
         memset(d, 0, sizeof *d);
@@ -123,6 +126,7 @@ static CUresult ensure_init_locked(void)
         if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
         d->base = (uint64_t)(uintptr_t)p;
         d->capacity = cap;
+        d->context = context < cap ? context : 0;
         d->va_base = d->base + cap;
         d->va_size = va;
         d->va_next = d->va_base;
@@ -571,7 +575,7 @@ CUresult cuMemGetInfo(size_t *free_b, size_t *total_b)
     CUresult r = ctx_device(&dev);
     if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&g_lock);
-    if (free_b) *free_b = g_dev[dev].capacity - g_dev[dev].used;
+    if (free_b) *free_b = g_dev[dev].capacity - g_dev[dev].used - g_dev[dev].context;
     if (total_b) *total_b = g_dev[dev].capacity;
     pthread_mutex_unlock(&g_lock);
     return CUDA_SUCCESS;

@@ -1,0 +1,286 @@
+/*
+ * merge.c - a driver-level recording and PyTorch's snapshot of the same process as one record
+ * (cumemhist/merge.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/merge.h"
+#include "cumemhist/recorder.h"
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int seg_event(const cmh_entry *e) { return e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_MAP; }
+
+int cmh_merge_torch(cmh_snapshot *ours, cmh_snapshot *torch, cmh_merge_info *info, char *err, size_t errlen)
+{
+    memset(info, 0, sizeof *info);
+    if (ours->source != CMH_SRC_RECORDER) {
+        snprintf(err, errlen, "the first snapshot is PyTorch's, not a cumemhist recording");
+        return CMH_EINVAL;
+    }
+    if (torch->source != CMH_SRC_PYTORCH) {
+        snprintf(err, errlen, "the second snapshot is not PyTorch's (a _dump_snapshot() pickle)");
+        return CMH_EINVAL;
+    }
+    if (ours->torch) {
+        snprintf(err, errlen, "the recording already holds PyTorch's part");
+        return CMH_EINVAL;
+    }
+    /* the clock: the same segment events seen from both sides */
+    int64_t *d = NULL;
+    uint32_t nd = 0, cap = 0;
+    for (uint32_t k = 0; k < torch->ntraces; k++) {
+        const cmh_trace *tt = &torch->traces[k];
+        const cmh_trace *ot = NULL;
+        for (uint32_t j = 0; j < ours->ntraces; j++)
+            if (ours->traces[j].device == tt->device) ot = &ours->traces[j];
+        if (!ot) continue;
+        uint32_t from = 0; /* both in time order: a forward scan finds each event's first twin */
+        for (uint32_t i = 0; i < tt->nentries; i++) {
+            const cmh_entry *te = &torch->entries[tt->first_entry + i];
+            if (!seg_event(te) || !te->time_ns) continue;
+            for (uint32_t j = from; j < ot->nentries; j++) {
+                const cmh_entry *oe = &ours->entries[ot->first_entry + j];
+                if (!seg_event(oe) || oe->addr != te->addr || oe->size != te->size || !oe->time_ns) continue;
+                if (nd == cap) {
+                    cap = cap ? cap * 2 : 64;
+                    int64_t *nn = realloc(d, cap * sizeof *nn);
+                    if (!nn) {
+                        free(d);
+                        snprintf(err, errlen, "out of memory");
+                        return CMH_ENOMEM;
+                    }
+                    d = nn;
+                }
+                d[nd++] = oe->time_ns - te->time_ns;
+                from = j + 1;
+                break;
+            }
+        }
+    }
+    if (nd) {
+        qsort(d, nd, sizeof *d, cmp_i64);
+        info->clock_ns = d[nd / 2];
+        info->spread_ns = d[nd - 1] - d[0];
+    }
+    info->matched = nd;
+    free(d);
+    cmh_snapshot *t = malloc(sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return CMH_ENOMEM;
+    }
+    *t = *torch;
+    memset(torch, 0, sizeof *torch);
+    ours->torch = t;
+    ours->torch_clock_ns = info->clock_ns;
+    return CMH_OK;
+}
+
+/* ---- the merged view: PyTorch's blocks, and every other allocation as a segment of its own ---- */
+
+typedef struct rng {
+    uint64_t a, b;
+} rng;
+
+static int cmp_rng(const void *x, const void *y)
+{
+    const rng *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+static int in_ranges(const rng *r, uint32_t n, uint64_t a, uint64_t b)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r[mid].b <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && r[lo].a < b;
+}
+
+typedef struct imp {
+    const cmh_snapshot *t;
+    cmh_snapshot *s;
+    uint32_t *fmap; /* PyTorch's frame -> ours + 1 */
+    int32_t module; /* the module PyTorch's frames are given */
+} imp;
+
+static int imp_str(imp *m, uint32_t id, uint32_t *out)
+{
+    const char *x = cmh_str(m->t, id);
+    return cmh_strtab_intern(&m->s->strings, x, strlen(x), out);
+}
+
+static int imp_stack(imp *m, uint32_t stack, uint32_t *out)
+{
+    *out = 0;
+    if (!stack || stack >= m->t->nstacks) return CMH_OK;
+    const cmh_stack *st = &m->t->stacks[stack];
+    uint32_t ids[512], n = st->count < 512 ? st->count : 512;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t f = m->t->stack_frames[st->first + i];
+        if (!m->fmap[f]) {
+            cmh_frame fr = m->t->frames[f];
+            uint32_t nid;
+            fr.module = m->module; /* "PyTorch": whose record the frame comes from, for attribution */
+            if (imp_str(m, fr.name, &fr.name) || imp_str(m, fr.filename, &fr.filename) || cmh_snapshot_add_frame(m->s, &fr, &nid))
+                return CMH_ENOMEM;
+            m->fmap[f] = nid + 1;
+        }
+        ids[i] = m->fmap[f] - 1;
+    }
+    return cmh_snapshot_add_stack(m->s, ids, n, out);
+}
+
+static int pytorch_frame(const cmh_snapshot *s, uint32_t stack)
+{
+    if (!stack || stack >= s->nstacks) return 0;
+    const cmh_stack *st = &s->stacks[stack];
+    for (uint32_t i = 0; i < st->count; i++) {
+        const cmh_frame *f = &s->frames[s->stack_frames[st->first + i]];
+        if (f->module < 0 || (uint32_t)f->module >= s->nmodules) continue;
+        const char *p = cmh_str(s, s->modules[f->module].path), *b = strrchr(p, '/');
+        b = b ? b + 1 : p;
+        if (!strncmp(b, "libc10", 6) || !strncmp(b, "libtorch", 8)) return 1;
+    }
+    return 0;
+}
+
+int cmh_merged_view(cmh_snapshot *s)
+{
+    cmh_snapshot *t = s->torch;
+    if (!t) return CMH_OK;
+    int rc = CMH_ENOMEM;
+    /* PyTorch's address ranges: its final segments and every range its trace allocated or mapped */
+    rng *r = NULL;
+    uint32_t nr = 0, cap = 0;
+#define ADD(a_, n_)                                                                                              \
+    do {                                                                                                         \
+        if (nr == cap) {                                                                                         \
+            cap = cap ? cap * 2 : 64;                                                                            \
+            rng *nn_ = realloc(r, cap * sizeof *nn_);                                                            \
+            if (!nn_) goto out;                                                                                  \
+            r = nn_;                                                                                             \
+        }                                                                                                        \
+        r[nr++] = (rng){(a_), (a_) + (n_)};                                                                      \
+    } while (0)
+    for (uint32_t i = 0; i < t->nsegments; i++) ADD(t->segments[i].addr, t->segments[i].size);
+    for (uint32_t i = 0; i < t->nentries; i++)
+        if (seg_event(&t->entries[i])) ADD(t->entries[i].addr, t->entries[i].size);
+#undef ADD
+    if (nr) qsort(r, nr, sizeof *r, cmp_rng);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nr; i++) {
+        if (k && r[i].a <= r[k - 1].b) {
+            if (r[i].b > r[k - 1].b) r[k - 1].b = r[i].b;
+        } else r[k++] = r[i];
+    }
+    nr = k;
+    /* the segments and traces are rebuilt: ours outside PyTorch's ranges, then PyTorch's */
+    cmh_segment *segs = s->segments;
+    cmh_block *blocks = s->blocks;
+    cmh_entry *ents = s->entries;
+    cmh_trace *trs = s->traces;
+    uint32_t nsegs = s->nsegments, ntrs = s->ntraces, nblk = s->nblocks, nent = s->nentries;
+    uint32_t csegs = s->cap_segments, ctrs = s->cap_traces, cblk = s->cap_blocks, cent = s->cap_entries;
+    s->segments = NULL, s->nsegments = s->cap_segments = 0;
+    s->blocks = NULL, s->nblocks = s->cap_blocks = 0;
+    s->entries = NULL, s->nentries = s->cap_entries = 0;
+    s->traces = NULL, s->ntraces = s->cap_traces = 0;
+    imp m = {t, s, calloc(t->nframes + 1, sizeof(uint32_t)), -1};
+    if (!m.fmap) goto restore_fail;
+    cmh_module pm = {0, 0, 0, 0}; /* no file: a name for the owner of PyTorch's blocks */
+    if (cmh_strtab_intern(&s->strings, "PyTorch", 7, &pm.path) || cmh_snapshot_add_module(s, &pm)) goto restore_fail;
+    m.module = (int32_t)s->nmodules - 1;
+    for (uint32_t i = 0; i < nsegs; i++) {
+        const cmh_segment *g = &segs[i];
+        if (g->device >= 0 && in_ranges(r, nr, g->addr, g->addr + g->size)) continue;
+        if (cmh_snapshot_add_segment(s, g, NULL)) goto fail;
+        for (uint32_t b = 0; b < g->nblocks; b++)
+            if (cmh_snapshot_add_block(s, &blocks[g->first_block + b])) goto fail;
+    }
+    for (uint32_t i = 0; i < t->nsegments; i++) {
+        cmh_segment g = t->segments[i];
+        if (imp_stack(&m, g.stack, &g.stack)) goto fail;
+        g.time_ns = g.time_ns ? g.time_ns + s->torch_clock_ns : 0;
+        if (cmh_snapshot_add_segment(s, &g, NULL)) goto fail;
+        for (uint32_t b = 0; b < t->segments[i].nblocks; b++) {
+            cmh_block bl = t->blocks[t->segments[i].first_block + b];
+            if (imp_stack(&m, bl.stack, &bl.stack)) goto fail;
+            bl.time_ns = bl.time_ns ? bl.time_ns + s->torch_clock_ns : 0;
+            if (cmh_snapshot_add_block(s, &bl)) goto fail;
+        }
+    }
+    /* each device's trace: ours (outside PyTorch's ranges; its driver-level refusals PyTorch
+     * went on to handle left out) merged in time with PyTorch's on our clock */
+    int32_t devs[300];
+    uint32_t ndev = 0;
+    for (uint32_t i = 0; i < ntrs && ndev < 300; i++) devs[ndev++] = trs[i].device;
+    for (uint32_t i = 0; i < t->ntraces && ndev < 300; i++) {
+        uint32_t j = 0;
+        while (j < ndev && devs[j] != t->traces[i].device) j++;
+        if (j == ndev) devs[ndev++] = t->traces[i].device;
+    }
+    for (uint32_t d = 0; d < ndev; d++) {
+        const cmh_trace *ot = NULL, *tt = NULL;
+        for (uint32_t i = 0; i < ntrs; i++)
+            if (trs[i].device == devs[d]) ot = &trs[i];
+        for (uint32_t i = 0; i < t->ntraces; i++)
+            if (t->traces[i].device == devs[d]) tt = &t->traces[i];
+        if (cmh_snapshot_add_trace(s, devs[d], (ot ? ot->dropped : 0) + (tt ? tt->dropped : 0), NULL)) goto fail;
+        uint32_t i = 0, j = 0, ni = ot ? ot->nentries : 0, nj = tt ? tt->nentries : 0;
+        while (i < ni || j < nj) {
+            const cmh_entry *oe = i < ni ? &ents[ot->first_entry + i] : NULL;
+            const cmh_entry *te = j < nj ? &t->entries[tt->first_entry + j] : NULL;
+            int64_t tt_ns = te && te->time_ns ? te->time_ns + s->torch_clock_ns : 0;
+            if (oe && (!te || oe->time_ns <= tt_ns)) {
+                i++;
+                int drop = devs[d] >= 0 && oe->action != CMH_ACT_MARK &&
+                           ((oe->action == CMH_ACT_OOM && pytorch_frame(s, oe->stack)) ||
+                            (oe->action != CMH_ACT_OOM && oe->size && in_ranges(r, nr, oe->addr, oe->addr + oe->size)));
+                if (!drop && cmh_snapshot_add_entry(s, oe)) goto fail;
+            } else {
+                j++;
+                cmh_entry e = *te;
+                e.time_ns = tt_ns;
+                if (imp_stack(&m, e.stack, &e.stack)) goto fail;
+                if (e.name && imp_str(&m, e.name, &e.name)) goto fail;
+                if (e.compile_context && imp_str(&m, e.compile_context, &e.compile_context)) goto fail;
+                if (e.user_metadata && imp_str(&m, e.user_metadata, &e.user_metadata)) goto fail;
+                if (cmh_snapshot_add_entry(s, &e)) goto fail;
+            }
+        }
+    }
+    free(segs);
+    free(blocks);
+    free(ents);
+    free(trs);
+    free(m.fmap);
+    free(r);
+    cmh_snapshot_free(t);
+    free(t);
+    s->torch = NULL;
+    return CMH_OK;
+fail:
+    free(s->segments);
+    free(s->blocks);
+    free(s->entries);
+    free(s->traces);
+restore_fail: /* the record as it was (the frames and strings imported stay: unused) */
+    s->segments = segs, s->nsegments = nsegs, s->cap_segments = csegs;
+    s->blocks = blocks, s->nblocks = nblk, s->cap_blocks = cblk;
+    s->entries = ents, s->nentries = nent, s->cap_entries = cent;
+    s->traces = trs, s->ntraces = ntrs, s->cap_traces = ctrs;
+    free(m.fmap);
+out:
+    free(r);
+    return rc;
+}

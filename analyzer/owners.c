@@ -1,0 +1,414 @@
+/*
+ * owners.c - who holds every byte of a device (cumemhist/owners.h).
+ *
+ * The driver-level record is replayed to each moment (the end, the peak of recorded device
+ * memory, each out-of-memory error); every live allocation there is classified: inside a
+ * segment PyTorch's part of the record knows (by address: its final segments and every range
+ * its trace mapped) it is PyTorch's, and PyTorch's own replay, taken to the same instant on its
+ * aligned clock, splits that into allocated and cached; else the module that called the driver
+ * names it (a library by name, or the program).  A cuMemGetInfo sample gives the device's used
+ * bytes: what the recorded rows leave of it is the unexplained row, computed at the sample's
+ * own instant (the record replayed to it) and assumed steady to the moments without one.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+#include "cumemhist/owners.h"
+#include "cumemhist/sites.h"
+
+typedef struct range {
+    uint64_t a, b;
+} range;
+
+static int cmp_range(const void *x, const void *y)
+{
+    const range *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+static int add_range(range **r, uint32_t *n, uint32_t *cap, uint64_t a, uint64_t size)
+{
+    if (!size || a + size < a) return 0;
+    if (*n == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 64;
+        range *nr = realloc(*r, nc * sizeof *nr);
+        if (!nr) return -1;
+        *r = nr;
+        *cap = nc;
+    }
+    (*r)[(*n)++] = (range){a, a + size};
+    return 0;
+}
+
+/* Every address range PyTorch's part ever held on the device, sorted and merged. */
+static int torch_ranges(const cmh_snapshot *t, int dev, range **out, uint32_t *nout)
+{
+    range *r = NULL;
+    uint32_t n = 0, cap = 0;
+    for (uint32_t i = 0; i < t->nsegments; i++)
+        if (t->segments[i].device == dev && add_range(&r, &n, &cap, t->segments[i].addr, t->segments[i].size)) goto nomem;
+    for (uint32_t k = 0; k < t->ntraces; k++) {
+        const cmh_trace *tr = &t->traces[k];
+        if (tr->device != dev) continue;
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            const cmh_entry *e = &t->entries[tr->first_entry + i];
+            if ((e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_MAP) && add_range(&r, &n, &cap, e->addr, e->size))
+                goto nomem;
+        }
+    }
+    if (n) qsort(r, n, sizeof *r, cmp_range);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (k && r[i].a <= r[k - 1].b) {
+            if (r[i].b > r[k - 1].b) r[k - 1].b = r[i].b;
+        } else r[k++] = r[i];
+    }
+    *out = r;
+    *nout = k;
+    return CMH_OK;
+nomem:
+    free(r);
+    return CMH_ENOMEM;
+}
+
+static int overlaps(const range *r, uint32_t n, uint64_t a, uint64_t b)
+{
+    uint32_t lo = 0, hi = n; /* the first range ending after a */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r[mid].b <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && r[lo].a < b;
+}
+
+static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+const char *cmh_library_name(const char *m)
+{
+    static const struct {
+        const char *prefix, *name;
+    } libs[] = {
+        {"libcublasLt", "cuBLASLt"}, {"libcublas", "cuBLAS"},   {"libcudnn", "cuDNN"},        {"libnccl", "NCCL"},
+        {"libcufft", "cuFFT"},       {"libcusparse", "cuSPARSE"}, {"libcurand", "cuRAND"},    {"libcusolver", "cuSOLVER"},
+        {"libcutensor", "cuTENSOR"}, {"libnvrtc", "NVRTC"},     {"libnvJitLink", "nvJitLink"}, {"libcupti", "CUPTI"},
+        {"libnvshmem", "NVSHMEM"},   {"libnpp", "NPP"},         {"libnvjpeg", "nvJPEG"},       {"libcudart", "CUDA runtime"},
+        {"libc10", "PyTorch"},       {"libtorch", "PyTorch"},   {"_C.cpython", "PyTorch"},
+    };
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+        if (starts(m, libs[i].prefix)) return libs[i].name;
+    return NULL;
+}
+
+/* ---- the rows of one moment ---- */
+
+typedef struct acc {
+    cmh_owner_row *rows;
+    uint32_t n, cap;
+    uint64_t torch_seen; /* bytes inside PyTorch's ranges */
+    uint64_t blocks;     /* every live block */
+    int nomem;
+} acc;
+
+static void add_row(acc *a, int kind, const char *name, uint64_t bytes, uint32_t count)
+{
+    for (uint32_t i = 0; i < a->n; i++)
+        if (a->rows[i].kind == kind && !strcmp(a->rows[i].name, name)) {
+            a->rows[i].bytes += bytes;
+            a->rows[i].allocations += count;
+            return;
+        }
+    if (a->n == a->cap) {
+        uint32_t nc = a->cap ? a->cap * 2 : 16;
+        cmh_owner_row *nr = realloc(a->rows, nc * sizeof *nr);
+        if (!nr) {
+            a->nomem = 1;
+            return;
+        }
+        a->rows = nr;
+        a->cap = nc;
+    }
+    cmh_owner_row *r = &a->rows[a->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->kind = kind;
+    r->bytes = bytes;
+    r->allocations = count;
+}
+
+typedef struct ctx {
+    const cmh_snapshot *s; /* the driver-level record (NULL for a PyTorch snapshot alone) */
+    const cmh_snapshot *t; /* PyTorch's part (or the PyTorch snapshot itself) */
+    const cmh_sites *g;    /* of s, grouped by stack */
+    range *tr;
+    uint32_t ntr;
+    acc *a;
+} ctx;
+
+static void on_block(void *arg, const cmh_live_block *b)
+{
+    ctx *c = arg;
+    acc *a = c->a;
+    a->blocks += b->size;
+    if (c->t && overlaps(c->tr, c->ntr, b->addr, b->addr + b->size)) {
+        a->torch_seen += b->size;
+        return;
+    }
+    const char *owner = b->stack ? cmh_sites_owner(c->g, cmh_sites_group(c->g, b->stack)) : "";
+    const char *lib = *owner ? cmh_library_name(owner) : NULL;
+    char name[96];
+    if (!*owner) add_row(a, CMH_OWN_UNKNOWN, "unknown (recorded without a stack)", b->size, 1);
+    else if (lib && !strcmp(lib, "PyTorch"))
+        add_row(a, CMH_OWN_TORCH_RESERVED, c->t ? "PyTorch, outside its caching allocator" : "PyTorch (caching allocator, reserved)", b->size, 1);
+    else if (lib) add_row(a, CMH_OWN_LIBRARY, lib, b->size, 1);
+    else {
+        snprintf(name, sizeof name, "program (%s)", owner);
+        add_row(a, CMH_OWN_PROGRAM, name, b->size, 1);
+    }
+}
+
+/* PyTorch's part taken up to torch time t_ns (INT64_MAX: to its end, reconciled). */
+typedef struct tstate {
+    cmh_replay *r;
+    int done;
+} tstate;
+
+static void torch_to(tstate *ts, const cmh_snapshot *t, int64_t t_ns)
+{
+    while (!ts->done) {
+        const cmh_entry *e = cmh_replay_entry(ts->r, cmh_replay_position(ts->r) + 1);
+        if (e && t_ns != INT64_MAX && e->time_ns > t_ns) break;
+        if (!cmh_replay_step(ts->r)) ts->done = 1;
+    }
+    (void)t;
+}
+
+static int cmp_row(const void *x, const void *y)
+{
+    const cmh_owner_row *p = x, *q = y;
+    if (p->bytes != q->bytes) return p->bytes > q->bytes ? -1 : 1;
+    return strcmp(p->name, q->name);
+}
+
+/* ---- moments ---- */
+
+typedef struct want {
+    int64_t index; /* in s's device trace (or t's, for a PyTorch snapshot); INT64_MAX = the end */
+    int64_t time_ns;
+    char what[32];
+    int hidden; /* a cuMemGetInfo sample's instant: only its recorded bytes are wanted */
+    uint32_t sample;
+    uint64_t recorded; /* filled */
+    acc rows;
+    uint64_t torch_alloc, torch_reserved;
+} want;
+
+static int cmp_want(const void *x, const void *y)
+{
+    const want *p = x, *q = y;
+    return p->index < q->index ? -1 : p->index > q->index;
+}
+
+/* PyTorch's two rows.  held: the bytes it holds as the driver saw them (its ranges' live
+ * allocations), or as it says itself (held_own) for a PyTorch snapshot alone.  Its trace logs
+ * a segment a moment after the driver made it, so at an instant the driver's view is the one
+ * that sums with the others: cached = held - allocated. */
+static void torch_rows(want *w, const cmh_mem_stats *st, int held_own)
+{
+    w->torch_alloc = (uint64_t)st->allocated_bytes[CMH_POOL_ALL].current;
+    w->torch_reserved = (uint64_t)st->reserved_bytes[CMH_POOL_ALL].current;
+    uint64_t held = held_own ? w->torch_reserved : w->rows.torch_seen;
+    uint64_t alloc = w->torch_alloc < held ? w->torch_alloc : held;
+    add_row(&w->rows, CMH_OWN_TORCH_ALLOCATED, "PyTorch allocated", alloc, 0);
+    add_row(&w->rows, CMH_OWN_TORCH_CACHED, "PyTorch reserved but free (cached)", held - alloc, 0);
+}
+
+static const cmh_trace *trace_of(const cmh_snapshot *s, int dev)
+{
+    for (uint32_t i = 0; i < s->ntraces; i++)
+        if (s->traces[i].device == dev) return &s->traces[i];
+    return NULL;
+}
+
+int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *out)
+{
+    memset(out, 0, sizeof *out);
+    out->device = device;
+    ctx c = {0};
+    c.s = s0->source == CMH_SRC_PYTORCH ? NULL : s0;
+    c.t = s0->source == CMH_SRC_PYTORCH ? s0 : s0->torch;
+    int64_t clock = s0->source == CMH_SRC_PYTORCH ? 0 : s0->torch_clock_ns;
+    out->torch = c.t != NULL;
+    const cmh_snapshot *base = c.s ? c.s : c.t; /* whose trace the moments index */
+    int rc = CMH_ENOMEM;
+    want *w = NULL;
+    uint32_t nw = 0;
+    cmh_sites *g = NULL;
+    cmh_replay *r = NULL;
+    tstate ts = {NULL, 0};
+    if (c.s) {
+        cmh_site_opts o = {CMH_GROUP_STACK, 0, NULL, 0};
+        char err[128];
+        g = cmh_sites_new(c.s, &o, &rc, err, sizeof err);
+        if (!g) return rc;
+        c.g = g;
+    }
+    if (c.t && c.s && torch_ranges(c.t, device, &c.tr, &c.ntr) != CMH_OK) goto out;
+
+    /* pass 1: the peak of recorded device memory and the OOMs */
+    r = cmh_replay_new(base, device);
+    if (!r) goto out;
+    int64_t peak_i = -1, peak = -1;
+    uint32_t nooms = 0, cap = 8;
+    w = calloc(cap, sizeof *w);
+    if (!w) goto out;
+    for (;;) {
+        int more = cmh_replay_step(r);
+        if (!more) break;
+        int64_t i = cmh_replay_position(r);
+        int64_t cur = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current;
+        if (cur > peak) peak = cur, peak_i = i;
+        const cmh_entry *e = cmh_replay_entry(r, i);
+        if (e->action == CMH_ACT_OOM) {
+            if (nw + 2 >= cap) {
+                want *nwp = realloc(w, (cap *= 2) * sizeof *w);
+                if (!nwp) goto out;
+                w = nwp;
+            }
+            memset(&w[nw], 0, sizeof *w);
+            w[nw].index = i;
+            w[nw].time_ns = e->time_ns;
+            snprintf(w[nw].what, sizeof w[nw].what, "out of memory #%u", ++nooms);
+            nw++;
+        }
+    }
+    if (cmh_replay_status(r) != CMH_OK) goto out;
+    cmh_replay_free(r);
+    r = NULL;
+    /* cuMemGetInfo samples of this device: their instants join the moments, unseen */
+    uint32_t nsamples = 0;
+    for (uint32_t k = 0; c.s && k < c.s->nmeminfo; k++)
+        if (c.s->meminfo[k].device == device) nsamples++;
+    want *nwp = realloc(w, (nw + 2 + nsamples) * sizeof *w);
+    if (!nwp) goto out;
+    w = nwp;
+    const cmh_trace *btr = trace_of(base, device);
+    int64_t nent = btr ? btr->nentries : 0;
+    for (uint32_t k = 0; c.s && k < c.s->nmeminfo; k++) {
+        const cmh_meminfo *m = &c.s->meminfo[k];
+        if (m->device != device) continue;
+        int64_t idx = -1; /* the last entry at or before the sample */
+        for (int64_t i = 0; i < nent && base->entries[btr->first_entry + i].time_ns <= m->time_ns; i++) idx = i;
+        memset(&w[nw], 0, sizeof *w);
+        w[nw].index = m->time_ns >= base->dump_time_ns && base->dump_time_ns ? INT64_MAX : idx;
+        w[nw].time_ns = m->time_ns;
+        w[nw].hidden = 1;
+        w[nw].sample = k;
+        nw++;
+    }
+    if (peak_i >= 0) {
+        memset(&w[nw], 0, sizeof *w);
+        w[nw].index = peak_i;
+        w[nw].time_ns = base->entries[btr->first_entry + peak_i].time_ns;
+        snprintf(w[nw].what, sizeof w[nw].what, "peak");
+        nw++;
+    }
+    memset(&w[nw], 0, sizeof *w);
+    w[nw].index = INT64_MAX;
+    w[nw].time_ns = base->dump_time_ns ? base->dump_time_ns : nent ? base->entries[btr->first_entry + nent - 1].time_ns : 0;
+    snprintf(w[nw].what, sizeof w[nw].what, "end");
+    nw++;
+    qsort(w, nw, sizeof *w, cmp_want);
+
+    /* pass 2: each moment's rows */
+    r = cmh_replay_new(base, device);
+    if (!r) goto out;
+    if (c.t && c.s) {
+        ts.r = cmh_replay_new(c.t, device);
+        if (!ts.r) goto out;
+    }
+    int ended = 0;
+    for (uint32_t k = 0; k < nw; k++) {
+        while (!ended && (w[k].index == INT64_MAX || cmh_replay_position(r) < w[k].index))
+            if (!cmh_replay_step(r)) ended = 1;
+        c.a = &w[k].rows;
+        if (c.s) {
+            cmh_replay_blocks(r, on_block, &c);
+            /* what allocators above the driver reserved and hold free (the block API) */
+            const cmh_mem_stats *st = cmh_replay_stats(r);
+            uint64_t reserved = (uint64_t)st->reserved_bytes[CMH_POOL_ALL].current;
+            if (reserved > w[k].rows.blocks)
+                add_row(&w[k].rows, CMH_OWN_PROGRAM, "allocators above the driver: reserved, free", reserved - w[k].rows.blocks, 0);
+            if (ts.r) {
+                torch_to(&ts, c.t, w[k].index == INT64_MAX ? INT64_MAX : w[k].time_ns - clock);
+                if (cmh_replay_status(ts.r) != CMH_OK) goto out;
+                torch_rows(&w[k], cmh_replay_stats(ts.r), 0);
+                if (w[k].index == INT64_MAX && !w[k].hidden)
+                    out->torch_mismatch = w[k].torch_reserved > w[k].rows.torch_seen ? w[k].torch_reserved - w[k].rows.torch_seen
+                                                                                       : w[k].rows.torch_seen - w[k].torch_reserved;
+            }
+        } else torch_rows(&w[k], cmh_replay_stats(r), 1);
+        if (w[k].rows.nomem) goto out;
+        for (uint32_t i = 0; i < w[k].rows.n; i++) w[k].recorded += w[k].rows.rows[i].bytes;
+    }
+    if (cmh_replay_status(r) != CMH_OK) goto out;
+
+    /* the visible moments, in time order; each with the unexplained row of its nearest sample */
+    out->moments = calloc(nw, sizeof *out->moments);
+    if (!out->moments) goto out;
+    for (uint32_t k = 0; k < nw; k++) {
+        if (w[k].hidden) continue;
+        cmh_owners_moment *m = &out->moments[out->nmoments++];
+        snprintf(m->what, sizeof m->what, "%s", w[k].what);
+        m->index = w[k].index == INT64_MAX ? nent - 1 : w[k].index;
+        m->time_ns = w[k].time_ns;
+        m->recorded = w[k].recorded;
+        const want *best = NULL;
+        for (uint32_t j = 0; j < nw; j++) {
+            if (!w[j].hidden) continue;
+            int64_t d = w[j].time_ns - m->time_ns, bd = best ? best->time_ns - m->time_ns : 0;
+            if (!best || (d < 0 ? -d : d) < (bd < 0 ? -bd : bd)) best = &w[j];
+        }
+        if (best) {
+            const cmh_meminfo *mi = &c.s->meminfo[best->sample];
+            uint64_t used = mi->total > mi->free ? mi->total - mi->free : 0;
+            uint64_t unexplained = used > best->recorded ? used - best->recorded : 0;
+            add_row(&w[k].rows, CMH_OWN_UNEXPLAINED, "not recorded (CUDA context, other processes)", unexplained, 0);
+            if (w[k].rows.nomem) goto out;
+            m->used_known = 1;
+            m->used = m->recorded + unexplained;
+            m->total = mi->total;
+            m->sample_time_ns = mi->time_ns;
+            int64_t d = mi->time_ns - m->time_ns;
+            m->sample_exact = best->index == w[k].index || (d < 0 ? -d : d) <= 1000000;
+        }
+        /* largest first, the unexplained row last */
+        uint32_t nr = w[k].rows.n, nsort = nr && w[k].rows.rows[nr - 1].kind == CMH_OWN_UNEXPLAINED ? nr - 1 : nr;
+        qsort(w[k].rows.rows, nsort, sizeof *w[k].rows.rows, cmp_row);
+        m->rows = w[k].rows.rows;
+        m->nrows = nr;
+        w[k].rows.rows = NULL;
+    }
+    /* pinned host memory at the end, on its own line */
+    for (uint32_t i = 0; c.s && i < c.s->nsegments; i++)
+        if (c.s->segments[i].device == -1) out->pinned_host += c.s->segments[i].size;
+    rc = CMH_OK;
+out:
+    for (uint32_t k = 0; w && k < nw; k++) free(w[k].rows.rows);
+    free(w);
+    free(c.tr);
+    if (r) cmh_replay_free(r);
+    if (ts.r) cmh_replay_free(ts.r);
+    cmh_sites_free(g);
+    if (rc != CMH_OK) cmh_owners_report_free(out);
+    return rc;
+}
+
+void cmh_owners_report_free(cmh_owners_report *r)
+{
+    for (uint32_t i = 0; i < r->nmoments; i++) free(r->moments[i].rows);
+    free(r->moments);
+    r->moments = NULL;
+    r->nmoments = 0;
+}

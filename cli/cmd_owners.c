@@ -1,0 +1,131 @@
+/*
+ * cmd_owners.c - `cumemhist owners`: who holds every byte of each device, at the end, at the
+ * peak and at each out-of-memory error (cumemhist/owners.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cumemhist/owners.h"
+#include "report.h"
+
+static int g_device = -2, g_json;
+
+static const cli_option g_opts[] = {
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "only device N (default: every device in the snapshot)", NULL, 0, 0, NULL},
+    CLI_OPT_JSON(&g_json),
+};
+
+const cli_command cli_cmd_owners = {
+    "owners", "[options] SNAPSHOT",
+    "Who holds every byte of each device, at the end of the record, at the peak of recorded\n"
+    "device memory and at each out-of-memory error: PyTorch's allocated and cached memory (from\n"
+    "PyTorch's part of a merged or co-recorded snapshot), each library that called the driver\n"
+    "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations, and what no recorded\n"
+    "allocation explains (cuMemGetInfo's used bytes minus everything recorded: the CUDA context,\n"
+    "other processes).  The rows sum to the device's used memory when the record has a\n"
+    "cuMemGetInfo sample, else to what was recorded.  Pinned host memory is on its own line.",
+    g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist owners merged.cmh"};
+
+static const char *const g_kinds[] = {"torch_allocated", "torch_cached", "torch_reserved", "library", "program", "unknown", "unexplained"};
+
+static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
+{
+    cmh_jw_obj(w);
+    cmh_jw_kstr(w, "moment", m->what);
+    cmh_jw_kint(w, "index", m->index);
+    cmh_jw_kint(w, "time_ns", m->time_ns);
+    cmh_jw_kdouble(w, "seconds", m->time_ns && t0 ? (double)(m->time_ns - t0) / 1e9 : 0, 6);
+    cmh_jw_kuint(w, "recorded", m->recorded);
+    cmh_jw_key(w, "used");
+    if (m->used_known) cmh_jw_uint(w, m->used);
+    else cmh_jw_null(w);
+    cmh_jw_key(w, "total");
+    if (m->used_known) cmh_jw_uint(w, m->total);
+    else cmh_jw_null(w);
+    if (m->used_known) {
+        cmh_jw_kint(w, "sample_time_ns", m->sample_time_ns);
+        cmh_jw_kbool(w, "sample_exact", m->sample_exact);
+    }
+    cmh_jw_nl(w);
+    cmh_jw_key(w, "rows");
+    cmh_jw_arr(w);
+    for (uint32_t i = 0; i < m->nrows; i++) {
+        const cmh_owner_row *r = &m->rows[i];
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "owner", r->name);
+        cmh_jw_kstr(w, "kind", g_kinds[r->kind]);
+        cmh_jw_kuint(w, "bytes", r->bytes);
+        cmh_jw_kuint(w, "allocations", r->allocations);
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+    cmh_jw_end(w);
+}
+
+static void text_moment(const rep_section *sec, const cmh_owners_moment *m, int64_t t0)
+{
+    uint64_t sum = m->used_known ? m->used : m->recorded;
+    printf("\n%s, %s, %s (entry %lld, %s): %s", sec->path, rep_device_name(sec->device), strcmp(m->what, "end") ? m->what : "at the end",
+           (long long)m->index, rep_when(m->time_ns, t0), rep_size((double)m->recorded));
+    printf(" recorded");
+    if (m->used_known) printf("; the device had %s of %s in use", rep_size((double)m->used), rep_size((double)m->total));
+    printf("\n%14s  %6s  %6s  %s\n", "bytes", "share", "allocs", "owner");
+    for (uint32_t i = 0; i < m->nrows; i++) {
+        const cmh_owner_row *r = &m->rows[i];
+        char n[16] = "-";
+        if (r->allocations) snprintf(n, sizeof n, "%u", r->allocations);
+        printf("%14s  %5.1f%%  %6s  %s", rep_size((double)r->bytes), sum ? 100.0 * (double)r->bytes / (double)sum : 0.0, n, r->name);
+        if (r->kind == CMH_OWN_UNEXPLAINED && !m->sample_exact)
+            printf("  (cuMemGetInfo at %s, assumed steady)", rep_when(m->sample_time_ns, t0));
+        putchar('\n');
+    }
+    printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), 100.0, "", m->used_known ? "total = the device's used memory" : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");
+}
+
+static int section(const rep_section *sec, void *arg)
+{
+    (void)arg;
+    if (sec->device < 0) return CMH_OK; /* pinned host memory: a line of every device's report */
+    cmh_owners_report p;
+    int rc = cmh_owners_compute(sec->s, sec->device, &p);
+    if (rc != CMH_OK) return rc;
+    int64_t t0 = rep_trace_start(sec->s, sec->device);
+    if (sec->w) {
+        cmh_jw *w = sec->w;
+        cmh_report_base b = {sec->device, 0, 0, sec->s->source == CMH_SRC_PYTORCH};
+        cmh_jw_obj(w);
+        rep_json_base(w, sec, &b);
+        cmh_jw_kbool(w, "pytorch_part", p.torch);
+        cmh_jw_kuint(w, "pinned_host", p.pinned_host);
+        if (p.torch && sec->s->source != CMH_SRC_PYTORCH) cmh_jw_kuint(w, "pytorch_mismatch", p.torch_mismatch);
+        cmh_jw_nl(w);
+        cmh_jw_key(w, "moments");
+        cmh_jw_arr(w);
+        for (uint32_t i = 0; i < p.nmoments; i++) {
+            cmh_jw_nl(w);
+            json_moment(w, &p.moments[i], t0);
+        }
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+    } else {
+        for (uint32_t i = 0; i < p.nmoments; i++) text_moment(sec, &p.moments[i], t0);
+        printf("pinned host memory (all devices, at the end): %s\n", rep_size((double)p.pinned_host));
+        if (!p.torch && sec->s->source != CMH_SRC_PYTORCH)
+            printf("(no PyTorch part: record with `cumemhist record` on a PyTorch job, or `cumemhist merge` its "
+                   "_dump_snapshot(), to split PyTorch's memory into allocated and cached)\n");
+        if (p.torch && p.torch_mismatch)
+            printf("note: PyTorch's reserved memory and its segments as the driver saw them differ by %s at the end\n",
+                   rep_size((double)p.torch_mismatch));
+    }
+    cmh_owners_report_free(&p);
+    return CMH_OK;
+}
+
+int cmd_owners(int argc, char **argv)
+{
+    char *path;
+    int n, rc = cli_parse(&cli_cmd_owners, argc, argv, &path, &n);
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    return rep_run(&path, 1, g_device, g_json, REP_NO_HOST, section, NULL);
+}

@@ -1,0 +1,38 @@
+/*
+ * cumemhist/merge.h - one record from two: a driver-level recording and PyTorch's own snapshot
+ * of the same process (co-recording writes them together; `cumemhist merge` joins them after).
+ */
+#ifndef CUMEMHIST_MERGE_H
+#define CUMEMHIST_MERGE_H
+
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cmh_merge_info {
+    uint32_t matched;    /* PyTorch segment events found in the driver-level trace (the clock's evidence) */
+    int64_t clock_ns;    /* the offset found: ours = PyTorch's + clock_ns */
+    int64_t spread_ns;   /* the matches' spread around it (max - min) */
+} cmh_merge_info;
+
+/* Make torch (a PyTorch snapshot, moved: *torch is left empty) PyTorch's part of ours (a recorder
+ * snapshot without one), with the two clocks aligned: the offset is the median difference
+ * between the times both traces give the same segment event (an allocation or a map of the
+ * same address and size on the same device); with no such event, 0 (both count from the Unix
+ * epoch).  CMH_EINVAL with err set when the two do not fit (which is which, a part already
+ * there, no device in common while both have segments). */
+int cmh_merge_torch(cmh_snapshot *ours, cmh_snapshot *torch, cmh_merge_info *info, char *err, size_t errlen);
+
+/* Turn a merged record into one model the reports and memory_viz read: PyTorch's segments with
+ * its blocks, trace and stacks (times on our clock), and every other driver allocation as a
+ * segment of its own with its native stack; our entries inside PyTorch's ranges and our
+ * driver-level refusals PyTorch handled give way to PyTorch's.  PyTorch's part is consumed
+ * (s->torch NULL after).  A record without one is left as it is.  On CMH_ENOMEM s is unchanged. */
+int cmh_merged_view(cmh_snapshot *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

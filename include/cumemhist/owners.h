@@ -1,0 +1,68 @@
+/*
+ * cumemhist/owners.h - who holds every byte of a device: PyTorch's allocated and cached memory
+ * (from PyTorch's part of a merged record), each library that called the driver itself (cuBLAS,
+ * cuDNN, NCCL, ...), the program's own allocations, and what no recorded allocation explains
+ * (cuMemGetInfo's used bytes minus everything recorded: the CUDA context, other processes).
+ * At the end of the record, at the peak of recorded device memory, and at each out-of-memory
+ * error.  Definitions: docs/DEFINITIONS.md ("Owners").
+ */
+#ifndef CUMEMHIST_OWNERS_H
+#define CUMEMHIST_OWNERS_H
+
+#include "sites.h"
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cmh_owner_kind {
+    CMH_OWN_TORCH_ALLOCATED = 0, /* PyTorch's blocks in use (its part of the record) */
+    CMH_OWN_TORCH_CACHED,        /* PyTorch's reserved segments not in use */
+    CMH_OWN_TORCH_RESERVED,      /* PyTorch's segments, without its part (blocks unknown) */
+    CMH_OWN_LIBRARY,             /* a library that called the driver itself, by name */
+    CMH_OWN_PROGRAM,             /* the program's own code (its executable or its libraries) */
+    CMH_OWN_UNKNOWN,             /* recorded without a stack */
+    CMH_OWN_UNEXPLAINED,         /* cuMemGetInfo used minus everything recorded */
+} cmh_owner_kind;
+
+typedef struct cmh_owner_row {
+    char name[96];
+    int kind;
+    uint64_t bytes;
+    uint32_t allocations; /* driver allocations (0 for PyTorch's and the unexplained rows) */
+} cmh_owner_row;
+
+typedef struct cmh_owners_moment {
+    char what[32];           /* "end", "peak", "out of memory #1" */
+    int64_t index, time_ns;  /* in the device's trace (-1: before it); time 0 = unknown */
+    cmh_owner_row *rows;     /* largest first; the unexplained row last */
+    uint32_t nrows;
+    uint64_t recorded;       /* the rows but the unexplained one */
+    int used_known;          /* a cuMemGetInfo sample gives the device's used bytes */
+    uint64_t used, total;    /* then: used = the sum of the rows */
+    int64_t sample_time_ns;  /* the sample the unexplained row comes from */
+    int sample_exact;        /* taken at this moment (else the nearest one, its context assumed steady) */
+} cmh_owners_moment;
+
+typedef struct cmh_owners_report {
+    int device;
+    int torch;                 /* PyTorch's part was there */
+    uint64_t pinned_host;      /* at the end, all devices: on its own line */
+    uint64_t torch_mismatch;   /* |PyTorch's reserved - its segments as the driver saw them| at the end */
+    cmh_owners_moment *moments;
+    uint32_t nmoments;
+} cmh_owners_report;
+
+/* The report for one device (>= 0) of s: a recorder snapshot, merged or not, or a PyTorch one. */
+int cmh_owners_compute(const cmh_snapshot *s, int device, cmh_owners_report *out);
+void cmh_owners_report_free(cmh_owners_report *r);
+
+/* A module's name as a library ("cuBLAS" for libcublas.so.13), or NULL when it is not one of
+ * NVIDIA's or PyTorch's. */
+const char *cmh_library_name(const char *module);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+#!/bin/sh
+# owners_test.sh BUILD_DIR SOURCE_DIR - one record from two (merge), and who holds every byte
+# (owners): on the real H200 pair (torch_exp.cmh + torch_exp.pickle, taken at the same instant
+# in one process) PyTorch's rows equal the pickle's own figures, the rest are named by owner,
+# the rows sum; summary of the merged record is the pickle's; on the fake driver with a
+# context of its own, the unexplained row is that context and the rows sum to the used bytes.
+TEST=owners . "$(dirname "$0")/testlib.sh"
+H=$F/h200
+
+"$CMH" merge -o m.cmh "$H/torch_exp.cmh" "$H/torch_exp.pickle" 2>err.txt
+check "merge: written, the clocks aligned on PyTorch's segment events ($(cat err.txt))" \
+    '[ -s m.cmh ] && grep -q "clocks aligned on [1-9][0-9]* segment events" err.txt'
+check "the merged record is mode 0600" 'ls -l m.cmh | grep -q "^-rw-------"'
+"$CMH" summary m.cmh >m.txt && "$CMH" summary "$H/torch_exp.pickle" >p.txt
+check "summary of the merged record = summary of PyTorch's pickle = its memory_summary()" \
+    'cmp -s m.txt p.txt && cmp -s m.txt "$H/torch_exp_summary.txt"'
+"$CMH" summary --json "$H/torch_exp.pickle" >pj.json
+"$CMH" owners --json m.cmh >o.json
+check "owners at the end: PyTorch's rows are the pickle's allocated and reserved - allocated; cuBLAS named; the rows sum" 'py - <<PY
+import json
+o = json.load(open("o.json"))[0]; st = json.load(open("pj.json"))[0]["stats"]
+end = [m for m in o["moments"] if m["moment"] == "end"][0]
+rows = {r["owner"]: r for r in end["rows"]}
+alloc = st["allocated_bytes.all"]["current"]; res = st["reserved_bytes.all"]["current"]
+assert rows["PyTorch allocated"]["bytes"] == alloc, (rows, alloc)
+assert rows["PyTorch reserved but free (cached)"]["bytes"] == res - alloc
+assert rows["cuBLAS"]["bytes"] > 0 and rows["cuBLAS"]["allocations"] == 6, rows
+assert sum(r["bytes"] for r in end["rows"]) == end["recorded"]
+assert o["pytorch_part"] and o["pytorch_mismatch"] == 0
+for m in o["moments"]:
+    assert sum(r["bytes"] for r in m["rows"]) == m["recorded"], m
+PY'
+"$CMH" owners "$H/torch_exp.cmh" >d.txt 2>/dev/null
+check "owners without PyTorch's part: PyTorch's segments in one row, cuBLAS apart" \
+    'grep -q "544.0 MiB .*PyTorch (caching allocator, reserved)" d.txt && grep -q "128.3 MiB .*cuBLAS" d.txt'
+"$CMH" owners --json "$H/torch_exp.pickle" >po.json
+check "owners of PyTorch's pickle alone: its allocated and cached" 'py - <<PY
+import json
+o = json.load(open("po.json"))[0]; st = json.load(open("pj.json"))[0]["stats"]
+end = [m for m in o["moments"] if m["moment"] == "end"][0]
+assert [r["bytes"] for r in end["rows"]] == [st["allocated_bytes.all"]["current"], st["reserved_bytes.all"]["current"] - st["allocated_bytes.all"]["current"]], end
+PY'
+"$CMH" merge -o bad.cmh "$H/torch_exp.pickle" "$H/torch_exp.cmh" 2>err.txt
+check "merge refuses the two the wrong way round ($(cat err.txt))" '[ $? -ne 0 ] && [ ! -e bad.cmh ] && grep -q "is PyTorch" err.txt'
+"$CMH" merge -o again.cmh m.cmh "$H/torch_exp.pickle" 2>err.txt
+check "merge refuses a record that has its PyTorch part" '[ ! -e again.cmh ] && grep -q "already holds" err.txt'
+
+# the fake driver with 300 MiB of its own (a context): cuMemGetInfo's used = recorded + 300 MiB
+FAKECUDA_CONTEXT=300M FAKECUDA_CAPACITY=2G "$CMH" record -q -o l.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1
+"$CMH" owners --json l.cmh >l.json
+check "owners on a recording: every moment sums to cuMemGetInfo's used, the context is the unexplained row" 'py - <<PY
+import json
+o = json.load(open("l.json"))[0]
+assert [m["moment"] for m in o["moments"]] == ["peak", "end"], o["moments"]
+for m in o["moments"]:
+    rows = {r["kind"]: r for r in m["rows"]}
+    assert m["used"] == sum(r["bytes"] for r in m["rows"]) == m["recorded"] + 300 * 2**20, m
+    assert rows["unexplained"]["bytes"] == 300 * 2**20 and m["total"] == 2 * 2**30
+    assert rows["program"]["owner"] == "program (leaky)"
+PY'
+"$CMH" owners l.cmh >l.txt
+check "owners text: the total is the device's used memory" 'grep -q "total = the device.s used memory" l.txt && grep -q "not recorded (CUDA context, other processes)" l.txt'
+finish
