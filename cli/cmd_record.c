@@ -22,7 +22,7 @@
 #include "flight_format.h"
 
 static const char *g_output, *g_lib;
-static int g_enabled = -1, g_context = -1, g_quiet, g_kernels, g_have_entries, g_have_frames, g_max_frames;
+static int g_enabled = -1, g_context = -1, g_quiet, g_kernels, g_have_entries, g_have_frames, g_max_frames, g_no_torch;
 static uint64_t g_max_entries;
 static const char *const g_enabled_names[] = {"state", "all", NULL};
 static const char *const g_context_names[] = {"none", "state", "alloc", "all", NULL};
@@ -42,6 +42,8 @@ static const cli_option g_opts[] = {
      &g_have_frames},
     {"--kernels", NULL, CLI_FLAG, &g_kernels, NULL, "also record kernel timing through CUPTI (CONCURRENT_KERNEL)", NULL, 0, 0,
      NULL},
+    {"--no-torch", NULL, CLI_FLAG, &g_no_torch, NULL,
+     "do not co-record PyTorch (by default a Python program that imports torch\nhas PyTorch's own history recorded too, in the same snapshot)", NULL, 0, 0, NULL},
     {"--lib", NULL, CLI_STR, &g_lib, "PATH", "libcumemhist.so to preload (default: beside this command)", NULL, 0, 0, NULL},
     {"--quiet", "-q", CLI_FLAG, &g_quiet, NULL, "do not list the snapshots written", NULL, 0, 0, NULL},
 };
@@ -205,6 +207,41 @@ int cmd_record(int argc, char **argv)
     return rc < 0 ? cli_finish_stdout(0) : rc;
 }
 
+/* PyTorch co-recording: the start-up hook (python/cumemhist/_startup/sitecustomize.py) first on
+ * PYTHONPATH, and the cumemhist package after it.  Found at CUMEMHIST_PYTHON, in the source
+ * tree this was built from, or installed beside the library (../share/cumemhist/python). */
+static void python_hook(const char *libpath)
+{
+    if (g_no_torch) setenv("CUMEMHIST_TORCH", "0", 1);
+    char dir[PATH_MAX], hook[PATH_MAX + 64];
+    const char *env = getenv("CUMEMHIST_PYTHON");
+    const char *cands[3] = {env && *env ? env : NULL, CMH_PYTHON_DIR, NULL};
+    char installed[PATH_MAX];
+    snprintf(installed, sizeof installed, "%s", libpath);
+    char *slash = strrchr(installed, '/');
+    if (slash) {
+        *slash = 0;
+        size_t n = strlen(installed);
+        snprintf(installed + n, sizeof installed - n, "/../share/cumemhist/python");
+        cands[2] = installed;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!cands[i]) continue;
+        snprintf(hook, sizeof hook, "%s/cumemhist/_startup/sitecustomize.py", cands[i]);
+        if (access(hook, R_OK) != 0 || !realpath(cands[i], dir)) continue;
+        const char *old = getenv("PYTHONPATH");
+        size_t n = 2 * strlen(dir) + 64 + (old ? strlen(old) : 0);
+        char *pp = malloc(n);
+        if (!pp) return;
+        snprintf(pp, n, "%s/cumemhist/_startup:%s%s%s", dir, dir, old && *old ? ":" : "", old && *old ? old : "");
+        setenv("PYTHONPATH", pp, 1);
+        free(pp);
+        return;
+    }
+    if (!g_quiet && !g_no_torch)
+        fprintf(stderr, "cumemhist: the Python start-up hook was not found (set CUMEMHIST_PYTHON): PyTorch is not co-recorded\n");
+}
+
 static int record(char **prog, const char *argv0)
 {
     const char *lib = g_lib, *output = g_output;
@@ -246,6 +283,7 @@ static int record(char **prog, const char *argv0)
     snprintf(num, sizeof num, "%d", g_max_frames);
     if (g_have_frames) setenv("CUMEMHIST_MAX_FRAMES", num, 1);
     if (g_kernels) setenv("CUMEMHIST_KERNELS", "1", 1);
+    python_hook(libpath);
 
     /* A fixed output path goes to the first process that touches CUDA (recorder/config.c, by a
      * PATH.claim file): clear a claim an earlier run left, and remove this run's at the end

@@ -18,6 +18,19 @@ CMH_EXPORT int cmh_record_memory_history(const cmh_options *o)
 
 CMH_EXPORT int cmh_dump_snapshot(const char *path) { return cmh_dump(path, "cmh_dump_snapshot"); }
 
+CMH_EXPORT int cmh_output_path(char *buf, size_t cap)
+{
+    if (!buf || !cap) return CMH_EINVAL;
+    return cmh_config_output_path(cmh_cfg.output, buf, cap) == 0 ? CMH_OK : CMH_EINVAL;
+}
+
+CMH_EXPORT int cmh_set_torch_snapshot_hook(int (*fn)(const char *path, void *arg), void *arg)
+{
+    return cmh_dump_set_torch_hook(fn, arg);
+}
+
+CMH_EXPORT int cmh_torch_snapshot_file(const char *path) { return cmh_dump_set_torch_file(path); }
+
 CMH_EXPORT int cmh_memory_stats(cmh_device_stats *out, int cap)
 {
     if (cap < 0 || (cap && !out)) return CMH_EINVAL;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cumemhist/merge.h"
 #include "internal.h"
 
 static cmh_mutex g_dump_lock = CMH_MUTEX_INITIALIZER;
@@ -105,6 +106,64 @@ void cmh_dump_note_manifest(const char *kind, const char *path)
 
 static int dump(const char *path, const char *why, uint64_t *cut, int nslots);
 
+/* ---- PyTorch's part (co-recording: python/cumemhist/_startup) ----
+ * A hook (the Python start-up hook, through the C API) is asked, before the dumps it can serve,
+ * to write PyTorch's own snapshot to SNAPSHOT.torch.pickle; what it wrote is merged into the
+ * snapshot and removed.  The dumps where the program's threads may hold what the hook needs
+ * (the interpreter's lock) do without: the first out-of-memory error (its thread waits for the
+ * dump) and a graceful signal (its handler does).  At exit the interpreter is gone: the hook
+ * leaves its last snapshot as a file (cmh_torch_snapshot_file), merged into the exit dump. */
+static int (*g_torch_hook)(const char *path, void *arg);
+static void *g_torch_arg;
+static char g_torch_file[4300];
+static pthread_mutex_t g_torch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int cmh_dump_set_torch_hook(int (*fn)(const char *path, void *arg), void *arg)
+{
+    pthread_mutex_lock(&g_torch_lock);
+    g_torch_hook = fn;
+    g_torch_arg = arg;
+    pthread_mutex_unlock(&g_torch_lock);
+    return CMH_OK;
+}
+
+int cmh_dump_set_torch_file(const char *path)
+{
+    if (path && strlen(path) >= sizeof g_torch_file) return CMH_EINVAL;
+    pthread_mutex_lock(&g_torch_lock);
+    snprintf(g_torch_file, sizeof g_torch_file, "%s", path ? path : "");
+    pthread_mutex_unlock(&g_torch_lock);
+    return CMH_OK;
+}
+
+/* PyTorch's snapshot for this dump, merged into s; the file it came from is removed. */
+static void torch_part(cmh_snapshot *s, const char *out, const char *why)
+{
+    int hook_ok = strcmp(why, "first out-of-memory") && strncmp(why, "signal ", 7) && strcmp(why, "exit") &&
+                  strcmp(why, "flight checkpoint");
+    char file[4400] = "";
+    pthread_mutex_lock(&g_torch_lock);
+    int (*fn)(const char *, void *) = hook_ok ? g_torch_hook : NULL;
+    void *arg = g_torch_arg;
+    if (!fn && g_torch_file[0] && !strcmp(why, "exit")) snprintf(file, sizeof file, "%s", g_torch_file);
+    pthread_mutex_unlock(&g_torch_lock);
+    if (fn) {
+        snprintf(file, sizeof file, "%s.torch.pickle", out);
+        if (fn(file, arg) != 1) return;
+    }
+    if (!file[0]) return;
+    cmh_snapshot t;
+    char err[4600];
+    if (cmh_snapshot_load(file, &t, err, sizeof err) != CMH_OK) {
+        cmh_log("PyTorch's snapshot left out: %s", err);
+        return;
+    }
+    cmh_merge_info info;
+    if (cmh_merge_torch(s, &t, &info, err, sizeof err) != CMH_OK) cmh_log("PyTorch's snapshot left out: %s", err);
+    cmh_snapshot_free(&t);
+    unlink(file);
+}
+
 int cmh_dump(const char *path, const char *why) { return dump(path, why, NULL, 0); }
 
 int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots) { return dump(path, "flight checkpoint", cut, nslots); }
@@ -137,6 +196,7 @@ static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
     rc = c.z ? cmh_export_state(&s, map_stack, &c) : CMH_ENOMEM;
     if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
     if (rc == CMH_OK && c.failed) rc = CMH_ENOMEM;
+    if (rc == CMH_OK && !cut) torch_part(&s, out, why);
     if (rc == CMH_OK) {
         char err[512];
         rc = cmh_cmh_write_file(&s, out, err, sizeof err);

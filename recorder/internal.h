@@ -300,6 +300,8 @@ CMH_HIDDEN const char *cmh_flight_path(void);
 /* ---- dump.c ---- */
 /* Write one snapshot to path (NULL: the configured pattern); why names the trigger in messages. */
 CMH_HIDDEN int cmh_dump(const char *path, const char *why);
+CMH_HIDDEN int cmh_dump_set_torch_hook(int (*fn)(const char *path, void *arg), void *arg);
+CMH_HIDDEN int cmh_dump_set_torch_file(const char *path);
 /* A flight record's checkpoint: a dump to path, not named in the manifest, with each device
  * slot's last entry sequence at the moment its ring was copied in cut[]. */
 CMH_HIDDEN int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots);

@@ -24,7 +24,7 @@ cli)
 *) LIBS="-lm" ;;
 esac
 # shellcheck disable=SC2086
-clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DCMH_VERSION='"fuzz"' \
+clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DCMH_VERSION='"fuzz"' -DCMH_PYTHON_DIR='"/nonexistent"' \
     -Iinclude -Isnapshot -Ianalyzer -Icli -Iviz $(pc --cflags) "tests/fuzz/fuzz_$target.c" $SRC $(pc --libs) $LIBS \
     -o "$out/fuzz_$target"
 case $target in

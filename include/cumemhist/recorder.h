@@ -75,6 +75,17 @@ int cmh_record_memory_history(const cmh_options *opts);
  * Atomic: a temporary file is renamed into place.  Recording goes on. */
 int cmh_dump_snapshot(const char *path);
 
+/* The path this process's snapshots go to (the CUMEMHIST_OUTPUT pattern made concrete). */
+int cmh_output_path(char *buf, size_t cap);
+
+/* Co-recording PyTorch (python/cumemhist/_startup does this for `cumemhist record`): before a
+ * dump on request (cmh_dump_snapshot, SIGUSR1), fn(path, arg) is asked to write PyTorch's own
+ * snapshot (a _dump_snapshot() pickle) to path; when it returns 1 that file is merged into the
+ * snapshot (format version 2) and removed.  NULL unregisters.  At exit, when no hook can run any
+ * more, the file named by cmh_torch_snapshot_file() (NULL: none) is merged the same way. */
+int cmh_set_torch_snapshot_hook(int (*fn)(const char *path, void *arg), void *arg);
+int cmh_torch_snapshot_file(const char *path);
+
 typedef struct cmh_device_stats {
     int device; /* -1 = pinned host memory */
     uint64_t allocated_current, allocated_peak;

@@ -1,0 +1,196 @@
+"""cumemhist's Python start-up hook: co-records PyTorch's own memory history.
+
+`cumemhist record` puts this directory first on PYTHONPATH.  It
+  - runs the user's own sitecustomize, if there is one, as if this one were not here;
+  - waits, costing nothing, for the program to import torch (it never imports it itself); then
+    switches PyTorch's history on with the recorder's options (CUMEMHIST_ENABLED, _CONTEXT,
+    _MAX_ENTRIES mapped onto torch.cuda.memory._record_memory_history), asks the recorder to
+    take PyTorch's snapshot with each of its dumps, dumps both at PyTorch's own out-of-memory
+    error (its OOM observer, before the exception reaches the program), and leaves PyTorch's
+    last snapshot for the recorder's exit dump;
+  - is off with CUMEMHIST_TORCH=0 (`record --no-torch`).
+PyTorch's APIs here are private and change between releases: when one is missing or refuses,
+it says so once on stderr and the recording goes on at the driver level alone.  It never
+raises into the program.
+
+With a plain LD_PRELOAD, put this directory on PYTHONPATH yourself:
+    PYTHONPATH=/path/to/cumemhist/python/cumemhist/_startup:$PYTHONPATH \\
+        LD_PRELOAD=libcumemhist.so python train.py
+"""
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _chain_user_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = mod
+    spec.loader.exec_module(mod)
+
+
+def _install():
+    if os.environ.get("CUMEMHIST_TORCH", "1") == "0":
+        return
+    import importlib.abc
+    import importlib.util
+
+    class _Loader(importlib.abc.Loader):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def create_module(self, spec):
+            return self.inner.create_module(spec)
+
+        def exec_module(self, module):
+            self.inner.exec_module(module)
+            _on_torch(module)
+
+        def __getattr__(self, name):  # get_resource_reader, is_package, ...
+            return getattr(self.inner, name)
+
+    class _TorchFinder(importlib.abc.MetaPathFinder):
+        busy = False
+
+        def find_spec(self, name, path=None, target=None):
+            if name != "torch" or _TorchFinder.busy:
+                return None
+            _TorchFinder.busy = True
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                _TorchFinder.busy = False
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return spec
+            spec.loader = _Loader(spec.loader)
+            sys.meta_path.remove(self)  # once is enough
+            return spec
+
+    sys.meta_path.insert(0, _TorchFinder())
+
+
+_said = set()
+
+
+def _say(what):
+    if what not in _said:
+        _said.add(what)
+        sys.stderr.write("cumemhist: %s; recording the driver level alone\n" % what)
+
+
+_keep = []  # the ctypes callbacks must outlive every call
+
+
+def _on_torch(torch):
+    try:
+        _corecord(torch)
+    except Exception as e:  # never into the program
+        _say("PyTorch co-recording failed (%s: %s)" % (type(e).__name__, e))
+
+
+def _corecord(torch):
+    import ctypes
+
+    env = os.environ
+    enabled = env.get("CUMEMHIST_ENABLED", "all").lower()
+    if enabled in ("off", "0", "none", "false"):
+        return
+    context = env.get("CUMEMHIST_CONTEXT", "all").lower()
+    try:
+        max_entries = int(env.get("CUMEMHIST_MAX_ENTRIES", "0")) or sys.maxsize
+    except ValueError:
+        max_entries = sys.maxsize
+    memory = getattr(getattr(torch, "cuda", None), "memory", None)
+    record = getattr(memory, "_record_memory_history", None)
+    snapshot = getattr(memory, "_snapshot", None)
+    if record is None or snapshot is None:
+        _say("this PyTorch has no torch.cuda.memory._record_memory_history/_snapshot")
+        return
+    try:
+        record(enabled="state" if enabled == "state" else "all",
+               context=None if context == "none" else context,
+               stacks="all" if context in ("alloc", "all") else "python",
+               max_entries=max_entries)
+    except Exception as e:
+        _say("PyTorch's _record_memory_history refused (%s: %s)" % (type(e).__name__, e))
+        return
+    try:
+        lib = ctypes.CDLL(None)
+        hook = lib.cmh_set_torch_snapshot_hook
+        lib.cmh_torch_snapshot_file
+    except (OSError, AttributeError):
+        return  # the recorder is not loaded: PyTorch records for the program's own dumps
+
+    import pickle
+
+    def write(path):
+        tmp = "%s.tmp.%d" % (path, os.getpid())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(snapshot(), f, protocol=4)
+        os.replace(tmp, path)
+
+    CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+    def on_dump(path, arg):
+        try:
+            write(path.decode())
+            return 1
+        except Exception as e:
+            _say("PyTorch's snapshot could not be taken (%s: %s)" % (type(e).__name__, e))
+            return 0
+
+    cb = CB(on_dump)
+    _keep.append(cb)
+    hook.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    hook(ctypes.cast(cb, ctypes.c_void_p), None)
+
+    dump = lib.cmh_dump_snapshot
+    dump.argtypes = [ctypes.c_char_p]
+    attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+    if attach is None:
+        _say("this PyTorch has no out-of-memory observer: its OOMs are not dumped with ours")
+    else:
+        def on_oom(device, alloc, device_alloc, device_free):
+            dump(None)  # ours, and PyTorch's through the hook, before the exception
+
+        try:
+            attach(on_oom)
+        except Exception as e:
+            _say("PyTorch refused the out-of-memory observer (%s: %s)" % (type(e).__name__, e))
+
+    import atexit
+
+    def at_exit():
+        # the interpreter will be gone when the recorder's exit dump runs: leave a file instead
+        hook(None, None)
+        buf = ctypes.create_string_buffer(4200)
+        lib.cmh_output_path.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        if lib.cmh_output_path(buf, len(buf)) != 0:
+            return
+        path = buf.value.decode() + ".torch.pickle"
+        try:
+            write(path)
+        except Exception as e:
+            _say("PyTorch's last snapshot could not be taken (%s: %s)" % (type(e).__name__, e))
+            return
+        lib.cmh_torch_snapshot_file.argtypes = [ctypes.c_char_p]
+        lib.cmh_torch_snapshot_file(path.encode())
+
+    atexit.register(at_exit)
+
+
+try:
+    _chain_user_sitecustomize()
+finally:
+    try:
+        _install()
+    except Exception as e:  # never break the program's start
+        sys.stderr.write("cumemhist: the PyTorch start-up hook failed (%s); recording the driver level alone\n" % e)

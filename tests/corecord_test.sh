@@ -1,0 +1,71 @@
+#!/bin/sh
+# corecord_test.sh BUILD_DIR SOURCE_DIR - the PyTorch start-up hook's glue, without a GPU:
+# `record` of a Python program that imports a stand-in torch (tests/python/standin, torch's
+# names) switches PyTorch's history on with our options, takes its snapshot with ours (at exit,
+# at a dump on request, at PyTorch's OOM) into one record; chains the user's sitecustomize;
+# does nothing in a program without torch or with --no-torch; says once and goes on when an
+# API is missing or raises.
+TEST=corecord . "$(dirname "$0")/testlib.sh"
+case "${LD_PRELOAD:-}" in *asan* | *ubsan*) echo "skipped: python under a sanitizer runtime"; exit 77 ;; esac
+command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+P=$SRC/tests/python
+export PYTHONPATH=$P/standin STANDIN_SNAPSHOT=$F/h200/torch_exp.pickle STANDIN_LOG=$T/log.jsonl
+"$CMH" summary "$F/h200/torch_exp.pickle" >pickle.txt
+ev() { py -c "import json,sys; print(' '.join(json.loads(l)['event'] for l in open('log.jsonl')))" 2>/dev/null; }
+rec() { py -c "import json; print([json.loads(l) for l in open('log.jsonl') if json.loads(l)['event']=='record'][0])" 2>/dev/null; }
+
+rm -f log.jsonl
+"$CMH" record -q -o t.cmh -- python3 "$P/corecord_prog.py" torch >out.txt 2>err.txt
+check "a program importing torch: PyTorch's history switched on, its snapshot taken at exit ($(ev))" \
+    '[ "$(ev)" = "import record snapshot" ] && grep -q "torch imported" out.txt && [ ! -s err.txt ]'
+check "defaults mapped: enabled all, context all, stacks all (Python and C++), every entry" \
+    'rec | grep -q "'"'"'enabled'"'"': '"'"'all'"'"', '"'"'context'"'"': '"'"'all'"'"', '"'"'stacks'"'"': '"'"'all'"'"', '"'"'max_entries'"'"': 9223372036854775807"'
+"$CMH" summary t.cmh >t.txt 2>&1
+check "one record: its summary is PyTorch's (the part it carries), nothing left beside it" \
+    'cmp -s t.txt pickle.txt && [ ! -e t.cmh.torch.pickle ] && ! ls t.cmh.torch.pickle.tmp.* 2>/dev/null'
+"$CMH" owners t.cmh >o.txt 2>&1
+check "owners of it: the program's own allocation, PyTorch's rows present" 'grep -q "program (" o.txt && grep -q "PyTorch allocated" o.txt'
+
+rm -f log.jsonl
+"$CMH" record -q --enabled state --context alloc --max-entries 5000 -o s.cmh -- python3 "$P/corecord_prog.py" torch >/dev/null 2>&1
+check "--enabled state --context alloc --max-entries 5000 mapped ($(rec))" \
+    'rec | grep -q "'"'"'enabled'"'"': '"'"'state'"'"', '"'"'context'"'"': '"'"'alloc'"'"', '"'"'stacks'"'"': '"'"'all'"'"', '"'"'max_entries'"'"': 5000"'
+rm -f log.jsonl
+"$CMH" record -q --context none -o n.cmh -- python3 "$P/corecord_prog.py" torch >/dev/null 2>&1
+check "--context none: no context, Python stacks only" 'rec | grep -q "'"'"'context'"'"': None, '"'"'stacks'"'"': '"'"'python'"'"'"'
+
+rm -f log.jsonl
+"$CMH" record -q -o d.cmh -- python3 "$P/corecord_prog.py" dump >/dev/null 2>err.txt
+"$CMH" summary mid.cmh >mid.txt 2>&1
+check "a dump on request (cumemhist.dump) takes PyTorch's snapshot with ours" 'cmp -s mid.txt pickle.txt && [ "$(ev)" = "import record snapshot snapshot" ]'
+check "marks and ranges from Python reach the trace" '"$CMH" trace --json mid.cmh 2>/dev/null | grep -q "step 1"'
+
+rm -f log.jsonl o2.cmh
+"$CMH" record -q -o o2.cmh -- python3 "$P/corecord_prog.py" oom >/dev/null 2>err.txt
+check "PyTorch's OOM observer dumps both, before the exception (then exit again: $(ev))" '[ "$(ev)" = "import record snapshot snapshot" ]'
+
+rm -f log.jsonl
+"$CMH" record -q -o x.cmh -- python3 "$P/corecord_prog.py" notorch >out.txt 2>err.txt
+check "a program that never imports torch: the hook imports nothing" '[ ! -e log.jsonl ] && grep -q "no torch" out.txt && [ -s x.cmh ]'
+rm -f log.jsonl
+"$CMH" record -q --no-torch -o y.cmh -- python3 "$P/corecord_prog.py" torch >/dev/null 2>err.txt
+"$CMH" summary y.cmh >y.txt 2>&1
+check "--no-torch: torch imported, its history left alone, a driver-level record" '[ "$(ev)" = "import" ] && ! cmp -s y.txt pickle.txt'
+
+mkdir -p user
+printf 'import os\nopen(os.path.join(os.environ["MARK_DIR"], "user-sitecustomize-ran"), "w").close()\n' >user/sitecustomize.py
+rm -f log.jsonl
+PYTHONPATH=$T/user:$PYTHONPATH MARK_DIR=$T "$CMH" record -q -o u.cmh -- python3 "$P/corecord_prog.py" torch >/dev/null 2>err.txt
+check "the user's own sitecustomize still runs, and the hook too" '[ -e user-sitecustomize-ran ] && [ "$(ev)" = "import record snapshot" ]'
+
+rm -f log.jsonl
+STANDIN_MODE=missing "$CMH" record -q -o m.cmh -- python3 "$P/corecord_prog.py" torch >out.txt 2>err.txt
+rc=$?
+check "an API missing: said once, the driver level recorded, the program unharmed ($(head -1 err.txt))" \
+    '[ $rc -eq 0 ] && [ "$(grep -c "cumemhist: this PyTorch has no" err.txt)" = 1 ] && [ -s m.cmh ] && grep -q "torch imported" out.txt'
+rm -f log.jsonl
+STANDIN_MODE=raises "$CMH" record -q -o r.cmh -- python3 "$P/corecord_prog.py" torch >out.txt 2>err.txt
+rc=$?
+check "an API that raises: said once, the program unharmed ($(head -1 err.txt))" \
+    '[ $rc -eq 0 ] && [ "$(grep -c "refused (RuntimeError" err.txt)" = 1 ] && [ -s r.cmh ] && grep -q "torch imported" out.txt'
+finish

@@ -1,0 +1,21 @@
+"""A stand-in for torch with the names cumemhist's start-up hook uses, for tests without a GPU
+(tests/corecord_test.sh).  It records how it was called in $STANDIN_LOG.  STANDIN_MODE:
+  missing - no _record_memory_history
+  raises  - _record_memory_history raises
+  (unset) - everything works; _snapshot() returns $STANDIN_SNAPSHOT (a real PyTorch pickle)
+"""
+import json
+import os
+
+
+def _log(**kw):
+    path = os.environ.get("STANDIN_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(kw) + "\n")
+
+
+_log(event="import")
+
+from . import cuda  # noqa: E402,F401
+from . import _C  # noqa: E402,F401
