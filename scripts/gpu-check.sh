@@ -1,8 +1,9 @@
 #!/bin/bash
-# gpu-check.sh OUT [all|torch|allocators] - build cumemhist on a GPU host and check it against
+# gpu-check.sh OUT [all|torch|allocators|owners] - build cumemhist on a GPU host and check it against
 # the real driver, cudart and PyTorch's own recorder.  Writes report.txt and the snapshots under
 # OUT.  "torch" runs only the build and sections 2-3 (summaries against memory_summary());
-# "allocators" only the build and section 6 (allocators above the driver).
+# "allocators" only the build and section 6 (allocators above the driver); "owners" only the
+# build and section 7 (co-recording a PyTorch job: owners against cuMemGetInfo).
 #
 # The host needs cmake, gcc, the CUDA toolkit, python3 with torch (and msgpack); the Debian
 # packages cumemhist builds against may be unpacked under .deps/root (dpkg -x), used when
@@ -172,6 +173,33 @@ for mode in steps free; do
     say "threaded leak ($mode): $l/10 runs say LEAK, steady twin: $st/10 say none"
 done
 fi # section 6
+
+if [ "$ONLY" = all ] || [ "$ONLY" = torch ] || [ "$ONLY" = owners ]; then
+say "== 7. co-recording: one record of a PyTorch job (cuBLAS, NCCL), owners vs cuMemGetInfo"
+unset CUMEMHIST_DEBUG
+run "$CMH" record -o "$OUT/owners_job.cmh" -- python3 samples/torch_owners.py "$W/owners.json"
+run "$CMH" owners "$W/owners.mid.cmh"
+"$CMH" owners --json "$W/owners.mid.cmh" >"$W/owners.mid.json" 2>>"$R"
+"$CMH" owners --json "$OUT/owners_job.cmh" >"$W/owners_job.json" 2>>"$R"
+"$CMH" summary "$W/owners.mid.cmh" >"$W/owners_mid_summary.txt" 2>>"$R"
+python3 - "$W/owners.json" "$W/owners.mid.json" "$W/owners_job.json" "$W/owners_mid_summary.txt" >>"$R" 2>&1 <<'PY'
+import json, sys
+job = json.load(open(sys.argv[1])); o = json.load(open(sys.argv[2]))[0]; j = json.load(open(sys.argv[3]))[0]
+end = [m for m in o["moments"] if m["moment"] == "end"][0]
+rows = {r["owner"]: r["bytes"] for r in end["rows"]}
+total = sum(rows.values())
+print("nccl:", job["nccl"])
+print("owners sum %d, torch mem_get_info used %d..%d: %s" % (total, job["used"], job["used_after"],
+      "WITHIN 2 MiB" if min(abs(total - job["used"]), abs(total - job["used_after"])) <= 2 << 20 else "OFF"))
+print("PyTorch allocated %d vs memory_stats %d: %s" % (rows.get("PyTorch allocated", -1), job["allocated"],
+      "EQUAL" if rows.get("PyTorch allocated") == job["allocated"] else "DIFFERENT"))
+print("PyTorch reserved %d vs memory_stats %d" % (rows.get("PyTorch allocated", 0) + rows.get("PyTorch reserved but free (cached)", 0), job["reserved"]))
+print("summary of the record vs memory_summary():", "IDENTICAL" if open(sys.argv[4]).read().rstrip("\n") == job["summary"].rstrip("\n") else "DIFFERENT")
+print("rows:", rows)
+ooms = [m for m in j["moments"] if m["moment"].startswith("out of memory")]
+print("induced OOM in the job's record: %d moment(s), PyTorch part %s" % (len(ooms), j["pytorch_part"]))
+PY
+fi # section 7
 
 mv "$OUT/leaky.cmh" "$OUT/cudart.cmh" "$W/" 2>/dev/null
 (cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./*.out ./oom.cmh ./torch_exp.cmh ./torch_exp.pickle \
