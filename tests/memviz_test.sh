@@ -20,7 +20,9 @@ else
     echo "note: no ../shared/fixtures/pytorch: only the H200 snapshots and a fresh recording are exported"
     set -- "$D"/h200/*.pickle "$D"/h200c/*.pickle
 fi
-for f in "$@" "$D"/h200/*.cmh "$T/fresh.cmh"; do
+# a merged record: PyTorch's blocks beside the other driver allocations, as segments of their own
+"$B/cumemhist" merge -o "$T/merged.cmh" "$D/h200/torch_exp.cmh" "$D/h200/torch_exp.pickle" 2>/dev/null || { echo "FAIL: merge"; fail=1; }
+for f in "$@" "$D"/h200/*.cmh "$T/fresh.cmh" "$T/merged.cmh"; do
     "$B/cumemhist" export "$f" -o "$T/$(basename "$f").memviz.pickle" 2>/dev/null || { echo "FAIL: export $f"; fail=1; }
     "$B/cumemhist" export --format json "$f" -o "$T/$(basename "$f").json" 2>/dev/null || { echo "FAIL: json $f"; fail=1; }
 done
