@@ -40,6 +40,10 @@ rm -f log.jsonl
 check "a dump on request (cumemhist.dump) takes PyTorch's snapshot with ours" 'cmp -s mid.txt pickle.txt && [ "$(ev)" = "import record snapshot snapshot" ]'
 check "marks and ranges from Python reach the trace" '"$CMH" trace --json mid.cmh 2>/dev/null | grep -q "step 1"'
 
+rm -f log.jsonl u1.cmh
+"$CMH" record -q -o u1.cmh -- python3 "$P/corecord_prog.py" usr1 "$T/u1.cmh" >/dev/null 2>err.txt
+check "SIGUSR1: the helper thread's dump takes PyTorch's snapshot too ($(ev))" '[ "$(ev)" = "import record snapshot snapshot" ]'
+
 rm -f log.jsonl o2.cmh
 "$CMH" record -q -o o2.cmh -- python3 "$P/corecord_prog.py" oom >/dev/null 2>err.txt
 check "PyTorch's OOM observer dumps both, before the exception (then exit again: $(ev))" '[ "$(ev)" = "import record snapshot snapshot" ]'

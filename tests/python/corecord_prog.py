@@ -1,6 +1,7 @@
 """A Python program on the fake driver (through ctypes), for tests/corecord_test.sh.
 argv[1]: torch (imports the stand-in), notorch, dump (a snapshot through the cumemhist
-module mid-run), oom (PyTorch's out-of-memory observers called, as PyTorch does)."""
+module mid-run), oom (PyTorch's out-of-memory observers called, as PyTorch does), usr1 PATH
+(SIGUSR1 to itself, then waits for the snapshot at PATH)."""
 import ctypes
 import sys
 
@@ -23,4 +24,14 @@ if mode == "dump":
     assert cumemhist.dump("mid.cmh")
 if mode == "oom":
     torch._C._standin_oom()
+if mode == "usr1":  # the recorder's helper thread dumps, and calls into Python for PyTorch's part
+    import os
+    import signal
+    import time
+    out = sys.argv[2]
+    os.kill(os.getpid(), signal.SIGUSR1)
+    for _ in range(500):
+        if os.path.exists(out):
+            break
+        time.sleep(0.01)
 print("torch imported" if "torch" in sys.modules else "no torch")
