@@ -10,11 +10,12 @@
 
 #include "cli.h"
 #include "cumemhist/merge.h"
+#include "cumemhist/pictures.h"
 #include "cumemhist/viz.h"
 
-enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME };
-static const char *const g_formats[] = {"memviz", "pickle", "json", "chrome", NULL};
-static int g_format = F_MEMVIZ;
+enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME, F_PPROF };
+static const char *const g_formats[] = {"memviz", "pickle", "json", "chrome", "pprof", NULL};
+static int g_format = F_MEMVIZ, g_device = -2;
 static const char *g_out;
 static int g_format_given;
 
@@ -24,12 +25,16 @@ static const cli_option g_opts[] = {
      "memory_viz page (pytorch.org/memory_viz) and _memory_viz.py open;\n"
      "json: the same dict as JSON, plus what PyTorch's schema cannot hold;\n"
      "chrome: a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"
-     "device, OOM and mark instants, kernels on one track per stream",
+     "device, OOM and mark instants, kernels on one track per stream;\n"
+     "pprof: a gzipped profile.proto (go tool pprof, speedscope): live bytes and\n"
+     "blocks by stack at the end and at the allocated peak, of one device",
      g_formats, 0, 0, &g_format_given},
     {"--output", "-o", CLI_STR, &g_out, "PATH",
      "where to write (default: standard output; written atomically).  Without --format the\n"
-     "name says it: .json is json, .trace.json or .perfetto.json chrome, else memviz",
+     "name says it: .json is json, .trace.json or .perfetto.json chrome, .pb.gz or\n"
+     ".pprof pprof, else memviz",
      NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: the lowest)", NULL, 0, 0, NULL},
 };
 
 const cli_command cli_cmd_export = {"export", "[options] SNAPSHOT", "Write a snapshot (.cmh or PyTorch pickle) for another tool.",
@@ -47,6 +52,7 @@ static int format_of_name(const char *name)
 {
     if (ends_with(name, ".trace.json") || ends_with(name, ".perfetto.json") || ends_with(name, ".chrome.json")) return F_CHROME;
     if (ends_with(name, ".json")) return F_JSON;
+    if (ends_with(name, ".pb.gz") || ends_with(name, ".pprof")) return F_PPROF;
     if (ends_with(name, ".pickle") || ends_with(name, ".pkl")) return F_MEMVIZ;
     return -1;
 }
@@ -58,12 +64,16 @@ int cmd_export(int argc, char **argv)
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     int named = g_out && strcmp(g_out, "-") ? format_of_name(g_out) : -1;
     if (!g_format_given && named >= 0) g_format = named;
-    else if (g_format_given && named >= 0 && (named == F_MEMVIZ) != (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
+    else if (g_format_given && named >= 0 && ((named == F_PPROF) != (g_format == F_PPROF))) {
+        cli_error("export: --format %s does not write what the name %s says (%s); rename it or change --format",
+                  g_formats[g_format], g_out, named == F_PPROF ? "a pprof profile" : "not a pprof profile");
+        return CLI_EUSAGE;
+    } else if (g_format_given && named >= 0 && (named == F_MEMVIZ) != (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
         cli_error("export: --format %s does not write what the name %s says (%s); rename it or change --format",
                   g_formats[g_format], g_out, named == F_MEMVIZ ? "a pickle" : "JSON");
         return CLI_EUSAGE;
     }
-    int binary = g_format == F_MEMVIZ || g_format == F_PICKLE;
+    int binary = g_format == F_MEMVIZ || g_format == F_PICKLE || g_format == F_PPROF;
     if (binary && (!g_out || !strcmp(g_out, "-")) && isatty(STDOUT_FILENO)) {
         cli_error("export: not writing a binary pickle to a terminal; name a file with -o (or redirect)");
         return CLI_EUSAGE;
@@ -84,8 +94,20 @@ int cmd_export(int argc, char **argv)
     }
     uint64_t host = 0;
     errno = 0;
+    int dev = g_device;
+    if (g_format == F_PPROF && dev == -2) { /* the lowest device */
+        int32_t devs[256];
+        int nd = cmh_snapshot_devices(&s, devs, 256);
+        dev = 0;
+        for (int i = 0; i < nd && i < 256; i++)
+            if (devs[i] >= 0) {
+                dev = devs[i];
+                break;
+            }
+    }
     int erc = g_format == F_JSON     ? cmh_export_json(&s, fp)
               : g_format == F_CHROME ? cmh_export_chrome(&s, fp)
+              : g_format == F_PPROF  ? cmh_export_pprof(&s, dev, fp)
                                      : cmh_export_memviz(&s, fp, &host);
     int e = errno ? errno : EIO; /* a write that failed (ENOSPC, EPIPE) says why here */
     const char *why = erc == CMH_EIO ? strerror(e) : cmh_strerror(erc);

@@ -25,6 +25,8 @@ static const struct {
     {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code"},
     {"recover", cmd_recover, "the snapshot of a process that died before writing it, from its flight record"},
     {"symbolize", cmd_symbolize, "bake demangled names and file:line into a snapshot before it moves"},
+    {"plot", cmd_plot, "allocated and reserved memory over time, as an SVG (peak, OOMs, marks)"},
+    {"flamegraph", cmd_flamegraph, "live memory by stack at a moment: SVG flamegraph or folded stacks"},
     {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON, or as a chrome (Perfetto) trace"},
 };
 

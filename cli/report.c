@@ -1,10 +1,12 @@
 /*
  * report.c - the printing and attribution the report commands share (report.h).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cumemhist/viz.h"
 #include "report.h"
@@ -14,7 +16,7 @@ rep_attr rep_attribution;
 const char *const rep_group_names[] = {"site", "stack", "module", "file", NULL}; /* the cmh_group_by order */
 
 /* A merged record as one model (cmh_merged_view): PyTorch's blocks and the other allocations. */
-static int load_view(const char *path, cmh_snapshot *s)
+int rep_load_view(const char *path, cmh_snapshot *s)
 {
     int rc = cli_load(path, s);
     if (rc || !s->torch) return rc;
@@ -27,7 +29,7 @@ static int load_view(const char *path, cmh_snapshot *s)
 
 int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites)
 {
-    int rc = load_view(path, s);
+    int rc = rep_load_view(path, s);
     if (rc) return rc;
     if ((rc = cli_symbolize(path, s))) {
         cmh_snapshot_free(s);
@@ -47,7 +49,7 @@ int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites)
 
 int rep_load_shaped(const char *path, cmh_snapshot *s)
 {
-    int rc = load_view(path, s);
+    int rc = rep_load_view(path, s);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
     cmh_snapshot shaped;
     int crc = cmh_memviz_shape(s, &shaped, NULL);
@@ -371,4 +373,31 @@ void rep_json_sites(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const 
         rep_json_site(w, s, g, &sites[i], total, leaks);
     }
     cmh_jw_end(w);
+}
+
+int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void *arg)
+{
+    int to_stdout = !path || !strcmp(path, "-");
+    if (to_stdout && binary && isatty(STDOUT_FILENO)) {
+        cli_error("not writing binary output to a terminal; name a file with -o (or redirect)");
+        return CLI_EUSAGE;
+    }
+    char err[4400];
+    cmh_atomic a;
+    FILE *fp = stdout;
+    if (!to_stdout && !(fp = cmh_atomic_open(&a, path, err, sizeof err))) {
+        cli_error("%s", err);
+        return CLI_EFILE;
+    }
+    errno = 0;
+    int rc = fn(arg, fp);
+    int e = errno ? errno : EIO;
+    const char *why = rc == CMH_EIO ? strerror(e) : cmh_strerror(rc);
+    if (!to_stdout) {
+        if (rc == CMH_OK) rc = cmh_atomic_commit(&a, err, sizeof err);
+        else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: write failed: %s", path, why);
+        if (rc != CMH_OK) cli_error("%s", err);
+    } else if (rc != CMH_OK) cli_error("standard output: %s", why);
+    if (rc != CMH_OK) return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
+    return to_stdout ? cli_finish_stdout(0) : 0;
 }

@@ -36,6 +36,11 @@ extern const char *const rep_group_names[];
 
 #define CLI_OPT_DEVICE_ALL(d) {"--device", NULL, CLI_DEVICE, (d), "N", "only device N (-1: pinned host memory); default: every device in the snapshot", NULL, 0, 0, NULL}
 
+/* Load a snapshot; a merged record as one model (cmh_merged_view).  Returns the exit status. */
+int rep_load_view(const char *path, cmh_snapshot *s);
+/* Write through fn to path atomically (NULL or "-": standard output, refused for binary output
+ * on a terminal); the exit status, the error said. */
+int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void *arg);
 /* Load and make frames readable; then the sites by the attribution options.  Returns the exit
  * status (0 on success, the snapshot and *sites set). */
 int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites);

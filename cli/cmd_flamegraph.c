@@ -1,0 +1,87 @@
+/*
+ * cmd_flamegraph.c - `cumemhist flamegraph SNAP -o live.svg [--at peak|end|oom[:N]|ENTRY]`:
+ * live bytes by stack at one moment, as an SVG flamegraph or folded stacks (viz/flame.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/pictures.h"
+#include "report.h"
+
+static const char *g_out, *g_at = "peak";
+static int g_device = -2, g_folded;
+
+static const cli_option g_opts[] = {
+    {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write (default: standard output; written atomically)", NULL, 0, 0, NULL},
+    {"--at", NULL, CLI_STR, &g_at, "WHEN", "peak (default: the allocated peak), end, oom (the first), oom:N, or an entry number", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to draw (default: the lowest in the snapshot)", NULL, 0, 0, NULL},
+    {"--folded", NULL, CLI_FLAG, &g_folded, NULL, "folded stacks (\"outer;...;inner bytes\" per line) for flamegraph.pl,\nspeedscope and the like, instead of the SVG", NULL, 0, 0, NULL},
+    CLI_OPTS_ATTRIBUTION,
+};
+
+const cli_command cli_cmd_flamegraph = {
+    "flamegraph", "[options] SNAPSHOT",
+    "Live memory by allocating stack at one moment, as a static SVG flamegraph (a tooltip per\n"
+    "frame; your own code's allocation site outlined, machinery grey) or as folded stacks, as\n"
+    "_memory_viz.py memory writes them.  The byte sum is the live bytes at that moment.",
+    g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist flamegraph train.cmh --at peak -o peak.svg"};
+
+typedef struct job {
+    const cmh_snapshot *s;
+    const cmh_sites *g;
+    const cmh_live_at *l;
+    const char *title;
+} job;
+
+static int draw(void *arg, FILE *fp)
+{
+    job *j = arg;
+    return g_folded ? cmh_flame_folded(j->s, j->l, fp) : cmh_flame_svg(j->s, j->g, j->l, j->title, fp);
+}
+
+int cmd_flamegraph(int argc, char **argv)
+{
+    char *path;
+    int n, rc = cli_parse(&cli_cmd_flamegraph, argc, argv, &path, &n);
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    int at;
+    int64_t num = 0;
+    char *end;
+    if (!strcmp(g_at, "peak")) at = CMH_AT_PEAK;
+    else if (!strcmp(g_at, "end")) at = CMH_AT_END;
+    else if (!strcmp(g_at, "oom")) at = CMH_AT_OOM, num = 1;
+    else if (!strncmp(g_at, "oom:", 4) && (num = strtoll(g_at + 4, &end, 10)) > 0 && !*end) at = CMH_AT_OOM;
+    else if ((num = strtoll(g_at, &end, 10)) >= 0 && *g_at && !*end) at = CMH_AT_ENTRY;
+    else {
+        cli_error("flamegraph: --at %s: want peak, end, oom, oom:N or an entry number", g_at);
+        return CLI_EUSAGE;
+    }
+    cmh_snapshot s;
+    cmh_sites *g;
+    if ((rc = rep_load(path, &s, &g))) return rc;
+    int32_t dev;
+    if (rep_devices(path, &s, g_device == -2 ? -2 : g_device, 1, &dev, 1) < 0) {
+        cmh_sites_free(g);
+        cmh_snapshot_free(&s);
+        return CLI_EFILE;
+    }
+    cmh_live_at l;
+    int crc = cmh_live_compute(&s, dev, at, num, &l);
+    if (crc == CMH_EINVAL) {
+        cli_error("flamegraph: %s, %s has no %s", path, rep_device_name(dev), at == CMH_AT_OOM ? "such out-of-memory error" : "such entry");
+        rc = CLI_EFILE;
+    } else if (crc != CMH_OK) rc = cli_fail(path, crc);
+    else {
+        char title[600];
+        snprintf(title, sizeof title, "%s, %s: live memory at %s (entry %lld)", path, rep_device_name(dev),
+                 at == CMH_AT_PEAK ? "the allocated peak" : at == CMH_AT_END ? "the end" : at == CMH_AT_OOM ? "an out-of-memory error" : "an entry",
+                 (long long)l.index);
+        job j = {&s, g, &l, title};
+        rc = rep_write(g_out, 0, draw, &j);
+        cmh_live_free(&l);
+    }
+    cmh_sites_free(g);
+    cmh_snapshot_free(&s);
+    return rc;
+}

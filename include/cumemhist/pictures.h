@@ -1,0 +1,67 @@
+/*
+ * cumemhist/pictures.h - pictures drawn by our own code, opened offline: the timeline of
+ * allocated and reserved memory (SVG), live bytes by stack at one moment (a flamegraph SVG, or
+ * folded-stack lines for other tools), and pprof's profile.proto.  Each writes to a FILE* and
+ * returns CMH_OK, CMH_ENOMEM, or CMH_EIO when the stream failed.
+ */
+#ifndef CUMEMHIST_PICTURES_H
+#define CUMEMHIST_PICTURES_H
+
+#include <stdio.h>
+
+#include "sites.h"
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cmh_plot_opts {
+    int width;          /* pixels (default 1200); the trace is down-sampled to it, min and max per column */
+    int panel_height;   /* pixels per device (default 300) */
+    const int32_t *devices; /* the devices to draw, one panel each, in this order */
+    int ndevices;
+    const char *title;  /* the file's name, say; NULL: none */
+} cmh_plot_opts;
+
+/* Allocated and reserved bytes over time, per device: the peak marked with its figure (the
+ * `peak` report's), OOMs, marks and annotations as labelled vertical lines, axes and a legend. */
+int cmh_plot_timeline(const cmh_snapshot *s, const cmh_plot_opts *o, FILE *fp);
+
+/* The moment a flamegraph shows: CMH_AT_END (the final state), CMH_AT_PEAK (the allocated peak),
+ * CMH_AT_OOM (the n-th out-of-memory error, from 1), CMH_AT_ENTRY (after trace entry n). */
+enum { CMH_AT_END = 0, CMH_AT_PEAK, CMH_AT_OOM, CMH_AT_ENTRY };
+
+typedef struct cmh_live_stack {
+    uint32_t stack;
+    uint64_t bytes, blocks;
+} cmh_live_stack;
+
+typedef struct cmh_live_at {
+    int64_t index;          /* the entry applied last (-1: before the first) */
+    int64_t time_ns;
+    uint64_t bytes, blocks; /* every live block */
+    cmh_live_stack *stacks; /* by stack, most bytes first */
+    uint32_t nstacks;
+} cmh_live_at;
+
+/* Live blocks by stack on device at a moment; CMH_EINVAL when it does not exist (no OOM n, an
+ * entry past the trace). */
+int cmh_live_compute(const cmh_snapshot *s, int device, int at, int64_t n, cmh_live_at *out);
+void cmh_live_free(cmh_live_at *l);
+
+/* Folded stacks ("outer;...;inner bytes" per line, the format flamegraph.pl and speedscope
+ * read; frames as people read them, ';' in a name written ':'), and the same as a static SVG
+ * flamegraph with a tooltip per frame; the site frame of each stack (cumemhist/sites.h) is
+ * marked, machinery drawn paler. */
+int cmh_flame_folded(const cmh_snapshot *s, const cmh_live_at *l, FILE *fp);
+int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, const char *title, FILE *fp);
+
+/* pprof's profile.proto, gzipped: live bytes and blocks at the end and at the allocated peak
+ * (four sample types), one sample per stack, locations and functions from its frames. */
+int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,33 @@
+#!/bin/sh
+# pictures_test.sh BUILD_DIR SOURCE_DIR - every picture read back by a real consumer
+# (tests/check_pictures.py: an XML parser, a folded-stack reader, gzip + a protobuf decode) and
+# held to the reports: the timeline's peak is `peak`'s, its OOM markers `oom`'s; the folded
+# stacks, the flamegraph and the pprof profile sum to the live bytes at their moment.
+TEST=pictures . "$(dirname "$0")/testlib.sh"
+CK="py $SRC/tests/check_pictures.py"
+FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=1G "$CMH" record -q -o multi.cmh -- "$B/samples/multigpu" 4 >/dev/null 2>&1
+"$CMH" record -q -o leaky.cmh -- "$B/samples/leaky" 6 >/dev/null 2>&1
+"$CMH" merge -o merged.cmh "$F/h200/torch_exp.cmh" "$F/h200/torch_exp.pickle" 2>/dev/null
+for f in multi.cmh leaky.cmh merged.cmh "$F/h200/torch_exp.pickle" "$F/h200/leaky.cmh"; do
+    n=$(basename "$f")
+    "$CMH" plot "$f" -o "$n.svg" 2>/dev/null
+    "$CMH" peak --json "$f" >"$n.peak.json" 2>/dev/null
+    "$CMH" oom --json "$f" >"$n.oom.json" 2>/dev/null
+    check "plot $n: an SVG whose peaks and OOM markers are the reports'" '$CK timeline "$n.svg" "$n.peak.json" "$n.oom.json"'
+    for at in end peak; do
+        if [ $at = end ]; then want=$("$CMH" leaks --json "$f" 2>/dev/null | py -c "import json,sys; print(json.load(sys.stdin)[0]['live_bytes'])")
+        else want=$(py -c "import json; print(json.load(open('$n.peak.json'))[0]['peak_allocated']['bytes'])"); fi
+        "$CMH" flamegraph --folded --at $at "$f" >"$n.$at.folded" 2>/dev/null
+        "$CMH" flamegraph --at $at "$f" -o "$n.$at.svg" 2>/dev/null
+        check "flamegraph $n --at $at: folded and SVG sum to the live bytes ($want)" '$CK folded "$n.$at.folded" "$want" && $CK flame "$n.$at.svg" "$want"'
+    done
+    "$CMH" export "$f" -o "$n.pb.gz" 2>/dev/null
+    end=$("$CMH" leaks --json "$f" 2>/dev/null | py -c "import json,sys; print(json.load(sys.stdin)[0]['live_bytes'])")
+    peak=$(py -c "import json; print(json.load(open('$n.peak.json'))[0]['peak_allocated']['bytes'])")
+    check "export $n as pprof: decoded, its sums the live bytes at the end and at the peak" '$CK pprof "$n.pb.gz" "$end" "$peak"'
+done
+"$CMH" flamegraph --device 1 --at oom multi.cmh -o oom.svg 2>/dev/null
+check "flamegraph --at oom of the run that had one" '[ -s oom.svg ]'
+"$CMH" flamegraph --device 1 --at oom:9 multi.cmh -o none.svg 2>err.txt
+check "flamegraph --at oom:9 where there is no 9th: refused, said ($(cat err.txt))" '[ $? -ne 0 ] && [ ! -e none.svg ] && grep -q "no such out-of-memory" err.txt'
+finish

@@ -1,0 +1,297 @@
+/*
+ * flame.c - live bytes by stack at one moment: folded stacks and a static SVG flamegraph.
+ *
+ * The moment is replayed to (the end: the final state; the allocated peak: the `peak` report's
+ * entry; the n-th OOM; any entry); its allocated blocks are summed by stack.  The flamegraph is
+ * an icicle, the process at the top and the allocating frame at the bottom of each column; a
+ * frame's width is its bytes; its tooltip (<title>) says its bytes, share and blocks.  The
+ * user's own site frame of each stack (cumemhist/sites.h) is outlined; machinery is grey.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+#include "cumemhist/pictures.h"
+#include "cumemhist/reports.h"
+#include "oatab.h"
+#include "svg.h"
+
+typedef struct sslot {
+    uint64_t key; /* stack + 1 */
+    uint64_t bytes, blocks;
+} sslot;
+
+static void on_block(void *arg, const cmh_live_block *b)
+{
+    cmh_oatab *t = arg;
+    if (b->state != CMH_BLOCK_ACTIVE_ALLOCATED) return;
+    int fresh;
+    sslot *s = cmh_oa_get(t, (uint64_t)b->stack + 1, &fresh);
+    if (!s) return; /* counted below: the sums would not match, and the caller says so */
+    s->bytes += b->size;
+    s->blocks++;
+}
+
+static int cmp_ls(const void *a, const void *b)
+{
+    const cmh_live_stack *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+int cmh_live_compute(const cmh_snapshot *s, int device, int at, int64_t n, cmh_live_at *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t want = INT64_MAX; /* the end */
+    const cmh_trace *tr = cmh_snapshot_trace(s, device);
+    uint32_t nent = tr ? tr->nentries : 0;
+    if (at == CMH_AT_PEAK) {
+        cmh_peak_report p;
+        int rc = cmh_peak_compute(s, device, NULL, &p);
+        if (rc != CMH_OK) return rc;
+        want = p.alloc_index;
+        cmh_peak_report_free(&p);
+    } else if (at == CMH_AT_OOM) {
+        int64_t k = 0;
+        want = -2;
+        for (uint32_t i = 0; i < nent && want == -2; i++)
+            if (s->entries[tr->first_entry + i].action == CMH_ACT_OOM && ++k == n) want = i;
+        if (want == -2) return CMH_EINVAL;
+    } else if (at == CMH_AT_ENTRY) {
+        if (n < -1 || n >= (int64_t)nent) return CMH_EINVAL;
+        want = n;
+    }
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    while (want == INT64_MAX || cmh_replay_position(r) < want)
+        if (!cmh_replay_step(r)) break;
+    int rc = cmh_replay_status(r);
+    cmh_oatab t;
+    cmh_oa_init(&t, sizeof(sslot));
+    if (rc == CMH_OK) cmh_replay_blocks(r, on_block, &t);
+    out->index = want == INT64_MAX ? (int64_t)nent - 1 : want;
+    const cmh_entry *e = out->index >= 0 ? cmh_replay_entry(r, out->index) : NULL;
+    out->time_ns = want == INT64_MAX && s->dump_time_ns ? s->dump_time_ns : e ? e->time_ns : 0;
+    out->stacks = rc == CMH_OK ? malloc((t.n ? t.n : 1) * sizeof *out->stacks) : NULL;
+    if (rc == CMH_OK && !out->stacks) rc = CMH_ENOMEM;
+    for (uint32_t i = 0; rc == CMH_OK && i < t.cap; i++) {
+        if (!cmh_oa_keyat(&t, i)) continue;
+        const sslot *sl = cmh_oa_at(&t, i);
+        out->stacks[out->nstacks++] = (cmh_live_stack){(uint32_t)(sl->key - 1), sl->bytes, sl->blocks};
+        out->bytes += sl->bytes;
+        out->blocks += sl->blocks;
+    }
+    if (rc == CMH_OK && out->nstacks) qsort(out->stacks, out->nstacks, sizeof *out->stacks, cmp_ls);
+    cmh_oa_free(&t);
+    cmh_replay_free(r);
+    if (rc != CMH_OK) cmh_live_free(out);
+    return rc;
+}
+
+void cmh_live_free(cmh_live_at *l)
+{
+    free(l->stacks);
+    l->stacks = NULL;
+    l->nstacks = 0;
+}
+
+/* A frame as people read it: "function (file:line)", "function (module)", "function". */
+static void frame_label(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap)
+{
+    const char *name = cmh_str(s, f->name), *file = cmh_str(s, f->filename);
+    if (!*name) name = "??";
+    if (*file && f->line > 0) snprintf(buf, cap, "%s (%s:%" PRId64 ")", name, file, f->line);
+    else if (*file) snprintf(buf, cap, "%s (%s)", name, file);
+    else if (f->module >= 0 && (uint32_t)f->module < s->nmodules) {
+        const char *m = cmh_str(s, s->modules[f->module].path), *b = strrchr(m, '/');
+        snprintf(buf, cap, "%s (%s)", name, b ? b + 1 : m);
+    } else snprintf(buf, cap, "%s", name);
+}
+
+int cmh_flame_folded(const cmh_snapshot *s, const cmh_live_at *l, FILE *fp)
+{
+    char lab[1024];
+    for (uint32_t i = 0; i < l->nstacks; i++) {
+        const cmh_live_stack *x = &l->stacks[i];
+        const cmh_stack *st = x->stack && x->stack < s->nstacks ? &s->stacks[x->stack] : NULL;
+        if (!st || !st->count) fputs("<no stack>", fp);
+        for (uint32_t k = st ? st->count : 0; k-- > 0;) { /* outermost first */
+            frame_label(s, &s->frames[s->stack_frames[st->first + k]], lab, sizeof lab);
+            for (char *c = lab; *c; c++)
+                if (*c == ';' || *c == '\n') *c = ':';
+            fputs(lab, fp);
+            if (k) fputc(';', fp);
+        }
+        fprintf(fp, " %" PRIu64 "\n", x->bytes);
+    }
+    return ferror(fp) ? CMH_EIO : CMH_OK;
+}
+
+/* ---- the SVG ---- */
+
+typedef struct node {
+    uint32_t frame; /* UINT32_MAX: the root; UINT32_MAX - 1: "no stack" */
+    uint32_t child, next; /* indices, 0 = none (node 0 is the root) */
+    uint64_t bytes, blocks;
+    uint8_t site;
+} node;
+
+typedef struct tree {
+    node *n;
+    uint32_t count, cap;
+    int depth;
+} tree;
+
+static int64_t add_child(tree *t, uint32_t parent, uint32_t frame)
+{
+    for (uint32_t c = t->n[parent].child; c; c = t->n[c].next)
+        if (t->n[c].frame == frame) return c;
+    if (t->count == t->cap) {
+        uint32_t nc = t->cap * 2;
+        node *nn = realloc(t->n, nc * sizeof *nn);
+        if (!nn) return -1;
+        t->n = nn;
+        t->cap = nc;
+    }
+    uint32_t i = t->count++;
+    t->n[i] = (node){frame, 0, t->n[parent].child, 0, 0, 0};
+    t->n[parent].child = i;
+    return i;
+}
+
+static int cmp_child_bytes(const void *a, const void *b, void *arg)
+{
+    const tree *t = arg;
+    const node *x = &t->n[*(const uint32_t *)a], *y = &t->n[*(const uint32_t *)b];
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    return x->frame < y->frame ? -1 : x->frame > y->frame;
+}
+
+typedef struct drawc {
+    const cmh_snapshot *s;
+    const cmh_sites *g;
+    tree *t;
+    FILE *fp;
+    double scale; /* px per byte */
+    int x0, y0, rowh;
+    uint64_t total;
+} drawc;
+
+static unsigned hash_str(const char *s)
+{
+    unsigned h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static void draw(drawc *d, uint32_t i, double x, int depth)
+{
+    const node *nd = &d->t->n[i];
+    double w = (double)nd->bytes * d->scale;
+    if (w < 0.4) return;
+    char lab[1024];
+    int machinery = 0;
+    if (nd->frame == UINT32_MAX) snprintf(lab, sizeof lab, "all live memory");
+    else if (nd->frame == UINT32_MAX - 1) snprintf(lab, sizeof lab, "<no stack>");
+    else {
+        frame_label(d->s, &d->s->frames[nd->frame], lab, sizeof lab);
+        machinery = d->g && cmh_sites_machinery(d->g, nd->frame);
+    }
+    double y = d->y0 + depth * d->rowh;
+    unsigned h = hash_str(lab);
+    char fill[32];
+    if (nd->frame >= UINT32_MAX - 1) snprintf(fill, sizeof fill, "#c9ced8");
+    else if (machinery) snprintf(fill, sizeof fill, "hsl(220,8%%,%u%%)", 78 + h % 12);
+    else snprintf(fill, sizeof fill, "hsl(%u,75%%,%u%%)", 12 + h % 34, 58 + (h >> 8) % 14);
+    fprintf(d->fp, "<g><title>");
+    cmh_svg_text(d->fp, lab);
+    fprintf(d->fp, " \xe2\x80\x94 %s (%.1f%%), %" PRIu64 " block%s%s</title>", cmh_svg_size((double)nd->bytes),
+            d->total ? 100.0 * (double)nd->bytes / (double)d->total : 0.0, nd->blocks, nd->blocks == 1 ? "" : "s",
+            nd->site ? "; the allocation site" : machinery ? "; machinery" : "");
+    fprintf(d->fp, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\"%s data-bytes=\"%" PRIu64 "\"/>", x, y, w,
+            d->rowh - 1, fill, nd->site ? " class=\"site\"" : "", nd->bytes);
+    int chars = (int)((w - 6) / 6.6);
+    if (chars >= 3) {
+        fprintf(d->fp, "<text x=\"%.2f\" y=\"%.1f\">", x + 3, y + d->rowh - 5);
+        size_t len = strlen(lab);
+        if ((int)len > chars) {
+            lab[chars > 2 ? chars - 2 : 0] = 0;
+            cmh_svg_text(d->fp, lab);
+            fputs("..", d->fp);
+        } else cmh_svg_text(d->fp, lab);
+        fputs("</text>", d->fp);
+    }
+    fputs("</g>\n", d->fp);
+    /* children, biggest first */
+    uint32_t nc = 0;
+    for (uint32_t c = nd->child; c; c = d->t->n[c].next) nc++;
+    if (!nc) return;
+    uint32_t *kids = malloc(nc * sizeof *kids), k = 0;
+    if (!kids) return;
+    for (uint32_t c = nd->child; c; c = d->t->n[c].next) kids[k++] = c;
+    qsort_r(kids, nc, sizeof *kids, cmp_child_bytes, d->t);
+    double cx = x;
+    for (uint32_t j = 0; j < nc; j++) {
+        draw(d, kids[j], cx, depth + 1);
+        cx += (double)d->t->n[kids[j]].bytes * d->scale;
+    }
+    free(kids);
+}
+
+int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, const char *title, FILE *fp)
+{
+    tree t = {malloc(1024 * sizeof(node)), 1, 1024, 0};
+    if (!t.n) return CMH_ENOMEM;
+    t.n[0] = (node){UINT32_MAX, 0, 0, 0, 0, 0};
+    for (uint32_t i = 0; i < l->nstacks; i++) {
+        const cmh_live_stack *x = &l->stacks[i];
+        const cmh_stack *st = x->stack && x->stack < s->nstacks ? &s->stacks[x->stack] : NULL;
+        const cmh_frame *site = g && st ? cmh_sites_site_of(g, x->stack) : NULL;
+        t.n[0].bytes += x->bytes;
+        t.n[0].blocks += x->blocks;
+        uint32_t at = 0;
+        int depth = 0;
+        if (!st || !st->count) {
+            int64_t c = add_child(&t, 0, UINT32_MAX - 1);
+            if (c < 0) goto nomem;
+            t.n[c].bytes += x->bytes, t.n[c].blocks += x->blocks;
+            depth = 1;
+        }
+        for (uint32_t k = st ? st->count : 0; k-- > 0;) {
+            uint32_t f = s->stack_frames[st->first + k];
+            int64_t c = add_child(&t, at, f);
+            if (c < 0) goto nomem;
+            at = (uint32_t)c;
+            t.n[at].bytes += x->bytes;
+            t.n[at].blocks += x->blocks;
+            if (site && &s->frames[f] == site) t.n[at].site = 1;
+            depth++;
+        }
+        if (depth > t.depth) t.depth = depth;
+    }
+    const int W = 1200, rowh = 17, head = 46;
+    int H = head + (t.depth + 1) * rowh + 24;
+    fprintf(fp, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\" font-size=\"11\" "
+                "data-bytes=\"%" PRIu64 "\" data-blocks=\"%" PRIu64 "\" data-entry=\"%" PRId64 "\">\n",
+            W, H, W, H, l->bytes, l->blocks, l->index);
+    fputs("<style>rect{stroke:#fff;stroke-width:0.5}rect.site{stroke:#222;stroke-width:1.2}text{fill:#222;pointer-events:none}"
+          "g:hover rect{stroke:#000;stroke-width:1}.t{font:bold 15px sans-serif}.sub{font:12px sans-serif;fill:#555}</style>\n",
+          fp);
+    fprintf(fp, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\" stroke=\"none\"/>\n<text class=\"t\" x=\"10\" y=\"20\">", W, H);
+    cmh_svg_text(fp, title ? title : "live memory");
+    fprintf(fp, "</text><text class=\"sub\" x=\"10\" y=\"37\">%s in %" PRIu64 " block%s by allocating stack; outlined: the "
+                "allocation site (the first frame of your own code); grey: machinery. Hover for figures.</text>\n",
+            cmh_svg_size((double)l->bytes), l->blocks, l->blocks == 1 ? "" : "s");
+    drawc d = {s, g, &t, fp, l->bytes ? (double)(W - 20) / (double)l->bytes : 0, 10, head, rowh, l->bytes};
+    if (l->bytes) draw(&d, 0, 10, 0);
+    else fprintf(fp, "<text class=\"sub\" x=\"10\" y=\"%d\">nothing live at this moment</text>\n", head + 14);
+    fputs("</svg>\n", fp);
+    free(t.n);
+    return ferror(fp) ? CMH_EIO : CMH_OK;
+nomem:
+    free(t.n);
+    return CMH_ENOMEM;
+}

@@ -1,0 +1,282 @@
+/*
+ * plot.c - the timeline: allocated and reserved bytes over time, one SVG panel per device.
+ *
+ * Each device's trace is replayed once and binned into the pixel columns of its panel, keeping
+ * the minimum and the maximum of each series per column; the path goes down each column from
+ * its maximum to its minimum, so a 10 M-entry trace draws in a few thousand points and no peak
+ * is ever averaged away.  The peak's figure is the `peak` report's own (cmh_peak_compute).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+#include "cumemhist/pictures.h"
+#include "cumemhist/reports.h"
+#include "svg.h"
+
+typedef struct col {
+    int64_t amin, amax, rmin, rmax;
+    int64_t afirst, alast, rfirst, rlast; /* memory holds its value until the next entry: steps */
+    int has;
+} col;
+
+static void put(col *c, int64_t a, int64_t r)
+{
+    c->alast = a;
+    c->rlast = r;
+    if (!c->has) {
+        c->amin = c->amax = c->afirst = a;
+        c->rmin = c->rmax = c->rfirst = r;
+        c->has = 1;
+        return;
+    }
+    if (a < c->amin) c->amin = a;
+    if (a > c->amax) c->amax = a;
+    if (r < c->rmin) c->rmin = r;
+    if (r > c->rmax) c->rmax = r;
+}
+
+typedef struct marker {
+    double x;
+    int kind; /* 0 oom, 1 mark, 2 annotation start, 3 annotation end */
+    char label[96], title[256];
+} marker;
+
+static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE *fp)
+{
+    const cmh_trace *tr = cmh_snapshot_trace(s, device);
+    uint32_t n = tr ? tr->nentries : 0;
+    const cmh_entry *ents = tr ? &s->entries[tr->first_entry] : NULL;
+    int64_t t0 = 0, t1 = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (ents[i].time_ns) {
+            if (!t0) t0 = ents[i].time_ns;
+            t1 = ents[i].time_ns;
+        }
+    int by_time = t0 && t1 > t0; /* else by entry index */
+    const int L = 78, R = 24, T = 34, B = 46;
+    int pw = W - L - R, ph = H - T - B;
+    if (pw < 50) pw = 50;
+    if (ph < 40) ph = 40;
+    col *cols = calloc((size_t)pw + 1, sizeof *cols);
+    marker *mk = NULL;
+    uint32_t nmk = 0, capmk = 0, nooms = 0;
+    if (!cols) return CMH_ENOMEM;
+    cmh_peak_report pk;
+    int rc = cmh_peak_compute(s, device, NULL, &pk);
+    if (rc != CMH_OK) {
+        free(cols);
+        return rc;
+    }
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) {
+        cmh_peak_report_free(&pk);
+        free(cols);
+        return CMH_ENOMEM;
+    }
+#define XOF(i, t) (by_time ? (double)((t) - t0) / (double)(t1 - t0) : n > 1 ? (double)(i) / (double)(n - 1) : 0.0)
+    int64_t ymax = 0;
+    {
+        const cmh_mem_stats *st = cmh_replay_stats(r); /* before the first entry */
+        put(&cols[0], st->allocated_bytes[CMH_POOL_ALL].current, st->reserved_bytes[CMH_POOL_ALL].current);
+    }
+    for (;;) {
+        if (!cmh_replay_step(r)) break;
+        int64_t i = cmh_replay_position(r);
+        const cmh_entry *e = cmh_replay_entry(r, i);
+        const cmh_mem_stats *st = cmh_replay_stats(r);
+        int64_t t = e->time_ns ? e->time_ns : t0;
+        double x = XOF(i, t);
+        if (x < 0) x = 0;
+        if (x > 1) x = 1;
+        int c = (int)(x * pw);
+        put(&cols[c], st->allocated_bytes[CMH_POOL_ALL].current, st->reserved_bytes[CMH_POOL_ALL].current);
+        if (e->action == CMH_ACT_OOM || e->action == CMH_ACT_MARK) {
+            if (nmk == capmk) {
+                capmk = capmk ? capmk * 2 : 32;
+                marker *nm = realloc(mk, capmk * sizeof *nm);
+                if (!nm) {
+                    rc = CMH_ENOMEM;
+                    goto out;
+                }
+                mk = nm;
+            }
+            marker *m = &mk[nmk++];
+            m->x = x;
+            if (e->action == CMH_ACT_OOM) {
+                m->kind = 0;
+                snprintf(m->label, sizeof m->label, "OOM #%u", ++nooms);
+                snprintf(m->title, sizeof m->title, "out of memory #%u at entry %" PRId64 ": asked %s, the device had %s free", nooms, i,
+                         cmh_svg_size((double)e->size), cmh_svg_size((double)e->addr));
+            } else {
+                m->kind = 1;
+                snprintf(m->label, sizeof m->label, "%s", cmh_str(s, e->name));
+                snprintf(m->title, sizeof m->title, "mark \"%s\" at entry %" PRId64, cmh_str(s, e->name), i);
+            }
+        }
+    }
+    if ((rc = cmh_replay_status(r)) != CMH_OK) goto out;
+    for (uint32_t k = 0; by_time && k < s->nannotations; k++) {
+        const cmh_annotation *a = &s->annotations[k];
+        if ((a->device != device && a->device != -1) || a->time_ns < t0 || a->time_ns > t1) continue;
+        if (nmk == capmk) {
+            capmk = capmk ? capmk * 2 : 32;
+            marker *nm = realloc(mk, capmk * sizeof *nm);
+            if (!nm) {
+                rc = CMH_ENOMEM;
+                goto out;
+            }
+            mk = nm;
+        }
+        marker *m = &mk[nmk++];
+        m->x = XOF(0, a->time_ns);
+        m->kind = a->stage ? 3 : 2;
+        snprintf(m->label, sizeof m->label, "%s %s", a->stage ? "end" : "start", cmh_str(s, a->name));
+        snprintf(m->title, sizeof m->title, "%s of \"%s\"", a->stage ? "end" : "start", cmh_str(s, a->name));
+    }
+    for (int c = 0; c <= pw; c++)
+        if (cols[c].has) {
+            if (cols[c].amax > ymax) ymax = cols[c].amax;
+            if (cols[c].rmax > ymax) ymax = cols[c].rmax;
+        }
+    if (pk.alloc_peak > ymax) ymax = pk.alloc_peak;
+
+    /* the panel */
+    double top_y = (double)top + T, bottom = top_y + ph;
+    double yscale = ymax > 0 ? ph / ((double)ymax * 1.08) : 0;
+#define YOF(v) (bottom - (double)(v) * yscale)
+    fprintf(fp, "<g class=\"panel\" data-device=\"%d\" data-entries=\"%u\">\n", device, n);
+    fprintf(fp, "<text class=\"h\" x=\"%d\" y=\"%d\">", L, top + 20);
+    cmh_svg_text(fp, device < 0 ? "pinned host memory" : NULL);
+    if (device >= 0) fprintf(fp, "device %d", device);
+    fprintf(fp, " \xc2\xb7 %u trace entries</text>\n", n);
+    fprintf(fp, "<rect class=\"area\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\"/>\n", L, top_y, pw, ph);
+    /* y axis: about five ticks at round figures */
+    double unit = ymax >= (2ll << 30) ? 1073741824.0 : ymax >= (2 << 20) ? 1048576.0 : ymax >= 2048 ? 1024.0 : 1.0;
+    const char *uname = unit == 1073741824.0 ? "GiB" : unit == 1048576.0 ? "MiB" : unit == 1024.0 ? "KiB" : "B";
+    double span = ymax > 0 ? (double)ymax * 1.08 / unit : 1, step = cmh_svg_nice(span / 5);
+    for (double v = 0; v <= span + 1e-9; v += step) {
+        double y = bottom - v * unit * yscale;
+        if (y < top_y - 0.5) break;
+        fprintf(fp, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>", L, y, L + pw, y);
+        fprintf(fp, "<text class=\"ytick\" x=\"%d\" y=\"%.1f\">%g %s</text>\n", L - 6, y + 4, v, uname);
+    }
+    /* x axis, in the unit the record's length reads best in */
+    double secs = by_time ? (double)(t1 - t0) / 1e9 : 0;
+    double tu = secs >= 1 ? 1 : secs >= 1e-3 ? 1e-3 : 1e-6;
+    const char *tun = tu == 1 ? "s" : tu == 1e-3 ? " ms" : " \xc2\xb5s";
+    double xspan = by_time ? secs / tu : (double)(n ? n - 1 : 1);
+    double xstep = cmh_svg_nice(xspan / 8);
+    for (int k = 0; xspan > 0 && k * xstep <= xspan * (1 + 1e-9); k++) {
+        double v = k * xstep, x = L + v / xspan * pw;
+        fprintf(fp, "<line class=\"tick\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", x, bottom, x, bottom + 5);
+        if (by_time) fprintf(fp, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\">+%g%s</text>\n", x, bottom + 18, v, tun);
+        else fprintf(fp, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\">%g</text>\n", x, bottom + 18, v);
+    }
+    fprintf(fp, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\">%s</text>\n", L + pw / 2.0, bottom + 36,
+            by_time ? "time since the first entry" : "trace entry");
+    /* the series: reserved under allocated */
+    for (int sidx = 0; sidx < 2; sidx++) {
+        int64_t smax = 0;
+        for (int c = 0; c <= pw; c++)
+            if (cols[c].has && (sidx ? cols[c].amax : cols[c].rmax) > smax) smax = sidx ? cols[c].amax : cols[c].rmax;
+        fprintf(fp, "<path class=\"%s\" data-series=\"%s\" data-max=\"%" PRId64 "\" d=\"", sidx ? "alloc" : "res",
+                sidx ? "allocated" : "reserved", smax);
+        int first = 1;
+        int64_t last = 0;
+        for (int c = 0; c <= pw; c++) {
+            if (!cols[c].has) continue;
+            int64_t hi = sidx ? cols[c].amax : cols[c].rmax, lo = sidx ? cols[c].amin : cols[c].rmin;
+            int64_t in = sidx ? cols[c].afirst : cols[c].rfirst, outv = sidx ? cols[c].alast : cols[c].rlast;
+            if (first) fprintf(fp, "M%d %.1f", L + c, YOF(in));
+            else fprintf(fp, "L%d %.1fL%d %.1f", L + c, YOF(last), L + c, YOF(in)); /* held, then the step */
+            /* the column's whole range, ending at its last value */
+            fprintf(fp, "L%d %.1fL%d %.1fL%d %.1f", L + c, YOF(hi), L + c, YOF(lo), L + c, YOF(outv));
+            last = outv;
+            first = 0;
+        }
+        if (!first) fprintf(fp, "L%d %.1f", L + pw, YOF(last)); /* to the end of the record */
+        fputs("\"/>\n", fp);
+    }
+    /* markers */
+    int labelled = nmk <= 40;
+    for (uint32_t k = 0; k < nmk; k++) {
+        const marker *m = &mk[k];
+        double x = L + m->x * pw;
+        static const char *const cls[] = {"oom", "mark", "ann", "ann"};
+        fprintf(fp, "<g class=\"marker %s\"><title>", cls[m->kind]);
+        cmh_svg_text(fp, m->title);
+        fprintf(fp, "</title><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", x, top_y, x, bottom);
+        if (labelled || m->kind == 0) { /* at the foot of the plot (the peak label is at its head), staggered */
+            int right = x > L + pw * 0.85;
+            fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\"%s>", right ? x - 3 : x + 3, bottom - 6 - (k % 4) * 12,
+                    right ? " text-anchor=\"end\"" : "");
+            cmh_svg_text(fp, m->label);
+            fputs("</text>", fp);
+        }
+        fputs("</g>\n", fp);
+    }
+    /* the peak, with the figure `peak` gives */
+    if (pk.alloc_peak > 0) {
+        const cmh_entry *e = pk.alloc_index >= 0 ? cmh_replay_entry(r, pk.alloc_index) : NULL;
+        double x = L + (e ? XOF(pk.alloc_index, e->time_ns ? e->time_ns : t0) : 0) * pw, y = YOF(pk.alloc_peak);
+        char label[128];
+        if (by_time && e && e->time_ns)
+            snprintf(label, sizeof label, "peak %s at +%.*f%s", cmh_svg_size((double)pk.alloc_peak), tu == 1 ? 3 : 1,
+                     (double)(e->time_ns - t0) / 1e9 / tu, tun);
+        else snprintf(label, sizeof label, "peak %s at entry %" PRId64, cmh_svg_size((double)pk.alloc_peak), pk.alloc_index);
+        int right = x > L + pw * 0.7;
+        fprintf(fp, "<g class=\"peak\" data-bytes=\"%" PRId64 "\" data-entry=\"%" PRId64 "\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>", pk.alloc_peak,
+                pk.alloc_index, x, y);
+        fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", right ? x - 8 : x + 8, y - 8 < top_y + 12 ? top_y + 12 : y - 8,
+                right ? "end" : "start");
+        cmh_svg_text(fp, label);
+        fputs("</text></g>\n", fp);
+    }
+    /* the legend */
+    fprintf(fp, "<g class=\"legend\"><rect class=\"res\" x=\"%d\" y=\"%d\" width=\"14\" height=\"4\"/><text x=\"%d\" y=\"%d\">reserved</text>"
+                "<rect class=\"alloc\" x=\"%d\" y=\"%d\" width=\"14\" height=\"4\"/><text x=\"%d\" y=\"%d\">allocated</text></g>\n",
+            L + pw - 190, top + 16, L + pw - 172, top + 21, L + pw - 100, top + 16, L + pw - 82, top + 21);
+    fputs("</g>\n", fp);
+#undef XOF
+#undef YOF
+out:
+    cmh_replay_free(r);
+    cmh_peak_report_free(&pk);
+    free(cols);
+    free(mk);
+    return rc;
+}
+
+int cmh_plot_timeline(const cmh_snapshot *s, const cmh_plot_opts *o, FILE *fp)
+{
+    int W = o && o->width >= 200 ? o->width : 1200, H = o && o->panel_height >= 120 ? o->panel_height : 300;
+    int nd = o ? o->ndevices : 0;
+    int head = o && o->title ? 28 : 0;
+    fprintf(fp, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
+            W, head + H * (nd ? nd : 1), W, head + H * (nd ? nd : 1));
+    fputs("<style>.area{fill:#fbfbfd;stroke:#d0d4dc}.grid{stroke:#e6e8ee}.tick{stroke:#9aa0aa}"
+          ".ytick{text-anchor:end;fill:#555}.xtick{text-anchor:middle;fill:#555}.xlabel{text-anchor:middle;fill:#777}"
+          ".h{font-weight:bold;font-size:14px;fill:#222}.t{font-weight:bold;font-size:15px;fill:#111}"
+          "path.res{fill:none;stroke:#e8912d;stroke-width:4;stroke-opacity:0.55;stroke-linejoin:round}path.alloc{fill:none;stroke:#2d6fe8;stroke-width:1.5;stroke-linejoin:round}"
+          "rect.res{fill:#e8912d}rect.alloc{fill:#2d6fe8}.legend text{fill:#333}"
+          ".marker line{stroke-width:1}.oom line{stroke:#d62728;stroke-dasharray:4 3}.oom text{fill:#d62728}"
+          ".mark line{stroke:#888;stroke-dasharray:2 3}.mark text,.ann text{fill:#666;font-size:10px}"
+          ".ann line{stroke:#2ca02c;stroke-dasharray:1 3}.peak circle{fill:#2d6fe8;stroke:#fff;stroke-width:1.5}"
+          ".peak text{font-weight:bold;fill:#1a4fb8}</style>\n",
+          fp);
+    fprintf(fp, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", W, head + H * (nd ? nd : 1));
+    if (head) {
+        fprintf(fp, "<text class=\"t\" x=\"16\" y=\"22\">");
+        cmh_svg_text(fp, o->title);
+        fputs("</text>\n", fp);
+    }
+    int rc = CMH_OK;
+    for (int k = 0; k < nd && rc == CMH_OK; k++) rc = panel(s, o->devices[k], head + k * H, W, H, fp);
+    fputs("</svg>\n", fp);
+    if (rc == CMH_OK && ferror(fp)) rc = CMH_EIO;
+    return rc;
+}

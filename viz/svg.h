@@ -1,0 +1,17 @@
+/*
+ * svg.h - what the SVG pictures share (viz/svg.c): escaped text, sizes as people read them,
+ * round tick steps.
+ */
+#ifndef CMH_VIZ_SVG_H
+#define CMH_VIZ_SVG_H
+
+#include <stdio.h>
+
+/* s as XML character data or attribute text (& < > " ' escaped; NULL writes nothing). */
+void cmh_svg_text(FILE *fp, const char *s);
+/* "12.5 MiB" (a ring of 8 buffers) */
+const char *cmh_svg_size(double bytes);
+/* The smallest 1, 2 or 5 times a power of ten at least x (x > 0). */
+double cmh_svg_nice(double x);
+
+#endif
