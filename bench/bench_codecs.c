@@ -4,7 +4,8 @@
  * Generates a history of N trace entries (default 1,000,000: alloc/free pairs over a working set
  * of live segments, 64 distinct 24-frame stacks), writes it as .cmh and as a PyTorch pickle
  * (the memory_viz export), then, each in a fresh child process so peak RSS is its own:
- * load .cmh, load pickle, load + replay + summary for both.  Prints entries/s, MB/s, bytes per
+ * load .cmh, load pickle, load + replay + summary for both; load + plot and load + report (the
+ * timeline SVG and the HTML page).  Prints entries/s, MB/s, bytes per
  * entry and peak RSS against file size.  Figures only; nothing passes or fails on time.
  *
  * usage: bench_codecs [entries] [dir]
@@ -21,6 +22,7 @@
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/snapshot.h"
+#include "cumemhist/pictures.h"
 #include "cumemhist/viz.h"
 
 static double now(void)
@@ -127,13 +129,23 @@ static double phase(const char *path, int replay, long *peak_kb, uint32_t *entri
         char err[256];
         double r[2] = {-1, 0};
         if (cmh_snapshot_load(path, &s, err, sizeof err) == CMH_OK) {
-            if (replay) {
+            FILE *devnull = fopen("/dev/null", "w");
+            int32_t dev0 = 0;
+            if (replay == 1) {
                 cmh_mem_stats st;
                 cmh_summary_compute(&s, 0, &st);
-                FILE *devnull = fopen("/dev/null", "w");
                 cmh_summary_print(&st, 0, 0, devnull);
-                fclose(devnull);
+            } else if (replay == 2) {
+                cmh_plot_opts o = {1200, 300, &dev0, 1, path, 0};
+                if (cmh_plot_timeline(&s, &o, devnull) != CMH_OK) r[1] = -1;
+            } else if (replay == 3) {
+                cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};
+                int src;
+                cmh_sites *g = cmh_sites_new(&s, &so, &src, err, sizeof err);
+                if (!g || cmh_report_html(&s, NULL, g, &dev0, 1, path, devnull) != CMH_OK) r[1] = -1;
+                cmh_sites_free(g);
             }
+            fclose(devnull);
             r[0] = now() - t0;
             r[1] = s.nentries;
         } else {
@@ -194,8 +206,10 @@ int main(int argc, char **argv)
         {"load .cmh + replay + summary", cmh, 1},
         {"load pickle", pkl, 0},
         {"load pickle + replay + summary", pkl, 1},
+        {"load .cmh + plot (timeline SVG)", cmh, 2},
+        {"load .cmh + report (HTML page)", cmh, 3},
     };
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         long peak = 0;
         uint32_t got = 0;
         double t = phase(phases[i].path, phases[i].replay, &peak, &got);

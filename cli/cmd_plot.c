@@ -49,7 +49,7 @@ int cmd_plot(int argc, char **argv)
         cmh_snapshot_free(&s);
         return CLI_EFILE;
     }
-    job j = {&s, {g_width, g_height, devs, nd, path}};
+    job j = {&s, {g_width, g_height, devs, nd, path, 0}};
     rc = rep_write(g_out, 0, draw, &j);
     cmh_snapshot_free(&s);
     return rc;

@@ -27,6 +27,7 @@ static const struct {
     {"symbolize", cmd_symbolize, "bake demangled names and file:line into a snapshot before it moves"},
     {"plot", cmd_plot, "allocated and reserved memory over time, as an SVG (peak, OOMs, marks)"},
     {"flamegraph", cmd_flamegraph, "live memory by stack at a moment: SVG flamegraph or folded stacks"},
+    {"report", cmd_report, "one self-contained HTML page: timeline, owners, leaks, fragmentation, OOMs, kernels"},
     {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON, or as a chrome (Perfetto) trace"},
 };
 

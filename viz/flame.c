@@ -97,19 +97,6 @@ void cmh_live_free(cmh_live_at *l)
     l->nstacks = 0;
 }
 
-/* A frame as people read it: "function (file:line)", "function (module)", "function". */
-static void frame_label(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap)
-{
-    const char *name = cmh_str(s, f->name), *file = cmh_str(s, f->filename);
-    if (!*name) name = "??";
-    if (*file && f->line > 0) snprintf(buf, cap, "%s (%s:%" PRId64 ")", name, file, f->line);
-    else if (*file) snprintf(buf, cap, "%s (%s)", name, file);
-    else if (f->module >= 0 && (uint32_t)f->module < s->nmodules) {
-        const char *m = cmh_str(s, s->modules[f->module].path), *b = strrchr(m, '/');
-        snprintf(buf, cap, "%s (%s)", name, b ? b + 1 : m);
-    } else snprintf(buf, cap, "%s", name);
-}
-
 int cmh_flame_folded(const cmh_snapshot *s, const cmh_live_at *l, FILE *fp)
 {
     char lab[1024];
@@ -118,7 +105,7 @@ int cmh_flame_folded(const cmh_snapshot *s, const cmh_live_at *l, FILE *fp)
         const cmh_stack *st = x->stack && x->stack < s->nstacks ? &s->stacks[x->stack] : NULL;
         if (!st || !st->count) fputs("<no stack>", fp);
         for (uint32_t k = st ? st->count : 0; k-- > 0;) { /* outermost first */
-            frame_label(s, &s->frames[s->stack_frames[st->first + k]], lab, sizeof lab);
+            cmh_svg_frame(s, &s->frames[s->stack_frames[st->first + k]], lab, sizeof lab);
             for (char *c = lab; *c; c++)
                 if (*c == ';' || *c == '\n') *c = ':';
             fputs(lab, fp);
@@ -196,7 +183,7 @@ static void draw(drawc *d, uint32_t i, double x, int depth)
     if (nd->frame == UINT32_MAX) snprintf(lab, sizeof lab, "all live memory");
     else if (nd->frame == UINT32_MAX - 1) snprintf(lab, sizeof lab, "<no stack>");
     else {
-        frame_label(d->s, &d->s->frames[nd->frame], lab, sizeof lab);
+        cmh_svg_frame(d->s, &d->s->frames[nd->frame], lab, sizeof lab);
         machinery = d->g && cmh_sites_machinery(d->g, nd->frame);
     }
     double y = d->y0 + depth * d->rowh;

@@ -4,7 +4,7 @@
  * Each device's trace is replayed once and binned into the pixel columns of its panel, keeping
  * the minimum and the maximum of each series per column; the path goes down each column from
  * its maximum to its minimum, so a 10 M-entry trace draws in a few thousand points and no peak
- * is ever averaged away.  The peak's figure is the `peak` report's own (cmh_peak_compute).
+ * is ever averaged away.  The peak is found as the `peak` report finds it (cmh_peak_compute).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -13,7 +13,6 @@
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/pictures.h"
-#include "cumemhist/reports.h"
 #include "svg.h"
 
 typedef struct col {
@@ -64,18 +63,18 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
     marker *mk = NULL;
     uint32_t nmk = 0, capmk = 0, nooms = 0;
     if (!cols) return CMH_ENOMEM;
-    cmh_peak_report pk;
-    int rc = cmh_peak_compute(s, device, NULL, &pk);
-    if (rc != CMH_OK) {
-        free(cols);
-        return rc;
-    }
+    /* the allocated peak, found as cmh_peak_compute finds it (the first maximum; the state before
+     * the first entry counts, and the end reconciled with the final segments) */
+    struct {
+        int64_t alloc_peak, alloc_index;
+    } pk = {0, -1};
+    int rc = CMH_OK;
     cmh_replay *r = cmh_replay_new(s, device);
     if (!r) {
-        cmh_peak_report_free(&pk);
         free(cols);
         return CMH_ENOMEM;
     }
+    pk.alloc_peak = cmh_replay_stats(r)->allocated_bytes[CMH_POOL_ALL].current;
 #define XOF(i, t) (by_time ? (double)((t) - t0) / (double)(t1 - t0) : n > 1 ? (double)(i) / (double)(n - 1) : 0.0)
     int64_t ymax = 0;
     {
@@ -87,6 +86,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
         int64_t i = cmh_replay_position(r);
         const cmh_entry *e = cmh_replay_entry(r, i);
         const cmh_mem_stats *st = cmh_replay_stats(r);
+        if (st->allocated_bytes[CMH_POOL_ALL].current > pk.alloc_peak)
+            pk.alloc_peak = st->allocated_bytes[CMH_POOL_ALL].current, pk.alloc_index = i;
         int64_t t = e->time_ns ? e->time_ns : t0;
         double x = XOF(i, t);
         if (x < 0) x = 0;
@@ -118,6 +119,12 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
         }
     }
     if ((rc = cmh_replay_status(r)) != CMH_OK) goto out;
+    {
+        const cmh_mem_stats *st = cmh_replay_stats(r);
+        put(&cols[pw], st->allocated_bytes[CMH_POOL_ALL].current, st->reserved_bytes[CMH_POOL_ALL].current); /* the end */
+        if (st->allocated_bytes[CMH_POOL_ALL].current > pk.alloc_peak)
+            pk.alloc_peak = st->allocated_bytes[CMH_POOL_ALL].current, pk.alloc_index = cmh_replay_length(r);
+    }
     for (uint32_t k = 0; by_time && k < s->nannotations; k++) {
         const cmh_annotation *a = &s->annotations[k];
         if ((a->device != device && a->device != -1) || a->time_ns < t0 || a->time_ns > t1) continue;
@@ -220,8 +227,9 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
     }
     /* the peak, with the figure `peak` gives */
     if (pk.alloc_peak > 0) {
-        const cmh_entry *e = pk.alloc_index >= 0 ? cmh_replay_entry(r, pk.alloc_index) : NULL;
-        double x = L + (e ? XOF(pk.alloc_index, e->time_ns ? e->time_ns : t0) : 0) * pw, y = YOF(pk.alloc_peak);
+        int64_t len = cmh_replay_length(r), at = pk.alloc_index >= len ? len - 1 : pk.alloc_index; /* len: the reconciled end */
+        const cmh_entry *e = at >= 0 ? cmh_replay_entry(r, at) : NULL;
+        double x = L + (e ? XOF(at, e->time_ns ? e->time_ns : t0) : 0) * pw, y = YOF(pk.alloc_peak);
         char label[128];
         if (by_time && e && e->time_ns)
             snprintf(label, sizeof label, "peak %s at +%.*f%s", cmh_svg_size((double)pk.alloc_peak), tu == 1 ? 3 : 1,
@@ -244,7 +252,6 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
 #undef YOF
 out:
     cmh_replay_free(r);
-    cmh_peak_report_free(&pk);
     free(cols);
     free(mk);
     return rc;
@@ -255,9 +262,14 @@ int cmh_plot_timeline(const cmh_snapshot *s, const cmh_plot_opts *o, FILE *fp)
     int W = o && o->width >= 200 ? o->width : 1200, H = o && o->panel_height >= 120 ? o->panel_height : 300;
     int nd = o ? o->ndevices : 0;
     int head = o && o->title ? 28 : 0;
-    fprintf(fp, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
-            W, head + H * (nd ? nd : 1), W, head + H * (nd ? nd : 1));
+    if (o && o->inline_svg)
+        fprintf(fp, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" viewBox=\"0 0 %d %d\" preserveAspectRatio=\"xMinYMin meet\" "
+                    "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
+                W, head + H * (nd ? nd : 1));
+    else
+        fprintf(fp, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                    "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
+                W, head + H * (nd ? nd : 1), W, head + H * (nd ? nd : 1));
     fputs("<style>.area{fill:#fbfbfd;stroke:#d0d4dc}.grid{stroke:#e6e8ee}.tick{stroke:#9aa0aa}"
           ".ytick{text-anchor:end;fill:#555}.xtick{text-anchor:middle;fill:#555}.xlabel{text-anchor:middle;fill:#777}"
           ".h{font-weight:bold;font-size:14px;fill:#222}.t{font-weight:bold;font-size:15px;fill:#111}"

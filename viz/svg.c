@@ -1,7 +1,9 @@
 /*
  * svg.c - what the SVG pictures share (svg.h).
  */
+#include <inttypes.h>
 #include <math.h>
+#include <string.h>
 
 #include "svg.h"
 
@@ -41,4 +43,16 @@ double cmh_svg_nice(double x)
     if (!(x > 0)) return 1;
     double p = pow(10, floor(log10(x))), m = x / p;
     return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+void cmh_svg_frame(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap)
+{
+    const char *name = cmh_str(s, f->name), *file = cmh_str(s, f->filename);
+    if (!*name) name = "??";
+    if (*file && f->line > 0) snprintf(buf, cap, "%s (%s:%" PRId64 ")", name, file, f->line);
+    else if (*file) snprintf(buf, cap, "%s (%s)", name, file);
+    else if (f->module >= 0 && (uint32_t)f->module < s->nmodules) {
+        const char *m = cmh_str(s, s->modules[f->module].path), *b = strrchr(m, '/');
+        snprintf(buf, cap, "%s (%s)", name, b ? b + 1 : m);
+    } else snprintf(buf, cap, "%s", name);
 }

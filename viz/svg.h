@@ -14,4 +14,8 @@ const char *cmh_svg_size(double bytes);
 /* The smallest 1, 2 or 5 times a power of ten at least x (x > 0). */
 double cmh_svg_nice(double x);
 
+/* A frame as people read it: "function (file:line)", "function (module)", "function". */
+#include "cumemhist/snapshot.h"
+void cmh_svg_frame(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap);
+
 #endif

@@ -22,6 +22,7 @@ typedef struct cmh_plot_opts {
     const int32_t *devices; /* the devices to draw, one panel each, in this order */
     int ndevices;
     const char *title;  /* the file's name, say; NULL: none */
+    int inline_svg;     /* for an HTML page: no XML declaration, and it scales to its box */
 } cmh_plot_opts;
 
 /* Allocated and reserved bytes over time, per device: the peak marked with its figure (the
@@ -60,6 +61,14 @@ int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *
 /* pprof's profile.proto, gzipped: live bytes and blocks at the end and at the allocated peak
  * (four sample types), one sample per stack, locations and functions from its frames. */
 int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp);
+
+/* The one-file HTML report: per device the timeline, memory_summary()'s key figures, who owned
+ * the memory at the peak and at the end (cumemhist/owners.h: from raw, the record before
+ * cmh_merged_view, or s itself), the leak candidates with their growth over the record, the
+ * segments' fragmentation as bars, each OOM with its verdict and culprits, and kernels when
+ * recorded.  Inline SVG and CSS, no script, no external request. */
+int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                    const char *title, FILE *fp);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,332 @@
+/*
+ * report.c - the one-file HTML report (cumemhist/pictures.h): everything inline (SVG, CSS), no
+ * script and no external request, readable from 360 px to wide screens.  Every figure comes
+ * from the same computations as the text reports (peak, owners, leaks, frag, oom, kernels).
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+#include "cumemhist/owners.h"
+#include "cumemhist/pictures.h"
+#include "cumemhist/reports.h"
+#include "svg.h"
+
+#define esc cmh_svg_text
+#define SZ(v) cmh_svg_size((double)(v))
+
+static const char g_css[] =
+    "*{box-sizing:border-box}body{margin:0;background:#f4f5f8;color:#1d2129;font:14px/1.45 -apple-system,'Segoe UI',"
+    "'DejaVu Sans',Helvetica,Arial,sans-serif}"
+    "header.r-top{background:#1f2a44;color:#fff;padding:18px 24px}header.r-top h1{margin:0;font-size:20px;font-weight:600;"
+    "overflow-wrap:anywhere}header.r-top p{margin:4px 0 0;color:#c8d0e0;font-size:13px;overflow-wrap:anywhere}"
+    "main{max-width:1240px;margin:0 auto;padding:16px}"
+    "section.r-dev{background:#fff;border:1px solid #dde1e8;border-radius:8px;margin:0 0 20px;padding:16px 18px}"
+    "section.r-dev>h2{margin:0 0 10px;font-size:18px}h3{font-size:15px;margin:20px 0 8px;color:#2b3445}"
+    ".r-cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(140px,1fr));gap:10px;margin:6px 0 4px}"
+    ".r-card{background:#f7f8fb;border:1px solid #e3e6ec;border-radius:6px;padding:8px 10px}"
+    ".r-card b{display:block;font-size:18px;font-variant-numeric:tabular-nums}.r-card span{color:#5b6475;font-size:12px}"
+    ".r-wrap{overflow-x:auto}table{border-collapse:collapse;width:100%;font-size:13px}"
+    "th,td{padding:5px 8px;border-bottom:1px solid #eceef2;text-align:left;vertical-align:top}"
+    "th{color:#5b6475;font-weight:600;white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "td.site{overflow-wrap:anywhere;min-width:14em}"
+    ".r-bar{height:10px;background:#e8ebf1;border-radius:3px;overflow:hidden;min-width:80px}"
+    ".r-bar i{display:block;height:100%;background:#2d6fe8}.r-bar i.c{background:#e8912d}.r-bar i.u{background:#9aa3b2}"
+    ".r-fbar{display:flex;height:12px;border-radius:3px;overflow:hidden;min-width:120px;background:#eee}"
+    ".r-fbar i{display:block;height:100%}.r-fbar .a{background:#2d6fe8}.r-fbar .f{background:#f0b35e}"
+    ".r-leak{color:#c0392b;font-weight:600}.r-ok{color:#2e7d32}.r-muted{color:#6b7385}"
+    ".r-oom{border-left:4px solid #d62728;background:#fdf3f3;padding:8px 12px;margin:8px 0;border-radius:4px}"
+    "svg.timeline{width:100%;height:auto;display:block}svg.r-spark{width:120px;height:28px;display:block}"
+    "footer{color:#6b7385;font-size:12px;text-align:center;padding:8px 0 24px}";
+
+static void card(FILE *fp, const char *value, const char *what)
+{
+    fputs("<div class=\"r-card\"><b>", fp);
+    esc(fp, value);
+    fputs("</b><span>", fp);
+    esc(fp, what);
+    fputs("</span></div>", fp);
+}
+
+static void site_label(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, char *buf, size_t cap)
+{
+    const cmh_frame *f = g && stack ? cmh_sites_site_of(g, stack) : NULL;
+    if (f) cmh_svg_frame(s, f, buf, cap);
+    else snprintf(buf, cap, "%s", stack ? "(no frame)" : "<no stack recorded>");
+}
+
+/* The blocks live at the end (one replay for every sparkline). */
+typedef struct lives {
+    cmh_live_block *b;
+    uint32_t n, cap;
+    int nomem;
+} lives;
+
+static void on_live(void *arg, const cmh_live_block *bl)
+{
+    lives *w = arg;
+    if (bl->state != CMH_BLOCK_ACTIVE_ALLOCATED) return;
+    if (w->n == w->cap) {
+        uint32_t nc = w->cap ? w->cap * 2 : 256;
+        cmh_live_block *nb = realloc(w->b, nc * sizeof *nb);
+        if (!nb) {
+            w->nomem = 1;
+            return;
+        }
+        w->b = nb;
+        w->cap = nc;
+    }
+    w->b[w->n++] = *bl;
+}
+
+static int cmp_time(const void *a, const void *b)
+{
+    const cmh_live_block *x = a, *y = b;
+    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
+}
+
+/* A sparkline of a leak site's still-live bytes accumulating over the record. */
+static void spark(FILE *fp, const lives *lv, const cmh_sites *g, uint32_t group, int64_t t0, int64_t t1)
+{
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < lv->n; i++)
+        if (cmh_sites_group(g, lv->b[i].stack) == group) total += lv->b[i].size;
+    fputs("<svg class=\"r-spark\" viewBox=\"0 0 120 28\" preserveAspectRatio=\"none\"><path fill=\"none\" stroke=\"#c0392b\" "
+          "stroke-width=\"1.5\" d=\"M0 27",
+          fp);
+    uint64_t acc = 0;
+    for (uint32_t i = 0; i < lv->n && total; i++) { /* in allocation order (sorted by the caller) */
+        if (cmh_sites_group(g, lv->b[i].stack) != group) continue;
+        acc += lv->b[i].size;
+        double x = t1 > t0 && lv->b[i].time_ns ? 120.0 * (double)(lv->b[i].time_ns - t0) / (double)(t1 - t0) : 0;
+        if (x < 0) x = 0;
+        if (x > 120) x = 120;
+        fprintf(fp, "H%.1fV%.1f", x, 27 - 26.0 * (double)acc / (double)total);
+    }
+    fputs("H120\"/></svg>", fp);
+}
+
+static const char *const g_verdict[] = {"demand: the memory was genuinely in use",
+                                        "fragmentation: enough bytes were free, but no gap was large enough",
+                                        "a free gap was large enough (another stream's or pool's)"};
+
+static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, int dev, FILE *fp)
+{
+    char buf[1200];
+    fprintf(fp, "<section class=\"r-dev\" id=\"device%d\"><h2>", dev);
+    if (dev < 0) fputs("Pinned host memory", fp);
+    else fprintf(fp, "Device %d", dev);
+    fputs("</h2>\n", fp);
+    /* the timeline */
+    int32_t one = dev;
+    cmh_plot_opts po = {1200, 300, &one, 1, NULL, 1};
+    int rc = cmh_plot_timeline(s, &po, fp);
+    if (rc) return rc;
+    /* the figures */
+    cmh_mem_stats st;
+    cmh_peak_report pk;
+    if ((rc = cmh_summary_compute(s, dev, &st)) || (rc = cmh_peak_compute(s, dev, g, &pk))) return rc;
+    int64_t t0 = 0, t1 = 0;
+    const cmh_trace *tr = cmh_snapshot_trace(s, dev);
+    for (uint32_t i = 0; tr && i < tr->nentries; i++)
+        if (s->entries[tr->first_entry + i].time_ns) {
+            if (!t0) t0 = s->entries[tr->first_entry + i].time_ns;
+            t1 = s->entries[tr->first_entry + i].time_ns;
+        }
+    fputs("<div class=\"r-cards\">", fp);
+    card(fp, SZ(pk.alloc_peak), "peak allocated");
+    card(fp, SZ(pk.reserved_peak), "peak reserved");
+    card(fp, SZ(pk.alloc_end), "allocated at the end");
+    card(fp, SZ(pk.reserved_end), "reserved at the end");
+    snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t)st.num_ooms);
+    card(fp, buf, "out-of-memory errors");
+    snprintf(buf, sizeof buf, "%" PRId64, st.allocation[CMH_POOL_ALL].allocated);
+    card(fp, buf, "allocations in the record");
+    fputs("</div>\n", fp);
+    if (pk.base.dropped)
+        fprintf(fp, "<p class=\"r-muted\">The ring dropped the %" PRIu64 " oldest entries: peaks and totals cover the last %" PRIu64 ".</p>\n",
+                pk.base.dropped, pk.base.entries);
+    /* owners, at the peak and at the end */
+    if (dev >= 0) {
+        cmh_owners_report ow;
+        if ((rc = cmh_owners_compute(raw, dev, &ow)) != CMH_OK) {
+            cmh_peak_report_free(&pk);
+            return rc;
+        }
+        for (uint32_t k = 0; k < ow.nmoments; k++) {
+            const cmh_owners_moment *m = &ow.moments[k];
+            if (strcmp(m->what, "peak") && strcmp(m->what, "end")) continue;
+            uint64_t sum = m->used_known ? m->used : m->recorded;
+            fprintf(fp, "<h3>Who held the memory %s (entry %" PRId64 ")</h3><div class=\"r-wrap\"><table><tr><th>owner</th><th>bytes</th>"
+                        "<th>share</th><th></th><th>allocations</th></tr>\n",
+                    strcmp(m->what, "peak") ? "at the end" : "at the peak of device memory", m->index);
+            for (uint32_t i = 0; i < m->nrows; i++) {
+                const cmh_owner_row *r = &m->rows[i];
+                double pct = sum ? 100.0 * (double)r->bytes / (double)sum : 0;
+                fputs("<tr><td class=\"site\">", fp);
+                esc(fp, r->name);
+                fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n\">%.1f%%</td><td><div class=\"r-bar\"><i class=\"%s\" style=\"width:%.1f%%\"></i></div></td>"
+                            "<td class=\"n\">%s</td></tr>\n",
+                        SZ(r->bytes), pct, r->kind == CMH_OWN_TORCH_CACHED ? "c" : r->kind == CMH_OWN_UNEXPLAINED ? "u" : "", pct,
+                        r->allocations ? (snprintf(buf, sizeof buf, "%u", r->allocations), buf) : "-");
+            }
+            fprintf(fp, "<tr><th>total%s</th><td class=\"n\"><b>%s</b></td><td></td><td></td><td></td></tr></table></div>\n",
+                    m->used_known ? " (the device's used memory)" : " recorded", SZ(sum));
+        }
+        cmh_owners_report_free(&ow);
+    }
+    /* the sites live at the peak */
+    if (pk.nsites) {
+        fputs("<h3>Live at the allocated peak, by allocation site</h3><div class=\"r-wrap\"><table><tr><th>site</th><th>owner</th>"
+              "<th>bytes</th><th>share</th><th>blocks</th></tr>\n",
+              fp);
+        for (uint32_t i = 0; i < pk.nsites && i < 12; i++) {
+            const cmh_site *x = &pk.sites[i];
+            site_label(s, g, x->stack, buf, sizeof buf);
+            fputs("<tr><td class=\"site\">", fp);
+            esc(fp, buf);
+            fputs("</td><td>", fp);
+            esc(fp, g ? cmh_sites_owner(g, x->group) : "");
+            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n\">%.1f%%</td><td class=\"n\">%" PRIu64 "</td></tr>\n", SZ(x->bytes),
+                    pk.alloc_peak ? 100.0 * (double)x->bytes / (double)pk.alloc_peak : 0, x->count);
+        }
+        fputs("</table></div>\n", fp);
+    }
+    cmh_peak_report_free(&pk);
+    /* leaks */
+    cmh_leak_report lk;
+    if ((rc = cmh_leaks_compute(s, dev, g, 0, &lk)) != CMH_OK) return rc;
+    fprintf(fp, "<h3>Still live at the end: %s in %" PRIu64 " blocks from %u sites", SZ(lk.live_bytes), lk.live_blocks, lk.live_sites);
+    if (lk.leaking) fprintf(fp, " \xe2\x80\x94 <span class=\"r-leak\">%u kept growing</span>", lk.leaking);
+    else fputs(" \xe2\x80\x94 <span class=\"r-ok\">none kept growing</span>", fp);
+    fputs("</h3>\n", fp);
+    lives lv = {NULL, 0, 0, 0};
+    if (lk.nsites && g) {
+        cmh_replay *r = cmh_replay_new(s, dev);
+        if (r) {
+            while (cmh_replay_step(r)) {}
+            cmh_replay_blocks(r, on_live, &lv);
+            cmh_replay_free(r);
+        }
+        if (lv.n) qsort(lv.b, lv.n, sizeof *lv.b, cmp_time);
+    }
+    if (lk.nsites) {
+        fprintf(fp, "<div class=\"r-wrap\"><table><tr><th>site</th><th>bytes</th><th>blocks</th><th>verdict</th><th>accumulated over the "
+                    "record</th></tr>\n");
+        for (uint32_t i = 0; i < lk.nsites && i < 10; i++) {
+            const cmh_site *x = &lk.sites[i];
+            site_label(s, g, x->stack, buf, sizeof buf);
+            fputs("<tr><td class=\"site\">", fp);
+            esc(fp, buf);
+            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n\">%" PRIu64 "</td><td>%s%s %u/%u</span></td><td>", SZ(x->bytes), x->count,
+                    x->growing ? "<span class=\"r-leak\">LEAK" : "<span class=\"r-muted\">up", "", x->rises, x->intervals);
+            if (g) spark(fp, &lv, g, x->group, t0, t1);
+            fputs("</td></tr>\n", fp);
+        }
+        fputs("</table></div>\n", fp);
+    }
+    cmh_leak_report_free(&lk);
+    free(lv.b);
+    /* fragmentation */
+    cmh_frag_report fr;
+    if ((rc = cmh_frag_compute(s, dev, &fr)) != CMH_OK) return rc;
+    if (fr.nsegs) {
+        fprintf(fp, "<h3>Segments at the end: %u, %s reserved, %s free inside (fragmentation %.1f%%)</h3>\n", fr.nsegs, SZ(fr.reserved),
+                SZ(fr.free), 100 * fr.fragmentation);
+        fputs("<div class=\"r-wrap\"><table><tr><th>segment</th><th>reserved</th><th>allocated / free</th><th>largest gap</th>"
+              "<th>frag.</th></tr>\n",
+              fp);
+        uint64_t biggest = 1;
+        for (uint32_t i = 0; i < fr.nsegs; i++)
+            if (fr.segs[i].reserved > biggest) biggest = fr.segs[i].reserved;
+        for (uint32_t i = 0; i < fr.nsegs && i < 16; i++) {
+            const cmh_frag_seg *x = &fr.segs[i];
+            double w = 100.0 * (double)x->reserved / (double)biggest;
+            fprintf(fp, "<tr><td class=\"n\">0x%" PRIx64 "%s</td><td class=\"n\">%s</td><td><div class=\"r-fbar\" style=\"width:%.1f%%\">"
+                        "<i class=\"a\" style=\"width:%.1f%%\"></i><i class=\"f\" style=\"width:%.1f%%\"></i></div></td>"
+                        "<td class=\"n\">%s</td><td class=\"n\">%.0f%%</td></tr>\n",
+                    x->addr, x->expandable ? " (expandable)" : "", SZ(x->reserved), w < 8 ? 8 : w,
+                    x->reserved ? 100.0 * (double)x->allocated / (double)x->reserved : 0,
+                    x->reserved ? 100.0 * (double)x->free / (double)x->reserved : 0, SZ(x->largest_gap), 100 * x->fragmentation);
+        }
+        if (fr.nsegs > 16) fprintf(fp, "<tr><td colspan=\"5\" class=\"r-muted\">... %u more segments</td></tr>", fr.nsegs - 16);
+        fputs("</table></div>\n", fp);
+    }
+    cmh_frag_report_free(&fr);
+    /* OOMs */
+    cmh_oom_report om;
+    if ((rc = cmh_oom_compute(s, dev, g, &om)) != CMH_OK) return rc;
+    for (uint32_t i = 0; i < om.nevents; i++) {
+        const cmh_oom_event *e = &om.events[i];
+        fprintf(fp, "<div class=\"r-oom\"><b>Out of memory #%u</b> at entry %" PRId64 "%s: asked for %s with %s allocated, %s reserved, "
+                    "%s free inside the segments (largest gap %s), the device %s free.<br><b>Verdict:</b> ",
+                i + 1, e->index, "", SZ(e->request), SZ(e->allocated), SZ(e->reserved), SZ(e->free_inside), SZ(e->largest_gap),
+                SZ(e->device_free));
+        esc(fp, g_verdict[e->verdict >= 0 && e->verdict <= 2 ? e->verdict : 0]);
+        if (e->request_stack) {
+            site_label(s, g, e->request_stack, buf, sizeof buf);
+            fputs("<br><b>Asked by:</b> ", fp);
+            esc(fp, buf);
+        }
+        for (uint32_t k = 0; k < e->nsites && k < 3; k++) {
+            site_label(s, g, e->sites[k].stack, buf, sizeof buf);
+            fprintf(fp, "<br>%s %s: ", k ? "&nbsp; and" : "<b>Holding it:</b>", SZ(e->sites[k].bytes));
+            esc(fp, buf);
+        }
+        fputs("</div>\n", fp);
+    }
+    cmh_oom_report_free(&om);
+    /* kernels */
+    cmh_kernel_row *kr = NULL;
+    uint32_t nk = 0;
+    int64_t gpu_ns = 0;
+    if (s->nkernels && dev >= 0 && cmh_kernel_table(s, dev, CMH_KSORT_TOTAL, &kr, &nk, &gpu_ns) == CMH_OK && nk) {
+        fprintf(fp, "<h3>Kernels: %.3f ms of GPU time</h3><div class=\"r-wrap\"><table><tr><th>kernel</th><th>calls</th><th>total</th>"
+                    "<th>avg</th><th>share</th></tr>\n",
+                (double)gpu_ns / 1e6);
+        for (uint32_t i = 0; i < nk && i < 10; i++) {
+            fputs("<tr><td class=\"site\">", fp);
+            esc(fp, cmh_str(s, kr[i].name));
+            fprintf(fp, "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.3f ms</td><td class=\"n\">%.1f \xc2\xb5s</td><td class=\"n\">%.1f%%</td></tr>\n",
+                    kr[i].calls, (double)kr[i].total_ns / 1e6, kr[i].avg_ns / 1e3, kr[i].pct);
+        }
+        fputs("</table></div>\n", fp);
+    }
+    free(kr);
+    fputs("</section>\n", fp);
+    return ferror(fp) ? CMH_EIO : CMH_OK;
+}
+
+int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                    const char *title, FILE *fp)
+{
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, "
+          "initial-scale=1\"><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+          "img-src data:\"><title>cumemhist: ",
+          fp);
+    esc(fp, title ? title : "report");
+    fprintf(fp, "</title><style>%s</style></head><body>\n<header class=\"r-top\"><h1>", g_css);
+    esc(fp, title ? title : "cumemhist report");
+    fputs("</h1><p>", fp);
+    if (s->pid) fprintf(fp, "pid %" PRId64 " on ", s->pid);
+    esc(fp, cmh_str(s, s->hostname));
+    if (*cmh_str(s, s->cmdline)) {
+        fputs(" \xc2\xb7 ", fp);
+        esc(fp, cmh_str(s, s->cmdline));
+    }
+    if (s->ending) {
+        fputs(" \xc2\xb7 the process ", fp);
+        esc(fp, cmh_str(s, s->ending));
+    }
+    fprintf(fp, " \xc2\xb7 %s snapshot \xc2\xb7 %d device%s</p></header>\n<main>\n", s->source == CMH_SRC_PYTORCH ? "PyTorch" : "cumemhist",
+            ndevices, ndevices == 1 ? "" : "s");
+    int rc = CMH_OK;
+    for (int k = 0; k < ndevices && rc == CMH_OK; k++) rc = device_section(s, raw ? raw : s, g, devices[k], fp);
+    fputs("</main><footer>Written by cumemhist. Figures as <code>cumemhist peak</code>, <code>owners</code>, <code>leaks</code>, "
+          "<code>frag</code> and <code>oom</code> give them; definitions in docs/DEFINITIONS.md.</footer></body></html>\n",
+          fp);
+    if (rc == CMH_OK && ferror(fp)) rc = CMH_EIO;
+    return rc;
+}
