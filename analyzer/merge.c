@@ -85,19 +85,57 @@ int cmh_merge_torch(cmh_snapshot *ours, cmh_snapshot *torch, cmh_merge_info *inf
 
 /* ---- the merged view: PyTorch's blocks, and every other allocation as a segment of its own ---- */
 
-typedef struct rng {
-    uint64_t a, b;
-} rng;
-
 static int cmp_rng(const void *x, const void *y)
 {
-    const rng *p = x, *q = y;
+    const cmh_range *p = x, *q = y;
     return p->a < q->a ? -1 : p->a > q->a;
 }
 
-static int in_ranges(const rng *r, uint32_t n, uint64_t a, uint64_t b)
+int cmh_torch_ranges(const cmh_snapshot *t, int device, cmh_range **out, uint32_t *nout)
 {
-    uint32_t lo = 0, hi = n;
+    cmh_range *r = NULL;
+    uint32_t nr = 0, cap = 0;
+    *out = NULL;
+    *nout = 0;
+    for (int pass = 0; pass < 2; pass++) { /* the final segments, then every segment event */
+        uint32_t n = pass ? t->ntraces : t->nsegments;
+        for (uint32_t i = 0; i < n; i++) {
+            const cmh_trace *tr = pass ? &t->traces[i] : NULL;
+            uint32_t m = pass ? tr->nentries : 1;
+            if (pass ? (device != -2 && tr->device != device) : (device != -2 && t->segments[i].device != device)) continue;
+            for (uint32_t j = 0; j < m; j++) {
+                const cmh_entry *e = pass ? &t->entries[tr->first_entry + j] : NULL;
+                if (pass && !seg_event(e)) continue;
+                uint64_t a = pass ? e->addr : t->segments[i].addr, size = pass ? e->size : t->segments[i].size;
+                if (!size || a + size < a) continue;
+                if (nr == cap) {
+                    cap = cap ? cap * 2 : 64;
+                    cmh_range *nn = realloc(r, cap * sizeof *nn);
+                    if (!nn) {
+                        free(r);
+                        return CMH_ENOMEM;
+                    }
+                    r = nn;
+                }
+                r[nr++] = (cmh_range){a, a + size};
+            }
+        }
+    }
+    if (nr) qsort(r, nr, sizeof *r, cmp_rng);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nr; i++) {
+        if (k && r[i].a <= r[k - 1].b) {
+            if (r[i].b > r[k - 1].b) r[k - 1].b = r[i].b;
+        } else r[k++] = r[i];
+    }
+    *out = r;
+    *nout = k;
+    return CMH_OK;
+}
+
+int cmh_ranges_overlap(const cmh_range *r, uint32_t n, uint64_t a, uint64_t b)
+{
+    uint32_t lo = 0, hi = n; /* the first range ending after a */
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (r[mid].b <= a) lo = mid + 1;
@@ -158,32 +196,10 @@ int cmh_merged_view(cmh_snapshot *s)
 {
     cmh_snapshot *t = s->torch;
     if (!t) return CMH_OK;
-    int rc = CMH_ENOMEM;
     /* PyTorch's address ranges: its final segments and every range its trace allocated or mapped */
-    rng *r = NULL;
-    uint32_t nr = 0, cap = 0;
-#define ADD(a_, n_)                                                                                              \
-    do {                                                                                                         \
-        if (nr == cap) {                                                                                         \
-            cap = cap ? cap * 2 : 64;                                                                            \
-            rng *nn_ = realloc(r, cap * sizeof *nn_);                                                            \
-            if (!nn_) goto out;                                                                                  \
-            r = nn_;                                                                                             \
-        }                                                                                                        \
-        r[nr++] = (rng){(a_), (a_) + (n_)};                                                                      \
-    } while (0)
-    for (uint32_t i = 0; i < t->nsegments; i++) ADD(t->segments[i].addr, t->segments[i].size);
-    for (uint32_t i = 0; i < t->nentries; i++)
-        if (seg_event(&t->entries[i])) ADD(t->entries[i].addr, t->entries[i].size);
-#undef ADD
-    if (nr) qsort(r, nr, sizeof *r, cmp_rng);
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < nr; i++) {
-        if (k && r[i].a <= r[k - 1].b) {
-            if (r[i].b > r[k - 1].b) r[k - 1].b = r[i].b;
-        } else r[k++] = r[i];
-    }
-    nr = k;
+    cmh_range *r = NULL;
+    uint32_t nr = 0;
+    if (cmh_torch_ranges(t, -2, &r, &nr) != CMH_OK) return CMH_ENOMEM;
     /* the segments and traces are rebuilt: ours outside PyTorch's ranges, then PyTorch's */
     cmh_segment *segs = s->segments;
     cmh_block *blocks = s->blocks;
@@ -202,7 +218,7 @@ int cmh_merged_view(cmh_snapshot *s)
     m.module = (int32_t)s->nmodules - 1;
     for (uint32_t i = 0; i < nsegs; i++) {
         const cmh_segment *g = &segs[i];
-        if (g->device >= 0 && in_ranges(r, nr, g->addr, g->addr + g->size)) continue;
+        if (g->device >= 0 && cmh_ranges_overlap(r, nr, g->addr, g->addr + g->size)) continue;
         if (cmh_snapshot_add_segment(s, g, NULL)) goto fail;
         for (uint32_t b = 0; b < g->nblocks; b++)
             if (cmh_snapshot_add_block(s, &blocks[g->first_block + b])) goto fail;
@@ -245,7 +261,7 @@ int cmh_merged_view(cmh_snapshot *s)
                 i++;
                 int drop = devs[d] >= 0 && oe->action != CMH_ACT_MARK &&
                            ((oe->action == CMH_ACT_OOM && pytorch_frame(s, oe->stack)) ||
-                            (oe->action != CMH_ACT_OOM && oe->size && in_ranges(r, nr, oe->addr, oe->addr + oe->size)));
+                            (oe->action != CMH_ACT_OOM && oe->size && cmh_ranges_overlap(r, nr, oe->addr, oe->addr + oe->size)));
                 if (!drop && cmh_snapshot_add_entry(s, oe)) goto fail;
             } else {
                 j++;
@@ -280,7 +296,6 @@ restore_fail: /* the record as it was (the frames and strings imported stay: unu
     s->entries = ents, s->nentries = nent, s->cap_entries = cent;
     s->traces = trs, s->ntraces = ntrs, s->cap_traces = ctrs;
     free(m.fmap);
-out:
     free(r);
-    return rc;
+    return CMH_ENOMEM;
 }

@@ -14,74 +14,9 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/merge.h"
 #include "cumemhist/owners.h"
 #include "cumemhist/sites.h"
-
-typedef struct range {
-    uint64_t a, b;
-} range;
-
-static int cmp_range(const void *x, const void *y)
-{
-    const range *p = x, *q = y;
-    return p->a < q->a ? -1 : p->a > q->a;
-}
-
-static int add_range(range **r, uint32_t *n, uint32_t *cap, uint64_t a, uint64_t size)
-{
-    if (!size || a + size < a) return 0;
-    if (*n == *cap) {
-        uint32_t nc = *cap ? *cap * 2 : 64;
-        range *nr = realloc(*r, nc * sizeof *nr);
-        if (!nr) return -1;
-        *r = nr;
-        *cap = nc;
-    }
-    (*r)[(*n)++] = (range){a, a + size};
-    return 0;
-}
-
-/* Every address range PyTorch's part ever held on the device, sorted and merged. */
-static int torch_ranges(const cmh_snapshot *t, int dev, range **out, uint32_t *nout)
-{
-    range *r = NULL;
-    uint32_t n = 0, cap = 0;
-    for (uint32_t i = 0; i < t->nsegments; i++)
-        if (t->segments[i].device == dev && add_range(&r, &n, &cap, t->segments[i].addr, t->segments[i].size)) goto nomem;
-    for (uint32_t k = 0; k < t->ntraces; k++) {
-        const cmh_trace *tr = &t->traces[k];
-        if (tr->device != dev) continue;
-        for (uint32_t i = 0; i < tr->nentries; i++) {
-            const cmh_entry *e = &t->entries[tr->first_entry + i];
-            if ((e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_MAP) && add_range(&r, &n, &cap, e->addr, e->size))
-                goto nomem;
-        }
-    }
-    if (n) qsort(r, n, sizeof *r, cmp_range);
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (k && r[i].a <= r[k - 1].b) {
-            if (r[i].b > r[k - 1].b) r[k - 1].b = r[i].b;
-        } else r[k++] = r[i];
-    }
-    *out = r;
-    *nout = k;
-    return CMH_OK;
-nomem:
-    free(r);
-    return CMH_ENOMEM;
-}
-
-static int overlaps(const range *r, uint32_t n, uint64_t a, uint64_t b)
-{
-    uint32_t lo = 0, hi = n; /* the first range ending after a */
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r[mid].b <= a) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < n && r[lo].a < b;
-}
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
@@ -141,7 +76,7 @@ typedef struct ctx {
     const cmh_snapshot *s; /* the driver-level record (NULL for a PyTorch snapshot alone) */
     const cmh_snapshot *t; /* PyTorch's part (or the PyTorch snapshot itself) */
     const cmh_sites *g;    /* of s, grouped by stack */
-    range *tr;
+    cmh_range *tr;
     uint32_t ntr;
     acc *a;
 } ctx;
@@ -151,7 +86,7 @@ static void on_block(void *arg, const cmh_live_block *b)
     ctx *c = arg;
     acc *a = c->a;
     a->blocks += b->size;
-    if (c->t && overlaps(c->tr, c->ntr, b->addr, b->addr + b->size)) {
+    if (c->t && cmh_ranges_overlap(c->tr, c->ntr, b->addr, b->addr + b->size)) {
         a->torch_seen += b->size;
         return;
     }
@@ -254,7 +189,7 @@ int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *ou
         if (!g) return rc;
         c.g = g;
     }
-    if (c.t && c.s && torch_ranges(c.t, device, &c.tr, &c.ntr) != CMH_OK) goto out;
+    if (c.t && c.s && cmh_torch_ranges(c.t, device, &c.tr, &c.ntr) != CMH_OK) goto out;
 
     /* pass 1: the peak of recorded device memory and the OOMs */
     r = cmh_replay_new(base, device);

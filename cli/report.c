@@ -10,6 +10,7 @@
 
 #include "cumemhist/viz.h"
 #include "report.h"
+#include "svg.h"
 #include "cumemhist/merge.h"
 
 rep_attr rep_attribution;
@@ -197,19 +198,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
     return cli_finish_stdout(0);
 }
 
-const char *rep_size(double v)
-{
-    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    static char ring[8][32];
-    static int k;
-    char *b = ring[k++ & 7];
-    int i = 0;
-    double a = v < 0 ? -v : v;
-    while (a >= 1024 && i < 5) a /= 1024, v /= 1024, i++;
-    if (i == 0) snprintf(b, 32, "%.0f B", v);
-    else snprintf(b, 32, "%.1f %s", v, u[i]);
-    return b;
-}
+const char *rep_size(double v) { return cmh_svg_size(v); }
 
 const char *rep_when(int64_t t, int64_t t0)
 {

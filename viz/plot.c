@@ -43,6 +43,18 @@ typedef struct marker {
     char label[96], title[256];
 } marker;
 
+static marker *new_marker(marker **mk, uint32_t *n, uint32_t *cap)
+{
+    if (*n == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 32;
+        marker *nm = realloc(*mk, nc * sizeof *nm);
+        if (!nm) return NULL;
+        *mk = nm;
+        *cap = nc;
+    }
+    return &(*mk)[(*n)++];
+}
+
 static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE *fp)
 {
     const cmh_trace *tr = cmh_snapshot_trace(s, device);
@@ -95,16 +107,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
         int c = (int)(x * pw);
         put(&cols[c], st->allocated_bytes[CMH_POOL_ALL].current, st->reserved_bytes[CMH_POOL_ALL].current);
         if (e->action == CMH_ACT_OOM || e->action == CMH_ACT_MARK) {
-            if (nmk == capmk) {
-                capmk = capmk ? capmk * 2 : 32;
-                marker *nm = realloc(mk, capmk * sizeof *nm);
-                if (!nm) {
-                    rc = CMH_ENOMEM;
-                    goto out;
-                }
-                mk = nm;
+            marker *m = new_marker(&mk, &nmk, &capmk);
+            if (!m) {
+                rc = CMH_ENOMEM;
+                goto out;
             }
-            marker *m = &mk[nmk++];
             m->x = x;
             if (e->action == CMH_ACT_OOM) {
                 m->kind = 0;
@@ -128,16 +135,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
     for (uint32_t k = 0; by_time && k < s->nannotations; k++) {
         const cmh_annotation *a = &s->annotations[k];
         if ((a->device != device && a->device != -1) || a->time_ns < t0 || a->time_ns > t1) continue;
-        if (nmk == capmk) {
-            capmk = capmk ? capmk * 2 : 32;
-            marker *nm = realloc(mk, capmk * sizeof *nm);
-            if (!nm) {
-                rc = CMH_ENOMEM;
-                goto out;
-            }
-            mk = nm;
+        marker *m = new_marker(&mk, &nmk, &capmk);
+        if (!m) {
+            rc = CMH_ENOMEM;
+            goto out;
         }
-        marker *m = &mk[nmk++];
         m->x = XOF(0, a->time_ns);
         m->kind = a->stage ? 3 : 2;
         snprintf(m->label, sizeof m->label, "%s %s", a->stage ? "end" : "start", cmh_str(s, a->name));

@@ -25,6 +25,16 @@ typedef struct cmh_merge_info {
  * there, no device in common while both have segments). */
 int cmh_merge_torch(cmh_snapshot *ours, cmh_snapshot *torch, cmh_merge_info *info, char *err, size_t errlen);
 
+/* Every address range PyTorch's part held on device (-2: any): its final segments and every
+ * range its trace allocated or mapped (expandable segments by their maps), sorted and merged;
+ * *out is malloc'ed. */
+typedef struct cmh_range {
+    uint64_t a, b; /* [a, b) */
+} cmh_range;
+int cmh_torch_ranges(const cmh_snapshot *t, int device, cmh_range **out, uint32_t *n);
+/* Whether [a, b) meets any of the sorted, merged ranges. */
+int cmh_ranges_overlap(const cmh_range *r, uint32_t n, uint64_t a, uint64_t b);
+
 /* Turn a merged record into one model the reports and memory_viz read: PyTorch's segments with
  * its blocks, trace and stacks (times on our clock), and every other driver allocation as a
  * segment of its own with its native stack; our entries inside PyTorch's ranges and our
