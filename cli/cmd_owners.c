@@ -80,7 +80,7 @@ static void text_moment(const rep_section *sec, const cmh_owners_moment *m, int6
             printf("  (cuMemGetInfo at %s, assumed steady)", rep_when(m->sample_time_ns, t0));
         putchar('\n');
     }
-    printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), 100.0, "", m->used_known ? "total = the device's used memory" : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");
+    printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), sum ? 100.0 : 0.0, "", m->used_known ? "total = the device's used memory" : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");
 }
 
 static int section(const rep_section *sec, void *arg)

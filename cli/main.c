@@ -28,7 +28,7 @@ static const struct {
     {"plot", cmd_plot, "allocated and reserved memory over time, as an SVG (peak, OOMs, marks)"},
     {"flamegraph", cmd_flamegraph, "live memory by stack at a moment: SVG flamegraph or folded stacks"},
     {"report", cmd_report, "one self-contained HTML page: timeline, owners, leaks, fragmentation, OOMs, kernels"},
-    {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON, or as a chrome (Perfetto) trace"},
+    {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON, a chrome (Perfetto) trace or pprof"},
 };
 
 static void usage(FILE *fp)
