@@ -28,9 +28,9 @@ clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
     -Iinclude -Isnapshot -Ianalyzer -Icli -Iviz $(pc --cflags) "tests/fuzz/fuzz_$target.c" $SRC $(pc --libs) $LIBS \
     -o "$out/fuzz_$target"
 case $target in
-pickle) cp ../shared/fixtures/pytorch/*.pickle tests/fixtures/h200*/*.pickle "$out/seeds-$target/" 2>/dev/null || true ;;
+pickle) cp ../shared/fixtures/pytorch/*.pickle tests/fixtures/h200*/*.pickle tests/fixtures/fuzz/*.pickle "$out/seeds-$target/" 2>/dev/null || true ;;
 cmh)
-    cp tests/fixtures/h200*/*.cmh "$out/seeds-$target/"
+    cp tests/fixtures/h200*/*.cmh tests/fixtures/fuzz/*.cmh "$out/seeds-$target/" # (what fuzzing found before, replayed first)
     # a version-2 file: a recording with PyTorch's part
     [ -x build/cumemhist ] && build/cumemhist merge -o "$out/seeds-$target/merged.cmh" tests/fixtures/h200/torch_exp.cmh \
         tests/fixtures/h200/torch_exp.pickle 2>/dev/null || true
@@ -39,6 +39,7 @@ flight)
     # real records: the deaths test's program killed after 150 entries, with and without stacks
     [ -x build/tests/dies ] && [ -e build/libcumemhist.so ] || { echo "fuzz.sh: build first (cmake --build build)" >&2; exit 2; }
     cc -O1 -Isnapshot tests/fuzz/flight_seed.c -o "$out/flight_seed"
+    cp tests/fixtures/fuzz/*.flight tests/fixtures/flight/*.flight "$out/seeds-$target/" 2>/dev/null || true
     for ctx in none alloc all; do
         rm -f "$out/seed-$ctx.cmh"*
         env LD_LIBRARY_PATH="$PWD/build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \

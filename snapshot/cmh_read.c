@@ -393,14 +393,14 @@ static int rd_traces(cur *c, cmh_snapshot *s)
         if (k >= 4) { /* the threads, as runs [count, thread, ...] over this trace's entries */
             uint32_t nr, at = 0;
             size_t where = c->pos;
-            cmh_entry *te = s->entries + s->traces[s->ntraces - 1].first_entry;
+            uint32_t first = s->traces[s->ntraces - 1].first_entry; /* (entries may be NULL: none read) */
             if (rd_array(c, &nr)) return -1;
             if (nr % 2) return fail(c, "thread runs of odd length %u at byte %zu", nr, where);
             for (uint32_t r = 0; r < nr / 2; r++) {
                 uint32_t count = 0, thread = 0;
                 if (rd_u32(c, &count, UINT32_MAX, "thread run") || rd_u32(c, &thread, UINT32_MAX, "thread")) return -1;
                 if (count > ne - at) return fail(c, "thread runs cover more than the %u entries at byte %zu", ne, where);
-                for (uint32_t q = 0; q < count; q++) te[at++].thread = thread;
+                for (uint32_t q = 0; q < count; q++) s->entries[first + at++].thread = thread;
             }
         }
         for (uint32_t j = 4; j < k; j++)

@@ -39,7 +39,9 @@ for mode in steps free; do
         "$CMH" record -q -o l$i.cmh -- "$B/tests/threaded_leak" leak 300 $mode >/dev/null 2>rec.err && "$CMH" leaks --fail-on-leak l$i.cmh >/dev/null
         if [ $? -eq 3 ]; then leak=$((leak + 1)); else echo "  ($mode run $i missed: $(cat rec.err) $("$CMH" leaks --json l$i.cmh 2>&1 | tr -d '\n' | cut -c1-600))"; fi
         "$CMH" record -q -o s$i.cmh -- "$B/tests/threaded_leak" steady 300 $mode >/dev/null 2>rec.err && "$CMH" leaks --fail-on-leak s$i.cmh >/dev/null
-        if [ $? -eq 0 ]; then steady=$((steady + 1)); else echo "  ($mode steady run $i flagged: $(cat rec.err) $("$CMH" leaks --json s$i.cmh 2>&1 | tr -d '\n' | cut -c1-600))"; fi
+        if [ $? -eq 0 ]; then steady=$((steady + 1)); else
+            echo "  ($mode steady run $i flagged: $(cat rec.err) $("$CMH" leaks --json s$i.cmh 2>&1 | py -c "import json,sys; d=json.load(sys.stdin)[0]; print([{k: v for k, v in x.items() if k != 'frames'} for x in d['sites']])" 2>&1 | cut -c1-1500))"
+        fi
         i=$((i + 1))
     done
     [ $leak -eq 20 ] && [ $steady -eq 20 ] && ok "threaded leak ($mode): 20 of 20 runs say LEAK; its steady twin: 20 of 20 say none" ||
