@@ -5,7 +5,9 @@
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
@@ -112,22 +114,119 @@ static const char *const g_verdict[] = {"demand: the memory was genuinely in use
                                         "fragmentation: enough bytes were free, but no gap was large enough",
                                         "a free gap was large enough (another stream's or pool's)"};
 
+/* Everything a device's section shows, computed at once: each piece replays the trace on its
+ * own (replays of one snapshot may run in parallel), so the pieces run on every core. */
+typedef struct pre {
+    const cmh_snapshot *s, *raw;
+    const cmh_sites *g;
+    int dev, next;
+    char *plot;
+    size_t nplot;
+    cmh_mem_stats st;
+    cmh_peak_report pk;
+    cmh_owners_report ow;
+    cmh_leak_report lk;
+    lives lv;
+    cmh_frag_report fr;
+    cmh_oom_report om;
+    int rc[8];
+} pre;
+
+enum { T_OWNERS, T_PEAK, T_LEAKS, T_PLOT, T_FRAG, T_OOM, T_LIVES, T_SUMMARY, NTASKS };
+
+static void run_task(pre *p, int k)
+{
+    const cmh_snapshot *s = p->s;
+    int rc = CMH_OK;
+    switch (k) {
+    case T_OWNERS:
+        if (p->dev >= 0) rc = cmh_owners_compute(p->raw, p->dev, &p->ow);
+        break;
+    case T_PEAK: rc = cmh_peak_compute(s, p->dev, p->g, &p->pk); break;
+    case T_LEAKS: rc = cmh_leaks_compute(s, p->dev, p->g, 0, &p->lk); break;
+    case T_PLOT: {
+        FILE *m = open_memstream(&p->plot, &p->nplot);
+        int32_t one = p->dev;
+        cmh_plot_opts po = {1200, 300, &one, 1, NULL, 1};
+        rc = m ? cmh_plot_timeline(s, &po, m) : CMH_ENOMEM;
+        if (m && fclose(m) != 0 && rc == CMH_OK) rc = CMH_ENOMEM;
+        break;
+    }
+    case T_FRAG: rc = cmh_frag_compute(s, p->dev, &p->fr); break;
+    case T_OOM: rc = cmh_oom_compute(s, p->dev, p->g, &p->om); break;
+    case T_LIVES:
+        if (p->g) { /* the blocks live at the end, for the leak sites' sparklines */
+            cmh_replay *r = cmh_replay_new(s, p->dev);
+            if (!r) {
+                rc = CMH_ENOMEM;
+                break;
+            }
+            while (cmh_replay_step(r)) {}
+            rc = cmh_replay_status(r);
+            if (rc == CMH_OK) cmh_replay_blocks(r, on_live, &p->lv);
+            cmh_replay_free(r);
+            if (p->lv.nomem) rc = CMH_ENOMEM;
+            if (rc == CMH_OK && p->lv.n) qsort(p->lv.b, p->lv.n, sizeof *p->lv.b, cmp_time);
+        }
+        break;
+    case T_SUMMARY: rc = cmh_summary_compute(s, p->dev, &p->st); break;
+    }
+    p->rc[k] = rc;
+}
+
+static void *worker(void *arg)
+{
+    pre *p = arg;
+    for (int k; (k = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < NTASKS;) run_task(p, k);
+    return NULL;
+}
+
+static int compute(pre *p)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = cores > 1 ? (int)(cores < NTASKS ? cores : NTASKS) - 1 : 0;
+    pthread_t th[NTASKS];
+    int started = 0;
+    for (; started < nt; started++)
+        if (pthread_create(&th[started], NULL, worker, p) != 0) break;
+    worker(p);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (int k = 0; k < NTASKS; k++)
+        if (p->rc[k] != CMH_OK) return p->rc[k];
+    return CMH_OK;
+}
+
+static void release(pre *p)
+{
+    free(p->plot);
+    cmh_peak_report_free(&p->pk);
+    cmh_owners_report_free(&p->ow);
+    cmh_leak_report_free(&p->lk);
+    free(p->lv.b);
+    cmh_frag_report_free(&p->fr);
+    cmh_oom_report_free(&p->om);
+}
+
 static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, int dev, FILE *fp)
 {
     char buf[1200];
+    pre P;
+    memset(&P, 0, sizeof P);
+    P.s = s, P.raw = raw, P.g = g, P.dev = dev;
+    int rc = compute(&P);
+    if (rc != CMH_OK) {
+        release(&P);
+        return rc;
+    }
+    const cmh_mem_stats st = P.st;
+    const cmh_peak_report pk = P.pk;
     fprintf(fp, "<section class=\"r-dev\" id=\"device%d\"><h2>", dev);
     if (dev < 0) fputs("Pinned host memory", fp);
     else fprintf(fp, "Device %d", dev);
     fputs("</h2>\n", fp);
     /* the timeline */
-    int32_t one = dev;
-    cmh_plot_opts po = {1200, 300, &one, 1, NULL, 1};
-    int rc = cmh_plot_timeline(s, &po, fp);
-    if (rc) return rc;
+    fwrite(P.plot, 1, P.nplot, fp);
     /* the figures */
-    cmh_mem_stats st;
-    cmh_peak_report pk;
-    if ((rc = cmh_summary_compute(s, dev, &st)) || (rc = cmh_peak_compute(s, dev, g, &pk))) return rc;
     int64_t t0 = 0, t1 = 0;
     const cmh_trace *tr = cmh_snapshot_trace(s, dev);
     for (uint32_t i = 0; tr && i < tr->nentries; i++)
@@ -150,11 +249,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                 pk.base.dropped, pk.base.entries);
     /* owners, at the peak and at the end */
     if (dev >= 0) {
-        cmh_owners_report ow;
-        if ((rc = cmh_owners_compute(raw, dev, &ow)) != CMH_OK) {
-            cmh_peak_report_free(&pk);
-            return rc;
-        }
+        const cmh_owners_report ow = P.ow;
         for (uint32_t k = 0; k < ow.nmoments; k++) {
             const cmh_owners_moment *m = &ow.moments[k];
             if (strcmp(m->what, "peak") && strcmp(m->what, "end")) continue;
@@ -175,7 +270,6 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             fprintf(fp, "<tr><th>total%s</th><td class=\"n\"><b>%s</b></td><td></td><td></td><td></td></tr></table></div>\n",
                     m->used_known ? " (the device's used memory)" : " recorded", SZ(sum));
         }
-        cmh_owners_report_free(&ow);
     }
     /* the sites live at the peak */
     if (pk.nsites) {
@@ -194,24 +288,13 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         }
         fputs("</table></div>\n", fp);
     }
-    cmh_peak_report_free(&pk);
     /* leaks */
-    cmh_leak_report lk;
-    if ((rc = cmh_leaks_compute(s, dev, g, 0, &lk)) != CMH_OK) return rc;
+    const cmh_leak_report lk = P.lk;
     fprintf(fp, "<h3>Still live at the end: %s in %" PRIu64 " blocks from %u sites", SZ(lk.live_bytes), lk.live_blocks, lk.live_sites);
     if (lk.leaking) fprintf(fp, " \xe2\x80\x94 <span class=\"r-leak\">%u kept growing</span>", lk.leaking);
     else fputs(" \xe2\x80\x94 <span class=\"r-ok\">none kept growing</span>", fp);
     fputs("</h3>\n", fp);
-    lives lv = {NULL, 0, 0, 0};
-    if (lk.nsites && g) {
-        cmh_replay *r = cmh_replay_new(s, dev);
-        if (r) {
-            while (cmh_replay_step(r)) {}
-            cmh_replay_blocks(r, on_live, &lv);
-            cmh_replay_free(r);
-        }
-        if (lv.n) qsort(lv.b, lv.n, sizeof *lv.b, cmp_time);
-    }
+    const lives lv = P.lv;
     if (lk.nsites) {
         fprintf(fp, "<div class=\"r-wrap\"><table><tr><th>site</th><th>bytes</th><th>blocks</th><th>verdict</th><th>accumulated over the "
                     "record</th></tr>\n");
@@ -227,11 +310,8 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         }
         fputs("</table></div>\n", fp);
     }
-    cmh_leak_report_free(&lk);
-    free(lv.b);
     /* fragmentation */
-    cmh_frag_report fr;
-    if ((rc = cmh_frag_compute(s, dev, &fr)) != CMH_OK) return rc;
+    const cmh_frag_report fr = P.fr;
     if (fr.nsegs) {
         fprintf(fp, "<h3>Segments at the end: %u, %s reserved, %s free inside (fragmentation %.1f%%)</h3>\n", fr.nsegs, SZ(fr.reserved),
                 SZ(fr.free), 100 * fr.fragmentation);
@@ -254,10 +334,8 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         if (fr.nsegs > 16) fprintf(fp, "<tr><td colspan=\"5\" class=\"r-muted\">... %u more segments</td></tr>", fr.nsegs - 16);
         fputs("</table></div>\n", fp);
     }
-    cmh_frag_report_free(&fr);
     /* OOMs */
-    cmh_oom_report om;
-    if ((rc = cmh_oom_compute(s, dev, g, &om)) != CMH_OK) return rc;
+    const cmh_oom_report om = P.om;
     for (uint32_t i = 0; i < om.nevents; i++) {
         const cmh_oom_event *e = &om.events[i];
         fprintf(fp, "<div class=\"r-oom\"><b>Out of memory #%u</b> at entry %" PRId64 "%s: asked for %s with %s allocated, %s reserved, "
@@ -277,7 +355,6 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         }
         fputs("</div>\n", fp);
     }
-    cmh_oom_report_free(&om);
     /* kernels */
     cmh_kernel_row *kr = NULL;
     uint32_t nk = 0;
@@ -296,6 +373,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     }
     free(kr);
     fputs("</section>\n", fp);
+    release(&P);
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }
 
