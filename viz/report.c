@@ -41,7 +41,9 @@ static const char g_css[] =
     ".r-leak{color:#c0392b;font-weight:600}.r-ok{color:#2e7d32}.r-muted{color:#6b7385}"
     ".r-oom{border-left:4px solid #d62728;background:#fdf3f3;padding:8px 12px;margin:8px 0;border-radius:4px}"
     "svg.timeline{width:100%;height:auto;display:block}svg.r-spark{width:120px;height:28px;display:block}"
-    "footer{color:#6b7385;font-size:12px;text-align:center;padding:8px 0 24px}";
+    "footer{color:#6b7385;font-size:12px;text-align:center;padding:8px 0 24px}"
+    "@media (max-width:640px){main{padding:8px}section.r-dev{padding:12px 10px}th,td{padding:4px 5px}.nw{display:none}"
+    "td.site{min-width:9em}}";
 
 static void card(FILE *fp, const char *value, const char *what)
 {
@@ -255,55 +257,56 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             if (strcmp(m->what, "peak") && strcmp(m->what, "end")) continue;
             uint64_t sum = m->used_known ? m->used : m->recorded;
             fprintf(fp, "<h3>Who held the memory %s (entry %" PRId64 ")</h3><div class=\"r-wrap\"><table><tr><th>owner</th><th>bytes</th>"
-                        "<th>share</th><th></th><th>allocations</th></tr>\n",
+                        "<th>share</th><th class=\"nw\"></th><th class=\"nw\">allocations</th></tr>\n",
                     strcmp(m->what, "peak") ? "at the end" : "at the peak of device memory", m->index);
             for (uint32_t i = 0; i < m->nrows; i++) {
                 const cmh_owner_row *r = &m->rows[i];
                 double pct = sum ? 100.0 * (double)r->bytes / (double)sum : 0;
                 fputs("<tr><td class=\"site\">", fp);
                 esc(fp, r->name);
-                fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n\">%.1f%%</td><td><div class=\"r-bar\"><i class=\"%s\" style=\"width:%.1f%%\"></i></div></td>"
-                            "<td class=\"n\">%s</td></tr>\n",
+                fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n\">%.1f%%</td><td class=\"nw\"><div class=\"r-bar\"><i class=\"%s\" style=\"width:%.1f%%\"></i></div></td>"
+                            "<td class=\"n nw\">%s</td></tr>\n",
                         SZ(r->bytes), pct, r->kind == CMH_OWN_TORCH_CACHED ? "c" : r->kind == CMH_OWN_UNEXPLAINED ? "u" : "", pct,
                         r->allocations ? (snprintf(buf, sizeof buf, "%u", r->allocations), buf) : "-");
             }
-            fprintf(fp, "<tr><th>total%s</th><td class=\"n\"><b>%s</b></td><td></td><td></td><td></td></tr></table></div>\n",
-                    m->used_known ? " (the device's used memory)" : " recorded", SZ(sum));
+            fprintf(fp, "<tr><th>total%s</th><td class=\"n\"><b>%s</b></td><td></td><td class=\"nw\"></td><td class=\"nw\"></td></tr></table></div>\n",
+                    m->used_known ? "<span class=\"nw\"> (the device's used memory)</span>" : " recorded", SZ(sum));
         }
     }
     /* the sites live at the peak */
     if (pk.nsites) {
-        fputs("<h3>Live at the allocated peak, by allocation site</h3><div class=\"r-wrap\"><table><tr><th>site</th><th>owner</th>"
-              "<th>bytes</th><th>share</th><th>blocks</th></tr>\n",
+        fputs("<h3>Live at the allocated peak, by allocation site</h3><div class=\"r-wrap\"><table><tr><th>site</th><th class=\"nw\">owner</th>"
+              "<th>bytes</th><th class=\"nw\">share</th><th class=\"nw\">blocks</th></tr>\n",
               fp);
         for (uint32_t i = 0; i < pk.nsites && i < 12; i++) {
             const cmh_site *x = &pk.sites[i];
             site_label(s, g, x->stack, buf, sizeof buf);
             fputs("<tr><td class=\"site\">", fp);
             esc(fp, buf);
-            fputs("</td><td>", fp);
+            fputs("</td><td class=\"nw\">", fp);
             esc(fp, g ? cmh_sites_owner(g, x->group) : "");
-            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n\">%.1f%%</td><td class=\"n\">%" PRIu64 "</td></tr>\n", SZ(x->bytes),
+            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%.1f%%</td><td class=\"n nw\">%" PRIu64 "</td></tr>\n", SZ(x->bytes),
                     pk.alloc_peak ? 100.0 * (double)x->bytes / (double)pk.alloc_peak : 0, x->count);
         }
         fputs("</table></div>\n", fp);
     }
     /* leaks */
     const cmh_leak_report lk = P.lk;
-    fprintf(fp, "<h3>Still live at the end: %s in %" PRIu64 " blocks from %u sites", SZ(lk.live_bytes), lk.live_blocks, lk.live_sites);
+    fprintf(fp, "<h3>Still live at the end: %s in %" PRIu64 " block%s from %u site%s", SZ(lk.live_bytes), lk.live_blocks,
+            lk.live_blocks == 1 ? "" : "s", lk.live_sites, lk.live_sites == 1 ? "" : "s");
     if (lk.leaking) fprintf(fp, " \xe2\x80\x94 <span class=\"r-leak\">%u kept growing</span>", lk.leaking);
     else fputs(" \xe2\x80\x94 <span class=\"r-ok\">none kept growing</span>", fp);
     fputs("</h3>\n", fp);
     const lives lv = P.lv;
     if (lk.nsites) {
-        fprintf(fp, "<div class=\"r-wrap\"><table><tr><th>site</th><th>bytes</th><th>blocks</th><th>verdict</th><th>accumulated over the "
+        fprintf(fp, "<div class=\"r-wrap\"><table><tr><th>site</th><th>bytes</th><th class=\"nw\">blocks</th><th>verdict</th><th class=\"nw\">accumulated over the "
                     "record</th></tr>\n");
         for (uint32_t i = 0; i < lk.nsites && i < 10; i++) {
             const cmh_site *x = &lk.sites[i];
             site_label(s, g, x->stack, buf, sizeof buf);
             fputs("<tr><td class=\"site\">", fp);
             esc(fp, buf);
-            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n\">%" PRIu64 "</td><td>%s%s %u/%u</span></td><td>", SZ(x->bytes), x->count,
+            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu64 "</td><td>%s%s %u/%u</span></td><td class=\"nw\">", SZ(x->bytes), x->count,
                     x->growing ? "<span class=\"r-leak\">LEAK" : "<span class=\"r-muted\">up", "", x->rises, x->intervals);
             if (g) spark(fp, &lv, g, x->group, t0, t1);
             fputs("</td></tr>\n", fp);
@@ -315,8 +318,8 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     if (fr.nsegs) {
         fprintf(fp, "<h3>Segments at the end: %u, %s reserved, %s free inside (fragmentation %.1f%%)</h3>\n", fr.nsegs, SZ(fr.reserved),
                 SZ(fr.free), 100 * fr.fragmentation);
-        fputs("<div class=\"r-wrap\"><table><tr><th>segment</th><th>reserved</th><th>allocated / free</th><th>largest gap</th>"
-              "<th>frag.</th></tr>\n",
+        fputs("<div class=\"r-wrap\"><table><tr><th>segment</th><th>reserved</th><th>allocated / free</th><th class=\"nw\">largest gap</th>"
+              "<th class=\"nw\">frag.</th></tr>\n",
               fp);
         uint64_t biggest = 1;
         for (uint32_t i = 0; i < fr.nsegs; i++)
@@ -326,7 +329,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             double w = 100.0 * (double)x->reserved / (double)biggest;
             fprintf(fp, "<tr><td class=\"n\">0x%" PRIx64 "%s</td><td class=\"n\">%s</td><td><div class=\"r-fbar\" style=\"width:%.1f%%\">"
                         "<i class=\"a\" style=\"width:%.1f%%\"></i><i class=\"f\" style=\"width:%.1f%%\"></i></div></td>"
-                        "<td class=\"n\">%s</td><td class=\"n\">%.0f%%</td></tr>\n",
+                        "<td class=\"n nw\">%s</td><td class=\"n nw\">%.0f%%</td></tr>\n",
                     x->addr, x->expandable ? " (expandable)" : "", SZ(x->reserved), w < 8 ? 8 : w,
                     x->reserved ? 100.0 * (double)x->allocated / (double)x->reserved : 0,
                     x->reserved ? 100.0 * (double)x->free / (double)x->reserved : 0, SZ(x->largest_gap), 100 * x->fragmentation);
