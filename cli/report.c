@@ -163,8 +163,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
 {
     cmh_jw w;
     cmh_jw_init(&w, stdout);
-    if (json) cmh_jw_arr(&w);
-    int index = 0;
+    int index = 0, opened = 0; /* the JSON list opens once a snapshot loads: a bad file prints no half document */
     for (int f = 0; f < npaths; f++) {
         cmh_snapshot s;
         cmh_sites *g = NULL;
@@ -173,6 +172,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
                  : (flags & REP_SHAPED) ? rep_load_shaped(paths[f], &s)
                                         : cli_load(paths[f], &s);
         if (rc) return rc;
+        if (json && !opened++) cmh_jw_arr(&w);
         int32_t devs[256];
         int nd = rep_devices(paths[f], &s, want, (flags & REP_NO_HOST) != 0, devs, 256);
         if (nd < 0) {
@@ -192,6 +192,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
         if (crc != CMH_OK) return crc == CMH_EIO ? cli_finish_stdout(CLI_EFILE) : cli_fail(paths[f], crc);
     }
     if (json) {
+        if (!opened) cmh_jw_arr(&w);
         cmh_jw_end(&w);
         putchar('\n');
     }
