@@ -335,6 +335,20 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         }
     }
 
+    /* the record's window each thread began in */
+    int *first_window = NULL;
+    if (rc == CMH_OK && nthreads >= 2 && nw) {
+        first_window = malloc(((size_t)maxthread + 1) * sizeof *first_window);
+        if (!first_window) rc = CMH_ENOMEM;
+        for (uint32_t t = 0; first_window && t <= maxthread; t++) first_window[t] = -1;
+        int w = 0;
+        for (int64_t i = 0; first_window && i < n; i++) {
+            while (w + 1 < nw && cut[w + 1] <= i) w++;
+            uint32_t t = cmh_replay_entry(r, i)->thread;
+            if (first_window[t] < 0) first_window[t] = w;
+        }
+    }
+
     /* still live at the end, by site, with how their bytes accumulated window by window */
     site_map end;
     site_map_init(&end, sites);
@@ -358,9 +372,13 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         const born_slot *b = cmh_oa_at(&c.born, i);
         const site_slot *sl = cmh_oa_find(&rows, (uint64_t)(sites ? cmh_sites_group(sites, b->stack) : b->stack) + 1);
         if (!sl) continue;
-        if (nw && b->window >= 0 && b->window < nw) grew[sl->i * (size_t)nw + (size_t)b->window] += b->size;
-        if (nthreads < 2 || b->index < 0) continue;
-        uint32_t t = cmh_replay_entry(r, b->index)->thread;
+        uint32_t t = nthreads >= 2 && b->index >= 0 ? cmh_replay_entry(r, b->index)->thread : 0;
+        int w = b->window;
+        /* a thread's warm-up (its first own window) counts in the record's window where the
+         * thread began: a scheduler that pauses a thread in the middle of it, and lets the others
+         * run, does not make rises of it */
+        if (t && first_window && (uint64_t)rank[b->index] * THREAD_WINDOWS / per_thread[t] == 0) w = first_window[t];
+        if (nw && w >= 0 && w < nw) grew[sl->i * (size_t)nw + (size_t)w] += b->size;
         if (!t) continue;
         thread_series *ts = cmh_oa_get(&tser, (sl->i << 32 | t) + 1, NULL);
         if (!ts) {
@@ -405,6 +423,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     p->sites = live;
     p->nsites = kept;
 done:
+    free(first_window);
     free(grew);
     free(rank);
     free(per_thread);
