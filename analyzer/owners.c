@@ -109,14 +109,13 @@ typedef struct tstate {
     int done;
 } tstate;
 
-static void torch_to(tstate *ts, const cmh_snapshot *t, int64_t t_ns)
+static void torch_to(tstate *ts, int64_t t_ns)
 {
     while (!ts->done) {
         const cmh_entry *e = cmh_replay_entry(ts->r, cmh_replay_position(ts->r) + 1);
         if (e && t_ns != INT64_MAX && e->time_ns > t_ns) break;
         if (!cmh_replay_step(ts->r)) ts->done = 1;
     }
-    (void)t;
 }
 
 static int cmp_row(const void *x, const void *y)
@@ -276,7 +275,7 @@ int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *ou
             if (reserved > w[k].rows.blocks)
                 add_row(&w[k].rows, CMH_OWN_PROGRAM, "allocators above the driver: reserved, free", reserved - w[k].rows.blocks, 0);
             if (ts.r) {
-                torch_to(&ts, c.t, w[k].index == INT64_MAX ? INT64_MAX : w[k].time_ns - clock);
+                torch_to(&ts, w[k].index == INT64_MAX ? INT64_MAX : w[k].time_ns - clock);
                 if (cmh_replay_status(ts.r) != CMH_OK) goto out;
                 torch_rows(&w[k], cmh_replay_stats(ts.r), 0);
                 if (w[k].index == INT64_MAX && !w[k].hidden)

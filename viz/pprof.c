@@ -139,14 +139,12 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     /* samples, and each frame's location and function the first time it is seen */
     buf locs = {0}, fns = {0};
     uint64_t nfuncs = 0;
-    uint32_t nostack_frame = UINT32_MAX;
     for (uint32_t i = 0; i < nm && !nomem; i++) {
         const cmh_stack *sk = m[i].stack && m[i].stack < s->nstacks ? &s->stacks[m[i].stack] : NULL;
         packed.n = 0;
         uint32_t nf = sk ? sk->count : 0;
         for (uint32_t k = 0; k < nf || (!nf && k == 0); k++) {
             uint32_t f = nf ? s->stack_frames[sk->first + k] : s->nframes; /* a stackless sample: one "<no stack>" frame */
-            if (!nf) nostack_frame = f;
             if (!loc_of[f]) {
                 const cmh_frame *fr = nf ? &s->frames[f] : NULL;
                 const char *name = fr ? cmh_str(s, fr->name) : "<no stack>", *file = fr ? cmh_str(s, fr->filename) : "";
@@ -182,7 +180,6 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
         field_len(&msg, 2, packed.p, packed.n); /* value (packed) */
         field_msg(&out, 2, &msg);
     }
-    (void)nostack_frame;
     put_bytes(&out, locs.p ? locs.p : (unsigned char *)"", locs.n);
     put_bytes(&out, fns.p ? fns.p : (unsigned char *)"", fns.n);
     /* what is written once every string is known: the table, the time, the default type */
