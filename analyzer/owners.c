@@ -241,7 +241,7 @@ int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *ou
         w[nw].sample = k;
         nw++;
     }
-    if (peak_i >= 0) {
+    if (peak_i >= 0 && peak > 0) { /* a device that never held a byte has no peak to show */
         memset(&w[nw], 0, sizeof *w);
         w[nw].index = peak_i;
         w[nw].time_ns = base->entries[btr->first_entry + peak_i].time_ns;
