@@ -264,6 +264,121 @@ typedef struct interval {
     uint64_t addr, size;
 } interval;
 
+/*
+ * "The first of these intervals, in their order, that holds an address", for any address, in
+ * O(log n): the script's segment lookups scan every interval in order, which is quadratic over a
+ * long trace.  The endpoints cut the line into slots; painting the intervals in order, each slot
+ * keeps the first that covers it (a skip list of unpainted slots makes every slot painted once).
+ */
+typedef struct first_cover {
+    uint64_t *cut;  /* sorted distinct endpoints */
+    uint32_t *slot; /* per slot [cut[j], cut[j+1]): the first interval's index, or UINT32_MAX */
+    size_t ncut;
+} first_cover;
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void first_cover_free(first_cover *fc)
+{
+    free(fc->cut);
+    free(fc->slot);
+    memset(fc, 0, sizeof *fc);
+}
+
+static uint64_t iv_end(uint64_t addr, uint64_t size) { return size > UINT64_MAX - addr ? UINT64_MAX : addr + size; }
+
+/* intervals i = 0..n-1 as (addr[i*stride], size[i*stride]) pairs read by get() */
+static int first_cover_build(first_cover *fc, size_t n, void (*get)(const void *, size_t, uint64_t *, uint64_t *), const void *ctx)
+{
+    memset(fc, 0, sizeof *fc);
+    if (!n) return 0;
+    fc->cut = malloc(2 * n * sizeof *fc->cut);
+    size_t *next = NULL;
+    if (!fc->cut) return -1;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a, z;
+        get(ctx, i, &a, &z);
+        if (!z) continue;
+        fc->cut[m++] = a;
+        fc->cut[m++] = iv_end(a, z);
+    }
+    qsort(fc->cut, m, sizeof *fc->cut, u64_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < m; i++)
+        if (!u || fc->cut[u - 1] != fc->cut[i]) fc->cut[u++] = fc->cut[i];
+    fc->ncut = u;
+    size_t nslot = u ? u - 1 : 0;
+    fc->slot = malloc((nslot + 1) * sizeof *fc->slot);
+    next = malloc((nslot + 1) * sizeof *next);
+    if (!fc->slot || !next) {
+        free(next);
+        first_cover_free(fc);
+        return -1;
+    }
+    for (size_t j = 0; j <= nslot; j++) fc->slot[j] = UINT32_MAX, next[j] = j;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a, z;
+        get(ctx, i, &a, &z);
+        if (!z) continue;
+        size_t lo = lower_bound(fc->cut, u, a), hi = lower_bound(fc->cut, u, iv_end(a, z));
+        for (size_t j = lo; j < hi;) {
+            size_t r = j; /* the first unpainted slot at or after j (path-halving find) */
+            while (next[r] != r) next[r] = next[next[r]], r = next[r];
+            if (r >= hi) break;
+            fc->slot[r] = (uint32_t)i;
+            next[r] = r + 1;
+            j = r + 1;
+        }
+    }
+    free(next);
+    return 0;
+}
+
+/* the first interval holding addr, or UINT32_MAX */
+static uint32_t first_cover_find(const first_cover *fc, uint64_t addr)
+{
+    if (fc->ncut < 2 || addr < fc->cut[0]) return UINT32_MAX;
+    size_t j = lower_bound(fc->cut, fc->ncut, addr);
+    if (j == fc->ncut || fc->cut[j] != addr) j--; /* the slot that starts at or before addr */
+    return j + 1 < fc->ncut ? fc->slot[j] : UINT32_MAX;
+}
+
+typedef struct trace_ctx {
+    const cmh_snapshot *s;
+    const cmh_trace *tr;
+    const uint32_t *seg_alloc; /* the trace's segment_alloc entries, in order */
+} trace_ctx;
+
+static void get_seg_alloc(const void *ctx, size_t i, uint64_t *addr, uint64_t *size)
+{
+    const trace_ctx *c = ctx;
+    const cmh_entry *e = &c->s->entries[c->seg_alloc[i]];
+    *addr = e->addr, *size = e->size;
+}
+
+static void get_final_segment(const void *ctx, size_t i, uint64_t *addr, uint64_t *size)
+{
+    const trace_ctx *c = ctx;
+    const cmh_segment *g = &c->s->segments[i];
+    *addr = g->addr, *size = calc_active(c->s, g); /* _memory_viz.py matches allocated_size */
+}
+
 /* Entries with no PyTorch action (a pool's sample, a mark) are not in PyTorch's trace: skipped. */
 static int pytorch_action(int a) { return a != CMH_ACT_POOL_SAMPLE && a != CMH_ACT_MARK; }
 
@@ -285,6 +400,20 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
         interval *iv = NULL;
         size_t niv = 0, civ = 0;
         uint64_t next_name = 0;
+        /* the interval lookups, built once: a segment_alloc is looked at only once it has been seen */
+        uint32_t *seg_alloc = malloc(((size_t)tr->nentries + 1) * sizeof *seg_alloc);
+        size_t nsa = 0;
+        first_cover fc_trace, fc_final;
+        memset(&fc_trace, 0, sizeof fc_trace);
+        memset(&fc_final, 0, sizeof fc_final);
+        if (!seg_alloc) nomem = 1;
+        else {
+            for (uint32_t i = 0; i < tr->nentries; i++)
+                if (s->entries[tr->first_entry + i].action == CMH_ACT_SEGMENT_ALLOC) seg_alloc[nsa++] = tr->first_entry + i;
+            trace_ctx c = {s, tr, seg_alloc};
+            if (first_cover_build(&fc_trace, nsa, get_seg_alloc, &c) || first_cover_build(&fc_final, s->nsegments, get_final_segment, &c))
+                nomem = 1;
+        }
         int64_t total = 0; /* the fixed TOTAL MEM: bytes still allocated at the end of the trace */
         for (uint32_t i = 0; i < tr->nentries; i++) {
             const cmh_entry *e = &s->entries[tr->first_entry + i];
@@ -297,16 +426,14 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 const char *seg_name = NULL;
                 char segbuf[32];
                 uint64_t seg_addr = 0;
-                for (size_t k = 0; k < niv && !seg_name; k++)
-                    if (e->addr >= iv[k].addr && e->addr < iv[k].addr + iv[k].size) seg_name = iv[k].name, seg_addr = iv[k].addr;
-                for (uint32_t k = 0; k < s->nsegments && !seg_name; k++) {
-                    const cmh_segment *g = &s->segments[k];
-                    uint64_t asz = calc_active(s, g); /* _memory_viz.py matches allocated_size */
-                    if (e->addr >= g->addr && e->addr < g->addr + asz) {
-                        snprintf(segbuf, sizeof segbuf, "seg_%u", k);
-                        seg_name = segbuf;
-                        seg_addr = g->addr;
-                    }
+                /* the first segment_alloc so far that holds it (the first of all, if that one is
+                   already seen), else the first final segment */
+                uint32_t k = first_cover_find(&fc_trace, e->addr);
+                if (k != UINT32_MAX && k < niv) seg_name = iv[k].name, seg_addr = iv[k].addr;
+                else if ((k = first_cover_find(&fc_final, e->addr)) != UINT32_MAX) {
+                    snprintf(segbuf, sizeof segbuf, "seg_%u", k);
+                    seg_name = segbuf;
+                    seg_addr = s->segments[k].addr;
                 }
                 bytes_fmt(b1, sizeof b1, (double)e->size);
                 if (seg_name) fprintf(fp, "%s = %s[%" PRIu64 ":%s]\n", nm, seg_name, e->addr - seg_addr, b1);
@@ -368,6 +495,9 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
         cmh_oa_free(&allocs.t);
         cmh_oa_free(&segs.t);
         free(iv);
+        free(seg_alloc);
+        first_cover_free(&fc_trace);
+        first_cover_free(&fc_final);
         if (nomem || allocs.nomem || segs.nomem) return CMH_ENOMEM;
     }
     return ferror(fp) ? CMH_EIO : CMH_OK;
