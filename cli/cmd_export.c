@@ -17,13 +17,14 @@ enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME, F_PPROF };
 static const char *const g_formats[] = {"memviz", "pickle", "json", "chrome", "pprof", NULL};
 static int g_format = F_MEMVIZ, g_device = -2;
 static const char *g_out;
-static int g_format_given;
+static int g_format_given, g_inline_frames;
 
 static const cli_option g_opts[] = {
     {"--format", "-f", CLI_CHOICE, &g_format, "FORMAT",
      "memviz (default): a PyTorch snapshot pickle (protocol 4) that PyTorch's\n"
      "memory_viz page (pytorch.org/memory_viz) and _memory_viz.py open;\n"
-     "json: the same dict as JSON, plus what PyTorch's schema cannot hold;\n"
+     "json: the same dict as JSON, plus what PyTorch's schema cannot hold, stacks\n"
+     "interned (\"stack\" indexes the top-level \"stacks\" and \"frames\" lists);\n"
      "chrome: a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"
      "device, OOM and mark instants, kernels on one track per stream;\n"
      "pprof: a gzipped profile.proto (go tool pprof, speedscope): live bytes and\n"
@@ -35,6 +36,10 @@ static const cli_option g_opts[] = {
      ".pprof pprof, else memviz",
      NULL, 0, 0, NULL},
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: the lowest)", NULL, 0, 0, NULL},
+    {"--inline-frames", NULL, CLI_FLAG, &g_inline_frames, NULL,
+     "json: each segment, block and entry carries its own \"frames\" list, exactly\n"
+     "PyTorch's dict (several times larger)",
+     NULL, 0, 0, NULL},
 };
 
 const cli_command cli_cmd_export = {"export", "[options] SNAPSHOT", "Write a snapshot (.cmh or PyTorch pickle) for another tool.",
@@ -105,7 +110,7 @@ int cmd_export(int argc, char **argv)
                 break;
             }
     }
-    int erc = g_format == F_JSON     ? cmh_export_json(&s, fp)
+    int erc = g_format == F_JSON     ? cmh_export_json(&s, g_inline_frames ? CMH_JSON_INLINE_FRAMES : 0, fp)
               : g_format == F_CHROME ? cmh_export_chrome(&s, fp)
               : g_format == F_PPROF  ? cmh_export_pprof(&s, dev, fp)
                                      : cmh_export_memviz(&s, fp, &host);

@@ -32,4 +32,29 @@ env -u LD_PRELOAD python3 "$D/../check_memviz.py" --no-replay "$@" || fail=1
 for j in "$T"/*.json; do
     env -u LD_PRELOAD python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$j" || { echo "FAIL: $j is not JSON"; fail=1; }
 done
+# interned stacks (schema 2) resolve to exactly the frames PyTorch's shape (--inline-frames) lists
+for f in "$D"/h200/torch_exp.pickle "$T/fresh.cmh" "$T/merged.cmh"; do
+    "$B/cumemhist" export --format json --inline-frames "$f" -o "$T/inline.json" 2>/dev/null || { echo "FAIL: json --inline-frames $f"; fail=1; }
+    env -u LD_PRELOAD python3 - "$T/$(basename "$f").json" "$T/inline.json" "$f" <<'PY' || fail=1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+name = sys.argv[3].split("/")[-1]
+assert a["cumemhist"].pop("json_schema") == 2 and b["cumemhist"].pop("json_schema") == 1, name
+stacks, frames = a.pop("stacks"), a.pop("frames")
+assert stacks[0] == [], "stack 0 is the empty one"
+def resolve(o):
+    if isinstance(o, dict):
+        if "stack" in o:
+            o["frames"] = [frames[i] for i in stacks[o.pop("stack")]]
+        for v in o.values(): resolve(v)
+    elif isinstance(o, list):
+        for v in o: resolve(v)
+resolve(a)
+n = sum(len(t) for t in b["device_traces"])
+with_frames = sum(1 for t in b["device_traces"] for e in t if e["frames"])
+assert with_frames, f"{name}: no entry has frames: nothing was compared"
+assert a == b, f"{name}: the interned export does not resolve to the inline one"
+print(f"ok: {name}: {n} entries ({with_frames} with frames): interned stacks resolve to the inline frames")
+PY
+done
 exit $fail

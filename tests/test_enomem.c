@@ -86,7 +86,7 @@ static int chain(const void *buf, size_t len, int pickle)
     if (rc == CMH_OK) rc = cmh_print_trace(&s, CMH_ALL_DEVICES, g_null);
     uint64_t host;
     if (rc == CMH_OK) rc = cmh_export_memviz(&s, g_null, &host);
-    if (rc == CMH_OK) rc = cmh_export_json(&s, g_null);
+    if (rc == CMH_OK) rc = cmh_export_json(&s, 0, g_null);
     if (rc == CMH_OK) rc = cmh_export_chrome(&s, g_null);
     cmh_snapshot_free(&s);
     return rc;

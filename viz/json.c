@@ -2,6 +2,11 @@
  * json.c - a snapshot as JSON, in the shape of PyTorch's snapshot dict (the same one the
  * memory_viz export writes), plus a "cumemhist" object with what that schema has no place for.
  * Every integer is written exactly (viz/jsonw.c).
+ *
+ * Stacks are interned as in the .cmh (schema 2, the default): each segment, block and trace
+ * entry carries "stack", an index into the top-level "stacks" (lists of indexes into "frames",
+ * innermost first); stack 0 is the empty one.  With CMH_JSON_INLINE_FRAMES each carries its
+ * own "frames" list instead, as PyTorch's dict does (schema 1): several times larger.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -9,17 +14,48 @@
 #include "cumemhist/viz.h"
 #include "jsonw.h"
 
-static void jframes(cmh_jw *w, const cmh_snapshot *s, uint32_t stack)
+static void jframe(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f)
 {
+    cmh_jw_obj(w);
+    cmh_jw_kstr(w, "name", cmh_str(s, f->name));
+    cmh_jw_kstr(w, "filename", cmh_str(s, f->filename));
+    cmh_jw_kint(w, "line", f->line);
+    cmh_jw_end(w);
+}
+
+/* an object's stack: its index, or (inline) its frames */
+static void jstack(cmh_jw *w, const cmh_snapshot *s, uint32_t stack, int inline_frames)
+{
+    if (!inline_frames) {
+        cmh_jw_kuint(w, "stack", stack);
+        return;
+    }
+    cmh_jw_key(w, "frames");
     const cmh_stack *st = &s->stacks[stack];
     cmh_jw_arr(w);
-    for (uint32_t i = 0; i < st->count; i++) {
-        const cmh_frame *f = &s->frames[s->stack_frames[st->first + i]];
-        cmh_jw_obj(w);
-        cmh_jw_kstr(w, "name", cmh_str(s, f->name));
-        cmh_jw_kstr(w, "filename", cmh_str(s, f->filename));
-        cmh_jw_kint(w, "line", f->line);
+    for (uint32_t i = 0; i < st->count; i++) jframe(w, s, &s->frames[s->stack_frames[st->first + i]]);
+    cmh_jw_end(w);
+}
+
+static void stack_tables(cmh_jw *w, const cmh_snapshot *s)
+{
+    cmh_jw_nl(w);
+    cmh_jw_key(w, "stacks");
+    cmh_jw_arr(w);
+    for (uint32_t i = 0; i < s->nstacks; i++) {
+        const cmh_stack *st = &s->stacks[i];
+        cmh_jw_nl(w);
+        cmh_jw_arr(w);
+        for (uint32_t k = 0; k < st->count; k++) cmh_jw_uint(w, s->stack_frames[st->first + k]);
         cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+    cmh_jw_nl(w);
+    cmh_jw_key(w, "frames");
+    cmh_jw_arr(w);
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        cmh_jw_nl(w);
+        jframe(w, s, &s->frames[i]);
     }
     cmh_jw_end(w);
 }
@@ -81,7 +117,7 @@ static const char *state_name(int st)
     return st == CMH_BLOCK_ACTIVE_ALLOCATED ? "active_allocated" : st == CMH_BLOCK_ACTIVE_PENDING_FREE ? "active_pending_free" : "inactive";
 }
 
-static void segments(cmh_jw *w, const cmh_snapshot *s)
+static void segments(cmh_jw *w, const cmh_snapshot *s, int inl)
 {
     cmh_jw_key(w, "segments");
     cmh_jw_arr(w);
@@ -109,8 +145,7 @@ static void segments(cmh_jw *w, const cmh_snapshot *s)
         cmh_jw_uint(w, g->pool_id[1]);
         cmh_jw_end(w);
         cmh_jw_kbool(w, "is_expandable", (g->flags & CMH_SEG_EXPANDABLE) != 0);
-        cmh_jw_key(w, "frames");
-        jframes(w, s, g->stack);
+        jstack(w, s, g->stack, inl);
         cmh_jw_key(w, "blocks");
         cmh_jw_arr(w);
         for (uint32_t k = 0; k < g->nblocks; k++) {
@@ -121,8 +156,7 @@ static void segments(cmh_jw *w, const cmh_snapshot *s)
             cmh_jw_kuint(w, "size", b->size);
             cmh_jw_kuint(w, "requested_size", b->requested);
             cmh_jw_kstr(w, "state", state_name(b->state));
-            cmh_jw_key(w, "frames");
-            jframes(w, s, b->state == CMH_BLOCK_INACTIVE ? 0 : b->stack);
+            jstack(w, s, b->state == CMH_BLOCK_INACTIVE ? 0 : b->stack, inl);
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
@@ -131,7 +165,7 @@ static void segments(cmh_jw *w, const cmh_snapshot *s)
     cmh_jw_end(w);
 }
 
-static void traces(cmh_jw *w, const cmh_snapshot *s)
+static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
 {
     int ndev = 0;
     for (uint32_t t = 0; t < s->ntraces; t++)
@@ -157,8 +191,7 @@ static void traces(cmh_jw *w, const cmh_snapshot *s)
                 if (e->action == CMH_ACT_POOL_SAMPLE) cmh_jw_kuint(w, "used", e->requested);
                 if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) cmh_jw_kstr(w, "compile_context", cmh_str(s, e->compile_context));
                 if (s->pt_fields & CMH_PT_USER_METADATA) cmh_jw_kstr(w, "user_metadata", cmh_str(s, e->user_metadata));
-                cmh_jw_key(w, "frames");
-                jframes(w, s, e->stack);
+                jstack(w, s, e->stack, inl);
                 cmh_jw_end(w);
             }
         }
@@ -167,8 +200,9 @@ static void traces(cmh_jw *w, const cmh_snapshot *s)
     cmh_jw_end(w);
 }
 
-int cmh_export_json(const cmh_snapshot *in, FILE *fp)
+int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
 {
+    int inl = (flags & CMH_JSON_INLINE_FRAMES) != 0;
     cmh_snapshot s;
     uint64_t host = 0;
     int rc = cmh_memviz_shape(in, &s, &host);
@@ -176,8 +210,9 @@ int cmh_export_json(const cmh_snapshot *in, FILE *fp)
     cmh_jw w;
     cmh_jw_init(&w, fp);
     cmh_jw_obj(&w);
-    segments(&w, &s);
-    traces(&w, &s);
+    segments(&w, &s, inl);
+    traces(&w, &s, inl);
+    if (!inl) stack_tables(&w, &s);
     cmh_jw_nl(&w);
     cmh_jw_key(&w, "external_annotations");
     cmh_jw_arr(&w);
@@ -208,6 +243,7 @@ int cmh_export_json(const cmh_snapshot *in, FILE *fp)
     cmh_jw_nl(&w);
     cmh_jw_key(&w, "cumemhist");
     cmh_jw_obj(&w);
+    cmh_jw_kint(&w, "json_schema", inl ? 1 : 2);
     cmh_jw_kstr(&w, "source", in->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder");
     cmh_jw_kint(&w, "pid", in->pid);
     cmh_jw_kuint(&w, "host_segments_left_out", host);

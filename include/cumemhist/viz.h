@@ -29,8 +29,11 @@ int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host);
  * on one track per stream. */
 int cmh_export_chrome(const cmh_snapshot *s, FILE *fp);
 
-/* The same dict as JSON, with a "cumemhist" object for what PyTorch's schema has no place for. */
-int cmh_export_json(const cmh_snapshot *s, FILE *fp);
+/* The same dict as JSON, with a "cumemhist" object for what PyTorch's schema has no place for.
+ * Stacks are interned: "stack" indexes into the top-level "stacks" and "frames" (schema 2);
+ * CMH_JSON_INLINE_FRAMES writes each object's own "frames" list, as PyTorch's dict (schema 1). */
+enum { CMH_JSON_INLINE_FRAMES = 1 };
+int cmh_export_json(const cmh_snapshot *s, int flags, FILE *fp);
 
 #ifdef __cplusplus
 }
