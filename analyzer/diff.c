@@ -6,9 +6,11 @@
  * (function, file, line, module: cmh_sites_key), never by stack id or address.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cumemhist/reports.h"
 #include "grow.h"
@@ -101,34 +103,70 @@ static int cmp_change(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
+/* The four replays a diff needs (peak and leaks of each side) share nothing: they run on the
+ * cores there are, as the report's do. */
+typedef struct diff_tasks {
+    const cmh_snapshot *snap[2];
+    const cmh_sites *sites[2];
+    int dev[2];
+    cmh_peak_report *peak; /* [2] */
+    cmh_leak_report lk[2];
+    int rc[4];
+    int next;
+} diff_tasks;
+
+static void *diff_worker(void *arg)
+{
+    diff_tasks *t = arg;
+    for (int k; (k = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) < 4;) {
+        int f = k & 1;
+        t->rc[k] = k < 2 ? cmh_peak_compute(t->snap[f], t->dev[f], t->sites[f], &t->peak[f])
+                         : cmh_leaks_compute(t->snap[f], t->dev[f], t->sites[f], 0, &t->lk[f]);
+    }
+    return NULL;
+}
+
 int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_sites *sites_before, const cmh_snapshot *after,
                      int dev_after, const cmh_sites *sites_after, cmh_diff_report *out)
 {
     memset(out, 0, sizeof *out);
-    const cmh_snapshot *snap[2] = {before, after};
-    const cmh_sites *sites[2] = {sites_before, sites_after};
-    int dev[2] = {dev_before, dev_after};
+    diff_tasks t;
+    memset(&t, 0, sizeof t);
+    t.snap[0] = before, t.snap[1] = after;
+    t.sites[0] = sites_before, t.sites[1] = sites_after;
+    t.dev[0] = dev_before, t.dev[1] = dev_after;
+    t.peak = out->peak;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = cores > 1 ? (int)(cores < 4 ? cores : 4) - 1 : 0, started = 0;
+    pthread_t th[3];
+    for (; started < nt; started++)
+        if (pthread_create(&th[started], NULL, diff_worker, &t) != 0) break;
+    diff_worker(&t);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    int rc = CMH_OK;
+    for (int k = 0; k < 4; k++)
+        if (t.rc[k] != CMH_OK && rc == CMH_OK) rc = t.rc[k];
+    const cmh_snapshot *const *snap = t.snap;
+    const cmh_sites *const *sites = t.sites;
     diff_ctx c;
     memset(&c, 0, sizeof c);
     cmh_oa_init(&c.index, sizeof(key_slot));
-    int rc = CMH_OK;
     for (int f = 0; f < 2 && rc == CMH_OK; f++) {
-        cmh_leak_report lk;
-        if ((rc = cmh_peak_compute(snap[f], dev[f], sites[f], &out->peak[f])) != CMH_OK) break;
-        if ((rc = cmh_leaks_compute(snap[f], dev[f], sites[f], 0, &lk)) != CMH_OK) break;
-        for (uint32_t i = 0; i < snap[f]->nsegments; i++) out->segments[f] += snap[f]->segments[i].device == dev[f];
-        for (uint32_t i = 0; i < lk.nsites && rc == CMH_OK; i++) {
-            cmh_diff_site *k = find(&c, snap[f], sites[f], &lk.sites[i]);
+        const cmh_leak_report *lk = &t.lk[f];
+        for (uint32_t i = 0; i < snap[f]->nsegments; i++) out->segments[f] += snap[f]->segments[i].device == t.dev[f];
+        for (uint32_t i = 0; i < lk->nsites && rc == CMH_OK; i++) {
+            cmh_diff_site *k = find(&c, snap[f], sites[f], &lk->sites[i]);
             if (!k) rc = CMH_ENOMEM;
-            else *(f ? &k->after_end : &k->before_end) += (int64_t)lk.sites[i].bytes;
+            else *(f ? &k->after_end : &k->before_end) += (int64_t)lk->sites[i].bytes;
         }
         for (uint32_t i = 0; i < out->peak[f].nsites && rc == CMH_OK; i++) {
             cmh_diff_site *k = find(&c, snap[f], sites[f], &out->peak[f].sites[i]);
             if (!k) rc = CMH_ENOMEM;
             else *(f ? &k->after_peak : &k->before_peak) += (int64_t)out->peak[f].sites[i].bytes;
         }
-        cmh_leak_report_free(&lk);
     }
+    for (int f = 0; f < 2; f++)
+        if (t.rc[2 + f] == CMH_OK) cmh_leak_report_free(&t.lk[f]);
     cmh_oa_free(&c.index);
     out->sites = c.v;
     out->nsites = c.n;

@@ -50,20 +50,28 @@ typedef struct pw {
     uint32_t *action_memo;
 } pw;
 
-static void raw(pw *w, const void *p, size_t n)
+static __attribute__((noinline)) int grow(pw *w, size_t n)
 {
-    if (w->n + n > w->cap) {
-        size_t nc = w->cap ? w->cap : FRAME_TARGET * 2;
-        while (nc < w->n + n) nc *= 2;
-        unsigned char *nb = realloc(w->buf, nc);
-        if (!nb) {
-            w->failed = w->nomem = 1;
-            return;
-        }
-        w->buf = nb;
-        w->cap = nc;
+    size_t nc = w->cap ? w->cap : FRAME_TARGET * 2;
+    while (nc < w->n + n) nc *= 2;
+    unsigned char *nb = realloc(w->buf, nc);
+    if (!nb) {
+        w->failed = w->nomem = 1;
+        return -1;
     }
-    memcpy(w->buf + w->n, p, n);
+    w->buf = nb;
+    w->cap = nc;
+    return 0;
+}
+
+/* Most writes are an opcode and a few bytes: copied inline, not through a call to memcpy. */
+static inline void raw(pw *w, const void *p, size_t n)
+{
+    if (w->n + n > w->cap && grow(w, n)) return;
+    unsigned char *d = w->buf + w->n;
+    if (n <= 16)
+        for (size_t i = 0; i < n; i++) d[i] = ((const unsigned char *)p)[i];
+    else memcpy(d, p, n);
     w->n += n;
 }
 

@@ -237,7 +237,7 @@ wait $rpid 2>/dev/null
 "$CMH" record -q --context none --max-entries 7 -o exec.cmh -- sh -c "exec \"$B/samples/leaky\" 3" >/dev/null
 n=$("$CMH" trace --json exec.cmh 2>/dev/null | grep -c '"action": ')
 "$CMH" export --format json exec.cmh -o exec.json 2>/dev/null
-frames=$(py -c "import json,sys; d=json.load(open('exec.json')); print(sum(len(e['frames']) for t in d['device_traces'] for e in t) + sum(len(s['frames']) for s in d['segments']))")
+frames=$(py -c "import json,sys; d=json.load(open('exec.json')); st=d['stacks']; print(sum(len(st[e['stack']]) for t in d['device_traces'] for e in t) + sum(len(st[s['stack']]) for s in d['segments']))")
 [ "$n" = 7 ] && [ "$frames" = 0 ] && ok "options reach the program after exec (7 entries, no stacks)" ||
     bad "after exec: $n entries, $frames frames"
 

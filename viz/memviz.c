@@ -19,10 +19,16 @@
 #include "cumemhist/viz.h"
 #include "oatab.h"
 
-static int copy_stack(const cmh_snapshot *in, cmh_snapshot *out, uint32_t stack, uint32_t *map_frames, uint32_t *id)
+/* in's stack as out's: map_frames and map_stacks remember what was copied (id + 1, 0 = not yet) */
+static int copy_stack(const cmh_snapshot *in, cmh_snapshot *out, uint32_t stack, uint32_t *map_frames, uint32_t *map_stacks,
+                      uint32_t *id)
 {
-    if (!stack) {
+    if (!stack || stack >= in->nstacks) {
         *id = 0;
+        return CMH_OK;
+    }
+    if (map_stacks[stack]) {
+        *id = map_stacks[stack] - 1;
         return CMH_OK;
     }
     const cmh_stack *st = &in->stacks[stack];
@@ -41,7 +47,9 @@ static int copy_stack(const cmh_snapshot *in, cmh_snapshot *out, uint32_t stack,
         }
         ids[i] = map_frames[f] - 1;
     }
-    return cmh_snapshot_add_stack(out, ids, n, id);
+    int rc = cmh_snapshot_add_stack(out, ids, n, id);
+    if (rc == CMH_OK) map_stacks[stack] = *id + 1;
+    return rc;
 }
 
 static int str_copy(const cmh_snapshot *in, cmh_snapshot *out, uint32_t id, uint32_t *nid)
@@ -217,7 +225,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
 {
     int rc = cmh_snapshot_init(out);
     if (rc) return rc;
-    uint32_t *fmap = calloc(in->nframes + 1, sizeof *fmap);
+    uint32_t *fmap = calloc((size_t)in->nframes + 1 + in->nstacks, sizeof *fmap), *smap = fmap ? fmap + in->nframes + 1 : NULL;
     if (!fmap) {
         cmh_snapshot_free(out);
         return CMH_ENOMEM;
@@ -250,7 +258,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             continue;
         }
         cmh_segment ng = *g;
-        TRY(copy_stack(in, out, g->stack, fmap, &ng.stack));
+        TRY(copy_stack(in, out, g->stack, fmap, smap, &ng.stack));
         TRY(cmh_snapshot_add_segment(out, &ng, NULL));
         /* blocks must tile the segment: fill any gap with an inactive block */
         uint64_t at = g->addr;
@@ -260,7 +268,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
                 cmh_block gap = {at, b.addr - at, 0, 0, CMH_BLOCK_INACTIVE, 0};
                 TRY(cmh_snapshot_add_block(out, &gap));
             }
-            TRY(copy_stack(in, out, b.stack, fmap, &b.stack));
+            TRY(copy_stack(in, out, b.stack, fmap, smap, &b.stack));
             TRY(cmh_snapshot_add_block(out, &b));
             at = b.addr + b.size;
         }
@@ -269,6 +277,15 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             TRY(cmh_snapshot_add_block(out, &gap));
         }
     }
+    uint64_t want = 0; /* the entries written, exactly: a whole-block segment's event gains its block's */
+    for (uint32_t t = 0; t < in->ntraces; t++)
+        for (uint32_t i = 0; in->traces[t].device >= 0 && i < in->traces[t].nentries; i++) {
+            const cmh_entry *e = &in->entries[in->traces[t].first_entry + i];
+            int a = e->action, whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
+            want += 1 + (whole && (a == CMH_ACT_SEGMENT_ALLOC || a == CMH_ACT_SEGMENT_MAP)) +
+                    2 * (whole && (a == CMH_ACT_SEGMENT_FREE || a == CMH_ACT_SEGMENT_UNMAP));
+        }
+    if (want <= UINT32_MAX) TRY(cmh_snapshot_reserve_entries(out, (uint32_t)want));
     for (uint32_t t = 0; t < in->ntraces; t++) {
         const cmh_trace *tr = &in->traces[t];
         if (tr->device < 0) {
@@ -278,7 +295,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         TRY(cmh_snapshot_add_trace(out, tr->device, tr->dropped, NULL));
         for (uint32_t i = 0; i < tr->nentries; i++) {
             cmh_entry e = in->entries[tr->first_entry + i];
-            TRY(copy_stack(in, out, e.stack, fmap, &e.stack));
+            TRY(copy_stack(in, out, e.stack, fmap, smap, &e.stack));
             if (e.compile_context) TRY(str_copy(in, out, e.compile_context, &e.compile_context));
             if (e.user_metadata) TRY(str_copy(in, out, e.user_metadata, &e.user_metadata));
             if (e.action == CMH_ACT_POOL_SAMPLE) { /* no PyTorch action: pickle_write.c keeps it aside */
