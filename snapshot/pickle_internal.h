@@ -37,6 +37,7 @@ enum { C_LIST, C_DICT, C_TUPLE };
 
 typedef struct pcont {
     uint8_t kind;
+    uint8_t memoized; /* the memo holds it: others may refer to it, so it is never recycled */
     uint8_t conv_tag; /* 0, or PV_FRAME / PV_STACK / PV_ENTRY once converted */
     uint32_t conv_id;
     uint32_t n, cap;
@@ -72,7 +73,9 @@ typedef struct pm {
     size_t errlen;
     int failed;
     uint32_t key[NKEYS];
-    uint32_t action_of[64]; /* small cache: string id -> action + 1 for the action names */
+    struct { /* a direct-mapped cache: an action name's string id -> action + 1 (0 = empty) */
+        uint32_t str, action;
+    } action_of[64];
     pv *stack;
     size_t sp, scap;
     size_t *marks;
@@ -81,9 +84,22 @@ typedef struct pm {
     size_t memo_len, memo_cap;
     pcont *conts;
     uint32_t nconts, cconts;
+    /* converted containers no one else can refer to (never memoized): their slots and item
+     * arrays are reused by the next containers made, so a trace of millions of entry dicts
+     * costs the memory of the few alive at once */
+    uint32_t *free_conts;
+    uint32_t nfree_conts, cfree_conts;
     cmh_entry *entries; /* converted trace entries, in pickle order */
     uint32_t nentries, centries;
     cmh_oatab frames; /* of frame_slot */
+    /* trace entries are dicts of a few shapes: the last ones' keys in order, and where each key
+     * the conversion wants sits among them (pickle_model.c, entry_fields) */
+    struct pk_shape {
+        uint32_t n; /* keys; UINT32_MAX = unused */
+        uint32_t keys[16];
+        int8_t pos[16];
+    } shapes[4];
+    uint32_t next_shape;
     uint64_t budget; /* cells the conversion may still create: bounds shared-container blowups */
     int protocol;
     int nomem; /* the failure was memory, not the file */
@@ -94,6 +110,8 @@ int pk_fail(pm *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Out of memory: the same failure, but the reader returns CMH_ENOMEM rather than CMH_EFORMAT. */
 int pk_nomem(pm *m);
 pcont *pk_as_cont(pm *m, const pv *v, uint8_t kind);
+/* Container `id` is converted (to tag, conv): its items go, and its slot too unless memoized. */
+void pk_done_with(pm *m, uint32_t id, uint8_t tag, uint32_t conv);
 const pv *pk_dict_get(pm *m, const pcont *d, uint32_t key);
 
 /* pickle_model.c: a completed frame dict, frame list or trace entry dict becomes model data

@@ -67,14 +67,6 @@ static int frame_of(pm *m, pcont *d, uint32_t *frame_id)
     return 0;
 }
 
-static void release_items(pcont *c, uint8_t tag, uint32_t id)
-{
-    free(c->items);
-    c->items = NULL;
-    c->n = c->cap = 0;
-    c->conv_tag = tag;
-    c->conv_id = id;
-}
 
 /* A frame dict (if v is one) becomes PV_FRAME. */
 int pk_convert_frame(pm *m, pv *v)
@@ -90,7 +82,7 @@ int pk_convert_frame(pm *m, pv *v)
     if (c->kind != C_DICT || c->conv_tag || !pk_dict_get(m, c, m->key[K_FILENAME])) return 0;
     uint32_t id;
     if (frame_of(m, c, &id)) return -1;
-    release_items(c, PV_FRAME, id);
+    pk_done_with(m, (uint32_t)(c - m->conts), PV_FRAME, id);
     v->tag = PV_FRAME;
     v->u.id = id;
     return 0;
@@ -108,7 +100,7 @@ int pk_convert_stack(pm *m, pv *v)
     }
     if ((c->kind != C_LIST && c->kind != C_TUPLE) || c->conv_tag) return 0;
     if (c->n == 0) { /* the empty stack */
-        release_items(c, PV_STACK, 0);
+        pk_done_with(m, (uint32_t)(c - m->conts), PV_STACK, 0);
         v->tag = PV_STACK;
         v->u.id = 0;
         return 0;
@@ -129,7 +121,7 @@ int pk_convert_stack(pm *m, pv *v)
         goto bad;
     }
     if (ids != small) free(ids);
-    release_items(c, PV_STACK, sid);
+    pk_done_with(m, (uint32_t)(c - m->conts), PV_STACK, sid);
     v->tag = PV_STACK;
     v->u.id = sid;
     return 0;
@@ -140,13 +132,51 @@ bad:
 
 static int action_of(pm *m, uint32_t str)
 {
-    if (str < 64 && m->action_of[str]) return (int)m->action_of[str] - 1;
+    unsigned slot = (str ^ str >> 6) & 63;
+    if (m->action_of[slot].action && m->action_of[slot].str == str) return (int)m->action_of[slot].action - 1;
     int a = cmh_action_from_name(cmh_str(m->s, str));
-    if (str < 64) m->action_of[str] = (uint32_t)(a + 1);
+    m->action_of[slot].str = str;
+    m->action_of[slot].action = (uint32_t)(a + 1);
     return a;
 }
 
 /* A trace-entry dict (one with 'action') becomes PV_ENTRY. */
+/* The keys of a trace entry the conversion reads. */
+enum { EK_ACTION, EK_CMH_IMPLIED, EK_CMH_CODE, EK_DEVICE_FREE, EK_ADDR, EK_SIZE, EK_STREAM, EK_TIME_US,
+       EK_COMPILE_CONTEXT, EK_USER_METADATA, EK_FRAMES, EK_CMH_REQUESTED, NEK };
+static const uint8_t entry_keys[NEK] = {K_ACTION, K_CMH_IMPLIED, K_CMH_CODE, K_DEVICE_FREE, K_ADDR, K_SIZE, K_STREAM,
+                                        K_TIME_US, K_COMPILE_CONTEXT, K_USER_METADATA, K_FRAMES, K_CMH_REQUESTED};
+
+/* f[EK_*]: each wanted key's value in dict c (its first occurrence, as pk_dict_get), or NULL.
+ * A dict with the keys of one of the last few shapes, in the same order (nearly every entry of a
+ * writer), reuses the positions found then: one comparison per key instead of a search per
+ * wanted key. */
+static void entry_fields(pm *m, const pcont *c, const pv **f)
+{
+    uint32_t nk = c->n / 2;
+    for (int s = 0; s < 4; s++) {
+        const struct pk_shape *sh = &m->shapes[s];
+        if (sh->n != nk) continue;
+        uint32_t i = 0;
+        while (i < nk && c->items[2 * i].tag == PV_STR && c->items[2 * i].u.id == sh->keys[i]) i++;
+        if (i < nk) continue;
+        for (int k = 0; k < NEK; k++) f[k] = sh->pos[k] >= 0 ? &c->items[2 * sh->pos[k] + 1] : NULL;
+        return;
+    }
+    for (int k = 0; k < NEK; k++) f[k] = pk_dict_get(m, c, m->key[entry_keys[k]]);
+    if (nk > 16) return; /* not a shape to remember */
+    struct pk_shape *sh = &m->shapes[m->next_shape++ & 3];
+    sh->n = nk;
+    for (uint32_t i = 0; i < nk; i++) {
+        if (c->items[2 * i].tag != PV_STR) {
+            sh->n = UINT32_MAX;
+            return;
+        }
+        sh->keys[i] = c->items[2 * i].u.id;
+    }
+    for (int k = 0; k < NEK; k++) sh->pos[k] = f[k] ? (int8_t)((f[k] - c->items - 1) / 2) : -1;
+}
+
 int pk_convert_entry(pm *m, pv *v)
 {
     if (v->tag != PV_CONT) return 0;
@@ -157,7 +187,9 @@ int pk_convert_entry(pm *m, pv *v)
         return 0;
     }
     if (c->kind != C_DICT || c->conv_tag) return 0;
-    const pv *act = pk_dict_get(m, c, m->key[K_ACTION]);
+    const pv *fld[NEK];
+    entry_fields(m, c, fld);
+    const pv *act = fld[EK_ACTION];
     if (!act) return 0;
     if (act->tag != PV_STR) return pk_fail(m, "a trace entry whose 'action' is not a string (near byte %zu)", m->op_at);
     cmh_entry e;
@@ -166,13 +198,13 @@ int pk_convert_entry(pm *m, pv *v)
     int64_t x;
     const pv *f;
     /* our own keys (viz/memviz.c): entries implied by a whole block, and what PyTorch lacks */
-    if ((f = pk_dict_get(m, c, m->key[K_CMH_IMPLIED])) && to_i64(f, &x) && x) {
-        release_items(c, PV_SKIP, 0);
+    if ((f = fld[EK_CMH_IMPLIED]) && to_i64(f, &x) && x) {
+        pk_done_with(m, (uint32_t)(c - m->conts), PV_SKIP, 0);
         v->tag = PV_NONE;
         return 0;
     }
     int64_t code = -1;
-    if ((f = pk_dict_get(m, c, m->key[K_CMH_CODE])) && to_i64(f, &code) && code >= 0 && (code & 15) < CMH_ACT_COUNT &&
+    if ((f = fld[EK_CMH_CODE]) && to_i64(f, &code) && code >= 0 && (code & 15) < CMH_ACT_COUNT &&
         ((code >> 5) & 7) < CMH_KIND_COUNT) {
         a = (int)(code & 15);
         e.flags = (uint8_t)((code >> 4) & 1);
@@ -181,38 +213,38 @@ int pk_convert_entry(pm *m, pv *v)
     }
     if (a < 0 || a >= CMH_ACT_MARK) {
         m->s->skipped_entries++; /* e.g. 'annotate' (newer PyTorch): not part of the model */
-        release_items(c, PV_SKIP, 0);
+        pk_done_with(m, (uint32_t)(c - m->conts), PV_SKIP, 0);
         v->tag = PV_NONE;
         return 0;
     }
     e.action = (uint8_t)a;
     if (a == CMH_ACT_OOM) {
-        if ((f = pk_dict_get(m, c, m->key[K_DEVICE_FREE])) && to_i64(f, &x)) e.addr = (uint64_t)x;
-    } else if ((f = pk_dict_get(m, c, m->key[K_ADDR])) && to_i64(f, &x)) {
+        if ((f = fld[EK_DEVICE_FREE]) && to_i64(f, &x)) e.addr = (uint64_t)x;
+    } else if ((f = fld[EK_ADDR]) && to_i64(f, &x)) {
         e.addr = (uint64_t)x;
     }
-    if ((f = pk_dict_get(m, c, m->key[K_SIZE])) && to_i64(f, &x)) e.size = e.requested = (uint64_t)x;
-    if ((f = pk_dict_get(m, c, m->key[K_STREAM])) && to_i64(f, &x)) e.stream = (uint64_t)x;
-    if ((f = pk_dict_get(m, c, m->key[K_TIME_US])) && to_i64(f, &x)) {
+    if ((f = fld[EK_SIZE]) && to_i64(f, &x)) e.size = e.requested = (uint64_t)x;
+    if ((f = fld[EK_STREAM]) && to_i64(f, &x)) e.stream = (uint64_t)x;
+    if ((f = fld[EK_TIME_US]) && to_i64(f, &x)) {
         e.time_ns = us_to_ns(x);
         m->s->pt_fields |= CMH_PT_TIME_US;
     }
-    if ((f = pk_dict_get(m, c, m->key[K_COMPILE_CONTEXT])) && f->tag == PV_STR) {
+    if ((f = fld[EK_COMPILE_CONTEXT]) && f->tag == PV_STR) {
         e.compile_context = f->u.id;
         m->s->pt_fields |= CMH_PT_COMPILE_CONTEXT;
     }
-    if ((f = pk_dict_get(m, c, m->key[K_USER_METADATA])) && f->tag == PV_STR) {
+    if ((f = fld[EK_USER_METADATA]) && f->tag == PV_STR) {
         e.user_metadata = f->u.id;
         m->s->pt_fields |= CMH_PT_USER_METADATA;
     }
-    pv *fr = (pv *)pk_dict_get(m, c, m->key[K_FRAMES]);
+    pv *fr = (pv *)fld[EK_FRAMES];
     if (fr) {
         if (pk_convert_stack(m, fr)) return -1;
         if (fr->tag == PV_STACK) e.stack = fr->u.id;
         if (code < 0) e.flags |= CMH_EF_HAS_FRAMES; /* a PyTorch entry's own key; ours carry cmh_code */
     }
     e.kind = code >= 0 ? (uint8_t)((code >> 5) & 7) : CMH_KIND_DEVICE;
-    if ((f = pk_dict_get(m, c, m->key[K_CMH_REQUESTED])) && to_i64(f, &x)) e.requested = (uint64_t)x;
+    if ((f = fld[EK_CMH_REQUESTED]) && to_i64(f, &x)) e.requested = (uint64_t)x;
     if (m->nentries == m->centries) {
         uint32_t nc = m->centries ? m->centries * 2 : 4096;
         cmh_entry *ne = realloc(m->entries, (size_t)nc * sizeof *ne);
@@ -221,7 +253,7 @@ int pk_convert_entry(pm *m, pv *v)
         m->centries = nc;
     }
     m->entries[m->nentries] = e;
-    release_items(c, PV_ENTRY, m->nentries);
+    pk_done_with(m, (uint32_t)(c - m->conts), PV_ENTRY, m->nentries);
     v->tag = PV_ENTRY;
     v->u.id = m->nentries++;
     return 0;

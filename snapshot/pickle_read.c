@@ -97,6 +97,20 @@ static int top(pm *m, pv **v)
 
 static int new_cont(pm *m, uint8_t kind, pv *out)
 {
+    if (m->nfree_conts) { /* a recycled slot, its item array kept for reuse */
+        uint32_t id = m->free_conts[--m->nfree_conts];
+        pcont *c = &m->conts[id];
+        pv *items = c->items;
+        uint32_t cap = c->cap;
+        memset(c, 0, sizeof *c);
+        c->items = items;
+        c->cap = cap;
+        c->kind = kind;
+        c->at = m->op_at;
+        out->tag = PV_CONT;
+        out->u.id = id;
+        return 0;
+    }
     if (m->nconts == m->cconts) {
         uint32_t nc = m->cconts ? m->cconts * 2 : 1024;
         pcont *n = realloc(m->conts, (size_t)nc * sizeof *n);
@@ -131,6 +145,28 @@ static int cont_add(pm *m, pcont *c, const pv *items, size_t n)
     return 0;
 }
 
+void pk_done_with(pm *m, uint32_t id, uint8_t tag, uint32_t conv)
+{
+    pcont *c = &m->conts[id];
+    c->conv_tag = tag;
+    c->conv_id = conv;
+    c->n = 0;
+    if (!c->memoized) {
+        if (m->nfree_conts == m->cfree_conts) {
+            uint32_t nc = m->cfree_conts ? m->cfree_conts * 2 : 256;
+            uint32_t *nf = realloc(m->free_conts, (size_t)nc * sizeof *nf);
+            if (nf) m->free_conts = nf, m->cfree_conts = nc;
+        }
+        if (m->nfree_conts < m->cfree_conts) {
+            m->free_conts[m->nfree_conts++] = id;
+            return;
+        }
+    }
+    free(c->items); /* a shared one keeps only what it became */
+    c->items = NULL;
+    c->cap = 0;
+}
+
 pcont *pk_as_cont(pm *m, const pv *v, uint8_t kind)
 {
     if (v->tag != PV_CONT) return NULL;
@@ -163,6 +199,7 @@ static int memo_put(pm *m, uint64_t idx)
         m->memo_cap = nc;
     }
     m->memo[idx] = *t;
+    if (t->tag == PV_CONT) m->conts[t->u.id].memoized = 1;
     if (idx >= m->memo_len) m->memo_len = idx + 1;
     return 0;
 }
@@ -430,6 +467,7 @@ int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, siz
 {
     pm m;
     memset(&m, 0, sizeof m);
+    for (int i = 0; i < 4; i++) m.shapes[i].n = UINT32_MAX; /* no entry shape seen yet */
     m.p = buf;
     m.len = len;
     m.s = s;
@@ -455,6 +493,7 @@ int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, siz
     if (rc == 0) rc = pk_convert_top(&m, &root);
     for (uint32_t i = 0; i < m.nconts; i++) free(m.conts[i].items);
     free(m.conts);
+    free(m.free_conts);
     free(m.stack);
     free(m.marks);
     free(m.memo);
