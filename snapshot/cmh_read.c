@@ -12,10 +12,13 @@
 #include <string.h>
 
 #include "cumemhist/snapshot.h"
+#include "mapped.h"
 
 typedef struct cur {
     const uint8_t *p;
     size_t len, pos;
+    int mapped;     /* p maps the file (mapped.h): pages behind pos go back as it advances */
+    size_t dropped; /* bytes given back so far */
     char *err;
     size_t errlen;
     int failed;
@@ -44,9 +47,12 @@ static int nomem(cur *c)
     return fail(c, "out of memory at byte %zu", c->pos);
 }
 
-static int need(cur *c, size_t n)
+static __attribute__((noinline)) void drop_behind(cur *c) { cmh_drop_behind(c->p, c->pos, &c->dropped); }
+
+static inline int need(cur *c, size_t n)
 {
     if (c->failed) return -1;
+    if (__builtin_expect(c->mapped && c->pos - c->dropped >= CMH_DROP_STEP, 0)) drop_behind(c);
     if (c->len - c->pos < n)
         return fail(c, "truncated at byte %zu (expected %zu more bytes)", c->len, n - (c->len - c->pos));
     return 0;
@@ -585,9 +591,9 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
     return 0;
 }
 
-int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
+static int read_cmh(const void *buf, size_t len, int mapped, cmh_snapshot *s, char *err, size_t errlen)
 {
-    cur c = {buf, len, 0, err, errlen, 0, 0};
+    cur c = {buf, len, 0, mapped, 0, err, errlen, 0, 0};
     if (cmh_snapshot_init(s) != CMH_OK) {
         snprintf(err, errlen, "out of memory");
         return CMH_ENOMEM;
@@ -601,4 +607,14 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
 bad:
     cmh_snapshot_free(s);
     return c.nomem ? CMH_ENOMEM : CMH_EFORMAT;
+}
+
+int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
+{
+    return read_cmh(buf, len, 0, s, err, errlen);
+}
+
+int cmh_cmh_read_mapped(const void *map, size_t len, cmh_snapshot *s, char *err, size_t errlen)
+{
+    return read_cmh(map, len, 1, s, err, errlen);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cumemhist/snapshot.h"
+#include "mapped.h"
 
 int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errlen)
 {
@@ -48,12 +49,12 @@ int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errle
     }
     int rc;
     if (p[0] == 0x80 && len > 1 && p[1] >= 2 && p[1] <= 5) {
-        rc = cmh_pickle_read(p, len, s, msg, sizeof msg);
+        rc = cmh_pickle_read_mapped(p, len, s, msg, sizeof msg);
     } else if (p[0] == 0x80) {
         rc = CMH_EFORMAT;
         snprintf(msg, sizeof msg, "unsupported pickle protocol %d at byte 1 (PyTorch writes 2 to 5)", len > 1 ? p[1] : -1);
     } else if ((p[0] & 0xf0) == 0x80 || p[0] == 0xde || p[0] == 0xdf) {
-        rc = cmh_cmh_read(p, len, s, msg, sizeof msg);
+        rc = cmh_cmh_read_mapped(p, len, s, msg, sizeof msg);
     } else {
         rc = CMH_EFORMAT;
         snprintf(msg, sizeof msg, "not a snapshot (first byte 0x%02x is neither a .cmh map nor a pickle PROTO)", p[0]);

@@ -67,6 +67,8 @@ typedef struct frame_slot { /* a frame by what it says (oatab.h: keyed by their 
 typedef struct pm {
     const uint8_t *p;
     size_t len, pos, op_at;
+    int mapped;     /* p maps the file (mapped.h): pages behind pos go back as it advances */
+    size_t dropped; /* bytes given back so far */
     size_t obj_at; /* the model's conversion: 1 + the byte of the object at hand (0: parsing) */
     cmh_snapshot *s;
     char *err;

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "oatab.h"
+#include "mapped.h"
 #include "pickle_internal.h"
 
 int pk_fail(pm *m, const char *fmt, ...)
@@ -50,8 +51,11 @@ int pk_nomem(pm *m)
     return pk_fail(m, "out of memory at byte %zu", m->op_at);
 }
 
-static int need(pm *m, size_t n)
+static __attribute__((noinline)) void drop_behind(pm *m) { cmh_drop_behind(m->p, m->pos, &m->dropped); }
+
+static inline int need(pm *m, size_t n)
 {
+    if (__builtin_expect(m->mapped && m->pos - m->dropped >= CMH_DROP_STEP, 0)) drop_behind(m);
     if (m->len - m->pos < n)
         return pk_fail(m, "truncated at byte %zu (expected %zu more bytes)", m->len, n - (m->len - m->pos));
     return 0;
@@ -463,10 +467,11 @@ static int run(pm *m, pv *result)
     }
 }
 
-int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
+static int read_pickle(const void *buf, size_t len, int mapped, cmh_snapshot *s, char *err, size_t errlen)
 {
     pm m;
     memset(&m, 0, sizeof m);
+    m.mapped = mapped;
     for (int i = 0; i < 4; i++) m.shapes[i].n = UINT32_MAX; /* no entry shape seen yet */
     m.p = buf;
     m.len = len;
@@ -506,3 +511,13 @@ int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, siz
     return CMH_OK;
 }
 
+
+int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
+{
+    return read_pickle(buf, len, 0, s, err, errlen);
+}
+
+int cmh_pickle_read_mapped(const void *map, size_t len, cmh_snapshot *s, char *err, size_t errlen)
+{
+    return read_pickle(map, len, 1, s, err, errlen);
+}
