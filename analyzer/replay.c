@@ -36,6 +36,7 @@ typedef struct rseg {
     uint32_t nactive, gaps;
     range *r;
     uint32_t nr, capr;
+    struct rseg *next_spare; /* on the replay's spare list */
 } rseg;
 
 typedef struct rblock {
@@ -83,6 +84,7 @@ struct cmh_replay {
     uint32_t npools;
     cmh_replay_observer obs; /* told of every active block that appears or goes */
     void *obs_arg;
+    rseg *spare; /* removed segments for reuse (seg_new) */
 };
 
 /* ---- blocks ---- */
@@ -103,15 +105,19 @@ static void block_del(cmh_replay *r, rblock *b) { cmh_oa_remove(&r->blocks, b); 
 
 /* ---- segments ---- */
 
-static uint32_t seg_lower(const cmh_replay *r, uint64_t addr) /* first index with seg addr > addr */
+/* The first index with seg addr > addr.  Branch-free (the halving is a conditional move): every
+ * lookup of the replay goes through here, and its branches would be coin flips. */
+static uint32_t seg_lower(const cmh_replay *r, uint64_t addr)
 {
-    uint32_t lo = 0, hi = r->nsegs;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (r->saddr[mid] <= addr) lo = mid + 1;
-        else hi = mid;
+    const uint64_t *a = r->saddr, *base = a;
+    uint32_t len = r->nsegs;
+    if (!len) return 0;
+    while (len > 1) {
+        uint32_t half = len / 2;
+        base = base[half] <= addr ? base + half : base;
+        len -= half;
     }
-    return lo;
+    return (uint32_t)(base - a) + (*base <= addr);
 }
 
 static rseg *seg_containing(const cmh_replay *r, uint64_t addr)
@@ -147,6 +153,27 @@ static void maybe_compact(cmh_replay *r)
     r->ndead = 0;
 }
 
+/* A zeroed segment, from the spares when there is one: a trace allocates and frees segments by
+ * the million, and calloc/free were a tenth of the replay.  A spare keeps its range array. */
+static rseg *seg_new(cmh_replay *r)
+{
+    rseg *g = r->spare;
+    if (!g) return calloc(1, sizeof *g);
+    r->spare = g->next_spare;
+    range *keep = g->r;
+    uint32_t capr = g->capr;
+    memset(g, 0, sizeof *g);
+    g->r = keep;
+    g->capr = capr;
+    return g;
+}
+
+static void seg_release(cmh_replay *r, rseg *g)
+{
+    g->next_spare = r->spare;
+    r->spare = g;
+}
+
 static uint8_t pool_rule(uint64_t size, int whole) { return (uint8_t)cmh_pool_rule(size, whole); }
 
 /* The block PyTorch carved at addr for a request: the rounded size, or the whole free run when
@@ -179,7 +206,7 @@ static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t poo
         r->saddr = na;
         r->capsegs = nc;
     }
-    rseg *g = calloc(1, sizeof *g);
+    rseg *g = seg_new(r);
     if (!g) goto oom;
     g->addr = addr;
     g->size = size;
@@ -209,8 +236,7 @@ oom:
 
 static void seg_remove_at(cmh_replay *r, uint32_t i)
 {
-    free(r->segs[i]->r);
-    free(r->segs[i]);
+    seg_release(r, r->segs[i]);
     r->segs[i] = NULL; /* a hole: indices stay valid until maybe_compact() */
     r->ndead++;
 }
@@ -249,12 +275,17 @@ static void seg_take_ranges(cmh_replay *r, rseg *right, rseg *g)
     while (k < g->nr && g->r[k].a < right->addr) k++;
     uint32_t n = 0;
     while (k + n < g->nr && g->r[k + n].b <= right->addr + right->size) n++;
-    if (n && !(right->r = malloc(n * sizeof *right->r))) {
-        r->nomem = 1;
-        return;
+    if (n > right->capr) { /* right may be a spare with an array of its own */
+        range *nr = realloc(right->r, n * sizeof *nr);
+        if (!nr) {
+            r->nomem = 1;
+            return;
+        }
+        right->r = nr;
+        right->capr = n;
     }
     if (n) memcpy(right->r, g->r + k, n * sizeof *g->r);
-    right->nr = right->capr = n;
+    right->nr = n;
     seg_recount(right);
 }
 
@@ -609,7 +640,7 @@ static void hseg_put(cmh_replay *t, uint64_t addr, uint64_t size, uint8_t pool, 
     hslot *h = addr ? cmh_oa_get(&t->hseg, addr, &created) : NULL;
     if (addr && !h) t->nomem = 1;
     if (!h || !created) return;
-    rseg *g = calloc(1, sizeof *g);
+    rseg *g = seg_new(t);
     if (!g) {
         cmh_oa_remove(&t->hseg, h);
         t->nomem = 1;
@@ -627,7 +658,7 @@ static void hseg_del(cmh_replay *t, uint64_t addr)
 {
     hslot *h = addr ? cmh_oa_find(&t->hseg, addr) : NULL;
     if (!h) return;
-    free(h->g);
+    seg_release(t, h->g);
     cmh_oa_remove(&t->hseg, h);
 }
 
@@ -717,8 +748,18 @@ static void free_tables(cmh_replay *r)
     free(r->saddr);
     cmh_oa_free(&r->blocks);
     for (uint32_t i = 0; i < r->hseg.cap; i++)
-        if (cmh_oa_keyat(&r->hseg, i)) free(((hslot *)cmh_oa_at(&r->hseg, i))->g);
+        if (cmh_oa_keyat(&r->hseg, i)) {
+            rseg *g = ((hslot *)cmh_oa_at(&r->hseg, i))->g;
+            free(g->r);
+            free(g);
+        }
     cmh_oa_free(&r->hseg);
+    for (rseg *g = r->spare, *nx; g; g = nx) {
+        nx = g->next_spare;
+        free(g->r);
+        free(g);
+    }
+    r->spare = NULL;
 }
 
 cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
