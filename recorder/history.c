@@ -117,7 +117,7 @@ static void ring_append(dev_state *d, const cmh_rec_entry *e)
     cmh_flight_entry((int)(d - g_dev), d->total, e); /* the file first: a death in between loses nothing */
     if (g_max_entries && d->count == g_max_entries) {
         d->ring[d->head] = *e;
-        d->head = (d->head + 1) % g_max_entries;
+        if (++d->head == g_max_entries) d->head = 0; /* no division on the hot path */
         d->dropped++;
         return;
     }
@@ -132,7 +132,8 @@ static void ring_append(dev_state *d, const cmh_rec_entry *e)
         d->ring = nr;
         d->cap = nc;
     }
-    d->ring[(d->head + d->count) % d->cap] = *e; /* head is 0 until the ring is full */
+    uint64_t at = d->head + d->count; /* head < cap, count < cap: one wrap at most */
+    d->ring[at >= d->cap ? at - d->cap : at] = *e;
     d->count++;
 }
 
