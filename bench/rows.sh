@@ -62,6 +62,22 @@ for cmd in trace stats; do
     fi
 done
 
+# the recorder's shape, where the script's segment lookup is quadratic: one run of it, 30 s at most
+"$BC" --write segments 200000 5 "$T/s200k.cmh" "$T/s200k.pickle"
+set -- $(best "$CMH" trace "$T/s200k.pickle")
+ours=$1
+if [ -n "$PEER" ] && [ -f "$PEER" ]; then
+    t0=$(date +%s.%N)
+    if timeout 30 python3 "$PEER" trace "$T/s200k.pickle" >/dev/null 2>&1; then
+        p=$(awk "BEGIN{print $(date +%s.%N) - $t0}")
+        row "trace, 200k recorder-shaped pickle: ours vs _memory_viz.py" "$ours s vs $p s = $(awk "BEGIN{printf \"%.0f\", $p / $ours}")x faster"
+    else
+        row "trace, 200k recorder-shaped pickle: ours vs _memory_viz.py" "$ours s vs > 30 s (stopped) = > $(awk "BEGIN{printf \"%.0f\", 30 / $ours}")x faster"
+    fi
+else
+    row "trace, 200k recorder-shaped pickle" "$ours s; peer not found"
+fi
+
 # 3-4: load rates, in process
 for f in b1m.pickle s1m.pickle; do
     set -- $(phase load "$T/$f")
