@@ -311,21 +311,36 @@ static int record(char **prog, const char *argv0)
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
 
+    /* Signals sent to us are passed on; the terminal's (sent to the whole group, the child
+     * included) are not sent twice (forward).  The handlers are in place before the child
+     * exists, and the signals held until we know its pid: a loaded machine may run the
+     * child well into its work before this process is scheduled again. */
+    static const int passed[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+    enum { NPASSED = sizeof passed / sizeof *passed };
+    struct sigaction given[NPASSED];
+    sigset_t hold, was;
+    sigemptyset(&hold);
+    for (size_t i = 0; i < NPASSED; i++) sigaddset(&hold, passed[i]);
+    sigprocmask(SIG_BLOCK, &hold, &was);
+    for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &sa, &given[i]);
     g_child = fork();
     if (g_child < 0) {
-        cli_error("fork: %s", strerror(errno));
+        int e = errno;
+        for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &given[i], NULL);
+        sigprocmask(SIG_SETMASK, &was, NULL);
+        cli_error("fork: %s", strerror(e));
         unlink(manifest);
         return 1;
     }
     if (g_child == 0) {
+        /* the program starts with the dispositions (nohup's ignored SIGHUP) and mask we were given */
+        for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &given[i], NULL);
+        sigprocmask(SIG_SETMASK, &was, NULL);
         execvp(prog[0], prog);
         cli_error("cannot run %s: %s", prog[0], strerror(errno));
         _exit(127);
     }
-    /* Signals sent to us are passed on; the terminal's (sent to the whole group, the child
-     * included) are not sent twice (forward). */
-    static const int passed[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
-    for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) sigaction(passed[i], &sa, NULL);
+    sigprocmask(SIG_SETMASK, &was, NULL); /* a signal held meanwhile is forwarded now */
     int status = 0;
     while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {}
     /* from now on our own signals are ours again: the finalizing is short */

@@ -37,6 +37,10 @@ for how in exit $faults abrt ill kill int term; do
     else bad "$how: exit $rc (want $want_rc), $n entries, said: $("$CMH" peak x.cmh 2>&1 | sed -n 2p) $(cat err.txt)"; fi
 done
 
+# what record was given reaches the program: an ignored SIGHUP (nohup) stays ignored
+ign=$( (trap '' HUP; "$CMH" record -q -o h.cmh -- sh -c 'sed -n "s/^SigIgn:[[:space:]]*//p" /proc/self/status') 2>/dev/null)
+[ $(( 0x$ign & 1 )) -eq 1 ] && ok "an ignored SIGHUP stays ignored in the program (SigIgn $ign)" || bad "SIGHUP not ignored in the program: SigIgn $ign"
+
 # SIGTERM to record itself (a scheduler's preemption): passed on, the program's snapshot written
 rm -f y.cmh*
 "$CMH" record -q -o y.cmh -- "$D" sleep 20 >/dev/null 2>&1 &
