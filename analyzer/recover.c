@@ -711,6 +711,13 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     /* meta */
     out->source = CMH_SRC_RECORDER;
     out->pid = h->pid;
+    /* who it was (zero in a record made before these fields: unknown) */
+    out->rank = h->rank1 > 0 ? h->rank1 - 1 : -1;
+    out->local_rank = h->local_rank1 > 0 ? h->local_rank1 - 1 : -1;
+    out->world_size = h->world_size1 > 0 ? h->world_size1 - 1 : -1;
+    snprintf(out->producer, sizeof out->producer, "%.*s", (int)strnlen(h->producer, sizeof h->producer), h->producer);
+    for (char *p = out->producer; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     char host[sizeof h->hostname + 1], cmd[sizeof h->cmdline + 1];
     snprintf(host, sizeof host, "%.*s", (int)strnlen(h->hostname, sizeof h->hostname), h->hostname);
     snprintf(cmd, sizeof cmd, "%.*s", (int)strnlen(h->cmdline, sizeof h->cmdline), h->cmdline);

@@ -90,6 +90,17 @@ extern const cli_command cli_cmd_record, cli_cmd_summary, cli_cmd_export, cli_cm
 
 #define CLI_NOPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* The commands, as main.c dispatches them. */
+typedef struct cli_entry {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *what; /* one line, for `cumemhist --help` */
+    const cli_command *cmd;
+} cli_entry;
+/* man.c: the manual page (roff) and the bash completion script, from the tables. */
+void cli_man_page(const cli_entry *cmds, size_t n, FILE *fp);
+void cli_bash_completion(const cli_entry *cmds, size_t n, FILE *fp);
+
 /* Parse argv (argv[0] = the command's name).  Positional arguments go to args (at most
  * c->max_args; with stop_at_arg, the rest of argv from the first one on).  Returns 0, or
  * CLI_EUSAGE after printing why, or -1 after printing --help (the caller exits 0). */

@@ -29,7 +29,7 @@ static const char *const g_context_names[] = {"none", "state", "alloc", "all", N
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_output, "PATH",
-     "snapshot path; %p = pid, %r = rank (RANK/LOCAL_RANK)\n(default cumemhist.%p.cmh; a fixed path gets .PID inserted\n"
+     "snapshot path; %p = pid, %r = rank (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\nelse the local rank) (default cumemhist.%p.cmh; a fixed path gets .PID inserted\n"
      "for every process but the first)",
      NULL, 0, 0, NULL},
     {"--enabled", NULL, CLI_CHOICE, &g_enabled, "state|all",
@@ -68,13 +68,9 @@ static void forward(int sig, siginfo_t *si, void *uc)
     if (g_child > 0 && !(si && si->si_code == SI_KERNEL)) kill(g_child, sig);
 }
 
-static int find_lib(const char *argv0, char *out, size_t n)
+/* The directory this command runs from (where an install's relative paths start). */
+static void exe_dir(const char *argv0, char *out, size_t n)
 {
-    const char *env = getenv("CUMEMHIST_LIB");
-    if (env && *env) {
-        snprintf(out, n, "%s", env);
-        return access(out, R_OK) == 0 ? 0 : -1;
-    }
     char exe[PATH_MAX];
     ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (l <= 0) {
@@ -85,9 +81,24 @@ static int find_lib(const char *argv0, char *out, size_t n)
     char *slash = strrchr(exe, '/');
     if (slash) *slash = 0;
     else snprintf(exe, sizeof exe, ".");
-    static const char *const rel[] = {"/libcumemhist.so", "/../lib/libcumemhist.so", "/../lib/cumemhist/libcumemhist.so"};
+    snprintf(out, n, "%s", exe);
+}
+
+/* libcumemhist.so: CUMEMHIST_LIB, beside this command (the build tree), or where the install put
+ * it relative to this command (bindir to libdir, so a moved prefix keeps working). */
+static int find_lib(const char *argv0, char *out, size_t n)
+{
+    const char *env = getenv("CUMEMHIST_LIB");
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        return access(out, R_OK) == 0 ? 0 : -1;
+    }
+    char dir[PATH_MAX];
+    exe_dir(argv0, dir, sizeof dir);
+    static const char *const rel[] = {"/libcumemhist.so", "/" CMH_REL_LIBDIR "/libcumemhist.so",
+                                      "/" CMH_REL_LIBDIR "/libcumemhist.so." CMH_SOVERSION};
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        snprintf(out, n, "%s%s", exe, rel[i]);
+        snprintf(out, n, "%s%s", dir, rel[i]);
         if (access(out, R_OK) == 0) return 0;
     }
     return -1;
@@ -208,23 +219,18 @@ int cmd_record(int argc, char **argv)
 }
 
 /* PyTorch co-recording: the start-up hook (python/cumemhist/_startup/sitecustomize.py) first on
- * PYTHONPATH, and the cumemhist package after it.  Found at CUMEMHIST_PYTHON, in the source
- * tree this was built from, or installed beside the library (../share/cumemhist/python). */
-static void python_hook(const char *libpath)
+ * PYTHONPATH, and the cumemhist package after it.  Found at CUMEMHIST_PYTHON, where the install
+ * put it relative to this command (datadir/cumemhist/python), or in the source tree this was
+ * built from. */
+static void python_hook(const char *argv0)
 {
     if (g_no_torch) setenv("CUMEMHIST_TORCH", "0", 1);
     char dir[PATH_MAX], hook[PATH_MAX + 64];
     const char *env = getenv("CUMEMHIST_PYTHON");
-    const char *cands[3] = {env && *env ? env : NULL, CMH_PYTHON_DIR, NULL};
-    char installed[PATH_MAX];
-    snprintf(installed, sizeof installed, "%s", libpath);
-    char *slash = strrchr(installed, '/');
-    if (slash) {
-        *slash = 0;
-        size_t n = strlen(installed);
-        snprintf(installed + n, sizeof installed - n, "/../share/cumemhist/python");
-        cands[2] = installed;
-    }
+    char installed[PATH_MAX + 64];
+    exe_dir(argv0, dir, sizeof dir);
+    snprintf(installed, sizeof installed, "%s/%s", dir, CMH_REL_PYDIR);
+    const char *cands[3] = {env && *env ? env : NULL, installed, CMH_PYTHON_DIR};
     for (int i = 0; i < 3; i++) {
         if (!cands[i]) continue;
         snprintf(hook, sizeof hook, "%s/cumemhist/_startup/sitecustomize.py", cands[i]);
@@ -283,7 +289,7 @@ static int record(char **prog, const char *argv0)
     snprintf(num, sizeof num, "%d", g_max_frames);
     if (g_have_frames) setenv("CUMEMHIST_MAX_FRAMES", num, 1);
     if (g_kernels) setenv("CUMEMHIST_KERNELS", "1", 1);
-    python_hook(libpath);
+    python_hook(argv0);
 
     /* A fixed output path goes to the first process that touches CUDA (recorder/config.c, by a
      * PATH.claim file): clear a claim an earlier run left, and remove this run's at the end

@@ -6,29 +6,25 @@
 
 #include "cli.h"
 
-static const struct {
-    const char *name;
-    int (*fn)(int, char **);
-    const char *what;
-} g_cmds[] = {
-    {"record", cmd_record, "run a program and record its CUDA memory history"},
-    {"summary", cmd_summary, "torch.cuda.memory_summary()-style table of a snapshot"},
-    {"peak", cmd_peak, "peak allocated/reserved, when, and who owned memory then"},
-    {"leaks", cmd_leaks, "blocks still live at the end by allocation site, and which keep growing"},
-    {"frag", cmd_frag, "fragmentation of the reserved segments; fragmentation vs demand"},
-    {"oom", cmd_oom, "each out-of-memory error: request, free memory, verdict, culprits"},
-    {"owners", cmd_owners, "who holds every byte of each device: PyTorch, each library, the program, the rest"},
-    {"merge", cmd_merge, "join a recording and PyTorch's _dump_snapshot() of the same process into one record"},
-    {"diff", cmd_diff, "what a change did: peaks, end figures and sites, before vs after"},
-    {"kernels", cmd_kernels, "kernel timing table (record --kernels): calls, total, avg, min, max"},
-    {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments"},
-    {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code"},
-    {"recover", cmd_recover, "the snapshot of a process that died before writing it, from its flight record"},
-    {"symbolize", cmd_symbolize, "bake demangled names and file:line into a snapshot before it moves"},
-    {"plot", cmd_plot, "allocated and reserved memory over time, as an SVG (peak, OOMs, marks)"},
-    {"flamegraph", cmd_flamegraph, "live memory by stack at a moment: SVG flamegraph or folded stacks"},
-    {"report", cmd_report, "one self-contained HTML page: timeline, owners, leaks, fragmentation, OOMs, kernels"},
-    {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON, a chrome (Perfetto) trace or pprof"},
+static const cli_entry g_cmds[] = {
+    {"record", cmd_record, "run a program and record its CUDA memory history", &cli_cmd_record},
+    {"summary", cmd_summary, "torch.cuda.memory_summary()-style table of a snapshot", &cli_cmd_summary},
+    {"peak", cmd_peak, "peak allocated/reserved, when, and who owned memory then", &cli_cmd_peak},
+    {"leaks", cmd_leaks, "blocks still live at the end by allocation site, and which keep growing", &cli_cmd_leaks},
+    {"frag", cmd_frag, "fragmentation of the reserved segments; fragmentation vs demand", &cli_cmd_frag},
+    {"oom", cmd_oom, "each out-of-memory error: request, free memory, verdict, culprits", &cli_cmd_oom},
+    {"owners", cmd_owners, "who holds every byte of each device: PyTorch, each library, the program, the rest", &cli_cmd_owners},
+    {"merge", cmd_merge, "join a recording and PyTorch's _dump_snapshot() of the same process into one record", &cli_cmd_merge},
+    {"diff", cmd_diff, "what a change did: peaks, end figures and sites, before vs after", &cli_cmd_diff},
+    {"kernels", cmd_kernels, "kernel timing table (record --kernels): calls, total, avg, min, max", &cli_cmd_kernels},
+    {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments", &cli_cmd_stats},
+    {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code", &cli_cmd_trace},
+    {"recover", cmd_recover, "the snapshot of a process that died before writing it, from its flight record", &cli_cmd_recover},
+    {"symbolize", cmd_symbolize, "bake demangled names and file:line into a snapshot before it moves", &cli_cmd_symbolize},
+    {"plot", cmd_plot, "allocated and reserved memory over time, as an SVG (peak, OOMs, marks)", &cli_cmd_plot},
+    {"flamegraph", cmd_flamegraph, "live memory by stack at a moment: SVG flamegraph or folded stacks", &cli_cmd_flamegraph},
+    {"report", cmd_report, "one self-contained HTML page: timeline, owners, leaks, fragmentation, OOMs, kernels", &cli_cmd_report},
+    {"export", cmd_export, "write a snapshot for memory_viz (PyTorch pickle), as JSON, a chrome (Perfetto) trace or pprof", &cli_cmd_export},
 };
 
 static void usage(FILE *fp)
@@ -38,7 +34,10 @@ static void usage(FILE *fp)
           "Snapshots are cumemhist .cmh files or PyTorch _dump_snapshot() pickles.\n\ncommands:\n",
           fp);
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++) fprintf(fp, "  %-10s %s\n", g_cmds[i].name, g_cmds[i].what);
-    fputs("\n'cumemhist <command> --help' describes a command.\n", fp);
+    fputs("\n'cumemhist <command> --help' describes a command; 'man cumemhist' all of them.\n"
+          "--version prints the version; --man and --bash-completion print the manual page and the\n"
+          "completion script the install puts in place.\n",
+          fp);
 }
 
 int main(int argc, char **argv)
@@ -60,6 +59,14 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--version")) {
         printf("cumemhist %s\n", CMH_VERSION);
+        return cli_finish_stdout(0);
+    }
+    if (!strcmp(argv[1], "--man")) {
+        cli_man_page(g_cmds, sizeof g_cmds / sizeof g_cmds[0], stdout);
+        return cli_finish_stdout(0);
+    }
+    if (!strcmp(argv[1], "--bash-completion")) {
+        cli_bash_completion(g_cmds, sizeof g_cmds / sizeof g_cmds[0], stdout);
         return cli_finish_stdout(0);
     }
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)

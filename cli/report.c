@@ -115,6 +115,8 @@ void rep_print_process(const char *path, const cmh_snapshot *s)
     if (!s->pid && !s->cmdline) return;
     printf("%s: ", path);
     if (s->pid) printf("pid %lld", (long long)s->pid);
+    if (s->rank >= 0 && s->world_size >= 0) printf(" (rank %d of %d)", (int)s->rank, (int)s->world_size);
+    else if (s->rank >= 0) printf(" (rank %d)", (int)s->rank);
     if (s->hostname && *cmh_str(s, s->hostname)) printf(" on %s", cmh_str(s, s->hostname));
     if (s->cmdline && *cmh_str(s, s->cmdline)) printf("%s%.300s", s->pid ? ", " : "", cmh_str(s, s->cmdline));
     printf("\n");
@@ -133,6 +135,10 @@ void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
     cmh_jw_kstr(w, "host", cmh_str(s, s->hostname));
     cmh_jw_kstr(w, "cmdline", cmh_str(s, s->cmdline));
     if (s->ending) cmh_jw_kstr(w, "ending", cmh_str(s, s->ending));
+    if (s->rank >= 0) cmh_jw_kint(w, "rank", s->rank);
+    if (s->local_rank >= 0) cmh_jw_kint(w, "local_rank", s->local_rank);
+    if (s->world_size >= 0) cmh_jw_kint(w, "world_size", s->world_size);
+    if (s->producer[0]) cmh_jw_kstr(w, "producer", s->producer);
     cmh_jw_end(w);
 }
 

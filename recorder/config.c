@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -184,6 +185,30 @@ static int fixed_path_is_mine(const char *path)
     return decided;
 }
 
+/* The first of these variables that holds a non-negative integer, or -1. */
+static int32_t env_int(const char *const *names)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        char *end;
+        if (!v || !*v) continue;
+        long x = strtol(v, &end, 10);
+        if (*end == 0 && x >= 0 && x <= INT32_MAX) return (int32_t)x;
+    }
+    return -1;
+}
+
+/* Which process of a job this is: torchrun's variables, else Slurm's, Open MPI's, MPICH's. */
+void cmh_job_identity(int32_t *rank, int32_t *local_rank, int32_t *world_size)
+{
+    static const char *const r[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", NULL};
+    static const char *const l[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", NULL};
+    static const char *const w[] = {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
+    *rank = env_int(r);
+    *local_rank = env_int(l);
+    *world_size = env_int(w);
+}
+
 int cmh_config_output_path(const char *pattern, char *out, size_t outlen)
 {
     size_t pos = 0;
@@ -199,10 +224,10 @@ int cmh_config_output_path(const char *pattern, char *out, size_t outlen)
             }
             if (*p == 'p') snprintf(num, sizeof num, "%ld", (long)getpid());
             else {
-                const char *r = getenv("RANK");
-                if (!r || !*r) r = getenv("LOCAL_RANK");
-                /* No rank: fall back to the pid so that processes still never collide. */
-                if (r && *r) snprintf(num, sizeof num, "%s", r);
+                int32_t rank, local, world;
+                cmh_job_identity(&rank, &local, &world);
+                /* No rank: the local rank; none either: the pid, so that processes never collide. */
+                if (rank >= 0 || local >= 0) snprintf(num, sizeof num, "%d", (int)(rank >= 0 ? rank : local));
                 else snprintf(num, sizeof num, "p%ld", (long)getpid());
             }
             has_id = 1;

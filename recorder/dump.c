@@ -73,6 +73,8 @@ static void fill_meta(cmh_snapshot *s)
     s->opt_max_entries = cmh_cfg.max_entries;
     s->opt_max_frames = cmh_cfg.max_frames;
     s->lost_events = __atomic_load_n(&cmh_lost, __ATOMIC_RELAXED);
+    snprintf(s->producer, sizeof s->producer, "cumemhist %s", CMH_VERSION);
+    cmh_job_identity(&s->rank, &s->local_rank, &s->world_size);
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     cmh_strtab_intern(&s->strings, host, strlen(host), &s->hostname);

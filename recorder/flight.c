@@ -413,6 +413,10 @@ void cmh_flight_start(void)
     snprintf(h->snapshot_path, sizeof h->snapshot_path, "%s", snap);
     gethostname(h->hostname, sizeof h->hostname - 1);
     copy_cmdline(h->cmdline, sizeof h->cmdline);
+    int32_t rank, local, world;
+    cmh_job_identity(&rank, &local, &world);
+    h->rank1 = rank + 1, h->local_rank1 = local + 1, h->world_size1 = world + 1;
+    snprintf(h->producer, sizeof h->producer, "cumemhist %s", CMH_VERSION);
     if (make_extent(h, 0, g_first_size) != 0) {
         cmh_log("no flight record (%s: no room for %ld MiB): a crash would lose the history", g_path, mb);
         munmap(m, CMH_FLIGHT_HEADER);

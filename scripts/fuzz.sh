@@ -24,7 +24,8 @@ cli)
 *) LIBS="-lm" ;;
 esac
 # shellcheck disable=SC2086
-clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DCMH_VERSION='"fuzz"' -DCMH_PYTHON_DIR='"/nonexistent"' \
+clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DCMH_VERSION='"fuzz"' -DCMH_PYTHON_DIR='"/nonexistent"' -DCMH_REL_LIBDIR='"../lib"' \
+    -DCMH_REL_PYDIR='"../share/cumemhist/python"' -DCMH_SOVERSION='"0"' \
     -Iinclude -Isnapshot -Ianalyzer -Icli -Iviz $(pc --cflags) "tests/fuzz/fuzz_$target.c" $SRC $(pc --libs) $LIBS \
     -o "$out/fuzz_$target"
 case $target in

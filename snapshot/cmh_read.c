@@ -7,6 +7,7 @@
  * skipped with an explicit pending-item counter, so a hostile nesting depth costs nothing.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -533,6 +534,40 @@ static int rd_torch(cur *c, cmh_snapshot *s, int nested)
     return 0;
 }
 
+/* "process": {producer, rank, local_rank, world_size}; other keys skipped. */
+static int rd_process(cur *c, cmh_snapshot *s)
+{
+    uint32_t n;
+    if (rd_container(c, 1, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        uint32_t kl;
+        if (rd_str(c, &k, &kl)) return -1;
+        int32_t *dst = kl == 4 && !memcmp(k, "rank", 4)         ? &s->rank
+                       : kl == 10 && !memcmp(k, "local_rank", 10) ? &s->local_rank
+                       : kl == 10 && !memcmp(k, "world_size", 10) ? &s->world_size
+                                                                  : NULL;
+        if (kl == 8 && !memcmp(k, "producer", 8)) {
+            const char *v;
+            uint32_t vl;
+            if (rd_str(c, &v, &vl)) return -1;
+            size_t m = vl < sizeof s->producer - 1 ? vl : sizeof s->producer - 1;
+            memcpy(s->producer, v, m);
+            s->producer[m] = 0;
+            for (size_t j = 0; j < m; j++) /* shown as is in reports: no control characters */
+                if ((unsigned char)s->producer[j] < 0x20 || s->producer[j] == 0x7f) s->producer[j] = '?';
+        } else if (dst) {
+            int64_t v;
+            if (rd_int(c, &v)) return -1;
+            if (v < -1 || v > INT32_MAX) return fail(c, "process %.*s %lld out of range", (int)kl, k, (long long)v);
+            *dst = (int32_t)v;
+        } else if (skip(c)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* A snapshot's map at the cursor into s (initialized); -1 with the error set. */
 static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
 {
@@ -567,6 +602,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
             meta_at = c->pos;
             r = rd_meta(c, s);
         }
+        else if (KEY("process")) r = rd_process(c, s);
         else if (KEY("strings")) r = rd_strings(c, s);
         else if (KEY("modules")) r = rd_modules(c, s);
         else if (KEY("frames")) r = rd_frames(c, s);

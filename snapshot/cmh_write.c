@@ -56,7 +56,8 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
 {
     msgpack_packer pk = *pk_;
     int with_torch = !nested && s->torch;
-    msgpack_pack_map(&pk, 11 + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (with_torch ? 2 : 0));
+    int nproc = (s->producer[0] != 0) + (s->rank >= 0) + (s->local_rank >= 0) + (s->world_size >= 0);
+    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (with_torch ? 2 : 0));
 
     pack_key(&pk, "format");
     pack_str(&pk, "cumemhist");
@@ -77,6 +78,18 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
     msgpack_pack_int32(&pk, s->opt_max_frames);
     msgpack_pack_uint64(&pk, s->lost_events);
     if (s->ending) msgpack_pack_uint32(&pk, s->ending);
+
+    if (nproc) { /* plain values, no string ids: a reader needs no table to know whose record it is */
+        pack_key(&pk, "process");
+        msgpack_pack_map(&pk, (size_t)nproc);
+        if (s->producer[0]) {
+            pack_key(&pk, "producer");
+            pack_str(&pk, s->producer);
+        }
+        if (s->rank >= 0) pack_key(&pk, "rank"), msgpack_pack_int32(&pk, s->rank);
+        if (s->local_rank >= 0) pack_key(&pk, "local_rank"), msgpack_pack_int32(&pk, s->local_rank);
+        if (s->world_size >= 0) pack_key(&pk, "world_size"), msgpack_pack_int32(&pk, s->world_size);
+    }
 
     pack_key(&pk, "strings");
     msgpack_pack_array(&pk, s->strings.n);

@@ -74,6 +74,9 @@ typedef struct cmh_flight_header {
     char snapshot_path[4200]; /* where the process would have written its snapshot */
     char hostname[256];
     char cmdline[2048];
+    /* added later, so zero means unknown: the job's rank, local rank and world size, each + 1 */
+    int32_t rank1, local_rank1, world_size1, pad2;
+    char producer[48]; /* "cumemhist 0.1.0" */
 } cmh_flight_header;
 
 _Static_assert(sizeof(cmh_flight_header) <= CMH_FLIGHT_HEADER, "the flight header fits its page");

@@ -80,6 +80,7 @@ int cmh_snapshot_init(cmh_snapshot *s)
 {
     memset(s, 0, sizeof *s);
     s->version = CMH_FORMAT_VERSION;
+    s->rank = s->local_rank = s->world_size = -1;
     /* id 0: the empty string, the empty stack */
     if (CMH_GROW(s->strings.str, s->strings.cap, 1, 16) ||
         !(s->strings.str[0] = calloc(1, 1))) {

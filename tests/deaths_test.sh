@@ -37,6 +37,12 @@ for how in exit $faults abrt ill kill int term; do
     else bad "$how: exit $rc (want $want_rc), $n entries, said: $("$CMH" peak x.cmh 2>&1 | sed -n 2p) $(cat err.txt)"; fi
 done
 
+# a killed rank is still a rank: the flight record keeps who the process was
+rm -f r.cmh*
+RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 "$CMH" record -q -o r.cmh -- "$D" kill >/dev/null 2>&1
+who=$("$CMH" peak --json r.cmh 2>/dev/null | py -c "import json,sys; p=json.load(sys.stdin)[0]['process']; print(p.get('rank'), p.get('local_rank'), p.get('world_size'), p.get('producer'))")
+[ "$who" = "3 1 4 cumemhist 0.1.0" ] && ok "SIGKILL'ed rank 3 of 4: the recovered record says so" || bad "recovered identity: $who"
+
 # what record was given reaches the program: an ignored SIGHUP (nohup) stays ignored
 ign=$( (trap '' HUP; "$CMH" record -q -o h.cmh -- sh -c 'sed -n "s/^SigIgn:[[:space:]]*//p" /proc/self/status') 2>/dev/null)
 [ $(( 0x$ign & 1 )) -eq 1 ] && ok "an ignored SIGHUP stays ignored in the program (SigIgn $ign)" || bad "SIGHUP not ignored in the program: SigIgn $ign"

@@ -246,6 +246,10 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
     cmh_jw_kint(&w, "json_schema", inl ? 1 : 2);
     cmh_jw_kstr(&w, "source", in->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder");
     cmh_jw_kint(&w, "pid", in->pid);
+    if (in->producer[0]) cmh_jw_kstr(&w, "producer", in->producer);
+    if (in->rank >= 0) cmh_jw_kint(&w, "rank", in->rank);
+    if (in->local_rank >= 0) cmh_jw_kint(&w, "local_rank", in->local_rank);
+    if (in->world_size >= 0) cmh_jw_kint(&w, "world_size", in->world_size);
     cmh_jw_kuint(&w, "host_segments_left_out", host);
     cmh_jw_kuint(&w, "skipped_entries", in->skipped_entries);
     cmh_jw_key(&w, "dropped");

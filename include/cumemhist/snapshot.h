@@ -216,6 +216,9 @@ typedef struct cmh_snapshot {
     uint64_t opt_max_entries;
     int32_t opt_max_frames;
     uint64_t lost_events;
+    /* who wrote it and which process of a job it was (.cmh "process"; absent = unknown) */
+    char producer[48];                   /* "cumemhist 0.1.0": the recorder, or the command that wrote it */
+    int32_t rank, local_rank, world_size; /* from RANK/LOCAL_RANK/WORLD_SIZE (or SLURM, Open MPI); -1 unknown */
 
     cmh_strtab strings;
     cmh_frame *frames;
