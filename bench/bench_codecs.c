@@ -9,7 +9,8 @@
  * entry and peak RSS against file size.  Figures only; nothing passes or fails on time.
  *
  * usage: bench_codecs [entries] [dir]
- *        bench_codecs --write SHAPE entries SEED PATH.cmh [PATH.pickle]   (a record for bench/rows.sh)
+ *        bench_codecs --write SHAPE entries SEED PATH.cmh [PATH.pickle]   (a record for bench/rows.sh;
+ *                     BENCH_RANK and BENCH_WORLD_SIZE make it a job's rank, for bench/fleet.sh)
  *        bench_codecs --time PHASE FILE   (one phase: "seconds entries peak_kB")
  */
 #define _GNU_SOURCE
@@ -313,6 +314,9 @@ static int write_only(int argc, char **argv)
     else if (!strcmp(shape, "blocks")) generate_blocks(&s, n, 0);
     else if (!strcmp(shape, "blocks-nostacks")) generate_blocks(&s, n, 1);
     else usage();
+    const char *rk = getenv("BENCH_RANK"), *ws = getenv("BENCH_WORLD_SIZE"); /* as a job's rank would be */
+    if (rk && *rk) s.rank = s.local_rank = atoi(rk);
+    if (ws && *ws) s.world_size = atoi(ws);
     char err[256];
     if (cmh_cmh_write_file(&s, argv[5], err, sizeof err) != CMH_OK) {
         fprintf(stderr, "bench_codecs: %s\n", err);

@@ -1,20 +1,26 @@
 /*
- * cmd_export.c - `cumemhist export SNAP --format memviz|json|chrome -o OUT`: a snapshot shaped for
- * another tool (viz/), written atomically.
+ * cmd_export.c - `cumemhist export SNAP --format memviz|json|chrome|pprof -o OUT`: a snapshot
+ * shaped for another tool (viz/), written atomically; and `export --format chrome|sqlite
+ * FILES...|DIR -o OUT`: the records of a whole job in one trace or one database, read one at a
+ * time.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "fleet.h"
+#include "report.h"
 #include "cumemhist/merge.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/viz.h"
 
-enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME, F_PPROF };
-static const char *const g_formats[] = {"memviz", "pickle", "json", "chrome", "pprof", NULL};
+enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME, F_PPROF, F_SQLITE };
+static const char *const g_formats[] = {"memviz", "pickle", "json", "chrome", "pprof", "sqlite", NULL};
 static int g_format = F_MEMVIZ, g_device = -2;
 static const char *g_out;
 static int g_format_given, g_inline_frames;
@@ -28,12 +34,15 @@ static const cli_option g_opts[] = {
      "chrome: a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"
      "device, OOM and mark instants, kernels on one track per stream;\n"
      "pprof: a gzipped profile.proto (go tool pprof, speedscope): live bytes and\n"
-     "blocks by stack at the end and at the allocated peak, of one device",
+     "blocks by stack at the end and at the allocated peak, of one device;\n"
+     "sqlite: a SQLite database of one or many records (docs/FLEET.md: tables and\n"
+     "queries; pandas, DuckDB, Spark read it).  chrome and sqlite take several\n"
+     "SNAPSHOTs (or a directory of them): one trace or database for a whole job",
      g_formats, 0, 0, &g_format_given},
     {"--output", "-o", CLI_STR, &g_out, "PATH",
      "where to write (default: standard output; written atomically).  Without --format the\n"
      "name says it: .json is json, .trace.json or .perfetto.json chrome, .pb.gz or\n"
-     ".pprof pprof, else memviz",
+     ".pprof pprof, .db or .sqlite sqlite, else memviz",
      NULL, 0, 0, NULL},
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: the lowest)", NULL, 0, 0, NULL},
     {"--inline-frames", NULL, CLI_FLAG, &g_inline_frames, NULL,
@@ -42,8 +51,8 @@ static const cli_option g_opts[] = {
      NULL, 0, 0, NULL},
 };
 
-const cli_command cli_cmd_export = {"export", "[options] SNAPSHOT", "Write a snapshot (.cmh or PyTorch pickle) for another tool.",
-                                  g_opts, CLI_NOPTS(g_opts), 1, 1, 0,
+const cli_command cli_cmd_export = {"export", "[options] SNAPSHOT...", "Write a snapshot (.cmh or PyTorch pickle) for another tool.",
+                                  g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 0,
                                   "cumemhist export run.cmh -o run.pickle   # then drag run.pickle onto memory_viz"};
 
 static int ends_with(const char *s, const char *tail)
@@ -59,14 +68,123 @@ static int format_of_name(const char *name)
     if (ends_with(name, ".json")) return F_JSON;
     if (ends_with(name, ".pb.gz") || ends_with(name, ".pprof")) return F_PPROF;
     if (ends_with(name, ".pickle") || ends_with(name, ".pkl")) return F_MEMVIZ;
+    if (ends_with(name, ".db") || ends_with(name, ".sqlite") || ends_with(name, ".sqlite3")) return F_SQLITE;
     return -1;
+}
+
+/* ---- many records: one chrome trace, one database ---- */
+
+/* "rank 3 @ host", else "pid 4242 @ host", else the file */
+static void label_of(const cmh_snapshot *s, const char *path, char *buf, size_t n)
+{
+    const char *host = cmh_str(s, s->hostname);
+    if (s->rank >= 0) snprintf(buf, n, "rank %d%s%s", (int)s->rank, *host ? " @ " : "", host);
+    else if (s->pid) snprintf(buf, n, "pid %" PRId64 "%s%s", s->pid, *host ? " @ " : "", host);
+    else snprintf(buf, n, "%s", path);
+}
+
+static int load_one(const char *path, cmh_snapshot *s)
+{
+    int rc = cli_load(path, s);
+    if (rc || !s->torch) return rc;
+    if ((rc = cmh_merged_view(s)) != CMH_OK) {
+        cmh_snapshot_free(s);
+        return cli_fail(path, rc);
+    }
+    return 0;
+}
+
+static int many_chrome(const cmh_pathlist *pl, FILE *fp)
+{
+    /* the clock's origin first (the earliest event of them all), then each in turn */
+    int64_t t0 = 0;
+    for (uint32_t i = 0; i < pl->n; i++) {
+        cmh_snapshot s;
+        int rc = load_one(pl->v[i], &s);
+        if (rc) return rc;
+        int64_t o = cmh_chrome_origin(&s);
+        if (o && (!t0 || o < t0)) t0 = o;
+        cmh_snapshot_free(&s);
+    }
+    cmh_chrome *c = cmh_chrome_begin(fp, t0);
+    if (!c) return CLI_ENOMEM;
+    int rc = 0;
+    for (uint32_t i = 0; i < pl->n && !rc; i++) {
+        cmh_snapshot s;
+        if ((rc = load_one(pl->v[i], &s))) break;
+        char label[512];
+        label_of(&s, pl->v[i], label, sizeof label);
+        int crc = cmh_chrome_add(c, &s, (int)(i + 1) * 2000, label);
+        if (crc != CMH_OK) rc = cli_fail(pl->v[i], crc);
+        cmh_snapshot_free(&s);
+    }
+    int erc = cmh_chrome_end(c);
+    return rc ? rc : erc == CMH_OK ? 0 : erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
+}
+
+static const char *stack_site(void *arg, const cmh_snapshot *s, const cmh_sites *g, uint32_t stack)
+{
+    (void)arg;
+    cmh_site x;
+    memset(&x, 0, sizeof x);
+    x.stack = stack;
+    x.group = g ? cmh_sites_group(g, stack) : stack;
+    return rep_site_name(s, g, &x);
+}
+
+static int many_sqlite(const cmh_pathlist *pl, const char *out)
+{
+    if (!out || !strcmp(out, "-")) {
+        cli_error("export: --format sqlite writes a database file: name it with -o (fleet.db)");
+        return CLI_EUSAGE;
+    }
+    char tmp[4200], err[4400];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+    unlink(tmp);
+    cmh_sqlite *db = cmh_sqlite_open(tmp, err, sizeof err);
+    if (!db) {
+        cli_error("%s", err);
+        unlink(tmp);
+        return CLI_EFILE;
+    }
+    int rc = 0;
+    uint64_t entries = 0;
+    for (uint32_t i = 0; i < pl->n && !rc; i++) {
+        cmh_snapshot s;
+        cmh_sites *g;
+        if ((rc = rep_load(pl->v[i], &s, &g))) break;
+        int erc = cmh_sqlite_add(db, &s, pl->v[i], g, stack_site, NULL);
+        if (erc != CMH_OK) {
+            cli_error("%s: %s", pl->v[i], err);
+            rc = erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
+        }
+        entries += s.nentries;
+        cmh_sites_free(g);
+        cmh_snapshot_free(&s);
+    }
+    if (rc) {
+        cmh_sqlite_abort(db);
+        unlink(tmp);
+        return rc;
+    }
+    if (cmh_sqlite_close(db) != CMH_OK || rename(tmp, out) != 0) {
+        cli_error("%s: %s", out, errno ? strerror(errno) : err);
+        unlink(tmp);
+        return CLI_EFILE;
+    }
+    fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace entries\n", out, pl->n, pl->n == 1 ? "" : "s",
+            (unsigned long long)entries);
+    return 0;
 }
 
 int cmd_export(int argc, char **argv)
 {
-    char *path;
-    int n, rc = cli_parse(&cli_cmd_export, argc, argv, &path, &n);
-    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    char **args = malloc((size_t)(argc > 1 ? argc : 1) * sizeof *args);
+    int n, rc = args ? cli_parse(&cli_cmd_export, argc, argv, args, &n) : CLI_ENOMEM;
+    if (rc) {
+        free(args);
+        return rc < 0 ? cli_finish_stdout(0) : rc;
+    }
     int named = g_out && strcmp(g_out, "-") ? format_of_name(g_out) : -1;
     if (!g_format_given && named >= 0) g_format = named;
     else if (g_format_given && named >= 0 && ((named == F_PPROF) != (g_format == F_PPROF))) {
@@ -78,6 +196,45 @@ int cmd_export(int argc, char **argv)
                   g_formats[g_format], g_out, named == F_MEMVIZ ? "a pickle" : "JSON");
         return CLI_EUSAGE;
     }
+    if (named == F_SQLITE && g_format_given && g_format != F_SQLITE) {
+        cli_error("export: --format %s does not write what the name %s says (a database); rename it or change --format",
+                  g_formats[g_format], g_out);
+        free(args);
+        return CLI_EUSAGE;
+    }
+    cmh_pathlist pl;
+    rc = cmh_expand_paths(args, n, &pl);
+    int given = n, dir = pl.n != (uint32_t)n;
+    free(args);
+    if (rc) return rc;
+    if (g_format == F_SQLITE || (g_format == F_CHROME && (given > 1 || dir))) {
+        if (!pl.n) cli_error("export: no .cmh or .pickle files in the directories given"), rc = CLI_EFILE;
+        else if (g_format == F_SQLITE) rc = many_sqlite(&pl, g_out);
+        else {
+            cmh_atomic a;
+            char err[4400];
+            FILE *fp = stdout;
+            if (g_out && strcmp(g_out, "-") && !(fp = cmh_atomic_open(&a, g_out, err, sizeof err))) {
+                cli_error("%s", err);
+                rc = CLI_EFILE;
+            } else {
+                rc = many_chrome(&pl, fp);
+                if (fp != stdout && !rc && cmh_atomic_commit(&a, err, sizeof err) != CMH_OK) cli_error("%s", err), rc = CLI_EFILE;
+                else if (fp != stdout && rc) cmh_atomic_abort(&a);
+                else if (fp == stdout && !rc) rc = cli_finish_stdout(0);
+            }
+        }
+        cmh_pathlist_free(&pl);
+        return rc;
+    }
+    if (pl.n != 1) {
+        cli_error("export: --format %s writes one snapshot at a time (%u given); chrome and sqlite take several", g_formats[g_format], pl.n);
+        cmh_pathlist_free(&pl);
+        return CLI_EUSAGE;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s", pl.v[0]);
+    cmh_pathlist_free(&pl);
     int binary = g_format == F_MEMVIZ || g_format == F_PICKLE || g_format == F_PPROF;
     if (binary && (!g_out || !strcmp(g_out, "-")) && isatty(STDOUT_FILENO)) {
         cli_error("export: not writing a binary pickle to a terminal; name a file with -o (or redirect)");

@@ -16,6 +16,7 @@ static const cli_entry g_cmds[] = {
     {"owners", cmd_owners, "who holds every byte of each device: PyTorch, each library, the program, the rest", &cli_cmd_owners},
     {"merge", cmd_merge, "join a recording and PyTorch's _dump_snapshot() of the same process into one record", &cli_cmd_merge},
     {"diff", cmd_diff, "what a change did: peaks, end figures and sites, before vs after", &cli_cmd_diff},
+    {"ranks", cmd_ranks, "the records of a multi-process job side by side: peaks, spread, leaking ranks, the first OOM", &cli_cmd_ranks},
     {"kernels", cmd_kernels, "kernel timing table (record --kernels): calls, total, avg, min, max", &cli_cmd_kernels},
     {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments", &cli_cmd_stats},
     {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code", &cli_cmd_trace},

@@ -249,7 +249,8 @@ int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, uint32_t *frame_i
         base = sl ? sl + 1 : m->path;
         f.module = module_index(z, m);
     }
-    int rc = intern(z->s, dem ? dem : name, &f.name);
+    const char *shown = dem ? dem : name; /* a compiler's clone of f is f to the reader */
+    int rc = cmh_strtab_intern(&z->s->strings, shown, cmh_name_base_len(shown), &f.name);
     free(dem);
     if (rc == CMH_OK) rc = intern(z->s, base, &f.filename);
     if (rc == CMH_OK) rc = cmh_snapshot_add_frame(z->s, &f, frame_id);

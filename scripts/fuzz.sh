@@ -19,7 +19,7 @@ LIBS=
 case $target in
 cli)
     SRC="$SRC snapshot/symbolize.c viz/*.c $(ls cli/*.c | grep -v cli/main.c)"
-    LIBS="$(pkg-config --libs libdw) -lz -lpthread -lstdc++ -lm -ldl"
+    LIBS="$(pkg-config --libs libdw) -lz -lsqlite3 -lpthread -lstdc++ -lm -ldl"
     ;;
 *) LIBS="-lm" ;;
 esac

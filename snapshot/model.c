@@ -18,6 +18,42 @@ static const char *const action_names[CMH_ACT_COUNT] = {
 
 static const char *const kind_names[CMH_KIND_COUNT] = {"device", "pitch", "managed", "async", "vmm", "host"};
 
+/* One clone suffix ending at n: its start, or n when there is none. */
+static size_t clone_suffix(const char *name, size_t n)
+{
+    static const char *const tags[] = {".isra", ".constprop", ".part", ".cold", ".lto_priv", ".localalias", ".llvm", ".clone"};
+    size_t d = n;
+    while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') d--; /* a number: ".isra.0" */
+    size_t end = d < n && d > 0 && name[d - 1] == '.' ? d - 1 : n;
+    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) {
+        size_t l = strlen(tags[i]);
+        if (end > l && !strncmp(name + end - l, tags[i], l)) return end - l;
+    }
+    return n;
+}
+
+size_t cmh_name_base_len(const char *name)
+{
+    size_t n = strlen(name);
+    for (;;) { /* a demangled name's " [clone .isra.0]", perhaps several */
+        if (n > 9 && name[n - 1] == ']') {
+            const char *o = NULL;
+            for (size_t i = n; i-- > 0;)
+                if (name[i] == '[') {
+                    o = name + i;
+                    break;
+                }
+            if (o && o > name && o[-1] == ' ' && !strncmp(o, "[clone .", 8)) {
+                n = (size_t)(o - name) - 1;
+                continue;
+            }
+        }
+        size_t k = clone_suffix(name, n);
+        if (k == n || k == 0) return n;
+        n = k;
+    }
+}
+
 const char *cmh_action_name(int a) { return a >= 0 && a < CMH_ACT_COUNT ? action_names[a] : "unknown"; }
 
 int cmh_action_from_name(const char *name)

@@ -38,7 +38,8 @@ static int demangled_id(cmh_snapshot *s, cmh_oatab *cache, uint32_t id, uint32_t
     *out = id;
     *changed = 0;
     const char *n = cmh_str(s, id);
-    if (n[0] != '_' || n[1] != 'Z') return CMH_OK;
+    size_t base = cmh_name_base_len(n);
+    if ((n[0] != '_' || n[1] != 'Z') && !n[base]) return CMH_OK;
     int created;
     dslot *d = cmh_oa_get(cache, (uint64_t)id + 1, &created);
     if (!d) return CMH_ENOMEM;
@@ -48,10 +49,11 @@ static int demangled_id(cmh_snapshot *s, cmh_oatab *cache, uint32_t id, uint32_t
         return CMH_OK;
     }
     int status = -1;
-    char *dem = __cxa_demangle(n, NULL, NULL, &status);
+    char *dem = n[0] == '_' && n[1] == 'Z' ? __cxa_demangle(n, NULL, NULL, &status) : NULL;
     uint32_t nid = id;
     int rc = CMH_OK;
-    if (status == 0 && dem) rc = cmh_strtab_intern(&s->strings, dem, strlen(dem), &nid);
+    if (status == 0 && dem) rc = cmh_strtab_intern(&s->strings, dem, cmh_name_base_len(dem), &nid);
+    else if (n[base]) rc = cmh_strtab_intern(&s->strings, n, base, &nid); /* "f.isra.0": f */
     free(dem);
     d = cmh_oa_find(cache, (uint64_t)id + 1); /* the intern may not move the cache, but be plain */
     if (d) d->id = nid;
@@ -67,6 +69,9 @@ static int demangle_all(cmh_snapshot *s, cmh_symbolize_result *r)
     int rc = CMH_OK;
     for (uint32_t i = 0; i < s->nframes && rc == CMH_OK; i++) {
         int changed;
+        const char *file = cmh_str(s, s->frames[i].filename);
+        size_t fl = strlen(file);
+        if (fl > 3 && !strcmp(file + fl - 3, ".py")) continue; /* Python's names are what they say ("Model.part") */
         rc = demangled_id(s, &cache, s->frames[i].name, &s->frames[i].name, &changed);
         r->demangled += (uint32_t)changed;
     }

@@ -21,7 +21,17 @@
 #include "cumemhist/viz.h"
 #include "jsonw.h"
 
-static int pid_of(int device) { return device < 0 ? 1000 : device; } /* pinned host memory: its own process */
+/* Where a snapshot's tracks go: its processes' ids (base + device; pinned host memory 1000
+ * after the base) and names, and the clock's origin. */
+typedef struct chrome_ctx {
+    cmh_jw *w;
+    int64_t t0;
+    int pid_base;
+    const char *label; /* NULL: "GPU n"; else "label" (", GPU n" when the snapshot has several) */
+    int ndevices;
+} chrome_ctx;
+
+static int pid_of(const chrome_ctx *c, int device) { return c->pid_base + (device < 0 ? 1000 : device); }
 
 static void meta(cmh_jw *w, const char *what, int pid, int64_t tid, const char *name)
 {
@@ -38,12 +48,33 @@ static void meta(cmh_jw *w, const char *what, int pid, int64_t tid, const char *
     cmh_jw_end(w);
 }
 
-static int device_track(cmh_jw *w, const cmh_snapshot *s, int dev, int64_t t0)
+static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
 {
-    char name[64];
-    if (dev < 0) snprintf(name, sizeof name, "pinned host memory");
+    cmh_jw *w = c->w;
+    int64_t t0 = c->t0;
+    char name[256];
+    if (c->label && c->ndevices > 1)
+        snprintf(name, sizeof name, "%s, %s", c->label, dev < 0 ? "pinned host memory" : "GPU");
+    else if (c->label) snprintf(name, sizeof name, "%s", c->label);
+    else if (dev < 0) snprintf(name, sizeof name, "pinned host memory");
     else snprintf(name, sizeof name, "GPU %d", dev);
-    meta(w, "process_name", pid_of(dev), -1, name);
+    if (c->label && c->ndevices > 1 && dev >= 0) {
+        size_t n = strlen(name);
+        snprintf(name + n, sizeof name - n, " %d", dev);
+    }
+    meta(w, "process_name", pid_of(c, dev), -1, name);
+    if (c->label) { /* the order Perfetto lists them in: as the ranks go */
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "ph", "M");
+        cmh_jw_kstr(w, "name", "process_sort_index");
+        cmh_jw_kint(w, "pid", pid_of(c, dev));
+        cmh_jw_key(w, "args");
+        cmh_jw_obj(w);
+        cmh_jw_kint(w, "sort_index", pid_of(c, dev));
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+    }
     cmh_replay *r = cmh_replay_new(s, dev);
     if (!r) return CMH_ENOMEM;
     const cmh_mem_stats *st = cmh_replay_stats(r);
@@ -60,7 +91,7 @@ static int device_track(cmh_jw *w, const cmh_snapshot *s, int dev, int64_t t0)
         if (e->action == CMH_ACT_OOM || e->action == CMH_ACT_MARK) {
             cmh_jw_kstr(w, "ph", "i");
             cmh_jw_kstr(w, "s", "p");
-            cmh_jw_kint(w, "pid", pid_of(dev));
+            cmh_jw_kint(w, "pid", pid_of(c, dev));
             cmh_jw_kint(w, "tid", 0);
             cmh_jw_key(w, "ts");
             cmh_jw_us(w, t - t0);
@@ -73,7 +104,7 @@ static int device_track(cmh_jw *w, const cmh_snapshot *s, int dev, int64_t t0)
         } else {
             cmh_jw_kstr(w, "ph", "C");
             cmh_jw_kstr(w, "name", counter);
-            cmh_jw_kint(w, "pid", pid_of(dev));
+            cmh_jw_kint(w, "pid", pid_of(c, dev));
             cmh_jw_key(w, "ts");
             cmh_jw_us(w, t - t0);
             cmh_jw_key(w, "args");
@@ -99,8 +130,10 @@ static int cmp_kernel(const void *a, const void *b)
     return x->end_ns < y->end_ns ? -1 : x->end_ns > y->end_ns;
 }
 
-static int kernel_tracks(cmh_jw *w, const cmh_snapshot *s, int64_t t0)
+static int kernel_tracks(const chrome_ctx *c, const cmh_snapshot *s)
 {
+    cmh_jw *w = c->w;
+    int64_t t0 = c->t0;
     const cmh_kernel **k = malloc((s->nkernels ? s->nkernels : 1) * sizeof *k);
     if (!k) return CMH_ENOMEM;
     uint32_t n = 0;
@@ -112,13 +145,13 @@ static int kernel_tracks(cmh_jw *w, const cmh_snapshot *s, int64_t t0)
         if (!i || x->device != k[i - 1]->device || x->stream != k[i - 1]->stream) { /* a new track: its name first */
             char name[32];
             snprintf(name, sizeof name, "stream %u", x->stream);
-            meta(w, "thread_name", pid_of(x->device), x->stream, name);
+            meta(w, "thread_name", pid_of(c, x->device), x->stream, name);
         }
         cmh_jw_nl(w);
         cmh_jw_obj(w);
         cmh_jw_kstr(w, "ph", "X");
         cmh_jw_kstr(w, "cat", "kernel");
-        cmh_jw_kint(w, "pid", pid_of(x->device));
+        cmh_jw_kint(w, "pid", pid_of(c, x->device));
         cmh_jw_kuint(w, "tid", x->stream);
         cmh_jw_key(w, "ts");
         cmh_jw_us(w, x->start_ns - t0);
@@ -145,35 +178,75 @@ static int kernel_tracks(cmh_jw *w, const cmh_snapshot *s, int64_t t0)
     return CMH_OK;
 }
 
-int cmh_export_chrome(const cmh_snapshot *s, FILE *fp)
+int64_t cmh_chrome_origin(const cmh_snapshot *s)
 {
     int64_t t0 = INT64_MAX;
     for (uint32_t i = 0; i < s->nentries; i++)
         if (s->entries[i].time_ns && s->entries[i].time_ns < t0) t0 = s->entries[i].time_ns;
     for (uint32_t i = 0; i < s->nkernels; i++)
         if (s->kernels[i].start_ns && s->kernels[i].start_ns < t0) t0 = s->kernels[i].start_ns;
-    if (t0 == INT64_MAX) t0 = 0;
+    return t0 == INT64_MAX ? 0 : t0;
+}
+
+struct cmh_chrome {
+    FILE *fp;
+    int64_t t0;
+    uint64_t kernels_dropped;
+    uint32_t snapshots, pytorch;
     cmh_jw w;
-    cmh_jw_init(&w, fp);
-    cmh_jw_obj(&w);
-    cmh_jw_kstr(&w, "displayTimeUnit", "ns");
-    cmh_jw_key(&w, "traceEvents");
-    cmh_jw_arr(&w);
+};
+
+cmh_chrome *cmh_chrome_begin(FILE *fp, int64_t t0)
+{
+    cmh_chrome *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->fp = fp;
+    c->t0 = t0;
+    cmh_jw_init(&c->w, fp);
+    cmh_jw_obj(&c->w);
+    cmh_jw_kstr(&c->w, "displayTimeUnit", "ns");
+    cmh_jw_key(&c->w, "traceEvents");
+    cmh_jw_arr(&c->w);
+    return c;
+}
+
+int cmh_chrome_add(cmh_chrome *c, const cmh_snapshot *s, int pid_base, const char *label)
+{
     int32_t devs[64];
     int nd = cmh_snapshot_devices(s, devs, 64);
+    chrome_ctx x = {&c->w, c->t0, pid_base, label, nd};
     int rc = CMH_OK;
-    for (int d = 0; d < nd && d < 64 && rc == CMH_OK; d++) rc = device_track(&w, s, devs[d], t0);
-    if (rc == CMH_OK) rc = kernel_tracks(&w, s, t0);
-    if (rc != CMH_OK) return rc;
-    cmh_jw_end(&w);
-    cmh_jw_nl(&w);
-    cmh_jw_key(&w, "otherData");
-    cmh_jw_obj(&w);
-    cmh_jw_kint(&w, "time_origin_ns", t0);
-    cmh_jw_kstr(&w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "cumemhist");
-    cmh_jw_kuint(&w, "kernels_dropped", s->kernels_dropped);
-    cmh_jw_end(&w);
-    cmh_jw_end(&w);
-    fputc('\n', fp);
-    return ferror(fp) ? CMH_EIO : CMH_OK;
+    for (int d = 0; d < nd && d < 64 && rc == CMH_OK; d++) rc = device_track(&x, s, devs[d]);
+    if (rc == CMH_OK) rc = kernel_tracks(&x, s);
+    c->kernels_dropped += s->kernels_dropped;
+    c->snapshots++;
+    if (s->source == CMH_SRC_PYTORCH) c->pytorch++;
+    return rc;
+}
+
+int cmh_chrome_end(cmh_chrome *c)
+{
+    cmh_jw_end(&c->w);
+    cmh_jw_nl(&c->w);
+    cmh_jw_key(&c->w, "otherData");
+    cmh_jw_obj(&c->w);
+    cmh_jw_kint(&c->w, "time_origin_ns", c->t0);
+    cmh_jw_kstr(&c->w, "source", c->pytorch == c->snapshots && c->snapshots ? "pytorch" : c->pytorch ? "mixed" : "cumemhist");
+    cmh_jw_kuint(&c->w, "kernels_dropped", c->kernels_dropped);
+    if (c->snapshots > 1) cmh_jw_kuint(&c->w, "snapshots", c->snapshots);
+    cmh_jw_end(&c->w);
+    cmh_jw_end(&c->w);
+    fputc('\n', c->fp);
+    int rc = ferror(c->fp) ? CMH_EIO : CMH_OK;
+    free(c);
+    return rc;
+}
+
+int cmh_export_chrome(const cmh_snapshot *s, FILE *fp)
+{
+    cmh_chrome *c = cmh_chrome_begin(fp, cmh_chrome_origin(s));
+    if (!c) return CMH_ENOMEM;
+    int rc = cmh_chrome_add(c, s, 0, NULL);
+    int erc = cmh_chrome_end(c);
+    return rc != CMH_OK ? rc : erc;
 }

@@ -263,6 +263,11 @@ int cmh_segment_pool(const cmh_segment *g);
 int cmh_snapshot_init(cmh_snapshot *s);
 void cmh_snapshot_free(cmh_snapshot *s);
 int cmh_strtab_intern(cmh_strtab *t, const char *str, size_t len, uint32_t *id);
+/* The length of a function name without the suffixes a compiler gives its clones of it
+ * ("f.isra.0", "f.constprop.0.part.1", "f.cold", "f.lto_priv.0", "f.llvm.123", and a demangled
+ * name's " [clone .isra.0]"): the source's name, the one people look for. */
+size_t cmh_name_base_len(const char *name);
+
 static inline const char *cmh_str(const cmh_snapshot *s, uint32_t id)
 {
     return id < s->strings.n ? s->strings.str[id] : "";

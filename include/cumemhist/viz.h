@@ -29,6 +29,28 @@ int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host);
  * on one track per stream. */
 int cmh_export_chrome(const cmh_snapshot *s, FILE *fp);
 
+/* The same for many snapshots in one trace, one at a time (only the writer's state is kept
+ * between them): begin with the clock's origin (the earliest cmh_chrome_origin of them all),
+ * add each with its own process ids (pid_base + device) and a name for its processes ("rank 3 @
+ * host"), end.  Every track's timestamps are non-decreasing. */
+typedef struct cmh_chrome cmh_chrome;
+int64_t cmh_chrome_origin(const cmh_snapshot *s);      /* its earliest event (0: none) */
+cmh_chrome *cmh_chrome_begin(FILE *fp, int64_t t0);    /* NULL: out of memory */
+int cmh_chrome_add(cmh_chrome *c, const cmh_snapshot *s, int pid_base, const char *label);
+int cmh_chrome_end(cmh_chrome *c);                     /* closes the trace, frees c */
+
+/* Snapshots into one SQLite database (docs/FLEET.md: the schema): open a new file, add each
+ * snapshot in a transaction of its own (file: the name its processes row keeps; site_name, when
+ * not NULL, names each stack's site for the sites table), close (indexes made, then the file is
+ * complete) or abort.  Errors are written to err. */
+typedef struct cmh_sites cmh_sites;
+typedef struct cmh_sqlite cmh_sqlite;
+cmh_sqlite *cmh_sqlite_open(const char *path, char *err, size_t errlen);
+int cmh_sqlite_add(cmh_sqlite *db, const cmh_snapshot *s, const char *file, const cmh_sites *g,
+                   const char *(*site_name)(void *arg, const cmh_snapshot *s, const cmh_sites *g, uint32_t stack), void *arg);
+int cmh_sqlite_close(cmh_sqlite *db);
+void cmh_sqlite_abort(cmh_sqlite *db);
+
 /* The same dict as JSON, with a "cumemhist" object for what PyTorch's schema has no place for.
  * Stacks are interned: "stack" indexes into the top-level "stacks" and "frames" (schema 2);
  * CMH_JSON_INLINE_FRAMES writes each object's own "frames" list, as PyTorch's dict (schema 1). */

@@ -1,0 +1,462 @@
+/*
+ * cmd_ranks.c - `cumemhist ranks FILES...|DIR`: the records of a multi-process job side by side.
+ * One row per process and device (rank, host, device, peak allocated and reserved and when, OOMs,
+ * leaked bytes, the top site at the peak), then the spread across ranks, whether it follows the
+ * rank order, the ranks that leak, and the first OOM of the job.
+ *
+ * Files are read one at a time per worker (one per core): only the rows are kept, so a thousand
+ * ranks cost the memory of a few snapshots.  Times are on the records' common clock (Unix ns:
+ * every recorder stamps the wall clock), shown from the earliest first entry of the job.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fleet.h"
+#include "report.h"
+
+static int g_json, g_jobs, g_device = -2;
+
+static const cli_option g_opts[] = {
+    CLI_OPT_DEVICE_ALL(&g_device),
+    CLI_OPTS_ATTRIBUTION,
+    {"--jobs", "-j", CLI_INT, &g_jobs, "N", "files read at once (default: one per core)", NULL, 1, 256, NULL},
+    CLI_OPT_JSON(&g_json),
+};
+
+const cli_command cli_cmd_ranks = {
+    "ranks", "[options] FILES...|DIR",
+    "The records of a multi-process job (one per rank: record -o run.%r.cmh -- torchrun ...)\n"
+    "side by side: a row per process and device with its rank, host, peak allocated and reserved\n"
+    "and when, OOMs, leaked bytes and the top site at the peak; then the spread of the peaks\n"
+    "(min, median, max, the worst rank) and whether it follows the rank order, the ranks that\n"
+    "leak, and which rank ran out of memory first, and when.  A directory stands for the .cmh\n"
+    "and .pickle files in it.  Files are read one at a time on every core, in bounded memory.",
+    g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 0, "cumemhist ranks runs/ --json"};
+
+typedef struct rank_row {
+    uint32_t file;
+    int32_t rank, local_rank, world_size;
+    int64_t pid;
+    char host[64];
+    int device;
+    uint64_t entries, dropped;
+    int64_t t_start; /* the device's first entry */
+    int64_t alloc_peak, alloc_time_ns, reserved_peak, reserved_time_ns;
+    uint32_t ooms;
+    int64_t first_oom_ns;
+    uint64_t first_oom_request, first_oom_free;
+    uint64_t leaked_bytes, live_end;
+    uint32_t leaking_sites;
+    char leak_site[200];
+    char site[200];
+    uint64_t site_bytes;
+    char ending[160];
+} rank_row;
+
+typedef struct file_slot {
+    rank_row *rows;
+    int nrows;
+    int rc; /* the exit status its load gave (0: read) */
+} file_slot;
+
+typedef struct ranks_run {
+    char **paths;
+    uint32_t npaths;
+    file_slot *slots;
+    uint32_t next;
+    pthread_mutex_t lock; /* symbolization and the report helpers' static buffers */
+} ranks_run;
+
+static int oom_scan(const cmh_snapshot *s, int dev, rank_row *r)
+{
+    const cmh_trace *t = cmh_snapshot_trace(s, dev);
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->action != CMH_ACT_OOM) continue;
+        if (!r->ooms++) r->first_oom_ns = e->time_ns, r->first_oom_request = e->size, r->first_oom_free = e->addr;
+    }
+    return 0;
+}
+
+/* Every device of one file, into its slot.  Returns a CMH_* code for what failed after loading. */
+static int one_device(ranks_run *run, const cmh_snapshot *s, const cmh_sites *g, int dev, rank_row *r)
+{
+    cmh_peak_report p;
+    cmh_leak_report lk;
+    int rc = cmh_peak_compute(s, dev, g, &p);
+    if (rc != CMH_OK) return rc;
+    if ((rc = cmh_leaks_compute(s, dev, g, 0, &lk)) != CMH_OK) {
+        cmh_peak_report_free(&p);
+        return rc;
+    }
+    r->device = dev;
+    r->entries = p.base.entries;
+    r->dropped = p.base.dropped;
+    r->t_start = rep_trace_start(s, dev);
+    r->alloc_peak = p.alloc_peak, r->alloc_time_ns = p.alloc_time_ns;
+    r->reserved_peak = p.reserved_peak, r->reserved_time_ns = p.reserved_time_ns;
+    oom_scan(s, dev, r);
+    r->live_end = lk.live_bytes;
+    const cmh_site *worst = NULL;
+    for (uint32_t i = 0; i < lk.nsites; i++)
+        if (lk.sites[i].growing) {
+            r->leaked_bytes += lk.sites[i].bytes;
+            r->leaking_sites++;
+            if (!worst || lk.sites[i].bytes > worst->bytes) worst = &lk.sites[i];
+        }
+    pthread_mutex_lock(&run->lock);
+    if (p.nsites) {
+        snprintf(r->site, sizeof r->site, "%s", rep_site_name(s, g, &p.sites[0]));
+        r->site_bytes = p.sites[0].bytes;
+    }
+    if (worst) snprintf(r->leak_site, sizeof r->leak_site, "%s", rep_site_name(s, g, worst));
+    pthread_mutex_unlock(&run->lock);
+    cmh_leak_report_free(&lk);
+    cmh_peak_report_free(&p);
+    return CMH_OK;
+}
+
+static void one_file(ranks_run *run, uint32_t f)
+{
+    file_slot *slot = &run->slots[f];
+    cmh_snapshot s;
+    int rc = rep_load_view(run->paths[f], &s);
+    if (rc) {
+        slot->rc = rc;
+        return;
+    }
+    pthread_mutex_lock(&run->lock); /* libdw and the note it prints: one file at a time */
+    rc = cli_symbolize(run->paths[f], &s);
+    pthread_mutex_unlock(&run->lock);
+    if (rc) {
+        cmh_snapshot_free(&s);
+        slot->rc = rc;
+        return;
+    }
+    cmh_site_opts o = {rep_attribution.group_by, rep_attribution.no_default, rep_attribution.skips.v, rep_attribution.skips.n};
+    char err[512];
+    int src;
+    cmh_sites *g = cmh_sites_new(&s, &o, &src, err, sizeof err);
+    if (!g) {
+        cli_error("%s", err);
+        cmh_snapshot_free(&s);
+        slot->rc = src == CMH_EINVAL ? CLI_EUSAGE : CLI_ENOMEM;
+        return;
+    }
+    int32_t devs[64];
+    int nd = cmh_snapshot_devices(&s, devs, 64), k = 0;
+    slot->rows = calloc(nd > 0 ? (size_t)nd : 1, sizeof *slot->rows);
+    if (!slot->rows) rc = CMH_ENOMEM;
+    for (int d = 0; d < nd && d < 64 && rc == CMH_OK; d++) {
+        if (devs[d] < 0 || (g_device >= -1 && devs[d] != g_device)) continue; /* ranks are about GPUs */
+        rank_row *r = &slot->rows[k];
+        r->file = f;
+        r->rank = s.rank, r->local_rank = s.local_rank, r->world_size = s.world_size;
+        r->pid = s.pid;
+        snprintf(r->host, sizeof r->host, "%s", cmh_str(&s, s.hostname));
+        if (s.ending) snprintf(r->ending, sizeof r->ending, "%s", cmh_str(&s, s.ending));
+        if ((rc = one_device(run, &s, g, devs[d], r)) == CMH_OK) k++;
+    }
+    slot->nrows = k;
+    if (rc != CMH_OK) slot->rc = cli_fail(run->paths[f], rc);
+    cmh_sites_free(g);
+    cmh_snapshot_free(&s);
+}
+
+static void *worker(void *arg)
+{
+    ranks_run *run = arg;
+    for (uint32_t f; (f = __atomic_fetch_add(&run->next, 1, __ATOMIC_RELAXED)) < run->npaths;) one_file(run, f);
+    return NULL;
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+    const rank_row *x = *(const rank_row *const *)a, *y = *(const rank_row *const *)b;
+    /* by rank, the unknown last; then file, device */
+    if ((x->rank < 0) != (y->rank < 0)) return x->rank < 0 ? 1 : -1;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    if (x->file != y->file) return x->file < y->file ? -1 : 1;
+    return (x->device > y->device) - (x->device < y->device);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static const char *who(const rank_row *r, const char *const *paths)
+{
+    static char ring[4][96];
+    static int k;
+    char *b = ring[k++ & 3];
+    if (r->rank >= 0) snprintf(b, 96, "rank %d", (int)r->rank);
+    else snprintf(b, 96, "%.80s", paths[r->file]);
+    return b;
+}
+
+/* Kendall's tau between rank order and peak: +1 the peaks rise with the rank, -1 they fall. */
+static double rank_trend(rank_row **rows, uint32_t n)
+{
+    long conc = 0, disc = 0;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = i + 1; j < n; j++) {
+            if (rows[i]->rank < 0 || rows[j]->rank < 0 || rows[i]->rank == rows[j]->rank) continue;
+            int64_t d = (rows[j]->alloc_peak - rows[i]->alloc_peak) * (rows[j]->rank > rows[i]->rank ? 1 : -1);
+            conc += d > 0, disc += d < 0;
+        }
+    return conc + disc ? (double)(conc - disc) / (double)(conc + disc) : 0.0;
+}
+
+typedef struct spread {
+    int64_t min, median, max;
+    const rank_row *min_row, *max_row;
+} spread;
+
+static void spread_of(rank_row **rows, uint32_t n, int reserved, spread *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    if (!n) return;
+    int64_t *v = malloc(n * sizeof *v);
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t x = reserved ? rows[i]->reserved_peak : rows[i]->alloc_peak;
+        if (v) v[i] = x;
+        if (!sp->min_row || x < sp->min) sp->min = x, sp->min_row = rows[i];
+        if (!sp->max_row || x > sp->max) sp->max = x, sp->max_row = rows[i];
+    }
+    if (v) {
+        qsort(v, n, sizeof *v, cmp_i64);
+        sp->median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+        free(v);
+    }
+}
+
+static void json_spread(cmh_jw *w, const char *key, const spread *sp, const char *const *paths)
+{
+    cmh_jw_key(w, key);
+    cmh_jw_obj(w);
+    cmh_jw_kint(w, "min", sp->min);
+    cmh_jw_kstr(w, "min_of", sp->min_row ? who(sp->min_row, paths) : "");
+    cmh_jw_kint(w, "median", sp->median);
+    cmh_jw_kint(w, "max", sp->max);
+    cmh_jw_kstr(w, "max_of", sp->max_row ? who(sp->max_row, paths) : "");
+    cmh_jw_key(w, "max_over_median");
+    cmh_jw_double(w, sp->median ? (double)sp->max / (double)sp->median : 0.0, 3);
+    cmh_jw_end(w);
+}
+
+static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const *paths)
+{
+    cmh_jw_key(w, "processes");
+    cmh_jw_arr(w);
+    for (uint32_t i = 0; i < n; i++) {
+        const rank_row *r = rows[i];
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "file", paths[r->file]);
+        if (r->rank >= 0) cmh_jw_kint(w, "rank", r->rank);
+        else cmh_jw_key(w, "rank"), cmh_jw_null(w);
+        if (r->local_rank >= 0) cmh_jw_kint(w, "local_rank", r->local_rank);
+        if (r->world_size >= 0) cmh_jw_kint(w, "world_size", r->world_size);
+        cmh_jw_kstr(w, "host", r->host);
+        cmh_jw_kint(w, "pid", r->pid);
+        cmh_jw_kint(w, "device", r->device);
+        cmh_jw_kuint(w, "trace_entries", r->entries);
+        cmh_jw_kuint(w, "dropped_entries", r->dropped);
+        cmh_jw_kint(w, "peak_allocated", r->alloc_peak);
+        cmh_jw_kint(w, "peak_allocated_time_ns", r->alloc_time_ns);
+        cmh_jw_kint(w, "peak_reserved", r->reserved_peak);
+        cmh_jw_kint(w, "peak_reserved_time_ns", r->reserved_time_ns);
+        cmh_jw_kuint(w, "ooms", r->ooms);
+        if (r->ooms) {
+            cmh_jw_kint(w, "first_oom_time_ns", r->first_oom_ns);
+            cmh_jw_kuint(w, "first_oom_requested", r->first_oom_request);
+            cmh_jw_kuint(w, "first_oom_device_free", r->first_oom_free);
+        }
+        cmh_jw_kuint(w, "leaked_bytes", r->leaked_bytes);
+        cmh_jw_kuint(w, "leaking_sites", r->leaking_sites);
+        if (r->leaking_sites) cmh_jw_kstr(w, "leaking_site", r->leak_site);
+        cmh_jw_kuint(w, "live_bytes_at_end", r->live_end);
+        cmh_jw_kstr(w, "top_site_at_peak", r->site);
+        cmh_jw_kuint(w, "top_site_bytes", r->site_bytes);
+        if (r->ending[0]) cmh_jw_kstr(w, "ending", r->ending);
+        cmh_jw_kint(w, "start_time_ns", r->t_start);
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+}
+
+int cmd_ranks(int argc, char **argv)
+{
+    char **args = malloc((size_t)(argc > 1 ? argc : 1) * sizeof *args);
+    int nargs, rc = args ? cli_parse(&cli_cmd_ranks, argc, argv, args, &nargs) : CLI_ENOMEM;
+    if (rc) {
+        free(args);
+        return rc < 0 ? cli_finish_stdout(0) : rc;
+    }
+    cmh_pathlist pl;
+    rc = cmh_expand_paths(args, nargs, &pl);
+    free(args);
+    if (rc) return rc;
+    if (!pl.n) {
+        cli_error("no .cmh or .pickle files in %s", nargs == 1 ? argv[argc - 1] : "the directories given");
+        cmh_pathlist_free(&pl);
+        return CLI_EFILE;
+    }
+    ranks_run run;
+    memset(&run, 0, sizeof run);
+    run.paths = pl.v;
+    run.npaths = pl.n;
+    pthread_mutex_init(&run.lock, NULL);
+    run.slots = calloc(pl.n, sizeof *run.slots);
+    if (!run.slots) {
+        cmh_pathlist_free(&pl);
+        return CLI_ENOMEM;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = g_jobs ? g_jobs : (int)(cores > 0 ? cores : 1);
+    if ((uint32_t)nt > pl.n) nt = (int)pl.n;
+    pthread_t th[256];
+    int started = 0;
+    for (; started < nt - 1; started++)
+        if (pthread_create(&th[started], NULL, worker, &run) != 0) break;
+    worker(&run);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+
+    uint32_t nrows = 0, failed = 0, first_bad_rc = 0;
+    for (uint32_t f = 0; f < pl.n; f++) {
+        nrows += (uint32_t)run.slots[f].nrows;
+        if (run.slots[f].rc) failed++, first_bad_rc = first_bad_rc ? first_bad_rc : (uint32_t)run.slots[f].rc;
+    }
+    rank_row **rows = malloc((nrows ? nrows : 1) * sizeof *rows);
+    if (!rows) rc = CLI_ENOMEM;
+    uint32_t k = 0;
+    for (uint32_t f = 0; rows && f < pl.n; f++)
+        for (int i = 0; i < run.slots[f].nrows; i++) rows[k++] = &run.slots[f].rows[i];
+    if (rows) qsort(rows, nrows, sizeof *rows, cmp_row);
+    const char *const *paths = (const char *const *)pl.v;
+
+    int64_t t0 = 0;
+    const rank_row *first_oom = NULL;
+    uint32_t oom_ranks = 0, leak_ranks = 0;
+    for (uint32_t i = 0; rows && i < nrows; i++) {
+        const rank_row *r = rows[i];
+        if (r->t_start && (!t0 || r->t_start < t0)) t0 = r->t_start;
+        if (r->ooms) {
+            oom_ranks++;
+            if (!first_oom || r->first_oom_ns < first_oom->first_oom_ns) first_oom = r;
+        }
+        leak_ranks += r->leaking_sites > 0;
+    }
+    spread pa, pr;
+    spread_of(rows, rows ? nrows : 0, 0, &pa);
+    spread_of(rows, rows ? nrows : 0, 1, &pr);
+    double tau = rows ? rank_trend(rows, nrows) : 0.0;
+
+    if (rows && g_json) {
+        cmh_jw w;
+        cmh_jw_init(&w, stdout);
+        cmh_jw_obj(&w);
+        cmh_jw_kuint(&w, "files", pl.n);
+        cmh_jw_kuint(&w, "unreadable", failed);
+        cmh_jw_kint(&w, "time_origin_ns", t0);
+        cmh_jw_nl(&w);
+        json_rows(&w, rows, nrows, paths);
+        cmh_jw_nl(&w);
+        cmh_jw_key(&w, "spread");
+        cmh_jw_obj(&w);
+        json_spread(&w, "peak_allocated", &pa, paths);
+        json_spread(&w, "peak_reserved", &pr, paths);
+        cmh_jw_key(&w, "rank_trend");
+        cmh_jw_double(&w, tau, 3);
+        cmh_jw_end(&w);
+        cmh_jw_nl(&w);
+        cmh_jw_key(&w, "leaking");
+        cmh_jw_arr(&w);
+        for (uint32_t i = 0; i < nrows; i++)
+            if (rows[i]->leaking_sites) cmh_jw_str(&w, who(rows[i], paths));
+        cmh_jw_end(&w);
+        cmh_jw_nl(&w);
+        cmh_jw_key(&w, "first_oom");
+        if (!first_oom) cmh_jw_null(&w);
+        else {
+            cmh_jw_obj(&w);
+            cmh_jw_kstr(&w, "of", who(first_oom, paths));
+            if (first_oom->rank >= 0) cmh_jw_kint(&w, "rank", first_oom->rank);
+            cmh_jw_kstr(&w, "file", paths[first_oom->file]);
+            cmh_jw_kstr(&w, "host", first_oom->host);
+            cmh_jw_kint(&w, "device", first_oom->device);
+            cmh_jw_kint(&w, "time_ns", first_oom->first_oom_ns);
+            cmh_jw_kuint(&w, "requested", first_oom->first_oom_request);
+            cmh_jw_kuint(&w, "device_free", first_oom->first_oom_free);
+            cmh_jw_kuint(&w, "ranks_that_ran_out", oom_ranks);
+            cmh_jw_end(&w);
+        }
+        cmh_jw_end(&w);
+        putchar('\n');
+    } else if (rows) {
+        printf("%u record%s, %u process%s on %s", pl.n, pl.n == 1 ? "" : "s", nrows, nrows == 1 ? "" : "es",
+               rep_count(nrows, "device", "devices"));
+        if (failed) printf(" (%u unreadable)", failed);
+        printf("; times from the job's first entry\n\n");
+        printf("%6s  %-12s %4s  %10s %9s  %10s %9s  %4s  %10s  %s\n", "rank", "host", "dev", "peak alloc", "when", "peak resv",
+               "when", "OOMs", "leaked", "top site at the peak");
+        for (uint32_t i = 0; i < nrows; i++) {
+            const rank_row *r = rows[i];
+            char rk[16];
+            if (r->rank >= 0) snprintf(rk, sizeof rk, "%d", (int)r->rank);
+            else snprintf(rk, sizeof rk, "-");
+            printf("%6s  %-12.12s %4d  %10s %9s  %10s %9s  %4u  %10s  %s", rk, r->host, r->device, rep_size((double)r->alloc_peak),
+                   rep_when(r->alloc_time_ns, t0), rep_size((double)r->reserved_peak), rep_when(r->reserved_time_ns, t0), r->ooms,
+                   r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site[0] ? r->site : "-");
+            if (r->site_bytes) printf(", %s", rep_size((double)r->site_bytes));
+            if (r->rank < 0) printf("  [%s]", paths[r->file]);
+            if (r->ending[0]) printf("  (%s)", r->ending);
+            putchar('\n');
+        }
+        if (nrows) {
+            printf("\npeak allocated: min %s (%s), median %s, max %s (%s)", rep_size((double)pa.min), who(pa.min_row, paths),
+                   rep_size((double)pa.median), rep_size((double)pa.max), who(pa.max_row, paths));
+            if (pa.median) printf(": the worst is %.2fx the median", (double)pa.max / (double)pa.median);
+            printf("\npeak reserved:  min %s (%s), median %s, max %s (%s)\n", rep_size((double)pr.min), who(pr.min_row, paths),
+                   rep_size((double)pr.median), rep_size((double)pr.max), who(pr.max_row, paths));
+            if (nrows >= 3 && (tau >= 0.5 || tau <= -0.5))
+                printf("the peaks %s with the rank (Kendall tau %+.2f): the imbalance is systematic, not noise\n",
+                       tau > 0 ? "rise" : "fall", tau);
+        }
+        if (leak_ranks) {
+            printf("leaking: ");
+            for (uint32_t i = 0, n = 0; i < nrows; i++)
+                if (rows[i]->leaking_sites)
+                    printf("%s%s, %s in %s (%s)", n++ ? "; " : "", who(rows[i], paths), rep_size((double)rows[i]->leaked_bytes),
+                           rep_count(rows[i]->leaking_sites, "growing site", "growing sites"), rows[i]->leak_site);
+            putchar('\n');
+        } else if (nrows) {
+            printf("leaking: none\n");
+        }
+        if (first_oom)
+            printf("first OOM: %s on %s, device %d, at %s: %s requested, %s free on the device (%u of %u ran out of memory)\n",
+                   who(first_oom, paths), first_oom->host, first_oom->device, rep_when(first_oom->first_oom_ns, t0),
+                   rep_size((double)first_oom->first_oom_request), rep_size((double)first_oom->first_oom_free), oom_ranks, nrows);
+        else if (nrows)
+            printf("first OOM: none\n");
+    }
+    free(rows);
+    for (uint32_t f = 0; f < pl.n; f++) free(run.slots[f].rows);
+    free(run.slots);
+    pthread_mutex_destroy(&run.lock);
+    uint32_t nfiles = pl.n;
+    cmh_pathlist_free(&pl);
+    if (rc) return rc;
+    if (failed) {
+        cli_error("%u of %u records could not be read (above)", failed, nfiles);
+        rc = cli_finish_stdout(0);
+        return rc ? rc : (int)first_bad_rc;
+    }
+    return cli_finish_stdout(0);
+}

@@ -1,0 +1,21 @@
+/*
+ * fleet.h - what the commands over many records (ranks, export of several files) share: the
+ * file arguments, where a directory stands for the snapshots in it.
+ */
+#ifndef CMH_CLI_FLEET_H
+#define CMH_CLI_FLEET_H
+
+#include <stdint.h>
+
+typedef struct cmh_pathlist {
+    char **v; /* each malloc'ed */
+    uint32_t n, cap;
+} cmh_pathlist;
+
+/* The arguments as files: a directory becomes its *.cmh and *.pickle files (not temporaries,
+ * checkpoints or flight records), in natural order (run.2 before run.10).  Returns the exit
+ * status, the error said. */
+int cmh_expand_paths(char **args, int nargs, cmh_pathlist *out);
+void cmh_pathlist_free(cmh_pathlist *l);
+
+#endif

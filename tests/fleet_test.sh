@@ -1,0 +1,114 @@
+#!/bin/sh
+# fleet_test.sh BUILD_DIR SOURCE_DIR - a 4-rank job of samples/fleet_rank on the fake driver (4
+# devices of 512 MiB): rank 1 leaks 1 MiB a step, rank 2 runs out of memory at step 3.  `ranks`
+# must name both; the merged Chrome trace must hold 4 process tracks in time order; fleet.db must
+# hold every row of the records; and the example queries of docs/FLEET.md must give the answers
+# the job was built to give.
+TEST=fleet . "$(dirname "$0")/testlib.sh"
+
+for r in 0 1 2 3; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 FLEET_LEAK_RANK=1 FLEET_OOM_RANK=2 FAKECUDA_DEVICES=4 FAKECUDA_CAPACITY=512M \
+        "$CMH" record -q -o run.%r.cmh -- "$B/samples/fleet_rank" 10 >/dev/null 2>&1
+    echo "rank $r: exit $?" >>exits.txt
+done
+[ "$(cat exits.txt | tr '\n' ' ')" = "rank 0: exit 0 rank 1: exit 0 rank 2: exit 1 rank 3: exit 0 " ] &&
+    ok "4 ranks recorded (rank 2 ended by its OOM)" || bad "ranks: $(cat exits.txt)"
+
+# ranks, text and JSON
+"$CMH" ranks . >ranks.txt 2>&1 || bad "ranks failed: $(cat ranks.txt)"
+grep -q "^leaking: rank 1, 10.0 MiB in 1 growing site (cache_batch" ranks.txt && ok "ranks names the leaking rank: $(grep ^leaking ranks.txt)" ||
+    bad "ranks does not name rank 1 as leaking: $(cat ranks.txt)"
+grep -q "^first OOM: rank 2 on .*, device 2, at .*: 1.0 GiB requested" ranks.txt && ok "ranks names the first OOM: $(grep '^first OOM' ranks.txt)" ||
+    bad "ranks does not name rank 2's OOM: $(cat ranks.txt)"
+"$CMH" ranks --json run.*.cmh >ranks.json 2>&1 || bad "ranks --json failed"
+py - ranks.json <<'EOF' || fail=$((fail + 1))
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["processes"]
+assert [r["rank"] for r in rows] == [0, 1, 2, 3], rows
+assert [r["device"] for r in rows] == [0, 1, 2, 3]
+assert all(r["world_size"] == 4 for r in rows)
+assert d["leaking"] == ["rank 1"], d["leaking"]
+assert rows[1]["leaked_bytes"] == 10 << 20, rows[1]
+assert d["first_oom"]["rank"] == 2 and d["first_oom"]["requested"] == 1 << 30, d["first_oom"]
+assert [r["ooms"] for r in rows] == [0, 0, 1, 0]
+# weights 64 + 4r MiB, activations 38 MiB; rank 1 also its 10 MiB of cache
+assert [r["peak_allocated"] >> 20 for r in rows] == [102, 116, 110, 114], [r["peak_allocated"] >> 20 for r in rows]
+assert d["spread"]["peak_allocated"]["max_of"] == "rank 1" and d["spread"]["peak_allocated"]["median"] >> 20 == 112
+assert all(r["top_site_at_peak"].startswith("load_weights") for r in rows), [r["top_site_at_peak"] for r in rows]
+print("ok: ranks --json: 4 rows in rank order, the spread, rank 1 leaking 10 MiB, rank 2's OOM first")
+EOF
+
+# one Chrome trace for all ranks
+"$CMH" export run.*.cmh -o all.trace.json 2>err.txt || bad "chrome export of 4 records: $(cat err.txt)"
+py - all.trace.json <<'EOF' || fail=$((fail + 1))
+import json, sys, collections
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+assert sorted(v.split(" @ ")[0] for v in names.values()) == ["rank 0", "rank 1", "rank 2", "rank 3"], names
+last = collections.defaultdict(lambda: -1.0)
+n = 0
+for e in ev:
+    if e["ph"] == "M":
+        continue
+    assert e["pid"] in names, e
+    key = (e["pid"], e.get("tid"), e["ph"], e["name"] if e["ph"] == "C" else "")
+    assert e["ts"] >= last[key], f"track {key}: {e['ts']} after {last[key]}"
+    last[key] = e["ts"]
+    n += 1
+ooms = [names[e["pid"]] for e in ev if e["ph"] == "i" and e["name"].startswith("out of memory")]
+assert len(ooms) == 1 and ooms[0].startswith("rank 2 @"), ooms
+print(f"ok: one Chrome trace: 4 process tracks ({', '.join(sorted(names.values()))}), {n} events in time order per track, rank 2's OOM an instant")
+EOF
+
+# the database
+"$CMH" export --format sqlite . -o fleet.db 2>err.txt || bad "sqlite export: $(cat err.txt)"
+for r in 0 1 2 3; do "$CMH" export --format json run.$r.cmh -o run.$r.json; done
+py - fleet.db ranks.json "$SRC/docs/FLEET.md" <<'EOF' || fail=$((fail + 1))
+import json, re, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = json.load(open(sys.argv[2]))["processes"]
+q = lambda sql, *a: db.execute(sql, a).fetchall()
+assert q("SELECT COUNT(*) FROM processes") == [(4,)]
+for r in rows:
+    (pid,), = q("SELECT process_id FROM processes WHERE rank = ?", r["rank"])
+    j = json.load(open(f"run.{r['rank']}.json"))
+    got = (q("SELECT COUNT(*) FROM events WHERE process_id = ?", pid)[0][0], q("SELECT COUNT(*) FROM segments WHERE process_id = ?", pid)[0][0],
+           q("SELECT COUNT(*) FROM blocks WHERE process_id = ?", pid)[0][0], q("SELECT COUNT(*) FROM marks WHERE process_id = ?", pid)[0][0])
+    want = (r["trace_entries"], len(j["segments"]), sum(len(s["blocks"]) for s in j["segments"]), 4 if r["rank"] == 2 else 10)
+    assert got == want, f"rank {r['rank']}: (events, segments, blocks, marks) {got} != the record's {want}"
+    (peak,), = q("SELECT peak_allocated FROM devices WHERE process_id = ?", pid)
+    assert peak == r["peak_allocated"], (peak, r["peak_allocated"])
+    # allocated memory as a sum of deltas ends where the record ends
+    (end, total), = q("SELECT allocated_at_end, allocated_at_start + (SELECT SUM(allocated_delta) FROM events WHERE process_id = ?) FROM devices WHERE process_id = ?", pid, pid)
+    assert end == total, (end, total)
+print("ok: fleet.db: 4 processes; events, segments, blocks and marks of each equal its record's; peaks and sums agree")
+
+doc = open(sys.argv[3]).read()
+queries = dict(re.findall(r"```sql\n-- query: (\S+)\n(.*?)```", doc, re.S))
+assert set(queries) == {"worst-rank-peak-owners", "growth-per-rank-per-step", "first-oom"}, list(queries)
+owners = q(queries["worst-rank-peak-owners"])
+assert [(o[0], o[1].split(" ")[0], o[2] >> 20, o[3]) for o in owners] == [(1, "load_weights", 68, 1), (1, "forward_activations", 38, 4), (1, "cache_batch", 10, 10)], owners
+growth = q(queries["growth-per-rank-per-step"])
+by = {}
+for rank, name, alloc, g in growth:
+    by.setdefault(rank, []).append(g)
+assert set(by) == {0, 1, 2, 3} and len(by[2]) == 4 and len(by[0]) == 10, {k: len(v) for k, v in by.items()}
+assert by[1][1:] == [1 << 20] * 9, by[1]
+assert all(v[1:] == [0] * (len(v) - 1) for k, v in by.items() if k != 1), by
+oom = q(queries["first-oom"])
+assert len(oom) == 1 and oom[0][0] == 2 and oom[0][2] == 2 and oom[0][4] == 1 << 30, oom
+print(f"ok: docs/FLEET.md's queries: the worst rank's peak owners {[(o[1].split(' ')[0], o[2] >> 20) for o in owners]} MiB; rank 1 grows 1 MiB a step, the others 0; the first OOM is rank 2's")
+EOF
+
+# records that cannot be read are named, the rest reported
+printf 'not a snapshot' >broken.cmh
+"$CMH" ranks run.0.cmh broken.cmh >mixed.txt 2>mixed.err
+rc=$?
+[ $rc -eq 1 ] && grep -q "broken.cmh" mixed.err && grep -q "^     0 " mixed.txt && ok "a broken record is named (exit 1), the others reported" ||
+    bad "ranks with a broken record: exit $rc, $(cat mixed.err)"
+# PyTorch's own snapshots have no rank: rows all the same
+"$CMH" ranks "$F"/h200/*.pickle >pt.txt 2>&1 && grep -q "^     -  " pt.txt && ok "ranks reads PyTorch's pickles (no rank: by file)" ||
+    bad "ranks on pickles: $(head -5 pt.txt)"
+finish

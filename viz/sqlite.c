@@ -1,0 +1,364 @@
+/*
+ * sqlite.c - snapshots into one SQLite database, for queries across a fleet (docs/FLEET.md has
+ * the schema and example queries).  Each snapshot goes in with one transaction of its own, as it
+ * is read; the indexes are made once at the end, when every row is in.
+ *
+ * Besides the record's own tables (processes, segments, blocks, events, stacks, frames,
+ * kernels, marks), what the replay knows is stored with the rows, so that SQL needs no model of
+ * the allocator: each event's change of allocated and reserved bytes (their running sum from
+ * devices.allocated_at_start is the device's allocated memory at any time), the time the memory
+ * an allocation made was given back (end_time_ns), each device's peaks, and each stack's site as
+ * the reports name it.
+ */
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+#include "cumemhist/sites.h"
+#include "cumemhist/viz.h"
+#include "oatab.h"
+
+static const char *const g_schema =
+    "CREATE TABLE processes (process_id INTEGER PRIMARY KEY, file TEXT, rank INTEGER, local_rank INTEGER,"
+    " world_size INTEGER, host TEXT, pid INTEGER, cmdline TEXT, producer TEXT, source TEXT, start_time_ns INTEGER,"
+    " dump_time_ns INTEGER, ending TEXT);"
+    "CREATE TABLE devices (process_id INTEGER, device INTEGER, trace_entries INTEGER, dropped_entries INTEGER,"
+    " allocated_at_start INTEGER, reserved_at_start INTEGER, peak_allocated INTEGER, peak_allocated_seq INTEGER,"
+    " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
+    " allocated_at_end INTEGER, reserved_at_end INTEGER,"
+    " PRIMARY KEY (process_id, device));"
+    "CREATE TABLE frames (process_id INTEGER, frame_id INTEGER, name TEXT, filename TEXT, line INTEGER, module TEXT,"
+    " pc INTEGER, PRIMARY KEY (process_id, frame_id));"
+    "CREATE TABLE stacks (process_id INTEGER, stack_id INTEGER, depth INTEGER, frame_id INTEGER,"
+    " PRIMARY KEY (process_id, stack_id, depth));"
+    "CREATE TABLE sites (process_id INTEGER, stack_id INTEGER, site TEXT, PRIMARY KEY (process_id, stack_id));"
+    "CREATE TABLE segments (process_id INTEGER, segment_id INTEGER, device INTEGER, kind TEXT, address INTEGER,"
+    " size INTEGER, stream INTEGER, pool TEXT, expandable INTEGER, stack_id INTEGER, time_ns INTEGER);"
+    "CREATE TABLE blocks (process_id INTEGER, segment_id INTEGER, address INTEGER, size INTEGER, requested INTEGER,"
+    " state TEXT, stack_id INTEGER, time_ns INTEGER);"
+    "CREATE TABLE events (process_id INTEGER, device INTEGER, seq INTEGER, time_ns INTEGER, action TEXT,"
+    " address INTEGER, size INTEGER, requested INTEGER, stream INTEGER, stack_id INTEGER, thread INTEGER,"
+    " allocated_delta INTEGER, reserved_delta INTEGER, end_seq INTEGER, end_time_ns INTEGER);"
+    "CREATE TABLE kernels (process_id INTEGER, device INTEGER, stream INTEGER, correlation INTEGER, name TEXT,"
+    " start_ns INTEGER, end_ns INTEGER, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER,"
+    " block_y INTEGER, block_z INTEGER, registers INTEGER, shared_bytes INTEGER);"
+    "CREATE TABLE marks (process_id INTEGER, device INTEGER, seq INTEGER, time_ns INTEGER, name TEXT, stage TEXT);";
+
+static const char *const g_indexes =
+    "CREATE INDEX events_time ON events (process_id, device, time_ns);"
+    "CREATE INDEX events_oom ON events (time_ns) WHERE action = 'oom';"
+    "CREATE INDEX segments_process ON segments (process_id, device);"
+    "CREATE INDEX blocks_segment ON blocks (process_id, segment_id);"
+    "CREATE INDEX kernels_time ON kernels (process_id, device, start_ns);"
+    "CREATE INDEX marks_time ON marks (process_id, device, time_ns);"
+
+    "CREATE INDEX processes_rank ON processes (rank);";
+
+enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, NQ };
+static const char *const g_insert[NQ] = {
+    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
+    "INSERT INTO stacks VALUES (?,?,?,?)",
+    "INSERT INTO sites VALUES (?,?,?)",
+    "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?)",
+    "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO marks VALUES (?,?,?,?,?,?)",
+};
+
+struct cmh_sqlite {
+    sqlite3 *db;
+    sqlite3_stmt *q[NQ];
+    int64_t next_process;
+    char *err;
+    size_t errlen;
+};
+
+static int fail(cmh_sqlite *x, const char *what)
+{
+    snprintf(x->err, x->errlen, "%s: %s", what, sqlite3_errmsg(x->db));
+    return sqlite3_errcode(x->db) == SQLITE_NOMEM ? CMH_ENOMEM : CMH_EIO;
+}
+
+cmh_sqlite *cmh_sqlite_open(const char *path, char *err, size_t errlen)
+{
+    cmh_sqlite *x = calloc(1, sizeof *x);
+    if (!x) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    x->err = err, x->errlen = errlen;
+    x->next_process = 1;
+    /* one connection, one thread: no mutexes */
+    if (sqlite3_open_v2(path, &x->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, x->db ? sqlite3_errmsg(x->db) : "cannot open");
+        sqlite3_close(x->db);
+        free(x);
+        return NULL;
+    }
+    /* a new file that is renamed into place when done: no journal to keep, no one else to lock
+     * out */
+    if (sqlite3_exec(x->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(x->db, g_schema, NULL, NULL, NULL) != SQLITE_OK) {
+        fail(x, path);
+        cmh_sqlite_abort(x);
+        return NULL;
+    }
+    for (int i = 0; i < NQ; i++)
+        if (sqlite3_prepare_v2(x->db, g_insert[i], -1, &x->q[i], NULL) != SQLITE_OK) {
+            fail(x, g_insert[i]);
+            cmh_sqlite_abort(x);
+            return NULL;
+        }
+    return x;
+}
+
+/* bind helpers: a statement's parameters in order; NULL for an unknown (negative) identity */
+typedef struct binder {
+    sqlite3_stmt *st;
+    int i;
+} binder;
+static void b_int(binder *b, int64_t v) { sqlite3_bind_int64(b->st, ++b->i, v); }
+static void b_opt(binder *b, int64_t v) /* -1: not known */
+{
+    if (v < 0) sqlite3_bind_null(b->st, ++b->i);
+    else sqlite3_bind_int64(b->st, ++b->i, v);
+}
+static void b_text(binder *b, const char *s) /* NULL: not known */
+{
+    if (!s) sqlite3_bind_null(b->st, ++b->i);
+    else sqlite3_bind_text(b->st, ++b->i, s, -1, SQLITE_STATIC);
+}
+static void b_null(binder *b) { sqlite3_bind_null(b->st, ++b->i); }
+
+static int run(cmh_sqlite *x, binder *b, const char *what)
+{
+    int rc = sqlite3_step(b->st);
+    sqlite3_reset(b->st);
+    sqlite3_clear_bindings(b->st);
+    return rc == SQLITE_DONE ? CMH_OK : fail(x, what);
+}
+
+#define BIND(qi) binder b = {x->q[qi], 0}
+
+/* The replay's view of one device: per entry the change of allocated and reserved bytes and
+ * the time its memory went back; the peaks. */
+typedef struct dev_view {
+    int64_t *dalloc, *dres, *end, *end_seq; /* end_seq: + 1, 0 = still live at the end */
+    int64_t alloc_start, res_start, alloc_end, res_end;
+    cmh_replay *r;
+    cmh_oatab open; /* address -> entry index + 1 of the allocation that made the live block */
+    int nomem;
+} dev_view;
+
+typedef struct open_slot {
+    uint64_t addr;
+    int64_t index1;
+} open_slot;
+
+static void observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
+{
+    (void)stack;
+    dev_view *v = arg;
+    int64_t pos = cmh_replay_position(v->r);
+    if (pos < 0 || !addr) return;
+    if (delta > 0) {
+        open_slot *o = cmh_oa_get(&v->open, addr, NULL);
+        if (!o) v->nomem = 1;
+        else o->index1 = pos + 1;
+    } else {
+        open_slot *o = cmh_oa_find(&v->open, addr);
+        if (!o) return;
+        const cmh_entry *e = cmh_replay_entry(v->r, pos);
+        if (o->index1 > 0) v->end[o->index1 - 1] = e ? e->time_ns : 0, v->end_seq[o->index1 - 1] = pos + 1;
+        cmh_oa_remove(&v->open, o);
+    }
+}
+
+static int view_device(const cmh_snapshot *s, int dev, dev_view *v)
+{
+    memset(v, 0, sizeof *v);
+    cmh_oa_init(&v->open, sizeof(open_slot));
+    if (!(v->r = cmh_replay_new(s, dev))) return CMH_ENOMEM;
+    int64_t n = cmh_replay_length(v->r);
+    size_t m = (size_t)(n > 0 ? n : 1);
+    v->dalloc = calloc(m, sizeof *v->dalloc);
+    v->dres = calloc(m, sizeof *v->dres);
+    v->end = calloc(m, sizeof *v->end);
+    v->end_seq = calloc(m, sizeof *v->end_seq);
+    if (!v->dalloc || !v->dres || !v->end || !v->end_seq) return CMH_ENOMEM;
+    const cmh_mem_stats *st = cmh_replay_stats(v->r);
+    int64_t a = v->alloc_start = st->allocated_bytes[CMH_POOL_ALL].current;
+    int64_t r = v->res_start = st->reserved_bytes[CMH_POOL_ALL].current;
+    cmh_replay_observe(v->r, observe, v);
+    while (cmh_replay_step(v->r)) {
+        int64_t i = cmh_replay_position(v->r);
+        int64_t na = st->allocated_bytes[CMH_POOL_ALL].current, nr = st->reserved_bytes[CMH_POOL_ALL].current;
+        if (i >= 0 && i < n) v->dalloc[i] = na - a, v->dres[i] = nr - r;
+        a = na, r = nr;
+    }
+    v->alloc_end = a, v->res_end = r;
+    int rc = cmh_replay_status(v->r);
+    return rc != CMH_OK ? rc : v->nomem ? CMH_ENOMEM : CMH_OK;
+}
+
+static void view_free(dev_view *v)
+{
+    cmh_replay_free(v->r);
+    free(v->dalloc);
+    free(v->dres);
+    free(v->end);
+    free(v->end_seq);
+    cmh_oa_free(&v->open);
+}
+
+static const char *pool_name(int p) { return p == CMH_POOL_SMALL ? "small" : "large"; }
+
+static const char *state_name(int st)
+{
+    return st == CMH_BLOCK_ACTIVE_ALLOCATED ? "active_allocated" : st == CMH_BLOCK_ACTIVE_PENDING_FREE ? "active_pending_free" : "inactive";
+}
+
+static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const cmh_sites *g,
+                      const char *(*site_name)(void *, const cmh_snapshot *, const cmh_sites *, uint32_t), void *site_arg)
+{
+    int rc = CMH_OK;
+    for (uint32_t i = 0; i < s->nframes && rc == CMH_OK; i++) {
+        const cmh_frame *f = &s->frames[i];
+        BIND(Q_FRAME);
+        b_int(&b, pid), b_int(&b, i), b_text(&b, cmh_str(s, f->name)), b_text(&b, cmh_str(s, f->filename)), b_int(&b, f->line);
+        b_text(&b, cmh_frame_module(s, f)), b_int(&b, (int64_t)f->pc);
+        rc = run(x, &b, "frames");
+    }
+    for (uint32_t i = 1; i < s->nstacks && rc == CMH_OK; i++) {
+        const cmh_stack *st = &s->stacks[i];
+        for (uint32_t k = 0; k < st->count && rc == CMH_OK; k++) {
+            BIND(Q_STACK);
+            b_int(&b, pid), b_int(&b, i), b_int(&b, k), b_int(&b, s->stack_frames[st->first + k]);
+            rc = run(x, &b, "stacks");
+        }
+        if (rc == CMH_OK && site_name) {
+            BIND(Q_SITE);
+            b_int(&b, pid), b_int(&b, i), b_text(&b, site_name(site_arg, s, g, i));
+            rc = run(x, &b, "sites");
+        }
+    }
+    for (uint32_t i = 0; i < s->nsegments && rc == CMH_OK; i++) {
+        const cmh_segment *sg = &s->segments[i];
+        BIND(Q_SEG);
+        b_int(&b, pid), b_int(&b, i), b_int(&b, sg->device), b_text(&b, cmh_kind_name(sg->kind)), b_int(&b, (int64_t)sg->addr);
+        b_int(&b, (int64_t)sg->size), b_int(&b, (int64_t)sg->stream), b_text(&b, pool_name(cmh_segment_pool(sg)));
+        b_int(&b, (sg->flags & CMH_SEG_EXPANDABLE) != 0), b_int(&b, sg->stack), b_int(&b, sg->time_ns);
+        rc = run(x, &b, "segments");
+        for (uint32_t k = 0; k < sg->nblocks && rc == CMH_OK; k++) {
+            const cmh_block *bl = &s->blocks[sg->first_block + k];
+            BIND(Q_BLOCK);
+            b_int(&b, pid), b_int(&b, i), b_int(&b, (int64_t)bl->addr), b_int(&b, (int64_t)bl->size), b_int(&b, (int64_t)bl->requested);
+            b_text(&b, state_name(bl->state)), b_int(&b, bl->stack), b_int(&b, bl->time_ns);
+            rc = run(x, &b, "blocks");
+        }
+    }
+    for (uint32_t i = 0; i < s->nkernels && rc == CMH_OK; i++) {
+        const cmh_kernel *k = &s->kernels[i];
+        BIND(Q_KERNEL);
+        b_int(&b, pid), b_int(&b, k->device), b_int(&b, k->stream), b_int(&b, k->correlation), b_text(&b, cmh_str(s, k->name));
+        b_int(&b, k->start_ns), b_int(&b, k->end_ns);
+        for (int d = 0; d < 3; d++) b_int(&b, k->grid[d]);
+        for (int d = 0; d < 3; d++) b_int(&b, k->block[d]);
+        b_int(&b, k->registers), b_int(&b, k->shared_bytes);
+        rc = run(x, &b, "kernels");
+    }
+    for (uint32_t i = 0; i < s->nannotations && rc == CMH_OK; i++) {
+        const cmh_annotation *a = &s->annotations[i];
+        BIND(Q_MARK);
+        b_int(&b, pid), b_int(&b, a->device), b_null(&b), b_int(&b, a->time_ns), b_text(&b, cmh_str(s, a->name));
+        b_text(&b, a->stage ? "end" : "start");
+        rc = run(x, &b, "marks");
+    }
+    return rc;
+}
+
+static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const cmh_trace *t)
+{
+    dev_view v;
+    int rc = view_device(s, t->device, &v);
+    int64_t pa = v.alloc_start, pat = 0, pas = -1, pr = v.res_start, prt = 0, prs = -1, a = v.alloc_start, r = v.res_start;
+    for (uint32_t i = 0; i < t->nentries && rc == CMH_OK; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        a += v.dalloc[i], r += v.dres[i];
+        if (a > pa) pa = a, pat = e->time_ns, pas = i;
+        if (r > pr) pr = r, prt = e->time_ns, prs = i;
+        BIND(Q_EVENT);
+        b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_int(&b, e->time_ns), b_text(&b, cmh_action_name(e->action));
+        b_int(&b, (int64_t)e->addr), b_int(&b, (int64_t)e->size), b_int(&b, (int64_t)e->requested), b_int(&b, (int64_t)e->stream);
+        b_int(&b, e->stack), b_int(&b, e->thread), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
+        if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_int(&b, v.end[i]);
+        else b_null(&b), b_null(&b);
+        rc = run(x, &b, "events");
+        if (rc == CMH_OK && e->action == CMH_ACT_MARK) {
+            BIND(Q_MARK);
+            b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_int(&b, e->time_ns), b_text(&b, cmh_str(s, e->name));
+            b_text(&b, "point");
+            rc = run(x, &b, "marks");
+        }
+    }
+    if (rc == CMH_OK) {
+        BIND(Q_DEV);
+        b_int(&b, pid), b_int(&b, t->device), b_int(&b, t->nentries), b_int(&b, (int64_t)t->dropped), b_int(&b, v.alloc_start);
+        b_int(&b, v.res_start), b_int(&b, pa);
+        if (pas >= 0) b_int(&b, pas), b_int(&b, pat);
+        else b_null(&b), b_null(&b); /* the peak was the state before the first entry */
+        b_int(&b, pr);
+        if (prs >= 0) b_int(&b, prs), b_int(&b, prt);
+        else b_null(&b), b_null(&b);
+        b_int(&b, v.alloc_end), b_int(&b, v.res_end);
+        rc = run(x, &b, "devices");
+    }
+    view_free(&v);
+    return rc;
+}
+
+int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const cmh_sites *g,
+                   const char *(*site_name)(void *, const cmh_snapshot *, const cmh_sites *, uint32_t), void *site_arg)
+{
+    if (sqlite3_exec(x->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return fail(x, "BEGIN");
+    int64_t pid = x->next_process;
+    int rc;
+    {
+        BIND(Q_PROC);
+        b_int(&b, pid), b_text(&b, file), b_opt(&b, s->rank), b_opt(&b, s->local_rank), b_opt(&b, s->world_size);
+        b_text(&b, cmh_str(s, s->hostname)), b_int(&b, s->pid), b_text(&b, cmh_str(s, s->cmdline)), b_text(&b, s->producer[0] ? s->producer : NULL);
+        b_text(&b, s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"), b_int(&b, s->start_time_ns), b_int(&b, s->dump_time_ns);
+        b_text(&b, s->ending ? cmh_str(s, s->ending) : NULL);
+        rc = run(x, &b, "processes");
+    }
+    if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg);
+    for (uint32_t t = 0; t < s->ntraces && rc == CMH_OK; t++) rc = add_device(x, s, pid, &s->traces[t]);
+    if (rc == CMH_OK && sqlite3_exec(x->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = fail(x, "COMMIT");
+    if (rc != CMH_OK) sqlite3_exec(x->db, "ROLLBACK", NULL, NULL, NULL);
+    else x->next_process++;
+    return rc;
+}
+
+int cmh_sqlite_close(cmh_sqlite *x)
+{
+    int rc = CMH_OK;
+    if (sqlite3_exec(x->db, g_indexes, NULL, NULL, NULL) != SQLITE_OK)
+        rc = fail(x, "indexes");
+    for (int i = 0; i < NQ; i++) sqlite3_finalize(x->q[i]);
+    if (sqlite3_close(x->db) != SQLITE_OK && rc == CMH_OK) rc = fail(x, "close");
+    free(x);
+    return rc;
+}
+
+void cmh_sqlite_abort(cmh_sqlite *x)
+{
+    for (int i = 0; i < NQ; i++) sqlite3_finalize(x->q[i]);
+    sqlite3_close(x->db);
+    free(x);
+}
