@@ -190,21 +190,23 @@ int cmd_export(int argc, char **argv)
     else if (g_format_given && named >= 0 && ((named == F_PPROF) != (g_format == F_PPROF))) {
         cli_error("export: --format %s does not write what the name %s says (%s); rename it or change --format",
                   g_formats[g_format], g_out, named == F_PPROF ? "a pprof profile" : "not a pprof profile");
+        free(args);
         return CLI_EUSAGE;
     } else if (g_format_given && named >= 0 && (named == F_MEMVIZ) != (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
         cli_error("export: --format %s does not write what the name %s says (%s); rename it or change --format",
                   g_formats[g_format], g_out, named == F_MEMVIZ ? "a pickle" : "JSON");
+        free(args);
         return CLI_EUSAGE;
     }
-    if (named == F_SQLITE && g_format_given && g_format != F_SQLITE) {
-        cli_error("export: --format %s does not write what the name %s says (a database); rename it or change --format",
-                  g_formats[g_format], g_out);
+    if ((named == F_SQLITE) != (g_format == F_SQLITE) && g_format_given && named >= 0) {
+        cli_error("export: --format %s does not write what the name %s says (%s); rename it or change --format",
+                  g_formats[g_format], g_out, named == F_SQLITE ? "a database" : "not a database");
         free(args);
         return CLI_EUSAGE;
     }
     cmh_pathlist pl;
     rc = cmh_expand_paths(args, n, &pl);
-    int given = n, dir = pl.n != (uint32_t)n;
+    int given = n, dir = pl.ndirs > 0;
     free(args);
     if (rc) return rc;
     if (g_format == F_SQLITE || (g_format == F_CHROME && (given > 1 || dir))) {

@@ -49,6 +49,7 @@ int cmh_expand_paths(char **args, int nargs, cmh_pathlist *out)
             return CLI_EFILE;
         }
         uint32_t first = out->n;
+        out->ndirs++;
         for (struct dirent *e; (e = readdir(d));) {
             const char *n = e->d_name;
             if (n[0] == '.' || strstr(n, ".tmp.") || strstr(n, ".ckpt") || !(ends_with(n, ".cmh") || ends_with(n, ".pickle")))

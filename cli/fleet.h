@@ -10,6 +10,7 @@
 typedef struct cmh_pathlist {
     char **v; /* each malloc'ed */
     uint32_t n, cap;
+    uint32_t ndirs; /* arguments that were directories */
 } cmh_pathlist;
 
 /* The arguments as files: a directory becomes its *.cmh and *.pickle files (not temporaries,
