@@ -1081,6 +1081,16 @@ void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_bl
     }
 }
 
+void cmh_replay_segments(const cmh_replay *r, void (*fn)(void *, const cmh_live_segment *), void *arg)
+{
+    for (uint32_t i = 0; i < r->nsegs; i++) {
+        const rseg *g = r->segs[i];
+        if (!g) continue;
+        cmh_live_segment ls = {g->addr, g->size, g->pool, g->expandable};
+        fn(arg, &ls);
+    }
+}
+
 void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap)
 {
     uint64_t total = 0, largest = 0;

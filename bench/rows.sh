@@ -115,6 +115,13 @@ s1=$1
 set -- $(best "$CMH" summary "$T/b1m-2.cmh")
 row "diff of two 1M-entry records vs two summary runs" "$d s vs $(awk "BEGIN{print $s1 + $1}") s = $(awk "BEGIN{printf \"%.2f\", $d / ($s1 + $1)}")x (target <= 1x)"
 
+# what-if: settings replayed per second through the allocator model (the recorded one and the
+# default panel; the load of the file included)
+ns=$("$CMH" whatif --json "$T/b200k.pickle" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["settings"]))')
+set -- $(best "$CMH" whatif --json "$T/b200k.pickle")
+set -- $(best "$CMH" summary "$T/b200k.pickle") "$1"
+row "whatif, 200k-entry trace" "$ns settings in $3 s = $(awk "BEGIN{printf \"%.1f\", $ns / $3}") settings/s (load included; a summary of it: $1 s)"
+
 # 10-12: the recorder, against the driver alone in the same process (the fake driver here)
 LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$B/bench_hooks" "$B/libcumemhist.so" 1000000 >"$T/hooks"
 sed -n 's/^hooked, enabled=all context=none *\(.*\)/\1/p' "$T/hooks" | { read -r v; row "recorder, no stacks, per pair over the bare driver" "$v (target <= +60 ns)"; }

@@ -17,6 +17,7 @@ static const cli_entry g_cmds[] = {
     {"merge", cmd_merge, "join a recording and PyTorch's _dump_snapshot() of the same process into one record", &cli_cmd_merge},
     {"diff", cmd_diff, "what a change did: peaks, end figures and sites, before vs after", &cli_cmd_diff},
     {"ranks", cmd_ranks, "the records of a multi-process job side by side: peaks, spread, leaking ranks, the first OOM", &cli_cmd_ranks},
+    {"whatif", cmd_whatif, "replay a trace through PyTorch's allocator under other settings: would it still OOM?", &cli_cmd_whatif},
     {"kernels", cmd_kernels, "kernel timing table (record --kernels): calls, total, avg, min, max", &cli_cmd_kernels},
     {"stats", cmd_stats, "_memory_viz.py stats: how the allocator filled its segments", &cli_cmd_stats},
     {"trace", cmd_trace, "_memory_viz.py trace: the trace as pseudo-code", &cli_cmd_trace},

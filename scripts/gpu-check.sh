@@ -1,9 +1,10 @@
 #!/bin/bash
-# gpu-check.sh OUT [all|torch|allocators|owners] - build cumemhist on a GPU host and check it against
+# gpu-check.sh OUT [all|torch|allocators|owners|whatif] - build cumemhist on a GPU host and check it against
 # the real driver, cudart and PyTorch's own recorder.  Writes report.txt and the snapshots under
 # OUT.  "torch" runs only the build and sections 2-3 (summaries against memory_summary());
 # "allocators" only the build and section 6 (allocators above the driver); "owners" only the
-# build and section 7 (co-recording a PyTorch job: owners against cuMemGetInfo).
+# build and section 7 (co-recording a PyTorch job: owners against cuMemGetInfo); "whatif" only the
+# build and section 8 (the allocator model's predictions against three measured settings).
 #
 # The host needs cmake, gcc, the CUDA toolkit, python3 with torch (and msgpack); the Debian
 # packages cumemhist builds against may be unpacked under .deps/root (dpkg -x), used when
@@ -200,6 +201,28 @@ ooms = [m for m in j["moments"] if m["moment"].startswith("out of memory")]
 print("induced OOM in the job's record: %d moment(s), PyTorch part %s" % (len(ooms), j["pytorch_part"]))
 PY
 fi # section 7
+
+if [ "$ONLY" = all ] || [ "$ONLY" = whatif ]; then
+say "== 8. what-if: one fragmenting workload under three settings, predicted from the first"
+for conf in plain expandable split128; do
+    case $conf in plain) ac= ;; expandable) ac=expandable_segments:True ;; split128) ac=max_split_size_mb:128 ;; esac
+    PYTORCH_CUDA_ALLOC_CONF=$ac TORCH_TRAIN_WORKLOAD=varied \
+        run python3 samples/torch_train.py check "$W/wi_$conf" 25
+    cp "$W/wi_$conf.pickle" "$OUT/" 2>/dev/null
+done
+"$CMH" whatif --json --conf expandable_segments:True --conf max_split_size_mb:128 "$W/wi_plain.pickle" >"$W/whatif.json" 2>>"$R"
+for conf in expandable split128; do "$CMH" peak --json "$W/wi_$conf.pickle" >"$W/wi_$conf.peak.json" 2>>"$R"; done
+python3 - "$W/whatif.json" "$W/wi_expandable.peak.json" "$W/wi_split128.peak.json" >>"$R" 2>&1 <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))["settings"]
+measured = {"expandable_segments:True": json.load(open(sys.argv[2]))[0], "max_split_size_mb:128": json.load(open(sys.argv[3]))[0]}
+print("%-28s %16s %16s %10s %s" % ("setting", "predicted resv", "measured resv", "diff MiB", "OOM predicted"))
+print("%-28s %16d %16s %10s %d (self-replay mismatches %d)" % ("recorded (defaults)", w[0]["peak_reserved"], "-", "-", w[0]["ooms"], w[0]["self_replay_mismatches"]))
+for r in w[1:]:
+    m = measured[r["setting"]]["peak_reserved"]["bytes"]
+    print("%-28s %16d %16d %10.1f %d" % (r["setting"], r["peak_reserved"], m, (r["peak_reserved"] - m) / 1048576, r["ooms"]))
+PY
+fi # section 8
 
 mv "$OUT/leaky.cmh" "$OUT/cudart.cmh" "$W/" 2>/dev/null
 (cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./*.out ./oom.cmh ./torch_exp.cmh ./torch_exp.pickle \

@@ -70,6 +70,12 @@ typedef struct cmh_live_block {
 } cmh_live_block;
 /* Every active block now. */
 void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg);
+typedef struct cmh_live_segment {
+    uint64_t addr, size;
+    uint8_t pool, expandable; /* pool: CMH_POOL_SMALL or CMH_POOL_LARGE */
+} cmh_live_segment;
+/* Every segment now (a contiguous mapped range of an expandable one), by address. */
+void cmh_replay_segments(const cmh_replay *r, void (*fn)(void *, const cmh_live_segment *), void *arg);
 /* Free bytes inside reserved memory now (the segments' free runs, plus what stream-ordered
  * pools keep beyond what they hand out), and the largest contiguous free run in one segment.
  * For a trace that agrees with itself (no anomalies), free_inside = reserved - active. */

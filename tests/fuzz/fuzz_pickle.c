@@ -1,12 +1,13 @@
 /*
  * fuzz_pickle.c - libFuzzer target for the PyTorch pickle reader (and what runs on its output:
- * the replay and the pickle writer).  Build and run with scripts/fuzz.sh.
+ * the replay, the what-if allocator model at a small capacity, and the pickle writer).  Build and run with scripts/fuzz.sh.
  */
 #include <stdint.h>
 #include <stdio.h>
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/snapshot.h"
+#include "cumemhist/whatif.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -19,6 +20,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < nd && i < 8; i++) {
         cmh_mem_stats st;
         cmh_summary_compute(&s, devs[i], &st);
+        cmh_whatif_conf c;
+        cmh_whatif_conf_recorded(&s, &c);
+        cmh_whatif_result r;
+        cmh_whatif_run(&s, devs[i], &c, 64ull << 20, 1, &r); /* its OOM paths too */
+        c.expandable = !c.expandable;
+        cmh_whatif_run(&s, devs[i], &c, 0, 0, &r);
     }
     FILE *fp = fopen("/dev/null", "wb");
     if (fp) {

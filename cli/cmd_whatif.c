@@ -1,0 +1,270 @@
+/*
+ * cmd_whatif.c - `cumemhist whatif SNAP`: the trace's requests replayed through a model of
+ * PyTorch's caching allocator under other settings (analyzer/whatif.c), beside the recorded run:
+ * peak reserved and allocated, fragmentation at the peak, segment events, and whether and where
+ * it would run out of memory at the device's capacity.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "cumemhist/whatif.h"
+
+static int g_device = -2, g_json;
+static cli_list g_set, g_conf, g_sweep;
+static uint64_t g_capacity;
+static int g_have_capacity;
+
+static const cli_option g_opts[] = {
+    {"--set", NULL, CLI_LIST, &g_set, "KEY=VALUE",
+     "a setting to try (repeatable; together they make one): expandable_segments,\n"
+     "max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold",
+     NULL, 0, 0, NULL},
+    {"--conf", NULL, CLI_LIST, &g_conf, "CONF",
+     "a setting in PYTORCH_CUDA_ALLOC_CONF's syntax (repeatable: each one its own):\n"
+     "expandable_segments:True,max_split_size_mb:128",
+     NULL, 0, 0, NULL},
+    {"--sweep", NULL, CLI_LIST, &g_sweep, "KEY=V1,V2,...", "one setting per value (on top of --set)", NULL, 0, 0, NULL},
+    {"--capacity", NULL, CLI_SIZE, &g_capacity, "BYTES",
+     "what the allocator may reserve (default: what the trace's first OOM implies;\nwithout an OOM, unlimited: no OOM is predicted)",
+     NULL, 0, 0, &g_have_capacity},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to replay (default: the lowest with a block-level trace)", NULL, 0, 0, NULL},
+    CLI_OPT_JSON(&g_json),
+};
+
+const cli_command cli_cmd_whatif = {
+    "whatif", "[options] SNAPSHOT",
+    "Would another allocator setting have avoided this OOM?  The block requests of a trace\n"
+    "(a PyTorch snapshot, or a .cmh with block events) replayed through a model of PyTorch's\n"
+    "caching allocator under other settings, beside the recorded run replayed the same way:\n"
+    "peak reserved and allocated, fragmentation at the peak, segment events, and whether and\n"
+    "where each would run out of memory at the device's capacity.  Without --set, --conf or\n"
+    "--sweep it tries expandable_segments, max_split_size_mb, garbage_collection_threshold and\n"
+    "roundup_power2_divisions one at a time.  docs/WHATIF.md: the model and how far to trust it.",
+    g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist whatif oom.pickle --sweep max_split_size_mb=64,128,256"};
+
+typedef struct trial {
+    char label[256];
+    cmh_whatif_conf c;
+    cmh_whatif_result r;
+    int recorded;
+} trial;
+
+static int add_trial(trial **t, int *n, int *cap, const char *label, const cmh_whatif_conf *c, int recorded)
+{
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 8;
+        trial *nt = realloc(*t, (size_t)nc * sizeof *nt);
+        if (!nt) return CLI_ENOMEM;
+        *t = nt;
+        *cap = nc;
+    }
+    trial *x = &(*t)[(*n)++];
+    memset(x, 0, sizeof *x);
+    x->c = *c;
+    x->recorded = recorded;
+    cmh_whatif_conf_text(c, x->label, sizeof x->label);
+    if (label) snprintf(x->label, sizeof x->label, "%s", label);
+    return 0;
+}
+
+static int apply_sets(cmh_whatif_conf *c, const cli_list *l)
+{
+    char err[512];
+    for (int i = 0; i < l->n; i++) {
+        char kv[512];
+        snprintf(kv, sizeof kv, "%s", l->v[i]);
+        char *eq = strchr(kv, '=');
+        if (!eq) eq = strchr(kv, ':');
+        if (!eq) {
+            cli_error("whatif: --set %s: not KEY=VALUE", l->v[i]);
+            return CLI_EUSAGE;
+        }
+        *eq = 0;
+        if (cmh_whatif_conf_set(c, kv, eq + 1, err, sizeof err) != CMH_OK) {
+            cli_error("whatif: %s", err);
+            return CLI_EUSAGE;
+        }
+    }
+    return 0;
+}
+
+static void print_row(const trial *x, uint64_t capacity, int width)
+{
+    const cmh_whatif_result *r = &x->r;
+    char name[300];
+    snprintf(name, sizeof name, "%s%s", x->recorded ? "recorded: " : "", x->label[0] ? x->label : "PyTorch's defaults");
+    char segs[64];
+    if (r->segment_maps || r->segment_unmaps)
+        snprintf(segs, sizeof segs, "%" PRIu64 " maps, %" PRIu64 " unmaps", r->segment_maps, r->segment_unmaps);
+    else
+        snprintf(segs, sizeof segs, "%" PRIu64 " allocs, %" PRIu64 " frees", r->segment_allocs, r->segment_frees);
+    printf("%-*s %11s %11s %6.1f%%  %-22s ", width, name, rep_size((double)r->peak_reserved), rep_size((double)r->peak_allocated),
+           r->frag_at_peak * 100.0, segs);
+    if (r->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", r->first_oom_index, rep_size((double)r->first_oom_request));
+    else printf("%s\n", capacity ? "no OOM" : "-");
+}
+
+int cmd_whatif(int argc, char **argv)
+{
+    char *path;
+    int n, rc = cli_parse(&cli_cmd_whatif, argc, argv, &path, &n);
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    cmh_snapshot s;
+    if ((rc = rep_load_view(path, &s))) return rc;
+    /* the device: asked, or the lowest with block events */
+    int dev = g_device;
+    if (dev == -2) {
+        for (uint32_t t = 0; t < s.ntraces && dev == -2; t++)
+            for (uint32_t i = 0; i < s.traces[t].nentries; i++)
+                if (s.entries[s.traces[t].first_entry + i].action == CMH_ACT_ALLOC) {
+                    dev = s.traces[t].device;
+                    break;
+                }
+        if (dev == -2) {
+            if (s.source == CMH_SRC_PYTORCH)
+                cli_error("whatif: %s has no block-level trace to replay (no 'alloc' events: recorded with "
+                          "_record_memory_history(enabled='state'), or before any allocation)", path);
+            else
+                cli_error("whatif: %s has no block-level trace to replay (no 'alloc' events: a recording of the driver alone, "
+                          "with no allocator above it reporting blocks)", path);
+            cmh_snapshot_free(&s);
+            return CLI_EFILE;
+        }
+    }
+    cmh_whatif_conf rec;
+    cmh_whatif_conf_recorded(&s, &rec);
+    uint64_t capacity = g_have_capacity ? g_capacity : cmh_whatif_capacity(&s, dev);
+    trial *t = NULL;
+    int nt = 0, ct = 0;
+    rc = add_trial(&t, &nt, &ct, NULL, &rec, 1);
+    cmh_whatif_conf base = rec;
+    if (!rc) rc = apply_sets(&base, &g_set);
+    if (!rc && g_set.n && !g_sweep.n) rc = add_trial(&t, &nt, &ct, NULL, &base, 0);
+    for (int i = 0; !rc && i < g_conf.n; i++) {
+        cmh_whatif_conf c = rec;
+        char err[512];
+        if (cmh_whatif_conf_parse(&c, g_conf.v[i], err, sizeof err) != CMH_OK) {
+            cli_error("whatif: --conf %s: %s", g_conf.v[i], err);
+            rc = CLI_EUSAGE;
+        } else {
+            rc = add_trial(&t, &nt, &ct, NULL, &c, 0);
+        }
+    }
+    for (int i = 0; !rc && i < g_sweep.n; i++) {
+        char kv[1024];
+        snprintf(kv, sizeof kv, "%s", g_sweep.v[i]);
+        char *eq = strchr(kv, '=');
+        if (!eq) {
+            cli_error("whatif: --sweep %s: not KEY=V1,V2,...", g_sweep.v[i]);
+            rc = CLI_EUSAGE;
+            break;
+        }
+        *eq = 0;
+        for (char *v = strtok(eq + 1, ","); v && !rc; v = strtok(NULL, ",")) {
+            cmh_whatif_conf c = base;
+            char err[512];
+            if (cmh_whatif_conf_set(&c, kv, v, err, sizeof err) != CMH_OK) {
+                cli_error("whatif: --sweep: %s", err);
+                rc = CLI_EUSAGE;
+            } else {
+                rc = add_trial(&t, &nt, &ct, NULL, &c, 0);
+            }
+        }
+    }
+    if (!rc && nt == 1) { /* the usual suspects, one at a time */
+        static const char *const panel[] = {"expandable_segments:True", "expandable_segments:False", "max_split_size_mb:128",
+                                            "max_split_size_mb:512", "garbage_collection_threshold:0.8", "roundup_power2_divisions:4"};
+        for (size_t i = 0; !rc && i < sizeof panel / sizeof panel[0]; i++) {
+            cmh_whatif_conf c = rec;
+            char err[512];
+            if (cmh_whatif_conf_parse(&c, panel[i], err, sizeof err) == CMH_OK && memcmp(&c, &rec, sizeof c))
+                rc = add_trial(&t, &nt, &ct, NULL, &c, 0);
+        }
+    }
+    for (int i = 0; !rc && i < nt; i++) {
+        int wrc = cmh_whatif_run(&s, dev, &t[i].c, capacity, t[i].recorded, &t[i].r);
+        if (wrc == CMH_ENOMEM) rc = CLI_ENOMEM;
+        else if (wrc != CMH_OK) {
+            cli_error("whatif: %s: device %d has no block-level trace to replay", path, dev);
+            rc = CLI_EFILE;
+        }
+    }
+    if (!rc && g_json) {
+        cmh_jw w;
+        cmh_jw_init(&w, stdout);
+        cmh_jw_obj(&w);
+        cmh_jw_kstr(&w, "file", path);
+        cmh_jw_kint(&w, "device", dev);
+        cmh_jw_kuint(&w, "capacity", capacity);
+        cmh_jw_kstr(&w, "capacity_from", g_have_capacity ? "--capacity" : capacity ? "oom" : "none");
+        cmh_jw_key(&w, "settings");
+        cmh_jw_arr(&w);
+        for (int i = 0; i < nt; i++) {
+            const cmh_whatif_result *r = &t[i].r;
+            cmh_jw_nl(&w);
+            cmh_jw_obj(&w);
+            cmh_jw_kstr(&w, "setting", t[i].label);
+            cmh_jw_kbool(&w, "recorded", t[i].recorded);
+            cmh_jw_kuint(&w, "peak_reserved", r->peak_reserved);
+            cmh_jw_kuint(&w, "peak_allocated", r->peak_allocated);
+            cmh_jw_key(&w, "fragmentation_at_peak");
+            cmh_jw_double(&w, r->frag_at_peak, 4);
+            cmh_jw_kuint(&w, "segment_allocs", r->segment_allocs);
+            cmh_jw_kuint(&w, "segment_frees", r->segment_frees);
+            cmh_jw_kuint(&w, "segment_maps", r->segment_maps);
+            cmh_jw_kuint(&w, "segment_unmaps", r->segment_unmaps);
+            cmh_jw_kuint(&w, "ooms", r->ooms);
+            if (r->ooms) {
+                cmh_jw_kint(&w, "first_oom_index", r->first_oom_index);
+                cmh_jw_kint(&w, "first_oom_time_ns", r->first_oom_time_ns);
+                cmh_jw_kuint(&w, "first_oom_requested", r->first_oom_request);
+            }
+            cmh_jw_kuint(&w, "requests", r->requests);
+            cmh_jw_kuint(&w, "unknown_frees", r->unknown_frees);
+            cmh_jw_kuint(&w, "empty_cache_calls", r->empty_cache_calls);
+            if (t[i].recorded) {
+                cmh_jw_kuint(&w, "self_replay_mismatches", r->self_replay_mismatches);
+                cmh_jw_kuint(&w, "recorded_segment_events", r->recorded_segment_events);
+                if (r->self_replay_mismatches) cmh_jw_kstr(&w, "first_mismatch", r->first_mismatch);
+            }
+            cmh_jw_end(&w);
+        }
+        cmh_jw_end(&w);
+        cmh_jw_end(&w);
+        putchar('\n');
+    } else if (!rc) {
+        const cmh_whatif_result *r0 = &t[0].r;
+        printf("%s, device %d: %" PRIu64 " requests replayed; capacity %s\n", path, dev, r0->requests,
+               capacity ? rep_size((double)capacity) : "unlimited (no OOM in the trace; --capacity BYTES to set one)");
+        if (capacity && !g_have_capacity) printf("  (the trace's first OOM: reserved then plus the free memory it reported)\n");
+        int width = 30;
+        for (int i = 0; i < nt; i++) {
+            int l = (int)strlen(t[i].label[0] ? t[i].label : "PyTorch's defaults") + (t[i].recorded ? 10 : 0);
+            if (l > width) width = l;
+        }
+        printf("\n%-*s %11s %11s %7s  %-22s %s\n", width, "setting", "peak resv", "peak alloc", "frag", "segments", "at the capacity");
+        for (int i = 0; i < nt; i++) print_row(&t[i], capacity, width);
+        printf("\nself-replay of the recorded settings: ");
+        if (!r0->self_replay_mismatches)
+            printf("the model made the trace's %" PRIu64 " segment events, in order\n", r0->recorded_segment_events);
+        else {
+            printf("%" PRIu64 " differences between the trace's %" PRIu64 " segment events and the model's %" PRIu64 " (first: %s)",
+                   r0->self_replay_mismatches, r0->recorded_segment_events,
+                   r0->segment_allocs + r0->segment_frees + r0->segment_maps + r0->segment_unmaps, r0->first_mismatch);
+            const cmh_trace *tr = cmh_snapshot_trace(&s, dev);
+            if (r0->unknown_frees || (tr && tr->dropped))
+                printf(";\n  the trace begins after the process had allocated: %" PRIu64 " frees of blocks it never shows%s",
+                       r0->unknown_frees, tr && tr->dropped ? ", entries dropped by the ring" : "");
+            putchar('\n');
+        }
+        if (r0->empty_cache_calls)
+            printf("the trace shows %u empty_cache() (or OOM retries): every setting replays them where they were\n",
+                   r0->empty_cache_calls);
+    }
+    free(t);
+    cmh_snapshot_free(&s);
+    return rc ? rc : cli_finish_stdout(0);
+}

@@ -1,0 +1,68 @@
+/*
+ * cumemhist/whatif.h - replaying a trace's requests through a model of PyTorch's caching
+ * allocator under other settings (analyzer/whatif.c; docs/WHATIF.md says what the model holds,
+ * what it leaves out and how far to trust it).
+ */
+#ifndef CUMEMHIST_WHATIF_H
+#define CUMEMHIST_WHATIF_H
+
+#include <stdint.h>
+
+#include "snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The settings of PYTORCH_CUDA_ALLOC_CONF the model follows. */
+typedef struct cmh_whatif_conf {
+    int expandable;      /* expandable_segments */
+    uint64_t max_split;  /* max_split_size in bytes; 0 = unlimited */
+    int div[16];         /* roundup_power2_divisions per power-of-two MiB bucket (0: none) */
+    double gc_threshold; /* garbage_collection_threshold, 0 = off */
+} cmh_whatif_conf;
+
+/* The settings a snapshot was recorded under (its allocator_settings; defaults where absent). */
+void cmh_whatif_conf_recorded(const cmh_snapshot *s, cmh_whatif_conf *c);
+/* One setting, PyTorch's key and value ("expandable_segments", "True"; "max_split_size_mb",
+ * "128"; "roundup_power2_divisions", "4" or "[256:1,512:2,>:8]"; "garbage_collection_threshold",
+ * "0.8").  CMH_OK, or CMH_EINVAL with the reason in err. */
+int cmh_whatif_conf_set(cmh_whatif_conf *c, const char *key, const char *value, char *err, size_t errlen);
+/* PYTORCH_CUDA_ALLOC_CONF's own syntax: "expandable_segments:True,max_split_size_mb:128". */
+int cmh_whatif_conf_parse(cmh_whatif_conf *c, const char *conf, char *err, size_t errlen);
+/* The setting as PYTORCH_CUDA_ALLOC_CONF would say it ("" for PyTorch's defaults). */
+void cmh_whatif_conf_text(const cmh_whatif_conf *c, char *buf, size_t n);
+
+typedef struct cmh_whatif_result {
+    uint64_t requests;        /* allocations replayed */
+    uint64_t unknown_frees;   /* frees of blocks allocated before the trace began (not replayed) */
+    uint64_t peak_reserved, peak_allocated;
+    int64_t peak_reserved_index; /* the trace entry at which reserved peaked (-1: never above 0) */
+    double frag_at_peak;      /* at the reserved peak: free bytes inside segments / reserved */
+    uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
+    uint32_t empty_cache_calls; /* the program's empty_cache() (a burst of segment frees in the trace) */
+    uint32_t ooms;            /* requests the model could not serve at the capacity */
+    int64_t first_oom_index, first_oom_time_ns;
+    uint64_t first_oom_request;
+    uint64_t end_reserved, end_allocated;
+    /* with compare: the model's segment events against the trace's, one by one */
+    uint64_t recorded_segment_events, self_replay_mismatches;
+    int64_t first_mismatch_index; /* in the trace's segment events (-1: none) */
+    char first_mismatch[256];
+} cmh_whatif_result;
+
+/* Replay device's trace under conf at capacity (bytes the allocator may reserve; 0 = unlimited).
+ * compare: also check the model's segment events against the recorded ones (meant for the
+ * recorded settings).  CMH_OK, CMH_ENOMEM, or CMH_EINVAL for a trace with nothing to replay
+ * (no block-level alloc events: a recorder trace without an allocator above the driver). */
+int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *conf, uint64_t capacity, int compare,
+                   cmh_whatif_result *out);
+
+/* The capacity a trace's first OOM implies: what the recorded settings had reserved then plus
+ * the free memory the OOM reported; 0 when the trace has no OOM. */
+uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

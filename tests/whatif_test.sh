@@ -1,0 +1,120 @@
+#!/bin/sh
+# whatif_test.sh BUILD_DIR SOURCE_DIR [PYTORCH_FIXTURES] - the allocator model against what
+# PyTorch really did:
+#   - the same workload recorded on an H200 under both settings (tests/fixtures/h200c): each
+#     replayed under its own settings makes exactly its recorded segment events, and each
+#     replayed under the other's predicts the other's measured peak reserved;
+#   - every PyTorch snapshot at hand replayed under its own settings: the segment events
+#     reproduced, or the difference explained;
+#   - a generated fragmentation OOM: gone with expandable segments, back at a smaller capacity;
+#   - the command's options and its JSON.
+TEST=whatif . "$(dirname "$0")/testlib.sh"
+PT=${3:-}
+C=$F/h200c
+
+"$CMH" whatif --json --set expandable_segments=True "$C/torch_var_plain.pickle" >plain.json 2>err.txt || bad "whatif plain: $(cat err.txt)"
+"$CMH" whatif --json --set expandable_segments=False "$C/torch_var_expandable.pickle" >exp.json 2>err.txt || bad "whatif expandable: $(cat err.txt)"
+py - plain.json exp.json <<'EOF' || fail=$((fail + 1))
+import json, sys
+p, e = (json.load(open(f))["settings"] for f in sys.argv[1:3])
+for rows, name in ((p, "plain"), (e, "expandable")):
+    r = rows[0]
+    assert r["recorded"] and r["self_replay_mismatches"] == 0, (name, r)
+    for k in ("setting", "peak_reserved", "peak_allocated", "segment_allocs", "segment_frees", "segment_maps", "ooms"):
+        assert k in r, (name, k)
+assert p[0]["segment_allocs"] == 16 and p[0]["segment_maps"] == 0 and p[0]["peak_reserved"] == 517996544, p[0]
+assert e[0]["segment_maps"] == 18 and e[0]["segment_allocs"] == 0 and e[0]["peak_reserved"] == 593494016, e[0]
+MiB2 = 2 << 20
+pe, ep = p[1]["peak_reserved"], e[1]["peak_reserved"]
+assert p[1]["setting"] == "expandable_segments:True" and abs(pe - 593494016) <= MiB2, p[1]
+assert e[1]["setting"] == "" and abs(ep - 517996544) <= MiB2, e[1]
+print(f"ok: H200 pair: each self-replay makes its recorded 16 segment_allocs / 18 segment_maps exactly; plain -> expandable "
+      f"predicts {pe} B (measured 593494016), expandable -> plain {ep} B (measured 517996544)")
+EOF
+
+# every PyTorch snapshot at hand, under its own settings
+set -- "$F"/h200/*.pickle "$C"/*.pickle
+[ -n "$PT" ] && [ -d "$PT" ] && set -- "$@" "$PT"/*.pickle
+for f in "$@"; do
+    "$CMH" whatif --json "$f" >one.json 2>one.err
+    rc=$?
+    py - one.json "$f" "$rc" one.err <<'EOF' || fail=$((fail + 1))
+import json, sys
+name, rc = sys.argv[2].split("/")[-1], int(sys.argv[3])
+if rc != 0:
+    err = open(sys.argv[4]).read()
+    assert rc == 1 and "no block-level trace" in err, (name, rc, err)
+    print(f"ok: {name}: nothing to replay (no allocation events), said so")
+    sys.exit(0)
+d = json.load(open(sys.argv[1]))
+r = d["settings"][0]
+n, mm = r["recorded_segment_events"], r["self_replay_mismatches"]
+if "npu" in name:  # torch_npu's allocator (Ascend): its own page and segment sizes
+    assert mm > 0, r
+    print(f"ok: {name}: {mm} of {n} segment events differ, explained: torch_npu's allocator maps other page sizes ({r['first_mismatch']})")
+else:
+    assert mm == 0, (name, r)
+    print(f"ok: {name}: self-replay makes the trace's {n} segment events exactly"
+          + (f" ({r['empty_cache_calls']} empty_cache bursts replayed)" if r["empty_cache_calls"] else ""))
+EOF
+done
+
+# a fragmentation OOM of our own: 20 blocks of 7 MiB fill 10 segments of 20 MiB (2 each, 6 MiB
+# left over in each), then 40 MiB does not fit: 200 MiB reserved, 30 MiB free on the device
+py - frag.pickle <<'EOF'
+import pickle, sys
+MiB = 1 << 20
+trace, segs, t = [], [], 1_000_000
+for k in range(20):
+    if k % 2 == 0:
+        base = 0x7F0000000000 + (k // 2) * 64 * MiB
+        trace.append({"action": "segment_alloc", "addr": base, "size": 20 * MiB, "stream": 0, "time_us": t, "frames": []})
+        segs.append(base)
+    trace.append({"action": "alloc", "addr": segs[-1] + (k % 2) * 7 * MiB, "size": 7 * MiB, "stream": 0, "time_us": t + 1, "frames": []})
+    t += 10
+trace.append({"action": "oom", "device_free": 30 * MiB, "size": 40 * MiB, "stream": 0, "time_us": t, "frames": []})
+def block(a, s, st): return {"address": a, "size": s, "requested_size": s if st != "inactive" else 0, "state": st, "frames": []}
+segments = [{"device": 0, "address": b, "total_size": 20 * MiB, "allocated_size": 14 * MiB, "active_size": 14 * MiB,
+             "requested_size": 14 * MiB, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
+             "frames": [], "blocks": [block(b, 7 * MiB, "active_allocated"), block(b + 7 * MiB, 7 * MiB, "active_allocated"),
+                                      block(b + 14 * MiB, 6 * MiB, "inactive")]} for b in segs]
+settings = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0, "expandable_segments": False}
+pickle.dump({"segments": segments, "device_traces": [trace], "allocator_settings": settings}, open(sys.argv[1], "wb"), protocol=4)
+EOF
+"$CMH" oom frag.pickle 2>/dev/null | grep -qi "fragmentation" && ok "the generated OOM is one of fragmentation (cumemhist oom says so)" ||
+    bad "cumemhist oom on the generated trace: $("$CMH" oom frag.pickle 2>&1 | head -5)"
+"$CMH" whatif --json --conf expandable_segments:True frag.pickle >frag.json 2>err.txt || bad "whatif frag: $(cat err.txt)"
+"$CMH" whatif --json --conf expandable_segments:True --capacity 170M frag.pickle >small.json 2>err.txt || bad "whatif --capacity: $(cat err.txt)"
+py - frag.json small.json <<'EOF' || fail=$((fail + 1))
+import json, sys
+d, s = (json.load(open(f)) for f in sys.argv[1:3])
+MiB = 1 << 20
+assert d["capacity"] == 230 * MiB and d["capacity_from"] == "oom", d["capacity"]
+rec, exp = d["settings"]
+assert rec["ooms"] == 1 and rec["self_replay_mismatches"] == 0 and rec["segment_allocs"] == 10, rec
+assert exp["setting"] == "expandable_segments:True" and exp["ooms"] == 0 and exp["peak_reserved"] == 180 * MiB, exp
+assert s["capacity"] == 170 * MiB and s["settings"][1]["ooms"] == 1, s["settings"][1]
+print(f"ok: generated fragmentation OOM at 230 MiB: persists as recorded, gone with expandable segments (peak reserved "
+      f"{exp['peak_reserved'] // MiB} MiB), back at 170 MiB")
+EOF
+
+# options: PYTORCH_CUDA_ALLOC_CONF syntax, a sweep, refusals
+"$CMH" whatif --json --sweep max_split_size_mb=64,128 --conf "expandable_segments:True,roundup_power2_divisions:[256:1,512:2,>:8]" \
+    "$C/torch_var_plain.pickle" >sweep.json 2>err.txt || bad "whatif --sweep/--conf: $(cat err.txt)"
+py - sweep.json <<'EOF' || fail=$((fail + 1))
+import json, sys
+names = [r["setting"] for r in json.load(open(sys.argv[1]))["settings"]]
+assert names[0] == "" and names[1].startswith("expandable_segments:True,roundup_power2_divisions:[") and \
+       names[2:] == ["max_split_size_mb:64", "max_split_size_mb:128"], names
+print(f"ok: --conf in PYTORCH_CUDA_ALLOC_CONF's syntax and --sweep: {len(names)} settings, the recorded first")
+EOF
+"$CMH" whatif --set no_such_thing=1 "$C/torch_var_plain.pickle" >/dev/null 2>err.txt
+[ $? -eq 2 ] && grep -q "not a setting the model follows" err.txt && ok "an unknown setting is refused (exit 2)" || bad "unknown setting: $(cat err.txt)"
+"$CMH" whatif --set max_split_size_mb=10 "$C/torch_var_plain.pickle" >/dev/null 2>err.txt
+[ $? -eq 2 ] && grep -q "more than 20" err.txt && ok "max_split_size_mb at or below 20 is refused, as PyTorch does" || bad "small max_split: $(cat err.txt)"
+"$CMH" record -q -o drv.cmh -- "$B/samples/leaky" 2 >/dev/null 2>&1
+"$CMH" whatif drv.cmh >/dev/null 2>err.txt
+[ $? -eq 1 ] && grep -q "no block-level trace" err.txt && ok "a recording of the driver alone: nothing to replay, said so" || bad "driver-only record: $(cat err.txt)"
+"$CMH" whatif "$C/torch_var_plain.pickle" >text.txt 2>&1 && grep -q "^self-replay of the recorded settings: the model made the trace's 16 segment events, in order" text.txt &&
+    grep -q "^expandable_segments:True " text.txt && ok "text: the recorded run and the default panel of settings" || bad "whatif text: $(cat text.txt)"
+finish
