@@ -44,11 +44,9 @@ static uint64_t next(void)
     return rng;
 }
 
-static void generate(cmh_snapshot *s, uint32_t n)
+/* 64 distinct stacks of 24 frames */
+static void make_stacks(cmh_snapshot *s, uint32_t *stacks)
 {
-    cmh_snapshot_init(s);
-    s->pid = 1;
-    uint32_t stacks[64];
     for (int k = 0; k < 64; k++) {
         uint32_t fr[24];
         for (int j = 0; j < 24; j++) {
@@ -61,6 +59,14 @@ static void generate(cmh_snapshot *s, uint32_t n)
         }
         cmh_snapshot_add_stack(s, fr, 24, &stacks[k]);
     }
+}
+
+static void generate(cmh_snapshot *s, uint32_t n)
+{
+    cmh_snapshot_init(s);
+    s->pid = 1;
+    uint32_t stacks[64];
+    make_stacks(s, stacks);
     cmh_snapshot_add_trace(s, 0, 0, NULL);
     enum { LIVE = 4096 };
     static uint64_t live_addr[LIVE], live_size[LIVE];
@@ -125,18 +131,7 @@ static void generate_blocks(cmh_snapshot *s, uint32_t n, int nostacks)
     cmh_snapshot_init(s);
     s->pid = 1;
     uint32_t stacks[64];
-    for (int k = 0; k < 64; k++) {
-        uint32_t fr[24];
-        for (int j = 0; j < 24; j++) {
-            char name[64];
-            snprintf(name, sizeof name, "function_%d_%d", k % 8, j);
-            cmh_frame f = {0x400000u + (uint64_t)k * 4096 + (uint64_t)j * 16, 0, 0, j, -1};
-            cmh_strtab_intern(&s->strings, name, strlen(name), &f.name);
-            cmh_strtab_intern(&s->strings, "train.py", 8, &f.filename);
-            cmh_snapshot_add_frame(s, &f, &fr[j]);
-        }
-        cmh_snapshot_add_stack(s, fr, 24, &stacks[k]);
-    }
+    make_stacks(s, stacks);
     cmh_snapshot_add_trace(s, 0, 0, NULL);
     enum { NSEG = 64, MAXSLOT = 64 * 32 };
     const uint64_t MiB = 1 << 20, SEG = 128 * MiB, base = 0x7f0000000000ull;

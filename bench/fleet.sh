@@ -18,16 +18,7 @@ while [ $i -lt "$N" ]; do
     i=$((i + 1))
 done
 bytes=$(du -sb "$T/run" | cut -f1)
-best() {
-    w= m=0
-    for _ in 1 2 3; do
-        /usr/bin/time -f "%e %M" -o "$T/t" "$@" >/dev/null 2>"$T/err" || { echo "fleet.sh: failed: $* ($(tail -1 "$T/err"))" >&2; exit 1; }
-        read -r tw tm <"$T/t"
-        if [ -z "$w" ] || awk "BEGIN{exit !($tw < $w)}"; then w=$tw; fi
-        [ "$tm" -gt "$m" ] && m=$tm
-    done
-    echo "$w $m"
-}
+. "$(dirname "$0")/lib.sh"
 echo "fleet.sh: $(nproc) cores; $N records of $E entries ($(awk "BEGIN{printf \"%.1f\", $bytes / 1e6}") MB of .cmh)"
 set -- $(best "$B/cumemhist" summary "$T/run/run.0.cmh")
 one=$2

@@ -15,17 +15,7 @@ trap 'rm -rf "$T"' EXIT
 BC=$B/bench_codecs CMH=$B/cumemhist
 [ -x /usr/bin/time ] || { echo "rows.sh: needs /usr/bin/time (Debian package time)" >&2; exit 2; }
 
-# best of 3: "wall maxrss_kB" of a command, its output thrown away
-best() {
-    w= m=0
-    for _ in 1 2 3; do
-        /usr/bin/time -f "%e %M" -o "$T/t" "$@" >/dev/null 2>"$T/err" || { echo "rows.sh: failed: $* ($(tail -1 "$T/err"))" >&2; exit 1; }
-        read -r tw tm <"$T/t"
-        if [ -z "$w" ] || awk "BEGIN{exit !($tw < $w)}"; then w=$tw; fi
-        [ "$tm" -gt "$m" ] && m=$tm
-    done
-    echo "$w $m"
-}
+. "$(dirname "$0")/lib.sh"
 # best of 3 of an in-process phase: "seconds entries peak_kB"
 phase() {
     b=

@@ -83,24 +83,13 @@ static void label_of(const cmh_snapshot *s, const char *path, char *buf, size_t 
     else snprintf(buf, n, "%s", path);
 }
 
-static int load_one(const char *path, cmh_snapshot *s)
-{
-    int rc = cli_load(path, s);
-    if (rc || !s->torch) return rc;
-    if ((rc = cmh_merged_view(s)) != CMH_OK) {
-        cmh_snapshot_free(s);
-        return cli_fail(path, rc);
-    }
-    return 0;
-}
-
 static int many_chrome(const cmh_pathlist *pl, FILE *fp)
 {
     /* the clock's origin first (the earliest event of them all), then each in turn */
     int64_t t0 = 0;
     for (uint32_t i = 0; i < pl->n; i++) {
         cmh_snapshot s;
-        int rc = load_one(pl->v[i], &s);
+        int rc = rep_load_view(pl->v[i], &s);
         if (rc) return rc;
         int64_t o = cmh_chrome_origin(&s);
         if (o && (!t0 || o < t0)) t0 = o;
@@ -111,7 +100,7 @@ static int many_chrome(const cmh_pathlist *pl, FILE *fp)
     int rc = 0;
     for (uint32_t i = 0; i < pl->n && !rc; i++) {
         cmh_snapshot s;
-        if ((rc = load_one(pl->v[i], &s))) break;
+        if ((rc = rep_load_view(pl->v[i], &s))) break;
         char label[512];
         label_of(&s, pl->v[i], label, sizeof label);
         int crc = cmh_chrome_add(c, &s, (int)(i + 1) * 2000, label);
