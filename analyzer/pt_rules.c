@@ -6,7 +6,7 @@
 
 #include "pt_rules.h"
 
-static const char *setting(const cmh_snapshot *s, const char *key)
+const char *cmh_pt_setting(const cmh_snapshot *s, const char *key)
 {
     for (uint32_t i = 0; i < s->nsettings; i++)
         if (strcmp(cmh_str(s, s->settings[i].key), key) == 0) return cmh_str(s, s->settings[i].value);
@@ -31,10 +31,10 @@ void cmh_pt_parse_divisions(cmh_pt_rules *r, const char *text)
 void cmh_pt_rules_from_snapshot(const cmh_snapshot *s, cmh_pt_rules *r)
 {
     memset(r, 0, sizeof *r);
-    const char *ms = setting(s, "max_split_size");
+    const char *ms = cmh_pt_setting(s, "max_split_size");
     long long v = ms ? atoll(ms) : 0; /* -1: unlimited */
     r->max_split = v > 0 ? (uint64_t)v : 0;
-    cmh_pt_parse_divisions(r, setting(s, "roundup_power2_divisions"));
+    cmh_pt_parse_divisions(r, cmh_pt_setting(s, "roundup_power2_divisions"));
 }
 
 uint64_t cmh_pt_round(const cmh_pt_rules *r, uint64_t size)

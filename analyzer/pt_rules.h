@@ -24,6 +24,8 @@ typedef struct cmh_pt_rules {
     uint64_t max_split; /* max_split_size in bytes, 0 = unlimited */
 } cmh_pt_rules;
 
+/* A snapshot's allocator setting as text (its allocator_settings), or NULL. */
+const char *cmh_pt_setting(const cmh_snapshot *s, const char *key);
 /* The rules in force for a snapshot (its allocator_settings; defaults where absent). */
 void cmh_pt_rules_from_snapshot(const cmh_snapshot *s, cmh_pt_rules *r);
 /* Parse roundup_power2_divisions as kept by pickle_model.c ({"1": 0, "2": 4, ...}) into r->div. */

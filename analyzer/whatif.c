@@ -488,13 +488,6 @@ static void model_free(wmodel *m, wblk *b)
 
 /* ---- settings ---- */
 
-static const char *setting(const cmh_snapshot *s, const char *key)
-{
-    for (uint32_t i = 0; i < s->nsettings; i++)
-        if (strcmp(cmh_str(s, s->settings[i].key), key) == 0) return cmh_str(s, s->settings[i].value);
-    return NULL;
-}
-
 void cmh_whatif_conf_recorded(const cmh_snapshot *s, cmh_whatif_conf *c)
 {
     memset(c, 0, sizeof *c);
@@ -502,7 +495,7 @@ void cmh_whatif_conf_recorded(const cmh_snapshot *s, cmh_whatif_conf *c)
     cmh_pt_rules_from_snapshot(s, &r);
     c->max_split = r.max_split;
     memcpy(c->div, r.div, sizeof c->div);
-    const char *e = setting(s, "expandable_segments"), *g = setting(s, "garbage_collection_threshold");
+    const char *e = cmh_pt_setting(s, "expandable_segments"), *g = cmh_pt_setting(s, "garbage_collection_threshold");
     c->expandable = e && (!strcmp(e, "True") || !strcmp(e, "true") || !strcmp(e, "1"));
     /* a snapshot that does not say (older PyTorch, other backends) shows it by what it holds */
     for (uint32_t i = 0; !e && i < s->nsegments && !c->expandable; i++) c->expandable = (s->segments[i].flags & CMH_SEG_EXPANDABLE) != 0;

@@ -91,11 +91,14 @@ static int apply_sets(cmh_whatif_conf *c, const cli_list *l)
     return 0;
 }
 
+static int g_not_pytorch; /* the trace is another allocator's (a .cmh with block events) */
+
 static void print_row(const trial *x, uint64_t capacity, int width)
 {
     const cmh_whatif_result *r = &x->r;
     char name[300];
-    snprintf(name, sizeof name, "%s%s", x->recorded ? "recorded: " : "", x->label[0] ? x->label : "PyTorch's defaults");
+    snprintf(name, sizeof name, "%s%s", x->recorded ? (g_not_pytorch ? "its requests, PyTorch's " : "recorded: ") : "",
+             x->label[0] ? x->label : x->recorded && g_not_pytorch ? "defaults" : "PyTorch's defaults");
     char segs[64];
     if (r->segment_maps || r->segment_unmaps)
         snprintf(segs, sizeof segs, "%" PRIu64 " maps, %" PRIu64 " unmaps", r->segment_maps, r->segment_unmaps);
@@ -136,6 +139,7 @@ int cmd_whatif(int argc, char **argv)
     }
     cmh_whatif_conf rec;
     cmh_whatif_conf_recorded(&s, &rec);
+    g_not_pytorch = s.source != CMH_SRC_PYTORCH;
     uint64_t capacity = g_have_capacity ? g_capacity : cmh_whatif_capacity(&s, dev);
     trial *t = NULL;
     int nt = 0, ct = 0;
@@ -242,11 +246,13 @@ int cmd_whatif(int argc, char **argv)
         if (capacity && !g_have_capacity) printf("  (the trace's first OOM: reserved then plus the free memory it reported)\n");
         int width = 30;
         for (int i = 0; i < nt; i++) {
-            int l = (int)strlen(t[i].label[0] ? t[i].label : "PyTorch's defaults") + (t[i].recorded ? 10 : 0);
+            int l = (int)strlen(t[i].label[0] ? t[i].label : "PyTorch's defaults") + (t[i].recorded ? 24 : 0);
             if (l > width) width = l;
         }
         printf("\n%-*s %11s %11s %7s  %-22s %s\n", width, "setting", "peak resv", "peak alloc", "frag", "segments", "at the capacity");
         for (int i = 0; i < nt; i++) print_row(&t[i], capacity, width);
+        if (g_not_pytorch)
+            printf("\n(a recording of another allocator: its block requests, replayed as PyTorch's allocator would serve them)");
         printf("\nself-replay of the recorded settings: ");
         if (!r0->self_replay_mismatches)
             printf("the model made the trace's %" PRIu64 " segment events, in order\n", r0->recorded_segment_events);
