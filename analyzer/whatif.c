@@ -631,7 +631,9 @@ static void compare_events(wmodel *m, const cmh_snapshot *s, const cmh_trace *t)
     uint32_t n = 0;
     for (uint32_t i = 0; i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (e->action >= CMH_ACT_SEGMENT_ALLOC && e->action <= CMH_ACT_SEGMENT_UNMAP) rec[n++] = (ev){e->action, e->size};
+        /* a driver allocation no allocator asked for (whole-block, in a recording) is not the model's to make */
+        if (e->action >= CMH_ACT_SEGMENT_ALLOC && e->action <= CMH_ACT_SEGMENT_UNMAP && !(e->flags & CMH_EF_WHOLE_BLOCK))
+            rec[n++] = (ev){e->action, e->size};
     }
     normalize(rec, n);
     normalize(m->evs, m->nevs);

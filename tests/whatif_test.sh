@@ -98,6 +98,20 @@ print(f"ok: generated fragmentation OOM at 230 MiB: persists as recorded, gone w
       f"{exp['peak_reserved'] // MiB} MiB), back at 170 MiB")
 EOF
 
+# a recording of another allocator above the driver (samples/caching_allocator: blocks reported
+# through blocks.h), out of memory by fragmentation: its requests replayed as PyTorch would serve them
+FAKECUDA_CAPACITY=256M "$CMH" record -q -o fo.cmh -- "$B/samples/frag_oom" >/dev/null 2>&1
+"$CMH" whatif --json --conf expandable_segments:True fo.cmh >fo.json 2>err.txt || bad "whatif of a recording: $(cat err.txt)"
+py - fo.json <<'EOF' || fail=$((fail + 1))
+import json, sys
+d = json.load(open(sys.argv[1]))
+rec, exp = d["settings"]
+assert d["capacity_from"] == "oom" and rec["ooms"] >= 1 and rec["self_replay_mismatches"] == 0, rec
+assert exp["ooms"] == 0, exp
+print(f"ok: a recorded caching allocator's fragmentation OOM: {rec['recorded_segment_events']} segment events reproduced "
+      f"(the program's own driver allocation left aside); expandable segments would have avoided it")
+EOF
+
 # options: PYTORCH_CUDA_ALLOC_CONF syntax, a sweep, refusals
 "$CMH" whatif --json --sweep max_split_size_mb=64,128 --conf "expandable_segments:True,roundup_power2_divisions:[256:1,512:2,>:8]" \
     "$C/torch_var_plain.pickle" >sweep.json 2>err.txt || bad "whatif --sweep/--conf: $(cat err.txt)"
