@@ -501,7 +501,8 @@ void cmh_whatif_conf_recorded(const cmh_snapshot *s, cmh_whatif_conf *c)
     for (uint32_t i = 0; !e && i < s->nsegments && !c->expandable; i++) c->expandable = (s->segments[i].flags & CMH_SEG_EXPANDABLE) != 0;
     for (uint32_t i = 0; !e && i < s->nentries && !c->expandable; i++)
         c->expandable = s->entries[i].action == CMH_ACT_SEGMENT_MAP || s->entries[i].action == CMH_ACT_SEGMENT_UNMAP;
-    c->gc_threshold = g ? atof(g) : 0.0;
+    double t = g ? atof(g) : 0.0;
+    c->gc_threshold = t > 0 && t < 1 ? t : 0.0; /* what PyTorch accepts; anything else (a file's "nan") is off */
 }
 
 static int bad(char *err, size_t n, const char *fmt, const char *a, const char *b)
@@ -519,12 +520,12 @@ int cmh_whatif_conf_set(cmh_whatif_conf *c, const char *key, const char *value, 
         else return bad(err, errlen, "%s: '%s' is not True or False", key, value);
     } else if (!strcmp(key, "max_split_size_mb")) {
         double mb = strtod(value, &end);
-        if (*end || mb < 0) return bad(err, errlen, "%s: '%s' is not a number of MiB", key, value);
+        if (*end || !(mb >= 0 && mb < 1e12)) return bad(err, errlen, "%s: '%s' is not a number of MiB", key, value);
         if (mb > 0 && mb <= 20) return bad(err, errlen, "%s: %s MiB: PyTorch wants more than 20 (kLargeBuffer)", key, value);
         c->max_split = mb > 0 ? (uint64_t)(mb * 1048576.0) : 0;
     } else if (!strcmp(key, "garbage_collection_threshold")) {
         double t = strtod(value, &end);
-        if (*end || t <= 0 || t >= 1) return bad(err, errlen, "%s: '%s' is not a fraction between 0 and 1", key, value);
+        if (*end || !(t > 0 && t < 1)) return bad(err, errlen, "%s: '%s' is not a fraction between 0 and 1", key, value);
         c->gc_threshold = t;
     } else if (!strcmp(key, "roundup_power2_divisions")) {
         if (value[0] != '[') { /* one value for every size */
