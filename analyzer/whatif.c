@@ -28,6 +28,7 @@
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/whatif.h"
+#include "grow.h"
 #include "oatab.h"
 #include "pt_rules.h"
 
@@ -51,6 +52,7 @@ struct wseg {
     uint64_t addr, size; /* size: the virtual range for an expandable one */
     int64_t stream;
     uint8_t pool, expandable;
+    struct wblk *first; /* its lowest block */
 };
 
 /* a sorted array of blocks */
@@ -116,15 +118,9 @@ static uint32_t lower(const barr *a, bcmp_fn f, int64_t stream, uint64_t size, u
 
 static void put(wmodel *m, barr *a, bcmp_fn f, wblk *b)
 {
-    if (a->n == a->cap) {
-        uint32_t nc = a->cap ? a->cap * 2 : 64;
-        wblk **nv = realloc(a->v, nc * sizeof *nv);
-        if (!nv) {
-            m->nomem = 1;
-            return;
-        }
-        a->v = nv;
-        a->cap = nc;
+    if (CMH_GROW(a->v, a->cap, (uint64_t)a->n + 1, 64)) {
+        m->nomem = 1;
+        return;
     }
     uint32_t i = lower(a, f, b->stream, b->size, b->addr);
     memmove(a->v + i + 1, a->v + i, (a->n - i) * sizeof *a->v);
@@ -156,15 +152,9 @@ static void emit(wmodel *m, int action, uint64_t size)
     else if (action == CMH_ACT_SEGMENT_MAP) r->segment_maps++;
     else r->segment_unmaps++;
     if (!m->compare) return;
-    if (m->nevs == m->cevs) {
-        uint32_t nc = m->cevs ? m->cevs * 2 : 256;
-        ev *ne = realloc(m->evs, nc * sizeof *ne);
-        if (!ne) {
-            m->nomem = 1;
-            return;
-        }
-        m->evs = ne;
-        m->cevs = nc;
+    if (CMH_GROW(m->evs, m->cevs, (uint64_t)m->nevs + 1, 256)) {
+        m->nomem = 1;
+        return;
     }
     m->evs[m->nevs++] = (ev){(uint8_t)action, size};
 }
@@ -177,20 +167,15 @@ static wblk *new_block(wmodel *m, wseg *g, uint64_t addr, uint64_t size, int map
         return NULL;
     }
     b->addr = addr, b->size = size, b->stream = g->stream, b->seg = g, b->pool = g->pool, b->mapped = (uint8_t)mapped;
+    if (addr == g->addr) g->first = b;
     return b;
 }
 
 static wseg *new_segment(wmodel *m, int pool, int64_t stream, uint64_t size, int expandable)
 {
-    if (m->nsegs == m->csegs) {
-        uint32_t nc = m->csegs ? m->csegs * 2 : 64;
-        wseg **ns = realloc(m->segs, nc * sizeof *ns);
-        if (!ns) {
-            m->nomem = 1;
-            return NULL;
-        }
-        m->segs = ns;
-        m->csegs = nc;
+    if (CMH_GROW(m->segs, m->csegs, (uint64_t)m->nsegs + 1, 64)) {
+        m->nomem = 1;
+        return NULL;
     }
     wseg *g = calloc(1, sizeof *g);
     if (!g) {
@@ -667,46 +652,15 @@ static void free_model(wmodel *m)
 }
 
 /* The blocks of the model, each freed once (they are chained per segment from any of them). */
-typedef struct blist {
-    wblk **v;
-    uint32_t n, cap;
-} blist;
-
-static void collect(blist *l, wblk *b)
-{
-    while (b && b->prev) b = b->prev;
-    for (; b; b = b->next) {
-        if (l->n == l->cap) {
-            uint32_t nc = l->cap ? l->cap * 2 : 256;
-            wblk **nv = realloc(l->v, nc * sizeof *nv);
-            if (!nv) return;
-            l->v = nv;
-            l->cap = nc;
-        }
-        l->v[l->n++] = b;
-    }
-}
-
+/* Every block, segment by segment from its lowest (a segment's first block lives as long as it:
+ * merging keeps the lower of two blocks). */
 static void free_blocks(wmodel *m)
 {
-    /* each segment's chain, from any of its blocks: one in a set, or one the trace holds */
-    blist l = {NULL, 0, 0};
-    for (uint32_t i = 0; i < m->nsegs; i++) {
-        wseg *g = m->segs[i];
-        wblk *first = NULL;
-        for (int p = 0; p < 2 && !first; p++) {
-            for (uint32_t k = 0; k < m->freeb[p].n && !first; k++)
-                if (m->freeb[p].v[k]->seg == g) first = m->freeb[p].v[k];
-            for (uint32_t k = 0; k < m->unmapped[p].n && !first; k++)
-                if (m->unmapped[p].v[k]->seg == g) first = m->unmapped[p].v[k];
+    for (uint32_t i = 0; i < m->nsegs; i++)
+        for (wblk *x = m->segs[i]->first, *nx; x; x = nx) {
+            nx = x->next;
+            free(x);
         }
-        for (uint32_t k = 0; k < m->live.cap && !first; k++)
-            if (cmh_oa_keyat(&m->live, k) && ((live_slot *)cmh_oa_at(&m->live, k))->b->seg == g)
-                first = ((live_slot *)cmh_oa_at(&m->live, k))->b;
-        if (first) collect(&l, first);
-    }
-    for (uint32_t i = 0; i < l.n; i++) free(l.v[i]);
-    free(l.v);
 }
 
 /* ---- the state before the first entry (a trace that begins late) ---- */
@@ -724,33 +678,15 @@ typedef struct seed {
 static void seed_seg(void *arg, const cmh_live_segment *g)
 {
     seed *x = arg;
-    if (x->nsegs == x->csegs) {
-        uint32_t nc = x->csegs ? x->csegs * 2 : 64;
-        cmh_live_segment *n = realloc(x->segs, nc * sizeof *n);
-        if (!n) {
-            x->m->nomem = 1;
-            return;
-        }
-        x->segs = n;
-        x->csegs = nc;
-    }
-    x->segs[x->nsegs++] = *g;
+    if (CMH_GROW(x->segs, x->csegs, (uint64_t)x->nsegs + 1, 64)) x->m->nomem = 1;
+    else x->segs[x->nsegs++] = *g;
 }
 
 static void seed_block(void *arg, const cmh_live_block *b)
 {
     seed *x = arg;
-    if (x->nblocks == x->cblocks) {
-        uint32_t nc = x->cblocks ? x->cblocks * 2 : 256;
-        cmh_live_block *n = realloc(x->blocks, nc * sizeof *n);
-        if (!n) {
-            x->m->nomem = 1;
-            return;
-        }
-        x->blocks = n;
-        x->cblocks = nc;
-    }
-    x->blocks[x->nblocks++] = *b;
+    if (CMH_GROW(x->blocks, x->cblocks, (uint64_t)x->nblocks + 1, 256)) x->m->nomem = 1;
+    else x->blocks[x->nblocks++] = *b;
 }
 
 static int cmp_lb(const void *a, const void *b)

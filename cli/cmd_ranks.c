@@ -71,7 +71,7 @@ typedef struct ranks_run {
     pthread_mutex_t lock; /* symbolization and the report helpers' static buffers */
 } ranks_run;
 
-static int oom_scan(const cmh_snapshot *s, int dev, rank_row *r)
+static void oom_scan(const cmh_snapshot *s, int dev, rank_row *r)
 {
     const cmh_trace *t = cmh_snapshot_trace(s, dev);
     for (uint32_t i = 0; t && i < t->nentries; i++) {
@@ -79,7 +79,6 @@ static int oom_scan(const cmh_snapshot *s, int dev, rank_row *r)
         if (e->action != CMH_ACT_OOM) continue;
         if (!r->ooms++) r->first_oom_ns = e->time_ns, r->first_oom_request = e->size, r->first_oom_free = e->addr;
     }
-    return 0;
 }
 
 /* Every device of one file, into its slot.  Returns a CMH_* code for what failed after loading. */
