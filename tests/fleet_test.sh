@@ -102,6 +102,24 @@ assert len(oom) == 1 and oom[0][0] == 2 and oom[0][2] == 2 and oom[0][4] == 1 <<
 print(f"ok: docs/FLEET.md's queries: the worst rank's peak owners {[(o[1].split(' ')[0], o[2] >> 20) for o in owners]} MiB; rank 1 grows 1 MiB a step, the others 0; the first OOM is rank 2's")
 EOF
 
+# real PyTorch snapshots, some whose trace begins late: the documented owners query sums to the peak
+set -- "$F"/h200/*.pickle "$F"/h200c/*.pickle
+[ -d "$SRC/../shared/fixtures/pytorch" ] && set -- "$@" "$SRC/../shared/fixtures/pytorch/octree_nca_cpp_frames_snapshot_action.pickle"
+for f in "$@"; do
+    [ -f "$f" ] || continue
+    rm -f one.db
+    "$CMH" export "$f" -o one.db 2>/dev/null || { bad "sqlite export of $f"; continue; }
+    py - one.db "$SRC/docs/FLEET.md" "$f" <<'EOF' || fail=$((fail + 1))
+import re, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+q = dict(re.findall(r"```sql\n-- query: (\S+)\n(.*?)```", open(sys.argv[2]).read(), re.S))
+rows = db.execute(q["worst-rank-peak-owners"]).fetchall()
+(peak, start), = db.execute("SELECT peak_allocated, allocated_at_start FROM devices ORDER BY peak_allocated DESC, process_id LIMIT 1").fetchall()
+assert sum(r[2] for r in rows) == peak, (sys.argv[3], sum(r[2] for r in rows), peak)
+print(f"ok: {sys.argv[3].split('/')[-1]}: the owners query sums to the peak, {peak} B ({start} B live before the trace)")
+EOF
+done
+
 # records that cannot be read are named, the rest reported
 printf 'not a snapshot' >broken.cmh
 "$CMH" ranks run.0.cmh broken.cmh >mixed.txt 2>mixed.err
