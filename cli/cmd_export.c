@@ -127,13 +127,17 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
         cli_error("export: --format sqlite writes a database file: name it with -o (fleet.db)");
         return CLI_EUSAGE;
     }
-    char tmp[4200], err[4400];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-    unlink(tmp);
-    cmh_sqlite *db = cmh_sqlite_open(tmp, err, sizeof err);
-    if (!db) {
+    char err[4400];
+    cmh_atomic out_file; /* SQLite writes by name: a temporary file beside the target, renamed when done */
+    if (cmh_output_begin(&out_file, out, CMH_OUT_SEEKABLE, err, sizeof err) != 0) {
         cli_error("%s", err);
-        unlink(tmp);
+        return CLI_EFILE;
+    }
+    cmh_sqlite *db = cmh_sqlite_open(out_file.tmppath, err, sizeof err);
+    if (!db) {
+        size_t tl = strlen(out_file.tmppath); /* the message names the file the user asked for */
+        cli_error("%s: %s", out, !strncmp(err, out_file.tmppath, tl) && err[tl] == ':' ? err + tl + 2 : err);
+        cmh_atomic_abort(&out_file);
         return CLI_EFILE;
     }
     int rc = 0;
@@ -153,12 +157,16 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
     }
     if (rc) {
         cmh_sqlite_abort(db);
-        unlink(tmp);
+        cmh_atomic_abort(&out_file);
         return rc;
     }
-    if (cmh_sqlite_close(db) != CMH_OK || rename(tmp, out) != 0) {
-        cli_error("%s: %s", out, errno ? strerror(errno) : err);
-        unlink(tmp);
+    if (cmh_sqlite_close(db) != CMH_OK) {
+        cli_error("%s: %s", out, err);
+        cmh_atomic_abort(&out_file);
+        return CLI_EFILE;
+    }
+    if (cmh_atomic_commit(&out_file, err, sizeof err) != CMH_OK) {
+        cli_error("%s", err);
         return CLI_EFILE;
     }
     fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace entries\n", out, pl->n, pl->n == 1 ? "" : "s",
@@ -204,15 +212,14 @@ int cmd_export(int argc, char **argv)
         else {
             cmh_atomic a;
             char err[4400];
-            FILE *fp = stdout;
-            if (g_out && strcmp(g_out, "-") && !(fp = cmh_atomic_open(&a, g_out, err, sizeof err))) {
+            FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", 0, err, sizeof err);
+            if (!fp) {
                 cli_error("%s", err);
                 rc = CLI_EFILE;
             } else {
                 rc = many_chrome(&pl, fp);
-                if (fp != stdout && !rc && cmh_atomic_commit(&a, err, sizeof err) != CMH_OK) cli_error("%s", err), rc = CLI_EFILE;
-                else if (fp != stdout && rc) cmh_atomic_abort(&a);
-                else if (fp == stdout && !rc) rc = cli_finish_stdout(0);
+                if (!rc && cmh_atomic_commit(&a, err, sizeof err) != CMH_OK) cli_error("%s", err), rc = CLI_EFILE;
+                else if (rc) cmh_atomic_abort(&a);
             }
         }
         cmh_pathlist_free(&pl);
@@ -239,8 +246,8 @@ int cmd_export(int argc, char **argv)
     }
     char err[4400];
     cmh_atomic a;
-    FILE *fp = stdout;
-    if (g_out && strcmp(g_out, "-") && !(fp = cmh_atomic_open(&a, g_out, err, sizeof err))) {
+    FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", 0, err, sizeof err);
+    if (!fp) {
         cli_error("%s", err);
         cmh_snapshot_free(&s);
         return CLI_EFILE;
@@ -264,17 +271,13 @@ int cmd_export(int argc, char **argv)
                                      : cmh_export_memviz(&s, fp, &host);
     int e = errno ? errno : EIO; /* a write that failed (ENOSPC, EPIPE) says why here */
     const char *why = erc == CMH_EIO ? strerror(e) : cmh_strerror(erc);
-    if (fp != stdout) {
-        if (erc == CMH_OK) erc = cmh_atomic_commit(&a, err, sizeof err);
-        else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: write failed: %s", g_out, why);
-        if (erc != CMH_OK) cli_error("%s", err);
-    } else if (erc != CMH_OK) {
-        cli_error("standard output: %s", why);
-    }
+    if (erc == CMH_OK) erc = cmh_atomic_commit(&a, err, sizeof err);
+    else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: write failed: %s", a.path, why);
+    if (erc != CMH_OK) cli_error("%s", err);
     if (erc == CMH_OK && host && g_format != F_JSON && g_format != F_CHROME)
         fprintf(stderr, "cumemhist: %llu pinned host allocations left out (memory_viz shows devices only)\n",
                 (unsigned long long)host);
     cmh_snapshot_free(&s);
     if (erc != CMH_OK) return erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
-    return fp == stdout ? cli_finish_stdout(0) : 0;
+    return 0;
 }

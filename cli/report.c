@@ -184,7 +184,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
         if (nd < 0) {
             cmh_sites_free(g);
             cmh_snapshot_free(&s);
-            return CLI_EFILE;
+            return CLI_EUSAGE;
         }
         if (!json && !(flags & REP_PYTORCH_TEXT)) rep_print_process(paths[f], &s);
         int crc = CMH_OK;
@@ -373,15 +373,14 @@ void rep_json_sites(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const 
 
 int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void *arg)
 {
-    int to_stdout = !path || !strcmp(path, "-");
-    if (to_stdout && binary && isatty(STDOUT_FILENO)) {
+    if ((!path || !strcmp(path, "-")) && binary && isatty(STDOUT_FILENO)) {
         cli_error("not writing binary output to a terminal; name a file with -o (or redirect)");
         return CLI_EUSAGE;
     }
     char err[4400];
     cmh_atomic a;
-    FILE *fp = stdout;
-    if (!to_stdout && !(fp = cmh_atomic_open(&a, path, err, sizeof err))) {
+    FILE *fp = cmh_output_open(&a, path ? path : "-", 0, err, sizeof err);
+    if (!fp) {
         cli_error("%s", err);
         return CLI_EFILE;
     }
@@ -389,11 +388,8 @@ int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void
     int rc = fn(arg, fp);
     int e = errno ? errno : EIO;
     const char *why = rc == CMH_EIO ? strerror(e) : cmh_strerror(rc);
-    if (!to_stdout) {
-        if (rc == CMH_OK) rc = cmh_atomic_commit(&a, err, sizeof err);
-        else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: write failed: %s", path, why);
-        if (rc != CMH_OK) cli_error("%s", err);
-    } else if (rc != CMH_OK) cli_error("standard output: %s", why);
-    if (rc != CMH_OK) return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
-    return to_stdout ? cli_finish_stdout(0) : 0;
+    if (rc == CMH_OK) rc = cmh_atomic_commit(&a, err, sizeof err);
+    else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: write failed: %s", a.path, why);
+    if (rc != CMH_OK) cli_error("%s", err);
+    return rc == CMH_OK ? 0 : rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
 }

@@ -1,19 +1,25 @@
 /*
- * atomic.c - writing a file so that readers see either the old one or the new one whole, never a
- * part: the data goes to a temporary file beside the target, which is renamed over it once it
- * is complete.  Every file cumemhist writes (snapshots, exports, pictures) goes through here.
+ * atomic.c - the one rule for every file cumemhist writes (snapshots, exports, pictures,
+ * databases), whichever command or the recorder writes it.  What is at the path decides:
  *
- * The temporary file is created inside the target's directory, opened once by descriptor
- * (openat), with O_CREAT | O_EXCL | O_NOFOLLOW and mode 0600: a symlink or file planted at that
- * name in a shared directory makes the write fail instead of being followed, and what is
- * written (stacks, paths, command lines) is readable by its owner only.  The rename happens
- * within the same directory descriptor; rename never follows a symlink at the target, it
- * replaces the link itself.  A failed write removes the temporary file and leaves the target as
- * it was.
+ *   missing, or a regular file   replaced atomically: the data goes to a temporary file beside
+ *                                the target (same directory, mode 0600, O_EXCL | O_NOFOLLOW),
+ *                                is fsync'ed, and renamed over the target; then the directory
+ *                                is fsync'ed.  Readers see the old file or the new one whole.
+ *   a symbolic link              never followed: the link itself is replaced, as a regular
+ *                                file would be; its target is untouched.  The names of this
+ *                                process's own streams (/dev/stdout, /dev/stderr, /dev/fd/N,
+ *                                /proc/self/fd/N) are the exception: they are written through.
+ *   a FIFO, a character device,  written through when the format can be streamed; refused with
+ *   "-" (standard output)        the reason when it needs a seekable file (SQLite).
+ *   a directory, a block device, refused.  Nothing that is not a regular file this process
+ *   a socket                     made is ever unlinked or renamed over.
  *
- * A target that exists and is not a regular file (a terminal, a pipe, a device such as
- * /dev/null or /dev/full) is written straight through: renaming over it would replace a device
- * node, and it has no old content to keep.
+ * The temporary file is created within the target's directory by descriptor (openat), so a
+ * symlink or file planted at that name in a shared directory makes the write fail instead of
+ * being followed, and what is written (stacks, paths, command lines) is readable by its owner
+ * only.  A failed write (a full disk, a quota) removes the temporary file and leaves the target
+ * as it was.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,61 +32,117 @@
 
 #include "cumemhist/snapshot.h"
 
-FILE *cmh_atomic_open(cmh_atomic *a, const char *path, char *err, size_t errlen)
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m) ? "a character device" : "not a regular file";
+}
+
+/* The name of one of this process's own descriptors, and which. */
+static int own_stream(const char *path)
+{
+    if (!strcmp(path, "-") || !strcmp(path, "/dev/stdout")) return STDOUT_FILENO;
+    if (!strcmp(path, "/dev/stderr")) return STDERR_FILENO;
+    const char *n = !strncmp(path, "/dev/fd/", 8) ? path + 8 : !strncmp(path, "/proc/self/fd/", 14) ? path + 14 : NULL;
+    if (!n || !*n || strspn(n, "0123456789") != strlen(n) || strlen(n) > 6) return -1;
+    return atoi(n);
+}
+
+static int fail(char *err, size_t errlen, int e, const char *fmt, const char *a, const char *b)
+{
+    snprintf(err, errlen, fmt, a, b);
+    errno = e;
+    return -1;
+}
+
+/* Write through fd (a stream of ours, a FIFO, a character device), or refuse when the format
+ * needs a seekable file. */
+static int through(cmh_atomic *a, int fd, int owned, unsigned flags, mode_t mode, char *err, size_t errlen)
+{
+    if (flags & CMH_OUT_SEEKABLE) {
+        if (owned) close(fd);
+        return fail(err, errlen, ESPIPE, "%s: is %s; this format needs a regular file it can seek in (name a file)", a->path,
+                    kind_of(mode));
+    }
+    if (owned) a->fd = fd;
+    else if ((a->fd = dup(fd)) < 0) return fail(err, errlen, errno, "%s: %s", a->path, strerror(errno));
+    fcntl(a->fd, F_SETFD, FD_CLOEXEC);
+    a->direct = 1;
+    return 0;
+}
+
+int cmh_output_begin(cmh_atomic *a, const char *path, unsigned flags, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
-    a->dirfd = -1;
-    size_t len = strlen(path);
-    if (!len || len >= sizeof a->path) {
-        snprintf(err, errlen, "%s: %s", len ? path : "(empty path)", len ? "path too long" : "no file name");
-        errno = ENAMETOOLONG;
-        return NULL;
-    }
+    a->dirfd = a->fd = -1;
+    size_t len = path ? strlen(path) : 0;
+    if (!len || len >= sizeof a->path)
+        return fail(err, errlen, ENAMETOOLONG, "%s: %s", len ? path : "(empty path)", len ? "path too long" : "no file name");
     memcpy(a->path, path, len + 1);
+    if (!strcmp(path, "-")) snprintf(a->path, sizeof a->path, "standard output");
+
+    struct stat st;
+    int own = own_stream(path);
+    if (own >= 0) { /* "-", /dev/stdout, /dev/fd/N: our own descriptor, whatever it is */
+        if (fstat(own, &st) != 0) return fail(err, errlen, errno, "%s: %s", path, strerror(errno));
+        if (S_ISREG(st.st_mode) && !(flags & CMH_OUT_SEEKABLE)) return through(a, own, 0, flags, st.st_mode, err, errlen);
+        if (S_ISREG(st.st_mode)) return fail(err, errlen, ESPIPE, "%s: %s", path, "this format is written to a named file (-o FILE)");
+        if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)) return through(a, own, 0, flags, st.st_mode, err, errlen);
+        return fail(err, errlen, EINVAL, "%s: is %s", path, kind_of(st.st_mode));
+    }
+
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
     char dir[sizeof a->path];
     if (!slash) snprintf(dir, sizeof dir, ".");
     else if (slash == path) snprintf(dir, sizeof dir, "/");
     else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    if (!*base) {
-        snprintf(err, errlen, "%s: is a directory name, not a file name", path);
-        errno = EISDIR;
-        return NULL;
-    }
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s: is a directory", path);
-        errno = EISDIR;
-        return NULL;
-    }
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a device, a pipe: write through it */
-        int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || !(a->fp = fdopen(fd, "wb"))) {
-            int e = errno;
-            if (fd >= 0) close(fd);
-            snprintf(err, errlen, "%s: %s", path, strerror(e));
-            errno = e;
-            return NULL;
-        }
-        a->direct = 1;
-        setvbuf(a->fp, NULL, _IOFBF, 1 << 16);
-        return a->fp;
-    }
+    if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+        return fail(err, errlen, EISDIR, "%s: %s", path, "is a directory name, not a file name");
+
     a->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (a->dirfd < 0) {
         int e = errno;
         snprintf(err, errlen, "%s: cannot open directory %s: %s", path, dir, strerror(e));
         errno = e;
-        return NULL;
+        return -1;
     }
     snprintf(a->base, sizeof a->base, "%s", base);
+    if (fstatat(a->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) {
+            close(a->dirfd);
+            a->dirfd = -1;
+            return fail(err, errlen, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "%s: is %s (name a file)", path, kind_of(st.st_mode));
+        }
+        /* A FIFO or a device (/dev/null, /dev/full, a terminal): through it, or refused.  Opened
+         * without following a link that may have replaced it meanwhile, and checked again. */
+        int fd = -1;
+        if (!(flags & CMH_OUT_SEEKABLE)) {
+            fd = openat(a->dirfd, base, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+            if (fd < 0) {
+                int e = errno;
+                close(a->dirfd);
+                a->dirfd = -1;
+                return fail(err, errlen, e, "%s: %s", path, strerror(e));
+            }
+            if (fstat(fd, &st) != 0 || S_ISREG(st.st_mode)) { /* replaced by a file: treat it as one */
+                close(fd);
+                fd = -1;
+            }
+        }
+        if (fd >= 0 || (flags & CMH_OUT_SEEKABLE)) {
+            close(a->dirfd);
+            a->dirfd = -1;
+            return through(a, fd, 1, flags, st.st_mode, err, errlen);
+        }
+    }
+
     int fd = -1;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         /* pid and a counter: two threads of one process, or a crashed earlier write, never collide */
         static unsigned counter;
         snprintf(a->tmp, sizeof a->tmp, ".%s.tmp.%ld.%u", base, (long)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-        fd = openat(a->dirfd, a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        fd = openat(a->dirfd, a->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
@@ -89,16 +151,21 @@ FILE *cmh_atomic_open(cmh_atomic *a, const char *path, char *err, size_t errlen)
         close(a->dirfd);
         a->dirfd = -1;
         errno = e;
-        return NULL;
+        return -1;
     }
-    a->fp = fdopen(fd, "wb");
+    a->fd = fd;
+    snprintf(a->tmppath, sizeof a->tmppath, "%s%s%s", slash ? dir : "", slash && strcmp(dir, "/") ? "/" : "", a->tmp);
+    return 0;
+}
+
+FILE *cmh_output_open(cmh_atomic *a, const char *path, unsigned flags, char *err, size_t errlen)
+{
+    if (cmh_output_begin(a, path, flags & ~CMH_OUT_SEEKABLE, err, errlen) != 0) return NULL;
+    a->fp = fdopen(a->fd, "wb");
     if (!a->fp) {
         int e = errno;
-        close(fd);
-        unlinkat(a->dirfd, a->tmp, 0);
-        close(a->dirfd);
-        a->dirfd = -1;
         snprintf(err, errlen, "%s: %s", path, strerror(e));
+        cmh_atomic_abort(a);
         errno = e;
         return NULL;
     }
@@ -106,14 +173,31 @@ FILE *cmh_atomic_open(cmh_atomic *a, const char *path, char *err, size_t errlen)
     return a->fp;
 }
 
+FILE *cmh_atomic_open(cmh_atomic *a, const char *path, char *err, size_t errlen)
+{
+    return cmh_output_open(a, path, 0, err, errlen);
+}
+
 int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen)
 {
-    if (!a->fp) return CMH_EINVAL;
+    if (!a->fp && a->fd < 0) return CMH_EINVAL;
     errno = 0;
-    int failed = fflush(a->fp) != 0 || ferror(a->fp);
-    int e = errno;
-    if (fclose(a->fp) != 0 && !failed) failed = 1, e = errno;
+    int failed = 0, e = 0;
+    if (a->fp) {
+        failed = fflush(a->fp) != 0 || ferror(a->fp);
+        e = errno;
+    }
+    int fd = a->fp ? fileno(a->fp) : a->fd;
+    /* the data on disk before the name points at it: a crash after the rename must not leave an
+     * empty file where the old one was */
+    if (!failed && !a->direct && fsync(fd) != 0) failed = 1, e = errno;
+    if (a->fp) {
+        if (fclose(a->fp) != 0 && !failed) failed = 1, e = errno;
+    } else if (close(a->fd) != 0 && !failed && !a->direct) {
+        failed = 1, e = errno;
+    }
     a->fp = NULL;
+    a->fd = -1;
     if (a->direct) {
         if (failed) snprintf(err, errlen, "%s: write failed: %s", a->path, strerror(e ? e : EIO));
         return failed ? CMH_EIO : CMH_OK;
@@ -129,6 +213,8 @@ int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen)
     if (failed) {
         snprintf(err, errlen, "%s: write failed: %s", a->path, strerror(e ? e : EIO));
         unlinkat(a->dirfd, a->tmp, 0);
+    } else {
+        fsync(a->dirfd); /* the rename itself; some filesystems refuse: the data is safe either way */
     }
     close(a->dirfd);
     a->dirfd = -1;
@@ -138,10 +224,10 @@ int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen)
 void cmh_atomic_abort(cmh_atomic *a)
 {
     if (a->fp) fclose(a->fp);
+    else if (a->fd >= 0) close(a->fd);
     a->fp = NULL;
-    if (!a->direct && a->dirfd >= 0) {
-        unlinkat(a->dirfd, a->tmp, 0);
-        close(a->dirfd);
-    }
+    a->fd = -1;
+    if (!a->direct && a->dirfd >= 0) unlinkat(a->dirfd, a->tmp, 0);
+    if (a->dirfd >= 0) close(a->dirfd);
     a->dirfd = -1;
 }

@@ -10,6 +10,7 @@
  * an allocation made was given back (end_time_ns), each device's peaks, and each stack's site as
  * the reports name it.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -81,7 +82,9 @@ struct cmh_sqlite {
 
 static int fail(cmh_sqlite *x, const char *what)
 {
-    snprintf(x->err, x->errlen, "%s: %s", what, sqlite3_errmsg(x->db));
+    int e = sqlite3_system_errno(x->db); /* a full disk, a quota: the reason under "disk I/O error" */
+    if (!e && (errno == ENOSPC || errno == EFBIG || errno == EDQUOT)) e = errno;
+    snprintf(x->err, x->errlen, "%s: %s%s%s%s", what, sqlite3_errmsg(x->db), e ? " (" : "", e ? strerror(e) : "", e ? ")" : "");
     return sqlite3_errcode(x->db) == SQLITE_NOMEM ? CMH_ENOMEM : CMH_EIO;
 }
 

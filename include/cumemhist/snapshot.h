@@ -294,18 +294,27 @@ int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
 /* The trace of a device, NULL when it has none. */
 const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
 
-/* Writing a file atomically (snapshot/atomic.c): readers see the old file or the new one whole.
- * cmh_atomic_open gives a stream to a temporary file beside path (mode 0600, never through a
- * symlink); cmh_atomic_commit renames it over path, or removes it and says why (CMH_EIO);
- * cmh_atomic_abort removes it.  err gets a one-line message naming the file.  A path that is
- * not a regular file (a terminal, a pipe, /dev/null, /dev/stdout) is written straight through
- * instead: replacing it would be wrong, and it has no old content to keep. */
+/* Writing a file (snapshot/atomic.c): the one rule for every output, by what is at the path.
+ * Missing or a regular file (or a symlink, which is never followed: the link is replaced):
+ * written to a temporary file beside it (mode 0600, O_EXCL | O_NOFOLLOW), fsync'ed, renamed
+ * over it; readers see the old file or the new one whole.  A FIFO, a character device (a
+ * terminal, /dev/null, /dev/full), "-" and this process's own /dev/stdout, /dev/stderr,
+ * /dev/fd/N: written through, unless CMH_OUT_SEEKABLE says the format needs a seekable file,
+ * then refused.  A directory, a block device, a socket: refused.  err gets a one-line message
+ * naming the path; nothing that is not a regular file this process made is ever removed.
+ *
+ * cmh_output_open gives a stream; cmh_output_begin only the descriptor and, for a library that
+ * opens files by name (SQLite), tmppath.  cmh_atomic_commit puts it in place, or removes it and
+ * says why (CMH_EIO); cmh_atomic_abort removes it.  cmh_atomic_open is cmh_output_open(.., 0). */
+enum { CMH_OUT_SEEKABLE = 1 };
 typedef struct cmh_atomic {
-    int dirfd;
+    int dirfd, fd;
     int direct; /* writing to path itself (not a regular file) */
     FILE *fp;
-    char path[4096], base[1024], tmp[1100];
+    char path[4096], base[1024], tmp[1100], tmppath[5200];
 } cmh_atomic;
+int cmh_output_begin(cmh_atomic *a, const char *path, unsigned flags, char *err, size_t errlen);
+FILE *cmh_output_open(cmh_atomic *a, const char *path, unsigned flags, char *err, size_t errlen);
 FILE *cmh_atomic_open(cmh_atomic *a, const char *path, char *err, size_t errlen);
 int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen);
 void cmh_atomic_abort(cmh_atomic *a);
