@@ -64,7 +64,7 @@ int cmd_flamegraph(int argc, char **argv)
     if (rep_devices(path, &s, g_device == -2 ? -2 : g_device, 1, &dev, 1) < 0) {
         cmh_sites_free(g);
         cmh_snapshot_free(&s);
-        return CLI_EFILE;
+        return CLI_EUSAGE;
     }
     cmh_live_at l;
     int crc = cmh_live_compute(&s, dev, at, num, &l);

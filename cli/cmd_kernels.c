@@ -46,7 +46,7 @@ int cmd_kernels(int argc, char **argv)
     int32_t dev;
     if (g_device != -2 && s.nkernels && rep_devices(path, &s, g_device, 0, &dev, 1) < 0) {
         cmh_snapshot_free(&s);
-        return CLI_EFILE;
+        return CLI_EUSAGE;
     }
     int crc = cmh_kernel_table(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, g_sort, &rows, &nr, &total);
     if (crc != CMH_OK) {

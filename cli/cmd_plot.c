@@ -47,7 +47,7 @@ int cmd_plot(int argc, char **argv)
     int nd = rep_devices(path, &s, g_device, 0, devs, 256);
     if (nd < 0) {
         cmh_snapshot_free(&s);
-        return CLI_EFILE;
+        return CLI_EUSAGE;
     }
     job j = {&s, {g_width, g_height, devs, nd, path, 0}};
     rc = rep_write(g_out, 0, draw, &j);

@@ -56,7 +56,7 @@ int cmd_report(int argc, char **argv)
     }
     int32_t devs[256];
     int nd = rep_devices(path, &s, g_device, 0, devs, 256);
-    if (nd < 0) rc = CLI_EFILE;
+    if (nd < 0) rc = CLI_EUSAGE;
     else {
         job j = {&s, have_raw ? &raw : NULL, g, devs, nd, path};
         rc = rep_write(g_out, 0, write_page, &j);

@@ -70,7 +70,7 @@ int cmd_trace(int argc, char **argv)
     int32_t dev;
     if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {
         cmh_snapshot_free(&s);
-        return CLI_EFILE;
+        return CLI_EUSAGE;
     }
     int crc = cmh_print_trace(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, stdout);
     cmh_snapshot_free(&s);

@@ -106,7 +106,7 @@ int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device)
     }
     cli_error("%s: no device %d in this snapshot", path, want);
     cmh_snapshot_free(s);
-    return CLI_EFILE;
+    return CLI_EUSAGE;
 }
 
 /* ---- the option parser ---- */

@@ -53,6 +53,6 @@ check "chrome export: kernel slices on per-stream tracks, memory counters" "[ $?
 "$B/cumemhist" kernels --device 0 "$T/k.cmh" | grep -Eq '^gemm\(float\*, int\) +2 '
 check "kernels --device 0 keeps device 0's kernels" "[ $? -eq 0 ]"
 "$B/cumemhist" kernels --device 3 "$T/k.cmh" 2>/dev/null
-check "kernels --device of an absent device: exit 1" "[ $? -eq 1 ]"
+check "kernels --device of an absent device: exit 2 (a bad value)" "[ $? -eq 2 ]"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
