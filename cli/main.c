@@ -1,6 +1,7 @@
 /*
  * main.c - the cumemhist command: dispatch to one subcommand per file.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +45,16 @@ static void usage(FILE *fp)
 
 int main(int argc, char **argv)
 {
+    /* A reader that leaves early (`cumemhist trace x | head`) ends the command quietly, as it
+     * ends cat or grep: by SIGPIPE, whatever disposition or mask the caller handed down (a
+     * Python parent ignores it).  `record` keeps what it was given for the program it runs. */
+    if (argc >= 2 && strcmp(argv[1], "record")) {
+        signal(SIGPIPE, SIG_DFL);
+        sigset_t pipe;
+        sigemptyset(&pipe);
+        sigaddset(&pipe, SIGPIPE);
+        sigprocmask(SIG_UNBLOCK, &pipe, NULL);
+    }
     if (argc < 2) {
         usage(stderr);
         return 2;
