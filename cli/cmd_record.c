@@ -106,6 +106,37 @@ static int find_lib(const char *argv0, char *out, size_t n)
 
 static int record(char **prog, const char *argv0);
 
+/* The library to preload is a shared object for this machine: ld.so would otherwise skip it
+ * with a line on stderr, and the program would run unrecorded. */
+static int check_lib(const char *path)
+{
+    unsigned char h[20], me[20];
+    FILE *f = fopen(path, "rb"), *self = fopen("/proc/self/exe", "rb");
+    int got = f && fread(h, 1, sizeof h, f) == sizeof h, known = self && fread(me, 1, sizeof me, self) == sizeof me;
+    if (f) fclose(f);
+    if (self) fclose(self);
+    if (!f) {
+        cli_error("%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!got || memcmp(h, "\177ELF", 4) != 0) {
+        cli_error("%s: not a shared library (no ELF header): name libcumemhist.so with --lib", path);
+        return -1;
+    }
+    /* e_type (ET_DYN = 3) at 16, little- or big-endian as EI_DATA says; the class and machine
+     * as this command's own */
+    int type = h[5] == 2 ? h[16] << 8 | h[17] : h[17] << 8 | h[16];
+    if (type != 3) {
+        cli_error("%s: an ELF file but not a shared library: name libcumemhist.so with --lib", path);
+        return -1;
+    }
+    if (known && (h[4] != me[4] || h[5] != me[5] || h[18] != me[18] || h[19] != me[19])) {
+        cli_error("%s: a shared library for another machine or word size than this one", path);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the manifest the processes append to ---- */
 
 typedef struct rec_pid {
@@ -122,6 +153,8 @@ typedef struct rec_run {
     int npids, cpids;
     rec_file *files; /* snapshots, each once, in the order first written */
     int nfiles, cfiles;
+    int nloaded; /* processes the library was loaded into */
+    int noexec;  /* the program could not be started */
 } rec_run;
 
 static rec_pid *pid_of(rec_run *r, long pid)
@@ -151,6 +184,10 @@ static void read_manifest(const char *path, rec_run *r)
         long pid;
         int at = 0;
         if (sscanf(line, "%15s %ld %n", kind, &pid, &at) < 2) continue;
+        if (!strcmp(kind, "loaded") || !strcmp(kind, "noexec")) {
+            *(kind[0] == 'l' ? &r->nloaded : &r->noexec) += 1;
+            continue;
+        }
         rec_pid *p = pid_of(r, pid);
         if (!p) break;
         const char *file = at ? line + at : "";
@@ -199,6 +236,11 @@ static int check_output(const char *pattern)
     }
     if (!strchr(pattern, '%') && stat(pattern, &st) == 0 && S_ISDIR(st.st_mode)) {
         cli_error("-o %s: is a directory (name the snapshot file inside it)", pattern);
+        return -1;
+    }
+    if (!strchr(pattern, '%') && lstat(pattern, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) &&
+        !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) {
+        cli_error("-o %s: is %s (name a file)", pattern, S_ISBLK(st.st_mode) ? "a block device" : "a socket");
         return -1;
     }
     return 0;
@@ -269,6 +311,7 @@ static int record(char **prog, const char *argv0)
     }
     char abslib[PATH_MAX];
     if (realpath(libpath, abslib)) snprintf(libpath, sizeof libpath, "%s", abslib);
+    if (check_lib(libpath)) return CLI_EFILE;
     if (check_output(output ? output : "cumemhist.%p.cmh")) return CLI_EFILE;
 
     /* LD_PRELOAD: whatever the user already preloads keeps its place (a sanitizer runtime must
@@ -343,7 +386,10 @@ static int record(char **prog, const char *argv0)
         for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &given[i], NULL);
         sigprocmask(SIG_SETMASK, &was, NULL);
         execvp(prog[0], prog);
-        cli_error("cannot run %s: %s", prog[0], strerror(errno));
+        int e = errno;
+        FILE *mf = fopen(manifest, "a");
+        if (mf) fprintf(mf, "noexec %ld\n", (long)getpid()), fclose(mf);
+        cli_error("cannot run %s: %s", prog[0], strerror(e));
         _exit(127);
     }
     sigprocmask(SIG_SETMASK, &was, NULL); /* a signal held meanwhile is forwarded now */
@@ -391,7 +437,12 @@ static int record(char **prog, const char *argv0)
     }
     free(run.files);
     free(run.pids);
-    if (!run.npids && !nfiles && !quiet) fprintf(stderr, "cumemhist: no snapshot written: no process called a CUDA allocation entry point\n");
+    int unrecorded = !run.nloaded && !nfiles && !run.noexec && !(WIFEXITED(status) && WEXITSTATUS(status) == 127);
+    if (unrecorded) /* not even the first process: ld.so refused it, or the program ignores LD_PRELOAD */
+        cli_error("%s did not record %s (ld.so could not preload it, it is not libcumemhist.so, or the program is static or set-user-ID): nothing "
+                  "was recorded", libpath, prog[0]);
+    else if (!run.npids && !nfiles && !quiet) fprintf(stderr, "cumemhist: no snapshot written: no process called a CUDA allocation entry point\n");
+    if (unrecorded && WIFEXITED(status) && WEXITSTATUS(status) == 0) return CLI_EFILE;
     if (lost && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         cli_error("exit status 1: %d snapshot%s lost (the program itself exited 0)", lost, lost == 1 ? "" : "s");
         return CLI_EFILE;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "flight_format.h"
@@ -141,6 +142,46 @@ static int died_without_snapshot(const char *path, long owner)
     return pid == owner;
 }
 
+/* A snapshot path that names a FIFO or a character device (/dev/null, a pipe a collector reads):
+ * every process writes its snapshot through it, and nothing is made beside it (no claim, no
+ * PATH.PID, no flight record in /dev). */
+int cmh_config_output_streams(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode));
+}
+
+/* The per-user runtime directory: $XDG_RUNTIME_DIR/cumemhist, else ${TMPDIR:-/tmp}/cumemhist-UID;
+ * made 0700, and used only when it is a real directory of ours that no one else can write. */
+int cmh_config_runtime_dir(char *out, size_t outlen)
+{
+    const char *x = getenv("XDG_RUNTIME_DIR"), *t = getenv("TMPDIR");
+    if (x && *x == '/') snprintf(out, outlen, "%s/cumemhist", x);
+    else snprintf(out, outlen, "%s/cumemhist-%ld", t && *t == '/' ? t : "/tmp", (long)getuid());
+    if (mkdir(out, 0700) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (lstat(out, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
+/* Where the flight record of snapshot path snap lives: beside it, or for a snapshot streamed
+ * through a FIFO or device, in the runtime directory under the snapshot's name and the pid. */
+int cmh_config_flight_path(const char *snap, char *out, size_t outlen)
+{
+    if (!cmh_config_output_streams(snap)) return snprintf(out, outlen, "%s.flight", snap) < (int)outlen ? 0 : -1;
+    char dir[4096];
+    if (cmh_config_runtime_dir(dir, sizeof dir) != 0) return -1;
+    const char *base = strrchr(snap, '/');
+    base = base ? base + 1 : snap;
+    size_t stem = strlen(base);
+    if (stem > 4 && !strcmp(base + stem - 4, ".cmh")) stem -= 4;
+    /* NAME.PID.cmh.flight: `recover` writes NAME.PID.cmh beside it */
+    return snprintf(out, outlen, "%s/%.*s.%ld.cmh.flight", dir, (int)stem, base, (long)getpid()) < (int)outlen ? 0 : -1;
+}
+
 static int fixed_path_is_mine(const char *path)
 {
     static int decided = -1;
@@ -153,7 +194,7 @@ static int fixed_path_is_mine(const char *path)
     /* The claim appears with its content in one step: write PATH.claim.PID, then link() it
      * into place, which fails if another process got there first. */
     snprintf(mine, sizeof mine, "%s.%ld", claim, (long)getpid());
-    int fd = open(mine, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    int fd = open(mine, O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return decided = 0;
     char buf[64];
     int n = snprintf(buf, sizeof buf, "%ld %ld\n", sess, (long)getpid());
@@ -236,7 +277,7 @@ int cmh_config_output_path(const char *pattern, char *out, size_t outlen)
         }
         if (append(out, outlen, &pos, p, 1)) return -1;
     }
-    if (has_id || fixed_path_is_mine(out)) return 0;
+    if (has_id || cmh_config_output_streams(out) || fixed_path_is_mine(out)) return 0;
     /* insert .PID before the extension of the last path component */
     char *slash = strrchr(out, '/');
     char *dot = strrchr(slash ? slash : out, '.');

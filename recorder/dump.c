@@ -99,7 +99,7 @@ void cmh_dump_note_manifest(const char *kind, const char *path)
     else if (!realpath(path, abs + k)) snprintf(abs + k, sizeof abs - (size_t)k, "%s", path);
     size_t l = strlen(abs);
     abs[l++] = '\n';
-    int fd = open(m, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(m, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return;
     ssize_t w = write(fd, abs, l); /* one short O_APPEND write: lines from many processes never interleave */
     (void)w;

@@ -377,7 +377,10 @@ void cmh_flight_start(void)
     if (g_h || (env && !strcmp(env, "0"))) return;
     char snap[4200];
     if (cmh_config_output_path(cmh_cfg.output, snap, sizeof snap) != 0) return;
-    snprintf(g_path, sizeof g_path, "%s.flight", snap);
+    if (cmh_config_flight_path(snap, g_path, sizeof g_path) != 0) {
+        cmh_log("no flight record for %s (no private directory for it: %s): a crash would lose the history", snap, strerror(errno));
+        return;
+    }
     long mb = env && atol(env) > 0 ? atol(env) : DEFAULT_MB;
     if (mb > MAX_EXTENT_MB) mb = MAX_EXTENT_MB;
     g_first_size = (uint64_t)mb << 20;

@@ -279,6 +279,7 @@ __attribute__((constructor(102))) static void recorder_init(void)
 {
     g_start_ns = cmh_now_ns();
     cmh_config_from_env();
+    cmh_dump_note_manifest("loaded", NULL); /* `record` learns that the preload took */
     sem_init(&g_sem, 0, 0);
     const char *sig = getenv("CUMEMHIST_SIGNAL");
     struct sigaction old;
