@@ -1091,6 +1091,46 @@ void cmh_replay_segments(const cmh_replay *r, void (*fn)(void *, const cmh_live_
     }
 }
 
+void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint64_t *releasable, uint64_t *trapped)
+{
+    if (b <= a) return;
+    if (!holds_active) { /* a segment with nothing in it: empty_cache() gives it all back */
+        *releasable += b - a;
+        return;
+    }
+    if (!expandable) {
+        *trapped += b - a;
+        return;
+    }
+    /* an expandable segment unmaps the whole pages of a free run, wherever it is */
+    const uint64_t page = 2u << 20;
+    uint64_t lo = (a + page - 1) / page * page, hi = b / page * page;
+    uint64_t rel = hi > lo ? hi - lo : 0;
+    *releasable += rel;
+    *trapped += b - a - rel;
+}
+
+void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
+{
+    memset(out, 0, sizeof *out);
+    for (uint32_t i = 0; i < r->nsegs; i++) {
+        const rseg *g = r->segs[i];
+        if (!g) continue;
+        uint64_t at = g->addr;
+        for (uint32_t k = 0; k <= g->nr; k++) {
+            uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;
+            if (end > at) {
+                cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
+                if (end - at > out->largest_gap) out->largest_gap = end - at;
+                if (g->nr > 0 && end - at > out->largest_trapped_gap && !g->expandable) out->largest_trapped_gap = end - at;
+            }
+            if (k < g->nr && g->r[k].b > at) at = g->r[k].b;
+        }
+    }
+    for (uint32_t i = 0; i < r->npools; i++) out->pool_cache += (uint64_t)r->pools[i].slack;
+    out->releasable += out->pool_cache; /* a pool's cache goes back with cuMemPoolTrimTo */
+}
+
 void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap)
 {
     uint64_t total = 0, largest = 0;

@@ -453,46 +453,75 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
         f->addr = g->addr;
         f->reserved = g->size;
         f->expandable = (g->flags & CMH_SEG_EXPANDABLE) != 0;
-        uint64_t active = 0, run = 0;
+        uint64_t active = 0, run = 0, run_at = g->addr;
         int any_active = 0;
-        for (uint32_t k = 0; k < g->nblocks; k++) {
-            const cmh_block *b = &s->blocks[g->first_block + k];
-            if (b->state == CMH_BLOCK_INACTIVE) {
+        for (uint32_t k = 0; k < g->nblocks; k++) any_active |= s->blocks[g->first_block + k].state != CMH_BLOCK_INACTIVE;
+        for (uint32_t k = 0; k <= g->nblocks; k++) {
+            const cmh_block *b = k < g->nblocks ? &s->blocks[g->first_block + k] : NULL;
+            if (b && b->state == CMH_BLOCK_INACTIVE) {
+                if (!run) run_at = b->addr;
                 run += b->size;
                 if (run > f->largest_gap) f->largest_gap = run;
                 continue;
             }
+            cmh_free_gap(run_at, run_at + run, any_active, f->expandable, &f->releasable, &f->trapped);
             run = 0;
-            any_active = 1;
+            if (!b) break;
             active += b->size;
             if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) f->allocated += b->size;
         }
         /* (a hostile file's blocks may add up past their segment: nothing is free then) */
         f->free = g->size > f->allocated ? g->size - f->allocated : 0;
         f->pending_free = active > f->allocated ? active - f->allocated : 0;
-        uint64_t in_gaps = g->size > active ? g->size - active : 0;
-        f->fragmentation = in_gaps ? 1.0 - (double)f->largest_gap / (double)in_gaps : 0.0;
-        f->non_releasable = any_active && !f->expandable ? in_gaps : 0;
+        uint64_t uncovered = g->size > active ? g->size - active : 0; /* bytes no block describes: free */
+        uint64_t described = f->releasable + f->trapped;
+        if (uncovered > described) cmh_free_gap(0, uncovered - described, any_active, 0, &f->releasable, &f->trapped);
+        f->fragmentation = f->reserved ? (double)f->trapped / (double)f->reserved : 0.0;
         p->reserved += f->reserved;
         p->allocated += f->allocated;
         p->free += f->free;
         p->pending_free += f->pending_free;
-        p->non_releasable += f->non_releasable;
+        p->releasable += f->releasable;
+        p->trapped += f->trapped;
         if (f->largest_gap > p->largest_gap) p->largest_gap = f->largest_gap;
     }
-    uint64_t in_gaps = p->free - p->pending_free;
-    p->fragmentation = in_gaps ? 1.0 - (double)p->largest_gap / (double)in_gaps : 0.0;
-    /* the last OOM, if any: would fragmentation, rather than demand, explain it? */
+    /* a stream-ordered pool keeps what it reserved beyond what it hands out (its latest sample):
+     * reserved and free, as every report counts it, and given back by a trim */
     const cmh_trace *t = cmh_snapshot_trace(s, device);
+    enum { NPOOLS = 64 };
+    uint64_t handle[NPOOLS], slack[NPOOLS];
+    uint32_t np = 0;
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (e->action == CMH_ACT_OOM) {
-            p->last_oom_request = e->size;
-            p->last_oom_device_free = e->addr;
-            p->has_oom = 1;
-        }
+        if (e->action != CMH_ACT_POOL_SAMPLE) continue;
+        uint32_t k = 0;
+        while (k < np && handle[k] != e->addr) k++;
+        if (k == np && np < NPOOLS) handle[np++] = e->addr;
+        if (k < np) slack[k] = e->size > e->requested ? e->size - e->requested : 0;
     }
-    if (p->has_oom) p->last_oom_verdict = cmh_oom_verdict(p->last_oom_request, p->free, p->largest_gap, p->last_oom_device_free);
+    for (uint32_t k = 0; k < np; k++) p->pool_cache += slack[k];
+    p->reserved += p->pool_cache;
+    p->free += p->pool_cache;
+    p->releasable += p->pool_cache;
+    p->fragmentation = p->reserved ? (double)p->trapped / (double)p->reserved : 0.0;
+    /* the last OOM: judged at that moment, by the one computation every command uses */
+    for (uint32_t i = 0; t && i < t->nentries; i++) p->nooms += s->entries[t->first_entry + i].action == CMH_ACT_OOM;
+    if (p->nooms) {
+        cmh_oom_report om;
+        int rc = cmh_oom_compute(s, device, NULL, &om);
+        if (rc != CMH_OK) {
+            cmh_frag_report_free(p);
+            return rc;
+        }
+        if (om.nevents) {
+            const cmh_oom_event *e = &om.events[om.nevents - 1];
+            p->has_oom = 1;
+            p->last_oom = (struct cmh_oom_event_state){e->index, e->time_ns, e->request, e->device_free, e->allocated,
+                                                       e->reserved, e->free_inside, e->pending_free, e->largest_gap,
+                                                       e->split.releasable, e->split.trapped, e->verdict};
+        }
+        cmh_oom_report_free(&om);
+    }
     return CMH_OK;
 }
 
@@ -525,6 +554,7 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->reserved = (uint64_t)st->reserved_bytes[0].current;
             uint64_t in_gaps;
             cmh_replay_free_space(r, &in_gaps, &o->largest_gap);
+            cmh_replay_free_split(r, &o->split);
             /* free inside = reserved - allocated, by definition; what the gaps do not hold of it is
              * freed memory whose stream work is pending (a trace that contradicts itself may leave
              * the two apart: the figures then say what the counters say) */
@@ -573,6 +603,21 @@ int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap
     if (largest_gap >= request) return CMH_OOM_FIT_IGNORED;
     if (free_inside + device_free >= request) return CMH_OOM_FRAGMENTATION;
     return CMH_OOM_DEMAND;
+}
+
+const char *cmh_oom_verdict_name(int verdict)
+{
+    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap"};
+    return names[verdict >= 0 && verdict <= 2 ? verdict : 0];
+}
+
+const char *cmh_oom_verdict_text(int verdict)
+{
+    static const char *const text[] = {
+        "demand: the memory was genuinely in use",
+        "fragmentation, not demand: enough bytes were free, but no free gap was large enough",
+        "a free gap inside the reserved segments was large enough (another stream or memory pool?)"};
+    return text[verdict >= 0 && verdict <= 2 ? verdict : 0];
 }
 
 void cmh_oom_report_free(cmh_oom_report *p)

@@ -865,3 +865,31 @@ uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device)
     if (cmh_whatif_run(&cut, device, &c, 0, 0, &r) == CMH_OK) reserved = r.end_reserved;
     return reserved + s->entries[t->first_entry + first].addr;
 }
+
+/* ---- the usual suspects ---- */
+
+const char *const cmh_whatif_panel[CMH_WHATIF_NPANEL] = {
+    "expandable_segments:True", "expandable_segments:False", "max_split_size_mb:128",
+    "max_split_size_mb:512", "garbage_collection_threshold:0.8", "roundup_power2_divisions:4"};
+
+int cmh_whatif_avoids(const cmh_snapshot *s, int device, cmh_whatif_panel_result *out)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t capacity = cmh_whatif_capacity(s, device);
+    if (!capacity) return CMH_EINVAL; /* no OOM on the device: nothing to avoid */
+    cmh_whatif_conf rec;
+    cmh_whatif_conf_recorded(s, &rec);
+    cmh_whatif_result r;
+    int rc = cmh_whatif_run(s, device, &rec, capacity, 0, &r);
+    if (rc != CMH_OK) return rc;
+    out->reproduced = r.ooms > 0; /* else the model does not see this OOM: it cannot judge the others */
+    for (int i = 0; i < CMH_WHATIF_NPANEL && out->reproduced; i++) {
+        cmh_whatif_conf c = rec;
+        char err[256];
+        if (cmh_whatif_conf_parse(&c, cmh_whatif_panel[i], err, sizeof err) != CMH_OK || !memcmp(&c, &rec, sizeof c)) continue;
+        if ((rc = cmh_whatif_run(s, device, &c, capacity, 0, &r)) != CMH_OK) return rc;
+        out->tried |= 1u << i;
+        if (!r.ooms) out->avoided |= 1u << i;
+    }
+    return CMH_OK;
+}

@@ -259,11 +259,12 @@ int cmd_export(int argc, char **argv)
         int32_t devs[256];
         int nd = cmh_snapshot_devices(&s, devs, 256);
         dev = 0;
+        int ngpus = 0;
         for (int i = 0; i < nd && i < 256; i++)
-            if (devs[i] >= 0) {
-                dev = devs[i];
-                break;
-            }
+            if (devs[i] >= 0 && !ngpus++) dev = devs[i];
+        if (ngpus > 1) /* a profile holds one device: say which, and how to get the others */
+            fprintf(stderr, "cumemhist: export: the pprof profile is of device %d, one of %d devices (--device N for another)\n", dev,
+                    ngpus);
     }
     int erc = g_format == F_JSON     ? cmh_export_json(&s, g_inline_frames ? CMH_JSON_INLINE_FRAMES : 0, fp)
               : g_format == F_CHROME ? cmh_export_chrome(&s, fp)

@@ -34,11 +34,6 @@ static int cmp_free(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static const char *const g_explain[] = {
-    "demand: the memory was genuinely in use",
-    "fragmentation, not demand: enough bytes were free, but no free gap was large enough",
-    "a free gap was large enough (another stream or pool?)",
-};
 
 static int section(const rep_section *sec, void *arg)
 {
@@ -60,15 +55,26 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "free_in_segments", p.free);
         cmh_jw_kuint(w, "pending_free", p.pending_free);
         cmh_jw_kuint(w, "largest_gap", p.largest_gap);
+        cmh_jw_kuint(w, "releasable", p.releasable);
+        cmh_jw_kuint(w, "trapped", p.trapped);
+        cmh_jw_kuint(w, "pool_cache", p.pool_cache);
         cmh_jw_kdouble(w, "fragmentation", p.fragmentation, 4);
-        cmh_jw_kuint(w, "non_releasable", p.non_releasable);
         if (p.has_oom) {
+            const struct cmh_oom_event_state *o = &p.last_oom;
             cmh_jw_nl(w);
-            cmh_jw_key(w, "last_oom");
+            cmh_jw_key(w, "last_oom"); /* at that moment, as `oom` says it */
             cmh_jw_obj(w);
-            cmh_jw_kuint(w, "request", p.last_oom_request);
-            cmh_jw_kuint(w, "device_free", p.last_oom_device_free);
-            cmh_jw_kbool(w, "fragmentation_explains", p.last_oom_verdict == CMH_OOM_FRAGMENTATION);
+            cmh_jw_kint(w, "index", o->index);
+            cmh_jw_kint(w, "time_ns", o->time_ns);
+            cmh_jw_kuint(w, "request", o->request);
+            cmh_jw_kuint(w, "device_free", o->device_free);
+            cmh_jw_kuint(w, "allocated", o->allocated);
+            cmh_jw_kuint(w, "reserved", o->reserved);
+            cmh_jw_kuint(w, "free_in_segments", o->free_inside);
+            cmh_jw_kuint(w, "largest_gap", o->largest_gap);
+            cmh_jw_kuint(w, "releasable", o->releasable);
+            cmh_jw_kuint(w, "trapped", o->trapped);
+            cmh_jw_kstr(w, "verdict", cmh_oom_verdict_name(o->verdict));
             cmh_jw_end(w);
         }
         cmh_jw_nl(w);
@@ -84,8 +90,9 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "free", g->free);
             cmh_jw_kuint(w, "pending_free", g->pending_free);
             cmh_jw_kuint(w, "largest_gap", g->largest_gap);
+            cmh_jw_kuint(w, "releasable", g->releasable);
+            cmh_jw_kuint(w, "trapped", g->trapped);
             cmh_jw_kdouble(w, "fragmentation", g->fragmentation, 4);
-            cmh_jw_kuint(w, "non_releasable", g->non_releasable);
             cmh_jw_kbool(w, "expandable", g->expandable);
             uint32_t stack = sp->segments[g->index].stack;
             const cmh_frame *f = cmh_sites_site_of(gs, stack);
@@ -106,23 +113,31 @@ static int section(const rep_section *sec, void *arg)
         printf("  allocated                %12s\n", rep_size((double)p.allocated));
         printf("  free inside segments     %12s   (reserved - allocated)", rep_size((double)p.free));
         if (p.pending_free) printf(", of it %s freed with stream work pending", rep_size((double)p.pending_free));
-        printf("\n  largest free gap         %12s   fragmentation %.1f%%\n", rep_size((double)p.largest_gap), 100 * p.fragmentation);
-        printf("  non-releasable           %12s   (free space in segments that still hold blocks)\n\n",
-               rep_size((double)p.non_releasable));
-        printf("  %-18s %11s %11s %11s %11s %6s %11s  %s\n", "segment", "reserved", "allocated", "free", "largest gap", "frag",
-               "non-rel.", "allocated by");
+        printf("\n    releasable             %12s   (empty segments%s: empty_cache() gives it back)\n", rep_size((double)p.releasable),
+               p.pool_cache ? ", a pool's cache" : "");
+        printf("    trapped                %12s   (gaps between live blocks)\n", rep_size((double)p.trapped));
+        printf("  largest free gap         %12s\n", rep_size((double)p.largest_gap));
+        printf("  fragmentation            %11.1f%%   (trapped / reserved)\n\n", 100 * p.fragmentation);
+        printf("  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "segment", "reserved", "allocated", "free", "trapped", "largest gap",
+               "frag", "allocated by");
         for (uint32_t i = 0; i < p.nsegs && (int)i < g_top; i++) {
             const cmh_frag_seg *g = &p.segs[i];
             const cmh_frame *f = cmh_sites_site_of(gs, sp->segments[g->index].stack);
-            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %5.1f%% %11s  %s%s\n", g->addr, rep_size((double)g->reserved),
-                   rep_size((double)g->allocated), rep_size((double)g->free), rep_size((double)g->largest_gap),
-                   100 * g->fragmentation, rep_size((double)g->non_releasable), f ? rep_frame(sp, f) : "-",
+            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %11s %5.1f%%  %s%s\n", g->addr, rep_size((double)g->reserved),
+                   rep_size((double)g->allocated), rep_size((double)g->free), rep_size((double)g->trapped),
+                   rep_size((double)g->largest_gap), 100 * g->fragmentation, f ? rep_frame(sp, f) : "-",
                    g->expandable ? "  (expandable)" : "");
         }
         if (p.nsegs > (uint32_t)g_top) printf("  ... %s (--top)\n", rep_count(p.nsegs - (uint32_t)g_top, "more segment", "more segments"));
-        if (p.has_oom)
-            printf("\nthe last out-of-memory asked for %s: %s\n", rep_size((double)p.last_oom_request),
-                   g_explain[p.last_oom_verdict]);
+        if (p.has_oom) {
+            const struct cmh_oom_event_state *o = &p.last_oom;
+            int64_t t0 = rep_trace_start(sp, dev);
+            printf("\n%s out-of-memory error (entry %" PRId64 ", %s) asked for %s; at that moment, as `cumemhist oom` says:\n"
+                   "  free inside segments %s (%s trapped, %s releasable), largest gap %s\n  verdict: %s\n",
+                   p.nooms > 1 ? "the last" : "the", o->index, rep_when(o->time_ns, t0), rep_size((double)o->request),
+                   rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable),
+                   rep_size((double)o->largest_gap), cmh_oom_verdict_text(o->verdict));
+        }
         rep_notes(&p.base);
     }
     cmh_frag_report_free(&p);

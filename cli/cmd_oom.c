@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "report.h"
+#include "cumemhist/whatif.h"
 
 static int g_device = -2, g_top = 10, g_frames = 6, g_json;
 
@@ -26,11 +27,52 @@ const cli_command cli_cmd_oom = {
     "fragmentation), and the allocation sites holding memory at that moment.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
-static const char *const g_verdicts[] = {"demand", "fragmentation", "fit in a free gap"};
-static const char *const g_explain[] = {
-    "demand: the memory was genuinely in use",
-    "fragmentation, not demand: enough bytes were free, but no free gap was large enough",
-    "a free gap inside the reserved segments was large enough (another stream or memory pool?)"};
+
+/* At an OOM of a multi-device record: is the failing device carrying several times the others? */
+static int balance(const cmh_snapshot *sp, int dev, cmh_device_load *loads, int *n)
+{
+    if (cmh_device_balance(sp, dev, loads, 64, n) != CMH_OK || *n < 2 || loads[0].device != dev) return 0;
+    uint64_t next = loads[1].peak_reserved;
+    return next && loads[0].peak_reserved >= 2 * next;
+}
+
+static void print_balance(const cmh_snapshot *sp, int dev)
+{
+    cmh_device_load loads[64];
+    int n = 0, uneven = balance(sp, dev, loads, &n);
+    if (n < 2 || loads[0].device != dev) return;
+    printf("  devices (peak reserved) %s %s", rep_device_name(dev), rep_size((double)loads[0].peak_reserved));
+    for (int i = 1; i < n && i < 6; i++) printf(", %s %s", rep_device_name(loads[i].device), rep_size((double)loads[i].peak_reserved));
+    if (n > 6) printf(", ...");
+    putchar('\n');
+    if (uneven)
+        printf("  uneven load: %s held %.1fx the next device; spreading the work (DistributedDataParallel rather than\n"
+               "  DataParallel, which gathers onto one device; a smaller batch there) is where to look first\n",
+               rep_device_name(dev), (double)loads[0].peak_reserved / (double)loads[1].peak_reserved);
+}
+
+/* One line from the what-if model: would any setting it tries have avoided this device's first OOM? */
+static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *w, int rc)
+{
+    if (rc == CMH_EINVAL) return; /* no block events: nothing for the model to replay */
+    if (rc != CMH_OK) return;
+    if (!w->reproduced) {
+        printf("  allocator settings: the what-if model does not reproduce this OOM at the recorded settings, so it cannot\n"
+               "  say whether another would avoid it (cumemhist whatif --device %d %s)\n", sec->device, sec->path);
+        return;
+    }
+    if (!w->avoided) {
+        int tried = 0;
+        for (int i = 0; i < CMH_WHATIF_NPANEL; i++) tried += (w->tried >> i) & 1;
+        printf("  allocator settings: none of the %d the what-if model tries avoids it (cumemhist whatif --device %d)\n", tried,
+               sec->device);
+        return;
+    }
+    printf("  allocator settings: avoided with");
+    for (int i = 0, k = 0; i < CMH_WHATIF_NPANEL; i++)
+        if ((w->avoided >> i) & 1) printf("%s %s", k++ ? "," : "", cmh_whatif_panel[i]);
+    printf(" (PYTORCH_CUDA_ALLOC_CONF; cumemhist whatif --device %d)\n", sec->device);
+}
 
 static int section(const rep_section *sec, void *arg)
 {
@@ -42,6 +84,12 @@ static int section(const rep_section *sec, void *arg)
     int rc = cmh_oom_compute(sp, dev, g, &p);
     if (rc != CMH_OK) return rc;
     int64_t t0 = rep_trace_start(sp, dev);
+    cmh_whatif_panel_result wi;
+    int wrc = p.nevents ? cmh_whatif_avoids(sp, dev, &wi) : CMH_EINVAL;
+    if (wrc == CMH_ENOMEM) {
+        cmh_oom_report_free(&p);
+        return wrc;
+    }
     if (sec->w) {
         cmh_jw *w = sec->w;
         cmh_jw_obj(w);
@@ -62,8 +110,10 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "free_in_segments", e->free_inside);
             cmh_jw_kuint(w, "pending_free", e->pending_free);
             cmh_jw_kuint(w, "largest_gap", e->largest_gap);
+            cmh_jw_kuint(w, "releasable", e->split.releasable);
+            cmh_jw_kuint(w, "trapped", e->split.trapped);
             cmh_jw_kbool(w, "fits_in_gap", e->fits_in_gap);
-            cmh_jw_kstr(w, "verdict", g_verdicts[e->verdict]);
+            cmh_jw_kstr(w, "verdict", cmh_oom_verdict_name(e->verdict));
             cmh_jw_key(w, "requested_by");
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1,
@@ -75,6 +125,34 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
+        if (p.nevents) {
+            cmh_device_load loads[64];
+            int nl = 0, uneven = balance(sp, dev, loads, &nl);
+            cmh_jw_nl(w);
+            cmh_jw_key(w, "devices"); /* peaks of every device, this one first */
+            cmh_jw_arr(w);
+            for (int i = 0; i < nl; i++) {
+                cmh_jw_obj(w);
+                cmh_jw_kint(w, "device", loads[i].device);
+                cmh_jw_kuint(w, "peak_reserved", loads[i].peak_reserved);
+                cmh_jw_kuint(w, "peak_allocated", loads[i].peak_allocated);
+                cmh_jw_end(w);
+            }
+            cmh_jw_end(w);
+            cmh_jw_kbool(w, "uneven_load", uneven);
+            cmh_jw_key(w, "whatif");
+            if (wrc != CMH_OK) cmh_jw_null(w);
+            else {
+                cmh_jw_obj(w);
+                cmh_jw_kbool(w, "reproduced", wi.reproduced);
+                cmh_jw_key(w, "avoided_by");
+                cmh_jw_arr(w);
+                for (int i = 0; i < CMH_WHATIF_NPANEL; i++)
+                    if ((wi.avoided >> i) & 1) cmh_jw_str(w, cmh_whatif_panel[i]);
+                cmh_jw_end(w);
+                cmh_jw_end(w);
+            }
+        }
         cmh_jw_end(w);
     } else if (!p.nevents) {
         printf("%s, %s: no out-of-memory error in the record (%s)\n", sec->path, rep_device_name(dev),
@@ -98,9 +176,17 @@ static int section(const rep_section *sec, void *arg)
             printf("  reserved                %12s\n", rep_size((double)e->reserved));
             printf("  free inside segments    %12s   (reserved - allocated)", rep_size((double)e->free_inside));
             if (e->pending_free) printf(", of it %s freed with stream work pending", rep_size((double)e->pending_free));
+            if (e->split.releasable || e->split.trapped)
+                printf("\n    releasable            %12s   (empty segments, a pool's cache: empty_cache() gives it back)"
+                       "\n    trapped               %12s   (gaps between live blocks)",
+                       rep_size((double)e->split.releasable), rep_size((double)e->split.trapped));
             printf("\n  largest free gap        %12s   the request %s in it\n", rep_size((double)e->largest_gap),
                    e->fits_in_gap ? "fits" : "does not fit");
-            printf("  verdict: %s\n", g_explain[e->verdict]);
+            printf("  verdict: %s\n", cmh_oom_verdict_text(e->verdict));
+            if (i == 0) {
+                print_balance(sp, dev);
+                print_whatif(sec, &wi, wrc);
+            }
             rep_gpu_at(sp, dev, e->time_ns, "  ");
             printf("  holding memory then:\n");
             for (uint32_t k = 0; k < e->nsites && (int)k < g_top; k++) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "cumemhist/reports.h"
 #include "cumemhist/whatif.h"
 
 static int g_device = -2, g_json;
@@ -30,7 +31,7 @@ static const cli_option g_opts[] = {
     {"--capacity", NULL, CLI_SIZE, &g_capacity, "BYTES",
      "what the allocator may reserve (default: what the trace's first OOM implies;\nwithout an OOM, unlimited: no OOM is predicted)",
      NULL, 0, 0, &g_have_capacity},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to replay (default: the lowest with a block-level trace)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to replay (default: where the first OOM happened,\nelse the lowest with a block-level trace)", NULL, 0, 0, NULL},
     CLI_OPT_JSON(&g_json),
 };
 
@@ -119,6 +120,14 @@ int cmd_whatif(int argc, char **argv)
     if ((rc = rep_load_view(path, &s))) return rc;
     /* the device: asked, or the lowest with block events */
     int dev = g_device;
+    int64_t oom_index, oom_time;
+    int oom_dev = -2;
+    if (dev == -2 && cmh_first_oom(&s, &oom_dev, &oom_index, &oom_time)) { /* the question is about that OOM */
+        dev = oom_dev;
+        int32_t devs[8];
+        if (cmh_snapshot_devices(&s, devs, 8) > 1)
+            fprintf(stderr, "cumemhist: whatif: device %d, where the record's first out-of-memory error happened (--device N for another)\n", dev);
+    }
     if (dev == -2) {
         for (uint32_t t = 0; t < s.ntraces && dev == -2; t++)
             for (uint32_t i = 0; i < s.traces[t].nentries; i++)
@@ -179,12 +188,10 @@ int cmd_whatif(int argc, char **argv)
         }
     }
     if (!rc && nt == 1) { /* the usual suspects, one at a time */
-        static const char *const panel[] = {"expandable_segments:True", "expandable_segments:False", "max_split_size_mb:128",
-                                            "max_split_size_mb:512", "garbage_collection_threshold:0.8", "roundup_power2_divisions:4"};
-        for (size_t i = 0; !rc && i < sizeof panel / sizeof panel[0]; i++) {
+        for (size_t i = 0; !rc && i < CMH_WHATIF_NPANEL; i++) {
             cmh_whatif_conf c = rec;
             char err[512];
-            if (cmh_whatif_conf_parse(&c, panel[i], err, sizeof err) == CMH_OK && memcmp(&c, &rec, sizeof c))
+            if (cmh_whatif_conf_parse(&c, cmh_whatif_panel[i], err, sizeof err) == CMH_OK && memcmp(&c, &rec, sizeof c))
                 rc = add_trial(&t, &nt, &ct, NULL, &c, 0);
         }
     }
@@ -214,7 +221,7 @@ int cmd_whatif(int argc, char **argv)
             cmh_jw_kbool(&w, "recorded", t[i].recorded);
             cmh_jw_kuint(&w, "peak_reserved", r->peak_reserved);
             cmh_jw_kuint(&w, "peak_allocated", r->peak_allocated);
-            cmh_jw_key(&w, "fragmentation_at_peak");
+            cmh_jw_key(&w, "free_share_at_peak"); /* free inside segments / reserved: not fragmentation (DEFINITIONS.md) */
             cmh_jw_double(&w, r->frag_at_peak, 4);
             cmh_jw_kuint(&w, "segment_allocs", r->segment_allocs);
             cmh_jw_kuint(&w, "segment_frees", r->segment_frees);
@@ -249,7 +256,7 @@ int cmd_whatif(int argc, char **argv)
             int l = (int)strlen(t[i].label[0] ? t[i].label : "PyTorch's defaults") + (t[i].recorded ? 24 : 0);
             if (l > width) width = l;
         }
-        printf("\n%-*s %11s %11s %7s  %-22s %s\n", width, "setting", "peak resv", "peak alloc", "frag", "segments", "at the capacity");
+        printf("\n%-*s %11s %11s %7s  %-22s %s\n", width, "setting", "peak resv", "peak alloc", "free", "segments", "at the capacity");
         for (int i = 0; i < nt; i++) print_row(&t[i], capacity, width);
         if (g_not_pytorch)
             printf("\n(a recording of another allocator: its block requests, replayed as PyTorch's allocator would serve them)");

@@ -112,10 +112,6 @@ static void spark(FILE *fp, const lives *lv, const cmh_sites *g, uint32_t group,
     fputs("H120\"/></svg>", fp);
 }
 
-static const char *const g_verdict[] = {"demand: the memory was genuinely in use",
-                                        "fragmentation: enough bytes were free, but no gap was large enough",
-                                        "a free gap was large enough (another stream's or pool's)"};
-
 /* Everything a device's section shows, computed at once: each piece replays the trace on its
  * own (replays of one snapshot may run in parallel), so the pieces run on every core. */
 typedef struct pre {
@@ -316,8 +312,8 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     /* fragmentation */
     const cmh_frag_report fr = P.fr;
     if (fr.nsegs) {
-        fprintf(fp, "<h3>Segments at the end: %u, %s reserved, %s free inside (fragmentation %.1f%%)</h3>\n", fr.nsegs, SZ(fr.reserved),
-                SZ(fr.free), 100 * fr.fragmentation);
+        fprintf(fp, "<h3>Segments at the end: %u, %s reserved, %s free inside: %s releasable, %s trapped (fragmentation %.1f%%)</h3>\n",
+                fr.nsegs, SZ(fr.reserved), SZ(fr.free), SZ(fr.releasable), SZ(fr.trapped), 100 * fr.fragmentation);
         fputs("<div class=\"r-wrap\"><table><tr><th>segment</th><th>reserved</th><th>allocated / free</th><th class=\"nw\">largest gap</th>"
               "<th class=\"nw\">frag.</th></tr>\n",
               fp);
@@ -342,10 +338,10 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     for (uint32_t i = 0; i < om.nevents; i++) {
         const cmh_oom_event *e = &om.events[i];
         fprintf(fp, "<div class=\"r-oom\"><b>Out of memory #%u</b> at entry %" PRId64 "%s: asked for %s with %s allocated, %s reserved, "
-                    "%s free inside the segments (largest gap %s), the device %s free.<br><b>Verdict:</b> ",
-                i + 1, e->index, "", SZ(e->request), SZ(e->allocated), SZ(e->reserved), SZ(e->free_inside), SZ(e->largest_gap),
-                SZ(e->device_free));
-        esc(fp, g_verdict[e->verdict >= 0 && e->verdict <= 2 ? e->verdict : 0]);
+                    "%s free inside the segments (%s trapped, largest gap %s), the device %s free.<br><b>Verdict:</b> ",
+                i + 1, e->index, "", SZ(e->request), SZ(e->allocated), SZ(e->reserved), SZ(e->free_inside), SZ(e->split.trapped),
+                SZ(e->largest_gap), SZ(e->device_free));
+        esc(fp, cmh_oom_verdict_text(e->verdict));
         if (e->request_stack) {
             site_label(s, g, e->request_stack, buf, sizeof buf);
             fputs("<br><b>Asked by:</b> ", fp);

@@ -81,6 +81,20 @@ void cmh_replay_segments(const cmh_replay *r, void (*fn)(void *, const cmh_live_
  * For a trace that agrees with itself (no anomalies), free_inside = reserved - active. */
 void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap);
 
+/* Free memory inside reserved memory, split by what could be done with it (docs/DEFINITIONS.md):
+ * releasable = what empty_cache() (or cuMemPoolTrimTo) would give back: segments that hold no
+ * active block, the whole 2 MiB pages of an expandable segment's free runs, a pool's cache;
+ * trapped = the free gaps between active blocks that nothing can give back, usable only by
+ * requests that fit them.  releasable + trapped + pending free = reserved - allocated. */
+typedef struct cmh_free_split {
+    uint64_t releasable, trapped, pool_cache; /* pool_cache: the part of releasable pools keep */
+    uint64_t largest_gap;                     /* the largest free run in one segment, either kind */
+    uint64_t largest_trapped_gap;
+} cmh_free_split;
+void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out);
+/* The split of one free run [a, b) of a segment (added to *releasable and *trapped). */
+void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint64_t *releasable, uint64_t *trapped);
+
 /* memory_summary(): replay the whole trace of device and fill stats. */
 int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out);
 /* The exact torch.cuda.memory_summary() table. */

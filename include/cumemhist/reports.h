@@ -89,24 +89,33 @@ typedef struct cmh_leak_report {
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
 void cmh_leak_report_free(cmh_leak_report *r);
 
-/* free = reserved - allocated; pending_free is the part of it freed by the program whose stream
- * work has not completed (not yet in a free gap). */
+/* free = reserved - allocated = releasable + trapped + pending_free (cmh_free_split):
+ * pending_free is what the program freed whose stream work has not completed (not yet in a free
+ * gap); fragmentation = trapped / reserved, the share of reserved memory that is free and yet
+ * neither given back by empty_cache() nor usable by a request larger than its gaps. */
 typedef struct cmh_frag_seg {
     uint32_t index;
-    uint64_t addr, reserved, allocated, free, pending_free, largest_gap, non_releasable;
-    double fragmentation; /* 1 - largest free gap / free */
+    uint64_t addr, reserved, allocated, free, pending_free, largest_gap, releasable, trapped;
+    double fragmentation; /* trapped / reserved */
     int expandable;
 } cmh_frag_seg;
 
+typedef struct cmh_oom_event cmh_oom_event;
 typedef struct cmh_frag_report {
     cmh_report_base base;
-    cmh_frag_seg *segs;
+    cmh_frag_seg *segs; /* at the end of the record */
     uint32_t nsegs;
-    uint64_t reserved, allocated, free, pending_free, largest_gap, non_releasable;
+    uint64_t reserved, allocated, free, pending_free, largest_gap, releasable, trapped, pool_cache;
     double fragmentation;
     int has_oom;
-    uint64_t last_oom_request, last_oom_device_free;
-    int last_oom_verdict; /* CMH_OOM_*, judged against the segments at the end */
+    uint32_t nooms;
+    /* the last OOM, as cmh_oom_compute states it at that moment (its sites left out) */
+    struct cmh_oom_event_state {
+        int64_t index, time_ns;
+        uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
+        uint64_t releasable, trapped;
+        int verdict;
+    } last_oom;
 } cmh_frag_report;
 
 int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *out);
@@ -118,17 +127,21 @@ void cmh_frag_report_free(cmh_frag_report *r);
  * may not use for this request). */
 enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
+/* The verdict in one word ("demand"), and as every report says it in a sentence. */
+const char *cmh_oom_verdict_name(int verdict);
+const char *cmh_oom_verdict_text(int verdict);
 
 /* free_inside = reserved - allocated (pending_free of it awaits stream work); largest_gap is the
  * largest free run inside one segment. */
-typedef struct cmh_oom_event {
+struct cmh_oom_event {
     int64_t index, time_ns;
     uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
     int fits_in_gap, verdict;
+    cmh_free_split split; /* free_inside - pending_free, split into releasable and trapped */
     uint32_t request_stack, request_group; /* who asked (the OOM entry's stack, 0 when none) */
     cmh_site *sites; /* holding memory at that moment */
     uint32_t nsites;
-} cmh_oom_event;
+};
 
 typedef struct cmh_oom_report {
     cmh_report_base base;
@@ -138,6 +151,18 @@ typedef struct cmh_oom_report {
 
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *out);
 void cmh_oom_report_free(cmh_oom_report *r);
+
+/* The snapshot's first out-of-memory error by time (the lowest device's first without times):
+ * its device, its index in that device's trace and its time.  0 when there is none. */
+int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns);
+
+/* Each device's peaks (pinned host memory left out): device first, then the rest by peak
+ * reserved, largest first.  Fills up to cap, *n says how many. */
+typedef struct cmh_device_load {
+    int device;
+    uint64_t peak_reserved, peak_allocated;
+} cmh_device_load;
+int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads, int cap, int *n);
 
 /* ---- diff: what a change did, between two snapshots ---- */
 typedef struct cmh_diff_site {

@@ -38,7 +38,7 @@ typedef struct cmh_whatif_result {
     uint64_t unknown_frees;   /* frees of blocks allocated before the trace began (not replayed) */
     uint64_t peak_reserved, peak_allocated;
     int64_t peak_reserved_index; /* the trace entry at which reserved peaked (-1: never above 0) */
-    double frag_at_peak;      /* at the reserved peak: free bytes inside segments / reserved */
+    double frag_at_peak;      /* at the reserved peak: free bytes inside segments / reserved (shown as "free", not fragmentation) */
     uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
     uint32_t empty_cache_calls; /* the program's empty_cache() (a burst of segment frees in the trace) */
     uint32_t ooms;            /* requests the model could not serve at the capacity */
@@ -61,6 +61,20 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
 /* The capacity a trace's first OOM implies: what the recorded settings had reserved then plus
  * the free memory the OOM reported; 0 when the trace has no OOM. */
 uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device);
+
+/* The settings tried one at a time when none is named (PYTORCH_CUDA_ALLOC_CONF syntax). */
+#define CMH_WHATIF_NPANEL 6
+extern const char *const cmh_whatif_panel[CMH_WHATIF_NPANEL];
+
+/* Would any setting of the panel have avoided device's first OOM, at the capacity the OOM
+ * implies?  reproduced: the recorded settings fail there too (else the model cannot judge);
+ * tried and avoided: bit i for cmh_whatif_panel[i] (a setting equal to the recorded one is not
+ * tried).  CMH_EINVAL: no OOM or no block-level trace on the device. */
+typedef struct cmh_whatif_panel_result {
+    int reproduced;
+    unsigned tried, avoided;
+} cmh_whatif_panel_result;
+int cmh_whatif_avoids(const cmh_snapshot *s, int device, cmh_whatif_panel_result *out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,59 @@
+/*
+ * devices.c - which device a question is about.  A command that answers about one event (an
+ * out-of-memory error, "would a setting have avoided it") looks at the device where that event
+ * happened, not at the lowest one: a multi-GPU job usually fails on one device, and that one is
+ * rarely device 0.  And at such a failure the other devices say whether the load was even.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/reports.h"
+
+int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns)
+{
+    int found = 0;
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        const cmh_trace *tr = &s->traces[t];
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + i];
+            if (e->action != CMH_ACT_OOM) continue;
+            /* the earliest by time; without times, the lowest device's first */
+            if (!found || (e->time_ns && e->time_ns < *time_ns) || (e->time_ns == *time_ns && tr->device < *device)) {
+                *device = tr->device;
+                *index = i;
+                *time_ns = e->time_ns;
+                found = 1;
+            }
+            break;
+        }
+    }
+    return found;
+}
+
+int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads, int cap, int *n)
+{
+    int32_t devs[256];
+    int nd = cmh_snapshot_devices(s, devs, 256);
+    if (nd > 256) nd = 256;
+    *n = 0;
+    for (int k = 0; k < nd && *n < cap; k++) {
+        if (devs[k] < 0) continue; /* pinned host memory is no device's load */
+        cmh_peak_report p;
+        int rc = cmh_peak_compute(s, devs[k], NULL, &p);
+        if (rc != CMH_OK) return rc;
+        loads[*n] = (cmh_device_load){devs[k], (uint64_t)p.reserved_peak, (uint64_t)p.alloc_peak};
+        (*n)++;
+        cmh_peak_report_free(&p);
+    }
+    /* the device asked about first, then the others by peak, largest first */
+    for (int i = 0; i < *n; i++)
+        for (int j = i + 1; j < *n; j++) {
+            int ji = loads[j].device == device, ii = loads[i].device == device;
+            if (ji > ii || (ji == ii && loads[j].peak_reserved > loads[i].peak_reserved)) {
+                cmh_device_load x = loads[i];
+                loads[i] = loads[j];
+                loads[j] = x;
+            }
+        }
+    return CMH_OK;
+}

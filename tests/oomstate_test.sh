@@ -1,0 +1,122 @@
+#!/bin/sh
+# oomstate_test.sh BUILD_DIR SOURCE_DIR - one answer about each out-of-memory error, whichever
+# command is asked: `oom`, `frag`, `report` and `whatif` on every OOM record we have (a
+# fragmentation OOM and a demand OOM of the caching allocator sample, the two-device OOM
+# fixture, a generated PyTorch trace whose OOM is on device 1 of 3) state the same moment, the
+# same figures and the same verdict; the figures keep the invariant (free inside = reserved -
+# allocated = releasable + trapped + pending free); a command about one event defaults to the
+# device where it happened.
+TEST=oomstate . "$(dirname "$0")/testlib.sh"
+
+"$CMH" record -q -o frag.cmh -- "$B/samples/frag_oom" >/dev/null 2>&1
+"$CMH" record -q -o demand.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
+cp "$F/memviz/two_devices_oom.cmh" two.cmh
+
+# PyTorch's shape: three devices, expandable segments, the OOM on device 1 (which holds far more
+# than the others, as DataParallel makes it), after the step's activations were freed
+py - three.pickle <<'EOF'
+import pickle, sys
+MIB = 1 << 20
+def frames(line): return [{"filename": "train.py", "line": line, "name": "step"}]
+segs, traces = [], []
+for dev, (n, size) in enumerate([(3, 20), (30, 64), (6, 20)]):
+    tr, t = [], 1000
+    base = 0x7f0000000000 + dev * (1 << 36)
+    blocks = []
+    for k in range(n):
+        a = base + k * size * MIB
+        tr.append({"action": "segment_alloc", "addr": a, "size": size * MIB, "stream": 0, "time_us": t, "frames": frames(10)}); t += 1
+        tr.append({"action": "alloc", "addr": a, "size": size * MIB, "stream": 0, "time_us": t, "frames": frames(11)}); t += 1
+        blocks.append({"address": a, "size": size * MIB, "requested_size": size * MIB, "state": "active_allocated", "frames": frames(11)})
+    if dev == 1:
+        tr.append({"action": "oom", "addr": 8 * MIB, "size": 512 * MIB, "stream": 0, "time_us": t, "frames": frames(12)}); t += 1
+        # the exception unwinds: the last activations go, their segment stays cached
+        a = base + (n - 1) * size * MIB
+        tr.append({"action": "free_requested", "addr": a, "size": size * MIB, "stream": 0, "time_us": t, "frames": frames(11)}); t += 1
+        tr.append({"action": "free_completed", "addr": a, "size": size * MIB, "stream": 0, "time_us": t, "frames": frames(11)}); t += 1
+        blocks[-1]["state"] = "inactive"
+    traces.append(tr)
+    for k in range(n):
+        a = base + k * size * MIB
+        segs.append({"device": dev, "address": a, "total_size": size * MIB, "allocated_size": blocks[k]["size"] if blocks[k]["state"] != "inactive" else 0,
+                     "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+                     "is_expandable": True, "frames": frames(10), "blocks": [blocks[k]]})
+pickle.dump({"segments": segs, "device_traces": traces, "allocator_settings": {"expandable_segments": True}}, open(sys.argv[1], "wb"), protocol=4)
+EOF
+
+for rec in frag.cmh demand.cmh two.cmh three.pickle; do
+    "$CMH" oom --json "$rec" >oom.json 2>/dev/null || { bad "$rec: oom --json failed"; continue; }
+    "$CMH" frag --json "$rec" >frag.json 2>/dev/null || { bad "$rec: frag --json failed"; continue; }
+    "$CMH" report "$rec" -o report.html 2>/dev/null || { bad "$rec: report failed"; continue; }
+    "$CMH" whatif --json "$rec" >whatif.json 2>whatif.err
+    wrc=$?
+    "$CMH" flamegraph --at oom --folded "$rec" >flame.txt 2>flame.err
+    frc=$?
+    py - "$rec" oom.json frag.json report.html whatif.json $wrc whatif.err $frc flame.err <<'EOF'
+import html, json, re, sys
+rec, oom, frag, page, wi, wrc, wierr, frc, flerr = sys.argv[1:]
+oom = json.load(open(oom)); frag = json.load(open(frag)); page = html.unescape(open(page).read())
+probs = []
+events = [(d["device"], e) for d in oom for e in d["ooms"]]
+if not events: probs.append("no OOM found")
+for dev, e in events:
+    if e["free_in_segments"] != e["reserved"] - e["allocated"]:
+        probs.append(f"device {dev} entry {e['index']}: free inside {e['free_in_segments']} != reserved - allocated")
+    if e["releasable"] + e["trapped"] + e["pending_free"] != e["free_in_segments"]:
+        probs.append(f"device {dev} entry {e['index']}: releasable + trapped + pending != free inside")
+    m = re.search(r"Out of memory #\d+</b> at entry %d: asked for .*?Verdict:</b> ([^<]*)" % e["index"], page, re.S)
+    if not m: probs.append(f"device {dev}: the report has no OOM at entry {e['index']}")
+# frag's word on the last OOM of each device is oom's
+for d in oom:
+    if not d["ooms"]: continue
+    last = d["ooms"][-1]
+    f = [x for x in frag if x["device"] == d["device"]][0]
+    lo = f.get("last_oom")
+    if not lo: probs.append(f"device {d['device']}: frag does not mention the OOM"); continue
+    for k in ("index", "request", "free_in_segments", "largest_gap", "verdict", "trapped", "releasable"):
+        if lo[k] != last[k]: probs.append(f"device {d['device']}: frag's {k} {lo[k]} != oom's {last[k]}")
+# whatif and flamegraph --at oom: the first OOM's device by default
+first = min(events, key=lambda x: (x[1]["time_ns"] or 0, x[0]))[0]
+if int(wrc) == 0:
+    w = json.load(open(wi))
+    if w["device"] != first: probs.append(f"whatif replayed device {w['device']}, the OOM is on device {first}")
+    d = [x for x in oom if x["device"] == first][0]
+    avoided = sorted(s["setting"] for s in w["settings"] if not s["recorded"] and s["ooms"] == 0)
+    said = d.get("whatif")
+    if said is None: probs.append("oom gives no what-if line where whatif replays")
+    elif said["reproduced"] and sorted(said["avoided_by"]) != avoided:
+        probs.append(f"oom says {said['avoided_by']} avoid it, whatif {avoided}")
+    rec_row = [s for s in w["settings"] if s["recorded"]][0]
+    if said and said["reproduced"] and rec_row.get("first_oom_index") != d["ooms"][0]["index"]:
+        probs.append(f"whatif's OOM at entry {rec_row.get('first_oom_index')}, oom's at {d['ooms'][0]['index']}")
+elif "no block-level trace" not in open(wierr).read():
+    probs.append(f"whatif exit {wrc}: {open(wierr).read()}")
+if int(frc) != 0: probs.append(f"flamegraph --at oom: exit {frc}: {open(flerr).read()}")
+elif len({d for d, _ in events} | {x["device"] for x in oom}) > 1 and f"device {first}" not in open(flerr).read():
+    probs.append(f"flamegraph --at oom does not say it drew device {first}: {open(flerr).read()!r}")
+if probs:
+    print(rec + ": " + "; ".join(probs)); sys.exit(1)
+print(f"{rec}: {len(events)} OOM(s): oom, frag, report, whatif and flamegraph agree on the moment, the figures and the verdict")
+EOF
+    check "$rec: one answer about each OOM" "[ $? -eq 0 ]"
+done
+
+# the verdicts themselves
+"$CMH" oom frag.cmh | grep -q "verdict: fragmentation" && ok "frag_oom: fragmentation" || bad "frag_oom: $("$CMH" oom frag.cmh | grep verdict)"
+"$CMH" oom demand.cmh | grep -q "verdict: demand" && ok "oom_demo: demand" || bad "oom_demo: $("$CMH" oom demand.cmh | grep verdict)"
+# at the OOM of three.pickle, device 1 carries far more than the others: said; and frag judges
+# that OOM at its moment (demand), not at the end, when the freed activations leave a gap
+"$CMH" oom three.pickle >three.txt 2>&1
+grep -q "uneven load: device 1 held" three.txt && ok "a multi-device OOM: the uneven load is said" || bad "uneven load not said: $(cat three.txt)"
+"$CMH" frag --device 1 three.pickle >f1.txt 2>&1
+grep -q "verdict: demand" f1.txt && ! grep -q "large enough" f1.txt && ok "frag judges the OOM at its moment, as oom does" ||
+    bad "frag at the OOM: $(tail -4 f1.txt)"
+# cached memory is not fragmentation: one empty (cached) expandable segment is releasable
+py - <<EOF
+import json, subprocess
+d = json.loads(subprocess.run(["$CMH", "frag", "--json", "--device", "1", "three.pickle"], capture_output=True, text=True).stdout)[0]
+assert d["releasable"] == 64 << 20 and d["trapped"] == 0 and d["fragmentation"] == 0, d
+EOF
+check "an empty cached segment is releasable, not fragmentation" "[ $? -eq 0 ]"
+
+finish
