@@ -70,6 +70,7 @@ struct cmh_replay {
     cmh_pt_rules rules; /* PyTorch's, from the snapshot's allocator settings */
     int pytorch;        /* sizes in the trace are requested bytes: round like the allocator */
     uint64_t *exact;    /* pytorch: per alloc entry, the block's size when the final segments know it */
+    uint32_t *final_stack; /* per entry without a stack: its block's stack at the end, if it survives */
     /* backward pass without maps: segments by exact address (hslot), ordered only at the end */
     cmh_oatab hseg;
     int hashmode;
@@ -489,6 +490,13 @@ static void fwd_free_completed(cmh_replay *r, uint64_t addr)
     block_del(r, b);
 }
 
+/* The stack an entry stands for: its own, else (an entry of the trace) its block's at the end. */
+static uint32_t stack_of(const cmh_replay *r, const cmh_entry *e)
+{
+    if (e->stack || !r->final_stack || e < r->e || e >= r->e + r->n) return e->stack;
+    return r->final_stack[e - r->e];
+}
+
 static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable, uint8_t pool)
 {
     int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
@@ -504,7 +512,9 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
         pool_add(r->st.segment, g->pool, 1);
         if (r->rules.max_split && e->size >= r->rules.max_split) stat_add(&r->st.oversize_segments, 1);
     }
-    if (whole) fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED, e->stack, e->time_ns);
+    if (whole) {
+        fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), e->time_ns);
+    }
 }
 
 static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
@@ -591,7 +601,7 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
             uint64_t known = r->exact ? r->exact[e - r->e] : 0;
             size = known ? known : pt_block_size(r, seg_containing(r, e->addr), e->addr, e->requested);
         }
-        fwd_block_alloc(r, e->addr, size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED, e->stack, e->time_ns);
+        fwd_block_alloc(r, e->addr, size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), e->time_ns);
         break;
     }
     case CMH_ACT_FREE_REQUESTED: fwd_free_requested(r, e->addr); break;
@@ -668,13 +678,18 @@ static int cmp_rseg(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
+/* stack: where an entry that carries no stack of its own learns the one its block has at the end
+ * (PyTorch's context "state", ours: only the live blocks keep their stacks) */
+static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *stack)
 {
     if (t->hashmode && (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_FREE)) {
         int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
         rblock *b;
         if (e->action == CMH_ACT_SEGMENT_ALLOC) {
-            if (whole && (b = block_find(t, e->addr))) block_del(t, b);
+            if (whole && (b = block_find(t, e->addr))) {
+                if (b->final && stack && !e->stack) *stack = b->stack;
+                block_del(t, b);
+            }
             hseg_del(t, e->addr);
         } else {
             hseg_put(t, e->addr, e->size, pool_rule(e->size, whole), whole);
@@ -693,6 +708,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
     case CMH_ACT_ALLOC:
         if ((b = block_find(t, e->addr))) {
             if (b->final && exact) *exact = b->size; /* a block that survives: its true size */
+            if (b->final && stack && !e->stack) *stack = b->stack;
             block_del(t, b);
         }
         break;
@@ -715,7 +731,10 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact)
         break;
     case CMH_ACT_SEGMENT_ALLOC:
     case CMH_ACT_SEGMENT_MAP: {
-        if (whole && (b = block_find(t, e->addr))) block_del(t, b);
+        if (whole && (b = block_find(t, e->addr))) {
+            if (b->final && stack && !e->stack) *stack = b->stack;
+            block_del(t, b);
+        }
         cmh_entry un = *e;
         un.flags = 0;
         fwd_segment_free(t, &un); /* cut the range out of whatever segment holds it */
@@ -815,8 +834,17 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         }
     }
     if (r->pytorch && r->n && !(r->exact = calloc(r->n, sizeof *r->exact))) goto oom;
+    /* entries without stacks whose blocks have one at the end (context "state") */
+    int stackless = 0, final_stacks = 0;
+    for (uint32_t i = 0; i < r->n && !stackless; i++)
+        stackless = !r->e[i].stack && (r->e[i].action == CMH_ACT_ALLOC || r->e[i].action == CMH_ACT_SEGMENT_ALLOC ||
+                                       r->e[i].action == CMH_ACT_SEGMENT_MAP);
+    for (uint32_t i = 0; i < s->nsegments && stackless && !final_stacks; i++)
+        for (uint32_t k = 0; k < s->segments[i].nblocks && !final_stacks; k++)
+            final_stacks = s->segments[i].device == device && s->blocks[s->segments[i].first_block + k].stack;
+    if (stackless && final_stacks && !(r->final_stack = calloc(r->n, sizeof *r->final_stack))) goto oom;
     for (int64_t i = (int64_t)r->n - 1; i >= 0; i--) {
-        undo(&b, &r->e[i], r->exact ? &r->exact[i] : NULL);
+        undo(&b, &r->e[i], r->exact ? &r->exact[i] : NULL, r->final_stack ? &r->final_stack[i] : NULL);
         maybe_compact(&b);
     }
     if (b.nomem) goto oom;
@@ -1048,6 +1076,7 @@ void cmh_replay_free(cmh_replay *r)
 {
     if (!r) return;
     free(r->exact);
+    free(r->final_stack);
     free(r->pools);
     free_tables(r);
     free(r);

@@ -123,6 +123,12 @@ static void base_info(const cmh_snapshot *s, int device, cmh_report_base *b)
     b->entries = t ? t->nentries : 0;
     b->dropped = t ? t->dropped : 0;
     b->pytorch = s->source == CMH_SRC_PYTORCH;
+    /* a history: entries that say how memory changed (enabled=state leaves none, at most a
+     * snapshot marker per device) */
+    for (uint32_t i = 0; t && i < t->nentries && !b->history; i++) {
+        int a = s->entries[t->first_entry + i].action;
+        b->history = a != CMH_ACT_SNAPSHOT && a != CMH_ACT_MARK && a != CMH_ACT_POOL_SAMPLE;
+    }
 }
 
 /* ---- peak ---- */

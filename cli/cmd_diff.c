@@ -99,12 +99,15 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew)
     } else {
         printf("%s%-22s %14s %14s %14s %9s\n", index ? "\n" : "", rep_device_name(dev), "before", "after", "change", "");
         for (int i = 0; i < NROWS; i++) {
-            double pct = rows[i].a ? 100.0 * (double)(rows[i].b - rows[i].a) / (double)rows[i].a : 0.0;
+            /* a figure that was 0 before has no percentage: it is new (a device only the second record has) */
+            char pct[16];
+            if (rows[i].a) snprintf(pct, sizeof pct, "%+8.1f%%", 100.0 * (double)(rows[i].b - rows[i].a) / (double)rows[i].a);
+            else snprintf(pct, sizeof pct, "%9s", rows[i].b ? "new" : "");
             if (i < NROWS - 1)
-                printf("%-22s %14s %14s %14s %+8.1f%%\n", rows[i].what, rep_size((double)rows[i].a), rep_size((double)rows[i].b),
+                printf("%-22s %14s %14s %14s %s\n", rows[i].what, rep_size((double)rows[i].a), rep_size((double)rows[i].b),
                        rep_size((double)(rows[i].b - rows[i].a)), pct);
             else
-                printf("%-22s %14" PRId64 " %14" PRId64 " %+14" PRId64 " %+8.1f%%\n", rows[i].what, rows[i].a, rows[i].b,
+                printf("%-22s %14" PRId64 " %14" PRId64 " %+14" PRId64 " %s\n", rows[i].what, rows[i].a, rows[i].b,
                        rows[i].b - rows[i].a, pct);
         }
         int shown = 0;

@@ -63,7 +63,9 @@ int cmd_kernels(int argc, char **argv)
         else cmh_jw_kint(&w, "device", g_device);
         rep_json_process(&w, &s);
         cmh_jw_kstr(&w, "status", status);
-        cmh_jw_kuint(&w, "kernels", s.nkernels);
+        uint64_t launches = 0; /* of the device asked for, as the rows count them */
+        for (uint32_t i = 0; i < nr; i++) launches += rows[i].calls;
+        cmh_jw_kuint(&w, "kernels", g_device == -2 ? s.nkernels : launches);
         cmh_jw_kuint(&w, "dropped", s.kernels_dropped);
         cmh_jw_kint(&w, "gpu_time_ns", total);
         cmh_jw_key(&w, "rows");

@@ -52,6 +52,12 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p)
         return;
     }
     printf("%s, %s: %s\n", sec->path, rep_device_name(dev), rep_count(p->base.entries, "trace entry", "trace entries"));
+    if (!p->base.history) { /* the end state is all there is: no peak can be told */
+        printf("peak: not known: no history (recorded with enabled=state); only the state at the end is known\n");
+        printf("at the end:     allocated %s, reserved %s, requested %s\n\n", rep_size((double)p->alloc_end),
+               rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
+        printf("live at the end, by allocation site:\n");
+    } else {
     printf("peak allocated: %s (%" PRId64 " bytes)", rep_size((double)p->alloc_peak), p->alloc_peak);
     print_when(p->alloc_index, p->alloc_time_ns, t0, n);
     rep_gpu_at(s, dev, p->alloc_time_ns, "                ");
@@ -62,6 +68,7 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p)
     printf("at the end:     allocated %s, reserved %s, requested %s\n\n", rep_size((double)p->alloc_end),
            rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
     printf("live at the allocated peak, by allocation site:\n");
+    }
     printf("  %12s %7s %7s  %s\n", "bytes", "share", "blocks", "site  [owner]");
     for (uint32_t i = 0; i < p->nsites && (int)i < g_top; i++) {
         const cmh_site *x = &p->sites[i];
@@ -90,9 +97,19 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p)
     cmh_jw *w = sec->w;
     cmh_jw_obj(w);
     rep_json_base(w, sec, &p->base);
-    json_when(w, "peak_allocated", p->alloc_peak, p->alloc_index, p->alloc_time_ns);
-    json_when(w, "peak_reserved", p->reserved_peak, p->reserved_index, p->reserved_time_ns);
-    json_when(w, "peak_requested", p->requested_peak, p->requested_index, p->requested_time_ns);
+    if (p->base.history) {
+        json_when(w, "peak_allocated", p->alloc_peak, p->alloc_index, p->alloc_time_ns);
+        json_when(w, "peak_reserved", p->reserved_peak, p->reserved_index, p->reserved_time_ns);
+        json_when(w, "peak_requested", p->requested_peak, p->requested_index, p->requested_time_ns);
+    } else { /* no history: no peak to tell (null, not the end state dressed as one) */
+        cmh_jw_nl(w);
+        cmh_jw_key(w, "peak_allocated");
+        cmh_jw_null(w);
+        cmh_jw_key(w, "peak_reserved");
+        cmh_jw_null(w);
+        cmh_jw_key(w, "peak_requested");
+        cmh_jw_null(w);
+    }
     cmh_jw_nl(w);
     cmh_jw_key(w, "end");
     cmh_jw_obj(w);

@@ -399,7 +399,15 @@ int cmd_ranks(int argc, char **argv)
         cmh_jw_end(&w);
         putchar('\n');
     } else if (rows) {
-        printf("%u record%s, %u process%s on %s", pl.n, pl.n == 1 ? "" : "s", nrows, nrows == 1 ? "" : "es",
+        /* a row is a process and a device: count each process once (its file, host and pid) */
+        uint32_t nprocs = 0;
+        for (uint32_t i = 0; i < nrows; i++) {
+            int seen = 0;
+            for (uint32_t j = 0; j < i && !seen; j++)
+                seen = rows[j]->file == rows[i]->file && rows[j]->pid == rows[i]->pid && !strcmp(rows[j]->host, rows[i]->host);
+            nprocs += !seen;
+        }
+        printf("%u record%s, %u process%s on %s", pl.n, pl.n == 1 ? "" : "s", nprocs, nprocs == 1 ? "" : "es",
                rep_count(nrows, "device", "devices"));
         if (failed) printf(" (%u unreadable)", failed);
         printf("; times from the job's first entry\n\n");

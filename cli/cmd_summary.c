@@ -91,7 +91,8 @@ static int section(const rep_section *sec, void *arg)
     cmh_summary_print(&st, device, g_abbrev, stdout);
     if (device == -1) printf("note: device -1 is pinned host memory\n");
     if (dropped)
-        printf("note: the ring dropped the %llu oldest entries; peaks and totals cover the last %llu only\n",
+        printf("note: the ring dropped the %llu oldest entries; peaks cover the last %llu only, and the totals count what\n"
+               "      was live when they began as allocated then (what was allocated and freed before is not in them)\n",
                (unsigned long long)dropped, (unsigned long long)nent);
     if (sec->index + 1 == sec->ndevices && g_device == -2) { /* the last table: what the others left out */
         int32_t all[256];

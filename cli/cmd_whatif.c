@@ -195,13 +195,22 @@ int cmd_whatif(int argc, char **argv)
                 rc = add_trial(&t, &nt, &ct, NULL, &c, 0);
         }
     }
+    /* the self-replay check holds the recorded settings to the recording's own capacity: at
+     * another (--capacity) the trace's OOM and its retries are not what the model should make */
+    uint64_t own = cmh_whatif_capacity(&s, dev);
     for (int i = 0; !rc && i < nt; i++) {
-        int wrc = cmh_whatif_run(&s, dev, &t[i].c, capacity, t[i].recorded, &t[i].r);
+        int wrc = cmh_whatif_run(&s, dev, &t[i].c, capacity, t[i].recorded && capacity == own, &t[i].r);
         if (wrc == CMH_ENOMEM) rc = CLI_ENOMEM;
         else if (wrc != CMH_OK) {
             cli_error("whatif: %s: device %d has no block-level trace to replay", path, dev);
             rc = CLI_EFILE;
         }
+    }
+    cmh_whatif_result self;
+    memset(&self, 0, sizeof self);
+    if (!rc && nt) {
+        self = t[0].r;
+        if (capacity != own && cmh_whatif_run(&s, dev, &t[0].c, own, 1, &self) == CMH_ENOMEM) rc = CLI_ENOMEM;
     }
     if (!rc && g_json) {
         cmh_jw w;
@@ -236,10 +245,10 @@ int cmd_whatif(int argc, char **argv)
             cmh_jw_kuint(&w, "requests", r->requests);
             cmh_jw_kuint(&w, "unknown_frees", r->unknown_frees);
             cmh_jw_kuint(&w, "empty_cache_calls", r->empty_cache_calls);
-            if (t[i].recorded) {
-                cmh_jw_kuint(&w, "self_replay_mismatches", r->self_replay_mismatches);
-                cmh_jw_kuint(&w, "recorded_segment_events", r->recorded_segment_events);
-                if (r->self_replay_mismatches) cmh_jw_kstr(&w, "first_mismatch", r->first_mismatch);
+            if (t[i].recorded) { /* at the recording's own capacity */
+                cmh_jw_kuint(&w, "self_replay_mismatches", self.self_replay_mismatches);
+                cmh_jw_kuint(&w, "recorded_segment_events", self.recorded_segment_events);
+                if (self.self_replay_mismatches) cmh_jw_kstr(&w, "first_mismatch", self.first_mismatch);
             }
             cmh_jw_end(&w);
         }
@@ -260,7 +269,8 @@ int cmd_whatif(int argc, char **argv)
         for (int i = 0; i < nt; i++) print_row(&t[i], capacity, width);
         if (g_not_pytorch)
             printf("\n(a recording of another allocator: its block requests, replayed as PyTorch's allocator would serve them)");
-        printf("\nself-replay of the recorded settings: ");
+        printf("\nself-replay of the recorded settings%s: ", capacity != own ? " (at the recording's own capacity)" : "");
+        r0 = &self;
         if (!r0->self_replay_mismatches)
             printf("the model made the trace's %" PRIu64 " segment events, in order\n", r0->recorded_segment_events);
         else {

@@ -269,7 +269,11 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
     if (!g) return x->stack ? rep_frame(s, &s->frames[s->stack_frames[s->stacks[x->stack].first]]) : "<no stack recorded>";
     if (rep_attribution.group_by == CMH_GROUP_MODULE) return cmh_sites_owner(g, x->group);
     const cmh_frame *f = cmh_sites_frame(g, x->group);
-    if (!f) return "<no stack: recorded with context none, or allocated before recording>";
+    if (!f) /* what the record's options say of it */
+        return s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_NONE ? "<no stack: recorded with context none>"
+               : s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_STATE
+                   ? "<no stack: context state keeps the stacks of blocks live at the end only>"
+                   : "<no stack: recorded without stacks, or allocated before recording>";
     if (rep_attribution.group_by == CMH_GROUP_FILE) return cmh_str(s, f->filename);
     return rep_frame(s, f);
 }
@@ -309,6 +313,8 @@ void rep_notes(const cmh_report_base *b)
         printf("note: the ring dropped the %" PRIu64 " oldest entries; figures cover the last %" PRIu64 " only\n",
                b->dropped, b->entries);
     if (b->pytorch) printf("note: a PyTorch trace: sizes are the caching allocator's rounded block sizes\n");
+    if (!b->history)
+        printf("note: no history on this device (recorded with enabled=state, or history off): only the state at the end is known\n");
 }
 
 void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b)
@@ -319,6 +325,7 @@ void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b)
     cmh_jw_kuint(w, "trace_entries", b->entries);
     cmh_jw_kuint(w, "dropped_entries", b->dropped);
     cmh_jw_kstr(w, "source", b->pytorch ? "pytorch" : "recorder");
+    cmh_jw_kbool(w, "history", b->history);
 }
 
 void rep_json_frame(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f)

@@ -126,7 +126,8 @@ FAKECUDA_CAPACITY=100M "$CMH" record -q -o "$T/frag.cmh" -- "$B/samples/frag_oom
     bad "frag_oom did not fail as designed: $(cat "$T/fo.out")"
 "$CMH" oom "$T/frag.cmh" >"$T/oom.txt" || bad "oom report"
 grep -q "verdict: fragmentation" "$T/oom.txt" && ok "oom says fragmentation" || bad "oom verdict: $(grep verdict "$T/oom.txt")"
-"$CMH" frag "$T/frag.cmh" | grep -q "out-of-memory asked for 12.0 MiB: fragmentation" && ok "frag says fragmentation" ||
+"$CMH" frag "$T/frag.cmh" | grep -A2 "out-of-memory error (entry .*) asked for 12.0 MiB" | grep -q "verdict: fragmentation" &&
+    ok "frag says fragmentation, at the OOM" ||
     bad "frag does not diagnose the OOM"
 # ...and an OOM by demand is not called fragmentation
 FAKECUDA_CAPACITY=1G "$CMH" record -q -o "$T/demand.cmh" -- "$B/samples/oom_demo" >/dev/null 2>&1

@@ -8,7 +8,10 @@
  * Generated snapshots: recorder-style histories on three devices mixing whole-block segments,
  * segments sub-allocated by blocks (freed at once or with stream work pending), an expandable
  * reservation mapped and unmapped in 2 MiB steps with blocks spanning maps, and OOM errors; a
- * fixed seed per history, so a failure names its seed.
+ * fixed seed per history, so a failure names its seed; and stream-ordered pools whose samples
+ * keep a cache beyond what they hand out.  At every instant the free bytes split into
+ * releasable and trapped; at each OOM and at the end the split adds up, and frag's end is
+ * peak's end.
  */
 #include <dirent.h>
 #include <inttypes.h>
@@ -42,7 +45,10 @@ static void check_device(const char *what, const cmh_snapshot *s, int dev, int w
         cmh_replay_free_space(r, &free_in, &gap);
         int64_t reserved = st->reserved_bytes[CMH_POOL_ALL].current, active = st->active_bytes[CMH_POOL_ALL].current,
                 allocated = st->allocated_bytes[CMH_POOL_ALL].current;
-        int ok = (int64_t)free_in == reserved - active && gap <= free_in && allocated <= active && active <= reserved;
+        cmh_free_split split;
+        cmh_replay_free_split(r, &split);
+        int ok = (int64_t)free_in == reserved - active && gap <= free_in && allocated <= active && active <= reserved &&
+                 split.releasable + split.trapped == free_in && split.largest_gap == gap && split.pool_cache <= split.releasable;
         if (!ok && !reported++)
             fprintf(stderr, "\n  %s device %d entry %" PRId64 ": free %" PRIu64 " gap %" PRIu64 " reserved %" PRId64
                             " active %" PRId64 " allocated %" PRId64 "\n",
@@ -61,6 +67,7 @@ static void check_device(const char *what, const cmh_snapshot *s, int dev, int w
         const cmh_oom_event *e = &o.events[i];
         CU_ASSERT_EQUAL(e->free_inside, e->reserved - e->allocated);
         if (!anomalies) CU_ASSERT(e->largest_gap + e->pending_free <= e->free_inside);
+        if (!anomalies) CU_ASSERT_EQUAL(e->split.releasable + e->split.trapped + e->pending_free, e->free_inside);
         uint64_t held = 0;
         for (uint32_t k = 0; k < e->nsites; k++) held += e->sites[k].bytes;
         if (!anomalies) CU_ASSERT(held >= e->allocated); /* the holders: every active block, pending ones too */
@@ -75,6 +82,7 @@ static void check_device(const char *what, const cmh_snapshot *s, int dev, int w
     if (!anomalies) CU_ASSERT(at_peak >= (uint64_t)p.alloc_peak); /* active at the allocated peak covers it */
     CU_ASSERT(p.alloc_peak <= p.reserved_peak || anomalies);
     CU_ASSERT(p.alloc_end <= p.alloc_peak && p.reserved_end <= p.reserved_peak);
+    int64_t reserved_end = p.reserved_end, allocated_end = p.alloc_end;
     cmh_peak_report_free(&p);
 
     cmh_frag_report f;
@@ -86,8 +94,16 @@ static void check_device(const char *what, const cmh_snapshot *s, int dev, int w
         CU_ASSERT(g->largest_gap <= g->free);
         sum_free += g->free;
     }
-    CU_ASSERT_EQUAL(f.free, sum_free);
+    CU_ASSERT_EQUAL(f.free, sum_free + f.pool_cache);
     if (f.allocated <= f.reserved) CU_ASSERT_EQUAL(f.free, f.reserved - f.allocated);
+    if (f.allocated <= f.reserved) CU_ASSERT_EQUAL(f.releasable + f.trapped + f.pending_free, f.free);
+    /* frag's end is peak's end: pools' caches and expandable maps included */
+    if (!anomalies) {
+        CU_ASSERT_EQUAL((int64_t)f.reserved, reserved_end);
+        CU_ASSERT_EQUAL((int64_t)f.allocated, allocated_end);
+        if ((int64_t)f.reserved != reserved_end)
+            fprintf(stderr, "\n  %s device %d: frag reserved %" PRIu64 ", peak's end %" PRId64 "\n", what, dev, f.reserved, reserved_end);
+    }
     cmh_frag_report_free(&f);
 }
 
@@ -177,7 +193,20 @@ static void del_seg(gdev *d, int i)
 
 static void step(cmh_snapshot *s, gdev *d)
 {
-    int op = (int)rnd(10);
+    int op = (int)rnd(11);
+    if (op == 10) { /* a stream-ordered pool's sample: what it reserves beyond what it hands out */
+        uint64_t used = rnd(8) * MIB, slack = rnd(17) * MIB;
+        cmh_entry e;
+        memset(&e, 0, sizeof e);
+        e.time_ns = g_t += 1000;
+        e.action = CMH_ACT_POOL_SAMPLE;
+        e.addr = 0x900d0000 + rnd(2); /* two pools */
+        e.size = used + slack;
+        e.requested = used;
+        e.thread = 1;
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(s, &e), CMH_OK);
+        return;
+    }
     if (op == 0 && d->nseg < 40) { /* a driver allocation, one block */
         uint64_t size = (1 + rnd(8)) * MIB;
         gseg *g = &d->seg[d->nseg++];

@@ -41,6 +41,7 @@ typedef struct cmh_report_base {
     int device;
     uint64_t entries, dropped;
     int pytorch; /* byte figures of a PyTorch trace are the allocator's rounded sizes */
+    int history; /* the trace says how memory changed; 0: only the end state is known (enabled=state) */
 } cmh_report_base;
 
 typedef struct cmh_peak_report {
