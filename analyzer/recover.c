@@ -701,9 +701,18 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         }
         c.nents = k;
     }
-    /* the final state: the base's, then what every journal entry did */
-    for (uint32_t i = 0; i < c.nents && !st.nomem; i++)
-        if (c.ents[i].seq > c.cleared[c.ents[i].slot]) apply(&st, &c.ents[i].e, slot_device(c.ents[i].slot));
+    /* the final state: the base's, then what every journal entry did.  The state holds model
+     * stack ids, as the base's segments and blocks do: an entry's is the recorder's, and the two
+     * numberings agree only by luck (they part as soon as a stack the recorder interned is never
+     * used by a kept entry: a forked child's inherited ones, entries dropped by max_entries or a
+     * clear), so each is made a model stack before it is kept. */
+    for (uint32_t i = 0; i < c.nents && !st.nomem; i++) {
+        if (c.ents[i].seq <= c.cleared[c.ents[i].slot]) continue;
+        cmh_entry e = c.ents[i].e;
+        if (e.action == CMH_ACT_SEGMENT_ALLOC || e.action == CMH_ACT_SEGMENT_MAP || e.action == CMH_ACT_ALLOC)
+            if ((rc = model_stack(&c, e.stack, &e.stack)) != CMH_OK) goto out;
+        apply(&st, &e, slot_device(c.ents[i].slot));
+    }
     if (st.nomem) {
         rc = CMH_ENOMEM;
         goto out;
