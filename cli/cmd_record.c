@@ -378,7 +378,7 @@ static int record(char **prog, const char *argv0)
             int proc = p->pid != g_child && cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK ? cli_flight_process(&id) : CLI_PROC_GONE;
             if (proc == CLI_PROC_ALIVE || proc == CLI_PROC_ALIVE_UNSURE) {
                 if (!quiet)
-                    fprintf(stderr, "cumemhist: pid %ld is still running; it writes %s when it ends (or: cumemhist recover %s)\n",
+                    fprintf(stderr, "cumemhist: pid %ld is still running; it writes %s when it ends (a copy now: cumemhist recover --live %s)\n",
                             p->pid, p->snapshot[0] ? p->snapshot : "its snapshot", p->flight);
                 continue;
             }

@@ -167,7 +167,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
     else if (info.state == CMH_ENDED_SIGNALED) snprintf(how, sizeof how, "was killed by %s", cmh_signal_name(info.end_signal));
     else if (info.state == CMH_ENDED_EXITED) snprintf(how, sizeof how, "exited; its exit dump failed");
     else
-        snprintf(how, sizeof how, "ended without its exit dump and left no mark (SIGKILL, the OOM killer, _exit()); its exit status %s",
+        snprintf(how, sizeof how, "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status %s)",
                  parent);
     char ending[520];
     if (live) snprintf(ending, sizeof ending, "%s (a copy of its flight record, %s entries so far)", how, thousands(info.entries));

@@ -115,7 +115,7 @@ void rep_print_process(const char *path, const cmh_snapshot *s)
     if (!s->pid && !s->cmdline) return;
     printf("%s: ", path);
     if (s->pid) printf("pid %lld", (long long)s->pid);
-    if (s->forked_from > 0) printf(" (forked from pid %lld; what it inherited is in that record)", (long long)s->forked_from);
+    if (s->forked_from > 0) printf(" (forked from pid %lld)", (long long)s->forked_from);
     if (s->rank >= 0 && s->world_size >= 0) printf(" (rank %d of %d)", (int)s->rank, (int)s->world_size);
     else if (s->rank >= 0) printf(" (rank %d)", (int)s->rank);
     if (s->hostname && *cmh_str(s, s->hostname)) printf(" on %s", cmh_str(s, s->hostname));
