@@ -572,9 +572,38 @@ static void describe(cmh_snapshot *s, const cmh_recover_info *info)
         snprintf(t, sizeof t, "exited without writing its snapshot, after %" PRIu64 " entries (recovered from its flight record)",
                  info->entries);
     else
-        snprintf(t, sizeof t, "ended without a word (SIGKILL, or still running) after %" PRIu64 " entries (recovered from its flight record)",
+        snprintf(t, sizeof t, "left no mark of its end (SIGKILL, _exit, or still running) after %" PRIu64 " entries (recovered from its flight record)",
                  info->entries);
     cmh_strtab_intern(&s->strings, t, strlen(t), &s->ending);
+}
+
+int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, size_t errlen)
+{
+    memset(id, 0, sizeof *id);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return CMH_EIO;
+    }
+    cmh_flight_header *h = malloc(sizeof *h);
+    ssize_t n = h ? pread(fd, h, sizeof *h, 0) : -1;
+    int e = errno;
+    close(fd);
+    int rc = CMH_OK;
+    if (!h) rc = CMH_ENOMEM, snprintf(err, errlen, "%s: out of memory", path);
+    else if (n < 0) rc = CMH_EIO, snprintf(err, errlen, "%s: %s", path, strerror(e));
+    else if ((size_t)n < sizeof *h || memcmp(h->magic, CMH_FLIGHT_MAGIC, 8))
+        rc = CMH_EFORMAT, snprintf(err, errlen, "%s: not a flight record (no magic at byte 0)", path);
+    else {
+        id->pid = h->pid;
+        id->start_ticks = h->proc_start_ticks;
+        snprintf(id->boot_id, sizeof id->boot_id, "%.*s", (int)strnlen(h->boot_id, sizeof h->boot_id), h->boot_id);
+        snprintf(id->hostname, sizeof id->hostname, "%.*s", (int)strnlen(h->hostname, sizeof h->hostname), h->hostname);
+        id->forked_from = h->forked_from > 0 && h->forked_from <= INT32_MAX ? h->forked_from : 0;
+        id->state = (int)h->state;
+    }
+    free(h);
+    return rc;
 }
 
 int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *info, char *err, size_t errlen)
@@ -701,9 +730,18 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         }
         c.nents = k;
     }
-    /* the final state: the base's, then what every journal entry did */
-    for (uint32_t i = 0; i < c.nents && !st.nomem; i++)
-        if (c.ents[i].seq > c.cleared[c.ents[i].slot]) apply(&st, &c.ents[i].e, slot_device(c.ents[i].slot));
+    /* the final state: the base's, then what every journal entry did.  The state holds model
+     * stack ids, as the base's segments and blocks do: an entry's is the recorder's, and the two
+     * numberings agree only by luck (they part as soon as a stack the recorder interned is never
+     * used by a kept entry: a forked child's inherited ones, entries dropped by max_entries or a
+     * clear), so each is made a model stack before it is kept. */
+    for (uint32_t i = 0; i < c.nents && !st.nomem; i++) {
+        if (c.ents[i].seq <= c.cleared[c.ents[i].slot]) continue;
+        cmh_entry e = c.ents[i].e;
+        if (e.action == CMH_ACT_SEGMENT_ALLOC || e.action == CMH_ACT_SEGMENT_MAP || e.action == CMH_ACT_ALLOC)
+            if ((rc = model_stack(&c, e.stack, &e.stack)) != CMH_OK) goto out;
+        apply(&st, &e, slot_device(c.ents[i].slot));
+    }
     if (st.nomem) {
         rc = CMH_ENOMEM;
         goto out;
@@ -715,6 +753,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     out->rank = h->rank1 > 0 ? h->rank1 - 1 : -1;
     out->local_rank = h->local_rank1 > 0 ? h->local_rank1 - 1 : -1;
     out->world_size = h->world_size1 > 0 ? h->world_size1 - 1 : -1;
+    out->forked_from = h->forked_from > 0 && h->forked_from <= INT32_MAX ? h->forked_from : 0;
     snprintf(out->producer, sizeof out->producer, "%.*s", (int)strnlen(h->producer, sizeof h->producer), h->producer);
     for (char *p = out->producer; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';

@@ -42,7 +42,21 @@ int cmd_whatif(int argc, char **argv);
 /* Write the snapshot a flight record holds (to out, or where the process would have), saying
  * how the process ended (status: its wait status, when known); the record is removed unless
  * keep.  Returns the exit status. */
-int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet);
+/* The snapshot of a flight record's process, written to out (NULL: the record's own name).
+ * have_status: status is the process's wait status (record's own child).  live: the process
+ * runs; write a copy and leave the record untouched.  A record whose process still runs is
+ * refused (CLI_EUSAGE) unless live. */
+int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live);
+/* Whether the process that wrote a flight record still runs, as this host can tell. */
+enum {
+    CLI_PROC_GONE,        /* no such pid, a zombie, or a boot since */
+    CLI_PROC_REUSED,      /* the pid runs, started at another time: another process */
+    CLI_PROC_ALIVE,       /* the pid runs with the record's start time */
+    CLI_PROC_ALIVE_UNSURE,/* the pid runs; the record is older than start times */
+    CLI_PROC_ELSEWHERE    /* recorded on another host */
+};
+struct cmh_flight_identity;
+int cli_flight_process(const struct cmh_flight_identity *id);
 
 /* ---- options: each command declares a table, one parser reads them all ---- */
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cumemhist/recover.h"
 #include "flight_format.h"
 
 static const char *g_output, *g_lib;
@@ -417,13 +418,17 @@ static int record(char **prog, const char *argv0)
         rec_pid *p = &run.pids[i];
         struct stat st; /* a flight record still there: its process did not finish its snapshot */
         if (p->flight[0] && stat(p->flight, &st) == 0) {
-            if (p->pid != g_child && kill((pid_t)p->pid, 0) == 0) {
+            /* not our child: still running, unless its pid is gone, a zombie, or another's now */
+            cmh_flight_identity id;
+            char err[4600];
+            int proc = p->pid != g_child && cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK ? cli_flight_process(&id) : CLI_PROC_GONE;
+            if (proc == CLI_PROC_ALIVE || proc == CLI_PROC_ALIVE_UNSURE) {
                 if (!quiet)
-                    fprintf(stderr, "cumemhist: pid %ld is still running; it writes %s when it ends (or: cumemhist recover %s)\n",
+                    fprintf(stderr, "cumemhist: pid %ld is still running; it writes %s when it ends (a copy now: cumemhist recover --live %s)\n",
                             p->pid, p->snapshot[0] ? p->snapshot : "its snapshot", p->flight);
                 continue;
             }
-            if (cli_recover_flight(p->flight, NULL, p->pid == g_child, status, 0, quiet) == 0) nfiles++;
+            if (cli_recover_flight(p->flight, NULL, p->pid == g_child, status, 0, quiet, 0) == 0) nfiles++;
             else lost++;
         } else if (!p->snapshot[0]) {
             if (p->pid != g_child && kill((pid_t)p->pid, 0) == 0) {

@@ -2,9 +2,17 @@
  * cmd_recover.c - `cumemhist recover FLIGHT [-o OUT]`: the snapshot of a process that died
  * before writing it, from the flight record it kept (analyzer/recover.c).  `cumemhist record`
  * does the same for each of its processes that left one (cli_recover_flight).
+ *
+ * A record whose process still runs is still being written: recovering it as if it were final
+ * would delete what the process records next.  So the record's process is looked for first (on
+ * this host, by pid, start time and boot id: cli_flight_process); a live one is refused unless
+ * --live asks for a copy, which leaves the record as it is.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,11 +22,14 @@
 #include "cumemhist/symbolize.h"
 
 static const char *g_out;
-static int g_keep;
+static int g_keep, g_live;
 
 static const cli_option g_opts[] = {
-    {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the snapshot (default: FLIGHT without .flight)", NULL, 0, 0, NULL},
+    {"--output", "-o", CLI_STR, &g_out, "PATH",
+     "where to write the snapshot (default: FLIGHT without .flight;\nwith --live, NAME.live.cmh)", NULL, 0, 0, NULL},
     {"--keep", NULL, CLI_FLAG, &g_keep, NULL, "keep the flight record (and its checkpoints) afterwards", NULL, 0, 0, NULL},
+    {"--live", NULL, CLI_FLAG, &g_live, NULL,
+     "the process still runs: take a copy of what it recorded so far and leave\nthe record as it is (nothing removed, nothing marked)", NULL, 0, 0, NULL},
 };
 
 const cli_command cli_cmd_recover = {
@@ -26,8 +37,51 @@ const cli_command cli_cmd_recover = {
     "Write the snapshot of a process that died before writing it (a crash, SIGKILL, a scheduler's\n"
     "hard limit) from the flight record it kept beside its snapshot path (NAME.cmh.flight): every\n"
     "entry it recorded, its stacks symbolized here from its module map.  `cumemhist record` does\n"
-    "this by itself; this is for a program run with a plain LD_PRELOAD.",
+    "this by itself; this is for a program run with a plain LD_PRELOAD.  A record whose process\n"
+    "still runs (its pid, with the same start time, on this host) is refused with exit status 2;\n"
+    "--live copies it instead, leaving it untouched.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist recover cumemhist.4242.cmh.flight"};
+
+/* /proc/PID/stat: the state letter and field 22 (start time, clock ticks after boot); 0 when the
+ * pid is not there. */
+static int proc_stat(int64_t pid, char *state, uint64_t *start)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* past the command name, which may hold spaces and parentheses */
+    if (!p || p[1] != ' ' || !p[2]) return 0;
+    *state = p[2];
+    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
+    *start = p ? strtoull(p + 1, NULL, 10) : 0;
+    return 1;
+}
+
+int cli_flight_process(const cmh_flight_identity *id)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    if (id->hostname[0] && strcmp(id->hostname, host)) return CLI_PROC_ELSEWHERE;
+    if (id->boot_id[0]) {
+        char boot[40] = "";
+        int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, boot, sizeof boot - 1) : 0;
+        if (fd >= 0) close(fd);
+        while (n > 0 && (boot[n - 1] == '\n' || !boot[n - 1])) n--;
+        boot[n > 0 ? n : 0] = 0;
+        if (boot[0] && strcmp(boot, id->boot_id)) return CLI_PROC_GONE; /* this host has rebooted since */
+    }
+    char state;
+    uint64_t start;
+    if (id->pid <= 0 || !proc_stat(id->pid, &state, &start)) return CLI_PROC_GONE;
+    if (state == 'Z' || state == 'X') return CLI_PROC_GONE; /* ended; its parent has not reaped it yet */
+    if (!id->start_ticks) return CLI_PROC_ALIVE_UNSURE; /* a record older than start times */
+    return start == id->start_ticks ? CLI_PROC_ALIVE : CLI_PROC_REUSED;
+}
 
 static const char *thousands(uint64_t v)
 {
@@ -56,34 +110,74 @@ static void drop_claim(const char *snapshot, long long pid)
     if (mine) unlink(claim);
 }
 
-int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet)
+/* The snapshot's default name: the record's own without ".flight" (where the process would
+ * have written it, unless the record was moved: a later run keeps a dead one's as
+ * NAME.PID.cmh.flight), else the path the record names; a live copy's with ".live" before ".cmh",
+ * never the path the process itself will write at its end. */
+static void default_dest(const char *flight, const char *named, int live, char *out, size_t cap)
 {
-    cmh_snapshot s;
-    cmh_recover_info info;
+    size_t fl = strlen(flight);
+    if (fl > 7 && !strcmp(flight + fl - 7, ".flight")) snprintf(out, cap, "%.*s", (int)(fl - 7), flight);
+    else snprintf(out, cap, "%s", named);
+    size_t l = strlen(out);
+    if (!live || !l) return;
+    if (l > 4 && !strcmp(out + l - 4, ".cmh")) out[l - 4] = 0;
+    snprintf(out + strlen(out), cap - strlen(out), ".live.cmh");
+}
+
+int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live)
+{
     char err[4600];
-    int rc = cmh_flight_recover(flight, &s, &info, err, sizeof err);
+    cmh_flight_identity id;
+    int rc = cmh_flight_identify(flight, &id, err, sizeof err);
     if (rc != CMH_OK) {
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
-    /* how it ended: the parent's wait status says it best; else what the process marked */
-    char how[160];
-    if (have_status && WIFSIGNALED(status)) snprintf(how, sizeof how, "was killed by %s", cmh_signal_name(WTERMSIG(status)));
-    else if (have_status && WIFEXITED(status)) snprintf(how, sizeof how, "exited with status %d without writing its snapshot", WEXITSTATUS(status));
+    int proc = cli_flight_process(&id), running = proc == CLI_PROC_ALIVE || proc == CLI_PROC_ALIVE_UNSURE;
+    if (running && !live) {
+        cli_error("%s: pid %lld is still running%s: its flight record is still being written, and recovering it "
+                  "would remove what it records next. 'cumemhist recover --live %s' takes a copy and leaves the record as it is",
+                  flight, (long long)id.pid,
+                  proc == CLI_PROC_ALIVE_UNSURE ? " (or a later process has its pid: this record is older than start times)" : "", flight);
+        return CLI_EUSAGE;
+    }
+    if (live) keep = 1; /* a copy: the record stays exactly as it is */
+    if (proc == CLI_PROC_ELSEWHERE) keep = 1; /* it may still be written there */
+    cmh_snapshot s;
+    cmh_recover_info info;
+    rc = cmh_flight_recover(flight, &s, &info, err, sizeof err);
+    if (rc != CMH_OK) {
+        cli_error("%s", err);
+        return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
+    }
+    /* how it ended: the parent's wait status says it best; else what the process marked; a
+     * process that marked nothing ended without its exit dump, by a way that runs no code of ours
+     * (SIGKILL, _exit), and its status went to its own parent */
+    char how[400], parent[64] = "is not known here";
+    if (id.forked_from > 0) snprintf(parent, sizeof parent, "went to its parent, pid %lld", (long long)id.forked_from);
+    int ex = have_status && WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    if (live && running) snprintf(how, sizeof how, "was still running when this copy was taken");
+    else if (live && proc == CLI_PROC_ELSEWHERE) snprintf(how, sizeof how, "ran on %s (whether it still runs cannot be told here)", id.hostname);
+    else if (have_status && WIFSIGNALED(status)) snprintf(how, sizeof how, "was killed by %s", cmh_signal_name(WTERMSIG(status)));
+    else if (have_status && WIFEXITED(status) && info.state == CMH_ENDED_EXITED)
+        snprintf(how, sizeof how, "exited with status %d; its exit dump failed", ex);
+    else if (have_status && WIFEXITED(status))
+        snprintf(how, sizeof how, "exited with status %d without its exit dump (no exit handler ran: _exit())", ex);
     else if (info.state == CMH_ENDED_SIGNALED) snprintf(how, sizeof how, "was killed by %s", cmh_signal_name(info.end_signal));
-    else if (info.state == CMH_ENDED_EXITED) snprintf(how, sizeof how, "exited without writing its snapshot");
-    else snprintf(how, sizeof how, "ended without a word (SIGKILL?)");
-    char ending[400];
-    snprintf(ending, sizeof ending, "%s after %s entries (recovered from its flight record)", how, thousands(info.entries));
+    else if (info.state == CMH_ENDED_EXITED) snprintf(how, sizeof how, "exited; its exit dump failed");
+    else
+        snprintf(how, sizeof how, "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status %s)",
+                 parent);
+    char ending[520];
+    if (live) snprintf(ending, sizeof ending, "%s (a copy of its flight record, %s entries so far)", how, thousands(info.entries));
+    else snprintf(ending, sizeof ending, "%s after %s entries (recovered from its flight record)", how, thousands(info.entries));
     cmh_strtab_intern(&s.strings, ending, strlen(ending), &s.ending);
     cmh_symbolize_result r;
     cmh_symbolize_offline(&s, CMH_SYM_ALL, &r); /* names and lines from the binaries still here */
-    /* by default the record's own name without ".flight": where the process would have written
-     * it, unless the record was moved (a later run keeps a dead one's as NAME.PID.cmh.flight) */
     char own[4400];
-    size_t fl = strlen(flight);
-    snprintf(own, sizeof own, "%.*s", fl > 7 && !strcmp(flight + fl - 7, ".flight") ? (int)(fl - 7) : 0, flight);
-    const char *dest = out ? out : *own ? own : info.snapshot_path;
+    default_dest(flight, info.snapshot_path, live, own, sizeof own);
+    const char *dest = out ? out : own;
     if (!*dest) {
         cmh_snapshot_free(&s);
         cli_error("%s: the record does not say where its snapshot goes: name it with -o", flight);
@@ -96,10 +190,20 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
     if (!quiet) {
-        fprintf(stderr, "cumemhist: pid %lld %s after %s entries; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
-                thousands(info.entries), dest);
+        if (live)
+            fprintf(stderr, "cumemhist: pid %lld %s: a copy of its %s entries so far is in %s; %s is left as it is", (long long)info.pid,
+                    running ? "is still running" : proc == CLI_PROC_ELSEWHERE ? "ran on another host" : "is not running",
+                    thousands(info.entries), dest, flight);
+        else
+            fprintf(stderr, "cumemhist: pid %lld %s after %s entries; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
+                    thousands(info.entries), dest);
         if (info.torn) fprintf(stderr, " (%s torn record%s dropped)", thousands(info.torn), info.torn == 1 ? "" : "s");
         if (info.lost) fprintf(stderr, " (%s entr%s the full journal refused)", thousands(info.lost), info.lost == 1 ? "y" : "ies");
+        if (proc == CLI_PROC_REUSED) fprintf(stderr, " (pid %lld now belongs to a later process)", (long long)info.pid);
+        if (proc == CLI_PROC_ELSEWHERE && !live)
+            fprintf(stderr, " (recorded on %s: whether pid %lld still runs there cannot be told here, so %s is kept)", id.hostname,
+                    (long long)info.pid, flight);
+        if (live && !running && proc != CLI_PROC_ELSEWHERE) fprintf(stderr, " (without --live, recover would remove it)");
         fputc('\n', stderr);
     }
     if (!keep) {
@@ -110,7 +214,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         }
         unlink(flight);
     }
-    drop_claim(info.snapshot_path, info.pid);
+    if (!live && proc != CLI_PROC_ELSEWHERE) drop_claim(info.snapshot_path, info.pid);
     return 0;
 }
 
@@ -119,5 +223,5 @@ int cmd_recover(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_recover, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    return cli_recover_flight(path, g_out, 0, 0, g_keep, 0);
+    return cli_recover_flight(path, g_out, 0, 0, g_keep, 0, g_live);
 }

@@ -115,6 +115,7 @@ void rep_print_process(const char *path, const cmh_snapshot *s)
     if (!s->pid && !s->cmdline) return;
     printf("%s: ", path);
     if (s->pid) printf("pid %lld", (long long)s->pid);
+    if (s->forked_from > 0) printf(" (forked from pid %lld)", (long long)s->forked_from);
     if (s->rank >= 0 && s->world_size >= 0) printf(" (rank %d of %d)", (int)s->rank, (int)s->world_size);
     else if (s->rank >= 0) printf(" (rank %d)", (int)s->rank);
     if (s->hostname && *cmh_str(s, s->hostname)) printf(" on %s", cmh_str(s, s->hostname));
@@ -138,6 +139,7 @@ void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
     if (s->rank >= 0) cmh_jw_kint(w, "rank", s->rank);
     if (s->local_rank >= 0) cmh_jw_kint(w, "local_rank", s->local_rank);
     if (s->world_size >= 0) cmh_jw_kint(w, "world_size", s->world_size);
+    if (s->forked_from > 0) cmh_jw_kint(w, "forked_from", s->forked_from);
     if (s->producer[0]) cmh_jw_kstr(w, "producer", s->producer);
     cmh_jw_end(w);
 }

@@ -67,6 +67,7 @@ static void fill_meta(cmh_snapshot *s)
     s->source = CMH_SRC_RECORDER;
     s->pid = getpid();
     s->start_time_ns = cmh_process_start_ns();
+    s->forked_from = cmh_process_forked_from();
     s->dump_time_ns = cmh_now_ns();
     s->opt_enabled = (uint8_t)cmh_cfg.enabled;
     s->opt_context = (uint8_t)cmh_cfg.context;

@@ -322,5 +322,6 @@ CMH_HIDDEN void cmh_first_touch(void);
 /* The first out-of-memory error: dump now, on the helper thread, and wait for it. */
 CMH_HIDDEN void cmh_process_oom(void);
 CMH_HIDDEN int64_t cmh_process_start_ns(void);
+CMH_HIDDEN int64_t cmh_process_forked_from(void); /* 0: not a child of fork() without exec */
 
 #endif

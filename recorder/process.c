@@ -56,6 +56,11 @@ static unsigned g_oom_done;
 
 int64_t cmh_process_start_ns(void) { return g_start_ns; }
 
+/* A child of fork() without exec keeps its parent's pid here: its record begins at the fork,
+ * and says so (the parent's live allocations, segments and ranges are the parent's record). */
+static int64_t g_forked_from, g_pid_at_prepare;
+int64_t cmh_process_forked_from(void) { return g_forked_from; }
+
 static void on_signal(int sig)
 {
     int saved = errno;
@@ -237,6 +242,7 @@ static void take_signal(int sig, void (*fn)(int, siginfo_t *, void *))
  * sample is recorded under the pools lock), so the child inherits consistent tables. */
 static void fork_prepare(void)
 {
+    g_pid_at_prepare = getpid();
     cmh_dump_atfork_prepare();
     cmh_pools_atfork_prepare();
     cmh_hist_atfork_prepare();
@@ -273,6 +279,7 @@ static void fork_child(void)
     cmh_flight_reset_after_fork();
     g_oom_dumped = 0;
     g_start_ns = cmh_now_ns();
+    g_forked_from = g_pid_at_prepare;
 }
 
 __attribute__((constructor(102))) static void recorder_init(void)

@@ -534,7 +534,7 @@ static int rd_torch(cur *c, cmh_snapshot *s, int nested)
     return 0;
 }
 
-/* "process": {producer, rank, local_rank, world_size}; other keys skipped. */
+/* "process": {producer, rank, local_rank, world_size, forked_from}; other keys skipped. */
 static int rd_process(cur *c, cmh_snapshot *s)
 {
     uint32_t n;
@@ -556,6 +556,11 @@ static int rd_process(cur *c, cmh_snapshot *s)
             s->producer[m] = 0;
             for (size_t j = 0; j < m; j++) /* shown as is in reports: no control characters */
                 if ((unsigned char)s->producer[j] < 0x20 || s->producer[j] == 0x7f) s->producer[j] = '?';
+        } else if (kl == 11 && !memcmp(k, "forked_from", 11)) {
+            int64_t v;
+            if (rd_int(c, &v)) return -1;
+            if (v < 0 || v > INT32_MAX) return fail(c, "process forked_from %lld out of range", (long long)v);
+            s->forked_from = v;
         } else if (dst) {
             int64_t v;
             if (rd_int(c, &v)) return -1;

@@ -56,7 +56,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
 {
     msgpack_packer pk = *pk_;
     int with_torch = !nested && s->torch;
-    int nproc = (s->producer[0] != 0) + (s->rank >= 0) + (s->local_rank >= 0) + (s->world_size >= 0);
+    int nproc = (s->producer[0] != 0) + (s->rank >= 0) + (s->local_rank >= 0) + (s->world_size >= 0) + (s->forked_from > 0);
     msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (with_torch ? 2 : 0));
 
     pack_key(&pk, "format");
@@ -89,6 +89,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
         if (s->rank >= 0) pack_key(&pk, "rank"), msgpack_pack_int32(&pk, s->rank);
         if (s->local_rank >= 0) pack_key(&pk, "local_rank"), msgpack_pack_int32(&pk, s->local_rank);
         if (s->world_size >= 0) pack_key(&pk, "world_size"), msgpack_pack_int32(&pk, s->world_size);
+        if (s->forked_from > 0) pack_key(&pk, "forked_from"), msgpack_pack_int64(&pk, s->forked_from);
     }
 
     pack_key(&pk, "strings");

@@ -77,6 +77,13 @@ typedef struct cmh_flight_header {
     /* added later, so zero means unknown: the job's rank, local rank and world size, each + 1 */
     int32_t rank1, local_rank1, world_size1, pad2;
     char producer[48]; /* "cumemhist 0.1.0" */
+    /* added later, zero (empty) in older records: which process wrote the record, so that a reader
+     * can tell it from a later one given the same pid: its start time (/proc/PID/stat field 22,
+     * clock ticks after boot) and the boot it belongs to (/proc/sys/kernel/random/boot_id); and the
+     * pid it was forked from when it began as a fork without exec (0: it did not) */
+    uint64_t proc_start_ticks;
+    char boot_id[40];
+    int64_t forked_from;
 } cmh_flight_header;
 
 _Static_assert(sizeof(cmh_flight_header) <= CMH_FLIGHT_HEADER, "the flight header fits its page");

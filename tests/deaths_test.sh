@@ -9,6 +9,8 @@ TEST=deaths . "$(dirname "$0")/testlib.sh"
 D=$B/tests/dies
 
 entries() { "$CMH" trace --json "$1" 2>/dev/null | py -c "import json,sys; print(sum(len(d['entries']) for d in json.load(sys.stdin)))"; }
+# the entries a live flight record holds so far (a copy taken with recover --live, then removed)
+entries_flight() { "$CMH" recover --live -o ef.cmh "$1" 2>/dev/null && entries ef.cmh; rm -f ef.cmh; }
 
 # --- each death: the snapshot exists, holds the 150 entries, and says how the process ended ---
 # (a sanitizer runtime takes the hardware faults for itself and exits 1: those are checked in
@@ -94,6 +96,71 @@ env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=
     "$CMH" recover p.$kpid.cmh.flight 2>/dev/null && [ "$(entries p.$kpid.cmh)" = 150 ] && [ "$(entries p.cmh)" = 150 ] &&
     ok "the next run keeps a killed run's record aside (p.$kpid.cmh.flight); recover writes p.$kpid.cmh" ||
     bad "leftover record: $(ls p.*) $(cat err.txt)"
+
+# --- _exit(0): no exit dump, no mark; what is known is said, and no more ---
+rm -f e.cmh*
+"$CMH" record -o e.cmh -- "$D" _exit >/dev/null 2>err.txt
+rc=$?
+[ $rc -eq 0 ] && [ "$(entries e.cmh)" = 150 ] && grep -q "exited with status 0 without its exit dump" err.txt &&
+    "$CMH" peak e.cmh | grep -q "the process exited with status 0 without its exit dump (no exit handler ran: _exit()) after 150 entries" &&
+    ok "_exit(0) under record: exit 0, 150 entries, 'exited with status 0 without its exit dump'" || bad "_exit(0) under record: exit $rc, $(cat err.txt)"
+rm -f e.cmh*
+"$CMH" record -o e.cmh -- sh -c "\"$D\" _exit; true" >/dev/null 2>err.txt
+grep -q "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status is not known here) after 150 entries" err.txt &&
+    ok "_exit(0) of a grandchild: record says it cannot know the status" || bad "_exit(0) grandchild: $(cat err.txt)"
+rm -f e.cmh*
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=e.cmh "$D" _exit 2>/dev/null
+"$CMH" recover e.cmh.flight 2>err.txt && [ "$(entries e.cmh)" = 150 ] && grep -q "ended without its exit dump and left no mark" err.txt &&
+    ! grep -q "without a word" err.txt && ok "_exit(0), plain LD_PRELOAD: recover says no exit dump ran, not 'SIGKILL?'" || bad "_exit(0) recover: $(cat err.txt)"
+
+# --- recover and a process that still runs: refused, or copied with --live; a reused pid ---
+rm -f v.cmh* v.*.cmh* w.cmh*
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=v.cmh "$D" sleep 6 2>/dev/null &
+vp=$!
+i=0; while [ $i -lt 50 ] && [ "$(entries_flight v.cmh.flight 2>/dev/null)" != 150 ]; do sleep 0.1; i=$((i + 1)); done
+"$CMH" recover v.cmh.flight 2>err.txt
+rc=$?
+[ $rc -eq 2 ] && [ -e v.cmh.flight ] && [ ! -e v.cmh ] && grep -q "pid $vp is still running" err.txt && grep -q -- "--live" err.txt &&
+    ok "recover on a live process's record: exit 2, nothing written or removed, --live suggested" || bad "recover live: exit $rc, $(cat err.txt)"
+"$CMH" recover --live v.cmh.flight 2>err.txt
+rc=$?
+[ $rc -eq 0 ] && [ -e v.cmh.flight ] && [ "$(entries v.live.cmh)" = 150 ] && [ ! -e v.cmh ] && grep -q "is left as it is" err.txt &&
+    "$CMH" peak v.live.cmh | grep -q "the process was still running when this copy was taken" &&
+    ok "recover --live: a copy (v.live.cmh, 150 entries), the record left in place" || bad "recover --live: exit $rc, $(cat err.txt)"
+# a record older than start times whose pid runs: refused too (it cannot tell a reused pid)
+st=$(sed 's/.*) //' /proc/$vp/stat | cut -d' ' -f20)
+cp v.cmh.flight w.cmh.flight
+py - w.cmh.flight "$st" <<'EOF2'
+import struct, sys
+path, st = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(path, 'rb').read())
+at = b.find(struct.pack('<Q', st), 0, 12288)
+assert at > 0
+b[at:at + 8] = bytes(8)
+open(path, 'wb').write(b)
+EOF2
+"$CMH" recover w.cmh.flight 2>err.txt
+rc=$?
+[ $rc -eq 2 ] && grep -q "older than start times" err.txt && [ -e w.cmh.flight ] &&
+    ok "an older record (no start time) whose pid runs: refused, the doubt said" || bad "old record, live pid: exit $rc, $(cat err.txt)"
+wait $vp
+# the pid alive with another start time is another process: the record's is dead
+rm -f w.cmh*
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=w.cmh "$D" kill 2>/dev/null
+sleep 30 &
+other=$!
+py - w.cmh.flight "$other" <<'EOF2'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+struct.pack_into('<q', b, 16, int(sys.argv[2]))
+open(sys.argv[1], 'wb').write(b)
+EOF2
+"$CMH" recover w.cmh.flight 2>err.txt
+rc=$?
+kill $other
+[ $rc -eq 0 ] && [ "$(entries w.cmh)" = 150 ] && [ ! -e w.cmh.flight ] && grep -q "pid $other now belongs to a later process" err.txt &&
+    ok "a record whose pid now names another process (other start time): recovered as dead, said" || bad "reused pid: exit $rc, $(cat err.txt)"
+rm -f v.cmh* v.live.cmh w.cmh*
 
 # --- the output path, before the program runs ---
 for o in nodir/x.cmh "$D/x.cmh" "$T"; do

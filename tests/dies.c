@@ -1,7 +1,8 @@
 /*
  * dies.c - a driver-API program that makes 100 allocations (50 freed: 150 trace entries) and
  * then ends the way it is told, for tests/deaths_test.sh:
- *   dies exit | segv | abrt | fpe | ill | bus | kill | term | int | sleep SECONDS | block DIR
+ *   dies exit | _exit | segv | abrt | fpe | ill | bus | kill | term | int | sleep SECONDS | block DIR
+ * (_exit: _exit(0), no exit handler runs.)
  * (block: make DIR, where the snapshot was to go, a directory, then exit 0.)
  */
 #include <cuda.h>
@@ -37,6 +38,7 @@ int main(int argc, char **argv)
     if (!strcmp(how, "ill")) raise(SIGILL);
     if (!strcmp(how, "bus")) raise(SIGBUS);
     if (!strcmp(how, "kill")) raise(SIGKILL);
+    if (!strcmp(how, "_exit")) _exit(0);
     if (!strcmp(how, "term")) raise(SIGTERM);
     if (!strcmp(how, "int")) raise(SIGINT);
     if (!strcmp(how, "sleep")) sleep(argc > 2 ? (unsigned)atoi(argv[2]) : 30);

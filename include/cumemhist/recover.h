@@ -37,6 +37,19 @@ typedef struct cmh_recover_info {
  * with err naming the file and the byte; CMH_ENOMEM.  out->ending says how the process ended as
  * far as the record knows. */
 int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *info, char *err, size_t errlen);
+/* Who wrote a flight record, from its header alone (cheap on a record of any size): what a
+ * caller needs to tell whether that process still runs.  Fields a record written before them
+ * lacks are zero or empty. */
+typedef struct cmh_flight_identity {
+    int64_t pid;
+    uint64_t start_ticks;  /* /proc/PID/stat field 22 of the writer (0: unknown) */
+    char boot_id[40];      /* the boot it ran in ("": unknown) */
+    char hostname[256];
+    int64_t forked_from;   /* the pid it was forked from (0: none) */
+    int state;             /* CMH_ENDED_*, as the process marked it */
+} cmh_flight_identity;
+/* CMH_OK; CMH_EFORMAT (not a flight record) or CMH_EIO with err naming the file. */
+int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, size_t errlen);
 /* "SIGSEGV", or "signal N" */
 const char *cmh_signal_name(int sig);
 

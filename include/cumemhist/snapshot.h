@@ -219,6 +219,7 @@ typedef struct cmh_snapshot {
     /* who wrote it and which process of a job it was (.cmh "process"; absent = unknown) */
     char producer[48];                   /* "cumemhist 0.1.0": the recorder, or the command that wrote it */
     int32_t rank, local_rank, world_size; /* from RANK/LOCAL_RANK/WORLD_SIZE (or SLURM, Open MPI); -1 unknown */
+    int64_t forked_from; /* the pid this process was forked from (a fork without exec); 0: it was not, or unknown */
 
     cmh_strtab strings;
     cmh_frame *frames;

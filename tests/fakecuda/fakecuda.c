@@ -85,6 +85,13 @@ typedef struct fake_handle {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_ndev = -1;
+
+/* fork() from a thread while another allocates: the child gets the allocator whole, never a
+ * lock held by a thread it does not have (a real driver refuses a forked child; the recorder's
+ * fork tests need one that works) */
+static void fork_prepare(void) { pthread_mutex_lock(&g_lock); }
+static void fork_release(void) { pthread_mutex_unlock(&g_lock); }
+__attribute__((constructor)) static void fork_safe(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
 static fake_device g_dev[FAKE_MAX_DEVICES];
 static fake_ctx g_primary[FAKE_MAX_DEVICES];
 static __thread fake_ctx *t_ctx_stack[16];

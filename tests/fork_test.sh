@@ -1,0 +1,100 @@
+#!/bin/sh
+# fork_test.sh BUILD_DIR SOURCE_DIR - fork() without exec, as multiprocessing workers do: a
+# parent allocates, then children allocate and end by SIGKILL, SIGSEGV, _exit(0) and exit(0),
+# from a single-threaded parent and from one whose other thread allocates through every fork
+# (tests/forker.c).  Under `cumemhist record` and under a plain LD_PRELOAD then `cumemhist
+# recover`: every snapshot loads in summary, peak --json and leaks, holds exactly what its own
+# process allocated (its live blocks, bytes, trace entries and sites), the parent's included,
+# and a child's names the pid it was forked from.
+TEST=fork . "$(dirname "$0")/testlib.sh"
+FK=$B/tests/forker
+preload="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so"
+
+faults="segv"
+case "${LD_PRELOAD:-}" in *asan* | *ubsan*) faults= ;; esac # (a sanitizer takes the fault and exits 1)
+hows="kill $faults _exit exit kill _exit"
+
+# what a snapshot holds: "LIVE_BLOCKS LIVE_BYTES ENTRIES SITE:BLOCKS... [forked_from=PID]", or
+# the error of the first report that refuses it
+holds() {
+    "$CMH" summary "$1" >/dev/null 2>e.txt && "$CMH" leaks "$1" >/dev/null 2>>e.txt &&
+        "$CMH" peak --json "$1" 2>>e.txt >p.json && "$CMH" leaks --json "$1" 2>>e.txt >l.json ||
+        { echo "unreadable: $(head -1 e.txt)"; return; }
+    py -c "
+import json
+p, l = json.load(open('p.json')), json.load(open('l.json'))
+sites = sorted('%s:%d' % (x['site']['function'], x['blocks']) for d in l for x in d['sites'])
+fork = sorted(set('forked_from=%d' % d['process']['forked_from'] for d in p if d['process'].get('forked_from')))
+print(sum(d['live_blocks'] for d in l), sum(d['live_bytes'] for d in l), sum(d['trace_entries'] for d in p), *sites, *fork)"
+}
+
+# check_run NAME DIR: each line of DIR/out.txt against the snapshot of its pid
+check_run() {
+    name=$1 dir=$2 n=0 good=0
+    ppid=$(sed -n 's/^parent \([0-9]*\) .*/\1/p' "$dir/out.txt")
+    while read -r who pid a b c; do
+        case $who in
+        child) how=$a want="$b $c $b child_alloc:$b forked_from=$ppid" file=$dir/x.$pid.cmh ;;
+        parent)
+            how=parent want="$a $b $((a + 2 * rounds)) parent_alloc:3" file=$dir/x.cmh
+            [ "$a" -gt 3 ] && want="$want thread_alloc:$((a - 3))" ;;
+        parent_frees) continue ;;
+        esac
+        n=$((n + 1))
+        got=$(holds "$file")
+        if [ "$got" = "$want" ]; then good=$((good + 1)); else bad "$name: $how pid $pid: $file holds '$got', want '$want' (blocks bytes entries sites parent)"; fi
+    done <"$dir/out.txt"
+    [ "$n" -gt 1 ] && [ "$good" = "$n" ] && ok "$name: $n snapshots, each loads and holds exactly its own process's allocations"
+    total=$((total + n)) loaded=$((loaded + good))
+}
+
+total=0 loaded=0
+for mode in plain threaded; do
+    arg=; [ $mode = threaded ] && arg=threaded
+
+    # under record: it recovers what each dead child left
+    d=rec-$mode
+    mkdir $d
+    (cd $d && "$CMH" record -o x.cmh -- "$FK" $arg $hows >out.txt 2>err.txt)
+    rc=$?
+    rounds=$(sed -n 's/^parent_frees //p' $d/out.txt)
+    [ $rc -eq 0 ] && ok "record, $mode: exit 0" || bad "record, $mode: exit $rc: $(cat $d/err.txt)"
+    check_run "record, $mode" $d
+    left=$(ls $d | grep -c 'flight\|claim\|tmp')
+    [ "$left" = 0 ] && ok "record, $mode: no flight record, claim or temporary file left" || bad "record, $mode: left $(ls $d)"
+
+    # a plain LD_PRELOAD: the dead children's flight records, then recover on each
+    d=pre-$mode
+    mkdir $d
+    (cd $d && timeout 120 env LD_PRELOAD="$preload" CUMEMHIST_OUTPUT=x.cmh "$FK" $arg $hows >out.txt 2>err.txt)
+    rounds=$(sed -n 's/^parent_frees //p' $d/out.txt)
+    nrec=0 nfail=0
+    for f in $d/*.flight; do
+        [ -e "$f" ] || continue
+        nrec=$((nrec + 1))
+        "$CMH" recover "$f" 2>>$d/recover.txt || nfail=$((nfail + 1))
+    done
+    # one record for each child that did not run its exit handlers
+    want=$(grep -c '^child .* \(kill\|segv\|_exit\) ' $d/out.txt)
+    [ "$nrec" = "$want" ] && [ "$nfail" = 0 ] && ok "LD_PRELOAD, $mode: $nrec flight records, each recovered" ||
+        bad "LD_PRELOAD, $mode: $nrec flight records (want $want), $nfail refused: $(cat $d/recover.txt)"
+    check_run "LD_PRELOAD + recover, $mode" $d
+    # a dead child's status went to its parent, not to recover: said so, with the parent's pid
+    ppid=$(sed -n 's/^parent \([0-9]*\) .*/\1/p' $d/out.txt)
+    n=$(grep -c "its exit status went to its parent, pid $ppid" $d/recover.txt)
+    [ "$n" = "$(grep -c '^child .* \(kill\|_exit\) ' $d/out.txt)" ] && ok "LD_PRELOAD, $mode: each unmarked end names the parent its status went to" ||
+        bad "LD_PRELOAD, $mode: unmarked ends: $(cat $d/recover.txt)"
+done
+# the same fault without a fork: a bounded ring whose oldest entries are gone leaves the
+# recorder's stack numbers and the snapshot's apart; the live blocks keep their own stack
+"$CMH" record -q -o m.cmh --max-entries 10 --context all -- "$B/tests/dies" kill >/dev/null 2>&1
+site=$("$CMH" leaks --json m.cmh 2>&1 | py -c "
+import json, sys
+print(*sorted('%s:%d:%d' % (x['site']['function'], x['site']['line'], x['blocks']) for d in json.load(sys.stdin) for x in d['sites']))")
+line=$(grep -n 'cuMemAlloc(&p' "$SRC/tests/dies.c" | cut -d: -f1)
+[ "$site" = "work:$line:50" ] && ok "max-entries 10, SIGKILL: the 50 live blocks are cuMemAlloc's (dies.c:$line), not the free's" ||
+    bad "max-entries 10, SIGKILL: live blocks attributed to '$site', want work:$line:50"
+
+echo "fork matrix: $total snapshots, $loaded load and hold what their process allocated"
+
+finish
