@@ -389,7 +389,7 @@ static int series_of(const leak_ctx *c, uint32_t group, uint32_t thread, int64_t
     return 1;
 }
 
-#define MAX_THREADS 256
+#define MAX_THREADS 64 /* threads cut one by one at most (each costs a pattern search) */
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
 {
