@@ -189,31 +189,107 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, 
 
 /* ---- leaks ---- */
 
-#define MAX_WINDOWS 64
-
-/* The live blocks, by address, each with the window it was allocated in: at the end, exactly
- * the still-live blocks and when each appeared. */
+/* The live blocks, by address, with the entry that allocated each: at the end, exactly the
+ * still-live blocks. */
 typedef struct born_slot {
     uint64_t addr;
     uint32_t stack;
-    int32_t window;
+    uint32_t thread;
     int64_t index; /* the allocating entry, -1 before the trace */
     uint64_t size;
 } born_slot;
 
+/* One series of held bytes: a site's (thread 0) or a site's blocks made by one thread, as a
+ * difference array over that series' points. */
+typedef struct held_row {
+    uint64_t key; /* (group << 32 | thread) + 1 */
+    uint32_t row; /* into leak_ctx.held */
+} held_row;
+
+typedef struct owner_slot {
+    uint64_t key; /* group + 1 */
+    uint32_t thread; /* the thread that made one of its still-live blocks (the first seen) */
+} owner_slot;
+
 typedef struct leak_ctx {
-    cmh_oatab born;
+    cmh_oatab born, rows, owners;
     const cmh_replay *r;
-    int window; /* the window being replayed */
+    const cmh_sites *sites;
+    const cmh_steps *steps; /* [0] the record's, [t] thread t's (count 0: none) */
+    uint32_t nsteps;        /* entries of steps */
+    int64_t **held;         /* held[row]: npoints + 1 differences */
+    uint32_t nheld, capheld;
+    int at_end; /* the replay is reconciling with the final segments */
     int nomem;
 } leak_ctx;
+
+/* The first point above a, and the last point at most f (an index into points, -1 if none). */
+static uint32_t first_above(const int64_t *p, uint32_t np, int64_t a)
+{
+    uint32_t lo = 0, hi = np;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (p[mid] > a) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* A block of `size` bytes lived from entry a to entry f (f = INT64_MAX: still live): it is held
+ * at point j when live there (a < P[j] <= f) and still live at the next point (P[j+1] <= f; the
+ * end, past the last). */
+static void held_add(leak_ctx *c, uint32_t group, uint32_t thread, int64_t a, int64_t f, uint64_t size)
+{
+    const cmh_steps *st = thread < c->nsteps ? &c->steps[thread] : NULL;
+    if (!st || !st->npoints) return;
+    uint32_t np = st->npoints, lo = first_above(st->points, np, a);
+    /* the last j with P[j+1] <= f: all of them when the block outlived the record */
+    int64_t hi = f == INT64_MAX ? (int64_t)np - 1 : (int64_t)first_above(st->points, np, f) - 2;
+    if ((int64_t)lo > hi) return;
+    int created;
+    held_row *h = cmh_oa_get(&c->rows, ((uint64_t)group << 32 | thread) + 1, &created);
+    if (!h) goto oom;
+    if (created) {
+        int64_t *d = calloc((size_t)np + 1, sizeof *d);
+        if (!d || CMH_GROW(c->held, c->capheld, (uint64_t)c->nheld + 1, 64)) {
+            free(d);
+            cmh_oa_remove(&c->rows, h);
+            goto oom;
+        }
+        h->row = c->nheld;
+        c->held[c->nheld++] = d;
+    }
+    c->held[h->row][lo] += (int64_t)size;
+    c->held[h->row][hi + 1] -= (int64_t)size;
+    return;
+oom:
+    c->nomem = 1;
+}
+
+static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
+{
+    uint32_t group = c->sites ? cmh_sites_group(c->sites, b->stack) : b->stack;
+    if (f == INT64_MAX && b->thread) {
+        int created;
+        owner_slot *o = cmh_oa_get(&c->owners, (uint64_t)group + 1, &created);
+        if (!o) c->nomem = 1;
+        else if (created) o->thread = b->thread;
+    }
+    held_add(c, group, 0, b->index, f, b->size);
+    if (b->thread) held_add(c, group, b->thread, b->index, f, b->size);
+}
 
 static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
 {
     leak_ctx *c = arg;
+    int64_t pos = cmh_replay_position(c->r), n = cmh_replay_length(c->r);
     if (delta < 0) {
         born_slot *b = cmh_oa_find(&c->born, addr);
-        if (b) cmh_oa_remove(&c->born, b);
+        if (b) {
+            /* freed while reconciling with the final segments: gone by the end, not before */
+            held_block(c, b, c->at_end ? n - 1 : pos);
+            cmh_oa_remove(&c->born, b);
+        }
         return;
     }
     born_slot *b = cmh_oa_get(&c->born, addr, NULL);
@@ -222,86 +298,104 @@ static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr
         return;
     }
     b->stack = stack;
-    b->window = c->window;
-    b->index = cmh_replay_position(c->r);
+    b->index = c->at_end ? n - 1 : pos;
+    const cmh_entry *e = c->at_end ? NULL : cmh_replay_entry(c->r, pos);
+    b->thread = e ? e->thread : 0;
     b->size = (uint64_t)delta;
 }
 
 /* Kendall's tau (the tau-a form) of a series against its order: 1 when every later value is
  * above every earlier one, -1 when below, 0 for no trend. */
-static double kendall_tau(const uint64_t *v, int n)
+static double kendall_tau(const int64_t *v, uint32_t n)
 {
     if (n < 2) return 0;
     int64_t sum = 0;
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) sum += (v[j] > v[i]) - (v[j] < v[i]);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = i + 1; j < n; j++) sum += (v[j] > v[i]) - (v[j] < v[i]);
     return (double)sum / ((double)n * (n - 1) / 2);
 }
 
-#define THREAD_WINDOWS 10
-
-/* The verdict over one series of windows: add[w] = still-live bytes allocated in window w. */
-static void leak_verdict(const uint64_t *add, int nw, cmh_site *st)
+/* The least-squares slope of a series against its order, in its units per point. */
+static int64_t slope(const int64_t *v, uint32_t n)
 {
-    uint64_t series[MAX_WINDOWS] = {0}, sum = 0;
-    st->rises = 0;
-    for (int q = 0; q < nw; q++) {
-        sum += add[q];
-        series[q] = sum; /* still-live bytes allocated by the end of window q */
-        if (q) st->rises += add[q] > 0;
-    }
-    st->start_bytes = nw ? series[0] : 0;
-    st->intervals = (uint32_t)nw;
-    st->trend = kendall_tau(series, nw);
-    uint32_t need = (uint32_t)nw / 2; /* half the steps between windows, rounded up */
-    if (need < CMH_LEAK_MIN_RISES) need = CMH_LEAK_MIN_RISES;
-    st->growing = nw > 1 && st->rises >= need && st->trend >= CMH_LEAK_MIN_TREND;
+    if (n < 2) return 0;
+    double mx = (n - 1) / 2.0, my = 0, sxy = 0, sxx = 0;
+    for (uint32_t i = 0; i < n; i++) my += (double)v[i];
+    my /= n;
+    for (uint32_t i = 0; i < n; i++) sxy += (i - mx) * ((double)v[i] - my), sxx += (i - mx) * (i - mx);
+    double b = sxy / sxx;
+    return (int64_t)(b < 0 ? b - 0.5 : b + 0.5);
 }
 
-/* One site's still-live blocks made by one thread, in windows of that thread's own entries. */
-typedef struct thread_series {
-    uint64_t key; /* (row << 32 | thread) + 1 */
-    uint64_t add[THREAD_WINDOWS];
-} thread_series;
-
-/* Where the windows begin (entry indices, ascending, the first 0): at most MAX_WINDOWS. */
-static int leak_windows(const cmh_snapshot *s, int device, const cmh_replay *r, int64_t *cut, int *kind)
+/* The verdict over one series: L[0..np-1], a site's held bytes at each point of steps st. */
+static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x)
 {
-    int64_t n = cmh_replay_length(r);
-    int ncut = 0, nmarks = 0, starts = 0;
-    if (!n) return 0;
-    for (int64_t i = 0; i < n; i++) nmarks += cmh_replay_entry(r, i)->action == CMH_ACT_MARK;
-    for (uint32_t a = 0; a < s->nannotations; a++) starts += s->annotations[a].stage == 0 && s->annotations[a].device == device;
-    cut[ncut++] = 0;
-    if (nmarks >= CMH_LEAK_MIN_RISES) { /* one window per step: from each mark to the next */
-        int stride = (nmarks + MAX_WINDOWS - 2) / (MAX_WINDOWS - 1), k = 0;
-        for (int64_t i = 0; i < n && ncut < MAX_WINDOWS; i++)
-            if (cmh_replay_entry(r, i)->action == CMH_ACT_MARK && k++ % stride == 0 && i > cut[ncut - 1]) cut[ncut++] = i;
-        *kind = CMH_CP_MARKS;
-        return ncut;
-    }
-    if (starts >= CMH_LEAK_MIN_RISES) {
-        int stride = (starts + MAX_WINDOWS - 2) / (MAX_WINDOWS - 1), k = 0;
-        int64_t i = 0;
-        for (uint32_t a = 0; a < s->nannotations && ncut < MAX_WINDOWS; a++) {
-            const cmh_annotation *an = &s->annotations[a];
-            if (an->stage != 0 || an->device != device || k++ % stride) continue;
-            while (i < n && cmh_replay_entry(r, i)->time_ns < an->time_ns) i++;
-            if (i > cut[ncut - 1] && i < n) cut[ncut++] = i;
+    uint32_t np = st->npoints, k = np ? np - 1 : 0; /* intervals between points */
+    x->verdict = CMH_LEAK_UNJUDGED;
+    x->growing = 0;
+    x->steps = st->count;
+    x->rises = x->growth_steps = 0;
+    x->rate = 0;
+    x->trend = 0;
+    x->held = 0;
+    if (!k) return;
+    /* what it held across the last whole step and still holds (the last point's bytes may be
+     * that step's own: gradients, activations of a step the record ended in) */
+    int64_t h = k >= 2 || st->points[k] >= end ? L[k - 1] : L[k];
+    x->held = (uint64_t)(h > 0 ? h : 0);
+    for (uint32_t j = 2; j <= k; j++) x->rises += L[j] > L[j - 1];
+    int64_t stride = st->stride ? st->stride : 1;
+    if (st->count >= CMH_LEAK_MIN_STEPS) {
+        /* the longest recent stretch, after the first step, that rose across at least half of
+         * its steps (and 3), trending up; its growth measured from its first rise */
+        uint32_t need = st->thread_lives ? CMH_LEAK_MIN_THREAD_RISES : CMH_LEAK_MIN_RISES;
+        for (uint32_t from = 2; from + need - 1 <= k; from++) {
+            uint32_t len = k - from + 1, up = 0;
+            for (uint32_t j = from; j <= k; j++) up += L[j] > L[j - 1];
+            if (up < need || up * 2 < len) continue;
+            double tau = kendall_tau(L + from - 1, len + 1);
+            if (tau < CMH_LEAK_MIN_TREND || L[k] <= L[from - 1]) continue;
+            uint32_t first = from;
+            while (L[first] <= L[first - 1]) first++;
+            x->verdict = CMH_LEAK_GROWING;
+            x->growing = 1;
+            x->growth_steps = (k - first + 1) * (uint32_t)stride;
+            x->rate = slope(L + first - 1, k - first + 2) / stride; /* least squares: jitter at either end matters less */
+            x->trend = tau;
+            return;
         }
-        if (ncut >= CMH_LEAK_MIN_RISES) {
-            *kind = CMH_CP_ANNOTATIONS;
-            return ncut;
+    } else if (k >= 2) {
+        int each = 1;
+        for (uint32_t j = 1; j <= k; j++) each &= L[j] > L[j - 1];
+        if (each) {
+            x->verdict = CMH_LEAK_RISING;
+            x->growth_steps = k * (uint32_t)stride;
+            x->rate = (L[k] - L[0]) / (int64_t)x->growth_steps;
+            x->trend = 1;
+            return;
         }
-        ncut = 1;
     }
-    /* ten stretches of equal entry counts: the same cut for the same program, whatever its
-     * timing (floors, not instants, make interleaved threads harmless) */
-    for (int w = 1; w < 10; w++)
-        if (n * w / 10 > cut[ncut - 1]) cut[ncut++] = n * w / 10;
-    *kind = CMH_CP_EVEN;
-    return ncut;
+    x->verdict = x->held ? CMH_LEAK_STATE : CMH_LEAK_STEADY;
 }
+
+const char *cmh_leak_verdict_name(int verdict)
+{
+    static const char *const names[] = {"unjudged", "state", "steady", "rising", "growing"};
+    return verdict >= 0 && verdict <= CMH_LEAK_GROWING ? names[verdict] : "?";
+}
+
+/* The series of one row, summed out of its differences (zeros without a row: 0 returned). */
+static int series_of(const leak_ctx *c, uint32_t group, uint32_t thread, int64_t *L, uint32_t np)
+{
+    memset(L, 0, (size_t)np * sizeof *L);
+    const held_row *h = cmh_oa_find(&c->rows, ((uint64_t)group << 32 | thread) + 1);
+    if (!h) return 0;
+    int64_t acc = 0;
+    for (uint32_t j = 0; j < np; j++) L[j] = acc += c->held[h->row][j];
+    return 1;
+}
+
+#define MAX_THREADS 64 /* threads cut one by one at most (each costs a pattern search) */
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
 {
@@ -309,114 +403,87 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     base_info(s, device, &p->base);
     cmh_replay *r = cmh_replay_new(s, device);
     if (!r) return CMH_ENOMEM;
-    int64_t cut[MAX_WINDOWS];
-    int nw = leak_windows(s, device, r, cut, &p->checkpoint_kind);
-
-    leak_ctx c = {.r = r, .window = 0};
-    cmh_oa_init(&c.born, sizeof(born_slot));
-    int rc = CMH_OK;
-    cmh_replay_observe(r, leak_observe, &c); /* the state before the first entry: window 0 */
-    for (int w = 0; w < nw; w++) {
-        c.window = w;
-        int64_t until = w + 1 < nw ? cut[w + 1] : INT64_MAX; /* this window's entries end before it */
-        while (cmh_replay_position(r) + 1 < until && cmh_replay_step(r)) {}
-    }
-    while (cmh_replay_step(r)) {} /* the end (and, with no windows, everything) */
-    p->ncheckpoints = nw;
-
-    /* With several recording threads, each thread's entries are windows of their own too: a
-     * thread that leaks all its life is seen whatever share of the record its life is. */
     int64_t n = cmh_replay_length(r);
-    uint32_t *rank = NULL, *per_thread = NULL, maxthread = 0, nthreads = 0;
+    /* the recording threads (a recorder snapshot says which thread made each entry) */
+    uint32_t maxthread = 0, nthreads = 0;
     for (int64_t i = 0; i < n; i++)
         if (cmh_replay_entry(r, i)->thread > maxthread) maxthread = cmh_replay_entry(r, i)->thread;
-    if (maxthread && maxthread < (1u << 24)) {
-        rank = malloc((size_t)n * sizeof *rank);
-        per_thread = calloc((size_t)maxthread + 1, sizeof *per_thread);
-        if (!rank || !per_thread) rc = CMH_ENOMEM;
-        for (int64_t i = 0; rc == CMH_OK && i < n; i++) {
-            uint32_t t = cmh_replay_entry(r, i)->thread;
-            if (!per_thread[t]++ && t) nthreads++;
-            rank[i] = per_thread[t] - 1;
-        }
-    }
+    if (maxthread >= MAX_THREADS) maxthread = 0; /* too many to cut one by one: the record's steps alone */
+    leak_ctx c = {.r = r, .sites = sites};
+    cmh_oa_init(&c.born, sizeof(born_slot));
+    cmh_oa_init(&c.rows, sizeof(held_row));
+    cmh_oa_init(&c.owners, sizeof(owner_slot));
+    cmh_steps *steps = calloc((size_t)maxthread + 1, sizeof *steps);
+    char *seen = calloc((size_t)maxthread + 1, 1);
+    int64_t *L = NULL;
+    cmh_site *live = NULL;
+    uint32_t nlive = 0;
+    int rc = steps && seen ? CMH_OK : CMH_ENOMEM;
+    for (int64_t i = 0; rc == CMH_OK && i < n; i++) seen[cmh_replay_entry(r, i)->thread <= maxthread ? cmh_replay_entry(r, i)->thread : 0] = 1;
+    for (uint32_t t = 1; rc == CMH_OK && t <= maxthread; t++) nthreads += seen[t];
+    if (rc == CMH_OK) rc = cmh_steps_find(s, device, r, sites, 0, &steps[0]);
+    for (uint32_t t = 1; rc == CMH_OK && nthreads >= 2 && t <= maxthread; t++)
+        if (seen[t]) rc = cmh_steps_find(s, device, r, sites, t, &steps[t]);
+    if (rc != CMH_OK) goto done;
+    c.steps = steps;
+    c.nsteps = nthreads >= 2 ? maxthread + 1 : 1;
 
-    /* the record's window each thread began in */
-    int *first_window = NULL;
-    if (rc == CMH_OK && nthreads >= 2 && nw) {
-        first_window = malloc(((size_t)maxthread + 1) * sizeof *first_window);
-        if (!first_window) rc = CMH_ENOMEM;
-        for (uint32_t t = 0; first_window && t <= maxthread; t++) first_window[t] = -1;
-        int w = 0;
-        for (int64_t i = 0; first_window && i < n; i++) {
-            while (w + 1 < nw && cut[w + 1] <= i) w++;
-            uint32_t t = cmh_replay_entry(r, i)->thread;
-            if (first_window[t] < 0) first_window[t] = w;
-        }
-    }
+    cmh_replay_observe(r, leak_observe, &c); /* the state before the first entry */
+    while (cmh_replay_position(r) + 1 < n && cmh_replay_step(r)) {}
+    c.at_end = 1;
+    while (cmh_replay_step(r)) {} /* the reconciliation with the final segments */
+    for (uint32_t i = 0; i < c.born.cap; i++) /* still live: held to the end */
+        if (cmh_oa_keyat(&c.born, i)) held_block(&c, cmh_oa_at(&c.born, i), INT64_MAX);
+    if (c.nomem || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;
 
-    /* still live at the end, by site, with how their bytes accumulated window by window */
+    /* still live at the end, by site */
     site_map end;
     site_map_init(&end, sites);
     cmh_replay_blocks(r, add_block, &end);
-    cmh_site *live = NULL;
-    uint32_t nlive = 0;
-    uint64_t *grew = NULL; /* grew[site * nw + w]: still-live bytes allocated in window w */
-    cmh_oatab rows, tser;
-    cmh_oa_init(&rows, sizeof(site_slot));
-    cmh_oa_init(&tser, sizeof(thread_series));
-    if (c.nomem || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;
     if (finish_sites(&end, &live, &nlive) != CMH_OK) rc = CMH_ENOMEM;
-    if (rc == CMH_OK && nlive && nw && !(grew = calloc((size_t)nlive * (size_t)nw, sizeof *grew))) rc = CMH_ENOMEM;
-    for (uint32_t i = 0; i < nlive && rc == CMH_OK; i++) { /* the rows of `live` by group */
-        site_slot *sl = cmh_oa_get(&rows, (uint64_t)live[i].group + 1, NULL);
-        if (!sl) rc = CMH_ENOMEM;
-        else sl->i = i;
-    }
-    for (uint32_t i = 0; i < c.born.cap && rc == CMH_OK; i++) {
-        if (!cmh_oa_keyat(&c.born, i)) continue;
-        const born_slot *b = cmh_oa_at(&c.born, i);
-        const site_slot *sl = cmh_oa_find(&rows, (uint64_t)(sites ? cmh_sites_group(sites, b->stack) : b->stack) + 1);
-        if (!sl) continue;
-        uint32_t t = nthreads >= 2 && b->index >= 0 ? cmh_replay_entry(r, b->index)->thread : 0;
-        int w = b->window;
-        /* a thread's warm-up (its first own window) counts in the record's window where the
-         * thread began: a scheduler that pauses a thread in the middle of it, and lets the others
-         * run, does not make rises of it */
-        if (t && first_window && (uint64_t)rank[b->index] * THREAD_WINDOWS / per_thread[t] == 0) w = first_window[t];
-        if (nw && w >= 0 && w < nw) grew[sl->i * (size_t)nw + (size_t)w] += b->size;
-        if (!t) continue;
-        thread_series *ts = cmh_oa_get(&tser, (sl->i << 32 | t) + 1, NULL);
-        if (!ts) {
-            rc = CMH_ENOMEM;
-            break;
+    /* which threads hold still-live blocks */
+    char *holds = rc == CMH_OK ? calloc((size_t)maxthread + 1, 1) : NULL;
+    if (rc == CMH_OK && !holds) rc = CMH_ENOMEM;
+    for (uint32_t i = 0; rc == CMH_OK && i < c.born.cap; i++)
+        if (cmh_oa_keyat(&c.born, i)) {
+            uint32_t t = ((const born_slot *)cmh_oa_at(&c.born, i))->thread;
+            holds[t <= maxthread ? t : 0] = 1;
         }
-        ts->add[(uint64_t)rank[b->index] * THREAD_WINDOWS / per_thread[t]] += b->size;
-    }
+    if (rc == CMH_OK && !(L = malloc(CMH_STEPS_MAX_POINTS * sizeof *L))) rc = CMH_ENOMEM;
     if (rc != CMH_OK) {
-        free(live);
+        free(holds);
         goto done;
     }
     for (uint32_t i = 0; i < nlive; i++) {
-        cmh_site *st = &live[i];
-        leak_verdict(nw ? grew + i * (size_t)nw : NULL, nw, st);
-        st->thread = 0;
-        p->leaking += st->growing;
-        p->live_bytes += st->bytes;
-        p->live_blocks += st->count;
+        cmh_site *x = &live[i];
+        series_of(&c, x->group, 0, L, steps[0].npoints);
+        judge(&steps[0], L, n, x);
+        x->thread = 0;
+        /* a site that one thread kept growing grows, whatever the record as a whole says; with
+         * the record's steps unknown, the steps of the thread that made its blocks judge it */
+        const owner_slot *own = cmh_oa_find(&c.owners, (uint64_t)x->group + 1);
+        for (uint32_t t = 1; nthreads >= 2 && t <= maxthread && x->verdict != CMH_LEAK_GROWING; t++) {
+            int owner = own && own->thread == t;
+            if (!holds[t] || !steps[t].npoints) continue;
+            cmh_site one = *x;
+            if (!series_of(&c, x->group, t, L, steps[t].npoints) && !owner) continue;
+            judge(&steps[t], L, n, &one);
+            if (one.verdict == CMH_LEAK_GROWING || (x->verdict == CMH_LEAK_UNJUDGED && owner)) {
+                *x = one;
+                x->thread = t;
+            }
+        }
+        p->leaking += x->growing;
+        p->live_bytes += x->bytes;
+        p->live_blocks += x->count;
         p->live_sites++;
     }
-    /* a site that one thread kept growing all its life grows, whatever the record as a whole says */
-    for (uint32_t i = 0; i < tser.cap; i++) {
-        if (!cmh_oa_keyat(&tser, i)) continue;
-        const thread_series *ts = cmh_oa_at(&tser, i);
-        cmh_site *st = &live[(ts->key - 1) >> 32], one = *st;
-        leak_verdict(ts->add, THREAD_WINDOWS, &one);
-        if (!one.growing || (st->growing && (st->thread || one.rises <= st->rises))) continue;
-        p->leaking += !st->growing;
-        one.thread = (uint32_t)((ts->key - 1) & 0xffffffffu);
-        *st = one;
+    for (uint32_t t = 1; nthreads >= 2 && t <= maxthread; t++) {
+        p->threads += holds[t];
+        p->threads_judged += holds[t] && steps[t].count >= CMH_LEAK_MIN_STEPS;
     }
+    p->judged = !p->live_blocks || steps[0].count >= CMH_LEAK_MIN_STEPS || (p->threads && p->threads_judged == p->threads && !holds[0]);
+    free(holds);
     uint32_t kept = 0;
     for (uint32_t i = 0; i < nlive; i++) {
         if (live[i].bytes < min_bytes) { /* hidden from the rows, never from the totals */
@@ -428,13 +495,19 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     }
     p->sites = live;
     p->nsites = kept;
+    live = NULL;
+    p->steps = steps[0];
+    steps[0].points = NULL;
 done:
-    free(first_window);
-    free(grew);
-    free(rank);
-    free(per_thread);
-    cmh_oa_free(&rows);
-    cmh_oa_free(&tser);
+    free(live);
+    free(L);
+    for (uint32_t t = 0; steps && t <= maxthread; t++) cmh_steps_free(&steps[t]);
+    free(steps);
+    free(seen);
+    for (uint32_t i = 0; i < c.nheld; i++) free(c.held[i]);
+    free(c.held);
+    cmh_oa_free(&c.rows);
+    cmh_oa_free(&c.owners);
     cmh_oa_free(&c.born);
     cmh_replay_free(r);
     if (rc != CMH_OK) cmh_leak_report_free(p);
@@ -595,6 +668,7 @@ void cmh_peak_report_free(cmh_peak_report *p)
 void cmh_leak_report_free(cmh_leak_report *p)
 {
     free(p->sites);
+    cmh_steps_free(&p->steps);
     memset(p, 0, sizeof *p);
 }
 

@@ -17,7 +17,7 @@
 #include "cumemhist/analyzer.h"
 #include "cumemhist/snapshot.h"
 
-enum { CLI_OK = 0, CLI_EFILE = 1, CLI_EUSAGE = 2, CLI_ECHECK = 3, CLI_ENOMEM = 4 };
+enum { CLI_OK = 0, CLI_EFILE = 1, CLI_EUSAGE = 2, CLI_ECHECK = 3, CLI_ENOMEM = 4, CLI_EUNJUDGED = 5 };
 
 int cmd_record(int argc, char **argv);
 int cmd_summary(int argc, char **argv);

@@ -1,10 +1,13 @@
 /*
- * cmd_leaks.c - `cumemhist leaks`: blocks still allocated at the end, by allocation site, and the
- * sites whose live bytes kept growing across the record (likely leaks), for every device.
+ * cmd_leaks.c - `cumemhist leaks`: blocks still allocated at the end, by allocation site, and
+ * what each site does from one step of the loop to the next (growing: a likely leak; state;
+ * steady), for every device.  The verdict and its words are the analyzer's (reports.h,
+ * leakwords.h); this file only lays them out.
  */
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "cumemhist/leakwords.h"
 #include "report.h"
 
 static int g_device = -2, g_top = 10, g_frames = 6, g_json, g_fail;
@@ -15,34 +18,40 @@ static const cli_option g_opts[] = {
     CLI_OPT_TOP(&g_top, "sites to list (default 10)"),
     CLI_OPT_FRAMES(&g_frames),
     {"--min-bytes", NULL, CLI_SIZE, &g_min_bytes, "B", "hide sites holding less (e.g. 1M); the totals still count them", NULL, 0, 0, NULL},
-    {"--fail-on-leak", NULL, CLI_FLAG, &g_fail, NULL, "exit with status 3 when a site keeps growing (for CI)", NULL, 0, 0, NULL},
+    {"--fail-on-leak", NULL, CLI_FLAG, &g_fail, NULL, "exit 3 when a site grows from step to step, 5 when growth cannot be judged (for CI)", NULL, 0, 0, NULL},
     CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
 };
 
 const cli_command cli_cmd_leaks = {
     "leaks", "[options] SNAPSHOT",
-    "Blocks still allocated at the end of the record, grouped by allocation site, and whether\n"
-    "each site kept growing.  The record is cut into windows (at the program's marks, else at\n"
-    "PyTorch's external annotations, else ten stretches of equal entry counts) and each\n"
-    "still-live block counted in the window it was allocated in; temporaries, freed, never\n"
-    "count.  A site is a likely leak when its still-live blocks come from at least half of the\n"
-    "windows after the first (and 3 of them), accumulating evenly (Kendall's tau >= 0.5); in a\n"
-    "recording, also when one thread's blocks do so over ten windows of its own entries.",
+    "Blocks still allocated at the end of the record, grouped by allocation site, and what each\n"
+    "site does from one step of the training loop to the next.  The steps come from the\n"
+    "program's marks, else PyTorch's step annotations (ProfilerStep#N, Optimizer.step), else\n"
+    "the loop's own repeating allocation pattern, else they are unknown.  A site's held bytes\n"
+    "at a step boundary are its blocks live there and still live at the next one.  growing:\n"
+    "they rose across at least half of a recent stretch of steps after the first (3 at least;\n"
+    "a likely leak); state: held across steps, not growing; steady: back to the same level each\n"
+    "step; with fewer than 4 steps growth is not judged.  In a recording, each thread's own\n"
+    "steps are judged too.  See docs/DEFINITIONS.md.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist leaks train.cmh --min-bytes 1M --fail-on-leak"};
 
-static const char *const g_cp_kind[] = {"ten stretches of equal entry counts", "between marks", "between external annotations"};
+typedef struct outcome {
+    uint32_t leaking, unjudged; /* devices' growing sites; devices whose growth cannot be judged */
+} outcome;
 
 static int section(const rep_section *sec, void *arg)
 {
-    uint32_t *leaking = arg;
+    outcome *out = arg;
     const cmh_snapshot *s = sec->s;
     const cmh_sites *g = sec->g;
     int dev = sec->device;
     cmh_leak_report p;
     int rc = cmh_leaks_compute(s, dev, g, g_min_bytes, &p);
     if (rc != CMH_OK) return rc;
-    *leaking += p.leaking;
+    out->leaking += p.leaking;
+    out->unjudged += !p.judged;
+    char line[512];
     int64_t t0 = rep_trace_start(s, dev);
     if (sec->w) {
         cmh_jw *w = sec->w;
@@ -55,8 +64,23 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "leaking_sites", p.leaking);
         cmh_jw_kuint(w, "hidden_sites", p.hidden_sites);
         cmh_jw_kuint(w, "hidden_bytes", p.hidden_bytes);
-        cmh_jw_kint(w, "windows", p.ncheckpoints);
-        cmh_jw_kstr(w, "window_kind", g_cp_kind[p.checkpoint_kind]);
+        cmh_jw_kbool(w, "judged", p.judged);
+        cmh_jw_key(w, "steps");
+        cmh_jw_obj(w);
+        if (p.steps.count) cmh_jw_kuint(w, "count", p.steps.count);
+        else {
+            cmh_jw_key(w, "count");
+            cmh_jw_null(w);
+        }
+        cmh_jw_kstr(w, "source", cmh_leak_steps_source(p.steps.source));
+        cmh_jw_kstr(w, "label", p.steps.label);
+        cmh_jw_kuint(w, "period_entries", p.steps.period);
+        cmh_jw_kuint(w, "min_steps", CMH_LEAK_MIN_STEPS);
+        cmh_jw_kuint(w, "threads", p.threads);
+        cmh_jw_kuint(w, "threads_judged", p.threads_judged);
+        cmh_jw_kstr(w, "text", cmh_leak_steps_text(&p, line, sizeof line));
+        cmh_jw_end(w);
+        cmh_jw_kstr(w, "outcome", cmh_leak_outcome_text(&p, line, sizeof line));
         cmh_jw_nl(w);
         cmh_jw_key(w, "sites");
         rep_json_sites(w, s, g, p.sites, p.nsites, g_top, p.live_bytes, 1);
@@ -69,31 +93,24 @@ static int section(const rep_section *sec, void *arg)
             printf("%s, %s: %s in %s still live at the end, from %s\n", sec->path, rep_device_name(dev),
                    rep_size((double)p.live_bytes), rep_count(p.live_blocks, "block", "blocks"),
                    rep_count(p.live_sites, "site", "sites"));
-            printf("growth measured over %s (%s)\n\n", rep_count((uint64_t)p.ncheckpoints, "window", "windows"),
-                   g_cp_kind[p.checkpoint_kind]);
+            printf("%s\n\n", cmh_leak_steps_text(&p, line, sizeof line));
             if (p.nsites) {
-                printf("  %12s %7s %10s %10s  %-14s %s\n", "bytes", "blocks", "first", "last", "growth", "site  [owner]");
+                printf("  %12s %7s %10s %10s  %-8s %s\n", "bytes", "blocks", "first", "last", "verdict", "site  [owner]");
                 for (uint32_t i = 0; i < p.nsites && (int)i < g_top; i++) {
                     const cmh_site *x = &p.sites[i];
-                    char growth[32];
-                    snprintf(growth, sizeof growth, "%s %u/%u", x->growing ? "LEAK" : x->rises ? "up" : "flat", x->rises,
-                             x->intervals > 0 ? x->intervals - 1 : 0);
-                    printf("  %12s %7" PRIu64 " %10s %10s  %-14s %s  [%s]\n", rep_size((double)x->bytes), x->count,
-                           rep_when(x->first_ns, t0), rep_when(x->last_ns, t0), growth, rep_site_name(s, g, x),
+                    printf("  %12s %7" PRIu64 " %10s %10s  %-8s %s  [%s]\n", rep_size((double)x->bytes), x->count,
+                           rep_when(x->first_ns, t0), rep_when(x->last_ns, t0), cmh_leak_site_word(x), rep_site_name(s, g, x),
                            cmh_sites_owner(g, x->group));
+                    if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_RISING)
+                        printf("        %s\n", cmh_leak_site_text(x, line, sizeof line));
                     rep_print_frames(s, g, x->stack, g_frames, "        ");
-                    if (x->growing && x->thread)
-                        printf("        (growing over recording thread %u's own entries)\n", x->thread);
                 }
             }
             if (p.nsites > (uint32_t)g_top) printf("  ... %s (--top)\n", rep_count(p.nsites - (uint32_t)g_top, "more site", "more sites"));
             if (p.hidden_sites)
                 printf("  ... %s holding %s hidden (--min-bytes %s)\n", rep_count(p.hidden_sites, "site", "sites"),
                        rep_size((double)p.hidden_bytes), rep_size((double)g_min_bytes));
-            if (p.leaking)
-                printf("\n%s kept growing across the record: likely leak%s\n", rep_count(p.leaking, "site", "sites"),
-                       p.leaking == 1 ? "" : "s");
-            else printf("\nno site kept growing across the record\n");
+            printf("\n%s\n", cmh_leak_outcome_text(&p, line, sizeof line));
             rep_notes(&p.base);
         }
     }
@@ -106,7 +123,9 @@ int cmd_leaks(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_leaks, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    uint32_t leaking = 0;
-    rc = rep_run(&path, 1, g_device, g_json, REP_SITES, section, &leaking);
-    return rc ? rc : g_fail && leaking ? CLI_ECHECK : 0;
+    outcome out = {0, 0};
+    rc = rep_run(&path, 1, g_device, g_json, REP_SITES, section, &out);
+    /* a gate that cannot judge does not pass: a growing site fails it (3), else a device whose
+     * growth cannot be judged (too few steps, unknown steps, no history) does (5) */
+    return rc ? rc : !g_fail ? 0 : out.leaking ? CLI_ECHECK : out.unjudged ? CLI_EUNJUDGED : 0;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cumemhist/viz.h"
+#include "cumemhist/leakwords.h"
 #include "report.h"
 #include "svg.h"
 #include "cumemhist/merge.h"
@@ -354,12 +355,17 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
     cmh_jw_kint(w, "first_ns", x->first_ns);
     cmh_jw_kint(w, "last_ns", x->last_ns);
     if (leaks) {
+        char words[256];
+        cmh_jw_kstr(w, "verdict", cmh_leak_verdict_name(x->verdict));
+        cmh_jw_kstr(w, "says", cmh_leak_site_text(x, words, sizeof words));
         cmh_jw_kbool(w, "growing", x->growing);
+        cmh_jw_kuint(w, "steps", x->steps);
         cmh_jw_kuint(w, "rises", x->rises);
-        cmh_jw_kuint(w, "windows", x->intervals);
+        cmh_jw_kuint(w, "growth_steps", x->growth_steps);
+        cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
         cmh_jw_kdouble(w, "trend", x->trend, 4);
+        cmh_jw_kuint(w, "held_bytes", x->held);
         cmh_jw_kuint(w, "thread", x->thread);
-        cmh_jw_kuint(w, "start_bytes", x->start_bytes);
     }
     cmh_jw_key(w, "frames");
     cmh_jw_arr(w);

@@ -398,21 +398,24 @@ static void churn_history(cmh_snapshot *s, int iters, int keep, int cache)
     }
 }
 
-/* The verdict reads floors: a site whose every 10th block stays leaks although its live bytes
- * go up and down at every step; a warm-up cache that then holds steady does not; three blocks
- * kept in 30 steps are too few to tell from a warm-up. */
+/* No marks: the steps come from the loop's own pattern.  A site whose every 10th block stays
+ * grows although its live bytes go up and down at every iteration; a warm-up cache that then
+ * holds steady does not; three blocks kept in 30 iterations are three steps, too few to call
+ * a leak (it rose in each); two kept in 300 iterations, two steps. */
 static void test_leak_floors(void)
 {
     static const struct {
-        int iters, keep, cache, growing;
-    } cases[] = {{300, 10, 0, 1}, {300, 0, 5, 0}, {300, 0, 0, 0}, {300, 30, 0, 1}, {30, 10, 0, 0}, {300, 150, 0, 0}};
+        int iters, keep, cache, growing, steps, verdict;
+    } cases[] = {{300, 10, 0, 1, 30, CMH_LEAK_GROWING}, {300, 0, 5, 0, 0, CMH_LEAK_UNJUDGED}, {300, 0, 0, 0, 0, 0},
+                 {300, 30, 0, 1, 10, CMH_LEAK_GROWING}, {30, 10, 0, 0, 3, CMH_LEAK_RISING}, {300, 150, 0, 0, 2, CMH_LEAK_RISING}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         cmh_snapshot s;
         churn_history(&s, cases[c].iters, cases[c].keep, cases[c].cache);
         cmh_sites *g = sites_of(&s);
         cmh_leak_report p;
         CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, g, 0, &p), CMH_OK);
-        CU_ASSERT_EQUAL(p.checkpoint_kind, CMH_CP_EVEN);
+        CU_ASSERT_EQUAL(p.steps.source, cases[c].steps ? CMH_STEPS_PATTERN : CMH_STEPS_UNKNOWN);
+        CU_ASSERT_EQUAL(p.steps.count, (uint32_t)cases[c].steps);
         CU_ASSERT_EQUAL_FATAL(p.nsites, cases[c].keep || cases[c].cache ? 1u : 0u); /* nothing left: no site */
         if (!p.nsites) {
             CU_ASSERT_EQUAL(p.leaking, 0);
@@ -421,9 +424,13 @@ static void test_leak_floors(void)
             cmh_snapshot_free(&s);
             continue;
         }
-        if (p.sites[0].growing != cases[c].growing)
-            fprintf(stderr, "  case %zu: rises %u trend %.2f\n", c, p.sites[0].rises, p.sites[0].trend);
+        if (p.sites[0].growing != cases[c].growing || p.sites[0].verdict != cases[c].verdict)
+            fprintf(stderr, "  case %zu: %s, steps %u rises %u trend %.2f\n", c, cmh_leak_verdict_name(p.sites[0].verdict), p.steps.count,
+                    p.sites[0].rises, p.sites[0].trend);
         CU_ASSERT_EQUAL(p.sites[0].growing, cases[c].growing);
+        CU_ASSERT_EQUAL(p.sites[0].verdict, cases[c].verdict);
+        CU_ASSERT_EQUAL(p.judged, cases[c].steps >= CMH_LEAK_MIN_STEPS);
+        if (cases[c].growing) CU_ASSERT_EQUAL(p.sites[0].rate, (int64_t)(64 << 10));
         CU_ASSERT_EQUAL(p.leaking, (uint32_t)cases[c].growing);
         if (cases[c].growing) CU_ASSERT(p.sites[0].trend >= CMH_LEAK_MIN_TREND);
         cmh_leak_report_free(&p);
@@ -513,8 +520,9 @@ static void test_leaks_report(void)
         cmh_leak_report p;
         cmh_sites *g = sites_of(&s);
         CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, g, 0, &p), CMH_OK);
-        CU_ASSERT_EQUAL(p.checkpoint_kind, marks ? CMH_CP_MARKS : CMH_CP_EVEN);
-        CU_ASSERT_EQUAL(p.ncheckpoints, marks ? 13 : 10); /* before the first mark, then one per step */
+        CU_ASSERT_EQUAL(p.steps.source, marks ? CMH_STEPS_MARKS : CMH_STEPS_PATTERN);
+        CU_ASSERT_EQUAL(p.steps.count, 12); /* one per mark, or per repetition of the loop */
+        CU_ASSERT(p.judged);
         CU_ASSERT_EQUAL(p.live_bytes, (64 + 48) * MIB);
         CU_ASSERT_EQUAL(p.live_blocks, 13);
         CU_ASSERT_EQUAL_FATAL(p.nsites, 2);
@@ -527,6 +535,9 @@ static void test_leaks_report(void)
         CU_ASSERT_EQUAL(leak->bytes, 48 * MIB);
         CU_ASSERT_EQUAL(leak->count, 12);
         CU_ASSERT(leak->rises >= 9);
+        CU_ASSERT_EQUAL(leak->rate, (int64_t)(4 * MIB));
+        CU_ASSERT(leak->growth_steps >= 9);
+        CU_ASSERT_EQUAL(weights->verdict, CMH_LEAK_STATE);
         CU_ASSERT(leak->first_ns > 0 && leak->last_ns > leak->first_ns);
         cmh_leak_report_free(&p);
         /* --min-bytes hides the small site's row, never the totals */

@@ -12,7 +12,7 @@ grep -q 'out of memory #1 on device 1' oom.txt && grep -q 'device 0: no out-of-m
     grep -q 'requested by  *grow_kv_cache' oom.txt && ok "oom finds the OOM on device 1 and says device 0 had none" ||
     bad "oom of a 2-device record: $(head -3 oom.txt)"
 "$CMH" leaks mg.cmh >leaks.txt
-grep -q '^mg.cmh, device 1: 64.0 MiB in 9 blocks' leaks.txt && grep -q 'LEAK.*cache_activations' leaks.txt &&
+grep -q '^mg.cmh, device 1: 64.0 MiB in 9 blocks' leaks.txt && grep -q 'growing.*cache_activations' leaks.txt &&
     grep -q '^mg.cmh, device 0: 32.0 MiB in 1 block still live' leaks.txt &&
     ok "leaks reports both devices, and device 1's leak" || bad "leaks of 2 devices: $(grep device leaks.txt)"
 for c in summary peak leaks frag oom stats trace; do
@@ -44,7 +44,7 @@ for mode in steps free; do
         fi
         i=$((i + 1))
     done
-    [ $leak -eq 20 ] && [ $steady -eq 20 ] && ok "threaded leak ($mode): 20 of 20 runs say LEAK; its steady twin: 20 of 20 say none" ||
+    [ $leak -eq 20 ] && [ $steady -eq 20 ] && ok "threaded leak ($mode): 20 of 20 runs say growing; its steady twin: 20 of 20 say none" ||
         bad "leak verdicts ($mode): $leak/20 leaking runs caught, $steady/20 steady runs cleared"
 done
 
@@ -59,6 +59,44 @@ for e in ev:
 assert tracks and all(t == sorted(t) for t in tracks.values()), tracks.keys()
 PY
 
+# --- the leak verdict on real records: judged by steps, the same words in leaks, --json and report ---
+"$CMH" leaks --fail-on-leak "$F/h200/leaky.cmh" >lk.txt 2>/dev/null
+[ $? -eq 3 ] && grep -q '^steps: 10 detected from the allocation pattern' lk.txt && grep -q 'growing: +4.0 MiB per step over the last 9 steps' lk.txt &&
+    ok "leaky on an H200: 10 steps from its pattern, load_batch growing +4.0 MiB per step, exit 3" || bad "leaky.cmh verdict: $(cat lk.txt)"
+"$CMH" leaks --fail-on-leak "$F/h200/torch_exp.pickle" >lk.txt 2>/dev/null
+[ $? -eq 0 ] && grep -q '^steps: 20 from Optimizer.step annotations' lk.txt && ! grep -q 'growing' lk.txt &&
+    ok "a 20-step PyTorch run: steps from its Optimizer.step annotations, nothing growing, the gate passes" || bad "torch_exp.pickle verdict: $(cat lk.txt)"
+"$CMH" leaks --fail-on-leak "$F/h200/torch_plain.cmh" >lk.txt 2>/dev/null
+[ $? -eq 5 ] && grep -q 'growth cannot be judged: the steps are unknown' lk.txt &&
+    ok "a driver-level record with no loop to see: growth cannot be judged, the gate exits 5" || bad "torch_plain.cmh: $(cat lk.txt)"
+"$CMH" record -q -o st.cmh --enabled state -- "$B/samples/leaky" 6 >/dev/null 2>&1
+"$CMH" leaks --fail-on-leak st.cmh >lk.txt 2>/dev/null
+[ $? -eq 5 ] && grep -q 'no allocation history' lk.txt && ok "--enabled state (no history) never passes --fail-on-leak: exit 5" ||
+    bad "--enabled state gate: $(cat lk.txt)"
+PT=$SRC/../shared/fixtures/pytorch
+if [ -f "$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle" ]; then
+    "$CMH" leaks --fail-on-leak --device 0 "$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle" >lk.txt 2>/dev/null
+    [ $? -eq 5 ] && grep -q '^steps: 3 detected from the allocation pattern' lk.txt &&
+        grep -q 'rose in each of the 3 steps: +40.0 MiB per step; too few steps to call it a leak' lk.txt &&
+        grep -q 'state .*memory_leaks_demo.py:17' lk.txt && grep -q '^growth cannot be judged: too few steps (3 of the 4 needed)' lk.txt &&
+        ok "the 3-step leak demo: line 11 rose 40 MiB in each step (too few to call it), line 17 is state, exit 5" || bad "memsnapdump verdict: $(cat lk.txt)"
+fi
+agree=1
+for f in "$F/h200/leaky.cmh" "$F/h200c/torch_var_plain.pickle" "$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle"; do
+    [ -f "$f" ] || continue
+    "$CMH" leaks --json --device 0 "$f" >lk.json 2>/dev/null && "$CMH" report --device 0 "$f" -o lk.html 2>/dev/null &&
+        py - lk.json lk.html <<'PY' || { bad "report and leaks disagree on $f"; agree=0; }
+import html, json, sys
+d = json.load(open(sys.argv[1]))[0]
+page = html.unescape(open(sys.argv[2]).read())
+assert d["steps"]["text"] in page, d["steps"]["text"]
+assert d["outcome"] in page, d["outcome"]
+for x in d["sites"][:10]:
+    assert x["says"] in page, x["says"]
+PY
+done
+[ $agree -eq 1 ] && ok "report prints the steps, the outcome and each site's verdict in the words of leaks --json"
+
 # --- filters hide rows, never totals ---
 "$CMH" leaks --json l0.cmh >all.json
 "$CMH" leaks --json --min-bytes 100M l0.cmh >min.json
@@ -69,7 +107,7 @@ for k in ("live_bytes", "live_blocks", "live_sites", "leaking_sites"):
     assert a[k] == m[k], (k, a[k], m[k])
 assert a["leaking_sites"] >= 1 and m["sites"] == [] and m["hidden_sites"] == a["live_sites"], m
 PY
-"$CMH" leaks --min-bytes 100M l0.cmh | grep -q 'hidden (--min-bytes 100.0 MiB)' && "$CMH" leaks --min-bytes 100M l0.cmh | grep -q 'kept growing' &&
+"$CMH" leaks --min-bytes 100M l0.cmh | grep -q 'hidden (--min-bytes 100.0 MiB)' && "$CMH" leaks --min-bytes 100M l0.cmh | grep -q 'grows from step to step' &&
     ok "--min-bytes text: the hidden sites are counted, the verdict kept" || bad "--min-bytes text"
 
 # --- the requested peak, beside allocated and reserved ---

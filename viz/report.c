@@ -14,6 +14,7 @@
 #include "cumemhist/owners.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
+#include "cumemhist/leakwords.h"
 #include "svg.h"
 
 #define esc cmh_svg_text
@@ -290,9 +291,13 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     const cmh_leak_report lk = P.lk;
     fprintf(fp, "<h3>Still live at the end: %s in %" PRIu64 " block%s from %u site%s", SZ(lk.live_bytes), lk.live_blocks,
             lk.live_blocks == 1 ? "" : "s", lk.live_sites, lk.live_sites == 1 ? "" : "s");
-    if (lk.leaking) fprintf(fp, " \xe2\x80\x94 <span class=\"r-leak\">%u kept growing</span>", lk.leaking);
-    else fputs(" \xe2\x80\x94 <span class=\"r-ok\">none kept growing</span>", fp);
-    fputs("</h3>\n", fp);
+    char words[512];
+    cmh_leak_outcome_text(&lk, words, sizeof words);
+    fprintf(fp, " \xe2\x80\x94 <span class=\"%s\">", lk.leaking ? "r-leak" : lk.judged ? "r-ok" : "r-muted");
+    esc(fp, words);
+    fputs("</span></h3>\n<p class=\"r-muted\">", fp);
+    esc(fp, cmh_leak_steps_text(&lk, words, sizeof words));
+    fputs("</p>\n", fp);
     const lives lv = P.lv;
     if (lk.nsites) {
         fprintf(fp, "<div class=\"r-wrap\"><table><tr><th>site</th><th>bytes</th><th class=\"nw\">blocks</th><th>verdict</th><th class=\"nw\">accumulated over the "
@@ -302,8 +307,10 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             site_label(s, g, x->stack, buf, sizeof buf);
             fputs("<tr><td class=\"site\">", fp);
             esc(fp, buf);
-            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu64 "</td><td>%s%s %u/%u</span></td><td class=\"nw\">", SZ(x->bytes), x->count,
-                    x->growing ? "<span class=\"r-leak\">LEAK" : "<span class=\"r-muted\">up", "", x->rises, x->intervals);
+            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu64 "</td><td><span class=\"%s\">", SZ(x->bytes), x->count,
+                    x->growing ? "r-leak" : "r-muted");
+            esc(fp, cmh_leak_site_text(x, words, sizeof words));
+            fputs("</span></td><td class=\"nw\">", fp);
             if (g) spark(fp, &lv, g, x->group, t0, t1);
             fputs("</td></tr>\n", fp);
         }

@@ -29,12 +29,16 @@ typedef struct cmh_site {
     uint32_t stack; /* one stack of the group (the first seen) */
     uint64_t bytes, count;
     int64_t first_ns, last_ns;
-    /* leaks only: how the site's still-live bytes accumulated over the windows of the record */
-    uint64_t start_bytes;        /* still-live bytes allocated in the first window (or before the trace) */
-    uint32_t rises, intervals;   /* later windows in which still-live bytes were allocated; windows */
-    double trend;                /* Kendall's tau of the accumulated bytes, 0 .. 1 */
-    uint32_t thread;             /* the windows were one recording thread's own entries (0: the record's) */
-    int growing;                       /* the leak verdict (CMH_LEAK_MIN_RISES) */
+    /* leaks only: the site's verdict over the steps of the record (docs/DEFINITIONS.md) */
+    int verdict;           /* CMH_LEAK_* */
+    int growing;           /* verdict == CMH_LEAK_GROWING */
+    uint32_t steps;        /* the steps its verdict was judged over (its thread's, with thread) */
+    uint32_t rises;        /* of them, after the first, the steps across which its held bytes rose */
+    uint32_t growth_steps; /* growing or rising: the steps of the stretch it grew over */
+    int64_t rate;          /* bytes per step over growth_steps */
+    double trend;          /* Kendall's tau of its held bytes over that stretch, -1 .. 1 */
+    uint64_t held;         /* bytes it held across the last step boundary and still holds */
+    uint32_t thread;       /* judged over one recording thread's own steps (0: the record's) */
 } cmh_site;
 
 typedef struct cmh_report_base {
@@ -57,22 +61,60 @@ typedef struct cmh_peak_report {
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *out);
 void cmh_peak_report_free(cmh_peak_report *r);
 
-/* How the record is cut into windows: at the program's marks, at PyTorch's external annotations,
- * else in ten stretches of equal entry counts. */
-enum { CMH_CP_EVEN = 0, CMH_CP_MARKS = 1, CMH_CP_ANNOTATIONS = 2 };
+/* ---- steps: where each iteration of a training loop begins (analyzer/steps.c) ---- */
 
-/* The leak verdict (docs/DEFINITIONS.md).  Only the blocks still live at the end count, each in
- * the window it was allocated in, so memory that comes and goes (another thread's temporaries,
- * a step's activations) cannot blur it, however threads interleave.  A site is growing when its
- * still-live blocks were allocated in at least half of the windows after the first (and at
- * least CMH_LEAK_MIN_RISES of them), spread evenly enough that the accumulated bytes trend up
- * (Kendall's tau at least CMH_LEAK_MIN_TREND).  Memory kept a few times and then no more (a
- * warm-up, a cache filled once per thread, the weights) is not called a leak.  When the record
- * knows its threads (a recorder snapshot), each thread's own entries are also cut into ten
- * windows, and a site one thread kept growing all its life is growing, however short that
- * life was next to the record's. */
+/* How the steps were found: the program's marks (cmh_mark, cumemhist.mark(), a range's start,
+ * SIGUSR2), PyTorch's annotations that name a step (ProfilerStep#N, Optimizer.step#...,
+ * a record_function range named like a step), the allocation pattern of the trace itself (the
+ * loop's period), or not at all. */
+enum { CMH_STEPS_UNKNOWN = 0, CMH_STEPS_MARKS, CMH_STEPS_ANNOTATIONS, CMH_STEPS_PATTERN };
+#define CMH_STEPS_MAX_POINTS 513
+
+/* Step i runs from points[i] to points[i + 1] (entry positions of the device's trace, each the
+ * state before that entry; the trace's length is its end).  With more steps than points hold,
+ * the points are every stride-th boundary and count is a multiple of stride. */
+typedef struct cmh_steps {
+    int source;        /* CMH_STEPS_* */
+    uint32_t count;    /* steps (0: unknown) */
+    uint32_t stride, npoints;
+    int64_t *points;   /* owned; free with cmh_steps_free */
+    uint64_t period;   /* entries per step (the median) */
+    uint32_t thread;   /* 0: the record's entries; else those of one recording thread */
+    int thread_lives;  /* PATTERN: each step is one recording thread's whole life */
+    char label[64];    /* the family of marks or annotations ("step", "ProfilerStep") */
+} cmh_steps;
+
+/* The steps of device's trace as the replay r has it (every entry, or thread's own); sites group
+ * the allocations for the pattern (NULL: by stack).  CMH_OK or CMH_ENOMEM; count 0 when none
+ * were found.  Reads the replay's entries only (the replay need not have been stepped). */
+int cmh_steps_find(const cmh_snapshot *s, int device, const cmh_replay *r, const cmh_sites *sites, uint32_t thread, cmh_steps *out);
+void cmh_steps_free(cmh_steps *st);
+
+/* The leak verdict (docs/DEFINITIONS.md).  A leak is memory that grows from one step of the
+ * loop to the next.  A site's held bytes at a step boundary are those of its blocks live there
+ * and still live at the next boundary (or, for the last, at the end): a step's temporaries,
+ * another thread's, never count.  A site is
+ *  - GROWING when, over at least CMH_LEAK_MIN_STEPS steps, its held bytes rose across at least
+ *    half of a recent stretch of steps after the first (and at least 3 of them), ending at the
+ *    last, trending up (Kendall's tau at least CMH_LEAK_MIN_TREND);
+ *  - STATE when it holds bytes across steps and is not growing (weights, optimizer state made
+ *    in the first step, a cache filled once);
+ *  - STEADY when what it holds at the end came in the last step and the like went in each one
+ *    before (activations, gradients: back to the same level every step);
+ *  - RISING when there are too few steps to judge but it rose across each of them (2 or more);
+ *  - UNJUDGED when the steps are unknown.
+ * When the record knows its threads (a recorder snapshot), each thread's own entries are cut
+ * into steps too, and a site that one thread kept growing is growing, however short that
+ * thread's life was next to the record's. */
+enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, CMH_LEAK_GROWING };
+#define CMH_LEAK_MIN_STEPS 4 /* one to warm up, three to rise across */
 #define CMH_LEAK_MIN_RISES 3
+/* steps that are whole threads' lives: a pool of a few workers, each keeping a warm-up cache,
+ * is no leak; a thread per task that keeps memory as each appears, over this many, is */
+#define CMH_LEAK_MIN_THREAD_RISES 5
 #define CMH_LEAK_MIN_TREND 0.5
+/* "growing", "state", "steady", "rising", "unjudged" */
+const char *cmh_leak_verdict_name(int verdict);
 
 typedef struct cmh_leak_report {
     cmh_report_base base;
@@ -81,10 +123,16 @@ typedef struct cmh_leak_report {
     /* every still-live block, whatever min_bytes hides */
     uint64_t live_bytes, live_blocks;
     uint32_t live_sites;
-    uint32_t leaking;      /* sites growing across the windows (min_bytes hides none of them from the count) */
+    uint32_t leaking;      /* sites growing (min_bytes hides none of them from the count) */
     uint32_t hidden_sites; /* left out of sites by min_bytes, and their bytes */
     uint64_t hidden_bytes;
-    int checkpoint_kind, ncheckpoints; /* ncheckpoints: the number of windows */
+    cmh_steps steps;       /* the record's steps (owned by the report) */
+    /* recording threads holding still-live blocks, and those of them with CMH_LEAK_MIN_STEPS
+     * steps of their own (the verdict is judged per thread too) */
+    uint32_t threads, threads_judged;
+    /* growth could be judged: the record has CMH_LEAK_MIN_STEPS steps, or every thread holding
+     * still-live blocks has, or nothing is still live; a gate that cannot judge must not pass */
+    int judged;
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);

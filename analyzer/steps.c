@@ -1,0 +1,579 @@
+/*
+ * steps.c - where the steps of a training loop begin: the one place a record is cut into
+ * iterations, so that the leak verdict can ask what happened from one step to the next.
+ *
+ * In order of trust: the record's own boundaries (our marks, from cmh_mark, cumemhist.mark(),
+ * a range's start or SIGUSR2; else PyTorch's annotations that name a step: ProfilerStep#N,
+ * Optimizer.step#..., a record_function range named like a step), then the loop found in the
+ * trace itself (a training step makes the same allocations in the same order every time), else
+ * unknown.  A guess is never made from annotations that are not steps (torch.compile's
+ * benchmarks, for one).
+ *
+ * Finding the loop.  Every allocation and free is a symbol (its action, size and site).  Two
+ * ways, the first that answers wins:
+ *  - anchors: a symbol that happens once per step (the batch's first tensor, the loss) recurs
+ *    at regular intervals, and the stretches between its occurrences hold nearly the same
+ *    symbols (a step that keeps extra state, or takes another branch, still matches); the one
+ *    that recurs most often, passing both tests, gives the steps (of those as frequent, the
+ *    first to appear: the loop's first operation);
+ *  - autocorrelation of the symbol sequence: the shortest lag at which the sequence repeats
+ *    itself best, for loops whose every symbol recurs several times a step (a thread that does
+ *    the same alloc and free over and over, keeping one block every so often); the steps are
+ *    then cut at the phase of the period where the loop holds the fewest bytes.
+ * Either way a step holds at least two events, the loop repeats at least twice, and what is
+ * not a whole step at the ends (set-up, tear-down) is no step.
+ */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/reports.h"
+#include "grow.h"
+
+/* ---- boundaries the record names ---- */
+
+/* A name's family: without the step number it ends in ("step 12", "ProfilerStep#12",
+ * "SIGUSR2 #3" -> "step", "ProfilerStep", "SIGUSR2"). */
+static void family(const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    while (n && (isdigit((unsigned char)name[n - 1]) || strchr(" #:-_/=.", name[n - 1]))) n--;
+    if (n >= cap) n = cap - 1;
+    memcpy(out, name, n);
+    out[n] = 0;
+}
+
+static int has_word(const char *s, const char *w)
+{
+    for (; *s; s++) {
+        size_t k = 0;
+        while (w[k] && tolower((unsigned char)s[k]) == w[k]) k++;
+        if (!w[k]) return 1;
+    }
+    return 0;
+}
+
+/* A name a user gives a step: it says step or iteration (or is the SIGUSR2 mark). */
+static int steplike(const char *fam) { return has_word(fam, "step") || has_word(fam, "iter") || has_word(fam, "sigusr2"); }
+
+typedef struct fam_count {
+    char name[64];
+    uint32_t count;
+    int pref;
+} fam_count;
+
+#define MAX_FAMILIES 64
+
+static int set_points(cmh_steps *st, const int64_t *p, uint32_t np)
+{
+    /* more steps than points: every stride-th boundary, the last one kept */
+    uint32_t steps = np - 1, stride = (steps + CMH_STEPS_MAX_POINTS - 2) / (CMH_STEPS_MAX_POINTS - 1);
+    if (!stride) stride = 1;
+    uint32_t keep = steps / stride + 1;
+    st->points = malloc(keep * sizeof *st->points);
+    if (!st->points) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < keep; i++) st->points[i] = p[(size_t)i * stride];
+    st->npoints = keep;
+    st->stride = stride;
+    st->count = (keep - 1) * stride; /* whole strides: the steps the points span */
+    return CMH_OK;
+}
+
+/* The median of the gaps between points, in entries. */
+static uint64_t median_gap(const int64_t *p, uint32_t np)
+{
+    if (np < 2) return 0;
+    int64_t *g = malloc((np - 1) * sizeof *g);
+    if (!g) return (uint64_t)(p[np - 1] - p[0]) / (np - 1);
+    for (uint32_t i = 0; i + 1 < np; i++) g[i] = p[i + 1] - p[i];
+    /* insertion sort is enough for the few hundred steps a record has; a partial one for more */
+    uint32_t n = np - 1;
+    for (uint32_t i = 1; i < n && i < 4096; i++)
+        for (uint32_t j = i; j && g[j - 1] > g[j]; j--) {
+            int64_t t = g[j];
+            g[j] = g[j - 1];
+            g[j - 1] = t;
+        }
+    uint64_t m = (uint64_t)g[(n < 4096 ? n : 4096) / 2];
+    free(g);
+    return m;
+}
+
+/* Does entry i belong to the series being cut (every entry, or one thread's)? */
+static int mine(const cmh_entry *e, uint32_t thread) { return !thread || e->thread == thread; }
+
+/* Steps at the program's marks: each mark of the chosen family starts a step; the last step
+ * runs to the end of the record when it is as long as half a step. */
+static int from_marks(const cmh_snapshot *s, const cmh_replay *r, uint32_t thread, cmh_steps *st, int *found)
+{
+    int64_t n = cmh_replay_length(r);
+    fam_count fam[MAX_FAMILIES];
+    int nf = 0;
+    char buf[64];
+    for (int64_t i = 0; i < n; i++) {
+        const cmh_entry *e = cmh_replay_entry(r, i);
+        if (e->action != CMH_ACT_MARK || !mine(e, thread)) continue;
+        family(cmh_str(s, e->name), buf, sizeof buf);
+        int k = 0;
+        while (k < nf && strcmp(fam[k].name, buf)) k++;
+        if (k == nf) {
+            if (nf == MAX_FAMILIES) continue;
+            memcpy(fam[nf].name, buf, sizeof buf);
+            fam[nf].count = 0;
+            fam[nf].pref = steplike(buf);
+            nf++;
+        }
+        fam[k].count++;
+    }
+    int best = -1;
+    for (int k = 0; k < nf; k++) {
+        if (fam[k].count < 2) continue;
+        if (best < 0 || fam[k].pref > fam[best].pref || (fam[k].pref == fam[best].pref && fam[k].count > fam[best].count)) best = k;
+    }
+    if (best < 0) return CMH_OK;
+    int64_t *p = malloc(((size_t)fam[best].count + 1) * sizeof *p);
+    if (!p) return CMH_ENOMEM;
+    uint32_t np = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const cmh_entry *e = cmh_replay_entry(r, i);
+        if (e->action != CMH_ACT_MARK || !mine(e, thread)) continue;
+        family(cmh_str(s, e->name), buf, sizeof buf);
+        if (!strcmp(buf, fam[best].name) && (!np || i > p[np - 1])) p[np++] = i;
+    }
+    uint64_t gap = median_gap(p, np);
+    if (np >= 1 && (uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n; /* the last step is whole */
+    int rc = CMH_OK;
+    if (np >= 2) {
+        rc = set_points(st, p, np);
+        if (rc == CMH_OK) {
+            st->source = CMH_STEPS_MARKS;
+            snprintf(st->label, sizeof st->label, "%s", fam[best].name);
+            *found = 1;
+        }
+    }
+    free(p);
+    return rc;
+}
+
+/* The first entry at or after time t. */
+static int64_t entry_at(const cmh_replay *r, int64_t t, int64_t from)
+{
+    int64_t n = cmh_replay_length(r);
+    while (from < n && cmh_replay_entry(r, from)->time_ns < t) from++;
+    return from;
+}
+
+/* Steps at PyTorch's annotations that name one: ProfilerStep#N (each starts a step, the last
+ * one's end closes it), else Optimizer.step (each one's end closes a step, the first step runs
+ * from the record's start), else a range named like a step. */
+static int from_annotations(const cmh_snapshot *s, int device, const cmh_replay *r, cmh_steps *st, int *found)
+{
+    int64_t n = cmh_replay_length(r);
+    if (!n || !s->nannotations) return CMH_OK;
+    int have_time = 0;
+    for (int64_t i = 0; i < n && !have_time; i++) have_time = cmh_replay_entry(r, i)->time_ns != 0;
+    if (!have_time) return CMH_OK; /* the annotations cannot be placed among the entries */
+    static const struct {
+        const char *prefix;
+        int at_end;
+    } kinds[] = {{"ProfilerStep", 0}, {"Optimizer.step", 1}, {NULL, 0}};
+    char buf[64];
+    for (int k = 0; k < 3; k++) {
+        /* the family: given by the kind, or the first step-like range that recurs */
+        char want[64] = "";
+        if (kinds[k].prefix) snprintf(want, sizeof want, "%s", kinds[k].prefix);
+        else {
+            for (uint32_t a = 0; a < s->nannotations && !want[0]; a++) {
+                const cmh_annotation *an = &s->annotations[a];
+                if (an->device != device || an->stage != 0) continue;
+                const char *nm = cmh_str(s, an->name);
+                if (strstr(nm, "dynamo_timed") || strstr(nm, "Optimizer.")) continue;
+                family(nm, buf, sizeof buf);
+                if (!steplike(buf)) continue;
+                uint32_t c = 0;
+                for (uint32_t b = 0; b < s->nannotations; b++) {
+                    char f2[64];
+                    if (s->annotations[b].device != device || s->annotations[b].stage != 0) continue;
+                    family(cmh_str(s, s->annotations[b].name), f2, sizeof f2);
+                    c += !strcmp(f2, buf);
+                }
+                if (c >= 2) memcpy(want, buf, sizeof want);
+            }
+            if (!want[0]) return CMH_OK;
+        }
+        int64_t *p = malloc(((size_t)s->nannotations + 2) * sizeof *p);
+        if (!p) return CMH_ENOMEM;
+        uint32_t np = 0;
+        int64_t last_end = -1, at = 0;
+        if (kinds[k].at_end) p[np++] = 0;
+        for (uint32_t a = 0; a < s->nannotations; a++) {
+            const cmh_annotation *an = &s->annotations[a];
+            if (an->device != device) continue;
+            const char *nm = cmh_str(s, an->name);
+            if (kinds[k].prefix ? strncmp(nm, want, strlen(want)) != 0 : (family(nm, buf, sizeof buf), strcmp(buf, want) != 0)) continue;
+            at = entry_at(r, an->time_ns, at);
+            if (an->stage == 1) last_end = at;
+            if (an->stage != (kinds[k].at_end ? 1 : 0)) continue;
+            if (!np || at > p[np - 1]) p[np++] = at;
+        }
+        if (!kinds[k].at_end && last_end > p[np ? np - 1 : 0] && np) p[np++] = last_end;
+        else if (!kinds[k].at_end && np && last_end < 0) { /* no ends recorded: the last step runs to the end when whole */
+            uint64_t gap = median_gap(p, np);
+            if ((uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n;
+        }
+        if (np >= 2) {
+            int rc = set_points(st, p, np);
+            free(p);
+            if (rc != CMH_OK) return rc;
+            st->source = CMH_STEPS_ANNOTATIONS;
+            snprintf(st->label, sizeof st->label, "%s", want);
+            *found = 1;
+            return CMH_OK;
+        }
+        free(p);
+    }
+    return CMH_OK;
+}
+
+/* ---- the loop found in the trace ---- */
+
+typedef struct ev {
+    uint64_t sym;  /* action, size and site, mixed */
+    uint64_t site; /* action and site: the same op whatever its size (a batch of another shape) */
+    int64_t pos;   /* entry index */
+    int64_t net;   /* bytes held by the series before this event (allocations minus frees) */
+    int alloc;     /* an allocation: only these anchor steps */
+    uint32_t thread, tpos; /* its recording thread, and its index among that thread's events */
+} ev;
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+/* The events of the series: block allocations and frees when the trace has blocks, else the
+ * driver's segments (a recorder's trace without an allocator above the driver). */
+static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev **out, uint32_t *count)
+{
+    int64_t n = cmh_replay_length(r);
+    int blocks = 0;
+    for (int64_t i = 0; i < n && !blocks; i++) blocks = cmh_replay_entry(r, i)->action == CMH_ACT_ALLOC;
+    ev *v = NULL;
+    uint32_t nv = 0, cap = 0, per[257] = {0};
+    int64_t net = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const cmh_entry *e = cmh_replay_entry(r, i);
+        if (!mine(e, thread)) continue;
+        int sign;
+        switch (e->action) {
+        case CMH_ACT_ALLOC: sign = 1; break;
+        case CMH_ACT_FREE_REQUESTED: sign = -1; break;
+        case CMH_ACT_SEGMENT_ALLOC:
+        case CMH_ACT_SEGMENT_MAP: sign = blocks ? 0 : 1; break;
+        case CMH_ACT_SEGMENT_FREE:
+        case CMH_ACT_SEGMENT_UNMAP: sign = blocks ? 0 : -1; break;
+        default: sign = 0;
+        }
+        if (!sign) continue;
+        if (CMH_GROW(v, cap, (uint64_t)nv + 1, 1024)) {
+            free(v);
+            return CMH_ENOMEM;
+        }
+        uint64_t site = g ? cmh_sites_group(g, e->stack) : e->stack;
+        v[nv].site = mix(((uint64_t)e->action << 56) ^ (site + 1));
+        v[nv].sym = mix(v[nv].site ^ mix(e->size + 0x9e3779b97f4a7c15ull));
+        v[nv].pos = i;
+        v[nv].net = net;
+        v[nv].alloc = sign > 0;
+        v[nv].thread = e->thread;
+        v[nv].tpos = per[e->thread < 256 ? e->thread : 256]++;
+        net += sign * (int64_t)e->size;
+        nv++;
+    }
+    *out = v;
+    *count = nv;
+    return CMH_OK;
+}
+
+typedef struct occ {
+    uint64_t sym;
+    uint32_t at; /* event index */
+} occ;
+
+static int cmp_occ(const void *a, const void *b)
+{
+    const occ *x = a, *y = b;
+    if (x->sym != y->sym) return x->sym < y->sym ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* How alike two stretches of events are: the share of their symbols (as multisets, by op
+ * whatever the size) they have in common. */
+static double alike(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1, uint64_t *tmp)
+{
+    uint32_t na = a1 - a0, nb = b1 - b0;
+    if (!na || !nb) return 0;
+    for (uint32_t i = 0; i < na; i++) tmp[i] = v[a0 + i].site;
+    for (uint32_t i = 0; i < nb; i++) tmp[na + i] = v[b0 + i].site;
+    qsort(tmp, na, sizeof *tmp, cmp_u64);
+    qsort(tmp + na, nb, sizeof *tmp, cmp_u64);
+    uint32_t i = 0, j = 0, common = 0;
+    while (i < na && j < nb) {
+        if (tmp[i] == tmp[na + j]) common++, i++, j++;
+        else if (tmp[i] < tmp[na + j]) i++;
+        else j++;
+    }
+    return (double)common / (double)(na > nb ? na : nb);
+}
+
+#define ANCHOR_CANDIDATES 64 /* tried, most frequent first */
+#define MIN_ALIKE 0.7
+#define MIN_REPEAT 0.8
+#define MIN_COVER 7 /* tenths of the record's events the loop spans */
+
+/* Anchors: the symbol that recurs most often at regular intervals between stretches alike. */
+static int by_anchor(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **starts, uint32_t *nstarts)
+{
+    *starts = NULL;
+    *nstarts = 0;
+    occ *o = malloc((size_t)nv * sizeof *o);
+    uint64_t *tmp = malloc((size_t)nv * sizeof *tmp);
+    if (!o || !tmp) {
+        free(o);
+        free(tmp);
+        return CMH_ENOMEM;
+    }
+    uint32_t no = 0;
+    for (uint32_t i = 0; i < nv; i++)
+        if (v[i].alloc) o[no++] = (occ){v[i].sym, i};
+    qsort(o, no, sizeof *o, cmp_occ);
+    /* candidates: symbols recurring with regular gaps */
+    struct cand {
+        uint32_t first, count; /* into o */
+    } *cand = NULL;
+    uint32_t nc = 0, capc = 0;
+    for (uint32_t i = 0; i < no;) {
+        uint32_t j = i;
+        while (j < no && o[j].sym == o[i].sym) j++;
+        uint32_t c = j - i;
+        if (c >= 2 && (uint64_t)c * 2 <= nv) {
+            /* the gaps after the first (the first step may make its state, and be longer), counted
+             * in the events of the anchor's own thread when it keeps to one: other threads'
+             * events, interleaved as the scheduler likes, do not make a step look longer */
+            int one = 1;
+            for (uint32_t k = i + 1; k < j && one; k++) one = v[o[k].at].thread == v[o[i].at].thread;
+#define POS(q) (one ? v[o[q].at].tpos : o[q].at)
+            uint32_t gmin = UINT32_MAX, gmax = 0, g1 = POS(i + 1) - POS(i);
+            for (uint32_t k = i + 2; k < j; k++) {
+                uint32_t gp = POS(k) - POS(k - 1);
+                if (gp < gmin) gmin = gp;
+                if (gp > gmax) gmax = gp;
+            }
+#undef POS
+            if (c == 2) gmin = gmax = g1;
+            uint64_t span = o[j - 1].at - o[i].at;
+            /* regular (the longest gap at most 1.5 times the shortest, the first at most 2.5
+             * times the longest), steps of min_events at least, and the loop covering most of
+             * the record */
+            if (gmin >= min_events && g1 >= min_events && (uint64_t)gmax * 2 <= (uint64_t)gmin * 3 && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5 &&
+                (span + span / (c - 1)) * 10 >= (uint64_t)nv * MIN_COVER) {
+                if (CMH_GROW(cand, capc, (uint64_t)nc + 1, 64)) {
+                    free(cand);
+                    free(o);
+                    free(tmp);
+                    return CMH_ENOMEM;
+                }
+                cand[nc++] = (struct cand){i, c};
+            }
+        }
+        i = j;
+    }
+    /* most occurrences first (insertion: the candidates are few) */
+    for (uint32_t x = 1; x < nc; x++)
+        for (uint32_t y = x; y && cand[y - 1].count < cand[y].count; y--) {
+            struct cand t = cand[y];
+            cand[y] = cand[y - 1];
+            cand[y - 1] = t;
+        }
+    /* the most frequent anchor whose stretches are alike; of those as frequent, the one that
+     * comes first: the loop's first operation, where a step begins */
+    int best = -1;
+    for (uint32_t q = 0; q < nc && q < ANCHOR_CANDIDATES; q++) {
+        if (best >= 0 && cand[q].count < cand[best].count) break;
+        /* the stretches between occurrences alike: their median likeness */
+        const occ *a = &o[cand[q].first];
+        uint32_t c = cand[q].count, npair = c - 1;
+        double sims[64];
+        uint32_t ns = 0, stride = (npair + 63) / 64;
+        for (uint32_t k = 0; k + 1 < c && ns < 64; k += stride) {
+            uint32_t e2 = k + 2 < c ? a[k + 2].at : nv;
+            if (k + 2 >= c && (uint64_t)(nv - a[k + 1].at) * 2 < (uint64_t)(a[k + 1].at - a[k].at)) e2 = a[k + 1].at; /* a short tail */
+            if (e2 <= a[k + 1].at) break;
+            sims[ns++] = alike(v, a[k].at, a[k + 1].at, a[k + 1].at, e2, tmp);
+        }
+        if (!ns) continue;
+        for (uint32_t x = 1; x < ns; x++)
+            for (uint32_t y = x; y && sims[y - 1] > sims[y]; y--) {
+                double t = sims[y];
+                sims[y] = sims[y - 1];
+                sims[y - 1] = t;
+            }
+        if (sims[ns / 2] < MIN_ALIKE) continue;
+        if (best < 0 || a[0].at < o[cand[best].first].at) best = (int)q;
+    }
+    int rc = CMH_OK;
+    if (best >= 0) {
+        uint32_t c = cand[best].count;
+        *starts = malloc((size_t)c * sizeof **starts);
+        if (!*starts) rc = CMH_ENOMEM;
+        for (uint32_t k = 0; *starts && k < c; k++) (*starts)[k] = o[cand[best].first + k].at;
+        if (*starts) *nstarts = c;
+    }
+    free(cand);
+    free(o);
+    free(tmp);
+    return rc;
+}
+
+#define AUTO_WINDOW 8192
+#define MIN_STEP_EVENTS 3
+
+/* Autocorrelation: the shortest lag at which the symbol sequence repeats (nearly) as well as
+ * at its best lag; the steps cut at the phase where the series holds the fewest bytes. */
+static int by_period(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **starts, uint32_t *nstarts)
+{
+    *starts = NULL;
+    *nstarts = 0;
+    if (nv < 4) return CMH_OK;
+    uint32_t w = nv < AUTO_WINDOW ? nv : AUTO_WINDOW, base = nv - w; /* the loop's latest stretch */
+    if (min_events < MIN_STEP_EVENTS && w > AUTO_WINDOW / 2) w = AUTO_WINDOW / 2, base = nv - w; /* one thread of many: less */
+    double *score = malloc((size_t)(w / 2 + 1) * sizeof *score);
+    if (!score) return CMH_ENOMEM;
+    double top = 0;
+    for (uint32_t lag = 1; lag <= w / 2; lag++) {
+        uint32_t match = 0;
+        for (uint32_t i = base; i + lag < nv; i++) match += v[i].sym == v[i + lag].sym;
+        score[lag] = (double)match / (double)(nv - base - lag);
+        if (score[lag] > top) top = score[lag];
+    }
+    /* the shortest lag that misses (nearly) as rarely as the best: a multiple of the period
+     * repeats as well as the period, a part of it misses where the step differs inside */
+    uint32_t period = 0;
+    for (uint32_t lag = 2; lag <= w / 2 && !period; lag++)
+        if (1 - score[lag] <= (1 - top) * 1.5 + 0.002 && score[lag] >= MIN_REPEAT) period = lag;
+    free(score);
+    if (period < min_events) return CMH_OK; /* none, or a loop too tight to be a step */
+    /* where the loop begins: the first event from which a whole period repeats the next */
+    uint32_t from = 0;
+    for (; from + 2 * period <= nv; from++) {
+        uint32_t match = 0;
+        for (uint32_t i = from; i < from + period; i++) match += v[i].sym == v[i + period].sym;
+        if (match * 10 >= period * 9) break;
+    }
+    if (from + 2 * period > nv || (uint64_t)(nv - from) * 10 < (uint64_t)nv * MIN_COVER) return CMH_OK;
+    /* the phase: the offset in the period where the series holds the fewest bytes */
+    uint32_t phase = 0;
+    double lowest = 0;
+    for (uint32_t f = 0; f < period; f++) {
+        double sum = 0;
+        uint32_t cnt = 0;
+        for (uint64_t i = (uint64_t)from + f; i < nv; i += period) sum += (double)v[i].net, cnt++;
+        if (cnt && (f == 0 || sum / cnt < lowest)) lowest = sum / cnt, phase = f;
+    }
+    uint32_t c = (nv - from - phase + period - 1) / period;
+    *starts = malloc((size_t)(c ? c : 1) * sizeof **starts);
+    if (!*starts) return CMH_ENOMEM;
+    for (uint32_t k = 0; k < c; k++) (*starts)[k] = from + phase + k * period;
+    *nstarts = c;
+    return CMH_OK;
+}
+
+/* Is each step one thread's whole life (a thread per task, or workers that ran one after
+ * another)?  Then most of each step's entries are one thread's, and no thread has two steps. */
+static int whole_threads(const cmh_replay *r, const int64_t *p, uint32_t np)
+{
+    uint32_t prev = 0;
+    for (uint32_t k = 0; k + 1 < np; k++) {
+        uint32_t first = cmh_replay_entry(r, p[k])->thread, same = 0, all = 0;
+        for (int64_t i = p[k]; i < p[k + 1]; i++) all++, same += cmh_replay_entry(r, i)->thread == first;
+        if (!first || same * 10 < all * 9 || (k && first == prev)) return 0;
+        prev = first;
+    }
+    return 1;
+}
+
+static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread, cmh_steps *st, int *found)
+{
+    ev *v;
+    uint32_t nv;
+    int rc = events(r, g, thread, &v, &nv);
+    if (rc != CMH_OK) return rc;
+    uint32_t *at = NULL, nat = 0;
+    /* a step of the whole record makes a few allocations at least; one thread's loop may be
+     * a single allocation and its free */
+    uint32_t min_events = thread ? 2 : MIN_STEP_EVENTS;
+    rc = by_anchor(v, nv, min_events, &at, &nat);
+    if (rc == CMH_OK && nat < 2) {
+        free(at);
+        rc = by_period(v, nv, min_events, &at, &nat);
+    }
+    if (rc == CMH_OK && nat >= 2) {
+        int64_t n = cmh_replay_length(r);
+        int64_t *p = malloc(((size_t)nat + 1) * sizeof *p);
+        if (!p) rc = CMH_ENOMEM;
+        uint32_t np = 0;
+        for (uint32_t k = 0; p && k < nat; k++) p[np++] = v[at[k]].pos;
+        if (p) {
+            uint64_t gap = median_gap(p, np);
+            /* the last step is whole when the events after its start are as many as a step's */
+            uint32_t tail = nv - at[nat - 1], step = nat >= 2 ? (at[nat - 1] - at[0]) / (nat - 1) : 0;
+            if ((uint64_t)tail * 2 >= (uint64_t)step) p[np++] = n; /* (other threads' events may come first) */
+            if (np >= 3 || (np == 2 && p[1] == n)) {
+                rc = set_points(st, p, np);
+                if (rc == CMH_OK) {
+                    st->source = CMH_STEPS_PATTERN;
+                    st->period = gap;
+                    st->thread_lives = !thread && whole_threads(r, p, np);
+                    *found = 1;
+                }
+            }
+            free(p);
+        }
+    }
+    free(at);
+    free(v);
+    return rc;
+}
+
+int cmh_steps_find(const cmh_snapshot *s, int device, const cmh_replay *r, const cmh_sites *g, uint32_t thread, cmh_steps *st)
+{
+    memset(st, 0, sizeof *st);
+    st->thread = thread;
+    int found = 0, rc = from_marks(s, r, thread, st, &found);
+    if (rc == CMH_OK && !found && !thread) rc = from_annotations(s, device, r, st, &found);
+    if (rc == CMH_OK && !found) rc = from_pattern(r, g, thread, st, &found);
+    if (rc != CMH_OK) cmh_steps_free(st);
+    if (rc == CMH_OK && st->count) { /* the same figure whichever way it was found */
+        if (!st->period) st->period = median_gap(st->points, st->npoints) / st->stride;
+    }
+    return rc;
+}
+
+void cmh_steps_free(cmh_steps *st)
+{
+    free(st->points);
+    uint32_t thread = st->thread;
+    memset(st, 0, sizeof *st);
+    st->thread = thread;
+}

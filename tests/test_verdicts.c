@@ -1,0 +1,290 @@
+/*
+ * test_verdicts.c - the leak verdict against a corpus with known truth.
+ *
+ * Each case synthesizes a training loop as a recorder would have written it (whole-block
+ * driver allocations): weights loaded before the loop, activations made in the forward pass
+ * and freed in the backward one, gradients made in the backward pass and freed by the next
+ * step's zero_grad, optimizer state made in step 1, a cache filled once, and, in some cases, a
+ * leak that starts at step k; with worker threads that churn temporaries of their own (one of
+ * them, in some cases, the one that leaks), their entries interleaved at random with the main
+ * thread's; with step marks, with Optimizer.step annotations, or with neither (the steps then
+ * come from the loop's pattern alone).  Over 50 seeds each, the verdict must be the truth every
+ * time: the step count, no state or steady site called growing, every leak found.
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cumemhist/reports.h"
+#include "testutil.h"
+
+#define MIB (1ull << 20)
+#define KIB (1ull << 10)
+#define SEEDS 50
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint32_t rnd(rng *r, uint32_t n) /* 0 .. n-1 */
+{
+    r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)((r->s >> 33) % n);
+}
+
+enum { B_PATTERN, B_MARKS, B_ANNOTATIONS };
+enum { L_NONE, L_MAIN, L_WORKER };
+
+typedef struct op {
+    uint8_t action;
+    uint32_t stack, thread;
+    uint64_t addr, size;
+    uint32_t mark; /* a mark's name (string id); action MARK */
+    int annotate;  /* 1: an Optimizer.step START before it, 2: an END after it */
+} op;
+
+typedef struct gen {
+    cmh_snapshot *s;
+    rng r;
+    uint64_t next;
+    int64_t t;
+    op q[8][256]; /* one step's operations, per thread */
+    int nq[8];
+    uint64_t live[4096][3]; /* addr, size, stack */
+    int nlive;
+    uint32_t opt_name;
+} gen;
+
+static uint32_t stack_named(cmh_snapshot *s, const char *fn)
+{
+    cmh_frame f = {0, 0, 0, 0, -1};
+    cmh_strtab_intern(&s->strings, fn, strlen(fn), &f.name);
+    cmh_strtab_intern(&s->strings, "train.c", 7, &f.filename);
+    uint32_t fid, sid;
+    cmh_snapshot_add_frame(s, &f, &fid);
+    cmh_snapshot_add_stack(s, &fid, 1, &sid);
+    return sid;
+}
+
+static uint64_t g_alloc(gen *g, int thread, uint32_t stack, uint64_t size)
+{
+    uint64_t a = 0x7f0000000000ull + g->next;
+    g->next += (size + MIB - 1) / MIB * MIB + MIB;
+    g->q[thread][g->nq[thread]++] = (op){CMH_ACT_SEGMENT_ALLOC, stack, (uint32_t)thread + 1, a, size, 0, 0};
+    return a;
+}
+
+static void g_free(gen *g, int thread, uint32_t stack, uint64_t a, uint64_t size)
+{
+    g->q[thread][g->nq[thread]++] = (op){CMH_ACT_SEGMENT_FREE, stack, (uint32_t)thread + 1, a, size, 0, 0};
+}
+
+static void emit(gen *g, const op *o)
+{
+    cmh_snapshot *s = g->s;
+    if (o->annotate == 1) {
+        cmh_annotation an = {g->opt_name, 0, 0, g->t + 500};
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_annotation(s, &an), CMH_OK);
+    }
+    cmh_entry e;
+    memset(&e, 0, sizeof e);
+    e.time_ns = g->t += 1000;
+    e.action = o->action;
+    e.addr = o->addr;
+    e.size = e.requested = o->size;
+    e.stack = o->stack;
+    e.thread = o->thread;
+    e.name = o->mark;
+    e.flags = o->action == CMH_ACT_MARK ? 0 : CMH_EF_WHOLE_BLOCK;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(s, &e), CMH_OK);
+    if (o->action == CMH_ACT_SEGMENT_ALLOC) {
+        g->live[g->nlive][0] = o->addr, g->live[g->nlive][1] = o->size, g->live[g->nlive][2] = o->stack;
+        g->nlive++;
+    } else if (o->action == CMH_ACT_SEGMENT_FREE) {
+        for (int i = 0; i < g->nlive; i++)
+            if (g->live[i][0] == o->addr) {
+                memmove(g->live[i], g->live[i + 1], (size_t)(g->nlive - i - 1) * sizeof g->live[0]);
+                g->nlive--;
+                break;
+            }
+    }
+    if (o->annotate == 2) {
+        cmh_annotation an = {g->opt_name, 1, 0, g->t + 500};
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_annotation(s, &an), CMH_OK);
+    }
+}
+
+/* The step's operations, the threads' interleaved at random (each thread's in its order). */
+static void flush(gen *g, int nthreads)
+{
+    int at[8] = {0}, left = 0;
+    for (int t = 0; t < nthreads; t++) left += g->nq[t];
+    while (left) {
+        int t = (int)rnd(&g->r, (uint32_t)nthreads);
+        if (at[t] == g->nq[t]) continue;
+        emit(g, &g->q[t][at[t]++]);
+        left--;
+    }
+    memset(g->nq, 0, sizeof g->nq);
+}
+
+typedef struct truth {
+    int steps, leak, judged;
+    const char *leak_site;
+} truth;
+
+static const char *fn_of(const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x)
+{
+    const cmh_frame *f = cmh_sites_frame(g, x->group);
+    return f ? cmh_str(s, f->name) : "";
+}
+
+/* One case; returns 1 when the verdict is the truth in every respect. */
+static int run_case(uint64_t seed, int bounds, int workers, int leak, int steps_wanted)
+{
+    cmh_snapshot s;
+    cmh_snapshot_init(&s);
+    static gen G;
+    gen *g = &G;
+    memset(g, 0, sizeof *g);
+    g->s = &s;
+    g->r.s = seed * 0x9e3779b97f4a7c15ull + (uint64_t)(bounds * 131 + workers * 17 + leak * 7 + steps_wanted);
+    g->t = 1700000000000000000ll;
+    cmh_strtab_intern(&s.strings, "Optimizer.step#AdamW.step", 25, &g->opt_name);
+    cmh_snapshot_add_trace(&s, 0, 0, NULL);
+    uint32_t st_w = stack_named(&s, "load_weights"), st_act = stack_named(&s, "forward"), st_grad = stack_named(&s, "backward"),
+             st_opt = stack_named(&s, "adamw_init_state"), st_tmp = stack_named(&s, "adamw_step"), st_cache = stack_named(&s, "cudnn_find"),
+             st_leak = stack_named(&s, "keep_history"), st_wtmp = stack_named(&s, "worker_batch"), st_wleak = stack_named(&s, "worker_keep");
+    int N = steps_wanted ? steps_wanted : 4 + (int)rnd(&g->r, 13);
+    int nparams = 2 + (int)rnd(&g->r, 4), nact = 3 + (int)rnd(&g->r, 4), cache_step = 1 + (int)rnd(&g->r, 2);
+    int k = 1 + (int)rnd(&g->r, (uint32_t)(N - 2 > 1 ? N - 2 : 1)); /* the leak's first step: it rises in 3 steps or more after the first */
+    int nthreads = 1 + workers;
+    uint64_t act[16], grad[16];
+    /* before the loop: the weights */
+    for (int j = 0; j < nparams; j++) g_alloc(g, 0, st_w, (uint64_t)(j + 1) * 4 * MIB);
+    flush(g, 1);
+    uint32_t markname[64];
+    for (int i = 1; i <= N; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "step %d", i);
+        cmh_strtab_intern(&s.strings, nm, strlen(nm), &markname[i % 64]);
+        if (bounds == B_MARKS) g->q[0][g->nq[0]++] = (op){CMH_ACT_MARK, 0, 1, 0, 0, markname[i % 64], 0};
+        for (int j = 0; j < nact; j++) act[j] = g_alloc(g, 0, st_act, (uint64_t)(j + 2) * 2 * MIB);
+        /* in the forward pass: a cache filled once, and the leak (a history that keeps a tensor
+         * of every step) */
+        if (i == cache_step) g_alloc(g, 0, st_cache, 8 * MIB);
+        if (leak == L_MAIN && i >= k) g_alloc(g, 0, st_leak, 1 * MIB);
+        if (i > 1)
+            for (int j = 0; j < nparams; j++) g_free(g, 0, st_grad, grad[j], (uint64_t)(j + 1) * 4 * MIB); /* zero_grad */
+        for (int j = nact - 1; j >= 0; j--) {
+            g_free(g, 0, st_act, act[j], (uint64_t)(j + 2) * 2 * MIB);
+            if (j < nparams) grad[j] = g_alloc(g, 0, st_grad, (uint64_t)(j + 1) * 4 * MIB);
+        }
+        for (int j = nact; j < nparams; j++) grad[j] = g_alloc(g, 0, st_grad, (uint64_t)(j + 1) * 4 * MIB);
+        /* the optimizer step, inside its annotation */
+        int first_opt = g->nq[0];
+        if (i == 1)
+            for (int j = 0; j < 2 * nparams; j++) g_alloc(g, 0, st_opt, (uint64_t)(j / 2 + 1) * 4 * MIB);
+        uint64_t tmp = g_alloc(g, 0, st_tmp, 512 * KIB);
+        g_free(g, 0, st_tmp, tmp, 512 * KIB);
+        if (bounds == B_ANNOTATIONS) {
+            g->q[0][first_opt].annotate = 1;
+            g->q[0][g->nq[0] - 1].annotate = 2;
+        }
+        for (int w = 1; w <= workers; w++)
+            for (int it = 0; it < 2; it++) {
+                uint64_t a = g_alloc(g, w, st_wtmp, 256 * KIB), b = g_alloc(g, w, st_wtmp, 768 * KIB);
+                g_free(g, w, st_wtmp, a, 256 * KIB);
+                g_free(g, w, st_wtmp, b, 768 * KIB);
+                if (leak == L_WORKER && w == 1 && it == 1 && i >= k) g_alloc(g, w, st_wleak, 1 * MIB);
+            }
+        flush(g, nthreads);
+    }
+    for (int i = 0; i < g->nlive; i++) { /* what the recorder's dump says is live */
+        cmh_segment sg = {0, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, (uint8_t)cmh_pool_rule(g->live[i][1], 1), g->live[i][0], g->live[i][1], 0, {0, 0},
+                          (uint32_t)g->live[i][2], 0, 0, 0};
+        cmh_block b = {g->live[i][0], g->live[i][1], g->live[i][1], (uint32_t)g->live[i][2], CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_segment(&s, &sg, NULL), CMH_OK);
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_block(&s, &b), CMH_OK);
+    }
+
+    int rc;
+    char err[128];
+    cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};
+    cmh_sites *sites = cmh_sites_new(&s, &so, &rc, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sites);
+    cmh_leak_report p;
+    CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, sites, 0, &p), CMH_OK);
+    int ok = 1;
+    char why[512] = "";
+    static const int src[] = {CMH_STEPS_PATTERN, CMH_STEPS_MARKS, CMH_STEPS_ANNOTATIONS};
+    /* the step count: exact, found the way the record allows */
+    if (p.steps.count != (uint32_t)N || p.steps.source != src[bounds]) {
+        ok = 0;
+        int n = snprintf(why, sizeof why, "steps %u (source %d), truth %d (source %d) at", p.steps.count, p.steps.source, N, src[bounds]);
+        for (uint32_t j = 0; j < p.steps.npoints && n < 300; j++) n += snprintf(why + n, sizeof why - (size_t)n, " %" PRId64, p.steps.points[j]);
+        snprintf(why + n, sizeof why - (size_t)n, " of %u", s.nentries);
+    }
+    int few = N < CMH_LEAK_MIN_STEPS;
+    if (p.judged != !few) ok = 0, snprintf(why + strlen(why), sizeof why - strlen(why), "; judged %d", p.judged);
+    uint32_t want_leaking = !few && leak != L_NONE;
+    if (p.leaking != want_leaking) ok = 0, snprintf(why + strlen(why), sizeof why - strlen(why), "; leaking %u, truth %u", p.leaking, want_leaking);
+    for (uint32_t i = 0; i < p.nsites; i++) {
+        const cmh_site *x = &p.sites[i];
+        const char *fn = fn_of(&s, sites, x);
+        int want;
+        if (!strcmp(fn, "keep_history") || !strcmp(fn, "worker_keep")) want = few ? CMH_LEAK_RISING : CMH_LEAK_GROWING;
+        else if (!strcmp(fn, "backward")) want = CMH_LEAK_STEADY;
+        else want = CMH_LEAK_STATE; /* weights, optimizer state, the cache */
+        if (few && want == CMH_LEAK_RISING && k > 1) want = CMH_LEAK_STATE; /* did not rise in each */
+        int good = x->verdict == want && x->growing == (want == CMH_LEAK_GROWING);
+        /* the rate: exact when one thread does it all; a worker's leak is not in step with the
+         * main thread's boundaries, so a block may land on either side of one */
+        int64_t off = x->rate - (int64_t)MIB;
+        if (want == CMH_LEAK_GROWING && (workers ? off < -(int64_t)MIB / 2 || off > (int64_t)MIB / 2 : off != 0)) good = 0;
+        if (!good) {
+            ok = 0;
+            snprintf(why + strlen(why), sizeof why - strlen(why), "; %s: %s (rate %" PRId64 ", thread %u), truth %s", fn,
+                     cmh_leak_verdict_name(x->verdict), x->rate, x->thread, cmh_leak_verdict_name(want));
+        }
+    }
+    if (!ok)
+        fprintf(stderr, "  seed %" PRIu64 " bounds %d workers %d leak %d (N %d, k %d): %s\n", seed, bounds, workers, leak, N, k, why);
+    cmh_leak_report_free(&p);
+    cmh_sites_free(sites);
+    cmh_snapshot_free(&s);
+    return ok;
+}
+
+static void test_corpus(void)
+{
+    int total = 0, right = 0, cases = 0;
+    for (int bounds = B_PATTERN; bounds <= B_ANNOTATIONS; bounds++)
+        for (int workers = 0; workers <= 2; workers += 2)
+            for (int leak = L_NONE; leak <= (workers ? L_WORKER : L_MAIN); leak++) {
+                cases++;
+                for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+                    total++;
+                    right += run_case(seed, bounds, workers, leak, 0);
+                }
+            }
+    /* too few steps: three, a leak in each; growth is not judged, the rise is said */
+    for (int bounds = B_PATTERN; bounds <= B_MARKS; bounds++) {
+        cases++;
+        for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+            total++;
+            right += run_case(seed, bounds, 0, L_MAIN, 3);
+        }
+    }
+    printf("\n  leak-verdict corpus: %d cases x %d seeds: verdict == truth in %d of %d\n", cases, SEEDS, right, total);
+    CU_ASSERT_EQUAL(right, total);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+    CU_pSuite s = CU_add_suite("verdicts", NULL, NULL);
+    CMH_ADD_TEST(s, test_corpus);
+    return cmh_test_main();
+}

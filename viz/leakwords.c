@@ -1,0 +1,96 @@
+/*
+ * leakwords.c - the leak verdict in words (cumemhist/leakwords.h).  One wording, so that
+ * `leaks`, its JSON, the HTML report and `ranks` can never say two things of one verdict.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cumemhist/leakwords.h"
+#include "svg.h"
+
+const char *cmh_leak_steps_source(int source)
+{
+    static const char *const names[] = {"unknown", "marks", "annotations", "pattern"};
+    return source >= 0 && source <= CMH_STEPS_PATTERN ? names[source] : "unknown";
+}
+
+static const char *plural(uint64_t n, const char *one, const char *many) { return n == 1 ? one : many; }
+
+const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
+{
+    const cmh_steps *st = &p->steps;
+    size_t n = 0;
+#define ADD(...)                                                                   \
+    do {                                                                           \
+        if (n < cap) n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__);         \
+    } while (0)
+    buf[0] = 0;
+    switch (st->source) {
+    case CMH_STEPS_MARKS: ADD("steps: %u from the program's marks (\"%s\")", st->count, st->label); break;
+    case CMH_STEPS_ANNOTATIONS: ADD("steps: %u from %s annotations", st->count, st->label); break;
+    case CMH_STEPS_PATTERN:
+        ADD("steps: %u detected from the allocation pattern (period %" PRIu64 " %s)", st->count, st->period,
+            plural(st->period, "entry", "entries"));
+        break;
+    default:
+        if (p->base.entries <= 1) ADD("steps: unknown (the record has no allocation history)");
+        else ADD("steps: unknown (no step marks or annotations, and no repeating allocation pattern)");
+    }
+    if (st->stride > 1) ADD(", measured every %u steps", st->stride);
+    if (p->threads) ADD("; %u of the %u recording threads holding memory repeat %u or more steps of their own", p->threads_judged, p->threads,
+                        CMH_LEAK_MIN_STEPS);
+    if (!p->judged && p->live_blocks && st->count)
+        ADD("; growth needs %u steps (one to warm up, three to rise across)", CMH_LEAK_MIN_STEPS);
+    return buf;
+#undef ADD
+}
+
+const char *cmh_leak_site_word(const cmh_site *x)
+{
+    switch (x->verdict) {
+    case CMH_LEAK_GROWING: return "growing";
+    case CMH_LEAK_RISING: return "rising";
+    case CMH_LEAK_STATE: return "state";
+    case CMH_LEAK_STEADY: return "steady";
+    default: return "held";
+    }
+}
+
+const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
+{
+    char whose[48] = "";
+    if (x->thread) snprintf(whose, sizeof whose, " of recording thread %u", x->thread);
+    switch (x->verdict) {
+    case CMH_LEAK_GROWING:
+        snprintf(buf, cap, "growing: %s%s per step over the last %u %s%s", x->rate >= 0 ? "+" : "", cmh_svg_size((double)x->rate),
+                 x->growth_steps, plural(x->growth_steps, "step", "steps"), whose);
+        break;
+    case CMH_LEAK_RISING:
+        snprintf(buf, cap, "rose in each of the %u steps%s: %s%s per step; too few steps to call it a leak", x->growth_steps, whose,
+                 x->rate >= 0 ? "+" : "", cmh_svg_size((double)x->rate));
+        break;
+    case CMH_LEAK_STATE: snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose); break;
+    case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step%s", whose); break;
+    default: snprintf(buf, cap, "held (the steps are unknown)");
+    }
+    return buf;
+}
+
+const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t cap)
+{
+    uint32_t rising = 0;
+    for (uint32_t i = 0; i < p->nsites; i++) rising += p->sites[i].verdict == CMH_LEAK_RISING;
+    if (p->leaking)
+        snprintf(buf, cap, "%u %s from step to step: %s", p->leaking, plural(p->leaking, "site grows", "sites grow"),
+                 plural(p->leaking, "a likely leak", "likely leaks"));
+    else if (!p->live_blocks) snprintf(buf, cap, "nothing is still live: no site grows");
+    else if (p->judged) snprintf(buf, cap, "no site grows from step to step");
+    else {
+        size_t n = (size_t)snprintf(buf, cap, "growth cannot be judged: %s",
+                                    p->steps.count ? "too few steps" : p->base.entries <= 1 ? "no allocation history" : "the steps are unknown");
+        if (n < cap && p->steps.count) n += (size_t)snprintf(buf + n, cap - n, " (%u of the %u needed)", p->steps.count, CMH_LEAK_MIN_STEPS);
+        if (n < cap && rising) snprintf(buf + n, cap - n, "; %u %s in each step", rising, plural(rising, "site rose", "sites rose"));
+    }
+    return buf;
+}
