@@ -7,6 +7,9 @@
  * the analyzer can replay (under ASan/UBSan in that build).  Never a crash, a hang or a read
  * past the input.
  *
+ * A flight record written today (version 2) has a checksum in each record's head: a record
+ * damaged in its body or its sum is dropped alone and counted.
+ *
  * A .cmh written today ends with a checksum (docs/FORMAT.md, "Checksum"): of such a file, not
  * one truncation and not one single-bit flip may be accepted; the fixtures, written before
  * checksums, must still load, marked unverified.
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../snapshot/crc32c.h"
 #include "../snapshot/flight_format.h"
 #include "cumemhist/analyzer.h"
 #include "cumemhist/recover.h"
@@ -297,6 +301,7 @@ static void test_flight_matrix(void)
     CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s, &info, err, sizeof err), CMH_OK);
     CU_ASSERT_EQUAL(info.entries, 150);
     CU_ASSERT_EQUAL(info.torn, 0);
+    CU_ASSERT_EQUAL(info.unverified, 1); /* version 1, before checksums: still read */
     cmh_snapshot_free(&s);
     /* truncations: inside the header (refused), then through the extents (the file no longer
      * holds what the header says: refused, naming the header's byte) */
@@ -339,7 +344,7 @@ static void test_flight_matrix(void)
         last = at;
         at += r->len;
     }
-    ((cmh_flight_rec *)(void *)(m + last))->commit = 0;
+    ((cmh_flight_rec *)(void *)(m + last))->commit = 0; /* (len and commit: where version 1 has them too) */
     spit(path, m, len);
     CU_ASSERT_EQUAL(cmh_flight_recover(path, &s, &info, err, sizeof err), CMH_OK);
     CU_ASSERT_EQUAL(info.torn, 1);
@@ -347,8 +352,11 @@ static void test_flight_matrix(void)
     cmh_snapshot_free(&s);
     /* hostile headers: a newer version, 1000 extents, an extent of 2^63 bytes, a record of 4 GiB */
     memcpy(m, b, len);
-    mh->version = 2;
-    CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight version 2"), 1);
+    mh->version = CMH_FLIGHT_VERSION + 1;
+    CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight version 3"), 1);
+    memcpy(m, b, len);
+    mh->version = 0;
+    CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight version 0"), 1);
     memcpy(m, b, len);
     mh->nareas = 1000;
     CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight 1000 extents"), 1);
@@ -368,6 +376,111 @@ static void test_flight_matrix(void)
     free(b);
 }
 
+/* The fixture as today's recorder writes it (version 2): each record's head grows to 16 bytes
+ * and carries the CRC-32C of its body; the extents are packed after the header. */
+static unsigned char *flight_v2(const unsigned char *b, size_t len, size_t *out_len)
+{
+    unsigned char *o = calloc(1, len * 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    memcpy(o, b, CMH_FLIGHT_HEADER);
+    cmh_flight_header *h = (void *)o;
+    h->version = 2;
+    uint64_t out = CMH_FLIGHT_HEADER;
+    for (uint32_t a = 0; a < h->nareas; a++) {
+        cmh_flight_area *ar = &h->area[a];
+        if (ar->dropped || !ar->size) continue;
+        uint64_t end = ar->cursor < ar->size ? ar->cursor : ar->size, start = out;
+        if (ar->sealed && ar->sealed < end) end = ar->sealed;
+        for (uint64_t at = 0; at + 8 <= end;) {
+            const cmh_flight_rec *r = (const void *)(b + ar->offset + at); /* len and commit only */
+            if (!r->len || r->len % 8 || r->len > end - at) break;
+            cmh_flight_rec *n = (void *)(o + out);
+            n->len = r->len + 8;
+            n->commit = r->commit;
+            memcpy(n + 1, (const unsigned char *)r + CMH_FLIGHT_HEAD_V1, r->len - CMH_FLIGHT_HEAD_V1);
+            n->sum = cmh_crc32c(0, n + 1, r->len - CMH_FLIGHT_HEAD_V1);
+            out += n->len;
+            at += r->len;
+        }
+        ar->offset = start;
+        ar->size = ar->cursor = out - start;
+        ar->sealed = 0;
+    }
+    *out_len = out;
+    return o;
+}
+
+/* Version 2: a record whose body was damaged is dropped and counted, exactly that one; every
+ * other record still reads.  A flipped byte in every record's body in turn, then in its sum. */
+static void test_flight_checksums(void)
+{
+    size_t len0, len;
+    unsigned char *b0 = slurp(CMH_FIXTURES "/flight/killed-150.flight", &len0);
+    unsigned char *b = flight_v2(b0, len0, &len), *m = malloc(len);
+    free(b0);
+    char path[128], err[4600];
+    snprintf(path, sizeof path, "%s/v2.cmh.flight", g_dir);
+    cmh_snapshot s;
+    cmh_recover_info info;
+    spit(path, b, len);
+    CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s, &info, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(info.entries, 150);
+    CU_ASSERT_EQUAL(info.torn, 0);
+    CU_ASSERT_EQUAL(info.damaged, 0);
+    CU_ASSERT_EQUAL(info.unverified, 0);
+    cmh_snapshot_free(&s);
+    const cmh_flight_header *h = (const void *)b;
+    unsigned long records = 0, exact = 0, entries = 0;
+    for (uint32_t a = 0; a < h->nareas; a++) {
+        const cmh_flight_area *ar = &h->area[a];
+        if (ar->dropped || !ar->size) continue;
+        for (uint64_t at = ar->offset; at < ar->offset + ar->cursor;) {
+            const cmh_flight_rec *r = (const void *)(b + at);
+            uint32_t type = r->commit & 0xff;
+            /* an entry that is its only copy (the ring's backfill at start may append one twice) */
+            int sole = 0;
+            if (type == CMH_FR_ENTRY) {
+                const cmh_fr_entry *e = (const void *)(r + 1);
+                sole = 1;
+                for (uint64_t q = ar->offset; q < ar->offset + ar->cursor;) {
+                    const cmh_flight_rec *o = (const void *)(b + q);
+                    const cmh_fr_entry *f = (const void *)(o + 1);
+                    if (q != at && (o->commit & 0xff) == CMH_FR_ENTRY && f->slot == e->slot && f->seq == e->seq) sole = 0;
+                    q += o->len;
+                }
+            }
+            for (int where = 0; where < 2; where++) { /* the body's middle byte; the sum */
+                memcpy(m, b, len);
+                m[where ? at + offsetof(cmh_flight_rec, sum) + 1 : at + sizeof *r + (r->len - sizeof *r) / 2] ^= 0x20;
+                spit(path, m, len);
+                int rc = cmh_flight_recover(path, &s, &info, err, sizeof err);
+                CU_ASSERT_EQUAL(rc, CMH_OK);
+                if (rc != CMH_OK) {
+                    fprintf(stderr, "\n  %s\n", err);
+                    continue;
+                }
+                int ok = info.damaged == 1 && info.torn == 0 && info.entries == 150u - (unsigned)sole;
+                if (!ok)
+                    fprintf(stderr, "\n  record at %llu (type %u, %s): %llu damaged, %llu torn, %llu entries\n", (unsigned long long)at,
+                            type, where ? "sum" : "body", (unsigned long long)info.damaged, (unsigned long long)info.torn,
+                            (unsigned long long)info.entries);
+                CU_ASSERT(ok);
+                exact += (unsigned long)ok;
+                cmh_snapshot_free(&s);
+            }
+            records++;
+            entries += type == CMH_FR_ENTRY;
+            at += r->len;
+        }
+    }
+    CU_ASSERT(entries >= 150);
+    CU_ASSERT_EQUAL(exact, 2 * records);
+    fprintf(stderr, "[flight v2: %zu bytes, %lu records, each damaged in its body and in its sum: %lu dropped alone and counted] ",
+            len, records, exact);
+    free(m);
+    free(b);
+}
+
 static void test_totals(void) { fprintf(stderr, "[%lu bad inputs tried, %lu refused] ", g_tried, g_refused); }
 
 int main(void)
@@ -381,6 +494,7 @@ int main(void)
     CMH_ADD_TEST(s, test_pickle_matrix);
     CMH_ADD_TEST(s, test_snapshot_hostile);
     CMH_ADD_TEST(s, test_flight_matrix);
+    CMH_ADD_TEST(s, test_flight_checksums);
     CMH_ADD_TEST(s, test_totals);
     int rc = cmh_test_main();
     char cmd[160];
