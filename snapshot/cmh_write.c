@@ -69,7 +69,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
     pack_str(&pk, "cumemhist");
     pack_key(&pk, "version");
     msgpack_pack_uint32(&pk, with_torch ? 2 : 1); /* a version-1 reader reads what has no PyTorch part */
-    if (!nested) { /* before anything a flipped bit could make unreadable: the reader then knows to expect the sum */
+    if (!nested) { /* at the start, far from the end: a file whose end is cut or damaged still says it had a sum */
         pack_key(&pk, "checksum");
         pack_str(&pk, "crc32c");
     }
