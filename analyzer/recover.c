@@ -14,7 +14,10 @@
  * every record's length against its area, every count against its record.  A record whose
  * commit word is wrong was torn by its writer's death: it is skipped and counted.  A length of 0
  * ends an area (the space was never reserved, or the writer died between reserving and writing
- * it: the records after it are then lost too, and counted as torn).
+ * it: the records after it are then lost too, and counted as torn).  A committed record whose
+ * body does not match its sum (version 2) was damaged after it was written: skipped and counted
+ * apart, never read.  A version-1 record has no sum and is read as it is (info->unverified).
+ * A fuzzing build (FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION) computes sums and ignores them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "cumemhist/recover.h"
 #include "flight_format.h"
 #include "grow.h"
@@ -211,6 +215,7 @@ typedef struct rd {
     const unsigned char *map;
     size_t len;
     const cmh_flight_header *h;
+    uint32_t head; /* bytes before a record's body: 16, or 8 in version 1 */
     char *err;
     size_t errlen;
     cmh_recover_info *info;
@@ -224,29 +229,46 @@ static int fail(rd *r, const char *fmt, uint64_t at)
     return CMH_EFORMAT;
 }
 
-/* Call fn on each committed record of area a (checked against the file); torn ones counted. */
-typedef int (*rec_fn)(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t at);
+/* Call fn on the body of each committed, intact record of area a (checked against the file);
+ * torn and damaged ones counted.  at: the record's byte in the file. */
+typedef int (*rec_fn)(void *arg, const void *body, uint32_t len, uint32_t type, uint64_t at);
+
+/* The body matches the sum in the head (version 2; a version-1 record has none to match). */
+static int intact(const rd *r, const cmh_flight_rec *rec, const unsigned char *body, uint32_t len)
+{
+    if (r->head != sizeof *rec) return 1;
+    uint32_t sum = cmh_crc32c(0, body, len - r->head);
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+    (void)sum;
+    return 1;
+#else
+    return sum == rec->sum;
+#endif
+}
 
 static int walk(rd *r, uint32_t a, rec_fn fn, void *arg)
 {
     const cmh_flight_area *ar = &r->h->area[a];
     uint64_t end = ar->cursor < ar->size ? ar->cursor : ar->size;
     if (ar->sealed && ar->sealed < end) end = ar->sealed; /* past it: reservations that went to the next extent */
-    for (uint64_t at = 0; at + sizeof(cmh_flight_rec) <= end;) {
+    for (uint64_t at = 0; at + CMH_FLIGHT_HEAD_V1 <= end;) {
         const cmh_flight_rec *rec = (const cmh_flight_rec *)(r->map + ar->offset + at);
         uint32_t len = __atomic_load_n(&rec->len, __ATOMIC_RELAXED);
         if (!len) { /* reserved and never written (its writer died at once), or nothing more */
             if (at < end) r->info->torn++;
             break;
         }
-        if (len % 8 || len < sizeof *rec || len > end - at) {
+        if (len % 8 || len < r->head || len > end - at) {
             r->info->torn++;
             break; /* its length cannot be trusted, so neither can what follows */
         }
         uint32_t c = __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE);
+        const unsigned char *body = (const unsigned char *)rec + r->head;
         if ((c & ~0xffu) != CMH_FLIGHT_COMMIT) r->info->torn++;
+        else if (!intact(r, rec, body, len))
+            r->info->damaged++; /* its length was sane: what follows may still be whole */
         else {
-            int rc = fn(arg, rec, c & 0xff, ar->offset + at);
+            int rc = fn(arg, body, len - r->head, c & 0xff, ar->offset + at);
             if (rc) return rc;
         }
         at += len;
@@ -302,14 +324,14 @@ static int64_t to_ns(const cmh_flight_header *h, int64_t ticks)
     return ns > INT64_MAX ? INT64_MAX : ns < INT64_MIN ? INT64_MIN : (int64_t)ns;
 }
 
-static int on_dict(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t at)
+static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uint64_t at)
 {
     ctx *c = arg;
     cmh_snapshot *s = c->s;
     switch (type) {
     case CMH_FR_STACK: {
-        const cmh_flight_stack_rec *x = (const cmh_flight_stack_rec *)rec;
-        if (rec->len < sizeof *x || x->depth > (rec->len - sizeof *x) / 8 || x->depth > 4096)
+        const cmh_fr_stack *x = body;
+        if (len < sizeof *x || x->depth > (len - sizeof *x) / 8 || x->depth > 4096)
             return fail(c->r, "a stack record that does not fit its length at byte %llu", at);
         pcstack *p = cmh_oa_get(&c->stacks, (uint64_t)x->id + 1, NULL);
         if (!p || CMH_GROW(c->pcs, c->cappcs, (uint64_t)c->npcs + x->depth, 4096)) return CMH_ENOMEM;
@@ -321,17 +343,17 @@ static int on_dict(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t
         return CMH_OK;
     }
     case CMH_FR_NAME: {
-        const cmh_flight_name_rec *x = (const cmh_flight_name_rec *)rec;
-        if (rec->len < sizeof *x || x->length > rec->len - sizeof *x) return fail(c->r, "a name longer than its record at byte %llu", at);
+        const cmh_fr_name *x = body;
+        if (len < sizeof *x || x->length > len - sizeof *x) return fail(c->r, "a name longer than its record at byte %llu", at);
         name_rec *n = cmh_oa_get(&c->names, (uint64_t)x->id + 1, NULL);
         if (!n) return CMH_ENOMEM;
-        n->off = at + sizeof *x;
+        n->off = at + c->r->head + sizeof *x;
         n->len = x->length;
         return CMH_OK;
     }
     case CMH_FR_MODULE: {
-        const cmh_flight_module_rec *x = (const cmh_flight_module_rec *)rec;
-        if (rec->len < sizeof *x || x->path_len > rec->len - sizeof *x || x->build_id_len > rec->len - sizeof *x - x->path_len)
+        const cmh_fr_module *x = body;
+        if (len < sizeof *x || x->path_len > len - sizeof *x || x->build_id_len > len - sizeof *x - x->path_len)
             return fail(c->r, "a module record longer than its length at byte %llu", at);
         const char *path = (const char *)(x + 1);
         cmh_module m = {0, 0, x->base, x->size};
@@ -343,8 +365,8 @@ static int on_dict(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t
         return cmh_snapshot_add_module(s, &m) == CMH_OK ? CMH_OK : CMH_ENOMEM;
     }
     case CMH_FR_ANNOTATION: {
-        const cmh_flight_annotation_rec *x = (const cmh_flight_annotation_rec *)rec;
-        if (rec->len < sizeof *x) return fail(c->r, "a short annotation record at byte %llu", at);
+        const cmh_fr_annotation *x = body;
+        if (len < sizeof *x) return fail(c->r, "a short annotation record at byte %llu", at);
         if (CMH_GROW(c->anns, c->capanns, (uint64_t)c->nanns + 1, 64)) return CMH_ENOMEM;
         cmh_annotation a = {x->name, (uint8_t)(x->stage ? 1 : 0), x->device, to_ns(c->r->h, x->ticks)};
         c->anns[c->nanns++] = a; /* name: the recorder's id, turned into a string once names are known */
@@ -354,12 +376,12 @@ static int on_dict(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t
     }
 }
 
-static int on_record(void *arg, const cmh_flight_rec *rec, uint32_t type, uint64_t at)
+static int on_record(void *arg, const void *body, uint32_t len, uint32_t type, uint64_t at)
 {
     ctx *c = arg;
-    if (type != CMH_FR_ENTRY && type != CMH_FR_CLEAR) return on_dict(arg, rec, type, at);
-    const cmh_flight_entry_rec *x = (const cmh_flight_entry_rec *)rec;
-    if (rec->len < sizeof *x) return fail(c->r, "a short entry record at byte %llu", at);
+    if (type != CMH_FR_ENTRY && type != CMH_FR_CLEAR) return on_dict(arg, body, len, type, at);
+    const cmh_fr_entry *x = body;
+    if (len < sizeof *x) return fail(c->r, "a short entry record at byte %llu", at);
     if (x->slot >= CMH_FLIGHT_SLOTS) return fail(c->r, "an entry of an impossible device at byte %llu", at);
     if (type == CMH_FR_CLEAR) {
         if (x->seq > c->cleared[x->slot]) c->cleared[x->slot] = x->seq;
@@ -611,7 +633,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     memset(info, 0, sizeof *info);
     int rc = cmh_snapshot_init(out);
     if (rc) return rc;
-    rd r = {path, NULL, 0, NULL, err, errlen, info};
+    rd r = {path, NULL, 0, NULL, sizeof(cmh_flight_rec), err, errlen, info};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0) {
@@ -653,7 +675,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         rc = fail(&r, "not a flight record (no magic at byte %llu)", 0);
         goto out;
     }
-    if (h->version != CMH_FLIGHT_VERSION) {
+    if (h->version < 1 || h->version > CMH_FLIGHT_VERSION) {
         char what[128];
         snprintf(what, sizeof what, "a flight record of version %u (byte %%llu), not this reader's (%d)", h->version, CMH_FLIGHT_VERSION);
         rc = fail(&r, what, offsetof(cmh_flight_header, version));
@@ -679,6 +701,8 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
             goto out;
         }
     }
+    r.head = h->version >= 2 ? sizeof(cmh_flight_rec) : CMH_FLIGHT_HEAD_V1;
+    info->unverified = h->version < 2;
     info->pid = h->pid;
     info->state = (int)h->state;
     info->end_signal = h->end_signal;

@@ -189,6 +189,8 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
+    if (!quiet && info.unverified)
+        fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", flight);
     if (!quiet) {
         if (live)
             fprintf(stderr, "cumemhist: pid %lld %s: a copy of its %s entries so far is in %s; %s is left as it is", (long long)info.pid,
@@ -198,6 +200,9 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
             fprintf(stderr, "cumemhist: pid %lld %s after %s entries; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
                     thousands(info.entries), dest);
         if (info.torn) fprintf(stderr, " (%s torn record%s dropped)", thousands(info.torn), info.torn == 1 ? "" : "s");
+        if (info.damaged)
+            fprintf(stderr, " (%s damaged record%s dropped: %s not match%s checksum)", thousands(info.damaged),
+                    info.damaged == 1 ? "" : "s", info.damaged == 1 ? "it does" : "they do", info.damaged == 1 ? " its" : " their");
         if (info.lost) fprintf(stderr, " (%s entr%s the full journal refused)", thousands(info.lost), info.lost == 1 ? "y" : "ies");
         if (proc == CLI_PROC_REUSED) fprintf(stderr, " (pid %lld now belongs to a later process)", (long long)info.pid);
         if (proc == CLI_PROC_ELSEWHERE && !live)

@@ -47,6 +47,8 @@ int cli_load(const char *path, cmh_snapshot *s)
     if (s->pt_fields & CMH_PT_LEGACY_HISTORY)
         fprintf(stderr, "cumemhist: note: %s has PyTorch <= 2.0's layout (per-block history); block stacks come from it\n",
                 path);
+    if (s->unverified) /* once per file: every command loads each of its files here, once */
+        fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", path);
     if (s->skipped_entries)
         fprintf(stderr, "cumemhist: note: %s: %llu trace entries of actions this version does not know were skipped\n",
                 path, (unsigned long long)s->skipped_entries);

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "flight_format.h"
 #include "internal.h"
 
@@ -125,8 +126,8 @@ static int next_extent(uint32_t full, int new_generation)
     return rc;
 }
 
-/* Reserve len bytes (a multiple of 8) in the active extent; NULL when no extent can take it
- * (then counted).  counted: raise the extent's writer count (commit() lowers it), so that the
+/* Reserve a record of len bytes, head included (a multiple of 8), in the active extent; NULL
+ * when no extent can take it (then counted).  counted: raise the extent's writer count (commit() lowers it), so that the
  * extent is not given back under the writer.  Trace entries need not: they are written under
  * their device's lock, which the checkpoint takes before any extent is given back. */
 static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
@@ -155,18 +156,27 @@ static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
     return NULL;
 }
 
+/* The body's sum, then the commit word that makes the record visible (release: a reader that
+ * sees the commit sees the sum and the body).  The sum is the record's one cost beyond its
+ * stores: 9 crc32 instructions for an entry (bench_hooks). */
 static void commit(cmh_flight_rec *r, int type, uint32_t area)
 {
+    r->zero = 0;
+    r->sum = cmh_crc32c(0, r + 1, r->len - sizeof *r);
     __atomic_store_n(&r->commit, CMH_FLIGHT_COMMIT | (uint32_t)type, __ATOMIC_RELEASE);
     if (area < CMH_FLIGHT_EXTENTS) __atomic_sub_fetch(&g_h->area[area].writers, 1, __ATOMIC_RELEASE);
 }
+
+/* Bodies follow their heads. */
+#define BODY(r, type) ((type *)(void *)((r) + 1))
 
 void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_entry_rec *r = (cmh_flight_entry_rec *)reserve(sizeof *r, &a, 0);
-    if (!r) return;
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_entry), &a, 0);
+    if (!h) return;
+    cmh_fr_entry *r = BODY(h, cmh_fr_entry);
     r->slot = (uint32_t)slot;
     r->seq = seq;
     r->ticks = e->ticks;
@@ -179,18 +189,19 @@ void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
     r->action = (uint8_t)e->action;
     r->kind = (uint8_t)e->kind;
     r->flags = (uint8_t)e->flags;
-    commit(&r->h, CMH_FR_ENTRY, a);
+    commit(h, CMH_FR_ENTRY, a);
 }
 
 void cmh_flight_clear(int slot, uint64_t seq)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_entry_rec *r = (cmh_flight_entry_rec *)reserve(sizeof *r, &a, 0);
-    if (!r) return;
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_entry), &a, 0);
+    if (!h) return;
+    cmh_fr_entry *r = BODY(h, cmh_fr_entry);
     r->slot = (uint32_t)slot;
     r->seq = seq;
-    commit(&r->h, CMH_FR_CLEAR, a);
+    commit(h, CMH_FR_CLEAR, a);
 }
 
 void cmh_flight_set_capacity(uint64_t max_entries)
@@ -204,13 +215,14 @@ void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_stack_rec *r = (cmh_flight_stack_rec *)reserve(padded(sizeof *r + (size_t)depth * 8), &a, 1);
-    if (!r) return;
+    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_stack) + (size_t)depth * 8), &a, 1);
+    if (!h) return;
+    cmh_fr_stack *r = BODY(h, cmh_fr_stack);
     r->id = id;
     r->depth = depth;
     uint64_t *out = (uint64_t *)(r + 1);
     for (uint32_t i = 0; i < depth; i++) out[i] = pcs[i];
-    commit(&r->h, CMH_FR_STACK, a);
+    commit(h, CMH_FR_STACK, a);
     __atomic_add_fetch(&g_stacks_seen, 1, __ATOMIC_RELAXED);
 }
 
@@ -220,25 +232,27 @@ void cmh_flight_name(uint32_t id, const char *name)
     size_t n = strlen(name);
     if (n > 65535) n = 65535;
     uint32_t a;
-    cmh_flight_name_rec *r = (cmh_flight_name_rec *)reserve(padded(sizeof *r + n), &a, 1);
-    if (!r) return;
+    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_name) + n), &a, 1);
+    if (!h) return;
+    cmh_fr_name *r = BODY(h, cmh_fr_name);
     r->id = id;
     r->length = (uint32_t)n;
     memcpy(r + 1, name, n);
-    commit(&r->h, CMH_FR_NAME, a);
+    commit(h, CMH_FR_NAME, a);
 }
 
 void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_annotation_rec *r = (cmh_flight_annotation_rec *)reserve(sizeof *r, &a, 1);
-    if (!r) return;
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_annotation), &a, 1);
+    if (!h) return;
+    cmh_fr_annotation *r = BODY(h, cmh_fr_annotation);
     r->ticks = ticks;
     r->name = name;
     r->device = device;
     r->stage = (uint32_t)stage;
-    commit(&r->h, CMH_FR_ANNOTATION, a);
+    commit(h, CMH_FR_ANNOTATION, a);
 }
 
 /* ---- the module map ---- */
@@ -307,15 +321,16 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
     build_id_hex(info, bid, sizeof bid);
     size_t pl = strlen(path), bl = strlen(bid);
     uint32_t a;
-    cmh_flight_module_rec *r = (cmh_flight_module_rec *)reserve(padded(sizeof *r + pl + bl), &a, 1);
-    if (!r) return 0;
+    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_module) + pl + bl), &a, 1);
+    if (!h) return 0;
+    cmh_fr_module *r = BODY(h, cmh_fr_module);
     r->base = lo; /* the lowest loaded address, as the snapshot's module map has it */
     r->size = hi - lo;
     r->path_len = (uint32_t)pl;
     r->build_id_len = (uint32_t)bl;
     memcpy(r + 1, path, pl);
     memcpy((char *)(r + 1) + pl, bid, bl);
-    commit(&r->h, CMH_FR_MODULE, a);
+    commit(h, CMH_FR_MODULE, a);
     return 0;
 }
 
@@ -478,7 +493,7 @@ void cmh_flight_start(void)
 /* Bytes in the current generation past which a bounded ring's history is checkpointed. */
 static uint64_t generation_limit(void)
 {
-    uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * sizeof(cmh_flight_entry_rec) * 4;
+    uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * (sizeof(cmh_flight_rec) + sizeof(cmh_fr_entry)) * 4;
     return ring > ((uint64_t)64 << 20) ? ring : (uint64_t)64 << 20;
 }
 

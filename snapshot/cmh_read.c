@@ -5,6 +5,14 @@
  * memory beyond the model it fills (an object tree costs several times the file), and every
  * error names the exact byte offset.  Nothing here recurses on input: unknown values are
  * skipped with an explicit pending-item counter, so a hostile nesting depth costs nothing.
+ *
+ * A file that ends with a checksum (docs/FORMAT.md, "Checksum") is checked whole before a byte
+ * of it is parsed, so damage is reported as damage, not as whatever the flipped bit happened to
+ * make of the bytes.  A file whose map announces a checksum ("checksum" after "version") but
+ * does not end with one was cut short or damaged there, and is refused; one with neither was
+ * written before checksums and is read unverified (s->unverified: the command says so).  A
+ * fuzzing build (FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, scripts/fuzz.sh) computes the sum
+ * but does not refuse on a mismatch, or no mutated input would ever reach the parser.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -12,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crc32c.h"
 #include "cumemhist/snapshot.h"
 #include "mapped.h"
 
@@ -23,8 +32,15 @@ typedef struct cur {
     char *err;
     size_t errlen;
     int failed;
-    int nomem; /* the failure was memory, not the file */
+    int nomem;     /* the failure was memory, not the file */
+    int has_sum;   /* the file ends with a checksum, verified (sum_at: where its key begins) */
+    size_t announced; /* the map said "checksum": "crc32c" (where its key began + 1) */
+    size_t sum_at;
 } cur;
+
+/* The file's last entry: the key "crc32c", then the sum as 0xce and 4 bytes, big-endian. */
+static const unsigned char trailer_key[] = {0xa6, 'c', 'r', 'c', '3', '2', 'c', 0xce};
+#define TRAILER (sizeof trailer_key + 4)
 
 static int fail(cur *c, const char *fmt, ...)
 {
@@ -515,6 +531,20 @@ static int rd_meminfo(cur *c, cmh_snapshot *s)
 
 static int rd_snapshot(cur *c, cmh_snapshot *s, int nested);
 
+/* "checksum": the kind of sum the file ends with.  The sum itself was checked before parsing
+ * began (read_cmh); a file that announces one and does not end with it is refused once parsed
+ * (a cut file fails the parse first, and is told truncated). */
+static int rd_announce(cur *c, size_t at)
+{
+    const char *v;
+    uint32_t vl;
+    if (rd_str(c, &v, &vl)) return -1;
+    if (vl != 6 || memcmp(v, "crc32c", 6))
+        return fail(c, "a checksum of kind '%.*s' at byte %zu, which this cumemhist does not know", (int)(vl > 32 ? 32 : vl), v, at);
+    c->announced = at + 1;
+    return 0;
+}
+
 /* PyTorch's part: a snapshot map of the same form, inside ours (only there). */
 static int rd_torch(cur *c, cmh_snapshot *s, int nested)
 {
@@ -620,6 +650,14 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("meminfo")) r = rd_meminfo(c, s);
         else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);
         else if (KEY("torch")) r = rd_torch(c, s, nested);
+        else if (!nested && KEY("checksum")) r = rd_announce(c, at);
+        else if (!nested && KEY("crc32c")) {
+            int64_t v; /* read first: a file cut inside it is told truncated */
+            if (rd_int(c, &v)) return -1;
+            if (!c->has_sum || at != c->sum_at)
+                return fail(c, "a checksum at byte %zu that is not the last %zu bytes of the file", at, TRAILER);
+            r = 0;
+        }
         else r = skip(c);
 #undef KEY
         if (r) return -1;
@@ -632,14 +670,53 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
     return 0;
 }
 
+/* The sum over every byte before its own four.  A mapping is read in steps, each given back
+ * once summed (mapped.h): the parse that follows reads the pages again from the page cache,
+ * and peak memory stays the model's. */
+static int verify(cur *c)
+{
+    size_t end = c->len - 4, dropped = 0;
+    uint32_t sum = 0;
+    for (size_t at = 0; at < end;) {
+        size_t n = end - at < CMH_DROP_STEP ? end - at : CMH_DROP_STEP;
+        sum = cmh_crc32c(sum, c->p + at, n);
+        at += n;
+        if (c->mapped) cmh_drop_behind(c->p, at, &dropped);
+    }
+    uint32_t want = (uint32_t)be(c->p + end, 4);
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+    if (sum != want)
+        return fail(c, "checksum mismatch over bytes 0-%zu (the file is damaged)", end - 1);
+#endif
+    return 0;
+}
+
 static int read_cmh(const void *buf, size_t len, int mapped, cmh_snapshot *s, char *err, size_t errlen)
 {
-    cur c = {buf, len, 0, mapped, 0, err, errlen, 0, 0};
+    cur c = {buf, len, 0, mapped, 0, err, errlen, 0, 0, 0, 0, 0};
     if (cmh_snapshot_init(s) != CMH_OK) {
         snprintf(err, errlen, "out of memory");
         return CMH_ENOMEM;
     }
-    if (rd_snapshot(&c, s, 0)) goto bad;
+    if (len >= TRAILER && !memcmp(c.p + len - TRAILER, trailer_key, sizeof trailer_key)) {
+        c.has_sum = 1;
+        c.sum_at = len - TRAILER;
+        if (verify(&c)) goto bad;
+    }
+    if (rd_snapshot(&c, s, 0)) {
+        if (c.announced && !c.has_sum && !c.nomem) { /* what the parser tripped on is the missing end */
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, "; it does not end with the checksum byte %zu announces: the file is truncated or damaged",
+                     c.announced - 1);
+        }
+        goto bad;
+    }
+    if (c.announced && !c.has_sum) {
+        fail(&c, "no checksum at its end (bytes %zu-%zu), though byte %zu says it has one: the file is damaged",
+             len > TRAILER ? len - TRAILER : 0, len - 1, c.announced - 1);
+        goto bad;
+    }
+    s->unverified = !c.has_sum;
     if (c.pos != c.len) {
         fail(&c, "%zu unexpected bytes after the snapshot at byte %zu", c.len - c.pos, c.pos);
         goto bad;

@@ -3,17 +3,21 @@
  *
  * Positional arrays everywhere below the top-level map; trace entries delta-encode their address
  * and time against the previous entry of the same trace, which is what keeps an entry near
- * 16 bytes.  The file is written through a FILE* with a 64 KiB buffer; cmh_cmh_write_file makes
- * it atomic (snapshot/atomic.c).
+ * 16 bytes.  cmh_cmh_write_file makes the file atomic (snapshot/atomic.c).
+ *
+ * The bytes go through a 64 KiB buffer of our own on their way to the FILE*: the checksum
+ * (CRC-32C, crc32c.h) is taken over each full buffer rather than over the few bytes of each
+ * msgpack call, and the file ends with it, as the top-level map's last entry, "crc32c", after
+ * "checksum": "crc32c" near the start says that it will (docs/FORMAT.md, "Checksum").
  */
 #include <errno.h>
 #include <msgpack.h>
-#include <msgpack/fbuffer.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "cumemhist/snapshot.h"
 
 static void pack_str(msgpack_packer *pk, const char *s)
@@ -57,12 +61,18 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
     msgpack_packer pk = *pk_;
     int with_torch = !nested && s->torch;
     int nproc = (s->producer[0] != 0) + (s->rank >= 0) + (s->local_rank >= 0) + (s->world_size >= 0) + (s->forked_from > 0);
-    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (with_torch ? 2 : 0));
+    /* the top level also holds "checksum" and the final "crc32c" (cmh_cmh_write) */
+    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (with_torch ? 2 : 0) +
+                              (nested ? 0 : 2));
 
     pack_key(&pk, "format");
     pack_str(&pk, "cumemhist");
     pack_key(&pk, "version");
     msgpack_pack_uint32(&pk, with_torch ? 2 : 1); /* a version-1 reader reads what has no PyTorch part */
+    if (!nested) { /* at the start, far from the end: a file whose end is cut or damaged still says it had a sum */
+        pack_key(&pk, "checksum");
+        pack_str(&pk, "crc32c");
+    }
 
     pack_key(&pk, "meta");
     msgpack_pack_array(&pk, s->ending ? 12 : 11);
@@ -251,11 +261,56 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
     }
 }
 
+/* The sink between the packer and the FILE*: whole buffers are checksummed and written. */
+typedef struct sink {
+    FILE *fp;
+    uint32_t crc;
+    size_t n;
+    unsigned char buf[1 << 16];
+} sink;
+
+static void sink_flush(sink *k)
+{
+    k->crc = cmh_crc32c(k->crc, k->buf, k->n);
+    if (k->n) fwrite(k->buf, 1, k->n, k->fp); /* a failure shows as ferror(fp) */
+    k->n = 0;
+}
+
+static int sink_write(void *data, const char *p, size_t len)
+{
+    sink *k = data;
+    if (len > sizeof k->buf - k->n) {
+        sink_flush(k);
+        if (len > sizeof k->buf) { /* a long string: straight through */
+            k->crc = cmh_crc32c(k->crc, p, len);
+            fwrite(p, 1, len, k->fp);
+            return 0;
+        }
+    }
+    memcpy(k->buf + k->n, p, len);
+    k->n += len;
+    return 0;
+}
+
 int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
 {
+    sink *k = malloc(sizeof *k);
+    if (!k) return CMH_ENOMEM;
+    k->fp = fp;
+    k->crc = 0;
+    k->n = 0;
     msgpack_packer pk;
-    msgpack_packer_init(&pk, fp, msgpack_fbuffer_write);
+    msgpack_packer_init(&pk, k, sink_write);
     write_map(&pk, s, 0);
+    /* the last entry: "crc32c" and the sum of every byte before its own four, in the fixed
+     * 5-byte form (0xce, big-endian) so that a reader finds it at the end without parsing */
+    static const unsigned char key[] = {0xa6, 'c', 'r', 'c', '3', '2', 'c', 0xce};
+    sink_write(k, (const char *)key, sizeof key);
+    sink_flush(k);
+    unsigned char v[4] = {(unsigned char)(k->crc >> 24), (unsigned char)(k->crc >> 16), (unsigned char)(k->crc >> 8),
+                          (unsigned char)k->crc};
+    fwrite(v, 1, 4, fp);
+    free(k);
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }
 

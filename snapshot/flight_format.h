@@ -11,10 +11,15 @@
  * a new one, writes there again what entries refer to, and writes a checkpoint (a normal .cmh
  * of the whole state, to one of two files, alternately); the older extents are then given back
  * to the file system, and entries the checkpoint holds are skipped by their per-device
- * sequence numbers.  A record is an 8-byte head {length, commit} and a payload; the writer
- * reserves its bytes with one atomic add on the extent's cursor, writes the length, the payload
- * and, last, the commit word (release).  A reader trusts only records whose commit word is
- * right: a record torn by the death of its writer is skipped and counted.
+ * sequence numbers.  A record is a 16-byte head {length, commit, sum, 0} and a body; the
+ * writer reserves its bytes with one atomic add on the extent's cursor, writes the length, the
+ * body, the body's CRC-32C (crc32c.h) and, last, the commit word (release).  A reader trusts
+ * only records whose commit word is right (a record torn by the death of its writer is skipped
+ * and counted torn) and whose body matches its sum (one damaged on disk, or by a stray write of
+ * the program's, is skipped and counted damaged).
+ *
+ * Version 1 (before sums) had an 8-byte head {length, commit} and the same bodies; the reader
+ * still reads it, unverified.
  */
 #ifndef CMH_FLIGHT_FORMAT_H
 #define CMH_FLIGHT_FORMAT_H
@@ -22,7 +27,7 @@
 #include <stdint.h>
 
 #define CMH_FLIGHT_MAGIC "CMHFLT01"
-#define CMH_FLIGHT_VERSION 1
+#define CMH_FLIGHT_VERSION 2 /* 2: heads carry the body's sum; 1 (no sum) is still read */
 #define CMH_FLIGHT_HEADER 12288 /* bytes before the first extent */
 #define CMH_FLIGHT_SLOTS 65    /* device slots: 0..63, then pinned host memory */
 #define CMH_FLIGHT_COMMIT 0x464c5400u /* commit word: this | record type */
@@ -91,45 +96,47 @@ _Static_assert(sizeof(cmh_flight_header) <= CMH_FLIGHT_HEADER, "the flight heade
 typedef struct cmh_flight_rec {
     uint32_t len;    /* the whole record, head included, a multiple of 8 */
     uint32_t commit; /* CMH_FLIGHT_COMMIT | type, written last */
+    uint32_t sum;    /* CRC-32C of the body: the record's bytes from 16 to len */
+    uint32_t zero;   /* 0; keeps the body on 8 bytes */
 } cmh_flight_rec;
+#define CMH_FLIGHT_HEAD_V1 8 /* version 1's head: len and commit only */
+
+/* The bodies, after the head. */
 
 /* CMH_FR_ENTRY: one trace entry, as the recorder's ring holds it */
-typedef struct cmh_flight_entry {
-    cmh_flight_rec h;
+typedef struct cmh_fr_entry {
     uint32_t slot, pad;
     uint64_t seq; /* the device's entry count after this entry (1, 2, ...) */
     int64_t ticks;
     uint64_t addr, size, requested, stream;
     uint32_t stack, thread;
     uint8_t action, kind, flags, pad2[5];
-} cmh_flight_entry_rec;
+} cmh_fr_entry;
 
 /* CMH_FR_STACK: {id, depth} then depth PCs, innermost first */
-typedef struct cmh_flight_stack {
-    cmh_flight_rec h;
+typedef struct cmh_fr_stack {
     uint32_t id, depth;
-} cmh_flight_stack_rec;
+} cmh_fr_stack;
 
 /* CMH_FR_NAME: a mark or range name: {id, length} then the bytes */
-typedef struct cmh_flight_name {
-    cmh_flight_rec h;
+typedef struct cmh_fr_name {
     uint32_t id, length;
-} cmh_flight_name_rec;
+} cmh_fr_name;
 
 /* CMH_FR_MODULE: a loaded object: {base, size, path length, build-id length} then both */
-typedef struct cmh_flight_module {
-    cmh_flight_rec h;
+typedef struct cmh_fr_module {
     uint64_t base, size;
     uint32_t path_len, build_id_len;
-} cmh_flight_module_rec;
+} cmh_fr_module;
 
 /* CMH_FR_ANNOTATION: a range's start or end (stage 0 / 1) */
-typedef struct cmh_flight_annotation {
-    cmh_flight_rec h;
+typedef struct cmh_fr_annotation {
     int64_t ticks;
     uint32_t name;
     int32_t device;
     uint32_t stage, pad;
-} cmh_flight_annotation_rec;
+} cmh_fr_annotation;
+
+_Static_assert(sizeof(cmh_flight_rec) == 16 && sizeof(cmh_fr_entry) == 72, "an entry record is 88 bytes, its body 9 words");
 
 #endif

@@ -80,6 +80,31 @@ env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=
 "$CMH" recover p.cmh.flight 2>err.txt && [ "$(entries p.cmh)" = 150 ] && [ ! -e p.cmh.flight ] &&
     ok "recover after a plain LD_PRELOAD run killed by SIGKILL: 150 entries" || bad "recover: $(cat err.txt)"
 [ ! -e p.cmh.claim ] && ok "recover removes the claim the killed process left on p.cmh" || bad "p.cmh.claim left: $(cat p.cmh.claim)"
+# a record damaged after it was written (a byte of one entry's body flipped on disk): recover
+# drops that record alone, says so, and keeps the other 149
+rm -f p.cmh*
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh "$D" kill 2>/dev/null
+py - p.cmh.flight <<'EOF2'
+import struct, sys
+f = open(sys.argv[1], 'r+b')
+m = bytearray(f.read())
+off, size, cursor = struct.unpack_from('<QQQ', m, 112)  # area[0] (snapshot/flight_format.h)
+at, n = off, 0
+while at < off + min(size, cursor):
+    ln, commit = struct.unpack_from('<II', m, at)
+    if not ln:
+        break
+    if commit & 0xff == 1:  # an entry
+        n += 1
+        if n == 100:  # well past the ring's backfill at start: the only copy of its entry
+            m[at + 16 + 40] ^= 0x01  # its size
+            break
+    at += ln
+f.seek(0)
+f.write(m)
+EOF2
+"$CMH" recover p.cmh.flight 2>err.txt && [ "$(entries p.cmh)" = 149 ] && grep -q "after 149 entries; snapshot p.cmh (1 damaged record dropped: it does not match its checksum)" err.txt &&
+    ok "recover drops a record whose body does not match its checksum, and counts it: 149 entries" || bad "damaged record: $(entries p.cmh) entries, $(cat err.txt)"
 # the same session's next run after a kill -9 writes the same path (the dead owner's claim is stale)
 rm -f p.cmh* p.*.cmh*
 env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh CUMEMHIST_SESSION=77 "$D" kill 2>/dev/null

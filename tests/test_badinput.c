@@ -6,13 +6,22 @@
  * refuses, it says so in one line naming the file and the byte; whatever it accepts is a model
  * the analyzer can replay (under ASan/UBSan in that build).  Never a crash, a hang or a read
  * past the input.
+ *
+ * A flight record written today (version 2) has a checksum in each record's head: a record
+ * damaged in its body or its sum is dropped alone and counted.
+ *
+ * A .cmh written today ends with a checksum (docs/FORMAT.md, "Checksum"): of such a file, not
+ * one truncation and not one single-bit flip may be accepted; the fixtures, written before
+ * checksums, must still load, marked unverified.
  */
 #define _GNU_SOURCE
+#include <glob.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../snapshot/crc32c.h"
 #include "../snapshot/flight_format.h"
 #include "cumemhist/analyzer.h"
 #include "cumemhist/recover.h"
@@ -156,6 +165,96 @@ static void matrix_snapshot(int pickle)
 }
 
 static void test_cmh_matrix(void) { matrix_snapshot(0); }
+
+/* A fixture as today's writer writes it: the same snapshot, with its checksum. */
+static unsigned char *checksummed(const char *fixture, size_t *len)
+{
+    unsigned char *b = slurp(fixture, len);
+    cmh_snapshot s;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(b, *len, &s, err, sizeof err), CMH_OK);
+    free(b);
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_write(&s, f), CMH_OK);
+    fclose(f);
+    cmh_snapshot_free(&s);
+    return (unsigned char *)out;
+}
+
+/* Every truncation and every single-bit flip of a checksummed .cmh is refused: not one read as
+ * a different record (before checksums, 1 in 5 flips was, and changed the figures). */
+static void test_cmh_checksummed_matrix(void)
+{
+    size_t len;
+    unsigned char *b = checksummed(CMH_FIXTURES "/h200/leaky.cmh", &len), *m = malloc(len);
+    char path[128], what[128], err[512];
+    snprintf(path, sizeof path, "%s/sum.cmh", g_dir);
+    cmh_snapshot s;
+    spit(path, b, len);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_load(path, &s, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(s.unverified, 0);
+    cmh_snapshot_free(&s);
+    unsigned long cuts = 0, flips = 0, accepted = 0, said_damaged = 0;
+    for (size_t n = 0; n < len; n++, cuts++) {
+        snprintf(what, sizeof what, "checksummed cmh cut at %zu", n);
+        try_file(SNAPSHOT, path, b, n, 1, what);
+    }
+    for (size_t i = 0; i < len; i++)
+        for (int bit = 0; bit < 8; bit++, flips++) {
+            memcpy(m, b, len);
+            m[i] ^= (unsigned char)(1u << bit);
+            int rc = cmh_cmh_read(m, len, &s, err, sizeof err);
+            g_tried++;
+            if (rc == CMH_OK) {
+                fprintf(stderr, "\n  checksummed cmh byte %zu bit %d: accepted\n", i, bit);
+                accepted++;
+                cmh_snapshot_free(&s);
+                continue;
+            }
+            g_refused++;
+            CU_ASSERT(rc == CMH_EFORMAT);
+            CU_ASSERT(strstr(err, "byte") && !strchr(err, '\n'));
+            said_damaged += strstr(err, "damaged") != NULL;
+        }
+    CU_ASSERT_EQUAL(accepted, 0);
+    CU_ASSERT_EQUAL(said_damaged, flips); /* and each says so, rather than what the flip made of a byte */
+    /* through the file loader: the file, the range, the damage */
+    memcpy(m, b, len);
+    m[len / 2] ^= 0x10;
+    spit(path, m, len);
+    CU_ASSERT_EQUAL(cmh_snapshot_load(path, &s, err, sizeof err), CMH_EFORMAT);
+    char want[256];
+    snprintf(want, sizeof want, "%s: checksum mismatch over bytes 0-%zu (the file is damaged)", path, len - 5);
+    if (strcmp(err, want)) fprintf(stderr, "\n  \"%s\"\n", err);
+    CU_ASSERT_STRING_EQUAL(err, want);
+    fprintf(stderr, "[checksummed cmh: %zu bytes, %lu truncations, %lu bit flips (%lu accepted)] ", len, cuts, flips, accepted);
+    free(m);
+    free(b);
+}
+
+/* The files written before checksums still load, every one that loaded before, marked so. */
+static void test_cmh_fixtures_unverified(void)
+{
+    static const char *const pat[] = {CMH_FIXTURES "/h200*/*.cmh", CMH_FIXTURES "/memviz/*.cmh"};
+    unsigned n = 0;
+    for (size_t k = 0; k < sizeof pat / sizeof *pat; k++) {
+        glob_t g;
+        if (glob(pat[k], 0, NULL, &g)) continue;
+        for (size_t i = 0; i < g.gl_pathc; i++, n++) {
+            cmh_snapshot s;
+            char err[512];
+            int rc = cmh_snapshot_load(g.gl_pathv[i], &s, err, sizeof err);
+            if (rc != CMH_OK) fprintf(stderr, "\n  %s\n", err);
+            CU_ASSERT_EQUAL(rc, CMH_OK);
+            if (rc != CMH_OK) continue;
+            CU_ASSERT_EQUAL(s.unverified, 1);
+            cmh_snapshot_free(&s);
+        }
+        globfree(&g);
+    }
+    CU_ASSERT(n >= 10);
+}
 static void test_pickle_matrix(void) { matrix_snapshot(1); }
 
 /* Huge declared lengths and wrong versions, hand-made. */
@@ -202,6 +301,7 @@ static void test_flight_matrix(void)
     CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s, &info, err, sizeof err), CMH_OK);
     CU_ASSERT_EQUAL(info.entries, 150);
     CU_ASSERT_EQUAL(info.torn, 0);
+    CU_ASSERT_EQUAL(info.unverified, 1); /* version 1, before checksums: still read */
     cmh_snapshot_free(&s);
     /* truncations: inside the header (refused), then through the extents (the file no longer
      * holds what the header says: refused, naming the header's byte) */
@@ -244,7 +344,7 @@ static void test_flight_matrix(void)
         last = at;
         at += r->len;
     }
-    ((cmh_flight_rec *)(void *)(m + last))->commit = 0;
+    ((cmh_flight_rec *)(void *)(m + last))->commit = 0; /* (len and commit: where version 1 has them too) */
     spit(path, m, len);
     CU_ASSERT_EQUAL(cmh_flight_recover(path, &s, &info, err, sizeof err), CMH_OK);
     CU_ASSERT_EQUAL(info.torn, 1);
@@ -252,8 +352,11 @@ static void test_flight_matrix(void)
     cmh_snapshot_free(&s);
     /* hostile headers: a newer version, 1000 extents, an extent of 2^63 bytes, a record of 4 GiB */
     memcpy(m, b, len);
-    mh->version = 2;
-    CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight version 2"), 1);
+    mh->version = CMH_FLIGHT_VERSION + 1;
+    CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight version 3"), 1);
+    memcpy(m, b, len);
+    mh->version = 0;
+    CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight version 0"), 1);
     memcpy(m, b, len);
     mh->nareas = 1000;
     CU_ASSERT_EQUAL(try_file(FLIGHT, path, m, len, 1, "flight 1000 extents"), 1);
@@ -273,6 +376,111 @@ static void test_flight_matrix(void)
     free(b);
 }
 
+/* The fixture as today's recorder writes it (version 2): each record's head grows to 16 bytes
+ * and carries the CRC-32C of its body; the extents are packed after the header. */
+static unsigned char *flight_v2(const unsigned char *b, size_t len, size_t *out_len)
+{
+    unsigned char *o = calloc(1, len * 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    memcpy(o, b, CMH_FLIGHT_HEADER);
+    cmh_flight_header *h = (void *)o;
+    h->version = 2;
+    uint64_t out = CMH_FLIGHT_HEADER;
+    for (uint32_t a = 0; a < h->nareas; a++) {
+        cmh_flight_area *ar = &h->area[a];
+        if (ar->dropped || !ar->size) continue;
+        uint64_t end = ar->cursor < ar->size ? ar->cursor : ar->size, start = out;
+        if (ar->sealed && ar->sealed < end) end = ar->sealed;
+        for (uint64_t at = 0; at + 8 <= end;) {
+            const cmh_flight_rec *r = (const void *)(b + ar->offset + at); /* len and commit only */
+            if (!r->len || r->len % 8 || r->len > end - at) break;
+            cmh_flight_rec *n = (void *)(o + out);
+            n->len = r->len + 8;
+            n->commit = r->commit;
+            memcpy(n + 1, (const unsigned char *)r + CMH_FLIGHT_HEAD_V1, r->len - CMH_FLIGHT_HEAD_V1);
+            n->sum = cmh_crc32c(0, n + 1, r->len - CMH_FLIGHT_HEAD_V1);
+            out += n->len;
+            at += r->len;
+        }
+        ar->offset = start;
+        ar->size = ar->cursor = out - start;
+        ar->sealed = 0;
+    }
+    *out_len = out;
+    return o;
+}
+
+/* Version 2: a record whose body was damaged is dropped and counted, exactly that one; every
+ * other record still reads.  A flipped byte in every record's body in turn, then in its sum. */
+static void test_flight_checksums(void)
+{
+    size_t len0, len;
+    unsigned char *b0 = slurp(CMH_FIXTURES "/flight/killed-150.flight", &len0);
+    unsigned char *b = flight_v2(b0, len0, &len), *m = malloc(len);
+    free(b0);
+    char path[128], err[4600];
+    snprintf(path, sizeof path, "%s/v2.cmh.flight", g_dir);
+    cmh_snapshot s;
+    cmh_recover_info info;
+    spit(path, b, len);
+    CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s, &info, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(info.entries, 150);
+    CU_ASSERT_EQUAL(info.torn, 0);
+    CU_ASSERT_EQUAL(info.damaged, 0);
+    CU_ASSERT_EQUAL(info.unverified, 0);
+    cmh_snapshot_free(&s);
+    const cmh_flight_header *h = (const void *)b;
+    unsigned long records = 0, exact = 0, entries = 0;
+    for (uint32_t a = 0; a < h->nareas; a++) {
+        const cmh_flight_area *ar = &h->area[a];
+        if (ar->dropped || !ar->size) continue;
+        for (uint64_t at = ar->offset; at < ar->offset + ar->cursor;) {
+            const cmh_flight_rec *r = (const void *)(b + at);
+            uint32_t type = r->commit & 0xff;
+            /* an entry that is its only copy (the ring's backfill at start may append one twice) */
+            int sole = 0;
+            if (type == CMH_FR_ENTRY) {
+                const cmh_fr_entry *e = (const void *)(r + 1);
+                sole = 1;
+                for (uint64_t q = ar->offset; q < ar->offset + ar->cursor;) {
+                    const cmh_flight_rec *o = (const void *)(b + q);
+                    const cmh_fr_entry *f = (const void *)(o + 1);
+                    if (q != at && (o->commit & 0xff) == CMH_FR_ENTRY && f->slot == e->slot && f->seq == e->seq) sole = 0;
+                    q += o->len;
+                }
+            }
+            for (int where = 0; where < 2; where++) { /* the body's middle byte; the sum */
+                memcpy(m, b, len);
+                m[where ? at + offsetof(cmh_flight_rec, sum) + 1 : at + sizeof *r + (r->len - sizeof *r) / 2] ^= 0x20;
+                spit(path, m, len);
+                int rc = cmh_flight_recover(path, &s, &info, err, sizeof err);
+                CU_ASSERT_EQUAL(rc, CMH_OK);
+                if (rc != CMH_OK) {
+                    fprintf(stderr, "\n  %s\n", err);
+                    continue;
+                }
+                int ok = info.damaged == 1 && info.torn == 0 && info.entries == 150u - (unsigned)sole;
+                if (!ok)
+                    fprintf(stderr, "\n  record at %llu (type %u, %s): %llu damaged, %llu torn, %llu entries\n", (unsigned long long)at,
+                            type, where ? "sum" : "body", (unsigned long long)info.damaged, (unsigned long long)info.torn,
+                            (unsigned long long)info.entries);
+                CU_ASSERT(ok);
+                exact += (unsigned long)ok;
+                cmh_snapshot_free(&s);
+            }
+            records++;
+            entries += type == CMH_FR_ENTRY;
+            at += r->len;
+        }
+    }
+    CU_ASSERT(entries >= 150);
+    CU_ASSERT_EQUAL(exact, 2 * records);
+    fprintf(stderr, "[flight v2: %zu bytes, %lu records, each damaged in its body and in its sum: %lu dropped alone and counted] ",
+            len, records, exact);
+    free(m);
+    free(b);
+}
+
 static void test_totals(void) { fprintf(stderr, "[%lu bad inputs tried, %lu refused] ", g_tried, g_refused); }
 
 int main(void)
@@ -281,9 +489,12 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("badinput", NULL, NULL);
     CMH_ADD_TEST(s, test_cmh_matrix);
+    CMH_ADD_TEST(s, test_cmh_checksummed_matrix);
+    CMH_ADD_TEST(s, test_cmh_fixtures_unverified);
     CMH_ADD_TEST(s, test_pickle_matrix);
     CMH_ADD_TEST(s, test_snapshot_hostile);
     CMH_ADD_TEST(s, test_flight_matrix);
+    CMH_ADD_TEST(s, test_flight_checksums);
     CMH_ADD_TEST(s, test_totals);
     int rc = cmh_test_main();
     char cmd[160];

@@ -1,10 +1,13 @@
 /*
  * test_snapshot.c - the model and the .cmh codec: interning, a full round trip with every
- * field, and the reader's errors on truncated, garbage and hostile input.
+ * field, and the reader's errors on truncated, garbage and hostile input; the checksum the
+ * files end with (crc32c.c: the published check values, the instruction and the tables agree).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "cumemhist/snapshot.h"
 #include "testutil.h"
 
@@ -355,10 +358,44 @@ static void test_real_gpu_recordings(void)
     cmh_snapshot_free(&s);
 }
 
+/* RFC 3720 B.4's vectors and the usual check value; then the CPU's path against the tables, at
+ * every alignment, across the length where a run splits into three streams, fed in pieces. */
+static void test_crc32c(void)
+{
+    unsigned char z[32], f[32], inc[32];
+    for (int i = 0; i < 32; i++) z[i] = 0, f[i] = 0xff, inc[i] = (unsigned char)i;
+    CU_ASSERT_EQUAL(cmh_crc32c(0, "123456789", 9), 0xe3069283u);
+    CU_ASSERT_EQUAL(cmh_crc32c(0, z, 32), 0x8a9136aau);
+    CU_ASSERT_EQUAL(cmh_crc32c(0, f, 32), 0x62a8ab43u);
+    CU_ASSERT_EQUAL(cmh_crc32c(0, inc, 32), 0x46dd794eu);
+    CU_ASSERT_EQUAL(cmh_crc32c_sw(0, "123456789", 9), 0xe3069283u);
+    CU_ASSERT_EQUAL(cmh_crc32c(0, "", 0), 0);
+    size_t cap = 200000;
+    unsigned char *b = malloc(cap + 16);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < cap + 16; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        b[i] = (unsigned char)x;
+    }
+    static const size_t lens[] = {1, 3, 4, 7, 8, 9, 15, 76, 3071, 3072, 3073, 3079, 3080, 3096, 65536, 65543, 199999};
+    unsigned bad = 0;
+    for (size_t k = 0; k < sizeof lens / sizeof *lens; k++)
+        for (size_t off = 0; off < 9; off++) {
+            uint32_t want = cmh_crc32c_sw(0, b + off, lens[k]);
+            bad += cmh_crc32c(0, b + off, lens[k]) != want;
+            size_t cut = lens[k] / 3;
+            bad += cmh_crc32c(cmh_crc32c(0, b + off, cut), b + off + cut, lens[k] - cut) != want;
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(b);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
     CU_pSuite s = CU_add_suite("snapshot", NULL, NULL);
+    CMH_ADD_TEST(s, test_crc32c);
     CMH_ADD_TEST(s, test_interning);
     CMH_ADD_TEST(s, test_round_trip);
     CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);

@@ -6,7 +6,8 @@
  *
  * The reader trusts nothing in the file: every area, record length and count is checked against
  * the file's size before it is used; a record whose commit word is wrong (torn by the death of
- * its writer) is skipped and counted, never read.  Frames are PCs with their module; their names
+ * its writer) is skipped and counted, never read, and so is one whose body does not match the
+ * checksum in its head (damaged after it was written).  Frames are PCs with their module; their names
  * and lines come from the symbolizer (cumemhist/symbolize.h) afterwards.
  */
 #ifndef CUMEMHIST_RECOVER_H
@@ -27,6 +28,8 @@ typedef struct cmh_recover_info {
     uint64_t entries;         /* trace entries in the snapshot */
     uint64_t journal_entries; /* of them, from the journal (the rest from the checkpoint) */
     uint64_t torn;            /* records skipped, torn by their writer's death */
+    uint64_t damaged;         /* records skipped, whole but not matching their checksum */
+    int unverified;           /* a version-1 record: no checksums to check */
     uint64_t lost;            /* records the journal had no room for */
     uint64_t orphans;         /* blocks whose segment was not in the record */
     int checkpoint;           /* a checkpoint was the base (its file: FLIGHT.ckptN.cmh) */
