@@ -66,7 +66,7 @@ for mode in plain threaded; do
     # a plain LD_PRELOAD: the dead children's flight records, then recover on each
     d=pre-$mode
     mkdir $d
-    (cd $d && timeout 120 env LD_PRELOAD="$preload" CUMEMHIST_OUTPUT=x.cmh "$FK" $arg $hows >out.txt 2>err.txt)
+    (cd $d && timeout 300 env LD_PRELOAD="$preload" CUMEMHIST_OUTPUT=x.cmh "$FK" $arg $hows >out.txt 2>err.txt)
     rounds=$(sed -n 's/^parent_frees //p' $d/out.txt)
     nrec=0 nfail=0
     for f in $d/*.flight; do
