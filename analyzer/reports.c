@@ -259,8 +259,9 @@ static void held_add(leak_ctx *c, uint32_t group, uint32_t thread, int64_t a, in
         h->row = c->nheld;
         c->held[c->nheld++] = d;
     }
-    c->held[h->row][lo] += (int64_t)size;
-    c->held[h->row][hi + 1] -= (int64_t)size;
+    /* wrapping sums: a hostile file's sizes may add up past int64 (its figures are then nonsense, not UB) */
+    c->held[h->row][lo] = (int64_t)((uint64_t)c->held[h->row][lo] + size);
+    c->held[h->row][hi + 1] = (int64_t)((uint64_t)c->held[h->row][hi + 1] - size);
     return;
 oom:
     c->nomem = 1;
@@ -324,6 +325,7 @@ static int64_t slope(const int64_t *v, uint32_t n)
     my /= n;
     for (uint32_t i = 0; i < n; i++) sxy += (i - mx) * ((double)v[i] - my), sxx += (i - mx) * (i - mx);
     double b = sxy / sxx;
+    if (!(b > -9.2e18 && b < 9.2e18)) return 0; /* a hostile file's figures: no rate rather than an overflow */
     return (int64_t)(b < 0 ? b - 0.5 : b + 0.5);
 }
 
@@ -370,7 +372,7 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
         if (each) {
             x->verdict = CMH_LEAK_RISING;
             x->growth_steps = k * (uint32_t)stride;
-            x->rate = (L[k] - L[0]) / (int64_t)x->growth_steps;
+            x->rate = (int64_t)((uint64_t)L[k] - (uint64_t)L[0]) / (int64_t)x->growth_steps;
             x->trend = 1;
             return;
         }
@@ -391,7 +393,7 @@ static int series_of(const leak_ctx *c, uint32_t group, uint32_t thread, int64_t
     const held_row *h = cmh_oa_find(&c->rows, ((uint64_t)group << 32 | thread) + 1);
     if (!h) return 0;
     int64_t acc = 0;
-    for (uint32_t j = 0; j < np; j++) L[j] = acc += c->held[h->row][j];
+    for (uint32_t j = 0; j < np; j++) L[j] = acc = (int64_t)((uint64_t)acc + (uint64_t)c->held[h->row][j]);
     return 1;
 }
 

@@ -292,7 +292,8 @@ static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev *
         v[nv].alloc = sign > 0;
         v[nv].thread = e->thread;
         v[nv].tpos = per[e->thread < 256 ? e->thread : 256]++;
-        net += sign * (int64_t)e->size;
+        /* in unsigned arithmetic: a hostile file's sizes may run past int64 (the figure then wraps) */
+        net = (int64_t)((uint64_t)net + (sign > 0 ? e->size : (uint64_t)0 - e->size));
         nv++;
     }
     *out = v;
