@@ -1151,7 +1151,6 @@ void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
             if (end > at) {
                 cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
                 if (end - at > out->largest_gap) out->largest_gap = end - at;
-                if (g->nr > 0 && end - at > out->largest_trapped_gap && !g->expandable) out->largest_trapped_gap = end - at;
             }
             if (k < g->nr && g->r[k].b > at) at = g->r[k].b;
         }
@@ -1162,21 +1161,8 @@ void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
 
 void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap)
 {
-    uint64_t total = 0, largest = 0;
-    for (uint32_t i = 0; i < r->nsegs; i++) {
-        const rseg *g = r->segs[i];
-        if (!g) continue;
-        uint64_t at = g->addr;
-        for (uint32_t k = 0; k <= g->nr; k++) {
-            uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;
-            if (end > at) {
-                total += end - at;
-                if (end - at > largest) largest = end - at;
-            }
-            if (k < g->nr && g->r[k].b > at) at = g->r[k].b;
-        }
-    }
-    for (uint32_t i = 0; i < r->npools; i++) total += (uint64_t)r->pools[i].slack;
-    *free_inside = total;
-    *largest_gap = largest;
+    cmh_free_split x; /* the same walk: the two figures can never disagree */
+    cmh_replay_free_split(r, &x);
+    *free_inside = x.releasable + x.trapped;
+    *largest_gap = x.largest_gap;
 }

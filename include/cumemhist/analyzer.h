@@ -89,7 +89,6 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
 typedef struct cmh_free_split {
     uint64_t releasable, trapped, pool_cache; /* pool_cache: the part of releasable pools keep */
     uint64_t largest_gap;                     /* the largest free run in one segment, either kind */
-    uint64_t largest_trapped_gap;
 } cmh_free_split;
 void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out);
 /* The split of one free run [a, b) of a segment (added to *releasable and *trapped). */
