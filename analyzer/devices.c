@@ -57,3 +57,10 @@ int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads
         }
     return CMH_OK;
 }
+
+int cmh_device_uneven(const cmh_device_load *loads, int n, int device)
+{
+    /* loads as cmh_device_balance orders them: device first, the next largest second */
+    return n >= 2 && loads[0].device == device && loads[1].peak_reserved &&
+           loads[0].peak_reserved >= CMH_UNEVEN_RATIO * loads[1].peak_reserved;
+}

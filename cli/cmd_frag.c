@@ -34,7 +34,6 @@ static int cmp_free(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-
 static int section(const rep_section *sec, void *arg)
 {
     (void)arg;

@@ -27,13 +27,10 @@ const cli_command cli_cmd_oom = {
     "fragmentation), and the allocation sites holding memory at that moment.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
-
 /* At an OOM of a multi-device record: is the failing device carrying several times the others? */
 static int balance(const cmh_snapshot *sp, int dev, cmh_device_load *loads, int *n)
 {
-    if (cmh_device_balance(sp, dev, loads, 64, n) != CMH_OK || *n < 2 || loads[0].device != dev) return 0;
-    uint64_t next = loads[1].peak_reserved;
-    return next && loads[0].peak_reserved >= 2 * next;
+    return cmh_device_balance(sp, dev, loads, 64, n) == CMH_OK && cmh_device_uneven(loads, *n, dev);
 }
 
 static void print_balance(const cmh_snapshot *sp, int dev)

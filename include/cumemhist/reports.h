@@ -212,6 +212,9 @@ typedef struct cmh_device_load {
     uint64_t peak_reserved, peak_allocated;
 } cmh_device_load;
 int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads, int cap, int *n);
+/* Uneven load: device (first in loads) held at least CMH_UNEVEN_RATIO times the next device's peak. */
+#define CMH_UNEVEN_RATIO 2
+int cmh_device_uneven(const cmh_device_load *loads, int n, int device);
 
 /* ---- diff: what a change did, between two snapshots ---- */
 typedef struct cmh_diff_site {
