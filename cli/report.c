@@ -15,7 +15,7 @@
 #include "cumemhist/merge.h"
 
 rep_attr rep_attribution;
-const char *const rep_group_names[] = {"site", "stack", "module", "file", NULL}; /* the cmh_group_by order */
+const char *const rep_group_names[] = {"site", "stack", "module", "file", "package", NULL}; /* the cmh_group_by order */
 
 /* A merged record as one model (cmh_merged_view): PyTorch's blocks and the other allocations. */
 int rep_load_view(const char *path, cmh_snapshot *s)
@@ -271,6 +271,7 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
 {
     if (!g) return x->stack ? rep_frame(s, &s->frames[s->stack_frames[s->stacks[x->stack].first]]) : "<no stack recorded>";
     if (rep_attribution.group_by == CMH_GROUP_MODULE) return cmh_sites_owner(g, x->group);
+    if (rep_attribution.group_by == CMH_GROUP_PACKAGE) return cmh_sites_package_name(g, x->group);
     const cmh_frame *f = cmh_sites_frame(g, x->group);
     if (!f) /* what the record's options say of it */
         return s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_NONE ? "<no stack: recorded with context none>"

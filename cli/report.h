@@ -26,7 +26,7 @@ extern const char *const rep_group_names[];
 #define CLI_OPT_FRAMES(f) {"--frames", NULL, CLI_INT, (f), "N", "frames shown per site, from the site outward (default 6)", NULL, 0, 64, NULL}
 #define CLI_OPT_JSON(j) {"--json", NULL, CLI_FLAG, (j), NULL, "machine-readable output (exact integers)", NULL, 0, 0, NULL}
 #define CLI_OPTS_ATTRIBUTION                                                                                     \
-    {"--group-by", NULL, CLI_CHOICE, &rep_attribution.group_by, "site|stack|module|file",                        \
+    {"--group-by", NULL, CLI_CHOICE, &rep_attribution.group_by, "site|stack|module|file|package",                        \
      "site (default): the user's frame, however the framework got there;\nstack: the whole stack; module: who called the driver; file: the site's file", \
      rep_group_names, 0, 0, NULL},                                                                               \
     {"--skip", NULL, CLI_LIST, &rep_attribution.skips, "REGEX",                                                  \
