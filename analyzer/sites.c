@@ -520,6 +520,7 @@ void cmh_sites_free(cmh_sites *g)
 
 uint32_t cmh_sites_group(const cmh_sites *g, uint32_t stack) { return stack < g->s->nstacks ? g->gid[stack] : 0; }
 uint32_t cmh_sites_count(const cmh_sites *g) { return g->ngroups; }
+const cmh_snapshot *cmh_sites_snapshot(const cmh_sites *g) { return g->s; }
 
 int cmh_sites_group_by(const cmh_sites *g) { return g->by; }
 

@@ -300,6 +300,20 @@ void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack,
     }
 }
 
+void rep_print_callers(const cmh_snapshot *s, const cmh_site *x, const char *indent)
+{
+    /* only where the split says something: two callers or more, or one and the rest */
+    if (x->ncallers < 2 && !(x->ncallers == 1 && x->callers_other.bytes)) return;
+    printf("%sby caller:", indent);
+    uint32_t shown = x->ncallers < REP_CALLERS_SHOWN ? x->ncallers : REP_CALLERS_SHOWN;
+    for (uint32_t i = 0; i < shown; i++)
+        printf("%s %s %s", i ? "," : "", rep_size((double)x->callers[i].bytes), rep_frame(s, &s->frames[x->callers[i].frame]));
+    uint64_t rest = x->callers_other.bytes;
+    for (uint32_t i = shown; i < x->ncallers; i++) rest += x->callers[i].bytes;
+    if (rest) printf(", %s from %s", rep_size((double)rest), x->callers_seen > shown ? "other callers" : "no caller");
+    printf("\n");
+}
+
 void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent)
 {
     if (!s->nkernels || !t) return;
@@ -367,6 +381,21 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kdouble(w, "trend", x->trend, 4);
         cmh_jw_kuint(w, "held_bytes", x->held);
         cmh_jw_kuint(w, "thread", x->thread);
+    }
+    if (g && cmh_sites_group_by(g) == CMH_GROUP_SITE) { /* the site's bytes by the line that called it */
+        cmh_jw_key(w, "callers");
+        cmh_jw_arr(w);
+        for (uint32_t i = 0; i < x->ncallers; i++) {
+            cmh_jw_obj(w);
+            cmh_jw_key(w, "caller");
+            rep_json_frame(w, s, &s->frames[x->callers[i].frame]);
+            cmh_jw_kuint(w, "bytes", x->callers[i].bytes);
+            cmh_jw_kuint(w, "blocks", x->callers[i].count);
+            cmh_jw_end(w);
+        }
+        cmh_jw_end(w);
+        cmh_jw_kuint(w, "callers_seen", x->callers_seen);
+        cmh_jw_kuint(w, "callers_other_bytes", x->callers_other.bytes);
     }
     cmh_jw_key(w, "frames");
     cmh_jw_arr(w);

@@ -48,6 +48,8 @@ void cmh_sites_free(cmh_sites *g);
 /* The group of an allocation made with this stack (0 .. cmh_sites_count - 1). */
 uint32_t cmh_sites_group(const cmh_sites *g, uint32_t stack);
 uint32_t cmh_sites_count(const cmh_sites *g);
+/* The snapshot it was built over. */
+const cmh_snapshot *cmh_sites_snapshot(const cmh_sites *g);
 /* How the groups were formed (cmh_group_by). */
 int cmh_sites_group_by(const cmh_sites *g);
 /* A group's site frame (NULL: no stack was recorded), a stack of its (the first seen), and its
