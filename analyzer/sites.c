@@ -453,7 +453,7 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
         for (uint32_t i = 0; i < st->count && best; i++) {
             uint32_t fid = s->stack_frames[st->first + i];
             int t = tier(g->rule[fid]);
-            if (t == 3 && placeholder(cmh_str(s, s->frames[fid].name))) t = 4;
+            if (t >= 1 && placeholder(cmh_str(s, s->frames[fid].name))) t = 4; /* a name says more */
             if (t < best) best = t, site = fid, at = i;
         }
         if (site == UINT32_MAX && st->count) site = s->stack_frames[st->first], at = 0;
