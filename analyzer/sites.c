@@ -274,7 +274,7 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
                                             "librt", NULL};
     static const char *const libc_exact[] = {"_start", "start_thread", "clone", "clone3", "main_thread", NULL};
     static const char *const libc_pref[] = {"__libc_", "__GI_", "_dl_", "__clone", "pthread_", "__pthread", "__nptl",
-                                            NULL};
+                                            "__xmknod", "__xstat", "__fxstat", "__lxstat", "_IO_", NULL};
     static const char *const libc_src[] = {"sysdeps/", "nptl/", "csu/", "glibc", NULL};
     if (starts_any(mod, libc_mods) || starts_any(q, libc_pref) || contains_any(file, libc_src)) return R_LIBC;
     for (const char *const *p = libc_exact; *p; p++)

@@ -159,7 +159,19 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
     for (uint32_t i = 0; i < pl->n && !rc; i++) {
         cmh_snapshot s;
         cmh_sites *g;
-        if ((rc = rep_load(pl->v[i], &s, &g))) break;
+        if ((rc = g_raw_frames ? load_for_export(pl->v[i], &s) : rep_load(pl->v[i], &s, &g))) break;
+        if (g_raw_frames) { /* the sites of the frames as recorded */
+            cmh_site_opts o = {rep_attribution.group_by, rep_attribution.no_default, rep_attribution.skips.v,
+                               rep_attribution.skips.n};
+            int src;
+            char why[512];
+            if (!(g = cmh_sites_new(&s, &o, &src, why, sizeof why))) {
+                cli_error("%s", why);
+                cmh_snapshot_free(&s);
+                rc = src == CMH_EINVAL ? CLI_EUSAGE : CLI_ENOMEM;
+                break;
+            }
+        }
         int erc = cmh_sqlite_add(db, &s, pl->v[i], g, stack_site, NULL);
         if (erc != CMH_OK) {
             cli_error("%s: %s", pl->v[i], err);

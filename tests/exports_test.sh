@@ -7,7 +7,8 @@ TEST=exports . "$(dirname "$0")/testlib.sh"
 "$CMH" record -q -o l.cmh -- "$B/samples/leaky" 4 >/dev/null
 for f in l.pickle l.json l.trace.json l.pb.gz l.db; do "$CMH" export -o $f l.cmh 2>/dev/null || bad "export $f"; done
 "$CMH" export --raw-frames -o raw.pickle l.cmh
-py - <<'PY' && ok "memviz pickle, JSON, Chrome and SQLite name leaky.c:LINE; --raw-frames does not" || bad "exports without file:line"
+"$CMH" export --raw-frames -o raw.db l.cmh 2>/dev/null
+py - <<'PY' && ok "memviz pickle, JSON, Chrome and SQLite name leaky.c:LINE; --raw-frames (pickle, SQLite) does not" || bad "exports without file:line"
 import json, pickle, sqlite3
 def lines(frames):
     return {(f["name"] if "name" in f else f["function"], f["line"]) for f in frames
@@ -30,5 +31,7 @@ assert "leaky.c:" in txt and "load_batch" in txt, txt[:300]
 db = sqlite3.connect("l.db")
 rows = db.execute("select name, line from frames where filename like '%leaky.c' and line > 0").fetchall()
 assert {r[0] for r in rows} >= {"load_batch", "main"}, rows
+raw = sqlite3.connect("raw.db").execute("select count(*) from frames where filename like '%leaky.c'").fetchone()[0]
+assert raw == 0, raw
 PY
 finish
