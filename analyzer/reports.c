@@ -54,6 +54,7 @@ static cmh_site *site_get(site_map *m, uint32_t stack)
     memset(s, 0, sizeof *s);
     s->group = group;
     s->stack = stack;
+    s->callers_other.frame = UINT32_MAX;
     s->first_ns = INT64_MAX;
     s->last_ns = INT64_MIN;
     return s;
@@ -76,11 +77,43 @@ static int cmp_site(const void *a, const void *b)
     return x->group < y->group ? -1 : x->group > y->group;
 }
 
+/* Count a block's bytes under the caller of its site.  Callers are told apart by what they say
+ * (function, file, line), not by frame id: two return addresses on one line are one caller. */
+static void add_caller(const site_map *m, cmh_site *x, uint32_t stack, uint64_t size)
+{
+    if (!m->sites || cmh_sites_group_by(m->sites) != CMH_GROUP_SITE) return;
+    const cmh_snapshot *sn = cmh_sites_snapshot(m->sites);
+    const cmh_frame *f = cmh_sites_caller_of(m->sites, stack);
+    cmh_site_caller *c = NULL;
+    for (uint32_t i = 0; f && i < x->ncallers && !c; i++) {
+        const cmh_frame *o = &sn->frames[x->callers[i].frame];
+        if (o->name == f->name && o->filename == f->filename && o->line == f->line) c = &x->callers[i];
+    }
+    if (!c && f) {
+        x->callers_seen++;
+        if (x->ncallers < CMH_SITE_CALLERS) {
+            c = &x->callers[x->ncallers++];
+            c->frame = (uint32_t)(f - sn->frames);
+        }
+    }
+    if (!c) c = &x->callers_other;
+    c->bytes += size;
+    c->count++;
+}
+
+static int cmp_caller(const void *a, const void *b)
+{
+    const cmh_site_caller *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    return x->frame < y->frame ? -1 : x->frame > y->frame;
+}
+
 static void add_block(void *arg, const cmh_live_block *b)
 {
     site_map *m = arg;
     cmh_site *s = site_get(m, b->stack);
     if (!s) return;
+    add_caller(m, s, b->stack, b->size);
     s->bytes += b->size;
     s->count++;
     if (b->time_ns && b->time_ns < s->first_ns) s->first_ns = b->time_ns;
@@ -97,6 +130,7 @@ static int finish_sites(site_map *m, cmh_site **out, uint32_t *n)
         return CMH_ENOMEM;
     }
     for (uint32_t i = 0; i < m->n; i++) {
+        if (m->v[i].ncallers > 1) qsort(m->v[i].callers, m->v[i].ncallers, sizeof m->v[i].callers[0], cmp_caller);
         if (m->v[i].first_ns == INT64_MAX) m->v[i].first_ns = 0;
         if (m->v[i].last_ns == INT64_MIN) m->v[i].last_ns = 0;
     }

@@ -28,14 +28,16 @@ enum {
     R_STDLIB,
     R_CPYTHON,
     R_PLACEHOLDER,
-    R_STARTUP,
+    R_LIBC,
+    R_TORCH_BIND,
+    R_PACKAGE, /* not machinery: the site when a stack has no user frame */
     R_COUNT,
     SKIP_USER = 0xff
 };
 
 const char *const cmh_site_rule_names[] = {
     "", "cumemhist", "cuda-driver", "cuda-runtime", "nvidia-libraries", "pytorch-cpp", "pytorch-python",
-    "cxx-stdlib", "cpython", "placeholder", "libc-startup", NULL,
+    "cxx-stdlib", "cpython", "placeholder", "libc", "pytorch-bindings", "package", NULL,
 };
 
 typedef struct gslot {
@@ -46,6 +48,7 @@ typedef struct gslot {
 typedef struct sgroup {
     uint32_t stack, site_frame; /* site_frame UINT32_MAX: no frame */
     const char *owner;
+    char *package; /* --group-by package only (owned) */
 } sgroup;
 
 struct cmh_sites {
@@ -54,6 +57,7 @@ struct cmh_sites {
     uint8_t *rule;     /* per frame */
     uint32_t *site;    /* per stack: its site frame, UINT32_MAX for the empty stack */
     uint32_t *gid;     /* per stack: its group */
+    uint32_t *caller;  /* per stack: the user's or package's frame that called its site, UINT32_MAX: none */
     sgroup *groups;
     uint32_t ngroups, cap;
     cmh_oatab index; /* group key hash -> group */
@@ -67,6 +71,13 @@ static int starts_any(const char *s, const char *const *ps)
 {
     for (; *ps; ps++)
         if (starts(s, *ps)) return 1;
+    return 0;
+}
+
+static int equals_any(const char *s, const char *const *ps)
+{
+    for (; *ps; ps++)
+        if (!strcmp(s, *ps)) return 1;
     return 0;
 }
 
@@ -125,11 +136,77 @@ static void qualified(const char *n, char *out, size_t cap)
 
 static int placeholder(const char *name) { return !*name || !strcmp(name, "??") || starts(name, "0x") || !strcmp(name, "<unknown>"); }
 
+/* A path as the rules read it, whatever the platform wrote: '\' is '/', a drive letter and "."
+ * go, ".." takes its parent away ("C:\env\Lib\site-packages\..\torch\nn\linear.py" reads
+ * "/env/Lib/torch/nn/linear.py").  Reports keep the path as recorded. */
+void cmh_sites_normpath(const char *in, char *out, size_t cap)
+{
+    size_t k = 0;
+    if (!cap) return;
+    if (((in[0] | 0x20) >= 'a' && (in[0] | 0x20) <= 'z') && in[1] == ':' && (in[2] == '\\' || in[2] == '/')) in += 2;
+    int absolute = *in == '/' || *in == '\\';
+    if (absolute && k + 1 < cap) out[k++] = '/';
+    const char *p = in;
+    while (*p) {
+        while (*p == '/' || *p == '\\') p++;
+        const char *e = p;
+        while (*e && *e != '/' && *e != '\\') e++;
+        size_t n = (size_t)(e - p);
+        if (!n) break;
+        int up = n == 2 && p[0] == '.' && p[1] == '.';
+        if ((n == 1 && p[0] == '.') || (up && absolute && k == 1)) { /* "/.." is "/" */
+        } else if (up && k > (size_t)absolute &&
+                   !(k >= 2 && out[k - 1] == '.' && out[k - 2] == '.' && (k == 2 || out[k - 3] == '/'))) {
+            while (k > (size_t)absolute && out[k - 1] != '/') k--; /* drop the parent */
+            if (k > (size_t)absolute) k--;
+        } else {
+            if (k > (size_t)absolute && k + 1 < cap) out[k++] = '/';
+            for (size_t i = 0; i < n && k + 1 < cap; i++) out[k++] = p[i];
+        }
+        p = e;
+    }
+    out[k] = 0;
+}
+
+static int ends(const char *s, const char *t)
+{
+    size_t a = strlen(s), b = strlen(t);
+    return a >= b && !strcmp(s + a - b, t);
+}
+
+/* A directory third-party code is installed in: site-packages, dist-packages, or the
+ * interpreter's own library (lib/python3.11/, Windows' Lib/). */
+static int package_dir(const char *path)
+{
+    if (strstr(path, "site-packages/") || strstr(path, "dist-packages/")) return 1;
+    const char *p = strstr(path, "/lib/python");
+    if (p && p[11] >= '0' && p[11] <= '9') return 1;
+    return ends(path, ".py") && (starts(path, "Lib/") || strstr(path, "/Lib/"));
+}
+
+/* A native module installed by the system or a package manager rather than built with the
+ * program: its path is under a library directory of the system, a conda/pip prefix or /opt. */
+static int system_module(const char *path)
+{
+    static const char *const dirs[] = {"/lib/", "/lib64/", "/usr/", "/opt/", "/nix/store/", NULL};
+    return starts_any(path, dirs) || package_dir(path) || strstr(path, "/envs/") || strstr(path, "conda");
+}
+
+/* The rules, in order: a frame is the first thing one of them says it is.  Module first (it is
+ * what the frame is), then source path, then name (what a stripped frame still has). */
 static int classify(const cmh_snapshot *s, const cmh_frame *f)
 {
-    const char *name = cmh_str(s, f->name), *file = cmh_str(s, f->filename), *mod = cmh_frame_module(s, f);
-    char q[512];
+    const char *name = cmh_str(s, f->name), *mod = cmh_frame_module(s, f);
+    const char *modpath = f->module >= 0 && (uint32_t)f->module < s->nmodules ? cmh_str(s, s->modules[f->module].path) : "";
+    char q[512], file[1024], mpath[1024];
     qualified(name, q, sizeof q);
+    cmh_sites_normpath(cmh_str(s, f->filename), file, sizeof file);
+    cmh_sites_normpath(modpath, mpath, sizeof mpath);
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    /* the bare name, out of any anonymous namespace ("(anonymous namespace)::THPFunction_apply") */
+    const char *bare = q;
+    while (starts(bare, "(anonymous namespace)::")) bare += strlen("(anonymous namespace)::");
     if (starts(mod, "libcumemhist")) return R_CUMEMHIST;
     if (starts(mod, "libcuda.so") || starts(mod, "libcuda-")) return R_DRIVER;
     static const char *const runtime_mods[] = {"libcudart", NULL};
@@ -146,35 +223,117 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
         size_t l = strlen(*p);
         if (starts(q, *p) && ((q[l] >= 'A' && q[l] <= 'Z') || q[l] == '_')) return R_NVIDIA;
     }
-    static const char *const torch_ns[] = {"c10::", "at::", "torch::", "caffe2::", "pybind11::", NULL};
+    /* PyTorch's binding layer: the THP* glue between CPython and ATen, its python_*.cpp files
+     * (a recorder often keeps only the base name), pybind11 */
+    if ((starts(bare, "THP") && bare[3] >= 'A' && bare[3] <= 'Z') || starts(q, "pybind11::") ||
+        (starts(base, "python_") && (ends(base, ".cpp") || ends(base, ".h"))) || strstr(file, "pybind11/") ||
+        strstr(file, "torch/csrc/autograd/python") || strstr(file, "torch/csrc/utils/python"))
+        return R_TORCH_BIND;
+    static const char *const torch_ns[] = {"c10::", "at::", "torch::", "caffe2::", NULL};
     static const char *const torch_mods[] = {"libc10", "libtorch", "libshm", "libcaffe2", "_C.cpython", "_C.so", NULL};
     static const char *const torch_src[] = {"aten/src/", "c10/", "torch/csrc/", "core/boxing", "/Register", "/Redispatch",
                                             NULL};
     static const char *const torch_names[] = {"CapturedTraceback", "unwind::unwind", "gather_with_cpp", NULL};
+    /* TorchDynamo's frame evaluation hook is C, its files known by base name */
+    static const char *const dynamo_files[] = {"eval_frame.c", "eval_frame_cpp.cpp", "cpython_defs.c", "cache_entry.cpp",
+                                               NULL};
+    if (starts(bare, "dynamo_") || equals_any(base, dynamo_files)) return R_TORCH_CPP;
     if (starts_any(q, torch_ns) || starts_any(mod, torch_mods) || contains_any(file, torch_src) ||
         contains_any(name, torch_names))
         return R_TORCH_CPP;
     /* PyTorch's own Python: .../torch/... under site-packages, dist-packages or a checkout */
-    size_t fl = strlen(file);
-    if (fl > 3 && !strcmp(file + fl - 3, ".py") && (starts(file, "torch/") || strstr(file, "/torch/"))) return R_TORCH_PY;
-    static const char *const std_ns[] = {"std::", "__gnu_cxx::", "__cxxabiv1::", NULL};
-    if (starts_any(q, std_ns)) return R_STDLIB;
+    if ((ends(file, ".py") || ends(file, ".pyc")) && (starts(file, "torch/") || strstr(file, "/torch/"))) return R_TORCH_PY;
+    /* TorchInductor's generated code, in its cache directory (/tmp/torchinductor_USER/) */
+    if (strstr(file, "torchinductor_") && ends(file, ".py")) return R_TORCH_PY;
+    /* C++'s runtime: libstdc++, libgcc's unwinder, libc++ */
+    static const char *const std_ns[] = {"std::", "__gnu_cxx::", "__cxxabiv1::", "__cxa_", "__gxx_", "_Unwind_", NULL};
+    static const char *const std_mods[] = {"libstdc++", "libgcc_s", "libc++", NULL};
+    static const char *const std_src[] = {"libstdc++-v3/", "libgcc/", "/c++/", NULL};
+    if (starts_any(mod, std_mods) || starts_any(q, std_ns) || contains_any(file, std_src) ||
+        !strcmp(q, "execute_native_thread_routine"))
+        return R_STDLIB;
+    /* CPython: its binary, its sources, its C API (Py_*, _Py*, Py + a capital) and the static
+     * helpers of Objects/ and Python/ a stripped interpreter still names (slot_nb_multiply) */
     static const char *const py_mods[] = {"libpython", "python", NULL};
-    static const char *const py_funcs[] = {"cfunction_", "slot_tp_", "method_vectorcall", "vectorcall_", "object_vacall",
-                                           "call_function", "builtin_", NULL};
-    static const char *const py_files[] = {"Objects/", "Python/ceval", "pycore_", "pythonrun.c", "Modules/main.c",
-                                           "cpython/abstract.h", NULL};
-    if (starts_any(mod, py_mods) || starts_any(q, py_funcs) || strstr(q, "vectorcall") || contains_any(file, py_files) ||
-        ((q[0] == '_' ? q[1] == 'P' && q[2] == 'y' : q[0] == 'P' && q[1] == 'y') && q[q[0] == '_' ? 3 : 2] >= 'A' &&
-         q[q[0] == '_' ? 3 : 2] <= 'Z'))
+    static const char *const py_funcs[] = {"cfunction_", "slot_tp_", "slot_nb_", "slot_sq_", "slot_mp_", "slot_am_",
+                                           "method_vectorcall", "vectorcall_", "object_vacall", "call_function",
+                                           "builtin_", "pymain_", "run_mod", "run_eval_code", "run_pyc", "binary_op",
+                                           "ternary_op", "type_call", "wrapper_call", "wrapperdescr_call", "wrap_binaryfunc",
+                                           "method_call", "methoddescr_", "property_descr", "func_descr", "partial_call",
+                                           "_PyRun", "PyRun_", NULL};
+    static const char *const py_files[] = {"Objects/", "Python/", "pycore_", "pythonrun.c", "Modules/main.c",
+                                           "cpython/abstract.h", "Include/", "<frozen ", NULL};
+    int pyapi = q[0] == '_' ? q[1] == 'P' && q[2] == 'y' && ((q[3] >= 'A' && q[3] <= 'Z') || q[3] == '_')
+                            : q[0] == 'P' && q[1] == 'y' && ((q[2] >= 'A' && q[2] <= 'Z') || q[2] == '_');
+    if (starts_any(mod, py_mods) || starts_any(q, py_funcs) || strstr(q, "vectorcall") ||
+        (!ends(file, ".py") && contains_any(file, py_files)) || starts(file, "<frozen ") || pyapi)
         return R_CPYTHON;
     if (placeholder(name)) return R_PLACEHOLDER;
-    static const char *const startup[] = {"__libc_start_main", "__libc_start_call_main", "_start", "start_thread",
-                                          "clone", "clone3", "__clone", "__clone3", "_dl_start", NULL};
-    for (const char *const *p = startup; *p; p++)
-        if (!strcmp(q, *p)) return R_STARTUP;
-    if (starts(mod, "ld-linux") || starts(mod, "libc.so") || starts(mod, "libpthread")) return R_STARTUP;
+    /* libc, libpthread and the loader: start-up, threads, and anything else of theirs */
+    static const char *const libc_mods[] = {"ld-linux", "ld-musl", "libc.so", "libc-", "libpthread", "libdl", "libm.so",
+                                            "librt", NULL};
+    static const char *const libc_exact[] = {"_start", "start_thread", "clone", "clone3", "main_thread", NULL};
+    static const char *const libc_pref[] = {"__libc_", "__GI_", "_dl_", "__clone", "pthread_", "__pthread", "__nptl",
+                                            "__xmknod", "__xstat", "__fxstat", "__lxstat", "_IO_", NULL};
+    static const char *const libc_src[] = {"sysdeps/", "nptl/", "csu/", "glibc", NULL};
+    if (starts_any(mod, libc_mods) || starts_any(q, libc_pref) || contains_any(file, libc_src)) return R_LIBC;
+    for (const char *const *p = libc_exact; *p; p++)
+        if (!strcmp(q, *p)) return R_LIBC;
+    /* a third-party package: installed Python, or a native library the program did not build */
+    if (package_dir(file) || (*mpath && strstr(mod, ".so") && system_module(mpath))) return R_PACKAGE;
     return R_NONE;
+}
+
+/* How good a site a frame of this rule makes: 0 the user's, 1 a package's, 2 a framework's or
+ * library's, 3 C++'s or CPython's runtime, 4 never (cumemhist, the driver, the runtime, libc,
+ * an unnamed frame). */
+static int tier(uint8_t r)
+{
+    switch (r) {
+    case R_NONE: return 0;
+    case R_PACKAGE: return 1;
+    case R_NVIDIA:
+    case R_TORCH_CPP:
+    case R_TORCH_PY:
+    case R_TORCH_BIND:
+    case SKIP_USER: return 2;
+    case R_STDLIB:
+    case R_CPYTHON: return 3;
+    default: return 4;
+    }
+}
+
+/* The package a frame belongs to, for --group-by package: the directory under site-packages,
+ * the framework's name, a native library's base name, or the program's own code. */
+static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, char *out, size_t cap)
+{
+    char file[1024];
+    cmh_sites_normpath(cmh_str(s, f->filename), file, sizeof file);
+    const char *mod = cmh_frame_module(s, f), *name = NULL;
+    switch (r) {
+    case R_NONE: case SKIP_USER: name = "the program"; break;
+    case R_TORCH_CPP: case R_TORCH_PY: case R_TORCH_BIND: name = "torch"; break;
+    case R_CPYTHON: name = "python"; break;
+    case R_STDLIB: name = "libstdc++"; break;
+    case R_LIBC: name = "libc"; break;
+    case R_NVIDIA: name = *mod ? mod : "NVIDIA libraries"; break;
+    case R_CUMEMHIST: case R_DRIVER: case R_RUNTIME: name = "CUDA"; break;
+    case R_PLACEHOLDER: name = *mod ? mod : "?"; break;
+    default: break;
+    }
+    if (name) {
+        snprintf(out, cap, "%s", name);
+        return;
+    }
+    const char *p = strstr(file, "site-packages/");
+    if (!p) p = strstr(file, "dist-packages/");
+    if (p) {
+        p = strchr(p, '/') + 1;
+        size_t n = strcspn(p, "/");
+        if (n > 3 && !p[n] && ends(p, ".py")) n -= 3; /* a one-file module */
+        snprintf(out, cap, "%.*s", (int)n, p);
+    } else if (*file && package_dir(file)) snprintf(out, cap, "python standard library");
+    else snprintf(out, cap, "%.200s", *mod ? mod : file);
 }
 
 /* ---- groups ---- */
@@ -188,7 +347,7 @@ static uint64_t hash_str(uint64_t h, const char *s)
 }
 
 /* What two allocations must share to be one group, as a hash (and compared in full below). */
-static uint64_t key_of(const cmh_sites *g, uint32_t stack, uint32_t site, const char *owner)
+static uint64_t key_of(const cmh_sites *g, uint32_t stack, uint32_t site, const char *owner, const char *pkg)
 {
     const cmh_snapshot *s = g->s;
     uint64_t h = 1469598103934665603ull;
@@ -196,6 +355,7 @@ static uint64_t key_of(const cmh_sites *g, uint32_t stack, uint32_t site, const 
     switch (g->by) {
     case CMH_GROUP_STACK: h = hmix(h, stack); break;
     case CMH_GROUP_MODULE: h = hash_str(h, owner); break;
+    case CMH_GROUP_PACKAGE: h = hash_str(h, pkg); break;
     case CMH_GROUP_FILE: h = f ? hash_str(h, cmh_str(s, f->filename)) : hmix(h, 1); break;
     default:
         if (!f) h = hmix(h, 1);
@@ -209,7 +369,8 @@ static uint64_t key_of(const cmh_sites *g, uint32_t stack, uint32_t site, const 
     return cmh_oa_hashkey(h);
 }
 
-static int same_group(const cmh_sites *g, const sgroup *a, uint32_t stack, uint32_t site, const char *owner)
+static int same_group(const cmh_sites *g, const sgroup *a, uint32_t stack, uint32_t site, const char *owner,
+                      const char *pkg)
 {
     const cmh_snapshot *s = g->s;
     const cmh_frame *x = a->site_frame != UINT32_MAX ? &s->frames[a->site_frame] : NULL;
@@ -217,6 +378,7 @@ static int same_group(const cmh_sites *g, const sgroup *a, uint32_t stack, uint3
     switch (g->by) {
     case CMH_GROUP_STACK: return a->stack == stack;
     case CMH_GROUP_MODULE: return !strcmp(a->owner, owner);
+    case CMH_GROUP_PACKAGE: return !strcmp(a->package, pkg);
     case CMH_GROUP_FILE: return x && y ? x->filename == y->filename : x == y;
     default:
         if (!x || !y) return x == y;
@@ -273,11 +435,12 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
     g->rule = malloc((s->nframes ? s->nframes : 1) * sizeof *g->rule);
     g->site = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->site);
     g->gid = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->gid);
-    if (!g->rule || !g->site || !g->gid) goto oom;
+    g->caller = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->caller);
+    if (!g->rule || !g->site || !g->gid || !g->caller) goto oom;
     for (uint32_t i = 0; i < s->nframes; i++) {
         const cmh_frame *f = &s->frames[i];
         g->rule[i] = o && o->no_default_rules ? R_NONE : (uint8_t)classify(s, f);
-        for (int k = 0; k < nre && !g->rule[i]; k++)
+        for (int k = 0; k < nre && (!g->rule[i] || g->rule[i] == R_PACKAGE); k++)
             if (!regexec(&re[k], cmh_str(s, f->name), 0, NULL, 0) || !regexec(&re[k], cmh_str(s, f->filename), 0, NULL, 0) ||
                 (f->module >= 0 && (uint32_t)f->module < s->nmodules &&
                  !regexec(&re[k], cmh_str(s, s->modules[f->module].path), 0, NULL, 0)))
@@ -285,31 +448,48 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
     }
     for (uint32_t k = 0; k < s->nstacks; k++) {
         const cmh_stack *st = &s->stacks[k];
-        uint32_t site = UINT32_MAX;
-        for (uint32_t i = 0; i < st->count && site == UINT32_MAX; i++)
-            if (!g->rule[s->stack_frames[st->first + i]]) site = s->stack_frames[st->first + i];
-        /* all machinery: the innermost frame of a framework or library, which says more than the
-         * runtime's or an unnamed one; else the innermost of all */
-        for (uint32_t i = 0; i < st->count && site == UINT32_MAX; i++) {
+        /* the innermost user frame, else package, else framework (PyTorch's allocator, cuBLAS:
+         * they say more than the runtime's or an unnamed frame), else the innermost of all */
+        uint32_t site = UINT32_MAX, at = 0;
+        int best = 4;
+        for (uint32_t i = 0; i < st->count && best; i++) {
             uint32_t fid = s->stack_frames[st->first + i];
-            uint8_t r = g->rule[fid];
-            if (r != R_CUMEMHIST && r != R_DRIVER && r != R_RUNTIME && r != R_PLACEHOLDER && r != R_STARTUP &&
-                !placeholder(cmh_str(s, s->frames[fid].name)))
-                site = fid;
+            int t = tier(g->rule[fid]);
+            if (t >= 1 && placeholder(cmh_str(s, s->frames[fid].name))) t = 4; /* a name says more */
+            if (t < best) best = t, site = fid, at = i;
         }
-        if (site == UINT32_MAX && st->count) site = s->stack_frames[st->first];
+        if (site == UINT32_MAX && st->count) site = s->stack_frames[st->first], at = 0;
+        /* the caller: the next frame outward that is the user's or a package's */
+        uint32_t caller = UINT32_MAX;
+        for (uint32_t i = at + 1; site != UINT32_MAX && best <= 1 && i < st->count && caller == UINT32_MAX; i++) {
+            uint32_t fid = s->stack_frames[st->first + i];
+            if (tier(g->rule[fid]) <= 1) caller = fid;
+        }
+        g->caller[k] = caller;
         g->site[k] = site;
         const char *owner = owner_of(g, st);
-        uint64_t h = key_of(g, k, site, owner);
+        /* its package: the innermost third-party package it went through, else its site's */
+        char pkg[256] = "";
+        if (g->by == CMH_GROUP_PACKAGE) {
+            for (uint32_t i = 0; i < st->count && !*pkg; i++) {
+                uint32_t fid = s->stack_frames[st->first + i];
+                if (g->rule[fid] == R_PACKAGE) package_of(s, &s->frames[fid], R_PACKAGE, pkg, sizeof pkg);
+            }
+            if (!*pkg && site != UINT32_MAX) package_of(s, &s->frames[site], g->rule[site], pkg, sizeof pkg);
+            if (!*pkg) snprintf(pkg, sizeof pkg, "<no stack>");
+        }
+        uint64_t h = key_of(g, k, site, owner, pkg);
         uint32_t pos = UINT32_MAX, found = UINT32_MAX;
         for (gslot *sl; found == UINT32_MAX && (sl = cmh_oa_next(&g->index, h, &pos));)
-            if (same_group(g, &g->groups[sl->group], k, site, owner)) found = (uint32_t)sl->group;
+            if (same_group(g, &g->groups[sl->group], k, site, owner, pkg)) found = (uint32_t)sl->group;
         if (found == UINT32_MAX) {
             if (CMH_GROW(g->groups, g->cap, (uint64_t)g->ngroups + 1, 64)) goto oom;
             gslot *sl = cmh_oa_add(&g->index, h);
             if (!sl) goto oom;
             sl->group = found = g->ngroups;
-            g->groups[g->ngroups++] = (sgroup){k, site, owner};
+            char *pcopy = NULL;
+            if (g->by == CMH_GROUP_PACKAGE && !(pcopy = strdup(pkg))) goto oom;
+            g->groups[g->ngroups++] = (sgroup){k, site, owner, pcopy};
         }
         g->gid[k] = found;
     }
@@ -333,6 +513,8 @@ void cmh_sites_free(cmh_sites *g)
     free(g->rule);
     free(g->site);
     free(g->gid);
+    free(g->caller);
+    for (uint32_t i = 0; g->groups && i < g->ngroups; i++) free(g->groups[i].package);
     free(g->groups);
     cmh_oa_free(&g->index);
     free(g);
@@ -340,6 +522,7 @@ void cmh_sites_free(cmh_sites *g)
 
 uint32_t cmh_sites_group(const cmh_sites *g, uint32_t stack) { return stack < g->s->nstacks ? g->gid[stack] : 0; }
 uint32_t cmh_sites_count(const cmh_sites *g) { return g->ngroups; }
+const cmh_snapshot *cmh_sites_snapshot(const cmh_sites *g) { return g->s; }
 
 int cmh_sites_group_by(const cmh_sites *g) { return g->by; }
 
@@ -351,6 +534,10 @@ const cmh_frame *cmh_sites_frame(const cmh_sites *g, uint32_t group)
 
 uint32_t cmh_sites_stack(const cmh_sites *g, uint32_t group) { return group < g->ngroups ? g->groups[group].stack : 0; }
 const char *cmh_sites_owner(const cmh_sites *g, uint32_t group) { return group < g->ngroups ? g->groups[group].owner : ""; }
+const char *cmh_sites_package_name(const cmh_sites *g, uint32_t group)
+{
+    return group < g->ngroups && g->groups[group].package ? g->groups[group].package : "";
+}
 
 const cmh_frame *cmh_sites_site_of(const cmh_sites *g, uint32_t stack)
 {
@@ -358,7 +545,18 @@ const cmh_frame *cmh_sites_site_of(const cmh_sites *g, uint32_t stack)
     return &g->s->frames[g->site[stack]];
 }
 
-int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id) { return frame_id < g->s->nframes && g->rule[frame_id]; }
+int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id)
+{
+    return frame_id < g->s->nframes && g->rule[frame_id] && g->rule[frame_id] != R_PACKAGE;
+}
+
+int cmh_sites_package(const cmh_sites *g, uint32_t frame_id) { return frame_id < g->s->nframes && g->rule[frame_id] == R_PACKAGE; }
+
+const cmh_frame *cmh_sites_caller_of(const cmh_sites *g, uint32_t stack)
+{
+    if (stack >= g->s->nstacks || g->caller[stack] == UINT32_MAX) return NULL;
+    return &g->s->frames[g->caller[stack]];
+}
 
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id)
 {
@@ -396,6 +594,7 @@ size_t cmh_sites_key(const cmh_sites *g, uint32_t group, char *buf, size_t cap)
     const sgroup *gr = &g->groups[group];
     const cmh_frame *f = gr->site_frame != UINT32_MAX ? &s->frames[gr->site_frame] : NULL;
     if (g->by == CMH_GROUP_MODULE) return put(buf, cap, 0, gr->owner);
+    if (g->by == CMH_GROUP_PACKAGE) return put(buf, cap, 0, gr->package);
     if (!f) return put(buf, cap, 0, "<no stack>");
     if (g->by == CMH_GROUP_FILE) return put(buf, cap, 0, cmh_str(s, f->filename));
     if (g->by == CMH_GROUP_STACK) {

@@ -23,7 +23,7 @@ enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME, F_PPROF, F_SQLITE };
 static const char *const g_formats[] = {"memviz", "pickle", "json", "chrome", "pprof", "sqlite", NULL};
 static int g_format = F_MEMVIZ, g_device = -2;
 static const char *g_out;
-static int g_format_given, g_inline_frames;
+static int g_format_given, g_inline_frames, g_raw_frames;
 
 static const cli_option g_opts[] = {
     {"--format", "-f", CLI_CHOICE, &g_format, "FORMAT",
@@ -45,6 +45,10 @@ static const cli_option g_opts[] = {
      ".pprof pprof, .db or .sqlite sqlite, else memviz",
      NULL, 0, 0, NULL},
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: the lowest)", NULL, 0, 0, NULL},
+    {"--raw-frames", NULL, CLI_FLAG, &g_raw_frames, NULL,
+     "frames as recorded (addresses, modules): without it every export resolves them\n"
+     "as the reports do (file:line from DWARF, demangled, inlined calls as frames)",
+     NULL, 0, 0, NULL},
     {"--inline-frames", NULL, CLI_FLAG, &g_inline_frames, NULL,
      "json: each segment, block and entry carries its own \"frames\" list, exactly\n"
      "PyTorch's dict (several times larger)",
@@ -70,6 +74,16 @@ static int format_of_name(const char *name)
     if (ends_with(name, ".pickle") || ends_with(name, ".pkl")) return F_MEMVIZ;
     if (ends_with(name, ".db") || ends_with(name, ".sqlite") || ends_with(name, ".sqlite3")) return F_SQLITE;
     return -1;
+}
+
+/* A record as the exports write it: merged, and its frames resolved as the reports show them
+ * (rep_load's symbolization) unless --raw-frames. */
+static int load_for_export(const char *path, cmh_snapshot *s)
+{
+    int rc = rep_load_view(path, s);
+    if (rc || g_raw_frames) return rc;
+    if ((rc = cli_symbolize(path, s))) cmh_snapshot_free(s);
+    return rc;
 }
 
 /* ---- many records: one chrome trace, one database ---- */
@@ -100,7 +114,7 @@ static int many_chrome(const cmh_pathlist *pl, FILE *fp)
     int rc = 0;
     for (uint32_t i = 0; i < pl->n && !rc; i++) {
         cmh_snapshot s;
-        if ((rc = rep_load_view(pl->v[i], &s))) break;
+        if ((rc = load_for_export(pl->v[i], &s))) break;
         char label[512];
         label_of(&s, pl->v[i], label, sizeof label);
         int crc = cmh_chrome_add(c, &s, (int)(i + 1) * 2000, label);
@@ -145,7 +159,19 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
     for (uint32_t i = 0; i < pl->n && !rc; i++) {
         cmh_snapshot s;
         cmh_sites *g;
-        if ((rc = rep_load(pl->v[i], &s, &g))) break;
+        if ((rc = g_raw_frames ? load_for_export(pl->v[i], &s) : rep_load(pl->v[i], &s, &g))) break;
+        if (g_raw_frames) { /* the sites of the frames as recorded */
+            cmh_site_opts o = {rep_attribution.group_by, rep_attribution.no_default, rep_attribution.skips.v,
+                               rep_attribution.skips.n};
+            int src;
+            char why[512];
+            if (!(g = cmh_sites_new(&s, &o, &src, why, sizeof why))) {
+                cli_error("%s", why);
+                cmh_snapshot_free(&s);
+                rc = src == CMH_EINVAL ? CLI_EUSAGE : CLI_ENOMEM;
+                break;
+            }
+        }
         int erc = cmh_sqlite_add(db, &s, pl->v[i], g, stack_site, NULL);
         if (erc != CMH_OK) {
             cli_error("%s: %s", pl->v[i], err);
@@ -239,11 +265,7 @@ int cmd_export(int argc, char **argv)
         return CLI_EUSAGE;
     }
     cmh_snapshot s;
-    if ((rc = cli_load(path, &s))) return rc;
-    if (s.torch && (rc = cmh_merged_view(&s)) != CMH_OK) { /* PyTorch's blocks beside the other allocations */
-        cmh_snapshot_free(&s);
-        return cli_fail(path, rc);
-    }
+    if ((rc = load_for_export(path, &s))) return rc; /* PyTorch's blocks beside the other allocations */
     char err[4400];
     cmh_atomic a;
     FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", 0, err, sizeof err);

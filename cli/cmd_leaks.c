@@ -103,6 +103,7 @@ static int section(const rep_section *sec, void *arg)
                            cmh_sites_owner(g, x->group));
                     if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_RISING)
                         printf("        %s\n", cmh_leak_site_text(x, line, sizeof line));
+                    rep_print_callers(s, x, "        ");
                     rep_print_frames(s, g, x->stack, g_frames, "        ");
                 }
             }

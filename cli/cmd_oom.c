@@ -190,6 +190,7 @@ static int section(const rep_section *sec, void *arg)
                 const cmh_site *x = &e->sites[k];
                 printf("    %12s %13s  %s  [%s]\n", rep_size((double)x->bytes), rep_count(x->count, "block", "blocks"),
                        rep_site_name(sp, g, x), cmh_sites_owner(g, x->group));
+                rep_print_callers(sp, x, "          ");
                 rep_print_frames(sp, g, x->stack, g_frames, "          ");
             }
             if (e->nsites > (uint32_t)g_top) printf("    ... %s (--top)\n", rep_count(e->nsites - (uint32_t)g_top, "more site", "more sites"));

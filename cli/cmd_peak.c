@@ -75,6 +75,7 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p)
         printf("  %12s %6.1f%% %7" PRIu64 "  %s  [%s]\n", rep_size((double)x->bytes),
                p->alloc_peak ? 100.0 * (double)x->bytes / (double)p->alloc_peak : 0.0, x->count, rep_site_name(s, g, x),
                cmh_sites_owner(g, x->group));
+        rep_print_callers(s, x, "        ");
         rep_print_frames(s, g, x->stack, g_frames, "        ");
     }
     if (p->nsites > (uint32_t)g_top) printf("  ... %s (--top)\n", rep_count(p->nsites - (uint32_t)g_top, "more site", "more sites"));

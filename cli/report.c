@@ -15,7 +15,7 @@
 #include "cumemhist/merge.h"
 
 rep_attr rep_attribution;
-const char *const rep_group_names[] = {"site", "stack", "module", "file", NULL}; /* the cmh_group_by order */
+const char *const rep_group_names[] = {"site", "stack", "module", "file", "package", NULL}; /* the cmh_group_by order */
 
 /* A merged record as one model (cmh_merged_view): PyTorch's blocks and the other allocations. */
 int rep_load_view(const char *path, cmh_snapshot *s)
@@ -271,6 +271,7 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
 {
     if (!g) return x->stack ? rep_frame(s, &s->frames[s->stack_frames[s->stacks[x->stack].first]]) : "<no stack recorded>";
     if (rep_attribution.group_by == CMH_GROUP_MODULE) return cmh_sites_owner(g, x->group);
+    if (rep_attribution.group_by == CMH_GROUP_PACKAGE) return cmh_sites_package_name(g, x->group);
     const cmh_frame *f = cmh_sites_frame(g, x->group);
     if (!f) /* what the record's options say of it */
         return s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_NONE ? "<no stack: recorded with context none>"
@@ -297,6 +298,20 @@ void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack,
         printf("%sat %s\n", indent, rep_frame(s, f));
         shown++;
     }
+}
+
+void rep_print_callers(const cmh_snapshot *s, const cmh_site *x, const char *indent)
+{
+    /* only where the split says something: two callers or more, or one and the rest */
+    if (x->ncallers < 2 && !(x->ncallers == 1 && x->callers_other.bytes)) return;
+    printf("%sby caller:", indent);
+    uint32_t shown = x->ncallers < REP_CALLERS_SHOWN ? x->ncallers : REP_CALLERS_SHOWN;
+    for (uint32_t i = 0; i < shown; i++)
+        printf("%s %s %s", i ? "," : "", rep_size((double)x->callers[i].bytes), rep_frame(s, &s->frames[x->callers[i].frame]));
+    uint64_t rest = x->callers_other.bytes;
+    for (uint32_t i = shown; i < x->ncallers; i++) rest += x->callers[i].bytes;
+    if (rest) printf(", %s from %s", rep_size((double)rest), x->callers_seen > shown ? "other callers" : "no caller");
+    printf("\n");
 }
 
 void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent)
@@ -366,6 +381,21 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kdouble(w, "trend", x->trend, 4);
         cmh_jw_kuint(w, "held_bytes", x->held);
         cmh_jw_kuint(w, "thread", x->thread);
+    }
+    if (g && cmh_sites_group_by(g) == CMH_GROUP_SITE) { /* the site's bytes by the line that called it */
+        cmh_jw_key(w, "callers");
+        cmh_jw_arr(w);
+        for (uint32_t i = 0; i < x->ncallers; i++) {
+            cmh_jw_obj(w);
+            cmh_jw_key(w, "caller");
+            rep_json_frame(w, s, &s->frames[x->callers[i].frame]);
+            cmh_jw_kuint(w, "bytes", x->callers[i].bytes);
+            cmh_jw_kuint(w, "blocks", x->callers[i].count);
+            cmh_jw_end(w);
+        }
+        cmh_jw_end(w);
+        cmh_jw_kuint(w, "callers_seen", x->callers_seen);
+        cmh_jw_kuint(w, "callers_other_bytes", x->callers_other.bytes);
     }
     cmh_jw_key(w, "frames");
     cmh_jw_arr(w);

@@ -26,7 +26,7 @@ extern const char *const rep_group_names[];
 #define CLI_OPT_FRAMES(f) {"--frames", NULL, CLI_INT, (f), "N", "frames shown per site, from the site outward (default 6)", NULL, 0, 64, NULL}
 #define CLI_OPT_JSON(j) {"--json", NULL, CLI_FLAG, (j), NULL, "machine-readable output (exact integers)", NULL, 0, 0, NULL}
 #define CLI_OPTS_ATTRIBUTION                                                                                     \
-    {"--group-by", NULL, CLI_CHOICE, &rep_attribution.group_by, "site|stack|module|file",                        \
+    {"--group-by", NULL, CLI_CHOICE, &rep_attribution.group_by, "site|stack|module|file|package",                        \
      "site (default): the user's frame, however the framework got there;\nstack: the whole stack; module: who called the driver; file: the site's file", \
      rep_group_names, 0, 0, NULL},                                                                               \
     {"--skip", NULL, CLI_LIST, &rep_attribution.skips, "REGEX",                                                  \
@@ -98,6 +98,10 @@ const char *rep_frame(const cmh_snapshot *s, const cmh_frame *f);
 const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x);
 /* The frames of a stack from its site outward, machinery left out, at most max. */
 void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent);
+/* A site's bytes by the lines that called it ("by caller: 36.0 MiB step (train.py:20), ..."),
+ * when it has two callers or more: the largest REP_CALLERS_SHOWN, then the rest. */
+#define REP_CALLERS_SHOWN 3
+void rep_print_callers(const cmh_snapshot *s, const cmh_site *x, const char *indent);
 /* What the GPU was doing at time t (kernel timing, when recorded). */
 void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent);
 /* The closing notes: ring drops, and what sizes of a PyTorch trace mean. */

@@ -36,6 +36,28 @@ grep -q 'main (.*two_sites.c:[0-9]*)' skip.txt && [ "$(grep -c 'two_sites.c:' sk
 "$CMH" leaks --skip '(' two.cmh >/dev/null 2>skiperr.txt
 [ $? -eq 2 ] && grep -q "skip '('" skiperr.txt && ok "a --skip that does not compile is refused" || bad "bad --skip"
 
+# --- a helper from two lines: its bytes split by caller, in text and JSON, peak / leaks / oom ---
+FAKECUDA_CAPACITY=4M "$CMH" record -q -o twooom.cmh -- "$B/tests/two_sites" >/dev/null 2>&1
+for r in peak leaks oom; do
+    f=two.cmh
+    [ $r = oom ] && f=twooom.cmh
+    "$CMH" $r $f >split.txt 2>/dev/null
+    grep -q 'by caller: 2.0 MiB main (.*two_sites.c:[0-9]*), 1.0 MiB main (.*two_sites.c:[0-9]*)$' split.txt ||
+        { bad "$r: no split by caller: $(grep -A2 'buffer (' split.txt | head -3)"; continue; }
+    "$CMH" $r --json $f 2>/dev/null | py -c "
+import json, sys
+d = json.load(sys.stdin)[0]
+sites = d.get('sites_at_peak') or d.get('sites') or d['ooms'][0]['sites']
+x = [x for x in sites if x['site'] and x['site']['function'] == 'buffer'][0]
+c = x['callers']
+assert [k['bytes'] for k in c] == [2 << 20, 1 << 20], c
+assert all(k['caller']['function'] == 'main' and k['caller']['line'] > 0 for k in c), c
+assert c[0]['caller']['line'] != c[1]['caller']['line'] and sum(k['bytes'] for k in c) == x['bytes'], c
+inl = [x for x in sites if x['site'] and x['site']['function'] == 'inlined_buffer']
+assert all(len(y['callers']) <= 1 for y in inl)
+" && ok "$r: one helper's bytes by the two lines that called it (text and JSON)" || bad "$r --json callers"
+done
+
 # --- a -g sample shows its own file:line; the OOM names who asked ---
 "$CMH" record -q -o leak.cmh -- "$B/samples/leaky" 4 >/dev/null
 "$CMH" leaks leak.cmh >leak.txt

@@ -3,7 +3,7 @@
  *
  * Per device, a process "GPU n" with a memory counter track (allocated bytes, and reserved_free
  * = reserved - allocated stacked on top, after every trace entry, from the replay), instants
- * for OOMs and marks, and, when kernel timing was recorded, one thread per CUDA stream carrying
+ * for OOMs, marks and the allocated peak (with the sites that held it), and, when kernel timing was recorded, one thread per CUDA stream carrying
  * the kernels as complete ("X") slices.
  *
  * Times are exact: integer nanoseconds from the earliest event, written as microseconds with
@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/reports.h"
+#include "cumemhist/sites.h"
 #include "cumemhist/viz.h"
 #include "jsonw.h"
 
@@ -48,6 +50,55 @@ static void meta(cmh_jw *w, const char *what, int pid, int64_t tid, const char *
     cmh_jw_end(w);
 }
 
+/* "fn (file:line)", as the reports name a frame */
+static void frame_text(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap)
+{
+    const char *name = cmh_str(s, f->name), *file = cmh_str(s, f->filename), *mod = cmh_frame_module(s, f);
+    if (f->line > 0) snprintf(buf, cap, "%.600s (%.400s:%" PRId64 ")", name, file, f->line);
+    else if (*file && strcmp(file, "??")) snprintf(buf, cap, "%.600s (%.400s)", name, file);
+    else snprintf(buf, cap, "%.600s%s%.300s%s", name, *mod ? " (" : "", mod, *mod ? ")" : "");
+}
+
+/* The allocated peak as an instant on its device, with the sites that held it (the peak
+ * report's figures, by the default attribution), so the trace says whose memory the top of the
+ * counter is. */
+static void peak_instant(const chrome_ctx *c, const cmh_snapshot *s, int dev, const cmh_sites *g, const cmh_peak_report *pk,
+                         int64_t t)
+{
+    const cmh_peak_report p = *pk;
+    {
+        cmh_jw *w = c->w;
+        char what[128], text[1100];
+        snprintf(what, sizeof what, "peak allocated: %" PRId64 " bytes", p.alloc_peak);
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "ph", "i");
+        cmh_jw_kstr(w, "s", "p");
+        cmh_jw_kint(w, "pid", pid_of(c, dev));
+        cmh_jw_kint(w, "tid", 0);
+        cmh_jw_key(w, "ts");
+        cmh_jw_us(w, t - c->t0);
+        cmh_jw_kstr(w, "name", what);
+        cmh_jw_key(w, "args");
+        cmh_jw_obj(w);
+        cmh_jw_key(w, "sites");
+        cmh_jw_arr(w);
+        for (uint32_t i = 0; i < p.nsites && i < 10; i++) {
+            const cmh_frame *f = cmh_sites_frame(g, p.sites[i].group);
+            cmh_jw_obj(w);
+            if (f) frame_text(s, f, text, sizeof text);
+            else snprintf(text, sizeof text, "<no stack>");
+            cmh_jw_kstr(w, "site", text);
+            cmh_jw_kuint(w, "bytes", p.sites[i].bytes);
+            cmh_jw_kuint(w, "blocks", p.sites[i].count);
+            cmh_jw_end(w);
+        }
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+    }
+}
+
 static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
 {
     cmh_jw *w = c->w;
@@ -75,8 +126,23 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
         cmh_jw_end(w);
         cmh_jw_end(w);
     }
+    /* the allocated peak, marked where the replay reaches it */
+    int prc;
+    char err[256];
+    cmh_peak_report pk;
+    memset(&pk, 0, sizeof pk);
+    cmh_sites *g = dev >= 0 ? cmh_sites_new(s, NULL, &prc, err, sizeof err) : NULL;
+    if (dev >= 0 && (!g || cmh_peak_compute(s, dev, g, &pk) != CMH_OK)) {
+        cmh_sites_free(g);
+        return CMH_ENOMEM;
+    }
+    int64_t peak_at = g && pk.nsites && pk.alloc_time_ns ? pk.alloc_index : -2;
     cmh_replay *r = cmh_replay_new(s, dev);
-    if (!r) return CMH_ENOMEM;
+    if (!r) {
+        cmh_peak_report_free(&pk);
+        cmh_sites_free(g);
+        return CMH_ENOMEM;
+    }
     const cmh_mem_stats *st = cmh_replay_stats(r);
     char counter[32];
     snprintf(counter, sizeof counter, "gpu%d memory", dev);
@@ -115,9 +181,12 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
+        if ((int64_t)cmh_replay_position(r) == peak_at) peak_instant(c, s, dev, g, &pk, t);
     }
     int rc = cmh_replay_status(r);
     cmh_replay_free(r);
+    cmh_peak_report_free(&pk);
+    cmh_sites_free(g);
     return rc;
 }
 

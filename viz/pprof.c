@@ -114,7 +114,8 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     cmh_oatab funcs;
     cmh_oa_init(&funcs, sizeof(fslot));
     uint64_t *loc_of = calloc(s->nframes + 1, sizeof *loc_of); /* frame -> location id (frame + 1) once written */
-    int nomem = !m || !loc_of;
+    unsigned char *used = calloc(s->nmodules + 1, 1);           /* modules a location names */
+    int nomem = !m || !loc_of || !used;
     for (uint32_t i = 0; !nomem && i < end.nstacks; i++)
         m[nm++] = (merged){end.stacks[i].stack, {(int64_t)end.stacks[i].bytes, (int64_t)end.stacks[i].blocks, 0, 0}};
     for (uint32_t i = 0; !nomem && i < peak.nstacks; i++)
@@ -157,10 +158,11 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
                     break;
                 }
                 if (created) {
+                    /* no system_name: the name is already demangled, and pprof would demangle it
+                     * again (into "<unknown>" for "<module>", without "(anonymous namespace)") */
                     fs->id = ++nfuncs;
                     field_int(&msg, 1, fs->id);
                     field_int(&msg, 2, ni);
-                    field_int(&msg, 3, ni);
                     field_int(&msg, 4, fi);
                     field_msg(&fns, 5, &msg);
                 }
@@ -168,6 +170,10 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
                 field_int(&sub, 1, fs->id); /* Line */
                 if (fr && fr->line > 0) field_int(&sub, 2, (uint64_t)fr->line);
                 field_int(&msg, 1, loc_of[f]); /* Location */
+                if (fr && fr->module >= 0 && (uint32_t)fr->module < s->nmodules) {
+                    field_int(&msg, 2, (uint64_t)fr->module + 1);
+                    used[fr->module] = 1;
+                }
                 if (fr) field_int(&msg, 3, fr->pc);
                 field_msg(&msg, 4, &sub);
                 field_msg(&locs, 4, &msg);
@@ -179,6 +185,19 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
         for (int j = 0; j < 4; j++) varint(&packed, (uint64_t)m[i].v[j]);
         field_len(&msg, 2, packed.p, packed.n); /* value (packed) */
         field_msg(&out, 2, &msg);
+    }
+    /* one mapping per module the stacks use, already symbolized: pprof has nothing to look up */
+    for (uint32_t i = 0; i < s->nmodules && !nomem; i++) {
+        if (!used[i]) continue;
+        const cmh_module *md = &s->modules[i];
+        field_int(&msg, 1, (uint64_t)i + 1);
+        field_int(&msg, 2, md->base);
+        field_int(&msg, 3, md->base + md->size);
+        field_int(&msg, 5, str_id(&st.strings, cmh_str(s, md->path), &nomem));
+        const char *bid = cmh_str(s, md->build_id);
+        if (*bid) field_int(&msg, 6, str_id(&st.strings, bid, &nomem));
+        for (int k = 7; k <= 10; k++) field_int(&msg, k, 1); /* has functions, files, lines, inlines */
+        field_msg(&out, 3, &msg);
     }
     put_bytes(&out, locs.p ? locs.p : (unsigned char *)"", locs.n);
     put_bytes(&out, fns.p ? fns.p : (unsigned char *)"", fns.n);
@@ -216,6 +235,7 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     }
     free(out.p), free(msg.p), free(sub.p), free(packed.p), free(locs.p), free(fns.p);
     free(loc_of);
+    free(used);
     free(m);
     cmh_oa_free(&funcs);
     cmh_snapshot_free(&st);

@@ -24,6 +24,15 @@
 extern "C" {
 #endif
 
+/* One caller of a site: the user's (or package's) frame that called it (cmh_sites_caller_of)
+ * and the bytes that came through it.  frame UINT32_MAX: the bytes of callers past the kept
+ * ones, or of stacks with no caller. */
+#define CMH_SITE_CALLERS 6
+typedef struct cmh_site_caller {
+    uint32_t frame;
+    uint64_t bytes, count;
+} cmh_site_caller;
+
 typedef struct cmh_site {
     uint32_t group; /* in the cmh_sites the report was computed with; its stack id without one */
     uint32_t stack; /* one stack of the group (the first seen) */
@@ -39,6 +48,12 @@ typedef struct cmh_site {
     double trend;          /* Kendall's tau of its held bytes over that stretch, -1 .. 1 */
     uint64_t held;         /* bytes it held across the last step boundary and still holds */
     uint32_t thread;       /* judged over one recording thread's own steps (0: the record's) */
+    /* by caller, largest first: callers[0 .. ncallers) are distinct callers (same function, file
+     * and line), then, when callers_other.bytes, what the rest and caller-less stacks hold.
+     * Filled when the report is grouped by site (cmh_sites given). */
+    cmh_site_caller callers[CMH_SITE_CALLERS];
+    uint32_t ncallers, callers_seen; /* kept; distinct callers seen */
+    cmh_site_caller callers_other;
 } cmh_site;
 
 typedef struct cmh_report_base {

@@ -3,11 +3,11 @@
  * (its site), which shared object called the driver (its owner), and how reports group
  * allocations (by site, stack, owner module or source file).
  *
- * A frame is machinery when it belongs to the CUDA driver or runtime, NVIDIA's libraries,
- * cumemhist, PyTorch's C++ or Python internals, CPython's interpreter, libc's start-up, or is
- * an unsymbolized placeholder; the rules are listed in docs/ATTRIBUTION.md and in
- * cmh_site_rule_names.  The site is the first frame, walking out from the allocation, that is
- * not machinery; a stack that is all machinery falls back to its innermost frame.  Users add
+ * Every frame is classified once: the user's code, a third-party package, or machinery (the CUDA
+ * driver or runtime, NVIDIA's libraries, cumemhist, PyTorch's C++, bindings or Python, CPython,
+ * libstdc++/libgcc, libc, an unsymbolized placeholder); the rules are listed in
+ * docs/ATTRIBUTION.md and in cmh_site_rule_names.  The site is the innermost user frame, else
+ * the innermost package frame, else a framework's; failing all, the innermost frame.  Users add
  * rules (--skip REGEX, matched against a frame's function, file and module) or turn the
  * defaults off.
  *
@@ -23,7 +23,13 @@
 extern "C" {
 #endif
 
-typedef enum cmh_group_by { CMH_GROUP_SITE = 0, CMH_GROUP_STACK, CMH_GROUP_MODULE, CMH_GROUP_FILE } cmh_group_by;
+typedef enum cmh_group_by {
+    CMH_GROUP_SITE = 0,
+    CMH_GROUP_STACK,
+    CMH_GROUP_MODULE,
+    CMH_GROUP_FILE,
+    CMH_GROUP_PACKAGE
+} cmh_group_by;
 
 typedef struct cmh_site_opts {
     int group_by;              /* cmh_group_by */
@@ -42,6 +48,8 @@ void cmh_sites_free(cmh_sites *g);
 /* The group of an allocation made with this stack (0 .. cmh_sites_count - 1). */
 uint32_t cmh_sites_group(const cmh_sites *g, uint32_t stack);
 uint32_t cmh_sites_count(const cmh_sites *g);
+/* The snapshot it was built over. */
+const cmh_snapshot *cmh_sites_snapshot(const cmh_sites *g);
 /* How the groups were formed (cmh_group_by). */
 int cmh_sites_group_by(const cmh_sites *g);
 /* A group's site frame (NULL: no stack was recorded), a stack of its (the first seen), and its
@@ -56,6 +64,17 @@ int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id);
 /* Which default rule made a frame machinery (a name from cmh_site_rule_names), "skip" for a
  * user's rule, NULL when it is not machinery. */
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id);
+
+/* Whether a frame is a third-party package's (installed Python, a native library the program
+ * did not build): not machinery, but the site only of a stack without a user frame. */
+int cmh_sites_package(const cmh_sites *g, uint32_t frame_id);
+/* The frame of the user's (or a package's) code that called a stack's site: how one helper's
+ * bytes split by the lines that called it.  NULL: none (a fallback site, the outermost frame). */
+const cmh_frame *cmh_sites_caller_of(const cmh_sites *g, uint32_t stack);
+/* --group-by package: a group's package ("torch", "einops", "the program", a library). */
+const char *cmh_sites_package_name(const cmh_sites *g, uint32_t group);
+/* A path as the rules read it: '\' as '/', no drive letter, "." and ".." resolved. */
+void cmh_sites_normpath(const char *in, char *out, size_t cap);
 
 /* A group's identity as text, the same in any snapshot for the same code ("function@file:line@
  * module" for a site; every frame for a stack; the module; the file): how a diff matches sites
