@@ -206,6 +206,7 @@ int cmh_merged_view(cmh_snapshot *s)
     cmh_entry *ents = s->entries;
     cmh_trace *trs = s->traces;
     uint32_t nsegs = s->nsegments, ntrs = s->ntraces, nblk = s->nblocks, nent = s->nentries;
+    uint32_t nann = s->nannotations, nset = s->nsettings;
     uint32_t csegs = s->cap_segments, ctrs = s->cap_traces, cblk = s->cap_blocks, cent = s->cap_entries;
     s->segments = NULL, s->nsegments = s->cap_segments = 0;
     s->blocks = NULL, s->nblocks = s->cap_blocks = 0;
@@ -267,6 +268,7 @@ int cmh_merged_view(cmh_snapshot *s)
                 j++;
                 cmh_entry e = *te;
                 e.time_ns = tt_ns;
+                e.flags |= CMH_EF_PYTORCH; /* requested sizes: the replay rounds them */
                 if (imp_stack(&m, e.stack, &e.stack)) goto fail;
                 if (e.name && imp_str(&m, e.name, &e.name)) goto fail;
                 if (e.compile_context && imp_str(&m, e.compile_context, &e.compile_context)) goto fail;
@@ -274,6 +276,19 @@ int cmh_merged_view(cmh_snapshot *s)
                 if (cmh_snapshot_add_entry(s, &e)) goto fail;
             }
         }
+    }
+    /* PyTorch's record_function ranges (steps, plot markers, the trace's slices), on our clock */
+    for (uint32_t i = 0; i < t->nannotations; i++) {
+        cmh_annotation a = t->annotations[i];
+        a.time_ns = a.time_ns ? a.time_ns + s->torch_clock_ns : 0;
+        if (imp_str(&m, a.name, &a.name) || cmh_snapshot_add_annotation(s, &a)) goto fail_late;
+    }
+    /* its allocator settings decide how the replay rounds its blocks; ours have none of these keys */
+    for (uint32_t i = 0; i < t->nsettings; i++) {
+        const char *k = cmh_str(t, t->settings[i].key);
+        int have = 0;
+        for (uint32_t j = 0; j < s->nsettings && !have; j++) have = !strcmp(cmh_str(s, s->settings[j].key), k);
+        if (!have && cmh_snapshot_add_setting(s, k, cmh_str(t, t->settings[i].value), t->settings[i].type)) goto fail_late;
     }
     free(segs);
     free(blocks);
@@ -285,6 +300,9 @@ int cmh_merged_view(cmh_snapshot *s)
     free(t);
     s->torch = NULL;
     return CMH_OK;
+fail_late:
+    s->nannotations = nann; /* what was imported goes; strings stay, unused */
+    s->nsettings = nset;
 fail:
     free(s->segments);
     free(s->blocks);
