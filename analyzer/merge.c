@@ -192,6 +192,61 @@ static int pytorch_frame(const cmh_snapshot *s, uint32_t stack)
     return 0;
 }
 
+/* The merged timeline's order, one rule for cmh_merged_view and cmh_merged_position: ours
+ * before PyTorch's at the same instant; ours inside PyTorch's ranges, and our driver-level
+ * refusals PyTorch went on to handle, give way to PyTorch's (marks always stay). */
+static int ours_first(const cmh_entry *oe, const cmh_entry *te, int64_t clock)
+{
+    int64_t tt_ns = te && te->time_ns ? te->time_ns + clock : 0;
+    return oe && (!te || oe->time_ns <= tt_ns);
+}
+
+static int ours_dropped(const cmh_snapshot *s, const cmh_entry *oe, int device, const cmh_range *r, uint32_t nr)
+{
+    return device >= 0 && oe->action != CMH_ACT_MARK &&
+           ((oe->action == CMH_ACT_OOM && pytorch_frame(s, oe->stack)) ||
+            (oe->action != CMH_ACT_OOM && oe->size && cmh_ranges_overlap(r, nr, oe->addr, oe->addr + oe->size)));
+}
+
+int cmh_merged_position(const cmh_snapshot *s, int device, int64_t index, int64_t *pos, int64_t *len)
+{
+    *pos = index, *len = 0;
+    const cmh_trace *ot = cmh_snapshot_trace(s, device);
+    if (!s->torch) {
+        *len = ot ? ot->nentries : 0;
+        return CMH_OK;
+    }
+    const cmh_snapshot *t = s->torch;
+    const cmh_trace *tt = cmh_snapshot_trace(t, device);
+    cmh_range *r = NULL;
+    uint32_t nr = 0;
+    if (cmh_torch_ranges(t, -2, &r, &nr) != CMH_OK) return CMH_ENOMEM;
+    uint32_t i = 0, j = 0, ni = ot ? ot->nentries : 0, nj = tt ? tt->nentries : 0;
+    int64_t k = 0, at = -1;
+    const cmh_entry *twin = NULL;
+    while (i < ni || j < nj) {
+        const cmh_entry *oe = i < ni ? &s->entries[ot->first_entry + i] : NULL;
+        const cmh_entry *te = j < nj ? &t->entries[tt->first_entry + j] : NULL;
+        if (ours_first(oe, te, s->torch_clock_ns)) {
+            int kept = !ours_dropped(s, oe, device, r, nr);
+            if ((int64_t)i == index) {
+                at = kept ? k : k - 1; /* a dropped entry of ours: the merged entry before it ... */
+                if (!kept && seg_event(oe)) twin = oe;
+            }
+            k += kept;
+            i++;
+        } else {
+            /* ... or, for a segment event, PyTorch's own record of it (the clock's evidence) */
+            if (twin && seg_event(te) && te->addr <= twin->addr && twin->addr - te->addr < te->size) at = k, twin = NULL;
+            j++, k++;
+        }
+    }
+    free(r);
+    *len = k;
+    *pos = index < 0 ? index : at >= 0 ? at : index >= (int64_t)ni ? k - 1 : 0;
+    return CMH_OK;
+}
+
 int cmh_merged_view(cmh_snapshot *s)
 {
     cmh_snapshot *t = s->torch;
@@ -257,17 +312,13 @@ int cmh_merged_view(cmh_snapshot *s)
         while (i < ni || j < nj) {
             const cmh_entry *oe = i < ni ? &ents[ot->first_entry + i] : NULL;
             const cmh_entry *te = j < nj ? &t->entries[tt->first_entry + j] : NULL;
-            int64_t tt_ns = te && te->time_ns ? te->time_ns + s->torch_clock_ns : 0;
-            if (oe && (!te || oe->time_ns <= tt_ns)) {
+            if (ours_first(oe, te, s->torch_clock_ns)) {
                 i++;
-                int drop = devs[d] >= 0 && oe->action != CMH_ACT_MARK &&
-                           ((oe->action == CMH_ACT_OOM && pytorch_frame(s, oe->stack)) ||
-                            (oe->action != CMH_ACT_OOM && oe->size && cmh_ranges_overlap(r, nr, oe->addr, oe->addr + oe->size)));
-                if (!drop && cmh_snapshot_add_entry(s, oe)) goto fail;
+                if (!ours_dropped(s, oe, devs[d], r, nr) && cmh_snapshot_add_entry(s, oe)) goto fail;
             } else {
                 j++;
                 cmh_entry e = *te;
-                e.time_ns = tt_ns;
+                e.time_ns = te->time_ns ? te->time_ns + s->torch_clock_ns : 0;
                 e.flags |= CMH_EF_PYTORCH; /* requested sizes: the replay rounds them */
                 if (imp_stack(&m, e.stack, &e.stack)) goto fail;
                 if (e.name && imp_str(&m, e.name, &e.name)) goto fail;

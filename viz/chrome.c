@@ -180,12 +180,7 @@ static int kernel_tracks(const chrome_ctx *c, const cmh_snapshot *s)
 
 int64_t cmh_chrome_origin(const cmh_snapshot *s)
 {
-    int64_t t0 = INT64_MAX;
-    for (uint32_t i = 0; i < s->nentries; i++)
-        if (s->entries[i].time_ns && s->entries[i].time_ns < t0) t0 = s->entries[i].time_ns;
-    for (uint32_t i = 0; i < s->nkernels; i++)
-        if (s->kernels[i].start_ns && s->kernels[i].start_ns < t0) t0 = s->kernels[i].start_ns;
-    return t0 == INT64_MAX ? 0 : t0;
+    return cmh_clock_origin(s);
 }
 
 struct cmh_chrome {

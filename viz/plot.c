@@ -60,13 +60,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
     const cmh_trace *tr = cmh_snapshot_trace(s, device);
     uint32_t n = tr ? tr->nentries : 0;
     const cmh_entry *ents = tr ? &s->entries[tr->first_entry] : NULL;
-    int64_t t0 = 0, t1 = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (ents[i].time_ns) {
-            if (!t0) t0 = ents[i].time_ns;
-            t1 = ents[i].time_ns;
-        }
-    int by_time = t0 && t1 > t0; /* else by entry index */
+    /* every device's panel on the record's one clock (cmh_clock_origin), so the panels line up */
+    int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s);
+    int timed = 0;
+    for (uint32_t i = 0; i < n && !timed; i++) timed = ents[i].time_ns != 0;
+    int by_time = timed && t0 && t1 > t0; /* else by entry index */
     const int L = 78, R = 24, T = 34, B = 46;
     int pw = W - L - R, ph = H - T - B;
     if (pw < 50) pw = 50;

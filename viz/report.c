@@ -226,13 +226,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     /* the timeline */
     fwrite(P.plot, 1, P.nplot, fp);
     /* the figures */
-    int64_t t0 = 0, t1 = 0;
-    const cmh_trace *tr = cmh_snapshot_trace(s, dev);
-    for (uint32_t i = 0; tr && i < tr->nentries; i++)
-        if (s->entries[tr->first_entry + i].time_ns) {
-            if (!t0) t0 = s->entries[tr->first_entry + i].time_ns;
-            t1 = s->entries[tr->first_entry + i].time_ns;
-        }
+    int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s); /* the record's one clock */
     fputs("<div class=\"r-cards\">", fp);
     card(fp, SZ(pk.alloc_peak), "peak allocated");
     card(fp, SZ(pk.reserved_peak), "peak reserved");
