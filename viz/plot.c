@@ -13,6 +13,7 @@
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/pictures.h"
+#include "cumemhist/reports.h"
 #include "svg.h"
 
 typedef struct col {
@@ -183,7 +184,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
         else fprintf(fp, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\">%g</text>\n", x, bottom + 18, v);
     }
     fprintf(fp, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\">%s</text>\n", L + pw / 2.0, bottom + 36,
-            by_time ? "time since the first entry" : "trace entry");
+            by_time ? "time since the record's first event" : "trace entry");
     /* the series: reserved under allocated */
     for (int sidx = 0; sidx < 2; sidx++) {
         int64_t smax = 0;
@@ -236,8 +237,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
                      (double)(e->time_ns - t0) / 1e9 / tu, tun);
         else snprintf(label, sizeof label, "peak %s at entry %" PRId64, cmh_svg_size((double)pk.alloc_peak), pk.alloc_index);
         int right = x > L + pw * 0.7;
-        fprintf(fp, "<g class=\"peak\" data-bytes=\"%" PRId64 "\" data-entry=\"%" PRId64 "\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>", pk.alloc_peak,
-                pk.alloc_index, x, y);
+        fprintf(fp, "<g class=\"peak\" data-device=\"%d\" data-bytes=\"%" PRId64 "\" data-entry=\"%" PRId64 "\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>",
+                device, pk.alloc_peak, pk.alloc_index, x, y);
         fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", right ? x - 8 : x + 8, y - 8 < top_y + 12 ? top_y + 12 : y - 8,
                 right ? "end" : "start");
         cmh_svg_text(fp, label);
@@ -247,6 +248,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
     fprintf(fp, "<g class=\"legend\"><rect class=\"res\" x=\"%d\" y=\"%d\" width=\"14\" height=\"4\"/><text x=\"%d\" y=\"%d\">reserved</text>"
                 "<rect class=\"alloc\" x=\"%d\" y=\"%d\" width=\"14\" height=\"4\"/><text x=\"%d\" y=\"%d\">allocated</text></g>\n",
             L + pw - 190, top + 16, L + pw - 172, top + 21, L + pw - 100, top + 16, L + pw - 82, top + 21);
+    rc = cmh_svg_facts(fp, s, device, "g");
     fputs("</g>\n", fp);
 #undef XOF
 #undef YOF

@@ -223,6 +223,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     if (dev < 0) fputs("Pinned host memory", fp);
     else fprintf(fp, "Device %d", dev);
     fputs("</h2>\n", fp);
+    cmh_svg_facts(fp, s, dev, "div"); /* for scripts and tests/facts_test.py */
     /* the timeline */
     fwrite(P.plot, 1, P.nplot, fp);
     /* the figures */
