@@ -56,7 +56,7 @@ static marker *new_marker(marker **mk, uint32_t *n, uint32_t *cap)
     return &(*mk)[(*n)++];
 }
 
-static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE *fp)
+static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int axis, double busy, FILE *fp)
 {
     const cmh_trace *tr = cmh_snapshot_trace(s, device);
     uint32_t n = tr ? tr->nentries : 0;
@@ -65,7 +65,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
     int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s);
     int timed = 0;
     for (uint32_t i = 0; i < n && !timed; i++) timed = ents[i].time_ns != 0;
-    int by_time = timed && t0 && t1 > t0; /* else by entry index */
+    int by_time = axis == CMH_AXIS_TIME && timed && t0 && t1 > t0; /* else by entry index */
     const int L = 78, R = 24, T = 34, B = 46;
     int pw = W - L - R, ph = H - T - B;
     if (pw < 50) pw = 50;
@@ -183,8 +183,14 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
         if (by_time) fprintf(fp, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\">+%g%s</text>\n", x, bottom + 18, v, tun);
         else fprintf(fp, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\">%g</text>\n", x, bottom + 18, v);
     }
-    fprintf(fp, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\">%s</text>\n", L + pw / 2.0, bottom + 36,
-            by_time ? "time since the record's first event" : "trace entry");
+    char xl[160];
+    if (by_time) snprintf(xl, sizeof xl, "time since the record's first event");
+    else if (busy > 0 && timed) /* why not time: say so, and how to get it */
+        snprintf(xl, sizeof xl, "trace entry (the busy part is %.0f%% of the %.1f s recorded; --axis time for time)", 100 * busy,
+                 (double)(t1 - t0) / 1e9);
+    else snprintf(xl, sizeof xl, "trace entry");
+    fprintf(fp, "<text class=\"xlabel\" data-axis=\"%s\" x=\"%.1f\" y=\"%.1f\">%s</text>\n", by_time ? "time" : "entries", L + pw / 2.0,
+            bottom + 36, xl);
     /* the series: reserved under allocated */
     for (int sidx = 0; sidx < 2; sidx++) {
         int64_t smax = 0;
@@ -259,6 +265,38 @@ out:
     return rc;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cmh_plot_axis(const cmh_snapshot *s, const cmh_plot_opts *o, double *busy)
+{
+    if (busy) *busy = 0;
+    int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s);
+    if (!t0 || t1 <= t0) return CMH_AXIS_TIME; /* no clock: the panels count entries anyway */
+    uint64_t n = 0;
+    for (int k = 0; k < o->ndevices; k++) {
+        const cmh_trace *tr = cmh_snapshot_trace(s, o->devices[k]);
+        for (uint32_t i = 0; tr && i < tr->nentries; i++) n += s->entries[tr->first_entry + i].time_ns != 0;
+    }
+    if (n < 20) return CMH_AXIS_TIME;
+    int64_t *t = malloc(n * sizeof *t);
+    if (!t) return CMH_AXIS_TIME;
+    uint64_t m = 0;
+    for (int k = 0; k < o->ndevices; k++) {
+        const cmh_trace *tr = cmh_snapshot_trace(s, o->devices[k]);
+        for (uint32_t i = 0; tr && i < tr->nentries; i++)
+            if (s->entries[tr->first_entry + i].time_ns) t[m++] = s->entries[tr->first_entry + i].time_ns;
+    }
+    qsort(t, m, sizeof *t, cmp_i64);
+    double share = (double)(t[m * 95 / 100] - t[m * 5 / 100]) / (double)(t1 - t0);
+    free(t);
+    if (busy) *busy = share;
+    return share < CMH_AXIS_BUSY_SHARE ? CMH_AXIS_ENTRIES : CMH_AXIS_TIME;
+}
+
 int cmh_plot_timeline(const cmh_snapshot *s, const cmh_plot_opts *o, FILE *fp)
 {
     int W = o && o->width >= 200 ? o->width : 1200, H = o && o->panel_height >= 120 ? o->panel_height : 300;
@@ -289,7 +327,9 @@ int cmh_plot_timeline(const cmh_snapshot *s, const cmh_plot_opts *o, FILE *fp)
         fputs("</text>\n", fp);
     }
     int rc = CMH_OK;
-    for (int k = 0; k < nd && rc == CMH_OK; k++) rc = panel(s, o->devices[k], head + k * H, W, H, fp);
+    double busy = 0;
+    int axis = o->axis == CMH_AXIS_AUTO ? cmh_plot_axis(s, o, &busy) : o->axis;
+    for (int k = 0; k < nd && rc == CMH_OK; k++) rc = panel(s, o->devices[k], head + k * H, W, H, axis, busy, fp);
     fputs("</svg>\n", fp);
     if (rc == CMH_OK && ferror(fp)) rc = CMH_EIO;
     return rc;

@@ -146,7 +146,11 @@ static void run_task(pre *p, int k)
     case T_PLOT: {
         FILE *m = open_memstream(&p->plot, &p->nplot);
         int32_t one = p->dev;
-        cmh_plot_opts po = {1200, 300, &one, 1, NULL, 1};
+        cmh_plot_opts po = {1200, 300, &one, 1, NULL, 1, CMH_AXIS_AUTO};
+        int32_t all[256]; /* one axis for every device's timeline of the page, as plot draws them */
+        int nall = cmh_snapshot_devices(s, all, 256);
+        cmh_plot_opts every = {1200, 300, all, nall < 256 ? nall : 256, NULL, 1, CMH_AXIS_AUTO};
+        po.axis = cmh_plot_axis(s, &every, NULL);
         rc = m ? cmh_plot_timeline(s, &po, m) : CMH_ENOMEM;
         if (m && fclose(m) != 0 && rc == CMH_OK) rc = CMH_ENOMEM;
         break;
