@@ -176,8 +176,44 @@ def from_memviz(rec):
     return facts
 
 
-def annotations_of(facts_by_output):
-    return facts_by_output["report"]
+GO = subprocess.run(["sh", "-c", "command -v go"], stdout=subprocess.PIPE).stdout.decode().strip()
+
+
+def from_pprof(rec):
+    """go tool pprof's own reading: the sample columns summed, the entries its comment names."""
+    facts = {}
+    for d in json.loads(run("peak", "--json", rec)):
+        dev = d["device"]
+        if dev < 0:
+            continue
+        path = out("f%d.pb.gz" % dev)
+        run("export", "-f", "pprof", "--device", str(dev), "-o", path, rec)
+        p = subprocess.run([GO, "tool", "pprof", "-raw", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV)
+        text = p.stdout.decode(errors="replace")
+        lines = text.splitlines()
+        if p.returncode != 0 or "Samples:" not in lines:
+            facts[dev] = {"pprof_unreadable": True}
+            continue
+        i = lines.index("Samples:")
+        cols = lines[i + 1].split()
+        sums = [0] * len(cols)
+        for ln in lines[i + 2:]:
+            m = re.match(r"\s*([\d\s]+):", ln)
+            if not m:
+                break
+            for k, v in enumerate(m.group(1).split()):
+                sums[k] += int(v)
+        f = {}
+        for k, c in enumerate(cols):
+            if c.startswith("live_space"):
+                f["end_allocated"] = sums[k]
+            if c.startswith("peak_space"):
+                f["peak_allocated"] = sums[k]
+        m = re.search(r"at the allocated peak \(entry (-?\d+)\)", text)
+        if m:
+            f["peak_allocated_entry"] = int(m.group(1))
+        facts[dev] = f
+    return facts
 
 
 # output: (reader, the facts it must carry)
@@ -191,7 +227,11 @@ OUTPUTS = {
     # memory_viz has no marks: a point mark becomes a START/END pair beside PyTorch's annotations,
     # so its count is the record's annotations only when the record has no marks
     "memviz": (from_memviz, ["ooms", "annotations_unless_marks"]),
+    "pprof": (from_pprof, ["end_allocated", "peak_allocated", "peak_allocated_entry"]),  # go tool pprof, when installed
 }
+if not GO:
+    print("skipped: pprof (go tool pprof not installed: apt-get install golang-go)")
+    del OUTPUTS["pprof"]
 
 
 # ---- the corpus ----
