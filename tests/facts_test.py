@@ -28,7 +28,7 @@ ENV["LD_LIBRARY_PATH"] = os.path.join(B, "fakecuda") + (":" + ENV["LD_LIBRARY_PA
 ENV["XDG_RUNTIME_DIR"] = T
 ENV.pop("LD_PRELOAD", None)
 
-FACTS = ["marks", "entries", "peak_allocated", "peak_allocated_entry", "peak_allocated_time_ns", "peak_reserved", "peak_reserved_entry",
+FACTS = ["clock_origin_ns", "marks", "entries", "peak_allocated", "peak_allocated_entry", "peak_allocated_time_ns", "peak_reserved", "peak_reserved_entry",
          "peak_reserved_time_ns", "peak_requested", "peak_requested_entry", "end_allocated", "end_reserved", "end_requested", "ooms",
          "annotations"]
 
@@ -104,7 +104,7 @@ def from_chrome(rec):
     for e in d["traceEvents"]:
         m = re.match(r"gpu(\d+) memory$", e.get("name", ""))
         if e["ph"] == "C" and m:
-            f = facts.setdefault(int(m.group(1)), {"ooms": 0, "annotations": 0, "_pid": e["pid"]})
+            f = facts.setdefault(int(m.group(1)), {"ooms": 0, "annotations": 0, "_pid": e["pid"], "clock_origin_ns": origin})
             a = e["args"]["allocated"]
             f["end_allocated"], f["end_reserved"] = a, a + e["args"]["reserved_free"]
             if a > f.get("peak_allocated", -1):
@@ -220,7 +220,7 @@ def from_pprof(rec):
 OUTPUTS = {
     "sqlite": (from_sqlite, ["entries", "peak_allocated", "peak_allocated_entry", "peak_allocated_time_ns", "peak_reserved",
                              "peak_reserved_entry", "peak_reserved_time_ns", "end_allocated", "end_reserved", "ooms", "annotations"]),
-    "chrome": (from_chrome, ["end_allocated", "end_reserved", "ooms", "annotations"]),
+    "chrome": (from_chrome, ["clock_origin_ns", "end_allocated", "end_reserved", "peak_allocated", "peak_allocated_time_ns", "ooms", "annotations"]),
     "owners": (from_owners, ["entries"]),
     "plot": (from_plot, FACTS),
     "report": (from_report, FACTS),
@@ -293,6 +293,7 @@ def main():
         for dev in ref:
             if dev in got["report"]:
                 ref[dev].setdefault("annotations", got["report"][dev].get("annotations"))
+                ref[dev].setdefault("clock_origin_ns", got["report"][dev].get("clock_origin_ns"))
                 ref[dev].setdefault("ooms", 0)
         for dev, known in KNOWN.get(name, {}).items():
             for fact, v in known.items():
