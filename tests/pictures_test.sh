@@ -36,6 +36,7 @@ axis_of() { sed -n 's/.*class="xlabel" data-axis="\([a-z]*\)".*/\1/p' "$1" | sor
 "$CMH" plot merged.cmh -o ax_auto.svg 2>/dev/null
 check "plot of a record with a long quiet start: the entry axis by default, said on the plot ($(axis_of ax_auto.svg))" \
     '[ "$(axis_of ax_auto.svg)" = "entries " ] && grep -q "the busy part is [0-9]*% of the 5.8 s recorded; --axis time" ax_auto.svg'
+check "plot of the merged record on the entry axis: PyTorch's 80 annotation edges drawn" '[ "$(grep -c "class=\"marker ann" ax_auto.svg)" -eq 80 ]'
 "$CMH" plot --axis time merged.cmh -o ax_time.svg 2>/dev/null
 check "plot --axis time: time since the record's first event" '[ "$(axis_of ax_time.svg)" = "time " ] && grep -q "time since the record.s first event" ax_time.svg'
 "$CMH" plot --axis entries leaky.cmh -o ax_ent.svg 2>/dev/null

@@ -131,7 +131,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
         if (st->allocated_bytes[CMH_POOL_ALL].current > pk.alloc_peak)
             pk.alloc_peak = st->allocated_bytes[CMH_POOL_ALL].current, pk.alloc_index = cmh_replay_length(r);
     }
-    for (uint32_t k = 0; by_time && k < s->nannotations; k++) {
+    /* annotations have times only: on the entry axis each sits at the first entry not before it */
+    for (uint32_t k = 0; (by_time || (timed && n > 1)) && k < s->nannotations; k++) {
         const cmh_annotation *a = &s->annotations[k];
         if ((a->device != device && a->device != -1) || a->time_ns < t0 || a->time_ns > t1) continue;
         marker *m = new_marker(&mk, &nmk, &capmk);
@@ -139,7 +140,16 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
             rc = CMH_ENOMEM;
             goto out;
         }
-        m->x = XOF(0, a->time_ns);
+        if (by_time) m->x = XOF(0, a->time_ns);
+        else {
+            uint32_t lo = 0, hi = n;
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (ents[mid].time_ns < a->time_ns) lo = mid + 1;
+                else hi = mid;
+            }
+            m->x = XOF(lo < n ? lo : n - 1, 0);
+        }
         m->kind = a->stage ? 3 : 2;
         snprintf(m->label, sizeof m->label, "%s %s", a->stage ? "end" : "start", cmh_str(s, a->name));
         snprintf(m->title, sizeof m->title, "%s of \"%s\"", a->stage ? "end" : "start", cmh_str(s, a->name));
