@@ -192,6 +192,61 @@ static int pytorch_frame(const cmh_snapshot *s, uint32_t stack)
     return 0;
 }
 
+/* The merged timeline's order, one rule for cmh_merged_view and cmh_merged_position: ours
+ * before PyTorch's at the same instant; ours inside PyTorch's ranges, and our driver-level
+ * refusals PyTorch went on to handle, give way to PyTorch's (marks always stay). */
+static int ours_first(const cmh_entry *oe, const cmh_entry *te, int64_t clock)
+{
+    int64_t tt_ns = te && te->time_ns ? te->time_ns + clock : 0;
+    return oe && (!te || oe->time_ns <= tt_ns);
+}
+
+static int ours_dropped(const cmh_snapshot *s, const cmh_entry *oe, int device, const cmh_range *r, uint32_t nr)
+{
+    return device >= 0 && oe->action != CMH_ACT_MARK &&
+           ((oe->action == CMH_ACT_OOM && pytorch_frame(s, oe->stack)) ||
+            (oe->action != CMH_ACT_OOM && oe->size && cmh_ranges_overlap(r, nr, oe->addr, oe->addr + oe->size)));
+}
+
+int cmh_merged_position(const cmh_snapshot *s, int device, int64_t index, int64_t *pos, int64_t *len)
+{
+    *pos = index, *len = 0;
+    const cmh_trace *ot = cmh_snapshot_trace(s, device);
+    if (!s->torch) {
+        *len = ot ? ot->nentries : 0;
+        return CMH_OK;
+    }
+    const cmh_snapshot *t = s->torch;
+    const cmh_trace *tt = cmh_snapshot_trace(t, device);
+    cmh_range *r = NULL;
+    uint32_t nr = 0;
+    if (cmh_torch_ranges(t, -2, &r, &nr) != CMH_OK) return CMH_ENOMEM;
+    uint32_t i = 0, j = 0, ni = ot ? ot->nentries : 0, nj = tt ? tt->nentries : 0;
+    int64_t k = 0, at = -1;
+    const cmh_entry *twin = NULL;
+    while (i < ni || j < nj) {
+        const cmh_entry *oe = i < ni ? &s->entries[ot->first_entry + i] : NULL;
+        const cmh_entry *te = j < nj ? &t->entries[tt->first_entry + j] : NULL;
+        if (ours_first(oe, te, s->torch_clock_ns)) {
+            int kept = !ours_dropped(s, oe, device, r, nr);
+            if ((int64_t)i == index) {
+                at = kept ? k : k - 1; /* a dropped entry of ours: the merged entry before it ... */
+                if (!kept && seg_event(oe)) twin = oe;
+            }
+            k += kept;
+            i++;
+        } else {
+            /* ... or, for a segment event, PyTorch's own record of it (the clock's evidence) */
+            if (twin && seg_event(te) && te->addr <= twin->addr && twin->addr - te->addr < te->size) at = k, twin = NULL;
+            j++, k++;
+        }
+    }
+    free(r);
+    *len = k;
+    *pos = index < 0 ? index : at >= 0 ? at : index >= (int64_t)ni ? k - 1 : 0;
+    return CMH_OK;
+}
+
 int cmh_merged_view(cmh_snapshot *s)
 {
     cmh_snapshot *t = s->torch;
@@ -206,6 +261,7 @@ int cmh_merged_view(cmh_snapshot *s)
     cmh_entry *ents = s->entries;
     cmh_trace *trs = s->traces;
     uint32_t nsegs = s->nsegments, ntrs = s->ntraces, nblk = s->nblocks, nent = s->nentries;
+    uint32_t nann = s->nannotations, nset = s->nsettings;
     uint32_t csegs = s->cap_segments, ctrs = s->cap_traces, cblk = s->cap_blocks, cent = s->cap_entries;
     s->segments = NULL, s->nsegments = s->cap_segments = 0;
     s->blocks = NULL, s->nblocks = s->cap_blocks = 0;
@@ -256,17 +312,14 @@ int cmh_merged_view(cmh_snapshot *s)
         while (i < ni || j < nj) {
             const cmh_entry *oe = i < ni ? &ents[ot->first_entry + i] : NULL;
             const cmh_entry *te = j < nj ? &t->entries[tt->first_entry + j] : NULL;
-            int64_t tt_ns = te && te->time_ns ? te->time_ns + s->torch_clock_ns : 0;
-            if (oe && (!te || oe->time_ns <= tt_ns)) {
+            if (ours_first(oe, te, s->torch_clock_ns)) {
                 i++;
-                int drop = devs[d] >= 0 && oe->action != CMH_ACT_MARK &&
-                           ((oe->action == CMH_ACT_OOM && pytorch_frame(s, oe->stack)) ||
-                            (oe->action != CMH_ACT_OOM && oe->size && cmh_ranges_overlap(r, nr, oe->addr, oe->addr + oe->size)));
-                if (!drop && cmh_snapshot_add_entry(s, oe)) goto fail;
+                if (!ours_dropped(s, oe, devs[d], r, nr) && cmh_snapshot_add_entry(s, oe)) goto fail;
             } else {
                 j++;
                 cmh_entry e = *te;
-                e.time_ns = tt_ns;
+                e.time_ns = te->time_ns ? te->time_ns + s->torch_clock_ns : 0;
+                e.flags |= CMH_EF_PYTORCH; /* requested sizes: the replay rounds them */
                 if (imp_stack(&m, e.stack, &e.stack)) goto fail;
                 if (e.name && imp_str(&m, e.name, &e.name)) goto fail;
                 if (e.compile_context && imp_str(&m, e.compile_context, &e.compile_context)) goto fail;
@@ -274,6 +327,19 @@ int cmh_merged_view(cmh_snapshot *s)
                 if (cmh_snapshot_add_entry(s, &e)) goto fail;
             }
         }
+    }
+    /* PyTorch's record_function ranges (steps, plot markers, the trace's slices), on our clock */
+    for (uint32_t i = 0; i < t->nannotations; i++) {
+        cmh_annotation a = t->annotations[i];
+        a.time_ns = a.time_ns ? a.time_ns + s->torch_clock_ns : 0;
+        if (imp_str(&m, a.name, &a.name) || cmh_snapshot_add_annotation(s, &a)) goto fail_late;
+    }
+    /* its allocator settings decide how the replay rounds its blocks; ours have none of these keys */
+    for (uint32_t i = 0; i < t->nsettings; i++) {
+        const char *k = cmh_str(t, t->settings[i].key);
+        int have = 0;
+        for (uint32_t j = 0; j < s->nsettings && !have; j++) have = !strcmp(cmh_str(s, s->settings[j].key), k);
+        if (!have && cmh_snapshot_add_setting(s, k, cmh_str(t, t->settings[i].value), t->settings[i].type)) goto fail_late;
     }
     free(segs);
     free(blocks);
@@ -285,6 +351,9 @@ int cmh_merged_view(cmh_snapshot *s)
     free(t);
     s->torch = NULL;
     return CMH_OK;
+fail_late:
+    s->nannotations = nann; /* what was imported goes; strings stay, unused */
+    s->nsettings = nset;
 fail:
     free(s->segments);
     free(s->blocks);

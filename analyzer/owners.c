@@ -228,7 +228,7 @@ int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *ou
     if (!nwp) goto out;
     w = nwp;
     const cmh_trace *btr = trace_of(base, device);
-    int64_t nent = btr ? btr->nentries : 0;
+    int64_t nent = btr ? btr->nentries : 0, merged_len = nent;
     for (uint32_t k = 0; c.s && k < c.s->nmeminfo; k++) {
         const cmh_meminfo *m = &c.s->meminfo[k];
         if (m->device != device) continue;
@@ -296,6 +296,9 @@ int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *ou
         cmh_owners_moment *m = &out->moments[out->nmoments++];
         snprintf(m->what, sizeof m->what, "%s", w[k].what);
         m->index = w[k].index == INT64_MAX ? nent - 1 : w[k].index;
+        /* named in the record's one numbering: the merged timeline of a record with PyTorch's part */
+        if (c.s && cmh_merged_position(s0, device, m->index, &m->index, &merged_len) != CMH_OK) goto out;
+        if (w[k].index == INT64_MAX) m->index = merged_len - 1;
         m->time_ns = w[k].time_ns;
         m->recorded = w[k].recorded;
         const want *best = NULL;
@@ -324,6 +327,8 @@ int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *ou
         m->nrows = nr;
         w[k].rows.rows = NULL;
     }
+    if (c.s && !nw && cmh_merged_position(s0, device, 0, &(int64_t){0}, &merged_len) != CMH_OK) goto out;
+    out->entries = (uint64_t)(merged_len > 0 ? merged_len : 0);
     /* pinned host memory at the end, on its own line */
     for (uint32_t i = 0; c.s && i < c.s->nsegments; i++)
         if (c.s->segments[i].device == -1) out->pinned_host += c.s->segments[i].size;

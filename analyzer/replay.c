@@ -68,7 +68,8 @@ struct cmh_replay {
     cmh_mem_stats st;
     uint64_t anomalies;
     cmh_pt_rules rules; /* PyTorch's, from the snapshot's allocator settings */
-    int pytorch;        /* sizes in the trace are requested bytes: round like the allocator */
+    int pytorch;        /* sizes in the trace are requested bytes: round like the allocator
+                           (a merged view: only its entries flagged CMH_EF_PYTORCH) */
     uint64_t *exact;    /* pytorch: per alloc entry, the block's size when the final segments know it */
     uint32_t *final_stack; /* per entry without a stack: its block's stack at the end, if it survives */
     /* backward pass without maps: segments by exact address (hslot), ordered only at the end */
@@ -597,7 +598,7 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
     switch (e->action) {
     case CMH_ACT_ALLOC: {
         uint64_t size = e->size;
-        if (r->pytorch) {
+        if (r->pytorch || (e->flags & CMH_EF_PYTORCH)) {
             uint64_t known = r->exact ? r->exact[e - r->e] : 0;
             size = known ? known : pt_block_size(r, seg_containing(r, e->addr), e->addr, e->requested);
         }
@@ -715,7 +716,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
     case CMH_ACT_FREE_REQUESTED:
         if ((b = block_find(t, e->addr))) b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
         else if ((b = block_put(t, e->addr))) {
-            b->size = t->pytorch ? cmh_pt_round(&t->rules, e->size) : e->size;
+            b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, e->size) : e->size;
             b->requested = e->requested;
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
@@ -723,7 +724,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
         break;
     case CMH_ACT_FREE_COMPLETED:
         if (!block_find(t, e->addr) && (b = block_put(t, e->addr))) {
-            b->size = t->pytorch ? cmh_pt_round(&t->rules, e->size) : e->size;
+            b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, e->size) : e->size;
             b->requested = e->requested;
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
@@ -833,7 +834,9 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
             x->final = 1;
         }
     }
-    if (r->pytorch && r->n && !(r->exact = calloc(r->n, sizeof *r->exact))) goto oom;
+    int some_pytorch = r->pytorch;
+    for (uint32_t i = 0; i < r->n && !some_pytorch; i++) some_pytorch = (r->e[i].flags & CMH_EF_PYTORCH) != 0;
+    if (some_pytorch && r->n && !(r->exact = calloc(r->n, sizeof *r->exact))) goto oom;
     /* entries without stacks whose blocks have one at the end (context "state") */
     int stackless = 0, final_stacks = 0;
     for (uint32_t i = 0; i < r->n && !stackless; i++)

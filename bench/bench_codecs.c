@@ -235,7 +235,7 @@ static double phase(const char *path, int replay, long *peak_kb, uint32_t *entri
                 cmh_summary_compute(&s, 0, &st);
                 cmh_summary_print(&st, 0, 0, devnull);
             } else if (replay == 2) {
-                cmh_plot_opts o = {1200, 300, &dev0, 1, path, 0};
+                cmh_plot_opts o = {1200, 300, &dev0, 1, path, 0, CMH_AXIS_AUTO};
                 if (cmh_plot_timeline(&s, &o, devnull) != CMH_OK) failed = 1;
             } else if (replay == 3) {
                 cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};

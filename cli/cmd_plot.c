@@ -8,13 +8,18 @@
 #include "report.h"
 
 static const char *g_out;
-static int g_device = -2, g_width = 1200, g_height = 300;
+static int g_device = -2, g_width = 1200, g_height = 300, g_axis = 0;
+static const char *const g_axes[] = {"auto", "time", "entries", NULL}; /* CMH_AXIS_* order */
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the SVG (default: standard output; written atomically)", NULL, 0, 0, NULL},
     CLI_OPT_DEVICE_ALL(&g_device),
     {"--width", NULL, CLI_INT, &g_width, "PX", "picture width (default 1200)", NULL, 200, 20000, NULL},
     {"--height", NULL, CLI_INT, &g_height, "PX", "height of each device's panel (default 300)", NULL, 120, 5000, NULL},
+    {"--axis", NULL, CLI_CHOICE, &g_axis, "auto|time|entries",
+     "what the x axis counts: time since the record's first event, or trace entries (default auto:\n"
+     "entries when the busy part of the record is under a quarter of its time span)",
+     g_axes, 0, 0, NULL},
 };
 
 const cli_command cli_cmd_plot = {
@@ -49,7 +54,7 @@ int cmd_plot(int argc, char **argv)
         cmh_snapshot_free(&s);
         return CLI_EUSAGE;
     }
-    job j = {&s, {g_width, g_height, devs, nd, path, 0}};
+    job j = {&s, {g_width, g_height, devs, nd, path, 0, g_axis}};
     rc = rep_write(g_out, 0, draw, &j);
     cmh_snapshot_free(&s);
     return rc;

@@ -88,9 +88,9 @@ const char *rep_count(uint64_t n, const char *one, const char *many);
 
 /* "12.5 MiB" (a ring of 8 buffers: up to 8 in one printf) */
 const char *rep_size(double bytes);
-/* "+1.234s" from the start of the trace, or "-" when a time is unknown */
+/* "+1.234s" from the record's first event (cmh_clock_origin), or "-" when a time is unknown */
 const char *rep_when(int64_t t, int64_t t0);
-/* The first time of a device's trace (0 if none). */
+/* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);
 /* A frame as people read it: "function (file:line)", "function (module)", "function". */
 const char *rep_frame(const cmh_snapshot *s, const cmh_frame *f);

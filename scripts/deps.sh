@@ -1,5 +1,6 @@
 #!/bin/sh
 # deps.sh - install the Debian packages cumemhist builds against, if any is missing.
+# golang-go: `go tool pprof` reads our pprof exports back in tests/facts_test.py (skipped without it).
 # The CUDA toolkit itself (headers, stub driver, CUPTI) is expected at /usr/local/cuda.
 set -eu
 need=""

@@ -30,4 +30,18 @@ done
 check "flamegraph --at oom of the run that had one" '[ -s oom.svg ]'
 "$CMH" flamegraph --device 1 --at oom:9 multi.cmh -o none.svg 2>err.txt
 check "flamegraph --at oom:9 where there is no 9th: refused, said ($(cat err.txt))" '[ $? -ne 0 ] && [ ! -e none.svg ] && grep -q "no such out-of-memory" err.txt'
+# The x axis: a PyTorch run with 5.5 s of quiet start-up before its loop is drawn by entry (the
+# loop gets the width) and says so; --axis time draws time; a record busy all along stays on time.
+axis_of() { sed -n 's/.*class="xlabel" data-axis="\([a-z]*\)".*/\1/p' "$1" | sort -u | tr '\n' ' '; }
+"$CMH" plot merged.cmh -o ax_auto.svg 2>/dev/null
+check "plot of a record with a long quiet start: the entry axis by default, said on the plot ($(axis_of ax_auto.svg))" \
+    '[ "$(axis_of ax_auto.svg)" = "entries " ] && grep -q "the busy part is [0-9]*% of the 5.8 s recorded; --axis time" ax_auto.svg'
+check "plot of the merged record on the entry axis: PyTorch's 80 annotation edges drawn" '[ "$(grep -c "class=\"marker ann" ax_auto.svg)" -eq 80 ]'
+"$CMH" plot --axis time merged.cmh -o ax_time.svg 2>/dev/null
+check "plot --axis time: time since the record's first event" '[ "$(axis_of ax_time.svg)" = "time " ] && grep -q "time since the record.s first event" ax_time.svg'
+"$CMH" plot --axis entries leaky.cmh -o ax_ent.svg 2>/dev/null
+"$CMH" plot leaky.cmh -o ax_leaky.svg 2>/dev/null
+check "plot of a record busy all along: time by default, entries when asked" '[ "$(axis_of ax_leaky.svg)" = "time " ] && [ "$(axis_of ax_ent.svg)" = "entries " ]'
+"$CMH" plot multi.cmh -o ax_multi.svg 2>/dev/null
+check "plot of two devices: one axis for the figure" '[ "$(axis_of ax_multi.svg | wc -w)" -eq 1 ]'
 finish

@@ -32,6 +32,41 @@ for f in multi.cmh merged.cmh "$F/h200/torch_exp.pickle"; do
             'py "$SRC/tests/check_page.py" shot.png net.json console.txt "$n.html"'
     done
 done
+# No horizontal overflow at phone width or on a desktop: the page (a copy with a measuring script
+# and its CSP relaxed for it) in an iframe W px wide; the page's own width must be the frame's.
+FAKECUDA_CAPACITY=1G env -u LD_PRELOAD "$CMH" record -q -o oom.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
+"$CMH" report oom.cmh -o oom.cmh.html 2>/dev/null
+overflow() { # PAGE WIDTH -> "SW=.. CW=.. offenders"
+    sed 's/Content-Security-Policy/X-Not-CSP/' "$1" >measured.html
+    cat >frame.html <<HTML
+<!doctype html><body style="margin:0"><iframe id="f" src="measured.html" style="width:$2px;height:900px;border:0"></iframe>
+<script>
+document.getElementById('f').addEventListener('load', function () {
+  var doc = this.contentDocument, d = doc.documentElement, r = [];
+  doc.querySelectorAll('body *').forEach(function (e) {
+    var b = e.getBoundingClientRect(), c = e.className; c = c && c.baseVal !== undefined ? c.baseVal : c;
+    if (b.right > d.clientWidth + 1 && r.length < 6 && !e.closest('.r-wrap,.r-tl')) r.push(e.tagName + '.' + c + ':' + Math.round(b.right));
+  });
+  var q = document.createElement('pre'); q.id = 'measure';
+  q.textContent = 'SW=' + d.scrollWidth + ' CW=' + d.clientWidth + ' ' + r.join(' '); document.body.appendChild(q);
+});
+</script>
+HTML
+    timeout 90 env -u LD_PRELOAD "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --allow-file-access-from-files \
+        --disable-background-networking --disable-component-update --window-size=1400,1000 --virtual-time-budget=3000 \
+        --dump-dom "file://$T/frame.html" 2>/dev/null | sed -n 's/.*id="measure">\([^<]*\).*/\1/p'
+}
+fits() { m=$(overflow "$1" "$2"); echo "$m" >fit.txt; sw=${m#SW=}; sw=${sw%% *}; cw=${m#*CW=}; cw=${cw%% *}; [ -n "$sw" ] && [ "$sw" = "$cw" ] && [ "$m" = "SW=$sw CW=$cw " ]; }
+for n in multi.cmh merged.cmh torch_exp.pickle oom.cmh; do
+    for w in 390 1280; do
+        check "report $n at $w px: no horizontal overflow (tables and the timeline scroll in their own box)" 'fits "$n.html" $w || { cat fit.txt; false; }'
+    done
+done
+printf '<!DOCTYPE html><html><body><div style="width:600px">wide</div></body></html>' >wide.html
+check "the overflow check catches a page wider than the phone" '! fits wide.html 390'
+check "a multi-device report says at the top which device ran out of memory" 'sed -n "/<header/,/<\/header>/p" multi.cmh.html | grep -q "data-oom-device=\"1\""'
+dot=$(printf '\302\267')
+check "the header starts with what is known, no stray separator" '! grep -q "<p> $dot" torch_exp.pickle.html && grep -q "<p>PyTorch snapshot $dot 1 device" torch_exp.pickle.html'
 # the checker is not blind: a page that loads an image from the network is caught
 printf '<!DOCTYPE html><html><body><p>control</p><img src="http://127.0.0.1:9/x.png"></body></html>' >control.html
 shoot() {

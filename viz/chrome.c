@@ -3,8 +3,11 @@
  *
  * Per device, a process "GPU n" with a memory counter track (allocated bytes, and reserved_free
  * = reserved - allocated stacked on top, after every trace entry, from the replay), instants
- * for OOMs, marks and the allocated peak (with the sites that held it), and, when kernel timing was recorded, one thread per CUDA stream carrying
- * the kernels as complete ("X") slices.
+ * for OOMs, the allocated peak (with the sites that held it), marks as instants on the track of
+ * the thread that made them, PyTorch's record_function ranges (external_annotations START/END)
+ * as complete ("X") slices on a track of their own (PyTorch does not say which thread), and, when
+ * kernel timing was recorded, one thread per CUDA stream carrying the kernels as complete ("X")
+ * slices.
  *
  * Times are exact: integer nanoseconds from the earliest event, written as microseconds with
  * three decimals (a double holds epoch microseconds only to 0.25 us, so no time passes through
@@ -99,6 +102,82 @@ static void peak_instant(const chrome_ctx *c, const cmh_snapshot *s, int dev, co
     }
 }
 
+/* Threads' tracks sit far above any stream id a kernel track uses; thread 0 = unknown (PyTorch's
+ * annotations). */
+#define THREAD_TID(t) (0x7f000000ll + (int64_t)(t))
+
+typedef struct slice {
+    int64_t start, end; /* end < start: a START without its END, or an END without its START */
+    uint32_t name;
+} slice;
+
+static int cmp_slice(const void *a, const void *b)
+{
+    const slice *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int cmp_ann(const void *a, const void *b)
+{
+    const cmh_annotation *x = *(const cmh_annotation *const *)a, *y = *(const cmh_annotation *const *)b;
+    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns ? 1 : x < y ? -1 : x > y;
+}
+
+/* PyTorch's ranges of one device: each END closes the innermost open START of its name. */
+static int annotation_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
+{
+    cmh_jw *w = c->w;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->nannotations; i++) n += s->annotations[i].device == dev && s->annotations[i].time_ns;
+    if (!n) return CMH_OK;
+    const cmh_annotation **a = malloc(n * sizeof *a);
+    slice *sl = malloc(n * sizeof *sl);
+    uint32_t *open = malloc(n * sizeof *open);
+    if (!a || !sl || !open) {
+        free(a), free(sl), free(open);
+        return CMH_ENOMEM;
+    }
+    uint32_t k = 0, ns = 0, no = 0;
+    for (uint32_t i = 0; i < s->nannotations; i++)
+        if (s->annotations[i].device == dev && s->annotations[i].time_ns) a[k++] = &s->annotations[i];
+    qsort(a, n, sizeof *a, cmp_ann);
+    for (uint32_t i = 0; i < n; i++) {
+        if (a[i]->stage == 0) {
+            sl[ns] = (slice){a[i]->time_ns, INT64_MIN, a[i]->name};
+            open[no++] = ns++;
+            continue;
+        }
+        uint32_t o = no;
+        while (o > 0 && sl[open[o - 1]].name != a[i]->name) o--;
+        if (o) {
+            sl[open[o - 1]].end = a[i]->time_ns;
+            memmove(&open[o - 1], &open[o], (no - o) * sizeof *open);
+            no--;
+        } else sl[ns++] = (slice){a[i]->time_ns, INT64_MIN, a[i]->name};
+    }
+    qsort(sl, ns, sizeof *sl, cmp_slice);
+    meta(w, "thread_name", pid_of(c, dev), THREAD_TID(0), "record_function (PyTorch)");
+    for (uint32_t i = 0; i < ns; i++) {
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "ph", sl[i].end >= sl[i].start ? "X" : "i");
+        if (sl[i].end < sl[i].start) cmh_jw_kstr(w, "s", "t");
+        cmh_jw_kstr(w, "cat", "annotation");
+        cmh_jw_kint(w, "pid", pid_of(c, dev));
+        cmh_jw_kint(w, "tid", THREAD_TID(0));
+        cmh_jw_key(w, "ts");
+        cmh_jw_us(w, sl[i].start - c->t0);
+        if (sl[i].end >= sl[i].start) {
+            cmh_jw_key(w, "dur");
+            cmh_jw_us(w, sl[i].end - sl[i].start);
+        }
+        cmh_jw_kstr(w, "name", cmh_str(s, sl[i].name));
+        cmh_jw_end(w);
+    }
+    free(a), free(sl), free(open);
+    return CMH_OK;
+}
+
 static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
 {
     cmh_jw *w = c->w;
@@ -147,18 +226,30 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
     char counter[32];
     snprintf(counter, sizeof counter, "gpu%d memory", dev);
     int64_t last = t0;
+    uint32_t named[256], nnamed = 0; /* threads whose track has its name (a thread past 256 repeats it) */
     while (cmh_replay_step(r)) {
         const cmh_entry *e = cmh_replay_entry(r, cmh_replay_position(r));
         if (!e->time_ns) continue;
         int64_t t = e->time_ns > last ? e->time_ns : last;
         last = t;
+        if (e->action == CMH_ACT_MARK) { /* the thread's track gets its name before its first mark */
+            uint32_t k = 0;
+            while (k < nnamed && named[k] != e->thread) k++;
+            if (k == nnamed && nnamed < 256) {
+                char tn[48];
+                snprintf(tn, sizeof tn, e->thread ? "thread %u" : "marks (thread unknown)", e->thread);
+                meta(w, "thread_name", pid_of(c, dev), THREAD_TID(e->thread), tn);
+                named[nnamed++] = e->thread;
+            }
+        }
         cmh_jw_nl(w);
         cmh_jw_obj(w);
         if (e->action == CMH_ACT_OOM || e->action == CMH_ACT_MARK) {
+            int mark = e->action == CMH_ACT_MARK;
             cmh_jw_kstr(w, "ph", "i");
-            cmh_jw_kstr(w, "s", "p");
+            cmh_jw_kstr(w, "s", mark ? "t" : "p");
             cmh_jw_kint(w, "pid", pid_of(c, dev));
-            cmh_jw_kint(w, "tid", 0);
+            cmh_jw_kint(w, "tid", mark ? THREAD_TID(e->thread) : 0);
             cmh_jw_key(w, "ts");
             cmh_jw_us(w, t - t0);
             if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, e->name));
@@ -187,7 +278,7 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
     cmh_replay_free(r);
     cmh_peak_report_free(&pk);
     cmh_sites_free(g);
-    return rc;
+    return rc == CMH_OK ? annotation_track(c, s, dev) : rc;
 }
 
 static int cmp_kernel(const void *a, const void *b)
@@ -249,12 +340,7 @@ static int kernel_tracks(const chrome_ctx *c, const cmh_snapshot *s)
 
 int64_t cmh_chrome_origin(const cmh_snapshot *s)
 {
-    int64_t t0 = INT64_MAX;
-    for (uint32_t i = 0; i < s->nentries; i++)
-        if (s->entries[i].time_ns && s->entries[i].time_ns < t0) t0 = s->entries[i].time_ns;
-    for (uint32_t i = 0; i < s->nkernels; i++)
-        if (s->kernels[i].start_ns && s->kernels[i].start_ns < t0) t0 = s->kernels[i].start_ns;
-    return t0 == INT64_MAX ? 0 : t0;
+    return cmh_clock_origin(s);
 }
 
 struct cmh_chrome {

@@ -13,6 +13,7 @@
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/pictures.h"
+#include "cumemhist/reports.h"
 #include "svg.h"
 
 typedef struct col {
@@ -55,18 +56,16 @@ static marker *new_marker(marker **mk, uint32_t *n, uint32_t *cap)
     return &(*mk)[(*n)++];
 }
 
-static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE *fp)
+static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int axis, double busy, FILE *fp)
 {
     const cmh_trace *tr = cmh_snapshot_trace(s, device);
     uint32_t n = tr ? tr->nentries : 0;
     const cmh_entry *ents = tr ? &s->entries[tr->first_entry] : NULL;
-    int64_t t0 = 0, t1 = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (ents[i].time_ns) {
-            if (!t0) t0 = ents[i].time_ns;
-            t1 = ents[i].time_ns;
-        }
-    int by_time = t0 && t1 > t0; /* else by entry index */
+    /* every device's panel on the record's one clock (cmh_clock_origin), so the panels line up */
+    int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s);
+    int timed = 0;
+    for (uint32_t i = 0; i < n && !timed; i++) timed = ents[i].time_ns != 0;
+    int by_time = axis == CMH_AXIS_TIME && timed && t0 && t1 > t0; /* else by entry index */
     const int L = 78, R = 24, T = 34, B = 46;
     int pw = W - L - R, ph = H - T - B;
     if (pw < 50) pw = 50;
@@ -132,7 +131,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
         if (st->allocated_bytes[CMH_POOL_ALL].current > pk.alloc_peak)
             pk.alloc_peak = st->allocated_bytes[CMH_POOL_ALL].current, pk.alloc_index = cmh_replay_length(r);
     }
-    for (uint32_t k = 0; by_time && k < s->nannotations; k++) {
+    /* annotations have times only: on the entry axis each sits at the first entry not before it */
+    for (uint32_t k = 0; (by_time || (timed && n > 1)) && k < s->nannotations; k++) {
         const cmh_annotation *a = &s->annotations[k];
         if ((a->device != device && a->device != -1) || a->time_ns < t0 || a->time_ns > t1) continue;
         marker *m = new_marker(&mk, &nmk, &capmk);
@@ -140,7 +140,16 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
             rc = CMH_ENOMEM;
             goto out;
         }
-        m->x = XOF(0, a->time_ns);
+        if (by_time) m->x = XOF(0, a->time_ns);
+        else {
+            uint32_t lo = 0, hi = n;
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (ents[mid].time_ns < a->time_ns) lo = mid + 1;
+                else hi = mid;
+            }
+            m->x = XOF(lo < n ? lo : n - 1, 0);
+        }
         m->kind = a->stage ? 3 : 2;
         snprintf(m->label, sizeof m->label, "%s %s", a->stage ? "end" : "start", cmh_str(s, a->name));
         snprintf(m->title, sizeof m->title, "%s of \"%s\"", a->stage ? "end" : "start", cmh_str(s, a->name));
@@ -184,8 +193,14 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
         if (by_time) fprintf(fp, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\">+%g%s</text>\n", x, bottom + 18, v, tun);
         else fprintf(fp, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\">%g</text>\n", x, bottom + 18, v);
     }
-    fprintf(fp, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\">%s</text>\n", L + pw / 2.0, bottom + 36,
-            by_time ? "time since the first entry" : "trace entry");
+    char xl[160];
+    if (by_time) snprintf(xl, sizeof xl, "time since the record's first event");
+    else if (busy > 0 && timed) /* why not time: say so, and how to get it */
+        snprintf(xl, sizeof xl, "trace entry (the busy part is %.0f%% of the %.1f s recorded; --axis time for time)", 100 * busy,
+                 (double)(t1 - t0) / 1e9);
+    else snprintf(xl, sizeof xl, "trace entry");
+    fprintf(fp, "<text class=\"xlabel\" data-axis=\"%s\" x=\"%.1f\" y=\"%.1f\">%s</text>\n", by_time ? "time" : "entries", L + pw / 2.0,
+            bottom + 36, xl);
     /* the series: reserved under allocated */
     for (int sidx = 0; sidx < 2; sidx++) {
         int64_t smax = 0;
@@ -238,8 +253,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
                      (double)(e->time_ns - t0) / 1e9 / tu, tun);
         else snprintf(label, sizeof label, "peak %s at entry %" PRId64, cmh_svg_size((double)pk.alloc_peak), pk.alloc_index);
         int right = x > L + pw * 0.7;
-        fprintf(fp, "<g class=\"peak\" data-bytes=\"%" PRId64 "\" data-entry=\"%" PRId64 "\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>", pk.alloc_peak,
-                pk.alloc_index, x, y);
+        fprintf(fp, "<g class=\"peak\" data-device=\"%d\" data-bytes=\"%" PRId64 "\" data-entry=\"%" PRId64 "\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>",
+                device, pk.alloc_peak, pk.alloc_index, x, y);
         fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", right ? x - 8 : x + 8, y - 8 < top_y + 12 ? top_y + 12 : y - 8,
                 right ? "end" : "start");
         cmh_svg_text(fp, label);
@@ -249,6 +264,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, FILE 
     fprintf(fp, "<g class=\"legend\"><rect class=\"res\" x=\"%d\" y=\"%d\" width=\"14\" height=\"4\"/><text x=\"%d\" y=\"%d\">reserved</text>"
                 "<rect class=\"alloc\" x=\"%d\" y=\"%d\" width=\"14\" height=\"4\"/><text x=\"%d\" y=\"%d\">allocated</text></g>\n",
             L + pw - 190, top + 16, L + pw - 172, top + 21, L + pw - 100, top + 16, L + pw - 82, top + 21);
+    rc = cmh_svg_facts(fp, s, device, "g");
     fputs("</g>\n", fp);
 #undef XOF
 #undef YOF
@@ -257,6 +273,38 @@ out:
     free(cols);
     free(mk);
     return rc;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cmh_plot_axis(const cmh_snapshot *s, const cmh_plot_opts *o, double *busy)
+{
+    if (busy) *busy = 0;
+    int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s);
+    if (!t0 || t1 <= t0) return CMH_AXIS_TIME; /* no clock: the panels count entries anyway */
+    uint64_t n = 0;
+    for (int k = 0; k < o->ndevices; k++) {
+        const cmh_trace *tr = cmh_snapshot_trace(s, o->devices[k]);
+        for (uint32_t i = 0; tr && i < tr->nentries; i++) n += s->entries[tr->first_entry + i].time_ns != 0;
+    }
+    if (n < 20) return CMH_AXIS_TIME;
+    int64_t *t = malloc(n * sizeof *t);
+    if (!t) return CMH_AXIS_TIME;
+    uint64_t m = 0;
+    for (int k = 0; k < o->ndevices; k++) {
+        const cmh_trace *tr = cmh_snapshot_trace(s, o->devices[k]);
+        for (uint32_t i = 0; tr && i < tr->nentries; i++)
+            if (s->entries[tr->first_entry + i].time_ns) t[m++] = s->entries[tr->first_entry + i].time_ns;
+    }
+    qsort(t, m, sizeof *t, cmp_i64);
+    double share = (double)(t[m * 95 / 100] - t[m * 5 / 100]) / (double)(t1 - t0);
+    free(t);
+    if (busy) *busy = share;
+    return share < CMH_AXIS_BUSY_SHARE ? CMH_AXIS_ENTRIES : CMH_AXIS_TIME;
 }
 
 int cmh_plot_timeline(const cmh_snapshot *s, const cmh_plot_opts *o, FILE *fp)
@@ -289,7 +337,9 @@ int cmh_plot_timeline(const cmh_snapshot *s, const cmh_plot_opts *o, FILE *fp)
         fputs("</text>\n", fp);
     }
     int rc = CMH_OK;
-    for (int k = 0; k < nd && rc == CMH_OK; k++) rc = panel(s, o->devices[k], head + k * H, W, H, fp);
+    double busy = 0;
+    int axis = o->axis == CMH_AXIS_AUTO ? cmh_plot_axis(s, o, &busy) : o->axis;
+    for (int k = 0; k < nd && rc == CMH_OK; k++) rc = panel(s, o->devices[k], head + k * H, W, H, axis, busy, fp);
     fputs("</svg>\n", fp);
     if (rc == CMH_OK && ferror(fp)) rc = CMH_EIO;
     return rc;

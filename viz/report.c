@@ -40,8 +40,8 @@ static const char g_css[] =
     ".r-fbar{display:flex;height:12px;border-radius:3px;overflow:hidden;min-width:120px;background:#eee}"
     ".r-fbar i{display:block;height:100%}.r-fbar .a{background:#2d6fe8}.r-fbar .f{background:#f0b35e}"
     ".r-leak{color:#c0392b;font-weight:600}.r-ok{color:#2e7d32}.r-muted{color:#6b7385}"
-    ".r-oom{border-left:4px solid #d62728;background:#fdf3f3;padding:8px 12px;margin:8px 0;border-radius:4px}"
-    "svg.timeline{width:100%;height:auto;display:block}svg.r-spark{width:120px;height:28px;display:block}"
+    ".r-oom{border-left:4px solid #d62728;background:#fdf3f3;color:#5a1010;padding:8px 12px;margin:8px 0;border-radius:4px}.r-oom a{color:#a01818}"
+    ".r-tl{overflow-x:auto}svg.timeline{width:100%;min-width:900px;height:auto;display:block}svg.r-spark{width:120px;height:28px;display:block}"
     "footer{color:#6b7385;font-size:12px;text-align:center;padding:8px 0 24px}"
     "@media (max-width:640px){main{padding:8px}section.r-dev{padding:12px 10px}th,td{padding:4px 5px}.nw{display:none}"
     "td.site{min-width:9em}}";
@@ -146,7 +146,11 @@ static void run_task(pre *p, int k)
     case T_PLOT: {
         FILE *m = open_memstream(&p->plot, &p->nplot);
         int32_t one = p->dev;
-        cmh_plot_opts po = {1200, 300, &one, 1, NULL, 1};
+        cmh_plot_opts po = {1200, 300, &one, 1, NULL, 1, CMH_AXIS_AUTO};
+        int32_t all[256]; /* one axis for every device's timeline of the page, as plot draws them */
+        int nall = cmh_snapshot_devices(s, all, 256);
+        cmh_plot_opts every = {1200, 300, all, nall < 256 ? nall : 256, NULL, 1, CMH_AXIS_AUTO};
+        po.axis = cmh_plot_axis(s, &every, NULL);
         rc = m ? cmh_plot_timeline(s, &po, m) : CMH_ENOMEM;
         if (m && fclose(m) != 0 && rc == CMH_OK) rc = CMH_ENOMEM;
         break;
@@ -223,16 +227,13 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     if (dev < 0) fputs("Pinned host memory", fp);
     else fprintf(fp, "Device %d", dev);
     fputs("</h2>\n", fp);
+    cmh_svg_facts(fp, s, dev, "div"); /* for scripts and tests/facts_test.py */
     /* the timeline */
+    fputs("<div class=\"r-tl\">", fp); /* on a phone it scrolls, so its text stays readable */
     fwrite(P.plot, 1, P.nplot, fp);
+    fputs("</div>", fp);
     /* the figures */
-    int64_t t0 = 0, t1 = 0;
-    const cmh_trace *tr = cmh_snapshot_trace(s, dev);
-    for (uint32_t i = 0; tr && i < tr->nentries; i++)
-        if (s->entries[tr->first_entry + i].time_ns) {
-            if (!t0) t0 = s->entries[tr->first_entry + i].time_ns;
-            t1 = s->entries[tr->first_entry + i].time_ns;
-        }
+    int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s); /* the record's one clock */
     fputs("<div class=\"r-cards\">", fp);
     card(fp, SZ(pk.alloc_peak), "peak allocated");
     card(fp, SZ(pk.reserved_peak), "peak reserved");
@@ -330,10 +331,10 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         for (uint32_t i = 0; i < fr.nsegs && i < 16; i++) {
             const cmh_frag_seg *x = &fr.segs[i];
             double w = 100.0 * (double)x->reserved / (double)biggest;
-            fprintf(fp, "<tr><td class=\"n\">0x%" PRIx64 "%s</td><td class=\"n\">%s</td><td><div class=\"r-fbar\" style=\"width:%.1f%%\">"
+            fprintf(fp, "<tr><td class=\"n\">0x%" PRIx64 "%s</td><td class=\"n\">%s</td><td><div class=\"r-fbar\" style=\"width:max(3px,%.2f%%)\">"
                         "<i class=\"a\" style=\"width:%.1f%%\"></i><i class=\"f\" style=\"width:%.1f%%\"></i></div></td>"
                         "<td class=\"n nw\">%s</td><td class=\"n nw\">%.0f%%</td></tr>\n",
-                    x->addr, x->expandable ? " (expandable)" : "", SZ(x->reserved), w < 8 ? 8 : w,
+                    x->addr, x->expandable ? " (expandable)" : "", SZ(x->reserved), w, /* to scale: 2 MiB beside 5.6 GiB is a sliver */
                     x->reserved ? 100.0 * (double)x->allocated / (double)x->reserved : 0,
                     x->reserved ? 100.0 * (double)x->free / (double)x->reserved : 0, SZ(x->largest_gap), 100 * x->fragmentation);
         }
@@ -394,18 +395,38 @@ int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_si
     fprintf(fp, "</title><style>%s</style></head><body>\n<header class=\"r-top\"><h1>", g_css);
     esc(fp, title ? title : "cumemhist report");
     fputs("</h1><p>", fp);
-    if (s->pid) fprintf(fp, "pid %" PRId64 " on ", s->pid);
-    esc(fp, cmh_str(s, s->hostname));
+    /* the parts that are known, one separator between each */
+    int parts = 0;
+#define PART() (parts++ ? fputs(" \xc2\xb7 ", fp) : 0)
+    if (s->pid || *cmh_str(s, s->hostname)) {
+        PART();
+        if (s->pid) fprintf(fp, "pid %" PRId64 "%s", s->pid, *cmh_str(s, s->hostname) ? " on " : "");
+        esc(fp, cmh_str(s, s->hostname));
+    }
     if (*cmh_str(s, s->cmdline)) {
-        fputs(" \xc2\xb7 ", fp);
+        PART();
         esc(fp, cmh_str(s, s->cmdline));
     }
     if (s->ending) {
-        fputs(" \xc2\xb7 the process ", fp);
+        PART();
+        fputs("the process ", fp);
         esc(fp, cmh_str(s, s->ending));
     }
-    fprintf(fp, " \xc2\xb7 %s snapshot \xc2\xb7 %d device%s</p></header>\n<main>\n", s->source == CMH_SRC_PYTORCH ? "PyTorch" : "cumemhist",
-            ndevices, ndevices == 1 ? "" : "s");
+    PART();
+    fprintf(fp, "%s snapshot", s->source == CMH_SRC_PYTORCH ? "PyTorch" : "cumemhist");
+    PART();
+    fprintf(fp, "%d device%s", ndevices, ndevices == 1 ? "" : "s");
+#undef PART
+    fputs("</p>", fp);
+    /* which device ran out of memory, before any device's section (the replay's count of each) */
+    for (int k = 0; k < ndevices; k++) {
+        cmh_mem_stats st;
+        if (devices[k] < 0 || cmh_summary_compute(s, devices[k], &st) != CMH_OK || !st.num_ooms) continue;
+        fprintf(fp, "<p class=\"r-oom\" data-oom-device=\"%d\" data-ooms=\"%" PRId64 "\"><b>Out of memory on device %d</b>: %" PRId64
+                    " error%s (<a href=\"#device%d\">its section</a>)</p>",
+                devices[k], (int64_t)st.num_ooms, devices[k], (int64_t)st.num_ooms, st.num_ooms == 1 ? "" : "s", devices[k]);
+    }
+    fputs("</header>\n<main>\n", fp);
     int rc = CMH_OK;
     for (int k = 0; k < ndevices && rc == CMH_OK; k++) rc = device_section(s, raw ? raw : s, g, devices[k], fp);
     fputs("</main><footer>Written by cumemhist. Figures as <code>cumemhist peak</code>, <code>owners</code>, <code>leaks</code>, "

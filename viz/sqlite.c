@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
 #include "cumemhist/viz.h"
 #include "oatab.h"
@@ -290,14 +291,10 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
 {
     dev_view v;
     int rc = view_device(s, t->device, &v);
-    int64_t pa = v.alloc_start, pat = 0, pas = -1, pr = v.res_start, prt = 0, prs = -1, a = v.alloc_start, r = v.res_start;
     for (uint32_t i = 0; i < t->nentries && rc == CMH_OK; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        a += v.dalloc[i], r += v.dres[i];
-        if (a > pa) pa = a, pat = e->time_ns, pas = i;
-        if (r > pr) pr = r, prt = e->time_ns, prs = i;
         BIND(Q_EVENT);
-        b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_int(&b, e->time_ns), b_text(&b, cmh_action_name(e->action));
+        b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, e->time_ns ? e->time_ns : -1), b_text(&b, cmh_action_name(e->action));
         b_int(&b, (int64_t)e->addr), b_int(&b, (int64_t)e->size), b_int(&b, (int64_t)e->requested), b_int(&b, (int64_t)e->stream);
         b_int(&b, e->stack), b_int(&b, e->thread), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
         if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_int(&b, v.end[i]);
@@ -305,22 +302,25 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         rc = run(x, &b, "events");
         if (rc == CMH_OK && e->action == CMH_ACT_MARK) {
             BIND(Q_MARK);
-            b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_int(&b, e->time_ns), b_text(&b, cmh_str(s, e->name));
+            b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, e->time_ns ? e->time_ns : -1), b_text(&b, cmh_str(s, e->name));
             b_text(&b, "point");
             rc = run(x, &b, "marks");
         }
     }
-    if (rc == CMH_OK) {
+    /* the peaks and the end state are peak's own (cmh_peak_compute), not summed again here */
+    cmh_peak_report pk;
+    if (rc == CMH_OK && (rc = cmh_peak_compute(s, t->device, NULL, &pk)) == CMH_OK) {
         BIND(Q_DEV);
         b_int(&b, pid), b_int(&b, t->device), b_int(&b, t->nentries), b_int(&b, (int64_t)t->dropped), b_int(&b, v.alloc_start);
-        b_int(&b, v.res_start), b_int(&b, pa);
-        if (pas >= 0) b_int(&b, pas), b_int(&b, pat);
+        b_int(&b, v.res_start), b_int(&b, pk.alloc_peak);
+        if (pk.alloc_index >= 0) b_int(&b, pk.alloc_index), b_opt(&b, pk.alloc_time_ns ? pk.alloc_time_ns : -1);
         else b_null(&b), b_null(&b); /* the peak was the state before the first entry */
-        b_int(&b, pr);
-        if (prs >= 0) b_int(&b, prs), b_int(&b, prt);
+        b_int(&b, pk.reserved_peak);
+        if (pk.reserved_index >= 0) b_int(&b, pk.reserved_index), b_opt(&b, pk.reserved_time_ns ? pk.reserved_time_ns : -1);
         else b_null(&b), b_null(&b);
-        b_int(&b, v.alloc_end), b_int(&b, v.res_end);
+        b_int(&b, pk.alloc_end), b_int(&b, pk.reserved_end);
         rc = run(x, &b, "devices");
+        cmh_peak_report_free(&pk);
     }
     view_free(&v);
     return rc;
@@ -335,13 +335,14 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
     {
         BIND(Q_PROC);
         b_int(&b, pid), b_text(&b, file), b_opt(&b, s->rank), b_opt(&b, s->local_rank), b_opt(&b, s->world_size);
-        b_text(&b, cmh_str(s, s->hostname)), b_int(&b, s->pid), b_text(&b, cmh_str(s, s->cmdline)), b_text(&b, s->producer[0] ? s->producer : NULL);
-        b_text(&b, s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"), b_int(&b, s->start_time_ns), b_int(&b, s->dump_time_ns);
+        b_text(&b, *cmh_str(s, s->hostname) ? cmh_str(s, s->hostname) : NULL), b_opt(&b, s->pid > 0 ? s->pid : -1), b_text(&b, cmh_str(s, s->cmdline)), b_text(&b, s->producer[0] ? s->producer : NULL);
+        b_text(&b, s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"), b_opt(&b, s->start_time_ns > 0 ? s->start_time_ns : -1), b_opt(&b, s->dump_time_ns > 0 ? s->dump_time_ns : -1);
         b_text(&b, s->ending ? cmh_str(s, s->ending) : NULL);
         rc = run(x, &b, "processes");
     }
     if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg);
-    for (uint32_t t = 0; t < s->ntraces && rc == CMH_OK; t++) rc = add_device(x, s, pid, &s->traces[t]);
+    for (uint32_t t = 0; t < s->ntraces && rc == CMH_OK; t++) /* FLEET.md: a row per device with a trace */
+        if (s->traces[t].nentries || s->traces[t].dropped) rc = add_device(x, s, pid, &s->traces[t]);
     if (rc == CMH_OK && sqlite3_exec(x->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = fail(x, "COMMIT");
     if (rc != CMH_OK) sqlite3_exec(x->db, "ROLLBACK", NULL, NULL, NULL);
     else x->next_process++;

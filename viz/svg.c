@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "cumemhist/analyzer.h"
+#include "cumemhist/reports.h"
 #include "svg.h"
 
 void cmh_svg_text(FILE *fp, const char *s)
@@ -55,4 +57,36 @@ void cmh_svg_frame(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t 
         const char *m = cmh_str(s, s->modules[f->module].path), *b = strrchr(m, '/');
         snprintf(buf, cap, "%s (%s)", name, b ? b + 1 : m);
     } else snprintf(buf, cap, "%s", name);
+}
+
+/* The facts every output carries, from the one analyzer function that computes each, as data-*
+ * attributes: tests/facts_test.py reads them back beside every other output's. */
+int cmh_svg_facts(FILE *fp, const cmh_snapshot *s, int device, const char *tag)
+{
+    cmh_peak_report pk;
+    cmh_mem_stats st;
+    int rc = cmh_peak_compute(s, device, NULL, &pk);
+    if (rc != CMH_OK) return rc;
+    if ((rc = cmh_summary_compute(s, device, &st)) != CMH_OK) {
+        cmh_peak_report_free(&pk);
+        return rc;
+    }
+    uint64_t ann = 0, marks = 0;
+    for (uint32_t i = 0; i < s->nannotations; i++) ann += s->annotations[i].device == device;
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    for (uint32_t i = 0; t && i < t->nentries; i++) marks += s->entries[t->first_entry + i].action == CMH_ACT_MARK;
+    fprintf(fp, "<%s class=\"facts\"%s data-device=\"%d\" data-entries=\"%" PRIu64 "\" data-clock-origin-ns=\"%" PRId64 "\"", tag,
+            strcmp(tag, "g") ? " hidden" : "", device, (uint64_t)pk.base.entries, cmh_clock_origin(s));
+    fprintf(fp, " data-peak-allocated=\"%" PRId64 "\" data-peak-allocated-entry=\"%" PRId64 "\" data-peak-allocated-time-ns=\"%" PRId64 "\"",
+            pk.alloc_peak, pk.alloc_index, pk.alloc_time_ns);
+    fprintf(fp, " data-peak-reserved=\"%" PRId64 "\" data-peak-reserved-entry=\"%" PRId64 "\" data-peak-reserved-time-ns=\"%" PRId64 "\"",
+            pk.reserved_peak, pk.reserved_index, pk.reserved_time_ns);
+    fprintf(fp, " data-peak-requested=\"%" PRId64 "\" data-peak-requested-entry=\"%" PRId64 "\" data-peak-requested-time-ns=\"%" PRId64 "\"",
+            pk.requested_peak, pk.requested_index, pk.requested_time_ns);
+    fprintf(fp, " data-end-allocated=\"%" PRId64 "\" data-end-reserved=\"%" PRId64 "\" data-end-requested=\"%" PRId64 "\"", pk.alloc_end,
+            pk.reserved_end, pk.requested_end);
+    fprintf(fp, " data-ooms=\"%" PRId64 "\" data-annotations=\"%" PRIu64 "\" data-marks=\"%" PRIu64 "\"", (int64_t)st.num_ooms, ann, marks);
+    fprintf(fp, strcmp(tag, "g") ? "></%s>\n" : "/>\n", tag);
+    cmh_peak_report_free(&pk);
+    return ferror(fp) ? CMH_EIO : CMH_OK;
 }

@@ -18,4 +18,9 @@ double cmh_svg_nice(double x);
 #include "cumemhist/snapshot.h"
 void cmh_svg_frame(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap);
 
+/* The record's facts for device as data-* attributes of an empty element <tag> (peaks with their
+ * entry and time, the end state, OOMs, annotations, marks, entries, the clock origin), each from
+ * its analyzer function; hidden when tag is not an SVG "g". */
+int cmh_svg_facts(FILE *fp, const cmh_snapshot *s, int device, const char *tag);
+
 #endif

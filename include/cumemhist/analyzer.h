@@ -107,6 +107,12 @@ void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FIL
 int cmh_print_segsum(const cmh_snapshot *s, int device, FILE *fp);
 int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp);
 
+/* The record's clock (analyzer/clock.c): the time of its first and of its last event across
+ * every device (trace entries, kernels, PyTorch's part on our clock), 0 when nothing has a
+ * time.  Every view counts "+N.NNNs" from cmh_clock_origin and says so. */
+int64_t cmh_clock_origin(const cmh_snapshot *s);
+int64_t cmh_clock_last(const cmh_snapshot *s);
+
 #ifdef __cplusplus
 }
 #endif

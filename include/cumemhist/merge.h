@@ -42,6 +42,13 @@ int cmh_ranges_overlap(const cmh_range *r, uint32_t n, uint64_t a, uint64_t b);
  * (s->torch NULL after).  A record without one is left as it is.  On CMH_ENOMEM s is unchanged. */
 int cmh_merged_view(cmh_snapshot *s);
 
+/* The record's one entry numbering.  For a record with PyTorch's part, where entry `index` of
+ * our own device trace lands in the merged timeline cmh_merged_view builds (an entry of ours the
+ * view leaves out: the merged entry just before it), and that timeline's length; for any other
+ * record, index itself and the trace's length.  Every view that names an entry of a merged
+ * record asks this (owners works on the parts; peak, plot and the exports on the view). */
+int cmh_merged_position(const cmh_snapshot *s, int device, int64_t index, int64_t *pos, int64_t *len);
+
 #ifdef __cplusplus
 }
 #endif

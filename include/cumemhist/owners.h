@@ -35,7 +35,8 @@ typedef struct cmh_owner_row {
 
 typedef struct cmh_owners_moment {
     char what[32];           /* "end", "peak", "out of memory #1" */
-    int64_t index, time_ns;  /* in the device's trace (-1: before it); time 0 = unknown */
+    int64_t index, time_ns;  /* in the record's one numbering (cmh_merged_position; -1: before
+                                the first entry); time 0 = unknown */
     cmh_owner_row *rows;     /* largest first; the unexplained row last */
     uint32_t nrows;
     uint64_t recorded;       /* the rows but the unexplained one */
@@ -49,6 +50,7 @@ typedef struct cmh_owners_report {
     int device;
     int torch;                 /* PyTorch's part was there */
     uint64_t pinned_host;      /* at the end, all devices: on its own line */
+    uint64_t entries;          /* the device's trace entries in that numbering */
     uint64_t torch_mismatch;   /* |PyTorch's reserved - its segments as the driver saw them| at the end */
     cmh_owners_moment *moments;
     uint32_t nmoments;

@@ -23,7 +23,16 @@ typedef struct cmh_plot_opts {
     int ndevices;
     const char *title;  /* the file's name, say; NULL: none */
     int inline_svg;     /* for an HTML page: no XML declaration, and it scales to its box */
+    int axis;           /* CMH_AXIS_AUTO, _TIME or _ENTRIES: what the x axis counts, one for the figure */
 } cmh_plot_opts;
+
+/* The x axis of a timeline.  AUTO is time, unless the record's busy part (the middle 90% of its
+ * timed entries) covers less than CMH_AXIS_BUSY_SHARE of its time span, as when a training loop
+ * follows a long quiet start-up: then entries, so the loop gets the width. */
+enum { CMH_AXIS_AUTO = 0, CMH_AXIS_TIME, CMH_AXIS_ENTRIES };
+#define CMH_AXIS_BUSY_SHARE 0.25
+/* The axis AUTO picks for the devices of o (TIME or ENTRIES); *busy gets the busy share (may be NULL). */
+int cmh_plot_axis(const cmh_snapshot *s, const cmh_plot_opts *o, double *busy);
 
 /* Allocated and reserved bytes over time, per device: the peak marked with its figure (the
  * `peak` report's), OOMs, marks and annotations as labelled vertical lines, axes and a legend. */

@@ -59,6 +59,9 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
 #define CMH_EF_IMPLIED 0x02     /* an alloc/free spelled out for PyTorch's readers from a whole
                                    block (viz/memviz.c); never in a recorded trace */
 #define CMH_EF_HAS_FRAMES 0x04  /* a PyTorch entry that carried a 'frames' key (maybe empty) */
+#define CMH_EF_PYTORCH 0x08     /* in a merged view (cmh_merged_view), an entry of PyTorch's part:
+                                   its sizes are requested bytes, rounded by the replay as the
+                                   caching allocator did; in memory only, never in a file */
 
 /* What kind of driver memory a segment is. */
 typedef enum cmh_mem_kind {
