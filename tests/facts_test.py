@@ -8,6 +8,7 @@ flight record), every output is produced and parsed back with a real client wher
 one `peak --json` / `oom --json` give, per device.  OUTPUTS x FACTS is the matrix: a new output
 joins by one line in OUTPUTS (its reader and the facts it must carry).
 """
+import html
 import json
 import os
 import pickle
@@ -31,6 +32,10 @@ ENV.pop("LD_PRELOAD", None)
 FACTS = ["clock_origin_ns", "marks", "entries", "peak_allocated", "peak_allocated_entry", "peak_allocated_time_ns", "peak_reserved", "peak_reserved_entry",
          "peak_reserved_time_ns", "peak_requested", "peak_requested_entry", "end_allocated", "end_reserved", "end_requested", "ooms",
          "annotations"]
+# facts that are lists: live bytes by site at the allocated peak (the top ten), and at the end with
+# each site's verdict and its words (the top ten)
+SITE_FACTS = ["sites_at_peak", "sites_at_end"]
+TOP = 10
 
 
 def run(*args, env=None, ok=True):
@@ -57,6 +62,12 @@ def reference(rec):
             if p:
                 f["peak_" + k], f["peak_%s_entry" % k], f["peak_%s_time_ns" % k] = p["bytes"], p["index"], p["time_ns"]
             f["end_" + k] = d["end"][k]
+    for d in json.loads(run("peak", "--json", "--top", str(TOP), rec)):
+        if d["device"] in facts:
+            facts[d["device"]]["sites_at_peak"] = [x["bytes"] for x in d["sites_at_peak"]][:TOP]
+    for d in json.loads(run("leaks", "--json", "--top", str(TOP), rec, ok=False) or b"[]"):
+        if d["device"] in facts:
+            facts[d["device"]]["sites_at_end"] = [[x["bytes"], x["verdict"], x["says"]] for x in d["sites"]][:TOP]
     for d in json.loads(run("oom", "--json", rec, ok=False) or b"[]"):
         if d["device"] in facts:
             facts[d["device"]]["ooms"] = len(d["ooms"])
@@ -118,8 +129,11 @@ def from_chrome(rec):
             f["ooms"] += 1
         if e.get("cat") == "annotation":
             f["annotations"] += 2 if e["ph"] == "X" else 1
+        if e["ph"] == "i" and e.get("name", "").startswith("peak allocated"):
+            f["sites_at_peak"] = [x["bytes"] for x in e["args"]["sites"]][:TOP]
     for f in facts.values():
         del f["_pid"]
+        f.setdefault("sites_at_peak", [])  # no instant: nothing was live at the peak
     return facts
 
 
@@ -158,9 +172,22 @@ def from_report(rec):
     path = out("f.html")
     run("report", "-o", path, rec)
     facts = {}
-    for tag in re.findall(r"<div class=\"facts\"[^>]*>", open(path, encoding="utf-8").read()):
+    page = open(path, encoding="utf-8").read()
+    for tag in re.findall(r"<div class=\"facts\"[^>]*>", page):
         dev, f = attrs_facts(dict(re.findall(r"([\w-]+)=\"([^\"]*)\"", tag)))
         facts[dev] = f
+    for tag in re.findall(r"<tr class=\"(?:peak|end)-site\"[^>]*>", page):
+        a = dict(re.findall(r"([\w-]+)=\"([^\"]*)\"", tag))
+        f = facts.setdefault(int(a["data-device"]), {})
+        if "peak-site" in tag:
+            f.setdefault("sites_at_peak", []).append(int(a["data-bytes"]))
+        else:
+            f.setdefault("sites_at_end", []).append([int(a["data-bytes"]), a["data-verdict"], html.unescape(a["data-says"])])
+    for f in facts.values():
+        f.setdefault("sites_at_peak", [])
+        f.setdefault("sites_at_end", [])
+        f["sites_at_peak"] = f["sites_at_peak"][:TOP]
+        f["sites_at_end"] = f["sites_at_end"][:TOP]
     return facts
 
 
@@ -168,6 +195,17 @@ def from_memviz(rec):
     path = out("f.pickle")
     run("export", "-f", "memviz", "-o", path, rec)
     d = pickle.load(open(path, "rb"))
+    facts = {}
+    for dev, tr in enumerate(d.get("device_traces", [])):
+        facts[dev] = {"ooms": sum(1 for e in tr if e.get("action") == "oom"), "annotations": 0}
+    for a in d.get("external_annotations", []):
+        facts.setdefault(a["device"], {"ooms": 0, "annotations": 0})["annotations"] += 1
+    return facts
+
+
+def from_json(rec):
+    """export -f json: PyTorch's snapshot dict as JSON, read back like the pickle"""
+    d = json.loads(run("export", "-f", "json", rec))
     facts = {}
     for dev, tr in enumerate(d.get("device_traces", [])):
         facts[dev] = {"ooms": sum(1 for e in tr if e.get("action") == "oom"), "annotations": 0}
@@ -220,13 +258,15 @@ def from_pprof(rec):
 OUTPUTS = {
     "sqlite": (from_sqlite, ["entries", "peak_allocated", "peak_allocated_entry", "peak_allocated_time_ns", "peak_reserved",
                              "peak_reserved_entry", "peak_reserved_time_ns", "end_allocated", "end_reserved", "ooms", "annotations"]),
-    "chrome": (from_chrome, ["clock_origin_ns", "end_allocated", "end_reserved", "peak_allocated", "peak_allocated_time_ns", "ooms", "annotations"]),
+    "chrome": (from_chrome, ["clock_origin_ns", "end_allocated", "end_reserved", "peak_allocated", "peak_allocated_time_ns", "ooms", "annotations",
+                             "sites_at_peak"]),
     "owners": (from_owners, ["entries"]),
     "plot": (from_plot, FACTS),
-    "report": (from_report, FACTS),
+    "report": (from_report, FACTS + SITE_FACTS),
     # memory_viz has no marks: a point mark becomes a START/END pair beside PyTorch's annotations,
     # so its count is the record's annotations only when the record has no marks
     "memviz": (from_memviz, ["ooms", "annotations_unless_marks"]),
+    "json": (from_json, ["ooms", "annotations_unless_marks"]),
     "pprof": (from_pprof, ["end_allocated", "peak_allocated", "peak_allocated_entry"]),  # go tool pprof, when installed
 }
 if not GO:
@@ -319,7 +359,7 @@ def main():
                         fact = "annotations"
                     if fact not in rf:
                         continue
-                    if rf.get("peak_allocated_entry", 0) < 0 and fact.startswith("peak_allocated") and o == "chrome":
+                    if rf.get("peak_allocated_entry", 0) < 0 and (fact.startswith("peak_allocated") or fact == "sites_at_peak") and o == "chrome":
                         continue
                     if fact not in g:
                         bad.append("%s missing" % fact)

@@ -279,7 +279,8 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         for (uint32_t i = 0; i < pk.nsites && i < 12; i++) {
             const cmh_site *x = &pk.sites[i];
             site_label(s, g, x->stack, buf, sizeof buf);
-            fputs("<tr><td class=\"site\">", fp);
+            /* the peak report's own figures, machine-readable (tests/facts_test.py) */
+            fprintf(fp, "<tr class=\"peak-site\" data-device=\"%d\" data-bytes=\"%" PRIu64 "\"><td class=\"site\">", dev, x->bytes);
             esc(fp, buf);
             fputs("</td><td class=\"nw\">", fp);
             esc(fp, g ? cmh_sites_owner(g, x->group) : "");
@@ -306,7 +307,10 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         for (uint32_t i = 0; i < lk.nsites && i < 10; i++) {
             const cmh_site *x = &lk.sites[i];
             site_label(s, g, x->stack, buf, sizeof buf);
-            fputs("<tr><td class=\"site\">", fp);
+            fprintf(fp, "<tr class=\"end-site\" data-device=\"%d\" data-bytes=\"%" PRIu64 "\" data-verdict=\"%s\" data-says=\"", dev,
+                    x->bytes, cmh_leak_verdict_name(x->verdict));
+            esc(fp, cmh_leak_site_text(x, words, sizeof words));
+            fputs("\"><td class=\"site\">", fp);
             esc(fp, buf);
             fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu64 "</td><td><span class=\"%s\">", SZ(x->bytes), x->count,
                     x->growing ? "r-leak" : "r-muted");
