@@ -57,7 +57,23 @@ HTML
         --dump-dom "file://$T/frame.html" 2>/dev/null | sed -n 's/.*id="measure">\([^<]*\).*/\1/p'
 }
 fits() { m=$(overflow "$1" "$2"); echo "$m" >fit.txt; sw=${m#SW=}; sw=${sw%% *}; cw=${m#*CW=}; cw=${cw%% *}; [ -n "$sw" ] && [ "$sw" = "$cw" ] && [ "$m" = "SW=$sw CW=$cw " ]; }
-for n in multi.cmh merged.cmh torch_exp.pickle oom.cmh; do
+# an OOM whose culprit has a long unbroken name and path (a C++ template, a deep checkout)
+py - longoom.pickle <<'EOF2'
+import pickle, sys
+MIB = 1 << 20
+name = "at::native::(anonymous namespace)::launch_vectorized_kernel<at::native::BinaryFunctor<float,float,float,at::native::binary_internal::MulFunctor<float>>>"
+fr = [{"filename": "/home/a_user_with_a_long_name/checkouts/a-very-long-project-name/src/models/transformer_blocks_with_long_names.py", "line": 178, "name": name}]
+a = 0x7f0000000000
+tr = [{"action": "segment_alloc", "addr": a, "size": 64 * MIB, "stream": 0, "time_us": 1, "frames": fr},
+      {"action": "alloc", "addr": a, "size": 64 * MIB, "stream": 0, "time_us": 2, "frames": fr},
+      {"action": "oom", "addr": 0, "size": 4900 * MIB, "stream": 0, "time_us": 3, "frames": fr}]
+seg = {"device": 0, "address": a, "total_size": 64 * MIB, "allocated_size": 64 * MIB, "active_size": 64 * MIB, "requested_size": 64 * MIB,
+       "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": fr,
+       "blocks": [{"address": a, "size": 64 * MIB, "requested_size": 64 * MIB, "state": "active_allocated", "frames": fr}]}
+pickle.dump({"segments": [seg], "device_traces": [tr]}, open(sys.argv[1], "wb"), protocol=4)
+EOF2
+"$CMH" report longoom.pickle -o longoom.pickle.html 2>/dev/null
+for n in multi.cmh merged.cmh torch_exp.pickle oom.cmh longoom.pickle; do
     for w in 390 1280; do
         check "report $n at $w px: no horizontal overflow (tables and the timeline scroll in their own box)" 'fits "$n.html" $w || { cat fit.txt; false; }'
     done

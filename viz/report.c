@@ -40,7 +40,7 @@ static const char g_css[] =
     ".r-fbar{display:flex;height:12px;border-radius:3px;overflow:hidden;min-width:120px;background:#eee}"
     ".r-fbar i{display:block;height:100%}.r-fbar .a{background:#2d6fe8}.r-fbar .f{background:#f0b35e}"
     ".r-leak{color:#c0392b;font-weight:600}.r-ok{color:#2e7d32}.r-muted{color:#6b7385}"
-    ".r-oom{border-left:4px solid #d62728;background:#fdf3f3;color:#5a1010;padding:8px 12px;margin:8px 0;border-radius:4px}.r-oom a{color:#a01818}"
+    ".r-oom{border-left:4px solid #d62728;background:#fdf3f3;color:#5a1010;padding:8px 12px;margin:8px 0;border-radius:4px;overflow-wrap:anywhere}.r-oom a{color:#a01818}"
     ".r-tl{overflow-x:auto}svg.timeline{width:100%;min-width:900px;height:auto;display:block}svg.r-spark{width:120px;height:28px;display:block}"
     "footer{color:#6b7385;font-size:12px;text-align:center;padding:8px 0 24px}"
     "@media (max-width:640px){main{padding:8px}section.r-dev{padding:12px 10px}th,td{padding:4px 5px}.nw{display:none}"
