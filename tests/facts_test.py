@@ -191,27 +191,24 @@ def from_report(rec):
     return facts
 
 
+def snapshot_dict_facts(d):
+    """PyTorch's snapshot dict (the memviz pickle, the JSON export): OOMs and annotations per device"""
+    facts = {}
+    for dev, tr in enumerate(d.get("device_traces", [])):
+        facts[dev] = {"ooms": sum(1 for e in tr if e.get("action") == "oom"), "annotations": 0}
+    for a in d.get("external_annotations", []):
+        facts.setdefault(a["device"], {"ooms": 0, "annotations": 0})["annotations"] += 1
+    return facts
+
+
 def from_memviz(rec):
     path = out("f.pickle")
     run("export", "-f", "memviz", "-o", path, rec)
-    d = pickle.load(open(path, "rb"))
-    facts = {}
-    for dev, tr in enumerate(d.get("device_traces", [])):
-        facts[dev] = {"ooms": sum(1 for e in tr if e.get("action") == "oom"), "annotations": 0}
-    for a in d.get("external_annotations", []):
-        facts.setdefault(a["device"], {"ooms": 0, "annotations": 0})["annotations"] += 1
-    return facts
+    return snapshot_dict_facts(pickle.load(open(path, "rb")))
 
 
 def from_json(rec):
-    """export -f json: PyTorch's snapshot dict as JSON, read back like the pickle"""
-    d = json.loads(run("export", "-f", "json", rec))
-    facts = {}
-    for dev, tr in enumerate(d.get("device_traces", [])):
-        facts[dev] = {"ooms": sum(1 for e in tr if e.get("action") == "oom"), "annotations": 0}
-    for a in d.get("external_annotations", []):
-        facts.setdefault(a["device"], {"ooms": 0, "annotations": 0})["annotations"] += 1
-    return facts
+    return snapshot_dict_facts(json.loads(run("export", "-f", "json", rec)))
 
 
 GO = subprocess.run(["sh", "-c", "command -v go"], stdout=subprocess.PIPE).stdout.decode().strip()
