@@ -322,7 +322,7 @@ int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *ou
         }
         /* largest first, the unexplained row last */
         uint32_t nr = w[k].rows.n, nsort = nr && w[k].rows.rows[nr - 1].kind == CMH_OWN_UNEXPLAINED ? nr - 1 : nr;
-        qsort(w[k].rows.rows, nsort, sizeof *w[k].rows.rows, cmp_row);
+        if (nsort > 1) qsort(w[k].rows.rows, nsort, sizeof *w[k].rows.rows, cmp_row); /* (no rows: no array to hand qsort) */
         m->rows = w[k].rows.rows;
         m->nrows = nr;
         w[k].rows.rows = NULL;

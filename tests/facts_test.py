@@ -28,6 +28,11 @@ ENV = dict(os.environ)
 ENV["LD_LIBRARY_PATH"] = os.path.join(B, "fakecuda") + (":" + ENV["LD_LIBRARY_PATH"] if ENV.get("LD_LIBRARY_PATH") else "")
 ENV["XDG_RUNTIME_DIR"] = T
 ENV.pop("LD_PRELOAD", None)
+# a sanitizer build: its runtime first in every program we start (the recorder preloads after it);
+# ctest hands it over as CMH_SH_PRELOAD, python itself runs without it
+if os.environ.get("CMH_SH_PRELOAD"):
+    ENV["LD_PRELOAD"] = os.environ["CMH_SH_PRELOAD"]
+PLAIN_ENV = {k: v for k, v in ENV.items() if k != "LD_PRELOAD"}
 
 FACTS = ["clock_origin_ns", "marks", "entries", "peak_allocated", "peak_allocated_entry", "peak_allocated_time_ns", "peak_reserved", "peak_reserved_entry",
          "peak_reserved_time_ns", "peak_requested", "peak_requested_entry", "end_allocated", "end_reserved", "end_requested", "ooms",
@@ -223,7 +228,7 @@ def from_pprof(rec):
             continue
         path = out("f%d.pb.gz" % dev)
         run("export", "-f", "pprof", "--device", str(dev), "-o", path, rec)
-        p = subprocess.run([GO, "tool", "pprof", "-raw", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV)
+        p = subprocess.run([GO, "tool", "pprof", "-raw", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=PLAIN_ENV)
         text = p.stdout.decode(errors="replace")
         lines = text.splitlines()
         if p.returncode != 0 or "Samples:" not in lines:
