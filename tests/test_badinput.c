@@ -112,21 +112,28 @@ static int try_mem(int pickle, const void *b, size_t len, const char *what)
     return 1;
 }
 
-/* The .cmh fixture and the same snapshot as a pickle. */
-static unsigned char *snapshot_bytes(int pickle, size_t *len)
+/* A fixture read and written again by one of today's writers (the pickle's; the .cmh one, which
+ * adds the checksum). */
+static unsigned char *rewritten(const char *fixture, int (*write)(const cmh_snapshot *, FILE *), size_t *len)
 {
-    unsigned char *b = slurp(CMH_FIXTURES "/h200/cudart.cmh", len);
-    if (!pickle) return b;
+    unsigned char *b = slurp(fixture, len);
     cmh_snapshot s;
     char err[256];
     CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(b, *len, &s, err, sizeof err), CMH_OK);
     free(b);
     char *out = NULL;
     FILE *f = open_memstream(&out, len);
-    CU_ASSERT_EQUAL_FATAL(cmh_pickle_write(&s, f), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(write(&s, f), CMH_OK);
     fclose(f);
     cmh_snapshot_free(&s);
     return (unsigned char *)out;
+}
+
+/* The .cmh fixture as it is (written before checksums), and the same snapshot as a pickle. */
+static unsigned char *snapshot_bytes(int pickle, size_t *len)
+{
+    if (pickle) return rewritten(CMH_FIXTURES "/h200/cudart.cmh", cmh_pickle_write, len);
+    return slurp(CMH_FIXTURES "/h200/cudart.cmh", len);
 }
 
 static void matrix_snapshot(int pickle)
@@ -166,28 +173,12 @@ static void matrix_snapshot(int pickle)
 
 static void test_cmh_matrix(void) { matrix_snapshot(0); }
 
-/* A fixture as today's writer writes it: the same snapshot, with its checksum. */
-static unsigned char *checksummed(const char *fixture, size_t *len)
-{
-    unsigned char *b = slurp(fixture, len);
-    cmh_snapshot s;
-    char err[256];
-    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(b, *len, &s, err, sizeof err), CMH_OK);
-    free(b);
-    char *out = NULL;
-    FILE *f = open_memstream(&out, len);
-    CU_ASSERT_EQUAL_FATAL(cmh_cmh_write(&s, f), CMH_OK);
-    fclose(f);
-    cmh_snapshot_free(&s);
-    return (unsigned char *)out;
-}
-
 /* Every truncation and every single-bit flip of a checksummed .cmh is refused: not one read as
  * a different record (before checksums, 1 in 5 flips was, and changed the figures). */
 static void test_cmh_checksummed_matrix(void)
 {
     size_t len;
-    unsigned char *b = checksummed(CMH_FIXTURES "/h200/leaky.cmh", &len), *m = malloc(len);
+    unsigned char *b = rewritten(CMH_FIXTURES "/h200/leaky.cmh", cmh_cmh_write, &len), *m = malloc(len);
     char path[128], what[128], err[512];
     snprintf(path, sizeof path, "%s/sum.cmh", g_dir);
     cmh_snapshot s;
