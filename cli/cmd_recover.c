@@ -42,42 +42,19 @@ const cli_command cli_cmd_recover = {
     "--live copies it instead, leaving it untouched.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist recover cumemhist.4242.cmh.flight"};
 
-/* /proc/PID/stat: the state letter and field 22 (start time, clock ticks after boot); 0 when the
- * pid is not there. */
-static int proc_stat(int64_t pid, char *state, uint64_t *start)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')'); /* past the command name, which may hold spaces and parentheses */
-    if (!p || p[1] != ' ' || !p[2]) return 0;
-    *state = p[2];
-    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
-    *start = p ? strtoull(p + 1, NULL, 10) : 0;
-    return 1;
-}
-
 int cli_flight_process(const cmh_flight_identity *id)
 {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     if (id->hostname[0] && strcmp(id->hostname, host)) return CLI_PROC_ELSEWHERE;
     if (id->boot_id[0]) {
-        char boot[40] = "";
-        int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read(fd, boot, sizeof boot - 1) : 0;
-        if (fd >= 0) close(fd);
-        while (n > 0 && (boot[n - 1] == '\n' || !boot[n - 1])) n--;
-        boot[n > 0 ? n : 0] = 0;
+        char boot[40];
+        cmh_boot_id(boot, sizeof boot);
         if (boot[0] && strcmp(boot, id->boot_id)) return CLI_PROC_GONE; /* this host has rebooted since */
     }
     char state;
     uint64_t start;
-    if (id->pid <= 0 || !proc_stat(id->pid, &state, &start)) return CLI_PROC_GONE;
+    if (id->pid <= 0 || !cmh_proc_stat(id->pid, &state, &start)) return CLI_PROC_GONE;
     if (state == 'Z' || state == 'X') return CLI_PROC_GONE; /* ended; its parent has not reaped it yet */
     if (!id->start_ticks) return CLI_PROC_ALIVE_UNSURE; /* a record older than start times */
     return start == id->start_ticks ? CLI_PROC_ALIVE : CLI_PROC_REUSED;

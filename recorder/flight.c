@@ -354,31 +354,6 @@ static void copy_cmdline(char *out, size_t cap)
     out[n] = 0;
 }
 
-/* Who this process is, beyond its pid: its start time in clock ticks after boot (/proc/self/stat
- * field 22, past the command name, which may hold spaces and parentheses) and the boot's id, so
- * that a reader can tell whether the pid still names the process that wrote the record. */
-static uint64_t own_start_ticks(void)
-{
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' '); /* p: the space before field 22 */
-    return p ? strtoull(p + 1, NULL, 10) : 0;
-}
-
-static void own_boot_id(char *out, size_t cap)
-{
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, out, cap - 1) : 0;
-    if (fd >= 0) close(fd);
-    if (n < 0) n = 0;
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == 0)) n--;
-    out[n] = 0;
-}
 
 /* A flight record already at the path: an earlier process that died before it could write its
  * snapshot (the path is ours now, so that process has no use for it).  It is kept beside, as
@@ -461,8 +436,11 @@ void cmh_flight_start(void)
     cmh_job_identity(&rank, &local, &world);
     h->rank1 = rank + 1, h->local_rank1 = local + 1, h->world_size1 = world + 1;
     snprintf(h->producer, sizeof h->producer, "cumemhist %s", CMH_VERSION);
-    h->proc_start_ticks = own_start_ticks();
-    own_boot_id(h->boot_id, sizeof h->boot_id);
+    /* who this process is beyond its pid, so a reader can tell it from a later one given it */
+    uint64_t ticks = 0;
+    cmh_proc_stat(0, NULL, &ticks);
+    h->proc_start_ticks = ticks;
+    cmh_boot_id(h->boot_id, sizeof h->boot_id);
     h->forked_from = cmh_process_forked_from();
     if (make_extent(h, 0, g_first_size) != 0) {
         cmh_log("no flight record (%s: no room for %ld MiB): a crash would lose the history", g_path, mb);

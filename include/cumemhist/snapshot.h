@@ -324,6 +324,12 @@ FILE *cmh_atomic_open(cmh_atomic *a, const char *path, char *err, size_t errlen)
 int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen);
 void cmh_atomic_abort(cmh_atomic *a);
 
+/* Who a process is beyond its pid (snapshot/procid.c).  cmh_proc_stat: its state letter (may be
+ * NULL) and start time in clock ticks after boot, of pid (0: this process); 0 when it is not
+ * there.  cmh_boot_id: the boot's id ("" when unknown). */
+int cmh_proc_stat(long long pid, char *state, uint64_t *start_ticks);
+void cmh_boot_id(char *out, size_t cap);
+
 /* The .cmh codec (docs/FORMAT.md). */
 /* 1; 2 when the file carries PyTorch's part ("torch"), the version it is written with then */
 #define CMH_FORMAT_VERSION 2
