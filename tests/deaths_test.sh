@@ -240,4 +240,10 @@ rc=$?
 [ "$(cksum <f.cmh)" = "$before" ] && [ $rc -ne 0 ] && grep -q 'File too large\|lost' err.txt &&
     ok "a dump past RLIMIT_FSIZE: exit $rc, said, the previous snapshot intact" || bad "full disk: exit $rc, $(head -3 err.txt)"
 
+# a program that destroys its context before it ends: the exit dump leaves the dead context alone
+"$CMH" record -q -o cd.cmh -- "$B/tests/ctx_destroy" >/dev/null 2>err.txt
+rc=$?
+[ $rc -eq 0 ] && "$CMH" peak --json cd.cmh 2>/dev/null | py -c "import json,sys; assert json.load(sys.stdin)[0]['end']['allocated'] == 1 << 20" &&
+    ok "cuCtxDestroy before exit: exit 0, the snapshot holds the 1 MiB left" || bad "cuCtxDestroy before exit: exit $rc, $(cat err.txt)"
+
 finish

@@ -72,7 +72,11 @@ typedef struct fake_device {
 typedef struct fake_ctx {
     int device;
     int refs;
+    int destroyed; /* a handle another thread may still hold: the real driver answers it with an error */
+    struct fake_ctx *next_dead;
 } fake_ctx;
+
+static fake_ctx *g_dead; /* destroyed contexts, kept (and reachable) for the handles still around */
 
 typedef struct fake_stream {
     fake_ctx *ctx;
@@ -246,6 +250,7 @@ static CUresult ctx_device(int *dev)
     if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
     fake_ctx *c = current_ctx();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    if (c->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     *dev = c->device;
     return CUDA_SUCCESS;
 }
@@ -481,7 +486,15 @@ CUresult cuCtxDestroy(CUcontext ctx)
             break;
         }
     fake_ctx *c = (fake_ctx *)ctx;
-    if (c < g_primary || c >= g_primary + FAKE_MAX_DEVICES) free(c);
+    /* kept, marked: a handle still held elsewhere (another thread's, a tool's) gets an error, as
+     * from the real driver, instead of freed memory */
+    if (c < g_primary || c >= g_primary + FAKE_MAX_DEVICES) {
+        pthread_mutex_lock(&g_lock);
+        c->destroyed = 1;
+        c->next_dead = g_dead;
+        g_dead = c;
+        pthread_mutex_unlock(&g_lock);
+    }
     return CUDA_SUCCESS;
 }
 
