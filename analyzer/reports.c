@@ -389,6 +389,11 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
             uint32_t len = k - from + 1, up = 0;
             for (uint32_t j = from; j <= k; j++) up += L[j] > L[j - 1];
             if (up < need || up * 2 < len) continue;
+            /* still growing at the end: the stretch's later half rose too (a leak that stopped
+             * halfway through the record is not growing now) */
+            uint32_t mid = from + len / 2, up2 = 0;
+            for (uint32_t j = mid; j <= k; j++) up2 += L[j] > L[j - 1];
+            if (up2 * 2 < k - mid + 1) continue;
             double tau = kendall_tau(L + from - 1, len + 1);
             if (tau < CMH_LEAK_MIN_TREND || L[k] <= L[from - 1]) continue;
             uint32_t first = from;

@@ -34,7 +34,7 @@ static uint32_t rnd(rng *r, uint32_t n) /* 0 .. n-1 */
 }
 
 enum { B_PATTERN, B_MARKS, B_ANNOTATIONS };
-enum { L_NONE, L_MAIN, L_WORKER };
+enum { L_NONE, L_MAIN, L_WORKER, L_STOPS }; /* L_STOPS: the main thread leaks over the first 60% of the steps, then stops */
 
 typedef struct op {
     uint8_t action;
@@ -174,7 +174,7 @@ static int run_case(uint64_t seed, int bounds, int workers, int leak, int steps_
         /* in the forward pass: a cache filled once, and the leak (a history that keeps a tensor
          * of every step) */
         if (i == cache_step) g_alloc(g, 0, st_cache, 8 * MIB);
-        if (leak == L_MAIN && i >= k) g_alloc(g, 0, st_leak, 1 * MIB);
+        if ((leak == L_MAIN && i >= k) || (leak == L_STOPS && i <= (N + 1) / 2 + 1)) g_alloc(g, 0, st_leak, 1 * MIB);
         if (i > 1)
             for (int j = 0; j < nparams; j++) g_free(g, 0, st_grad, grad[j], (uint64_t)(j + 1) * 4 * MIB); /* zero_grad */
         for (int j = nact - 1; j >= 0; j--) {
@@ -228,7 +228,7 @@ static int run_case(uint64_t seed, int bounds, int workers, int leak, int steps_
     }
     int few = N < CMH_LEAK_MIN_STEPS;
     if (p.judged != !few) ok = 0, snprintf(why + strlen(why), sizeof why - strlen(why), "; judged %d", p.judged);
-    uint32_t want_leaking = !few && leak != L_NONE;
+    uint32_t want_leaking = !few && (leak == L_MAIN || leak == L_WORKER); /* a leak that stopped is not growing now */
     if (p.leaking != want_leaking) ok = 0, snprintf(why + strlen(why), sizeof why - strlen(why), "; leaking %u, truth %u", p.leaking, want_leaking);
     for (uint32_t i = 0; i < p.nsites; i++) {
         const cmh_site *x = &p.sites[i];
@@ -237,6 +237,7 @@ static int run_case(uint64_t seed, int bounds, int workers, int leak, int steps_
         if (!strcmp(fn, "keep_history") || !strcmp(fn, "worker_keep")) want = few ? CMH_LEAK_RISING : CMH_LEAK_GROWING;
         else if (!strcmp(fn, "backward")) want = CMH_LEAK_STEADY;
         else want = CMH_LEAK_STATE; /* weights, optimizer state, the cache */
+        if (leak == L_STOPS && !strcmp(fn, "keep_history")) want = CMH_LEAK_STATE; /* held since it stopped */
         if (few && want == CMH_LEAK_RISING && k > 1) want = CMH_LEAK_STATE; /* did not rise in each */
         int good = x->verdict == want && x->growing == (want == CMH_LEAK_GROWING);
         /* the rate: exact when one thread does it all; a worker's leak is not in step with the
@@ -275,6 +276,14 @@ static void test_corpus(void)
         for (uint64_t seed = 1; seed <= SEEDS; seed++) {
             total++;
             right += run_case(seed, bounds, 0, L_MAIN, 3);
+        }
+    }
+    /* a leak that stopped halfway: what it kept is held, and not called growing */
+    for (int bounds = B_PATTERN; bounds <= B_ANNOTATIONS; bounds++) {
+        cases++;
+        for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+            total++;
+            right += run_case(seed, bounds, 0, L_STOPS, 10 + (int)(seed % 7));
         }
     }
     printf("\n  leak-verdict corpus: %d cases x %d seeds: verdict == truth in %d of %d\n", cases, SEEDS, right, total);
