@@ -1,0 +1,251 @@
+/*
+ * bench_hot.c - the recorder's hot path, one mode per process, for the table of issue 27
+ * (bench/rows_hot.sh runs it): ns per cuMemAlloc+cuMemFree pair over the bare driver at call
+ * depth 20, the recorder's own CPU per pair with 8 threads against 1, and the footprint and
+ * exit-dump figures of a long record.  One mode per process so that each starts with a fresh
+ * ring and flight record, as a program would.  Figures only: nothing passes or fails on time.
+ *
+ * usage: bench_hot LIB MODE [PAIRS]
+ *   MODE  none | none1m | alloc | all     ns per pair, best of 5 (context, --max-entries 1M)
+ *         threads                        CPU per pair, 8 threads vs 1, hooked and bare
+ *         dump                           PAIRS pairs (unlimited, context none), then the
+ *                                        recorder's bytes per entry and one dump: its time and
+ *                                        peak RSS against the RSS before it
+ * Times are the process's CPU time (BENCH_CLOCK=wall for the wall clock); the dump's is wall.
+ * The recorder's files go to $BENCH_DIR (default /tmp), in a directory removed at the end;
+ * CUMEMHIST_FLIGHT=0 in the environment turns the flight record off as for any program.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cumemhist/recorder.h"
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+
+static alloc_fn g_alloc;
+static free_fn g_free;
+static long g_pairs;
+
+static double clock_ns(clockid_t c)
+{
+    struct timespec t;
+    clock_gettime(c, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* The clock the single-thread modes read: the process's CPU time (BENCH_CLOCK=wall: the wall
+ * clock).  CPU time counts the helper thread's work for the recorder and leaves out the time
+ * other programs on a shared machine took the core; wall time counts both. */
+static clockid_t g_clock = CLOCK_PROCESS_CPUTIME_ID;
+
+static double run_pairs(void)
+{
+    double t0 = clock_ns(g_clock);
+    for (long i = 0; i < g_pairs; i++) {
+        CUdeviceptr p;
+        if (g_alloc(&p, 4096 + (size_t)(i & 7) * 512) != CUDA_SUCCESS || g_free(p) != CUDA_SUCCESS) {
+            fprintf(stderr, "bench_hot: allocation failed\n");
+            exit(1);
+        }
+    }
+    return (clock_ns(g_clock) - t0) / (double)g_pairs;
+}
+
+/* the loop at a call depth, so that a stack has real frames to walk */
+__attribute__((noinline)) static double at_depth(int d)
+{
+    if (d > 0) {
+        double r = at_depth(d - 1);
+        __asm__ volatile("" ::: "memory"); /* keep the frame: no tail call */
+        return r;
+    }
+    return run_pairs();
+}
+
+static double best_of(int reps, int depth)
+{
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double v = at_depth(depth);
+        if (v < best) best = v;
+    }
+    return best;
+}
+
+static void *thread_pairs(void *arg)
+{
+    (void)arg;
+    CUcontext ctx;
+    CUdevice dev;
+    if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) return (void *)1;
+    at_depth(20);
+    return NULL;
+}
+
+static double threaded(int nthreads)
+{
+    pthread_t th[64];
+    double c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    for (int i = 0; i < nthreads; i++)
+        if (pthread_create(&th[i], NULL, thread_pairs, NULL) != 0) return -1;
+    for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+    return (clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c0) / ((double)g_pairs * nthreads);
+}
+
+static double best_threaded(int reps, int nthreads)
+{
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double v = threaded(nthreads);
+        if (v >= 0 && v < best) best = v;
+    }
+    return best;
+}
+
+/* kB of a /proc/self/status line */
+static long status_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl)) v = atol(line + kl);
+    if (f) fclose(f);
+    return v;
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[PATH_MAX + 512];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    closedir(d);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: bench_hot LIB none|none1m|alloc|all|threads|dump [PAIRS]\n");
+        return 2;
+    }
+    const char *lib = argv[1], *mode = argv[2];
+    g_pairs = argc > 3 ? atol(argv[3]) : 1000000;
+    const char *base_dir = getenv("BENCH_DIR") ? getenv("BENCH_DIR") : "/tmp";
+    char tmpdir[PATH_MAX], out[PATH_MAX + 16];
+    snprintf(tmpdir, sizeof tmpdir, "%s/cmh-bench-hot-XXXXXX", base_dir);
+    if (!mkdtemp(tmpdir)) {
+        perror("bench_hot: mkdtemp");
+        return 1;
+    }
+    snprintf(out, sizeof out, "%s/bench.cmh", tmpdir);
+    setenv("CUMEMHIST_OUTPUT", out, 1);
+    CUdevice dev;
+    CUcontext ctx;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) {
+        fprintf(stderr, "bench_hot: no CUDA device (put the fake driver on LD_LIBRARY_PATH)\n");
+        return 2;
+    }
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "bench_hot: %s\n", dlerror());
+        return 2;
+    }
+    alloc_fn w_alloc = (alloc_fn)dlsym(h, "cuMemAlloc_v2");
+    free_fn w_free = (free_fn)dlsym(h, "cuMemFree_v2");
+    int (*rec)(const cmh_options *) = (int (*)(const cmh_options *))dlsym(h, "cmh_record_memory_history");
+    int (*dump)(const char *) = (int (*)(const char *))dlsym(h, "cmh_dump_snapshot");
+    if (!w_alloc || !w_free || !rec || !dump) {
+        fprintf(stderr, "bench_hot: %s does not export the recorder API\n", lib);
+        return 2;
+    }
+    if (getenv("BENCH_CLOCK") && !strcmp(getenv("BENCH_CLOCK"), "wall")) g_clock = CLOCK_MONOTONIC;
+    const int reps = 5, depth = 20;
+    int rc = 0;
+    g_alloc = cuMemAlloc;
+    g_free = cuMemFree;
+    at_depth(depth); /* warm the driver up */
+
+    if (!strcmp(mode, "threads")) {
+        double b1 = best_threaded(3, 1), b8 = best_threaded(3, 8);
+        g_alloc = w_alloc;
+        g_free = w_free;
+        cmh_options o = {CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 1000000, 32, 1};
+        rec(&o);
+        double h1 = best_threaded(3, 1), h8 = best_threaded(3, 8);
+        printf("threads: CPU ns/pair bare 1 thread %.1f, 8 threads %.1f; hooked %.1f, %.1f; recorder's own +%.1f vs +%.1f = %.2fx\n",
+               b1, b8, h1, h8, h1 - b1, h8 - b8, (h8 - b8) / (h1 - b1));
+    } else if (!strcmp(mode, "dump")) {
+        g_alloc = w_alloc;
+        g_free = w_free;
+        cmh_options o = {CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0, 32, 1};
+        long rss0 = status_kb("VmRSS:");
+        rec(&o);
+        at_depth(depth);
+        long rss1 = status_kb("VmRSS:");
+        int fd = open("/proc/self/clear_refs", O_WRONLY); /* "5": the peak RSS starts again from now */
+        if (fd >= 0) {
+            if (write(fd, "5", 1) != 1) perror("bench_hot: clear_refs");
+            close(fd);
+        }
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/dump.cmh", tmpdir);
+        double t0 = clock_ns(CLOCK_MONOTONIC);
+        if (dump(path) != CMH_OK) {
+            fprintf(stderr, "bench_hot: dump failed\n");
+            rc = 1;
+        }
+        double secs = (clock_ns(CLOCK_MONOTONIC) - t0) / 1e9;
+        long hwm = status_kb("VmHWM:");
+        struct stat st;
+        long long fsize = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+        double entries = 2.0 * (double)g_pairs;
+        printf("dump: %.0f entries; recorder RSS %.1f MB = %.1f B/entry; dump %.3f s, %lld B; peak RSS %.1f MB vs %.1f MB before = %.2fx\n",
+               entries, (double)(rss1 - rss0) / 1024, (double)(rss1 - rss0) * 1024 / entries, secs, fsize,
+               (double)hwm / 1024, (double)rss1 / 1024, (double)hwm / (double)rss1);
+    } else {
+        cmh_options o = {CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0, 32, 1};
+        if (!strcmp(mode, "none1m")) o.max_entries = 1000000;
+        else if (!strcmp(mode, "alloc")) o.context = CMH_CONTEXT_ALLOC;
+        else if (!strcmp(mode, "all")) o.context = CMH_CONTEXT_ALL;
+        else if (strcmp(mode, "none")) {
+            fprintf(stderr, "bench_hot: unknown mode %s\n", mode);
+            return 2;
+        }
+        double base = best_of(reps, depth);
+        g_alloc = w_alloc;
+        g_free = w_free;
+        rec(&o);
+        double t = best_of(reps, depth);
+        g_alloc = cuMemAlloc;
+        g_free = cuMemFree;
+        double base2 = best_of(reps, depth); /* the best of both, so warm-up never flatters the hooks */
+        if (base2 < base) base = base2;
+        printf("%s: bare %.1f ns/pair, hooked %.1f ns/pair, +%.1f ns (%s)\n", mode, base, t, t - base,
+               g_clock == CLOCK_MONOTONIC ? "wall" : "process CPU");
+    }
+    fflush(stdout);
+    cmh_options off = {CMH_ENABLED_OFF, CMH_CONTEXT_NONE, 0, 32, 1};
+    rec(&off);
+    remove_dir(tmpdir);
+    _exit(rc); /* no exit snapshot: the figures are the output */
+}
