@@ -21,14 +21,16 @@
 /* A segment an allocator made managed (cmh_segment_managed) after its segment_alloc entry was
  * written: that entry still says "one implied block".  Walking the ring backwards, every managed
  * segment (live now, or freed later with its managed flags) takes the flag off its latest
- * segment_alloc / segment_map entry. */
-static int fix_managed(cmh_rec_entry *e, uint64_t n, const cmh_live *live, size_t nl, int device)
+ * segment_alloc / segment_map entry.  The ring is read in place (cmh_hist_view_ring), so the
+ * entries to change are only named, in *fixed (positions + 1), and changed as they are exported. */
+static int fix_managed(const cmh_ring_view *v, cmh_oatab *fixed, const cmh_live *live, size_t nl, int device)
 {
-    uint64_t want = 0;
+    uint64_t want = 0, n = v->n;
     for (size_t k = 0; k < nl; k++) want += live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK);
-    for (uint64_t k = 0; k < n; k++)
-        want += (e[k].action == CMH_ACT_SEGMENT_FREE || e[k].action == CMH_ACT_SEGMENT_UNMAP) &&
-                !(e[k].flags & CMH_EF_WHOLE_BLOCK);
+    for (uint64_t k = 0; k < n; k++) {
+        const cmh_rec_entry *x = cmh_view_at(v, k);
+        want += (x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP) && !(x->flags & CMH_EF_WHOLE_BLOCK);
+    }
     if (!want) return CMH_OK; /* no allocator above the driver here */
     cmh_oatab set; /* addresses of managed segments not yet matched with their allocation */
     cmh_oa_init(&set, sizeof(uint64_t));
@@ -37,7 +39,7 @@ static int fix_managed(cmh_rec_entry *e, uint64_t n, const cmh_live *live, size_
         if (live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK) && !cmh_oa_get(&set, live[k].addr, NULL))
             goto oom;
     for (uint64_t k = n; k-- > 0;) {
-        cmh_rec_entry *x = &e[k];
+        const cmh_rec_entry *x = cmh_view_at(v, k);
         int freed = x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP;
         int made = x->action == CMH_ACT_SEGMENT_ALLOC || x->action == CMH_ACT_SEGMENT_MAP;
         if (freed && !(x->flags & CMH_EF_WHOLE_BLOCK)) {
@@ -45,7 +47,7 @@ static int fix_managed(cmh_rec_entry *e, uint64_t n, const cmh_live *live, size_
         } else if (made) {
             void *slot = cmh_oa_find(&set, x->addr);
             if (slot) {
-                x->flags &= ~(unsigned)CMH_EF_WHOLE_BLOCK & 15u;
+                if (!cmh_oa_get(fixed, k + 1, NULL)) goto oom;
                 cmh_oa_remove(&set, slot);
             }
         }
@@ -63,17 +65,20 @@ static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32
                         void *arg, int64_t now_ticks, int64_t now_ns)
 {
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
-        cmh_rec_entry *copy;
+        cmh_ring_view v;
         uint64_t n, dropped;
         int rc;
         cmh_export_seq[i] = 0;
-        if (!cmh_hist_copy_ring(i, &copy, &n, &dropped, &cmh_export_seq[i], &rc)) continue;
+        if (!cmh_hist_view_ring(i, &v, &dropped, &cmh_export_seq[i], &rc)) continue;
+        n = v.n;
         int device = i == CMH_HOST_SLOT ? -1 : i;
-        if (rc == CMH_OK) rc = fix_managed(copy, n, live, nl, device);
+        cmh_oatab fixed; /* positions + 1 of entries that lose CMH_EF_WHOLE_BLOCK */
+        cmh_oa_init(&fixed, sizeof(uint64_t));
+        if (rc == CMH_OK) rc = fix_managed(&v, &fixed, live, nl, device);
         if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, dropped, NULL);
         if (rc == CMH_OK && n <= UINT32_MAX) rc = cmh_snapshot_reserve_entries(s, (uint32_t)n);
         for (uint64_t k = 0; k < n && rc == CMH_OK; k++) {
-            const cmh_rec_entry *r = &copy[k];
+            const cmh_rec_entry *r = cmh_view_at(&v, k);
             cmh_entry e;
             memset(&e, 0, sizeof e);
             e.time_ns = cmh_ticks_to_ns(r->ticks, now_ticks, now_ns);
@@ -89,10 +94,12 @@ static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32
             }
             e.action = r->action;
             e.flags = r->flags;
+            if (fixed.n && cmh_oa_find(&fixed, k + 1)) e.flags &= ~(unsigned)CMH_EF_WHOLE_BLOCK & 15u;
             e.kind = r->kind;
             if (rc == CMH_OK) rc = cmh_snapshot_add_entry(s, &e);
         }
-        free(copy);
+        cmh_oa_free(&fixed);
+        cmh_hist_view_release(&v);
         if (rc != CMH_OK) return rc;
     }
     return CMH_OK;

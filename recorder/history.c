@@ -4,9 +4,15 @@
  * device's counters.
  *
  * Invariants:
- *  - A device's ring holds its most recent entries in append order; ring[head] is the oldest.
- *    With max_entries = 0 it grows without bound (head stays 0); otherwise it grows up to
- *    max_entries and then overwrites the oldest entry, counting it in `dropped`.
+ *  - A device's ring holds its most recent entries in append order; position head is the
+ *    oldest.  It is a list of chunks of CHUNK entries (the last one of a bounded ring may be
+ *    shorter), so it grows by a chunk and never moves an entry: with max_entries = 0 it grows
+ *    without bound (head stays 0, and an entry once written is never written again until a
+ *    clear, which is what lets a dump read it in place: cmh_hist_view_ring); otherwise it grows
+ *    up to max_entries and then overwrites the oldest entry, counting it in `dropped`.
+ *  - The helper thread makes the next chunk ahead (`spare`, its pages already touched) when a
+ *    ring comes within half a chunk of its end, so growth is a pointer store on the hot path;
+ *    a malloc there is only the fallback when the helper is late or absent.
  *  - A device's counters change only under that device's lock, together with the entry that
  *    explains the change (cmh_hist_record).
  *  - Entry times never decrease along a ring: a thread stamps its event before it takes the
@@ -27,7 +33,10 @@ uint64_t cmh_lost;
 
 typedef struct dev_state {
     cmh_mutex lock;
-    cmh_rec_entry *ring;
+    cmh_rec_entry **chunks; /* chunk i holds positions [i * CHUNK, (i + 1) * CHUNK) */
+    uint64_t nchunks, dircap;
+    cmh_rec_entry *spare; /* a whole chunk the helper made ahead, or NULL */
+    uint64_t ask_at;      /* the count at which the helper is asked for the next spare */
     uint64_t cap, head, count, dropped, total;
     uint64_t alloc_cur, alloc_peak, res_cur, res_peak, nallocs, nfrees, nooms;
     int64_t last_ticks; /* of the newest entry: the ring's times never go backwards */
@@ -36,6 +45,11 @@ typedef struct dev_state {
 
 static dev_state g_dev[CMH_MAX_DEVICES + 1];
 static uint64_t g_max_entries; /* 0 = unlimited; written with every device lock held */
+/* Held by a dump that reads an unlimited ring in place (cmh_hist_view_ring), and by whatever
+ * would rewrite entries under it (a clear, a new capacity); never by the hooks.  Taken before
+ * any device lock. */
+static cmh_mutex g_view_lock = CMH_MUTEX_INITIALIZER;
+static int g_spare_asked; /* some device wants a spare chunk: the helper makes it */
 static cmh_livetab *g_segs;    /* driver allocations, VMM maps aside */
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -46,7 +60,10 @@ static int g_inited; /* set last by init_once: the hooks test it before paying f
 static void init_once(void)
 {
     take_reference();
-    for (int i = 0; i <= CMH_MAX_DEVICES; i++) cmh_mutex_init(&g_dev[i].lock);
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+        cmh_mutex_init(&g_dev[i].lock);
+        g_dev[i].ask_at = UINT64_MAX;
+    }
     g_max_entries = cmh_cfg.max_entries;
     g_segs = cmh_live_new(); /* NULL: out of memory at start-up; every segment is then lost */
     __atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
@@ -110,31 +127,107 @@ uint32_t cmh_hist_thread(void)
 
 /* ---- ring ---- */
 
+#define CHUNK_BITS CMH_RING_CHUNK_BITS
+#define CHUNK (1ull << CHUNK_BITS) /* 3 MiB of entries */
+#define CHUNK_MASK (CHUNK - 1)
+
+static inline cmh_rec_entry *at_pos(const dev_state *d, uint64_t p) { return &d->chunks[p >> CHUNK_BITS][p & CHUNK_MASK]; }
+
+/* The entry k places after the oldest. */
+static inline cmh_rec_entry *nth(const dev_state *d, uint64_t k)
+{
+    uint64_t p = d->head + k;
+    return at_pos(d, p >= d->cap ? p - d->cap : p);
+}
+
+static void free_chunks(dev_state *d)
+{
+    for (uint64_t i = 0; i < d->nchunks; i++) free(d->chunks[i]);
+    free(d->chunks);
+    free(d->spare);
+    d->chunks = NULL;
+    d->spare = NULL;
+    d->nchunks = d->dircap = d->cap = d->head = 0;
+    d->ask_at = UINT64_MAX;
+}
+
+/* When the ring can still grow past cap, ask for a spare once half of the last chunk is used. */
+static void set_ask(dev_state *d)
+{
+    int more = !g_max_entries || d->cap + CHUNK <= g_max_entries; /* a whole chunk would be used */
+    d->ask_at = more && !d->spare ? d->cap - CHUNK / 2 : UINT64_MAX;
+}
+
+/* One more chunk at the end of a ring that is full and unwrapped (head 0); -1 out of memory. */
+static int grow(dev_state *d)
+{
+    assert(cmh_held(&d->lock) && d->head == 0 && d->count == d->cap);
+    uint64_t want = CHUNK;
+    if (g_max_entries && g_max_entries - d->cap < want) want = g_max_entries - d->cap;
+    if (d->nchunks == d->dircap) {
+        uint64_t nc = d->dircap ? d->dircap * 2 : 16;
+        cmh_rec_entry **nd = realloc(d->chunks, nc * sizeof *nd); /* 8 bytes a chunk: rare and small */
+        if (!nd) return -1;
+        d->chunks = nd;
+        d->dircap = nc;
+    }
+    cmh_rec_entry *c;
+    if (want == CHUNK && d->spare) {
+        c = d->spare;
+        d->spare = NULL;
+    } else if (!(c = malloc(want * sizeof *c))) return -1;
+    d->chunks[d->nchunks++] = c;
+    d->cap += want;
+    set_ask(d);
+    return 0;
+}
+
+static void ask_spare(dev_state *d)
+{
+    d->ask_at = UINT64_MAX;
+    if (!__atomic_exchange_n(&g_spare_asked, 1, __ATOMIC_ACQ_REL)) cmh_helper_wake();
+}
+
 static void ring_append(dev_state *d, const cmh_rec_entry *e)
 {
     assert(cmh_held(&d->lock));
     d->total++;
     cmh_flight_entry((int)(d - g_dev), d->total, e); /* the file first: a death in between loses nothing */
     if (g_max_entries && d->count == g_max_entries) {
-        d->ring[d->head] = *e;
+        *at_pos(d, d->head) = *e;
         if (++d->head == g_max_entries) d->head = 0; /* no division on the hot path */
         d->dropped++;
         return;
     }
-    if (d->count == d->cap) {
-        uint64_t nc = d->cap ? d->cap * 2 : 4096;
-        if (g_max_entries && nc > g_max_entries) nc = g_max_entries;
-        cmh_rec_entry *nr = realloc(d->ring, nc * sizeof *nr);
-        if (!nr) {
-            cmh_count_lost(1);
-            return;
-        }
-        d->ring = nr;
-        d->cap = nc;
+    if (CMH_UNLIKELY(d->count == d->cap) && grow(d) != 0) {
+        cmh_count_lost(1);
+        return;
     }
-    uint64_t at = d->head + d->count; /* head < cap, count < cap: one wrap at most */
-    d->ring[at >= d->cap ? at - d->cap : at] = *e;
-    d->count++;
+    *nth(d, d->count) = *e;
+    if (CMH_UNLIKELY(++d->count == d->ask_at)) ask_spare(d);
+}
+
+int cmh_hist_spare_wanted(void) { return __atomic_load_n(&g_spare_asked, __ATOMIC_ACQUIRE); }
+
+/* The helper thread: a spare chunk, its pages touched, for each ring that asked. */
+void cmh_hist_make_spares(void)
+{
+    __atomic_store_n(&g_spare_asked, 0, __ATOMIC_RELEASE);
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+        dev_state *d = &g_dev[i];
+        cmh_lock(&d->lock);
+        int want = !d->spare && d->ask_at == UINT64_MAX && d->cap && d->cap - d->count <= CHUNK / 2 &&
+                   (!g_max_entries || d->cap + CHUNK <= g_max_entries);
+        cmh_unlock(&d->lock);
+        if (!want) continue;
+        cmh_rec_entry *c = malloc(CHUNK * sizeof *c);
+        if (!c) continue; /* the hot path will try itself */
+        memset(c, 0, CHUNK * sizeof *c); /* the page faults here, not in the hooks */
+        cmh_lock(&d->lock);
+        if (!d->spare && (!g_max_entries || d->cap + CHUNK <= g_max_entries)) d->spare = c, c = NULL;
+        cmh_unlock(&d->lock);
+        free(c);
+    }
 }
 
 void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr, uint64_t size, uint64_t requested,
@@ -269,43 +362,67 @@ static void unlock_all_devices(void)
 void cmh_hist_clear(void)
 {
     cmh_hist_ensure_init();
+    cmh_lock(&g_view_lock); /* no dump is reading a ring in place */
     lock_all_devices();
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         g_dev[i].head = g_dev[i].count = g_dev[i].dropped = 0;
+        set_ask(&g_dev[i]);
         if (g_dev[i].total) cmh_flight_clear(i, g_dev[i].total); /* entry numbers go on: the file drops what came before */
     }
     unlock_all_devices();
+    cmh_unlock(&g_view_lock);
+}
+
+/* The last `keep` entries of d, oldest first, into a new list of chunks sized for max_entries
+ * (the rule grow() follows); -1 out of memory, d unchanged. */
+static int rebuild(dev_state *d, uint64_t keep, uint64_t max_entries)
+{
+    uint64_t n = (keep + CHUNK - 1) / CHUNK, cap = 0;
+    cmh_rec_entry **nc = calloc(n ? n : 1, sizeof *nc);
+    if (!nc) return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t want = max_entries && max_entries - cap < CHUNK ? max_entries - cap : CHUNK;
+        if (!(nc[i] = malloc(want * sizeof **nc))) {
+            while (i--) free(nc[i]);
+            free(nc);
+            return -1;
+        }
+        cap += want;
+    }
+    uint64_t skip = d->count - keep;
+    for (uint64_t k = 0; k < keep; k++) nc[k >> CHUNK_BITS][k & CHUNK_MASK] = *nth(d, skip + k);
+    uint64_t dropped = d->dropped + skip;
+    free_chunks(d);
+    d->chunks = nc;
+    d->nchunks = d->dircap = n;
+    d->cap = cap;
+    d->head = 0;
+    d->count = keep;
+    d->dropped = dropped;
+    return 0;
 }
 
 void cmh_hist_set_capacity(uint64_t max_entries)
 {
     cmh_hist_ensure_init();
+    cmh_lock(&g_view_lock);
     lock_all_devices();
     if (max_entries != g_max_entries) {
         for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
             dev_state *d = &g_dev[i];
             if (!d->count) {
-                free(d->ring);
-                d->ring = NULL;
-                d->cap = d->head = 0;
+                free_chunks(d);
                 continue;
             }
             uint64_t keep = max_entries && d->count > max_entries ? max_entries : d->count;
-            cmh_rec_entry *nr = malloc(keep * sizeof *nr);
-            if (!nr) continue; /* keep the old ring and its limit */
-            uint64_t skip = d->count - keep;
-            for (uint64_t k = 0; k < keep; k++) nr[k] = d->ring[(d->head + skip + k) % d->cap];
-            free(d->ring);
-            d->ring = nr;
-            d->cap = keep;
-            d->head = 0;
-            d->count = keep;
-            d->dropped += skip;
+            if (rebuild(d, keep, max_entries) != 0) continue; /* keep the old ring and its limit */
         }
         g_max_entries = max_entries;
+        for (int i = 0; i <= CMH_MAX_DEVICES; i++) set_ask(&g_dev[i]);
         cmh_flight_set_capacity(max_entries);
     }
     unlock_all_devices();
+    cmh_unlock(&g_view_lock);
 }
 
 int cmh_hist_stats(cmh_device_stats *out, int cap)
@@ -351,10 +468,51 @@ int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dro
         *out = malloc(d->count * sizeof **out);
         if (!*out) *rc = CMH_ENOMEM;
         else
-            for (uint64_t k = 0; k < d->count; k++) (*out)[k] = d->ring[(d->head + k) % d->cap];
+            for (uint64_t k = 0; k < d->count; k++) (*out)[k] = *nth(d, k);
     }
     cmh_unlock(&d->lock);
     return used;
+}
+
+int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, int *rc)
+{
+    cmh_hist_ensure_init();
+    dev_state *d = &g_dev[slot];
+    memset(v, 0, sizeof *v);
+    *rc = CMH_OK;
+    cmh_lock(&g_view_lock);
+    cmh_lock(&d->lock);
+    int used = d->used;
+    *dropped = d->dropped;
+    *seq = d->total;
+    if (used && d->count) {
+        if (!g_max_entries) {
+            /* unlimited: [0, count) is written once and stays where it is; only the chunk list
+             * can move (it grows), so the view keeps a copy of that alone */
+            assert(d->head == 0);
+            v->chunks = malloc(d->nchunks * sizeof *v->chunks);
+            if (v->chunks) {
+                memcpy(v->chunks, d->chunks, d->nchunks * sizeof *v->chunks);
+                v->n = d->count;
+                v->locked = 1;
+            }
+        } else if ((v->copy = malloc(d->count * sizeof *v->copy))) { /* bounded: the oldest are overwritten */
+            for (uint64_t k = 0; k < d->count; k++) v->copy[k] = *nth(d, k);
+            v->n = d->count;
+        }
+        if (!v->n) *rc = CMH_ENOMEM;
+    }
+    cmh_unlock(&d->lock);
+    if (!v->locked) cmh_unlock(&g_view_lock);
+    return used;
+}
+
+void cmh_hist_view_release(cmh_ring_view *v)
+{
+    free(v->chunks);
+    free(v->copy);
+    if (v->locked) cmh_unlock(&g_view_lock);
+    memset(v, 0, sizeof *v);
 }
 
 int cmh_hist_collect_segments(cmh_live **out, size_t *n)
@@ -388,10 +546,13 @@ void cmh_hist_reset_after_fork(void)
 {
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         dev_state *d = &g_dev[i];
-        free(d->ring);
+        free_chunks(d);
         memset(d, 0, sizeof *d);
         cmh_mutex_init(&d->lock);
+        d->ask_at = UINT64_MAX;
     }
+    cmh_mutex_init(&g_view_lock);
+    g_spare_asked = 0;
     if (g_segs) cmh_live_reset(g_segs);
     cmh_touched = 0;
     cmh_lost = 0;

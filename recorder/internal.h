@@ -157,6 +157,26 @@ CMH_HIDDEN int cmh_hist_stats(cmh_device_stats *out, int cap);
 /* For the export: device slot i's ring (a malloc'ed copy, oldest first), drop count and entry
  * count so far (the last entry's sequence number); 0 when the device was never used. */
 CMH_HIDDEN int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dropped, uint64_t *seq, int *rc);
+/* The same for a dump, without a copy of the entries where it can (an unlimited ring is read in
+ * place: its entries never move and are never rewritten but by a clear or a new capacity, which
+ * wait for cmh_hist_view_release).  A bounded ring is copied, as its oldest entries are being
+ * overwritten.  Entry k of the view is cmh_view_at(v, k), oldest first; rc: CMH_ENOMEM or CMH_OK. */
+#define CMH_RING_CHUNK_BITS 16
+typedef struct cmh_ring_view {
+    cmh_rec_entry **chunks; /* the ring's chunks, read in place; or NULL */
+    cmh_rec_entry *copy;    /* else a copy, oldest first */
+    uint64_t n;
+    int locked;
+} cmh_ring_view;
+static inline const cmh_rec_entry *cmh_view_at(const cmh_ring_view *v, uint64_t k)
+{
+    return v->copy ? &v->copy[k] : &v->chunks[k >> CMH_RING_CHUNK_BITS][k & ((1ull << CMH_RING_CHUNK_BITS) - 1)];
+}
+CMH_HIDDEN int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, int *rc);
+CMH_HIDDEN void cmh_hist_view_release(cmh_ring_view *v);
+/* The helper thread makes rings' next chunks ahead of them (history.c). */
+CMH_HIDDEN int cmh_hist_spare_wanted(void);
+CMH_HIDDEN void cmh_hist_make_spares(void);
 CMH_HIDDEN int cmh_hist_collect_segments(cmh_live **out, size_t *n);
 CMH_HIDDEN void cmh_hist_atfork_prepare(void);
 CMH_HIDDEN void cmh_hist_atfork_parent(void);
@@ -290,6 +310,8 @@ CMH_HIDDEN void cmh_flight_tick(void); /* the helper thread, every ~100 ms */
 CMH_HIDDEN int cmh_flight_checkpoint_wanted(void);
 CMH_HIDDEN int cmh_flight_populate_wanted(void);
 CMH_HIDDEN void cmh_flight_populate(void); /* the helper: make the next pages writable */
+CMH_HIDDEN int cmh_flight_prepare_wanted(void);
+CMH_HIDDEN void cmh_flight_prepare(void); /* the helper: the next extent, made ahead */
 CMH_HIDDEN void cmh_helper_wake(void);
 /* cuMemGetInfo samples (hooks.c): of every device through the contexts seen, into a snapshot */
 CMH_HIDDEN void cmh_meminfo_sample_all(void);

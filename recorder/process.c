@@ -108,6 +108,8 @@ static void *helper(void *arg)
             ssize_t w = write(g_term_pipe[1], &one, 1);
             (void)w;
         }
+        if (cmh_hist_spare_wanted()) cmh_hist_make_spares();
+        if (cmh_flight_prepare_wanted()) cmh_flight_prepare();
         if (cmh_flight_populate_wanted()) cmh_flight_populate();
         if (cmh_flight_checkpoint_wanted()) cmh_flight_tick();
         if (__atomic_exchange_n(&g_oom_pending, 0, __ATOMIC_ACQ_REL)) {

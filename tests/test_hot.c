@@ -1,0 +1,250 @@
+/*
+ * test_hot.c - the recorder's rings as the hot path sees them: rings of many chunks (a chunk is
+ * 65,536 entries), grown while dumps read them in place, wrapped across a short last chunk,
+ * cut and regrown by a new capacity, cleared.  Under contention (threads on two devices) every
+ * thread's own events must stay in its program order on its device, drop counts must be exact
+ * (kept + dropped = recorded), and a bounded ring must keep exactly the newest entries.
+ *
+ * Each worker allocates and frees at once, with sizes that number its pairs (pair k has size
+ * size_of(k), distinct for each k), so the trace of one thread can be checked against what it did.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recorder_util.h"
+
+#define THREADS 4
+static CUcontext g_ctx[2];
+static long g_pairs = 25000; /* per thread */
+static volatile int g_running;
+
+static uint64_t size_of(long k) { return 256 * (uint64_t)(1 + k); } /* the fake driver only reserves it */
+
+static void opts(cmh_context ctx, uint64_t max_entries, int clear)
+{
+    cmh_options o = {CMH_ENABLED_ALL, ctx, max_entries, 32, clear};
+    CU_ASSERT_EQUAL_FATAL(cmh_record_memory_history(&o), CMH_OK);
+}
+
+typedef struct worker_arg {
+    int dev;
+    long pairs, done;
+} worker_arg;
+
+static void *worker(void *p)
+{
+    worker_arg *w = p;
+    cuCtxSetCurrent(g_ctx[w->dev]);
+    for (long k = 0; k < w->pairs; k++) {
+        CUdeviceptr a;
+        if (cuMemAlloc(&a, size_of(k)) != CUDA_SUCCESS) break;
+        cuMemFree(a);
+        w->done++;
+    }
+    return NULL;
+}
+
+/* One device's trace, thread by thread: the kept events of each recorder thread must be its
+ * pairs k0..k0+m-1 in order, alloc then free of one address (a free may lead when the alloc
+ * was dropped).  tail: a bounded ring, so what a thread kept ends with its last pair (when it
+ * kept anything); else it starts with its first.  Returns the entries checked. */
+static uint64_t check_order(const cmh_snapshot *s, int dev, int tail, long pairs)
+{
+    const cmh_trace *t = trace_of(s, dev);
+    if (!t) return 0;
+    enum { MAXT = 64 };
+    long next[MAXT]; /* per recorder thread number: its event number expected next (2k + is_free), -1 unseen */
+    uint64_t alloc_addr[MAXT];
+    for (int i = 0; i < MAXT; i++) next[i] = -1, alloc_addr[i] = 0;
+    int64_t last_time = 0;
+    uint64_t checked = 0, bad = 0;
+    for (uint32_t i = 0; i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
+        if (e->time_ns < last_time) bad++; /* times never go backwards along a ring */
+        last_time = e->time_ns;
+        uint32_t th = e->thread < MAXT ? e->thread : MAXT - 1;
+        int is_free = e->action == CMH_ACT_SEGMENT_FREE;
+        long ev = 2 * ((long)(e->size / 256) - 1) + is_free;
+        if (next[th] < 0 && !tail && ev != 0) bad++; /* unlimited: a thread's first event is kept */
+        if (next[th] >= 0 && ev != next[th]) bad++;  /* then every one, in its order */
+        if (is_free && alloc_addr[th] && e->addr != alloc_addr[th]) bad++;
+        alloc_addr[th] = is_free ? 0 : e->addr;
+        next[th] = ev + 1;
+        checked++;
+    }
+    if (tail) /* a bounded ring keeps the newest: what a thread kept ends with its last free */
+        for (int i = 0; i < MAXT; i++)
+            if (next[i] >= 0 && next[i] != 2 * pairs) bad++;
+    CU_ASSERT_EQUAL(bad, 0);
+    if (bad) fprintf(stderr, "\n  device %d: %lu of %lu entries out of order\n", dev, (unsigned long)bad, (unsigned long)checked);
+    return checked;
+}
+
+/* What device dev's ring holds right after a clear, and its entry count then: afterwards,
+ * kept + dropped must equal recorded - base_recorded + base_kept. */
+typedef struct base {
+    uint64_t recorded[2], kept[2];
+} base;
+
+static base base_now(void)
+{
+    base b;
+    memset(&b, 0, sizeof b);
+    cmh_device_stats st[4];
+    int nd = cmh_memory_stats(st, 4);
+    cmh_snapshot s;
+    dump_load(&s);
+    for (int k = 0; k < nd && k < 4; k++)
+        if (st[k].device >= 0 && st[k].device < 2) {
+            const cmh_trace *tr = trace_of(&s, st[k].device);
+            b.recorded[st[k].device] = st[k].entries_recorded;
+            b.kept[st[k].device] = tr ? tr->nentries + tr->dropped : 0;
+        }
+    cmh_snapshot_free(&s);
+    return b;
+}
+
+static void run_workers(worker_arg *w, int n, int dump_meanwhile)
+{
+    pthread_t t[THREADS];
+    for (int i = 0; i < n; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, worker, &w[i]), 0);
+    /* dumps while the rings grow: each must be a consistent prefix of every thread's work */
+    for (int d = 0; d < dump_meanwhile; d++) {
+        cmh_snapshot s;
+        dump_load(&s);
+        for (int dev = 0; dev < 2; dev++) check_order(&s, dev, 0, g_pairs);
+        cmh_snapshot_free(&s);
+    }
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+}
+
+/* Unlimited: several chunks per device, dumps reading them in place while threads append. */
+static void test_unlimited_under_contention(void)
+{
+    opts(CMH_CONTEXT_NONE, 0, 1);
+    base b = base_now();
+    worker_arg w[THREADS];
+    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs, 0};
+    run_workers(w, THREADS, 3);
+    cmh_device_stats st[4];
+    int nd = cmh_memory_stats(st, 4);
+    cmh_snapshot s;
+    dump_load(&s);
+    uint64_t total = 0;
+    for (int k = 0; k < nd && k < 4; k++) {
+        if (st[k].device < 0 || st[k].device > 1) continue;
+        const cmh_trace *tr = trace_of(&s, st[k].device);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+        CU_ASSERT_EQUAL(tr->dropped, 0);
+        CU_ASSERT_EQUAL(tr->nentries, st[k].entries_recorded - b.recorded[st[k].device] + b.kept[st[k].device]);
+        uint64_t checked = check_order(&s, st[k].device, 0, g_pairs);
+        CU_ASSERT_EQUAL(checked, (uint64_t)g_pairs * 2 * (THREADS / 2));
+        total += checked;
+    }
+    CU_ASSERT(total > 2 * 65536 || g_pairs < 20000); /* more than one chunk per device */
+    CU_ASSERT(cmh_lost_events() == 0);
+    cmh_snapshot_free(&s);
+}
+
+/* Bounded, with a short last chunk (70,000 = 65,536 + 4,464) that wraps many times. */
+static void test_bounded_exact_drops(void)
+{
+    const uint64_t cap = 70000;
+    opts(CMH_CONTEXT_NONE, cap, 1);
+    base b = base_now();
+    worker_arg w[THREADS];
+    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs, 0};
+    run_workers(w, THREADS, 0);
+    cmh_device_stats st[4];
+    int nd = cmh_memory_stats(st, 4);
+    cmh_snapshot s;
+    dump_load(&s);
+    for (int k = 0; k < nd && k < 4; k++) {
+        if (st[k].device < 0 || st[k].device > 1) continue;
+        const cmh_trace *tr = trace_of(&s, st[k].device);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+        CU_ASSERT_EQUAL(tr->nentries + tr->dropped, st[k].entries_recorded - b.recorded[st[k].device] + b.kept[st[k].device]);
+        CU_ASSERT_EQUAL(tr->dropped, st[k].entries_dropped);
+        if (tr->nentries + tr->dropped >= cap) CU_ASSERT_EQUAL(tr->nentries, cap);
+        check_order(&s, st[k].device, 1, g_pairs);
+    }
+    cmh_snapshot_free(&s);
+}
+
+/* One thread: a long unlimited ring cut to 100,000 (the newest stay, in order, the rest are
+ * counted as dropped), regrown unlimited, then cleared and started again. */
+static void test_capacity_and_clear_across_chunks(void)
+{
+    opts(CMH_CONTEXT_NONE, 0, 1);
+    base b = base_now();
+    worker_arg w = {0, 80000, 0};
+    worker(&w); /* 160,000 entries: three chunks */
+    cmh_device_stats st[4];
+    cmh_memory_stats(st, 4);
+    uint64_t before = st[0].entries_recorded - b.recorded[0] + b.kept[0];
+    opts(CMH_CONTEXT_NONE, 100000, 0);
+    cmh_snapshot s;
+    dump_load(&s);
+    const cmh_trace *tr = trace_of(&s, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+    CU_ASSERT_EQUAL(tr->nentries, 100000);
+    CU_ASSERT_EQUAL(tr->nentries + tr->dropped, before);
+    /* the newest: the last entry is the free of pair 79,999, the first the alloc of pair 30,000 */
+    const cmh_entry *first = &s.entries[tr->first_entry], *last = &s.entries[tr->first_entry + tr->nentries - 1];
+    CU_ASSERT_EQUAL(last->action, CMH_ACT_SEGMENT_FREE);
+    CU_ASSERT_EQUAL(last->size, size_of(79999));
+    CU_ASSERT_EQUAL(first->action, CMH_ACT_SEGMENT_ALLOC);
+    CU_ASSERT_EQUAL(first->size, size_of(30000));
+    check_order(&s, 0, 1, 80000);
+    cmh_snapshot_free(&s);
+
+    opts(CMH_CONTEXT_NONE, 0, 0); /* unlimited again: it grows on from the 100,000 */
+    w = (worker_arg){0, 40000, 0};
+    worker(&w);
+    dump_load(&s);
+    tr = trace_of(&s, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+    CU_ASSERT_EQUAL(tr->nentries, 180000);
+    const cmh_entry *mid = &s.entries[tr->first_entry + 100000];
+    CU_ASSERT_EQUAL(mid->action, CMH_ACT_SEGMENT_ALLOC);
+    CU_ASSERT_EQUAL(mid->size, size_of(0));
+    cmh_snapshot_free(&s);
+
+    opts(CMH_CONTEXT_NONE, 0, 1); /* cleared: the chunks stay, the entries go */
+    w = (worker_arg){0, 10, 0};
+    worker(&w);
+    dump_load(&s);
+    tr = trace_of(&s, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+    uint32_t pairs = 0;
+    for (uint32_t i = 0; i < tr->nentries; i++) pairs += s.entries[tr->first_entry + i].action == CMH_ACT_SEGMENT_ALLOC;
+    CU_ASSERT_EQUAL(pairs, 10);
+    CU_ASSERT(tr->nentries <= 24); /* the pairs, and the pools' samples a clear starts with */
+    check_order(&s, 0, 0, 10);
+    cmh_snapshot_free(&s);
+}
+
+int main(void)
+{
+    CUcontext c0;
+    int rc = recorder_test_init(&c0);
+    if (rc) return 77;
+    const char *n = getenv("CMH_HOT_PAIRS");
+    if (n && atol(n) > 0) g_pairs = atol(n);
+    CUdevice d1;
+    int ndev = 0;
+    cuDeviceGetCount(&ndev);
+    if (ndev < 2 || cuDeviceGet(&d1, 1) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&g_ctx[1], d1) != CUDA_SUCCESS) return 77;
+    g_ctx[0] = c0;
+    if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+    CU_pSuite s = CU_add_suite("hot", NULL, NULL);
+    CMH_ADD_TEST(s, test_unlimited_under_contention);
+    CMH_ADD_TEST(s, test_bounded_exact_drops);
+    CMH_ADD_TEST(s, test_capacity_and_clear_across_chunks);
+    return cmh_test_main();
+}
