@@ -4,7 +4,8 @@
  * its rules: snapshot/flight_format.h; the reader: analyzer/recover.c).
  *
  * The file is SNAPSHOT.flight beside the snapshot the process would write, created with mode
- * 0600 (O_EXCL | O_NOFOLLOW).  Extents are added to it as the records fill them, each with its
+ * 0600 (O_EXCL | O_NOFOLLOW).  Extents are added to it ahead of the records (by the helper
+ * thread, once the active one is half full; by the appender only when the helper is late), each with its
  * space reserved by posix_fallocate (a write through a mapping into a full disk would be SIGBUS)
  * and mapped MAP_SHARED: what is stored there belongs to the page cache, not to the process, and
  * survives its death.  Each trace entry is appended where the ring takes it, under the device's
@@ -103,23 +104,70 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     return 0;
 }
 
-/* Move appends on past the full extent `full`: to the next one, made if need be.  Returns the
- * active extent, or -1 when none can take more. */
+/* The next extent is made ahead of the appends, by the helper thread, once the active one is
+ * half full (posix_fallocate and mmap are ~100 us: not for the hot path).  g_prep_at is the
+ * cursor past which an append asks for it (once, through g_prep_asked); UINT64_MAX once it is
+ * made.  A made-ahead extent is an ordinary one with nothing in it yet (cursor 0), so readers
+ * need no change; when appends reach it, switching is a store. */
+static uint64_t g_prep_at = UINT64_MAX;
+static int g_prep_asked;
+
+static void arm_prepare(uint32_t active)
+{
+    __atomic_store_n(&g_prep_at, active < CMH_FLIGHT_EXTENTS ? g_h->area[active].size / 2 : UINT64_MAX, __ATOMIC_RELAXED);
+}
+
+/* The extent made ahead of the active one a, if any (under g_grow). */
+static int prepared_after(uint32_t a)
+{
+    uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
+    return a + 1 < n && !g_h->area[a + 1].dropped && __atomic_load_n(&g_h->area[a + 1].cursor, __ATOMIC_RELAXED) == 0 ? (int)a + 1 : -1;
+}
+
+int cmh_flight_prepare_wanted(void) { return __atomic_load_n(&g_prep_asked, __ATOMIC_ACQUIRE); }
+
+void cmh_flight_prepare(void)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&g_grow);
+    uint32_t a = __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE), n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
+    if (a < CMH_FLIGHT_EXTENTS && a + 1 == n && n < CMH_FLIGHT_EXTENTS &&
+        __atomic_load_n(&g_h->area[a].cursor, __ATOMIC_RELAXED) >= g_h->area[a].size / 2) {
+        uint64_t size = g_h->area[a].size * 2;
+        if (size > (uint64_t)MAX_EXTENT_MB << 20) size = (uint64_t)MAX_EXTENT_MB << 20;
+        if (make_extent(g_h, n, size) != 0) cmh_log("%s: no room for the next %llu MiB of the flight record yet", g_path, (unsigned long long)(size >> 20));
+    }
+    if (prepared_after(a) >= 0 || n >= CMH_FLIGHT_EXTENTS) __atomic_store_n(&g_prep_at, UINT64_MAX, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_prep_asked, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_grow);
+}
+
+/* Move appends on past the full extent `full`: to the next one, made if need be (the helper
+ * has usually made it already).  Returns the active extent, or -1 when none can take more. */
 static int next_extent(uint32_t full, int new_generation)
 {
     pthread_mutex_lock(&g_grow);
     int rc = (int)__atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE);
     if ((uint32_t)rc == full || new_generation) {
-        uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
-        uint64_t size = new_generation ? g_first_size : g_h->area[n - 1].size * 2;
-        if (size > (uint64_t)MAX_EXTENT_MB << 20) size = (uint64_t)MAX_EXTENT_MB << 20;
+        int ahead = prepared_after((uint32_t)rc);
         if (new_generation) __atomic_add_fetch(&g_h->gen, 1, __ATOMIC_RELEASE);
-        if (n < CMH_FLIGHT_EXTENTS && make_extent(g_h, n, size) == 0) {
-            __atomic_store_n(&g_h->active, n, __ATOMIC_RELEASE);
-            rc = (int)n;
+        if (ahead >= 0) {
+            g_h->area[ahead].gen = g_h->gen; /* empty so far: it may start the new generation */
+            __atomic_store_n(&g_h->active, (uint32_t)ahead, __ATOMIC_RELEASE);
+            arm_prepare((uint32_t)ahead);
+            rc = ahead;
         } else {
-            rc = -1;
-            if (!new_generation) __atomic_store_n(&g_h->active, CMH_FLIGHT_EXTENTS, __ATOMIC_RELEASE); /* full for good */
+            uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
+            uint64_t size = new_generation ? g_first_size : g_h->area[n - 1].size * 2;
+            if (size > (uint64_t)MAX_EXTENT_MB << 20) size = (uint64_t)MAX_EXTENT_MB << 20;
+            if (n < CMH_FLIGHT_EXTENTS && make_extent(g_h, n, size) == 0) {
+                __atomic_store_n(&g_h->active, n, __ATOMIC_RELEASE);
+                arm_prepare(n);
+                rc = (int)n;
+            } else {
+                rc = -1;
+                if (!new_generation) __atomic_store_n(&g_h->active, CMH_FLIGHT_EXTENTS, __ATOMIC_RELEASE); /* full for good */
+            }
         }
     }
     pthread_mutex_unlock(&g_grow);
@@ -140,6 +188,9 @@ static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
         uint64_t at = __atomic_fetch_add(&ar->cursor, len, __ATOMIC_RELAXED);
         if (at + len <= ar->size) {
             cmh_flight_rec *r = (cmh_flight_rec *)(g_map[a] + at);
+            if (CMH_UNLIKELY(at > __atomic_load_n(&g_prep_at, __ATOMIC_RELAXED)) && !__atomic_load_n(&g_prep_asked, __ATOMIC_RELAXED) &&
+                !__atomic_exchange_n(&g_prep_asked, 1, __ATOMIC_ACQ_REL))
+                cmh_helper_wake();
             if (CMH_UNLIKELY(at + len + POP_WINDOW / 2 > __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED)) &&
                 __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED) < ar->size && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
                 cmh_helper_wake();
@@ -451,6 +502,7 @@ void cmh_flight_start(void)
         return;
     }
     h->active = 0;
+    g_prep_at = g_first_size / 2;
     __atomic_store_n(&g_h, h, __ATOMIC_RELEASE); /* only now may appends come: the first extent is there */
     cmh_stacks_each(cmh_flight_stack); /* those made before (a forked child's inherited ones) */
     cmh_marks_each(cmh_flight_name);
@@ -589,6 +641,8 @@ void cmh_flight_reset_after_fork(void)
     }
     g_h = NULL;
     g_fd = -1;
+    g_prep_at = UINT64_MAX;
+    g_prep_asked = 0;
     pthread_mutex_init(&g_grow, NULL);
     pthread_mutex_init(&g_tick, NULL);
     g_nknown = 0;

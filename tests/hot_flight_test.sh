@@ -1,0 +1,51 @@
+#!/bin/sh
+# hot_flight_test.sh BUILD_DIR SOURCE_DIR - a flight record that grows through many extents,
+# each made ahead of the appends by the helper thread, loses nothing at a SIGKILL: every entry
+# is recovered, in order, under `record` and by `recover` alike; with a bounded ring it goes
+# through checkpoints (a new generation may start in an extent made ahead) and keeps exactly
+# the newest entries, with the drop count exact.
+TEST=hot_flight . "$(dirname "$0")/testlib.sh"
+P=$B/tests/pairs_die
+# "ENTRIES DROPPED ORDERED" of a snapshot's device 0: ORDERED = 1 when the entries are pairs
+# k0..k1 in order, alloc then free of one address, ending with the last pair (N - 1)
+shape() {
+    "$CMH" trace --json "$1" 2>/dev/null | py -c "
+import json, sys
+d = [t for t in json.load(sys.stdin) if t['device'] == 0][0]
+es = [e for e in d['entries'] if e['action'] in ('segment_alloc', 'segment_free')]
+ok = 1
+prev = None
+for i, e in enumerate(es):
+    ev = 2 * (e['size'] // 256 - 1) + (e['action'] == 'segment_free')
+    if prev is not None and ev != prev + 1: ok = 0
+    if e['action'] == 'segment_free' and i and es[i - 1]['action'] == 'segment_alloc' and es[i - 1]['addr'] != e['addr']: ok = 0
+    prev = ev
+if prev != 2 * $2 - 1: ok = 0
+print(len(d['entries']), d.get('dropped_entries', 0), ok)
+"
+}
+
+# 1. 60,000 pairs with a 1 MiB first extent: extents of 1, 2, 4 and 8 MiB, then SIGKILL
+CUMEMHIST_FLIGHT=1 "$CMH" record -q -o a.cmh -- "$P" 60000 kill >/dev/null 2>err.txt
+set -- $(shape a.cmh 60000)
+[ "${1:-}" = 120000 ] && [ "${2:-}" = 0 ] && [ "${3:-}" = 1 ] && ok "record: all 120000 entries of a SIGKILLed run through 4+ extents, in order" ||
+    bad "record after SIGKILL: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+
+# 2. the same under a plain preload, then recover
+CUMEMHIST_FLIGHT=1 CUMEMHIST_OUTPUT=$T/b.cmh LD_PRELOAD=$B/libcumemhist.so${LD_PRELOAD:+:$LD_PRELOAD} "$P" 60000 kill 2>/dev/null
+"$CMH" recover b.cmh.flight 2>err.txt
+set -- $(shape b.cmh 60000)
+[ "${1:-}" = 120000 ] && [ "${3:-}" = 1 ] && ok "recover: all 120000 entries, in order" ||
+    bad "recover: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+py - b.cmh.flight 2>/dev/null <<'EOF2' && bad "the flight record should be gone after recover" || ok "recover removed the record"
+import sys; open(sys.argv[1])
+EOF2
+
+# 3. a bounded ring of 1,000 over 420,000 pairs: past 64 MiB, so at least one checkpoint
+CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD=$B/libcumemhist.so${LD_PRELOAD:+:$LD_PRELOAD} "$P" 420000 kill 2>/dev/null
+ls c.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded: the record went through a checkpoint" || bad "bounded: no checkpoint was written"
+"$CMH" recover c.cmh.flight 2>err.txt
+set -- $(shape c.cmh 420000)
+[ "${1:-}" = 1000 ] && [ "${2:-}" = 839000 ] && [ "${3:-}" = 1 ] && ok "bounded: the newest 1000 entries kept, 839000 dropped, in order" ||
+    bad "bounded after SIGKILL: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+finish
