@@ -152,7 +152,8 @@ static int next_extent(uint32_t full, int new_generation)
         int ahead = prepared_after((uint32_t)rc);
         if (new_generation) __atomic_add_fetch(&g_h->gen, 1, __ATOMIC_RELEASE);
         if (ahead >= 0) {
-            g_h->area[ahead].gen = g_h->gen; /* empty so far: it may start the new generation */
+            /* empty so far: it may start the new generation (atomic: the helper reads gens unlocked) */
+            __atomic_store_n(&g_h->area[ahead].gen, __atomic_load_n(&g_h->gen, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
             __atomic_store_n(&g_h->active, (uint32_t)ahead, __ATOMIC_RELEASE);
             arm_prepare((uint32_t)ahead);
             rc = ahead;
@@ -533,7 +534,7 @@ static uint64_t generation_bytes(void)
     uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t c = __atomic_load_n(&g_h->area[i].cursor, __ATOMIC_RELAXED), sz = __atomic_load_n(&g_h->area[i].size, __ATOMIC_RELAXED);
-        if (g_h->area[i].gen == gen) b += c < sz ? c : sz;
+        if (__atomic_load_n(&g_h->area[i].gen, __ATOMIC_ACQUIRE) == gen) b += c < sz ? c : sz;
     }
     return b;
 }
@@ -568,7 +569,7 @@ static void drop_generations_before(uint64_t gen)
 {
     for (uint32_t i = 0; i < g_h->nareas; i++) {
         cmh_flight_area *a = &g_h->area[i];
-        if (a->gen >= gen || a->dropped || !g_map[i]) continue;
+        if (__atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) >= gen || a->dropped || !g_map[i]) continue;
         struct timespec pause = {0, 100000};
         while (__atomic_load_n(&a->writers, __ATOMIC_ACQUIRE)) nanosleep(&pause, NULL);
         a->dropped = 1;

@@ -115,7 +115,9 @@ static inline dev_state *dev_slot(int device)
 /* ---- threads ---- */
 
 static uint32_t g_threads;
-static __thread uint32_t t_thread;
+/* initial-exec: a fixed offset from the thread pointer, not a __tls_get_addr call per entry (the
+ * library is preloaded or linked, so its few bytes of TLS come from the static block) */
+static __thread uint32_t t_thread __attribute__((tls_model("initial-exec")));
 
 /* A number, not the OS thread id: small, never reused within the record, and a forked child's
  * thread keeps the one it had (its entries stay its own). */
@@ -486,7 +488,8 @@ int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *
     *dropped = d->dropped;
     *seq = d->total;
     if (used && d->count) {
-        if (!g_max_entries) {
+        const char *copy = getenv("CUMEMHIST_DUMP_COPY"); /* "1": copy it anyway (the old way, to compare) */
+        if (!g_max_entries && !(copy && !strcmp(copy, "1"))) {
             /* unlimited: [0, count) is written once and stays where it is; only the chunk list
              * can move (it grows), so the view keeps a copy of that alone */
             assert(d->head == 0);

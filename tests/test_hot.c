@@ -229,6 +229,42 @@ static void test_capacity_and_clear_across_chunks(void)
     cmh_snapshot_free(&s);
 }
 
+/* A dump that reads the ring in place writes the entries a dump of a copy writes (the copy is
+ * what dumps did before, and still do with CUMEMHIST_DUMP_COPY=1): same count, same fields, in
+ * the same order; the times within 1 us (each dump maps ticks to ns through its own moment). */
+static void test_in_place_dump_equals_copy(void)
+{
+    opts(CMH_CONTEXT_ALLOC, 0, 1);
+    worker_arg w[THREADS];
+    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs / 2, 0};
+    run_workers(w, THREADS, 0);
+    cmh_snapshot a, b;
+    dump_load(&a);
+    setenv("CUMEMHIST_DUMP_COPY", "1", 1);
+    dump_load(&b);
+    unsetenv("CUMEMHIST_DUMP_COPY");
+    CU_ASSERT_EQUAL_FATAL(a.ntraces, b.ntraces);
+    uint64_t diff = 0, n = 0;
+    for (uint32_t t = 0; t < a.ntraces; t++) {
+        const cmh_trace *x = &a.traces[t], *y = trace_of(&b, x->device);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_EQUAL(x->dropped, y->dropped);
+        CU_ASSERT_EQUAL_FATAL(x->nentries, y->nentries);
+        for (uint32_t i = 0; i < x->nentries; i++) {
+            const cmh_entry *e = &a.entries[x->first_entry + i], *f = &b.entries[y->first_entry + i];
+            int64_t dt = e->time_ns - f->time_ns;
+            diff += e->action != f->action || e->addr != f->addr || e->size != f->size || e->requested != f->requested ||
+                    e->stream != f->stream || e->thread != f->thread || e->flags != f->flags || e->kind != f->kind ||
+                    e->stack != f->stack || dt > 1000 || dt < -1000;
+            n++;
+        }
+    }
+    CU_ASSERT_EQUAL(diff, 0);
+    CU_ASSERT(n >= (uint64_t)g_pairs * 2);
+    cmh_snapshot_free(&a);
+    cmh_snapshot_free(&b);
+}
+
 int main(void)
 {
     CUcontext c0;
@@ -246,5 +282,6 @@ int main(void)
     CMH_ADD_TEST(s, test_unlimited_under_contention);
     CMH_ADD_TEST(s, test_bounded_exact_drops);
     CMH_ADD_TEST(s, test_capacity_and_clear_across_chunks);
+    CMH_ADD_TEST(s, test_in_place_dump_equals_copy);
     return cmh_test_main();
 }
