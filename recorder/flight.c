@@ -55,6 +55,12 @@ const char *cmh_flight_path(void) { return g_h ? g_path : NULL; }
  * half a window of the populated end, they wake the helper (once). */
 #define POP_WINDOW (8ull << 20)
 static uint64_t g_pop[CMH_FLIGHT_EXTENTS]; /* bytes of each extent populated */
+/* Bytes of each extent given back from the process's RSS (MADV_DONTNEED) once written: the
+ * records are the file's, in the page cache, so the mapping need not keep them resident (a
+ * record written late into such a page faults it back from the cache; nothing is lost).
+ * This keeps the flight record's pages out of the recorder's footprint. */
+#define KEEP_RESIDENT (1ull << 20) /* behind the cursor: writers that reserved there finish */
+static uint64_t g_rel[CMH_FLIGHT_EXTENTS];
 static int g_pop_asked;
 
 static void populate(uint32_t i, uint64_t from, uint64_t to)
@@ -91,6 +97,7 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
     if (m == MAP_FAILED) return -1;
     g_map[i] = m;
+    g_rel[i] = 0;
     populate(i, 0, size < POP_WINDOW ? size : POP_WINDOW);
     cmh_flight_area *a = &h->area[i];
     a->offset = off;
@@ -550,6 +557,21 @@ int cmh_flight_checkpoint_wanted(void)
  * modules of new stacks, a new generation when a bounded ring's history outgrew the current. */
 static void checkpoint(void);
 
+/* The helper, under g_tick (no extent is unmapped meanwhile): what is written, out of RSS. */
+static void release_written(void)
+{
+    uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE), act = __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!g_map[i] || g_h->area[i].dropped || (act < CMH_FLIGHT_EXTENTS && i > act)) continue; /* made ahead: empty */
+        uint64_t size = __atomic_load_n(&g_h->area[i].size, __ATOMIC_ACQUIRE);
+        uint64_t c = __atomic_load_n(&g_h->area[i].cursor, __ATOMIC_RELAXED);
+        uint64_t upto = i == act ? (c > KEEP_RESIDENT ? c - KEEP_RESIDENT : 0) : size;
+        if (upto > size) upto = size;
+        upto &= ~(uint64_t)4095;
+        if (upto > g_rel[i] && madvise(g_map[i] + g_rel[i], upto - g_rel[i], MADV_DONTNEED) == 0) g_rel[i] = upto;
+    }
+}
+
 void cmh_flight_tick(void)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
@@ -562,6 +584,7 @@ void cmh_flight_tick(void)
     g_h->lost_events = __atomic_load_n(&cmh_lost, __ATOMIC_RELAXED);
     if (__atomic_load_n(&g_stacks_seen, __ATOMIC_RELAXED) != g_stacks_scanned) scan_modules();
     if (cmh_flight_checkpoint_wanted()) checkpoint();
+    release_written();
     pthread_mutex_unlock(&g_tick);
 }
 
@@ -644,6 +667,7 @@ void cmh_flight_reset_after_fork(void)
     g_fd = -1;
     g_prep_at = UINT64_MAX;
     g_prep_asked = 0;
+    memset(g_rel, 0, sizeof g_rel);
     pthread_mutex_init(&g_grow, NULL);
     pthread_mutex_init(&g_tick, NULL);
     g_nknown = 0;

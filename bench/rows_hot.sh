@@ -1,0 +1,36 @@
+#!/bin/sh
+# rows_hot.sh [BUILD_DIR [LIB]] - the recorder's hot-path rows (issue 27), each beside its goal:
+# ns per cuMemAlloc+cuMemFree pair over the bare driver at call depth 20, the flight record on,
+# with its file on the disk file system (/var/tmp) and on tmpfs (/dev/shm), and once with
+# CUMEMHIST_FLIGHT=0; the recorder's own CPU with 8 threads against 1; its bytes per entry; one
+# exit dump of 5 M entries.  LIB (default BUILD_DIR/libcumemhist.so) is the recorder measured,
+# so two builds can be put side by side.  PAIRS (default 300000) pairs a run.  Figures only:
+# nothing passes or fails.  Times are process CPU (bench/bench_hot.c says why), best of 5.
+set -eu
+B=$(cd "${1:-build-rel}" && pwd)
+LIB=${2:-$B/libcumemhist.so}
+PAIRS=${PAIRS:-300000}
+export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+H=$B/bench_hot
+row() { printf '%-58s %s\n' "$1" "$2"; }
+plus() { sed -n 's/.*hooked .* ns\/pair, \(+[0-9.]* ns\).*/\1/p'; }
+DISK=${DISK_DIR:-/var/tmp}
+SHM=${SHM_DIR:-/dev/shm}
+echo "rows_hot.sh: $LIB, $PAIRS pairs a run, $(nproc) cores; flight record on $DISK ($(stat -f -c %T "$DISK")) and $SHM ($(stat -f -c %T "$SHM"))"
+for m in "none:--context none, unlimited entries:60" "none1m:--context none, --max-entries 1M:60" \
+    "alloc:--context alloc, 32 frames:300" "all:--context all:450"; do
+    mode=${m%%:*} rest=${m#*:}
+    what=${rest%:*} goal=${rest##*:}
+    d=$(BENCH_DIR=$DISK "$H" "$LIB" "$mode" "$PAIRS" | plus)
+    s=$(BENCH_DIR=$SHM "$H" "$LIB" "$mode" "$PAIRS" | plus)
+    o=$(CUMEMHIST_FLIGHT=0 "$H" "$LIB" "$mode" "$PAIRS" | plus)
+    row "recorder per pair, $what" "disk $d, tmpfs $s, CUMEMHIST_FLIGHT=0 $o (goal <= +$goal ns, flight record on)"
+done
+t=$(BENCH_DIR=$DISK "$H" "$LIB" threads "$PAIRS")
+row "recorder's own CPU per pair, 8 threads vs 1" "$(echo "$t" | sed -n 's/.*= \([0-9.]*x\)$/\1/p') ($(echo "$t" | sed -n 's/.*recorder.s own \(.*\) =.*/\1 ns/p'); goal <= 1.5x)"
+for fl in 1 0; do
+    r=$(CUMEMHIST_FLIGHT=$([ $fl = 1 ] && echo 4 || echo 0) BENCH_DIR=$DISK "$H" "$LIB" dump 2500000)
+    tag=$([ $fl = 1 ] && echo "flight record on" || echo "CUMEMHIST_FLIGHT=0")
+    row "recorder's bytes per entry, 5 M entries ($tag)" "$(echo "$r" | sed -n 's/.*recorder RSS \([0-9.]* MB = [0-9.]* B\/entry\).*/\1/p') (goal <= 32 B/entry plus stacks)"
+    row "exit dump of 5 M entries ($tag)" "$(echo "$r" | sed -n 's/.*dump \([0-9.]* s\), .*peak RSS \(.*\)$/\1, peak RSS \2/p') (goal <= 1 s, <= 1.2x)"
+done
