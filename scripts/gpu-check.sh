@@ -1,10 +1,11 @@
 #!/bin/bash
-# gpu-check.sh OUT [all|torch|allocators|owners|whatif] - build cumemhist on a GPU host and check it against
+# gpu-check.sh OUT [all|torch|allocators|owners|whatif|steptime] - build cumemhist on a GPU host and check it against
 # the real driver, cudart and PyTorch's own recorder.  Writes report.txt and the snapshots under
 # OUT.  "torch" runs only the build and sections 2-3 (summaries against memory_summary());
 # "allocators" only the build and section 6 (allocators above the driver); "owners" only the
 # build and section 7 (co-recording a PyTorch job: owners against cuMemGetInfo); "whatif" only the
-# build and section 8 (the allocator model's predictions against three measured settings).
+# build and section 8 (the allocator model's predictions against three measured settings);
+# "steptime" only the build and section 9 (a PyTorch loop's step time with and without the recorder).
 #
 # The host needs cmake, gcc, the CUDA toolkit, python3 with torch (and msgpack); the Debian
 # packages cumemhist builds against may be unpacked under .deps/root (dpkg -x), used when
@@ -223,6 +224,23 @@ for r in w[1:]:
     print("%-28s %16d %16d %10.1f %d" % (r["setting"], r["peak_reserved"], m, (r["peak_reserved"] - m) / 1048576, r["ooms"]))
 PY
 fi # section 8
+
+if [ "$ONLY" = all ] || [ "$ONLY" = steptime ]; then
+say "== 9. step time of a real PyTorch loop: without the recorder, under it (no stacks, then the default"
+say "   context=all), with and without co-recording (PyTorch's own history switched on inside)"
+for conf in without none-alone all-alone none-corecord all-corecord; do
+    case $conf in
+    without) pre= ;;
+    none-alone) pre="env CUMEMHIST_TORCH=0 $CMH record -q --context none -o $W/st_$conf.cmh --" ;;
+    all-alone) pre="env CUMEMHIST_TORCH=0 $CMH record -q -o $W/st_$conf.cmh --" ;;
+    none-corecord) pre="$CMH record -q --context none -o $W/st_$conf.cmh --" ;;
+    all-corecord) pre="$CMH record -q -o $W/st_$conf.cmh --" ;;
+    esac
+    for rep in 1 2 3; do
+        $pre python3 samples/torch_train.py bench 300 2>>"$R" | sed "s/^/$conf (run $rep): /" | tee -a "$R"
+    done
+done
+fi # section 9
 
 mv "$OUT/leaky.cmh" "$OUT/cudart.cmh" "$W/" 2>/dev/null
 (cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./*.out ./oom.cmh ./torch_exp.cmh ./torch_exp.pickle \
