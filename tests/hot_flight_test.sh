@@ -32,7 +32,7 @@ set -- $(shape a.cmh 60000)
     bad "record after SIGKILL: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
 
 # 2. the same under a plain preload, then recover
-CUMEMHIST_FLIGHT=1 CUMEMHIST_OUTPUT=$T/b.cmh LD_PRELOAD=$B/libcumemhist.so${LD_PRELOAD:+:$LD_PRELOAD} "$P" 60000 kill 2>/dev/null
+CUMEMHIST_FLIGHT=1 CUMEMHIST_OUTPUT=$T/b.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 60000 kill 2>/dev/null
 "$CMH" recover b.cmh.flight 2>err.txt
 set -- $(shape b.cmh 60000)
 [ "${1:-}" = 120000 ] && [ "${3:-}" = 1 ] && ok "recover: all 120000 entries, in order" ||
@@ -42,7 +42,7 @@ import sys; open(sys.argv[1])
 EOF2
 
 # 3. a bounded ring of 1,000 over 420,000 pairs: past 64 MiB, so at least one checkpoint
-CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD=$B/libcumemhist.so${LD_PRELOAD:+:$LD_PRELOAD} "$P" 420000 kill 2>/dev/null
+CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 420000 kill 2>/dev/null
 ls c.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded: the record went through a checkpoint" || bad "bounded: no checkpoint was written"
 "$CMH" recover c.cmh.flight 2>err.txt
 set -- $(shape c.cmh 420000)
