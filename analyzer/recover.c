@@ -491,11 +491,15 @@ static int build(ctx *c, const cmh_snapshot *base, state *st)
             cmh_entry e = base->entries[bt->first_entry + i]; /* the base's ids: copied in the same order */
             if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return CMH_ENOMEM;
         }
+        int64_t last = INT64_MIN;
         for (uint32_t i = 0; i < c->nents; i++) {
             jentry *j = &c->ents[i];
             if (j->slot != slot || j->seq <= c->cleared[slot]) continue;
             if (k++ < skip) continue;
             cmh_entry e = j->e;
+            /* the recorder stamps after claiming the number: an overtaken entry gets the time before it */
+            if (e.time_ns < last) e.time_ns = last;
+            last = e.time_ns;
             if (model_stack(c, j->e.stack, &e.stack) != CMH_OK) return CMH_ENOMEM;
             if (e.action == CMH_ACT_MARK) { /* addr holds the mark's name id */
                 if (name_string(c, (uint32_t)e.addr, &e.name) != CMH_OK) return CMH_ENOMEM;

@@ -29,6 +29,7 @@ static int fix_managed(const cmh_ring_view *v, cmh_oatab *fixed, const cmh_live 
     for (size_t k = 0; k < nl; k++) want += live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK);
     for (uint64_t k = 0; k < n; k++) {
         const cmh_rec_entry *x = cmh_view_at(v, k);
+        if (!x) continue;
         want += (x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP) && !(x->flags & CMH_EF_WHOLE_BLOCK);
     }
     if (!want) return CMH_OK; /* no allocator above the driver here */
@@ -40,6 +41,7 @@ static int fix_managed(const cmh_ring_view *v, cmh_oatab *fixed, const cmh_live 
             goto oom;
     for (uint64_t k = n; k-- > 0;) {
         const cmh_rec_entry *x = cmh_view_at(v, k);
+        if (!x) continue;
         int freed = x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP;
         int made = x->action == CMH_ACT_SEGMENT_ALLOC || x->action == CMH_ACT_SEGMENT_MAP;
         if (freed && !(x->flags & CMH_EF_WHOLE_BLOCK)) {
@@ -77,11 +79,16 @@ static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32
         if (rc == CMH_OK) rc = fix_managed(&v, &fixed, live, nl, device);
         if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, dropped, NULL);
         if (rc == CMH_OK && n <= UINT32_MAX) rc = cmh_snapshot_reserve_entries(s, (uint32_t)n);
+        int64_t last = INT64_MIN;
         for (uint64_t k = 0; k < n && rc == CMH_OK; k++) {
             const cmh_rec_entry *r = cmh_view_at(&v, k);
+            if (!r) continue; /* lost: counted */
             cmh_entry e;
             memset(&e, 0, sizeof e);
-            e.time_ns = cmh_ticks_to_ns(r->ticks, now_ticks, now_ns);
+            /* a writer stamps after its claim: one overtaken gets the time of the entry before */
+            int64_t t = r->ticks > last ? r->ticks : last;
+            last = t;
+            e.time_ns = cmh_ticks_to_ns(t, now_ticks, now_ns);
             e.addr = r->addr;
             e.size = r->size;
             e.requested = r->requested;

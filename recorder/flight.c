@@ -8,8 +8,8 @@
  * thread, once the active one is half full; by the appender only when the helper is late), each with its
  * space reserved by posix_fallocate (a write through a mapping into a full disk would be SIGBUS)
  * and mapped MAP_SHARED: what is stored there belongs to the page cache, not to the process, and
- * survives its death.  Each trace entry is appended where the ring takes it, under the device's
- * lock; stacks, names and range annotations where they are made.  The helper thread keeps the
+ * survives its death.  Each trace entry is appended where the ring takes it, between its claim
+ * and its commit (history.c); stacks, names and range annotations where they are made.  The helper thread keeps the
  * clock line and the module map current and, with a bounded ring, starts a new generation with
  * a checkpoint once the current one holds several rings' worth.  A clean exit whose snapshot
  * was written removes the files.  Without a writable place, or with CUMEMHIST_FLIGHT=0, nothing
@@ -184,8 +184,9 @@ static int next_extent(uint32_t full, int new_generation)
 
 /* Reserve a record of len bytes, head included (a multiple of 8), in the active extent; NULL
  * when no extent can take it (then counted).  counted: raise the extent's writer count (commit() lowers it), so that the
- * extent is not given back under the writer.  Trace entries need not: they are written under
- * their device's lock, which the checkpoint takes before any extent is given back. */
+ * extent is not given back under the writer.  Trace entries need not (the hot path's one atomic
+ * here is the cursor's): the checkpoint waits for every entry claimed so far to be complete
+ * (cmh_hist_quiesce) before any extent is given back. */
 static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
 {
     for (int tries = 0; tries < 4; tries++) {
@@ -627,6 +628,7 @@ static void checkpoint(void)
     memcpy(g_h->ckpt_cut[which - 1], cut, sizeof cut);
     g_h->ckpt_gen[which - 1] = gen;
     __atomic_store_n(&g_h->ckpt_which, which, __ATOMIC_RELEASE);
+    cmh_hist_quiesce(); /* every trace entry claimed before the new generation began is written */
     drop_generations_before(gen);
 }
 

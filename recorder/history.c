@@ -3,27 +3,43 @@
  * (driver allocations other than VMM maps, which vmm.c keeps in address order) and each
  * device's counters.
  *
+ * The hot path takes no lock.  An event claims its entry with one atomic add on its device's
+ * `claim` word: the value is the entry's sequence number, so per-device order is the order of
+ * the claims (a free claims before the real free, an allocation after the real one returned,
+ * hooks.c).  It then writes the flight record and the ring slot, stores the slot's commit word
+ * (cmh_rec_entry.word) last with release, and adds one to `done`.  Counters are atomic adds,
+ * peaks a compare-and-swap only when one rises.
+ *
  * Invariants:
- *  - A device's ring holds its most recent entries in append order; position head is the
- *    oldest.  It is a list of chunks of CHUNK entries (the last one of a bounded ring may be
- *    shorter), so it grows by a chunk and never moves an entry: with max_entries = 0 it grows
- *    without bound (head stays 0, and an entry once written is never written again until a
- *    clear, which is what lets a dump read it in place: cmh_hist_view_ring); otherwise it grows
- *    up to max_entries and then overwrites the oldest entry, counting it in `dropped`.
- *  - The helper thread makes the next chunk ahead (`spare`, its pages already touched) when a
- *    ring comes within half a chunk of its end, so growth is a pointer store on the hot path;
- *    a malloc there is only the fallback when the helper is late or absent.
- *  - A device's counters change only under that device's lock, together with the entry that
- *    explains the change (cmh_hist_record).
- *  - Entry times never decrease along a ring: a thread stamps its event before it takes the
- *    lock, so one that was overtaken gets the time of the entry before it.
+ *  - Entry s (1-based) of a device is at ring position k = s - 1 - base (base: the sequence at
+ *    the last clear or new capacity), slot k of an unlimited ring, k % cap of a bounded one.
+ *    Positions live in chunks of CHUNK entries (a bounded ring's last chunk may be shorter)
+ *    through a fixed directory, so nothing ever moves; a bounded ring overwrites its oldest,
+ *    and its drops are exactly claimed - base - cap (plus those before base: drop0).
+ *  - A chunk is zero when it is put in the directory, so a slot's commit word is 0 until its
+ *    entry is complete (a thread number is never 0).  An unlimited ring's slot is written
+ *    once until a clear, which frees the chunks: a dump reads it in place (cmh_hist_view_ring,
+ *    under g_view_lock), waiting on a slot still being written.
+ *  - The helper thread puts the next chunk in the directory ahead of the writers (asked for when
+ *    a writer passes the middle of a chunk), so a lock and a calloc on the hot path are only the
+ *    fallback when the helper is late.
+ *  - Whatever must see a ring still (a bounded ring's copy, a clear, a new capacity, fork)
+ *    closes its gate: takes the device lock, sets GATE in `claim` (getting the exact count of
+ *    claims), and waits until `done` reaches it.  A writer whose claim came back with GATE set
+ *    wrote nothing: it waits on the device lock and claims again; opening the gate stores the
+ *    count back, which drops those refused claims.
+ *  - Times are stamped after the claim, so a thread preempted between the two can stamp later
+ *    than the next entry: readers (export.c, analyzer/recover.c) keep a ring's times
+ *    non-decreasing, giving an overtaken entry the time of the one before it.
  *  - A free is recorded *before* the driver frees, so no later allocation of the same address
  *    can be recorded ahead of it; if the driver refuses, cmh_hist_free_undo puts it back.
  *  - No lock here is ever held across a driver call, a stack capture or a malloc of user size.
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "internal.h"
@@ -31,25 +47,35 @@
 int cmh_touched;
 uint64_t cmh_lost;
 
+#define CHUNK_BITS CMH_RING_CHUNK_BITS
+#define CHUNK (1ull << CHUNK_BITS) /* 3 MiB of entries */
+#define CHUNK_MASK (CHUNK - 1)
+#define DIR_CHUNKS (1ull << 16) /* 2^32 entries a device; the directory is 512 KiB of address space, touched as used */
+#define GATE (1ull << 63)
+
 typedef struct dev_state {
-    cmh_mutex lock;
-    cmh_rec_entry **chunks; /* chunk i holds positions [i * CHUNK, (i + 1) * CHUNK) */
-    uint64_t nchunks, dircap;
-    cmh_rec_entry *spare; /* a whole chunk the helper made ahead, or NULL */
-    uint64_t ask_at;      /* the count at which the helper is asked for the next spare */
-    uint64_t cap, head, count, dropped, total;
-    uint64_t alloc_cur, alloc_peak, res_cur, res_peak, nallocs, nfrees, nooms;
-    int64_t last_ticks; /* of the newest entry: the ring's times never go backwards */
+    /* the writers' line */
+    uint64_t claim __attribute__((aligned(64))); /* entries claimed since the start, | GATE while closed */
+    uint64_t done;                               /* claims whose entry is complete */
+    uint64_t alloc_cur, res_cur, alloc_peak, res_peak, nallocs, nfrees, nooms;
+    /* read by writers, changed only with the gate closed (or, dir and its chunks, under lock) */
+    cmh_rec_entry **dir __attribute__((aligned(64))); /* DIR_CHUNKS chunk pointers, or NULL */
+    uint64_t cap;   /* 0 unlimited, else max_entries */
+    uint64_t base;  /* the claim count at the last clear / new capacity */
+    uint64_t drop0; /* entries dropped before base */
+    uint64_t want;  /* chunk index + 1 the helper is asked to make */
+    uint64_t hi;    /* chunks [0, hi) of dir may be there (under lock) */
     int used;
+    cmh_mutex lock; /* the gate and the fallback growth */
 } dev_state;
 
 static dev_state g_dev[CMH_MAX_DEVICES + 1];
-static uint64_t g_max_entries; /* 0 = unlimited; written with every device lock held */
+static uint64_t g_max_entries; /* 0 = unlimited; written with every gate closed */
 /* Held by a dump that reads an unlimited ring in place (cmh_hist_view_ring), and by whatever
  * would rewrite entries under it (a clear, a new capacity); never by the hooks.  Taken before
  * any device lock. */
 static cmh_mutex g_view_lock = CMH_MUTEX_INITIALIZER;
-static int g_spare_asked; /* some device wants a spare chunk: the helper makes it */
+static int g_spare_asked; /* some device wants a chunk made ahead: the helper makes it */
 static cmh_livetab *g_segs;    /* driver allocations, VMM maps aside */
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -60,11 +86,11 @@ static int g_inited; /* set last by init_once: the hooks test it before paying f
 static void init_once(void)
 {
     take_reference();
+    g_max_entries = cmh_cfg.max_entries;
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         cmh_mutex_init(&g_dev[i].lock);
-        g_dev[i].ask_at = UINT64_MAX;
+        g_dev[i].cap = g_max_entries;
     }
-    g_max_entries = cmh_cfg.max_entries;
     g_segs = cmh_live_new(); /* NULL: out of memory at start-up; every segment is then lost */
     __atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
 }
@@ -129,107 +155,101 @@ uint32_t cmh_hist_thread(void)
 
 /* ---- ring ---- */
 
-#define CHUNK_BITS CMH_RING_CHUNK_BITS
-#define CHUNK (1ull << CHUNK_BITS) /* 3 MiB of entries */
-#define CHUNK_MASK (CHUNK - 1)
-
-static inline cmh_rec_entry *at_pos(const dev_state *d, uint64_t p) { return &d->chunks[p >> CHUNK_BITS][p & CHUNK_MASK]; }
-
-/* The entry k places after the oldest. */
-static inline cmh_rec_entry *nth(const dev_state *d, uint64_t k)
+/* entries in chunk ci of a ring of capacity cap */
+static inline uint64_t chunk_len(uint64_t cap, uint64_t ci)
 {
-    uint64_t p = d->head + k;
-    return at_pos(d, p >= d->cap ? p - d->cap : p);
+    return cap && cap - ci * CHUNK < CHUNK ? cap - ci * CHUNK : CHUNK;
+}
+
+static inline uint64_t load_claim(dev_state *d) { return __atomic_load_n(&d->claim, __ATOMIC_ACQUIRE) & ~GATE; }
+
+/* Close the gate: no writer is in the ring when this returns, and none enters until open_gate. */
+static uint64_t close_gate(dev_state *d)
+{
+    cmh_lock(&d->lock);
+    uint64_t c = __atomic_fetch_or(&d->claim, GATE, __ATOMIC_ACQ_REL) & ~GATE;
+    for (int spins = 0; __atomic_load_n(&d->done, __ATOMIC_ACQUIRE) != c; spins++) {
+        if (spins < 64) continue;
+        sched_yield(); /* a writer between its claim and its commit: a few stores from done */
+    }
+    return c;
+}
+
+static void open_gate(dev_state *d, uint64_t c)
+{
+    __atomic_store_n(&d->claim, c, __ATOMIC_RELEASE); /* refused claims vanish: they claim again */
+    cmh_unlock(&d->lock);
 }
 
 static void free_chunks(dev_state *d)
 {
-    for (uint64_t i = 0; i < d->nchunks; i++) free(d->chunks[i]);
-    free(d->chunks);
-    free(d->spare);
-    d->chunks = NULL;
-    d->spare = NULL;
-    d->nchunks = d->dircap = d->cap = d->head = 0;
-    d->ask_at = UINT64_MAX;
+    if (!d->dir) return;
+    for (uint64_t i = 0; i < d->hi; i++)
+        if (d->dir[i]) free(d->dir[i]), d->dir[i] = NULL;
+    d->hi = 0;
 }
 
-/* When the ring can still grow past cap, ask for a spare once half of the last chunk is used. */
-static void set_ask(dev_state *d)
+/* The slow path of a write: the chunk is not there yet (the helper was late); under the lock. */
+static cmh_rec_entry *make_chunk(dev_state *d, uint64_t ci)
 {
-    int more = !g_max_entries || d->cap + CHUNK <= g_max_entries; /* a whole chunk would be used */
-    d->ask_at = more && !d->spare ? d->cap - CHUNK / 2 : UINT64_MAX;
-}
-
-/* One more chunk at the end of a ring that is full and unwrapped (head 0); -1 out of memory. */
-static int grow(dev_state *d)
-{
-    assert(cmh_held(&d->lock) && d->head == 0 && d->count == d->cap);
-    uint64_t want = CHUNK;
-    if (g_max_entries && g_max_entries - d->cap < want) want = g_max_entries - d->cap;
-    if (d->nchunks == d->dircap) {
-        uint64_t nc = d->dircap ? d->dircap * 2 : 16;
-        cmh_rec_entry **nd = realloc(d->chunks, nc * sizeof *nd); /* 8 bytes a chunk: rare and small */
-        if (!nd) return -1;
-        d->chunks = nd;
-        d->dircap = nc;
+    cmh_lock(&d->lock);
+    cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
+    if (!dir) { /* mmap: its zero pages cost nothing until a chunk pointer lands in them */
+        void *m = mmap(NULL, DIR_CHUNKS * sizeof *dir, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m != MAP_FAILED) __atomic_store_n(&d->dir, dir = m, __ATOMIC_RELEASE);
     }
-    cmh_rec_entry *c;
-    if (want == CHUNK && d->spare) {
-        c = d->spare;
-        d->spare = NULL;
-    } else if (!(c = malloc(want * sizeof *c))) return -1;
-    d->chunks[d->nchunks++] = c;
-    d->cap += want;
-    set_ask(d);
-    return 0;
+    cmh_rec_entry *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
+    if (dir && !c && (c = calloc(chunk_len(d->cap, ci), sizeof *c))) {
+        __atomic_store_n(&dir[ci], c, __ATOMIC_RELEASE);
+        if (ci >= d->hi) d->hi = ci + 1;
+    }
+    cmh_unlock(&d->lock);
+    return c;
 }
 
-static void ask_spare(dev_state *d)
+static void ask_chunk(dev_state *d, uint64_t ci)
 {
-    d->ask_at = UINT64_MAX;
+    if (ci >= DIR_CHUNKS || (d->cap && ci * CHUNK >= d->cap)) return;
+    cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
+    if (dir && __atomic_load_n(&dir[ci], __ATOMIC_RELAXED)) return; /* a bounded ring's later laps */
+    __atomic_store_n(&d->want, ci + 1, __ATOMIC_RELAXED);
     if (!__atomic_exchange_n(&g_spare_asked, 1, __ATOMIC_ACQ_REL)) cmh_helper_wake();
-}
-
-static void ring_append(dev_state *d, const cmh_rec_entry *e)
-{
-    assert(cmh_held(&d->lock));
-    d->total++;
-    cmh_flight_entry((int)(d - g_dev), d->total, e); /* the file first: a death in between loses nothing */
-    if (g_max_entries && d->count == g_max_entries) {
-        *at_pos(d, d->head) = *e;
-        if (++d->head == g_max_entries) d->head = 0; /* no division on the hot path */
-        d->dropped++;
-        return;
-    }
-    if (CMH_UNLIKELY(d->count == d->cap) && grow(d) != 0) {
-        cmh_count_lost(1);
-        return;
-    }
-    *nth(d, d->count) = *e;
-    if (CMH_UNLIKELY(++d->count == d->ask_at)) ask_spare(d);
 }
 
 int cmh_hist_spare_wanted(void) { return __atomic_load_n(&g_spare_asked, __ATOMIC_ACQUIRE); }
 
-/* The helper thread: a spare chunk, its pages touched, for each ring that asked. */
+/* The helper thread: the chunk each ring asked for, its pages touched, put in its directory. */
 void cmh_hist_make_spares(void)
 {
     __atomic_store_n(&g_spare_asked, 0, __ATOMIC_RELEASE);
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         dev_state *d = &g_dev[i];
+        uint64_t w = __atomic_exchange_n(&d->want, 0, __ATOMIC_ACQ_REL);
+        if (!w) continue;
         cmh_lock(&d->lock);
-        int want = !d->spare && d->ask_at == UINT64_MAX && d->cap && d->cap - d->count <= CHUNK / 2 &&
-                   (!g_max_entries || d->cap + CHUNK <= g_max_entries);
+        uint64_t cap = d->cap, len = chunk_len(cap, w - 1);
+        cmh_rec_entry **dir = d->dir;
+        int need = dir && !dir[w - 1] && (!cap || (w - 1) * CHUNK < cap);
         cmh_unlock(&d->lock);
-        if (!want) continue;
-        cmh_rec_entry *c = malloc(CHUNK * sizeof *c);
-        if (!c) continue; /* the hot path will try itself */
-        memset(c, 0, CHUNK * sizeof *c); /* the page faults here, not in the hooks */
+        if (!need) continue;
+        cmh_rec_entry *c = malloc(len * sizeof *c);
+        if (!c) continue; /* the writer will try itself */
+        memset(c, 0, len * sizeof *c); /* the page faults here, not in the hooks */
         cmh_lock(&d->lock);
-        if (!d->spare && (!g_max_entries || d->cap + CHUNK <= g_max_entries)) d->spare = c, c = NULL;
+        if (d->dir == dir && d->cap == cap && !dir[w - 1]) {
+            __atomic_store_n(&dir[w - 1], c, __ATOMIC_RELEASE);
+            if (w > d->hi) d->hi = w;
+            c = NULL;
+        }
         cmh_unlock(&d->lock);
         free(c);
     }
+}
+
+static inline void raise_peak(uint64_t *peak, uint64_t v)
+{
+    uint64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
+    while (v > p && !__atomic_compare_exchange_n(peak, &p, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
 }
 
 void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr, uint64_t size, uint64_t requested,
@@ -237,32 +257,53 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
 {
     cmh_hist_ensure_init();
     dev_state *d = dev_slot(device);
-    cmh_lock(&d->lock);
-    d->used = 1;
-    d->alloc_cur += (uint64_t)dalloc;
-    d->res_cur += (uint64_t)dres;
-    if (d->alloc_cur > d->alloc_peak) d->alloc_peak = d->alloc_cur;
-    if (d->res_cur > d->res_peak) d->res_peak = d->res_cur;
-    if (count_kind == CMH_COUNT_ALLOC) d->nallocs++;
-    else if (count_kind == CMH_COUNT_FREE) d->nfrees++;
-    else if (count_kind == CMH_COUNT_OOM) d->nooms++;
-    if (cmh_rec_enabled() == CMH_ENABLED_ALL) {
-        if (!ticks) ticks = cmh_now_ticks();
-        if (ticks < d->last_ticks) ticks = d->last_ticks;
-        d->last_ticks = ticks;
-        cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, cmh_hist_thread(), (unsigned)action & 15,
-                           (unsigned)kind & 7, (unsigned)flags & 15};
-        ring_append(d, &e);
+    if (CMH_UNLIKELY(!__atomic_load_n(&d->used, __ATOMIC_RELAXED))) __atomic_store_n(&d->used, 1, __ATOMIC_RELAXED);
+    if (dalloc) raise_peak(&d->alloc_peak, __atomic_add_fetch(&d->alloc_cur, (uint64_t)dalloc, __ATOMIC_RELAXED));
+    if (dres) raise_peak(&d->res_peak, __atomic_add_fetch(&d->res_cur, (uint64_t)dres, __ATOMIC_RELAXED));
+    if (count_kind == CMH_COUNT_ALLOC) __atomic_add_fetch(&d->nallocs, 1, __ATOMIC_RELAXED);
+    else if (count_kind == CMH_COUNT_FREE) __atomic_add_fetch(&d->nfrees, 1, __ATOMIC_RELAXED);
+    else if (count_kind == CMH_COUNT_OOM) __atomic_add_fetch(&d->nooms, 1, __ATOMIC_RELAXED);
+    if (cmh_rec_enabled() != CMH_ENABLED_ALL) return;
+    uint64_t s;
+    for (;;) {
+        s = __atomic_add_fetch(&d->claim, 1, __ATOMIC_ACQ_REL);
+        if (CMH_LIKELY(!(s & GATE))) break;
+        cmh_lock(&d->lock); /* closed: wait for it to open, then claim again */
+        cmh_unlock(&d->lock);
     }
-    cmh_unlock(&d->lock);
+    if (!ticks) ticks = cmh_now_ticks();
+    cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, {{cmh_hist_thread(), 0, (unsigned)action & 15,
+                       (unsigned)kind & 7, (unsigned)flags & 15}}};
+    cmh_flight_entry((int)(d - g_dev), s, &e); /* the file first: a death in between loses nothing */
+    uint64_t k = s - 1 - d->base, cap = d->cap, lap = 0;
+    if (cap && k >= cap) lap = k / cap, k %= cap;
+    uint64_t ci = k >> CHUNK_BITS, off = k & CHUNK_MASK;
+    cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
+    cmh_rec_entry *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
+    if (CMH_UNLIKELY(!c) && !(c = make_chunk(d, ci))) cmh_count_lost(1);
+    else {
+        cmh_rec_entry *slot = &c[off];
+        if (lap) { /* a bounded ring overwrites: the entry a lap before must be complete first */
+            cmh_rec_entry old;
+            for (int spins = 0;; spins++) {
+                old.word = __atomic_load_n(&slot->word, __ATOMIC_ACQUIRE);
+                if (old.word && old.lap == ((lap - 1) & 1)) break;
+                if (spins >= 64) sched_yield();
+            }
+            e.lap = lap & 1;
+        }
+        uint32_t word = e.word;
+        e.word = 0;
+        memcpy(slot, &e, offsetof(cmh_rec_entry, stack) + sizeof e.stack); /* all but the word */
+        __atomic_store_n(&slot->word, word, __ATOMIC_RELEASE);
+        if (CMH_UNLIKELY(off == CHUNK / 2)) ask_chunk(d, ci + 1);
+    }
+    __atomic_add_fetch(&d->done, 1, __ATOMIC_RELEASE);
 }
 
 void cmh_hist_adjust_allocated(int device, int64_t dalloc)
 {
-    dev_state *d = dev_slot(device);
-    cmh_lock(&d->lock);
-    d->alloc_cur += (uint64_t)dalloc;
-    cmh_unlock(&d->lock);
+    __atomic_add_fetch(&dev_slot(device)->alloc_cur, (uint64_t)dalloc, __ATOMIC_RELAXED);
 }
 
 uint32_t cmh_hist_free_stack(uint32_t alloc_stack)
@@ -351,56 +392,85 @@ void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t
 
 /* ---- control ---- */
 
-static void lock_all_devices(void)
+static uint64_t g_closed[CMH_MAX_DEVICES + 1]; /* each gate's claim count while all are closed */
+
+static void close_all(void)
 {
-    for (int i = 0; i <= CMH_MAX_DEVICES; i++) cmh_lock(&g_dev[i].lock);
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) g_closed[i] = close_gate(&g_dev[i]);
 }
 
-static void unlock_all_devices(void)
+static void open_all(void)
 {
-    for (int i = CMH_MAX_DEVICES; i >= 0; i--) cmh_unlock(&g_dev[i].lock);
+    for (int i = CMH_MAX_DEVICES; i >= 0; i--) open_gate(&g_dev[i], g_closed[i]);
+}
+
+/* entries in the ring now, claimed c (gate closed) */
+static inline uint64_t ring_count(const dev_state *d, uint64_t c)
+{
+    uint64_t n = c - d->base;
+    return d->cap && n > d->cap ? d->cap : n;
+}
+
+static inline uint64_t ring_dropped(const dev_state *d, uint64_t c)
+{
+    uint64_t n = c - d->base;
+    return d->drop0 + (d->cap && n > d->cap ? n - d->cap : 0);
+}
+
+/* The entry k places after the oldest (gate closed, claimed c); NULL where it was lost. */
+static const cmh_rec_entry *nth(const dev_state *d, uint64_t c, uint64_t k)
+{
+    uint64_t n = c - d->base, p = d->cap && n > d->cap ? (n - d->cap + k) % d->cap : k;
+    const cmh_rec_entry *ch = d->dir ? d->dir[p >> CHUNK_BITS] : NULL;
+    return ch && ch[p & CHUNK_MASK].word ? &ch[p & CHUNK_MASK] : NULL;
 }
 
 void cmh_hist_clear(void)
 {
     cmh_hist_ensure_init();
     cmh_lock(&g_view_lock); /* no dump is reading a ring in place */
-    lock_all_devices();
+    close_all();
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
-        g_dev[i].head = g_dev[i].count = g_dev[i].dropped = 0;
-        set_ask(&g_dev[i]);
-        if (g_dev[i].total) cmh_flight_clear(i, g_dev[i].total); /* entry numbers go on: the file drops what came before */
+        dev_state *d = &g_dev[i];
+        free_chunks(d); /* fresh zeroed chunks as entries come: commit words start at 0 again */
+        d->base = g_closed[i];
+        d->drop0 = 0;
+        if (g_closed[i]) cmh_flight_clear(i, g_closed[i]); /* entry numbers go on: the file drops what came before */
     }
-    unlock_all_devices();
+    open_all();
     cmh_unlock(&g_view_lock);
 }
 
-/* The last `keep` entries of d, oldest first, into a new list of chunks sized for max_entries
- * (the rule grow() follows); -1 out of memory, d unchanged. */
-static int rebuild(dev_state *d, uint64_t keep, uint64_t max_entries)
+/* The last `keep` entries of d, oldest first, into new chunks for a ring of max_entries
+ * (gate closed, claimed c); -1 out of memory, d unchanged. */
+static int rebuild(dev_state *d, uint64_t c, uint64_t keep, uint64_t max_entries)
 {
-    uint64_t n = (keep + CHUNK - 1) / CHUNK, cap = 0;
-    cmh_rec_entry **nc = calloc(n ? n : 1, sizeof *nc);
+    uint64_t n = (keep + CHUNK - 1) / CHUNK;
+    cmh_rec_entry **nc = n <= DIR_CHUNKS ? calloc(n ? n : 1, sizeof *nc) : NULL;
     if (!nc) return -1;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t want = max_entries && max_entries - cap < CHUNK ? max_entries - cap : CHUNK;
-        if (!(nc[i] = malloc(want * sizeof **nc))) {
+    for (uint64_t i = 0; i < n; i++)
+        if (!(nc[i] = calloc(chunk_len(max_entries, i), sizeof **nc))) {
             while (i--) free(nc[i]);
             free(nc);
             return -1;
         }
-        cap += want;
+    uint64_t count = ring_count(d, c), skip = count - keep, kept = 0;
+    for (uint64_t k = 0; k < keep; k++) {
+        const cmh_rec_entry *e = nth(d, c, skip + k);
+        if (!e) continue; /* lost before */
+        cmh_rec_entry *to = &nc[kept >> CHUNK_BITS][kept & CHUNK_MASK];
+        *to = *e;
+        to->lap = 0; /* the new ring's first lap */
+        kept++;
     }
-    uint64_t skip = d->count - keep;
-    for (uint64_t k = 0; k < keep; k++) nc[k >> CHUNK_BITS][k & CHUNK_MASK] = *nth(d, skip + k);
-    uint64_t dropped = d->dropped + skip;
+    uint64_t dropped = ring_dropped(d, c) + skip;
     free_chunks(d);
-    d->chunks = nc;
-    d->nchunks = d->dircap = n;
-    d->cap = cap;
-    d->head = 0;
-    d->count = keep;
-    d->dropped = dropped;
+    for (uint64_t i = 0; i < n; i++) d->dir[i] = nc[i];
+    d->hi = n;
+    free(nc);
+    d->cap = max_entries;
+    d->base = c - kept;
+    d->drop0 = dropped;
     return 0;
 }
 
@@ -408,22 +478,25 @@ void cmh_hist_set_capacity(uint64_t max_entries)
 {
     cmh_hist_ensure_init();
     cmh_lock(&g_view_lock);
-    lock_all_devices();
+    close_all();
     if (max_entries != g_max_entries) {
         for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
             dev_state *d = &g_dev[i];
-            if (!d->count) {
+            uint64_t c = g_closed[i], count = ring_count(d, c);
+            if (!count || !d->dir) {
+                d->drop0 = ring_dropped(d, c);
                 free_chunks(d);
+                d->cap = max_entries;
+                d->base = c;
                 continue;
             }
-            uint64_t keep = max_entries && d->count > max_entries ? max_entries : d->count;
-            if (rebuild(d, keep, max_entries) != 0) continue; /* keep the old ring and its limit */
+            uint64_t keep = max_entries && count > max_entries ? max_entries : count;
+            if (rebuild(d, c, keep, max_entries) != 0) cmh_count_lost(count); /* keep the old ring and its limit */
         }
         g_max_entries = max_entries;
-        for (int i = 0; i <= CMH_MAX_DEVICES; i++) set_ask(&g_dev[i]);
         cmh_flight_set_capacity(max_entries);
     }
-    unlock_all_devices();
+    open_all();
     cmh_unlock(&g_view_lock);
 }
 
@@ -433,47 +506,68 @@ int cmh_hist_stats(cmh_device_stats *out, int cap)
     int n = 0;
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         dev_state *d = &g_dev[i];
-        cmh_lock(&d->lock);
-        if (d->used) {
-            if (n < cap) {
-                cmh_device_stats *o = &out[n];
-                o->device = i == CMH_HOST_SLOT ? -1 : i;
-                o->allocated_current = d->alloc_cur;
-                o->allocated_peak = d->alloc_peak;
-                o->reserved_current = d->res_cur;
-                o->reserved_peak = d->res_peak;
-                o->num_allocs = d->nallocs;
-                o->num_frees = d->nfrees;
-                o->num_ooms = d->nooms;
-                o->entries_recorded = d->total;
-                o->entries_dropped = d->dropped;
-            }
-            n++;
+        if (!__atomic_load_n(&d->used, __ATOMIC_RELAXED)) continue;
+        if (n < cap) {
+            cmh_device_stats *o = &out[n];
+            cmh_lock(&d->lock); /* base, cap and drop0 stay (they change with the gate closed, under it) */
+            uint64_t c = load_claim(d);
+            o->entries_recorded = c;
+            o->entries_dropped = ring_dropped(d, c);
+            cmh_unlock(&d->lock);
+            o->device = i == CMH_HOST_SLOT ? -1 : i;
+            o->allocated_current = __atomic_load_n(&d->alloc_cur, __ATOMIC_RELAXED);
+            o->allocated_peak = __atomic_load_n(&d->alloc_peak, __ATOMIC_RELAXED);
+            o->reserved_current = __atomic_load_n(&d->res_cur, __ATOMIC_RELAXED);
+            o->reserved_peak = __atomic_load_n(&d->res_peak, __ATOMIC_RELAXED);
+            o->num_allocs = __atomic_load_n(&d->nallocs, __ATOMIC_RELAXED);
+            o->num_frees = __atomic_load_n(&d->nfrees, __ATOMIC_RELAXED);
+            o->num_ooms = __atomic_load_n(&d->nooms, __ATOMIC_RELAXED);
         }
-        cmh_unlock(&d->lock);
+        n++;
     }
     return n;
+}
+
+/* A copy of the ring, oldest first, with the gate closed (lost entries left out). */
+static int copy_closed(dev_state *d, uint64_t c, cmh_rec_entry **out, uint64_t *n)
+{
+    uint64_t count = ring_count(d, c), m = 0;
+    *out = NULL;
+    *n = 0;
+    if (!count) return CMH_OK;
+    if (!(*out = malloc(count * sizeof **out))) return CMH_ENOMEM;
+    for (uint64_t k = 0; k < count; k++) {
+        const cmh_rec_entry *e = nth(d, c, k);
+        if (e) (*out)[m++] = *e;
+    }
+    *n = m;
+    return CMH_OK;
 }
 
 int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dropped, uint64_t *seq, int *rc)
 {
     cmh_hist_ensure_init();
     dev_state *d = &g_dev[slot];
-    *rc = CMH_OK;
-    *out = NULL;
-    cmh_lock(&d->lock);
-    int used = d->used;
-    *n = d->count;
-    *dropped = d->dropped;
-    *seq = d->total;
-    if (used && d->count) {
-        *out = malloc(d->count * sizeof **out);
-        if (!*out) *rc = CMH_ENOMEM;
-        else
-            for (uint64_t k = 0; k < d->count; k++) (*out)[k] = *nth(d, k);
-    }
-    cmh_unlock(&d->lock);
+    uint64_t c = close_gate(d);
+    int used = __atomic_load_n(&d->used, __ATOMIC_RELAXED);
+    *dropped = ring_dropped(d, c);
+    *seq = c;
+    *rc = used ? copy_closed(d, c, out, n) : (*out = NULL, *n = 0, CMH_OK);
+    open_gate(d, c);
     return used;
+}
+
+const cmh_rec_entry *cmh_view_wait(const cmh_ring_view *v, uint64_t k)
+{
+    /* in place: entry k is claimed (k < n) but its writer has not stored its commit word yet, or
+     * its chunk is still being made; NULL only when the writer found no memory for the chunk */
+    for (int spins = 0;; spins++) {
+        const cmh_rec_entry *c = __atomic_load_n(&v->chunks[k >> CHUNK_BITS], __ATOMIC_ACQUIRE);
+        const cmh_rec_entry *e = c ? &c[k & CHUNK_MASK] : NULL;
+        if (e && __atomic_load_n(&e->word, __ATOMIC_ACQUIRE)) return e;
+        if (!e && spins > 1000) return NULL; /* lost (counted by its writer) */
+        if (spins >= 64) sched_yield();
+    }
 }
 
 int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, int *rc)
@@ -482,40 +576,45 @@ int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *
     dev_state *d = &g_dev[slot];
     memset(v, 0, sizeof *v);
     *rc = CMH_OK;
+    if (!__atomic_load_n(&d->used, __ATOMIC_RELAXED)) return 0;
     cmh_lock(&g_view_lock);
+    const char *copy = getenv("CUMEMHIST_DUMP_COPY"); /* "1": copy it anyway (the old way, to compare) */
+    int in_place = !(copy && !strcmp(copy, "1"));
     cmh_lock(&d->lock);
-    int used = d->used;
-    *dropped = d->dropped;
-    *seq = d->total;
-    if (used && d->count) {
-        const char *copy = getenv("CUMEMHIST_DUMP_COPY"); /* "1": copy it anyway (the old way, to compare) */
-        if (!g_max_entries && !(copy && !strcmp(copy, "1"))) {
-            /* unlimited: [0, count) is written once and stays where it is; only the chunk list
-             * can move (it grows), so the view keeps a copy of that alone */
-            assert(d->head == 0);
-            v->chunks = malloc(d->nchunks * sizeof *v->chunks);
-            if (v->chunks) {
-                memcpy(v->chunks, d->chunks, d->nchunks * sizeof *v->chunks);
-                v->n = d->count;
-                v->locked = 1;
-            }
-        } else if ((v->copy = malloc(d->count * sizeof *v->copy))) { /* bounded: the oldest are overwritten */
-            for (uint64_t k = 0; k < d->count; k++) v->copy[k] = *nth(d, k);
-            v->n = d->count;
-        }
-        if (!v->n) *rc = CMH_ENOMEM;
-    }
+    int unlimited = !d->cap;
     cmh_unlock(&d->lock);
-    if (!v->locked) cmh_unlock(&g_view_lock);
-    return used;
+    if (unlimited && in_place) {
+        /* unlimited: [0, n) is written once and stays where it is, the directory never moves;
+         * writers go on past n meanwhile.  cap and base change only under g_view_lock. */
+        uint64_t c = load_claim(d);
+        *dropped = d->drop0;
+        *seq = c;
+        v->chunks = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
+        v->n = v->chunks ? c - d->base : 0;
+        v->locked = 1;
+        return 1;
+    }
+    uint64_t c = close_gate(d); /* bounded: the oldest are being overwritten */
+    *dropped = ring_dropped(d, c);
+    *seq = c;
+    uint64_t n;
+    *rc = copy_closed(d, c, &v->copy, &n);
+    v->n = n;
+    open_gate(d, c);
+    cmh_unlock(&g_view_lock);
+    return 1;
 }
 
 void cmh_hist_view_release(cmh_ring_view *v)
 {
-    free(v->chunks);
     free(v->copy);
     if (v->locked) cmh_unlock(&g_view_lock);
     memset(v, 0, sizeof *v);
+}
+
+void cmh_hist_quiesce(void)
+{
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) open_gate(&g_dev[i], close_gate(&g_dev[i]));
 }
 
 int cmh_hist_collect_segments(cmh_live **out, size_t *n)
@@ -534,14 +633,14 @@ int cmh_hist_collect_segments(cmh_live **out, size_t *n)
 void cmh_hist_atfork_prepare(void)
 {
     cmh_hist_ensure_init();
-    lock_all_devices();
+    close_all();
     if (g_segs) cmh_live_lock_all(g_segs);
 }
 
 void cmh_hist_atfork_parent(void)
 {
     if (g_segs) cmh_live_unlock_all(g_segs);
-    unlock_all_devices();
+    open_all();
 }
 
 /* In the child after fork(): it starts a fresh history of its own. */
@@ -550,9 +649,11 @@ void cmh_hist_reset_after_fork(void)
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         dev_state *d = &g_dev[i];
         free_chunks(d);
+        cmh_rec_entry **dir = d->dir; /* kept: it is the child's copy, now empty */
         memset(d, 0, sizeof *d);
+        d->dir = dir;
+        d->cap = g_max_entries;
         cmh_mutex_init(&d->lock);
-        d->ask_at = UINT64_MAX;
     }
     cmh_mutex_init(&g_view_lock);
     g_spare_asked = 0;

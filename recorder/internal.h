@@ -117,13 +117,20 @@ typedef struct cmh_rec_entry {
     int64_t ticks; /* raw ticks until export */
     uint64_t addr, size, requested, stream;
     uint32_t stack;
-    /* one word, so that an entry stays 48 bytes: the thread (cmh_hist_thread()), the action,
-     * the kind and the CMH_EF_* flags */
-    uint32_t thread : 21, action : 4, kind : 3, flags : 4;
+    /* one word, so that an entry stays 48 bytes: the thread (cmh_hist_thread(), never 0), the
+     * action, the kind and the CMH_EF_* flags.  It is the entry's commit word too: stored last,
+     * with release, into a slot that was zero, so a reader that loads it nonzero (acquire) sees
+     * the whole entry (history.c). */
+    union {
+        struct {
+            uint32_t thread : 20, lap : 1, action : 4, kind : 3, flags : 4; /* lap: a bounded ring's lap, mod 2 */
+        };
+        uint32_t word;
+    };
 } cmh_rec_entry;
 _Static_assert(sizeof(cmh_rec_entry) == 48, "a ring entry is 48 bytes");
 _Static_assert(CMH_ACT_COUNT <= 16 && CMH_KIND_COUNT <= 8, "actions and kinds fit their bits");
-#define CMH_THREAD_MAX ((1u << 21) - 1) /* threads past it share the last number */
+#define CMH_THREAD_MAX ((1u << 20) - 1) /* threads past it share the last number */
 
 /* This thread's number in the record: 1, 2, ... in the order threads first record something. */
 CMH_HIDDEN uint32_t cmh_hist_thread(void);
@@ -131,7 +138,7 @@ CMH_HIDDEN uint32_t cmh_hist_thread(void);
 /* count_kind of cmh_hist_record */
 enum { CMH_COUNT_NONE = 0, CMH_COUNT_ALLOC = 1, CMH_COUNT_FREE = 2, CMH_COUNT_OOM = 3 };
 /* Append an entry to device's ring (with enabled=all) and change its counters by dalloc / dres,
- * all under the device's lock; ticks 0 = now. */
+ * without a lock (history.c says how); ticks 0 = now. */
 CMH_HIDDEN void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr, uint64_t size,
                                 uint64_t requested, uint64_t stream, uint32_t stack, int64_t dalloc, int64_t dres,
                                 int count_kind, int64_t ticks);
@@ -160,23 +167,32 @@ CMH_HIDDEN int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, ui
 /* The same for a dump, without a copy of the entries where it can (an unlimited ring is read in
  * place: its entries never move and are never rewritten but by a clear or a new capacity, which
  * wait for cmh_hist_view_release).  A bounded ring is copied, as its oldest entries are being
- * overwritten.  Entry k of the view is cmh_view_at(v, k), oldest first; rc: CMH_ENOMEM or CMH_OK. */
+ * overwritten.  Entry k of the view is cmh_view_at(v, k), oldest first, or NULL for an entry the
+ * recorder lost (no memory for its chunk); read in place, cmh_view_at waits for an entry still
+ * being written (its commit word); rc: CMH_ENOMEM or CMH_OK. */
 #define CMH_RING_CHUNK_BITS 16
 typedef struct cmh_ring_view {
-    cmh_rec_entry **chunks; /* the ring's chunks, read in place; or NULL */
-    cmh_rec_entry *copy;    /* else a copy, oldest first */
+    cmh_rec_entry *const *chunks; /* the ring's chunk directory, read in place; or NULL */
+    cmh_rec_entry *copy;          /* else a copy, oldest first */
     uint64_t n;
     int locked;
 } cmh_ring_view;
+CMH_HIDDEN const cmh_rec_entry *cmh_view_wait(const cmh_ring_view *v, uint64_t k);
 static inline const cmh_rec_entry *cmh_view_at(const cmh_ring_view *v, uint64_t k)
 {
-    return v->copy ? &v->copy[k] : &v->chunks[k >> CMH_RING_CHUNK_BITS][k & ((1ull << CMH_RING_CHUNK_BITS) - 1)];
+    if (v->copy) return &v->copy[k];
+    const cmh_rec_entry *c = __atomic_load_n(&v->chunks[k >> CMH_RING_CHUNK_BITS], __ATOMIC_ACQUIRE);
+    const cmh_rec_entry *e = c ? &c[k & ((1ull << CMH_RING_CHUNK_BITS) - 1)] : NULL;
+    return e && __atomic_load_n(&e->word, __ATOMIC_ACQUIRE) ? e : cmh_view_wait(v, k);
 }
 CMH_HIDDEN int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, int *rc);
 CMH_HIDDEN void cmh_hist_view_release(cmh_ring_view *v);
 /* The helper thread makes rings' next chunks ahead of them (history.c). */
 CMH_HIDDEN int cmh_hist_spare_wanted(void);
 CMH_HIDDEN void cmh_hist_make_spares(void);
+/* Every entry claimed so far on every device is written (its flight record included): the
+ * checkpoint, before it gives back extents that such a writer may still be writing into. */
+CMH_HIDDEN void cmh_hist_quiesce(void);
 CMH_HIDDEN int cmh_hist_collect_segments(cmh_live **out, size_t *n);
 CMH_HIDDEN void cmh_hist_atfork_prepare(void);
 CMH_HIDDEN void cmh_hist_atfork_parent(void);
@@ -300,8 +316,8 @@ CMH_HIDDEN int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t
 
 /* ---- flight.c: the history in a file from the start (snapshot/flight_format.h) ---- */
 CMH_HIDDEN void cmh_flight_start(void); /* at the first touch */
-CMH_HIDDEN void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e); /* under the device lock */
-CMH_HIDDEN void cmh_flight_clear(int slot, uint64_t seq);                          /* under the device lock */
+CMH_HIDDEN void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e); /* between its claim and its commit */
+CMH_HIDDEN void cmh_flight_clear(int slot, uint64_t seq);                          /* with the ring closed */
 CMH_HIDDEN void cmh_flight_set_capacity(uint64_t max_entries);
 CMH_HIDDEN void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth);
 CMH_HIDDEN void cmh_flight_name(uint32_t id, const char *name);

@@ -215,7 +215,7 @@ static void test_capacity_and_clear_across_chunks(void)
     CU_ASSERT_EQUAL(mid->size, size_of(0));
     cmh_snapshot_free(&s);
 
-    opts(CMH_CONTEXT_NONE, 0, 1); /* cleared: the chunks stay, the entries go */
+    opts(CMH_CONTEXT_NONE, 0, 1); /* cleared: the chunks and the entries go, the numbers go on */
     w = (worker_arg){0, 10, 0};
     worker(&w);
     dump_load(&s);
@@ -265,6 +265,76 @@ static void test_in_place_dump_equals_copy(void)
     cmh_snapshot_free(&b);
 }
 
+/* A ring far smaller than the writers' reach (64 entries, 8 threads on one device, with no lock
+ * on the hot path): slots are overwritten lap after lap by threads that claimed them one lap
+ * apart, while dumps copy the ring (its gate closed).  Every kept entry must be whole (an alloc's
+ * requested is its size; a free's address the one its thread got), each thread's kept events in
+ * its order ending with its last pair, and the drops exact: recorded - 64. */
+static void *tiny_worker(void *p)
+{
+    worker_arg *w = p;
+    cuCtxSetCurrent(g_ctx[0]);
+    for (long k = 0; k < w->pairs; k++) {
+        CUdeviceptr a;
+        if (cuMemAlloc(&a, size_of(k)) != CUDA_SUCCESS) break;
+        cuMemFree(a);
+        w->done++;
+    }
+    return NULL;
+}
+
+static uint64_t torn_entries(const cmh_snapshot *s, int dev)
+{
+    const cmh_trace *t = trace_of(s, dev);
+    uint64_t bad = 0;
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
+        bad += e->requested != e->size || e->size % 256 || !e->size || !e->thread || e->kind != CMH_KIND_DEVICE;
+    }
+    return bad;
+}
+
+static void test_tiny_ring_overwritten_under_contention(void)
+{
+    enum { NT = 8 };
+    const uint64_t cap = 64;
+    opts(CMH_CONTEXT_NONE, cap, 1);
+    base b = base_now();
+    worker_arg w[NT];
+    pthread_t t[NT];
+    for (int i = 0; i < NT; i++) w[i] = (worker_arg){0, g_pairs / 2, 0};
+    for (int i = 0; i < NT; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, tiny_worker, &w[i]), 0);
+    uint64_t torn = 0;
+    for (int d = 0; d < 20; d++) {
+        cmh_snapshot s;
+        dump_load(&s);
+        torn += torn_entries(&s, 0);
+        const cmh_trace *tr = trace_of(&s, 0);
+        if (tr) CU_ASSERT(tr->nentries <= cap);
+        cmh_snapshot_free(&s);
+    }
+    for (int i = 0; i < NT; i++) pthread_join(t[i], NULL);
+    cmh_device_stats st[4];
+    int nd = cmh_memory_stats(st, 4);
+    cmh_snapshot s;
+    dump_load(&s);
+    torn += torn_entries(&s, 0);
+    CU_ASSERT_EQUAL(torn, 0);
+    for (int k = 0; k < nd && k < 4; k++) {
+        if (st[k].device != 0) continue;
+        const cmh_trace *tr = trace_of(&s, 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+        uint64_t recorded = st[k].entries_recorded - b.recorded[0] + b.kept[0];
+        CU_ASSERT(recorded >= (uint64_t)NT * (uint64_t)g_pairs);
+        CU_ASSERT_EQUAL(tr->nentries, cap);
+        CU_ASSERT_EQUAL(tr->dropped, recorded - cap);
+        CU_ASSERT_EQUAL(tr->dropped, st[k].entries_dropped);
+        check_order(&s, 0, 1, g_pairs / 2);
+    }
+    cmh_snapshot_free(&s);
+}
+
 int main(void)
 {
     CUcontext c0;
@@ -283,5 +353,6 @@ int main(void)
     CMH_ADD_TEST(s, test_bounded_exact_drops);
     CMH_ADD_TEST(s, test_capacity_and_clear_across_chunks);
     CMH_ADD_TEST(s, test_in_place_dump_equals_copy);
+    CMH_ADD_TEST(s, test_tiny_ring_overwritten_under_contention);
     return cmh_test_main();
 }
