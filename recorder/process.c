@@ -12,6 +12,9 @@
  *  - the first out-of-memory error: the failing thread asks for the dump and waits until it is
  *    written (the program may die of that error next), at most CMH_OOM_WAIT_S seconds.
  * At exit (atexit) a last snapshot is written.  After fork() the child starts a fresh history.
+ * Once its flight record exists, the process is in the per-user registry (snapshot/registry.h)
+ * for the live readers (`top`, `snapshot`, the exporter), and the helper writes a cuMemGetInfo
+ * sample of each device there once a second; the entry goes at a clean end.
  *
  * Deaths (docs/RECORDER.md): from the first touch the history is also in the flight record
  * (flight.c), which survives any death, SIGKILL included.  SIGTERM, SIGINT, SIGHUP and SIGQUIT,
@@ -36,6 +39,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "registry.h"
 
 #define CMH_OOM_WAIT_S 60
 #define CMH_TERM_WAIT_S 10
@@ -48,6 +52,7 @@ static int g_term_ok;            /* that snapshot was written */
 static struct sigaction g_old[65]; /* what the program had before us, per signal */
 static int g_helper_started;
 static int g_oom_dumped;
+static int g_live_samples = 1; /* CUMEMHIST_MEMINFO=0: no sample a second for the live readers */
 static int g_usr1_pending, g_usr2_pending, g_oom_pending, g_usr2_count;
 /* the OOM dump's hand-over: the failing thread waits for g_oom_done to change */
 static pthread_mutex_t g_oom_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -89,13 +94,17 @@ void cmh_helper_wake(void)
 static void *helper(void *arg)
 {
     (void)arg;
+    unsigned ticks = 0;
     for (;;) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 100000000;
         if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
         if (sem_timedwait(&g_sem, &until) != 0) {
-            if (errno == ETIMEDOUT) cmh_flight_tick();
+            if (errno == ETIMEDOUT) {
+                cmh_flight_tick();
+                if (++ticks % 10 == 0 && g_live_samples) cmh_meminfo_sample_live();
+            }
             else if (errno != EINTR) return NULL;
             continue;
         }
@@ -127,6 +136,8 @@ static void start_helper(void)
     pthread_t t;
     pthread_attr_t a;
     sigset_t all, old;
+    const char *ms = getenv("CUMEMHIST_MEMINFO");
+    g_live_samples = !(ms && !strcmp(ms, "0"));
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     sigfillset(&all);
@@ -149,6 +160,7 @@ void cmh_first_touch(void)
     }
     cmh_dump_note_manifest("touched", NULL);
     cmh_flight_start();
+    if (cmh_flight_path()) cmh_registry_add(cmh_flight_path()); /* now `top` and the exporter can find it */
     cmh_kernels_start();
     if (!__atomic_exchange_n(&g_helper_started, 1, __ATOMIC_ACQ_REL)) start_helper();
     __atomic_store_n(&cmh_touched, 2, __ATOMIC_RELEASE);
@@ -179,6 +191,7 @@ void cmh_process_oom(void)
 static void at_exit(void)
 {
     if (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE)) cmh_flight_finish(cmh_dump(NULL, "exit") == CMH_OK);
+    cmh_registry_remove();
 }
 
 /* ---- deaths ---- */
@@ -215,7 +228,7 @@ static void on_term(int sig, siginfo_t *si, void *uc)
         /* the snapshot has it all and the process is about to die: the flight record can go */
         if (__atomic_load_n(&g_term_ok, __ATOMIC_ACQUIRE) && !(g_old[sig].sa_flags & SA_SIGINFO) &&
             g_old[sig].sa_handler == SIG_DFL)
-            cmh_flight_finish(1);
+            cmh_flight_finish(1), cmh_registry_remove();
     }
     errno = saved;
     pass_on(sig, si, uc);
