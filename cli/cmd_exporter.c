@@ -33,7 +33,7 @@
 #include "live.h"
 
 static const char *g_listen, *g_textfile;
-static int g_remote, g_top = 10, g_interval = 1000, g_analysis = 10000, g_once;
+static int g_remote, g_top = 10, g_interval = 1000, g_analysis = 60000, g_once;
 
 static const cli_option g_opts[] = {
     {"--listen", NULL, CLI_STR, &g_listen, "ADDR:PORT", "serve /metrics there (default 127.0.0.1:9464 unless --textfile)", NULL, 0, 0, NULL},
@@ -41,7 +41,7 @@ static const cli_option g_opts[] = {
     {"--textfile", NULL, CLI_STR, &g_textfile, "DIR", "write DIR/cumemhist.prom each interval (node_exporter's textfile collector)", NULL, 0, 0, NULL},
     {"--top", NULL, CLI_INT, &g_top, "N", "site series per process and device (default 10)", NULL, 0, 1000, NULL},
     {"--interval", NULL, CLI_INT, &g_interval, "MS", "refresh every MS milliseconds (default 1000)", NULL, 100, 3600000, NULL},
-    {"--analysis-interval", NULL, CLI_INT, &g_analysis, "MS", "sites, owners and leak verdicts every MS (default 10000)", NULL, 100, 3600000, NULL},
+    {"--analysis-interval", NULL, CLI_INT, &g_analysis, "MS", "sites, owners and leak verdicts every MS (default 60000)", NULL, 100, 3600000, NULL},
     {"--once", NULL, CLI_FLAG, &g_once, NULL, "print the exposition once to standard output (or write the textfile once) and exit", NULL, 0, 0, NULL},
 };
 
@@ -172,7 +172,7 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
     for (uint32_t i = 0; i < np; i++) {
         nd[i] = cmh_live_devices(ps->v[i].live, devs[i], 66);
         if (nd[i] > 66) nd[i] = 66;
-        if (analyze) cli_proc_analyze(&ps->v[i], (uint32_t)g_top);
+        if (analyze) cli_proc_analyze(&ps->v[i], (uint32_t)g_top, 0);
     }
     put(b, "# HELP cumemhist_processes Recorded processes being read.\n# TYPE cumemhist_processes gauge\ncumemhist_processes %u\n", np);
     for (int f = 0; f < F_NF; f++) {
@@ -361,6 +361,7 @@ int cmd_exporter(int argc, char **argv)
     ps.named = args;
     ps.nnamed = n;
     ps.quiet = 1;
+    ps.trace_cap = g_once ? 0 : CLI_LIVE_TRACE;
     if ((rc = cli_procs_update(&ps))) return cli_procs_free(&ps), rc;
     buf b[2] = {{0}, {0}};
     if (g_once) {

@@ -20,7 +20,7 @@
 #include "jsonw.h"
 #include "live.h"
 
-static int g_once, g_json, g_top = 5, g_interval = 1000, g_sort;
+static int g_once, g_json, g_top = 5, g_interval = 1000, g_analysis = 5000, g_sort;
 static const char *const g_sorts[] = {"allocated", "reserved", "change", "pid", NULL};
 
 static const cli_option g_opts[] = {
@@ -28,6 +28,7 @@ static const cli_option g_opts[] = {
     {"--json", NULL, CLI_FLAG, &g_json, NULL, "that frame as JSON (implies --once)", NULL, 0, 0, NULL},
     {"--top", NULL, CLI_INT, &g_top, "N", "sites per process and device (default 5)", NULL, 1, 1000, NULL},
     {"--interval", NULL, CLI_INT, &g_interval, "MS", "refresh every MS milliseconds (default 1000)", NULL, 100, 3600000, NULL},
+    {"--analysis-interval", NULL, CLI_INT, &g_analysis, "MS", "the selected row's sites and owners every MS (default 5000)", NULL, 100, 3600000, NULL},
     {"--sort", NULL, CLI_CHOICE, &g_sort, "allocated|reserved|change|pid", "the rows' order (default allocated; key s cycles)", g_sorts, 0, 0, NULL},
 };
 
@@ -86,7 +87,7 @@ static row *make_rows(cli_procs *ps, uint32_t *nrows)
 
 static const cli_dev_analysis *analysis(cli_proc *p, int32_t device)
 {
-    if (cli_proc_analyze(p, (uint32_t)g_top) != 0) return NULL;
+    if (cli_proc_analyze(p, (uint32_t)g_top, g_once ? 0 : g_analysis) != 0) return NULL;
     for (uint32_t i = 0; i < p->nan; i++)
         if (p->an[i].device == device) return &p->an[i];
     return NULL;
@@ -327,6 +328,7 @@ int cmd_top(int argc, char **argv)
     ps.named = args;
     ps.nnamed = n;
     ps.quiet = !g_once;
+    ps.trace_cap = g_once ? 0 : CLI_LIVE_TRACE;
     if (g_once) {
         if ((rc = cli_procs_update(&ps)) == 0) {
             uint32_t nr;

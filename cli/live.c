@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -83,7 +84,7 @@ static int add_proc(cli_procs *ps, const char *flight, int64_t pid, int named)
         if (!strcmp(ps->v[i].flight, flight)) return ps->v[i].seen = 1, 0;
     char err[4600];
     cmh_live *l;
-    int rc = cmh_live_open(flight, 0, &l, err, sizeof err);
+    int rc = cmh_live_open(flight, ps->trace_cap, &l, err, sizeof err);
     if (rc != CMH_OK) {
         if (named) {
             cli_error("%s", err);
@@ -163,10 +164,18 @@ static int by_bytes(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-int cli_proc_analyze(cli_proc *p, uint32_t top)
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
 {
     const cmh_live_info *info = cmh_live_get_info(p->live);
-    if (p->analyzed && p->analyzed_bytes == info->bytes) return 0;
+    if (p->analyzed && (p->analyzed_bytes == info->bytes || mono_ms() - p->analyzed_ms < min_ms)) return 0;
+    p->analyzed_ms = mono_ms();
     for (uint32_t i = 0; i < p->nan; i++) free(p->an[i].sites), free(p->an[i].owners);
     free(p->an);
     p->an = NULL;

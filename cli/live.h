@@ -14,6 +14,9 @@
 #include "cumemhist/owners.h"
 
 #define CLI_LIVE_FRAMES 12
+/* the trace window a watching reader keeps per device (the leak verdict's steps come from it):
+ * the latest 65,536 entries; one-frame runs keep what the recording keeps */
+#define CLI_LIVE_TRACE 65536
 
 typedef struct cli_site_row {
     char name[512];
@@ -39,6 +42,7 @@ typedef struct cli_proc {
     int seen; /* still named by the registry at the last look */
     /* the analysis, of the state after analyzed_bytes record bytes */
     uint64_t analyzed_bytes;
+    int64_t analyzed_ms;
     int analyzed;
     cli_dev_analysis *an;
     uint32_t nan;
@@ -50,6 +54,7 @@ typedef struct cli_procs {
     char **named; /* pids or flight records given, or none: the registry */
     int nnamed;
     int quiet;    /* say nothing of stale entries */
+    uint64_t trace_cap; /* trace entries per device each reader keeps for the analysis (0: all the recording keeps) */
     char note[512]; /* the latest thing worth saying (a stale entry, an unreadable record) */
 } cli_procs;
 
@@ -60,8 +65,10 @@ int cli_procs_update(cli_procs *ps);
 void cli_procs_free(cli_procs *ps);
 /* The flight record of a pid or path argument, checked to be the user's own; 0 or CLI_* */
 int cli_live_resolve(const char *arg, char *flight, size_t cap);
-/* Analyze a process's state now (cached while nothing new was read): top sites per device. */
-int cli_proc_analyze(cli_proc *p, uint32_t top);
+/* Analyze a process's state now: top sites per device.  Kept while nothing new was read, or
+ * for min_ms after the last analysis (a snapshot of the state, symbolized, and the reports over
+ * it cost far more than a refresh). */
+int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms);
 /* "1.5 GiB"-style, for the screen */
 const char *cli_live_size(double bytes);
 
