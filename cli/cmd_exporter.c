@@ -11,9 +11,13 @@
  * OpenMetrics text goes to a client that asks for it (Prometheus does); the classic text format
  * (0.0.4) to any other and to the textfile.  Cardinality is bounded: per process and device, the
  * top --top sites and the owners (a few by nature).
+ *
+ * libmicrohttpd is opened (dlopen) when the exporter starts to listen, not linked: with it come
+ * GnuTLS and its dependencies, megabytes of mappings every other command would load for nothing.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
@@ -166,9 +170,14 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
 {
     b->n = 0;
     if (b->p) b->p[0] = 0;
-    cmh_live_device devs[64][66];
-    uint32_t nd[64];
-    uint32_t np = ps->n < 64 ? ps->n : 64;
+    uint32_t np = ps->n;
+    cmh_live_device(*devs)[66] = malloc((np ? np : 1) * sizeof *devs);
+    uint32_t *nd = malloc((np ? np : 1) * sizeof *nd);
+    if (!devs || !nd) {
+        free(devs), free(nd);
+        b->nomem = 1;
+        return;
+    }
     for (uint32_t i = 0; i < np; i++) {
         nd[i] = cmh_live_devices(ps->v[i].live, devs[i], 66);
         if (nd[i] > 66) nd[i] = 66;
@@ -230,9 +239,43 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
         }
     }
     if (om) put(b, "# EOF\n");
+    free(devs);
+    free(nd);
 }
 
 /* ---- serving ---- */
+
+/* The few libmicrohttpd calls the exporter makes, found at run time. */
+static struct {
+    struct MHD_Daemon *(*start)(unsigned int, uint16_t, MHD_AcceptPolicyCallback, void *, MHD_AccessHandlerCallback, void *, ...);
+    void (*stop)(struct MHD_Daemon *);
+    struct MHD_Response *(*from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
+    enum MHD_Result (*add_header)(struct MHD_Response *, const char *, const char *);
+    enum MHD_Result (*queue)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
+    void (*destroy)(struct MHD_Response *);
+    const char *(*lookup)(struct MHD_Connection *, enum MHD_ValueKind, const char *);
+} mhd;
+
+static int load_mhd(char *why, size_t cap)
+{
+    void *h = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, cap, "%s (install Debian's libmicrohttpd12)", dlerror());
+        return -1;
+    }
+    *(void **)&mhd.start = dlsym(h, "MHD_start_daemon");
+    *(void **)&mhd.stop = dlsym(h, "MHD_stop_daemon");
+    *(void **)&mhd.from_buffer = dlsym(h, "MHD_create_response_from_buffer");
+    *(void **)&mhd.add_header = dlsym(h, "MHD_add_response_header");
+    *(void **)&mhd.queue = dlsym(h, "MHD_queue_response");
+    *(void **)&mhd.destroy = dlsym(h, "MHD_destroy_response");
+    *(void **)&mhd.lookup = dlsym(h, "MHD_lookup_connection_value");
+    if (!mhd.start || !mhd.stop || !mhd.from_buffer || !mhd.add_header || !mhd.queue || !mhd.destroy || !mhd.lookup) {
+        snprintf(why, cap, "libmicrohttpd.so.12 lacks a function the exporter calls");
+        return -1;
+    }
+    return 0;
+}
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static buf g_out[2]; /* the latest exposition: [0] classic, [1] OpenMetrics */
@@ -253,27 +296,27 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     const char *type = "text/plain; charset=utf-8";
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         static const char no[] = "only GET\n";
-        r = MHD_create_response_from_buffer(sizeof no - 1, (void *)no, MHD_RESPMEM_PERSISTENT);
+        r = mhd.from_buffer(sizeof no - 1, (void *)no, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
     } else if (!strcmp(url, "/metrics")) {
-        const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
+        const char *accept = mhd.lookup(c, MHD_HEADER_KIND, "Accept");
         int om = accept && strstr(accept, "application/openmetrics-text");
         pthread_mutex_lock(&g_lock);
-        r = MHD_create_response_from_buffer(g_out[om].n, g_out[om].p ? g_out[om].p : (void *)"", MHD_RESPMEM_MUST_COPY);
+        r = mhd.from_buffer(g_out[om].n, g_out[om].p ? g_out[om].p : (void *)"", MHD_RESPMEM_MUST_COPY);
         pthread_mutex_unlock(&g_lock);
         type = om ? "application/openmetrics-text; version=1.0.0; charset=utf-8" : "text/plain; version=0.0.4; charset=utf-8";
     } else if (!strcmp(url, "/")) {
         static const char home[] = "cumemhist exporter: the metrics are at /metrics\n";
-        r = MHD_create_response_from_buffer(sizeof home - 1, (void *)home, MHD_RESPMEM_PERSISTENT);
+        r = mhd.from_buffer(sizeof home - 1, (void *)home, MHD_RESPMEM_PERSISTENT);
     } else {
         static const char nf[] = "not found: the metrics are at /metrics\n";
-        r = MHD_create_response_from_buffer(sizeof nf - 1, (void *)nf, MHD_RESPMEM_PERSISTENT);
+        r = mhd.from_buffer(sizeof nf - 1, (void *)nf, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_NOT_FOUND;
     }
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", type);
-    enum MHD_Result ok = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
+    mhd.add_header(r, "Content-Type", type);
+    enum MHD_Result ok = mhd.queue(c, status, r);
+    mhd.destroy(r);
     return ok;
 }
 
@@ -379,7 +422,13 @@ int cmd_exporter(int argc, char **argv)
     render(&ps, 1, 0, &g_out[1]);
     struct MHD_Daemon *d = NULL;
     if (listen) {
-        d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, answer, NULL,
+        char why[512];
+        if (load_mhd(why, sizeof why) != 0) {
+            cli_error("exporter: no HTTP server: %s", why);
+            cli_procs_free(&ps);
+            return CLI_EFILE;
+        }
+        d = mhd.start(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, answer, NULL,
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
         if (!d) {
@@ -411,7 +460,7 @@ int cmd_exporter(int argc, char **argv)
         }
         pthread_mutex_unlock(&g_lock);
     }
-    if (d) MHD_stop_daemon(d);
+    if (d) mhd.stop(d);
     for (int i = 0; i < 2; i++) free(b[i].p), free(g_out[i].p);
     cli_procs_free(&ps);
     return rc;

@@ -36,7 +36,8 @@ int cmd_snapshot(int argc, char **argv)
     char flight[4200], err[4600];
     if ((rc = cli_live_resolve(arg, flight, sizeof flight))) return rc;
     cmh_live *l;
-    if ((rc = cmh_live_open(flight, 0, &l, err, sizeof err)) != CMH_OK) {
+    /* the whole trace the record holds (up to the recording's max_entries, or 16M entries a device) */
+    if ((rc = cmh_live_open(flight, UINT64_C(1) << 24, &l, err, sizeof err)) != CMH_OK) {
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }

@@ -23,7 +23,7 @@ LIBS=
 case $target in
 cli)
     SRC="$SRC snapshot/symbolize.c viz/*.c $(ls cli/*.c | grep -v cli/main.c)"
-    LIBS="$(pkg-config --libs libdw) $(pkg-config --libs libmicrohttpd) -lncurses -lz -lsqlite3 -lpthread -lstdc++ -lm -ldl"
+    LIBS="$(pkg-config --libs libdw) -lncurses -lz -lsqlite3 -lpthread -lstdc++ -lm -ldl"
     ;;
 *) LIBS="-lm" ;;
 esac
