@@ -306,10 +306,7 @@ static int full_screen(cli_procs *ps)
         case 's': g_sort = g_sorts[g_sort + 1] ? g_sort + 1 : 0; break;
         default: break;
         }
-        if (n && sel < n) sel_pid = rows[sel].p->pid, sel_dev = rows[sel].d.device;
-        if (ch == 's' && n) { /* keep the selected row selected in the new order */
-            qsort(rows, n, sizeof *rows, cmp_row);
-        }
+        if (n && sel < n) sel_pid = rows[sel].p->pid, sel_dev = rows[sel].d.device; /* found again in the next order */
         free(rows);
         if (quit) break;
     }

@@ -81,28 +81,29 @@ rm -f "$REG/other.proc"
 # --- the full screen, in a real terminal ---
 if command -v tmux >/dev/null 2>&1; then
     S=cmhtop$$
-    tmux -L $S new-session -d -s $S -x 200 -y 50 "env LD_LIBRARY_PATH=$LD_LIBRARY_PATH XDG_RUNTIME_DIR=$XDG_RUNTIME_DIR TERM=xterm $CMH top --interval 200"
+    tm() { env -u LD_PRELOAD tmux -L $S "$@"; }
+    tm new-session -d -s $S -x 200 -y 50 "env LD_LIBRARY_PATH=$LD_LIBRARY_PATH XDG_RUNTIME_DIR=$XDG_RUNTIME_DIR TERM=xterm LD_PRELOAD=${LD_PRELOAD:-} $CMH top --interval 200"
     sleep 1.5
-    tmux -L $S capture-pane -p -t $S >pane1.txt
+    tm capture-pane -p -t $S >pane1.txt
     grep -q "cumemhist top" pane1.txt && grep -q "sorted by allocated" pane1.txt && [ "$(grep -c live_prog pane1.txt)" -ge 4 ] &&
         ok "top draws every process" || bad "top's screen: $(head -12 pane1.txt)"
-    tmux -L $S send-keys -t $S s
+    tm send-keys -t $S s
     sleep 0.6
-    tmux -L $S capture-pane -p -t $S >pane2.txt
+    tm capture-pane -p -t $S >pane2.txt
     grep -q "sorted by reserved" pane2.txt && ok "key s changes the order" || bad "after s: $(head -3 pane2.txt)"
     # select the first leaking process's row, then ask for its top site's stack
     row=$(grep -n "^ *$leaker " pane2.txt | head -1 | cut -d: -f1)
     first=$(grep -n "^ *[0-9][0-9]* " pane2.txt | head -1 | cut -d: -f1)
-    k=$((row - first)); while [ $k -gt 0 ]; do tmux -L $S send-keys -t $S j; k=$((k - 1)); done
+    k=$((row - first)); while [ $k -gt 0 ]; do tm send-keys -t $S j; k=$((k - 1)); done
     sleep 0.5
-    tmux -L $S send-keys -t $S Enter
+    tm send-keys -t $S Enter
     sleep 0.8
-    tmux -L $S capture-pane -p -t $S >pane3.txt
+    tm capture-pane -p -t $S >pane3.txt
     grep -q "pid $leaker, device 0: sites holding memory now" pane3.txt && grep -q "stack of site 1:" pane3.txt && grep -q "#0 keep_cache" pane3.txt &&
         ok "j selects, Enter shows the top site's stack" || bad "the stack view: $(sed -n '1,40p' pane3.txt)"
-    tmux -L $S send-keys -t $S q
+    tm send-keys -t $S q
     sleep 0.5
-    tmux -L $S has-session -t $S 2>/dev/null && { bad "q did not quit"; tmux -L $S kill-server; } || ok "q quits"
+    tm has-session -t $S 2>/dev/null && { bad "q did not quit"; tm kill-server; } || ok "q quits"
 else
     echo "skip: no tmux"
 fi
