@@ -4,7 +4,9 @@
 # pairs per 200 ms step), watched by `cumemhist top` (full screen, in tmux, 1 s refresh) and
 # `cumemhist exporter` (1 s refresh, 10 s analysis) together for 30 s: their CPU time as a
 # share of one core (from /proc/PID/stat), the bytes the readers read, and the latency of 40
-# scrapes of /metrics meanwhile.  Goals: <= 2% of one core, a scrape <= 50 ms.
+# scrapes of /metrics meanwhile.  Goals: <= 2% of one core, a scrape <= 50 ms.  TOP_ARGS and
+# EXPORTER_ARGS add options to each (--analysis-interval 3600000 both: the incremental refresh
+# alone, without the periodic analysis).
 set -eu
 B=$(cd "${1:-build-rel}" && pwd)
 CMH=$B/cumemhist
@@ -14,7 +16,8 @@ cleanup() {
     tmux -L $S kill-server 2>/dev/null || true
     for p in $(cat "$T/pids" 2>/dev/null); do kill -TERM "$p" 2>/dev/null || true; done
     [ -n "${EXP:-}" ] && kill "$EXP" 2>/dev/null || true
-    sleep 0.5
+    i=0; while [ $i -lt 100 ] && [ -n "$(ls "$T"/run/cumemhist/*.proc 2>/dev/null)" ]; do sleep 0.1; i=$((i + 1)); done
+    sleep 0.5 # record writes each snapshot, then ends
     rm -rf "$T"
 }
 trap cleanup EXIT
