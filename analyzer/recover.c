@@ -36,177 +36,7 @@
 #include "flight_format.h"
 #include "grow.h"
 #include "oatab.h"
-
-/* ---- the final state being rebuilt ---- */
-
-typedef struct fseg {
-    uint64_t addr, size, stream;
-    uint64_t pool_id[2];
-    int64_t time_ns;
-    uint32_t stack;
-    int32_t device;
-    uint8_t kind, flags, pool, alive;
-} fseg;
-
-typedef struct fblk {
-    uint64_t addr; /* the key (oatab.h) */
-    uint64_t size, requested;
-    int64_t time_ns;
-    uint32_t stack;
-    int32_t device;
-    uint8_t state;
-} fblk;
-
-typedef struct seg_slot {
-    uint64_t addr;
-    uint64_t i;
-} seg_slot;
-
-typedef struct state {
-    fseg *segs;
-    uint32_t nsegs, capsegs;
-    cmh_oatab by_addr; /* segment start -> index, live ones */
-    cmh_oatab blocks;  /* of fblk */
-    int nomem;
-} state;
-
-static fseg *seg_add(state *st, const fseg *g)
-{
-    if (CMH_GROW(st->segs, st->capsegs, (uint64_t)st->nsegs + 1, 256)) {
-        st->nomem = 1;
-        return NULL;
-    }
-    seg_slot *sl = g->addr ? cmh_oa_get(&st->by_addr, g->addr, NULL) : NULL;
-    if (g->addr && !sl) {
-        st->nomem = 1;
-        return NULL;
-    }
-    if (sl) sl->i = st->nsegs;
-    st->segs[st->nsegs] = *g;
-    st->segs[st->nsegs].alive = 1;
-    return &st->segs[st->nsegs++];
-}
-
-static fseg *seg_at(state *st, uint64_t addr)
-{
-    seg_slot *sl = addr ? cmh_oa_find(&st->by_addr, addr) : NULL;
-    return sl && st->segs[sl->i].alive && st->segs[sl->i].addr == addr ? &st->segs[sl->i] : NULL;
-}
-
-static void seg_kill(state *st, fseg *g)
-{
-    seg_slot *sl = cmh_oa_find(&st->by_addr, g->addr);
-    if (sl && &st->segs[sl->i] == g) cmh_oa_remove(&st->by_addr, sl);
-    g->alive = 0;
-}
-
-static void seg_move(state *st, fseg *g, uint64_t addr) /* a new start address */
-{
-    seg_slot *sl = cmh_oa_find(&st->by_addr, g->addr);
-    uint64_t i = (uint64_t)(g - st->segs);
-    if (sl && sl->i == i) cmh_oa_remove(&st->by_addr, sl);
-    g->addr = addr;
-    if (!(sl = cmh_oa_get(&st->by_addr, addr, NULL))) st->nomem = 1;
-    else sl->i = i;
-}
-
-/* The live expandable segment of device dev touching [a, b): ending at a, starting at b, or
- * holding a. */
-static fseg *expandable_near(state *st, int32_t dev, uint64_t a, uint64_t b, int holding)
-{
-    for (uint32_t i = st->nsegs; i-- > 0;) {
-        fseg *g = &st->segs[i];
-        if (!g->alive || g->device != dev || !(g->flags & CMH_SEG_EXPANDABLE)) continue;
-        if (holding ? a >= g->addr && a < g->addr + g->size : g->addr + g->size == a || g->addr == b) return g;
-    }
-    return NULL;
-}
-
-static void block_put(state *st, const cmh_entry *e, int32_t dev, uint64_t size, uint8_t state_)
-{
-    fblk *b = e->addr ? cmh_oa_get(&st->blocks, e->addr, NULL) : NULL;
-    if (!b) {
-        if (e->addr) st->nomem = 1;
-        return;
-    }
-    b->size = size;
-    b->requested = e->requested;
-    b->time_ns = e->time_ns;
-    b->stack = e->stack;
-    b->device = dev;
-    b->state = state_;
-}
-
-static void block_del(state *st, uint64_t addr)
-{
-    fblk *b = addr ? cmh_oa_find(&st->blocks, addr) : NULL;
-    if (b) cmh_oa_remove(&st->blocks, b);
-}
-
-/* What one entry does to the final state, as the recorder's export would have shown it. */
-static void apply(state *st, const cmh_entry *e, int32_t dev)
-{
-    int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
-    switch (e->action) {
-    case CMH_ACT_SEGMENT_ALLOC: {
-        fseg g = {e->addr, e->size, e->stream, {0, 0}, e->time_ns, e->stack, dev, e->kind,
-                  (uint8_t)(whole ? CMH_SEG_WHOLE_BLOCK : 0), (uint8_t)cmh_pool_rule(e->size, whole), 1};
-        fseg *old = seg_at(st, e->addr);
-        if (old) seg_kill(st, old); /* its free was not seen: the newer one stands */
-        seg_add(st, &g);
-        if (whole) block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED);
-        break;
-    }
-    case CMH_ACT_SEGMENT_FREE: {
-        fseg *g = seg_at(st, e->addr);
-        if (g) seg_kill(st, g);
-        if (whole) block_del(st, e->addr);
-        break;
-    }
-    case CMH_ACT_SEGMENT_MAP: {
-        fseg *g = expandable_near(st, dev, e->addr, e->addr + e->size, 0);
-        if (g && g->addr + g->size == e->addr) g->size += e->size;
-        else if (g) {
-            seg_move(st, g, e->addr);
-            g->size += e->size;
-        } else {
-            fseg n = {e->addr, e->size, e->stream, {0, 0}, e->time_ns, e->stack, dev, e->kind,
-                      (uint8_t)(CMH_SEG_EXPANDABLE | (whole ? CMH_SEG_WHOLE_BLOCK : 0)), CMH_POOL_LARGE, 1};
-            seg_add(st, &n);
-        }
-        if (whole) block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED);
-        break;
-    }
-    case CMH_ACT_SEGMENT_UNMAP: {
-        if (whole) block_del(st, e->addr);
-        fseg *g = expandable_near(st, dev, e->addr, 0, 1);
-        if (!g) break;
-        uint64_t a = e->addr, b = e->addr + e->size, ga = g->addr, gb = g->addr + g->size;
-        if (b > gb) b = gb;
-        if (a == ga && b == gb) seg_kill(st, g);
-        else if (a == ga) {
-            g->size = gb - b;
-            seg_move(st, g, b);
-        } else if (b == gb) g->size = a - ga;
-        else { /* from the middle: two pieces */
-            fseg right = *g;
-            right.addr = b;
-            right.size = gb - b;
-            g->size = a - ga;
-            seg_add(st, &right);
-        }
-        break;
-    }
-    case CMH_ACT_ALLOC: block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED); break;
-    case CMH_ACT_FREE_REQUESTED: {
-        fblk *b = e->addr ? cmh_oa_find(&st->blocks, e->addr) : NULL;
-        if (b) b->state = CMH_BLOCK_ACTIVE_PENDING_FREE;
-        break;
-    }
-    case CMH_ACT_FREE_COMPLETED: block_del(st, e->addr); break;
-    default: break;
-    }
-}
+#include "flight_state.h"
 
 /* ---- reading ---- */
 
@@ -372,6 +202,13 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         c->anns[c->nanns++] = a; /* name: the recorder's id, turned into a string once names are known */
         return CMH_OK;
     }
+    case CMH_FR_MEMINFO: {
+        const cmh_fr_meminfo *x = body;
+        if (len < sizeof *x) return fail(c->r, "a short cuMemGetInfo record at byte %llu", at);
+        if (x->device < 0 || x->device >= CMH_FLIGHT_SLOTS - 1) return CMH_OK; /* not a device: not ours to keep */
+        cmh_meminfo m = {x->device, to_ns(c->r->h, x->ticks), x->free, x->total};
+        return cmh_snapshot_add_meminfo(s, &m) == CMH_OK ? CMH_OK : CMH_ENOMEM;
+    }
     default: return CMH_OK; /* a record of a newer writer: not ours to read */
     }
 }
@@ -446,20 +283,6 @@ static int name_string(ctx *c, uint32_t rec, uint32_t *out)
     return cmh_strtab_intern(&c->s->strings, t, n ? n->len : 0, out) == CMH_OK ? CMH_OK : CMH_ENOMEM;
 }
 
-static int cmp_seg(const void *a, const void *b)
-{
-    const fseg *x = a, *y = b;
-    if (x->device != y->device) return (uint32_t)x->device < (uint32_t)y->device ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-static int cmp_blk(const void *a, const void *b)
-{
-    const fblk *x = a, *y = b;
-    if (x->device != y->device) return (uint32_t)x->device < (uint32_t)y->device ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
 static int cmp_jentry(const void *a, const void *b)
 {
     const jentry *x = a, *y = b;
@@ -470,7 +293,7 @@ static int cmp_jentry(const void *a, const void *b)
 static int32_t slot_device(uint32_t slot) { return slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)slot; }
 
 /* Build out from the base (may be empty), the journal entries and the state. */
-static int build(ctx *c, const cmh_snapshot *base, state *st)
+static int build(ctx *c, const cmh_snapshot *base, cmh_fstate *st)
 {
     cmh_snapshot *s = c->s;
     const cmh_flight_header *h = c->r->h;
@@ -510,66 +333,7 @@ static int build(ctx *c, const cmh_snapshot *base, state *st)
         }
     }
     /* the final state */
-    fseg *segs = malloc((st->nsegs ? st->nsegs : 1) * sizeof *segs);
-    fblk *blks = malloc((st->blocks.n ? st->blocks.n : 1) * sizeof *blks);
-    if (!segs || !blks) {
-        free(segs);
-        free(blks);
-        return CMH_ENOMEM;
-    }
-    uint32_t ns = 0, nbk = 0;
-    for (uint32_t i = 0; i < st->nsegs; i++)
-        if (st->segs[i].alive) segs[ns++] = st->segs[i];
-    for (uint32_t i = 0; i < st->blocks.cap; i++)
-        if (cmh_oa_keyat(&st->blocks, i)) blks[nbk++] = *(const fblk *)cmh_oa_at(&st->blocks, i);
-    qsort(segs, ns, sizeof *segs, cmp_seg);
-    qsort(blks, nbk, sizeof *blks, cmp_blk);
-    uint32_t b = 0;
-    int rc = CMH_OK;
-    for (uint32_t i = 0; i < ns && rc == CMH_OK; i++) {
-        const fseg *g = &segs[i];
-        while (b < nbk && cmp_blk(&blks[b], &(fblk){g->addr, 0, 0, 0, 0, g->device, 0}) < 0) b++, c->r->info->orphans++;
-        cmh_segment out = {g->device, g->kind, g->flags, g->pool, g->addr, g->size, g->stream, {g->pool_id[0], g->pool_id[1]},
-                           g->stack, g->time_ns, 0, 0};
-        rc = cmh_snapshot_add_segment(s, &out, NULL);
-        for (; rc == CMH_OK && b < nbk && blks[b].device == g->device && blks[b].addr < g->addr + g->size; b++) {
-            cmh_block bl = {blks[b].addr, blks[b].size, blks[b].requested, blks[b].stack, blks[b].state, blks[b].time_ns};
-            rc = cmh_snapshot_add_block(s, &bl);
-        }
-    }
-    c->r->info->orphans += nbk - b;
-    free(segs);
-    free(blks);
-    return rc;
-}
-
-/* Copy what a base snapshot holds besides its traces and final state, ids unchanged. */
-static int copy_base(cmh_snapshot *s, const cmh_snapshot *b)
-{
-    for (uint32_t i = 1; i < b->strings.n; i++) {
-        uint32_t id;
-        if (cmh_strtab_intern(&s->strings, b->strings.str[i], strlen(b->strings.str[i]), &id)) return CMH_ENOMEM;
-    }
-    for (uint32_t i = 0; i < b->nmodules; i++)
-        if (cmh_snapshot_add_module(s, &b->modules[i]) != CMH_OK) return CMH_ENOMEM;
-    for (uint32_t i = 0; i < b->nframes; i++) {
-        uint32_t id;
-        if (cmh_snapshot_add_frame(s, &b->frames[i], &id) != CMH_OK) return CMH_ENOMEM;
-    }
-    for (uint32_t i = 1; i < b->nstacks; i++) {
-        uint32_t id;
-        if (cmh_snapshot_add_stack(s, b->stack_frames + b->stacks[i].first, b->stacks[i].count, &id) != CMH_OK) return CMH_ENOMEM;
-    }
-    for (uint32_t i = 0; i < b->nannotations; i++)
-        if (cmh_snapshot_add_annotation(s, &b->annotations[i]) != CMH_OK) return CMH_ENOMEM;
-    for (uint32_t i = 0; i < b->nsettings; i++)
-        if (cmh_snapshot_add_setting(s, cmh_str(b, b->settings[i].key), cmh_str(b, b->settings[i].value), b->settings[i].type) != CMH_OK)
-            return CMH_ENOMEM;
-    for (uint32_t i = 0; i < b->nkernels; i++)
-        if (cmh_snapshot_add_kernel(s, &b->kernels[i]) != CMH_OK) return CMH_ENOMEM;
-    s->kernels_dropped = b->kernels_dropped;
-    s->kernels_status = b->kernels_status;
-    return CMH_OK;
+    return cmh_fstate_emit(st, s, NULL, NULL, &c->r->info->orphans);
 }
 
 const char *cmh_signal_name(int sig)
@@ -668,10 +432,8 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     c.s = out;
     cmh_oa_init(&c.stacks, sizeof(pcstack));
     cmh_oa_init(&c.names, sizeof(name_rec));
-    state st;
-    memset(&st, 0, sizeof st);
-    cmh_oa_init(&st.by_addr, sizeof(seg_slot));
-    cmh_oa_init(&st.blocks, sizeof(fblk));
+    cmh_fstate st;
+    cmh_fstate_init(&st);
     cmh_snapshot base;
     int have_base = 0;
 
@@ -725,16 +487,16 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
             memcpy(c.cut, h->ckpt_cut[which - 1], sizeof c.cut);
             base_gen = h->ckpt_gen[which - 1];
             c.base_dump_ns = base.dump_time_ns;
-            if ((rc = copy_base(out, &base)) != CMH_OK) goto out;
+            if ((rc = cmh_fstate_copy_dict(out, &base)) != CMH_OK) goto out;
             for (uint32_t i = 0; i < base.nsegments && !st.nomem; i++) {
                 const cmh_segment *g = &base.segments[i];
                 fseg f = {g->addr, g->size, g->stream, {g->pool_id[0], g->pool_id[1]}, g->time_ns, g->stack, g->device, g->kind, g->flags, g->pool, 1};
-                seg_add(&st, &f);
+                cmh_fstate_seg_add(&st, &f);
                 for (uint32_t k = 0; k < g->nblocks; k++) {
                     const cmh_block *bl = &base.blocks[g->first_block + k];
                     if (bl->state == CMH_BLOCK_INACTIVE) continue;
                     cmh_entry e = {.addr = bl->addr, .requested = bl->requested, .stack = bl->stack, .time_ns = bl->time_ns};
-                    block_put(&st, &e, g->device, bl->size, bl->state);
+                    cmh_fstate_block_put(&st, &e, g->device, bl->size, bl->state);
                 }
             }
         } else {
@@ -768,7 +530,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         cmh_entry e = c.ents[i].e;
         if (e.action == CMH_ACT_SEGMENT_ALLOC || e.action == CMH_ACT_SEGMENT_MAP || e.action == CMH_ACT_ALLOC)
             if ((rc = model_stack(&c, e.stack, &e.stack)) != CMH_OK) goto out;
-        apply(&st, &e, slot_device(c.ents[i].slot));
+        cmh_fstate_apply(&st, &e, slot_device(c.ents[i].slot));
     }
     if (st.nomem) {
         rc = CMH_ENOMEM;
@@ -818,9 +580,7 @@ out:
     free(c.pcs);
     free(c.ents);
     free(c.anns);
-    free(st.segs);
-    cmh_oa_free(&st.by_addr);
-    cmh_oa_free(&st.blocks);
+    cmh_fstate_free(&st);
     munmap(m, r.len);
     if (rc != CMH_OK) {
         if (rc == CMH_ENOMEM) snprintf(err, errlen, "%s: out of memory", path);

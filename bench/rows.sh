@@ -121,3 +121,5 @@ sed -n 's/^driver alone, 1 thread *\(.*\)/\1/p' "$T/hooks" | { read -r v; row " 
 
 # the recorder's hot path (issue 27): bench/rows_hot.sh
 sh "$(dirname "$0")/rows_hot.sh" "$B"
+# the live side: top and the exporter watching 8 busy processes (bench/rows_obs.sh)
+sh "$(dirname "$0")/rows_obs.sh" "$B"

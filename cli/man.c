@@ -47,6 +47,7 @@ static const char *const g_env[][2] = {
     {"CUMEMHIST_MAX_FRAMES", "frames per stack (default 32)."},
     {"CUMEMHIST_OUTPUT", "where a preloaded recorder writes its snapshot; %p is the pid, %r the rank (default cumemhist.%p.cmh)."},
     {"CUMEMHIST_FLIGHT", "megabytes of the flight record's first extent (default 4); 0 keeps no flight record."},
+    {"CUMEMHIST_MEMINFO", "0: no cuMemGetInfo sample a second into the flight record (the live commands' driver-used figure)."},
     {"CUMEMHIST_SIGNAL", "0 leaves SIGUSR1 (dump now) and SIGUSR2 (drop a mark) to the program."},
     {"CUMEMHIST_KERNELS", "1 records kernel timing through the CUPTI sidecar (record --kernels)."},
     {"CUMEMHIST_UNWINDER", "glibc takes stacks with backtrace(3) instead of libunwind."},
@@ -117,7 +118,10 @@ void cli_man_page(const cli_entry *cmds, size_t n, FILE *fp)
           "a snapshot (msgpack; its format is docs/FORMAT.md of the source).\n"
           ".TP\n.I NAME.cmh.flight\n"
           "the flight record kept from the first allocation: what \\fBrecord\\fR or \\fBrecover\\fR turn into the "
-          "snapshot of a process killed before it wrote one.\n",
+          "snapshot of a process killed before it wrote one.\n"
+          ".TP\n.I $XDG_RUNTIME_DIR/cumemhist/PID.proc\n"
+          "a running recorded process's entry in the per-user registry \\fBtop\\fR, \\fBsnapshot\\fR and \\fBexporter\\fR read "
+          "(else under \\fI${TMPDIR:-/tmp}/cumemhist-UID\\fR).\n",
           fp);
     fputs(".SH EXIT STATUS\n"
           "0 done; 1 a file could not be read or written (the message says which and why); 2 wrong usage; "

@@ -20,6 +20,7 @@
 
 #include "flight_format.h"
 #include "internal.h"
+#include "registry.h"
 
 cmh_config cmh_cfg = {CMH_ENABLED_ALL, CMH_CONTEXT_ALL, 0, 32, "cumemhist.%p.cmh", 0, 0};
 int cmh_enabled_now = CMH_ENABLED_ALL;
@@ -153,19 +154,7 @@ int cmh_config_output_streams(const char *path)
 
 /* The per-user runtime directory: $XDG_RUNTIME_DIR/cumemhist, else ${TMPDIR:-/tmp}/cumemhist-UID;
  * made 0700, and used only when it is a real directory of ours that no one else can write. */
-int cmh_config_runtime_dir(char *out, size_t outlen)
-{
-    const char *x = getenv("XDG_RUNTIME_DIR"), *t = getenv("TMPDIR");
-    if (x && *x == '/') snprintf(out, outlen, "%s/cumemhist", x);
-    else snprintf(out, outlen, "%s/cumemhist-%ld", t && *t == '/' ? t : "/tmp", (long)getuid());
-    if (mkdir(out, 0700) != 0 && errno != EEXIST) return -1;
-    struct stat st;
-    if (lstat(out, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
-        errno = EPERM;
-        return -1;
-    }
-    return 0;
-}
+int cmh_config_runtime_dir(char *out, size_t outlen) { return cmh_runtime_dir(out, outlen); }
 
 /* Where the flight record of snapshot path snap lives: beside it, or for a snapshot streamed
  * through a FIFO or device, in the runtime directory under the snapshot's name and the pid. */

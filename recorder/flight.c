@@ -315,6 +315,21 @@ void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
     commit(h, CMH_FR_ANNOTATION, a);
 }
 
+void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_meminfo), &a, 1);
+    if (!h) return;
+    cmh_fr_meminfo *r = BODY(h, cmh_fr_meminfo);
+    r->device = device;
+    r->pad = 0;
+    r->ticks = ticks;
+    r->free = free_b;
+    r->total = total;
+    commit(h, CMH_FR_MEMINFO, a);
+}
+
 /* ---- the module map ---- */
 
 typedef struct known {

@@ -159,6 +159,7 @@ static int sample_current(int device, uint64_t *free_out)
     if (g_nsamples < MAX_SAMPLES) g_samples[g_nsamples++] = (cmh_meminfo){device, cmh_now_ns(), f, t};
     else cmh_count_lost(1);
     pthread_mutex_unlock(&g_samples_lock);
+    cmh_flight_meminfo(device, cmh_now_ticks(), f, t);
     return 0;
 }
 
@@ -183,6 +184,19 @@ void cmh_meminfo_sample_all(void)
         CUcontext c = __atomic_load_n(&g_dev_ctx[d], __ATOMIC_ACQUIRE), popped;
         if (!c || real_cuCtxPushCurrent(c) != CUDA_SUCCESS) continue; /* a context destroyed since: nothing said */
         sample_current(d, NULL);
+        real_cuCtxPopCurrent(&popped);
+    }
+}
+
+void cmh_meminfo_sample_live(void)
+{
+    ensure_driver();
+    if (!real_cuCtxPushCurrent || !real_cuCtxPopCurrent || !real_cuMemGetInfo_v2) return;
+    for (int d = 0; d < CMH_MAX_DEVICES; d++) {
+        CUcontext c = __atomic_load_n(&g_dev_ctx[d], __ATOMIC_ACQUIRE), popped;
+        if (!c || real_cuCtxPushCurrent(c) != CUDA_SUCCESS) continue;
+        size_t f = 0, t = 0;
+        if (real_cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS) cmh_flight_meminfo(d, cmh_now_ticks(), f, t);
         real_cuCtxPopCurrent(&popped);
     }
 }

@@ -322,6 +322,7 @@ CMH_HIDDEN void cmh_flight_set_capacity(uint64_t max_entries);
 CMH_HIDDEN void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth);
 CMH_HIDDEN void cmh_flight_name(uint32_t id, const char *name);
 CMH_HIDDEN void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage);
+CMH_HIDDEN void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total);
 CMH_HIDDEN void cmh_flight_tick(void); /* the helper thread, every ~100 ms */
 CMH_HIDDEN int cmh_flight_checkpoint_wanted(void);
 CMH_HIDDEN int cmh_flight_populate_wanted(void);
@@ -331,6 +332,9 @@ CMH_HIDDEN void cmh_flight_prepare(void); /* the helper: the next extent, made a
 CMH_HIDDEN void cmh_helper_wake(void);
 /* cuMemGetInfo samples (hooks.c): of every device through the contexts seen, into a snapshot */
 CMH_HIDDEN void cmh_meminfo_sample_all(void);
+/* the helper, once a second: a sample of each device into the flight record only (the live
+ * readers' driver-used figure; the snapshot keeps the event-driven ones) */
+CMH_HIDDEN void cmh_meminfo_sample_live(void);
 CMH_HIDDEN int cmh_meminfo_export(cmh_snapshot *s);
 CMH_HIDDEN void cmh_meminfo_reset_after_fork(void);     /* wake the helper thread (it looks at what is wanted) */
 CMH_HIDDEN void cmh_flight_checkpoint(void);

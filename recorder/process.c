@@ -12,6 +12,9 @@
  *  - the first out-of-memory error: the failing thread asks for the dump and waits until it is
  *    written (the program may die of that error next), at most CMH_OOM_WAIT_S seconds.
  * At exit (atexit) a last snapshot is written.  After fork() the child starts a fresh history.
+ * Once its flight record exists, the process is in the per-user registry (snapshot/registry.h)
+ * for the live readers (`top`, `snapshot`, the exporter), and the helper writes a cuMemGetInfo
+ * sample of each device there once a second; the entry goes at a clean end.
  *
  * Deaths (docs/RECORDER.md): from the first touch the history is also in the flight record
  * (flight.c), which survives any death, SIGKILL included.  SIGTERM, SIGINT, SIGHUP and SIGQUIT,
@@ -36,6 +39,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "registry.h"
 
 #define CMH_OOM_WAIT_S 60
 #define CMH_TERM_WAIT_S 10
@@ -48,6 +52,7 @@ static int g_term_ok;            /* that snapshot was written */
 static struct sigaction g_old[65]; /* what the program had before us, per signal */
 static int g_helper_started;
 static int g_oom_dumped;
+static int g_live_samples = 1; /* CUMEMHIST_MEMINFO=0: no sample a second for the live readers */
 static int g_usr1_pending, g_usr2_pending, g_oom_pending, g_usr2_count;
 /* the OOM dump's hand-over: the failing thread waits for g_oom_done to change */
 static pthread_mutex_t g_oom_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,22 +91,32 @@ void cmh_helper_wake(void)
     if (__atomic_load_n(&g_helper_started, __ATOMIC_ACQUIRE)) sem_post(&g_sem);
 }
 
+/* the helper's 100 ms tick: the flight record's clock line and lost count, and once a second a
+ * cuMemGetInfo sample for live readers */
+static void helper_tick(int64_t *last, unsigned *ticks)
+{
+    cmh_flight_tick();
+    *last = cmh_now_ns();
+    if (++*ticks % 10 == 0 && g_live_samples) cmh_meminfo_sample_live();
+}
+
 static void *helper(void *arg)
 {
     (void)arg;
     int64_t last_tick = cmh_now_ns();
+    unsigned ticks = 0;
     for (;;) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 100000000;
         if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
         if (sem_timedwait(&g_sem, &until) != 0) {
-            if (errno == ETIMEDOUT) cmh_flight_tick(), last_tick = cmh_now_ns();
+            if (errno == ETIMEDOUT) helper_tick(&last_tick, &ticks);
             else if (errno != EINTR) return NULL;
             continue;
         }
         /* woken often (appends asking for pages, chunks, extents): the tick still comes */
-        if (cmh_now_ns() - last_tick >= 100000000) cmh_flight_tick(), last_tick = cmh_now_ns();
+        if (cmh_now_ns() - last_tick >= 100000000) helper_tick(&last_tick, &ticks);
         int term = __atomic_exchange_n(&g_term_pending, 0, __ATOMIC_ACQ_REL);
         if (term) {
             char why[48];
@@ -132,6 +147,8 @@ static void start_helper(void)
     pthread_t t;
     pthread_attr_t a;
     sigset_t all, old;
+    const char *ms = getenv("CUMEMHIST_MEMINFO");
+    g_live_samples = !(ms && !strcmp(ms, "0"));
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     sigfillset(&all);
@@ -154,6 +171,7 @@ void cmh_first_touch(void)
     }
     cmh_dump_note_manifest("touched", NULL);
     cmh_flight_start();
+    if (cmh_flight_path()) cmh_registry_add(cmh_flight_path()); /* now `top` and the exporter can find it */
     cmh_kernels_start();
     if (!__atomic_exchange_n(&g_helper_started, 1, __ATOMIC_ACQ_REL)) start_helper();
     __atomic_store_n(&cmh_touched, 2, __ATOMIC_RELEASE);
@@ -184,6 +202,7 @@ void cmh_process_oom(void)
 static void at_exit(void)
 {
     if (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE)) cmh_flight_finish(cmh_dump(NULL, "exit") == CMH_OK);
+    cmh_registry_remove();
 }
 
 /* ---- deaths ---- */
@@ -220,7 +239,7 @@ static void on_term(int sig, siginfo_t *si, void *uc)
         /* the snapshot has it all and the process is about to die: the flight record can go */
         if (__atomic_load_n(&g_term_ok, __ATOMIC_ACQUIRE) && !(g_old[sig].sa_flags & SA_SIGINFO) &&
             g_old[sig].sa_handler == SIG_DFL)
-            cmh_flight_finish(1);
+            cmh_flight_finish(1), cmh_registry_remove();
     }
     errno = saved;
     pass_on(sig, si, uc);

@@ -1,7 +1,8 @@
 #!/bin/sh
-# fuzz.sh [cmh|pickle|flight|cli] [SECONDS] - build a libFuzzer target with clang (ASan + UBSan)
+# fuzz.sh [cmh|pickle|flight|live|cli] [SECONDS] - build a libFuzzer target with clang (ASan + UBSan)
 # and run it: the .cmh reader, the pickle reader (each with the replay over what it accepts), the
-# flight-record reader (`cumemhist recover`), or the CLI's option parsing.  Seeded with the real
+# flight-record reader (`cumemhist recover`), the live reader (top, snapshot, exporter: a record
+# read, grown, read again), or the CLI's option parsing.  Seeded with the real
 # snapshots, flight records of a killed sample (from the build in build/), and argument vectors.
 # Crashes, leaks and hangs (> 10 s) stop it and leave the input in build-fuzz/.  The run's
 # figures (execs, coverage) end its output.  Example: scripts/fuzz.sh pickle 600
@@ -13,16 +14,16 @@ cd "$(dirname "$0")/.."
 target=${1:-pickle}
 secs=${2:-600}
 out=build-fuzz
-case $target in cmh | pickle | flight | cli) ;; *) echo "fuzz.sh: no target '$target' (cmh, pickle, flight, cli)" >&2; exit 2 ;; esac
+case $target in cmh | pickle | flight | live | cli) ;; *) echo "fuzz.sh: no target '$target' (cmh, pickle, flight, live, cli)" >&2; exit 2 ;; esac
 mkdir -p "$out/corpus-$target" "$out/seeds-$target"
 pc() { pkg-config "$@" msgpack-c 2>/dev/null || pkg-config "$@" msgpack; }
-SRC="snapshot/model.c snapshot/query.c snapshot/atomic.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/crc32c.c snapshot/procid.c snapshot/pickle_read.c
+SRC="snapshot/model.c snapshot/query.c snapshot/atomic.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/crc32c.c snapshot/procid.c snapshot/registry.c snapshot/pickle_read.c
      snapshot/pickle_model.c snapshot/pickle_write.c snapshot/load.c analyzer/*.c"
 LIBS=
 case $target in
 cli)
     SRC="$SRC snapshot/symbolize.c viz/*.c $(ls cli/*.c | grep -v cli/main.c)"
-    LIBS="$(pkg-config --libs libdw) -lz -lsqlite3 -lpthread -lstdc++ -lm -ldl"
+    LIBS="$(pkg-config --libs libdw) -lncurses -lz -lsqlite3 -lpthread -lstdc++ -lm -ldl"
     ;;
 *) LIBS="-lm" ;;
 esac
@@ -39,7 +40,7 @@ cmh)
     [ -x build/cumemhist ] && build/cumemhist merge -o "$out/seeds-$target/merged.cmh" tests/fixtures/h200/torch_exp.cmh \
         tests/fixtures/h200/torch_exp.pickle 2>/dev/null || true
     ;;
-flight)
+flight | live)
     # real records: the deaths test's program killed after 150 entries, with and without stacks
     [ -x build/tests/dies ] && [ -e build/libcumemhist.so ] || { echo "fuzz.sh: build first (cmake --build build)" >&2; exit 2; }
     cc -O1 -Isnapshot tests/fuzz/flight_seed.c -o "$out/flight_seed"

@@ -34,7 +34,9 @@
 
 /* CMH_FR_CLEAR: the history was cleared: a device slot's entries up to seq are gone (the
  * cmh_flight_entry layout, slot and seq only) */
-enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6 };
+/* CMH_FR_MEMINFO: a cuMemGetInfo sample (added without a version change: older readers skip a
+ * record type they do not know) */
+enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7 };
 /* how the process ended, as far as it could say */
 enum { CMH_FLIGHT_RUNNING = 0, CMH_FLIGHT_EXITED = 1, CMH_FLIGHT_SIGNALED = 2 };
 
@@ -136,6 +138,14 @@ typedef struct cmh_fr_annotation {
     int32_t device;
     uint32_t stage, pad;
 } cmh_fr_annotation;
+
+/* CMH_FR_MEMINFO: what the driver said of a device's memory: at its first allocation, at each
+ * out-of-memory error, at each dump, and once a second from the helper thread */
+typedef struct cmh_fr_meminfo {
+    int32_t device, pad;
+    int64_t ticks;
+    uint64_t free, total; /* bytes */
+} cmh_fr_meminfo;
 
 _Static_assert(sizeof(cmh_flight_rec) == 16 && sizeof(cmh_fr_entry) == 72, "an entry record is 88 bytes, its body 9 words");
 

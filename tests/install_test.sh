@@ -93,7 +93,7 @@ fi
 got=$(bash -c '. "$1"; COMP_WORDS=(cumemhist s); COMP_CWORD=1; _cumemhist; echo "${COMPREPLY[*]}";
     COMP_WORDS=(cumemhist export --format ""); COMP_CWORD=3; _cumemhist; echo "${COMPREPLY[*]}";
     COMP_WORDS=(cumemhist leaks --fa); COMP_CWORD=2; _cumemhist; echo "${COMPREPLY[*]}"' _ "$T/q/share/bash-completion/completions/cumemhist")
-[ "$got" = "$(printf 'summary stats symbolize\nmemviz pickle json chrome pprof sqlite\n--fail-on-leak')" ] &&
+[ "$got" = "$(printf 'summary stats snapshot symbolize\nmemviz pickle json chrome pprof sqlite\n--fail-on-leak')" ] &&
     ok "bash completion: commands, a choice's values, a command's options" || bad "bash completion gave: $got"
 
 # a Debian package, where dpkg is

@@ -17,7 +17,7 @@ static const cli_command *const g_tables[] = {&cli_cmd_record, &cli_cmd_summary,
                                               &cli_cmd_trace,  &cli_cmd_peak,    &cli_cmd_leaks,  &cli_cmd_frag,
                                               &cli_cmd_oom,    &cli_cmd_diff,    &cli_cmd_kernels, &cli_cmd_symbolize,
                                               &cli_cmd_recover, &cli_cmd_owners, &cli_cmd_merge, &cli_cmd_plot, &cli_cmd_flamegraph, &cli_cmd_report,
-                                              &cli_cmd_ranks, &cli_cmd_whatif};
+                                              &cli_cmd_ranks, &cli_cmd_whatif, &cli_cmd_snapshot, &cli_cmd_top, &cli_cmd_exporter};
 #define NT (sizeof g_tables / sizeof g_tables[0])
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

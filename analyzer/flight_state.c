@@ -1,0 +1,303 @@
+/*
+ * flight_state.c - the final state of a flight record's entries (flight_state.h): segments
+ * and blocks as the recorder's export spells them: a driver allocation a segment holding one
+ * block, blocks an allocator reported inside its segments, the VMM maps of a reservation one
+ * growing segment with a block per map.  Every change goes through the few functions below, so
+ * the per-device allocated and reserved sums stay exact.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "flight_state.h"
+#include "grow.h"
+#include "oatab.h"
+
+typedef struct seg_slot {
+    uint64_t addr;
+    uint64_t i;
+} seg_slot;
+
+void cmh_fstate_init(cmh_fstate *st)
+{
+    memset(st, 0, sizeof *st);
+    cmh_oa_init(&st->by_addr, sizeof(seg_slot));
+    cmh_oa_init(&st->blocks, sizeof(fblk));
+}
+
+void cmh_fstate_free(cmh_fstate *st)
+{
+    free(st->segs);
+    cmh_oa_free(&st->by_addr);
+    cmh_oa_free(&st->blocks);
+    memset(st, 0, sizeof *st);
+}
+
+static void resv_add(cmh_fstate *st, int32_t dev, uint64_t add, uint64_t sub)
+{
+    int k = cmh_fstate_slot(dev);
+    if (k < 0) return;
+    st->reserved[k] = st->reserved[k] + add - (sub > st->reserved[k] + add ? st->reserved[k] + add : sub);
+    if (st->reserved[k] > st->peak_reserved[k]) st->peak_reserved[k] = st->reserved[k];
+}
+
+static void alloc_add(cmh_fstate *st, int32_t dev, uint64_t add, uint64_t sub)
+{
+    int k = cmh_fstate_slot(dev);
+    if (k < 0) return;
+    st->allocated[k] = st->allocated[k] + add - (sub > st->allocated[k] + add ? st->allocated[k] + add : sub);
+    if (st->allocated[k] > st->peak_allocated[k]) st->peak_allocated[k] = st->allocated[k];
+}
+
+fseg *cmh_fstate_seg_add(cmh_fstate *st, const fseg *g)
+{
+    if (CMH_GROW(st->segs, st->capsegs, (uint64_t)st->nsegs + 1, 256)) {
+        st->nomem = 1;
+        return NULL;
+    }
+    seg_slot *sl = g->addr ? cmh_oa_get(&st->by_addr, g->addr, NULL) : NULL;
+    if (g->addr && !sl) {
+        st->nomem = 1;
+        return NULL;
+    }
+    if (sl) sl->i = st->nsegs;
+    st->segs[st->nsegs] = *g;
+    st->segs[st->nsegs].alive = 1;
+    resv_add(st, g->device, g->size, 0);
+    return &st->segs[st->nsegs++];
+}
+
+static fseg *seg_at(cmh_fstate *st, uint64_t addr)
+{
+    seg_slot *sl = addr ? cmh_oa_find(&st->by_addr, addr) : NULL;
+    return sl && st->segs[sl->i].alive && st->segs[sl->i].addr == addr ? &st->segs[sl->i] : NULL;
+}
+
+static void seg_kill(cmh_fstate *st, fseg *g)
+{
+    seg_slot *sl = cmh_oa_find(&st->by_addr, g->addr);
+    if (sl && &st->segs[sl->i] == g) cmh_oa_remove(&st->by_addr, sl);
+    g->alive = 0;
+    st->dead++;
+    resv_add(st, g->device, 0, g->size);
+}
+
+static void seg_resize(cmh_fstate *st, fseg *g, uint64_t size)
+{
+    resv_add(st, g->device, size, g->size);
+    g->size = size;
+}
+
+static void seg_move(cmh_fstate *st, fseg *g, uint64_t addr) /* a new start address */
+{
+    seg_slot *sl = cmh_oa_find(&st->by_addr, g->addr);
+    uint64_t i = (uint64_t)(g - st->segs);
+    if (sl && sl->i == i) cmh_oa_remove(&st->by_addr, sl);
+    g->addr = addr;
+    if (!(sl = cmh_oa_get(&st->by_addr, addr, NULL))) st->nomem = 1;
+    else sl->i = i;
+}
+
+/* The live expandable segment of device dev touching [a, b): ending at a, starting at b, or
+ * holding a. */
+static fseg *expandable_near(cmh_fstate *st, int32_t dev, uint64_t a, uint64_t b, int holding)
+{
+    for (uint32_t i = st->nsegs; i-- > 0;) {
+        fseg *g = &st->segs[i];
+        if (!g->alive || g->device != dev || !(g->flags & CMH_SEG_EXPANDABLE)) continue;
+        if (holding ? a >= g->addr && a < g->addr + g->size : g->addr + g->size == a || g->addr == b) return g;
+    }
+    return NULL;
+}
+
+void cmh_fstate_block_put(cmh_fstate *st, const cmh_entry *e, int32_t dev, uint64_t size, uint8_t state_)
+{
+    int created = 0;
+    fblk *b = e->addr ? cmh_oa_get(&st->blocks, e->addr, &created) : NULL;
+    if (!b) {
+        if (e->addr) st->nomem = 1;
+        return;
+    }
+    uint64_t was = !created && b->state == CMH_BLOCK_ACTIVE_ALLOCATED ? b->size : 0;
+    int32_t was_dev = b->device;
+    b->size = size;
+    b->requested = e->requested;
+    b->time_ns = e->time_ns;
+    b->stack = e->stack;
+    b->device = dev;
+    b->state = state_;
+    if (was) alloc_add(st, was_dev, 0, was);
+    if (state_ == CMH_BLOCK_ACTIVE_ALLOCATED) alloc_add(st, dev, size, 0);
+}
+
+static void block_del(cmh_fstate *st, uint64_t addr)
+{
+    fblk *b = addr ? cmh_oa_find(&st->blocks, addr) : NULL;
+    if (!b) return;
+    if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) alloc_add(st, b->device, 0, b->size);
+    cmh_oa_remove(&st->blocks, b);
+}
+
+void cmh_fstate_apply(cmh_fstate *st, const cmh_entry *e, int32_t dev)
+{
+    int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
+    switch (e->action) {
+    case CMH_ACT_SEGMENT_ALLOC: {
+        fseg g = {e->addr, e->size, e->stream, {0, 0}, e->time_ns, e->stack, dev, e->kind,
+                  (uint8_t)(whole ? CMH_SEG_WHOLE_BLOCK : 0), (uint8_t)cmh_pool_rule(e->size, whole), 1};
+        fseg *old = seg_at(st, e->addr);
+        if (old) seg_kill(st, old); /* its free was not seen: the newer one stands */
+        cmh_fstate_seg_add(st, &g);
+        if (whole) cmh_fstate_block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED);
+        break;
+    }
+    case CMH_ACT_SEGMENT_FREE: {
+        fseg *g = seg_at(st, e->addr);
+        if (g) seg_kill(st, g);
+        if (whole) block_del(st, e->addr);
+        break;
+    }
+    case CMH_ACT_SEGMENT_MAP: {
+        fseg *g = expandable_near(st, dev, e->addr, e->addr + e->size, 0);
+        if (g && g->addr + g->size == e->addr) seg_resize(st, g, g->size + e->size);
+        else if (g) {
+            seg_move(st, g, e->addr);
+            seg_resize(st, g, g->size + e->size);
+        } else {
+            fseg n = {e->addr, e->size, e->stream, {0, 0}, e->time_ns, e->stack, dev, e->kind,
+                      (uint8_t)(CMH_SEG_EXPANDABLE | (whole ? CMH_SEG_WHOLE_BLOCK : 0)), CMH_POOL_LARGE, 1};
+            cmh_fstate_seg_add(st, &n);
+        }
+        if (whole) cmh_fstate_block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED);
+        break;
+    }
+    case CMH_ACT_SEGMENT_UNMAP: {
+        if (whole) block_del(st, e->addr);
+        fseg *g = expandable_near(st, dev, e->addr, 0, 1);
+        if (!g) break;
+        uint64_t a = e->addr, b = e->addr + e->size, ga = g->addr, gb = g->addr + g->size;
+        if (b > gb) b = gb;
+        if (a == ga && b == gb) seg_kill(st, g);
+        else if (a == ga) {
+            seg_resize(st, g, gb - b);
+            seg_move(st, g, b);
+        } else if (b == gb) seg_resize(st, g, a - ga);
+        else { /* from the middle: two pieces */
+            fseg right = *g;
+            right.addr = b;
+            right.size = gb - b;
+            seg_resize(st, g, a - ga);
+            cmh_fstate_seg_add(st, &right);
+        }
+        break;
+    }
+    case CMH_ACT_ALLOC: cmh_fstate_block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED); break;
+    case CMH_ACT_FREE_REQUESTED: {
+        fblk *b = e->addr ? cmh_oa_find(&st->blocks, e->addr) : NULL;
+        if (b && b->state == CMH_BLOCK_ACTIVE_ALLOCATED) alloc_add(st, b->device, 0, b->size);
+        if (b) b->state = CMH_BLOCK_ACTIVE_PENDING_FREE;
+        break;
+    }
+    case CMH_ACT_FREE_COMPLETED: block_del(st, e->addr); break;
+    default: break;
+    }
+}
+
+int cmh_fstate_compact(cmh_fstate *st)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < st->nsegs; i++)
+        if (st->segs[i].alive) st->segs[k++] = st->segs[i];
+    st->nsegs = k;
+    st->dead = 0;
+    cmh_oa_free(&st->by_addr);
+    cmh_oa_init(&st->by_addr, sizeof(seg_slot));
+    for (uint32_t i = 0; i < k; i++) {
+        if (!st->segs[i].addr) continue;
+        seg_slot *sl = cmh_oa_get(&st->by_addr, st->segs[i].addr, NULL);
+        if (!sl) return st->nomem = 1, CMH_ENOMEM;
+        sl->i = i;
+    }
+    return CMH_OK;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const fseg *x = a, *y = b;
+    if (x->device != y->device) return (uint32_t)x->device < (uint32_t)y->device ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int cmp_blk(const void *a, const void *b)
+{
+    const fblk *x = a, *y = b;
+    if (x->device != y->device) return (uint32_t)x->device < (uint32_t)y->device ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+int cmh_fstate_emit(const cmh_fstate *st, cmh_snapshot *s, uint32_t (*stack_of)(void *, uint32_t), void *arg, uint64_t *orphans)
+{
+    fseg *segs = malloc((st->nsegs ? st->nsegs : 1) * sizeof *segs);
+    fblk *blks = malloc((st->blocks.n ? st->blocks.n : 1) * sizeof *blks);
+    if (!segs || !blks) {
+        free(segs);
+        free(blks);
+        return CMH_ENOMEM;
+    }
+    uint32_t ns = 0, nbk = 0;
+    for (uint32_t i = 0; i < st->nsegs; i++)
+        if (st->segs[i].alive) segs[ns++] = st->segs[i];
+    for (uint32_t i = 0; i < st->blocks.cap; i++)
+        if (cmh_oa_keyat(&st->blocks, i)) blks[nbk++] = *(const fblk *)cmh_oa_at(&st->blocks, i);
+    qsort(segs, ns, sizeof *segs, cmp_seg);
+    qsort(blks, nbk, sizeof *blks, cmp_blk);
+    uint32_t b = 0;
+    int rc = CMH_OK;
+    for (uint32_t i = 0; i < ns && rc == CMH_OK; i++) {
+        const fseg *g = &segs[i];
+        while (b < nbk && cmp_blk(&blks[b], &(fblk){g->addr, 0, 0, 0, 0, g->device, 0}) < 0) b++, (*orphans)++;
+        cmh_segment out = {g->device, g->kind, g->flags, g->pool, g->addr, g->size, g->stream, {g->pool_id[0], g->pool_id[1]},
+                           stack_of ? stack_of(arg, g->stack) : g->stack, g->time_ns, 0, 0};
+        rc = cmh_snapshot_add_segment(s, &out, NULL);
+        for (; rc == CMH_OK && b < nbk && blks[b].device == g->device && blks[b].addr < g->addr + g->size; b++) {
+            cmh_block bl = {blks[b].addr, blks[b].size, blks[b].requested, stack_of ? stack_of(arg, blks[b].stack) : blks[b].stack,
+                            blks[b].state, blks[b].time_ns};
+            rc = cmh_snapshot_add_block(s, &bl);
+        }
+    }
+    *orphans += nbk - b;
+    free(segs);
+    free(blks);
+    return rc;
+}
+
+/* Copy what a base snapshot holds besides its traces and final state, ids unchanged. */
+int cmh_fstate_copy_dict(cmh_snapshot *s, const cmh_snapshot *b)
+{
+    for (uint32_t i = 1; i < b->strings.n; i++) {
+        uint32_t id;
+        if (cmh_strtab_intern(&s->strings, b->strings.str[i], strlen(b->strings.str[i]), &id)) return CMH_ENOMEM;
+    }
+    for (uint32_t i = 0; i < b->nmodules; i++)
+        if (cmh_snapshot_add_module(s, &b->modules[i]) != CMH_OK) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < b->nframes; i++) {
+        uint32_t id;
+        if (cmh_snapshot_add_frame(s, &b->frames[i], &id) != CMH_OK) return CMH_ENOMEM;
+    }
+    for (uint32_t i = 1; i < b->nstacks; i++) {
+        uint32_t id;
+        if (cmh_snapshot_add_stack(s, b->stack_frames + b->stacks[i].first, b->stacks[i].count, &id) != CMH_OK) return CMH_ENOMEM;
+    }
+    for (uint32_t i = 0; i < b->nannotations; i++)
+        if (cmh_snapshot_add_annotation(s, &b->annotations[i]) != CMH_OK) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < b->nsettings; i++)
+        if (cmh_snapshot_add_setting(s, cmh_str(b, b->settings[i].key), cmh_str(b, b->settings[i].value), b->settings[i].type) != CMH_OK)
+            return CMH_ENOMEM;
+    for (uint32_t i = 0; i < b->nkernels; i++)
+        if (cmh_snapshot_add_kernel(s, &b->kernels[i]) != CMH_OK) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < b->nmeminfo; i++) /* the journal's own samples follow */
+        if (cmh_snapshot_add_meminfo(s, &b->meminfo[i]) != CMH_OK) return CMH_ENOMEM;
+    s->kernels_dropped = b->kernels_dropped;
+    s->kernels_status = b->kernels_status;
+    return CMH_OK;
+}
+

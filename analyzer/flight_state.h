@@ -1,0 +1,65 @@
+/*
+ * flight_state.h - the final state a flight record's entries build: live segments and their
+ * blocks, as the recorder's export would show them (analyzer/flight_state.c).  Private to the
+ * two readers of flight records: `recover` (analyzer/recover.c), which applies every entry once,
+ * and the live reader (analyzer/live.c), which keeps one across refreshes and applies what was
+ * appended since.
+ *
+ * Besides the segments and blocks it keeps, per device slot (0..63, 64 = pinned host memory),
+ * allocated bytes (blocks in active_allocated) and reserved bytes (live segments), and their
+ * maxima over every entry applied: the live reader's figures without a replay.
+ */
+#ifndef CMH_FLIGHT_STATE_H
+#define CMH_FLIGHT_STATE_H
+
+#include "cumemhist/snapshot.h"
+#include "flight_format.h"
+
+typedef struct fseg {
+    uint64_t addr, size, stream;
+    uint64_t pool_id[2];
+    int64_t time_ns;
+    uint32_t stack;
+    int32_t device;
+    uint8_t kind, flags, pool, alive;
+} fseg;
+
+typedef struct fblk {
+    uint64_t addr; /* the key (oatab.h) */
+    uint64_t size, requested;
+    int64_t time_ns;
+    uint32_t stack;
+    int32_t device;
+    uint8_t state;
+} fblk;
+
+typedef struct cmh_fstate {
+    fseg *segs; /* live ones and dead ones (alive 0) until cmh_fstate_compact */
+    uint32_t nsegs, capsegs, dead;
+    cmh_oatab by_addr; /* segment start -> index, live ones */
+    cmh_oatab blocks;  /* of fblk */
+    int nomem;
+    uint64_t allocated[CMH_FLIGHT_SLOTS], reserved[CMH_FLIGHT_SLOTS];
+    uint64_t peak_allocated[CMH_FLIGHT_SLOTS], peak_reserved[CMH_FLIGHT_SLOTS];
+} cmh_fstate;
+
+void cmh_fstate_init(cmh_fstate *st);
+void cmh_fstate_free(cmh_fstate *st);
+/* A segment as a base snapshot holds it; a block inside one (its state as given). */
+fseg *cmh_fstate_seg_add(cmh_fstate *st, const fseg *g);
+void cmh_fstate_block_put(cmh_fstate *st, const cmh_entry *e, int32_t dev, uint64_t size, uint8_t state_);
+/* What one entry (its stack a model stack id) does to the state. */
+void cmh_fstate_apply(cmh_fstate *st, const cmh_entry *e, int32_t dev);
+/* Drop the dead segments (the live reader's, now and then: a long run frees many). */
+int cmh_fstate_compact(cmh_fstate *st);
+/* The live segments with their blocks into s (sorted by device and address), each stack id
+ * through stack_of when given; blocks outside any segment are counted in *orphans.  CMH_OK or
+ * CMH_ENOMEM. */
+int cmh_fstate_emit(const cmh_fstate *st, cmh_snapshot *s, uint32_t (*stack_of)(void *, uint32_t), void *arg, uint64_t *orphans);
+/* Copy what a base snapshot (a checkpoint) holds besides its traces and final state into s, ids
+ * unchanged: strings, modules, frames, stacks, annotations, settings, kernels, cuMemGetInfo samples. */
+int cmh_fstate_copy_dict(cmh_snapshot *s, const cmh_snapshot *b);
+/* The slot of a device (-1: pinned host memory), or -1 when it has none. */
+static inline int cmh_fstate_slot(int32_t dev) { return dev == -1 ? CMH_FLIGHT_SLOTS - 1 : dev >= 0 && dev < CMH_FLIGHT_SLOTS - 1 ? dev : -1; }
+
+#endif

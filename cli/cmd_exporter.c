@@ -1,0 +1,467 @@
+/*
+ * cmd_exporter.c - `cumemhist exporter`: the recorded processes' memory as Prometheus metrics,
+ * on /metrics over HTTP (libmicrohttpd; loopback unless --allow-remote) and/or as a textfile for
+ * node_exporter's textfile collector (DIR/cumemhist.prom, written atomically by the output
+ * rule of snapshot/atomic.c).
+ *
+ * One thread refreshes the live readers every --interval and renders the exposition into a
+ * buffer; the HTTP thread only hands out the latest buffer, so a scrape costs a copy and never
+ * waits for a refresh.  The sites, owners and leak verdicts (a snapshot of each process, its
+ * stacks symbolized, the analyzer's reports) are computed again every --analysis-interval.  The
+ * OpenMetrics text goes to a client that asks for it (Prometheus does); the classic text format
+ * (0.0.4) to any other and to the textfile.  Cardinality is bounded: per process and device, the
+ * top --top sites and the owners (a few by nature).
+ *
+ * libmicrohttpd is opened (dlopen) when the exporter starts to listen, not linked: with it come
+ * GnuTLS and its dependencies, megabytes of mappings every other command would load for nothing.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cumemhist/reports.h"
+#include "live.h"
+
+static const char *g_listen, *g_textfile;
+static int g_remote, g_top = 10, g_interval = 1000, g_analysis = 60000, g_once;
+
+static const cli_option g_opts[] = {
+    {"--listen", NULL, CLI_STR, &g_listen, "ADDR:PORT", "serve /metrics there (default 127.0.0.1:9464 unless --textfile)", NULL, 0, 0, NULL},
+    {"--allow-remote", NULL, CLI_FLAG, &g_remote, NULL, "allow a --listen address other than loopback", NULL, 0, 0, NULL},
+    {"--textfile", NULL, CLI_STR, &g_textfile, "DIR", "write DIR/cumemhist.prom each interval (node_exporter's textfile collector)", NULL, 0, 0, NULL},
+    {"--top", NULL, CLI_INT, &g_top, "N", "site series per process and device (default 10)", NULL, 0, 1000, NULL},
+    {"--interval", NULL, CLI_INT, &g_interval, "MS", "refresh every MS milliseconds (default 1000)", NULL, 100, 3600000, NULL},
+    {"--analysis-interval", NULL, CLI_INT, &g_analysis, "MS", "sites, owners and leak verdicts every MS (default 60000)", NULL, 100, 3600000, NULL},
+    {"--once", NULL, CLI_FLAG, &g_once, NULL, "print the exposition once to standard output (or write the textfile once) and exit", NULL, 0, 0, NULL},
+};
+
+const cli_command cli_cmd_exporter = {
+    "exporter", "[options] [PID|FLIGHT...]",
+    "Export the CUDA memory of every process you run under cumemhist (or those named) as\n"
+    "Prometheus metrics: per process and device allocated, reserved, peak and driver-used bytes,\n"
+    "bytes by owner and by top site, out-of-memory errors and dropped entries as counters, and\n"
+    "each growing site's growth per step.  docs/OBSERVABILITY.md lists the metrics, a scrape\n"
+    "configuration and alerting rules.",
+    g_opts, CLI_NOPTS(g_opts), 0, 64, 0, "cumemhist exporter --listen 127.0.0.1:9464"};
+
+/* ---- the exposition ---- */
+
+typedef struct buf {
+    char *p;
+    size_t n, cap;
+    int nomem;
+} buf;
+
+static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(buf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) return;
+        if (b->p && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t nc = b->cap ? b->cap * 2 : 65536;
+        while (nc < b->n + (size_t)k + 1) nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->nomem = 1;
+            return;
+        }
+        b->p = np, b->cap = nc;
+    }
+}
+
+/* A label value as the format wants it: backslash, double quote and newline escaped; bytes a
+ * label cannot hold (other control characters, invalid UTF-8 is passed as it is) as '?'. */
+static void put_value(buf *b, const char *v, size_t max)
+{
+    char tmp[2200];
+    size_t k = 0;
+    for (size_t i = 0; v[i] && i < max && k + 3 < sizeof tmp; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c == '\\' || c == '"') tmp[k++] = '\\', tmp[k++] = (char)c;
+        else if (c == '\n') tmp[k++] = '\\', tmp[k++] = 'n';
+        else tmp[k++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    tmp[k] = 0;
+    put(b, "%s", tmp);
+}
+
+static void labels(buf *b, const cli_proc *p, int32_t device)
+{
+    const cmh_live_info *in = cmh_live_get_info(p->live);
+    put(b, "{pid=\"%lld\",rank=\"", (long long)in->pid);
+    if (in->rank >= 0) put(b, "%d", in->rank);
+    put(b, "\",host=\"");
+    put_value(b, in->host, 255);
+    if (device >= 0) put(b, "\",device=\"%d\",command=\"", device);
+    else put(b, "\",device=\"host\",command=\"");
+    put_value(b, in->cmdline, 200);
+    put(b, "\"");
+}
+
+typedef struct family {
+    const char *name, *type, *unit, *help;
+} family;
+
+static void head(buf *b, const family *f, int om)
+{
+    /* OpenMetrics names a counter's family without _total; the classic format names the sample */
+    if (om) {
+        put(b, "# TYPE %s %s\n", f->name, f->type);
+        if (f->unit) put(b, "# UNIT %s %s\n", f->name, f->unit);
+        put(b, "# HELP %s %s\n", f->name, f->help);
+    } else {
+        const char *sfx = strcmp(f->type, "counter") ? "" : "_total";
+        put(b, "# HELP %s%s %s\n# TYPE %s%s %s\n", f->name, sfx, f->help, f->name, sfx, f->type);
+    }
+}
+
+enum { F_ALLOC, F_RESV, F_PEAK_A, F_PEAK_R, F_USED, F_TOTAL, F_CHANGE, F_OWNER, F_SITE, F_GROWTH, F_OOMS, F_DROPPED, F_ENTRIES, F_NF };
+static const family g_fam[F_NF] = {
+    {"cumemhist_allocated_bytes", "gauge", "bytes", "Bytes in blocks allocated now (blocks in state active_allocated)."},
+    {"cumemhist_reserved_bytes", "gauge", "bytes", "Bytes in segments reserved from the driver now."},
+    {"cumemhist_peak_allocated_bytes", "gauge", "bytes", "The most allocated bytes over the recorded history."},
+    {"cumemhist_peak_reserved_bytes", "gauge", "bytes", "The most reserved bytes over the recorded history."},
+    {"cumemhist_driver_used_bytes", "gauge", "bytes", "Device memory in use as cuMemGetInfo said at its latest sample (total - free), all processes."},
+    {"cumemhist_driver_total_bytes", "gauge", "bytes", "Device memory as cuMemGetInfo said at its latest sample."},
+    {"cumemhist_allocated_change_bytes_per_minute", "gauge", NULL, "Change of allocated bytes per minute over the last minute watched."},
+    {"cumemhist_owner_bytes", "gauge", "bytes", "Device memory by owner now (PyTorch allocated and cached, each library, the program, not recorded)."},
+    {"cumemhist_site_bytes", "gauge", "bytes", "Bytes held now by an allocation site, the top N per process and device."},
+    {"cumemhist_site_growth_bytes_per_step", "gauge", NULL, "Growth per step of a site the leak verdict calls growing."},
+    {"cumemhist_ooms", "counter", NULL, "Out-of-memory errors the driver returned."},
+    {"cumemhist_dropped_entries", "counter", NULL, "Trace entries dropped past the ring's max_entries."},
+    {"cumemhist_entries", "counter", NULL, "Trace entries recorded."},
+};
+
+static const char *kind_name(int k)
+{
+    switch (k) {
+    case CMH_OWN_TORCH_ALLOCATED: return "pytorch_allocated";
+    case CMH_OWN_TORCH_CACHED: return "pytorch_cached";
+    case CMH_OWN_TORCH_RESERVED: return "pytorch_reserved";
+    case CMH_OWN_LIBRARY: return "library";
+    case CMH_OWN_PROGRAM: return "program";
+    case CMH_OWN_UNKNOWN: return "unknown";
+    default: return "not_recorded";
+    }
+}
+
+static void render(cli_procs *ps, int om, int analyze, buf *b)
+{
+    b->n = 0;
+    if (b->p) b->p[0] = 0;
+    uint32_t np = ps->n;
+    cmh_live_device(*devs)[66] = malloc((np ? np : 1) * sizeof *devs);
+    uint32_t *nd = malloc((np ? np : 1) * sizeof *nd);
+    if (!devs || !nd) {
+        free(devs), free(nd);
+        b->nomem = 1;
+        return;
+    }
+    for (uint32_t i = 0; i < np; i++) {
+        nd[i] = cmh_live_devices(ps->v[i].live, devs[i], 66);
+        if (nd[i] > 66) nd[i] = 66;
+        if (analyze) cli_proc_analyze(&ps->v[i], (uint32_t)g_top, 0);
+    }
+    put(b, "# HELP cumemhist_processes Recorded processes being read.\n# TYPE cumemhist_processes gauge\ncumemhist_processes %u\n", np);
+    for (int f = 0; f < F_NF; f++) {
+        head(b, &g_fam[f], om);
+        for (uint32_t i = 0; i < np; i++) {
+            cli_proc *p = &ps->v[i];
+            for (uint32_t k = 0; k < nd[i]; k++) {
+                const cmh_live_device *d = &devs[i][k];
+                const char *sfx = strcmp(g_fam[f].type, "counter") ? "" : "_total";
+                const cli_dev_analysis *a = NULL;
+                for (uint32_t j = 0; p->analyzed && j < p->nan; j++)
+                    if (p->an[j].device == d->device) a = &p->an[j];
+                uint64_t v = 0;
+                int64_t sv = 0;
+                switch (f) {
+                case F_ALLOC: v = d->allocated; break;
+                case F_RESV: v = d->reserved; break;
+                case F_PEAK_A: v = d->peak_allocated; break;
+                case F_PEAK_R: v = d->peak_reserved; break;
+                case F_USED: case F_TOTAL:
+                    if (!d->meminfo_known) continue;
+                    v = f == F_USED ? d->mem_total - d->mem_free : d->mem_total;
+                    break;
+                case F_CHANGE: sv = d->change_per_min; break;
+                case F_OOMS: v = d->ooms; break;
+                case F_DROPPED: v = d->dropped; break;
+                case F_ENTRIES: v = d->entries; break;
+                case F_OWNER:
+                    for (uint32_t o = 0; a && o < a->nowners; o++) {
+                        put(b, "%s", g_fam[f].name);
+                        labels(b, p, d->device);
+                        put(b, ",owner=\"");
+                        put_value(b, a->owners[o].name, 95);
+                        put(b, "\",kind=\"%s\"} %" PRIu64 "\n", kind_name(a->owners[o].kind), a->owners[o].bytes);
+                    }
+                    continue;
+                case F_SITE: case F_GROWTH:
+                    for (uint32_t s = 0; a && s < a->nsites; s++) {
+                        if (f == F_GROWTH && a->sites[s].verdict != CMH_LEAK_GROWING) continue;
+                        put(b, "%s", g_fam[f].name);
+                        labels(b, p, d->device);
+                        put(b, ",site=\"");
+                        put_value(b, a->sites[s].name, 300);
+                        if (f == F_SITE) put(b, "\"} %" PRIu64 "\n", a->sites[s].bytes);
+                        else put(b, "\"} %" PRId64 "\n", a->sites[s].rate);
+                    }
+                    continue;
+                default: break;
+                }
+                put(b, "%s%s", g_fam[f].name, sfx);
+                labels(b, p, d->device);
+                if (f == F_CHANGE) put(b, "} %" PRId64 "\n", sv);
+                else put(b, "} %" PRIu64 "\n", v);
+            }
+        }
+    }
+    if (om) put(b, "# EOF\n");
+    free(devs);
+    free(nd);
+}
+
+/* ---- serving ---- */
+
+/* The few libmicrohttpd calls the exporter makes, found at run time. */
+static struct {
+    struct MHD_Daemon *(*start)(unsigned int, uint16_t, MHD_AcceptPolicyCallback, void *, MHD_AccessHandlerCallback, void *, ...);
+    void (*stop)(struct MHD_Daemon *);
+    struct MHD_Response *(*from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
+    enum MHD_Result (*add_header)(struct MHD_Response *, const char *, const char *);
+    enum MHD_Result (*queue)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
+    void (*destroy)(struct MHD_Response *);
+    const char *(*lookup)(struct MHD_Connection *, enum MHD_ValueKind, const char *);
+} mhd;
+
+static int load_mhd(char *why, size_t cap)
+{
+    void *h = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, cap, "%s (install Debian's libmicrohttpd12)", dlerror());
+        return -1;
+    }
+    *(void **)&mhd.start = dlsym(h, "MHD_start_daemon");
+    *(void **)&mhd.stop = dlsym(h, "MHD_stop_daemon");
+    *(void **)&mhd.from_buffer = dlsym(h, "MHD_create_response_from_buffer");
+    *(void **)&mhd.add_header = dlsym(h, "MHD_add_response_header");
+    *(void **)&mhd.queue = dlsym(h, "MHD_queue_response");
+    *(void **)&mhd.destroy = dlsym(h, "MHD_destroy_response");
+    *(void **)&mhd.lookup = dlsym(h, "MHD_lookup_connection_value");
+    if (!mhd.start || !mhd.stop || !mhd.from_buffer || !mhd.add_header || !mhd.queue || !mhd.destroy || !mhd.lookup) {
+        snprintf(why, cap, "libmicrohttpd.so.12 lacks a function the exporter calls");
+        return -1;
+    }
+    return 0;
+}
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static buf g_out[2]; /* the latest exposition: [0] classic, [1] OpenMetrics */
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
+                              const char *data, size_t *size, void **state)
+{
+    (void)cls, (void)version, (void)data, (void)size, (void)state;
+    struct MHD_Response *r;
+    unsigned status = MHD_HTTP_OK;
+    const char *type = "text/plain; charset=utf-8";
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+        static const char no[] = "only GET\n";
+        r = mhd.from_buffer(sizeof no - 1, (void *)no, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_METHOD_NOT_ALLOWED;
+    } else if (!strcmp(url, "/metrics")) {
+        const char *accept = mhd.lookup(c, MHD_HEADER_KIND, "Accept");
+        int om = accept && strstr(accept, "application/openmetrics-text");
+        pthread_mutex_lock(&g_lock);
+        r = mhd.from_buffer(g_out[om].n, g_out[om].p ? g_out[om].p : (void *)"", MHD_RESPMEM_MUST_COPY);
+        pthread_mutex_unlock(&g_lock);
+        type = om ? "application/openmetrics-text; version=1.0.0; charset=utf-8" : "text/plain; version=0.0.4; charset=utf-8";
+    } else if (!strcmp(url, "/")) {
+        static const char home[] = "cumemhist exporter: the metrics are at /metrics\n";
+        r = mhd.from_buffer(sizeof home - 1, (void *)home, MHD_RESPMEM_PERSISTENT);
+    } else {
+        static const char nf[] = "not found: the metrics are at /metrics\n";
+        r = mhd.from_buffer(sizeof nf - 1, (void *)nf, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_NOT_FOUND;
+    }
+    if (!r) return MHD_NO;
+    mhd.add_header(r, "Content-Type", type);
+    enum MHD_Result ok = mhd.queue(c, status, r);
+    mhd.destroy(r);
+    return ok;
+}
+
+/* "127.0.0.1:9464", "[::1]:9464", "localhost:9464", ":9464" (all addresses: not loopback). */
+static int parse_listen(const char *s, struct sockaddr_storage *sa, int *v6, int *loopback)
+{
+    char host[256];
+    const char *colon = s[0] == '[' ? strstr(s, "]:") : strrchr(s, ':');
+    if (!colon) return -1;
+    size_t hl = (size_t)(colon - s);
+    if (s[0] == '[') {
+        if (hl < 1 || hl - 1 >= sizeof host) return -1;
+        memcpy(host, s + 1, hl - 1), host[hl - 1] = 0;
+        colon++;
+    } else {
+        if (hl >= sizeof host) return -1;
+        memcpy(host, s, hl), host[hl] = 0;
+    }
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 1 || port > 65535) return -1;
+    memset(sa, 0, sizeof *sa);
+    if (!strcmp(host, "localhost")) strcpy(host, "127.0.0.1");
+    struct sockaddr_in *a4 = (struct sockaddr_in *)sa;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)sa;
+    if (!host[0]) {
+        a4->sin_family = AF_INET, a4->sin_port = htons((uint16_t)port), a4->sin_addr.s_addr = htonl(INADDR_ANY);
+        *v6 = 0, *loopback = 0;
+    } else if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET, a4->sin_port = htons((uint16_t)port);
+        *v6 = 0, *loopback = (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6, a6->sin6_port = htons((uint16_t)port);
+        *v6 = 1, *loopback = IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr);
+    } else return -1;
+    return 0;
+}
+
+static int write_textfile(const buf *b)
+{
+    char path[4200], err[4400];
+    snprintf(path, sizeof path, "%s/cumemhist.prom", g_textfile);
+    cmh_atomic a;
+    FILE *fp = cmh_output_open(&a, path, 0, err, sizeof err);
+    if (!fp) {
+        cli_error("%s", err);
+        return CLI_EFILE;
+    }
+    fwrite(b->p ? b->p : "", 1, b->n, fp);
+    if (cmh_atomic_commit(&a, err, sizeof err) != CMH_OK) {
+        cli_error("%s", err);
+        return CLI_EFILE;
+    }
+    return 0;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+int cmd_exporter(int argc, char **argv)
+{
+    char *args[64];
+    int n, rc = cli_parse(&cli_cmd_exporter, argc, argv, args, &n);
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    struct sockaddr_storage sa;
+    int v6 = 0, loop = 1;
+    const char *listen = g_listen ? g_listen : g_textfile || g_once ? NULL : "127.0.0.1:9464";
+    if (listen) {
+        if (parse_listen(listen, &sa, &v6, &loop) != 0) {
+            cli_error("exporter: --listen %s: not ADDR:PORT (a numeric address or localhost, e.g. 127.0.0.1:9464 or [::1]:9464)", listen);
+            return CLI_EUSAGE;
+        }
+        if (!loop && !g_remote) {
+            cli_error("exporter: --listen %s is not a loopback address: the metrics name your processes and their command lines; "
+                      "add --allow-remote to serve them beyond this host", listen);
+            return CLI_EUSAGE;
+        }
+    }
+    cli_procs ps;
+    memset(&ps, 0, sizeof ps);
+    ps.named = args;
+    ps.nnamed = n;
+    ps.quiet = 1;
+    ps.trace_cap = g_once ? 0 : CLI_LIVE_TRACE;
+    if ((rc = cli_procs_update(&ps))) return cli_procs_free(&ps), rc;
+    buf b[2] = {{0}, {0}};
+    if (g_once) {
+        render(&ps, 0, 1, &b[0]);
+        if (g_textfile) rc = write_textfile(&b[0]);
+        else {
+            fwrite(b[0].p ? b[0].p : "", 1, b[0].n, stdout);
+            rc = cli_finish_stdout(0);
+        }
+        free(b[0].p);
+        cli_procs_free(&ps);
+        return rc;
+    }
+    render(&ps, 0, 1, &g_out[0]);
+    render(&ps, 1, 0, &g_out[1]);
+    struct MHD_Daemon *d = NULL;
+    if (listen) {
+        char why[512];
+        if (load_mhd(why, sizeof why) != 0) {
+            cli_error("exporter: no HTTP server: %s", why);
+            cli_procs_free(&ps);
+            return CLI_EFILE;
+        }
+        d = mhd.start(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, answer, NULL,
+                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+        if (!d) {
+            cli_error("exporter: cannot listen on %s: %s", listen, strerror(errno));
+            cli_procs_free(&ps);
+            return CLI_EFILE;
+        }
+        fprintf(stderr, "cumemhist: exporter: http://%s/metrics (%u process%s)\n", listen, ps.n, ps.n == 1 ? "" : "es");
+    }
+    signal(SIGINT, on_stop);
+    signal(SIGTERM, on_stop);
+    signal(SIGPIPE, SIG_IGN);
+    int64_t last_analysis = mono_ms();
+    while (!g_stop) {
+        if (g_textfile && (rc = write_textfile(&g_out[0]))) break;
+        struct timespec pause = {g_interval / 1000, (long)(g_interval % 1000) * 1000000};
+        while (nanosleep(&pause, &pause) != 0 && !g_stop) {}
+        if (g_stop) break;
+        if ((rc = cli_procs_update(&ps))) break;
+        int analyze = mono_ms() - last_analysis >= g_analysis;
+        if (analyze) last_analysis = mono_ms();
+        render(&ps, 0, analyze, &b[0]);
+        render(&ps, 1, 0, &b[1]);
+        pthread_mutex_lock(&g_lock);
+        for (int i = 0; i < 2; i++) {
+            buf t = g_out[i];
+            g_out[i] = b[i];
+            b[i] = t;
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
+    if (d) mhd.stop(d);
+    for (int i = 0; i < 2; i++) free(b[i].p), free(g_out[i].p);
+    cli_procs_free(&ps);
+    return rc;
+}

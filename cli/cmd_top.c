@@ -1,0 +1,341 @@
+/*
+ * cmd_top.c - `cumemhist top`: every recorded process of the user and its devices, live, like
+ * top(1): allocated, reserved, what the driver says is used (the cuMemGetInfo samples in the
+ * flight record), change per minute, OOMs and dropped entries; for the selected row its sites
+ * holding memory now and who owns the device's memory.  Full-screen through ncurses; --once
+ * prints one frame (text, or --json) for scripts.  The figures come from the live readers
+ * (cli/live.c), refreshed incrementally each interval.
+ */
+#define _GNU_SOURCE
+#include <curses.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cumemhist/reports.h"
+#include "jsonw.h"
+#include "live.h"
+
+static int g_once, g_json, g_top = 5, g_interval = 1000, g_analysis = 5000, g_sort;
+static const char *const g_sorts[] = {"allocated", "reserved", "change", "pid", NULL};
+
+static const cli_option g_opts[] = {
+    {"--once", NULL, CLI_FLAG, &g_once, NULL, "print one frame and exit (no terminal needed)", NULL, 0, 0, NULL},
+    {"--json", NULL, CLI_FLAG, &g_json, NULL, "that frame as JSON (implies --once)", NULL, 0, 0, NULL},
+    {"--top", NULL, CLI_INT, &g_top, "N", "sites per process and device (default 5)", NULL, 1, 1000, NULL},
+    {"--interval", NULL, CLI_INT, &g_interval, "MS", "refresh every MS milliseconds (default 1000)", NULL, 100, 3600000, NULL},
+    {"--analysis-interval", NULL, CLI_INT, &g_analysis, "MS", "the selected row's sites and owners every MS (default 5000)", NULL, 100, 3600000, NULL},
+    {"--sort", NULL, CLI_CHOICE, &g_sort, "allocated|reserved|change|pid", "the rows' order (default allocated; key s cycles)", g_sorts, 0, 0, NULL},
+};
+
+const cli_command cli_cmd_top = {
+    "top", "[options] [PID|FLIGHT...]",
+    "Watch the CUDA memory of every process you run under cumemhist (or those named), live: one\n"
+    "row per process and device, with allocated, reserved and driver-used bytes, the change per\n"
+    "minute, out-of-memory errors and dropped entries, and for the selected row the sites that\n"
+    "hold memory now (with their leak verdict) and the device's owners.  Keys: up/down or j/k\n"
+    "select, Tab the next site, Enter shows its stack, s changes the order, q quits.  The\n"
+    "processes are read from their flight records: nothing is sent to them.",
+    g_opts, CLI_NOPTS(g_opts), 0, 64, 0, "cumemhist top --once --json"};
+
+typedef struct row {
+    cli_proc *p;
+    cmh_live_device d;
+} row;
+
+static int cmp_row(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    int64_t kx, ky;
+    switch (g_sort) {
+    case 1: kx = (int64_t)x->d.reserved, ky = (int64_t)y->d.reserved; break;
+    case 2: kx = x->d.change_per_min, ky = y->d.change_per_min; break;
+    case 3: kx = -x->p->pid, ky = -y->p->pid; break;
+    default: kx = (int64_t)x->d.allocated, ky = (int64_t)y->d.allocated; break;
+    }
+    if (kx != ky) return kx < ky ? 1 : -1;
+    if (x->p->pid != y->p->pid) return x->p->pid < y->p->pid ? -1 : 1;
+    return x->d.device < y->d.device ? -1 : x->d.device > y->d.device;
+}
+
+static row *make_rows(cli_procs *ps, uint32_t *nrows)
+{
+    uint32_t n = 0, cap = 0;
+    row *v = NULL;
+    for (uint32_t i = 0; i < ps->n; i++) {
+        cmh_live_device d[66];
+        uint32_t nd = cmh_live_devices(ps->v[i].live, d, 66);
+        if (nd > 66) nd = 66;
+        for (uint32_t k = 0; k < nd; k++) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 32;
+                row *nv = realloc(v, cap * sizeof *nv);
+                if (!nv) break;
+                v = nv;
+            }
+            v[n++] = (row){&ps->v[i], d[k]};
+        }
+    }
+    if (n) qsort(v, n, sizeof *v, cmp_row);
+    *nrows = n;
+    return v;
+}
+
+static const cli_dev_analysis *analysis(cli_proc *p, int32_t device)
+{
+    if (cli_proc_analyze(p, (uint32_t)g_top, g_once ? 0 : g_analysis) != 0) return NULL;
+    for (uint32_t i = 0; i < p->nan; i++)
+        if (p->an[i].device == device) return &p->an[i];
+    return NULL;
+}
+
+static const char *dev_name(int32_t d)
+{
+    static char b[16];
+    if (d < 0) return "host";
+    snprintf(b, sizeof b, "%d", d);
+    return b;
+}
+
+static const char *change(int64_t v)
+{
+    static char b[48];
+    snprintf(b, sizeof b, "%s%s/min", v < 0 ? "-" : "+", cli_live_size((double)(v < 0 ? -v : v)));
+    return b;
+}
+
+/* ---- one frame, for scripts ---- */
+
+static void json_frame(cli_procs *ps, row *rows, uint32_t n)
+{
+    cmh_jw w;
+    cmh_jw_init(&w, stdout);
+    cmh_jw_obj(&w);
+    cmh_jw_key(&w, "processes");
+    cmh_jw_arr(&w);
+    for (uint32_t i = 0; i < ps->n; i++) {
+        cli_proc *p = &ps->v[i];
+        const cmh_live_info *in = cmh_live_get_info(p->live);
+        cmh_jw_obj(&w);
+        cmh_jw_kint(&w, "pid", in->pid);
+        cmh_jw_kint(&w, "rank", in->rank);
+        cmh_jw_kstr(&w, "host", in->host);
+        cmh_jw_kstr(&w, "command", in->cmdline);
+        cmh_jw_kstr(&w, "flight", p->flight);
+        cmh_jw_kuint(&w, "torn", in->torn);
+        cmh_jw_kuint(&w, "damaged", in->damaged);
+        cmh_jw_kuint(&w, "lost", in->lost);
+        cmh_jw_key(&w, "devices");
+        cmh_jw_arr(&w);
+        for (uint32_t r = 0; r < n; r++) {
+            if (rows[r].p != p) continue;
+            const cmh_live_device *d = &rows[r].d;
+            cmh_jw_obj(&w);
+            cmh_jw_kint(&w, "device", d->device);
+            cmh_jw_kuint(&w, "allocated", d->allocated);
+            cmh_jw_kuint(&w, "reserved", d->reserved);
+            cmh_jw_kuint(&w, "peak_allocated", d->peak_allocated);
+            cmh_jw_kuint(&w, "peak_reserved", d->peak_reserved);
+            if (d->meminfo_known) {
+                cmh_jw_kuint(&w, "driver_used", d->mem_total - d->mem_free);
+                cmh_jw_kuint(&w, "driver_total", d->mem_total);
+            } else {
+                cmh_jw_knull(&w, "driver_used");
+                cmh_jw_knull(&w, "driver_total");
+            }
+            cmh_jw_kint(&w, "change_per_min", d->change_per_min);
+            cmh_jw_kuint(&w, "ooms", d->ooms);
+            cmh_jw_kuint(&w, "entries", d->entries);
+            cmh_jw_kuint(&w, "dropped", d->dropped);
+            const cli_dev_analysis *a = analysis(p, d->device);
+            cmh_jw_key(&w, "sites");
+            cmh_jw_arr(&w);
+            for (uint32_t k = 0; a && k < a->nsites; k++) {
+                cmh_jw_obj(&w);
+                cmh_jw_kstr(&w, "site", a->sites[k].name);
+                cmh_jw_kuint(&w, "bytes", a->sites[k].bytes);
+                cmh_jw_kuint(&w, "blocks", a->sites[k].count);
+                cmh_jw_kstr(&w, "verdict", cmh_leak_verdict_name(a->sites[k].verdict));
+                cmh_jw_kint(&w, "growth_per_step", a->sites[k].rate);
+                cmh_jw_end(&w);
+            }
+            cmh_jw_end(&w);
+            cmh_jw_key(&w, "owners");
+            cmh_jw_arr(&w);
+            for (uint32_t k = 0; a && k < a->nowners; k++) {
+                cmh_jw_obj(&w);
+                cmh_jw_kstr(&w, "owner", a->owners[k].name);
+                cmh_jw_kuint(&w, "bytes", a->owners[k].bytes);
+                cmh_jw_end(&w);
+            }
+            cmh_jw_end(&w);
+            cmh_jw_end(&w);
+        }
+        cmh_jw_end(&w);
+        cmh_jw_end(&w);
+    }
+    cmh_jw_end(&w);
+    if (ps->note[0]) cmh_jw_kstr(&w, "note", ps->note);
+    cmh_jw_end(&w);
+    cmh_jw_nl(&w);
+    cmh_jw_finish(&w);
+}
+
+static void text_frame(cli_procs *ps, row *rows, uint32_t n)
+{
+    printf("%7s %4s %6s %11s %11s %11s %14s %5s %8s  %s\n", "PID", "RANK", "DEVICE", "ALLOCATED", "RESERVED", "DRIVER USED", "CHANGE", "OOMS",
+           "DROPPED", "COMMAND");
+    for (uint32_t r = 0; r < n; r++) {
+        const cmh_live_info *in = cmh_live_get_info(rows[r].p->live);
+        const cmh_live_device *d = &rows[r].d;
+        char rank[16], used[32];
+        snprintf(rank, sizeof rank, in->rank >= 0 ? "%d" : "-", in->rank);
+        snprintf(used, sizeof used, "%s", d->meminfo_known ? cli_live_size((double)(d->mem_total - d->mem_free)) : "-");
+        printf("%7lld %4s %6s %11s %11s %11s %14s %5" PRIu64 " %8" PRIu64 "  %.60s\n", (long long)in->pid, rank, dev_name(d->device),
+               cli_live_size((double)d->allocated), cli_live_size((double)d->reserved), used, change(d->change_per_min), d->ooms, d->dropped,
+               in->cmdline);
+    }
+    for (uint32_t r = 0; r < n; r++) {
+        const cli_dev_analysis *a = analysis(rows[r].p, rows[r].d.device);
+        if (!a || !a->nsites) continue;
+        printf("\npid %lld, device %s: sites holding memory now\n", (long long)rows[r].p->pid, dev_name(rows[r].d.device));
+        for (uint32_t k = 0; k < a->nsites; k++)
+            printf("  %11s  %6" PRIu64 " blocks  %-8s %s\n", cli_live_size((double)a->sites[k].bytes), a->sites[k].count,
+                   cmh_leak_verdict_name(a->sites[k].verdict), a->sites[k].name);
+    }
+    if (!n) printf("(no recorded process of yours is running)\n");
+    if (ps->note[0]) printf("\nnote: %s\n", ps->note);
+}
+
+/* ---- full screen ---- */
+
+static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t site, int show_stack)
+{
+    erase();
+    int H = LINES, W = COLS, y = 0;
+    time_t now = time(NULL);
+    char when[32];
+    strftime(when, sizeof when, "%H:%M:%S", localtime(&now));
+    mvprintw(y++, 0, "cumemhist top - %s - %u process%s - sorted by %s - keys: j/k select, Tab site, Enter stack, s sort, q quit", when,
+             ps->n, ps->n == 1 ? "" : "es", g_sorts[g_sort]);
+    y++;
+    attron(A_BOLD);
+    mvprintw(y++, 0, "%7s %4s %6s %11s %11s %11s %14s %5s %8s  %s", "PID", "RANK", "DEVICE", "ALLOCATED", "RESERVED", "DRIVER USED", "CHANGE",
+             "OOMS", "DROPPED", "COMMAND");
+    attroff(A_BOLD);
+    int list_h = H / 2 - 3;
+    uint32_t first = sel >= (uint32_t)list_h && list_h > 0 ? sel - (uint32_t)list_h + 1 : 0;
+    for (uint32_t r = first; r < n && y < 3 + list_h; r++) {
+        const cmh_live_info *in = cmh_live_get_info(rows[r].p->live);
+        const cmh_live_device *d = &rows[r].d;
+        char rank[16], used[32];
+        snprintf(rank, sizeof rank, in->rank >= 0 ? "%d" : "-", in->rank);
+        snprintf(used, sizeof used, "%s", d->meminfo_known ? cli_live_size((double)(d->mem_total - d->mem_free)) : "-");
+        if (r == sel) attron(A_REVERSE);
+        mvprintw(y++, 0, "%7lld %4s %6s %11s %11s %11s %14s %5" PRIu64 " %8" PRIu64 "  %.*s", (long long)in->pid, rank, dev_name(d->device),
+                 cli_live_size((double)d->allocated), cli_live_size((double)d->reserved), used, change(d->change_per_min), d->ooms, d->dropped,
+                 W > 90 ? W - 90 : 10, in->cmdline);
+        if (r == sel) attroff(A_REVERSE);
+    }
+    if (!n) mvprintw(y++, 0, "(no recorded process of yours is running: start one with 'cumemhist record -- PROGRAM')");
+    y++;
+    if (n) {
+        const cli_dev_analysis *a = analysis(rows[sel].p, rows[sel].d.device);
+        attron(A_BOLD);
+        mvprintw(y++, 0, "pid %lld, device %s: sites holding memory now", (long long)rows[sel].p->pid, dev_name(rows[sel].d.device));
+        attroff(A_BOLD);
+        for (uint32_t k = 0; a && k < a->nsites && y < H - 2; k++) {
+            if (k == site) attron(A_REVERSE);
+            mvprintw(y++, 2, "%11s %6" PRIu64 " blocks  %-8s %.*s", cli_live_size((double)a->sites[k].bytes), a->sites[k].count,
+                     cmh_leak_verdict_name(a->sites[k].verdict), W > 40 ? W - 40 : 10, a->sites[k].name);
+            if (k == site) attroff(A_REVERSE);
+        }
+        if (a && show_stack && site < a->nsites) {
+            y++;
+            mvprintw(y++, 0, "stack of site %u:", site + 1);
+            for (uint32_t f = 0; f < a->sites[site].nframes && y < H - 1; f++) mvprintw(y++, 2, "#%u %.*s", f, W > 8 ? W - 8 : 10, a->sites[site].frames[f]);
+        } else if (a && a->nowners) {
+            y++;
+            attron(A_BOLD);
+            mvprintw(y++, 0, "owners of device %s", dev_name(rows[sel].d.device));
+            attroff(A_BOLD);
+            for (uint32_t k = 0; k < a->nowners && y < H - 1; k++)
+                mvprintw(y++, 2, "%11s  %s", cli_live_size((double)a->owners[k].bytes), a->owners[k].name);
+        }
+    }
+    if (ps->note[0]) mvprintw(H - 1, 0, "note: %.*s", W > 8 ? W - 8 : 10, ps->note);
+    refresh();
+}
+
+static int full_screen(cli_procs *ps)
+{
+    if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
+        cli_error("top: standard input and output must be a terminal for the full-screen view (use --once or --json)");
+        return CLI_EUSAGE;
+    }
+    initscr();
+    cbreak();
+    noecho();
+    keypad(stdscr, TRUE);
+    curs_set(0);
+    timeout(g_interval);
+    uint32_t sel = 0, site = 0;
+    int show_stack = 0, rc = 0;
+    int64_t sel_pid = -1;
+    int32_t sel_dev = 0;
+    for (;;) {
+        if ((rc = cli_procs_update(ps))) break;
+        uint32_t n;
+        row *rows = make_rows(ps, &n);
+        for (uint32_t r = 0; r < n; r++) /* the selection follows its process when the order changes */
+            if (rows[r].p->pid == sel_pid && rows[r].d.device == sel_dev) sel = r;
+        if (sel >= n) sel = n ? n - 1 : 0;
+        draw(ps, rows, n, sel, site, show_stack);
+        int ch = getch();
+        int quit = 0;
+        switch (ch) {
+        case 'q': case 'Q': quit = 1; break;
+        case KEY_DOWN: case 'j': if (sel + 1 < n) sel++, site = 0, show_stack = 0; break;
+        case KEY_UP: case 'k': if (sel) sel--, site = 0, show_stack = 0; break;
+        case '\t': site = site + 1 < (uint32_t)g_top ? site + 1 : 0; break;
+        case '\n': case KEY_ENTER: show_stack = !show_stack; break;
+        case 's': g_sort = g_sorts[g_sort + 1] ? g_sort + 1 : 0; break;
+        default: break;
+        }
+        if (n && sel < n) sel_pid = rows[sel].p->pid, sel_dev = rows[sel].d.device; /* found again in the next order */
+        free(rows);
+        if (quit) break;
+    }
+    endwin();
+    return rc;
+}
+
+int cmd_top(int argc, char **argv)
+{
+    char *args[64];
+    int n, rc = cli_parse(&cli_cmd_top, argc, argv, args, &n);
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    if (g_json) g_once = 1;
+    cli_procs ps;
+    memset(&ps, 0, sizeof ps);
+    ps.named = args;
+    ps.nnamed = n;
+    ps.quiet = !g_once;
+    ps.trace_cap = g_once ? 0 : CLI_LIVE_TRACE;
+    if (g_once) {
+        if ((rc = cli_procs_update(&ps)) == 0) {
+            uint32_t nr;
+            row *rows = make_rows(&ps, &nr);
+            if (g_json) json_frame(&ps, rows, nr);
+            else text_frame(&ps, rows, nr);
+            free(rows);
+            rc = cli_finish_stdout(0);
+        }
+    } else rc = full_screen(&ps);
+    cli_procs_free(&ps);
+    return rc;
+}

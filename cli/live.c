@@ -1,0 +1,237 @@
+/*
+ * live.c - finding and reading the processes the live commands show (live.h).
+ *
+ * Without arguments the processes are the user's registry's (snapshot/registry.h), looked at
+ * again at each refresh: a process that ended cleanly left it and is dropped, one that died is
+ * stale (its flight record stays for `cumemhist recover`) and is said once and removed from it.
+ * Another user's processes are never shown: the registry is per user, and a flight record named
+ * on the command line must belong to the caller.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cumemhist/reports.h"
+#include "cumemhist/sites.h"
+#include "cumemhist/symbolize.h"
+#include "live.h"
+#include "registry.h"
+#include "report.h"
+
+const char *cli_live_size(double b) { return rep_size(b); }
+
+static int is_pid(const char *s)
+{
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return 0;
+    return 1;
+}
+
+int cli_live_resolve(const char *arg, char *flight, size_t cap)
+{
+    if (is_pid(arg)) {
+        long long pid = atoll(arg);
+        cmh_registry_entry *v;
+        size_t n;
+        if (cmh_registry_list(&v, &n, 0) != 0) {
+            cli_error("pid %lld: the registry of recorded processes cannot be read (%s)", pid, strerror(errno));
+            return CLI_EFILE;
+        }
+        int found = 0, stale = 0;
+        for (size_t i = 0; i < n && !found; i++)
+            if (v[i].pid == pid) {
+                if (v[i].stale) stale = 1;
+                else found = 1, snprintf(flight, cap, "%s", v[i].flight);
+            }
+        free(v);
+        if (found) return 0;
+        if (stale) cli_error("pid %lld is no longer running; its flight record is left for 'cumemhist recover'", pid);
+        else cli_error("pid %lld is not a process of yours recorded by cumemhist (none in the registry; a flight record path works too)", pid);
+        return CLI_EFILE;
+    }
+    struct stat st;
+    if (stat(arg, &st) != 0) {
+        cli_error("%s: %s", arg, strerror(errno));
+        return CLI_EFILE;
+    }
+    if (st.st_uid != getuid()) { /* even for root: another user's process is not ours to show */
+        cli_error("%s: belongs to another user (uid %ld): not shown", arg, (long)st.st_uid);
+        return CLI_EFILE;
+    }
+    snprintf(flight, cap, "%s", arg);
+    return 0;
+}
+
+static void proc_free(cli_proc *p)
+{
+    cmh_live_close(p->live);
+    for (uint32_t i = 0; i < p->nan; i++) free(p->an[i].sites), free(p->an[i].owners);
+    free(p->an);
+    memset(p, 0, sizeof *p);
+}
+
+static int add_proc(cli_procs *ps, const char *flight, int64_t pid, int named)
+{
+    for (uint32_t i = 0; i < ps->n; i++)
+        if (!strcmp(ps->v[i].flight, flight)) return ps->v[i].seen = 1, 0;
+    char err[4600];
+    cmh_live *l;
+    int rc = cmh_live_open(flight, ps->trace_cap, &l, err, sizeof err);
+    if (rc != CMH_OK) {
+        if (named) {
+            cli_error("%s", err);
+            return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
+        }
+        snprintf(ps->note, sizeof ps->note, "pid %lld: %.400s", (long long)pid, err);
+        return 0;
+    }
+    if (ps->n == ps->cap) {
+        uint32_t nc = ps->cap ? ps->cap * 2 : 16;
+        cli_proc *nv = realloc(ps->v, nc * sizeof *nv);
+        if (!nv) return cmh_live_close(l), CLI_ENOMEM;
+        ps->v = nv, ps->cap = nc;
+    }
+    cli_proc *p = &ps->v[ps->n++];
+    memset(p, 0, sizeof *p);
+    p->live = l;
+    p->seen = 1;
+    p->pid = cmh_live_get_info(l)->pid;
+    snprintf(p->flight, sizeof p->flight, "%s", flight);
+    return 0;
+}
+
+int cli_procs_update(cli_procs *ps)
+{
+    for (uint32_t i = 0; i < ps->n; i++) ps->v[i].seen = 0;
+    if (ps->nnamed) {
+        for (int i = 0; i < ps->nnamed; i++) {
+            char flight[4200];
+            int rc = cli_live_resolve(ps->named[i], flight, sizeof flight);
+            if (!rc) rc = add_proc(ps, flight, 0, 1);
+            if (rc) return rc;
+        }
+    } else {
+        cmh_registry_entry *v;
+        size_t n;
+        if (cmh_registry_list(&v, &n, 1) != 0) {
+            cli_error("the registry of recorded processes cannot be read: %s", strerror(errno));
+            return CLI_EFILE;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (v[i].stale) {
+                snprintf(ps->note, sizeof ps->note, "pid %lld is gone; its flight record %.300s is for 'cumemhist recover'",
+                         (long long)v[i].pid, v[i].flight);
+                if (!ps->quiet) fprintf(stderr, "cumemhist: note: %s\n", ps->note);
+                continue;
+            }
+            int rc = add_proc(ps, v[i].flight, v[i].pid, 0);
+            if (rc) return free(v), rc;
+        }
+        free(v);
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < ps->n; i++) {
+        if (!ps->v[i].seen) {
+            proc_free(&ps->v[i]);
+            continue;
+        }
+        char err[4600];
+        if (cmh_live_refresh(ps->v[i].live, err, sizeof err) != CMH_OK) snprintf(ps->note, sizeof ps->note, "%.500s", err);
+        ps->v[k++] = ps->v[i];
+    }
+    ps->n = k;
+    return 0;
+}
+
+void cli_procs_free(cli_procs *ps)
+{
+    for (uint32_t i = 0; i < ps->n; i++) proc_free(&ps->v[i]);
+    free(ps->v);
+    memset(ps, 0, sizeof *ps);
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+    const cmh_owner_row *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
+{
+    const cmh_live_info *info = cmh_live_get_info(p->live);
+    if (p->analyzed && (p->analyzed_bytes == info->bytes || mono_ms() - p->analyzed_ms < min_ms)) return 0;
+    p->analyzed_ms = mono_ms();
+    for (uint32_t i = 0; i < p->nan; i++) free(p->an[i].sites), free(p->an[i].owners);
+    free(p->an);
+    p->an = NULL;
+    p->nan = 0;
+    cmh_snapshot s;
+    if (cmh_live_snapshot(p->live, &s) != CMH_OK) return CLI_ENOMEM;
+    cmh_symbolize_result sr;
+    cmh_symbolize_offline(&s, CMH_SYM_ALL, &sr);
+    int rc = 0;
+    char err[512];
+    cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};
+    cmh_sites *g = cmh_sites_new(&s, &so, &rc, err, sizeof err);
+    int32_t devs[66];
+    int nd = cmh_snapshot_devices(&s, devs, 66);
+    if (nd > 66) nd = 66;
+    p->an = calloc((size_t)(nd ? nd : 1), sizeof *p->an);
+    if (!p->an || !g) rc = CLI_ENOMEM;
+    for (int i = 0; i < nd && !rc; i++) {
+        cli_dev_analysis *a = &p->an[p->nan++];
+        a->device = devs[i];
+        cmh_leak_report lr;
+        if (cmh_leaks_compute(&s, devs[i], g, 0, &lr) == CMH_OK) {
+            a->live_sites = lr.nsites;
+            uint32_t n = lr.nsites < top ? lr.nsites : top;
+            a->sites = calloc(n ? n : 1, sizeof *a->sites);
+            for (uint32_t k = 0; a->sites && k < n; k++) {
+                const cmh_site *x = &lr.sites[k];
+                cli_site_row *r = &a->sites[a->nsites++];
+                snprintf(r->name, sizeof r->name, "%s", rep_site_name(&s, g, x));
+                r->bytes = x->bytes;
+                r->count = x->count;
+                r->verdict = x->verdict;
+                r->rate = x->growing ? x->rate : 0;
+                const cmh_stack *st = &s.stacks[x->stack < s.nstacks ? x->stack : 0];
+                for (uint32_t f = 0; f < st->count && r->nframes < CLI_LIVE_FRAMES; f++)
+                    snprintf(r->frames[r->nframes++], sizeof r->frames[0], "%s", rep_frame(&s, &s.frames[s.stack_frames[st->first + f]]));
+            }
+            cmh_leak_report_free(&lr);
+        }
+        cmh_owners_report or;
+        if (devs[i] >= 0 && cmh_owners_compute(&s, devs[i], &or) == CMH_OK) {
+            for (uint32_t m = 0; m < or.nmoments; m++) {
+                if (strcmp(or.moments[m].what, "end")) continue;
+                a->owners = malloc((or.moments[m].nrows ? or.moments[m].nrows : 1) * sizeof *a->owners);
+                if (a->owners) {
+                    memcpy(a->owners, or.moments[m].rows, or.moments[m].nrows * sizeof *a->owners);
+                    a->nowners = or.moments[m].nrows;
+                    qsort(a->owners, a->nowners, sizeof *a->owners, by_bytes);
+                }
+            }
+            cmh_owners_report_free(&or);
+        }
+    }
+    cmh_sites_free(g);
+    cmh_snapshot_free(&s);
+    p->analyzed = 1;
+    p->analyzed_bytes = info->bytes;
+    return rc;
+}

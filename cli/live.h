@@ -1,0 +1,75 @@
+/*
+ * live.h - what the live commands (top, snapshot, exporter) share (cli/live.c): finding the
+ * processes to watch (the registry, or the pids and flight records named), one incremental
+ * reader each (cumemhist/live.h), and the figures each shows, computed once here from the
+ * analyzer (sites still live now with their leak verdict, owners at the end) so that top, the
+ * exporter and a snapshot's reports agree.
+ */
+#ifndef CMH_CLI_LIVE_H
+#define CMH_CLI_LIVE_H
+
+#include <stdint.h>
+
+#include "cumemhist/live.h"
+#include "cumemhist/owners.h"
+
+#define CLI_LIVE_FRAMES 12
+/* the trace window a watching reader keeps per device (the leak verdict's steps come from it):
+ * the latest 65,536 entries; one-frame runs keep what the recording keeps */
+#define CLI_LIVE_TRACE 65536
+
+typedef struct cli_site_row {
+    char name[512];
+    uint64_t bytes, count;
+    int verdict;  /* CMH_LEAK_* */
+    int64_t rate; /* bytes per step, growing sites */
+    uint32_t nframes;
+    char frames[CLI_LIVE_FRAMES][300]; /* its stack, innermost first */
+} cli_site_row;
+
+typedef struct cli_dev_analysis {
+    int32_t device;
+    cli_site_row *sites; /* largest first, at most the top asked for */
+    uint32_t nsites, live_sites;
+    cmh_owner_row *owners;
+    uint32_t nowners;
+} cli_dev_analysis;
+
+typedef struct cli_proc {
+    cmh_live *live;
+    char flight[4200];
+    int64_t pid;
+    int seen; /* still named by the registry at the last look */
+    /* the analysis, of the state after analyzed_bytes record bytes */
+    uint64_t analyzed_bytes;
+    int64_t analyzed_ms;
+    int analyzed;
+    cli_dev_analysis *an;
+    uint32_t nan;
+} cli_proc;
+
+typedef struct cli_procs {
+    cli_proc *v;
+    uint32_t n, cap;
+    char **named; /* pids or flight records given, or none: the registry */
+    int nnamed;
+    int quiet;    /* say nothing of stale entries */
+    uint64_t trace_cap; /* trace entries per device each reader keeps for the analysis (0: all the recording keeps) */
+    char note[512]; /* the latest thing worth saying (a stale entry, an unreadable record) */
+} cli_procs;
+
+/* Find the processes (first call) or look again (later calls: new ones in the registry are
+ * added, ended ones dropped), then refresh each reader.  0, or an exit status (a named target
+ * that cannot be read: the message printed). */
+int cli_procs_update(cli_procs *ps);
+void cli_procs_free(cli_procs *ps);
+/* The flight record of a pid or path argument, checked to be the user's own; 0 or CLI_* */
+int cli_live_resolve(const char *arg, char *flight, size_t cap);
+/* Analyze a process's state now: top sites per device.  Kept while nothing new was read, or
+ * for min_ms after the last analysis (a snapshot of the state, symbolized, and the reports over
+ * it cost far more than a refresh). */
+int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms);
+/* "1.5 GiB"-style, for the screen */
+const char *cli_live_size(double bytes);
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * registry.c - the per-user registry of recorded processes (registry.h): written by the
+ * recorder at its flight record's start, read by the live commands.  Plain files in a private
+ * directory: no daemon, no socket, nothing to go stale but a file, which every reader checks
+ * against /proc before it trusts it.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cumemhist/snapshot.h"
+#include "registry.h"
+
+int cmh_runtime_dir(char *out, size_t outlen)
+{
+    const char *x = getenv("XDG_RUNTIME_DIR"), *t = getenv("TMPDIR");
+    if (x && *x == '/') snprintf(out, outlen, "%s/cumemhist", x);
+    else snprintf(out, outlen, "%s/cumemhist-%ld", t && *t == '/' ? t : "/tmp", (long)getuid());
+    if (mkdir(out, 0700) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (lstat(out, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
+static char g_entry[4300]; /* this process's entry, "" when none */
+static long g_entry_pid;
+
+int cmh_registry_add(const char *flight)
+{
+    char dir[4096], tmp[4400], abs[4200];
+    if (cmh_runtime_dir(dir, sizeof dir) != 0) return -1;
+    if (flight[0] != '/') { /* readers run elsewhere: the path must stand on its own */
+        if (!getcwd(abs, sizeof abs - 1)) return -1;
+        size_t l = strlen(abs);
+        snprintf(abs + l, sizeof abs - l, "/%s", flight);
+    } else snprintf(abs, sizeof abs, "%s", flight);
+    uint64_t start = 0;
+    char boot[40];
+    cmh_proc_stat(0, NULL, &start);
+    cmh_boot_id(boot, sizeof boot);
+    long pid = (long)getpid();
+    snprintf(g_entry, sizeof g_entry, "%s/%ld.proc", dir, pid);
+    snprintf(tmp, sizeof tmp, "%s/.%ld.proc.tmp", dir, pid);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return g_entry[0] = 0, -1;
+    char buf[4600];
+    int n = snprintf(buf, sizeof buf, "cumemhist-proc 1\npid %ld\nstart %llu\nboot %s\nflight %s\n", pid, (unsigned long long)start,
+                     boot, abs);
+    int ok = n > 0 && n < (int)sizeof buf && write(fd, buf, (size_t)n) == n;
+    close(fd);
+    if (!ok || rename(tmp, g_entry) != 0) {
+        unlink(tmp);
+        g_entry[0] = 0;
+        return -1;
+    }
+    g_entry_pid = pid;
+    return 0;
+}
+
+void cmh_registry_remove(void)
+{
+    if (g_entry[0] && g_entry_pid == (long)getpid()) unlink(g_entry); /* a forked child's is not its parent's */
+    g_entry[0] = 0;
+}
+
+int cmh_registry_alive(int64_t pid, uint64_t start_ticks, const char *boot_id)
+{
+    if (boot_id && boot_id[0]) {
+        char boot[40];
+        cmh_boot_id(boot, sizeof boot);
+        if (boot[0] && strcmp(boot, boot_id)) return 0;
+    }
+    char state;
+    uint64_t start;
+    if (pid <= 0 || !cmh_proc_stat(pid, &state, &start) || state == 'Z' || state == 'X') return 0;
+    return !start_ticks || start == start_ticks;
+}
+
+/* One entry file; 0, or -1 when it is not one (then skipped, left alone). */
+static int read_entry(int dfd, const char *name, cmh_registry_entry *e)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    char buf[8192];
+    ssize_t n = -1;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() && st.st_size < (off_t)sizeof buf)
+        n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    memset(e, 0, sizeof *e);
+    if (strncmp(buf, "cumemhist-proc 1\n", 17)) return -1;
+    for (char *line = buf + 17, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        if (!next) break; /* a line without its end: not written whole */
+        *next++ = 0;
+        if (!strncmp(line, "pid ", 4)) e->pid = strtoll(line + 4, NULL, 10);
+        else if (!strncmp(line, "start ", 6)) e->start_ticks = strtoull(line + 6, NULL, 10);
+        else if (!strncmp(line, "boot ", 5)) snprintf(e->boot_id, sizeof e->boot_id, "%s", line + 5);
+        else if (!strncmp(line, "flight ", 7)) snprintf(e->flight, sizeof e->flight, "%s", line + 7);
+    }
+    return e->pid > 0 && e->flight[0] == '/' ? 0 : -1;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+    const cmh_registry_entry *x = a, *y = b;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale)
+{
+    *out = NULL;
+    *n = 0;
+    char dir[4096];
+    if (cmh_runtime_dir(dir, sizeof dir) != 0) return -1;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    size_t cap = 0;
+    cmh_registry_entry *v = NULL;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t l = strlen(de->d_name);
+        if (l < 6 || strcmp(de->d_name + l - 5, ".proc") || de->d_name[0] == '.') continue;
+        if (*n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            cmh_registry_entry *nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                free(v);
+                closedir(d);
+                errno = ENOMEM;
+                return -1;
+            }
+            v = nv, cap = nc;
+        }
+        cmh_registry_entry *e = &v[*n];
+        if (read_entry(dirfd(d), de->d_name, e) != 0) continue;
+        e->stale = !cmh_registry_alive(e->pid, e->start_ticks, e->boot_id);
+        if (e->stale && remove_stale) unlinkat(dirfd(d), de->d_name, 0);
+        (*n)++;
+    }
+    closedir(d);
+    if (*n) qsort(v, *n, sizeof *v, by_pid);
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,52 @@
+/*
+ * registry.h - the per-user registry of recorded processes: how `top`, `snapshot` and the
+ * exporter find what runs without being told a pid (snapshot/registry.c).
+ *
+ * The registry is the per-user runtime directory ($XDG_RUNTIME_DIR/cumemhist, else
+ * ${TMPDIR:-/tmp}/cumemhist-UID; 0700 and owned by the user, or not used at all).  A recorded
+ * process, once its flight record exists, puts one file there, PID.proc, written whole
+ * (temporary file, then rename) and removed at its clean end:
+ *
+ *     cumemhist-proc 1
+ *     pid 4242
+ *     start 123456            (/proc/PID/stat field 22: tells a reused pid)
+ *     boot 0c1d...            (/proc/sys/kernel/random/boot_id)
+ *     flight /path/to/x.cmh.flight
+ *
+ * Everything else a reader shows (rank, command line, host) comes from the flight record's
+ * header, which the reader checks anyway.  An entry whose pid is gone, or runs with another
+ * start time or in another boot, is stale: readers skip it, say so, and remove it (its flight
+ * record stays: it is the process's history, for `cumemhist recover`).  Only regular files owned
+ * by the user are read; the directory's own checks keep other users out.
+ */
+#ifndef CMH_REGISTRY_H
+#define CMH_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The runtime directory (made if need be); 0, or -1 with errno (EPERM: not a private directory
+ * of ours). */
+int cmh_runtime_dir(char *out, size_t outlen);
+
+/* The recorder: register this process (its flight record at flight); remove its entry. */
+int cmh_registry_add(const char *flight);
+void cmh_registry_remove(void);
+
+typedef struct cmh_registry_entry {
+    int64_t pid;
+    uint64_t start_ticks;
+    char boot_id[40];
+    char flight[4200];
+    int stale; /* the process is gone (or its pid belongs to a later one) */
+} cmh_registry_entry;
+
+/* Every entry of the registry, sorted by pid; *out malloc'ed (free it).  Stale ones are
+ * included, marked; with remove_stale their files are removed.  0, or -1 with errno. */
+int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale);
+
+/* Whether the process pid with start time start_ticks in boot boot_id runs now (start 0 or
+ * boot "": not checked). */
+int cmh_registry_alive(int64_t pid, uint64_t start_ticks, const char *boot_id);
+
+#endif

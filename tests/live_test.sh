@@ -1,0 +1,155 @@
+#!/bin/sh
+# live_test.sh BUILD_DIR SOURCE_DIR - the live side against real recorded processes: the
+# registry (entries made and removed, stale ones said and cleaned, another user's never shown),
+# `snapshot PID` (the same state as `recover --live`, the independent one-shot reader), `top
+# --once --json` of 4 processes equal to their snapshots' figures, the full-screen top driven
+# in tmux (keys sent, the pane captured), the exporter's refusal of a non-loopback address, and
+# hostile copies of a flight record that must not crash the live reader.
+TEST=live . "$(dirname "$0")/testlib.sh"
+P=$B/tests/live_prog
+export XDG_RUNTIME_DIR=$T/run
+mkdir -m 700 run
+REG=$T/run/cumemhist
+
+# --- four recorded processes: two leaking, two steady; each waits after its steps ---
+pids=""
+for i in 1 2 3 4; do
+    kind=steady; [ $((i % 2)) = 1 ] && kind=leak
+    LIVE_READY=$T/ready$i "$CMH" record -q -o p$i.cmh -- "$P" $kind 6 20 >/dev/null 2>&1 &
+done
+i=0; while [ $i -lt 100 ] && [ "$(ls ready? 2>/dev/null | wc -l)" -lt 4 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 0.5 # their last steps
+n=$(ls "$REG"/*.proc 2>/dev/null | wc -l)
+check "4 recorded processes registered ($n entries)" '[ "$n" = 4 ]'
+check "the registry is private (0700)" '[ "$(stat -c %a "$REG")" = 700 ]'
+pids=$(cd "$REG" && ls *.proc | sed 's/\.proc$//' | sort -n | tr '\n' ' ')
+
+# --- top --once --json equals each process's snapshot ---
+"$CMH" top --json >top.json 2>top.err
+for p in $pids; do "$CMH" snapshot -q "$p" -o s$p.cmh; "$CMH" peak --json s$p.cmh >peak$p.json; "$CMH" leaks --json s$p.cmh >leaks$p.json; done
+out=$(py - $pids <<'PY'
+import json, sys
+top = json.load(open("top.json"))
+procs = {p["pid"]: p for p in top["processes"]}
+bad = []
+for pid in map(int, sys.argv[1:]):
+    if pid not in procs: bad.append("pid %d missing from top" % pid); continue
+    d = procs[pid]["devices"][0]
+    peak = json.load(open("peak%d.json" % pid))[0]
+    leaks = json.load(open("leaks%d.json" % pid))[0]
+    want = (peak["end"]["allocated"], peak["end"]["reserved"], peak["peak_allocated"]["bytes"], peak["peak_reserved"]["bytes"], peak["trace_entries"])
+    got = (d["allocated"], d["reserved"], d["peak_allocated"], d["peak_reserved"], d["entries"])
+    if want != got: bad.append("pid %d: top %s, snapshot %s" % (pid, got, want))
+    ts = [(s["site"].split(" ")[0], s["bytes"], s["verdict"]) for s in d["sites"]]
+    ls = [(s["site"]["function"], s["bytes"], s["verdict"]) for s in leaks["sites"]][:len(ts)]
+    if ts != ls: bad.append("pid %d sites: top %s, leaks %s" % (pid, ts, ls))
+    if d["driver_used"] is None: bad.append("pid %d: no cuMemGetInfo sample" % pid)
+print("; ".join(bad) if bad else "same")
+PY
+)
+check "top --once --json of 4 processes = their snapshots (allocated, reserved, peaks, entries, sites, verdicts): $out" '[ "$out" = same ]'
+leaker=$(py -c "import json; print(min(p['pid'] for p in json.load(open('top.json'))['processes'] if any(s['verdict'] == 'growing' for s in p['devices'][0]['sites'])))" 2>/dev/null)
+grep -q '"verdict": "growing"' top.json && ok "top sees a growing site" || bad "no growing site in top: $(head -c 600 top.json)"
+
+# --- the incremental reader agrees with the one-shot one (recover --live) ---
+for p in $pids; do
+    f=$(sed -n 's/^flight //p' "$REG/$p.proc")
+    "$CMH" recover --live -o r$p.cmh "$f" 2>/dev/null
+    a=$("$CMH" peak --json s$p.cmh | py -c "import json,sys; d=json.load(sys.stdin)[0]; print(d['end'], d['peak_allocated']['bytes'], d['trace_entries'])")
+    b=$("$CMH" peak --json r$p.cmh | py -c "import json,sys; d=json.load(sys.stdin)[0]; print(d['end'], d['peak_allocated']['bytes'], d['trace_entries'])")
+    [ "$a" = "$b" ] && [ -n "$a" ] && ok "pid $p: snapshot = recover --live ($a)" || bad "pid $p: snapshot $a, recover --live $b"
+done
+check "snapshot left the flight record and the process alone" '[ "$(ls "$REG"/*.proc | wc -l)" = 4 ]'
+"$CMH" leaks s$leaker.cmh | grep -q 'growing' && ok "leaks reads a live snapshot: the leak is growing" || bad "leaks on a live snapshot: $("$CMH" leaks s$leaker.cmh 2>&1 | head -5)"
+
+# --- another user's process is never shown ---
+some=$(echo $pids | cut -d' ' -f1)
+f=$(sed -n 's/^flight //p' "$REG/$some.proc")
+cp "$f" other.flight
+sed "s#^flight .*#flight $T/other.flight#" "$REG/$some.proc" >"$REG/other.proc"
+if chown nobody other.flight "$REG/other.proc" 2>/dev/null; then
+    "$CMH" top --json >top2.json 2>/dev/null
+    n2=$(py -c "import json; print(len(json.load(open('top2.json'))['processes']))")
+    check "an entry of another user in the registry is not shown ($n2 processes)" '[ "$n2" = 4 ]'
+    "$CMH" snapshot other.flight -o o.cmh >/dev/null 2>err.txt
+    check "snapshot refuses another user's flight record: $(cat err.txt)" '[ $? -ne 0 ] && grep -q "another user" err.txt && [ ! -e o.cmh ]'
+else
+    echo "skip: cannot chown (not root): another user's entries"
+fi
+rm -f "$REG/other.proc"
+
+# --- the full screen, in a real terminal ---
+if command -v tmux >/dev/null 2>&1; then
+    S=cmhtop$$
+    tm() { env -u LD_PRELOAD tmux -L $S "$@"; }
+    tm new-session -d -s $S -x 200 -y 50 "env LD_LIBRARY_PATH=$LD_LIBRARY_PATH XDG_RUNTIME_DIR=$XDG_RUNTIME_DIR TERM=xterm LD_PRELOAD=${LD_PRELOAD:-} $CMH top --interval 200"
+    sleep 1.5
+    tm capture-pane -p -t $S >pane1.txt
+    grep -q "cumemhist top" pane1.txt && grep -q "sorted by allocated" pane1.txt && [ "$(grep -c live_prog pane1.txt)" -ge 4 ] &&
+        ok "top draws every process" || bad "top's screen: $(head -12 pane1.txt)"
+    tm send-keys -t $S s
+    sleep 0.6
+    tm capture-pane -p -t $S >pane2.txt
+    grep -q "sorted by reserved" pane2.txt && ok "key s changes the order" || bad "after s: $(head -3 pane2.txt)"
+    # select the first leaking process's row, then ask for its top site's stack
+    row=$(grep -n "^ *$leaker " pane2.txt | head -1 | cut -d: -f1)
+    first=$(grep -n "^ *[0-9][0-9]* " pane2.txt | head -1 | cut -d: -f1)
+    k=$((row - first)); while [ $k -gt 0 ]; do tm send-keys -t $S j; k=$((k - 1)); done
+    sleep 0.5
+    tm send-keys -t $S Enter
+    sleep 0.8
+    tm capture-pane -p -t $S >pane3.txt
+    grep -q "pid $leaker, device 0: sites holding memory now" pane3.txt && grep -q "stack of site 1:" pane3.txt && grep -q "#0 keep_cache" pane3.txt &&
+        ok "j selects, Enter shows the top site's stack" || bad "the stack view: $(sed -n '1,40p' pane3.txt)"
+    tm send-keys -t $S q
+    sleep 0.5
+    tm has-session -t $S 2>/dev/null && { bad "q did not quit"; tm kill-server; } || ok "q quits"
+else
+    echo "skip: no tmux"
+fi
+
+# --- the exporter listens on loopback only, unless asked ---
+"$CMH" exporter --listen 0.0.0.0:19464 >/dev/null 2>err.txt
+check "exporter refuses 0.0.0.0 without --allow-remote: $(cat err.txt)" '[ $? = 2 ] && grep -q "not a loopback address" err.txt'
+"$CMH" exporter --listen 192.0.2.1:19464 >/dev/null 2>err.txt
+check "exporter refuses another address without --allow-remote" '[ $? = 2 ]'
+"$CMH" exporter --once --textfile "$T" >/dev/null 2>&1
+check "exporter --once --textfile writes DIR/cumemhist.prom, mode 0600" 'grep -q "^cumemhist_allocated_bytes{pid=\"$leaker\"" cumemhist.prom && [ "$(stat -c %a cumemhist.prom)" = 600 ]'
+
+# --- a death: the entry goes stale, is said once and cleaned up; the record stays ---
+f=$(sed -n 's/^flight //p' "$REG/$leaker.proc")
+cp "$f" h.flight # (a real record, mutated below)
+kill -KILL $leaker
+sleep 0.3
+"$CMH" top --json >top3.json 2>err.txt
+n3=$(py -c "import json; print(len(json.load(open('top3.json'))['processes']))")
+check "a killed process is not shown ($n3 left), and said: $(cat err.txt)" '[ "$n3" = 3 ] && grep -q "pid $leaker is gone" err.txt'
+check "its stale entry is removed (record, its parent, recovered its snapshot from the flight record)" '[ ! -e "$REG/$leaker.proc" ]'
+"$CMH" snapshot $leaker -o x.cmh >/dev/null 2>err.txt
+check "snapshot of a gone pid says so" '[ $? = 1 ] && grep -q "is not a process of yours\|no longer running" err.txt'
+
+# --- hostile copies of a flight record: the live reader refuses or reads, never crashes ---
+crashes=0
+for seed in $(seq 1 40); do
+    py - h.flight m.flight $seed <<'PY'
+import random, sys
+d = bytearray(open(sys.argv[1], "rb").read()); r = random.Random(int(sys.argv[3]))
+end = 12288 + 65536 if len(d) > 12288 + 65536 else len(d)
+for _ in range(r.randint(1, 40)):
+    at = r.randrange(0, end) if r.random() < 0.7 else r.randrange(0, 12288)
+    d[at] = r.randrange(256)
+if r.random() < 0.2: d = d[: r.randrange(12288, len(d))]
+open(sys.argv[2], "wb").write(d)
+PY
+    "$CMH" snapshot -q m.flight -o m.cmh >/dev/null 2>&1
+    rc=$?
+    [ $rc -le 4 ] || crashes=$((crashes + 1))
+done
+check "40 mutated flight records: no crash ($crashes)" '[ $crashes = 0 ]'
+
+# --- a clean end removes the entry ---
+for p in $pids; do [ "$p" = "$leaker" ] || kill -TERM $p 2>/dev/null; done
+i=0; while [ $i -lt 50 ] && [ -n "$(ls "$REG"/*.proc 2>/dev/null)" ]; do sleep 0.1; i=$((i + 1)); done
+check "the entries go when their processes end cleanly" '[ -z "$(ls "$REG"/*.proc 2>/dev/null)" ]'
+wait
+finish

@@ -1,0 +1,178 @@
+/*
+ * test_live.c - the live reader's contract (cumemhist/live.h) on flight records written here
+ * by hand, as a running writer leaves them: only what was appended since is read; a record
+ * reserved but not yet committed (its length there, its commit word not) is "not yet there" and
+ * is read once committed; a damaged record is skipped and counted; allocated, reserved and the
+ * peak follow every entry; a cuMemGetInfo record gives the device's latest sample; a new extent
+ * is found; the snapshot has the state.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "cumemhist/live.h"
+#include "flight_format.h"
+#include "testutil.h"
+
+#define EXT (1 << 16)
+
+static char g_path[256];
+static int g_fd;
+static unsigned char *g_map;
+static cmh_flight_header *g_h;
+static uint64_t g_seq;
+
+static void make_record(void)
+{
+    snprintf(g_path, sizeof g_path, "/tmp/cmh-test-live-%d.flight", (int)getpid());
+    unlink(g_path);
+    g_fd = open(g_path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CU_ASSERT_FATAL(g_fd >= 0);
+    CU_ASSERT_FATAL(ftruncate(g_fd, CMH_FLIGHT_HEADER + 2 * EXT) == 0);
+    g_map = mmap(NULL, CMH_FLIGHT_HEADER + 2 * EXT, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, 0);
+    CU_ASSERT_FATAL(g_map != MAP_FAILED);
+    g_h = (cmh_flight_header *)g_map;
+    memcpy(g_h->magic, CMH_FLIGHT_MAGIC, 8);
+    g_h->version = CMH_FLIGHT_VERSION;
+    g_h->header_size = CMH_FLIGHT_HEADER;
+    g_h->pid = getpid();
+    g_h->t0_ticks = 1, g_h->t0_ns = 1000, g_h->t1_ticks = 2, g_h->t1_ns = 2000;
+    g_h->gen = 1;
+    g_h->area[0] = (cmh_flight_area){CMH_FLIGHT_HEADER, EXT, 0, 1, 0, 0, 0};
+    g_h->nareas = 1;
+    g_seq = 0;
+}
+
+/* Reserve a record in extent a; commit it unless told not to.  Returns its head. */
+static cmh_flight_rec *append(uint32_t a, uint32_t type, const void *body, uint32_t blen, int commit)
+{
+    cmh_flight_area *ar = &g_h->area[a];
+    uint32_t len = (uint32_t)((sizeof(cmh_flight_rec) + blen + 7) & ~7u);
+    cmh_flight_rec *r = (cmh_flight_rec *)(g_map + ar->offset + ar->cursor);
+    ar->cursor += len;
+    r->len = len;
+    memcpy(r + 1, body, blen);
+    r->zero = 0;
+    r->sum = cmh_crc32c(0, r + 1, len - sizeof *r);
+    if (commit) r->commit = CMH_FLIGHT_COMMIT | type;
+    return r;
+}
+
+static cmh_flight_rec *entry(uint32_t a, int action, uint64_t addr, uint64_t size, int commit)
+{
+    cmh_fr_entry e;
+    memset(&e, 0, sizeof e);
+    e.slot = 0;
+    e.seq = ++g_seq;
+    e.ticks = 2;
+    e.addr = addr;
+    e.size = size;
+    e.action = (uint8_t)action;
+    e.flags = CMH_EF_WHOLE_BLOCK;
+    return append(a, CMH_FR_ENTRY, &e, sizeof e, commit);
+}
+
+static cmh_live_device dev0(cmh_live *l)
+{
+    cmh_live_device d[4];
+    memset(d, 0, sizeof d);
+    uint32_t n = cmh_live_devices(l, d, 4);
+    CU_ASSERT(n >= 1);
+    return d[0];
+}
+
+static void test_incremental(void)
+{
+    make_record();
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x1000, 4096, 1);
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x10000, 8192, 1);
+    cmh_flight_rec *late = entry(0, CMH_ACT_SEGMENT_ALLOC, 0x20000, 1 << 20, 0); /* reserved, not yet committed */
+    entry(0, CMH_ACT_SEGMENT_FREE, 0x1000, 4096, 1);                           /* after it: must wait for it */
+    cmh_live *l;
+    char err[512];
+    CU_ASSERT_FATAL(cmh_live_open(g_path, 0, &l, err, sizeof err) == CMH_OK);
+    cmh_live_device d = dev0(l);
+    CU_ASSERT_EQUAL(d.entries, 2);
+    CU_ASSERT_EQUAL(d.allocated, 4096 + 8192);
+    CU_ASSERT_EQUAL(d.reserved, 4096 + 8192);
+    CU_ASSERT_EQUAL(cmh_live_get_info(l)->torn, 0); /* the process runs: not torn, not yet there */
+    uint64_t read = cmh_live_get_info(l)->bytes;
+
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK); /* nothing new */
+    CU_ASSERT_EQUAL(cmh_live_get_info(l)->last_bytes, 0);
+    CU_ASSERT_EQUAL(dev0(l).entries, 2);
+
+    late->commit = CMH_FLIGHT_COMMIT | CMH_FR_ENTRY; /* now it is there, and what followed it */
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK);
+    d = dev0(l);
+    CU_ASSERT_EQUAL(d.entries, 4);
+    CU_ASSERT_EQUAL(d.allocated, 8192 + (1 << 20));
+    CU_ASSERT_EQUAL(d.peak_allocated, 4096 + 8192 + (1 << 20));
+    CU_ASSERT_EQUAL(cmh_live_get_info(l)->last_bytes, 2 * 88); /* only the two appended since */
+    CU_ASSERT_EQUAL(cmh_live_get_info(l)->bytes, read + 2 * 88);
+
+    /* a damaged record (its body does not match its sum) is skipped and counted */
+    cmh_flight_rec *bad = entry(0, CMH_ACT_SEGMENT_FREE, 0x10000, 8192, 1);
+    ((unsigned char *)(bad + 1))[20] ^= 0xff;
+    cmh_fr_meminfo m = {0, 0, 2, 1000, 5000};
+    append(0, CMH_FR_MEMINFO, &m, sizeof m, 1);
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK);
+    d = dev0(l);
+    CU_ASSERT_EQUAL(cmh_live_get_info(l)->damaged, 1);
+    CU_ASSERT_EQUAL(d.allocated, 8192 + (1 << 20));
+    CU_ASSERT(d.meminfo_known);
+    CU_ASSERT_EQUAL(d.mem_total - d.mem_free, 4000);
+
+    /* a second extent: the writer moves on; the reader follows */
+    g_h->area[1] = (cmh_flight_area){CMH_FLIGHT_HEADER + EXT, EXT, 0, 1, 0, 0, 0};
+    __atomic_store_n(&g_h->nareas, 2, __ATOMIC_RELEASE);
+    g_h->active = 1;
+    entry(1, CMH_ACT_SEGMENT_FREE, 0x20000, 1 << 20, 1);
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK);
+    d = dev0(l);
+    CU_ASSERT_EQUAL(d.allocated, 8192);
+    CU_ASSERT_EQUAL(d.entries, 5); /* the damaged one is not an entry */
+
+    cmh_snapshot s;
+    CU_ASSERT_FATAL(cmh_live_snapshot(l, &s) == CMH_OK);
+    CU_ASSERT_EQUAL(s.nsegments, 1);
+    CU_ASSERT_EQUAL(s.nsegments ? s.segments[0].addr : 0, 0x10000);
+    CU_ASSERT_EQUAL(s.nentries, 5);
+    CU_ASSERT_EQUAL(s.nmeminfo, 1);
+    cmh_snapshot_free(&s);
+    cmh_live_close(l);
+    munmap(g_map, CMH_FLIGHT_HEADER + 2 * EXT);
+    close(g_fd);
+    unlink(g_path);
+}
+
+static void test_refuses(void)
+{
+    make_record();
+    g_h->nareas = 99;
+    cmh_live *l;
+    char err[512];
+    CU_ASSERT(cmh_live_open(g_path, 0, &l, err, sizeof err) == CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "extents") != NULL);
+    g_h->nareas = 1;
+    g_h->area[0].offset = 7;
+    CU_ASSERT(cmh_live_open(g_path, 0, &l, err, sizeof err) == CMH_EFORMAT);
+    munmap(g_map, CMH_FLIGHT_HEADER + 2 * EXT);
+    close(g_fd);
+    unlink(g_path);
+    CU_ASSERT(cmh_live_open(g_path, 0, &l, err, sizeof err) == CMH_EIO);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    CU_pSuite s = CU_add_suite("live", NULL, NULL);
+    CMH_ADD_TEST(s, test_incremental);
+    CMH_ADD_TEST(s, test_refuses);
+    return cmh_test_main();
+}
