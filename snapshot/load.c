@@ -26,7 +26,7 @@
 static unsigned load_flags(unsigned flags)
 {
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD");
-    return g && *g && strcmp(g, "0") ? 0 : flags;
+    return g && *g && strcmp(g, "0") ? CMH_LOAD_GENERIC : flags;
 }
 
 int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errlen)

@@ -502,6 +502,7 @@ static int read_pickle(const void *buf, size_t len, int mapped, unsigned flags, 
     memset(&m, 0, sizeof m);
     m.mapped = mapped;
     m.segments_only = (flags & CMH_LOAD_SEGMENTS) != 0;
+    m.generic = (flags & CMH_LOAD_GENERIC) != 0;
     for (int i = 0; i < 4; i++) m.shapes[i].n = UINT32_MAX; /* no entry shape seen yet */
     m.p = buf;
     m.len = len;

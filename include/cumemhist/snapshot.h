@@ -353,6 +353,9 @@ int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errle
  * traces, settings and annotations after it are absent.  A file read whole anyway (a .cmh) is
  * read whole.  CUMEMHIST_GENERIC_LOAD=1 in the environment makes every load a full one. */
 #define CMH_LOAD_SEGMENTS 0x1u
+/* No shortcut at all, however the file looks: the way any file would be read (what
+ * CUMEMHIST_GENERIC_LOAD=1 turns every load into; for tests that hold the two against each other). */
+#define CMH_LOAD_GENERIC 0x80000000u
 int cmh_snapshot_load_ex(const char *path, cmh_snapshot *s, unsigned flags, char *err, size_t errlen);
 
 #ifdef __cplusplus
