@@ -546,7 +546,7 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 to_size(o, e->size);
                 to_mem(o, "]\n", 2);
                 if ((ns = names_get(&allocs, e->addr, 1))) name_copy(ns->name, nm);
-                total += (int64_t)e->size;
+                total = (int64_t)((uint64_t)total + e->size); /* wraps, never UB: sizes are whatever a file says */
                 break;
             }
             case CMH_ACT_FREE_REQUESTED:
@@ -559,7 +559,7 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                     else to_u64(o, e->addr);
                     to_str(o, " # ");
                 } else {
-                    total -= (int64_t)e->size;
+                    total = (int64_t)((uint64_t)total - e->size);
                     to_str(o, "# free completed for ");
                     if (ns) to_str(o, nm);
                     else to_u64(o, e->addr);
