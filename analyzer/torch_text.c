@@ -162,6 +162,83 @@ int cmh_print_segsum(const cmh_snapshot *s, int device, FILE *fp)
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }
 
+
+/* ---- trace output without printf ----
+ * `trace` prints a line per entry, and formatting them with printf was nearly half its time
+ * (issue 29).  Its lines are strings, decimal integers and the script's byte sizes, so they are
+ * put together in a buffer here; the sizes are rounded from the integer, exactly as printf
+ * rounds the double (ties to even on the binary value), so the text stays byte for byte. */
+typedef struct tout {
+    FILE *fp;
+    size_t n;
+    char b[1 << 16];
+} tout;
+
+static void to_flush(tout *o)
+{
+    if (o->n) fwrite(o->b, 1, o->n, o->fp); /* a short write sets the stream's error: ferror says it */
+    o->n = 0;
+}
+
+/* room for k <= 4096 more bytes */
+static inline char *to_room(tout *o, size_t k)
+{
+    if (sizeof o->b - o->n < k) to_flush(o);
+    return o->b + o->n;
+}
+
+static inline void to_mem(tout *o, const char *s, size_t len)
+{
+    if (len > 4096) {
+        to_flush(o);
+        fwrite(s, 1, len, o->fp);
+        return;
+    }
+    memcpy(to_room(o, len), s, len);
+    o->n += len;
+}
+
+static inline void to_str(tout *o, const char *s) { to_mem(o, s, strlen(s)); }
+
+static inline void to_u64(tout *o, uint64_t v)
+{
+    char t[20], *e = t + sizeof t, *p = e;
+    do *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    to_mem(o, p, (size_t)(e - p));
+}
+
+/* bytes_fmt of the integer sign * v */
+static void to_bytes(tout *o, uint64_t v, int neg)
+{
+    static const char *const units[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
+    if (v >> 53) { /* beyond a double's integers: the double's own rounding, as the script has it */
+        char b[64];
+        bytes_fmt(b, sizeof b, neg ? -(double)v : (double)v);
+        to_str(o, b);
+        return;
+    }
+    unsigned k = 0;
+    while (k < 5 && v >> (10 * (k + 1))) k++; /* v / 1024^k < 1024: the script's unit */
+    uint64_t x = v * 10, q = x;
+    if (k) {
+        unsigned sh = 10 * k;
+        uint64_t r = x & ((1ull << sh) - 1), half = 1ull << (sh - 1);
+        q = x >> sh;
+        if (r > half || (r == half && (q & 1))) q++;
+    }
+    if (neg) to_mem(o, "-", 1);
+    to_u64(o, q / 10);
+    char *p = to_room(o, 8);
+    *p++ = '.';
+    *p++ = (char)('0' + q % 10);
+    o->n += 2;
+    to_str(o, units[k]);
+    to_mem(o, "B", 1);
+}
+
+static inline void to_size(tout *o, uint64_t v) { to_bytes(o, v, 0); }
+
 /* ---- trace ---- */
 
 /* Python's repr() of a str */
@@ -253,10 +330,27 @@ static void names_init(names *t)
 }
 
 /* _memory_viz.py's names: a..z, then a1..z1, ... */
+static void u64_str(char *p, uint64_t v) /* room for 21 bytes */
+{
+    char t[20], *e = t + sizeof t, *d = e;
+    do *--d = (char)('0' + v % 10);
+    while (v /= 10);
+    memcpy(p, d, (size_t)(e - d));
+    p[e - d] = 0;
+}
+
 static void py_name(char *buf, size_t n, uint64_t i)
 {
-    if (i / 26) snprintf(buf, n, "%c%" PRIu64, (char)('a' + i % 26), i / 26);
-    else snprintf(buf, n, "%c", (char)('a' + i % 26));
+    (void)n; /* 24 bytes: a letter, up to 20 digits, the NUL */
+    buf[0] = (char)('a' + i % 26);
+    buf[1] = 0;
+    if (i / 26) u64_str(buf + 1, i / 26);
+}
+
+static void name_copy(char *dst, const char *src) /* both 24-byte name buffers */
+{
+    size_t n = strlen(src);
+    memcpy(dst, src, n + 1);
 }
 
 typedef struct interval {
@@ -384,15 +478,22 @@ static int pytorch_action(int a) { return a != CMH_ACT_POOL_SAMPLE && a != CMH_A
 
 int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
 {
-    char b1[64], b2[64];
+    tout *o = malloc(sizeof *o);
+    if (!o) return CMH_ENOMEM;
+    o->fp = fp;
+    o->n = 0;
     for (uint32_t t = 0; t < s->ntraces; t++) {
         const cmh_trace *tr = &s->traces[t];
         if (device != CMH_ALL_DEVICES && tr->device != device) continue;
         uint32_t shown = 0;
         for (uint32_t i = 0; i < tr->nentries; i++) shown += pytorch_action(s->entries[tr->first_entry + i].action);
         if (!shown) continue;
-        fprintf(fp, "Device %d ----------------\n", tr->device);
-        fprintf(fp, "%u entries\n", shown);
+        to_str(o, "Device ");
+        if (tr->device < 0) to_mem(o, "-", 1);
+        to_u64(o, tr->device < 0 ? (uint64_t)-(int64_t)tr->device : (uint64_t)tr->device);
+        to_str(o, " ----------------\n");
+        to_u64(o, shown);
+        to_str(o, " entries\n");
         names allocs, segs;
         names_init(&allocs);
         names_init(&segs);
@@ -431,35 +532,50 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 uint32_t k = first_cover_find(&fc_trace, e->addr);
                 if (k != UINT32_MAX && k < niv) seg_name = iv[k].name, seg_addr = iv[k].addr;
                 else if ((k = first_cover_find(&fc_final, e->addr)) != UINT32_MAX) {
-                    snprintf(segbuf, sizeof segbuf, "seg_%u", k);
+                    memcpy(segbuf, "seg_", 4);
+                    u64_str(segbuf + 4, k);
                     seg_name = segbuf;
                     seg_addr = s->segments[k].addr;
                 }
-                bytes_fmt(b1, sizeof b1, (double)e->size);
-                if (seg_name) fprintf(fp, "%s = %s[%" PRIu64 ":%s]\n", nm, seg_name, e->addr - seg_addr, b1);
-                else fprintf(fp, "%s = MEM[%" PRIu64 ":%s]\n", nm, e->addr, b1);
-                if ((ns = names_get(&allocs, e->addr, 1))) snprintf(ns->name, sizeof ns->name, "%s", nm);
-                total += (int64_t)e->size;
+                to_str(o, nm);
+                to_str(o, " = ");
+                to_str(o, seg_name ? seg_name : "MEM");
+                to_mem(o, "[", 1);
+                to_u64(o, e->addr - seg_addr);
+                to_mem(o, ":", 1);
+                to_size(o, e->size);
+                to_mem(o, "]\n", 2);
+                if ((ns = names_get(&allocs, e->addr, 1))) name_copy(ns->name, nm);
+                total = (int64_t)((uint64_t)total + e->size); /* wraps, never UB: sizes are whatever a file says */
                 break;
             }
             case CMH_ACT_FREE_REQUESTED:
             case CMH_ACT_FREE_COMPLETED:
                 ns = names_get(&allocs, e->addr, 0);
-                if (ns) snprintf(nm, sizeof nm, "%s", ns->name);
-                bytes_fmt(b1, sizeof b1, (double)e->size);
+                if (ns) name_copy(nm, ns->name);
                 if (e->action == CMH_ACT_FREE_REQUESTED) {
-                    if (ns) fprintf(fp, "del %s # %s\n", nm, b1);
-                    else fprintf(fp, "del %" PRIu64 " # %s\n", e->addr, b1);
+                    to_str(o, "del ");
+                    if (ns) to_str(o, nm);
+                    else to_u64(o, e->addr);
+                    to_str(o, " # ");
                 } else {
-                    total -= (int64_t)e->size;
-                    if (ns) fprintf(fp, "# free completed for %s %s\n", nm, b1);
-                    else fprintf(fp, "# free completed for %" PRIu64 " %s\n", e->addr, b1);
+                    total = (int64_t)((uint64_t)total - e->size);
+                    to_str(o, "# free completed for ");
+                    if (ns) to_str(o, nm);
+                    else to_u64(o, e->addr);
+                    to_mem(o, " ", 1);
                 }
+                to_size(o, e->size);
+                to_mem(o, "\n", 1);
                 break;
             case CMH_ACT_SEGMENT_ALLOC:
                 py_name(nm, sizeof nm, next_name++);
-                bytes_fmt(b1, sizeof b1, (double)e->size);
-                fprintf(fp, "%s = cudaMalloc(%" PRIu64 ", %s)\n", nm, e->addr, b1);
+                to_str(o, nm);
+                to_str(o, " = cudaMalloc(");
+                to_u64(o, e->addr);
+                to_str(o, ", ");
+                to_size(o, e->size);
+                to_mem(o, ")\n", 2);
                 if (niv == civ) {
                     size_t nc = civ ? civ * 2 : 64;
                     interval *ni = realloc(iv, nc * sizeof *ni);
@@ -467,38 +583,50 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                     else nomem = 1;
                 }
                 if (niv < civ) {
-                    snprintf(iv[niv].name, sizeof iv[niv].name, "%s", nm);
+                    name_copy(iv[niv].name, nm);
                     iv[niv].addr = e->addr;
                     iv[niv].size = e->size;
                     niv++;
                 }
-                if ((ns = names_get(&segs, e->addr, 1))) snprintf(ns->name, sizeof ns->name, "%s", nm);
+                if ((ns = names_get(&segs, e->addr, 1))) name_copy(ns->name, nm);
                 break;
             case CMH_ACT_SEGMENT_FREE:
                 ns = names_get(&segs, e->addr, 0);
-                bytes_fmt(b1, sizeof b1, (double)e->size);
-                if (ns) fprintf(fp, "cudaFree(%s) # %s\n", ns->name, b1);
-                else fprintf(fp, "cudaFree(%" PRIu64 ") # %s\n", e->addr, b1);
+                to_str(o, "cudaFree(");
+                if (ns) to_str(o, ns->name);
+                else to_u64(o, e->addr);
+                to_str(o, ") # ");
+                to_size(o, e->size);
+                to_mem(o, "\n", 1);
                 break;
             case CMH_ACT_OOM:
-                bytes_fmt(b1, sizeof b1, (double)e->size);
-                bytes_fmt(b2, sizeof b2, (double)e->addr);
-                fprintf(fp, "raise OutOfMemoryError() # %s requested, %s free in CUDA\n", b1, b2);
+                to_str(o, "raise OutOfMemoryError() # ");
+                to_size(o, e->size);
+                to_str(o, " requested, ");
+                to_size(o, e->addr);
+                to_str(o, " free in CUDA\n");
                 break;
             default:
+                to_flush(o); /* rare: printf is fine for it */
                 py_repr_entry(fp, s, e);
                 break;
             }
         }
-        bytes_fmt(b1, sizeof b1, (double)total);
-        fprintf(fp, "TOTAL MEM: %s\n", b1);
+        to_str(o, "TOTAL MEM: ");
+        to_bytes(o, total < 0 ? (uint64_t)0 - (uint64_t)total : (uint64_t)total, total < 0);
+        to_mem(o, "\n", 1);
         cmh_oa_free(&allocs.t);
         cmh_oa_free(&segs.t);
         free(iv);
         free(seg_alloc);
         first_cover_free(&fc_trace);
         first_cover_free(&fc_final);
-        if (nomem || allocs.nomem || segs.nomem) return CMH_ENOMEM;
+        if (nomem || allocs.nomem || segs.nomem) {
+            free(o);
+            return CMH_ENOMEM;
+        }
     }
+    to_flush(o);
+    free(o);
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }

@@ -44,6 +44,9 @@ typedef struct wblk {
     int64_t stream;
     wseg *seg;
     struct wblk *prev, *next; /* address order in the segment */
+    struct wblk *tl, *tr, *tp; /* in the free or the unmapped index (a treap): left, right, parent */
+    const struct btree *in;    /* ... which of them, NULL: neither */
+    uint32_t prio;             /* the treap's heap key */
     uint8_t allocated, mapped, pool;
     uint64_t freed_at; /* the request count when it became free (its age, for the GC) */
 } wblk;
@@ -55,11 +58,16 @@ struct wseg {
     struct wblk *first; /* its lowest block */
 };
 
-/* a sorted array of blocks */
-typedef struct barr {
-    wblk **v;
-    uint32_t n, cap;
-} barr;
+typedef int (*bcmp_fn)(const wblk *, int64_t, uint64_t, uint64_t);
+
+/* Blocks in key order (bcmp_fn), each operation O(log n) expected: a treap whose nodes are the
+ * blocks themselves.  It was a sorted array, whose insert and delete move O(free blocks) each:
+ * whatif was superlinear over long traces with many free blocks (issue 29). */
+typedef struct btree {
+    wblk *root;
+    uint32_t n;
+    bcmp_fn f;
+} btree;
 
 typedef struct ev {
     uint8_t action;
@@ -75,8 +83,9 @@ typedef struct wmodel {
     const cmh_whatif_conf *c;
     cmh_pt_rules rules;
     uint64_t capacity;
-    barr freeb[2];    /* free mapped blocks by (stream, size, address) */
-    barr unmapped[2]; /* unmapped ranges of expandable segments by (stream, address) */
+    btree freeb[2];    /* free mapped blocks by (stream, size, address) */
+    btree unmapped[2]; /* unmapped ranges of expandable segments by (stream, address) */
+    uint32_t rng;      /* the treaps' priorities (xorshift; the shape never changes a result) */
     wseg **segs;
     uint32_t nsegs, csegs;
     uint64_t next_addr, reserved, allocated, tick;
@@ -103,44 +112,112 @@ static int cmp_addr(const wblk *a, int64_t stream, uint64_t size, uint64_t addr)
     return (a->addr > addr) - (a->addr < addr);
 }
 
-typedef int (*bcmp_fn)(const wblk *, int64_t, uint64_t, uint64_t);
-
-static uint32_t lower(const barr *a, bcmp_fn f, int64_t stream, uint64_t size, uint64_t addr)
+/* the first block not below the key, NULL if none */
+static wblk *lower(const btree *t, int64_t stream, uint64_t size, uint64_t addr)
 {
-    uint32_t lo = 0, hi = a->n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (f(a->v[mid], stream, size, addr) < 0) lo = mid + 1;
-        else hi = mid;
+    wblk *x = t->root, *r = NULL;
+    while (x) {
+        if (t->f(x, stream, size, addr) < 0) x = x->tr;
+        else r = x, x = x->tl;
     }
-    return lo;
+    return r;
 }
 
-static void put(wmodel *m, barr *a, bcmp_fn f, wblk *b)
+static wblk *bt_first(const btree *t)
 {
-    if (CMH_GROW(a->v, a->cap, (uint64_t)a->n + 1, 64)) {
-        m->nomem = 1;
-        return;
-    }
-    uint32_t i = lower(a, f, b->stream, b->size, b->addr);
-    memmove(a->v + i + 1, a->v + i, (a->n - i) * sizeof *a->v);
-    a->v[i] = b;
-    a->n++;
+    wblk *x = t->root;
+    while (x && x->tl) x = x->tl;
+    return x;
 }
 
-static void take(barr *a, bcmp_fn f, wblk *b)
+static wblk *bt_last(const btree *t)
 {
-    uint32_t i = lower(a, f, b->stream, b->size, b->addr);
-    if (i < a->n && a->v[i] == b) {
-        memmove(a->v + i, a->v + i + 1, (a->n - i - 1) * sizeof *a->v);
-        a->n--;
-    }
+    wblk *x = t->root;
+    while (x && x->tr) x = x->tr;
+    return x;
 }
 
-#define PUT_FREE(m, b) put((m), &(m)->freeb[(b)->pool], cmp_size, (b))
-#define TAKE_FREE(m, b) take(&(m)->freeb[(b)->pool], cmp_size, (b))
-#define PUT_UNMAPPED(m, b) put((m), &(m)->unmapped[(b)->pool], cmp_addr, (b))
-#define TAKE_UNMAPPED(m, b) take(&(m)->unmapped[(b)->pool], cmp_addr, (b))
+static wblk *bt_next(const wblk *x)
+{
+    if (x->tr) {
+        x = x->tr;
+        while (x->tl) x = x->tl;
+        return (wblk *)x;
+    }
+    while (x->tp && x->tp->tr == x) x = x->tp;
+    return x->tp;
+}
+
+static wblk *bt_prev(const wblk *x)
+{
+    if (x->tl) {
+        x = x->tl;
+        while (x->tr) x = x->tr;
+        return (wblk *)x;
+    }
+    while (x->tp && x->tp->tl == x) x = x->tp;
+    return x->tp;
+}
+
+/* x one level up, over its parent, keeping the order */
+static void rot_up(btree *t, wblk *x)
+{
+    wblk *p = x->tp, *g = p->tp;
+    if (p->tl == x) {
+        p->tl = x->tr;
+        if (x->tr) x->tr->tp = p;
+        x->tr = p;
+    } else {
+        p->tr = x->tl;
+        if (x->tl) x->tl->tp = p;
+        x->tl = p;
+    }
+    p->tp = x;
+    x->tp = g;
+    if (!g) t->root = x;
+    else if (g->tl == p) g->tl = x;
+    else g->tr = x;
+}
+
+static void put(wmodel *m, btree *t, wblk *b)
+{
+    if (b->in) return; /* in an index already: never twice */
+    m->rng ^= m->rng << 13, m->rng ^= m->rng >> 17, m->rng ^= m->rng << 5;
+    b->prio = m->rng;
+    b->tl = b->tr = NULL;
+    wblk *x = t->root, *p = NULL;
+    int right = 0;
+    while (x) {
+        p = x;
+        right = t->f(x, b->stream, b->size, b->addr) < 0;
+        x = right ? x->tr : x->tl;
+    }
+    b->tp = p;
+    if (!p) t->root = b;
+    else if (right) p->tr = b;
+    else p->tl = b;
+    while (b->tp && b->tp->prio < b->prio) rot_up(t, b);
+    b->in = t;
+    t->n++;
+}
+
+static void take(btree *t, wblk *b)
+{
+    if (b->in != t) return; /* not in it: nothing to take */
+    while (b->tl || b->tr) /* down to a leaf, the children keeping the heap order */
+        rot_up(t, !b->tl ? b->tr : !b->tr ? b->tl : b->tl->prio > b->tr->prio ? b->tl : b->tr);
+    if (!b->tp) t->root = NULL;
+    else if (b->tp->tl == b) b->tp->tl = NULL;
+    else b->tp->tr = NULL;
+    b->tp = NULL;
+    b->in = NULL;
+    t->n--;
+}
+
+#define PUT_FREE(m, b) put((m), &(m)->freeb[(b)->pool], (b))
+#define TAKE_FREE(m, b) take(&(m)->freeb[(b)->pool], (b))
+#define PUT_UNMAPPED(m, b) put((m), &(m)->unmapped[(b)->pool], (b))
+#define TAKE_UNMAPPED(m, b) take(&(m)->unmapped[(b)->pool], (b))
 
 /* ---- events, blocks, segments ---- */
 
@@ -278,10 +355,10 @@ static int room_from(const wblk *b, uint64_t size)
 
 static wblk *expandable_block(wmodel *m, int pool, int64_t stream, uint64_t size)
 {
-    barr *u = &m->unmapped[pool];
+    btree *u = &m->unmapped[pool];
     wblk *c = NULL;
-    for (uint32_t i = lower(u, cmp_addr, stream, 0, 0); i < u->n && u->v[i]->stream == stream && !c; i++) {
-        wblk *x = u->v[i];
+    for (wblk *y = lower(u, stream, 0, 0); y && y->stream == stream && !c; y = bt_next(y)) {
+        wblk *x = y;
         if (allocatable(x->prev)) x = x->prev; /* a free block just before the unmapped range counts */
         if (room_from(x, size)) c = x;
     }
@@ -332,14 +409,14 @@ static void unmap_free(wmodel *m, wblk *b)
 static void release_cached(wmodel *m)
 {
     for (int pool = 0; pool < 2; pool++) {
-        barr *f = &m->freeb[pool];
-        uint32_t n = f->n;
-        wblk **all = malloc((n ? n : 1) * sizeof *all);
+        btree *f = &m->freeb[pool];
+        uint32_t n = 0;
+        wblk **all = malloc((f->n ? f->n : 1) * sizeof *all);
         if (!all) {
             m->nomem = 1;
             return;
         }
-        if (n) memcpy(all, f->v, n * sizeof *all);
+        for (wblk *x = bt_first(f); x; x = bt_next(x)) all[n++] = x;
         for (uint32_t i = 0; i < n; i++) {
             wblk *b = all[i];
             if (b->seg->expandable) unmap_free(m, b);
@@ -354,17 +431,18 @@ static int release_oversize(wmodel *m, int64_t stream, uint64_t size)
 {
     uint64_t ms = m->rules.max_split;
     if (!ms) return 0;
-    barr *f = &m->freeb[LARGE];
+    btree *f = &m->freeb[LARGE];
     uint64_t key = size < ms ? ms : size;
-    uint32_t i = lower(f, cmp_size, stream, key, 0);
-    if (i < f->n && f->v[i]->stream == stream && !f->v[i]->seg->expandable && !f->v[i]->prev && !f->v[i]->next) {
-        release_segment(m, f->v[i]);
+    wblk *x = lower(f, stream, key, 0);
+    if (x && x->stream == stream && !x->seg->expandable && !x->prev && !x->next) {
+        release_segment(m, x);
         return 1;
     }
     uint64_t released = 0; /* no single one: several, the largest first */
-    while (released < key && i > 0) {
-        wblk *b = f->v[--i];
+    for (wblk *p = x ? bt_prev(x) : bt_last(f); released < key && p;) {
+        wblk *b = p;
         if (b->size < ms || b->stream != stream) break;
+        p = bt_prev(b); /* before b leaves the index */
         if (!b->seg->expandable && !b->prev && !b->next) {
             released += b->size;
             release_segment(m, b);
@@ -382,22 +460,20 @@ static void collect_garbage(wmodel *m)
     if (m->reserved <= limit) return;
     uint64_t target = m->reserved - limit, reclaimed = 0;
     for (int freed = 1; freed && reclaimed < target;) {
-        barr *f = &m->freeb[LARGE];
+        btree *f = &m->freeb[LARGE];
         double total = 0;
         uint32_t count = 0;
-        for (uint32_t i = 0; i < f->n; i++)
-            if (!f->v[i]->prev && !f->v[i]->next && !f->v[i]->seg->expandable) total += (double)(m->tick - f->v[i]->freed_at), count++;
+        for (wblk *x = bt_first(f); x; x = bt_next(x))
+            if (!x->prev && !x->next && !x->seg->expandable) total += (double)(m->tick - x->freed_at), count++;
         if (!count) return;
         double avg = total / count;
         freed = 0;
-        for (uint32_t i = 0; i < f->n && reclaimed < target;) {
-            wblk *b = f->v[i];
+        for (wblk *b = bt_first(f), *nx; b && reclaimed < target; b = nx) {
+            nx = bt_next(b); /* before b leaves the index */
             if (!b->prev && !b->next && !b->seg->expandable && (double)(m->tick - b->freed_at) >= avg) {
                 reclaimed += b->size;
                 release_segment(m, b);
                 freed = 1;
-            } else {
-                i++;
             }
         }
     }
@@ -407,12 +483,11 @@ static uint64_t expand_size(const wblk *b) { return b->size + (b->next && !b->ne
 
 static wblk *free_block_for(wmodel *m, int pool, int64_t stream, uint64_t size)
 {
-    barr *f = &m->freeb[pool];
-    uint32_t i = lower(f, cmp_size, stream, size, 0);
-    if (i == f->n || f->v[i]->stream != stream) return NULL;
-    if (f->v[i]->seg->expandable) /* one that cannot grow, if as good */
-        while (i + 1 < f->n && f->v[i + 1]->stream == stream && expand_size(f->v[i + 1]) < expand_size(f->v[i])) i++;
-    wblk *b = f->v[i];
+    btree *f = &m->freeb[pool];
+    wblk *b = lower(f, stream, size, 0), *nx;
+    if (!b || b->stream != stream) return NULL;
+    if (b->seg->expandable) /* one that cannot grow, if as good */
+        while ((nx = bt_next(b)) && nx->stream == stream && expand_size(nx) < expand_size(b)) b = nx;
     uint64_t ms = m->rules.max_split;
     if (ms && size < ms && b->size >= ms) return NULL;                    /* no oversize block for a small request */
     if (ms && size >= ms && b->size >= size + CMH_PT_LARGE_BUFFER) return NULL; /* an oversize one, within 20 MiB */
@@ -641,10 +716,6 @@ static void compare_events(wmodel *m, const cmh_snapshot *s, const cmh_trace *t)
 
 static void free_model(wmodel *m)
 {
-    for (int p = 0; p < 2; p++) {
-        free(m->freeb[p].v);
-        free(m->unmapped[p].v);
-    }
     for (uint32_t i = 0; i < m->nsegs; i++) free(m->segs[i]);
     free(m->segs);
     free(m->evs);
@@ -792,6 +863,8 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     m.r = out;
     m.compare = compare;
     m.next_addr = 1ull << 32;
+    for (int p = 0; p < 2; p++) m.freeb[p].f = cmp_size, m.unmapped[p].f = cmp_addr;
+    m.rng = 0x9E3779B9u;
     cmh_oa_init(&m.live, sizeof(live_slot));
     seed_model(&m, s, device);
     int prev_action = -1;

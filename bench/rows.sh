@@ -123,3 +123,5 @@ sed -n 's/^driver alone, 1 thread *\(.*\)/\1/p' "$T/hooks" | { read -r v; row " 
 sh "$(dirname "$0")/rows_hot.sh" "$B"
 # the live side: top and the exporter watching 8 busy processes (bench/rows_obs.sh)
 sh "$(dirname "$0")/rows_obs.sh" "$B"
+# issue 29: reading speed, every command linear (its own script)
+sh "$(dirname "$0")/rows_speed.sh" "$B"

@@ -133,6 +133,8 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Load any snapshot; on failure print the one-line error and return the exit status
  * (CLI_EFILE or CLI_ENOMEM), else 0. */
 int cli_load(const char *path, cmh_snapshot *s);
+/* The same for a command that needs only part of the file (CMH_LOAD_*, cmh_snapshot_load_ex). */
+int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags);
 /* Load a snapshot and choose its device: want, or with want == -2 the lowest it has.  On failure
  * print why, free what was loaded and return the exit status. */
 int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device);

@@ -82,7 +82,9 @@ int cmd_stats(int argc, char **argv)
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     if (g_json) return rep_run(&path, 1, g_device, 1, REP_SHAPED | REP_NO_HOST, section, NULL);
     cmh_snapshot s;
-    if ((rc = rep_load_shaped(path, &s))) return rc;
+    /* the text is the segments alone: the trace (the bulk of the file) is not read, unless a
+     * --device must be checked against every device the file has, the traces' too */
+    if ((rc = rep_load_shaped_ex(path, &s, g_device == -2 ? CMH_LOAD_SEGMENTS : 0))) return rc;
     int32_t dev;
     if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {
         cmh_snapshot_free(&s);

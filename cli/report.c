@@ -18,9 +18,11 @@ rep_attr rep_attribution;
 const char *const rep_group_names[] = {"site", "stack", "module", "file", "package", NULL}; /* the cmh_group_by order */
 
 /* A merged record as one model (cmh_merged_view): PyTorch's blocks and the other allocations. */
-int rep_load_view(const char *path, cmh_snapshot *s)
+int rep_load_view(const char *path, cmh_snapshot *s) { return rep_load_view_ex(path, s, 0); }
+
+int rep_load_view_ex(const char *path, cmh_snapshot *s, unsigned flags)
 {
-    int rc = cli_load(path, s);
+    int rc = cli_load_ex(path, s, flags);
     if (rc || !s->torch) return rc;
     if ((rc = cmh_merged_view(s)) != CMH_OK) {
         cmh_snapshot_free(s);
@@ -49,9 +51,11 @@ int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites)
     return 0;
 }
 
-int rep_load_shaped(const char *path, cmh_snapshot *s)
+int rep_load_shaped(const char *path, cmh_snapshot *s) { return rep_load_shaped_ex(path, s, 0); }
+
+int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags)
 {
-    int rc = rep_load_view(path, s);
+    int rc = rep_load_view_ex(path, s, flags);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
     cmh_snapshot shaped;
     int crc = cmh_memviz_shape(s, &shaped, NULL);

@@ -38,6 +38,7 @@ extern const char *const rep_group_names[];
 
 /* Load a snapshot; a merged record as one model (cmh_merged_view).  Returns the exit status. */
 int rep_load_view(const char *path, cmh_snapshot *s);
+int rep_load_view_ex(const char *path, cmh_snapshot *s, unsigned flags); /* flags: CMH_LOAD_* */
 /* Write through fn to path atomically (NULL or "-": standard output, refused for binary output
  * on a terminal); the exit status, the error said. */
 int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void *arg);
@@ -74,6 +75,7 @@ enum { REP_SITES = 1, REP_NO_HOST = 2, REP_SHAPED = 4, REP_PYTORCH_TEXT = 8, REP
  * (cmh_memviz_shape: a driver allocation a segment holding one block, pinned host memory left
  * out), a PyTorch pickle as it is.  Returns the exit status. */
 int rep_load_shaped(const char *path, cmh_snapshot *s);
+int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags); /* flags: CMH_LOAD_* */
 /* Every report command: each snapshot loaded (with its sites under REP_SITES), its process said
  * once in text, then fn for each device it covers; with json, one JSON array of the sections'
  * objects.  Returns the exit status (output errors included). */

@@ -36,10 +36,12 @@ int cli_finish_stdout(int rc)
     return rc;
 }
 
-int cli_load(const char *path, cmh_snapshot *s)
+int cli_load(const char *path, cmh_snapshot *s) { return cli_load_ex(path, s, 0); }
+
+int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags)
 {
     char err[1024];
-    int rc = cmh_snapshot_load(path, s, err, sizeof err);
+    int rc = cmh_snapshot_load_ex(path, s, flags, err, sizeof err);
     if (rc != CMH_OK) {
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;

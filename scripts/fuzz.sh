@@ -18,12 +18,12 @@ case $target in cmh | pickle | flight | live | cli) ;; *) echo "fuzz.sh: no targ
 mkdir -p "$out/corpus-$target" "$out/seeds-$target"
 pc() { pkg-config "$@" msgpack-c 2>/dev/null || pkg-config "$@" msgpack; }
 SRC="snapshot/model.c snapshot/query.c snapshot/atomic.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/crc32c.c snapshot/procid.c snapshot/registry.c snapshot/pickle_read.c
-     snapshot/pickle_model.c snapshot/pickle_write.c snapshot/load.c analyzer/*.c"
+     snapshot/pickle_model.c snapshot/pickle_write.c snapshot/load.c snapshot/lazylib.c analyzer/*.c"
 LIBS=
 case $target in
 cli)
-    SRC="$SRC snapshot/symbolize.c viz/*.c $(ls cli/*.c | grep -v cli/main.c)"
-    LIBS="$(pkg-config --libs libdw) -lncurses -lz -lsqlite3 -lpthread -lstdc++ -lm -ldl"
+    SRC="$SRC snapshot/symbolize.c snapshot/lazy_dw.c viz/*.c $(ls cli/*.c | grep -v cli/main.c)"
+    LIBS="-lncurses -lpthread -lm -ldl" # libdw, libstdc++, zlib, SQLite: loaded on first use (snapshot/lazylib.h)
     ;;
 *) LIBS="-lm" ;;
 esac

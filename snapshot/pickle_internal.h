@@ -105,6 +105,10 @@ typedef struct pm {
     uint64_t budget; /* cells the conversion may still create: bounds shared-container blowups */
     int protocol;
     int nomem; /* the failure was memory, not the file */
+    int segments_only; /* CMH_LOAD_SEGMENTS: stop at the root's 'device_traces' key (read_str) */
+    int generic;       /* CMH_LOAD_GENERIC: none of the shortcuts (the entries copied one by one) */
+    int seen_segments; /* ... once the root's 'segments' key came (some writers put it after the trace) */
+    int stop;          /* ... and it was reached after them: the root is complete with the keys before it */
 } pm;
 
 /* pickle_read.c: the machine's error, and container lookups */

@@ -409,10 +409,50 @@ static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
 
 /* One trace per device; pool samples (ps, sorted) go back before the kept entry their position
  * names, or after the last one. */
+/* The usual case, where the entries converted while the machine ran are already the model's
+ * entries in order (every item of every device's list a converted entry, numbered 0, 1, 2 ...
+ * across them, none shared or skipped, no pool samples to weave in): their array becomes the
+ * snapshot's as it is, rather than copied entry by entry, so each entry exists once. */
+static int adopt_entries(pm *m, const pcont *outer, uint32_t nps)
+{
+    if (nps || m->s->nentries || m->s->entries || (uint64_t)m->nentries > m->budget) return 0;
+    uint32_t next = 0;
+    for (uint32_t dev = 0; dev < outer->n; dev++) {
+        const pcont *tr = obj(m, &outer->items[dev], C_LIST);
+        if (!tr) return 0;
+        for (uint32_t i = 0; i < tr->n; i++)
+            if (tr->items[i].tag != PV_ENTRY || tr->items[i].u.id != next++) return 0;
+    }
+    if (next != m->nentries) return 0;
+    next = 0;
+    for (uint32_t dev = 0; dev < outer->n; dev++) {
+        const pcont *tr = obj(m, &outer->items[dev], C_LIST);
+        cmh_trace *t;
+        if (cmh_snapshot_add_trace(m->s, (int32_t)dev, 0, &t) != CMH_OK) return pk_nomem(m);
+        t->first_entry = next;
+        t->nentries = tr->n;
+        next += tr->n;
+    }
+    m->budget -= m->nentries;
+    m->s->entries = m->entries;
+    m->s->nentries = m->s->cap_entries = m->nentries;
+    if (m->centries > m->nentries) { /* give back the doubling's slack */
+        cmh_entry *fit = realloc(m->entries, (m->nentries ? m->nentries : 1) * sizeof *fit);
+        if (fit) m->s->entries = fit;
+    }
+    m->entries = NULL;
+    m->nentries = m->centries = 0;
+    return 1;
+}
+
 static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
 {
     const pcont *outer = obj(m, tv, C_LIST);
     if (!outer) return pk_fail(m, "'device_traces' is not a list");
+    if (!m->generic) {
+        int a = adopt_entries(m, outer, nps);
+        if (a) return a < 0 ? -1 : 0;
+    }
     uint32_t k = 0;
     for (uint32_t dev = 0; dev < outer->n; dev++) {
         const pcont *tr = obj(m, &outer->items[dev], C_LIST);

@@ -281,6 +281,26 @@ static int read_long(pm *m, size_t n)
     return push(m, x);
 }
 
+/* The next value pushed would be a key of the root dict: the stack holds only the root and its
+ * pending key/value pairs (SETITEMS after one MARK, as CPython writes a small dict), or only the
+ * root (SETITEM one pair at a time). */
+static int at_root_key(const pm *m)
+{
+    if (!m->sp || m->stack[0].tag != PV_CONT || m->conts[m->stack[0].u.id].kind != C_DICT) return 0;
+    if (m->nmarks == 0) return m->sp == 1;
+    return m->nmarks == 1 && m->marks[0] == 1 && (m->sp - 1) % 2 == 0;
+}
+
+/* The root at the early stop: the pairs pending on the stack go into it, as SETITEMS would. */
+static int stop_early(pm *m, pv *result)
+{
+    if (m->sp > 1 && cont_add(m, &m->conts[m->stack[0].u.id], m->stack + 1, m->sp - 1)) return -1;
+    m->sp = 1;
+    m->nmarks = 0;
+    *result = m->stack[0];
+    return 0;
+}
+
 static int read_str(pm *m, size_t n)
 {
     if (need(m, n)) return -1;
@@ -289,12 +309,21 @@ static int read_str(pm *m, size_t n)
     pv x = {PV_STR, {.id = 0}};
     if (cmh_strtab_intern(&m->s->strings, b, n, &x.u.id) != CMH_OK) return pk_nomem(m);
     m->pos += n;
+    if (__builtin_expect(m->segments_only, 0) && (x.u.id == m->key[K_DEVICE_TRACES] || x.u.id == m->key[K_SEGMENTS]) &&
+        at_root_key(m)) {
+        if (x.u.id == m->key[K_SEGMENTS]) m->seen_segments = 1;
+        else if (m->seen_segments) { /* the trace, and all after it, is not needed */
+            m->stop = 1;
+            return 0;
+        } /* a writer that put the trace first: it is read, as there is no skipping it */
+    }
     return push(m, x);
 }
 
 static int run(pm *m, pv *result)
 {
     for (;;) {
+        if (__builtin_expect(m->stop, 0)) return stop_early(m, result);
         if (need(m, 1)) return -1;
         m->op_at = m->pos;
         uint8_t op = m->p[m->pos++];
@@ -467,11 +496,13 @@ static int run(pm *m, pv *result)
     }
 }
 
-static int read_pickle(const void *buf, size_t len, int mapped, cmh_snapshot *s, char *err, size_t errlen)
+static int read_pickle(const void *buf, size_t len, int mapped, unsigned flags, cmh_snapshot *s, char *err, size_t errlen)
 {
     pm m;
     memset(&m, 0, sizeof m);
     m.mapped = mapped;
+    m.segments_only = (flags & CMH_LOAD_SEGMENTS) != 0;
+    m.generic = (flags & CMH_LOAD_GENERIC) != 0;
     for (int i = 0; i < 4; i++) m.shapes[i].n = UINT32_MAX; /* no entry shape seen yet */
     m.p = buf;
     m.len = len;
@@ -494,7 +525,7 @@ static int read_pickle(const void *buf, size_t len, int mapped, cmh_snapshot *s,
         }
     pv root = {PV_NONE, {.i = 0}};
     int rc = m.failed ? -1 : run(&m, &root);
-    if (rc == 0 && m.pos != m.len) rc = pk_fail(&m, "%zu bytes after STOP at byte %zu", m.len - m.pos, m.pos);
+    if (rc == 0 && !m.stop && m.pos != m.len) rc = pk_fail(&m, "%zu bytes after STOP at byte %zu", m.len - m.pos, m.pos);
     if (rc == 0) rc = pk_convert_top(&m, &root);
     for (uint32_t i = 0; i < m.nconts; i++) free(m.conts[i].items);
     free(m.conts);
@@ -514,10 +545,10 @@ static int read_pickle(const void *buf, size_t len, int mapped, cmh_snapshot *s,
 
 int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
 {
-    return read_pickle(buf, len, 0, s, err, errlen);
+    return read_pickle(buf, len, 0, 0, s, err, errlen);
 }
 
-int cmh_pickle_read_mapped(const void *map, size_t len, cmh_snapshot *s, char *err, size_t errlen)
+int cmh_pickle_read_mapped(const void *map, size_t len, unsigned flags, cmh_snapshot *s, char *err, size_t errlen)
 {
-    return read_pickle(map, len, 1, s, err, errlen);
+    return read_pickle(map, len, 1, flags, s, err, errlen);
 }

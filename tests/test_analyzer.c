@@ -643,6 +643,75 @@ static void test_oom_report(void)
     cmh_snapshot_free(&s);
 }
 
+/* The script's sizes, f"{num:3.1f}{unit}B", as printf writes them: the oracle `trace` must agree
+ * with byte for byte now that it rounds from the integer itself (ties to even on the binary
+ * value, 1023.95 KiB and up becoming "1024.0KiB", beyond 2^53 the double's own rounding). */
+static void py_size(char *buf, size_t n, double num)
+{
+    static const char *const units[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi"};
+    for (int i = 0; i < 8; i++, num /= 1024.0)
+        if (num < 1024.0 && num > -1024.0) {
+            snprintf(buf, n, "%3.1f%sB", num, units[i]);
+            return;
+        }
+    snprintf(buf, n, "%.1fYiB", num);
+}
+
+static void test_trace_sizes_as_printf(void)
+{
+    cmh_snapshot s;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&s), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_trace(&s, 0, 0, NULL), CMH_OK);
+    enum { N = 6000 };
+    static uint64_t sizes[N];
+    uint64_t x = 88172645463325252ull;
+    int n = 0;
+    for (uint64_t v = 0; v < 2100; v++) sizes[n++] = v; /* every byte count and the first KiB */
+    for (int k = 1; k <= 6; k++) /* around each tie and each unit's edge */
+        for (int d = -40; d <= 40; d++) {
+            uint64_t unit = 1ull << (10 * k), tie = unit / 20; /* x.05 of the unit */
+            sizes[n++] = 3 * unit + tie + (uint64_t)(int64_t)d;
+            sizes[n++] = 1024 * unit - unit / 20 + (uint64_t)(int64_t)d;
+        }
+    while (n < N - 4) { /* and random sizes of every magnitude */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        sizes[n++] = x >> (x % 64);
+    }
+    sizes[n++] = (1ull << 53) + 1;
+    sizes[n++] = UINT64_MAX;
+    sizes[n++] = 1ull << 60;
+    sizes[n++] = 12345678901234567890ull;
+    for (int i = 0; i < n; i++) {
+        cmh_entry e = {0};
+        e.action = CMH_ACT_ALLOC;
+        e.addr = (uint64_t)i + 1;
+        e.size = e.requested = sizes[i];
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(&s, &e), CMH_OK);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    CU_ASSERT_EQUAL_FATAL(cmh_print_trace(&s, CMH_ALL_DEVICES, fp), CMH_OK);
+    fclose(fp);
+    char *line = strchr(strchr(text, '\n') + 1, '\n') + 1; /* after "Device 0" and "N entries" */
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        char want[96], *end = strchr(line, '\n');
+        CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+        py_size(want, sizeof want, (double)sizes[i]);
+        char *colon = strchr(line, ':');
+        size_t got = (size_t)(end - 1 - (colon + 1)); /* between ':' and ']' */
+        if (!colon || got != strlen(want) || memcmp(colon + 1, want, got)) {
+            if (bad++ < 5) fprintf(stderr, "size %llu: '%.*s', printf says '%s'\n", (unsigned long long)sizes[i], (int)(end - line), line, want);
+        }
+        line = end + 1;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(!strncmp(line, "TOTAL MEM: ", 11));
+    free(text);
+    cmh_snapshot_free(&s);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -660,5 +729,6 @@ int main(void)
     CMH_ADD_TEST(s, test_leak_floors);
     CMH_ADD_TEST(s, test_frag_report);
     CMH_ADD_TEST(s, test_oom_report);
+    CMH_ADD_TEST(s, test_trace_sizes_as_printf);
     return cmh_test_main();
 }

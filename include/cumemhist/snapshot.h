@@ -347,6 +347,16 @@ int cmh_pickle_write(const cmh_snapshot *s, FILE *fp);
 /* Load any snapshot file (.cmh or PyTorch pickle, by content).  err gets a one-line message
  * naming the file, e.g. "snap.cmh: truncated at byte 18231 (expected 4 more bytes)". */
 int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errlen);
+/* The same, for a caller that needs only part of it (flags: CMH_LOAD_*; 0 = all).  With
+ * CMH_LOAD_SEGMENTS only the segments and their blocks are sure to be there (with what the
+ * file holds before them): a PyTorch pickle is read up to its 'device_traces' key, so the
+ * traces, settings and annotations after it are absent.  A file read whole anyway (a .cmh) is
+ * read whole.  CUMEMHIST_GENERIC_LOAD=1 in the environment makes every load a full one. */
+#define CMH_LOAD_SEGMENTS 0x1u
+/* No shortcut at all, however the file looks: the way any file would be read (what
+ * CUMEMHIST_GENERIC_LOAD=1 turns every load into; for tests that hold the two against each other). */
+#define CMH_LOAD_GENERIC 0x80000000u
+int cmh_snapshot_load_ex(const char *path, cmh_snapshot *s, unsigned flags, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,83 @@
+#!/bin/sh
+# loadpaths_test.sh BUILD_DIR SOURCE_DIR [PYTORCH_FIXTURES] - every command that reads a snapshot
+# prints the same, and exits the same, whether its load takes the shortcuts the command asked for
+# (CMH_LOAD_*: `stats` reads a pickle only up to its trace) or reads the whole file the generic
+# way (CUMEMHIST_GENERIC_LOAD=1).  On the PyTorch fixtures, our recordings, the fuzz regressions,
+# and pickles built to put the trace before the segments, or after them with a 'cumemhist' part.
+set -u
+B=$(cd "${1:?usage: $0 BUILD_DIR SOURCE_DIR [PYTORCH_FIXTURES]}" && pwd)
+S=$(cd "${2:?usage: $0 BUILD_DIR SOURCE_DIR [PYTORCH_FIXTURES]}" && pwd)
+P=${3:-}
+T=$(mktemp -d /tmp/cmh-loadpaths-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+C=$B/cumemhist
+pass=0 fail=0 shortcut=0
+
+files=
+for f in "$S"/tests/fixtures/h200/*.cmh "$S"/tests/fixtures/h200/*.pickle "$S"/tests/fixtures/fuzz/*.cmh "$S"/tests/fixtures/fuzz/*.pickle; do
+    [ -f "$f" ] && files="$files $f"
+done
+if [ -n "$P" ] && [ -d "$P" ]; then
+    for f in "$P"/*.pickle; do files="$files $f"; done
+else
+    echo "note: no PyTorch fixtures (../shared/fixtures/pytorch): our own files only"
+fi
+# our recordings as their memory_viz export (a 'cumemhist' part after the trace)
+for n in leaky torch_exp; do
+    "$C" export --raw-frames "$S/tests/fixtures/h200/$n.cmh" -o "$T/$n.export.pickle" 2>/dev/null && files="$files $T/$n.export.pickle"
+done
+# the root's keys in other orders, as other writers may put them: trace first; segments last
+if command -v python3 >/dev/null; then
+    for f in "$S/tests/fixtures/h200/torch_exp.pickle" "$T/leaky.export.pickle"; do
+        [ -f "$f" ] || continue
+        b=$(basename "$f" .pickle)
+        python3 - "$f" "$T/$b.tracefirst.pickle" "$T/$b.p2.pickle" <<'PY' && files="$files $T/$b.tracefirst.pickle $T/$b.p2.pickle"
+import pickle, sys
+d = pickle.load(open(sys.argv[1], 'rb'))
+first = {k: d[k] for k in ['device_traces'] + [k for k in d if k != 'device_traces']}
+open(sys.argv[2], 'wb').write(pickle.dumps(first, protocol=4))
+open(sys.argv[3], 'wb').write(pickle.dumps(d, protocol=2))
+PY
+    done
+fi
+
+# every reading command, with the options that change what it reads
+cmds="summary|peak|leaks|frag|oom|owners|kernels|stats|stats --device 0|stats --json|trace|trace --json|whatif|plot -o -|flamegraph --folded -o -|export -f json -o -|export -f memviz -o -|export -f chrome -o -|report -o -"
+for f in $files; do
+    IFS='|'
+    for c in $cmds; do
+        IFS=' '
+        # shellcheck disable=SC2086
+        "$C" $c "$f" >"$T/fast" 2>"$T/fast.err"
+        rf=$?
+        # shellcheck disable=SC2086
+        CUMEMHIST_GENERIC_LOAD=1 "$C" $c "$f" >"$T/slow" 2>"$T/slow.err"
+        rs=$?
+        if [ $rf -eq $rs ] && cmp -s "$T/fast" "$T/slow"; then
+            pass=$((pass + 1))
+        else
+            fail=$((fail + 1))
+            echo "FAIL: $c $f: exit $rf vs $rs (generic)"
+            diff "$T/fast" "$T/slow" | head -5
+            head -3 "$T/fast.err" "$T/slow.err"
+        fi
+        IFS='|'
+    done
+    IFS=' '
+done
+
+# the shortcut is taken, not merely harmless: a pickle cut off inside its trace still gives
+# `stats` on the fast path (its segments are all there), and only the generic read finds the cut
+f=$S/tests/fixtures/h200/torch_exp.pickle
+size=$(stat -c %s "$f")
+head -c $((size * 3 / 4)) "$f" >"$T/cut.pickle"
+if "$C" stats "$T/cut.pickle" >"$T/cut.fast" 2>/dev/null && ! CUMEMHIST_GENERIC_LOAD=1 "$C" stats "$T/cut.pickle" >/dev/null 2>&1 &&
+    "$C" stats "$f" | cmp -s - "$T/cut.fast"; then
+    shortcut=1
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1))
+    echo "FAIL: stats of a pickle cut inside its trace: the fast path did not stop before the trace"
+fi
+echo "loadpaths: $pass passed, $fail failed ($(echo $files | wc -w) files)"
+[ $fail -eq 0 ]
