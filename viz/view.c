@@ -78,6 +78,7 @@ typedef struct vdev {
     uint64_t *key; /* open addressing: address -> allocation id + 1 (0: empty, UINT32_MAX: deleted) */
     uint32_t *val;
     uint32_t hcap, hused;
+    const cmh_replay *r;
     int64_t pos;   /* the entry being applied (-1 before the first; n at the final reconcile) */
     int nomem;
     uint64_t active;
@@ -145,6 +146,11 @@ static void on_block(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
     if (!d->val[j]) return; /* the replay never frees what it did not show */
     vband *v = &d->a[d->val[j] - 1];
     v->end = d->pos;
+    /* memory_viz's rule: a free_requested right before its free_completed is one free, there */
+    const cmh_entry *prev = d->r && d->pos > 0 ? cmh_replay_entry(d->r, d->pos - 1) : NULL, *cur = d->r ? cmh_replay_entry(d->r, d->pos) : NULL;
+    if (prev && cur && cur->action == CMH_ACT_FREE_COMPLETED && prev->action == CMH_ACT_FREE_REQUESTED && prev->addr == addr &&
+        v->start < d->pos - 1)
+        v->end = d->pos - 1;
     d->active -= v->size;
     d->val[j] = UINT32_MAX;
 }
@@ -215,6 +221,7 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
     if (!r) return CMH_ENOMEM;
     vdev d = {0};
     d.pos = -1;
+    d.r = r;
     cmh_replay_observe(r, on_block, &d);
     int64_t n = cmh_replay_length(r);
     uint64_t *act = malloc(((size_t)n + 1) * sizeof *act);
@@ -225,12 +232,26 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
         d.pos = i;
         if (!cmh_replay_step(r)) break;
         const cmh_mem_stats *st = cmh_replay_stats(r);
-        act[i] = d.active;
         alv[i] = st->allocated_bytes[CMH_POOL_ALL].current;
         rsv[i] = st->reserved_bytes[CMH_POOL_ALL].current;
     }
     if (rc == CMH_OK && (d.nomem || cmh_replay_status(r) != CMH_OK)) rc = CMH_ENOMEM;
     cmh_replay_free(r);
+    d.r = NULL;
+    /* the band stack's height after each entry, from the bands themselves */
+    if (rc == CMH_OK) {
+        int64_t *dl = calloc((size_t)n + 1, sizeof *dl);
+        if (!dl) rc = CMH_ENOMEM;
+        for (uint32_t i = 0; dl && i < d.na; i++) {
+            int64_t a = d.a[i].start < 0 ? 0 : d.a[i].start, b = d.a[i].end > n ? n : d.a[i].end;
+            if (a >= b) continue;
+            dl[a] += (int64_t)d.a[i].size;
+            dl[b] -= (int64_t)d.a[i].size;
+        }
+        int64_t run = 0;
+        for (int64_t i = 0; dl && i < n; i++) act[i] = (uint64_t)(run += dl[i]);
+        free(dl);
+    }
     vstate vs = {0};
     uint32_t ncols = (uint32_t)((n + VIEW_COL - 1) / VIEW_COL);
     int64_t *inst = NULL;

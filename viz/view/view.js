@@ -551,6 +551,8 @@
       }
       return out;
     },
+    _stack: function (k, id) { return load(k).stack[id]; },
+    _n: function (k) { return load(k).n; },
     setView: function (x0, x1) { view.x0 = x0; view.x1 = x1; clampView(); draw(); },
     setCursor: setCursor, select: select, draw: draw,
     project: function (e, bytes) { var f = view.frame; return f ? [f.X(e), f.Y(bytes)] : null; }
