@@ -133,6 +133,7 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
     let best = null;
     for (const c of f.cols) {
       if (c.e !== e) continue;
+      c.bands = v.bandsOf(c);
       for (let j = 0; j < c.bands.length; j += 3) if (c.bands[j] >= 0 && (!best || c.bands[j + 2] > best[2])) best = [c.bands[j], c.bands[j + 1], c.bands[j + 2], c.a, c.b];
     }
     if (!best) return null;

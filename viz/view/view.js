@@ -137,6 +137,13 @@
     if (d.time.length > e && meta.origin_ns) s += ' (+' + (d.time[e] / 1e6).toFixed(6) + ' s)';
     return s;
   }
+  var pixels = {};
+  function pixel(site, fold, dim) { /* a site's colour as one RGBA word, blended on white */
+    var k = site * 4 + (fold ? 1 : 0) + (dim ? 2 : 0), v = pixels[k];
+    if (v !== undefined) return v;
+    var h = colorOf(site), a = dim ? 0.12 : fold ? 0.55 : 1, c = [1, 3, 5].map(function (o) { return Math.round(parseInt(h.substr(o, 2), 16) * a + 255 * (1 - a)); });
+    return (pixels[k] = ((255 << 24) | (c[2] << 16) | (c[1] << 8) | c[0]) >>> 0);
+  }
   function siteName(s) { var x = meta.sites[s]; return x ? x[0] : '?'; }
   function colorOf(s) { var h = (s * 2654435761) >>> 0; return PALETTE[h % PALETTE.length]; }
   function el(tag, cls, text) {
@@ -217,19 +224,25 @@
   var pending = false;
   function request() { if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; draw(); }); } }
 
+  /* a kept column's bands as [key, bottom, bytes] triples, made when asked (hover, outline) */
+  function bandsOf(d, c) {
+    if (c.bands) return c.bands;
+    var b = [], off = 0, i, s0 = c.s0;
+    for (i = d.bandStart[s0]; i < d.bandStart[s0 + 1]; i++) { var id = d.bands[i]; b.push(id, off, d.size[id]); off += d.size[id]; }
+    for (i = d.foldStart[s0]; i < d.foldStart[s0 + 1]; i++) { b.push(-1 - d.fsite[i], off, d.fbytes[i]); off += d.fbytes[i]; }
+    return (c.bands = b);
+  }
+
   /* The columns of the frame: for each, its x range in px, the instant it shows, and its bands
    * (allocation id, bottom and height in bytes) then its folded sites (-1 - site). */
   function columnsFor(d, pw) {
     var epp = (view.x1 - view.x0) / pw, col = meta.devices[view.k].col, out = [], c, i;
     if (epp >= col && d.ncols) {
-      var L = Math.min(Math.floor(Math.log2(epp / col)), d.levels.length - 1), w = col * Math.pow(2, L);
+      var L = Math.max(0, Math.min(Math.ceil(Math.log2(epp / col)), d.levels.length - 1)), w = col * Math.pow(2, L);
       var c0 = Math.max(0, Math.floor(view.x0 / w)), c1 = Math.min(Math.ceil(view.x1 / w), L ? d.levels[L].length : d.ncols);
       for (c = c0; c < c1; c++) {
-        var s0 = L ? d.levels[L][c] : c, e = d.inst[s0], b = [], off = 0;
-        for (i = d.bandStart[s0]; i < d.bandStart[s0 + 1]; i++) { var id = d.bands[i]; b.push(id, off, d.size[id]); off += d.size[id]; }
-        for (i = d.foldStart[s0]; i < d.foldStart[s0 + 1]; i++) { b.push(-1 - d.fsite[i], off, d.fbytes[i]); off += d.fbytes[i]; }
-        var lo = Math.max(c * w, 0), hi = Math.min((c + 1) * w, d.n);
-        out.push({e: e, a: lo, b: hi, bands: b, top: off, amax: d.amax[s0], rmax: d.rmax[s0]});
+        var s0 = L ? d.levels[L][c] : c, lo = Math.max(c * w, 0), hi = Math.min((c + 1) * w, d.n);
+        out.push({e: d.inst[s0], a: lo, b: hi, s0: s0, bands: null, top: d.act[d.inst[s0]], amax: d.amax[s0], rmax: d.rmax[s0]});
       }
       return out;
     }
@@ -245,33 +258,41 @@
     var ymax = 1;
     for (i = 0; i < insts.length; i++) ymax = Math.max(ymax, d.act[insts[i][0]]);
     var thr = ymax / (ui.canvas.height / dpr), live = liveAt(d, insts[0][0]), p = firstStartAfter(d, insts[0][0]);
-    var fold = new Map();
+    var nS = meta.sites.length + 1, fold = view.fold && view.fold.length >= nS ? view.fold : (view.fold = new Float64Array(nS)), touched = [];
+    var nextEnd = Infinity;
+    for (i = 0; i < live.length; i++) if (d.end[live[i]] < nextEnd) nextEnd = d.end[live[i]];
     for (c = 0; c < insts.length; c++) {
       var e2 = insts[c][0];
       if (c) {
-        while (p < d.na && d.start[p] <= e2) live.push(p++);
-        var k = 0;
-        for (i = 0; i < live.length; i++) if (d.end[live[i]] > e2) live[k++] = live[i];
-        live.length = k;
+        while (p < d.na && d.start[p] <= e2) { live.push(p); if (d.end[p] < nextEnd) nextEnd = d.end[p]; p++; }
+        if (nextEnd <= e2) { /* something ended: drop what did */
+          var k = 0; nextEnd = Infinity;
+          for (i = 0; i < live.length; i++) if (d.end[live[i]] > e2) { live[k++] = live[i]; if (d.end[live[i]] < nextEnd) nextEnd = d.end[live[i]]; }
+          live.length = k;
+        }
       }
       var bb = [], o = 0;
-      fold.clear();
+      touched.length = 0;
       for (i = 0; i < live.length; i++) {
         var id2 = live[i], sz = d.size[id2];
-        if (sz >= thr) { bb.push(id2, o, sz); o += sz; } else fold.set(d.site[id2], (fold.get(d.site[id2]) || 0) + sz);
+        if (sz >= thr) { bb.push(id2, o, sz); o += sz; } else { var st2 = d.site[id2]; if (!fold[st2]) touched.push(st2); fold[st2] += sz; }
       }
-      var fs = Array.from(fold.keys()).sort(function (x, y) { return x - y; });
-      for (i = 0; i < fs.length; i++) { bb.push(-1 - fs[i], o, fold.get(fs[i])); o += fold.get(fs[i]); }
+      touched.sort(function (x, y) { return x - y; });
+      for (i = 0; i < touched.length; i++) { bb.push(-1 - touched[i], o, fold[touched[i]]); o += fold[touched[i]]; fold[touched[i]] = 0; }
       out.push({e: e2, a: insts[c][1], b: insts[c][2], bands: bb, top: o,
         amax: lineAt(d.lines[0], e2), rmax: lineAt(d.lines[1], e2)});
     }
     return out;
   }
 
+  var matchOf = {q: null, m: null};
   function matches(site) {
     if (!view.query) return true;
-    var s = meta.sites[site];
-    return !!s && s.join(' ').toLowerCase().indexOf(view.query) >= 0;
+    if (matchOf.q !== view.query) {
+      matchOf.q = view.query; matchOf.m = new Uint8Array(meta.sites.length);
+      for (var i = 0; i < meta.sites.length; i++) matchOf.m[i] = meta.sites[i].join(' ').toLowerCase().indexOf(view.query) >= 0 ? 1 : 0;
+    }
+    return matchOf.m[site] === 1;
   }
 
   function draw() {
@@ -295,39 +316,45 @@
     var sx = pw / (view.x1 - view.x0), sy = ph / ymax;
     function X(e) { return padl + (e - view.x0) * sx; }
     function Y(b) { return PADT + ph - b * sy; }
-    /* bands: merged across columns where a band keeps its place, filled one colour at a time */
-    var open = new Map(), rects = new Map(), hl = view.sel;
-    function flush(key, r) {
-      var site = key < 0 ? -1 - key : d.site[key], fill = colorOf(site);
-      var dim = !matches(site), k2 = fill + (key < 0 ? 'f' : '') + (dim ? 'd' : '');
-      if (!rects.has(k2)) rects.set(k2, {fill: fill, fold: key < 0, dim: dim, r: []});
-      rects.get(k2).r.push(r.x0, r.y0, r.x1 - r.x0, r.h);
+    /* bands: painted pixel by pixel into an image of the plot (cost: the plot's pixels, however
+     * many bands), then the lines and marks on top with the canvas's own strokes */
+    var PWd = Math.max(1, Math.round(pw * dpr)), PHd = Math.max(1, Math.round(ph * dpr));
+    if (!view.img || view.img.width !== PWd || view.img.height !== PHd) {
+      view.img = ctx.createImageData(PWd, PHd); view.buf = new Uint32Array(view.img.data.buffer);
     }
+    var buf = view.buf, hl = view.sel, syd = sy * dpr;
+    buf.fill(0xffffffff);
     for (i = 0; i < colsF.length; i++) {
-      var c = colsF[i], xa = X(c.a), xb = X(c.b), b = c.bands;
-      for (j = 0; j < b.length; j += 3) {
-        var key = b[j], y0 = Y(b[j + 1] + b[j + 2]), h = b[j + 2] * sy, r = open.get(key);
-        if (r && r.last === i - 1 && Math.abs(r.y0 - y0) < 0.5 && Math.abs(r.h - h) < 0.5) { r.x1 = xb; r.last = i; continue; }
-        if (r) flush(key, r);
-        open.set(key, {x0: xa, x1: xb, y0: y0, h: h, last: i});
+      var c = colsF[i], xa = Math.floor((X(c.a) - padl) * dpr), xb = Math.floor((X(c.b) - padl) * dpr), b = c.bands;
+      if (xb <= xa) xb = xa + 1;
+      if (xa < 0) xa = 0;
+      if (xb > PWd) xb = PWd;
+      if (xa >= xb) continue;
+      var off = 0, nb = b ? b.length / 3 : d.bandStart[c.s0 + 1] - d.bandStart[c.s0], nf = b ? 0 : d.foldStart[c.s0 + 1] - d.foldStart[c.s0];
+      for (j = 0; j < nb + nf; j++) {
+        var key, bytes;
+        if (b) { key = b[3 * j]; bytes = b[3 * j + 2]; }
+        else if (j < nb) { key = d.bands[d.bandStart[c.s0] + j]; bytes = d.size[key]; }
+        else { key = -1 - d.fsite[d.foldStart[c.s0] + j - nb]; bytes = d.fbytes[d.foldStart[c.s0] + j - nb]; }
+        var yb = Math.round(PHd - off * syd), yt = Math.round(PHd - (off + bytes) * syd);
+        off += bytes;
+        if (yb <= yt) { if (bytes * syd < 0.5) continue; yb = yt + 1; }
+        if (yt < 0) yt = 0;
+        if (yb > PHd) yb = PHd;
+        var site = key < 0 ? -1 - key : d.site[key], px = pixel(site, key < 0, view.query ? !matches(site) : false), y;
+        if (xb - xa === 1) for (y = yt; y < yb; y++) buf[y * PWd + xa] = px;
+        else for (y = yt; y < yb; y++) buf.fill(px, y * PWd + xa, y * PWd + xb);
       }
     }
-    open.forEach(function (r, key) { flush(key, r); });
+    ctx.putImageData(view.img, Math.round(padl * dpr), Math.round(PADT * dpr));
     ctx.save();
     ctx.beginPath(); ctx.rect(padl, PADT, pw, ph); ctx.clip();
-    rects.forEach(function (g) {
-      ctx.globalAlpha = g.dim ? 0.12 : g.fold ? 0.55 : 1;
-      ctx.fillStyle = g.fill;
-      ctx.beginPath();
-      for (var q = 0; q < g.r.length; q += 4) ctx.rect(g.r[q], g.r[q + 1], Math.max(g.r[q + 2], 0.6), Math.max(g.r[q + 3], 0.6));
-      ctx.fill();
-    });
-    ctx.globalAlpha = 1;
     /* the selected band outlined where it is drawn */
     if (hl >= 0) {
       ctx.strokeStyle = '#000'; ctx.lineWidth = 1.5;
       for (i = 0; i < colsF.length; i++) {
-        var bb = colsF[i].bands;
+        if (colsF[i].e < d.start[hl] || colsF[i].e >= d.end[hl]) continue;
+        var bb = bandsOf(d, colsF[i]);
         for (j = 0; j < bb.length; j += 3) if (bb[j] === hl) ctx.strokeRect(X(colsF[i].a), Y(bb[j + 1] + bb[j + 2]), X(colsF[i].b) - X(colsF[i].a), bb[j + 2] * sy);
       }
     }
@@ -400,8 +427,8 @@
     for (var i = 0; i < f.cols.length; i++) {
       var c = f.cols[i];
       if (px < f.X(c.a) || px >= Math.max(f.X(c.b), f.X(c.a) + 1)) continue;
-      var bytes = (f.Y(0) - py) / f.sy;
-      for (var j = 0; j < c.bands.length; j += 3) if (bytes >= c.bands[j + 1] && bytes < c.bands[j + 1] + c.bands[j + 2]) return {col: c, key: c.bands[j], bytes: c.bands[j + 2]};
+      var bytes = (f.Y(0) - py) / f.sy, bs = bandsOf(dev(), c);
+      for (var j = 0; j < bs.length; j += 3) if (bytes >= bs[j + 1] && bytes < bs[j + 1] + bs[j + 2]) return {col: c, key: bs[j], bytes: bs[j + 2]};
       return {col: c, key: null};
     }
     return null;
@@ -551,6 +578,7 @@
       }
       return out;
     },
+    bandsOf: function (c) { return bandsOf(dev(), c); },
     _stack: function (k, id) { return load(k).stack[id]; },
     _n: function (k) { return load(k).n; },
     setView: function (x0, x1) { view.x0 = x0; view.x1 = x1; clampView(); draw(); },
