@@ -9,8 +9,8 @@
  *  - the allocated and reserved lines are the replay's own counters after each entry;
  *  - level of detail: the trace is cut into columns of VIEW_COL entries, and each column keeps
  *    one instant, the one where the band stack is highest (so a peak is never averaged away).
- *    At that instant the bands thinner than 1/VIEW_FOLD of the stack (under a pixel on any
- *    screen, as the page scales y to the highest column in view) are folded into one band per
+ *    At that instant the bands thinner than 1/VIEW_FOLD of the stack (a pixel or two at most,
+ *    as the page scales y to the highest column in view) are folded into one band per
  *    site on top of the rest, as memory_viz folds its small tensors into one summary band.
  *    Coarser levels halve the columns, each keeping the higher of its two children, so a
  *    million entries at full width draw a few thousand rectangles.  Zoomed in past VIEW_COL
@@ -35,7 +35,7 @@
 #include "svg.h"
 
 #define VIEW_COL 64   /* entries per column at the finest level the writer keeps */
-#define VIEW_FOLD 1024 /* a band under 1/VIEW_FOLD of its column's stack is folded */
+#define VIEW_FOLD 256 /* a band under 1/VIEW_FOLD of its column's stack is folded (1.5 px of a 380 px plot) */
 
 extern const char cmh_view_js[], cmh_view_css[]; /* viz/view/, embedded at build time */
 

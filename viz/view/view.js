@@ -236,7 +236,7 @@
   /* The columns of the frame: for each, its x range in px, the instant it shows, and its bands
    * (allocation id, bottom and height in bytes) then its folded sites (-1 - site). */
   function columnsFor(d, pw) {
-    var epp = (view.x1 - view.x0) / pw, col = meta.devices[view.k].col, out = [], c, i;
+    var epp = 2 * (view.x1 - view.x0) / pw, col = meta.devices[view.k].col, out = [], c, i;
     if (epp >= col && d.ncols) {
       var L = Math.max(0, Math.min(Math.ceil(Math.log2(epp / col)), d.levels.length - 1)), w = col * Math.pow(2, L);
       var c0 = Math.max(0, Math.floor(view.x0 / w)), c1 = Math.min(Math.ceil(view.x1 / w), L ? d.levels[L].length : d.ncols);
@@ -342,8 +342,10 @@
         if (yt < 0) yt = 0;
         if (yb > PHd) yb = PHd;
         var site = key < 0 ? -1 - key : d.site[key], px = pixel(site, key < 0, view.query ? !matches(site) : false), y;
-        if (xb - xa === 1) for (y = yt; y < yb; y++) buf[y * PWd + xa] = px;
-        else for (y = yt; y < yb; y++) buf.fill(px, y * PWd + xa, y * PWd + xb);
+        var wd = xb - xa, o2 = yt * PWd + xa, oe = yb * PWd + xa, q2;
+        if (wd === 1) for (; o2 < oe; o2 += PWd) buf[o2] = px;
+        else if (wd <= 16) for (; o2 < oe; o2 += PWd) for (q2 = 0; q2 < wd; q2++) buf[o2 + q2] = px; /* fill() costs a call per row */
+        else for (; o2 < oe; o2 += PWd) buf.fill(px, o2, o2 + wd);
       }
     }
     ctx.putImageData(view.img, Math.round(padl * dpr), Math.round(PADT * dpr));
