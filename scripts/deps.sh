@@ -1,10 +1,11 @@
 #!/bin/sh
 # deps.sh - install the Debian packages cumemhist builds against, if any is missing.
 # golang-go: `go tool pprof` reads our pprof exports back in tests/facts_test.py (skipped without it).
+# chromium, nodejs, npm: the viewer's test drives its page in Chromium with playwright-core (npm, into a cache).
 # The CUDA toolkit itself (headers, stub driver, CUPTI) is expected at /usr/local/cuda.
 set -eu
 need=""
-for p in cmake gcc g++ make pkg-config libunwind-dev libmsgpack-dev libcunit1-dev libdw-dev zlib1g-dev libsqlite3-dev python3 clang man-db dpkg-dev golang-go; do
+for p in cmake gcc g++ make pkg-config libunwind-dev libmsgpack-dev libcunit1-dev libdw-dev zlib1g-dev libsqlite3-dev python3 clang man-db dpkg-dev golang-go chromium nodejs npm; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
 done
 if [ -n "$need" ]; then

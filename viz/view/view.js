@@ -307,7 +307,7 @@
     var padl = W < 600 ? 48 : PADL, pw = W - padl - 8, ph = H - PADB - PADT;
     if (!d.n) {
       ctx.fillStyle = '#5b6475'; ctx.font = '13px sans-serif';
-      ctx.fillText('This device has no trace entries (only its end state was recorded).', padl, PADT + 20);
+      ctx.fillText('No trace entries: only the end state was recorded.', 8, PADT + 20);
       view.frame = null; return;
     }
     var colsF = columnsFor(d, pw), ymax = 1, i, j;
