@@ -210,7 +210,8 @@ static int cmp_u32(const void *a, const void *b)
  *   n entries, na allocations
  *   per allocation: start+1 as a delta from the previous start+1, life (end-start; 0 = to the end),
  *                   size, stack
- *   allocated line: count, then (entry delta, z value delta) pairs where it changes; reserved the same
+ *   allocated line (less the band stack's height): count, then (entry delta, z value delta) pairs
+ *   where it changes; reserved (itself) the same
  *   columns: ncols, then per column: instant delta (from the column's first entry), band count,
  *            band ids as deltas, fold count, (site delta, bytes) pairs; allocated max, reserved max
  *            in the column
@@ -275,6 +276,9 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             vb_put(out, v->size);
             vb_put(out, v->stack);
         }
+        /* the allocated line as its difference from the band stack (which the page sums itself):
+         * nearly always 0, so a few pairs where a million would be */
+        for (int64_t i = 0; i < n; i++) alv[i] -= (int64_t)act[i];
         for (int line = 0; line < 2; line++) {
             int64_t *x = line ? rsv : alv, last = 0, lasti = 0;
             uint64_t cnt = 0;
@@ -348,7 +352,7 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             }
             int64_t a = (int64_t)c * VIEW_COL, b = a + VIEW_COL < n ? a + VIEW_COL : n, am = 0, rm = 0;
             for (int64_t i = a; i < b; i++) {
-                if (alv[i] > am) am = alv[i];
+                if (alv[i] + (int64_t)act[i] > am) am = alv[i] + (int64_t)act[i];
                 if (rsv[i] > rm) rm = rsv[i];
             }
             vb_put(out, (uint64_t)am);

@@ -14,7 +14,9 @@
     '#9c755f', '#bab0ab', '#2f6690', '#d1495b', '#66a182', '#8d6a9f', '#c39f3a', '#3a7ca5'];
 
   function bytesOf(id) {
-    var s = document.getElementById(id).textContent, bin = atob(s), u = new Uint8Array(bin.length);
+    var s = document.getElementById(id).textContent;
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(s); /* where the browser has it: native */
+    var bin = atob(s), u = new Uint8Array(bin.length);
     for (var i = 0; i < bin.length; i++) u[i] = bin.charCodeAt(i);
     return u;
   }
@@ -84,13 +86,12 @@
     d.act = new Float64Array(n);
     var run = 0;
     for (i = 0; i < n; i++) { run += dl[i]; d.act[i] = run; }
-    var tr = reader(bytesOf('cmh-view-t' + k)), nt = tr.v(), tv = 0;
-    d.time = new Float64Array(nt);
-    for (i = 0; i < nt; i++) { tv += tr.z(); d.time[i] = tv; }
+    d.k = k;
     m.data = d;
     return d;
   }
 
+  function allocatedAt(d, e) { return e >= 0 && e < d.n ? lineAt(d.lines[0], e) + d.act[e] : 0; } /* stored less the band stack */
   function lineAt(line, e) { /* the value after entry e */
     var lo = 0, hi = line.idx.length;
     while (lo < hi) { var mid = (lo + hi) >> 1; if (line.idx[mid] <= e) lo = mid + 1; else hi = mid; }
@@ -130,11 +131,17 @@
     while (Math.abs(x) >= 1024 && i < u.length - 1) { x /= 1024; i++; }
     return (i ? x.toFixed(1) : String(x)) + ' ' + u[i];
   }
+  function times(d) { /* each entry's time, decoded the first time one is shown */
+    if (d.time) return d.time;
+    var tr = reader(bytesOf('cmh-view-t' + d.k)), nt = tr.v(), tv = 0, t = new Float64Array(nt);
+    for (var i = 0; i < nt; i++) { tv += tr.z(); t[i] = tv; }
+    return (d.time = t);
+  }
   function when(d, e) {
     if (e < 0) return 'before the first entry';
     if (e >= d.n) return 'after the last entry';
-    var s = 'entry ' + e;
-    if (d.time.length > e && meta.origin_ns) s += ' (+' + (d.time[e] / 1e6).toFixed(6) + ' s)';
+    var s = 'entry ' + e, t = meta.origin_ns && (d.time || view.started) ? times(d) : null;
+    if (t && t.length > e) s += ' (+' + (t[e] / 1e6).toFixed(6) + ' s)';
     return s;
   }
   var pixels = {};
@@ -280,7 +287,7 @@
       touched.sort(function (x, y) { return x - y; });
       for (i = 0; i < touched.length; i++) { bb.push(-1 - touched[i], o, fold[touched[i]]); o += fold[touched[i]]; fold[touched[i]] = 0; }
       out.push({e: e2, a: insts[c][1], b: insts[c][2], bands: bb, top: o,
-        amax: lineAt(d.lines[0], e2), rmax: lineAt(d.lines[1], e2)});
+        amax: allocatedAt(d, e2), rmax: lineAt(d.lines[1], e2)});
     }
     return out;
   }
@@ -417,7 +424,7 @@
     view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph};
     ui.status.textContent = 'Entries ' + Math.round(view.x0) + '\u2013' + Math.round(view.x1) + ' of ' + d.n +
       (m.dropped ? ' (the ring dropped ' + m.dropped + ' older entries)' : '') + ' \u00b7 cursor at ' + when(d, view.cursor) +
-      ' \u00b7 ' + size(lineAt(d.lines[0], view.cursor)) + ' allocated, ' + size(lineAt(d.lines[1], view.cursor)) + ' reserved';
+      ' \u00b7 ' + size(allocatedAt(d, view.cursor)) + ' allocated, ' + size(lineAt(d.lines[1], view.cursor)) + ' reserved';
     stats.frames.push(performance.now() - t0);
   }
   function nice(x) { var p = Math.pow(10, Math.floor(Math.log10(Math.max(x, 1e-9)))), f = x / p; return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p; }
@@ -592,4 +599,6 @@
   siteTable();
   draw();
   root.setAttribute('data-ready', '1');
+  /* entry times wait until the first frame is up */
+  setTimeout(function () { view.started = true; siteTable(); request(); }, 0);
 })();
