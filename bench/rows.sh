@@ -125,3 +125,5 @@ sh "$(dirname "$0")/rows_hot.sh" "$B"
 sh "$(dirname "$0")/rows_obs.sh" "$B"
 # issue 29: reading speed, every command linear (its own script)
 sh "$(dirname "$0")/rows_speed.sh" "$B"
+# the viewer's figures, beside MemoryViz.js in the same browser harness
+sh "$(dirname "$0")/rows_view.sh" "$B"

@@ -42,6 +42,7 @@ int cmd_whatif(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
+int cmd_view(int argc, char **argv);
 /* Write the snapshot a flight record holds (to out, or where the process would have), saying
  * how the process ended (status: its wait status, when known); the record is removed unless
  * keep.  Returns the exit status. */
@@ -107,6 +108,7 @@ typedef struct cli_command {
 extern const cli_command cli_cmd_record, cli_cmd_summary, cli_cmd_export, cli_cmd_stats, cli_cmd_trace, cli_cmd_peak,
     cli_cmd_leaks, cli_cmd_frag, cli_cmd_oom, cli_cmd_diff, cli_cmd_kernels, cli_cmd_symbolize, cli_cmd_recover, cli_cmd_owners, cli_cmd_merge, cli_cmd_plot, cli_cmd_flamegraph, cli_cmd_report, cli_cmd_ranks, cli_cmd_whatif, cli_cmd_snapshot, cli_cmd_top,
     cli_cmd_exporter;
+extern const cli_command cli_cmd_view;
 
 #define CLI_NOPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

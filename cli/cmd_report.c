@@ -8,20 +8,24 @@
 
 static const char *g_out;
 static int g_device = -2;
+static int g_static;
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the page (default: standard output; written atomically)", NULL, 0, 0, NULL},
     CLI_OPT_DEVICE_ALL(&g_device),
+    {"--static", NULL, CLI_FLAG, &g_static, NULL, "leave the interactive timeline out: a page with no script at all", NULL, 0, 0, NULL},
     CLI_OPTS_ATTRIBUTION,
 };
 
 const cli_command cli_cmd_report = {
     "report", "[options] SNAPSHOT",
-    "Write one self-contained HTML page (inline SVG and CSS; no script, no external request: it\n"
+    "Write one self-contained HTML page (inline SVG, CSS and script; no external request: it\n"
     "opens from disk anywhere): for every device the timeline, the key figures, who held the\n"
     "memory at the peak and at the end, the sites live at the peak, the leak candidates with\n"
-    "their growth over the record, the segments' fragmentation, each OOM with its verdict, and\n"
-    "kernels when recorded.  Reads cumemhist snapshots and PyTorch pickles.",
+    "their growth over the record, the segments' fragmentation, each OOM with its verdict,\n"
+    "kernels when recorded, and at the end the interactive timeline of `cumemhist view`\n"
+    "(--static leaves it out, and with it the only script).  Reads cumemhist snapshots and\n"
+    "PyTorch pickles.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist report train.cmh -o report.html"};
 
 typedef struct job {
@@ -35,7 +39,7 @@ typedef struct job {
 static int write_page(void *arg, FILE *fp)
 {
     job *j = arg;
-    return cmh_report_html(j->s, j->raw, j->g, j->devs, j->nd, j->title, fp);
+    return (g_static ? cmh_report_html : cmh_report_html_view)(j->s, j->raw, j->g, j->devs, j->nd, j->title, fp);
 }
 
 int cmd_report(int argc, char **argv)

@@ -30,6 +30,7 @@ static const cli_entry g_cmds[] = {
     {"plot", cmd_plot, "allocated and reserved memory over time, as an SVG (peak, OOMs, marks)", &cli_cmd_plot},
     {"flamegraph", cmd_flamegraph, "live memory by stack at a moment: SVG flamegraph or folded stacks", &cli_cmd_flamegraph},
     {"report", cmd_report, "one self-contained HTML page: timeline, owners, leaks, fragmentation, OOMs, kernels", &cli_cmd_report},
+    {"view", cmd_view, "the interactive Active Memory Timeline of every device, as one offline HTML page", &cli_cmd_view},
     {"export", cmd_export, "a snapshot for memory_viz (PyTorch pickle), JSON, a chrome (Perfetto) trace or pprof; a job as one trace or SQLite db", &cli_cmd_export},
 };
 

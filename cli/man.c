@@ -134,6 +134,7 @@ void cli_man_page(const cli_entry *cmds, size_t n, FILE *fp)
           "cumemhist leaks train.cmh \\-\\-fail\\-on\\-leak\n"
           "cumemhist export train.cmh \\-o train.pickle\n"
           "cumemhist report train.cmh \\-o train.html\n"
+          "cumemhist view train.cmh \\-o view.html\n"
           ".fi\n",
           fp);
     fputs(".SH SEE ALSO\n"

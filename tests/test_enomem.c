@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/view.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/viz.h"
 #include "testutil.h"
@@ -81,6 +82,7 @@ static int chain(const void *buf, size_t len, int pickle)
         if ((rc = cmh_diff_compute(&s, devs[d], g, &s, devs[d], g, &df)) != CMH_OK) break;
         cmh_diff_report_free(&df);
     }
+    if (rc == CMH_OK) rc = cmh_view_html(&s, g, devs, nd < 8 ? nd : 8, "enomem", g_null);
     cmh_sites_free(g);
     if (rc == CMH_OK) rc = cmh_print_segsum(&s, CMH_ALL_DEVICES, g_null);
     if (rc == CMH_OK) rc = cmh_print_trace(&s, CMH_ALL_DEVICES, g_null);

@@ -15,6 +15,7 @@
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/leakwords.h"
+#include "cumemhist/view.h"
 #include "svg.h"
 
 #define esc cmh_svg_text
@@ -388,15 +389,16 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }
 
-int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
-                    const char *title, FILE *fp)
+static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                       const char *title, int with_view, FILE *fp)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, "
-          "initial-scale=1\"><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-          "img-src data:\"><title>cumemhist: ",
+          "initial-scale=1\"><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; ",
           fp);
+    if (with_view) fputs("script-src 'unsafe-inline'; ", fp); /* the interactive timeline's inline script, nothing else */
+    fputs("img-src data:\"><title>cumemhist: ", fp);
     esc(fp, title ? title : "report");
-    fprintf(fp, "</title><style>%s</style></head><body>\n<header class=\"r-top\"><h1>", g_css);
+    fprintf(fp, "</title><style>%s%s</style></head><body>\n<header class=\"r-top\"><h1>", g_css, with_view ? cmh_view_css_text() : "");
     esc(fp, title ? title : "cumemhist report");
     fputs("</h1><p>", fp);
     /* the parts that are known, one separator between each */
@@ -433,9 +435,25 @@ int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_si
     fputs("</header>\n<main>\n", fp);
     int rc = CMH_OK;
     for (int k = 0; k < ndevices && rc == CMH_OK; k++) rc = device_section(s, raw ? raw : s, g, devices[k], fp);
+    if (rc == CMH_OK && with_view) {
+        fputs("<h2 class=\"r-viewh\">Explore the active memory timeline</h2>\n", fp);
+        rc = cmh_view_embed(s, g, devices, ndevices, title, fp);
+    }
     fputs("</main><footer>Written by cumemhist. Figures as <code>cumemhist peak</code>, <code>owners</code>, <code>leaks</code>, "
           "<code>frag</code> and <code>oom</code> give them; definitions in docs/DEFINITIONS.md.</footer></body></html>\n",
           fp);
     if (rc == CMH_OK && ferror(fp)) rc = CMH_EIO;
     return rc;
+}
+
+int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                    const char *title, FILE *fp)
+{
+    return report_page(s, raw, g, devices, ndevices, title, 0, fp);
+}
+
+int cmh_report_html_view(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                         const char *title, FILE *fp)
+{
+    return report_page(s, raw, g, devices, ndevices, title, 1, fp);
 }

@@ -78,6 +78,10 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp);
  * recorded.  Inline SVG and CSS, no script, no external request. */
 int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
                     const char *title, FILE *fp);
+/* The same page with the interactive Active Memory Timeline (cumemhist/view.h) at its end: its
+ * one inline script and its data, still no external request. */
+int cmh_report_html_view(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                         const char *title, FILE *fp);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,220 @@
+// view_check.js PAGE FACTS.json WIDTH - drive `cumemhist view`'s page in headless Chromium
+// (playwright-core, Debian's chromium) as a person would, and check what it shows against the
+// reports: peak --json (the sites live at the peak), leaks --json (what is still live at the
+// end), flamegraph --folded --at N (live bytes by stack at other instants).  Prints ok:/FAIL:
+// lines; the exit status is the number of failures.
+'use strict';
+const path = require('path');
+const { chromium } = require(process.env.PLAYWRIGHT_CORE || 'playwright-core');
+const fs = require('fs');
+const [page_path, facts_path, width_s] = process.argv.slice(2);
+const facts = JSON.parse(fs.readFileSync(facts_path, 'utf8'));
+const W = Number(width_s) || 1280;
+let fails = 0, passes = 0;
+function check(what, cond, detail) {
+  if (cond) { passes++; console.log('ok: ' + what); } else { fails++; console.log('FAIL: ' + what + (detail ? ' (' + detail + ')' : '')); }
+}
+const frameText = f => f.function + (f.file ? ' (' + f.file + (f.line > 0 ? ':' + f.line : '') + ')' : '');
+const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
+
+(async () => {
+  const browser = await chromium.launch({ executablePath: process.env.CHROME || '/usr/bin/chromium', args: ['--no-sandbox'] });
+  const ctx = await browser.newContext({ viewport: { width: W, height: 900 } });
+  const page = await ctx.newPage();
+  const errors = [], requests = [];
+  page.on('console', m => { if (m.type() === 'error' || m.type() === 'warning') errors.push(m.type() + ': ' + m.text()); });
+  page.on('pageerror', e => errors.push('pageerror: ' + e.message));
+  const url = 'file://' + path.resolve(page_path);
+  page.on('request', r => { if (r.url() !== url) requests.push(r.url()); });
+  await page.goto(url);
+  await page.waitForSelector('#cmh-view[data-ready]', { timeout: 20000 });
+  const devices = await page.evaluate(() => window.cmhView.meta.devices.map(d => d.device));
+  check(`${W}px: the page offers every device the reports cover (${devices})`, JSON.stringify(devices) === JSON.stringify(facts.peak.map(p => p.device)));
+
+  for (let k = 0; k < devices.length; k++) {
+    const pk = facts.peak[k], D = devices[k];
+    // the device switcher, by keyboard: focus it, pick the k-th entry
+    if (k > 0) {
+      await page.focus('#v-device');
+      await page.selectOption('#v-device', String(k));
+      await page.waitForFunction(kk => window.cmhView.view.k === kk, k);
+    }
+    const status = await page.textContent('.v-status');
+    check(`device ${D}: the switcher shows its ${pk.trace_entries} entries`, status.includes('of ' + pk.trace_entries), status);
+
+    // band for band at the peak: the page's live allocations, by site, are peak's sites
+    const sites = await page.evaluate(() => window.cmhView.meta.sites);
+    const keyOf = s => { const x = sites[s]; return x.length < 2 ? '<none>' : [x[1], x[2], x[3]].join('|'); };
+    const at = pk.peak_allocated.index;
+    const live = await page.evaluate(([kk, e]) => window.cmhView.live(kk, e), [k, at]);
+    const mine = {};
+    for (const b of live) { const key = keyOf(b.site); mine[key] = mine[key] || [0, 0]; mine[key][0] += b.size; mine[key][1]++; }
+    const theirs = {};
+    for (const s of pk.sites_at_peak) { const key = siteKey(s.site); theirs[key] = theirs[key] || [0, 0]; theirs[key][0] += s.bytes; theirs[key][1] += s.blocks; }
+    const total = live.reduce((a, b) => a + b.size, 0);
+    check(`device ${D}: live at the peak (entry ${at}) = peak's ${pk.peak_allocated.bytes} B`, total === pk.peak_allocated.bytes, `${total}`);
+    check(`device ${D}: bytes and blocks per site at the peak = peak's sites_at_peak (${Object.keys(theirs).length} sites)`,
+      JSON.stringify(Object.entries(mine).sort()) === JSON.stringify(Object.entries(theirs).sort()),
+      JSON.stringify(Object.entries(mine).sort()).slice(0, 300) + ' vs ' + JSON.stringify(Object.entries(theirs).sort()).slice(0, 300));
+
+    // other instants: live bytes by stack = flamegraph --folded --at N
+    const folded = facts.folded[k] || {};
+    let bad = [];
+    for (const [e, lines] of Object.entries(folded)) {
+      const got = await page.evaluate(([kk, ee]) => {
+        const v = window.cmhView, m = v.meta, by = {};
+        for (const b of v.live(kk, ee)) {
+          const st = m.stacks[v._stack(kk, b.id)] || [0];
+          const txt = st.length < 2 ? '<no stack>' : st.slice(1).reverse().map(f => m.frames[f][0].replace(/;/g, ':')).join(';');
+          by[txt] = (by[txt] || 0) + b.size;
+        }
+        return Object.values(by).sort((a, b) => a - b);
+      }, [k, Number(e)]);
+      const want = lines.map(l => Number(l.slice(l.lastIndexOf(' ') + 1))).sort((a, b) => a - b);
+      if (JSON.stringify(got) !== JSON.stringify(want)) bad.push(`entry ${e}: ${JSON.stringify(got).slice(0, 120)} vs ${JSON.stringify(want).slice(0, 120)}`);
+    }
+    check(`device ${D}: live bytes by stack at ${Object.keys(folded).length} instants = flamegraph --folded --at N`, bad.length === 0, bad.join('; '));
+
+    // the writer's level-of-detail columns: each keeps the exact bytes per site of its instant
+    const colsBad = await page.evaluate(kk => {
+      const v = window.cmhView, out = [];
+      for (const [e, by] of v.columns(kk)) {
+        const ex = {};
+        for (const b of v.live(kk, e)) ex[b.site] = (ex[b.site] || 0) + b.size;
+        const a = JSON.stringify(Object.entries(ex).sort()), b = JSON.stringify(Object.entries(by).sort());
+        if (a !== b) out.push(e);
+      }
+      return [out.length, v.columns(kk).length];
+    }, k);
+    check(`device ${D}: every level-of-detail column (${colsBad[1]}) holds its instant's bytes per site, folded or drawn`, colsBad[0] === 0, `${colsBad[0]} differ`);
+  }
+
+  // back to the first device; zoom into one step with the keyboard, then hover and click a band
+  await page.selectOption('#v-device', '0');
+  await page.waitForFunction(() => window.cmhView.view.k === 0);
+  const pk = facts.peak[0];
+  const steps = await page.evaluate(() => window.cmhView.meta.devices[0].steps);
+  let a = 0, b = pk.trace_entries;
+  for (let i = 0; i + 1 < steps.length; i++) if (steps[i] <= pk.peak_allocated.index && pk.peak_allocated.index < steps[i + 1]) { a = steps[i]; b = steps[i + 1]; }
+  await page.focus('#v-canvas');
+  await page.keyboard.press('p'); // the peak: cursor on it
+  for (let i = 0; i < 30; i++) {
+    const v = await page.evaluate(() => [window.cmhView.view.x0, window.cmhView.view.x1]);
+    if (v[1] - v[0] <= Math.max(b - a, 8)) break;
+    await page.keyboard.press('+');
+  }
+  await page.waitForTimeout(50);
+  const vw = await page.evaluate(() => [window.cmhView.view.x0, window.cmhView.view.x1, window.cmhView.view.cursor]);
+  check(`zoomed by keyboard into the peak's step (entries ${a}-${b}): the window is within a step's width and holds the peak`,
+    vw[1] - vw[0] <= Math.max(b - a, 8) && vw[0] <= pk.peak_allocated.index && pk.peak_allocated.index <= vw[1], JSON.stringify(vw));
+  // the wheel zooms too, around the pointer
+  const box = await page.locator('#v-canvas').boundingBox();
+  await page.keyboard.press('0');
+  const before = await page.evaluate(() => window.cmhView.view.x1 - window.cmhView.view.x0);
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await page.mouse.wheel(0, -400);
+  await page.waitForTimeout(80);
+  const mid = await page.evaluate(() => window.cmhView.view.x1 - window.cmhView.view.x0);
+  await page.mouse.wheel(0, 400);
+  await page.waitForTimeout(80);
+  const after = await page.evaluate(() => window.cmhView.view.x1 - window.cmhView.view.x0);
+  check('the mouse wheel zooms in and out', mid < before && after > mid, `${before} -> ${mid} -> ${after}`);
+  // a drag pans
+  await page.evaluate(() => window.cmhView.setView(0, Math.max(8, window.cmhView._n(0) / 4)));
+  const x0a = await page.evaluate(() => window.cmhView.view.x0);
+  await page.mouse.move(box.x + box.width * 0.7, box.y + box.height / 2);
+  await page.mouse.down(); await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2, { steps: 5 }); await page.mouse.up();
+  const x0b = await page.evaluate(() => window.cmhView.view.x0);
+  check('a drag to the left pans to later entries', x0b > x0a || await page.evaluate(() => window.cmhView.view.x1 >= window.cmhView._n(0)), `${x0a} -> ${x0b}`);
+  // the biggest band live at the peak: where it is drawn, hover it, click it
+  await page.evaluate(e => { window.cmhView.setCursor(e); window.cmhView.draw(); }, pk.peak_allocated.index);
+  const target = await page.evaluate(e => {
+    const v = window.cmhView, f = v.view.frame;
+    let best = null;
+    for (const c of f.cols) {
+      if (c.e !== e) continue;
+      c.bands = v.bandsOf(c);
+      for (let j = 0; j < c.bands.length; j += 3) if (c.bands[j] >= 0 && (!best || c.bands[j + 2] > best[2])) best = [c.bands[j], c.bands[j + 1], c.bands[j + 2], c.a, c.b];
+    }
+    if (!best) return null;
+    const p0 = v.project((best[3] + best[4]) / 2, best[1] + best[2] / 2);
+    const info = v.live(0, e).find(x => x.id === best[0]);
+    return { id: best[0], x: p0[0], y: p0[1], size: info.size, site: v.meta.sites[info.site] };
+  }, pk.peak_allocated.index);
+  check('a band is drawn at the peak instant', target !== null);
+  if (target) {
+    await page.mouse.move(box.x + target.x, box.y + target.y);
+    await page.waitForTimeout(50);
+    const tip = await page.textContent('.v-tip');
+    const tipShown = await page.evaluate(() => !document.querySelector('.v-tip').hidden);
+    check(`hover: the tooltip names the band's site and size (${tip})`, tipShown && tip.includes(target.site[0]));
+    await page.mouse.click(box.x + target.x, box.y + target.y);
+    await page.waitForTimeout(50);
+    const panel = await page.evaluate(() => ({
+      size: document.querySelector('#v-panel .v-size')?.textContent || '',
+      site: document.querySelector('#v-panel .v-site')?.textContent || '',
+      from: document.querySelector('#v-panel .v-from')?.textContent || '',
+      to: document.querySelector('#v-panel .v-to')?.textContent || '',
+      stack: Array.from(document.querySelectorAll('#v-panel .v-stack li')).map(li => li.textContent)
+    }));
+    check(`click: the panel gives the size in bytes (${target.size})`, panel.size.includes('(' + target.size + ' bytes)'), panel.size);
+    const ps = pk.sites_at_peak.find(s => s.site && frameText(s.site) === panel.site);
+    check(`click: the panel's site (${panel.site}) is one peak lists at that instant`, !!ps || (panel.site === '<no stack recorded>' && pk.sites_at_peak.some(s => !s.site)));
+    if (ps) {
+      const want = ps.frames.map(frameText), st = panel.stack;
+      let found = false;
+      for (let i = 0; i + want.length <= st.length && !found; i++) found = want.every((f, j) => st[i + j] === f);
+      check(`click: the panel's stack holds the frames peak shows for that site (${want.length})`, found, JSON.stringify(st.slice(0, 4)) + ' vs ' + JSON.stringify(want.slice(0, 4)));
+    }
+    check('click: the panel gives the allocation\'s life', /entry|before the first/.test(panel.from) && /entry|still live/.test(panel.to), panel.from + ' / ' + panel.to);
+    // what is still live at the end is leaks' (the panel of a band live at the end)
+    const endLive = await page.evaluate(() => window.cmhView.live(0, window.cmhView._n(0) - 1));
+    const lk = facts.leaks[0];
+    const endBytes = endLive.reduce((x, y) => x + y.size, 0);
+    check(`live at the last entry (${endBytes} B) = what leaks says is still live (${lk.live_bytes} B)`, endBytes === lk.live_bytes);
+  }
+
+  // keyboard only: tab to the canvas, pick bands with up and down
+  await page.keyboard.press('Escape');
+  await page.focus('#v-search');
+  await page.keyboard.press('Tab');
+  const focused = await page.evaluate(() => document.activeElement && document.activeElement.tagName);
+  await page.focus('#v-canvas');
+  await page.keyboard.press('ArrowUp');
+  await page.keyboard.press('ArrowUp');
+  const kb = await page.evaluate(() => [window.cmhView.view.sel, document.querySelector('#v-panel .v-size')?.textContent || '']);
+  check(`keyboard: tab moves on from the search box (${focused}); up picks a band and fills the panel`, focused !== 'INPUT' && kb[0] >= 0 && kb[1].includes('bytes'), JSON.stringify(kb));
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('Shift+ArrowLeft');
+  await page.keyboard.press('0');
+  const fitv = await page.evaluate(() => [window.cmhView.view.x0, window.cmhView.view.x1]);
+  check('keyboard: 0 shows the whole record again', fitv[0] === 0 && fitv[1] === pk.trace_entries, JSON.stringify(fitv));
+
+  // search: a site's file highlights its sites and counts them
+  const q = facts.search;
+  await page.fill('#v-search', q);
+  await page.waitForTimeout(50);
+  const sr = await page.evaluate(qq => {
+    const m = window.cmhView.meta;
+    return [m.sites.filter(s => s.join(' ').toLowerCase().includes(qq.toLowerCase())).length, document.querySelector('.v-match').textContent,
+      document.querySelectorAll('.v-sites tr.v-hit').length];
+  }, q);
+  check(`search "${q}": ${sr[0]} sites match, said, and their rows marked`, sr[0] > 0 && sr[1].startsWith(sr[0] + ' site') && sr[2] > 0, JSON.stringify(sr));
+  await page.fill('#v-search', '');
+
+  // fits the width: nothing wider than the viewport
+  const sw = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+  check(`${W}px: no horizontal overflow`, sw[0] <= sw[1], JSON.stringify(sw));
+  const inked = await page.evaluate(() => {
+    const c = document.getElementById('v-canvas'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0; for (let i = 0; i < d.length; i += 16) if (d[i] < 240 || d[i + 1] < 240 || d[i + 2] < 240) n++;
+    return n / (d.length / 16);
+  });
+  check(`${W}px: the timeline is drawn (${(inked * 100).toFixed(0)}% of the canvas inked)`, inked > 0.05);
+  if (process.env.SHOT) await page.screenshot({ path: process.env.SHOT, fullPage: true });
+  check(`${W}px: no console error or warning`, errors.length === 0, errors.slice(0, 3).join(' | '));
+  check(`${W}px: no request but the page itself`, requests.length === 0, requests.slice(0, 3).join(' '));
+  await browser.close();
+  console.log(`${passes} passed, ${fails} failed`);
+  process.exit(fails ? 1 : 0);
+})().catch(e => { console.log('FAIL: ' + e.stack); process.exit(1); });

@@ -1,0 +1,82 @@
+#!/bin/sh
+# view_test.sh BUILD_DIR SOURCE_DIR - `cumemhist view` driven in headless Chromium with
+# playwright-core (tests/browser/view_check.js): at 1280 px and at phone width (390 px, PyTorch's
+# snapshot), zoom into a step,
+# hover and click a band, and the panel's size, site and stack are peak's for that instant; the
+# bands at full zoom are peak's and flamegraph's live blocks at the same instants; every
+# level-of-detail column keeps its instant's bytes; search; the device switcher on a two-device
+# record; keyboard alone; no console error and no request.  Also `view`'s errors and `report`'s
+# embedded view.  playwright-core comes from the npm registry into a cache outside the tree
+# (CMH_BROWSER_CACHE), Chromium from Debian; without either the test is skipped.
+TEST=view . "$(dirname "$0")/testlib.sh"
+case "${LD_PRELOAD:-}" in *asan* | *ubsan*) echo "skipped: chromium under a sanitizer runtime"; exit 77 ;; esac
+PWV=1.65.1
+CACHE=${CMH_BROWSER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cumemhist-browser}
+CHROME=$(command -v chromium || command -v chromium-browser || true)
+if { [ -z "$CHROME" ] || ! command -v npm >/dev/null; } && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing chromium and npm (the view test drives the page in them)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium nodejs npm) >/dev/null 2>&1
+    CHROME=$(command -v chromium || true)
+fi
+[ -n "$CHROME" ] && command -v node >/dev/null || { echo "skipped: no chromium or node"; exit 77; }
+if [ ! -f "$CACHE/node_modules/playwright-core/package.json" ]; then
+    mkdir -p "$CACHE" && (cd "$CACHE" && timeout 300 npm install --no-audit --no-fund --silent "playwright-core@$PWV") >/dev/null 2>&1
+fi
+[ -f "$CACHE/node_modules/playwright-core/package.json" ] || { echo "skipped: playwright-core could not be installed into $CACHE"; exit 77; }
+export PLAYWRIGHT_CORE=$CACHE/node_modules/playwright-core CHROME
+
+# the command as a stranger meets it
+check "view --help names the command and its output option" '"$CMH" view --help 2>&1 | grep -q -- "--output"'
+check "view of a missing file fails with a message" '! "$CMH" view nothere.cmh -o x.html 2>err.txt && grep -q "nothere.cmh" err.txt && [ ! -e x.html ]'
+check "view without a snapshot is a usage error" '! "$CMH" view 2>/dev/null'
+
+# the pages: PyTorch's own snapshot; a two-device record of our own (an OOM on the second)
+FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=1G env -u LD_PRELOAD "$CMH" record -q -o multi.cmh -- "$B/samples/multigpu" 4 >/dev/null 2>&1
+for f in "$F/h200/torch_exp.pickle" multi.cmh; do
+    n=$(basename "$f")
+    "$CMH" view "$f" -o "$n.html" 2>err.txt
+    check "view $n: one page, script inline, no external reference" \
+        '[ -s "$n.html" ] && grep -q "<script>" "$n.html" && ! grep -Eqi "(src|href)=\"?(https?:)?//" "$n.html" && ! grep -qi "<script[^>]* src=" "$n.html"'
+    # the facts the page is checked against, from the reports
+    "$CMH" peak --json "$f" >peak.json 2>/dev/null
+    "$CMH" leaks --json "$f" >leaks.json 2>/dev/null
+    py - "$f" "$CMH" <<'PY' >facts.json
+import json, subprocess, sys
+f, cmh = sys.argv[1], sys.argv[2]
+peak = json.load(open("peak.json")); leaks = json.load(open("leaks.json"))
+folded = []
+for p in peak:
+    n, d, by = p["trace_entries"], p["device"], {}
+    for e in sorted(set([0, n // 7, n // 3, n // 2, (2 * n) // 3, n - 1, max(p["peak_allocated"]["index"], 0)])):
+        if e < 0 or e >= n: continue
+        out = subprocess.run([cmh, "flamegraph", "--folded", "--device", str(d), "--at", str(e), f], capture_output=True, text=True).stdout
+        by[e] = [l for l in out.splitlines() if l.strip()]
+    folded.append(by)
+site = next((s["site"] for s in peak[0]["sites_at_peak"] if s["site"]), None)
+search = site["file"].rsplit("/", 1)[-1] if site else "<no"
+print(json.dumps({"peak": peak, "leaks": leaks, "folded": folded, "search": search}))
+PY
+    widths="1280 390"
+    [ "$n" = multi.cmh ] && widths=1280 # the phone width once is enough (CI's time)
+    for w in $widths; do
+        SHOT=${CMH_KEEP_SHOTS:+$CMH_KEEP_SHOTS/view-$n-$w.png} timeout 120 node "$SRC/tests/browser/view_check.js" "$n.html" facts.json $w >check.txt 2>&1
+        rc=$?
+        sed "s/^/  [$n $w px] /" check.txt | grep -v '^  \[[^]]*\] [0-9]* passed' | grep -v ': ok: '
+        check "view $n at $w px in Chromium: every check of view_check.js ($(grep -c '^ok:' check.txt) passed)" '[ $rc = 0 ]'
+    done
+done
+
+# the checker is not blind: a page whose script misreads one allocation's size is caught
+"$CMH" peak --json "$F/h200/torch_exp.pickle" >peak.json 2>/dev/null
+"$CMH" leaks --json "$F/h200/torch_exp.pickle" >leaks.json 2>/dev/null
+py -c "import json; print(json.dumps({'peak': json.load(open('peak.json')), 'leaks': json.load(open('leaks.json')), 'folded': [{}], 'search': 'torch_train.py'}))" >facts0.json
+sed 's/d.size\[i\] = r.v();/d.size[i] = r.v(); if (i === 3) d.size[i] *= 2;/' torch_exp.pickle.html >lying.html
+check "the lying page differs from the real one" '! cmp -s lying.html torch_exp.pickle.html'
+timeout 120 node "$SRC/tests/browser/view_check.js" lying.html facts0.json 1280 >lying.txt 2>&1; lrc=$?
+check "the checker catches a page whose bands misstate a size" '[ $lrc != 0 ] && grep -q "^FAIL" lying.txt'
+
+# the same view inside the report
+"$CMH" report "$F/h200/torch_exp.pickle" -o report.html 2>/dev/null
+check "report embeds the interactive view (its data and script inline)" 'grep -q "id=\"cmh-view-meta\"" report.html && grep -q "<script>" report.html'
+check "report --static leaves the view out (no script)" '"$CMH" report --static "$F/h200/torch_exp.pickle" -o static.html && ! grep -qi "<script" static.html'
+finish

@@ -1,0 +1,604 @@
+/* view.js - the page of `cumemhist view` (and of the report's timeline section).  It only
+ * draws: the writer (viz/view.c) did the replay, the sites, the steps and the level-of-detail
+ * columns.  Data: a JSON object (#cmh-view-meta) and per device two base64 streams of varints
+ * (#cmh-view-dK: allocations, lines, columns, levels; #cmh-view-tK: entry times), read here in
+ * the order docs/VIEW.md gives.  No request, no library: one canvas, a panel, a table. */
+(function () {
+  'use strict';
+  var root = document.getElementById('cmh-view');
+  var metaEl = document.getElementById('cmh-view-meta');
+  if (!root || !metaEl) return;
+  var meta = JSON.parse(metaEl.textContent);
+  var CP = 4096; /* entries between the page's own checkpoints of the live set */
+  var PALETTE = ['#4e79a7', '#f28e2c', '#e15759', '#76b7b2', '#59a14f', '#edc949', '#af7aa1', '#ff9da7',
+    '#9c755f', '#bab0ab', '#2f6690', '#d1495b', '#66a182', '#8d6a9f', '#c39f3a', '#3a7ca5'];
+
+  function bytesOf(id) {
+    var s = document.getElementById(id).textContent;
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(s); /* where the browser has it: native */
+    var bin = atob(s), u = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) u[i] = bin.charCodeAt(i);
+    return u;
+  }
+  function reader(u) {
+    var p = 0;
+    return {
+      v: function () {
+        var x = 0, m = 1, c;
+        do { c = u[p++]; x += (c & 127) * m; m *= 128; } while (c & 128);
+        return x;
+      },
+      z: function () { var x = this.v(); return x % 2 ? -(x + 1) / 2 : x / 2; }
+    };
+  }
+
+  /* ---- one device's data, decoded on first use ---- */
+  function load(k) {
+    var m = meta.devices[k];
+    if (m.data) return m.data;
+    var r = reader(bytesOf('cmh-view-d' + k)), d = {n: r.v(), na: r.v()};
+    var na = d.na, n = d.n, i, prev = 0;
+    d.start = new Int32Array(na); d.end = new Int32Array(na); d.size = new Float64Array(na);
+    d.stack = new Uint32Array(na); d.site = new Uint32Array(na);
+    for (i = 0; i < na; i++) {
+      prev += r.v();
+      d.start[i] = prev - 1;
+      var life = r.v();
+      d.end[i] = life ? d.start[i] + life : n;
+      d.size[i] = r.v();
+      d.stack[i] = r.v();
+      var st = meta.stacks[d.stack[i]];
+      d.site[i] = st ? st[0] : 0;
+    }
+    d.lines = [];
+    for (var l = 0; l < 2; l++) {
+      var cnt = r.v(), idx = new Int32Array(cnt), val = new Float64Array(cnt), li = 0, lv = 0;
+      for (i = 0; i < cnt; i++) { li += r.v(); lv += r.z(); idx[i] = li; val[i] = lv; }
+      d.lines.push({idx: idx, val: val});
+    }
+    var ncols = r.v(), col = m.col;
+    d.ncols = ncols;
+    d.inst = new Int32Array(ncols); d.bandStart = new Uint32Array(ncols + 1); d.foldStart = new Uint32Array(ncols + 1);
+    d.amax = new Float64Array(ncols); d.rmax = new Float64Array(ncols);
+    var bands = [], fsite = [], fbytes = [];
+    for (var c = 0; c < ncols; c++) {
+      d.inst[c] = c * col + r.v();
+      var nb = r.v(), last = 0;
+      d.bandStart[c] = bands.length;
+      for (i = 0; i < nb; i++) { last += r.v(); bands.push(last); }
+      var nf = r.v(); last = 0;
+      d.foldStart[c] = fsite.length;
+      for (i = 0; i < nf; i++) { last += r.v(); fsite.push(last); fbytes.push(r.v()); }
+      d.amax[c] = r.v(); d.rmax[c] = r.v();
+    }
+    d.bandStart[ncols] = bands.length; d.foldStart[ncols] = fsite.length;
+    d.bands = Int32Array.from(bands); d.fsite = Uint32Array.from(fsite); d.fbytes = Float64Array.from(fbytes);
+    var nl = r.v(), lvmap = [null];
+    for (l = 0; l < nl; l++) {
+      var cn = r.v(), map = new Uint32Array(cn), lst = 0;
+      for (i = 0; i < cn; i++) { lst += r.v(); map[i] = lst; }
+      lvmap.push(map);
+    }
+    d.levels = lvmap;
+    /* the band stack's height after each entry */
+    var dl = new Float64Array(n + 1);
+    for (i = 0; i < na; i++) { dl[Math.max(d.start[i], 0)] += d.size[i]; dl[d.end[i]] -= d.size[i]; }
+    d.act = new Float64Array(n);
+    var run = 0;
+    for (i = 0; i < n; i++) { run += dl[i]; d.act[i] = run; }
+    d.k = k;
+    m.data = d;
+    return d;
+  }
+
+  function allocatedAt(d, e) { return e >= 0 && e < d.n ? lineAt(d.lines[0], e) + d.act[e] : 0; } /* stored less the band stack */
+  function lineAt(line, e) { /* the value after entry e */
+    var lo = 0, hi = line.idx.length;
+    while (lo < hi) { var mid = (lo + hi) >> 1; if (line.idx[mid] <= e) lo = mid + 1; else hi = mid; }
+    return lo ? line.val[lo - 1] : 0;
+  }
+  function firstStartAfter(d, e) {
+    var lo = 0, hi = d.na;
+    while (lo < hi) { var mid = (lo + hi) >> 1; if (d.start[mid] <= e) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+  function checkpoints(d) {
+    if (d.cps) return d.cps;
+    var cps = [], live = [], p = 0;
+    for (var e = 0; e < d.n; e += CP) {
+      while (p < d.na && d.start[p] <= e) live.push(p++);
+      var k = 0;
+      for (var i = 0; i < live.length; i++) if (d.end[live[i]] > e) live[k++] = live[i];
+      live.length = k;
+      cps.push(Int32Array.from(live));
+    }
+    d.cps = cps;
+    return cps;
+  }
+  /* every allocation live after entry e, in allocation order (exact) */
+  function liveAt(d, e) {
+    var out = [];
+    if (e < 0 || e >= d.n) return out;
+    var cps = checkpoints(d), c = Math.floor(e / CP), cp = cps[c], i;
+    for (i = 0; i < cp.length; i++) if (d.end[cp[i]] > e) out.push(cp[i]);
+    for (i = firstStartAfter(d, c * CP); i < d.na && d.start[i] <= e; i++) if (d.end[i] > e) out.push(i);
+    return out;
+  }
+
+  /* ---- formatting ---- */
+  function size(b) {
+    var u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'], x = b, i = 0;
+    while (Math.abs(x) >= 1024 && i < u.length - 1) { x /= 1024; i++; }
+    return (i ? x.toFixed(1) : String(x)) + ' ' + u[i];
+  }
+  function times(d) { /* each entry's time, decoded the first time one is shown */
+    if (d.time) return d.time;
+    var tr = reader(bytesOf('cmh-view-t' + d.k)), nt = tr.v(), tv = 0, t = new Float64Array(nt);
+    for (var i = 0; i < nt; i++) { tv += tr.z(); t[i] = tv; }
+    return (d.time = t);
+  }
+  function when(d, e) {
+    if (e < 0) return 'before the first entry';
+    if (e >= d.n) return 'after the last entry';
+    var s = 'entry ' + e, t = meta.origin_ns && (d.time || view.started) ? times(d) : null;
+    if (t && t.length > e) s += ' (+' + (t[e] / 1e6).toFixed(6) + ' s)';
+    return s;
+  }
+  var pixels = {};
+  function pixel(site, fold, dim) { /* a site's colour as one RGBA word, blended on white */
+    var k = site * 4 + (fold ? 1 : 0) + (dim ? 2 : 0), v = pixels[k];
+    if (v !== undefined) return v;
+    var h = colorOf(site), a = dim ? 0.12 : fold ? 0.55 : 1, c = [1, 3, 5].map(function (o) { return Math.round(parseInt(h.substr(o, 2), 16) * a + 255 * (1 - a)); });
+    return (pixels[k] = ((255 << 24) | (c[2] << 16) | (c[1] << 8) | c[0]) >>> 0);
+  }
+  function siteName(s) { var x = meta.sites[s]; return x ? x[0] : '?'; }
+  function colorOf(s) { var h = (s * 2654435761) >>> 0; return PALETTE[h % PALETTE.length]; }
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  /* ---- the page ---- */
+  var ui = {};
+  root.appendChild(ui.bar = el('div', 'v-bar'));
+  var devLabel = el('label', 'v-dev', 'Device ');
+  ui.dev = el('select'); ui.dev.id = 'v-device';
+  meta.devices.forEach(function (m, k) {
+    var o = el('option', null, m.device < 0 ? 'pinned host' : 'device ' + m.device); o.value = k; ui.dev.appendChild(o);
+  });
+  devLabel.appendChild(ui.dev); ui.bar.appendChild(devLabel);
+  var sLabel = el('label', 'v-search', 'Search ');
+  ui.search = el('input'); ui.search.type = 'search'; ui.search.id = 'v-search'; ui.search.placeholder = 'site, function or file';
+  sLabel.appendChild(ui.search); ui.bar.appendChild(sLabel);
+  function button(text, title, fn) { var b = el('button', null, text); b.type = 'button'; b.title = title; b.addEventListener('click', fn); ui.bar.appendChild(b); return b; }
+  button('+', 'zoom in (+)', function () { zoomBy(0.5, view.cursor); });
+  button('\u2212', 'zoom out (-)', function () { zoomBy(2, view.cursor); });
+  button('Fit', 'the whole record (0)', function () { fit(); });
+  button('Peak', 'the allocated peak (p)', function () { gotoPeak(); });
+  ui.match = el('span', 'v-match'); ui.bar.appendChild(ui.match);
+  root.appendChild(ui.wrap = el('div', 'v-plot'));
+  ui.canvas = el('canvas'); ui.canvas.tabIndex = 0; ui.canvas.id = 'v-canvas';
+  ui.canvas.setAttribute('role', 'application');
+  ui.canvas.setAttribute('aria-label', 'Active memory timeline: arrows move the cursor, up and down pick a band, + and - zoom, shift+arrows pan');
+  ui.wrap.appendChild(ui.canvas);
+  ui.tip = el('div', 'v-tip'); ui.tip.hidden = true; ui.wrap.appendChild(ui.tip);
+  root.appendChild(ui.status = el('p', 'v-status'));
+  ui.status.setAttribute('aria-live', 'polite');
+  var cols = el('div', 'v-cols'); root.appendChild(cols);
+  ui.panel = el('div', 'v-panel'); ui.panel.id = 'v-panel'; cols.appendChild(ui.panel);
+  ui.panel.appendChild(el('p', 'v-hint', 'Click a band (or move the cursor with the arrow keys and pick a band with up and down) for its stack and life.'));
+  var tw = el('div', 'v-sites'); cols.appendChild(tw);
+  tw.appendChild(ui.sitesHead = el('h3', null, 'Live at the cursor'));
+  ui.sitesWrap = el('div', 'v-twrap'); tw.appendChild(ui.sitesWrap);
+
+  var view = {k: 0, x0: 0, x1: 1, cursor: 0, sel: -1, selPos: -1, query: '', frame: null, drag: null};
+  var stats = {frames: []};
+  var dpr = window.devicePixelRatio || 1;
+  var PADL = 64, PADB = 22, PADT = 16;
+
+  function dev() { return load(view.k); }
+  function fit() { var d = dev(); view.x0 = 0; view.x1 = Math.max(d.n, 1); request(); }
+  function clampView() {
+    var d = dev(), n = Math.max(d.n, 1), w = view.x1 - view.x0;
+    if (w > n) w = n;
+    if (w < 8) w = Math.min(8, n);
+    if (view.x0 < 0) view.x0 = 0;
+    if (view.x0 + w > n) view.x0 = n - w;
+    view.x1 = view.x0 + w;
+  }
+  function zoomBy(f, at) {
+    if (at === undefined || at < view.x0 || at > view.x1) at = (view.x0 + view.x1) / 2;
+    view.x0 = at - (at - view.x0) * f; view.x1 = at + (view.x1 - at) * f;
+    clampView(); request();
+  }
+  function pan(dx) { view.x0 += dx; view.x1 += dx; clampView(); request(); }
+  function gotoPeak() {
+    var m = meta.devices[view.k], d = dev();
+    if (!m.peak || !d.n) return;
+    var e = Math.max(m.peak.index, 0), w = Math.min(Math.max(d.n / 50, 64), d.n);
+    view.x0 = e - w / 2; view.x1 = e + w / 2; clampView();
+    setCursor(e);
+  }
+  function setCursor(e) {
+    var d = dev();
+    view.cursor = Math.max(0, Math.min(Math.round(e), d.n - 1));
+    if (view.cursor < view.x0 || view.cursor >= view.x1) { var w = view.x1 - view.x0; view.x0 = view.cursor - w / 2; view.x1 = view.x0 + w; clampView(); }
+    siteTable(); request();
+  }
+
+  var pending = false;
+  function request() { if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; draw(); }); } }
+
+  /* a kept column's bands as [key, bottom, bytes] triples, made when asked (hover, outline) */
+  function bandsOf(d, c) {
+    if (c.bands) return c.bands;
+    var b = [], off = 0, i, s0 = c.s0;
+    for (i = d.bandStart[s0]; i < d.bandStart[s0 + 1]; i++) { var id = d.bands[i]; b.push(id, off, d.size[id]); off += d.size[id]; }
+    for (i = d.foldStart[s0]; i < d.foldStart[s0 + 1]; i++) { b.push(-1 - d.fsite[i], off, d.fbytes[i]); off += d.fbytes[i]; }
+    return (c.bands = b);
+  }
+
+  /* The columns of the frame: for each, its x range in px, the instant it shows, and its bands
+   * (allocation id, bottom and height in bytes) then its folded sites (-1 - site). */
+  function columnsFor(d, pw) {
+    var epp = 2 * (view.x1 - view.x0) / pw, col = meta.devices[view.k].col, out = [], c, i;
+    if (epp >= col && d.ncols) {
+      var L = Math.max(0, Math.min(Math.ceil(Math.log2(epp / col)), d.levels.length - 1)), w = col * Math.pow(2, L);
+      var c0 = Math.max(0, Math.floor(view.x0 / w)), c1 = Math.min(Math.ceil(view.x1 / w), L ? d.levels[L].length : d.ncols);
+      for (c = c0; c < c1; c++) {
+        var s0 = L ? d.levels[L][c] : c, lo = Math.max(c * w, 0), hi = Math.min((c + 1) * w, d.n);
+        out.push({e: d.inst[s0], a: lo, b: hi, s0: s0, bands: null, top: d.act[d.inst[s0]], amax: d.amax[s0], rmax: d.rmax[s0]});
+      }
+      return out;
+    }
+    /* fine: the exact stack at the highest instant of each pixel column */
+    var step = Math.max(epp, 1), first = Math.max(0, Math.floor(view.x0)), insts = [];
+    for (var x = first; x < view.x1 && x < d.n; x += step) {
+      var a = Math.floor(x), bnd = Math.min(Math.floor(x + step), d.n), best = a;
+      if (bnd <= a) bnd = a + 1;
+      for (i = a + 1; i < bnd; i++) if (d.act[i] > d.act[best]) best = i;
+      insts.push([best, a, bnd]);
+    }
+    if (!insts.length) return out;
+    var ymax = 1;
+    for (i = 0; i < insts.length; i++) ymax = Math.max(ymax, d.act[insts[i][0]]);
+    var thr = ymax / (ui.canvas.height / dpr), live = liveAt(d, insts[0][0]), p = firstStartAfter(d, insts[0][0]);
+    var nS = meta.sites.length + 1, fold = view.fold && view.fold.length >= nS ? view.fold : (view.fold = new Float64Array(nS)), touched = [];
+    var nextEnd = Infinity;
+    for (i = 0; i < live.length; i++) if (d.end[live[i]] < nextEnd) nextEnd = d.end[live[i]];
+    for (c = 0; c < insts.length; c++) {
+      var e2 = insts[c][0];
+      if (c) {
+        while (p < d.na && d.start[p] <= e2) { live.push(p); if (d.end[p] < nextEnd) nextEnd = d.end[p]; p++; }
+        if (nextEnd <= e2) { /* something ended: drop what did */
+          var k = 0; nextEnd = Infinity;
+          for (i = 0; i < live.length; i++) if (d.end[live[i]] > e2) { live[k++] = live[i]; if (d.end[live[i]] < nextEnd) nextEnd = d.end[live[i]]; }
+          live.length = k;
+        }
+      }
+      var bb = [], o = 0;
+      touched.length = 0;
+      for (i = 0; i < live.length; i++) {
+        var id2 = live[i], sz = d.size[id2];
+        if (sz >= thr) { bb.push(id2, o, sz); o += sz; } else { var st2 = d.site[id2]; if (!fold[st2]) touched.push(st2); fold[st2] += sz; }
+      }
+      touched.sort(function (x, y) { return x - y; });
+      for (i = 0; i < touched.length; i++) { bb.push(-1 - touched[i], o, fold[touched[i]]); o += fold[touched[i]]; fold[touched[i]] = 0; }
+      out.push({e: e2, a: insts[c][1], b: insts[c][2], bands: bb, top: o,
+        amax: allocatedAt(d, e2), rmax: lineAt(d.lines[1], e2)});
+    }
+    return out;
+  }
+
+  var matchOf = {q: null, m: null};
+  function matches(site) {
+    if (!view.query) return true;
+    if (matchOf.q !== view.query) {
+      matchOf.q = view.query; matchOf.m = new Uint8Array(meta.sites.length);
+      for (var i = 0; i < meta.sites.length; i++) matchOf.m[i] = meta.sites[i].join(' ').toLowerCase().indexOf(view.query) >= 0 ? 1 : 0;
+    }
+    return matchOf.m[site] === 1;
+  }
+
+  function draw() {
+    var t0 = performance.now(), d = dev(), cv = ui.canvas;
+    var W = Math.max(ui.wrap.clientWidth, 200), H = W < 600 ? 300 : 380;
+    if (cv.width !== Math.round(W * dpr) || cv.height !== Math.round(H * dpr)) {
+      cv.width = Math.round(W * dpr); cv.height = Math.round(H * dpr); cv.style.width = W + 'px'; cv.style.height = H + 'px';
+    }
+    var ctx = cv.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, W, H);
+    var padl = W < 600 ? 48 : PADL, pw = W - padl - 8, ph = H - PADB - PADT;
+    if (!d.n) {
+      ctx.fillStyle = '#5b6475'; ctx.font = '13px sans-serif';
+      ctx.fillText('No trace entries: only the end state was recorded.', 8, PADT + 20);
+      view.frame = null; return;
+    }
+    var colsF = columnsFor(d, pw), ymax = 1, i, j;
+    for (i = 0; i < colsF.length; i++) ymax = Math.max(ymax, colsF[i].top, colsF[i].rmax, colsF[i].amax);
+    ymax *= 1.05;
+    var sx = pw / (view.x1 - view.x0), sy = ph / ymax;
+    function X(e) { return padl + (e - view.x0) * sx; }
+    function Y(b) { return PADT + ph - b * sy; }
+    /* bands: painted pixel by pixel into an image of the plot (cost: the plot's pixels, however
+     * many bands), then the lines and marks on top with the canvas's own strokes */
+    var PWd = Math.max(1, Math.round(pw * dpr)), PHd = Math.max(1, Math.round(ph * dpr));
+    if (!view.img || view.img.width !== PWd || view.img.height !== PHd) {
+      view.img = ctx.createImageData(PWd, PHd); view.buf = new Uint32Array(view.img.data.buffer);
+    }
+    var buf = view.buf, hl = view.sel, syd = sy * dpr;
+    buf.fill(0xffffffff);
+    for (i = 0; i < colsF.length; i++) {
+      var c = colsF[i], xa = Math.floor((X(c.a) - padl) * dpr), xb = Math.floor((X(c.b) - padl) * dpr), b = c.bands;
+      if (xb <= xa) xb = xa + 1;
+      if (xa < 0) xa = 0;
+      if (xb > PWd) xb = PWd;
+      if (xa >= xb) continue;
+      var off = 0, nb = b ? b.length / 3 : d.bandStart[c.s0 + 1] - d.bandStart[c.s0], nf = b ? 0 : d.foldStart[c.s0 + 1] - d.foldStart[c.s0];
+      for (j = 0; j < nb + nf; j++) {
+        var key, bytes;
+        if (b) { key = b[3 * j]; bytes = b[3 * j + 2]; }
+        else if (j < nb) { key = d.bands[d.bandStart[c.s0] + j]; bytes = d.size[key]; }
+        else { key = -1 - d.fsite[d.foldStart[c.s0] + j - nb]; bytes = d.fbytes[d.foldStart[c.s0] + j - nb]; }
+        var yb = Math.round(PHd - off * syd), yt = Math.round(PHd - (off + bytes) * syd);
+        off += bytes;
+        if (yb <= yt) { if (bytes * syd < 0.5) continue; yb = yt + 1; }
+        if (yt < 0) yt = 0;
+        if (yb > PHd) yb = PHd;
+        var site = key < 0 ? -1 - key : d.site[key], px = pixel(site, key < 0, view.query ? !matches(site) : false), y;
+        var wd = xb - xa, o2 = yt * PWd + xa, oe = yb * PWd + xa, q2;
+        if (wd === 1) for (; o2 < oe; o2 += PWd) buf[o2] = px;
+        else if (wd <= 16) for (; o2 < oe; o2 += PWd) for (q2 = 0; q2 < wd; q2++) buf[o2 + q2] = px; /* fill() costs a call per row */
+        else for (; o2 < oe; o2 += PWd) buf.fill(px, o2, o2 + wd);
+      }
+    }
+    ctx.putImageData(view.img, Math.round(padl * dpr), Math.round(PADT * dpr));
+    ctx.save();
+    ctx.beginPath(); ctx.rect(padl, PADT, pw, ph); ctx.clip();
+    /* the selected band outlined where it is drawn */
+    if (hl >= 0) {
+      ctx.strokeStyle = '#000'; ctx.lineWidth = 1.5;
+      for (i = 0; i < colsF.length; i++) {
+        if (colsF[i].e < d.start[hl] || colsF[i].e >= d.end[hl]) continue;
+        var bb = bandsOf(d, colsF[i]);
+        for (j = 0; j < bb.length; j += 3) if (bb[j] === hl) ctx.strokeRect(X(colsF[i].a), Y(bb[j + 1] + bb[j + 2]), X(colsF[i].b) - X(colsF[i].a), bb[j + 2] * sy);
+      }
+    }
+    /* allocated and reserved lines */
+    [['amax', '#1d2129'], ['rmax', '#d1495b']].forEach(function (ln) {
+      ctx.strokeStyle = ln[1]; ctx.lineWidth = 1.2; ctx.beginPath();
+      for (var q = 0; q < colsF.length; q++) {
+        var yy = Y(colsF[q][ln[0]]);
+        if (q) ctx.lineTo(X(colsF[q].a), yy); else ctx.moveTo(X(colsF[q].a), yy);
+        ctx.lineTo(X(colsF[q].b), yy);
+      }
+      ctx.stroke();
+    });
+    /* steps, marks, annotations, OOMs, the peak, the cursor */
+    var m = meta.devices[view.k];
+    ctx.font = '11px sans-serif';
+    ctx.strokeStyle = '#9aa3b2'; ctx.setLineDash([3, 3]); ctx.lineWidth = 1;
+    var lastLabel = -1e9;
+    (m.steps || []).forEach(function (e, q) {
+      if (e < view.x0 || e > view.x1) return;
+      var x = X(e); ctx.beginPath(); ctx.moveTo(x, PADT); ctx.lineTo(x, PADT + ph); ctx.stroke();
+      var lab = (m.steps_label || 'step') + ' ' + q;
+      if (x > lastLabel) { ctx.fillStyle = '#5b6475'; ctx.fillText(lab, x + 2, PADT + 10); lastLabel = x + ctx.measureText(lab).width + 8; }
+    });
+    ctx.setLineDash([]);
+    var lastEv = -1e9;
+    (m.events || []).forEach(function (ev) {
+      if (ev.i < view.x0 || ev.i > view.x1) return;
+      var x = X(ev.i + 0.5), oom = ev.kind === 'oom';
+      ctx.strokeStyle = oom ? '#c0392b' : ev.kind === 'mark' ? '#7b4fa0' : 'rgba(123,79,160,0.35)'; ctx.lineWidth = oom ? 2 : 1;
+      ctx.beginPath(); ctx.moveTo(x, PADT); ctx.lineTo(x, PADT + ph); ctx.stroke();
+      var lab = oom ? 'OOM ' + size(ev.size) : ev.label;
+      if (oom || x > lastEv) {
+        ctx.fillStyle = oom ? '#c0392b' : '#7b4fa0';
+        ctx.fillText(lab, x + 3, PADT + ph - 4 - (oom ? 12 : 0)); lastEv = x + ctx.measureText(lab).width + 8;
+      }
+    });
+    if (m.peak && m.peak.index >= view.x0 && m.peak.index <= view.x1) {
+      var px = X(m.peak.index + 0.5), py = Y(m.peak.bytes);
+      ctx.fillStyle = '#1d2129'; ctx.beginPath(); ctx.moveTo(px, py - 2); ctx.lineTo(px - 5, py - 10); ctx.lineTo(px + 5, py - 10); ctx.fill();
+      ctx.fillText('peak ' + size(m.peak.bytes), Math.min(px + 7, padl + pw - 90), Math.max(py - 4, PADT + 10));
+    }
+    if (view.cursor >= view.x0 && view.cursor <= view.x1) {
+      var cx = X(view.cursor + 0.5); ctx.strokeStyle = '#2d6fe8'; ctx.lineWidth = 1.5;
+      ctx.beginPath(); ctx.moveTo(cx, PADT); ctx.lineTo(cx, PADT + ph); ctx.stroke();
+    }
+    ctx.restore();
+    /* axes */
+    ctx.fillStyle = '#5b6475'; ctx.strokeStyle = '#c8ccd4'; ctx.lineWidth = 1; ctx.font = '11px sans-serif';
+    var ystep = nice(ymax / 5);
+    ctx.textAlign = 'right';
+    for (var v = 0; v <= ymax; v += ystep) { var yv = Y(v); ctx.beginPath(); ctx.moveTo(padl - 4, yv); ctx.lineTo(padl, yv); ctx.stroke(); ctx.fillText(size(v), padl - 6, yv + 4); }
+    ctx.textAlign = 'center';
+    var xstep = nice((view.x1 - view.x0) / Math.max(2, Math.floor(pw / 90)));
+    for (var e3 = Math.ceil(view.x0 / xstep) * xstep; e3 <= view.x1; e3 += xstep) { var xv = X(e3); ctx.beginPath(); ctx.moveTo(xv, PADT + ph); ctx.lineTo(xv, PADT + ph + 4); ctx.stroke(); ctx.fillText(String(Math.round(e3)), xv, PADT + ph + 15); }
+    ctx.textAlign = 'left';
+    ctx.fillText('entry', padl + pw - 28, H - 2);
+    view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph};
+    ui.status.textContent = 'Entries ' + Math.round(view.x0) + '\u2013' + Math.round(view.x1) + ' of ' + d.n +
+      (m.dropped ? ' (the ring dropped ' + m.dropped + ' older entries)' : '') + ' \u00b7 cursor at ' + when(d, view.cursor) +
+      ' \u00b7 ' + size(allocatedAt(d, view.cursor)) + ' allocated, ' + size(lineAt(d.lines[1], view.cursor)) + ' reserved';
+    stats.frames.push(performance.now() - t0);
+  }
+  function nice(x) { var p = Math.pow(10, Math.floor(Math.log10(Math.max(x, 1e-9)))), f = x / p; return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p; }
+
+  /* what is under a point of the canvas: {col, id (or -1 - site), bytes} */
+  function hit(px, py) {
+    var f = view.frame;
+    if (!f) return null;
+    for (var i = 0; i < f.cols.length; i++) {
+      var c = f.cols[i];
+      if (px < f.X(c.a) || px >= Math.max(f.X(c.b), f.X(c.a) + 1)) continue;
+      var bytes = (f.Y(0) - py) / f.sy, bs = bandsOf(dev(), c);
+      for (var j = 0; j < bs.length; j += 3) if (bytes >= bs[j + 1] && bytes < bs[j + 1] + bs[j + 2]) return {col: c, key: bs[j], bytes: bs[j + 2]};
+      return {col: c, key: null};
+    }
+    return null;
+  }
+  function describe(key, bytes) {
+    var d = dev();
+    if (key < 0) return 'Small allocations of ' + siteName(-1 - key) + ', folded at this zoom: ' + size(bytes);
+    return size(d.size[key]) + ' \u00b7 ' + siteName(d.site[key]);
+  }
+
+  function select(id, fromKeys) {
+    var d = dev(), p = ui.panel;
+    view.sel = id;
+    p.textContent = '';
+    if (id < 0 || id >= d.na) { p.appendChild(el('p', 'v-hint', 'No allocation selected.')); request(); return; }
+    var st = meta.stacks[d.stack[id]] || [0];
+    p.appendChild(el('h3', null, 'Allocation ' + id));
+    var dl = el('dl');
+    function row(k, v, cls) { dl.appendChild(el('dt', null, k)); var dd = el('dd', cls, v); dl.appendChild(dd); return dd; }
+    row('Size', size(d.size[id]) + ' (' + d.size[id] + ' bytes)', 'v-size');
+    row('Site', siteName(d.site[id]), 'v-site');
+    row('Allocated at', d.start[id] < 0 ? 'before the first recorded entry' : when(d, d.start[id]), 'v-from');
+    row('Freed at', d.end[id] >= d.n ? 'still live at the end' : when(d, d.end[id]), 'v-to');
+    row('Lived', (d.end[id] - Math.max(d.start[id], 0)) + ' entries', 'v-life');
+    p.appendChild(dl);
+    p.appendChild(el('h4', null, 'Stack (innermost first)'));
+    var ol = el('ol', 'v-stack');
+    if (st.length < 2) ol.appendChild(el('li', null, '<no stack recorded>'));
+    for (var i = 1; i < st.length; i++) { var fr = meta.frames[st[i]] || ['?', false]; ol.appendChild(el('li', fr[1] ? 'v-mach' : null, fr[0])); }
+    p.appendChild(ol);
+    if (!fromKeys && (view.cursor < d.start[id] || view.cursor >= d.end[id])) setCursor(Math.max(d.start[id], 0));
+    request();
+  }
+
+  function siteTable() {
+    var d = dev(), live = liveAt(d, view.cursor), by = new Map(), i;
+    for (i = 0; i < live.length; i++) {
+      var s = d.site[live[i]], x = by.get(s) || {site: s, bytes: 0, blocks: 0};
+      x.bytes += d.size[live[i]]; x.blocks++; by.set(s, x);
+    }
+    var rows = Array.from(by.values()).sort(function (a, b) { return b.bytes - a.bytes || a.site - b.site; });
+    var t = el('table'), hr = el('tr');
+    ['Site', 'Bytes', 'Blocks'].forEach(function (h) { hr.appendChild(el('th', null, h)); });
+    t.appendChild(hr);
+    var total = 0, mbytes = 0;
+    rows.forEach(function (r) { total += r.bytes; if (view.query && matches(r.site)) mbytes += r.bytes; });
+    rows.slice(0, 30).forEach(function (r) {
+      var tr = el('tr', matches(r.site) && view.query ? 'v-hit' : null);
+      var td = el('td', 'v-sname'); var sw = el('i', 'v-sw'); sw.style.background = colorOf(r.site); td.appendChild(sw);
+      td.appendChild(document.createTextNode(siteName(r.site))); tr.appendChild(td);
+      var b = el('td', 'n', size(r.bytes)); b.setAttribute('data-bytes', r.bytes); tr.appendChild(b);
+      tr.appendChild(el('td', 'n', String(r.blocks))); t.appendChild(tr);
+    });
+    ui.sitesWrap.textContent = '';
+    ui.sitesWrap.appendChild(t);
+    ui.sitesHead.textContent = 'Live at the cursor (' + when(d, view.cursor) + '): ' + size(total) + ' in ' + live.length + ' blocks' + (rows.length > 30 ? ', top 30 of ' + rows.length + ' sites' : '');
+    ui.match.textContent = view.query ? (function () {
+      var n = 0; for (var q = 0; q < meta.sites.length; q++) if (matches(q)) n++;
+      return n + ' site' + (n === 1 ? '' : 's') + ' match, ' + size(mbytes) + ' live at the cursor';
+    })() : '';
+  }
+
+  /* ---- input ---- */
+  function evX(ev) { var b = ui.canvas.getBoundingClientRect(); return [ev.clientX - b.left, ev.clientY - b.top]; }
+  function entryAt(px) { var f = view.frame; return f ? view.x0 + (px - f.padl) / f.sx : 0; }
+  ui.canvas.addEventListener('wheel', function (ev) {
+    ev.preventDefault();
+    var p = evX(ev);
+    if (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) pan((ev.deltaX || ev.deltaY) / 500 * (view.x1 - view.x0));
+    else zoomBy(Math.pow(1.0015, ev.deltaY), entryAt(p[0]));
+  }, {passive: false});
+  ui.canvas.addEventListener('pointerdown', function (ev) {
+    var p = evX(ev); view.drag = {x: p[0], x0: view.x0, moved: false};
+    ui.canvas.setPointerCapture(ev.pointerId); ui.canvas.focus();
+  });
+  ui.canvas.addEventListener('pointermove', function (ev) {
+    var p = evX(ev);
+    if (view.drag) {
+      var dx = p[0] - view.drag.x;
+      if (Math.abs(dx) > 3) view.drag.moved = true;
+      if (view.drag.moved && view.frame) { var w = view.x1 - view.x0; view.x0 = view.drag.x0 - dx / view.frame.sx; view.x1 = view.x0 + w; clampView(); request(); }
+      return;
+    }
+    var h = hit(p[0], p[1]);
+    if (h && h.key !== null) {
+      ui.tip.hidden = false; ui.tip.textContent = describe(h.key, h.bytes);
+      ui.tip.style.left = Math.min(p[0] + 12, ui.wrap.clientWidth - 220) + 'px'; ui.tip.style.top = (p[1] + 12) + 'px';
+    } else ui.tip.hidden = true;
+  });
+  ui.canvas.addEventListener('pointerleave', function () { ui.tip.hidden = true; });
+  ui.canvas.addEventListener('pointerup', function (ev) {
+    var dr = view.drag; view.drag = null;
+    if (!dr || dr.moved) return;
+    var p = evX(ev), h = hit(p[0], p[1]);
+    if (h) { view.cursor = h.col.e; siteTable(); }
+    if (h && h.key !== null && h.key >= 0) select(h.key);
+    else request();
+  });
+  ui.canvas.addEventListener('keydown', function (ev) {
+    var d = dev(), w = view.x1 - view.x0, step = Math.max(1, Math.round(view.frame ? 1 / view.frame.sx : 1)), done = true;
+    switch (ev.key) {
+      case 'ArrowLeft': if (ev.shiftKey) pan(-w / 4); else setCursor(view.cursor - step); break;
+      case 'ArrowRight': if (ev.shiftKey) pan(w / 4); else setCursor(view.cursor + step); break;
+      case 'PageUp': pan(-w / 2); break;
+      case 'PageDown': pan(w / 2); break;
+      case '+': case '=': zoomBy(0.5, view.cursor); break;
+      case '-': case '_': zoomBy(2, view.cursor); break;
+      case '0': fit(); break;
+      case 'Home': setCursor(0); break;
+      case 'End': setCursor(d.n - 1); break;
+      case 'p': gotoPeak(); break;
+      case '/': ui.search.focus(); break;
+      case 'ArrowUp': case 'ArrowDown': {
+        var live = liveAt(d, view.cursor);
+        if (!live.length) break;
+        var at = live.indexOf(view.sel);
+        at = at < 0 ? (ev.key === 'ArrowUp' ? 0 : live.length - 1) : Math.max(0, Math.min(live.length - 1, at + (ev.key === 'ArrowUp' ? 1 : -1)));
+        select(live[at], true);
+        break;
+      }
+      case 'Escape': select(-1); break;
+      default: done = false;
+    }
+    if (done) ev.preventDefault();
+  });
+  ui.search.addEventListener('input', function () { view.query = ui.search.value.trim().toLowerCase(); siteTable(); request(); });
+  ui.search.addEventListener('keydown', function (ev) { if (ev.key === 'Enter' || ev.key === 'Escape') { ev.preventDefault(); ui.canvas.focus(); } });
+  ui.dev.addEventListener('change', function () { view.k = Number(ui.dev.value); view.sel = -1; select(-1); fit(); setCursor(peakOr0()); });
+  window.addEventListener('resize', request);
+  function peakOr0() { var m = meta.devices[view.k]; return m.peak && m.peak.index > 0 ? m.peak.index : 0; }
+
+  /* for tests and benchmarks: the exact state at an instant, the frame times */
+  window.cmhView = {
+    meta: meta, view: view, stats: stats,
+    device: function (k) { ui.dev.value = String(k); ui.dev.dispatchEvent(new Event('change')); },
+    live: function (k, e) {
+      var d = load(k);
+      return liveAt(d, e).map(function (id) { return {id: id, size: d.size[id], site: d.site[id], start: d.start[id], end: d.end[id]}; });
+    },
+    columns: function (k) { /* every column state the writer kept: [instant, {site: bytes}] */
+      var d = load(k), out = [];
+      for (var c = 0; c < d.ncols; c++) {
+        var by = {}, i;
+        for (i = d.bandStart[c]; i < d.bandStart[c + 1]; i++) by[d.site[d.bands[i]]] = (by[d.site[d.bands[i]]] || 0) + d.size[d.bands[i]];
+        for (i = d.foldStart[c]; i < d.foldStart[c + 1]; i++) by[d.fsite[i]] = (by[d.fsite[i]] || 0) + d.fbytes[i];
+        out.push([d.inst[c], by]);
+      }
+      return out;
+    },
+    bandsOf: function (c) { return bandsOf(dev(), c); },
+    _stack: function (k, id) { return load(k).stack[id]; },
+    _n: function (k) { return load(k).n; },
+    setView: function (x0, x1) { view.x0 = x0; view.x1 = x1; clampView(); draw(); },
+    setCursor: setCursor, select: select, draw: draw,
+    project: function (e, bytes) { var f = view.frame; return f ? [f.X(e), f.Y(bytes)] : null; }
+  };
+  fit();
+  view.cursor = peakOr0();
+  siteTable();
+  draw();
+  root.setAttribute('data-ready', '1');
+  /* entry times wait until the first frame is up */
+  setTimeout(function () { view.started = true; siteTable(); request(); }, 0);
+})();
