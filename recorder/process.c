@@ -250,10 +250,12 @@ static void fork_prepare(void)
     cmh_vmm_atfork_prepare();
     cmh_marks_atfork_prepare();
     cmh_stacks_atfork_prepare();
+    cmh_pystack_atfork_prepare();
 }
 
 static void fork_parent(void)
 {
+    cmh_pystack_atfork_parent();
     cmh_stacks_atfork_parent();
     cmh_marks_atfork_parent();
     cmh_vmm_atfork_parent();
@@ -265,6 +267,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+    cmh_pystack_atfork_child();
     cmh_stacks_atfork_child();
     cmh_marks_reset_after_fork();
     cmh_vmm_reset_after_fork();
