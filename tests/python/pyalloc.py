@@ -2,7 +2,8 @@
 memory allocated from known lines (marked "# L:name") in the main thread, worker threads, a
 recursion, a generator, and a ctypes callback called by C (tests/pycallback.c).  Sizes are
 distinct, so a report's row says which line it is.  argv[1]: the path of libpycallback.so;
-argv[2] (optional): a mode (threads: only the worker threads, many times, for TSan)."""
+argv[2] (optional): a mode (threads: only the worker threads, many times, for TSan; die:
+one allocation, then SIGKILL)."""
 import ctypes
 import sys
 import threading
@@ -54,6 +55,11 @@ def main():
         for t in ts:
             t.join()
         return
+    if mode == "die":  # the flight record outlives it: record recovers the stacks
+        grab(1 * MiB)  # L:die
+        import os
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
     grab(1 * MiB)  # L:main
     deep(5, 2 * MiB)  # L:main-deep
     list(gen(3, 3 * MiB))  # L:main-gen
