@@ -243,6 +243,8 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
         return R_TORCH_CPP;
     /* PyTorch's own Python: .../torch/... under site-packages, dist-packages or a checkout */
     if ((ends(file, ".py") || ends(file, ".pyc")) && (starts(file, "torch/") || strstr(file, "/torch/"))) return R_TORCH_PY;
+    /* TorchInductor's generated code, in its cache directory (/tmp/torchinductor_USER/) */
+    if (strstr(file, "torchinductor_") && ends(file, ".py")) return R_TORCH_PY;
     /* Any other Python frame (the recorder's, PyTorch's, py-spy's: a .py file, no module) is the
      * user's unless it is installed (a package, the standard library) or frozen importlib; its
      * function name says nothing (a user may well call one binary_op or Py_alloc). */
@@ -250,8 +252,6 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
         if (starts(file, "<frozen ")) return R_CPYTHON;
         return package_dir(file) ? R_PACKAGE : R_NONE;
     }
-    /* TorchInductor's generated code, in its cache directory (/tmp/torchinductor_USER/) */
-    if (strstr(file, "torchinductor_") && ends(file, ".py")) return R_TORCH_PY;
     /* C++'s runtime: libstdc++, libgcc's unwinder, libc++ */
     static const char *const std_ns[] = {"std::", "__gnu_cxx::", "__cxxabiv1::", "__cxa_", "__gxx_", "_Unwind_", NULL};
     static const char *const std_mods[] = {"libstdc++", "libgcc_s", "libc++", NULL};
