@@ -50,6 +50,8 @@ static struct {
     void *(*tstate_get)(void);
     obj_fn tstate_frame, frame_back, frame_code;
     int (*frame_line)(PyObj *);
+    int (*frame_lasti)(PyObj *);           /* 3.11+; without it frames are keyed by line */
+    int (*addr2line)(PyObj *, int);
     PyObj *(*getattr)(PyObj *, const char *);
     const char *(*utf8)(PyObj *);
     void_obj_fn decref, incref;
@@ -86,6 +88,9 @@ typedef struct pyframe {
 
 static cmh_oatab g_codes = {NULL, 0, 0, sizeof(code_info)};
 static cmh_oatab g_frames = {NULL, 0, 0, sizeof(pyframe_slot)};
+/* (code, instruction offset) -> id: the line is computed once per call site, not per stack
+ * (PyCode_Addr2Line scans the code's line table) */
+static cmh_oatab g_sites = {NULL, 0, 0, sizeof(pyframe_slot)};
 static pyframe *g_ids; /* g_ids[id - 1] */
 static uint32_t g_nids, g_capids;
 
@@ -129,6 +134,9 @@ static void resolve(void)
     SYM(frame_back, "PyFrame_GetBack");          /* 3.9+ */
     SYM(frame_code, "PyFrame_GetCode");          /* 3.9+ */
     SYM(frame_line, "PyFrame_GetLineNumber");
+    SYM(frame_lasti, "PyFrame_GetLasti");
+    SYM(addr2line, "PyCode_Addr2Line");
+    if (!py.addr2line) py.frame_lasti = NULL;
     SYM(getattr, "PyObject_GetAttrString");
     SYM(utf8, "PyUnicode_AsUTF8");
     SYM(decref, "Py_DecRef");
@@ -186,6 +194,8 @@ static char *str_attr(PyObj *code, const char *attr)
     return r;
 }
 
+static uint64_t key_of(PyObj *code, int at) { return cmh_oa_hashkey(cmh_oa_mix((uint64_t)(uintptr_t)code * 31 + (uint64_t)(uint32_t)at)); }
+
 /* The id of (code, line) when already made; 0 if not.  Under g_lock. */
 static uint32_t find_id(PyObj *code, int line, uint64_t h)
 {
@@ -200,7 +210,7 @@ static uint32_t find_id(PyObj *code, int line, uint64_t h)
  * may free device memory and come back here. */
 static uint32_t frame_id(PyObj *code, int line)
 {
-    uint64_t h = cmh_oa_hashkey(cmh_oa_mix((uint64_t)(uintptr_t)code * 31 + (uint64_t)(uint32_t)line));
+    uint64_t h = key_of(code, line);
     pthread_mutex_lock(&g_lock);
     uint32_t id = find_id(code, line, h);
     int known_code = id || cmh_oa_find(&g_codes, (uint64_t)(uintptr_t)code);
@@ -247,25 +257,67 @@ fail:
     return id;
 }
 
+static uint32_t find_site(PyObj *code, int lasti)
+{
+    uint32_t pos = UINT32_MAX;
+    for (pyframe_slot *e; (e = cmh_oa_next(&g_sites, key_of(code, lasti), &pos));)
+        if (e->code == (uintptr_t)code && e->line == lasti) return e->id;
+    return 0;
+}
+
+/* Collect each frame's code (borrowed once the frame reference is dropped: the running frame
+ * holds it) and where it is, then look them all up under one lock; only a call site not seen
+ * before costs more (its line, and on first sight of its code, the strings). */
 static int walk(uintptr_t *out, int max)
 {
     PyObj *et, *ev, *tb;
     py.err_fetch(&et, &ev, &tb); /* getattr must not disturb an exception in flight */
+    PyObj *codes[CMH_MAX_FRAMES];
+    int at[CMH_MAX_FRAMES];
     int n = 0;
     PyObj *f = py.tstate_frame(py.tstate_get());
-    while (f && n < max) {
+    while (f && n < max && n < CMH_MAX_FRAMES) {
         PyObj *code = py.frame_code(f);
-        int line = py.frame_line(f);
-        uint32_t id = code ? frame_id(code, line) : 0;
-        if (code) py.decref(code);
-        if (id) out[n++] = CMH_PYTOKEN | id;
+        if (code) {
+            at[n] = py.frame_lasti ? py.frame_lasti(f) : py.frame_line(f);
+            codes[n++] = code;
+            py.decref(code);
+        }
         PyObj *back = py.frame_back(f);
         py.decref(f);
         f = back;
     }
     if (f) py.decref(f);
+    uint32_t ids[CMH_MAX_FRAMES];
+    int missing = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < n; i++) {
+        ids[i] = py.frame_lasti ? find_site(codes[i], at[i]) : find_id(codes[i], at[i], key_of(codes[i], at[i]));
+        missing += !ids[i];
+    }
+    pthread_mutex_unlock(&g_lock);
+    for (int i = 0; missing && i < n; i++) {
+        if (ids[i]) continue;
+        if (!py.frame_lasti) {
+            ids[i] = frame_id(codes[i], at[i]);
+            continue;
+        }
+        int line = at[i] >= 0 ? py.addr2line(codes[i], at[i]) : -1;
+        ids[i] = frame_id(codes[i], line);
+        pthread_mutex_lock(&g_lock);
+        if (ids[i] && !find_site(codes[i], at[i]) && cmh_oa_reserve(&g_sites, g_sites.n + 1) == 0) {
+            pyframe_slot *e = cmh_oa_add(&g_sites, key_of(codes[i], at[i]));
+            e->code = (uintptr_t)codes[i];
+            e->line = at[i];
+            e->id = ids[i];
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i]) out[k++] = CMH_PYTOKEN | ids[i];
     py.err_restore(et, ev, tb);
-    return n;
+    return k;
 }
 
 int cmh_pystack_capture(uintptr_t *out, int max)

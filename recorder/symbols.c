@@ -224,11 +224,16 @@ static int python_frame(cmh_symbolizer *z, uintptr_t token, uint32_t *frame_id)
 
 int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, uint32_t *frame_id)
 {
-    if (cmh_is_pytoken(pc)) return python_frame(z, pc, frame_id);
     const pc_slot *hit = pc ? cmh_oa_find(&z->cache, pc) : NULL;
     if (hit) {
         *frame_id = (uint32_t)hit->frame;
         return CMH_OK;
+    }
+    if (cmh_is_pytoken(pc)) {
+        int rc = python_frame(z, pc, frame_id);
+        pc_slot *sl = rc == CMH_OK ? cmh_oa_add(&z->cache, pc) : NULL;
+        if (sl) sl->frame = *frame_id;
+        return rc != CMH_OK ? rc : sl ? CMH_OK : CMH_ENOMEM;
     }
 
     uintptr_t look = is_ret && pc ? pc - 1 : pc;

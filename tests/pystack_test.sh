@@ -108,7 +108,7 @@ PY
 "$CMH" record -q --context none -o n.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
 "$CMH" export -o n.json n.cmh
 check "--context none: no stacks, no Python frames, nothing read" \
-    'pyq -c "import json; d=json.load(open(\"n.json\")); assert not [f for f in d[\"frames\"] if f[\"filename\"].endswith(\".py\")]; assert \"python_stacks\" not in json.dumps(d[\"cumemhist\"])"'
+    'pyq -c "import json; d=json.load(open(\"n.json\")); assert not [f for f in d[\"frames\"] if f[\"filename\"].endswith(\".py\")]; assert \"python_stacks\" not in json.dumps(d[\"allocator_settings\"])"'
 
 CUMEMHIST_PYTHON=held "$CMH" record -q -o h.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
 "$CMH" export -o h.json h.cmh

@@ -1,0 +1,38 @@
+"""bench_pystack.py DEPTH PAIRS [cdll|pydll] - ns per cuMemAlloc+cuMemFree pair called through
+ctypes from a Python function DEPTH frames deep, for bench/rows_py.sh, which runs it with and
+without the recorder and its Python stacks (recorder/pystack.c) and prints the differences.
+cdll: ctypes.CDLL, which releases the GIL around the call (the recorder takes it back to read
+the stack); pydll: ctypes.PyDLL, which keeps it.  Prints the best of 5 rounds, in ns per pair.
+Run with the fake driver (or a real one) on LD_LIBRARY_PATH."""
+import ctypes
+import sys
+import time
+
+depth, pairs = int(sys.argv[1]), int(sys.argv[2])
+kind = sys.argv[3] if len(sys.argv) > 3 else "cdll"
+cuda = (ctypes.PyDLL if kind == "pydll" else ctypes.CDLL)("libcuda.so.1")
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cuda.cuInit(0) == 0
+assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cuda.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev) == 0
+alloc, free = cuda.cuMemAlloc_v2, cuda.cuMemFree_v2
+free.argtypes = [ctypes.c_uint64]
+
+
+def loop(n):
+    p = ctypes.c_uint64()
+    ref = ctypes.byref(p)
+    t0 = time.perf_counter_ns()
+    for i in range(n):
+        alloc(ref, 4096 + (i & 7) * 512)
+        free(p.value)
+    return time.perf_counter_ns() - t0
+
+
+def nest(k, n):
+    return loop(n) if k <= 1 else nest(k - 1, n)
+
+
+nest(depth - 1, pairs // 10)  # warm: every (code, line) seen once
+best = min(nest(depth - 1, pairs) for _ in range(5))  # loop() is frame DEPTH, <module> frame 1
+print("%.0f" % (best / pairs))
