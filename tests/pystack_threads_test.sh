@@ -2,7 +2,7 @@
 # pystack_threads_test.sh BUILD_DIR SOURCE_DIR - many Python threads allocating at once through
 # ctypes (tests/python/pyalloc.py threads: 4 threads x 200 allocations, each taking the GIL back
 # for its Python stack) under a plain LD_PRELOAD of the recorder.  In a ThreadSanitizer build
-# (scripts/test.sh) the runtime is preloaded first into the system Python, so that TSan watches
+# (scripts/test.sh; CMH_TSAN_LIB names the runtime) it is preloaded first into the system Python, so that TSan watches
 # the recorder's side (Python itself is not instrumented): any report fails the test.  Every
 # allocation has its Python frames, none is refused.
 TEST=pystack_threads . "$(dirname "$0")/testlib.sh"
@@ -10,7 +10,7 @@ case "${LD_PRELOAD:-}" in *asan* | *ubsan*) echo "skipped: python under AddressS
 PY=/usr/bin/python3
 [ -x $PY ] || { echo "skipped: no /usr/bin/python3"; exit 77; }
 pre="$B/libcumemhist.so"
-case "${LD_PRELOAD:-}" in *tsan*) pre="$LD_PRELOAD $pre" ;; esac
+[ -n "${CMH_TSAN_LIB:-}" ] && pre="$CMH_TSAN_LIB $pre"
 # libunwind's per-thread caches and TSan's runtime do not get along at thread exit (scripts/test.sh)
 env TSAN_OPTIONS="detect_deadlocks=0 halt_on_error=1 die_after_fork=0 exitcode=66" CUMEMHIST_UNWINDER=glibc \
     CUMEMHIST_OUTPUT="$T/th.cmh" LD_PRELOAD="$pre" $PY "$SRC/tests/python/pyalloc.py" "$B/tests/libpycallback.so" threads \
