@@ -2,7 +2,7 @@
 # rows_py.sh [BUILD_DIR] - what Python stacks (recorder/pystack.c) cost per allocation: a ctypes
 # cuMemAlloc+cuMemFree pair from Python DEPTH frames deep (bench/bench_pystack.py), with the
 # system Python on the fake driver, in ns per pair: the bare driver, the recorder with native
-# stacks only (CUMEMHIST_PYTHON=off), and with Python stacks, through ctypes.CDLL (the GIL
+# stacks only (CUMEMHIST_PYSTACKS=off), and with Python stacks, through ctypes.CDLL (the GIL
 # released around the call, taken back for the walk) and ctypes.PyDLL (the GIL held); and
 # --context none with and without them (no stack, so nothing to add).  With context=all a pair
 # keeps two stacks (the allocation's and the free's).  Figures only; nothing passes or fails.
@@ -21,12 +21,12 @@ bare() { env -u LD_PRELOAD $PY "$BP" "$@"; }
 rec() { env CUMEMHIST_OUTPUT="$T/r.%p.cmh" LD_PRELOAD="$B/libcumemhist.so" $PY "$BP" "$@"; }
 for d in 10 30; do
     b=$(bare $d $N)
-    off=$(CUMEMHIST_PYTHON=off rec $d $N)
+    off=$(CUMEMHIST_PYSTACKS=off rec $d $N)
     on=$(rec $d $N)
     held=$(rec $d $N pydll)
-    hoff=$(CUMEMHIST_PYTHON=off rec $d $N pydll)
+    hoff=$(CUMEMHIST_PYSTACKS=off rec $d $N pydll)
     none=$(CUMEMHIST_CONTEXT=none rec $d $N)
-    noneoff=$(CUMEMHIST_CONTEXT=none CUMEMHIST_PYTHON=off rec $d $N)
+    noneoff=$(CUMEMHIST_CONTEXT=none CUMEMHIST_PYSTACKS=off rec $d $N)
     row "python depth $d: bare driver via ctypes, per pair" "$b ns"
     row "  recorder context=all, native stacks only" "$off ns (+$((off - b)) ns)"
     row "  + Python stacks, CDLL (GIL taken back)" "$on ns (+$((on - off)) ns a pair, +$(((on - off) / 2)) ns a stack)"

@@ -11,7 +11,7 @@
  * Safety.  Frames are walked only with the GIL held by this thread, an interpreter initialised and
  * not finalising.  A thread that released the GIL around the driver call (ctypes.CDLL, Cython's
  * `with nogil`, most bindings) but still has its Python thread state takes the GIL back for the
- * walk with PyGILState_Ensure, as a ctypes callback does, unless CUMEMHIST_PYTHON=held.  Every
+ * walk with PyGILState_Ensure, as a ctypes callback does, unless CUMEMHIST_PYSTACKS=held.  Every
  * refusal is counted by reason and lands in the snapshot's settings.  The recorder's helper thread
  * never captures stacks, and a thread that has never run Python has no thread state: both are
  * refused before anything is touched.
@@ -63,7 +63,7 @@ static struct {
 /* 0 not looked yet, 1 present, -1 absent (looked again now and then: Python may be dlopen'ed) */
 static int g_state;
 static uint32_t g_absent_calls;
-static int g_mode = CMH_PYTHON_WAIT; /* CUMEMHIST_PYTHON, cmh_set_python_stacks */
+static int g_mode = CMH_PYTHON_WAIT; /* CUMEMHIST_PYSTACKS, cmh_set_python_stacks */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uint64_t cmh_py_refused[CMH_PYREFUSE_N];
@@ -174,7 +174,7 @@ static int ready(void)
     if (st == -1 && (__atomic_add_fetch(&g_absent_calls, 1, __ATOMIC_RELAXED) & 4095) != 0) return 0;
     pthread_mutex_lock(&g_lock);
     if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) <= 0 && g_state != -2) {
-        const char *m = getenv("CUMEMHIST_PYTHON");
+        const char *m = getenv("CUMEMHIST_PYSTACKS");
         if (m && !strcmp(m, "held")) __atomic_store_n(&g_mode, CMH_PYTHON_HELD, __ATOMIC_RELAXED);
         if (m && !strcmp(m, "off")) __atomic_store_n(&g_mode, CMH_PYTHON_OFF, __ATOMIC_RELAXED);
         resolve();

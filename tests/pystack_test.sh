@@ -5,7 +5,7 @@
 # callback called by C, and C called from Python.  Each stack carries exactly the Python frames
 # of its line, innermost first, where the interpreter's frames are; the reports' site is the
 # user's line, not ffi_call; every export carries them; a killed program's flight record keeps
-# them; --context none records none, and CUMEMHIST_PYTHON=held refuses (and counts) the walk
+# them; --context none records none, and --python-stacks held refuses (and counts) the walk
 # for a thread that released the GIL.
 TEST=pystack . "$(dirname "$0")/testlib.sh"
 case "${LD_PRELOAD:-}" in *asan* | *ubsan* | *tsan*) echo "skipped: python under a sanitizer runtime"; exit 77 ;; esac
@@ -110,10 +110,14 @@ PY
 check "--context none: no stacks, no Python frames, nothing read" \
     'pyq -c "import json; d=json.load(open(\"n.json\")); assert not [f for f in d[\"frames\"] if f[\"filename\"].endswith(\".py\")]; assert \"python_stacks\" not in json.dumps(d[\"allocator_settings\"])"'
 
-CUMEMHIST_PYTHON=held "$CMH" record -q -o h.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
+"$CMH" record -q --python-stacks held -o h.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
 "$CMH" export -o h.json h.cmh
-check "CUMEMHIST_PYTHON=held: ctypes.CDLL released the GIL, so no Python frames, and the refusals counted" \
+check "--python-stacks held: ctypes.CDLL released the GIL, so no Python frames, and the refusals counted" \
     'pyq -c "import json; d=json.load(open(\"h.json\")); s=json.dumps(d); assert not [f for f in d[\"frames\"] if f[\"filename\"].endswith(\".py\")]; assert \"python_stacks_refused_nogil\" in s, s[-400:]"'
+"$CMH" record -q --python-stacks off -o o.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
+"$CMH" export -o o.json o.cmh
+check "--python-stacks off: native frames only, nothing counted" \
+    'pyq -c "import json; d=json.load(open(\"o.json\")); assert d[\"frames\"] and not [f for f in d[\"frames\"] if f[\"filename\"].endswith(\".py\")]; assert \"python_stacks\" not in json.dumps(d[\"allocator_settings\"])"'
 "$CMH" record -q -o t2.cmh -- $PY "$PROG" "$LIB" die >/dev/null 2>&1
 "$CMH" export -o t2.json t2.cmh 2>/dev/null
 check "a program killed by SIGKILL: its recovered record keeps the Python line" \

@@ -87,7 +87,7 @@ int cmh_set_torch_snapshot_hook(int (*fn)(const char *path, void *arg), void *ar
 int cmh_torch_snapshot_file(const char *path);
 
 /* Python frames with each stack (docs/RECORDER.md): OFF never; HELD only when the allocating
- * thread holds the GIL; WAIT (the default, CUMEMHIST_PYTHON) also when it released the GIL around
+ * thread holds the GIL; WAIT (the default, CUMEMHIST_PYSTACKS) also when it released the GIL around
  * the driver call, taking it back for the walk.  A program whose GIL holder can wait on a lock
  * held by an allocating thread (PyTorch's caching allocator frees under the GIL) needs HELD: the
  * start-up hook sets it when torch is imported. */
