@@ -322,8 +322,9 @@ static int walk(uintptr_t *out, int max)
 
 int cmh_pystack_capture(uintptr_t *out, int max)
 {
-    int mode = __atomic_load_n(&g_mode, __ATOMIC_RELAXED);
-    if (max <= 0 || mode == CMH_PYTHON_OFF || !ready()) return 0;
+    if (max <= 0 || __atomic_load_n(&g_mode, __ATOMIC_RELAXED) == CMH_PYTHON_OFF || !ready()) return 0;
+    int mode = __atomic_load_n(&g_mode, __ATOMIC_RELAXED); /* the environment's, once ready() read it */
+    if (mode == CMH_PYTHON_OFF) return 0;
     if (!py.is_initialized()) return 0; /* no interpreter running: not a refusal */
     if (py.is_finalizing()) {
         __atomic_add_fetch(&cmh_py_refused[CMH_PYREFUSE_FINALIZING], 1, __ATOMIC_RELAXED);
@@ -332,7 +333,7 @@ int cmh_pystack_capture(uintptr_t *out, int max)
     if (!py.this_tstate()) return 0; /* a thread that never ran Python (the helper among them) */
     int n;
     if (py.gil_check()) n = walk(out, max);
-    else if (__atomic_load_n(&g_mode, __ATOMIC_RELAXED) == CMH_PYTHON_WAIT) {
+    else if (mode == CMH_PYTHON_WAIT) {
         /* The thread released the GIL around the call: take it back for the walk, as a ctypes
          * callback would.  (A program whose GIL holder waits on a lock this thread holds would
          * deadlock here: PyTorch's caching allocator is one, so the start-up hook asks for
