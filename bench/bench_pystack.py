@@ -1,9 +1,10 @@
 """bench_pystack.py DEPTH PAIRS [cdll|pydll] - ns per cuMemAlloc+cuMemFree pair called through
-ctypes from a Python function DEPTH frames deep, for bench/rows_py.sh, which runs it with and
-without the recorder and its Python stacks (recorder/pystack.c) and prints the differences.
+ctypes from a Python function DEPTH frames deep, for bench/rows_py.sh.
 cdll: ctypes.CDLL, which releases the GIL around the call (the recorder takes it back to read
-the stack); pydll: ctypes.PyDLL, which keeps it.  Prints the best of 5 rounds, in ns per pair.
-Run with the fake driver (or a real one) on LD_LIBRARY_PATH."""
+the stack); pydll: ctypes.PyDLL, which keeps it.  Under the recorder the Python-stack modes
+(cmh_set_python_stacks: off, held, wait) take turns round after round in this one process, so
+that they are compared side by side on a noisy machine; each prints "MODE NS", the best round.
+Without the recorder: "bare NS".  Run with the fake driver (or a real one) on LD_LIBRARY_PATH."""
 import ctypes
 import sys
 import time
@@ -17,6 +18,12 @@ assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
 assert cuda.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev) == 0
 alloc, free = cuda.cuMemAlloc_v2, cuda.cuMemFree_v2
 free.argtypes = [ctypes.c_uint64]
+try:
+    set_mode = ctypes.CDLL(None).cmh_set_python_stacks
+    set_mode.argtypes = [ctypes.c_int]
+    modes = [("off", 0), ("held", 1), ("wait", 2)]
+except AttributeError:
+    set_mode, modes = None, [("bare", None)]
 
 
 def loop(n):
@@ -30,9 +37,16 @@ def loop(n):
 
 
 def nest(k, n):
-    return loop(n) if k <= 1 else nest(k - 1, n)
+    return loop(n) if k <= 1 else nest(k - 1, n)  # loop() is frame DEPTH, <module> frame 1
 
 
-nest(depth - 1, pairs // 10)  # warm: every (code, line) seen once
-best = min(nest(depth - 1, pairs) for _ in range(5))  # loop() is frame DEPTH, <module> frame 1
-print("%.0f" % (best / pairs))
+best = {}
+for r in range(8):
+    for name, m in modes:
+        if set_mode:
+            set_mode(m)
+        t = nest(depth - 1, pairs // 10 if r == 0 else pairs)
+        if r:  # round 0 warms: every (code, line) seen once
+            best[name] = min(best.get(name, t), t)
+for name, _ in modes:
+    print("%s %.0f" % (name, best[name] / pairs))

@@ -118,3 +118,6 @@ sed -n 's/^hooked, enabled=all context=none *\(.*\)/\1/p' "$T/hooks" | { read -r
 sed -n 's/^hooked, context=all (2 stacks\/pair, 32 fr) *\(.*\)/\1/p' "$T/hooks" | { read -r v; row "recorder, context=all, per pair over the bare driver" "$v (target <= +500 ns)"; }
 sed -n 's/^hooked, context=none, 1 thread *\(.*\)/\1/p' "$T/hooks" | { read -r v; row "recorder, 8 threads vs 1, CPU per pair" "$v (target <= 2x)"; }
 sed -n 's/^driver alone, 1 thread *\(.*\)/\1/p' "$T/hooks" | { read -r v; row "  baseline: the driver alone, 8 threads vs 1" "$v"; }
+
+# Python stacks with each allocation (bench/rows_py.sh)
+sh "$(dirname "$0")/rows_py.sh" "$B"

@@ -87,6 +87,7 @@ typedef struct pyframe {
 } pyframe;
 
 static cmh_oatab g_codes = {NULL, 0, 0, sizeof(code_info)};
+#define CODES_MAX 65536 /* code objects kept alive at most; past it, their frames are lost (counted) */
 static cmh_oatab g_frames = {NULL, 0, 0, sizeof(pyframe_slot)};
 /* (code, instruction offset) -> id: the line is computed once per call site, not per stack
  * (PyCode_Addr2Line scans the code's line table) */
@@ -226,7 +227,8 @@ static uint32_t frame_id(PyObj *code, int line)
     if ((id = find_id(code, line, h))) goto out; /* made meanwhile, by a re-entered capture */
     code_info *ci = cmh_oa_find(&g_codes, (uint64_t)(uintptr_t)code);
     if (!ci) {
-        if (!file || cmh_oa_reserve(&g_codes, g_codes.n + 1) != 0) goto out;
+        /* a program that compiles code in a loop must not have us keep all of it */
+        if (!file || g_codes.n >= CODES_MAX || cmh_oa_reserve(&g_codes, g_codes.n + 1) != 0) goto out;
         py.incref(code); /* kept: its address is our key and must not be reused */
         ci = cmh_oa_add(&g_codes, (uint64_t)(uintptr_t)code);
         ci->file = file;
