@@ -48,6 +48,7 @@ static struct {
     int (*gil_ensure)(void);
     void (*gil_release)(int);
     void *(*tstate_get)(void);
+    void *(*tstate_attached)(void); /* this thread's attached state or NULL, never fatal */
     obj_fn tstate_frame, frame_back, frame_code;
     int (*frame_line)(PyObj *);
     int (*frame_lasti)(PyObj *);           /* 3.11+; without it frames are keyed by line */
@@ -62,7 +63,7 @@ static struct {
 
 /* 0 not looked yet, 1 present, -1 absent (looked again now and then: Python may be dlopen'ed) */
 static int g_state;
-static uint32_t g_absent_calls;
+static __thread uint32_t t_absent_calls; /* per thread: no shared counter on a C program's hot path */
 static int g_mode = CMH_PYTHON_WAIT; /* CUMEMHIST_PYSTACKS, cmh_set_python_stacks */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -131,6 +132,7 @@ static void resolve(void)
     SYM(gil_ensure, "PyGILState_Ensure");
     SYM(gil_release, "PyGILState_Release");
     SYM(tstate_get, "PyThreadState_Get");
+    if (!SYM(tstate_attached, "PyThreadState_GetUnchecked")) SYM(tstate_attached, "_PyThreadState_UncheckedGet"); /* 3.13 / before */
     SYM(tstate_frame, "PyThreadState_GetFrame"); /* 3.9+ */
     SYM(frame_back, "PyFrame_GetBack");          /* 3.9+ */
     SYM(frame_code, "PyFrame_GetCode");          /* 3.9+ */
@@ -172,7 +174,7 @@ static int ready(void)
     if (CMH_LIKELY(st == 1)) return 1;
     if (st == -2) return 0;
     /* no interpreter (yet): look again every 4096 stacks, in case one is dlopen'ed */
-    if (st == -1 && (__atomic_add_fetch(&g_absent_calls, 1, __ATOMIC_RELAXED) & 4095) != 0) return 0;
+    if (st == -1 && (++t_absent_calls & 4095) != 0) return 0;
     pthread_mutex_lock(&g_lock);
     if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) <= 0 && g_state != -2) {
         const char *m = getenv("CUMEMHIST_PYSTACKS");
@@ -334,7 +336,9 @@ int cmh_pystack_capture(uintptr_t *out, int max)
     }
     if (!py.this_tstate()) return 0; /* a thread that never ran Python (the helper among them) */
     int n;
-    if (py.gil_check()) n = walk(out, max);
+    /* PyGILState_Check says 1 whatever the truth once sub-interpreters exist: an attached
+     * thread state is the GIL held, when the interpreter can say so */
+    if ((!py.tstate_attached || py.tstate_attached()) && py.gil_check()) n = walk(out, max);
     else if (mode == CMH_PYTHON_WAIT) {
         /* The thread released the GIL around the call: take it back for the walk, as a ctypes
          * callback would.  (A program whose GIL holder waits on a lock this thread holds would
