@@ -3,7 +3,8 @@ ctypes from a Python function DEPTH frames deep, for bench/rows_py.sh.
 cdll: ctypes.CDLL, which releases the GIL around the call (the recorder takes it back to read
 the stack); pydll: ctypes.PyDLL, which keeps it.  Under the recorder the Python-stack modes
 (cmh_set_python_stacks: off, held, wait) take turns round after round in this one process, so
-that they are compared side by side on a noisy machine; each prints "MODE NS", the best round.
+that they are compared side by side on a noisy machine, in the thread's CPU time (time spent
+descheduled is not counted); each prints "MODE NS", the best round.
 Without the recorder: "bare NS".  Run with the fake driver (or a real one) on LD_LIBRARY_PATH."""
 import ctypes
 import sys
@@ -29,11 +30,11 @@ except AttributeError:
 def loop(n):
     p = ctypes.c_uint64()
     ref = ctypes.byref(p)
-    t0 = time.perf_counter_ns()
+    t0 = time.thread_time_ns()
     for i in range(n):
         alloc(ref, 4096 + (i & 7) * 512)
         free(p.value)
-    return time.perf_counter_ns() - t0
+    return time.thread_time_ns() - t0
 
 
 def nest(k, n):
