@@ -86,9 +86,12 @@ void cmh_helper_wake(void)
     if (__atomic_load_n(&g_helper_started, __ATOMIC_ACQUIRE)) sem_post(&g_sem);
 }
 
+__thread int cmh_on_helper;
+
 static void *helper(void *arg)
 {
     (void)arg;
+    cmh_on_helper = 1; /* pystack.c: never reads Python frames here (dumps call into Python) */
     for (;;) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);

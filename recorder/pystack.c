@@ -13,8 +13,8 @@
  * `with nogil`, most bindings) but still has its Python thread state takes the GIL back for the
  * walk with PyGILState_Ensure, as a ctypes callback does, unless CUMEMHIST_PYSTACKS=held.  Every
  * refusal is counted by reason and lands in the snapshot's settings.  The recorder's helper thread
- * never captures stacks, and a thread that has never run Python has no thread state: both are
- * refused before anything is touched.
+ * (which calls into Python for PyTorch's snapshot) is never walked, and a thread that has never
+ * run Python has no thread state: both are passed over before anything is touched.
  *
  * Interning.  A Python frame is a (code object, line) pair and becomes a pseudo PC: CMH_PYTOKEN |
  * id, an address no user-space PC can have, so that a mixed stack is interned, cached and written
@@ -326,7 +326,7 @@ static int walk(uintptr_t *out, int max)
 
 int cmh_pystack_capture(uintptr_t *out, int max)
 {
-    if (max <= 0 || __atomic_load_n(&g_mode, __ATOMIC_RELAXED) == CMH_PYTHON_OFF || !ready()) return 0;
+    if (max <= 0 || cmh_on_helper || __atomic_load_n(&g_mode, __ATOMIC_RELAXED) == CMH_PYTHON_OFF || !ready()) return 0;
     int mode = __atomic_load_n(&g_mode, __ATOMIC_RELAXED); /* the environment's, once ready() read it */
     if (mode == CMH_PYTHON_OFF) return 0;
     if (!py.is_initialized()) return 0; /* no interpreter running: not a refusal */
