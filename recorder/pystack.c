@@ -324,6 +324,41 @@ static int walk(uintptr_t *out, int max)
     return k;
 }
 
+/* PyTorch's CUDA allocator in the process (libc10_cuda), looked for again only when the loader's
+ * count of loaded objects moved: its frees run under the GIL while holding the lock its
+ * cudaMalloc runs under, so waiting for the GIL there could deadlock (a plain LD_PRELOAD has no
+ * start-up hook to say so). */
+static unsigned long long g_adds_seen;
+static int g_torch;
+
+static int first_adds(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    *(unsigned long long *)arg = info->dlpi_adds;
+    return 1;
+}
+
+static int find_c10(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    const char *n = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    return n && !strncmp(n + 1, "libc10_cuda", 11);
+}
+
+static int torch_cuda_loaded(void)
+{
+    unsigned long long adds = 0;
+    dl_iterate_phdr(first_adds, &adds);
+    if (adds != __atomic_load_n(&g_adds_seen, __ATOMIC_RELAXED)) {
+        int t = dl_iterate_phdr(find_c10, NULL);
+        __atomic_store_n(&g_torch, t, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_adds_seen, adds, __ATOMIC_RELAXED);
+        if (t) cmh_log("PyTorch's CUDA allocator is loaded: Python frames only from threads holding the GIL (--python-stacks held)");
+    }
+    return __atomic_load_n(&g_torch, __ATOMIC_RELAXED);
+}
+
 int cmh_pystack_capture(uintptr_t *out, int max)
 {
     if (max <= 0 || cmh_on_helper || __atomic_load_n(&g_mode, __ATOMIC_RELAXED) == CMH_PYTHON_OFF || !ready()) return 0;
@@ -339,11 +374,15 @@ int cmh_pystack_capture(uintptr_t *out, int max)
     /* PyGILState_Check says 1 whatever the truth once sub-interpreters exist: an attached
      * thread state is the GIL held, when the interpreter can say so */
     if ((!py.tstate_attached || py.tstate_attached()) && py.gil_check()) n = walk(out, max);
-    else if (mode == CMH_PYTHON_WAIT) {
+    else if (mode == CMH_PYTHON_WAIT && torch_cuda_loaded()) {
+        __atomic_store_n(&g_mode, CMH_PYTHON_HELD, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&cmh_py_refused[CMH_PYREFUSE_NOGIL], 1, __ATOMIC_RELAXED);
+        return 0;
+    } else if (mode == CMH_PYTHON_WAIT) {
         /* The thread released the GIL around the call: take it back for the walk, as a ctypes
          * callback would.  (A program whose GIL holder waits on a lock this thread holds would
          * deadlock here: PyTorch's caching allocator is one, so the start-up hook asks for
-         * `held` when torch is imported.) */
+         * `held` when torch is imported, and without it torch_cuda_loaded() does.) */
         int g = py.gil_ensure();
         n = py.is_finalizing() ? 0 : walk(out, max);
         py.gil_release(g);

@@ -118,6 +118,18 @@ check "--python-stacks held: ctypes.CDLL released the GIL, so no Python frames, 
 "$CMH" export -o o.json o.cmh
 check "--python-stacks off: native frames only, nothing counted" \
     'pyq -c "import json; d=json.load(open(\"o.json\")); assert d[\"frames\"] and not [f for f in d[\"frames\"] if f[\"filename\"].endswith(\".py\")]; assert \"python_stacks\" not in json.dumps(d[\"allocator_settings\"])"'
+"$CMH" record -q -o c.cmh -- $PY "$PROG" "$LIB" c10 >/dev/null 2>err.txt
+"$CMH" export -o c.json c.cmh
+check "PyTorch's CUDA allocator loaded (libc10_cuda): no more waiting for the GIL, said once ($(cat err.txt))" \
+    'pyq -c "
+import json
+d = json.load(open(\"c.json\"))
+fr, st = d[\"frames\"], d[\"stacks\"]
+by = {b[\"size\"] >> 20: st[b[\"stack\"]] for s in d[\"segments\"] for b in s[\"blocks\"]}
+assert any(fr[i][\"filename\"].endswith(\"pyalloc.py\") for i in by[1]), \"before\"
+assert not any(fr[i][\"filename\"].endswith(\".py\") for i in by[2]), \"after\"
+assert d[\"allocator_settings\"][\"python_stacks_refused_nogil\"] >= 1, d[\"allocator_settings\"]
+" && [ "$(grep -c "PyTorch.s CUDA allocator is loaded" err.txt)" = 1 ]'
 "$CMH" record -q -o t2.cmh -- $PY "$PROG" "$LIB" die >/dev/null 2>&1
 "$CMH" export -o t2.json t2.cmh 2>/dev/null
 check "a program killed by SIGKILL: its recovered record keeps the Python line" \

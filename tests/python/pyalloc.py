@@ -3,7 +3,8 @@ memory allocated from known lines (marked "# L:name") in the main thread, worker
 recursion, a generator, and a ctypes callback called by C (tests/pycallback.c).  Sizes are
 distinct, so a report's row says which line it is.  argv[1]: the path of libpycallback.so;
 argv[2] (optional): a mode (threads: only the worker threads, many times, for TSan; die:
-one allocation, then SIGKILL)."""
+one allocation, then SIGKILL; c10: one allocation before and one after loading a stand-in for
+PyTorch's libc10_cuda.so)."""
 import ctypes
 import sys
 import threading
@@ -54,6 +55,12 @@ def main():
             t.start()
         for t in ts:
             t.join()
+        return
+    if mode == "c10":  # PyTorch's CUDA allocator loaded (a stand-in named libc10_cuda.so)
+        grab(1 * MiB)  # L:before-c10
+        import os
+        ctypes.CDLL(os.path.join(os.path.dirname(sys.argv[1]), "libc10_cuda.so"))
+        grab(2 * MiB)  # L:after-c10
         return
     if mode == "die":  # the flight record outlives it: record recovers the stacks
         grab(1 * MiB)  # L:die
