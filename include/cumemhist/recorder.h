@@ -90,7 +90,7 @@ int cmh_torch_snapshot_file(const char *path);
  * thread holds the GIL; WAIT (the default, CUMEMHIST_PYSTACKS) also when it released the GIL around
  * the driver call, taking it back for the walk.  A program whose GIL holder can wait on a lock
  * held by an allocating thread (PyTorch's caching allocator frees under the GIL) needs HELD: the
- * start-up hook sets it when torch is imported. */
+ * start-up hook sets it when torch is imported, the recorder itself once libc10_cuda is loaded. */
 enum { CMH_PYTHON_OFF = 0, CMH_PYTHON_HELD = 1, CMH_PYTHON_WAIT = 2 };
 int cmh_set_python_stacks(int mode);
 
