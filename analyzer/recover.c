@@ -118,6 +118,11 @@ typedef struct name_rec {
     uint32_t len, pad;
 } name_rec;
 
+typedef struct pyframe_rec {
+    uint64_t id; /* the key: recorder Python frame id + 1 */
+    uint32_t frame, pad; /* its frame in the snapshot */
+} pyframe_rec;
+
 typedef struct jentry {
     cmh_entry e;
     uint32_t slot;
@@ -131,6 +136,7 @@ typedef struct ctx {
     uint64_t *pcs;
     uint32_t npcs, cappcs;
     cmh_oatab names; /* of name_rec */
+    cmh_oatab pyframes; /* of pyframe_rec */
     jentry *ents;
     uint32_t nents, capents;
     cmh_annotation *anns;
@@ -179,6 +185,19 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         if (!n) return CMH_ENOMEM;
         n->off = at + c->r->head + sizeof *x;
         n->len = x->length;
+        return CMH_OK;
+    }
+    case CMH_FR_PYFRAME: {
+        const cmh_fr_pyframe *x = body;
+        if (len < sizeof *x || x->file_len > len - sizeof *x || x->name_len > len - sizeof *x - x->file_len)
+            return fail(c->r, "a Python frame record longer than its length at byte %llu", at);
+        const char *file = (const char *)(x + 1);
+        cmh_frame f = {0, 0, 0, x->line, -1};
+        pyframe_rec *p = cmh_oa_get(&c->pyframes, (uint64_t)x->id + 1, NULL);
+        if (!p || cmh_strtab_intern(&s->strings, file, x->file_len, &f.filename) ||
+            cmh_strtab_intern(&s->strings, file + x->file_len, x->name_len, &f.name) ||
+            cmh_snapshot_add_frame(s, &f, &p->frame))
+            return CMH_ENOMEM;
         return CMH_OK;
     }
     case CMH_FR_MODULE: {
@@ -258,6 +277,15 @@ static int model_stack(ctx *c, uint32_t rec, uint32_t *out)
     uint32_t ids[4096];
     for (uint32_t i = 0; i < p->depth; i++) {
         uint64_t pc = c->pcs[p->first + i];
+        if ((pc >> 48) == 0xC0DE) { /* a Python frame: CMH_FR_PYFRAME made it */
+            const pyframe_rec *py = cmh_oa_find(&c->pyframes, (pc & 0xFFFFFFFFull) + 1);
+            cmh_frame q = {0, 0, 0, 0, -1};
+            if (py) ids[i] = py->frame;
+            else if (cmh_strtab_intern(&s->strings, "??", 2, &q.name) || cmh_strtab_intern(&s->strings, "??", 2, &q.filename) ||
+                     cmh_snapshot_add_frame(s, &q, &ids[i]))
+                return CMH_ENOMEM;
+            continue;
+        }
         cmh_frame f = {pc, 0, 0, 0, -1};
         for (uint32_t m = 0; m < s->nmodules; m++)
             if (pc - 1 >= s->modules[m].base && pc - 1 < s->modules[m].base + s->modules[m].size) {
@@ -434,6 +462,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     cmh_oa_init(&c.names, sizeof(name_rec));
     cmh_fstate st;
     cmh_fstate_init(&st);
+    cmh_oa_init(&c.pyframes, sizeof(pyframe_rec));
     cmh_snapshot base;
     int have_base = 0;
 
@@ -577,6 +606,7 @@ out:
     if (have_base) cmh_snapshot_free(&base);
     cmh_oa_free(&c.stacks);
     cmh_oa_free(&c.names);
+    cmh_oa_free(&c.pyframes);
     free(c.pcs);
     free(c.ents);
     free(c.anns);

@@ -245,6 +245,13 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
     if ((ends(file, ".py") || ends(file, ".pyc")) && (starts(file, "torch/") || strstr(file, "/torch/"))) return R_TORCH_PY;
     /* TorchInductor's generated code, in its cache directory (/tmp/torchinductor_USER/) */
     if (strstr(file, "torchinductor_") && ends(file, ".py")) return R_TORCH_PY;
+    /* Any other Python frame (the recorder's, PyTorch's, py-spy's: a .py file, no module) is the
+     * user's unless it is installed (a package, the standard library) or frozen importlib; its
+     * function name says nothing (a user may well call one binary_op or Py_alloc). */
+    if (f->module < 0 && (ends(file, ".py") || starts(file, "<frozen ") || !strcmp(file, "<string>") || !strcmp(file, "<stdin>"))) {
+        if (starts(file, "<frozen ")) return R_CPYTHON;
+        return package_dir(file) ? R_PACKAGE : R_NONE;
+    }
     /* C++'s runtime: libstdc++, libgcc's unwinder, libc++ */
     static const char *const std_ns[] = {"std::", "__gnu_cxx::", "__cxxabiv1::", "__cxa_", "__gxx_", "_Unwind_", NULL};
     static const char *const std_mods[] = {"libstdc++", "libgcc_s", "libc++", NULL};
@@ -397,9 +404,16 @@ static const char *owner_of(const cmh_sites *g, const cmh_stack *st)
         uint32_t fid = s->stack_frames[st->first + i];
         const cmh_frame *f = &s->frames[fid];
         const char *mod = cmh_frame_module(s, f);
-        if (!*mod) continue;
+        if (!*mod) {
+            /* a Python frame reached through ctypes' glue: the program's script owns it */
+            const char *file = f->module < 0 ? cmh_str(s, f->filename) : "";
+            if (ends(file, ".py")) return strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+            continue;
+        }
         if (starts(mod, "libcumemhist") || starts(mod, "libcuda.so") || starts(mod, "libcuda-") || starts(mod, "libcudart"))
             continue;
+        /* ctypes (libffi, _ctypes) calls the driver for a Python caller, who owns it */
+        if (starts(mod, "libffi.so") || starts(mod, "_ctypes.") || starts(mod, "_ctypes_")) continue;
         return mod;
     }
     return st->count ? "?" : "";

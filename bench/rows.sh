@@ -127,3 +127,5 @@ sh "$(dirname "$0")/rows_obs.sh" "$B"
 sh "$(dirname "$0")/rows_speed.sh" "$B"
 # the viewer's figures, beside MemoryViz.js in the same browser harness
 sh "$(dirname "$0")/rows_view.sh" "$B"
+# Python stacks with each allocation (bench/rows_py.sh)
+sh "$(dirname "$0")/rows_py.sh" "$B"

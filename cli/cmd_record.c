@@ -25,6 +25,8 @@
 static const char *g_output, *g_lib;
 static int g_enabled = -1, g_context = -1, g_quiet, g_kernels, g_have_entries, g_have_frames, g_max_frames, g_no_torch;
 static uint64_t g_max_entries;
+static int g_pystacks = -1;
+static const char *const g_pystacks_names[] = {"off", "held", "wait", NULL};
 static const char *const g_enabled_names[] = {"state", "all", NULL};
 static const char *const g_context_names[] = {"none", "state", "alloc", "all", NULL};
 
@@ -45,6 +47,10 @@ static const cli_option g_opts[] = {
      NULL},
     {"--no-torch", NULL, CLI_FLAG, &g_no_torch, NULL,
      "do not co-record PyTorch (by default a Python program that imports torch\nhas PyTorch's own history recorded too, in the same snapshot)", NULL, 0, 0, NULL},
+    {"--python-stacks", NULL, CLI_CHOICE, &g_pystacks, "off|held|wait",
+     "Python frames with each stack: wait (default) reads them also when the thread\n"
+     "released the GIL around the driver call (ctypes, most bindings), taking it back;\n"
+     "held only when it holds the GIL; off never", g_pystacks_names, 0, 0, NULL},
     {"--lib", NULL, CLI_STR, &g_lib, "PATH", "libcumemhist.so to preload (default: beside this command)", NULL, 0, 0, NULL},
     {"--quiet", "-q", CLI_FLAG, &g_quiet, NULL, "do not list the snapshots written", NULL, 0, 0, NULL},
 };
@@ -333,6 +339,7 @@ static int record(char **prog, const char *argv0)
     snprintf(num, sizeof num, "%d", g_max_frames);
     if (g_have_frames) setenv("CUMEMHIST_MAX_FRAMES", num, 1);
     if (g_kernels) setenv("CUMEMHIST_KERNELS", "1", 1);
+    if (g_pystacks >= 0) setenv("CUMEMHIST_PYSTACKS", g_pystacks_names[g_pystacks], 1);
     python_hook(argv0);
 
     /* A fixed output path goes to the first process that touches CUDA (recorder/config.c, by a

@@ -54,6 +54,7 @@ static const char *const g_env[][2] = {
     {"CUMEMHIST_LIB", "the libcumemhist.so record preloads (default: the one installed beside the command)."},
     {"CUMEMHIST_PYTHON", "the directory holding the cumemhist Python package record puts on PYTHONPATH for PyTorch co-recording."},
     {"CUMEMHIST_TORCH", "0 turns PyTorch co-recording off (record --no-torch)."},
+    {"CUMEMHIST_PYSTACKS", "off, held or wait (default): when a Python thread's frames are read with its stack (record --python-stacks)."},
     {"CUMEMHIST_DEBUG", "1 makes the recorder say what it does on standard error."},
 };
 

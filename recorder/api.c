@@ -31,6 +31,8 @@ CMH_EXPORT int cmh_set_torch_snapshot_hook(int (*fn)(const char *path, void *arg
 
 CMH_EXPORT int cmh_torch_snapshot_file(const char *path) { return cmh_dump_set_torch_file(path); }
 
+CMH_EXPORT int cmh_set_python_stacks(int mode) { return cmh_pystack_set_mode(mode); }
+
 CMH_EXPORT int cmh_memory_stats(cmh_device_stats *out, int cap)
 {
     if (cap < 0 || (cap && !out)) return CMH_EINVAL;

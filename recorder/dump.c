@@ -49,8 +49,8 @@ static uint32_t map_stack(uint32_t rec, void *arg)
     if (c->map[rec]) return c->map[rec] - 1;
     const uintptr_t *pcs;
     uint32_t n = cmh_stack_get(rec, &pcs);
-    uint32_t ids[CMH_MAX_FRAMES];
-    if (n > CMH_MAX_FRAMES) n = CMH_MAX_FRAMES;
+    uint32_t ids[CMH_MAX_STACK];
+    if (n > CMH_MAX_STACK) n = CMH_MAX_STACK;
     for (uint32_t i = 0; i < n; i++)
         if (cmh_symbolize(c->z, pcs[i], 1, &ids[i]) != CMH_OK) {
             c->failed = 1;
@@ -88,6 +88,19 @@ static void fill_meta(cmh_snapshot *s)
     for (ssize_t i = 0; i < n; i++)
         if (cmd[i] == 0) cmd[i] = ' ';
     cmh_strtab_intern(&s->strings, cmd, (size_t)n, &s->cmdline);
+    /* how often the Python stack was read, and refused (pystack.c), when there was any Python */
+    uint64_t pyc = __atomic_load_n(&cmh_py_captured, __ATOMIC_RELAXED);
+    uint64_t nogil = __atomic_load_n(&cmh_py_refused[CMH_PYREFUSE_NOGIL], __ATOMIC_RELAXED);
+    uint64_t fin = __atomic_load_n(&cmh_py_refused[CMH_PYREFUSE_FINALIZING], __ATOMIC_RELAXED);
+    if (pyc || nogil || fin) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)pyc);
+        cmh_snapshot_add_setting(s, "python_stacks", v, 1);
+        snprintf(v, sizeof v, "%llu", (unsigned long long)nogil);
+        cmh_snapshot_add_setting(s, "python_stacks_refused_nogil", v, 1);
+        snprintf(v, sizeof v, "%llu", (unsigned long long)fin);
+        cmh_snapshot_add_setting(s, "python_stacks_refused_finalizing", v, 1);
+    }
 }
 
 void cmh_dump_note_manifest(const char *kind, const char *path)

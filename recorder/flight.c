@@ -301,6 +301,25 @@ void cmh_flight_name(uint32_t id, const char *name)
     commit(h, CMH_FR_NAME, a);
 }
 
+void cmh_flight_pyframe(uint32_t id, const char *file, const char *name, int32_t line)
+{
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
+    size_t fl = strlen(file), nl = strlen(name);
+    if (fl > 4096) fl = 4096;
+    if (nl > 4096) nl = 4096;
+    uint32_t a;
+    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_pyframe) + fl + nl), &a, 1);
+    if (!h) return;
+    cmh_fr_pyframe *r = BODY(h, cmh_fr_pyframe);
+    r->id = id;
+    r->line = line;
+    r->file_len = (uint32_t)fl;
+    r->name_len = (uint32_t)nl;
+    memcpy(r + 1, file, fl);
+    memcpy((char *)(r + 1) + fl, name, nl);
+    commit(h, CMH_FR_PYFRAME, a);
+}
+
 void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
@@ -528,6 +547,7 @@ void cmh_flight_start(void)
     h->active = 0;
     g_prep_at = g_first_size / 2;
     __atomic_store_n(&g_h, h, __ATOMIC_RELEASE); /* only now may appends come: the first extent is there */
+    cmh_pystack_each(cmh_flight_pyframe); /* before the stacks that name them */
     cmh_stacks_each(cmh_flight_stack); /* those made before (a forked child's inherited ones) */
     cmh_marks_each(cmh_flight_name);
     /* entries made before (a mark before the first allocation): the reader drops the copies of
@@ -631,6 +651,7 @@ static void checkpoint(void)
     /* a new generation: what entries refer to is written there again, then the state */
     if (next_extent(0, 1) < 0) return;
     uint64_t gen = g_h->gen;
+    cmh_pystack_each(cmh_flight_pyframe); /* before the stacks that name them */
     cmh_stacks_each(cmh_flight_stack);
     cmh_marks_each(cmh_flight_name);
     g_nknown = 0; /* the modules too */

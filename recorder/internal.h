@@ -11,6 +11,7 @@
  *   blocks.c   blocks an allocator above the driver reports (the block API's state)
  *   marks.c    names of marks and ranges, and the ranges as annotations
  *   stacks.c   unw_backtrace into interned stacks
+ *   pystack.c  the Python frames of the allocating thread, as pseudo PCs in its stack
  *   symbols.c  symbolization at dump (ELF .symtab, .dynsym, dladdr) and the module map
  *   export.c   the recorder's state as a snapshot model
  *   dump.c     one snapshot: the model built, symbolized, written atomically
@@ -281,6 +282,27 @@ CMH_HIDDEN void cmh_stacks_atfork_prepare(void);
 CMH_HIDDEN void cmh_stacks_atfork_parent(void);
 CMH_HIDDEN void cmh_stacks_atfork_child(void);
 
+/* ---- pystack.c: the Python frames of the allocating thread ---- */
+/* A Python frame is the pseudo PC CMH_PYTOKEN | id (no user-space address looks like it). */
+#define CMH_PYTOKEN 0xC0DE000000000000ull
+#define CMH_MAX_STACK (2 * CMH_MAX_FRAMES) /* native frames plus Python ones */
+static inline int cmh_is_pytoken(uintptr_t pc) { return (pc & 0xFFFF000000000000ull) == CMH_PYTOKEN; }
+enum { CMH_PYREFUSE_NOGIL, CMH_PYREFUSE_FINALIZING, CMH_PYREFUSE_N };
+CMH_HIDDEN extern uint64_t cmh_py_refused[CMH_PYREFUSE_N];
+CMH_HIDDEN extern uint64_t cmh_py_captured;
+CMH_HIDDEN extern __thread int cmh_on_helper; /* process.c: set on the recorder's helper thread */
+/* Up to max tokens of this thread's Python stack, innermost first; 0 when there is none or it is
+ * not safe to read now (counted in cmh_py_refused). */
+CMH_HIDDEN int cmh_pystack_capture(uintptr_t *out, int max);
+/* Whether a return address is in the interpreter's own code (where Python frames go). */
+CMH_HIDDEN int cmh_pystack_in_interp(uintptr_t pc);
+CMH_HIDDEN int cmh_pystack_frame(uintptr_t token, const char **file, const char **name, int32_t *line);
+CMH_HIDDEN void cmh_pystack_each(void (*fn)(uint32_t id, const char *file, const char *name, int32_t line));
+CMH_HIDDEN int cmh_pystack_set_mode(int mode);
+CMH_HIDDEN void cmh_pystack_atfork_prepare(void);
+CMH_HIDDEN void cmh_pystack_atfork_parent(void);
+CMH_HIDDEN void cmh_pystack_atfork_child(void);
+
 /* ---- symbols.c ---- */
 /* Add frames and modules for a list of PCs to the model: out_ids[i] = frame id of pcs[i]. */
 typedef struct cmh_symbolizer cmh_symbolizer;
@@ -321,6 +343,7 @@ CMH_HIDDEN void cmh_flight_clear(int slot, uint64_t seq);                       
 CMH_HIDDEN void cmh_flight_set_capacity(uint64_t max_entries);
 CMH_HIDDEN void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth);
 CMH_HIDDEN void cmh_flight_name(uint32_t id, const char *name);
+CMH_HIDDEN void cmh_flight_pyframe(uint32_t id, const char *file, const char *name, int32_t line);
 CMH_HIDDEN void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage);
 CMH_HIDDEN void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total);
 CMH_HIDDEN void cmh_flight_tick(void); /* the helper thread, every ~100 ms */

@@ -100,11 +100,14 @@ static void helper_tick(int64_t *last, unsigned *ticks)
     if (++*ticks % 10 == 0 && g_live_samples) cmh_meminfo_sample_live();
 }
 
+__thread int cmh_on_helper;
+
 static void *helper(void *arg)
 {
     (void)arg;
     int64_t last_tick = cmh_now_ns();
     unsigned ticks = 0;
+    cmh_on_helper = 1; /* pystack.c: never reads Python frames here (dumps call into Python) */
     for (;;) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -274,10 +277,12 @@ static void fork_prepare(void)
     cmh_vmm_atfork_prepare();
     cmh_marks_atfork_prepare();
     cmh_stacks_atfork_prepare();
+    cmh_pystack_atfork_prepare();
 }
 
 static void fork_parent(void)
 {
+    cmh_pystack_atfork_parent();
     cmh_stacks_atfork_parent();
     cmh_marks_atfork_parent();
     cmh_vmm_atfork_parent();
@@ -289,6 +294,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+    cmh_pystack_atfork_child();
     cmh_stacks_atfork_child();
     cmh_marks_reset_after_fork();
     cmh_vmm_reset_after_fork();

@@ -7,6 +7,8 @@
  * capture the host's C++ exception handling (PyTorch's among them).  Without libunwind, glibc's
  * backtrace() is the fallback.
  *
+ * A Python thread's frames (pystack.c) are spliced in as pseudo PCs.
+ *
  * Interning: 16 shards keyed by the stack's hash, each under its own lock, each with an arena of
  * PCs that is only ever appended to, so a stack id stays valid (and its PCs readable) for the
  * life of the process.  Ids are dense from 1; 0 means "no stack".
@@ -154,10 +156,25 @@ out:
     return id;
 }
 
+/* Python frames (pystack.c) go in where the interpreter's own frames begin, counting out from
+ * the allocation, as py-spy --native shows them; after the native ones when none is seen.  buf
+ * has room for CMH_MAX_STACK frames. */
+static int with_python(void **buf, int n, int frames)
+{
+    uintptr_t py[CMH_MAX_FRAMES];
+    int np = cmh_pystack_capture(py, frames < CMH_MAX_FRAMES ? frames : CMH_MAX_FRAMES);
+    if (np <= 0) return n;
+    int at = 0;
+    while (at < n && !cmh_pystack_in_interp((uintptr_t)buf[at])) at++;
+    memmove(buf + at + np, buf + at, (size_t)(n - at) * sizeof *buf);
+    for (int i = 0; i < np; i++) buf[at + i] = (void *)py[i];
+    return n + np;
+}
+
 uint32_t cmh_stack_capture(void)
 {
     if (CMH_UNLIKELY(!__atomic_load_n(&g_unw_tried, __ATOMIC_ACQUIRE))) cmh_stacks_init();
-    void *buf[CMH_MAX_FRAMES + 8];
+    void *buf[CMH_MAX_STACK + 8];
     int frames = __atomic_load_n(&cmh_cfg.max_frames, __ATOMIC_RELAXED);
     int max = frames + 4; /* room for our own frames, dropped below */
     if (max > CMH_MAX_FRAMES + 8) max = CMH_MAX_FRAMES + 8;
@@ -166,6 +183,8 @@ uint32_t cmh_stack_capture(void)
     while (skip < n && (cmh_in_own_module(buf[skip]) || (g_bt_base && in_base(buf[skip], g_bt_base)))) skip++;
     n -= skip;
     if (n > frames) n = frames;
+    if (n < 0) n = 0;
+    n = with_python(buf + skip, n, frames);
     if (n <= 0) return 0;
     return intern(buf + skip, n);
 }

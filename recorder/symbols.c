@@ -210,12 +210,30 @@ static int32_t module_index(cmh_symbolizer *z, module *m)
     return m->index;
 }
 
+/* A Python frame (pystack.c): its file, function and line; no PC, no module. */
+static int python_frame(cmh_symbolizer *z, uintptr_t token, uint32_t *frame_id)
+{
+    const char *file = "??", *name = "??";
+    int32_t line = 0;
+    cmh_pystack_frame(token, &file, &name, &line);
+    cmh_frame f = {0, 0, 0, line, -1};
+    int rc = intern(z->s, name, &f.name);
+    if (rc == CMH_OK) rc = intern(z->s, file, &f.filename);
+    return rc == CMH_OK ? cmh_snapshot_add_frame(z->s, &f, frame_id) : rc;
+}
+
 int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, uint32_t *frame_id)
 {
     const pc_slot *hit = pc ? cmh_oa_find(&z->cache, pc) : NULL;
     if (hit) {
         *frame_id = (uint32_t)hit->frame;
         return CMH_OK;
+    }
+    if (cmh_is_pytoken(pc)) {
+        int rc = python_frame(z, pc, frame_id);
+        pc_slot *sl = rc == CMH_OK ? cmh_oa_add(&z->cache, pc) : NULL;
+        if (sl) sl->frame = *frame_id;
+        return rc != CMH_OK ? rc : sl ? CMH_OK : CMH_ENOMEM;
     }
 
     uintptr_t look = is_ret && pc ? pc - 1 : pc;

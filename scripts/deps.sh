@@ -4,10 +4,12 @@
 # libncurses-dev, libmicrohttpd-dev: `top` and `exporter`; prometheus (promtool with it), tmux:
 # tests/prometheus_test.sh and tests/live_test.sh drive them.
 # chromium, nodejs, npm: the viewer's test drives its page in Chromium with playwright-core (npm, into a cache).
+# python3-torch: Debian's PyTorch 1.13 (CPU) for tests/torch_cpu_test.sh, the start-up hook against a
+# real, older torch.  It is big: with its dependencies about 630 MB installed (168 packages).
 # The CUDA toolkit itself (headers, stub driver, CUPTI) is expected at /usr/local/cuda.
 set -eu
 need=""
-for p in cmake gcc g++ make pkg-config libunwind-dev libmsgpack-dev libcunit1-dev libdw-dev zlib1g-dev libsqlite3-dev python3 clang man-db dpkg-dev golang-go libncurses-dev libmicrohttpd-dev prometheus tmux chromium nodejs npm; do
+for p in cmake gcc g++ make pkg-config libunwind-dev libmsgpack-dev libcunit1-dev libdw-dev zlib1g-dev libsqlite3-dev python3 clang man-db dpkg-dev golang-go libncurses-dev libmicrohttpd-dev prometheus tmux chromium nodejs npm python3-torch; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
 done
 if [ -n "$need" ]; then

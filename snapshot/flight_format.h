@@ -36,7 +36,8 @@
  * cmh_flight_entry layout, slot and seq only) */
 /* CMH_FR_MEMINFO: a cuMemGetInfo sample (added without a version change: older readers skip a
  * record type they do not know) */
-enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7 };
+enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
+       CMH_FR_PYFRAME = 8 };
 /* how the process ended, as far as it could say */
 enum { CMH_FLIGHT_RUNNING = 0, CMH_FLIGHT_EXITED = 1, CMH_FLIGHT_SIGNALED = 2 };
 
@@ -124,6 +125,15 @@ typedef struct cmh_fr_stack {
 typedef struct cmh_fr_name {
     uint32_t id, length;
 } cmh_fr_name;
+
+/* CMH_FR_PYFRAME: a Python frame (recorder/pystack.c), which a stack names by the pseudo PC
+ * 0xC0DE000000000000 | id: {id, line, file length, name length} then both.  Written before any
+ * stack that names it; a reader that does not know the type skips it. */
+typedef struct cmh_fr_pyframe {
+    uint32_t id;
+    int32_t line;
+    uint32_t file_len, name_len;
+} cmh_fr_pyframe;
 
 /* CMH_FR_MODULE: a loaded object: {base, size, path length, build-id length} then both */
 typedef struct cmh_fr_module {

@@ -72,4 +72,12 @@ STANDIN_MODE=raises "$CMH" record -q -o r.cmh -- python3 "$P/corecord_prog.py" t
 rc=$?
 check "an API that raises: said once, the program unharmed ($(head -1 err.txt))" \
     '[ $rc -eq 0 ] && [ "$(grep -c "refused (RuntimeError" err.txt)" = 1 ] && [ -s r.cmh ] && grep -q "torch imported" out.txt'
+for v in v2.0 v1.13; do
+    rm -f log.jsonl
+    STANDIN_MODE=$v "$CMH" record -q -o $v.cmh -- python3 "$P/corecord_prog.py" torch >out.txt 2>err.txt
+    check "PyTorch $v's _record_memory_history form, quietly ($(rec)) ($(head -1 err.txt))" \
+        '[ ! -s err.txt ] && [ "$(ev)" = "import record snapshot" ] && rec | grep -q "'"'"'enabled'"'"': True"'
+done
+check "PyTorch 2.0: context and every entry, in its own words" \
+    'rm -f log.jsonl; STANDIN_MODE=v2.0 "$CMH" record -q -o v.cmh -- python3 "$P/corecord_prog.py" torch >/dev/null 2>&1; rec | grep -q "'"'"'record_context'"'"': True, '"'"'trace_alloc_max_entries'"'"': 2147483647, '"'"'trace_alloc_record_context'"'"': True"'
 finish

@@ -72,6 +72,12 @@ static const frame_case g_cases[] = {
     {"forward", "D:\\proj\\model.py", "", NULL},
     {"main", "app.c", "/home/u/app", NULL},
     {"make_buffer(unsigned long)", "cudart_demo.cu", "/home/u/cudart_demo", NULL},
+    /* Python frames the recorder captured (pystack.c): the user's by path, whatever the name */
+    {"binary_op", "/home/u/train.py", "", NULL},
+    {"Py_alloc", "/home/u/train.py", "", NULL},
+    {"run", "/usr/lib/python3.11/threading.py", "", "package"},
+    {"alloc", "/home/u/venv/lib/python3.12/site-packages/cupy/_core.py", "", "package"},
+    {"_find_and_load", "<frozen importlib._bootstrap>", "", "cpython"},
 };
 #define NCASES (sizeof g_cases / sizeof g_cases[0])
 
@@ -180,6 +186,33 @@ static void test_site_and_fallback(void)
     CU_ASSERT_PTR_NULL(cmh_sites_new(&s, &o, &rc, err, sizeof err));
     CU_ASSERT_EQUAL(rc, CMH_EINVAL);
     CU_ASSERT(strstr(err, "(unclosed") != NULL);
+    cmh_snapshot_free(&s);
+}
+
+/* ctypes: the driver called by libffi for _ctypes for the interpreter; the user's Python line
+ * is the site and its script the owner, not ffi_call (libffi.so.8) */
+static void test_python_over_ctypes(void)
+{
+    cmh_snapshot s;
+    cmh_snapshot_init(&s);
+    uint32_t drv = frame(&s, "cuMemAlloc_v2", "libcuda.so.1", 0, "/x/libcuda.so.1");
+    uint32_t ffi = frame(&s, "ffi_call", "libffi.so.8", 0, "/lib/x86_64-linux-gnu/libffi.so.8");
+    uint32_t ct = frame(&s, "0x967c", "_ctypes.cpython-311-x86_64-linux-gnu.so", 0,
+                        "/usr/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so");
+    uint32_t grab = frame(&s, "grab", "/home/u/prog.py", 17, "");
+    uint32_t run = frame(&s, "run", "/usr/lib/python3.11/threading.py", 975, "");
+    uint32_t eval = frame(&s, "_PyEval_EvalFrameDefault", "python3.11", 0, "/usr/bin/python3.11");
+    uint32_t call = frame(&s, "PyObject_Call", "python3.11", 0, "/usr/bin/python3.11");
+    uint32_t a[] = {drv, ffi, ct, grab, run, eval, call}, b[] = {drv, ffi, ct, run, eval, call}, c[] = {drv, ffi, ct, eval, call};
+    uint32_t sa = stack(&s, a, 7), sb = stack(&s, b, 6), sc = stack(&s, c, 5);
+    cmh_sites *g = sites(&s, CMH_GROUP_SITE, 0, NULL, 0);
+    CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sa), &s.frames[grab]);
+    CU_ASSERT_STRING_EQUAL(cmh_sites_owner(g, cmh_sites_group(g, sa)), "prog.py");
+    /* no user line: the innermost package frame (libffi is one, as is the standard library) */
+    CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sb), &s.frames[ffi]);
+    CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sc), &s.frames[ffi]);
+    CU_ASSERT_STRING_EQUAL(cmh_sites_rule(g, eval), "cpython");
+    cmh_sites_free(g);
     cmh_snapshot_free(&s);
 }
 
@@ -375,6 +408,7 @@ int main(void)
     CMH_ADD_TEST(s, test_every_rule);
     CMH_ADD_TEST(s, test_site_and_fallback);
     CMH_ADD_TEST(s, test_groupings);
+    CMH_ADD_TEST(s, test_python_over_ctypes);
     CMH_ADD_TEST(s, test_corpus);
     CMH_ADD_TEST(s, test_helper_callers);
     CMH_ADD_TEST(s, test_normpath);

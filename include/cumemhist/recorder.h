@@ -86,6 +86,14 @@ int cmh_output_path(char *buf, size_t cap);
 int cmh_set_torch_snapshot_hook(int (*fn)(const char *path, void *arg), void *arg);
 int cmh_torch_snapshot_file(const char *path);
 
+/* Python frames with each stack (docs/RECORDER.md): OFF never; HELD only when the allocating
+ * thread holds the GIL; WAIT (the default, CUMEMHIST_PYSTACKS) also when it released the GIL around
+ * the driver call, taking it back for the walk.  A program whose GIL holder can wait on a lock
+ * held by an allocating thread (PyTorch's caching allocator frees under the GIL) needs HELD: the
+ * start-up hook sets it when torch is imported, the recorder itself once libc10_cuda is loaded. */
+enum { CMH_PYTHON_OFF = 0, CMH_PYTHON_HELD = 1, CMH_PYTHON_WAIT = 2 };
+int cmh_set_python_stacks(int mode);
+
 typedef struct cmh_device_stats {
     int device; /* -1 = pinned host memory */
     uint64_t allocated_current, allocated_peak;

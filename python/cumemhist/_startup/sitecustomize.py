@@ -4,10 +4,13 @@
   - runs the user's own sitecustomize, if there is one, as if this one were not here;
   - waits, costing nothing, for the program to import torch (it never imports it itself); then
     switches PyTorch's history on with the recorder's options (CUMEMHIST_ENABLED, _CONTEXT,
-    _MAX_ENTRIES mapped onto torch.cuda.memory._record_memory_history), asks the recorder to
+    _MAX_ENTRIES mapped onto torch.cuda.memory._record_memory_history, in the form that
+    PyTorch's version takes: 2.1+, 2.0, or 1.13's bool alone), tells the recorder never to wait
+    for the GIL to read a Python stack (see recorder.h, cmh_set_python_stacks), asks the recorder to
     take PyTorch's snapshot with each of its dumps, dumps both at PyTorch's own out-of-memory
     error (its OOM observer, before the exception reaches the program), and leaves PyTorch's
     last snapshot for the recorder's exit dump;
+  - says one line, and does nothing else, with a PyTorch built without CUDA;
   - is off with CUMEMHIST_TORCH=0 (`record --no-torch`).
 PyTorch's APIs here are private and change between releases: when one is missing or refuses,
 it says so once on stderr and the recording goes on at the driver level alone.  It never
@@ -95,6 +98,30 @@ def _on_torch(torch):
         _say("PyTorch co-recording failed (%s: %s)" % (type(e).__name__, e))
 
 
+def _record(record, enabled, context, max_entries):
+    """_record_memory_history in the form this PyTorch takes: 2.1 and later take
+    enabled/context/stacks/max_entries; 2.0 a bool with record_context, trace_alloc_max_entries
+    and trace_alloc_record_context; 1.13 a bool alone (no trace, no context options)."""
+    import inspect
+
+    try:
+        params = inspect.signature(record).parameters
+    except (TypeError, ValueError):
+        params = {"context": None}
+    kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    if "context" in params or kw:
+        record(enabled="state" if enabled == "state" else "all",
+               context=None if context == "none" else context,
+               stacks="all" if context in ("alloc", "all") else "python",
+               max_entries=max_entries)
+    elif "trace_alloc_max_entries" in params:
+        record(True, record_context=context != "none",
+               trace_alloc_max_entries=1 if enabled == "state" else min(max_entries, 2**31 - 1),
+               trace_alloc_record_context=context in ("alloc", "all"))
+    else:
+        record(True)
+
+
 def _corecord(torch):
     import ctypes
 
@@ -113,19 +140,29 @@ def _corecord(torch):
     if record is None or snapshot is None:
         _say("this PyTorch has no torch.cuda.memory._record_memory_history/_snapshot")
         return
+    compiled = getattr(getattr(torch, "cuda", None), "_is_compiled", None)
+    if compiled is not None and not compiled():  # a CPU build (Debian's python3-torch)
+        _say("this PyTorch has no CUDA: PyTorch's history is unavailable")
+        return
     try:
-        record(enabled="state" if enabled == "state" else "all",
-               context=None if context == "none" else context,
-               stacks="all" if context in ("alloc", "all") else "python",
-               max_entries=max_entries)
+        lib = ctypes.CDLL(None)
+        lib.cmh_set_python_stacks.argtypes = [ctypes.c_int]
+        # PyTorch frees device memory under the GIL while its allocator holds a lock that a
+        # thread calling the driver (GIL released) also holds: that thread must never wait for
+        # the GIL to read its Python stack (CMH_PYTHON_HELD); PyTorch's own history has the
+        # lines of its tensors.
+        lib.cmh_set_python_stacks(1)
+    except (OSError, AttributeError):
+        lib = None
+    try:
+        _record(record, enabled, context, max_entries)
     except Exception as e:
         _say("PyTorch's _record_memory_history refused (%s: %s)" % (type(e).__name__, e))
         return
     try:
-        lib = ctypes.CDLL(None)
         hook = lib.cmh_set_torch_snapshot_hook
         lib.cmh_torch_snapshot_file
-    except (OSError, AttributeError):
+    except AttributeError:
         return  # the recorder is not loaded: PyTorch records for the program's own dumps
 
     import pickle

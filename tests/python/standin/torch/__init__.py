@@ -2,6 +2,7 @@
 (tests/corecord_test.sh).  It records how it was called in $STANDIN_LOG.  STANDIN_MODE:
   missing - no _record_memory_history
   raises  - _record_memory_history raises
+  v2.0, v1.13 - _record_memory_history with that PyTorch version's signature
   (unset) - everything works; _snapshot() returns $STANDIN_SNAPSHOT (a real PyTorch pickle)
 """
 import json

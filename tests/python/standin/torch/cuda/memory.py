@@ -6,7 +6,19 @@ from .. import _log
 
 _mode = os.environ.get("STANDIN_MODE", "")
 
-if _mode != "missing":
+if _mode == "v2.0":  # PyTorch 2.0's signature: a bool and the trace options
+
+    def _record_memory_history(enabled, record_context=True, trace_alloc_max_entries=1,
+                               trace_alloc_record_context=False, device=None, _enable_expensive_cpp=False):
+        _log(event="record", enabled=enabled, record_context=record_context,
+             trace_alloc_max_entries=trace_alloc_max_entries, trace_alloc_record_context=trace_alloc_record_context)
+
+elif _mode == "v1.13":  # PyTorch 1.13's (Debian's python3-torch): a bool alone
+
+    def _record_memory_history(enabled, device=None):
+        _log(event="record", enabled=enabled)
+
+elif _mode != "missing":
 
     def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=None):
         _log(event="record", enabled=enabled, context=context, stacks=stacks, max_entries=max_entries)
