@@ -52,6 +52,13 @@ typedef struct lname {
     uint32_t len, pad;
 } lname;
 
+typedef struct lpyframe {
+    uint64_t id; /* the key: recorder Python frame id + 1 */
+    uint64_t off; /* file then function, in namebuf */
+    uint32_t file_len, name_len;
+    int32_t line, pad;
+} lpyframe;
+
 typedef struct lentry {
     cmh_entry e; /* a journal entry: stack = the recorder's, a mark's addr its name id */
     uint8_t from_base;
@@ -92,6 +99,7 @@ struct cmh_live {
     uint64_t *pcs;
     uint32_t npcs, cappcs;
     cmh_oatab names; /* of lname */
+    cmh_oatab pyframes; /* of lpyframe */
     char *namebuf;
     uint32_t nnamebuf, capnamebuf;
     lmod *mods;
@@ -146,8 +154,10 @@ static void clear_state(cmh_live *l)
     cmh_fstate_init(&l->st);
     cmh_oa_free(&l->stacks);
     cmh_oa_free(&l->names);
+    cmh_oa_free(&l->pyframes);
     cmh_oa_init(&l->stacks, sizeof(lstack));
     cmh_oa_init(&l->names, sizeof(lname));
+    cmh_oa_init(&l->pyframes, sizeof(lpyframe));
     l->npcs = l->nnamebuf = 0;
     for (uint32_t i = 0; i < l->nmods; i++) free(l->mods[i].path), free(l->mods[i].build_id);
     l->nmods = 0;
@@ -310,6 +320,21 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         n->off = l->nnamebuf;
         n->len = x->length;
         l->nnamebuf += x->length;
+        return CMH_OK;
+    }
+    case CMH_FR_PYFRAME: {
+        const cmh_fr_pyframe *x = (const cmh_fr_pyframe *)body;
+        if (len < sizeof *x || x->file_len > len - sizeof *x || x->name_len > len - sizeof *x - x->file_len)
+            return fail(l, err, errlen, "a Python frame record longer than its length", at);
+        lpyframe *f = cmh_oa_get(&l->pyframes, (uint64_t)x->id + 1, NULL);
+        uint64_t n = (uint64_t)x->file_len + x->name_len;
+        if (!f || CMH_GROW(l->namebuf, l->capnamebuf, (uint64_t)l->nnamebuf + n + 1, 4096)) return CMH_ENOMEM;
+        memcpy(l->namebuf + l->nnamebuf, x + 1, n);
+        f->off = l->nnamebuf;
+        f->file_len = x->file_len;
+        f->name_len = x->name_len;
+        f->line = x->line;
+        l->nnamebuf += (uint32_t)n;
         return CMH_OK;
     }
     case CMH_FR_MODULE: {
@@ -531,6 +556,7 @@ int cmh_live_open(const char *path, uint64_t trace_cap, cmh_live **out, char *er
     cmh_fstate_init(&l->st);
     cmh_oa_init(&l->stacks, sizeof(lstack));
     cmh_oa_init(&l->names, sizeof(lname));
+    cmh_oa_init(&l->pyframes, sizeof(lpyframe));
     l->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (l->fd < 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -560,6 +586,7 @@ void cmh_live_close(cmh_live *l)
     cmh_fstate_free(&l->st);
     cmh_oa_free(&l->stacks);
     cmh_oa_free(&l->names);
+    cmh_oa_free(&l->pyframes);
     free(l->pcs);
     free(l->namebuf);
     free(l->mods);
@@ -634,6 +661,18 @@ static uint32_t model_stack(void *arg, uint32_t rec)
     uint32_t ids[4096];
     for (uint32_t i = 0; i < p->depth; i++) {
         uint64_t pc = m->l->pcs[p->first + i];
+        if ((pc >> 48) == 0xC0DE) { /* a Python frame (CMH_FR_PYFRAME), as recover makes it */
+            const lpyframe *py = cmh_oa_find(&m->l->pyframes, (pc & 0xFFFFFFFFull) + 1);
+            const char *file = py ? m->l->namebuf + py->off : "??";
+            cmh_frame q = {0, 0, 0, py ? py->line : 0, -1};
+            if (cmh_strtab_intern(&s->strings, file, py ? py->file_len : 2, &q.filename) ||
+                cmh_strtab_intern(&s->strings, py ? file + py->file_len : "??", py ? py->name_len : 2, &q.name) ||
+                cmh_snapshot_add_frame(s, &q, &ids[i])) {
+                m->nomem = 1;
+                return 0;
+            }
+            continue;
+        }
         cmh_frame f = {pc, 0, 0, 0, -1};
         for (uint32_t k = 0; k < s->nmodules; k++)
             if (pc - 1 >= s->modules[k].base && pc - 1 < s->modules[k].base + s->modules[k].size) {
