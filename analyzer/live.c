@@ -265,6 +265,8 @@ static int add_sample(cmh_live *l, const cmh_meminfo *m)
     return CMH_OK;
 }
 
+static void note_rate(cmh_live *l, int k, int64_t t, uint64_t before);
+
 static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint32_t type, uint64_t at, char *err, size_t errlen)
 {
     const cmh_flight_header *h = hdr(l);
@@ -294,8 +296,10 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         if (x->action == CMH_ACT_OOM) t->ooms++;
         if (e.e.time_ns > l->info.last_ns) l->info.last_ns = e.e.time_ns;
         int32_t dev = x->slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)x->slot;
+        uint64_t before = l->st.allocated[x->slot];
         cmh_fstate_apply(&l->st, &e.e, dev);
         if (l->st.nomem) return CMH_ENOMEM;
+        note_rate(l, (int)x->slot, e.e.time_ns, before);
         return trace_push(l, (int)x->slot, &e);
     }
     case CMH_FR_CLEAR: return CMH_OK; /* the process keeps its state through a clear: so does the reader */
@@ -491,18 +495,45 @@ static void take_identity(cmh_live *l)
     i->start_ticks = h->proc_start_ticks;
 }
 
-static void note_rates(cmh_live *l)
+/* A point of a device's allocated bytes, in the process's own time, at most one a second: the
+ * change per minute is read off them at any refresh (the first one too). */
+static void note_rate(cmh_live *l, int k, int64_t t, uint64_t before)
 {
-    int64_t t = now_ns();
-    for (int k = 0; k < CMH_FLIGHT_SLOTS; k++) {
-        if (!l->tr[k].present) continue;
-        rate_pt *r = l->rate[k];
-        if (l->nrate[k] == RATE_POINTS) {
-            memmove(r, r + 1, (RATE_POINTS - 1) * sizeof *r);
-            l->nrate[k]--;
-        }
-        r[l->nrate[k]++] = (rate_pt){t, l->st.allocated[k]};
+    rate_pt *r = l->rate[k];
+    uint32_t n = l->nrate[k];
+    if (n && t < r[n - 1].ns + 1000000000) {
+        if (t >= r[n - 1].ns) r[n - 1].allocated = l->st.allocated[k]; /* the latest value of its second */
+        return;
     }
+    if (n == RATE_POINTS) {
+        memmove(r, r + 1, (RATE_POINTS - 1) * sizeof *r);
+        n--;
+    }
+    if (!n) r[n++] = (rate_pt){t - 1, before}; /* just before the first entry read */
+    r[n++] = (rate_pt){t, l->st.allocated[k]};
+    l->nrate[k] = n;
+}
+
+/* Allocated bytes per minute over the minute up to now (the process's last entry, once it
+ * ended), or since its first entry when that was less than a minute ago. */
+static int64_t change_per_min(const cmh_live *l, int k, uint64_t allocated)
+{
+    const rate_pt *r = l->rate[k];
+    uint32_t n = l->nrate[k];
+    if (n < 2) return 0;
+    int64_t now = l->info.last_ns;
+    if (l->alive) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts); /* the recorder's clock (cmh_now_ns) */
+        int64_t wall = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        if (wall > now) now = wall;
+    }
+    int64_t from = now - 60ll * 1000000000;
+    uint32_t i = 0;
+    while (i + 1 < n && r[i + 1].ns <= from) i++; /* the value as the window opened */
+    int64_t t0 = r[i].ns > from ? r[i].ns : from;
+    if (now - t0 < 1000000000) return 0; /* under a second: no rate yet */
+    return (int64_t)(((double)allocated - (double)r[i].allocated) * 60e9 / (double)(now - t0));
 }
 
 int cmh_live_refresh(cmh_live *l, char *err, size_t errlen)
@@ -538,7 +569,6 @@ int cmh_live_refresh(cmh_live *l, char *err, size_t errlen)
     l->info.end_signal = h->end_signal;
     l->info.lost = h->lost_records + h->lost_events;
     if (l->st.dead > 4096 && l->st.dead > l->st.nsegs / 2 && cmh_fstate_compact(&l->st) != CMH_OK) rc = CMH_ENOMEM;
-    note_rates(l);
     if (rc == CMH_ENOMEM) snprintf(err, errlen, "%s: out of memory", l->path);
     return rc;
 }
@@ -624,11 +654,7 @@ uint32_t cmh_live_devices(const cmh_live *l, cmh_live_device *out, uint32_t cap)
                 d->mem_total = l->last_sample[k].total;
                 d->mem_time_ns = l->last_sample[k].time_ns;
             }
-            const rate_pt *r = l->rate[k];
-            uint32_t nr = l->nrate[k], from = 0;
-            while (from + 1 < nr && r[nr - 1].ns - r[from].ns > 60ll * 1000000000) from++;
-            if (nr >= 2 && r[nr - 1].ns > r[from].ns)
-                d->change_per_min = (int64_t)(((double)r[nr - 1].allocated - (double)r[from].allocated) * 60e9 / (double)(r[nr - 1].ns - r[from].ns));
+            d->change_per_min = change_per_min(l, k, d->allocated);
         }
         n++;
     }

@@ -41,7 +41,7 @@ typedef struct cmh_live_device {
     int meminfo_known;                      /* a cuMemGetInfo sample was read */
     uint64_t mem_free, mem_total;           /* the latest one */
     int64_t mem_time_ns;
-    int64_t change_per_min;                 /* allocated bytes per minute, over the last minute watched (0 until 2 refreshes) */
+    int64_t change_per_min;                 /* allocated bytes per minute over the last minute of the process (since its first entry when younger; 0 under a second) */
 } cmh_live_device;
 
 typedef struct cmh_live_info {
