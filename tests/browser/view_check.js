@@ -126,6 +126,35 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   await page.mouse.down(); await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2, { steps: 5 }); await page.mouse.up();
   const x0b = await page.evaluate(() => window.cmhView.view.x0);
   check('a drag to the left pans to later entries', x0b > x0a || await page.evaluate(() => window.cmhView.view.x1 >= window.cmhView._n(0)), `${x0a} -> ${x0b}`);
+  // zoomed in, the page sweeps and paints the exact stacks itself: every band it says is drawn
+  // (hover and click read these) is painted in its site's colour where it says
+  const painted = await page.evaluate(e => {
+    const v = window.cmhView, n = v._n(0), w = Math.min(n, 3000);
+    v.setView(Math.max(0, e - w / 2), Math.max(0, e - w / 2) + w);
+    const f = v.view.frame, dpr = window.devicePixelRatio || 1, im = v.view.img, img = im.data; // the bands' image, before the lines go over it
+    const ox = Math.round(f.padl * dpr), oy = Math.round(f.Y(f.ph / f.sy) * dpr);
+    let seen = 0, bad = 0;
+    for (const c of f.cols) {
+      const bs = v.bandsOf(c), x = Math.floor((f.X(c.a) + f.X(c.b)) / 2 * dpr);
+      if (f.X(c.b) - f.X(c.a) < 2) continue;
+      // and the stack's top where the bands end (above it the image is white)
+      let top = 0; for (let j = 0; j < bs.length; j += 3) top += bs[j + 2];
+      let y0 = 0; while (y0 < im.height && img[(y0 * im.width + x - ox) * 4 + 3] === 255 && img[(y0 * im.width + x - ox) * 4] === 255 && img[(y0 * im.width + x - ox) * 4 + 1] === 255 && img[(y0 * im.width + x - ox) * 4 + 2] === 255) y0++;
+      const want0 = Math.round(im.height - top * f.sy * dpr);
+      seen++;
+      if (Math.abs(y0 - want0) > 1 && !(top * f.sy * dpr < 1 && y0 >= im.height - 1)) bad++;
+      for (let j = 0; j < bs.length; j += 3) {
+        if (bs[j + 2] * f.sy * dpr < 6) continue;
+        const y = Math.floor(f.Y(bs[j + 1] + bs[j + 2] / 2) * dpr) - oy, o = (y * im.width + x - ox) * 4, want = v.colour(bs[j]);
+        seen++;
+        if (img[o] !== (want & 255) || img[o + 1] !== ((want >>> 8) & 255) || img[o + 2] !== ((want >>> 16) & 255)) bad++;
+      }
+    }
+    return [seen, bad, f.cols.length];
+  }, pk.peak_allocated.index);
+  check(`zoomed in (${painted[2]} columns): each column is painted to its stack's top and every band where and as the page says (${painted[0]} checked)`,
+    painted[0] >= 10 && painted[1] === 0, JSON.stringify(painted));
+
   // the biggest band live at the peak: where it is drawn, hover it, click it
   await page.evaluate(e => { window.cmhView.setCursor(e); window.cmhView.draw(); }, pk.peak_allocated.index);
   const target = await page.evaluate(e => {

@@ -32,6 +32,8 @@
     };
   }
 
+  function grown(a, n) { if (a.length >= n) return a; var g = new a.constructor(Math.max(n, 2 * a.length)); g.set(a); return g; }
+
   /* ---- one device's data, decoded on first use ---- */
   function load(k) {
     var m = meta.devices[k];
@@ -60,19 +62,22 @@
     d.ncols = ncols;
     d.inst = new Int32Array(ncols); d.bandStart = new Uint32Array(ncols + 1); d.foldStart = new Uint32Array(ncols + 1);
     d.amax = new Float64Array(ncols); d.rmax = new Float64Array(ncols);
-    var bands = [], fsite = [], fbytes = [];
+    /* typed arrays grown as they fill: no million-element JS arrays left for the collector */
+    var bands = new Int32Array(16 * ncols + 16), fsite = new Uint32Array(4 * ncols + 16), fbytes = new Float64Array(fsite.length), nbt = 0, nft = 0;
     for (var c = 0; c < ncols; c++) {
       d.inst[c] = c * col + r.v();
       var nb = r.v(), last = 0;
-      d.bandStart[c] = bands.length;
-      for (i = 0; i < nb; i++) { last += r.v(); bands.push(last); }
+      d.bandStart[c] = nbt;
+      if (nbt + nb > bands.length) bands = grown(bands, nbt + nb);
+      for (i = 0; i < nb; i++) { last += r.v(); bands[nbt++] = last; }
       var nf = r.v(); last = 0;
-      d.foldStart[c] = fsite.length;
-      for (i = 0; i < nf; i++) { last += r.v(); fsite.push(last); fbytes.push(r.v()); }
+      d.foldStart[c] = nft;
+      if (nft + nf > fsite.length) { fsite = grown(fsite, nft + nf); fbytes = grown(fbytes, nft + nf); }
+      for (i = 0; i < nf; i++) { last += r.v(); fsite[nft] = last; fbytes[nft++] = r.v(); }
       d.amax[c] = r.v(); d.rmax[c] = r.v();
     }
-    d.bandStart[ncols] = bands.length; d.foldStart[ncols] = fsite.length;
-    d.bands = Int32Array.from(bands); d.fsite = Uint32Array.from(fsite); d.fbytes = Float64Array.from(fbytes);
+    d.bandStart[ncols] = nbt; d.foldStart[ncols] = nft;
+    d.bands = bands.subarray(0, nbt); d.fsite = fsite.subarray(0, nft); d.fbytes = fbytes.subarray(0, nft);
     var nl = r.v(), lvmap = [null];
     for (l = 0; l < nl; l++) {
       var cn = r.v(), map = new Uint32Array(cn), lst = 0;
@@ -131,23 +136,45 @@
     while (Math.abs(x) >= 1024 && i < u.length - 1) { x /= 1024; i++; }
     return (i ? x.toFixed(1) : String(x)) + ' ' + u[i];
   }
-  function times(d) { /* each entry's time, decoded the first time one is shown */
-    if (d.time) return d.time;
-    var tr = reader(bytesOf('cmh-view-t' + d.k)), nt = tr.v(), tv = 0, t = new Float64Array(nt);
-    for (var i = 0; i < nt; i++) { tv += tr.z(); t[i] = tv; }
-    return (d.time = t);
+  /* each entry's time: decoded in slices while the page is idle after the first frame
+   * (timesSoon), or at once where one is needed first (the time axis) */
+  function timeJob(d) {
+    if (!d.tjob) { var r = reader(bytesOf('cmh-view-t' + d.k)), nt = r.v(); d.tjob = {r: r, t: new Float64Array(nt), i: 0, v: 0}; }
+    return d.tjob;
+  }
+  function timeSlice(d, until) { /* decode until the clock passes until; true once all are */
+    var j = timeJob(d), t = j.t, r = j.r, i = j.i, v = j.v, nt = t.length;
+    while (i < nt) {
+      for (var k = Math.min(nt, i + 8192); i < k; i++) { v += r.z(); t[i] = v; }
+      if (performance.now() > until) break;
+    }
+    j.i = i; j.v = v;
+    if (i < nt) return false;
+    d.time = t;
+    return true;
+  }
+  function times(d) { if (!d.time) timeSlice(d, Infinity); return d.time; }
+  function timesSoon(d) {
+    if (d.time || d.tsoon || !meta.origin_ns) return;
+    d.tsoon = true;
+    var idle = window.requestIdleCallback || function (f) { return setTimeout(function () { f({timeRemaining: function () { return 4; }}); }, 30); };
+    (function step(dl) {
+      if (d.time) return;
+      if (!timeSlice(d, performance.now() + Math.max(1, Math.min(dl.timeRemaining(), 6)))) idle(step);
+      else if (view.k === d.k) { siteTable(); request(); }
+    })({timeRemaining: function () { return 0; }});
   }
   function when(d, e) {
     if (e < 0) return 'before the first entry';
     if (e >= d.n) return 'after the last entry';
-    var s = 'entry ' + e, t = meta.origin_ns && (d.time || view.started) ? times(d) : null;
+    var s = 'entry ' + e, t = meta.origin_ns && d.time ? d.time : null;
     if (t && t.length > e) s += ' (+' + (t[e] / 1e6).toFixed(6) + ' s)';
     return s;
   }
-  var pixels = {};
+  var pixels = new Uint32Array(4 * meta.sites.length + 8); /* 0: not made yet (every colour is opaque) */
   function pixel(site, fold, dim) { /* a site's colour as one RGBA word, blended on white */
     var k = site * 4 + (fold ? 1 : 0) + (dim ? 2 : 0), v = pixels[k];
-    if (v !== undefined) return v;
+    if (v) return v;
     var h = colorOf(site), a = dim ? 0.12 : fold ? 0.55 : 1, c = [1, 3, 5].map(function (o) { return Math.round(parseInt(h.substr(o, 2), 16) * a + 255 * (1 - a)); });
     return (pixels[k] = ((255 << 24) | (c[2] << 16) | (c[1] << 8) | c[0]) >>> 0);
   }
@@ -234,6 +261,7 @@
   /* a kept column's bands as [key, bottom, bytes] triples, made when asked (hover, outline) */
   function bandsOf(d, c) {
     if (c.bands) return c.bands;
+    if (c.s0 < 0) return (c.bands = fineBands(d, c.e, c.thr));
     var b = [], off = 0, i, s0 = c.s0;
     for (i = d.bandStart[s0]; i < d.bandStart[s0 + 1]; i++) { var id = d.bands[i]; b.push(id, off, d.size[id]); off += d.size[id]; }
     for (i = d.foldStart[s0]; i < d.foldStart[s0 + 1]; i++) { b.push(-1 - d.fsite[i], off, d.fbytes[i]); off += d.fbytes[i]; }
@@ -249,47 +277,113 @@
       var c0 = Math.max(0, Math.floor(view.x0 / w)), c1 = Math.min(Math.ceil(view.x1 / w), L ? d.levels[L].length : d.ncols);
       for (c = c0; c < c1; c++) {
         var s0 = L ? d.levels[L][c] : c, lo = Math.max(c * w, 0), hi = Math.min((c + 1) * w, d.n);
-        out.push({e: d.inst[s0], a: lo, b: hi, s0: s0, bands: null, top: d.act[d.inst[s0]], amax: d.amax[s0], rmax: d.rmax[s0]});
+        out.push({e: d.inst[s0], a: lo, b: hi, s0: s0, bands: null, thr: 0, top: d.act[d.inst[s0]], amax: d.amax[s0], rmax: d.rmax[s0]});
       }
       return out;
     }
-    /* fine: the exact stack at the highest instant of each pixel column */
-    var step = Math.max(epp, 1), first = Math.max(0, Math.floor(view.x0)), insts = [];
+    /* fine: the exact stack at the highest instant of each pixel column, swept and painted in
+     * draw() (paintFine) without a band list per column; bandsOf() makes one when asked */
+    var step = Math.max(epp, 1), first = Math.max(0, Math.floor(view.x0));
     for (var x = first; x < view.x1 && x < d.n; x += step) {
       var a = Math.floor(x), bnd = Math.min(Math.floor(x + step), d.n), best = a;
       if (bnd <= a) bnd = a + 1;
       for (i = a + 1; i < bnd; i++) if (d.act[i] > d.act[best]) best = i;
-      insts.push([best, a, bnd]);
+      out.push({e: best, a: a, b: bnd, s0: -1, bands: null, thr: 0, top: d.act[best], amax: allocatedAt(d, best), rmax: lineAt(d.lines[1], best)});
     }
-    if (!insts.length) return out;
-    var ymax = 1;
-    for (i = 0; i < insts.length; i++) ymax = Math.max(ymax, d.act[insts[i][0]]);
-    var thr = ymax / (ui.canvas.height / dpr), live = liveAt(d, insts[0][0]), p = firstStartAfter(d, insts[0][0]);
-    var nS = meta.sites.length + 1, fold = view.fold && view.fold.length >= nS ? view.fold : (view.fold = new Float64Array(nS)), touched = [];
-    var nextEnd = Infinity;
-    for (i = 0; i < live.length; i++) if (d.end[live[i]] < nextEnd) nextEnd = d.end[live[i]];
-    for (c = 0; c < insts.length; c++) {
-      var e2 = insts[c][0];
+    out.fine = true;
+    return out;
+  }
+
+  /* the bands of the exact stack at entry e, as [key, bottom, bytes] triples: allocations of at
+   * least thr bytes in allocation order, then the thinner ones folded per site, sites ascending
+   * (the order paintFine paints them in) */
+  function fineBands(d, e, thr) {
+    var live = liveAt(d, e), b = [], o = 0, by = new Map(), i;
+    for (i = 0; i < live.length; i++) {
+      var id = live[i], sz = d.size[id];
+      if (sz >= thr) { b.push(id, o, sz); o += sz; } else by.set(d.site[id], (by.get(d.site[id]) || 0) + sz);
+    }
+    Array.from(by.keys()).sort(function (x, y) { return x - y; }).forEach(function (s) { b.push(-1 - s, o, by.get(s)); o += by.get(s); });
+    return b;
+  }
+
+  /* Paint the fine columns in one sweep from the first column's instant to the last's, each
+   * column's stack painted as it is reached, with nothing allocated per column.  Allocations of
+   * at least thr bytes (drawn one by one) are kept in a list in allocation order; the thinner
+   * ones are only added to and taken from their site's folded bytes as they start and end, so a
+   * column costs its drawn bands and live sites, not the whole live set. */
+  var sweep = {big: new Int32Array(256), fold: null, cnt: null, act: null, head: null, next: null, cand: null};
+  function paintFine(d, colsF, thr, buf, PWd, PHd, syd, x2d) {
+    var C = colsF.length;
+    if (!C) return;
+    var nS = meta.sites.length + 1, size = d.size, end = d.end, start = d.start, site = d.site, i, c, s, id;
+    if (!sweep.fold || sweep.fold.length < nS) { sweep.fold = new Float64Array(nS); sweep.cnt = new Int32Array(nS); sweep.act = new Int32Array(nS); }
+    var fold = sweep.fold, cnt = sweep.cnt, act = sweep.act, na = 0; /* act[0..na): live sites, ascending */
+    fold.fill(0); cnt.fill(0);
+    var head = sweep.head = grown(sweep.head || new Int32Array(1024), C + 1), nxt, cand, nc = 0;
+    head.fill(-1, 0, C + 1);
+    var ce = sweep.ce = grown(sweep.ce || new Int32Array(1024), C);
+    for (c = 0; c < C; c++) ce[c] = colsF[c].e;
+    var eLast = ce[C - 1];
+    function colOf(e) { var lo = 0, hi = C; while (lo < hi) { var m = (lo + hi) >> 1; if (ce[m] >= e) hi = m; else lo = m + 1; } return lo; }
+    var big = sweep.big, nb = 0, nextEnd = Infinity;
+    cand = sweep.cand = grown(sweep.cand || new Int32Array(1024), 64); nxt = sweep.next = grown(sweep.next || new Int32Array(1024), 64);
+    function addSmall(x) { /* x joins its site's fold; queued to leave at the first column it is not live at */
+      var st = site[x];
+      fold[st] += size[x];
+      if (cnt[st]++ === 0) { var lo = 0, hi = na; while (lo < hi) { var m = (lo + hi) >> 1; if (act[m] < st) lo = m + 1; else hi = m; } act.copyWithin(lo + 1, lo, na); act[lo] = st; na++; }
+      if (end[x] <= eLast) {
+        var cc = colOf(end[x]);
+        if (nc >= cand.length) { cand = sweep.cand = grown(cand, nc + 1); nxt = sweep.next = grown(nxt, nc + 1); }
+        cand[nc] = x; nxt[nc] = head[cc]; head[cc] = nc++;
+      }
+    }
+    var l0 = liveAt(d, ce[0]);
+    for (i = 0; i < l0.length; i++) {
+      id = l0[i];
+      if (size[id] >= thr) { if (nb >= big.length) big = sweep.big = grown(big, nb + 1); big[nb++] = id; if (end[id] < nextEnd) nextEnd = end[id]; }
+      else addSmall(id);
+    }
+    var p = firstStartAfter(d, ce[0]), dim = !!view.query;
+    for (c = 0; c < C; c++) {
+      var col = colsF[c], e = ce[c];
       if (c) {
-        while (p < d.na && d.start[p] <= e2) { live.push(p); if (d.end[p] < nextEnd) nextEnd = d.end[p]; p++; }
-        if (nextEnd <= e2) { /* something ended: drop what did */
+        for (var h = head[c]; h >= 0; h = nxt[h]) { /* thin ones that ended */
+          id = cand[h]; s = site[id]; fold[s] -= size[id];
+          if (--cnt[s] === 0) { var lo = 0, hi = na; while (lo < hi) { var m = (lo + hi) >> 1; if (act[m] < s) lo = m + 1; else hi = m; } act.copyWithin(lo, lo + 1, na); na--; }
+        }
+        for (; p < d.na && start[p] <= e; p++) {
+          if (end[p] <= e) continue; /* born and gone between two columns */
+          if (size[p] >= thr) { if (nb >= big.length) big = sweep.big = grown(big, nb + 1); big[nb++] = p; if (end[p] < nextEnd) nextEnd = end[p]; }
+          else addSmall(p);
+        }
+        if (nextEnd <= e) { /* a drawn one ended: drop what did */
           var k = 0; nextEnd = Infinity;
-          for (i = 0; i < live.length; i++) if (d.end[live[i]] > e2) { live[k++] = live[i]; if (d.end[live[i]] < nextEnd) nextEnd = d.end[live[i]]; }
-          live.length = k;
+          for (i = 0; i < nb; i++) { var q = big[i], en = end[q]; if (en > e) { big[k++] = q; if (en < nextEnd) nextEnd = en; } }
+          nb = k;
         }
       }
-      var bb = [], o = 0;
-      touched.length = 0;
-      for (i = 0; i < live.length; i++) {
-        var id2 = live[i], sz = d.size[id2];
-        if (sz >= thr) { bb.push(id2, o, sz); o += sz; } else { var st2 = d.site[id2]; if (!fold[st2]) touched.push(st2); fold[st2] += sz; }
+      col.thr = thr;
+      var xa = x2d(col.a), xb = x2d(col.b);
+      if (xb <= xa) xb = xa + 1;
+      if (xa < 0) xa = 0;
+      if (xb > PWd) xb = PWd;
+      if (xa >= xb) continue;
+      var wd = xb - xa, off = 0, yb, yt, px, o2, oe, q2, bytes;
+      for (i = 0; i < nb + na; i++) {
+        if (i < nb) { id = big[i]; bytes = size[id]; s = site[id]; px = pixel(s, false, dim && !matches(s)); }
+        else { s = act[i - nb]; bytes = fold[s]; px = pixel(s, true, dim && !matches(s)); }
+        yb = Math.round(PHd - off * syd); yt = Math.round(PHd - (off + bytes) * syd);
+        off += bytes;
+        if (yb <= yt) { if (bytes * syd < 0.5) continue; yb = yt + 1; }
+        if (yt < 0) yt = 0;
+        if (yb > PHd) yb = PHd;
+        o2 = yt * PWd + xa; oe = yb * PWd + xa;
+        if (wd === 1) for (; o2 < oe; o2 += PWd) buf[o2] = px;
+        else if (wd <= 16) for (; o2 < oe; o2 += PWd) for (q2 = 0; q2 < wd; q2++) buf[o2 + q2] = px;
+        else for (; o2 < oe; o2 += PWd) buf.fill(px, o2, o2 + wd);
       }
-      touched.sort(function (x, y) { return x - y; });
-      for (i = 0; i < touched.length; i++) { bb.push(-1 - touched[i], o, fold[touched[i]]); o += fold[touched[i]]; fold[touched[i]] = 0; }
-      out.push({e: e2, a: insts[c][1], b: insts[c][2], bands: bb, top: o,
-        amax: allocatedAt(d, e2), rmax: lineAt(d.lines[1], e2)});
     }
-    return out;
   }
 
   var matchOf = {q: null, m: null};
@@ -331,7 +425,8 @@
     }
     var buf = view.buf, hl = view.sel, syd = sy * dpr;
     buf.fill(0xffffffff);
-    for (i = 0; i < colsF.length; i++) {
+    if (colsF.fine) paintFine(d, colsF, ymax / ph, buf, PWd, PHd, syd, function (e) { return Math.floor((X(e) - padl) * dpr); });
+    else for (i = 0; i < colsF.length; i++) {
       var c = colsF[i], xa = Math.floor((X(c.a) - padl) * dpr), xb = Math.floor((X(c.b) - padl) * dpr), b = c.bands;
       if (xb <= xa) xb = xa + 1;
       if (xa < 0) xa = 0;
@@ -565,7 +660,7 @@
   });
   ui.search.addEventListener('input', function () { view.query = ui.search.value.trim().toLowerCase(); siteTable(); request(); });
   ui.search.addEventListener('keydown', function (ev) { if (ev.key === 'Enter' || ev.key === 'Escape') { ev.preventDefault(); ui.canvas.focus(); } });
-  ui.dev.addEventListener('change', function () { view.k = Number(ui.dev.value); view.sel = -1; select(-1); fit(); setCursor(peakOr0()); });
+  ui.dev.addEventListener('change', function () { view.k = Number(ui.dev.value); view.sel = -1; select(-1); fit(); setCursor(peakOr0()); timesSoon(dev()); });
   window.addEventListener('resize', request);
   function peakOr0() { var m = meta.devices[view.k]; return m.peak && m.peak.index > 0 ? m.peak.index : 0; }
 
@@ -588,6 +683,7 @@
       return out;
     },
     bandsOf: function (c) { return bandsOf(dev(), c); },
+    colour: function (key) { var d = dev(); return key < 0 ? pixel(-1 - key, true, false) : pixel(d.site[key], false, false); },
     _stack: function (k, id) { return load(k).stack[id]; },
     _n: function (k) { return load(k).n; },
     setView: function (x0, x1) { view.x0 = x0; view.x1 = x1; clampView(); draw(); },
@@ -599,6 +695,6 @@
   siteTable();
   draw();
   root.setAttribute('data-ready', '1');
-  /* entry times wait until the first frame is up */
-  setTimeout(function () { view.started = true; siteTable(); request(); }, 0);
+  /* entry times wait until the first frame is up, then come while the page is idle */
+  requestAnimationFrame(function () { setTimeout(function () { timesSoon(dev()); }, 0); });
 })();
