@@ -131,7 +131,7 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   const painted = await page.evaluate(e => {
     const v = window.cmhView, n = v._n(0), w = Math.min(n, 3000);
     v.setView(Math.max(0, e - w / 2), Math.max(0, e - w / 2) + w);
-    const f = v.view.frame, dpr = window.devicePixelRatio || 1, im = v.view.img, img = im.data; // the bands' image, before the lines go over it
+    const f = v.view.frame, dpr = window.devicePixelRatio || 1, im = v.view.img, img = im.data; // the bands' image, before the lines go over it, one pixel column a row of it
     const ox = Math.round(f.padl * dpr), oy = Math.round(f.Y(f.ph / f.sy) * dpr);
     let seen = 0, bad = 0;
     for (const c of f.cols) {
@@ -139,13 +139,14 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
       if (f.X(c.b) - f.X(c.a) < 2) continue;
       // and the stack's top where the bands end (above it the image is white)
       let top = 0; for (let j = 0; j < bs.length; j += 3) top += bs[j + 2];
-      let y0 = 0; while (y0 < im.height && img[(y0 * im.width + x - ox) * 4 + 3] === 255 && img[(y0 * im.width + x - ox) * 4] === 255 && img[(y0 * im.width + x - ox) * 4 + 1] === 255 && img[(y0 * im.width + x - ox) * 4 + 2] === 255) y0++;
-      const want0 = Math.round(im.height - top * f.sy * dpr);
+      const at = y => ((x - ox) * im.width + y) * 4;
+      let y0 = 0; while (y0 < im.width && img[at(y0) + 3] === 255 && img[at(y0)] === 255 && img[at(y0) + 1] === 255 && img[at(y0) + 2] === 255) y0++;
+      const want0 = Math.round(im.width - top * f.sy * dpr);
       seen++;
-      if (Math.abs(y0 - want0) > 1 && !(top * f.sy * dpr < 1 && y0 >= im.height - 1)) bad++;
+      if (Math.abs(y0 - want0) > 1 && !(top * f.sy * dpr < 1 && y0 >= im.width - 1)) bad++;
       for (let j = 0; j < bs.length; j += 3) {
         if (bs[j + 2] * f.sy * dpr < 6) continue;
-        const y = Math.floor(f.Y(bs[j + 1] + bs[j + 2] / 2) * dpr) - oy, o = (y * im.width + x - ox) * 4, want = v.colour(bs[j]);
+        const y = Math.floor(f.Y(bs[j + 1] + bs[j + 2] / 2) * dpr) - oy, o = at(y), want = v.colour(bs[j]);
         seen++;
         if (img[o] !== (want & 255) || img[o + 1] !== ((want >>> 8) & 255) || img[o + 2] !== ((want >>> 16) & 255)) bad++;
       }

@@ -31,7 +31,6 @@
       z: function () { var x = this.v(); return x % 2 ? -(x + 1) / 2 : x / 2; }
     };
   }
-
   function grown(a, n) { if (a.length >= n) return a; var g = new a.constructor(Math.max(n, 2 * a.length)); g.set(a); return g; }
 
   /* ---- one device's data, decoded on first use ---- */
@@ -256,7 +255,8 @@
   }
 
   var pending = false;
-  function request() { if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; draw(); }); } }
+  var dirty = false; /* a change not drawn yet: a frame drawn at once (draw()) leaves the queued one nothing to do */
+  function request() { dirty = true; if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; if (dirty) draw(); }); } }
 
   /* a kept column's bands as [key, bottom, bytes] triples, made when asked (hover, outline) */
   function bandsOf(d, c) {
@@ -369,7 +369,7 @@
       if (xa < 0) xa = 0;
       if (xb > PWd) xb = PWd;
       if (xa >= xb) continue;
-      var wd = xb - xa, off = 0, yb, yt, px, o2, oe, q2, bytes;
+      var row = xa * PHd, off = 0, yb, yt, px, o2, oe, q2, bytes;
       for (i = 0; i < nb + na; i++) {
         if (i < nb) { id = big[i]; bytes = size[id]; s = site[id]; px = pixel(s, false, dim && !matches(s)); }
         else { s = act[i - nb]; bytes = fold[s]; px = pixel(s, true, dim && !matches(s)); }
@@ -378,11 +378,10 @@
         if (yb <= yt) { if (bytes * syd < 0.5) continue; yb = yt + 1; }
         if (yt < 0) yt = 0;
         if (yb > PHd) yb = PHd;
-        o2 = yt * PWd + xa; oe = yb * PWd + xa;
-        if (wd === 1) for (; o2 < oe; o2 += PWd) buf[o2] = px;
-        else if (wd <= 16) for (; o2 < oe; o2 += PWd) for (q2 = 0; q2 < wd; q2++) buf[o2 + q2] = px;
-        else for (; o2 < oe; o2 += PWd) buf.fill(px, o2, o2 + wd);
+        o2 = row + yt; oe = row + yb;
+        if (oe - o2 <= 8) for (; o2 < oe; o2++) buf[o2] = px; else buf.fill(px, o2, oe);
       }
+      for (q2 = xa + 1; q2 < xb; q2++) buf.copyWithin(q2 * PHd, row, row + PHd);
     }
   }
 
@@ -398,6 +397,7 @@
 
   function draw() {
     var t0 = performance.now(), d = dev(), cv = ui.canvas;
+    dirty = false;
     var W = Math.max(ui.wrap.clientWidth, 200), H = W < 600 ? 300 : 380;
     if (cv.width !== Math.round(W * dpr) || cv.height !== Math.round(H * dpr)) {
       cv.width = Math.round(W * dpr); cv.height = Math.round(H * dpr); cv.style.width = W + 'px'; cv.style.height = H + 'px';
@@ -417,11 +417,16 @@
     var sx = pw / (view.x1 - view.x0), sy = ph / ymax;
     function X(e) { return padl + (e - view.x0) * sx; }
     function Y(b) { return PADT + ph - b * sy; }
-    /* bands: painted pixel by pixel into an image of the plot (cost: the plot's pixels, however
-     * many bands), then the lines and marks on top with the canvas's own strokes */
+    /* bands: painted into an image of the plot (cost: the plot's pixels and bands, however many
+     * allocations), then the lines and marks on top with the canvas's own strokes.  The image is
+     * stored column by column (a pixel column is one row of it), so a band in a column is one
+     * run of words (one fill), and a column two pixels wide a copy of the first; the canvas
+     * draws it transposed. */
     var PWd = Math.max(1, Math.round(pw * dpr)), PHd = Math.max(1, Math.round(ph * dpr));
-    if (!view.img || view.img.width !== PWd || view.img.height !== PHd) {
-      view.img = ctx.createImageData(PWd, PHd); view.buf = new Uint32Array(view.img.data.buffer);
+    if (!view.img || view.img.width !== PHd || view.img.height !== PWd) {
+      view.img = ctx.createImageData(PHd, PWd); view.buf = new Uint32Array(view.img.data.buffer);
+      view.off = document.createElement('canvas'); view.off.width = PHd; view.off.height = PWd;
+      view.offCtx = view.off.getContext('2d');
     }
     var buf = view.buf, hl = view.sel, syd = sy * dpr;
     buf.fill(0xffffffff);
@@ -444,13 +449,17 @@
         if (yt < 0) yt = 0;
         if (yb > PHd) yb = PHd;
         var site = key < 0 ? -1 - key : d.site[key], px = pixel(site, key < 0, view.query ? !matches(site) : false), y;
-        var wd = xb - xa, o2 = yt * PWd + xa, oe = yb * PWd + xa, q2;
-        if (wd === 1) for (; o2 < oe; o2 += PWd) buf[o2] = px;
-        else if (wd <= 16) for (; o2 < oe; o2 += PWd) for (q2 = 0; q2 < wd; q2++) buf[o2 + q2] = px; /* fill() costs a call per row */
-        else for (; o2 < oe; o2 += PWd) buf.fill(px, o2, o2 + wd);
+        var o2 = xa * PHd + yt, oe = xa * PHd + yb;
+        if (oe - o2 <= 8) for (; o2 < oe; o2++) buf[o2] = px; else buf.fill(px, o2, oe);
       }
+      for (var q2 = xa + 1; q2 < xb; q2++) buf.copyWithin(q2 * PHd, xa * PHd, xa * PHd + PHd);
     }
-    ctx.putImageData(view.img, Math.round(padl * dpr), Math.round(PADT * dpr));
+    view.offCtx.putImageData(view.img, 0, 0);
+    ctx.save(); /* the image is column by column: drawn transposed */
+    ctx.setTransform(0, 1, 1, 0, Math.round(padl * dpr), Math.round(PADT * dpr));
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(view.off, 0, 0);
+    ctx.restore();
     ctx.save();
     ctx.beginPath(); ctx.rect(padl, PADT, pw, ph); ctx.clip();
     /* the selected band outlined where it is drawn */
