@@ -31,56 +31,64 @@
       z: function () { var x = this.v(); return x % 2 ? -(x + 1) / 2 : x / 2; }
     };
   }
+  function varints(u) { /* every varint of a stream, in one tight loop */
+    var a = new Float64Array(u.length), n = 0, x = 0, m = 1;
+    for (var i = 0; i < u.length; i++) {
+      var c = u[i];
+      if (c < 128) { a[n++] = x + c * m; x = 0; m = 1; } else { x += (c - 128) * m; m *= 128; }
+    }
+    return a;
+  }
   function grown(a, n) { if (a.length >= n) return a; var g = new a.constructor(Math.max(n, 2 * a.length)); g.set(a); return g; }
 
   /* ---- one device's data, decoded on first use ---- */
   function load(k) {
     var m = meta.devices[k];
     if (m.data) return m.data;
-    var r = reader(bytesOf('cmh-view-d' + k)), d = {n: r.v(), na: r.v()};
+    var a = varints(bytesOf('cmh-view-d' + k)), q = 0, z, d = {n: a[q++], na: a[q++]}; /* a[q++]: the next varint */
     var na = d.na, n = d.n, i, prev = 0;
     d.start = new Int32Array(na); d.end = new Int32Array(na); d.size = new Float64Array(na);
     d.stack = new Uint32Array(na); d.site = new Uint32Array(na);
     for (i = 0; i < na; i++) {
-      prev += r.v();
+      prev += a[q++];
       d.start[i] = prev - 1;
-      var life = r.v();
+      var life = a[q++];
       d.end[i] = life ? d.start[i] + life : n;
-      d.size[i] = r.v();
-      d.stack[i] = r.v();
+      d.size[i] = a[q++];
+      d.stack[i] = a[q++];
       var st = meta.stacks[d.stack[i]];
       d.site[i] = st ? st[0] : 0;
     }
     d.lines = [];
     for (var l = 0; l < 2; l++) {
-      var cnt = r.v(), idx = new Int32Array(cnt), val = new Float64Array(cnt), li = 0, lv = 0;
-      for (i = 0; i < cnt; i++) { li += r.v(); lv += r.z(); idx[i] = li; val[i] = lv; }
+      var cnt = a[q++], idx = new Int32Array(cnt), val = new Float64Array(cnt), li = 0, lv = 0;
+      for (i = 0; i < cnt; i++) { li += a[q++]; lv += ((z = a[q++]) % 2 ? -(z + 1) / 2 : z / 2); idx[i] = li; val[i] = lv; }
       d.lines.push({idx: idx, val: val});
     }
-    var ncols = r.v(), col = m.col;
+    var ncols = a[q++], col = m.col;
     d.ncols = ncols;
     d.inst = new Int32Array(ncols); d.bandStart = new Uint32Array(ncols + 1); d.foldStart = new Uint32Array(ncols + 1);
     d.amax = new Float64Array(ncols); d.rmax = new Float64Array(ncols);
     /* typed arrays grown as they fill: no million-element JS arrays left for the collector */
     var bands = new Int32Array(16 * ncols + 16), fsite = new Uint32Array(4 * ncols + 16), fbytes = new Float64Array(fsite.length), nbt = 0, nft = 0;
     for (var c = 0; c < ncols; c++) {
-      d.inst[c] = c * col + r.v();
-      var nb = r.v(), last = 0;
+      d.inst[c] = c * col + a[q++];
+      var nb = a[q++], last = 0;
       d.bandStart[c] = nbt;
       if (nbt + nb > bands.length) bands = grown(bands, nbt + nb);
-      for (i = 0; i < nb; i++) { last += r.v(); bands[nbt++] = last; }
-      var nf = r.v(); last = 0;
+      for (i = 0; i < nb; i++) { last += a[q++]; bands[nbt++] = last; }
+      var nf = a[q++]; last = 0;
       d.foldStart[c] = nft;
       if (nft + nf > fsite.length) { fsite = grown(fsite, nft + nf); fbytes = grown(fbytes, nft + nf); }
-      for (i = 0; i < nf; i++) { last += r.v(); fsite[nft] = last; fbytes[nft++] = r.v(); }
-      d.amax[c] = r.v(); d.rmax[c] = r.v();
+      for (i = 0; i < nf; i++) { last += a[q++]; fsite[nft] = last; fbytes[nft++] = a[q++]; }
+      d.amax[c] = a[q++]; d.rmax[c] = a[q++];
     }
     d.bandStart[ncols] = nbt; d.foldStart[ncols] = nft;
     d.bands = bands.subarray(0, nbt); d.fsite = fsite.subarray(0, nft); d.fbytes = fbytes.subarray(0, nft);
-    var nl = r.v(), lvmap = [null];
+    var nl = a[q++], lvmap = [null];
     for (l = 0; l < nl; l++) {
-      var cn = r.v(), map = new Uint32Array(cn), lst = 0;
-      for (i = 0; i < cn; i++) { lst += r.v(); map[i] = lst; }
+      var cn = a[q++], map = new Uint32Array(cn), lst = 0;
+      for (i = 0; i < cn; i++) { lst += a[q++]; map[i] = lst; }
       lvmap.push(map);
     }
     d.levels = lvmap;
@@ -106,24 +114,35 @@
     while (lo < hi) { var mid = (lo + hi) >> 1; if (d.start[mid] <= e) lo = mid + 1; else hi = mid; }
     return lo;
   }
-  function checkpoints(d) {
-    if (d.cps) return d.cps;
-    var cps = [], live = [], p = 0;
-    for (var e = 0; e < d.n; e += CP) {
+  /* the live set every CP entries, made in slices while the page is idle after the first frame
+   * (soon), or at once where a zoomed-in frame needs them first */
+  function cpSlice(d, until) {
+    var j = d.cpj || (d.cpj = {cps: [], live: [], p: 0, e: 0}), cps = j.cps, live = j.live, p = j.p, e = j.e;
+    while (e < d.n) {
       while (p < d.na && d.start[p] <= e) live.push(p++);
       var k = 0;
       for (var i = 0; i < live.length; i++) if (d.end[live[i]] > e) live[k++] = live[i];
       live.length = k;
       cps.push(Int32Array.from(live));
+      e += CP;
+      if (cps.length % 16 === 0 && performance.now() > until) break;
     }
+    j.p = p; j.e = e;
+    if (e < d.n) return false;
     d.cps = cps;
-    return cps;
+    return true;
   }
+  function checkpoints(d) { if (!d.cps) cpSlice(d, Infinity); return d.cps; }
   /* every allocation live after entry e, in allocation order (exact) */
   function liveAt(d, e) {
     var out = [];
     if (e < 0 || e >= d.n) return out;
-    var cps = checkpoints(d), c = Math.floor(e / CP), cp = cps[c], i;
+    var c = Math.floor(e / CP), i;
+    if (!d.cps && !(d.cpj && d.cpj.cps.length > c)) { /* no checkpoint yet: one pass over what started by e */
+      for (i = 0; i < d.na && d.start[i] <= e; i++) if (d.end[i] > e) out.push(i);
+      return out;
+    }
+    var cp = (d.cps || d.cpj.cps)[c];
     for (i = 0; i < cp.length; i++) if (d.end[cp[i]] > e) out.push(cp[i]);
     for (i = firstStartAfter(d, c * CP); i < d.na && d.start[i] <= e; i++) if (d.end[i] > e) out.push(i);
     return out;
@@ -136,7 +155,7 @@
     return (i ? x.toFixed(1) : String(x)) + ' ' + u[i];
   }
   /* each entry's time: decoded in slices while the page is idle after the first frame
-   * (timesSoon), or at once where one is needed first (the time axis) */
+   * (soon), or at once where one is needed first (the time axis) */
   function timeJob(d) {
     if (!d.tjob) { var r = reader(bytesOf('cmh-view-t' + d.k)), nt = r.v(); d.tjob = {r: r, t: new Float64Array(nt), i: 0, v: 0}; }
     return d.tjob;
@@ -153,13 +172,15 @@
     return true;
   }
   function times(d) { if (!d.time) timeSlice(d, Infinity); return d.time; }
-  function timesSoon(d) {
-    if (d.time || d.tsoon || !meta.origin_ns) return;
-    d.tsoon = true;
+  function soon(d) { /* the checkpoints, then the entry times, while the page is idle */
+    if (d.soon) return;
+    d.soon = true;
     var idle = window.requestIdleCallback || function (f) { return setTimeout(function () { f({timeRemaining: function () { return 4; }}); }, 30); };
     (function step(dl) {
-      if (d.time) return;
-      if (!timeSlice(d, performance.now() + Math.max(1, Math.min(dl.timeRemaining(), 6)))) idle(step);
+      var until = performance.now() + Math.max(1, Math.min(dl.timeRemaining(), 6));
+      if (!d.cps) { cpSlice(d, until); idle(step); return; }
+      if (!meta.origin_ns || d.time) return;
+      if (!timeSlice(d, until)) idle(step);
       else if (view.k === d.k) { siteTable(); request(); }
     })({timeRemaining: function () { return 0; }});
   }
@@ -338,6 +359,7 @@
         cand[nc] = x; nxt[nc] = head[cc]; head[cc] = nc++;
       }
     }
+    checkpoints(d); /* zoomed in, they are worth finishing now */
     var l0 = liveAt(d, ce[0]);
     for (i = 0; i < l0.length; i++) {
       id = l0[i];
@@ -669,7 +691,7 @@
   });
   ui.search.addEventListener('input', function () { view.query = ui.search.value.trim().toLowerCase(); siteTable(); request(); });
   ui.search.addEventListener('keydown', function (ev) { if (ev.key === 'Enter' || ev.key === 'Escape') { ev.preventDefault(); ui.canvas.focus(); } });
-  ui.dev.addEventListener('change', function () { view.k = Number(ui.dev.value); view.sel = -1; select(-1); fit(); setCursor(peakOr0()); timesSoon(dev()); });
+  ui.dev.addEventListener('change', function () { view.k = Number(ui.dev.value); view.sel = -1; select(-1); fit(); setCursor(peakOr0()); soon(dev()); });
   window.addEventListener('resize', request);
   function peakOr0() { var m = meta.devices[view.k]; return m.peak && m.peak.index > 0 ? m.peak.index : 0; }
 
@@ -705,5 +727,5 @@
   draw();
   root.setAttribute('data-ready', '1');
   /* entry times wait until the first frame is up, then come while the page is idle */
-  requestAnimationFrame(function () { setTimeout(function () { timesSoon(dev()); }, 0); });
+  requestAnimationFrame(function () { setTimeout(function () { soon(dev()); }, 0); });
 })();
