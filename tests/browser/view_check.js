@@ -220,6 +220,25 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   const fitv = await page.evaluate(() => [window.cmhView.view.x0, window.cmhView.view.x1]);
   check('keyboard: 0 shows the whole record again', fitv[0] === 0 && fitv[1] === pk.trace_entries, JSON.stringify(fitv));
 
+  // the x axis: its labels stay on the canvas; t labels the same ticks with their entries' times
+  const axis = async () => page.evaluate(() => {
+    const v = window.cmhView, f = v.view.frame, ctx = document.getElementById('v-canvas').getContext('2d');
+    ctx.font = '11px sans-serif';
+    return { time: f.timeAxis, n: f.ticks.length, clipped: f.ticks.filter(t => f.X(t.e) + ctx.measureText(t.label).width / 2 > f.W || f.X(t.e) - ctx.measureText(t.label).width / 2 < 0).length,
+      wrong: f.ticks.filter(t => t.label !== (f.timeAxis ? (v.time(v.view.k, t.e) / 1e6).toFixed(t.label.split('.')[1]?.length || 0) : String(t.e))).length,
+      button: document.getElementById('v-axis').textContent, can: !document.getElementById('v-axis').disabled };
+  });
+  const ax0 = await axis();
+  check(`x axis in entries: ${ax0.n} labels, none past the canvas's edge`, !ax0.time && ax0.n >= 2 && ax0.clipped === 0 && ax0.wrong === 0, JSON.stringify(ax0));
+  if (ax0.can) {
+    await page.focus('#v-canvas');
+    await page.keyboard.press('t');
+    await page.waitForTimeout(50);
+    const ax1 = await axis();
+    check(`t: the x axis in time (${ax1.n} labels, "${ax1.button}"), each its entry's time, none clipped`, ax1.time && ax1.n >= 2 && ax1.wrong === 0 && ax1.clipped === 0, JSON.stringify(ax1));
+    await page.keyboard.press('t');
+  }
+
   // search: a site's file highlights its sites and counts them
   const q = facts.search;
   await page.fill('#v-search', q);

@@ -224,6 +224,15 @@
   button('\u2212', 'zoom out (-)', function () { zoomBy(2, view.cursor); });
   button('Fit', 'the whole record (0)', function () { fit(); });
   button('Peak', 'the allocated peak (p)', function () { gotoPeak(); });
+  ui.axis = button('Axis: entries', 'the x axis in entries or in time (t)', function () { toggleAxis(); });
+  ui.axis.id = 'v-axis'; ui.axis.setAttribute('aria-pressed', 'false');
+  if (!meta.origin_ns) ui.axis.disabled = true;
+  function toggleAxis() {
+    if (!meta.origin_ns) return;
+    view.timeAxis = !view.timeAxis;
+    ui.axis.textContent = view.timeAxis ? 'Axis: time' : 'Axis: entries'; ui.axis.setAttribute('aria-pressed', String(view.timeAxis));
+    request();
+  }
   ui.match = el('span', 'v-match'); ui.bar.appendChild(ui.match);
   root.appendChild(ui.wrap = el('div', 'v-plot'));
   ui.canvas = el('canvas'); ui.canvas.tabIndex = 0; ui.canvas.id = 'v-canvas';
@@ -240,7 +249,7 @@
   tw.appendChild(ui.sitesHead = el('h3', null, 'Live at the cursor'));
   ui.sitesWrap = el('div', 'v-twrap'); tw.appendChild(ui.sitesWrap);
 
-  var view = {k: 0, x0: 0, x1: 1, cursor: 0, sel: -1, selPos: -1, query: '', frame: null, drag: null};
+  var view = {k: 0, x0: 0, x1: 1, cursor: 0, sel: -1, selPos: -1, query: '', frame: null, drag: null, timeAxis: false};
   var stats = {frames: []};
   var dpr = window.devicePixelRatio || 1;
   var PADL = 64, PADB = 22, PADT = 16;
@@ -542,12 +551,28 @@
     var ystep = nice(ymax / 5);
     ctx.textAlign = 'right';
     for (var v = 0; v <= ymax; v += ystep) { var yv = Y(v); ctx.beginPath(); ctx.moveTo(padl - 4, yv); ctx.lineTo(padl, yv); ctx.stroke(); ctx.fillText(size(v), padl - 6, yv + 4); }
+    /* the x axis: entries, or (t) the time of the same entries, in seconds from the record's
+     * first event (the bands stay one step per entry, so time runs as fast as the record did);
+     * a label that would run past the canvas's edge is left out */
     ctx.textAlign = 'center';
-    var xstep = nice((view.x1 - view.x0) / Math.max(2, Math.floor(pw / 90)));
-    for (var e3 = Math.ceil(view.x0 / xstep) * xstep; e3 <= view.x1; e3 += xstep) { var xv = X(e3); ctx.beginPath(); ctx.moveTo(xv, PADT + ph); ctx.lineTo(xv, PADT + ph + 4); ctx.stroke(); ctx.fillText(String(Math.round(e3)), xv, PADT + ph + 15); }
+    var ticks = [], timeAxis = view.timeAxis && meta.origin_ns, lastX = -1e9, tt = timeAxis ? times(d) : null;
+    var xstep = nice((view.x1 - view.x0) / Math.max(2, Math.floor(pw / 90))), es = [], e3;
+    for (e3 = Math.ceil(view.x0 / xstep) * xstep; e3 <= view.x1; e3 += xstep) if (Math.round(e3) < d.n) es.push(Math.round(e3));
+    var dec = 0;
+    if (tt) { /* enough decimals that neighbouring labels differ */
+      var gap = Infinity;
+      for (i = 1; i < es.length; i++) if (tt[es[i]] > tt[es[i - 1]]) gap = Math.min(gap, tt[es[i]] - tt[es[i - 1]]);
+      dec = gap === Infinity ? 3 : Math.max(0, Math.min(6, Math.ceil(-Math.log10(gap / 1e6))));
+    }
+    for (i = 0; i < es.length; i++) {
+      var lab = tt ? (tt[es[i]] / 1e6).toFixed(dec) : String(es[i]), xv = X(es[i]), hw = ctx.measureText(lab).width / 2 + 2;
+      if (xv - hw < lastX || xv + hw > W) continue;
+      ctx.beginPath(); ctx.moveTo(xv, PADT + ph); ctx.lineTo(xv, PADT + ph + 4); ctx.stroke();
+      ctx.fillText(lab, xv, PADT + ph + 15); lastX = xv + hw + 4; ticks.push({e: es[i], label: lab});
+    }
     ctx.textAlign = 'left';
-    ctx.fillText('entry', padl + pw - 28, H - 2);
-    view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph};
+    ctx.fillText(timeAxis ? 's' : 'entry', 4, H - 4);
+    view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph, W: W, ticks: ticks, timeAxis: !!timeAxis};
     ui.status.textContent = 'Entries ' + Math.round(view.x0) + '\u2013' + Math.round(view.x1) + ' of ' + d.n +
       (m.dropped ? ' (the ring dropped ' + m.dropped + ' older entries)' : '') + ' \u00b7 cursor at ' + when(d, view.cursor) +
       ' \u00b7 ' + size(allocatedAt(d, view.cursor)) + ' allocated, ' + size(lineAt(d.lines[1], view.cursor)) + ' reserved';
@@ -675,6 +700,7 @@
       case 'Home': setCursor(0); break;
       case 'End': setCursor(d.n - 1); break;
       case 'p': gotoPeak(); break;
+      case 't': toggleAxis(); break;
       case '/': ui.search.focus(); break;
       case 'ArrowUp': case 'ArrowDown': {
         var live = liveAt(d, view.cursor);
@@ -716,6 +742,7 @@
     bandsOf: function (c) { return bandsOf(dev(), c); },
     colour: function (key) { var d = dev(); return key < 0 ? pixel(-1 - key, true, false) : pixel(d.site[key], false, false); },
     _stack: function (k, id) { return load(k).stack[id]; },
+    time: function (k, e) { return times(load(k))[e]; }, /* µs from the record's first event */
     _n: function (k) { return load(k).n; },
     setView: function (x0, x1) { view.x0 = x0; view.x1 = x1; clampView(); draw(); },
     setCursor: setCursor, select: select, draw: draw,
