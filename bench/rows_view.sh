@@ -35,7 +35,7 @@ pss=$(J 'Math.round(o.pss_bytes/1048576)' <"$T/ours.json") heap=$(J 'Math.round(
 row "view, 1M: first frame after load" "$ff ms (target <= 2000)"
 row "view, 1M: zoom+pan frame, median / p99 (120 frames)" "$med / $p99 ms (targets <= 16 / <= 50)"
 dmed=$(J "o.draw_ms && o.draw_ms.median.toFixed(1)" <"$T/ours.json") dp99=$(J "o.draw_ms && o.draw_ms.p99.toFixed(1)" <"$T/ours.json")
-row "view, 1M: the page's own time in those frames, median / p99" "$dmed / $dp99 ms"
+row "view, 1M: the page's own time per frame, median / p99" "$dmed / $dp99 ms"
 row "view, 1M: browser memory (PSS, all processes) / JS heap" "$pss MiB / $heap MiB (target <= 1024 MiB)"
 
 if [ -n "${MEMVIZ_JS:-}" ] && [ -f "$MEMVIZ_JS" ] && [ -f "$CACHE/node_modules/d3/dist/d3.min.js" ]; then
