@@ -34,6 +34,8 @@ ff=$(J "Math.round(o.first_frame_ms)" <"$T/ours.json") med=$(J "Math.round(o.fra
 pss=$(J 'Math.round(o.pss_bytes/1048576)' <"$T/ours.json") heap=$(J 'Math.round(o.js_heap_bytes/1048576)' <"$T/ours.json")
 row "view, 1M: first frame after load" "$ff ms (target <= 2000)"
 row "view, 1M: zoom+pan frame, median / p99 (120 frames)" "$med / $p99 ms (targets <= 16 / <= 50)"
+dmed=$(J "o.draw_ms && o.draw_ms.median.toFixed(1)" <"$T/ours.json") dp99=$(J "o.draw_ms && o.draw_ms.p99.toFixed(1)" <"$T/ours.json")
+row "view, 1M: the page's own time per frame, median / p99" "$dmed / $dp99 ms"
 row "view, 1M: browser memory (PSS, all processes) / JS heap" "$pss MiB / $heap MiB (target <= 1024 MiB)"
 
 if [ -n "${MEMVIZ_JS:-}" ] && [ -f "$MEMVIZ_JS" ] && [ -f "$CACHE/node_modules/d3/dist/d3.min.js" ]; then

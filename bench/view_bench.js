@@ -2,7 +2,8 @@
 // harness for `cumemhist view`'s page and for PyTorch's MemoryViz.js: the first frame after load,
 // then 40 zoom steps in, 40 pan steps, 40 zoom steps out, each timed from the input event to the
 // end of the frame it caused (vsync off, so no frame waits for the display), and the browser's
-// memory after (PSS of every Chromium process, and the page's JS heap).  Prints one line of JSON.
+// memory after (PSS of every Chromium process, and the page's JS heap); for ours also the script's
+// own time in each of those frames (draw_ms), which the machine's load moves less.  Prints one line of JSON.
 // Figures only: nothing passes or fails.
 'use strict';
 const fs = require('fs');
@@ -62,6 +63,7 @@ const q = (a, p) => { const s = [...a].sort((x, y) => x - y); return s.length ? 
     async function timed(list, fire) { const t = performance.now(); fire(); await frame(); list.push(performance.now() - t); }
     const wheel = (dy, shift) => target.dispatchEvent(new WheelEvent('wheel', { deltaY: dy, deltaMode: 0, clientX: cx, clientY: cy, shiftKey: !!shift, bubbles: true, cancelable: true, view: window }));
     await frame();
+    const drawn0 = kind === 'ours' ? window.cmhView.stats.frames.length : 0;
     for (let i = 0; i < 40; i++) await timed(res.zoom, () => wheel(-120));
     if (kind === 'ours') {
       for (let i = 0; i < 40; i++) await timed(res.pan, () => wheel(i < 20 ? 60 : -60, true));
@@ -74,11 +76,13 @@ const q = (a, p) => { const s = [...a].sort((x, y) => x - y); return s.length ? 
       window.dispatchEvent(new MouseEvent('mouseup', { clientX: cx, clientY: cy, bubbles: true, view: window }));
     }
     for (let i = 0; i < 40; i++) await timed(res.zoom, () => wheel(120));
+    if (kind === 'ours') res.draw = window.cmhView.stats.frames.slice(drawn0); /* the page's own work in each frame */
     return res;
   }, kind);
   const all = steps.zoom.concat(steps.pan);
   out.frame_ms = { median: q(all, 0.5), p99: q(all, 0.99), max: Math.max(...all), n: all.length,
     zoom_median: q(steps.zoom, 0.5), pan_median: q(steps.pan, 0.5) };
+  if (steps.draw) out.draw_ms = { median: q(steps.draw, 0.5), p99: q(steps.draw, 0.99), max: Math.max(...steps.draw), n: steps.draw.length };
   const m = await cdp.send('Performance.getMetrics');
   out.js_heap_bytes = (m.metrics.find(x => x.name === 'JSHeapUsedSize') || {}).value || null;
   out.pss_bytes = pss(-process.pid);

@@ -126,6 +126,36 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   await page.mouse.down(); await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2, { steps: 5 }); await page.mouse.up();
   const x0b = await page.evaluate(() => window.cmhView.view.x0);
   check('a drag to the left pans to later entries', x0b > x0a || await page.evaluate(() => window.cmhView.view.x1 >= window.cmhView._n(0)), `${x0a} -> ${x0b}`);
+  // zoomed in, the page sweeps and paints the exact stacks itself: every band it says is drawn
+  // (hover and click read these) is painted in its site's colour where it says
+  const painted = await page.evaluate(e => {
+    const v = window.cmhView, n = v._n(0), w = Math.min(n, 3000);
+    v.setView(Math.max(0, e - w / 2), Math.max(0, e - w / 2) + w);
+    const f = v.view.frame, dpr = window.devicePixelRatio || 1, im = v.view.img, img = im.data; // the bands' image, before the lines go over it, one pixel column a row of it
+    const ox = Math.round(f.padl * dpr), oy = Math.round(f.Y(f.ph / f.sy) * dpr);
+    let seen = 0, bad = 0;
+    for (const c of f.cols) {
+      const bs = v.bandsOf(c), x = Math.floor((f.X(c.a) + f.X(c.b)) / 2 * dpr);
+      if (f.X(c.b) - f.X(c.a) < 2) continue;
+      // and the stack's top where the bands end (above it the image is white)
+      let top = 0; for (let j = 0; j < bs.length; j += 3) top += bs[j + 2];
+      const at = y => ((x - ox) * im.width + y) * 4;
+      let y0 = 0; while (y0 < im.width && img[at(y0) + 3] === 255 && img[at(y0)] === 255 && img[at(y0) + 1] === 255 && img[at(y0) + 2] === 255) y0++;
+      const want0 = Math.round(im.width - top * f.sy * dpr);
+      seen++;
+      if (Math.abs(y0 - want0) > 1 && !(top * f.sy * dpr < 1 && y0 >= im.width - 1)) bad++;
+      for (let j = 0; j < bs.length; j += 3) {
+        if (bs[j + 2] * f.sy * dpr < 6) continue;
+        const y = Math.floor(f.Y(bs[j + 1] + bs[j + 2] / 2) * dpr) - oy, o = at(y), want = v.colour(bs[j]);
+        seen++;
+        if (img[o] !== (want & 255) || img[o + 1] !== ((want >>> 8) & 255) || img[o + 2] !== ((want >>> 16) & 255)) bad++;
+      }
+    }
+    return [seen, bad, f.cols.length];
+  }, pk.peak_allocated.index);
+  check(`zoomed in (${painted[2]} columns): each column is painted to its stack's top and every band where and as the page says (${painted[0]} checked)`,
+    painted[0] >= 10 && painted[1] === 0, JSON.stringify(painted));
+
   // the biggest band live at the peak: where it is drawn, hover it, click it
   await page.evaluate(e => { window.cmhView.setCursor(e); window.cmhView.draw(); }, pk.peak_allocated.index);
   const target = await page.evaluate(e => {
@@ -189,6 +219,25 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   await page.keyboard.press('0');
   const fitv = await page.evaluate(() => [window.cmhView.view.x0, window.cmhView.view.x1]);
   check('keyboard: 0 shows the whole record again', fitv[0] === 0 && fitv[1] === pk.trace_entries, JSON.stringify(fitv));
+
+  // the x axis: its labels stay on the canvas; t labels the same ticks with their entries' times
+  const axis = async () => page.evaluate(() => {
+    const v = window.cmhView, f = v.view.frame, ctx = document.getElementById('v-canvas').getContext('2d');
+    ctx.font = '11px sans-serif';
+    return { time: f.timeAxis, n: f.ticks.length, clipped: f.ticks.filter(t => f.X(t.e) + ctx.measureText(t.label).width / 2 > f.W || f.X(t.e) - ctx.measureText(t.label).width / 2 < 0).length,
+      wrong: f.ticks.filter(t => t.label !== (f.timeAxis ? (v.time(v.view.k, t.e) / 1e6).toFixed(t.label.split('.')[1]?.length || 0) : String(t.e))).length,
+      button: document.getElementById('v-axis').textContent, can: !document.getElementById('v-axis').disabled };
+  });
+  const ax0 = await axis();
+  check(`x axis in entries: ${ax0.n} labels, none past the canvas's edge`, !ax0.time && ax0.n >= 2 && ax0.clipped === 0 && ax0.wrong === 0, JSON.stringify(ax0));
+  if (ax0.can) {
+    await page.focus('#v-canvas');
+    await page.keyboard.press('t');
+    await page.waitForTimeout(50);
+    const ax1 = await axis();
+    check(`t: the x axis in time (${ax1.n} labels, "${ax1.button}"), each its entry's time, none clipped`, ax1.time && ax1.n >= 2 && ax1.wrong === 0 && ax1.clipped === 0, JSON.stringify(ax1));
+    await page.keyboard.press('t');
+  }
 
   // search: a site's file highlights its sites and counts them
   const q = facts.search;

@@ -31,52 +31,64 @@
       z: function () { var x = this.v(); return x % 2 ? -(x + 1) / 2 : x / 2; }
     };
   }
+  function varints(u) { /* every varint of a stream, in one tight loop */
+    var a = new Float64Array(u.length), n = 0, x = 0, m = 1;
+    for (var i = 0; i < u.length; i++) {
+      var c = u[i];
+      if (c < 128) { a[n++] = x + c * m; x = 0; m = 1; } else { x += (c - 128) * m; m *= 128; }
+    }
+    return a;
+  }
+  function grown(a, n) { if (a.length >= n) return a; var g = new a.constructor(Math.max(n, 2 * a.length)); g.set(a); return g; }
 
   /* ---- one device's data, decoded on first use ---- */
   function load(k) {
     var m = meta.devices[k];
     if (m.data) return m.data;
-    var r = reader(bytesOf('cmh-view-d' + k)), d = {n: r.v(), na: r.v()};
+    var a = varints(bytesOf('cmh-view-d' + k)), q = 0, z, d = {n: a[q++], na: a[q++]}; /* a[q++]: the next varint */
     var na = d.na, n = d.n, i, prev = 0;
     d.start = new Int32Array(na); d.end = new Int32Array(na); d.size = new Float64Array(na);
     d.stack = new Uint32Array(na); d.site = new Uint32Array(na);
     for (i = 0; i < na; i++) {
-      prev += r.v();
+      prev += a[q++];
       d.start[i] = prev - 1;
-      var life = r.v();
+      var life = a[q++];
       d.end[i] = life ? d.start[i] + life : n;
-      d.size[i] = r.v();
-      d.stack[i] = r.v();
+      d.size[i] = a[q++];
+      d.stack[i] = a[q++];
       var st = meta.stacks[d.stack[i]];
       d.site[i] = st ? st[0] : 0;
     }
     d.lines = [];
     for (var l = 0; l < 2; l++) {
-      var cnt = r.v(), idx = new Int32Array(cnt), val = new Float64Array(cnt), li = 0, lv = 0;
-      for (i = 0; i < cnt; i++) { li += r.v(); lv += r.z(); idx[i] = li; val[i] = lv; }
+      var cnt = a[q++], idx = new Int32Array(cnt), val = new Float64Array(cnt), li = 0, lv = 0;
+      for (i = 0; i < cnt; i++) { li += a[q++]; lv += ((z = a[q++]) % 2 ? -(z + 1) / 2 : z / 2); idx[i] = li; val[i] = lv; }
       d.lines.push({idx: idx, val: val});
     }
-    var ncols = r.v(), col = m.col;
+    var ncols = a[q++], col = m.col;
     d.ncols = ncols;
     d.inst = new Int32Array(ncols); d.bandStart = new Uint32Array(ncols + 1); d.foldStart = new Uint32Array(ncols + 1);
     d.amax = new Float64Array(ncols); d.rmax = new Float64Array(ncols);
-    var bands = [], fsite = [], fbytes = [];
+    /* typed arrays grown as they fill: no million-element JS arrays left for the collector */
+    var bands = new Int32Array(16 * ncols + 16), fsite = new Uint32Array(4 * ncols + 16), fbytes = new Float64Array(fsite.length), nbt = 0, nft = 0;
     for (var c = 0; c < ncols; c++) {
-      d.inst[c] = c * col + r.v();
-      var nb = r.v(), last = 0;
-      d.bandStart[c] = bands.length;
-      for (i = 0; i < nb; i++) { last += r.v(); bands.push(last); }
-      var nf = r.v(); last = 0;
-      d.foldStart[c] = fsite.length;
-      for (i = 0; i < nf; i++) { last += r.v(); fsite.push(last); fbytes.push(r.v()); }
-      d.amax[c] = r.v(); d.rmax[c] = r.v();
+      d.inst[c] = c * col + a[q++];
+      var nb = a[q++], last = 0;
+      d.bandStart[c] = nbt;
+      if (nbt + nb > bands.length) bands = grown(bands, nbt + nb);
+      for (i = 0; i < nb; i++) { last += a[q++]; bands[nbt++] = last; }
+      var nf = a[q++]; last = 0;
+      d.foldStart[c] = nft;
+      if (nft + nf > fsite.length) { fsite = grown(fsite, nft + nf); fbytes = grown(fbytes, nft + nf); }
+      for (i = 0; i < nf; i++) { last += a[q++]; fsite[nft] = last; fbytes[nft++] = a[q++]; }
+      d.amax[c] = a[q++]; d.rmax[c] = a[q++];
     }
-    d.bandStart[ncols] = bands.length; d.foldStart[ncols] = fsite.length;
-    d.bands = Int32Array.from(bands); d.fsite = Uint32Array.from(fsite); d.fbytes = Float64Array.from(fbytes);
-    var nl = r.v(), lvmap = [null];
+    d.bandStart[ncols] = nbt; d.foldStart[ncols] = nft;
+    d.bands = bands.subarray(0, nbt); d.fsite = fsite.subarray(0, nft); d.fbytes = fbytes.subarray(0, nft);
+    var nl = a[q++], lvmap = [null];
     for (l = 0; l < nl; l++) {
-      var cn = r.v(), map = new Uint32Array(cn), lst = 0;
-      for (i = 0; i < cn; i++) { lst += r.v(); map[i] = lst; }
+      var cn = a[q++], map = new Uint32Array(cn), lst = 0;
+      for (i = 0; i < cn; i++) { lst += a[q++]; map[i] = lst; }
       lvmap.push(map);
     }
     d.levels = lvmap;
@@ -102,24 +114,35 @@
     while (lo < hi) { var mid = (lo + hi) >> 1; if (d.start[mid] <= e) lo = mid + 1; else hi = mid; }
     return lo;
   }
-  function checkpoints(d) {
-    if (d.cps) return d.cps;
-    var cps = [], live = [], p = 0;
-    for (var e = 0; e < d.n; e += CP) {
+  /* the live set every CP entries, made in slices while the page is idle after the first frame
+   * (soon), or at once where a zoomed-in frame needs them first */
+  function cpSlice(d, until) {
+    var j = d.cpj || (d.cpj = {cps: [], live: [], p: 0, e: 0}), cps = j.cps, live = j.live, p = j.p, e = j.e;
+    while (e < d.n) {
       while (p < d.na && d.start[p] <= e) live.push(p++);
       var k = 0;
       for (var i = 0; i < live.length; i++) if (d.end[live[i]] > e) live[k++] = live[i];
       live.length = k;
       cps.push(Int32Array.from(live));
+      e += CP;
+      if (cps.length % 16 === 0 && performance.now() > until) break;
     }
+    j.p = p; j.e = e;
+    if (e < d.n) return false;
     d.cps = cps;
-    return cps;
+    return true;
   }
+  function checkpoints(d) { if (!d.cps) cpSlice(d, Infinity); return d.cps; }
   /* every allocation live after entry e, in allocation order (exact) */
   function liveAt(d, e) {
     var out = [];
     if (e < 0 || e >= d.n) return out;
-    var cps = checkpoints(d), c = Math.floor(e / CP), cp = cps[c], i;
+    var c = Math.floor(e / CP), i;
+    if (!d.cps && !(d.cpj && d.cpj.cps.length > c)) { /* no checkpoint yet: one pass over what started by e */
+      for (i = 0; i < d.na && d.start[i] <= e; i++) if (d.end[i] > e) out.push(i);
+      return out;
+    }
+    var cp = (d.cps || d.cpj.cps)[c];
     for (i = 0; i < cp.length; i++) if (d.end[cp[i]] > e) out.push(cp[i]);
     for (i = firstStartAfter(d, c * CP); i < d.na && d.start[i] <= e; i++) if (d.end[i] > e) out.push(i);
     return out;
@@ -131,23 +154,47 @@
     while (Math.abs(x) >= 1024 && i < u.length - 1) { x /= 1024; i++; }
     return (i ? x.toFixed(1) : String(x)) + ' ' + u[i];
   }
-  function times(d) { /* each entry's time, decoded the first time one is shown */
-    if (d.time) return d.time;
-    var tr = reader(bytesOf('cmh-view-t' + d.k)), nt = tr.v(), tv = 0, t = new Float64Array(nt);
-    for (var i = 0; i < nt; i++) { tv += tr.z(); t[i] = tv; }
-    return (d.time = t);
+  /* each entry's time: decoded in slices while the page is idle after the first frame
+   * (soon), or at once where one is needed first (the time axis) */
+  function timeJob(d) {
+    if (!d.tjob) { var r = reader(bytesOf('cmh-view-t' + d.k)), nt = r.v(); d.tjob = {r: r, t: new Float64Array(nt), i: 0, v: 0}; }
+    return d.tjob;
+  }
+  function timeSlice(d, until) { /* decode until the clock passes until; true once all are */
+    var j = timeJob(d), t = j.t, r = j.r, i = j.i, v = j.v, nt = t.length;
+    while (i < nt) {
+      for (var k = Math.min(nt, i + 8192); i < k; i++) { v += r.z(); t[i] = v; }
+      if (performance.now() > until) break;
+    }
+    j.i = i; j.v = v;
+    if (i < nt) return false;
+    d.time = t;
+    return true;
+  }
+  function times(d) { if (!d.time) timeSlice(d, Infinity); return d.time; }
+  function soon(d) { /* the checkpoints, then the entry times, while the page is idle */
+    if (d.soon) return;
+    d.soon = true;
+    var idle = window.requestIdleCallback || function (f) { return setTimeout(function () { f({timeRemaining: function () { return 4; }}); }, 30); };
+    (function step(dl) {
+      var until = performance.now() + Math.max(1, Math.min(dl.timeRemaining(), 6));
+      if (!d.cps) { cpSlice(d, until); idle(step); return; }
+      if (!meta.origin_ns || d.time) return;
+      if (!timeSlice(d, until)) idle(step);
+      else if (view.k === d.k) { siteTable(); request(); }
+    })({timeRemaining: function () { return 0; }});
   }
   function when(d, e) {
     if (e < 0) return 'before the first entry';
     if (e >= d.n) return 'after the last entry';
-    var s = 'entry ' + e, t = meta.origin_ns && (d.time || view.started) ? times(d) : null;
+    var s = 'entry ' + e, t = meta.origin_ns && d.time ? d.time : null;
     if (t && t.length > e) s += ' (+' + (t[e] / 1e6).toFixed(6) + ' s)';
     return s;
   }
-  var pixels = {};
+  var pixels = new Uint32Array(4 * meta.sites.length + 8); /* 0: not made yet (every colour is opaque) */
   function pixel(site, fold, dim) { /* a site's colour as one RGBA word, blended on white */
     var k = site * 4 + (fold ? 1 : 0) + (dim ? 2 : 0), v = pixels[k];
-    if (v !== undefined) return v;
+    if (v) return v;
     var h = colorOf(site), a = dim ? 0.12 : fold ? 0.55 : 1, c = [1, 3, 5].map(function (o) { return Math.round(parseInt(h.substr(o, 2), 16) * a + 255 * (1 - a)); });
     return (pixels[k] = ((255 << 24) | (c[2] << 16) | (c[1] << 8) | c[0]) >>> 0);
   }
@@ -177,6 +224,15 @@
   button('\u2212', 'zoom out (-)', function () { zoomBy(2, view.cursor); });
   button('Fit', 'the whole record (0)', function () { fit(); });
   button('Peak', 'the allocated peak (p)', function () { gotoPeak(); });
+  ui.axis = button('Axis: entries', 'the x axis in entries or in time (t)', function () { toggleAxis(); });
+  ui.axis.id = 'v-axis'; ui.axis.setAttribute('aria-pressed', 'false');
+  if (!meta.origin_ns) ui.axis.disabled = true;
+  function toggleAxis() {
+    if (!meta.origin_ns) return;
+    view.timeAxis = !view.timeAxis;
+    ui.axis.textContent = view.timeAxis ? 'Axis: time' : 'Axis: entries'; ui.axis.setAttribute('aria-pressed', String(view.timeAxis));
+    request();
+  }
   ui.match = el('span', 'v-match'); ui.bar.appendChild(ui.match);
   root.appendChild(ui.wrap = el('div', 'v-plot'));
   ui.canvas = el('canvas'); ui.canvas.tabIndex = 0; ui.canvas.id = 'v-canvas';
@@ -193,7 +249,7 @@
   tw.appendChild(ui.sitesHead = el('h3', null, 'Live at the cursor'));
   ui.sitesWrap = el('div', 'v-twrap'); tw.appendChild(ui.sitesWrap);
 
-  var view = {k: 0, x0: 0, x1: 1, cursor: 0, sel: -1, selPos: -1, query: '', frame: null, drag: null};
+  var view = {k: 0, x0: 0, x1: 1, cursor: 0, sel: -1, selPos: -1, query: '', frame: null, drag: null, timeAxis: false};
   var stats = {frames: []};
   var dpr = window.devicePixelRatio || 1;
   var PADL = 64, PADB = 22, PADT = 16;
@@ -229,11 +285,13 @@
   }
 
   var pending = false;
-  function request() { if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; draw(); }); } }
+  var dirty = false; /* a change not drawn yet: a frame drawn at once (draw()) leaves the queued one nothing to do */
+  function request() { dirty = true; if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; if (dirty) draw(); }); } }
 
   /* a kept column's bands as [key, bottom, bytes] triples, made when asked (hover, outline) */
   function bandsOf(d, c) {
     if (c.bands) return c.bands;
+    if (c.s0 < 0) return (c.bands = fineBands(d, c.e, c.thr));
     var b = [], off = 0, i, s0 = c.s0;
     for (i = d.bandStart[s0]; i < d.bandStart[s0 + 1]; i++) { var id = d.bands[i]; b.push(id, off, d.size[id]); off += d.size[id]; }
     for (i = d.foldStart[s0]; i < d.foldStart[s0 + 1]; i++) { b.push(-1 - d.fsite[i], off, d.fbytes[i]); off += d.fbytes[i]; }
@@ -249,47 +307,113 @@
       var c0 = Math.max(0, Math.floor(view.x0 / w)), c1 = Math.min(Math.ceil(view.x1 / w), L ? d.levels[L].length : d.ncols);
       for (c = c0; c < c1; c++) {
         var s0 = L ? d.levels[L][c] : c, lo = Math.max(c * w, 0), hi = Math.min((c + 1) * w, d.n);
-        out.push({e: d.inst[s0], a: lo, b: hi, s0: s0, bands: null, top: d.act[d.inst[s0]], amax: d.amax[s0], rmax: d.rmax[s0]});
+        out.push({e: d.inst[s0], a: lo, b: hi, s0: s0, bands: null, thr: 0, top: d.act[d.inst[s0]], amax: d.amax[s0], rmax: d.rmax[s0]});
       }
       return out;
     }
-    /* fine: the exact stack at the highest instant of each pixel column */
-    var step = Math.max(epp, 1), first = Math.max(0, Math.floor(view.x0)), insts = [];
+    /* fine: the exact stack at the highest instant of each pixel column, swept and painted in
+     * draw() (paintFine) without a band list per column; bandsOf() makes one when asked */
+    var step = Math.max(epp, 1), first = Math.max(0, Math.floor(view.x0));
     for (var x = first; x < view.x1 && x < d.n; x += step) {
       var a = Math.floor(x), bnd = Math.min(Math.floor(x + step), d.n), best = a;
       if (bnd <= a) bnd = a + 1;
       for (i = a + 1; i < bnd; i++) if (d.act[i] > d.act[best]) best = i;
-      insts.push([best, a, bnd]);
+      out.push({e: best, a: a, b: bnd, s0: -1, bands: null, thr: 0, top: d.act[best], amax: allocatedAt(d, best), rmax: lineAt(d.lines[1], best)});
     }
-    if (!insts.length) return out;
-    var ymax = 1;
-    for (i = 0; i < insts.length; i++) ymax = Math.max(ymax, d.act[insts[i][0]]);
-    var thr = ymax / (ui.canvas.height / dpr), live = liveAt(d, insts[0][0]), p = firstStartAfter(d, insts[0][0]);
-    var nS = meta.sites.length + 1, fold = view.fold && view.fold.length >= nS ? view.fold : (view.fold = new Float64Array(nS)), touched = [];
-    var nextEnd = Infinity;
-    for (i = 0; i < live.length; i++) if (d.end[live[i]] < nextEnd) nextEnd = d.end[live[i]];
-    for (c = 0; c < insts.length; c++) {
-      var e2 = insts[c][0];
+    out.fine = true;
+    return out;
+  }
+
+  /* the bands of the exact stack at entry e, as [key, bottom, bytes] triples: allocations of at
+   * least thr bytes in allocation order, then the thinner ones folded per site, sites ascending
+   * (the order paintFine paints them in) */
+  function fineBands(d, e, thr) {
+    var live = liveAt(d, e), b = [], o = 0, by = new Map(), i;
+    for (i = 0; i < live.length; i++) {
+      var id = live[i], sz = d.size[id];
+      if (sz >= thr) { b.push(id, o, sz); o += sz; } else by.set(d.site[id], (by.get(d.site[id]) || 0) + sz);
+    }
+    Array.from(by.keys()).sort(function (x, y) { return x - y; }).forEach(function (s) { b.push(-1 - s, o, by.get(s)); o += by.get(s); });
+    return b;
+  }
+
+  /* Paint the fine columns in one sweep from the first column's instant to the last's, each
+   * column's stack painted as it is reached, with nothing allocated per column.  Allocations of
+   * at least thr bytes (drawn one by one) are kept in a list in allocation order; the thinner
+   * ones are only added to and taken from their site's folded bytes as they start and end, so a
+   * column costs its drawn bands and live sites, not the whole live set. */
+  var sweep = {big: new Int32Array(256), fold: null, cnt: null, act: null, head: null, next: null, cand: null};
+  function paintFine(d, colsF, thr, buf, PWd, PHd, syd, x2d) {
+    var C = colsF.length;
+    if (!C) return;
+    var nS = meta.sites.length + 1, size = d.size, end = d.end, start = d.start, site = d.site, i, c, s, id;
+    if (!sweep.fold || sweep.fold.length < nS) { sweep.fold = new Float64Array(nS); sweep.cnt = new Int32Array(nS); sweep.act = new Int32Array(nS); }
+    var fold = sweep.fold, cnt = sweep.cnt, act = sweep.act, na = 0; /* act[0..na): live sites, ascending */
+    fold.fill(0); cnt.fill(0);
+    var head = sweep.head = grown(sweep.head || new Int32Array(1024), C + 1), nxt, cand, nc = 0;
+    head.fill(-1, 0, C + 1);
+    var ce = sweep.ce = grown(sweep.ce || new Int32Array(1024), C);
+    for (c = 0; c < C; c++) ce[c] = colsF[c].e;
+    var eLast = ce[C - 1];
+    function colOf(e) { var lo = 0, hi = C; while (lo < hi) { var m = (lo + hi) >> 1; if (ce[m] >= e) hi = m; else lo = m + 1; } return lo; }
+    var big = sweep.big, nb = 0, nextEnd = Infinity;
+    cand = sweep.cand = grown(sweep.cand || new Int32Array(1024), 64); nxt = sweep.next = grown(sweep.next || new Int32Array(1024), 64);
+    function addSmall(x) { /* x joins its site's fold; queued to leave at the first column it is not live at */
+      var st = site[x];
+      fold[st] += size[x];
+      if (cnt[st]++ === 0) { var lo = 0, hi = na; while (lo < hi) { var m = (lo + hi) >> 1; if (act[m] < st) lo = m + 1; else hi = m; } act.copyWithin(lo + 1, lo, na); act[lo] = st; na++; }
+      if (end[x] <= eLast) {
+        var cc = colOf(end[x]);
+        if (nc >= cand.length) { cand = sweep.cand = grown(cand, nc + 1); nxt = sweep.next = grown(nxt, nc + 1); }
+        cand[nc] = x; nxt[nc] = head[cc]; head[cc] = nc++;
+      }
+    }
+    checkpoints(d); /* zoomed in, they are worth finishing now */
+    var l0 = liveAt(d, ce[0]);
+    for (i = 0; i < l0.length; i++) {
+      id = l0[i];
+      if (size[id] >= thr) { if (nb >= big.length) big = sweep.big = grown(big, nb + 1); big[nb++] = id; if (end[id] < nextEnd) nextEnd = end[id]; }
+      else addSmall(id);
+    }
+    var p = firstStartAfter(d, ce[0]), dim = !!view.query;
+    for (c = 0; c < C; c++) {
+      var col = colsF[c], e = ce[c];
       if (c) {
-        while (p < d.na && d.start[p] <= e2) { live.push(p); if (d.end[p] < nextEnd) nextEnd = d.end[p]; p++; }
-        if (nextEnd <= e2) { /* something ended: drop what did */
+        for (var h = head[c]; h >= 0; h = nxt[h]) { /* thin ones that ended */
+          id = cand[h]; s = site[id]; fold[s] -= size[id];
+          if (--cnt[s] === 0) { var lo = 0, hi = na; while (lo < hi) { var m = (lo + hi) >> 1; if (act[m] < s) lo = m + 1; else hi = m; } act.copyWithin(lo, lo + 1, na); na--; }
+        }
+        for (; p < d.na && start[p] <= e; p++) {
+          if (end[p] <= e) continue; /* born and gone between two columns */
+          if (size[p] >= thr) { if (nb >= big.length) big = sweep.big = grown(big, nb + 1); big[nb++] = p; if (end[p] < nextEnd) nextEnd = end[p]; }
+          else addSmall(p);
+        }
+        if (nextEnd <= e) { /* a drawn one ended: drop what did */
           var k = 0; nextEnd = Infinity;
-          for (i = 0; i < live.length; i++) if (d.end[live[i]] > e2) { live[k++] = live[i]; if (d.end[live[i]] < nextEnd) nextEnd = d.end[live[i]]; }
-          live.length = k;
+          for (i = 0; i < nb; i++) { var q = big[i], en = end[q]; if (en > e) { big[k++] = q; if (en < nextEnd) nextEnd = en; } }
+          nb = k;
         }
       }
-      var bb = [], o = 0;
-      touched.length = 0;
-      for (i = 0; i < live.length; i++) {
-        var id2 = live[i], sz = d.size[id2];
-        if (sz >= thr) { bb.push(id2, o, sz); o += sz; } else { var st2 = d.site[id2]; if (!fold[st2]) touched.push(st2); fold[st2] += sz; }
+      col.thr = thr;
+      var xa = x2d(col.a), xb = x2d(col.b);
+      if (xb <= xa) xb = xa + 1;
+      if (xa < 0) xa = 0;
+      if (xb > PWd) xb = PWd;
+      if (xa >= xb) continue;
+      var row = xa * PHd, off = 0, yb, yt, px, o2, oe, q2, bytes;
+      for (i = 0; i < nb + na; i++) {
+        if (i < nb) { id = big[i]; bytes = size[id]; s = site[id]; px = pixel(s, false, dim && !matches(s)); }
+        else { s = act[i - nb]; bytes = fold[s]; px = pixel(s, true, dim && !matches(s)); }
+        yb = Math.round(PHd - off * syd); yt = Math.round(PHd - (off + bytes) * syd);
+        off += bytes;
+        if (yb <= yt) { if (bytes * syd < 0.5) continue; yb = yt + 1; }
+        if (yt < 0) yt = 0;
+        if (yb > PHd) yb = PHd;
+        o2 = row + yt; oe = row + yb;
+        if (oe - o2 <= 8) for (; o2 < oe; o2++) buf[o2] = px; else buf.fill(px, o2, oe);
       }
-      touched.sort(function (x, y) { return x - y; });
-      for (i = 0; i < touched.length; i++) { bb.push(-1 - touched[i], o, fold[touched[i]]); o += fold[touched[i]]; fold[touched[i]] = 0; }
-      out.push({e: e2, a: insts[c][1], b: insts[c][2], bands: bb, top: o,
-        amax: allocatedAt(d, e2), rmax: lineAt(d.lines[1], e2)});
+      for (q2 = xa + 1; q2 < xb; q2++) buf.copyWithin(q2 * PHd, row, row + PHd);
     }
-    return out;
   }
 
   var matchOf = {q: null, m: null};
@@ -304,6 +428,7 @@
 
   function draw() {
     var t0 = performance.now(), d = dev(), cv = ui.canvas;
+    dirty = false;
     var W = Math.max(ui.wrap.clientWidth, 200), H = W < 600 ? 300 : 380;
     if (cv.width !== Math.round(W * dpr) || cv.height !== Math.round(H * dpr)) {
       cv.width = Math.round(W * dpr); cv.height = Math.round(H * dpr); cv.style.width = W + 'px'; cv.style.height = H + 'px';
@@ -323,15 +448,21 @@
     var sx = pw / (view.x1 - view.x0), sy = ph / ymax;
     function X(e) { return padl + (e - view.x0) * sx; }
     function Y(b) { return PADT + ph - b * sy; }
-    /* bands: painted pixel by pixel into an image of the plot (cost: the plot's pixels, however
-     * many bands), then the lines and marks on top with the canvas's own strokes */
+    /* bands: painted into an image of the plot (cost: the plot's pixels and bands, however many
+     * allocations), then the lines and marks on top with the canvas's own strokes.  The image is
+     * stored column by column (a pixel column is one row of it), so a band in a column is one
+     * run of words (one fill), and a column two pixels wide a copy of the first; the canvas
+     * draws it transposed. */
     var PWd = Math.max(1, Math.round(pw * dpr)), PHd = Math.max(1, Math.round(ph * dpr));
-    if (!view.img || view.img.width !== PWd || view.img.height !== PHd) {
-      view.img = ctx.createImageData(PWd, PHd); view.buf = new Uint32Array(view.img.data.buffer);
+    if (!view.img || view.img.width !== PHd || view.img.height !== PWd) {
+      view.img = ctx.createImageData(PHd, PWd); view.buf = new Uint32Array(view.img.data.buffer);
+      view.off = document.createElement('canvas'); view.off.width = PHd; view.off.height = PWd;
+      view.offCtx = view.off.getContext('2d');
     }
     var buf = view.buf, hl = view.sel, syd = sy * dpr;
     buf.fill(0xffffffff);
-    for (i = 0; i < colsF.length; i++) {
+    if (colsF.fine) paintFine(d, colsF, ymax / ph, buf, PWd, PHd, syd, function (e) { return Math.floor((X(e) - padl) * dpr); });
+    else for (i = 0; i < colsF.length; i++) {
       var c = colsF[i], xa = Math.floor((X(c.a) - padl) * dpr), xb = Math.floor((X(c.b) - padl) * dpr), b = c.bands;
       if (xb <= xa) xb = xa + 1;
       if (xa < 0) xa = 0;
@@ -349,13 +480,17 @@
         if (yt < 0) yt = 0;
         if (yb > PHd) yb = PHd;
         var site = key < 0 ? -1 - key : d.site[key], px = pixel(site, key < 0, view.query ? !matches(site) : false), y;
-        var wd = xb - xa, o2 = yt * PWd + xa, oe = yb * PWd + xa, q2;
-        if (wd === 1) for (; o2 < oe; o2 += PWd) buf[o2] = px;
-        else if (wd <= 16) for (; o2 < oe; o2 += PWd) for (q2 = 0; q2 < wd; q2++) buf[o2 + q2] = px; /* fill() costs a call per row */
-        else for (; o2 < oe; o2 += PWd) buf.fill(px, o2, o2 + wd);
+        var o2 = xa * PHd + yt, oe = xa * PHd + yb;
+        if (oe - o2 <= 8) for (; o2 < oe; o2++) buf[o2] = px; else buf.fill(px, o2, oe);
       }
+      for (var q2 = xa + 1; q2 < xb; q2++) buf.copyWithin(q2 * PHd, xa * PHd, xa * PHd + PHd);
     }
-    ctx.putImageData(view.img, Math.round(padl * dpr), Math.round(PADT * dpr));
+    view.offCtx.putImageData(view.img, 0, 0);
+    ctx.save(); /* the image is column by column: drawn transposed */
+    ctx.setTransform(0, 1, 1, 0, Math.round(padl * dpr), Math.round(PADT * dpr));
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(view.off, 0, 0);
+    ctx.restore();
     ctx.save();
     ctx.beginPath(); ctx.rect(padl, PADT, pw, ph); ctx.clip();
     /* the selected band outlined where it is drawn */
@@ -416,12 +551,28 @@
     var ystep = nice(ymax / 5);
     ctx.textAlign = 'right';
     for (var v = 0; v <= ymax; v += ystep) { var yv = Y(v); ctx.beginPath(); ctx.moveTo(padl - 4, yv); ctx.lineTo(padl, yv); ctx.stroke(); ctx.fillText(size(v), padl - 6, yv + 4); }
+    /* the x axis: entries, or (t) the time of the same entries, in seconds from the record's
+     * first event (the bands stay one step per entry, so time runs as fast as the record did);
+     * a label that would run past the canvas's edge is left out */
     ctx.textAlign = 'center';
-    var xstep = nice((view.x1 - view.x0) / Math.max(2, Math.floor(pw / 90)));
-    for (var e3 = Math.ceil(view.x0 / xstep) * xstep; e3 <= view.x1; e3 += xstep) { var xv = X(e3); ctx.beginPath(); ctx.moveTo(xv, PADT + ph); ctx.lineTo(xv, PADT + ph + 4); ctx.stroke(); ctx.fillText(String(Math.round(e3)), xv, PADT + ph + 15); }
+    var ticks = [], timeAxis = view.timeAxis && meta.origin_ns, lastX = -1e9, tt = timeAxis ? times(d) : null;
+    var xstep = nice((view.x1 - view.x0) / Math.max(2, Math.floor(pw / 90))), es = [], e3;
+    for (e3 = Math.ceil(view.x0 / xstep) * xstep; e3 <= view.x1; e3 += xstep) if (Math.round(e3) < d.n) es.push(Math.round(e3));
+    var dec = 0;
+    if (tt) { /* enough decimals that neighbouring labels differ */
+      var gap = Infinity;
+      for (i = 1; i < es.length; i++) if (tt[es[i]] > tt[es[i - 1]]) gap = Math.min(gap, tt[es[i]] - tt[es[i - 1]]);
+      dec = gap === Infinity ? 3 : Math.max(0, Math.min(6, Math.ceil(-Math.log10(gap / 1e6))));
+    }
+    for (i = 0; i < es.length; i++) {
+      var lab = tt ? (tt[es[i]] / 1e6).toFixed(dec) : String(es[i]), xv = X(es[i]), hw = ctx.measureText(lab).width / 2 + 2;
+      if (xv - hw < lastX || xv + hw > W) continue;
+      ctx.beginPath(); ctx.moveTo(xv, PADT + ph); ctx.lineTo(xv, PADT + ph + 4); ctx.stroke();
+      ctx.fillText(lab, xv, PADT + ph + 15); lastX = xv + hw + 4; ticks.push({e: es[i], label: lab});
+    }
     ctx.textAlign = 'left';
-    ctx.fillText('entry', padl + pw - 28, H - 2);
-    view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph};
+    ctx.fillText(timeAxis ? 's' : 'entry', 4, H - 4);
+    view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph, W: W, ticks: ticks, timeAxis: !!timeAxis};
     ui.status.textContent = 'Entries ' + Math.round(view.x0) + '\u2013' + Math.round(view.x1) + ' of ' + d.n +
       (m.dropped ? ' (the ring dropped ' + m.dropped + ' older entries)' : '') + ' \u00b7 cursor at ' + when(d, view.cursor) +
       ' \u00b7 ' + size(allocatedAt(d, view.cursor)) + ' allocated, ' + size(lineAt(d.lines[1], view.cursor)) + ' reserved';
@@ -549,6 +700,7 @@
       case 'Home': setCursor(0); break;
       case 'End': setCursor(d.n - 1); break;
       case 'p': gotoPeak(); break;
+      case 't': toggleAxis(); break;
       case '/': ui.search.focus(); break;
       case 'ArrowUp': case 'ArrowDown': {
         var live = liveAt(d, view.cursor);
@@ -565,7 +717,7 @@
   });
   ui.search.addEventListener('input', function () { view.query = ui.search.value.trim().toLowerCase(); siteTable(); request(); });
   ui.search.addEventListener('keydown', function (ev) { if (ev.key === 'Enter' || ev.key === 'Escape') { ev.preventDefault(); ui.canvas.focus(); } });
-  ui.dev.addEventListener('change', function () { view.k = Number(ui.dev.value); view.sel = -1; select(-1); fit(); setCursor(peakOr0()); });
+  ui.dev.addEventListener('change', function () { view.k = Number(ui.dev.value); view.sel = -1; select(-1); fit(); setCursor(peakOr0()); soon(dev()); });
   window.addEventListener('resize', request);
   function peakOr0() { var m = meta.devices[view.k]; return m.peak && m.peak.index > 0 ? m.peak.index : 0; }
 
@@ -588,7 +740,9 @@
       return out;
     },
     bandsOf: function (c) { return bandsOf(dev(), c); },
+    colour: function (key) { var d = dev(); return key < 0 ? pixel(-1 - key, true, false) : pixel(d.site[key], false, false); },
     _stack: function (k, id) { return load(k).stack[id]; },
+    time: function (k, e) { return times(load(k))[e]; }, /* µs from the record's first event */
     _n: function (k) { return load(k).n; },
     setView: function (x0, x1) { view.x0 = x0; view.x1 = x1; clampView(); draw(); },
     setCursor: setCursor, select: select, draw: draw,
@@ -599,6 +753,6 @@
   siteTable();
   draw();
   root.setAttribute('data-ready', '1');
-  /* entry times wait until the first frame is up */
-  setTimeout(function () { view.started = true; siteTable(); request(); }, 0);
+  /* entry times wait until the first frame is up, then come while the page is idle */
+  requestAnimationFrame(function () { setTimeout(function () { soon(dev()); }, 0); });
 })();
