@@ -183,7 +183,7 @@ int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
     cmh_snapshot s;
     if (cmh_live_snapshot(p->live, &s) != CMH_OK) return CLI_ENOMEM;
     cmh_symbolize_result sr;
-    cmh_symbolize_offline(&s, CMH_SYM_ALL, &sr);
+    cmh_symbolize_offline(&s, CMH_SYM_ALL | CMH_SYM_KEEP, &sr); /* the same binaries each time: kept open */
     int rc = 0;
     char err[512];
     cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};
