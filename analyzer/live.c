@@ -40,6 +40,8 @@
 #define DEFAULT_TRACE_CAP (1u << 20) /* an unbounded recording's window, per device */
 #define RATE_POINTS 64
 
+_Static_assert(sizeof(cmh_entry) == 64, "a trace entry is one cache line in the window");
+
 typedef struct lstack {
     uint64_t id; /* the key: recorder stack id + 1 */
     uint64_t first;
@@ -52,14 +54,14 @@ typedef struct lname {
     uint32_t len, pad;
 } lname;
 
-typedef struct lentry {
-    cmh_entry e; /* a journal entry: stack = the recorder's, a mark's addr its name id */
-    uint8_t from_base;
-} lentry;
 
-typedef struct ltrace { /* one device's window: a ring */
-    lentry *ring;
+/* One device's window: a ring of entries, one cache line each.  A journal entry's stack is the
+ * recorder's and a mark's addr its name id; the checkpoint's entries (model ids) were pushed
+ * first, so they are the oldest nbase of the window. */
+typedef struct ltrace {
+    cmh_entry *ring;
     uint64_t cap, alloc, head, n; /* cap: the window; alloc: slots made so far; head: the oldest */
+    uint64_t nbase;
     uint64_t dropped_out;  /* entries that left the window (or the checkpoint's dropped) */
     uint64_t entries, ooms, last_seq;
     int present;
@@ -182,7 +184,7 @@ static void clear_state(cmh_live *l)
     l->info.checkpoint = 0;
 }
 
-static int trace_push(cmh_live *l, int k, const lentry *e)
+static int trace_push(cmh_live *l, int k, const cmh_entry *e, int from_base)
 {
     ltrace *t = &l->tr[k];
     t->present = 1;
@@ -195,19 +197,22 @@ static int trace_push(cmh_live *l, int k, const lentry *e)
     if (t->n == t->alloc && t->alloc < t->cap) { /* grow, putting the ring in order */
         uint64_t na = t->alloc ? t->alloc * 2 : 1024;
         if (na > t->cap) na = t->cap;
-        lentry *r = malloc(na * sizeof *r);
+        cmh_entry *r = aligned_alloc(64, na * sizeof *r);
         if (!r) return CMH_ENOMEM;
         for (uint64_t i = 0; i < t->n; i++) r[i] = t->ring[(t->head + i) % t->alloc];
         free(t->ring);
         t->ring = r, t->alloc = na, t->head = 0;
     }
+    if (from_base) t->nbase++;
     if (t->n == t->alloc) { /* full: the oldest leaves the window */
         t->ring[t->head] = *e;
-        t->head = (t->head + 1) % t->alloc;
+        if (++t->head == t->alloc) t->head = 0;
+        if (t->nbase) t->nbase--;
         t->dropped_out++;
         return CMH_OK;
     }
-    t->ring[(t->head + t->n) % t->alloc] = *e;
+    uint64_t at = t->head + t->n;
+    t->ring[at >= t->alloc ? at - t->alloc : at] = *e;
     t->n++;
     return CMH_OK;
 }
@@ -243,9 +248,9 @@ static int load_base(cmh_live *l)
         l->tr[k].dropped_out += bt->dropped;
         l->tr[k].entries += bt->nentries + bt->dropped;
         for (uint64_t i = 0; i < bt->nentries; i++) {
-            lentry e = {b->entries[bt->first_entry + i], 1};
-            if (e.e.action == CMH_ACT_OOM) l->tr[k].ooms++;
-            if (trace_push(l, k, &e) != CMH_OK) return CMH_ENOMEM;
+            const cmh_entry *e = &b->entries[bt->first_entry + i];
+            if (e->action == CMH_ACT_OOM) l->tr[k].ooms++;
+            if (trace_push(l, k, e, 1) != CMH_OK) return CMH_ENOMEM;
         }
     }
     for (uint32_t i = 0; i < b->nmeminfo; i++) {
@@ -283,25 +288,25 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         /* the checkpoint holds it, or it was appended twice (the record's start copies the ring) */
         if (x->seq <= l->cut[x->slot] || x->seq <= t->last_seq) return CMH_OK;
         t->last_seq = x->seq;
-        lentry e;
+        cmh_entry e;
         memset(&e, 0, sizeof e);
-        e.e.time_ns = to_ns(h, x->ticks);
-        e.e.addr = x->addr;
-        e.e.size = x->size;
-        e.e.requested = x->requested;
-        e.e.stream = x->stream;
-        e.e.stack = x->stack;
-        e.e.thread = x->thread;
-        e.e.action = x->action;
-        e.e.kind = x->kind;
-        e.e.flags = x->flags;
+        e.time_ns = to_ns(h, x->ticks);
+        e.addr = x->addr;
+        e.size = x->size;
+        e.requested = x->requested;
+        e.stream = x->stream;
+        e.stack = x->stack;
+        e.thread = x->thread;
+        e.action = x->action;
+        e.kind = x->kind;
+        e.flags = x->flags;
         t->entries++;
         if (x->action == CMH_ACT_OOM) t->ooms++;
-        if (e.e.time_ns > l->info.last_ns) l->info.last_ns = e.e.time_ns;
+        if (e.time_ns > l->info.last_ns) l->info.last_ns = e.time_ns;
         int32_t dev = x->slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)x->slot;
-        cmh_fstate_apply(&l->st, &e.e, dev);
+        cmh_fstate_apply(&l->st, &e, dev);
         if (l->st.nomem) return CMH_ENOMEM;
-        return trace_push(l, (int)x->slot, &e);
+        return trace_push(l, (int)x->slot, &e, 0);
     }
     case CMH_FR_CLEAR: return CMH_OK; /* the process keeps its state through a clear: so does the reader */
     case CMH_FR_STACK: {
@@ -711,9 +716,9 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         int32_t dev = k == CMH_FLIGHT_SLOTS - 1 ? -1 : k;
         if (cmh_snapshot_add_trace(s, dev, t->dropped_out, NULL) != CMH_OK) goto nomem;
         for (uint64_t i = 0; i < t->n; i++) {
-            const lentry *le = &t->ring[(t->head + i) % t->alloc];
-            cmh_entry e = le->e;
-            if (!le->from_base) {
+            uint64_t at = t->head + i;
+            cmh_entry e = t->ring[at >= t->alloc ? at - t->alloc : at];
+            if (i >= t->nbase) {
                 e.stack = model_stack(&m, e.stack);
                 if (e.action == CMH_ACT_MARK) {
                     if (name_string(l, s, (uint32_t)e.addr, &e.name) != CMH_OK) goto nomem;
