@@ -365,10 +365,15 @@ typedef struct dsession {
     cmh_oatab cus;
     char *sig; /* the module map it was made for */
     size_t nsig;
+    uint64_t last; /* when last used (a count of uses): the oldest goes first */
 } dsession;
 
+/* one a module map: each process has its own (its libraries' load addresses differ), and the
+ * exporter symbolizes every process it watches in turn */
+#define KEPT 32
 static pthread_mutex_t g_kept_lock = PTHREAD_MUTEX_INITIALIZER;
-static dsession *g_kept;
+static dsession *g_kept[KEPT];
+static uint64_t g_uses;
 
 static void session_free(dsession *d)
 {
@@ -454,16 +459,28 @@ static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r, int keep)
             pthread_mutex_unlock(&g_kept_lock);
             return CMH_ENOMEM;
         }
-        if (g_kept && g_kept->nsig == nsig && !memcmp(g_kept->sig, sig, nsig)) d = g_kept, free(sig), sig = NULL;
-        else session_free(g_kept), g_kept = NULL;
+        for (int i = 0; i < KEPT && !d; i++)
+            if (g_kept[i] && g_kept[i]->nsig == nsig && !memcmp(g_kept[i]->sig, sig, nsig)) d = g_kept[i], free(sig), sig = NULL;
     }
     if (!d && !(d = session_open(s))) {
         free(sig);
         if (keep) pthread_mutex_unlock(&g_kept_lock);
         return CMH_ENOMEM;
     }
-    if (sig) d->sig = sig, d->nsig = nsig;
-    if (keep) g_kept = d;
+    if (sig) { /* a new one kept, in place of the least recently used when all are taken */
+        d->sig = sig, d->nsig = nsig;
+        int at = 0;
+        for (int i = 0; i < KEPT; i++) {
+            if (!g_kept[i]) {
+                at = i;
+                break;
+            }
+            if (g_kept[i]->last < g_kept[at]->last) at = i;
+        }
+        session_free(g_kept[at]);
+        g_kept[at] = d;
+    }
+    if (keep) d->last = ++g_uses;
     r->modules_used = d->used, r->modules_missing = d->missing, r->modules_mismatched = d->mismatched;
     memcpy(r->mismatched, d->mism, sizeof r->mismatched);
     Dwfl *dwfl = d->dwfl;
