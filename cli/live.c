@@ -216,7 +216,7 @@ int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
             cmh_leak_report_free(&lr);
         }
         cmh_owners_report or;
-        if (devs[i] >= 0 && cmh_owners_compute(&s, devs[i], &or) == CMH_OK) {
+        if (devs[i] >= 0 && cmh_owners_compute_end(&s, devs[i], &or) == CMH_OK) { /* owners now: the end alone */
             for (uint32_t m = 0; m < or.nmoments; m++) {
                 if (strcmp(or.moments[m].what, "end")) continue;
                 a->owners = malloc((or.moments[m].nrows ? or.moments[m].nrows : 1) * sizeof *a->owners);
