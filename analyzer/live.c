@@ -40,6 +40,8 @@
 #define DEFAULT_TRACE_CAP (1u << 20) /* an unbounded recording's window, per device */
 #define RATE_POINTS 64
 
+_Static_assert(sizeof(cmh_entry) == 64, "a trace entry is one cache line in the window");
+
 typedef struct lstack {
     uint64_t id; /* the key: recorder stack id + 1 */
     uint64_t first;
@@ -59,14 +61,13 @@ typedef struct lpyframe {
     int32_t line, pad;
 } lpyframe;
 
-typedef struct lentry {
-    cmh_entry e; /* a journal entry: stack = the recorder's, a mark's addr its name id */
-    uint8_t from_base;
-} lentry;
-
-typedef struct ltrace { /* one device's window: a ring */
-    lentry *ring;
+/* One device's window: a ring of entries, one cache line each.  A journal entry's stack is the
+ * recorder's and a mark's addr its name id; the checkpoint's entries (model ids) were pushed
+ * first, so they are the oldest nbase of the window. */
+typedef struct ltrace {
+    cmh_entry *ring;
     uint64_t cap, alloc, head, n; /* cap: the window; alloc: slots made so far; head: the oldest */
+    uint64_t nbase;
     uint64_t dropped_out;  /* entries that left the window (or the checkpoint's dropped) */
     uint64_t entries, ooms, last_seq;
     int present;
@@ -86,7 +87,7 @@ struct cmh_live {
     char path[4200];
     int fd;
     const unsigned char *map;
-    size_t len;
+    size_t len, maplen; /* the file's size as last seen; the mapping's */
     uint32_t head;
     uint64_t trace_cap_asked;
     /* where each extent was read up to; an uncommitted record waited for since stall_ns */
@@ -140,6 +141,21 @@ static int64_t to_ns(const cmh_flight_header *h, int64_t ticks)
 {
     if (!ticks) return 0;
     int64_t t0t = h->t0_ticks, t0n = h->t0_ns, t1t = h->t1_ticks, t1n = h->t1_ns;
+#if defined(__x86_64__)
+    /* The usual case (a tick after the first point, the line rising, the quotient in 64 bits)
+     * by one 128/64-bit division instruction: the same quotient as the general way below,
+     * whose call into libgcc's 128-bit division was a twentieth of a refresh. */
+    if (t1t > t0t && ticks >= t0t && t1n >= t0n && t0n >= 0) {
+        uint64_t dt = (uint64_t)t1t - (uint64_t)t0t;
+        unsigned __int128 p = (unsigned __int128)((uint64_t)ticks - (uint64_t)t0t) * ((uint64_t)t1n - (uint64_t)t0n);
+        uint64_t hi = (uint64_t)(p >> 64), lo = (uint64_t)p, q, r;
+        if (hi < dt) {
+            __asm__("divq %4" : "=a"(q), "=d"(r) : "a"(lo), "d"(hi), "rm"(dt) : "cc");
+            (void)r;
+            return q > (uint64_t)(INT64_MAX - t0n) ? INT64_MAX : t0n + (int64_t)q;
+        }
+    }
+#endif
     __int128 dt = (__int128)t1t - t0t, d = (__int128)ticks - t0t, ns;
     if (dt <= 0) ns = t0n + d;
     else ns = t0n + d * ((__int128)t1n - t0n) / dt;
@@ -177,7 +193,7 @@ static void clear_state(cmh_live *l)
     l->info.checkpoint = 0;
 }
 
-static int trace_push(cmh_live *l, int k, const lentry *e)
+static int trace_push(cmh_live *l, int k, const cmh_entry *e, int from_base)
 {
     ltrace *t = &l->tr[k];
     t->present = 1;
@@ -190,19 +206,22 @@ static int trace_push(cmh_live *l, int k, const lentry *e)
     if (t->n == t->alloc && t->alloc < t->cap) { /* grow, putting the ring in order */
         uint64_t na = t->alloc ? t->alloc * 2 : 1024;
         if (na > t->cap) na = t->cap;
-        lentry *r = malloc(na * sizeof *r);
+        cmh_entry *r = aligned_alloc(64, na * sizeof *r);
         if (!r) return CMH_ENOMEM;
         for (uint64_t i = 0; i < t->n; i++) r[i] = t->ring[(t->head + i) % t->alloc];
         free(t->ring);
         t->ring = r, t->alloc = na, t->head = 0;
     }
+    if (from_base) t->nbase++;
     if (t->n == t->alloc) { /* full: the oldest leaves the window */
         t->ring[t->head] = *e;
-        t->head = (t->head + 1) % t->alloc;
+        if (++t->head == t->alloc) t->head = 0;
+        if (t->nbase) t->nbase--;
         t->dropped_out++;
         return CMH_OK;
     }
-    t->ring[(t->head + t->n) % t->alloc] = *e;
+    uint64_t at = t->head + t->n;
+    t->ring[at >= t->alloc ? at - t->alloc : at] = *e;
     t->n++;
     return CMH_OK;
 }
@@ -238,9 +257,9 @@ static int load_base(cmh_live *l)
         l->tr[k].dropped_out += bt->dropped;
         l->tr[k].entries += bt->nentries + bt->dropped;
         for (uint64_t i = 0; i < bt->nentries; i++) {
-            lentry e = {b->entries[bt->first_entry + i], 1};
-            if (e.e.action == CMH_ACT_OOM) l->tr[k].ooms++;
-            if (trace_push(l, k, &e) != CMH_OK) return CMH_ENOMEM;
+            const cmh_entry *e = &b->entries[bt->first_entry + i];
+            if (e->action == CMH_ACT_OOM) l->tr[k].ooms++;
+            if (trace_push(l, k, e, 1) != CMH_OK) return CMH_ENOMEM;
         }
     }
     for (uint32_t i = 0; i < b->nmeminfo; i++) {
@@ -280,27 +299,27 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         /* the checkpoint holds it, or it was appended twice (the record's start copies the ring) */
         if (x->seq <= l->cut[x->slot] || x->seq <= t->last_seq) return CMH_OK;
         t->last_seq = x->seq;
-        lentry e;
+        cmh_entry e;
         memset(&e, 0, sizeof e);
-        e.e.time_ns = to_ns(h, x->ticks);
-        e.e.addr = x->addr;
-        e.e.size = x->size;
-        e.e.requested = x->requested;
-        e.e.stream = x->stream;
-        e.e.stack = x->stack;
-        e.e.thread = x->thread;
-        e.e.action = x->action;
-        e.e.kind = x->kind;
-        e.e.flags = x->flags;
+        e.time_ns = to_ns(h, x->ticks);
+        e.addr = x->addr;
+        e.size = x->size;
+        e.requested = x->requested;
+        e.stream = x->stream;
+        e.stack = x->stack;
+        e.thread = x->thread;
+        e.action = x->action;
+        e.kind = x->kind;
+        e.flags = x->flags;
         t->entries++;
         if (x->action == CMH_ACT_OOM) t->ooms++;
-        if (e.e.time_ns > l->info.last_ns) l->info.last_ns = e.e.time_ns;
+        if (e.time_ns > l->info.last_ns) l->info.last_ns = e.time_ns;
         int32_t dev = x->slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)x->slot;
         uint64_t before = l->st.allocated[x->slot];
-        cmh_fstate_apply(&l->st, &e.e, dev);
+        cmh_fstate_apply(&l->st, &e, dev);
         if (l->st.nomem) return CMH_ENOMEM;
-        note_rate(l, (int)x->slot, e.e.time_ns, before);
-        return trace_push(l, (int)x->slot, &e);
+        note_rate(l, (int)x->slot, e.time_ns, before);
+        return trace_push(l, (int)x->slot, &e, 0);
     }
     case CMH_FR_CLEAR: return CMH_OK; /* the process keeps its state through a clear: so does the reader */
     case CMH_FR_STACK: {
@@ -451,14 +470,24 @@ static int remap(cmh_live *l, char *err, size_t errlen)
         snprintf(err, errlen, "%s: not a flight record (%lld bytes)", l->path, (long long)sb.st_size);
         return CMH_EFORMAT;
     }
-    if ((size_t)sb.st_size == l->len) return CMH_OK;
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, l->fd, 0);
+    if ((size_t)sb.st_size <= l->maplen) { /* the mapping reaches past it already: only what the file holds is read */
+        l->len = (size_t)sb.st_size;
+        return CMH_OK;
+    }
+    /* Mapped with room to grow (twice the size, at least 64 MiB more), so that a growing record
+     * is not mapped again, and its pages faulted in again, at each new extent.  Nothing past
+     * len, the file's size, is ever read. */
+    size_t want = (size_t)sb.st_size * 2;
+    if (want < (size_t)sb.st_size + ((size_t)64 << 20)) want = (size_t)sb.st_size + ((size_t)64 << 20);
+    void *m = mmap(NULL, want, PROT_READ, MAP_SHARED, l->fd, 0);
+    if (m == MAP_FAILED) want = (size_t)sb.st_size, m = mmap(NULL, want, PROT_READ, MAP_SHARED, l->fd, 0);
     if (m == MAP_FAILED) {
         snprintf(err, errlen, "%s: cannot map: %s", l->path, strerror(errno));
         return CMH_EIO;
     }
-    if (l->map) munmap((void *)l->map, l->len);
+    if (l->map) munmap((void *)l->map, l->maplen);
     l->map = m;
+    l->maplen = want;
     l->len = (size_t)sb.st_size;
     return CMH_OK;
 }
@@ -622,7 +651,7 @@ void cmh_live_close(cmh_live *l)
     free(l->mods);
     free(l->samples);
     free(l->anns);
-    if (l->map) munmap((void *)l->map, l->len);
+    if (l->map) munmap((void *)l->map, l->maplen);
     if (l->fd >= 0) close(l->fd);
     free(l);
 }
@@ -751,9 +780,9 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         int32_t dev = k == CMH_FLIGHT_SLOTS - 1 ? -1 : k;
         if (cmh_snapshot_add_trace(s, dev, t->dropped_out, NULL) != CMH_OK) goto nomem;
         for (uint64_t i = 0; i < t->n; i++) {
-            const lentry *le = &t->ring[(t->head + i) % t->alloc];
-            cmh_entry e = le->e;
-            if (!le->from_base) {
+            uint64_t at = t->head + i;
+            cmh_entry e = t->ring[at >= t->alloc ? at - t->alloc : at];
+            if (i >= t->nbase) {
                 e.stack = model_stack(&m, e.stack);
                 if (e.action == CMH_ACT_MARK) {
                     if (name_string(l, s, (uint32_t)e.addr, &e.name) != CMH_OK) goto nomem;

@@ -165,7 +165,7 @@ static const cmh_trace *trace_of(const cmh_snapshot *s, int dev)
     return NULL;
 }
 
-int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *out)
+static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, int end_only)
 {
     memset(out, 0, sizeof *out);
     out->device = device;
@@ -190,14 +190,13 @@ int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *ou
     }
     if (c.t && c.s && cmh_torch_ranges(c.t, device, &c.tr, &c.ntr) != CMH_OK) goto out;
 
-    /* pass 1: the peak of recorded device memory and the OOMs */
-    r = cmh_replay_new(base, device);
-    if (!r) goto out;
+    /* pass 1: the peak of recorded device memory and the OOMs (not for the end alone) */
     int64_t peak_i = -1, peak = -1;
     uint32_t nooms = 0, cap = 8;
     w = calloc(cap, sizeof *w);
     if (!w) goto out;
-    for (;;) {
+    if (!end_only && !(r = cmh_replay_new(base, device))) goto out;
+    for (; r;) {
         int more = cmh_replay_step(r);
         if (!more) break;
         int64_t i = cmh_replay_position(r);
@@ -217,8 +216,8 @@ int cmh_owners_compute(const cmh_snapshot *s0, int device, cmh_owners_report *ou
             nw++;
         }
     }
-    if (cmh_replay_status(r) != CMH_OK) goto out;
-    cmh_replay_free(r);
+    if (r && cmh_replay_status(r) != CMH_OK) goto out;
+    if (r) cmh_replay_free(r);
     r = NULL;
     /* cuMemGetInfo samples of this device: their instants join the moments, unseen */
     uint32_t nsamples = 0;
@@ -351,3 +350,9 @@ void cmh_owners_report_free(cmh_owners_report *r)
     r->moments = NULL;
     r->nmoments = 0;
 }
+
+int cmh_owners_compute(const cmh_snapshot *s, int device, cmh_owners_report *out) { return compute(s, device, out, 0); }
+
+/* The same report with the end moment only: the peak and OOM moments, and the replay that finds
+ * them, left out (the samples stay: the end's "not recorded" row comes from the nearest). */
+int cmh_owners_compute_end(const cmh_snapshot *s, int device, cmh_owners_report *out) { return compute(s, device, out, 1); }

@@ -2,7 +2,8 @@
 # rows_obs.sh [BUILD_DIR] - the live side's figures (issue 28), called by rows.sh at its end:
 # 8 recorded processes each making ~10,000 events/s (tests/live_prog churn: 1000 alloc/free
 # pairs per 200 ms step), watched by `cumemhist top` (full screen, in tmux, 1 s refresh) and
-# `cumemhist exporter` (1 s refresh, 10 s analysis) together for 30 s: their CPU time as a
+# `cumemhist exporter` (1 s refresh, 60 s analysis: its first falls after the window, so the
+# exporter's figure is its refresh; docs/OBSERVABILITY.md "Cost") together for 30 s: their CPU time as a
 # share of one core (from /proc/PID/stat), the bytes the readers read, and the latency of 40
 # scrapes of /metrics meanwhile.  Goals: <= 2% of one core, a scrape <= 50 ms.  TOP_ARGS and
 # EXPORTER_ARGS add options to each (--analysis-interval 3600000 both: the incremental refresh

@@ -183,7 +183,7 @@ int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
     cmh_snapshot s;
     if (cmh_live_snapshot(p->live, &s) != CMH_OK) return CLI_ENOMEM;
     cmh_symbolize_result sr;
-    cmh_symbolize_offline(&s, CMH_SYM_ALL, &sr);
+    cmh_symbolize_offline(&s, CMH_SYM_ALL | CMH_SYM_KEEP, &sr); /* the same binaries each time: kept open */
     int rc = 0;
     char err[512];
     cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};
@@ -216,7 +216,7 @@ int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
             cmh_leak_report_free(&lr);
         }
         cmh_owners_report or;
-        if (devs[i] >= 0 && cmh_owners_compute(&s, devs[i], &or) == CMH_OK) {
+        if (devs[i] >= 0 && cmh_owners_compute_end(&s, devs[i], &or) == CMH_OK) { /* owners now: the end alone */
             for (uint32_t m = 0; m < or.nmoments; m++) {
                 if (strcmp(or.moments[m].what, "end")) continue;
                 a->owners = malloc((or.moments[m].nrows ? or.moments[m].nrows : 1) * sizeof *a->owners);

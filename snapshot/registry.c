@@ -53,8 +53,11 @@ int cmh_registry_add(const char *flight)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return g_entry[0] = 0, -1;
     char buf[4600];
-    int n = snprintf(buf, sizeof buf, "cumemhist-proc 1\npid %ld\nstart %llu\nboot %s\nflight %s\n", pid, (unsigned long long)start,
-                     boot, abs);
+    struct stat xs; /* the program it runs: an exec into another leaves the pid and start time as they were */
+    unsigned long long xdev = 0, xino = 0;
+    if (stat("/proc/self/exe", &xs) == 0) xdev = (unsigned long long)xs.st_dev, xino = (unsigned long long)xs.st_ino;
+    int n = snprintf(buf, sizeof buf, "cumemhist-proc 1\npid %ld\nstart %llu\nboot %s\nexe %llu %llu\nflight %s\n", pid,
+                     (unsigned long long)start, boot, xdev, xino, abs);
     int ok = n > 0 && n < (int)sizeof buf && write(fd, buf, (size_t)n) == n;
     close(fd);
     if (!ok || rename(tmp, g_entry) != 0) {
@@ -85,6 +88,16 @@ int cmh_registry_alive(int64_t pid, uint64_t start_ticks, const char *boot_id)
     return !start_ticks || start == start_ticks;
 }
 
+int cmh_registry_execed(const cmh_registry_entry *e)
+{
+    if (!e->exe_ino) return 0; /* not known (an older recorder's entry) */
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%lld/exe", (long long)e->pid);
+    if (stat(path, &st) != 0) return 0; /* not ours to look at (or gone: the other checks say) */
+    return (unsigned long long)st.st_dev != e->exe_dev || (unsigned long long)st.st_ino != e->exe_ino;
+}
+
 /* One entry file; 0, or -1 when it is not one (then skipped, left alone). */
 static int read_entry(int dfd, const char *name, cmh_registry_entry *e)
 {
@@ -107,7 +120,11 @@ static int read_entry(int dfd, const char *name, cmh_registry_entry *e)
         if (!strncmp(line, "pid ", 4)) e->pid = strtoll(line + 4, NULL, 10);
         else if (!strncmp(line, "start ", 6)) e->start_ticks = strtoull(line + 6, NULL, 10);
         else if (!strncmp(line, "boot ", 5)) snprintf(e->boot_id, sizeof e->boot_id, "%s", line + 5);
-        else if (!strncmp(line, "flight ", 7)) snprintf(e->flight, sizeof e->flight, "%s", line + 7);
+        else if (!strncmp(line, "exe ", 4)) {
+            char *end;
+            e->exe_dev = strtoull(line + 4, &end, 10);
+            e->exe_ino = strtoull(end, NULL, 10);
+        } else if (!strncmp(line, "flight ", 7)) snprintf(e->flight, sizeof e->flight, "%s", line + 7);
     }
     return e->pid > 0 && e->flight[0] == '/' ? 0 : -1;
 }
@@ -144,7 +161,7 @@ int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale)
         }
         cmh_registry_entry *e = &v[*n];
         if (read_entry(dirfd(d), de->d_name, e) != 0) continue;
-        e->stale = !cmh_registry_alive(e->pid, e->start_ticks, e->boot_id);
+        e->stale = !cmh_registry_alive(e->pid, e->start_ticks, e->boot_id) || cmh_registry_execed(e);
         if (e->stale && remove_stale) unlinkat(dirfd(d), de->d_name, 0);
         (*n)++;
     }

@@ -11,11 +11,13 @@
  *     pid 4242
  *     start 123456            (/proc/PID/stat field 22: tells a reused pid)
  *     boot 0c1d...            (/proc/sys/kernel/random/boot_id)
+ *     exe 2049 1234567        (/proc/self/exe's device and inode: tells an exec into another program)
  *     flight /path/to/x.cmh.flight
  *
  * Everything else a reader shows (rank, command line, host) comes from the flight record's
  * header, which the reader checks anyway.  An entry whose pid is gone, or runs with another
- * start time or in another boot, is stale: readers skip it, say so, and remove it (its flight
+ * start time or in another boot, or that runs another program now (an exec: the recorder, and its
+ * exit path, are gone with the old image), is stale: readers skip it, say so, and remove it (its flight
  * record stays: it is the process's history, for `cumemhist recover`).  Only regular files owned
  * by the user are read; the directory's own checks keep other users out.
  */
@@ -37,6 +39,7 @@ typedef struct cmh_registry_entry {
     int64_t pid;
     uint64_t start_ticks;
     char boot_id[40];
+    unsigned long long exe_dev, exe_ino; /* 0: not said */
     char flight[4200];
     int stale; /* the process is gone (or its pid belongs to a later one) */
 } cmh_registry_entry;
@@ -48,5 +51,8 @@ int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale);
 /* Whether the process pid with start time start_ticks in boot boot_id runs now (start 0 or
  * boot "": not checked). */
 int cmh_registry_alive(int64_t pid, uint64_t start_ticks, const char *boot_id);
+
+/* The entry's process runs another program than the one that registered (it exec'd). */
+int cmh_registry_execed(const cmh_registry_entry *e);
 
 #endif

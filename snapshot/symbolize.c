@@ -17,6 +17,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -347,31 +348,85 @@ static int rebuild_stacks(cmh_snapshot *s, const expansion *ex, uint32_t nex, co
     return cmh_snapshot_reindex_stacks(s);
 }
 
-static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r)
+/*
+ * An opened module set: the binaries reported to libdwfl, which of them are usable, what the
+ * report said, and the CU indexes built so far.  Made for one call, or kept between calls
+ * (CMH_SYM_KEEP: the live commands symbolize a new snapshot of the same process every few
+ * seconds, and opening the binaries again, decompressing their debug sections and indexing
+ * their CUs each time cost far more than the lookups).  The kept one is used again while the
+ * module map (paths, load addresses, build ids) is the same.
+ */
+typedef struct dsession {
+    Dwfl *dwfl;
+    int *usable;
+    uint32_t nmodules;
+    uint32_t used, missing, mismatched;
+    char mism[CMH_SYM_MAX_NAMED][512];
+    cmh_oatab cus;
+    char *sig; /* the module map it was made for */
+    size_t nsig;
+    uint64_t last; /* when last used (a count of uses): the oldest goes first */
+} dsession;
+
+/* one a module map: each process has its own (its libraries' load addresses differ), and the
+ * exporter symbolizes every process it watches in turn */
+#define KEPT 32
+static pthread_mutex_t g_kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static dsession *g_kept[KEPT];
+static uint64_t g_uses;
+
+static void session_free(dsession *d)
 {
-    if (!s->nmodules) return CMH_OK;
+    if (!d) return;
+    free_indexes(&d->cus);
+    if (d->dwfl) dwfl_end(d->dwfl);
+    free(d->usable);
+    free(d->sig);
+    free(d);
+}
+
+static char *module_sig(const cmh_snapshot *s, size_t *len)
+{
+    size_t n = 1;
+    for (uint32_t i = 0; i < s->nmodules; i++)
+        n += strlen(cmh_str(s, s->modules[i].path)) + strlen(cmh_str(s, s->modules[i].build_id)) + 40;
+    char *b = malloc(n);
+    if (!b) return NULL;
+    size_t at = 0;
+    for (uint32_t i = 0; i < s->nmodules; i++)
+        at += (size_t)snprintf(b + at, n - at, "%s|%s|%llx|%llx\n", cmh_str(s, s->modules[i].path), cmh_str(s, s->modules[i].build_id),
+                               (unsigned long long)s->modules[i].base, (unsigned long long)s->modules[i].size);
+    *len = at;
+    return b;
+}
+
+static dsession *session_open(const cmh_snapshot *s)
+{
     unsetenv("DEBUGINFOD_URLS"); /* no network, and no waiting on one */
     static char *debuginfo_path = NULL;
-    Dwfl_Callbacks cb = {.find_elf = dwfl_build_id_find_elf, .find_debuginfo = dwfl_standard_find_debuginfo,
-                         .debuginfo_path = &debuginfo_path};
-    Dwfl *dwfl = dwfl_begin(&cb);
-    if (!dwfl) return CMH_ENOMEM;
-    int *usable = calloc(s->nmodules, sizeof *usable);
-    if (!usable) {
-        dwfl_end(dwfl);
-        return CMH_ENOMEM;
+    static const Dwfl_Callbacks cb = {.find_elf = dwfl_build_id_find_elf, .find_debuginfo = dwfl_standard_find_debuginfo,
+                                      .debuginfo_path = &debuginfo_path};
+    dsession *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    cmh_oa_init(&d->cus, sizeof(cu_index));
+    d->nmodules = s->nmodules;
+    if (!(d->dwfl = dwfl_begin(&cb)) || !(d->usable = calloc(s->nmodules, sizeof *d->usable))) {
+        session_free(d);
+        return NULL;
     }
+    Dwfl *dwfl = d->dwfl;
+    int *usable = d->usable;
     dwfl_report_begin(dwfl);
     for (uint32_t i = 0; i < s->nmodules; i++) {
         const cmh_module *mo = &s->modules[i];
         const char *path = cmh_str(s, mo->path);
         if (!*path || access(path, R_OK) != 0) {
-            r->modules_missing++;
+            d->missing++;
             continue;
         }
         Dwfl_Module *m = dwfl_report_elf(dwfl, path, path, -1, mo->base, false);
         if (!m) {
-            r->modules_missing++;
+            d->missing++;
             continue;
         }
         const unsigned char *bits;
@@ -381,18 +436,56 @@ static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r)
         if (nb > 0) hex(bits, nb, have, sizeof have);
         const char *want = cmh_str(s, mo->build_id);
         if (*want && strcmp(have, want) != 0) {
-            if (r->modules_mismatched < CMH_SYM_MAX_NAMED)
-                snprintf(r->mismatched[r->modules_mismatched], sizeof r->mismatched[0], "%s", path);
-            r->modules_mismatched++;
+            if (d->mismatched < CMH_SYM_MAX_NAMED) snprintf(d->mism[d->mismatched], sizeof d->mism[0], "%s", path);
+            d->mismatched++;
             continue;
         }
         usable[i] = 1;
-        r->modules_used++;
+        d->used++;
     }
     dwfl_report_end(dwfl, NULL, NULL);
+    return d;
+}
+
+static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r, int keep)
+{
+    if (!s->nmodules) return CMH_OK;
+    dsession *d = NULL;
+    size_t nsig = 0;
+    char *sig = NULL;
+    if (keep) {
+        pthread_mutex_lock(&g_kept_lock);
+        if (!(sig = module_sig(s, &nsig))) {
+            pthread_mutex_unlock(&g_kept_lock);
+            return CMH_ENOMEM;
+        }
+        for (int i = 0; i < KEPT && !d; i++)
+            if (g_kept[i] && g_kept[i]->nsig == nsig && !memcmp(g_kept[i]->sig, sig, nsig)) d = g_kept[i], free(sig), sig = NULL;
+    }
+    if (!d && !(d = session_open(s))) {
+        free(sig);
+        if (keep) pthread_mutex_unlock(&g_kept_lock);
+        return CMH_ENOMEM;
+    }
+    if (sig) { /* a new one kept, in place of the least recently used when all are taken */
+        d->sig = sig, d->nsig = nsig;
+        int at = 0;
+        for (int i = 0; i < KEPT; i++) {
+            if (!g_kept[i]) {
+                at = i;
+                break;
+            }
+            if (g_kept[i]->last < g_kept[at]->last) at = i;
+        }
+        session_free(g_kept[at]);
+        g_kept[at] = d;
+    }
+    if (keep) d->last = ++g_uses;
+    r->modules_used = d->used, r->modules_missing = d->missing, r->modules_mismatched = d->mismatched;
+    memcpy(r->mismatched, d->mism, sizeof r->mismatched);
+    Dwfl *dwfl = d->dwfl;
+    const int *usable = d->usable;
     uint32_t nex = s->nframes, n = 0, cap = 0, *list = NULL;
-    cmh_oatab cus;
-    cmh_oa_init(&cus, sizeof(cu_index));
     expansion *ex = malloc((nex ? nex : 1) * sizeof *ex);
     int rc = ex ? CMH_OK : CMH_ENOMEM, any_inline = 0;
     for (uint32_t i = 0; i < nex && rc == CMH_OK; i++) {
@@ -402,7 +495,7 @@ static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r)
             continue;
         }
         uint32_t before = r->inlined;
-        rc = expand(s, dwfl, &cus, i, &list, &n, &cap, &ex[i], r);
+        rc = expand(s, dwfl, &d->cus, i, &list, &n, &cap, &ex[i], r);
         any_inline |= r->inlined != before;
     }
     /* frames nothing happened to keep a count of 0: they stand for themselves */
@@ -418,9 +511,8 @@ static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r)
     if (rc == CMH_OK && any_inline) rc = rebuild_stacks(s, ex, nex, list);
     free(list);
     free(ex);
-    free(usable);
-    free_indexes(&cus);
-    dwfl_end(dwfl);
+    if (keep) pthread_mutex_unlock(&g_kept_lock);
+    else session_free(d);
     return rc;
 }
 
@@ -428,7 +520,7 @@ int cmh_symbolize_offline(cmh_snapshot *s, unsigned what, cmh_symbolize_result *
 {
     memset(r, 0, sizeof *r);
     int rc = CMH_OK;
-    if (what & CMH_SYM_LINES) rc = lines_all(s, r);
+    if (what & CMH_SYM_LINES) rc = lines_all(s, r, (what & CMH_SYM_KEEP) != 0);
     if (rc == CMH_OK && (what & CMH_SYM_DEMANGLE)) rc = demangle_all(s, r);
     return rc;
 }

@@ -4,7 +4,8 @@
  * each step is marked ("step N"), allocates 1 MiB of activations and frees them; the leaking
  * one also keeps 2 MiB a step in keep_cache(); churn does 1000 small allocations and frees a
  * step (the event rate of the benchmark).  After its steps it waits for SIGTERM (or 600 s).
- * With LIVE_READY=FILE it creates FILE after its first step.
+ * With LIVE_READY=FILE it creates FILE after its first step.  `exec` makes one step, then execs
+ * sleep 600 (a program that records nothing: its registry entry must go stale).
  */
 #include <cuda.h>
 #include <fcntl.h>
@@ -41,7 +42,7 @@ __attribute__((noinline)) static void churn(void)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: live_prog leak|steady|churn STEPS STEP_MS\n");
+        fprintf(stderr, "usage: live_prog leak|steady|churn|exec STEPS STEP_MS\n");
         return 2;
     }
     int leak = !strcmp(argv[1], "leak"), many = !strcmp(argv[1], "churn");
@@ -62,6 +63,10 @@ int main(int argc, char **argv)
         if (s == 0 && ready) close(open(ready, O_CREAT | O_WRONLY, 0600));
         struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
         nanosleep(&t, NULL);
+    }
+    if (!strcmp(argv[1], "exec")) {
+        execl("/bin/sleep", "sleep", "600", (char *)NULL);
+        return 3;
     }
     sleep(600);
     return 0;

@@ -147,6 +147,20 @@ PY
 done
 check "40 mutated flight records: no crash ($crashes)" '[ $crashes = 0 ]'
 
+# --- an exec into a program that records nothing: the pid and start time stay, the entry is stale ---
+LIVE_READY=$T/ready_exec "$CMH" record -q -o pe.cmh -- "$P" exec 1 20 >/dev/null 2>&1 &
+i=0; while [ $i -lt 100 ] && [ ! -e ready_exec ]; do sleep 0.1; i=$((i + 1)); done
+rec=$!; epid=""; i=0 # record's child, once it runs sleep
+while [ $i -lt 50 ]; do
+    epid=$(cat /proc/$rec/task/*/children 2>/dev/null | tr ' ' '\n' | grep . | head -1)
+    [ -n "$epid" ] && grep -q sleep /proc/$epid/cmdline 2>/dev/null && break
+    sleep 0.1; i=$((i + 1))
+done
+"$CMH" top --json >top4.json 2>err.txt
+check "a process that exec'd another program ($epid) is not shown as running, and said: $(cat err.txt)" \
+    '[ -n "$epid" ] && ! grep -q "\"pid\": *$epid," top4.json && grep -q "pid $epid is gone" err.txt && [ ! -e "$REG/$epid.proc" ]'
+kill $epid 2>/dev/null
+
 # --- a clean end removes the entry ---
 for p in $pids; do [ "$p" = "$leaker" ] || kill -TERM $p 2>/dev/null; done
 i=0; while [ $i -lt 50 ] && [ -n "$(ls "$REG"/*.proc 2>/dev/null)" ]; do sleep 0.1; i=$((i + 1)); done

@@ -20,6 +20,11 @@ extern "C" {
 #define CMH_SYM_DEMANGLE 0x1
 #define CMH_SYM_LINES 0x2
 #define CMH_SYM_ALL 0x3
+/* keep the binaries opened (their debug info read, their CUs indexed) for the next call with
+ * the same module map: for a caller that symbolizes snapshots of the same processes again and
+ * again (the live commands).  The 32 module maps used last are kept (each process has its own:
+ * load addresses differ); calls with it are serialized. */
+#define CMH_SYM_KEEP 0x4
 #define CMH_SYM_MAX_NAMED 4
 
 typedef struct cmh_symbolize_result {
