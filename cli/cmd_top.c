@@ -7,7 +7,9 @@
  * (cli/live.c), refreshed incrementally each interval.
  */
 #define _GNU_SOURCE
+#define NCURSES_NOMACROS /* functions only: ncurses is loaded when the full screen starts (cli/lazy_curses.c) */
 #include <curses.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,18 +215,32 @@ static void text_frame(cli_procs *ps, row *rows, uint32_t n)
 
 /* ---- full screen ---- */
 
+static WINDOW *g_scr; /* initscr()'s: ncurses' own variables (stdscr, LINES, COLS) are not used */
+
+/* mvprintw without varargs through the loaded library: the line made here, cut at the width */
+__attribute__((format(printf, 3, 4))) static void put(int y, int x, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    int w = getmaxx(g_scr) - x;
+    if (w > 0) mvaddnstr(y, x, line, w);
+}
+
 static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t site, int show_stack)
 {
     erase();
-    int H = LINES, W = COLS, y = 0;
+    int H = getmaxy(g_scr), W = getmaxx(g_scr), y = 0;
     time_t now = time(NULL);
     char when[32];
     strftime(when, sizeof when, "%H:%M:%S", localtime(&now));
-    mvprintw(y++, 0, "cumemhist top - %s - %u process%s - sorted by %s - keys: j/k select, Tab site, Enter stack, s sort, q quit", when,
+    put(y++, 0, "cumemhist top - %s - %u process%s - sorted by %s - keys: j/k select, Tab site, Enter stack, s sort, q quit", when,
              ps->n, ps->n == 1 ? "" : "es", g_sorts[g_sort]);
     y++;
     attron(A_BOLD);
-    mvprintw(y++, 0, "%7s %4s %6s %11s %11s %11s %14s %5s %8s  %s", "PID", "RANK", "DEVICE", "ALLOCATED", "RESERVED", "DRIVER USED", "CHANGE",
+    put(y++, 0, "%7s %4s %6s %11s %11s %11s %14s %5s %8s  %s", "PID", "RANK", "DEVICE", "ALLOCATED", "RESERVED", "DRIVER USED", "CHANGE",
              "OOMS", "DROPPED", "COMMAND");
     attroff(A_BOLD);
     int list_h = H / 2 - 3;
@@ -236,38 +252,38 @@ static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t si
         snprintf(rank, sizeof rank, in->rank >= 0 ? "%d" : "-", in->rank);
         snprintf(used, sizeof used, "%s", d->meminfo_known ? cli_live_size((double)(d->mem_total - d->mem_free)) : "-");
         if (r == sel) attron(A_REVERSE);
-        mvprintw(y++, 0, "%7lld %4s %6s %11s %11s %11s %14s %5" PRIu64 " %8" PRIu64 "  %.*s", (long long)in->pid, rank, dev_name(d->device),
+        put(y++, 0, "%7lld %4s %6s %11s %11s %11s %14s %5" PRIu64 " %8" PRIu64 "  %.*s", (long long)in->pid, rank, dev_name(d->device),
                  cli_live_size((double)d->allocated), cli_live_size((double)d->reserved), used, change(d->change_per_min), d->ooms, d->dropped,
                  W > 90 ? W - 90 : 10, in->cmdline);
         if (r == sel) attroff(A_REVERSE);
     }
-    if (!n) mvprintw(y++, 0, "(no recorded process of yours is running: start one with 'cumemhist record -- PROGRAM')");
+    if (!n) put(y++, 0, "(no recorded process of yours is running: start one with 'cumemhist record -- PROGRAM')");
     y++;
     if (n) {
         const cli_dev_analysis *a = analysis(rows[sel].p, rows[sel].d.device);
         attron(A_BOLD);
-        mvprintw(y++, 0, "pid %lld, device %s: sites holding memory now", (long long)rows[sel].p->pid, dev_name(rows[sel].d.device));
+        put(y++, 0, "pid %lld, device %s: sites holding memory now", (long long)rows[sel].p->pid, dev_name(rows[sel].d.device));
         attroff(A_BOLD);
         for (uint32_t k = 0; a && k < a->nsites && y < H - 2; k++) {
             if (k == site) attron(A_REVERSE);
-            mvprintw(y++, 2, "%11s %6" PRIu64 " blocks  %-8s %.*s", cli_live_size((double)a->sites[k].bytes), a->sites[k].count,
+            put(y++, 2, "%11s %6" PRIu64 " blocks  %-8s %.*s", cli_live_size((double)a->sites[k].bytes), a->sites[k].count,
                      cmh_leak_verdict_name(a->sites[k].verdict), W > 40 ? W - 40 : 10, a->sites[k].name);
             if (k == site) attroff(A_REVERSE);
         }
         if (a && show_stack && site < a->nsites) {
             y++;
-            mvprintw(y++, 0, "stack of site %u:", site + 1);
-            for (uint32_t f = 0; f < a->sites[site].nframes && y < H - 1; f++) mvprintw(y++, 2, "#%u %.*s", f, W > 8 ? W - 8 : 10, a->sites[site].frames[f]);
+            put(y++, 0, "stack of site %u:", site + 1);
+            for (uint32_t f = 0; f < a->sites[site].nframes && y < H - 1; f++) put(y++, 2, "#%u %.*s", f, W > 8 ? W - 8 : 10, a->sites[site].frames[f]);
         } else if (a && a->nowners) {
             y++;
             attron(A_BOLD);
-            mvprintw(y++, 0, "owners of device %s", dev_name(rows[sel].d.device));
+            put(y++, 0, "owners of device %s", dev_name(rows[sel].d.device));
             attroff(A_BOLD);
             for (uint32_t k = 0; k < a->nowners && y < H - 1; k++)
-                mvprintw(y++, 2, "%11s  %s", cli_live_size((double)a->owners[k].bytes), a->owners[k].name);
+                put(y++, 2, "%11s  %s", cli_live_size((double)a->owners[k].bytes), a->owners[k].name);
         }
     }
-    if (ps->note[0]) mvprintw(H - 1, 0, "note: %.*s", W > 8 ? W - 8 : 10, ps->note);
+    if (ps->note[0]) put(H - 1, 0, "note: %.*s", W > 8 ? W - 8 : 10, ps->note);
     refresh();
 }
 
@@ -277,10 +293,10 @@ static int full_screen(cli_procs *ps)
         cli_error("top: standard input and output must be a terminal for the full-screen view (use --once or --json)");
         return CLI_EUSAGE;
     }
-    initscr();
+    g_scr = initscr();
     cbreak();
     noecho();
-    keypad(stdscr, TRUE);
+    keypad(g_scr, TRUE);
     curs_set(0);
     timeout(g_interval);
     uint32_t sel = 0, site = 0;

@@ -23,7 +23,7 @@ LIBS=
 case $target in
 cli)
     SRC="$SRC snapshot/symbolize.c snapshot/lazy_dw.c viz/*.c $(ls cli/*.c | grep -v cli/main.c)"
-    LIBS="-lncurses -lpthread -lm -ldl" # libdw, libstdc++, zlib, SQLite: loaded on first use (snapshot/lazylib.h)
+    LIBS="-lpthread -lm -ldl" # libdw, libstdc++, zlib, SQLite, ncurses: loaded on first use (snapshot/lazylib.h)
     ;;
 *) LIBS="-lm" ;;
 esac

@@ -1,6 +1,6 @@
 #!/bin/sh
 # lazylibs_test.sh BUILD_DIR SOURCE_DIR - the libraries few commands need (SQLite, libdw and what
-# it pulls in, libstdc++, zlib) are not loaded when the command starts (snapshot/lazylib.h), and
+# it pulls in, libstdc++, zlib, ncurses) are not loaded when the command starts (snapshot/lazylib.h), and
 # are loaded, and work, in the commands that use them.  Read from the dynamic loader itself
 # (LD_DEBUG=libs), not from timing.
 set -u
@@ -12,7 +12,7 @@ C=$B/cumemhist
 F=$S/tests/fixtures/h200/leaky.cmh      # native frames: reports resolve them (libdw)
 P=$S/tests/fixtures/h200/torch_exp.pickle # named frames only: nothing to resolve
 pass=0 fail=0
-heavy='libsqlite3|libdw|libelf|liblzma|libbz2|libz\.'
+heavy='libsqlite3|libdw|libelf|liblzma|libbz2|libz\.|libncurses|libtinfo'
 # libstdc++ too, unless something the executable cannot do without brings it (a sanitizer's
 # runtime does: then it is there from the start whatever we do)
 ldd "$C" | grep -q 'libstdc++' || heavy="$heavy|libstdc\+\+"
@@ -23,7 +23,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 if readelf -d "$C" | grep NEEDED | grep -Eq "$heavy"; then bad "cumemhist links $(readelf -d "$C" | grep NEEDED | grep -Eo "$heavy[^]]*" | tr '\n' ' ')"; else ok; fi
 # nor loaded by the commands that do not use them (a report over native frames resolves them:
 # that one loads libdw, below)
-for c in "--version" "summary $F" "stats $F" "trace $F" "leaks $P" "peak $P" "export -f json -o $T/x.json $P"; do
+for c in "--version" "top --once" "summary $F" "stats $F" "trace $F" "leaks $P" "peak $P" "export -f json -o $T/x.json $P"; do
     # shellcheck disable=SC2086
     LD_DEBUG=libs "$C" $c >/dev/null 2>"$T/ld"
     if grep 'calling init' "$T/ld" | grep -Eq "$heavy"; then bad "$c loaded $(grep 'calling init' "$T/ld" | grep -Eo "$heavy[^ ]*" | tr '\n' ' ')"; else ok; fi
