@@ -5,6 +5,8 @@
  * growing segment with a block per map.  Every change goes through the few functions below, so
  * the per-device allocated and reserved sums stay exact.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -301,3 +303,17 @@ int cmh_fstate_copy_dict(cmh_snapshot *s, const cmh_snapshot *b)
     return CMH_OK;
 }
 
+int cmh_fstate_pc_frame(cmh_snapshot *s, uint64_t pc, uint32_t *id)
+{
+    cmh_frame f = {pc, 0, 0, 0, -1};
+    for (uint32_t m = 0; m < s->nmodules; m++)
+        if (pc - 1 >= s->modules[m].base && pc - 1 < s->modules[m].base + s->modules[m].size) {
+            f.module = (int32_t)m;
+            f.filename = s->modules[m].path;
+            break;
+        }
+    char name[40];
+    snprintf(name, sizeof name, "0x%" PRIx64, f.module >= 0 ? pc - s->modules[f.module].base : pc);
+    if (cmh_strtab_intern(&s->strings, name, strlen(name), &f.name) || cmh_snapshot_add_frame(s, &f, id)) return CMH_ENOMEM;
+    return CMH_OK;
+}

@@ -59,6 +59,10 @@ int cmh_fstate_emit(const cmh_fstate *st, cmh_snapshot *s, uint32_t (*stack_of)(
 /* Copy what a base snapshot (a checkpoint) holds besides its traces and final state into s, ids
  * unchanged: strings, modules, frames, stacks, annotations, settings, kernels, cuMemGetInfo samples. */
 int cmh_fstate_copy_dict(cmh_snapshot *s, const cmh_snapshot *b);
+
+/* The frame of a native pc of a flight record in s: its module (of s->modules) and its offset
+ * there as the name ("0x..."), to be symbolized later; the pc itself where no module holds it. */
+int cmh_fstate_pc_frame(cmh_snapshot *s, uint64_t pc, uint32_t *id);
 /* The slot of a device (-1: pinned host memory), or -1 when it has none. */
 static inline int cmh_fstate_slot(int32_t dev) { return dev == -1 ? CMH_FLIGHT_SLOTS - 1 : dev >= 0 && dev < CMH_FLIGHT_SLOTS - 1 ? dev : -1; }
 

@@ -728,16 +728,7 @@ static uint32_t model_stack(void *arg, uint32_t rec)
             }
             continue;
         }
-        cmh_frame f = {pc, 0, 0, 0, -1};
-        for (uint32_t k = 0; k < s->nmodules; k++)
-            if (pc - 1 >= s->modules[k].base && pc - 1 < s->modules[k].base + s->modules[k].size) {
-                f.module = (int32_t)k;
-                f.filename = s->modules[k].path;
-                break;
-            }
-        char name[40];
-        snprintf(name, sizeof name, "0x%" PRIx64, f.module >= 0 ? pc - s->modules[f.module].base : pc);
-        if (cmh_strtab_intern(&s->strings, name, strlen(name), &f.name) || cmh_snapshot_add_frame(s, &f, &ids[i])) {
+        if (cmh_fstate_pc_frame(s, pc, &ids[i]) != CMH_OK) {
             m->nomem = 1;
             return 0;
         }

@@ -286,16 +286,7 @@ static int model_stack(ctx *c, uint32_t rec, uint32_t *out)
                 return CMH_ENOMEM;
             continue;
         }
-        cmh_frame f = {pc, 0, 0, 0, -1};
-        for (uint32_t m = 0; m < s->nmodules; m++)
-            if (pc - 1 >= s->modules[m].base && pc - 1 < s->modules[m].base + s->modules[m].size) {
-                f.module = (int32_t)m;
-                f.filename = s->modules[m].path;
-                break;
-            }
-        char name[40];
-        snprintf(name, sizeof name, "0x%" PRIx64, f.module >= 0 ? pc - s->modules[f.module].base : pc);
-        if (cmh_strtab_intern(&s->strings, name, strlen(name), &f.name) || cmh_snapshot_add_frame(s, &f, &ids[i])) return CMH_ENOMEM;
+        if (cmh_fstate_pc_frame(s, pc, &ids[i]) != CMH_OK) return CMH_ENOMEM;
     }
     uint32_t id;
     if (cmh_snapshot_add_stack(s, ids, p->depth, &id) != CMH_OK) return CMH_ENOMEM;
