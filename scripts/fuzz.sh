@@ -16,7 +16,7 @@ out=build-fuzz
 case $target in cmh | pickle | flight | cli) ;; *) echo "fuzz.sh: no target '$target' (cmh, pickle, flight, cli)" >&2; exit 2 ;; esac
 mkdir -p "$out/corpus-$target" "$out/seeds-$target"
 pc() { pkg-config "$@" msgpack-c 2>/dev/null || pkg-config "$@" msgpack; }
-SRC="snapshot/model.c snapshot/query.c snapshot/atomic.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/crc32c.c snapshot/procid.c snapshot/pickle_read.c
+SRC="snapshot/model.c snapshot/query.c snapshot/atomic.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/crc32c.c snapshot/procid.c snapshot/pickle_read.c snapshot/pickle_fast.c
      snapshot/pickle_model.c snapshot/pickle_write.c snapshot/load.c snapshot/lazylib.c analyzer/*.c"
 LIBS=
 case $target in

@@ -1,0 +1,432 @@
+/*
+ * pickle_fast.c - trace entries read straight from the pickle's opcodes into the model.
+ *
+ * The bulk of every PyTorch snapshot is device_traces: lists of entry dicts ({'action': ...,
+ * 'addr': ..., 'frames': [{'name', 'filename', 'line'}, ...], ...}), each written as the same
+ * few opcodes (EMPTY_DICT, MARK, keys and scalars or memo references, SETITEMS) in runs of up
+ * to a thousand between a MARK and an APPENDS.  The generic machine (pickle_read.c) pushes each
+ * of those as a tagged cell, builds a container, and converts it when it is appended; here a run
+ * is read in one pass against that schema, each dict's items gathered in a small buffer and
+ * handed to the same conversions (pk_entry_from_items, pk_frame_of), so the result is the
+ * machine's, cell for cell, memo included.
+ *
+ * It decides per run and never guesses: anything that is not that shape (another opcode, a key
+ * that is not a string, a container where a scalar belongs, a memo reference to something not
+ * yet converted, a dict without 'action' first) undoes what the run did to the memo and the
+ * entries and leaves the bytes to the machine, which reads them, or reports them, as always.
+ * What stays behind after an undo (strings, frames and stacks interned) is what the machine
+ * interns from the same bytes anyway, in the same order.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mapped.h"
+#include "pickle_internal.h"
+
+#define FP_MAX_PAIRS 32   /* keys of one dict the fast path takes: PyTorch writes up to ~12 */
+#define FP_MAX_FRAMES 4096 /* frames of one stack */
+#define PV_PENDING 0xfe    /* a memo slot named for a dict or list still being read */
+
+typedef struct memo_undo {
+    uint64_t idx;
+    pv old;
+} memo_undo;
+
+typedef struct memo_conv { /* a memo slot holding a value converted here: a container at commit */
+    uint64_t idx, at;
+    uint8_t kind;
+} memo_conv;
+
+typedef struct fp {
+    pm *m;
+    size_t pos;
+    memo_undo *undo;
+    size_t nundo, cundo;
+    memo_conv *conv;
+    size_t nconv, cconv;
+    size_t memo_len0;
+    pv *items; /* the run's converted entries, for the APPENDS */
+    size_t nitems, citems;
+    uint32_t *frames;
+    int nomem;
+} fp;
+
+/* The next opcode (FRAME hints skipped), or -1 at the end. */
+static int next_op(fp *f)
+{
+    pm *m = f->m;
+    while (f->pos < m->len) {
+        uint8_t o = m->p[f->pos];
+        if (o != 0x95) {
+            f->pos++;
+            return o;
+        }
+        if (m->len - f->pos < 9) return -1;
+        f->pos += 9;
+    }
+    return -1;
+}
+
+static int peek_op(fp *f)
+{
+    size_t at = f->pos;
+    int o = next_op(f);
+    f->pos = at;
+    return o;
+}
+
+static int bytes(fp *f, size_t n, const uint8_t **b)
+{
+    if (f->m->len - f->pos < n) return 0;
+    *b = f->m->p + f->pos;
+    f->pos += n;
+    return 1;
+}
+
+static uint64_t le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t esize)
+{
+    if (need <= *cap) return 1;
+    size_t nc = *cap ? *cap * 2 : 64;
+    while (nc < need) nc *= 2;
+    void *n = realloc(*arr, nc * esize);
+    if (!n) return 0;
+    *arr = n;
+    *cap = nc;
+    return 1;
+}
+
+/* A memo put of v at idx (the machine's checks; a failing one is the machine's to report). */
+static int memo_put(fp *f, uint64_t idx, pv v, uint64_t at, uint8_t kind)
+{
+    pm *m = f->m;
+    if (idx > m->len || (idx > 4096 && idx > m->memo_len * 2)) return 0;
+    if (idx >= m->memo_cap) {
+        size_t nc = m->memo_cap ? m->memo_cap : 1024;
+        while (nc <= idx) nc *= 2;
+        pv *nm = realloc(m->memo, nc * sizeof *nm);
+        if (!nm) return f->nomem = 1, 0;
+        memset(nm + m->memo_cap, 0xff, (nc - m->memo_cap) * sizeof *nm);
+        m->memo = nm;
+        m->memo_cap = nc;
+    }
+    if (!grow((void **)&f->undo, &f->cundo, f->nundo + 1, sizeof *f->undo)) return f->nomem = 1, 0;
+    (void)at, (void)kind;
+    f->undo[f->nundo++] = (memo_undo){idx, m->memo[idx]};
+    m->memo[idx] = v;
+    if (idx >= m->memo_len) m->memo_len = idx + 1;
+    return 1;
+}
+
+/* After a value: the memo puts that name it (none, or one). 1 fine, 0 not this shape. */
+static int memo_after(fp *f, pv v, uint64_t at, uint8_t kind)
+{
+    int o = peek_op(f);
+    const uint8_t *b;
+    if (o == 0x94) {
+        next_op(f);
+        if (!memo_put(f, f->m->memo_len, v, at, kind)) return 0;
+    } else if (o == 'q') {
+        next_op(f);
+        if (!bytes(f, 1, &b) || !memo_put(f, b[0], v, at, kind)) return 0;
+    } else if (o == 'r') {
+        next_op(f);
+        if (!bytes(f, 4, &b) || !memo_put(f, le(b, 4), v, at, kind)) return 0;
+    } else {
+        return 1;
+    }
+    o = peek_op(f);
+    return o != 0x94 && o != 'q' && o != 'r'; /* a second name: the machine's */
+}
+
+/* A memo reference, as what it became: containers only once converted (PV_FRAME, PV_STACK,
+ * PV_ENTRY, PV_SKIP); 0 for anything else. */
+static int memo_get(fp *f, uint64_t idx, pv *out)
+{
+    pm *m = f->m;
+    if (idx >= m->memo_len || m->memo[idx].tag == 0xff || m->memo[idx].tag == PV_PENDING) return 0;
+    *out = m->memo[idx];
+    if (out->tag == PV_CONT) {
+        const pcont *c = &m->conts[out->u.id];
+        if (!c->conv_tag) return 0;
+        out->tag = c->conv_tag;
+        out->u.id = c->conv_id;
+    }
+    return 1;
+}
+
+/* A scalar, a string or a memo reference (opcode o already read), its memo puts included. */
+static int scalar(fp *f, int o, pv *v)
+{
+    pm *m = f->m;
+    const uint8_t *b;
+    size_t n;
+    switch (o) {
+    case 'N': *v = (pv){PV_NONE, {.i = 0}}; break;
+    case 0x88: case 0x89: *v = (pv){PV_BOOL, {.i = o == 0x88}}; break;
+    case 'K': if (!bytes(f, 1, &b)) return 0; *v = (pv){PV_INT, {.i = b[0]}}; break;
+    case 'M': if (!bytes(f, 2, &b)) return 0; *v = (pv){PV_INT, {.i = (int64_t)le(b, 2)}}; break;
+    case 'J': if (!bytes(f, 4, &b)) return 0; *v = (pv){PV_INT, {.i = (int32_t)(uint32_t)le(b, 4)}}; break;
+    case 0x8a: { /* LONG1, as pickle_read.c's read_long */
+        if (!bytes(f, 1, &b)) return 0;
+        n = b[0];
+        if (!bytes(f, n, &b)) return 0;
+        uint64_t x = 0;
+        if (n && n <= 8) {
+            x = le(b, (int)n);
+            if (n < 8 && (b[n - 1] & 0x80)) x |= ~0ull << (8 * n);
+        } else if (n > 8) {
+            int neg = (b[n - 1] & 0x80) != 0;
+            for (size_t i = 8; i < n; i++)
+                if (b[i] != (neg ? 0xff : 0x00)) return 0;
+            x = le(b, 8);
+            if (neg && !(x >> 63)) return 0;
+        }
+        *v = (pv){PV_INT, {.i = (int64_t)x}};
+        break;
+    }
+    case 'G': {
+        if (!bytes(f, 8, &b)) return 0;
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; i++) bits = bits << 8 | b[i];
+        v->tag = PV_FLOAT;
+        memcpy(&v->u.f, &bits, 8);
+        break;
+    }
+    case 0x8c: case 'X': {
+        if (!bytes(f, o == 'X' ? 4 : 1, &b)) return 0;
+        n = o == 'X' ? (size_t)le(b, 4) : b[0];
+        if (!bytes(f, n, &b) || memchr(b, 0, n)) return 0;
+        v->tag = PV_STR;
+        if (cmh_strtab_intern(&m->s->strings, (const char *)b, n, &v->u.id) != CMH_OK) return f->nomem = 1, 0;
+        break;
+    }
+    case 'h': if (!bytes(f, 1, &b) || !memo_get(f, b[0], v)) return 0; return 1; /* a reference is not memoized again */
+    case 'j': if (!bytes(f, 4, &b) || !memo_get(f, le(b, 4), v)) return 0; return 1;
+    default: return 0;
+    }
+    return memo_after(f, *v, 0, 0);
+}
+
+static int is_scalar(const pv *v) { return v->tag <= PV_STR; }
+
+/* A dict's items after its EMPTY_DICT (at byte `at`): its own memo put, MARK, pairs, SETITEMS.
+ * *memo_at: the memo slot naming the dict (or UINT64_MAX), to set once it is converted. */
+static int dict_open(fp *f, uint64_t *memo_idx)
+{
+    pm *m = f->m;
+    const uint8_t *b;
+    int o = peek_op(f);
+    *memo_idx = UINT64_MAX;
+    if (o == 0x94) next_op(f), *memo_idx = m->memo_len;
+    else if (o == 'q') { next_op(f); if (!bytes(f, 1, &b)) return 0; *memo_idx = b[0]; }
+    else if (o == 'r') { next_op(f); if (!bytes(f, 4, &b)) return 0; *memo_idx = le(b, 4); }
+    if (*memo_idx != UINT64_MAX && !memo_put(f, *memo_idx, (pv){PV_PENDING, {.i = 0}}, 0, 0)) return 0;
+    o = peek_op(f);
+    if (o == 0x94 || o == 'q' || o == 'r') return 0; /* a second name: the machine's */
+    return next_op(f) == '(';
+}
+
+/* The converted dict or list into the memo slot its opcode named when it began (unless something
+ * else was put there since, as the machine would have it). */
+static int memo_name(fp *f, uint64_t idx, pv v, uint64_t at, uint8_t kind)
+{
+    pm *m = f->m;
+    if (idx == UINT64_MAX || m->memo[idx].tag != PV_PENDING) return 1;
+    if (!grow((void **)&f->conv, &f->cconv, f->nconv + 1, sizeof *f->conv)) return f->nomem = 1, 0;
+    f->conv[f->nconv++] = (memo_conv){idx, at, kind};
+    m->memo[idx] = v;
+    return 1;
+}
+
+/* A frame (opcode o read): a memo reference to a converted one, or a frame dict. */
+static int frame(fp *f, int o, uint32_t *id)
+{
+    pm *m = f->m;
+    pv v;
+    if (o == 'h' || o == 'j') {
+        if (!scalar(f, o, &v) || v.tag != PV_FRAME) return 0;
+        *id = v.u.id;
+        return 1;
+    }
+    if (o != '}') return 0;
+    uint64_t at = f->pos - 1, midx;
+    if (!dict_open(f, &midx)) return 0;
+    pv it[2 * FP_MAX_PAIRS];
+    uint32_t n = 0;
+    for (;;) {
+        o = next_op(f);
+        if (o == 'u') break;
+        if (n == 2 * FP_MAX_PAIRS || !scalar(f, o, &it[n]) || it[n].tag != PV_STR) return 0;
+        if (it[n].u.id == m->key[K_ACTION]) return 0; /* the machine would take it for an entry */
+        if (!scalar(f, next_op(f), &it[n + 1]) || !is_scalar(&it[n + 1])) return 0;
+        n += 2;
+    }
+    /* pk_frame_of fails on a name or filename (their first occurrence) that is not a string:
+     * the machine's to report */
+    const pv *name = NULL, *file = NULL;
+    for (uint32_t i = 0; i < n; i += 2) {
+        if (!name && it[i].u.id == m->key[K_NAME]) name = &it[i + 1];
+        if (!file && it[i].u.id == m->key[K_FILENAME]) file = &it[i + 1];
+    }
+    if (!name || !file || name->tag != PV_STR || file->tag != PV_STR) return 0;
+    if (pk_frame_of(m, it, n, id)) return f->nomem = 1, 0;
+    return memo_name(f, midx, (pv){PV_FRAME, {.id = *id}}, at, C_DICT);
+}
+
+/* A 'frames' list after its EMPTY_LIST: its memo put, then runs of frames (MARK ... APPENDS)
+ * or single ones (... APPEND), until the next opcode is something else. */
+static int frames_list(fp *f, pv *out)
+{
+    pm *m = f->m;
+    uint64_t at = f->pos - 1, midx = UINT64_MAX;
+    const uint8_t *b;
+    int o = peek_op(f);
+    if (o == 0x94) next_op(f), midx = m->memo_len;
+    else if (o == 'q') { next_op(f); if (!bytes(f, 1, &b)) return 0; midx = b[0]; }
+    else if (o == 'r') { next_op(f); if (!bytes(f, 4, &b)) return 0; midx = le(b, 4); }
+    if (midx != UINT64_MAX && !memo_put(f, midx, (pv){PV_PENDING, {.i = 0}}, 0, 0)) return 0;
+    o = peek_op(f);
+    if (o == 0x94 || o == 'q' || o == 'r') return 0;
+    uint32_t n = 0;
+    for (;;) {
+        o = peek_op(f);
+        if (o == '(') {
+            next_op(f);
+            for (;;) {
+                o = next_op(f);
+                if (o == 'e') break;
+                if (n == FP_MAX_FRAMES || !frame(f, o, &f->frames[n])) return 0;
+                n++;
+            }
+        } else if (o == '}' || o == 'h' || o == 'j') {
+            next_op(f);
+            if (n == FP_MAX_FRAMES || !frame(f, o, &f->frames[n]) || next_op(f) != 'a') return 0;
+            n++;
+        } else {
+            break;
+        }
+    }
+    uint32_t sid = 0;
+    if (n && cmh_snapshot_add_stack(m->s, f->frames, n, &sid) != CMH_OK) return f->nomem = 1, 0;
+    *out = (pv){PV_STACK, {.id = sid}};
+    return memo_name(f, midx, *out, at, C_LIST);
+}
+
+/* One trace entry dict after its EMPTY_DICT: 'action' first, scalars, a 'frames' list. */
+static int entry(fp *f, pv *out)
+{
+    pm *m = f->m;
+    uint64_t at = f->pos - 1, midx;
+    if (!dict_open(f, &midx)) return 0;
+    pv it[2 * FP_MAX_PAIRS];
+    uint32_t n = 0;
+    for (;;) {
+        int o = next_op(f);
+        if (o == 'u') break;
+        if (n == 2 * FP_MAX_PAIRS || !scalar(f, o, &it[n]) || it[n].tag != PV_STR) return 0;
+        if (n == 0 && it[0].u.id != m->key[K_ACTION]) return 0;
+        o = next_op(f);
+        pv *v = &it[n + 1];
+        if (it[n].u.id == m->key[K_FRAMES]) {
+            if (o == ']') {
+                if (!frames_list(f, v)) return 0;
+            } else if (!scalar(f, o, v) || (!is_scalar(v) && v->tag != PV_STACK)) {
+                return 0;
+            }
+        } else if (!scalar(f, o, v) || !is_scalar(v)) {
+            return 0;
+        }
+        n += 2;
+    }
+    if (n == 0 || it[1].tag != PV_STR) return 0; /* a non-string action: the machine's to report */
+    uint32_t id = 0;
+    int r = pk_entry_from_items(m, it, n, &id);
+    if (r < 0) return f->nomem = 1, 0;
+    if (r == 0) return 0;
+    *out = r == 1 ? (pv){PV_ENTRY, {.id = id}} : (pv){PV_NONE, {.id = 0}};
+    return memo_name(f, midx, r == 1 ? *out : (pv){PV_SKIP, {.id = 0}}, at, C_DICT);
+}
+
+static void undo(fp *f, uint32_t nentries, uint64_t skipped, uint32_t pt_fields)
+{
+    pm *m = f->m;
+    for (size_t i = f->nundo; i-- > 0;) m->memo[f->undo[i].idx] = f->undo[i].old;
+    m->memo_len = f->memo_len0;
+    m->nentries = nentries;
+    m->s->skipped_entries = skipped;
+    m->s->pt_fields = pt_fields;
+}
+
+/* The memo slots that name converted dicts and lists get the machine's form: a memoized
+ * container, already converted. */
+static int commit(fp *f)
+{
+    pm *m = f->m;
+    for (size_t i = f->nconv; i-- > 0;) { /* the last to name a slot is what it holds */
+        const memo_conv *c = &f->conv[i];
+        pv v = m->memo[c->idx], cv;
+        if (v.tag != PV_FRAME && v.tag != PV_STACK && v.tag != PV_ENTRY && v.tag != PV_SKIP) continue;
+        if (pk_new_cont(m, c->kind, &cv)) return -1;
+        pcont *k = &m->conts[cv.u.id];
+        free(k->items);
+        k->items = NULL;
+        k->cap = 0;
+        k->at = c->at;
+        k->memoized = 1;
+        k->conv_tag = v.tag;
+        k->conv_id = v.u.id;
+        m->memo[c->idx] = cv;
+    }
+    return 0;
+}
+
+int pk_fast_entries(pm *m)
+{
+    pcont *list = pk_as_cont(m, &m->stack[m->sp - 1], C_LIST);
+    if (!list || list->conv_tag) return 0;
+    uint32_t list_id = m->stack[m->sp - 1].u.id;
+    if (__builtin_expect(m->mapped && m->pos - m->dropped >= CMH_DROP_STEP, 0)) pk_drop_behind(m);
+    fp f;
+    memset(&f, 0, sizeof f);
+    f.m = m;
+    f.pos = m->pos;
+    f.memo_len0 = m->memo_len;
+    f.undo = m->fast.undo, f.cundo = m->fast.cundo;
+    f.conv = m->fast.conv, f.cconv = m->fast.cconv;
+    f.items = m->fast.items, f.citems = m->fast.citems;
+    if (!m->fast.frames && !(m->fast.frames = malloc(FP_MAX_FRAMES * sizeof *m->fast.frames))) return pk_nomem(m);
+    f.frames = m->fast.frames;
+    uint32_t nentries = m->nentries, pt_fields = m->s->pt_fields;
+    uint64_t skipped = m->s->skipped_entries;
+    int ok = 1;
+    for (;;) {
+        int o = next_op(&f);
+        if (o == 'e') break;
+        if (o != '}' || !grow((void **)&f.items, &f.citems, f.nitems + 1, sizeof *f.items) || !entry(&f, &f.items[f.nitems])) {
+            ok = 0;
+            break;
+        }
+        f.nitems++;
+    }
+    int rc = 0;
+    if (!ok || f.nomem) {
+        undo(&f, nentries, skipped, pt_fields);
+        rc = f.nomem ? pk_nomem(m) : 0;
+    } else if (commit(&f) || pk_cont_add(m, &m->conts[list_id], f.items, f.nitems)) { /* commit may move conts */
+        rc = -1;
+    } else {
+        m->pos = f.pos;
+        rc = 1;
+    }
+    m->fast.undo = f.undo, m->fast.cundo = f.cundo;
+    m->fast.conv = f.conv, m->fast.cconv = f.cconv;
+    m->fast.items = f.items, m->fast.citems = f.citems;
+    return rc;
+}
