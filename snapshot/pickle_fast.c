@@ -47,7 +47,9 @@ typedef struct fp {
     size_t memo_len0;
     pv *items; /* the run's converted entries, for the APPENDS */
     size_t nitems, citems;
-    uint32_t *frames;
+    struct pend_frame *pend; /* the frames of the entry being read (FP_MAX_FRAMES) */
+    uint32_t *ids;
+    uint32_t nframes;
     int nomem;
 } fp;
 
@@ -245,19 +247,29 @@ static int memo_name(fp *f, uint64_t idx, pv v, uint64_t at, uint8_t kind)
     return 1;
 }
 
-/* A frame (opcode o read): a memo reference to a converted one, or a frame dict. */
-static int frame(fp *f, int o, uint32_t *id)
+/* A frame of a list being read: one converted before (id), or a frame dict, interned when the
+ * list's APPEND or APPENDS comes, as the machine converts it (midx: its memo slot, or none). */
+typedef struct pend_frame {
+    uint32_t name, file, id;
+    int done;
+    int64_t line;
+    uint64_t midx, at;
+} pend_frame;
+
+static int frame(fp *f, int o, pend_frame *pf)
 {
     pm *m = f->m;
     pv v;
+    memset(pf, 0, sizeof *pf);
     if (o == 'h' || o == 'j') {
         if (!scalar(f, o, &v) || v.tag != PV_FRAME) return 0;
-        *id = v.u.id;
+        pf->id = v.u.id;
+        pf->done = 1;
         return 1;
     }
     if (o != '}') return 0;
-    uint64_t at = f->pos - 1, midx;
-    if (!dict_open(f, &midx)) return 0;
+    pf->at = f->pos - 1;
+    if (!dict_open(f, &pf->midx)) return 0;
     pv it[2 * FP_MAX_PAIRS];
     uint32_t n = 0;
     for (;;) {
@@ -268,58 +280,80 @@ static int frame(fp *f, int o, uint32_t *id)
         if (!scalar(f, next_op(f), &it[n + 1]) || !is_scalar(&it[n + 1])) return 0;
         n += 2;
     }
-    /* pk_frame_of fails on a name or filename (their first occurrence) that is not a string:
-     * the machine's to report */
-    const pv *name = NULL, *file = NULL;
+    /* as pk_frame_of reads it: the first 'name', 'filename', 'line'; the first two strings (else
+     * the machine reports it), the line an integer or 0 */
+    const pv *name = NULL, *file = NULL, *line = NULL;
     for (uint32_t i = 0; i < n; i += 2) {
         if (!name && it[i].u.id == m->key[K_NAME]) name = &it[i + 1];
         if (!file && it[i].u.id == m->key[K_FILENAME]) file = &it[i + 1];
+        if (!line && it[i].u.id == m->key[K_LINE]) line = &it[i + 1];
     }
     if (!name || !file || name->tag != PV_STR || file->tag != PV_STR) return 0;
-    if (pk_frame_of(m, it, n, id)) return f->nomem = 1, 0;
-    return memo_name(f, midx, (pv){PV_FRAME, {.id = *id}}, at, C_DICT);
+    pf->name = name->u.id;
+    pf->file = file->u.id;
+    pf->line = line && (line->tag == PV_INT || line->tag == PV_BOOL) ? line->u.i : 0;
+    return 1;
+}
+
+/* The frames read since the last APPEND(S), interned now, in order. */
+static int intern_frames(fp *f, pend_frame *pf, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (pf[i].done) continue;
+        pv it[6] = {{PV_STR, {.id = f->m->key[K_NAME]}}, {PV_STR, {.id = pf[i].name}},
+                    {PV_STR, {.id = f->m->key[K_FILENAME]}}, {PV_STR, {.id = pf[i].file}},
+                    {PV_STR, {.id = f->m->key[K_LINE]}}, {PV_INT, {.i = pf[i].line}}};
+        if (pk_frame_of(f->m, it, 6, &pf[i].id)) return f->nomem = 1, 0;
+        pf[i].done = 1;
+        if (!memo_name(f, pf[i].midx, (pv){PV_FRAME, {.id = pf[i].id}}, pf[i].at, C_DICT)) return 0;
+    }
+    return 1;
 }
 
 /* A 'frames' list after its EMPTY_LIST: its memo put, then runs of frames (MARK ... APPENDS)
- * or single ones (... APPEND), until the next opcode is something else. */
-static int frames_list(fp *f, pv *out)
+ * or single ones (... APPEND), until the next opcode is something else.  Its frames end at
+ * f->frames + *first (*n of them); it becomes a stack at its entry's SETITEMS, as in the machine. */
+static int frames_list(fp *f, uint32_t *first, uint32_t *n, uint64_t *midx, uint64_t *at)
 {
     pm *m = f->m;
-    uint64_t at = f->pos - 1, midx = UINT64_MAX;
     const uint8_t *b;
+    *at = f->pos - 1;
+    *midx = UINT64_MAX;
     int o = peek_op(f);
-    if (o == 0x94) next_op(f), midx = m->memo_len;
-    else if (o == 'q') { next_op(f); if (!bytes(f, 1, &b)) return 0; midx = b[0]; }
-    else if (o == 'r') { next_op(f); if (!bytes(f, 4, &b)) return 0; midx = le(b, 4); }
-    if (midx != UINT64_MAX && !memo_put(f, midx, (pv){PV_PENDING, {.i = 0}}, 0, 0)) return 0;
+    if (o == 0x94) next_op(f), *midx = m->memo_len;
+    else if (o == 'q') { next_op(f); if (!bytes(f, 1, &b)) return 0; *midx = b[0]; }
+    else if (o == 'r') { next_op(f); if (!bytes(f, 4, &b)) return 0; *midx = le(b, 4); }
+    if (*midx != UINT64_MAX && !memo_put(f, *midx, (pv){PV_PENDING, {.i = 0}}, 0, 0)) return 0;
     o = peek_op(f);
     if (o == 0x94 || o == 'q' || o == 'r') return 0;
-    uint32_t n = 0;
+    *first = f->nframes;
+    pend_frame *pf = f->pend;
     for (;;) {
         o = peek_op(f);
         if (o == '(') {
             next_op(f);
+            uint32_t from = f->nframes;
             for (;;) {
                 o = next_op(f);
                 if (o == 'e') break;
-                if (n == FP_MAX_FRAMES || !frame(f, o, &f->frames[n])) return 0;
-                n++;
+                if (f->nframes == FP_MAX_FRAMES || !frame(f, o, &pf[f->nframes])) return 0;
+                f->nframes++;
             }
+            if (!intern_frames(f, pf + from, f->nframes - from)) return 0;
         } else if (o == '}' || o == 'h' || o == 'j') {
             next_op(f);
-            if (n == FP_MAX_FRAMES || !frame(f, o, &f->frames[n]) || next_op(f) != 'a') return 0;
-            n++;
+            if (f->nframes == FP_MAX_FRAMES || !frame(f, o, &pf[f->nframes]) || next_op(f) != 'a') return 0;
+            if (!intern_frames(f, pf + f->nframes, 1)) return 0;
+            f->nframes++;
         } else {
             break;
         }
     }
-    uint32_t sid = 0;
-    if (n && cmh_snapshot_add_stack(m->s, f->frames, n, &sid) != CMH_OK) return f->nomem = 1, 0;
-    *out = (pv){PV_STACK, {.id = sid}};
-    return memo_name(f, midx, *out, at, C_LIST);
+    *n = f->nframes - *first;
+    return 1;
 }
 
-/* One trace entry dict after its EMPTY_DICT: 'action' first, scalars, a 'frames' list. */
+/* One trace entry dict after its EMPTY_DICT: 'action' first, scalars, 'frames' lists. */
 static int entry(fp *f, pv *out)
 {
     pm *m = f->m;
@@ -327,6 +361,9 @@ static int entry(fp *f, pv *out)
     if (!dict_open(f, &midx)) return 0;
     pv it[2 * FP_MAX_PAIRS];
     uint32_t n = 0;
+    struct { uint32_t item, first, n; uint64_t midx, at; } lists[2];
+    int nlists = 0;
+    f->nframes = 0;
     for (;;) {
         int o = next_op(f);
         if (o == 'u') break;
@@ -336,7 +373,11 @@ static int entry(fp *f, pv *out)
         pv *v = &it[n + 1];
         if (it[n].u.id == m->key[K_FRAMES]) {
             if (o == ']') {
-                if (!frames_list(f, v)) return 0;
+                if (nlists == 2) return 0;
+                lists[nlists].item = n + 1;
+                if (!frames_list(f, &lists[nlists].first, &lists[nlists].n, &lists[nlists].midx, &lists[nlists].at)) return 0;
+                *v = (pv){PV_PENDING, {.i = 0}};
+                nlists++;
             } else if (!scalar(f, o, v) || (!is_scalar(v) && v->tag != PV_STACK)) {
                 return 0;
             }
@@ -346,6 +387,13 @@ static int entry(fp *f, pv *out)
         n += 2;
     }
     if (n == 0 || it[1].tag != PV_STR) return 0; /* a non-string action: the machine's to report */
+    for (int l = 0; l < nlists; l++) { /* the frame lists become stacks at SETITEMS */
+        uint32_t sid = 0, *ids = f->ids;
+        for (uint32_t i = 0; i < lists[l].n; i++) ids[i] = f->pend[lists[l].first + i].id;
+        if (lists[l].n && cmh_snapshot_add_stack(m->s, ids, lists[l].n, &sid) != CMH_OK) return f->nomem = 1, 0;
+        it[lists[l].item] = (pv){PV_STACK, {.id = sid}};
+        if (!memo_name(f, lists[l].midx, it[lists[l].item], lists[l].at, C_LIST)) return 0;
+    }
     uint32_t id = 0;
     int r = pk_entry_from_items(m, it, n, &id);
     if (r < 0) return f->nomem = 1, 0;
@@ -402,7 +450,9 @@ int pk_fast_entries(pm *m)
     f.conv = m->fast.conv, f.cconv = m->fast.cconv;
     f.items = m->fast.items, f.citems = m->fast.citems;
     if (!m->fast.frames && !(m->fast.frames = malloc(FP_MAX_FRAMES * sizeof *m->fast.frames))) return pk_nomem(m);
-    f.frames = m->fast.frames;
+    if (!m->fast.pend && !(m->fast.pend = malloc(FP_MAX_FRAMES * sizeof(pend_frame)))) return pk_nomem(m);
+    f.ids = m->fast.frames;
+    f.pend = m->fast.pend;
     uint32_t nentries = m->nentries, pt_fields = m->s->pt_fields;
     uint64_t skipped = m->s->skipped_entries;
     int ok = 1;

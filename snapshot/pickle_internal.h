@@ -113,6 +113,7 @@ typedef struct pm {
         void *undo, *conv, *items;
         size_t cundo, cconv, citems;
         uint32_t *frames;
+        void *pend;
     } fast;
 } pm;
 

@@ -550,6 +550,7 @@ static int read_pickle(const void *buf, size_t len, int mapped, unsigned flags, 
     free(m.fast.conv);
     free(m.fast.items);
     free(m.fast.frames);
+    free(m.fast.pend);
     cmh_oa_free(&m.frames);
     if (rc != 0) {
         cmh_snapshot_free(s);
@@ -562,6 +563,11 @@ static int read_pickle(const void *buf, size_t len, int mapped, unsigned flags, 
 int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
 {
     return read_pickle(buf, len, 0, 0, s, err, errlen);
+}
+
+int cmh_pickle_read_ex(const void *buf, size_t len, unsigned flags, cmh_snapshot *s, char *err, size_t errlen)
+{
+    return read_pickle(buf, len, 0, flags, s, err, errlen);
 }
 
 int cmh_pickle_read_mapped(const void *map, size_t len, unsigned flags, cmh_snapshot *s, char *err, size_t errlen)
