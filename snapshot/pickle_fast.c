@@ -54,7 +54,7 @@ typedef struct fp {
 } fp;
 
 /* The next opcode (FRAME hints skipped), or -1 at the end. */
-static int next_op(fp *f)
+static inline int next_op(fp *f)
 {
     pm *m = f->m;
     while (f->pos < m->len) {
@@ -69,7 +69,7 @@ static int next_op(fp *f)
     return -1;
 }
 
-static int peek_op(fp *f)
+static inline int peek_op(fp *f)
 {
     size_t at = f->pos;
     int o = next_op(f);
@@ -77,7 +77,7 @@ static int peek_op(fp *f)
     return o;
 }
 
-static int bytes(fp *f, size_t n, const uint8_t **b)
+static inline int bytes(fp *f, size_t n, const uint8_t **b)
 {
     if (f->m->len - f->pos < n) return 0;
     *b = f->m->p + f->pos;
@@ -90,6 +90,13 @@ static uint64_t le(const uint8_t *p, int n)
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
     return v;
+}
+
+/* pickle's little-endian 2- and 4-byte arguments (the compiler makes these single loads) */
+static inline uint32_t le2(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static inline uint32_t le4(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t esize)
@@ -173,8 +180,8 @@ static int scalar(fp *f, int o, pv *v)
     case 'N': *v = (pv){PV_NONE, {.i = 0}}; break;
     case 0x88: case 0x89: *v = (pv){PV_BOOL, {.i = o == 0x88}}; break;
     case 'K': if (!bytes(f, 1, &b)) return 0; *v = (pv){PV_INT, {.i = b[0]}}; break;
-    case 'M': if (!bytes(f, 2, &b)) return 0; *v = (pv){PV_INT, {.i = (int64_t)le(b, 2)}}; break;
-    case 'J': if (!bytes(f, 4, &b)) return 0; *v = (pv){PV_INT, {.i = (int32_t)(uint32_t)le(b, 4)}}; break;
+    case 'M': if (!bytes(f, 2, &b)) return 0; *v = (pv){PV_INT, {.i = (int64_t)le2(b)}}; break;
+    case 'J': if (!bytes(f, 4, &b)) return 0; *v = (pv){PV_INT, {.i = (int32_t)le4(b)}}; break;
     case 0x8a: { /* LONG1, as pickle_read.c's read_long */
         if (!bytes(f, 1, &b)) return 0;
         n = b[0];
@@ -203,14 +210,14 @@ static int scalar(fp *f, int o, pv *v)
     }
     case 0x8c: case 'X': {
         if (!bytes(f, o == 'X' ? 4 : 1, &b)) return 0;
-        n = o == 'X' ? (size_t)le(b, 4) : b[0];
+        n = o == 'X' ? (size_t)le4(b) : b[0];
         if (!bytes(f, n, &b) || memchr(b, 0, n)) return 0;
         v->tag = PV_STR;
         if (cmh_strtab_intern(&m->s->strings, (const char *)b, n, &v->u.id) != CMH_OK) return f->nomem = 1, 0;
         break;
     }
     case 'h': if (!bytes(f, 1, &b) || !memo_get(f, b[0], v)) return 0; return 1; /* a reference is not memoized again */
-    case 'j': if (!bytes(f, 4, &b) || !memo_get(f, le(b, 4), v)) return 0; return 1;
+    case 'j': if (!bytes(f, 4, &b) || !memo_get(f, le4(b), v)) return 0; return 1;
     default: return 0;
     }
     return memo_after(f, *v, 0, 0);
