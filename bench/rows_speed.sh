@@ -64,6 +64,12 @@ for f in b200k.pickle b1m.pickle b200k.cmh b1m.cmh; do
     row "peak RSS of summary / file size ($f)" "$(awk "BEGIN{printf \"%.1f MB / %.1f MB = %.2fx\", $2 / 1024, $(size "$T/$f") / 1e6, $2 * 1024 / $(size "$T/$f")}") (goal <= $(case $f in *.cmh) echo 2 ;; *) echo 1.5 ;; esac)x)"
 done
 
+# trace of a recorder pickle: the shaped model is the loaded one (cmh_memviz_shape_move), not a second copy
+for f in b200k.pickle b1m.pickle; do
+    set -- $(best "$CMH" trace "$T/$f")
+    row "peak RSS of trace / file size ($f)" "$(awk "BEGIN{printf \"%.1f MB / %.1f MB = %.2fx\", $2 / 1024, $(size "$T/$f") / 1e6, $2 * 1024 / $(size "$T/$f")}") (goal <= 1.5x)"
+done
+
 # per entry at 1M, beside summary's
 set -- $(best "$CMH" summary "$T/b1m.cmh")
 sum=$1

@@ -66,7 +66,7 @@ int cmd_trace(int argc, char **argv)
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     if (g_json) return rep_run(&path, 1, g_device, 1, 0, section, NULL);
     cmh_snapshot s;
-    if ((rc = rep_load_shaped(path, &s))) return rc;
+    if ((rc = rep_load_shaped_own(path, &s))) return rc;
     int32_t dev;
     if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {
         cmh_snapshot_free(&s);

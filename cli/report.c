@@ -65,6 +65,31 @@ int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags)
     return 0;
 }
 
+int rep_load_shaped_own(const char *path, cmh_snapshot *s)
+{
+    int rc = rep_load_view_ex(path, s, 0);
+    if (rc || s->source == CMH_SRC_PYTORCH) return rc;
+    const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */
+    if (!(g && *g && strcmp(g, "0"))) {
+        cmh_snapshot shaped;
+        int moved = 0, crc = cmh_memviz_shape_move(s, &shaped, &moved);
+        if (crc != CMH_OK) {
+            if (!moved) cmh_snapshot_free(s);
+            return cli_fail(path, crc);
+        }
+        if (moved) {
+            *s = shaped;
+            return 0;
+        }
+    }
+    cmh_snapshot shaped;
+    int crc = cmh_memviz_shape(s, &shaped, NULL);
+    cmh_snapshot_free(s);
+    if (crc != CMH_OK) return cli_fail(path, crc);
+    *s = shaped;
+    return 0;
+}
+
 int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, int32_t *devs, int cap)
 {
     int32_t all[256];

@@ -76,6 +76,9 @@ enum { REP_SITES = 1, REP_NO_HOST = 2, REP_SHAPED = 4, REP_PYTORCH_TEXT = 8, REP
  * out), a PyTorch pickle as it is.  Returns the exit status. */
 int rep_load_shaped(const char *path, cmh_snapshot *s);
 int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags); /* flags: CMH_LOAD_* */
+/* The same for a command that reads only the shaped model: the loaded one becomes it where the
+ * shaping changes no entry (cmh_memviz_shape_move), rather than a second copy of it. */
+int rep_load_shaped_own(const char *path, cmh_snapshot *s);
 /* Every report command: each snapshot loaded (with its sites under REP_SITES), its process said
  * once in text, then fn for each device it covers; with json, one JSON array of the sections'
  * objects.  Returns the exit status (output errors included). */

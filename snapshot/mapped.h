@@ -14,7 +14,7 @@
 
 #include "cumemhist/snapshot.h"
 
-#define CMH_DROP_STEP ((size_t)8 << 20) /* give back in steps of 8 MiB */
+#define CMH_DROP_STEP ((size_t)2 << 20) /* give back in steps of 2 MiB (a few hundred madvise calls for a GiB) */
 
 /* base: page-aligned start of the mapping; pos: the cursor; *dropped: given back so far */
 static inline void cmh_drop_behind(const uint8_t *base, size_t pos, size_t *dropped)

@@ -109,6 +109,12 @@ typedef struct pm {
     int generic;       /* CMH_LOAD_GENERIC: none of the shortcuts (the entries copied one by one) */
     int seen_segments; /* ... once the root's 'segments' key came (some writers put it after the trace) */
     int stop;          /* ... and it was reached after them: the root is complete with the keys before it */
+    struct { /* pickle_fast.c's buffers, kept from one run of entries to the next */
+        void *undo, *conv, *items;
+        size_t cundo, cconv, citems;
+        uint32_t *frames;
+        void *pend;
+    } fast;
 } pm;
 
 /* pickle_read.c: the machine's error, and container lookups */
@@ -127,5 +133,20 @@ int pk_convert_frame(pm *m, pv *v);
 int pk_convert_stack(pm *m, pv *v);
 int pk_convert_entry(pm *m, pv *v);
 int pk_convert_top(pm *m, const pv *root);
+/* The same conversions from a dict's items (key, value, ...) wherever they are: a trace entry
+ * (-1 error, 0 not an entry: no 'action', 1 entry *id, 2 an entry this version skips) and a
+ * frame (its 'name' and 'filename' must be strings: pk_fail otherwise). */
+int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id);
+int pk_frame_of(pm *m, const pv *items, uint32_t n, uint32_t *frame_id);
+
+/* pickle_read.c: the machine's own steps the fast path (pickle_fast.c) shares */
+int pk_new_cont(pm *m, uint8_t kind, pv *out);
+int pk_cont_add(pm *m, pcont *c, const pv *items, size_t n);
+void pk_drop_behind(pm *m);
+
+/* pickle_fast.c: at a MARK whose list is the stack's top, a run of trace entry dicts up to their
+ * APPENDS, read straight from the opcodes into the model.  1: done (m->pos past the APPENDS);
+ * 0: the bytes are not that shape, nothing changed, the machine reads them; -1: out of memory. */
+int pk_fast_entries(pm *m);
 
 #endif

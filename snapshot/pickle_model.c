@@ -68,6 +68,12 @@ static int frame_of(pm *m, pcont *d, uint32_t *frame_id)
 }
 
 
+int pk_frame_of(pm *m, const pv *items, uint32_t n, uint32_t *frame_id)
+{
+    pcont d = {.kind = C_DICT, .n = n, .items = (pv *)items};
+    return frame_of(m, &d, frame_id);
+}
+
 /* A frame dict (if v is one) becomes PV_FRAME. */
 int pk_convert_frame(pm *m, pv *v)
 {
@@ -151,8 +157,9 @@ static const uint8_t entry_keys[NEK] = {K_ACTION, K_CMH_IMPLIED, K_CMH_CODE, K_D
  * A dict with the keys of one of the last few shapes, in the same order (nearly every entry of a
  * writer), reuses the positions found then: one comparison per key instead of a search per
  * wanted key. */
-static void entry_fields(pm *m, const pcont *c, const pv **f)
+static void entry_fields(pm *m, const pv *items, uint32_t n, const pv **f)
 {
+    const pcont dc = {.kind = C_DICT, .n = n, .items = (pv *)items}, *c = &dc;
     uint32_t nk = c->n / 2;
     for (int s = 0; s < 4; s++) {
         const struct pk_shape *sh = &m->shapes[s];
@@ -177,18 +184,10 @@ static void entry_fields(pm *m, const pcont *c, const pv **f)
     for (int k = 0; k < NEK; k++) sh->pos[k] = f[k] ? (int8_t)((f[k] - c->items - 1) / 2) : -1;
 }
 
-int pk_convert_entry(pm *m, pv *v)
+int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id)
 {
-    if (v->tag != PV_CONT) return 0;
-    pcont *c = &m->conts[v->u.id];
-    if (c->conv_tag == PV_ENTRY || c->conv_tag == PV_SKIP) {
-        v->tag = c->conv_tag == PV_ENTRY ? PV_ENTRY : PV_NONE;
-        v->u.id = c->conv_id;
-        return 0;
-    }
-    if (c->kind != C_DICT || c->conv_tag) return 0;
     const pv *fld[NEK];
-    entry_fields(m, c, fld);
+    entry_fields(m, items, n, fld);
     const pv *act = fld[EK_ACTION];
     if (!act) return 0;
     if (act->tag != PV_STR) return pk_fail(m, "a trace entry whose 'action' is not a string (near byte %zu)", m->op_at);
@@ -199,9 +198,8 @@ int pk_convert_entry(pm *m, pv *v)
     const pv *f;
     /* our own keys (viz/memviz.c): entries implied by a whole block, and what PyTorch lacks */
     if ((f = fld[EK_CMH_IMPLIED]) && to_i64(f, &x) && x) {
-        pk_done_with(m, (uint32_t)(c - m->conts), PV_SKIP, 0);
-        v->tag = PV_NONE;
-        return 0;
+        *id = 0;
+        return 2;
     }
     int64_t code = -1;
     if ((f = fld[EK_CMH_CODE]) && to_i64(f, &code) && code >= 0 && (code & 15) < CMH_ACT_COUNT &&
@@ -213,9 +211,8 @@ int pk_convert_entry(pm *m, pv *v)
     }
     if (a < 0 || a >= CMH_ACT_MARK) {
         m->s->skipped_entries++; /* e.g. 'annotate' (newer PyTorch): not part of the model */
-        pk_done_with(m, (uint32_t)(c - m->conts), PV_SKIP, 0);
-        v->tag = PV_NONE;
-        return 0;
+        *id = 0;
+        return 2;
     }
     e.action = (uint8_t)a;
     if (a == CMH_ACT_OOM) {
@@ -253,9 +250,26 @@ int pk_convert_entry(pm *m, pv *v)
         m->centries = nc;
     }
     m->entries[m->nentries] = e;
-    pk_done_with(m, (uint32_t)(c - m->conts), PV_ENTRY, m->nentries);
-    v->tag = PV_ENTRY;
-    v->u.id = m->nentries++;
+    *id = m->nentries++;
+    return 1;
+}
+
+int pk_convert_entry(pm *m, pv *v)
+{
+    if (v->tag != PV_CONT) return 0;
+    pcont *c = &m->conts[v->u.id];
+    if (c->conv_tag == PV_ENTRY || c->conv_tag == PV_SKIP) {
+        v->tag = c->conv_tag == PV_ENTRY ? PV_ENTRY : PV_NONE;
+        v->u.id = c->conv_id;
+        return 0;
+    }
+    if (c->kind != C_DICT || c->conv_tag) return 0;
+    uint32_t id = 0;
+    int r = pk_entry_from_items(m, c->items, c->n, &id);
+    if (r <= 0) return r;
+    pk_done_with(m, (uint32_t)(c - m->conts), r == 1 ? PV_ENTRY : PV_SKIP, id);
+    v->tag = r == 1 ? PV_ENTRY : PV_NONE;
+    v->u.id = id;
     return 0;
 }
 

@@ -52,6 +52,7 @@ int pk_nomem(pm *m)
 }
 
 static __attribute__((noinline)) void drop_behind(pm *m) { cmh_drop_behind(m->p, m->pos, &m->dropped); }
+void pk_drop_behind(pm *m) { drop_behind(m); }
 
 static inline int need(pm *m, size_t n)
 {
@@ -98,6 +99,11 @@ static int top(pm *m, pv **v)
     *v = &m->stack[m->sp - 1];
     return 0;
 }
+
+static int new_cont(pm *m, uint8_t kind, pv *out);
+int pk_new_cont(pm *m, uint8_t kind, pv *out) { return new_cont(m, kind, out); }
+static int cont_add(pm *m, pcont *c, const pv *items, size_t n);
+int pk_cont_add(pm *m, pcont *c, const pv *items, size_t n) { return cont_add(m, c, items, n); }
 
 static int new_cont(pm *m, uint8_t kind, pv *out)
 {
@@ -341,6 +347,12 @@ static int run(pm *m, pv *result)
             m->pos += 8;
             break;
         case '(': /* MARK */
+            if (!m->generic && m->pos < m->len && m->p[m->pos] == '}' && m->sp && m->stack[m->sp - 1].tag == PV_CONT &&
+                (!m->nmarks || m->marks[m->nmarks - 1] < m->sp)) {
+                int r = pk_fast_entries(m);
+                if (r < 0) return -1;
+                if (r > 0) break;
+            }
             if (m->nmarks == m->mcap) {
                 size_t nc = m->mcap ? m->mcap * 2 : 64;
                 size_t *nmk = realloc(m->marks, nc * sizeof *nmk);
@@ -534,6 +546,11 @@ static int read_pickle(const void *buf, size_t len, int mapped, unsigned flags, 
     free(m.marks);
     free(m.memo);
     free(m.entries);
+    free(m.fast.undo);
+    free(m.fast.conv);
+    free(m.fast.items);
+    free(m.fast.frames);
+    free(m.fast.pend);
     cmh_oa_free(&m.frames);
     if (rc != 0) {
         cmh_snapshot_free(s);
@@ -546,6 +563,11 @@ static int read_pickle(const void *buf, size_t len, int mapped, unsigned flags, 
 int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
 {
     return read_pickle(buf, len, 0, 0, s, err, errlen);
+}
+
+int cmh_pickle_read_ex(const void *buf, size_t len, unsigned flags, cmh_snapshot *s, char *err, size_t errlen)
+{
+    return read_pickle(buf, len, 0, flags, s, err, errlen);
 }
 
 int cmh_pickle_read_mapped(const void *map, size_t len, unsigned flags, cmh_snapshot *s, char *err, size_t errlen)

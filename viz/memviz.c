@@ -363,6 +363,78 @@ out:
     return rc;
 }
 
+/* Nothing cmh_memviz_shape would change in the entries, segments or blocks but the ids of
+ * stacks, frames and strings. */
+static int shape_is_identity(const cmh_snapshot *in)
+{
+    if (in->source == CMH_SRC_PYTORCH || in->torch) return 0;
+    for (uint32_t i = 0; i < in->nstacks; i++)
+        if (in->stacks[i].count > 256) return 0; /* copy_stack keeps 256 */
+    for (uint32_t i = 0; i < in->nsegments; i++) {
+        const cmh_segment *g = &in->segments[i];
+        if (g->device < 0 || g->stack >= in->nstacks) return 0;
+        uint64_t at = g->addr;
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *b = &in->blocks[g->first_block + k];
+            if (b->addr != at || b->stack >= in->nstacks) return 0;
+            at = b->addr + b->size;
+        }
+        if (at != g->addr + g->size) return 0;
+    }
+    uint64_t n = 0;
+    for (uint32_t t = 0; t < in->ntraces; t++) {
+        const cmh_trace *tr = &in->traces[t];
+        if (tr->device < 0 || tr->first_entry != n) return 0;
+        n += tr->nentries;
+    }
+    if (n != in->nentries) return 0;
+    for (uint32_t i = 0; i < in->nentries; i++) {
+        const cmh_entry *e = &in->entries[i];
+        if (e->action == CMH_ACT_MARK || (e->flags & CMH_EF_WHOLE_BLOCK) || e->stack >= in->nstacks) return 0;
+    }
+    return 1;
+}
+
+int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
+{
+    *moved = 0;
+    if (!shape_is_identity(in)) return CMH_OK;
+    int rc = cmh_snapshot_init(out);
+    if (rc) return rc;
+    free(out->strings.str[0]); /* the tables cmh_snapshot_init made, replaced by in's */
+    free(out->strings.str);
+    free(out->stacks);
+    /* what cmh_memviz_shape carries over; the rest stays behind with `in` and goes with it */
+#define MOVE(f) (out->f = in->f, memset(&in->f, 0, sizeof in->f))
+    MOVE(strings);
+    MOVE(frames), MOVE(nframes), MOVE(cap_frames);
+    MOVE(stack_frames), MOVE(nstack_frames), MOVE(cap_stack_frames);
+    MOVE(stacks), MOVE(nstacks), MOVE(cap_stacks), MOVE(stack_index);
+    MOVE(segments), MOVE(nsegments), MOVE(cap_segments);
+    MOVE(blocks), MOVE(nblocks), MOVE(cap_blocks);
+    MOVE(entries), MOVE(nentries), MOVE(cap_entries);
+    MOVE(traces), MOVE(ntraces), MOVE(cap_traces);
+    MOVE(annotations), MOVE(nannotations), MOVE(cap_annotations);
+    MOVE(settings), MOVE(nsettings), MOVE(cap_settings);
+#undef MOVE
+    out->source = CMH_SRC_PYTORCH;
+    out->pt_fields = CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
+    out->pid = in->pid;
+    out->hostname = in->hostname;
+    out->cmdline = in->cmdline;
+    cmh_snapshot_free(in);
+    *moved = 1;
+    for (uint32_t t = 0; t < out->ntraces; t++) {
+        uint64_t fixed = 0;
+        if ((rc = repair(out, t, &fixed)) != CMH_OK) {
+            cmh_snapshot_free(out);
+            return rc;
+        }
+        out->skipped_entries += fixed;
+    }
+    return CMH_OK;
+}
+
 int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host)
 {
     cmh_snapshot shaped;

@@ -357,6 +357,8 @@ int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errle
  * CUMEMHIST_GENERIC_LOAD=1 turns every load into; for tests that hold the two against each other). */
 #define CMH_LOAD_GENERIC 0x80000000u
 int cmh_snapshot_load_ex(const char *path, cmh_snapshot *s, unsigned flags, char *err, size_t errlen);
+/* cmh_pickle_read with those flags (the fuzz target holds CMH_LOAD_GENERIC against 0). */
+int cmh_pickle_read_ex(const void *buf, size_t len, unsigned flags, cmh_snapshot *s, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

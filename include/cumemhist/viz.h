@@ -21,6 +21,12 @@ extern "C" {
  * free_requested + free_completed + segment_free; times become µs; pinned host memory (device
  * -1) is left out and counted in *dropped_host.  A PyTorch-sourced snapshot is copied as is. */
 int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host);
+/* The same for a caller done with `in`, where the shaping changes no entry (no whole blocks,
+ * marks, pinned host memory, gaps between blocks, stacks over the copy's 256 frames): in's
+ * tables and arrays move into *out as they are instead of being copied (ids then keep in's
+ * numbering; the content is the copy's).  *moved = 0: not such a snapshot, in untouched (call
+ * cmh_memviz_shape); 1: in is freed. */
+int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved);
 
 /* The memory_viz pickle (protocol 4) of any snapshot. */
 int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host);
