@@ -303,7 +303,7 @@ static void test_tiny_ring_overwritten_under_contention(void)
     base b = base_now();
     worker_arg w[NT];
     pthread_t t[NT];
-    for (int i = 0; i < NT; i++) w[i] = (worker_arg){0, g_pairs / 2, 0};
+    for (int i = 0; i < NT; i++) w[i] = (worker_arg){0, g_pairs / 25, 0}; /* 250 laps of the ring: enough (TSan makes more slow) */
     for (int i = 0; i < NT; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, tiny_worker, &w[i]), 0);
     uint64_t torn = 0;
     for (int d = 0; d < 20; d++) {
@@ -326,11 +326,11 @@ static void test_tiny_ring_overwritten_under_contention(void)
         const cmh_trace *tr = trace_of(&s, 0);
         CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
         uint64_t recorded = st[k].entries_recorded - b.recorded[0] + b.kept[0];
-        CU_ASSERT(recorded >= (uint64_t)NT * (uint64_t)g_pairs);
+        CU_ASSERT(recorded >= (uint64_t)NT * (uint64_t)(g_pairs / 25) * 2);
         CU_ASSERT_EQUAL(tr->nentries, cap);
         CU_ASSERT_EQUAL(tr->dropped, recorded - cap);
         CU_ASSERT_EQUAL(tr->dropped, st[k].entries_dropped);
-        check_order(&s, 0, 1, g_pairs / 2);
+        check_order(&s, 0, 1, g_pairs / 25);
     }
     cmh_snapshot_free(&s);
 }
