@@ -21,8 +21,8 @@
  *    once until a clear, which frees the chunks: a dump reads it in place (cmh_hist_view_ring,
  *    under g_view_lock), waiting on a slot still being written.
  *  - The helper thread puts the next chunk in the directory ahead of the writers (asked for when
- *    a writer passes the middle of a chunk), so a lock and a calloc on the hot path are only the
- *    fallback when the helper is late.
+ *    a writer passes the middle of a chunk), so a lock (`grow`, never the gate's) and a calloc
+ *    on the hot path are only the fallback when the helper is late.
  *  - Whatever must see a ring still (a bounded ring's copy, a clear, a new capacity, fork)
  *    closes its gate: takes the device lock, sets GATE in `claim` (getting the exact count of
  *    claims), and waits until `done` reaches it.  A writer whose claim came back with GATE set
@@ -66,7 +66,10 @@ typedef struct dev_state {
     uint64_t want;  /* chunk index + 1 the helper is asked to make */
     uint64_t hi;    /* chunks [0, hi) of dir may be there (under lock) */
     int used;
-    cmh_mutex lock; /* the gate and the fallback growth */
+    cmh_mutex lock; /* the gate */
+    /* the directory and its chunks: taken by a writer that finds no chunk (holding a claim, so
+     * never the gate's lock, which waits for it), by the helper, and by a closed gate's holder */
+    cmh_mutex grow;
 } dev_state;
 
 static dev_state g_dev[CMH_MAX_DEVICES + 1];
@@ -89,6 +92,7 @@ static void init_once(void)
     g_max_entries = cmh_cfg.max_entries;
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         cmh_mutex_init(&g_dev[i].lock);
+        cmh_mutex_init(&g_dev[i].grow);
         g_dev[i].cap = g_max_entries;
     }
     g_segs = cmh_live_new(); /* NULL: out of memory at start-up; every segment is then lost */
@@ -172,11 +176,13 @@ static uint64_t close_gate(dev_state *d)
         if (spins < 64) continue;
         sched_yield(); /* a writer between its claim and its commit: a few stores from done */
     }
+    cmh_lock(&d->grow); /* the helper may be putting a chunk in */
     return c;
 }
 
 static void open_gate(dev_state *d, uint64_t c)
 {
+    cmh_unlock(&d->grow);
     __atomic_store_n(&d->claim, c, __ATOMIC_RELEASE); /* refused claims vanish: they claim again */
     cmh_unlock(&d->lock);
 }
@@ -192,7 +198,7 @@ static void free_chunks(dev_state *d)
 /* The slow path of a write: the chunk is not there yet (the helper was late); under the lock. */
 static cmh_rec_entry *make_chunk(dev_state *d, uint64_t ci)
 {
-    cmh_lock(&d->lock);
+    cmh_lock(&d->grow);
     cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
     if (!dir) { /* mmap: its zero pages cost nothing until a chunk pointer lands in them */
         void *m = mmap(NULL, DIR_CHUNKS * sizeof *dir, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -203,7 +209,7 @@ static cmh_rec_entry *make_chunk(dev_state *d, uint64_t ci)
         __atomic_store_n(&dir[ci], c, __ATOMIC_RELEASE);
         if (ci >= d->hi) d->hi = ci + 1;
     }
-    cmh_unlock(&d->lock);
+    cmh_unlock(&d->grow);
     return c;
 }
 
@@ -226,22 +232,22 @@ void cmh_hist_make_spares(void)
         dev_state *d = &g_dev[i];
         uint64_t w = __atomic_exchange_n(&d->want, 0, __ATOMIC_ACQ_REL);
         if (!w) continue;
-        cmh_lock(&d->lock);
+        cmh_lock(&d->grow);
         uint64_t cap = d->cap, len = chunk_len(cap, w - 1);
         cmh_rec_entry **dir = d->dir;
         int need = dir && !dir[w - 1] && (!cap || (w - 1) * CHUNK < cap);
-        cmh_unlock(&d->lock);
+        cmh_unlock(&d->grow);
         if (!need) continue;
         cmh_rec_entry *c = malloc(len * sizeof *c);
         if (!c) continue; /* the writer will try itself */
         memset(c, 0, len * sizeof *c); /* the page faults here, not in the hooks */
-        cmh_lock(&d->lock);
+        cmh_lock(&d->grow);
         if (d->dir == dir && d->cap == cap && !dir[w - 1]) {
             __atomic_store_n(&dir[w - 1], c, __ATOMIC_RELEASE);
             if (w > d->hi) d->hi = w;
             c = NULL;
         }
-        cmh_unlock(&d->lock);
+        cmh_unlock(&d->grow);
         free(c);
     }
 }
@@ -577,7 +583,6 @@ int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *
     memset(v, 0, sizeof *v);
     *rc = CMH_OK;
     if (!__atomic_load_n(&d->used, __ATOMIC_RELAXED)) return 0;
-    cmh_lock(&g_view_lock);
     const char *copy = getenv("CUMEMHIST_DUMP_COPY"); /* "1": copy it anyway (the old way, to compare) */
     int in_place = !(copy && !strcmp(copy, "1"));
     cmh_lock(&d->lock);
@@ -591,7 +596,6 @@ int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *
         *seq = c;
         v->chunks = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
         v->n = v->chunks ? c - d->base : 0;
-        v->locked = 1;
         return 1;
     }
     uint64_t c = close_gate(d); /* bounded: the oldest are being overwritten */
@@ -601,16 +605,17 @@ int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *
     *rc = copy_closed(d, c, &v->copy, &n);
     v->n = n;
     open_gate(d, c);
-    cmh_unlock(&g_view_lock);
     return 1;
 }
 
 void cmh_hist_view_release(cmh_ring_view *v)
 {
     free(v->copy);
-    if (v->locked) cmh_unlock(&g_view_lock);
     memset(v, 0, sizeof *v);
 }
+
+void cmh_hist_views_begin(void) { cmh_lock(&g_view_lock); }
+void cmh_hist_views_end(void) { cmh_unlock(&g_view_lock); }
 
 void cmh_hist_quiesce(void)
 {
@@ -654,6 +659,7 @@ void cmh_hist_reset_after_fork(void)
         d->dir = dir;
         d->cap = g_max_entries;
         cmh_mutex_init(&d->lock);
+        cmh_mutex_init(&d->grow);
     }
     cmh_mutex_init(&g_view_lock);
     g_spare_asked = 0;
