@@ -57,7 +57,9 @@ typedef struct dev_state {
     /* the writers' line */
     uint64_t claim __attribute__((aligned(64))); /* entries claimed since the start, | GATE while closed */
     uint64_t done;                               /* claims whose entry is complete */
-    uint64_t alloc_cur, res_cur, alloc_peak, res_peak, nallocs, nfrees, nooms;
+    /* allocated = res_cur - gap: a driver allocation changes both by its size, so the common
+     * event is one atomic add here (gap moves only for managed segments and reported blocks) */
+    uint64_t res_cur, gap, alloc_peak, res_peak, nallocs, nfrees, nooms;
     /* read by writers, changed only with the gate closed (or, dir and its chunks, under lock) */
     cmh_rec_entry **dir __attribute__((aligned(64))); /* DIR_CHUNKS chunk pointers, or NULL */
     uint64_t cap;   /* 0 unlimited, else max_entries */
@@ -264,8 +266,13 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     cmh_hist_ensure_init();
     dev_state *d = dev_slot(device);
     if (CMH_UNLIKELY(!__atomic_load_n(&d->used, __ATOMIC_RELAXED))) __atomic_store_n(&d->used, 1, __ATOMIC_RELAXED);
-    if (dalloc) raise_peak(&d->alloc_peak, __atomic_add_fetch(&d->alloc_cur, (uint64_t)dalloc, __ATOMIC_RELAXED));
-    if (dres) raise_peak(&d->res_peak, __atomic_add_fetch(&d->res_cur, (uint64_t)dres, __ATOMIC_RELAXED));
+    uint64_t res = dres ? __atomic_add_fetch(&d->res_cur, (uint64_t)dres, __ATOMIC_RELAXED) : 0;
+    if (dres) raise_peak(&d->res_peak, res);
+    if (dalloc != dres) __atomic_add_fetch(&d->gap, (uint64_t)(dres - dalloc), __ATOMIC_RELAXED);
+    if (dalloc > 0) { /* a rise can make a peak (exact but for a managed segment's change racing it) */
+        if (!dres) res = __atomic_load_n(&d->res_cur, __ATOMIC_RELAXED);
+        raise_peak(&d->alloc_peak, res - __atomic_load_n(&d->gap, __ATOMIC_RELAXED));
+    }
     if (count_kind == CMH_COUNT_ALLOC) __atomic_add_fetch(&d->nallocs, 1, __ATOMIC_RELAXED);
     else if (count_kind == CMH_COUNT_FREE) __atomic_add_fetch(&d->nfrees, 1, __ATOMIC_RELAXED);
     else if (count_kind == CMH_COUNT_OOM) __atomic_add_fetch(&d->nooms, 1, __ATOMIC_RELAXED);
@@ -309,7 +316,7 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
 
 void cmh_hist_adjust_allocated(int device, int64_t dalloc)
 {
-    __atomic_add_fetch(&dev_slot(device)->alloc_cur, (uint64_t)dalloc, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&dev_slot(device)->gap, (uint64_t)dalloc, __ATOMIC_RELAXED);
 }
 
 uint32_t cmh_hist_free_stack(uint32_t alloc_stack)
@@ -521,7 +528,9 @@ int cmh_hist_stats(cmh_device_stats *out, int cap)
             o->entries_dropped = ring_dropped(d, c);
             cmh_unlock(&d->lock);
             o->device = i == CMH_HOST_SLOT ? -1 : i;
-            o->allocated_current = __atomic_load_n(&d->alloc_cur, __ATOMIC_RELAXED);
+            /* two words read while others change them: a moment's figure, never below 0 */
+            uint64_t res = __atomic_load_n(&d->res_cur, __ATOMIC_RELAXED), gap = __atomic_load_n(&d->gap, __ATOMIC_RELAXED);
+            o->allocated_current = (int64_t)(res - gap) > 0 ? res - gap : 0;
             o->allocated_peak = __atomic_load_n(&d->alloc_peak, __ATOMIC_RELAXED);
             o->reserved_current = __atomic_load_n(&d->res_cur, __ATOMIC_RELAXED);
             o->reserved_peak = __atomic_load_n(&d->res_peak, __ATOMIC_RELAXED);
