@@ -56,10 +56,11 @@ uint64_t cmh_lost;
 typedef struct dev_state {
     /* the writers' line */
     uint64_t claim __attribute__((aligned(64))); /* entries claimed since the start, | GATE while closed */
-    uint64_t done;                               /* claims whose entry is complete */
+    uint64_t done; /* claims whose entry is complete, counted here only by a thread without its counts (tcounts) */
     /* allocated = res_cur - gap: a driver allocation changes both by its size, so the common
      * event is one atomic add here (gap moves only for managed segments and reported blocks) */
-    uint64_t res_cur, gap, alloc_peak, res_peak, nallocs, nfrees, nooms;
+    uint64_t res_cur, gap, alloc_peak, res_peak;
+    uint64_t nallocs, nfrees, nooms; /* as done: the rest is in the threads' counts */
     /* read by writers, changed only with the gate closed (or, dir and its chunks, under lock) */
     cmh_rec_entry **dir __attribute__((aligned(64))); /* DIR_CHUNKS chunk pointers, or NULL */
     uint64_t cap;   /* 0 unlimited, else max_entries */
@@ -83,6 +84,65 @@ static cmh_mutex g_view_lock = CMH_MUTEX_INITIALIZER;
 static int g_spare_asked; /* some device wants a chunk made ahead: the helper makes it */
 static cmh_livetab *g_segs;    /* driver allocations, VMM maps aside */
 
+/* ---- each thread's counts ----
+ * Counts that only ever go up (entries done, allocations, frees, OOMs) are kept per thread, so
+ * that counting one is a plain store to a line no other thread writes; a reader sums them.  A
+ * thread's block outlives it: when it ends, the next new thread takes the block over (its counts
+ * stay in the sums), so there are as many blocks as threads ever ran at once. */
+enum { TC_DONE, TC_ALLOCS, TC_FREES, TC_OOMS, TC_N };
+typedef struct tcounts {
+    uint64_t n[CMH_MAX_DEVICES + 1][TC_N];
+    struct tcounts *next;
+    int free; /* its thread ended */
+} tcounts;
+static tcounts *g_tcounts; /* pushed, never removed */
+static __thread tcounts *t_counts __attribute__((tls_model("initial-exec")));
+static pthread_key_t g_tkey;
+static int g_tkey_ok;
+
+static void tcounts_release(void *p)
+{
+    t_counts = NULL;
+    __atomic_store_n(&((tcounts *)p)->free, 1, __ATOMIC_RELEASE);
+}
+
+static tcounts *tcounts_take(void)
+{
+    tcounts *b;
+    for (b = __atomic_load_n(&g_tcounts, __ATOMIC_ACQUIRE); b; b = b->next) {
+        int one = 1;
+        if (__atomic_load_n(&b->free, __ATOMIC_RELAXED) &&
+            __atomic_compare_exchange_n(&b->free, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            break;
+    }
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL; /* then the shared counters count it */
+        b->next = __atomic_load_n(&g_tcounts, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&g_tcounts, &b->next, b, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+    }
+    t_counts = b;
+    if (g_tkey_ok) pthread_setspecific(g_tkey, b);
+    return b;
+}
+
+/* One more of count k of slot: the owner's store (release: a reader that sums it sees what came before). */
+static inline void count_one(uint64_t *shared, int slot, int k)
+{
+    tcounts *b = t_counts;
+    if (CMH_UNLIKELY(!b) && !(b = tcounts_take())) {
+        __atomic_add_fetch(shared, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    __atomic_store_n(&b->n[slot][k], __atomic_load_n(&b->n[slot][k], __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
+static uint64_t count_sum(const uint64_t *shared, int slot, int k)
+{
+    uint64_t n = __atomic_load_n(shared, __ATOMIC_ACQUIRE);
+    for (tcounts *b = __atomic_load_n(&g_tcounts, __ATOMIC_ACQUIRE); b; b = b->next) n += __atomic_load_n(&b->n[slot][k], __ATOMIC_ACQUIRE);
+    return n;
+}
+
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void take_reference(void);
 
@@ -92,6 +152,7 @@ static void init_once(void)
 {
     take_reference();
     g_max_entries = cmh_cfg.max_entries;
+    g_tkey_ok = pthread_key_create(&g_tkey, tcounts_release) == 0;
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         cmh_mutex_init(&g_dev[i].lock);
         cmh_mutex_init(&g_dev[i].grow);
@@ -174,7 +235,8 @@ static uint64_t close_gate(dev_state *d)
 {
     cmh_lock(&d->lock);
     uint64_t c = __atomic_fetch_or(&d->claim, GATE, __ATOMIC_ACQ_REL) & ~GATE;
-    for (int spins = 0; __atomic_load_n(&d->done, __ATOMIC_ACQUIRE) != c; spins++) {
+    int slot = (int)(d - g_dev);
+    for (int spins = 0; count_sum(&d->done, slot, TC_DONE) != c; spins++) {
         if (spins < 64) continue;
         sched_yield(); /* a writer between its claim and its commit: a few stores from done */
     }
@@ -273,9 +335,10 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
         if (!dres) res = __atomic_load_n(&d->res_cur, __ATOMIC_RELAXED);
         raise_peak(&d->alloc_peak, res - __atomic_load_n(&d->gap, __ATOMIC_RELAXED));
     }
-    if (count_kind == CMH_COUNT_ALLOC) __atomic_add_fetch(&d->nallocs, 1, __ATOMIC_RELAXED);
-    else if (count_kind == CMH_COUNT_FREE) __atomic_add_fetch(&d->nfrees, 1, __ATOMIC_RELAXED);
-    else if (count_kind == CMH_COUNT_OOM) __atomic_add_fetch(&d->nooms, 1, __ATOMIC_RELAXED);
+    int slot = (int)(d - g_dev);
+    if (count_kind == CMH_COUNT_ALLOC) count_one(&d->nallocs, slot, TC_ALLOCS);
+    else if (count_kind == CMH_COUNT_FREE) count_one(&d->nfrees, slot, TC_FREES);
+    else if (count_kind == CMH_COUNT_OOM) count_one(&d->nooms, slot, TC_OOMS);
     if (cmh_rec_enabled() != CMH_ENABLED_ALL) return;
     uint64_t s;
     for (;;) {
@@ -287,7 +350,7 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     if (!ticks) ticks = cmh_now_ticks();
     cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, {{cmh_hist_thread(), 0, (unsigned)action & 15,
                        (unsigned)kind & 7, (unsigned)flags & 15}}};
-    cmh_flight_entry((int)(d - g_dev), s, &e); /* the file first: a death in between loses nothing */
+    cmh_flight_entry(slot, s, &e); /* the file first: a death in between loses nothing */
     uint64_t k = s - 1 - d->base, cap = d->cap, lap = 0;
     if (cap && k >= cap) lap = k / cap, k %= cap;
     uint64_t ci = k >> CHUNK_BITS, off = k & CHUNK_MASK;
@@ -311,7 +374,7 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
         __atomic_store_n(&slot->word, word, __ATOMIC_RELEASE);
         if (CMH_UNLIKELY(off == CHUNK / 2)) ask_chunk(d, ci + 1);
     }
-    __atomic_add_fetch(&d->done, 1, __ATOMIC_RELEASE);
+    count_one(&d->done, slot, TC_DONE);
 }
 
 void cmh_hist_adjust_allocated(int device, int64_t dalloc)
@@ -534,9 +597,9 @@ int cmh_hist_stats(cmh_device_stats *out, int cap)
             o->allocated_peak = __atomic_load_n(&d->alloc_peak, __ATOMIC_RELAXED);
             o->reserved_current = __atomic_load_n(&d->res_cur, __ATOMIC_RELAXED);
             o->reserved_peak = __atomic_load_n(&d->res_peak, __ATOMIC_RELAXED);
-            o->num_allocs = __atomic_load_n(&d->nallocs, __ATOMIC_RELAXED);
-            o->num_frees = __atomic_load_n(&d->nfrees, __ATOMIC_RELAXED);
-            o->num_ooms = __atomic_load_n(&d->nooms, __ATOMIC_RELAXED);
+            o->num_allocs = count_sum(&d->nallocs, i, TC_ALLOCS);
+            o->num_frees = count_sum(&d->nfrees, i, TC_FREES);
+            o->num_ooms = count_sum(&d->nooms, i, TC_OOMS);
         }
         n++;
     }
@@ -669,6 +732,11 @@ void cmh_hist_reset_after_fork(void)
         d->cap = g_max_entries;
         cmh_mutex_init(&d->lock);
         cmh_mutex_init(&d->grow);
+    }
+    /* the only thread now: every count starts again, the other threads' blocks are free */
+    for (tcounts *b = g_tcounts; b; b = b->next) {
+        memset(b->n, 0, sizeof b->n);
+        b->free = b != t_counts;
     }
     cmh_mutex_init(&g_view_lock);
     g_spare_asked = 0;
