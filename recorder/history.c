@@ -228,6 +228,19 @@ static inline uint64_t chunk_len(uint64_t cap, uint64_t ci)
     return cap && cap - ci * CHUNK < CHUNK ? cap - ci * CHUNK : CHUNK;
 }
 
+/* A bounded ring's chunk has, after its entries, the sequence number each slot holds (| BUSY
+ * while its writer writes it): a writer takes its slot from an older one with a compare-and-swap,
+ * waits while an older writer is still writing there (a few stores), and gives up when a newer
+ * one has it already (a lap later: its entry would be dropped anyway).  So two writers never
+ * write one slot at once, and what a slot holds is always its newest entry. */
+#define BUSY (1ull << 63)
+static inline uint64_t *slot_seqs(cmh_rec_entry *c, uint64_t cap, uint64_t ci) { return (uint64_t *)(void *)(c + chunk_len(cap, ci)); }
+
+static inline size_t chunk_bytes(uint64_t cap, uint64_t ci)
+{
+    return chunk_len(cap, ci) * (sizeof(cmh_rec_entry) + (cap ? sizeof(uint64_t) : 0));
+}
+
 static inline uint64_t load_claim(dev_state *d) { return __atomic_load_n(&d->claim, __ATOMIC_ACQUIRE) & ~GATE; }
 
 /* Close the gate: no writer is in the ring when this returns, and none enters until open_gate. */
@@ -269,7 +282,7 @@ static cmh_rec_entry *make_chunk(dev_state *d, uint64_t ci)
         if (m != MAP_FAILED) __atomic_store_n(&d->dir, dir = m, __ATOMIC_RELEASE);
     }
     cmh_rec_entry *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
-    if (dir && !c && (c = calloc(chunk_len(d->cap, ci), sizeof *c))) {
+    if (dir && !c && (c = calloc(1, chunk_bytes(d->cap, ci)))) {
         __atomic_store_n(&dir[ci], c, __ATOMIC_RELEASE);
         if (ci >= d->hi) d->hi = ci + 1;
     }
@@ -297,14 +310,15 @@ void cmh_hist_make_spares(void)
         uint64_t w = __atomic_exchange_n(&d->want, 0, __ATOMIC_ACQ_REL);
         if (!w) continue;
         cmh_lock(&d->grow);
-        uint64_t cap = d->cap, len = chunk_len(cap, w - 1);
+        uint64_t cap = d->cap;
+        size_t bytes = chunk_bytes(cap, w - 1);
         cmh_rec_entry **dir = d->dir;
         int need = dir && !dir[w - 1] && (!cap || (w - 1) * CHUNK < cap);
         cmh_unlock(&d->grow);
         if (!need) continue;
-        cmh_rec_entry *c = malloc(len * sizeof *c);
+        cmh_rec_entry *c = malloc(bytes);
         if (!c) continue; /* the writer will try itself */
-        memset(c, 0, len * sizeof *c); /* the page faults here, not in the hooks */
+        memset(c, 0, bytes); /* the page faults here, not in the hooks */
         cmh_lock(&d->grow);
         if (d->dir == dir && d->cap == cap && !dir[w - 1]) {
             __atomic_store_n(&dir[w - 1], c, __ATOMIC_RELEASE);
@@ -313,6 +327,20 @@ void cmh_hist_make_spares(void)
         }
         cmh_unlock(&d->grow);
         free(c);
+    }
+}
+
+static int own_slot(cmh_rec_entry *c, uint64_t cap, uint64_t ci, uint64_t off, uint64_t s)
+{
+    uint64_t *sq = &slot_seqs(c, cap, ci)[off], cur = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
+    for (int spins = 0;; spins++) {
+        if ((cur & ~BUSY) >= s) return 0; /* a newer entry is there, or being written */
+        if (!(cur & BUSY)) {
+            if (__atomic_compare_exchange_n(sq, &cur, s | BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 1;
+            continue;
+        }
+        if (spins >= 64) sched_yield();
+        cur = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
     }
 }
 
@@ -348,30 +376,22 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
         cmh_unlock(&d->lock);
     }
     if (!ticks) ticks = cmh_now_ticks();
-    cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, {{cmh_hist_thread(), 0, (unsigned)action & 15,
+    cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, {{cmh_hist_thread(), (unsigned)action & 15,
                        (unsigned)kind & 7, (unsigned)flags & 15}}};
     cmh_flight_entry(slot, s, &e); /* the file first: a death in between loses nothing */
-    uint64_t k = s - 1 - d->base, cap = d->cap, lap = 0;
-    if (cap && k >= cap) lap = k / cap, k %= cap;
+    uint64_t k = s - 1 - d->base, cap = d->cap;
+    if (cap && k >= cap) k %= cap;
     uint64_t ci = k >> CHUNK_BITS, off = k & CHUNK_MASK;
     cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
     cmh_rec_entry *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
     if (CMH_UNLIKELY(!c) && !(c = make_chunk(d, ci))) cmh_count_lost(1);
-    else {
-        cmh_rec_entry *slot = &c[off];
-        if (lap) { /* a bounded ring overwrites: the entry a lap before must be complete first */
-            cmh_rec_entry old;
-            for (int spins = 0;; spins++) {
-                old.word = __atomic_load_n(&slot->word, __ATOMIC_ACQUIRE);
-                if (old.word && old.lap == ((lap - 1) & 1)) break;
-                if (spins >= 64) sched_yield();
-            }
-            e.lap = lap & 1;
-        }
+    else if (!cap || own_slot(c, cap, ci, off, s)) {
+        cmh_rec_entry *at = &c[off];
         uint32_t word = e.word;
         e.word = 0;
-        memcpy(slot, &e, offsetof(cmh_rec_entry, stack) + sizeof e.stack); /* all but the word */
-        __atomic_store_n(&slot->word, word, __ATOMIC_RELEASE);
+        memcpy(at, &e, offsetof(cmh_rec_entry, stack) + sizeof e.stack); /* all but the word */
+        __atomic_store_n(&at->word, word, __ATOMIC_RELEASE);
+        if (cap) __atomic_store_n(&slot_seqs(c, cap, ci)[off], s, __ATOMIC_RELEASE);
         if (CMH_UNLIKELY(off == CHUNK / 2)) ask_chunk(d, ci + 1);
     }
     count_one(&d->done, slot, TC_DONE);
@@ -525,7 +545,7 @@ static int rebuild(dev_state *d, uint64_t c, uint64_t keep, uint64_t max_entries
     cmh_rec_entry **nc = n <= DIR_CHUNKS ? calloc(n ? n : 1, sizeof *nc) : NULL;
     if (!nc) return -1;
     for (uint64_t i = 0; i < n; i++)
-        if (!(nc[i] = calloc(chunk_len(max_entries, i), sizeof **nc))) {
+        if (!(nc[i] = calloc(1, chunk_bytes(max_entries, i)))) {
             while (i--) free(nc[i]);
             free(nc);
             return -1;
@@ -534,11 +554,11 @@ static int rebuild(dev_state *d, uint64_t c, uint64_t keep, uint64_t max_entries
     for (uint64_t k = 0; k < keep; k++) {
         const cmh_rec_entry *e = nth(d, c, skip + k);
         if (!e) continue; /* lost before */
-        cmh_rec_entry *to = &nc[kept >> CHUNK_BITS][kept & CHUNK_MASK];
-        *to = *e;
-        to->lap = 0; /* the new ring's first lap */
+        nc[kept >> CHUNK_BITS][kept & CHUNK_MASK] = *e;
         kept++;
     }
+    if (max_entries) /* the slots' numbers: entry j of the new ring is number c - kept + 1 + j */
+        for (uint64_t j = 0; j < kept; j++) slot_seqs(nc[j >> CHUNK_BITS], max_entries, j >> CHUNK_BITS)[j & CHUNK_MASK] = c - kept + 1 + j;
     uint64_t dropped = ring_dropped(d, c) + skip;
     free_chunks(d);
     for (uint64_t i = 0; i < n; i++) d->dir[i] = nc[i];

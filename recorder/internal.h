@@ -123,14 +123,14 @@ typedef struct cmh_rec_entry {
      * the whole entry (history.c). */
     union {
         struct {
-            uint32_t thread : 20, lap : 1, action : 4, kind : 3, flags : 4; /* lap: a bounded ring's lap, mod 2 */
+            uint32_t thread : 21, action : 4, kind : 3, flags : 4;
         };
         uint32_t word;
     };
 } cmh_rec_entry;
 _Static_assert(sizeof(cmh_rec_entry) == 48, "a ring entry is 48 bytes");
 _Static_assert(CMH_ACT_COUNT <= 16 && CMH_KIND_COUNT <= 8, "actions and kinds fit their bits");
-#define CMH_THREAD_MAX ((1u << 20) - 1) /* threads past it share the last number */
+#define CMH_THREAD_MAX ((1u << 21) - 1) /* threads past it share the last number */
 
 /* This thread's number in the record: 1, 2, ... in the order threads first record something. */
 CMH_HIDDEN uint32_t cmh_hist_thread(void);
