@@ -7,8 +7,8 @@
  * `claim` word: the value is the entry's sequence number, so per-device order is the order of
  * the claims (a free claims before the real free, an allocation after the real one returned,
  * hooks.c).  It then writes the flight record and the ring slot, stores the slot's commit word
- * (cmh_rec_entry.word) last with release, and adds one to `done`.  Counters are atomic adds,
- * peaks a compare-and-swap only when one rises.
+ * (cmh_rec_entry.word) last with release, and counts itself done (in its thread's counts, below).
+ * The reserved bytes are an atomic add, peaks a compare-and-swap only when one rises.
  *
  * Invariants:
  *  - Entry s (1-based) of a device is at ring position k = s - 1 - base (base: the sequence at
@@ -25,7 +25,7 @@
  *    on the hot path are only the fallback when the helper is late.
  *  - Whatever must see a ring still (a bounded ring's copy, a clear, a new capacity, fork)
  *    closes its gate: takes the device lock, sets GATE in `claim` (getting the exact count of
- *    claims), and waits until `done` reaches it.  A writer whose claim came back with GATE set
+ *    claims), and waits until the done counts sum to it.  A writer whose claim came back with GATE set
  *    wrote nothing: it waits on the device lock and claims again; opening the gate stores the
  *    count back, which drops those refused claims.
  *  - Times are stamped after the claim, so a thread preempted between the two can stamp later
