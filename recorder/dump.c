@@ -180,6 +180,30 @@ static void torch_part(cmh_snapshot *s, const char *out, const char *why)
     unlink(file);
 }
 
+/* Whether this dump may get PyTorch's part (torch_part): then the model holds the entries, as
+ * the merge works on the model. */
+static int torch_possible(const char *why)
+{
+    int hook_ok = strcmp(why, "first out-of-memory") && strncmp(why, "signal ", 7) && strcmp(why, "exit") &&
+                  strcmp(why, "flight checkpoint");
+    pthread_mutex_lock(&g_torch_lock);
+    int r = (hook_ok && g_torch_hook) || (g_torch_file[0] && !strcmp(why, "exit"));
+    pthread_mutex_unlock(&g_torch_lock);
+    return r;
+}
+
+/* A dump streams the rings' entries into the file (export.c, cmh_cmh_write_file_source) unless
+ * PyTorch's part may come, or CUMEMHIST_DUMP_MODEL=1 (or CUMEMHIST_DUMP_COPY=1) asks for the
+ * way before: every entry copied into the model first, then written (to compare the two). */
+static int want_stream(const char *why)
+{
+    const char *m = getenv("CUMEMHIST_DUMP_MODEL"), *c = getenv("CUMEMHIST_DUMP_COPY");
+    if ((m && !strcmp(m, "1")) || (c && !strcmp(c, "1"))) return 0;
+    return !torch_possible(why);
+}
+
+static int dump_once(const char *path, const char *why, uint64_t *cut, int nslots, int stream);
+
 int cmh_dump(const char *path, const char *why) { return dump(path, why, NULL, 0); }
 
 int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots) { return dump(path, "flight checkpoint", cut, nslots); }
@@ -188,19 +212,24 @@ static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
 {
     if (!cut) cmh_meminfo_sample_all(); /* what the driver says now, beside what we recorded */
     cmh_lock(&g_dump_lock);
+    int rc = dump_once(path, why, cut, nslots, want_stream(why));
+    if (rc == 1) rc = dump_once(path, why, cut, nslots, 0); /* a ring lost entries: the model leaves them out */
+    cmh_unlock(&g_dump_lock);
+    return rc;
+}
+
+/* One attempt, under the dump lock; 1: streaming could not be, try the model. */
+static int dump_once(const char *path, const char *why, uint64_t *cut, int nslots, int stream)
+{
     char out[4200];
     int rc;
     if (path) snprintf(out, sizeof out, "%s", path);
     else if (cmh_config_output_path(cmh_cfg.output, out, sizeof out) != 0) {
         cmh_log("output path pattern too long: %s", cmh_cfg.output);
-        cmh_unlock(&g_dump_lock);
         return CMH_EINVAL;
     }
     cmh_snapshot s;
-    if (cmh_snapshot_init(&s) != CMH_OK) {
-        cmh_unlock(&g_dump_lock);
-        return CMH_ENOMEM;
-    }
+    if (cmh_snapshot_init(&s) != CMH_OK) return CMH_ENOMEM;
     fill_meta(&s);
     if (cmh_meminfo_export(&s) != CMH_OK) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
     if (!strncmp(why, "signal ", 7)) { /* a graceful death: the handler's snapshot says so */
@@ -209,27 +238,39 @@ static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
         cmh_strtab_intern(&s.strings, t, strlen(t), &s.ending);
     }
     stack_ctx c = {&s, cmh_symbolizer_new(&s), NULL, 0, 0};
-    rc = c.z ? cmh_export_state(&s, map_stack, &c) : CMH_ENOMEM;
+    cmh_export_stream *x = NULL;
+    uint64_t nentries = 0;
+    if (!c.z) rc = CMH_ENOMEM;
+    else if (stream) {
+        rc = cmh_export_state_stream(&s, map_stack, &c, &x);
+        for (uint32_t i = 0; rc == CMH_OK && i < s.ntraces; i++) nentries += s.traces[i].nentries;
+    } else {
+        rc = cmh_export_state(&s, map_stack, &c);
+        nentries = s.nentries;
+    }
     if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
     if (rc == CMH_OK && c.failed) rc = CMH_ENOMEM;
-    if (rc == CMH_OK && !cut) torch_part(&s, out, why);
+    if (rc == CMH_OK && !cut && !x) torch_part(&s, out, why);
     if (rc == CMH_OK) {
         char err[512];
-        rc = cmh_cmh_write_file(&s, out, err, sizeof err);
+        cmh_entry_source src;
+        if (x) cmh_export_stream_source(x, &src);
+        rc = cmh_cmh_write_file_source(&s, x ? &src : NULL, out, err, sizeof err);
+        if (x && c.failed) rc = CMH_ENOMEM; /* a stack the first pass could not map */
         if (rc != CMH_OK) cmh_log("snapshot not written (%s): %s", why, err);
         else if (cut) {
             for (int i = 0; i < nslots; i++) cut[i] = i <= CMH_MAX_DEVICES ? cmh_export_seq[i] : 0;
         } else {
             cmh_dump_note_manifest("snapshot", out);
-            if (cmh_cfg.debug) cmh_log("wrote %s (%s, %u entries)", out, why, s.nentries);
+            if (cmh_cfg.debug) cmh_log("wrote %s (%s, %llu entries%s)", out, why, (unsigned long long)nentries, x ? ", streamed" : "");
         }
-    } else {
+    } else if (rc != 1) {
         cmh_log("snapshot not written (%s): out of memory", why);
     }
+    cmh_export_stream_end(x);
     cmh_symbolizer_free(c.z);
     free(c.map);
     cmh_snapshot_free(&s);
-    cmh_unlock(&g_dump_lock);
     return rc;
 }
 

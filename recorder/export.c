@@ -61,10 +61,49 @@ oom:
     return CMH_ENOMEM;
 }
 
+/* Ring entry k as a model entry; *last: the time of the entry before it (raw ticks). */
+static int convert(cmh_snapshot *s, const cmh_rec_entry *r, uint64_t k, const cmh_oatab *fixed, int64_t *last,
+                   uint32_t (*stack_map)(uint32_t, void *), void *arg, int64_t now_ticks, int64_t now_ns, cmh_entry *e)
+{
+    int rc = CMH_OK;
+    memset(e, 0, sizeof *e);
+    /* a writer stamps after its claim: one overtaken gets the time of the entry before */
+    int64_t t = r->ticks > *last ? r->ticks : *last;
+    *last = t;
+    e->time_ns = cmh_ticks_to_ns(t, now_ticks, now_ns);
+    e->addr = r->addr;
+    e->size = r->size;
+    e->requested = r->requested;
+    e->stream = r->stream;
+    e->stack = r->stack ? stack_map(r->stack, arg) : 0;
+    e->thread = r->thread;
+    if (r->action == CMH_ACT_MARK) { /* addr holds the mark's name id */
+        rc = cmh_marks_intern(s, (uint32_t)r->addr, &e->name);
+        e->addr = 0;
+    }
+    e->action = r->action;
+    e->flags = r->flags;
+    if (fixed->n && cmh_oa_find((cmh_oatab *)fixed, k + 1)) e->flags &= ~(unsigned)CMH_EF_WHOLE_BLOCK & 15u;
+    e->kind = r->kind;
+    return rc;
+}
+
 uint64_t cmh_export_seq[CMH_MAX_DEVICES + 1];
+
+static int export_rings_held(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32_t (*stack_map)(uint32_t, void *),
+                             void *arg, int64_t now_ticks, int64_t now_ns);
 
 static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32_t (*stack_map)(uint32_t, void *),
                         void *arg, int64_t now_ticks, int64_t now_ns)
+{
+    cmh_hist_views_begin();
+    int rc = export_rings_held(s, live, nl, stack_map, arg, now_ticks, now_ns);
+    cmh_hist_views_end();
+    return rc;
+}
+
+static int export_rings_held(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32_t (*stack_map)(uint32_t, void *),
+                             void *arg, int64_t now_ticks, int64_t now_ns)
 {
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         cmh_ring_view v;
@@ -84,25 +123,7 @@ static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32
             const cmh_rec_entry *r = cmh_view_at(&v, k);
             if (!r) continue; /* lost: counted */
             cmh_entry e;
-            memset(&e, 0, sizeof e);
-            /* a writer stamps after its claim: one overtaken gets the time of the entry before */
-            int64_t t = r->ticks > last ? r->ticks : last;
-            last = t;
-            e.time_ns = cmh_ticks_to_ns(t, now_ticks, now_ns);
-            e.addr = r->addr;
-            e.size = r->size;
-            e.requested = r->requested;
-            e.stream = r->stream;
-            e.stack = r->stack ? stack_map(r->stack, arg) : 0;
-            e.thread = r->thread;
-            if (r->action == CMH_ACT_MARK) { /* addr holds the mark's name id */
-                rc = cmh_marks_intern(s, (uint32_t)r->addr, &e.name);
-                e.addr = 0;
-            }
-            e.action = r->action;
-            e.flags = r->flags;
-            if (fixed.n && cmh_oa_find(&fixed, k + 1)) e.flags &= ~(unsigned)CMH_EF_WHOLE_BLOCK & 15u;
-            e.kind = r->kind;
+            rc = convert(s, r, k, &fixed, &last, stack_map, arg, now_ticks, now_ns, &e);
             if (rc == CMH_OK) rc = cmh_snapshot_add_entry(s, &e);
         }
         cmh_oa_free(&fixed);
@@ -182,13 +203,14 @@ static int export_segments(cmh_snapshot *s, const cmh_live *all, size_t nl, cons
     return rc;
 }
 
-int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
+/* The live segments (driver allocations and VMM maps, merged), and the blocks allocators
+ * reported, each sorted by device and address. */
+static int collect_live(cmh_live **all_, size_t *nl_, cmh_live **blocks, size_t *nb)
 {
-    int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
-    /* the live segments (driver allocations and VMM maps, merged), and the blocks allocators
-     * reported, each sorted by device and address */
-    size_t nl = 0, nv = 0, nb = 0;
-    cmh_live *all = NULL, *maps = NULL, *blocks = NULL;
+    size_t nl = 0, nv = 0;
+    cmh_live *all = NULL, *maps = NULL;
+    *blocks = NULL;
+    *nb = 0;
     int rc = cmh_hist_collect_segments(&all, &nl);
     if (rc == CMH_OK) rc = cmh_vmm_collect(&maps, &nv);
     if (rc == CMH_OK && nv) {
@@ -202,11 +224,122 @@ int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), v
         }
     }
     free(maps);
-    if (rc == CMH_OK) rc = cmh_blocks_collect(&blocks, &nb);
+    if (rc == CMH_OK) rc = cmh_blocks_collect(blocks, nb);
+    *all_ = all;
+    *nl_ = nl;
+    return rc;
+}
+
+int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
+{
+    int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
+    size_t nl = 0, nb = 0;
+    cmh_live *all = NULL, *blocks = NULL;
+    int rc = collect_live(&all, &nl, &blocks, &nb);
     if (rc == CMH_OK) rc = export_rings(s, all, nl, stack_map, arg, now_ticks, now_ns);
     if (rc == CMH_OK) rc = export_segments(s, all, nl, blocks, nb, stack_map, arg, now_ticks, now_ns);
     if (rc == CMH_OK) rc = cmh_marks_export(s, now_ticks, now_ns);
     free(all);
     free(blocks);
     return rc;
+}
+
+/* ---- the streamed export: a dump that writes the rings' entries straight into the file ---- */
+
+struct cmh_export_stream {
+    cmh_snapshot *s;
+    uint32_t (*stack_map)(uint32_t, void *);
+    void *arg;
+    int64_t now_ticks, now_ns;
+    uint32_t ntraces;
+    struct {
+        cmh_ring_view v;
+        cmh_oatab fixed; /* as in export_rings */
+        int64_t last;    /* the time clamp, as entries are asked in order */
+    } t[CMH_MAX_DEVICES + 1];
+};
+
+static void stream_entry(void *arg, uint32_t trace, uint64_t k, cmh_entry *out)
+{
+    cmh_export_stream *x = arg;
+    if (!k) x->t[trace].last = INT64_MIN;
+    /* every stack and name was interned by the first pass: these are lookups now */
+    convert(x->s, cmh_view_at(&x->t[trace].v, k), k, &x->t[trace].fixed, &x->t[trace].last, x->stack_map, x->arg,
+            x->now_ticks, x->now_ns, out);
+}
+
+static uint32_t stream_thread(void *arg, uint32_t trace, uint64_t k)
+{
+    cmh_export_stream *x = arg;
+    return cmh_view_at(&x->t[trace].v, k)->thread;
+}
+
+void cmh_export_stream_source(cmh_export_stream *x, cmh_entry_source *src)
+{
+    src->arg = x;
+    src->entry = stream_entry;
+    src->thread = stream_thread;
+}
+
+void cmh_export_stream_end(cmh_export_stream *x)
+{
+    if (!x) return;
+    for (uint32_t i = 0; i < x->ntraces; i++) {
+        cmh_hist_view_release(&x->t[i].v);
+        cmh_oa_free(&x->t[i].fixed);
+    }
+    cmh_hist_views_end();
+    free(x);
+}
+
+int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg, cmh_export_stream **out)
+{
+    *out = NULL;
+    cmh_export_stream *x = calloc(1, sizeof *x);
+    if (!x) return CMH_ENOMEM;
+    x->s = s;
+    x->stack_map = stack_map;
+    x->arg = arg;
+    x->now_ticks = cmh_now_ticks();
+    x->now_ns = cmh_now_ns();
+    size_t nl = 0, nb = 0;
+    cmh_live *all = NULL, *blocks = NULL;
+    int rc = collect_live(&all, &nl, &blocks, &nb), lost = 0;
+    cmh_hist_views_begin();
+    for (int i = 0; i <= CMH_MAX_DEVICES && rc == CMH_OK && !lost; i++) {
+        uint64_t dropped;
+        cmh_export_seq[i] = 0;
+        cmh_ring_view *v = &x->t[x->ntraces].v;
+        if (!cmh_hist_view_ring(i, v, &dropped, &cmh_export_seq[i], &rc)) continue;
+        cmh_oa_init(&x->t[x->ntraces].fixed, sizeof(uint64_t));
+        x->ntraces++;
+        int device = i == CMH_HOST_SLOT ? -1 : i;
+        if (rc == CMH_OK) rc = fix_managed(v, &x->t[x->ntraces - 1].fixed, all, nl, device);
+        if (rc == CMH_OK && v->n > UINT32_MAX) rc = CMH_ENOMEM;
+        if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, dropped, NULL);
+        /* the first pass: what the entries name goes into the model before the writer starts */
+        for (uint64_t k = 0; k < v->n && rc == CMH_OK && !lost; k++) {
+            const cmh_rec_entry *r = cmh_view_at(v, k);
+            if (!r) {
+                lost = 1;
+                break;
+            }
+            if (r->stack) stack_map(r->stack, arg);
+            if (r->action == CMH_ACT_MARK) {
+                uint32_t id;
+                rc = cmh_marks_intern(s, (uint32_t)r->addr, &id);
+            }
+        }
+        if (rc == CMH_OK) s->traces[s->ntraces - 1].nentries = (uint32_t)v->n; /* entries: in the rings */
+    }
+    if (rc == CMH_OK && !lost) rc = export_segments(s, all, nl, blocks, nb, stack_map, arg, x->now_ticks, x->now_ns);
+    if (rc == CMH_OK && !lost) rc = cmh_marks_export(s, x->now_ticks, x->now_ns);
+    free(all);
+    free(blocks);
+    if (rc != CMH_OK || lost) {
+        cmh_export_stream_end(x);
+        return rc != CMH_OK ? rc : 1;
+    }
+    *out = x;
+    return CMH_OK;
 }

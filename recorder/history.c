@@ -7,8 +7,8 @@
  * `claim` word: the value is the entry's sequence number, so per-device order is the order of
  * the claims (a free claims before the real free, an allocation after the real one returned,
  * hooks.c).  It then writes the flight record and the ring slot, stores the slot's commit word
- * (cmh_rec_entry.word) last with release, and adds one to `done`.  Counters are atomic adds,
- * peaks a compare-and-swap only when one rises.
+ * (cmh_rec_entry.word) last with release, and counts itself done (in its thread's counts, below).
+ * The reserved bytes are an atomic add, peaks a compare-and-swap only when one rises.
  *
  * Invariants:
  *  - Entry s (1-based) of a device is at ring position k = s - 1 - base (base: the sequence at
@@ -21,11 +21,11 @@
  *    once until a clear, which frees the chunks: a dump reads it in place (cmh_hist_view_ring,
  *    under g_view_lock), waiting on a slot still being written.
  *  - The helper thread puts the next chunk in the directory ahead of the writers (asked for when
- *    a writer passes the middle of a chunk), so a lock and a calloc on the hot path are only the
- *    fallback when the helper is late.
+ *    a writer passes the middle of a chunk), so a lock (`grow`, never the gate's) and a calloc
+ *    on the hot path are only the fallback when the helper is late.
  *  - Whatever must see a ring still (a bounded ring's copy, a clear, a new capacity, fork)
  *    closes its gate: takes the device lock, sets GATE in `claim` (getting the exact count of
- *    claims), and waits until `done` reaches it.  A writer whose claim came back with GATE set
+ *    claims), and waits until the done counts sum to it.  A writer whose claim came back with GATE set
  *    wrote nothing: it waits on the device lock and claims again; opening the gate stores the
  *    count back, which drops those refused claims.
  *  - Times are stamped after the claim, so a thread preempted between the two can stamp later
@@ -56,8 +56,11 @@ uint64_t cmh_lost;
 typedef struct dev_state {
     /* the writers' line */
     uint64_t claim __attribute__((aligned(64))); /* entries claimed since the start, | GATE while closed */
-    uint64_t done;                               /* claims whose entry is complete */
-    uint64_t alloc_cur, res_cur, alloc_peak, res_peak, nallocs, nfrees, nooms;
+    uint64_t done; /* claims whose entry is complete, counted here only by a thread without its counts (tcounts) */
+    /* allocated = res_cur - gap: a driver allocation changes both by its size, so the common
+     * event is one atomic add here (gap moves only for managed segments and reported blocks) */
+    uint64_t res_cur, gap, alloc_peak, res_peak;
+    uint64_t nallocs, nfrees, nooms; /* as done: the rest is in the threads' counts */
     /* read by writers, changed only with the gate closed (or, dir and its chunks, under lock) */
     cmh_rec_entry **dir __attribute__((aligned(64))); /* DIR_CHUNKS chunk pointers, or NULL */
     uint64_t cap;   /* 0 unlimited, else max_entries */
@@ -66,7 +69,10 @@ typedef struct dev_state {
     uint64_t want;  /* chunk index + 1 the helper is asked to make */
     uint64_t hi;    /* chunks [0, hi) of dir may be there (under lock) */
     int used;
-    cmh_mutex lock; /* the gate and the fallback growth */
+    cmh_mutex lock; /* the gate */
+    /* the directory and its chunks: taken by a writer that finds no chunk (holding a claim, so
+     * never the gate's lock, which waits for it), by the helper, and by a closed gate's holder */
+    cmh_mutex grow;
 } dev_state;
 
 static dev_state g_dev[CMH_MAX_DEVICES + 1];
@@ -78,6 +84,65 @@ static cmh_mutex g_view_lock = CMH_MUTEX_INITIALIZER;
 static int g_spare_asked; /* some device wants a chunk made ahead: the helper makes it */
 static cmh_livetab *g_segs;    /* driver allocations, VMM maps aside */
 
+/* ---- each thread's counts ----
+ * Counts that only ever go up (entries done, allocations, frees, OOMs) are kept per thread, so
+ * that counting one is a plain store to a line no other thread writes; a reader sums them.  A
+ * thread's block outlives it: when it ends, the next new thread takes the block over (its counts
+ * stay in the sums), so there are as many blocks as threads ever ran at once. */
+enum { TC_DONE, TC_ALLOCS, TC_FREES, TC_OOMS, TC_N };
+typedef struct tcounts {
+    uint64_t n[CMH_MAX_DEVICES + 1][TC_N];
+    struct tcounts *next;
+    int free; /* its thread ended */
+} tcounts;
+static tcounts *g_tcounts; /* pushed, never removed */
+static __thread tcounts *t_counts __attribute__((tls_model("initial-exec")));
+static pthread_key_t g_tkey;
+static int g_tkey_ok;
+
+static void tcounts_release(void *p)
+{
+    t_counts = NULL;
+    __atomic_store_n(&((tcounts *)p)->free, 1, __ATOMIC_RELEASE);
+}
+
+static tcounts *tcounts_take(void)
+{
+    tcounts *b;
+    for (b = __atomic_load_n(&g_tcounts, __ATOMIC_ACQUIRE); b; b = b->next) {
+        int one = 1;
+        if (__atomic_load_n(&b->free, __ATOMIC_RELAXED) &&
+            __atomic_compare_exchange_n(&b->free, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            break;
+    }
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL; /* then the shared counters count it */
+        b->next = __atomic_load_n(&g_tcounts, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&g_tcounts, &b->next, b, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+    }
+    t_counts = b;
+    if (g_tkey_ok) pthread_setspecific(g_tkey, b);
+    return b;
+}
+
+/* One more of count k of slot: the owner's store (release: a reader that sums it sees what came before). */
+static inline void count_one(uint64_t *shared, int slot, int k)
+{
+    tcounts *b = t_counts;
+    if (CMH_UNLIKELY(!b) && !(b = tcounts_take())) {
+        __atomic_add_fetch(shared, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    __atomic_store_n(&b->n[slot][k], __atomic_load_n(&b->n[slot][k], __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
+static uint64_t count_sum(const uint64_t *shared, int slot, int k)
+{
+    uint64_t n = __atomic_load_n(shared, __ATOMIC_ACQUIRE);
+    for (tcounts *b = __atomic_load_n(&g_tcounts, __ATOMIC_ACQUIRE); b; b = b->next) n += __atomic_load_n(&b->n[slot][k], __ATOMIC_ACQUIRE);
+    return n;
+}
+
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void take_reference(void);
 
@@ -87,8 +152,10 @@ static void init_once(void)
 {
     take_reference();
     g_max_entries = cmh_cfg.max_entries;
+    g_tkey_ok = pthread_key_create(&g_tkey, tcounts_release) == 0;
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         cmh_mutex_init(&g_dev[i].lock);
+        cmh_mutex_init(&g_dev[i].grow);
         g_dev[i].cap = g_max_entries;
     }
     g_segs = cmh_live_new(); /* NULL: out of memory at start-up; every segment is then lost */
@@ -161,6 +228,19 @@ static inline uint64_t chunk_len(uint64_t cap, uint64_t ci)
     return cap && cap - ci * CHUNK < CHUNK ? cap - ci * CHUNK : CHUNK;
 }
 
+/* A bounded ring's chunk has, after its entries, the sequence number each slot holds (| BUSY
+ * while its writer writes it): a writer takes its slot from an older one with a compare-and-swap,
+ * waits while an older writer is still writing there (a few stores), and gives up when a newer
+ * one has it already (a lap later: its entry would be dropped anyway).  So two writers never
+ * write one slot at once, and what a slot holds is always its newest entry. */
+#define BUSY (1ull << 63)
+static inline uint64_t *slot_seqs(cmh_rec_entry *c, uint64_t cap, uint64_t ci) { return (uint64_t *)(void *)(c + chunk_len(cap, ci)); }
+
+static inline size_t chunk_bytes(uint64_t cap, uint64_t ci)
+{
+    return chunk_len(cap, ci) * (sizeof(cmh_rec_entry) + (cap ? sizeof(uint64_t) : 0));
+}
+
 static inline uint64_t load_claim(dev_state *d) { return __atomic_load_n(&d->claim, __ATOMIC_ACQUIRE) & ~GATE; }
 
 /* Close the gate: no writer is in the ring when this returns, and none enters until open_gate. */
@@ -168,15 +248,18 @@ static uint64_t close_gate(dev_state *d)
 {
     cmh_lock(&d->lock);
     uint64_t c = __atomic_fetch_or(&d->claim, GATE, __ATOMIC_ACQ_REL) & ~GATE;
-    for (int spins = 0; __atomic_load_n(&d->done, __ATOMIC_ACQUIRE) != c; spins++) {
+    int slot = (int)(d - g_dev);
+    for (int spins = 0; count_sum(&d->done, slot, TC_DONE) != c; spins++) {
         if (spins < 64) continue;
         sched_yield(); /* a writer between its claim and its commit: a few stores from done */
     }
+    cmh_lock(&d->grow); /* the helper may be putting a chunk in */
     return c;
 }
 
 static void open_gate(dev_state *d, uint64_t c)
 {
+    cmh_unlock(&d->grow);
     __atomic_store_n(&d->claim, c, __ATOMIC_RELEASE); /* refused claims vanish: they claim again */
     cmh_unlock(&d->lock);
 }
@@ -192,18 +275,18 @@ static void free_chunks(dev_state *d)
 /* The slow path of a write: the chunk is not there yet (the helper was late); under the lock. */
 static cmh_rec_entry *make_chunk(dev_state *d, uint64_t ci)
 {
-    cmh_lock(&d->lock);
+    cmh_lock(&d->grow);
     cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
     if (!dir) { /* mmap: its zero pages cost nothing until a chunk pointer lands in them */
         void *m = mmap(NULL, DIR_CHUNKS * sizeof *dir, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m != MAP_FAILED) __atomic_store_n(&d->dir, dir = m, __ATOMIC_RELEASE);
     }
     cmh_rec_entry *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
-    if (dir && !c && (c = calloc(chunk_len(d->cap, ci), sizeof *c))) {
+    if (dir && !c && (c = calloc(1, chunk_bytes(d->cap, ci)))) {
         __atomic_store_n(&dir[ci], c, __ATOMIC_RELEASE);
         if (ci >= d->hi) d->hi = ci + 1;
     }
-    cmh_unlock(&d->lock);
+    cmh_unlock(&d->grow);
     return c;
 }
 
@@ -226,23 +309,38 @@ void cmh_hist_make_spares(void)
         dev_state *d = &g_dev[i];
         uint64_t w = __atomic_exchange_n(&d->want, 0, __ATOMIC_ACQ_REL);
         if (!w) continue;
-        cmh_lock(&d->lock);
-        uint64_t cap = d->cap, len = chunk_len(cap, w - 1);
+        cmh_lock(&d->grow);
+        uint64_t cap = d->cap;
+        size_t bytes = chunk_bytes(cap, w - 1);
         cmh_rec_entry **dir = d->dir;
         int need = dir && !dir[w - 1] && (!cap || (w - 1) * CHUNK < cap);
-        cmh_unlock(&d->lock);
+        cmh_unlock(&d->grow);
         if (!need) continue;
-        cmh_rec_entry *c = malloc(len * sizeof *c);
+        cmh_rec_entry *c = malloc(bytes);
         if (!c) continue; /* the writer will try itself */
-        memset(c, 0, len * sizeof *c); /* the page faults here, not in the hooks */
-        cmh_lock(&d->lock);
+        memset(c, 0, bytes); /* the page faults here, not in the hooks */
+        cmh_lock(&d->grow);
         if (d->dir == dir && d->cap == cap && !dir[w - 1]) {
             __atomic_store_n(&dir[w - 1], c, __ATOMIC_RELEASE);
             if (w > d->hi) d->hi = w;
             c = NULL;
         }
-        cmh_unlock(&d->lock);
+        cmh_unlock(&d->grow);
         free(c);
+    }
+}
+
+static int own_slot(cmh_rec_entry *c, uint64_t cap, uint64_t ci, uint64_t off, uint64_t s)
+{
+    uint64_t *sq = &slot_seqs(c, cap, ci)[off], cur = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
+    for (int spins = 0;; spins++) {
+        if ((cur & ~BUSY) >= s) return 0; /* a newer entry is there, or being written */
+        if (!(cur & BUSY)) {
+            if (__atomic_compare_exchange_n(sq, &cur, s | BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 1;
+            continue;
+        }
+        if (spins >= 64) sched_yield();
+        cur = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
     }
 }
 
@@ -258,11 +356,17 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     cmh_hist_ensure_init();
     dev_state *d = dev_slot(device);
     if (CMH_UNLIKELY(!__atomic_load_n(&d->used, __ATOMIC_RELAXED))) __atomic_store_n(&d->used, 1, __ATOMIC_RELAXED);
-    if (dalloc) raise_peak(&d->alloc_peak, __atomic_add_fetch(&d->alloc_cur, (uint64_t)dalloc, __ATOMIC_RELAXED));
-    if (dres) raise_peak(&d->res_peak, __atomic_add_fetch(&d->res_cur, (uint64_t)dres, __ATOMIC_RELAXED));
-    if (count_kind == CMH_COUNT_ALLOC) __atomic_add_fetch(&d->nallocs, 1, __ATOMIC_RELAXED);
-    else if (count_kind == CMH_COUNT_FREE) __atomic_add_fetch(&d->nfrees, 1, __ATOMIC_RELAXED);
-    else if (count_kind == CMH_COUNT_OOM) __atomic_add_fetch(&d->nooms, 1, __ATOMIC_RELAXED);
+    uint64_t res = dres ? __atomic_add_fetch(&d->res_cur, (uint64_t)dres, __ATOMIC_RELAXED) : 0;
+    if (dres) raise_peak(&d->res_peak, res);
+    if (dalloc != dres) __atomic_add_fetch(&d->gap, (uint64_t)(dres - dalloc), __ATOMIC_RELAXED);
+    if (dalloc > 0) { /* a rise can make a peak (exact but for a managed segment's change racing it) */
+        if (!dres) res = __atomic_load_n(&d->res_cur, __ATOMIC_RELAXED);
+        raise_peak(&d->alloc_peak, res - __atomic_load_n(&d->gap, __ATOMIC_RELAXED));
+    }
+    int slot = (int)(d - g_dev);
+    if (count_kind == CMH_COUNT_ALLOC) count_one(&d->nallocs, slot, TC_ALLOCS);
+    else if (count_kind == CMH_COUNT_FREE) count_one(&d->nfrees, slot, TC_FREES);
+    else if (count_kind == CMH_COUNT_OOM) count_one(&d->nooms, slot, TC_OOMS);
     if (cmh_rec_enabled() != CMH_ENABLED_ALL) return;
     uint64_t s;
     for (;;) {
@@ -272,38 +376,30 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
         cmh_unlock(&d->lock);
     }
     if (!ticks) ticks = cmh_now_ticks();
-    cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, {{cmh_hist_thread(), 0, (unsigned)action & 15,
+    cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, {{cmh_hist_thread(), (unsigned)action & 15,
                        (unsigned)kind & 7, (unsigned)flags & 15}}};
-    cmh_flight_entry((int)(d - g_dev), s, &e); /* the file first: a death in between loses nothing */
-    uint64_t k = s - 1 - d->base, cap = d->cap, lap = 0;
-    if (cap && k >= cap) lap = k / cap, k %= cap;
+    cmh_flight_entry(slot, s, &e); /* the file first: a death in between loses nothing */
+    uint64_t k = s - 1 - d->base, cap = d->cap;
+    if (cap && k >= cap) k %= cap;
     uint64_t ci = k >> CHUNK_BITS, off = k & CHUNK_MASK;
     cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
     cmh_rec_entry *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
     if (CMH_UNLIKELY(!c) && !(c = make_chunk(d, ci))) cmh_count_lost(1);
-    else {
-        cmh_rec_entry *slot = &c[off];
-        if (lap) { /* a bounded ring overwrites: the entry a lap before must be complete first */
-            cmh_rec_entry old;
-            for (int spins = 0;; spins++) {
-                old.word = __atomic_load_n(&slot->word, __ATOMIC_ACQUIRE);
-                if (old.word && old.lap == ((lap - 1) & 1)) break;
-                if (spins >= 64) sched_yield();
-            }
-            e.lap = lap & 1;
-        }
+    else if (!cap || own_slot(c, cap, ci, off, s)) {
+        cmh_rec_entry *at = &c[off];
         uint32_t word = e.word;
         e.word = 0;
-        memcpy(slot, &e, offsetof(cmh_rec_entry, stack) + sizeof e.stack); /* all but the word */
-        __atomic_store_n(&slot->word, word, __ATOMIC_RELEASE);
+        memcpy(at, &e, offsetof(cmh_rec_entry, stack) + sizeof e.stack); /* all but the word */
+        __atomic_store_n(&at->word, word, __ATOMIC_RELEASE);
+        if (cap) __atomic_store_n(&slot_seqs(c, cap, ci)[off], s, __ATOMIC_RELEASE);
         if (CMH_UNLIKELY(off == CHUNK / 2)) ask_chunk(d, ci + 1);
     }
-    __atomic_add_fetch(&d->done, 1, __ATOMIC_RELEASE);
+    count_one(&d->done, slot, TC_DONE);
 }
 
 void cmh_hist_adjust_allocated(int device, int64_t dalloc)
 {
-    __atomic_add_fetch(&dev_slot(device)->alloc_cur, (uint64_t)dalloc, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&dev_slot(device)->gap, (uint64_t)dalloc, __ATOMIC_RELAXED);
 }
 
 uint32_t cmh_hist_free_stack(uint32_t alloc_stack)
@@ -449,7 +545,7 @@ static int rebuild(dev_state *d, uint64_t c, uint64_t keep, uint64_t max_entries
     cmh_rec_entry **nc = n <= DIR_CHUNKS ? calloc(n ? n : 1, sizeof *nc) : NULL;
     if (!nc) return -1;
     for (uint64_t i = 0; i < n; i++)
-        if (!(nc[i] = calloc(chunk_len(max_entries, i), sizeof **nc))) {
+        if (!(nc[i] = calloc(1, chunk_bytes(max_entries, i)))) {
             while (i--) free(nc[i]);
             free(nc);
             return -1;
@@ -458,11 +554,11 @@ static int rebuild(dev_state *d, uint64_t c, uint64_t keep, uint64_t max_entries
     for (uint64_t k = 0; k < keep; k++) {
         const cmh_rec_entry *e = nth(d, c, skip + k);
         if (!e) continue; /* lost before */
-        cmh_rec_entry *to = &nc[kept >> CHUNK_BITS][kept & CHUNK_MASK];
-        *to = *e;
-        to->lap = 0; /* the new ring's first lap */
+        nc[kept >> CHUNK_BITS][kept & CHUNK_MASK] = *e;
         kept++;
     }
+    if (max_entries) /* the slots' numbers: entry j of the new ring is number c - kept + 1 + j */
+        for (uint64_t j = 0; j < kept; j++) slot_seqs(nc[j >> CHUNK_BITS], max_entries, j >> CHUNK_BITS)[j & CHUNK_MASK] = c - kept + 1 + j;
     uint64_t dropped = ring_dropped(d, c) + skip;
     free_chunks(d);
     for (uint64_t i = 0; i < n; i++) d->dir[i] = nc[i];
@@ -515,13 +611,15 @@ int cmh_hist_stats(cmh_device_stats *out, int cap)
             o->entries_dropped = ring_dropped(d, c);
             cmh_unlock(&d->lock);
             o->device = i == CMH_HOST_SLOT ? -1 : i;
-            o->allocated_current = __atomic_load_n(&d->alloc_cur, __ATOMIC_RELAXED);
+            /* two words read while others change them: a moment's figure, never below 0 */
+            uint64_t res = __atomic_load_n(&d->res_cur, __ATOMIC_RELAXED), gap = __atomic_load_n(&d->gap, __ATOMIC_RELAXED);
+            o->allocated_current = (int64_t)(res - gap) > 0 ? res - gap : 0;
             o->allocated_peak = __atomic_load_n(&d->alloc_peak, __ATOMIC_RELAXED);
             o->reserved_current = __atomic_load_n(&d->res_cur, __ATOMIC_RELAXED);
             o->reserved_peak = __atomic_load_n(&d->res_peak, __ATOMIC_RELAXED);
-            o->num_allocs = __atomic_load_n(&d->nallocs, __ATOMIC_RELAXED);
-            o->num_frees = __atomic_load_n(&d->nfrees, __ATOMIC_RELAXED);
-            o->num_ooms = __atomic_load_n(&d->nooms, __ATOMIC_RELAXED);
+            o->num_allocs = count_sum(&d->nallocs, i, TC_ALLOCS);
+            o->num_frees = count_sum(&d->nfrees, i, TC_FREES);
+            o->num_ooms = count_sum(&d->nooms, i, TC_OOMS);
         }
         n++;
     }
@@ -577,7 +675,6 @@ int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *
     memset(v, 0, sizeof *v);
     *rc = CMH_OK;
     if (!__atomic_load_n(&d->used, __ATOMIC_RELAXED)) return 0;
-    cmh_lock(&g_view_lock);
     const char *copy = getenv("CUMEMHIST_DUMP_COPY"); /* "1": copy it anyway (the old way, to compare) */
     int in_place = !(copy && !strcmp(copy, "1"));
     cmh_lock(&d->lock);
@@ -591,7 +688,6 @@ int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *
         *seq = c;
         v->chunks = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
         v->n = v->chunks ? c - d->base : 0;
-        v->locked = 1;
         return 1;
     }
     uint64_t c = close_gate(d); /* bounded: the oldest are being overwritten */
@@ -601,16 +697,17 @@ int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *
     *rc = copy_closed(d, c, &v->copy, &n);
     v->n = n;
     open_gate(d, c);
-    cmh_unlock(&g_view_lock);
     return 1;
 }
 
 void cmh_hist_view_release(cmh_ring_view *v)
 {
     free(v->copy);
-    if (v->locked) cmh_unlock(&g_view_lock);
     memset(v, 0, sizeof *v);
 }
+
+void cmh_hist_views_begin(void) { cmh_lock(&g_view_lock); }
+void cmh_hist_views_end(void) { cmh_unlock(&g_view_lock); }
 
 void cmh_hist_quiesce(void)
 {
@@ -654,6 +751,12 @@ void cmh_hist_reset_after_fork(void)
         d->dir = dir;
         d->cap = g_max_entries;
         cmh_mutex_init(&d->lock);
+        cmh_mutex_init(&d->grow);
+    }
+    /* the only thread now: every count starts again, the other threads' blocks are free */
+    for (tcounts *b = g_tcounts; b; b = b->next) {
+        memset(b->n, 0, sizeof b->n);
+        b->free = b != t_counts;
     }
     cmh_mutex_init(&g_view_lock);
     g_spare_asked = 0;

@@ -124,14 +124,14 @@ typedef struct cmh_rec_entry {
      * the whole entry (history.c). */
     union {
         struct {
-            uint32_t thread : 20, lap : 1, action : 4, kind : 3, flags : 4; /* lap: a bounded ring's lap, mod 2 */
+            uint32_t thread : 21, action : 4, kind : 3, flags : 4;
         };
         uint32_t word;
     };
 } cmh_rec_entry;
 _Static_assert(sizeof(cmh_rec_entry) == 48, "a ring entry is 48 bytes");
 _Static_assert(CMH_ACT_COUNT <= 16 && CMH_KIND_COUNT <= 8, "actions and kinds fit their bits");
-#define CMH_THREAD_MAX ((1u << 20) - 1) /* threads past it share the last number */
+#define CMH_THREAD_MAX ((1u << 21) - 1) /* threads past it share the last number */
 
 /* This thread's number in the record: 1, 2, ... in the order threads first record something. */
 CMH_HIDDEN uint32_t cmh_hist_thread(void);
@@ -176,7 +176,6 @@ typedef struct cmh_ring_view {
     cmh_rec_entry *const *chunks; /* the ring's chunk directory, read in place; or NULL */
     cmh_rec_entry *copy;          /* else a copy, oldest first */
     uint64_t n;
-    int locked;
 } cmh_ring_view;
 CMH_HIDDEN const cmh_rec_entry *cmh_view_wait(const cmh_ring_view *v, uint64_t k);
 static inline const cmh_rec_entry *cmh_view_at(const cmh_ring_view *v, uint64_t k)
@@ -186,6 +185,10 @@ static inline const cmh_rec_entry *cmh_view_at(const cmh_ring_view *v, uint64_t 
     const cmh_rec_entry *e = c ? &c[k & ((1ull << CMH_RING_CHUNK_BITS) - 1)] : NULL;
     return e && __atomic_load_n(&e->word, __ATOMIC_ACQUIRE) ? e : cmh_view_wait(v, k);
 }
+/* Views are taken between cmh_hist_views_begin and _end (one lock: what would rewrite a ring in
+ * place, a clear or a new capacity, waits for _end), any number of them at once. */
+CMH_HIDDEN void cmh_hist_views_begin(void);
+CMH_HIDDEN void cmh_hist_views_end(void);
 CMH_HIDDEN int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, int *rc);
 CMH_HIDDEN void cmh_hist_view_release(cmh_ring_view *v);
 /* The helper thread makes rings' next chunks ahead of them (history.c). */
@@ -316,6 +319,16 @@ CMH_HIDDEN char *cmh_symbolizer_demangle(cmh_symbolizer *z, const char *name);
 /* Copy the rings, live segments, blocks and annotations into the model (stack_map turns a
  * recorder stack id into a model stack id). */
 CMH_HIDDEN int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t rec_stack, void *), void *arg);
+/* The same with the rings' entries left in the rings: the model gets each trace's device, drop
+ * count and entry count (no entries), every stack and name they use, and the rest as above;
+ * cmh_export_stream_source then hands the writer the entries, read from the rings in place (or
+ * from a bounded ring's copy), until cmh_export_stream_end.  1 (and nothing held): a ring lost
+ * entries (no memory for a chunk), export the model instead. */
+typedef struct cmh_export_stream cmh_export_stream;
+CMH_HIDDEN int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t rec_stack, void *), void *arg,
+                                       cmh_export_stream **out);
+CMH_HIDDEN void cmh_export_stream_source(cmh_export_stream *x, cmh_entry_source *src);
+CMH_HIDDEN void cmh_export_stream_end(cmh_export_stream *x);
 /* Each device slot's last entry sequence number in the latest export (under the dump lock). */
 CMH_HIDDEN extern uint64_t cmh_export_seq[CMH_MAX_DEVICES + 1];
 

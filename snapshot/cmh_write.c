@@ -56,7 +56,7 @@ static void pack_entry(msgpack_packer *pk, const cmh_entry *e, uint64_t *prev_ad
 }
 
 /* One snapshot as a map; PyTorch's part, if any, as a map of the same form inside it. */
-static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
+static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry_source *src, int nested)
 {
     msgpack_packer pk = *pk_;
     int with_torch = !nested && s->torch;
@@ -170,13 +170,16 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
     msgpack_pack_array(&pk, s->ntraces);
     for (uint32_t i = 0; i < s->ntraces; i++) {
         const cmh_trace *t = &s->traces[i];
-        const cmh_entry *te = s->entries + t->first_entry;
+        const cmh_entry *te = src ? NULL : s->entries + t->first_entry;
+#define THREAD_OF(j) (src ? src->thread(src->arg, i, (j)) : te[j].thread)
         /* the threads, as runs [count, thread, count, thread, ...]: one pair per change of thread */
         uint32_t runs = 0;
         int threads = 0;
-        for (uint32_t j = 0; j < t->nentries; j++) {
-            threads |= te[j].thread != 0;
-            runs += !j || te[j].thread != te[j - 1].thread;
+        for (uint32_t j = 0, prev = 0; j < t->nentries; j++) {
+            uint32_t th = THREAD_OF(j);
+            threads |= th != 0;
+            runs += !j || th != prev;
+            prev = th;
         }
         msgpack_pack_array(&pk, threads ? 4 : 3);
         msgpack_pack_int32(&pk, t->device);
@@ -184,18 +187,25 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
         msgpack_pack_array(&pk, t->nentries);
         uint64_t prev_addr = 0;
         int64_t prev_time = 0;
-        for (uint32_t j = 0; j < t->nentries; j++) pack_entry(&pk, &te[j], &prev_addr, &prev_time);
+        for (uint32_t j = 0; j < t->nentries; j++) {
+            cmh_entry e;
+            if (src) src->entry(src->arg, i, j, &e);
+            pack_entry(&pk, src ? &e : &te[j], &prev_addr, &prev_time);
+        }
         if (threads) {
             msgpack_pack_array(&pk, 2 * runs);
-            for (uint32_t j = 0, run = 0; j < t->nentries; j++) {
+            for (uint32_t j = 0, run = 0, th = t->nentries ? THREAD_OF(0) : 0; j < t->nentries; j++) {
+                uint32_t next = j + 1 < t->nentries ? THREAD_OF(j + 1) : 0;
                 run++;
-                if (j + 1 == t->nentries || te[j + 1].thread != te[j].thread) {
+                if (j + 1 == t->nentries || next != th) {
                     msgpack_pack_uint32(&pk, run);
-                    msgpack_pack_uint32(&pk, te[j].thread);
+                    msgpack_pack_uint32(&pk, th);
                     run = 0;
                 }
+                th = next;
             }
         }
+#undef THREAD_OF
     }
 
     pack_key(&pk, "annotations");
@@ -257,7 +267,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, int nested)
         pack_key(&pk, "torch_clock_ns");
         msgpack_pack_int64(&pk, s->torch_clock_ns);
         pack_key(&pk, "torch");
-        write_map(&pk, s->torch, 1);
+        write_map(&pk, s->torch, NULL, 1);
     }
 }
 
@@ -292,7 +302,7 @@ static int sink_write(void *data, const char *p, size_t len)
     return 0;
 }
 
-int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
+static int write_source(const cmh_snapshot *s, const cmh_entry_source *src, FILE *fp)
 {
     sink *k = malloc(sizeof *k);
     if (!k) return CMH_ENOMEM;
@@ -301,7 +311,7 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
     k->n = 0;
     msgpack_packer pk;
     msgpack_packer_init(&pk, k, sink_write);
-    write_map(&pk, s, 0);
+    write_map(&pk, s, src, 0);
     /* the last entry: "crc32c" and the sum of every byte before its own four, in the fixed
      * 5-byte form (0xce, big-endian) so that a reader finds it at the end without parsing */
     static const unsigned char key[] = {0xa6, 'c', 'r', 'c', '3', '2', 'c', 0xce};
@@ -314,15 +324,22 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp)
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }
 
-int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen)
+int cmh_cmh_write(const cmh_snapshot *s, FILE *fp) { return write_source(s, NULL, fp); }
+
+int cmh_cmh_write_file_source(const cmh_snapshot *s, const cmh_entry_source *src, const char *path, char *err, size_t errlen)
 {
     cmh_atomic a;
     FILE *fp = cmh_atomic_open(&a, path, err, errlen);
     if (!fp) return CMH_EIO;
-    if (cmh_cmh_write(s, fp) != CMH_OK && !ferror(fp)) { /* the writer failed, not the stream */
+    if (write_source(s, src, fp) != CMH_OK && !ferror(fp)) { /* the writer failed, not the stream */
         cmh_atomic_abort(&a);
         snprintf(err, errlen, "%s: out of memory", path);
         return CMH_ENOMEM;
     }
     return cmh_atomic_commit(&a, err, errlen);
+}
+
+int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen)
+{
+    return cmh_cmh_write_file_source(s, NULL, path, err, errlen);
 }

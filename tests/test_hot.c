@@ -232,18 +232,19 @@ static void test_capacity_and_clear_across_chunks(void)
 /* A dump that reads the ring in place writes the entries a dump of a copy writes (the copy is
  * what dumps did before, and still do with CUMEMHIST_DUMP_COPY=1): same count, same fields, in
  * the same order; the times within 1 us (each dump maps ticks to ns through its own moment). */
-static void test_in_place_dump_equals_copy(void)
+static void compare_dumps(const char *env, uint64_t min_entries)
 {
-    opts(CMH_CONTEXT_ALLOC, 0, 1);
-    worker_arg w[THREADS];
-    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs / 2, 0};
-    run_workers(w, THREADS, 0);
     cmh_snapshot a, b;
-    dump_load(&a);
-    setenv("CUMEMHIST_DUMP_COPY", "1", 1);
+    dump_load(&a); /* streamed from the rings, read in place */
+    setenv(env, "1", 1);
     dump_load(&b);
-    unsetenv("CUMEMHIST_DUMP_COPY");
+    unsetenv(env);
+    CU_ASSERT_EQUAL(a.nstacks, b.nstacks);
+    CU_ASSERT_EQUAL(a.nframes, b.nframes);
+    CU_ASSERT_EQUAL(a.nsegments, b.nsegments);
+    CU_ASSERT_EQUAL(a.nblocks, b.nblocks);
     CU_ASSERT_EQUAL_FATAL(a.ntraces, b.ntraces);
+    CU_ASSERT_EQUAL(a.nentries, b.nentries);
     uint64_t diff = 0, n = 0;
     for (uint32_t t = 0; t < a.ntraces; t++) {
         const cmh_trace *x = &a.traces[t], *y = trace_of(&b, x->device);
@@ -253,16 +254,33 @@ static void test_in_place_dump_equals_copy(void)
         for (uint32_t i = 0; i < x->nentries; i++) {
             const cmh_entry *e = &a.entries[x->first_entry + i], *f = &b.entries[y->first_entry + i];
             int64_t dt = e->time_ns - f->time_ns;
-            diff += e->action != f->action || e->addr != f->addr || e->size != f->size || e->requested != f->requested ||
+            diff += e->name != f->name || e->action != f->action || e->addr != f->addr || e->size != f->size || e->requested != f->requested ||
                     e->stream != f->stream || e->thread != f->thread || e->flags != f->flags || e->kind != f->kind ||
-                    e->stack != f->stack || dt > 1000 || dt < -1000;
+                    e->stack != f->stack || dt > 50000 || dt < -50000; /* each dump maps ticks through its own moment */
             n++;
         }
     }
     CU_ASSERT_EQUAL(diff, 0);
-    CU_ASSERT(n >= (uint64_t)g_pairs * 2);
+    CU_ASSERT(n >= min_entries);
     cmh_snapshot_free(&a);
     cmh_snapshot_free(&b);
+}
+
+/* The streamed dump against the model's (CUMEMHIST_DUMP_MODEL=1) and a copied ring's
+ * (CUMEMHIST_DUMP_COPY=1), unlimited and then bounded (a copy streamed), with marks (names)
+ * and stacks (context alloc) in them. */
+static void test_in_place_dump_equals_copy(void)
+{
+    opts(CMH_CONTEXT_ALLOC, 0, 1);
+    worker_arg w[THREADS];
+    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs / 2, 0};
+    cmh_mark("before the workers");
+    run_workers(w, THREADS, 0);
+    cmh_mark("after the workers");
+    compare_dumps("CUMEMHIST_DUMP_COPY", (uint64_t)g_pairs * 2);
+    compare_dumps("CUMEMHIST_DUMP_MODEL", (uint64_t)g_pairs * 2);
+    opts(CMH_CONTEXT_ALLOC, 5000, 0);
+    compare_dumps("CUMEMHIST_DUMP_MODEL", 5000);
 }
 
 /* A ring far smaller than the writers' reach (64 entries, 8 threads on one device, with no lock
@@ -303,7 +321,7 @@ static void test_tiny_ring_overwritten_under_contention(void)
     base b = base_now();
     worker_arg w[NT];
     pthread_t t[NT];
-    for (int i = 0; i < NT; i++) w[i] = (worker_arg){0, g_pairs / 2, 0};
+    for (int i = 0; i < NT; i++) w[i] = (worker_arg){0, g_pairs / 25, 0}; /* 250 laps of the ring: enough (TSan makes more slow) */
     for (int i = 0; i < NT; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, tiny_worker, &w[i]), 0);
     uint64_t torn = 0;
     for (int d = 0; d < 20; d++) {
@@ -326,11 +344,11 @@ static void test_tiny_ring_overwritten_under_contention(void)
         const cmh_trace *tr = trace_of(&s, 0);
         CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
         uint64_t recorded = st[k].entries_recorded - b.recorded[0] + b.kept[0];
-        CU_ASSERT(recorded >= (uint64_t)NT * (uint64_t)g_pairs);
+        CU_ASSERT(recorded >= (uint64_t)NT * (uint64_t)(g_pairs / 25) * 2);
         CU_ASSERT_EQUAL(tr->nentries, cap);
         CU_ASSERT_EQUAL(tr->dropped, recorded - cap);
         CU_ASSERT_EQUAL(tr->dropped, st[k].entries_dropped);
-        check_order(&s, 0, 1, g_pairs / 2);
+        check_order(&s, 0, 1, g_pairs / 25);
     }
     cmh_snapshot_free(&s);
 }

@@ -336,6 +336,16 @@ void cmh_boot_id(char *out, size_t cap);
 int cmh_cmh_write(const cmh_snapshot *s, FILE *fp);
 /* Write to path atomically (cmh_atomic_open). */
 int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_t errlen);
+/* The same with the traces' entries streamed from elsewhere (the recorder's rings) instead of
+ * s->entries: trace i has s->traces[i].nentries entries (its first_entry unused), and entry k of
+ * it is asked of src, in order k = 0, 1, ... for each trace (thread() may be asked any number of
+ * times, in order too).  Every string and stack an entry names must already be in s. */
+typedef struct cmh_entry_source {
+    void *arg;
+    void (*entry)(void *arg, uint32_t trace, uint64_t k, cmh_entry *out);
+    uint32_t (*thread)(void *arg, uint32_t trace, uint64_t k);
+} cmh_entry_source;
+int cmh_cmh_write_file_source(const cmh_snapshot *s, const cmh_entry_source *src, const char *path, char *err, size_t errlen);
 /* Read from a buffer into s (initialized here); on failure err says what and at which byte. */
 int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);
 
