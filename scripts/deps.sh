@@ -9,9 +9,13 @@
 # The CUDA toolkit itself (headers, stub driver, CUPTI) is expected at /usr/local/cuda.
 set -eu
 need=""
-for p in cmake gcc g++ make pkg-config libunwind-dev libmsgpack-dev libcunit1-dev libdw-dev zlib1g-dev libsqlite3-dev python3 clang man-db dpkg-dev golang-go libncurses-dev libmicrohttpd-dev prometheus tmux chromium nodejs npm python3-torch; do
+for p in cmake gcc g++ make pkg-config libunwind-dev libmsgpack-dev libcunit1-dev libdw-dev zlib1g-dev libsqlite3-dev python3 clang man-db dpkg-dev golang-go libncurses-dev libmicrohttpd-dev prometheus tmux chromium python3-torch; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
 done
+# node and npm by command: a machine may have them from another source (NodeSource's nodejs
+# carries npm, and Debian's npm package then cannot be installed beside it)
+command -v node >/dev/null 2>&1 || need="$need nodejs"
+command -v npm >/dev/null 2>&1 || need="$need npm"
 if [ -n "$need" ]; then
     echo "cumemhist: installing$need" >&2
     SUDO=""
