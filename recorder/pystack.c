@@ -121,7 +121,7 @@ static void resolve(void)
 {
     void *(*real)(void *, const char *) = (void *(*)(void *, const char *))cmh_dlsym_resolve();
     if (!real || !real(RTLD_DEFAULT, "Py_IsInitialized")) {
-        g_state = -1;
+        __atomic_store_n(&g_state, -1, __ATOMIC_RELEASE); /* read unlocked by ready() */
         return;
     }
 #define SYM(field, name) (*(void **)&py.field = real(RTLD_DEFAULT, name))
@@ -151,7 +151,7 @@ static void resolve(void)
         !py.gil_release || !py.tstate_get || !py.tstate_frame || !py.frame_back || !py.frame_code || !py.frame_line ||
         !py.getattr || !py.utf8 || !py.decref || !py.incref || !py.err_fetch || !py.err_restore) {
         cmh_log("this Python lacks part of the C API used to read its stacks (3.9 or later is needed); native frames only");
-        g_state = -2; /* never looked at again */
+        __atomic_store_n(&g_state, -2, __ATOMIC_RELEASE); /* never looked at again */
         return;
     }
     Dl_info d;
@@ -176,7 +176,8 @@ static int ready(void)
     /* no interpreter (yet): look again every 4096 stacks, in case one is dlopen'ed */
     if (st == -1 && (++t_absent_calls & 4095) != 0) return 0;
     pthread_mutex_lock(&g_lock);
-    if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) <= 0 && g_state != -2) {
+    int now = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
+    if (now <= 0 && now != -2) {
         const char *m = getenv("CUMEMHIST_PYSTACKS");
         if (m && !strcmp(m, "held")) __atomic_store_n(&g_mode, CMH_PYTHON_HELD, __ATOMIC_RELAXED);
         if (m && !strcmp(m, "off")) __atomic_store_n(&g_mode, CMH_PYTHON_OFF, __ATOMIC_RELAXED);

@@ -22,7 +22,7 @@ cmake --build build-tsan -j"$jobs" --target cumemhist fakecuda test_recorder tes
     ctest --output-on-failure -j"$jobs" -R '^(recorder|allocators|faults|stress|hot|pystack_threads)$')
 # A fuzz smoke run of each reader and of the option parser (scripts/fuzz.sh runs them longer).
 mkdir -p build-fuzz
-for t in cmh pickle flight cli; do
+for t in cmh pickle flight live cli; do
     sh scripts/fuzz.sh "$t" "${CMH_FUZZ_SECONDS:-10}" >build-fuzz/smoke-$t.log 2>&1 || { tail -40 build-fuzz/smoke-$t.log; exit 1; }
     sed -n "s/^stat::number_of_executed_units: */fuzz $t: executions: /p" build-fuzz/smoke-$t.log
 done
