@@ -22,7 +22,11 @@ SRC="snapshot/model.c snapshot/query.c snapshot/atomic.c snapshot/cmh_read.c sna
 LIBS=
 case $target in
 cli)
-    SRC="$SRC snapshot/symbolize.c snapshot/lazy_dw.c viz/*.c $(ls cli/*.c | grep -v cli/main.c)"
+    # the viewer's script and style, made into C strings as the CMake build makes them
+    for part in view.js:cmh_view_js view.css:cmh_view_css; do
+        cmake -DIN="viz/view/${part%%:*}" -DOUT="$out/embed_${part#*:}.c" -DNAME="${part#*:}" -P viz/view/embed.cmake
+    done
+    SRC="$SRC snapshot/symbolize.c snapshot/lazy_dw.c viz/*.c $out/embed_cmh_view_js.c $out/embed_cmh_view_css.c $(ls cli/*.c | grep -v cli/main.c)"
     LIBS="-lpthread -lm -ldl" # libdw, libstdc++, zlib, SQLite, ncurses: loaded on first use (snapshot/lazylib.h)
     ;;
 *) LIBS="-lm" ;;
