@@ -375,14 +375,14 @@ static void describe(cmh_snapshot *s, const cmh_recover_info *info)
 {
     char t[256];
     if (info->state == CMH_ENDED_SIGNALED)
-        snprintf(t, sizeof t, "was killed by %s after %" PRIu64 " entries (recovered from its flight record)", cmh_signal_name(info->end_signal),
-                 info->entries);
+        snprintf(t, sizeof t, "was killed by %s after %" PRIu64 " %s (recovered from its flight record)", cmh_signal_name(info->end_signal),
+                 info->entries, info->entries == 1 ? "entry" : "entries");
     else if (info->state == CMH_ENDED_EXITED)
-        snprintf(t, sizeof t, "exited without writing its snapshot, after %" PRIu64 " entries (recovered from its flight record)",
-                 info->entries);
+        snprintf(t, sizeof t, "exited without writing its snapshot, after %" PRIu64 " %s (recovered from its flight record)",
+                 info->entries, info->entries == 1 ? "entry" : "entries");
     else
-        snprintf(t, sizeof t, "left no mark of its end (SIGKILL, _exit, or still running) after %" PRIu64 " entries (recovered from its flight record)",
-                 info->entries);
+        snprintf(t, sizeof t, "left no mark of its end (SIGKILL, _exit, or still running) after %" PRIu64 " %s (recovered from its flight record)",
+                 info->entries, info->entries == 1 ? "entry" : "entries");
     cmh_strtab_intern(&s->strings, t, strlen(t), &s->ending);
 }
 

@@ -147,8 +147,10 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         snprintf(how, sizeof how, "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status %s)",
                  parent);
     char ending[520];
-    if (live) snprintf(ending, sizeof ending, "%s (a copy of its flight record, %s entries so far)", how, thousands(info.entries));
-    else snprintf(ending, sizeof ending, "%s after %s entries (recovered from its flight record)", how, thousands(info.entries));
+    if (live) snprintf(ending, sizeof ending, "%s (a copy of its flight record, %s %s so far)", how, thousands(info.entries),
+                       info.entries == 1 ? "entry" : "entries");
+    else snprintf(ending, sizeof ending, "%s after %s %s (recovered from its flight record)", how, thousands(info.entries),
+                       info.entries == 1 ? "entry" : "entries");
     cmh_strtab_intern(&s.strings, ending, strlen(ending), &s.ending);
     cmh_symbolize_result r;
     cmh_symbolize_offline(&s, CMH_SYM_ALL, &r); /* names and lines from the binaries still here */
@@ -170,12 +172,12 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", flight);
     if (!quiet) {
         if (live)
-            fprintf(stderr, "cumemhist: pid %lld %s: a copy of its %s entries so far is in %s; %s is left as it is", (long long)info.pid,
+            fprintf(stderr, "cumemhist: pid %lld %s: a copy of its %s %s so far is in %s; %s is left as it is", (long long)info.pid,
                     running ? "is still running" : proc == CLI_PROC_ELSEWHERE ? "ran on another host" : "is not running",
-                    thousands(info.entries), dest, flight);
+                    thousands(info.entries), info.entries == 1 ? "entry" : "entries", dest, flight);
         else
-            fprintf(stderr, "cumemhist: pid %lld %s after %s entries; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
-                    thousands(info.entries), dest);
+            fprintf(stderr, "cumemhist: pid %lld %s after %s %s; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
+                    thousands(info.entries), info.entries == 1 ? "entry" : "entries", dest);
         if (info.torn) fprintf(stderr, " (%s torn record%s dropped)", thousands(info.torn), info.torn == 1 ? "" : "s");
         if (info.damaged)
             fprintf(stderr, " (%s damaged record%s dropped: %s not match%s checksum)", thousands(info.damaged),

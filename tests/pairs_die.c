@@ -2,12 +2,18 @@
  * pairs_die.c - N cuMemAlloc/cuMemFree pairs (pair k of 256 * (k + 1) bytes, so that the order
  * can be checked), then a death by SIGKILL (or "exit"), for tests/hot_flight_test.sh: enough
  * entries to cross many extents of the flight record and, with a bounded ring, its checkpoints.
- *   pairs_die N [kill|exit]
+ *   pairs_die N [kill|exit] [ckpt]
+ * With "ckpt", before dying it waits (up to 30 s) for the recorder's helper thread to have
+ * written a checkpoint of $CUMEMHIST_OUTPUT's flight record: the helper makes it in the
+ * background, on its own schedule, and a loaded machine may not run it before the death.
  */
 #include <cuda.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 int main(int argc, char **argv)
 {
@@ -19,6 +25,14 @@ int main(int argc, char **argv)
         CUdeviceptr p;
         if (cuMemAlloc(&p, 256 * (size_t)(k + 1)) != CUDA_SUCCESS) return 3;
         cuMemFree(p);
+    }
+    const char *out = getenv("CUMEMHIST_OUTPUT");
+    if (argc > 3 && !strcmp(argv[3], "ckpt") && out) {
+        char a[4096], b[4096];
+        snprintf(a, sizeof a, "%s.flight.ckpt1.cmh", out);
+        snprintf(b, sizeof b, "%s.flight.ckpt2.cmh", out);
+        struct timespec tick = {0, 10000000};
+        for (int i = 0; i < 3000 && access(a, F_OK) && access(b, F_OK); i++) nanosleep(&tick, NULL);
     }
     if (argc < 3 || strcmp(argv[2], "exit")) raise(SIGKILL);
     return 0;
