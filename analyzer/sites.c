@@ -310,6 +310,35 @@ static int tier(uint8_t r)
     }
 }
 
+/* A stack of PyTorch's machinery alone (an autograd engine thread's backward, an op called from
+ * C++) would take its innermost PyTorch frame as its site: PyTorch's own stack walker
+ * (torch::unwind::unwind, with C++ frames recorded) or the caching allocator, which say nothing
+ * of what ran.  The operator does: the outermost at::_ops:: frame of the run of PyTorch frames
+ * around the allocation (nll_loss_backward, not the resize or empty it called); without one, the
+ * innermost PyTorch frame of that run that is neither the walker nor the allocator.  The run
+ * ends at CPython, libc or anything not PyTorch's (C++'s runtime and unnamed frames are passed
+ * over).  Returns the stack position of the frame, or `at` where nothing better is there. */
+static uint32_t torch_op_site(const cmh_sites *g, const cmh_stack *st, uint32_t at)
+{
+    static const char *const capture[] = {"torch::unwind::", "torch::CapturedTraceback::", "c10::cuda::CUDACachingAllocator::",
+                                          "c10::CachingDeviceAllocator::", NULL};
+    const cmh_snapshot *s = g->s;
+    uint32_t op = UINT32_MAX, plain = UINT32_MAX;
+    for (uint32_t i = at; i < st->count; i++) {
+        uint32_t fid = s->stack_frames[st->first + i];
+        uint8_t r = g->rule[fid];
+        if (r != R_TORCH_CPP && r != R_TORCH_BIND && r != R_STDLIB && r != R_PLACEHOLDER) break;
+        if (r != R_TORCH_CPP) continue;
+        char q[512];
+        qualified(cmh_str(s, s->frames[fid].name), q, sizeof q);
+        const char *bare = q;
+        while (starts(bare, "(anonymous namespace)::")) bare += strlen("(anonymous namespace)::");
+        if (starts(q, "at::_ops::")) op = i;
+        else if (plain == UINT32_MAX && !starts_any(q, capture) && !strstr(bare, "gather_with_cpp")) plain = i;
+    }
+    return op != UINT32_MAX ? op : plain != UINT32_MAX ? plain : at;
+}
+
 /* The package a frame belongs to, for --group-by package: the directory under site-packages,
  * the framework's name, a native library's base name, or the program's own code. */
 static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, char *out, size_t cap)
@@ -473,6 +502,7 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
             if (t < best) best = t, site = fid, at = i;
         }
         if (site == UINT32_MAX && st->count) site = s->stack_frames[st->first], at = 0;
+        if (best == 2 && g->rule[site] == R_TORCH_CPP) site = s->stack_frames[st->first + (at = torch_op_site(g, st, at))];
         /* the caller: the next frame outward that is the user's or a package's */
         uint32_t caller = UINT32_MAX;
         for (uint32_t i = at + 1; site != UINT32_MAX && best <= 1 && i < st->count && caller == UINT32_MAX; i++) {

@@ -331,6 +331,21 @@ static const corpus_case g_corpus[] = {
      {{"cuMemAlloc_v2", "??", 0, "/usr/lib/x86_64-linux-gnu/libcuda.so.1"}, {"0x5b45ed", "", 0, "/x/libcublas.so.13"},
       {"cublasCreate_v2", "", 0, "/x/libcublas.so.13"}, {"0x27249", "", 0, "/usr/lib/x86_64-linux-gnu/libc.so.6"}},
      2},
+    {"an autograd engine thread's backward, C++ frames only: the operator, not PyTorch's stack walker",
+     {{"torch::unwind::unwind()", "??", 0, ""}, {"torch::CapturedTraceback::gather(bool, bool, bool)", "??", 0, ""},
+      {"torch::cuda::(anonymous namespace)::gather_with_cpp()", "memory_snapshot.cpp", 0, ""}, ALLOC,
+      {"at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)", "??", 0, ""},
+      {"at::_ops::resize_::call(at::Tensor const&, c10::ArrayRef<c10::SymInt>)", "??", 0, ""},
+      {"at::_ops::nll_loss_backward::call(at::Tensor const&, at::Tensor const&)", "??", 0, ""},
+      {"torch::autograd::generated::NllLossBackward0::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)", "??", 0, ""},
+      {"torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", "??", 0, ""},
+      {"execute_native_thread_routine", "thread.cc", 82, ""}, {"start_thread", "??", 0, ""},
+      {"at::_ops::add_Tensor::call(at::Tensor const&, at::Tensor const&)", "??", 0, ""}, {"clone", "??", 0, ""}},
+     6},
+    {"PyTorch's stack walker and allocator, then an op with no at::_ops frame",
+     {{"torch::unwind::unwind()", "??", 0, ""}, ALLOC, {"at::native::copy_impl(at::Tensor&, at::Tensor const&)", "Copy.cpp", 0, ""},
+      {"start_thread", "??", 0, ""}},
+     2},
 };
 #define NCORPUS (sizeof g_corpus / sizeof g_corpus[0])
 
