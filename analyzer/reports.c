@@ -722,14 +722,15 @@ void cmh_frag_report_free(cmh_frag_report *p)
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free)
 {
     if (largest_gap >= request) return CMH_OOM_FIT_IGNORED;
+    if (device_free >= request) return CMH_OOM_DRIVER;
     if (free_inside + device_free >= request) return CMH_OOM_FRAGMENTATION;
     return CMH_OOM_DEMAND;
 }
 
 const char *cmh_oom_verdict_name(int verdict)
 {
-    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap"};
-    return names[verdict >= 0 && verdict <= 2 ? verdict : 0];
+    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room"};
+    return names[verdict >= 0 && verdict <= 3 ? verdict : 0];
 }
 
 const char *cmh_oom_verdict_text(int verdict)
@@ -737,8 +738,11 @@ const char *cmh_oom_verdict_text(int verdict)
     static const char *const text[] = {
         "demand: the memory was genuinely in use",
         "fragmentation, not demand: enough bytes were free, but no free gap was large enough",
-        "a free gap inside the reserved segments was large enough (another stream or memory pool?)"};
-    return text[verdict >= 0 && verdict <= 2 ? verdict : 0];
+        "a free gap inside the reserved segments was large enough (another stream or memory pool?)",
+        "refused with room: the device said it had enough free for the request, and the allocation failed all the same: "
+        "a limit on the process (PyTorch's set_per_process_memory_fraction), another process taking memory at that "
+        "instant, or the driver's own fragmentation; not this program's live memory"};
+    return text[verdict >= 0 && verdict <= 3 ? verdict : 0];
 }
 
 void cmh_oom_report_free(cmh_oom_report *p)

@@ -641,6 +641,24 @@ static void test_oom_report(void)
     cmh_oom_report_free(&p);
     cmh_sites_free(g);
     cmh_snapshot_free(&s);
+    /* the device said 16 MiB were free and a 15 MiB request failed: not this program's memory
+     * (a process limit, another process, the driver), whatever the segments hold */
+    cmh_snapshot_init(&s);
+    cmh_snapshot_add_trace(&s, 0, 0, NULL);
+    add(&s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 20 * MIB, 20 * MIB, CMH_EF_WHOLE_BLOCK);
+    add(&s, CMH_ACT_OOM, 16 * MIB, 15 * MIB, 15 * MIB, 0);
+    g = sites_of(&s);
+    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, g, &p), CMH_OK);
+    CU_ASSERT_EQUAL(p.events[0].verdict, CMH_OOM_DRIVER);
+    CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(p.events[0].verdict), "refused with room");
+    cmh_oom_report_free(&p);
+    cmh_sites_free(g);
+    cmh_snapshot_free(&s);
+    /* the order of the rules: a gap that fits first, then the device's own room, then the sum */
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 12, 10, 50), CMH_OOM_FIT_IGNORED);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 12, 5, 10), CMH_OOM_DRIVER);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 6, 5, 4), CMH_OOM_FRAGMENTATION);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 3, 3, 4), CMH_OOM_DEMAND);
 }
 
 /* The script's sizes, f"{num:3.1f}{unit}B", as printf writes them: the oracle `trace` must agree

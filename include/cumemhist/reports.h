@@ -188,8 +188,10 @@ void cmh_frag_report_free(cmh_frag_report *r);
 /* Why a request failed: DEMAND when the bytes were in use, FRAGMENTATION when enough were free
  * (inside the segments, plus what the device had left) but no free gap was large enough,
  * FIT_IGNORED when a free gap was large enough (another stream's or pool's, which the allocator
- * may not use for this request). */
-enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2 };
+ * may not use for this request), DRIVER when the device alone said it had enough free and the
+ * allocation failed all the same (a limit on the process, another process at that instant, the
+ * driver's own fragmentation): nothing inside the recorded segments was needed. */
+enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 /* The verdict in one word ("demand"), and as every report says it in a sentence. */
 const char *cmh_oom_verdict_name(int verdict);
