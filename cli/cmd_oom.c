@@ -1,6 +1,6 @@
 /*
  * cmd_oom.c - `cumemhist oom`: every out-of-memory error in the record, on every device, with
- * what the device and the segments still had free, a verdict (demand or fragmentation), who
+ * what the device and the segments still had free, a verdict (demand, fragmentation, fit in a gap, refused with room), who
  * asked and who held memory.
  */
 #include <inttypes.h>
