@@ -199,7 +199,20 @@ static void clear_state(cmh_live *l)
 
 /* The window's next slot (the oldest one leaving it when it is full), for the caller to fill;
  * NULL: out of memory.  The entry is written in place, not built aside and copied in. */
-static cmh_entry *trace_slot(cmh_live *l, int k, int from_base)
+static cmh_entry *trace_slot_grow(cmh_live *l, int k, int from_base);
+
+/* The steady state inline (a full window: the oldest leaves it), the rest out of line. */
+static inline cmh_entry *trace_slot(cmh_live *l, int k, int from_base)
+{
+    ltrace *t = &l->tr[k];
+    if (__builtin_expect(!t->cap || t->n != t->alloc || t->alloc != t->cap || from_base || t->nbase, 0)) return trace_slot_grow(l, k, from_base);
+    cmh_entry *e = &t->ring[t->head];
+    if (++t->head == t->alloc) t->head = 0;
+    t->dropped_out++;
+    return e;
+}
+
+static cmh_entry *trace_slot_grow(cmh_live *l, int k, int from_base)
 {
     ltrace *t = &l->tr[k];
     t->present = 1;
