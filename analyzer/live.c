@@ -42,6 +42,7 @@
 #define BASE_STACK 0x80000000u /* a stack id of the checkpoint's model, not the recorder's */
 #define DEFAULT_TRACE_CAP (1u << 20) /* an unbounded recording's window, per device */
 #define RATE_POINTS 64
+#define SEEN_BITS 65536u /* how far an entry can be overtaken in the file and still be read */
 
 _Static_assert(sizeof(cmh_entry) == 64, "a trace entry is one cache line in the window");
 
@@ -73,6 +74,7 @@ typedef struct ltrace {
     uint64_t nbase;
     uint64_t dropped_out;  /* entries that left the window (or the checkpoint's dropped) */
     uint64_t entries, ooms, last_seq;
+    uint64_t *seen; /* SEEN_BITS bits: the sequence numbers (last_seq - SEEN_BITS, last_seq] read */
     int present;
 } ltrace;
 
@@ -186,6 +188,7 @@ static void clear_state(cmh_live *l)
     l->nanns = 0;
     for (int k = 0; k < CMH_FLIGHT_SLOTS; k++) {
         free(l->tr[k].ring);
+        free(l->tr[k].seen);
         memset(&l->tr[k], 0, sizeof l->tr[k]);
     }
     memset(l->pos, 0, sizeof l->pos);
@@ -310,6 +313,29 @@ static int add_sample(cmh_live *l, const cmh_meminfo *m)
     return CMH_OK;
 }
 
+/*
+ * Whether an entry's sequence number is read for the first time (1), or again (0; -1: out of
+ * memory).  The recorder claims a number, then reserves the entry's record: two threads can
+ * append theirs in the other order, so a number below the highest read is not always a copy.
+ * The numbers read are kept as bits over the last SEEN_BITS; one overtaken by more is taken for
+ * a copy.
+ */
+static int seen_once(ltrace *t, uint64_t seq)
+{
+    if (!t->seen && !(t->seen = calloc(SEEN_BITS / 64, 8))) return -1;
+    if (seq > t->last_seq) {
+        uint64_t gap = seq - t->last_seq;
+        if (gap >= SEEN_BITS) memset(t->seen, 0, SEEN_BITS / 8);
+        else
+            for (uint64_t q = t->last_seq + 1; q < seq; q++) t->seen[q % SEEN_BITS / 64] &= ~(1ull << (q % 64)); /* not read yet */
+        t->last_seq = seq;
+    } else if (t->last_seq - seq >= SEEN_BITS || (t->seen[seq % SEEN_BITS / 64] >> (seq % 64) & 1)) {
+        return 0;
+    }
+    t->seen[seq % SEEN_BITS / 64] |= 1ull << (seq % 64);
+    return 1;
+}
+
 static void note_rate(cmh_live *l, int k, int64_t t, uint64_t before);
 
 static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint32_t type, uint64_t at, char *err, size_t errlen)
@@ -323,8 +349,10 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         if (x->action >= CMH_ACT_COUNT || x->kind >= CMH_KIND_COUNT) return fail(l, err, errlen, "an entry of an unknown action", at);
         ltrace *t = &l->tr[x->slot];
         /* the checkpoint holds it, or it was appended twice (the record's start copies the ring) */
-        if (x->seq <= l->cut[x->slot] || x->seq <= t->last_seq) return CMH_OK;
-        t->last_seq = x->seq;
+        if (x->seq <= l->cut[x->slot]) return CMH_OK;
+        int fresh = seen_once(t, x->seq);
+        if (fresh < 0) return CMH_ENOMEM;
+        if (!fresh) return CMH_OK;
         cmh_entry *e = trace_slot(l, (int)x->slot, 0);
         if (!e) return CMH_ENOMEM;
         *e = (cmh_entry){.time_ns = to_ns(h, x->ticks), .addr = x->addr, .size = x->size, .requested = x->requested,
@@ -864,10 +892,14 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         if (!t->present) continue;
         int32_t dev = k == CMH_FLIGHT_SLOTS - 1 ? -1 : k;
         if (cmh_snapshot_add_trace(s, dev, t->dropped_out, NULL) != CMH_OK) goto nomem;
+        int64_t last = INT64_MIN;
         for (uint64_t i = 0; i < t->n; i++) {
             uint64_t at = t->head + i;
             cmh_entry e = t->ring[at >= t->alloc ? at - t->alloc : at];
             if (i >= t->nbase) {
+                /* an entry overtaken in the file (seen_once) gets the time of the one before it, as recover gives */
+                if (e.time_ns < last) e.time_ns = last;
+                last = e.time_ns;
                 e.stack = model_stack(&m, e.stack);
                 if (e.action == CMH_ACT_MARK) {
                     if (name_string(l, s, (uint32_t)e.addr, &e.name) != CMH_OK) goto nomem;

@@ -26,6 +26,7 @@ static int g_fd;
 static unsigned char *g_map;
 static cmh_flight_header *g_h;
 static uint64_t g_seq;
+static int64_t g_ticks = 2;
 
 static void make_record(void)
 {
@@ -69,7 +70,7 @@ static cmh_flight_rec *entry(uint32_t a, int action, uint64_t addr, uint64_t siz
     memset(&e, 0, sizeof e);
     e.slot = 0;
     e.seq = ++g_seq;
-    e.ticks = 2;
+    e.ticks = g_ticks;
     e.addr = addr;
     e.size = size;
     e.action = (uint8_t)action;
@@ -207,6 +208,46 @@ static void test_batches_window_growth(void)
     unlink(g_path);
 }
 
+/* Two writers claim numbers 2 and 3 and append 3 first: 2 is read, not taken for a copy; a
+ * real copy (the record's start appends the ring again) is skipped. */
+static void test_overtaken(void)
+{
+    make_record();
+    g_ticks = 10;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x1000, 4096, 1); /* 1 */
+    g_seq = 2, g_ticks = 30;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x3000, 4096 * 3, 1); /* 3, ahead of 2 (and stamped later) */
+    g_seq = 1, g_ticks = 20;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x2000, 4096 * 2, 1); /* 2 */
+    g_seq = 0, g_ticks = 10;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x1000, 4096, 1); /* 1 again: a copy */
+    g_seq = 3, g_ticks = 40;
+    cmh_live *l;
+    char err[512];
+    CU_ASSERT_FATAL(cmh_live_open(g_path, 0, &l, err, sizeof err) == CMH_OK);
+    cmh_live_device d = dev0(l);
+    CU_ASSERT_EQUAL(d.entries, 3);
+    CU_ASSERT_EQUAL(d.allocated, 4096 * 6);
+    g_seq = 1;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x2000, 4096 * 2, 1); /* 2 again, in a later refresh */
+    g_seq = 3;
+    entry(0, CMH_ACT_SEGMENT_FREE, 0x3000, 4096 * 3, 1); /* 4 */
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK);
+    d = dev0(l);
+    CU_ASSERT_EQUAL(d.entries, 4);
+    CU_ASSERT_EQUAL(d.allocated, 4096 * 3);
+    cmh_snapshot s;
+    CU_ASSERT_FATAL(cmh_live_snapshot(l, &s) == CMH_OK);
+    CU_ASSERT_EQUAL(s.nentries, 4);
+    for (uint32_t i = 1; i < s.nentries; i++) CU_ASSERT(s.entries[i].time_ns >= s.entries[i - 1].time_ns);
+    cmh_snapshot_free(&s);
+    cmh_live_close(l);
+    munmap(g_map, CMH_FLIGHT_HEADER + 2 * EXT);
+    close(g_fd);
+    unlink(g_path);
+    g_ticks = 2;
+}
+
 static void test_refuses(void)
 {
     make_record();
@@ -230,6 +271,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("live", NULL, NULL);
     CMH_ADD_TEST(s, test_incremental);
     CMH_ADD_TEST(s, test_batches_window_growth);
+    CMH_ADD_TEST(s, test_overtaken);
     CMH_ADD_TEST(s, test_refuses);
     return cmh_test_main();
 }
