@@ -244,6 +244,30 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
     free(nd);
 }
 
+/* What an exposition shows, as one number: the processes, each device's figures (change per
+ * minute included: it moves with the clock while a process is still) and when each was last
+ * analyzed.  An equal number: the same exposition, not rendered again. */
+static uint64_t fingerprint(cli_procs *ps)
+{
+    uint64_t f = 0xcbf29ce484222325ull;
+#define MIX(p, n) for (size_t q_ = 0; q_ < (n); q_++) f = (f ^ ((const unsigned char *)(p))[q_]) * 0x100000001b3ull
+    MIX(&ps->n, sizeof ps->n);
+    for (uint32_t i = 0; i < ps->n; i++) {
+        const cli_proc *p = &ps->v[i];
+        const cmh_live_info *in = cmh_live_get_info(p->live);
+        cmh_live_device d[66];
+        uint32_t nd = cmh_live_devices(p->live, d, 66);
+        if (nd > 66) nd = 66;
+        MIX(&in->pid, sizeof in->pid);
+        MIX(&in->bytes, sizeof in->bytes);
+        MIX(&p->analyzed_ms, sizeof p->analyzed_ms);
+        MIX(&nd, sizeof nd);
+        MIX(d, nd * sizeof *d); /* (cmh_live_devices zeroes each one first: no stray padding) */
+    }
+#undef MIX
+    return f;
+}
+
 /* ---- serving ---- */
 
 /* The few libmicrohttpd calls the exporter makes, found at run time. */
@@ -485,6 +509,7 @@ int cmd_exporter(int argc, char **argv)
     /* Refreshes on a fixed cadence, not an interval after each one's work: the deadline moves
      * on by --interval each time (skipping any it already missed). */
     int64_t last_analysis = mono_ms();
+    uint64_t last_fp = fingerprint(&ps);
     struct timespec due;
     clock_gettime(CLOCK_MONOTONIC, &due);
     while (!g_stop) {
@@ -499,8 +524,11 @@ int cmd_exporter(int argc, char **argv)
         if ((rc = cli_procs_update(&ps))) break;
         int analyze = mono_ms() - last_analysis >= g_analysis;
         if (analyze) last_analysis = mono_ms();
+        uint64_t fp = analyze ? 0 : fingerprint(&ps);
+        if (!analyze && fp == last_fp) continue; /* nothing to show that is not shown already */
         render(&ps, 0, analyze, &b[0]);
         render(&ps, 1, 0, &b[1]);
+        last_fp = fingerprint(&ps);
         if (g_textfile && (rc = write_textfile(&b[0]))) break;
         if (d) publish(b);
     }
