@@ -3,12 +3,13 @@
 # 8 recorded processes each making ~10,000 events/s (tests/live_prog churn: 1000 alloc/free
 # pairs per 200 ms step), watched by `cumemhist top` (full screen, in tmux, 1 s refresh) and
 # `cumemhist exporter` (1 s refresh, 60 s analysis: its first falls after the window, so the
-# exporter's figure is its refresh; docs/OBSERVABILITY.md "Cost") together for 30 s: their CPU time as a
-# share of one core (from /proc/PID/stat), the bytes the readers read, and the latency of 200
-# scrapes of /metrics meanwhile (one each 0.14 s: p50, p95, p99 and the worst), beside how late the
-# client itself wakes from its sleeps (a control: what any process waits for a CPU then).  Goals: <= 2% of one core, a scrape <= 50 ms.  TOP_ARGS and
-# EXPORTER_ARGS add options to each (--analysis-interval 3600000 both: the incremental refresh
-# alone, without the periodic analysis).
+# exporter's figure is its refresh; docs/OBSERVABILITY.md "Cost") together for 30 s: their CPU
+# time as a share of one core (from /proc/PID/stat), the bytes the readers read, and the latency
+# of 200 scrapes of /metrics meanwhile (one each 0.14 s: p50, p95, p99 and the worst), beside how
+# late the client itself wakes from its sleeps (a control: what any process waits for a CPU
+# then).  Goals: <= 2% of one core, a scrape <= 50 ms.  TOP_ARGS and EXPORTER_ARGS add options
+# to each (--analysis-interval 3600000 both: the incremental refresh alone, without the
+# periodic analysis).
 set -eu
 B=$(cd "${1:-build-rel}" && pwd)
 CMH=$B/cumemhist
