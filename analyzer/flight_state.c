@@ -68,10 +68,21 @@ fseg *cmh_fstate_seg_add(cmh_fstate *st, const fseg *g)
     return &st->segs[st->nsegs++];
 }
 
-static fseg *seg_at(cmh_fstate *st, uint64_t addr)
+/* The live segment starting at addr and its slot in by_addr (one probe of the table). */
+static fseg *seg_slot_at(cmh_fstate *st, uint64_t addr, seg_slot **slot)
 {
     seg_slot *sl = addr ? cmh_oa_find(&st->by_addr, addr) : NULL;
+    *slot = sl;
     return sl && st->segs[sl->i].alive && st->segs[sl->i].addr == addr ? &st->segs[sl->i] : NULL;
+}
+
+/* g, found with its slot sl, is gone (the slot removed: the table is probed no more) */
+static void seg_kill_at(cmh_fstate *st, fseg *g, seg_slot *sl)
+{
+    cmh_oa_remove(&st->by_addr, sl);
+    g->alive = 0;
+    st->dead++;
+    resv_add(st, g->device, 0, g->size);
 }
 
 static void seg_kill(cmh_fstate *st, fseg *g)
@@ -146,15 +157,17 @@ void cmh_fstate_apply(cmh_fstate *st, const cmh_entry *e, int32_t dev)
     case CMH_ACT_SEGMENT_ALLOC: {
         fseg g = {e->addr, e->size, e->stream, {0, 0}, e->time_ns, e->stack, dev, e->kind,
                   (uint8_t)(whole ? CMH_SEG_WHOLE_BLOCK : 0), (uint8_t)cmh_pool_rule(e->size, whole), 1};
-        fseg *old = seg_at(st, e->addr);
-        if (old) seg_kill(st, old); /* its free was not seen: the newer one stands */
+        seg_slot *sl;
+        fseg *old = seg_slot_at(st, e->addr, &sl);
+        if (old) seg_kill_at(st, old, sl); /* its free was not seen: the newer one stands */
         cmh_fstate_seg_add(st, &g);
         if (whole) cmh_fstate_block_put(st, e, dev, e->size, CMH_BLOCK_ACTIVE_ALLOCATED);
         break;
     }
     case CMH_ACT_SEGMENT_FREE: {
-        fseg *g = seg_at(st, e->addr);
-        if (g) seg_kill(st, g);
+        seg_slot *sl;
+        fseg *g = seg_slot_at(st, e->addr, &sl);
+        if (g) seg_kill_at(st, g, sl);
         if (whole) block_del(st, e->addr);
         break;
     }

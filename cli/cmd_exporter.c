@@ -5,8 +5,8 @@
  * rule of snapshot/atomic.c).
  *
  * One thread refreshes the live readers every --interval and renders the exposition into a
- * buffer; the HTTP thread only hands out the latest buffer, so a scrape costs a copy and never
- * waits for a refresh.  The sites, owners and leak verdicts (a snapshot of each process, its
+ * buffer, made into a ready response; the HTTP thread only queues the latest response, so a
+ * scrape costs no render, no allocation and no copy, and never waits for a refresh.  The sites, owners and leak verdicts (a snapshot of each process, its
  * stacks symbolized, the analyzer's reports) are computed again every --analysis-interval.  The
  * OpenMetrics text goes to a client that asks for it (Prometheus does); the classic text format
  * (0.0.4) to any other and to the textfile.  Cardinality is bounded: per process and device, the
@@ -169,6 +169,7 @@ static const char *kind_name(int k)
 static void render(cli_procs *ps, int om, int analyze, buf *b)
 {
     b->n = 0;
+    b->nomem = 0;
     if (b->p) b->p[0] = 0;
     uint32_t np = ps->n;
     cmh_live_device(*devs)[66] = malloc((np ? np : 1) * sizeof *devs);
@@ -243,6 +244,30 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
     free(nd);
 }
 
+/* What an exposition shows, as one number: the processes, each device's figures (change per
+ * minute included: it moves with the clock while a process is still) and when each was last
+ * analyzed.  An equal number: the same exposition, not rendered again. */
+static uint64_t fingerprint(cli_procs *ps)
+{
+    uint64_t f = 0xcbf29ce484222325ull;
+#define MIX(p, n) for (size_t q_ = 0; q_ < (n); q_++) f = (f ^ ((const unsigned char *)(p))[q_]) * 0x100000001b3ull
+    MIX(&ps->n, sizeof ps->n);
+    for (uint32_t i = 0; i < ps->n; i++) {
+        const cli_proc *p = &ps->v[i];
+        const cmh_live_info *in = cmh_live_get_info(p->live);
+        cmh_live_device d[66];
+        uint32_t nd = cmh_live_devices(p->live, d, 66);
+        if (nd > 66) nd = 66;
+        MIX(&in->pid, sizeof in->pid);
+        MIX(&in->bytes, sizeof in->bytes);
+        MIX(&p->analyzed_ms, sizeof p->analyzed_ms);
+        MIX(&nd, sizeof nd);
+        MIX(d, nd * sizeof *d); /* (cmh_live_devices zeroes each one first: no stray padding) */
+    }
+#undef MIX
+    return f;
+}
+
 /* ---- serving ---- */
 
 /* The few libmicrohttpd calls the exporter makes, found at run time. */
@@ -277,14 +302,44 @@ static int load_mhd(char *why, size_t cap)
     return 0;
 }
 
+/*
+ * The latest exposition, as two ready responses ([0] classic, [1] OpenMetrics) made by the
+ * refreshing thread.  A scrape takes one under g_lock and queues it (MHD counts its references,
+ * under the response's own lock): it allocates nothing, copies nothing and never waits for a
+ * render, only for the swap of two pointers.  Allocating and copying the buffer in the HTTP
+ * thread, as the first version did, also made a scrape wait on the address space's lock while
+ * the refreshing thread remapped records or faulted pages in.
+ */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static buf g_out[2]; /* the latest exposition: [0] classic, [1] OpenMetrics */
+static struct MHD_Response *g_resp[2];
 static volatile sig_atomic_t g_stop;
 
 static void on_stop(int sig)
 {
     (void)sig;
     g_stop = 1;
+}
+
+/* Hand the rendered buffers to MHD as the responses scrapes get from now on (the buffers are
+ * MHD's then, freed when the last connection sending them is done; b[] is left empty).  When a
+ * response cannot be made, the previous one stays. */
+static void publish(buf b[2])
+{
+    struct MHD_Response *r[2], *old[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        r[i] = NULL;
+        if (b[i].nomem || !b[i].p) continue;
+        r[i] = mhd.from_buffer(b[i].n, b[i].p, MHD_RESPMEM_MUST_FREE);
+        if (!r[i]) continue;
+        b[i].p = NULL, b[i].n = b[i].cap = 0;
+        mhd.add_header(r[i], "Content-Type", i ? "application/openmetrics-text; version=1.0.0; charset=utf-8" : "text/plain; version=0.0.4; charset=utf-8");
+    }
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < 2; i++)
+        if (r[i]) old[i] = g_resp[i], g_resp[i] = r[i];
+    pthread_mutex_unlock(&g_lock);
+    for (int i = 0; i < 2; i++)
+        if (old[i]) mhd.destroy(old[i]); /* ours is dropped; a scrape still sending it keeps it */
 }
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
@@ -302,9 +357,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
         const char *accept = mhd.lookup(c, MHD_HEADER_KIND, "Accept");
         int om = accept && strstr(accept, "application/openmetrics-text");
         pthread_mutex_lock(&g_lock);
-        r = mhd.from_buffer(g_out[om].n, g_out[om].p ? g_out[om].p : (void *)"", MHD_RESPMEM_MUST_COPY);
+        enum MHD_Result ok = g_resp[om] ? mhd.queue(c, MHD_HTTP_OK, g_resp[om]) : MHD_NO;
         pthread_mutex_unlock(&g_lock);
-        type = om ? "application/openmetrics-text; version=1.0.0; charset=utf-8" : "text/plain; version=0.0.4; charset=utf-8";
+        return ok;
     } else if (!strcmp(url, "/")) {
         static const char home[] = "cumemhist exporter: the metrics are at /metrics\n";
         r = mhd.from_buffer(sizeof home - 1, (void *)home, MHD_RESPMEM_PERSISTENT);
@@ -418,21 +473,31 @@ int cmd_exporter(int argc, char **argv)
         cli_procs_free(&ps);
         return rc;
     }
-    render(&ps, 0, 1, &g_out[0]);
-    render(&ps, 1, 0, &g_out[1]);
+    /* the first exposition, sites and owners included (the slow one: before the port opens) */
+    render(&ps, 0, 1, &b[0]);
+    render(&ps, 1, 0, &b[1]);
+    if (g_textfile && (rc = write_textfile(&b[0]))) {
+        for (int i = 0; i < 2; i++) free(b[i].p);
+        cli_procs_free(&ps);
+        return rc;
+    }
     struct MHD_Daemon *d = NULL;
     if (listen) {
         char why[512];
         if (load_mhd(why, sizeof why) != 0) {
             cli_error("exporter: no HTTP server: %s", why);
+            for (int i = 0; i < 2; i++) free(b[i].p);
             cli_procs_free(&ps);
             return CLI_EFILE;
         }
+        publish(b);
         d = mhd.start(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, answer, NULL,
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
         if (!d) {
             cli_error("exporter: cannot listen on %s: %s", listen, strerror(errno));
+            for (int i = 0; i < 2; i++)
+                if (g_resp[i]) mhd.destroy(g_resp[i]), g_resp[i] = NULL;
             cli_procs_free(&ps);
             return CLI_EFILE;
         }
@@ -441,27 +506,37 @@ int cmd_exporter(int argc, char **argv)
     signal(SIGINT, on_stop);
     signal(SIGTERM, on_stop);
     signal(SIGPIPE, SIG_IGN);
+    /* Refreshes on a fixed cadence, not an interval after each one's work: the deadline moves
+     * on by --interval each time (skipping any it already missed). */
     int64_t last_analysis = mono_ms();
+    uint64_t last_fp = fingerprint(&ps);
+    struct timespec due;
+    clock_gettime(CLOCK_MONOTONIC, &due);
     while (!g_stop) {
-        if (g_textfile && (rc = write_textfile(&g_out[0]))) break;
-        struct timespec pause = {g_interval / 1000, (long)(g_interval % 1000) * 1000000};
-        while (nanosleep(&pause, &pause) != 0 && !g_stop) {}
+        due.tv_sec += g_interval / 1000;
+        due.tv_nsec += (long)(g_interval % 1000) * 1000000;
+        if (due.tv_nsec >= 1000000000) due.tv_sec++, due.tv_nsec -= 1000000000;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > due.tv_sec || (now.tv_sec == due.tv_sec && now.tv_nsec > due.tv_nsec)) due = now;
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR && !g_stop) {}
         if (g_stop) break;
         if ((rc = cli_procs_update(&ps))) break;
         int analyze = mono_ms() - last_analysis >= g_analysis;
         if (analyze) last_analysis = mono_ms();
+        uint64_t fp = analyze ? 0 : fingerprint(&ps);
+        if (!analyze && fp == last_fp) continue; /* nothing to show that is not shown already */
         render(&ps, 0, analyze, &b[0]);
         render(&ps, 1, 0, &b[1]);
-        pthread_mutex_lock(&g_lock);
-        for (int i = 0; i < 2; i++) {
-            buf t = g_out[i];
-            g_out[i] = b[i];
-            b[i] = t;
-        }
-        pthread_mutex_unlock(&g_lock);
+        last_fp = fingerprint(&ps);
+        if (g_textfile && (rc = write_textfile(&b[0]))) break;
+        if (d) publish(b);
     }
     if (d) mhd.stop(d);
-    for (int i = 0; i < 2; i++) free(b[i].p), free(g_out[i].p);
+    for (int i = 0; i < 2; i++) {
+        free(b[i].p);
+        if (g_resp[i]) mhd.destroy(g_resp[i]), g_resp[i] = NULL;
+    }
     cli_procs_free(&ps);
     return rc;
 }

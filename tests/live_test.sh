@@ -3,7 +3,8 @@
 # registry (entries made and removed, stale ones said and cleaned, another user's never shown),
 # `snapshot PID` (the same state as `recover --live`, the independent one-shot reader), `top
 # --once --json` of 4 processes equal to their snapshots' figures, the full-screen top driven
-# in tmux (keys sent, the pane captured), the exporter's refusal of a non-loopback address, and
+# in tmux (keys sent, the pane captured), the exporter's refusal of a non-loopback address, a
+# scrape that follows a churning process (the published exposition moves on), and
 # hostile copies of a flight record that must not crash the live reader.
 TEST=live . "$(dirname "$0")/testlib.sh"
 P=$B/tests/live_prog
@@ -115,6 +116,35 @@ check "exporter refuses 0.0.0.0 without --allow-remote: $(cat err.txt)" '[ $? = 
 check "exporter refuses another address without --allow-remote" '[ $? = 2 ]'
 "$CMH" exporter --once --textfile "$T" >/dev/null 2>&1
 check "exporter --once --textfile writes DIR/cumemhist.prom, mode 0600" 'grep -q "^cumemhist_allocated_bytes{pid=\"$leaker\"" cumemhist.prom && [ "$(stat -c %a cumemhist.prom)" = 600 ]'
+
+# --- what a scrape gets follows the process: a churning one's entries grow from one scrape
+# to a later one (each scrape gets the latest exposition the refreshing thread published) ---
+LIVE_READY=$T/ready_churn "$CMH" record -q -o churn.cmh -- "$P" churn 100000 50 >/dev/null 2>&1 &
+i=0; while [ $i -lt 100 ] && [ ! -e ready_churn ]; do sleep 0.1; i=$((i + 1)); done
+churn_pid=$(grep -l "churn.cmh.flight" "$REG"/*.proc | xargs sed -n 's/^pid //p')
+port=$(py -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+"$CMH" exporter --listen 127.0.0.1:$port --interval 100 $churn_pid 2>/dev/null &
+exp_pid=$!
+out=$(py - $port $churn_pid <<'PY'
+import re, sys, time, urllib.request
+def entries():
+    try: text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+    except OSError: return None
+    m = re.search(r'^cumemhist_entries_total\{pid="%s",[^}]*\} (\d+)$' % sys.argv[2], text, re.M)
+    return int(m.group(1)) if m else None
+first = None
+for i in range(200): # the first exposition (the port opens after it), then one that moved on
+    n = entries()
+    if first is None: first = n
+    elif n is not None and n > first: print("grew %d -> %d" % (first, n)); break
+    time.sleep(0.1)
+else: print("stuck at %s" % first)
+PY
+)
+check "a later scrape gets a later exposition: entries $out" 'echo "$out" | grep -q "^grew"'
+kill -TERM $exp_pid $churn_pid 2>/dev/null
+wait $exp_pid 2>/dev/null
+i=0; while [ $i -lt 100 ] && [ -e "$REG/$churn_pid.proc" ]; do sleep 0.1; i=$((i + 1)); done
 
 # --- a death: the entry goes stale, is said once and cleaned up; the record stays ---
 f=$(sed -n 's/^flight //p' "$REG/$leaker.proc")

@@ -26,6 +26,7 @@ static int g_fd;
 static unsigned char *g_map;
 static cmh_flight_header *g_h;
 static uint64_t g_seq;
+static int64_t g_ticks = 2;
 
 static void make_record(void)
 {
@@ -69,7 +70,7 @@ static cmh_flight_rec *entry(uint32_t a, int action, uint64_t addr, uint64_t siz
     memset(&e, 0, sizeof e);
     e.slot = 0;
     e.seq = ++g_seq;
-    e.ticks = 2;
+    e.ticks = g_ticks;
     e.addr = addr;
     e.size = size;
     e.action = (uint8_t)action;
@@ -151,6 +152,102 @@ static void test_incremental(void)
     unlink(g_path);
 }
 
+/* Records read in batches (their checksums four at a time): a damaged record anywhere in a
+ * batch is skipped alone.  A window smaller than the history keeps the latest entries, oldest
+ * first.  A record growing past the reader's mapping (its room to grow) is followed. */
+static void test_batches_window_growth(void)
+{
+    make_record();
+    for (int i = 0; i < 10; i++) {
+        cmh_flight_rec *r = entry(0, CMH_ACT_SEGMENT_ALLOC, 0x100000 * (uint64_t)(i + 1), 4096 * (uint64_t)(i + 1), 1);
+        if (i == 2 || i == 7) ((unsigned char *)(r + 1))[40] ^= 0x5a; /* its requested bytes: damaged */
+    }
+    cmh_live *l;
+    char err[512];
+    CU_ASSERT_FATAL(cmh_live_open(g_path, 4, &l, err, sizeof err) == CMH_OK);
+    cmh_live_device d = dev0(l);
+    CU_ASSERT_EQUAL(cmh_live_get_info(l)->damaged, 2);
+    CU_ASSERT_EQUAL(d.entries, 8);
+    uint64_t want = 0;
+    for (int i = 0; i < 10; i++)
+        if (i != 2 && i != 7) want += 4096 * (uint64_t)(i + 1);
+    CU_ASSERT_EQUAL(d.allocated, want);
+    cmh_snapshot s;
+    CU_ASSERT_FATAL(cmh_live_snapshot(l, &s) == CMH_OK);
+    CU_ASSERT_EQUAL(s.nentries, 4); /* the window: entries 5, 6, 8, 9 (0-based), in order */
+    CU_ASSERT_EQUAL(s.ntraces ? s.traces[0].dropped : 0, 4);
+    static const uint64_t kept[4] = {6, 7, 9, 10};
+    for (uint32_t i = 0; i < 4 && i < s.nentries; i++) CU_ASSERT_EQUAL(s.entries[i].addr, 0x100000 * kept[i]);
+    cmh_snapshot_free(&s);
+
+    /* the file grows by 96 MiB (sparse), an extent at its end: past the reader's mapping */
+    size_t big = CMH_FLIGHT_HEADER + 2 * EXT + ((size_t)96 << 20);
+    munmap(g_map, CMH_FLIGHT_HEADER + 2 * EXT);
+    CU_ASSERT_FATAL(ftruncate(g_fd, (off_t)big) == 0);
+    g_map = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, 0);
+    CU_ASSERT_FATAL(g_map != MAP_FAILED);
+    g_h = (cmh_flight_header *)g_map;
+    g_h->area[1] = (cmh_flight_area){big - EXT, EXT, 0, 1, 0, 0, 0};
+    __atomic_store_n(&g_h->nareas, 2, __ATOMIC_RELEASE);
+    g_h->active = 1;
+    entry(1, CMH_ACT_SEGMENT_FREE, 0x100000 * 10, 4096 * 10, 1);
+    entry(1, CMH_ACT_SEGMENT_FREE, 0x100000 * 9, 4096 * 9, 1);
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK);
+    d = dev0(l);
+    CU_ASSERT_EQUAL(d.entries, 10);
+    CU_ASSERT_EQUAL(d.allocated, want - 4096 * 19);
+    CU_ASSERT_EQUAL(cmh_live_get_info(l)->last_bytes, 2 * 88);
+    CU_ASSERT_FATAL(cmh_live_snapshot(l, &s) == CMH_OK);
+    CU_ASSERT_EQUAL(s.nentries, 4);
+    CU_ASSERT_EQUAL(s.nentries == 4 ? s.entries[3].addr : 0, 0x100000 * 9);
+    CU_ASSERT_EQUAL(s.nentries == 4 ? s.entries[3].action : 0, CMH_ACT_SEGMENT_FREE);
+    cmh_snapshot_free(&s);
+    cmh_live_close(l);
+    munmap(g_map, big);
+    close(g_fd);
+    unlink(g_path);
+}
+
+/* Two writers claim numbers 2 and 3 and append 3 first: 2 is read, not taken for a copy; a
+ * real copy (the record's start appends the ring again) is skipped. */
+static void test_overtaken(void)
+{
+    make_record();
+    g_ticks = 10;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x1000, 4096, 1); /* 1 */
+    g_seq = 2, g_ticks = 30;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x3000, 4096 * 3, 1); /* 3, ahead of 2 (and stamped later) */
+    g_seq = 1, g_ticks = 20;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x2000, 4096 * 2, 1); /* 2 */
+    g_seq = 0, g_ticks = 10;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x1000, 4096, 1); /* 1 again: a copy */
+    g_seq = 3, g_ticks = 40;
+    cmh_live *l;
+    char err[512];
+    CU_ASSERT_FATAL(cmh_live_open(g_path, 0, &l, err, sizeof err) == CMH_OK);
+    cmh_live_device d = dev0(l);
+    CU_ASSERT_EQUAL(d.entries, 3);
+    CU_ASSERT_EQUAL(d.allocated, 4096 * 6);
+    g_seq = 1;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x2000, 4096 * 2, 1); /* 2 again, in a later refresh */
+    g_seq = 3;
+    entry(0, CMH_ACT_SEGMENT_FREE, 0x3000, 4096 * 3, 1); /* 4 */
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK);
+    d = dev0(l);
+    CU_ASSERT_EQUAL(d.entries, 4);
+    CU_ASSERT_EQUAL(d.allocated, 4096 * 3);
+    cmh_snapshot s;
+    CU_ASSERT_FATAL(cmh_live_snapshot(l, &s) == CMH_OK);
+    CU_ASSERT_EQUAL(s.nentries, 4);
+    for (uint32_t i = 1; i < s.nentries; i++) CU_ASSERT(s.entries[i].time_ns >= s.entries[i - 1].time_ns);
+    cmh_snapshot_free(&s);
+    cmh_live_close(l);
+    munmap(g_map, CMH_FLIGHT_HEADER + 2 * EXT);
+    close(g_fd);
+    unlink(g_path);
+    g_ticks = 2;
+}
+
 static void test_refuses(void)
 {
     make_record();
@@ -173,6 +270,8 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("live", NULL, NULL);
     CMH_ADD_TEST(s, test_incremental);
+    CMH_ADD_TEST(s, test_batches_window_growth);
+    CMH_ADD_TEST(s, test_overtaken);
     CMH_ADD_TEST(s, test_refuses);
     return cmh_test_main();
 }
