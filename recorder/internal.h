@@ -285,6 +285,34 @@ CMH_HIDDEN void cmh_stacks_atfork_prepare(void);
 CMH_HIDDEN void cmh_stacks_atfork_parent(void);
 CMH_HIDDEN void cmh_stacks_atfork_child(void);
 
+/* ---- unwind.c: the recorder's own stack walk (frame pointers and .eh_frame rules, per PC) ---- */
+#define CMH_UNW_BITS 10
+#define CMH_UNW_SLOTS (1u << CMH_UNW_BITS)
+enum { CMH_UNW_VALID = 1, CMH_UNW_LAST = 2 };
+/* How a frame's caller is found at one PC: CFA = (cfa_reg == 7 ? %rsp : %rbp) + cfa_off, the
+ * return address at CFA - 8, %rbp at CFA + rbp_off (0: unchanged).  LAST: the outermost frame. */
+typedef struct cmh_unw_rule {
+    int32_t cfa_off;
+    int16_t rbp_off;
+    uint8_t cfa_reg, flags;
+} cmh_unw_rule;
+typedef struct cmh_unw_slot {
+    uintptr_t pc;
+    cmh_unw_rule r;
+} cmh_unw_slot;
+/* One thread's: its stack's top and the rules of the PCs it has walked (direct-mapped by PC). */
+typedef struct cmh_unw_cache {
+    uintptr_t stack_lo, stack_hi;
+    uint64_t misses;
+    cmh_unw_slot slot[CMH_UNW_SLOTS];
+} cmh_unw_cache;
+/* The rule of the frame whose return address is pc: 0, or -1 when the walk must not go on. */
+CMH_HIDDEN int cmh_unwind_rule(uintptr_t pc, cmh_unw_rule *out);
+/* Up to max return addresses from the caller's caller on (the caller's own PC first); -1: walk
+ * with libunwind instead. */
+CMH_HIDDEN int cmh_unwind_walk(void **buf, int max, cmh_unw_cache *c);
+CMH_HIDDEN int cmh_unwind_stack_bounds(uintptr_t *lo, uintptr_t *hi);
+
 /* ---- pystack.c: the Python frames of the allocating thread ---- */
 /* A Python frame is the pseudo PC CMH_PYTOKEN | id (no user-space address looks like it). */
 #define CMH_PYTOKEN 0xC0DE000000000000ull

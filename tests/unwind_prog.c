@@ -1,0 +1,129 @@
+/*
+ * unwind_prog.c - stacks for tests/unwind_test.sh to walk both ways (the recorder's walk and
+ * libunwind's, CUMEMHIST_UNWINDER=check), built twice: with frame pointers (unwind_prog_fp) and
+ * without (unwind_prog_nofp).  Every case allocates and frees under the recorder (context all):
+ *   deep     20 calls deep, then cuMemAlloc/cuMemFree
+ *   mid      through libunwind_mid.so (no frame pointers) and back: mid_call, and mid_clobber,
+ *            which keeps a number in %rbp across the call
+ *   qsort    from inside libc's qsort comparator (a callback from frame-pointer-less libc)
+ *   threads  4 threads doing deep and mid
+ *   signal   in a SIGUSR1 handler, on the thread's stack and on a sigaltstack
+ *   nocfi    under a hand-written function with no unwind entry at all
+ * usage: unwind_prog [ROUNDS]
+ */
+#include <cuda.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*mid_cb)(int);
+int mid_call(mid_cb cb, int d);
+int mid_clobber(mid_cb cb, int d);
+
+static int g_fail;
+
+__attribute__((noinline)) static int alloc_free(int d)
+{
+    CUdeviceptr p = 0;
+    if (cuMemAlloc(&p, 4096 + (size_t)d * 256) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS) g_fail = 1;
+    __asm__ volatile("" ::: "memory"); /* keep the frame: no tail call */
+    return (int)(p & 1);
+}
+
+__attribute__((noinline)) static int deep(int d)
+{
+    if (d > 0) {
+        int r = deep(d - 1);
+        __asm__ volatile("" ::: "memory");
+        return r;
+    }
+    return alloc_free(d);
+}
+
+static int cb_deep(int d) { return deep(d); }
+
+/* twice through: program -> library -> program -> library -> program */
+static int cb_again(int d) { return mid_clobber(cb_deep, d + 2) + 1; }
+
+__attribute__((noinline)) static int through_mid(int d)
+{
+    int r = mid_call(cb_deep, d) + mid_clobber(cb_deep, d + 1) + mid_call(cb_again, d);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+
+static int cmp_alloc(const void *a, const void *b)
+{
+    alloc_free(3);
+    return *(const int *)a - *(const int *)b;
+}
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    deep(4);
+}
+
+__attribute__((noinline, used)) int nocfi_target(void) { return deep(5); }
+
+/* a function the unwind tables know nothing about: it calls nocfi_target */
+__asm__(".text\n"
+        ".globl nocfi_tramp\n"
+        ".type nocfi_tramp,@function\n"
+        "nocfi_tramp:\n"
+        "  push %rbx\n"
+        "  call nocfi_target\n"
+        "  pop %rbx\n"
+        "  ret\n"
+        ".size nocfi_tramp, .-nocfi_tramp\n");
+int nocfi_tramp(void);
+
+static void *thread_main(void *arg)
+{
+    long rounds = (long)arg;
+    CUdevice dev;
+    CUcontext ctx;
+    if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) g_fail = 1;
+    for (long i = 0; i < rounds; i++) {
+        deep(20);
+        through_mid((int)(i & 3));
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    long rounds = argc > 1 ? atol(argv[1]) : 50;
+    CUdevice dev;
+    CUcontext ctx;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) return 2;
+    for (long i = 0; i < rounds; i++) {
+        deep(20);
+        deep((int)(i % 7));
+        through_mid((int)(i & 3));
+    }
+    int v[8] = {5, 3, 8, 1, 9, 2, 7, 4};
+    qsort(v, 8, sizeof *v, cmp_alloc);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, thread_main, (void *)rounds);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    signal(SIGUSR1, on_usr1);
+    raise(SIGUSR1);
+    static stack_t ss;
+    memset(&ss, 0, sizeof ss);
+    ss.ss_size = 1 << 16;
+    ss.ss_sp = malloc(ss.ss_size);
+    if (ss.ss_sp && sigaltstack(&ss, NULL) == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_usr1;
+        sa.sa_flags = SA_ONSTACK;
+        sigaction(SIGUSR1, &sa, NULL);
+        raise(SIGUSR1);
+    }
+    nocfi_tramp();
+    printf("unwind_prog: %s\n", g_fail ? "an allocation failed" : "done");
+    return g_fail;
+}
