@@ -300,17 +300,35 @@ typedef struct cmh_unw_slot {
     uintptr_t pc;
     cmh_unw_rule r;
 } cmh_unw_slot;
-/* One thread's: its stack's top and the rules of the PCs it has walked (direct-mapped by PC). */
+/* A walk remembered: where it started (%rsp, the PC, %rbp when a step used it) and every stack
+ * word it read to go on; if all are as they were, the walk would give the same PCs again.  id is
+ * the stack they were interned as (stacks.c; 0 until then, or when Python frames went in). */
+#define CMH_UNW_MEMO_MAX 40 /* walks of up to this many frames are remembered */
+#define CMH_UNW_MEMO_SETS 4
+#define CMH_UNW_MEMO_WAYS 4
+typedef struct cmh_unw_memo {
+    uintptr_t rsp0, rip0, rbp0;
+    int32_t max, n, nread, uses_rbp0;
+    uint32_t id, skip;
+    uintptr_t addr[2 * CMH_UNW_MEMO_MAX], val[2 * CMH_UNW_MEMO_MAX];
+    void *pcs[CMH_UNW_MEMO_MAX];
+} cmh_unw_memo;
+/* One thread's: its stack's bounds, the rules of the PCs it has walked (direct-mapped by PC) and
+ * its last walks. */
 typedef struct cmh_unw_cache {
     uintptr_t stack_lo, stack_hi;
-    uint64_t misses;
+    uint64_t misses, replays;
+    uint32_t next_way[CMH_UNW_MEMO_SETS];
     cmh_unw_slot slot[CMH_UNW_SLOTS];
+    cmh_unw_memo memo[CMH_UNW_MEMO_SETS][CMH_UNW_MEMO_WAYS];
 } cmh_unw_cache;
 /* The rule of the frame whose return address is pc: 0, or -1 when the walk must not go on. */
 CMH_HIDDEN int cmh_unwind_rule(uintptr_t pc, cmh_unw_rule *out);
 /* Up to max return addresses from the caller's caller on (the caller's own PC first); -1: walk
- * with libunwind instead. */
-CMH_HIDDEN int cmh_unwind_walk(void **buf, int max, cmh_unw_cache *c);
+ * with libunwind instead.  With memo, a walk is first looked for among the remembered ones: on
+ * a hit *memo is set, buf is left alone and the PCs are (*memo)->pcs; after a walk made afresh
+ * *memo is the entry that now remembers it (or NULL). */
+CMH_HIDDEN int cmh_unwind_walk(void **buf, int max, cmh_unw_cache *c, cmh_unw_memo **memo);
 CMH_HIDDEN int cmh_unwind_stack_bounds(uintptr_t *lo, uintptr_t *hi);
 
 /* ---- pystack.c: the Python frames of the allocating thread ---- */

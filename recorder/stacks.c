@@ -41,8 +41,8 @@ static unw_backtrace_fn g_unw;
 static int g_unw_tried;
 enum { W_FAST, W_FAST_GLIBC, W_LIBUNWIND, W_GLIBC, W_CHECK };
 static int g_walk = W_FAST;   /* set once, before g_unw_tried is published */
-static int g_id_cache = 1;
-static uint64_t g_chk[4];     /* check: compared, walked, fell back, differed */
+static int g_id_cache = 1, g_memo = 1;
+static uint64_t g_chk[5];     /* check: compared, walked, fell back, differed, of the walked: remembered */
 static pthread_once_t g_unw_once = PTHREAD_ONCE_INIT;
 
 static void *g_bt_base; /* the module that interposes backtrace(), when it is not libc */
@@ -67,6 +67,8 @@ static void load_unwinder(void)
     }
     const char *sc = getenv("CUMEMHIST_STACK_CACHE");
     if (sc && !strcmp(sc, "0")) g_id_cache = 0;
+    const char *sm = getenv("CUMEMHIST_WALK_MEMO");
+    if (sm && !strcmp(sm, "0")) g_memo = 0;
     int no_unw = g_walk == W_GLIBC || g_walk == W_FAST_GLIBC;
     void *h = no_unw ? NULL : dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (h) {
@@ -185,10 +187,8 @@ out:
 /* Python frames (pystack.c) go in where the interpreter's own frames begin, counting out from
  * the allocation, as py-spy --native shows them; after the native ones when none is seen.  buf
  * has room for CMH_MAX_STACK frames. */
-static int with_python(void **buf, int n, int frames)
+static int with_python(void **buf, int n, const uintptr_t *py, int np)
 {
-    uintptr_t py[CMH_MAX_FRAMES];
-    int np = cmh_pystack_capture(py, frames < CMH_MAX_FRAMES ? frames : CMH_MAX_FRAMES);
     if (np <= 0) return n;
     int at = 0;
     while (at < n && !cmh_pystack_in_interp((uintptr_t)buf[at])) at++;
@@ -268,19 +268,25 @@ static int own_frames(void *const *buf, int n)
 static void check_walk(void **slow, int ns, tstate *t, int max)
 {
     void *fast[CMH_MAX_STACK + 8];
-    int nf = t ? cmh_unwind_walk(fast, max, &t->unw) : -1;
+    cmh_unw_memo *m = NULL;
+    int nf = t ? cmh_unwind_walk(fast, max, &t->unw, g_memo ? &m : NULL) : -1;
     __atomic_add_fetch(&g_chk[0], 1, __ATOMIC_RELAXED);
     if (nf < 0) {
         __atomic_add_fetch(&g_chk[2], 1, __ATOMIC_RELAXED);
         return;
     }
     __atomic_add_fetch(&g_chk[1], 1, __ATOMIC_RELAXED);
+    if (m && m->skip != UINT32_MAX) { /* a remembered walk, as the default mode would take it */
+        memcpy(fast, m->pcs, (size_t)nf * sizeof *fast);
+        __atomic_add_fetch(&g_chk[4], 1, __ATOMIC_RELAXED);
+    }
+    if (m) m->skip = 0;
     int sf = own_frames(fast, nf), ss = own_frames(slow, ns);
-    /* libunwind's walk starts one frame deeper inside the recorder and so may reach one frame
-     * less far: compare what both have */
-    int m = nf - sf < ns - ss ? nf - sf : ns - ss;
+    /* the two walks start at different depths inside the recorder, so where one stopped at max
+     * the other may have fewer or more of the program's frames: compare what both have */
+    int both = nf - sf < ns - ss ? nf - sf : ns - ss;
     int differ = nf - sf != ns - ss && (nf < max && ns < max);
-    for (int i = 0; i < m && !differ; i++) differ = fast[sf + i] != slow[ss + i];
+    for (int i = 0; i < both && !differ; i++) differ = fast[sf + i] != slow[ss + i];
     if (differ) {
         uint64_t k = __atomic_add_fetch(&g_chk[3], 1, __ATOMIC_RELAXED);
         if (k <= 5) {
@@ -297,9 +303,9 @@ static void check_walk(void **slow, int ns, tstate *t, int max)
 __attribute__((destructor)) static void check_summary(void)
 {
     if (g_walk == W_CHECK && __atomic_load_n(&g_chk[0], __ATOMIC_RELAXED))
-        cmh_log("unwind check: %llu stacks, %llu walked, %llu fell back, %llu differed",
+        cmh_log("unwind check: %llu stacks, %llu walked, %llu fell back, %llu differed; %llu walks remembered",
                 (unsigned long long)g_chk[0], (unsigned long long)g_chk[1], (unsigned long long)g_chk[2],
-                (unsigned long long)g_chk[3]);
+                (unsigned long long)g_chk[3], (unsigned long long)g_chk[4]);
 }
 
 uint32_t cmh_stack_capture(void)
@@ -312,24 +318,35 @@ uint32_t cmh_stack_capture(void)
     tstate *t = t_state;
     if (CMH_UNLIKELY(!t)) t = state_new();
     int n = -1;
-    if (t && (g_walk == W_FAST || g_walk == W_FAST_GLIBC)) n = cmh_unwind_walk(buf, max, &t->unw);
+    cmh_unw_memo *m = NULL;
+    if (t && (g_walk == W_FAST || g_walk == W_FAST_GLIBC)) n = cmh_unwind_walk(buf, max, &t->unw, g_memo ? &m : NULL);
+    int replayed = m && m->skip != UINT32_MAX; /* a remembered walk: its PCs are m->pcs */
     if (n < 0) {
         n = slow_walk(buf, max);
         if (g_walk == W_CHECK) check_walk(buf, n, t, max);
     }
-    int skip = own_frames(buf, n);
+    uintptr_t py[CMH_MAX_FRAMES];
+    int np = cmh_pystack_capture(py, frames < CMH_MAX_FRAMES ? frames : CMH_MAX_FRAMES);
+    if (replayed && np <= 0 && m->id) return m->id;
+    if (replayed) memcpy(buf, m->pcs, (size_t)n * sizeof *buf);
+    int skip = replayed ? (int)m->skip : own_frames(buf, n);
+    if (m) m->skip = (uint32_t)skip;
     n -= skip;
     if (n > frames) n = frames;
     if (n < 0) n = 0;
-    n = with_python(buf + skip, n, frames);
+    n = with_python(buf + skip, n, py, np);
     if (n <= 0) return 0;
     void **pcs = buf + skip;
     uint64_t h = hash_pcs(pcs, n);
     idc *c = t && g_id_cache ? &t->ids[h >> (64 - IDC_BITS)] : NULL;
-    if (c && c->h == h && c->n == (uint32_t)n && memcmp(c->pcs, pcs, (size_t)n * sizeof *pcs) == 0) return c->id;
-    const uintptr_t *stored = NULL;
-    uint32_t id = intern(pcs, n, h, &stored);
-    if (c && id) *c = (idc){h, stored, (uint32_t)n, id};
+    uint32_t id;
+    if (c && c->h == h && c->n == (uint32_t)n && memcmp(c->pcs, pcs, (size_t)n * sizeof *pcs) == 0) id = c->id;
+    else {
+        const uintptr_t *stored = NULL;
+        id = intern(pcs, n, h, &stored);
+        if (c && id) *c = (idc){h, stored, (uint32_t)n, id};
+    }
+    if (m && np <= 0) m->id = id;
     return id;
 }
 

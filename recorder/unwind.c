@@ -318,15 +318,47 @@ int cmh_unwind_rule(uintptr_t pc, cmh_unw_rule *out)
 
 static inline uint32_t slot_of(uintptr_t pc) { return (uint32_t)((pc * 0x9E3779B97F4A7C15ull) >> (64 - CMH_UNW_BITS)); }
 
+/* A remembered walk still holds when everything it read is as it was: the same start and
+ * every word it went on from.  The walk is a function of those and of the rules of the PCs it met
+ * (which are the PCs it would meet again), so the answer is the one a walk would give now.  The
+ * words are read from this thread's stack, at or above rsp0 (the walk read nothing below its
+ * current frame), where this call's frames now are: all mapped. */
+__attribute__((no_sanitize("address"))) static int replay(const cmh_unw_memo *m, uintptr_t rsp0, uintptr_t rip0, uintptr_t rbp0, int max)
+{
+    if (m->rsp0 != rsp0 || m->rip0 != rip0 || m->max != max || (m->uses_rbp0 && m->rbp0 != rbp0)) return 0;
+    uintptr_t diff = 0;
+    for (int k = 0; k < m->nread; k++) diff |= *(const volatile uintptr_t *)m->addr[k] ^ m->val[k];
+    return diff == 0;
+}
+
 /* The walk proper (see the top of the file).  Starts at the caller of this function, whose
- * frame pointer this file keeps (-fno-omit-frame-pointer).  Returns the number of PCs written,
- * or -1: the caller must walk with libunwind. */
-__attribute__((noinline, no_sanitize("address"))) int cmh_unwind_walk(void **buf, int max, cmh_unw_cache *c)
+ * frame pointer this file keeps (-fno-omit-frame-pointer). */
+__attribute__((noinline, no_sanitize("address"))) int cmh_unwind_walk(void **buf, int max, cmh_unw_cache *c, cmh_unw_memo **memo)
 {
     const uintptr_t *fp = __builtin_frame_address(0);
     uintptr_t hi = c->stack_hi, rip = fp[1], rsp = (uintptr_t)(fp + 2), rbp = fp[0];
-    int n = 0;
+    const uintptr_t rsp0 = rsp, rip0 = rip, rbp0 = rbp;
     if (rsp < c->stack_lo || rsp >= hi) return -1; /* not on the thread's own stack (sigaltstack) */
+    cmh_unw_memo *m = NULL;
+    if (memo) {
+        *memo = NULL;
+        if (max <= CMH_UNW_MEMO_MAX) {
+            uint32_t set = (uint32_t)((rsp0 >> 4) ^ (rsp0 >> 12)) & (CMH_UNW_MEMO_SETS - 1);
+            for (int w = 0; w < CMH_UNW_MEMO_WAYS; w++)
+                if (replay(&c->memo[set][w], rsp0, rip0, rbp0, max)) {
+                    *memo = &c->memo[set][w];
+                    c->replays++;
+                    return (*memo)->n;
+                }
+            m = &c->memo[set][c->next_way[set]++ & (CMH_UNW_MEMO_WAYS - 1)];
+            m->rsp0 = 0; /* not a walk until this one is done */
+        }
+    }
+    /* what the walk depends on: each return address it read, and %rbp's value where a CFA was
+     * taken from it (the word it was restored from, or the register it started with) */
+    int n = 0, nread = 0, uses_rbp0 = 0;
+    uintptr_t rbp_at = 0; /* where rbp was last restored from; 0: the register it started with */
+    int rbp_unused = 1;
     while (n < max) {
         buf[n++] = (void *)rip;
         cmh_unw_slot *sl = &c->slot[slot_of(rip)];
@@ -339,17 +371,42 @@ __attribute__((noinline, no_sanitize("address"))) int cmh_unwind_walk(void **buf
         }
         const cmh_unw_rule r = sl->r;
         if (r.flags & CMH_UNW_LAST) break;
-        uintptr_t cfa = (r.cfa_reg == R_RSP ? rsp : rbp) + (uintptr_t)(intptr_t)r.cfa_off;
+        uintptr_t cfa;
+        if (r.cfa_reg == R_RSP) cfa = rsp + (uintptr_t)(intptr_t)r.cfa_off;
+        else {
+            cfa = rbp + (uintptr_t)(intptr_t)r.cfa_off;
+            if (rbp_unused && m) {
+                if (rbp_at) m->addr[nread] = rbp_at, m->val[nread++] = rbp;
+                else uses_rbp0 = 1;
+            }
+            rbp_unused = 0;
+        }
         /* validate: strictly up the stack, inside it, aligned */
         if (CMH_UNLIKELY(cfa <= rsp || cfa > hi || (cfa & 7))) return -1;
         rip = ((const uintptr_t *)cfa)[-1];
+        if (m) m->addr[nread] = cfa - 8, m->val[nread++] = rip;
         if (r.rbp_off) {
             uintptr_t at = cfa + (uintptr_t)(intptr_t)r.rbp_off;
             if (CMH_UNLIKELY(at < rsp)) return -1;
             rbp = *(const uintptr_t *)at;
+            rbp_at = at;
+            rbp_unused = 1;
         }
         rsp = cfa;
         if (!rip) break;
+    }
+    if (m) {
+        memcpy(m->pcs, buf, (size_t)n * sizeof *buf);
+        m->n = n;
+        m->nread = nread;
+        m->uses_rbp0 = uses_rbp0;
+        m->rbp0 = rbp0;
+        m->rip0 = rip0;
+        m->max = max;
+        m->id = 0;
+        m->skip = UINT32_MAX;
+        m->rsp0 = rsp0;
+        *memo = m;
     }
     return n;
 }
@@ -375,11 +432,12 @@ int cmh_unwind_rule(uintptr_t pc, cmh_unw_rule *out)
     (void)out;
     return -1;
 }
-int cmh_unwind_walk(void **buf, int max, cmh_unw_cache *c)
+int cmh_unwind_walk(void **buf, int max, cmh_unw_cache *c, cmh_unw_memo **memo)
 {
     (void)buf;
     (void)max;
     (void)c;
+    if (memo) *memo = NULL;
     return -1;
 }
 int cmh_unwind_stack_bounds(uintptr_t *lo, uintptr_t *hi)

@@ -2,7 +2,8 @@
  * unwind_prog.c - stacks for tests/unwind_test.sh to walk both ways (the recorder's walk and
  * libunwind's, CUMEMHIST_UNWINDER=check), built twice: with frame pointers (unwind_prog_fp) and
  * without (unwind_prog_nofp).  Every case allocates and frees under the recorder (context all):
- *   deep     20 calls deep, then cuMemAlloc/cuMemFree
+ *   deep     20 calls deep, then cuMemAlloc/cuMemFree; and under twin_a or twin_b, two copies of
+ *            one function (the walks start at the same %rsp, the stacks differ in one frame)
  *   mid      through libunwind_mid.so (no frame pointers) and back: mid_call, and mid_clobber,
  *            which keeps a number in %rbp across the call
  *   qsort    from inside libc's qsort comparator (a callback from frame-pointer-less libc)
@@ -40,6 +41,21 @@ __attribute__((noinline)) static int deep(int d)
         return r;
     }
     return alloc_free(d);
+}
+
+/* twins: the same code, so the same frame sizes, so the walk starts at the same %rsp under
+ * either; only the return addresses tell the stacks apart */
+__attribute__((noinline)) int twin_a(int d)
+{
+    int r = deep(d);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+__attribute__((noinline)) int twin_b(int d)
+{
+    int r = deep(d);
+    __asm__ volatile("" ::: "memory");
+    return r + 1;
 }
 
 static int cb_deep(int d) { return deep(d); }
@@ -103,6 +119,7 @@ int main(int argc, char **argv)
         deep(20);
         deep((int)(i % 7));
         through_mid((int)(i & 3));
+        for (int k = 0; k < 6; k++) (k % 3 ? twin_a : twin_b)(6);
     }
     int v[8] = {5, 3, 8, 1, 9, 2, 7, 4};
     qsort(v, 8, sizeof *v, cmp_alloc);
