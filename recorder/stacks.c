@@ -207,6 +207,7 @@ typedef struct idc {
 
 typedef struct tstate {
     struct tstate *next, **pprev; /* on g_threads: reachable (LeakSanitizer) after a fork */
+    volatile int busy;            /* a capture is under way: a signal handler's must not touch this */
     idc ids[1u << IDC_BITS];
     cmh_unw_cache unw;
 } tstate;
@@ -308,6 +309,8 @@ __attribute__((destructor)) static void check_summary(void)
                 (unsigned long long)g_chk[3], (unsigned long long)g_chk[4]);
 }
 
+static uint32_t capture(tstate *t, void **buf, int frames, int max);
+
 uint32_t cmh_stack_capture(void)
 {
     if (CMH_UNLIKELY(!__atomic_load_n(&g_unw_tried, __ATOMIC_ACQUIRE))) cmh_stacks_init();
@@ -317,6 +320,18 @@ uint32_t cmh_stack_capture(void)
     if (max > CMH_MAX_FRAMES + 8) max = CMH_MAX_FRAMES + 8;
     tstate *t = t_state;
     if (CMH_UNLIKELY(!t)) t = state_new();
+    if (t && CMH_UNLIKELY(t->busy)) t = NULL; /* in a signal handler that interrupted a capture */
+    if (t) t->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    uint32_t id = capture(t, buf, frames, max);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (t) t->busy = 0;
+    return id;
+}
+
+/* The stack, walked, cut and interned; t (this thread's caches) may be NULL. */
+static uint32_t capture(tstate *t, void **buf, int frames, int max)
+{
     int n = -1;
     cmh_unw_memo *m = NULL;
     if (t && (g_walk == W_FAST || g_walk == W_FAST_GLIBC)) n = cmh_unwind_walk(buf, max, &t->unw, g_memo ? &m : NULL);
@@ -339,7 +354,7 @@ uint32_t cmh_stack_capture(void)
     void **pcs = buf + skip;
     uint64_t h = hash_pcs(pcs, n);
     idc *c = t && g_id_cache ? &t->ids[h >> (64 - IDC_BITS)] : NULL;
-    uint32_t id;
+    uint32_t id = 0;
     if (c && c->h == h && c->n == (uint32_t)n && memcmp(c->pcs, pcs, (size_t)n * sizeof *pcs) == 0) id = c->id;
     else {
         const uintptr_t *stored = NULL;
