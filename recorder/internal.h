@@ -339,7 +339,7 @@ static inline int cmh_is_pytoken(uintptr_t pc) { return (pc & 0xFFFF000000000000
 enum { CMH_PYREFUSE_NOGIL, CMH_PYREFUSE_FINALIZING, CMH_PYREFUSE_N };
 CMH_HIDDEN extern uint64_t cmh_py_refused[CMH_PYREFUSE_N];
 CMH_HIDDEN extern uint64_t cmh_py_captured;
-CMH_HIDDEN extern __thread int cmh_on_helper; /* process.c: set on the recorder's helper thread */
+CMH_HIDDEN extern __thread int cmh_on_helper __attribute__((tls_model("initial-exec"))); /* process.c: set on the recorder's helper thread; read per stack */
 /* Up to max tokens of this thread's Python stack, innermost first; 0 when there is none or it is
  * not safe to read now (counted in cmh_py_refused). */
 CMH_HIDDEN int cmh_pystack_capture(uintptr_t *out, int max);
