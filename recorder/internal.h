@@ -302,14 +302,17 @@ typedef struct cmh_unw_slot {
 } cmh_unw_slot;
 /* A walk remembered: where it started (%rsp, the PC, %rbp when a step used it) and every stack
  * word it read to go on; if all are as they were, the walk would give the same PCs again.  id is
- * the stack they were interned as (stacks.c; 0 until then, or when Python frames went in). */
+ * the stack they were interned as with the Python frames py[0..npy) (stacks.c; 0: none yet). */
 #define CMH_UNW_MEMO_MAX 40 /* walks of up to this many frames are remembered */
+#define CMH_UNW_MEMO_PY 32  /* and an id for up to this many Python frames with them */
 #define CMH_UNW_MEMO_SETS 4
 #define CMH_UNW_MEMO_WAYS 4
 typedef struct cmh_unw_memo {
     uintptr_t rsp0, rip0, rbp0;
     int32_t max, n, nread, uses_rbp0;
     uint32_t id, skip;
+    int32_t npy;
+    uintptr_t py[CMH_UNW_MEMO_PY];
     uintptr_t addr[2 * CMH_UNW_MEMO_MAX], val[2 * CMH_UNW_MEMO_MAX];
     void *pcs[CMH_UNW_MEMO_MAX];
 } cmh_unw_memo;
