@@ -9,10 +9,12 @@
  *   libunwind       libunwind only;  glibc  glibc's backtrace() only
  *   check           both the walk and libunwind for every stack; libunwind's is kept, every
  *                   difference is logged and counted (a summary line at exit)
- * libunwind is dlopen'ed RTLD_LOCAL and never
- * linked: linking it would put its unversioned _Unwind_* exports in the global scope, where they
- * capture the host's C++ exception handling (PyTorch's among them).  Without libunwind, glibc's
- * backtrace() is the fallback.
+ * A walk already made is replayed while the stack words it read still hold (unwind.c), with the
+ * stack id it was interned as.
+ *
+ * libunwind is dlopen'ed RTLD_LOCAL and never linked: linking it would put its unversioned
+ * _Unwind_* exports in the global scope, where they capture the host's C++ exception handling
+ * (PyTorch's among them).  Without libunwind, glibc's backtrace() is the fallback.
  *
  * A Python thread's frames (pystack.c) are spliced in as pseudo PCs.
  *
