@@ -10,7 +10,8 @@
  *   livetab.c  the sharded live table (address -> record) that segments and blocks use
  *   blocks.c   blocks an allocator above the driver reports (the block API's state)
  *   marks.c    names of marks and ranges, and the ranges as annotations
- *   stacks.c   unw_backtrace into interned stacks
+ *   stacks.c   stacks captured (the walk below, else libunwind) and interned
+ *   unwind.c   the recorder's own stack walk: .eh_frame rules per PC, walks remembered
  *   pystack.c  the Python frames of the allocating thread, as pseudo PCs in its stack
  *   symbols.c  symbolization at dump (ELF .symtab, .dynsym, dladdr) and the module map
  *   export.c   the recorder's state as a snapshot model
