@@ -4,6 +4,7 @@
  * without (unwind_prog_nofp).  Every case allocates and frees under the recorder (context all):
  *   deep     20 calls deep, then cuMemAlloc/cuMemFree; and under twin_a or twin_b, two copies of
  *            one function (the walks start at the same %rsp, the stacks differ in one frame)
+ *   twins    rbp twins (below): two stacks that differ only in where a saved %rbp points
  *   mid      through libunwind_mid.so (no frame pointers) and back: mid_call, and mid_clobber,
  *            which keeps a number in %rbp across the call
  *   qsort    from inside libc's qsort comparator (a callback from frame-pointer-less libc)
@@ -14,6 +15,7 @@
  */
 #include <cuda.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,73 @@ __attribute__((noinline)) int twin_b(int d)
     int r = deep(d);
     __asm__ volatile("" ::: "memory");
     return r + 1;
+}
+
+/* rbp twins: V's frame has a size of the caller's choosing (alloca: its CFA is %rbp-based), and
+ * W1 and W2 differ in their own frame's size, both called from one call instruction; V's size
+ * is chosen so that under either the walk starts at the same %rsp and meets the same return
+ * addresses below V.  Only the saved %rbp tells where V's return address is, and so whether
+ * the stack goes through W1 or W2 (under W2 the slot where W1's return address was is in V's
+ * unwritten alloca area, still holding it). */
+static volatile int g_probe;
+static volatile uintptr_t g_probe_at;
+
+__attribute__((noinline)) static int leaf_v(int d)
+{
+    if (g_probe) {
+        volatile char here = 0;
+        g_probe_at = (uintptr_t)&here;
+        return here;
+    }
+    return deep(d);
+}
+
+__attribute__((noinline)) static int frame_v(int k)
+{
+    char *p = __builtin_alloca((size_t)k);
+    p[0] = 1;
+    __asm__ volatile("" : : "r"(p) : "memory");
+    int r = leaf_v(2);
+    __asm__ volatile("" ::: "memory");
+    return r + p[0];
+}
+
+__attribute__((noinline)) static int w1(int k)
+{
+    volatile char pad[512];
+    pad[0] = 0;
+    pad[511] = 0;
+    int r = frame_v(k);
+    __asm__ volatile("" ::: "memory");
+    return r + pad[0];
+}
+
+__attribute__((noinline)) static int w2(int k)
+{
+    volatile char pad[16];
+    pad[0] = 0;
+    int r = frame_v(k);
+    __asm__ volatile("" ::: "memory");
+    return r + pad[0];
+}
+
+static int (*volatile g_w[2])(int) = {w1, w2};
+
+static void rbp_twins(long rounds)
+{
+    g_probe = 1;
+    g_w[0](64);
+    uintptr_t a1 = g_probe_at;
+    g_w[1](64);
+    long k2 = 64 + (long)(g_probe_at - a1);
+    if (k2 > 0) g_w[1]((int)k2);
+    int same = k2 > 0 && g_probe_at == a1;
+    g_probe = 0;
+    printf("rbp twins: %s\n", same ? "the same start" : "different starts");
+    for (long j = 0; j < 2 * rounds && same; j++) {
+        int w = (int)(j & 1);
+        g_w[w](w ? (int)k2 : 64); /* one call instruction for both */
+    }
 }
 
 static int cb_deep(int d) { return deep(d); }
@@ -121,6 +190,7 @@ int main(int argc, char **argv)
         through_mid((int)(i & 3));
         for (int k = 0; k < 6; k++) (k % 3 ? twin_a : twin_b)(6);
     }
+    rbp_twins(rounds);
     int v[8] = {5, 3, 8, 1, 9, 2, 7, 4};
     qsort(v, 8, sizeof *v, cmp_alloc);
     pthread_t th[4];

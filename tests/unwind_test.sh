@@ -7,11 +7,13 @@
 #  1. CUMEMHIST_UNWINDER=check walks every stack both ways: none may differ, the walk must have
 #     answered for all but the 6 stacks it cannot (2 signal handlers, the function without an
 #     unwind entry; alloc and free each), and those must have gone to libunwind.  Many of the
-#     walk's answers are remembered walks (the twins make two stacks start at the same %rsp).
+#     walk's answers are remembered walks (the twins, and the rbp twins, make two stacks start at
+#     the same %rsp and differ in one return address, or only in a saved %rbp).
 #  2. The recorded histories of CUMEMHIST_UNWINDER=fast (the default) and =libunwind name the
 #     same stacks, entry for entry (threads interleave: compared as a multiset).
 # A walk that trusted %rbp without the unwind tables fails 1 (tried: 400 stacks differ); so does a
-# remembered walk taken without comparing the words it read (tried: 411 differ).
+# remembered walk taken without comparing the words it read (tried: 411 differ), and one that
+# compares the return addresses but not the saved %rbp a CFA was taken from (tried: 40 differ).
 TEST=unwind . "$(dirname "$0")/testlib.sh"
 LIB="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" # a sanitizer's runtime first, as ctest gives it
 ROUNDS=20
@@ -23,6 +25,7 @@ for v in fp nofp; do
     set -- $(echo "$line" | sed -n 's/.*check: \([0-9]*\) stacks, \([0-9]*\) walked, \([0-9]*\) fell back, \([0-9]*\) differed; \([0-9]*\) walks remembered/\1 \2 \3 \4 \5/p') 0 0 0 1 0
     all=$1 walked=$2 fell=$3 differed=$4 remembered=$5
     check "$v: check mode ran ($line), rc $rc" '[ $rc -eq 0 ] && [ "$all" -ge 800 ]'
+    check "$v: the rbp twins start their walks at the same %rsp ($(grep 'rbp twins' out_$v.txt))" 'grep -q "rbp twins: the same start" out_$v.txt'
     check "$v: no stack differs from libunwind's, $remembered of them remembered walks ($differed differed; $(grep -m1 'differ (' err_$v.txt | cut -c1-200))" \
         '[ "$differed" -eq 0 ] && [ "$remembered" -ge 100 ]'
     check "$v: the walk answered for all but the signal handlers and the frame without unwind entry ($walked of $all; $fell to libunwind)" \
