@@ -50,7 +50,8 @@ static const char *const g_env[][2] = {
     {"CUMEMHIST_MEMINFO", "0: no cuMemGetInfo sample a second into the flight record (the live commands' driver-used figure)."},
     {"CUMEMHIST_SIGNAL", "0 leaves SIGUSR1 (dump now) and SIGUSR2 (drop a mark) to the program."},
     {"CUMEMHIST_KERNELS", "1 records kernel timing through the CUPTI sidecar (record --kernels)."},
-    {"CUMEMHIST_UNWINDER", "glibc takes stacks with backtrace(3) instead of libunwind."},
+    {"CUMEMHIST_UNWINDER", "fast (default): the recorder's own walk (frame pointers and .eh_frame rules), libunwind where it gives up; "
+                           "fast-glibc: the same, backtrace(3) where it gives up; libunwind or glibc: only that; check: both walks, differences logged."},
     {"CUMEMHIST_LIB", "the libcumemhist.so record preloads (default: the one installed beside the command)."},
     {"CUMEMHIST_PYTHON", "the directory holding the cumemhist Python package record puts on PYTHONPATH for PyTorch co-recording."},
     {"CUMEMHIST_TORCH", "0 turns PyTorch co-recording off (record --no-torch)."},

@@ -10,7 +10,8 @@
  *   livetab.c  the sharded live table (address -> record) that segments and blocks use
  *   blocks.c   blocks an allocator above the driver reports (the block API's state)
  *   marks.c    names of marks and ranges, and the ranges as annotations
- *   stacks.c   unw_backtrace into interned stacks
+ *   stacks.c   stacks captured (the walk below, else libunwind) and interned
+ *   unwind.c   the recorder's own stack walk: .eh_frame rules per PC, walks remembered
  *   pystack.c  the Python frames of the allocating thread, as pseudo PCs in its stack
  *   symbols.c  symbolization at dump (ELF .symtab, .dynsym, dladdr) and the module map
  *   export.c   the recorder's state as a snapshot model
@@ -285,6 +286,55 @@ CMH_HIDDEN void cmh_stacks_atfork_prepare(void);
 CMH_HIDDEN void cmh_stacks_atfork_parent(void);
 CMH_HIDDEN void cmh_stacks_atfork_child(void);
 
+/* ---- unwind.c: the recorder's own stack walk (frame pointers and .eh_frame rules, per PC) ---- */
+#define CMH_UNW_BITS 10
+#define CMH_UNW_SLOTS (1u << CMH_UNW_BITS)
+enum { CMH_UNW_VALID = 1, CMH_UNW_LAST = 2 };
+/* How a frame's caller is found at one PC: CFA = (cfa_reg == 7 ? %rsp : %rbp) + cfa_off, the
+ * return address at CFA - 8, %rbp at CFA + rbp_off (0: unchanged).  LAST: the outermost frame. */
+typedef struct cmh_unw_rule {
+    int32_t cfa_off;
+    int16_t rbp_off;
+    uint8_t cfa_reg, flags;
+} cmh_unw_rule;
+typedef struct cmh_unw_slot {
+    uintptr_t pc;
+    cmh_unw_rule r;
+} cmh_unw_slot;
+/* A walk remembered: where it started (%rsp, the PC, %rbp when a step used it) and every stack
+ * word it read to go on; if all are as they were, the walk would give the same PCs again.  id is
+ * the stack they were interned as with the Python frames py[0..npy) (stacks.c; 0: none yet). */
+#define CMH_UNW_MEMO_MAX 40 /* walks of up to this many frames are remembered */
+#define CMH_UNW_MEMO_PY 32  /* and an id for up to this many Python frames with them */
+#define CMH_UNW_MEMO_SETS 4
+#define CMH_UNW_MEMO_WAYS 4
+typedef struct cmh_unw_memo {
+    uintptr_t rsp0, rip0, rbp0;
+    int32_t max, n, nread, uses_rbp0;
+    uint32_t id, skip;
+    int32_t npy;
+    uintptr_t py[CMH_UNW_MEMO_PY];
+    uintptr_t addr[2 * CMH_UNW_MEMO_MAX], val[2 * CMH_UNW_MEMO_MAX];
+    void *pcs[CMH_UNW_MEMO_MAX];
+} cmh_unw_memo;
+/* One thread's: its stack's bounds, the rules of the PCs it has walked (direct-mapped by PC) and
+ * its last walks. */
+typedef struct cmh_unw_cache {
+    uintptr_t stack_lo, stack_hi;
+    uint64_t misses, replays;
+    uint32_t next_way[CMH_UNW_MEMO_SETS];
+    cmh_unw_slot slot[CMH_UNW_SLOTS];
+    cmh_unw_memo memo[CMH_UNW_MEMO_SETS][CMH_UNW_MEMO_WAYS];
+} cmh_unw_cache;
+/* The rule of the frame whose return address is pc: 0, or -1 when the walk must not go on. */
+CMH_HIDDEN int cmh_unwind_rule(uintptr_t pc, cmh_unw_rule *out);
+/* Up to max return addresses from the caller's caller on (the caller's own PC first); -1: walk
+ * with libunwind instead.  With memo, a walk is first looked for among the remembered ones: on
+ * a hit *memo is set, buf is left alone and the PCs are (*memo)->pcs; after a walk made afresh
+ * *memo is the entry that now remembers it (or NULL). */
+CMH_HIDDEN int cmh_unwind_walk(void **buf, int max, cmh_unw_cache *c, cmh_unw_memo **memo);
+CMH_HIDDEN int cmh_unwind_stack_bounds(uintptr_t *lo, uintptr_t *hi);
+
 /* ---- pystack.c: the Python frames of the allocating thread ---- */
 /* A Python frame is the pseudo PC CMH_PYTOKEN | id (no user-space address looks like it). */
 #define CMH_PYTOKEN 0xC0DE000000000000ull
@@ -293,7 +343,7 @@ static inline int cmh_is_pytoken(uintptr_t pc) { return (pc & 0xFFFF000000000000
 enum { CMH_PYREFUSE_NOGIL, CMH_PYREFUSE_FINALIZING, CMH_PYREFUSE_N };
 CMH_HIDDEN extern uint64_t cmh_py_refused[CMH_PYREFUSE_N];
 CMH_HIDDEN extern uint64_t cmh_py_captured;
-CMH_HIDDEN extern __thread int cmh_on_helper; /* process.c: set on the recorder's helper thread */
+CMH_HIDDEN extern __thread int cmh_on_helper __attribute__((tls_model("initial-exec"))); /* process.c: set on the recorder's helper thread; read per stack */
 /* Up to max tokens of this thread's Python stack, innermost first; 0 when there is none or it is
  * not safe to read now (counted in cmh_py_refused). */
 CMH_HIDDEN int cmh_pystack_capture(uintptr_t *out, int max);

@@ -100,7 +100,7 @@ static void helper_tick(int64_t *last, unsigned *ticks)
     if (++*ticks % 10 == 0 && g_live_samples) cmh_meminfo_sample_live();
 }
 
-__thread int cmh_on_helper;
+__thread int cmh_on_helper __attribute__((tls_model("initial-exec")));
 
 static void *helper(void *arg)
 {

@@ -63,7 +63,7 @@ static struct {
 
 /* 0 not looked yet, 1 present, -1 absent (looked again now and then: Python may be dlopen'ed) */
 static int g_state;
-static __thread uint32_t t_absent_calls; /* per thread: no shared counter on a C program's hot path */
+static __thread uint32_t t_absent_calls __attribute__((tls_model("initial-exec"))); /* per thread: no shared counter on a C program's hot path */
 static int g_mode = CMH_PYTHON_WAIT; /* CUMEMHIST_PYSTACKS, cmh_set_python_stacks */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 

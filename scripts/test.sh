@@ -14,11 +14,12 @@ cmake --build build-asan -j"$jobs" >/dev/null
 (cd build-asan && ctest --output-on-failure -j"$jobs")
 # ThreadSanitizer over the recorder's suites (the threads, the rings, the flight record).  Its
 # lock-order checker cannot follow 65 device locks held at once; libunwind's per-thread caches
-# and its runtime do not get along at thread exit, so stacks come from glibc there.  pystack_threads:
+# and its runtime do not get along at thread exit, so libunwind stays out: the recorder's own walk
+# takes the stacks, glibc's backtrace() those it gives up on (fast-glibc).  pystack_threads:
 # Python threads reading their Python stacks under the recorder (the runtime preloaded into python3).
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_TSAN=ON -DCMH_ASSERTS=ON >/dev/null
 cmake --build build-tsan -j"$jobs" --target cumemhist fakecuda test_recorder test_allocators test_faults test_stress test_hot pycallback cumemhist_cli >/dev/null
-(cd build-tsan && TSAN_OPTIONS="detect_deadlocks=0 halt_on_error=1 die_after_fork=0" CUMEMHIST_UNWINDER=glibc \
+(cd build-tsan && TSAN_OPTIONS="detect_deadlocks=0 halt_on_error=1 die_after_fork=0" CUMEMHIST_UNWINDER=fast-glibc \
     ctest --output-on-failure -j"$jobs" -R '^(recorder|allocators|faults|stress|hot|pystack_threads)$')
 # A fuzz smoke run of each reader and of the option parser (scripts/fuzz.sh runs them longer).
 mkdir -p build-fuzz
