@@ -313,6 +313,20 @@ static void ask_chunk(dev_state *d, uint64_t ci)
 
 int cmh_hist_spare_wanted(void) { return __atomic_load_n(&g_spare_asked, __ATOMIC_ACQUIRE); }
 
+/* A chunk's pages made present and zero, here on the helper thread rather than by page faults
+ * in the hooks.  The pointer is hidden from the compiler first: it would otherwise turn malloc +
+ * memset into calloc, which skips the memset for fresh mmap'ed memory, and the hooks took every
+ * page fault of the rings themselves (a fifth of a recorded pair, perf). */
+static void prefault(void *c, size_t bytes)
+{
+    __asm__ volatile("" : "+r"(c));
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t lo = ((uintptr_t)c + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)c + bytes) & ~(uintptr_t)4095;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* one call, not a fault a page */
+#endif
+    memset(c, 0, bytes);
+}
+
 /* The helper thread: the chunk each ring asked for, its pages touched, put in its directory. */
 void cmh_hist_make_spares(void)
 {
@@ -330,7 +344,7 @@ void cmh_hist_make_spares(void)
         if (!need) continue;
         cmh_rec_entry *c = malloc(bytes);
         if (!c) continue; /* the writer will try itself */
-        memset(c, 0, bytes); /* the page faults here, not in the hooks */
+        prefault(c, bytes);
         cmh_lock(&d->grow);
         if (d->dir == dir && d->cap == cap && !dir[w - 1]) {
             __atomic_store_n(&dir[w - 1], c, __ATOMIC_RELEASE);

@@ -94,10 +94,10 @@ while at < off + min(size, cursor):
     ln, commit = struct.unpack_from('<II', m, at)
     if not ln:
         break
-    if commit & 0xff == 1:  # an entry
+    if commit & 0xff in (1, 9):  # an entry, whole or short
         n += 1
         if n == 100:  # well past the ring's backfill at start: the only copy of its entry
-            m[at + 16 + 40] ^= 0x01  # its size
+            m[at + 16 + (40 if commit & 0xff == 1 else 24)] ^= 0x01  # its size
             break
     at += ln
 f.seek(0)
