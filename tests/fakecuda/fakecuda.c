@@ -19,7 +19,8 @@
  * FAKECUDA_THREAD_CACHE=1 (for benchmarks: cuMemAlloc/cuMemFree keep each thread's last freed
  * ranges and hand them out again to it without the driver's lock, so that threads allocating at
  * once do not meet in the fake driver and the recorder's own cost stands out; ranges in a cache
- * still count as used in cuMemGetInfo).
+ * still count as used in cuMemGetInfo; only for programs whose threads free what they allocated
+ * themselves, as bench_hot's do).
  *
  * Fault injection, for the recorder's "forward every result unchanged" tests: FAKECUDA_FAIL is a
  * comma-separated list of NAME@N=CODE (the N-th call of entry point NAME, counted from 1,
