@@ -342,9 +342,10 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
 {
     const cmh_flight_header *h = hdr(l);
     switch (type) {
-    case CMH_FR_ENTRY: {
-        const cmh_fr_entry *x = (const cmh_fr_entry *)body;
-        if (len < sizeof *x) return fail(l, err, errlen, "a short entry record", at);
+    case CMH_FR_ENTRY:
+    case CMH_FR_ENTRY_SHORT: {
+        cmh_fr_entry xe, *x = &xe;
+        if (!cmh_fr_entry_read(type, body, len, x)) return fail(l, err, errlen, "a short entry record", at);
         if (x->slot >= CMH_FLIGHT_SLOTS) return fail(l, err, errlen, "an entry of an impossible device", at);
         if (x->action >= CMH_ACT_COUNT || x->kind >= CMH_KIND_COUNT) return fail(l, err, errlen, "an entry of an unknown action", at);
         ltrace *t = &l->tr[x->slot];

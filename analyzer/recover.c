@@ -235,9 +235,9 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
 static int on_record(void *arg, const void *body, uint32_t len, uint32_t type, uint64_t at)
 {
     ctx *c = arg;
-    if (type != CMH_FR_ENTRY && type != CMH_FR_CLEAR) return on_dict(arg, body, len, type, at);
-    const cmh_fr_entry *x = body;
-    if (len < sizeof *x) return fail(c->r, "a short entry record at byte %llu", at);
+    if (type != CMH_FR_ENTRY && type != CMH_FR_ENTRY_SHORT && type != CMH_FR_CLEAR) return on_dict(arg, body, len, type, at);
+    cmh_fr_entry xe, *x = &xe;
+    if (!cmh_fr_entry_read(type, body, len, x)) return fail(c->r, "a short entry record at byte %llu", at);
     if (x->slot >= CMH_FLIGHT_SLOTS) return fail(c->r, "an entry of an impossible device at byte %llu", at);
     if (type == CMH_FR_CLEAR) {
         if (x->seq > c->cleared[x->slot]) c->cleared[x->slot] = x->seq;

@@ -230,25 +230,24 @@ static void commit(cmh_flight_rec *r, int type, uint32_t area)
 /* Bodies follow their heads. */
 #define BODY(r, type) ((type *)(void *)((r) + 1))
 
+/* A trace entry: short (48 bytes) when it fits, as most do, else whole (88). */
 void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_entry), &a, 0);
+    cmh_fr_entry f = {(uint32_t)slot, 0, seq, e->ticks, e->addr, e->size, e->requested, e->stream, e->stack, e->thread,
+                      (uint8_t)e->action, (uint8_t)e->kind, (uint8_t)e->flags, {0}};
+    cmh_fr_entry_short p;
+    if (CMH_LIKELY(cmh_fr_entry_pack(&f, &p))) {
+        cmh_flight_rec *h = reserve(sizeof *h + sizeof p, &a, 0);
+        if (!h) return;
+        *BODY(h, cmh_fr_entry_short) = p;
+        commit(h, CMH_FR_ENTRY_SHORT, a);
+        return;
+    }
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof f, &a, 0);
     if (!h) return;
-    cmh_fr_entry *r = BODY(h, cmh_fr_entry);
-    r->slot = (uint32_t)slot;
-    r->seq = seq;
-    r->ticks = e->ticks;
-    r->addr = e->addr;
-    r->size = e->size;
-    r->requested = e->requested;
-    r->stream = e->stream;
-    r->stack = e->stack;
-    r->thread = e->thread;
-    r->action = (uint8_t)e->action;
-    r->kind = (uint8_t)e->kind;
-    r->flags = (uint8_t)e->flags;
+    *BODY(h, cmh_fr_entry) = f;
     commit(h, CMH_FR_ENTRY, a);
 }
 

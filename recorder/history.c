@@ -313,6 +313,28 @@ static void ask_chunk(dev_state *d, uint64_t ci)
 
 int cmh_hist_spare_wanted(void) { return __atomic_load_n(&g_spare_asked, __ATOMIC_ACQUIRE); }
 
+/* A chunk's pages made present and zero, here on the helper thread rather than by page faults
+ * in the hooks.  The pointer is hidden from the compiler first: it would otherwise turn malloc +
+ * memset into calloc, which skips the memset for fresh mmap'ed memory, and the hooks took every
+ * page fault of the rings themselves (a fifth of a recorded pair, perf).  A whole chunk (3 MiB)
+ * is aligned to 2 MiB and asks for a transparent huge page there: one fault instead of 512, and
+ * a recorded pair with the flight record off measured ~12 ns cheaper for it (the pages are all
+ * written anyway, so the footprint is the same). */
+#define HUGE ((size_t)2 << 20)
+static void prefault(void *c, size_t bytes)
+{
+    __asm__ volatile("" : "+r"(c));
+#ifdef MADV_HUGEPAGE
+    uintptr_t hlo = ((uintptr_t)c + HUGE - 1) & ~(uintptr_t)(HUGE - 1), hhi = ((uintptr_t)c + bytes) & ~(uintptr_t)(HUGE - 1);
+    if (hhi > hlo) madvise((void *)hlo, hhi - hlo, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t lo = ((uintptr_t)c + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)c + bytes) & ~(uintptr_t)4095;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* one call, not a fault a page */
+#endif
+    memset(c, 0, bytes);
+}
+
 /* The helper thread: the chunk each ring asked for, its pages touched, put in its directory. */
 void cmh_hist_make_spares(void)
 {
@@ -328,9 +350,10 @@ void cmh_hist_make_spares(void)
         int need = dir && !dir[w - 1] && (!cap || (w - 1) * CHUNK < cap);
         cmh_unlock(&d->grow);
         if (!need) continue;
-        cmh_rec_entry *c = malloc(bytes);
-        if (!c) continue; /* the writer will try itself */
-        memset(c, 0, bytes); /* the page faults here, not in the hooks */
+        void *m = NULL;
+        if (bytes < HUGE ? !(m = malloc(bytes)) : posix_memalign(&m, HUGE, bytes) != 0) continue; /* the writer will try itself */
+        cmh_rec_entry *c = m;
+        prefault(c, bytes);
         cmh_lock(&d->grow);
         if (d->dir == dir && d->cap == cap && !dir[w - 1]) {
             __atomic_store_n(&dir[w - 1], c, __ATOMIC_RELEASE);

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define CMH_FLIGHT_MAGIC "CMHFLT01"
-#define CMH_FLIGHT_VERSION 2 /* 2: heads carry the body's sum; 1 (no sum) is still read */
+#define CMH_FLIGHT_VERSION 3 /* 3: entries may be short (CMH_FR_ENTRY_SHORT); 2: heads carry the body's sum; 1 (no sum); all read */
 #define CMH_FLIGHT_HEADER 12288 /* bytes before the first extent */
 #define CMH_FLIGHT_SLOTS 65    /* device slots: 0..63, then pinned host memory */
 #define CMH_FLIGHT_COMMIT 0x464c5400u /* commit word: this | record type */
@@ -36,8 +36,11 @@
  * cmh_flight_entry layout, slot and seq only) */
 /* CMH_FR_MEMINFO: a cuMemGetInfo sample (added without a version change: older readers skip a
  * record type they do not know) */
+/* CMH_FR_ENTRY_SHORT: a trace entry packed in 32 bytes (version 3, which exists for it: a reader
+ * of version 2 would skip the type it does not know, and with it the entries, so it refuses the
+ * file instead) */
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
-       CMH_FR_PYFRAME = 8 };
+       CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9 };
 /* how the process ended, as far as it could say */
 enum { CMH_FLIGHT_RUNNING = 0, CMH_FLIGHT_EXITED = 1, CMH_FLIGHT_SIGNALED = 2 };
 
@@ -158,5 +161,58 @@ typedef struct cmh_fr_meminfo {
 } cmh_fr_meminfo;
 
 _Static_assert(sizeof(cmh_flight_rec) == 16 && sizeof(cmh_fr_entry) == 72, "an entry record is 88 bytes, its body 9 words");
+
+/* CMH_FR_ENTRY_SHORT: the common entry (requested == size, no stream, and every field within the
+ * bits below) in four words instead of nine, so a record is 48 bytes instead of 88: the flight
+ * record's cost is mostly the page cache's pages it fills (each one a fault and a zeroing, in
+ * the kernel), so it is paid by the byte.  An entry that does not fit is written as CMH_FR_ENTRY.
+ *   w[0]  seq (bits 0-43) | slot << 44 (7 bits) | action << 51 (4) | kind << 55 (3) | flags << 58 (4), bits 62-63 zero
+ *   w[1]  ticks
+ *   w[2]  addr (bits 0-47) | thread << 48 (16 bits)
+ *   w[3]  size (bits 0-35) | stack << 36 (28 bits) */
+typedef struct cmh_fr_entry_short {
+    uint64_t w[4];
+} cmh_fr_entry_short;
+_Static_assert(sizeof(cmh_fr_entry_short) == 32, "a short entry record is 48 bytes, its body 4 words");
+
+/* Pack e into *o; 0 when it does not fit (then it is written as CMH_FR_ENTRY). */
+static inline int cmh_fr_entry_pack(const cmh_fr_entry *e, cmh_fr_entry_short *o)
+{
+    if (e->requested != e->size || e->stream || e->seq >> 44 || e->slot >> 7 || e->action >> 4 || e->kind >> 3 || e->flags >> 4 ||
+        e->addr >> 48 || e->thread >> 16 || e->size >> 36 || e->stack >> 28)
+        return 0;
+    o->w[0] = e->seq | (uint64_t)e->slot << 44 | (uint64_t)e->action << 51 | (uint64_t)e->kind << 55 | (uint64_t)e->flags << 58;
+    o->w[1] = (uint64_t)e->ticks;
+    o->w[2] = e->addr | (uint64_t)e->thread << 48;
+    o->w[3] = e->size | (uint64_t)e->stack << 36;
+    return 1;
+}
+
+/* The entry of a CMH_FR_ENTRY or CMH_FR_ENTRY_SHORT body of len bytes into *e; 0 when the body is
+ * too short for its type (or its spare bits are set). */
+static inline int cmh_fr_entry_read(uint32_t type, const void *body, uint32_t len, cmh_fr_entry *e)
+{
+    if (type != CMH_FR_ENTRY_SHORT) {
+        if (len < sizeof *e) return 0;
+        __builtin_memcpy(e, body, sizeof *e);
+        return 1;
+    }
+    cmh_fr_entry_short p;
+    if (len < sizeof p) return 0;
+    __builtin_memcpy(&p, body, sizeof p);
+    if (p.w[0] >> 62) return 0;
+    __builtin_memset(e, 0, sizeof *e);
+    e->seq = p.w[0] & ((1ull << 44) - 1);
+    e->slot = (uint32_t)(p.w[0] >> 44) & 0x7f;
+    e->action = (uint8_t)((p.w[0] >> 51) & 15);
+    e->kind = (uint8_t)((p.w[0] >> 55) & 7);
+    e->flags = (uint8_t)((p.w[0] >> 58) & 15);
+    e->ticks = (int64_t)p.w[1];
+    e->addr = p.w[2] & ((1ull << 48) - 1);
+    e->thread = (uint32_t)(p.w[2] >> 48);
+    e->size = e->requested = p.w[3] & ((1ull << 36) - 1);
+    e->stack = (uint32_t)(p.w[3] >> 36);
+    return 1;
+}
 
 #endif

@@ -2,6 +2,7 @@
  * dies.c - a driver-API program that makes 100 allocations (50 freed: 150 trace entries) and
  * then ends the way it is told, for tests/deaths_test.sh:
  *   dies exit | _exit | segv | abrt | fpe | ill | bus | kill | term | int | sleep SECONDS | block DIR
+ * (sleep: prints "ready" once the allocations are made, then sleeps.)
  * (_exit: _exit(0), no exit handler runs.)
  * (block: make DIR, where the snapshot was to go, a directory, then exit 0.)
  */
@@ -41,7 +42,11 @@ int main(int argc, char **argv)
     if (!strcmp(how, "_exit")) _exit(0);
     if (!strcmp(how, "term")) raise(SIGTERM);
     if (!strcmp(how, "int")) raise(SIGINT);
-    if (!strcmp(how, "sleep")) sleep(argc > 2 ? (unsigned)atoi(argv[2]) : 30);
+    if (!strcmp(how, "sleep")) { /* "ready" once its 150 entries are made: what a test waits for */
+        printf("ready\n");
+        fflush(stdout);
+        sleep(argc > 2 ? (unsigned)atoi(argv[2]) : 30);
+    }
     if (!strcmp(how, "block") && argc > 2) mkdir(argv[2], 0700);
     return 0;
 }

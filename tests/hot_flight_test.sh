@@ -25,28 +25,30 @@ print(len(d['entries']), d.get('dropped_entries', 0), ok)
 "
 }
 
-# 1. 60,000 pairs with a 1 MiB first extent: extents of 1, 2, 4 and 8 MiB, then SIGKILL
-CUMEMHIST_FLIGHT=1 "$CMH" record -q -o a.cmh -- "$P" 60000 kill >/dev/null 2>err.txt
-set -- $(shape a.cmh 60000)
-[ "${1:-}" = 120000 ] && [ "${2:-}" = 0 ] && [ "${3:-}" = 1 ] && ok "record: all 120000 entries of a SIGKILLed run through 4+ extents, in order" ||
+# 1. 100,000 pairs with a 1 MiB first extent: extents of 1, 2, 4 and 8 MiB (200,000 short entry
+# records of 48 bytes), then SIGKILL
+CUMEMHIST_FLIGHT=1 "$CMH" record -q -o a.cmh -- "$P" 100000 kill >/dev/null 2>err.txt
+set -- $(shape a.cmh 100000)
+[ "${1:-}" = 200000 ] && [ "${2:-}" = 0 ] && [ "${3:-}" = 1 ] && ok "record: all 200000 entries of a SIGKILLed run through 4+ extents, in order" ||
     bad "record after SIGKILL: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
 
 # 2. the same under a plain preload, then recover
-CUMEMHIST_FLIGHT=1 CUMEMHIST_OUTPUT=$T/b.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 60000 kill 2>/dev/null
+CUMEMHIST_FLIGHT=1 CUMEMHIST_OUTPUT=$T/b.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 100000 kill 2>/dev/null
 "$CMH" recover b.cmh.flight 2>err.txt
-set -- $(shape b.cmh 60000)
-[ "${1:-}" = 120000 ] && [ "${3:-}" = 1 ] && ok "recover: all 120000 entries, in order" ||
+set -- $(shape b.cmh 100000)
+[ "${1:-}" = 200000 ] && [ "${3:-}" = 1 ] && ok "recover: all 200000 entries, in order" ||
     bad "recover: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
 py - b.cmh.flight 2>/dev/null <<'EOF2' && bad "the flight record should be gone after recover" || ok "recover removed the record"
 import sys; open(sys.argv[1])
 EOF2
 
-# 3. a bounded ring of 1,000 over 420,000 pairs: past 64 MiB, so at least one checkpoint (the
-# helper thread writes it on its own schedule: the program waits for it before its death)
-CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 420000 kill ckpt 2>/dev/null
+# 3. a bounded ring of 1,000 over 800,000 pairs: past 64 MiB (1.6 M records of 48 bytes), so at
+# least one checkpoint (the helper thread writes it on its own schedule: the program waits for it
+# before its death)
+CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 800000 kill ckpt 2>/dev/null
 ls c.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded: the record went through a checkpoint" || bad "bounded: no checkpoint was written"
 "$CMH" recover c.cmh.flight 2>err.txt
-set -- $(shape c.cmh 420000)
-[ "${1:-}" = 1000 ] && [ "${2:-}" = 839000 ] && [ "${3:-}" = 1 ] && ok "bounded: the newest 1000 entries kept, 839000 dropped, in order" ||
+set -- $(shape c.cmh 800000)
+[ "${1:-}" = 1000 ] && [ "${2:-}" = 1599000 ] && [ "${3:-}" = 1 ] && ok "bounded: the newest 1000 entries kept, 1599000 dropped, in order" ||
     bad "bounded after SIGKILL: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
 finish

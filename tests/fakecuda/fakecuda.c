@@ -15,7 +15,12 @@
  *
  * Environment: FAKECUDA_DEVICES (default 1, at most 8), FAKECUDA_CAPACITY (bytes per device,
  * suffixes K/M/G, default 16G), FAKECUDA_CONTEXT (bytes cuMemGetInfo counts as used besides the
- * allocations, as a real context's own memory; default 0), FAKECUDA_FAIL (faults to inject, below).
+ * allocations, as a real context's own memory; default 0), FAKECUDA_FAIL (faults to inject, below),
+ * FAKECUDA_THREAD_CACHE=1 (for benchmarks: cuMemAlloc/cuMemFree keep each thread's last freed
+ * ranges and hand them out again to it without the driver's lock, so that threads allocating at
+ * once do not meet in the fake driver and the recorder's own cost stands out; ranges in a cache
+ * still count as used in cuMemGetInfo; only for programs whose threads free what they allocated
+ * themselves, as bench_hot's do).
  *
  * Fault injection, for the recorder's "forward every result unchanged" tests: FAKECUDA_FAIL is a
  * comma-separated list of NAME@N=CODE (the N-th call of entry point NAME, counted from 1,
@@ -621,9 +626,63 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
 
 /* ---- linear, pitch, managed ---- */
 
+/* FAKECUDA_THREAD_CACHE: a thread's ranges, live or freed by it, by address; a freed one of the
+ * same rounded size and device is handed out again with no lock (the bench's loops of pairs). */
+#define TCACHE 32
+static __thread struct {
+    uint64_t addr, size;
+    int dev, live;
+} t_cache[TCACHE];
+static __thread int t_ncache;
+static int g_tcache = -1; /* -1: not read yet */
+
+static int tcache_on(void)
+{
+    int on = __atomic_load_n(&g_tcache, __ATOMIC_RELAXED);
+    if (on < 0) {
+        const char *e = getenv("FAKECUDA_THREAD_CACHE");
+        on = e && !strcmp(e, "1");
+        __atomic_store_n(&g_tcache, on, __ATOMIC_RELAXED);
+    }
+    return on;
+}
+
+static CUresult alloc_cached(uint64_t size, CUdeviceptr *out)
+{
+    if (!out || !size) return alloc_on_current(size, out);
+    int dev;
+    CUresult r = ctx_device(&dev);
+    if (r != CUDA_SUCCESS) return r;
+    uint64_t rounded = (size + FAKE_ALIGN - 1) & ~(uint64_t)(FAKE_ALIGN - 1);
+    for (int i = 0; i < t_ncache; i++)
+        if (!t_cache[i].live && t_cache[i].size == rounded && t_cache[i].dev == dev) {
+            t_cache[i].live = 1;
+            *out = (CUdeviceptr)t_cache[i].addr;
+            return CUDA_SUCCESS;
+        }
+    r = alloc_on_current(size, out);
+    if (r == CUDA_SUCCESS && t_ncache < TCACHE) {
+        t_cache[t_ncache].addr = *out;
+        t_cache[t_ncache].size = rounded;
+        t_cache[t_ncache].dev = dev;
+        t_cache[t_ncache++].live = 1;
+    }
+    return r;
+}
+
+static int free_cached(CUdeviceptr p)
+{
+    for (int i = 0; i < t_ncache; i++)
+        if (t_cache[i].live && t_cache[i].addr == p) {
+            t_cache[i].live = 0;
+            return 1;
+        }
+    return 0;
+}
+
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
     FAULT("cuMemAlloc");
-    return alloc_on_current(bytesize, dptr);
+    return tcache_on() ? alloc_cached(bytesize, dptr) : alloc_on_current(bytesize, dptr);
 }
 
 CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem)
@@ -646,6 +705,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 
 CUresult cuMemFree(CUdeviceptr p) {
     FAULT("cuMemFree");
+    if (tcache_on() && p && free_cached(p)) return CUDA_SUCCESS;
     return free_any(p);
 }
 
