@@ -5,27 +5,18 @@
  * running writer's records would be, then the state becomes a snapshot and is summarized.
  * Seeds are the flight target's (real records of a killed sample).  scripts/fuzz.sh live.
  */
-#define _GNU_SOURCE
+#include "fuzz_util.h"
+
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include "cumemhist/analyzer.h"
 #include "cumemhist/live.h"
-#include "cumemhist/snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int fd = -1;
-    static char path[64];
-    if (fd < 0) {
-        fd = memfd_create("live", 0);
-        if (fd < 0) abort();
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    }
+    const char *path;
+    int fd = fuzz_memfd("live", &path);
     if (!size) return 0;
     size_t first = 12288 + (size_t)data[0] * 512;
     if (first > size - 1) first = size - 1;
@@ -39,12 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cmh_live_devices(l, d, 8);
         cmh_snapshot s;
         if (cmh_live_snapshot(l, &s) == CMH_OK) {
-            int32_t devs[8];
-            int nd = cmh_snapshot_devices(&s, devs, 8);
-            for (int i = 0; i < nd && i < 8; i++) {
-                cmh_mem_stats st;
-                cmh_summary_compute(&s, devs[i], &st);
-            }
+            fuzz_summarize_devices(&s);
             cmh_snapshot_free(&s);
         }
         cmh_live_close(l);
