@@ -68,6 +68,10 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
           const txt = st.length < 2 ? '<no stack>' : st.slice(1).reverse().map(f => m.frames[f][0].replace(/;/g, ':')).join(';');
           by[txt] = (by[txt] || 0) + b.size;
         }
+        // the same set whichever checkpoint of the live set the page starts from: none (one
+        // pass from the start), only the first, or the one at or before the instant
+        const ids = m => v.live(kk, ee, m).map(b => b.id).join(','), all = ids();
+        if (ids(0) !== all || ids(1) !== all || ids(2) !== all) return ['the live set depends on the checkpoints used'];
         return Object.values(by).sort((a, b) => a - b);
       }, [k, Number(e)]);
       const want = lines.map(l => Number(l.slice(l.lastIndexOf(' ') + 1))).sort((a, b) => a - b);
@@ -131,7 +135,7 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   const painted = await page.evaluate(e => {
     const v = window.cmhView, n = v._n(0), w = Math.min(n, 3000);
     v.setView(Math.max(0, e - w / 2), Math.max(0, e - w / 2) + w);
-    const f = v.view.frame, dpr = window.devicePixelRatio || 1, im = v.view.img, img = im.data; // the bands' image, before the lines go over it, one pixel column a row of it
+    const f = v.view.frame, dpr = window.devicePixelRatio || 1, im = v.view.img, img = im.data, H = im.height; // the bands' image, before the lines go over it
     const ox = Math.round(f.padl * dpr), oy = Math.round(f.Y(f.ph / f.sy) * dpr);
     let seen = 0, bad = 0;
     for (const c of f.cols) {
@@ -139,11 +143,11 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
       if (f.X(c.b) - f.X(c.a) < 2) continue;
       // and the stack's top where the bands end (above it the image is white)
       let top = 0; for (let j = 0; j < bs.length; j += 3) top += bs[j + 2];
-      const at = y => ((x - ox) * im.width + y) * 4;
-      let y0 = 0; while (y0 < im.width && img[at(y0) + 3] === 255 && img[at(y0)] === 255 && img[at(y0) + 1] === 255 && img[at(y0) + 2] === 255) y0++;
-      const want0 = Math.round(im.width - top * f.sy * dpr);
+      const at = y => (y * im.width + (x - ox)) * 4;
+      let y0 = 0; while (y0 < H && img[at(y0) + 3] === 255 && img[at(y0)] === 255 && img[at(y0) + 1] === 255 && img[at(y0) + 2] === 255) y0++;
+      const want0 = Math.round(H - top * f.sy * dpr);
       seen++;
-      if (Math.abs(y0 - want0) > 1 && !(top * f.sy * dpr < 1 && y0 >= im.width - 1)) bad++;
+      if (Math.abs(y0 - want0) > 1 && !(top * f.sy * dpr < 1 && y0 >= H - 1)) bad++;
       for (let j = 0; j < bs.length; j += 3) {
         if (bs[j + 2] * f.sy * dpr < 6) continue;
         const y = Math.floor(f.Y(bs[j + 1] + bs[j + 2] / 2) * dpr) - oy, o = at(y), want = v.colour(bs[j]);
