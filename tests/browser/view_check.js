@@ -224,13 +224,24 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   const fitv = await page.evaluate(() => [window.cmhView.view.x0, window.cmhView.view.x1]);
   check('keyboard: 0 shows the whole record again', fitv[0] === 0 && fitv[1] === pk.trace_entries, JSON.stringify(fitv));
 
-  // the x axis: its labels stay on the canvas; t labels the same ticks with their entries' times
+  // the x axis: its labels stay on the canvas.  In entries each tick is at its entry; with t,
+  // ticks at even steps of time are evenly spaced, and each lies between the entry at or before
+  // its time and the next one, as the page places them (so the bands are spaced by time)
   const axis = async () => page.evaluate(() => {
-    const v = window.cmhView, f = v.view.frame, ctx = document.getElementById('v-canvas').getContext('2d');
+    const v = window.cmhView, f = v.view.frame, k = v.view.k, n = v._n(k), ctx = document.getElementById('v-canvas').getContext('2d');
     ctx.font = '11px sans-serif';
-    return { time: f.timeAxis, n: f.ticks.length, clipped: f.ticks.filter(t => f.X(t.e) + ctx.measureText(t.label).width / 2 > f.W || f.X(t.e) - ctx.measureText(t.label).width / 2 < 0).length,
-      wrong: f.ticks.filter(t => t.label !== (f.timeAxis ? (v.time(v.view.k, t.e) / 1e6).toFixed(t.label.split('.')[1]?.length || 0) : String(t.e))).length,
-      button: document.getElementById('v-axis').textContent, can: !document.getElementById('v-axis').disabled };
+    const off = t => Math.abs(t.x - (f.timeAxis ? t.x : f.X(t.e))) > 0.01;
+    let uneven = 0, misplaced = 0;
+    if (f.timeAxis) {
+      for (let i = 2; i < f.ticks.length; i++) if (Math.abs((f.ticks[i].x - f.ticks[i - 1].x) - (f.ticks[i - 1].x - f.ticks[i - 2].x)) > 0.01) uneven++;
+      for (const t of f.ticks) {
+        let e = 0; while (e + 1 < n && v.time(k, e + 1) <= t.t) e++;
+        if (!(f.X(e) <= t.x + 0.5 && (e + 1 >= n || f.X(e + 1) >= t.x - 0.5))) misplaced++;
+      }
+    }
+    return { time: f.timeAxis, n: f.ticks.length, clipped: f.ticks.filter(t => t.x + ctx.measureText(t.label).width / 2 > f.W || t.x - ctx.measureText(t.label).width / 2 < 0).length,
+      wrong: f.ticks.filter(t => off(t) || t.label !== (f.timeAxis ? (t.t / 1e6).toFixed(t.label.split('.')[1]?.length || 0) : String(t.e))).length,
+      uneven, misplaced, button: document.getElementById('v-axis').textContent, can: !document.getElementById('v-axis').disabled };
   });
   const ax0 = await axis();
   check(`x axis in entries: ${ax0.n} labels, none past the canvas's edge`, !ax0.time && ax0.n >= 2 && ax0.clipped === 0 && ax0.wrong === 0, JSON.stringify(ax0));
@@ -239,7 +250,8 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
     await page.keyboard.press('t');
     await page.waitForTimeout(50);
     const ax1 = await axis();
-    check(`t: the x axis in time (${ax1.n} labels, "${ax1.button}"), each its entry's time, none clipped`, ax1.time && ax1.n >= 2 && ax1.wrong === 0 && ax1.clipped === 0, JSON.stringify(ax1));
+    check(`t: the x axis in time (${ax1.n} labels, "${ax1.button}"), linear in time, each between the entries around its time, none clipped`,
+      ax1.time && ax1.n >= 2 && ax1.wrong === 0 && ax1.clipped === 0 && ax1.uneven === 0 && ax1.misplaced === 0, JSON.stringify(ax1));
     await page.keyboard.press('t');
   }
 

@@ -174,6 +174,19 @@
     return true;
   }
   function times(d) { if (!d.time) timeSlice(d, Infinity); return d.time; }
+  /* a fractional entry's time: entry i spans its time to the next entry's (the last, none) */
+  function timeOf(tt, e) {
+    var n = tt.length, i = Math.max(0, Math.min(Math.floor(e), n - 1)), a = tt[i];
+    return i + 1 < n ? a + Math.max(0, Math.min(e - i, 1)) * (tt[i + 1] - a) : a;
+  }
+  function entryOfTime(tt, t) { /* its inverse: the last entry at or before t, and how far on */
+    var lo = 0, hi = tt.length;
+    while (lo < hi) { var mid = (lo + hi) >> 1; if (tt[mid] <= t) lo = mid + 1; else hi = mid; }
+    var i = lo - 1;
+    if (i < 0) return 0;
+    if (i + 1 >= tt.length || tt[i + 1] <= tt[i]) return i + (i + 1 >= tt.length ? 1 : 0);
+    return i + (t - tt[i]) / (tt[i + 1] - tt[i]);
+  }
   /* The painting code run once over on small images while the page is idle after the first
    * frame, at the zooms and places a user goes first (the whole record down to single entries,
    * around the peak), so that the script engine has compiled it before the first zoom or pan
@@ -296,7 +309,11 @@
   }
   function zoomBy(f, at) {
     if (at === undefined || at < view.x0 || at > view.x1) at = (view.x0 + view.x1) / 2;
-    view.x0 = at - (at - view.x0) * f; view.x1 = at + (view.x1 - at) * f;
+    var tt = view.frame && view.frame.tt;
+    if (tt) { /* on the time axis, the span of time scales about the time at the point */
+      var ta = timeOf(tt, at), t0 = timeOf(tt, view.x0), t1 = timeOf(tt, view.x1);
+      view.x0 = entryOfTime(tt, ta - (ta - t0) * f); view.x1 = entryOfTime(tt, ta + (t1 - ta) * f);
+    } else { view.x0 = at - (at - view.x0) * f; view.x1 = at + (view.x1 - at) * f; }
     clampView(); request();
   }
   function pan(dx) { view.x0 += dx; view.x1 += dx; clampView(); request(); }
@@ -428,7 +445,10 @@
       if (xb <= xa) xb = xa + 1;
       if (xa < 0) xa = 0;
       if (xb > PWd) xb = PWd;
+      if (xa < xb && lower(xa, col.top)) xa++;
       if (xa >= xb) continue;
+      if (tops[xa] >= 0) buf.fill(0xffffffff, xa * PHd, xa * PHd + PHd);
+      painted(xa, xb, col.top);
       var row = xa * PHd, off = 0, yb, yt, px, o2, oe, q2, bytes;
       for (i = 0; i < nb + na; i++) {
         if (i < nb) { id = big[i]; bytes = size[id]; s = site[id]; px = pixel(s, false, dim && !matches(s)); if (id === sel) selAt.push(c, off, bytes); }
@@ -448,9 +468,16 @@
   /* Paint a frame's columns into buf (column by column, PHd words a pixel column), x2d giving
    * an entry's pixel column: the fine ones in one sweep (paintFine), the writer's kept columns
    * one by one from their band and fold lists. */
+  var tops = new Float64Array(0);
+  /* a pixel column already holds a column at least as high (columns narrower than a pixel, on
+   * the time axis where entries come in bursts): leave it, so a peak is never painted over */
+  function lower(xa, top) { return tops[xa] >= top; }
+  function painted(xa, xb, top) { for (var q = xa; q < xb; q++) tops[q] = top; }
   function paint(d, colsF, thr, buf, PWd, PHd, syd, x2d) {
     var i, j;
     buf.fill(0xffffffff);
+    if (tops.length < PWd) tops = new Float64Array(PWd);
+    tops.fill(-1, 0, PWd);
     colsF.sel = [];
     if (colsF.fine) { paintFine(d, colsF, thr, buf, PWd, PHd, syd, x2d); return; }
     for (i = 0; i < colsF.length; i++) {
@@ -458,7 +485,10 @@
       if (xb <= xa) xb = xa + 1;
       if (xa < 0) xa = 0;
       if (xb > PWd) xb = PWd;
+      if (xa < xb && lower(xa, c.top)) xa++;
       if (xa >= xb) continue;
+      if (tops[xa] >= 0) buf.fill(0xffffffff, xa * PHd, xa * PHd + PHd);
+      painted(xa, xb, c.top);
       var off = 0, nb = b ? b.length / 3 : d.bandStart[c.s0 + 1] - d.bandStart[c.s0], nf = b ? 0 : d.foldStart[c.s0 + 1] - d.foldStart[c.s0];
       for (j = 0; j < nb + nf; j++) {
         var key, bytes;
@@ -507,8 +537,11 @@
     var colsF = columnsFor(d, pw, view.x0, view.x1), ymax = 1, i, j;
     for (i = 0; i < colsF.length; i++) ymax = Math.max(ymax, colsF[i].top, colsF[i].rmax, colsF[i].amax);
     ymax *= 1.05;
-    var sx = pw / (view.x1 - view.x0), sy = ph / ymax, vx0 = view.x0; /* the frame's own, for what reads it later (hover, tests) */
-    function X(e) { return padl + (e - vx0) * sx; }
+    /* x: entries, spaced evenly, or (the time axis) each entry where its time is, spaced linearly
+     * in time; the frame keeps its own x0 and scale, for what reads it later (hover, tests) */
+    var sx = pw / (view.x1 - view.x0), sy = ph / ymax, vx0 = view.x0, tt = view.timeAxis && meta.origin_ns ? times(d) : null, T0 = 0, sxT = 0;
+    if (tt) { T0 = timeOf(tt, vx0); sxT = pw / (timeOf(tt, view.x1) - T0); if (!(sxT < Infinity)) tt = null; }
+    function X(e) { return tt ? padl + (timeOf(tt, e) - T0) * sxT : padl + (e - vx0) * sx; }
     function Y(b) { return PADT + ph - b * sy; }
     /* bands: painted into an image of the plot (cost: the plot's pixels and bands, however many
      * allocations), then the lines and marks on top with the canvas's own strokes.  The image is
@@ -588,28 +621,29 @@
     var ystep = nice(ymax / 5);
     ctx.textAlign = 'right';
     for (var v = 0; v <= ymax; v += ystep) { var yv = Y(v); ctx.beginPath(); ctx.moveTo(padl - 4, yv); ctx.lineTo(padl, yv); ctx.stroke(); ctx.fillText(size(v), padl - 6, yv + 4); }
-    /* the x axis: entries, or (t) the time of the same entries, in seconds from the record's
-     * first event (the bands stay one step per entry, so time runs as fast as the record did);
+    /* the x axis: entries, or (t) seconds from the record's first event at even steps of time;
      * a label that would run past the canvas's edge is left out */
     ctx.textAlign = 'center';
-    var ticks = [], timeAxis = view.timeAxis && meta.origin_ns, lastX = -1e9, tt = timeAxis ? times(d) : null;
-    var xstep = nice((view.x1 - view.x0) / Math.max(2, Math.floor(pw / 90))), es = [], e3;
-    for (e3 = Math.ceil(view.x0 / xstep) * xstep; e3 <= view.x1; e3 += xstep) if (Math.round(e3) < d.n) es.push(Math.round(e3));
-    var dec = 0;
-    if (tt) { /* enough decimals that neighbouring labels differ */
-      var gap = Infinity;
-      for (i = 1; i < es.length; i++) if (tt[es[i]] > tt[es[i - 1]]) gap = Math.min(gap, tt[es[i]] - tt[es[i - 1]]);
-      dec = gap === Infinity ? 3 : Math.max(0, Math.min(6, Math.ceil(-Math.log10(gap / 1e6))));
+    var ticks = [], timeAxis = !!tt, lastX = -1e9, nt = Math.max(2, Math.floor(pw / 90)), es = [], e3, dec = 0;
+    if (tt) {
+      var T1 = T0 + pw / sxT, tstep = nice((T1 - T0) / nt);
+      dec = Math.max(0, Math.min(6, Math.ceil(-Math.log10(tstep / 1e6))));
+      for (e3 = Math.ceil(T0 / tstep) * tstep; e3 <= T1; e3 += tstep) es.push(e3);
+    } else {
+      var xstep = nice((view.x1 - view.x0) / nt);
+      for (e3 = Math.ceil(view.x0 / xstep) * xstep; e3 <= view.x1; e3 += xstep) if (Math.round(e3) < d.n) es.push(Math.round(e3));
     }
     for (i = 0; i < es.length; i++) {
-      var lab = tt ? (tt[es[i]] / 1e6).toFixed(dec) : String(es[i]), xv = X(es[i]), hw = ctx.measureText(lab).width / 2 + 2;
+      var lab = tt ? (es[i] / 1e6).toFixed(dec) : String(es[i]), xv = tt ? padl + (es[i] - T0) * sxT : X(es[i]), hw = ctx.measureText(lab).width / 2 + 2;
       if (xv - hw < lastX || xv + hw > W) continue;
       ctx.beginPath(); ctx.moveTo(xv, PADT + ph); ctx.lineTo(xv, PADT + ph + 4); ctx.stroke();
-      ctx.fillText(lab, xv, PADT + ph + 15); lastX = xv + hw + 4; ticks.push({e: es[i], label: lab});
+      ctx.fillText(lab, xv, PADT + ph + 15); lastX = xv + hw + 4;
+      ticks.push(tt ? {t: es[i], x: xv, label: lab} : {e: es[i], x: xv, label: lab});
     }
     ctx.textAlign = 'left';
     ctx.fillText(timeAxis ? 's' : 'entry', 4, H - 4);
-    view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph, W: W, ticks: ticks, timeAxis: !!timeAxis};
+    view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph, W: W, ticks: ticks, timeAxis: timeAxis,
+      tt: tt, T0: T0, sxT: sxT, x0: vx0};
     ui.status.textContent = 'Entries ' + Math.round(view.x0) + '\u2013' + Math.round(view.x1) + ' of ' + d.n +
       (m.dropped ? ' (the ring dropped ' + m.dropped + ' older entries)' : '') + ' \u00b7 cursor at ' + when(d, view.cursor) +
       ' \u00b7 ' + size(allocatedAt(d, view.cursor)) + ' allocated, ' + size(lineAt(d.lines[1], view.cursor)) + ' reserved';
@@ -702,7 +736,11 @@
 
   /* ---- input ---- */
   function evX(ev) { var b = ui.canvas.getBoundingClientRect(); return [ev.clientX - b.left, ev.clientY - b.top]; }
-  function entryAt(px) { var f = view.frame; return f ? view.x0 + (px - f.padl) / f.sx : 0; }
+  function entryAt(px) { /* the (fractional) entry under a pixel of the frame on the canvas */
+    var f = view.frame;
+    if (!f) return 0;
+    return f.tt ? entryOfTime(f.tt, f.T0 + (px - f.padl) / f.sxT) : f.x0 + (px - f.padl) / f.sx;
+  }
   ui.canvas.addEventListener('wheel', function (ev) {
     ev.preventDefault();
     var p = evX(ev);
@@ -710,7 +748,7 @@
     else zoomBy(Math.pow(1.0015, ev.deltaY), entryAt(p[0]));
   }, {passive: false});
   ui.canvas.addEventListener('pointerdown', function (ev) {
-    var p = evX(ev); view.drag = {x: p[0], x0: view.x0, moved: false};
+    var p = evX(ev); view.drag = {x: p[0], x0: view.x0, x1: view.x1, moved: false};
     ui.canvas.setPointerCapture(ev.pointerId); ui.canvas.focus();
   });
   ui.canvas.addEventListener('pointermove', function (ev) {
@@ -718,7 +756,14 @@
     if (view.drag) {
       var dx = p[0] - view.drag.x;
       if (Math.abs(dx) > 3) view.drag.moved = true;
-      if (view.drag.moved && view.frame) { var w = view.x1 - view.x0; view.x0 = view.drag.x0 - dx / view.frame.sx; view.x1 = view.x0 + w; clampView(); request(); }
+      if (view.drag.moved && view.frame) {
+        var f = view.frame, w = view.x1 - view.x0;
+        if (f.tt) { /* the same span of time, dragged by as much time as the pixels moved */
+          var shift = dx / f.sxT;
+          view.x0 = entryOfTime(f.tt, timeOf(f.tt, view.drag.x0) - shift); view.x1 = entryOfTime(f.tt, timeOf(f.tt, view.drag.x1) - shift);
+        } else { view.x0 = view.drag.x0 - dx / f.sx; view.x1 = view.x0 + w; }
+        clampView(); request();
+      }
       return;
     }
     var h = hit(p[0], p[1]);
