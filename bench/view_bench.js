@@ -71,7 +71,9 @@ const q = (a, p) => { const s = [...a].sort((x, y) => x - y); return s.length ? 
   // browser made it (input_ms: also the browser's routing, and any wait behind the page's other
   // tasks).  A blank page (kind blank: a canvas filled once a wheel or drag step) gives the
   // browser's own floor for both.
-  const target = kind !== 'memviz' ? '#v-canvas' : 'svg g[clip-path]';
+  // MemoryViz.js: the plot's svg (its zoomed group's own box runs far past the screen, with
+  // polygons the clip path hides), so that the pointer is over the plot
+  const target = kind !== 'memviz' ? '#v-canvas' : 'svg[viewBox="0 0 1024 576"]';
   const box = await page.evaluate(sel => { const r = document.querySelector(sel).getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; }, target);
   const cx = box.x + box.w / 2, cy = box.y + box.h / 2;
   await page.evaluate(kind => {
