@@ -220,7 +220,10 @@
     var idle = window.requestIdleCallback || function (f) { return setTimeout(function () { f({timeRemaining: function () { return 4; }}); }, 30); };
     (function step(dl) { /* slices of at most 4 ms, so that an input waits no longer behind one */
       var until = performance.now() + Math.max(1, Math.min(dl.timeRemaining(), 4));
-      if (d.n && !(d.warm && d.warm.i >= d.warm.views.length)) { warmSlice(d, until); idle(step); return; }
+      if (d.n && !(d.warm && d.warm.i >= d.warm.views.length)) {
+        if (warmSlice(d, until) && view.k === d.k && !pending) { draw(); stats.frames.pop(); } /* and the frame's own code once more, the same view (not a frame anyone asked for: not counted) */
+        idle(step); return;
+      }
       if (!d.cps) { cpSlice(d, until); idle(step); return; }
       if (!meta.origin_ns || d.time) return;
       if (!timeSlice(d, until)) idle(step);
