@@ -1,8 +1,10 @@
 #!/bin/sh
 # rows_view.sh [BUILD_DIR] - the viewer's figures (`cumemhist view`), beside PyTorch's MemoryViz.js
-# in the same harness (bench/view_bench.js: headless Chromium driven by playwright-core): the
-# first frame after load, zoom and pan frame times (median, 99th percentile), the browser's
-# memory, and the page's size beside the pickle of the same 1M-entry record.  Figures only.
+# in the same harness (bench/view_bench.js: headless Chromium driven by playwright-core, input
+# sent through the browser): the first frame after load, zoom and pan frame times (median, 99th
+# percentile) from the page's first listener and from the input event's own timestamp, beside a
+# blank-canvas page's (the browser's own floor), the browser's memory, and the page's size beside
+# the pickle of the same 1M-entry record.  Figures only.
 #
 # The peer: $MEMVIZ_JS, a saved copy of pytorch/pytorch torch/utils/viz/MemoryViz.js (its
 # skypack imports are swapped here for d3@5, the version it imports, from the npm registry).
@@ -34,9 +36,15 @@ ff=$(J "Math.round(o.first_frame_ms)" <"$T/ours.json") med=$(J "Math.round(o.fra
 pss=$(J 'Math.round(o.pss_bytes/1048576)' <"$T/ours.json") heap=$(J 'Math.round(o.js_heap_bytes/1048576)' <"$T/ours.json")
 row "view, 1M: first frame after load" "$ff ms (target <= 2000)"
 row "view, 1M: zoom+pan frame, median / p99 (120 frames)" "$med / $p99 ms (targets <= 16 / <= 50)"
+imed=$(J "Math.round(o.input_ms.median)" <"$T/ours.json") ip99=$(J "Math.round(o.input_ms.p99)" <"$T/ours.json")
+row "view, 1M: the same from the input event's timestamp" "$imed / $ip99 ms"
 dmed=$(J "o.draw_ms && o.draw_ms.median.toFixed(1)" <"$T/ours.json") dp99=$(J "o.draw_ms && o.draw_ms.p99.toFixed(1)" <"$T/ours.json")
 row "view, 1M: the page's own time per frame, median / p99" "$dmed / $dp99 ms"
 row "view, 1M: browser memory (PSS, all processes) / JS heap" "$pss MiB / $heap MiB (target <= 1024 MiB)"
+nice node "$(dirname "$0")/view_bench.js" - blank >"$T/blank.json" || true
+bmed=$(J "o.frame_ms.median.toFixed(1)" <"$T/blank.json") bp99=$(J "o.frame_ms.p99.toFixed(1)" <"$T/blank.json")
+bimed=$(J "Math.round(o.input_ms.median)" <"$T/blank.json") bip99=$(J "Math.round(o.input_ms.p99)" <"$T/blank.json")
+row "a blank canvas (the browser's floor): frame, median / p99" "$bmed / $bp99 ms; from the input's timestamp $bimed / $bip99 ms"
 
 if [ -n "${MEMVIZ_JS:-}" ] && [ -f "$MEMVIZ_JS" ] && [ -f "$CACHE/node_modules/d3/dist/d3.min.js" ]; then
     { printf '<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>\n<script>'
@@ -53,9 +61,12 @@ if [ -n "${MEMVIZ_JS:-}" ] && [ -f "$MEMVIZ_JS" ] && [ -f "$CACHE/node_modules/d
     ppss=$(J 'Math.round(o.pss_bytes/1048576)' <"$T/peer.json") note=$(J 'o.note || o.error || ""' <"$T/peer.json")
     row "MemoryViz.js, same 1M pickle: first frame" "$pff ms${note:+ ($note)}"
     row "MemoryViz.js, 1M: zoom+pan frame, median / p99" "$pmed / $pp99 ms"
+    pimed=$(J "o.input_ms && Math.round(o.input_ms.median)" <"$T/peer.json") pip99=$(J "o.input_ms && Math.round(o.input_ms.p99)" <"$T/peer.json")
+    row "MemoryViz.js, 1M: the same from the input's timestamp" "$pimed / $pip99 ms"
     row "MemoryViz.js, 1M: browser memory (PSS)" "$ppss MiB"
     [ "$pff" != n/a ] && row "ratio, first frame: MemoryViz.js / ours" "$(awk "BEGIN{printf \"%.1f\", $pff / $ff}")x"
     [ "$pmed" != n/a ] && row "ratio, median frame: MemoryViz.js / ours" "$(awk "BEGIN{printf \"%.1f\", $pmed / $med}")x"
+    [ "$pimed" != n/a ] && row "ratio, median from the input's timestamp: MemoryViz.js / ours" "$(awk "BEGIN{printf \"%.1f\", $pimed / $imed}")x"
 else
     row "MemoryViz.js, same 1M pickle" "peer not found: set MEMVIZ_JS=.../torch/utils/viz/MemoryViz.js"
 fi

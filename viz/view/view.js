@@ -114,35 +114,37 @@
     while (lo < hi) { var mid = (lo + hi) >> 1; if (d.start[mid] <= e) lo = mid + 1; else hi = mid; }
     return lo;
   }
-  /* the live set every CP entries, made in slices while the page is idle after the first frame
-   * (soon), or at once where a zoomed-in frame needs them first */
+  /* the live set every CP entries, made in short slices while the page is idle after the first
+   * frame (soon); no frame waits for them: liveAt starts from the latest one made so far */
   function cpSlice(d, until) {
-    var j = d.cpj || (d.cpj = {cps: [], live: [], p: 0, e: 0}), cps = j.cps, live = j.live, p = j.p, e = j.e;
+    var j = d.cpj || (d.cpj = {cps: [], live: new Int32Array(256), nl: 0, p: 0, e: 0}), cps = j.cps, live = j.live, nl = j.nl, p = j.p, e = j.e;
     while (e < d.n) {
-      while (p < d.na && d.start[p] <= e) live.push(p++);
-      var k = 0;
-      for (var i = 0; i < live.length; i++) if (d.end[live[i]] > e) live[k++] = live[i];
-      live.length = k;
-      cps.push(Int32Array.from(live));
+      var k = 0, i;
+      for (i = 0; i < nl; i++) if (d.end[live[i]] > e) live[k++] = live[i];
+      nl = k;
+      for (; p < d.na && d.start[p] <= e; p++) if (d.end[p] > e) { if (nl >= live.length) live = j.live = grown(live, nl + 1); live[nl++] = p; }
+      cps.push(live.slice(0, nl));
       e += CP;
-      if (cps.length % 16 === 0 && performance.now() > until) break;
+      if (performance.now() > until) break;
     }
-    j.p = p; j.e = e;
+    j.nl = nl; j.p = p; j.e = e;
     if (e < d.n) return false;
     d.cps = cps;
+    stats.cps = performance.now();
     return true;
   }
-  function checkpoints(d) { if (!d.cps) cpSlice(d, Infinity); return d.cps; }
-  /* every allocation live after entry e, in allocation order (exact) */
-  function liveAt(d, e) {
+  /* every allocation live after entry e, in allocation order (exact): the checkpoint at or
+   * before e still live, then what started after it and is live (from the start where none is
+   * made yet: one pass, well under a millisecond on a million entries) */
+  function liveAt(d, e, maxCps) { /* maxCps: use only the first ones (the tests: every path) */
     var out = [];
     if (e < 0 || e >= d.n) return out;
-    var c = Math.floor(e / CP), i;
-    if (!d.cps && !(d.cpj && d.cpj.cps.length > c)) { /* no checkpoint yet: one pass over what started by e */
+    var cps = d.cps || (d.cpj ? d.cpj.cps : []), c = Math.min(Math.floor(e / CP), cps.length - 1, maxCps === undefined ? Infinity : maxCps - 1), i;
+    if (c < 0) {
       for (i = 0; i < d.na && d.start[i] <= e; i++) if (d.end[i] > e) out.push(i);
       return out;
     }
-    var cp = (d.cps || d.cpj.cps)[c];
+    var cp = cps[c];
     for (i = 0; i < cp.length; i++) if (d.end[cp[i]] > e) out.push(cp[i]);
     for (i = firstStartAfter(d, c * CP); i < d.na && d.start[i] <= e; i++) if (d.end[i] > e) out.push(i);
     return out;
@@ -172,12 +174,56 @@
     return true;
   }
   function times(d) { if (!d.time) timeSlice(d, Infinity); return d.time; }
-  function soon(d) { /* the checkpoints, then the entry times, while the page is idle */
+  /* a fractional entry's time: entry i spans its time to the next entry's (the last, none) */
+  function timeOf(tt, e) {
+    var n = tt.length, i = Math.max(0, Math.min(Math.floor(e), n - 1)), a = tt[i];
+    return i + 1 < n ? a + Math.max(0, Math.min(e - i, 1)) * (tt[i + 1] - a) : a;
+  }
+  function entryOfTime(tt, t) { /* its inverse: the last entry at or before t, and how far on */
+    var lo = 0, hi = tt.length;
+    while (lo < hi) { var mid = (lo + hi) >> 1; if (tt[mid] <= t) lo = mid + 1; else hi = mid; }
+    var i = lo - 1;
+    if (i < 0) return 0;
+    if (i + 1 >= tt.length || tt[i + 1] <= tt[i]) return i + (i + 1 >= tt.length ? 1 : 0);
+    return i + (t - tt[i]) / (tt[i + 1] - tt[i]);
+  }
+  /* The painting code run once over on small images while the page is idle after the first
+   * frame, at the zooms and places a user goes first (the whole record down to single entries,
+   * around the peak), so that the script engine has compiled it before the first zoom or pan
+   * needs it: a frame of code not compiled yet took 20-30 ms, the same compiled 1-3 ms. */
+  var WARM_W = 160, WARM_H = 64;
+  function warmSlice(d, until) {
+    var w = d.warm;
+    if (!w) {
+      var m = meta.devices[d.k], at = m.peak && m.peak.index > 0 ? m.peak.index : d.n / 2, views = [], k, r;
+      for (r = 0; r < 3; r++) for (k = 0; k < 10; k++) {
+        var width = Math.max(8, d.n / Math.pow(4, k)), mid = at + (r - 1) * width / 8;
+        views.push([Math.max(0, Math.min(mid - width / 2, d.n - width)), Math.min(d.n, Math.max(mid - width / 2, 0) + width)]);
+        if (width <= 8) break;
+      }
+      w = d.warm = {i: 0, views: views, buf: new Uint32Array(WARM_W * WARM_H), rows: new Uint32Array(WARM_W * WARM_H)};
+    }
+    while (w.i < w.views.length) {
+      var v = w.views[w.i++], cols = columnsFor(d, WARM_W, v[0], v[1]), ymax = 1;
+      for (var i = 0; i < cols.length; i++) ymax = Math.max(ymax, cols[i].top);
+      paint(d, cols, ymax / WARM_H, w.buf, WARM_W, WARM_H, WARM_H / ymax, function (e) { return Math.floor((e - v[0]) * WARM_W / (v[1] - v[0])); });
+      transpose(w.buf, w.rows, WARM_W, WARM_H);
+      if (performance.now() > until) break;
+    }
+    if (w.i < w.views.length) return false;
+    stats.warm = performance.now();
+    return true;
+  }
+  function soon(d) { /* the warm-up, the checkpoints, then the entry times, while the page is idle */
     if (d.soon) return;
     d.soon = true;
     var idle = window.requestIdleCallback || function (f) { return setTimeout(function () { f({timeRemaining: function () { return 4; }}); }, 30); };
-    (function step(dl) {
-      var until = performance.now() + Math.max(1, Math.min(dl.timeRemaining(), 6));
+    (function step(dl) { /* slices of at most 4 ms, so that an input waits no longer behind one */
+      var until = performance.now() + Math.max(1, Math.min(dl.timeRemaining(), 4));
+      if (d.n && !(d.warm && d.warm.i >= d.warm.views.length)) {
+        if (warmSlice(d, until) && view.k === d.k && !pending) { draw(); stats.frames.pop(); } /* and the frame's own code once more, the same view (not a frame anyone asked for: not counted) */
+        idle(step); return;
+      }
       if (!d.cps) { cpSlice(d, until); idle(step); return; }
       if (!meta.origin_ns || d.time) return;
       if (!timeSlice(d, until)) idle(step);
@@ -266,7 +312,11 @@
   }
   function zoomBy(f, at) {
     if (at === undefined || at < view.x0 || at > view.x1) at = (view.x0 + view.x1) / 2;
-    view.x0 = at - (at - view.x0) * f; view.x1 = at + (view.x1 - at) * f;
+    var tt = view.frame && view.frame.tt;
+    if (tt) { /* on the time axis, the span of time scales about the time at the point */
+      var ta = timeOf(tt, at), t0 = timeOf(tt, view.x0), t1 = timeOf(tt, view.x1);
+      view.x0 = entryOfTime(tt, ta - (ta - t0) * f); view.x1 = entryOfTime(tt, ta + (t1 - ta) * f);
+    } else { view.x0 = at - (at - view.x0) * f; view.x1 = at + (view.x1 - at) * f; }
     clampView(); request();
   }
   function pan(dx) { view.x0 += dx; view.x1 += dx; clampView(); request(); }
@@ -300,11 +350,11 @@
 
   /* The columns of the frame: for each, its x range in px, the instant it shows, and its bands
    * (allocation id, bottom and height in bytes) then its folded sites (-1 - site). */
-  function columnsFor(d, pw) {
-    var epp = 2 * (view.x1 - view.x0) / pw, col = meta.devices[view.k].col, out = [], c, i;
+  function columnsFor(d, pw, x0, x1) {
+    var epp = 2 * (x1 - x0) / pw, col = meta.devices[d.k].col, out = [], c, i;
     if (epp >= col && d.ncols) {
       var L = Math.max(0, Math.min(Math.ceil(Math.log2(epp / col)), d.levels.length - 1)), w = col * Math.pow(2, L);
-      var c0 = Math.max(0, Math.floor(view.x0 / w)), c1 = Math.min(Math.ceil(view.x1 / w), L ? d.levels[L].length : d.ncols);
+      var c0 = Math.max(0, Math.floor(x0 / w)), c1 = Math.min(Math.ceil(x1 / w), L ? d.levels[L].length : d.ncols);
       for (c = c0; c < c1; c++) {
         var s0 = L ? d.levels[L][c] : c, lo = Math.max(c * w, 0), hi = Math.min((c + 1) * w, d.n);
         out.push({e: d.inst[s0], a: lo, b: hi, s0: s0, bands: null, thr: 0, top: d.act[d.inst[s0]], amax: d.amax[s0], rmax: d.rmax[s0]});
@@ -313,8 +363,8 @@
     }
     /* fine: the exact stack at the highest instant of each pixel column, swept and painted in
      * draw() (paintFine) without a band list per column; bandsOf() makes one when asked */
-    var step = Math.max(epp, 1), first = Math.max(0, Math.floor(view.x0));
-    for (var x = first; x < view.x1 && x < d.n; x += step) {
+    var step = Math.max(epp, 1), first = Math.max(0, Math.floor(x0));
+    for (var x = first; x < x1 && x < d.n; x += step) {
       var a = Math.floor(x), bnd = Math.min(Math.floor(x + step), d.n), best = a;
       if (bnd <= a) bnd = a + 1;
       for (i = a + 1; i < bnd; i++) if (d.act[i] > d.act[best]) best = i;
@@ -368,14 +418,13 @@
         cand[nc] = x; nxt[nc] = head[cc]; head[cc] = nc++;
       }
     }
-    checkpoints(d); /* zoomed in, they are worth finishing now */
     var l0 = liveAt(d, ce[0]);
     for (i = 0; i < l0.length; i++) {
       id = l0[i];
       if (size[id] >= thr) { if (nb >= big.length) big = sweep.big = grown(big, nb + 1); big[nb++] = id; if (end[id] < nextEnd) nextEnd = end[id]; }
       else addSmall(id);
     }
-    var p = firstStartAfter(d, ce[0]), dim = !!view.query;
+    var p = firstStartAfter(d, ce[0]), dim = !!view.query, sel = view.sel, selAt = colsF.sel;
     for (c = 0; c < C; c++) {
       var col = colsF[c], e = ce[c];
       if (c) {
@@ -399,10 +448,13 @@
       if (xb <= xa) xb = xa + 1;
       if (xa < 0) xa = 0;
       if (xb > PWd) xb = PWd;
+      if (xa < xb && lower(xa, col.top)) xa++;
       if (xa >= xb) continue;
+      if (tops[xa] >= 0) buf.fill(0xffffffff, xa * PHd, xa * PHd + PHd);
+      painted(xa, xb, col.top);
       var row = xa * PHd, off = 0, yb, yt, px, o2, oe, q2, bytes;
       for (i = 0; i < nb + na; i++) {
-        if (i < nb) { id = big[i]; bytes = size[id]; s = site[id]; px = pixel(s, false, dim && !matches(s)); }
+        if (i < nb) { id = big[i]; bytes = size[id]; s = site[id]; px = pixel(s, false, dim && !matches(s)); if (id === sel) selAt.push(c, off, bytes); }
         else { s = act[i - nb]; bytes = fold[s]; px = pixel(s, true, dim && !matches(s)); }
         yb = Math.round(PHd - off * syd); yt = Math.round(PHd - (off + bytes) * syd);
         off += bytes;
@@ -413,6 +465,49 @@
         if (oe - o2 <= 8) for (; o2 < oe; o2++) buf[o2] = px; else buf.fill(px, o2, oe);
       }
       for (q2 = xa + 1; q2 < xb; q2++) buf.copyWithin(q2 * PHd, row, row + PHd);
+    }
+  }
+
+  /* Paint a frame's columns into buf (column by column, PHd words a pixel column), x2d giving
+   * an entry's pixel column: the fine ones in one sweep (paintFine), the writer's kept columns
+   * one by one from their band and fold lists. */
+  var tops = new Float64Array(0);
+  /* a pixel column already holds a column at least as high (columns narrower than a pixel, on
+   * the time axis where entries come in bursts): leave it, so a peak is never painted over */
+  function lower(xa, top) { return tops[xa] >= top; }
+  function painted(xa, xb, top) { for (var q = xa; q < xb; q++) tops[q] = top; }
+  function paint(d, colsF, thr, buf, PWd, PHd, syd, x2d) {
+    var i, j;
+    buf.fill(0xffffffff);
+    if (tops.length < PWd) tops = new Float64Array(PWd);
+    tops.fill(-1, 0, PWd);
+    colsF.sel = [];
+    if (colsF.fine) { paintFine(d, colsF, thr, buf, PWd, PHd, syd, x2d); return; }
+    for (i = 0; i < colsF.length; i++) {
+      var c = colsF[i], xa = x2d(c.a), xb = x2d(c.b), b = c.bands;
+      if (xb <= xa) xb = xa + 1;
+      if (xa < 0) xa = 0;
+      if (xb > PWd) xb = PWd;
+      if (xa < xb && lower(xa, c.top)) xa++;
+      if (xa >= xb) continue;
+      if (tops[xa] >= 0) buf.fill(0xffffffff, xa * PHd, xa * PHd + PHd);
+      painted(xa, xb, c.top);
+      var off = 0, nb = b ? b.length / 3 : d.bandStart[c.s0 + 1] - d.bandStart[c.s0], nf = b ? 0 : d.foldStart[c.s0 + 1] - d.foldStart[c.s0];
+      for (j = 0; j < nb + nf; j++) {
+        var key, bytes;
+        if (b) { key = b[3 * j]; bytes = b[3 * j + 2]; }
+        else if (j < nb) { key = d.bands[d.bandStart[c.s0] + j]; bytes = d.size[key]; }
+        else { key = -1 - d.fsite[d.foldStart[c.s0] + j - nb]; bytes = d.fbytes[d.foldStart[c.s0] + j - nb]; }
+        var yb = Math.round(PHd - off * syd), yt = Math.round(PHd - (off + bytes) * syd);
+        off += bytes;
+        if (yb <= yt) { if (bytes * syd < 0.5) continue; yb = yt + 1; }
+        if (yt < 0) yt = 0;
+        if (yb > PHd) yb = PHd;
+        var site = key < 0 ? -1 - key : d.site[key], px = pixel(site, key < 0, view.query ? !matches(site) : false), y;
+        var o2 = xa * PHd + yt, oe = xa * PHd + yb;
+        if (oe - o2 <= 8) for (; o2 < oe; o2++) buf[o2] = px; else buf.fill(px, o2, oe);
+      }
+      for (var q2 = xa + 1; q2 < xb; q2++) buf.copyWithin(q2 * PHd, xa * PHd, xa * PHd + PHd);
     }
   }
 
@@ -442,11 +537,14 @@
       ctx.fillText('No trace entries: only the end state was recorded.', 8, PADT + 20);
       view.frame = null; return;
     }
-    var colsF = columnsFor(d, pw), ymax = 1, i, j;
+    var colsF = columnsFor(d, pw, view.x0, view.x1), ymax = 1, i, j;
     for (i = 0; i < colsF.length; i++) ymax = Math.max(ymax, colsF[i].top, colsF[i].rmax, colsF[i].amax);
     ymax *= 1.05;
-    var sx = pw / (view.x1 - view.x0), sy = ph / ymax;
-    function X(e) { return padl + (e - view.x0) * sx; }
+    /* x: entries, spaced evenly, or (the time axis) each entry where its time is, spaced linearly
+     * in time; the frame keeps its own x0 and scale, for what reads it later (hover, tests) */
+    var sx = pw / (view.x1 - view.x0), sy = ph / ymax, vx0 = view.x0, tt = view.timeAxis && meta.origin_ns ? times(d) : null, T0 = 0, sxT = 0;
+    if (tt) { T0 = timeOf(tt, vx0); sxT = pw / (timeOf(tt, view.x1) - T0); if (!(sxT < Infinity)) tt = null; }
+    function X(e) { return tt ? padl + (timeOf(tt, e) - T0) * sxT : padl + (e - vx0) * sx; }
     function Y(b) { return PADT + ph - b * sy; }
     /* bands: painted into an image of the plot (cost: the plot's pixels and bands, however many
      * allocations), then the lines and marks on top with the canvas's own strokes.  The image is
@@ -454,49 +552,24 @@
      * run of words (one fill), and a column two pixels wide a copy of the first; the canvas
      * draws it transposed. */
     var PWd = Math.max(1, Math.round(pw * dpr)), PHd = Math.max(1, Math.round(ph * dpr));
-    if (!view.img || view.img.width !== PHd || view.img.height !== PWd) {
-      view.img = ctx.createImageData(PHd, PWd); view.buf = new Uint32Array(view.img.data.buffer);
-      view.off = document.createElement('canvas'); view.off.width = PHd; view.off.height = PWd;
-      view.offCtx = view.off.getContext('2d');
+    if (!view.img || view.img.width !== PWd || view.img.height !== PHd) {
+      view.buf = new Uint32Array(PWd * PHd); /* column by column */
+      view.img = ctx.createImageData(PWd, PHd); view.rows = new Uint32Array(view.img.data.buffer); /* row by row */
     }
     var buf = view.buf, hl = view.sel, syd = sy * dpr;
-    buf.fill(0xffffffff);
-    if (colsF.fine) paintFine(d, colsF, ymax / ph, buf, PWd, PHd, syd, function (e) { return Math.floor((X(e) - padl) * dpr); });
-    else for (i = 0; i < colsF.length; i++) {
-      var c = colsF[i], xa = Math.floor((X(c.a) - padl) * dpr), xb = Math.floor((X(c.b) - padl) * dpr), b = c.bands;
-      if (xb <= xa) xb = xa + 1;
-      if (xa < 0) xa = 0;
-      if (xb > PWd) xb = PWd;
-      if (xa >= xb) continue;
-      var off = 0, nb = b ? b.length / 3 : d.bandStart[c.s0 + 1] - d.bandStart[c.s0], nf = b ? 0 : d.foldStart[c.s0 + 1] - d.foldStart[c.s0];
-      for (j = 0; j < nb + nf; j++) {
-        var key, bytes;
-        if (b) { key = b[3 * j]; bytes = b[3 * j + 2]; }
-        else if (j < nb) { key = d.bands[d.bandStart[c.s0] + j]; bytes = d.size[key]; }
-        else { key = -1 - d.fsite[d.foldStart[c.s0] + j - nb]; bytes = d.fbytes[d.foldStart[c.s0] + j - nb]; }
-        var yb = Math.round(PHd - off * syd), yt = Math.round(PHd - (off + bytes) * syd);
-        off += bytes;
-        if (yb <= yt) { if (bytes * syd < 0.5) continue; yb = yt + 1; }
-        if (yt < 0) yt = 0;
-        if (yb > PHd) yb = PHd;
-        var site = key < 0 ? -1 - key : d.site[key], px = pixel(site, key < 0, view.query ? !matches(site) : false), y;
-        var o2 = xa * PHd + yt, oe = xa * PHd + yb;
-        if (oe - o2 <= 8) for (; o2 < oe; o2++) buf[o2] = px; else buf.fill(px, o2, oe);
-      }
-      for (var q2 = xa + 1; q2 < xb; q2++) buf.copyWithin(q2 * PHd, xa * PHd, xa * PHd + PHd);
-    }
-    view.offCtx.putImageData(view.img, 0, 0);
-    ctx.save(); /* the image is column by column: drawn transposed */
-    ctx.setTransform(0, 1, 1, 0, Math.round(padl * dpr), Math.round(PADT * dpr));
-    ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(view.off, 0, 0);
-    ctx.restore();
+    paint(d, colsF, ymax / ph, buf, PWd, PHd, syd, function (e) { return Math.floor((X(e) - padl) * dpr); });
+    transpose(buf, view.rows, PWd, PHd);
+    ctx.putImageData(view.img, Math.round(padl * dpr), Math.round(PADT * dpr));
     ctx.save();
     ctx.beginPath(); ctx.rect(padl, PADT, pw, ph); ctx.clip();
     /* the selected band outlined where it is drawn */
     if (hl >= 0) {
       ctx.strokeStyle = '#000'; ctx.lineWidth = 1.5;
-      for (i = 0; i < colsF.length; i++) {
+      if (colsF.fine) for (i = 0; i < colsF.sel.length; i += 3) { /* where the sweep drew it */
+        var sc = colsF[colsF.sel[i]];
+        ctx.strokeRect(X(sc.a), Y(colsF.sel[i + 1] + colsF.sel[i + 2]), X(sc.b) - X(sc.a), colsF.sel[i + 2] * sy);
+      }
+      else for (i = 0; i < colsF.length; i++) {
         if (colsF[i].e < d.start[hl] || colsF[i].e >= d.end[hl]) continue;
         var bb = bandsOf(d, colsF[i]);
         for (j = 0; j < bb.length; j += 3) if (bb[j] === hl) ctx.strokeRect(X(colsF[i].a), Y(bb[j + 1] + bb[j + 2]), X(colsF[i].b) - X(colsF[i].a), bb[j + 2] * sy);
@@ -551,32 +624,45 @@
     var ystep = nice(ymax / 5);
     ctx.textAlign = 'right';
     for (var v = 0; v <= ymax; v += ystep) { var yv = Y(v); ctx.beginPath(); ctx.moveTo(padl - 4, yv); ctx.lineTo(padl, yv); ctx.stroke(); ctx.fillText(size(v), padl - 6, yv + 4); }
-    /* the x axis: entries, or (t) the time of the same entries, in seconds from the record's
-     * first event (the bands stay one step per entry, so time runs as fast as the record did);
+    /* the x axis: entries, or (t) seconds from the record's first event at even steps of time;
      * a label that would run past the canvas's edge is left out */
     ctx.textAlign = 'center';
-    var ticks = [], timeAxis = view.timeAxis && meta.origin_ns, lastX = -1e9, tt = timeAxis ? times(d) : null;
-    var xstep = nice((view.x1 - view.x0) / Math.max(2, Math.floor(pw / 90))), es = [], e3;
-    for (e3 = Math.ceil(view.x0 / xstep) * xstep; e3 <= view.x1; e3 += xstep) if (Math.round(e3) < d.n) es.push(Math.round(e3));
-    var dec = 0;
-    if (tt) { /* enough decimals that neighbouring labels differ */
-      var gap = Infinity;
-      for (i = 1; i < es.length; i++) if (tt[es[i]] > tt[es[i - 1]]) gap = Math.min(gap, tt[es[i]] - tt[es[i - 1]]);
-      dec = gap === Infinity ? 3 : Math.max(0, Math.min(6, Math.ceil(-Math.log10(gap / 1e6))));
+    var ticks = [], timeAxis = !!tt, lastX = -1e9, nt = Math.max(2, Math.floor(pw / 90)), es = [], e3, dec = 0;
+    if (tt) {
+      var T1 = T0 + pw / sxT, tstep = nice((T1 - T0) / nt);
+      dec = Math.max(0, Math.min(6, Math.ceil(-Math.log10(tstep / 1e6))));
+      for (e3 = Math.ceil(T0 / tstep) * tstep; e3 <= T1; e3 += tstep) es.push(e3);
+    } else {
+      var xstep = nice((view.x1 - view.x0) / nt);
+      for (e3 = Math.ceil(view.x0 / xstep) * xstep; e3 <= view.x1; e3 += xstep) if (Math.round(e3) < d.n) es.push(Math.round(e3));
     }
     for (i = 0; i < es.length; i++) {
-      var lab = tt ? (tt[es[i]] / 1e6).toFixed(dec) : String(es[i]), xv = X(es[i]), hw = ctx.measureText(lab).width / 2 + 2;
+      var lab = tt ? (es[i] / 1e6).toFixed(dec) : String(es[i]), xv = tt ? padl + (es[i] - T0) * sxT : X(es[i]), hw = ctx.measureText(lab).width / 2 + 2;
       if (xv - hw < lastX || xv + hw > W) continue;
       ctx.beginPath(); ctx.moveTo(xv, PADT + ph); ctx.lineTo(xv, PADT + ph + 4); ctx.stroke();
-      ctx.fillText(lab, xv, PADT + ph + 15); lastX = xv + hw + 4; ticks.push({e: es[i], label: lab});
+      ctx.fillText(lab, xv, PADT + ph + 15); lastX = xv + hw + 4;
+      ticks.push(tt ? {t: es[i], x: xv, label: lab} : {e: es[i], x: xv, label: lab});
     }
     ctx.textAlign = 'left';
     ctx.fillText(timeAxis ? 's' : 'entry', 4, H - 4);
-    view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph, W: W, ticks: ticks, timeAxis: !!timeAxis};
+    view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph, W: W, ticks: ticks, timeAxis: timeAxis,
+      tt: tt, T0: T0, sxT: sxT, x0: vx0};
     ui.status.textContent = 'Entries ' + Math.round(view.x0) + '\u2013' + Math.round(view.x1) + ' of ' + d.n +
       (m.dropped ? ' (the ring dropped ' + m.dropped + ' older entries)' : '') + ' \u00b7 cursor at ' + when(d, view.cursor) +
       ' \u00b7 ' + size(allocatedAt(d, view.cursor)) + ' allocated, ' + size(lineAt(d.lines[1], view.cursor)) + ' reserved';
     stats.frames.push(performance.now() - t0);
+  }
+  /* the column-by-column image into the row-by-row one putImageData takes, in 64-pixel tiles so
+   * both sides stay in cache (a pixel copy the canvas needs no transform for: a transformed
+   * drawImage was rasterised by the browser after the script, on every frame) */
+  function transpose(src, dst, w, h) {
+    for (var x0 = 0; x0 < w; x0 += 64) {
+      var x1 = Math.min(w, x0 + 64);
+      for (var y0 = 0; y0 < h; y0 += 64) {
+        var y1 = Math.min(h, y0 + 64);
+        for (var y = y0; y < y1; y++) for (var x = x0, o = y * w; x < x1; x++) dst[o + x] = src[x * h + y];
+      }
+    }
   }
   function nice(x) { var p = Math.pow(10, Math.floor(Math.log10(Math.max(x, 1e-9)))), f = x / p; return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p; }
 
@@ -653,7 +739,11 @@
 
   /* ---- input ---- */
   function evX(ev) { var b = ui.canvas.getBoundingClientRect(); return [ev.clientX - b.left, ev.clientY - b.top]; }
-  function entryAt(px) { var f = view.frame; return f ? view.x0 + (px - f.padl) / f.sx : 0; }
+  function entryAt(px) { /* the (fractional) entry under a pixel of the frame on the canvas */
+    var f = view.frame;
+    if (!f) return 0;
+    return f.tt ? entryOfTime(f.tt, f.T0 + (px - f.padl) / f.sxT) : f.x0 + (px - f.padl) / f.sx;
+  }
   ui.canvas.addEventListener('wheel', function (ev) {
     ev.preventDefault();
     var p = evX(ev);
@@ -661,7 +751,7 @@
     else zoomBy(Math.pow(1.0015, ev.deltaY), entryAt(p[0]));
   }, {passive: false});
   ui.canvas.addEventListener('pointerdown', function (ev) {
-    var p = evX(ev); view.drag = {x: p[0], x0: view.x0, moved: false};
+    var p = evX(ev); view.drag = {x: p[0], x0: view.x0, x1: view.x1, moved: false};
     ui.canvas.setPointerCapture(ev.pointerId); ui.canvas.focus();
   });
   ui.canvas.addEventListener('pointermove', function (ev) {
@@ -669,7 +759,14 @@
     if (view.drag) {
       var dx = p[0] - view.drag.x;
       if (Math.abs(dx) > 3) view.drag.moved = true;
-      if (view.drag.moved && view.frame) { var w = view.x1 - view.x0; view.x0 = view.drag.x0 - dx / view.frame.sx; view.x1 = view.x0 + w; clampView(); request(); }
+      if (view.drag.moved && view.frame) {
+        var f = view.frame, w = view.x1 - view.x0;
+        if (f.tt) { /* the same span of time, dragged by as much time as the pixels moved */
+          var shift = dx / f.sxT;
+          view.x0 = entryOfTime(f.tt, timeOf(f.tt, view.drag.x0) - shift); view.x1 = entryOfTime(f.tt, timeOf(f.tt, view.drag.x1) - shift);
+        } else { view.x0 = view.drag.x0 - dx / f.sx; view.x1 = view.x0 + w; }
+        clampView(); request();
+      }
       return;
     }
     var h = hit(p[0], p[1]);
@@ -725,9 +822,10 @@
   window.cmhView = {
     meta: meta, view: view, stats: stats,
     device: function (k) { ui.dev.value = String(k); ui.dev.dispatchEvent(new Event('change')); },
-    live: function (k, e) {
+    live: function (k, e, maxCps) {
       var d = load(k);
-      return liveAt(d, e).map(function (id) { return {id: id, size: d.size[id], site: d.site[id], start: d.start[id], end: d.end[id]}; });
+      if (maxCps !== undefined) while (!d.cps) cpSlice(d, Infinity); /* asked for a path: every checkpoint there to choose from */
+      return liveAt(d, e, maxCps).map(function (id) { return {id: id, size: d.size[id], site: d.site[id], start: d.start[id], end: d.end[id]}; });
     },
     columns: function (k) { /* every column state the writer kept: [instant, {site: bytes}] */
       var d = load(k), out = [];
