@@ -51,6 +51,7 @@ void cmh_svg_frame(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t 
 {
     const char *name = cmh_str(s, f->name), *file = cmh_str(s, f->filename);
     if (!*name) name = "??";
+    if (!strcmp(file, "??")) file = ""; /* PyTorch's word for no file */
     if (*file && f->line > 0) snprintf(buf, cap, "%s (%s:%" PRId64 ")", name, file, f->line);
     else if (*file) snprintf(buf, cap, "%s (%s)", name, file);
     else if (f->module >= 0 && (uint32_t)f->module < s->nmodules) {
