@@ -7,11 +7,13 @@
  * (replay.c sizes blocks the way the caching allocator does).  Live blocks are grouped by their
  * allocation stack ("sites").
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cumemhist/reports.h"
 #include "grow.h"
+#include "memo.h"
 #include "oatab.h"
 
 /* ---- sites: live bytes grouped by stack ---- */
@@ -167,9 +169,77 @@ static void base_info(const cmh_snapshot *s, int device, cmh_report_base *b)
 
 /* ---- peak ---- */
 
-int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)
+/* ---- the memo: whole-trace results kept while a snapshot is read-only (reports.h) ----
+ * One snapshot at a time (the first begin's; a begin for another is not memoized), its devices'
+ * totals and end state, and per (device, grouping) the sites at the peak.  Threads of a report
+ * page ask at once: the table is locked, the replays run outside the lock (two threads may
+ * compute the same figures; the first stored stays). */
+typedef struct memo_dev {
+    int device, rc;
+    cmh_peak_report pk; /* without sites */
+    cmh_mem_stats st;
+} memo_dev;
+
+typedef struct memo_sites {
+    int device;
+    const cmh_sites *sites;
+    cmh_site *v;
+    uint32_t n;
+} memo_sites;
+
+static pthread_mutex_t g_memo_lock = PTHREAD_MUTEX_INITIALIZER;
+static const cmh_snapshot *g_memo_s;
+static int g_memo_depth;
+static memo_dev *g_memo_dev;
+static memo_sites *g_memo_sites;
+static uint32_t g_memo_ndev, g_memo_nsites;
+typedef struct memo_steps {
+    int device;
+    const cmh_sites *sites;
+    cmh_steps st;
+} memo_steps;
+static memo_steps *g_memo_steps;
+static uint32_t g_memo_nsteps;
+static uint32_t g_memo_replays; /* whole replays run for the memo's snapshot (cmh_replay_memo_end returns it) */
+
+void cmh_replay_memo_begin(const cmh_snapshot *s)
+{
+    pthread_mutex_lock(&g_memo_lock);
+    if (!g_memo_s) {
+        g_memo_s = s;
+        g_memo_depth = 1;
+        g_memo_replays = 0;
+    } else if (g_memo_s == s) g_memo_depth++;
+    pthread_mutex_unlock(&g_memo_lock);
+}
+
+uint32_t cmh_replay_memo_end(const cmh_snapshot *s)
+{
+    uint32_t n = 0;
+    pthread_mutex_lock(&g_memo_lock);
+    if (g_memo_s == s && --g_memo_depth == 0) {
+        for (uint32_t i = 0; i < g_memo_nsites; i++) free(g_memo_sites[i].v);
+        free(g_memo_sites);
+        for (uint32_t i = 0; i < g_memo_nsteps; i++) free(g_memo_steps[i].st.points);
+        free(g_memo_steps);
+        g_memo_steps = NULL;
+        g_memo_nsteps = 0;
+        free(g_memo_dev);
+        g_memo_sites = NULL;
+        g_memo_dev = NULL;
+        g_memo_ndev = g_memo_nsites = 0;
+        g_memo_s = NULL;
+        n = g_memo_replays;
+    }
+    pthread_mutex_unlock(&g_memo_lock);
+    return n;
+}
+
+/* The whole trace replayed once: the totals of the peak report (no sites) and the end state. */
+static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end)
 {
     memset(p, 0, sizeof *p);
+    memset(end, 0, sizeof *end);
     base_info(s, device, &p->base);
     cmh_replay *r = cmh_replay_new(s, device);
     if (!r) return CMH_ENOMEM;
@@ -205,19 +275,144 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, 
     if (p->reserved_end > p->reserved_peak) p->reserved_peak = p->reserved_end, p->reserved_index = n;
     if (p->requested_end > p->requested_peak) p->requested_peak = p->requested_end, p->requested_index = n;
     int rc = cmh_replay_status(r);
+    if (rc == CMH_OK) *end = *st;
     cmh_replay_free(r);
-    if (rc != CMH_OK) {
-        cmh_peak_report_free(p);
-        return rc;
+    if (rc != CMH_OK) memset(p, 0, sizeof *p);
+    return rc;
+}
+
+/* whole_replay, through the memo */
+static int whole(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end)
+{
+    pthread_mutex_lock(&g_memo_lock);
+    int memo = g_memo_s == s;
+    for (uint32_t i = 0; memo && i < g_memo_ndev; i++)
+        if (g_memo_dev[i].device == device) {
+            *p = g_memo_dev[i].pk;
+            *end = g_memo_dev[i].st;
+            int rc = g_memo_dev[i].rc;
+            pthread_mutex_unlock(&g_memo_lock);
+            return rc;
+        }
+    pthread_mutex_unlock(&g_memo_lock);
+    int rc = whole_replay(s, device, p, end);
+    if (!memo || rc == CMH_ENOMEM) return rc; /* out of memory: maybe not the next time */
+    pthread_mutex_lock(&g_memo_lock);
+    int have = g_memo_s != s;
+    for (uint32_t i = 0; !have && i < g_memo_ndev; i++) have = g_memo_dev[i].device == device;
+    memo_dev *nd = have ? NULL : realloc(g_memo_dev, (g_memo_ndev + 1) * sizeof *nd);
+    if (nd) {
+        g_memo_dev = nd;
+        nd[g_memo_ndev++] = (memo_dev){device, rc, *p, *end};
+        g_memo_replays++;
     }
+    pthread_mutex_unlock(&g_memo_lock);
+    return rc;
+}
+
+int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end)
+{
+    cmh_peak_report p;
+    return whole(s, device, &p, end);
+}
+
+int cmh_peak_totals(const cmh_snapshot *s, int device, cmh_peak_report *p)
+{
+    cmh_mem_stats end;
+    return whole(s, device, p, &end);
+}
+
+/* The memo's sites at device's peak with this grouping, copied into p (1), or 0. */
+static int memo_sites_get(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)
+{
+    int got = 0;
+    pthread_mutex_lock(&g_memo_lock);
+    for (uint32_t i = 0; g_memo_s == s && i < g_memo_nsites && !got; i++) {
+        const memo_sites *m = &g_memo_sites[i];
+        if (m->device != device || m->sites != sites) continue;
+        cmh_site *v = m->n ? malloc(m->n * sizeof *v) : NULL;
+        if (m->n && !v) break;
+        if (m->n) memcpy(v, m->v, m->n * sizeof *v);
+        p->sites = v;
+        p->nsites = m->n;
+        got = 1;
+    }
+    pthread_mutex_unlock(&g_memo_lock);
+    return got;
+}
+
+static void memo_sites_put(const cmh_snapshot *s, int device, const cmh_sites *sites, const cmh_peak_report *p)
+{
+    pthread_mutex_lock(&g_memo_lock);
+    int have = g_memo_s != s;
+    for (uint32_t i = 0; !have && i < g_memo_nsites; i++) have = g_memo_sites[i].device == device && g_memo_sites[i].sites == sites;
+    cmh_site *v = have || !p->nsites ? NULL : malloc(p->nsites * sizeof *v);
+    memo_sites *nm = have || (p->nsites && !v) ? NULL : realloc(g_memo_sites, (g_memo_nsites + 1) * sizeof *nm);
+    if (nm) {
+        if (p->nsites) memcpy(v, p->sites, p->nsites * sizeof *v);
+        g_memo_sites = nm;
+        nm[g_memo_nsites++] = (memo_sites){device, sites, v, p->nsites};
+        g_memo_replays++;
+    } else free(v);
+    pthread_mutex_unlock(&g_memo_lock);
+}
+
+static int copy_steps(cmh_steps *to, const cmh_steps *from)
+{
+    *to = *from;
+    to->points = NULL;
+    if (!from->npoints) return 1;
+    if (!(to->points = malloc(from->npoints * sizeof *to->points))) return 0;
+    memcpy(to->points, from->points, from->npoints * sizeof *to->points);
+    return 1;
+}
+
+int cmh_memo_steps_get(const cmh_snapshot *s, int device, const cmh_sites *sites, uint32_t thread, cmh_steps *out)
+{
+    int got = 0;
+    pthread_mutex_lock(&g_memo_lock);
+    for (uint32_t i = 0; g_memo_s == s && i < g_memo_nsteps && !got; i++) {
+        const memo_steps *m = &g_memo_steps[i];
+        if (m->device == device && m->sites == sites && m->st.thread == thread) got = copy_steps(out, &m->st);
+    }
+    pthread_mutex_unlock(&g_memo_lock);
+    return got;
+}
+
+void cmh_memo_steps_put(const cmh_snapshot *s, int device, const cmh_sites *sites, const cmh_steps *st)
+{
+    pthread_mutex_lock(&g_memo_lock);
+    int have = g_memo_s != s;
+    for (uint32_t i = 0; !have && i < g_memo_nsteps; i++)
+        have = g_memo_steps[i].device == device && g_memo_steps[i].sites == sites && g_memo_steps[i].st.thread == st->thread;
+    memo_steps *nm = have ? NULL : realloc(g_memo_steps, (g_memo_nsteps + 1) * sizeof *nm);
+    if (nm) {
+        g_memo_steps = nm;
+        nm[g_memo_nsteps].device = device;
+        nm[g_memo_nsteps].sites = sites;
+        if (copy_steps(&nm[g_memo_nsteps].st, st)) {
+            g_memo_nsteps++;
+            g_memo_replays++;
+        }
+    }
+    pthread_mutex_unlock(&g_memo_lock);
+}
+
+int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)
+{
+    int rc = cmh_peak_totals(s, device, p);
+    if (rc != CMH_OK) return rc;
+    if (memo_sites_get(s, device, sites, p)) return CMH_OK;
 
     /* again, up to the allocated peak, to see who owned memory then */
-    if (!(r = cmh_replay_new(s, device))) return CMH_ENOMEM;
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
     while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
     rc = live_sites(r, sites, &p->sites, &p->nsites);
     if (rc == CMH_OK) rc = cmh_replay_status(r);
     cmh_replay_free(r);
     if (rc != CMH_OK) cmh_peak_report_free(p);
+    else memo_sites_put(s, device, sites, p);
     return rc;
 }
 

@@ -446,14 +446,27 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
     return rc;
 }
 
+/* The page asks for each device's peak and end state from its header, its plot's facts, its own
+ * facts, its tasks and its viewer: computed once each (reports.h's memo) while s is read-only here.
+ * CUMEMHIST_DEBUG_MEMO set: how many were computed, on stderr (for tests). */
+static int memo_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                     const char *title, int with_view, FILE *fp)
+{
+    cmh_replay_memo_begin(s);
+    int rc = report_page(s, raw, g, devices, ndevices, title, with_view, fp);
+    uint32_t n = cmh_replay_memo_end(s);
+    if (getenv("CUMEMHIST_DEBUG_MEMO")) fprintf(stderr, "cumemhist: report: %u whole-trace results computed\n", n);
+    return rc;
+}
+
 int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
                     const char *title, FILE *fp)
 {
-    return report_page(s, raw, g, devices, ndevices, title, 0, fp);
+    return memo_page(s, raw, g, devices, ndevices, title, 0, fp);
 }
 
 int cmh_report_html_view(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
                          const char *title, FILE *fp)
 {
-    return report_page(s, raw, g, devices, ndevices, title, 1, fp);
+    return memo_page(s, raw, g, devices, ndevices, title, 1, fp);
 }
