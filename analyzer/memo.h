@@ -11,4 +11,7 @@
 int cmh_memo_steps_get(const cmh_snapshot *s, int device, const cmh_sites *sites, uint32_t thread, cmh_steps *out);
 void cmh_memo_steps_put(const cmh_snapshot *s, int device, const cmh_sites *sites, const cmh_steps *st);
 
+/* replay.c: keep the state before the first entry of s's traces (NULL: drop what is kept). */
+void cmh_replay_memo_keep(const cmh_snapshot *s);
+
 #endif

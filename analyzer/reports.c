@@ -209,6 +209,7 @@ void cmh_replay_memo_begin(const cmh_snapshot *s)
         g_memo_s = s;
         g_memo_depth = 1;
         g_memo_replays = 0;
+        cmh_replay_memo_keep(s);
     } else if (g_memo_s == s) g_memo_depth++;
     pthread_mutex_unlock(&g_memo_lock);
 }
@@ -230,6 +231,7 @@ uint32_t cmh_replay_memo_end(const cmh_snapshot *s)
         g_memo_ndev = g_memo_nsites = 0;
         g_memo_s = NULL;
         n = g_memo_replays;
+        cmh_replay_memo_keep(NULL);
     }
     pthread_mutex_unlock(&g_memo_lock);
     return n;
