@@ -178,6 +178,8 @@ typedef struct memo_dev {
     int device, rc;
     cmh_peak_report pk; /* without sites */
     cmh_mem_stats st;
+    cmh_live_block *live; /* the active blocks at the end, in the replay's order */
+    uint32_t nlive;
 } memo_dev;
 
 typedef struct memo_sites {
@@ -221,6 +223,7 @@ uint32_t cmh_replay_memo_end(const cmh_snapshot *s)
     if (g_memo_s == s && --g_memo_depth == 0) {
         for (uint32_t i = 0; i < g_memo_nsites; i++) free(g_memo_sites[i].v);
         free(g_memo_sites);
+        for (uint32_t i = 0; i < g_memo_ndev; i++) free(g_memo_dev[i].live);
         for (uint32_t i = 0; i < g_memo_nsteps; i++) free(g_memo_steps[i].st.points);
         free(g_memo_steps);
         g_memo_steps = NULL;
@@ -237,8 +240,32 @@ uint32_t cmh_replay_memo_end(const cmh_snapshot *s)
     return n;
 }
 
-/* The whole trace replayed once: the totals of the peak report (no sites) and the end state. */
-static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end)
+typedef struct live_list {
+    cmh_live_block *v;
+    uint32_t n, cap;
+    int nomem;
+} live_list;
+
+static void on_live(void *arg, const cmh_live_block *b)
+{
+    live_list *l = arg;
+    if (l->nomem) return;
+    if (l->n == l->cap) {
+        uint32_t nc = l->cap ? l->cap * 2 : 256;
+        cmh_live_block *nv = realloc(l->v, nc * sizeof *nv);
+        if (!nv) {
+            l->nomem = 1;
+            return;
+        }
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = *b;
+}
+
+/* The whole trace replayed once: the totals of the peak report (no sites) and the end state
+ * (with live, its active blocks too). */
+static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end, live_list *live)
 {
     memset(p, 0, sizeof *p);
     memset(end, 0, sizeof *end);
@@ -278,6 +305,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     if (p->requested_end > p->requested_peak) p->requested_peak = p->requested_end, p->requested_index = n;
     int rc = cmh_replay_status(r);
     if (rc == CMH_OK) *end = *st;
+    if (rc == CMH_OK && live) cmh_replay_blocks(r, on_live, live);
     cmh_replay_free(r);
     if (rc != CMH_OK) memset(p, 0, sizeof *p);
     return rc;
@@ -297,18 +325,45 @@ static int whole(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_
             return rc;
         }
     pthread_mutex_unlock(&g_memo_lock);
-    int rc = whole_replay(s, device, p, end);
-    if (!memo || rc == CMH_ENOMEM) return rc; /* out of memory: maybe not the next time */
+    live_list live = {0};
+    int rc = whole_replay(s, device, p, end, memo ? &live : NULL);
+    if (!memo || rc == CMH_ENOMEM || live.nomem) { /* out of memory: maybe not the next time */
+        free(live.v);
+        return rc;
+    }
     pthread_mutex_lock(&g_memo_lock);
     int have = g_memo_s != s;
     for (uint32_t i = 0; !have && i < g_memo_ndev; i++) have = g_memo_dev[i].device == device;
     memo_dev *nd = have ? NULL : realloc(g_memo_dev, (g_memo_ndev + 1) * sizeof *nd);
     if (nd) {
         g_memo_dev = nd;
-        nd[g_memo_ndev++] = (memo_dev){device, rc, *p, *end};
+        nd[g_memo_ndev++] = (memo_dev){device, rc, *p, *end, live.v, live.n};
         g_memo_replays++;
-    }
+    } else free(live.v);
     pthread_mutex_unlock(&g_memo_lock);
+    return rc;
+}
+
+int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const cmh_live_block *), void *arg)
+{
+    cmh_mem_stats end;
+    cmh_peak_report p;
+    int rc = whole(s, device, &p, &end); /* kept, when the memo is */
+    if (rc != CMH_OK) return rc;
+    pthread_mutex_lock(&g_memo_lock);
+    for (uint32_t i = 0; g_memo_s == s && i < g_memo_ndev; i++)
+        if (g_memo_dev[i].device == device) {
+            for (uint32_t k = 0; k < g_memo_dev[i].nlive; k++) fn(arg, &g_memo_dev[i].live[k]);
+            pthread_mutex_unlock(&g_memo_lock);
+            return CMH_OK;
+        }
+    pthread_mutex_unlock(&g_memo_lock);
+    cmh_replay *r = cmh_replay_new(s, device); /* no memo: the replay itself */
+    if (!r) return CMH_ENOMEM;
+    while (cmh_replay_step(r)) {}
+    rc = cmh_replay_status(r);
+    if (rc == CMH_OK) cmh_replay_blocks(r, fn, arg);
+    cmh_replay_free(r);
     return rc;
 }
 

@@ -160,15 +160,7 @@ static void run_task(pre *p, int k)
     case T_OOM: rc = cmh_oom_compute(s, p->dev, p->g, &p->om); break;
     case T_LIVES:
         if (p->g) { /* the blocks live at the end, for the leak sites' sparklines */
-            cmh_replay *r = cmh_replay_new(s, p->dev);
-            if (!r) {
-                rc = CMH_ENOMEM;
-                break;
-            }
-            while (cmh_replay_step(r)) {}
-            rc = cmh_replay_status(r);
-            if (rc == CMH_OK) cmh_replay_blocks(r, on_live, &p->lv);
-            cmh_replay_free(r);
+            rc = cmh_end_blocks(s, p->dev, on_live, &p->lv); /* the header's replay found them */
             if (p->lv.nomem) rc = CMH_ENOMEM;
             if (rc == CMH_OK && p->lv.n) qsort(p->lv.b, p->lv.n, sizeof *p->lv.b, cmp_time);
         }

@@ -87,6 +87,9 @@ void cmh_peak_report_free(cmh_peak_report *r);
  * memoizes nothing.  end returns how many results were computed for the memo (for tests). */
 void cmh_replay_memo_begin(const cmh_snapshot *s);
 uint32_t cmh_replay_memo_end(const cmh_snapshot *s);
+/* The active blocks at the end of device's replay (after its reconciliation), as
+ * cmh_replay_blocks gives them: the memo's copy when it keeps one. */
+int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const cmh_live_block *), void *arg);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 
