@@ -180,6 +180,7 @@ typedef struct memo_dev {
     cmh_mem_stats st;
     cmh_live_block *live; /* the active blocks at the end, in the replay's order */
     uint32_t nlive;
+    int64_t rpeak[2]; /* cmh_reserved_first_peak's */
 } memo_dev;
 
 typedef struct memo_sites {
@@ -265,8 +266,9 @@ static void on_live(void *arg, const cmh_live_block *b)
 
 /* The whole trace replayed once: the totals of the peak report (no sites) and the end state
  * (with live, its active blocks too). */
-static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end, live_list *live)
+static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end, live_list *live, int64_t rpeak[2])
 {
+    rpeak[0] = rpeak[1] = -1;
     memset(p, 0, sizeof *p);
     memset(end, 0, sizeof *end);
     base_info(s, device, &p->base);
@@ -279,6 +281,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     p->alloc_index = p->reserved_index = p->requested_index = -1;
     while (cmh_replay_step(r)) {
         int64_t i = cmh_replay_position(r);
+        if (st->reserved_bytes[0].current > rpeak[0]) rpeak[0] = st->reserved_bytes[0].current, rpeak[1] = i;
         if (st->requested_bytes[0].current > p->requested_peak) {
             p->requested_peak = st->requested_bytes[0].current;
             p->requested_index = i;
@@ -312,7 +315,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
 }
 
 /* whole_replay, through the memo */
-static int whole(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end)
+static int whole(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end, int64_t rpeak[2])
 {
     pthread_mutex_lock(&g_memo_lock);
     int memo = g_memo_s == s;
@@ -320,13 +323,15 @@ static int whole(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_
         if (g_memo_dev[i].device == device) {
             *p = g_memo_dev[i].pk;
             *end = g_memo_dev[i].st;
+            rpeak[0] = g_memo_dev[i].rpeak[0];
+            rpeak[1] = g_memo_dev[i].rpeak[1];
             int rc = g_memo_dev[i].rc;
             pthread_mutex_unlock(&g_memo_lock);
             return rc;
         }
     pthread_mutex_unlock(&g_memo_lock);
     live_list live = {0};
-    int rc = whole_replay(s, device, p, end, memo ? &live : NULL);
+    int rc = whole_replay(s, device, p, end, memo ? &live : NULL, rpeak);
     if (!memo || rc == CMH_ENOMEM || live.nomem) { /* out of memory: maybe not the next time */
         free(live.v);
         return rc;
@@ -337,7 +342,7 @@ static int whole(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_
     memo_dev *nd = have ? NULL : realloc(g_memo_dev, (g_memo_ndev + 1) * sizeof *nd);
     if (nd) {
         g_memo_dev = nd;
-        nd[g_memo_ndev++] = (memo_dev){device, rc, *p, *end, live.v, live.n};
+        nd[g_memo_ndev++] = (memo_dev){device, rc, *p, *end, live.v, live.n, {rpeak[0], rpeak[1]}};
         g_memo_replays++;
     } else free(live.v);
     pthread_mutex_unlock(&g_memo_lock);
@@ -348,7 +353,8 @@ int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const c
 {
     cmh_mem_stats end;
     cmh_peak_report p;
-    int rc = whole(s, device, &p, &end); /* kept, when the memo is */
+    int64_t rp[2];
+    int rc = whole(s, device, &p, &end, rp); /* kept, when the memo is */
     if (rc != CMH_OK) return rc;
     pthread_mutex_lock(&g_memo_lock);
     for (uint32_t i = 0; g_memo_s == s && i < g_memo_ndev; i++)
@@ -370,13 +376,26 @@ int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const c
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end)
 {
     cmh_peak_report p;
-    return whole(s, device, &p, end);
+    int64_t rp[2];
+    return whole(s, device, &p, end, rp);
 }
 
 int cmh_peak_totals(const cmh_snapshot *s, int device, cmh_peak_report *p)
 {
     cmh_mem_stats end;
-    return whole(s, device, p, &end);
+    int64_t rp[2];
+    return whole(s, device, p, &end, rp);
+}
+
+int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index)
+{
+    cmh_mem_stats end;
+    cmh_peak_report p;
+    int64_t rp[2];
+    int rc = whole(s, device, &p, &end, rp);
+    *peak = rp[0];
+    *index = rp[1];
+    return rc;
 }
 
 /* The memo's sites at device's peak with this grouping, copied into p (1), or 0. */
