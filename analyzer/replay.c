@@ -808,12 +808,14 @@ static const cmh_snapshot *g_pre_s;
 static pre_state *g_pre;
 static uint32_t g_npre;
 
+/* Its arrays freed, and emptied (so it can be freed again, or filled by backward()). */
 static void pre_free(pre_state *p)
 {
     free(p->exact);
     free(p->final_stack);
     free(p->segs);
     free(p->blocks);
+    memset(p, 0, sizeof *p);
 }
 
 void cmh_replay_memo_keep(const cmh_snapshot *s)
