@@ -75,13 +75,14 @@ done
 # figure that holds on a shared machine)
 set -- $(best "$CMH" summary "$T/b1m.cmh")
 sum=$1
+# shellcheck disable=SC2046 # two numbers
 set -- $(best_cpu "$CMH" summary "$T/b1m.cmh")
 sumc=$1
 for c in "report -o $T/r.html" "export -f json -o $T/x.json" "whatif"; do
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086,SC2046
     set -- $(best "$CMH" $c "$T/b1m.cmh")
     w=$1
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086,SC2046
     set -- $(best_cpu "$CMH" $c "$T/b1m.cmh")
     row "${c%% -o*}, 1M entries, per entry (summary's beside)" "$(awk "BEGIN{printf \"%.2f us vs %.2f us; cpu %.2f us vs %.2f us\", $w, $sum, $1, $sumc}") (goal <= 0.6 us)"
 done

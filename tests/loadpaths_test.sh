@@ -94,6 +94,7 @@ t = d.get('device_traces', []) if isinstance(d, dict) else []
 print(sum(len(x) for x in t), sum(1 for x in t if len(x) % 1000 == 1))
 PY
 ) || continue
+        # shellcheck disable=SC2086 # two numbers
         set -- $want
         total=$1 single=$2
         got=$(CUMEMHIST_DEBUG_LOAD=1 "$C" summary "$f" 2>&1 >/dev/null | sed -n 's/^cumemhist: pickle: \([0-9]*\) trace entries read from the opcodes, \([0-9]*\) by the generic machine$/\1 \2/p')
