@@ -933,7 +933,9 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         return CMH_ENOMEM;
     }
     const cmh_mem_stats *st = cmh_replay_stats(r);
-    for (int64_t i = 0; i < n; i++) {
+    /* up to the last OOM: the entries after it change no figure here (a trace without one is not
+     * replayed at all) */
+    for (int64_t i = 0; i < n && p->nevents < count; i++) {
         const cmh_entry *e = cmh_replay_entry(r, i);
         if (e->action == CMH_ACT_OOM) {
             cmh_oom_event *o = &p->events[p->nevents++];
