@@ -16,6 +16,7 @@
 #include "cumemhist/analyzer.h"
 #include "cumemhist/merge.h"
 #include "cumemhist/owners.h"
+#include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
@@ -195,14 +196,11 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     uint32_t nooms = 0, cap = 8;
     w = calloc(cap, sizeof *w);
     if (!w) goto out;
-    if (!end_only && !(r = cmh_replay_new(base, device))) goto out;
-    for (; r;) {
-        int more = cmh_replay_step(r);
-        if (!more) break;
-        int64_t i = cmh_replay_position(r);
-        int64_t cur = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current;
-        if (cur > peak) peak = cur, peak_i = i;
-        const cmh_entry *e = cmh_replay_entry(r, i);
+    /* (the peak from the replay of the whole trace, which a report page has made already) */
+    if (!end_only && cmh_reserved_first_peak(base, device, &peak, &peak_i) != CMH_OK) goto out;
+    const cmh_trace *ptr = end_only ? NULL : trace_of(base, device);
+    for (int64_t i = 0; ptr && i < ptr->nentries; i++) {
+        const cmh_entry *e = &base->entries[ptr->first_entry + i];
         if (e->action == CMH_ACT_OOM) {
             if (nw + 2 >= cap) {
                 want *nwp = realloc(w, (cap *= 2) * sizeof *w);
@@ -216,9 +214,6 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             nw++;
         }
     }
-    if (r && cmh_replay_status(r) != CMH_OK) goto out;
-    if (r) cmh_replay_free(r);
-    r = NULL;
     /* cuMemGetInfo samples of this device: their instants join the moments, unseen */
     uint32_t nsamples = 0;
     for (uint32_t k = 0; c.s && k < c.s->nmeminfo; k++)

@@ -18,10 +18,12 @@
  * (pt_rules.c), and so is everything computed from a replay (reports.c, diff.c, summary.c).
  */
 #include <assert.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "memo.h"
 #include "oatab.h"
 #include "pt_rules.h"
 
@@ -782,22 +784,103 @@ static void free_tables(cmh_replay *r)
     r->spare = NULL;
 }
 
-cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
+/* ---- the state before the first entry, kept while a memo is (reports.h) ----
+ * Every replay of one device's trace starts from the same state, which the backward pass
+ * finds: as much work as the forward pass.  While the memo is kept for s, the first replay of
+ * each device keeps that state, and the next ones start from a copy of it. */
+typedef struct pre_seg {
+    uint64_t addr, size;
+    uint8_t pool, expandable, whole;
+} pre_seg;
+
+typedef struct pre_state {
+    int device;
+    uint32_t n;
+    uint64_t *exact;       /* n, or NULL as the replay had it */
+    uint32_t *final_stack; /* n, or NULL */
+    pre_seg *segs;         /* in address order */
+    rblock *blocks;        /* in the order the forward state takes them */
+    uint32_t nsegs, nblocks;
+} pre_state;
+
+static pthread_mutex_t g_pre_lock = PTHREAD_MUTEX_INITIALIZER;
+static const cmh_snapshot *g_pre_s;
+static pre_state *g_pre;
+static uint32_t g_npre;
+
+/* Its arrays freed, and emptied (so it can be freed again, or filled by backward()). */
+static void pre_free(pre_state *p)
 {
-    cmh_replay *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
-    r->s = s;
-    r->pos = -1;
-    r->device = device;
-    cmh_oa_init(&r->blocks, sizeof(rblock));
-    cmh_oa_init(&r->hseg, sizeof(hslot));
-    cmh_pt_rules_from_snapshot(s, &r->rules);
-    r->pytorch = s->source == CMH_SRC_PYTORCH;
-    const cmh_trace *t = cmh_snapshot_trace(s, device);
-    if (t && t->nentries) {
-        r->e = s->entries + t->first_entry;
-        r->n = t->nentries;
+    free(p->exact);
+    free(p->final_stack);
+    free(p->segs);
+    free(p->blocks);
+    memset(p, 0, sizeof *p);
+}
+
+void cmh_replay_memo_keep(const cmh_snapshot *s)
+{
+    pthread_mutex_lock(&g_pre_lock);
+    for (uint32_t i = 0; i < g_npre; i++) pre_free(&g_pre[i]);
+    free(g_pre);
+    g_pre = NULL;
+    g_npre = 0;
+    g_pre_s = s;
+    pthread_mutex_unlock(&g_pre_lock);
+}
+
+static void *dup_mem(const void *p, size_t n)
+{
+    if (!p || !n) return NULL;
+    void *q = malloc(n);
+    if (q) memcpy(q, p, n);
+    return q;
+}
+
+/* A copy of the kept state of (s, device) into *out (1), else 0 (none kept, or out of memory). */
+static int pre_get(const cmh_snapshot *s, int device, pre_state *out)
+{
+    int got = 0;
+    pthread_mutex_lock(&g_pre_lock);
+    for (uint32_t i = 0; g_pre_s == s && i < g_npre && !got; i++) {
+        const pre_state *p = &g_pre[i];
+        if (p->device != device) continue;
+        *out = *p;
+        out->exact = dup_mem(p->exact, p->n * sizeof *p->exact);
+        out->final_stack = dup_mem(p->final_stack, p->n * sizeof *p->final_stack);
+        out->segs = dup_mem(p->segs, p->nsegs * sizeof *p->segs);
+        out->blocks = dup_mem(p->blocks, p->nblocks * sizeof *p->blocks);
+        got = (!p->exact || out->exact) && (!p->final_stack || out->final_stack) && (!p->nsegs || out->segs) &&
+              (!p->nblocks || out->blocks);
+        if (!got) pre_free(out);
     }
+    pthread_mutex_unlock(&g_pre_lock);
+    return got;
+}
+
+static void pre_put(const cmh_snapshot *s, const pre_state *p)
+{
+    pthread_mutex_lock(&g_pre_lock);
+    int have = g_pre_s != s;
+    for (uint32_t i = 0; !have && i < g_npre; i++) have = g_pre[i].device == p->device;
+    pre_state *np = have ? NULL : realloc(g_pre, (g_npre + 1) * sizeof *np);
+    if (np) {
+        g_pre = np;
+        pre_state c = *p;
+        c.exact = dup_mem(p->exact, p->n * sizeof *p->exact);
+        c.final_stack = dup_mem(p->final_stack, p->n * sizeof *p->final_stack);
+        c.segs = dup_mem(p->segs, p->nsegs * sizeof *p->segs);
+        c.blocks = dup_mem(p->blocks, p->nblocks * sizeof *p->blocks);
+        if ((!p->exact || c.exact) && (!p->final_stack || c.final_stack) && (!p->nsegs || c.segs) && (!p->nblocks || c.blocks))
+            g_pre[g_npre++] = c;
+        else pre_free(&c);
+    }
+    pthread_mutex_unlock(&g_pre_lock);
+}
+
+/* The backward pass: the state before the trace's first entry, into pre (its arrays owned). */
+static int backward(cmh_replay *r, const cmh_snapshot *s, int device, pre_state *pre)
+{
     /* final state */
     cmh_replay b;
     memset(&b, 0, sizeof b);
@@ -866,10 +949,60 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         cmh_oa_free(&b.hseg);
         b.hashmode = 0;
     }
-    /* The forward state starts as that initial state, counted in as if allocated then. */
+    /* the state, as lists */
+    pre->device = device;
+    pre->n = r->n;
+    pre->exact = r->exact;
+    pre->final_stack = r->final_stack;
+    r->exact = NULL;
+    r->final_stack = NULL;
+    if (b.nsegs && !(pre->segs = malloc(b.nsegs * sizeof *pre->segs))) goto oom;
     for (uint32_t i = 0; i < b.nsegs; i++) {
         rseg *g = b.segs[i];
-        if (!g) continue;
+        if (g) pre->segs[pre->nsegs++] = (pre_seg){g->addr, g->size, g->pool, g->expandable, g->whole};
+    }
+    if (b.blocks.n && !(pre->blocks = malloc(b.blocks.n * sizeof *pre->blocks))) goto oom;
+    for (uint32_t i = 0; i < b.blocks.cap; i++)
+        if (cmh_oa_keyat(&b.blocks, i)) pre->blocks[pre->nblocks++] = *(const rblock *)cmh_oa_at(&b.blocks, i);
+    free_tables(&b);
+    return CMH_OK;
+oom:
+    free_tables(&b);
+    return CMH_ENOMEM;
+}
+
+cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
+{
+    cmh_replay *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->s = s;
+    r->pos = -1;
+    r->device = device;
+    cmh_oa_init(&r->blocks, sizeof(rblock));
+    cmh_oa_init(&r->hseg, sizeof(hslot));
+    cmh_pt_rules_from_snapshot(s, &r->rules);
+    r->pytorch = s->source == CMH_SRC_PYTORCH;
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    if (t && t->nentries) {
+        r->e = s->entries + t->first_entry;
+        r->n = t->nentries;
+    }
+    pre_state pre;
+    memset(&pre, 0, sizeof pre);
+    if (!pre_get(s, device, &pre)) {
+        if (backward(r, s, device, &pre) != CMH_OK) {
+            pre_free(&pre);
+            goto oom;
+        }
+        pre_put(s, &pre);
+    }
+    r->exact = pre.exact;
+    r->final_stack = pre.final_stack;
+    pre.exact = NULL;
+    pre.final_stack = NULL;
+    /* The forward state starts as that initial state, counted in as if allocated then. */
+    for (uint32_t i = 0; i < pre.nsegs; i++) {
+        const pre_seg *g = &pre.segs[i];
         if (!seg_insert(r, g->addr, g->size, g->pool, g->expandable, g->whole)) goto oom;
         pool_add(r->st.reserved_bytes, g->pool, (int64_t)g->size);
         if (!g->expandable) {
@@ -880,11 +1013,10 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     /* Its blocks all at once: non-releasable space is counted once the segments are filled, so no
      * half-filled segment of this construction shows up as a peak. */
     r->initializing = 1;
-    for (uint32_t i = 0; i < b.blocks.cap; i++)
-        if (cmh_oa_keyat(&b.blocks, i)) {
-            const rblock *x = cmh_oa_at(&b.blocks, i);
-            fwd_block_alloc(r, x->addr, x->size, x->requested, x->state, x->stack, x->time_ns);
-        }
+    for (uint32_t i = 0; i < pre.nblocks; i++) {
+        const rblock *x = &pre.blocks[i];
+        fwd_block_alloc(r, x->addr, x->size, x->requested, x->state, x->stack, x->time_ns);
+    }
     r->initializing = 0;
     for (uint32_t i = 0; i < r->nsegs; i++) {
         int64_t sb, sc;
@@ -894,10 +1026,10 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         pool_add(r->st.inactive_split, r->segs[i]->pool, sc);
     }
     if (r->nomem) goto oom;
-    free_tables(&b);
+    pre_free(&pre);
     return r;
 oom:
-    free_tables(&b);
+    pre_free(&pre);
     cmh_replay_free(r);
     return NULL;
 }

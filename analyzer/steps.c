@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "cumemhist/reports.h"
+#include "memo.h"
 #include "grow.h"
 
 /* ---- boundaries the record names ---- */
@@ -561,6 +562,7 @@ int cmh_steps_find(const cmh_snapshot *s, int device, const cmh_replay *r, const
 {
     memset(st, 0, sizeof *st);
     st->thread = thread;
+    if (cmh_memo_steps_get(s, device, g, thread, st)) return CMH_OK; /* found already for this page */
     int found = 0, rc = from_marks(s, r, thread, st, &found);
     if (rc == CMH_OK && !found && !thread) rc = from_annotations(s, device, r, st, &found);
     if (rc == CMH_OK && !found) rc = from_pattern(r, g, thread, st, &found);
@@ -568,6 +570,18 @@ int cmh_steps_find(const cmh_snapshot *s, int device, const cmh_replay *r, const
     if (rc == CMH_OK && st->count) { /* the same figure whichever way it was found */
         if (!st->period) st->period = median_gap(st->points, st->npoints) / st->stride;
     }
+    if (rc == CMH_OK) cmh_memo_steps_put(s, device, g, st);
+    return rc;
+}
+
+int cmh_steps_of(const cmh_snapshot *s, int device, const cmh_sites *g, cmh_steps *st)
+{
+    memset(st, 0, sizeof *st);
+    if (cmh_memo_steps_get(s, device, g, 0, st)) return CMH_OK; /* no replay to make */
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    int rc = cmh_steps_find(s, device, r, g, 0, st);
+    cmh_replay_free(r);
     return rc;
 }
 

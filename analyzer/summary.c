@@ -7,17 +7,11 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/reports.h"
 
 int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out)
 {
-    cmh_replay *r = cmh_replay_new(s, device);
-    if (!r) return CMH_ENOMEM;
-    while (cmh_replay_step(r)) {}
-    int rc = cmh_replay_status(r);
-    if (rc == CMH_OK) *out = *cmh_replay_stats(r);
-    else memset(out, 0, sizeof *out);
-    cmh_replay_free(r);
-    return rc;
+    return cmh_whole_replay(s, device, out); /* one replay for the peak's totals too (reports.h's memo) */
 }
 
 /* Python's // on possibly negative numbers */

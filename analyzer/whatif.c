@@ -727,11 +727,16 @@ static void free_model(wmodel *m)
  * merging keeps the lower of two blocks). */
 static void free_blocks(wmodel *m)
 {
-    for (uint32_t i = 0; i < m->nsegs; i++)
-        for (wblk *x = m->segs[i]->first, *nx; x; x = nx) {
+    for (uint32_t i = 0; i < m->nsegs; i++) {
+        /* from the real head: a damaged file's empty block at the segment's address may sit before
+         * the one that took over `first` (new_block), still linked to it (the fuzzer's leak) */
+        wblk *x = m->segs[i]->first;
+        while (x && x->prev) x = x->prev;
+        for (wblk *nx; x; x = nx) {
             nx = x->next;
             free(x);
         }
+    }
 }
 
 /* ---- the state before the first entry (a trace that begins late) ---- */

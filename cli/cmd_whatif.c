@@ -146,6 +146,7 @@ int cmd_whatif(int argc, char **argv)
             return CLI_EFILE;
         }
     }
+    cmh_replay_memo_begin(&s); /* every trial seeds its model from the same state before the trace */
     cmh_whatif_conf rec;
     cmh_whatif_conf_recorded(&s, &rec);
     g_not_pytorch = s.source != CMH_SRC_PYTORCH;
@@ -288,6 +289,7 @@ int cmd_whatif(int argc, char **argv)
                    r0->empty_cache_calls);
     }
     free(t);
+    cmh_replay_memo_end(&s);
     cmh_snapshot_free(&s);
     return rc ? rc : cli_finish_stdout(0);
 }

@@ -258,10 +258,25 @@ static int memo_name(fp *f, uint64_t idx, pv v, uint64_t at, uint8_t kind)
  * list's APPEND or APPENDS comes, as the machine converts it (midx: its memo slot, or none). */
 typedef struct pend_frame {
     uint32_t name, file, id;
+    uint32_t ref; /* a memo reference to a frame dict of the same list not yet interned: its index + 1 */
     int done;
     int64_t line;
     uint64_t midx, at;
 } pend_frame;
+
+/* At a memo reference (BINGET or LONG_BINGET, not yet read): whether APPEND follows it, so that
+ * it is one more frame of the list, not the key after the list (PyTorch's lists of frames end
+ * with APPENDS, and a key of the entry may well be a memo reference).  A FRAME hint between the
+ * two says no: the entry's loop then finds a frame for a key and leaves the run to the machine. */
+static int ref_appended(fp *f)
+{
+    const pm *m = f->m;
+    size_t at = f->pos;
+    while (at < m->len && m->p[at] == 0x95) at += 9; /* FRAME hints before it, as next_op skips them */
+    if (at >= m->len) return 0;
+    size_t after = at + (m->p[at] == 'h' ? 2 : 5);
+    return after < m->len && m->p[after] == 'a';
+}
 
 static int frame(fp *f, int o, pend_frame *pf)
 {
@@ -269,7 +284,16 @@ static int frame(fp *f, int o, pend_frame *pf)
     pv v;
     memset(pf, 0, sizeof *pf);
     if (o == 'h' || o == 'j') {
-        if (!scalar(f, o, &v) || v.tag != PV_FRAME) return 0;
+        const uint8_t *b;
+        if (!bytes(f, o == 'h' ? 1 : 4, &b)) return 0;
+        uint64_t idx = o == 'h' ? b[0] : le4(b);
+        /* the same frame twice in one stack (recursion): the machine converts the dict once and
+         * finds it converted the second time; here the second takes the first's id at interning */
+        if (idx < m->memo_len && m->memo[idx].tag == PV_PENDING && m->memo[idx].u.i > 0) {
+            pf->ref = (uint32_t)m->memo[idx].u.i;
+            return 1;
+        }
+        if (!memo_get(f, idx, &v) || v.tag != PV_FRAME) return 0;
         pf->id = v.u.id;
         pf->done = 1;
         return 1;
@@ -277,6 +301,7 @@ static int frame(fp *f, int o, pend_frame *pf)
     if (o != '}') return 0;
     pf->at = f->pos - 1;
     if (!dict_open(f, &pf->midx)) return 0;
+    if (pf->midx != UINT64_MAX) m->memo[pf->midx].u.i = (int64_t)(pf - f->pend) + 1; /* for a reference in the same list */
     pv it[2 * FP_MAX_PAIRS];
     uint32_t n = 0;
     for (;;) {
@@ -307,6 +332,13 @@ static int intern_frames(fp *f, pend_frame *pf, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         if (pf[i].done) continue;
+        if (pf[i].ref) { /* interned just before, in this loop (a reference comes after its dict) */
+            const pend_frame *to = &f->pend[pf[i].ref - 1];
+            if (!to->done) return 0;
+            pf[i].id = to->id;
+            pf[i].done = 1;
+            continue;
+        }
         pv it[6] = {{PV_STR, {.id = f->m->key[K_NAME]}}, {PV_STR, {.id = pf[i].name}},
                     {PV_STR, {.id = f->m->key[K_FILENAME]}}, {PV_STR, {.id = pf[i].file}},
                     {PV_STR, {.id = f->m->key[K_LINE]}}, {PV_INT, {.i = pf[i].line}}};
@@ -348,6 +380,7 @@ static int frames_list(fp *f, uint32_t *first, uint32_t *n, uint64_t *midx, uint
             }
             if (!intern_frames(f, pf + from, f->nframes - from)) return 0;
         } else if (o == '}' || o == 'h' || o == 'j') {
+            if (o != '}' && !ref_appended(f)) break; /* a reference not APPENDed: the entry's next key */
             next_op(f);
             if (f->nframes == FP_MAX_FRAMES || !frame(f, o, &pf[f->nframes]) || next_op(f) != 'a') return 0;
             if (!intern_frames(f, pf + f->nframes, 1)) return 0;
@@ -480,6 +513,7 @@ int pk_fast_entries(pm *m)
         rc = -1;
     } else {
         m->pos = f.pos;
+        m->fast_dicts += f.nitems;
         rc = 1;
     }
     m->fast.undo = f.undo, m->fast.cundo = f.cundo;

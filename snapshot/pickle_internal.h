@@ -109,6 +109,7 @@ typedef struct pm {
     int generic;       /* CMH_LOAD_GENERIC: none of the shortcuts (the entries copied one by one) */
     int seen_segments; /* ... once the root's 'segments' key came (some writers put it after the trace) */
     int stop;          /* ... and it was reached after them: the root is complete with the keys before it */
+    uint64_t fast_dicts, generic_dicts; /* trace entry dicts read by pickle_fast.c, by the machine */
     struct { /* pickle_fast.c's buffers, kept from one run of entries to the next */
         void *undo, *conv, *items;
         size_t cundo, cconv, citems;

@@ -267,6 +267,7 @@ int pk_convert_entry(pm *m, pv *v)
     uint32_t id = 0;
     int r = pk_entry_from_items(m, c->items, c->n, &id);
     if (r <= 0) return r;
+    m->generic_dicts++;
     pk_done_with(m, (uint32_t)(c - m->conts), r == 1 ? PV_ENTRY : PV_SKIP, id);
     v->tag = r == 1 ? PV_ENTRY : PV_NONE;
     v->u.id = id;

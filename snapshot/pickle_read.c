@@ -539,6 +539,12 @@ static int read_pickle(const void *buf, size_t len, int mapped, unsigned flags, 
     int rc = m.failed ? -1 : run(&m, &root);
     if (rc == 0 && !m.stop && m.pos != m.len) rc = pk_fail(&m, "%zu bytes after STOP at byte %zu", m.len - m.pos, m.pos);
     if (rc == 0) rc = pk_convert_top(&m, &root);
+    /* CUMEMHIST_DEBUG_LOAD set: which reader took the trace's entries (tests check that the
+     * opcode path takes every entry of real snapshots, not merely that it agrees when it does) */
+    const char *dbg = getenv("CUMEMHIST_DEBUG_LOAD");
+    if (dbg && *dbg && rc == 0)
+        fprintf(stderr, "cumemhist: pickle: %llu trace entries read from the opcodes, %llu by the generic machine\n",
+                (unsigned long long)m.fast_dicts, (unsigned long long)m.generic_dicts);
     for (uint32_t i = 0; i < m.nconts; i++) free(m.conts[i].items);
     free(m.conts);
     free(m.free_conts);

@@ -10,6 +10,7 @@
 #include "cumemhist/recover.h"
 #include "cumemhist/snapshot.h"
 #include "cumemhist/viz.h"
+#include "cumemhist/whatif.h"
 #include "cumemhist/reports.h"
 #include "testutil.h"
 
@@ -525,6 +526,11 @@ static void test_fuzz_regressions(void)
             CU_ASSERT_EQUAL(cmh_leaks_compute(&s, devs[k], NULL, 0, &lk), CMH_OK);
             CU_ASSERT_EQUAL(cmh_frag_compute(&s, devs[k], &fr), CMH_OK);
             CU_ASSERT_EQUAL(cmh_oom_compute(&s, devs[k], NULL, &om), CMH_OK);
+            /* and the what-if model, as the fuzz targets run it (its leaks: LeakSanitizer's) */
+            cmh_whatif_conf c;
+            cmh_whatif_result wr;
+            cmh_whatif_conf_recorded(&s, &c);
+            cmh_whatif_run(&s, devs[k], &c, 64ull << 20, 1, &wr);
             cmh_peak_report_free(&pk);
             cmh_leak_report_free(&lk);
             cmh_frag_report_free(&fr);

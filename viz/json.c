@@ -208,7 +208,7 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
     int rc = cmh_memviz_shape(in, &s, &host);
     if (rc != CMH_OK) return rc;
     cmh_jw w;
-    cmh_jw_init(&w, fp);
+    cmh_jw_init_buffered(&w, fp);
     cmh_jw_obj(&w);
     segments(&w, &s, inl);
     traces(&w, &s, inl);
@@ -262,6 +262,7 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
     cmh_jw_end(&w);
     cmh_jw_end(&w);
     cmh_jw_end(&w);
+    cmh_jw_finish(&w); /* the stream's error flag says whether it all went out */
     fputc('\n', fp);
     cmh_snapshot_free(&s);
     return ferror(fp) ? CMH_EIO : CMH_OK;

@@ -27,9 +27,14 @@ typedef struct cmh_jw {
     uint8_t in_obj[CMH_JW_MAX_DEPTH];
     int after_key; /* a key was written: the value follows without a separator */
     int nl;        /* a newline before the next member */
+    char *buf;     /* cmh_jw_init_buffered: bytes not yet given to fp */
+    size_t n;
 } cmh_jw;
 
 void cmh_jw_init(cmh_jw *w, FILE *fp);
+/* The same, through a buffer of the writer's own: nothing else may write to fp until
+ * cmh_jw_finish() (which must be called: it hands over the rest and frees the buffer). */
+void cmh_jw_init_buffered(cmh_jw *w, FILE *fp);
 void cmh_jw_obj(cmh_jw *w); /* { */
 void cmh_jw_arr(cmh_jw *w); /* [ */
 void cmh_jw_end(cmh_jw *w); /* } or ] */

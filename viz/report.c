@@ -160,15 +160,7 @@ static void run_task(pre *p, int k)
     case T_OOM: rc = cmh_oom_compute(s, p->dev, p->g, &p->om); break;
     case T_LIVES:
         if (p->g) { /* the blocks live at the end, for the leak sites' sparklines */
-            cmh_replay *r = cmh_replay_new(s, p->dev);
-            if (!r) {
-                rc = CMH_ENOMEM;
-                break;
-            }
-            while (cmh_replay_step(r)) {}
-            rc = cmh_replay_status(r);
-            if (rc == CMH_OK) cmh_replay_blocks(r, on_live, &p->lv);
-            cmh_replay_free(r);
+            rc = cmh_end_blocks(s, p->dev, on_live, &p->lv); /* the header's replay found them */
             if (p->lv.nomem) rc = CMH_ENOMEM;
             if (rc == CMH_OK && p->lv.n) qsort(p->lv.b, p->lv.n, sizeof *p->lv.b, cmp_time);
         }
@@ -446,14 +438,27 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
     return rc;
 }
 
+/* The page asks for each device's peak and end state from its header, its plot's facts, its own
+ * facts, its tasks and its viewer: computed once each (reports.h's memo) while s is read-only here.
+ * CUMEMHIST_DEBUG_MEMO set: how many were computed, on stderr (for tests). */
+static int memo_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                     const char *title, int with_view, FILE *fp)
+{
+    cmh_replay_memo_begin(s);
+    int rc = report_page(s, raw, g, devices, ndevices, title, with_view, fp);
+    uint32_t n = cmh_replay_memo_end(s);
+    if (getenv("CUMEMHIST_DEBUG_MEMO")) fprintf(stderr, "cumemhist: report: %u whole-trace results computed\n", n);
+    return rc;
+}
+
 int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
                     const char *title, FILE *fp)
 {
-    return report_page(s, raw, g, devices, ndevices, title, 0, fp);
+    return memo_page(s, raw, g, devices, ndevices, title, 0, fp);
 }
 
 int cmh_report_html_view(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
                          const char *title, FILE *fp)
 {
-    return report_page(s, raw, g, devices, ndevices, title, 1, fp);
+    return memo_page(s, raw, g, devices, ndevices, title, 1, fp);
 }

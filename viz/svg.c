@@ -66,7 +66,7 @@ int cmh_svg_facts(FILE *fp, const cmh_snapshot *s, int device, const char *tag)
 {
     cmh_peak_report pk;
     cmh_mem_stats st;
-    int rc = cmh_peak_compute(s, device, NULL, &pk);
+    int rc = cmh_peak_totals(s, device, &pk); /* the sites at the peak are not among the facts */
     if (rc != CMH_OK) return rc;
     if ((rc = cmh_summary_compute(s, device, &st)) != CMH_OK) {
         cmh_peak_report_free(&pk);

@@ -432,17 +432,15 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
-        cmh_replay *r2 = cmh_replay_new(s, dev);
-        cmh_steps st = {0};
+        cmh_steps st;
         cmh_jw_key(w, "steps");
         cmh_jw_arr(w);
-        if (r2 && cmh_steps_find(s, dev, r2, g, 0, &st) == CMH_OK) {
+        if (cmh_steps_of(s, dev, g, &st) == CMH_OK) { /* a report page found them already (its leaks) */
             for (uint32_t i = 0; i < st.npoints; i++) cmh_jw_int(w, st.points[i]);
         }
         cmh_jw_end(w);
         cmh_jw_kstr(w, "steps_label", st.count ? st.label : "");
         cmh_steps_free(&st);
-        cmh_replay_free(r2);
         cmh_jw_kint(w, "col", VIEW_COL);
     }
     free(vs.live), free(vs.fold), free(vs.touched);

@@ -74,7 +74,28 @@ typedef struct cmh_peak_report {
 } cmh_peak_report;
 
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *out);
+/* The same without the sites at the peak (sites NULL): one replay instead of two. */
+int cmh_peak_totals(const cmh_snapshot *s, int device, cmh_peak_report *out);
 void cmh_peak_report_free(cmh_peak_report *r);
+
+/* Whole-trace results kept while s stays unchanged.  A report page asks for the same peak and
+ * end state from its header, its plot, its tasks and its viewer (20 replays of the trace where
+ * 10 do); between begin and end, cmh_summary_compute, cmh_peak_totals and cmh_peak_compute on s
+ * replay each device (and each device and grouping's sites at the peak) once and give back
+ * copies of what they found.  The caller promises that s is not changed or freed in between.
+ * Thread-safe; nested pairs on the same s count; a begin on another snapshot while one is kept
+ * memoizes nothing.  end returns how many results were computed for the memo (for tests). */
+void cmh_replay_memo_begin(const cmh_snapshot *s);
+uint32_t cmh_replay_memo_end(const cmh_snapshot *s);
+/* The active blocks at the end of device's replay (after its reconciliation), as
+ * cmh_replay_blocks gives them: the memo's copy when it keeps one. */
+int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const cmh_live_block *), void *arg);
+/* The most reserved bytes after any entry of device's trace and the first entry after which the
+ * trace holds that many (-1, -1 for an empty trace; the state before the first entry and the
+ * reconciliation at the end not counted): owners' peak moment, through the memo. */
+int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index);
+/* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
+int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 
 /* ---- steps: where each iteration of a training loop begins (analyzer/steps.c) ---- */
 
@@ -103,6 +124,8 @@ typedef struct cmh_steps {
  * the allocations for the pattern (NULL: by stack).  CMH_OK or CMH_ENOMEM; count 0 when none
  * were found.  Reads the replay's entries only (the replay need not have been stepped). */
 int cmh_steps_find(const cmh_snapshot *s, int device, const cmh_replay *r, const cmh_sites *sites, uint32_t thread, cmh_steps *out);
+/* The record's steps (thread 0) without a replay of the caller's: the memo's when it has them. */
+int cmh_steps_of(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_steps *out);
 void cmh_steps_free(cmh_steps *st);
 
 /* The leak verdict (docs/DEFINITIONS.md).  A leak is memory that grows from one step of the

@@ -1,0 +1,17 @@
+/*
+ * memo.h - the analyzer's side of reports.h's memo (cmh_replay_memo_begin): what other files of
+ * the analyzer keep in it.  Both do nothing unless a memo is kept for s.
+ */
+#ifndef CMH_MEMO_H
+#define CMH_MEMO_H
+
+#include "cumemhist/reports.h"
+
+/* The steps found for (device, sites, thread) while the memo was kept, copied into out: 1, else 0. */
+int cmh_memo_steps_get(const cmh_snapshot *s, int device, const cmh_sites *sites, uint32_t thread, cmh_steps *out);
+void cmh_memo_steps_put(const cmh_snapshot *s, int device, const cmh_sites *sites, const cmh_steps *st);
+
+/* replay.c: keep the state before the first entry of s's traces (NULL: drop what is kept). */
+void cmh_replay_memo_keep(const cmh_snapshot *s);
+
+#endif
