@@ -380,6 +380,9 @@ static void describe(cmh_snapshot *s, const cmh_recover_info *info)
     else if (info->state == CMH_ENDED_EXITED)
         snprintf(t, sizeof t, "exited without writing its snapshot, after %" PRIu64 " %s (recovered from its flight record)",
                  info->entries, info->entries == 1 ? "entry" : "entries");
+    else if (info->state == CMH_ENDED_EXECED)
+        snprintf(t, sizeof t, "replaced its program by exec() after %" PRIu64 " %s (recovered from its flight record)",
+                 info->entries, info->entries == 1 ? "entry" : "entries");
     else
         snprintf(t, sizeof t, "left no mark of its end (SIGKILL, _exit, or still running) after %" PRIu64 " %s (recovered from its flight record)",
                  info->entries, info->entries == 1 ? "entry" : "entries");

@@ -648,7 +648,8 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
     if (!k) return;
     /* what it held across the last whole step and still holds (the last point's bytes may be
      * that step's own: gradients, activations of a step the record ended in) */
-    int64_t h = k >= 2 || st->points[k] >= end ? L[k - 1] : L[k];
+    int last_own = k >= 2 || st->points[k] >= end;
+    int64_t h = last_own ? L[k - 1] : L[k];
     x->held = (uint64_t)(h > 0 ? h : 0);
     for (uint32_t j = 2; j <= k; j++) x->rises += L[j] > L[j - 1];
     int64_t stride = st->stride ? st->stride : 1;
@@ -672,7 +673,10 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
             x->verdict = CMH_LEAK_GROWING;
             x->growing = 1;
             x->growth_steps = (k - first + 1) * (uint32_t)stride;
-            x->rate = slope(L + first - 1, k - first + 2) / stride; /* least squares: jitter at either end matters less */
+            /* least squares: jitter at either end matters less; up to the last point the held
+             * bytes were taken from (L[k] may hold the unfinished last step's own blocks) */
+            uint32_t last = last_own && k - 1 >= first ? k - 1 : k;
+            x->rate = slope(L + first - 1, last - first + 2) / stride;
             x->trend = tau;
             return;
         }

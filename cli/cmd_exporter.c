@@ -144,7 +144,7 @@ static const family g_fam[F_NF] = {
     {"cumemhist_peak_reserved_bytes", "gauge", "bytes", "The most reserved bytes over the recorded history."},
     {"cumemhist_driver_used_bytes", "gauge", "bytes", "Device memory in use as cuMemGetInfo said at its latest sample (total - free), all processes."},
     {"cumemhist_driver_total_bytes", "gauge", "bytes", "Device memory as cuMemGetInfo said at its latest sample."},
-    {"cumemhist_allocated_change_bytes_per_minute", "gauge", NULL, "Change of allocated bytes per minute over the last minute watched."},
+    {"cumemhist_allocated_change_bytes_per_minute", "gauge", NULL, "Change of allocated bytes per minute over the process's last minute (since its first allocation when younger)."},
     {"cumemhist_owner_bytes", "gauge", "bytes", "Device memory by owner now (PyTorch allocated and cached, each library, the program, not recorded)."},
     {"cumemhist_site_bytes", "gauge", "bytes", "Bytes held now by an allocation site, the top N per process and device."},
     {"cumemhist_site_growth_bytes_per_step", "gauge", NULL, "Growth per step of a site the leak verdict calls growing."},

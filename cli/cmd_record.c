@@ -148,6 +148,7 @@ static int check_lib(const char *path)
 
 typedef struct rec_pid {
     long pid;
+    int execed; /* the program it ran before an exec(): the wait status is the last program's */
     char flight[PATH_MAX], snapshot[PATH_MAX];
 } rec_pid;
 
@@ -164,9 +165,10 @@ typedef struct rec_run {
     int noexec;  /* the program could not be started */
 } rec_run;
 
-static rec_pid *pid_of(rec_run *r, long pid)
+/* The pid's latest entry (each program a pid ran, exec() after exec(), has its own), else a new one. */
+static rec_pid *pid_of(rec_run *r, long pid, int fresh)
 {
-    for (int i = 0; i < r->npids; i++)
+    for (int i = r->npids - 1; i >= 0 && !fresh; i--)
         if (r->pids[i].pid == pid) return &r->pids[i];
     if (r->npids == r->cpids) {
         int nc = r->cpids ? r->cpids * 2 : 8;
@@ -195,10 +197,14 @@ static void read_manifest(const char *path, rec_run *r)
             *(kind[0] == 'l' ? &r->nloaded : &r->noexec) += 1;
             continue;
         }
-        rec_pid *p = pid_of(r, pid);
+        rec_pid *p = pid_of(r, pid, 0);
         if (!p) break;
         const char *file = at ? line + at : "";
-        if (!strcmp(kind, "flight")) {
+        if (!strcmp(kind, "exec")) { /* its record before exec() was moved aside: that program's own */
+            snprintf(p->flight, sizeof p->flight, "%s", file);
+            p->execed = 1;
+            if (!pid_of(r, pid, 1)) break; /* the new program's */
+        } else if (!strcmp(kind, "flight")) {
             snprintf(p->flight, sizeof p->flight, "%s", file);
         } else if (!strcmp(kind, "snapshot")) {
             snprintf(p->snapshot, sizeof p->snapshot, "%s", file);
@@ -435,7 +441,7 @@ static int record(char **prog, const char *argv0)
                             p->pid, p->snapshot[0] ? p->snapshot : "its snapshot", p->flight);
                 continue;
             }
-            if (cli_recover_flight(p->flight, NULL, p->pid == g_child, status, 0, quiet, 0) == 0) nfiles++;
+            if (cli_recover_flight(p->flight, NULL, p->pid == g_child && !p->execed, status, 0, quiet, 0) == 0) nfiles++;
             else lost++;
         } else if (!p->snapshot[0]) {
             if (p->pid != g_child && kill((pid_t)p->pid, 0) == 0) {

@@ -136,6 +136,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
     int ex = have_status && WIFEXITED(status) ? WEXITSTATUS(status) : 0;
     if (live && running) snprintf(how, sizeof how, "was still running when this copy was taken");
     else if (live && proc == CLI_PROC_ELSEWHERE) snprintf(how, sizeof how, "ran on %s (whether it still runs cannot be told here)", id.hostname);
+    else if (info.state == CMH_ENDED_EXECED) snprintf(how, sizeof how, "replaced its program by exec() (the new program's record is its own)");
     else if (have_status && WIFSIGNALED(status)) snprintf(how, sizeof how, "was killed by %s", cmh_signal_name(WTERMSIG(status)));
     else if (have_status && WIFEXITED(status) && info.state == CMH_ENDED_EXITED)
         snprintf(how, sizeof how, "exited with status %d; its exit dump failed", ex);

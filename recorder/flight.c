@@ -448,14 +448,44 @@ static void copy_cmdline(char *out, size_t cap)
 }
 
 
+/* This very process before its exec() (same pid, same start time) left the record at the path:
+ * the only record of what the old program did.  Marked as ended by exec and kept beside, as
+ * SNAPSHOT-without-extension.PID.execN.cmh.flight (N: 1, 2, ... for a chain of execs), named in
+ * the manifest so that `record` makes its snapshot.  0 when kept. */
+static int keep_before_exec(int fd, const char *snap)
+{
+    uint64_t ticks = 0, mine = 0;
+    if (pread(fd, &ticks, sizeof ticks, offsetof(cmh_flight_header, proc_start_ticks)) != (ssize_t)sizeof ticks ||
+        !cmh_proc_stat(0, NULL, &mine) || !ticks || ticks != mine)
+        return -1; /* a pid that wrapped around: an earlier process's file this one made */
+    uint32_t st = 0, execed = CMH_FLIGHT_EXECED;
+    if (pread(fd, &st, sizeof st, offsetof(cmh_flight_header, state)) != (ssize_t)sizeof st || st != CMH_FLIGHT_RUNNING ||
+        pwrite(fd, &execed, sizeof execed, offsetof(cmh_flight_header, state)) != (ssize_t)sizeof execed)
+        return -1;
+    char aside[4300];
+    const char *slash = strrchr(snap, '/'), *dot = strrchr(snap, '.');
+    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - snap) : strlen(snap);
+    for (int n = 1; n < 1000; n++) {
+        snprintf(aside, sizeof aside, "%.*s.%lld.exec%d%s.flight", (int)stem, snap, (long long)getpid(), n, snap + stem);
+        if (link(g_path, aside) == 0) { /* never over another file */
+            unlink(g_path);
+            cmh_dump_note_manifest("exec", aside);
+            return 0;
+        }
+        if (errno != EEXIST) break;
+    }
+    return -1;
+}
+
 /* A flight record already at the path: an earlier process that died before it could write its
  * snapshot (the path is ours now, so that process has no use for it).  It is kept beside, as
  * SNAPSHOT-without-extension.PID.cmh.flight, never removed: it is the only record of that run.
- * Only a file this process made earlier (its pid, a pid that wrapped around) is replaced.  A link
- * planted at the path is removed, never followed. */
+ * So is this process's own record from before an exec() (keep_before_exec).  Only a file of a
+ * pid that wrapped around is replaced.  A link planted at the path is removed, never followed. */
 static void keep_leftover(const char *snap)
 {
-    int fd = open(g_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(g_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == EACCES) fd = open(g_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ELOOP) unlink(g_path);
         return;
@@ -465,7 +495,9 @@ static void keep_leftover(const char *snap)
     if (pread(fd, magic, 8, 0) != 8 || memcmp(magic, CMH_FLIGHT_MAGIC, 8) ||
         pread(fd, &pid, sizeof pid, offsetof(cmh_flight_header, pid)) != (ssize_t)sizeof pid)
         pid = 0;
+    int kept = pid == getpid() && keep_before_exec(fd, snap) == 0;
     close(fd);
+    if (kept) return;
     if (pid > 0 && pid != getpid()) {
         char aside[4300];
         const char *slash = strrchr(snap, '/'), *dot = strrchr(snap, '.');

@@ -42,7 +42,9 @@
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
        CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9 };
 /* how the process ended, as far as it could say */
-enum { CMH_FLIGHT_RUNNING = 0, CMH_FLIGHT_EXITED = 1, CMH_FLIGHT_SIGNALED = 2 };
+/* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
+ * record of the old one so and keeps it beside its own) */
+enum { CMH_FLIGHT_RUNNING = 0, CMH_FLIGHT_EXITED = 1, CMH_FLIGHT_SIGNALED = 2, CMH_FLIGHT_EXECED = 3 };
 
 #define CMH_FLIGHT_EXTENTS 48
 

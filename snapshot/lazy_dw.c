@@ -29,6 +29,7 @@ CMH_LAZY(g_dw, const char *, dwarf_formstring, (Dwarf_Attribute *attrp), (attrp)
 CMH_LAZY(g_dw, int, dwarf_formudata, (Dwarf_Attribute *attr, Dwarf_Word *return_uval), (attr, return_uval))
 CMH_LAZY(g_dw, int, dwarf_getsrcfiles, (Dwarf_Die *cudie, Dwarf_Files **files, size_t *nfiles), (cudie, files, nfiles))
 CMH_LAZY(g_dw, int, dwarf_haschildren, (Dwarf_Die *die), (die))
+CMH_LAZY(g_dw, int, dwarf_haspc, (Dwarf_Die *die, Dwarf_Addr pc), (die, pc))
 CMH_LAZY(g_dw, Dwarf_Die *, dwarf_offdie, (Dwarf *dbg, Dwarf_Off offset, Dwarf_Die *result), (dbg, offset, result))
 CMH_LAZY(g_dw, ptrdiff_t, dwarf_ranges, (Dwarf_Die *die, ptrdiff_t offset, Dwarf_Addr *basep, Dwarf_Addr *startp, Dwarf_Addr *endp),
          (die, offset, basep, startp, endp))

@@ -276,9 +276,12 @@ static int expand(cmh_snapshot *s, Dwfl *dwfl, cmh_oatab *cus, uint32_t i, uint3
     Dwfl_Line *ln = m ? dwfl_module_getsrc(m, pc) : NULL;
     int lineno = 0;
     const char *file = ln ? dwfl_lineinfo(ln, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = file && lineno > 0 ? dwfl_module_addrdie(m, pc, &bias) : NULL;
+    /* libdw answers a PC past the end of a CU's code (crt1's _start just after an -O2 main in
+     * .text.startup) with the nearest CU and its last line: a PC outside the CU has no line */
+    if (cu && dwarf_haspc(cu, pc - bias) == 0) file = NULL;
     if (file && lineno > 0) {
-        Dwarf_Addr bias = 0;
-        Dwarf_Die *cu = dwfl_module_addrdie(m, pc, &bias);
         cu_index *x = cu ? index_of(cus, m, cu) : NULL;
         uint32_t chain[63];
         int nc = x ? inlined_at(x, pc - bias, chain, 63) : 0;

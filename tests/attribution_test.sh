@@ -109,4 +109,17 @@ assert any(o.startswith('libcublas') for o in owners), owners
 assert 'libc10_cuda.so' in owners, owners
 " && ok "torch_plain.cmh: the cuBLAS workspace is libcublas's, PyTorch's segments libc10_cuda's" || bad "owners"
 
+
+# --- a PC past the end of a CU's code has no line: tests/dies is -O2 -g, its main in .text.startup
+# just before crt1's _start, which libdw answers with dies.c's last line unless the CU is checked ---
+"$CMH" record -q -o dies.cmh -- "$B/tests/dies" exit >/dev/null
+"$CMH" leaks --json --group-by stack dies.cmh | py -c "
+import json, sys
+fr = [f for x in json.load(sys.stdin)[0]['sites'] for f in x['frames']]
+st = [f for f in fr if f['function'] == '_start']
+assert st, [f['function'] for f in fr]
+assert all(f['line'] == 0 and not f['file'].endswith('dies.c') for f in st), st
+assert any(f['function'] == 'main' and f['file'].endswith('dies.c') and f['line'] > 0 for f in fr), fr
+" && ok "_start, outside every CU, gets no file:line (not dies.c's last line)" || bad "_start given a line"
+
 finish

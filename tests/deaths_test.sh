@@ -248,4 +248,17 @@ rc=$?
 [ $rc -eq 0 ] && "$CMH" peak --json cd.cmh 2>/dev/null | py -c "import json,sys; assert json.load(sys.stdin)[0]['end']['allocated'] == 1 << 20" &&
     ok "cuCtxDestroy before exit: exit 0, the snapshot holds the 1 MiB left" || bad "cuCtxDestroy before exit: exit $rc, $(cat err.txt)"
 
+
+# --- exec(): the program before it has a snapshot of its own, beside the new program's ---
+rm -f e.cmh e.*.cmh e.cmh.* e.*.flight
+"$CMH" record -o e.cmh -- "$D" exec >/dev/null 2>err.txt
+rc=$?
+before=$(ls e.*.exec1.cmh 2>/dev/null)
+[ $rc -eq 0 ] && [ "$(entries e.cmh)" = 150 ] && [ -n "$before" ] && [ "$(entries "$before")" = 150 ] &&
+    "$CMH" peak "$before" 2>/dev/null | grep -q 'the process replaced its program by exec() (the new program.s record is its own) after 150 entries' &&
+    "$CMH" peak e.cmh 2>/dev/null | grep -q 'dies exit' && "$CMH" peak "$before" 2>/dev/null | grep -q 'dies exec' &&
+    grep -q "snapshot .*$before" err.txt && ! ls e.*flight >/dev/null 2>&1 &&
+    ok "exec(): 150 entries before it in $before, said so; 150 after it in e.cmh; exit 0" ||
+    bad "exec(): exit $rc, before: '$before' ($(entries "$before") entries), after: $(entries e.cmh); $(cat err.txt)"
+
 finish

@@ -1,10 +1,11 @@
 /*
  * dies.c - a driver-API program that makes 100 allocations (50 freed: 150 trace entries) and
  * then ends the way it is told, for tests/deaths_test.sh:
- *   dies exit | _exit | segv | abrt | fpe | ill | bus | kill | term | int | sleep SECONDS | block DIR
+ *   dies exit | _exit | segv | abrt | fpe | ill | bus | kill | term | int | sleep SECONDS | block DIR | exec
  * (sleep: prints "ready" once the allocations are made, then sleeps.)
  * (_exit: _exit(0), no exit handler runs.)
  * (block: make DIR, where the snapshot was to go, a directory, then exit 0.)
+ * (exec: exec() itself as `dies exit`: two programs in one process, 150 entries each.)
  */
 #include <cuda.h>
 #include <signal.h>
@@ -48,5 +49,9 @@ int main(int argc, char **argv)
         sleep(argc > 2 ? (unsigned)atoi(argv[2]) : 30);
     }
     if (!strcmp(how, "block") && argc > 2) mkdir(argv[2], 0700);
+    if (!strcmp(how, "exec")) {
+        execl("/proc/self/exe", argv[0], "exit", (char *)NULL);
+        return 3;
+    }
     return 0;
 }

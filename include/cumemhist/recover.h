@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-enum { CMH_ENDED_RUNNING = 0, CMH_ENDED_EXITED = 1, CMH_ENDED_SIGNALED = 2 };
+enum { CMH_ENDED_RUNNING = 0, CMH_ENDED_EXITED = 1, CMH_ENDED_SIGNALED = 2, CMH_ENDED_EXECED = 3 };
 
 typedef struct cmh_recover_info {
     int64_t pid;
