@@ -277,8 +277,9 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
         return R_CPYTHON;
     if (placeholder(name)) return R_PLACEHOLDER;
     /* libc, libpthread and the loader: start-up, threads, and anything else of theirs */
-    static const char *const libc_mods[] = {"ld-linux", "ld-musl", "libc.so", "libc-", "libpthread", "libdl", "libm.so",
-                                            "librt", NULL};
+    /* by soname: "libdl" alone would take dlib's libdlib.so, or a user's libdlclose.so, for libc */
+    static const char *const libc_mods[] = {"ld-linux", "ld-musl", "libc.so", "libc-", "libpthread.so", "libpthread-",
+                                            "libdl.so", "libdl-", "libm.so", "libm-", "librt.so", "librt-", NULL};
     static const char *const libc_exact[] = {"_start", "start_thread", "clone", "clone3", "main_thread", NULL};
     static const char *const libc_pref[] = {"__libc_", "__GI_", "_dl_", "__clone", "pthread_", "__pthread", "__nptl",
                                             "__xmknod", "__xstat", "__fxstat", "__lxstat", "_IO_", NULL};

@@ -1,7 +1,8 @@
 /*
  * symbols.c - turning PCs into frames, once per distinct PC, at dump time only.
  *
- * The module map comes from dl_iterate_phdr (path, load base, extent, GNU build-id) and goes into
+ * The module map comes from dl_iterate_phdr (path, load base, extent, GNU build-id), plus the
+ * objects dlclose() unloaded meanwhile (noted as they go), and goes into
  * the snapshot so that it can be symbolized again offline.  A PC's name comes from the module's
  * own ELF symbol table (.symtab, read from the file on disk, which also names static functions),
  * then .dynsym, then dladdr().  C++ names are demangled when libstdc++ is in the process.
@@ -53,18 +54,9 @@ struct cmh_symbolizer {
     char *(*demangle)(const char *, char *, size_t *, int *);
 };
 
-static int collect_module(struct dl_phdr_info *info, size_t size, void *arg)
+/* A loaded object's path, load bias, PT_LOAD extent and build-id; 0 where it has no extent. */
+static int fill_module(module *m, const struct dl_phdr_info *info)
 {
-    (void)size;
-    cmh_symbolizer *z = arg;
-    if (z->nmods == z->capmods) {
-        size_t nc = z->capmods ? z->capmods * 2 : 64;
-        module *nm = realloc(z->mods, nc * sizeof *nm);
-        if (!nm) return 1;
-        z->mods = nm;
-        z->capmods = nc;
-    }
-    module *m = &z->mods[z->nmods];
     memset(m, 0, sizeof *m);
     m->index = -1;
     m->base = info->dlpi_addr;
@@ -98,8 +90,108 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *arg)
     } else {
         snprintf(m->path, sizeof m->path, "%s", name);
     }
-    z->nmods++;
+    return 1;
+}
+
+static module *new_module(cmh_symbolizer *z)
+{
+    if (z->nmods == z->capmods) {
+        size_t nc = z->capmods ? z->capmods * 2 : 64;
+        module *nm = realloc(z->mods, nc * sizeof *nm);
+        if (!nm) return NULL;
+        z->mods = nm;
+        z->capmods = nc;
+    }
+    return &z->mods[z->nmods];
+}
+
+static int collect_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    cmh_symbolizer *z = arg;
+    module *m = new_module(z);
+    if (!m) return 1;
+    z->nmods += fill_module(m, info);
     return 0;
+}
+
+/* Objects unloaded by dlclose() while recording: the stacks recorded before name PCs in them,
+ * and the exit dump, which takes its module map from what is loaded then, would not find them
+ * (frames "0x7f…", owned by the program).  dlclose() notes the object first; its file is read
+ * from disk at the dump like any module's.  Appended without a lock (a slot claimed by an atomic
+ * add, published by its ready word), never removed; an object unloaded and loaded again at the
+ * same address is noted once.  A slot still loaded at the dump (dlclose only dropped a
+ * reference) is left to dl_iterate_phdr. */
+#define GONE_MAX 64
+static struct gone {
+    int ready;
+    module m;
+} g_gone[GONE_MAX];
+static unsigned g_ngone;
+
+typedef struct gone_find {
+    uintptr_t addr;
+    const char *name;
+    module m;
+    int found;
+} gone_find;
+
+static int find_closing(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    gone_find *f = arg;
+    if (info->dlpi_addr != f->addr || !info->dlpi_name || strcmp(info->dlpi_name, f->name)) return 0;
+    f->found = fill_module(&f->m, info);
+    return 1;
+}
+
+static void note_unloading(void *handle)
+{
+    struct link_map *lm = NULL;
+    if (!handle || dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name || !*lm->l_name) return;
+    gone_find f = {.addr = (uintptr_t)lm->l_addr, .name = lm->l_name};
+    dl_iterate_phdr(find_closing, &f);
+    if (!f.found) return;
+    unsigned n = __atomic_load_n(&g_ngone, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n && i < GONE_MAX; i++)
+        if (__atomic_load_n(&g_gone[i].ready, __ATOMIC_ACQUIRE) && g_gone[i].m.lo == f.m.lo && !strcmp(g_gone[i].m.path, f.m.path))
+            return;
+    unsigned k = __atomic_fetch_add(&g_ngone, 1, __ATOMIC_ACQ_REL);
+    if (k >= GONE_MAX) return;
+    g_gone[k].m = f.m;
+    __atomic_store_n(&g_gone[k].ready, 1, __ATOMIC_RELEASE);
+}
+
+CMH_EXPORT int dlclose(void *handle)
+{
+    static int (*real)(void *);
+    int (*f)(void *) = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    if (!f) {
+        void *(*sym)(void *, const char *) = (void *(*)(void *, const char *))cmh_dlsym_resolve();
+        f = sym ? (int (*)(void *))sym(RTLD_NEXT, "dlclose") : NULL;
+        if (!f) return -1;
+        __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+    }
+    note_unloading(handle);
+    return f(handle);
+}
+
+/* the unloaded objects that nothing loaded since overlaps, after the loaded ones */
+static void add_gone_modules(cmh_symbolizer *z)
+{
+    unsigned n = __atomic_load_n(&g_ngone, __ATOMIC_ACQUIRE);
+    size_t loaded = z->nmods;
+    for (unsigned i = 0; i < n && i < GONE_MAX; i++) {
+        if (!__atomic_load_n(&g_gone[i].ready, __ATOMIC_ACQUIRE)) continue;
+        const module *g = &g_gone[i].m;
+        int overlap = 0;
+        for (size_t k = 0; k < loaded && !overlap; k++) overlap = g->lo < z->mods[k].hi && z->mods[k].lo < g->hi;
+        module *m = overlap ? NULL : new_module(z);
+        if (!m) continue;
+        *m = *g;
+        m->index = -1;
+        z->nmods++;
+    }
 }
 
 cmh_symbolizer *cmh_symbolizer_new(cmh_snapshot *s)
@@ -109,6 +201,7 @@ cmh_symbolizer *cmh_symbolizer_new(cmh_snapshot *s)
     z->s = s;
     cmh_oa_init(&z->cache, sizeof(pc_slot));
     dl_iterate_phdr(collect_module, z);
+    add_gone_modules(z);
     /* C++ names are demangled with libstdc++'s own demangler.  Python loads extension modules
      * RTLD_LOCAL, so libstdc++ may be in the process without being in the global scope: look it
      * up by name too, and load it (locally) only if some module's names need it. */

@@ -122,4 +122,16 @@ assert all(f['line'] == 0 and not f['file'].endswith('dies.c') for f in st), st
 assert any(f['function'] == 'main' and f['file'].endswith('dies.c') and f['line'] > 0 for f in fr), fr
 " && ok "_start, outside every CU, gets no file:line (not dies.c's last line)" || bad "_start given a line"
 
+# --- a library closed before the exit dump: its frames keep their names and their owner ---
+"$CMH" record -q -o dlc.cmh -- "$B/tests/dlclose_prog" "$B/tests/libdlclose_lib.so" >/dev/null 2>err.txt
+"$CMH" leaks --json dlc.cmh 2>/dev/null | py -c "
+import json, sys
+sites = json.load(sys.stdin)[0]['sites']
+lib = [x for x in sites if x['bytes'] == 1 << 20]
+assert len(lib) == 1, sites
+assert lib[0]['site']['function'] == 'dl_alloc' and lib[0]['owner'] == 'libdlclose_lib.so', lib[0]
+assert lib[0]['site']['module'].endswith('libdlclose_lib.so'), lib[0]['site']
+" && ok "a library closed by dlclose before the exit dump: dl_alloc and libdlclose_lib.so still named" ||
+    bad "dlclose'd library: $("$CMH" leaks dlc.cmh 2>&1 | grep -A1 '1.0 MiB'); $(cat err.txt)"
+
 finish

@@ -15,6 +15,10 @@ typedef struct frame_case {
 
 static const frame_case g_cases[] = {
     {"cmh_hist_segment_alloc", "libcumemhist.so", "/opt/lib/libcumemhist.so", "cumemhist"},
+    /* libc's libraries by soname: a user's library whose name starts like one is the user's */
+    {"dl_alloc", "dl.c", "/home/u/app/libdlclose.so", NULL},
+    {"dlopen", "", "/lib/x86_64-linux-gnu/libdl.so.2", "libc"},
+    {"rt_alloc", "rt.c", "/home/u/app/librtx.so", NULL},
     {"0x1f2e3", "libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "cuda-driver"},
     {"cudaMalloc", "app", "/home/u/app", "cuda-runtime"},      /* a static runtime in the program */
     {"cudaMallocAsync", "app", "/home/u/app", "cuda-runtime"},
