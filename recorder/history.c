@@ -236,8 +236,9 @@ static inline uint64_t chunk_len(uint64_t cap, uint64_t ci)
  * Every chunk ends with its side table (cmh_ring_side, one per slot): the fields an entry with
  * `side` set keeps out of line.  Position k of the table is slot k's, so whoever owns the slot
  * owns its side fields, a bounded ring's overwrite takes them with the slot, and a dump reads
- * them in place beside it.  The helper touches a chunk's pages up to its side table only: the
- * table's pages come (zero) when an entry first writes there. */
+ * them in place beside it.  The helper touches a chunk's pages up to its side table only: a
+ * table's page is touched first by an entry that writes there (its old contents, where malloc
+ * gave back used memory, are never read: only an entry's own `side` bit sends a reader there). */
 #define BUSY (1ull << 63)
 static inline uint64_t *slot_seqs(cmh_ring_slot *c, uint64_t cap, uint64_t ci) { return (uint64_t *)(void *)(c + chunk_len(cap, ci)); }
 
@@ -333,7 +334,7 @@ int cmh_hist_spare_wanted(void) { return __atomic_load_n(&g_spare_asked, __ATOMI
  * in the hooks.  The pointer is hidden from the compiler first: it would otherwise turn malloc +
  * memset into calloc, which skips the memset for fresh mmap'ed memory, and the hooks took every
  * page fault of the rings themselves (a fifth of a recorded pair, perf).  A whole chunk's entries
- * (2 MiB) are aligned to 2 MiB and asks for a transparent huge page there: one fault instead of 512, and
+ * (2 MiB) are aligned to 2 MiB and ask for a transparent huge page there: one fault instead of 512, and
  * a recorded pair with the flight record off measured ~12 ns cheaper for it (the pages are all
  * written anyway, so the footprint is the same). */
 #define HUGE ((size_t)2 << 20)
