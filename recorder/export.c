@@ -28,8 +28,9 @@ static int fix_managed(const cmh_ring_view *v, cmh_oatab *fixed, const cmh_live 
     uint64_t want = 0, n = v->n;
     for (size_t k = 0; k < nl; k++) want += live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK);
     for (uint64_t k = 0; k < n; k++) {
-        const cmh_rec_entry *x = cmh_view_at(v, k);
-        if (!x) continue;
+        cmh_rec_entry e;
+        const cmh_rec_entry *x = &e;
+        if (!cmh_view_get(v, k, &e)) continue;
         want += (x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP) && !(x->flags & CMH_EF_WHOLE_BLOCK);
     }
     if (!want) return CMH_OK; /* no allocator above the driver here */
@@ -40,8 +41,9 @@ static int fix_managed(const cmh_ring_view *v, cmh_oatab *fixed, const cmh_live 
         if (live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK) && !cmh_oa_get(&set, live[k].addr, NULL))
             goto oom;
     for (uint64_t k = n; k-- > 0;) {
-        const cmh_rec_entry *x = cmh_view_at(v, k);
-        if (!x) continue;
+        cmh_rec_entry e;
+        const cmh_rec_entry *x = &e;
+        if (!cmh_view_get(v, k, &e)) continue;
         int freed = x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP;
         int made = x->action == CMH_ACT_SEGMENT_ALLOC || x->action == CMH_ACT_SEGMENT_MAP;
         if (freed && !(x->flags & CMH_EF_WHOLE_BLOCK)) {
@@ -120,10 +122,10 @@ static int export_rings_held(cmh_snapshot *s, const cmh_live *live, size_t nl, u
         if (rc == CMH_OK && n <= UINT32_MAX) rc = cmh_snapshot_reserve_entries(s, (uint32_t)n);
         int64_t last = INT64_MIN;
         for (uint64_t k = 0; k < n && rc == CMH_OK; k++) {
-            const cmh_rec_entry *r = cmh_view_at(&v, k);
-            if (!r) continue; /* lost: counted */
+            cmh_rec_entry r;
+            if (!cmh_view_get(&v, k, &r)) continue; /* lost: counted */
             cmh_entry e;
-            rc = convert(s, r, k, &fixed, &last, stack_map, arg, now_ticks, now_ns, &e);
+            rc = convert(s, &r, k, &fixed, &last, stack_map, arg, now_ticks, now_ns, &e);
             if (rc == CMH_OK) rc = cmh_snapshot_add_entry(s, &e);
         }
         cmh_oa_free(&fixed);
@@ -264,14 +266,16 @@ static void stream_entry(void *arg, uint32_t trace, uint64_t k, cmh_entry *out)
     cmh_export_stream *x = arg;
     if (!k) x->t[trace].last = INT64_MIN;
     /* every stack and name was interned by the first pass: these are lookups now */
-    convert(x->s, cmh_view_at(&x->t[trace].v, k), k, &x->t[trace].fixed, &x->t[trace].last, x->stack_map, x->arg,
+    cmh_rec_entry r = {0};
+    cmh_view_get(&x->t[trace].v, k, &r); /* never lost: the first pass saw every entry */
+    convert(x->s, &r, k, &x->t[trace].fixed, &x->t[trace].last, x->stack_map, x->arg,
             x->now_ticks, x->now_ns, out);
 }
 
 static uint32_t stream_thread(void *arg, uint32_t trace, uint64_t k)
 {
     cmh_export_stream *x = arg;
-    return cmh_view_at(&x->t[trace].v, k)->thread;
+    return cmh_view_thread(&x->t[trace].v, k);
 }
 
 void cmh_export_stream_source(cmh_export_stream *x, cmh_entry_source *src)
@@ -319,8 +323,9 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
         if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, dropped, NULL);
         /* the first pass: what the entries name goes into the model before the writer starts */
         for (uint64_t k = 0; k < v->n && rc == CMH_OK && !lost; k++) {
-            const cmh_rec_entry *r = cmh_view_at(v, k);
-            if (!r) {
+            cmh_rec_entry e;
+            const cmh_rec_entry *r = &e;
+            if (!cmh_view_get(v, k, &e)) {
                 lost = 1;
                 break;
             }

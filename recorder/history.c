@@ -7,7 +7,7 @@
  * `claim` word: the value is the entry's sequence number, so per-device order is the order of
  * the claims (a free claims before the real free, an allocation after the real one returned,
  * hooks.c).  It then writes the flight record and the ring slot, stores the slot's commit word
- * (cmh_rec_entry.word) last with release, and counts itself done (in its thread's counts, below).
+ * (cmh_ring_slot.word) last with release, and counts itself done (in its thread's counts, below).
  * The reserved bytes are an atomic add, peaks a compare-and-swap only when one rises.
  *
  * Invariants:
@@ -48,7 +48,7 @@ int cmh_touched;
 uint64_t cmh_lost;
 
 #define CHUNK_BITS CMH_RING_CHUNK_BITS
-#define CHUNK (1ull << CHUNK_BITS) /* 3 MiB of entries */
+#define CHUNK (1ull << CHUNK_BITS) /* 2 MiB of entries and 1 MiB of side table, touched as used */
 #define CHUNK_MASK (CHUNK - 1)
 #define DIR_CHUNKS (1ull << 16) /* 2^32 entries a device; the directory is 512 KiB of address space, touched as used */
 #define GATE (1ull << 63)
@@ -62,7 +62,7 @@ typedef struct dev_state {
     uint64_t res_cur, gap, alloc_peak, res_peak;
     uint64_t nallocs, nfrees, nooms; /* as done: the rest is in the threads' counts */
     /* read by writers, changed only with the gate closed (or, dir and its chunks, under lock) */
-    cmh_rec_entry **dir __attribute__((aligned(64))); /* DIR_CHUNKS chunk pointers, or NULL */
+    cmh_ring_slot **dir __attribute__((aligned(64))); /* DIR_CHUNKS chunk pointers, or NULL */
     uint64_t cap;   /* 0 unlimited, else max_entries */
     uint64_t base;  /* the claim count at the last clear / new capacity */
     uint64_t drop0; /* entries dropped before base */
@@ -232,13 +232,30 @@ static inline uint64_t chunk_len(uint64_t cap, uint64_t ci)
  * while its writer writes it): a writer takes its slot from an older one with a compare-and-swap,
  * waits while an older writer is still writing there (a few stores), and gives up when a newer
  * one has it already (a lap later: its entry would be dropped anyway).  So two writers never
- * write one slot at once, and what a slot holds is always its newest entry. */
+ * write one slot at once, and what a slot holds is always its newest entry.
+ * Every chunk ends with its side table (cmh_ring_side, one per slot): the fields an entry with
+ * `side` set keeps out of line.  Position k of the table is slot k's, so whoever owns the slot
+ * owns its side fields, a bounded ring's overwrite takes them with the slot, and a dump reads
+ * them in place beside it.  The helper touches a chunk's pages up to its side table only: a
+ * table's page is touched first by an entry that writes there (its old contents, where malloc
+ * gave back used memory, are never read: only an entry's own `side` bit sends a reader there). */
 #define BUSY (1ull << 63)
-static inline uint64_t *slot_seqs(cmh_rec_entry *c, uint64_t cap, uint64_t ci) { return (uint64_t *)(void *)(c + chunk_len(cap, ci)); }
+static inline uint64_t *slot_seqs(cmh_ring_slot *c, uint64_t cap, uint64_t ci) { return (uint64_t *)(void *)(c + chunk_len(cap, ci)); }
+
+/* bytes of a chunk up to its side table, and in all */
+static inline size_t chunk_hot_bytes(uint64_t cap, uint64_t ci)
+{
+    return chunk_len(cap, ci) * (sizeof(cmh_ring_slot) + (cap ? sizeof(uint64_t) : 0));
+}
 
 static inline size_t chunk_bytes(uint64_t cap, uint64_t ci)
 {
-    return chunk_len(cap, ci) * (sizeof(cmh_rec_entry) + (cap ? sizeof(uint64_t) : 0));
+    return chunk_hot_bytes(cap, ci) + chunk_len(cap, ci) * sizeof(cmh_ring_side);
+}
+
+static inline cmh_ring_side *chunk_side(cmh_ring_slot *c, uint64_t cap, uint64_t ci)
+{
+    return (cmh_ring_side *)(void *)((char *)c + chunk_hot_bytes(cap, ci));
 }
 
 static inline uint64_t load_claim(dev_state *d) { return __atomic_load_n(&d->claim, __ATOMIC_ACQUIRE) & ~GATE; }
@@ -282,10 +299,10 @@ static void lsan_root(void *p, size_t n) { (void)p, (void)n; }
 #endif
 
 /* The slow path of a write: the chunk is not there yet (the helper was late); under the lock. */
-static cmh_rec_entry *make_chunk(dev_state *d, uint64_t ci)
+static cmh_ring_slot *make_chunk(dev_state *d, uint64_t ci)
 {
     cmh_lock(&d->grow);
-    cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
+    cmh_ring_slot **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
     if (!dir) { /* mmap: its zero pages cost nothing until a chunk pointer lands in them */
         void *m = mmap(NULL, DIR_CHUNKS * sizeof *dir, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m != MAP_FAILED) {
@@ -293,7 +310,7 @@ static cmh_rec_entry *make_chunk(dev_state *d, uint64_t ci)
             __atomic_store_n(&d->dir, dir = m, __ATOMIC_RELEASE);
         }
     }
-    cmh_rec_entry *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
+    cmh_ring_slot *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
     if (dir && !c && (c = calloc(1, chunk_bytes(d->cap, ci)))) {
         __atomic_store_n(&dir[ci], c, __ATOMIC_RELEASE);
         if (ci >= d->hi) d->hi = ci + 1;
@@ -305,7 +322,7 @@ static cmh_rec_entry *make_chunk(dev_state *d, uint64_t ci)
 static void ask_chunk(dev_state *d, uint64_t ci)
 {
     if (ci >= DIR_CHUNKS || (d->cap && ci * CHUNK >= d->cap)) return;
-    cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
+    cmh_ring_slot **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
     if (dir && __atomic_load_n(&dir[ci], __ATOMIC_RELAXED)) return; /* a bounded ring's later laps */
     __atomic_store_n(&d->want, ci + 1, __ATOMIC_RELAXED);
     if (!__atomic_exchange_n(&g_spare_asked, 1, __ATOMIC_ACQ_REL)) cmh_helper_wake();
@@ -316,8 +333,8 @@ int cmh_hist_spare_wanted(void) { return __atomic_load_n(&g_spare_asked, __ATOMI
 /* A chunk's pages made present and zero, here on the helper thread rather than by page faults
  * in the hooks.  The pointer is hidden from the compiler first: it would otherwise turn malloc +
  * memset into calloc, which skips the memset for fresh mmap'ed memory, and the hooks took every
- * page fault of the rings themselves (a fifth of a recorded pair, perf).  A whole chunk (3 MiB)
- * is aligned to 2 MiB and asks for a transparent huge page there: one fault instead of 512, and
+ * page fault of the rings themselves (a fifth of a recorded pair, perf).  A whole chunk's entries
+ * (2 MiB) are aligned to 2 MiB and ask for a transparent huge page there: one fault instead of 512, and
  * a recorded pair with the flight record off measured ~12 ns cheaper for it (the pages are all
  * written anyway, so the footprint is the same). */
 #define HUGE ((size_t)2 << 20)
@@ -345,15 +362,15 @@ void cmh_hist_make_spares(void)
         if (!w) continue;
         cmh_lock(&d->grow);
         uint64_t cap = d->cap;
-        size_t bytes = chunk_bytes(cap, w - 1);
-        cmh_rec_entry **dir = d->dir;
+        size_t bytes = chunk_bytes(cap, w - 1), hot = chunk_hot_bytes(cap, w - 1);
+        cmh_ring_slot **dir = d->dir;
         int need = dir && !dir[w - 1] && (!cap || (w - 1) * CHUNK < cap);
         cmh_unlock(&d->grow);
         if (!need) continue;
         void *m = NULL;
         if (bytes < HUGE ? !(m = malloc(bytes)) : posix_memalign(&m, HUGE, bytes) != 0) continue; /* the writer will try itself */
-        cmh_rec_entry *c = m;
-        prefault(c, bytes);
+        cmh_ring_slot *c = m;
+        prefault(c, hot); /* not the side table */
         cmh_lock(&d->grow);
         if (d->dir == dir && d->cap == cap && !dir[w - 1]) {
             __atomic_store_n(&dir[w - 1], c, __ATOMIC_RELEASE);
@@ -365,7 +382,7 @@ void cmh_hist_make_spares(void)
     }
 }
 
-static int own_slot(cmh_rec_entry *c, uint64_t cap, uint64_t ci, uint64_t off, uint64_t s)
+static int own_slot(cmh_ring_slot *c, uint64_t cap, uint64_t ci, uint64_t off, uint64_t s)
 {
     uint64_t *sq = &slot_seqs(c, cap, ci)[off], cur = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
     for (int spins = 0;; spins++) {
@@ -411,21 +428,34 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
         cmh_unlock(&d->lock);
     }
     if (!ticks) ticks = cmh_now_ticks();
-    cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, {{cmh_hist_thread(), (unsigned)action & 15,
-                       (unsigned)kind & 7, (unsigned)flags & 15}}};
+    uint32_t thread = cmh_hist_thread();
+    cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, thread, (unsigned)action & 15, (unsigned)kind & 7,
+                       (unsigned)flags & 15};
     cmh_flight_entry(slot, s, &e); /* the file first: a death in between loses nothing */
     uint64_t k = s - 1 - d->base, cap = d->cap;
     if (cap && k >= cap) k %= cap;
     uint64_t ci = k >> CHUNK_BITS, off = k & CHUNK_MASK;
-    cmh_rec_entry **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
-    cmh_rec_entry *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
+    cmh_ring_slot **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
+    cmh_ring_slot *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
     if (CMH_UNLIKELY(!c) && !(c = make_chunk(d, ci))) cmh_count_lost(1);
     else if (!cap || own_slot(c, cap, ci, off, s)) {
-        cmh_rec_entry *at = &c[off];
-        uint32_t word = e.word;
-        e.word = 0;
-        memcpy(at, &e, offsetof(cmh_rec_entry, stack) + sizeof e.stack); /* all but the word */
-        __atomic_store_n(&at->word, word, __ATOMIC_RELEASE);
+        cmh_ring_slot *at = &c[off], w;
+        w.word = 0;
+        w.thread = thread;
+        w.action = (unsigned)action & 15;
+        w.kind = (unsigned)kind & 7;
+        w.flags = (unsigned)flags & 15;
+        if (CMH_UNLIKELY(requested != size || stream)) { /* out of line: the rare entry pays */
+            cmh_ring_side *sd = &chunk_side(c, cap, ci)[off];
+            sd->requested = requested;
+            sd->stream = stream;
+            w.side = 1;
+        }
+        at->ticks = ticks;
+        at->addr = addr;
+        at->size = size;
+        at->stack = stack;
+        __atomic_store_n(&at->word, w.word, __ATOMIC_RELEASE);
         if (cap) __atomic_store_n(&slot_seqs(c, cap, ci)[off], s, __ATOMIC_RELEASE);
         if (CMH_UNLIKELY(off == CHUNK / 2)) ask_chunk(d, ci + 1);
     }
@@ -548,12 +578,15 @@ static inline uint64_t ring_dropped(const dev_state *d, uint64_t c)
     return d->drop0 + (d->cap && n > d->cap ? n - d->cap : 0);
 }
 
-/* The entry k places after the oldest (gate closed, claimed c); NULL where it was lost. */
-static const cmh_rec_entry *nth(const dev_state *d, uint64_t c, uint64_t k)
+/* The entry k places after the oldest (gate closed, claimed c), its side fields in *side; NULL
+ * where it was lost. */
+static const cmh_ring_slot *nth(const dev_state *d, uint64_t c, uint64_t k, const cmh_ring_side **side)
 {
     uint64_t n = c - d->base, p = d->cap && n > d->cap ? (n - d->cap + k) % d->cap : k;
-    const cmh_rec_entry *ch = d->dir ? d->dir[p >> CHUNK_BITS] : NULL;
-    return ch && ch[p & CHUNK_MASK].word ? &ch[p & CHUNK_MASK] : NULL;
+    cmh_ring_slot *ch = d->dir ? d->dir[p >> CHUNK_BITS] : NULL;
+    if (!ch || !ch[p & CHUNK_MASK].word) return NULL;
+    *side = &chunk_side(ch, d->cap, p >> CHUNK_BITS)[p & CHUNK_MASK];
+    return &ch[p & CHUNK_MASK];
 }
 
 void cmh_hist_clear(void)
@@ -577,7 +610,7 @@ void cmh_hist_clear(void)
 static int rebuild(dev_state *d, uint64_t c, uint64_t keep, uint64_t max_entries)
 {
     uint64_t n = (keep + CHUNK - 1) / CHUNK;
-    cmh_rec_entry **nc = n <= DIR_CHUNKS ? calloc(n ? n : 1, sizeof *nc) : NULL;
+    cmh_ring_slot **nc = n <= DIR_CHUNKS ? calloc(n ? n : 1, sizeof *nc) : NULL;
     if (!nc) return -1;
     for (uint64_t i = 0; i < n; i++)
         if (!(nc[i] = calloc(1, chunk_bytes(max_entries, i)))) {
@@ -587,9 +620,12 @@ static int rebuild(dev_state *d, uint64_t c, uint64_t keep, uint64_t max_entries
         }
     uint64_t count = ring_count(d, c), skip = count - keep, kept = 0;
     for (uint64_t k = 0; k < keep; k++) {
-        const cmh_rec_entry *e = nth(d, c, skip + k);
+        const cmh_ring_side *sd;
+        const cmh_ring_slot *e = nth(d, c, skip + k, &sd);
         if (!e) continue; /* lost before */
-        nc[kept >> CHUNK_BITS][kept & CHUNK_MASK] = *e;
+        uint64_t ci = kept >> CHUNK_BITS, off = kept & CHUNK_MASK;
+        nc[ci][off] = *e;
+        if (e->side) chunk_side(nc[ci], max_entries, ci)[off] = *sd;
         kept++;
     }
     if (max_entries) /* the slots' numbers: entry j of the new ring is number c - kept + 1 + j */
@@ -670,8 +706,9 @@ static int copy_closed(dev_state *d, uint64_t c, cmh_rec_entry **out, uint64_t *
     if (!count) return CMH_OK;
     if (!(*out = malloc(count * sizeof **out))) return CMH_ENOMEM;
     for (uint64_t k = 0; k < count; k++) {
-        const cmh_rec_entry *e = nth(d, c, k);
-        if (e) (*out)[m++] = *e;
+        const cmh_ring_side *sd;
+        const cmh_ring_slot *e = nth(d, c, k, &sd);
+        if (e) cmh_ring_expand(e, sd, e->word, &(*out)[m++]);
     }
     *n = m;
     return CMH_OK;
@@ -690,14 +727,14 @@ int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dro
     return used;
 }
 
-const cmh_rec_entry *cmh_view_wait(const cmh_ring_view *v, uint64_t k)
+const cmh_ring_slot *cmh_view_wait(const cmh_ring_view *v, uint64_t k, uint32_t *word)
 {
     /* in place: entry k is claimed (k < n) but its writer has not stored its commit word yet, or
      * its chunk is still being made; NULL only when the writer found no memory for the chunk */
     for (int spins = 0;; spins++) {
-        const cmh_rec_entry *c = __atomic_load_n(&v->chunks[k >> CHUNK_BITS], __ATOMIC_ACQUIRE);
-        const cmh_rec_entry *e = c ? &c[k & CHUNK_MASK] : NULL;
-        if (e && __atomic_load_n(&e->word, __ATOMIC_ACQUIRE)) return e;
+        const cmh_ring_slot *c = __atomic_load_n(&v->chunks[k >> CHUNK_BITS], __ATOMIC_ACQUIRE);
+        const cmh_ring_slot *e = c ? &c[k & CHUNK_MASK] : NULL;
+        if (e && (*word = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE))) return e;
         if (!e && spins > 1000) return NULL; /* lost (counted by its writer) */
         if (spins >= 64) sched_yield();
     }
@@ -781,7 +818,7 @@ void cmh_hist_reset_after_fork(void)
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         dev_state *d = &g_dev[i];
         free_chunks(d);
-        cmh_rec_entry **dir = d->dir; /* kept: it is the child's copy, now empty */
+        cmh_ring_slot **dir = d->dir; /* kept: it is the child's copy, now empty */
         memset(d, 0, sizeof *d);
         d->dir = dir;
         d->cap = g_max_entries;

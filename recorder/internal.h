@@ -115,24 +115,54 @@ CMH_HIDDEN void cmh_live_unlock_all(cmh_livetab *t);
 CMH_HIDDEN void cmh_live_reset(cmh_livetab *t); /* fork child: empty, fresh locks */
 
 /* ---- history.c ---- */
+/* An entry as readers get it (the export, the flight record, a ring's copy): every field. */
 typedef struct cmh_rec_entry {
     int64_t ticks; /* raw ticks until export */
     uint64_t addr, size, requested, stream;
     uint32_t stack;
-    /* one word, so that an entry stays 48 bytes: the thread (cmh_hist_thread(), never 0), the
-     * action, the kind and the CMH_EF_* flags.  It is the entry's commit word too: stored last,
-     * with release, into a slot that was zero, so a reader that loads it nonzero (acquire) sees
-     * the whole entry (history.c). */
+    uint32_t thread : 21, action : 4, kind : 3, flags : 4;
+} cmh_rec_entry;
+/* An entry as a ring holds it: 32 bytes.  The fields that are usually the same as another or 0
+ * (requested = size, stream = 0) are not in it: an entry where they are not has `side` set and
+ * has them in its chunk's side table, at the same position (cmh_ring_side; history.c says where),
+ * written before the commit word, so whatever owns or reads the slot owns or reads them too.  A
+ * side table's pages are touched only by the entries that use them.  The last word holds the
+ * thread (cmh_hist_thread(), never 0), the action, the kind and the CMH_EF_* flags; it is the
+ * entry's commit word too: stored last, with release, into a slot that was zero, so a reader
+ * that loads it nonzero (acquire) sees the whole entry, side fields included. */
+typedef struct cmh_ring_slot {
+    int64_t ticks;
+    uint64_t addr, size;
+    uint32_t stack;
     union {
         struct {
-            uint32_t thread : 21, action : 4, kind : 3, flags : 4;
+            uint32_t thread : 20, side : 1, action : 4, kind : 3, flags : 4;
         };
         uint32_t word;
     };
-} cmh_rec_entry;
-_Static_assert(sizeof(cmh_rec_entry) == 48, "a ring entry is 48 bytes");
+} cmh_ring_slot;
+typedef struct cmh_ring_side {
+    uint64_t requested, stream;
+} cmh_ring_side;
+_Static_assert(sizeof(cmh_ring_slot) == 32, "a ring entry is 32 bytes");
 _Static_assert(CMH_ACT_COUNT <= 16 && CMH_KIND_COUNT <= 8, "actions and kinds fit their bits");
-#define CMH_THREAD_MAX ((1u << 21) - 1) /* threads past it share the last number */
+/* slot (its commit word `word`, loaded already) and, when it has them, its side fields as an entry */
+static inline void cmh_ring_expand(const cmh_ring_slot *sl, const cmh_ring_side *sd, uint32_t word, cmh_rec_entry *out)
+{
+    cmh_ring_slot w;
+    w.word = word;
+    out->ticks = sl->ticks;
+    out->addr = sl->addr;
+    out->size = sl->size;
+    out->requested = w.side ? sd->requested : sl->size;
+    out->stream = w.side ? sd->stream : 0;
+    out->stack = sl->stack;
+    out->thread = w.thread;
+    out->action = w.action;
+    out->kind = w.kind;
+    out->flags = w.flags;
+}
+#define CMH_THREAD_MAX ((1u << 20) - 1) /* threads past it share the last number */
 
 /* This thread's number in the record: 1, 2, ... in the order threads first record something. */
 CMH_HIDDEN uint32_t cmh_hist_thread(void);
@@ -169,22 +199,42 @@ CMH_HIDDEN int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, ui
 /* The same for a dump, without a copy of the entries where it can (an unlimited ring is read in
  * place: its entries never move and are never rewritten but by a clear or a new capacity, which
  * wait for cmh_hist_view_release).  A bounded ring is copied, as its oldest entries are being
- * overwritten.  Entry k of the view is cmh_view_at(v, k), oldest first, or NULL for an entry the
- * recorder lost (no memory for its chunk); read in place, cmh_view_at waits for an entry still
+ * overwritten.  Entry k of the view is cmh_view_get(v, k, &e), oldest first, or 0 for an entry the
+ * recorder lost (no memory for its chunk); read in place, cmh_view_get waits for an entry still
  * being written (its commit word); rc: CMH_ENOMEM or CMH_OK. */
 #define CMH_RING_CHUNK_BITS 16
 typedef struct cmh_ring_view {
-    cmh_rec_entry *const *chunks; /* the ring's chunk directory, read in place; or NULL */
+    cmh_ring_slot *const *chunks; /* an unlimited ring's chunk directory, read in place; or NULL */
     cmh_rec_entry *copy;          /* else a copy, oldest first */
     uint64_t n;
 } cmh_ring_view;
-CMH_HIDDEN const cmh_rec_entry *cmh_view_wait(const cmh_ring_view *v, uint64_t k);
-static inline const cmh_rec_entry *cmh_view_at(const cmh_ring_view *v, uint64_t k)
+/* an unlimited ring's chunk: CHUNK slots, then their side table */
+#define CMH_RING_SIDE(c) ((const cmh_ring_side *)(const void *)((c) + (1ull << CMH_RING_CHUNK_BITS)))
+CMH_HIDDEN const cmh_ring_slot *cmh_view_wait(const cmh_ring_view *v, uint64_t k, uint32_t *word);
+/* entry k of the view into *out: 1, or 0 where the recorder lost it */
+static inline int cmh_view_get(const cmh_ring_view *v, uint64_t k, cmh_rec_entry *out)
 {
-    if (v->copy) return &v->copy[k];
-    const cmh_rec_entry *c = __atomic_load_n(&v->chunks[k >> CMH_RING_CHUNK_BITS], __ATOMIC_ACQUIRE);
-    const cmh_rec_entry *e = c ? &c[k & ((1ull << CMH_RING_CHUNK_BITS) - 1)] : NULL;
-    return e && __atomic_load_n(&e->word, __ATOMIC_ACQUIRE) ? e : cmh_view_wait(v, k);
+    if (v->copy) {
+        *out = v->copy[k];
+        return 1;
+    }
+    const cmh_ring_slot *c = __atomic_load_n(&v->chunks[k >> CMH_RING_CHUNK_BITS], __ATOMIC_ACQUIRE);
+    uint64_t off = k & ((1ull << CMH_RING_CHUNK_BITS) - 1);
+    uint32_t word = c ? __atomic_load_n(&c[off].word, __ATOMIC_ACQUIRE) : 0;
+    const cmh_ring_slot *e = word ? &c[off] : cmh_view_wait(v, k, &word);
+    if (!e) return 0;
+    cmh_ring_expand(e, &CMH_RING_SIDE(e - off)[off], word, out);
+    return 1;
+}
+/* only its thread (the writer asks for it apart from the entry) */
+static inline uint32_t cmh_view_thread(const cmh_ring_view *v, uint64_t k)
+{
+    if (v->copy) return v->copy[k].thread;
+    const cmh_ring_slot *c = __atomic_load_n(&v->chunks[k >> CMH_RING_CHUNK_BITS], __ATOMIC_ACQUIRE);
+    cmh_ring_slot w;
+    w.word = c ? __atomic_load_n(&c[k & ((1ull << CMH_RING_CHUNK_BITS) - 1)].word, __ATOMIC_ACQUIRE) : 0;
+    if (!w.word && !cmh_view_wait(v, k, &w.word)) return 0;
+    return w.thread;
 }
 /* Views are taken between cmh_hist_views_begin and _end (one lock: what would rewrite a ring in
  * place, a clear or a new capacity, waits for _end), any number of them at once. */

@@ -7,6 +7,9 @@
  *
  * Each worker allocates and frees at once, with sizes that number its pairs (pair k has size
  * size_of(k), distinct for each k), so the trace of one thread can be checked against what it did.
+ * A "mixed" worker makes some pairs entries that keep fields out of line (the ring's side table):
+ * pair k with k % 3 == 1 on a stream (cuMemAllocAsync / cuMemFreeAsync), with k % 3 == 2 and an
+ * even 1 + k a pitched allocation whose requested bytes are 3 short of its size.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -33,19 +36,57 @@ static void opts(cmh_context ctx, uint64_t max_entries, int clear)
 typedef struct worker_arg {
     int dev;
     long pairs, done;
+    int mixed;
 } worker_arg;
+
+enum { PAIR_PLAIN, PAIR_STREAM, PAIR_PITCH };
+static int pair_kind(long k) { return k % 3 == 1 ? PAIR_STREAM : k % 3 == 2 && (1 + k) % 2 == 0 ? PAIR_PITCH : PAIR_PLAIN; }
+
+static int one_pair(long k, int mixed, CUstream st)
+{
+    CUdeviceptr a;
+    size_t pitch;
+    int how = mixed ? pair_kind(k) : PAIR_PLAIN;
+    if (how == PAIR_STREAM) {
+        if (cuMemAllocAsync(&a, size_of(k), st) != CUDA_SUCCESS) return -1;
+        return cuMemFreeAsync(a, st) == CUDA_SUCCESS ? 0 : -1;
+    }
+    if (how == PAIR_PITCH) { /* one row of size_of(k) - 3 bytes: the pitch is size_of(k) */
+        if (cuMemAllocPitch(&a, &pitch, size_of(k) - 3, 1, 4) != CUDA_SUCCESS || pitch != size_of(k)) return -1;
+    } else if (cuMemAlloc(&a, size_of(k)) != CUDA_SUCCESS)
+        return -1;
+    return cuMemFree(a) == CUDA_SUCCESS ? 0 : -1;
+}
 
 static void *worker(void *p)
 {
     worker_arg *w = p;
     cuCtxSetCurrent(g_ctx[w->dev]);
+    CUstream st = NULL;
+    if (w->mixed && cuStreamCreate(&st, 0) != CUDA_SUCCESS) return NULL;
     for (long k = 0; k < w->pairs; k++) {
-        CUdeviceptr a;
-        if (cuMemAlloc(&a, size_of(k)) != CUDA_SUCCESS) break;
-        cuMemFree(a);
+        if (one_pair(k, w->mixed, st) != 0) break;
         w->done++;
     }
+    if (st) cuStreamDestroy(st);
     return NULL;
+}
+
+/* The out-of-line fields of a mixed worker's entries on device dev, as its pairs made them:
+ * returns the entries that do not have them (every field of the entry is in a dump). */
+static uint64_t side_wrong(const cmh_snapshot *s, int dev)
+{
+    const cmh_trace *t = trace_of(s, dev);
+    uint64_t bad = 0;
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
+        int how = pair_kind((long)(e->size / 256) - 1);
+        if (how == PAIR_STREAM) bad += e->kind != CMH_KIND_ASYNC || !e->stream || e->requested != e->size;
+        else if (how == PAIR_PITCH) bad += e->kind != CMH_KIND_PITCH || e->stream || e->requested != e->size - 3;
+        else bad += e->kind != CMH_KIND_DEVICE || e->stream || e->requested != e->size;
+    }
+    return bad;
 }
 
 /* One device's trace, thread by thread: the kept events of each recorder thread must be its
@@ -129,7 +170,7 @@ static void test_unlimited_under_contention(void)
     opts(CMH_CONTEXT_NONE, 0, 1);
     base b = base_now();
     worker_arg w[THREADS];
-    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs, 0};
+    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs, 0, 1};
     run_workers(w, THREADS, 3);
     cmh_device_stats st[4];
     int nd = cmh_memory_stats(st, 4);
@@ -144,6 +185,7 @@ static void test_unlimited_under_contention(void)
         CU_ASSERT_EQUAL(tr->nentries, st[k].entries_recorded - b.recorded[st[k].device] + b.kept[st[k].device]);
         uint64_t checked = check_order(&s, st[k].device, 0, g_pairs);
         CU_ASSERT_EQUAL(checked, (uint64_t)g_pairs * 2 * (THREADS / 2));
+        CU_ASSERT_EQUAL(side_wrong(&s, st[k].device), 0);
         total += checked;
     }
     CU_ASSERT(total > 2 * 65536 || g_pairs < 20000); /* more than one chunk per device */
@@ -158,7 +200,7 @@ static void test_bounded_exact_drops(void)
     opts(CMH_CONTEXT_NONE, cap, 1);
     base b = base_now();
     worker_arg w[THREADS];
-    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs, 0};
+    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs, 0, 1};
     run_workers(w, THREADS, 0);
     cmh_device_stats st[4];
     int nd = cmh_memory_stats(st, 4);
@@ -172,6 +214,7 @@ static void test_bounded_exact_drops(void)
         CU_ASSERT_EQUAL(tr->dropped, st[k].entries_dropped);
         if (tr->nentries + tr->dropped >= cap) CU_ASSERT_EQUAL(tr->nentries, cap);
         check_order(&s, st[k].device, 1, g_pairs);
+        CU_ASSERT_EQUAL(side_wrong(&s, st[k].device), 0);
     }
     cmh_snapshot_free(&s);
 }
@@ -182,7 +225,7 @@ static void test_capacity_and_clear_across_chunks(void)
 {
     opts(CMH_CONTEXT_NONE, 0, 1);
     base b = base_now();
-    worker_arg w = {0, 80000, 0};
+    worker_arg w = {0, 80000, 0, 0};
     worker(&w); /* 160,000 entries: three chunks */
     cmh_device_stats st[4];
     cmh_memory_stats(st, 4);
@@ -204,7 +247,7 @@ static void test_capacity_and_clear_across_chunks(void)
     cmh_snapshot_free(&s);
 
     opts(CMH_CONTEXT_NONE, 0, 0); /* unlimited again: it grows on from the 100,000 */
-    w = (worker_arg){0, 40000, 0};
+    w = (worker_arg){0, 40000, 0, 0};
     worker(&w);
     dump_load(&s);
     tr = trace_of(&s, 0);
@@ -216,7 +259,7 @@ static void test_capacity_and_clear_across_chunks(void)
     cmh_snapshot_free(&s);
 
     opts(CMH_CONTEXT_NONE, 0, 1); /* cleared: the chunks and the entries go, the numbers go on */
-    w = (worker_arg){0, 10, 0};
+    w = (worker_arg){0, 10, 0, 0};
     worker(&w);
     dump_load(&s);
     tr = trace_of(&s, 0);
@@ -273,34 +316,25 @@ static void test_in_place_dump_equals_copy(void)
 {
     opts(CMH_CONTEXT_ALLOC, 0, 1);
     worker_arg w[THREADS];
-    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs / 2, 0};
+    for (int i = 0; i < THREADS; i++) w[i] = (worker_arg){i % 2, g_pairs / 2, 0, 1};
     cmh_mark("before the workers");
     run_workers(w, THREADS, 0);
     cmh_mark("after the workers");
     compare_dumps("CUMEMHIST_DUMP_COPY", (uint64_t)g_pairs * 2);
     compare_dumps("CUMEMHIST_DUMP_MODEL", (uint64_t)g_pairs * 2);
-    opts(CMH_CONTEXT_ALLOC, 5000, 0);
+    opts(CMH_CONTEXT_ALLOC, 5000, 0); /* the newest 5,000 copied into a bounded ring, side fields too */
     compare_dumps("CUMEMHIST_DUMP_MODEL", 5000);
+    cmh_snapshot s;
+    dump_load(&s);
+    for (int dev = 0; dev < 2; dev++) CU_ASSERT_EQUAL(side_wrong(&s, dev), 0);
+    cmh_snapshot_free(&s);
 }
 
 /* A ring far smaller than the writers' reach (64 entries, 8 threads on one device, with no lock
  * on the hot path): slots are overwritten lap after lap by threads that claimed them one lap
- * apart, while dumps copy the ring (its gate closed).  Every kept entry must be whole (an alloc's
- * requested is its size; a free's address the one its thread got), each thread's kept events in
+ * apart, while dumps copy the ring (its gate closed).  Every kept entry must be whole (its out-of-line
+ * fields as its pair made them; a free's address the one its thread got), each thread's kept events in
  * its order ending with its last pair, and the drops exact: recorded - 64. */
-static void *tiny_worker(void *p)
-{
-    worker_arg *w = p;
-    cuCtxSetCurrent(g_ctx[0]);
-    for (long k = 0; k < w->pairs; k++) {
-        CUdeviceptr a;
-        if (cuMemAlloc(&a, size_of(k)) != CUDA_SUCCESS) break;
-        cuMemFree(a);
-        w->done++;
-    }
-    return NULL;
-}
-
 static uint64_t torn_entries(const cmh_snapshot *s, int dev)
 {
     const cmh_trace *t = trace_of(s, dev);
@@ -308,9 +342,9 @@ static uint64_t torn_entries(const cmh_snapshot *s, int dev)
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
-        bad += e->requested != e->size || e->size % 256 || !e->size || !e->thread || e->kind != CMH_KIND_DEVICE;
+        bad += e->size % 256 || !e->size || !e->thread;
     }
-    return bad;
+    return bad + side_wrong(s, dev);
 }
 
 static void test_tiny_ring_overwritten_under_contention(void)
@@ -321,8 +355,8 @@ static void test_tiny_ring_overwritten_under_contention(void)
     base b = base_now();
     worker_arg w[NT];
     pthread_t t[NT];
-    for (int i = 0; i < NT; i++) w[i] = (worker_arg){0, g_pairs / 25, 0}; /* 250 laps of the ring: enough (TSan makes more slow) */
-    for (int i = 0; i < NT; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, tiny_worker, &w[i]), 0);
+    for (int i = 0; i < NT; i++) w[i] = (worker_arg){0, g_pairs / 25, 0, 1}; /* 250 laps of the ring: enough (TSan makes more slow) */
+    for (int i = 0; i < NT; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, worker, &w[i]), 0);
     uint64_t torn = 0;
     for (int d = 0; d < 20; d++) {
         cmh_snapshot s;
