@@ -8,6 +8,10 @@ B=$(cd "${1:?usage: $0 BUILD_DIR SOURCE_DIR}" && pwd)
 S=$(cd "${2:?usage: $0 BUILD_DIR SOURCE_DIR}" && pwd)
 T=$(mktemp -d /tmp/cmh-lazylibs-XXXXXX)
 trap 'rm -rf "$T"' EXIT
+# a registry of its own: `top --once` must not watch whatever else this user is recording (the
+# frames of a live process are resolved, which loads libdw, as it should)
+export XDG_RUNTIME_DIR=$T/xdg
+mkdir -m 700 "$XDG_RUNTIME_DIR"
 C=$B/cumemhist
 F=$S/tests/fixtures/h200/leaky.cmh      # native frames: reports resolve them (libdw)
 P=$S/tests/fixtures/h200/torch_exp.pickle # named frames only: nothing to resolve
