@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "cumemhist/analyzer.h"
+#include "memo.h"
 
 static void span(const cmh_snapshot *s, int64_t shift, int64_t *lo, int64_t *hi)
 {
@@ -27,9 +28,11 @@ static void span(const cmh_snapshot *s, int64_t shift, int64_t *lo, int64_t *hi)
 
 static void record_span(const cmh_snapshot *s, int64_t *lo, int64_t *hi)
 {
+    if (cmh_memo_clock_get(s, lo, hi)) return; /* a report page asks once per view */
     *lo = INT64_MAX, *hi = INT64_MIN;
     span(s, 0, lo, hi);
     if (s->torch) span(s->torch, s->torch_clock_ns, lo, hi);
+    cmh_memo_clock_put(s, *lo, *hi);
 }
 
 int64_t cmh_clock_origin(const cmh_snapshot *s)

@@ -11,6 +11,11 @@
 int cmh_memo_steps_get(const cmh_snapshot *s, int device, const cmh_sites *sites, uint32_t thread, cmh_steps *out);
 void cmh_memo_steps_put(const cmh_snapshot *s, int device, const cmh_sites *sites, const cmh_steps *st);
 
+/* The record's clock span (clock.c) found while the memo was kept for s: 1 with *lo, *hi, else 0.
+ * The span is a scan of every entry, and a report page asks for it from each view. */
+int cmh_memo_clock_get(const cmh_snapshot *s, int64_t *lo, int64_t *hi);
+void cmh_memo_clock_put(const cmh_snapshot *s, int64_t lo, int64_t hi);
+
 /* replay.c: keep the state before the first entry of s's traces (NULL: drop what is kept). */
 void cmh_replay_memo_keep(const cmh_snapshot *s);
 

@@ -387,11 +387,16 @@ static void seg_activate(cmh_replay *r, rseg *g, uint64_t a, uint64_t b, int sig
     if (a < g->addr) a = g->addr;
     if (b > end) b = end;
     if (b <= a) return;
-    uint32_t lo = 0, hi = g->nr;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (g->r[mid].a < a) lo = mid + 1;
-        else hi = mid;
+    uint32_t lo = 0; /* the first range starting at a or after; branch-free as seg_lower */
+    if (g->nr) {
+        const range *base = g->r;
+        uint32_t len = g->nr;
+        while (len > 1) {
+            uint32_t half = len / 2;
+            base = base[half].a < a ? base + half : base;
+            len -= half;
+        }
+        lo = (uint32_t)(base - g->r) + (base->a < a);
     }
     if (sign > 0) {
         uint64_t prev_end = lo ? g->r[lo - 1].b : g->addr;

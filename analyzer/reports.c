@@ -203,6 +203,8 @@ typedef struct memo_steps {
 } memo_steps;
 static memo_steps *g_memo_steps;
 static uint32_t g_memo_nsteps;
+static int g_memo_clock_known; /* g_memo_clock holds the record's clock span (clock.c) */
+static int64_t g_memo_clock[2];
 static uint32_t g_memo_replays; /* whole replays run for the memo's snapshot (cmh_replay_memo_end returns it) */
 
 void cmh_replay_memo_begin(const cmh_snapshot *s)
@@ -212,6 +214,7 @@ void cmh_replay_memo_begin(const cmh_snapshot *s)
         g_memo_s = s;
         g_memo_depth = 1;
         g_memo_replays = 0;
+        g_memo_clock_known = 0;
         cmh_replay_memo_keep(s);
     } else if (g_memo_s == s) g_memo_depth++;
     pthread_mutex_unlock(&g_memo_lock);
@@ -234,11 +237,34 @@ uint32_t cmh_replay_memo_end(const cmh_snapshot *s)
         g_memo_dev = NULL;
         g_memo_ndev = g_memo_nsites = 0;
         g_memo_s = NULL;
+        g_memo_clock_known = 0;
         n = g_memo_replays;
         cmh_replay_memo_keep(NULL);
     }
     pthread_mutex_unlock(&g_memo_lock);
     return n;
+}
+
+int cmh_memo_clock_get(const cmh_snapshot *s, int64_t *lo, int64_t *hi)
+{
+    int found = 0;
+    pthread_mutex_lock(&g_memo_lock);
+    if (g_memo_s == s && g_memo_clock_known) {
+        *lo = g_memo_clock[0], *hi = g_memo_clock[1];
+        found = 1;
+    }
+    pthread_mutex_unlock(&g_memo_lock);
+    return found;
+}
+
+void cmh_memo_clock_put(const cmh_snapshot *s, int64_t lo, int64_t hi)
+{
+    pthread_mutex_lock(&g_memo_lock);
+    if (g_memo_s == s) {
+        g_memo_clock[0] = lo, g_memo_clock[1] = hi;
+        g_memo_clock_known = 1;
+    }
+    pthread_mutex_unlock(&g_memo_lock);
 }
 
 typedef struct live_list {

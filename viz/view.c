@@ -70,6 +70,7 @@ typedef struct vband {
     int64_t start, end; /* live in the states after entries start .. end-1 (start -1: before the trace) */
     uint64_t size, addr;
     uint32_t stack;
+    uint32_t site; /* site_of its stack, capped at the sites' count (found once, for the sweep) */
 } vband;
 
 typedef struct vdev {
@@ -195,6 +196,7 @@ static void put_script_json(FILE *fp, const char *j, size_t n)
 typedef struct vstate {
     uint32_t *live; /* ids live at the instant, ascending (compacted at each instant) */
     uint32_t nlive, cap;
+    uint32_t *band; /* of those, the ones drawn as bands (cap slots) */
     double *fold;   /* per site, folded bytes at the instant */
     uint32_t *touched;
     uint32_t ntouched;
@@ -298,6 +300,10 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
                 if (act[i] > act[best]) best = i;
             inst[c] = best;
         }
+        for (uint32_t i = 0; i < d.na; i++) {
+            uint32_t st = site_of(g, d.a[i].stack);
+            d.a[i].site = st > nsites ? nsites : st;
+        }
         /* sweep: the live set at each instant, in allocation order */
         vb_put(out, ncols);
         uint32_t p = 0;
@@ -307,39 +313,43 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
                 if (vs.nlive == vs.cap) {
                     uint32_t cap = vs.cap ? vs.cap * 2 : 1024;
                     uint32_t *l = realloc(vs.live, cap * sizeof *l);
-                    if (!l) {
+                    if (l) vs.live = l;
+                    uint32_t *bd = l ? realloc(vs.band, cap * sizeof *bd) : NULL;
+                    if (bd) vs.band = bd;
+                    if (!l || !bd) {
                         rc = CMH_ENOMEM;
                         break;
                     }
-                    vs.live = l, vs.cap = cap;
+                    vs.cap = cap;
                 }
                 vs.live[vs.nlive++] = p++;
             }
             if (rc != CMH_OK) break;
+            /* one pass over the live set: still live, then a band or folded into its site (the
+             * bands are written after their count, the folds after the bands) */
             uint32_t k = 0, nband = 0;
             double thr = (double)act[e] / VIEW_FOLD;
+            vs.ntouched = 0;
             for (uint32_t i = 0; i < vs.nlive; i++) {
                 uint32_t id = vs.live[i];
-                if (d.a[id].end <= e) continue;
+                const vband *v = &d.a[id];
+                if (v->end <= e) continue;
                 vs.live[k++] = id;
-                if ((double)d.a[id].size >= thr) nband++;
+                double size = (double)v->size;
+                if (size >= thr) vs.band[nband++] = id;
+                else {
+                    uint32_t st = v->site;
+                    if (vs.fold[st] == 0) vs.touched[vs.ntouched++] = st;
+                    vs.fold[st] += size;
+                }
             }
             vs.nlive = k;
             vb_put(out, (uint64_t)(e - (int64_t)c * VIEW_COL));
             vb_put(out, nband);
             uint32_t last = 0;
-            vs.ntouched = 0;
-            for (uint32_t i = 0; i < vs.nlive; i++) {
-                uint32_t id = vs.live[i];
-                if ((double)d.a[id].size >= thr) {
-                    vb_put(out, id - last);
-                    last = id;
-                } else {
-                    uint32_t st = site_of(g, d.a[id].stack);
-                    if (st > nsites) st = nsites;
-                    if (vs.fold[st] == 0) vs.touched[vs.ntouched++] = st;
-                    vs.fold[st] += (double)d.a[id].size;
-                }
+            for (uint32_t i = 0; i < nband; i++) {
+                vb_put(out, vs.band[i] - last);
+                last = vs.band[i];
             }
             qsort(vs.touched, vs.ntouched, sizeof *vs.touched, cmp_u32);
             vb_put(out, vs.ntouched);
@@ -443,7 +453,7 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
         cmh_steps_free(&st);
         cmh_jw_kint(w, "col", VIEW_COL);
     }
-    free(vs.live), free(vs.fold), free(vs.touched);
+    free(vs.live), free(vs.band), free(vs.fold), free(vs.touched);
     free(inst), free(act), free(alv), free(rsv);
     vdev_free(&d);
     return rc;
