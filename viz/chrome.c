@@ -280,7 +280,11 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
-        if ((int64_t)cmh_replay_position(r) == peak_at) peak_instant(c, s, dev, g, &pk, t);
+        int64_t pos = cmh_replay_position(r), len = cmh_replay_length(r);
+        /* without times, a peak before the first entry or after the last (the state the trace
+         * starts from, the end reconciled with the segments) goes on the first or last sample */
+        if (pos == peak_at || (timeless && peak_at != -2 && ((peak_at < 0 && pos == 0) || (peak_at >= len && pos == len - 1))))
+            peak_instant(c, s, dev, g, &pk, t);
     }
     int rc = cmh_replay_status(r);
     cmh_replay_free(r);
