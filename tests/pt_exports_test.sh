@@ -1,7 +1,8 @@
 #!/bin/sh
 # pt_exports_test.sh BUILD_DIR SOURCE_DIR - exports of PyTorch's published snapshots against the
 # pickle itself: a snapshot without times (no time_us: PyTorch 2.0, NPU builds) still gives a
-# chrome trace with every entry on it, in trace order, ending where the snapshot's blocks say.
+# chrome trace with every entry on it, in trace order, ending where the snapshot's blocks say,
+# its allocated peak marked; a one-device picture or profile is of a device that holds memory.
 TEST=pt_exports . "$(dirname "$0")/testlib.sh"
 PT=$SRC/../shared/fixtures/pytorch
 NPU=$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle
@@ -25,6 +26,52 @@ for d in (0, 1):
     print('device', d, 'samples', len(ev), 'entries', n, 'last allocated', ev[-1]['args']['allocated'] if ev else None, 'truth', alloc)
     if len(ev) != n or not ev or ev[-1]['args']['allocated'] != alloc or ts != sorted(ts) or len(set(ts)) != n:
         bad = 1
+    pk = [e['name'] for e in t['traceEvents'] if e.get('ph') == 'i' and e['pid'] == d and e['name'].startswith('peak allocated')]
+    print('device', d, 'peak instant', pk, 'highest sample', max(e['args']['allocated'] for e in ev) if ev else None)
+    if d == 0 and pk != ['peak allocated: %d bytes' % max(e['args']['allocated'] for e in ev)]:
+        bad = 1
 sys.exit(bad)
+PY"
+
+# A device PyTorch lists but that holds nothing (device 0 here: no segment, its ring one 'snapshot'
+# entry) is not the default of a one-device picture: device 1 holds the 10 GiB.
+TWO=$PT/layoutediting_two_devices.pickle
+"$CMH" flamegraph --folded --at end "$TWO" -o two.folded 2>err || bad "flamegraph --folded of two devices failed: $(cat err)"
+check "flamegraph's default device is the one holding memory: the folded bytes at the end are device 1's 10715782144" \
+    "awk '{s += \$NF} END {exit !(s == 10715782144)}' two.folded"
+"$CMH" export -f pprof "$TWO" -o two.pb.gz 2>err || bad "export -f pprof of two devices failed: $(cat err)"
+check "pprof's default device is the one holding memory (device 1)" "grep -q 'of device 1' err"
+check "pprof's profile holds device 1's live bytes, 10715782144" "py - two.pb.gz <<'PY'
+import gzip, sys
+b = gzip.open(sys.argv[1]).read()
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
+        if c < 0x80: return v, i
+i, tot = 0, 0
+while i < len(b): # Profile: field 2 = Sample (values: field 2, packed)
+    k, i = varint(b, i)
+    if k & 7 == 2:
+        n, i = varint(b, i)
+        if k >> 3 == 2:
+            j, e = i, i + n
+            while j < e:
+                kk, j = varint(b, j)
+                if kk & 7 == 2:
+                    m, j = varint(b, j)
+                    if kk >> 3 == 2:
+                        vals, p = [], j
+                        while p < j + m:
+                            v, p = varint(b, p); vals.append(v)
+                        tot += vals[0] if vals else 0
+                    j += m
+                elif kk & 7 == 0: _, j = varint(b, j)
+                else: sys.exit(2)
+        i += n
+    elif k & 7 == 0: _, i = varint(b, i)
+    else: sys.exit(3)
+print('live bytes', tot)
+sys.exit(tot != 10715782144)
 PY"
 finish
