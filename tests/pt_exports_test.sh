@@ -4,6 +4,40 @@
 # chrome trace with every entry on it, in trace order, ending where the snapshot's blocks say,
 # its allocated peak marked; a one-device picture or profile is of a device that holds memory.
 TEST=pt_exports . "$(dirname "$0")/testlib.sh"
+
+# A stack deeper than a .cmh holds (PyTorch's C++ frames: 263 in a notebook's LLaMA fine-tune)
+# crosses export whole: the user's line at frame 280 is still there, in the pickle and the JSON.
+py - <<'PY' || bad "writing deep.pickle failed"
+import pickle
+fr = [{'name': 'c10::fn%d()' % i, 'filename': '??', 'line': 0} for i in range(280)]
+fr += [{'name': 'train', 'filename': '/home/me/train.py', 'line': 42}]
+fr += [{'name': 'PyEval_EvalCode', 'filename': '??', 'line': 0} for i in range(19)]
+blk = {'size': 1048576, 'requested_size': 1048576, 'address': 1 << 40, 'state': 'active_allocated', 'frames': fr}
+seg = {'device': 0, 'address': 1 << 40, 'total_size': 2097152, 'allocated_size': 1048576, 'active_size': 1048576,
+       'requested_size': 1048576, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': [], 'blocks': [blk, {'size': 1048576, 'requested_size': 0, 'address': (1 << 40) + 1048576, 'state': 'inactive', 'frames': []}]}
+tr = [{'action': 'segment_alloc', 'addr': 1 << 40, 'size': 2097152, 'stream': 0, 'time_us': 1, 'frames': fr},
+      {'action': 'alloc', 'addr': 1 << 40, 'size': 1048576, 'stream': 0, 'time_us': 2, 'frames': fr}]
+pickle.dump({'segments': [seg], 'device_traces': [tr]}, open('deep.pickle', 'wb'), protocol=4)
+PY
+"$CMH" export deep.pickle -o deep.out.pickle 2>err || bad "export of a deep stack failed: $(cat err)"
+"$CMH" export -f json deep.pickle -o deep.json 2>err || bad "export -f json of a deep stack failed: $(cat err)"
+check "export keeps every frame of a 300-frame stack (memviz pickle and JSON)" "py - <<'PY'
+import json, pickle, sys
+s = pickle.load(open('deep.pickle', 'rb'))
+p = pickle.load(open('deep.out.pickle', 'rb'))
+j = json.load(open('deep.json'))
+n = [len(p['device_traces'][0][1]['frames']), len(p['segments'][0]['blocks'][0]['frames']), max(len(x) for x in j['stacks'])]
+print('frames kept', n, 'of 300')
+sys.exit(n != [300, 300, 300])
+PY"
+check "the exported pickle still names the user's line" \
+    "'$CMH' peak deep.out.pickle 2>/dev/null | grep -q 'train (/home/me/train.py:42)'"
+# ... and through a .cmh: symbolize wrote one that cumemhist itself refused (263 frames, "at most 256")
+"$CMH" symbolize deep.pickle -o deep.cmh 2>err || bad "symbolize of a deep stack failed: $(cat err)"
+check "a .cmh with a 300-frame stack reads back, the user's line in it" \
+    "'$CMH' peak deep.cmh 2>err | grep -q 'train (/home/me/train.py:42)' || { cat err; false; }"
+
 PT=$SRC/../shared/fixtures/pytorch
 NPU=$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle
 if [ ! -f "$NPU" ]; then
