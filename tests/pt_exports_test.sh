@@ -75,6 +75,13 @@ check "flamegraph's default device is the one holding memory: the folded bytes a
     "awk '{s += \$NF} END {exit !(s == 10715782144)}' two.folded"
 "$CMH" export -f pprof "$TWO" -o two.pb.gz 2>err || bad "export -f pprof of two devices failed: $(cat err)"
 check "pprof's default device is the one holding memory (device 1)" "grep -q 'of device 1' err"
+CHROME=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROME" ]; then # the view opens on device 1 too, not on the empty device 0
+    "$CMH" view "$TWO" -o two.html 2>err || bad "view of two devices failed: $(cat err)"
+    timeout 120 "$CHROME" --headless --no-sandbox --dump-dom --virtual-time-budget=5000 "file://$T/two.html" 2>/dev/null >two.dom
+    check "view opens on the device that holds memory: 10 GiB allocated at its cursor" \
+        "grep -o '<p class=\"v-status\"[^<]*' two.dom | grep -q 'GiB allocated'"
+fi
 check "pprof's profile holds device 1's live bytes, 10715782144" "py - two.pb.gz <<'PY'
 import gzip, sys
 b = gzip.open(sys.argv[1]).read()
