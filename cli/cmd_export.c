@@ -277,13 +277,19 @@ int cmd_export(int argc, char **argv)
     uint64_t host = 0;
     errno = 0;
     int dev = g_device;
-    if (g_format == F_PPROF && dev == -2) { /* the lowest device */
+    if (g_format == F_PPROF && dev == -2) { /* the lowest device that holds memory, else the lowest */
         int32_t devs[256];
         int nd = cmh_snapshot_devices(&s, devs, 256);
-        dev = 0;
+        dev = -2;
         int ngpus = 0;
         for (int i = 0; i < nd && i < 256; i++)
             if (devs[i] >= 0 && !ngpus++) dev = devs[i];
+        for (int i = 0; i < nd && i < 256; i++)
+            if (devs[i] >= 0 && rep_device_used(&s, devs[i])) {
+                dev = devs[i];
+                break;
+            }
+        if (dev == -2) dev = 0;
         if (ngpus > 1) /* a profile holds one device: say which, and how to get the others */
             fprintf(stderr, "cumemhist: export: the pprof profile is of device %d, one of %d devices (--device N for another)\n", dev,
                     ngpus);

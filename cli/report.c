@@ -115,10 +115,27 @@ int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, 
         return -1;
     }
     int k = 0;
+    if (cap == 1) /* one device asked for: the lowest that holds memory, not one PyTorch merely lists */
+        for (int i = 0; i < n && !k; i++)
+            if (!(no_host && all[i] == -1) && rep_device_used(s, all[i])) devs[k++] = all[i];
     for (int i = 0; i < n && k < cap; i++)
         if (!(no_host && all[i] == -1)) devs[k++] = all[i];
     if (!k) devs[k++] = all[0]; /* only host memory: that, rather than nothing */
     return k;
+}
+
+int rep_device_used(const cmh_snapshot *s, int device)
+{
+    for (uint32_t i = 0; i < s->nsegments; i++)
+        if (s->segments[i].device == device) return 1;
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        if (s->traces[t].device != device) continue;
+        for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
+            uint8_t a = s->entries[s->traces[t].first_entry + i].action;
+            if (a != CMH_ACT_SNAPSHOT && a != CMH_ACT_MARK) return 1;
+        }
+    }
+    return 0;
 }
 
 const char *rep_device_name(int device)

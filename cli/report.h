@@ -51,6 +51,9 @@ int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites);
  * empty snapshot covers one empty device (want, or 0).  Returns the count, or -1 after saying
  * that the snapshot has no device `want`. */
 int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, int32_t *devs, int cap);
+/* Whether the device holds or ever held memory in the snapshot: a segment, or a trace entry other
+ * than a mark or PyTorch's 'snapshot' (a ring of only that lists a device that was never used). */
+int rep_device_used(const cmh_snapshot *s, int device);
 /* "device 1", or "pinned host memory" for -1 */
 const char *rep_device_name(int device);
 

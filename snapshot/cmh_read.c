@@ -309,11 +309,13 @@ static int rd_stacks(cur *c, cmh_snapshot *s)
 {
     uint32_t n, k;
     if (rd_array(c, &n)) return -1;
-    uint32_t buf[256];
+    /* as deep as a PyTorch pickle's (the pickle reader's 4096): its C++ stacks pass 256, and
+     * symbolize or merge write them here */
+    uint32_t buf[4096];
     for (uint32_t i = 0; i < n; i++) {
         size_t at = c->pos;
         if (rd_array(c, &k)) return -1;
-        if (k > 256) return fail(c, "stack at byte %zu has %u frames (at most 256)", at, k);
+        if (k > 4096) return fail(c, "stack at byte %zu has %u frames (at most 4096)", at, k);
         for (uint32_t j = 0; j < k; j++)
             if (rd_u32(c, &buf[j], s->nframes, "frame id")) return -1;
         if (i == 0) {

@@ -34,6 +34,7 @@ typedef struct chrome_ctx {
     int pid_base;
     const char *label; /* NULL: "GPU n"; else "label" (", GPU n" when the snapshot has several) */
     int ndevices;
+    uint32_t *timeless; /* devices whose trace has no times: drawn at 1 us per entry */
 } chrome_ctx;
 
 static int pid_of(const chrome_ctx *c, int device) { return c->pid_base + (device < 0 ? 1000 : device); }
@@ -215,13 +216,19 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
         cmh_sites_free(g);
         return CMH_ENOMEM;
     }
-    int64_t peak_at = g && pk.nsites && pk.alloc_time_ns ? pk.alloc_index : -2;
     cmh_replay *r = cmh_replay_new(s, dev);
     if (!r) {
         cmh_peak_report_free(&pk);
         cmh_sites_free(g);
         return CMH_ENOMEM;
     }
+    /* A trace with no time at all (PyTorch 2.0's, an NPU build's: no time_us) would leave the
+     * track empty; its entries are drawn in order instead, one microsecond apart. */
+    int timeless = cmh_replay_length(r) > 0;
+    for (int64_t i = 0; timeless && i < cmh_replay_length(r); i++)
+        if (cmh_replay_entry(r, i)->time_ns) timeless = 0;
+    if (timeless) (*c->timeless)++;
+    int64_t peak_at = g && pk.nsites && (pk.alloc_time_ns || timeless) ? pk.alloc_index : -2;
     const cmh_mem_stats *st = cmh_replay_stats(r);
     char counter[32];
     snprintf(counter, sizeof counter, "gpu%d memory", dev);
@@ -229,8 +236,9 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
     uint32_t named[256], nnamed = 0; /* threads whose track has its name (a thread past 256 repeats it) */
     while (cmh_replay_step(r)) {
         const cmh_entry *e = cmh_replay_entry(r, cmh_replay_position(r));
-        if (!e->time_ns) continue;
-        int64_t t = e->time_ns > last ? e->time_ns : last;
+        int64_t et = timeless ? t0 + cmh_replay_position(r) * 1000 : e->time_ns;
+        if (!timeless && !et) continue;
+        int64_t t = et > last ? et : last;
         last = t;
         if (e->action == CMH_ACT_MARK) { /* the thread's track gets its name before its first mark */
             uint32_t k = 0;
@@ -272,7 +280,11 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
-        if ((int64_t)cmh_replay_position(r) == peak_at) peak_instant(c, s, dev, g, &pk, t);
+        int64_t pos = cmh_replay_position(r), len = cmh_replay_length(r);
+        /* without times, a peak before the first entry or after the last (the state the trace
+         * starts from, the end reconciled with the segments) goes on the first or last sample */
+        if (pos == peak_at || (timeless && peak_at != -2 && ((peak_at < 0 && pos == 0) || (peak_at >= len && pos == len - 1))))
+            peak_instant(c, s, dev, g, &pk, t);
     }
     int rc = cmh_replay_status(r);
     cmh_replay_free(r);
@@ -347,7 +359,7 @@ struct cmh_chrome {
     FILE *fp;
     int64_t t0;
     uint64_t kernels_dropped;
-    uint32_t snapshots, pytorch;
+    uint32_t snapshots, pytorch, timeless;
     cmh_jw w;
 };
 
@@ -369,7 +381,7 @@ int cmh_chrome_add(cmh_chrome *c, const cmh_snapshot *s, int pid_base, const cha
 {
     int32_t devs[64];
     int nd = cmh_snapshot_devices(s, devs, 64);
-    chrome_ctx x = {&c->w, c->t0, pid_base, label, nd};
+    chrome_ctx x = {&c->w, c->t0, pid_base, label, nd, &c->timeless};
     int rc = CMH_OK;
     for (int d = 0; d < nd && d < 64 && rc == CMH_OK; d++) rc = device_track(&x, s, devs[d]);
     if (rc == CMH_OK) rc = kernel_tracks(&x, s);
@@ -389,6 +401,8 @@ int cmh_chrome_end(cmh_chrome *c)
     cmh_jw_kstr(&c->w, "source", c->pytorch == c->snapshots && c->snapshots ? "pytorch" : c->pytorch ? "mixed" : "cumemhist");
     cmh_jw_kuint(&c->w, "kernels_dropped", c->kernels_dropped);
     if (c->snapshots > 1) cmh_jw_kuint(&c->w, "snapshots", c->snapshots);
+    if (c->timeless) /* say that those tracks' times are made up */
+        cmh_jw_kstr(&c->w, "untimed_devices", "a trace without times is drawn in entry order, 1 us per entry");
     cmh_jw_end(&c->w);
     cmh_jw_end(&c->w);
     fputc('\n', c->fp);

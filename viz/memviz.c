@@ -32,8 +32,11 @@ static int copy_stack(const cmh_snapshot *in, cmh_snapshot *out, uint32_t stack,
         return CMH_OK;
     }
     const cmh_stack *st = &in->stacks[stack];
-    uint32_t ids[256];
-    uint32_t n = st->count < 256 ? st->count : 256;
+    /* every frame: a PyTorch pickle's C++ stacks run past 256 (263 in a LLaMA fine-tune), and the
+     * user's line may be among the outer ones */
+    uint32_t n = st->count;
+    uint32_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+    if (!ids) return CMH_ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t f = in->stack_frames[st->first + i];
         if (!map_frames[f]) {
@@ -41,13 +44,16 @@ static int copy_stack(const cmh_snapshot *in, cmh_snapshot *out, uint32_t stack,
             uint32_t nid;
             if (cmh_strtab_intern(&out->strings, cmh_str(in, fr.name), strlen(cmh_str(in, fr.name)), &fr.name) ||
                 cmh_strtab_intern(&out->strings, cmh_str(in, fr.filename), strlen(cmh_str(in, fr.filename)), &fr.filename) ||
-                cmh_snapshot_add_frame(out, &fr, &nid))
+                cmh_snapshot_add_frame(out, &fr, &nid)) {
+                free(ids);
                 return CMH_ENOMEM;
+            }
             map_frames[f] = nid + 1;
         }
         ids[i] = map_frames[f] - 1;
     }
     int rc = cmh_snapshot_add_stack(out, ids, n, id);
+    free(ids);
     if (rc == CMH_OK) map_stacks[stack] = *id + 1;
     return rc;
 }
@@ -369,7 +375,6 @@ static int shape_is_identity(const cmh_snapshot *in)
 {
     if (in->source == CMH_SRC_PYTORCH || in->torch) return 0;
     for (uint32_t i = 0; i < in->nstacks; i++)
-        if (in->stacks[i].count > 256) return 0; /* copy_stack keeps 256 */
     for (uint32_t i = 0; i < in->nsegments; i++) {
         const cmh_segment *g = &in->segments[i];
         if (g->device < 0 || g->stack >= in->nstacks) return 0;

@@ -22,7 +22,7 @@ extern "C" {
  * -1) is left out and counted in *dropped_host.  A PyTorch-sourced snapshot is copied as is. */
 int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host);
 /* The same for a caller done with `in`, where the shaping changes no entry (no whole blocks,
- * marks, pinned host memory, gaps between blocks, stacks over the copy's 256 frames): in's
+ * marks, pinned host memory, gaps between blocks): in's
  * tables and arrays move into *out as they are instead of being copied (ids then keep in's
  * numbering; the content is the copy's).  *moved = 0: not such a snapshot, in untouched (call
  * cmh_memviz_shape); 1: in is freed. */

@@ -846,6 +846,11 @@
     setCursor: setCursor, select: select, draw: draw,
     project: function (e, bytes) { var f = view.frame; return f ? [f.X(e), f.Y(bytes)] : null; }
   };
+  /* open on the first device that holds memory: PyTorch lists devices it never used */
+  for (var k0 = 0; k0 < meta.devices.length; k0++) {
+    var p0 = meta.devices[k0].peak;
+    if (p0 && p0.reserved > 0) { view.k = k0; ui.dev.value = String(k0); break; }
+  }
   fit();
   view.cursor = peakOr0();
   siteTable();

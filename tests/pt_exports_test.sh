@@ -1,0 +1,118 @@
+#!/bin/sh
+# pt_exports_test.sh BUILD_DIR SOURCE_DIR - exports of PyTorch's published snapshots against the
+# pickle itself: a snapshot without times (no time_us: PyTorch 2.0, NPU builds) still gives a
+# chrome trace with every entry on it, in trace order, ending where the snapshot's blocks say,
+# its allocated peak marked; a one-device picture or profile is of a device that holds memory.
+TEST=pt_exports . "$(dirname "$0")/testlib.sh"
+
+# A stack deeper than a .cmh holds (PyTorch's C++ frames: 263 in a notebook's LLaMA fine-tune)
+# crosses export whole: the user's line at frame 280 is still there, in the pickle and the JSON.
+py - <<'PY' || bad "writing deep.pickle failed"
+import pickle
+fr = [{'name': 'c10::fn%d()' % i, 'filename': '??', 'line': 0} for i in range(280)]
+fr += [{'name': 'train', 'filename': '/home/me/train.py', 'line': 42}]
+fr += [{'name': 'PyEval_EvalCode', 'filename': '??', 'line': 0} for i in range(19)]
+blk = {'size': 1048576, 'requested_size': 1048576, 'address': 1 << 40, 'state': 'active_allocated', 'frames': fr}
+seg = {'device': 0, 'address': 1 << 40, 'total_size': 2097152, 'allocated_size': 1048576, 'active_size': 1048576,
+       'requested_size': 1048576, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': [], 'blocks': [blk, {'size': 1048576, 'requested_size': 0, 'address': (1 << 40) + 1048576, 'state': 'inactive', 'frames': []}]}
+tr = [{'action': 'segment_alloc', 'addr': 1 << 40, 'size': 2097152, 'stream': 0, 'time_us': 1, 'frames': fr},
+      {'action': 'alloc', 'addr': 1 << 40, 'size': 1048576, 'stream': 0, 'time_us': 2, 'frames': fr}]
+pickle.dump({'segments': [seg], 'device_traces': [tr]}, open('deep.pickle', 'wb'), protocol=4)
+PY
+"$CMH" export deep.pickle -o deep.out.pickle 2>err || bad "export of a deep stack failed: $(cat err)"
+"$CMH" export -f json deep.pickle -o deep.json 2>err || bad "export -f json of a deep stack failed: $(cat err)"
+check "export keeps every frame of a 300-frame stack (memviz pickle and JSON)" "py - <<'PY'
+import json, pickle, sys
+s = pickle.load(open('deep.pickle', 'rb'))
+p = pickle.load(open('deep.out.pickle', 'rb'))
+j = json.load(open('deep.json'))
+n = [len(p['device_traces'][0][1]['frames']), len(p['segments'][0]['blocks'][0]['frames']), max(len(x) for x in j['stacks'])]
+print('frames kept', n, 'of 300')
+sys.exit(n != [300, 300, 300])
+PY"
+check "the exported pickle still names the user's line" \
+    "'$CMH' peak deep.out.pickle 2>/dev/null | grep -q 'train (/home/me/train.py:42)'"
+# ... and through a .cmh: symbolize wrote one that cumemhist itself refused (263 frames, "at most 256")
+"$CMH" symbolize deep.pickle -o deep.cmh 2>err || bad "symbolize of a deep stack failed: $(cat err)"
+check "a .cmh with a 300-frame stack reads back, the user's line in it" \
+    "'$CMH' peak deep.cmh 2>err | grep -q 'train (/home/me/train.py:42)' || { cat err; false; }"
+
+PT=$SRC/../shared/fixtures/pytorch
+NPU=$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle
+if [ ! -f "$NPU" ]; then
+    echo "skipped: $PT absent"
+    exit 0
+fi
+
+"$CMH" export -f chrome "$NPU" -o npu.trace.json 2>err || bad "export -f chrome of a timeless snapshot failed: $(cat err)"
+check "a timeless snapshot's chrome trace has one counter sample per entry, the last equal to its blocks" \
+    "py - '$NPU' npu.trace.json <<'PY'
+import json, pickle, sys
+s = pickle.load(open(sys.argv[1], 'rb'))
+t = json.load(open(sys.argv[2]))
+bad = 0
+for d in (0, 1):
+    ev = [e for e in t['traceEvents'] if e.get('ph') == 'C' and e['pid'] == d]
+    n = len(s['device_traces'][d])
+    alloc = sum(b['size'] for g in s['segments'] if g['device'] == d for b in g['blocks'] if b['state'] == 'active_allocated')
+    ts = [e['ts'] for e in ev]
+    print('device', d, 'samples', len(ev), 'entries', n, 'last allocated', ev[-1]['args']['allocated'] if ev else None, 'truth', alloc)
+    if len(ev) != n or not ev or ev[-1]['args']['allocated'] != alloc or ts != sorted(ts) or len(set(ts)) != n:
+        bad = 1
+    pk = [e['name'] for e in t['traceEvents'] if e.get('ph') == 'i' and e['pid'] == d and e['name'].startswith('peak allocated')]
+    print('device', d, 'peak instant', pk, 'highest sample', max(e['args']['allocated'] for e in ev) if ev else None)
+    if d == 0 and pk != ['peak allocated: %d bytes' % max(e['args']['allocated'] for e in ev)]:
+        bad = 1
+sys.exit(bad)
+PY"
+
+# A device PyTorch lists but that holds nothing (device 0 here: no segment, its ring one 'snapshot'
+# entry) is not the default of a one-device picture: device 1 holds the 10 GiB.
+TWO=$PT/layoutediting_two_devices.pickle
+"$CMH" flamegraph --folded --at end "$TWO" -o two.folded 2>err || bad "flamegraph --folded of two devices failed: $(cat err)"
+check "flamegraph's default device is the one holding memory: the folded bytes at the end are device 1's 10715782144" \
+    "awk '{s += \$NF} END {exit !(s == 10715782144)}' two.folded"
+"$CMH" export -f pprof "$TWO" -o two.pb.gz 2>err || bad "export -f pprof of two devices failed: $(cat err)"
+check "pprof's default device is the one holding memory (device 1)" "grep -q 'of device 1' err"
+CHROME=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROME" ]; then # the view opens on device 1 too, not on the empty device 0
+    "$CMH" view "$TWO" -o two.html 2>err || bad "view of two devices failed: $(cat err)"
+    timeout 120 "$CHROME" --headless --no-sandbox --dump-dom --virtual-time-budget=5000 "file://$T/two.html" 2>/dev/null >two.dom
+    check "view opens on the device that holds memory: 10 GiB allocated at its cursor" \
+        "grep -o '<p class=\"v-status\"[^<]*' two.dom | grep -q 'GiB allocated'"
+fi
+check "pprof's profile holds device 1's live bytes, 10715782144" "py - two.pb.gz <<'PY'
+import gzip, sys
+b = gzip.open(sys.argv[1]).read()
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
+        if c < 0x80: return v, i
+i, tot = 0, 0
+while i < len(b): # Profile: field 2 = Sample (values: field 2, packed)
+    k, i = varint(b, i)
+    if k & 7 == 2:
+        n, i = varint(b, i)
+        if k >> 3 == 2:
+            j, e = i, i + n
+            while j < e:
+                kk, j = varint(b, j)
+                if kk & 7 == 2:
+                    m, j = varint(b, j)
+                    if kk >> 3 == 2:
+                        vals, p = [], j
+                        while p < j + m:
+                            v, p = varint(b, p); vals.append(v)
+                        tot += vals[0] if vals else 0
+                    j += m
+                elif kk & 7 == 0: _, j = varint(b, j)
+                else: sys.exit(2)
+        i += n
+    elif k & 7 == 0: _, i = varint(b, i)
+    else: sys.exit(3)
+print('live bytes', tot)
+sys.exit(tot != 10715782144)
+PY"
+finish
