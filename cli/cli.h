@@ -137,9 +137,6 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_load(const char *path, cmh_snapshot *s);
 /* The same for a command that needs only part of the file (CMH_LOAD_*, cmh_snapshot_load_ex). */
 int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags);
-/* Load a snapshot and choose its device: want, or with want == -2 the lowest it has.  On failure
- * print why, free what was loaded and return the exit status. */
-int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device);
 /* Make its native frames readable (demangled, file:line from DWARF: cumemhist/symbolize.h),
  * saying once on stderr which binaries did not match their recorded build id. */
 int cli_symbolize(const char *path, cmh_snapshot *s);

@@ -27,8 +27,8 @@ static int g_format_given, g_inline_frames, g_raw_frames;
 
 static const cli_option g_opts[] = {
     {"--format", "-f", CLI_CHOICE, &g_format, "FORMAT",
-     "memviz (default): a PyTorch snapshot pickle (protocol 4) that PyTorch's\n"
-     "memory_viz page (pytorch.org/memory_viz) and _memory_viz.py open;\n"
+     "memviz (default), also called pickle: a PyTorch snapshot pickle (protocol 4)\n"
+     "that PyTorch's memory_viz page (pytorch.org/memory_viz) and _memory_viz.py open;\n"
      "json: the same dict as JSON, plus what PyTorch's schema cannot hold, stacks\n"
      "interned (\"stack\" indexes the top-level \"stacks\" and \"frames\" lists);\n"
      "chrome: a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"

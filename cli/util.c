@@ -89,30 +89,6 @@ int cli_symbolize(const char *path, cmh_snapshot *s)
     return 0;
 }
 
-int cli_load_device(const char *path, int want, cmh_snapshot *s, int *device)
-{
-    int rc = cli_load(path, s);
-    if (rc) return rc;
-    int32_t devs[64];
-    int nd = cmh_snapshot_devices(s, devs, 64);
-    if (want == -2) { /* not asked: the lowest device the snapshot has */
-        *device = nd ? devs[0] : 0;
-        return 0;
-    }
-    for (int k = 0; k < nd && k < 64; k++)
-        if (devs[k] == want) {
-            *device = want;
-            return 0;
-        }
-    if (!nd) { /* an empty snapshot: any device is as empty as another */
-        *device = want;
-        return 0;
-    }
-    cli_error("%s: no device %d in this snapshot", path, want);
-    cmh_snapshot_free(s);
-    return CLI_EUSAGE;
-}
-
 /* ---- the option parser ---- */
 
 static int bad_value(const cli_command *c, const cli_option *o, const char *v, const char *want)
