@@ -129,6 +129,26 @@ static void flush(gen *g, int nthreads)
     memset(g->nq, 0, sizeof g->nq);
 }
 
+/* What the recorder's dump says is live at the end (g's live blocks, each a whole segment),
+ * then the leak report of device 0 by site; the sites for the caller to free. */
+static cmh_sites *live_and_leaks(cmh_snapshot *s, const gen *g, cmh_leak_report *p)
+{
+    for (int i = 0; i < g->nlive; i++) {
+        cmh_segment sg = {0, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, (uint8_t)cmh_pool_rule(g->live[i][1], 1), g->live[i][0], g->live[i][1], 0, {0, 0},
+                          (uint32_t)g->live[i][2], 0, 0, 0};
+        cmh_block b = {g->live[i][0], g->live[i][1], g->live[i][1], (uint32_t)g->live[i][2], CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_segment(s, &sg, NULL), CMH_OK);
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_block(s, &b), CMH_OK);
+    }
+    int rc;
+    char err[128];
+    cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};
+    cmh_sites *sites = cmh_sites_new(s, &so, &rc, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sites);
+    CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(s, 0, sites, 0, p), CMH_OK);
+    return sites;
+}
+
 typedef struct truth {
     int steps, leak, judged;
     const char *leak_site;
@@ -201,21 +221,8 @@ static int run_case(uint64_t seed, int bounds, int workers, int leak, int steps_
             }
         flush(g, nthreads);
     }
-    for (int i = 0; i < g->nlive; i++) { /* what the recorder's dump says is live */
-        cmh_segment sg = {0, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, (uint8_t)cmh_pool_rule(g->live[i][1], 1), g->live[i][0], g->live[i][1], 0, {0, 0},
-                          (uint32_t)g->live[i][2], 0, 0, 0};
-        cmh_block b = {g->live[i][0], g->live[i][1], g->live[i][1], (uint32_t)g->live[i][2], CMH_BLOCK_ACTIVE_ALLOCATED, 0};
-        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_segment(&s, &sg, NULL), CMH_OK);
-        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_block(&s, &b), CMH_OK);
-    }
-
-    int rc;
-    char err[128];
-    cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};
-    cmh_sites *sites = cmh_sites_new(&s, &so, &rc, err, sizeof err);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(sites);
     cmh_leak_report p;
-    CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, sites, 0, &p), CMH_OK);
+    cmh_sites *sites = live_and_leaks(&s, g, &p);
     int ok = 1;
     char why[512] = "";
     static const int src[] = {CMH_STEPS_PATTERN, CMH_STEPS_MARKS, CMH_STEPS_ANNOTATIONS};
@@ -316,20 +323,8 @@ static void test_midstep_rate(void)
             }
             flush(g, 1);
         }
-        for (int i = 0; i < g->nlive; i++) {
-            cmh_segment sg = {0, CMH_KIND_DEVICE, CMH_SEG_WHOLE_BLOCK, (uint8_t)cmh_pool_rule(g->live[i][1], 1), g->live[i][0], g->live[i][1], 0, {0, 0},
-                              (uint32_t)g->live[i][2], 0, 0, 0};
-            cmh_block b = {g->live[i][0], g->live[i][1], g->live[i][1], (uint32_t)g->live[i][2], CMH_BLOCK_ACTIVE_ALLOCATED, 0};
-            CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_segment(&s, &sg, NULL), CMH_OK);
-            CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_block(&s, &b), CMH_OK);
-        }
-        int rc;
-        char err[128];
-        cmh_site_opts so = {CMH_GROUP_SITE, 0, NULL, 0};
-        cmh_sites *sites = cmh_sites_new(&s, &so, &rc, err, sizeof err);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(sites);
         cmh_leak_report p;
-        CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, sites, 0, &p), CMH_OK);
+        cmh_sites *sites = live_and_leaks(&s, g, &p);
         CU_ASSERT_EQUAL(p.nsites, 1);
         if (p.nsites == 1) {
             CU_ASSERT_EQUAL(p.sites[0].verdict, CMH_LEAK_GROWING);
