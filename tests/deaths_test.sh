@@ -174,6 +174,9 @@ wait $vp
 # the pid alive with another start time is another process: the record's is dead
 rm -f w.cmh*
 env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=w.cmh "$D" kill 2>/dev/null
+# start times count in clock ticks (10 ms): the other process must start in a later one (on a
+# quiet machine the two came in the same tick and the record's pid read as still running)
+sleep 0.1
 sleep 30 &
 other=$!
 py - w.cmh.flight "$other" <<'EOF2'
