@@ -160,19 +160,25 @@ static const char *fn_of(const cmh_snapshot *s, const cmh_sites *g, const cmh_si
     return f ? cmh_str(s, f->name) : "";
 }
 
+/* The generator over a new snapshot with one device's trace, at a fixed start time. */
+static gen *gen_start(cmh_snapshot *s)
+{
+    static gen G;
+    memset(&G, 0, sizeof G);
+    cmh_snapshot_init(s);
+    G.s = s;
+    G.t = 1700000000000000000ll;
+    cmh_snapshot_add_trace(s, 0, 0, NULL);
+    return &G;
+}
+
 /* One case; returns 1 when the verdict is the truth in every respect. */
 static int run_case(uint64_t seed, int bounds, int workers, int leak, int steps_wanted)
 {
     cmh_snapshot s;
-    cmh_snapshot_init(&s);
-    static gen G;
-    gen *g = &G;
-    memset(g, 0, sizeof *g);
-    g->s = &s;
+    gen *g = gen_start(&s);
     g->r.s = seed * 0x9e3779b97f4a7c15ull + (uint64_t)(bounds * 131 + workers * 17 + leak * 7 + steps_wanted);
-    g->t = 1700000000000000000ll;
     cmh_strtab_intern(&s.strings, "Optimizer.step#AdamW.step", 25, &g->opt_name);
-    cmh_snapshot_add_trace(&s, 0, 0, NULL);
     uint32_t st_w = stack_named(&s, "load_weights"), st_act = stack_named(&s, "forward"), st_grad = stack_named(&s, "backward"),
              st_opt = stack_named(&s, "adamw_init_state"), st_tmp = stack_named(&s, "adamw_step"), st_cache = stack_named(&s, "cudnn_find"),
              st_leak = stack_named(&s, "keep_history"), st_wtmp = stack_named(&s, "worker_batch"), st_wleak = stack_named(&s, "worker_keep");
@@ -305,13 +311,7 @@ static void test_midstep_rate(void)
 {
     for (int N = 6; N <= 40; N += 17) {
         cmh_snapshot s;
-        cmh_snapshot_init(&s);
-        static gen G;
-        gen *g = &G;
-        memset(g, 0, sizeof *g);
-        g->s = &s;
-        g->t = 1700000000000000000ll;
-        cmh_snapshot_add_trace(&s, 0, 0, NULL);
+        gen *g = gen_start(&s);
         uint32_t st = stack_named(&s, "alloc"), mark;
         cmh_strtab_intern(&s.strings, "step", 4, &mark);
         for (int i = 1; i <= N + 1; i++) {
