@@ -16,6 +16,13 @@ void cmh_memo_steps_put(const cmh_snapshot *s, int device, const cmh_sites *site
 int cmh_memo_clock_get(const cmh_snapshot *s, int64_t *lo, int64_t *hi);
 void cmh_memo_clock_put(const cmh_snapshot *s, int64_t lo, int64_t hi);
 
+/* The memo's sites at device's peak with this grouping, copied into p: 1, else 0; and keeping them. */
+int cmh_memo_sites_get(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p);
+void cmh_memo_sites_put(const cmh_snapshot *s, int device, const cmh_sites *sites, const cmh_peak_report *p);
+
+/* reports.c: the facts every report starts with (device, entries, dropped, history). */
+void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b);
+
 /* replay.c: keep the state before the first entry of s's traces (NULL: drop what is kept). */
 void cmh_replay_memo_keep(const cmh_snapshot *s);
 

@@ -152,7 +152,7 @@ static int live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **ou
     return finish_sites(&m, out, n);
 }
 
-static void base_info(const cmh_snapshot *s, int device, cmh_report_base *b)
+void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
 {
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     b->device = device;
@@ -169,342 +169,11 @@ static void base_info(const cmh_snapshot *s, int device, cmh_report_base *b)
 
 /* ---- peak ---- */
 
-/* ---- the memo: whole-trace results kept while a snapshot is read-only (reports.h) ----
- * One snapshot at a time (the first begin's; a begin for another is not memoized), its devices'
- * totals and end state, and per (device, grouping) the sites at the peak.  Threads of a report
- * page ask at once: the table is locked, the replays run outside the lock (two threads may
- * compute the same figures; the first stored stays). */
-typedef struct memo_dev {
-    int device, rc;
-    cmh_peak_report pk; /* without sites */
-    cmh_mem_stats st;
-    cmh_live_block *live; /* the active blocks at the end, in the replay's order */
-    uint32_t nlive;
-    int64_t rpeak[2]; /* cmh_reserved_first_peak's */
-} memo_dev;
-
-typedef struct memo_sites {
-    int device;
-    const cmh_sites *sites;
-    cmh_site *v;
-    uint32_t n;
-} memo_sites;
-
-static pthread_mutex_t g_memo_lock = PTHREAD_MUTEX_INITIALIZER;
-static const cmh_snapshot *g_memo_s;
-static int g_memo_depth;
-static memo_dev *g_memo_dev;
-static memo_sites *g_memo_sites;
-static uint32_t g_memo_ndev, g_memo_nsites;
-typedef struct memo_steps {
-    int device;
-    const cmh_sites *sites;
-    cmh_steps st;
-} memo_steps;
-static memo_steps *g_memo_steps;
-static uint32_t g_memo_nsteps;
-static int g_memo_clock_known; /* g_memo_clock holds the record's clock span (clock.c) */
-static int64_t g_memo_clock[2];
-static uint32_t g_memo_replays; /* whole replays run for the memo's snapshot (cmh_replay_memo_end returns it) */
-
-void cmh_replay_memo_begin(const cmh_snapshot *s)
-{
-    pthread_mutex_lock(&g_memo_lock);
-    if (!g_memo_s) {
-        g_memo_s = s;
-        g_memo_depth = 1;
-        g_memo_replays = 0;
-        g_memo_clock_known = 0;
-        cmh_replay_memo_keep(s);
-    } else if (g_memo_s == s) g_memo_depth++;
-    pthread_mutex_unlock(&g_memo_lock);
-}
-
-uint32_t cmh_replay_memo_end(const cmh_snapshot *s)
-{
-    uint32_t n = 0;
-    pthread_mutex_lock(&g_memo_lock);
-    if (g_memo_s == s && --g_memo_depth == 0) {
-        for (uint32_t i = 0; i < g_memo_nsites; i++) free(g_memo_sites[i].v);
-        free(g_memo_sites);
-        for (uint32_t i = 0; i < g_memo_ndev; i++) free(g_memo_dev[i].live);
-        for (uint32_t i = 0; i < g_memo_nsteps; i++) free(g_memo_steps[i].st.points);
-        free(g_memo_steps);
-        g_memo_steps = NULL;
-        g_memo_nsteps = 0;
-        free(g_memo_dev);
-        g_memo_sites = NULL;
-        g_memo_dev = NULL;
-        g_memo_ndev = g_memo_nsites = 0;
-        g_memo_s = NULL;
-        g_memo_clock_known = 0;
-        n = g_memo_replays;
-        cmh_replay_memo_keep(NULL);
-    }
-    pthread_mutex_unlock(&g_memo_lock);
-    return n;
-}
-
-int cmh_memo_clock_get(const cmh_snapshot *s, int64_t *lo, int64_t *hi)
-{
-    int found = 0;
-    pthread_mutex_lock(&g_memo_lock);
-    if (g_memo_s == s && g_memo_clock_known) {
-        *lo = g_memo_clock[0], *hi = g_memo_clock[1];
-        found = 1;
-    }
-    pthread_mutex_unlock(&g_memo_lock);
-    return found;
-}
-
-void cmh_memo_clock_put(const cmh_snapshot *s, int64_t lo, int64_t hi)
-{
-    pthread_mutex_lock(&g_memo_lock);
-    if (g_memo_s == s) {
-        g_memo_clock[0] = lo, g_memo_clock[1] = hi;
-        g_memo_clock_known = 1;
-    }
-    pthread_mutex_unlock(&g_memo_lock);
-}
-
-typedef struct live_list {
-    cmh_live_block *v;
-    uint32_t n, cap;
-    int nomem;
-} live_list;
-
-static void on_live(void *arg, const cmh_live_block *b)
-{
-    live_list *l = arg;
-    if (l->nomem) return;
-    if (l->n == l->cap) {
-        uint32_t nc = l->cap ? l->cap * 2 : 256;
-        cmh_live_block *nv = realloc(l->v, nc * sizeof *nv);
-        if (!nv) {
-            l->nomem = 1;
-            return;
-        }
-        l->v = nv;
-        l->cap = nc;
-    }
-    l->v[l->n++] = *b;
-}
-
-/* The whole trace replayed once: the totals of the peak report (no sites) and the end state
- * (with live, its active blocks too). */
-static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end, live_list *live, int64_t rpeak[2])
-{
-    rpeak[0] = rpeak[1] = -1;
-    memset(p, 0, sizeof *p);
-    memset(end, 0, sizeof *end);
-    base_info(s, device, &p->base);
-    cmh_replay *r = cmh_replay_new(s, device);
-    if (!r) return CMH_ENOMEM;
-    const cmh_mem_stats *st = cmh_replay_stats(r);
-    p->alloc_peak = st->allocated_bytes[0].current;
-    p->reserved_peak = st->reserved_bytes[0].current;
-    p->requested_peak = st->requested_bytes[0].current;
-    p->alloc_index = p->reserved_index = p->requested_index = -1;
-    while (cmh_replay_step(r)) {
-        int64_t i = cmh_replay_position(r);
-        if (st->reserved_bytes[0].current > rpeak[0]) rpeak[0] = st->reserved_bytes[0].current, rpeak[1] = i;
-        if (st->requested_bytes[0].current > p->requested_peak) {
-            p->requested_peak = st->requested_bytes[0].current;
-            p->requested_index = i;
-            p->requested_time_ns = cmh_replay_entry(r, i)->time_ns;
-        }
-        if (st->allocated_bytes[0].current > p->alloc_peak) {
-            p->alloc_peak = st->allocated_bytes[0].current;
-            p->alloc_index = i;
-            p->alloc_time_ns = cmh_replay_entry(r, i)->time_ns;
-        }
-        if (st->reserved_bytes[0].current > p->reserved_peak) {
-            p->reserved_peak = st->reserved_bytes[0].current;
-            p->reserved_index = i;
-            p->reserved_time_ns = cmh_replay_entry(r, i)->time_ns;
-        }
-    }
-    p->alloc_end = st->allocated_bytes[0].current;
-    p->reserved_end = st->reserved_bytes[0].current;
-    p->requested_end = st->requested_bytes[0].current;
-    int64_t n = cmh_replay_length(r);
-    /* reconciling the end with the final segments may have raised the figures past every entry */
-    if (p->alloc_end > p->alloc_peak) p->alloc_peak = p->alloc_end, p->alloc_index = n;
-    if (p->reserved_end > p->reserved_peak) p->reserved_peak = p->reserved_end, p->reserved_index = n;
-    if (p->requested_end > p->requested_peak) p->requested_peak = p->requested_end, p->requested_index = n;
-    int rc = cmh_replay_status(r);
-    if (rc == CMH_OK) *end = *st;
-    if (rc == CMH_OK && live) cmh_replay_blocks(r, on_live, live);
-    cmh_replay_free(r);
-    if (rc != CMH_OK) memset(p, 0, sizeof *p);
-    return rc;
-}
-
-/* whole_replay, through the memo */
-static int whole(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end, int64_t rpeak[2])
-{
-    pthread_mutex_lock(&g_memo_lock);
-    int memo = g_memo_s == s;
-    for (uint32_t i = 0; memo && i < g_memo_ndev; i++)
-        if (g_memo_dev[i].device == device) {
-            *p = g_memo_dev[i].pk;
-            *end = g_memo_dev[i].st;
-            rpeak[0] = g_memo_dev[i].rpeak[0];
-            rpeak[1] = g_memo_dev[i].rpeak[1];
-            int rc = g_memo_dev[i].rc;
-            pthread_mutex_unlock(&g_memo_lock);
-            return rc;
-        }
-    pthread_mutex_unlock(&g_memo_lock);
-    live_list live = {0};
-    int rc = whole_replay(s, device, p, end, memo ? &live : NULL, rpeak);
-    if (!memo || rc == CMH_ENOMEM || live.nomem) { /* out of memory: maybe not the next time */
-        free(live.v);
-        return rc;
-    }
-    pthread_mutex_lock(&g_memo_lock);
-    int have = g_memo_s != s;
-    for (uint32_t i = 0; !have && i < g_memo_ndev; i++) have = g_memo_dev[i].device == device;
-    memo_dev *nd = have ? NULL : realloc(g_memo_dev, (g_memo_ndev + 1) * sizeof *nd);
-    if (nd) {
-        g_memo_dev = nd;
-        nd[g_memo_ndev++] = (memo_dev){device, rc, *p, *end, live.v, live.n, {rpeak[0], rpeak[1]}};
-        g_memo_replays++;
-    } else free(live.v);
-    pthread_mutex_unlock(&g_memo_lock);
-    return rc;
-}
-
-int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const cmh_live_block *), void *arg)
-{
-    cmh_mem_stats end;
-    cmh_peak_report p;
-    int64_t rp[2];
-    int rc = whole(s, device, &p, &end, rp); /* kept, when the memo is */
-    if (rc != CMH_OK) return rc;
-    pthread_mutex_lock(&g_memo_lock);
-    for (uint32_t i = 0; g_memo_s == s && i < g_memo_ndev; i++)
-        if (g_memo_dev[i].device == device) {
-            for (uint32_t k = 0; k < g_memo_dev[i].nlive; k++) fn(arg, &g_memo_dev[i].live[k]);
-            pthread_mutex_unlock(&g_memo_lock);
-            return CMH_OK;
-        }
-    pthread_mutex_unlock(&g_memo_lock);
-    cmh_replay *r = cmh_replay_new(s, device); /* no memo: the replay itself */
-    if (!r) return CMH_ENOMEM;
-    while (cmh_replay_step(r)) {}
-    rc = cmh_replay_status(r);
-    if (rc == CMH_OK) cmh_replay_blocks(r, fn, arg);
-    cmh_replay_free(r);
-    return rc;
-}
-
-int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end)
-{
-    cmh_peak_report p;
-    int64_t rp[2];
-    return whole(s, device, &p, end, rp);
-}
-
-int cmh_peak_totals(const cmh_snapshot *s, int device, cmh_peak_report *p)
-{
-    cmh_mem_stats end;
-    int64_t rp[2];
-    return whole(s, device, p, &end, rp);
-}
-
-int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index)
-{
-    cmh_mem_stats end;
-    cmh_peak_report p;
-    int64_t rp[2];
-    int rc = whole(s, device, &p, &end, rp);
-    *peak = rp[0];
-    *index = rp[1];
-    return rc;
-}
-
-/* The memo's sites at device's peak with this grouping, copied into p (1), or 0. */
-static int memo_sites_get(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)
-{
-    int got = 0;
-    pthread_mutex_lock(&g_memo_lock);
-    for (uint32_t i = 0; g_memo_s == s && i < g_memo_nsites && !got; i++) {
-        const memo_sites *m = &g_memo_sites[i];
-        if (m->device != device || m->sites != sites) continue;
-        cmh_site *v = m->n ? malloc(m->n * sizeof *v) : NULL;
-        if (m->n && !v) break;
-        if (m->n) memcpy(v, m->v, m->n * sizeof *v);
-        p->sites = v;
-        p->nsites = m->n;
-        got = 1;
-    }
-    pthread_mutex_unlock(&g_memo_lock);
-    return got;
-}
-
-static void memo_sites_put(const cmh_snapshot *s, int device, const cmh_sites *sites, const cmh_peak_report *p)
-{
-    pthread_mutex_lock(&g_memo_lock);
-    int have = g_memo_s != s;
-    for (uint32_t i = 0; !have && i < g_memo_nsites; i++) have = g_memo_sites[i].device == device && g_memo_sites[i].sites == sites;
-    cmh_site *v = have || !p->nsites ? NULL : malloc(p->nsites * sizeof *v);
-    memo_sites *nm = have || (p->nsites && !v) ? NULL : realloc(g_memo_sites, (g_memo_nsites + 1) * sizeof *nm);
-    if (nm) {
-        if (p->nsites) memcpy(v, p->sites, p->nsites * sizeof *v);
-        g_memo_sites = nm;
-        nm[g_memo_nsites++] = (memo_sites){device, sites, v, p->nsites};
-        g_memo_replays++;
-    } else free(v);
-    pthread_mutex_unlock(&g_memo_lock);
-}
-
-static int copy_steps(cmh_steps *to, const cmh_steps *from)
-{
-    *to = *from;
-    to->points = NULL;
-    if (!from->npoints) return 1;
-    if (!(to->points = malloc(from->npoints * sizeof *to->points))) return 0;
-    memcpy(to->points, from->points, from->npoints * sizeof *to->points);
-    return 1;
-}
-
-int cmh_memo_steps_get(const cmh_snapshot *s, int device, const cmh_sites *sites, uint32_t thread, cmh_steps *out)
-{
-    int got = 0;
-    pthread_mutex_lock(&g_memo_lock);
-    for (uint32_t i = 0; g_memo_s == s && i < g_memo_nsteps && !got; i++) {
-        const memo_steps *m = &g_memo_steps[i];
-        if (m->device == device && m->sites == sites && m->st.thread == thread) got = copy_steps(out, &m->st);
-    }
-    pthread_mutex_unlock(&g_memo_lock);
-    return got;
-}
-
-void cmh_memo_steps_put(const cmh_snapshot *s, int device, const cmh_sites *sites, const cmh_steps *st)
-{
-    pthread_mutex_lock(&g_memo_lock);
-    int have = g_memo_s != s;
-    for (uint32_t i = 0; !have && i < g_memo_nsteps; i++)
-        have = g_memo_steps[i].device == device && g_memo_steps[i].sites == sites && g_memo_steps[i].st.thread == st->thread;
-    memo_steps *nm = have ? NULL : realloc(g_memo_steps, (g_memo_nsteps + 1) * sizeof *nm);
-    if (nm) {
-        g_memo_steps = nm;
-        nm[g_memo_nsteps].device = device;
-        nm[g_memo_nsteps].sites = sites;
-        if (copy_steps(&nm[g_memo_nsteps].st, st)) {
-            g_memo_nsteps++;
-            g_memo_replays++;
-        }
-    }
-    pthread_mutex_unlock(&g_memo_lock);
-}
-
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)
 {
     int rc = cmh_peak_totals(s, device, p);
     if (rc != CMH_OK) return rc;
-    if (memo_sites_get(s, device, sites, p)) return CMH_OK;
+    if (cmh_memo_sites_get(s, device, sites, p)) return CMH_OK;
 
     /* again, up to the allocated peak, to see who owned memory then */
     cmh_replay *r = cmh_replay_new(s, device);
@@ -514,7 +183,7 @@ int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, 
     if (rc == CMH_OK) rc = cmh_replay_status(r);
     cmh_replay_free(r);
     if (rc != CMH_OK) cmh_peak_report_free(p);
-    else memo_sites_put(s, device, sites, p);
+    else cmh_memo_sites_put(s, device, sites, p);
     return rc;
 }
 
@@ -742,7 +411,7 @@ static int series_of(const leak_ctx *c, uint32_t group, uint32_t thread, int64_t
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
 {
     memset(p, 0, sizeof *p);
-    base_info(s, device, &p->base);
+    cmh_report_base_fill(s, device, &p->base);
     cmh_replay *r = cmh_replay_new(s, device);
     if (!r) return CMH_ENOMEM;
     int64_t n = cmh_replay_length(r);
@@ -861,7 +530,7 @@ done:
 int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
 {
     memset(p, 0, sizeof *p);
-    base_info(s, device, &p->base);
+    cmh_report_base_fill(s, device, &p->base);
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->nsegments; i++) n += s->segments[i].device == device;
     p->segs = calloc(n ? n : 1, sizeof *p->segs);
@@ -951,7 +620,7 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *p)
 {
     memset(p, 0, sizeof *p);
-    base_info(s, device, &p->base);
+    cmh_report_base_fill(s, device, &p->base);
     cmh_replay *r = cmh_replay_new(s, device);
     if (!r) return CMH_ENOMEM;
     int64_t n = cmh_replay_length(r);
