@@ -21,10 +21,10 @@ const cli_command cli_cmd_frag = {
     "frag", "[options] SNAPSHOT",
     "Fragmentation of the reserved segments at the end of the record, for every device and\n"
     "segment: reserved and allocated bytes, free bytes inside segments (reserved - allocated),\n"
-    "the largest free gap,\n"
-    "fragmentation (1 - largest gap / free), and non-releasable bytes (free space in segments\n"
-    "that still hold a block: empty_cache() cannot return it).  Says when fragmentation rather\n"
-    "than demand explains the last out-of-memory error.",
+    "the largest free gap, fragmentation (trapped / reserved: free gaps between live blocks),\n"
+    "and non-releasable bytes (free space in segments that still hold a block: empty_cache()\n"
+    "cannot return it).  Says when fragmentation rather than demand explains the last\n"
+    "out-of-memory error.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist frag oom.pickle"};
 
 static int cmp_free(const void *a, const void *b)

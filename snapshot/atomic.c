@@ -108,6 +108,15 @@ int cmh_output_begin(cmh_atomic *a, const char *path, unsigned flags, char *err,
         return -1;
     }
     snprintf(a->base, sizeof a->base, "%s", base);
+    /* a symbolic link is replaced, never written through; one to a directory names the
+     * directory, as the directory itself would (refused, not replaced) */
+    struct stat target;
+    if (fstatat(a->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode) && fstatat(a->dirfd, base, &target, 0) == 0 &&
+        S_ISDIR(target.st_mode)) {
+        close(a->dirfd);
+        a->dirfd = -1;
+        return fail(err, errlen, EISDIR, "%s: %s", path, "is a link to a directory (name a file)");
+    }
     if (fstatat(a->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
         if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) {
             close(a->dirfd);

@@ -80,6 +80,14 @@ for w in $writers; do
     { [ $rc -eq 0 ] && [ ! -L link.$ext ] && [ -f link.$ext ] && [ "$(cat target)" = precious ]; } ||
         probs="$probs [symlink: exit $rc, link $( [ -L link.$ext ] && echo kept || echo replaced), target '$(cat target)', $(head -2 err.txt)]"
 
+    # a symlink to a directory: refused like the directory it names, the link kept
+    mkdir -p linked_dir
+    ln -s linked_dir dirlink.$ext
+    eval "$(cmdline $w "dirlink.$ext")" >/dev/null 2>err.txt
+    rc=$?
+    { [ $rc -ne 0 ] && [ -L dirlink.$ext ] && [ -d linked_dir ] && grep -q 'directory' err.txt; } ||
+        probs="$probs [symlink to a directory: exit $rc, link $( [ -L dirlink.$ext ] && echo kept || echo replaced), $(head -2 err.txt)]"
+
     # a FIFO: written through (a reader gets the whole output), or refused
     mkfifo fifo
     if streams $w; then
