@@ -650,7 +650,8 @@ static void note_rate(cmh_live *l, int k, int64_t t, uint64_t before)
 {
     rate_pt *r = l->rate[k];
     uint32_t n = l->nrate[k];
-    if (n && t < r[n - 1].ns + 1000000000) {
+    int64_t next; /* the next second's start; a hostile record's times may sit at either end of int64 */
+    if (n && (__builtin_add_overflow(r[n - 1].ns, (int64_t)1000000000, &next) || t < next)) {
         if (t >= r[n - 1].ns) r[n - 1].allocated = l->st.allocated[k]; /* the latest value of its second */
         return;
     }
@@ -658,7 +659,7 @@ static void note_rate(cmh_live *l, int k, int64_t t, uint64_t before)
         memmove(r, r + 1, (RATE_POINTS - 1) * sizeof *r);
         n--;
     }
-    if (!n) r[n++] = (rate_pt){t - 1, before}; /* just before the first entry read */
+    if (!n) r[n++] = (rate_pt){t > INT64_MIN ? t - 1 : t, before}; /* just before the first entry read */
     r[n++] = (rate_pt){t, l->st.allocated[k]};
     l->nrate[k] = n;
 }
