@@ -172,8 +172,15 @@ CMH_EXPORT int dlclose(void *handle)
         if (!f) return -1;
         __atomic_store_n(&real, f, __ATOMIC_RELEASE);
     }
+    unsigned long long subs = cmh_modules_subs();
     note_unloading(handle);
-    return f(handle);
+    int rc = f(handle);
+    /* something was unmapped: the walk caches of every thread start over before this thread's
+     * next capture, and before any other thread's that learns of it (a relaxed load suffices:
+     * code loaded later at the same address is reached only through what this thread does next) */
+    unsigned long long after = cmh_modules_subs();
+    if (after != subs) cmh_modules_unloaded(after);
+    return rc;
 }
 
 /* the unloaded objects that nothing loaded since overlaps, after the loaded ones */
