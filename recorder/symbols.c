@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
@@ -178,8 +179,10 @@ CMH_EXPORT int dlclose(void *handle)
     /* something was unmapped: the walk caches of every thread start over before this thread's
      * next capture, and before any other thread's that learns of it (a relaxed load suffices:
      * code loaded later at the same address is reached only through what this thread does next) */
+    int err = errno; /* the real dlclose's, not ours */
     unsigned long long after = cmh_modules_subs();
     if (after != subs) cmh_modules_unloaded(after);
+    errno = err;
     return rc;
 }
 
