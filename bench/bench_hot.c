@@ -8,10 +8,15 @@
  * usage: bench_hot LIB MODE [PAIRS]
  *   MODE  none | none1m | alloc | all     ns per pair, best of 5 (context, --max-entries 1M)
  *         threads                        CPU per pair, 8 threads vs 1, hooked and bare, the mean
- *                                        of 3 runs of each, in turn, 8 x PAIRS pairs a run
+ *                                        of 3 bare and BENCH_ROUNDS (7) hooked runs of each, in
+ *                                        turn, 8 x PAIRS pairs a run; then round by round: the
+ *                                        median ratio, the process's CPU and the working threads'
+ *                                        own (thread CPU clocks), and the helper's share
  *                                        (the fake driver with FAKECUDA_THREAD_CACHE=1: each
  *                                        thread's pairs take no lock in the driver, so the bare
  *                                        baseline is steady and the difference is the recorder's)
+ *                                        (BENCH_ONLY=N: only N hooked threads, 8 x PAIRS pairs
+ *                                        in all, 3 times: for a profiler)
  *         dump                           PAIRS pairs (unlimited, context none), then the
  *                                        recorder's bytes per entry and one dump: its time and
  *                                        peak RSS against the RSS before it
@@ -90,40 +95,73 @@ static double best_of(int reps, int depth)
 
 static void *thread_pairs(void *arg)
 {
-    (void)arg;
     CUcontext ctx;
     CUdevice dev;
     if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) return (void *)1;
+    double c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     at_depth(20);
+    *(double *)arg = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     return NULL;
 }
 
-/* CPU ns per pair of nthreads threads doing per_thread pairs each (-1 when a thread failed) */
-static double threaded(int nthreads, long per_thread)
+/* CPU ns per pair of nthreads threads doing per_thread pairs each, the process's (the helper
+ * thread's work for the recorder included); *own: the working threads' own CPU per pair alone
+ * (-1 when a thread failed) */
+static double threaded(int nthreads, long per_thread, double *own)
 {
     pthread_t th[64];
+    double cpu[64] = {0}, sum = 0;
     g_pairs = per_thread;
     double c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     for (int i = 0; i < nthreads; i++)
-        if (pthread_create(&th[i], NULL, thread_pairs, NULL) != 0) return -1;
+        if (pthread_create(&th[i], NULL, thread_pairs, &cpu[i]) != 0) return -1;
     for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
-    return (clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c0) / ((double)per_thread * nthreads);
+    double all = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c0, n = (double)per_thread * nthreads;
+    for (int i = 0; i < nthreads; i++) sum += cpu[i];
+    if (own) *own = sum / n;
+    return all / n;
 }
 
-/* 1 thread against 8, the same number of pairs in all (1 thread does 8 x PAIRS), runs in turn
- * 1, 8, 1, 8 ... and the mean CPU per pair of each: so that what the recorder does now and then
- * (a checkpoint of the bounded ring's flight record, a new chunk) falls on both alike, where a
- * best-of-N would keep the 1-thread runs that had none and compare them with 8-thread runs that
- * always have some */
-static void one_vs_eight(int reps, long pairs, double *one, double *eight)
+/* 1 thread against 8, the same number of pairs in all (1 thread does 8 x PAIRS), in turn 1 8,
+ * 8 1, 1 8 ... (a drift of the machine falls on both alike), each round's CPU per pair kept:
+ * what the recorder does now and then (a checkpoint of the bounded ring's flight record, a new
+ * chunk) falls on both alike, where a best-of-N would keep the 1-thread runs that had none and
+ * compare them with 8-thread runs that always have some.  p1/p8: the process's CPU per pair,
+ * o1/o8 the working threads' own, for each of reps rounds. */
+#define MAX_ROUNDS 64
+static void one_vs_eight(int reps, long pairs, double *p1, double *p8, double *o1, double *o8)
 {
-    double s1 = 0, s8 = 0;
     for (int r = 0; r < reps; r++) {
-        s1 += threaded(1, 8 * pairs);
-        s8 += threaded(8, pairs);
+        if (r & 1) {
+            p8[r] = threaded(8, pairs, &o8[r]);
+            p1[r] = threaded(1, 8 * pairs, &o1[r]);
+        } else {
+            p1[r] = threaded(1, 8 * pairs, &o1[r]);
+            p8[r] = threaded(8, pairs, &o8[r]);
+        }
     }
-    *one = s1 / reps;
-    *eight = s8 / reps;
+}
+
+static double mean(const double *v, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return s / n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* the median, min and max of n values (sorted in place) */
+static void spread(double *v, int n, double *med, double *lo, double *hi)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    *med = n & 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    *lo = v[0];
+    *hi = v[n - 1];
 }
 
 /* kB of a /proc/self/status line */
@@ -199,17 +237,49 @@ int main(int argc, char **argv)
     g_free = cuMemFree;
     at_depth(depth); /* warm the driver up */
 
-    if (!strcmp(mode, "threads")) {
-        long pairs = g_pairs;
-        double b1, b8, h1, h8;
-        one_vs_eight(3, pairs, &b1, &b8);
+    if (!strcmp(mode, "threads") && getenv("BENCH_ONLY")) { /* for a profiler: hooked, N threads only */
+        int n = atoi(getenv("BENCH_ONLY"));
+        if (n < 1 || n > 64) n = 1;
         g_alloc = w_alloc;
         g_free = w_free;
         cmh_options o = {CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 1000000, 32, 1};
         rec(&o);
-        one_vs_eight(3, pairs, &h1, &h8);
+        double sum = 0;
+        long pairs = g_pairs;
+        for (int r = 0; r < 3; r++) sum += threaded(n, 8 * pairs / n, NULL);
+        printf("threads: %d hooked, CPU ns/pair %.1f\n", n, sum / 3);
+    } else if (!strcmp(mode, "threads")) {
+        long pairs = g_pairs;
+        int rounds = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 7;
+        if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 7;
+        double bp1[MAX_ROUNDS], bp8[MAX_ROUNDS], bo1[MAX_ROUNDS], bo8[MAX_ROUNDS];
+        double hp1[MAX_ROUNDS], hp8[MAX_ROUNDS], ho1[MAX_ROUNDS], ho8[MAX_ROUNDS];
+        one_vs_eight(3, pairs, bp1, bp8, bo1, bo8);
+        double b1 = mean(bp1, 3), b8 = mean(bp8, 3), bw1 = mean(bo1, 3), bw8 = mean(bo8, 3);
+        g_alloc = w_alloc;
+        g_free = w_free;
+        cmh_options o = {CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 1000000, 32, 1};
+        rec(&o);
+        one_vs_eight(rounds, pairs, hp1, hp8, ho1, ho8);
+        double h1 = mean(hp1, rounds), h8 = mean(hp8, rounds);
         printf("threads: CPU ns/pair bare 1 thread %.1f, 8 threads %.1f; hooked %.1f, %.1f; recorder's own +%.1f vs +%.1f = %.2fx\n",
                b1, b8, h1, h8, h1 - b1, h8 - b8, (h8 - b8) / (h1 - b1));
+        /* round by round: the ratio of each round's pair of runs, over the bare means */
+        double rp[MAX_ROUNDS], ro[MAX_ROUNDS], rest1[MAX_ROUNDS], rest8[MAX_ROUNDS];
+        for (int r = 0; r < rounds; r++) {
+            rp[r] = (hp8[r] - b8) / (hp1[r] - b1);
+            ro[r] = (ho8[r] - bw8) / (ho1[r] - bw1);
+            rest1[r] = hp1[r] - ho1[r]; /* the helper's (and the idle main thread's) CPU per pair */
+            rest8[r] = hp8[r] - ho8[r];
+        }
+        double m, lo, hi, mo, loo, hio, m1, m8, x;
+        spread(rp, rounds, &m, &lo, &hi);
+        spread(ro, rounds, &mo, &loo, &hio);
+        spread(rest1, rounds, &m1, &x, &x);
+        spread(rest8, rounds, &m8, &x, &x);
+        printf("threads by round (%d): the process's CPU %.2fx [%.2f-%.2f]; the working threads' own %.2fx [%.2f-%.2f]; "
+               "the rest (helper) %.1f vs %.1f ns/pair; medians\n",
+               rounds, m, lo, hi, mo, loo, hio, m1, m8);
     } else if (!strcmp(mode, "dump")) {
         g_alloc = w_alloc;
         g_free = w_free;

@@ -30,6 +30,7 @@ done
 # take no lock in the driver, so the baseline is steady and the difference is the recorder's
 t=$(BENCH_DIR=$DISK "$H" "$LIB" threads "$PAIRS")
 row "recorder's own CPU per pair, 8 threads vs 1 (--max-entries 1M)" "$(echo "$t" | sed -n 's/.*= \([0-9.]*x\)$/\1/p') ($(echo "$t" | sed -n 's/.*recorder.s own \(.*\) =.*/\1 ns/p'); bare $(echo "$t" | sed -n 's/.*bare 1 thread \([0-9.]*\), 8 threads \([0-9.]*\);.*/\1 vs \2 ns/p'); goal <= 1.5x)"
+row "  the same, round by round (medians [range])" "$(echo "$t" | sed -n 's/^threads by round \(([0-9]*)\): \(.*\); medians$/\1 \2/p')"
 for fl in 1 0; do
     r=$(CUMEMHIST_FLIGHT=$([ $fl = 1 ] && echo 4 || echo 0) BENCH_DIR=$DISK "$H" "$LIB" dump 2500000)
     tag=$([ $fl = 1 ] && echo "flight record on" || echo "CUMEMHIST_FLIGHT=0")

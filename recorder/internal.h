@@ -335,6 +335,13 @@ CMH_HIDDEN void cmh_stacks_init(void);
 CMH_HIDDEN void cmh_stacks_atfork_prepare(void);
 CMH_HIDDEN void cmh_stacks_atfork_parent(void);
 CMH_HIDDEN void cmh_stacks_atfork_child(void);
+/* The module generation: bumped when an object was unloaded (dlclose, or the helper's scan of
+ * dl_iterate_phdr's unload count), so that every thread's walk caches (rules per PC, remembered
+ * walks) start over at its next capture: code mapped later at the same address is other code. */
+CMH_HIDDEN extern unsigned cmh_mod_gen;
+CMH_HIDDEN unsigned long long cmh_modules_subs(void); /* objects unloaded since the start (dlpi_subs) */
+CMH_HIDDEN void cmh_modules_unloaded(unsigned long long subs);
+CMH_HIDDEN void cmh_modules_poll(void);
 
 /* ---- unwind.c: the recorder's own stack walk (frame pointers and .eh_frame rules, per PC) ---- */
 #define CMH_UNW_BITS 10
@@ -372,6 +379,7 @@ typedef struct cmh_unw_memo {
 typedef struct cmh_unw_cache {
     uintptr_t stack_lo, stack_hi;
     uint64_t misses, replays;
+    unsigned gen; /* cmh_mod_gen when the rules and walks were last emptied */
     uint32_t next_way[CMH_UNW_MEMO_SETS];
     cmh_unw_slot slot[CMH_UNW_SLOTS];
     cmh_unw_memo memo[CMH_UNW_MEMO_SETS][CMH_UNW_MEMO_WAYS];

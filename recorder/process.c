@@ -96,6 +96,7 @@ void cmh_helper_wake(void)
 static void helper_tick(int64_t *last, unsigned *ticks)
 {
     cmh_flight_tick();
+    cmh_modules_poll(); /* an object unloaded by other means than our dlclose (glibc's own) */
     *last = cmh_now_ns();
     if (++*ticks % 10 == 0 && g_live_samples) cmh_meminfo_sample_live();
 }

@@ -29,6 +29,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <gnu/libc-version.h>
+#include <link.h>
 #include <libunwind.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -48,6 +49,42 @@ static uint64_t g_chk[5];     /* check: compared, walked, fell back, differed, o
 static pthread_once_t g_unw_once = PTHREAD_ONCE_INIT;
 
 static void *g_bt_base; /* the module that interposes backtrace(), when it is not libc */
+
+/* ---- the module generation (internal.h) ---- */
+unsigned cmh_mod_gen;
+static unsigned long long g_subs_seen = ~0ull; /* dlpi_subs at the helper's last look; ~0: none yet */
+static int g_unloaded;                           /* an object was unloaded: see slow_walk */
+
+static int first_subs(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    *(unsigned long long *)arg = info->dlpi_subs;
+    return 1;
+}
+
+unsigned long long cmh_modules_subs(void)
+{
+    unsigned long long subs = 0;
+    dl_iterate_phdr(first_subs, &subs);
+    return subs;
+}
+
+void cmh_modules_unloaded(unsigned long long subs)
+{
+    __atomic_store_n(&g_subs_seen, subs, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&g_unloaded, __ATOMIC_ACQUIRE)) {
+        void *one[2];
+        (void)backtrace(one, 2); /* loads libgcc_s now, not in a signal handler's capture */
+        __atomic_store_n(&g_unloaded, 1, __ATOMIC_RELEASE);
+    }
+    __atomic_add_fetch(&cmh_mod_gen, 1, __ATOMIC_RELEASE);
+}
+
+void cmh_modules_poll(void)
+{
+    unsigned long long subs = cmh_modules_subs(), was = __atomic_exchange_n(&g_subs_seen, subs, __ATOMIC_ACQ_REL);
+    if (was != subs && was != ~0ull) cmh_modules_unloaded(subs);
+}
 
 static int in_base(void *pc, void *base)
 {
@@ -82,13 +119,18 @@ static void load_unwinder(void)
     (void)check;
     if (!g_unw && !no_unw) cmh_log("libunwind.so.8 not found; stacks use glibc backtrace() (slower)");
     if (!g_unw && g_walk == W_CHECK) g_walk = W_FAST;
-    if (!g_unw) {
+    {
         /* A sanitizer runtime interposes backtrace(): its frames lead the stack and are not the
-         * program's, so they are dropped with ours (libc's own backtrace adds none). */
+         * program's, so they are dropped with ours (libc's own backtrace adds none).  Looked up
+         * with libunwind too: backtrace() walks for it once an object was unloaded (slow_walk). */
         Dl_info bt, lc;
         if (dladdr((void *)(uintptr_t)&backtrace, &bt) && dladdr((void *)(uintptr_t)&gnu_get_libc_version, &lc) &&
             bt.dli_fbase != lc.dli_fbase)
             g_bt_base = bt.dli_fbase;
+    }
+    if (__atomic_load_n(&g_subs_seen, __ATOMIC_RELAXED) == ~0ull) {
+        unsigned long long was = ~0ull;
+        __atomic_compare_exchange_n(&g_subs_seen, &was, cmh_modules_subs(), 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&g_unw_tried, 1, __ATOMIC_RELEASE);
 }
@@ -262,10 +304,26 @@ static tstate *state_new(void)
     return t;
 }
 
-/* The stack walked by libunwind, or glibc's backtrace(), as chosen at start-up. */
+/* The stack walked by libunwind, or glibc's backtrace(), as chosen at start-up.  libunwind's
+ * unw_backtrace keeps each PC's rule in a per-thread cache that nothing empties (not even
+ * unw_flush_cache), so once an object was unloaded, code mapped at its address would be walked
+ * by the old code's rules (tests/reload_test.sh saw it): from then on glibc's backtrace()
+ * (libgcc's unwinder, which finds each PC's table afresh) walks instead. */
 static int slow_walk(void **buf, int max)
 {
-    return g_unw && g_walk != W_FAST_GLIBC ? g_unw(buf, max) : backtrace(buf, max);
+    return g_unw && g_walk != W_FAST_GLIBC && !__atomic_load_n(&g_unloaded, __ATOMIC_RELAXED) ? g_unw(buf, max)
+                                                                                              : backtrace(buf, max);
+}
+
+/* This thread's rules and remembered walks, from before an object was unloaded: forgotten.
+ * (Its stack-id cache stays: it maps raw PCs to the stack interned with those very PCs, which
+ * the dump symbolizes; the walk is what read them by the wrong rules.) */
+static __attribute__((noinline)) void caches_reset(tstate *t, unsigned gen)
+{
+    memset(t->unw.slot, 0, sizeof t->unw.slot);
+    for (int s = 0; s < CMH_UNW_MEMO_SETS; s++)
+        for (int w = 0; w < CMH_UNW_MEMO_WAYS; w++) t->unw.memo[s][w].rsp0 = 0;
+    t->unw.gen = gen;
 }
 
 static int own_frames(void *const *buf, int n)
@@ -330,7 +388,11 @@ uint32_t cmh_stack_capture(void)
     tstate *t = t_state;
     if (CMH_UNLIKELY(!t)) t = state_new();
     if (t && CMH_UNLIKELY(t->busy)) t = NULL; /* in a signal handler that interrupted a capture */
-    if (t) t->busy = 1;
+    if (t) {
+        t->busy = 1;
+        unsigned gen = __atomic_load_n(&cmh_mod_gen, __ATOMIC_RELAXED);
+        if (CMH_UNLIKELY(t->unw.gen != gen)) caches_reset(t, gen);
+    }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     uint32_t id = capture(t, buf, frames, max);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);

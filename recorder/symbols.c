@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
@@ -172,8 +173,17 @@ CMH_EXPORT int dlclose(void *handle)
         if (!f) return -1;
         __atomic_store_n(&real, f, __ATOMIC_RELEASE);
     }
+    unsigned long long subs = cmh_modules_subs();
     note_unloading(handle);
-    return f(handle);
+    int rc = f(handle);
+    /* something was unmapped: the walk caches of every thread start over before this thread's
+     * next capture, and before any other thread's that learns of it (a relaxed load suffices:
+     * code loaded later at the same address is reached only through what this thread does next) */
+    int err = errno; /* the real dlclose's, not ours */
+    unsigned long long after = cmh_modules_subs();
+    if (after != subs) cmh_modules_unloaded(after);
+    errno = err;
+    return rc;
 }
 
 /* the unloaded objects that nothing loaded since overlaps, after the loaded ones */
