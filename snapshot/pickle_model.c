@@ -147,10 +147,8 @@ static int action_of(pm *m, uint32_t str)
 }
 
 /* A trace-entry dict (one with 'action') becomes PV_ENTRY. */
-/* The keys of a trace entry the conversion reads. */
-enum { EK_ACTION, EK_CMH_IMPLIED, EK_CMH_CODE, EK_DEVICE_FREE, EK_ADDR, EK_SIZE, EK_STREAM, EK_TIME_US,
-       EK_COMPILE_CONTEXT, EK_USER_METADATA, EK_FRAMES, EK_CMH_REQUESTED, NEK };
-static const uint8_t entry_keys[NEK] = {K_ACTION, K_CMH_IMPLIED, K_CMH_CODE, K_DEVICE_FREE, K_ADDR, K_SIZE, K_STREAM,
+/* The keys of a trace entry the conversion reads (EK_*: pickle_internal.h). */
+const uint8_t pk_entry_keys[NEK] = {K_ACTION, K_CMH_IMPLIED, K_CMH_CODE, K_DEVICE_FREE, K_ADDR, K_SIZE, K_STREAM,
                                         K_TIME_US, K_COMPILE_CONTEXT, K_USER_METADATA, K_FRAMES, K_CMH_REQUESTED};
 
 /* f[EK_*]: each wanted key's value in dict c (its first occurrence, as pk_dict_get), or NULL.
@@ -170,7 +168,7 @@ static void entry_fields(pm *m, const pv *items, uint32_t n, const pv **f)
         for (int k = 0; k < NEK; k++) f[k] = sh->pos[k] >= 0 ? &c->items[2 * sh->pos[k] + 1] : NULL;
         return;
     }
-    for (int k = 0; k < NEK; k++) f[k] = pk_dict_get(m, c, m->key[entry_keys[k]]);
+    for (int k = 0; k < NEK; k++) f[k] = pk_dict_get(m, c, m->key[pk_entry_keys[k]]);
     if (nk > 16) return; /* not a shape to remember */
     struct pk_shape *sh = &m->shapes[m->next_shape++ & 3];
     sh->n = nk;
@@ -188,6 +186,11 @@ int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id)
 {
     const pv *fld[NEK];
     entry_fields(m, items, n, fld);
+    return pk_entry_from_fields(m, fld, id);
+}
+
+int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
+{
     const pv *act = fld[EK_ACTION];
     if (!act) return 0;
     if (act->tag != PV_STR) return pk_fail(m, "a trace entry whose 'action' is not a string (near byte %zu)", m->op_at);
