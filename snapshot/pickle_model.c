@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "oatab.h"
 #include "pickle_internal.h"
@@ -136,6 +137,20 @@ bad:
     return -1;
 }
 
+/* The next MiB of an array being filled, made present in one call rather than a page fault per
+ * 4 KiB: a quarter of `trace`'s time on a 1M-entry pickle was the faults of the entry table
+ * (issue 29).  At most that MiB beyond what is used; nothing where the kernel lacks the call. */
+void pk_prefault(void *from, void *end)
+{
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t a = ((uintptr_t)from + 4095) & ~(uintptr_t)4095, b = (uintptr_t)end & ~(uintptr_t)4095;
+    if (b - a > (1u << 20) && b > a) b = a + (1u << 20);
+    if (b > a) madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+#else
+    (void)from, (void)end;
+#endif
+}
+
 static int action_of(pm *m, uint32_t str)
 {
     unsigned slot = (str ^ str >> 6) & 63;
@@ -252,6 +267,7 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
         m->entries = ne;
         m->centries = nc;
     }
+    if (m->nentries && !(m->nentries & (PK_PREFAULT_ENTRIES - 1))) pk_prefault(m->entries + m->nentries, m->entries + m->centries);
     m->entries[m->nentries] = e;
     *id = m->nentries++;
     return 1;
