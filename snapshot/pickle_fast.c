@@ -456,23 +456,41 @@ static int entry(fp *f, pv *out)
  * float) returns 0 with the position where it was, and entry() reads the dict as before.
  * 1 done, 0 not this shape, -1 out of memory.
  */
-typedef struct key_cache { /* a key's string id -> EK_* (NEK: a key the conversion does not read) */
-    uint32_t str1; /* string id + 1; 0 empty */
-    uint32_t ek;
-} key_cache;
+typedef struct ref_slot { /* a memo reference as what the memo holds, and, for a key, its EK_* */
+    uint32_t idx1; /* memo index + 1; 0 empty */
+    uint32_t ek;   /* EK_* of a string among the keys the conversion reads, else NEK */
+    pv v;          /* a scalar or a stack (a converted frames list) */
+} ref_slot;
 
-static inline uint32_t key_ek(const pm *m, key_cache *kc, uint32_t str)
+#define REF_SLOTS 64
+
+/* What memo slot idx holds, through a cache of the last references (an entry names the same
+ * keys, actions and stacks over and over); NULL for anything but a scalar or a stack.  The
+ * cache holds while the memo does: entry() may change the memo, so each call of it empties the
+ * cache (pk_fast_entries). */
+static inline const ref_slot *ref_of(const pm *m, ref_slot *rc, uint64_t idx)
 {
-    key_cache *c = &kc[(str ^ str >> 5) & 31];
-    if (c->str1 == str + 1) return c->ek;
-    uint32_t k = 0;
-    while (k < NEK && m->key[pk_entry_keys[k]] != str) k++;
-    c->str1 = str + 1;
+    ref_slot *c = &rc[idx & (REF_SLOTS - 1)];
+    if (c->idx1 == idx + 1) return c;
+    if (idx >= m->memo_len || idx >= UINT32_MAX) return NULL;
+    pv v = m->memo[idx];
+    if (v.tag == PV_CONT) {
+        const pcont *k = &m->conts[v.u.id];
+        if (k->conv_tag != PV_STACK) return NULL;
+        v = (pv){PV_STACK, {.id = k->conv_id}};
+    } else if (!is_scalar(&v) && v.tag != PV_STACK) {
+        return NULL;
+    }
+    uint32_t k = NEK;
+    if (v.tag == PV_STR)
+        for (k = 0; k < NEK && m->key[pk_entry_keys[k]] != v.u.id;) k++;
+    c->idx1 = (uint32_t)idx + 1;
     c->ek = k;
-    return k;
+    c->v = v;
+    return c;
 }
 
-static int entry_direct(fp *f, key_cache *kc, pv *out)
+static int entry_direct(fp *f, ref_slot *rc, pv *out)
 {
     pm *m = f->m;
     const uint8_t *p = m->p;
@@ -492,10 +510,9 @@ static int entry_direct(fp *f, key_cache *kc, pv *out)
         if (o == 'h') idx = p[pos++];
         else if (o == 'j') idx = le4(p + pos), pos += 4;
         else return 0;
-        if (idx >= m->memo_len || m->memo[idx].tag != PV_STR) return 0;
-        uint32_t str = m->memo[idx].u.id;
-        if (npairs == 0 && str != m->key[K_ACTION]) return 0;
-        uint32_t k = key_ek(m, kc, str);
+        const ref_slot *key = ref_of(m, rc, idx);
+        if (!key || key->v.tag != PV_STR || (npairs == 0 && key->ek != EK_ACTION)) return 0;
+        uint32_t k = key->ek;
         /* the value */
         pv v;
         o = p[pos++];
@@ -503,13 +520,18 @@ static int entry_direct(fp *f, key_cache *kc, pv *out)
         case 'K': v = (pv){PV_INT, {.i = p[pos]}}, pos += 1; break;
         case 'M': v = (pv){PV_INT, {.i = (int64_t)le2(p + pos)}}, pos += 2; break;
         case 'J': v = (pv){PV_INT, {.i = (int32_t)le4(p + pos)}}, pos += 4; break;
-        case 0x8a: { /* LONG1 of up to 8 bytes, as scalar() */
+        case 0x8a: { /* LONG1 of up to 8 bytes, as scalar(); 16 bytes are there to read */
             size_t n = p[pos++];
             if (n > 8) return 0;
-            uint64_t x = 0;
-            if (n) {
-                x = le(p + pos, (int)n);
-                if (n < 8 && (p[pos + n - 1] & 0x80)) x |= ~0ull << (8 * n);
+            uint64_t x;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            memcpy(&x, p + pos, 8);
+#else
+            x = le(p + pos, 8);
+#endif
+            if (n < 8) {
+                x &= n ? ~0ull >> (64 - 8 * n) : 0;
+                if (n && (p[pos + n - 1] & 0x80)) x |= ~0ull << (8 * n);
             }
             pos += n;
             v = (pv){PV_INT, {.i = (int64_t)x}};
@@ -518,17 +540,10 @@ static int entry_direct(fp *f, key_cache *kc, pv *out)
         case 'N': v = (pv){PV_NONE, {.i = 0}}; break;
         case 0x88: case 0x89: v = (pv){PV_BOOL, {.i = o == 0x88}}; break;
         case 'h': case 'j': {
-            uint64_t vi = o == 'h' ? p[pos] : le4(p + pos);
+            const ref_slot *r = ref_of(m, rc, o == 'h' ? p[pos] : le4(p + pos));
             pos += o == 'h' ? 1 : 4;
-            if (vi >= m->memo_len) return 0;
-            v = m->memo[vi];
-            if (v.tag == PV_CONT) { /* only a converted frames list: a stack */
-                const pcont *c = &m->conts[v.u.id];
-                if (c->conv_tag != PV_STACK || k != EK_FRAMES) return 0;
-                v = (pv){PV_STACK, {.id = c->conv_id}};
-            } else if (!is_scalar(&v) && !(v.tag == PV_STACK && k == EK_FRAMES)) { /* a stack named in this run */
-                return 0;
-            }
+            if (!r || (r->v.tag == PV_STACK && k != EK_FRAMES)) return 0; /* a stack is a frames value only */
+            v = r->v;
             goto have; /* a reference is not memoized again: no put can follow */
         }
         default: return 0;
@@ -604,8 +619,8 @@ int pk_fast_entries(pm *m)
     uint32_t nentries = m->nentries, pt_fields = m->s->pt_fields;
     uint64_t skipped = m->s->skipped_entries;
     int ok = 1;
-    key_cache kc[32];
-    memset(kc, 0, sizeof kc);
+    ref_slot refs[REF_SLOTS];
+    memset(refs, 0, sizeof refs);
     for (;;) {
         int o = next_op(&f);
         if (o == 'e') break;
@@ -613,8 +628,12 @@ int pk_fast_entries(pm *m)
             ok = 0;
             break;
         }
-        int r = entry_direct(&f, kc, &f.items[f.nitems]);
-        if (r < 0 || (r == 0 && !entry(&f, &f.items[f.nitems]))) {
+        int r = entry_direct(&f, refs, &f.items[f.nitems]);
+        if (r == 0) {
+            memset(refs, 0, sizeof refs); /* entry() may put into the memo */
+            r = entry(&f, &f.items[f.nitems]);
+        }
+        if (r <= 0) {
             ok = 0;
             break;
         }
