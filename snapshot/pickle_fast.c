@@ -134,8 +134,7 @@ static int memo_put(fp *f, uint64_t idx, pv v, uint64_t at, uint8_t kind)
 }
 
 /* After a value: the memo puts that name it (none, or one). 1 fine, 0 not this shape.  The value
- * is read through its pointer only when a put follows: loading the whole cell just after its
- * fields were stored one by one stalls store forwarding, a third of scalar()'s time (issue 29). */
+ * is read through its pointer, only when a put follows. */
 static int memo_after(fp *f, const pv *vp, uint64_t at, uint8_t kind)
 {
     int o = peek_op(f);
