@@ -167,12 +167,16 @@ int cmh_print_segsum(const cmh_snapshot *s, int device, FILE *fp)
  * `trace` prints a line per entry, and formatting them with printf was nearly half its time
  * (issue 29).  Its lines are strings, decimal integers and the script's byte sizes, so they are
  * put together in a buffer here; the sizes are rounded from the integer, exactly as printf
- * rounds the double (ties to even on the binary value), so the text stays byte for byte. */
+ * rounds the double (ties to even on the binary value), so the text stays byte for byte.
+ * A line is written through a pointer into the buffer (put_*), after one check for room
+ * (to_line): no length is counted and no call made per piece. */
 typedef struct tout {
     FILE *fp;
     size_t n;
     char b[1 << 16];
 } tout;
+
+#define TO_LINE 256 /* longer than any line put_* write: names and numbers are at most 20 digits */
 
 static void to_flush(tout *o)
 {
@@ -187,36 +191,52 @@ static inline char *to_room(tout *o, size_t k)
     return o->b + o->n;
 }
 
-static inline void to_mem(tout *o, const char *s, size_t len)
+/* room for one line: where it starts; to_end(o, p) when it is written */
+static inline char *to_line(tout *o) { return to_room(o, TO_LINE); }
+static inline void to_end(tout *o, const char *p) { o->n = (size_t)(p - o->b); }
+
+/* a string literal at p */
+#define PUT_LIT(p, lit) (memcpy((p), (lit), sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+
+static const char g_digits2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                   "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                   "8081828384858687888990919293949596979899";
+
+/* the decimal digits of v at p (at most 20); the end */
+static inline char *put_u64(char *p, uint64_t v)
 {
-    if (len > 4096) {
-        to_flush(o);
-        fwrite(s, 1, len, o->fp);
-        return;
+    static const uint64_t p10[20] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+                                     100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+                                     10000000000000ull, 100000000000000ull, 1000000000000000ull,
+                                     10000000000000000ull, 100000000000000000ull, 1000000000000000000ull,
+                                     10000000000000000000ull};
+    if (v < 10) {
+        *p = (char)('0' + v);
+        return p + 1;
     }
-    memcpy(to_room(o, len), s, len);
-    o->n += len;
+    unsigned t = (unsigned)(64 - __builtin_clzll(v)) * 1233 >> 12; /* log10(v), or one more */
+    char *e = p + t + (v >= p10[t]), *q = e;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        q -= 2;
+        memcpy(q, g_digits2 + 2 * r, 2);
+    }
+    if (v >= 10) memcpy(q - 2, g_digits2 + 2 * v, 2);
+    else q[-1] = (char)('0' + v);
+    return e;
 }
 
-static inline void to_str(tout *o, const char *s) { to_mem(o, s, strlen(s)); }
-
-static inline void to_u64(tout *o, uint64_t v)
+/* bytes_fmt of the integer sign * v at p (at most 32 bytes); the end */
+static char *put_bytes(char *p, uint64_t v, int neg)
 {
-    char t[20], *e = t + sizeof t, *p = e;
-    do *--p = (char)('0' + v % 10);
-    while (v /= 10);
-    to_mem(o, p, (size_t)(e - p));
-}
-
-/* bytes_fmt of the integer sign * v */
-static void to_bytes(tout *o, uint64_t v, int neg)
-{
-    static const char *const units[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
     if (v >> 53) { /* beyond a double's integers: the double's own rounding, as the script has it */
         char b[64];
         bytes_fmt(b, sizeof b, neg ? -(double)v : (double)v);
-        to_str(o, b);
-        return;
+        size_t n = strlen(b);
+        if (n > 32) n = 32; /* never: the largest is "-16.0EiB" */
+        memcpy(p, b, n);
+        return p + n;
     }
     unsigned k = 0;
     while (k < 5 && v >> (10 * (k + 1))) k++; /* v / 1024^k < 1024: the script's unit */
@@ -227,17 +247,26 @@ static void to_bytes(tout *o, uint64_t v, int neg)
         q = x >> sh;
         if (r > half || (r == half && (q & 1))) q++;
     }
-    if (neg) to_mem(o, "-", 1);
-    to_u64(o, q / 10);
-    char *p = to_room(o, 8);
+    if (neg) *p++ = '-';
+    p = put_u64(p, q / 10);
     *p++ = '.';
     *p++ = (char)('0' + q % 10);
-    o->n += 2;
-    to_str(o, units[k]);
-    to_mem(o, "B", 1);
+    if (k) {
+        memcpy(p, "KiMiGiTiPi" + 2 * (k - 1), 2);
+        p += 2;
+    }
+    *p++ = 'B';
+    return p;
 }
 
-static inline void to_size(tout *o, uint64_t v) { to_bytes(o, v, 0); }
+static inline char *put_size(char *p, uint64_t v) { return put_bytes(p, v, 0); }
+
+/* _memory_viz.py's name number i: a..z, then a1..z1, ... */
+static inline char *put_name(char *p, uint64_t i)
+{
+    *p++ = (char)('a' + i % 26);
+    return i >= 26 ? put_u64(p, i / 26) : p;
+}
 
 /* ---- trace ---- */
 
@@ -300,10 +329,10 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
     fputs("}\n", fp);
 }
 
-/* address -> the script's name for it (oatab.h; address 0 has a slot of its own) */
+/* address -> the number of the script's name for it (oatab.h; address 0 has a slot of its own) */
 typedef struct name_slot {
     uint64_t addr;
-    char name[24];
+    uint64_t name;
 } name_slot;
 
 typedef struct names {
@@ -329,33 +358,8 @@ static void names_init(names *t)
     cmh_oa_init(&t->t, sizeof(name_slot));
 }
 
-/* _memory_viz.py's names: a..z, then a1..z1, ... */
-static void u64_str(char *p, uint64_t v) /* room for 21 bytes */
-{
-    char t[20], *e = t + sizeof t, *d = e;
-    do *--d = (char)('0' + v % 10);
-    while (v /= 10);
-    memcpy(p, d, (size_t)(e - d));
-    p[e - d] = 0;
-}
-
-static void py_name(char *buf, size_t n, uint64_t i)
-{
-    (void)n; /* 24 bytes: a letter, up to 20 digits, the NUL */
-    buf[0] = (char)('a' + i % 26);
-    buf[1] = 0;
-    if (i / 26) u64_str(buf + 1, i / 26);
-}
-
-static void name_copy(char *dst, const char *src) /* both 24-byte name buffers */
-{
-    size_t n = strlen(src);
-    memcpy(dst, src, n + 1);
-}
-
 typedef struct interval {
-    char name[24];
-    uint64_t addr, size;
+    uint64_t name, addr, size;
 } interval;
 
 /*
@@ -376,15 +380,18 @@ static int u64_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* the first index whose value is >= x (n if none); without branches on the values, which
+ * `trace` calls for every alloc and whose outcome no predictor guesses */
 static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < x) lo = mid + 1;
-        else hi = mid;
+    if (!n) return 0;
+    const uint64_t *b = v;
+    while (n > 1) {
+        size_t half = n / 2;
+        b = b[half] < x ? b + half : b;
+        n -= half;
     }
-    return lo;
+    return (size_t)(b - v) + (*b < x);
 }
 
 static void first_cover_free(first_cover *fc)
@@ -476,6 +483,7 @@ static void get_final_segment(const void *ctx, size_t i, uint64_t *addr, uint64_
 /* Entries with no PyTorch action (a pool's sample, a mark) are not in PyTorch's trace: skipped. */
 static int pytorch_action(int a) { return a != CMH_ACT_POOL_SAMPLE && a != CMH_ACT_MARK; }
 
+
 int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
 {
     tout *o = malloc(sizeof *o);
@@ -485,15 +493,34 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
     for (uint32_t t = 0; t < s->ntraces; t++) {
         const cmh_trace *tr = &s->traces[t];
         if (device != CMH_ALL_DEVICES && tr->device != device) continue;
+        const cmh_entry *ents = s->entries + tr->first_entry;
+        /* one pass: the entries shown, and the segment_alloc ones for the interval lookups (a
+           segment_alloc is looked at only once it has been seen) */
+        uint32_t *seg_alloc = malloc(((size_t)tr->nentries + 1) * sizeof *seg_alloc);
+        if (!seg_alloc) {
+            free(o);
+            return CMH_ENOMEM;
+        }
         uint32_t shown = 0;
-        for (uint32_t i = 0; i < tr->nentries; i++) shown += pytorch_action(s->entries[tr->first_entry + i].action);
-        if (!shown) continue;
-        to_str(o, "Device ");
-        if (tr->device < 0) to_mem(o, "-", 1);
-        to_u64(o, tr->device < 0 ? (uint64_t)-(int64_t)tr->device : (uint64_t)tr->device);
-        to_str(o, " ----------------\n");
-        to_u64(o, shown);
-        to_str(o, " entries\n");
+        size_t nsa = 0;
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            int a = ents[i].action;
+            shown += pytorch_action(a);
+            seg_alloc[nsa] = tr->first_entry + i;
+            nsa += a == CMH_ACT_SEGMENT_ALLOC;
+        }
+        if (!shown) {
+            free(seg_alloc);
+            continue;
+        }
+        char *p = to_line(o);
+        p = PUT_LIT(p, "Device ");
+        if (tr->device < 0) *p++ = '-';
+        p = put_u64(p, tr->device < 0 ? (uint64_t)-(int64_t)tr->device : (uint64_t)tr->device);
+        p = PUT_LIT(p, " ----------------\n");
+        p = put_u64(p, shown);
+        p = PUT_LIT(p, " entries\n");
+        to_end(o, p);
         names allocs, segs;
         names_init(&allocs);
         names_init(&segs);
@@ -501,120 +528,106 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
         interval *iv = NULL;
         size_t niv = 0, civ = 0;
         uint64_t next_name = 0;
-        /* the interval lookups, built once: a segment_alloc is looked at only once it has been seen */
-        uint32_t *seg_alloc = malloc(((size_t)tr->nentries + 1) * sizeof *seg_alloc);
-        size_t nsa = 0;
         first_cover fc_trace, fc_final;
-        memset(&fc_trace, 0, sizeof fc_trace);
-        memset(&fc_final, 0, sizeof fc_final);
-        if (!seg_alloc) nomem = 1;
-        else {
-            for (uint32_t i = 0; i < tr->nentries; i++)
-                if (s->entries[tr->first_entry + i].action == CMH_ACT_SEGMENT_ALLOC) seg_alloc[nsa++] = tr->first_entry + i;
-            trace_ctx c = {s, tr, seg_alloc};
-            if (first_cover_build(&fc_trace, nsa, get_seg_alloc, &c) || first_cover_build(&fc_final, s->nsegments, get_final_segment, &c))
-                nomem = 1;
-        }
+        memset(&fc_final, 0, sizeof fc_final); /* when fc_trace fails, fc_final is not built */
+        trace_ctx c = {s, tr, seg_alloc};
+        if (first_cover_build(&fc_trace, nsa, get_seg_alloc, &c) || first_cover_build(&fc_final, s->nsegments, get_final_segment, &c))
+            nomem = 1;
         int64_t total = 0; /* the fixed TOTAL MEM: bytes still allocated at the end of the trace */
         for (uint32_t i = 0; i < tr->nentries; i++) {
-            const cmh_entry *e = &s->entries[tr->first_entry + i];
-            char nm[24];
+            const cmh_entry *e = &ents[i];
             name_slot *ns;
-            if (!pytorch_action(e->action)) continue;
+            p = to_line(o);
             switch (e->action) {
             case CMH_ACT_ALLOC: {
-                py_name(nm, sizeof nm, next_name++);
-                const char *seg_name = NULL;
-                char segbuf[32];
-                uint64_t seg_addr = 0;
+                uint64_t nm = next_name++, seg_addr = 0;
+                p = put_name(p, nm);
+                p = PUT_LIT(p, " = ");
                 /* the first segment_alloc so far that holds it (the first of all, if that one is
                    already seen), else the first final segment */
                 uint32_t k = first_cover_find(&fc_trace, e->addr);
-                if (k != UINT32_MAX && k < niv) seg_name = iv[k].name, seg_addr = iv[k].addr;
-                else if ((k = first_cover_find(&fc_final, e->addr)) != UINT32_MAX) {
-                    memcpy(segbuf, "seg_", 4);
-                    u64_str(segbuf + 4, k);
-                    seg_name = segbuf;
+                if (k != UINT32_MAX && k < niv) {
+                    p = put_name(p, iv[k].name);
+                    seg_addr = iv[k].addr;
+                } else if ((k = first_cover_find(&fc_final, e->addr)) != UINT32_MAX) {
+                    p = PUT_LIT(p, "seg_");
+                    p = put_u64(p, k);
                     seg_addr = s->segments[k].addr;
+                } else {
+                    p = PUT_LIT(p, "MEM");
                 }
-                to_str(o, nm);
-                to_str(o, " = ");
-                to_str(o, seg_name ? seg_name : "MEM");
-                to_mem(o, "[", 1);
-                to_u64(o, e->addr - seg_addr);
-                to_mem(o, ":", 1);
-                to_size(o, e->size);
-                to_mem(o, "]\n", 2);
-                if ((ns = names_get(&allocs, e->addr, 1))) name_copy(ns->name, nm);
+                *p++ = '[';
+                p = put_u64(p, e->addr - seg_addr);
+                *p++ = ':';
+                p = put_size(p, e->size);
+                p = PUT_LIT(p, "]\n");
+                if ((ns = names_get(&allocs, e->addr, 1))) ns->name = nm;
                 total = (int64_t)((uint64_t)total + e->size); /* wraps, never UB: sizes are whatever a file says */
                 break;
             }
             case CMH_ACT_FREE_REQUESTED:
             case CMH_ACT_FREE_COMPLETED:
                 ns = names_get(&allocs, e->addr, 0);
-                if (ns) name_copy(nm, ns->name);
                 if (e->action == CMH_ACT_FREE_REQUESTED) {
-                    to_str(o, "del ");
-                    if (ns) to_str(o, nm);
-                    else to_u64(o, e->addr);
-                    to_str(o, " # ");
+                    p = PUT_LIT(p, "del ");
+                    p = ns ? put_name(p, ns->name) : put_u64(p, e->addr);
+                    p = PUT_LIT(p, " # ");
                 } else {
                     total = (int64_t)((uint64_t)total - e->size);
-                    to_str(o, "# free completed for ");
-                    if (ns) to_str(o, nm);
-                    else to_u64(o, e->addr);
-                    to_mem(o, " ", 1);
+                    p = PUT_LIT(p, "# free completed for ");
+                    p = ns ? put_name(p, ns->name) : put_u64(p, e->addr);
+                    *p++ = ' ';
                 }
-                to_size(o, e->size);
-                to_mem(o, "\n", 1);
+                p = put_size(p, e->size);
+                *p++ = '\n';
                 break;
-            case CMH_ACT_SEGMENT_ALLOC:
-                py_name(nm, sizeof nm, next_name++);
-                to_str(o, nm);
-                to_str(o, " = cudaMalloc(");
-                to_u64(o, e->addr);
-                to_str(o, ", ");
-                to_size(o, e->size);
-                to_mem(o, ")\n", 2);
+            case CMH_ACT_SEGMENT_ALLOC: {
+                uint64_t nm = next_name++;
+                p = put_name(p, nm);
+                p = PUT_LIT(p, " = cudaMalloc(");
+                p = put_u64(p, e->addr);
+                p = PUT_LIT(p, ", ");
+                p = put_size(p, e->size);
+                p = PUT_LIT(p, ")\n");
                 if (niv == civ) {
                     size_t nc = civ ? civ * 2 : 64;
                     interval *ni = realloc(iv, nc * sizeof *ni);
                     if (ni) iv = ni, civ = nc;
                     else nomem = 1;
                 }
-                if (niv < civ) {
-                    name_copy(iv[niv].name, nm);
-                    iv[niv].addr = e->addr;
-                    iv[niv].size = e->size;
-                    niv++;
-                }
-                if ((ns = names_get(&segs, e->addr, 1))) name_copy(ns->name, nm);
-                break;
-            case CMH_ACT_SEGMENT_FREE:
-                ns = names_get(&segs, e->addr, 0);
-                to_str(o, "cudaFree(");
-                if (ns) to_str(o, ns->name);
-                else to_u64(o, e->addr);
-                to_str(o, ") # ");
-                to_size(o, e->size);
-                to_mem(o, "\n", 1);
-                break;
-            case CMH_ACT_OOM:
-                to_str(o, "raise OutOfMemoryError() # ");
-                to_size(o, e->size);
-                to_str(o, " requested, ");
-                to_size(o, e->addr);
-                to_str(o, " free in CUDA\n");
-                break;
-            default:
-                to_flush(o); /* rare: printf is fine for it */
-                py_repr_entry(fp, s, e);
+                if (niv < civ) iv[niv++] = (interval){nm, e->addr, e->size};
+                if ((ns = names_get(&segs, e->addr, 1))) ns->name = nm;
                 break;
             }
+            case CMH_ACT_SEGMENT_FREE:
+                ns = names_get(&segs, e->addr, 0);
+                p = PUT_LIT(p, "cudaFree(");
+                p = ns ? put_name(p, ns->name) : put_u64(p, e->addr);
+                p = PUT_LIT(p, ") # ");
+                p = put_size(p, e->size);
+                *p++ = '\n';
+                break;
+            case CMH_ACT_OOM:
+                p = PUT_LIT(p, "raise OutOfMemoryError() # ");
+                p = put_size(p, e->size);
+                p = PUT_LIT(p, " requested, ");
+                p = put_size(p, e->addr);
+                p = PUT_LIT(p, " free in CUDA\n");
+                break;
+            default:
+                if (!pytorch_action(e->action)) break; /* not in PyTorch's trace: nothing */
+                to_flush(o); /* rare: printf is fine for it */
+                py_repr_entry(fp, s, e);
+                p = o->b;
+                break;
+            }
+            to_end(o, p);
         }
-        to_str(o, "TOTAL MEM: ");
-        to_bytes(o, total < 0 ? (uint64_t)0 - (uint64_t)total : (uint64_t)total, total < 0);
-        to_mem(o, "\n", 1);
+        p = to_line(o);
+        p = PUT_LIT(p, "TOTAL MEM: ");
+        p = put_bytes(p, total < 0 ? (uint64_t)0 - (uint64_t)total : (uint64_t)total, total < 0);
+        *p++ = '\n';
+        to_end(o, p);
         cmh_oa_free(&allocs.t);
         cmh_oa_free(&segs.t);
         free(iv);

@@ -133,20 +133,21 @@ static int memo_put(fp *f, uint64_t idx, pv v, uint64_t at, uint8_t kind)
     return 1;
 }
 
-/* After a value: the memo puts that name it (none, or one). 1 fine, 0 not this shape. */
-static int memo_after(fp *f, pv v, uint64_t at, uint8_t kind)
+/* After a value: the memo puts that name it (none, or one). 1 fine, 0 not this shape.  The value
+ * is read through its pointer, only when a put follows. */
+static int memo_after(fp *f, const pv *vp, uint64_t at, uint8_t kind)
 {
     int o = peek_op(f);
     const uint8_t *b;
     if (o == 0x94) {
         next_op(f);
-        if (!memo_put(f, f->m->memo_len, v, at, kind)) return 0;
+        if (!memo_put(f, f->m->memo_len, *vp, at, kind)) return 0;
     } else if (o == 'q') {
         next_op(f);
-        if (!bytes(f, 1, &b) || !memo_put(f, b[0], v, at, kind)) return 0;
+        if (!bytes(f, 1, &b) || !memo_put(f, b[0], *vp, at, kind)) return 0;
     } else if (o == 'r') {
         next_op(f);
-        if (!bytes(f, 4, &b) || !memo_put(f, le(b, 4), v, at, kind)) return 0;
+        if (!bytes(f, 4, &b) || !memo_put(f, le(b, 4), *vp, at, kind)) return 0;
     } else {
         return 1;
     }
@@ -220,7 +221,7 @@ static int scalar(fp *f, int o, pv *v)
     case 'j': if (!bytes(f, 4, &b) || !memo_get(f, le4(b), v)) return 0; return 1;
     default: return 0;
     }
-    return memo_after(f, *v, 0, 0);
+    return memo_after(f, v, 0, 0);
 }
 
 static int is_scalar(const pv *v) { return v->tag <= PV_STR; }
@@ -442,6 +443,127 @@ static int entry(fp *f, pv *out)
     return memo_name(f, midx, r == 1 ? *out : (pv){PV_SKIP, {.id = 0}}, at, C_DICT);
 }
 
+/*
+ * The commonest entry of all, read in one pass: a dict that is not memoized itself, whose keys
+ * are all memo references to strings and whose values are integers, None, booleans or memo
+ * references to what the memo already holds converted (an action's name, a stack).  That is
+ * every entry of a cumemhist export and of any writer that shares its keys and frames; each
+ * opcode is read once, each key found among the wanted ones through a small cache, and the
+ * values go straight to the conversion (pk_entry_from_fields), with no items gathered, no shape
+ * matched and no look-ahead for memo puts beyond one byte.  It changes nothing until the dict is
+ * complete: anything else (a memo put, a string to intern, a list of frames, a FRAME hint, a
+ * float) returns 0 with the position where it was, and entry() reads the dict as before.
+ * 1 done, 0 not this shape, -1 out of memory.
+ */
+typedef struct ref_slot { /* a memo reference as what the memo holds, and, for a key, its EK_* */
+    uint32_t idx1; /* memo index + 1; 0 empty */
+    uint32_t ek;   /* EK_* of a string among the keys the conversion reads, else NEK */
+    pv v;          /* a scalar or a stack (a converted frames list) */
+} ref_slot;
+
+#define REF_SLOTS 64
+
+/* What memo slot idx holds, through a cache of the last references (an entry names the same
+ * keys, actions and stacks over and over); NULL for anything but a scalar or a stack.  The
+ * cache holds while the memo does: entry() may change the memo, so each call of it empties the
+ * cache (pk_fast_entries). */
+static inline const ref_slot *ref_of(const pm *m, ref_slot *rc, uint64_t idx)
+{
+    ref_slot *c = &rc[idx & (REF_SLOTS - 1)];
+    if (c->idx1 == idx + 1) return c;
+    if (idx >= m->memo_len || idx >= UINT32_MAX) return NULL;
+    pv v = m->memo[idx];
+    if (v.tag == PV_CONT) {
+        const pcont *k = &m->conts[v.u.id];
+        if (k->conv_tag != PV_STACK) return NULL;
+        v = (pv){PV_STACK, {.id = k->conv_id}};
+    } else if (!is_scalar(&v) && v.tag != PV_STACK) {
+        return NULL;
+    }
+    uint32_t k = NEK;
+    if (v.tag == PV_STR)
+        for (k = 0; k < NEK && m->key[pk_entry_keys[k]] != v.u.id;) k++;
+    c->idx1 = (uint32_t)idx + 1;
+    c->ek = k;
+    c->v = v;
+    return c;
+}
+
+static int entry_direct(fp *f, ref_slot *rc, pv *out)
+{
+    pm *m = f->m;
+    const uint8_t *p = m->p;
+    size_t pos = f->pos, len = m->len;
+    pv vals[NEK];
+    const pv *fld[NEK];
+    memset(fld, 0, sizeof fld);
+    if (pos >= len || p[pos] != '(') return 0; /* a memo put or a FRAME hint first: entry() */
+    pos++;
+    for (uint32_t npairs = 0;; npairs++) {
+        if (len - pos < 16) return 0; /* near the end: entry() checks each byte */
+        int o = p[pos++];
+        if (o == 'u') break;
+        if (npairs == FP_MAX_PAIRS) return 0;
+        /* the key: a memo reference to a string */
+        uint64_t idx;
+        if (o == 'h') idx = p[pos++];
+        else if (o == 'j') idx = le4(p + pos), pos += 4;
+        else return 0;
+        const ref_slot *key = ref_of(m, rc, idx);
+        if (!key || key->v.tag != PV_STR || (npairs == 0 && key->ek != EK_ACTION)) return 0;
+        uint32_t k = key->ek;
+        /* the value */
+        pv v;
+        o = p[pos++];
+        switch (o) {
+        case 'K': v = (pv){PV_INT, {.i = p[pos]}}, pos += 1; break;
+        case 'M': v = (pv){PV_INT, {.i = (int64_t)le2(p + pos)}}, pos += 2; break;
+        case 'J': v = (pv){PV_INT, {.i = (int32_t)le4(p + pos)}}, pos += 4; break;
+        case 0x8a: { /* LONG1 of up to 8 bytes, as scalar(); 16 bytes are there to read */
+            size_t n = p[pos++];
+            if (n > 8) return 0;
+            uint64_t x;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            memcpy(&x, p + pos, 8);
+#else
+            x = le(p + pos, 8);
+#endif
+            if (n < 8) {
+                x &= n ? ~0ull >> (64 - 8 * n) : 0;
+                if (n && (p[pos + n - 1] & 0x80)) x |= ~0ull << (8 * n);
+            }
+            pos += n;
+            v = (pv){PV_INT, {.i = (int64_t)x}};
+            break;
+        }
+        case 'N': v = (pv){PV_NONE, {.i = 0}}; break;
+        case 0x88: case 0x89: v = (pv){PV_BOOL, {.i = o == 0x88}}; break;
+        case 'h': case 'j': {
+            const ref_slot *r = ref_of(m, rc, o == 'h' ? p[pos] : le4(p + pos));
+            pos += o == 'h' ? 1 : 4;
+            if (!r || (r->v.tag == PV_STACK && k != EK_FRAMES)) return 0; /* a stack is a frames value only */
+            v = r->v;
+            goto have; /* a reference is not memoized again: no put can follow */
+        }
+        default: return 0;
+        }
+        if (p[pos] == 0x94 || p[pos] == 'q' || p[pos] == 'r') return 0; /* the value memoized: entry() */
+    have:
+        if (k < NEK && !fld[k]) {
+            vals[k] = v;
+            fld[k] = &vals[k];
+        }
+    }
+    if (!fld[EK_ACTION] || fld[EK_ACTION]->tag != PV_STR) return 0; /* the machine's to report */
+    uint32_t id = 0;
+    int r = pk_entry_from_fields(m, fld, &id);
+    if (r < 0) return f->nomem = 1, -1;
+    if (r == 0) return 0;
+    f->pos = pos;
+    *out = r == 1 ? (pv){PV_ENTRY, {.id = id}} : (pv){PV_NONE, {.id = 0}};
+    return 1;
+}
+
 static void undo(fp *f, uint32_t nentries, uint64_t skipped, uint32_t pt_fields)
 {
     pm *m = f->m;
@@ -496,10 +618,21 @@ int pk_fast_entries(pm *m)
     uint32_t nentries = m->nentries, pt_fields = m->s->pt_fields;
     uint64_t skipped = m->s->skipped_entries;
     int ok = 1;
+    ref_slot refs[REF_SLOTS];
+    memset(refs, 0, sizeof refs);
     for (;;) {
         int o = next_op(&f);
         if (o == 'e') break;
-        if (o != '}' || !grow((void **)&f.items, &f.citems, f.nitems + 1, sizeof *f.items) || !entry(&f, &f.items[f.nitems])) {
+        if (o != '}' || !grow((void **)&f.items, &f.citems, f.nitems + 1, sizeof *f.items)) {
+            ok = 0;
+            break;
+        }
+        int r = entry_direct(&f, refs, &f.items[f.nitems]);
+        if (r == 0) {
+            memset(refs, 0, sizeof refs); /* entry() may put into the memo */
+            r = entry(&f, &f.items[f.nitems]);
+        }
+        if (r <= 0) {
             ok = 0;
             break;
         }

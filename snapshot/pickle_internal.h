@@ -138,6 +138,16 @@ int pk_convert_top(pm *m, const pv *root);
  * (-1 error, 0 not an entry: no 'action', 1 entry *id, 2 an entry this version skips) and a
  * frame (its 'name' and 'filename' must be strings: pk_fail otherwise). */
 int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id);
+/* The keys of a trace entry the conversion reads, and the same conversion from each one's value
+ * (its first occurrence in the dict; NULL when absent), as pickle_fast.c finds them. */
+enum { EK_ACTION, EK_CMH_IMPLIED, EK_CMH_CODE, EK_DEVICE_FREE, EK_ADDR, EK_SIZE, EK_STREAM, EK_TIME_US,
+       EK_COMPILE_CONTEXT, EK_USER_METADATA, EK_FRAMES, EK_CMH_REQUESTED, NEK };
+extern const uint8_t pk_entry_keys[NEK]; /* K_* of each EK_* */
+int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id);
+/* The pages of [from, end) up to a MiB made present at once (MADV_POPULATE_WRITE), every
+ * PK_PREFAULT_ENTRIES entries after the first (a small file never pays for a MiB it does not use). */
+#define PK_PREFAULT_ENTRIES 16384u
+void pk_prefault(void *from, void *end);
 int pk_frame_of(pm *m, const pv *items, uint32_t n, uint32_t *frame_id);
 
 /* pickle_read.c: the machine's own steps the fast path (pickle_fast.c) shares */

@@ -732,6 +732,74 @@ static void test_trace_sizes_as_printf(void)
     cmh_snapshot_free(&s);
 }
 
+/* The integers of `trace` (offsets, unnamed addresses, the script's names a..z, a1.., the device
+ * and the count), written without printf, against printf's own text: every number of digits and
+ * the edge of each, up to 2^64 - 1. */
+static void test_trace_numbers_as_printf(void)
+{
+    cmh_snapshot s;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&s), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_trace(&s, 0, 0, NULL), CMH_OK);
+    enum { N = 3000 };
+    static uint64_t addrs[N];
+    int n = 0;
+    uint64_t p = 1, x = 0x9E3779B97F4A7C15ull;
+    for (int k = 0; k <= 19; k++, p *= 10) /* 10^k - 1, 10^k, 10^k + 1 */
+        for (int d = -1; d <= 1; d++) addrs[n++] = p + (uint64_t)(int64_t)d;
+    addrs[n++] = UINT64_MAX;
+    addrs[n++] = UINT64_MAX - 1;
+    for (uint64_t v = 0; v < 200; v++) addrs[n++] = v;
+    while (n < N) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        addrs[n++] = x >> (x % 64);
+    }
+    for (int i = 0; i < n; i++) { /* alloc A at no segment (MEM[A:...]), then a free of an unknown address */
+        cmh_entry e = {0};
+        e.action = i % 2 ? CMH_ACT_FREE_REQUESTED : CMH_ACT_ALLOC;
+        e.addr = i % 2 ? ~addrs[i] : addrs[i];
+        e.size = e.requested = 512;
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(&s, &e), CMH_OK);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    CU_ASSERT_EQUAL_FATAL(cmh_print_trace(&s, CMH_ALL_DEVICES, fp), CMH_OK);
+    fclose(fp);
+    char want[128];
+    snprintf(want, sizeof want, "Device 0 ----------------\n%d entries\n", n);
+    CU_ASSERT_FATAL(!strncmp(text, want, strlen(want)));
+    char *line = text + strlen(want);
+    int bad = 0, names = 0;
+    for (int i = 0; i < n; i++) {
+        char *end = strchr(line, '\n');
+        CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+        if (i % 2) {
+            /* an address never allocated keeps its number; one allocated before has its name */
+            int known = 0;
+            for (int j = 0; j < i && !known; j += 2) known = addrs[j] == ~addrs[i];
+            if (known) {
+                line = end + 1;
+                continue;
+            }
+            snprintf(want, sizeof want, "del %llu # 512.0B", (unsigned long long)~addrs[i]);
+        } else {
+            int k = names++;
+            char nm[32];
+            if (k / 26) snprintf(nm, sizeof nm, "%c%d", 'a' + k % 26, k / 26);
+            else snprintf(nm, sizeof nm, "%c", 'a' + k % 26);
+            snprintf(want, sizeof want, "%s = MEM[%llu:512.0B]", nm, (unsigned long long)addrs[i]);
+        }
+        if ((size_t)(end - line) != strlen(want) || memcmp(line, want, strlen(want))) {
+            if (bad++ < 5) fprintf(stderr, "'%.*s', printf says '%s'\n", (int)(end - line), line, want);
+        }
+        line = end + 1;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(!strncmp(line, "TOTAL MEM: ", 11));
+    free(text);
+    cmh_snapshot_free(&s);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -750,5 +818,6 @@ int main(void)
     CMH_ADD_TEST(s, test_frag_report);
     CMH_ADD_TEST(s, test_oom_report);
     CMH_ADD_TEST(s, test_trace_sizes_as_printf);
+    CMH_ADD_TEST(s, test_trace_numbers_as_printf);
     return cmh_test_main();
 }

@@ -492,6 +492,121 @@ static void test_cpp_pickler_form(void)
     cmh_snapshot_free(&s);
 }
 
+/* Trace entries the opcode reader takes in one pass (keys by memo reference, values inline or by
+ * reference: pickle_fast.c, entry_direct) against the generic machine (CMH_LOAD_GENERIC): every
+ * integer form and width, signs, None and booleans, a duplicate key, a key the model ignores,
+ * and entries that leave that pass half-way (a memoized value, a FRAME hint, a memo slot
+ * given another string) mixed in. */
+static void test_direct_entries_as_generic(void)
+{
+    enum { CAP = 1 << 16, NENT = 600 };
+    unsigned char *p = malloc(CAP);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    size_t n = 0;
+    uint32_t memo = 0;
+#define B(x) (p[n++] = (unsigned char)(x))
+#define S(str) /* a short string, memoized: its memo index is memo - 1 */                                  \
+    do {                                                                                                   \
+        size_t l_ = strlen(str);                                                                           \
+        B(0x8c); B(l_);                                                                                    \
+        memcpy(p + n, str, l_);                                                                            \
+        n += l_;                                                                                           \
+        B(0x94);                                                                                           \
+        memo++;                                                                                            \
+    } while (0)
+#define REF(i) (B('j'), B((i) & 0xff), B((i) >> 8 & 0xff), B(0), B(0))
+    B(0x80); B(4);
+    B('}'); B(0x94); memo++;
+    B('(');
+    S("segments"); B(']'); B(0x94); memo++;
+    S("device_traces"); B(']'); B(0x94); memo++; B('(');
+    B(']'); B(0x94); memo++; /* device 0's trace */
+    B('(');
+    /* the first entry names the keys, the actions and a stack (entry() reads it: it memoizes) */
+    B('}'); B('(');
+    S("action"); uint32_t k_action = memo - 1;
+    S("alloc"); uint32_t a_alloc = memo - 1;
+    S("addr"); uint32_t k_addr = memo - 1; B('K'); B(1);
+    S("size"); uint32_t k_size = memo - 1; B('K'); B(2);
+    S("stream"); uint32_t k_stream = memo - 1; B('K'); B(0);
+    S("time_us"); uint32_t k_time = memo - 1; B('K'); B(3);
+    S("other"); uint32_t k_other = memo - 1; S("free_requested"); uint32_t a_freq = memo - 1;
+    REF(k_other); S("segment_alloc"); uint32_t a_salloc = memo - 1;
+    S("frames"); uint32_t k_frames = memo - 1;
+    B(']'); B(0x94); uint32_t stack = memo++;
+    B('}'); B('('); S("name"); S("f"); S("filename"); S("x.py"); S("line"); B('K'); B(7); B('u'); B('a');
+    B('u');
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    const uint32_t keys[4] = {k_addr, k_size, k_stream, k_time}, acts[3] = {a_alloc, a_freq, a_salloc};
+    for (int i = 1; i < NENT; i++) {
+        B('}'); B('(');
+        REF(k_action);
+        REF(acts[i % 3]);
+        for (int k = 0; k < 4; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            REF(keys[k]);
+            switch (x % 9) {
+            case 0: B('K'); B(x >> 8); break;
+            case 1: B('M'); B(x >> 8); B(x >> 16); break;
+            case 2: B('J'); B(x >> 8); B(x >> 16); B(x >> 24); B(x >> 32); break; /* either sign */
+            case 3: B('N'); break;
+            case 4: B(x & 1 << 9 ? 0x88 : 0x89); break;
+            default: { /* LONG1 of 0..8 bytes, the top one's sign bit either way */
+                int len = (int)((x >> 12) % 9);
+                uint64_t y = x * 0x9E3779B97F4A7C15ull;
+                B(0x8a); B(len);
+                for (int b = 0; b < len; b++) B(y >> (8 * b));
+            }
+            }
+            if (i % 97 == 0 && k == 1) { B(0x94); memo++; } /* a memoized value: entry() */
+        }
+        if (i % 5 == 0) { REF(k_size); B('K'); B(99); } /* a second 'size': the first counts */
+        if (i % 7 == 0) { REF(k_other); B('K'); B(5); }  /* a key the model does not read */
+        if (i == 301) { /* a value put into the memo slot of an action named before: it names another */
+            REF(k_other);
+            B(0x8c); B(14);
+            memcpy(p + n, "free_completed", 14);
+            n += 14;
+            B('r'); B(a_freq & 0xff); B(a_freq >> 8 & 0xff); B(0); B(0);
+        }
+        if (i % 2 == 0) { REF(k_frames); REF(stack); }
+        B('u');
+        if (i % 150 == 0) { B(0x95); for (int b = 0; b < 8; b++) B(b ? 0 : 1); } /* a FRAME hint */
+        CU_ASSERT_FATAL(n < CAP - 256);
+    }
+    B('e'); B('e'); B('u'); B('.');
+#undef REF
+#undef S
+#undef B
+    cmh_snapshot a, g;
+    char err[256];
+    int rc = cmh_pickle_read_ex(p, n, 0, &a, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_pickle_read_ex(p, n, CMH_LOAD_GENERIC, &g, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(a.nentries, NENT);
+    CU_ASSERT_EQUAL_FATAL(a.nentries, g.nentries);
+    int bad = 0;
+    for (uint32_t i = 0; i < a.nentries; i++) {
+        const cmh_entry *e = &a.entries[i], *f = &g.entries[i];
+        if (e->action != f->action || e->addr != f->addr || e->size != f->size || e->requested != f->requested ||
+            e->stream != f->stream || e->time_ns != f->time_ns || e->flags != f->flags || e->kind != f->kind ||
+            !same_stack(&a, e->stack, &g, f->stack)) {
+            if (bad++ < 5)
+                fprintf(stderr, "entry %u: %d %llx %llx %llx %lld, generic %d %llx %llx %llx %lld\n", i, e->action,
+                        (unsigned long long)e->addr, (unsigned long long)e->size, (unsigned long long)e->stream,
+                        (long long)e->time_ns, f->action, (unsigned long long)f->addr, (unsigned long long)f->size,
+                        (unsigned long long)f->stream, (long long)f->time_ns);
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(a.entries[304].action, CMH_ACT_FREE_COMPLETED); /* 304 % 3 == 1: acts[1]'s slot, renamed */
+    CU_ASSERT_EQUAL(a.pt_fields, g.pt_fields);
+    cmh_snapshot_free(&a);
+    cmh_snapshot_free(&g);
+    free(p);
+}
+
 /* inputs the fuzzer found (every file in tests/fixtures/fuzz): each must load or fail, and go
  * through every report, in time and with the replay's own checks (assertions) holding */
 static void test_fuzz_regressions(void)
@@ -559,6 +674,7 @@ int main(void)
     CMH_ADD_TEST(s, test_wrong_protocol_and_code);
     CMH_ADD_TEST(s, test_cycles_and_bombs);
     CMH_ADD_TEST(s, test_cpp_pickler_form);
+    CMH_ADD_TEST(s, test_direct_entries_as_generic);
     CMH_ADD_TEST(s, test_fuzz_regressions);
     CMH_ADD_TEST(s, test_pool_samples_round_trip);
     return cmh_test_main();
