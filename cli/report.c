@@ -420,6 +420,7 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kbool(w, "growing", x->growing);
         cmh_jw_kuint(w, "steps", x->steps);
         cmh_jw_kuint(w, "rises", x->rises);
+        cmh_jw_kuint(w, "flat_steps", x->flat_steps);
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
         cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
         cmh_jw_kdouble(w, "trend", x->trend, 4);

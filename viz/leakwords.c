@@ -70,7 +70,13 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
         snprintf(buf, cap, "rose in each of the %u steps%s: %s%s per step; too few steps to call it a leak", x->growth_steps, whose,
                  x->rate >= 0 ? "+" : "", cmh_svg_size((double)x->rate));
         break;
-    case CMH_LEAK_STATE: snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose); break;
+    case CMH_LEAK_STATE:
+        /* a leak that stopped: it rose across as many steps as a leak must, then no more */
+        if (cmh_leak_site_stopped(x))
+            snprintf(buf, cap, "state: %s held across steps%s, not growing: grew in %u steps, then stopped (flat for the last %u)",
+                     cmh_svg_size((double)x->held), whose, x->rises, x->flat_steps);
+        else snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose);
+        break;
     case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step%s", whose); break;
     default: snprintf(buf, cap, "held (the steps are unknown)");
     }
