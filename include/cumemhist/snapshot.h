@@ -353,6 +353,17 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
 int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);
 /* Protocol 4, only the opcodes memory_viz accepts; see pickle_write.c for the shaping rules. */
 int cmh_pickle_write(const cmh_snapshot *s, FILE *fp);
+/* A mark (cmh_mark, SIGUSR2) that a memory_viz pickle carries aside, in its `cumemhist` dict:
+ * memory_viz has no such action (it sees the mark as an annotation), the reader puts it back in
+ * its trace.  pos counts the device's entries before it that a reader keeps (PyTorch's actions
+ * not implied, and pool samples); name is a string id of the snapshot written. */
+typedef struct cmh_pickle_mark {
+    int32_t device;
+    uint64_t pos;
+    uint32_t name, thread;
+    int64_t time_ns;
+} cmh_pickle_mark;
+int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, uint32_t nmarks, FILE *fp);
 
 /* Load any snapshot file (.cmh or PyTorch pickle, by content).  err gets a one-line message
  * naming the file, e.g. "snap.cmh: truncated at byte 18231 (expected 4 more bytes)". */
