@@ -492,6 +492,9 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 x->thread = t;
             }
         }
+        const cmh_thread_info *ti = cmh_snapshot_thread(s, x->thread);
+        x->thread_tid = ti ? ti->tid : 0;
+        x->thread_name = ti ? cmh_str(s, ti->name) : "";
         p->leaking += x->growing;
         p->live_bytes += x->bytes;
         p->live_blocks += x->count;

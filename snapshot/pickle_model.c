@@ -20,7 +20,7 @@ const char *const pk_key_names[NKEYS] = {
     "user_metadata", "device_free", "name", "filename", "line", "stage", "large", "small",
     "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
-    "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks",
+    "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids",
 };
 
 /* ---- eager conversion of frames, stacks, entries ---- */
@@ -740,10 +740,24 @@ int pk_convert_top(pm *m, const pv *root)
                 if (m->s->traces[t].device == (int32_t)i && to_i64(&dl->items[i], &x)) m->s->traces[t].dropped = (uint64_t)x;
         const pv *th = pk_dict_get(m, od, m->key[K_THREADS]);
         const pcont *tl = th ? obj(m, th, C_LIST) : NULL;
-        if (tl && read_threads(m, tl)) return -1;
+        if (tl && read_threads(m, tl)) goto fail;
+        const pv *tiv = pk_dict_get(m, od, m->key[K_THREAD_IDS]);
+        const pcont *til = tiv ? obj(m, tiv, C_LIST) : NULL;
+        for (uint32_t i = 0; til && i < til->n; i++) {
+            const pcont *t = obj(m, &til->items[i], C_TUPLE);
+            int64_t th, tid;
+            if (!t || t->n != 3 || !to_i64(&t->items[0], &th) || !to_i64(&t->items[1], &tid) || t->items[2].tag != PV_STR || th < 1 ||
+                th > UINT32_MAX)
+                goto fail_threads;
+            cmh_thread_info ti = {(uint32_t)th, tid, t->items[2].u.id};
+            if (cmh_snapshot_add_thread(m->s, &ti) != CMH_OK) {
+                pk_nomem(m);
+                goto fail;
+            }
+        }
         const pv *mv = pk_dict_get(m, od, m->key[K_MODULES]), *fv = pk_dict_get(m, od, m->key[K_FRAME_MODULES]);
         const pcont *ml = mv ? obj(m, mv, C_LIST) : NULL, *fl = fv ? obj(m, fv, C_LIST) : NULL;
-        if (ml && read_modules(m, ml, fl)) return -1;
+        if (ml && read_modules(m, ml, fl)) goto fail;
     }
     const pv *ea = pk_dict_get(m, d, m->key[K_EXTERNAL_ANNOTATIONS]);
     const pcont *el = ea ? obj(m, ea, C_LIST) : NULL;
@@ -773,6 +787,8 @@ int pk_convert_top(pm *m, const pv *root)
     free(m->marks_aside);
     m->marks_aside = NULL;
     return 0;
+fail_threads:
+    pk_fail(m, "cumemhist.thread_ids is not a list of (thread, tid, name)");
 fail:
     free(m->marks_aside);
     m->marks_aside = NULL;

@@ -26,7 +26,7 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -35,7 +35,7 @@ static const char *const wkeys[W_NKEYS] = {
     "time_us", "compile_context", "user_metadata", "name", "filename", "line", "stage", "START", "END",
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
-    "modules", "frame_modules", "threads", "marks",
+    "modules", "frame_modules", "threads", "marks", "thread_ids",
 };
 
 typedef struct pw {
@@ -624,6 +624,19 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
             }
         }
         w_ours_threads(&w, s, ndev);
+        if (s->nthreads) { /* (thread, tid, name): which thread a number is */
+            w_key(&w, W_THREAD_IDS);
+            op(&w, ']');
+            for (uint32_t i = 0; i < s->nthreads; i++) {
+                batch_begin(&w, i, s->nthreads);
+                op(&w, '(');
+                w_int(&w, s->threads[i].thread);
+                w_int(&w, s->threads[i].tid);
+                w_sid(&w, s, s->threads[i].name);
+                op(&w, 't');
+                batch_end(&w, i, s->nthreads, 0);
+            }
+        }
         if (nmarks) { /* (device, position, name, time_us, thread), in trace order */
             w_key(&w, W_MARKS);
             op(&w, ']');

@@ -59,8 +59,12 @@ const char *cmh_leak_site_word(const cmh_site *x)
 
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
 {
-    char whose[48] = "";
-    if (x->thread) snprintf(whose, sizeof whose, " of recording thread %u", x->thread);
+    char whose[96] = "";
+    const char *tn = x->thread_name ? x->thread_name : "";
+    if (x->thread && x->thread_tid && *tn)
+        snprintf(whose, sizeof whose, " of recording thread %u (tid %lld, '%.20s')", x->thread, (long long)x->thread_tid, tn);
+    else if (x->thread && x->thread_tid) snprintf(whose, sizeof whose, " of recording thread %u (tid %lld)", x->thread, (long long)x->thread_tid);
+    else if (x->thread) snprintf(whose, sizeof whose, " of recording thread %u", x->thread);
     switch (x->verdict) {
     case CMH_LEAK_GROWING:
         snprintf(buf, cap, "growing: %s%s per step over the last %u %s%s", x->rate >= 0 ? "+" : "", cmh_svg_size((double)x->rate),

@@ -291,6 +291,11 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         TRY(str_copy(in, out, md.build_id, &md.build_id));
         TRY(cmh_snapshot_add_module(out, &md));
     }
+    for (uint32_t i = 0; i < in->nthreads; i++) {
+        cmh_thread_info ti = in->threads[i];
+        TRY(str_copy(in, out, ti.name, &ti.name));
+        TRY(cmh_snapshot_add_thread(out, &ti));
+    }
     for (uint32_t i = 0; i < in->nsegments; i++) {
         const cmh_segment *g = &in->segments[i];
         if (g->device < 0) {
@@ -452,6 +457,7 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(annotations), MOVE(nannotations), MOVE(cap_annotations);
     MOVE(settings), MOVE(nsettings), MOVE(cap_settings);
     MOVE(modules), MOVE(nmodules), MOVE(cap_modules);
+    MOVE(threads), MOVE(nthreads), MOVE(cap_threads);
 #undef MOVE
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;

@@ -49,6 +49,8 @@ typedef struct cmh_site {
     double trend;          /* Kendall's tau of its held bytes over that stretch, -1 .. 1 */
     uint64_t held;         /* bytes it held across the last step boundary and still holds */
     uint32_t thread;       /* judged over one recording thread's own steps (0: the record's) */
+    int64_t thread_tid;       /* that thread's OS thread id (0: unknown) */
+    const char *thread_name;  /* and its name ("" unknown; in the snapshot's strings) */
     /* by caller, largest first: callers[0 .. ncallers) are distinct callers (same function, file
      * and line), then, when callers_other.bytes, what the rest and caller-less stacks hold.
      * Filled when the report is grouped by site (cmh_sites given). */
