@@ -577,7 +577,7 @@ static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type)
 }
 
 /* cumemhist.threads (pickle_write.c): each device's entries' recording threads, run-length
- * over the entries kept (pool samples, which it does not count, are passed over). */
+ * over the entries kept (marks and pool samples, which it does not count, are passed over). */
 static int read_threads(pm *m, const pcont *tl)
 {
     for (uint32_t d = 0; d < tl->n; d++) {
@@ -594,7 +594,7 @@ static int read_threads(pm *m, const pcont *tl)
                 return pk_fail(m, "cumemhist.threads[%u] is not [count, thread, ...]", d);
             for (; count > 0 && i < tr->nentries; i++) {
                 cmh_entry *e = &m->s->entries[tr->first_entry + i];
-                if (e->action == CMH_ACT_POOL_SAMPLE) continue;
+                if (e->action >= CMH_ACT_MARK) continue; /* marks and pool samples: not counted (their own say) */
                 e->thread = (uint32_t)thread;
                 count--;
             }
