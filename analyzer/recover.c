@@ -228,6 +228,15 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         cmh_meminfo m = {x->device, to_ns(c->r->h, x->ticks), x->free, x->total};
         return cmh_snapshot_add_meminfo(s, &m) == CMH_OK ? CMH_OK : CMH_ENOMEM;
     }
+    case CMH_FR_THREAD: {
+        const cmh_fr_thread *x = body;
+        if (len < sizeof *x) return fail(c->r, "a short thread record at byte %llu", at);
+        cmh_thread_info t = {x->thread, x->tid, 0};
+        if (!x->thread) return CMH_OK;
+        if (cmh_strtab_intern(&s->strings, x->name, strnlen(x->name, sizeof x->name), &t.name) || cmh_snapshot_add_thread(s, &t))
+            return CMH_ENOMEM;
+        return CMH_OK;
+    }
     default: return CMH_OK; /* a record of a newer writer: not ours to read */
     }
 }

@@ -336,7 +336,7 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
     x->verdict = CMH_LEAK_UNJUDGED;
     x->growing = 0;
     x->steps = st->count;
-    x->rises = x->growth_steps = 0;
+    x->rises = x->growth_steps = x->flat_steps = 0;
     x->rate = 0;
     x->trend = 0;
     x->held = 0;
@@ -346,8 +346,11 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
     int last_own = k >= 2 || st->points[k] >= end;
     int64_t h = last_own ? L[k - 1] : L[k];
     x->held = (uint64_t)(h > 0 ? h : 0);
-    for (uint32_t j = 2; j <= k; j++) x->rises += L[j] > L[j - 1];
+    uint32_t last_rise = 1;
+    for (uint32_t j = 2; j <= k; j++)
+        if (L[j] > L[j - 1]) x->rises++, last_rise = j;
     int64_t stride = st->stride ? st->stride : 1;
+    x->flat_steps = x->rises ? (k - last_rise) * (uint32_t)stride : 0;
     if (st->count >= CMH_LEAK_MIN_STEPS) {
         /* the longest recent stretch, after the first step, that rose across at least half of
          * its steps (and 3), trending up; its growth measured from its first rise */
@@ -387,6 +390,11 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
         }
     }
     x->verdict = x->held ? CMH_LEAK_STATE : CMH_LEAK_STEADY;
+}
+
+int cmh_leak_site_stopped(const cmh_site *x)
+{
+    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps > 0;
 }
 
 const char *cmh_leak_verdict_name(int verdict)
@@ -484,6 +492,9 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 x->thread = t;
             }
         }
+        const cmh_thread_info *ti = cmh_snapshot_thread(s, x->thread);
+        x->thread_tid = ti ? ti->tid : 0;
+        x->thread_name = ti ? cmh_str(s, ti->name) : "";
         p->leaking += x->growing;
         p->live_bytes += x->bytes;
         p->live_blocks += x->count;

@@ -56,6 +56,7 @@ struct cmh_sites {
     int by;
     uint8_t *rule;     /* per frame */
     uint32_t *site;    /* per stack: its site frame, UINT32_MAX for the empty stack */
+    uint32_t *site_at; /* per stack: the site's position in it (frames inner to it: machinery) */
     uint32_t *gid;     /* per stack: its group */
     uint32_t *caller;  /* per stack: the user's or package's frame that called its site, UINT32_MAX: none */
     sgroup *groups;
@@ -480,7 +481,8 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
     g->site = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->site);
     g->gid = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->gid);
     g->caller = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->caller);
-    if (!g->rule || !g->site || !g->gid || !g->caller) goto oom;
+    g->site_at = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->site_at);
+    if (!g->rule || !g->site || !g->gid || !g->caller || !g->site_at) goto oom;
     for (uint32_t i = 0; i < s->nframes; i++) {
         const cmh_frame *f = &s->frames[i];
         g->rule[i] = o && o->no_default_rules ? R_NONE : (uint8_t)classify(s, f);
@@ -512,6 +514,7 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
         }
         g->caller[k] = caller;
         g->site[k] = site;
+        g->site_at[k] = site != UINT32_MAX ? at : 0;
         const char *owner = owner_of(g, st);
         /* its package: the innermost third-party package it went through, else its site's */
         char pkg[256] = "";
@@ -559,6 +562,7 @@ void cmh_sites_free(cmh_sites *g)
     free(g->site);
     free(g->gid);
     free(g->caller);
+    free(g->site_at);
     for (uint32_t i = 0; g->groups && i < g->ngroups; i++) free(g->groups[i].package);
     free(g->groups);
     cmh_oa_free(&g->index);
@@ -601,6 +605,11 @@ const cmh_frame *cmh_sites_caller_of(const cmh_sites *g, uint32_t stack)
 {
     if (stack >= g->s->nstacks || g->caller[stack] == UINT32_MAX) return NULL;
     return &g->s->frames[g->caller[stack]];
+}
+
+uint32_t cmh_sites_leaf_machinery(const cmh_sites *g, uint32_t stack)
+{
+    return stack < g->s->nstacks ? g->site_at[stack] : 0;
 }
 
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id)

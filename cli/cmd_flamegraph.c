@@ -38,7 +38,7 @@ typedef struct job {
 static int draw(void *arg, FILE *fp)
 {
     job *j = arg;
-    return g_folded ? cmh_flame_folded(j->s, j->l, fp) : cmh_flame_svg(j->s, j->g, j->l, j->title, fp);
+    return g_folded ? cmh_flame_folded(j->s, j->g, j->l, fp) : cmh_flame_svg(j->s, j->g, j->l, j->title, fp);
 }
 
 int cmd_flamegraph(int argc, char **argv)

@@ -101,7 +101,7 @@ static int section(const rep_section *sec, void *arg)
                     printf("  %12s %7" PRIu64 " %10s %10s  %-8s %s  [%s]\n", rep_size((double)x->bytes), x->count,
                            rep_when(x->first_ns, t0), rep_when(x->last_ns, t0), cmh_leak_site_word(x), rep_site_name(s, g, x),
                            cmh_sites_owner(g, x->group));
-                    if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_RISING)
+                    if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_RISING || cmh_leak_site_stopped(x))
                         printf("        %s\n", cmh_leak_site_text(x, line, sizeof line));
                     rep_print_callers(s, x, "        ");
                     rep_print_frames(s, g, x->stack, g_frames, "        ");

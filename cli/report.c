@@ -420,11 +420,14 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kbool(w, "growing", x->growing);
         cmh_jw_kuint(w, "steps", x->steps);
         cmh_jw_kuint(w, "rises", x->rises);
+        cmh_jw_kuint(w, "flat_steps", x->flat_steps);
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
         cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
         cmh_jw_kdouble(w, "trend", x->trend, 4);
         cmh_jw_kuint(w, "held_bytes", x->held);
         cmh_jw_kuint(w, "thread", x->thread);
+        cmh_jw_kint(w, "thread_tid", x->thread_tid);
+        cmh_jw_kstr(w, "thread_name", x->thread_name ? x->thread_name : "");
     }
     if (g && cmh_sites_group_by(g) == CMH_GROUP_SITE) { /* the site's bytes by the line that called it */
         cmh_jw_key(w, "callers");

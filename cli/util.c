@@ -46,6 +46,12 @@ int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags)
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
+    /* the recording threads numbered as the OS made them: the same numbers run after run */
+    if (cmh_snapshot_number_threads(s) != CMH_OK) {
+        cli_error("%s: out of memory", path);
+        cmh_snapshot_free(s);
+        return CLI_ENOMEM;
+    }
     if (s->pt_fields & CMH_PT_LEGACY_HISTORY)
         fprintf(stderr, "cumemhist: note: %s has PyTorch <= 2.0's layout (per-block history); block stacks come from it\n",
                 path);

@@ -232,6 +232,27 @@ static int collect_live(cmh_live **all_, size_t *nl_, cmh_live **blocks, size_t 
     return rc;
 }
 
+typedef struct thread_out {
+    cmh_snapshot *s;
+    int rc;
+} thread_out;
+
+static void thread_to_model(void *arg, uint32_t thread, int64_t tid, const char *name)
+{
+    thread_out *o = arg;
+    cmh_thread_info t = {thread, tid, 0};
+    if (o->rc == CMH_OK && (cmh_strtab_intern(&o->s->strings, name, strlen(name), &t.name) || cmh_snapshot_add_thread(o->s, &t)))
+        o->rc = CMH_ENOMEM;
+}
+
+/* The threads' ids and names, for readers to say which thread a number is. */
+static int export_threads(cmh_snapshot *s)
+{
+    thread_out o = {s, CMH_OK};
+    cmh_hist_threads_each(thread_to_model, &o);
+    return o.rc;
+}
+
 int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
 {
     int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
@@ -241,6 +262,7 @@ int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), v
     if (rc == CMH_OK) rc = export_rings(s, all, nl, stack_map, arg, now_ticks, now_ns);
     if (rc == CMH_OK) rc = export_segments(s, all, nl, blocks, nb, stack_map, arg, now_ticks, now_ns);
     if (rc == CMH_OK) rc = cmh_marks_export(s, now_ticks, now_ns);
+    if (rc == CMH_OK) rc = export_threads(s);
     free(all);
     free(blocks);
     return rc;
@@ -339,6 +361,7 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
     }
     if (rc == CMH_OK && !lost) rc = export_segments(s, all, nl, blocks, nb, stack_map, arg, x->now_ticks, x->now_ns);
     if (rc == CMH_OK && !lost) rc = cmh_marks_export(s, x->now_ticks, x->now_ns);
+    if (rc == CMH_OK && !lost) rc = export_threads(s);
     free(all);
     free(blocks);
     if (rc != CMH_OK || lost) {

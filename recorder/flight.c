@@ -333,6 +333,23 @@ void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
     commit(h, CMH_FR_ANNOTATION, a);
 }
 
+void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name)
+{
+    (void)arg;
+    if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return; /* written with the others at the start */
+    uint32_t a;
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_thread), &a, 1);
+    if (!h) return;
+    cmh_fr_thread *r = BODY(h, cmh_fr_thread);
+    r->thread = thread;
+    r->pad = 0;
+    r->tid = tid;
+    memset(r->name, 0, sizeof r->name);
+    size_t n = strlen(name);
+    memcpy(r->name, name, n < sizeof r->name ? n : sizeof r->name);
+    commit(h, CMH_FR_THREAD, a);
+}
+
 void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
@@ -581,6 +598,7 @@ void cmh_flight_start(void)
     cmh_pystack_each(cmh_flight_pyframe); /* before the stacks that name them */
     cmh_stacks_each(cmh_flight_stack); /* those made before (a forked child's inherited ones) */
     cmh_marks_each(cmh_flight_name);
+    cmh_hist_threads_each(cmh_flight_thread, NULL);
     /* entries made before (a mark before the first allocation): the reader drops the copies of
      * any appended twice, by their numbers */
     for (int slot = 0; slot <= CMH_MAX_DEVICES; slot++) {

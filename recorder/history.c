@@ -40,7 +40,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -212,11 +215,48 @@ static uint32_t g_threads;
  * library is preloaded or linked, so its few bytes of TLS come from the static block) */
 static __thread uint32_t t_thread __attribute__((tls_model("initial-exec")));
 
+/* What the OS calls each numbered thread, so that a report can say which one it means; a slot is
+ * written once, by its own thread, its `ready` set last (release). */
+static struct {
+    int64_t tid;
+    char name[16];
+    uint32_t ready;
+} g_named[CMH_THREAD_NAMED + 1];
+
+/* A thread's first event: its id and its name then (pt_autograd_0, a data loader's) */
+static __attribute__((noinline, cold)) void name_thread(uint32_t t)
+{
+    if (t > CMH_THREAD_NAMED) return;
+    g_named[t].tid = (int64_t)syscall(SYS_gettid);
+    char name[17] = "";
+    if (prctl(PR_GET_NAME, (unsigned long)name, 0, 0, 0) != 0) name[0] = 0;
+    memcpy(g_named[t].name, name, sizeof g_named[t].name);
+    __atomic_store_n(&g_named[t].ready, 1, __ATOMIC_RELEASE);
+    cmh_flight_thread(NULL, t, g_named[t].tid, name);
+}
+
+void cmh_hist_threads_each(void (*fn)(void *arg, uint32_t thread, int64_t tid, const char *name), void *arg)
+{
+    uint32_t n = __atomic_load_n(&g_threads, __ATOMIC_RELAXED);
+    for (uint32_t t = 1; t <= n && t <= CMH_THREAD_NAMED; t++) {
+        if (!__atomic_load_n(&g_named[t].ready, __ATOMIC_ACQUIRE)) continue;
+        char name[17];
+        memcpy(name, g_named[t].name, 16);
+        name[16] = 0;
+        fn(arg, t, g_named[t].tid, name);
+    }
+}
+
 /* A number, not the OS thread id: small, never reused within the record, and a forked child's
- * thread keeps the one it had (its entries stay its own). */
+ * thread keeps the one it had (its entries stay its own).  The number is the order of first
+ * events, a race between threads; readers renumber by the thread ids kept beside it
+ * (cmh_snapshot_number_threads). */
 uint32_t cmh_hist_thread(void)
 {
-    if (!t_thread) t_thread = __atomic_add_fetch(&g_threads, 1, __ATOMIC_RELAXED);
+    if (!t_thread) {
+        t_thread = __atomic_add_fetch(&g_threads, 1, __ATOMIC_RELAXED);
+        name_thread(t_thread);
+    }
     return t_thread < CMH_THREAD_MAX ? t_thread : CMH_THREAD_MAX;
 }
 

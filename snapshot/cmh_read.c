@@ -531,6 +531,23 @@ static int rd_meminfo(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+static int rd_thread_ids(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t th, tid, name;
+        if (rd_array_n(c, 3, 64, &k, "thread_ids") || rd_int(c, &th) || rd_int(c, &tid) || rd_int(c, &name)) return -1;
+        if (th < 1 || th > UINT32_MAX || name < 0 || (uint64_t)name >= s->strings.n)
+            return fail(c, "thread_ids[%u]: thread %lld, name %lld", i, (long long)th, (long long)name);
+        for (uint32_t j = 3; j < k; j++)
+            if (skip(c)) return -1;
+        cmh_thread_info t = {(uint32_t)th, tid, (uint32_t)name};
+        if (cmh_snapshot_add_thread(s, &t) != CMH_OK) return nomem(c);
+    }
+    return 0;
+}
+
 static int rd_snapshot(cur *c, cmh_snapshot *s, int nested);
 
 /* "checksum": the kind of sum the file ends with.  The sum itself was checked before parsing
@@ -650,6 +667,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("settings")) r = rd_settings(c, s);
         else if (KEY("kernels")) r = rd_kernels(c, s);
         else if (KEY("meminfo")) r = rd_meminfo(c, s);
+        else if (KEY("thread_ids")) r = rd_thread_ids(c, s);
         else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);
         else if (KEY("torch")) r = rd_torch(c, s, nested);
         else if (!nested && KEY("checksum")) r = rd_announce(c, at);

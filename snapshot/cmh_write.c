@@ -62,7 +62,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
     int with_torch = !nested && s->torch;
     int nproc = (s->producer[0] != 0) + (s->rank >= 0) + (s->local_rank >= 0) + (s->world_size >= 0) + (s->forked_from > 0);
     /* the top level also holds "checksum" and the final "crc32c" (cmh_cmh_write) */
-    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (with_torch ? 2 : 0) +
+    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nthreads ? 1 : 0) + (with_torch ? 2 : 0) +
                               (nested ? 0 : 2));
 
     pack_key(&pk, "format");
@@ -261,6 +261,17 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
             msgpack_pack_int64(&pk, m->time_ns);
             msgpack_pack_uint64(&pk, m->free);
             msgpack_pack_uint64(&pk, m->total);
+        }
+    }
+    if (s->nthreads) { /* [[thread, tid, name], ...] */
+        pack_key(&pk, "thread_ids");
+        msgpack_pack_array(&pk, s->nthreads);
+        for (uint32_t i = 0; i < s->nthreads; i++) {
+            const cmh_thread_info *t = &s->threads[i];
+            msgpack_pack_array(&pk, 3);
+            msgpack_pack_uint32(&pk, t->thread);
+            msgpack_pack_int64(&pk, t->tid);
+            msgpack_pack_uint32(&pk, t->name);
         }
     }
     if (with_torch) { /* last: the reader has everything of ours by then */

@@ -40,7 +40,7 @@
  * of version 2 would skip the type it does not know, and with it the entries, so it refuses the
  * file instead) */
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
-       CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9 };
+       CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10 };
 /* how the process ended, as far as it could say */
 /* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
  * record of the old one so and keeps it beside its own) */
@@ -153,6 +153,14 @@ typedef struct cmh_fr_annotation {
     int32_t device;
     uint32_t stage, pad;
 } cmh_fr_annotation;
+
+/* CMH_FR_THREAD: a recording thread's number, OS thread id and name (added without a version
+ * change: older readers skip it) */
+typedef struct cmh_fr_thread {
+    uint32_t thread, pad;
+    int64_t tid;
+    char name[16]; /* not NUL-terminated when 16 long */
+} cmh_fr_thread;
 
 /* CMH_FR_MEMINFO: what the driver said of a device's memory: at its first allocation, at each
  * out-of-memory error, at each dump, and once a second from the helper thread */

@@ -152,6 +152,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->settings);
     free(s->kernels);
     free(s->meminfo);
+    free(s->threads);
     cmh_oa_free(&s->stack_index);
     if (s->torch) {
         cmh_snapshot_free(s->torch);
@@ -274,6 +275,65 @@ int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m)
 {
     if (GROW(s, modules, s->nmodules + 1, cap_modules) != CMH_OK) return CMH_ENOMEM;
     s->modules[s->nmodules++] = *m;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_thread(cmh_snapshot *s, const cmh_thread_info *t)
+{
+    for (uint32_t i = 0; i < s->nthreads; i++) /* a checkpoint and the records after it may both say */
+        if (s->threads[i].thread == t->thread) {
+            s->threads[i] = *t;
+            return CMH_OK;
+        }
+    if (GROW(s, threads, s->nthreads + 1, cap_threads) != CMH_OK) return CMH_ENOMEM;
+    s->threads[s->nthreads++] = *t;
+    return CMH_OK;
+}
+
+const cmh_thread_info *cmh_snapshot_thread(const cmh_snapshot *s, uint32_t thread)
+{
+    for (uint32_t i = 0; thread && i < s->nthreads; i++)
+        if (s->threads[i].thread == thread) return &s->threads[i];
+    return NULL;
+}
+
+typedef struct thread_order {
+    uint32_t old;
+    int64_t tid; /* INT64_MAX: unknown */
+} thread_order;
+
+static int cmp_thread_order(const void *a, const void *b)
+{
+    const thread_order *x = a, *y = b;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    return (x->old > y->old) - (x->old < y->old);
+}
+
+int cmh_snapshot_number_threads(cmh_snapshot *s)
+{
+    if (!s->nthreads) return CMH_OK; /* nothing known: the recorder's order stays */
+    uint32_t max = 0;
+    for (uint32_t i = 0; i < s->nentries; i++)
+        if (s->entries[i].thread > max) max = s->entries[i].thread;
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        if (s->threads[i].thread > max) max = s->threads[i].thread;
+    if (max > (1u << 24)) return CMH_OK; /* not a recorder's numbers: left alone */
+    thread_order *o = calloc((size_t)max + 1, sizeof *o);
+    uint32_t *to = calloc((size_t)max + 1, sizeof *to);
+    if (!o || !to) {
+        free(o);
+        free(to);
+        return CMH_ENOMEM;
+    }
+    for (uint32_t k = 0; k <= max; k++) o[k] = (thread_order){k, INT64_MAX};
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        if (s->threads[i].tid > 0) o[s->threads[i].thread].tid = s->threads[i].tid;
+    qsort(o + 1, max, sizeof *o, cmp_thread_order); /* 0 (unknown) stays 0 */
+    for (uint32_t k = 1; k <= max; k++) to[o[k].old] = k;
+    for (uint32_t i = 0; i < s->nentries; i++) s->entries[i].thread = to[s->entries[i].thread];
+    for (uint32_t i = 0; i < s->nthreads; i++) s->threads[i].thread = to[s->threads[i].thread];
+    free(o);
+    free(to);
     return CMH_OK;
 }
 

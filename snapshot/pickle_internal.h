@@ -53,7 +53,7 @@ enum {
     K_USER_METADATA, K_DEVICE_FREE, K_NAME, K_FILENAME, K_LINE, K_STAGE, K_LARGE, K_SMALL,
     K_ACTIVE_ALLOCATED, K_ACTIVE_PENDING_FREE, K_ACTIVE_AWAITING_FREE, K_INACTIVE, K_START, K_END, K_CMH_CODE,
     K_CMH_REQUESTED, K_CMH_IMPLIED, K_CMH_KIND, K_CMH_WHOLE, K_CUMEMHIST, K_SOURCE, K_PID, K_DROPPED, K_RECORDER,
-    K_POOL_SAMPLES, K_HOST, K_CMDLINE,
+    K_POOL_SAMPLES, K_HOST, K_CMDLINE, K_MODULES, K_FRAME_MODULES, K_THREADS, K_MARKS, K_THREAD_IDS,
     NKEYS
 };
 extern const char *const pk_key_names[NKEYS];
@@ -116,6 +116,8 @@ typedef struct pm {
         uint32_t *frames;
         void *pend;
     } fast;
+    struct pool_at *marks_aside; /* cumemhist.marks, while the model is made (pickle_model.c) */
+    uint32_t nmarks_aside;
 } pm;
 
 /* pickle_read.c: the machine's error, and container lookups */

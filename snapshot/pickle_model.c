@@ -21,7 +21,7 @@ const char *const pk_key_names[NKEYS] = {
     "user_metadata", "device_free", "name", "filename", "line", "stage", "large", "small",
     "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
-    "pool_samples", "host", "cmdline",
+    "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids",
 };
 
 /* ---- eager conversion of frames, stacks, entries ---- */
@@ -404,6 +404,7 @@ static int convert_segment(pm *m, const pv *sv)
 typedef struct pool_at {
     int32_t device;
     uint64_t pos;
+    uint32_t seq; /* the order written: marks at one position keep it */
     cmh_entry e;
 } pool_at;
 
@@ -411,7 +412,36 @@ static int cmp_pool_at(const void *a, const void *b)
 {
     const pool_at *x = a, *y = b;
     if (x->device != y->device) return x->device < y->device ? -1 : 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
+    if (x->pos != y->pos) return x->pos < y->pos ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* cumemhist.marks (pickle_write.c): (device, position, name, time_us, thread), position counting
+ * the device's entries before it, pool samples included; sorted by device and position. */
+static int read_marks(pm *m, const pcont *ml, pool_at **out)
+{
+    pool_at *mk = calloc(ml->n ? ml->n : 1, sizeof *mk);
+    if (!mk) return pk_nomem(m);
+    for (uint32_t i = 0; i < ml->n; i++) {
+        const pcont *t = obj(m, &ml->items[i], C_TUPLE);
+        int64_t v[5];
+        int ok = t && t->n == 5 && t->items[2].tag == PV_STR;
+        for (int k = 0; ok && k < 5; k++) ok = k == 2 || to_i64(&t->items[k], &v[k]);
+        if (!ok || v[1] < 0 || v[4] < 0 || v[4] > UINT32_MAX) {
+            free(mk);
+            return pk_fail(m, "cumemhist.marks[%u] is not (device, position, name, time_us, thread)", i);
+        }
+        mk[i].device = (int32_t)v[0];
+        mk[i].pos = (uint64_t)v[1];
+        mk[i].seq = i;
+        mk[i].e.action = CMH_ACT_MARK;
+        mk[i].e.name = t->items[2].u.id;
+        mk[i].e.time_ns = us_to_ns(v[3]);
+        mk[i].e.thread = (uint32_t)v[4];
+    }
+    qsort(mk, ml->n, sizeof *mk, cmp_pool_at);
+    *out = mk;
+    return 0;
 }
 
 static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
@@ -449,7 +479,7 @@ static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
  * snapshot's as it is, rather than copied entry by entry, so each entry exists once. */
 static int adopt_entries(pm *m, const pcont *outer, uint32_t nps)
 {
-    if (nps || m->s->nentries || m->s->entries || (uint64_t)m->nentries > m->budget) return 0;
+    if (nps || m->nmarks_aside || m->s->nentries || m->s->entries || (uint64_t)m->nentries > m->budget) return 0;
     uint32_t next = 0;
     for (uint32_t dev = 0; dev < outer->n; dev++) {
         const pcont *tr = obj(m, &outer->items[dev], C_LIST);
@@ -487,25 +517,37 @@ static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
         int a = adopt_entries(m, outer, nps);
         if (a) return a < 0 ? -1 : 0;
     }
-    uint32_t k = 0;
+    uint32_t k = 0, km = 0;
     for (uint32_t dev = 0; dev < outer->n; dev++) {
         const pcont *tr = obj(m, &outer->items[dev], C_LIST);
         if (!tr) return pk_fail(m, "device_traces[%u] is not a list", dev);
         if (cmh_snapshot_add_trace(m->s, (int32_t)dev, 0, NULL) != CMH_OK) return pk_nomem(m);
         while (k < nps && ps[k].device < (int32_t)dev) k++;
-        uint64_t kept = 0;
+        while (km < m->nmarks_aside && m->marks_aside[km].device < (int32_t)dev) km++;
+        uint64_t kept = 0, added = 0; /* PyTorch's entries; they and the pool samples */
+#define MARKS_UP_TO(n)                                                                                            \
+    for (; km < m->nmarks_aside && m->marks_aside[km].device == (int32_t)dev && m->marks_aside[km].pos <= (n); km++) \
+        if (cmh_snapshot_add_entry(m->s, &m->marks_aside[km].e) != CMH_OK) return pk_nomem(m);
         for (uint32_t i = 0; i <= tr->n; i++) {
-            for (; k < nps && ps[k].device == (int32_t)dev && (i == tr->n || ps[k].pos <= kept); k++)
+            for (; k < nps && ps[k].device == (int32_t)dev && (i == tr->n || ps[k].pos <= kept); k++) {
+                MARKS_UP_TO(added);
                 if (cmh_snapshot_add_entry(m->s, &ps[k].e) != CMH_OK) return pk_nomem(m);
-            if (i == tr->n) break;
+                added++;
+            }
+            if (i == tr->n) {
+                MARKS_UP_TO(UINT64_MAX);
+                break;
+            }
             pv e = tr->items[i];
             if (e.tag == PV_CONT && pk_convert_entry(m, &e)) return -1;
             if (e.tag == PV_NONE) continue; /* an action this version skips */
             if (e.tag != PV_ENTRY) return pk_fail(m, "device_traces[%u][%u] is not a trace entry", dev, i);
             if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
+            MARKS_UP_TO(added);
             if (cmh_snapshot_add_entry(m->s, &m->entries[e.u.id]) != CMH_OK) return pk_nomem(m);
-            kept++;
+            kept++, added++;
         }
+#undef MARKS_UP_TO
     }
     return 0;
 }
@@ -553,6 +595,101 @@ static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type)
     }
 }
 
+/* cumemhist.threads (pickle_write.c): each device's entries' recording threads, run-length
+ * over the entries kept (marks and pool samples, which it does not count, are passed over). */
+static int read_threads(pm *m, const pcont *tl)
+{
+    for (uint32_t d = 0; d < tl->n; d++) {
+        const pcont *rl = obj(m, &tl->items[d], C_LIST);
+        if (!rl) return pk_fail(m, "cumemhist.threads[%u] is not a list", d);
+        cmh_trace *tr = NULL;
+        for (uint32_t t = 0; t < m->s->ntraces && !tr; t++)
+            if (m->s->traces[t].device == (int32_t)d) tr = &m->s->traces[t];
+        uint32_t i = 0;
+        for (uint32_t k = 0; tr && k + 1 < rl->n; k += 2) {
+            int64_t count, thread;
+            if (!to_i64(&rl->items[k], &count) || !to_i64(&rl->items[k + 1], &thread) || count < 0 || thread < 0 ||
+                thread > UINT32_MAX)
+                return pk_fail(m, "cumemhist.threads[%u] is not [count, thread, ...]", d);
+            for (; count > 0 && i < tr->nentries; i++) {
+                cmh_entry *e = &m->s->entries[tr->first_entry + i];
+                if (e->action >= CMH_ACT_MARK) continue; /* marks and pool samples: not counted (their own say) */
+                e->thread = (uint32_t)thread;
+                count--;
+            }
+        }
+    }
+    return 0;
+}
+
+/* cumemhist.modules and cumemhist.frame_modules (pickle_write.c): the module map, and each
+ * frame's module (a reference to the frame's own dict, then the module's index). */
+static int read_modules(pm *m, const pcont *ml, const pcont *fl)
+{
+    uint32_t base = m->s->nmodules;
+    for (uint32_t i = 0; i < ml->n; i++) {
+        const pcont *t = obj(m, &ml->items[i], C_TUPLE);
+        int64_t b, n;
+        if (!t || t->n != 4 || t->items[0].tag != PV_STR || t->items[1].tag != PV_STR || !to_i64(&t->items[2], &b) ||
+            !to_i64(&t->items[3], &n))
+            return pk_fail(m, "cumemhist.modules[%u] is not (path, build_id, base, size)", i);
+        cmh_module md = {t->items[0].u.id, t->items[1].u.id, (uint64_t)b, (uint64_t)n};
+        if (cmh_snapshot_add_module(m->s, &md) != CMH_OK) return pk_nomem(m);
+    }
+    for (uint32_t i = 0; fl && i < fl->n; i++) {
+        const pcont *t = obj(m, &fl->items[i], C_TUPLE);
+        int64_t mod;
+        pv f = t && t->n == 2 ? t->items[0] : (pv){0};
+        if (f.tag == PV_CONT && pk_convert_frame(m, &f)) return -1;
+        if (!t || t->n != 2 || f.tag != PV_FRAME || f.u.id >= m->s->nframes || !to_i64(&t->items[1], &mod) || mod < 0 ||
+            (uint64_t)mod >= ml->n)
+            return pk_fail(m, "cumemhist.frame_modules[%u] is not (frame, module)", i);
+        m->s->frames[f.u.id].module = (int32_t)(base + (uint64_t)mod);
+    }
+    return 0;
+}
+
+/* The export wrote each mark it carries aside as a START and an END of zero length for
+ * memory_viz (viz/memviz.c); with the mark back in the trace, that pair goes. */
+typedef struct mark_key {
+    int64_t t;
+    uint32_t name;
+    int32_t device;
+} mark_key;
+
+static int cmp_mark_key(const void *a, const void *b)
+{
+    const mark_key *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    if (x->name != y->name) return x->name < y->name ? -1 : 1;
+    return (x->device > y->device) - (x->device < y->device);
+}
+
+static int drop_mark_annotations(pm *m)
+{
+    cmh_snapshot *s = m->s;
+    if (!m->nmarks_aside) return 0;
+    mark_key *keys = malloc(m->nmarks_aside * sizeof *keys);
+    if (!keys) return pk_nomem(m);
+    for (uint32_t j = 0; j < m->nmarks_aside; j++)
+        keys[j] = (mark_key){m->marks_aside[j].e.time_ns, m->marks_aside[j].e.name, m->marks_aside[j].device};
+    qsort(keys, m->nmarks_aside, sizeof *keys, cmp_mark_key);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < s->nannotations; i++) {
+        const cmh_annotation *a = &s->annotations[i], *b = i + 1 < s->nannotations ? a + 1 : NULL;
+        int pair = b && a->stage == 0 && b->stage == 1 && a->name == b->name && a->device == b->device && a->time_ns == b->time_ns;
+        mark_key key = {a->time_ns, a->name, a->device};
+        if (pair && bsearch(&key, keys, m->nmarks_aside, sizeof *keys, cmp_mark_key)) {
+            i++; /* and its END */
+            continue;
+        }
+        s->annotations[k++] = *a;
+    }
+    s->nannotations = k;
+    free(keys);
+    return 0;
+}
+
 int pk_convert_top(pm *m, const pv *root)
 {
     const pcont *d = obj(m, root, C_DICT);
@@ -576,10 +713,21 @@ int pk_convert_top(pm *m, const pv *root)
     const pcont *pl = psv ? obj(m, psv, C_LIST) : NULL;
     pool_at *ps = NULL;
     if (pl && pl->n && read_pool_samples(m, pl, &ps)) return -1;
+    const pv *mkv = od ? pk_dict_get(m, od, m->key[K_MARKS]) : NULL;
+    const pcont *mkl = mkv ? obj(m, mkv, C_LIST) : NULL;
+    if (mkl && mkl->n && read_marks(m, mkl, &m->marks_aside)) {
+        free(ps);
+        return -1;
+    }
+    m->nmarks_aside = m->marks_aside ? mkl->n : 0;
     const pv *tr = pk_dict_get(m, d, m->key[K_DEVICE_TRACES]);
     int rc = tr ? convert_traces(m, tr, ps, ps ? pl->n : 0) : 0;
     free(ps);
-    if (rc) return -1;
+    if (rc) {
+        free(m->marks_aside);
+        m->marks_aside = NULL;
+        return -1;
+    }
     const pv *as = pk_dict_get(m, d, m->key[K_ALLOCATOR_SETTINGS]);
     const pcont *ad = as ? obj(m, as, C_DICT) : NULL;
     if (ad) {
@@ -609,6 +757,26 @@ int pk_convert_top(pm *m, const pv *root)
         for (uint32_t i = 0; dl && i < dl->n; i++)
             for (uint32_t t = 0; t < m->s->ntraces; t++)
                 if (m->s->traces[t].device == (int32_t)i && to_i64(&dl->items[i], &x)) m->s->traces[t].dropped = (uint64_t)x;
+        const pv *th = pk_dict_get(m, od, m->key[K_THREADS]);
+        const pcont *tl = th ? obj(m, th, C_LIST) : NULL;
+        if (tl && read_threads(m, tl)) goto fail;
+        const pv *tiv = pk_dict_get(m, od, m->key[K_THREAD_IDS]);
+        const pcont *til = tiv ? obj(m, tiv, C_LIST) : NULL;
+        for (uint32_t i = 0; til && i < til->n; i++) {
+            const pcont *t = obj(m, &til->items[i], C_TUPLE);
+            int64_t th, tid;
+            if (!t || t->n != 3 || !to_i64(&t->items[0], &th) || !to_i64(&t->items[1], &tid) || t->items[2].tag != PV_STR || th < 1 ||
+                th > UINT32_MAX)
+                goto fail_threads;
+            cmh_thread_info ti = {(uint32_t)th, tid, t->items[2].u.id};
+            if (cmh_snapshot_add_thread(m->s, &ti) != CMH_OK) {
+                pk_nomem(m);
+                goto fail;
+            }
+        }
+        const pv *mv = pk_dict_get(m, od, m->key[K_MODULES]), *fv = pk_dict_get(m, od, m->key[K_FRAME_MODULES]);
+        const pcont *ml = mv ? obj(m, mv, C_LIST) : NULL, *fl = fv ? obj(m, fv, C_LIST) : NULL;
+        if (ml && read_modules(m, ml, fl)) goto fail;
     }
     const pv *ea = pk_dict_get(m, d, m->key[K_EXTERNAL_ANNOTATIONS]);
     const pcont *el = ea ? obj(m, ea, C_LIST) : NULL;
@@ -623,14 +791,26 @@ int pk_convert_top(pm *m, const pv *root)
             v = pk_dict_get(m, a, m->key[K_STAGE]);
             an.stage = v && v->tag == PV_STR && v->u.id == m->key[K_END];
             int64_t x = 0;
-            if (want_int(m, a, K_DEVICE, &x, 0, "annotation")) return -1;
+            if (want_int(m, a, K_DEVICE, &x, 0, "annotation")) goto fail;
             an.device = (int32_t)x;
             x = 0;
-            if (want_int(m, a, K_TIME_US, &x, 0, "annotation")) return -1;
+            if (want_int(m, a, K_TIME_US, &x, 0, "annotation")) goto fail;
             an.time_ns = us_to_ns(x);
-            if (cmh_snapshot_add_annotation(m->s, &an) != CMH_OK) return pk_nomem(m);
+            if (cmh_snapshot_add_annotation(m->s, &an) != CMH_OK) {
+                pk_nomem(m);
+                goto fail;
+            }
         }
+        if (drop_mark_annotations(m)) goto fail;
     }
+    free(m->marks_aside);
+    m->marks_aside = NULL;
     return 0;
+fail_threads:
+    pk_fail(m, "cumemhist.thread_ids is not a list of (thread, tid, name)");
+fail:
+    free(m->marks_aside);
+    m->marks_aside = NULL;
+    return -1;
 }
 

@@ -25,7 +25,8 @@ enum {
     W_SEGMENT_POOL_ID, W_IS_EXPANDABLE, W_FRAMES, W_BLOCKS, W_SIZE, W_STATE, W_ACTION, W_ADDR, W_DEVICE_FREE,
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
-    W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE, W_NKEYS
+    W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -34,6 +35,7 @@ static const char *const wkeys[W_NKEYS] = {
     "time_us", "compile_context", "user_metadata", "name", "filename", "line", "stage", "START", "END",
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
+    "modules", "frame_modules", "threads", "marks", "thread_ids",
 };
 
 typedef struct pw {
@@ -395,7 +397,82 @@ static void w_setting_value(pw *w, const cmh_snapshot *s, const cmh_setting *st)
     }
 }
 
-int cmh_pickle_write(const cmh_snapshot *s, FILE *fp)
+/* The recording thread of each device's entries, for a leak judged per thread: one list per
+ * device, [count, thread, count, thread, ...] run-length over the entries a reader keeps (not
+ * the implied ones, nor marks), as the .cmh's `threads`.  Nothing when no thread is known. */
+static void w_ours_threads(pw *w, const cmh_snapshot *s, int ndev)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < s->nentries && !any; i++) any = s->entries[i].thread != 0;
+    if (!any) return;
+    uint32_t *rl = malloc(2 * ((size_t)s->nentries + 1) * sizeof *rl); /* count, thread, ... */
+    if (!rl) {
+        w->failed = w->nomem = 1;
+        return;
+    }
+    w_key(w, W_THREADS);
+    op(w, ']');
+    for (int d = 0; d < ndev; d++) {
+        uint32_t n = 0;
+        for (uint32_t t = 0; t < s->ntraces; t++) {
+            if (s->traces[t].device != d) continue;
+            for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
+                const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
+                if (e->action >= CMH_ACT_MARK || (e->flags & CMH_EF_IMPLIED)) continue;
+                if (n && rl[n - 1] == e->thread) rl[n - 2]++;
+                else rl[n++] = 1, rl[n++] = e->thread;
+            }
+        }
+        batch_begin(w, (uint32_t)d, (uint32_t)ndev);
+        op(w, ']');
+        for (uint32_t k = 0; k < n; k++) {
+            batch_begin(w, k, n);
+            w_int(w, rl[k]);
+            batch_end(w, k, n, 0);
+        }
+        batch_end(w, (uint32_t)d, (uint32_t)ndev, 0);
+    }
+    free(rl);
+}
+
+/* The module map and each written frame's module, by reference to its frame dict: who called
+ * the driver (a block's owner) is read from it.  Nothing without a module map. */
+static void w_ours_modules(pw *w, const cmh_snapshot *s)
+{
+    if (!s->nmodules) return;
+    w_key(w, W_MODULES);
+    op(w, ']');
+    for (uint32_t i = 0; i < s->nmodules; i++) {
+        const cmh_module *md = &s->modules[i];
+        batch_begin(w, i, s->nmodules);
+        op(w, '(');
+        w_sid(w, s, md->path);
+        w_sid(w, s, md->build_id);
+        w_int(w, (int64_t)md->base);
+        w_int(w, (int64_t)md->size);
+        op(w, 't');
+        batch_end(w, i, s->nmodules, 0);
+    }
+    uint32_t n = 0, k = 0;
+    for (uint32_t i = 0; i < s->nframes; i++)
+        n += w->frame_memo[i] && s->frames[i].module >= 0 && (uint32_t)s->frames[i].module < s->nmodules;
+    w_key(w, W_FRAME_MODULES);
+    op(w, ']');
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        if (!w->frame_memo[i] || s->frames[i].module < 0 || (uint32_t)s->frames[i].module >= s->nmodules) continue;
+        batch_begin(w, k, n);
+        op(w, '(');
+        get(w, w->frame_memo[i]);
+        w_int(w, s->frames[i].module);
+        op(w, 't');
+        batch_end(w, k, n, 0);
+        k++;
+    }
+}
+
+int cmh_pickle_write(const cmh_snapshot *s, FILE *fp) { return cmh_pickle_write_marks(s, NULL, 0, fp); }
+
+int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, uint32_t nmarks, FILE *fp)
 {
     pw w;
     memset(&w, 0, sizeof w);
@@ -546,6 +623,36 @@ int cmh_pickle_write(const cmh_snapshot *s, FILE *fp)
                 }
             }
         }
+        w_ours_threads(&w, s, ndev);
+        if (s->nthreads) { /* (thread, tid, name): which thread a number is */
+            w_key(&w, W_THREAD_IDS);
+            op(&w, ']');
+            for (uint32_t i = 0; i < s->nthreads; i++) {
+                batch_begin(&w, i, s->nthreads);
+                op(&w, '(');
+                w_int(&w, s->threads[i].thread);
+                w_int(&w, s->threads[i].tid);
+                w_sid(&w, s, s->threads[i].name);
+                op(&w, 't');
+                batch_end(&w, i, s->nthreads, 0);
+            }
+        }
+        if (nmarks) { /* (device, position, name, time_us, thread), in trace order */
+            w_key(&w, W_MARKS);
+            op(&w, ']');
+            for (uint32_t i = 0; i < nmarks; i++) {
+                batch_begin(&w, i, nmarks);
+                op(&w, '(');
+                w_int(&w, marks[i].device);
+                w_int(&w, (int64_t)marks[i].pos);
+                w_sid(&w, s, marks[i].name);
+                w_int(&w, marks[i].time_ns / 1000);
+                w_int(&w, marks[i].thread);
+                op(&w, 't');
+                batch_end(&w, i, nmarks, 0);
+            }
+        }
+        w_ours_modules(&w, s);
         op(&w, 'u');
     }
     op(&w, 'u');

@@ -34,4 +34,55 @@ assert {r[0] for r in rows} >= {"load_batch", "main"}, rows
 raw = sqlite3.connect("raw.db").execute("select count(*) from frames where filename like '%leaky.c'").fetchone()[0]
 assert raw == 0, raw
 PY
+
+# The same program, the same verdict in either format: the memory_viz export carries what
+# leaks judges from (each entry's recording thread: a worker's leak is judged over its own steps)
+# and what owners are named from (each frame's module), in keys memory_viz ignores.
+"$CMH" record -q -o thr.cmh -- "$B/tests/threaded_leak" leak 100 >/dev/null
+"$CMH" export -o thr.pickle thr.cmh 2>/dev/null
+"$CMH" leaks --json thr.cmh >thr.cmh.json
+"$CMH" leaks --json thr.pickle >thr.pickle.json
+py - <<'PY' && ok "leaks on the record and on its memviz export: one verdict, one owner (growing, threaded_leak)" || bad "leaks differs between thr.cmh and thr.pickle"
+import json
+a, b = (json.load(open(f)) for f in ("thr.cmh.json", "thr.pickle.json"))
+def view(r):
+    return [(d["device"], d["judged"], d["steps"].get("threads"), [(x["verdict"], x["owner"], x["bytes"], x["says"], x["site"]["module"]) for x in d["sites"]]) for d in r]
+va, vb = view(a), view(b)
+print(va, vb, sep="\n")
+assert va == vb
+assert va[0][3][0][:2] == ("growing", "threaded_leak"), va
+PY
+
+# A loop with marks and a leak that stops halfway: its words say it stopped; the export carries
+# the marks aside (memory_viz sees annotations), so the pickle reads back with the record's steps
+# and entry numbers, and export says how memory_viz's own numbers map, which a replay of the
+# pickle as memory_viz reads it confirms (its allocated peak is at the entry named).
+"$CMH" record -q -o st.cmh -- "$B/tests/stops_leak" 20 10 marks >/dev/null
+"$CMH" leaks st.cmh >st.txt
+grep -q 'state: 18.0 MiB held across steps, not growing: grew in 9 steps, then stopped (flat for the last 10)' st.txt &&
+    ok "leaks: a leak that stopped says so in text" || bad "leaks' words for a leak that stopped: $(sed -n 3,8p st.txt)"
+"$CMH" export -o st.pickle st.cmh 2>st.err
+"$CMH" leaks st.pickle >stp.txt
+"$CMH" peak --json st.cmh >st.peak.json
+"$CMH" peak --json st.pickle >stp.peak.json
+py - <<'PY' && ok "marks travel in the export: the same steps, verdicts and entry numbers read back; memory_viz's peak entry as export says" || bad "marks and numbering: $(cat st.err)"
+import json, pickle, re
+a, b = open("st.txt").read().splitlines(), open("stp.txt").read().splitlines()
+assert a[2:] == b[2:], (a[2:5], b[2:5])  # past the lines that name the file
+assert "20 from the program's marks" in a[2], a[2]
+pa, pb = json.load(open("st.peak.json"))[0], json.load(open("stp.peak.json"))[0]
+assert pa["peak_allocated"]["index"] == pb["peak_allocated"]["index"] and pa["peak_allocated"]["bytes"] == pb["peak_allocated"]["bytes"] and pa["trace_entries"] == pb["trace_entries"], (pa["peak_allocated"], pb["peak_allocated"])
+m = re.search(r"device 0's entries its own way, (\d+) for the record's (\d+) .*the record's entry (\d+), is memory_viz's entry (\d+)", open("st.err").read())
+total, ours, rec, theirs = map(int, m.groups())
+assert ours == pa["trace_entries"] and rec == pa["peak_allocated"]["index"], (m.groups(), pa["peak_allocated"])
+d = pickle.load(open("st.pickle", "rb"))
+tr = d["device_traces"][0]
+assert len(tr) == total, (len(tr), total)
+live, best, at = 0, -1, -1
+for i, e in enumerate(tr):
+    live += e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0
+    if live > best:
+        best, at = live, i
+assert (at, best) == (theirs, pa["peak_allocated"]["bytes"]), (at, best, theirs)
+PY
 finish

@@ -224,6 +224,13 @@ static void test_recorder_export_keeps_figures(void)
             CU_ASSERT_EQUAL(a.entries[i].kind, b.entries[i].kind);
             CU_ASSERT_EQUAL(a.entries[i].flags, b.entries[i].flags);
             CU_ASSERT_EQUAL(a.entries[i].requested, b.entries[i].requested);
+            /* what leaks judges and names from: the recording thread, the frames' modules */
+            CU_ASSERT_EQUAL(a.entries[i].thread, b.entries[i].thread);
+            const cmh_stack *sa = &a.stacks[a.entries[i].stack], *sb = &b.stacks[b.entries[i].stack];
+            CU_ASSERT_EQUAL_FATAL(sa->count, sb->count);
+            for (uint32_t k = 0; k < sa->count; k++)
+                CU_ASSERT_STRING_EQUAL(cmh_frame_module(&a, &a.frames[a.stack_frames[sa->first + k]]),
+                                       cmh_frame_module(&b, &b.frames[b.stack_frames[sb->first + k]]));
         }
         free(buf);
         cmh_snapshot_free(&a);
@@ -241,8 +248,9 @@ static int rd(const void *p, size_t n, char *err, size_t errlen)
     return rc;
 }
 
-/* stream-ordered pool samples have no PyTorch action: the export keeps them aside, and reading
- * puts each back at its place: first, between entries and last, on two devices */
+/* stream-ordered pool samples and marks have no PyTorch action: the export keeps them aside,
+ * and reading puts each back at its place: first, between entries and last, on two devices,
+ * beside one another; and every entry keeps its recording thread */
 static void test_pool_samples_round_trip(void)
 {
     cmh_snapshot a, b;
@@ -250,15 +258,20 @@ static void test_pool_samples_round_trip(void)
     a.source = CMH_SRC_RECORDER;
     a.pt_fields = CMH_PT_FROM_RECORDER;
     a.pid = 42;
+    uint32_t m1, m2;
+    CU_ASSERT_EQUAL_FATAL(cmh_strtab_intern(&a.strings, "step 1", 6, &m1), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_strtab_intern(&a.strings, "step 2", 6, &m2), CMH_OK);
     const uint64_t A = 0x7f0000000000ull, B = A + (8 << 20), C = 0x7e0000000000ull, P = 0x5555aaaa0000ull;
     struct {
         int dev, newtrace;
         cmh_entry e;
     } seq[] = {
         {0, 1, {1000, P, 2 << 20, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {2000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {1500, 0, 0, 0, 0, 0, m1, 0, 0, 2, CMH_ACT_MARK, 0, 0}},
+        {0, 0, {2000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, 1, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
         {0, 0, {3000, P, 2 << 20, 1 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {4000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_FREE, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {3500, 0, 0, 0, 0, 0, m2, 0, 0, 2, CMH_ACT_MARK, 0, 0}},
+        {0, 0, {4000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, 3, CMH_ACT_SEGMENT_FREE, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
         {0, 0, {5000, P, 2 << 20, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
         {0, 0, {6000, P, 4 << 20, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
         {0, 0, {7000, B, 2 << 20, 2 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
@@ -302,6 +315,8 @@ static void test_pool_samples_round_trip(void)
                 CU_ASSERT_EQUAL(e->size, seq[k].e.size);
                 CU_ASSERT_EQUAL(e->requested, seq[k].e.requested);
                 CU_ASSERT_EQUAL(e->time_ns, seq[k].e.time_ns / 1000 * 1000);
+                CU_ASSERT_EQUAL(e->thread, seq[k].e.thread);
+                CU_ASSERT_STRING_EQUAL(cmh_str(&b, e->name), cmh_str(&a, seq[k].e.name));
             }
         }
         CU_ASSERT_EQUAL(got, want);
@@ -313,6 +328,7 @@ static void test_pool_samples_round_trip(void)
         CU_ASSERT_EQUAL(memcmp(&sa, &sb, sizeof sa), 0);
         CU_ASSERT_EQUAL(sb.reserved_bytes[CMH_POOL_ALL].current, d ? (6 << 20) : (4 << 20));
     }
+    CU_ASSERT_EQUAL(b.nannotations, 0); /* the marks' START/END pairs for memory_viz went with them */
     free(buf);
     cmh_snapshot_free(&a);
     cmh_snapshot_free(&b);

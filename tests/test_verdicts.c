@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cumemhist/leakwords.h"
 #include "cumemhist/reports.h"
 #include "testutil.h"
 
@@ -253,14 +254,22 @@ static int run_case(uint64_t seed, int bounds, int workers, int leak, int steps_
         if (leak == L_STOPS && !strcmp(fn, "keep_history")) want = CMH_LEAK_STATE; /* held since it stopped */
         if (few && want == CMH_LEAK_RISING && k > 1) want = CMH_LEAK_STATE; /* did not rise in each */
         int good = x->verdict == want && x->growing == (want == CMH_LEAK_GROWING);
+        /* a leak that stopped says so in words: it rose in each of its steps after the first,
+         * then stayed flat for the steps after its last; no other site grew and stopped */
+        int stops = leak == L_STOPS && !strcmp(fn, "keep_history"), last = (N + 1) / 2 + 1;
+        char says[256];
+        cmh_leak_site_text(x, says, sizeof says);
+        if (cmh_leak_site_stopped(x) != stops || (stops && (x->rises != (uint32_t)last - 1 || x->flat_steps != (uint32_t)(N - last) ||
+                                                           !strstr(says, "then stopped"))))
+            good = 0;
         /* the rate: exact when one thread does it all; a worker's leak is not in step with the
          * main thread's boundaries, so a block may land on either side of one */
         int64_t off = x->rate - (int64_t)MIB;
         if (want == CMH_LEAK_GROWING && (workers ? off < -(int64_t)MIB / 2 || off > (int64_t)MIB / 2 : off != 0)) good = 0;
         if (!good) {
             ok = 0;
-            snprintf(why + strlen(why), sizeof why - strlen(why), "; %s: %s (rate %" PRId64 ", thread %u), truth %s", fn,
-                     cmh_leak_verdict_name(x->verdict), x->rate, x->thread, cmh_leak_verdict_name(want));
+            snprintf(why + strlen(why), sizeof why - strlen(why), "; %s: %s (rate %" PRId64 ", thread %u, rises %u, flat %u: %s), truth %s",
+                     fn, cmh_leak_verdict_name(x->verdict), x->rate, x->thread, x->rises, x->flat_steps, says, cmh_leak_verdict_name(want));
         }
     }
     if (!ok)

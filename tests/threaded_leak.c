@@ -8,6 +8,7 @@
  * another starts.
  *   threaded_leak leak|steady [ITERATIONS] [free]
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -35,6 +36,9 @@ __attribute__((noinline)) static CUdeviceptr step_buffer(void)
 static void *worker(void *arg)
 {
     int t = (int)(long)arg, kept = 0;
+    char name[16];
+    snprintf(name, sizeof name, "worker %d", t); /* what reports call the thread, beside its number */
+    pthread_setname_np(pthread_self(), name);
     cuCtxSetCurrent(g_ctx);
     for (int i = 0; i < g_iters; i++) {
         CUdeviceptr p = step_buffer();

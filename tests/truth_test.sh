@@ -48,6 +48,18 @@ for mode in steps free; do
         bad "leak verdicts ($mode): $leak/20 leaking runs caught, $steady/20 steady runs cleared"
 done
 
+# --- which thread: numbered in the order the OS made the threads (the same every run, where the
+# order they first allocate is a race), and named: its thread id and name.  100 iterations,
+# free-running: the record as a whole has no loop, so the leak is judged over its thread's steps ---
+i=0
+while [ $i -lt 20 ]; do
+    "$CMH" record -q -o t$i.cmh -- "$B/tests/threaded_leak" leak 100 free >/dev/null 2>&1
+    "$CMH" leaks --json t$i.cmh 2>&1 | py -c "import json,sys; x=json.load(sys.stdin)[0]['sites'][0]; print(x['thread'], x['thread_name'], x['thread_tid'] > 0, '(tid ' in x['says'])" 2>&1 | tail -1
+    i=$((i + 1))
+done | sort | uniq -c >threads.txt
+[ "$(wc -l <threads.txt)" -eq 1 ] && grep -q ' 20 1 worker 0 True True$' threads.txt &&
+    ok "threaded leak: the leaking thread is thread 1 (its tid, 'worker 0') in 20 of 20 runs" || bad "thread numbers across runs: $(cat threads.txt)"
+
 # a threaded record's Chrome trace: counter samples never go back in time on a track
 "$CMH" export l0.cmh -o l0.trace.json && py - l0.trace.json <<'PY' && ok "chrome export of a threaded record: counters in time order per track" || bad "chrome counters out of order"
 import json, sys

@@ -59,8 +59,12 @@ const char *cmh_leak_site_word(const cmh_site *x)
 
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
 {
-    char whose[48] = "";
-    if (x->thread) snprintf(whose, sizeof whose, " of recording thread %u", x->thread);
+    char whose[96] = "";
+    const char *tn = x->thread_name ? x->thread_name : "";
+    if (x->thread && x->thread_tid && *tn)
+        snprintf(whose, sizeof whose, " of recording thread %u (tid %lld, '%.20s')", x->thread, (long long)x->thread_tid, tn);
+    else if (x->thread && x->thread_tid) snprintf(whose, sizeof whose, " of recording thread %u (tid %lld)", x->thread, (long long)x->thread_tid);
+    else if (x->thread) snprintf(whose, sizeof whose, " of recording thread %u", x->thread);
     switch (x->verdict) {
     case CMH_LEAK_GROWING:
         snprintf(buf, cap, "growing: %s%s per step over the last %u %s%s", x->rate >= 0 ? "+" : "", cmh_svg_size((double)x->rate),
@@ -70,7 +74,13 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
         snprintf(buf, cap, "rose in each of the %u steps%s: %s%s per step; too few steps to call it a leak", x->growth_steps, whose,
                  x->rate >= 0 ? "+" : "", cmh_svg_size((double)x->rate));
         break;
-    case CMH_LEAK_STATE: snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose); break;
+    case CMH_LEAK_STATE:
+        /* a leak that stopped: it rose across as many steps as a leak must, then no more */
+        if (cmh_leak_site_stopped(x))
+            snprintf(buf, cap, "state: %s held across steps%s, not growing: grew in %u steps, then stopped (flat for the last %u)",
+                     cmh_svg_size((double)x->held), whose, x->rises, x->flat_steps);
+        else snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose);
+        break;
     case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step%s", whose); break;
     default: snprintf(buf, cap, "held (the steps are unknown)");
     }

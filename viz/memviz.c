@@ -10,8 +10,10 @@
  * of zero length.
  *
  * What PyTorch's schema has no room for travels in keys its readers ignore (pickle_write.c):
- * the kind and whole-block flag of segments and their entries, the requested size, and which
- * entries are implied, so that pickle_read.c gives back the recorder's own model.
+ * the kind and whole-block flag of segments and their entries, the requested size, which
+ * entries are implied, the recording thread of each entry and the module of each frame, so
+ * that pickle_read.c gives back the recorder's own model and every report (a leak's verdict
+ * judged per thread, a block's owner) reads the pickle as it reads the record.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +229,30 @@ static int cmp_ann(const void *a, const void *b)
     return (x->device > y->device) - (x->device < y->device);
 }
 
+/* How many more entries than one memory_viz's trace gets for a record's entry (before the
+ * marks and pool samples, which it gets none of, are taken out). */
+static unsigned written(const cmh_entry *e)
+{
+    int a = e->action, whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
+    return (whole && (a == CMH_ACT_SEGMENT_ALLOC || a == CMH_ACT_SEGMENT_MAP)) + 2u * (whole && (a == CMH_ACT_SEGMENT_FREE || a == CMH_ACT_SEGMENT_UNMAP));
+}
+
+int64_t cmh_memviz_index(const cmh_snapshot *in, int device, int64_t index, int64_t *total)
+{
+    int64_t n = 0, at = -1;
+    for (uint32_t t = 0; t < in->ntraces; t++) {
+        const cmh_trace *tr = &in->traces[t];
+        if (tr->device != device) continue;
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            const cmh_entry *e = &in->entries[tr->first_entry + i];
+            if (e->action != CMH_ACT_MARK && e->action != CMH_ACT_POOL_SAMPLE) n += 1 + written(e);
+            if ((int64_t)i == index) at = n - 1;
+        }
+    }
+    if (total) *total = n;
+    return at;
+}
+
 int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host)
 {
     int rc = cmh_snapshot_init(out);
@@ -257,6 +283,19 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     } while (0)
     TRY(str_copy(in, out, in->hostname, &out->hostname));
     TRY(str_copy(in, out, in->cmdline, &out->cmdline));
+    /* the module map, in its order: frames keep their module index, the owner of a block is read
+     * from it (pickle_write.c writes it aside) */
+    for (uint32_t i = 0; i < in->nmodules; i++) {
+        cmh_module md = in->modules[i];
+        TRY(str_copy(in, out, md.path, &md.path));
+        TRY(str_copy(in, out, md.build_id, &md.build_id));
+        TRY(cmh_snapshot_add_module(out, &md));
+    }
+    for (uint32_t i = 0; i < in->nthreads; i++) {
+        cmh_thread_info ti = in->threads[i];
+        TRY(str_copy(in, out, ti.name, &ti.name));
+        TRY(cmh_snapshot_add_thread(out, &ti));
+    }
     for (uint32_t i = 0; i < in->nsegments; i++) {
         const cmh_segment *g = &in->segments[i];
         if (g->device < 0) {
@@ -285,12 +324,8 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     }
     uint64_t want = 0; /* the entries written, exactly: a whole-block segment's event gains its block's */
     for (uint32_t t = 0; t < in->ntraces; t++)
-        for (uint32_t i = 0; in->traces[t].device >= 0 && i < in->traces[t].nentries; i++) {
-            const cmh_entry *e = &in->entries[in->traces[t].first_entry + i];
-            int a = e->action, whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
-            want += 1 + (whole && (a == CMH_ACT_SEGMENT_ALLOC || a == CMH_ACT_SEGMENT_MAP)) +
-                    2 * (whole && (a == CMH_ACT_SEGMENT_FREE || a == CMH_ACT_SEGMENT_UNMAP));
-        }
+        for (uint32_t i = 0; in->traces[t].device >= 0 && i < in->traces[t].nentries; i++)
+            want += 1 + written(&in->entries[in->traces[t].first_entry + i]);
     if (want <= UINT32_MAX) TRY(cmh_snapshot_reserve_entries(out, (uint32_t)want));
     for (uint32_t t = 0; t < in->ntraces; t++) {
         const cmh_trace *tr = &in->traces[t];
@@ -421,6 +456,8 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(traces), MOVE(ntraces), MOVE(cap_traces);
     MOVE(annotations), MOVE(nannotations), MOVE(cap_annotations);
     MOVE(settings), MOVE(nsettings), MOVE(cap_settings);
+    MOVE(modules), MOVE(nmodules), MOVE(cap_modules);
+    MOVE(threads), MOVE(nthreads), MOVE(cap_threads);
 #undef MOVE
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
@@ -445,7 +482,30 @@ int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host)
     cmh_snapshot shaped;
     int rc = cmh_memviz_shape(s, &shaped, dropped_host);
     if (rc != CMH_OK) return rc;
-    rc = cmh_pickle_write(&shaped, fp);
+    /* the marks, aside (memory_viz sees them as annotations): where they were among the entries
+     * the pickle's reader keeps, so that it reads the record's own trace back */
+    uint32_t nm = 0;
+    for (uint32_t i = 0; i < s->nentries; i++) nm += s->entries[i].action == CMH_ACT_MARK;
+    cmh_pickle_mark *mk = nm ? malloc(nm * sizeof *mk) : NULL;
+    if (nm && !mk) rc = CMH_ENOMEM;
+    nm = 0;
+    for (uint32_t t = 0; rc == CMH_OK && t < s->ntraces; t++) {
+        const cmh_trace *tr = &s->traces[t];
+        uint64_t pos = 0;
+        for (uint32_t i = 0; tr->device >= 0 && rc == CMH_OK && i < tr->nentries; i++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + i];
+            if (e->action != CMH_ACT_MARK) {
+                pos++;
+                continue;
+            }
+            const char *name = cmh_str(s, e->name);
+            mk[nm] = (cmh_pickle_mark){tr->device, pos, 0, e->thread, e->time_ns};
+            if (cmh_strtab_intern(&shaped.strings, name, strlen(name), &mk[nm].name)) rc = CMH_ENOMEM;
+            nm++;
+        }
+    }
+    if (rc == CMH_OK) rc = cmh_pickle_write_marks(&shaped, mk, nm, fp);
+    free(mk);
     cmh_snapshot_free(&shaped);
     return rc;
 }

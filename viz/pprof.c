@@ -1,7 +1,10 @@
 /*
  * pprof.c - pprof's profile.proto (github.com/google/pprof, proto/profile.proto), gzipped, as
  * `go tool pprof` and Speedscope read it: live bytes and blocks at the end and at the allocated
- * peak, four sample types, one sample per stack.
+ * peak, four sample types, one sample per stack.  pprof gives a leaf frame the "flat" bytes, so
+ * each stack starts at its site (cmh_sites_leaf_machinery): the machinery inside it
+ * (torch::unwind::unwind(), the caching allocator, the dispatcher, CPython, the driver) is left
+ * out, as every report leaves it out, and "flat" is what `peak` and `leaks` give the site.
  *
  * The protobuf is written by a small wire-format writer of our own rather than protobuf-c: the
  * profile needs only varints and length-delimited fields of six message types, and protobuf-c
@@ -99,10 +102,17 @@ static uint32_t str_id(cmh_strtab *t, const char *s, int *nomem)
 int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
 {
     cmh_live_at end, peak;
-    int rc = cmh_live_compute(s, device, CMH_AT_END, 0, &end);
-    if (rc) return rc;
+    char why[256];
+    int rc;
+    cmh_sites *g = cmh_sites_new(s, NULL, &rc, why, sizeof why); /* which leaf frames are the allocator's own */
+    if (!g) return rc;
+    if ((rc = cmh_live_compute(s, device, CMH_AT_END, 0, &end))) {
+        cmh_sites_free(g);
+        return rc;
+    }
     if ((rc = cmh_live_compute(s, device, CMH_AT_PEAK, 0, &peak))) {
         cmh_live_free(&end);
+        cmh_sites_free(g);
         return rc;
     }
     /* one sample per stack, with both moments' figures */
@@ -143,8 +153,8 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     for (uint32_t i = 0; i < nm && !nomem; i++) {
         const cmh_stack *sk = m[i].stack && m[i].stack < s->nstacks ? &s->stacks[m[i].stack] : NULL;
         packed.n = 0;
-        uint32_t nf = sk ? sk->count : 0;
-        for (uint32_t k = 0; k < nf || (!nf && k == 0); k++) {
+        uint32_t nf = sk ? sk->count : 0, leaf = sk ? cmh_sites_leaf_machinery(g, m[i].stack) : 0;
+        for (uint32_t k = leaf; k < nf || (!nf && k == 0); k++) {
             uint32_t f = nf ? s->stack_frames[sk->first + k] : s->nframes; /* a stackless sample: one "<no stack>" frame */
             if (!loc_of[f]) {
                 const cmh_frame *fr = nf ? &s->frames[f] : NULL;
@@ -241,6 +251,7 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     cmh_snapshot_free(&st);
     cmh_live_free(&end);
     cmh_live_free(&peak);
+    cmh_sites_free(g);
     if (rc == CMH_OK && ferror(fp)) rc = CMH_EIO;
     return rc;
 }

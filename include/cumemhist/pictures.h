@@ -63,12 +63,15 @@ void cmh_live_free(cmh_live_at *l);
 /* Folded stacks ("outer;...;inner bytes" per line, the format flamegraph.pl and speedscope
  * read; frames as people read them, ';' in a name written ':'), and the same as a static SVG
  * flamegraph with a tooltip per frame; the site frame of each stack (cumemhist/sites.h) is
- * marked, machinery drawn paler. */
-int cmh_flame_folded(const cmh_snapshot *s, const cmh_live_at *l, FILE *fp);
+ * marked, machinery drawn paler.  Both start each stack at its site, leaving out the machinery
+ * inside it (cmh_sites_leaf_machinery; g NULL: every frame). */
+int cmh_flame_folded(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, FILE *fp);
 int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, const char *title, FILE *fp);
 
 /* pprof's profile.proto, gzipped: live bytes and blocks at the end and at the allocated peak
- * (four sample types), one sample per stack, locations and functions from its frames. */
+ * (four sample types), one sample per stack, locations and functions from its frames from its
+ * site outward (cmh_sites_leaf_machinery, the default rules), so that pprof's "flat" bytes of a
+ * function are the bytes the reports give its site. */
 int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp);
 
 /* The one-file HTML report: per device the timeline, memory_summary()'s key figures, who owned

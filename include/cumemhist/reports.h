@@ -43,11 +43,14 @@ typedef struct cmh_site {
     int growing;           /* verdict == CMH_LEAK_GROWING */
     uint32_t steps;        /* the steps its verdict was judged over (its thread's, with thread) */
     uint32_t rises;        /* of them, after the first, the steps across which its held bytes rose */
+    uint32_t flat_steps;   /* the steps since its held bytes last rose (0: they rose in the last) */
     uint32_t growth_steps; /* growing or rising: the steps of the stretch it grew over */
     int64_t rate;          /* bytes per step over growth_steps */
     double trend;          /* Kendall's tau of its held bytes over that stretch, -1 .. 1 */
     uint64_t held;         /* bytes it held across the last step boundary and still holds */
     uint32_t thread;       /* judged over one recording thread's own steps (0: the record's) */
+    int64_t thread_tid;       /* that thread's OS thread id (0: unknown) */
+    const char *thread_name;  /* and its name ("" unknown; in the snapshot's strings) */
     /* by caller, largest first: callers[0 .. ncallers) are distinct callers (same function, file
      * and line), then, when callers_other.bytes, what the rest and caller-less stacks hold.
      * Filled when the report is grouped by site (cmh_sites given). */
@@ -151,6 +154,10 @@ enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, 
  * is no leak; a thread per task that keeps memory as each appears, over this many, is */
 #define CMH_LEAK_MIN_THREAD_RISES 5
 #define CMH_LEAK_MIN_TREND 0.5
+/* Whether a state site is a growth that stopped: its held bytes rose across CMH_LEAK_MIN_RISES
+ * steps or more (as a leak's must), then stayed flat (rises, flat_steps).  Its words say so
+ * ("grew in 9 steps, then stopped (flat for the last 10)": leakwords.h); text reports show them. */
+int cmh_leak_site_stopped(const cmh_site *x);
 /* "growing", "state", "steady", "rising", "unjudged" */
 const char *cmh_leak_verdict_name(int verdict);
 

@@ -61,6 +61,13 @@ const char *cmh_sites_owner(const cmh_sites *g, uint32_t group);
 /* The site frame of one stack, and whether a frame is machinery. */
 const cmh_frame *cmh_sites_site_of(const cmh_sites *g, uint32_t stack);
 int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id);
+/* How many of a stack's innermost frames lie inside its site: the machinery between the
+ * allocation and the frame reports name (cumemhist, the driver and runtime, PyTorch's stack
+ * walker, caching allocator, tensor factories and dispatcher, CPython's call frames).  Exports
+ * that draw stacks (pprof, folded stacks, the flamegraph) start each stack at its site, as the
+ * reports show it (rep_print_frames), so a profile's own ("flat") bytes are the site's bytes.
+ * 0 for a stack whose site is its innermost frame, or that has no frame. */
+uint32_t cmh_sites_leaf_machinery(const cmh_sites *g, uint32_t stack);
 /* Which default rule made a frame machinery (a name from cmh_site_rule_names), "skip" for a
  * user's rule, NULL when it is not machinery. */
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id);

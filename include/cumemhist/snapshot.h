@@ -151,6 +151,14 @@ typedef struct cmh_module {
     uint64_t base, size;
 } cmh_module;
 
+/* A recording thread (the number entries carry) and what the OS called it: its thread id and
+ * its name (pthread_setname_np, prctl; at its first recorded event). */
+typedef struct cmh_thread_info {
+    uint32_t thread;
+    int64_t tid;   /* 0 = unknown */
+    uint32_t name; /* string id, 0 = none */
+} cmh_thread_info;
+
 typedef struct cmh_annotation {
     uint32_t name;
     uint8_t stage; /* 0 START, 1 END */
@@ -254,6 +262,9 @@ typedef struct cmh_snapshot {
     /* what the driver said of each device's memory (cuMemGetInfo), at moments the recorder chose */
     cmh_meminfo *meminfo;
     uint32_t nmeminfo, cap_meminfo;
+    /* the recording threads the recorder could name, by number (cmh_snapshot_thread) */
+    cmh_thread_info *threads;
+    uint32_t nthreads, cap_threads;
     /* PyTorch's own snapshot of the same process, taken with ours (co-recording, `merge`): its
      * caching allocator's segments, blocks, trace and stacks, in its own model; NULL if none.
      * torch_clock_ns: add it to a time of PyTorch's part to get ours (the two clocks aligned). */
@@ -289,6 +300,15 @@ int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cm
 int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry *e); /* into the last trace */
 int cmh_snapshot_reserve_entries(cmh_snapshot *s, uint32_t more); /* room for more entries, exactly */
 int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m);
+int cmh_snapshot_add_thread(cmh_snapshot *s, const cmh_thread_info *t);
+/* What is known of recording thread `thread` (NULL: nothing). */
+const cmh_thread_info *cmh_snapshot_thread(const cmh_snapshot *s, uint32_t thread);
+/* Number the recording threads in the order the OS made them (their thread ids: the main
+ * thread first, then each thread as it was created), the same for every run of a program that
+ * creates its threads in the same order, rather than in the order they first recorded (a race
+ * between threads); threads without an id follow, in their old order.  Rewrites every entry's
+ * thread and the table.  Readers call it on what they load. */
+int cmh_snapshot_number_threads(cmh_snapshot *s);
 int cmh_snapshot_add_annotation(cmh_snapshot *s, const cmh_annotation *a);
 int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value, uint8_t type);
 int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k);
@@ -353,6 +373,17 @@ int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t
 int cmh_pickle_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen);
 /* Protocol 4, only the opcodes memory_viz accepts; see pickle_write.c for the shaping rules. */
 int cmh_pickle_write(const cmh_snapshot *s, FILE *fp);
+/* A mark (cmh_mark, SIGUSR2) that a memory_viz pickle carries aside, in its `cumemhist` dict:
+ * memory_viz has no such action (it sees the mark as an annotation), the reader puts it back in
+ * its trace.  pos counts the device's entries before it that a reader keeps (PyTorch's actions
+ * not implied, and pool samples); name is a string id of the snapshot written. */
+typedef struct cmh_pickle_mark {
+    int32_t device;
+    uint64_t pos;
+    uint32_t name, thread;
+    int64_t time_ns;
+} cmh_pickle_mark;
+int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, uint32_t nmarks, FILE *fp);
 
 /* Load any snapshot file (.cmh or PyTorch pickle, by content).  err gets a one-line message
  * naming the file, e.g. "snap.cmh: truncated at byte 18231 (expected 4 more bytes)". */

@@ -28,7 +28,17 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
  * cmh_memviz_shape); 1: in is freed. */
 int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved);
 
-/* The memory_viz pickle (protocol 4) of any snapshot. */
+/* memory_viz's number for the moment after a record's entry `index` of `device` (its own
+ * trace has more entries: a whole-block segment's event is two or three of PyTorch's, and it
+ * has no marks or pool samples), and in *total (when given) how many entries its trace of that
+ * device holds.  -1: before its first entry.  A trace the export repairs (a free never
+ * recorded, put back) is counted as it was recorded. */
+int64_t cmh_memviz_index(const cmh_snapshot *in, int device, int64_t index, int64_t *total);
+
+/* The memory_viz pickle (protocol 4) of any snapshot: PyTorch's schema, and in its `cumemhist`
+ * dict (which memory_viz ignores) what reading it back needs to give the record's own model:
+ * each entry's recording thread, each frame's module, the marks and pool samples in place.
+ * cumemhist reads it back in the record's entry numbering; cmh_memviz_index maps to memory_viz's. */
 int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host);
 
 /* A Chrome / Perfetto trace: memory counters per device, OOM and mark instants, kernel slices
