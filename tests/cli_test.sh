@@ -24,6 +24,9 @@ check "no claim file left" "[ ! -e leak.cmh.claim ]"
 "$CMH" summary leak.cmh >sum.txt 2>&1
 check "summary: 20 MiB still allocated" "grep -q '^| Allocated memory      |  20480 KiB |  96256 KiB |' sum.txt"
 check "summary: 5 live segments" "grep -q '^| GPU reserved segments |       5    |' sum.txt"
+# a plain C program's record: named like every report, and not titled as PyTorch's allocator's
+check "summary of a driver record names its file and process first" "head -1 sum.txt | grep -q '^leak.cmh: pid [0-9]* on .*leaky 5\$'"
+check "summary of a driver record is not titled PyTorch's" "grep -q '^|                          CUDA memory summary, device ID 0  ' sum.txt && ! grep -q PyTorch sum.txt"
 "$CMH" summary --json leak.cmh >sum.json
 check "summary --json exact integers" "grep -q '\"allocated_bytes.all\": {\"current\": 20971520, \"peak\": 98566144' sum.json"
 env -u LD_PRELOAD python3 -c "import json,sys; json.load(open('sum.json'))" 2>/dev/null && ok "summary --json parses" || bad "summary --json parses"
@@ -121,6 +124,8 @@ ok "--help for every command"
 # an empty snapshot: summary prints memory_summary()'s table of zeros, as PyTorch does; the reports say so
 if [ -n "${CMH_PYTORCH_FIXTURES:-}" ] && [ -d "$CMH_PYTORCH_FIXTURES" ]; then
     "$CMH" summary "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty.txt
+    # a PyTorch snapshot: PyTorch's text and nothing else (the table's first line first)
+    check "summary of a PyTorch snapshot: PyTorch's title, no line before the table" "head -2 empty.txt | tr -d '\n' | grep -q '^|=*||                  PyTorch CUDA memory summary, device ID 0 '"
     check "empty snapshot: summary is the table of zeros" "grep -q '^| Allocated memory      |      0 B   |      0 B   |      0 B   |      0 B   |\$' empty.txt && [ \$(wc -l <empty.txt) -ge 40 ]"
     "$CMH" peak "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty2.txt
     check "empty snapshot: peak says so too" "grep -q 'no allocations recorded' empty2.txt"
