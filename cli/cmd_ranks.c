@@ -268,12 +268,12 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kuint(w, "trace_entries", r->entries);
         cmh_jw_kuint(w, "dropped_entries", r->dropped);
         cmh_jw_kint(w, "peak_allocated", r->alloc_peak);
-        cmh_jw_kint(w, "peak_allocated_time_ns", r->alloc_time_ns);
+        rep_json_time(w, "peak_allocated_time_ns", r->alloc_time_ns);
         cmh_jw_kint(w, "peak_reserved", r->reserved_peak);
-        cmh_jw_kint(w, "peak_reserved_time_ns", r->reserved_time_ns);
+        rep_json_time(w, "peak_reserved_time_ns", r->reserved_time_ns);
         cmh_jw_kuint(w, "ooms", r->ooms);
         if (r->ooms) {
-            cmh_jw_kint(w, "first_oom_time_ns", r->first_oom_ns);
+            rep_json_time(w, "first_oom_time_ns", r->first_oom_ns);
             cmh_jw_kuint(w, "first_oom_requested", r->first_oom_request);
             cmh_jw_kuint(w, "first_oom_device_free", r->first_oom_free);
         }
@@ -284,7 +284,7 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kstr(w, "top_site_at_peak", r->site);
         cmh_jw_kuint(w, "top_site_bytes", r->site_bytes);
         if (r->ending[0]) cmh_jw_kstr(w, "ending", r->ending);
-        cmh_jw_kint(w, "start_time_ns", r->t_start);
+        rep_json_time(w, "start_time_ns", r->t_start);
         cmh_jw_end(w);
     }
     cmh_jw_end(w);
@@ -363,7 +363,7 @@ int cmd_ranks(int argc, char **argv)
         cmh_jw_obj(&w);
         cmh_jw_kuint(&w, "files", pl.n);
         cmh_jw_kuint(&w, "unreadable", failed);
-        cmh_jw_kint(&w, "time_origin_ns", t0);
+        rep_json_time(&w, "time_origin_ns", t0);
         cmh_jw_nl(&w);
         json_rows(&w, rows, nrows, paths);
         cmh_jw_nl(&w);
@@ -390,7 +390,7 @@ int cmd_ranks(int argc, char **argv)
             cmh_jw_kstr(&w, "file", paths[first_oom->file]);
             cmh_jw_kstr(&w, "host", first_oom->host);
             cmh_jw_kint(&w, "device", first_oom->device);
-            cmh_jw_kint(&w, "time_ns", first_oom->first_oom_ns);
+            rep_json_time(&w, "time_ns", first_oom->first_oom_ns);
             cmh_jw_kuint(&w, "requested", first_oom->first_oom_request);
             cmh_jw_kuint(&w, "device_free", first_oom->first_oom_free);
             cmh_jw_kuint(&w, "ranks_that_ran_out", oom_ranks);
@@ -410,7 +410,7 @@ int cmd_ranks(int argc, char **argv)
         printf("%u record%s, %u process%s on %s", pl.n, pl.n == 1 ? "" : "s", nprocs, nprocs == 1 ? "" : "es",
                rep_count(nrows, "device", "devices"));
         if (failed) printf(" (%u unreadable)", failed);
-        printf("; times from the job's first entry\n\n");
+        printf("%s\n\n", t0 ? "; times from the job's first entry" : "; the records have no times");
         printf("%6s  %-12s %4s  %10s %9s  %10s %9s  %4s  %10s  %s\n", "rank", "host", "dev", "peak alloc", "when", "peak resv",
                "when", "OOMs", "leaked", "top site at the peak");
         for (uint32_t i = 0; i < nrows; i++) {
@@ -447,8 +447,9 @@ int cmd_ranks(int argc, char **argv)
             printf("leaking: none\n");
         }
         if (first_oom)
-            printf("first OOM: %s on %s, device %d, at %s: %s requested, %s free on the device (%u of %u ran out of memory)\n",
-                   who(first_oom, paths), first_oom->host, first_oom->device, rep_when(first_oom->first_oom_ns, t0),
+            printf("first OOM: %s%s%s, device %d%s%s: %s requested, %s free on the device (%u of %u ran out of memory)\n",
+                   who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->first_oom_ns && t0 ? ", at " : "",
+                   first_oom->first_oom_ns && t0 ? rep_when(first_oom->first_oom_ns, t0) : "",
                    rep_size((double)first_oom->first_oom_request), rep_size((double)first_oom->first_oom_free), oom_ranks, nrows);
         else if (nrows)
             printf("first OOM: none\n");

@@ -240,7 +240,7 @@ int cmd_whatif(int argc, char **argv)
             cmh_jw_kuint(&w, "ooms", r->ooms);
             if (r->ooms) {
                 cmh_jw_kint(&w, "first_oom_index", r->first_oom_index);
-                cmh_jw_kint(&w, "first_oom_time_ns", r->first_oom_time_ns);
+                rep_json_time(&w, "first_oom_time_ns", r->first_oom_time_ns);
                 cmh_jw_kuint(&w, "first_oom_requested", r->first_oom_request);
             }
             cmh_jw_kuint(&w, "requests", r->requests);
