@@ -59,6 +59,7 @@ typedef struct rank_row {
     char ending[160];
     char prog[64];      /* the program: its command line's first word, without the directory */
     int64_t started_ns; /* the process's start (0: the record does not say) */
+    int64_t forked_from; /* the pid this process was forked from (0: it was not) */
 } rank_row;
 
 typedef struct file_slot {
@@ -171,6 +172,7 @@ static void one_file(ranks_run *run, uint32_t f)
             }
         snprintf(r->prog, sizeof r->prog, "%.*s", (int)len, cmd);
         r->started_ns = s.start_time_ns;
+        r->forked_from = s.forked_from;
         if ((rc = one_device(run, &s, g, devs[d], r)) == CMH_OK) k++;
     }
     slot->nrows = k;
@@ -227,6 +229,11 @@ static int one_job(rank_row **rows, uint32_t n, uint32_t nfiles, char *why, size
         for (uint32_t j = 0; j < i; j++) {
             const rank_row *b = rows[j];
             if (a->file == b->file) continue; /* one process's devices */
+            /* one process dumped twice, or a rank and a child it forked (a data loader that
+             * touched the driver): one rank of the job, not two */
+            int kin = !strcmp(a->host, b->host) && (a->pid == b->pid || a->forked_from == b->pid || b->forked_from == a->pid ||
+                                                     (a->forked_from && a->forked_from == b->forked_from));
+            if (kin) continue;
             if (!dup && a->rank >= 0 && a->rank == b->rank) dup = 1, WHY("rank %d appears in two records", (int)a->rank);
             if (!ws && a->world_size >= 0 && b->world_size >= 0 && a->world_size != b->world_size)
                 ws = 1, WHY("world sizes differ (%d and %d)", (int)b->world_size, (int)a->world_size);
@@ -461,7 +468,8 @@ int cmd_ranks(int argc, char **argv)
         for (uint32_t i = 0; i < nrows; i++) {
             int seen = 0;
             for (uint32_t j = 0; j < i && !seen; j++)
-                seen = rows[j]->file == rows[i]->file && rows[j]->pid == rows[i]->pid && !strcmp(rows[j]->host, rows[i]->host);
+                seen = rows[j]->file == rows[i]->file || /* one process dumped to two files counts once */
+                       (rows[i]->pid && rows[j]->pid == rows[i]->pid && !strcmp(rows[j]->host, rows[i]->host));
             nprocs += !seen;
         }
         if (job) {

@@ -141,9 +141,12 @@ d, job = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert d["one_job"] is False and "RANK unset" in d["not_one_job_because"], d
 assert job["one_job"] is True and "not_one_job_because" not in job, job
 EOF
-cp run.1.cmh again.cmh
+RANK=1 LOCAL_RANK=1 WORLD_SIZE=4 FAKECUDA_DEVICES=4 "$CMH" record -q -o again.cmh -- "$B/samples/fleet_rank" 2 >/dev/null 2>&1
 "$CMH" ranks run.*.cmh again.cmh >again.txt 2>&1
-check "a rank twice: not one job" "head -1 again.txt | grep -q 'not the ranks of one job (rank 1 appears in two records)'"
+check "a rank twice (two processes): not one job" "head -1 again.txt | grep -q 'not the ranks of one job (rank 1 appears in two records'"
+cp run.1.cmh copy.cmh # one process's record twice: still one job, the process counted once
+"$CMH" ranks run.*.cmh copy.cmh >copy.txt 2>&1
+check "one process's record twice: one job, 4 processes" "head -1 copy.txt | grep -q '^5 records, 4 processes on 4 devices'"
 "$CMH" ranks run.*.cmh >job.txt 2>&1
 check "the 4-rank job: one job, 4 processes on 4 devices" "head -1 job.txt | grep -q \"^4 records, 4 processes on 4 devices; times from the job's first entry\""
 
