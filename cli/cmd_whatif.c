@@ -159,13 +159,8 @@ static void print_row(const trial *x, uint64_t capacity, int width)
     char name[300];
     snprintf(name, sizeof name, "%s%s", x->recorded ? (g_not_pytorch ? "model: its requests, PyTorch's " : "model of the recorded: ") : "",
              x->label[0] ? x->label : x->recorded && g_not_pytorch ? "defaults" : "PyTorch's defaults");
-    char segs[64];
-    if (r->segment_maps || r->segment_unmaps)
-        snprintf(segs, sizeof segs, "%" PRIu64 " maps, %" PRIu64 " unmaps", r->segment_maps, r->segment_unmaps);
-    else
-        snprintf(segs, sizeof segs, "%" PRIu64 " allocs, %" PRIu64 " frees", r->segment_allocs, r->segment_frees);
-    printf("%-*s %11s %11s %6.1f%%  %-22s ", width, name, rep_size((double)r->peak_reserved), rep_size((double)r->peak_allocated),
-           r->frag_at_peak * 100.0, segs);
+    print_cells(name, width, r->peak_reserved, r->peak_allocated, r->frag_at_peak, r->segment_allocs, r->segment_frees,
+                r->segment_maps, r->segment_unmaps);
     if (r->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", r->first_oom_index, rep_size((double)r->first_oom_request));
     else printf("%s\n", capacity ? "no OOM" : "-");
 }

@@ -24,8 +24,8 @@
  * JSON, pprof, SQLite, folded stacks, Chrome traces, metrics) keeps its permission bits (0644
  * stays 0644); a snapshot (.cmh, pickle) stays 0600 unless the file it replaces was already
  * readable by the group or others, and then only that read access is kept (0600 | old & 0044).
- * A file someone else owns, or a link, gives nothing: the new file is 0600.  A failed write (a full disk, a quota) removes the temporary file and leaves the target
- * as it was.
+ * A file someone else owns, or a link, gives nothing: the new file is 0600.  A failed write (a
+ * full disk, a quota) removes the temporary file and leaves the target as it was.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -214,8 +214,10 @@ int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen)
         e = errno;
     }
     int fd = a->fp ? fileno(a->fp) : a->fd;
-    /* the replaced file's permissions (cmh_output_begin decided them), before the name is seen */
-    if (!failed && !a->direct && a->mode && a->mode != 0600 && fchmod(fd, (mode_t)a->mode) != 0) failed = 1, e = errno;
+    /* the replaced file's permissions (cmh_output_begin decided them), before the name is seen;
+     * best effort: a filesystem without modes (vfat) keeps the data, which matters more */
+    if (!failed && !a->direct && a->mode && a->mode != 0600 && fchmod(fd, (mode_t)a->mode) != 0) {
+    }
     /* the data on disk before the name points at it: a crash after the rename must not leave an
      * empty file where the old one was */
     if (!failed && !a->direct && fsync(fd) != 0) failed = 1, e = errno;
