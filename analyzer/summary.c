@@ -64,6 +64,11 @@ static void row(FILE *fp, const char *name, const cmh_stat *v, const cmh_stat *p
 
 void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FILE *fp)
 {
+    cmh_summary_print_titled(st, device, abbreviated, 1, fp);
+}
+
+void cmh_summary_print_titled(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, FILE *fp)
+{
     struct {
         const cmh_stat *arr;
         const char *name;
@@ -80,7 +85,8 @@ void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FIL
         {st->inactive_split, "Non-releasable allocs", fmt_count},
     };
     line(fp, '=');
-    fprintf(fp, "|                  PyTorch CUDA memory summary, device ID %-17d |\n", device);
+    /* PyTorch's title only over what PyTorch's allocator recorded; the same width either way */
+    fprintf(fp, "|                  %s CUDA memory summary, device ID %-17d |\n", pytorch ? "PyTorch" : "       ", device);
     line(fp, '-');
     fprintf(fp, "|            CUDA OOMs: %-12llu |        cudaMalloc retries: %-8llu  |\n",
             (unsigned long long)st->num_ooms, (unsigned long long)st->num_alloc_retries);

@@ -143,7 +143,7 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
     }
     char err[4400];
     cmh_atomic out_file; /* SQLite writes by name: a temporary file beside the target, renamed when done */
-    if (cmh_output_begin(&out_file, out, CMH_OUT_SEEKABLE, err, sizeof err) != 0) {
+    if (cmh_output_begin(&out_file, out, CMH_OUT_SEEKABLE | CMH_OUT_SHARED, err, sizeof err) != 0) {
         cli_error("%s", err);
         return CLI_EFILE;
     }
@@ -265,7 +265,7 @@ int cmd_export(int argc, char **argv)
         else {
             cmh_atomic a;
             char err[4400];
-            FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", 0, err, sizeof err);
+            FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", CMH_OUT_SHARED, err, sizeof err);
             if (!fp) {
                 cli_error("%s", err);
                 rc = CLI_EFILE;
@@ -295,7 +295,9 @@ int cmd_export(int argc, char **argv)
     if ((rc = load_for_export(path, &s))) return rc; /* PyTorch's blocks beside the other allocations */
     char err[4400];
     cmh_atomic a;
-    FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", 0, err, sizeof err);
+    /* a snapshot (the memviz pickle) stays private like a .cmh; JSON, Chrome and pprof are for sharing */
+    unsigned share = g_format == F_MEMVIZ || g_format == F_PICKLE ? 0 : CMH_OUT_SHARED;
+    FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", share, err, sizeof err);
     if (!fp) {
         cli_error("%s", err);
         cmh_snapshot_free(&s);

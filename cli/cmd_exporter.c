@@ -415,7 +415,7 @@ static int write_textfile(const buf *b)
     char path[4200], err[4400];
     snprintf(path, sizeof path, "%s/cumemhist.prom", g_textfile);
     cmh_atomic a;
-    FILE *fp = cmh_output_open(&a, path, 0, err, sizeof err);
+    FILE *fp = cmh_output_open(&a, path, CMH_OUT_SHARED, err, sizeof err); /* node_exporter may read it as another user */
     if (!fp) {
         cli_error("%s", err);
         return CLI_EFILE;

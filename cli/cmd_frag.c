@@ -64,7 +64,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_key(w, "last_oom"); /* at that moment, as `oom` says it */
             cmh_jw_obj(w);
             cmh_jw_kint(w, "index", o->index);
-            cmh_jw_kint(w, "time_ns", o->time_ns);
+            rep_json_time(w, "time_ns", o->time_ns);
             cmh_jw_kuint(w, "request", o->request);
             cmh_jw_kuint(w, "device_free", o->device_free);
             cmh_jw_kuint(w, "allocated", o->allocated);
@@ -131,9 +131,9 @@ static int section(const rep_section *sec, void *arg)
         if (p.has_oom) {
             const struct cmh_oom_event_state *o = &p.last_oom;
             int64_t t0 = rep_trace_start(sp, dev);
-            printf("\n%s out-of-memory error (entry %" PRId64 ", %s) asked for %s; at that moment, as `cumemhist oom` says:\n"
+            printf("\n%s out-of-memory error (%s) asked for %s; at that moment, as `cumemhist oom` says:\n"
                    "  free inside segments %s (%s trapped, %s releasable), largest gap %s\n  verdict: %s\n",
-                   p.nooms > 1 ? "the last" : "the", o->index, rep_when(o->time_ns, t0), rep_size((double)o->request),
+                   p.nooms > 1 ? "the last" : "the", rep_at(o->index, o->time_ns, t0), rep_size((double)o->request),
                    rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable),
                    rep_size((double)o->largest_gap), cmh_oom_verdict_text(o->verdict));
         }

@@ -99,7 +99,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_nl(w);
             cmh_jw_obj(w);
             cmh_jw_kint(w, "index", e->index);
-            cmh_jw_kint(w, "time_ns", e->time_ns);
+            rep_json_time(w, "time_ns", e->time_ns);
             cmh_jw_kuint(w, "request", e->request);
             cmh_jw_kuint(w, "device_free", e->device_free);
             cmh_jw_kuint(w, "allocated", e->allocated);
@@ -158,8 +158,8 @@ static int section(const rep_section *sec, void *arg)
     } else {
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
-            printf("%s%s: out of memory #%u on %s at entry %" PRId64 ", %s\n", sec->index || i ? "\n" : "", sec->path, i + 1,
-                   rep_device_name(dev), e->index, rep_when(e->time_ns, t0));
+            printf("%s%s: out of memory #%u on %s at %s\n", sec->index || i ? "\n" : "", sec->path, i + 1,
+                   rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
             printf("  requested               %12s (%" PRIu64 " bytes)\n", rep_size((double)e->request), e->request);
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};

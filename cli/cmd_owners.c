@@ -33,8 +33,9 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
     cmh_jw_obj(w);
     cmh_jw_kstr(w, "moment", m->what);
     cmh_jw_kint(w, "index", m->index);
-    cmh_jw_kint(w, "time_ns", m->time_ns);
-    cmh_jw_kdouble(w, "seconds", m->time_ns && t0 ? (double)(m->time_ns - t0) / 1e9 : 0, 6);
+    rep_json_time(w, "time_ns", m->time_ns);
+    if (m->time_ns && t0) cmh_jw_kdouble(w, "seconds", (double)(m->time_ns - t0) / 1e9, 6);
+    else cmh_jw_key(w, "seconds"), cmh_jw_null(w); /* an untimed record: null, as every time is */
     cmh_jw_kuint(w, "recorded", m->recorded);
     cmh_jw_key(w, "used");
     if (m->used_known) cmh_jw_uint(w, m->used);
@@ -43,7 +44,7 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
     if (m->used_known) cmh_jw_uint(w, m->total);
     else cmh_jw_null(w);
     if (m->used_known) {
-        cmh_jw_kint(w, "sample_time_ns", m->sample_time_ns);
+        rep_json_time(w, "sample_time_ns", m->sample_time_ns);
         cmh_jw_kbool(w, "sample_exact", m->sample_exact);
     }
     cmh_jw_nl(w);
@@ -66,8 +67,8 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
 static void text_moment(const rep_section *sec, const cmh_owners_moment *m, int64_t t0)
 {
     uint64_t sum = m->used_known ? m->used : m->recorded;
-    printf("\n%s, %s, %s (entry %lld, %s): %s", sec->path, rep_device_name(sec->device), strcmp(m->what, "end") ? m->what : "at the end",
-           (long long)m->index, rep_when(m->time_ns, t0), rep_size((double)m->recorded));
+    printf("\n%s, %s, %s (%s): %s", sec->path, rep_device_name(sec->device), strcmp(m->what, "end") ? m->what : "at the end",
+           rep_at(m->index, m->time_ns, t0), rep_size((double)m->recorded));
     printf(" recorded");
     if (m->used_known) printf("; the device had %s of %s in use", rep_size((double)m->used), rep_size((double)m->total));
     printf("\n%14s  %6s  %6s  %s\n", "bytes", "share", "allocs", "owner");
@@ -76,8 +77,10 @@ static void text_moment(const rep_section *sec, const cmh_owners_moment *m, int6
         char n[16] = "-";
         if (r->allocations) snprintf(n, sizeof n, "%u", r->allocations);
         printf("%14s  %5.1f%%  %6s  %s", rep_size((double)r->bytes), sum ? 100.0 * (double)r->bytes / (double)sum : 0.0, n, r->name);
-        if (r->kind == CMH_OWN_UNEXPLAINED && !m->sample_exact)
+        if (r->kind == CMH_OWN_UNEXPLAINED && !m->sample_exact && m->sample_time_ns && t0)
             printf("  (cuMemGetInfo at %s, assumed steady)", rep_when(m->sample_time_ns, t0));
+        else if (r->kind == CMH_OWN_UNEXPLAINED && !m->sample_exact)
+            printf("  (cuMemGetInfo at another moment, assumed steady)");
         putchar('\n');
     }
     printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), sum ? 100.0 : 0.0, "", m->used_known ? "total = the device's used memory" : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");

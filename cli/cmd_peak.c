@@ -37,7 +37,7 @@ static void print_when(int64_t index, int64_t time_ns, int64_t t0, int64_t n)
 {
     if (index < 0) printf(" before the first entry\n");
     else if (index >= n) printf(" at the end (the final state)\n");
-    else printf(" at entry %" PRId64 ", %s\n", index, rep_when(time_ns, t0));
+    else printf(" at %s\n", rep_at(index, time_ns, t0));
 }
 
 static void print_text(const rep_section *sec, const cmh_peak_report *p)
@@ -89,7 +89,7 @@ static void json_when(cmh_jw *w, const char *key, int64_t bytes, int64_t index, 
     cmh_jw_obj(w);
     cmh_jw_kint(w, "bytes", bytes);
     cmh_jw_kint(w, "index", index);
-    cmh_jw_kint(w, "time_ns", time_ns);
+    rep_json_time(w, "time_ns", time_ns);
     cmh_jw_end(w);
 }
 

@@ -34,7 +34,9 @@ const cli_command cli_cmd_ranks = {
     "and when, OOMs, leaked bytes and the top site at the peak; then the spread of the peaks\n"
     "(min, median, max, the worst rank) and whether it follows the rank order, the ranks that\n"
     "leak, and which rank ran out of memory first, and when.  A directory stands for the .cmh\n"
-    "and .pickle files in it.  Files are read one at a time on every core, in bounded memory.",
+    "and .pickle files in it.  Files are read one at a time on every core, in bounded memory.\n"
+    "Records that are not one job's ranks (no rank, a rank twice, other programs, started far\n"
+    "apart, two processes on one device of a host) are said to be, and compared as separate runs.",
     g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 0, "cumemhist ranks runs/ --json"};
 
 typedef struct rank_row {
@@ -55,6 +57,9 @@ typedef struct rank_row {
     char site[200];
     uint64_t site_bytes;
     char ending[160];
+    char prog[64];      /* the program: its command line's first word, without the directory */
+    int64_t started_ns; /* the process's start (0: the record does not say) */
+    int64_t forked_from; /* the pid this process was forked from (0: it was not) */
 } rank_row;
 
 typedef struct file_slot {
@@ -158,6 +163,16 @@ static void one_file(ranks_run *run, uint32_t f)
         r->pid = s.pid;
         snprintf(r->host, sizeof r->host, "%s", cmh_str(&s, s.hostname));
         if (s.ending) snprintf(r->ending, sizeof r->ending, "%s", cmh_str(&s, s.ending));
+        const char *cmd = cmh_str(&s, s.cmdline), *sp = strchr(cmd, ' ');
+        size_t len = sp ? (size_t)(sp - cmd) : strlen(cmd);
+        for (size_t k = len; k > 0; k--)
+            if (cmd[k - 1] == '/') {
+                cmd += k, len -= k;
+                break;
+            }
+        snprintf(r->prog, sizeof r->prog, "%.*s", (int)len, cmd);
+        r->started_ns = s.start_time_ns;
+        r->forked_from = s.forked_from;
         if ((rc = one_device(run, &s, g, devs[d], r)) == CMH_OK) k++;
     }
     slot->nrows = k;
@@ -187,6 +202,49 @@ static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
+}
+
+/* Whether the rows are the ranks of one job, and if not, why not (each reason a phrase, joined
+ * by "; " into why).  The ranks of one job say their rank (RANK, or SLURM's, Open MPI's), each a
+ * different one, of one world size; run one program; start together (within 10 minutes: a
+ * launcher starts them at once); and never share a device of one host.  Records that are not
+ * are still compared side by side, but as separate runs, and said to be. */
+#define RANKS_START_WINDOW_NS (600LL * 1000000000LL)
+static int one_job(rank_row **rows, uint32_t n, uint32_t nfiles, char *why, size_t cap)
+{
+    size_t len = 0;
+    why[0] = 0;
+#define WHY(...) (len += (size_t)snprintf(why + len, len < cap ? cap - len : 0, "%s", len ? "; " : ""), \
+                  len += (size_t)snprintf(why + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    if (nfiles < 2) return 1;
+    int ranked = 0;
+    for (uint32_t i = 0; i < n; i++) ranked += rows[i]->rank >= 0;
+    if (!ranked) WHY("no record says which rank it was: RANK unset");
+    else if ((uint32_t)ranked < n) WHY("%u of %u rows say no rank", n - (uint32_t)ranked, n);
+    int dup = 0, ws = 0, prog = 0, shared = 0;
+    int64_t first = 0, last = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const rank_row *a = rows[i];
+        if (a->started_ns) first = !first || a->started_ns < first ? a->started_ns : first, last = a->started_ns > last ? a->started_ns : last;
+        for (uint32_t j = 0; j < i; j++) {
+            const rank_row *b = rows[j];
+            if (a->file == b->file) continue; /* one process's devices */
+            /* one process dumped twice, or a rank and a child it forked (a data loader that
+             * touched the driver): one rank of the job, not two */
+            int kin = !strcmp(a->host, b->host) && (a->pid == b->pid || a->forked_from == b->pid || b->forked_from == a->pid ||
+                                                     (a->forked_from && a->forked_from == b->forked_from));
+            if (kin) continue;
+            if (!dup && a->rank >= 0 && a->rank == b->rank) dup = 1, WHY("rank %d appears in two records", (int)a->rank);
+            if (!ws && a->world_size >= 0 && b->world_size >= 0 && a->world_size != b->world_size)
+                ws = 1, WHY("world sizes differ (%d and %d)", (int)b->world_size, (int)a->world_size);
+            if (!prog && a->prog[0] && b->prog[0] && strcmp(a->prog, b->prog)) prog = 1, WHY("different programs (%s and %s)", b->prog, a->prog);
+            if (!shared && a->host[0] && !strcmp(a->host, b->host) && a->device == b->device && a->pid != b->pid)
+                shared = 1, WHY("two processes on device %d of %s", a->device, a->host);
+        }
+    }
+    if (first && last - first > RANKS_START_WINDOW_NS) WHY("started %.1f h apart", (double)(last - first) / 3.6e12);
+#undef WHY
+    return !len;
 }
 
 static const char *who(const rank_row *r, const char *const *paths)
@@ -268,12 +326,12 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kuint(w, "trace_entries", r->entries);
         cmh_jw_kuint(w, "dropped_entries", r->dropped);
         cmh_jw_kint(w, "peak_allocated", r->alloc_peak);
-        cmh_jw_kint(w, "peak_allocated_time_ns", r->alloc_time_ns);
+        rep_json_time(w, "peak_allocated_time_ns", r->alloc_time_ns);
         cmh_jw_kint(w, "peak_reserved", r->reserved_peak);
-        cmh_jw_kint(w, "peak_reserved_time_ns", r->reserved_time_ns);
+        rep_json_time(w, "peak_reserved_time_ns", r->reserved_time_ns);
         cmh_jw_kuint(w, "ooms", r->ooms);
         if (r->ooms) {
-            cmh_jw_kint(w, "first_oom_time_ns", r->first_oom_ns);
+            rep_json_time(w, "first_oom_time_ns", r->first_oom_ns);
             cmh_jw_kuint(w, "first_oom_requested", r->first_oom_request);
             cmh_jw_kuint(w, "first_oom_device_free", r->first_oom_free);
         }
@@ -284,7 +342,7 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kstr(w, "top_site_at_peak", r->site);
         cmh_jw_kuint(w, "top_site_bytes", r->site_bytes);
         if (r->ending[0]) cmh_jw_kstr(w, "ending", r->ending);
-        cmh_jw_kint(w, "start_time_ns", r->t_start);
+        rep_json_time(w, "start_time_ns", r->t_start);
         cmh_jw_end(w);
     }
     cmh_jw_end(w);
@@ -356,6 +414,10 @@ int cmd_ranks(int argc, char **argv)
     spread_of(rows, rows ? nrows : 0, 0, &pa);
     spread_of(rows, rows ? nrows : 0, 1, &pr);
     double tau = rows ? rank_trend(rows, nrows) : 0.0;
+    char why[768];
+    int job = rows ? one_job(rows, nrows, pl.n, why, sizeof why) : 1;
+    if (!job && g_json) /* said where a script's reader sees it too (the text's first line says it) */
+        fprintf(stderr, "cumemhist: ranks: these %u records are not the ranks of one job (%s): compared as separate runs\n", pl.n, why);
 
     if (rows && g_json) {
         cmh_jw w;
@@ -363,7 +425,9 @@ int cmd_ranks(int argc, char **argv)
         cmh_jw_obj(&w);
         cmh_jw_kuint(&w, "files", pl.n);
         cmh_jw_kuint(&w, "unreadable", failed);
-        cmh_jw_kint(&w, "time_origin_ns", t0);
+        cmh_jw_kbool(&w, "one_job", job);
+        if (!job) cmh_jw_kstr(&w, "not_one_job_because", why);
+        rep_json_time(&w, "time_origin_ns", t0);
         cmh_jw_nl(&w);
         json_rows(&w, rows, nrows, paths);
         cmh_jw_nl(&w);
@@ -390,7 +454,7 @@ int cmd_ranks(int argc, char **argv)
             cmh_jw_kstr(&w, "file", paths[first_oom->file]);
             cmh_jw_kstr(&w, "host", first_oom->host);
             cmh_jw_kint(&w, "device", first_oom->device);
-            cmh_jw_kint(&w, "time_ns", first_oom->first_oom_ns);
+            rep_json_time(&w, "time_ns", first_oom->first_oom_ns);
             cmh_jw_kuint(&w, "requested", first_oom->first_oom_request);
             cmh_jw_kuint(&w, "device_free", first_oom->first_oom_free);
             cmh_jw_kuint(&w, "ranks_that_ran_out", oom_ranks);
@@ -404,13 +468,29 @@ int cmd_ranks(int argc, char **argv)
         for (uint32_t i = 0; i < nrows; i++) {
             int seen = 0;
             for (uint32_t j = 0; j < i && !seen; j++)
-                seen = rows[j]->file == rows[i]->file && rows[j]->pid == rows[i]->pid && !strcmp(rows[j]->host, rows[i]->host);
+                seen = rows[j]->file == rows[i]->file || /* one process dumped to two files counts once */
+                       (rows[i]->pid && rows[j]->pid == rows[i]->pid && !strcmp(rows[j]->host, rows[i]->host));
             nprocs += !seen;
         }
-        printf("%u record%s, %u process%s on %s", pl.n, pl.n == 1 ? "" : "s", nprocs, nprocs == 1 ? "" : "es",
-               rep_count(nrows, "device", "devices"));
-        if (failed) printf(" (%u unreadable)", failed);
-        printf("; times from the job's first entry\n\n");
+        if (job) {
+            /* devices: one per host and index (a row per process and device, the same GPU counted once) */
+            uint32_t ndev = 0;
+            for (uint32_t i = 0; i < nrows; i++) {
+                int seen = 0;
+                for (uint32_t j = 0; j < i && !seen; j++)
+                    seen = rows[j]->device == rows[i]->device && rows[i]->host[0] && !strcmp(rows[j]->host, rows[i]->host);
+                ndev += !seen;
+            }
+            printf("%u record%s, %u process%s on %s", pl.n, pl.n == 1 ? "" : "s", nprocs, nprocs == 1 ? "" : "es",
+                   rep_count(ndev, "device", "devices"));
+            if (failed) printf(" (%u unreadable)", failed);
+            printf("%s\n\n", t0 ? "; times from the job's first entry" : "; the records have no times");
+        } else {
+            printf("%u records, not the ranks of one job (%s): %u separate process%s, a row per process and device", pl.n, why, nprocs,
+                   nprocs == 1 ? "" : "es");
+            if (failed) printf(" (%u unreadable)", failed);
+            printf("%s\n\n", t0 ? "; times from each record's own first entry" : "; the records have no times");
+        }
         printf("%6s  %-12s %4s  %10s %9s  %10s %9s  %4s  %10s  %s\n", "rank", "host", "dev", "peak alloc", "when", "peak resv",
                "when", "OOMs", "leaked", "top site at the peak");
         for (uint32_t i = 0; i < nrows; i++) {
@@ -419,7 +499,8 @@ int cmd_ranks(int argc, char **argv)
             if (r->rank >= 0) snprintf(rk, sizeof rk, "%d", (int)r->rank);
             else snprintf(rk, sizeof rk, "-");
             printf("%6s  %-12.12s %4d  %10s %9s  %10s %9s  %4u  %10s  %s", rk, r->host, r->device, rep_size((double)r->alloc_peak),
-                   rep_when(r->alloc_time_ns, t0), rep_size((double)r->reserved_peak), rep_when(r->reserved_time_ns, t0), r->ooms,
+                   rep_when(r->alloc_time_ns, job ? t0 : r->t_start), rep_size((double)r->reserved_peak),
+                   rep_when(r->reserved_time_ns, job ? t0 : r->t_start), r->ooms,
                    r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site[0] ? r->site : "-");
             if (r->site_bytes) printf(", %s", rep_size((double)r->site_bytes));
             if (r->rank < 0) printf("  [%s]", paths[r->file]);
@@ -432,7 +513,7 @@ int cmd_ranks(int argc, char **argv)
             if (pa.median) printf(": the worst is %.2fx the median", (double)pa.max / (double)pa.median);
             printf("\npeak reserved:  min %s (%s), median %s, max %s (%s)\n", rep_size((double)pr.min), who(pr.min_row, paths),
                    rep_size((double)pr.median), rep_size((double)pr.max), who(pr.max_row, paths));
-            if (nrows >= 3 && (tau >= 0.5 || tau <= -0.5))
+            if (job && nrows >= 3 && (tau >= 0.5 || tau <= -0.5))
                 printf("the peaks %s with the rank (Kendall tau %+.2f): the imbalance is systematic, not noise\n",
                        tau > 0 ? "rise" : "fall", tau);
         }
@@ -446,9 +527,17 @@ int cmd_ranks(int argc, char **argv)
         } else if (nrows) {
             printf("leaking: none\n");
         }
-        if (first_oom)
-            printf("first OOM: %s on %s, device %d, at %s: %s requested, %s free on the device (%u of %u ran out of memory)\n",
-                   who(first_oom, paths), first_oom->host, first_oom->device, rep_when(first_oom->first_oom_ns, t0),
+        if (first_oom && !job) { /* separate runs: no first of a job, each that ran out */
+            printf("ran out of memory:");
+            for (uint32_t i = 0, k = 0; i < nrows; i++)
+                if (rows[i]->ooms)
+                    printf("%s %s, device %d (%s requested, %s free)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
+                           rep_size((double)rows[i]->first_oom_request), rep_size((double)rows[i]->first_oom_free));
+            printf(" (%u of %u)\n", oom_ranks, nrows);
+        } else if (first_oom)
+            printf("first OOM: %s%s%s, device %d%s%s: %s requested, %s free on the device (%u of %u ran out of memory)\n",
+                   who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->first_oom_ns && t0 ? ", at " : "",
+                   first_oom->first_oom_ns && t0 ? rep_when(first_oom->first_oom_ns, t0) : "",
                    rep_size((double)first_oom->first_oom_request), rep_size((double)first_oom->first_oom_free), oom_ranks, nrows);
         else if (nrows)
             printf("first OOM: none\n");

@@ -18,7 +18,8 @@ const cli_command cli_cmd_summary = {
     "summary", "[options] SNAPSHOT",
     "Print the torch.cuda.memory_summary() table of a snapshot (.cmh or PyTorch pickle) for\n"
     "each of its devices, computed by replaying its trace: Cur Usage is the end of the record,\n"
-    "Peak Usage the maximum over it.",
+    "Peak Usage the maximum over it.  A PyTorch snapshot prints PyTorch's text exactly; any other\n"
+    "record is headed by its file and process, and titled \"CUDA memory summary\".",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist summary cumemhist.1234.cmh"};
 
 static void json_stat(cmh_jw *w, const char *name, const cmh_stat *s)
@@ -64,6 +65,7 @@ static int section(const rep_section *sec, void *arg)
         rep_json_process(w, s);
         cmh_jw_kuint(w, "trace_entries", nent);
         cmh_jw_kuint(w, "dropped_entries", dropped);
+        cmh_jw_kstr(w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"); /* who made the record: the text's title */
         cmh_jw_kstr(w, "byte_units", s->source == CMH_SRC_PYTORCH ? "requested" : "allocated");
         cmh_jw_nl(w);
         cmh_jw_key(w, "stats");
@@ -86,9 +88,16 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_end(w);
         return CMH_OK;
     }
-    /* memory_summary()'s table, of zeros too when nothing was recorded, as PyTorch prints it */
+    /* memory_summary()'s table, of zeros too when nothing was recorded, as PyTorch prints it.  A
+     * record PyTorch's allocator made is PyTorch's text to the byte (no line it lacks); any other
+     * is named like every other report, and its title does not claim PyTorch made it. */
+    int pytorch = s->source == CMH_SRC_PYTORCH;
     if (sec->index) putchar('\n');
-    cmh_summary_print(&st, device, g_abbrev, stdout);
+    if (!pytorch && sec->index == 0) {
+        if (s->pid || s->cmdline) rep_print_process(sec->path, s);
+        else printf("%s:\n", sec->path);
+    }
+    cmh_summary_print_titled(&st, device, g_abbrev, pytorch, stdout);
     if (device == -1) printf("note: device -1 is pinned host memory\n");
     if (dropped)
         printf("note: the ring dropped the %llu oldest entries; peaks cover the last %llu only, and the totals count what\n"

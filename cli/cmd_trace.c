@@ -45,7 +45,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "size", e->size);
         cmh_jw_kuint(w, "requested", e->requested);
         cmh_jw_kuint(w, "stream", e->stream);
-        cmh_jw_kint(w, "time_ns", e->time_ns);
+        rep_json_time(w, "time_ns", e->time_ns);
         if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, e->name));
         cmh_jw_key(w, "frames");
         cmh_jw_arr(w);

@@ -39,7 +39,8 @@ const cli_command cli_cmd_whatif = {
     "whatif", "[options] SNAPSHOT",
     "Would another allocator setting have avoided this OOM?  The block requests of a trace\n"
     "(a PyTorch snapshot, or a .cmh with block events) replayed through a model of PyTorch's\n"
-    "caching allocator under other settings, beside the recorded run replayed the same way:\n"
+    "caching allocator under other settings, beside the record's own figures (peak's) and the\n"
+    "recorded settings replayed the same way:\n"
     "peak reserved and allocated, fragmentation at the peak, segment events, and whether and\n"
     "where each would run out of memory at the device's capacity.  Without --set, --conf or\n"
     "--sweep it tries expandable_segments, max_split_size_mb, garbage_collection_threshold and\n"
@@ -94,19 +95,72 @@ static int apply_sets(cmh_whatif_conf *c, const cli_list *l)
 
 static int g_not_pytorch; /* the trace is another allocator's (a .cmh with block events) */
 
+/* What the record itself shows on the device, as `peak` reports it (cmh_peak_totals), beside
+ * the model's rows: the model replays the requests and need not make the same peaks. */
+typedef struct recorded_run {
+    cmh_peak_report pk;
+    double free_at_peak; /* free inside segments / reserved after the reserved peak's entry */
+    uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
+    uint32_t ooms;
+    int64_t first_oom_index;
+    uint64_t first_oom_request;
+} recorded_run;
+
+static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
+{
+    memset(out, 0, sizeof *out);
+    out->first_oom_index = -1;
+    int rc = cmh_peak_totals(s, dev, &out->pk);
+    if (rc != CMH_OK) return rc;
+    const cmh_trace *t = cmh_snapshot_trace(s, dev);
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        out->segment_allocs += e->action == CMH_ACT_SEGMENT_ALLOC, out->segment_frees += e->action == CMH_ACT_SEGMENT_FREE;
+        out->segment_maps += e->action == CMH_ACT_SEGMENT_MAP, out->segment_unmaps += e->action == CMH_ACT_SEGMENT_UNMAP;
+        if (e->action == CMH_ACT_OOM && !out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)e->size;
+    }
+    /* allocated at the reserved peak: a replay up to its entry (-1: the state before the first) */
+    if (out->pk.reserved_peak > 0) {
+        cmh_replay *r = cmh_replay_new(s, dev);
+        if (!r) {
+            cmh_peak_report_free(&out->pk);
+            return CMH_ENOMEM;
+        }
+        while (cmh_replay_position(r) < out->pk.reserved_index && cmh_replay_step(r) == 1) {}
+        const cmh_mem_stats *st = cmh_replay_stats(r);
+        int64_t res = st->reserved_bytes[CMH_POOL_ALL].current, al = st->allocated_bytes[CMH_POOL_ALL].current;
+        out->free_at_peak = res > 0 && res >= al ? (double)(res - al) / (double)res : 0.0;
+        cmh_replay_free(r);
+    }
+    return CMH_OK;
+}
+
+static void print_cells(const char *name, int width, uint64_t reserved, uint64_t allocated, double free_share, uint64_t sa, uint64_t sf,
+                        uint64_t sm, uint64_t su)
+{
+    char segs[64];
+    if (sm || su) snprintf(segs, sizeof segs, "%" PRIu64 " maps, %" PRIu64 " unmaps", sm, su);
+    else snprintf(segs, sizeof segs, "%" PRIu64 " allocs, %" PRIu64 " frees", sa, sf);
+    printf("%-*s %11s %11s %6.1f%%  %-22s ", width, name, rep_size((double)reserved), rep_size((double)allocated), free_share * 100.0, segs);
+}
+
+static void print_recorded(const recorded_run *rr, uint64_t capacity, int width)
+{
+    print_cells(g_not_pytorch ? "recorded (its own allocator)" : "recorded", width, (uint64_t)rr->pk.reserved_peak,
+                (uint64_t)rr->pk.alloc_peak, rr->free_at_peak, rr->segment_allocs, rr->segment_frees, rr->segment_maps,
+                rr->segment_unmaps);
+    if (rr->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", rr->first_oom_index, rep_size((double)rr->first_oom_request));
+    else printf("%s\n", capacity ? "no OOM" : "-");
+}
+
 static void print_row(const trial *x, uint64_t capacity, int width)
 {
     const cmh_whatif_result *r = &x->r;
     char name[300];
-    snprintf(name, sizeof name, "%s%s", x->recorded ? (g_not_pytorch ? "its requests, PyTorch's " : "recorded: ") : "",
+    snprintf(name, sizeof name, "%s%s", x->recorded ? (g_not_pytorch ? "model: its requests, PyTorch's " : "model of the recorded: ") : "",
              x->label[0] ? x->label : x->recorded && g_not_pytorch ? "defaults" : "PyTorch's defaults");
-    char segs[64];
-    if (r->segment_maps || r->segment_unmaps)
-        snprintf(segs, sizeof segs, "%" PRIu64 " maps, %" PRIu64 " unmaps", r->segment_maps, r->segment_unmaps);
-    else
-        snprintf(segs, sizeof segs, "%" PRIu64 " allocs, %" PRIu64 " frees", r->segment_allocs, r->segment_frees);
-    printf("%-*s %11s %11s %6.1f%%  %-22s ", width, name, rep_size((double)r->peak_reserved), rep_size((double)r->peak_allocated),
-           r->frag_at_peak * 100.0, segs);
+    print_cells(name, width, r->peak_reserved, r->peak_allocated, r->frag_at_peak, r->segment_allocs, r->segment_frees,
+                r->segment_maps, r->segment_unmaps);
     if (r->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", r->first_oom_index, rep_size((double)r->first_oom_request));
     else printf("%s\n", capacity ? "no OOM" : "-");
 }
@@ -199,6 +253,10 @@ int cmd_whatif(int argc, char **argv)
     /* the self-replay check holds the recorded settings to the recording's own capacity: at
      * another (--capacity) the trace's OOM and its retries are not what the model should make */
     uint64_t own = cmh_whatif_capacity(&s, dev);
+    recorded_run rr;
+    int rrc = rc ? CMH_EINVAL : recorded_of(&s, dev, &rr), have_rr = rrc == CMH_OK;
+    if (!rc && rrc == CMH_ENOMEM) rc = CLI_ENOMEM;
+    else if (!rc && rrc != CMH_OK) rc = cli_fail(path, rrc);
     for (int i = 0; !rc && i < nt; i++) {
         int wrc = cmh_whatif_run(&s, dev, &t[i].c, capacity, t[i].recorded && capacity == own, &t[i].r);
         if (wrc == CMH_ENOMEM) rc = CLI_ENOMEM;
@@ -221,6 +279,26 @@ int cmd_whatif(int argc, char **argv)
         cmh_jw_kint(&w, "device", dev);
         cmh_jw_kuint(&w, "capacity", capacity);
         cmh_jw_kstr(&w, "capacity_from", g_have_capacity ? "--capacity" : capacity ? "oom" : "none");
+        /* the record itself (peak's figures); "settings" are the model's, the recorded settings first */
+        cmh_jw_nl(&w);
+        cmh_jw_key(&w, "record");
+        cmh_jw_obj(&w);
+        cmh_jw_kint(&w, "peak_reserved", rr.pk.reserved_peak);
+        cmh_jw_kint(&w, "peak_reserved_index", rr.pk.reserved_index);
+        cmh_jw_kint(&w, "peak_allocated", rr.pk.alloc_peak);
+        cmh_jw_kint(&w, "peak_allocated_index", rr.pk.alloc_index);
+        cmh_jw_key(&w, "free_share_at_peak");
+        cmh_jw_double(&w, rr.free_at_peak, 4);
+        cmh_jw_kuint(&w, "segment_allocs", rr.segment_allocs);
+        cmh_jw_kuint(&w, "segment_frees", rr.segment_frees);
+        cmh_jw_kuint(&w, "segment_maps", rr.segment_maps);
+        cmh_jw_kuint(&w, "segment_unmaps", rr.segment_unmaps);
+        cmh_jw_kuint(&w, "ooms", rr.ooms);
+        if (rr.ooms) cmh_jw_kint(&w, "first_oom_index", rr.first_oom_index), cmh_jw_kuint(&w, "first_oom_requested", rr.first_oom_request);
+        cmh_jw_kbool(&w, "model_peaks_match", nt && (int64_t)t[0].r.peak_reserved == rr.pk.reserved_peak &&
+                                                   (int64_t)t[0].r.peak_allocated == rr.pk.alloc_peak);
+        cmh_jw_end(&w);
+        cmh_jw_nl(&w);
         cmh_jw_key(&w, "settings");
         cmh_jw_arr(&w);
         for (int i = 0; i < nt; i++) {
@@ -240,7 +318,7 @@ int cmd_whatif(int argc, char **argv)
             cmh_jw_kuint(&w, "ooms", r->ooms);
             if (r->ooms) {
                 cmh_jw_kint(&w, "first_oom_index", r->first_oom_index);
-                cmh_jw_kint(&w, "first_oom_time_ns", r->first_oom_time_ns);
+                rep_json_time(&w, "first_oom_time_ns", r->first_oom_time_ns);
                 cmh_jw_kuint(&w, "first_oom_requested", r->first_oom_request);
             }
             cmh_jw_kuint(&w, "requests", r->requests);
@@ -263,11 +341,18 @@ int cmd_whatif(int argc, char **argv)
         if (capacity && !g_have_capacity) printf("  (the trace's first OOM: reserved then plus the free memory it reported)\n");
         int width = 30;
         for (int i = 0; i < nt; i++) {
-            int l = (int)strlen(t[i].label[0] ? t[i].label : "PyTorch's defaults") + (t[i].recorded ? 24 : 0);
+            int l = (int)strlen(t[i].label[0] ? t[i].label : "PyTorch's defaults") + (t[i].recorded ? 32 : 0);
             if (l > width) width = l;
         }
         printf("\n%-*s %11s %11s %7s  %-22s %s\n", width, "setting", "peak resv", "peak alloc", "free", "segments", "at the capacity");
+        print_recorded(&rr, capacity, width);
         for (int i = 0; i < nt; i++) print_row(&t[i], capacity, width);
+        if ((int64_t)r0->peak_reserved != rr.pk.reserved_peak || (int64_t)r0->peak_allocated != rr.pk.alloc_peak)
+            printf("\nthe model %s peaks at %s reserved, %s allocated; the record at %s, %s (as `peak` says):\n"
+                   "  read the other settings against the model's row, not the record's\n",
+                   g_not_pytorch ? "(PyTorch's allocator serving these requests)" : "of the recorded settings",
+                   rep_size((double)r0->peak_reserved), rep_size((double)r0->peak_allocated), rep_size((double)rr.pk.reserved_peak),
+                   rep_size((double)rr.pk.alloc_peak));
         if (g_not_pytorch)
             printf("\n(a recording of another allocator: its block requests, replayed as PyTorch's allocator would serve them)");
         printf("\nself-replay of the recorded settings%s: ", capacity != own ? " (at the recording's own capacity)" : "");
@@ -289,6 +374,7 @@ int cmd_whatif(int argc, char **argv)
                    r0->empty_cache_calls);
     }
     free(t);
+    if (have_rr) cmh_peak_report_free(&rr.pk);
     cmh_replay_memo_end(&s);
     cmh_snapshot_free(&s);
     return rc ? rc : cli_finish_stdout(0);

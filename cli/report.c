@@ -266,6 +266,22 @@ const char *rep_when(int64_t t, int64_t t0)
     return b;
 }
 
+const char *rep_at(int64_t index, int64_t t, int64_t t0)
+{
+    static char ring[8][64];
+    static int k;
+    char *b = ring[k++ & 7];
+    if (!t || !t0) snprintf(b, 64, "entry %" PRId64, index);
+    else snprintf(b, 64, "entry %" PRId64 ", %+.3fs", index, (double)(t - t0) / 1e9);
+    return b;
+}
+
+void rep_json_time(cmh_jw *w, const char *key, int64_t t)
+{
+    if (t) cmh_jw_kint(w, key, t);
+    else cmh_jw_key(w, key), cmh_jw_null(w);
+}
+
 int64_t rep_trace_start(const cmh_snapshot *s, int device)
 {
     (void)device; /* one origin for the record: a device's times read against the job's start */
@@ -411,8 +427,8 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
     cmh_jw_kuint(w, "bytes", x->bytes);
     cmh_jw_kuint(w, "blocks", x->count);
     cmh_jw_kdouble(w, "share", total ? (double)x->bytes / (double)total : 0.0, 4);
-    cmh_jw_kint(w, "first_ns", x->first_ns);
-    cmh_jw_kint(w, "last_ns", x->last_ns);
+    rep_json_time(w, "first_ns", x->first_ns);
+    rep_json_time(w, "last_ns", x->last_ns);
     if (leaks) {
         char words[256];
         cmh_jw_kstr(w, "verdict", cmh_leak_verdict_name(x->verdict));
@@ -471,7 +487,7 @@ int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void
     }
     char err[4400];
     cmh_atomic a;
-    FILE *fp = cmh_output_open(&a, path ? path : "-", 0, err, sizeof err);
+    FILE *fp = cmh_output_open(&a, path ? path : "-", CMH_OUT_SHARED, err, sizeof err); /* pages, pictures, folded stacks */
     if (!fp) {
         cli_error("%s", err);
         return CLI_EFILE;

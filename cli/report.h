@@ -96,8 +96,14 @@ const char *rep_count(uint64_t n, const char *one, const char *many);
 
 /* "12.5 MiB" (a ring of 8 buffers: up to 8 in one printf) */
 const char *rep_size(double bytes);
-/* "+1.234s" from the record's first event (cmh_clock_origin), or "-" when a time is unknown */
+/* "+1.234s" from the record's first event (cmh_clock_origin), or "-" when a time is unknown (a
+ * table's cell; in a sentence use rep_at) */
 const char *rep_when(int64_t t, int64_t t0);
+/* An entry in a sentence: "entry 3697, +1.234s", or "entry 3697" alone in an untimed record
+ * (PyTorch 2.0's snapshots have no time_us): never a dash for the time. */
+const char *rep_at(int64_t index, int64_t t, int64_t t0);
+/* "key": a time in ns, or null when the record does not know it (time 0: no time recorded) */
+void rep_json_time(cmh_jw *w, const char *key, int64_t t);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);
 /* A frame as people read it: "function (file:line)", "function (module)", "function". */

@@ -7,7 +7,8 @@
  *                                is fsync'ed, and renamed over the target; then the directory
  *                                is fsync'ed.  Readers see the old file or the new one whole.
  *   a symbolic link              never followed: the link itself is replaced, as a regular
- *                                file would be; its target is untouched.  The names of this
+ *                                file would be; its target is untouched, and stderr says so,
+ *                                naming what the link pointed to.  The names of this
  *                                process's own streams (/dev/stdout, /dev/stderr, /dev/fd/N,
  *                                /proc/self/fd/N) are the exception: they are written through.
  *   a FIFO, a character device,  written through when the format can be streamed; refused with
@@ -18,8 +19,13 @@
  * The temporary file is created within the target's directory by descriptor (openat), so a
  * symlink or file planted at that name in a shared directory makes the write fail instead of
  * being followed, and what is written (stacks, paths, command lines) is readable by its owner
- * only.  A failed write (a full disk, a quota) removes the temporary file and leaves the target
- * as it was.
+ * only.  Permissions: a new file is 0600.  A regular file of the user's own that is replaced
+ * keeps what its owner chose for it: an output meant for sharing (CMH_OUT_SHARED: HTML, SVG,
+ * JSON, pprof, SQLite, folded stacks, Chrome traces, metrics) keeps its permission bits (0644
+ * stays 0644); a snapshot (.cmh, pickle) stays 0600 unless the file it replaces was already
+ * readable by the group or others, and then only that read access is kept (0600 | old & 0044).
+ * A file someone else owns, or a link, gives nothing: the new file is 0600.  A failed write (a
+ * full disk, a quota) removes the temporary file and leaves the target as it was.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -108,6 +114,17 @@ int cmh_output_begin(cmh_atomic *a, const char *path, unsigned flags, char *err,
         return -1;
     }
     snprintf(a->base, sizeof a->base, "%s", base);
+    /* what the file replaced leaves to the new one: its owner's permission choice, or the name a
+     * link pointed to (said at the commit, when the link is gone) */
+    if (fstatat(a->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISREG(st.st_mode) && st.st_uid == geteuid())
+            a->mode = (flags & CMH_OUT_SHARED) ? (unsigned)(st.st_mode & 0777) : 0600u | (unsigned)(st.st_mode & 0044);
+        else if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlinkat(a->dirfd, base, a->link, sizeof a->link - 1);
+            if (n <= 0) snprintf(a->link, sizeof a->link, "?");
+            else a->link[n] = 0;
+        }
+    }
     /* a symbolic link is replaced, never written through; one to a directory names the
      * directory, as the directory itself would (refused, not replaced) */
     struct stat target;
@@ -197,6 +214,10 @@ int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen)
         e = errno;
     }
     int fd = a->fp ? fileno(a->fp) : a->fd;
+    /* the replaced file's permissions (cmh_output_begin decided them), before the name is seen;
+     * best effort: a filesystem without modes (vfat) keeps the data, which matters more */
+    if (!failed && !a->direct && a->mode && a->mode != 0600 && fchmod(fd, (mode_t)a->mode) != 0) {
+    }
     /* the data on disk before the name points at it: a crash after the rename must not leave an
      * empty file where the old one was */
     if (!failed && !a->direct && fsync(fd) != 0) failed = 1, e = errno;
@@ -224,6 +245,10 @@ int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen)
         unlinkat(a->dirfd, a->tmp, 0);
     } else {
         fsync(a->dirfd); /* the rename itself; some filesystems refuse: the data is safe either way */
+        if (a->link[0]) /* never silent: the user may have meant the link's target */
+            fprintf(stderr, "cumemhist: note: %s was a symbolic link to %s; it is now the file itself (outputs are never written "
+                            "through a link; %s is untouched)\n",
+                    a->path, a->link, a->link);
     }
     close(a->dirfd);
     a->dirfd = -1;

@@ -162,9 +162,16 @@ print(f"ok: summary reserved peak {res[1]} includes the pool's reserve; allocate
 PYEOF
 "$CMH" export "$T/pool.cmh" -o "$T/pool.pickle" && py "$(dirname "$0")/check_memviz.py" --ours "$T/pool.pickle" || fail=1
 # the pool samples survive the memory_viz pickle (aside, where PyTorch's readers do not look)
+# (the tables: each is headed by its own file's name)
 "$CMH" summary "$T/pool.pickle" >"$T/pool.pickle.summary" 2>&1
-cmp -s "$T/pool.summary" "$T/pool.pickle.summary" && ok "summary of the exported pickle equals the recording's" ||
+grep '^|' "$T/pool.summary" >"$T/pool.summary.table"
+grep '^|' "$T/pool.pickle.summary" >"$T/pool.pickle.summary.table"
+cmp -s "$T/pool.summary.table" "$T/pool.pickle.summary.table" && [ -s "$T/pool.summary.table" ] && ok "summary of the exported pickle equals the recording's" ||
     bad "pool samples lost in the pickle: $(diff "$T/pool.summary" "$T/pool.pickle.summary" | head -5)"
+# an exported pickle is still our record, not PyTorch's allocator's: titled and named as such
+{ grep -q '^|  *CUDA memory summary, device ID' "$T/pool.pickle.summary" && ! grep -q 'PyTorch CUDA' "$T/pool.pickle.summary" &&
+    head -1 "$T/pool.pickle.summary" | grep -q "^$T/pool.pickle: pid "; } && ok "summary of the exported pickle: not titled PyTorch's, names its file" ||
+    bad "summary of the exported pickle: $(head -3 "$T/pool.pickle.summary")"
 
 # --- expandable segments: one segment growing and shrinking by maps ---
 EXPANDABLE_KEEP=1 "$CMH" record -q -o "$T/exp.cmh" -- "$B/samples/expandable" >"$T/exp.out" || bad "expandable"

@@ -24,6 +24,9 @@ check "no claim file left" "[ ! -e leak.cmh.claim ]"
 "$CMH" summary leak.cmh >sum.txt 2>&1
 check "summary: 20 MiB still allocated" "grep -q '^| Allocated memory      |  20480 KiB |  96256 KiB |' sum.txt"
 check "summary: 5 live segments" "grep -q '^| GPU reserved segments |       5    |' sum.txt"
+# a plain C program's record: named like every report, and not titled as PyTorch's allocator's
+check "summary of a driver record names its file and process first" "head -1 sum.txt | grep -q '^leak.cmh: pid [0-9]* on .*leaky 5\$'"
+check "summary of a driver record is not titled PyTorch's" "grep -q '^|                          CUDA memory summary, device ID 0  ' sum.txt && ! grep -q PyTorch sum.txt"
 "$CMH" summary --json leak.cmh >sum.json
 check "summary --json exact integers" "grep -q '\"allocated_bytes.all\": {\"current\": 20971520, \"peak\": 98566144' sum.json"
 env -u LD_PRELOAD python3 -c "import json,sys; json.load(open('sum.json'))" 2>/dev/null && ok "summary --json parses" || bad "summary --json parses"
@@ -121,10 +124,58 @@ ok "--help for every command"
 # an empty snapshot: summary prints memory_summary()'s table of zeros, as PyTorch does; the reports say so
 if [ -n "${CMH_PYTORCH_FIXTURES:-}" ] && [ -d "$CMH_PYTORCH_FIXTURES" ]; then
     "$CMH" summary "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty.txt
+    # a PyTorch snapshot: PyTorch's text and nothing else (the table's first line first)
+    check "summary of a PyTorch snapshot: PyTorch's title, no line before the table" "head -2 empty.txt | tr -d '\n' | grep -q '^|=*||                  PyTorch CUDA memory summary, device ID 0 '"
     check "empty snapshot: summary is the table of zeros" "grep -q '^| Allocated memory      |      0 B   |      0 B   |      0 B   |      0 B   |\$' empty.txt && [ \$(wc -l <empty.txt) -ge 40 ]"
     "$CMH" peak "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty2.txt
     check "empty snapshot: peak says so too" "grep -q 'no allocations recorded' empty2.txt"
 fi
+
+# an untimed record (PyTorch 2.0's snapshots have no time_us): every sentence names the entry
+# alone ("at entry 5"), never a dash for the time; JSON says null wherever a time would be
+env -u LD_PRELOAD python3 - untimed.pickle <<'PYEOF'
+import pickle, sys
+M, seg = 1 << 20, 0x7f0000000000
+fr = lambda: [{"filename": "train.py", "line": 12, "name": "step"}]
+e = lambda a, addr, size, **k: dict(action=a, addr=addr, size=size, stream=0, frames=fr(), **k)
+trace = [e("segment_alloc", seg, 20 * M), e("alloc", seg, 8 * M), e("alloc", seg + 8 * M, 8 * M),
+         e("free_requested", seg + 8 * M, 8 * M), e("free_completed", seg + 8 * M, 8 * M), e("oom", 0, 64 * M, device_free=4 * M)]
+blocks = [{"address": seg, "size": 8 * M, "requested_size": 8 * M, "state": "active_allocated", "frames": fr()},
+          {"address": seg + 8 * M, "size": 12 * M, "requested_size": 0, "state": "inactive", "frames": []}]
+segs = [{"device": 0, "address": seg, "total_size": 20 * M, "allocated_size": 8 * M, "active_size": 8 * M, "requested_size": 8 * M,
+         "stream": 0, "segment_type": "large", "is_expandable": False, "frames": fr(), "blocks": blocks}]
+pickle.dump({"segments": segs, "device_traces": [trace]}, open(sys.argv[1], "wb"), protocol=4)
+PYEOF
+for c in peak oom frag owners ranks whatif; do "$CMH" $c untimed.pickle >"untimed.$c" 2>&1; done
+check "untimed: no dash where a time would be (peak, oom, frag, owners, ranks, whatif)" \
+    "! grep -n -e ', -\$' -e ', -)' -e ' at -' -e 'entry [0-9]*, -' untimed.peak untimed.oom untimed.frag untimed.owners untimed.ranks untimed.whatif"
+check "untimed: peak and oom name the entry alone" \
+    "grep -q '^peak allocated: 16.0 MiB (16777216 bytes) at entry 2\$' untimed.peak && grep -q 'out of memory #1 on device 0 at entry 5\$' untimed.oom &&
+     grep -q 'out-of-memory error (entry 5) asked' untimed.frag && grep -q ', peak (entry 0): ' untimed.owners && grep -q 'the records have no times' untimed.ranks"
+for c in peak oom owners trace ranks frag leaks; do "$CMH" $c --json untimed.pickle >"untimed.$c.json" 2>/dev/null; done
+"$CMH" export -f json -o untimed.export.json untimed.pickle 2>/dev/null
+check "untimed: export -f json leaves time_us out, as the pickle it came from" \
+    "[ -s untimed.export.json ] && grep -q '\"action\": \"oom\"' untimed.export.json && ! grep -q time_us untimed.export.json"
+env -u LD_PRELOAD python3 - <<'PYEOF' && ok "untimed: every time in JSON is null" || bad "untimed: a time in JSON is not null"
+import json, sys
+bad = []
+def walk(x, where):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if (k.endswith("_ns") or k == "seconds") and k not in ("gpu_time_ns",):
+                if v is not None: bad.append(f"{where}.{k} = {v}")
+            walk(v, where + "." + k)
+    elif isinstance(x, list):
+        for i, v in enumerate(x): walk(v, f"{where}[{i}]")
+seen = 0
+for c in ("peak", "oom", "owners", "trace", "ranks", "frag", "leaks"):
+    d = json.load(open(f"untimed.{c}.json"))
+    walk(d, c)
+    seen += json.dumps(d).count("_ns\": null")
+if bad or seen < 10:
+    print("FAIL:", bad[:5], "nulls seen:", seen)
+    sys.exit(1)
+PYEOF
 
 # damaged snapshots: one line naming the file and the byte, non-zero exit, no crash
 size=$(wc -c <leak.cmh)

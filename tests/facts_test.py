@@ -65,7 +65,8 @@ def reference(rec):
         for k in ("allocated", "reserved", "requested"):
             p = d.get("peak_" + k)
             if p:
-                f["peak_" + k], f["peak_%s_entry" % k], f["peak_%s_time_ns" % k] = p["bytes"], p["index"], p["time_ns"]
+                # an unknown time is null in JSON (NULL in SQLite, 0 in the pictures' attributes): 0 here
+                f["peak_" + k], f["peak_%s_entry" % k], f["peak_%s_time_ns" % k] = p["bytes"], p["index"], p["time_ns"] or 0
             f["end_" + k] = d["end"][k]
     for d in json.loads(run("peak", "--json", "--top", str(TOP), rec)):
         if d["device"] in facts:
@@ -102,7 +103,7 @@ def from_sqlite(rec):
             continue
         f = dict(zip(["entries", "peak_allocated", "peak_allocated_entry", "peak_allocated_time_ns", "peak_reserved",
                       "peak_reserved_entry", "peak_reserved_time_ns", "end_allocated", "end_reserved"], row[1:]))
-        # NULL: the peak was the state before the first entry (no entry), or its time is unknown (0 in JSON)
+        # NULL: the peak was the state before the first entry (no entry), or its time is unknown (null in JSON)
         f = {k: (-1 if k.endswith("_entry") else 0) if v is None else v for k, v in f.items()}
         f["ooms"] = c.execute("SELECT count(*) FROM events WHERE device=? AND action='oom'", (row[0],)).fetchone()[0]
         f["annotations"] = c.execute("SELECT count(*) FROM marks WHERE device=? AND stage!='point'", (row[0],)).fetchone()[0]

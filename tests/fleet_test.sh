@@ -126,6 +126,30 @@ printf 'not a snapshot' >broken.cmh
 rc=$?
 [ $rc -eq 1 ] && grep -q "broken.cmh" mixed.err && grep -q "^     0 " mixed.txt && ok "a broken record is named (exit 1), the others reported" ||
     bad "ranks with a broken record: exit $rc, $(cat mixed.err)"
+# records that are not the ranks of one job are said to be, and compared as separate runs: two
+# single-GPU runs of a program (no rank, both on device 0 of this host), or a rank twice
+"$CMH" record -q -o solo1.cmh -- "$B/samples/leaky" 2 >/dev/null 2>&1
+"$CMH" record -q -o solo2.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1
+"$CMH" ranks solo1.cmh solo2.cmh >solo.txt 2>solo.err
+check "two unrelated single-GPU records: not called one job's 2 devices ($(head -1 solo.txt | cut -c1-150))" \
+    "head -1 solo.txt | grep -q '^2 records, not the ranks of one job (no record says which rank it was: RANK unset; two processes on device 0 of [^)]*): 2 separate processes' &&
+     ! grep -q 'devices' solo.txt && grep -q \"times from each record's own first entry\" solo.txt && [ ! -s solo.err ]"
+"$CMH" ranks --json solo1.cmh solo2.cmh >solo.json 2>solo.err
+py - solo.json ranks.json <<'EOF' && grep -q "are not the ranks of one job" solo.err && ok "ranks --json: one_job false with the reasons (said on stderr), true for the 4-rank job" || bad "ranks --json one_job: $(cat solo.err)"
+import json, sys
+d, job = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert d["one_job"] is False and "RANK unset" in d["not_one_job_because"], d
+assert job["one_job"] is True and "not_one_job_because" not in job, job
+EOF
+RANK=1 LOCAL_RANK=1 WORLD_SIZE=4 FAKECUDA_DEVICES=4 "$CMH" record -q -o again.cmh -- "$B/samples/fleet_rank" 2 >/dev/null 2>&1
+"$CMH" ranks run.*.cmh again.cmh >again.txt 2>&1
+check "a rank twice (two processes): not one job" "head -1 again.txt | grep -q 'not the ranks of one job (rank 1 appears in two records'"
+cp run.1.cmh copy.cmh # one process's record twice: still one job, the process counted once
+"$CMH" ranks run.*.cmh copy.cmh >copy.txt 2>&1
+check "one process's record twice: one job, 4 processes" "head -1 copy.txt | grep -q '^5 records, 4 processes on 4 devices'"
+"$CMH" ranks run.*.cmh >job.txt 2>&1
+check "the 4-rank job: one job, 4 processes on 4 devices" "head -1 job.txt | grep -q \"^4 records, 4 processes on 4 devices; times from the job's first entry\""
+
 # PyTorch's own snapshots have no rank: rows all the same
 "$CMH" ranks "$F"/h200/*.pickle >pt.txt 2>&1 && grep -q "^     -  " pt.txt && ok "ranks reads PyTorch's pickles (no rank: by file)" ||
     bad "ranks on pickles: $(head -5 pt.txt)"

@@ -125,6 +125,22 @@ static void test_summary_worked_example(void)
     for (char *p = text, *nl; (nl = strchr(p, '\n')); p = nl + 1, lines++) CU_ASSERT_EQUAL(nl - p, 77);
     CU_ASSERT_EQUAL(lines, 6 + 9 * 2 + 2 * 2 + 1); /* abbreviated: no pool rows */
     free(text);
+    /* a record PyTorch's allocator did not make: the same table, titled without PyTorch's name */
+    char *buf;
+    size_t len;
+    FILE *fp = open_memstream(&buf, &len);
+    cmh_summary_print_titled(&st, 0, 0, 0, fp);
+    fclose(fp);
+    const char *pt = "|                  PyTorch CUDA memory summary, device ID 0                 |\n";
+    const char *ours = "|                          CUDA memory summary, device ID 0                 |\n";
+    CU_ASSERT_PTR_NULL(strstr(buf, "PyTorch"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, ours));
+    CU_ASSERT_EQUAL(len, strlen(expected_summary));
+    const char *at = strstr(expected_summary, pt);
+    CU_ASSERT_FATAL(at != NULL);
+    size_t off = (size_t)(at - expected_summary); /* everything but the title the same */
+    CU_ASSERT(!strncmp(buf, expected_summary, off) && !strcmp(buf + off + strlen(ours), at + strlen(pt)));
+    free(buf);
     cmh_snapshot_free(&s);
 }
 

@@ -24,7 +24,7 @@ done && ok "summary, peak, leaks, frag, oom, stats, trace: --json is a list of e
 "$CMH" peak --device 5 mg.cmh 2>err.txt
 [ $? -eq 2 ] && grep -q 'no device 5 in this snapshot (it has 0, 1)' err.txt && ok "--device of an absent device: exit 2 (a bad value), names the ones there" ||
     bad "--device 5: $(cat err.txt)"
-"$CMH" summary mg.cmh | grep -c 'PyTorch CUDA memory summary, device ID' | grep -qx 2 && ok "summary prints a table per device" ||
+"$CMH" summary mg.cmh | grep -c 'CUDA memory summary, device ID' | grep -qx 2 && ok "summary prints a table per device" ||
     bad "summary tables"
 grep -q '^mg.cmh: pid [0-9]* on .*multigpu 8$' leaks.txt && "$CMH" peak --json mg.cmh | grep -q '"cmdline": ".*multigpu 8"' &&
     ok "reports name the recorded process (pid, host, command line)" || bad "process line: $(head -1 leaks.txt)"

@@ -122,6 +122,44 @@ assert names[0] == "" and names[1].startswith("expandable_segments:True,roundup_
        names[2:] == ["max_split_size_mb:64", "max_split_size_mb:128"], names
 print(f"ok: --conf in PYTORCH_CUDA_ALLOC_CONF's syntax and --sweep: {len(names)} settings, the recorded first")
 EOF
+# the "recorded" row is the record's own figures, `peak`'s, on every snapshot at hand; the model of
+# the recorded settings is a row of its own, and a line says so when its peaks are not the record's
+set -- "$F"/h200/*.pickle "$C"/*.pickle
+[ -n "$PT" ] && [ -d "$PT" ] && set -- "$@" "$PT"/*.pickle
+agree=0 differ=0
+for f in "$@"; do
+    "$CMH" whatif --json "$f" >rec.json 2>/dev/null || continue
+    dev=$(py -c "import json; print(json.load(open('rec.json'))['device'])")
+    "$CMH" peak --json --device "$dev" "$f" >peak.json 2>/dev/null
+    "$CMH" whatif --device "$dev" "$f" >rec.txt 2>/dev/null
+    "$CMH" peak --device "$dev" "$f" >peak.txt 2>/dev/null
+    out=$(py - rec.json peak.json rec.txt peak.txt <<'PYEOF'
+import json, re, sys
+w, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))[0]
+txt = open(sys.argv[3]).read()
+pk = dict(re.findall(r"^peak (reserved|allocated): +(\S+ \S+) \(", open(sys.argv[4]).read(), re.M))
+rec, model = w["record"], w["settings"][0]
+probs = []
+if (rec["peak_reserved"], rec["peak_allocated"]) != (p["peak_reserved"]["bytes"], p["peak_allocated"]["bytes"]):
+    probs.append(f"record {rec['peak_reserved']}/{rec['peak_allocated']} != peak {p['peak_reserved']['bytes']}/{p['peak_allocated']['bytes']}")
+row = next((l for l in txt.splitlines() if l.startswith("recorded ")), "")
+cells = re.findall(r"\d+\.\d \S+|\d+ B", row)[:2]
+if cells != [pk.get("reserved"), pk.get("allocated")]:
+    probs.append(f"text row {cells} != peak's {pk}")
+if not row or not model["recorded"] or not any(l.startswith("model of the recorded: ") for l in txt.splitlines()):
+    probs.append("no 'recorded' row and 'model of the recorded' row")
+same = (model["peak_reserved"], model["peak_allocated"]) == (rec["peak_reserved"], rec["peak_allocated"])
+said = "the model of the recorded settings peaks at" in txt
+if same == said or rec["model_peaks_match"] != same:
+    probs.append(f"model {model['peak_reserved']}/{model['peak_allocated']}, same={same}, line said={said}")
+print("FAIL: " + "; ".join(probs) if probs else ("same" if same else "differ"))
+PYEOF
+)
+    case $out in same) agree=$((agree + 1)) ;; differ) differ=$((differ + 1)) ;; *) bad "$(basename "$f"): $out" ;; esac
+done
+[ $((agree + differ)) -ge 3 ] && ok "the recorded row is peak's figures on $((agree + differ)) snapshots ($agree the model matches, $differ it does not, said)" ||
+    bad "recorded row: only $((agree + differ)) snapshots checked"
+
 "$CMH" whatif --set no_such_thing=1 "$C/torch_var_plain.pickle" >/dev/null 2>err.txt
 [ $? -eq 2 ] && grep -q "not a setting the model follows" err.txt && ok "an unknown setting is refused (exit 2)" || bad "unknown setting: $(cat err.txt)"
 "$CMH" whatif --set max_split_size_mb=10 "$C/torch_var_plain.pickle" >/dev/null 2>err.txt

@@ -22,11 +22,14 @@ cmdline() {
     merge) echo "\"$CMH\" merge -o $2 \"$H/torch_exp.cmh\" \"$H/torch_exp.pickle\"" ;;
     recover) echo "cp \"$T/flight.orig\" \"$T/fl.flight\" && \"$CMH\" recover \"$T/fl.flight\" -o $2" ;;
     plot) echo "\"$CMH\" plot \"$T/l.cmh\" -o $2" ;;
+    folded) echo "\"$CMH\" flamegraph --folded \"$T/l.cmh\" -o $2" ;;
     flamegraph) echo "\"$CMH\" flamegraph \"$T/l.cmh\" -o $2" ;;
     report) echo "\"$CMH\" report \"$T/l.cmh\" -o $2" ;;
     esac
 }
-writers="record memviz json chrome pprof sqlite symbolize merge recover plot flamegraph report"
+writers="record memviz json chrome pprof sqlite symbolize merge recover plot flamegraph folded report"
+# snapshots stay private; what is made to be shared keeps the replaced file's permissions
+snapshot() { case $1 in record | memviz | symbolize | merge | recover) true ;; *) false ;; esac; }
 streams() { [ "$1" != sqlite ]; } # every format but SQLite's can be streamed
 
 # The directory holds only what it should: no temporary file, no claim, no flight record.
@@ -56,7 +59,7 @@ for w in $writers; do
     mkdir -p "$d"
     cd "$d" || exit 1
     case $w in record) ext=cmh ;; memviz) ext=pickle ;; json) ext=json ;; chrome) ext=trace.json ;; pprof) ext=pb.gz ;;
-        sqlite) ext=db ;; symbolize | merge | recover) ext=cmh ;; plot | flamegraph) ext=svg ;; report) ext=html ;; esac
+        sqlite) ext=db ;; symbolize | merge | recover) ext=cmh ;; plot | flamegraph) ext=svg ;; folded) ext=folded ;; report) ext=html ;; esac
     probs=""
 
     # nothing there: a new file, 0600
@@ -65,20 +68,36 @@ for w in $writers; do
     { [ $rc -eq 0 ] && [ -f out.$ext ] && [ -s out.$ext ] && [ "$(stat -c %a out.$ext)" = 600 ]; } ||
         probs="$probs [missing: exit $rc, $(stat -c %a out.$ext 2>&1), $(head -2 err.txt)]"
 
-    # a regular file: replaced
-    echo old >old.$ext
-    eval "$(cmdline $w "old.$ext")" >/dev/null 2>err.txt
-    rc=$?
-    { [ $rc -eq 0 ] && [ -f old.$ext ] && [ "$(cat old.$ext | head -c 3)" != old ] && [ "$(stat -c %a old.$ext)" = 600 ]; } ||
-        probs="$probs [regular: exit $rc, $(head -2 err.txt)]"
+    # a regular file: replaced, with the permissions its owner gave it as the rule says (a
+    # snapshot: 0600 plus the read access the old file gave the group and others; anything
+    # else: the old file's bits)
+    for m in 600 644 660 604 444; do
+        echo old >old.$ext
+        chmod $m old.$ext
+        eval "$(cmdline $w "old.$ext")" >/dev/null 2>err.txt
+        rc=$?
+        if snapshot $w; then want=$(printf '%o' $((0600 | (0$m & 0044)))); else want=$m; fi
+        { [ $rc -eq 0 ] && [ -f old.$ext ] && [ "$(cat old.$ext | head -c 3)" != old ] && [ "$(stat -c %a old.$ext)" = $want ]; } ||
+            probs="$probs [regular $m: exit $rc, mode $(stat -c %a old.$ext) (want $want), $(head -2 err.txt)]"
+        chmod 600 old.$ext
+    done
+    # a file another user owns passes nothing on (a planted 0666 file must not make ours 0666)
+    if [ "$(id -u)" = 0 ] && chown nobody old.$ext 2>/dev/null; then
+        chmod 666 old.$ext
+        eval "$(cmdline $w "old.$ext")" >/dev/null 2>err.txt
+        rc=$?
+        { [ $rc -eq 0 ] && [ "$(stat -c '%a %u' old.$ext)" = "600 0" ]; } ||
+            probs="$probs [another's 0666 file: exit $rc, now $(stat -c '%a %U' old.$ext), $(head -2 err.txt)]"
+    fi
 
     # a symlink: the link replaced by a file, its target untouched
     echo precious >target
     ln -s target link.$ext
     eval "$(cmdline $w "link.$ext")" >/dev/null 2>err.txt
     rc=$?
-    { [ $rc -eq 0 ] && [ ! -L link.$ext ] && [ -f link.$ext ] && [ "$(cat target)" = precious ]; } ||
-        probs="$probs [symlink: exit $rc, link $( [ -L link.$ext ] && echo kept || echo replaced), target '$(cat target)', $(head -2 err.txt)]"
+    { [ $rc -eq 0 ] && [ ! -L link.$ext ] && [ -f link.$ext ] && [ "$(cat target)" = precious ] && [ "$(stat -c %a link.$ext)" = 600 ] &&
+        grep -q "^cumemhist: note: link.$ext was a symbolic link to target; it is now the file itself" err.txt; } ||
+        probs="$probs [symlink: exit $rc, link $( [ -L link.$ext ] && echo kept || echo replaced), target '$(cat target)', mode $(stat -c %a link.$ext), said: $(head -2 err.txt)]"
 
     # a symlink to a directory: refused like the directory it names, the link kept
     mkdir -p linked_dir
@@ -143,7 +162,7 @@ for w in $writers; do
 
     lo=$(leftovers "$d")
     [ -n "$lo" ] && probs="$probs [left behind: $lo]"
-    [ -z "$probs" ] && ok "$w: missing, regular, symlink, FIFO${cdev:+, device}, directory${ro_ok:+, read-only dir}, full disk" ||
+    [ -z "$probs" ] && ok "$w: missing, regular (its permissions: $(snapshot $w && echo 'snapshot: read bits' || echo shared: all)), symlink (said), FIFO${cdev:+, device}, directory${ro_ok:+, read-only dir}, full disk" ||
         bad "$w:$probs"
     cd "$T" || exit 1
 done

@@ -175,6 +175,7 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
     cmh_jw_nl(w);
     cmh_jw_key(w, "device_traces");
     cmh_jw_arr(w);
+    int timed = s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US); /* PyTorch 2.0: no time_us */
     for (int d = 0; d < (ndev ? ndev : 1); d++) {
         cmh_jw_arr(w);
         for (uint32_t t = 0; t < s->ntraces; t++) {
@@ -187,7 +188,7 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
                 cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", e->addr);
                 cmh_jw_kuint(w, "size", e->size);
                 cmh_jw_kuint(w, "stream", e->stream);
-                cmh_jw_kint(w, "time_us", e->time_ns / 1000);
+                if (timed) cmh_jw_kint(w, "time_us", e->time_ns / 1000); /* absent where the source had none, as the pickle */
                 if (e->action == CMH_ACT_POOL_SAMPLE) cmh_jw_kuint(w, "used", e->requested);
                 if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) cmh_jw_kstr(w, "compile_context", cmh_str(s, e->compile_context));
                 if (s->pt_fields & CMH_PT_USER_METADATA) cmh_jw_kstr(w, "user_metadata", cmh_str(s, e->user_metadata));

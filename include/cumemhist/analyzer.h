@@ -98,6 +98,9 @@ void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint
 int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out);
 /* The exact torch.cuda.memory_summary() table. */
 void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FILE *fp);
+/* The same table; pytorch 0 titles it "CUDA memory summary" (a record PyTorch's allocator did not
+ * make: its figures are the driver's or another allocator's, in PyTorch's layout). */
+void cmh_summary_print_titled(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, FILE *fp);
 
 /* torch/cuda/_memory_viz.py's `stats` (segsum) and `trace` text, character for character, of
  * a snapshot in PyTorch's shape (a recorder snapshot goes through cmh_memviz_shape first, as

@@ -320,9 +320,12 @@ int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
 const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
 
 /* Writing a file (snapshot/atomic.c): the one rule for every output, by what is at the path.
- * Missing or a regular file (or a symlink, which is never followed: the link is replaced):
- * written to a temporary file beside it (mode 0600, O_EXCL | O_NOFOLLOW), fsync'ed, renamed
- * over it; readers see the old file or the new one whole.  A FIFO, a character device (a
+ * Missing or a regular file (or a symlink, which is never followed: the link is replaced, and
+ * stderr says what it pointed to): written to a temporary file beside it (mode 0600, O_EXCL |
+ * O_NOFOLLOW), fsync'ed, renamed over it; readers see the old file or the new one whole.  A
+ * replaced regular file of the user's own passes on its permissions: all of its bits with
+ * CMH_OUT_SHARED (an output meant for sharing), else (a snapshot) only the group's and others'
+ * read bits on top of 0600.  A FIFO, a character device (a
  * terminal, /dev/null, /dev/full), "-" and this process's own /dev/stdout, /dev/stderr,
  * /dev/fd/N: written through, unless CMH_OUT_SEEKABLE says the format needs a seekable file,
  * then refused.  A directory, a block device, a socket: refused.  err gets a one-line message
@@ -331,12 +334,14 @@ const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
  * cmh_output_open gives a stream; cmh_output_begin only the descriptor and, for a library that
  * opens files by name (SQLite), tmppath.  cmh_atomic_commit puts it in place, or removes it and
  * says why (CMH_EIO); cmh_atomic_abort removes it.  cmh_atomic_open is cmh_output_open(.., 0). */
-enum { CMH_OUT_SEEKABLE = 1 };
+enum { CMH_OUT_SEEKABLE = 1, CMH_OUT_SHARED = 2 };
 typedef struct cmh_atomic {
     int dirfd, fd;
     int direct; /* writing to path itself (not a regular file) */
+    unsigned mode; /* the file's permissions at the commit (0: 0600) */
     FILE *fp;
     char path[4096], base[1024], tmp[1100], tmppath[5200];
+    char link[1024]; /* what a symbolic link replaced pointed to ("" when none) */
 } cmh_atomic;
 int cmh_output_begin(cmh_atomic *a, const char *path, unsigned flags, char *err, size_t errlen);
 FILE *cmh_output_open(cmh_atomic *a, const char *path, unsigned flags, char *err, size_t errlen);
