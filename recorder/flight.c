@@ -629,10 +629,12 @@ void cmh_flight_start(void)
     cmh_dump_note_manifest("flight", g_path);
 }
 
-/* Bytes in the current generation past which a bounded ring's history is checkpointed. */
+/* Bytes in the current generation past which a bounded ring's history is checkpointed: 4 rings'
+ * worth of entry records, counted at the short record's 48 bytes, which nearly every entry takes
+ * (at the whole record's 88, a generation of short records held 7 rings' worth). */
 static uint64_t generation_limit(void)
 {
-    uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * (sizeof(cmh_flight_rec) + sizeof(cmh_fr_entry)) * 4;
+    uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * (sizeof(cmh_flight_rec) + sizeof(cmh_fr_entry_short)) * 4;
     return ring > ((uint64_t)64 << 20) ? ring : (uint64_t)64 << 20;
 }
 
