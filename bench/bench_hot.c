@@ -172,7 +172,10 @@ int main(int argc, char **argv)
     /* The directory is removed by a child that waits for this process to end, not by this
      * process: the recorder's helper thread may be writing a checkpoint of the flight record
      * there until the very end (it renamed into a directory already gone: "cannot rename into
-     * place"), and only this process's death stops it for sure. */
+     * place"), and only this process's death stops it for sure.  The child leaves the process
+     * group and lets go of the output, so that whatever waits for this process (a shell's
+     * $(...)) does not wait for it, and whatever ends this process's group once it exited (a
+     * timing harness) does not kill it with its work undone. */
     int gone[2];
     if (pipe2(gone, O_CLOEXEC) != 0) {
         perror("bench_hot: pipe");
@@ -181,6 +184,9 @@ int main(int argc, char **argv)
     pid_t cleaner = fork();
     if (cleaner == 0) {
         close(gone[1]);
+        setsid();
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) dup2(null, 0), dup2(null, 1), dup2(null, 2), close(null);
         char byte;
         while (read(gone[0], &byte, 1) > 0) {} /* EOF: every copy of the write end is closed, so the parent is gone */
         remove_dir(tmpdir);
