@@ -3,7 +3,7 @@
 # each made ahead of the appends by the helper thread, loses nothing at a SIGKILL: every entry
 # is recovered, in order, under `record` and by `recover` alike; with a bounded ring it goes
 # through checkpoints (a new generation may start in an extent made ahead) and keeps exactly
-# the newest entries, with the drop count exact.
+# the newest entries, with the drop count exact; and its written pages do not stay resident.
 TEST=hot_flight . "$(dirname "$0")/testlib.sh"
 P=$B/tests/pairs_die
 # "ENTRIES DROPPED ORDERED" of a snapshot's device 0: ORDERED = 1 when the entries are pairs
@@ -62,4 +62,12 @@ ls d.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded, 400000: a checkpoint w
 set -- $(shape d.cmh 1000000)
 [ "${1:-}" = 400000 ] && [ "${2:-}" = 1600000 ] && [ "${3:-}" = 1 ] && ok "bounded, 400000: the newest kept, 1600000 dropped, in order" ||
     bad "bounded, 400000: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+
+# 5. the flight record's written pages are given back from the resident set as they are written:
+# after 400,000 pairs (38 MB of records) and the helper's tick, at most 4 MiB of its mappings are
+# resident (about 0.5 MiB: 128 KiB behind the cursor, the window made ahead and the next
+# extent's; 7.5 MiB with the 8 MiB window of before)
+r=$(CUMEMHIST_FLIGHT=1 CUMEMHIST_OUTPUT=$T/e.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 400000 exit rss 2>/dev/null | sed -n 's/^flight resident KiB: //p')
+[ -n "$r" ] && [ "$r" -le 4096 ] && ok "the flight record's resident pages after 38 MB of records: $r KiB" ||
+    bad "the flight record's resident pages after 38 MB of records: ${r:-?} KiB (at most 4096)"
 finish
