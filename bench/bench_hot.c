@@ -21,7 +21,7 @@
  *                                        recorder's bytes per entry and one dump: its time and
  *                                        peak RSS against the RSS before it
  * Times are the process's CPU time (BENCH_CLOCK=wall for the wall clock); the dump's is wall.
- * The recorder's files go to $BENCH_DIR (default /tmp), in a directory removed at the end;
+ * The recorder's files go to $BENCH_DIR (default /tmp), in a directory removed once it ended;
  * CUMEMHIST_FLIGHT=0 in the environment turns the flight record off as for any program.
  */
 #define _GNU_SOURCE
@@ -207,6 +207,31 @@ int main(int argc, char **argv)
         perror("bench_hot: mkdtemp");
         return 1;
     }
+    /* The directory is removed by a child that waits for this process to end, not by this
+     * process: the recorder's helper thread may be writing a checkpoint of the flight record
+     * there until the very end (it renamed into a directory already gone: "cannot rename into
+     * place"), and only this process's death stops it for sure.  The child leaves the process
+     * group and lets go of the output, so that whatever waits for this process (a shell's
+     * $(...)) does not wait for it, and whatever ends this process's group once it exited (a
+     * timing harness) does not kill it with its work undone. */
+    int gone[2];
+    if (pipe2(gone, O_CLOEXEC) != 0) {
+        perror("bench_hot: pipe");
+        return 1;
+    }
+    pid_t cleaner = fork();
+    if (cleaner == 0) {
+        close(gone[1]);
+        setsid();
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) dup2(null, 0), dup2(null, 1), dup2(null, 2), close(null);
+        char byte;
+        while (read(gone[0], &byte, 1) > 0) {} /* EOF: every copy of the write end is closed, so the parent is gone */
+        remove_dir(tmpdir);
+        _exit(0);
+    }
+    close(gone[0]);
+    if (cleaner < 0) close(gone[1]), gone[1] = -1; /* no child: removed below, as before */
     snprintf(out, sizeof out, "%s/bench.cmh", tmpdir);
     setenv("CUMEMHIST_OUTPUT", out, 1);
     /* before the driver's first allocation: it reads this once */
@@ -332,6 +357,6 @@ int main(int argc, char **argv)
     fflush(stdout);
     cmh_options off = {CMH_ENABLED_OFF, CMH_CONTEXT_NONE, 0, 32, 1};
     rec(&off);
-    remove_dir(tmpdir);
-    _exit(rc); /* no exit snapshot: the figures are the output */
+    if (gone[1] < 0) remove_dir(tmpdir);
+    _exit(rc); /* and the child removes the directory */ /* no exit snapshot: the figures are the output */
 }

@@ -40,6 +40,9 @@ static int g_fd = -1;
 static char *g_map[CMH_FLIGHT_EXTENTS]; /* each extent's mapping */
 static pthread_mutex_t g_grow = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_tick = PTHREAD_MUTEX_INITIALIZER; /* the helper's work: the clock, modules, checkpoints */
+/* the pages made ahead and given back (g_pop, g_rel), and no extent unmapped meanwhile; taken
+ * after g_tick when both are */
+static pthread_mutex_t g_window = PTHREAD_MUTEX_INITIALIZER;
 static char g_path[4300];
 static uint32_t g_stacks_seen, g_stacks_scanned; /* new stacks since the last module scan */
 static uint64_t g_first_size;
@@ -51,16 +54,23 @@ const char *cmh_flight_path(void) { return g_h ? g_path : NULL; }
 /* Pages are made writable ahead of the appends, a window at a time, by the helper thread: a
  * first write to a page of a shared file mapping is a fault (the file system's page_mkwrite),
  * and so is the first write after writeback cleaned it, about one per 50 entries otherwise.
- * All at once would not do: writeback cleans what waits too long.  When the appends come within
- * half a window of the populated end, they wake the helper (once). */
-#define POP_WINDOW (8ull << 20)
+ * All at once would not do: writeback cleans what waits too long, and every page made ahead is
+ * resident.  When the appends come within half a window of the populated end, they wake the
+ * helper (once), which makes the next window and gives back what was written (below): so both
+ * follow the rate of writing, every half window written (at a benchmark's rate, every 1 ms or
+ * so), rather than the helper's 100 ms tick (tens of MB at that rate). */
+#define POP_WINDOW (512ull << 10)
 static uint64_t g_pop[CMH_FLIGHT_EXTENTS]; /* bytes of each extent populated */
 /* Bytes of each extent given back from the process's RSS (MADV_DONTNEED) once written: the
  * records are the file's, in the page cache, so the mapping need not keep them resident (a
  * record written late into such a page faults it back from the cache; nothing is lost).
- * This keeps the flight record's pages out of the recorder's footprint. */
-#define KEEP_RESIDENT (1ull << 20) /* behind the cursor: writers that reserved there finish */
+ * This keeps the flight record's pages out of the recorder's footprint: the 128 KiB kept
+ * behind, the half window or so written since the helper last woke, up to a window made ahead,
+ * and the first window of the extent made ahead (about 1.5 MiB in all, when the helper keeps up;
+ * when it does not, the appender does its work: populate_here). */
+#define KEEP_RESIDENT (128ull << 10) /* behind the cursor: writers that reserved there finish */
 static uint64_t g_rel[CMH_FLIGHT_EXTENTS];
+#define REMAPPED (8ull << 20) /* given back again behind the last call's end (release_written) */
 static int g_pop_asked;
 
 static void populate(uint32_t i, uint64_t from, uint64_t to)
@@ -74,10 +84,11 @@ static void populate(uint32_t i, uint64_t from, uint64_t to)
 
 int cmh_flight_populate_wanted(void) { return __atomic_load_n(&g_pop_asked, __ATOMIC_ACQUIRE); }
 
-void cmh_flight_populate(void)
+static void release_written(void);
+
+/* The next window made and what was written given back, under g_window. */
+static void populate_and_release(void)
 {
-    pthread_mutex_lock(&g_tick); /* no extent given back meanwhile */
-    __atomic_store_n(&g_pop_asked, 0, __ATOMIC_RELEASE);
     uint32_t a = g_h ? __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE) : CMH_FLIGHT_EXTENTS;
     if (a < CMH_FLIGHT_EXTENTS && g_map[a]) {
         uint64_t size = __atomic_load_n(&g_h->area[a].size, __ATOMIC_ACQUIRE);
@@ -86,7 +97,27 @@ void cmh_flight_populate(void)
         uint64_t from = __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED);
         if (to > from) populate(a, from, to);
     }
-    pthread_mutex_unlock(&g_tick);
+    if (g_h) release_written();
+}
+
+/* The helper, woken by the appends half a window before the populated end. */
+void cmh_flight_populate(void)
+{
+    pthread_mutex_lock(&g_window);
+    __atomic_store_n(&g_pop_asked, 0, __ATOMIC_RELEASE);
+    populate_and_release();
+    pthread_mutex_unlock(&g_window);
+}
+
+/* An append past the populated end: the helper is late (a loaded machine, or busy with a
+ * checkpoint).  The appender does the helper's work itself, when no one else is at it, rather
+ * than fault the pages in one by one (each fault costs more than its page made in a batch) and
+ * leave the written ones resident until the helper comes. */
+static void populate_here(void)
+{
+    if (pthread_mutex_trylock(&g_window) != 0) return; /* someone is at it */
+    populate_and_release();
+    pthread_mutex_unlock(&g_window);
 }
 
 /* Add extent i to the file and map it; 0, or -1 (then appends are counted as lost). */
@@ -200,9 +231,12 @@ static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
             if (CMH_UNLIKELY(at > __atomic_load_n(&g_prep_at, __ATOMIC_RELAXED)) && !__atomic_load_n(&g_prep_asked, __ATOMIC_RELAXED) &&
                 !__atomic_exchange_n(&g_prep_asked, 1, __ATOMIC_ACQ_REL))
                 cmh_helper_wake();
-            if (CMH_UNLIKELY(at + len + POP_WINDOW / 2 > __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED)) &&
-                __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED) < ar->size && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
-                cmh_helper_wake();
+            uint64_t pop = __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED);
+            if (CMH_UNLIKELY(at + len + POP_WINDOW / 2 > pop) && pop < ar->size) {
+                if (at + len > pop) populate_here();
+                else if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
+                    cmh_helper_wake();
+            }
             r->len = len;
             *area = counted ? a : CMH_FLIGHT_EXTENTS;
             return r;
@@ -613,10 +647,12 @@ void cmh_flight_start(void)
     cmh_dump_note_manifest("flight", g_path);
 }
 
-/* Bytes in the current generation past which a bounded ring's history is checkpointed. */
+/* Bytes in the current generation past which a bounded ring's history is checkpointed: 4 rings'
+ * worth of entry records, counted at the short record's 48 bytes, which nearly every entry takes
+ * (at the whole record's 88, a generation of short records held 7 rings' worth). */
 static uint64_t generation_limit(void)
 {
-    uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * (sizeof(cmh_flight_rec) + sizeof(cmh_fr_entry)) * 4;
+    uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * (sizeof(cmh_flight_rec) + sizeof(cmh_fr_entry_short)) * 4;
     return ring > ((uint64_t)64 << 20) ? ring : (uint64_t)64 << 20;
 }
 
@@ -642,7 +678,7 @@ int cmh_flight_checkpoint_wanted(void)
  * modules of new stacks, a new generation when a bounded ring's history outgrew the current. */
 static void checkpoint(void);
 
-/* The helper, under g_tick (no extent is unmapped meanwhile): what is written, out of RSS. */
+/* Under g_window (no extent is unmapped meanwhile): what is written, out of RSS. */
 static void release_written(void)
 {
     uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE), act = __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE);
@@ -653,7 +689,12 @@ static void release_written(void)
         uint64_t upto = i == act ? (c > KEEP_RESIDENT ? c - KEEP_RESIDENT : 0) : size;
         if (upto > size) upto = size;
         upto &= ~(uint64_t)4095;
-        if (upto > g_rel[i] && madvise(g_map[i] + g_rel[i], upto - g_rel[i], MADV_DONTNEED) == 0) g_rel[i] = upto;
+        /* from 8 MiB before where the last call stopped: pages given back were seen mapped
+         * again there (on ext4, up to 2 MiB of them at a 2 MiB boundary of the file, 2 to 5 MiB
+         * behind the cursor: a large folio of the page cache mapped by a later fault, it seems),
+         * and left so they made up most of the flight record's resident pages */
+        uint64_t from = g_rel[i] > REMAPPED ? g_rel[i] - REMAPPED : 0;
+        if (upto > g_rel[i] && madvise(g_map[i] + from, upto - from, MADV_DONTNEED) == 0) g_rel[i] = upto;
     }
 }
 
@@ -669,7 +710,9 @@ void cmh_flight_tick(void)
     g_h->lost_events = __atomic_load_n(&cmh_lost, __ATOMIC_RELAXED);
     if (__atomic_load_n(&g_stacks_seen, __ATOMIC_RELAXED) != g_stacks_scanned) scan_modules();
     if (cmh_flight_checkpoint_wanted()) checkpoint();
+    pthread_mutex_lock(&g_window);
     release_written();
+    pthread_mutex_unlock(&g_window);
     pthread_mutex_unlock(&g_tick);
 }
 
@@ -680,9 +723,11 @@ static void drop_generations_before(uint64_t gen)
         if (__atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) >= gen || a->dropped || !g_map[i]) continue;
         struct timespec pause = {0, 100000};
         while (__atomic_load_n(&a->writers, __ATOMIC_ACQUIRE)) nanosleep(&pause, NULL);
+        pthread_mutex_lock(&g_window);
         a->dropped = 1;
         munmap(g_map[i], a->size);
         g_map[i] = NULL;
+        pthread_mutex_unlock(&g_window);
         fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a->offset, (off_t)a->size); /* the disk space back */
     }
 }
@@ -757,6 +802,7 @@ void cmh_flight_reset_after_fork(void)
     memset(g_rel, 0, sizeof g_rel);
     pthread_mutex_init(&g_grow, NULL);
     pthread_mutex_init(&g_tick, NULL);
+    pthread_mutex_init(&g_window, NULL);
     g_nknown = 0;
     g_stacks_seen = g_stacks_scanned = 0;
 }

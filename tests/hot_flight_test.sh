@@ -3,7 +3,7 @@
 # each made ahead of the appends by the helper thread, loses nothing at a SIGKILL: every entry
 # is recovered, in order, under `record` and by `recover` alike; with a bounded ring it goes
 # through checkpoints (a new generation may start in an extent made ahead) and keeps exactly
-# the newest entries, with the drop count exact.
+# the newest entries, with the drop count exact; and its written pages do not stay resident.
 TEST=hot_flight . "$(dirname "$0")/testlib.sh"
 P=$B/tests/pairs_die
 # "ENTRIES DROPPED ORDERED" of a snapshot's device 0: ORDERED = 1 when the entries are pairs
@@ -51,4 +51,23 @@ ls c.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded: the record went throug
 set -- $(shape c.cmh 800000)
 [ "${1:-}" = 1000 ] && [ "${2:-}" = 1599000 ] && [ "${3:-}" = 1 ] && ok "bounded: the newest 1000 entries kept, 1599000 dropped, in order" ||
     bad "bounded after SIGKILL: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+
+# 4. a generation holds 4 rings' worth of the 48-byte records most entries take, not 7 (the
+# limit once counted 88-byte records): a ring of 400,000 checkpoints past 4 x 400,000 x 48 B =
+# 76.8 MB, so 1,000,000 pairs (2 M records, 96 MB) go through one (with 88 bytes counted: not
+# before 140.8 MB)
+CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=400000 CUMEMHIST_OUTPUT=$T/d.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
+ls d.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded, 400000: a checkpoint within 96 MB of records" || bad "bounded, 400000: no checkpoint within 96 MB of records"
+"$CMH" recover d.cmh.flight 2>err.txt
+set -- $(shape d.cmh 1000000)
+[ "${1:-}" = 400000 ] && [ "${2:-}" = 1600000 ] && [ "${3:-}" = 1 ] && ok "bounded, 400000: the newest kept, 1600000 dropped, in order" ||
+    bad "bounded, 400000: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+
+# 5. the flight record's written pages are given back from the resident set as they are written:
+# after 400,000 pairs (38 MB of records) and the helper's tick, at most 4 MiB of its mappings are
+# resident (about 0.5 MiB: 128 KiB behind the cursor, the window made ahead and the next
+# extent's; 7.5 MiB with the 8 MiB window of before)
+r=$(CUMEMHIST_FLIGHT=1 CUMEMHIST_OUTPUT=$T/e.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 400000 exit rss 2>/dev/null | sed -n 's/^flight resident KiB: //p')
+[ -n "$r" ] && [ "$r" -le 4096 ] && ok "the flight record's resident pages after 38 MB of records: $r KiB" ||
+    bad "the flight record's resident pages after 38 MB of records: ${r:-?} KiB (at most 4096)"
 finish
