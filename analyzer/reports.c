@@ -144,7 +144,7 @@ static int finish_sites(site_map *m, cmh_site **out, uint32_t *n)
     return CMH_OK;
 }
 
-static int live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **out, uint32_t *n)
+int cmh_live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **out, uint32_t *n)
 {
     site_map m;
     site_map_init(&m, sites);
@@ -171,17 +171,26 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
 
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)
 {
-    int rc = cmh_peak_totals(s, device, p);
-    if (rc != CMH_OK) return rc;
-    if (cmh_memo_sites_get(s, device, sites, p)) return CMH_OK;
-
-    /* again, up to the allocated peak, to see who owned memory then */
-    cmh_replay *r = cmh_replay_new(s, device);
-    if (!r) return CMH_ENOMEM;
-    while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
-    rc = live_sites(r, sites, &p->sites, &p->nsites);
-    if (rc == CMH_OK) rc = cmh_replay_status(r);
+    const cmh_replay *at; /* the totals' replay left one standing at the allocated peak */
+    cmh_replay *own, *r = NULL;
+    int rc = cmh_peak_replay(s, device, p, &at, &own);
+    if (rc != CMH_OK) {
+        cmh_replay_free(own);
+        return rc;
+    }
+    if (cmh_memo_sites_get(s, device, sites, p)) {
+        cmh_replay_free(own);
+        return CMH_OK;
+    }
+    if (!at) { /* (none kept) again, up to the allocated peak, to see who owned memory then */
+        if (!(r = cmh_replay_new(s, device))) return CMH_ENOMEM;
+        while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
+        at = r;
+    }
+    rc = cmh_live_sites(at, sites, &p->sites, &p->nsites);
+    if (rc == CMH_OK) rc = cmh_replay_status(at);
     cmh_replay_free(r);
+    cmh_replay_free(own);
     if (rc != CMH_OK) cmh_peak_report_free(p);
     else cmh_memo_sites_put(s, device, sites, p);
     return rc;
@@ -680,7 +689,7 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->verdict = cmh_oom_verdict(o->request, o->free_inside, o->largest_gap, o->device_free);
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
-            if (live_sites(r, sites, &o->sites, &o->nsites) != CMH_OK) {
+            if (cmh_live_sites(r, sites, &o->sites, &o->nsites) != CMH_OK) {
                 cmh_replay_free(r);
                 cmh_oom_report_free(p);
                 return CMH_ENOMEM;
