@@ -208,12 +208,12 @@ static void on_live(void *arg, const cmh_live_block *b)
 }
 
 /* The whole trace replayed once: the totals of the peak report (no sites) and the end state
- * (with live, its active blocks too). */
-/* With at_peak: the replay also hands back a replay standing at the allocated peak, for its
- * sites.  A second replay from the start to the peak would cost more the later the peak comes
- * (peak was 11% above linear from 1M to 2M entries); instead a copy of the state is kept at a
- * new maximum when the last copy is over a sixteenth of the trace behind, and the kept copy
- * goes on to the final peak: at most 16 copies and a sixteenth of the trace. */
+ * (with live, its active blocks too; with hist, what it saw on the way).  With at_peak it also
+ * hands back a replay standing at the allocated peak, for its sites.  A second replay from the
+ * start to the peak would cost more the later the peak comes (peak was 11% above linear from 1M
+ * to 2M entries); instead a copy of the state is kept at a new maximum when the last copy is
+ * over a sixteenth of the trace behind, and the kept copy goes on to the final peak: at most 16
+ * copies and a sixteenth of the trace. */
 static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end, live_list *live, int64_t rpeak[2],
                         hist_rec **hist, cmh_replay **at_peak)
 {
