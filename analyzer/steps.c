@@ -267,16 +267,6 @@ static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev *
     ev *v = NULL;
     uint32_t nv = 0, cap = 0, per[257] = {0};
     int64_t net = 0;
-    uint64_t want = 0; /* counted first: one array, not one grown by doubling (a tenth of the
-                          search was moving it and faulting in the pages it left) */
-    for (int64_t i = 0; i < n; i++) {
-        const cmh_entry *e = cmh_replay_entry(r, i);
-        int a = e->action;
-        want += mine(e, thread) && (a == CMH_ACT_ALLOC || a == CMH_ACT_FREE_REQUESTED ||
-                                    (!blocks && (a == CMH_ACT_SEGMENT_ALLOC || a == CMH_ACT_SEGMENT_MAP || a == CMH_ACT_SEGMENT_FREE ||
-                                                 a == CMH_ACT_SEGMENT_UNMAP)));
-    }
-    if (want && CMH_GROW(v, cap, want, 1024)) return CMH_ENOMEM;
     for (int64_t i = 0; i < n; i++) {
         const cmh_entry *e = cmh_replay_entry(r, i);
         if (!mine(e, thread)) continue;
@@ -502,23 +492,14 @@ static int by_period(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **s
     uint32_t w = nv < AUTO_WINDOW ? nv : AUTO_WINDOW, base = nv - w; /* the loop's latest stretch */
     if (min_events < MIN_STEP_EVENTS && w > AUTO_WINDOW / 2) w = AUTO_WINDOW / 2, base = nv - w; /* one thread of many: less */
     double *score = malloc((size_t)(w / 2 + 1) * sizeof *score);
-    uint64_t *sym = malloc((size_t)w * sizeof *sym); /* the window's symbols side by side: the lags'
-                                                        comparisons (w * w / 8) run through one array */
-    if (!score || !sym) {
-        free(score);
-        free(sym);
-        return CMH_ENOMEM;
-    }
-    for (uint32_t i = 0; i < w; i++) sym[i] = v[base + i].sym;
+    if (!score) return CMH_ENOMEM;
     double top = 0;
     for (uint32_t lag = 1; lag <= w / 2; lag++) {
-        uint32_t match = 0, m = w - lag;
-        const uint64_t *x = sym, *y = sym + lag;
-        for (uint32_t i = 0; i < m; i++) match += x[i] == y[i];
+        uint32_t match = 0;
+        for (uint32_t i = base; i + lag < nv; i++) match += v[i].sym == v[i + lag].sym;
         score[lag] = (double)match / (double)(nv - base - lag);
         if (score[lag] > top) top = score[lag];
     }
-    free(sym);
     /* the shortest lag that misses (nearly) as rarely as the best: a multiple of the period
      * repeats as well as the period, a part of it misses where the step differs inside */
     uint32_t period = 0;

@@ -195,14 +195,8 @@ static void put_script_json(FILE *fp, const char *j, size_t n)
     }
 }
 
-typedef struct vlive { /* what the sweep reads of a live allocation, side by side */
-    int64_t end;
-    uint64_t size;
-    uint32_t id, site;
-} vlive;
-
 typedef struct vstate {
-    vlive *live; /* live at the instant, by id ascending (compacted at each instant) */
+    uint32_t *live; /* ids live at the instant, ascending (compacted at each instant) */
     uint32_t nlive, cap;
     uint32_t *band; /* of those, the ones drawn as bands (cap slots) */
     double *fold;   /* per site, folded bytes at the instant */
@@ -332,7 +326,7 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             while (p < d.na && d.a[p].start <= e) {
                 if (vs.nlive == vs.cap) {
                     uint32_t cap = vs.cap ? vs.cap * 2 : 1024;
-                    vlive *l = realloc(vs.live, cap * sizeof *l);
+                    uint32_t *l = realloc(vs.live, cap * sizeof *l);
                     if (l) vs.live = l;
                     uint32_t *bd = l ? realloc(vs.band, cap * sizeof *bd) : NULL;
                     if (bd) vs.band = bd;
@@ -342,8 +336,7 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
                     }
                     vs.cap = cap;
                 }
-                vs.live[vs.nlive++] = (vlive){d.a[p].end, d.a[p].size, p, d.a[p].site};
-                p++;
+                vs.live[vs.nlive++] = p++;
             }
             if (rc != CMH_OK) break;
             /* one pass over the live set: still live, then a band or folded into its site (the
@@ -352,14 +345,14 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             double thr = (double)act[e] / VIEW_FOLD;
             vs.ntouched = 0;
             for (uint32_t i = 0; i < vs.nlive; i++) {
-                const vlive *v = &vs.live[i];
+                uint32_t id = vs.live[i];
+                const vband *v = &d.a[id];
                 if (v->end <= e) continue;
-                uint32_t id = v->id;
-                vs.live[k++] = *v;
-                double size = (double)vs.live[k - 1].size;
+                vs.live[k++] = id;
+                double size = (double)v->size;
                 if (size >= thr) vs.band[nband++] = id;
                 else {
-                    uint32_t st = vs.live[k - 1].site;
+                    uint32_t st = v->site;
                     if (vs.fold[st] == 0) vs.touched[vs.ntouched++] = st;
                     vs.fold[st] += size;
                 }
