@@ -24,6 +24,8 @@ typedef struct memo_dev {
     cmh_live_block *live; /* the active blocks at the end, in the replay's order */
     uint32_t nlive;
     int64_t rpeak[2]; /* cmh_reserved_first_peak's */
+    cmh_replay_history *hist; /* with g_memo_want_hist */
+    cmh_replay *at_peak;      /* with g_memo_want_hist: standing at the allocated peak (its sites) */
 } memo_dev;
 
 typedef struct memo_sites {
@@ -49,6 +51,72 @@ static uint32_t g_memo_nsteps;
 static int g_memo_clock_known; /* g_memo_clock holds the record's clock span (clock.c) */
 static int64_t g_memo_clock[2];
 static uint32_t g_memo_replays; /* whole replays run for the memo's snapshot (cmh_replay_memo_end returns it) */
+static int g_memo_want_hist; /* keep each device's history (cmh_replay_memo_history) */
+
+/* ---- a device's history (reports.h's cmh_replay_history), filled by the memo's replay ---- */
+typedef struct hist_rec {
+    cmh_replay_history h;
+    int64_t *a, *r;      /* h.allocated, h.reserved */
+    cmh_block_event *ev; /* h.ev */
+    uint64_t cap;
+    uint32_t pos1; /* the event's entry + 1, set before each step */
+    int nomem;
+} hist_rec;
+
+static void hist_free(cmh_replay_history *h)
+{
+    if (!h) return;
+    hist_rec *x = (hist_rec *)h;
+    free(x->a);
+    free(x->r);
+    free(x->ev);
+    free(x);
+}
+
+static void hist_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
+{
+    hist_rec *x = arg;
+    if (x->nomem) return;
+    if (x->h.nev == x->cap) {
+        uint64_t nc = x->cap ? x->cap * 2 : 4096;
+        cmh_block_event *nv = realloc(x->ev, nc * sizeof *nv);
+        if (!nv) {
+            x->nomem = 1;
+            return;
+        }
+        x->ev = nv;
+        x->cap = nc;
+    }
+    x->ev[x->h.nev++] = (cmh_block_event){addr, delta, x->pos1, stack};
+}
+
+/* A history for r's trace, not yet filled (NULL: out of memory, or a trace too long to number). */
+static hist_rec *hist_new(cmh_replay *r)
+{
+    int64_t n = cmh_replay_length(r);
+    if (n >= (int64_t)UINT32_MAX - 1) return NULL;
+    hist_rec *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->h.n = n;
+    x->a = malloc(((size_t)n + 1) * sizeof *x->a);
+    x->r = malloc(((size_t)n + 1) * sizeof *x->r);
+    if (!x->a || !x->r) {
+        hist_free(&x->h);
+        return NULL;
+    }
+    const cmh_mem_stats *st = cmh_replay_stats(r);
+    x->h.allocated0 = st->allocated_bytes[0].current;
+    x->h.reserved0 = st->reserved_bytes[0].current;
+    cmh_replay_observe(r, hist_observe, x); /* the blocks before the first entry: pos1 0 */
+    return x;
+}
+
+void cmh_replay_memo_history(const cmh_snapshot *s)
+{
+    pthread_mutex_lock(&g_memo_lock);
+    if (g_memo_s == s) g_memo_want_hist = 1;
+    pthread_mutex_unlock(&g_memo_lock);
+}
 
 void cmh_replay_memo_begin(const cmh_snapshot *s)
 {
@@ -58,6 +126,7 @@ void cmh_replay_memo_begin(const cmh_snapshot *s)
         g_memo_depth = 1;
         g_memo_replays = 0;
         g_memo_clock_known = 0;
+        g_memo_want_hist = 0;
         cmh_replay_memo_keep(s);
     } else if (g_memo_s == s) g_memo_depth++;
     pthread_mutex_unlock(&g_memo_lock);
@@ -70,7 +139,11 @@ uint32_t cmh_replay_memo_end(const cmh_snapshot *s)
     if (g_memo_s == s && --g_memo_depth == 0) {
         for (uint32_t i = 0; i < g_memo_nsites; i++) free(g_memo_sites[i].v);
         free(g_memo_sites);
-        for (uint32_t i = 0; i < g_memo_ndev; i++) free(g_memo_dev[i].live);
+        for (uint32_t i = 0; i < g_memo_ndev; i++) {
+            free(g_memo_dev[i].live);
+            hist_free(g_memo_dev[i].hist);
+            cmh_replay_free(g_memo_dev[i].at_peak);
+        }
         for (uint32_t i = 0; i < g_memo_nsteps; i++) free(g_memo_steps[i].st.points);
         free(g_memo_steps);
         g_memo_steps = NULL;
@@ -81,6 +154,7 @@ uint32_t cmh_replay_memo_end(const cmh_snapshot *s)
         g_memo_ndev = g_memo_nsites = 0;
         g_memo_s = NULL;
         g_memo_clock_known = 0;
+        g_memo_want_hist = 0;
         n = g_memo_replays;
         cmh_replay_memo_keep(NULL);
     }
@@ -134,8 +208,14 @@ static void on_live(void *arg, const cmh_live_block *b)
 }
 
 /* The whole trace replayed once: the totals of the peak report (no sites) and the end state
- * (with live, its active blocks too). */
-static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end, live_list *live, int64_t rpeak[2])
+ * (with live, its active blocks too; with hist, what it saw on the way).  With at_peak it also
+ * hands back a replay standing at the allocated peak, for its sites.  A second replay from the
+ * start to the peak would cost more the later the peak comes (peak was 11% above linear from 1M
+ * to 2M entries); instead a copy of the state is kept at a new maximum when the last copy is
+ * over a sixteenth of the trace behind, and the kept copy goes on to the final peak: at most 16
+ * copies and a sixteenth of the trace. */
+static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_stats *end, live_list *live, int64_t rpeak[2],
+                        hist_rec **hist, cmh_replay **at_peak)
 {
     rpeak[0] = rpeak[1] = -1;
     memset(p, 0, sizeof *p);
@@ -148,8 +228,18 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     p->reserved_peak = st->reserved_bytes[0].current;
     p->requested_peak = st->requested_bytes[0].current;
     p->alloc_index = p->reserved_index = p->requested_index = -1;
+    hist_rec *h = hist ? hist_new(r) : NULL;
+    if (h) h->pos1 = 1;
+    cmh_replay *ck = at_peak ? cmh_replay_clone(r) : NULL; /* the state at (or before) the peak so far */
+    int64_t ck_pos = -1, ck_gap = cmh_replay_length(r) / 16;
+    if (ck_gap < 4096) ck_gap = 4096;
     while (cmh_replay_step(r)) {
         int64_t i = cmh_replay_position(r);
+        if (h) {
+            h->a[i] = st->allocated_bytes[0].current;
+            h->r[i] = st->reserved_bytes[0].current;
+            h->pos1 = (uint32_t)i + 2; /* the next step's entry, or the reconciliation after the last */
+        }
         if (st->reserved_bytes[0].current > rpeak[0]) rpeak[0] = st->reserved_bytes[0].current, rpeak[1] = i;
         if (st->requested_bytes[0].current > p->requested_peak) {
             p->requested_peak = st->requested_bytes[0].current;
@@ -160,6 +250,14 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
             p->alloc_peak = st->allocated_bytes[0].current;
             p->alloc_index = i;
             p->alloc_time_ns = cmh_replay_entry(r, i)->time_ns;
+            if (ck && i - ck_pos > ck_gap) {
+                cmh_replay *c2 = cmh_replay_clone(r);
+                if (c2) {
+                    cmh_replay_free(ck);
+                    ck = c2;
+                    ck_pos = i;
+                }
+            }
         }
         if (st->reserved_bytes[0].current > p->reserved_peak) {
             p->reserved_peak = st->reserved_bytes[0].current;
@@ -178,6 +276,27 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     int rc = cmh_replay_status(r);
     if (rc == CMH_OK) *end = *st;
     if (rc == CMH_OK && live) cmh_replay_blocks(r, on_live, live);
+    if (h && (rc != CMH_OK || h->nomem)) {
+        hist_free(&h->h);
+        h = NULL;
+    }
+    if (h) {
+        h->h.allocated = h->a;
+        h->h.reserved = h->r;
+        h->h.ev = h->ev;
+        h->h.allocated_end = st->allocated_bytes[0].current;
+        h->h.reserved_end = st->reserved_bytes[0].current;
+        *hist = h;
+    }
+    if (ck && rc == CMH_OK) { /* on to the peak, as a replay from the start would go */
+        while (cmh_replay_position(ck) < p->alloc_index && cmh_replay_step(ck)) {}
+        if (cmh_replay_status(ck) == CMH_OK) {
+            cmh_replay_take_arrays(ck, r);
+            *at_peak = ck;
+            ck = NULL;
+        }
+    }
+    cmh_replay_free(ck);
     cmh_replay_free(r);
     if (rc != CMH_OK) memset(p, 0, sizeof *p);
     return rc;
@@ -198,11 +317,16 @@ static int whole(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_
             pthread_mutex_unlock(&g_memo_lock);
             return rc;
         }
+    int want_hist = memo && g_memo_want_hist;
     pthread_mutex_unlock(&g_memo_lock);
     live_list live = {0};
-    int rc = whole_replay(s, device, p, end, memo ? &live : NULL, rpeak);
+    hist_rec *hist = NULL;
+    cmh_replay *atpk = NULL;
+    int rc = whole_replay(s, device, p, end, memo ? &live : NULL, rpeak, want_hist ? &hist : NULL, want_hist ? &atpk : NULL);
     if (!memo || rc == CMH_ENOMEM || live.nomem) { /* out of memory: maybe not the next time */
         free(live.v);
+        hist_free(hist ? &hist->h : NULL);
+        cmh_replay_free(atpk);
         return rc;
     }
     pthread_mutex_lock(&g_memo_lock);
@@ -211,9 +335,13 @@ static int whole(const cmh_snapshot *s, int device, cmh_peak_report *p, cmh_mem_
     memo_dev *nd = have ? NULL : realloc(g_memo_dev, (g_memo_ndev + 1) * sizeof *nd);
     if (nd) {
         g_memo_dev = nd;
-        nd[g_memo_ndev++] = (memo_dev){device, rc, *p, *end, live.v, live.n, {rpeak[0], rpeak[1]}};
+        nd[g_memo_ndev++] = (memo_dev){device, rc, *p, *end, live.v, live.n, {rpeak[0], rpeak[1]}, hist ? &hist->h : NULL, atpk};
         g_memo_replays++;
-    } else free(live.v);
+    } else {
+        free(live.v);
+        hist_free(hist ? &hist->h : NULL);
+        cmh_replay_free(atpk);
+    }
     pthread_mutex_unlock(&g_memo_lock);
     return rc;
 }
@@ -239,6 +367,46 @@ int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const c
     rc = cmh_replay_status(r);
     if (rc == CMH_OK) cmh_replay_blocks(r, fn, arg);
     cmh_replay_free(r);
+    return rc;
+}
+
+const cmh_replay_history *cmh_memo_history(const cmh_snapshot *s, int device)
+{
+    cmh_mem_stats end;
+    cmh_peak_report p;
+    int64_t rp[2];
+    pthread_mutex_lock(&g_memo_lock);
+    int kept = g_memo_s == s && g_memo_want_hist;
+    pthread_mutex_unlock(&g_memo_lock);
+    if (!kept || whole(s, device, &p, &end, rp) != CMH_OK) return NULL; /* no replay without the memo */
+    const cmh_replay_history *h = NULL;
+    pthread_mutex_lock(&g_memo_lock);
+    for (uint32_t i = 0; g_memo_s == s && i < g_memo_ndev; i++) /* (a history is never moved: stable until the end) */
+        if (g_memo_dev[i].device == device) h = g_memo_dev[i].hist;
+    pthread_mutex_unlock(&g_memo_lock);
+    return h;
+}
+
+int cmh_peak_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, const cmh_replay **at, cmh_replay **owned)
+{
+    cmh_mem_stats end;
+    int64_t rp[2];
+    *at = NULL;
+    *owned = NULL;
+    pthread_mutex_lock(&g_memo_lock);
+    int memo = g_memo_s == s;
+    pthread_mutex_unlock(&g_memo_lock);
+    if (!memo) { /* one replay for both */
+        int rc = whole_replay(s, device, p, &end, NULL, rp, NULL, owned);
+        *at = *owned;
+        return rc;
+    }
+    int rc = whole(s, device, p, &end, rp);
+    if (rc != CMH_OK) return rc;
+    pthread_mutex_lock(&g_memo_lock); /* (kept until the memo ends, and only read) */
+    for (uint32_t i = 0; g_memo_s == s && i < g_memo_ndev; i++)
+        if (g_memo_dev[i].device == device) *at = g_memo_dev[i].at_peak;
+    pthread_mutex_unlock(&g_memo_lock);
     return rc;
 }
 

@@ -23,6 +23,19 @@ void cmh_memo_sites_put(const cmh_snapshot *s, int device, const cmh_sites *site
 /* reports.c: the facts every report starts with (device, entries, dropped, history). */
 void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b);
 
+/* replay.c: a copy of a forward replay's state, to go on from where r stands (a checkpoint):
+ * no observer, the same order of blocks; NULL out of memory.  It reads r's per-entry arrays
+ * until take_arrays hands them over (r must outlive it until then). */
+cmh_replay *cmh_replay_clone(const cmh_replay *r);
+void cmh_replay_take_arrays(cmh_replay *clone, cmh_replay *from);
+
+/* reports.c: the sites of the blocks live in r (the peak report's rows). */
+int cmh_live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **out, uint32_t *n);
+
+/* memo.c: device's peak totals (cmh_peak_totals) and a replay standing at its allocated peak
+ * (*at; NULL when none was kept: replay to it).  *owned, when set, is the caller's to free. */
+int cmh_peak_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, const cmh_replay **at, cmh_replay **owned);
+
 /* replay.c: keep the state before the first entry of s's traces (NULL: drop what is kept). */
 void cmh_replay_memo_keep(const cmh_snapshot *s);
 

@@ -257,14 +257,23 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         if (!ts.r) goto out;
     }
     int ended = 0;
+    /* the end (the last moments): a report page's memo has its blocks and figures from its own
+     * replay of the whole trace, the same as this one's would be */
+    int memo_end = 0;
+    cmh_mem_stats end_st;
     for (uint32_t k = 0; k < nw; k++) {
-        while (!ended && (w[k].index == INT64_MAX || cmh_replay_position(r) < w[k].index))
+        if (!ended && !memo_end && w[k].index == INT64_MAX && cmh_memo_history(base, device) &&
+            cmh_whole_replay(base, device, &end_st) == CMH_OK)
+            memo_end = 1;
+        while (!ended && !memo_end && (w[k].index == INT64_MAX || cmh_replay_position(r) < w[k].index))
             if (!cmh_replay_step(r)) ended = 1;
         c.a = &w[k].rows;
+        const cmh_mem_stats *now = memo_end ? &end_st : cmh_replay_stats(r);
         if (c.s) {
-            cmh_replay_blocks(r, on_block, &c);
+            if (!memo_end) cmh_replay_blocks(r, on_block, &c);
+            else if (cmh_end_blocks(base, device, on_block, &c) != CMH_OK) goto out;
             /* what allocators above the driver reserved and hold free (the block API) */
-            const cmh_mem_stats *st = cmh_replay_stats(r);
+            const cmh_mem_stats *st = now;
             uint64_t reserved = (uint64_t)st->reserved_bytes[CMH_POOL_ALL].current;
             if (reserved > w[k].rows.blocks)
                 add_row(&w[k].rows, CMH_OWN_PROGRAM, "allocators above the driver: reserved, free", reserved - w[k].rows.blocks, 0);
@@ -276,7 +285,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
                     out->torch_mismatch = w[k].torch_reserved > w[k].rows.torch_seen ? w[k].torch_reserved - w[k].rows.torch_seen
                                                                                        : w[k].rows.torch_seen - w[k].torch_reserved;
             }
-        } else torch_rows(&w[k], cmh_replay_stats(r), 1);
+        } else torch_rows(&w[k], now, 1);
         if (w[k].rows.nomem) goto out;
         for (uint32_t i = 0; i < w[k].rows.n; i++) w[k].recorded += w[k].rows.rows[i].bytes;
     }

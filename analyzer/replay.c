@@ -89,6 +89,7 @@ struct cmh_replay {
     cmh_replay_observer obs; /* told of every active block that appears or goes */
     void *obs_arg;
     rseg *spare; /* removed segments for reuse (seg_new) */
+    int borrowed; /* exact and final_stack are another replay's (cmh_replay_clone) */
 };
 
 /* ---- blocks ---- */
@@ -1215,11 +1216,78 @@ int cmh_replay_status(const cmh_replay *r) { return r->nomem ? CMH_ENOMEM : CMH_
 void cmh_replay_free(cmh_replay *r)
 {
     if (!r) return;
-    free(r->exact);
-    free(r->final_stack);
+    if (!r->borrowed) {
+        free(r->exact);
+        free(r->final_stack);
+    }
     free(r->pools);
     free_tables(r);
     free(r);
+}
+
+cmh_replay *cmh_replay_clone(const cmh_replay *r)
+{
+    cmh_replay *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    *c = *r;
+    c->segs = NULL;
+    c->saddr = NULL;
+    c->nsegs = c->capsegs = 0; /* (until copied: a failed copy frees what it has) */
+    cmh_oa_init(&c->blocks, r->blocks.esize);
+    cmh_oa_init(&c->hseg, r->hseg.esize); /* the backward pass's alone: empty going forwards */
+    c->pools = NULL;
+    c->spare = NULL;
+    c->obs = NULL;
+    c->obs_arg = NULL;
+    c->borrowed = 1;
+    if (r->hashmode || r->hseg.n) goto oom;
+    if (r->capsegs) {
+        c->segs = calloc(r->capsegs, sizeof *c->segs);
+        c->saddr = malloc(r->capsegs * sizeof *c->saddr);
+        if (!c->segs || !c->saddr) goto oom;
+        c->capsegs = r->capsegs;
+        memcpy(c->saddr, r->saddr, r->nsegs * sizeof *c->saddr);
+        for (uint32_t i = 0; i < r->nsegs; i++, c->nsegs++) {
+            const rseg *g = r->segs[i];
+            if (!g) continue;
+            rseg *x = malloc(sizeof *x);
+            if (!x) goto oom;
+            *x = *g;
+            x->next_spare = NULL;
+            x->r = g->capr ? malloc(g->capr * sizeof *x->r) : NULL;
+            if (g->capr && !x->r) {
+                free(x);
+                goto oom;
+            }
+            if (g->nr) memcpy(x->r, g->r, g->nr * sizeof *x->r);
+            c->segs[i] = x;
+        }
+    }
+    if (r->blocks.cap) { /* the same slots: the blocks are walked in the same order */
+        size_t bytes = (size_t)r->blocks.cap * r->blocks.esize;
+        if (!(c->blocks.slots = malloc(bytes))) goto oom;
+        memcpy(c->blocks.slots, r->blocks.slots, bytes);
+        c->blocks.cap = r->blocks.cap;
+        c->blocks.n = r->blocks.n;
+    }
+    if (r->npools) { /* the capacity fwd_pool_sample grows it to: the next power of two */
+        uint32_t cap = 1;
+        while (cap < r->npools) cap *= 2;
+        if (!(c->pools = malloc(cap * sizeof *c->pools))) goto oom;
+        memcpy(c->pools, r->pools, r->npools * sizeof *c->pools);
+    }
+    return c;
+oom:
+    cmh_replay_free(c);
+    return NULL;
+}
+
+void cmh_replay_take_arrays(cmh_replay *c, cmh_replay *from)
+{
+    if (!c->borrowed || c->exact != from->exact || c->final_stack != from->final_stack || from->borrowed) return;
+    from->exact = NULL;
+    from->final_stack = NULL;
+    c->borrowed = 0;
 }
 
 void cmh_replay_observe(cmh_replay *r, cmh_replay_observer fn, void *arg)

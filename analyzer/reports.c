@@ -144,7 +144,7 @@ static int finish_sites(site_map *m, cmh_site **out, uint32_t *n)
     return CMH_OK;
 }
 
-static int live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **out, uint32_t *n)
+int cmh_live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **out, uint32_t *n)
 {
     site_map m;
     site_map_init(&m, sites);
@@ -171,17 +171,26 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
 
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)
 {
-    int rc = cmh_peak_totals(s, device, p);
-    if (rc != CMH_OK) return rc;
-    if (cmh_memo_sites_get(s, device, sites, p)) return CMH_OK;
-
-    /* again, up to the allocated peak, to see who owned memory then */
-    cmh_replay *r = cmh_replay_new(s, device);
-    if (!r) return CMH_ENOMEM;
-    while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
-    rc = live_sites(r, sites, &p->sites, &p->nsites);
-    if (rc == CMH_OK) rc = cmh_replay_status(r);
+    const cmh_replay *at; /* the totals' replay left one standing at the allocated peak */
+    cmh_replay *own, *r = NULL;
+    int rc = cmh_peak_replay(s, device, p, &at, &own);
+    if (rc != CMH_OK) {
+        cmh_replay_free(own);
+        return rc;
+    }
+    if (cmh_memo_sites_get(s, device, sites, p)) {
+        cmh_replay_free(own);
+        return CMH_OK;
+    }
+    if (!at) { /* (none kept) again, up to the allocated peak, to see who owned memory then */
+        if (!(r = cmh_replay_new(s, device))) return CMH_ENOMEM;
+        while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
+        at = r;
+    }
+    rc = cmh_live_sites(at, sites, &p->sites, &p->nsites);
+    if (rc == CMH_OK) rc = cmh_replay_status(at);
     cmh_replay_free(r);
+    cmh_replay_free(own);
     if (rc != CMH_OK) cmh_peak_report_free(p);
     else cmh_memo_sites_put(s, device, sites, p);
     return rc;
@@ -280,15 +289,16 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
     if (b->thread) held_add(c, group, b->thread, b->index, f, b->size);
 }
 
-static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
+/* A block appearing (delta > 0) or freed while the replay applies entry pos (-1: the state
+ * before the first; at_end: the reconciliation with the final segments). */
+static void leak_event(leak_ctx *c, int64_t pos, int at_end, int64_t delta, uint32_t stack, uint64_t addr)
 {
-    leak_ctx *c = arg;
-    int64_t pos = cmh_replay_position(c->r), n = cmh_replay_length(c->r);
+    int64_t n = cmh_replay_length(c->r);
     if (delta < 0) {
         born_slot *b = cmh_oa_find(&c->born, addr);
         if (b) {
             /* freed while reconciling with the final segments: gone by the end, not before */
-            held_block(c, b, c->at_end ? n - 1 : pos);
+            held_block(c, b, at_end ? n - 1 : pos);
             cmh_oa_remove(&c->born, b);
         }
         return;
@@ -299,10 +309,16 @@ static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr
         return;
     }
     b->stack = stack;
-    b->index = c->at_end ? n - 1 : pos;
-    const cmh_entry *e = c->at_end ? NULL : cmh_replay_entry(c->r, pos);
+    b->index = at_end ? n - 1 : pos;
+    const cmh_entry *e = at_end ? NULL : cmh_replay_entry(c->r, pos);
     b->thread = e ? e->thread : 0;
     b->size = (uint64_t)delta;
+}
+
+static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
+{
+    leak_ctx *c = arg;
+    leak_event(c, cmh_replay_position(c->r), c->at_end, delta, stack, addr);
 }
 
 /* Kendall's tau (the tau-a form) of a series against its order: 1 when every later value is
@@ -447,10 +463,23 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     c.steps = steps;
     c.nsteps = nthreads >= 2 ? maxthread + 1 : 1;
 
-    cmh_replay_observe(r, leak_observe, &c); /* the state before the first entry */
-    while (cmh_replay_position(r) + 1 < n && cmh_replay_step(r)) {}
-    c.at_end = 1;
-    while (cmh_replay_step(r)) {} /* the reconciliation with the final segments */
+    /* the blocks' lives: a report page's history (reports.h, its events as this replay's
+     * observer would be told of them), else the replay */
+    const cmh_replay_history *h = cmh_memo_history(s, device);
+    if (h && h->n == n) {
+        for (uint64_t k = 0; k < h->nev; k++) {
+            const cmh_block_event *ev = &h->ev[k];
+            int at_end = (int64_t)ev->pos1 == n + 1;
+            /* (the replay's position while reconciling is its last entry's) */
+            leak_event(&c, at_end ? n - 1 : (int64_t)ev->pos1 - 1, at_end, ev->delta, ev->stack, ev->addr);
+        }
+    } else {
+        h = NULL;
+        cmh_replay_observe(r, leak_observe, &c); /* the state before the first entry */
+        while (cmh_replay_position(r) + 1 < n && cmh_replay_step(r)) {}
+        c.at_end = 1;
+        while (cmh_replay_step(r)) {} /* the reconciliation with the final segments */
+    }
     for (uint32_t i = 0; i < c.born.cap; i++) /* still live: held to the end */
         if (cmh_oa_keyat(&c.born, i)) held_block(&c, cmh_oa_at(&c.born, i), INT64_MAX);
     if (c.nomem || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;
@@ -458,7 +487,9 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     /* still live at the end, by site */
     site_map end;
     site_map_init(&end, sites);
-    cmh_replay_blocks(r, add_block, &end);
+    if (h) {
+        if (cmh_end_blocks(s, device, add_block, &end) != CMH_OK) rc = CMH_ENOMEM;
+    } else cmh_replay_blocks(r, add_block, &end);
     if (finish_sites(&end, &live, &nlive) != CMH_OK) rc = CMH_ENOMEM;
     /* which threads hold still-live blocks */
     char *holds = rc == CMH_OK ? calloc((size_t)maxthread + 1, 1) : NULL;
@@ -669,7 +700,7 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->verdict = cmh_oom_verdict(o->request, o->free_inside, o->largest_gap, o->device_free);
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
-            if (live_sites(r, sites, &o->sites, &o->nsites) != CMH_OK) {
+            if (cmh_live_sites(r, sites, &o->sites, &o->nsites) != CMH_OK) {
                 cmh_replay_free(r);
                 cmh_oom_report_free(p);
                 return CMH_ENOMEM;

@@ -2,6 +2,7 @@
  * cmd_report.c - `cumemhist report SNAP -o report.html`: the one-file HTML report (viz/report.c).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cumemhist/pictures.h"
 #include "report.h"
@@ -50,11 +51,15 @@ int cmd_report(int argc, char **argv)
     cmh_snapshot s, raw;
     cmh_sites *g;
     /* a merged record is read twice: as one model for the reports, and as recorded (PyTorch's
-     * part apart) for owners */
+     * part apart) for owners; any other once (rep_load_view would load it just as cli_load did) */
     if ((rc = cli_load(path, &raw))) return rc;
     int have_raw = raw.torch != NULL;
-    if (!have_raw) cmh_snapshot_free(&raw);
-    if ((rc = rep_load(path, &s, &g))) {
+    if (!have_raw) {
+        s = raw;
+        memset(&raw, 0, sizeof raw);
+        rc = rep_load_sites(path, &s, &g);
+    } else rc = rep_load(path, &s, &g);
+    if (rc) {
         if (have_raw) cmh_snapshot_free(&raw);
         return rc;
     }

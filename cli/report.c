@@ -34,7 +34,12 @@ int rep_load_view_ex(const char *path, cmh_snapshot *s, unsigned flags)
 int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites)
 {
     int rc = rep_load_view(path, s);
-    if (rc) return rc;
+    return rc ? rc : rep_load_sites(path, s, sites);
+}
+
+int rep_load_sites(const char *path, cmh_snapshot *s, cmh_sites **sites)
+{
+    int rc;
     if ((rc = cli_symbolize(path, s))) {
         cmh_snapshot_free(s);
         return rc;

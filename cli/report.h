@@ -45,6 +45,9 @@ int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void
 /* Load and make frames readable; then the sites by the attribution options.  Returns the exit
  * status (0 on success, the snapshot and *sites set). */
 int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites);
+/* The same from a snapshot rep_load_view made (or cli_load, for one with no PyTorch part); on
+ * failure s is freed. */
+int rep_load_sites(const char *path, cmh_snapshot *s, cmh_sites **sites);
 
 /* The devices a report covers: `want` alone (>= -1), or with want == -2 every device the
  * snapshot has anything on, in order (pinned host memory last; left out with no_host).  An

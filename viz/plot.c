@@ -80,31 +80,38 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
         int64_t alloc_peak, alloc_index;
     } pk = {0, -1};
     int rc = CMH_OK;
-    cmh_replay *r = cmh_replay_new(s, device);
-    if (!r) {
+    /* the allocated and reserved bytes after each entry: a report page's history (reports.h),
+     * else a replay of our own */
+    const cmh_replay_history *h = cmh_memo_history(s, device);
+    cmh_replay *r = h ? NULL : cmh_replay_new(s, device);
+    if (!h && !r) {
         free(cols);
         return CMH_ENOMEM;
     }
-    pk.alloc_peak = cmh_replay_stats(r)->allocated_bytes[CMH_POOL_ALL].current;
+    const cmh_mem_stats *st = r ? cmh_replay_stats(r) : NULL;
+    int64_t a0 = h ? h->allocated0 : st->allocated_bytes[CMH_POOL_ALL].current; /* before the first entry */
+    int64_t r0 = h ? h->reserved0 : st->reserved_bytes[CMH_POOL_ALL].current;
+    pk.alloc_peak = a0;
 #define XOF(i, t) (by_time ? (double)((t) - t0) / (double)(t1 - t0) : n > 1 ? (double)(i) / (double)(n - 1) : 0.0)
     int64_t ymax = 0;
-    {
-        const cmh_mem_stats *st = cmh_replay_stats(r); /* before the first entry */
-        put(&cols[0], st->allocated_bytes[CMH_POOL_ALL].current, st->reserved_bytes[CMH_POOL_ALL].current);
-    }
-    for (;;) {
-        if (!cmh_replay_step(r)) break;
-        int64_t i = cmh_replay_position(r);
-        const cmh_entry *e = cmh_replay_entry(r, i);
-        const cmh_mem_stats *st = cmh_replay_stats(r);
-        if (st->allocated_bytes[CMH_POOL_ALL].current > pk.alloc_peak)
-            pk.alloc_peak = st->allocated_bytes[CMH_POOL_ALL].current, pk.alloc_index = i;
+    put(&cols[0], a0, r0);
+    for (int64_t i = 0;; i++) {
+        int64_t av, rv;
+        if (h) {
+            if (i >= h->n) break;
+            av = h->allocated[i], rv = h->reserved[i];
+        } else {
+            if (!cmh_replay_step(r)) break;
+            av = st->allocated_bytes[CMH_POOL_ALL].current, rv = st->reserved_bytes[CMH_POOL_ALL].current;
+        }
+        const cmh_entry *e = &ents[i];
+        if (av > pk.alloc_peak) pk.alloc_peak = av, pk.alloc_index = i;
         int64_t t = e->time_ns ? e->time_ns : t0;
         double x = XOF(i, t);
         if (x < 0) x = 0;
         if (x > 1) x = 1;
         int c = (int)(x * pw);
-        put(&cols[c], st->allocated_bytes[CMH_POOL_ALL].current, st->reserved_bytes[CMH_POOL_ALL].current);
+        put(&cols[c], av, rv);
         if (e->action == CMH_ACT_OOM || e->action == CMH_ACT_MARK) {
             marker *m = new_marker(&mk, &nmk, &capmk);
             if (!m) {
@@ -124,12 +131,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
             }
         }
     }
-    if ((rc = cmh_replay_status(r)) != CMH_OK) goto out;
+    if (r && (rc = cmh_replay_status(r)) != CMH_OK) goto out;
     {
-        const cmh_mem_stats *st = cmh_replay_stats(r);
-        put(&cols[pw], st->allocated_bytes[CMH_POOL_ALL].current, st->reserved_bytes[CMH_POOL_ALL].current); /* the end */
-        if (st->allocated_bytes[CMH_POOL_ALL].current > pk.alloc_peak)
-            pk.alloc_peak = st->allocated_bytes[CMH_POOL_ALL].current, pk.alloc_index = cmh_replay_length(r);
+        int64_t ae = h ? h->allocated_end : st->allocated_bytes[CMH_POOL_ALL].current; /* the end */
+        put(&cols[pw], ae, h ? h->reserved_end : st->reserved_bytes[CMH_POOL_ALL].current);
+        if (ae > pk.alloc_peak) pk.alloc_peak = ae, pk.alloc_index = n;
     }
     /* annotations have times only: on the entry axis each sits at the first entry not before it */
     for (uint32_t k = 0; (by_time || (timed && n > 1)) && k < s->nannotations; k++) {
@@ -244,8 +250,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     }
     /* the peak, with the figure `peak` gives */
     if (pk.alloc_peak > 0) {
-        int64_t len = cmh_replay_length(r), at = pk.alloc_index >= len ? len - 1 : pk.alloc_index; /* len: the reconciled end */
-        const cmh_entry *e = at >= 0 ? cmh_replay_entry(r, at) : NULL;
+        int64_t len = n, at = pk.alloc_index >= len ? len - 1 : pk.alloc_index; /* len: the reconciled end */
+        const cmh_entry *e = at >= 0 && at < len ? &ents[at] : NULL;
         double x = L + (e ? XOF(at, e->time_ns ? e->time_ns : t0) : 0) * pw, y = YOF(pk.alloc_peak);
         char label[128];
         if (by_time && e && e->time_ns)
@@ -269,7 +275,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
 #undef XOF
 #undef YOF
 out:
-    cmh_replay_free(r);
+    if (r) cmh_replay_free(r);
     free(cols);
     free(mk);
     return rc;

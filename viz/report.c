@@ -445,6 +445,7 @@ static int memo_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_s
                      const char *title, int with_view, FILE *fp)
 {
     cmh_replay_memo_begin(s);
+    cmh_replay_memo_history(s); /* one replay a device feeds the plot, the leaks and the viewer */
     int rc = report_page(s, raw, g, devices, ndevices, title, with_view, fp);
     uint32_t n = cmh_replay_memo_end(s);
     if (getenv("CUMEMHIST_DEBUG_MEMO")) fprintf(stderr, "cumemhist: report: %u whole-trace results computed\n", n);

@@ -79,7 +79,8 @@ typedef struct vdev {
     uint64_t *key; /* open addressing: address -> allocation id + 1 (0: empty, UINT32_MAX: deleted) */
     uint32_t *val;
     uint32_t hcap, hused;
-    const cmh_replay *r;
+    const cmh_entry *e; /* the device's trace */
+    int64_t n;
     int64_t pos;   /* the entry being applied (-1 before the first; n at the final reconcile) */
     int nomem;
     uint64_t active;
@@ -148,7 +149,8 @@ static void on_block(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
     vband *v = &d->a[d->val[j] - 1];
     v->end = d->pos;
     /* memory_viz's rule: a free_requested right before its free_completed is one free, there */
-    const cmh_entry *prev = d->r && d->pos > 0 ? cmh_replay_entry(d->r, d->pos - 1) : NULL, *cur = d->r ? cmh_replay_entry(d->r, d->pos) : NULL;
+    const cmh_entry *prev = d->pos > 0 && d->pos - 1 < d->n ? &d->e[d->pos - 1] : NULL;
+    const cmh_entry *cur = d->pos >= 0 && d->pos < d->n ? &d->e[d->pos] : NULL;
     if (prev && cur && cur->action == CMH_ACT_FREE_COMPLETED && prev->action == CMH_ACT_FREE_REQUESTED && prev->addr == addr &&
         v->start < d->pos - 1)
         v->end = d->pos - 1;
@@ -220,27 +222,38 @@ static int cmp_u32(const void *a, const void *b)
  *   levels: nlevels, per level: ncols, per column the level-0 column whose state it shows (delta) */
 static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbuf *out, cmh_jw *w)
 {
-    cmh_replay *r = cmh_replay_new(s, dev);
-    if (!r) return CMH_ENOMEM;
+    /* the blocks' lives and the two lines: a report page's history (reports.h), else a replay */
+    const cmh_replay_history *h = cmh_memo_history(s, dev);
+    cmh_replay *r = h ? NULL : cmh_replay_new(s, dev);
+    if (!h && !r) return CMH_ENOMEM;
+    const cmh_trace *tr = cmh_snapshot_trace(s, dev);
     vdev d = {0};
     d.pos = -1;
-    d.r = r;
-    cmh_replay_observe(r, on_block, &d);
-    int64_t n = cmh_replay_length(r);
+    d.e = tr && tr->nentries ? &s->entries[tr->first_entry] : NULL;
+    int64_t n = d.n = h ? h->n : cmh_replay_length(r);
     uint64_t *act = malloc(((size_t)n + 1) * sizeof *act);
-    int64_t *alv = malloc(((size_t)n + 1) * sizeof *alv), *rsv = malloc(((size_t)n + 1) * sizeof *rsv);
+    int64_t *alv = malloc(((size_t)n + 1) * sizeof *alv), *rsv_own = h ? NULL : malloc(((size_t)n + 1) * sizeof *rsv_own);
+    const int64_t *rsv = h ? h->reserved : rsv_own;
     int rc = CMH_OK;
     if (!act || !alv || !rsv) rc = CMH_ENOMEM;
-    for (int64_t i = 0; rc == CMH_OK; i++) {
-        d.pos = i;
-        if (!cmh_replay_step(r)) break;
-        const cmh_mem_stats *st = cmh_replay_stats(r);
-        alv[i] = st->allocated_bytes[CMH_POOL_ALL].current;
-        rsv[i] = st->reserved_bytes[CMH_POOL_ALL].current;
+    if (h && rc == CMH_OK) {
+        memcpy(alv, h->allocated, (size_t)n * sizeof *alv);
+        for (uint64_t k = 0; k < h->nev && !d.nomem; k++) {
+            d.pos = (int64_t)h->ev[k].pos1 - 1;
+            on_block(&d, h->ev[k].delta, h->ev[k].stack, h->ev[k].addr);
+        }
+    } else if (rc == CMH_OK) {
+        cmh_replay_observe(r, on_block, &d);
+        for (int64_t i = 0;; i++) {
+            d.pos = i;
+            if (!cmh_replay_step(r)) break;
+            const cmh_mem_stats *st = cmh_replay_stats(r);
+            alv[i] = st->allocated_bytes[CMH_POOL_ALL].current;
+            rsv_own[i] = st->reserved_bytes[CMH_POOL_ALL].current;
+        }
     }
-    if (rc == CMH_OK && (d.nomem || cmh_replay_status(r) != CMH_OK)) rc = CMH_ENOMEM;
-    cmh_replay_free(r);
-    d.r = NULL;
+    if (rc == CMH_OK && (d.nomem || (r && cmh_replay_status(r) != CMH_OK))) rc = CMH_ENOMEM;
+    if (r) cmh_replay_free(r);
     /* the band stack's height after each entry, from the bands themselves */
     if (rc == CMH_OK) {
         int64_t *dl = calloc((size_t)n + 1, sizeof *dl);
@@ -282,7 +295,8 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
          * nearly always 0, so a few pairs where a million would be */
         for (int64_t i = 0; i < n; i++) alv[i] -= (int64_t)act[i];
         for (int line = 0; line < 2; line++) {
-            int64_t *x = line ? rsv : alv, last = 0, lasti = 0;
+            const int64_t *x = line ? rsv : alv;
+            int64_t last = 0, lasti = 0;
             uint64_t cnt = 0;
             for (int64_t i = 0; i < n; i++) cnt += x[i] != (i ? x[i - 1] : 0);
             vb_put(out, cnt);
@@ -454,7 +468,7 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
         cmh_jw_kint(w, "col", VIEW_COL);
     }
     free(vs.live), free(vs.band), free(vs.fold), free(vs.touched);
-    free(inst), free(act), free(alv), free(rsv);
+    free(inst), free(act), free(alv), free(rsv_own);
     vdev_free(&d);
     return rc;
 }

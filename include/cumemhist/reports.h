@@ -100,6 +100,34 @@ int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, in
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 
+/* What the memo's replay of a device saw, kept when asked for (cmh_replay_memo_history): the
+ * allocated and reserved bytes after each entry, and each active block appearing and going in
+ * the order a cmh_replay_observer is told of them.  A report page's plot, leaks and viewer read
+ * it instead of replaying the trace once each. */
+typedef struct cmh_block_event {
+    uint64_t addr;
+    int64_t delta;  /* +size: the block appears; -size: it is freed */
+    uint32_t pos1;  /* the replay's entry + 1: 0 before the first entry, n + 1 at the reconciliation */
+    uint32_t stack;
+} cmh_block_event;
+
+typedef struct cmh_replay_history {
+    int64_t n;                    /* the device's trace entries */
+    const int64_t *allocated;     /* n: allocated bytes (every pool) after entry i */
+    const int64_t *reserved;      /* n: reserved bytes after entry i */
+    int64_t allocated0, reserved0; /* before the first entry */
+    int64_t allocated_end, reserved_end; /* after the reconciliation with the final segments */
+    const cmh_block_event *ev;
+    uint64_t nev;
+} cmh_replay_history;
+
+/* While the memo is kept for s: keep each device's history too (the memory: 16 bytes an entry
+ * and 24 a block's event; only a report page asks). */
+void cmh_replay_memo_history(const cmh_snapshot *s);
+/* Device's history, from the memo's one replay (made now if not yet): valid until the memo
+ * ends; NULL when no history is kept (no memo, not asked for, out of memory: replay instead). */
+const cmh_replay_history *cmh_memo_history(const cmh_snapshot *s, int device);
+
 /* ---- steps: where each iteration of a training loop begins (analyzer/steps.c) ---- */
 
 /* How the steps were found: the program's marks (cmh_mark, cumemhist.mark(), a range's start,
