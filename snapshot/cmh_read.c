@@ -387,7 +387,7 @@ static int rd_traces(cur *c, cmh_snapshot *s)
         uint64_t addr = 0;
         int64_t t = 0;
         for (uint32_t j = 0; j < ne; j++) {
-            cmh_entry e;
+            cmh_entry_full e;
             memset(&e, 0, sizeof e);
             uint32_t ek;
             int64_t code, da, dt;
@@ -425,7 +425,12 @@ static int rd_traces(cur *c, cmh_snapshot *s)
                 uint32_t count = 0, thread = 0;
                 if (rd_u32(c, &count, UINT32_MAX, "thread run") || rd_u32(c, &thread, UINT32_MAX, "thread")) return -1;
                 if (count > ne - at) return fail(c, "thread runs cover more than the %u entries at byte %zu", ne, where);
-                for (uint32_t q = 0; q < count; q++) s->entries[first + at++].thread = thread;
+                for (uint32_t q = 0; q < count; q++, at++) {
+                    cmh_entry_full f;
+                    cmh_entry_get(s, &s->entries[first + at], &f);
+                    f.thread = thread;
+                    if (cmh_entry_set(s, first + at, &f) != CMH_OK) return nomem(c);
+                }
             }
         }
         for (uint32_t j = 4; j < k; j++)

@@ -552,6 +552,7 @@ static int read_pickle(const void *buf, size_t len, int mapped, unsigned flags, 
     free(m.marks);
     free(m.memo);
     free(m.entries);
+    free(m.xmap);
     free(m.fast.undo);
     free(m.fast.conv);
     free(m.fast.items);

@@ -314,18 +314,18 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     w_key(w, W_SIZE);
     w_int(w, (int64_t)e->size);
     w_key(w, W_STREAM);
-    w_int(w, (int64_t)e->stream);
+    w_int(w, (int64_t)cmh_entry_stream(s, e));
     if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) {
         w_key(w, W_TIME_US);
         w_int(w, e->time_ns / 1000);
     }
     if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) {
         w_key(w, W_COMPILE_CONTEXT);
-        w_sid(w, s, e->compile_context);
+        w_sid(w, s, cmh_entry_compile_context(s, e));
     }
     if (s->pt_fields & CMH_PT_USER_METADATA) {
         w_key(w, W_USER_METADATA);
-        w_sid(w, s, e->user_metadata);
+        w_sid(w, s, cmh_entry_user_metadata(s, e));
     }
     if (e->stack || (e->flags & CMH_EF_HAS_FRAMES)) {
         w_key(w, W_FRAMES);
@@ -339,9 +339,9 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
         w_key(w, W_CMH_CODE);
         w_int(w, e->action | (e->flags & CMH_EF_WHOLE_BLOCK) << 4 | (e->kind & 7) << 5);
     }
-    if (!(e->flags & CMH_EF_IMPLIED) && e->requested != e->size) {
+    if (!(e->flags & CMH_EF_IMPLIED) && cmh_entry_requested(s, e) != e->size) {
         w_key(w, W_CMH_REQUESTED);
-        w_int(w, (int64_t)e->requested);
+        w_int(w, (int64_t)cmh_entry_requested(s, e));
     }
     op(w, 'u');
 }
@@ -537,7 +537,7 @@ int cmh_pickle_write(const cmh_snapshot *s, FILE *fp)
                         w_int(&w, pos);
                         w_int(&w, (int64_t)e->addr);
                         w_int(&w, (int64_t)e->size);
-                        w_int(&w, (int64_t)e->requested);
+                        w_int(&w, (int64_t)cmh_entry_requested(s, e));
                         w_int(&w, e->time_ns / 1000);
                         op(&w, 't');
                         batch_end(&w, k, nps, 0);

@@ -48,10 +48,10 @@ static void build(cmh_snapshot *s)
     cmh_segment h = {-1, CMH_KIND_HOST, CMH_SEG_WHOLE_BLOCK, CMH_POOL_SMALL, 0x5000, 4096, 0, {1, 2}, 0, 5, 0, 0};
     cmh_snapshot_add_segment(s, &h, NULL);
     cmh_snapshot_add_trace(s, 0, 17, NULL);
-    cmh_entry e1 = {1700000000000001000ll, 0x7f0000000000ull, 4 << 20, 4 << 20, 7, st1, 0, 0, 0, 3, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC};
-    cmh_entry e2 = {1700000000000000500ll, 0x10, 2048, 1000, 0, st2, 0, 0, 0, 3, CMH_ACT_ALLOC, 0, 0}; /* time going back, addr down */
-    cmh_entry e3 = {1700000000000002000ll, 123456, 1 << 30, 1 << 30, 0, 0, 0, 0, 0, 1, CMH_ACT_OOM, 0, 0};
-    cmh_entry e4 = {1700000000000003000ll, 0, 0, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_MARK, 0, 0};
+    cmh_entry_full e1 = {1700000000000001000ll, 0x7f0000000000ull, 4 << 20, 4 << 20, 7, st1, 0, 0, 0, 3, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC};
+    cmh_entry_full e2 = {1700000000000000500ll, 0x10, 2048, 1000, 0, st2, 0, 0, 0, 3, CMH_ACT_ALLOC, 0, 0}; /* time going back, addr down */
+    cmh_entry_full e3 = {1700000000000002000ll, 123456, 1 << 30, 1 << 30, 0, 0, 0, 0, 0, 1, CMH_ACT_OOM, 0, 0};
+    cmh_entry_full e4 = {1700000000000003000ll, 0, 0, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_MARK, 0, 0};
     cmh_strtab_intern(&s->strings, "step 1", 6, &e4.name);
     cmh_strtab_intern(&s->strings, "N/A", 3, &e4.compile_context);
     cmh_strtab_intern(&s->strings, "meta", 4, &e4.user_metadata);
@@ -80,8 +80,11 @@ static int eq_block(const cmh_block *a, const cmh_block *b)
            a->state == b->state && a->time_ns == b->time_ns;
 }
 
-static int eq_entry(const cmh_entry *a, const cmh_entry *b)
+static int eq_entry(const cmh_snapshot *sa, const cmh_entry *ca, const cmh_snapshot *sb, const cmh_entry *cb)
 {
+    cmh_entry_full fa, fb, *a = &fa, *b = &fb;
+    cmh_entry_get(sa, ca, a);
+    cmh_entry_get(sb, cb, b);
     return a->time_ns == b->time_ns && a->addr == b->addr && a->size == b->size && a->requested == b->requested &&
            a->stream == b->stream && a->stack == b->stack && a->name == b->name &&
            a->compile_context == b->compile_context && a->user_metadata == b->user_metadata && a->thread == b->thread &&
@@ -171,7 +174,7 @@ static void test_round_trip(void)
     CU_ASSERT_EQUAL(r.traces[1].device, 1);
     CU_ASSERT_EQUAL(r.traces[1].nentries, 0);
     CU_ASSERT_EQUAL_FATAL(r.nentries, 4);
-    for (int i = 0; i < 4; i++) CU_ASSERT(eq_entry(&r.entries[i], &s.entries[i]));
+    for (int i = 0; i < 4; i++) CU_ASSERT(eq_entry(&r, &r.entries[i], &s, &s.entries[i]));
     CU_ASSERT_EQUAL(r.nannotations, 1);
     CU_ASSERT_STRING_EQUAL(cmh_str(&r, r.annotations[0].name), "step 1");
     CU_ASSERT_EQUAL(r.nsettings, 1);
