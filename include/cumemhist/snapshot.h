@@ -426,8 +426,8 @@ int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errle
 /* The same, for a caller that needs only part of it (flags: CMH_LOAD_*; 0 = all).  With
  * CMH_LOAD_SEGMENTS only the segments and their blocks are sure to be there (with what the
  * file holds before them): a PyTorch pickle is read up to its 'device_traces' key, so the
- * traces, settings and annotations after it are absent.  A file read whole anyway (a .cmh) is
- * read whole.  CUMEMHIST_GENERIC_LOAD=1 in the environment makes every load a full one. */
+ * traces, settings and annotations after it are absent; a .cmh has no traces (they are
+ * skipped over), and everything else.  CUMEMHIST_GENERIC_LOAD=1 in the environment makes every load a full one. */
 #define CMH_LOAD_SEGMENTS 0x1u
 /* No shortcut at all, however the file looks: the way any file would be read (what
  * CUMEMHIST_GENERIC_LOAD=1 turns every load into; for tests that hold the two against each other). */
