@@ -494,6 +494,52 @@ static void test_cpp_pickler_form(void)
 
 /* inputs the fuzzer found (every file in tests/fixtures/fuzz): each must load or fail, and go
  * through every report, in time and with the replay's own checks (assertions) holding */
+/* cmh_memviz_shape_move hands the loaded model over whole: the entries' sets of rarer fields go
+ * with the entries (stream, thread and requested bytes read the same as from the shaped copy). */
+static void test_shape_move_keeps_rare_fields(void)
+{
+    cmh_snapshot s, copy, moved;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&s), CMH_OK);
+    cmh_segment g;
+    memset(&g, 0, sizeof g);
+    g.addr = 0x7f0000000000ull;
+    g.size = 2 << 20;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_segment(&s, &g, NULL), CMH_OK);
+    cmh_block b = {g.addr, g.size, g.size, 0, CMH_BLOCK_INACTIVE, 0};
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_block(&s, &b), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_trace(&s, 0, 0, NULL), CMH_OK);
+    for (uint32_t i = 0; i < 8; i++) {
+        cmh_entry_full e;
+        memset(&e, 0, sizeof e);
+        e.time_ns = 1000000 * (int64_t)(i + 1);
+        e.action = i % 2 ? CMH_ACT_FREE_COMPLETED : CMH_ACT_ALLOC;
+        e.addr = g.addr + (i / 2) * 512;
+        e.size = 512;
+        e.requested = 500 - i / 2;
+        e.stream = 7 + i / 4;
+        e.thread = 1 + i % 3;
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(&s, &e), CMH_OK);
+    }
+    CU_ASSERT_EQUAL_FATAL(cmh_memviz_shape(&s, &copy, NULL), CMH_OK);
+    int was_moved = 0;
+    CU_ASSERT_EQUAL_FATAL(cmh_memviz_shape_move(&s, &moved, &was_moved), CMH_OK);
+    CU_ASSERT_FATAL(was_moved);
+    CU_ASSERT_EQUAL_FATAL(moved.nentries, copy.nentries);
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < moved.nentries; i++) {
+        cmh_entry_full x, y;
+        cmh_entry_get(&copy, &copy.entries[i], &x);
+        cmh_entry_get(&moved, &moved.entries[i], &y);
+        bad += x.requested != y.requested || x.stream != y.stream || x.thread != y.thread || x.addr != y.addr || x.action != y.action;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(cmh_entry_stream(&moved, &moved.entries[0]), 7);
+    CU_ASSERT_EQUAL(cmh_entry_requested(&moved, &moved.entries[0]), 500);
+    cmh_snapshot_free(&moved);
+    cmh_snapshot_free(&copy);
+    cmh_snapshot_free(&s);
+}
+
 static void test_fuzz_regressions(void)
 {
     char dir[512];
@@ -561,5 +607,6 @@ int main(void)
     CMH_ADD_TEST(s, test_cpp_pickler_form);
     CMH_ADD_TEST(s, test_fuzz_regressions);
     CMH_ADD_TEST(s, test_pool_samples_round_trip);
+    CMH_ADD_TEST(s, test_shape_move_keeps_rare_fields);
     return cmh_test_main();
 }

@@ -410,6 +410,8 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(segments), MOVE(nsegments), MOVE(cap_segments);
     MOVE(blocks), MOVE(nblocks), MOVE(cap_blocks);
     MOVE(entries), MOVE(nentries), MOVE(cap_entries);
+    MOVE(xsets), MOVE(nxsets), MOVE(cap_xsets), MOVE(xset_index), MOVE(xset_last); /* the entries' rarer fields */
+    MOVE(xmap), MOVE(nxmap), MOVE(cap_xmap);
     MOVE(traces), MOVE(ntraces), MOVE(cap_traces);
     MOVE(annotations), MOVE(nannotations), MOVE(cap_annotations);
     MOVE(settings), MOVE(nsettings), MOVE(cap_settings);
