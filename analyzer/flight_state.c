@@ -122,7 +122,7 @@ static fseg *expandable_near(cmh_fstate *st, int32_t dev, uint64_t a, uint64_t b
     return NULL;
 }
 
-void cmh_fstate_block_put(cmh_fstate *st, const cmh_entry *e, int32_t dev, uint64_t size, uint8_t state_)
+void cmh_fstate_block_put(cmh_fstate *st, const cmh_entry_full *e, int32_t dev, uint64_t size, uint8_t state_)
 {
     int created = 0;
     fblk *b = e->addr ? cmh_oa_get(&st->blocks, e->addr, &created) : NULL;
@@ -150,7 +150,7 @@ static void block_del(cmh_fstate *st, uint64_t addr)
     cmh_oa_remove(&st->blocks, b);
 }
 
-void cmh_fstate_apply(cmh_fstate *st, const cmh_entry *e, int32_t dev)
+void cmh_fstate_apply(cmh_fstate *st, const cmh_entry_full *e, int32_t dev)
 {
     int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
     switch (e->action) {

@@ -47,9 +47,9 @@ void cmh_fstate_init(cmh_fstate *st);
 void cmh_fstate_free(cmh_fstate *st);
 /* A segment as a base snapshot holds it; a block inside one (its state as given). */
 fseg *cmh_fstate_seg_add(cmh_fstate *st, const fseg *g);
-void cmh_fstate_block_put(cmh_fstate *st, const cmh_entry *e, int32_t dev, uint64_t size, uint8_t state_);
+void cmh_fstate_block_put(cmh_fstate *st, const cmh_entry_full *e, int32_t dev, uint64_t size, uint8_t state_);
 /* What one entry (its stack a model stack id) does to the state. */
-void cmh_fstate_apply(cmh_fstate *st, const cmh_entry *e, int32_t dev);
+void cmh_fstate_apply(cmh_fstate *st, const cmh_entry_full *e, int32_t dev);
 /* Drop the dead segments (the live reader's, now and then: a long run frees many). */
 int cmh_fstate_compact(cmh_fstate *st);
 /* The live segments with their blocks into s (sorted by device and address), each stack id

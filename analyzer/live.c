@@ -44,7 +44,7 @@
 #define RATE_POINTS 64
 #define SEEN_BITS 65536u /* how far an entry can be overtaken in the file and still be read */
 
-_Static_assert(sizeof(cmh_entry) == 64, "a trace entry is one cache line in the window");
+_Static_assert(sizeof(cmh_entry_full) == 64, "a trace entry (every field) is one cache line in the window");
 
 typedef struct lstack {
     uint64_t id; /* the key: recorder stack id + 1 */
@@ -69,7 +69,7 @@ typedef struct lpyframe {
  * recorder's and a mark's addr its name id; the checkpoint's entries (model ids) were pushed
  * first, so they are the oldest nbase of the window. */
 typedef struct ltrace {
-    cmh_entry *ring;
+    cmh_entry_full *ring;
     uint64_t cap, alloc, head, n; /* cap: the window; alloc: slots made so far; head: the oldest */
     uint64_t nbase;
     uint64_t dropped_out;  /* entries that left the window (or the checkpoint's dropped) */
@@ -202,20 +202,20 @@ static void clear_state(cmh_live *l)
 
 /* The window's next slot (the oldest one leaving it when it is full), for the caller to fill;
  * NULL: out of memory.  The entry is written in place, not built aside and copied in. */
-static cmh_entry *trace_slot_grow(cmh_live *l, int k, int from_base);
+static cmh_entry_full *trace_slot_grow(cmh_live *l, int k, int from_base);
 
 /* The steady state inline (a full window: the oldest leaves it), the rest out of line. */
-static inline cmh_entry *trace_slot(cmh_live *l, int k, int from_base)
+static inline cmh_entry_full *trace_slot(cmh_live *l, int k, int from_base)
 {
     ltrace *t = &l->tr[k];
     if (__builtin_expect(!t->cap || t->n != t->alloc || t->alloc != t->cap || from_base || t->nbase, 0)) return trace_slot_grow(l, k, from_base);
-    cmh_entry *e = &t->ring[t->head];
+    cmh_entry_full *e = &t->ring[t->head];
     if (++t->head == t->alloc) t->head = 0;
     t->dropped_out++;
     return e;
 }
 
-static cmh_entry *trace_slot_grow(cmh_live *l, int k, int from_base)
+static cmh_entry_full *trace_slot_grow(cmh_live *l, int k, int from_base)
 {
     ltrace *t = &l->tr[k];
     t->present = 1;
@@ -228,7 +228,7 @@ static cmh_entry *trace_slot_grow(cmh_live *l, int k, int from_base)
     if (t->n == t->alloc && t->alloc < t->cap) { /* grow, putting the ring in order */
         uint64_t na = t->alloc ? t->alloc * 2 : 1024;
         if (na > t->cap) na = t->cap;
-        cmh_entry *r = aligned_alloc(64, na * sizeof *r);
+        cmh_entry_full *r = aligned_alloc(64, na * sizeof *r);
         if (!r) return NULL;
         for (uint64_t i = 0; i < t->n; i++) r[i] = t->ring[(t->head + i) % t->alloc];
         free(t->ring);
@@ -236,7 +236,7 @@ static cmh_entry *trace_slot_grow(cmh_live *l, int k, int from_base)
     }
     if (from_base) t->nbase++;
     if (t->n == t->alloc) { /* full: the oldest leaves the window */
-        cmh_entry *e = &t->ring[t->head];
+        cmh_entry_full *e = &t->ring[t->head];
         if (++t->head == t->alloc) t->head = 0;
         if (t->nbase) t->nbase--;
         t->dropped_out++;
@@ -247,9 +247,9 @@ static cmh_entry *trace_slot_grow(cmh_live *l, int k, int from_base)
     return &t->ring[at >= t->alloc ? at - t->alloc : at];
 }
 
-static int trace_push(cmh_live *l, int k, const cmh_entry *e, int from_base)
+static int trace_push(cmh_live *l, int k, const cmh_entry_full *e, int from_base)
 {
-    cmh_entry *d = trace_slot(l, k, from_base);
+    cmh_entry_full *d = trace_slot(l, k, from_base);
     if (!d) return CMH_ENOMEM;
     *d = *e;
     return CMH_OK;
@@ -275,7 +275,7 @@ static int load_base(cmh_live *l)
         for (uint32_t k = 0; k < g->nblocks; k++) {
             const cmh_block *bl = &b->blocks[g->first_block + k];
             if (bl->state == CMH_BLOCK_INACTIVE) continue;
-            cmh_entry e = {.addr = bl->addr, .requested = bl->requested, .stack = bl->stack | BASE_STACK, .time_ns = bl->time_ns};
+            cmh_entry_full e = {.addr = bl->addr, .requested = bl->requested, .stack = bl->stack | BASE_STACK, .time_ns = bl->time_ns};
             cmh_fstate_block_put(&l->st, &e, g->device, bl->size, bl->state);
         }
     }
@@ -286,9 +286,10 @@ static int load_base(cmh_live *l)
         l->tr[k].dropped_out += bt->dropped;
         l->tr[k].entries += bt->nentries + bt->dropped;
         for (uint64_t i = 0; i < bt->nentries; i++) {
-            const cmh_entry *e = &b->entries[bt->first_entry + i];
-            if (e->action == CMH_ACT_OOM) l->tr[k].ooms++;
-            if (trace_push(l, k, e, 1) != CMH_OK) return CMH_ENOMEM;
+            cmh_entry_full e;
+            cmh_entry_get(b, &b->entries[bt->first_entry + i], &e);
+            if (e.action == CMH_ACT_OOM) l->tr[k].ooms++;
+            if (trace_push(l, k, &e, 1) != CMH_OK) return CMH_ENOMEM;
         }
     }
     for (uint32_t i = 0; i < b->nmeminfo; i++) {
@@ -354,9 +355,9 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         int fresh = seen_once(t, x->seq);
         if (fresh < 0) return CMH_ENOMEM;
         if (!fresh) return CMH_OK;
-        cmh_entry *e = trace_slot(l, (int)x->slot, 0);
+        cmh_entry_full *e = trace_slot(l, (int)x->slot, 0);
         if (!e) return CMH_ENOMEM;
-        *e = (cmh_entry){.time_ns = to_ns(h, x->ticks), .addr = x->addr, .size = x->size, .requested = x->requested,
+        *e = (cmh_entry_full){.time_ns = to_ns(h, x->ticks), .addr = x->addr, .size = x->size, .requested = x->requested,
                          .stream = x->stream, .stack = x->stack, .thread = x->thread, .action = x->action, .kind = x->kind,
                          .flags = x->flags};
         t->entries++;
@@ -897,7 +898,7 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         int64_t last = INT64_MIN;
         for (uint64_t i = 0; i < t->n; i++) {
             uint64_t at = t->head + i;
-            cmh_entry e = t->ring[at >= t->alloc ? at - t->alloc : at];
+            cmh_entry_full e = t->ring[at >= t->alloc ? at - t->alloc : at];
             if (i >= t->nbase) {
                 /* an entry overtaken in the file (seen_once) gets the time of the one before it, as recover gives */
                 if (e.time_ns < last) e.time_ns = last;

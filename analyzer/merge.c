@@ -259,6 +259,8 @@ int cmh_merged_view(cmh_snapshot *s)
     cmh_segment *segs = s->segments;
     cmh_block *blocks = s->blocks;
     cmh_entry *ents = s->entries;
+    cmh_entry_xref *xmap = s->xmap; /* ents' far sets (the sets themselves stay s's) */
+    uint32_t nxmap = s->nxmap, cxmap = s->cap_xmap;
     cmh_trace *trs = s->traces;
     uint32_t nsegs = s->nsegments, ntrs = s->ntraces, nblk = s->nblocks, nent = s->nentries;
     uint32_t nann = s->nannotations, nset = s->nsettings;
@@ -266,6 +268,7 @@ int cmh_merged_view(cmh_snapshot *s)
     s->segments = NULL, s->nsegments = s->cap_segments = 0;
     s->blocks = NULL, s->nblocks = s->cap_blocks = 0;
     s->entries = NULL, s->nentries = s->cap_entries = 0;
+    s->xmap = NULL, s->nxmap = s->cap_xmap = 0;
     s->traces = NULL, s->ntraces = s->cap_traces = 0;
     imp m = {t, s, calloc(t->nframes + 1, sizeof(uint32_t)), -1};
     if (!m.fmap) goto restore_fail;
@@ -314,10 +317,13 @@ int cmh_merged_view(cmh_snapshot *s)
             const cmh_entry *te = j < nj ? &t->entries[tt->first_entry + j] : NULL;
             if (ours_first(oe, te, s->torch_clock_ns)) {
                 i++;
-                if (!ours_dropped(s, oe, devs[d], r, nr) && cmh_snapshot_add_entry(s, oe)) goto fail;
+                cmh_entry_full e;
+                cmh_entry_unpack(s, oe, xmap, nxmap, ot->first_entry + i - 1, &e);
+                if (!ours_dropped(s, oe, devs[d], r, nr) && cmh_snapshot_add_entry(s, &e)) goto fail;
             } else {
                 j++;
-                cmh_entry e = *te;
+                cmh_entry_full e;
+                cmh_entry_get(t, te, &e);
                 e.time_ns = te->time_ns ? te->time_ns + s->torch_clock_ns : 0;
                 e.flags |= CMH_EF_PYTORCH; /* requested sizes: the replay rounds them */
                 if (imp_stack(&m, e.stack, &e.stack)) goto fail;
@@ -344,6 +350,7 @@ int cmh_merged_view(cmh_snapshot *s)
     free(segs);
     free(blocks);
     free(ents);
+    free(xmap);
     free(trs);
     free(m.fmap);
     free(r);
@@ -358,11 +365,13 @@ fail:
     free(s->segments);
     free(s->blocks);
     free(s->entries);
+    free(s->xmap);
     free(s->traces);
 restore_fail: /* the record as it was (the frames and strings imported stay: unused) */
     s->segments = segs, s->nsegments = nsegs, s->cap_segments = csegs;
     s->blocks = blocks, s->nblocks = nblk, s->cap_blocks = cblk;
     s->entries = ents, s->nentries = nent, s->cap_entries = cent;
+    s->xmap = xmap, s->nxmap = nxmap, s->cap_xmap = cxmap;
     s->traces = trs, s->ntraces = ntrs, s->cap_traces = ctrs;
     free(m.fmap);
     free(r);

@@ -124,7 +124,7 @@ typedef struct pyframe_rec {
 } pyframe_rec;
 
 typedef struct jentry {
-    cmh_entry e;
+    cmh_entry_full e;
     uint32_t slot;
     uint64_t seq;
 } jentry;
@@ -339,7 +339,8 @@ static int build(ctx *c, const cmh_snapshot *base, cmh_fstate *st)
         uint64_t k = 0;
         for (uint64_t i = 0; i < nb; i++, k++) {
             if (k < skip) continue;
-            cmh_entry e = base->entries[bt->first_entry + i]; /* the base's ids: copied in the same order */
+            cmh_entry_full e; /* the base's ids: copied in the same order */
+            cmh_entry_get(base, &base->entries[bt->first_entry + i], &e);
             if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return CMH_ENOMEM;
         }
         int64_t last = INT64_MIN;
@@ -347,7 +348,7 @@ static int build(ctx *c, const cmh_snapshot *base, cmh_fstate *st)
             jentry *j = &c->ents[i];
             if (j->slot != slot || j->seq <= c->cleared[slot]) continue;
             if (k++ < skip) continue;
-            cmh_entry e = j->e;
+            cmh_entry_full e = j->e;
             /* the recorder stamps after claiming the number: an overtaken entry gets the time before it */
             if (e.time_ns < last) e.time_ns = last;
             last = e.time_ns;
@@ -527,7 +528,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
                 for (uint32_t k = 0; k < g->nblocks; k++) {
                     const cmh_block *bl = &base.blocks[g->first_block + k];
                     if (bl->state == CMH_BLOCK_INACTIVE) continue;
-                    cmh_entry e = {.addr = bl->addr, .requested = bl->requested, .stack = bl->stack, .time_ns = bl->time_ns};
+                    cmh_entry_full e = {.addr = bl->addr, .requested = bl->requested, .stack = bl->stack, .time_ns = bl->time_ns};
                     cmh_fstate_block_put(&st, &e, g->device, bl->size, bl->state);
                 }
             }
@@ -559,7 +560,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
      * clear), so each is made a model stack before it is kept. */
     for (uint32_t i = 0; i < c.nents && !st.nomem; i++) {
         if (c.ents[i].seq <= c.cleared[c.ents[i].slot]) continue;
-        cmh_entry e = c.ents[i].e;
+        cmh_entry_full e = c.ents[i].e;
         if (e.action == CMH_ACT_SEGMENT_ALLOC || e.action == CMH_ACT_SEGMENT_MAP || e.action == CMH_ACT_ALLOC)
             if ((rc = model_stack(&c, e.stack, &e.stack)) != CMH_OK) goto out;
         cmh_fstate_apply(&st, &e, slot_device(c.ents[i].slot));

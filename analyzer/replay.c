@@ -522,7 +522,7 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
         if (r->rules.max_split && e->size >= r->rules.max_split) stat_add(&r->st.oversize_segments, 1);
     }
     if (whole) {
-        fwd_block_alloc(r, e->addr, e->size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), e->time_ns);
+        fwd_block_alloc(r, e->addr, e->size, cmh_entry_requested(r->s, e), CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), e->time_ns);
     }
 }
 
@@ -608,9 +608,9 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
         uint64_t size = e->size;
         if (r->pytorch || (e->flags & CMH_EF_PYTORCH)) {
             uint64_t known = r->exact ? r->exact[e - r->e] : 0;
-            size = known ? known : pt_block_size(r, seg_containing(r, e->addr), e->addr, e->requested);
+            size = known ? known : pt_block_size(r, seg_containing(r, e->addr), e->addr, cmh_entry_requested(r->s, e));
         }
-        fwd_block_alloc(r, e->addr, size, e->requested, CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), e->time_ns);
+        fwd_block_alloc(r, e->addr, size, cmh_entry_requested(r->s, e), CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), e->time_ns);
         break;
     }
     case CMH_ACT_FREE_REQUESTED: fwd_free_requested(r, e->addr); break;
@@ -631,7 +631,7 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
 
 static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
 {
-    int64_t slack = e->size > e->requested ? (int64_t)(e->size - e->requested) : 0;
+    int64_t slack = e->size > cmh_entry_requested(r->s, e) ? (int64_t)(e->size - cmh_entry_requested(r->s, e)) : 0;
     uint32_t i = 0;
     while (i < r->npools && r->pools[i].handle != e->addr) i++;
     if (i == r->npools) {
@@ -704,7 +704,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
             hseg_put(t, e->addr, e->size, pool_rule(e->size, whole), whole);
             if (whole && !block_find(t, e->addr) && (b = block_put(t, e->addr))) {
                 b->size = e->size;
-                b->requested = e->requested;
+                b->requested = cmh_entry_requested(t->s, e);
                 b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
                 b->stack = e->stack;
             }
@@ -725,7 +725,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
         if ((b = block_find(t, e->addr))) b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
         else if ((b = block_put(t, e->addr))) {
             b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, e->size) : e->size;
-            b->requested = e->requested;
+            b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
         }
@@ -733,7 +733,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
     case CMH_ACT_FREE_COMPLETED:
         if (!block_find(t, e->addr) && (b = block_put(t, e->addr))) {
             b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, e->size) : e->size;
-            b->requested = e->requested;
+            b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
         }
@@ -756,7 +756,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
         else seg_insert(t, e->addr, e->size, pool_rule(e->size, whole), 0, whole);
         if (whole && !block_find(t, e->addr) && (b = block_put(t, e->addr))) {
             b->size = e->size;
-            b->requested = e->requested;
+            b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
         }
@@ -892,6 +892,7 @@ static int backward(cmh_replay *r, const cmh_snapshot *s, int device, pre_state 
     memset(&b, 0, sizeof b);
     cmh_oa_init(&b.blocks, sizeof(rblock));
     cmh_oa_init(&b.hseg, sizeof(hslot));
+    b.s = s; /* the entries' rarer fields are read against it */
     b.pytorch = r->pytorch;
     b.rules = r->rules;
     /* Without maps and unmaps every segment is undone at its exact address: a hash does it, and
@@ -1054,6 +1055,7 @@ static void reconcile(cmh_replay *r)
     const cmh_snapshot *s = r->s;
     cmh_replay f; /* the final state, as tables */
     memset(&f, 0, sizeof f);
+    f.s = s;
     cmh_oa_init(&f.blocks, sizeof(rblock));
     cmh_oa_init(&f.hseg, sizeof(hslot));
     for (uint32_t i = 0; i < s->nsegments; i++) {
@@ -1130,7 +1132,7 @@ static void reconcile(cmh_replay *r)
             cmh_entry add;
             memset(&add, 0, sizeof add);
             add.addr = g->addr;
-            add.size = add.requested = g->size;
+            add.size = g->size; /* requested = size: no set of rarer fields */
             uint8_t pool = g->pool == CMH_POOL_SMALL || g->pool == CMH_POOL_LARGE ? g->pool : 0;
             fwd_segment_alloc(r, &add, (g->flags & CMH_SEG_EXPANDABLE) != 0, pool);
         }
@@ -1307,6 +1309,7 @@ const cmh_entry *cmh_replay_entry(const cmh_replay *r, int64_t i)
 }
 
 int64_t cmh_replay_length(const cmh_replay *r) { return r->n; }
+const cmh_snapshot *cmh_replay_snapshot(const cmh_replay *r) { return r->s; }
 
 void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg)
 {

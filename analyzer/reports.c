@@ -311,7 +311,7 @@ static void leak_event(leak_ctx *c, int64_t pos, int at_end, int64_t delta, uint
     b->stack = stack;
     b->index = at_end ? n - 1 : pos;
     const cmh_entry *e = at_end ? NULL : cmh_replay_entry(c->r, pos);
-    b->thread = e ? e->thread : 0;
+    b->thread = e ? cmh_entry_thread(cmh_replay_snapshot(c->r), e) : 0;
     b->size = (uint64_t)delta;
 }
 
@@ -442,7 +442,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     /* the recording threads (a recorder snapshot says which thread made each entry) */
     uint32_t maxthread = 0, nthreads = 0;
     for (int64_t i = 0; i < n; i++)
-        if (cmh_replay_entry(r, i)->thread > maxthread) maxthread = cmh_replay_entry(r, i)->thread;
+        if (cmh_entry_thread(s, cmh_replay_entry(r, i)) > maxthread) maxthread = cmh_entry_thread(s, cmh_replay_entry(r, i));
     if (maxthread >= MAX_THREADS) maxthread = 0; /* too many to cut one by one: the record's steps alone */
     leak_ctx c = {.r = r, .sites = sites};
     cmh_oa_init(&c.born, sizeof(born_slot));
@@ -454,7 +454,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     cmh_site *live = NULL;
     uint32_t nlive = 0;
     int rc = steps && seen ? CMH_OK : CMH_ENOMEM;
-    for (int64_t i = 0; rc == CMH_OK && i < n; i++) seen[cmh_replay_entry(r, i)->thread <= maxthread ? cmh_replay_entry(r, i)->thread : 0] = 1;
+    for (int64_t i = 0; rc == CMH_OK && i < n; i++) seen[cmh_entry_thread(s, cmh_replay_entry(r, i)) <= maxthread ? cmh_entry_thread(s, cmh_replay_entry(r, i)) : 0] = 1;
     for (uint32_t t = 1; rc == CMH_OK && t <= maxthread; t++) nthreads += seen[t];
     if (rc == CMH_OK) rc = cmh_steps_find(s, device, r, sites, 0, &steps[0]);
     for (uint32_t t = 1; rc == CMH_OK && nthreads >= 2 && t <= maxthread; t++)
@@ -629,7 +629,7 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
         uint32_t k = 0;
         while (k < np && handle[k] != e->addr) k++;
         if (k == np && np < NPOOLS) handle[np++] = e->addr;
-        if (k < np) slack[k] = e->size > e->requested ? e->size - e->requested : 0;
+        if (k < np) slack[k] = e->size > cmh_entry_requested(s, e) ? e->size - cmh_entry_requested(s, e) : 0;
     }
     for (uint32_t k = 0; k < np; k++) p->pool_cache += slack[k];
     p->reserved += p->pool_cache;

@@ -101,7 +101,7 @@ static uint64_t median_gap(const int64_t *p, uint32_t np)
 }
 
 /* Does entry i belong to the series being cut (every entry, or one thread's)? */
-static int mine(const cmh_entry *e, uint32_t thread) { return !thread || e->thread == thread; }
+static int mine(const cmh_snapshot *s, const cmh_entry *e, uint32_t thread) { return !thread || cmh_entry_thread(s, e) == thread; }
 
 /* Steps at the program's marks: each mark of the chosen family starts a step; the last step
  * runs to the end of the record when it is as long as half a step. */
@@ -113,8 +113,8 @@ static int from_marks(const cmh_snapshot *s, const cmh_replay *r, uint32_t threa
     char buf[64];
     for (int64_t i = 0; i < n; i++) {
         const cmh_entry *e = cmh_replay_entry(r, i);
-        if (e->action != CMH_ACT_MARK || !mine(e, thread)) continue;
-        family(cmh_str(s, e->name), buf, sizeof buf);
+        if (e->action != CMH_ACT_MARK || !mine(s, e, thread)) continue;
+        family(cmh_str(s, cmh_entry_name(s, e)), buf, sizeof buf);
         int k = 0;
         while (k < nf && strcmp(fam[k].name, buf)) k++;
         if (k == nf) {
@@ -137,8 +137,8 @@ static int from_marks(const cmh_snapshot *s, const cmh_replay *r, uint32_t threa
     uint32_t np = 0;
     for (int64_t i = 0; i < n; i++) {
         const cmh_entry *e = cmh_replay_entry(r, i);
-        if (e->action != CMH_ACT_MARK || !mine(e, thread)) continue;
-        family(cmh_str(s, e->name), buf, sizeof buf);
+        if (e->action != CMH_ACT_MARK || !mine(s, e, thread)) continue;
+        family(cmh_str(s, cmh_entry_name(s, e)), buf, sizeof buf);
         if (!strcmp(buf, fam[best].name) && (!np || i > p[np - 1])) p[np++] = i;
     }
     uint64_t gap = median_gap(p, np);
@@ -261,6 +261,7 @@ static uint64_t mix(uint64_t h)
  * driver's segments (a recorder's trace without an allocator above the driver). */
 static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev **out, uint32_t *count)
 {
+    const cmh_snapshot *s = cmh_replay_snapshot(r);
     int64_t n = cmh_replay_length(r);
     int blocks = 0;
     for (int64_t i = 0; i < n && !blocks; i++) blocks = cmh_replay_entry(r, i)->action == CMH_ACT_ALLOC;
@@ -269,7 +270,7 @@ static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev *
     int64_t net = 0;
     for (int64_t i = 0; i < n; i++) {
         const cmh_entry *e = cmh_replay_entry(r, i);
-        if (!mine(e, thread)) continue;
+        if (!mine(s, e, thread)) continue;
         int sign;
         switch (e->action) {
         case CMH_ACT_ALLOC: sign = 1; break;
@@ -291,8 +292,8 @@ static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev *
         v[nv].pos = i;
         v[nv].net = net;
         v[nv].alloc = sign > 0;
-        v[nv].thread = e->thread;
-        v[nv].tpos = per[e->thread < 256 ? e->thread : 256]++;
+        v[nv].thread = cmh_entry_thread(s, e);
+        v[nv].tpos = per[v[nv].thread < 256 ? v[nv].thread : 256]++;
         /* in unsigned arithmetic: a hostile file's sizes may run past int64 (the figure then wraps) */
         net = (int64_t)((uint64_t)net + (sign > 0 ? e->size : (uint64_t)0 - e->size));
         nv++;
@@ -538,8 +539,9 @@ static int whole_threads(const cmh_replay *r, const int64_t *p, uint32_t np)
 {
     uint32_t prev = 0;
     for (uint32_t k = 0; k + 1 < np; k++) {
-        uint32_t first = cmh_replay_entry(r, p[k])->thread, same = 0, all = 0;
-        for (int64_t i = p[k]; i < p[k + 1]; i++) all++, same += cmh_replay_entry(r, i)->thread == first;
+        const cmh_snapshot *s = cmh_replay_snapshot(r);
+        uint32_t first = cmh_entry_thread(s, cmh_replay_entry(r, p[k])), same = 0, all = 0;
+        for (int64_t i = p[k]; i < p[k + 1]; i++) all++, same += cmh_entry_thread(s, cmh_replay_entry(r, i)) == first;
         if (!first || same * 10 < all * 9 || (k && first == prev)) return 0;
         prev = first;
     }

@@ -293,20 +293,20 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
     fputs("{'action': ", fp);
     py_repr_str(fp, cmh_action_name(e->action));
     fprintf(fp, ", '%s': %" PRId64 ", 'size': %" PRId64 ", 'stream': %" PRId64, e->action == CMH_ACT_OOM ? "device_free" : "addr",
-            (int64_t)e->addr, (int64_t)e->size, (int64_t)e->stream);
+            (int64_t)e->addr, (int64_t)e->size, (int64_t)cmh_entry_stream(s, e));
     if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) fprintf(fp, ", 'time_us': %" PRId64, e->time_ns / 1000);
-    if (e->action == CMH_ACT_POOL_SAMPLE) fprintf(fp, ", 'used': %" PRId64, (int64_t)e->requested);
+    if (e->action == CMH_ACT_POOL_SAMPLE) fprintf(fp, ", 'used': %" PRId64, (int64_t)cmh_entry_requested(s, e));
     if (e->action == CMH_ACT_MARK) {
         fputs(", 'name': ", fp);
-        py_repr_str(fp, cmh_str(s, e->name));
+        py_repr_str(fp, cmh_str(s, cmh_entry_name(s, e)));
     }
     if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) {
         fputs(", 'compile_context': ", fp);
-        py_repr_str(fp, cmh_str(s, e->compile_context));
+        py_repr_str(fp, cmh_str(s, cmh_entry_compile_context(s, e)));
     }
     if (s->pt_fields & CMH_PT_USER_METADATA) {
         fputs(", 'user_metadata': ", fp);
-        py_repr_str(fp, cmh_str(s, e->user_metadata));
+        py_repr_str(fp, cmh_str(s, cmh_entry_user_metadata(s, e)));
     }
     if (e->stack || (e->flags & CMH_EF_HAS_FRAMES)) {
         fputs(", 'frames': [", fp);
@@ -325,7 +325,7 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
     if (e->flags & CMH_EF_IMPLIED) fputs(", 'cmh_implied': True", fp);
     else if ((e->flags & CMH_EF_WHOLE_BLOCK) || e->kind != CMH_KIND_DEVICE)
         fprintf(fp, ", 'cmh_code': %d", e->action | (e->flags & CMH_EF_WHOLE_BLOCK) << 4 | (e->kind & 7) << 5);
-    if (!(e->flags & CMH_EF_IMPLIED) && e->requested != e->size) fprintf(fp, ", 'cmh_requested': %" PRId64, (int64_t)e->requested);
+    if (!(e->flags & CMH_EF_IMPLIED) && cmh_entry_requested(s, e) != e->size) fprintf(fp, ", 'cmh_requested': %" PRId64, (int64_t)cmh_entry_requested(s, e));
     fputs("}\n", fp);
 }
 

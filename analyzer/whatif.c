@@ -878,7 +878,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
         int a = e->action;
         if (a == CMH_ACT_ALLOC) {
             out->requests++;
-            wblk *b = model_malloc(&m, e->requested ? e->requested : e->size, (int64_t)e->stream);
+            wblk *b = model_malloc(&m, cmh_entry_requested(s, e) ? cmh_entry_requested(s, e) : e->size, (int64_t)cmh_entry_stream(s, e));
             if (b && e->addr) {
                 live_slot *sl = cmh_oa_get(&m.live, e->addr, NULL);
                 if (!sl) m.nomem = 1;
@@ -887,7 +887,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
             } else if (b) {
                 model_free(&m, b);
             } else if (!out->ooms++) {
-                out->first_oom_index = i, out->first_oom_time_ns = e->time_ns, out->first_oom_request = e->requested ? e->requested : e->size;
+                out->first_oom_index = i, out->first_oom_time_ns = e->time_ns, out->first_oom_request = cmh_entry_requested(s, e) ? cmh_entry_requested(s, e) : e->size;
             }
         } else if (a == CMH_ACT_FREE_COMPLETED || (a == CMH_ACT_FREE_REQUESTED && !has_completed)) {
             live_slot *sl = e->addr ? cmh_oa_find(&m.live, e->addr) : NULL;
@@ -902,7 +902,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
                 release_cached(&m);
             }
         } else if (a == CMH_ACT_OOM) { /* the request that failed then: does it fail here? */
-            wblk *b = model_malloc(&m, e->size, (int64_t)e->stream);
+            wblk *b = model_malloc(&m, e->size, (int64_t)cmh_entry_stream(s, e));
             if (b) model_free(&m, b);
             else if (!out->ooms++) out->first_oom_index = i, out->first_oom_time_ns = e->time_ns, out->first_oom_request = e->size;
         }

@@ -75,7 +75,7 @@ static void generate(cmh_snapshot *s, uint32_t n)
     uint64_t base = 0x7f0000000000ull, next_addr = base;
     int64_t t = 1700000000000000000ll;
     for (uint32_t i = 0; i < n; i++) {
-        cmh_entry e;
+        cmh_entry_full e;
         memset(&e, 0, sizeof e);
         e.time_ns = t += 1000 + (int64_t)(next() % 50000);
         e.flags = CMH_EF_WHOLE_BLOCK;
@@ -149,7 +149,7 @@ static void generate_blocks(cmh_snapshot *s, uint32_t n, int nostacks)
             pos_in[nslot] = nfree, free_list[nfree++] = nslot;
             nslot++, a += z;
         }
-        cmh_entry e;
+        cmh_entry_full e;
         memset(&e, 0, sizeof e);
         e.time_ns = t += 1000;
         e.action = CMH_ACT_SEGMENT_ALLOC;
@@ -159,7 +159,7 @@ static void generate_blocks(cmh_snapshot *s, uint32_t n, int nostacks)
         cmh_snapshot_add_entry(s, &e);
     }
     for (uint32_t i = NSEG; i < n;) {
-        cmh_entry e;
+        cmh_entry_full e;
         memset(&e, 0, sizeof e);
         e.time_ns = t += 1000 + (int64_t)(next() % 50000);
         int do_free = nfree == 0 || (nlive > 0 && next() % 2);

@@ -43,10 +43,10 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kstr(w, "action", cmh_action_name(e->action));
         cmh_jw_kuint(w, "addr", e->addr);
         cmh_jw_kuint(w, "size", e->size);
-        cmh_jw_kuint(w, "requested", e->requested);
-        cmh_jw_kuint(w, "stream", e->stream);
+        cmh_jw_kuint(w, "requested", cmh_entry_requested(s, e));
+        cmh_jw_kuint(w, "stream", cmh_entry_stream(s, e));
         rep_json_time(w, "time_ns", e->time_ns);
-        if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, e->name));
+        if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, cmh_entry_name(s, e)));
         cmh_jw_key(w, "frames");
         cmh_jw_arr(w);
         const cmh_stack *st = &s->stacks[e->stack < s->nstacks ? e->stack : 0];

@@ -65,7 +65,7 @@ oom:
 
 /* Ring entry k as a model entry; *last: the time of the entry before it (raw ticks). */
 static int convert(cmh_snapshot *s, const cmh_rec_entry *r, uint64_t k, const cmh_oatab *fixed, int64_t *last,
-                   uint32_t (*stack_map)(uint32_t, void *), void *arg, int64_t now_ticks, int64_t now_ns, cmh_entry *e)
+                   uint32_t (*stack_map)(uint32_t, void *), void *arg, int64_t now_ticks, int64_t now_ns, cmh_entry_full *e)
 {
     int rc = CMH_OK;
     memset(e, 0, sizeof *e);
@@ -124,7 +124,7 @@ static int export_rings_held(cmh_snapshot *s, const cmh_live *live, size_t nl, u
         for (uint64_t k = 0; k < n && rc == CMH_OK; k++) {
             cmh_rec_entry r;
             if (!cmh_view_get(&v, k, &r)) continue; /* lost: counted */
-            cmh_entry e;
+            cmh_entry_full e;
             rc = convert(s, &r, k, &fixed, &last, stack_map, arg, now_ticks, now_ns, &e);
             if (rc == CMH_OK) rc = cmh_snapshot_add_entry(s, &e);
         }
@@ -283,7 +283,7 @@ struct cmh_export_stream {
     } t[CMH_MAX_DEVICES + 1];
 };
 
-static void stream_entry(void *arg, uint32_t trace, uint64_t k, cmh_entry *out)
+static void stream_entry(void *arg, uint32_t trace, uint64_t k, cmh_entry_full *out)
 {
     cmh_export_stream *x = arg;
     if (!k) x->t[trace].last = INT64_MIN;

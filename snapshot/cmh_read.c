@@ -36,6 +36,7 @@ typedef struct cur {
     int has_sum;   /* the file ends with a checksum, verified (sum_at: where its key begins) */
     size_t announced; /* the map said "checksum": "crc32c" (where its key began + 1) */
     size_t sum_at;
+    unsigned flags; /* CMH_LOAD_*: with CMH_LOAD_SEGMENTS the traces are skipped, not kept */
 } cur;
 
 /* The file's last entry: the key "crc32c", then the sum as 0xce and 4 bytes, big-endian. */
@@ -387,7 +388,7 @@ static int rd_traces(cur *c, cmh_snapshot *s)
         uint64_t addr = 0;
         int64_t t = 0;
         for (uint32_t j = 0; j < ne; j++) {
-            cmh_entry e;
+            cmh_entry_full e;
             memset(&e, 0, sizeof e);
             uint32_t ek;
             int64_t code, da, dt;
@@ -425,7 +426,12 @@ static int rd_traces(cur *c, cmh_snapshot *s)
                 uint32_t count = 0, thread = 0;
                 if (rd_u32(c, &count, UINT32_MAX, "thread run") || rd_u32(c, &thread, UINT32_MAX, "thread")) return -1;
                 if (count > ne - at) return fail(c, "thread runs cover more than the %u entries at byte %zu", ne, where);
-                for (uint32_t q = 0; q < count; q++) s->entries[first + at++].thread = thread;
+                for (uint32_t q = 0; q < count; q++, at++) {
+                    cmh_entry_full f;
+                    cmh_entry_get(s, &s->entries[first + at], &f);
+                    f.thread = thread;
+                    if (cmh_entry_set(s, first + at, &f) != CMH_OK) return nomem(c);
+                }
             }
         }
         for (uint32_t j = 4; j < k; j++)
@@ -662,7 +668,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("frames")) r = rd_frames(c, s);
         else if (KEY("stacks")) r = rd_stacks(c, s);
         else if (KEY("segments")) r = rd_segments(c, s);
-        else if (KEY("traces")) r = rd_traces(c, s);
+        else if (KEY("traces")) r = c->flags & CMH_LOAD_SEGMENTS ? skip(c) : rd_traces(c, s);
         else if (KEY("annotations")) r = rd_annotations(c, s);
         else if (KEY("settings")) r = rd_settings(c, s);
         else if (KEY("kernels")) r = rd_kernels(c, s);
@@ -711,9 +717,9 @@ static int verify(cur *c)
     return 0;
 }
 
-static int read_cmh(const void *buf, size_t len, int mapped, cmh_snapshot *s, char *err, size_t errlen)
+static int read_cmh(const void *buf, size_t len, int mapped, unsigned flags, cmh_snapshot *s, char *err, size_t errlen)
 {
-    cur c = {buf, len, 0, mapped, 0, err, errlen, 0, 0, 0, 0, 0};
+    cur c = {buf, len, 0, mapped, 0, err, errlen, 0, 0, 0, 0, 0, flags & CMH_LOAD_SEGMENTS};
     if (cmh_snapshot_init(s) != CMH_OK) {
         snprintf(err, errlen, "out of memory");
         return CMH_ENOMEM;
@@ -741,6 +747,10 @@ static int read_cmh(const void *buf, size_t len, int mapped, cmh_snapshot *s, ch
         fail(&c, "%zu unexpected bytes after the snapshot at byte %zu", c.len - c.pos, c.pos);
         goto bad;
     }
+    /* CUMEMHIST_DEBUG_LOAD set: how many trace entries were kept (0 when the command asked for
+     * the segments alone: tests check that the traces are skipped, not merely harmless) */
+    const char *dbg = getenv("CUMEMHIST_DEBUG_LOAD");
+    if (dbg && *dbg) fprintf(stderr, "cumemhist: cmh: %u trace entries kept%s\n", s->nentries, flags & CMH_LOAD_SEGMENTS ? " (traces skipped)" : "");
     return CMH_OK;
 bad:
     cmh_snapshot_free(s);
@@ -749,10 +759,10 @@ bad:
 
 int cmh_cmh_read(const void *buf, size_t len, cmh_snapshot *s, char *err, size_t errlen)
 {
-    return read_cmh(buf, len, 0, s, err, errlen);
+    return read_cmh(buf, len, 0, 0, s, err, errlen);
 }
 
-int cmh_cmh_read_mapped(const void *map, size_t len, cmh_snapshot *s, char *err, size_t errlen)
+int cmh_cmh_read_mapped(const void *map, size_t len, unsigned flags, cmh_snapshot *s, char *err, size_t errlen)
 {
-    return read_cmh(map, len, 1, s, err, errlen);
+    return read_cmh(map, len, 1, flags, s, err, errlen);
 }

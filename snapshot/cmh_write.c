@@ -34,7 +34,7 @@ _Static_assert(CMH_ACT_COUNT <= 16, "the action takes the low 4 bits of an entry
 _Static_assert(CMH_KIND_COUNT <= 8, "the kind takes the top 3 bits of an entry's code byte");
 _Static_assert(CMH_EF_WHOLE_BLOCK == 1, "the whole-block flag is bit 4 of the code byte");
 
-static void pack_entry(msgpack_packer *pk, const cmh_entry *e, uint64_t *prev_addr, int64_t *prev_time)
+static void pack_entry(msgpack_packer *pk, const cmh_entry_full *e, uint64_t *prev_addr, int64_t *prev_time)
 {
     int has_names = e->name || e->compile_context || e->user_metadata;
     int has_req = has_names || e->requested != e->size;
@@ -171,7 +171,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
     for (uint32_t i = 0; i < s->ntraces; i++) {
         const cmh_trace *t = &s->traces[i];
         const cmh_entry *te = src ? NULL : s->entries + t->first_entry;
-#define THREAD_OF(j) (src ? src->thread(src->arg, i, (j)) : te[j].thread)
+#define THREAD_OF(j) (src ? src->thread(src->arg, i, (j)) : cmh_entry_thread(s, &te[j]))
         /* the threads, as runs [count, thread, count, thread, ...]: one pair per change of thread */
         uint32_t runs = 0;
         int threads = 0;
@@ -188,9 +188,10 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
         uint64_t prev_addr = 0;
         int64_t prev_time = 0;
         for (uint32_t j = 0; j < t->nentries; j++) {
-            cmh_entry e;
+            cmh_entry_full e;
             if (src) src->entry(src->arg, i, j, &e);
-            pack_entry(&pk, src ? &e : &te[j], &prev_addr, &prev_time);
+            else cmh_entry_get(s, &te[j], &e);
+            pack_entry(&pk, &e, &prev_addr, &prev_time);
         }
         if (threads) {
             msgpack_pack_array(&pk, 2 * runs);

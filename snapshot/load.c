@@ -7,7 +7,8 @@
  *
  * A command that needs only part of a snapshot says so (CMH_LOAD_*), and a reader may then stop
  * early: `stats` reads a pickle's segments, which PyTorch writes before its trace (in real
- * snapshots they end within the first few percent of the bytes).
+ * snapshots they end within the first few percent of the bytes); a .cmh's traces are skipped
+ * over rather than kept (the checksum, when there is one, still covers every byte).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,7 +74,7 @@ int cmh_snapshot_load_ex(const char *path, cmh_snapshot *s, unsigned flags, char
         rc = CMH_EFORMAT;
         snprintf(msg, sizeof msg, "unsupported pickle protocol %d at byte 1 (PyTorch writes 2 to 5)", len > 1 ? p[1] : -1);
     } else if ((p[0] & 0xf0) == 0x80 || p[0] == 0xde || p[0] == 0xdf) {
-        rc = cmh_cmh_read_mapped(p, len, s, msg, sizeof msg);
+        rc = cmh_cmh_read_mapped(p, len, flags, s, msg, sizeof msg);
     } else {
         rc = CMH_EFORMAT;
         snprintf(msg, sizeof msg, "not a snapshot (first byte 0x%02x is neither a .cmh map nor a pickle PROTO)", p[0]);

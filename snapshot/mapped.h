@@ -26,7 +26,7 @@ static inline void cmh_drop_behind(const uint8_t *base, size_t pos, size_t *drop
     }
 }
 
-int cmh_cmh_read_mapped(const void *map, size_t len, cmh_snapshot *s, char *err, size_t errlen);
+int cmh_cmh_read_mapped(const void *map, size_t len, unsigned flags, cmh_snapshot *s, char *err, size_t errlen);
 int cmh_pickle_read_mapped(const void *map, size_t len, unsigned flags, cmh_snapshot *s, char *err, size_t errlen);
 
 #endif

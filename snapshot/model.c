@@ -147,6 +147,9 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->segments);
     free(s->blocks);
     free(s->entries);
+    free(s->xsets);
+    cmh_oa_free(&s->xset_index);
+    free(s->xmap);
     free(s->traces);
     free(s->annotations);
     free(s->settings);
@@ -262,11 +265,183 @@ int cmh_snapshot_reserve_entries(cmh_snapshot *s, uint32_t more)
     return CMH_OK;
 }
 
-int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry *e)
+/* Entries' rarer fields: each distinct set once (xsets[0] = all defaults), interned by content. */
+const cmh_entry_xset cmh_xset_none;
+
+static void xset_of(const cmh_entry_full *e, cmh_entry_xset *x)
+{
+    memset(x, 0, sizeof *x); /* no padding in the type, but its bytes are hashed and compared */
+    x->slack = e->size - e->requested;
+    x->stream = e->stream;
+    x->thread = e->thread;
+    x->name = e->name;
+    x->compile_context = e->compile_context;
+    x->user_metadata = e->user_metadata;
+}
+
+static int xset_intern(cmh_snapshot *s, const cmh_entry_xset *x, uint32_t *id)
+{
+    if (!memcmp(x, &cmh_xset_none, sizeof *x)) {
+        *id = 0;
+        return CMH_OK;
+    }
+    if (!s->xset_index.esize) cmh_oa_init(&s->xset_index, sizeof(id_slot));
+    if (!s->nxsets) { /* set 0 first */
+        if (GROW(s, xsets, 1, cap_xsets) != CMH_OK) return CMH_ENOMEM;
+        s->xsets[0] = cmh_xset_none;
+        s->nxsets = 1;
+    }
+    if (!memcmp(&s->xsets[s->xset_last], x, sizeof *x)) {
+        *id = s->xset_last;
+        return CMH_OK;
+    }
+    uint64_t h = cmh_oa_hashkey(hash_bytes(x, sizeof *x));
+    uint32_t pos = UINT32_MAX;
+    for (id_slot *sl; (sl = cmh_oa_next(&s->xset_index, h, &pos));)
+        if (!memcmp(&s->xsets[sl->id], x, sizeof *x)) {
+            *id = s->xset_last = (uint32_t)sl->id;
+            return CMH_OK;
+        }
+    if (GROW(s, xsets, s->nxsets + 1, cap_xsets) != CMH_OK) return CMH_ENOMEM;
+    id_slot *sl = cmh_oa_add(&s->xset_index, h);
+    if (!sl) return CMH_ENOMEM;
+    s->xsets[s->nxsets] = *x;
+    sl->id = s->nxsets;
+    *id = s->xset_last = s->nxsets++;
+    return CMH_OK;
+}
+
+/* The interning index over s->xsets made again, after their contents changed in place. */
+static int xset_reindex(cmh_snapshot *s)
+{
+    cmh_oa_free(&s->xset_index);
+    s->xset_last = 0;
+    if (s->nxsets <= 1) return CMH_OK;
+    cmh_oa_init(&s->xset_index, sizeof(id_slot));
+    for (uint32_t i = 1; i < s->nxsets; i++) {
+        id_slot *sl = cmh_oa_add(&s->xset_index, cmh_oa_hashkey(hash_bytes(&s->xsets[i], sizeof s->xsets[i])));
+        if (!sl) return CMH_ENOMEM;
+        sl->id = i;
+    }
+    return CMH_OK;
+}
+
+int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uint32_t *far)
+{
+    cmh_entry_xset x;
+    xset_of(e, &x);
+    uint32_t id;
+    if (xset_intern(s, &x, &id) != CMH_OK) return CMH_ENOMEM;
+    memset(out, 0, sizeof *out);
+    out->time_ns = e->time_ns;
+    out->addr = e->addr;
+    out->size = e->size;
+    out->stack = e->stack;
+    out->action = e->action;
+    out->flags = e->flags;
+    out->kind = e->kind;
+    out->xs = (uint8_t)(id < CMH_XS_FAR ? id : CMH_XS_FAR);
+    *far = id < CMH_XS_FAR ? 0 : id;
+    return CMH_OK;
+}
+
+static const cmh_entry_xref *xref_find(const cmh_entry_xref *xmap, uint32_t n, uint32_t index)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (xmap[mid].entry < index) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && xmap[lo].entry == index ? &xmap[lo] : NULL;
+}
+
+const cmh_entry_xset *cmh_entry_xfar(const cmh_snapshot *s, const cmh_entry *e)
+{
+    /* not one of s's entries (a caller's mistake): the defaults */
+    if (!s->entries || e < s->entries || e >= s->entries + s->nentries) return &cmh_xset_none;
+    const cmh_entry_xref *r = xref_find(s->xmap, s->nxmap, (uint32_t)(e - s->entries));
+    return r && r->xset < s->nxsets ? &s->xsets[r->xset] : &cmh_xset_none;
+}
+
+static void unpack(const cmh_entry *e, const cmh_entry_xset *x, cmh_entry_full *out)
+{
+    memset(out, 0, sizeof *out);
+    out->time_ns = e->time_ns;
+    out->addr = e->addr;
+    out->size = e->size;
+    out->requested = e->size - x->slack;
+    out->stream = x->stream;
+    out->stack = e->stack;
+    out->name = x->name;
+    out->compile_context = x->compile_context;
+    out->user_metadata = x->user_metadata;
+    out->thread = x->thread;
+    out->action = e->action;
+    out->flags = e->flags;
+    out->kind = e->kind;
+}
+
+void cmh_entry_get(const cmh_snapshot *s, const cmh_entry *e, cmh_entry_full *out) { unpack(e, cmh_entry_x(s, e), out); }
+
+void cmh_entry_unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xref *xmap, uint32_t nxmap, uint32_t index,
+                      cmh_entry_full *out)
+{
+    const cmh_entry_xset *x = &cmh_xset_none;
+    if (e->xs && e->xs < CMH_XS_FAR) x = &s->xsets[e->xs];
+    else if (e->xs == CMH_XS_FAR) {
+        const cmh_entry_xref *r = xref_find(xmap, nxmap, index);
+        if (r && r->xset < s->nxsets) x = &s->xsets[r->xset];
+    }
+    unpack(e, x, out);
+}
+
+int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e)
+{
+    cmh_entry c;
+    uint32_t far;
+    if (i >= s->nentries) return CMH_EINVAL;
+    if (cmh_entry_pack(s, e, &c, &far) != CMH_OK) return CMH_ENOMEM;
+    /* the entry's place in xmap: found, or where it would go */
+    uint32_t lo = 0, hi = s->nxmap;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (s->xmap[mid].entry < i) lo = mid + 1;
+        else hi = mid;
+    }
+    int there = lo < s->nxmap && s->xmap[lo].entry == i;
+    if (far && there) s->xmap[lo].xset = far;
+    else if (far) {
+        if (GROW(s, xmap, s->nxmap + 1, cap_xmap) != CMH_OK) return CMH_ENOMEM;
+        memmove(s->xmap + lo + 1, s->xmap + lo, (size_t)(s->nxmap - lo) * sizeof *s->xmap);
+        s->xmap[lo] = (cmh_entry_xref){i, far};
+        s->nxmap++;
+    } else if (there) {
+        memmove(s->xmap + lo, s->xmap + lo + 1, (size_t)(s->nxmap - lo - 1) * sizeof *s->xmap);
+        s->nxmap--;
+    }
+    s->entries[i] = c;
+    return CMH_OK;
+}
+
+int cmh_snapshot_append_entry(cmh_snapshot *s, const cmh_entry_full *e)
+{
+    if (GROW(s, entries, s->nentries + 1, cap_entries) != CMH_OK) return CMH_ENOMEM;
+    cmh_entry c;
+    uint32_t far;
+    if (cmh_entry_pack(s, e, &c, &far) != CMH_OK) return CMH_ENOMEM;
+    if (far) {
+        if (GROW(s, xmap, s->nxmap + 1, cap_xmap) != CMH_OK) return CMH_ENOMEM;
+        s->xmap[s->nxmap++] = (cmh_entry_xref){s->nentries, far};
+    }
+    s->entries[s->nentries++] = c;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry_full *e)
 {
     if (!s->ntraces) return CMH_EINVAL;
-    if (GROW(s, entries, s->nentries + 1, cap_entries) != CMH_OK) return CMH_ENOMEM;
-    s->entries[s->nentries++] = *e;
+    if (cmh_snapshot_append_entry(s, e) != CMH_OK) return CMH_ENOMEM;
     s->traces[s->ntraces - 1].nentries++;
     return CMH_OK;
 }
@@ -313,8 +488,8 @@ int cmh_snapshot_number_threads(cmh_snapshot *s)
 {
     if (!s->nthreads) return CMH_OK; /* nothing known: the recorder's order stays */
     uint32_t max = 0;
-    for (uint32_t i = 0; i < s->nentries; i++)
-        if (s->entries[i].thread > max) max = s->entries[i].thread;
+    for (uint32_t i = 0; i < s->nxsets; i++) /* entries carry their thread in their set */
+        if (s->xsets[i].thread > max) max = s->xsets[i].thread;
     for (uint32_t i = 0; i < s->nthreads; i++)
         if (s->threads[i].thread > max) max = s->threads[i].thread;
     if (max > (1u << 24)) return CMH_OK; /* not a recorder's numbers: left alone */
@@ -330,11 +505,13 @@ int cmh_snapshot_number_threads(cmh_snapshot *s)
         if (s->threads[i].tid > 0) o[s->threads[i].thread].tid = s->threads[i].tid;
     qsort(o + 1, max, sizeof *o, cmp_thread_order); /* 0 (unknown) stays 0 */
     for (uint32_t k = 1; k <= max; k++) to[o[k].old] = k;
-    for (uint32_t i = 0; i < s->nentries; i++) s->entries[i].thread = to[s->entries[i].thread];
+    /* a permutation of the numbers 1..max (0 stays 0): the sets stay distinct and set 0 stays
+     * all defaults, but each one's content hash changes, so the interning index is made again */
+    for (uint32_t i = 0; i < s->nxsets; i++) s->xsets[i].thread = to[s->xsets[i].thread];
     for (uint32_t i = 0; i < s->nthreads; i++) s->threads[i].thread = to[s->threads[i].thread];
     free(o);
     free(to);
-    return CMH_OK;
+    return xset_reindex(s);
 }
 
 int cmh_snapshot_add_annotation(cmh_snapshot *s, const cmh_annotation *a)

@@ -569,7 +569,7 @@ static void undo(fp *f, uint32_t nentries, uint64_t skipped, uint32_t pt_fields)
     pm *m = f->m;
     for (size_t i = f->nundo; i-- > 0;) m->memo[f->undo[i].idx] = f->undo[i].old;
     m->memo_len = f->memo_len0;
-    m->nentries = nentries;
+    pk_entries_truncate(m, nentries);
     m->s->skipped_entries = skipped;
     m->s->pt_fields = pt_fields;
 }

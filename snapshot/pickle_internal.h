@@ -91,8 +91,10 @@ typedef struct pm {
      * costs the memory of the few alive at once */
     uint32_t *free_conts;
     uint32_t nfree_conts, cfree_conts;
-    cmh_entry *entries; /* converted trace entries, in pickle order */
+    cmh_entry *entries; /* converted trace entries, in pickle order (their sets interned in s) */
     uint32_t nentries, centries;
+    cmh_entry_xref *xmap; /* those with xs == CMH_XS_FAR, by index into entries */
+    uint32_t nxmap, cxmap;
     cmh_oatab frames; /* of frame_slot */
     /* trace entries are dicts of a few shapes: the last ones' keys in order, and where each key
      * the conversion wants sits among them (pickle_model.c, entry_fields) */
@@ -161,5 +163,7 @@ void pk_drop_behind(pm *m);
  * APPENDS, read straight from the opcodes into the model.  1: done (m->pos past the APPENDS);
  * 0: the bytes are not that shape, nothing changed, the machine reads them; -1: out of memory. */
 int pk_fast_entries(pm *m);
+/* Forget the converted entries from n on (pickle_fast.c's undo). */
+void pk_entries_truncate(pm *m, uint32_t n);
 
 #endif

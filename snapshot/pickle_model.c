@@ -209,7 +209,7 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
     const pv *act = fld[EK_ACTION];
     if (!act) return 0;
     if (act->tag != PV_STR) return pk_fail(m, "a trace entry whose 'action' is not a string (near byte %zu)", m->op_at);
-    cmh_entry e;
+    cmh_entry_full e;
     memset(&e, 0, sizeof e);
     int a = action_of(m, act->u.id);
     int64_t x;
@@ -268,9 +268,26 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
         m->centries = nc;
     }
     if (m->nentries && !(m->nentries & (PK_PREFAULT_ENTRIES - 1))) pk_prefault(m->entries + m->nentries, m->entries + m->centries);
-    m->entries[m->nentries] = e;
+    uint32_t far;
+    if (cmh_entry_pack(m->s, &e, &m->entries[m->nentries], &far) != CMH_OK) return pk_nomem(m);
+    if (far) {
+        if (m->nxmap == m->cxmap) {
+            uint32_t nc = m->cxmap ? m->cxmap * 2 : 64;
+            cmh_entry_xref *nx = realloc(m->xmap, (size_t)nc * sizeof *nx);
+            if (!nx) return pk_nomem(m);
+            m->xmap = nx;
+            m->cxmap = nc;
+        }
+        m->xmap[m->nxmap++] = (cmh_entry_xref){m->nentries, far};
+    }
     *id = m->nentries++;
     return 1;
+}
+
+void pk_entries_truncate(pm *m, uint32_t n)
+{
+    m->nentries = n;
+    while (m->nxmap && m->xmap[m->nxmap - 1].entry >= n) m->nxmap--;
 }
 
 int pk_convert_entry(pm *m, pv *v)
@@ -405,7 +422,7 @@ typedef struct pool_at {
     int32_t device;
     uint64_t pos;
     uint32_t seq; /* the order written: marks at one position keep it */
-    cmh_entry e;
+    cmh_entry_full e;
 } pool_at;
 
 static int cmp_pool_at(const void *a, const void *b)
@@ -500,6 +517,11 @@ static int adopt_entries(pm *m, const pcont *outer, uint32_t nps)
     m->budget -= m->nentries;
     m->s->entries = m->entries;
     m->s->nentries = m->s->cap_entries = m->nentries;
+    m->s->xmap = m->xmap; /* the same indices: the entries keep their places */
+    m->s->nxmap = m->nxmap;
+    m->s->cap_xmap = m->cxmap;
+    m->xmap = NULL;
+    m->nxmap = m->cxmap = 0;
     if (m->centries > m->nentries) { /* give back the doubling's slack */
         cmh_entry *fit = realloc(m->entries, (m->nentries ? m->nentries : 1) * sizeof *fit);
         if (fit) m->s->entries = fit;
@@ -544,7 +566,9 @@ static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
             if (e.tag != PV_ENTRY) return pk_fail(m, "device_traces[%u][%u] is not a trace entry", dev, i);
             if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
             MARKS_UP_TO(added);
-            if (cmh_snapshot_add_entry(m->s, &m->entries[e.u.id]) != CMH_OK) return pk_nomem(m);
+            cmh_entry_full full;
+            cmh_entry_unpack(m->s, &m->entries[e.u.id], m->xmap, m->nxmap, e.u.id, &full);
+            if (cmh_snapshot_add_entry(m->s, &full) != CMH_OK) return pk_nomem(m);
             kept++, added++;
         }
 #undef MARKS_UP_TO
@@ -612,10 +636,14 @@ static int read_threads(pm *m, const pcont *tl)
                 thread > UINT32_MAX)
                 return pk_fail(m, "cumemhist.threads[%u] is not [count, thread, ...]", d);
             for (; count > 0 && i < tr->nentries; i++) {
-                cmh_entry *e = &m->s->entries[tr->first_entry + i];
-                if (e->action >= CMH_ACT_MARK) continue; /* marks and pool samples: not counted (their own say) */
-                e->thread = (uint32_t)thread;
+                uint32_t at = tr->first_entry + i;
+                cmh_entry_full e;
+                cmh_entry_get(m->s, &m->s->entries[at], &e);
+                if (e.action >= CMH_ACT_MARK) continue; /* marks and pool samples: not counted (their own say) */
                 count--;
+                if (e.thread == (uint32_t)thread) continue;
+                e.thread = (uint32_t)thread;
+                if (cmh_entry_set(m->s, at, &e) != CMH_OK) return pk_nomem(m);
             }
         }
     }

@@ -553,6 +553,7 @@ static int read_pickle(const void *buf, size_t len, int mapped, unsigned flags, 
     free(m.memo);
     free(m.entries);
     free(m.marks_aside); /* a conversion that failed midway (pk_convert_top frees it otherwise) */
+    free(m.xmap);
     free(m.fast.undo);
     free(m.fast.conv);
     free(m.fast.items);

@@ -316,18 +316,18 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     w_key(w, W_SIZE);
     w_int(w, (int64_t)e->size);
     w_key(w, W_STREAM);
-    w_int(w, (int64_t)e->stream);
+    w_int(w, (int64_t)cmh_entry_stream(s, e));
     if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) {
         w_key(w, W_TIME_US);
         w_int(w, e->time_ns / 1000);
     }
     if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) {
         w_key(w, W_COMPILE_CONTEXT);
-        w_sid(w, s, e->compile_context);
+        w_sid(w, s, cmh_entry_compile_context(s, e));
     }
     if (s->pt_fields & CMH_PT_USER_METADATA) {
         w_key(w, W_USER_METADATA);
-        w_sid(w, s, e->user_metadata);
+        w_sid(w, s, cmh_entry_user_metadata(s, e));
     }
     if (e->stack || (e->flags & CMH_EF_HAS_FRAMES)) {
         w_key(w, W_FRAMES);
@@ -341,9 +341,9 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
         w_key(w, W_CMH_CODE);
         w_int(w, e->action | (e->flags & CMH_EF_WHOLE_BLOCK) << 4 | (e->kind & 7) << 5);
     }
-    if (!(e->flags & CMH_EF_IMPLIED) && e->requested != e->size) {
+    if (!(e->flags & CMH_EF_IMPLIED) && cmh_entry_requested(s, e) != e->size) {
         w_key(w, W_CMH_REQUESTED);
-        w_int(w, (int64_t)e->requested);
+        w_int(w, (int64_t)cmh_entry_requested(s, e));
     }
     op(w, 'u');
 }
@@ -403,7 +403,7 @@ static void w_setting_value(pw *w, const cmh_snapshot *s, const cmh_setting *st)
 static void w_ours_threads(pw *w, const cmh_snapshot *s, int ndev)
 {
     int any = 0;
-    for (uint32_t i = 0; i < s->nentries && !any; i++) any = s->entries[i].thread != 0;
+    for (uint32_t i = 0; i < s->nxsets && !any; i++) any = s->xsets[i].thread != 0; /* entries carry it in their set */
     if (!any) return;
     uint32_t *rl = malloc(2 * ((size_t)s->nentries + 1) * sizeof *rl); /* count, thread, ... */
     if (!rl) {
@@ -419,8 +419,9 @@ static void w_ours_threads(pw *w, const cmh_snapshot *s, int ndev)
             for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
                 const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
                 if (e->action >= CMH_ACT_MARK || (e->flags & CMH_EF_IMPLIED)) continue;
-                if (n && rl[n - 1] == e->thread) rl[n - 2]++;
-                else rl[n++] = 1, rl[n++] = e->thread;
+                uint32_t th = cmh_entry_thread(s, e);
+                if (n && rl[n - 1] == th) rl[n - 2]++;
+                else rl[n++] = 1, rl[n++] = th;
             }
         }
         batch_begin(w, (uint32_t)d, (uint32_t)ndev);
@@ -614,7 +615,7 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                         w_int(&w, pos);
                         w_int(&w, (int64_t)e->addr);
                         w_int(&w, (int64_t)e->size);
-                        w_int(&w, (int64_t)e->requested);
+                        w_int(&w, (int64_t)cmh_entry_requested(s, e));
                         w_int(&w, e->time_ns / 1000);
                         op(&w, 't');
                         batch_end(&w, k, nps, 0);

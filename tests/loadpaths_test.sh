@@ -79,6 +79,17 @@ else
     fail=$((fail + 1))
     echo "FAIL: stats of a pickle cut inside its trace: the fast path did not stop before the trace"
 fi
+# ... and a .cmh's traces are skipped over for `stats`, not read and kept
+f=$S/tests/fixtures/h200/torch_exp.cmh
+fast=$(CUMEMHIST_DEBUG_LOAD=1 "$C" stats "$f" 2>&1 >/dev/null | grep '^cumemhist: cmh:')
+slow=$(CUMEMHIST_DEBUG_LOAD=1 CUMEMHIST_GENERIC_LOAD=1 "$C" stats "$f" 2>&1 >/dev/null | grep '^cumemhist: cmh:')
+case "$fast|$slow" in
+"cumemhist: cmh: 0 trace entries kept (traces skipped)|cumemhist: cmh: "[1-9]*" trace entries kept")
+    pass=$((pass + 1)) ;;
+*)
+    fail=$((fail + 1))
+    echo "FAIL: stats of a .cmh: the traces were not skipped ('$fast', generic: '$slow')" ;;
+esac
 # ... and the opcode path reads every trace entry of every real pickle, not merely agrees when it
 # does: CUMEMHIST_DEBUG_LOAD counts the entries each reader took.  The machine's share is the
 # entries pickle writes with APPEND rather than in a MARK ... APPENDS run: a list's last batch of

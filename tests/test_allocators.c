@@ -62,8 +62,8 @@ static void test_block_api(void)
     const cmh_entry *e;
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_ALLOC, seg + (1 << 20)));
     CU_ASSERT_EQUAL(e->size, 512 << 10);
-    CU_ASSERT_EQUAL(e->requested, 500000);
-    CU_ASSERT_EQUAL(e->stream, 7);
+    CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), 500000);
+    CU_ASSERT_EQUAL(cmh_entry_stream(&s, e), 7);
     CU_ASSERT(e->stack != 0);
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_FREE_REQUESTED, seg + (1 << 20)));
     CU_ASSERT_PTR_NULL(find_entry(&s, 0, CMH_ACT_FREE_COMPLETED, seg + (1 << 20)));
@@ -75,7 +75,7 @@ static void test_block_api(void)
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *m = &s.entries[t->first_entry + i];
         if (m->action == CMH_ACT_MARK)
-            marks += strcmp(cmh_str(&s, m->name), "step 1") == 0 || strcmp(cmh_str(&s, m->name), "forward") == 0;
+            marks += strcmp(cmh_str(&s, cmh_entry_name(&s, m)), "step 1") == 0 || strcmp(cmh_str(&s, cmh_entry_name(&s, m)), "forward") == 0;
     }
     for (uint32_t i = 0; i < s.nannotations; i++)
         if (strcmp(cmh_str(&s, s.annotations[i].name), "forward") == 0) {
@@ -166,7 +166,7 @@ static uint64_t pools_slack(const cmh_snapshot *s)
     uint64_t sum = 0;
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (e->action == CMH_ACT_POOL_SAMPLE && last_pool_sample(s, e->addr) == e) sum += e->size - e->requested;
+        if (e->action == CMH_ACT_POOL_SAMPLE && last_pool_sample(s, e->addr) == e) sum += e->size - cmh_entry_requested(s, e);
     }
     return sum;
 }
@@ -208,7 +208,7 @@ static void test_pools(void)
     const cmh_entry *e = last_pool_sample(&s, h);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     CU_ASSERT_EQUAL(e->size, res);
-    CU_ASSERT_EQUAL(e->requested, used);
+    CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), used);
     CU_ASSERT_EQUAL(e->kind, CMH_KIND_ASYNC);
     /* the analyzer: allocated = what the pool handed out; reserved includes the pool's slack */
     cmh_mem_stats ms;
@@ -229,7 +229,7 @@ static void test_pools(void)
     dump_load(&s);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = last_pool_sample(&s, h));
     CU_ASSERT_EQUAL(e->size, res);
-    CU_ASSERT_EQUAL(e->requested, 0);
+    CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), 0);
     cmh_snapshot_free(&s);
     CU_ASSERT_EQUAL(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(reserved_now(), base);

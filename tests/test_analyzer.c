@@ -14,7 +14,7 @@
 static void add(cmh_snapshot *s, int action, uint64_t addr, uint64_t size, uint64_t req, int flags)
 {
     static int64_t t = 1700000000000000000ll;
-    cmh_entry e;
+    cmh_entry_full e;
     memset(&e, 0, sizeof e);
     e.time_ns = t += 1000;
     e.action = (uint8_t)action;
@@ -336,6 +336,15 @@ static void add_s(cmh_snapshot *s, int action, uint64_t addr, uint64_t size, uin
     s->entries[s->nentries - 1].stack = stack;
 }
 
+/* the last entry's recording thread */
+static void set_thread(cmh_snapshot *s, int thread)
+{
+    cmh_entry_full e;
+    cmh_entry_get(s, &s->entries[s->nentries - 1], &e);
+    e.thread = (uint32_t)thread;
+    CU_ASSERT_EQUAL_FATAL(cmh_entry_set(s, s->nentries - 1, &e), CMH_OK);
+}
+
 /* A whole-block history: weights (kept), a leak of 4 MiB per step, temporaries freed each step. */
 static void leaky_history(cmh_snapshot *s, int steps, int with_marks)
 {
@@ -463,13 +472,13 @@ static void sched(cmh_snapshot *s, uint32_t st, uint64_t *next, int thread, int 
 {
     for (int i = 0; i < kept; i++) {
         add_s(s, CMH_ACT_SEGMENT_ALLOC, (*next)++ * MIB, 64 << 10, st);
-        s->entries[s->nentries - 1].thread = (uint32_t)thread;
+        set_thread(s, thread);
     }
     for (int i = 0; i < churn; i++) {
         add_s(s, CMH_ACT_SEGMENT_ALLOC, 0x7000000000ull, 64 << 10, st);
-        s->entries[s->nentries - 1].thread = (uint32_t)thread;
+        set_thread(s, thread);
         add_s(s, CMH_ACT_SEGMENT_FREE, 0x7000000000ull, 64 << 10, st);
-        s->entries[s->nentries - 1].thread = (uint32_t)thread;
+        set_thread(s, thread);
     }
 }
 
@@ -718,7 +727,7 @@ static void test_trace_sizes_as_printf(void)
     sizes[n++] = 1ull << 60;
     sizes[n++] = 12345678901234567890ull;
     for (int i = 0; i < n; i++) {
-        cmh_entry e = {0};
+        cmh_entry_full e = {0};
         e.action = CMH_ACT_ALLOC;
         e.addr = (uint64_t)i + 1;
         e.size = e.requested = sizes[i];
@@ -770,7 +779,7 @@ static void test_trace_numbers_as_printf(void)
         addrs[n++] = x >> (x % 64);
     }
     for (int i = 0; i < n; i++) { /* alloc A at no segment (MEM[A:...]), then a free of an unknown address */
-        cmh_entry e = {0};
+        cmh_entry_full e = {0};
         e.action = i % 2 ? CMH_ACT_FREE_REQUESTED : CMH_ACT_ALLOC;
         e.addr = i % 2 ? ~addrs[i] : addrs[i];
         e.size = e.requested = 512;

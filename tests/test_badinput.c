@@ -526,8 +526,8 @@ static void test_flight_short_entries(void)
     int same = s3.nentries == s2.nentries;
     for (uint32_t i = 0; same && i < s2.nentries; i++) {
         const cmh_entry *x = &s2.entries[i], *y = &s3.entries[i];
-        same = x->time_ns == y->time_ns && x->addr == y->addr && x->size == y->size && x->requested == y->requested &&
-               x->stream == y->stream && x->thread == y->thread && x->action == y->action && x->kind == y->kind && x->flags == y->flags;
+        same = x->time_ns == y->time_ns && x->addr == y->addr && x->size == y->size && cmh_entry_requested(&s2, x) == cmh_entry_requested(&s3, y) &&
+               cmh_entry_stream(&s2, x) == cmh_entry_stream(&s3, y) && cmh_entry_thread(&s2, x) == cmh_entry_thread(&s3, y) && x->action == y->action && x->kind == y->kind && x->flags == y->flags;
     }
     CU_ASSERT(same);
     cmh_snapshot_free(&s2);

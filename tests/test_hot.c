@@ -82,9 +82,9 @@ static uint64_t side_wrong(const cmh_snapshot *s, int dev)
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
         int how = pair_kind((long)(e->size / 256) - 1);
-        if (how == PAIR_STREAM) bad += e->kind != CMH_KIND_ASYNC || !e->stream || e->requested != e->size;
-        else if (how == PAIR_PITCH) bad += e->kind != CMH_KIND_PITCH || e->stream || e->requested != e->size - 3;
-        else bad += e->kind != CMH_KIND_DEVICE || e->stream || e->requested != e->size;
+        if (how == PAIR_STREAM) bad += e->kind != CMH_KIND_ASYNC || !cmh_entry_stream(s, e) || cmh_entry_requested(s, e) != e->size;
+        else if (how == PAIR_PITCH) bad += e->kind != CMH_KIND_PITCH || cmh_entry_stream(s, e) || cmh_entry_requested(s, e) != e->size - 3;
+        else bad += e->kind != CMH_KIND_DEVICE || cmh_entry_stream(s, e) || cmh_entry_requested(s, e) != e->size;
     }
     return bad;
 }
@@ -108,7 +108,7 @@ static uint64_t check_order(const cmh_snapshot *s, int dev, int tail, long pairs
         if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
         if (e->time_ns < last_time) bad++; /* times never go backwards along a ring */
         last_time = e->time_ns;
-        uint32_t th = e->thread < MAXT ? e->thread : MAXT - 1;
+        uint32_t th = cmh_entry_thread(s, e) < MAXT ? cmh_entry_thread(s, e) : MAXT - 1;
         int is_free = e->action == CMH_ACT_SEGMENT_FREE;
         long ev = 2 * ((long)(e->size / 256) - 1) + is_free;
         if (next[th] < 0 && !tail && ev != 0) bad++; /* unlimited: a thread's first event is kept */
@@ -297,8 +297,8 @@ static void compare_dumps(const char *env, uint64_t min_entries)
         for (uint32_t i = 0; i < x->nentries; i++) {
             const cmh_entry *e = &a.entries[x->first_entry + i], *f = &b.entries[y->first_entry + i];
             int64_t dt = e->time_ns - f->time_ns;
-            diff += e->name != f->name || e->action != f->action || e->addr != f->addr || e->size != f->size || e->requested != f->requested ||
-                    e->stream != f->stream || e->thread != f->thread || e->flags != f->flags || e->kind != f->kind ||
+            diff += cmh_entry_name(&a, e) != cmh_entry_name(&b, f) || e->action != f->action || e->addr != f->addr || e->size != f->size || cmh_entry_requested(&a, e) != cmh_entry_requested(&b, f) ||
+                    cmh_entry_stream(&a, e) != cmh_entry_stream(&b, f) || cmh_entry_thread(&a, e) != cmh_entry_thread(&b, f) || e->flags != f->flags || e->kind != f->kind ||
                     e->stack != f->stack || dt > 50000 || dt < -50000; /* each dump maps ticks through its own moment */
             n++;
         }
@@ -342,7 +342,7 @@ static uint64_t torn_entries(const cmh_snapshot *s, int dev)
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
-        bad += e->size % 256 || !e->size || !e->thread;
+        bad += e->size % 256 || !e->size || !cmh_entry_thread(s, e);
     }
     return bad + side_wrong(s, dev);
 }

@@ -147,7 +147,7 @@ static int64_t g_t;
 
 static void entry(cmh_snapshot *s, int action, uint64_t addr, uint64_t size, int flags)
 {
-    cmh_entry e;
+    cmh_entry_full e;
     memset(&e, 0, sizeof e);
     e.time_ns = g_t += 1000;
     e.action = (uint8_t)action;
@@ -196,7 +196,7 @@ static void step(cmh_snapshot *s, gdev *d)
     int op = (int)rnd(11);
     if (op == 10) { /* a stream-ordered pool's sample: what it reserves beyond what it hands out */
         uint64_t used = rnd(8) * MIB, slack = rnd(17) * MIB;
-        cmh_entry e;
+        cmh_entry_full e;
         memset(&e, 0, sizeof e);
         e.time_ns = g_t += 1000;
         e.action = CMH_ACT_POOL_SAMPLE;

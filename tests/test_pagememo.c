@@ -136,7 +136,7 @@ static uint64_t rnd(uint64_t n)
 
 static void entry(cmh_snapshot *s, int64_t *t, int action, uint64_t addr, uint64_t size, uint32_t thread)
 {
-    cmh_entry e;
+    cmh_entry_full e;
     memset(&e, 0, sizeof e);
     e.time_ns = *t += 1000;
     e.action = (uint8_t)action;

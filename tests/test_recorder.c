@@ -41,7 +41,7 @@ static void test_linear_alloc_free(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     CU_ASSERT_EQUAL(a->size, 3 << 20);
-    CU_ASSERT_EQUAL(a->requested, 3 << 20);
+    CU_ASSERT_EQUAL(cmh_entry_requested(&s, a), 3 << 20);
     CU_ASSERT_EQUAL(a->kind, CMH_KIND_DEVICE);
     CU_ASSERT(a->flags & CMH_EF_WHOLE_BLOCK);
     CU_ASSERT_EQUAL(f->size, 3 << 20);
@@ -105,12 +105,12 @@ static void test_every_entry_point(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, pitch));
     CU_ASSERT_EQUAL(e->kind, CMH_KIND_PITCH);
     CU_ASSERT_EQUAL(e->size, (uint64_t)pitch_b * 10);
-    CU_ASSERT_EQUAL(e->requested, 10000);
+    CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), 10000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, managed));
     CU_ASSERT_EQUAL(e->kind, CMH_KIND_MANAGED);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, as1));
     CU_ASSERT_EQUAL(e->kind, CMH_KIND_ASYNC);
-    CU_ASSERT_EQUAL(e->stream, (uint64_t)(uintptr_t)st);
+    CU_ASSERT_EQUAL(cmh_entry_stream(&s, e), (uint64_t)(uintptr_t)st);
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, as2));
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, ap1));
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, ap2));
@@ -144,7 +144,7 @@ static void test_every_entry_point(void)
 
     dump_load(&s);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, as1));
-    CU_ASSERT_EQUAL(e->stream, (uint64_t)(uintptr_t)st);
+    CU_ASSERT_EQUAL(cmh_entry_stream(&s, e), (uint64_t)(uintptr_t)st);
     CU_ASSERT_EQUAL(e->size, 8192);
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, as2));
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, ap1));
@@ -451,7 +451,7 @@ static void test_fork(void)
     int child_marks = 0;
     for (uint32_t i = 0; t && i < t->nentries; i++)
         child_marks += s.entries[t->first_entry + i].action == CMH_ACT_MARK &&
-                       strcmp(cmh_str(&s, s.entries[t->first_entry + i].name), "child") == 0;
+                       strcmp(cmh_str(&s, cmh_entry_name(&s, &s.entries[t->first_entry + i])), "child") == 0;
     CU_ASSERT_EQUAL(child_marks, 0);
     cmh_snapshot_free(&s);
     cuMemFree(before);

@@ -48,10 +48,10 @@ static void build(cmh_snapshot *s)
     cmh_segment h = {-1, CMH_KIND_HOST, CMH_SEG_WHOLE_BLOCK, CMH_POOL_SMALL, 0x5000, 4096, 0, {1, 2}, 0, 5, 0, 0};
     cmh_snapshot_add_segment(s, &h, NULL);
     cmh_snapshot_add_trace(s, 0, 17, NULL);
-    cmh_entry e1 = {1700000000000001000ll, 0x7f0000000000ull, 4 << 20, 4 << 20, 7, st1, 0, 0, 0, 3, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC};
-    cmh_entry e2 = {1700000000000000500ll, 0x10, 2048, 1000, 0, st2, 0, 0, 0, 3, CMH_ACT_ALLOC, 0, 0}; /* time going back, addr down */
-    cmh_entry e3 = {1700000000000002000ll, 123456, 1 << 30, 1 << 30, 0, 0, 0, 0, 0, 1, CMH_ACT_OOM, 0, 0};
-    cmh_entry e4 = {1700000000000003000ll, 0, 0, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_MARK, 0, 0};
+    cmh_entry_full e1 = {1700000000000001000ll, 0x7f0000000000ull, 4 << 20, 4 << 20, 7, st1, 0, 0, 0, 3, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC};
+    cmh_entry_full e2 = {1700000000000000500ll, 0x10, 2048, 1000, 0, st2, 0, 0, 0, 3, CMH_ACT_ALLOC, 0, 0}; /* time going back, addr down */
+    cmh_entry_full e3 = {1700000000000002000ll, 123456, 1 << 30, 1 << 30, 0, 0, 0, 0, 0, 1, CMH_ACT_OOM, 0, 0};
+    cmh_entry_full e4 = {1700000000000003000ll, 0, 0, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_MARK, 0, 0};
     cmh_strtab_intern(&s->strings, "step 1", 6, &e4.name);
     cmh_strtab_intern(&s->strings, "N/A", 3, &e4.compile_context);
     cmh_strtab_intern(&s->strings, "meta", 4, &e4.user_metadata);
@@ -80,8 +80,11 @@ static int eq_block(const cmh_block *a, const cmh_block *b)
            a->state == b->state && a->time_ns == b->time_ns;
 }
 
-static int eq_entry(const cmh_entry *a, const cmh_entry *b)
+static int eq_entry(const cmh_snapshot *sa, const cmh_entry *ca, const cmh_snapshot *sb, const cmh_entry *cb)
 {
+    cmh_entry_full fa, fb, *a = &fa, *b = &fb;
+    cmh_entry_get(sa, ca, a);
+    cmh_entry_get(sb, cb, b);
     return a->time_ns == b->time_ns && a->addr == b->addr && a->size == b->size && a->requested == b->requested &&
            a->stream == b->stream && a->stack == b->stack && a->name == b->name &&
            a->compile_context == b->compile_context && a->user_metadata == b->user_metadata && a->thread == b->thread &&
@@ -128,6 +131,100 @@ static void test_interning(void)
     cmh_snapshot_free(&s);
 }
 
+
+/* The compact entry (snapshot.h): 32 bytes, its rarer fields one set per distinct combination.
+ * 700 entries: defaults, a repeated set, and 600 sets of their own, so numbers past 254 go to
+ * s->xmap; every field read back as added, through a .cmh round trip and a pickle one, and
+ * cmh_entry_set moving entries into and out of the map. */
+static cmh_entry_full compact_entry(uint32_t i)
+{
+    cmh_entry_full e;
+    memset(&e, 0, sizeof e);
+    e.time_ns = (1700000000000000ll + i) * 1000; /* whole microseconds: a pickle keeps those */
+    e.addr = 0x7f0000000000ull + (uint64_t)i * 512;
+    e.size = 512;
+    e.requested = i % 3 ? 512 : 100 + i; /* a third with their own requested bytes */
+    e.action = i % 2 ? CMH_ACT_FREE_COMPLETED : CMH_ACT_ALLOC;
+    if (i % 7 == 0) e.stream = 7;            /* one shared set */
+    if (i >= 100) e.stream = 1000 + i;        /* 600 sets of their own */
+    e.thread = i % 5 == 0 ? 0 : 1 + i % 2;
+    return e;
+}
+
+static int eq_full(const cmh_entry_full *a, const cmh_entry_full *b)
+{
+    return a->time_ns == b->time_ns && a->addr == b->addr && a->size == b->size && a->requested == b->requested &&
+           a->stream == b->stream && a->stack == b->stack && a->name == b->name &&
+           a->compile_context == b->compile_context && a->user_metadata == b->user_metadata && a->thread == b->thread &&
+           a->action == b->action && a->flags == b->flags && a->kind == b->kind;
+}
+
+static uint32_t compact_mismatches(const cmh_snapshot *s, uint32_t n, int with_thread)
+{
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < n && i < s->nentries; i++) {
+        cmh_entry_full want = compact_entry(i), got;
+        if (!with_thread) want.thread = 0;
+        cmh_entry_get(s, &s->entries[i], &got);
+        bad += !eq_full(&want, &got) || cmh_entry_requested(s, &s->entries[i]) != want.requested ||
+               cmh_entry_stream(s, &s->entries[i]) != want.stream;
+    }
+    return bad + (s->nentries != n);
+}
+
+static void test_compact_entries(void)
+{
+    CU_ASSERT_EQUAL(sizeof(cmh_entry), 32);
+    enum { N = 700 };
+    cmh_snapshot s, r;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&s), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_trace(&s, 0, 0, NULL), CMH_OK);
+    for (uint32_t i = 0; i < N; i++) {
+        cmh_entry_full e = compact_entry(i);
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(&s, &e), CMH_OK);
+    }
+    CU_ASSERT(s.nxmap > 300);              /* the far path is taken */
+    CU_ASSERT(s.nxsets > 600 && s.nxsets < 700); /* sets shared where entries share them */
+    CU_ASSERT_EQUAL(compact_mismatches(&s, N, 1), 0);
+    /* through the .cmh codec */
+    char *buf;
+    size_t len;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(compact_mismatches(&r, N, 1), 0);
+    free(buf);
+    cmh_snapshot_free(&r);
+    /* through the pickle codec (PyTorch's dict has no thread) */
+    FILE *fp = open_memstream(&buf, &len);
+    CU_ASSERT_EQUAL_FATAL(cmh_pickle_write(&s, fp), CMH_OK);
+    fclose(fp);
+    CU_ASSERT_EQUAL_FATAL(cmh_pickle_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(compact_mismatches(&r, N, 0), 0);
+    free(buf);
+    cmh_snapshot_free(&r);
+    /* rewritten in place: a far entry to defaults, a default one to a far set, and back */
+    cmh_entry_full d, f = compact_entry(650), got;
+    memset(&d, 0, sizeof d);
+    d.action = CMH_ACT_MARK;
+    uint32_t far_before = s.nxmap;
+    CU_ASSERT_EQUAL(cmh_entry_set(&s, 650, &d), CMH_OK);
+    CU_ASSERT_EQUAL(s.nxmap, far_before - 1);
+    cmh_entry_get(&s, &s.entries[650], &got);
+    CU_ASSERT(eq_full(&got, &d));
+    f.stream = 5000000; /* a set no entry has yet */
+    CU_ASSERT_EQUAL(cmh_entry_set(&s, 5, &f), CMH_OK);
+    CU_ASSERT_EQUAL(s.nxmap, far_before);
+    cmh_entry_get(&s, &s.entries[5], &got);
+    CU_ASSERT(eq_full(&got, &f));
+    for (uint32_t i = 1; i < s.nxmap; i++) CU_ASSERT(s.xmap[i - 1].entry < s.xmap[i].entry);
+    cmh_entry_full e5 = compact_entry(5), e650 = compact_entry(650);
+    CU_ASSERT_EQUAL(cmh_entry_set(&s, 5, &e5), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_entry_set(&s, 650, &e650), CMH_OK);
+    CU_ASSERT_EQUAL(compact_mismatches(&s, N, 1), 0);
+    cmh_snapshot_free(&s);
+}
+
 static void test_round_trip(void)
 {
     cmh_snapshot s, r;
@@ -171,7 +268,7 @@ static void test_round_trip(void)
     CU_ASSERT_EQUAL(r.traces[1].device, 1);
     CU_ASSERT_EQUAL(r.traces[1].nentries, 0);
     CU_ASSERT_EQUAL_FATAL(r.nentries, 4);
-    for (int i = 0; i < 4; i++) CU_ASSERT(eq_entry(&r.entries[i], &s.entries[i]));
+    for (int i = 0; i < 4; i++) CU_ASSERT(eq_entry(&r, &r.entries[i], &s, &s.entries[i]));
     CU_ASSERT_EQUAL(r.nannotations, 1);
     CU_ASSERT_STRING_EQUAL(cmh_str(&r, r.annotations[0].name), "step 1");
     CU_ASSERT_EQUAL(r.nsettings, 1);
@@ -398,6 +495,7 @@ int main(void)
     CMH_ADD_TEST(s, test_crc32c);
     CMH_ADD_TEST(s, test_interning);
     CMH_ADD_TEST(s, test_round_trip);
+    CMH_ADD_TEST(s, test_compact_entries);
     CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);
     CMH_ADD_TEST(s, test_torch_part_round_trip);
     CMH_ADD_TEST(s, test_garbage_and_hostile_input);

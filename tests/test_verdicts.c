@@ -88,7 +88,7 @@ static void emit(gen *g, const op *o)
         cmh_annotation an = {g->opt_name, 0, 0, g->t + 500};
         CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_annotation(s, &an), CMH_OK);
     }
-    cmh_entry e;
+    cmh_entry_full e;
     memset(&e, 0, sizeof e);
     e.time_ns = g->t += 1000;
     e.action = o->action;

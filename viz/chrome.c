@@ -242,12 +242,12 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
         last = t;
         if (e->action == CMH_ACT_MARK) { /* the thread's track gets its name before its first mark */
             uint32_t k = 0;
-            while (k < nnamed && named[k] != e->thread) k++;
+            while (k < nnamed && named[k] != cmh_entry_thread(s, e)) k++;
             if (k == nnamed && nnamed < 256) {
                 char tn[48];
-                snprintf(tn, sizeof tn, e->thread ? "thread %u" : "marks (thread unknown)", e->thread);
-                meta(w, "thread_name", pid_of(c, dev), THREAD_TID(e->thread), tn);
-                named[nnamed++] = e->thread;
+                snprintf(tn, sizeof tn, cmh_entry_thread(s, e) ? "thread %u" : "marks (thread unknown)", cmh_entry_thread(s, e));
+                meta(w, "thread_name", pid_of(c, dev), THREAD_TID(cmh_entry_thread(s, e)), tn);
+                named[nnamed++] = cmh_entry_thread(s, e);
             }
         }
         cmh_jw_nl(w);
@@ -257,10 +257,10 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
             cmh_jw_kstr(w, "ph", "i");
             cmh_jw_kstr(w, "s", mark ? "t" : "p");
             cmh_jw_kint(w, "pid", pid_of(c, dev));
-            cmh_jw_kint(w, "tid", mark ? THREAD_TID(e->thread) : 0);
+            cmh_jw_kint(w, "tid", mark ? THREAD_TID(cmh_entry_thread(s, e)) : 0);
             cmh_jw_key(w, "ts");
             cmh_jw_us(w, t - t0);
-            if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, e->name));
+            if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, cmh_entry_name(s, e)));
             else {
                 char what[128];
                 snprintf(what, sizeof what, "out of memory: %" PRIu64 " bytes requested, %" PRIu64 " free", e->size, e->addr);

@@ -187,11 +187,11 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
                 cmh_jw_kstr(w, "action", cmh_action_name(e->action));
                 cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", e->addr);
                 cmh_jw_kuint(w, "size", e->size);
-                cmh_jw_kuint(w, "stream", e->stream);
+                cmh_jw_kuint(w, "stream", cmh_entry_stream(s, e));
                 if (timed) cmh_jw_kint(w, "time_us", e->time_ns / 1000); /* absent where the source had none, as the pickle */
-                if (e->action == CMH_ACT_POOL_SAMPLE) cmh_jw_kuint(w, "used", e->requested);
-                if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) cmh_jw_kstr(w, "compile_context", cmh_str(s, e->compile_context));
-                if (s->pt_fields & CMH_PT_USER_METADATA) cmh_jw_kstr(w, "user_metadata", cmh_str(s, e->user_metadata));
+                if (e->action == CMH_ACT_POOL_SAMPLE) cmh_jw_kuint(w, "used", cmh_entry_requested(s, e));
+                if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) cmh_jw_kstr(w, "compile_context", cmh_str(s, cmh_entry_compile_context(s, e)));
+                if (s->pt_fields & CMH_PT_USER_METADATA) cmh_jw_kstr(w, "user_metadata", cmh_str(s, cmh_entry_user_metadata(s, e)));
                 jstack(w, s, e->stack, inl);
                 cmh_jw_end(w);
             }

@@ -88,7 +88,7 @@ static void amap_free(amap *m) { cmh_oa_free(m); }
 typedef struct fix {
     uint32_t before; /* insert before this entry index (n = at the end) */
     uint32_t seq;    /* the order fixes at one place keep (free_requested before free_completed) */
-    cmh_entry e;
+    cmh_entry_full e;
 } fix;
 
 static int cmp_fix(const void *a, const void *b)
@@ -140,7 +140,8 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
                     cfx = nc;
                 }
                 uint32_t before = nx && *nx ? (uint32_t)(*nx - 1) : n;
-                cmh_entry f = *e;
+                cmh_entry_full f;
+                cmh_entry_get(s, e, &f);
                 f.stack = 0;
                 if (blockwise) {
                     f.action = CMH_ACT_FREE_REQUESTED;
@@ -174,29 +175,19 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
     if (nfx) {
         /* rebuild this trace's entries with the fixes in place (at one position, in the order found) */
         qsort(fx, nfx, sizeof *fx, cmp_fix);
-        cmh_entry *ne = malloc((size_t)(n + nfx) * sizeof *ne);
-        if (!ne) goto oom;
+        /* this trace's entries move to the end of the entry table */
+        uint32_t from = tr->first_entry, first = s->nentries;
         size_t k = 0, f = 0;
         for (uint32_t i = 0; i <= n; i++) {
-            while (f < nfx && fx[f].before == i) ne[k++] = fx[f++].e;
-            if (i < n) ne[k++] = e0[i];
-        }
-        /* this trace's entries move to the end of the entry table */
-        if (s->nentries + k > s->cap_entries) {
-            size_t nc = s->cap_entries ? s->cap_entries : 16;
-            while (nc < s->nentries + k) nc *= 2;
-            cmh_entry *grown = nc <= UINT32_MAX ? realloc(s->entries, nc * sizeof *grown) : NULL;
-            if (!grown) {
-                free(ne);
-                goto oom;
+            for (; f < nfx && fx[f].before == i; k++)
+                if (cmh_snapshot_append_entry(s, &fx[f++].e) != CMH_OK) goto oom;
+            if (i < n) {
+                cmh_entry_full c; /* read before the table may move */
+                cmh_entry_get(s, &s->entries[from + i], &c);
+                if (cmh_snapshot_append_entry(s, &c) != CMH_OK) goto oom;
+                k++;
             }
-            s->entries = grown;
-            s->cap_entries = (uint32_t)nc;
         }
-        uint32_t first = s->nentries;
-        memcpy(s->entries + first, ne, k * sizeof *ne);
-        s->nentries += (uint32_t)k;
-        free(ne);
         tr = &s->traces[t];
         tr->first_entry = first;
         tr->nentries = (uint32_t)k;
@@ -335,7 +326,8 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         }
         TRY(cmh_snapshot_add_trace(out, tr->device, tr->dropped, NULL));
         for (uint32_t i = 0; i < tr->nentries; i++) {
-            cmh_entry e = in->entries[tr->first_entry + i];
+            cmh_entry_full e;
+            cmh_entry_get(in, &in->entries[tr->first_entry + i], &e);
             TRY(copy_stack(in, out, e.stack, fmap, smap, &e.stack));
             if (e.compile_context) TRY(str_copy(in, out, e.compile_context, &e.compile_context));
             if (e.user_metadata) TRY(str_copy(in, out, e.user_metadata, &e.user_metadata));
@@ -354,7 +346,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
                 continue;
             }
             int whole = (e.flags & CMH_EF_WHOLE_BLOCK) != 0;
-            cmh_entry blk = e;
+            cmh_entry_full blk = e;
             blk.size = blk.requested; /* PyTorch's alloc/free entries carry the requested bytes */
             blk.flags = CMH_EF_IMPLIED;
             switch (e.action) {
@@ -453,6 +445,8 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(segments), MOVE(nsegments), MOVE(cap_segments);
     MOVE(blocks), MOVE(nblocks), MOVE(cap_blocks);
     MOVE(entries), MOVE(nentries), MOVE(cap_entries);
+    MOVE(xsets), MOVE(nxsets), MOVE(cap_xsets), MOVE(xset_index), MOVE(xset_last); /* the entries' rarer fields */
+    MOVE(xmap), MOVE(nxmap), MOVE(cap_xmap);
     MOVE(traces), MOVE(ntraces), MOVE(cap_traces);
     MOVE(annotations), MOVE(nannotations), MOVE(cap_annotations);
     MOVE(settings), MOVE(nsettings), MOVE(cap_settings);
@@ -498,8 +492,8 @@ int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host)
                 pos++;
                 continue;
             }
-            const char *name = cmh_str(s, e->name);
-            mk[nm] = (cmh_pickle_mark){tr->device, pos, 0, e->thread, e->time_ns};
+            const char *name = cmh_str(s, cmh_entry_name(s, e));
+            mk[nm] = (cmh_pickle_mark){tr->device, pos, 0, cmh_entry_thread(s, e), e->time_ns};
             if (cmh_strtab_intern(&shaped.strings, name, strlen(name), &mk[nm].name)) rc = CMH_ENOMEM;
             nm++;
         }

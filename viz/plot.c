@@ -126,8 +126,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
                          cmh_svg_size((double)e->size), cmh_svg_size((double)e->addr));
             } else {
                 m->kind = 1;
-                snprintf(m->label, sizeof m->label, "%s", cmh_str(s, e->name));
-                snprintf(m->title, sizeof m->title, "mark \"%s\" at entry %" PRId64, cmh_str(s, e->name), i);
+                snprintf(m->label, sizeof m->label, "%s", cmh_str(s, cmh_entry_name(s, e)));
+                snprintf(m->title, sizeof m->title, "mark \"%s\" at entry %" PRId64, cmh_str(s, cmh_entry_name(s, e)), i);
             }
         }
     }

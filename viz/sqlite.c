@@ -295,14 +295,14 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         const cmh_entry *e = &s->entries[t->first_entry + i];
         BIND(Q_EVENT);
         b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, e->time_ns ? e->time_ns : -1), b_text(&b, cmh_action_name(e->action));
-        b_int(&b, (int64_t)e->addr), b_int(&b, (int64_t)e->size), b_int(&b, (int64_t)e->requested), b_int(&b, (int64_t)e->stream);
-        b_int(&b, e->stack), b_int(&b, e->thread), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
+        b_int(&b, (int64_t)e->addr), b_int(&b, (int64_t)e->size), b_int(&b, (int64_t)cmh_entry_requested(s, e)), b_int(&b, (int64_t)cmh_entry_stream(s, e));
+        b_int(&b, e->stack), b_int(&b, cmh_entry_thread(s, e)), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
         if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_int(&b, v.end[i]);
         else b_null(&b), b_null(&b);
         rc = run(x, &b, "events");
         if (rc == CMH_OK && e->action == CMH_ACT_MARK) {
             BIND(Q_MARK);
-            b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, e->time_ns ? e->time_ns : -1), b_text(&b, cmh_str(s, e->name));
+            b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, e->time_ns ? e->time_ns : -1), b_text(&b, cmh_str(s, cmh_entry_name(s, e)));
             b_text(&b, "point");
             rc = run(x, &b, "marks");
         }

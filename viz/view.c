@@ -435,7 +435,7 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             if (e->action == CMH_ACT_OOM) {
                 cmh_jw_kuint(w, "size", e->size);
                 cmh_jw_kuint(w, "free", e->addr);
-            } else cmh_jw_kstr(w, "label", cmh_str(s, e->name));
+            } else cmh_jw_kstr(w, "label", cmh_str(s, cmh_entry_name(s, e)));
             cmh_jw_end(w);
         }
         /* annotations have times only: each sits at the first entry not before it */

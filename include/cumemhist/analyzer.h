@@ -60,6 +60,8 @@ typedef void (*cmh_replay_observer)(void *arg, int64_t delta, uint32_t stack, ui
 void cmh_replay_observe(cmh_replay *r, cmh_replay_observer fn, void *arg);
 /* Entry i of the device's trace (NULL outside it), and how many there are. */
 const cmh_entry *cmh_replay_entry(const cmh_replay *r, int64_t i);
+/* The snapshot the replay's entries are of (their rarer fields are read against it). */
+const cmh_snapshot *cmh_replay_snapshot(const cmh_replay *r);
 int64_t cmh_replay_length(const cmh_replay *r);
 
 typedef struct cmh_live_block {

@@ -125,7 +125,9 @@ typedef struct cmh_segment {
     uint32_t first_block, nblocks; /* into blocks[], address order, tiling the segment */
 } cmh_segment;
 
-typedef struct cmh_entry {
+/* A trace entry with every field: what readers build and cmh_snapshot_add_entry takes, and what
+ * cmh_entry_get gives back.  The model keeps entries in the compact form below. */
+typedef struct cmh_entry_full {
     int64_t time_ns; /* ns since the Unix epoch; 0 = unknown */
     uint64_t addr;   /* for oom: device free bytes; for mark: 0 */
     uint64_t size;   /* bytes (rounded for blocks); for oom: the request */
@@ -137,7 +139,36 @@ typedef struct cmh_entry {
     uint32_t user_metadata;   /* string id, 0 = none */
     uint32_t thread;          /* the recording thread (1, 2, ... in order of appearance), 0 = unknown */
     uint8_t action, flags, kind;
+} cmh_entry_full;
+
+/* The fields of an entry that most entries leave at their defaults, kept once per distinct set
+ * (s->xsets; set 0 is all defaults): requested = size - slack (mod 2^64), stream, name,
+ * compile_context, user_metadata and thread as in cmh_entry_full.  A trace repeats few sets (a
+ * thread, a stream, a compile context), so an entry holds its set's number, not the set. */
+typedef struct cmh_entry_xset {
+    uint64_t slack;
+    uint64_t stream;
+    uint32_t thread, name, compile_context, user_metadata;
+} cmh_entry_xset;
+
+/* An entry as the model keeps it: 32 bytes, half of cmh_entry_full, since a trace is most of a
+ * snapshot's memory.  The other fields are read through cmh_entry_requested/_stream/_thread/
+ * _name/_compile_context/_user_metadata (or cmh_entry_get), and written only through
+ * cmh_snapshot_add_entry / cmh_entry_set. */
+#define CMH_XS_FAR 255 /* the set's number is in s->xmap, by the entry's index */
+typedef struct cmh_entry {
+    int64_t time_ns; /* ns since the Unix epoch; 0 = unknown */
+    uint64_t addr;   /* for oom: device free bytes; for mark: 0 */
+    uint64_t size;   /* bytes (rounded for blocks); for oom: the request */
+    uint32_t stack;
+    uint8_t action, flags, kind;
+    uint8_t xs; /* its set of rarer fields: 0 none, 1..254 s->xsets[xs], CMH_XS_FAR: looked up in s->xmap */
 } cmh_entry;
+
+/* An entry whose set's number does not fit in xs: its index in s->entries and the number. */
+typedef struct cmh_entry_xref {
+    uint32_t entry, xset;
+} cmh_entry_xref;
 
 typedef struct cmh_trace {
     int32_t device;
@@ -249,6 +280,12 @@ typedef struct cmh_snapshot {
     uint32_t nblocks, cap_blocks;
     cmh_entry *entries;
     uint32_t nentries, cap_entries;
+    cmh_entry_xset *xsets; /* [0] all defaults (or NULL while no entry has another set) */
+    uint32_t nxsets, cap_xsets;
+    cmh_oatab xset_index;  /* interning: content hash -> set number */
+    uint32_t xset_last;    /* the set interned last (a trace repeats its sets in runs) */
+    cmh_entry_xref *xmap;  /* the entries with xs == CMH_XS_FAR, by ascending entry index */
+    uint32_t nxmap, cap_xmap;
     cmh_trace *traces;
     uint32_t ntraces, cap_traces;
     cmh_annotation *annotations;
@@ -297,7 +334,9 @@ int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segmen
 int cmh_snapshot_add_meminfo(cmh_snapshot *s, const cmh_meminfo *m);
 int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b);
 int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out);
-int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry *e); /* into the last trace */
+int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry_full *e); /* into the last trace */
+/* At the end of s->entries, no trace told: for a caller that sets its traces' ranges itself. */
+int cmh_snapshot_append_entry(cmh_snapshot *s, const cmh_entry_full *e);
 int cmh_snapshot_reserve_entries(cmh_snapshot *s, uint32_t more); /* room for more entries, exactly */
 int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m);
 int cmh_snapshot_add_thread(cmh_snapshot *s, const cmh_thread_info *t);
@@ -318,6 +357,33 @@ int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k);
 int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
 /* The trace of a device, NULL when it has none. */
 const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
+
+/* An entry's rarer fields (cmh_entry_xset).  e must be one of s->entries (or xs must be below
+ * CMH_XS_FAR: a copy of an entry of s is read against s too). */
+extern const cmh_entry_xset cmh_xset_none;
+const cmh_entry_xset *cmh_entry_xfar(const cmh_snapshot *s, const cmh_entry *e);
+static inline const cmh_entry_xset *cmh_entry_x(const cmh_snapshot *s, const cmh_entry *e)
+{
+    if (__builtin_expect(!e->xs, 1)) return &cmh_xset_none;
+    return e->xs < CMH_XS_FAR ? &s->xsets[e->xs] : cmh_entry_xfar(s, e);
+}
+static inline uint64_t cmh_entry_requested(const cmh_snapshot *s, const cmh_entry *e) { return e->size - cmh_entry_x(s, e)->slack; }
+static inline uint64_t cmh_entry_stream(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->stream; }
+static inline uint32_t cmh_entry_thread(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->thread; }
+static inline uint32_t cmh_entry_name(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->name; }
+static inline uint32_t cmh_entry_compile_context(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->compile_context; }
+static inline uint32_t cmh_entry_user_metadata(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->user_metadata; }
+/* Every field of an entry of s. */
+void cmh_entry_get(const cmh_snapshot *s, const cmh_entry *e, cmh_entry_full *out);
+/* The same for an entry kept apart from s->entries with its own map of far sets (xmap, nxmap;
+ * index: the entry's place in that map), its sets still s's. */
+void cmh_entry_unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xref *xmap, uint32_t nxmap, uint32_t index,
+                      cmh_entry_full *out);
+/* Rewrite entry i of s in place with every field of e (CMH_OK or CMH_ENOMEM). */
+int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e);
+/* The compact form of e as an entry of s at index i, its set interned (*far: the number when it
+ * does not fit in xs, for s->xmap; 0 when it fits).  For a builder that fills s->entries itself. */
+int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uint32_t *far);
 
 /* Writing a file (snapshot/atomic.c): the one rule for every output, by what is at the path.
  * Missing or a regular file (or a symlink, which is never followed: the link is replaced, and
@@ -367,7 +433,7 @@ int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_
  * times, in order too).  Every string and stack an entry names must already be in s. */
 typedef struct cmh_entry_source {
     void *arg;
-    void (*entry)(void *arg, uint32_t trace, uint64_t k, cmh_entry *out);
+    void (*entry)(void *arg, uint32_t trace, uint64_t k, cmh_entry_full *out);
     uint32_t (*thread)(void *arg, uint32_t trace, uint64_t k);
 } cmh_entry_source;
 int cmh_cmh_write_file_source(const cmh_snapshot *s, const cmh_entry_source *src, const char *path, char *err, size_t errlen);
@@ -396,8 +462,8 @@ int cmh_snapshot_load(const char *path, cmh_snapshot *s, char *err, size_t errle
 /* The same, for a caller that needs only part of it (flags: CMH_LOAD_*; 0 = all).  With
  * CMH_LOAD_SEGMENTS only the segments and their blocks are sure to be there (with what the
  * file holds before them): a PyTorch pickle is read up to its 'device_traces' key, so the
- * traces, settings and annotations after it are absent.  A file read whole anyway (a .cmh) is
- * read whole.  CUMEMHIST_GENERIC_LOAD=1 in the environment makes every load a full one. */
+ * traces, settings and annotations after it are absent; a .cmh has no traces (they are
+ * skipped over), and everything else.  CUMEMHIST_GENERIC_LOAD=1 in the environment makes every load a full one. */
 #define CMH_LOAD_SEGMENTS 0x1u
 /* No shortcut at all, however the file looks: the way any file would be read (what
  * CUMEMHIST_GENERIC_LOAD=1 turns every load into; for tests that hold the two against each other). */

@@ -38,7 +38,14 @@ static void same_as_generic(const uint8_t *data, size_t size, int rc, const cmh_
     if (g.nentries != s->nentries || g.nframes != s->nframes || g.nstacks != s->nstacks || g.ntraces != s->ntraces ||
         g.skipped_entries != s->skipped_entries || g.pt_fields != s->pt_fields || g.strings.n != s->strings.n)
         abort();
-    if (s->nentries && memcmp(g.entries, s->entries, s->nentries * sizeof *s->entries)) abort();
+    /* field by field: the two may number the entries' sets of rarer fields differently (a fast
+     * run the machine took back leaves its sets interned) */
+    for (uint32_t i = 0; i < s->nentries; i++) {
+        cmh_entry_full x, y;
+        cmh_entry_get(s, &s->entries[i], &x);
+        cmh_entry_get(&g, &g.entries[i], &y);
+        if (memcmp(&x, &y, sizeof x)) abort(); /* cmh_entry_get zeroes the padding */
+    }
     size_t na, nb;
     char *a = written(s, &na), *b = written(&g, &nb);
     if (na != nb || memcmp(a, b, na)) abort();
