@@ -337,6 +337,7 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
     x->growing = 0;
     x->steps = st->count;
     x->rises = x->growth_steps = x->flat_steps = 0;
+    x->stride = 1;
     x->rate = 0;
     x->trend = 0;
     x->held = 0;
@@ -350,7 +351,11 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
     for (uint32_t j = 2; j <= k; j++)
         if (L[j] > L[j - 1]) x->rises++, last_rise = j;
     int64_t stride = st->stride ? st->stride : 1;
+    /* both in steps: past 512 steps a point is every stride-th step (it read 'grew in 249 steps,
+     * then stopped (flat for the last 1000)' for a leak of 1,000 steps measured every 4) */
+    x->stride = (uint32_t)stride;
     x->flat_steps = x->rises ? (k - last_rise) * (uint32_t)stride : 0;
+    x->rises *= (uint32_t)stride;
     if (st->count >= CMH_LEAK_MIN_STEPS) {
         /* the longest recent stretch, after the first step, that rose across at least half of
          * its steps (and 3), trending up; its growth measured from its first rise */
@@ -394,7 +399,8 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
 
 int cmh_leak_site_stopped(const cmh_site *x)
 {
-    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps > 0;
+    uint32_t stride = x->stride ? x->stride : 1;
+    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES * stride && x->flat_steps > 0;
 }
 
 const char *cmh_leak_verdict_name(int verdict)
