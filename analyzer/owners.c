@@ -18,6 +18,7 @@
 #include "cumemhist/owners.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
+#include "memo.h"
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
@@ -235,7 +236,11 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         w[nw].sample = k;
         nw++;
     }
-    if (peak_i >= 0 && peak > 0) { /* a device that never held a byte has no peak to show */
+    /* a device that never held a byte has no peak to show, nor one with no history (enabled=state:
+     * `peak` says the peak is not known; this said 'peak (entry 0)', the state at the end again) */
+    cmh_report_base hist = {0};
+    cmh_report_base_fill(base, device, &hist);
+    if (peak_i >= 0 && peak > 0 && hist.history) {
         memset(&w[nw], 0, sizeof *w);
         w[nw].index = peak_i;
         w[nw].time_ns = base->entries[btr->first_entry + peak_i].time_ns;

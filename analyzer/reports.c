@@ -218,6 +218,7 @@ typedef struct held_row {
 typedef struct owner_slot {
     uint64_t key; /* group + 1 */
     uint32_t thread; /* the thread that made one of its still-live blocks (the first seen) */
+    uint32_t mixed;  /* another thread made one of them too */
 } owner_slot;
 
 typedef struct leak_ctx {
@@ -283,7 +284,8 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
         int created;
         owner_slot *o = cmh_oa_get(&c->owners, (uint64_t)group + 1, &created);
         if (!o) c->nomem = 1;
-        else if (created) o->thread = b->thread;
+        else if (created) o->thread = b->thread, o->mixed = 0;
+        else if (o->thread != b->thread) o->mixed = 1;
     }
     held_add(c, group, 0, b->index, f, b->size);
     if (b->thread) held_add(c, group, b->thread, b->index, f, b->size);
@@ -353,6 +355,7 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
     x->growing = 0;
     x->steps = st->count;
     x->rises = x->growth_steps = x->flat_steps = 0;
+    x->stride = 1;
     x->rate = 0;
     x->trend = 0;
     x->held = 0;
@@ -366,7 +369,11 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
     for (uint32_t j = 2; j <= k; j++)
         if (L[j] > L[j - 1]) x->rises++, last_rise = j;
     int64_t stride = st->stride ? st->stride : 1;
+    /* both in steps: past 512 steps a point is every stride-th step (it read 'grew in 249 steps,
+     * then stopped (flat for the last 1000)' for a leak of 1,000 steps measured every 4) */
+    x->stride = (uint32_t)stride;
     x->flat_steps = x->rises ? (k - last_rise) * (uint32_t)stride : 0;
+    x->rises *= (uint32_t)stride;
     if (st->count >= CMH_LEAK_MIN_STEPS) {
         /* the longest recent stretch, after the first step, that rose across at least half of
          * its steps (and 3), trending up; its growth measured from its first rise */
@@ -410,7 +417,8 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
 
 int cmh_leak_site_stopped(const cmh_site *x)
 {
-    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps > 0;
+    uint32_t stride = x->stride ? x->stride : 1;
+    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES * stride && x->flat_steps > 0;
 }
 
 const char *cmh_leak_verdict_name(int verdict)
@@ -512,6 +520,17 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         /* a site that one thread kept growing grows, whatever the record as a whole says; with
          * the record's steps unknown, the steps of the thread that made its blocks judge it */
         const owner_slot *own = cmh_oa_find(&c.owners, (uint64_t)x->group + 1);
+        /* growing by the record's steps, and every live block of it made by one thread whose own
+         * steps call it growing too: its rate and steps are that thread's.  The record's steps, from
+         * several threads' allocations interleaved as they raced, change from run to run (one
+         * program read +1.0 MiB per step over 11 steps, then +2.0 MiB over 6); the thread's do not */
+        if (x->verdict == CMH_LEAK_GROWING && nthreads >= 2 && own && !own->mixed && own->thread <= maxthread && holds[own->thread] &&
+            steps[own->thread].count >= CMH_LEAK_MIN_STEPS) {
+            cmh_site one = *x;
+            series_of(&c, x->group, own->thread, L, steps[own->thread].npoints);
+            judge(&steps[own->thread], L, n, &one);
+            if (one.verdict == CMH_LEAK_GROWING) *x = one, x->thread = own->thread;
+        }
         for (uint32_t t = 1; nthreads >= 2 && t <= maxthread && x->verdict != CMH_LEAK_GROWING; t++) {
             int owner = own && own->thread == t;
             if (!holds[t] || !steps[t].npoints) continue;

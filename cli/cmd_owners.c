@@ -67,8 +67,9 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
 static void text_moment(const rep_section *sec, const cmh_owners_moment *m, int64_t t0)
 {
     uint64_t sum = m->used_known ? m->used : m->recorded;
+    /* a device with no trace entry has no entry to name ('at the end (entry -1)') */
     printf("\n%s, %s, %s (%s): %s", sec->path, rep_device_name(sec->device), strcmp(m->what, "end") ? m->what : "at the end",
-           rep_at(m->index, m->time_ns, t0), rep_size((double)m->recorded));
+           m->index >= 0 ? rep_at(m->index, m->time_ns, t0) : "no trace entries", rep_size((double)m->recorded));
     printf(" recorded");
     if (m->used_known) printf("; the device had %s of %s in use", rep_size((double)m->used), rep_size((double)m->total));
     printf("\n%14s  %6s  %6s  %s\n", "bytes", "share", "allocs", "owner");

@@ -183,12 +183,23 @@ int cmd_whatif(int argc, char **argv)
             fprintf(stderr, "cumemhist: whatif: device %d, where the record's first out-of-memory error happened (--device N for another)\n", dev);
     }
     if (dev == -2) {
-        for (uint32_t t = 0; t < s.ntraces && dev == -2; t++)
+        /* the lowest device with block events; the others are said on stderr, as an OOM's
+         * device is (a two-device record's whatif showed device 0 and said nothing of device 1) */
+        int nblock = 0;
+        int32_t seen[64];
+        for (uint32_t t = 0; t < s.ntraces; t++)
             for (uint32_t i = 0; i < s.traces[t].nentries; i++)
                 if (s.entries[s.traces[t].first_entry + i].action == CMH_ACT_ALLOC) {
-                    dev = s.traces[t].device;
+                    int32_t d = s.traces[t].device;
+                    if (dev == -2 || d < dev) dev = d;
+                    int k = 0;
+                    while (k < nblock && seen[k] != d) k++;
+                    if (k == nblock && nblock < 64) seen[nblock++] = d;
                     break;
                 }
+        if (nblock > 1)
+            fprintf(stderr, "cumemhist: whatif: device %d, the lowest of the %d devices with a block-level trace (--device N for another)\n",
+                    dev, nblock);
         if (dev == -2) {
             if (s.source == CMH_SRC_PYTORCH)
                 cli_error("whatif: %s has no block-level trace to replay (no 'alloc' events: recorded with "

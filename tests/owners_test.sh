@@ -60,4 +60,20 @@ for m in o["moments"]:
 PY'
 "$CMH" owners l.cmh >l.txt
 check "owners text: the total is the device's used memory" 'grep -q "total = the device.s used memory" l.txt && grep -q "not recorded (CUDA context, other processes)" l.txt'
+# a record with no history (enabled=state): no peak moment, as `peak` says it is not known, and
+# no entry to name where the device has no trace entry (it read 'at the end (entry -1)')
+"$CMH" record -q --enabled state -o st.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1
+"$CMH" owners st.cmh >st.txt 2>&1
+check "owners, enabled=state and no trace entry: the end alone, named without an entry number" \
+    'grep -q "^st.cmh, device 0, at the end (no trace entries): 12.0 MiB recorded" st.txt && ! grep -q "entry -1\|, peak (" st.txt'
+PT=${3:-}
+FLEX=$PT/flexgen_torch20_oom_observer_block_history.pickle
+if [ -n "$PT" ] && [ -f "$FLEX" ]; then
+    "$CMH" peak "$FLEX" 2>/dev/null | grep -q "^peak: not known" || bad "peak on PyTorch 2.0's state-only snapshot: a peak told"
+    "$CMH" owners "$FLEX" >flex.txt 2>/dev/null
+    check "owners on a snapshot with no history (one snapshot entry): no 'peak (entry 0)', the end only" \
+        '! grep -q ", peak (" flex.txt && grep -q "device 0, at the end (entry 0): 11.0 GiB recorded" flex.txt'
+else
+    echo "skipped: owners on PyTorch 2.0's state-only snapshot (no PyTorch fixtures)"
+fi
 finish

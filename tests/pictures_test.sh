@@ -46,4 +46,10 @@ check "plot --axis time: time since the record's first event" '[ "$(axis_of ax_t
 check "plot of a record busy all along: time by default, entries when asked" '[ "$(axis_of ax_leaky.svg)" = "time " ] && [ "$(axis_of ax_ent.svg)" = "entries " ]'
 "$CMH" plot multi.cmh -o ax_multi.svg 2>/dev/null
 check "plot of two devices: one axis for the figure" '[ "$(axis_of ax_multi.svg | wc -w)" -eq 1 ]'
+# a record with no history (enabled=state): the plot tells no peak ('peak 12.0 MiB at entry -1'
+# where `peak` says the peak is not known), only the end state, and names no entry -1
+"$CMH" record -q --enabled state -o state.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1
+"$CMH" plot state.cmh -o state.svg 2>/dev/null
+check "plot of an enabled=state record: the end, no peak, no entry -1" \
+    'grep -q ">at the end 12.0 MiB (no history: the peak is not known)<" state.svg && ! grep -q "at entry -1" state.svg'
 finish

@@ -160,6 +160,21 @@ done
 [ $((agree + differ)) -ge 3 ] && ok "the recorded row is peak's figures on $((agree + differ)) snapshots ($agree the model matches, $differ it does not, said)" ||
     bad "recorded row: only $((agree + differ)) snapshots checked"
 
+# a record with block events on several devices and no OOM: whatif replays the lowest and says so
+# on stderr, as it does for an OOM's device (it said nothing of torch_npu's device 1); one device: no note
+NPU=$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle
+if [ -n "$PT" ] && [ -f "$NPU" ]; then
+    "$CMH" whatif "$NPU" >/dev/null 2>err.txt
+    grep -q "^cumemhist: whatif: device 0, the lowest of the 2 devices with a block-level trace (--device N for another)$" err.txt &&
+        ok "two devices with blocks, no OOM: the device replayed is said on stderr" || bad "two devices: stderr '$(cat err.txt)'"
+    "$CMH" whatif --device 1 "$NPU" >/dev/null 2>err.txt
+    [ ! -s err.txt ] && ok "--device 1 asked: no note" || bad "--device 1: stderr '$(cat err.txt)'"
+else
+    echo "skipped: two devices' note (no PyTorch fixtures)"
+fi
+"$CMH" whatif "$C/torch_var_plain.pickle" >/dev/null 2>err.txt
+[ ! -s err.txt ] && ok "one device: no note on stderr" || bad "one device: stderr '$(cat err.txt)'"
+
 "$CMH" whatif --set no_such_thing=1 "$C/torch_var_plain.pickle" >/dev/null 2>err.txt
 [ $? -eq 2 ] && grep -q "not a setting the model follows" err.txt && ok "an unknown setting is refused (exit 2)" || bad "unknown setting: $(cat err.txt)"
 "$CMH" whatif --set max_split_size_mb=10 "$C/torch_var_plain.pickle" >/dev/null 2>err.txt

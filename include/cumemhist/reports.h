@@ -42,7 +42,9 @@ typedef struct cmh_site {
     int verdict;           /* CMH_LEAK_* */
     int growing;           /* verdict == CMH_LEAK_GROWING */
     uint32_t steps;        /* the steps its verdict was judged over (its thread's, with thread) */
-    uint32_t rises;        /* of them, after the first, the steps across which its held bytes rose */
+    uint32_t rises;        /* of them, after the first, the steps across which its held bytes rose
+                            * (in a record of more steps than points: the strides that rose, times stride) */
+    uint32_t stride;       /* the steps between the points it was judged at (1 up to 512 steps) */
     uint32_t flat_steps;   /* the steps since its held bytes last rose (0: they rose in the last) */
     uint32_t growth_steps; /* growing or rising: the steps of the stretch it grew over */
     int64_t rate;          /* bytes per step over growth_steps */
@@ -183,7 +185,7 @@ enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, 
 #define CMH_LEAK_MIN_THREAD_RISES 5
 #define CMH_LEAK_MIN_TREND 0.5
 /* Whether a state site is a growth that stopped: its held bytes rose across CMH_LEAK_MIN_RISES
- * steps or more (as a leak's must), then stayed flat (rises, flat_steps).  Its words say so
+ * steps or more (as a leak's must; points, where they are every stride-th step), then stayed flat (rises, flat_steps).  Its words say so
  * ("grew in 9 steps, then stopped (flat for the last 10)": leakwords.h); text reports show them. */
 int cmh_leak_site_stopped(const cmh_site *x);
 /* "growing", "state", "steady", "rising", "unjudged" */
