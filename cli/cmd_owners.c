@@ -32,7 +32,9 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
 {
     cmh_jw_obj(w);
     cmh_jw_kstr(w, "moment", m->what);
-    cmh_jw_kint(w, "index", m->index);
+    cmh_jw_key(w, "index"); /* null where the device has no trace entry, as the text names none */
+    if (m->index >= 0) cmh_jw_int(w, m->index);
+    else cmh_jw_null(w);
     rep_json_time(w, "time_ns", m->time_ns);
     if (m->time_ns && t0) cmh_jw_kdouble(w, "seconds", (double)(m->time_ns - t0) / 1e9, 6);
     else cmh_jw_key(w, "seconds"), cmh_jw_null(w); /* an untimed record: null, as every time is */
