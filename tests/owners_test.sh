@@ -68,7 +68,7 @@ check "owners, enabled=state and no trace entry: the end alone, named without an
     'grep -q "^st.cmh, device 0, at the end (no trace entries): 12.0 MiB recorded" st.txt && ! grep -q "entry -1\|, peak (" st.txt'
 "$CMH" owners --json st.cmh >st.json 2>/dev/null
 check "owners --json, no trace entry: the moment's index is null, not -1" \
-    'python3 -c "import json,sys; m=json.load(open(sys.argv[1]))[0][\"moments\"]; assert [x[\"index\"] for x in m]==[None], m" st.json'
+    'py -c "import json,sys; m=json.load(open(sys.argv[1]))[0][\"moments\"]; assert [x[\"index\"] for x in m]==[None], m" st.json'
 PT=${3:-}
 FLEX=$PT/flexgen_torch20_oom_observer_block_history.pickle
 if [ -n "$PT" ] && [ -f "$FLEX" ]; then
