@@ -11,20 +11,8 @@
 
 static fake_ctx *g_dead; /* destroyed contexts, kept (and reachable) for the handles still around */
 
-static __thread fake_ctx *t_ctx_stack[16];
-static __thread int t_ctx_depth;
-
-fake_ctx *current_ctx(void) { return t_ctx_depth ? t_ctx_stack[t_ctx_depth - 1] : NULL; }
-
-CUresult ctx_device(int *dev)
-{
-    if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
-    fake_ctx *c = current_ctx();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    if (c->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    *dev = c->device;
-    return CUDA_SUCCESS;
-}
+FAKE_TLS fake_ctx *t_ctx_stack[16];
+FAKE_TLS int t_ctx_depth;
 
 CUresult cuInit(unsigned int flags)
 {

@@ -110,13 +110,6 @@ CUresult ensure_init_locked(void)
 
 static unsigned used_bucket(uint64_t addr) { return (unsigned)((addr >> 9) * 0x9E3779B1u) % USED_BUCKETS; }
 
-int dev_of_addr(uint64_t a)
-{
-    for (int i = 0; i < g_ndev; i++)
-        if (a >= g_dev[i].base && a < g_dev[i].va_base + g_dev[i].va_size) return i;
-    return -1;
-}
-
 CUresult range_alloc_locked(int dev, uint64_t size, uint64_t *out)
 {
     fake_device *d = &g_dev[dev];

@@ -76,29 +76,57 @@ extern fake_ctx g_primary[FAKE_MAX_DEVICES];
 extern fake_pool g_default_pool[FAKE_MAX_DEVICES]; /* pools.c */
 
 CUresult ensure_init_locked(void);
-int dev_of_addr(uint64_t a);
 CUresult range_alloc_locked(int dev, uint64_t size, uint64_t *out);
 used_range *used_find_locked(int dev, uint64_t addr);
 /* Returns the freed size, or 0 if addr is not the start of a live range on dev. */
 uint64_t range_free_locked(int dev, uint64_t addr);
 
-/* ---- the calling thread's current context (context.c) ---- */
+/* ---- the calling thread's current context (its stack: context.c) ---- */
 
-fake_ctx *current_ctx(void);
-CUresult ctx_device(int *dev);
+/* local-dynamic, as a file's own static thread-locals get: one look-up of this library's block
+ * serves them and the thread cache's (memory.c), not one call per variable */
+#define FAKE_TLS __thread __attribute__((tls_model("local-dynamic")))
+extern FAKE_TLS fake_ctx *t_ctx_stack[16];
+extern FAKE_TLS int t_ctx_depth;
 
 /* ---- fault injection (faults.c) ---- */
 
+extern int g_armed; /* read without the lock: 0 when no fault can fire (the common case) */
 /* The code this call of name must fail with, or CUDA_SUCCESS. */
 CUresult injected(const char *name);
 extern void (*g_on_unmap)(CUdeviceptr, size_t);
 
 #pragma GCC visibility pop
 
+/* What every allocation and free passes through, inline as when the driver was one file: a
+ * call into another file here cost a fifth more per cuMemAlloc+cuMemFree pair (bench_hot's bare
+ * figure, which the recorder's cost is read against). */
+
+static inline int dev_of_addr(uint64_t a)
+{
+    for (int i = 0; i < g_ndev; i++)
+        if (a >= g_dev[i].base && a < g_dev[i].va_base + g_dev[i].va_size) return i;
+    return -1;
+}
+
+static inline fake_ctx *current_ctx(void) { return t_ctx_depth ? t_ctx_stack[t_ctx_depth - 1] : NULL; }
+
+static inline CUresult ctx_device(int *dev)
+{
+    if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
+    fake_ctx *c = current_ctx();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    if (c->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *dev = c->device;
+    return CUDA_SUCCESS;
+}
+
 #define FAULT(name)                                                                                              \
     do {                                                                                                         \
-        CUresult f_ = injected(name);                                                                            \
-        if (f_ != CUDA_SUCCESS) return f_;                                                                       \
+        if (__atomic_load_n(&g_armed, __ATOMIC_ACQUIRE)) {                                                       \
+            CUresult f_ = injected(name);                                                                        \
+            if (f_ != CUDA_SUCCESS) return f_;                                                                   \
+        }                                                                                                        \
     } while (0)
 
 /* Entry points the table of cuGetProcAddress (procaddr.c) names that cuda.h does not declare

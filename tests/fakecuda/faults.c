@@ -17,7 +17,7 @@ static struct fault {
     int code;
 } g_faults[MAX_FAULTS];
 static int g_nfaults = -1; /* -1: FAKECUDA_FAIL not read yet */
-static int g_armed = -1;    /* read without the lock: 0 when no fault can fire (the common case) */
+int g_armed = -1; /* -1 too: FAKECUDA_FAIL not read yet */
 static pthread_mutex_t g_fault_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void add_fault_locked(const char *name, size_t len, long nth, int code)
