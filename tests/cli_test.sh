@@ -1,19 +1,9 @@
 #!/bin/sh
-# cli_test.sh BUILD_DIR - the cumemhist command end to end on the fake driver: record, exit
+# cli_test.sh BUILD_DIR SOURCE_DIR - the cumemhist command end to end on the fake driver: record, exit
 # status and signal forwarding, file naming across processes, OOM dumps, and the one-line
 # errors on damaged snapshots.
-set -u
-B=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
-CMH=$B/cumemhist
+TEST=cli . "$(dirname "$0")/testlib.sh"
 S=$B/samples
-T=$(mktemp -d /tmp/cmh-cli-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-cd "$T" || exit 1
 
 # record + summary on the leaking sample
 "$CMH" record -o leak.cmh -- "$S/leaky" 5 >out.txt 2>err.txt
@@ -198,5 +188,4 @@ if [ -z "${LD_PRELOAD:-}" ]; then
     check "out of memory: exit 4 and says so" "[ $rc -eq 4 ] && grep -q 'out of memory' oom.txt"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

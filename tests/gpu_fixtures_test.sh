@@ -1,16 +1,9 @@
 #!/bin/sh
-# gpu_fixtures_test.sh BUILD_DIR - what the H200 runs recorded (tests/fixtures/h200*):
+# gpu_fixtures_test.sh BUILD_DIR SOURCE_DIR - what the H200 runs recorded (tests/fixtures/h200*):
 #  - `cumemhist summary` of PyTorch 2.11's own pickle equals the torch.cuda.memory_summary()
 #    printed at the same moment, byte for byte, with and without expandable segments
 #  - a real CUPTI recording: 60 kernels in three names, 20 calls each, demangled
-set -u
-B=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
-F=$(dirname "$0")/fixtures
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-T=$(mktemp -d /tmp/cmh-gpufix-XXXXXX)
-trap 'rm -rf "$T"' EXIT
+TEST=gpufix . "$(dirname "$0")/testlib.sh"
 "$B/cumemhist" summary "$F/h200/torch_exp.pickle" >"$T/exp.txt"
 if cmp -s "$T/exp.txt" "$F/h200/torch_exp_summary.txt"; then ok "expandable segments: identical to memory_summary()"; else
     bad "expandable segments differ"; diff "$T/exp.txt" "$F/h200/torch_exp_summary.txt"; fi
@@ -31,5 +24,4 @@ assert d["status"] == "ok" and d["kernels"] == 60, d
 for n in ("add(float*, float const*, int)", "scale(float*, int, float)", "fill(float*, int, float)"):
     assert rows[n]["calls"] == 20 and 1000 < rows[n]["avg_ns"] < 1000000, rows[n]
 PY
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,16 +1,9 @@
 #!/bin/sh
-# kernels_cli_test.sh BUILD_DIR - kernel timing end to end on the fake driver and fake CUPTI:
+# kernels_cli_test.sh BUILD_DIR SOURCE_DIR - kernel timing end to end on the fake driver and fake CUPTI:
 # record --kernels, the kernels table's figures, peak naming the kernel around it, and the
 # Chrome export with kernel slices on per-stream tracks.  The environment (CTest) sets
 # FAKECUPTI_KERNELS and LD_LIBRARY_PATH.
-set -u
-B=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
-T=$(mktemp -d /tmp/cmh-kernels-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+TEST=kernels . "$(dirname "$0")/testlib.sh"
 unset LD_PRELOAD_SAVED
 "$B/cumemhist" record -q --kernels -o "$T/k.cmh" -- "$B/samples/leaky" 2 >/dev/null
 check "record --kernels writes a snapshot" "[ -s $T/k.cmh ]"
@@ -54,5 +47,4 @@ check "chrome export: kernel slices on per-stream tracks, memory counters" "[ $?
 check "kernels --device 0 keeps device 0's kernels" "[ $? -eq 0 ]"
 "$B/cumemhist" kernels --device 3 "$T/k.cmh" 2>/dev/null
 check "kernels --device of an absent device: exit 2 (a bad value)" "[ $? -eq 2 ]"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

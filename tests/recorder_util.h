@@ -1,6 +1,7 @@
 /*
  * recorder_util.h - what the suites that run the real recorder over the fake driver share:
- * options, a dump read back, and lookups in the snapshot.  One test binary includes it once.
+ * options, a dump read back, lookups in the snapshot, the properties of a VMM allocation and of a
+ * pool, and the set-up of one or two devices.  One test binary includes it once.
  */
 #ifndef CMH_RECORDER_UTIL_H
 #define CMH_RECORDER_UTIL_H
@@ -78,6 +79,40 @@ static inline int recorder_test_init(CUcontext *ctx)
         cuDevicePrimaryCtxRetain(ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(*ctx) != CUDA_SUCCESS)
         return 2;
     return 0;
+}
+
+/* Device 1's primary context into ctx[1], device 0's (c0, from recorder_test_init) into ctx[0].
+ * Returns 0, or 77 (skip) when the driver has fewer than two devices. */
+static inline int recorder_test_second_device(CUcontext c0, CUcontext ctx[2])
+{
+    CUdevice d1;
+    int ndev = 0;
+    cuDeviceGetCount(&ndev);
+    if (ndev < 2 || cuDeviceGet(&d1, 1) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx[1], d1) != CUDA_SUCCESS) return 77;
+    ctx[0] = c0;
+    return 0;
+}
+
+/* A pinned VMM allocation's properties on device dev, as cuMemCreate takes them. */
+static inline CUmemAllocationProp vmm_prop(int dev)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    return prop;
+}
+
+/* A stream-ordered pool's properties on device dev, as cuMemPoolCreate takes them. */
+static inline CUmemPoolProps pool_props(int dev)
+{
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev;
+    return props;
 }
 
 static inline void recorder_test_cleanup(void)

@@ -184,11 +184,7 @@ static uint64_t reserved_now(void)
 static void test_pools(void)
 {
     set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
-    CUmemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.location.id = 0;
+    CUmemPoolProps props = pool_props(0);
     CUmemoryPool pool;
     CUstream st;
     CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
@@ -261,11 +257,7 @@ static void test_pools(void)
 static void test_expandable_segment(void)
 {
     set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = vmm_prop(0);
     CUdeviceptr va;
     const size_t chunk = 2 << 20;
     CUmemGenericAllocationHandle h[4];

@@ -17,16 +17,6 @@ static void (*fake_inject)(const char *, long, int);
 static void (*fake_clear)(void);
 static void (*fake_on_unmap)(void (*)(CUdeviceptr, size_t));
 
-static CUmemAllocationProp dev0_prop(void)
-{
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    return prop;
-}
-
 /* the actions of device 0's entries at addr, in trace order, as letters: m map, u unmap */
 static void map_history(const cmh_snapshot *s, uint64_t addr, char *out, size_t n)
 {
@@ -56,7 +46,7 @@ static void map_again(CUdeviceptr p, size_t n)
 static void test_unmap_recorded_before_the_driver(void)
 {
     set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
-    CUmemAllocationProp prop = dev0_prop();
+    CUmemAllocationProp prop = vmm_prop(0);
     const size_t chunk = 2 << 20;
     CUdeviceptr va;
     CUmemGenericAllocationHandle h1;
@@ -91,7 +81,7 @@ static void test_unmap_recorded_before_the_driver(void)
 static void test_refused_unmap_is_undone(void)
 {
     set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
-    CUmemAllocationProp prop = dev0_prop();
+    CUmemAllocationProp prop = vmm_prop(0);
     const size_t chunk = 2 << 20;
     CUdeviceptr va;
     CUmemGenericAllocationHandle h[2];
@@ -170,7 +160,7 @@ static void test_refusals_forwarded(void)
     CU_ASSERT_EQUAL(cuMemHostAlloc(&hp, 4096, 0), (CUresult)code);
     fake_inject("cuMemAllocAsync", 1, code);
     CU_ASSERT_EQUAL(cuMemAllocAsync(&p, 4096, 0), (CUresult)code);
-    CUmemAllocationProp prop = dev0_prop();
+    CUmemAllocationProp prop = vmm_prop(0);
     CUmemGenericAllocationHandle h;
     fake_inject("cuMemCreate", 1, code);
     CU_ASSERT_EQUAL(cuMemCreate(&h, 2 << 20, &prop, 0), (CUresult)code);
@@ -218,11 +208,7 @@ static void test_full_tables_count_their_drops(void)
     /* pools: 1024 are followed; an operation on any other is counted once */
     enum { NPOOLS = 1030 };
     static CUmemoryPool pools[NPOOLS];
-    CUmemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.location.id = 0;
+    CUmemPoolProps props = pool_props(0);
     before = cmh_lost_events();
     for (int i = 0; i < NPOOLS; i++) {
         CUdeviceptr p;

@@ -394,11 +394,7 @@ int main(void)
     if (rc) return 77;
     const char *n = getenv("CMH_HOT_PAIRS");
     if (n && atol(n) > 0) g_pairs = atol(n);
-    CUdevice d1;
-    int ndev = 0;
-    cuDeviceGetCount(&ndev);
-    if (ndev < 2 || cuDeviceGet(&d1, 1) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&g_ctx[1], d1) != CUDA_SUCCESS) return 77;
-    g_ctx[0] = c0;
+    if (recorder_test_second_device(c0, g_ctx)) return 77;
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
     CU_pSuite s = CU_add_suite("hot", NULL, NULL);
     CMH_ADD_TEST(s, test_unlimited_under_contention);

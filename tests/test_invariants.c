@@ -13,12 +13,12 @@
  * releasable and trapped; at each OOM and at the end the split adds up, and frag's end is
  * peak's end.
  */
-#include <dirent.h>
 #include <inttypes.h>
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/reports.h"
+#include "fixture_walk.h"
 #include "testutil.h"
 
 #define MIB (1ull << 20)
@@ -347,37 +347,11 @@ static void test_contradictions(void)
 
 /* ---- the fixtures ---- */
 
-static void check_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        size_t n = strlen(de->d_name);
-        if (!(n > 4 && !strcmp(de->d_name + n - 4, ".cmh")) && !(n > 7 && !strcmp(de->d_name + n - 7, ".pickle"))) continue;
-        char path[4096], err[512];
-        snprintf(path, sizeof path, "%.3800s/%.255s", dir, de->d_name);
-        cmh_snapshot s;
-        if (cmh_snapshot_load(path, &s, err, sizeof err) != CMH_OK) {
-            fprintf(stderr, "\n  %s\n", err);
-            CU_FAIL("a fixture does not load");
-            continue;
-        }
-        check_snapshot(path, &s, 1);
-        cmh_snapshot_free(&s);
-    }
-    closedir(d);
-}
+static void check_fixture(const char *path, cmh_snapshot *s) { check_snapshot(path, s, 1); }
 
 static void test_fixtures(void)
 {
-    static const char *const dirs[] = {"h200", "h200b", "h200c", "memviz"};
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%.3800s/%.64s", CMH_FIXTURES, dirs[i]);
-        check_dir(p);
-    }
-    if (*CMH_PYTORCH_FIXTURES) check_dir(CMH_PYTORCH_FIXTURES);
+    cmh_fixture_walk(check_fixture);
     fprintf(stderr, "\n  %" PRIu64 " snapshots, %" PRIu64 " instants, %" PRIu64 " OOMs checked so far\n", g_checked_files,
             g_checked_instants, g_checked_ooms);
 }

@@ -88,11 +88,7 @@ static void test_every_entry_point(void)
     /* VMM: reserve, create, map twice, unmap one, release */
     CUdeviceptr va;
     CUmemGenericAllocationHandle mh;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = vmm_prop(0);
     CU_ASSERT_EQUAL(cuMemAddressReserve(&va, 8 << 20, 0, 0, 0), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(cuMemCreate(&mh, 4 << 20, &prop, 0), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(cuMemMap(va, 2 << 20, 0, mh, 0), CUDA_SUCCESS);

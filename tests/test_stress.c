@@ -43,11 +43,7 @@ static uint64_t rnd(ledger *l, uint64_t n)
 
 static void vmm_round(int dev)
 {
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
+    CUmemAllocationProp prop = vmm_prop(dev);
     CUdeviceptr base;
     CUmemGenericAllocationHandle h;
     if (cuMemAddressReserve(&base, 4 << 20, 0, 0, 0) != CUDA_SUCCESS) return;
@@ -139,11 +135,7 @@ static void test_stress(void)
     if (th && atoi(th) > 0 && atoi(th) < MAX_THREADS) THREADS = atoi(th);
     set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_ALLOC, 5000);
     for (int d = 0; d < 2; d++) {
-        CUmemPoolProps pp;
-        memset(&pp, 0, sizeof pp);
-        pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-        pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        pp.location.id = d;
+        CUmemPoolProps pp = pool_props(d);
         cuCtxSetCurrent(g_ctx[d]);
         CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(&g_pool[d], &pp), CUDA_SUCCESS);
     }
@@ -196,11 +188,7 @@ int main(void)
     CUcontext c0;
     int rc = recorder_test_init(&c0);
     if (rc) return 77;
-    CUdevice d1;
-    int ndev = 0;
-    cuDeviceGetCount(&ndev);
-    if (ndev < 2 || cuDeviceGet(&d1, 1) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&g_ctx[1], d1) != CUDA_SUCCESS) return 77;
-    g_ctx[0] = c0;
+    if (recorder_test_second_device(c0, g_ctx)) return 77;
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
     CU_pSuite s = CU_add_suite("stress", NULL, NULL);
     CMH_ADD_TEST(s, test_stress);

@@ -5,6 +5,8 @@
  * generic machine alone (CMH_LOAD_GENERIC): the same verdict, the same message, the same model
  * (as the pickle writer puts it), or it aborts.
  */
+#include "fuzz_util.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,18 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = cmh_pickle_read(data, size, &s, err, sizeof err);
     same_as_generic(data, size, rc, &s, err);
     if (rc != CMH_OK) return 0;
-    int32_t devs[8];
-    int nd = cmh_snapshot_devices(&s, devs, 8);
-    for (int i = 0; i < nd && i < 8; i++) {
-        cmh_mem_stats st;
-        cmh_summary_compute(&s, devs[i], &st);
-        cmh_whatif_conf c;
-        cmh_whatif_conf_recorded(&s, &c);
-        cmh_whatif_result r;
-        cmh_whatif_run(&s, devs[i], &c, 64ull << 20, 1, &r); /* its OOM paths too */
-        c.expandable = !c.expandable;
-        cmh_whatif_run(&s, devs[i], &c, 0, 0, &r);
-    }
+    fuzz_whatif_devices(&s, 1);
     FILE *fp = fopen("/dev/null", "wb");
     if (fp) {
         cmh_pickle_write(&s, fp);

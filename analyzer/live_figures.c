@@ -1,0 +1,65 @@
+/*
+ * live_figures.c - each device's figures from a live reader (live_reader.h): allocated,
+ * reserved, their peaks, entries, drops, OOMs, the latest cuMemGetInfo sample, and the change
+ * of allocated bytes per minute read off the points the walk keeps; and the reader's identity.
+ */
+#include <string.h>
+#include <time.h>
+
+#include "live_reader.h"
+
+/* Allocated bytes per minute over the minute up to now (the process's last entry, once it
+ * ended), or since its first entry when that was less than a minute ago. */
+static int64_t change_per_min(const cmh_live *l, int k, uint64_t allocated)
+{
+    const rate_pt *r = l->rate[k];
+    uint32_t n = l->nrate[k];
+    if (n < 2) return 0;
+    int64_t now = l->info.last_ns;
+    if (l->alive) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts); /* the recorder's clock (cmh_now_ns) */
+        int64_t wall = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        if (wall > now) now = wall;
+    }
+    int64_t from = now - 60ll * 1000000000;
+    uint32_t i = 0;
+    while (i + 1 < n && r[i + 1].ns <= from) i++; /* the value as the window opened */
+    int64_t t0 = r[i].ns > from ? r[i].ns : from;
+    if (now - t0 < 1000000000) return 0; /* under a second: no rate yet */
+    return (int64_t)(((double)allocated - (double)r[i].allocated) * 60e9 / (double)(now - t0));
+}
+
+const cmh_live_info *cmh_live_get_info(const cmh_live *l) { return &l->info; }
+const char *cmh_live_path(const cmh_live *l) { return l->path; }
+
+uint32_t cmh_live_devices(const cmh_live *l, cmh_live_device *out, uint32_t cap)
+{
+    uint32_t n = 0;
+    uint64_t max = hdr(l)->max_entries;
+    for (int k = 0; k < CMH_FLIGHT_SLOTS; k++) {
+        const ltrace *t = &l->tr[k];
+        if (!t->present && !l->st.reserved[k] && !l->last_sample[k].time_ns) continue;
+        if (n < cap) {
+            cmh_live_device *d = &out[n];
+            memset(d, 0, sizeof *d);
+            d->device = k == CMH_FLIGHT_SLOTS - 1 ? -1 : k;
+            d->allocated = l->st.allocated[k];
+            d->reserved = l->st.reserved[k];
+            d->peak_allocated = l->st.peak_allocated[k];
+            d->peak_reserved = l->st.peak_reserved[k];
+            d->entries = t->entries;
+            d->dropped = max && t->entries > max ? t->entries - max : 0;
+            d->ooms = t->ooms;
+            if (l->last_sample[k].time_ns) {
+                d->meminfo_known = 1;
+                d->mem_free = l->last_sample[k].free;
+                d->mem_total = l->last_sample[k].total;
+                d->mem_time_ns = l->last_sample[k].time_ns;
+            }
+            d->change_per_min = change_per_min(l, k, d->allocated);
+        }
+        n++;
+    }
+    return n;
+}

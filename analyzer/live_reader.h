@@ -1,0 +1,132 @@
+/*
+ * live_reader.h - what the live reader's files share (private to analyzer/; the API is
+ * cumemhist/live.h): the reader's state, struct cmh_live, and the pieces more than one file
+ * needs.  live.c opens, refreshes and closes a reader; live_records.c walks an extent and
+ * applies its records to the state; live_figures.c hands out each device's figures;
+ * live_snapshot.c makes a snapshot of now.
+ *
+ * A reader is one thread's: nothing here locks.
+ */
+#ifndef CMH_LIVE_READER_H
+#define CMH_LIVE_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cumemhist/live.h"
+#include "cumemhist/recover.h"
+#include "flight_format.h"
+#include "flight_state.h"
+#include "oatab.h"
+
+#define BASE_STACK 0x80000000u /* a stack id of the checkpoint's model, not the recorder's */
+#define RATE_POINTS 64
+#define SEEN_BITS 65536u /* how far an entry can be overtaken in the file and still be read */
+
+_Static_assert(sizeof(cmh_entry_full) == 64, "a trace entry (every field) is one cache line in the window");
+
+typedef struct lstack {
+    uint64_t id; /* the key: recorder stack id + 1 */
+    uint64_t first;
+    uint32_t depth, pad;
+} lstack;
+
+typedef struct lname {
+    uint64_t id; /* the key: recorder name id + 1 */
+    uint64_t off;
+    uint32_t len, pad;
+} lname;
+
+typedef struct lpyframe {
+    uint64_t id; /* the key: recorder Python frame id + 1 */
+    uint64_t off; /* file then function, in namebuf */
+    uint32_t file_len, name_len;
+    int32_t line, pad;
+} lpyframe;
+
+/* One device's window: a ring of entries, one cache line each.  A journal entry's stack is the
+ * recorder's and a mark's addr its name id; the checkpoint's entries (model ids) were pushed
+ * first, so they are the oldest nbase of the window. */
+typedef struct ltrace {
+    cmh_entry_full *ring;
+    uint64_t cap, alloc, head, n; /* cap: the window; alloc: slots made so far; head: the oldest */
+    uint64_t nbase;
+    uint64_t dropped_out;  /* entries that left the window (or the checkpoint's dropped) */
+    uint64_t entries, ooms, last_seq;
+    uint64_t *seen; /* SEEN_BITS bits: the sequence numbers (last_seq - SEEN_BITS, last_seq] read */
+    int present;
+} ltrace;
+
+typedef struct lmod {
+    uint64_t base, size;
+    char *path, *build_id;
+} lmod;
+
+typedef struct rate_pt {
+    int64_t ns;
+    uint64_t allocated;
+} rate_pt;
+
+struct cmh_live {
+    char path[4200];
+    int fd;
+    const unsigned char *map;
+    size_t len, maplen; /* the file's size as last seen; the mapping's */
+    uint32_t head;
+    uint64_t trace_cap_asked;
+    /* where each extent was read up to; an uncommitted record waited for since stall_ns */
+    uint64_t pos[CMH_FLIGHT_EXTENTS];
+    int64_t stall_ns[CMH_FLIGHT_EXTENTS];
+    uint64_t gen_from; /* extents of older generations are in the checkpoint */
+    uint64_t cut[CMH_FLIGHT_SLOTS];
+    cmh_fstate st;
+    cmh_oatab stacks; /* of lstack */
+    uint64_t *pcs;
+    uint32_t npcs, cappcs;
+    cmh_oatab names; /* of lname */
+    cmh_oatab pyframes; /* of lpyframe */
+    char *namebuf;
+    uint32_t nnamebuf, capnamebuf;
+    lmod *mods;
+    uint32_t nmods, capmods;
+    cmh_meminfo *samples; /* a ring of the latest cuMemGetInfo samples */
+    uint32_t nsamples, sample_head;
+    cmh_meminfo last_sample[CMH_FLIGHT_SLOTS];
+    cmh_annotation *anns;
+    uint32_t nanns, capanns;
+    ltrace tr[CMH_FLIGHT_SLOTS];
+    rate_pt rate[CMH_FLIGHT_SLOTS][RATE_POINTS];
+    uint32_t nrate[CMH_FLIGHT_SLOTS];
+    cmh_snapshot base;
+    int have_base;
+    int alive; /* the process still runs (as of this refresh) */
+    cmh_live_info info;
+    int hwcrc; /* the CPU has SSE4.2's crc32 */
+};
+
+#define MAX_SAMPLES 4096 /* the ring of the latest cuMemGetInfo samples */
+
+static inline const cmh_flight_header *hdr(const cmh_live *l) { return (const cmh_flight_header *)l->map; }
+
+/* "PATH: what at byte AT" in err; returns CMH_EFORMAT. */
+int cmh_live_fail(cmh_live *l, char *err, size_t errlen, const char *what, uint64_t at);
+
+/* Read extent a on from where it stopped (live_records.c). */
+int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen);
+
+/* The window's next slot (the oldest one leaving it when it is full), for the caller to fill;
+ * NULL: out of memory.  The entry is written in place, not built aside and copied in. */
+cmh_entry_full *cmh_live_trace_slot_grow(cmh_live *l, int k, int from_base);
+
+/* The steady state inline (a full window: the oldest leaves it), the rest out of line. */
+static inline cmh_entry_full *trace_slot(cmh_live *l, int k, int from_base)
+{
+    ltrace *t = &l->tr[k];
+    if (__builtin_expect(!t->cap || t->n != t->alloc || t->alloc != t->cap || from_base || t->nbase, 0)) return cmh_live_trace_slot_grow(l, k, from_base);
+    cmh_entry_full *e = &t->ring[t->head];
+    if (++t->head == t->alloc) t->head = 0;
+    t->dropped_out++;
+    return e;
+}
+
+#endif

@@ -1,0 +1,388 @@
+/*
+ * live_records.c - the live reader's walk over an extent (live_reader.h): the records' checks
+ * (length, commit word, checksum, four at a time), an uncommitted record waited for or counted
+ * torn, and each record applied to the state: an entry to the device's window and its final
+ * state (once, by its sequence number), stacks, names, Python frames, modules, annotations and
+ * cuMemGetInfo samples, and the points the change per minute is read from.
+ *
+ * One file, as the walk and the records it applies are the reader's hot loop: kept together, the
+ * compiler keeps them in one piece.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
+#include "crc32c.h"
+#include "grow.h"
+#include "live_reader.h"
+
+#define DEFAULT_TRACE_CAP (1u << 20) /* an unbounded recording's window, per device */
+#define MAX_ANNOTATIONS 65536
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int cmh_live_fail(cmh_live *l, char *err, size_t errlen, const char *what, uint64_t at)
+{
+    snprintf(err, errlen, "%s: %s at byte %llu", l->path, what, (unsigned long long)at);
+    return CMH_EFORMAT;
+}
+
+static int64_t to_ns(const cmh_flight_header *h, int64_t ticks)
+{
+    if (!ticks) return 0;
+    int64_t t0t = h->t0_ticks, t0n = h->t0_ns, t1t = h->t1_ticks, t1n = h->t1_ns;
+#if defined(__x86_64__)
+    /* The usual case (a tick after the first point, the line rising, the quotient in 64 bits)
+     * by one 128/64-bit division instruction: the same quotient as the general way below,
+     * whose call into libgcc's 128-bit division was a twentieth of a refresh. */
+    if (t1t > t0t && ticks >= t0t && t1n >= t0n && t0n >= 0) {
+        uint64_t dt = (uint64_t)t1t - (uint64_t)t0t;
+        unsigned __int128 p = (unsigned __int128)((uint64_t)ticks - (uint64_t)t0t) * ((uint64_t)t1n - (uint64_t)t0n);
+        uint64_t hi = (uint64_t)(p >> 64), lo = (uint64_t)p, q, r;
+        if (hi < dt) {
+            __asm__("divq %4" : "=a"(q), "=d"(r) : "a"(lo), "d"(hi), "rm"(dt) : "cc");
+            (void)r;
+            return q > (uint64_t)(INT64_MAX - t0n) ? INT64_MAX : t0n + (int64_t)q;
+        }
+    }
+#endif
+    __int128 dt = (__int128)t1t - t0t, d = (__int128)ticks - t0t, ns;
+    if (dt <= 0) ns = t0n + d;
+    else ns = t0n + d * ((__int128)t1n - t0n) / dt;
+    return ns > INT64_MAX ? INT64_MAX : ns < INT64_MIN ? INT64_MIN : (int64_t)ns;
+}
+
+cmh_entry_full *cmh_live_trace_slot_grow(cmh_live *l, int k, int from_base)
+{
+    ltrace *t = &l->tr[k];
+    t->present = 1;
+    if (!t->cap) {
+        uint64_t max = hdr(l)->max_entries;
+        t->cap = l->trace_cap_asked ? l->trace_cap_asked : max ? max : DEFAULT_TRACE_CAP;
+        if (max && t->cap > max) t->cap = max;
+        if (t->cap > (1u << 24)) t->cap = 1u << 24;
+    }
+    if (t->n == t->alloc && t->alloc < t->cap) { /* grow, putting the ring in order */
+        uint64_t na = t->alloc ? t->alloc * 2 : 1024;
+        if (na > t->cap) na = t->cap;
+        cmh_entry_full *r = aligned_alloc(64, na * sizeof *r);
+        if (!r) return NULL;
+        for (uint64_t i = 0; i < t->n; i++) r[i] = t->ring[(t->head + i) % t->alloc];
+        free(t->ring);
+        t->ring = r, t->alloc = na, t->head = 0;
+    }
+    if (from_base) t->nbase++;
+    if (t->n == t->alloc) { /* full: the oldest leaves the window */
+        cmh_entry_full *e = &t->ring[t->head];
+        if (++t->head == t->alloc) t->head = 0;
+        if (t->nbase) t->nbase--;
+        t->dropped_out++;
+        return e;
+    }
+    uint64_t at = t->head + t->n;
+    t->n++;
+    return &t->ring[at >= t->alloc ? at - t->alloc : at];
+}
+
+/* ---- records ---- */
+
+static int add_sample(cmh_live *l, const cmh_meminfo *m)
+{
+    if (!l->samples && !(l->samples = malloc(MAX_SAMPLES * sizeof *l->samples))) return CMH_ENOMEM;
+    if (l->nsamples < MAX_SAMPLES) l->samples[l->nsamples++] = *m;
+    else {
+        l->samples[l->sample_head] = *m;
+        l->sample_head = (l->sample_head + 1) % MAX_SAMPLES;
+    }
+    int k = cmh_fstate_slot(m->device);
+    if (k >= 0 && m->time_ns >= l->last_sample[k].time_ns) l->last_sample[k] = *m;
+    return CMH_OK;
+}
+
+/*
+ * Whether an entry's sequence number is read for the first time (1), or again (0; -1: out of
+ * memory).  The recorder claims a number, then reserves the entry's record: two threads can
+ * append theirs in the other order, so a number below the highest read is not always a copy.
+ * The numbers read are kept as bits over the last SEEN_BITS; one overtaken by more is taken for
+ * a copy.
+ */
+static int seen_once(ltrace *t, uint64_t seq)
+{
+    if (!t->seen && !(t->seen = calloc(SEEN_BITS / 64, 8))) return -1;
+    if (seq > t->last_seq) {
+        uint64_t gap = seq - t->last_seq;
+        if (gap >= SEEN_BITS) memset(t->seen, 0, SEEN_BITS / 8);
+        else
+            for (uint64_t q = t->last_seq + 1; q < seq; q++) t->seen[q % SEEN_BITS / 64] &= ~(1ull << (q % 64)); /* not read yet */
+        t->last_seq = seq;
+    } else if (t->last_seq - seq >= SEEN_BITS || (t->seen[seq % SEEN_BITS / 64] >> (seq % 64) & 1)) {
+        return 0;
+    }
+    t->seen[seq % SEEN_BITS / 64] |= 1ull << (seq % 64);
+    return 1;
+}
+
+/* A point of a device's allocated bytes, in the process's own time, at most one a second: the
+ * change per minute is read off them at any refresh (the first one too). */
+static void note_rate(cmh_live *l, int k, int64_t t, uint64_t before)
+{
+    rate_pt *r = l->rate[k];
+    uint32_t n = l->nrate[k];
+    int64_t next; /* the next second's start; a hostile record's times may sit at either end of int64 */
+    if (n && (__builtin_add_overflow(r[n - 1].ns, (int64_t)1000000000, &next) || t < next)) {
+        if (t >= r[n - 1].ns) r[n - 1].allocated = l->st.allocated[k]; /* the latest value of its second */
+        return;
+    }
+    if (n == RATE_POINTS) {
+        memmove(r, r + 1, (RATE_POINTS - 1) * sizeof *r);
+        n--;
+    }
+    if (!n) r[n++] = (rate_pt){t > INT64_MIN ? t - 1 : t, before}; /* just before the first entry read */
+    r[n++] = (rate_pt){t, l->st.allocated[k]};
+    l->nrate[k] = n;
+}
+
+static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint32_t type, uint64_t at, char *err, size_t errlen)
+{
+    const cmh_flight_header *h = hdr(l);
+    switch (type) {
+    case CMH_FR_ENTRY:
+    case CMH_FR_ENTRY_SHORT: {
+        cmh_fr_entry xe, *x = &xe;
+        if (!cmh_fr_entry_read(type, body, len, x)) return cmh_live_fail(l, err, errlen, "a short entry record", at);
+        if (x->slot >= CMH_FLIGHT_SLOTS) return cmh_live_fail(l, err, errlen, "an entry of an impossible device", at);
+        if (x->action >= CMH_ACT_COUNT || x->kind >= CMH_KIND_COUNT) return cmh_live_fail(l, err, errlen, "an entry of an unknown action", at);
+        ltrace *t = &l->tr[x->slot];
+        /* the checkpoint holds it, or it was appended twice (the record's start copies the ring) */
+        if (x->seq <= l->cut[x->slot]) return CMH_OK;
+        int fresh = seen_once(t, x->seq);
+        if (fresh < 0) return CMH_ENOMEM;
+        if (!fresh) return CMH_OK;
+        cmh_entry_full *e = trace_slot(l, (int)x->slot, 0);
+        if (!e) return CMH_ENOMEM;
+        *e = (cmh_entry_full){.time_ns = to_ns(h, x->ticks), .addr = x->addr, .size = x->size, .requested = x->requested,
+                         .stream = x->stream, .stack = x->stack, .thread = x->thread, .action = x->action, .kind = x->kind,
+                         .flags = x->flags};
+        t->entries++;
+        if (x->action == CMH_ACT_OOM) t->ooms++;
+        if (e->time_ns > l->info.last_ns) l->info.last_ns = e->time_ns;
+        int32_t dev = x->slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)x->slot;
+        uint64_t before = l->st.allocated[x->slot];
+        cmh_fstate_apply(&l->st, e, dev);
+        if (l->st.nomem) return CMH_ENOMEM;
+        note_rate(l, (int)x->slot, e->time_ns, before);
+        return CMH_OK;
+    }
+    case CMH_FR_CLEAR: return CMH_OK; /* the process keeps its state through a clear: so does the reader */
+    case CMH_FR_STACK: {
+        const cmh_fr_stack *x = (const cmh_fr_stack *)body;
+        if (len < sizeof *x || x->depth > (len - sizeof *x) / 8 || x->depth > 4096)
+            return cmh_live_fail(l, err, errlen, "a stack record that does not fit its length", at);
+        lstack *p = cmh_oa_get(&l->stacks, (uint64_t)x->id + 1, NULL);
+        if (!p || CMH_GROW(l->pcs, l->cappcs, (uint64_t)l->npcs + x->depth, 4096)) return CMH_ENOMEM;
+        if (x->depth) memcpy(l->pcs + l->npcs, x + 1, (size_t)x->depth * 8);
+        p->first = l->npcs;
+        p->depth = x->depth;
+        l->npcs += x->depth;
+        return CMH_OK;
+    }
+    case CMH_FR_NAME: {
+        const cmh_fr_name *x = (const cmh_fr_name *)body;
+        if (len < sizeof *x || x->length > len - sizeof *x) return cmh_live_fail(l, err, errlen, "a name longer than its record", at);
+        lname *n = cmh_oa_get(&l->names, (uint64_t)x->id + 1, NULL);
+        if (!n || CMH_GROW(l->namebuf, l->capnamebuf, (uint64_t)l->nnamebuf + x->length + 1, 4096)) return CMH_ENOMEM;
+        memcpy(l->namebuf + l->nnamebuf, x + 1, x->length);
+        n->off = l->nnamebuf;
+        n->len = x->length;
+        l->nnamebuf += x->length;
+        return CMH_OK;
+    }
+    case CMH_FR_PYFRAME: {
+        const cmh_fr_pyframe *x = (const cmh_fr_pyframe *)body;
+        if (len < sizeof *x || x->file_len > len - sizeof *x || x->name_len > len - sizeof *x - x->file_len)
+            return cmh_live_fail(l, err, errlen, "a Python frame record longer than its length", at);
+        lpyframe *f = cmh_oa_get(&l->pyframes, (uint64_t)x->id + 1, NULL);
+        uint64_t n = (uint64_t)x->file_len + x->name_len;
+        if (!f || CMH_GROW(l->namebuf, l->capnamebuf, (uint64_t)l->nnamebuf + n + 1, 4096)) return CMH_ENOMEM;
+        memcpy(l->namebuf + l->nnamebuf, x + 1, n);
+        f->off = l->nnamebuf;
+        f->file_len = x->file_len;
+        f->name_len = x->name_len;
+        f->line = x->line;
+        l->nnamebuf += (uint32_t)n;
+        return CMH_OK;
+    }
+    case CMH_FR_MODULE: {
+        const cmh_fr_module *x = (const cmh_fr_module *)body;
+        if (len < sizeof *x || x->path_len > len - sizeof *x || x->build_id_len > len - sizeof *x - x->path_len)
+            return cmh_live_fail(l, err, errlen, "a module record longer than its length", at);
+        const char *path = (const char *)(x + 1);
+        for (uint32_t i = 0; i < l->nmods; i++) /* a new generation names them again */
+            if (l->mods[i].base == x->base && strlen(l->mods[i].path) == x->path_len && !memcmp(l->mods[i].path, path, x->path_len))
+                return CMH_OK;
+        if (CMH_GROW(l->mods, l->capmods, (uint64_t)l->nmods + 1, 64)) return CMH_ENOMEM;
+        lmod *m = &l->mods[l->nmods];
+        m->base = x->base;
+        m->size = x->size;
+        m->path = strndup(path, x->path_len);
+        m->build_id = strndup(path + x->path_len, x->build_id_len);
+        if (!m->path || !m->build_id) return free(m->path), free(m->build_id), CMH_ENOMEM;
+        l->nmods++;
+        return CMH_OK;
+    }
+    case CMH_FR_ANNOTATION: {
+        const cmh_fr_annotation *x = (const cmh_fr_annotation *)body;
+        if (len < sizeof *x) return cmh_live_fail(l, err, errlen, "a short annotation record", at);
+        if (l->nanns >= MAX_ANNOTATIONS) return CMH_OK;
+        if (CMH_GROW(l->anns, l->capanns, (uint64_t)l->nanns + 1, 64)) return CMH_ENOMEM;
+        cmh_annotation a = {x->name, (uint8_t)(x->stage ? 1 : 0), x->device, to_ns(h, x->ticks)};
+        l->anns[l->nanns++] = a;
+        return CMH_OK;
+    }
+    case CMH_FR_MEMINFO: {
+        const cmh_fr_meminfo *x = (const cmh_fr_meminfo *)body;
+        if (len < sizeof *x) return cmh_live_fail(l, err, errlen, "a short cuMemGetInfo record", at);
+        if (x->device < 0 || x->device >= CMH_FLIGHT_SLOTS - 1) return CMH_OK;
+        cmh_meminfo m = {x->device, to_ns(h, x->ticks), x->free, x->total};
+        return add_sample(l, &m);
+    }
+    default: return CMH_OK; /* a newer writer's record: not ours to read */
+    }
+}
+
+/*
+ * The checksums of the next few committed records at once.  One record's CRC is a chain of
+ * crc32 instructions, each waiting 3 cycles for the one before: an entry's body (72 bytes) is 9
+ * of them, a tenth of a refresh's time per entry.  Four records' chains run side by side in the
+ * same time as one.  Gathers up to SUMS records from at (committed, of a length a writer writes;
+ * the first one checked already by the caller) and writes their bodies' sums; returns how many.
+ */
+#define SUMS 4
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static void sums_hw(const unsigned char *const *p, const uint32_t *n, int k, uint32_t *out)
+{
+    uint64_t c[SUMS] = {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu};
+    uint32_t m = n[0];
+    for (int j = 1; j < k; j++) m = n[j] < m ? n[j] : m;
+    m &= ~7u;
+    if (k == SUMS)
+        for (uint32_t i = 0; i < m; i += 8) {
+            uint64_t w0, w1, w2, w3;
+            memcpy(&w0, p[0] + i, 8), memcpy(&w1, p[1] + i, 8), memcpy(&w2, p[2] + i, 8), memcpy(&w3, p[3] + i, 8);
+            c[0] = _mm_crc32_u64(c[0], w0), c[1] = _mm_crc32_u64(c[1], w1);
+            c[2] = _mm_crc32_u64(c[2], w2), c[3] = _mm_crc32_u64(c[3], w3);
+        }
+    else m = 0;
+    for (int j = 0; j < k; j++) {
+        uint32_t i = m;
+        for (; i + 8 <= n[j]; i += 8) {
+            uint64_t w;
+            memcpy(&w, p[j] + i, 8);
+            c[j] = _mm_crc32_u64(c[j], w);
+        }
+        uint32_t c32 = (uint32_t)c[j];
+        for (; i < n[j]; i++) c32 = _mm_crc32_u8(c32, p[j][i]);
+        out[j] = ~c32;
+    }
+}
+#endif
+
+static int sums_ahead(const cmh_live *l, const unsigned char *base, uint64_t at, uint64_t end, uint64_t *ats, uint32_t *sums)
+{
+    const unsigned char *p[SUMS];
+    uint32_t n[SUMS];
+    int k = 0;
+    while (k < SUMS && at + CMH_FLIGHT_HEAD_V1 <= end) {
+        const cmh_flight_rec *rec = (const cmh_flight_rec *)(base + at);
+        uint32_t len = __atomic_load_n(&rec->len, __ATOMIC_ACQUIRE);
+        if (!len || len % 8 || len < l->head || len > end - at) break;
+        uint32_t c = __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE);
+        if ((c & ~0xffu) != CMH_FLIGHT_COMMIT) break;
+        ats[k] = at;
+        p[k] = (const unsigned char *)rec + l->head;
+        n[k++] = len - l->head;
+        at += len;
+    }
+#if defined(__x86_64__)
+    if (l->hwcrc) {
+        sums_hw(p, n, k, sums);
+        return k;
+    }
+#endif
+    for (int j = 0; j < k; j++) sums[j] = cmh_crc32c(0, p[j], n[j]);
+    return k;
+}
+
+/* Read extent a on from where it stopped. */
+int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen)
+{
+    const cmh_flight_area *ar = &hdr(l)->area[a];
+    uint64_t size = __atomic_load_n(&ar->size, __ATOMIC_ACQUIRE), cursor = __atomic_load_n(&ar->cursor, __ATOMIC_ACQUIRE);
+    uint64_t sealed = __atomic_load_n(&ar->sealed, __ATOMIC_ACQUIRE), off = ar->offset;
+    uint64_t end = cursor < size ? cursor : size;
+    if (sealed && sealed < end) end = sealed;
+    if (off < CMH_FLIGHT_HEADER || off % 8 || size > l->len || off > l->len - size)
+        return cmh_live_fail(l, err, errlen, "an extent past the end of the file (header)", (uint64_t)((const char *)ar - (const char *)l->map));
+    uint64_t at = l->pos[a];
+    uint64_t bat[SUMS]; /* the records whose sums are in bsum, from bi on */
+    uint32_t bsum[SUMS];
+    int bn = 0, bi = 0;
+    while (at + CMH_FLIGHT_HEAD_V1 <= end) {
+        const cmh_flight_rec *rec = (const cmh_flight_rec *)(l->map + off + at);
+        uint32_t len = __atomic_load_n(&rec->len, __ATOMIC_ACQUIRE);
+        uint32_t c = len ? __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE) : 0;
+        if (len && (len % 8 || len < l->head || len > end - at)) { /* not a length a writer writes */
+            l->info.torn++;
+            at = end; /* what follows cannot be found: the extent is done */
+            break;
+        }
+        if (!len || (c & ~0xffu) != CMH_FLIGHT_COMMIT) { /* not there yet */
+            int64_t t = now_ns();
+            if (!l->stall_ns[a]) l->stall_ns[a] = t;
+            int stuck = !l->alive || t - l->stall_ns[a] > (int64_t)CMH_LIVE_STALL_MS * 1000000;
+            if (!stuck) break;
+            l->info.torn++;
+            l->stall_ns[a] = 0;
+            if (!len) { /* reserved and never written: nothing after it can be found */
+                at = end;
+                break;
+            }
+            at += len;
+            continue;
+        }
+        l->stall_ns[a] = 0;
+        const unsigned char *body = (const unsigned char *)rec + l->head;
+        int whole = 1;
+        if (l->head == sizeof *rec) {
+            if (bi >= bn || bat[bi] != at) bn = sums_ahead(l, l->map + off, at, end, bat, bsum), bi = 0;
+            uint32_t sum = bi < bn && bat[bi] == at ? bsum[bi++] : cmh_crc32c(0, body, len - l->head);
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+            whole = sum == rec->sum;
+#else
+            (void)sum;
+#endif
+        }
+        if (!whole) l->info.damaged++;
+        else {
+            int rc = on_record(l, body, len - l->head, c & 0xff, off + at, err, errlen);
+            if (rc != CMH_OK) {
+                l->pos[a] = at;
+                return rc;
+            }
+        }
+        at += len;
+        l->info.last_bytes += len;
+    }
+    l->pos[a] = at;
+    return CMH_OK;
+}

@@ -1,0 +1,118 @@
+/*
+ * vmm.c - the fake driver's virtual memory management (fakecuda.h): physical handles charged
+ * against the device's capacity without addresses, a bump-only VA window beside the linear
+ * range, and map/unmap/access calls that check their arguments (an unmap gives its pages back
+ * and runs the fakecuda_on_unmap() hook).
+ */
+#include "fakecuda.h"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#define VMM_GRANULARITY (2ull << 20)
+
+CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags o)
+{
+    (void)prop;
+    (void)o;
+    if (!g) return CUDA_ERROR_INVALID_VALUE;
+    *g = VMM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags)
+{
+    FAULT("cuMemCreate");
+    (void)flags;
+    if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!h || !prop || size == 0 || size % VMM_GRANULARITY) return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 || prop->location.id >= g_ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    int dev = prop->location.id;
+    pthread_mutex_lock(&g_lock);
+    fake_device *d = &g_dev[dev];
+    /* Physical memory is accounted against the linear range without handing out addresses. */
+    CUresult r = CUDA_SUCCESS;
+    if (d->used + size > d->capacity) r = CUDA_ERROR_OUT_OF_MEMORY;
+    else d->used += size;
+    pthread_mutex_unlock(&g_lock);
+    if (r != CUDA_SUCCESS) return r;
+    fake_handle *fh = malloc(sizeof *fh);
+    if (!fh) return CUDA_ERROR_OUT_OF_MEMORY;
+    fh->device = dev;
+    fh->size = size;
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)fh;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    FAULT("cuMemRelease");
+    fake_handle *fh = (fake_handle *)(uintptr_t)h;
+    if (!fh) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_lock);
+    g_dev[fh->device].used -= fh->size;
+    pthread_mutex_unlock(&g_lock);
+    free(fh);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags)
+{
+    FAULT("cuMemAddressReserve");
+    (void)addr;
+    (void)flags;
+    if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    int dev = 0;
+    if (ctx_device(&dev) != CUDA_SUCCESS) dev = 0;
+    if (align < VMM_GRANULARITY) align = VMM_GRANULARITY;
+    pthread_mutex_lock(&g_lock);
+    fake_device *d = &g_dev[dev];
+    uint64_t a = (d->va_next + align - 1) & ~((uint64_t)align - 1);
+    CUresult r = CUDA_SUCCESS;
+    if (a + size > d->va_base + d->va_size) r = CUDA_ERROR_OUT_OF_MEMORY;
+    else {
+        d->va_next = a + size;
+        *ptr = (CUdeviceptr)a;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    FAULT("cuMemAddressFree");
+    (void)ptr;
+    (void)size;
+    return CUDA_SUCCESS; /* the VA window is only ever bumped */
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags)
+{
+    FAULT("cuMemMap");
+    (void)offset;
+    (void)flags;
+    fake_handle *fh = (fake_handle *)(uintptr_t)h;
+    if (!fh || !ptr || size == 0 || size > fh->size) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    FAULT("cuMemUnmap");
+    if (!ptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    madvise((void *)(uintptr_t)ptr, size, MADV_DONTNEED);
+    if (g_on_unmap) g_on_unmap(ptr, size);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    (void)ptr;
+    (void)size;
+    (void)desc;
+    (void)count;
+    return CUDA_SUCCESS;
+}
