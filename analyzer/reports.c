@@ -159,12 +159,19 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
     b->entries = t ? t->nentries : 0;
     b->dropped = t ? t->dropped : 0;
     b->pytorch = s->source == CMH_SRC_PYTORCH;
+    b->history = cmh_trace_has_history(s, device);
+}
+
+int cmh_trace_has_history(const cmh_snapshot *s, int device)
+{
     /* a history: entries that say how memory changed (enabled=state leaves none, at most a
      * snapshot marker per device) */
-    for (uint32_t i = 0; t && i < t->nentries && !b->history; i++) {
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
         int a = s->entries[t->first_entry + i].action;
-        b->history = a != CMH_ACT_SNAPSHOT && a != CMH_ACT_MARK && a != CMH_ACT_POOL_SAMPLE;
+        if (a != CMH_ACT_SNAPSHOT && a != CMH_ACT_MARK && a != CMH_ACT_POOL_SAMPLE) return 1;
     }
+    return 0;
 }
 
 /* ---- peak ---- */

@@ -52,6 +52,14 @@ check "plot of two devices: one axis for the figure" '[ "$(axis_of ax_multi.svg 
 "$CMH" plot state.cmh -o state.svg 2>/dev/null
 check "plot of an enabled=state record: the end, no peak, no entry -1" \
     'grep -q ">at the end 12.0 MiB (no history: the peak is not known)<" state.svg && ! grep -q "at entry -1" state.svg'
+# ... nor does the flamegraph (its default, --at peak, draws the end and says so) or the pprof
+# profile's comment, which read 'at the allocated peak (entry -1)'
+"$CMH" flamegraph state.cmh -o state_flame.svg 2>state_flame.err
+check "flamegraph of an enabled=state record: the end, the peak not known, no entry -1" \
+    'grep -q "live memory at the end (no history: the peak is not known)" state_flame.svg && ! grep -q "entry -1" state_flame.svg && grep -q "the peak is not known; drew the end" state_flame.err'
+"$CMH" export state.cmh -o state.pb.gz 2>/dev/null
+py -c "import gzip, sys; b = gzip.open('state.pb.gz').read(); sys.exit(0 if b'no history: the peak is not known' in b and b'entry -1' not in b else 1)"
+check "pprof of an enabled=state record: the comment says the peak is not known, no entry -1" '[ $? -eq 0 ]'
 # a 20,000-frame stack (deep recursion; PyTorch's C++ frames): every picture is drawn, and the
 # flamegraph still sums to the live bytes (its recursive walk overflowed the stack ~7,000 levels down)
 py - deep.pickle <<'EOF'

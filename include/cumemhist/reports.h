@@ -67,6 +67,9 @@ typedef struct cmh_report_base {
     int pytorch; /* byte figures of a PyTorch trace are the allocator's rounded sizes */
     int history; /* the trace says how memory changed; 0: only the end state is known (enabled=state) */
 } cmh_report_base;
+/* Whether device's trace says how memory changed (cmh_report_base's history); 0: only the end
+ * state is known (enabled=state, PyTorch's history off), so no peak can be told. */
+int cmh_trace_has_history(const cmh_snapshot *s, int device);
 
 typedef struct cmh_peak_report {
     cmh_report_base base;
