@@ -1367,10 +1367,15 @@ static int seg_private(const cmh_replay *r, uint64_t addr)
 void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
 {
     memset(out, 0, sizeof *out);
+    int any_private = 0; /* (most records have none: then no segment is looked up) */
+    for (uint32_t i = 0; i < r->s->nsegments && !any_private; i++) {
+        const cmh_segment *g = &r->s->segments[i];
+        any_private = g->device == r->device && (g->pool_id[0] || g->pool_id[1]);
+    }
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const rseg *g = r->segs[i];
         if (!g) continue;
-        int priv = seg_private(r, g->addr);
+        int priv = any_private && seg_private(r, g->addr);
         uint64_t at = g->addr;
         for (uint32_t k = 0; k <= g->nr; k++) {
             uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;
