@@ -1350,16 +1350,38 @@ void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint
     *trapped += b - a - rel;
 }
 
+/* Whether the replay's segment at addr is one of a private pool's (a CUDA graph's, a MemPool's):
+ * the final segment at that address says so by its segment_pool_id.  A segment freed before the
+ * end has no word on its pool and counts as the default pool's. */
+static int seg_private(const cmh_replay *r, uint64_t addr)
+{
+    const cmh_snapshot *s = r->s;
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device == r->device && g->addr <= addr && addr < g->addr + (g->size ? g->size : 1))
+            return g->pool_id[0] != 0 || g->pool_id[1] != 0;
+    }
+    return 0;
+}
+
 void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
 {
     memset(out, 0, sizeof *out);
+    int any_private = 0; /* (most records have none: then no segment is looked up) */
+    for (uint32_t i = 0; i < r->s->nsegments && !any_private; i++) {
+        const cmh_segment *g = &r->s->segments[i];
+        any_private = g->device == r->device && (g->pool_id[0] || g->pool_id[1]);
+    }
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const rseg *g = r->segs[i];
         if (!g) continue;
+        int priv = any_private && seg_private(r, g->addr);
         uint64_t at = g->addr;
         for (uint32_t k = 0; k <= g->nr; k++) {
             uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;
-            if (end > at) {
+            if (end > at && priv) {
+                out->private_free += end - at; /* the pool's own: no other request can use it */
+            } else if (end > at) {
                 cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
                 if (end - at > out->largest_gap) out->largest_gap = end - at;
             }
@@ -1374,6 +1396,6 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
 {
     cmh_free_split x; /* the same walk: the two figures can never disagree */
     cmh_replay_free_split(r, &x);
-    *free_inside = x.releasable + x.trapped;
+    *free_inside = x.releasable + x.trapped + x.private_free;
     *largest_gap = x.largest_gap;
 }

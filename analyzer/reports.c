@@ -159,12 +159,19 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
     b->entries = t ? t->nentries : 0;
     b->dropped = t ? t->dropped : 0;
     b->pytorch = s->source == CMH_SRC_PYTORCH;
+    b->history = cmh_trace_has_history(s, device);
+}
+
+int cmh_trace_has_history(const cmh_snapshot *s, int device)
+{
     /* a history: entries that say how memory changed (enabled=state leaves none, at most a
      * snapshot marker per device) */
-    for (uint32_t i = 0; t && i < t->nentries && !b->history; i++) {
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
         int a = s->entries[t->first_entry + i].action;
-        b->history = a != CMH_ACT_SNAPSHOT && a != CMH_ACT_MARK && a != CMH_ACT_POOL_SAMPLE;
+        if (a != CMH_ACT_SNAPSHOT && a != CMH_ACT_MARK && a != CMH_ACT_POOL_SAMPLE) return 1;
     }
+    return 0;
 }
 
 /* ---- peak ---- */
@@ -604,6 +611,9 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
         f->addr = g->addr;
         f->reserved = g->size;
         f->expandable = (g->flags & CMH_SEG_EXPANDABLE) != 0;
+        f->private_pool = g->pool_id[0] != 0 || g->pool_id[1] != 0;
+        f->pool_id[0] = g->pool_id[0];
+        f->pool_id[1] = g->pool_id[1];
         uint64_t active = 0, run = 0, run_at = g->addr;
         int any_active = 0;
         for (uint32_t k = 0; k < g->nblocks; k++) any_active |= s->blocks[g->first_block + k].state != CMH_BLOCK_INACTIVE;
@@ -627,14 +637,20 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
         uint64_t uncovered = g->size > active ? g->size - active : 0; /* bytes no block describes: free */
         uint64_t described = f->releasable + f->trapped;
         if (uncovered > described) cmh_free_gap(0, uncovered - described, any_active, 0, &f->releasable, &f->trapped);
+        if (f->private_pool) { /* the pool's own: not given back, not usable outside it */
+            f->private_free = f->releasable + f->trapped;
+            f->releasable = f->trapped = 0;
+            p->private_segs++;
+        }
         f->fragmentation = f->reserved ? (double)f->trapped / (double)f->reserved : 0.0;
         p->reserved += f->reserved;
+        p->private_free += f->private_free;
         p->allocated += f->allocated;
         p->free += f->free;
         p->pending_free += f->pending_free;
         p->releasable += f->releasable;
         p->trapped += f->trapped;
-        if (f->largest_gap > p->largest_gap) p->largest_gap = f->largest_gap;
+        if (!f->private_pool && f->largest_gap > p->largest_gap) p->largest_gap = f->largest_gap;
     }
     /* a stream-ordered pool keeps what it reserved beyond what it hands out (its latest sample):
      * reserved and free, as every report counts it, and given back by a trim */
@@ -669,7 +685,8 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
             p->has_oom = 1;
             p->last_oom = (struct cmh_oom_event_state){e->index, e->time_ns, e->request, e->device_free, e->allocated,
                                                        e->reserved, e->free_inside, e->pending_free, e->largest_gap,
-                                                       e->split.releasable, e->split.trapped, e->verdict};
+                                                       e->split.releasable, e->split.trapped, e->split.private_free,
+                                                       e->verdict};
         }
         cmh_oom_report_free(&om);
     }
@@ -716,7 +733,7 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->pending_free = active > o->allocated ? active - o->allocated : 0;
             (void)in_gaps;
             o->fits_in_gap = o->largest_gap >= o->request;
-            o->verdict = cmh_oom_verdict(o->request, o->free_inside, o->largest_gap, o->device_free);
+            o->verdict = cmh_oom_verdict_pools(o->request, o->free_inside, o->split.private_free, o->largest_gap, o->device_free);
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
             if (cmh_live_sites(r, sites, &o->sites, &o->nsites) != CMH_OK) {
@@ -760,10 +777,19 @@ int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap
     return CMH_OOM_DEMAND;
 }
 
+int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t largest_gap,
+                          uint64_t device_free)
+{
+    uint64_t shared = free_inside > private_free ? free_inside - private_free : 0;
+    int v = cmh_oom_verdict(request, shared, largest_gap, device_free);
+    if (v == CMH_OOM_DEMAND && private_free && shared + private_free + device_free >= request) return CMH_OOM_PRIVATE_POOL;
+    return v;
+}
+
 const char *cmh_oom_verdict_name(int verdict)
 {
-    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room"};
-    return names[verdict >= 0 && verdict <= 3 ? verdict : 0];
+    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool"};
+    return names[verdict >= 0 && verdict <= 4 ? verdict : 0];
 }
 
 const char *cmh_oom_verdict_text(int verdict)
@@ -774,8 +800,11 @@ const char *cmh_oom_verdict_text(int verdict)
         "a free gap inside the reserved segments was large enough (another stream or memory pool?)",
         "refused with room: the device said it had enough free for the request, and the allocation failed all the same: "
         "a limit on the process (PyTorch's set_per_process_memory_fraction), another process taking memory at that "
-        "instant, or the driver's own fragmentation; not this program's live memory"};
-    return text[verdict >= 0 && verdict <= 3 ? verdict : 0];
+        "instant, or the driver's own fragmentation; not this program's live memory",
+        "held by a private pool: enough bytes were free only inside private pools' segments (a CUDA graph's or a "
+        "MemPool's), which a request outside the pool cannot use and empty_cache() does not give back while the pool "
+        "lives; free the graph or pool (del the graph, torch.cuda.empty_cache()) or capture with less memory"};
+    return text[verdict >= 0 && verdict <= 4 ? verdict : 0];
 }
 
 void cmh_oom_report_free(cmh_oom_report *p)

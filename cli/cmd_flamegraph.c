@@ -82,10 +82,22 @@ int cmd_flamegraph(int argc, char **argv)
         rc = CLI_EFILE;
     } else if (crc != CMH_OK) rc = cli_fail(path, crc);
     else {
-        char title[600];
-        snprintf(title, sizeof title, "%s, %s: live memory at %s (entry %lld)", path, rep_device_name(dev),
-                 at == CMH_AT_PEAK ? "the allocated peak" : at == CMH_AT_END ? "the end" : at == CMH_AT_OOM ? "an out-of-memory error" : "an entry",
-                 (long long)l.index);
+        /* the moment as `peak` names it: a record with no history has no peak (drawn: the end), and
+         * no moment is 'entry -1' (before the first entry, or a record without entries) */
+        int nohist = at == CMH_AT_PEAK && !cmh_trace_has_history(&s, dev);
+        char title[600], when[64];
+        if (nohist) snprintf(when, sizeof when, "no history: the peak is not known");
+        else if (l.index >= 0) snprintf(when, sizeof when, "entry %lld", (long long)l.index);
+        else snprintf(when, sizeof when, "%s", at == CMH_AT_PEAK ? "before the first entry" : "no trace entries");
+        snprintf(title, sizeof title, "%s, %s: live memory at %s (%s)", path, rep_device_name(dev),
+                 at == CMH_AT_PEAK && !nohist ? "the allocated peak"
+                 : at == CMH_AT_END || nohist ? "the end"
+                 : at == CMH_AT_OOM           ? "an out-of-memory error"
+                                              : "an entry",
+                 when);
+        if (nohist)
+            fprintf(stderr, "cumemhist: flamegraph: %s has no history on %s (recorded with enabled=state, or history off): "
+                            "the peak is not known; drew the end\n", path, rep_device_name(dev));
         job j = {&s, g, &l, title};
         rc = rep_write(g_out, 0, draw, &j);
         cmh_live_free(&l);

@@ -34,6 +34,15 @@ static int cmp_free(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* "  (private pool (1, 3))" for a private pool's segment, "" for the default pool's */
+static const char *pool_note(const cmh_frag_seg *g)
+{
+    static char buf[80];
+    if (!g->private_pool) return "";
+    snprintf(buf, sizeof buf, "  (private pool (%" PRIu64 ", %" PRIu64 "))", g->pool_id[0], g->pool_id[1]);
+    return buf;
+}
+
 static int section(const rep_section *sec, void *arg)
 {
     (void)arg;
@@ -57,6 +66,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "releasable", p.releasable);
         cmh_jw_kuint(w, "trapped", p.trapped);
         cmh_jw_kuint(w, "pool_cache", p.pool_cache);
+        cmh_jw_kuint(w, "private_pools", p.private_free);
         cmh_jw_kdouble(w, "fragmentation", p.fragmentation, 4);
         if (p.has_oom) {
             const struct cmh_oom_event_state *o = &p.last_oom;
@@ -73,6 +83,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "largest_gap", o->largest_gap);
             cmh_jw_kuint(w, "releasable", o->releasable);
             cmh_jw_kuint(w, "trapped", o->trapped);
+            cmh_jw_kuint(w, "private_pools", o->private_free);
             cmh_jw_kstr(w, "verdict", cmh_oom_verdict_name(o->verdict));
             cmh_jw_end(w);
         }
@@ -93,6 +104,12 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "trapped", g->trapped);
             cmh_jw_kdouble(w, "fragmentation", g->fragmentation, 4);
             cmh_jw_kbool(w, "expandable", g->expandable);
+            cmh_jw_kuint(w, "private_pools", g->private_free);
+            cmh_jw_key(w, "pool_id");
+            cmh_jw_arr(w);
+            cmh_jw_uint(w, g->pool_id[0]);
+            cmh_jw_uint(w, g->pool_id[1]);
+            cmh_jw_end(w);
             uint32_t stack = sp->segments[g->index].stack;
             const cmh_frame *f = cmh_sites_site_of(gs, stack);
             cmh_jw_key(w, "site"); /* who allocated the segment */
@@ -115,26 +132,31 @@ static int section(const rep_section *sec, void *arg)
         printf("\n    releasable             %12s   (empty segments%s: empty_cache() gives it back)\n", rep_size((double)p.releasable),
                p.pool_cache ? ", a pool's cache" : "");
         printf("    trapped                %12s   (gaps between live blocks)\n", rep_size((double)p.trapped));
-        printf("  largest free gap         %12s\n", rep_size((double)p.largest_gap));
+        if (p.private_segs)
+            printf("    in private pools       %12s   (%s of a CUDA graph or MemPool: only the pool's own requests use it,\n"
+                   "                                            empty_cache() gives it back only once the pool is gone)\n",
+                   rep_size((double)p.private_free), rep_count(p.private_segs, "segment", "segments"));
+        printf("  largest free gap         %12s%s\n", rep_size((double)p.largest_gap), p.private_segs ? "   (outside private pools)" : "");
         printf("  fragmentation            %11.1f%%   (trapped / reserved)\n\n", 100 * p.fragmentation);
         printf("  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "segment", "reserved", "allocated", "free", "trapped", "largest gap",
                "frag", "allocated by");
         for (uint32_t i = 0; i < p.nsegs && (int)i < g_top; i++) {
             const cmh_frag_seg *g = &p.segs[i];
             const cmh_frame *f = cmh_sites_site_of(gs, sp->segments[g->index].stack);
-            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %11s %5.1f%%  %s%s\n", g->addr, rep_size((double)g->reserved),
+            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %11s %5.1f%%  %s%s%s\n", g->addr, rep_size((double)g->reserved),
                    rep_size((double)g->allocated), rep_size((double)g->free), rep_size((double)g->trapped),
                    rep_size((double)g->largest_gap), 100 * g->fragmentation, f ? rep_frame(sp, f) : "-",
-                   g->expandable ? "  (expandable)" : "");
+                   g->expandable ? "  (expandable)" : "", pool_note(g));
         }
         if (p.nsegs > (uint32_t)g_top) printf("  ... %s (--top)\n", rep_count(p.nsegs - (uint32_t)g_top, "more segment", "more segments"));
         if (p.has_oom) {
             const struct cmh_oom_event_state *o = &p.last_oom;
             int64_t t0 = rep_trace_start(sp, dev);
             printf("\n%s out-of-memory error (%s) asked for %s; at that moment, as `cumemhist oom` says:\n"
-                   "  free inside segments %s (%s trapped, %s releasable), largest gap %s\n  verdict: %s\n",
+                   "  free inside segments %s (%s trapped, %s releasable%s%s), largest gap %s\n  verdict: %s\n",
                    p.nooms > 1 ? "the last" : "the", rep_at(o->index, o->time_ns, t0), rep_size((double)o->request),
                    rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable),
+                   o->private_free ? ", in private pools " : "", o->private_free ? rep_size((double)o->private_free) : "",
                    rep_size((double)o->largest_gap), cmh_oom_verdict_text(o->verdict));
         }
         rep_notes(&p.base);

@@ -1,6 +1,6 @@
 /*
  * cmd_oom.c - `cumemhist oom`: every out-of-memory error in the record, on every device, with
- * what the device and the segments still had free, a verdict (demand, fragmentation, fit in a gap, refused with room), who
+ * what the device and the segments still had free, a verdict (demand, fragmentation, fit in a gap, refused with room, a private pool's), who
  * asked and who held memory.
  */
 #include <inttypes.h>
@@ -109,6 +109,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "largest_gap", e->largest_gap);
             cmh_jw_kuint(w, "releasable", e->split.releasable);
             cmh_jw_kuint(w, "trapped", e->split.trapped);
+            cmh_jw_kuint(w, "private_pools", e->split.private_free);
             cmh_jw_kbool(w, "fits_in_gap", e->fits_in_gap);
             cmh_jw_kstr(w, "verdict", cmh_oom_verdict_name(e->verdict));
             cmh_jw_key(w, "requested_by");
@@ -177,8 +178,11 @@ static int section(const rep_section *sec, void *arg)
                 printf("\n    releasable            %12s   (empty segments, a pool's cache: empty_cache() gives it back)"
                        "\n    trapped               %12s   (gaps between live blocks)",
                        rep_size((double)e->split.releasable), rep_size((double)e->split.trapped));
-            printf("\n  largest free gap        %12s   the request %s in it\n", rep_size((double)e->largest_gap),
-                   e->fits_in_gap ? "fits" : "does not fit");
+            if (e->split.private_free)
+                printf("\n    in private pools      %12s   (a CUDA graph's or MemPool's segments: only the pool's own requests use it)",
+                       rep_size((double)e->split.private_free));
+            printf("\n  largest free gap        %12s   %sthe request %s in it\n", rep_size((double)e->largest_gap),
+                   e->split.private_free ? "(outside private pools) " : "", e->fits_in_gap ? "fits" : "does not fit");
             printf("  verdict: %s\n", cmh_oom_verdict_text(e->verdict));
             if (i == 0) {
                 print_balance(sp, dev);

@@ -272,7 +272,15 @@ int cmd_whatif(int argc, char **argv)
         int wrc = cmh_whatif_run(&s, dev, &t[i].c, capacity, t[i].recorded && capacity == own, &t[i].r);
         if (wrc == CMH_ENOMEM) rc = CLI_ENOMEM;
         else if (wrc != CMH_OK) {
-            cli_error("whatif: %s: device %d has no block-level trace to replay", path, dev);
+            /* why, as for a record with no block events at all (an OOM's device was taken: a driver-level
+             * record's OOM read 'device 0 has no block-level trace to replay' and no more) */
+            if (s.source == CMH_SRC_PYTORCH)
+                cli_error("whatif: %s: device %d has no block-level trace to replay (no 'alloc' events: recorded with "
+                          "_record_memory_history(enabled='state'), or before any allocation)", path, dev);
+            else
+                cli_error("whatif: %s: device %d has no block-level trace to replay (no 'alloc' events: a recording of the "
+                          "driver alone, with no allocator above it reporting blocks; `cumemhist oom` judges the OOM "
+                          "from the driver's figures)", path, dev);
             rc = CLI_EFILE;
         }
     }

@@ -102,6 +102,18 @@ check "peak: bytes and the owners" "grep -q 'peak allocated: 94.0 MiB (98566144 
 check "diff --fail-if-peak-grows exits 3 on growth" "[ $? -eq 3 ] && grep -q 'peak allocated' diff.txt"
 "$CMH" diff leak.cmh leak.cmh --fail-if-peak-grows 5 >/dev/null
 check "diff of a snapshot with itself passes the gate" "[ $? -eq 0 ]"
+# a record with no history (enabled=state) has no peak: diff says so, not its end state as the
+# peak with a percentage (PyTorch's history-off snapshot read 'peak allocated 86.7 MiB, -77.4%'),
+# and the gate, which cannot look, fails
+"$CMH" record -q --enabled state -o state.cmh -- "$S/leaky" 3 >/dev/null
+"$CMH" diff leak.cmh state.cmh >dstate.txt 2>&1
+check "diff against a record with no history: its peaks are not known, its end is compared" \
+    "grep -q '^peak allocated .* not known  *-\$' dstate.txt && grep -q '^allocated at the end .*12.0 MiB' dstate.txt && grep -q 'state.cmh: no history on device 0' dstate.txt"
+"$CMH" diff --json leak.cmh state.cmh >dstate.json
+env -u LD_PRELOAD python3 -c "import json; d = json.load(open('dstate.json'))[0]; assert d['peak_growth_pct'] is None and d['peak_allocated']['after'] is None and d['peak_allocated']['delta'] is None and d['peak_allocated']['before'] > 0 and d['allocated_end']['after'] == 12 << 20 and all(x['peak_after'] is None for x in d['sites']), d"
+check "diff --json against a record with no history: null peaks, no growth" "[ $? -eq 0 ]"
+"$CMH" diff state.cmh leak10.cmh --fail-if-peak-grows 5 >/dev/null 2>dgate.err
+check "diff --fail-if-peak-grows with a peak not known: fails, and says why" "[ $? -eq 3 ] && grep -q 'cannot be checked' dgate.err"
 "$CMH" peak leak.cmh leak10.cmh >multi.txt
 check "peak of several snapshots: a row each and the worst" "grep -q '^worst: leak10.cmh' multi.txt"
 "$CMH" frag leak.cmh >/dev/null

@@ -250,9 +250,9 @@ def from_pprof(rec):
                 f["end_allocated"] = sums[k]
             if c.startswith("peak_space"):
                 f["peak_allocated"] = sums[k]
-        m = re.search(r"at the allocated peak \(entry (-?\d+)\)", text)
-        if m:
-            f["peak_allocated_entry"] = int(m.group(1))
+        m = re.search(r"at the allocated peak \((?:entry (\d+)|(before the first entry))\)", text)
+        if m:  # (before the first entry: peak --json's index -1)
+            f["peak_allocated_entry"] = int(m.group(1)) if m.group(1) else -1
         facts[dev] = f
     return facts
 

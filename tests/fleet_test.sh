@@ -120,6 +120,19 @@ print(f"ok: {sys.argv[3].split('/')[-1]}: the owners query sums to the peak, {pe
 EOF
 done
 
+# a record with no history (enabled=state; PyTorch's history off): its device has a row, the end
+# state in it and its peaks NULL (the row was missing: a query of the job's memory at the end
+# missed the device; a one-entry state trace had its end state stored as the peak)
+"$CMH" record -q --enabled state -o state.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1
+rm -f state.db
+"$CMH" export state.cmh -o state.db 2>/dev/null
+py - state.db <<'EOF'
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT device, peak_allocated, peak_allocated_seq, peak_reserved, allocated_at_end, reserved_at_end FROM devices").fetchall()
+assert rows == [(0, None, None, None, 12 << 20, 12 << 20)], rows
+EOF
+check "sqlite: a device of a record with no history has a row, its end state, NULL peaks" '[ $? -eq 0 ]'
+
 # records that cannot be read are named, the rest reported
 printf 'not a snapshot' >broken.cmh
 "$CMH" ranks run.0.cmh broken.cmh >mixed.txt 2>mixed.err

@@ -2,9 +2,10 @@
 # oomstate_test.sh BUILD_DIR SOURCE_DIR - one answer about each out-of-memory error, whichever
 # command is asked: `oom`, `frag`, `report` and `whatif` on every OOM record we have (a
 # fragmentation OOM and a demand OOM of the caching allocator sample, the two-device OOM
-# fixture, a generated PyTorch trace whose OOM is on device 1 of 3) state the same moment, the
+# fixture, a generated PyTorch trace whose OOM is on device 1 of 3, one whose free memory is a
+# CUDA graph's private pool) state the same moment, the
 # same figures and the same verdict; the figures keep the invariant (free inside = reserved -
-# allocated = releasable + trapped + pending free); a command about one event defaults to the
+# allocated = releasable + trapped + private pools + pending free); a command about one event defaults to the
 # device where it happened.
 TEST=oomstate . "$(dirname "$0")/testlib.sh"
 
@@ -44,7 +45,40 @@ for dev, (n, size) in enumerate([(3, 20), (30, 64), (6, 20)]):
 pickle.dump({"segments": segs, "device_traces": traces, "allocator_settings": {"expandable_segments": True}}, open(sys.argv[1], "wb"), protocol=4)
 EOF
 
-for rec in frag.cmh demand.cmh two.cmh three.pickle; do
+# a CUDA graph's private pool (segment_pool_id (1, 3)) keeps 70 MiB free in its segments, one of
+# them empty, when a 30 MiB request of the default pool fails: that memory is the pool's own,
+# usable by no other request and not given back by empty_cache() while the graph lives
+py - pool.pickle <<'EOF'
+import pickle, sys
+MIB = 1 << 20
+def fr(name, line): return [{"filename": "/proj/%s.py" % name, "line": line, "name": name}]
+def seg(addr, blocks, pool):
+    out, a = [], addr
+    for size, state in blocks:
+        out.append({"address": a, "size": size * MIB, "requested_size": size * MIB if state != "inactive" else 0,
+                    "state": state, "frames": fr("capture" if pool != (0, 0) else "big", 7) if state != "inactive" else []})
+        a += size * MIB
+    live = sum(b["size"] for b in out if b["state"] != "inactive")
+    return {"device": 0, "address": addr, "total_size": a - addr, "allocated_size": live, "active_size": live,
+            "requested_size": live, "stream": 0, "segment_type": "large", "segment_pool_id": pool, "is_expandable": False,
+            "frames": [], "blocks": out}
+D, G1, G2 = 0x7f3000000000, 0x7f3100000000, 0x7f3140000000
+segs = [seg(D, [(40, "active_allocated")], (0, 0)), seg(G1, [(10, "active_allocated"), (50, "inactive")], (1, 3)),
+        seg(G2, [(20, "inactive")], (1, 3))]
+tr, t = [], 1000
+def ev(action, addr, size, who):
+    global t
+    tr.append({"action": action, "addr": addr, "size": size * MIB, "stream": 0, "time_us": t, "frames": fr(who, 7)}); t += 1
+ev("segment_alloc", D, 40, "big"); ev("alloc", D, 40, "big")
+ev("segment_alloc", G1, 60, "capture"); ev("alloc", G1, 10, "capture"); ev("alloc", G1 + 10 * MIB, 50, "capture")
+ev("free_requested", G1 + 10 * MIB, 50, "capture"); ev("free_completed", G1 + 10 * MIB, 50, "capture")
+ev("segment_alloc", G2, 20, "capture"); ev("alloc", G2, 20, "capture")
+ev("free_requested", G2, 20, "capture"); ev("free_completed", G2, 20, "capture")
+tr.append({"action": "oom", "device_free": 2 * MIB, "size": 30 * MIB, "stream": 0, "time_us": t, "frames": fr("big", 9)})
+pickle.dump({"segments": segs, "device_traces": [tr], "allocator_settings": {}}, open(sys.argv[1], "wb"), protocol=4)
+EOF
+
+for rec in frag.cmh demand.cmh two.cmh three.pickle pool.pickle; do
     "$CMH" oom --json "$rec" >oom.json 2>/dev/null || { bad "$rec: oom --json failed"; continue; }
     "$CMH" frag --json "$rec" >frag.json 2>/dev/null || { bad "$rec: frag --json failed"; continue; }
     "$CMH" report "$rec" -o report.html 2>/dev/null || { bad "$rec: report failed"; continue; }
@@ -62,8 +96,8 @@ if not events: probs.append("no OOM found")
 for dev, e in events:
     if e["free_in_segments"] != e["reserved"] - e["allocated"]:
         probs.append(f"device {dev} entry {e['index']}: free inside {e['free_in_segments']} != reserved - allocated")
-    if e["releasable"] + e["trapped"] + e["pending_free"] != e["free_in_segments"]:
-        probs.append(f"device {dev} entry {e['index']}: releasable + trapped + pending != free inside")
+    if e["releasable"] + e["trapped"] + e["private_pools"] + e["pending_free"] != e["free_in_segments"]:
+        probs.append(f"device {dev} entry {e['index']}: releasable + trapped + private pools + pending != free inside")
     m = re.search(r"Out of memory #\d+</b> at entry %d: asked for .*?Verdict:</b> ([^<]*)" % e["index"], page, re.S)
     if not m: probs.append(f"device {dev}: the report has no OOM at entry {e['index']}")
 # frag's word on the last OOM of each device is oom's
@@ -73,7 +107,7 @@ for d in oom:
     f = [x for x in frag if x["device"] == d["device"]][0]
     lo = f.get("last_oom")
     if not lo: probs.append(f"device {d['device']}: frag does not mention the OOM"); continue
-    for k in ("index", "request", "free_in_segments", "largest_gap", "verdict", "trapped", "releasable"):
+    for k in ("index", "request", "free_in_segments", "largest_gap", "verdict", "trapped", "releasable", "private_pools"):
         if lo[k] != last[k]: probs.append(f"device {d['device']}: frag's {k} {lo[k]} != oom's {last[k]}")
 # whatif and flamegraph --at oom: the first OOM's device by default
 first = min(events, key=lambda x: (x[1]["time_ns"] or 0, x[0]))[0]
@@ -111,6 +145,21 @@ grep -q "uneven load: device 1 held" three.txt && ok "a multi-device OOM: the un
 "$CMH" frag --device 1 three.pickle >f1.txt 2>&1
 grep -q "verdict: demand" f1.txt && ! grep -q "large enough" f1.txt && ok "frag judges the OOM at its moment, as oom does" ||
     bad "frag at the OOM: $(tail -4 f1.txt)"
+# a private pool's free memory is neither releasable nor trapped, and the OOM is the pool's doing
+py - <<EOF
+import json, subprocess
+run = lambda *a: json.loads(subprocess.run(["$CMH", *a, "pool.pickle"], capture_output=True, text=True).stdout)[0]
+o, f = run("oom", "--json")["ooms"][0], run("frag", "--json")
+assert o["verdict"] == "private pool" and o["private_pools"] == 70 << 20 and o["releasable"] == 0 and o["trapped"] == 0, o
+assert o["largest_gap"] == 0 and not o["fits_in_gap"], o
+assert f["private_pools"] == 70 << 20 and f["releasable"] == 0 and f["trapped"] == 0 and f["fragmentation"] == 0, f
+assert f["releasable"] + f["trapped"] + f["private_pools"] + f["pending_free"] == f["free_in_segments"], f
+assert sorted(tuple(g["pool_id"]) for g in f["segments"]) == [(0, 0), (1, 3), (1, 3)], f["segments"]
+EOF
+check "a CUDA graph's private pool: its free memory is the pool's, the OOM verdict says so" "[ $? -eq 0 ]"
+"$CMH" oom pool.pickle | grep -q "in private pools *70.0 MiB" && ok "oom names the private pools' free memory" ||
+    bad "oom on a private pool: $("$CMH" oom pool.pickle)"
+
 # cached memory is not fragmentation: one empty (cached) expandable segment is releasable
 py - <<EOF
 import json, subprocess

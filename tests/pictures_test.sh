@@ -52,4 +52,36 @@ check "plot of two devices: one axis for the figure" '[ "$(axis_of ax_multi.svg 
 "$CMH" plot state.cmh -o state.svg 2>/dev/null
 check "plot of an enabled=state record: the end, no peak, no entry -1" \
     'grep -q ">at the end 12.0 MiB (no history: the peak is not known)<" state.svg && ! grep -q "at entry -1" state.svg'
+# ... nor does the flamegraph (its default, --at peak, draws the end and says so) or the pprof
+# profile's comment, which read 'at the allocated peak (entry -1)'
+"$CMH" flamegraph state.cmh -o state_flame.svg 2>state_flame.err
+check "flamegraph of an enabled=state record: the end, the peak not known, no entry -1" \
+    'grep -q "live memory at the end (no history: the peak is not known)" state_flame.svg && ! grep -q "entry -1" state_flame.svg && grep -q "the peak is not known; drew the end" state_flame.err'
+"$CMH" export state.cmh -o state.pb.gz 2>/dev/null
+py -c "import gzip, sys; b = gzip.open('state.pb.gz').read(); sys.exit(0 if b'no history: the peak is not known' in b and b'entry -1' not in b else 1)"
+check "pprof of an enabled=state record: the comment says the peak is not known, no entry -1" '[ $? -eq 0 ]'
+# a 20,000-frame stack (deep recursion; PyTorch's C++ frames): every picture is drawn, and the
+# flamegraph still sums to the live bytes (its recursive walk overflowed the stack ~7,000 levels down)
+py - deep.pickle <<'EOF'
+import pickle, sys
+MIB = 1 << 20
+st = [{"name": "f%d" % i, "filename": "/proj/deep.py", "line": i + 1} for i in range(20000)]
+seg = {"device": 0, "address": 0x7f0000000000, "total_size": 16 * MIB, "allocated_size": 8 * MIB, "active_size": 8 * MIB,
+       "requested_size": 8 * MIB, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
+       "frames": st, "blocks": [{"address": 0x7f0000000000, "size": 8 * MIB, "requested_size": 8 * MIB, "state": "active_allocated", "frames": st},
+                                {"address": 0x7f0000800000, "size": 8 * MIB, "requested_size": 0, "state": "inactive", "frames": []}]}
+tr = [{"action": "segment_alloc", "addr": 0x7f0000000000, "size": 16 * MIB, "stream": 0, "time_us": 1, "frames": st},
+      {"action": "alloc", "addr": 0x7f0000000000, "size": 8 * MIB, "stream": 0, "time_us": 2, "frames": st}]
+pickle.dump({"segments": [seg], "device_traces": [tr]}, open(sys.argv[1], "wb"), protocol=4)
+EOF
+"$CMH" flamegraph deep.pickle -o deep.svg 2>deep.err
+check "flamegraph of a 20,000-frame stack: drawn, every level" \
+    '[ $? -eq 0 ] && [ "$(grep -c "<rect x=.*data-bytes=.8388608" deep.svg)" -eq 20001 ] && grep -q "f19999 (/proj/deep.py:20000)" deep.svg'
+"$CMH" flamegraph --folded deep.pickle >deep.folded 2>/dev/null
+check "folded stacks of a 20,000-frame stack: one line, 20,000 frames" \
+    '[ "$(wc -l <deep.folded)" -eq 1 ] && [ "$(tr ";" "\n" <deep.folded | wc -l)" -eq 20000 ]'
+for cmd in "plot -o deep_plot.svg" "report -o deep.html" "view -o deep_view.html" "export -o deep.pb.gz" "export -o deep.db"; do
+    "$CMH" $cmd deep.pickle >/dev/null 2>&1
+    check "$cmd of a 20,000-frame stack" '[ $? -eq 0 ]'
+done
 finish

@@ -48,7 +48,7 @@ static void check_device(const char *what, const cmh_snapshot *s, int dev, int w
         cmh_free_split split;
         cmh_replay_free_split(r, &split);
         int ok = (int64_t)free_in == reserved - active && gap <= free_in && allocated <= active && active <= reserved &&
-                 split.releasable + split.trapped == free_in && split.largest_gap == gap && split.pool_cache <= split.releasable;
+                 split.releasable + split.trapped + split.private_free == free_in && split.largest_gap == gap && split.pool_cache <= split.releasable;
         if (!ok && !reported++)
             fprintf(stderr, "\n  %s device %d entry %" PRId64 ": free %" PRIu64 " gap %" PRIu64 " reserved %" PRId64
                             " active %" PRId64 " allocated %" PRId64 "\n",
@@ -67,7 +67,7 @@ static void check_device(const char *what, const cmh_snapshot *s, int dev, int w
         const cmh_oom_event *e = &o.events[i];
         CU_ASSERT_EQUAL(e->free_inside, e->reserved - e->allocated);
         if (!anomalies) CU_ASSERT(e->largest_gap + e->pending_free <= e->free_inside);
-        if (!anomalies) CU_ASSERT_EQUAL(e->split.releasable + e->split.trapped + e->pending_free, e->free_inside);
+        if (!anomalies) CU_ASSERT_EQUAL(e->split.releasable + e->split.trapped + e->split.private_free + e->pending_free, e->free_inside);
         uint64_t held = 0;
         for (uint32_t k = 0; k < e->nsites; k++) held += e->sites[k].bytes;
         if (!anomalies) CU_ASSERT(held >= e->allocated); /* the holders: every active block, pending ones too */
@@ -96,7 +96,7 @@ static void check_device(const char *what, const cmh_snapshot *s, int dev, int w
     }
     CU_ASSERT_EQUAL(f.free, sum_free + f.pool_cache);
     if (f.allocated <= f.reserved) CU_ASSERT_EQUAL(f.free, f.reserved - f.allocated);
-    if (f.allocated <= f.reserved) CU_ASSERT_EQUAL(f.releasable + f.trapped + f.pending_free, f.free);
+    if (f.allocated <= f.reserved) CU_ASSERT_EQUAL(f.releasable + f.trapped + f.private_free + f.pending_free, f.free);
     /* frag's end is peak's end: pools' caches and expandable maps included */
     if (!anomalies) {
         CU_ASSERT_EQUAL((int64_t)f.reserved, reserved_end);

@@ -177,11 +177,12 @@ static unsigned hash_str(const char *s)
     return h;
 }
 
-static void draw(drawc *d, uint32_t i, double x, int depth)
+/* One node's box; 0 when it is too narrow to draw (nor are its children). */
+static int draw_node(drawc *d, uint32_t i, double x, int depth)
 {
     const node *nd = &d->t->n[i];
     double w = (double)nd->bytes * d->scale;
-    if (w < 0.4) return;
+    if (w < 0.4) return 0;
     char lab[1024];
     int machinery = 0;
     if (nd->frame == UINT32_MAX) snprintf(lab, sizeof lab, "all live memory");
@@ -215,20 +216,62 @@ static void draw(drawc *d, uint32_t i, double x, int depth)
         fputs("</text>", d->fp);
     }
     fputs("</g>\n", d->fp);
-    /* children, biggest first */
-    uint32_t nc = 0;
-    for (uint32_t c = nd->child; c; c = d->t->n[c].next) nc++;
-    if (!nc) return;
-    uint32_t *kids = malloc(nc * sizeof *kids), k = 0;
-    if (!kids) return;
-    for (uint32_t c = nd->child; c; c = d->t->n[c].next) kids[k++] = c;
-    qsort_r(kids, nc, sizeof *kids, cmp_child_bytes, d->t);
-    double cx = x;
-    for (uint32_t j = 0; j < nc; j++) {
-        draw(d, kids[j], cx, depth + 1);
-        cx += (double)d->t->n[kids[j]].bytes * d->scale;
+    return 1;
+}
+
+/* Every node, parents before children and the biggest child first, as a depth-first walk with a
+ * stack of its own: a recursive walk overflowed the thread's stack on a 20,000-frame stack (deep
+ * recursion in the program, PyTorch's C++ frames), some 7,000 levels down. */
+typedef struct dpend {
+    uint32_t i;
+    int depth;
+    double x;
+} dpend;
+
+static int draw(drawc *d)
+{
+    uint32_t cap = 256, n = 0, *kids = NULL, capk = 0;
+    dpend *st = malloc(cap * sizeof *st);
+    if (!st) return CMH_ENOMEM;
+    st[n++] = (dpend){0, 0, d->x0};
+    int rc = CMH_OK;
+    while (n) {
+        dpend f = st[--n];
+        if (!draw_node(d, f.i, f.x, f.depth)) continue;
+        uint32_t nc = 0;
+        for (uint32_t c = d->t->n[f.i].child; c; c = d->t->n[c].next) nc++;
+        if (!nc) continue;
+        if (nc > capk) {
+            uint32_t *nk = realloc(kids, nc * sizeof *nk);
+            if (!nk) goto nomem;
+            kids = nk;
+            capk = nc;
+        }
+        if (n + nc > cap) {
+            uint32_t ncap = cap;
+            while (ncap < n + nc) ncap *= 2;
+            dpend *ns = realloc(st, ncap * sizeof *ns);
+            if (!ns) goto nomem;
+            st = ns;
+            cap = ncap;
+        }
+        uint32_t k = 0;
+        for (uint32_t c = d->t->n[f.i].child; c; c = d->t->n[c].next) kids[k++] = c;
+        qsort_r(kids, nc, sizeof *kids, cmp_child_bytes, d->t); /* children, biggest first */
+        double cx = f.x;
+        for (uint32_t j = 0; j < nc; j++) { /* pushed in reverse: the biggest is drawn next */
+            st[n + nc - 1 - j] = (dpend){kids[j], f.depth + 1, cx};
+            cx += (double)d->t->n[kids[j]].bytes * d->scale;
+        }
+        n += nc;
     }
+    goto done;
+nomem:
+    rc = CMH_ENOMEM;
+done:
     free(kids);
+    free(st);
+    return rc;
 }
 
 int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, const char *title, FILE *fp)
@@ -278,8 +321,9 @@ int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *
                 "allocation site (the first frame of your own code); grey: machinery. Hover for figures.</text>\n",
             cmh_svg_size((double)l->bytes), l->blocks, l->blocks == 1 ? "" : "s");
     drawc d = {s, g, &t, fp, l->bytes ? (double)(W - 20) / (double)l->bytes : 0, 10, head, rowh, l->bytes};
-    if (l->bytes) draw(&d, 0, 10, 0);
-    else fprintf(fp, "<text class=\"sub\" x=\"10\" y=\"%d\">nothing live at this moment</text>\n", head + 14);
+    if (l->bytes) {
+        if (draw(&d) != CMH_OK) goto nomem;
+    } else fprintf(fp, "<text class=\"sub\" x=\"10\" y=\"%d\">nothing live at this moment</text>\n", head + 14);
     fputs("</svg>\n", fp);
     free(t.n);
     return ferror(fp) ? CMH_EIO : CMH_OK;

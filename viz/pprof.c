@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "cumemhist/pictures.h"
+#include "cumemhist/reports.h"
 #include "oatab.h"
 
 typedef struct buf {
@@ -214,9 +215,16 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     /* what is written once every string is known: the table, the time, the default type */
     int64_t tns = s->dump_time_ns ? s->dump_time_ns : end.time_ns;
     uint64_t deflt = str_id(&st.strings, "live_space", &nomem);
-    char comment[128];
-    snprintf(comment, sizeof comment, "cumemhist: device %d, live at the end (entry %lld) and at the allocated peak (entry %lld)", device,
-             (long long)end.index, (long long)peak.index);
+    /* the moments, as `peak` names them: no entry -1 (a record with no entries), and no peak
+     * where there is no history (enabled=state: the peak values are the end's) */
+    char comment[256], at_end[48], at_peak[96];
+    if (end.index >= 0) snprintf(at_end, sizeof at_end, "entry %lld", (long long)end.index);
+    else snprintf(at_end, sizeof at_end, "no trace entries");
+    if (!cmh_trace_has_history(s, device))
+        snprintf(at_peak, sizeof at_peak, "no history: the peak is not known, peak_space is the end's");
+    else if (peak.index >= 0) snprintf(at_peak, sizeof at_peak, "at the allocated peak (entry %lld)", (long long)peak.index);
+    else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry)");
+    snprintf(comment, sizeof comment, "cumemhist: device %d, live at the end (%s) and %s", device, at_end, at_peak);
     uint64_t cid = str_id(&st.strings, comment, &nomem);
     for (uint32_t i = 0; i < st.strings.n && !nomem; i++) field_len(&out, 6, st.strings.str[i], strlen(st.strings.str[i]));
     field_int(&out, 9, (uint64_t)tns);

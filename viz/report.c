@@ -317,8 +317,10 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     /* fragmentation */
     const cmh_frag_report fr = P.fr;
     if (fr.nsegs) {
-        fprintf(fp, "<h3>Segments at the end: %u, %s reserved, %s free inside: %s releasable, %s trapped (fragmentation %.1f%%)</h3>\n",
-                fr.nsegs, SZ(fr.reserved), SZ(fr.free), SZ(fr.releasable), SZ(fr.trapped), 100 * fr.fragmentation);
+        fprintf(fp, "<h3>Segments at the end: %u, %s reserved, %s free inside: %s releasable, %s trapped", fr.nsegs,
+                SZ(fr.reserved), SZ(fr.free), SZ(fr.releasable), SZ(fr.trapped));
+        if (fr.private_segs) fprintf(fp, ", %s in private pools (a CUDA graph's or MemPool's)", SZ(fr.private_free));
+        fprintf(fp, " (fragmentation %.1f%%)</h3>\n", 100 * fr.fragmentation);
         fputs("<div class=\"r-wrap\"><table><tr><th>segment</th><th>reserved</th><th>allocated / free</th><th class=\"nw\">largest gap</th>"
               "<th class=\"nw\">frag.</th></tr>\n",
               fp);

@@ -312,12 +312,17 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
     if (rc == CMH_OK && (rc = cmh_peak_compute(s, t->device, NULL, &pk)) == CMH_OK) {
         BIND(Q_DEV);
         b_int(&b, pid), b_int(&b, t->device), b_int(&b, t->nentries), b_int(&b, (int64_t)t->dropped), b_int(&b, v.alloc_start);
-        b_int(&b, v.res_start), b_int(&b, pk.alloc_peak);
-        if (pk.alloc_index >= 0) b_int(&b, pk.alloc_index), b_opt(&b, pk.alloc_time_ns ? pk.alloc_time_ns : -1);
-        else b_null(&b), b_null(&b); /* the peak was the state before the first entry */
-        b_int(&b, pk.reserved_peak);
-        if (pk.reserved_index >= 0) b_int(&b, pk.reserved_index), b_opt(&b, pk.reserved_time_ns ? pk.reserved_time_ns : -1);
-        else b_null(&b), b_null(&b);
+        b_int(&b, v.res_start);
+        if (!pk.base.history) { /* no history (enabled=state): no peak is known, only the end */
+            for (int k = 0; k < 6; k++) b_null(&b);
+        } else {
+            b_int(&b, pk.alloc_peak);
+            if (pk.alloc_index >= 0) b_int(&b, pk.alloc_index), b_opt(&b, pk.alloc_time_ns ? pk.alloc_time_ns : -1);
+            else b_null(&b), b_null(&b); /* the peak was the state before the first entry */
+            b_int(&b, pk.reserved_peak);
+            if (pk.reserved_index >= 0) b_int(&b, pk.reserved_index), b_opt(&b, pk.reserved_time_ns ? pk.reserved_time_ns : -1);
+            else b_null(&b), b_null(&b);
+        }
         b_int(&b, pk.alloc_end), b_int(&b, pk.reserved_end);
         rc = run(x, &b, "devices");
         cmh_peak_report_free(&pk);
@@ -343,6 +348,19 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
     if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg);
     for (uint32_t t = 0; t < s->ntraces && rc == CMH_OK; t++) /* FLEET.md: a row per device with a trace */
         if (s->traces[t].nentries || s->traces[t].dropped) rc = add_device(x, s, pid, &s->traces[t]);
+    /* ... and per device that holds memory at the end without one (enabled=state, PyTorch's history
+     * off): its end state, its peaks NULL; such a device had no row, so a query of the job's
+     * memory at the end missed it */
+    int32_t devs[256];
+    int nd = cmh_snapshot_devices(s, devs, 256);
+    for (int i = 0; i < nd && i < 256 && rc == CMH_OK; i++) {
+        const cmh_trace *t = cmh_snapshot_trace(s, devs[i]);
+        if (t && (t->nentries || t->dropped)) continue;
+        int held = 0;
+        for (uint32_t k = 0; k < s->nsegments && !held; k++) held = s->segments[k].device == devs[i];
+        cmh_trace none = {devs[i], 0, 0, 0};
+        if (held) rc = add_device(x, s, pid, &none);
+    }
     if (rc == CMH_OK && sqlite3_exec(x->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = fail(x, "COMMIT");
     if (rc != CMH_OK) sqlite3_exec(x->db, "ROLLBACK", NULL, NULL, NULL);
     else x->next_process++;

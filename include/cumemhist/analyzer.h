@@ -87,10 +87,14 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
  * releasable = what empty_cache() (or cuMemPoolTrimTo) would give back: segments that hold no
  * active block, the whole 2 MiB pages of an expandable segment's free runs, a pool's cache;
  * trapped = the free gaps between active blocks that nothing can give back, usable only by
- * requests that fit them.  releasable + trapped + pending free = reserved - allocated. */
+ * requests that fit them; private = the free runs of segments in a private pool (a PyTorch
+segment whose segment_pool_id is not (0, 0): a CUDA graph's or a MemPool's), which neither
+empty_cache() gives back while the pool lives nor a request outside the pool can use.
+releasable + trapped + private + pending free = reserved - allocated. */
 typedef struct cmh_free_split {
     uint64_t releasable, trapped, pool_cache; /* pool_cache: the part of releasable pools keep */
-    uint64_t largest_gap;                     /* the largest free run in one segment, either kind */
+    uint64_t largest_gap;  /* the largest free run in one segment of the default pool, either kind */
+    uint64_t private_free; /* free inside private pools' segments (not in the three above) */
 } cmh_free_split;
 void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out);
 /* The split of one free run [a, b) of a segment (added to *releasable and *trapped). */

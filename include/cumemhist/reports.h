@@ -67,6 +67,9 @@ typedef struct cmh_report_base {
     int pytorch; /* byte figures of a PyTorch trace are the allocator's rounded sizes */
     int history; /* the trace says how memory changed; 0: only the end state is known (enabled=state) */
 } cmh_report_base;
+/* Whether device's trace says how memory changed (cmh_report_base's history); 0: only the end
+ * state is known (enabled=state, PyTorch's history off), so no peak can be told. */
+int cmh_trace_has_history(const cmh_snapshot *s, int device);
 
 typedef struct cmh_peak_report {
     cmh_report_base base;
@@ -222,6 +225,10 @@ typedef struct cmh_frag_seg {
     uint64_t addr, reserved, allocated, free, pending_free, largest_gap, releasable, trapped;
     double fragmentation; /* trapped / reserved */
     int expandable;
+    /* a private pool's segment (segment_pool_id not (0, 0): a CUDA graph's, a MemPool's): its free
+     * bytes are private_free, neither releasable nor trapped (cmh_free_split) */
+    int private_pool;
+    uint64_t pool_id[2], private_free;
 } cmh_frag_seg;
 
 typedef struct cmh_oom_event cmh_oom_event;
@@ -230,6 +237,8 @@ typedef struct cmh_frag_report {
     cmh_frag_seg *segs; /* at the end of the record */
     uint32_t nsegs;
     uint64_t reserved, allocated, free, pending_free, largest_gap, releasable, trapped, pool_cache;
+    uint64_t private_free; /* free inside private pools' segments; largest_gap is the default pool's */
+    uint32_t private_segs;
     double fragmentation;
     int has_oom;
     uint32_t nooms;
@@ -237,7 +246,7 @@ typedef struct cmh_frag_report {
     struct cmh_oom_event_state {
         int64_t index, time_ns;
         uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
-        uint64_t releasable, trapped;
+        uint64_t releasable, trapped, private_free;
         int verdict;
     } last_oom;
 } cmh_frag_report;
@@ -251,8 +260,13 @@ void cmh_frag_report_free(cmh_frag_report *r);
  * may not use for this request), DRIVER when the device alone said it had enough free and the
  * allocation failed all the same (a limit on the process, another process at that instant, the
  * driver's own fragmentation): nothing inside the recorded segments was needed. */
-enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3 };
+enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3, CMH_OOM_PRIVATE_POOL = 4 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
+/* The same, where private_free of free_inside lies in private pools' segments (a CUDA graph's, a
+ * MemPool's) and largest_gap is the default pool's: PRIVATE_POOL when the request would have
+ * been met only with that memory (the default pool's free and the device's were too few). */
+int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t largest_gap,
+                          uint64_t device_free);
 /* The verdict in one word ("demand"), and as every report says it in a sentence. */
 const char *cmh_oom_verdict_name(int verdict);
 const char *cmh_oom_verdict_text(int verdict);
