@@ -76,11 +76,11 @@ static fseg *seg_slot_at(cmh_fstate *st, uint64_t addr, seg_slot **slot)
     return sl && st->segs[sl->i].alive && st->segs[sl->i].addr == addr ? &st->segs[sl->i] : NULL;
 }
 
-uint64_t cmh_fstate_seg_size(cmh_fstate *st, uint64_t addr)
+uint64_t cmh_fstate_seg_size(cmh_fstate *st, uint64_t addr, int32_t dev)
 {
     seg_slot *sl;
     fseg *g = seg_slot_at(st, addr, &sl);
-    return g ? g->size : 0;
+    return g && g->device == dev ? g->size : 0;
 }
 
 /* g, found with its slot sl, is gone (the slot removed: the table is probed no more) */

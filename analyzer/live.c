@@ -357,7 +357,8 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         if (fresh < 0) return CMH_ENOMEM;
         if (!fresh) return CMH_OK;
         /* a short free's size: the segment's (its allocation's record is ahead of it in the file) */
-        if (type == CMH_FR_FREE_SHORT) x->size = x->requested = cmh_fstate_seg_size(&l->st, x->addr);
+        if (type == CMH_FR_FREE_SHORT)
+            x->size = x->requested = cmh_fstate_seg_size(&l->st, x->addr, x->slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)x->slot);
         cmh_entry_full *e = trace_slot(l, (int)x->slot, 0);
         if (!e) return CMH_ENOMEM;
         *e = (cmh_entry_full){.time_ns = to_ns(h, x->ticks), .addr = x->addr, .size = x->size, .requested = x->requested,

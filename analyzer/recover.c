@@ -562,7 +562,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     for (uint32_t i = 0; i < c.nents && !st.nomem; i++) {
         if (c.ents[i].seq <= c.cleared[c.ents[i].slot]) continue;
         if (c.ents[i].short_free) /* the trace keeps the size its entry left out */
-            c.ents[i].e.size = c.ents[i].e.requested = cmh_fstate_seg_size(&st, c.ents[i].e.addr);
+            c.ents[i].e.size = c.ents[i].e.requested = cmh_fstate_seg_size(&st, c.ents[i].e.addr, slot_device(c.ents[i].slot));
         cmh_entry_full e = c.ents[i].e;
         if (e.action == CMH_ACT_SEGMENT_ALLOC || e.action == CMH_ACT_SEGMENT_MAP || e.action == CMH_ACT_ALLOC)
             if ((rc = model_stack(&c, e.stack, &e.stack)) != CMH_OK) goto out;
