@@ -76,6 +76,13 @@ static fseg *seg_slot_at(cmh_fstate *st, uint64_t addr, seg_slot **slot)
     return sl && st->segs[sl->i].alive && st->segs[sl->i].addr == addr ? &st->segs[sl->i] : NULL;
 }
 
+uint64_t cmh_fstate_seg_size(cmh_fstate *st, uint64_t addr, int32_t dev)
+{
+    seg_slot *sl;
+    fseg *g = seg_slot_at(st, addr, &sl);
+    return g && g->device == dev ? g->size : 0;
+}
+
 /* g, found with its slot sl, is gone (the slot removed: the table is probed no more) */
 static void seg_kill_at(cmh_fstate *st, fseg *g, seg_slot *sl)
 {

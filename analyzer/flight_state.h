@@ -48,6 +48,9 @@ void cmh_fstate_free(cmh_fstate *st);
 /* A segment as a base snapshot holds it; a block inside one (its state as given). */
 fseg *cmh_fstate_seg_add(cmh_fstate *st, const fseg *g);
 void cmh_fstate_block_put(cmh_fstate *st, const cmh_entry_full *e, int32_t dev, uint64_t size, uint8_t state_);
+/* The size of device dev's live segment that starts at addr, 0 where none does: a short free's
+ * (CMH_FR_FREE_SHORT), taken before the free is applied. */
+uint64_t cmh_fstate_seg_size(cmh_fstate *st, uint64_t addr, int32_t dev);
 /* What one entry (its stack a model stack id) does to the state. */
 void cmh_fstate_apply(cmh_fstate *st, const cmh_entry_full *e, int32_t dev);
 /* Drop the dead segments (the live reader's, now and then: a long run frees many). */

@@ -166,6 +166,7 @@ static int check_header(cmh_live *l, char *err, size_t errlen)
     if (__atomic_load_n(&h->nareas, __ATOMIC_ACQUIRE) > CMH_FLIGHT_EXTENTS)
         return cmh_live_fail(l, err, errlen, "a header naming too many extents", offsetof(cmh_flight_header, nareas));
     l->head = h->version >= 2 ? sizeof(cmh_flight_rec) : CMH_FLIGHT_HEAD_V1;
+    l->version = h->version;
     return CMH_OK;
 }
 

@@ -72,7 +72,7 @@ struct cmh_live {
     int fd;
     const unsigned char *map;
     size_t len, maplen; /* the file's size as last seen; the mapping's */
-    uint32_t head;
+    uint32_t head, version; /* a whole head's bytes (16, or 8 in version 1); the file's version */
     uint64_t trace_cap_asked;
     /* where each extent was read up to; an uncommitted record waited for since stall_ns */
     uint64_t pos[CMH_FLIGHT_EXTENTS];

@@ -157,7 +157,8 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
     const cmh_flight_header *h = hdr(l);
     switch (type) {
     case CMH_FR_ENTRY:
-    case CMH_FR_ENTRY_SHORT: {
+    case CMH_FR_ENTRY_SHORT:
+    case CMH_FR_FREE_SHORT: {
         cmh_fr_entry xe, *x = &xe;
         if (!cmh_fr_entry_read(type, body, len, x)) return cmh_live_fail(l, err, errlen, "a short entry record", at);
         if (x->slot >= CMH_FLIGHT_SLOTS) return cmh_live_fail(l, err, errlen, "an entry of an impossible device", at);
@@ -168,6 +169,9 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         int fresh = seen_once(t, x->seq);
         if (fresh < 0) return CMH_ENOMEM;
         if (!fresh) return CMH_OK;
+        /* a short free's size: the segment's (its allocation's record is ahead of it in the file) */
+        if (type == CMH_FR_FREE_SHORT)
+            x->size = x->requested = cmh_fstate_seg_size(&l->st, x->addr, x->slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)x->slot);
         cmh_entry_full *e = trace_slot(l, (int)x->slot, 0);
         if (!e) return CMH_ENOMEM;
         *e = (cmh_entry_full){.time_ns = to_ns(h, x->ticks), .addr = x->addr, .size = x->size, .requested = x->requested,
@@ -303,15 +307,12 @@ static int sums_ahead(const cmh_live *l, const unsigned char *base, uint64_t at,
     uint32_t n[SUMS];
     int k = 0;
     while (k < SUMS && at + CMH_FLIGHT_HEAD_V1 <= end) {
-        const cmh_flight_rec *rec = (const cmh_flight_rec *)(base + at);
-        uint32_t len = __atomic_load_n(&rec->len, __ATOMIC_ACQUIRE);
-        if (!len || len % 8 || len < l->head || len > end - at) break;
-        uint32_t c = __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE);
-        if ((c & ~0xffu) != CMH_FLIGHT_COMMIT) break;
+        cmh_fr_head hd;
+        if (cmh_fr_head_read(base + at, l->version, end - at, &hd) != CMH_FRH_DONE) break;
         ats[k] = at;
-        p[k] = (const unsigned char *)rec + l->head;
-        n[k++] = len - l->head;
-        at += len;
+        p[k] = base + at + hd.head;
+        n[k++] = hd.len - hd.head;
+        at += hd.len;
     }
 #if defined(__x86_64__)
     if (l->hwcrc) {
@@ -338,43 +339,43 @@ int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen)
     uint32_t bsum[SUMS];
     int bn = 0, bi = 0;
     while (at + CMH_FLIGHT_HEAD_V1 <= end) {
-        const cmh_flight_rec *rec = (const cmh_flight_rec *)(l->map + off + at);
-        uint32_t len = __atomic_load_n(&rec->len, __ATOMIC_ACQUIRE);
-        uint32_t c = len ? __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE) : 0;
-        if (len && (len % 8 || len < l->head || len > end - at)) { /* not a length a writer writes */
+        cmh_fr_head hd;
+        int st = cmh_fr_head_read(l->map + off + at, l->version, end - at, &hd);
+        if (st == CMH_FRH_BADLEN) { /* not a length a writer writes */
             l->info.torn++;
             at = end; /* what follows cannot be found: the extent is done */
             break;
         }
-        if (!len || (c & ~0xffu) != CMH_FLIGHT_COMMIT) { /* not there yet */
+        if (st != CMH_FRH_DONE) { /* not there yet */
             int64_t t = now_ns();
             if (!l->stall_ns[a]) l->stall_ns[a] = t;
             int stuck = !l->alive || t - l->stall_ns[a] > (int64_t)CMH_LIVE_STALL_MS * 1000000;
             if (!stuck) break;
             l->info.torn++;
             l->stall_ns[a] = 0;
-            if (!len) { /* reserved and never written: nothing after it can be found */
+            if (st == CMH_FRH_EMPTY) { /* reserved and never written: nothing after it can be found */
                 at = end;
                 break;
             }
-            at += len;
+            at += hd.len;
             continue;
         }
         l->stall_ns[a] = 0;
-        const unsigned char *body = (const unsigned char *)rec + l->head;
+        uint32_t len = hd.len;
+        const unsigned char *body = l->map + off + at + hd.head;
         int whole = 1;
-        if (l->head == sizeof *rec) {
+        if (hd.has_sum) {
             if (bi >= bn || bat[bi] != at) bn = sums_ahead(l, l->map + off, at, end, bat, bsum), bi = 0;
-            uint32_t sum = bi < bn && bat[bi] == at ? bsum[bi++] : cmh_crc32c(0, body, len - l->head);
+            uint32_t sum = bi < bn && bat[bi] == at ? bsum[bi++] : cmh_crc32c(0, body, len - hd.head);
 #ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-            whole = sum == rec->sum;
+            whole = sum == hd.sum;
 #else
             (void)sum;
 #endif
         }
         if (!whole) l->info.damaged++;
         else {
-            int rc = on_record(l, body, len - l->head, c & 0xff, off + at, err, errlen);
+            int rc = on_record(l, body, len - hd.head, hd.type, off + at, err, errlen);
             if (rc != CMH_OK) {
                 l->pos[a] = at;
                 return rc;

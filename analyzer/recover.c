@@ -63,16 +63,16 @@ static int fail(rd *r, const char *fmt, uint64_t at)
  * torn and damaged ones counted.  at: the record's byte in the file. */
 typedef int (*rec_fn)(void *arg, const void *body, uint32_t len, uint32_t type, uint64_t at);
 
-/* The body matches the sum in the head (version 2; a version-1 record has none to match). */
-static int intact(const rd *r, const cmh_flight_rec *rec, const unsigned char *body, uint32_t len)
+/* The body matches the sum in its head (version 2 on; a version-1 record has none to match). */
+static int intact(const cmh_fr_head *hd, const unsigned char *body)
 {
-    if (r->head != sizeof *rec) return 1;
-    uint32_t sum = cmh_crc32c(0, body, len - r->head);
+    if (!hd->has_sum) return 1;
+    uint32_t sum = cmh_crc32c(0, body, hd->len - hd->head);
 #ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
     (void)sum;
     return 1;
 #else
-    return sum == rec->sum;
+    return sum == hd->sum;
 #endif
 }
 
@@ -82,26 +82,25 @@ static int walk(rd *r, uint32_t a, rec_fn fn, void *arg)
     uint64_t end = ar->cursor < ar->size ? ar->cursor : ar->size;
     if (ar->sealed && ar->sealed < end) end = ar->sealed; /* past it: reservations that went to the next extent */
     for (uint64_t at = 0; at + CMH_FLIGHT_HEAD_V1 <= end;) {
-        const cmh_flight_rec *rec = (const cmh_flight_rec *)(r->map + ar->offset + at);
-        uint32_t len = __atomic_load_n(&rec->len, __ATOMIC_RELAXED);
-        if (!len) { /* reserved and never written (its writer died at once), or nothing more */
+        cmh_fr_head hd;
+        int st = cmh_fr_head_read(r->map + ar->offset + at, r->h->version, end - at, &hd);
+        if (st == CMH_FRH_EMPTY) { /* reserved and never written (its writer died at once), or nothing more */
             if (at < end) r->info->torn++;
             break;
         }
-        if (len % 8 || len < r->head || len > end - at) {
+        if (st == CMH_FRH_BADLEN) {
             r->info->torn++;
             break; /* its length cannot be trusted, so neither can what follows */
         }
-        uint32_t c = __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE);
-        const unsigned char *body = (const unsigned char *)rec + r->head;
-        if ((c & ~0xffu) != CMH_FLIGHT_COMMIT) r->info->torn++;
-        else if (!intact(r, rec, body, len))
+        const unsigned char *body = r->map + ar->offset + at + hd.head;
+        if (st == CMH_FRH_OPEN) r->info->torn++;
+        else if (!intact(&hd, body))
             r->info->damaged++; /* its length was sane: what follows may still be whole */
         else {
-            int rc = fn(arg, body, len - r->head, c & 0xff, ar->offset + at);
+            int rc = fn(arg, body, hd.len - hd.head, hd.type, ar->offset + at);
             if (rc) return rc;
         }
-        at += len;
+        at += hd.len;
     }
     return CMH_OK;
 }
@@ -125,7 +124,7 @@ typedef struct pyframe_rec {
 
 typedef struct jentry {
     cmh_entry_full e;
-    uint32_t slot;
+    uint32_t slot, short_free;
     uint64_t seq;
 } jentry;
 
@@ -244,7 +243,8 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
 static int on_record(void *arg, const void *body, uint32_t len, uint32_t type, uint64_t at)
 {
     ctx *c = arg;
-    if (type != CMH_FR_ENTRY && type != CMH_FR_ENTRY_SHORT && type != CMH_FR_CLEAR) return on_dict(arg, body, len, type, at);
+    if (type != CMH_FR_ENTRY && type != CMH_FR_ENTRY_SHORT && type != CMH_FR_FREE_SHORT && type != CMH_FR_CLEAR)
+        return on_dict(arg, body, len, type, at);
     cmh_fr_entry xe, *x = &xe;
     if (!cmh_fr_entry_read(type, body, len, x)) return fail(c->r, "a short entry record at byte %llu", at);
     if (x->slot >= CMH_FLIGHT_SLOTS) return fail(c->r, "an entry of an impossible device at byte %llu", at);
@@ -269,6 +269,7 @@ static int on_record(void *arg, const void *body, uint32_t len, uint32_t type, u
     j->e.action = x->action;
     j->e.kind = x->kind;
     j->e.flags = x->flags;
+    j->short_free = type == CMH_FR_FREE_SHORT; /* its size: the segment's, when it is applied */
     return CMH_OK;
 }
 
@@ -500,7 +501,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
             goto out;
         }
     }
-    r.head = h->version >= 2 ? sizeof(cmh_flight_rec) : CMH_FLIGHT_HEAD_V1;
+    r.head = h->version >= 2 ? sizeof(cmh_flight_rec) : CMH_FLIGHT_HEAD_V1; /* a whole head's (a compact one's is never a name's) */
     info->unverified = h->version < 2;
     info->pid = h->pid;
     info->state = (int)h->state;
@@ -560,6 +561,8 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
      * clear), so each is made a model stack before it is kept. */
     for (uint32_t i = 0; i < c.nents && !st.nomem; i++) {
         if (c.ents[i].seq <= c.cleared[c.ents[i].slot]) continue;
+        if (c.ents[i].short_free) /* the trace keeps the size its entry left out */
+            c.ents[i].e.size = c.ents[i].e.requested = cmh_fstate_seg_size(&st, c.ents[i].e.addr, slot_device(c.ents[i].slot));
         cmh_entry_full e = c.ents[i].e;
         if (e.action == CMH_ACT_SEGMENT_ALLOC || e.action == CMH_ACT_SEGMENT_MAP || e.action == CMH_ACT_ALLOC)
             if ((rc = model_stack(&c, e.stack, &e.stack)) != CMH_OK) goto out;

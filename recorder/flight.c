@@ -218,8 +218,12 @@ static int next_extent(uint32_t full, int new_generation)
  * extent is not given back under the writer.  Trace entries need not (the hot path's one atomic
  * here is the cursor's): the checkpoint waits for every entry claimed so far to be complete
  * (cmh_hist_quiesce) before any extent is given back. */
-static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
+static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted, uint32_t first)
 {
+    if (CMH_UNLIKELY(len > 0xffffffu)) { /* a whole head's length keeps bits 24-31 clear (version 4) */
+        __atomic_add_fetch(&g_h->lost_records, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
     for (int tries = 0; tries < 4; tries++) {
         uint32_t a = __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE);
         if (a >= CMH_FLIGHT_EXTENTS) break;
@@ -237,7 +241,7 @@ static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
                 else if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
                     cmh_helper_wake();
             }
-            r->len = len;
+            r->len = first ? first : len;
             *area = counted ? a : CMH_FLIGHT_EXTENTS;
             return r;
         }
@@ -264,7 +268,12 @@ static void commit(cmh_flight_rec *r, int type, uint32_t area)
 /* Bodies follow their heads. */
 #define BODY(r, type) ((type *)(void *)((r) + 1))
 
-/* A trace entry: short (48 bytes) when it fits, as most do, else whole (88). */
+_Static_assert(CMH_FR_ACT_SEGMENT_FREE == CMH_ACT_SEGMENT_FREE, "a short free's action");
+
+/* A trace entry: short with a compact head when it fits, as most do (40 bytes; a segment's free
+ * that repeats nothing of its allocation, 32), else whole (88).  The compact head's commit word
+ * is the body's sum folded with its first word (flight_format.h), computed here before anything
+ * is stored: one word to store last, and a record whose word would be 0 takes a whole head. */
 void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
@@ -273,13 +282,26 @@ void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
                       (uint8_t)e->action, (uint8_t)e->kind, (uint8_t)e->flags, {0}};
     cmh_fr_entry_short p;
     if (CMH_LIKELY(cmh_fr_entry_pack(&f, &p))) {
-        cmh_flight_rec *h = reserve(sizeof *h + sizeof p, &a, 0);
+        /* a free without a stack: its size is the segment's (hooks.c's frees name the segment
+         * the live table held, whose allocation's record is ahead of this one) */
+        int fr = e->action == CMH_ACT_SEGMENT_FREE && !e->stack;
+        uint32_t n = fr ? CMH_FR_FREE_SHORT_BODY : (uint32_t)sizeof p, len = CMH_FR_COMPACT_HEAD + n;
+        uint32_t first = CMH_FR_COMPACT | (uint32_t)(fr ? CMH_FR_FREE_SHORT : CMH_FR_ENTRY_SHORT) << 24 | len;
+        uint32_t word = cmh_crc32c(0, &p, n) ^ first ^ CMH_FR_COMPACT_KEY;
+        if (CMH_LIKELY(word != 0)) {
+            cmh_flight_rec *h = reserve(len, &a, 0, first);
+            if (!h) return;
+            __builtin_memcpy((char *)h + CMH_FR_COMPACT_HEAD, &p, n);
+            __atomic_store_n(&h->commit, word, __ATOMIC_RELEASE);
+            return;
+        }
+        cmh_flight_rec *h = reserve(sizeof *h + sizeof p, &a, 0, 0);
         if (!h) return;
         *BODY(h, cmh_fr_entry_short) = p;
         commit(h, CMH_FR_ENTRY_SHORT, a);
         return;
     }
-    cmh_flight_rec *h = reserve(sizeof *h + sizeof f, &a, 0);
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof f, &a, 0, 0);
     if (!h) return;
     *BODY(h, cmh_fr_entry) = f;
     commit(h, CMH_FR_ENTRY, a);
@@ -289,7 +311,7 @@ void cmh_flight_clear(int slot, uint64_t seq)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_entry), &a, 0);
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_entry), &a, 0, 0);
     if (!h) return;
     cmh_fr_entry *r = BODY(h, cmh_fr_entry);
     r->slot = (uint32_t)slot;
@@ -308,7 +330,7 @@ void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_stack) + (size_t)depth * 8), &a, 1);
+    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_stack) + (size_t)depth * 8), &a, 1, 0);
     if (!h) return;
     cmh_fr_stack *r = BODY(h, cmh_fr_stack);
     r->id = id;
@@ -325,7 +347,7 @@ void cmh_flight_name(uint32_t id, const char *name)
     size_t n = strlen(name);
     if (n > 65535) n = 65535;
     uint32_t a;
-    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_name) + n), &a, 1);
+    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_name) + n), &a, 1, 0);
     if (!h) return;
     cmh_fr_name *r = BODY(h, cmh_fr_name);
     r->id = id;
@@ -341,7 +363,7 @@ void cmh_flight_pyframe(uint32_t id, const char *file, const char *name, int32_t
     if (fl > 4096) fl = 4096;
     if (nl > 4096) nl = 4096;
     uint32_t a;
-    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_pyframe) + fl + nl), &a, 1);
+    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_pyframe) + fl + nl), &a, 1, 0);
     if (!h) return;
     cmh_fr_pyframe *r = BODY(h, cmh_fr_pyframe);
     r->id = id;
@@ -357,7 +379,7 @@ void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_annotation), &a, 1);
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_annotation), &a, 1, 0);
     if (!h) return;
     cmh_fr_annotation *r = BODY(h, cmh_fr_annotation);
     r->ticks = ticks;
@@ -372,7 +394,7 @@ void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name
     (void)arg;
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return; /* written with the others at the start */
     uint32_t a;
-    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_thread), &a, 1);
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_thread), &a, 1, 0);
     if (!h) return;
     cmh_fr_thread *r = BODY(h, cmh_fr_thread);
     r->thread = thread;
@@ -388,7 +410,7 @@ void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t tot
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
-    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_meminfo), &a, 1);
+    cmh_flight_rec *h = reserve(sizeof *h + sizeof(cmh_fr_meminfo), &a, 1, 0);
     if (!h) return;
     cmh_fr_meminfo *r = BODY(h, cmh_fr_meminfo);
     r->device = device;
@@ -465,7 +487,7 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
     build_id_hex(info, bid, sizeof bid);
     size_t pl = strlen(path), bl = strlen(bid);
     uint32_t a;
-    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_module) + pl + bl), &a, 1);
+    cmh_flight_rec *h = reserve(padded(sizeof *h + sizeof(cmh_fr_module) + pl + bl), &a, 1, 0);
     if (!h) return 0;
     cmh_fr_module *r = BODY(h, cmh_fr_module);
     r->base = lo; /* the lowest loaded address, as the snapshot's module map has it */
@@ -648,11 +670,13 @@ void cmh_flight_start(void)
 }
 
 /* Bytes in the current generation past which a bounded ring's history is checkpointed: 4 rings'
- * worth of entry records, counted at the short record's 48 bytes, which nearly every entry takes
- * (at the whole record's 88, a generation of short records held 7 rings' worth). */
+ * worth of entry records, counted at 36 bytes, the mean of a compact allocation's (40) and its
+ * free's (32), which nearly every entry takes (at the whole record's 88, a generation of short
+ * records held 7 rings' worth). */
+#define ENTRY_RECORD_MEAN ((CMH_FR_COMPACT_HEAD * 2 + sizeof(cmh_fr_entry_short) + CMH_FR_FREE_SHORT_BODY) / 2)
 static uint64_t generation_limit(void)
 {
-    uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * (sizeof(cmh_flight_rec) + sizeof(cmh_fr_entry_short)) * 4;
+    uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * ENTRY_RECORD_MEAN * 4;
     return ring > ((uint64_t)64 << 20) ? ring : (uint64_t)64 << 20;
 }
 

@@ -20,6 +20,16 @@
  *
  * Version 1 (before sums) had an 8-byte head {length, commit} and the same bodies; the reader
  * still reads it, unverified.
+ *
+ * Version 4 adds the compact head (8 bytes) for trace entries, the flight record's bulk: its
+ * first word is {length (bits 0-23), type (24-30), 1 (bit 31)}, written at the reservation as a
+ * whole head's length is; its second, written last (release), is the commit and the sum at once:
+ * CRC-32C(body) ^ first word ^ CMH_FR_COMPACT_KEY, never 0 (a writer whose value would be 0
+ * writes the record with a whole head instead).  A reader that finds it 0 counts the record torn;
+ * nonzero but not that value, damaged.  Whole heads in a version-4 file have bit 31 of their
+ * length clear (and bits 24-30: no record is 16 MiB).  With it, an allocation's entry is 40 bytes
+ * (was 48), and a segment's free 32 (CMH_FR_FREE_SHORT: it names the segment by its address and
+ * leaves out what the segment's allocation said already).  Readers of version 4 read 1 to 3 too.
  */
 #ifndef CMH_FLIGHT_FORMAT_H
 #define CMH_FLIGHT_FORMAT_H
@@ -27,7 +37,7 @@
 #include <stdint.h>
 
 #define CMH_FLIGHT_MAGIC "CMHFLT01"
-#define CMH_FLIGHT_VERSION 3 /* 3: entries may be short (CMH_FR_ENTRY_SHORT); 2: heads carry the body's sum; 1 (no sum); all read */
+#define CMH_FLIGHT_VERSION 4 /* 4: compact heads, short frees; 3: entries may be short (CMH_FR_ENTRY_SHORT); 2: heads carry the body's sum; 1 (no sum); all read */
 #define CMH_FLIGHT_HEADER 12288 /* bytes before the first extent */
 #define CMH_FLIGHT_SLOTS 65    /* device slots: 0..63, then pinned host memory */
 #define CMH_FLIGHT_COMMIT 0x464c5400u /* commit word: this | record type */
@@ -39,8 +49,9 @@
 /* CMH_FR_ENTRY_SHORT: a trace entry packed in 32 bytes (version 3, which exists for it: a reader
  * of version 2 would skip the type it does not know, and with it the entries, so it refuses the
  * file instead) */
+/* CMH_FR_FREE_SHORT: a segment's free in three words (version 4; below) */
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
-       CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10 };
+       CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11 };
 /* how the process ended, as far as it could say */
 /* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
  * record of the old one so and keeps it beside its own) */
@@ -108,6 +119,43 @@ typedef struct cmh_flight_rec {
     uint32_t zero;   /* 0; keeps the body on 8 bytes */
 } cmh_flight_rec;
 #define CMH_FLIGHT_HEAD_V1 8 /* version 1's head: len and commit only */
+#define CMH_FR_COMPACT 0x80000000u    /* version 4: bit 31 of the first word, a compact head */
+#define CMH_FR_COMPACT_KEY 0x464c5434u /* "FLT4": folded into a compact head's commit word */
+#define CMH_FR_COMPACT_HEAD 8
+
+/* What a record's head says (cmh_fr_head_read): nothing there yet (first word 0), a length no
+ * writer writes (what follows cannot be found), reserved but not committed, or committed (then
+ * its body is to be checked against sum, where has_sum). */
+enum { CMH_FRH_EMPTY, CMH_FRH_BADLEN, CMH_FRH_OPEN, CMH_FRH_DONE };
+typedef struct cmh_fr_head {
+    uint32_t len, head, type, sum; /* the whole record, its head's bytes, its type, the body's expected CRC-32C */
+    int has_sum;
+} cmh_fr_head;
+
+/* The head at p of a record of a file of `version`, avail bytes left in its extent (at least 8). */
+static inline int cmh_fr_head_read(const void *p, uint32_t version, uint64_t avail, cmh_fr_head *o)
+{
+    const cmh_flight_rec *rec = (const cmh_flight_rec *)p;
+    uint32_t w = __atomic_load_n(&rec->len, __ATOMIC_ACQUIRE);
+    if (!w) return CMH_FRH_EMPTY;
+    int compact = version >= 4 && (w & CMH_FR_COMPACT);
+    o->head = compact ? CMH_FR_COMPACT_HEAD : version >= 2 ? (uint32_t)sizeof *rec : CMH_FLIGHT_HEAD_V1;
+    o->len = compact ? w & 0xffffffu : w;
+    if (o->len % 8 || o->len < o->head || o->len > avail) return CMH_FRH_BADLEN;
+    uint32_t c = __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE);
+    if (compact) {
+        if (!c) return CMH_FRH_OPEN;
+        o->type = (w >> 24) & 0x7f;
+        o->sum = c ^ w ^ CMH_FR_COMPACT_KEY;
+        o->has_sum = 1;
+        return CMH_FRH_DONE;
+    }
+    if ((c & ~0xffu) != CMH_FLIGHT_COMMIT) return CMH_FRH_OPEN;
+    o->type = c & 0xff;
+    o->has_sum = version >= 2;
+    o->sum = o->has_sum ? rec->sum : 0;
+    return CMH_FRH_DONE;
+}
 
 /* The bodies, after the head. */
 
@@ -198,19 +246,31 @@ static inline int cmh_fr_entry_pack(const cmh_fr_entry *e, cmh_fr_entry_short *o
     return 1;
 }
 
-/* The entry of a CMH_FR_ENTRY or CMH_FR_ENTRY_SHORT body of len bytes into *e; 0 when the body is
- * too short for its type (or its spare bits are set). */
+/* CMH_FR_FREE_SHORT (version 4): the free of a segment (CMH_ACT_SEGMENT_FREE) whose entry would
+ * repeat what its allocation's said: no stack, no stream, requested == size, and size the
+ * segment's.  The first three words of a short entry; the fourth, {size, stack}, is left out.  A
+ * reader takes the size from the live segment at addr on the entry's device, as the entries
+ * before it in the device's order left it (0 where it has none: its allocation was lost).
+ * Written only where the allocation's record is ahead of it in the file: the free of a segment
+ * is claimed after its allocation returned, whose record was reserved before that. */
+#define CMH_FR_FREE_SHORT_BODY 24
+#define CMH_FR_ACT_SEGMENT_FREE 4 /* CMH_ACT_SEGMENT_FREE (cumemhist/snapshot.h; the writer asserts it) */
+
+/* The entry of a CMH_FR_ENTRY, CMH_FR_ENTRY_SHORT or CMH_FR_FREE_SHORT body of len bytes into *e;
+ * 0 when the body is too short for its type (or its spare bits are set).  A short free's size
+ * (and requested) is 0 here: the reader fills it in from the segment. */
 static inline int cmh_fr_entry_read(uint32_t type, const void *body, uint32_t len, cmh_fr_entry *e)
 {
-    if (type != CMH_FR_ENTRY_SHORT) {
+    if (type != CMH_FR_ENTRY_SHORT && type != CMH_FR_FREE_SHORT) {
         if (len < sizeof *e) return 0;
         __builtin_memcpy(e, body, sizeof *e);
         return 1;
     }
     cmh_fr_entry_short p;
-    if (len < sizeof p) return 0;
-    __builtin_memcpy(&p, body, sizeof p);
-    if (p.w[0] >> 62) return 0;
+    if (len < (type == CMH_FR_FREE_SHORT ? CMH_FR_FREE_SHORT_BODY : sizeof p)) return 0;
+    p.w[3] = 0;
+    __builtin_memcpy(&p, body, type == CMH_FR_FREE_SHORT ? CMH_FR_FREE_SHORT_BODY : sizeof p);
+    if (p.w[0] >> 62 || (type == CMH_FR_FREE_SHORT && ((p.w[0] >> 51) & 15) != CMH_FR_ACT_SEGMENT_FREE)) return 0;
     __builtin_memset(e, 0, sizeof *e);
     e->seq = p.w[0] & ((1ull << 44) - 1);
     e->slot = (uint32_t)(p.w[0] >> 44) & 0x7f;

@@ -96,12 +96,14 @@ while at < off + min(size, cursor):
     ln, commit = struct.unpack_from('<II', m, at)
     if not ln:
         break
-    if commit & 0xff in (1, 9):  # an entry, whole or short
+    # a compact head (version 4): {length | type << 24 | 1 << 31, sum ^ ...}; a whole one: {length, commit | type, sum, 0}
+    head, kind = (8, ln >> 24 & 0x7f) if ln >> 31 else (16, commit & 0xff)
+    if kind in (1, 9, 11):  # an entry: whole, short, a short free
         n += 1
         if n == 100:  # well past the ring's backfill at start: the only copy of its entry
-            m[at + 16 + (40 if commit & 0xff == 1 else 24)] ^= 0x01  # its size
+            m[at + head + 8] ^= 0x01  # its time
             break
-    at += ln
+    at += ln & 0xffffff
 f.seek(0)
 f.write(m)
 EOF2

@@ -42,22 +42,22 @@ py - b.cmh.flight 2>/dev/null <<'EOF2' && bad "the flight record should be gone 
 import sys; open(sys.argv[1])
 EOF2
 
-# 3. a bounded ring of 1,000 over 800,000 pairs: past 64 MiB (1.6 M records of 48 bytes), so at
-# least one checkpoint (the helper thread writes it on its own schedule: the program waits for it
-# before its death)
-CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 800000 kill ckpt 2>/dev/null
+# 3. a bounded ring of 1,000 over 1,000,000 pairs: past 64 MiB (72 MB: 1 M allocation records of
+# 40 bytes and 1 M free records of 32), so at least one checkpoint (the helper thread writes it on
+# its own schedule: the program waits for it before its death)
+CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
 ls c.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded: the record went through a checkpoint" || bad "bounded: no checkpoint was written"
 "$CMH" recover c.cmh.flight 2>err.txt
-set -- $(shape c.cmh 800000)
-[ "${1:-}" = 1000 ] && [ "${2:-}" = 1599000 ] && [ "${3:-}" = 1 ] && ok "bounded: the newest 1000 entries kept, 1599000 dropped, in order" ||
+set -- $(shape c.cmh 1000000)
+[ "${1:-}" = 1000 ] && [ "${2:-}" = 1999000 ] && [ "${3:-}" = 1 ] && ok "bounded: the newest 1000 entries kept, 1999000 dropped, in order" ||
     bad "bounded after SIGKILL: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
 
-# 4. a generation holds 4 rings' worth of the 48-byte records most entries take, not 7 (the
-# limit once counted 88-byte records): a ring of 400,000 checkpoints past 4 x 400,000 x 48 B =
-# 76.8 MB, so 1,000,000 pairs (2 M records, 96 MB) go through one (with 88 bytes counted: not
-# before 140.8 MB)
+# 4. a generation holds 4 rings' worth of the records most entries take (40 bytes an allocation,
+# 32 a free: 36 counted), not 7 (the limit once counted 88-byte records): a ring of 400,000
+# checkpoints past max(4 x 400,000 x 36 B, 64 MiB) = 67.1 MB, so 1,000,000 pairs (2 M records,
+# 72 MB) go through one (with 88 bytes counted: not before 140.8 MB)
 CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=400000 CUMEMHIST_OUTPUT=$T/d.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
-ls d.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded, 400000: a checkpoint within 96 MB of records" || bad "bounded, 400000: no checkpoint within 96 MB of records"
+ls d.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded, 400000: a checkpoint within 72 MB of records" || bad "bounded, 400000: no checkpoint within 72 MB of records"
 "$CMH" recover d.cmh.flight 2>err.txt
 set -- $(shape d.cmh 1000000)
 [ "${1:-}" = 400000 ] && [ "${2:-}" = 1600000 ] && [ "${3:-}" = 1 ] && ok "bounded, 400000: the newest kept, 1600000 dropped, in order" ||
