@@ -125,16 +125,34 @@ int cli_procs_update(cli_procs *ps)
             cli_error("the registry of recorded processes cannot be read: %s", strerror(errno));
             return CLI_EFILE;
         }
+        /* the processes found gone since the last look: one line for them all, where their flight
+         * records are still there (a shared machine's killed benchmarks are many: a line each
+         * buried the one job watched); those whose records went too leave nothing to say */
+        size_t ngone = 0;
+        int64_t first = 0;
+        const char *first_flight = "";
         for (size_t i = 0; i < n; i++) {
             if (v[i].stale) {
-                snprintf(ps->note, sizeof ps->note, "pid %lld is gone; its flight record %.300s is for 'cumemhist recover'",
-                         (long long)v[i].pid, v[i].flight);
-                if (!ps->quiet) fprintf(stderr, "cumemhist: note: %s\n", ps->note);
+                if (v[i].recoverable && !ngone++) first = v[i].pid, first_flight = v[i].flight;
                 continue;
             }
             int rc = add_proc(ps, v[i].flight, v[i].pid, 0);
             if (rc) return free(v), rc;
         }
+        if (ngone == 1)
+            snprintf(ps->note, sizeof ps->note, "pid %lld is gone; its flight record %.300s is for 'cumemhist recover'",
+                     (long long)first, first_flight);
+        else if (ngone > 1) {
+            int at = snprintf(ps->note, sizeof ps->note, "%zu recorded processes are gone (pids", ngone);
+            size_t shown = 0;
+            for (size_t i = 0; i < n && shown < 5; i++)
+                if (v[i].stale && v[i].recoverable)
+                    at += snprintf(ps->note + at, sizeof ps->note - (size_t)at, "%s %lld", shown++ ? "," : "", (long long)v[i].pid);
+            snprintf(ps->note + at, sizeof ps->note - (size_t)at,
+                     "%s); their flight records are for 'cumemhist recover': 'cumemhist top --gone' lists them",
+                     ngone > shown ? " and more" : "");
+        }
+        if (ngone && !ps->quiet) fprintf(stderr, "cumemhist: note: %s\n", ps->note);
         free(v);
     }
     uint32_t k = 0;
