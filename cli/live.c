@@ -46,14 +46,23 @@ int cli_live_resolve(const char *arg, char *flight, size_t cap)
             return CLI_EFILE;
         }
         int found = 0, stale = 0;
+        char left[4200] = ""; /* a stale one's flight record, still there */
         for (size_t i = 0; i < n && !found; i++)
             if (v[i].pid == pid) {
-                if (v[i].stale) stale = 1;
-                else found = 1, snprintf(flight, cap, "%s", v[i].flight);
+                if (v[i].stale) {
+                    stale = 1;
+                    if (v[i].recoverable) snprintf(left, sizeof left, "%s", v[i].flight);
+                } else found = 1, snprintf(flight, cap, "%s", v[i].flight);
             }
         free(v);
         if (found) return 0;
-        if (stale) cli_error("pid %lld is no longer running; its flight record is left for 'cumemhist recover'", pid);
+        if (!stale && cmh_registry_gone(&v, &n) == 0) { /* said gone by an earlier look (top --gone) */
+            for (size_t i = 0; i < n && !stale; i++)
+                if (v[i].pid == pid) stale = 1, snprintf(left, sizeof left, "%s", v[i].flight);
+            free(v);
+        }
+        if (stale && left[0]) cli_error("pid %lld is no longer running; its flight record %s is for 'cumemhist recover'", pid, left);
+        else if (stale) cli_error("pid %lld is no longer running, and its flight record is no longer there", pid);
         else cli_error("pid %lld is not a process of yours recorded by cumemhist (none in the registry; a flight record path works too)", pid);
         return CLI_EFILE;
     }

@@ -178,6 +178,9 @@ check "the next look says nothing of them" '[ ! -s gone_err2.txt ] && ! grep -q 
 check "top --gone lists the 6 with their flight records, not the one without ($(head -1 gone_list.txt))" \
     'grep -q "^6 recorded processes ended without a clean exit" gone_list.txt && [ "$(grep -c "^  pid 400000[1-6] .*gone[1-6].flight" gone_list.txt)" = 6 ] && ! grep -q 4000007 gone_list.txt &&
      py -c "import json; d=json.load(open(\"gone_list.json\")); assert sorted(g[\"pid\"] for g in d[\"gone\"]) == list(range(4000001, 4000007)), d"'
+"$CMH" snapshot 4000002 -o x.cmh >/dev/null 2>gone_snap.txt; rc=$?
+check "snapshot of a pid said gone earlier names its flight record ($(cat gone_snap.txt))" \
+    "[ $rc = 1 ] && grep -q 'pid 4000002 is no longer running; its flight record $T/gone2.flight is for' gone_snap.txt"
 rm gone1.flight
 "$CMH" top --gone >gone_list2.txt 2>&1
 check "a gone process whose flight record was since removed leaves the list" 'grep -q "^5 recorded processes" gone_list2.txt && ! grep -q 4000001 gone_list2.txt'
