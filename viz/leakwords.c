@@ -53,6 +53,7 @@ const char *cmh_leak_site_word(const cmh_site *x)
     case CMH_LEAK_RISING: return "rising";
     case CMH_LEAK_STATE: return "state";
     case CMH_LEAK_STEADY: return "steady";
+    case CMH_LEAK_AFTER: return "after";
     default: return "held";
     }
 }
@@ -82,6 +83,16 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
         else snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose);
         break;
     case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step%s", whose); break;
+    case CMH_LEAK_AFTER:
+        if (x->past_loop)
+            snprintf(buf, cap, "after the last step: made once the %u steps%s were over, in none of them; not a step's memory",
+                     x->steps, whose);
+        else if (x->stride > 1)
+            snprintf(buf, cap, "after the last step: made in the last %u of the %u steps%s only, in none before; not judged", x->stride,
+                     x->steps, whose);
+        else
+            snprintf(buf, cap, "after the last step: made in the last step (%u)%s only, in none before; not judged", x->steps, whose);
+        break;
     default: snprintf(buf, cap, "held (the steps are unknown)");
     }
     return buf;

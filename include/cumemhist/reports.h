@@ -50,6 +50,7 @@ typedef struct cmh_site {
     int64_t rate;          /* bytes per step over growth_steps */
     double trend;          /* Kendall's tau of its held bytes over that stretch, -1 .. 1 */
     uint64_t held;         /* bytes it held across the last step boundary and still holds */
+    int past_loop;         /* AFTER: made a whole step's entries after the last step began */
     uint32_t thread;       /* judged over one recording thread's own steps (0: the record's) */
     int64_t thread_tid;       /* that thread's OS thread id (0: unknown) */
     const char *thread_name;  /* and its name ("" unknown; in the snapshot's strings) */
@@ -172,12 +173,15 @@ void cmh_steps_free(cmh_steps *st);
  *    in the first step, a cache filled once);
  *  - STEADY when what it holds at the end came in the last step and the like went in each one
  *    before (activations, gradients: back to the same level every step);
+ *  - AFTER when it would be STEADY but its first allocation came once the last step had begun:
+ *    no step before made the like (an evaluation buffer, a checkpoint made after the loop);
+ *    past_loop when it came a whole step's entries after the last step began;
  *  - RISING when there are too few steps to judge but it rose across each of them (2 or more);
  *  - UNJUDGED when the steps are unknown.
  * When the record knows its threads (a recorder snapshot), each thread's own entries are cut
  * into steps too, and a site that one thread kept growing is growing, however short that
  * thread's life was next to the record's. */
-enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, CMH_LEAK_GROWING };
+enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, CMH_LEAK_GROWING, CMH_LEAK_AFTER };
 #define CMH_LEAK_MIN_STEPS 4 /* one to warm up, three to rise across */
 #define CMH_LEAK_MIN_RISES 3
 /* steps that are whole threads' lives: a pool of a few workers, each keeping a warm-up cache,
