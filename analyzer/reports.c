@@ -431,18 +431,15 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
 
 /* A steady site (nothing held across a step boundary) whose first allocation came once the last
  * step had begun: no step before made the like, so it is not a step's memory coming and going
- * but work in (or after) the last step: an evaluation, a checkpoint, the end of the run.  past:
- * it came a whole step's entries (a stride's, past 512 steps) after the last step began (the
- * loop was over by then, as far as its pattern tells). */
+ * but work after the loop (an evaluation, a checkpoint, the end of the run), or new in its last
+ * step.  Where the last step ends cannot be told from the entries' positions alone (a detected
+ * step begins at its anchor, which may lie inside the step), so the two are not told apart. */
 static void judge_late(const cmh_steps *st, int64_t first, int64_t end, cmh_site *x)
 {
     uint32_t np = st->npoints;
     if (x->verdict != CMH_LEAK_STEADY || np < 2 || st->count < 2) return; /* a step before the last, at least */
     int64_t last = st->points[np - 1] >= end ? st->points[np - 2] : st->points[np - 1];
-    if (first < last) return;
-    x->verdict = CMH_LEAK_AFTER;
-    uint64_t len = (uint64_t)st->period * (st->stride ? st->stride : 1);
-    x->past_loop = len && (uint64_t)(first - last) >= len;
+    if (first >= last) x->verdict = CMH_LEAK_AFTER;
 }
 
 int cmh_leak_site_stopped(const cmh_site *x)

@@ -446,7 +446,6 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
         cmh_jw_kdouble(w, "trend", x->trend, 4);
         cmh_jw_kuint(w, "held_bytes", x->held);
-        if (x->verdict == CMH_LEAK_AFTER) cmh_jw_kbool(w, "past_loop", x->past_loop);
         cmh_jw_kuint(w, "thread", x->thread);
         cmh_jw_kint(w, "thread_tid", x->thread_tid);
         cmh_jw_kstr(w, "thread_name", x->thread_name ? x->thread_name : "");

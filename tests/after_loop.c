@@ -3,9 +3,11 @@
  * make and free an activation and a gradient, then an evaluation buffer kept to the end (made
  * after the last step: not a step's memory), and a final temporary.  With "marks", each step
  * begins with cmh_mark("step N") (found through dlsym: the program runs under the preloaded
- * recorder without linking it).  With "reshape", the steps from STEPS/2 on make a third
- * temporary as well (the loop changes shape halfway, as a schedule or a new phase does).
- *   after_loop [STEPS [marks|plain [reshape]]]
+ * recorder without linking it).  With "reshape", the steps from STEPS/2 on make three
+ * activations, an attention buffer and four small KV blocks, 16 events a step where there were 4
+ * (the loop changes shape halfway, as a schedule's next phase does).  With "leak", every step
+ * keeps 1 MiB more (a leak across both shapes).
+ *   after_loop [STEPS [marks|plain [reshape|same [leak]]]]
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -48,6 +50,18 @@ __attribute__((noinline)) static CUdeviceptr attention(void)
     GRAB(3 << 20);
     return p;
 }
+__attribute__((noinline)) static CUdeviceptr kv_block(void)
+{
+    CUdeviceptr p;
+    GRAB(1 << 20);
+    return p;
+}
+__attribute__((noinline)) static CUdeviceptr keep_history(void)
+{
+    CUdeviceptr p;
+    GRAB(1 << 20);
+    return p;
+}
 __attribute__((noinline)) static CUdeviceptr eval_buffer(void)
 {
     CUdeviceptr p;
@@ -65,7 +79,7 @@ int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 20;
     int (*mark)(const char *) = argc > 2 && !strcmp(argv[2], "marks") ? (int (*)(const char *))dlsym(RTLD_DEFAULT, "cmh_mark") : NULL;
-    int reshape = argc > 3 && !strcmp(argv[3], "reshape");
+    int reshape = argc > 3 && !strcmp(argv[3], "reshape"), leak = argc > 4 && !strcmp(argv[4], "leak");
     CUdevice dev;
     CUcontext ctx;
     if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
@@ -76,10 +90,20 @@ int main(int argc, char **argv)
         char name[32];
         snprintf(name, sizeof name, "step %d", s);
         if (mark) mark(name);
-        CUdeviceptr a = activation(), g = gradient(), t = reshape && s >= steps / 2 ? attention() : 0;
-        if (t) cuMemFree(t);
-        cuMemFree(g);
-        cuMemFree(a);
+        if (reshape && s >= steps / 2) {
+            CUdeviceptr a[3], k[4], t;
+            for (int i = 0; i < 3; i++) a[i] = activation();
+            t = attention();
+            for (int i = 0; i < 4; i++) k[i] = kv_block();
+            for (int i = 0; i < 4; i++) cuMemFree(k[i]);
+            cuMemFree(t);
+            for (int i = 0; i < 3; i++) cuMemFree(a[i]);
+        } else {
+            CUdeviceptr a = activation(), g = gradient();
+            cuMemFree(g);
+            cuMemFree(a);
+        }
+        if (leak) keep_history();
     }
     if (mark) mark("eval");
     eval_buffer(); /* kept to the end */

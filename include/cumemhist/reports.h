@@ -50,7 +50,6 @@ typedef struct cmh_site {
     int64_t rate;          /* bytes per step over growth_steps */
     double trend;          /* Kendall's tau of its held bytes over that stretch, -1 .. 1 */
     uint64_t held;         /* bytes it held across the last step boundary and still holds */
-    int past_loop;         /* AFTER: made a whole step's entries after the last step began */
     uint32_t thread;       /* judged over one recording thread's own steps (0: the record's) */
     int64_t thread_tid;       /* that thread's OS thread id (0: unknown) */
     const char *thread_name;  /* and its name ("" unknown; in the snapshot's strings) */
@@ -148,7 +147,8 @@ typedef struct cmh_steps {
     uint32_t count;    /* steps (0: unknown) */
     uint32_t stride, npoints;
     int64_t *points;   /* owned; free with cmh_steps_free */
-    uint64_t period;   /* entries per step (the median) */
+    uint64_t period;   /* entries per step (the median; of the latest shape, with shapes > 1) */
+    uint32_t shapes;   /* PATTERN: the loop's shapes, one after another (a schedule's phases) */
     uint32_t thread;   /* 0: the record's entries; else those of one recording thread */
     int thread_lives;  /* PATTERN: each step is one recording thread's whole life */
     char label[64];    /* the family of marks or annotations ("step", "ProfilerStep") */
@@ -175,7 +175,6 @@ void cmh_steps_free(cmh_steps *st);
  *    before (activations, gradients: back to the same level every step);
  *  - AFTER when it would be STEADY but its first allocation came once the last step had begun:
  *    no step before made the like (an evaluation buffer, a checkpoint made after the loop);
- *    past_loop when it came a whole step's entries after the last step began;
  *  - RISING when there are too few steps to judge but it rose across each of them (2 or more);
  *  - UNJUDGED when the steps are unknown.
  * When the record knows its threads (a recorder snapshot), each thread's own entries are cut
