@@ -20,8 +20,8 @@
 #define ROUNDS 50
 typedef void (*call_fn)(void (*)(void));
 
-static size_t g_bytes;
-static volatile int g_calls;
+static __thread size_t g_bytes; /* each thread its own: the main thread and the worker run at once */
+static __thread volatile int g_calls;
 
 __attribute__((noinline)) static void cb(void)
 {
