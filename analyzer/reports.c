@@ -213,6 +213,7 @@ typedef struct born_slot {
     uint32_t thread;
     int64_t index; /* the allocating entry, -1 before the trace */
     uint64_t size;
+    int recorded; /* by an entry of the trace (not found only in the final segments) */
 } born_slot;
 
 /* One series of held bytes: a site's (thread 0) or a site's blocks made by one thread, as a
@@ -228,8 +229,14 @@ typedef struct owner_slot {
     uint32_t mixed;  /* another thread made one of them too */
 } owner_slot;
 
+/* A site's first allocation the trace recorded (any block of it, freed or still live). */
+typedef struct first_slot {
+    uint64_t key; /* group + 1 */
+    int64_t index;
+} first_slot;
+
 typedef struct leak_ctx {
-    cmh_oatab born, rows, owners;
+    cmh_oatab born, rows, owners, firsts;
     const cmh_replay *r;
     const cmh_sites *sites;
     const cmh_steps *steps; /* [0] the record's, [t] thread t's (count 0: none) */
@@ -294,6 +301,12 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
         else if (created) o->thread = b->thread, o->mixed = 0;
         else if (o->thread != b->thread) o->mixed = 1;
     }
+    if (b->recorded) {
+        int created;
+        first_slot *fs = cmh_oa_get(&c->firsts, (uint64_t)group + 1, &created);
+        if (!fs) c->nomem = 1;
+        else if (created || b->index < fs->index) fs->index = b->index;
+    }
     held_add(c, group, 0, b->index, f, b->size);
     if (b->thread) held_add(c, group, b->thread, b->index, f, b->size);
 }
@@ -319,6 +332,7 @@ static void leak_event(leak_ctx *c, int64_t pos, int at_end, int64_t delta, uint
     }
     b->stack = stack;
     b->index = at_end ? n - 1 : pos;
+    b->recorded = !at_end;
     const cmh_entry *e = at_end ? NULL : cmh_replay_entry(c->r, pos);
     b->thread = e ? cmh_entry_thread(cmh_replay_snapshot(c->r), e) : 0;
     b->size = (uint64_t)delta;
@@ -422,6 +436,19 @@ static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *
     x->verdict = x->held ? CMH_LEAK_STATE : CMH_LEAK_STEADY;
 }
 
+/* A steady site (nothing held across a step boundary) whose first allocation came once the last
+ * step had begun: no step before made the like, so it is not a step's memory coming and going
+ * but work after the loop (an evaluation, a checkpoint, the end of the run), or new in its last
+ * step.  Where the last step ends cannot be told from the entries' positions alone (a detected
+ * step begins at its anchor, which may lie inside the step), so the two are not told apart. */
+static void judge_late(const cmh_steps *st, int64_t first, int64_t end, cmh_site *x)
+{
+    uint32_t np = st->npoints;
+    if (x->verdict != CMH_LEAK_STEADY || np < 2 || st->count < 2) return; /* a step before the last, at least */
+    int64_t last = st->points[np - 1] >= end ? st->points[np - 2] : st->points[np - 1];
+    if (first >= last) x->verdict = CMH_LEAK_AFTER;
+}
+
 int cmh_leak_site_stopped(const cmh_site *x)
 {
     uint32_t stride = x->stride ? x->stride : 1;
@@ -430,8 +457,8 @@ int cmh_leak_site_stopped(const cmh_site *x)
 
 const char *cmh_leak_verdict_name(int verdict)
 {
-    static const char *const names[] = {"unjudged", "state", "steady", "rising", "growing"};
-    return verdict >= 0 && verdict <= CMH_LEAK_GROWING ? names[verdict] : "?";
+    static const char *const names[] = {"unjudged", "state", "steady", "rising", "growing", "after"};
+    return verdict >= 0 && verdict <= CMH_LEAK_AFTER ? names[verdict] : "?";
 }
 
 /* The series of one row, summed out of its differences (zeros without a row: 0 returned). */
@@ -463,6 +490,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     cmh_oa_init(&c.born, sizeof(born_slot));
     cmh_oa_init(&c.rows, sizeof(held_row));
     cmh_oa_init(&c.owners, sizeof(owner_slot));
+    cmh_oa_init(&c.firsts, sizeof(first_slot));
     cmh_steps *steps = calloc((size_t)maxthread + 1, sizeof *steps);
     char *seen = calloc((size_t)maxthread + 1, 1);
     int64_t *L = NULL;
@@ -549,6 +577,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 x->thread = t;
             }
         }
+        const first_slot *fs = cmh_oa_find(&c.firsts, (uint64_t)x->group + 1);
+        if (fs) judge_late(&steps[x->thread <= maxthread ? x->thread : 0], fs->index, n, x);
         const cmh_thread_info *ti = cmh_snapshot_thread(s, x->thread);
         x->thread_tid = ti ? ti->tid : 0;
         x->thread_name = ti ? cmh_str(s, ti->name) : "";
@@ -587,6 +617,7 @@ done:
     free(c.held);
     cmh_oa_free(&c.rows);
     cmh_oa_free(&c.owners);
+    cmh_oa_free(&c.firsts);
     cmh_oa_free(&c.born);
     cmh_replay_free(r);
     if (rc != CMH_OK) cmh_leak_report_free(p);

@@ -480,6 +480,7 @@ static int by_anchor(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **s
     return rc;
 }
 
+#define MAX_SHAPES 4 /* a loop's shapes found one before another (from_pattern) */
 #define AUTO_WINDOW 8192
 #define MIN_STEP_EVENTS 3
 
@@ -563,6 +564,39 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
         free(at);
         rc = by_period(v, nv, min_events, &at, &nat);
     }
+    /* A loop that changed shape (a schedule's second phase, longer sequences): the loop found
+     * is the latest shape; the events before its first step may be a loop of their own, cut
+     * the same way and put before it, one earlier shape at a time.  (A 40-step loop whose last
+     * 20 steps made 4 times the events read 'steps: 20', and a leak over all 40 'over the last
+     * 19 steps'.)  The first shape's steps need 2 at least, covering most of what came before. */
+    uint32_t latest = nat, shapes = 1; /* the latest shape's steps; the shapes found */
+    for (; rc == CMH_OK && nat >= 2 && shapes < MAX_SHAPES; shapes++) {
+        uint32_t pre = at[0], *a2 = NULL, n2 = 0;
+        if (pre < 4 * min_events) break;
+        rc = by_anchor(v, pre, min_events, &a2, &n2);
+        if (rc == CMH_OK && n2 < 2) {
+            free(a2);
+            a2 = NULL;
+            rc = by_period(v, pre, min_events, &a2, &n2);
+        }
+        if (rc != CMH_OK || n2 < 2) {
+            free(a2);
+            break;
+        }
+        /* its last step runs to where the later shape begins: at least half a step of its own */
+        uint32_t step2 = (a2[n2 - 1] - a2[0]) / (n2 - 1);
+        if ((uint64_t)(pre - a2[n2 - 1]) * 2 < step2) n2--;
+        uint32_t *m = n2 >= 2 ? malloc(((size_t)n2 + nat) * sizeof *m) : NULL;
+        if (m) {
+            memcpy(m, a2, (size_t)n2 * sizeof *m);
+            memcpy(m + n2, at, (size_t)nat * sizeof *m);
+            free(at);
+            at = m;
+            nat += n2;
+        }
+        free(a2);
+        if (!m) break;
+    }
     if (rc == CMH_OK && nat >= 2) {
         int64_t n = cmh_replay_length(r);
         int64_t *p = malloc(((size_t)nat + 1) * sizeof *p);
@@ -570,7 +604,8 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
         uint32_t np = 0;
         for (uint32_t k = 0; p && k < nat; k++) p[np++] = v[at[k]].pos;
         if (p) {
-            uint64_t gap = median_gap(p, np);
+            /* entries per step as the loop ended: its latest shape's */
+            uint64_t gap = median_gap(p + (nat - latest), latest);
             /* the last step is whole when the events after its start are as many as a step's */
             uint32_t tail = nv - at[nat - 1], step = nat >= 2 ? (at[nat - 1] - at[0]) / (nat - 1) : 0;
             if ((uint64_t)tail * 2 >= (uint64_t)step) p[np++] = n; /* (other threads' events may come first) */
@@ -579,6 +614,7 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
                 if (rc == CMH_OK) {
                     st->source = CMH_STEPS_PATTERN;
                     st->period = gap;
+                    st->shapes = shapes;
                     st->thread_lives = !thread && whole_threads(r, p, np);
                     *found = 1;
                 }

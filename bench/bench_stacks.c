@@ -104,7 +104,7 @@ int main(int argc, char **argv)
     down(depth, 0);
     double first = now() - t0;
     const uintptr_t *pcs;
-    uint32_t frames = cmh_stack_get(g_sink, &pcs);
+    uint32_t frames = cmh_stack_get(g_sink, &pcs, NULL);
     double with = timed(depth);
     g_bare = 1;
     double bare = timed(depth);

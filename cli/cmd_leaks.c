@@ -32,7 +32,8 @@ const cli_command cli_cmd_leaks = {
     "at a step boundary are its blocks live there and still live at the next one.  growing:\n"
     "they rose across at least half of a recent stretch of steps after the first (3 at least;\n"
     "a likely leak); state: held across steps, not growing; steady: back to the same level each\n"
-    "step; with fewer than 4 steps growth is not judged.  In a recording, each thread's own\n"
+    "step; after: made once the last step had begun, in no step before (work after the\n"
+    "loop); with fewer than 4 steps growth is not judged.  In a recording, each thread's own\n"
     "steps are judged too.  See docs/DEFINITIONS.md.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist leaks train.cmh --min-bytes 1M --fail-on-leak"};
 
@@ -101,7 +102,8 @@ static int section(const rep_section *sec, void *arg)
                     printf("  %12s %7" PRIu64 " %10s %10s  %-8s %s  [%s]\n", rep_size((double)x->bytes), x->count,
                            rep_when(x->first_ns, t0), rep_when(x->last_ns, t0), cmh_leak_site_word(x), rep_site_name(s, g, x),
                            cmh_sites_owner(g, x->group));
-                    if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_RISING || cmh_leak_site_stopped(x))
+                    if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_RISING || x->verdict == CMH_LEAK_AFTER ||
+                        cmh_leak_site_stopped(x))
                         printf("        %s\n", cmh_leak_site_text(x, line, sizeof line));
                     rep_print_callers(s, x, "        ");
                     rep_print_frames(s, g, x->stack, g_frames, "        ");

@@ -48,6 +48,8 @@ typedef struct rank_row {
     uint64_t entries, dropped;
     int64_t t_start; /* the device's first entry */
     int64_t alloc_peak, alloc_time_ns, reserved_peak, reserved_time_ns;
+    int history;                    /* 0: recorded with enabled=state: no peak is known, only the end */
+    int64_t alloc_end, reserved_end; /* the state at the end */
     uint32_t ooms;
     int64_t first_oom_ns;
     uint64_t first_oom_request, first_oom_free;
@@ -103,6 +105,8 @@ static int one_device(ranks_run *run, const cmh_snapshot *s, const cmh_sites *g,
     r->t_start = rep_trace_start(s, dev);
     r->alloc_peak = p.alloc_peak, r->alloc_time_ns = p.alloc_time_ns;
     r->reserved_peak = p.reserved_peak, r->reserved_time_ns = p.reserved_time_ns;
+    r->history = p.base.history;
+    r->alloc_end = p.alloc_end, r->reserved_end = p.reserved_end;
     oom_scan(s, dev, r);
     r->live_end = lk.live_bytes;
     const cmh_site *worst = NULL;
@@ -263,16 +267,19 @@ static double rank_trend(rank_row **rows, uint32_t n)
     long conc = 0, disc = 0;
     for (uint32_t i = 0; i < n; i++)
         for (uint32_t j = i + 1; j < n; j++) {
-            if (rows[i]->rank < 0 || rows[j]->rank < 0 || rows[i]->rank == rows[j]->rank) continue;
+            if (rows[i]->rank < 0 || rows[j]->rank < 0 || rows[i]->rank == rows[j]->rank || !rows[i]->history || !rows[j]->history)
+                continue;
             int64_t d = (rows[j]->alloc_peak - rows[i]->alloc_peak) * (rows[j]->rank > rows[i]->rank ? 1 : -1);
             conc += d > 0, disc += d < 0;
         }
     return conc + disc ? (double)(conc - disc) / (double)(conc + disc) : 0.0;
 }
 
+/* The peaks' spread over the rows that have a history (n of them; none: no peak is known). */
 typedef struct spread {
     int64_t min, median, max;
     const rank_row *min_row, *max_row;
+    uint32_t n, unknown; /* rows with a peak; rows without a history (their peak not known) */
 } spread;
 
 static void spread_of(rank_row **rows, uint32_t n, int reserved, spread *sp)
@@ -281,21 +288,30 @@ static void spread_of(rank_row **rows, uint32_t n, int reserved, spread *sp)
     if (!n) return;
     int64_t *v = malloc(n * sizeof *v);
     for (uint32_t i = 0; i < n; i++) {
+        if (!rows[i]->history) {
+            sp->unknown++;
+            continue;
+        }
         int64_t x = reserved ? rows[i]->reserved_peak : rows[i]->alloc_peak;
-        if (v) v[i] = x;
+        if (v) v[sp->n] = x;
+        sp->n++;
         if (!sp->min_row || x < sp->min) sp->min = x, sp->min_row = rows[i];
         if (!sp->max_row || x > sp->max) sp->max = x, sp->max_row = rows[i];
     }
-    if (v) {
-        qsort(v, n, sizeof *v, cmp_i64);
-        sp->median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-        free(v);
+    if (v && sp->n) {
+        qsort(v, sp->n, sizeof *v, cmp_i64);
+        sp->median = sp->n % 2 ? v[sp->n / 2] : (v[sp->n / 2 - 1] + v[sp->n / 2]) / 2;
     }
+    free(v);
 }
 
 static void json_spread(cmh_jw *w, const char *key, const spread *sp, const char *const *paths)
 {
     cmh_jw_key(w, key);
+    if (!sp->n) { /* no record has a history: no peak to spread */
+        cmh_jw_null(w);
+        return;
+    }
     cmh_jw_obj(w);
     cmh_jw_kint(w, "min", sp->min);
     cmh_jw_kstr(w, "min_of", sp->min_row ? who(sp->min_row, paths) : "");
@@ -325,10 +341,18 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kint(w, "device", r->device);
         cmh_jw_kuint(w, "trace_entries", r->entries);
         cmh_jw_kuint(w, "dropped_entries", r->dropped);
-        cmh_jw_kint(w, "peak_allocated", r->alloc_peak);
-        rep_json_time(w, "peak_allocated_time_ns", r->alloc_time_ns);
-        cmh_jw_kint(w, "peak_reserved", r->reserved_peak);
-        rep_json_time(w, "peak_reserved_time_ns", r->reserved_time_ns);
+        cmh_jw_kbool(w, "history", r->history);
+        if (r->history) {
+            cmh_jw_kint(w, "peak_allocated", r->alloc_peak);
+            rep_json_time(w, "peak_allocated_time_ns", r->alloc_time_ns);
+            cmh_jw_kint(w, "peak_reserved", r->reserved_peak);
+            rep_json_time(w, "peak_reserved_time_ns", r->reserved_time_ns);
+        } else { /* no history: no peak to tell (null, not the end state dressed as one), as peak says */
+            static const char *const unknown[] = {"peak_allocated", "peak_allocated_time_ns", "peak_reserved", "peak_reserved_time_ns"};
+            for (int k = 0; k < 4; k++) cmh_jw_key(w, unknown[k]), cmh_jw_null(w);
+        }
+        cmh_jw_kint(w, "allocated_at_end", r->alloc_end);
+        cmh_jw_kint(w, "reserved_at_end", r->reserved_end);
         cmh_jw_kuint(w, "ooms", r->ooms);
         if (r->ooms) {
             rep_json_time(w, "first_oom_time_ns", r->first_oom_ns);
@@ -339,7 +363,7 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kuint(w, "leaking_sites", r->leaking_sites);
         if (r->leaking_sites) cmh_jw_kstr(w, "leaking_site", r->leak_site);
         cmh_jw_kuint(w, "live_bytes_at_end", r->live_end);
-        cmh_jw_kstr(w, "top_site_at_peak", r->site);
+        cmh_jw_kstr(w, r->history ? "top_site_at_peak" : "top_site_at_end", r->site);
         cmh_jw_kuint(w, "top_site_bytes", r->site_bytes);
         if (r->ending[0]) cmh_jw_kstr(w, "ending", r->ending);
         rep_json_time(w, "start_time_ns", r->t_start);
@@ -435,6 +459,7 @@ int cmd_ranks(int argc, char **argv)
         cmh_jw_obj(&w);
         json_spread(&w, "peak_allocated", &pa, paths);
         json_spread(&w, "peak_reserved", &pr, paths);
+        cmh_jw_kuint(&w, "peaks_not_known", pa.unknown); /* rows without a history, left out of the spread */
         cmh_jw_key(&w, "rank_trend");
         cmh_jw_double(&w, tau, 3);
         cmh_jw_end(&w);
@@ -498,21 +523,34 @@ int cmd_ranks(int argc, char **argv)
             char rk[16];
             if (r->rank >= 0) snprintf(rk, sizeof rk, "%d", (int)r->rank);
             else snprintf(rk, sizeof rk, "-");
-            printf("%6s  %-12.12s %4d  %10s %9s  %10s %9s  %4u  %10s  %s", rk, r->host, r->device, rep_size((double)r->alloc_peak),
-                   rep_when(r->alloc_time_ns, job ? t0 : r->t_start), rep_size((double)r->reserved_peak),
-                   rep_when(r->reserved_time_ns, job ? t0 : r->t_start), r->ooms,
+            char pa_s[32], pr_s[32]; /* rep_size's buffer is reused by the next call */
+            snprintf(pa_s, sizeof pa_s, "%s", r->history ? rep_size((double)r->alloc_peak) : "not known");
+            snprintf(pr_s, sizeof pr_s, "%s", r->history ? rep_size((double)r->reserved_peak) : "not known");
+            printf("%6s  %-12.12s %4d  %10s %9s  %10s %9s  %4u  %10s  %s", rk, r->host, r->device, pa_s,
+                   r->history ? rep_when(r->alloc_time_ns, job ? t0 : r->t_start) : "-", pr_s,
+                   r->history ? rep_when(r->reserved_time_ns, job ? t0 : r->t_start) : "-", r->ooms,
                    r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site[0] ? r->site : "-");
-            if (r->site_bytes) printf(", %s", rep_size((double)r->site_bytes));
+            if (r->site_bytes) printf(", %s%s", rep_size((double)r->site_bytes), r->history ? "" : " at the end");
             if (r->rank < 0) printf("  [%s]", paths[r->file]);
             if (r->ending[0]) printf("  (%s)", r->ending);
+            if (!r->history) {
+                printf("  (no history: the peak is not known; at the end %s allocated", rep_size((double)r->alloc_end));
+                printf(", %s reserved)", rep_size((double)r->reserved_end));
+            }
             putchar('\n');
         }
-        if (nrows) {
+        if (nrows && !pa.n) {
+            printf("\npeak allocated: not known: no record has a history (recorded with enabled=state)\n");
+            printf("peak reserved:  not known\n");
+        } else if (nrows) {
             printf("\npeak allocated: min %s (%s), median %s, max %s (%s)", rep_size((double)pa.min), who(pa.min_row, paths),
                    rep_size((double)pa.median), rep_size((double)pa.max), who(pa.max_row, paths));
             if (pa.median) printf(": the worst is %.2fx the median", (double)pa.max / (double)pa.median);
             printf("\npeak reserved:  min %s (%s), median %s, max %s (%s)\n", rep_size((double)pr.min), who(pr.min_row, paths),
                    rep_size((double)pr.median), rep_size((double)pr.max), who(pr.max_row, paths));
+            if (pa.unknown)
+                printf("(over the %s with a history; %u %s none, %s peak not known)\n", rep_count(pa.n, "row", "rows"), pa.unknown,
+                       pa.unknown == 1 ? "has" : "have", pa.unknown == 1 ? "its" : "their");
             if (job && nrows >= 3 && (tau >= 0.5 || tau <= -0.5))
                 printf("the peaks %s with the rank (Kendall tau %+.2f): the imbalance is systematic, not noise\n",
                        tau > 0 ? "rise" : "fall", tau);

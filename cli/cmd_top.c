@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #define NCURSES_NOMACROS /* functions only: ncurses is loaded when the full screen starts (cli/lazy_curses.c) */
 #include <curses.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,13 +22,16 @@
 #include "cumemhist/reports.h"
 #include "jsonw.h"
 #include "live.h"
+#include "registry.h"
+#include <sys/stat.h>
 
-static int g_once, g_json, g_top = 5, g_interval = 1000, g_analysis = 5000, g_sort;
+static int g_once, g_json, g_gone, g_top = 5, g_interval = 1000, g_analysis = 5000, g_sort;
 static const char *const g_sorts[] = {"allocated", "reserved", "change", "pid", NULL};
 
 static const cli_option g_opts[] = {
     {"--once", NULL, CLI_FLAG, &g_once, NULL, "print one frame and exit (no terminal needed)", NULL, 0, 0, NULL},
     {"--json", NULL, CLI_FLAG, &g_json, NULL, "that frame as JSON (implies --once)", NULL, 0, 0, NULL},
+    {"--gone", NULL, CLI_FLAG, &g_gone, NULL, "list your recorded processes that ended without a clean exit, with their flight records (for 'cumemhist recover'), and exit", NULL, 0, 0, NULL},
     {"--top", NULL, CLI_INT, &g_top, "N", "sites per process and device (default 5)", NULL, 1, 1000, NULL},
     {"--interval", NULL, CLI_INT, &g_interval, "MS", "refresh every MS milliseconds (default 1000)", NULL, 100, 3600000, NULL},
     {"--analysis-interval", NULL, CLI_INT, &g_analysis, "MS", "the selected row's sites and owners every MS (default 5000)", NULL, 100, 3600000, NULL},
@@ -330,11 +334,62 @@ static int full_screen(cli_procs *ps)
     return rc;
 }
 
+/* top --gone: the registry's gone entries (live.c said them once, in one line) */
+static int list_gone(void)
+{
+    cmh_registry_entry *v;
+    size_t n;
+    if (cmh_registry_gone(&v, &n) != 0) {
+        cli_error("the registry of recorded processes cannot be read: %s", strerror(errno));
+        return CLI_EFILE;
+    }
+    cmh_jw w;
+    if (g_json) {
+        cmh_jw_init(&w, stdout);
+        cmh_jw_obj(&w);
+        cmh_jw_key(&w, "gone");
+        cmh_jw_arr(&w);
+    } else if (!n)
+        printf("no recorded process of yours is gone with its flight record left\n");
+    else
+        printf("%zu recorded process%s ended without a clean exit; 'cumemhist recover FLIGHT' makes a snapshot of each:\n", n,
+               n == 1 ? "" : "es");
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        int here = stat(v[i].flight, &st) == 0;
+        if (g_json) {
+            cmh_jw_nl(&w);
+            cmh_jw_obj(&w);
+            cmh_jw_kint(&w, "pid", v[i].pid);
+            cmh_jw_kstr(&w, "flight", v[i].flight);
+            cmh_jw_kint(&w, "flight_bytes", here ? (int64_t)st.st_size : 0);
+            cmh_jw_kint(&w, "last_written_s", here ? (int64_t)st.st_mtime : 0);
+            cmh_jw_end(&w);
+        } else {
+            char when[64] = "?";
+            struct tm tm;
+            time_t t = here ? st.st_mtime : 0;
+            if (here && localtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+            printf("  pid %-8lld %s  (%s, last written %s)\n", (long long)v[i].pid, v[i].flight,
+                   cli_live_size(here ? (double)st.st_size : 0), when);
+        }
+    }
+    if (g_json) {
+        cmh_jw_end(&w);
+        cmh_jw_end(&w);
+        cmh_jw_finish(&w);
+        putchar('\n');
+    }
+    free(v);
+    return cli_finish_stdout(0);
+}
+
 int cmd_top(int argc, char **argv)
 {
     char *args[64];
     int n, rc = cli_parse(&cli_cmd_top, argc, argv, args, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    if (g_gone) return list_gone();
     if (g_json) g_once = 1;
     cli_procs ps;
     memset(&ps, 0, sizeof ps);

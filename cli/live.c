@@ -46,14 +46,23 @@ int cli_live_resolve(const char *arg, char *flight, size_t cap)
             return CLI_EFILE;
         }
         int found = 0, stale = 0;
+        char left[4200] = ""; /* a stale one's flight record, still there */
         for (size_t i = 0; i < n && !found; i++)
             if (v[i].pid == pid) {
-                if (v[i].stale) stale = 1;
-                else found = 1, snprintf(flight, cap, "%s", v[i].flight);
+                if (v[i].stale) {
+                    stale = 1;
+                    if (v[i].recoverable) snprintf(left, sizeof left, "%s", v[i].flight);
+                } else found = 1, snprintf(flight, cap, "%s", v[i].flight);
             }
         free(v);
         if (found) return 0;
-        if (stale) cli_error("pid %lld is no longer running; its flight record is left for 'cumemhist recover'", pid);
+        if (!stale && cmh_registry_gone(&v, &n) == 0) { /* said gone by an earlier look (top --gone) */
+            for (size_t i = 0; i < n && !stale; i++)
+                if (v[i].pid == pid) stale = 1, snprintf(left, sizeof left, "%s", v[i].flight);
+            free(v);
+        }
+        if (stale && left[0]) cli_error("pid %lld is no longer running; its flight record %s is for 'cumemhist recover'", pid, left);
+        else if (stale) cli_error("pid %lld is no longer running, and its flight record is no longer there", pid);
         else cli_error("pid %lld is not a process of yours recorded by cumemhist (none in the registry; a flight record path works too)", pid);
         return CLI_EFILE;
     }
@@ -125,16 +134,34 @@ int cli_procs_update(cli_procs *ps)
             cli_error("the registry of recorded processes cannot be read: %s", strerror(errno));
             return CLI_EFILE;
         }
+        /* the processes found gone since the last look: one line for them all, where their flight
+         * records are still there (a shared machine's killed benchmarks are many: a line each
+         * buried the one job watched); those whose records went too leave nothing to say */
+        size_t ngone = 0;
+        int64_t first = 0;
+        const char *first_flight = "";
         for (size_t i = 0; i < n; i++) {
             if (v[i].stale) {
-                snprintf(ps->note, sizeof ps->note, "pid %lld is gone; its flight record %.300s is for 'cumemhist recover'",
-                         (long long)v[i].pid, v[i].flight);
-                if (!ps->quiet) fprintf(stderr, "cumemhist: note: %s\n", ps->note);
+                if (v[i].recoverable && !ngone++) first = v[i].pid, first_flight = v[i].flight;
                 continue;
             }
             int rc = add_proc(ps, v[i].flight, v[i].pid, 0);
             if (rc) return free(v), rc;
         }
+        if (ngone == 1)
+            snprintf(ps->note, sizeof ps->note, "pid %lld is gone; its flight record %.300s is for 'cumemhist recover'",
+                     (long long)first, first_flight);
+        else if (ngone > 1) {
+            int at = snprintf(ps->note, sizeof ps->note, "%zu recorded processes are gone (pids", ngone);
+            size_t shown = 0;
+            for (size_t i = 0; i < n && shown < 5; i++)
+                if (v[i].stale && v[i].recoverable)
+                    at += snprintf(ps->note + at, sizeof ps->note - (size_t)at, "%s %lld", shown++ ? "," : "", (long long)v[i].pid);
+            snprintf(ps->note + at, sizeof ps->note - (size_t)at,
+                     "%s); their flight records are for 'cumemhist recover': 'cumemhist top --gone' lists them",
+                     ngone > shown ? " and more" : "");
+        }
+        if (ngone && !ps->quiet) fprintf(stderr, "cumemhist: note: %s\n", ps->note);
         free(v);
     }
     uint32_t k = 0;

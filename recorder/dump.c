@@ -48,11 +48,12 @@ static uint32_t map_stack(uint32_t rec, void *arg)
     }
     if (c->map[rec]) return c->map[rec] - 1;
     const uintptr_t *pcs;
-    uint32_t n = cmh_stack_get(rec, &pcs);
+    unsigned gen = 0;
+    uint32_t n = cmh_stack_get(rec, &pcs, &gen);
     uint32_t ids[CMH_MAX_STACK];
     if (n > CMH_MAX_STACK) n = CMH_MAX_STACK;
     for (uint32_t i = 0; i < n; i++)
-        if (cmh_symbolize(c->z, pcs[i], 1, &ids[i]) != CMH_OK) {
+        if (cmh_symbolize(c->z, pcs[i], 1, gen, &ids[i]) != CMH_OK) {
             c->failed = 1;
             return 0;
         }

@@ -331,8 +331,9 @@ CMH_HIDDEN void cmh_vmm_reset_after_fork(void);
 /* ---- stacks.c ---- */
 /* Capture and intern the current stack; 0 = none (disabled, or the recorder is out of room). */
 CMH_HIDDEN uint32_t cmh_stack_capture(void);
-/* Walk the interned stack: returns the frame count and sets *pcs (stable while the process runs). */
-CMH_HIDDEN uint32_t cmh_stack_get(uint32_t id, const uintptr_t **pcs);
+/* Walk the interned stack: returns the frame count and sets *pcs (stable while the process runs)
+ * and, unless NULL, *gen: cmh_mod_gen when it was captured (which modules its PCs are in). */
+CMH_HIDDEN uint32_t cmh_stack_get(uint32_t id, const uintptr_t **pcs, unsigned *gen);
 /* Every stack interned so far (a flight record started after a fork learns the inherited ones). */
 CMH_HIDDEN void cmh_stacks_each(void (*fn)(uint32_t id, const uintptr_t *pcs, uint32_t depth));
 CMH_HIDDEN void cmh_stacks_init(void);
@@ -422,7 +423,8 @@ CMH_HIDDEN void cmh_pystack_atfork_child(void);
 /* Add frames and modules for a list of PCs to the model: out_ids[i] = frame id of pcs[i]. */
 typedef struct cmh_symbolizer cmh_symbolizer;
 CMH_HIDDEN cmh_symbolizer *cmh_symbolizer_new(cmh_snapshot *s);
-CMH_HIDDEN int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_return_address, uint32_t *frame_id);
+/* gen: the stack's (cmh_stack_get): a PC is named in the module mapped there at that generation */
+CMH_HIDDEN int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_return_address, unsigned gen, uint32_t *frame_id);
 CMH_HIDDEN void cmh_symbolizer_free(cmh_symbolizer *z);
 /* A C++ name demangled (malloc'ed), or NULL when it is not one or no demangler is at hand. */
 CMH_HIDDEN char *cmh_symbolizer_demangle(cmh_symbolizer *z, const char *name);

@@ -146,6 +146,7 @@ typedef struct stk {
     uint64_t hash; /* the key (oatab.h): never 0 */
     const uintptr_t *pcs;
     uint32_t depth, id;
+    unsigned gen; /* cmh_mod_gen at its capture: the same PCs under another module map are another stack */
 } stk;
 
 typedef struct sshard {
@@ -158,6 +159,7 @@ typedef struct sshard {
 typedef struct idref {
     const uintptr_t *pcs;
     uint32_t depth;
+    unsigned gen;
 } idref;
 
 static sshard g_sh[NSH] = {
@@ -185,7 +187,7 @@ static uint64_t hash_pcs(void *const *pcs, int n)
     return r ? r : 1;
 }
 
-static uint32_t new_id(const uintptr_t *pcs, uint32_t depth)
+static uint32_t new_id(const uintptr_t *pcs, uint32_t depth, unsigned gen)
 {
     pthread_mutex_lock(&g_id_lock);
     uint32_t id = g_next_id;
@@ -193,20 +195,20 @@ static uint32_t new_id(const uintptr_t *pcs, uint32_t depth)
     if (chunk >= ID_CHUNKS) id = 0;
     else if (!g_ids[chunk] && !(g_ids[chunk] = calloc(1u << ID_CHUNK_BITS, sizeof(idref)))) id = 0;
     if (id) {
-        g_ids[chunk][id & ((1u << ID_CHUNK_BITS) - 1)] = (idref){pcs, depth};
+        g_ids[chunk][id & ((1u << ID_CHUNK_BITS) - 1)] = (idref){pcs, depth, gen};
         g_next_id++;
     }
     pthread_mutex_unlock(&g_id_lock);
     return id;
 }
 
-static uint32_t intern(void *const *pcs, int n, uint64_t h, const uintptr_t **stored)
+static uint32_t intern(void *const *pcs, int n, uint64_t h, unsigned gen, const uintptr_t **stored)
 {
     sshard *s = &g_sh[h >> 60];
     pthread_mutex_lock(&s->lock);
     uint32_t id = 0, pos = UINT32_MAX;
     for (stk *e; (e = cmh_oa_next(&s->t, h, &pos));)
-        if (e->depth == (uint32_t)n && memcmp(e->pcs, pcs, (size_t)n * sizeof(void *)) == 0) {
+        if (e->depth == (uint32_t)n && e->gen == gen && memcmp(e->pcs, pcs, (size_t)n * sizeof(void *)) == 0) {
             id = e->id;
             *stored = e->pcs;
             goto out;
@@ -220,13 +222,14 @@ static uint32_t intern(void *const *pcs, int n, uint64_t h, const uintptr_t **st
     }
     uintptr_t *dst = s->arena + s->arena_used;
     memcpy(dst, pcs, (size_t)n * sizeof(void *));
-    id = new_id(dst, (uint32_t)n);
+    id = new_id(dst, (uint32_t)n, gen);
     if (!id) goto out;
     s->arena_used += (uint32_t)n;
     stk *e = cmh_oa_add(&s->t, h);
     e->pcs = dst;
     e->depth = (uint32_t)n;
     e->id = id;
+    e->gen = gen;
     *stored = dst;
     cmh_flight_stack(id, dst, (uint32_t)n);
 out:
@@ -315,12 +318,14 @@ static int slow_walk(void **buf, int max)
                                                                                               : backtrace(buf, max);
 }
 
-/* This thread's rules and remembered walks, from before an object was unloaded: forgotten.
- * (Its stack-id cache stays: it maps raw PCs to the stack interned with those very PCs, which
- * the dump symbolizes; the walk is what read them by the wrong rules.) */
+/* This thread's rules, remembered walks and stack ids, from before an object was unloaded:
+ * forgotten.  The ids go too: a stack is its PCs under one module map (its generation), and the
+ * same PCs after the unload may be other code at the same address (the dump names each stack
+ * by the modules mapped when it was captured: symbols.c). */
 static __attribute__((noinline)) void caches_reset(tstate *t, unsigned gen)
 {
     memset(t->unw.slot, 0, sizeof t->unw.slot);
+    memset(t->ids, 0, sizeof t->ids);
     for (int s = 0; s < CMH_UNW_MEMO_SETS; s++)
         for (int w = 0; w < CMH_UNW_MEMO_WAYS; w++) t->unw.memo[s][w].rsp0 = 0;
     t->unw.gen = gen;
@@ -376,7 +381,7 @@ __attribute__((destructor)) static void check_summary(void)
                 (unsigned long long)g_chk[3], (unsigned long long)g_chk[4]);
 }
 
-static uint32_t capture(tstate *t, void **buf, int frames, int max);
+static uint32_t capture(tstate *t, void **buf, int frames, int max, unsigned gen);
 
 uint32_t cmh_stack_capture(void)
 {
@@ -388,20 +393,20 @@ uint32_t cmh_stack_capture(void)
     tstate *t = t_state;
     if (CMH_UNLIKELY(!t)) t = state_new();
     if (t && CMH_UNLIKELY(t->busy)) t = NULL; /* in a signal handler that interrupted a capture */
+    unsigned gen = __atomic_load_n(&cmh_mod_gen, __ATOMIC_RELAXED); /* the one load the generation costs */
     if (t) {
         t->busy = 1;
-        unsigned gen = __atomic_load_n(&cmh_mod_gen, __ATOMIC_RELAXED);
         if (CMH_UNLIKELY(t->unw.gen != gen)) caches_reset(t, gen);
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    uint32_t id = capture(t, buf, frames, max);
+    uint32_t id = capture(t, buf, frames, max, gen);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (t) t->busy = 0;
     return id;
 }
 
 /* The stack, walked, cut and interned; t (this thread's caches) may be NULL. */
-static uint32_t capture(tstate *t, void **buf, int frames, int max)
+static uint32_t capture(tstate *t, void **buf, int frames, int max, unsigned gen)
 {
     int n = -1;
     cmh_unw_memo *m = NULL;
@@ -430,7 +435,7 @@ static uint32_t capture(tstate *t, void **buf, int frames, int max)
     if (c && c->h == h && c->n == (uint32_t)n && memcmp(c->pcs, pcs, (size_t)n * sizeof *pcs) == 0) id = c->id;
     else {
         const uintptr_t *stored = NULL;
-        id = intern(pcs, n, h, &stored);
+        id = intern(pcs, n, h, gen, &stored);
         if (c && id) *c = (idc){h, stored, (uint32_t)n, id};
     }
     if (m && np <= CMH_UNW_MEMO_PY) {
@@ -441,14 +446,15 @@ static uint32_t capture(tstate *t, void **buf, int frames, int max)
     return id;
 }
 
-uint32_t cmh_stack_get(uint32_t id, const uintptr_t **pcs)
+uint32_t cmh_stack_get(uint32_t id, const uintptr_t **pcs, unsigned *gen)
 {
     uint32_t chunk = id >> ID_CHUNK_BITS;
     if (!id || chunk >= ID_CHUNKS) return 0;
     pthread_mutex_lock(&g_id_lock);
-    idref r = g_ids[chunk] && id < g_next_id ? g_ids[chunk][id & ((1u << ID_CHUNK_BITS) - 1)] : (idref){NULL, 0};
+    idref r = g_ids[chunk] && id < g_next_id ? g_ids[chunk][id & ((1u << ID_CHUNK_BITS) - 1)] : (idref){NULL, 0, 0};
     pthread_mutex_unlock(&g_id_lock);
     *pcs = r.pcs;
+    if (gen) *gen = r.gen;
     return r.depth;
 }
 
@@ -459,7 +465,7 @@ void cmh_stacks_each(void (*fn)(uint32_t id, const uintptr_t *pcs, uint32_t dept
     pthread_mutex_unlock(&g_id_lock);
     for (uint32_t id = 1; id < n; id++) {
         const uintptr_t *pcs;
-        uint32_t d = cmh_stack_get(id, &pcs);
+        uint32_t d = cmh_stack_get(id, &pcs, NULL);
         if (d) fn(id, pcs, d);
     }
 }

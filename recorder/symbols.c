@@ -40,6 +40,7 @@ typedef struct module {
     sym *syms;
     size_t nsyms;
     int32_t index; /* in the snapshot, -1 until first used */
+    unsigned until; /* unloaded: the last module generation (cmh_mod_gen) it was mapped in */
 } module;
 
 typedef struct pc_slot {
@@ -51,7 +52,8 @@ struct cmh_symbolizer {
     cmh_snapshot *s;
     module *mods;
     size_t nmods, capmods;
-    cmh_oatab cache; /* pc -> frame id: each distinct PC symbolized once */
+    size_t gone_first; /* mods[gone_first..nmods): unloaded by dlclose, in the order unloaded */
+    cmh_oatab cache;   /* pc (with the unloaded module it is in, if any) -> frame id */
     char *(*demangle)(const char *, char *, size_t *, int *);
 };
 
@@ -118,11 +120,15 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *arg)
 
 /* Objects unloaded by dlclose() while recording: the stacks recorded before name PCs in them,
  * and the exit dump, which takes its module map from what is loaded then, would not find them
- * (frames "0x7f…", owned by the program).  dlclose() notes the object first; its file is read
- * from disk at the dump like any module's.  Appended without a lock (a slot claimed by an atomic
- * add, published by its ready word), never removed; an object unloaded and loaded again at the
- * same address is noted once.  A slot still loaded at the dump (dlclose only dropped a
- * reference) is left to dl_iterate_phdr. */
+ * (frames "0x7f…", owned by the program).  dlclose() notes the object first, with the module
+ * generation it is mapped in (until: the generation moves on when it is unloaded, stacks.c);
+ * its file is read from disk at the dump like any module's.  Appended without a lock (a slot
+ * claimed by an atomic add, published by its ready word), never removed; an object unloaded
+ * and loaded again at the same address, with nothing else there between, is one slot whose
+ * until moves on.  Other objects loaded at its address later are slots (or loaded modules) of
+ * their own: a stack's PC is named in the one mapped there at the stack's generation
+ * (cmh_symbolize).  A slot still loaded at the dump (dlclose only dropped a reference) is left
+ * to dl_iterate_phdr. */
 #define GONE_MAX 64
 static struct gone {
     int ready;
@@ -153,10 +159,19 @@ static void note_unloading(void *handle)
     gone_find f = {.addr = (uintptr_t)lm->l_addr, .name = lm->l_name};
     dl_iterate_phdr(find_closing, &f);
     if (!f.found) return;
+    unsigned gen = __atomic_load_n(&cmh_mod_gen, __ATOMIC_ACQUIRE);
     unsigned n = __atomic_load_n(&g_ngone, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; i < n && i < GONE_MAX; i++)
-        if (__atomic_load_n(&g_gone[i].ready, __ATOMIC_ACQUIRE) && g_gone[i].m.lo == f.m.lo && !strcmp(g_gone[i].m.path, f.m.path))
+    for (unsigned i = n < GONE_MAX ? n : GONE_MAX; i-- > 0;) { /* the last one noted where it lies */
+        if (!__atomic_load_n(&g_gone[i].ready, __ATOMIC_ACQUIRE)) continue;
+        module *g = &g_gone[i].m;
+        if (!(g->lo < f.m.hi && f.m.lo < g->hi)) continue;
+        if (g->lo == f.m.lo && !strcmp(g->path, f.m.path)) {
+            __atomic_store_n(&g->until, gen, __ATOMIC_RELEASE);
             return;
+        }
+        break; /* another object was there since: a slot of its own */
+    }
+    f.m.until = gen;
     unsigned k = __atomic_fetch_add(&g_ngone, 1, __ATOMIC_ACQ_REL);
     if (k >= GONE_MAX) return;
     g_gone[k].m = f.m;
@@ -186,22 +201,55 @@ CMH_EXPORT int dlclose(void *handle)
     return rc;
 }
 
-/* the unloaded objects that nothing loaded since overlaps, after the loaded ones */
+/* the unloaded objects, after the loaded ones, less those loaded again where they were */
 static void add_gone_modules(cmh_symbolizer *z)
 {
     unsigned n = __atomic_load_n(&g_ngone, __ATOMIC_ACQUIRE);
     size_t loaded = z->nmods;
+    z->gone_first = loaded;
     for (unsigned i = 0; i < n && i < GONE_MAX; i++) {
         if (!__atomic_load_n(&g_gone[i].ready, __ATOMIC_ACQUIRE)) continue;
         const module *g = &g_gone[i].m;
-        int overlap = 0;
-        for (size_t k = 0; k < loaded && !overlap; k++) overlap = g->lo < z->mods[k].hi && z->mods[k].lo < g->hi;
-        module *m = overlap ? NULL : new_module(z);
+        int same = 0;
+        for (size_t k = 0; k < loaded && !same; k++) same = g->lo == z->mods[k].lo && !strcmp(g->path, z->mods[k].path);
+        module *m = same ? NULL : new_module(z);
         if (!m) continue;
         *m = *g;
+        m->until = __atomic_load_n(&g_gone[i].m.until, __ATOMIC_ACQUIRE);
         m->index = -1;
         z->nmods++;
     }
+}
+
+static module *loaded_at(cmh_symbolizer *z, uintptr_t look)
+{
+    for (size_t i = 0; i < z->gone_first; i++)
+        if (look >= z->mods[i].lo && look < z->mods[i].hi) return &z->mods[i];
+    return NULL;
+}
+
+/* The module a PC of a stack captured at generation gen lies in, where an unloaded one lies: of
+ * those there, the first unloaded after the capture (gen <= until); else the loaded one there;
+ * else the last unloaded there (a stack from after its dlclose, which only dropped a reference).
+ * *gone: the module is an unloaded one.  NULL, *gone 0, where no unloaded module lies. */
+static module *module_at(cmh_symbolizer *z, uintptr_t look, unsigned gen, int *gone)
+{
+    module *best = NULL, *last = NULL;
+    *gone = 0;
+    for (size_t i = z->gone_first; i < z->nmods; i++) {
+        module *g = &z->mods[i];
+        if (look < g->lo || look >= g->hi) continue;
+        if ((int)(g->until - gen) >= 0 && (!best || (int)(g->until - best->until) < 0)) best = g;
+        if (!last || (int)(g->until - last->until) > 0) last = g;
+    }
+    if (best) {
+        *gone = 1;
+        return best;
+    }
+    module *m = last ? loaded_at(z, look) : NULL;
+    if (m) return m;
+    *gone = last != NULL;
+    return last;
 }
 
 cmh_symbolizer *cmh_symbolizer_new(cmh_snapshot *s)
@@ -325,9 +373,19 @@ static int python_frame(cmh_symbolizer *z, uintptr_t token, uint32_t *frame_id)
     return rc == CMH_OK ? cmh_snapshot_add_frame(z->s, &f, frame_id) : rc;
 }
 
-int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, uint32_t *frame_id)
+int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, unsigned gen, uint32_t *frame_id)
 {
-    const pc_slot *hit = pc ? cmh_oa_find(&z->cache, pc) : NULL;
+    uintptr_t look = is_ret && pc ? pc - 1 : pc;
+    module *m = NULL;
+    int gone = 0;
+    uint64_t key = pc;
+    if (z->gone_first < z->nmods && pc && !cmh_is_pytoken(pc)) {
+        /* where objects were unloaded, one PC may be code of several: keyed with the module's
+         * slot in the bits above any user address (below the Python frames' 0xC0DE tag) */
+        m = module_at(z, look, gen, &gone);
+        if (gone) key = pc ^ ((uint64_t)(m - z->mods - z->gone_first + 1) << 48);
+    }
+    const pc_slot *hit = key ? cmh_oa_find(&z->cache, key) : NULL;
     if (hit) {
         *frame_id = (uint32_t)hit->frame;
         return CMH_OK;
@@ -339,16 +397,10 @@ int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, uint32_t *frame_i
         return rc != CMH_OK ? rc : sl ? CMH_OK : CMH_ENOMEM;
     }
 
-    uintptr_t look = is_ret && pc ? pc - 1 : pc;
-    module *m = NULL;
-    for (size_t i = 0; i < z->nmods; i++)
-        if (look >= z->mods[i].lo && look < z->mods[i].hi) {
-            m = &z->mods[i];
-            break;
-        }
+    if (!m) m = loaded_at(z, look);
     const char *name = m ? lookup(m, look) : NULL;
-    Dl_info di;
-    if (!name && dladdr((void *)look, &di) && di.dli_sname) name = di.dli_sname;
+    Dl_info di; /* what is mapped there now: not for an unloaded module's PC */
+    if (!name && !gone && dladdr((void *)look, &di) && di.dli_sname) name = di.dli_sname;
     char fallback[64];
     if (!name) {
         snprintf(fallback, sizeof fallback, "0x%lx", (unsigned long)(m ? look - m->base : look));
@@ -376,8 +428,8 @@ int cmh_symbolize(cmh_symbolizer *z, uintptr_t pc, int is_ret, uint32_t *frame_i
     if (rc == CMH_OK) rc = intern(z->s, base, &f.filename);
     if (rc == CMH_OK) rc = cmh_snapshot_add_frame(z->s, &f, frame_id);
     if (rc != CMH_OK) return rc;
-    pc_slot *sl = pc ? cmh_oa_add(&z->cache, pc) : NULL;
-    if (pc && !sl) return CMH_ENOMEM;
+    pc_slot *sl = key ? cmh_oa_add(&z->cache, key) : NULL;
+    if (key && !sl) return CMH_ENOMEM;
     if (sl) sl->frame = *frame_id;
     return CMH_OK;
 }

@@ -135,7 +135,17 @@ static int by_pid(const void *a, const void *b)
     return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale)
+/* The flight record is still there, a regular file of ours: something for `recover`. */
+static int flight_here(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid();
+}
+
+/* PID.proc (gone 0) or PID.gone (gone 1) entries.  remove_stale: a stale .proc is renamed
+ * PID.gone where its flight record is still there, else removed; a .gone whose flight record is
+ * no longer there is removed and not listed. */
+static int list_of(cmh_registry_entry **out, size_t *n, int remove_stale, int gone)
 {
     *out = NULL;
     *n = 0;
@@ -145,9 +155,10 @@ int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale)
     if (!d) return -1;
     size_t cap = 0;
     cmh_registry_entry *v = NULL;
+    const char *ext = gone ? ".gone" : ".proc";
     for (struct dirent *de; (de = readdir(d));) {
         size_t l = strlen(de->d_name);
-        if (l < 6 || strcmp(de->d_name + l - 5, ".proc") || de->d_name[0] == '.') continue;
+        if (l < 6 || strcmp(de->d_name + l - 5, ext) || de->d_name[0] == '.') continue;
         if (*n == cap) {
             size_t nc = cap ? cap * 2 : 16;
             cmh_registry_entry *nv = realloc(v, nc * sizeof *nv);
@@ -161,8 +172,22 @@ int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale)
         }
         cmh_registry_entry *e = &v[*n];
         if (read_entry(dirfd(d), de->d_name, e) != 0) continue;
+        if (gone) {
+            e->stale = 1;
+            if (!(e->recoverable = flight_here(e->flight))) {
+                unlinkat(dirfd(d), de->d_name, 0);
+                continue;
+            }
+            (*n)++;
+            continue;
+        }
         e->stale = !cmh_registry_alive(e->pid, e->start_ticks, e->boot_id) || cmh_registry_execed(e);
-        if (e->stale && remove_stale) unlinkat(dirfd(d), de->d_name, 0);
+        e->recoverable = e->stale && flight_here(e->flight);
+        if (e->stale && remove_stale) {
+            char to[300];
+            snprintf(to, sizeof to, "%.*s.gone", (int)(l - 5), de->d_name);
+            if (!e->recoverable || renameat(dirfd(d), de->d_name, dirfd(d), to) != 0) unlinkat(dirfd(d), de->d_name, 0);
+        }
         (*n)++;
     }
     closedir(d);
@@ -170,3 +195,7 @@ int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale)
     *out = v;
     return 0;
 }
+
+int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale) { return list_of(out, n, remove_stale, 0); }
+
+int cmh_registry_gone(cmh_registry_entry **out, size_t *n) { return list_of(out, n, 0, 1); }

@@ -17,8 +17,10 @@
  * Everything else a reader shows (rank, command line, host) comes from the flight record's
  * header, which the reader checks anyway.  An entry whose pid is gone, or runs with another
  * start time or in another boot, or that runs another program now (an exec: the recorder, and its
- * exit path, are gone with the old image), is stale: readers skip it, say so, and remove it (its flight
- * record stays: it is the process's history, for `cumemhist recover`).  Only regular files owned
+ * exit path, are gone with the old image), is stale: readers skip it, say so once (one line for
+ * them all) and move it aside as PID.gone, or remove it where its flight record is no longer
+ * there (the flight record stays: it is the process's history, for `cumemhist recover`;
+ * `cumemhist top --gone` lists the .gone entries).  Only regular files owned
  * by the user are read; the directory's own checks keep other users out.
  */
 #ifndef CMH_REGISTRY_H
@@ -41,12 +43,19 @@ typedef struct cmh_registry_entry {
     char boot_id[40];
     unsigned long long exe_dev, exe_ino; /* 0: not said */
     char flight[4200];
-    int stale; /* the process is gone (or its pid belongs to a later one) */
+    int stale;       /* the process is gone (or its pid belongs to a later one) */
+    int recoverable; /* stale, and its flight record is still there (for `cumemhist recover`) */
 } cmh_registry_entry;
 
 /* Every entry of the registry, sorted by pid; *out malloc'ed (free it).  Stale ones are
- * included, marked; with remove_stale their files are removed.  0, or -1 with errno. */
+ * included, marked; with remove_stale their entries leave the registry: kept aside as PID.gone
+ * where the flight record is still there (cmh_registry_gone lists them), else removed.  0, or -1
+ * with errno. */
 int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale);
+
+/* The processes that left the registry stale with their flight record still there, sorted by
+ * pid (those whose flight record has since gone are removed, not listed).  0, or -1 with errno. */
+int cmh_registry_gone(cmh_registry_entry **out, size_t *n);
 
 /* Whether the process pid with start time start_ticks in boot boot_id runs now (start 0 or
  * boot "": not checked). */

@@ -359,9 +359,15 @@ static int rebuild_stacks(cmh_snapshot *s, const expansion *ex, uint32_t nex, co
  * their CUs each time cost far more than the lookups).  The kept one is used again while the
  * module map (paths, load addresses, build ids) is the same.
  */
+/* Modules that overlap (a library unloaded and another loaded at its address while recording:
+ * the recorder names each stack in the one mapped when it was captured, and each frame carries
+ * its module) go in Dwfl layers of their own: a frame is looked up in its module's layer. */
+#define LAYERS 8
 typedef struct dsession {
-    Dwfl *dwfl;
-    int *usable;
+    Dwfl *dwfl, *layer[LAYERS]; /* dwfl == layer[0] */
+    int nlayers;
+    int *usable;  /* per module */
+    int *layerof; /* per module: -1 where it was not reported */
     uint32_t nmodules;
     uint32_t used, missing, mismatched;
     char mism[CMH_SYM_MAX_NAMED][512];
@@ -382,8 +388,9 @@ static void session_free(dsession *d)
 {
     if (!d) return;
     free_indexes(&d->cus);
-    if (d->dwfl) dwfl_end(d->dwfl);
+    for (int k = 0; k < d->nlayers; k++) dwfl_end(d->layer[k]);
     free(d->usable);
+    free(d->layerof);
     free(d->sig);
     free(d);
 }
@@ -413,13 +420,16 @@ static dsession *session_open(const cmh_snapshot *s)
     if (!d) return NULL;
     cmh_oa_init(&d->cus, sizeof(cu_index));
     d->nmodules = s->nmodules;
-    if (!(d->dwfl = dwfl_begin(&cb)) || !(d->usable = calloc(s->nmodules, sizeof *d->usable))) {
+    if (!(d->dwfl = d->layer[0] = dwfl_begin(&cb)) || !(d->usable = calloc(s->nmodules ? s->nmodules : 1, sizeof *d->usable)) ||
+        !(d->layerof = calloc(s->nmodules ? s->nmodules : 1, sizeof *d->layerof))) {
+        if (d->layer[0]) d->nlayers = 1;
         session_free(d);
         return NULL;
     }
-    Dwfl *dwfl = d->dwfl;
+    d->nlayers = 1;
+    for (uint32_t i = 0; i < s->nmodules; i++) d->layerof[i] = -1;
     int *usable = d->usable;
-    dwfl_report_begin(dwfl);
+    dwfl_report_begin(d->dwfl);
     for (uint32_t i = 0; i < s->nmodules; i++) {
         const cmh_module *mo = &s->modules[i];
         const char *path = cmh_str(s, mo->path);
@@ -427,7 +437,40 @@ static dsession *session_open(const cmh_snapshot *s)
             d->missing++;
             continue;
         }
-        Dwfl_Module *m = dwfl_report_elf(dwfl, path, path, -1, mo->base, false);
+        /* the same file at the same place (a merged record's ranks): the one reported */
+        uint32_t same = UINT32_MAX;
+        for (uint32_t j = 0; j < i && same == UINT32_MAX; j++)
+            if (d->layerof[j] >= 0 && s->modules[j].path == mo->path && s->modules[j].build_id == mo->build_id &&
+                s->modules[j].base == mo->base && s->modules[j].size == mo->size)
+                same = j;
+        if (same != UINT32_MAX) {
+            d->layerof[i] = d->layerof[same];
+            usable[i] = usable[same];
+            d->used += (uint32_t)usable[i];
+            continue;
+        }
+        /* the first layer where no module reported before overlaps it */
+        int k = 0;
+        for (uint32_t j = 0; j < i; j++)
+            if (d->layerof[j] == k && mo->base < s->modules[j].base + s->modules[j].size &&
+                s->modules[j].base < mo->base + mo->size) {
+                k++;
+                j = UINT32_MAX; /* again from the first, in the next layer */
+            }
+        if (k >= LAYERS) {
+            d->missing++;
+            continue;
+        }
+        if (k == d->nlayers) {
+            if (!(d->layer[k] = dwfl_begin(&cb))) {
+                d->missing++;
+                continue;
+            }
+            dwfl_report_begin(d->layer[k]);
+            d->nlayers++;
+        }
+        Dwfl_Module *m = dwfl_report_elf(d->layer[k], path, path, -1, mo->base, false);
+        if (m) d->layerof[i] = k;
         if (!m) {
             d->missing++;
             continue;
@@ -446,7 +489,7 @@ static dsession *session_open(const cmh_snapshot *s)
         usable[i] = 1;
         d->used++;
     }
-    dwfl_report_end(dwfl, NULL, NULL);
+    for (int k = 0; k < d->nlayers; k++) dwfl_report_end(d->layer[k], NULL, NULL);
     return d;
 }
 
@@ -486,7 +529,6 @@ static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r, int keep)
     if (keep) d->last = ++g_uses;
     r->modules_used = d->used, r->modules_missing = d->missing, r->modules_mismatched = d->mismatched;
     memcpy(r->mismatched, d->mism, sizeof r->mismatched);
-    Dwfl *dwfl = d->dwfl;
     const int *usable = d->usable;
     uint32_t nex = s->nframes, n = 0, cap = 0, *list = NULL;
     expansion *ex = malloc((nex ? nex : 1) * sizeof *ex);
@@ -498,7 +540,7 @@ static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r, int keep)
             continue;
         }
         uint32_t before = r->inlined;
-        rc = expand(s, dwfl, &d->cus, i, &list, &n, &cap, &ex[i], r);
+        rc = expand(s, d->layer[d->layerof[f->module]], &d->cus, i, &list, &n, &cap, &ex[i], r);
         any_inline |= r->inlined != before;
     }
     /* frames nothing happened to keep a count of 0: they stand for themselves */

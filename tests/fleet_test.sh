@@ -163,6 +163,36 @@ check "one process's record twice: one job, 4 processes" "head -1 copy.txt | gre
 "$CMH" ranks run.*.cmh >job.txt 2>&1
 check "the 4-rank job: one job, 4 processes on 4 devices" "head -1 job.txt | grep -q \"^4 records, 4 processes on 4 devices; times from the job's first entry\""
 
+# a record with no history (enabled=state): its peak is not known, as peak, owners and plot say
+# (before: 'peak alloc 11.0 GiB', the end state dressed as a peak, in text and JSON)
+"$CMH" record -q --enabled state -o st.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1
+"$CMH" ranks st.cmh run.1.cmh >st.txt 2>&1
+"$CMH" ranks --json st.cmh run.1.cmh >st.json 2>/dev/null
+check "ranks: a record with no history has no peak, its end state said as such ($(grep st.cmh st.txt | cut -c1-200))" \
+    "grep st.cmh st.txt | grep -q '^ *- .* not known  *-  *not known  *- .*at the end .*(no history: the peak is not known; at the end [0-9.]* [KMG]*i*B allocated' &&
+     grep -q '^(over the 1 row with a history; 1 has none, its peak not known)' st.txt && ! grep -q 'min [^(]*(st.cmh)' st.txt"
+check "ranks --json: no history, peak null (not the end state), the spread over the records with one" "py - st.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+st = [p for p in d['processes'] if p['file'] == 'st.cmh'][0]
+other = [p for p in d['processes'] if p['file'] != 'st.cmh'][0]
+assert st['history'] is False and st['peak_allocated'] is None and st['peak_reserved'] is None, st
+assert st['allocated_at_end'] > 0 and 'top_site_at_end' in st and 'top_site_at_peak' not in st, st
+assert other['history'] is True and other['peak_allocated'] > 0, other
+sp = d['spread']
+assert sp['peaks_not_known'] == 1 and sp['peak_allocated']['min'] == sp['peak_allocated']['max'] == other['peak_allocated'], sp
+PY"
+"$CMH" ranks --json st.cmh >st1.json 2>/dev/null
+"$CMH" ranks st.cmh >st1.txt 2>&1
+check "ranks: no record with a history: no spread of peaks" \
+    "grep -q '^peak allocated: not known: no record has a history' st1.txt && py -c 'import json,sys; d=json.load(open(\"st1.json\")); assert d[\"spread\"][\"peak_allocated\"] is None, d'"
+FLEX="$SRC/../shared/fixtures/pytorch/flexgen_torch20_oom_observer_block_history.pickle"
+if [ -f "$FLEX" ]; then
+    "$CMH" ranks "$FLEX" >flex.txt 2>/dev/null
+    check "ranks on PyTorch 2.0's state-only snapshot: 'not known', not 'peak alloc 11.0 GiB'" \
+        "grep -q '^ *- *0 *not known .*11.0 GiB at the end' flex.txt && grep -q '^peak allocated: not known' flex.txt"
+fi
+
 # PyTorch's own snapshots have no rank: rows all the same
 "$CMH" ranks "$F"/h200/*.pickle >pt.txt 2>&1 && grep -q "^     -  " pt.txt && ok "ranks reads PyTorch's pickles (no rank: by file)" ||
     bad "ranks on pickles: $(head -5 pt.txt)"

@@ -3,9 +3,11 @@
  * address (tests/reload_test.sh).  Two threads, the main one and a worker, each allocate through
  * LIB_A's a_call (cb called back from it) ROUNDS times; the main thread closes LIB_A and opens
  * LIB_B, which must land at the same address (tried up to 20 times: "same address" on stdout);
- * then both threads allocate through LIB_B's b_call, whose return address is a_call's.  The
+ * then both threads allocate through LIB_B's b_call, whose return address is a_call's (the
+ * worker's stacks through A and B are the same PCs, frame for frame).  The
  * worker never calls dlopen or dlclose itself: its caches learn of the change from the generation.
- * A's allocations are 1 MiB, B's 3 MiB; each is freed at once.
+ * A's allocations are 1 MiB, B's 3 MiB; each is freed at once.  With a third argument "close",
+ * LIB_B is closed too before the exit: both libraries are then gone at the dump, at one address.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -13,12 +15,13 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #define ROUNDS 50
 typedef void (*call_fn)(void (*)(void));
 
-static size_t g_bytes;
-static volatile int g_calls;
+static __thread size_t g_bytes; /* each thread its own: the main thread and the worker run at once */
+static __thread volatile int g_calls;
 
 __attribute__((noinline)) static void cb(void)
 {
@@ -37,16 +40,25 @@ __attribute__((noinline)) static void use_lib(call_fn f, size_t bytes)
 
 static pthread_barrier_t g_bar;
 static call_fn g_fn;
+static size_t g_worker_bytes;
+static volatile int g_phases = 2; /* a loop the compiler cannot unroll: one call site for both */
 
+__attribute__((noinline)) static void rounds(call_fn f, size_t bytes)
+{
+    for (int i = 0; i < ROUNDS; i++) use_lib(f, bytes);
+    g_calls++;
+}
+
+/* The worker's stacks through A and through B are the very same PCs: one call site each. */
 static void *worker(void *arg)
 {
     (void)arg;
     CUcontext c;
     CUdevice d;
     if (cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) return NULL;
-    for (int phase = 0; phase < 2; phase++) {
+    for (int phase = 0; phase < g_phases; phase++) {
         pthread_barrier_wait(&g_bar); /* g_fn set */
-        for (int i = 0; i < ROUNDS; i++) use_lib(g_fn, phase ? 3 << 20 : 1 << 20);
+        rounds(g_fn, g_worker_bytes);
         pthread_barrier_wait(&g_bar); /* done with it */
     }
     return NULL;
@@ -81,6 +93,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < ROUNDS; i++) use_lib(fa, 1 << 20);
         if (tries == 0) {
             g_fn = fa;
+            g_worker_bytes = 1 << 20;
             pthread_barrier_wait(&g_bar);
             pthread_barrier_wait(&g_bar);
         }
@@ -93,9 +106,11 @@ int main(int argc, char **argv)
     printf("A at %#lx, B at %#lx: %s\n", (unsigned long)at_a, (unsigned long)at_b, at_a == at_b ? "same address" : "moved");
     fflush(stdout);
     g_fn = fb;
+    g_worker_bytes = 3 << 20;
     pthread_barrier_wait(&g_bar);
     for (int i = 0; i < ROUNDS; i++) use_lib(fb, 3 << 20);
     pthread_barrier_wait(&g_bar);
     pthread_join(t, NULL);
+    if (argc > 3 && !strcmp(argv[3], "close") && dlclose(hb)) return 6;
     return 0;
 }

@@ -180,4 +180,30 @@ CUMEMHIST_CONTEXT=bogus CUMEMHIST_MAX_FRAMES=abc "$CMH" record -q -o w.cmh -- "$
     ok "help summary is summary's help; the top-level help names chrome" || bad "help"
 "$CMH" leaks mg.cmh | grep -q ' 1 blocks\| 1 sites' && bad "'1 blocks'" || ok "no '1 blocks' or '1 sites'"
 
+# --- work after the training loop (tests/after_loop.c): an evaluation buffer made once the 20
+# steps are over is 'after the last step', not 'steady' (which says the like went in each step
+# before); the weights stay state; with marks or without, and with the loop changing shape halfway
+# (its 20 steps found all the same: before, the pattern found the last shape's 10 alone)
+for m in "marks" "plain" "marks reshape" "plain reshape"; do
+    "$CMH" record -q -o al.cmh -- "$B/tests/after_loop" 20 $m >/dev/null 2>&1
+    "$CMH" leaks al.cmh >al.txt 2>&1
+    "$CMH" leaks --json al.cmh >al.json 2>/dev/null
+    check "after the loop ($m): the eval buffer is 'after the last step', not steady; 20 steps ($(grep -A1 ' eval_buffer' al.txt | tr -s ' ' | head -2 | tr '\n' '|'))" \
+        "grep -q '^steps: 20 ' al.txt && grep -q '  after  *eval_buffer' al.txt && grep -q '^        after the last step: first made once the last of the 20 steps had begun, by no step before; not a step' al.txt &&
+         grep -q '  state  *weights' al.txt && py - al.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))[0]
+v = {s['site']['function']: s for s in d['sites']}
+e, w = v['eval_buffer'], v['weights']
+assert e['verdict'] == 'after' and not e['growing'] and e['says'].startswith('after the last step'), e
+assert w['verdict'] == 'state', w
+PY"
+done
+# a leak across a loop that changed shape: every step of both shapes (before: 'steps: 10', the
+# leak 'over the last 9 steps' of a 20-step loop)
+"$CMH" record -q -o al.cmh -- "$B/tests/after_loop" 20 plain reshape leak >/dev/null 2>&1
+"$CMH" leaks al.cmh >al.txt 2>&1
+check "a loop that changed shape: 20 steps, the leak over the last 19 ($(grep -E '^steps|growing:' al.txt | tr '\n' '|'))" \
+    "grep -q '^steps: 20 detected from the allocation pattern' al.txt && grep -q '^        growing: +1.0 MiB per step over the last 19 steps' al.txt"
+
 finish

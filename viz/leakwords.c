@@ -30,8 +30,10 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
     case CMH_STEPS_MARKS: ADD("steps: %u from the program's marks (\"%s\")", st->count, st->label); break;
     case CMH_STEPS_ANNOTATIONS: ADD("steps: %u from %s annotations", st->count, st->label); break;
     case CMH_STEPS_PATTERN:
-        ADD("steps: %u detected from the allocation pattern (period %" PRIu64 " %s)", st->count, st->period,
+        ADD("steps: %u detected from the allocation pattern (period %" PRIu64 " %s", st->count, st->period,
             plural(st->period, "entry", "entries"));
+        if (st->shapes > 1) ADD(" as it ended; the loop changed shape %s", st->shapes == 2 ? "once" : st->shapes == 3 ? "twice" : "3 times");
+        ADD(")");
         break;
     default:
         if (p->base.entries <= 1) ADD("steps: unknown (the record has no allocation history)");
@@ -53,6 +55,7 @@ const char *cmh_leak_site_word(const cmh_site *x)
     case CMH_LEAK_RISING: return "rising";
     case CMH_LEAK_STATE: return "state";
     case CMH_LEAK_STEADY: return "steady";
+    case CMH_LEAK_AFTER: return "after";
     default: return "held";
     }
 }
@@ -82,6 +85,10 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
         else snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose);
         break;
     case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step%s", whose); break;
+    case CMH_LEAK_AFTER:
+        snprintf(buf, cap, "after the last step: first made once the last of the %u steps%s had begun, by no step before; not a step's memory",
+                 x->steps, whose);
+        break;
     default: snprintf(buf, cap, "held (the steps are unknown)");
     }
     return buf;

@@ -24,7 +24,7 @@ const char *cmh_leak_steps_source(int source);
  * +40.0 MiB per step; too few steps to call it a leak", "state: held across steps, not
  * growing", ... */
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap);
-/* The short word for a table's column: growing, rising, state, steady, held. */
+/* The short word for a table's column: growing, rising, state, steady, after, held. */
 const char *cmh_leak_site_word(const cmh_site *x);
 /* The conclusion: "1 site grows from step to step: a likely leak", "no site grows from step to
  * step", "growth cannot be judged: ..." */

@@ -150,7 +150,8 @@ typedef struct cmh_steps {
     uint32_t count;    /* steps (0: unknown) */
     uint32_t stride, npoints;
     int64_t *points;   /* owned; free with cmh_steps_free */
-    uint64_t period;   /* entries per step (the median) */
+    uint64_t period;   /* entries per step (the median; of the latest shape, with shapes > 1) */
+    uint32_t shapes;   /* PATTERN: the loop's shapes, one after another (a schedule's phases) */
     uint32_t thread;   /* 0: the record's entries; else those of one recording thread */
     int thread_lives;  /* PATTERN: each step is one recording thread's whole life */
     char label[64];    /* the family of marks or annotations ("step", "ProfilerStep") */
@@ -175,12 +176,14 @@ void cmh_steps_free(cmh_steps *st);
  *    in the first step, a cache filled once);
  *  - STEADY when what it holds at the end came in the last step and the like went in each one
  *    before (activations, gradients: back to the same level every step);
+ *  - AFTER when it would be STEADY but its first allocation came once the last step had begun:
+ *    no step before made the like (an evaluation buffer, a checkpoint made after the loop);
  *  - RISING when there are too few steps to judge but it rose across each of them (2 or more);
  *  - UNJUDGED when the steps are unknown.
  * When the record knows its threads (a recorder snapshot), each thread's own entries are cut
  * into steps too, and a site that one thread kept growing is growing, however short that
  * thread's life was next to the record's. */
-enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, CMH_LEAK_GROWING };
+enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, CMH_LEAK_GROWING, CMH_LEAK_AFTER };
 #define CMH_LEAK_MIN_STEPS 4 /* one to warm up, three to rise across */
 #define CMH_LEAK_MIN_RISES 3
 /* steps that are whole threads' lives: a pool of a few workers, each keeping a warm-up cache,

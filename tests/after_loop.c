@@ -1,0 +1,112 @@
+/*
+ * after_loop.c - a training loop, then work after it: weights made once, STEPS steps that each
+ * make and free an activation and a gradient, then an evaluation buffer kept to the end (made
+ * after the last step: not a step's memory), and a final temporary.  With "marks", each step
+ * begins with cmh_mark("step N") (found through dlsym: the program runs under the preloaded
+ * recorder without linking it).  With "reshape", the steps from STEPS/2 on make three
+ * activations, an attention buffer and four small KV blocks, 16 events a step where there were 4
+ * (the loop changes shape halfway, as a schedule's next phase does).  With "leak", every step
+ * keeps 1 MiB more (a leak across both shapes).
+ *   after_loop [STEPS [marks|plain [reshape|same [leak]]]]
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fail(void)
+{
+    fprintf(stderr, "after_loop: cuMemAlloc failed\n");
+    exit(1);
+}
+/* each function below its own allocation site (a macro: an inlined helper would be the site) */
+#define GRAB(n)                                                \
+    do {                                                       \
+        if (cuMemAlloc(&p, (n)) != CUDA_SUCCESS) fail();       \
+    } while (0)
+__attribute__((noinline)) static CUdeviceptr weights(void)
+{
+    CUdeviceptr p;
+    GRAB(8 << 20);
+    return p;
+}
+__attribute__((noinline)) static CUdeviceptr activation(void)
+{
+    CUdeviceptr p;
+    GRAB(4 << 20);
+    return p;
+}
+__attribute__((noinline)) static CUdeviceptr gradient(void)
+{
+    CUdeviceptr p;
+    GRAB(2 << 20);
+    return p;
+}
+__attribute__((noinline)) static CUdeviceptr attention(void)
+{
+    CUdeviceptr p;
+    GRAB(3 << 20);
+    return p;
+}
+__attribute__((noinline)) static CUdeviceptr kv_block(void)
+{
+    CUdeviceptr p;
+    GRAB(1 << 20);
+    return p;
+}
+__attribute__((noinline)) static CUdeviceptr keep_history(void)
+{
+    CUdeviceptr p;
+    GRAB(1 << 20);
+    return p;
+}
+__attribute__((noinline)) static CUdeviceptr eval_buffer(void)
+{
+    CUdeviceptr p;
+    GRAB(16 << 20);
+    return p;
+}
+__attribute__((noinline)) static CUdeviceptr report_temp(void)
+{
+    CUdeviceptr p;
+    GRAB(1 << 20);
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    int steps = argc > 1 ? atoi(argv[1]) : 20;
+    int (*mark)(const char *) = argc > 2 && !strcmp(argv[2], "marks") ? (int (*)(const char *))dlsym(RTLD_DEFAULT, "cmh_mark") : NULL;
+    int reshape = argc > 3 && !strcmp(argv[3], "reshape"), leak = argc > 4 && !strcmp(argv[4], "leak");
+    CUdevice dev;
+    CUcontext ctx;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return 2;
+    weights();
+    for (int s = 0; s < steps; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "step %d", s);
+        if (mark) mark(name);
+        if (reshape && s >= steps / 2) {
+            CUdeviceptr a[3], k[4], t;
+            for (int i = 0; i < 3; i++) a[i] = activation();
+            t = attention();
+            for (int i = 0; i < 4; i++) k[i] = kv_block();
+            for (int i = 0; i < 4; i++) cuMemFree(k[i]);
+            cuMemFree(t);
+            for (int i = 0; i < 3; i++) cuMemFree(a[i]);
+        } else {
+            CUdeviceptr a = activation(), g = gradient();
+            cuMemFree(g);
+            cuMemFree(a);
+        }
+        if (leak) keep_history();
+    }
+    if (mark) mark("eval");
+    eval_buffer(); /* kept to the end */
+    cuMemFree(report_temp());
+    return 0;
+}
