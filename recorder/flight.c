@@ -137,6 +137,7 @@ static void populate_here(void)
  * never wrong).
  * The helper, woken by the same appender, still gives back what was written. */
 #define PIECE (256ull << 10)
+#define RELEASE_LAG (2ull << 20) /* written and not given back: past it an appender gives back */
 static void populate_piece(uint32_t a, uint64_t end, uint64_t size)
 {
     uint64_t from = (end & ~(PIECE - 1)) + POP_WINDOW, to = from + PIECE;
@@ -159,7 +160,7 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
     if (m == MAP_FAILED) return -1;
     g_map[i] = m;
-    g_rel[i] = 0;
+    __atomic_store_n(&g_rel[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_pop[i], 0, __ATOMIC_RELAXED); /* a fresh extent (after fork, the index may have been the parent's) */
     populate(i, 0, size < POP_WINDOW ? size : POP_WINDOW);
     cmh_flight_area *a = &h->area[i];
@@ -266,8 +267,11 @@ static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted)
             if (CMH_UNLIKELY(((at ^ (at + len)) & ~(PIECE - 1)) != 0)) {
                 populate_piece(a, at + len, ar->size);
                 /* and the helper gives back what was written (the populated end now stays ahead,
-                 * so the wake below, half a window before it, no longer comes) */
-                if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
+                 * so the wake below, half a window before it, no longer comes); when it has not
+                 * for RELEASE_LAG, this appender does (populate_here), as appenders past the
+                 * populated end did before the pieces (seen: 40 MB left resident otherwise) */
+                if (at > __atomic_load_n(&g_rel[a], __ATOMIC_RELAXED) + RELEASE_LAG) populate_here();
+                else if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
                     cmh_helper_wake();
             }
             uint64_t pop = __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED);
@@ -733,7 +737,7 @@ static void release_written(void)
          * behind the cursor: a large folio of the page cache mapped by a later fault, it seems),
          * and left so they made up most of the flight record's resident pages */
         uint64_t from = g_rel[i] > REMAPPED ? g_rel[i] - REMAPPED : 0;
-        if (upto > g_rel[i] && madvise(g_map[i] + from, upto - from, MADV_DONTNEED) == 0) g_rel[i] = upto;
+        if (upto > g_rel[i] && madvise(g_map[i] + from, upto - from, MADV_DONTNEED) == 0) __atomic_store_n(&g_rel[i], upto, __ATOMIC_RELAXED);
     }
 }
 
