@@ -9,7 +9,8 @@
  *   MODE  none | none1m | alloc | all     ns per pair, best of 5 (context, --max-entries 1M)
  *         threads                        CPU per pair, 8 threads vs 1, hooked and bare, the mean
  *                                        of 3 bare and BENCH_ROUNDS (7) hooked runs of each, in
- *                                        turn, 8 x PAIRS pairs a run; then round by round: the
+ *                                        turn, 8 x PAIRS pairs a run, each hooked round in a
+ *                                        fresh process after 600,000 pairs; then by round: the
  *                                        median ratio, the process's CPU and the working threads'
  *                                        own (thread CPU clocks), and the helper's share
  *                                        (the fake driver with FAKECUDA_THREAD_CACHE=1: each
@@ -35,10 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cumemhist/recorder.h"
+#include "flight_format.h" /* the record's header: whether it lost records */
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*free_fn)(CUdeviceptr);
@@ -177,7 +180,7 @@ static long status_kb(const char *key)
     return v;
 }
 
-static void remove_dir(const char *dir)
+static void clear_dir(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d) return;
@@ -189,6 +192,32 @@ static void remove_dir(const char *dir)
             unlink(p);
         }
     closedir(d);
+}
+
+/* Records the flight record in dir could not take (its header's count), -1 when there is none. */
+static double flight_lost(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *e;
+    char p[PATH_MAX + 512];
+    double lost = -1;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 7 || strcmp(e->d_name + n - 7, ".flight")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        uint64_t v;
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && pread(fd, &v, sizeof v, offsetof(cmh_flight_header, lost_records)) == (ssize_t)sizeof v) lost = (double)v;
+        if (fd >= 0) close(fd);
+    }
+    closedir(d);
+    return lost;
+}
+
+static void remove_dir(const char *dir)
+{
+    clear_dir(dir);
     rmdir(dir);
 }
 
@@ -281,11 +310,46 @@ int main(int argc, char **argv)
         double hp1[MAX_ROUNDS], hp8[MAX_ROUNDS], ho1[MAX_ROUNDS], ho8[MAX_ROUNDS];
         one_vs_eight(3, pairs, bp1, bp8, bo1, bo8);
         double b1 = mean(bp1, 3), b8 = mean(bp8, 3), bw1 = mean(bo1, 3), bw8 = mean(bo8, 3);
-        g_alloc = w_alloc;
-        g_free = w_free;
-        cmh_options o = {CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 1000000, 32, 1};
-        rec(&o);
-        one_vs_eight(rounds, pairs, hp1, hp8, ho1, ho8);
+        /* Each hooked round in a process of its own (forked before the recorder was touched):
+         * a bounded ring's flight record ends its generations with checkpoints and takes a new
+         * extent for each doubling, and once its 48 extents are used it is full for good (found
+         * here: after about 9 generations, 16 M pairs at --max-entries 1M, every later record is
+         * lost).  One process for all the rounds measured most of them without a flight record. */
+        int lost_rounds = 0;
+        for (int r = 0; r < rounds; r++) {
+            int fds[2];
+            double v[5] = {-1, -1, -1, -1, -1};
+            if (pipe(fds) != 0) return 1;
+            pid_t c = fork();
+            if (c == 0) {
+                close(fds[0]);
+                g_alloc = w_alloc;
+                g_free = w_free;
+                cmh_options o = {CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 1000000, 32, 1};
+                rec(&o);
+                threaded(1, 600000, NULL); /* the ring's first lap (its chunks made) before either */
+                if (r & 1) { /* in turn 1 8, 8 1, ... as before */
+                    v[1] = threaded(8, pairs, &v[3]);
+                    v[0] = threaded(1, 8 * pairs, &v[2]);
+                } else {
+                    v[0] = threaded(1, 8 * pairs, &v[2]);
+                    v[1] = threaded(8, pairs, &v[3]);
+                }
+                v[4] = flight_lost(tmpdir);
+                if (write(fds[1], v, sizeof v) != (ssize_t)sizeof v) _exit(1);
+                _exit(0);
+            }
+            close(fds[1]);
+            if (c < 0 || read(fds[0], v, sizeof v) != (ssize_t)sizeof v) {
+                fprintf(stderr, "bench_hot: round %d failed\n", r);
+                return 1;
+            }
+            close(fds[0]);
+            waitpid(c, NULL, 0);
+            hp1[r] = v[0], hp8[r] = v[1], ho1[r] = v[2], ho8[r] = v[3];
+            if (v[4] != 0) lost_rounds++; /* -1: no flight record at all (CUMEMHIST_FLIGHT=0) */
+            clear_dir(tmpdir); /* the round's flight record and checkpoints */
+        }
         double h1 = mean(hp1, rounds), h8 = mean(hp8, rounds);
         printf("threads: CPU ns/pair bare 1 thread %.1f, 8 threads %.1f; hooked %.1f, %.1f; recorder's own +%.1f vs +%.1f = %.2fx\n",
                b1, b8, h1, h8, h1 - b1, h8 - b8, (h8 - b8) / (h1 - b1));
@@ -305,6 +369,7 @@ int main(int argc, char **argv)
         printf("threads by round (%d): the process's CPU %.2fx [%.2f-%.2f]; the working threads' own %.2fx [%.2f-%.2f]; "
                "the rest (helper) %.1f vs %.1f ns/pair; medians\n",
                rounds, m, lo, hi, mo, loo, hio, m1, m8);
+        if (lost_rounds) printf("threads: in %d of %d rounds the flight record was off or lost records\n", lost_rounds, rounds);
     } else if (!strcmp(mode, "dump")) {
         g_alloc = w_alloc;
         g_free = w_free;

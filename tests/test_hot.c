@@ -164,6 +164,52 @@ static void run_workers(worker_arg *w, int n, int dump_meanwhile)
     for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
 }
 
+/* One device's trace across its threads: the fake driver hands an address one thread freed to
+ * the next thread that allocates (first fit), so the order of entries as the driver saw them is
+ * checked where threads meet: along the trace, an address is allocated only while not live and
+ * freed only while live (a free recorded after the driver freed, or an allocation claimed before
+ * the driver returned, lets another thread's entry for the same address come first).  tail: a
+ * bounded ring, so an address's first kept entry may be either.  *handed: allocations of an
+ * address whose last free was another thread's (the check bites only when there are some).
+ * Returns the entries out of order. */
+static uint64_t check_handover(const cmh_snapshot *s, int dev, int tail, uint64_t *handed)
+{
+    const cmh_trace *t = trace_of(s, dev);
+    *handed = 0;
+    if (!t) return 0;
+    enum { BITS = 16, N = 1 << BITS };
+    struct at {
+        uint64_t addr;
+        uint32_t thread;
+        int state; /* 0 never seen, 1 live, 2 freed */
+    } *tab = calloc(N, sizeof *tab);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tab);
+    uint64_t bad = 0, used = 0;
+    for (uint32_t i = 0; i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
+        uint32_t h = (uint32_t)((e->addr * 0x9E3779B97F4A7C15ull) >> (64 - BITS));
+        while (tab[h].state && tab[h].addr != e->addr) h = (h + 1) & (N - 1);
+        struct at *a = &tab[h];
+        if (!a->state && ++used > N / 2) break; /* more addresses than the table holds: stop checking */
+        uint32_t th = cmh_entry_thread(s, e);
+        if (e->action == CMH_ACT_SEGMENT_ALLOC) {
+            if (a->state == 1) bad++;
+            if (a->state == 2 && a->thread != th) ++*handed;
+            a->state = 1;
+        } else {
+            if (a->state == 2 || (!a->state && !tail)) bad++;
+            a->state = 2;
+        }
+        a->addr = e->addr;
+        a->thread = th;
+    }
+    free(tab);
+    CU_ASSERT_EQUAL(bad, 0);
+    if (bad) fprintf(stderr, "\n  device %d: %lu entries out of the driver's order between threads\n", dev, (unsigned long)bad);
+    return bad;
+}
+
 /* Unlimited: several chunks per device, dumps reading them in place while threads append. */
 static void test_unlimited_under_contention(void)
 {
@@ -186,6 +232,9 @@ static void test_unlimited_under_contention(void)
         uint64_t checked = check_order(&s, st[k].device, 0, g_pairs);
         CU_ASSERT_EQUAL(checked, (uint64_t)g_pairs * 2 * (THREADS / 2));
         CU_ASSERT_EQUAL(side_wrong(&s, st[k].device), 0);
+        uint64_t handed;
+        check_handover(&s, st[k].device, 0, &handed);
+        CU_ASSERT(handed > 0); /* the threads did meet at addresses */
         total += checked;
     }
     CU_ASSERT(total > 2 * 65536 || g_pairs < 20000); /* more than one chunk per device */
@@ -215,6 +264,8 @@ static void test_bounded_exact_drops(void)
         if (tr->nentries + tr->dropped >= cap) CU_ASSERT_EQUAL(tr->nentries, cap);
         check_order(&s, st[k].device, 1, g_pairs);
         CU_ASSERT_EQUAL(side_wrong(&s, st[k].device), 0);
+        uint64_t handed;
+        check_handover(&s, st[k].device, 1, &handed);
     }
     cmh_snapshot_free(&s);
 }
@@ -383,6 +434,8 @@ static void test_tiny_ring_overwritten_under_contention(void)
         CU_ASSERT_EQUAL(tr->dropped, recorded - cap);
         CU_ASSERT_EQUAL(tr->dropped, st[k].entries_dropped);
         check_order(&s, 0, 1, g_pairs / 25);
+        uint64_t handed;
+        check_handover(&s, 0, 1, &handed);
     }
     cmh_snapshot_free(&s);
 }
