@@ -228,7 +228,7 @@ static void test_compact_entries(void)
 /* The entry's time and (address, size) (snapshot.h): 9000 entries whose times have 9000
  * distinct upper halves, out of order, one of them negative, so past CMH_TH_FAR - 1 of them the
  * upper half goes to the entry's set, and the last 500 have sets of their own too (set numbers
- * past 254: s->xmap); 3000 distinct pairs, each shared by three entries.  Every field reads
+ * past 254: s->xmap); 3000 distinct pairs, each shared by three entries, an address in six.  Every field reads
  * back as added, through a .cmh round trip, and after cmh_entry_set moves entries between a
  * kept upper half and a far one. */
 static cmh_entry_full wide_entry(uint32_t i)
@@ -238,8 +238,10 @@ static cmh_entry_full wide_entry(uint32_t i)
     uint64_t hi = (uint64_t)i * 7919 % 9000; /* a permutation of 0..8999 */
     e.time_ns = (int64_t)((hi << 32) | (i * 13u));
     if (i == 3) e.time_ns = -5; /* a hostile file's time: upper half 0xffffffff */
-    e.addr = 0x7f0000000000ull + (uint64_t)(i % 3000) * 512;
-    e.size = 512 + (uint64_t)(i % 4) * 512;
+    /* two entries in a row at one address with two sizes (a segment and its first block), each
+     * address with six sizes in all */
+    e.addr = 0x7f0000000000ull + (uint64_t)(i / 2 % 500) * 4096;
+    e.size = 512 + (uint64_t)(i % 2) * 256 + (uint64_t)(i / 3000) * 1024;
     e.requested = e.size;
     e.action = i % 2 ? CMH_ACT_FREE_COMPLETED : CMH_ACT_ALLOC;
     e.flags = i % 16; /* every flag bit the entry keeps */
