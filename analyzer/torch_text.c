@@ -536,6 +536,8 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
         int64_t total = 0; /* the fixed TOTAL MEM: bytes still allocated at the end of the trace */
         for (uint32_t i = 0; i < tr->nentries; i++) {
             const cmh_entry *e = &ents[i];
+            /* read once: the line's bytes may alias the tables they come from, for the compiler */
+            const uint64_t e_addr = cmh_entry_addr(s, e), e_size = cmh_entry_size(s, e);
             name_slot *ns;
             p = to_line(o);
             switch (e->action) {
@@ -545,11 +547,11 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 p = PUT_LIT(p, " = ");
                 /* the first segment_alloc so far that holds it (the first of all, if that one is
                    already seen), else the first final segment */
-                uint32_t k = first_cover_find(&fc_trace, cmh_entry_addr(s, e));
+                uint32_t k = first_cover_find(&fc_trace, e_addr);
                 if (k != UINT32_MAX && k < niv) {
                     p = put_name(p, iv[k].name);
                     seg_addr = iv[k].addr;
-                } else if ((k = first_cover_find(&fc_final, cmh_entry_addr(s, e))) != UINT32_MAX) {
+                } else if ((k = first_cover_find(&fc_final, e_addr)) != UINT32_MAX) {
                     p = PUT_LIT(p, "seg_");
                     p = put_u64(p, k);
                     seg_addr = s->segments[k].addr;
@@ -557,37 +559,37 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                     p = PUT_LIT(p, "MEM");
                 }
                 *p++ = '[';
-                p = put_u64(p, cmh_entry_addr(s, e) - seg_addr);
+                p = put_u64(p, e_addr - seg_addr);
                 *p++ = ':';
-                p = put_size(p, cmh_entry_size(s, e));
+                p = put_size(p, e_size);
                 p = PUT_LIT(p, "]\n");
-                if ((ns = names_get(&allocs, cmh_entry_addr(s, e), 1))) ns->name = nm;
-                total = (int64_t)((uint64_t)total + cmh_entry_size(s, e)); /* wraps, never UB: sizes are whatever a file says */
+                if ((ns = names_get(&allocs, e_addr, 1))) ns->name = nm;
+                total = (int64_t)((uint64_t)total + e_size); /* wraps, never UB: sizes are whatever a file says */
                 break;
             }
             case CMH_ACT_FREE_REQUESTED:
             case CMH_ACT_FREE_COMPLETED:
-                ns = names_get(&allocs, cmh_entry_addr(s, e), 0);
+                ns = names_get(&allocs, e_addr, 0);
                 if (e->action == CMH_ACT_FREE_REQUESTED) {
                     p = PUT_LIT(p, "del ");
-                    p = ns ? put_name(p, ns->name) : put_u64(p, cmh_entry_addr(s, e));
+                    p = ns ? put_name(p, ns->name) : put_u64(p, e_addr);
                     p = PUT_LIT(p, " # ");
                 } else {
-                    total = (int64_t)((uint64_t)total - cmh_entry_size(s, e));
+                    total = (int64_t)((uint64_t)total - e_size);
                     p = PUT_LIT(p, "# free completed for ");
-                    p = ns ? put_name(p, ns->name) : put_u64(p, cmh_entry_addr(s, e));
+                    p = ns ? put_name(p, ns->name) : put_u64(p, e_addr);
                     *p++ = ' ';
                 }
-                p = put_size(p, cmh_entry_size(s, e));
+                p = put_size(p, e_size);
                 *p++ = '\n';
                 break;
             case CMH_ACT_SEGMENT_ALLOC: {
                 uint64_t nm = next_name++;
                 p = put_name(p, nm);
                 p = PUT_LIT(p, " = cudaMalloc(");
-                p = put_u64(p, cmh_entry_addr(s, e));
+                p = put_u64(p, e_addr);
                 p = PUT_LIT(p, ", ");
-                p = put_size(p, cmh_entry_size(s, e));
+                p = put_size(p, e_size);
                 p = PUT_LIT(p, ")\n");
                 if (niv == civ) {
                     size_t nc = civ ? civ * 2 : 64;
@@ -595,23 +597,23 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                     if (ni) iv = ni, civ = nc;
                     else nomem = 1;
                 }
-                if (niv < civ) iv[niv++] = (interval){nm, cmh_entry_addr(s, e), cmh_entry_size(s, e)};
-                if ((ns = names_get(&segs, cmh_entry_addr(s, e), 1))) ns->name = nm;
+                if (niv < civ) iv[niv++] = (interval){nm, e_addr, e_size};
+                if ((ns = names_get(&segs, e_addr, 1))) ns->name = nm;
                 break;
             }
             case CMH_ACT_SEGMENT_FREE:
-                ns = names_get(&segs, cmh_entry_addr(s, e), 0);
+                ns = names_get(&segs, e_addr, 0);
                 p = PUT_LIT(p, "cudaFree(");
-                p = ns ? put_name(p, ns->name) : put_u64(p, cmh_entry_addr(s, e));
+                p = ns ? put_name(p, ns->name) : put_u64(p, e_addr);
                 p = PUT_LIT(p, ") # ");
-                p = put_size(p, cmh_entry_size(s, e));
+                p = put_size(p, e_size);
                 *p++ = '\n';
                 break;
             case CMH_ACT_OOM:
                 p = PUT_LIT(p, "raise OutOfMemoryError() # ");
-                p = put_size(p, cmh_entry_size(s, e));
+                p = put_size(p, e_size);
                 p = PUT_LIT(p, " requested, ");
-                p = put_size(p, cmh_entry_addr(s, e));
+                p = put_size(p, e_addr);
                 p = PUT_LIT(p, " free in CUDA\n");
                 break;
             default:

@@ -380,21 +380,25 @@ static int thigh_intern(cmh_snapshot *s, uint32_t hi, uint32_t *id)
 
 int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uint32_t *far)
 {
-    uint32_t hi = (uint32_t)((uint64_t)e->time_ns >> 32), th, pair, id;
+    uint32_t hi = (uint32_t)((uint64_t)e->time_ns >> 32), th, pair, id = 0;
     if (thigh_intern(s, hi, &th) != CMH_OK || pair_intern(s, e->addr, e->size, &pair) != CMH_OK) return CMH_ENOMEM;
-    cmh_entry_xset x;
-    xset_of(e, &x);
-    if (th == CMH_TH_FAR) x.thigh = hi;
-    if (xset_intern(s, &x, &id) != CMH_OK) return CMH_ENOMEM;
-    memset(out, 0, sizeof *out);
-    out->tlo = (uint32_t)e->time_ns;
-    out->th = th;
-    out->pair = pair;
-    out->stack = e->stack;
-    out->action = e->action;
-    out->flags = e->flags;
-    out->kind = e->kind;
-    out->xs = id < CMH_XS_FAR ? id : CMH_XS_FAR;
+    /* most entries have every rarer field at its default: set 0, with no set to build */
+    if (th == CMH_TH_FAR || e->requested != e->size || e->stream || e->thread || e->name || e->compile_context || e->user_metadata) {
+        cmh_entry_xset x;
+        xset_of(e, &x);
+        if (th == CMH_TH_FAR) x.thigh = hi;
+        if (xset_intern(s, &x, &id) != CMH_OK) return CMH_ENOMEM;
+    }
+    cmh_entry c = {0}; /* the bit fields made in a register, stored once */
+    c.tlo = (uint32_t)e->time_ns;
+    c.th = th;
+    c.pair = pair;
+    c.stack = e->stack;
+    c.action = e->action;
+    c.flags = e->flags;
+    c.kind = e->kind;
+    c.xs = id < CMH_XS_FAR ? id : CMH_XS_FAR;
+    *out = c;
     *far = id < CMH_XS_FAR ? 0 : id;
     return CMH_OK;
 }
