@@ -878,19 +878,23 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
         int a = e->action;
         if (a == CMH_ACT_ALLOC) {
             out->requests++;
-            wblk *b = model_malloc(&m, cmh_entry_requested(s, e) ? cmh_entry_requested(s, e) : cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));
-            if (b && cmh_entry_addr(s, e)) {
-                live_slot *sl = cmh_oa_get(&m.live, cmh_entry_addr(s, e), NULL);
+            /* read once: the model's writes may alias the snapshot's tables, for the compiler */
+            uint64_t addr = cmh_entry_addr(s, e), req = cmh_entry_requested(s, e);
+            if (!req) req = cmh_entry_size(s, e);
+            wblk *b = model_malloc(&m, req, (int64_t)cmh_entry_stream(s, e));
+            if (b && addr) {
+                live_slot *sl = cmh_oa_get(&m.live, addr, NULL);
                 if (!sl) m.nomem = 1;
                 else if (sl->b) model_free(&m, sl->b); /* the trace reused an address it never freed */
                 if (sl) sl->b = b;
             } else if (b) {
                 model_free(&m, b);
             } else if (!out->ooms++) {
-                out->first_oom_index = i, out->first_oom_time_ns = cmh_entry_time(s, e), out->first_oom_request = cmh_entry_requested(s, e) ? cmh_entry_requested(s, e) : cmh_entry_size(s, e);
+                out->first_oom_index = i, out->first_oom_time_ns = cmh_entry_time(s, e), out->first_oom_request = req;
             }
         } else if (a == CMH_ACT_FREE_COMPLETED || (a == CMH_ACT_FREE_REQUESTED && !has_completed)) {
-            live_slot *sl = cmh_entry_addr(s, e) ? cmh_oa_find(&m.live, cmh_entry_addr(s, e)) : NULL;
+            uint64_t addr = cmh_entry_addr(s, e);
+            live_slot *sl = addr ? cmh_oa_find(&m.live, addr) : NULL;
             if (!sl || !sl->b) out->unknown_frees++;
             else {
                 model_free(&m, sl->b);
