@@ -12,7 +12,7 @@
 static void span(const cmh_snapshot *s, int64_t shift, int64_t *lo, int64_t *hi)
 {
     for (uint32_t i = 0; i < s->nentries; i++) {
-        int64_t t = s->entries[i].time_ns;
+        int64_t t = cmh_entry_time(s, &s->entries[i]);
         if (!t) continue;
         t += shift;
         if (t < *lo) *lo = t;

@@ -18,10 +18,10 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
             const cmh_entry *e = &s->entries[tr->first_entry + i];
             if (e->action != CMH_ACT_OOM) continue;
             /* the earliest by time; without times, the lowest device's first */
-            if (!found || (e->time_ns && e->time_ns < *time_ns) || (e->time_ns == *time_ns && tr->device < *device)) {
+            if (!found || (cmh_entry_time(s, e) && cmh_entry_time(s, e) < *time_ns) || (cmh_entry_time(s, e) == *time_ns && tr->device < *device)) {
                 *device = tr->device;
                 *index = i;
-                *time_ns = e->time_ns;
+                *time_ns = cmh_entry_time(s, e);
                 found = 1;
             }
             break;

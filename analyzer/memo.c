@@ -244,12 +244,12 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
         if (st->requested_bytes[0].current > p->requested_peak) {
             p->requested_peak = st->requested_bytes[0].current;
             p->requested_index = i;
-            p->requested_time_ns = cmh_replay_entry(r, i)->time_ns;
+            p->requested_time_ns = cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, i));
         }
         if (st->allocated_bytes[0].current > p->alloc_peak) {
             p->alloc_peak = st->allocated_bytes[0].current;
             p->alloc_index = i;
-            p->alloc_time_ns = cmh_replay_entry(r, i)->time_ns;
+            p->alloc_time_ns = cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, i));
             if (ck && i - ck_pos > ck_gap) {
                 cmh_replay *c2 = cmh_replay_clone(r);
                 if (c2) {
@@ -262,7 +262,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
         if (st->reserved_bytes[0].current > p->reserved_peak) {
             p->reserved_peak = st->reserved_bytes[0].current;
             p->reserved_index = i;
-            p->reserved_time_ns = cmh_replay_entry(r, i)->time_ns;
+            p->reserved_time_ns = cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, i));
         }
     }
     p->alloc_end = st->allocated_bytes[0].current;

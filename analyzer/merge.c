@@ -44,10 +44,10 @@ int cmh_merge_torch(cmh_snapshot *ours, cmh_snapshot *torch, cmh_merge_info *inf
         uint32_t from = 0; /* both in time order: a forward scan finds each event's first twin */
         for (uint32_t i = 0; i < tt->nentries; i++) {
             const cmh_entry *te = &torch->entries[tt->first_entry + i];
-            if (!seg_event(te) || !te->time_ns) continue;
+            if (!seg_event(te) || !cmh_entry_time(torch, te)) continue;
             for (uint32_t j = from; j < ot->nentries; j++) {
                 const cmh_entry *oe = &ours->entries[ot->first_entry + j];
-                if (!seg_event(oe) || oe->addr != te->addr || oe->size != te->size || !oe->time_ns) continue;
+                if (!seg_event(oe) || cmh_entry_addr(ours, oe) != cmh_entry_addr(torch, te) || cmh_entry_size(ours, oe) != cmh_entry_size(torch, te) || !cmh_entry_time(ours, oe)) continue;
                 if (nd == cap) {
                     cap = cap ? cap * 2 : 64;
                     int64_t *nn = realloc(d, cap * sizeof *nn);
@@ -58,7 +58,7 @@ int cmh_merge_torch(cmh_snapshot *ours, cmh_snapshot *torch, cmh_merge_info *inf
                     }
                     d = nn;
                 }
-                d[nd++] = oe->time_ns - te->time_ns;
+                d[nd++] = cmh_entry_time(ours, oe) - cmh_entry_time(torch, te);
                 from = j + 1;
                 break;
             }
@@ -106,7 +106,7 @@ int cmh_torch_ranges(const cmh_snapshot *t, int device, cmh_range **out, uint32_
             for (uint32_t j = 0; j < m; j++) {
                 const cmh_entry *e = pass ? &t->entries[tr->first_entry + j] : NULL;
                 if (pass && !seg_event(e)) continue;
-                uint64_t a = pass ? e->addr : t->segments[i].addr, size = pass ? e->size : t->segments[i].size;
+                uint64_t a = pass ? cmh_entry_addr(t, e) : t->segments[i].addr, size = pass ? cmh_entry_size(t, e) : t->segments[i].size;
                 if (!size || a + size < a) continue;
                 if (nr == cap) {
                     cap = cap ? cap * 2 : 64;
@@ -195,17 +195,17 @@ static int pytorch_frame(const cmh_snapshot *s, uint32_t stack)
 /* The merged timeline's order, one rule for cmh_merged_view and cmh_merged_position: ours
  * before PyTorch's at the same instant; ours inside PyTorch's ranges, and our driver-level
  * refusals PyTorch went on to handle, give way to PyTorch's (marks always stay). */
-static int ours_first(const cmh_entry *oe, const cmh_entry *te, int64_t clock)
+static int ours_first(const cmh_snapshot *s, const cmh_entry *oe, const cmh_entry *te, int64_t clock)
 {
-    int64_t tt_ns = te && te->time_ns ? te->time_ns + clock : 0;
-    return oe && (!te || oe->time_ns <= tt_ns);
+    int64_t tt_ns = te && cmh_entry_time(s->torch, te) ? cmh_entry_time(s->torch, te) + clock : 0;
+    return oe && (!te || cmh_entry_time(s, oe) <= tt_ns);
 }
 
 static int ours_dropped(const cmh_snapshot *s, const cmh_entry *oe, int device, const cmh_range *r, uint32_t nr)
 {
     return device >= 0 && oe->action != CMH_ACT_MARK &&
            ((oe->action == CMH_ACT_OOM && pytorch_frame(s, oe->stack)) ||
-            (oe->action != CMH_ACT_OOM && oe->size && cmh_ranges_overlap(r, nr, oe->addr, oe->addr + oe->size)));
+            (oe->action != CMH_ACT_OOM && cmh_entry_size(s, oe) && cmh_ranges_overlap(r, nr, cmh_entry_addr(s, oe), cmh_entry_addr(s, oe) + cmh_entry_size(s, oe))));
 }
 
 int cmh_merged_position(const cmh_snapshot *s, int device, int64_t index, int64_t *pos, int64_t *len)
@@ -227,7 +227,7 @@ int cmh_merged_position(const cmh_snapshot *s, int device, int64_t index, int64_
     while (i < ni || j < nj) {
         const cmh_entry *oe = i < ni ? &s->entries[ot->first_entry + i] : NULL;
         const cmh_entry *te = j < nj ? &t->entries[tt->first_entry + j] : NULL;
-        if (ours_first(oe, te, s->torch_clock_ns)) {
+        if (ours_first(s, oe, te, s->torch_clock_ns)) {
             int kept = !ours_dropped(s, oe, device, r, nr);
             if ((int64_t)i == index) {
                 at = kept ? k : k - 1; /* a dropped entry of ours: the merged entry before it ... */
@@ -237,7 +237,7 @@ int cmh_merged_position(const cmh_snapshot *s, int device, int64_t index, int64_
             i++;
         } else {
             /* ... or, for a segment event, PyTorch's own record of it (the clock's evidence) */
-            if (twin && seg_event(te) && te->addr <= twin->addr && twin->addr - te->addr < te->size) at = k, twin = NULL;
+            if (twin && seg_event(te) && cmh_entry_addr(t, te) <= cmh_entry_addr(s, twin) && cmh_entry_addr(s, twin) - cmh_entry_addr(t, te) < cmh_entry_size(t, te)) at = k, twin = NULL;
             j++, k++;
         }
     }
@@ -315,7 +315,7 @@ int cmh_merged_view(cmh_snapshot *s)
         while (i < ni || j < nj) {
             const cmh_entry *oe = i < ni ? &ents[ot->first_entry + i] : NULL;
             const cmh_entry *te = j < nj ? &t->entries[tt->first_entry + j] : NULL;
-            if (ours_first(oe, te, s->torch_clock_ns)) {
+            if (ours_first(s, oe, te, s->torch_clock_ns)) {
                 i++;
                 cmh_entry_full e;
                 cmh_entry_unpack(s, oe, xmap, nxmap, ot->first_entry + i - 1, &e);
@@ -324,7 +324,7 @@ int cmh_merged_view(cmh_snapshot *s)
                 j++;
                 cmh_entry_full e;
                 cmh_entry_get(t, te, &e);
-                e.time_ns = te->time_ns ? te->time_ns + s->torch_clock_ns : 0;
+                e.time_ns = cmh_entry_time(t, te) ? cmh_entry_time(t, te) + s->torch_clock_ns : 0;
                 e.flags |= CMH_EF_PYTORCH; /* requested sizes: the replay rounds them */
                 if (imp_stack(&m, e.stack, &e.stack)) goto fail;
                 if (e.name && imp_str(&m, e.name, &e.name)) goto fail;

@@ -115,7 +115,7 @@ static void torch_to(tstate *ts, int64_t t_ns)
 {
     while (!ts->done) {
         const cmh_entry *e = cmh_replay_entry(ts->r, cmh_replay_position(ts->r) + 1);
-        if (e && t_ns != INT64_MAX && e->time_ns > t_ns) break;
+        if (e && t_ns != INT64_MAX && cmh_entry_time(cmh_replay_snapshot(ts->r), e) > t_ns) break;
         if (!cmh_replay_step(ts->r)) ts->done = 1;
     }
 }
@@ -210,7 +210,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             }
             memset(&w[nw], 0, sizeof *w);
             w[nw].index = i;
-            w[nw].time_ns = e->time_ns;
+            w[nw].time_ns = cmh_entry_time(base, e);
             snprintf(w[nw].what, sizeof w[nw].what, "out of memory #%u", ++nooms);
             nw++;
         }
@@ -228,7 +228,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         const cmh_meminfo *m = &c.s->meminfo[k];
         if (m->device != device) continue;
         int64_t idx = -1; /* the last entry at or before the sample */
-        for (int64_t i = 0; i < nent && base->entries[btr->first_entry + i].time_ns <= m->time_ns; i++) idx = i;
+        for (int64_t i = 0; i < nent && cmh_entry_time(base, &base->entries[btr->first_entry + i]) <= m->time_ns; i++) idx = i;
         memset(&w[nw], 0, sizeof *w);
         w[nw].index = m->time_ns >= base->dump_time_ns && base->dump_time_ns ? INT64_MAX : idx;
         w[nw].time_ns = m->time_ns;
@@ -243,13 +243,13 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     if (peak_i >= 0 && peak > 0 && hist.history) {
         memset(&w[nw], 0, sizeof *w);
         w[nw].index = peak_i;
-        w[nw].time_ns = base->entries[btr->first_entry + peak_i].time_ns;
+        w[nw].time_ns = cmh_entry_time(base, &base->entries[btr->first_entry + peak_i]);
         snprintf(w[nw].what, sizeof w[nw].what, "peak");
         nw++;
     }
     memset(&w[nw], 0, sizeof *w);
     w[nw].index = INT64_MAX;
-    w[nw].time_ns = base->dump_time_ns ? base->dump_time_ns : nent ? base->entries[btr->first_entry + nent - 1].time_ns : 0;
+    w[nw].time_ns = base->dump_time_ns ? base->dump_time_ns : nent ? cmh_entry_time(base, &base->entries[btr->first_entry + nent - 1]) : 0;
     snprintf(w[nw].what, sizeof w[nw].what, "end");
     nw++;
     qsort(w, nw, sizeof *w, cmp_want);

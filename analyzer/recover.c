@@ -605,7 +605,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     }
     int64_t last = h->t1_ns;
     for (uint32_t i = 0; i < out->nentries; i++)
-        if (out->entries[i].time_ns > last) last = out->entries[i].time_ns;
+        if (cmh_entry_time(out, &out->entries[i]) > last) last = cmh_entry_time(out, &out->entries[i]);
     out->dump_time_ns = last;
     info->entries = out->nentries;
     describe(out, info);

@@ -506,30 +506,39 @@ static uint32_t stack_of(const cmh_replay *r, const cmh_entry *e)
     return r->final_stack[e - r->e];
 }
 
-static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable, uint8_t pool)
+/* A segment's appearing (addr, size; whole: CMH_EF_WHOLE_BLOCK, with its block's requested,
+ * stack and time), from an entry or from the repair of what the file says. */
+static void fwd_segment_alloc_at(cmh_replay *r, uint64_t addr, uint64_t size, int whole, uint64_t requested, uint32_t stack,
+                                 int64_t time_ns, int expandable, uint8_t pool)
 {
-    int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
-    if (seg_containing(r, e->addr)) {
+    if (seg_containing(r, addr)) {
         r->anomalies++;
         return;
     }
-    uint8_t p = pool ? pool : pool_rule(e->size, whole);
-    rseg *g = expandable ? seg_map(r, e->addr, e->size, p) : seg_insert(r, e->addr, e->size, p, 0, whole);
+    uint8_t p = pool ? pool : pool_rule(size, whole);
+    rseg *g = expandable ? seg_map(r, addr, size, p) : seg_insert(r, addr, size, p, 0, whole);
     if (!g) return;
-    pool_add(r->st.reserved_bytes, g->pool, (int64_t)e->size);
+    pool_add(r->st.reserved_bytes, g->pool, (int64_t)size);
     if (!expandable) { /* PyTorch does not count expandable segments */
         pool_add(r->st.segment, g->pool, 1);
-        if (r->rules.max_split && e->size >= r->rules.max_split) stat_add(&r->st.oversize_segments, 1);
+        if (r->rules.max_split && size >= r->rules.max_split) stat_add(&r->st.oversize_segments, 1);
     }
     if (whole) {
-        fwd_block_alloc(r, e->addr, e->size, cmh_entry_requested(r->s, e), CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), e->time_ns);
+        fwd_block_alloc(r, addr, size, requested, CMH_BLOCK_ACTIVE_ALLOCATED, stack, time_ns);
     }
 }
 
-static void fwd_segment_free(cmh_replay *r, const cmh_entry *e)
+static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable, uint8_t pool)
 {
-    if (e->flags & CMH_EF_WHOLE_BLOCK) fwd_free_completed(r, e->addr);
-    uint64_t lo = e->addr, hi = e->addr + e->size;
+    int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
+    fwd_segment_alloc_at(r, cmh_entry_addr(r->s, e), cmh_entry_size(r->s, e), whole, whole ? cmh_entry_requested(r->s, e) : 0,
+                         whole ? stack_of(r, e) : 0, whole ? cmh_entry_time(r->s, e) : 0, expandable, pool);
+}
+
+static void fwd_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int whole)
+{
+    if (whole) fwd_free_completed(r, addr);
+    uint64_t lo = addr, hi = addr + size;
     int hit = 0;
     /* Remove or trim every segment overlapping [lo, hi) (unmaps may cover several maps). */
     uint32_t i = seg_first_after(r, lo);
@@ -605,20 +614,20 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
 {
     switch (e->action) {
     case CMH_ACT_ALLOC: {
-        uint64_t size = e->size;
+        uint64_t size = cmh_entry_size(r->s, e);
         if (r->pytorch || (e->flags & CMH_EF_PYTORCH)) {
             uint64_t known = r->exact ? r->exact[e - r->e] : 0;
-            size = known ? known : pt_block_size(r, seg_containing(r, e->addr), e->addr, cmh_entry_requested(r->s, e));
+            size = known ? known : pt_block_size(r, seg_containing(r, cmh_entry_addr(r->s, e)), cmh_entry_addr(r->s, e), cmh_entry_requested(r->s, e));
         }
-        fwd_block_alloc(r, e->addr, size, cmh_entry_requested(r->s, e), CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), e->time_ns);
+        fwd_block_alloc(r, cmh_entry_addr(r->s, e), size, cmh_entry_requested(r->s, e), CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), cmh_entry_time(r->s, e));
         break;
     }
-    case CMH_ACT_FREE_REQUESTED: fwd_free_requested(r, e->addr); break;
-    case CMH_ACT_FREE_COMPLETED: fwd_free_completed(r, e->addr); break;
+    case CMH_ACT_FREE_REQUESTED: fwd_free_requested(r, cmh_entry_addr(r->s, e)); break;
+    case CMH_ACT_FREE_COMPLETED: fwd_free_completed(r, cmh_entry_addr(r->s, e)); break;
     case CMH_ACT_SEGMENT_ALLOC: fwd_segment_alloc(r, e, 0, 0); break;
     case CMH_ACT_SEGMENT_MAP: fwd_segment_alloc(r, e, 1, 0); break;
     case CMH_ACT_SEGMENT_FREE:
-    case CMH_ACT_SEGMENT_UNMAP: fwd_segment_free(r, e); break;
+    case CMH_ACT_SEGMENT_UNMAP: fwd_segment_free_at(r, cmh_entry_addr(r->s, e), cmh_entry_size(r->s, e), (e->flags & CMH_EF_WHOLE_BLOCK) != 0); break;
     case CMH_ACT_OOM: r->st.num_ooms++; break;
     case CMH_ACT_POOL_SAMPLE: fwd_pool_sample(r, e); break;
     default: break;
@@ -631,9 +640,9 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
 
 static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
 {
-    int64_t slack = e->size > cmh_entry_requested(r->s, e) ? (int64_t)(e->size - cmh_entry_requested(r->s, e)) : 0;
+    int64_t slack = cmh_entry_size(r->s, e) > cmh_entry_requested(r->s, e) ? (int64_t)(cmh_entry_size(r->s, e) - cmh_entry_requested(r->s, e)) : 0;
     uint32_t i = 0;
-    while (i < r->npools && r->pools[i].handle != e->addr) i++;
+    while (i < r->npools && r->pools[i].handle != cmh_entry_addr(r->s, e)) i++;
     if (i == r->npools) {
         /* programs have a handful of pools; a file naming thousands is not trusted with more */
         struct rpool *np = r->npools < MAX_POOLS && !(r->npools & (r->npools - 1))
@@ -645,7 +654,7 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
             return;
         }
         r->pools = np;
-        r->pools[r->npools++] = (struct rpool){e->addr, 0};
+        r->pools[r->npools++] = (struct rpool){cmh_entry_addr(r->s, e), 0};
     }
     pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, (int64_t)((uint64_t)slack - (uint64_t)r->pools[i].slack));
     r->pools[i].slack = slack;
@@ -695,15 +704,15 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
         int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
         rblock *b;
         if (e->action == CMH_ACT_SEGMENT_ALLOC) {
-            if (whole && (b = block_find(t, e->addr))) {
+            if (whole && (b = block_find(t, cmh_entry_addr(t->s, e)))) {
                 if (b->final && stack && !e->stack) *stack = b->stack;
                 block_del(t, b);
             }
-            hseg_del(t, e->addr);
+            hseg_del(t, cmh_entry_addr(t->s, e));
         } else {
-            hseg_put(t, e->addr, e->size, pool_rule(e->size, whole), whole);
-            if (whole && !block_find(t, e->addr) && (b = block_put(t, e->addr))) {
-                b->size = e->size;
+            hseg_put(t, cmh_entry_addr(t->s, e), cmh_entry_size(t->s, e), pool_rule(cmh_entry_size(t->s, e), whole), whole);
+            if (whole && !block_find(t, cmh_entry_addr(t->s, e)) && (b = block_put(t, cmh_entry_addr(t->s, e)))) {
+                b->size = cmh_entry_size(t->s, e);
                 b->requested = cmh_entry_requested(t->s, e);
                 b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
                 b->stack = e->stack;
@@ -715,24 +724,24 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
     rblock *b;
     switch (e->action) {
     case CMH_ACT_ALLOC:
-        if ((b = block_find(t, e->addr))) {
+        if ((b = block_find(t, cmh_entry_addr(t->s, e)))) {
             if (b->final && exact) *exact = b->size; /* a block that survives: its true size */
             if (b->final && stack && !e->stack) *stack = b->stack;
             block_del(t, b);
         }
         break;
     case CMH_ACT_FREE_REQUESTED:
-        if ((b = block_find(t, e->addr))) b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-        else if ((b = block_put(t, e->addr))) {
-            b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, e->size) : e->size;
+        if ((b = block_find(t, cmh_entry_addr(t->s, e)))) b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
+        else if ((b = block_put(t, cmh_entry_addr(t->s, e)))) {
+            b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, cmh_entry_size(t->s, e)) : cmh_entry_size(t->s, e);
             b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
         }
         break;
     case CMH_ACT_FREE_COMPLETED:
-        if (!block_find(t, e->addr) && (b = block_put(t, e->addr))) {
-            b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, e->size) : e->size;
+        if (!block_find(t, cmh_entry_addr(t->s, e)) && (b = block_put(t, cmh_entry_addr(t->s, e)))) {
+            b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, cmh_entry_size(t->s, e)) : cmh_entry_size(t->s, e);
             b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
@@ -740,22 +749,20 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
         break;
     case CMH_ACT_SEGMENT_ALLOC:
     case CMH_ACT_SEGMENT_MAP: {
-        if (whole && (b = block_find(t, e->addr))) {
+        if (whole && (b = block_find(t, cmh_entry_addr(t->s, e)))) {
             if (b->final && stack && !e->stack) *stack = b->stack;
             block_del(t, b);
         }
-        cmh_entry un = *e;
-        un.flags = 0;
-        fwd_segment_free(t, &un); /* cut the range out of whatever segment holds it */
+        fwd_segment_free_at(t, cmh_entry_addr(t->s, e), cmh_entry_size(t->s, e), 0); /* cut the range out of whatever segment holds it */
         break;
     }
     case CMH_ACT_SEGMENT_FREE:
     case CMH_ACT_SEGMENT_UNMAP:
-        if (seg_containing(t, e->addr)) {
-        } else if (e->action == CMH_ACT_SEGMENT_UNMAP) seg_map(t, e->addr, e->size, pool_rule(e->size, 0));
-        else seg_insert(t, e->addr, e->size, pool_rule(e->size, whole), 0, whole);
-        if (whole && !block_find(t, e->addr) && (b = block_put(t, e->addr))) {
-            b->size = e->size;
+        if (seg_containing(t, cmh_entry_addr(t->s, e))) {
+        } else if (e->action == CMH_ACT_SEGMENT_UNMAP) seg_map(t, cmh_entry_addr(t->s, e), cmh_entry_size(t->s, e), pool_rule(cmh_entry_size(t->s, e), 0));
+        else seg_insert(t, cmh_entry_addr(t->s, e), cmh_entry_size(t->s, e), pool_rule(cmh_entry_size(t->s, e), whole), 0, whole);
+        if (whole && !block_find(t, cmh_entry_addr(t->s, e)) && (b = block_put(t, cmh_entry_addr(t->s, e)))) {
+            b->size = cmh_entry_size(t->s, e);
             b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = e->stack;
@@ -1111,11 +1118,7 @@ static void reconcile(cmh_replay *r)
             continue;
         }
         r->anomalies++;
-        cmh_entry un;
-        memset(&un, 0, sizeof un);
-        un.addr = g->addr;
-        un.size = g->size;
-        fwd_segment_free(r, &un);
+        fwd_segment_free_at(r, g->addr, g->size, 0);
         if (i < r->nsegs && r->segs[i] == g) i++; /* not removable (empty): leave it */
     }
     /* what the file has and the replay lacks */
@@ -1129,12 +1132,8 @@ static void reconcile(cmh_replay *r)
         }
         if (covered < g->size && !seg_containing(r, g->addr)) {
             r->anomalies++;
-            cmh_entry add;
-            memset(&add, 0, sizeof add);
-            add.addr = g->addr;
-            add.size = g->size; /* requested = size: no set of rarer fields */
             uint8_t pool = g->pool == CMH_POOL_SMALL || g->pool == CMH_POOL_LARGE ? g->pool : 0;
-            fwd_segment_alloc(r, &add, (g->flags & CMH_SEG_EXPANDABLE) != 0, pool);
+            fwd_segment_alloc_at(r, g->addr, g->size, 0, 0, 0, 0, (g->flags & CMH_SEG_EXPANDABLE) != 0, pool);
         }
         for (uint32_t k = 0; k < g->nblocks; k++) {
             const cmh_block *bl = &s->blocks[g->first_block + k];

@@ -693,9 +693,9 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_POOL_SAMPLE) continue;
         uint32_t k = 0;
-        while (k < np && handle[k] != e->addr) k++;
-        if (k == np && np < NPOOLS) handle[np++] = e->addr;
-        if (k < np) slack[k] = e->size > cmh_entry_requested(s, e) ? e->size - cmh_entry_requested(s, e) : 0;
+        while (k < np && handle[k] != cmh_entry_addr(s, e)) k++;
+        if (k == np && np < NPOOLS) handle[np++] = cmh_entry_addr(s, e);
+        if (k < np) slack[k] = cmh_entry_size(s, e) > cmh_entry_requested(s, e) ? cmh_entry_size(s, e) - cmh_entry_requested(s, e) : 0;
     }
     for (uint32_t k = 0; k < np; k++) p->pool_cache += slack[k];
     p->reserved += p->pool_cache;
@@ -748,9 +748,9 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         if (e->action == CMH_ACT_OOM) {
             cmh_oom_event *o = &p->events[p->nevents++];
             o->index = i;
-            o->time_ns = e->time_ns;
-            o->request = e->size;
-            o->device_free = e->addr;
+            o->time_ns = cmh_entry_time(s, e);
+            o->request = cmh_entry_size(s, e);
+            o->device_free = cmh_entry_addr(s, e);
             o->allocated = (uint64_t)st->allocated_bytes[0].current;
             o->reserved = (uint64_t)st->reserved_bytes[0].current;
             uint64_t in_gaps;

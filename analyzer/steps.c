@@ -160,7 +160,7 @@ static int from_marks(const cmh_snapshot *s, const cmh_replay *r, uint32_t threa
 static int64_t entry_at(const cmh_replay *r, int64_t t, int64_t from)
 {
     int64_t n = cmh_replay_length(r);
-    while (from < n && cmh_replay_entry(r, from)->time_ns < t) from++;
+    while (from < n && cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, from)) < t) from++;
     return from;
 }
 
@@ -172,7 +172,7 @@ static int from_annotations(const cmh_snapshot *s, int device, const cmh_replay 
     int64_t n = cmh_replay_length(r);
     if (!n || !s->nannotations) return CMH_OK;
     int have_time = 0;
-    for (int64_t i = 0; i < n && !have_time; i++) have_time = cmh_replay_entry(r, i)->time_ns != 0;
+    for (int64_t i = 0; i < n && !have_time; i++) have_time = cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, i)) != 0;
     if (!have_time) return CMH_OK; /* the annotations cannot be placed among the entries */
     static const struct {
         const char *prefix;
@@ -288,14 +288,14 @@ static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev *
         }
         uint64_t site = g ? cmh_sites_group(g, e->stack) : e->stack;
         v[nv].site = mix(((uint64_t)e->action << 56) ^ (site + 1));
-        v[nv].sym = mix(v[nv].site ^ mix(e->size + 0x9e3779b97f4a7c15ull));
+        v[nv].sym = mix(v[nv].site ^ mix(cmh_entry_size(s, e) + 0x9e3779b97f4a7c15ull));
         v[nv].pos = i;
         v[nv].net = net;
         v[nv].alloc = sign > 0;
         v[nv].thread = cmh_entry_thread(s, e);
         v[nv].tpos = per[v[nv].thread < 256 ? v[nv].thread : 256]++;
         /* in unsigned arithmetic: a hostile file's sizes may run past int64 (the figure then wraps) */
-        net = (int64_t)((uint64_t)net + (sign > 0 ? e->size : (uint64_t)0 - e->size));
+        net = (int64_t)((uint64_t)net + (sign > 0 ? cmh_entry_size(s, e) : (uint64_t)0 - cmh_entry_size(s, e)));
         nv++;
     }
     *out = v;

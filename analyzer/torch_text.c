@@ -293,8 +293,8 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
     fputs("{'action': ", fp);
     py_repr_str(fp, cmh_action_name(e->action));
     fprintf(fp, ", '%s': %" PRId64 ", 'size': %" PRId64 ", 'stream': %" PRId64, e->action == CMH_ACT_OOM ? "device_free" : "addr",
-            (int64_t)e->addr, (int64_t)e->size, (int64_t)cmh_entry_stream(s, e));
-    if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) fprintf(fp, ", 'time_us': %" PRId64, e->time_ns / 1000);
+            (int64_t)cmh_entry_addr(s, e), (int64_t)cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));
+    if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) fprintf(fp, ", 'time_us': %" PRId64, cmh_entry_time(s, e) / 1000);
     if (e->action == CMH_ACT_POOL_SAMPLE) fprintf(fp, ", 'used': %" PRId64, (int64_t)cmh_entry_requested(s, e));
     if (e->action == CMH_ACT_MARK) {
         fputs(", 'name': ", fp);
@@ -325,7 +325,7 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
     if (e->flags & CMH_EF_IMPLIED) fputs(", 'cmh_implied': True", fp);
     else if ((e->flags & CMH_EF_WHOLE_BLOCK) || e->kind != CMH_KIND_DEVICE)
         fprintf(fp, ", 'cmh_code': %d", e->action | (e->flags & CMH_EF_WHOLE_BLOCK) << 4 | (e->kind & 7) << 5);
-    if (!(e->flags & CMH_EF_IMPLIED) && cmh_entry_requested(s, e) != e->size) fprintf(fp, ", 'cmh_requested': %" PRId64, (int64_t)cmh_entry_requested(s, e));
+    if (!(e->flags & CMH_EF_IMPLIED) && cmh_entry_requested(s, e) != cmh_entry_size(s, e)) fprintf(fp, ", 'cmh_requested': %" PRId64, (int64_t)cmh_entry_requested(s, e));
     fputs("}\n", fp);
 }
 
@@ -470,7 +470,7 @@ static void get_seg_alloc(const void *ctx, size_t i, uint64_t *addr, uint64_t *s
 {
     const trace_ctx *c = ctx;
     const cmh_entry *e = &c->s->entries[c->seg_alloc[i]];
-    *addr = e->addr, *size = e->size;
+    *addr = cmh_entry_addr(c->s, e), *size = cmh_entry_size(c->s, e);
 }
 
 static void get_final_segment(const void *ctx, size_t i, uint64_t *addr, uint64_t *size)
@@ -536,6 +536,8 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
         int64_t total = 0; /* the fixed TOTAL MEM: bytes still allocated at the end of the trace */
         for (uint32_t i = 0; i < tr->nentries; i++) {
             const cmh_entry *e = &ents[i];
+            /* read once: the line's bytes may alias the tables they come from, for the compiler */
+            const uint64_t e_addr = cmh_entry_addr(s, e), e_size = cmh_entry_size(s, e);
             name_slot *ns;
             p = to_line(o);
             switch (e->action) {
@@ -545,11 +547,11 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 p = PUT_LIT(p, " = ");
                 /* the first segment_alloc so far that holds it (the first of all, if that one is
                    already seen), else the first final segment */
-                uint32_t k = first_cover_find(&fc_trace, e->addr);
+                uint32_t k = first_cover_find(&fc_trace, e_addr);
                 if (k != UINT32_MAX && k < niv) {
                     p = put_name(p, iv[k].name);
                     seg_addr = iv[k].addr;
-                } else if ((k = first_cover_find(&fc_final, e->addr)) != UINT32_MAX) {
+                } else if ((k = first_cover_find(&fc_final, e_addr)) != UINT32_MAX) {
                     p = PUT_LIT(p, "seg_");
                     p = put_u64(p, k);
                     seg_addr = s->segments[k].addr;
@@ -557,37 +559,37 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                     p = PUT_LIT(p, "MEM");
                 }
                 *p++ = '[';
-                p = put_u64(p, e->addr - seg_addr);
+                p = put_u64(p, e_addr - seg_addr);
                 *p++ = ':';
-                p = put_size(p, e->size);
+                p = put_size(p, e_size);
                 p = PUT_LIT(p, "]\n");
-                if ((ns = names_get(&allocs, e->addr, 1))) ns->name = nm;
-                total = (int64_t)((uint64_t)total + e->size); /* wraps, never UB: sizes are whatever a file says */
+                if ((ns = names_get(&allocs, e_addr, 1))) ns->name = nm;
+                total = (int64_t)((uint64_t)total + e_size); /* wraps, never UB: sizes are whatever a file says */
                 break;
             }
             case CMH_ACT_FREE_REQUESTED:
             case CMH_ACT_FREE_COMPLETED:
-                ns = names_get(&allocs, e->addr, 0);
+                ns = names_get(&allocs, e_addr, 0);
                 if (e->action == CMH_ACT_FREE_REQUESTED) {
                     p = PUT_LIT(p, "del ");
-                    p = ns ? put_name(p, ns->name) : put_u64(p, e->addr);
+                    p = ns ? put_name(p, ns->name) : put_u64(p, e_addr);
                     p = PUT_LIT(p, " # ");
                 } else {
-                    total = (int64_t)((uint64_t)total - e->size);
+                    total = (int64_t)((uint64_t)total - e_size);
                     p = PUT_LIT(p, "# free completed for ");
-                    p = ns ? put_name(p, ns->name) : put_u64(p, e->addr);
+                    p = ns ? put_name(p, ns->name) : put_u64(p, e_addr);
                     *p++ = ' ';
                 }
-                p = put_size(p, e->size);
+                p = put_size(p, e_size);
                 *p++ = '\n';
                 break;
             case CMH_ACT_SEGMENT_ALLOC: {
                 uint64_t nm = next_name++;
                 p = put_name(p, nm);
                 p = PUT_LIT(p, " = cudaMalloc(");
-                p = put_u64(p, e->addr);
+                p = put_u64(p, e_addr);
                 p = PUT_LIT(p, ", ");
-                p = put_size(p, e->size);
+                p = put_size(p, e_size);
                 p = PUT_LIT(p, ")\n");
                 if (niv == civ) {
                     size_t nc = civ ? civ * 2 : 64;
@@ -595,23 +597,23 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                     if (ni) iv = ni, civ = nc;
                     else nomem = 1;
                 }
-                if (niv < civ) iv[niv++] = (interval){nm, e->addr, e->size};
-                if ((ns = names_get(&segs, e->addr, 1))) ns->name = nm;
+                if (niv < civ) iv[niv++] = (interval){nm, e_addr, e_size};
+                if ((ns = names_get(&segs, e_addr, 1))) ns->name = nm;
                 break;
             }
             case CMH_ACT_SEGMENT_FREE:
-                ns = names_get(&segs, e->addr, 0);
+                ns = names_get(&segs, e_addr, 0);
                 p = PUT_LIT(p, "cudaFree(");
-                p = ns ? put_name(p, ns->name) : put_u64(p, e->addr);
+                p = ns ? put_name(p, ns->name) : put_u64(p, e_addr);
                 p = PUT_LIT(p, ") # ");
-                p = put_size(p, e->size);
+                p = put_size(p, e_size);
                 *p++ = '\n';
                 break;
             case CMH_ACT_OOM:
                 p = PUT_LIT(p, "raise OutOfMemoryError() # ");
-                p = put_size(p, e->size);
+                p = put_size(p, e_size);
                 p = PUT_LIT(p, " requested, ");
-                p = put_size(p, e->addr);
+                p = put_size(p, e_addr);
                 p = PUT_LIT(p, " free in CUDA\n");
                 break;
             default:

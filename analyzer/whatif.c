@@ -694,7 +694,7 @@ static void compare_events(wmodel *m, const cmh_snapshot *s, const cmh_trace *t)
         const cmh_entry *e = &s->entries[t->first_entry + i];
         /* a driver allocation no allocator asked for (whole-block, in a recording) is not the model's to make */
         if (e->action >= CMH_ACT_SEGMENT_ALLOC && e->action <= CMH_ACT_SEGMENT_UNMAP && !(e->flags & CMH_EF_WHOLE_BLOCK))
-            rec[n++] = (ev){e->action, e->size};
+            rec[n++] = (ev){e->action, cmh_entry_size(s, e)};
     }
     normalize(rec, n);
     normalize(m->evs, m->nevs);
@@ -878,19 +878,23 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
         int a = e->action;
         if (a == CMH_ACT_ALLOC) {
             out->requests++;
-            wblk *b = model_malloc(&m, cmh_entry_requested(s, e) ? cmh_entry_requested(s, e) : e->size, (int64_t)cmh_entry_stream(s, e));
-            if (b && e->addr) {
-                live_slot *sl = cmh_oa_get(&m.live, e->addr, NULL);
+            /* read once: the model's writes may alias the snapshot's tables, for the compiler */
+            uint64_t addr = cmh_entry_addr(s, e), req = cmh_entry_requested(s, e);
+            if (!req) req = cmh_entry_size(s, e);
+            wblk *b = model_malloc(&m, req, (int64_t)cmh_entry_stream(s, e));
+            if (b && addr) {
+                live_slot *sl = cmh_oa_get(&m.live, addr, NULL);
                 if (!sl) m.nomem = 1;
                 else if (sl->b) model_free(&m, sl->b); /* the trace reused an address it never freed */
                 if (sl) sl->b = b;
             } else if (b) {
                 model_free(&m, b);
             } else if (!out->ooms++) {
-                out->first_oom_index = i, out->first_oom_time_ns = e->time_ns, out->first_oom_request = cmh_entry_requested(s, e) ? cmh_entry_requested(s, e) : e->size;
+                out->first_oom_index = i, out->first_oom_time_ns = cmh_entry_time(s, e), out->first_oom_request = req;
             }
         } else if (a == CMH_ACT_FREE_COMPLETED || (a == CMH_ACT_FREE_REQUESTED && !has_completed)) {
-            live_slot *sl = e->addr ? cmh_oa_find(&m.live, e->addr) : NULL;
+            uint64_t addr = cmh_entry_addr(s, e);
+            live_slot *sl = addr ? cmh_oa_find(&m.live, addr) : NULL;
             if (!sl || !sl->b) out->unknown_frees++;
             else {
                 model_free(&m, sl->b);
@@ -902,9 +906,9 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
                 release_cached(&m);
             }
         } else if (a == CMH_ACT_OOM) { /* the request that failed then: does it fail here? */
-            wblk *b = model_malloc(&m, e->size, (int64_t)cmh_entry_stream(s, e));
+            wblk *b = model_malloc(&m, cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));
             if (b) model_free(&m, b);
-            else if (!out->ooms++) out->first_oom_index = i, out->first_oom_time_ns = e->time_ns, out->first_oom_request = e->size;
+            else if (!out->ooms++) out->first_oom_index = i, out->first_oom_time_ns = cmh_entry_time(s, e), out->first_oom_request = cmh_entry_size(s, e);
         }
         prev_action = a;
         if (m.reserved > out->peak_reserved) {
@@ -941,7 +945,7 @@ uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device)
     cmh_whatif_result r;
     uint64_t reserved = 0;
     if (cmh_whatif_run(&cut, device, &c, 0, 0, &r) == CMH_OK) reserved = r.end_reserved;
-    return reserved + s->entries[t->first_entry + first].addr;
+    return reserved + cmh_entry_addr(s, &s->entries[t->first_entry + first]);
 }
 
 /* ---- the usual suspects ---- */

@@ -84,7 +84,7 @@ static void oom_scan(const cmh_snapshot *s, int dev, rank_row *r)
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_OOM) continue;
-        if (!r->ooms++) r->first_oom_ns = e->time_ns, r->first_oom_request = e->size, r->first_oom_free = e->addr;
+        if (!r->ooms++) r->first_oom_ns = cmh_entry_time(s, e), r->first_oom_request = cmh_entry_size(s, e), r->first_oom_free = cmh_entry_addr(s, e);
     }
 }
 

@@ -41,11 +41,11 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_nl(w);
         cmh_jw_obj(w);
         cmh_jw_kstr(w, "action", cmh_action_name(e->action));
-        cmh_jw_kuint(w, "addr", e->addr);
-        cmh_jw_kuint(w, "size", e->size);
+        cmh_jw_kuint(w, "addr", cmh_entry_addr(s, e));
+        cmh_jw_kuint(w, "size", cmh_entry_size(s, e));
         cmh_jw_kuint(w, "requested", cmh_entry_requested(s, e));
         cmh_jw_kuint(w, "stream", cmh_entry_stream(s, e));
-        rep_json_time(w, "time_ns", e->time_ns);
+        rep_json_time(w, "time_ns", cmh_entry_time(s, e));
         if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, cmh_entry_name(s, e)));
         cmh_jw_key(w, "frames");
         cmh_jw_arr(w);

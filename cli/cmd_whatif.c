@@ -117,7 +117,7 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
         const cmh_entry *e = &s->entries[t->first_entry + i];
         out->segment_allocs += e->action == CMH_ACT_SEGMENT_ALLOC, out->segment_frees += e->action == CMH_ACT_SEGMENT_FREE;
         out->segment_maps += e->action == CMH_ACT_SEGMENT_MAP, out->segment_unmaps += e->action == CMH_ACT_SEGMENT_UNMAP;
-        if (e->action == CMH_ACT_OOM && !out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)e->size;
+        if (e->action == CMH_ACT_OOM && !out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)cmh_entry_size(s, e);
     }
     /* allocated at the reserved peak: a replay up to its entry (-1: the state before the first) */
     if (out->pk.reserved_peak > 0) {

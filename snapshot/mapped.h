@@ -14,7 +14,8 @@
 
 #include "cumemhist/snapshot.h"
 
-#define CMH_DROP_STEP ((size_t)2 << 20) /* give back in steps of 2 MiB (a few hundred madvise calls for a GiB) */
+#define CMH_DROP_STEP ((size_t)256 << 10) /* give back in steps of 256 KiB (4096 madvise calls for a GiB): what is
+                                           * mapped behind the cursor counts in peak memory, ~8% of a 3 MB file */
 
 /* base: page-aligned start of the mapping; pos: the cursor; *dropped: given back so far */
 static inline void cmh_drop_behind(const uint8_t *base, size_t pos, size_t *dropped)

@@ -147,6 +147,9 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->segments);
     free(s->blocks);
     free(s->entries);
+    free(s->pairs);
+    cmh_oa_free(&s->pair_index);
+    free(s->thighs);
     free(s->xsets);
     cmh_oa_free(&s->xset_index);
     free(s->xmap);
@@ -326,21 +329,76 @@ static int xset_reindex(cmh_snapshot *s)
     return CMH_OK;
 }
 
+_Static_assert(sizeof(cmh_entry) == 16, "the model's entry is 16 bytes");
+
+/* An (address, size) pair's number, interned. */
+static int pair_intern(cmh_snapshot *s, uint64_t addr, uint64_t size, uint32_t *id)
+{
+    if (s->npairs && s->pairs[s->pair_last].addr == addr && s->pairs[s->pair_last].size == size) {
+        *id = s->pair_last;
+        return CMH_OK;
+    }
+    if (!s->pair_index.esize) cmh_oa_init(&s->pair_index, sizeof(id_slot));
+    uint64_t h = cmh_oa_hashkey(cmh_oa_mix(addr) ^ size);
+    uint32_t pos = UINT32_MAX;
+    for (id_slot *sl; (sl = cmh_oa_next(&s->pair_index, h, &pos));)
+        if (s->pairs[sl->id].addr == addr && s->pairs[sl->id].size == size) {
+            *id = s->pair_last = (uint32_t)sl->id;
+            return CMH_OK;
+        }
+    if (s->npairs == UINT32_MAX || GROW(s, pairs, s->npairs + 1, cap_pairs) != CMH_OK) return CMH_ENOMEM;
+    id_slot *sl = cmh_oa_add(&s->pair_index, h);
+    if (!sl) return CMH_ENOMEM;
+    s->pairs[s->npairs] = (cmh_entry_pair){addr, size};
+    sl->id = s->npairs;
+    *id = s->pair_last = s->npairs++;
+    return CMH_OK;
+}
+
+/* The number of a time's upper half, interned; CMH_TH_FAR when the table is full. */
+static int thigh_intern(cmh_snapshot *s, uint32_t hi, uint32_t *id)
+{
+    if (s->nthighs && s->thighs[s->thigh_last] == hi) {
+        *id = s->thigh_last;
+        return CMH_OK;
+    }
+    /* few (a trace of an hour has ~840), and a trace's times mostly rise: from the last one down */
+    for (uint32_t i = s->nthighs; i-- > 0;)
+        if (s->thighs[i] == hi) {
+            *id = s->thigh_last = i;
+            return CMH_OK;
+        }
+    if (s->nthighs >= CMH_TH_FAR) {
+        *id = CMH_TH_FAR;
+        return CMH_OK;
+    }
+    if (GROW(s, thighs, s->nthighs + 1, cap_thighs) != CMH_OK) return CMH_ENOMEM;
+    s->thighs[s->nthighs] = hi;
+    *id = s->thigh_last = s->nthighs++;
+    return CMH_OK;
+}
+
 int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uint32_t *far)
 {
-    cmh_entry_xset x;
-    xset_of(e, &x);
-    uint32_t id;
-    if (xset_intern(s, &x, &id) != CMH_OK) return CMH_ENOMEM;
-    memset(out, 0, sizeof *out);
-    out->time_ns = e->time_ns;
-    out->addr = e->addr;
-    out->size = e->size;
-    out->stack = e->stack;
-    out->action = e->action;
-    out->flags = e->flags;
-    out->kind = e->kind;
-    out->xs = (uint8_t)(id < CMH_XS_FAR ? id : CMH_XS_FAR);
+    uint32_t hi = (uint32_t)((uint64_t)e->time_ns >> 32), th, pair, id = 0;
+    if (thigh_intern(s, hi, &th) != CMH_OK || pair_intern(s, e->addr, e->size, &pair) != CMH_OK) return CMH_ENOMEM;
+    /* most entries have every rarer field at its default: set 0, with no set to build */
+    if (th == CMH_TH_FAR || e->requested != e->size || e->stream || e->thread || e->name || e->compile_context || e->user_metadata) {
+        cmh_entry_xset x;
+        xset_of(e, &x);
+        if (th == CMH_TH_FAR) x.thigh = hi;
+        if (xset_intern(s, &x, &id) != CMH_OK) return CMH_ENOMEM;
+    }
+    cmh_entry c = {0}; /* the bit fields made in a register, stored once */
+    c.tlo = (uint32_t)e->time_ns;
+    c.th = th;
+    c.pair = pair;
+    c.stack = e->stack;
+    c.action = e->action;
+    c.flags = e->flags;
+    c.kind = e->kind;
+    c.xs = id < CMH_XS_FAR ? id : CMH_XS_FAR;
+    *out = c;
     *far = id < CMH_XS_FAR ? 0 : id;
     return CMH_OK;
 }
@@ -364,13 +422,14 @@ const cmh_entry_xset *cmh_entry_xfar(const cmh_snapshot *s, const cmh_entry *e)
     return r && r->xset < s->nxsets ? &s->xsets[r->xset] : &cmh_xset_none;
 }
 
-static void unpack(const cmh_entry *e, const cmh_entry_xset *x, cmh_entry_full *out)
+static void unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xset *x, cmh_entry_full *out)
 {
     memset(out, 0, sizeof *out);
-    out->time_ns = e->time_ns;
-    out->addr = e->addr;
-    out->size = e->size;
-    out->requested = e->size - x->slack;
+    uint32_t hi = e->th != CMH_TH_FAR ? s->thighs[e->th] : x->thigh;
+    out->time_ns = (int64_t)(((uint64_t)hi << 32) | e->tlo);
+    out->addr = s->pairs[e->pair].addr;
+    out->size = s->pairs[e->pair].size;
+    out->requested = out->size - x->slack;
     out->stream = x->stream;
     out->stack = e->stack;
     out->name = x->name;
@@ -382,7 +441,7 @@ static void unpack(const cmh_entry *e, const cmh_entry_xset *x, cmh_entry_full *
     out->kind = e->kind;
 }
 
-void cmh_entry_get(const cmh_snapshot *s, const cmh_entry *e, cmh_entry_full *out) { unpack(e, cmh_entry_x(s, e), out); }
+void cmh_entry_get(const cmh_snapshot *s, const cmh_entry *e, cmh_entry_full *out) { unpack(s, e, cmh_entry_x(s, e), out); }
 
 void cmh_entry_unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xref *xmap, uint32_t nxmap, uint32_t index,
                       cmh_entry_full *out)
@@ -393,7 +452,7 @@ void cmh_entry_unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry
         const cmh_entry_xref *r = xref_find(xmap, nxmap, index);
         if (r && r->xset < s->nxsets) x = &s->xsets[r->xset];
     }
-    unpack(e, x, out);
+    unpack(s, e, x, out);
 }
 
 int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e)

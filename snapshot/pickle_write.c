@@ -312,14 +312,14 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     w_key(w, W_ACTION);
     w_str_memo(w, cmh_action_name(e->action), &w->action_memo[e->action]);
     w_key(w, e->action == CMH_ACT_OOM ? W_DEVICE_FREE : W_ADDR);
-    w_int(w, (int64_t)e->addr);
+    w_int(w, (int64_t)cmh_entry_addr(s, e));
     w_key(w, W_SIZE);
-    w_int(w, (int64_t)e->size);
+    w_int(w, (int64_t)cmh_entry_size(s, e));
     w_key(w, W_STREAM);
     w_int(w, (int64_t)cmh_entry_stream(s, e));
     if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) {
         w_key(w, W_TIME_US);
-        w_int(w, e->time_ns / 1000);
+        w_int(w, cmh_entry_time(s, e) / 1000);
     }
     if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) {
         w_key(w, W_COMPILE_CONTEXT);
@@ -341,7 +341,7 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
         w_key(w, W_CMH_CODE);
         w_int(w, e->action | (e->flags & CMH_EF_WHOLE_BLOCK) << 4 | (e->kind & 7) << 5);
     }
-    if (!(e->flags & CMH_EF_IMPLIED) && cmh_entry_requested(s, e) != e->size) {
+    if (!(e->flags & CMH_EF_IMPLIED) && cmh_entry_requested(s, e) != cmh_entry_size(s, e)) {
         w_key(w, W_CMH_REQUESTED);
         w_int(w, (int64_t)cmh_entry_requested(s, e));
     }
@@ -613,10 +613,10 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                         op(&w, '(');
                         w_int(&w, d);
                         w_int(&w, pos);
-                        w_int(&w, (int64_t)e->addr);
-                        w_int(&w, (int64_t)e->size);
+                        w_int(&w, (int64_t)cmh_entry_addr(s, e));
+                        w_int(&w, (int64_t)cmh_entry_size(s, e));
                         w_int(&w, (int64_t)cmh_entry_requested(s, e));
-                        w_int(&w, e->time_ns / 1000);
+                        w_int(&w, cmh_entry_time(s, e) / 1000);
                         op(&w, 't');
                         batch_end(&w, k, nps, 0);
                         k++;

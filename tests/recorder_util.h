@@ -48,7 +48,7 @@ static inline const cmh_entry *find_entry(const cmh_snapshot *s, int dev, int ac
     if (!t) return NULL;
     for (uint32_t i = 0; i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (e->action == action && e->addr == addr) return e;
+        if (e->action == action && cmh_entry_addr(s, e) == addr) return e;
     }
     return NULL;
 }

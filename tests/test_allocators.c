@@ -61,7 +61,7 @@ static void test_block_api(void)
     CU_ASSERT_EQUAL(pending, 512 << 10);
     const cmh_entry *e;
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_ALLOC, seg + (1 << 20)));
-    CU_ASSERT_EQUAL(e->size, 512 << 10);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), 512 << 10);
     CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), 500000);
     CU_ASSERT_EQUAL(cmh_entry_stream(&s, e), 7);
     CU_ASSERT(e->stack != 0);
@@ -154,7 +154,7 @@ static const cmh_entry *last_pool_sample(const cmh_snapshot *s, uint64_t pool)
     const cmh_trace *t = trace_of(s, 0);
     const cmh_entry *last = NULL;
     for (uint32_t i = 0; t && i < t->nentries; i++)
-        if (s->entries[t->first_entry + i].action == CMH_ACT_POOL_SAMPLE && s->entries[t->first_entry + i].addr == pool)
+        if (s->entries[t->first_entry + i].action == CMH_ACT_POOL_SAMPLE && cmh_entry_addr(s, &s->entries[t->first_entry + i]) == pool)
             last = &s->entries[t->first_entry + i];
     return last;
 }
@@ -166,7 +166,7 @@ static uint64_t pools_slack(const cmh_snapshot *s)
     uint64_t sum = 0;
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (e->action == CMH_ACT_POOL_SAMPLE && last_pool_sample(s, e->addr) == e) sum += e->size - cmh_entry_requested(s, e);
+        if (e->action == CMH_ACT_POOL_SAMPLE && last_pool_sample(s, cmh_entry_addr(s, e)) == e) sum += cmh_entry_size(s, e) - cmh_entry_requested(s, e);
     }
     return sum;
 }
@@ -203,7 +203,7 @@ static void test_pools(void)
     dump_load(&s);
     const cmh_entry *e = last_pool_sample(&s, h);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
-    CU_ASSERT_EQUAL(e->size, res);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), res);
     CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), used);
     CU_ASSERT_EQUAL(e->kind, CMH_KIND_ASYNC);
     /* the analyzer: allocated = what the pool handed out; reserved includes the pool's slack */
@@ -224,14 +224,14 @@ static void test_pools(void)
     CU_ASSERT_EQUAL(reserved_now() - base, res);
     dump_load(&s);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = last_pool_sample(&s, h));
-    CU_ASSERT_EQUAL(e->size, res);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), res);
     CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), 0);
     cmh_snapshot_free(&s);
     CU_ASSERT_EQUAL(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(reserved_now(), base);
     dump_load(&s);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = last_pool_sample(&s, h));
-    CU_ASSERT_EQUAL(e->size, 0);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), 0);
     cmh_snapshot_free(&s);
 
     /* destroying a pool that still keeps memory releases it from the count */
@@ -242,7 +242,7 @@ static void test_pools(void)
     CU_ASSERT_EQUAL(reserved_now(), base);
     dump_load(&s);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = last_pool_sample(&s, h));
-    CU_ASSERT_EQUAL(e->size, 0);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), 0);
     CU_ASSERT_EQUAL(cmh_summary_compute(&s, 0, &ms), CMH_OK);
     seg_total = 0;
     for (uint32_t i = 0; i < s.nsegments; i++)
@@ -280,8 +280,8 @@ static void test_expandable_segment(void)
     for (uint32_t i = 0; i < t->nentries; i++) {
         const cmh_entry *e = &s.entries[t->first_entry + i];
         if (e->action != CMH_ACT_SEGMENT_MAP) continue;
-        CU_ASSERT_EQUAL(e->addr, va + maps * chunk); /* in order, each a chunk */
-        CU_ASSERT_EQUAL(e->size, chunk);
+        CU_ASSERT_EQUAL(cmh_entry_addr(&s, e), va + maps * chunk); /* in order, each a chunk */
+        CU_ASSERT_EQUAL(cmh_entry_size(&s, e), chunk);
         maps++;
     }
     CU_ASSERT_EQUAL(maps, 4);
@@ -296,7 +296,7 @@ static void test_expandable_segment(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(g = find_segment(&s, va));
     CU_ASSERT_EQUAL(g->size, 3 * chunk);
     const cmh_entry *e = find_entry(&s, 0, CMH_ACT_SEGMENT_UNMAP, va + 3 * chunk);
-    CU_ASSERT(e && e->size == chunk);
+    CU_ASSERT(e && cmh_entry_size(&s, e) == chunk);
     cmh_snapshot_free(&s);
     /* a hole in the middle leaves two segments, as the mapped ranges are */
     CU_ASSERT_EQUAL(cuMemUnmap(va + chunk, chunk), CUDA_SUCCESS);

@@ -526,7 +526,7 @@ static void test_flight_short_entries(void)
     int same = s3.nentries == s2.nentries;
     for (uint32_t i = 0; same && i < s2.nentries; i++) {
         const cmh_entry *x = &s2.entries[i], *y = &s3.entries[i];
-        same = x->time_ns == y->time_ns && x->addr == y->addr && x->size == y->size && cmh_entry_requested(&s2, x) == cmh_entry_requested(&s3, y) &&
+        same = cmh_entry_time(&s2, x) == cmh_entry_time(&s3, y) && cmh_entry_addr(&s2, x) == cmh_entry_addr(&s3, y) && cmh_entry_size(&s2, x) == cmh_entry_size(&s3, y) && cmh_entry_requested(&s2, x) == cmh_entry_requested(&s3, y) &&
                cmh_entry_stream(&s2, x) == cmh_entry_stream(&s3, y) && cmh_entry_thread(&s2, x) == cmh_entry_thread(&s3, y) && x->action == y->action && x->kind == y->kind && x->flags == y->flags;
     }
     CU_ASSERT(same);

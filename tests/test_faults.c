@@ -24,7 +24,7 @@ static void map_history(const cmh_snapshot *s, uint64_t addr, char *out, size_t 
     size_t k = 0;
     for (uint32_t i = 0; t && i < t->nentries && k + 1 < n; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (e->addr != addr) continue;
+        if (cmh_entry_addr(s, e) != addr) continue;
         if (e->action == CMH_ACT_SEGMENT_MAP) out[k++] = 'm';
         if (e->action == CMH_ACT_SEGMENT_UNMAP) out[k++] = 'u';
     }

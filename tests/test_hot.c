@@ -81,10 +81,10 @@ static uint64_t side_wrong(const cmh_snapshot *s, int dev)
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
-        int how = pair_kind((long)(e->size / 256) - 1);
-        if (how == PAIR_STREAM) bad += e->kind != CMH_KIND_ASYNC || !cmh_entry_stream(s, e) || cmh_entry_requested(s, e) != e->size;
-        else if (how == PAIR_PITCH) bad += e->kind != CMH_KIND_PITCH || cmh_entry_stream(s, e) || cmh_entry_requested(s, e) != e->size - 3;
-        else bad += e->kind != CMH_KIND_DEVICE || cmh_entry_stream(s, e) || cmh_entry_requested(s, e) != e->size;
+        int how = pair_kind((long)(cmh_entry_size(s, e) / 256) - 1);
+        if (how == PAIR_STREAM) bad += e->kind != CMH_KIND_ASYNC || !cmh_entry_stream(s, e) || cmh_entry_requested(s, e) != cmh_entry_size(s, e);
+        else if (how == PAIR_PITCH) bad += e->kind != CMH_KIND_PITCH || cmh_entry_stream(s, e) || cmh_entry_requested(s, e) != cmh_entry_size(s, e) - 3;
+        else bad += e->kind != CMH_KIND_DEVICE || cmh_entry_stream(s, e) || cmh_entry_requested(s, e) != cmh_entry_size(s, e);
     }
     return bad;
 }
@@ -106,15 +106,15 @@ static uint64_t check_order(const cmh_snapshot *s, int dev, int tail, long pairs
     for (uint32_t i = 0; i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
-        if (e->time_ns < last_time) bad++; /* times never go backwards along a ring */
-        last_time = e->time_ns;
+        if (cmh_entry_time(s, e) < last_time) bad++; /* times never go backwards along a ring */
+        last_time = cmh_entry_time(s, e);
         uint32_t th = cmh_entry_thread(s, e) < MAXT ? cmh_entry_thread(s, e) : MAXT - 1;
         int is_free = e->action == CMH_ACT_SEGMENT_FREE;
-        long ev = 2 * ((long)(e->size / 256) - 1) + is_free;
+        long ev = 2 * ((long)(cmh_entry_size(s, e) / 256) - 1) + is_free;
         if (next[th] < 0 && !tail && ev != 0) bad++; /* unlimited: a thread's first event is kept */
         if (next[th] >= 0 && ev != next[th]) bad++;  /* then every one, in its order */
-        if (is_free && alloc_addr[th] && e->addr != alloc_addr[th]) bad++;
-        alloc_addr[th] = is_free ? 0 : e->addr;
+        if (is_free && alloc_addr[th] && cmh_entry_addr(s, e) != alloc_addr[th]) bad++;
+        alloc_addr[th] = is_free ? 0 : cmh_entry_addr(s, e);
         next[th] = ev + 1;
         checked++;
     }
@@ -291,9 +291,9 @@ static void test_capacity_and_clear_across_chunks(void)
     /* the newest: the last entry is the free of pair 79,999, the first the alloc of pair 30,000 */
     const cmh_entry *first = &s.entries[tr->first_entry], *last = &s.entries[tr->first_entry + tr->nentries - 1];
     CU_ASSERT_EQUAL(last->action, CMH_ACT_SEGMENT_FREE);
-    CU_ASSERT_EQUAL(last->size, size_of(79999));
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, last), size_of(79999));
     CU_ASSERT_EQUAL(first->action, CMH_ACT_SEGMENT_ALLOC);
-    CU_ASSERT_EQUAL(first->size, size_of(30000));
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, first), size_of(30000));
     check_order(&s, 0, 1, 80000);
     cmh_snapshot_free(&s);
 
@@ -306,7 +306,7 @@ static void test_capacity_and_clear_across_chunks(void)
     CU_ASSERT_EQUAL(tr->nentries, 180000);
     const cmh_entry *mid = &s.entries[tr->first_entry + 100000];
     CU_ASSERT_EQUAL(mid->action, CMH_ACT_SEGMENT_ALLOC);
-    CU_ASSERT_EQUAL(mid->size, size_of(0));
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, mid), size_of(0));
     cmh_snapshot_free(&s);
 
     opts(CMH_CONTEXT_NONE, 0, 1); /* cleared: the chunks and the entries go, the numbers go on */
@@ -347,8 +347,8 @@ static void compare_dumps(const char *env, uint64_t min_entries)
         CU_ASSERT_EQUAL_FATAL(x->nentries, y->nentries);
         for (uint32_t i = 0; i < x->nentries; i++) {
             const cmh_entry *e = &a.entries[x->first_entry + i], *f = &b.entries[y->first_entry + i];
-            int64_t dt = e->time_ns - f->time_ns;
-            diff += cmh_entry_name(&a, e) != cmh_entry_name(&b, f) || e->action != f->action || e->addr != f->addr || e->size != f->size || cmh_entry_requested(&a, e) != cmh_entry_requested(&b, f) ||
+            int64_t dt = cmh_entry_time(&a, e) - cmh_entry_time(&b, f);
+            diff += cmh_entry_name(&a, e) != cmh_entry_name(&b, f) || e->action != f->action || cmh_entry_addr(&a, e) != cmh_entry_addr(&b, f) || cmh_entry_size(&a, e) != cmh_entry_size(&b, f) || cmh_entry_requested(&a, e) != cmh_entry_requested(&b, f) ||
                     cmh_entry_stream(&a, e) != cmh_entry_stream(&b, f) || cmh_entry_thread(&a, e) != cmh_entry_thread(&b, f) || e->flags != f->flags || e->kind != f->kind ||
                     e->stack != f->stack || dt > 50000 || dt < -50000; /* each dump maps ticks through its own moment */
             n++;
@@ -393,7 +393,7 @@ static uint64_t torn_entries(const cmh_snapshot *s, int dev)
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
-        bad += e->size % 256 || !e->size || !cmh_entry_thread(s, e);
+        bad += cmh_entry_size(s, e) % 256 || !cmh_entry_size(s, e) || !cmh_entry_thread(s, e);
     }
     return bad + side_wrong(s, dev);
 }

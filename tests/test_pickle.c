@@ -84,7 +84,7 @@ static void test_fixture_details(void)
     CU_ASSERT(s.pt_fields & CMH_PT_COMPILE_CONTEXT);
     CU_ASSERT(s.pt_fields & CMH_PT_USER_METADATA);
     CU_ASSERT_STRING_EQUAL(cmh_str(&s, cmh_entry_compile_context(&s, &s.entries[0])), "N/A");
-    CU_ASSERT(s.entries[0].time_ns > 1600000000000000000ll && s.entries[0].time_ns % 1000 == 0);
+    CU_ASSERT(cmh_entry_time(&s, &s.entries[0]) > 1600000000000000000ll && cmh_entry_time(&s, &s.entries[0]) % 1000 == 0);
     /* Windows paths survive */
     int win = 0;
     for (uint32_t i = 0; i < s.nframes; i++) win |= strchr(cmh_str(&s, s.frames[i].filename), '\\') != NULL;
@@ -170,8 +170,8 @@ static void test_round_trip_lossless(void)
             bad |= a.traces[t].device != b.traces[t].device || a.traces[t].nentries != b.traces[t].nentries;
         for (uint32_t i = 0; !bad && i < a.nentries; i++) {
             const cmh_entry *x = &a.entries[i], *y = &b.entries[i];
-            bad |= x->action != y->action || x->addr != y->addr || x->size != y->size || cmh_entry_stream(&a, x) != cmh_entry_stream(&b, y) ||
-                   x->time_ns != y->time_ns || strcmp(cmh_str(&a, cmh_entry_compile_context(&a, x)), cmh_str(&b, cmh_entry_compile_context(&b, y))) ||
+            bad |= x->action != y->action || cmh_entry_addr(&a, x) != cmh_entry_addr(&b, y) || cmh_entry_size(&a, x) != cmh_entry_size(&b, y) || cmh_entry_stream(&a, x) != cmh_entry_stream(&b, y) ||
+                   cmh_entry_time(&a, x) != cmh_entry_time(&b, y) || strcmp(cmh_str(&a, cmh_entry_compile_context(&a, x)), cmh_str(&b, cmh_entry_compile_context(&b, y))) ||
                    strcmp(cmh_str(&a, cmh_entry_user_metadata(&a, x)), cmh_str(&b, cmh_entry_user_metadata(&b, y))) ||
                    !same_stack(&a, x->stack, &b, y->stack);
         }
@@ -311,10 +311,10 @@ static void test_pool_samples_round_trip(void)
                 while (k < n && !(seq[k].dev == d && seen++ == got)) k++;
                 CU_ASSERT_FATAL(k < n);
                 CU_ASSERT_EQUAL(e->action, seq[k].e.action);
-                CU_ASSERT_EQUAL(e->addr, seq[k].e.addr);
-                CU_ASSERT_EQUAL(e->size, seq[k].e.size);
+                CU_ASSERT_EQUAL(cmh_entry_addr(&b, e), seq[k].e.addr);
+                CU_ASSERT_EQUAL(cmh_entry_size(&b, e), seq[k].e.size);
                 CU_ASSERT_EQUAL(cmh_entry_requested(&b, e), seq[k].e.requested);
-                CU_ASSERT_EQUAL(e->time_ns, seq[k].e.time_ns / 1000 * 1000);
+                CU_ASSERT_EQUAL(cmh_entry_time(&b, e), seq[k].e.time_ns / 1000 * 1000);
                 CU_ASSERT_EQUAL(cmh_entry_thread(&b, e), seq[k].e.thread);
                 CU_ASSERT_STRING_EQUAL(cmh_str(&b, cmh_entry_name(&b, e)), cmh_str(&a, seq[k].e.name));
             }

@@ -40,12 +40,12 @@ static void test_linear_alloc_free(void)
     const cmh_entry *f = find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    CU_ASSERT_EQUAL(a->size, 3 << 20);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, a), 3 << 20);
     CU_ASSERT_EQUAL(cmh_entry_requested(&s, a), 3 << 20);
     CU_ASSERT_EQUAL(a->kind, CMH_KIND_DEVICE);
     CU_ASSERT(a->flags & CMH_EF_WHOLE_BLOCK);
-    CU_ASSERT_EQUAL(f->size, 3 << 20);
-    CU_ASSERT(a->time_ns > 1600000000000000000ll && f->time_ns >= a->time_ns);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, f), 3 << 20);
+    CU_ASSERT(cmh_entry_time(&s, a) > 1600000000000000000ll && cmh_entry_time(&s, f) >= cmh_entry_time(&s, a));
     CU_ASSERT(stack_names(&s, a->stack, "alloc_here"));
     CU_ASSERT(stack_names(&s, a->stack, "test_linear_alloc_free"));
     CU_ASSERT(f->stack != 0 && !stack_names(&s, f->stack, "alloc_here")); /* context=all: the free's own stack */
@@ -100,7 +100,7 @@ static void test_every_entry_point(void)
     const cmh_entry *e;
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, pitch));
     CU_ASSERT_EQUAL(e->kind, CMH_KIND_PITCH);
-    CU_ASSERT_EQUAL(e->size, (uint64_t)pitch_b * 10);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), (uint64_t)pitch_b * 10);
     CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), 10000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, managed));
     CU_ASSERT_EQUAL(e->kind, CMH_KIND_MANAGED);
@@ -112,14 +112,14 @@ static void test_every_entry_point(void)
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, ap2));
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, -1, CMH_ACT_SEGMENT_ALLOC, (uint64_t)(uintptr_t)h1));
     CU_ASSERT_EQUAL(e->kind, CMH_KIND_HOST);
-    CU_ASSERT_EQUAL(e->size, 5000);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), 5000);
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, -1, CMH_ACT_SEGMENT_ALLOC, (uint64_t)(uintptr_t)h2));
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_SEGMENT_MAP, va));
-    CU_ASSERT_EQUAL(e->size, 2 << 20);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), 2 << 20);
     CU_ASSERT_EQUAL(e->kind, CMH_KIND_VMM);
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_MAP, va + (2 << 20)));
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_SEGMENT_UNMAP, va + (2 << 20)));
-    CU_ASSERT_EQUAL(e->size, 2 << 20);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), 2 << 20);
     const cmh_segment *g = find_segment(&s, va);
     CU_ASSERT_PTR_NOT_NULL_FATAL(g);
     CU_ASSERT(g->flags & CMH_SEG_EXPANDABLE);
@@ -141,7 +141,7 @@ static void test_every_entry_point(void)
     dump_load(&s);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e = find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, as1));
     CU_ASSERT_EQUAL(cmh_entry_stream(&s, e), (uint64_t)(uintptr_t)st);
-    CU_ASSERT_EQUAL(e->size, 8192);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), 8192);
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, as2));
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, ap1));
     CU_ASSERT_PTR_NOT_NULL(find_entry(&s, 0, CMH_ACT_SEGMENT_FREE, ap2));
@@ -187,8 +187,8 @@ static void test_oom_capture(void)
     CU_ASSERT(t->nentries >= 1);
     const cmh_entry *e = &s.entries[t->first_entry + t->nentries - 1];
     CU_ASSERT_EQUAL(e->action, CMH_ACT_OOM);
-    CU_ASSERT_EQUAL(e->size, total * 2);
-    CU_ASSERT_EQUAL(e->addr, free_before); /* device_free, as PyTorch's oom entry */
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), total * 2);
+    CU_ASSERT_EQUAL(cmh_entry_addr(&s, e), free_before); /* device_free, as PyTorch's oom entry */
     cmh_snapshot_free(&s);
     cmh_device_stats st[4];
     CU_ASSERT(cmh_memory_stats(st, 4) >= 1);
@@ -265,8 +265,8 @@ static void test_ring_wraps_and_counts_drops(void)
     for (uint32_t i = 0; i < t->nentries; i++) {
         const cmh_entry *e = &s.entries[t->first_entry + i];
         CU_ASSERT_EQUAL(e->action, CMH_ACT_SEGMENT_FREE);
-        CU_ASSERT_EQUAL(e->addr, ptrs[25 + i]);
-        CU_ASSERT_EQUAL(e->size, (uint64_t)(26 + i) * 512);
+        CU_ASSERT_EQUAL(cmh_entry_addr(&s, e), ptrs[25 + i]);
+        CU_ASSERT_EQUAL(cmh_entry_size(&s, e), (uint64_t)(26 + i) * 512);
     }
     cmh_snapshot_free(&s);
     /* shrinking keeps the newest */
@@ -345,9 +345,9 @@ static void test_threads_lose_nothing(void)
     memset(tab, 0, sizeof tab);
     for (uint32_t i = 0; i < tr->nentries; i++) {
         const cmh_entry *e = &s.entries[tr->first_entry + i];
-        uint32_t j = (uint32_t)((e->addr >> 9) * 2654435761u) & (H - 1);
-        while (tab[j].addr && tab[j].addr != e->addr) j = (j + 1) & (H - 1);
-        tab[j].addr = e->addr;
+        uint32_t j = (uint32_t)((cmh_entry_addr(&s, e) >> 9) * 2654435761u) & (H - 1);
+        while (tab[j].addr && tab[j].addr != cmh_entry_addr(&s, e)) j = (j + 1) & (H - 1);
+        tab[j].addr = cmh_entry_addr(&s, e);
         if (e->action == CMH_ACT_SEGMENT_ALLOC) {
             allocs++;
             bad += tab[j].live;

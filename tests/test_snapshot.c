@@ -132,7 +132,7 @@ static void test_interning(void)
 }
 
 
-/* The compact entry (snapshot.h): 32 bytes, its rarer fields one set per distinct combination.
+/* The compact entry (snapshot.h): 16 bytes, its rarer fields one set per distinct combination.
  * 700 entries: defaults, a repeated set, and 600 sets of their own, so numbers past 254 go to
  * s->xmap; every field read back as added, through a .cmh round trip and a pickle one, and
  * cmh_entry_set moving entries into and out of the map. */
@@ -174,7 +174,7 @@ static uint32_t compact_mismatches(const cmh_snapshot *s, uint32_t n, int with_t
 
 static void test_compact_entries(void)
 {
-    CU_ASSERT_EQUAL(sizeof(cmh_entry), 32);
+    CU_ASSERT_EQUAL(sizeof(cmh_entry), 16);
     enum { N = 700 };
     cmh_snapshot s, r;
     CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&s), CMH_OK);
@@ -222,6 +222,109 @@ static void test_compact_entries(void)
     CU_ASSERT_EQUAL(cmh_entry_set(&s, 5, &e5), CMH_OK);
     CU_ASSERT_EQUAL(cmh_entry_set(&s, 650, &e650), CMH_OK);
     CU_ASSERT_EQUAL(compact_mismatches(&s, N, 1), 0);
+    cmh_snapshot_free(&s);
+}
+
+/* The entry's time and (address, size) (snapshot.h): 9000 entries whose times have 9000
+ * distinct upper halves, out of order, one of them negative, so past CMH_TH_FAR - 1 of them the
+ * upper half goes to the entry's set, and the last 500 have sets of their own too (set numbers
+ * past 254: s->xmap); 3000 distinct pairs, each shared by three entries, an address in six.  Every field reads
+ * back as added, through a .cmh round trip, and after cmh_entry_set moves entries between a
+ * kept upper half and a far one. */
+static cmh_entry_full wide_entry(uint32_t i)
+{
+    cmh_entry_full e;
+    memset(&e, 0, sizeof e);
+    uint64_t hi = (uint64_t)i * 7919 % 9000; /* a permutation of 0..8999 */
+    e.time_ns = (int64_t)((hi << 32) | (i * 13u));
+    if (i == 3) e.time_ns = -5; /* a hostile file's time: upper half 0xffffffff */
+    /* two entries in a row at one address with two sizes (a segment and its first block), each
+     * address with six sizes in all */
+    e.addr = 0x7f0000000000ull + (uint64_t)(i / 2 % 500) * 4096;
+    e.size = 512 + (uint64_t)(i % 2) * 256 + (uint64_t)(i / 3000) * 1024;
+    e.requested = e.size;
+    e.action = i % 2 ? CMH_ACT_FREE_COMPLETED : CMH_ACT_ALLOC;
+    e.flags = i % 16; /* every flag bit the entry keeps */
+    e.kind = i % CMH_KIND_COUNT;
+    if (i >= 8500) e.stream = 10000 + i;
+    return e;
+}
+
+/* flags: the flag bits expected kept (a .cmh keeps CMH_EF_WHOLE_BLOCK alone: the others are told again by its readers) */
+static uint32_t wide_mismatches(const cmh_snapshot *s, uint32_t n, uint8_t flags)
+{
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < n && i < s->nentries; i++) {
+        cmh_entry_full want = wide_entry(i), got;
+        want.flags &= flags;
+        const cmh_entry *e = &s->entries[i];
+        cmh_entry_get(s, e, &got);
+        int b = !eq_full(&want, &got) || cmh_entry_time(s, e) != want.time_ns || cmh_entry_addr(s, e) != want.addr ||
+                cmh_entry_size(s, e) != want.size || cmh_entry_stream(s, e) != want.stream;
+        bad += b;
+    }
+    return bad + (s->nentries != n);
+}
+
+static void test_compact_times_and_pairs(void)
+{
+    enum { N = 9000 };
+    cmh_snapshot s, r;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&s), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_trace(&s, 0, 0, NULL), CMH_OK);
+    for (uint32_t i = 0; i < N; i++) {
+        cmh_entry_full e = wide_entry(i);
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(&s, &e), CMH_OK);
+    }
+    CU_ASSERT_EQUAL(s.npairs, 3000);
+    CU_ASSERT_EQUAL(s.nthighs, CMH_TH_FAR);
+    uint32_t far = 0, both = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        far += s.entries[i].th == CMH_TH_FAR;
+        both += s.entries[i].th == CMH_TH_FAR && s.entries[i].xs == CMH_XS_FAR;
+    }
+    CU_ASSERT_EQUAL(far, N - CMH_TH_FAR);
+    CU_ASSERT(both > 0); /* an upper half in a set whose number is in s->xmap */
+    CU_ASSERT_EQUAL(wide_mismatches(&s, N, 15), 0);
+    /* a copy of an entry whose set number fits reads as the entry does */
+    for (uint32_t i = 0; i < N; i++) {
+        cmh_entry c = s.entries[i];
+        if (c.xs != CMH_XS_FAR && cmh_entry_time(&s, &c) != wide_entry(i).time_ns) {
+            CU_FAIL("a copy's time");
+            break;
+        }
+    }
+    char *buf;
+    size_t len;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    int rc = cmh_cmh_read(buf, len, &r, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, CMH_OK);
+    CU_ASSERT_EQUAL(wide_mismatches(&r, N, CMH_EF_WHOLE_BLOCK), 0);
+    free(buf);
+    cmh_snapshot_free(&r);
+    /* in place: a kept upper half made far, a far one made kept, a pair changed, and back */
+    uint32_t near_i = 0, far_i = 0;
+    while (s.entries[near_i].th == CMH_TH_FAR) near_i++;
+    while (s.entries[far_i].th != CMH_TH_FAR) far_i++;
+    cmh_entry_full a = wide_entry(near_i), b = wide_entry(far_i), got;
+    a.time_ns = (int64_t)(((uint64_t)0x12345678 << 32) | 99); /* an upper half the table lacks */
+    a.addr = 0x1000, a.size = 77;                             /* a pair no entry has */
+    b.time_ns = wide_entry(near_i).time_ns;                   /* one it has */
+    CU_ASSERT_EQUAL(cmh_entry_set(&s, near_i, &a), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_entry_set(&s, far_i, &b), CMH_OK);
+    CU_ASSERT_EQUAL(s.entries[near_i].th, CMH_TH_FAR);
+    CU_ASSERT_NOT_EQUAL(s.entries[far_i].th, CMH_TH_FAR);
+    cmh_entry_get(&s, &s.entries[near_i], &got);
+    CU_ASSERT(eq_full(&got, &a));
+    cmh_entry_get(&s, &s.entries[far_i], &got);
+    CU_ASSERT(eq_full(&got, &b));
+    CU_ASSERT_EQUAL(s.npairs, 3001);
+    cmh_entry_full a0 = wide_entry(near_i), b0 = wide_entry(far_i);
+    CU_ASSERT_EQUAL(cmh_entry_set(&s, near_i, &a0), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_entry_set(&s, far_i, &b0), CMH_OK);
+    CU_ASSERT_EQUAL(wide_mismatches(&s, N, 15), 0);
     cmh_snapshot_free(&s);
 }
 
@@ -496,6 +599,7 @@ int main(void)
     CMH_ADD_TEST(s, test_interning);
     CMH_ADD_TEST(s, test_round_trip);
     CMH_ADD_TEST(s, test_compact_entries);
+    CMH_ADD_TEST(s, test_compact_times_and_pairs);
     CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);
     CMH_ADD_TEST(s, test_torch_part_round_trip);
     CMH_ADD_TEST(s, test_garbage_and_hostile_input);

@@ -226,7 +226,7 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
      * track empty; its entries are drawn in order instead, one microsecond apart. */
     int timeless = cmh_replay_length(r) > 0;
     for (int64_t i = 0; timeless && i < cmh_replay_length(r); i++)
-        if (cmh_replay_entry(r, i)->time_ns) timeless = 0;
+        if (cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, i))) timeless = 0;
     if (timeless) (*c->timeless)++;
     int64_t peak_at = g && pk.nsites && (pk.alloc_time_ns || timeless) ? pk.alloc_index : -2;
     const cmh_mem_stats *st = cmh_replay_stats(r);
@@ -236,7 +236,7 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
     uint32_t named[256], nnamed = 0; /* threads whose track has its name (a thread past 256 repeats it) */
     while (cmh_replay_step(r)) {
         const cmh_entry *e = cmh_replay_entry(r, cmh_replay_position(r));
-        int64_t et = timeless ? t0 + cmh_replay_position(r) * 1000 : e->time_ns;
+        int64_t et = timeless ? t0 + cmh_replay_position(r) * 1000 : cmh_entry_time(s, e);
         if (!timeless && !et) continue;
         int64_t t = et > last ? et : last;
         last = t;
@@ -263,7 +263,7 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
             if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, cmh_entry_name(s, e)));
             else {
                 char what[128];
-                snprintf(what, sizeof what, "out of memory: %" PRIu64 " bytes requested, %" PRIu64 " free", e->size, e->addr);
+                snprintf(what, sizeof what, "out of memory: %" PRIu64 " bytes requested, %" PRIu64 " free", cmh_entry_size(s, e), cmh_entry_addr(s, e));
                 cmh_jw_kstr(w, "name", what);
             }
         } else {

@@ -76,7 +76,7 @@ int cmh_live_compute(const cmh_snapshot *s, int device, int at, int64_t n, cmh_l
     if (rc == CMH_OK) cmh_replay_blocks(r, on_block, &t);
     out->index = want == INT64_MAX ? (int64_t)nent - 1 : want;
     const cmh_entry *e = out->index >= 0 ? cmh_replay_entry(r, out->index) : NULL;
-    out->time_ns = want == INT64_MAX && s->dump_time_ns ? s->dump_time_ns : e ? e->time_ns : 0;
+    out->time_ns = want == INT64_MAX && s->dump_time_ns ? s->dump_time_ns : e ? cmh_entry_time(s, e) : 0;
     out->stacks = rc == CMH_OK ? malloc((t.n ? t.n : 1) * sizeof *out->stacks) : NULL;
     if (rc == CMH_OK && !out->stacks) rc = CMH_ENOMEM;
     for (uint32_t i = 0; rc == CMH_OK && i < t.cap; i++) {

@@ -185,10 +185,10 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
                 cmh_jw_nl(w);
                 cmh_jw_obj(w);
                 cmh_jw_kstr(w, "action", cmh_action_name(e->action));
-                cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", e->addr);
-                cmh_jw_kuint(w, "size", e->size);
+                cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", cmh_entry_addr(s, e));
+                cmh_jw_kuint(w, "size", cmh_entry_size(s, e));
                 cmh_jw_kuint(w, "stream", cmh_entry_stream(s, e));
-                if (timed) cmh_jw_kint(w, "time_us", e->time_ns / 1000); /* absent where the source had none, as the pickle */
+                if (timed) cmh_jw_kint(w, "time_us", cmh_entry_time(s, e) / 1000); /* absent where the source had none, as the pickle */
                 if (e->action == CMH_ACT_POOL_SAMPLE) cmh_jw_kuint(w, "used", cmh_entry_requested(s, e));
                 if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) cmh_jw_kstr(w, "compile_context", cmh_str(s, cmh_entry_compile_context(s, e)));
                 if (s->pt_fields & CMH_PT_USER_METADATA) cmh_jw_kstr(w, "user_metadata", cmh_str(s, cmh_entry_user_metadata(s, e)));

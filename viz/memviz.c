@@ -129,9 +129,9 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
         int blockwise = e->action == CMH_ACT_ALLOC, segwise = e->action == CMH_ACT_SEGMENT_ALLOC;
         amap *lm = blockwise ? &live : &segs, *nm = blockwise ? &nextb : &nexts;
         if (blockwise || segwise) {
-            int64_t *v = amap_slot(lm, e->addr, 0);
+            int64_t *v = amap_slot(lm, cmh_entry_addr(s, e), 0);
             if (!v || !*v) { /* gone: its free is missing */
-                int64_t *nx = amap_slot(nm, e->addr, 0);
+                int64_t *nx = amap_slot(nm, cmh_entry_addr(s, e), 0);
                 if (nfx == cfx) {
                     size_t nc = cfx ? cfx * 2 : 16;
                     fix *nf = realloc(fx, nc * sizeof *nf);
@@ -163,11 +163,11 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
                 (*repaired)++;
             }
             if (v) *v = 0; /* undone: not live before this entry */
-            int64_t *nx = amap_slot(nm, e->addr, 1);
+            int64_t *nx = amap_slot(nm, cmh_entry_addr(s, e), 1);
             if (!nx) goto oom;
             *nx = i + 1;
         } else if (e->action == CMH_ACT_FREE_COMPLETED || e->action == CMH_ACT_SEGMENT_FREE) {
-            int64_t *v = amap_slot(e->action == CMH_ACT_FREE_COMPLETED ? &live : &segs, e->addr, 1);
+            int64_t *v = amap_slot(e->action == CMH_ACT_FREE_COMPLETED ? &live : &segs, cmh_entry_addr(s, e), 1);
             if (!v) goto oom;
             *v = 1;
         }
@@ -447,6 +447,8 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(entries), MOVE(nentries), MOVE(cap_entries);
     MOVE(xsets), MOVE(nxsets), MOVE(cap_xsets), MOVE(xset_index), MOVE(xset_last); /* the entries' rarer fields */
     MOVE(xmap), MOVE(nxmap), MOVE(cap_xmap);
+    MOVE(pairs), MOVE(npairs), MOVE(cap_pairs), MOVE(pair_index), MOVE(pair_last); /* their addresses and sizes */
+    MOVE(thighs), MOVE(nthighs), MOVE(cap_thighs), MOVE(thigh_last);                /* and times */
     MOVE(traces), MOVE(ntraces), MOVE(cap_traces);
     MOVE(annotations), MOVE(nannotations), MOVE(cap_annotations);
     MOVE(settings), MOVE(nsettings), MOVE(cap_settings);
@@ -493,7 +495,7 @@ int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host)
                 continue;
             }
             const char *name = cmh_str(s, cmh_entry_name(s, e));
-            mk[nm] = (cmh_pickle_mark){tr->device, pos, 0, cmh_entry_thread(s, e), e->time_ns};
+            mk[nm] = (cmh_pickle_mark){tr->device, pos, 0, cmh_entry_thread(s, e), cmh_entry_time(s, e)};
             if (cmh_strtab_intern(&shaped.strings, name, strlen(name), &mk[nm].name)) rc = CMH_ENOMEM;
             nm++;
         }

@@ -64,7 +64,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     /* every device's panel on the record's one clock (cmh_clock_origin), so the panels line up */
     int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s);
     int timed = 0;
-    for (uint32_t i = 0; i < n && !timed; i++) timed = ents[i].time_ns != 0;
+    for (uint32_t i = 0; i < n && !timed; i++) timed = cmh_entry_time(s, &ents[i]) != 0;
     int by_time = axis == CMH_AXIS_TIME && timed && t0 && t1 > t0; /* else by entry index */
     const int L = 78, R = 24, T = 34, B = 46;
     int pw = W - L - R, ph = H - T - B;
@@ -106,7 +106,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
         }
         const cmh_entry *e = &ents[i];
         if (av > pk.alloc_peak) pk.alloc_peak = av, pk.alloc_index = i;
-        int64_t t = e->time_ns ? e->time_ns : t0;
+        int64_t t = cmh_entry_time(s, e) ? cmh_entry_time(s, e) : t0;
         double x = XOF(i, t);
         if (x < 0) x = 0;
         if (x > 1) x = 1;
@@ -123,7 +123,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
                 m->kind = 0;
                 snprintf(m->label, sizeof m->label, "OOM #%u", ++nooms);
                 snprintf(m->title, sizeof m->title, "out of memory #%u at entry %" PRId64 ": asked %s, the device had %s free", nooms, i,
-                         cmh_svg_size((double)e->size), cmh_svg_size((double)e->addr));
+                         cmh_svg_size((double)cmh_entry_size(s, e)), cmh_svg_size((double)cmh_entry_addr(s, e)));
             } else {
                 m->kind = 1;
                 snprintf(m->label, sizeof m->label, "%s", cmh_str(s, cmh_entry_name(s, e)));
@@ -151,7 +151,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
             uint32_t lo = 0, hi = n;
             while (lo < hi) {
                 uint32_t mid = lo + (hi - lo) / 2;
-                if (ents[mid].time_ns < a->time_ns) lo = mid + 1;
+                if (cmh_entry_time(s, &ents[mid]) < a->time_ns) lo = mid + 1;
                 else hi = mid;
             }
             m->x = XOF(lo < n ? lo : n - 1, 0);
@@ -260,11 +260,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     if (pk.alloc_peak > 0) {
         int64_t len = n, at = pk.alloc_index >= len ? len - 1 : pk.alloc_index; /* len: the reconciled end */
         const cmh_entry *e = at >= 0 && at < len ? &ents[at] : NULL;
-        double x = L + (e ? XOF(at, e->time_ns ? e->time_ns : t0) : 0) * pw, y = YOF(pk.alloc_peak);
+        double x = L + (e ? XOF(at, cmh_entry_time(s, e) ? cmh_entry_time(s, e) : t0) : 0) * pw, y = YOF(pk.alloc_peak);
         char label[128];
-        if (by_time && e && e->time_ns)
+        if (by_time && e && cmh_entry_time(s, e))
             snprintf(label, sizeof label, "peak %s at +%.*f%s", cmh_svg_size((double)pk.alloc_peak), tu == 1 ? 3 : 1,
-                     (double)(e->time_ns - t0) / 1e9 / tu, tun);
+                     (double)(cmh_entry_time(s, e) - t0) / 1e9 / tu, tun);
         else if (pk.alloc_index >= 0)
             snprintf(label, sizeof label, "peak %s at entry %" PRId64, cmh_svg_size((double)pk.alloc_peak), pk.alloc_index);
         else if (history) snprintf(label, sizeof label, "peak %s before the first entry", cmh_svg_size((double)pk.alloc_peak));
@@ -303,25 +303,51 @@ int cmh_plot_axis(const cmh_snapshot *s, const cmh_plot_opts *o, double *busy)
     if (busy) *busy = 0;
     int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s);
     if (!t0 || t1 <= t0) return CMH_AXIS_TIME; /* no clock: the panels count entries anyway */
+    /* the known times, in the devices' order: in time order (a trace mostly is), the percentiles
+     * are read off in place; else a sorted copy (8 bytes an entry, as much as the model's half) */
     uint64_t n = 0;
+    int sorted = 1;
+    int64_t last = INT64_MIN;
     for (int k = 0; k < o->ndevices; k++) {
         const cmh_trace *tr = cmh_snapshot_trace(s, o->devices[k]);
-        for (uint32_t i = 0; tr && i < tr->nentries; i++) n += s->entries[tr->first_entry + i].time_ns != 0;
+        for (uint32_t i = 0; tr && i < tr->nentries; i++) {
+            int64_t ti = cmh_entry_time(s, &s->entries[tr->first_entry + i]);
+            if (!ti) continue;
+            n++;
+            if (ti < last) sorted = 0;
+            last = ti;
+        }
     }
     if (n < 20) return CMH_AXIS_TIME;
-    int64_t *t = malloc(n * sizeof *t);
-    if (!t) return CMH_AXIS_TIME;
-    uint64_t m = 0;
-    for (int k = 0; k < o->ndevices; k++) {
-        const cmh_trace *tr = cmh_snapshot_trace(s, o->devices[k]);
-        for (uint32_t i = 0; tr && i < tr->nentries; i++)
-            if (s->entries[tr->first_entry + i].time_ns) t[m++] = s->entries[tr->first_entry + i].time_ns;
+    int64_t lo = 0, hi = 0;
+    if (sorted) {
+        uint64_t m = 0, klo = n * 5 / 100, khi = n * 95 / 100;
+        for (int k = 0; k < o->ndevices; k++) {
+            const cmh_trace *tr = cmh_snapshot_trace(s, o->devices[k]);
+            for (uint32_t i = 0; tr && i < tr->nentries; i++) {
+                int64_t ti = cmh_entry_time(s, &s->entries[tr->first_entry + i]);
+                if (!ti) continue;
+                if (m == klo) lo = ti;
+                if (m == khi) hi = ti;
+                m++;
+            }
+        }
+    } else {
+        int64_t *t = malloc(n * sizeof *t);
+        if (!t) return CMH_AXIS_TIME;
+        uint64_t m = 0;
+        for (int k = 0; k < o->ndevices; k++) {
+            const cmh_trace *tr = cmh_snapshot_trace(s, o->devices[k]);
+            for (uint32_t i = 0; tr && i < tr->nentries; i++) {
+                int64_t ti = cmh_entry_time(s, &s->entries[tr->first_entry + i]);
+                if (ti) t[m++] = ti;
+            }
+        }
+        qsort(t, m, sizeof *t, cmp_i64);
+        lo = t[m * 5 / 100], hi = t[m * 95 / 100];
+        free(t);
     }
-    int sorted = 1; /* a trace is in time order, mostly: then the percentiles need no sort */
-    for (uint64_t i = 1; i < m && sorted; i++) sorted = t[i - 1] <= t[i];
-    if (!sorted) qsort(t, m, sizeof *t, cmp_i64);
-    double share = (double)(t[m * 95 / 100] - t[m * 5 / 100]) / (double)(t1 - t0);
-    free(t);
+    double share = (double)(hi - lo) / (double)(t1 - t0);
     if (busy) *busy = share;
     return share < CMH_AXIS_BUSY_SHARE ? CMH_AXIS_ENTRIES : CMH_AXIS_TIME;
 }

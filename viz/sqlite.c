@@ -179,7 +179,7 @@ static void observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
         open_slot *o = cmh_oa_find(&v->open, addr);
         if (!o) return;
         const cmh_entry *e = cmh_replay_entry(v->r, pos);
-        if (o->index1 > 0) v->end[o->index1 - 1] = e ? e->time_ns : 0, v->end_seq[o->index1 - 1] = pos + 1;
+        if (o->index1 > 0) v->end[o->index1 - 1] = e ? cmh_entry_time(cmh_replay_snapshot(v->r), e) : 0, v->end_seq[o->index1 - 1] = pos + 1;
         cmh_oa_remove(&v->open, o);
     }
 }
@@ -294,15 +294,15 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
     for (uint32_t i = 0; i < t->nentries && rc == CMH_OK; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         BIND(Q_EVENT);
-        b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, e->time_ns ? e->time_ns : -1), b_text(&b, cmh_action_name(e->action));
-        b_int(&b, (int64_t)e->addr), b_int(&b, (int64_t)e->size), b_int(&b, (int64_t)cmh_entry_requested(s, e)), b_int(&b, (int64_t)cmh_entry_stream(s, e));
+        b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, cmh_entry_time(s, e) ? cmh_entry_time(s, e) : -1), b_text(&b, cmh_action_name(e->action));
+        b_int(&b, (int64_t)cmh_entry_addr(s, e)), b_int(&b, (int64_t)cmh_entry_size(s, e)), b_int(&b, (int64_t)cmh_entry_requested(s, e)), b_int(&b, (int64_t)cmh_entry_stream(s, e));
         b_int(&b, e->stack), b_int(&b, cmh_entry_thread(s, e)), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
         if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_int(&b, v.end[i]);
         else b_null(&b), b_null(&b);
         rc = run(x, &b, "events");
         if (rc == CMH_OK && e->action == CMH_ACT_MARK) {
             BIND(Q_MARK);
-            b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, e->time_ns ? e->time_ns : -1), b_text(&b, cmh_str(s, cmh_entry_name(s, e)));
+            b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, cmh_entry_time(s, e) ? cmh_entry_time(s, e) : -1), b_text(&b, cmh_str(s, cmh_entry_name(s, e)));
             b_text(&b, "point");
             rc = run(x, &b, "marks");
         }

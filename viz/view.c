@@ -79,6 +79,7 @@ typedef struct vdev {
     uint64_t *key; /* open addressing: address -> allocation id + 1 (0: empty, UINT32_MAX: deleted) */
     uint32_t *val;
     uint32_t hcap, hused;
+    const cmh_snapshot *s;
     const cmh_entry *e; /* the device's trace */
     int64_t n;
     int64_t pos;   /* the entry being applied (-1 before the first; n at the final reconcile) */
@@ -151,7 +152,7 @@ static void on_block(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
     /* memory_viz's rule: a free_requested right before its free_completed is one free, there */
     const cmh_entry *prev = d->pos > 0 && d->pos - 1 < d->n ? &d->e[d->pos - 1] : NULL;
     const cmh_entry *cur = d->pos >= 0 && d->pos < d->n ? &d->e[d->pos] : NULL;
-    if (prev && cur && cur->action == CMH_ACT_FREE_COMPLETED && prev->action == CMH_ACT_FREE_REQUESTED && prev->addr == addr &&
+    if (prev && cur && cur->action == CMH_ACT_FREE_COMPLETED && prev->action == CMH_ACT_FREE_REQUESTED && cmh_entry_addr(d->s, prev) == addr &&
         v->start < d->pos - 1)
         v->end = d->pos - 1;
     d->active -= v->size;
@@ -229,6 +230,7 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
     const cmh_trace *tr = cmh_snapshot_trace(s, dev);
     vdev d = {0};
     d.pos = -1;
+    d.s = s;
     d.e = tr && tr->nentries ? &s->entries[tr->first_entry] : NULL;
     int64_t n = d.n = h ? h->n : cmh_replay_length(r);
     uint64_t *act = malloc(((size_t)n + 1) * sizeof *act);
@@ -433,8 +435,8 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             cmh_jw_kint(w, "i", i);
             cmh_jw_kstr(w, "kind", e->action == CMH_ACT_OOM ? "oom" : "mark");
             if (e->action == CMH_ACT_OOM) {
-                cmh_jw_kuint(w, "size", e->size);
-                cmh_jw_kuint(w, "free", e->addr);
+                cmh_jw_kuint(w, "size", cmh_entry_size(s, e));
+                cmh_jw_kuint(w, "free", cmh_entry_addr(s, e));
             } else cmh_jw_kstr(w, "label", cmh_str(s, cmh_entry_name(s, e)));
             cmh_jw_end(w);
         }
@@ -445,7 +447,7 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             uint32_t lo = 0, hi = t->nentries;
             while (lo < hi) {
                 uint32_t mid = (lo + hi) / 2;
-                if (s->entries[t->first_entry + mid].time_ns < a->time_ns) lo = mid + 1;
+                if (cmh_entry_time(s, &s->entries[t->first_entry + mid]) < a->time_ns) lo = mid + 1;
                 else hi = mid;
             }
             if (lo >= t->nentries) continue;
@@ -481,7 +483,7 @@ static void times_stream(const cmh_snapshot *s, int dev, int64_t t0, vbuf *out)
     int64_t prev = 0;
     vb_put(out, t ? t->nentries : 0);
     for (uint32_t i = 0; t && i < t->nentries; i++) {
-        int64_t ns = s->entries[t->first_entry + i].time_ns, us = ns && t0 ? (ns - t0) / 1000 : prev;
+        int64_t ns = cmh_entry_time(s, &s->entries[t->first_entry + i]), us = ns && t0 ? (ns - t0) / 1000 : prev;
         vb_put(out, zz(us - prev));
         prev = us;
     }

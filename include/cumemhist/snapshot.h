@@ -143,26 +143,45 @@ typedef struct cmh_entry_full {
 
 /* The fields of an entry that most entries leave at their defaults, kept once per distinct set
  * (s->xsets; set 0 is all defaults): requested = size - slack (mod 2^64), stream, name,
- * compile_context, user_metadata and thread as in cmh_entry_full.  A trace repeats few sets (a
- * thread, a stream, a compile context), so an entry holds its set's number, not the set. */
+ * compile_context, user_metadata and thread as in cmh_entry_full, and, for an entry whose time's
+ * upper half is not in s->thighs (th == CMH_TH_FAR), that upper half.  A trace repeats few sets
+ * (a thread, a stream, a compile context), so an entry holds its set's number, not the set. */
 typedef struct cmh_entry_xset {
     uint64_t slack;
     uint64_t stream;
     uint32_t thread, name, compile_context, user_metadata;
+    uint32_t thigh; /* the upper 32 bits of the time of an entry with th == CMH_TH_FAR, else 0 */
+    uint32_t pad;   /* 0: the set's bytes are hashed and compared */
 } cmh_entry_xset;
 
-/* An entry as the model keeps it: 32 bytes, half of cmh_entry_full, since a trace is most of a
- * snapshot's memory.  The other fields are read through cmh_entry_requested/_stream/_thread/
- * _name/_compile_context/_user_metadata (or cmh_entry_get), and written only through
- * cmh_snapshot_add_entry / cmh_entry_set. */
-#define CMH_XS_FAR 255 /* the set's number is in s->xmap, by the entry's index */
+/* An address and a size an entry names, kept once per distinct pair (s->pairs): an alloc and
+ * its free, a block and its reuse at the same place name the same pair. */
+typedef struct cmh_entry_pair {
+    uint64_t addr, size;
+} cmh_entry_pair;
+
+/* An entry as the model keeps it: 16 bytes, a quarter of cmh_entry_full, since a trace is most
+ * of a snapshot's memory (a .cmh spends ~17 bytes an entry; the model must not hold much more).
+ *  - time: its lower 32 bits here (tlo); its upper 32 bits s->thighs[th], each distinct upper
+ *    half kept once (4.3 s of nanoseconds each: a trace of hours has a few thousand); past
+ *    CMH_TH_FAR of them, th == CMH_TH_FAR and the upper half is in the entry's set.
+ *  - address and size: s->pairs[pair].
+ *  - stack, action, flags (CMH_EF_*, 4 bits), kind, and xs, the set of rarer fields.
+ * Read through cmh_entry_time/_addr/_size and cmh_entry_requested/_stream/_thread/_name/
+ * _compile_context/_user_metadata (or cmh_entry_get), written only through
+ * cmh_snapshot_add_entry / cmh_entry_set / cmh_entry_pack.  Every table an entry names only
+ * grows, so a copy of an entry of s reads against s as the entry does (but for an xs of
+ * CMH_XS_FAR: cmh_entry_unpack). */
+#define CMH_XS_FAR 255  /* the set's number is in s->xmap, by the entry's index */
+#define CMH_TH_FAR 8191 /* the time's upper half is in the entry's set */
 typedef struct cmh_entry {
-    int64_t time_ns; /* ns since the Unix epoch; 0 = unknown */
-    uint64_t addr;   /* for oom: device free bytes; for mark: 0 */
-    uint64_t size;   /* bytes (rounded for blocks); for oom: the request */
+    uint32_t tlo;   /* the time's lower 32 bits (ns since the Unix epoch; 0 = unknown) */
+    uint32_t pair;  /* s->pairs[pair]: the address (for oom: device free bytes; for mark: 0) and
+                     * size (bytes, rounded for blocks; for oom: the request) */
     uint32_t stack;
-    uint8_t action, flags, kind;
-    uint8_t xs; /* its set of rarer fields: 0 none, 1..254 s->xsets[xs], CMH_XS_FAR: looked up in s->xmap */
+    uint32_t action : 4, flags : 4, kind : 3;
+    uint32_t xs : 8; /* its set of rarer fields: 0 none, 1..254 s->xsets[xs], CMH_XS_FAR: looked up in s->xmap */
+    uint32_t th : 13; /* the time's upper half: s->thighs[th], or the set's (CMH_TH_FAR) */
 } cmh_entry;
 
 /* An entry whose set's number does not fit in xs: its index in s->entries and the number. */
@@ -280,6 +299,13 @@ typedef struct cmh_snapshot {
     uint32_t nblocks, cap_blocks;
     cmh_entry *entries;
     uint32_t nentries, cap_entries;
+    cmh_entry_pair *pairs; /* the (address, size) pairs entries name */
+    uint32_t npairs, cap_pairs;
+    cmh_oatab pair_index;  /* interning: (address, size) hash -> pair number */
+    uint32_t pair_last;    /* the pair interned last */
+    uint32_t *thighs;      /* the upper halves of entries' times */
+    uint32_t nthighs, cap_thighs;
+    uint32_t thigh_last;   /* the upper half interned last */
     cmh_entry_xset *xsets; /* [0] all defaults (or NULL while no entry has another set) */
     uint32_t nxsets, cap_xsets;
     cmh_oatab xset_index;  /* interning: content hash -> set number */
@@ -367,7 +393,14 @@ static inline const cmh_entry_xset *cmh_entry_x(const cmh_snapshot *s, const cmh
     if (__builtin_expect(!e->xs, 1)) return &cmh_xset_none;
     return e->xs < CMH_XS_FAR ? &s->xsets[e->xs] : cmh_entry_xfar(s, e);
 }
-static inline uint64_t cmh_entry_requested(const cmh_snapshot *s, const cmh_entry *e) { return e->size - cmh_entry_x(s, e)->slack; }
+static inline uint64_t cmh_entry_addr(const cmh_snapshot *s, const cmh_entry *e) { return s->pairs[e->pair].addr; }
+static inline uint64_t cmh_entry_size(const cmh_snapshot *s, const cmh_entry *e) { return s->pairs[e->pair].size; }
+static inline int64_t cmh_entry_time(const cmh_snapshot *s, const cmh_entry *e)
+{
+    uint32_t hi = __builtin_expect(e->th != CMH_TH_FAR, 1) ? s->thighs[e->th] : cmh_entry_x(s, e)->thigh;
+    return (int64_t)(((uint64_t)hi << 32) | e->tlo);
+}
+static inline uint64_t cmh_entry_requested(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_size(s, e) - cmh_entry_x(s, e)->slack; }
 static inline uint64_t cmh_entry_stream(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->stream; }
 static inline uint32_t cmh_entry_thread(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->thread; }
 static inline uint32_t cmh_entry_name(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->name; }
