@@ -658,10 +658,11 @@ static void test_flight_compact(void)
     unsigned long freed_bytes = 0;
     for (uint32_t i = 0; same && i < s2.nentries; i++) {
         const cmh_entry *x = &s2.entries[i], *y = &s4.entries[i];
-        same = x->time_ns == y->time_ns && x->addr == y->addr && x->size == y->size && cmh_entry_requested(&s2, x) == cmh_entry_requested(&s4, y) &&
+        same = cmh_entry_time(&s2, x) == cmh_entry_time(&s4, y) && cmh_entry_addr(&s2, x) == cmh_entry_addr(&s4, y) &&
+               cmh_entry_size(&s2, x) == cmh_entry_size(&s4, y) && cmh_entry_requested(&s2, x) == cmh_entry_requested(&s4, y) &&
                cmh_entry_stream(&s2, x) == cmh_entry_stream(&s4, y) && cmh_entry_thread(&s2, x) == cmh_entry_thread(&s4, y) &&
                x->action == y->action && x->kind == y->kind && x->flags == y->flags;
-        if (y->action == CMH_ACT_SEGMENT_FREE) freed_bytes += y->size;
+        if (y->action == CMH_ACT_SEGMENT_FREE) freed_bytes += cmh_entry_size(&s4, y);
     }
     CU_ASSERT(same);
     CU_ASSERT(freed_bytes > 0); /* the frees' sizes came from their segments */

@@ -188,8 +188,9 @@ static uint64_t check_handover(const cmh_snapshot *s, int dev, int tail, uint64_
     for (uint32_t i = 0; i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE) continue;
-        uint32_t h = (uint32_t)((e->addr * 0x9E3779B97F4A7C15ull) >> (64 - BITS));
-        while (tab[h].state && tab[h].addr != e->addr) h = (h + 1) & (N - 1);
+        uint64_t addr = cmh_entry_addr(s, e);
+        uint32_t h = (uint32_t)((addr * 0x9E3779B97F4A7C15ull) >> (64 - BITS));
+        while (tab[h].state && tab[h].addr != addr) h = (h + 1) & (N - 1);
         struct at *a = &tab[h];
         if (!a->state && ++used > N / 2) break; /* more addresses than the table holds: stop checking */
         uint32_t th = cmh_entry_thread(s, e);
@@ -201,7 +202,7 @@ static uint64_t check_handover(const cmh_snapshot *s, int dev, int tail, uint64_
             if (a->state == 2 || (!a->state && !tail)) bad++;
             a->state = 2;
         }
-        a->addr = e->addr;
+        a->addr = addr;
         a->thread = th;
     }
     free(tab);
