@@ -14,6 +14,7 @@
 
 #include "cumemhist/reports.h"
 #include "grow.h"
+#include "memo.h"
 #include "oatab.h"
 
 typedef struct key_slot {
@@ -103,14 +104,16 @@ static int cmp_change(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
-/* The four replays a diff needs (peak and leaks of each side) share nothing: they run on the
- * cores there are, as the report's do. */
+/* The four replays a diff needs (the peak of each side, and each side's still-live blocks at the
+ * end by site) share nothing: they run on the cores there are, as the report's do.  The end's
+ * sites are those `leaks` lists, without its steps and verdicts, which a diff does not show. */
 typedef struct diff_tasks {
     const cmh_snapshot *snap[2];
     const cmh_sites *sites[2];
     int dev[2];
     cmh_peak_report *peak; /* [2] */
-    cmh_leak_report lk[2];
+    cmh_site *end[2]; /* still live at the end, by site */
+    uint32_t nend[2];
     int rc[4];
     int next;
 } diff_tasks;
@@ -120,8 +123,19 @@ static void *diff_worker(void *arg)
     diff_tasks *t = arg;
     for (int k; (k = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) < 4;) {
         int f = k & 1;
-        t->rc[k] = k < 2 ? cmh_peak_compute(t->snap[f], t->dev[f], t->sites[f], &t->peak[f])
-                         : cmh_leaks_compute(t->snap[f], t->dev[f], t->sites[f], 0, &t->lk[f]);
+        if (k < 2) {
+            t->rc[k] = cmh_peak_compute(t->snap[f], t->dev[f], t->sites[f], &t->peak[f]);
+            continue;
+        }
+        cmh_replay *r = cmh_replay_new(t->snap[f], t->dev[f]);
+        if (!r) {
+            t->rc[k] = CMH_ENOMEM;
+            continue;
+        }
+        while (cmh_replay_step(r)) {} /* to the end, the reconciliation with the final segments included */
+        t->rc[k] = cmh_replay_status(r);
+        if (t->rc[k] == CMH_OK) t->rc[k] = cmh_live_sites(r, t->sites[f], &t->end[f], &t->nend[f]);
+        cmh_replay_free(r);
     }
     return NULL;
 }
@@ -152,12 +166,11 @@ int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_sites
     memset(&c, 0, sizeof c);
     cmh_oa_init(&c.index, sizeof(key_slot));
     for (int f = 0; f < 2 && rc == CMH_OK; f++) {
-        const cmh_leak_report *lk = &t.lk[f];
         for (uint32_t i = 0; i < snap[f]->nsegments; i++) out->segments[f] += snap[f]->segments[i].device == t.dev[f];
-        for (uint32_t i = 0; i < lk->nsites && rc == CMH_OK; i++) {
-            cmh_diff_site *k = find(&c, snap[f], sites[f], &lk->sites[i]);
+        for (uint32_t i = 0; i < t.nend[f] && rc == CMH_OK; i++) {
+            cmh_diff_site *k = find(&c, snap[f], sites[f], &t.end[f][i]);
             if (!k) rc = CMH_ENOMEM;
-            else *(f ? &k->after_end : &k->before_end) += (int64_t)lk->sites[i].bytes;
+            else *(f ? &k->after_end : &k->before_end) += (int64_t)t.end[f][i].bytes;
         }
         for (uint32_t i = 0; i < out->peak[f].nsites && rc == CMH_OK; i++) {
             cmh_diff_site *k = find(&c, snap[f], sites[f], &out->peak[f].sites[i]);
@@ -165,8 +178,7 @@ int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_sites
             else *(f ? &k->after_peak : &k->before_peak) += (int64_t)out->peak[f].sites[i].bytes;
         }
     }
-    for (int f = 0; f < 2; f++)
-        if (t.rc[2 + f] == CMH_OK) cmh_leak_report_free(&t.lk[f]);
+    for (int f = 0; f < 2; f++) free(t.end[f]);
     cmh_oa_free(&c.index);
     out->sites = c.v;
     out->nsites = c.n;
