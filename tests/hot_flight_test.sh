@@ -43,8 +43,9 @@ py - b.cmh.flight 2>/dev/null <<'EOF2' && bad "the flight record should be gone 
 import sys; open(sys.argv[1])
 EOF2
 
-# 3. a bounded ring of 1,000 over 1,000,000 pairs: past 64 MiB (72 MB: 1 M allocation records of
-# 40 bytes and 1 M free records of 32), so at least one checkpoint (the helper thread writes it on
+# 3. a bounded ring of 1,000 over 1,000,000 pairs: past a generation's floor (16 first extents: 16
+# MiB here, 64 MiB at the default 4 MiB; 72 MB: 1 M allocation records of 40 bytes and 1 M free
+# records of 32), so at least one checkpoint (the helper thread writes it on
 # its own schedule: the program waits for it before its death)
 CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
 ls c.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded: the record went through a checkpoint" || bad "bounded: no checkpoint was written"
@@ -55,7 +56,8 @@ set -- $(shape c.cmh 1000000)
 
 # 4. a generation holds 4 rings' worth of the records most entries take (40 bytes an allocation,
 # 32 a free: 36 counted), not 7 (the limit once counted 88-byte records): a ring of 400,000
-# checkpoints past max(4 x 400,000 x 36 B, 64 MiB) = 67.1 MB, so 1,000,000 pairs (2 M records,
+# checkpoints past max(4 x 400,000 x 36 B, 16 MiB) = 57.6 MB (67.1 MB, 64 MiB, at the default first
+# extent), so 1,000,000 pairs (2 M records,
 # 72 MB) go through one (with 88 bytes counted: not before 140.8 MB)
 CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=400000 CUMEMHIST_OUTPUT=$T/d.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
 ls d.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded, 400000: a checkpoint within 72 MB of records" || bad "bounded, 400000: no checkpoint within 72 MB of records"
