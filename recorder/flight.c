@@ -203,7 +203,8 @@ static int free_slot(void)
 {
     uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++)
-        if (__atomic_load_n(&g_h->area[i].dropped, __ATOMIC_ACQUIRE) && !g_map[i] && !__atomic_load_n(&g_h->area[i].writers, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&g_h->area[i].dropped, __ATOMIC_ACQUIRE) && !__atomic_load_n(&g_map[i], __ATOMIC_RELAXED) &&
+            !__atomic_load_n(&g_h->area[i].writers, __ATOMIC_ACQUIRE))
             return (int)i;
     return n < CMH_FLIGHT_EXTENTS ? (int)n : -1;
 }
@@ -228,7 +229,7 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     __atomic_store_n(&h->area_serial[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&a->size, 0, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    g_map[i] = m;
+    __atomic_store_n(&g_map[i], m, __ATOMIC_RELAXED);
     __atomic_store_n(&g_rel[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_pop[i], 0, __ATOMIC_RELAXED); /* a fresh extent (after fork, the index may have been the parent's) */
     populate(i, 0, size < POP_WINDOW ? size : POP_WINDOW);
@@ -861,21 +862,26 @@ void cmh_flight_tick(void)
 
 static void drop_generations_before(uint64_t gen)
 {
-    for (uint32_t i = 0; i < g_h->nareas; i++) {
+    uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) {
         cmh_flight_area *a = &g_h->area[i];
-        if (__atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) >= gen || a->dropped || !g_map[i]) continue;
+        pthread_mutex_lock(&g_window); /* a slot is made (make_extent) under it: seen whole */
+        int old = __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) < gen && !__atomic_load_n(&a->dropped, __ATOMIC_ACQUIRE) && g_map[i];
+        pthread_mutex_unlock(&g_window);
+        if (!old) continue;
         struct timespec pause = {0, 100000};
         while (__atomic_load_n(&a->writers, __ATOMIC_ACQUIRE)) nanosleep(&pause, NULL);
+        uint64_t off = a->offset, size = a->size; /* once dropped, the slot may take another extent at once */
         pthread_mutex_lock(&g_window);
-        a->dropped = 1;
-        munmap(g_map[i], a->size);
-        g_map[i] = NULL;
+        munmap(g_map[i], size);
+        __atomic_store_n(&g_map[i], NULL, __ATOMIC_RELAXED);
+        __atomic_store_n(&a->dropped, 1, __ATOMIC_RELEASE); /* (free_slot: unmapped before) */
         pthread_mutex_unlock(&g_window);
         /* the disk space back; the space taken again by a later extent only where it is a hole
          * (reads as zeros: nothing of this extent's is read there as that one's) */
-        if (fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a->offset, (off_t)a->size) == 0) {
+        if (fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)size) == 0) {
             pthread_mutex_lock(&g_grow);
-            hole_add(a->offset, a->size);
+            hole_add(off, size);
             pthread_mutex_unlock(&g_grow);
         }
     }
