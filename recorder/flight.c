@@ -227,18 +227,17 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     pthread_mutex_lock(&g_window); /* release_written sees the slot whole */
     cmh_flight_area *a = &h->area[i];
     __atomic_store_n(&h->area_serial[i], 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&a->size, 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&a->size, 0, __ATOMIC_RELEASE); /* (each field's store below is a release: after these) */
     __atomic_store_n(&g_map[i], m, __ATOMIC_RELAXED);
     __atomic_store_n(&g_rel[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_pop[i], 0, __ATOMIC_RELAXED); /* a fresh extent (after fork, the index may have been the parent's) */
     populate(i, 0, size < POP_WINDOW ? size : POP_WINDOW);
-    __atomic_store_n(&a->offset, off, __ATOMIC_RELAXED);
-    __atomic_store_n(&a->cursor, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&a->gen, __atomic_load_n(&h->gen, __ATOMIC_ACQUIRE), __ATOMIC_RELAXED);
-    __atomic_store_n(&a->writers, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&a->sealed, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&a->dropped, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&a->offset, off, __ATOMIC_RELEASE);
+    __atomic_store_n(&a->cursor, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&a->gen, __atomic_load_n(&h->gen, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+    __atomic_store_n(&a->writers, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&a->sealed, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&a->dropped, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&h->area_serial[i], ++g_serial, __ATOMIC_RELEASE);
     __atomic_store_n(&a->size, size, __ATOMIC_RELEASE);
     if (i >= __atomic_load_n(&h->nareas, __ATOMIC_RELAXED)) __atomic_store_n(&h->nareas, i + 1, __ATOMIC_RELEASE);
