@@ -57,6 +57,8 @@ static void clear_state(cmh_live *l)
         memset(&l->tr[k], 0, sizeof l->tr[k]);
     }
     memset(l->pos, 0, sizeof l->pos);
+    memset(l->sser, 0, sizeof l->sser);
+    memset(l->sgen, 0, sizeof l->sgen);
     memset(l->stall_ns, 0, sizeof l->stall_ns);
     memset(l->cut, 0, sizeof l->cut);
     l->gen_from = 0;
@@ -189,6 +191,23 @@ static void take_identity(cmh_live *l)
     i->start_ticks = h->proc_start_ticks;
 }
 
+/* Between a slot's fields (and records) read and its serial read again (flight_format.h's
+ * sequence lock); ThreadSanitizer knows no fences (x86 keeps loads in order anyway) */
+#ifdef __SANITIZE_THREAD__
+#define SERIAL_FENCE() ((void)0)
+#else
+#define SERIAL_FENCE() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#endif
+
+/* Start again from the checkpoint: what this reader read is not all there any more. */
+int cmh_live_reset(cmh_live *l)
+{
+    uint64_t resets = l->info.resets + 1, torn = l->info.torn, damaged = l->info.damaged, bytes = l->info.bytes;
+    clear_state(l);
+    l->info.resets = resets, l->info.torn = torn, l->info.damaged = damaged, l->info.bytes = bytes;
+    return load_base(l);
+}
+
 int cmh_live_refresh(cmh_live *l, char *err, size_t errlen)
 {
     int rc = remap(l, err, errlen);
@@ -199,23 +218,61 @@ int cmh_live_refresh(cmh_live *l, char *err, size_t errlen)
     l->alive = cmh_registry_alive(h->pid, h->proc_start_ticks, l->info.boot_id) &&
                __atomic_load_n(&h->state, __ATOMIC_ACQUIRE) == CMH_FLIGHT_RUNNING;
     uint32_t n = __atomic_load_n(&h->nareas, __ATOMIC_ACQUIRE);
-    /* an extent given back before it was read to its end: what it held is in a checkpoint now */
+    int v5 = l->version >= 5;
+    /* an extent given back before it was read to its end: what it held is in a checkpoint now;
+     * so too (version 5) one whose slot took another extent before this reader saw it dropped
+     * (whether it was read to its end is not known) */
     for (uint32_t a = 0; a < n; a++) {
         const cmh_flight_area *ar = &h->area[a];
-        if (ar->gen < l->gen_from || !__atomic_load_n(&ar->dropped, __ATOMIC_ACQUIRE)) continue;
-        uint64_t c = ar->cursor < ar->size ? ar->cursor : ar->size;
-        if (ar->sealed && ar->sealed < c) c = ar->sealed;
-        if (l->pos[a] + CMH_FLIGHT_HEAD_V1 > c) continue; /* read to its end before it went */
-        uint64_t resets = l->info.resets + 1, torn = l->info.torn, damaged = l->info.damaged, bytes = l->info.bytes;
-        clear_state(l);
-        l->info.resets = resets, l->info.torn = torn, l->info.damaged = damaged, l->info.bytes = bytes;
-        if ((rc = load_base(l)) != CMH_OK) return rc;
+        uint64_t ser = v5 ? __atomic_load_n(&h->area_serial[a], __ATOMIC_ACQUIRE) : 0;
+        int dropped = __atomic_load_n(&ar->dropped, __ATOMIC_ACQUIRE), lost = 0;
+        if (v5 && l->sser[a] && ser != l->sser[a]) { /* another extent there now (or changing) */
+            lost = l->sgen[a] && l->sgen[a] >= l->gen_from; /* sgen 0: read to its end, dropped */
+            l->sser[a] = 0, l->pos[a] = 0;
+        }
+        if (!lost && dropped && (!v5 || (ser && l->sser[a] != ser) || l->sgen[a]) && __atomic_load_n(&ar->gen, __ATOMIC_RELAXED) >= l->gen_from) {
+            uint64_t sz = __atomic_load_n(&ar->size, __ATOMIC_RELAXED), c = __atomic_load_n(&ar->cursor, __ATOMIC_RELAXED);
+            uint64_t sealed = __atomic_load_n(&ar->sealed, __ATOMIC_RELAXED);
+            if (c > sz) c = sz;
+            if (sealed && sealed < c) c = sealed;
+            uint64_t p = !v5 || l->sser[a] == ser ? l->pos[a] : 0; /* (version 5: an extent never read, from 0) */
+            lost = p + CMH_FLIGHT_HEAD_V1 <= c;
+            if (v5) { /* read to its end before it went (or nothing in it): done with */
+                SERIAL_FENCE();
+                if (!lost && __atomic_load_n(&h->area_serial[a], __ATOMIC_RELAXED) == ser) l->sser[a] = ser, l->sgen[a] = 0;
+            }
+        }
+        if (!lost) continue;
+        if ((rc = cmh_live_reset(l)) != CMH_OK) return rc;
         break;
     }
-    for (uint32_t a = 0; a < n; a++) {
+    uint32_t order[CMH_FLIGHT_EXTENTS];
+    cmh_flight_order(h, n, order);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t a = order[k];
         const cmh_flight_area *ar = &h->area[a];
-        if (__atomic_load_n(&ar->dropped, __ATOMIC_ACQUIRE) || ar->gen < l->gen_from || !__atomic_load_n(&ar->size, __ATOMIC_ACQUIRE)) continue;
-        if ((rc = cmh_live_walk(l, a, err, errlen)) != CMH_OK) break;
+        uint64_t ser = v5 ? __atomic_load_n(&h->area_serial[a], __ATOMIC_ACQUIRE) : 0;
+        if (v5 && !ser) continue; /* changing: read next time */
+        if (__atomic_load_n(&ar->dropped, __ATOMIC_ACQUIRE) || __atomic_load_n(&ar->gen, __ATOMIC_ACQUIRE) < l->gen_from ||
+            !__atomic_load_n(&ar->size, __ATOMIC_ACQUIRE))
+            continue;
+        if (v5) {
+            SERIAL_FENCE();
+            if (__atomic_load_n(&h->area_serial[a], __ATOMIC_RELAXED) != ser) continue; /* changed meanwhile */
+            if (l->sser[a] != ser) { /* a new extent in this slot: from its start */
+                l->sser[a] = ser, l->sgen[a] = __atomic_load_n(&ar->gen, __ATOMIC_RELAXED);
+                l->pos[a] = 0, l->stall_ns[a] = 0;
+            }
+        }
+        rc = cmh_live_walk(l, a, err, errlen);
+        if (v5) { /* the slot took another extent while its records were read: what was read may be that one's */
+            SERIAL_FENCE();
+            if (__atomic_load_n(&h->area_serial[a], __ATOMIC_RELAXED) != ser) {
+                if ((rc = cmh_live_reset(l)) != CMH_OK) return rc;
+                break;
+            }
+        }
+        if (rc != CMH_OK) break;
     }
     l->info.bytes += l->info.last_bytes;
     l->info.state = (int)h->state;

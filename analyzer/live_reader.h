@@ -76,6 +76,9 @@ struct cmh_live {
     uint64_t trace_cap_asked;
     /* where each extent was read up to; an uncommitted record waited for since stall_ns */
     uint64_t pos[CMH_FLIGHT_EXTENTS];
+    /* (version 5) the extent pos[] refers to: its serial (0: none yet) and generation; a slot
+     * whose serial changed holds another extent, read from its start */
+    uint64_t sser[CMH_FLIGHT_EXTENTS], sgen[CMH_FLIGHT_EXTENTS];
     int64_t stall_ns[CMH_FLIGHT_EXTENTS];
     uint64_t gen_from; /* extents of older generations are in the checkpoint */
     uint64_t cut[CMH_FLIGHT_SLOTS];
@@ -113,6 +116,7 @@ int cmh_live_fail(cmh_live *l, char *err, size_t errlen, const char *what, uint6
 
 /* Read extent a on from where it stopped (live_records.c). */
 int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen);
+int cmh_live_reset(cmh_live *l);
 
 /* The window's next slot (the oldest one leaving it when it is full), for the caller to fill;
  * NULL: out of memory.  The entry is written in place, not built aside and copied in. */

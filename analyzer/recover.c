@@ -539,7 +539,10 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         }
     }
     /* the extents in the order they were made: those of the checkpoint's generation on */
-    for (uint32_t a = 0; a < h->nareas; a++) {
+    uint32_t order[CMH_FLIGHT_EXTENTS];
+    cmh_flight_order(h, h->nareas, order);
+    for (uint32_t k = 0; k < h->nareas; k++) {
+        uint32_t a = order[k];
         const cmh_flight_area *ar = &h->area[a];
         if (ar->dropped || (have_base && ar->gen < base_gen)) continue; /* all in the checkpoint */
         if ((rc = walk(&r, a, on_record, &c)) != CMH_OK) goto out;

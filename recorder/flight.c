@@ -152,26 +152,96 @@ static void populate_piece(uint32_t a, uint64_t end, uint64_t size)
     while (cur < to && !__atomic_compare_exchange_n(&g_pop[a], &cur, to, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
 }
 
-/* Add extent i to the file and map it; 0, or -1 (then appends are counted as lost). */
+/* The file's space: extents are placed in space a dropped extent left (given back to the file
+ * system by a hole, so it reads as zeros: a record reserved and never written there reads as
+ * nothing, never as an old record), best fit, else at the end of the file.  So a bounded ring's
+ * record, whose generations come and go, stays the size of a few generations however long it
+ * runs.  Under g_grow. */
+#define MAX_HOLES (2 * CMH_FLIGHT_EXTENTS)
+static struct { uint64_t off, size; } g_hole[MAX_HOLES];
+static uint32_t g_nholes;
+static uint64_t g_file_end = CMH_FLIGHT_HEADER;
+static uint64_t g_serial; /* the last extent's area_serial */
+static int g_ahead = -1;  /* the slot of the extent made ahead of the active one (-1: none) */
+
+static void hole_add(uint64_t off, uint64_t size)
+{
+    for (uint32_t k = 0; k < g_nholes; k++) { /* joined to a neighbour (and that to the next) */
+        if (g_hole[k].off + g_hole[k].size == off) off = g_hole[k].off, size += g_hole[k].size;
+        else if (off + size == g_hole[k].off) size += g_hole[k].size;
+        else continue;
+        g_hole[k] = g_hole[--g_nholes];
+        k = (uint32_t)-1;
+    }
+    if (off + size == g_file_end) { /* at the end: the end moves back instead */
+        g_file_end = off;
+        return;
+    }
+    if (g_nholes < MAX_HOLES) g_hole[g_nholes].off = off, g_hole[g_nholes++].size = size;
+}
+
+static uint64_t place(uint64_t size)
+{
+    int best = -1;
+    for (uint32_t k = 0; k < g_nholes; k++)
+        if (g_hole[k].size >= size && (best < 0 || g_hole[k].size < g_hole[best].size)) best = (int)k;
+    if (best < 0) {
+        uint64_t off = g_file_end;
+        g_file_end += size;
+        return off;
+    }
+    uint64_t off = g_hole[best].off;
+    g_hole[best].off += size;
+    g_hole[best].size -= size;
+    if (!g_hole[best].size) g_hole[best] = g_hole[--g_nholes];
+    return off;
+}
+
+/* A slot for the next extent: one never used, or one whose extent was dropped (given back after
+ * a checkpoint, no writers, unmapped); -1 when all 48 hold extents still read.  Under g_grow. */
+static int free_slot(void)
+{
+    uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++)
+        if (__atomic_load_n(&g_h->area[i].dropped, __ATOMIC_ACQUIRE) && !__atomic_load_n(&g_map[i], __ATOMIC_RELAXED) &&
+            !__atomic_load_n(&g_h->area[i].writers, __ATOMIC_ACQUIRE))
+            return (int)i;
+    return n < CMH_FLIGHT_EXTENTS ? (int)n : -1;
+}
+
+/* Add extent i to the file and map it; 0, or -1 (then appends are counted as lost).  A slot
+ * reused is rewritten as under a sequence lock (flight_format.h): its serial 0 and its size 0
+ * first, then its fields, then the new serial and size. */
 static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
 {
-    uint64_t off = i ? h->area[i - 1].offset + h->area[i - 1].size : CMH_FLIGHT_HEADER;
-    if (posix_fallocate(g_fd, (off_t)off, (off_t)size) != 0) return -1;
+    uint64_t off = place(size);
+    if (posix_fallocate(g_fd, (off_t)off, (off_t)size) != 0) {
+        hole_add(off, size);
+        return -1;
+    }
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
-    if (m == MAP_FAILED) return -1;
-    g_map[i] = m;
+    if (m == MAP_FAILED) {
+        hole_add(off, size);
+        return -1;
+    }
+    pthread_mutex_lock(&g_window); /* release_written sees the slot whole */
+    cmh_flight_area *a = &h->area[i];
+    __atomic_store_n(&h->area_serial[i], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&a->size, 0, __ATOMIC_RELEASE); /* (each field's store below is a release: after these) */
+    __atomic_store_n(&g_map[i], m, __ATOMIC_RELAXED);
     __atomic_store_n(&g_rel[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_pop[i], 0, __ATOMIC_RELAXED); /* a fresh extent (after fork, the index may have been the parent's) */
     populate(i, 0, size < POP_WINDOW ? size : POP_WINDOW);
-    cmh_flight_area *a = &h->area[i];
-    a->offset = off;
-    a->cursor = 0;
-    a->gen = h->gen;
-    a->writers = 0;
-    a->dropped = 0;
-    a->sealed = 0;
+    __atomic_store_n(&a->offset, off, __ATOMIC_RELEASE);
+    __atomic_store_n(&a->cursor, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&a->gen, __atomic_load_n(&h->gen, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+    __atomic_store_n(&a->writers, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&a->sealed, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&a->dropped, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->area_serial[i], ++g_serial, __ATOMIC_RELEASE);
     __atomic_store_n(&a->size, size, __ATOMIC_RELEASE);
-    __atomic_store_n(&h->nareas, i + 1, __ATOMIC_RELEASE);
+    if (i >= __atomic_load_n(&h->nareas, __ATOMIC_RELAXED)) __atomic_store_n(&h->nareas, i + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_window);
     return 0;
 }
 
@@ -191,8 +261,8 @@ static void arm_prepare(uint32_t active)
 /* The extent made ahead of the active one a, if any (under g_grow). */
 static int prepared_after(uint32_t a)
 {
-    uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
-    return a + 1 < n && !g_h->area[a + 1].dropped && __atomic_load_n(&g_h->area[a + 1].cursor, __ATOMIC_RELAXED) == 0 ? (int)a + 1 : -1;
+    int p = g_ahead;
+    return p >= 0 && (uint32_t)p != a && !g_h->area[p].dropped && __atomic_load_n(&g_h->area[p].cursor, __ATOMIC_RELAXED) == 0 ? p : -1;
 }
 
 int cmh_flight_prepare_wanted(void) { return __atomic_load_n(&g_prep_asked, __ATOMIC_ACQUIRE); }
@@ -201,14 +271,16 @@ void cmh_flight_prepare(void)
 {
     if (!__atomic_load_n(&g_h, __ATOMIC_ACQUIRE)) return;
     pthread_mutex_lock(&g_grow);
-    uint32_t a = __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE), n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
-    if (a < CMH_FLIGHT_EXTENTS && a + 1 == n && n < CMH_FLIGHT_EXTENTS &&
-        __atomic_load_n(&g_h->area[a].cursor, __ATOMIC_RELAXED) >= g_h->area[a].size / 2) {
+    uint32_t a = __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE);
+    int slot = a < CMH_FLIGHT_EXTENTS && prepared_after(a) < 0 ? free_slot() : -1;
+    if (slot >= 0 && __atomic_load_n(&g_h->area[a].cursor, __ATOMIC_RELAXED) >= g_h->area[a].size / 2) {
         uint64_t size = g_h->area[a].size * 2;
         if (size > (uint64_t)MAX_EXTENT_MB << 20) size = (uint64_t)MAX_EXTENT_MB << 20;
-        if (make_extent(g_h, n, size) != 0) cmh_log("%s: no room for the next %llu MiB of the flight record yet", g_path, (unsigned long long)(size >> 20));
+        if (make_extent(g_h, (uint32_t)slot, size) == 0) g_ahead = slot;
+        else cmh_log("%s: no room for the next %llu MiB of the flight record yet", g_path, (unsigned long long)(size >> 20));
     }
-    if (prepared_after(a) >= 0 || n >= CMH_FLIGHT_EXTENTS) __atomic_store_n(&g_prep_at, UINT64_MAX, __ATOMIC_RELAXED);
+    /* (no slot free: asked again at the next append past the mark, once a checkpoint dropped one) */
+    if (prepared_after(a) >= 0) __atomic_store_n(&g_prep_at, UINT64_MAX, __ATOMIC_RELAXED);
     __atomic_store_n(&g_prep_asked, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_grow);
 }
@@ -226,19 +298,23 @@ static int next_extent(uint32_t full, int new_generation)
             /* empty so far: it may start the new generation (atomic: the helper reads gens unlocked) */
             __atomic_store_n(&g_h->area[ahead].gen, __atomic_load_n(&g_h->gen, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
             __atomic_store_n(&g_h->active, (uint32_t)ahead, __ATOMIC_RELEASE);
+            g_ahead = -1;
             arm_prepare((uint32_t)ahead);
             rc = ahead;
         } else {
-            uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
-            uint64_t size = new_generation ? g_first_size : g_h->area[n - 1].size * 2;
+            int n = free_slot();
+            uint64_t size = new_generation || rc >= CMH_FLIGHT_EXTENTS ? g_first_size : g_h->area[rc].size * 2;
             if (size > (uint64_t)MAX_EXTENT_MB << 20) size = (uint64_t)MAX_EXTENT_MB << 20;
-            if (n < CMH_FLIGHT_EXTENTS && make_extent(g_h, n, size) == 0) {
-                __atomic_store_n(&g_h->active, n, __ATOMIC_RELEASE);
-                arm_prepare(n);
-                rc = (int)n;
+            if (n >= 0 && make_extent(g_h, (uint32_t)n, size) == 0) {
+                __atomic_store_n(&g_h->active, (uint32_t)n, __ATOMIC_RELEASE);
+                arm_prepare((uint32_t)n);
+                rc = n;
             } else {
                 rc = -1;
-                if (!new_generation) __atomic_store_n(&g_h->active, CMH_FLIGHT_EXTENTS, __ATOMIC_RELEASE); /* full for good */
+                /* full for good, unbounded; bounded, a checkpoint drops a generation's extents, and
+                 * their slots take the next (meanwhile the records are counted lost) */
+                if (!new_generation && !__atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED))
+                    __atomic_store_n(&g_h->active, CMH_FLIGHT_EXTENTS, __ATOMIC_RELEASE);
             }
         }
     }
@@ -715,12 +791,12 @@ void cmh_flight_start(void)
 /* Bytes in the current generation past which a bounded ring's history is checkpointed: 4 rings'
  * worth of entry records, counted at 36 bytes, the mean of a compact allocation's (40) and its
  * free's (32), which nearly every entry takes (at the whole record's 88, a generation of short
- * records held 7 rings' worth). */
+ * records held 7 rings' worth); at least 16 first extents (64 MiB; CUMEMHIST_FLIGHT=1, 16). */
 #define ENTRY_RECORD_MEAN ((CMH_FR_COMPACT_HEAD * 2 + sizeof(cmh_fr_entry_short) + CMH_FR_FREE_SHORT_BODY) / 2)
 static uint64_t generation_limit(void)
 {
     uint64_t ring = __atomic_load_n(&g_h->max_entries, __ATOMIC_RELAXED) * ENTRY_RECORD_MEAN * 4;
-    return ring > ((uint64_t)64 << 20) ? ring : (uint64_t)64 << 20;
+    return ring > g_first_size * 16 ? ring : g_first_size * 16;
 }
 
 static uint64_t generation_bytes(void)
@@ -750,7 +826,7 @@ static void release_written(void)
 {
     uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE), act = __atomic_load_n(&g_h->active, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
-        if (!g_map[i] || g_h->area[i].dropped || (act < CMH_FLIGHT_EXTENTS && i > act)) continue; /* made ahead: empty */
+        if (!g_map[i] || g_h->area[i].dropped || (i != act && !__atomic_load_n(&g_h->area[i].cursor, __ATOMIC_RELAXED))) continue; /* made ahead: empty */
         uint64_t size = __atomic_load_n(&g_h->area[i].size, __ATOMIC_ACQUIRE);
         uint64_t c = __atomic_load_n(&g_h->area[i].cursor, __ATOMIC_RELAXED);
         uint64_t upto = i == act ? (c > KEEP_RESIDENT ? c - KEEP_RESIDENT : 0) : size;
@@ -785,17 +861,28 @@ void cmh_flight_tick(void)
 
 static void drop_generations_before(uint64_t gen)
 {
-    for (uint32_t i = 0; i < g_h->nareas; i++) {
+    uint32_t n = __atomic_load_n(&g_h->nareas, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) {
         cmh_flight_area *a = &g_h->area[i];
-        if (__atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) >= gen || a->dropped || !g_map[i]) continue;
+        pthread_mutex_lock(&g_window); /* a slot is made (make_extent) under it: seen whole */
+        int old = __atomic_load_n(&a->gen, __ATOMIC_ACQUIRE) < gen && !__atomic_load_n(&a->dropped, __ATOMIC_ACQUIRE) && g_map[i];
+        pthread_mutex_unlock(&g_window);
+        if (!old) continue;
         struct timespec pause = {0, 100000};
         while (__atomic_load_n(&a->writers, __ATOMIC_ACQUIRE)) nanosleep(&pause, NULL);
+        uint64_t off = a->offset, size = a->size; /* once dropped, the slot may take another extent at once */
         pthread_mutex_lock(&g_window);
-        a->dropped = 1;
-        munmap(g_map[i], a->size);
-        g_map[i] = NULL;
+        munmap(g_map[i], size);
+        __atomic_store_n(&g_map[i], NULL, __ATOMIC_RELAXED);
+        __atomic_store_n(&a->dropped, 1, __ATOMIC_RELEASE); /* (free_slot: unmapped before) */
         pthread_mutex_unlock(&g_window);
-        fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a->offset, (off_t)a->size); /* the disk space back */
+        /* the disk space back; the space taken again by a later extent only where it is a hole
+         * (reads as zeros: nothing of this extent's is read there as that one's) */
+        if (fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)size) == 0) {
+            pthread_mutex_lock(&g_grow);
+            hole_add(off, size);
+            pthread_mutex_unlock(&g_grow);
+        }
     }
 }
 
@@ -867,6 +954,10 @@ void cmh_flight_reset_after_fork(void)
     g_prep_at = UINT64_MAX;
     g_prep_asked = 0;
     memset(g_rel, 0, sizeof g_rel);
+    g_nholes = 0;
+    g_file_end = CMH_FLIGHT_HEADER;
+    g_serial = 0;
+    g_ahead = -1;
     pthread_mutex_init(&g_grow, NULL);
     pthread_mutex_init(&g_tick, NULL);
     pthread_mutex_init(&g_window, NULL);

@@ -30,6 +30,18 @@
  * length clear (and bits 24-30: no record is 16 MiB).  With it, an allocation's entry is 40 bytes
  * (was 48), and a segment's free 32 (CMH_FR_FREE_SHORT: it names the segment by its address and
  * leaves out what the segment's allocation said already).  Readers of version 4 read 1 to 3 too.
+ *
+ * Version 5 reuses the extents' slots: with a bounded ring, a slot whose extent was given back
+ * after a checkpoint (dropped) takes a later extent, so that the record runs for ever in its 48
+ * slots (before, a long run filled them after some 7 to 9 generations and lost every record
+ * after).  An extent may also take the file's space a dropped one left.  So the slots' order is
+ * no longer the order the extents were made: area_serial[i] (1, 2, ... in the order made; 0
+ * while slot i changes) says it, and readers take the extents by generation, then serial.  A
+ * reader that reads a slot while the file is written loads its serial before the slot's fields
+ * and again after them (and after its records): a serial that changed (or 0) means the slot
+ * took another extent meanwhile.  Older readers refuse version 5 (they would read a reused
+ * slot on from where they left the extent before it); version 5 readers read 1 to 4 (their
+ * serials are 0: slots in index order, never reused).
  */
 #ifndef CMH_FLIGHT_FORMAT_H
 #define CMH_FLIGHT_FORMAT_H
@@ -37,7 +49,7 @@
 #include <stdint.h>
 
 #define CMH_FLIGHT_MAGIC "CMHFLT01"
-#define CMH_FLIGHT_VERSION 4 /* 4: compact heads, short frees; 3: entries may be short (CMH_FR_ENTRY_SHORT); 2: heads carry the body's sum; 1 (no sum); all read */
+#define CMH_FLIGHT_VERSION 5 /* 5: slots reused (area_serial); 4: compact heads, short frees; 3: entries may be short (CMH_FR_ENTRY_SHORT); 2: heads carry the body's sum; 1 (no sum); all read */
 #define CMH_FLIGHT_HEADER 12288 /* bytes before the first extent */
 #define CMH_FLIGHT_SLOTS 65    /* device slots: 0..63, then pinned host memory */
 #define CMH_FLIGHT_COMMIT 0x464c5400u /* commit word: this | record type */
@@ -108,6 +120,9 @@ typedef struct cmh_flight_header {
     uint64_t proc_start_ticks;
     char boot_id[40];
     int64_t forked_from;
+    /* version 5: the order each slot's extent was made in (1, 2, ...; 0: changing, or an older
+     * file, whose slots are in order), written around the slot's fields as a sequence lock */
+    uint64_t area_serial[CMH_FLIGHT_EXTENTS];
 } cmh_flight_header;
 
 _Static_assert(sizeof(cmh_flight_header) <= CMH_FLIGHT_HEADER, "the flight header fits its page");
@@ -155,6 +170,28 @@ static inline int cmh_fr_head_read(const void *p, uint32_t version, uint64_t ava
     o->has_sum = version >= 2;
     o->sum = o->has_sum ? rec->sum : 0;
     return CMH_FRH_DONE;
+}
+
+/* The order slots 0..n-1 of h hold their extents in, the order they were made (version 5:
+ * slots are reused): by generation, then serial, then slot (older versions: slot order, which
+ * is the order made; a slot read while it changes sorts anywhere: its reader skips it). */
+static inline void cmh_flight_order(const cmh_flight_header *h, uint32_t n, uint32_t *order)
+{
+    uint64_t gen[CMH_FLIGHT_EXTENTS], ser[CMH_FLIGHT_EXTENTS];
+    if (n > CMH_FLIGHT_EXTENTS) n = CMH_FLIGHT_EXTENTS;
+    for (uint32_t i = 0; i < n; i++) {
+        gen[i] = __atomic_load_n(&h->area[i].gen, __ATOMIC_RELAXED);
+        ser[i] = h->version >= 5 ? __atomic_load_n(&h->area_serial[i], __ATOMIC_RELAXED) : 0;
+    }
+    for (uint32_t i = 0; i < n; i++) { /* insertion: 48 at most */
+        uint32_t j = i;
+        for (; j > 0; j--) {
+            uint32_t p = order[j - 1];
+            if (h->version < 5 || gen[p] < gen[i] || (gen[p] == gen[i] && ser[p] <= ser[i])) break;
+            order[j] = p;
+        }
+        order[j] = i;
+    }
 }
 
 /* The bodies, after the head. */

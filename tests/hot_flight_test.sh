@@ -3,7 +3,8 @@
 # each made ahead of the appends by the helper thread, loses nothing at a SIGKILL: every entry
 # is recovered, in order, under `record` and by `recover` alike; with a bounded ring it goes
 # through checkpoints (a new generation may start in an extent made ahead) and keeps exactly
-# the newest entries, with the drop count exact; and its written pages do not stay resident.
+# the newest entries, with the drop count exact; its written pages do not stay resident; and a
+# bounded ring that runs through many more extents than the header has slots reuses them.
 TEST=hot_flight . "$(dirname "$0")/testlib.sh"
 P=$B/tests/pairs_die
 # "ENTRIES DROPPED ORDERED" of a snapshot's device 0: ORDERED = 1 when the entries are pairs
@@ -42,8 +43,9 @@ py - b.cmh.flight 2>/dev/null <<'EOF2' && bad "the flight record should be gone 
 import sys; open(sys.argv[1])
 EOF2
 
-# 3. a bounded ring of 1,000 over 1,000,000 pairs: past 64 MiB (72 MB: 1 M allocation records of
-# 40 bytes and 1 M free records of 32), so at least one checkpoint (the helper thread writes it on
+# 3. a bounded ring of 1,000 over 1,000,000 pairs: past a generation's floor (16 first extents: 16
+# MiB here, 64 MiB at the default 4 MiB; 72 MB: 1 M allocation records of 40 bytes and 1 M free
+# records of 32), so at least one checkpoint (the helper thread writes it on
 # its own schedule: the program waits for it before its death)
 CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
 ls c.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded: the record went through a checkpoint" || bad "bounded: no checkpoint was written"
@@ -54,7 +56,8 @@ set -- $(shape c.cmh 1000000)
 
 # 4. a generation holds 4 rings' worth of the records most entries take (40 bytes an allocation,
 # 32 a free: 36 counted), not 7 (the limit once counted 88-byte records): a ring of 400,000
-# checkpoints past max(4 x 400,000 x 36 B, 64 MiB) = 67.1 MB, so 1,000,000 pairs (2 M records,
+# checkpoints past max(4 x 400,000 x 36 B, 16 MiB) = 57.6 MB (67.1 MB, 64 MiB, at the default first
+# extent), so 1,000,000 pairs (2 M records,
 # 72 MB) go through one (with 88 bytes counted: not before 140.8 MB)
 CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=400000 CUMEMHIST_OUTPUT=$T/d.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
 ls d.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded, 400000: a checkpoint within 72 MB of records" || bad "bounded, 400000: no checkpoint within 72 MB of records"
@@ -70,4 +73,47 @@ set -- $(shape d.cmh 1000000)
 r=$(CUMEMHIST_FLIGHT=1 CUMEMHIST_OUTPUT=$T/e.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 400000 exit rss 2>/dev/null | sed -n 's/^flight resident KiB: //p')
 [ -n "$r" ] && [ "$r" -le 4096 ] && ok "the flight record's resident pages after 38 MB of records: $r KiB" ||
     bad "the flight record's resident pages after 38 MB of records: ${r:-?} KiB (at most 4096)"
+# 6. a bounded ring that runs through many generations: a ring of 1,000 over 3,000,000 pairs (216
+# MB of records) with 1 MiB first extents, so a generation is 16 MiB in about 5 extents: some 13
+# generations, 60-odd extents, more than the header's 48 slots.  The slots of dropped extents
+# take the later ones (once, they filled after ~9 generations and every record after was lost).
+# Read while it runs by the exporter (one reader, following it from its start across the reused
+# slots), by `snapshot PID` and `top --json`; then killed, and recovered.
+mkdir prom
+"$CMH" exporter --textfile prom --interval 100 >/dev/null 2>exp.err &
+EXP=$!
+CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/f.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 3000000 kill hold >f.out 2>/dev/null &
+PD=$!
+i=0; while [ $i -lt 3000 ] && ! grep -q ready f.out 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+# the header: nareas, lost records, extents made (the highest serial), generation
+set -- $(py - f.cmh.flight <<'EOF2'
+import struct, sys
+b = open(sys.argv[1], 'rb').read(12288)
+lost, = struct.unpack_from('<Q', b, 96)
+nareas, active, gen = struct.unpack_from('<IIQ', b, 2416)
+print(nareas, lost, max(struct.unpack_from('<48Q', b, 10120)), gen)
+EOF2
+)
+[ "${1:-99}" -le 48 ] && [ "${2:-}" = 0 ] && [ "${3:-0}" -gt 48 ] && ok "many generations: ${3:-?} extents made in ${1:-?} slots (generation ${4:-?}), no record lost" ||
+    bad "many generations: nareas ${1:-?}, lost_records ${2:-?}, extents made ${3:-?}, generation ${4:-?} (want <= 48, 0, > 48)"
+"$CMH" snapshot -q $PD -o s.cmh 2>err.txt
+set -- $(shape s.cmh 3000000)
+[ "${1:-}" = 1000 ] && [ "${2:-}" = 5999000 ] && [ "${3:-}" = 1 ] && ok "many generations: snapshot PID has the newest 1000 entries, in order" ||
+    bad "many generations, snapshot PID: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+n=$("$CMH" top --json 2>/dev/null | py -c "
+import json, sys
+print([p['devices'][0]['entries'] for p in json.load(sys.stdin)['processes'] if p['pid'] == $PD])")
+[ "$n" = "[6000000]" ] && ok "many generations: top --json counts its 6000000 entries" || bad "many generations: top --json: $n (want [6000000])"
+sleep 0.5 # the exporter's next refresh after the last pair
+e=$(sed -n 's/^cumemhist_entries_total{pid="'$PD'".*} //p' prom/cumemhist.prom 2>/dev/null)
+d=$(sed -n 's/^cumemhist_allocated_bytes{pid="'$PD'".*} //p' prom/cumemhist.prom 2>/dev/null)
+p=$(sed -n 's/^cumemhist_peak_allocated_bytes{pid="'$PD'".*} //p' prom/cumemhist.prom 2>/dev/null)
+[ "$e" = 6000000 ] && [ "$d" = 0 ] && [ "$p" = 768000000 ] && ok "many generations: the exporter followed it across reused slots (6000000 entries, 0 allocated, peak of the last pair)" ||
+    bad "many generations, exporter: entries ${e:-?}, allocated ${d:-?}, peak ${p:-?} (want 6000000, 0, 768000000); $(cat exp.err)"
+kill -9 $PD 2>/dev/null; wait $PD 2>/dev/null
+kill $EXP 2>/dev/null; wait $EXP 2>/dev/null
+"$CMH" recover f.cmh.flight 2>err.txt
+set -- $(shape f.cmh 3000000)
+[ "${1:-}" = 1000 ] && [ "${2:-}" = 5999000 ] && [ "${3:-}" = 1 ] && ok "many generations, after SIGKILL: recover gives the newest 1000 entries, in order, the last pair's too" ||
+    bad "many generations, recover: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
 finish

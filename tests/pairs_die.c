@@ -2,12 +2,14 @@
  * pairs_die.c - N cuMemAlloc/cuMemFree pairs (pair k of 256 * (k + 1) bytes, so that the order
  * can be checked), then a death by SIGKILL (or "exit"), for tests/hot_flight_test.sh: enough
  * entries to cross many extents of the flight record and, with a bounded ring, its checkpoints.
- *   pairs_die N [kill|exit] [ckpt|rss]
+ *   pairs_die N [kill|exit] [ckpt|rss|hold]
  * With "ckpt", before dying it waits (up to 30 s) for the recorder's helper thread to have
  * written a checkpoint of $CUMEMHIST_OUTPUT's flight record: the helper makes it in the
  * background, on its own schedule, and a loaded machine may not run it before the death.
  * With "rss", it waits 300 ms (the helper's tick comes every 100 ms) and prints the KiB of the
  * flight record's mappings that are resident ("flight resident KiB: N").
+ * With "hold", it prints "ready" and stays alive (up to 60 s) for readers of the running
+ * process, until the test kills it.
  */
 #include <cuda.h>
 #include <signal.h>
@@ -55,6 +57,12 @@ int main(int argc, char **argv)
         if (f) fclose(f);
         printf("flight resident KiB: %ld\n", kb);
         fflush(stdout);
+    }
+    if (argc > 3 && !strcmp(argv[3], "hold")) { /* alive for readers (up to 60 s), until killed */
+        printf("ready\n");
+        fflush(stdout);
+        struct timespec tick = {0, 10000000};
+        for (int i = 0; i < 6000; i++) nanosleep(&tick, NULL);
     }
     if (argc < 3 || strcmp(argv[2], "exit")) raise(SIGKILL);
     return 0;

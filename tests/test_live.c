@@ -45,6 +45,7 @@ static void make_record(void)
     g_h->t0_ticks = 1, g_h->t0_ns = 1000, g_h->t1_ticks = 2, g_h->t1_ns = 2000;
     g_h->gen = 1;
     g_h->area[0] = (cmh_flight_area){CMH_FLIGHT_HEADER, EXT, 0, 1, 0, 0, 0};
+    g_h->area_serial[0] = 1; /* version 5: the order made */
     g_h->nareas = 1;
     g_seq = 0;
 }
@@ -131,6 +132,7 @@ static void test_incremental(void)
 
     /* a second extent: the writer moves on; the reader follows */
     g_h->area[1] = (cmh_flight_area){CMH_FLIGHT_HEADER + EXT, EXT, 0, 1, 0, 0, 0};
+    g_h->area_serial[1] = 2;
     __atomic_store_n(&g_h->nareas, 2, __ATOMIC_RELEASE);
     g_h->active = 1;
     entry(1, CMH_ACT_SEGMENT_FREE, 0x20000, 1 << 20, 1);
@@ -188,6 +190,7 @@ static void test_batches_window_growth(void)
     CU_ASSERT_FATAL(g_map != MAP_FAILED);
     g_h = (cmh_flight_header *)g_map;
     g_h->area[1] = (cmh_flight_area){big - EXT, EXT, 0, 1, 0, 0, 0};
+    g_h->area_serial[1] = 2;
     __atomic_store_n(&g_h->nareas, 2, __ATOMIC_RELEASE);
     g_h->active = 1;
     entry(1, CMH_ACT_SEGMENT_FREE, 0x100000 * 10, 4096 * 10, 1);
@@ -248,6 +251,65 @@ static void test_overtaken(void)
     g_ticks = 2;
 }
 
+/* Version 5: slot 0's extent dropped and the slot (and its space) taken by a later extent, as
+ * the recorder does once a checkpoint gave a generation back.  A reader that saw the drop after
+ * reading the extent to its end reads the new one from its start; one that did not see it
+ * (the extent was dropped and the slot reused between two refreshes) starts again; a reader
+ * takes the extents in the order made (serial), not the slots'. */
+static void reuse_slot0(uint64_t serial)
+{
+    __atomic_store_n(&g_h->area_serial[0], 0, __ATOMIC_RELEASE);
+    memset(g_map + CMH_FLIGHT_HEADER, 0, EXT); /* given back: a hole */
+    g_h->area[0] = (cmh_flight_area){CMH_FLIGHT_HEADER, EXT, 0, 1, 0, 0, 0};
+    __atomic_store_n(&g_h->area_serial[0], serial, __ATOMIC_RELEASE);
+}
+
+static void test_reuse(void)
+{
+    make_record();
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x1000, 4096, 1);
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x2000, 8192, 1);
+    cmh_live *l;
+    char err[512];
+    CU_ASSERT_FATAL(cmh_live_open(g_path, 0, &l, err, sizeof err) == CMH_OK);
+    CU_ASSERT_EQUAL(dev0(l).entries, 2);
+    g_h->area[1] = (cmh_flight_area){CMH_FLIGHT_HEADER + EXT, EXT, 0, 1, 0, 0, 0};
+    g_h->area_serial[1] = 2;
+    __atomic_store_n(&g_h->nareas, 2, __ATOMIC_RELEASE);
+    g_h->active = 1;
+    entry(1, CMH_ACT_SEGMENT_FREE, 0x1000, 4096, 1);
+    g_h->area[0].dropped = 1; /* read to its end: nothing lost */
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK);
+    CU_ASSERT_EQUAL(dev0(l).entries, 3);
+    CU_ASSERT_EQUAL(dev0(l).allocated, 8192);
+    /* slot 0 takes the next extent: read from its start */
+    reuse_slot0(3);
+    g_h->active = 0;
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x1000, 1 << 20, 1);
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK);
+    cmh_live_device d = dev0(l);
+    CU_ASSERT_EQUAL(d.entries, 4);
+    CU_ASSERT_EQUAL(d.allocated, 8192 + (1 << 20));
+    CU_ASSERT_EQUAL(cmh_live_get_info(l)->resets, 0);
+    /* a reader opened now takes slot 1 (serial 2: the free of 0x1000) before slot 0 (serial 3: its
+     * new allocation), so the allocation is live (in slot order, it would be freed) */
+    cmh_live *l2;
+    CU_ASSERT_FATAL(cmh_live_open(g_path, 0, &l2, err, sizeof err) == CMH_OK);
+    CU_ASSERT_EQUAL(dev0(l2).allocated, 1 << 20);
+    cmh_live_close(l2);
+    /* more in slot 0, then it goes and is reused before the reader looks: it starts again */
+    entry(0, CMH_ACT_SEGMENT_FREE, 0x2000, 8192, 1);
+    reuse_slot0(4);
+    entry(0, CMH_ACT_SEGMENT_ALLOC, 0x5000, 4096, 1);
+    CU_ASSERT(cmh_live_refresh(l, err, sizeof err) == CMH_OK);
+    CU_ASSERT_EQUAL(cmh_live_get_info(l)->resets, 1);
+    CU_ASSERT_EQUAL(dev0(l).allocated, 4096); /* the journal alone (no checkpoint here): what it holds */
+    cmh_live_close(l);
+    munmap(g_map, CMH_FLIGHT_HEADER + 2 * EXT);
+    close(g_fd);
+    unlink(g_path);
+}
+
 static void test_refuses(void)
 {
     make_record();
@@ -272,6 +334,7 @@ int main(void)
     CMH_ADD_TEST(s, test_incremental);
     CMH_ADD_TEST(s, test_batches_window_growth);
     CMH_ADD_TEST(s, test_overtaken);
+    CMH_ADD_TEST(s, test_reuse);
     CMH_ADD_TEST(s, test_refuses);
     return cmh_test_main();
 }
