@@ -174,15 +174,7 @@ int cmd_whatif(int argc, char **argv)
     if ((rc = rep_load_view(path, &s))) return rc;
     /* the device: asked, or the lowest with block events */
     int dev = g_device;
-    int64_t oom_index, oom_time;
-    int oom_dev = -2;
-    if (dev == -2 && cmh_first_oom(&s, &oom_dev, &oom_index, &oom_time)) { /* the question is about that OOM */
-        dev = oom_dev;
-        int32_t devs[8];
-        if (cmh_snapshot_devices(&s, devs, 8) > 1)
-            fprintf(stderr, "cumemhist: whatif: device %d, where the record's first out-of-memory error happened (--device N for another)\n", dev);
-    }
-    if (dev == -2) {
+    if (dev == -2 && !rep_oom_device(&s, "whatif", &dev)) { /* the question is about the OOM, when there is one */
         /* the lowest device with block events; the others are said on stderr, as an OOM's
          * device is (a two-device record's whatif showed device 0 and said nothing of device 1) */
         int nblock = 0;
