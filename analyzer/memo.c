@@ -228,6 +228,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     p->reserved_peak = st->reserved_bytes[0].current;
     p->requested_peak = st->requested_bytes[0].current;
     p->alloc_index = p->reserved_index = p->requested_index = -1;
+    rpeak[0] = p->reserved_peak; /* the state before the first entry counts, as for `peak` (owners said 'entry 0') */
     hist_rec *h = hist ? hist_new(r) : NULL;
     if (h) h->pos1 = 1;
     cmh_replay *ck = at_peak ? cmh_replay_clone(r) : NULL; /* the state at (or before) the peak so far */

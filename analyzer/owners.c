@@ -240,10 +240,10 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
      * `peak` says the peak is not known; this said 'peak (entry 0)', the state at the end again) */
     cmh_report_base hist = {0};
     cmh_report_base_fill(base, device, &hist);
-    if (peak_i >= 0 && peak > 0 && hist.history) {
+    if (peak > 0 && hist.history && nent) { /* (peak_i -1: before the first entry, as `peak` says; it said 'entry 0') */
         memset(&w[nw], 0, sizeof *w);
         w[nw].index = peak_i;
-        w[nw].time_ns = cmh_entry_time(base, &base->entries[btr->first_entry + peak_i]);
+        w[nw].time_ns = cmh_entry_time(base, &base->entries[btr->first_entry + (peak_i > 0 ? peak_i : 0)]);
         snprintf(w[nw].what, sizeof w[nw].what, "peak");
         nw++;
     }

@@ -44,7 +44,7 @@ static const cli_option g_opts[] = {
      "name says it: .json is json, .trace.json or .perfetto.json chrome, .pb.gz or\n"
      ".pprof pprof, .db or .sqlite sqlite, else memviz",
      NULL, 0, 0, NULL},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: the lowest)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: where the first OOM happened,\nelse the lowest)", NULL, 0, 0, NULL},
     {"--raw-frames", NULL, CLI_FLAG, &g_raw_frames, NULL,
      "frames as recorded (addresses, modules): without it every export resolves them\n"
      "as the reports do (file:line from DWARF, demangled, inlined calls as frames)",
@@ -306,7 +306,9 @@ int cmd_export(int argc, char **argv)
     uint64_t host = 0;
     errno = 0;
     int dev = g_device;
-    if (g_format == F_PPROF && dev == -2) { /* the lowest device that holds memory, else the lowest */
+    /* pprof: the OOM's device, as whatif's and flamegraph --at oom's (it read device 0 of a record
+     * that ran out on device 1); else the lowest device that holds memory, else the lowest */
+    if (g_format == F_PPROF && dev == -2 && !rep_oom_device(&s, "export", &dev)) {
         int32_t devs[256];
         int nd = cmh_snapshot_devices(&s, devs, 256);
         dev = -2;

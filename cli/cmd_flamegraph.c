@@ -63,13 +63,9 @@ int cmd_flamegraph(int argc, char **argv)
     if ((rc = rep_load(path, &s, &g))) return rc;
     int32_t dev;
     int oom_dev = -2;
-    int64_t oom_index, oom_time;
     /* --at oom: the device where the first OOM happened, unless one is named */
-    if (g_device == -2 && at == CMH_AT_OOM && num == 1 && cmh_first_oom(&s, &oom_dev, &oom_index, &oom_time)) {
+    if (g_device == -2 && at == CMH_AT_OOM && num == 1 && rep_oom_device(&s, "flamegraph", &oom_dev)) {
         dev = oom_dev;
-        int32_t devs[8];
-        if (cmh_snapshot_devices(&s, devs, 8) > 1)
-            fprintf(stderr, "cumemhist: flamegraph: device %d, where the record's first out-of-memory error happened\n", dev);
     } else if (rep_devices(path, &s, g_device == -2 ? -2 : g_device, 1, &dev, 1) < 0) {
         cmh_sites_free(g);
         cmh_snapshot_free(&s);

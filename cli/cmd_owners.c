@@ -33,7 +33,7 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
     cmh_jw_obj(w);
     cmh_jw_kstr(w, "moment", m->what);
     cmh_jw_key(w, "index"); /* null where the device has no trace entry, as the text names none */
-    if (m->index >= 0) cmh_jw_int(w, m->index);
+    if (m->index >= 0 || !strcmp(m->what, "peak")) cmh_jw_int(w, m->index); /* the peak: -1 before the first entry, as peak --json */
     else cmh_jw_null(w);
     rep_json_time(w, "time_ns", m->time_ns);
     if (m->time_ns && t0) cmh_jw_kdouble(w, "seconds", (double)(m->time_ns - t0) / 1e9, 6);
@@ -71,7 +71,8 @@ static void text_moment(const rep_section *sec, const cmh_owners_moment *m, int6
     uint64_t sum = m->used_known ? m->used : m->recorded;
     /* a device with no trace entry has no entry to name ('at the end (entry -1)') */
     printf("\n%s, %s, %s (%s): %s", sec->path, rep_device_name(sec->device), strcmp(m->what, "end") ? m->what : "at the end",
-           m->index >= 0 ? rep_at(m->index, m->time_ns, t0) : "no trace entries", rep_size((double)m->recorded));
+           m->index >= 0 ? rep_at(m->index, m->time_ns, t0) : strcmp(m->what, "peak") ? "no trace entries" : "before the first entry",
+           rep_size((double)m->recorded));
     printf(" recorded");
     if (m->used_known) printf("; the device had %s of %s in use", rep_size((double)m->used), rep_size((double)m->total));
     printf("\n%14s  %6s  %6s  %s\n", "bytes", "share", "allocs", "owner");

@@ -104,7 +104,19 @@ typedef struct recorded_run {
     uint32_t ooms;
     int64_t first_oom_index;
     uint64_t first_oom_request;
+    uint64_t private_allocs, private_bytes; /* requests served in a private pool's segment */
 } recorded_run;
+
+/* Whether addr lies in one of the device's final segments of a private pool (segment_pool_id not
+ * (0, 0): a CUDA graph's, a MemPool's).  A segment freed before the end has no word on its pool. */
+static int in_private_pool(const cmh_snapshot *s, int dev, uint64_t addr)
+{
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device == dev && (g->pool_id[0] || g->pool_id[1]) && g->addr <= addr && addr - g->addr < g->size) return 1;
+    }
+    return 0;
+}
 
 static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
 {
@@ -113,8 +125,12 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
     int rc = cmh_peak_totals(s, dev, &out->pk);
     if (rc != CMH_OK) return rc;
     const cmh_trace *t = cmh_snapshot_trace(s, dev);
+    int any_private = 0; /* (most records have no private pool: then no segment is looked up) */
+    for (uint32_t i = 0; i < s->nsegments && !any_private; i++)
+        any_private = s->segments[i].device == dev && (s->segments[i].pool_id[0] || s->segments[i].pool_id[1]);
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (any_private && e->action == CMH_ACT_ALLOC && in_private_pool(s, dev, cmh_entry_addr(s, e))) out->private_allocs++, out->private_bytes += cmh_entry_size(s, e);
         out->segment_allocs += e->action == CMH_ACT_SEGMENT_ALLOC, out->segment_frees += e->action == CMH_ACT_SEGMENT_FREE;
         out->segment_maps += e->action == CMH_ACT_SEGMENT_MAP, out->segment_unmaps += e->action == CMH_ACT_SEGMENT_UNMAP;
         if (e->action == CMH_ACT_OOM && !out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)cmh_entry_size(s, e);
@@ -174,15 +190,7 @@ int cmd_whatif(int argc, char **argv)
     if ((rc = rep_load_view(path, &s))) return rc;
     /* the device: asked, or the lowest with block events */
     int dev = g_device;
-    int64_t oom_index, oom_time;
-    int oom_dev = -2;
-    if (dev == -2 && cmh_first_oom(&s, &oom_dev, &oom_index, &oom_time)) { /* the question is about that OOM */
-        dev = oom_dev;
-        int32_t devs[8];
-        if (cmh_snapshot_devices(&s, devs, 8) > 1)
-            fprintf(stderr, "cumemhist: whatif: device %d, where the record's first out-of-memory error happened (--device N for another)\n", dev);
-    }
-    if (dev == -2) {
+    if (dev == -2 && !rep_oom_device(&s, "whatif", &dev)) { /* the question is about the OOM, when there is one */
         /* the lowest device with block events; the others are said on stderr, as an OOM's
          * device is (a two-device record's whatif showed device 0 and said nothing of device 1) */
         int nblock = 0;
@@ -313,6 +321,7 @@ int cmd_whatif(int argc, char **argv)
         cmh_jw_kuint(&w, "segment_maps", rr.segment_maps);
         cmh_jw_kuint(&w, "segment_unmaps", rr.segment_unmaps);
         cmh_jw_kuint(&w, "ooms", rr.ooms);
+        cmh_jw_kuint(&w, "private_pool_requests", rr.private_allocs); /* the model serves them from the default pool */
         if (rr.ooms) cmh_jw_kint(&w, "first_oom_index", rr.first_oom_index), cmh_jw_kuint(&w, "first_oom_requested", rr.first_oom_request);
         cmh_jw_kbool(&w, "model_peaks_match", nt && (int64_t)t[0].r.peak_reserved == rr.pk.reserved_peak &&
                                                    (int64_t)t[0].r.peak_allocated == rr.pk.alloc_peak);
@@ -372,6 +381,10 @@ int cmd_whatif(int argc, char **argv)
                    g_not_pytorch ? "(PyTorch's allocator serving these requests)" : "of the recorded settings",
                    rep_size((double)r0->peak_reserved), rep_size((double)r0->peak_allocated), rep_size((double)rr.pk.reserved_peak),
                    rep_size((double)rr.pk.alloc_peak));
+        if (rr.private_allocs) /* the model has the default pool alone (it said nothing, and its peaks were off) */
+            printf("\n%" PRIu64 " of the %" PRIu64 " requests (%s) were served in a private pool (segment_pool_id not (0, 0): a CUDA graph's\n"
+                   "  or a MemPool's); the model serves them from the default pool, whose segments a private pool's never are\n",
+                   rr.private_allocs, r0->requests, rep_size((double)rr.private_bytes));
         if (g_not_pytorch)
             printf("\n(a recording of another allocator: its block requests, replayed as PyTorch's allocator would serve them)");
         printf("\nself-replay of the recorded settings%s: ", capacity != own ? " (at the recording's own capacity)" : "");

@@ -143,6 +143,17 @@ int rep_device_used(const cmh_snapshot *s, int device)
     return 0;
 }
 
+int rep_oom_device(const cmh_snapshot *s, const char *cmd, int *device)
+{
+    int64_t index, time_ns;
+    if (!cmh_first_oom(s, device, &index, &time_ns)) return 0;
+    int32_t devs[8];
+    if (cmh_snapshot_devices(s, devs, 8) > 1)
+        fprintf(stderr, "cumemhist: %s: device %d, where the record's first out-of-memory error happened (--device N for another)\n",
+                cmd, *device);
+    return 1;
+}
+
 const char *rep_device_name(int device)
 {
     static char ring[4][32];

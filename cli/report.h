@@ -57,6 +57,11 @@ int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, 
 /* Whether the device holds or ever held memory in the snapshot: a segment, or a trace entry other
  * than a mark or PyTorch's 'snapshot' (a ring of only that lists a device that was never used). */
 int rep_device_used(const cmh_snapshot *s, int device);
+/* The device a one-device command looks at when none is named: where the record's first
+ * out-of-memory error happened (cmh_first_oom), said on stderr as "cumemhist: CMD: device N, ..."
+ * when the record has several devices.  Returns 1 with *device set, or 0 for a record without an
+ * OOM (the command's own default then). */
+int rep_oom_device(const cmh_snapshot *s, const char *cmd, int *device);
 /* "device 1", or "pinned host memory" for -1 */
 const char *rep_device_name(int device);
 

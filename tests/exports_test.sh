@@ -85,4 +85,36 @@ for i, e in enumerate(tr):
         best, at = live, i
 assert (at, best) == (theirs, pa["peak_allocated"]["bytes"]), (at, best, theirs)
 PY
+# A two-device record that ran out of memory on device 1: pprof's profile is of that device by
+# default, as whatif's and flamegraph --at oom's are (it was of device 0, said on stderr).
+py - <<'PY'
+import pickle
+M, F = 1 << 20, [{"name": "big", "filename": "/proj/a.py", "line": 3}]
+def seg(dev, addr, blocks):
+    bl, a = [], addr
+    for size, state in blocks:
+        bl.append({"address": a, "size": size, "requested_size": size if state != "inactive" else 0, "state": state,
+                   "frames": F if state != "inactive" else []})
+        a += size
+    act = sum(b["size"] for b in bl if b["state"] != "inactive")
+    return {"device": dev, "address": addr, "total_size": a - addr, "allocated_size": act, "active_size": act, "requested_size": act,
+            "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": bl}
+def ent(action, addr, size, t, **kw):
+    return dict({"action": action, "addr": addr, "size": size, "stream": 0, "time_us": 1_700_000_000_000_000 + t, "frames": F}, **kw)
+A0, A1 = 0x7F1000000000, 0x7F2000000000
+segs = [seg(0, A0, [(2 * M, "active_allocated")]), seg(1, A1, [(60 * M, "active_allocated"), (20 * M, "inactive"), (20 * M, "active_allocated")])]
+t0 = [ent("segment_alloc", A0, 2 * M, 0), ent("alloc", A0, 2 * M, 1)]
+t1 = [ent("segment_alloc", A1, 100 * M, 0), ent("alloc", A1, 60 * M, 1), ent("alloc", A1 + 60 * M, 20 * M, 2), ent("alloc", A1 + 80 * M, 20 * M, 3),
+      ent("free_requested", A1 + 60 * M, 20 * M, 4), ent("free_completed", A1 + 60 * M, 20 * M, 4), ent("oom", 0, 40 * M, 5, device_free=10 * M)]
+pickle.dump({"segments": segs, "device_traces": [t0, t1], "allocator_settings": {"expandable_segments": False}, "external_annotations": []},
+            open("oom1.pickle", "wb"))
+PY
+"$CMH" export -o oom1.pb.gz oom1.pickle 2>oom1.err
+"$CMH" export --device 1 -o oom1d1.pb.gz oom1.pickle 2>/dev/null
+"$CMH" export --device 0 -o oom1d0.pb.gz oom1.pickle 2>/dev/null
+check "pprof of a record that ran out on device 1: device 1's profile by default, said on stderr as whatif says it" \
+    "cmp -s oom1.pb.gz oom1d1.pb.gz && ! cmp -s oom1.pb.gz oom1d0.pb.gz &&
+     grep -qx \"cumemhist: export: device 1, where the record's first out-of-memory error happened (--device N for another)\" oom1.err"
+"$CMH" whatif oom1.pickle 2>oom1w.err >/dev/null
+check "whatif names the same device in the same words" "grep -qx \"cumemhist: whatif: device 1, where the record's first out-of-memory error happened (--device N for another)\" oom1w.err"
 finish

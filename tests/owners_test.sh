@@ -79,4 +79,24 @@ if [ -n "$PT" ] && [ -f "$FLEX" ]; then
 else
     echo "skipped: owners on PyTorch 2.0's state-only snapshot (no PyTorch fixtures)"
 fi
+# A trace of only frees: its peak (16 MiB allocated and reserved) is before the first entry, and
+# owners names that moment as `peak` does (it said 'peak (entry 0)' with 8 MiB allocated).
+py - <<'PY'
+import pickle
+M, F, S = 1 << 20, [{"name": "big", "filename": "/proj/a.py", "line": 3}], 0x7F0000000000
+blocks = [{"address": S, "size": 8 * M, "requested_size": 8 * M, "state": "active_allocated", "frames": F},
+          {"address": S + 8 * M, "size": 8 * M, "requested_size": 0, "state": "inactive", "frames": []}]
+seg = {"device": 0, "address": S, "total_size": 16 * M, "allocated_size": 8 * M, "active_size": 8 * M, "requested_size": 8 * M, "stream": 0,
+       "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks}
+tr = [{"action": a, "addr": S + 8 * M, "size": 8 * M, "stream": 0, "time_us": 1_700_000_000_000_001, "frames": F} for a in ("free_requested", "free_completed")]
+pickle.dump({"segments": [seg], "device_traces": [tr], "allocator_settings": {}, "external_annotations": []}, open("frees.pickle", "wb"))
+PY
+"$CMH" peak frees.pickle >frees.peak.txt
+"$CMH" owners frees.pickle >frees.txt
+"$CMH" owners --json frees.pickle >frees.json
+check "owners of a trace of only frees: the peak before the first entry, 16 MiB allocated, as peak says it" \
+    "grep -q '^peak reserved:  16.0 MiB (16777216 bytes) before the first entry' frees.peak.txt &&
+     grep -q 'device 0, peak (before the first entry): 16.0 MiB recorded' frees.txt &&
+     grep -q '^ *16.0 MiB  100.0%  *-  PyTorch allocated' frees.txt &&
+     py -c 'import json; m = json.load(open(\"frees.json\"))[0][\"moments\"][0]; assert (m[\"moment\"], m[\"index\"]) == (\"peak\", -1), m'"
 finish

@@ -21,7 +21,8 @@ for f in multi.cmh leaky.cmh merged.cmh "$F/h200/torch_exp.pickle" "$F/h200/leak
         "$CMH" flamegraph --at $at "$f" -o "$n.$at.svg" 2>/dev/null
         check "flamegraph $n --at $at: folded and SVG sum to the live bytes ($want)" '$CK folded "$n.$at.folded" "$want" && $CK flame "$n.$at.svg" "$want"'
     done
-    "$CMH" export "$f" -o "$n.pb.gz" 2>/dev/null
+    # (the device the figures below are of: the default is the OOM's, device 1 of multi.cmh's)
+    "$CMH" export --device "$(py -c "import json; print(json.load(open('$n.peak.json'))[0]['device'])")" "$f" -o "$n.pb.gz" 2>/dev/null
     end=$("$CMH" leaks --json "$f" 2>/dev/null | py -c "import json,sys; print(json.load(sys.stdin)[0]['live_bytes'])")
     peak=$(py -c "import json; print(json.load(open('$n.peak.json'))[0]['peak_allocated']['bytes'])")
     check "export $n as pprof: decoded, its sums the live bytes at the end and at the peak" '$CK pprof "$n.pb.gz" "$end" "$peak"'

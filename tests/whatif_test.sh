@@ -189,4 +189,32 @@ fi
     ok "a driver-level record's OOM: nothing to replay, and why" || bad "driver-only OOM record: $(cat err.txt)"
 "$CMH" whatif "$C/torch_var_plain.pickle" >text.txt 2>&1 && grep -q "^self-replay of the recorded settings: the model made the trace's 16 segment events, in order" text.txt &&
     grep -q "^expandable_segments:True " text.txt && ok "text: the recorded run and the default panel of settings" || bad "whatif text: $(cat text.txt)"
+# A private pool's (a CUDA graph's) requests: the model has the default pool alone, and says so
+# (it read '1 allocs', 20 MiB against the record's 16 MiB, and said nothing of the pool).
+py - <<'PY'
+import pickle
+M, F, G = 1 << 20, [{"name": "big", "filename": "/proj/a.py", "line": 3}], [{"name": "capture", "filename": "/proj/graph.py", "line": 7}]
+def seg(addr, blocks, pool):
+    bl, a = [], addr
+    for size, state, fr in blocks:
+        bl.append({"address": a, "size": size, "requested_size": size if state != "inactive" else 0, "state": state, "frames": fr})
+        a += size
+    act = sum(b["size"] for b in bl if b["state"] != "inactive")
+    return {"device": 0, "address": addr, "total_size": a - addr, "allocated_size": act, "active_size": act, "requested_size": act, "stream": 0,
+            "segment_type": "large", "segment_pool_id": pool, "is_expandable": False, "frames": [], "blocks": bl}
+def ent(action, addr, size, t, fr):
+    return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": 1_700_000_000_000_000 + t, "frames": fr}
+P0, P1 = 0x7F3000000000, 0x7F3100000000
+segs = [seg(P0, [(4 * M, "active_allocated", F), (4 * M, "inactive", [])], (0, 0)), seg(P1, [(6 * M, "active_allocated", G), (2 * M, "inactive", [])], (1, 3))]
+tr = [ent("segment_alloc", P0, 8 * M, 0, F), ent("alloc", P0, 4 * M, 1, F), ent("segment_alloc", P1, 8 * M, 2, G), ent("alloc", P1, 6 * M, 3, G),
+      ent("alloc", P1 + 6 * M, 2 * M, 4, G), ent("free_requested", P1 + 6 * M, 2 * M, 5, G), ent("free_completed", P1 + 6 * M, 2 * M, 5, G)]
+pickle.dump({"segments": segs, "device_traces": [tr], "allocator_settings": {}, "external_annotations": []}, open("pools.pickle", "wb"))
+PY
+"$CMH" whatif pools.pickle >pools.txt 2>&1
+"$CMH" whatif --json pools.pickle >pools.json 2>/dev/null
+check "a private pool's requests: whatif says the model serves them from the default pool (text and json)" \
+    "grep -q '^2 of the 3 requests (8.0 MiB) were served in a private pool' pools.txt &&
+     py -c 'import json; assert json.load(open(\"pools.json\"))[\"record\"][\"private_pool_requests\"] == 2'"
+"$CMH" whatif "$C/torch_var_plain.pickle" >text.txt 2>&1
+check "no private pool, no word of one" "! grep -q 'private pool' text.txt"
 finish

@@ -98,8 +98,8 @@ uint32_t cmh_replay_memo_end(const cmh_snapshot *s);
 /* The active blocks at the end of device's replay (after its reconciliation), as
  * cmh_replay_blocks gives them: the memo's copy when it keeps one. */
 int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const cmh_live_block *), void *arg);
-/* The most reserved bytes after any entry of device's trace and the first entry after which the
- * trace holds that many (-1, -1 for an empty trace; the state before the first entry and the
+/* The most reserved bytes before or after any entry of device's trace and the first entry after
+ * which the trace holds that many (-1: before the first entry, as `peak` names it; the
  * reconciliation at the end not counted): owners' peak moment, through the memo. */
 int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
