@@ -104,39 +104,25 @@ static int cmp_change(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
-/* The four replays a diff needs (the peak of each side, and each side's still-live blocks at the
- * end by site) share nothing: they run on the cores there are, as the report's do.  The end's
- * sites are those `leaks` lists, without its steps and verdicts, which a diff does not show. */
+/* A diff needs each side's peak and its still-live blocks at the end, by site (those `leaks`
+ * lists, without its steps and verdicts, which a diff does not show): one replay a side, both
+ * sides at once on the cores there are, as the report's replays run. */
 typedef struct diff_tasks {
     const cmh_snapshot *snap[2];
     const cmh_sites *sites[2];
     int dev[2];
     cmh_peak_report *peak; /* [2] */
-    cmh_site *end[2]; /* still live at the end, by site */
+    cmh_site *end[2];      /* still live at the end, by site */
     uint32_t nend[2];
-    int rc[4];
+    int rc[2];
     int next;
 } diff_tasks;
 
 static void *diff_worker(void *arg)
 {
     diff_tasks *t = arg;
-    for (int k; (k = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) < 4;) {
-        int f = k & 1;
-        if (k < 2) {
-            t->rc[k] = cmh_peak_compute(t->snap[f], t->dev[f], t->sites[f], &t->peak[f]);
-            continue;
-        }
-        cmh_replay *r = cmh_replay_new(t->snap[f], t->dev[f]);
-        if (!r) {
-            t->rc[k] = CMH_ENOMEM;
-            continue;
-        }
-        while (cmh_replay_step(r)) {} /* to the end, the reconciliation with the final segments included */
-        t->rc[k] = cmh_replay_status(r);
-        if (t->rc[k] == CMH_OK) t->rc[k] = cmh_live_sites(r, t->sites[f], &t->end[f], &t->nend[f]);
-        cmh_replay_free(r);
-    }
+    for (int f; (f = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) < 2;)
+        t->rc[f] = cmh_peak_compute_end(t->snap[f], t->dev[f], t->sites[f], &t->peak[f], &t->end[f], &t->nend[f]);
     return NULL;
 }
 
@@ -151,14 +137,14 @@ int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_sites
     t.dev[0] = dev_before, t.dev[1] = dev_after;
     t.peak = out->peak;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = cores > 1 ? (int)(cores < 4 ? cores : 4) - 1 : 0, started = 0;
-    pthread_t th[3];
+    int nt = cores > 1 ? 1 : 0, started = 0;
+    pthread_t th[1];
     for (; started < nt; started++)
         if (pthread_create(&th[started], NULL, diff_worker, &t) != 0) break;
     diff_worker(&t);
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     int rc = CMH_OK;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 2; k++)
         if (t.rc[k] != CMH_OK && rc == CMH_OK) rc = t.rc[k];
     const cmh_snapshot *const *snap = t.snap;
     const cmh_sites *const *sites = t.sites;

@@ -388,7 +388,8 @@ const cmh_replay_history *cmh_memo_history(const cmh_snapshot *s, int device)
     return h;
 }
 
-int cmh_peak_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, const cmh_replay **at, cmh_replay **owned)
+int cmh_peak_replay_end(const cmh_snapshot *s, int device, cmh_peak_report *p, const cmh_replay **at, cmh_replay **owned,
+                        void (*end_fn)(void *, const cmh_live_block *), void *end_arg)
 {
     cmh_mem_stats end;
     int64_t rp[2];
@@ -397,18 +398,28 @@ int cmh_peak_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, const
     pthread_mutex_lock(&g_memo_lock);
     int memo = g_memo_s == s;
     pthread_mutex_unlock(&g_memo_lock);
-    if (!memo) { /* one replay for both */
-        int rc = whole_replay(s, device, p, &end, NULL, rp, NULL, owned);
+    if (!memo) { /* one replay for both (and for the end's blocks, when asked) */
+        live_list live = {0};
+        int rc = whole_replay(s, device, p, &end, end_fn ? &live : NULL, rp, NULL, owned);
         *at = *owned;
+        if (rc == CMH_OK && live.nomem) rc = CMH_ENOMEM;
+        for (uint32_t i = 0; rc == CMH_OK && i < live.n; i++) end_fn(end_arg, &live.v[i]);
+        free(live.v);
         return rc;
     }
     int rc = whole(s, device, p, &end, rp);
+    if (rc == CMH_OK && end_fn) rc = cmh_end_blocks(s, device, end_fn, end_arg);
     if (rc != CMH_OK) return rc;
     pthread_mutex_lock(&g_memo_lock); /* (kept until the memo ends, and only read) */
     for (uint32_t i = 0; g_memo_s == s && i < g_memo_ndev; i++)
         if (g_memo_dev[i].device == device) *at = g_memo_dev[i].at_peak;
     pthread_mutex_unlock(&g_memo_lock);
     return rc;
+}
+
+int cmh_peak_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, const cmh_replay **at, cmh_replay **owned)
+{
+    return cmh_peak_replay_end(s, device, p, at, owned, NULL, NULL);
 }
 
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end)

@@ -35,6 +35,13 @@ int cmh_live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **out, 
 /* memo.c: device's peak totals (cmh_peak_totals) and a replay standing at its allocated peak
  * (*at; NULL when none was kept: replay to it).  *owned, when set, is the caller's to free. */
 int cmh_peak_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, const cmh_replay **at, cmh_replay **owned);
+/* The same, and end_fn called with each block live at the end (the same replay's, when it is
+ * the only one). */
+int cmh_peak_replay_end(const cmh_snapshot *s, int device, cmh_peak_report *p, const cmh_replay **at, cmh_replay **owned,
+                        void (*end_fn)(void *, const cmh_live_block *), void *end_arg);
+/* reports.c: cmh_peak_compute, and the sites of the blocks live at the end (*end, *nend: the
+ * caller frees *end), from one replay of the trace. */
+int cmh_peak_compute_end(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p, cmh_site **end, uint32_t *nend);
 
 /* replay.c: keep the state before the first entry of s's traces (NULL: drop what is kept). */
 void cmh_replay_memo_keep(const cmh_snapshot *s);

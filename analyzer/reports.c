@@ -178,9 +178,21 @@ int cmh_trace_has_history(const cmh_snapshot *s, int device)
 
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)
 {
+    return cmh_peak_compute_end(s, device, sites, p, NULL, NULL);
+}
+
+int cmh_peak_compute_end(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p, cmh_site **endv, uint32_t *nend)
+{
     const cmh_replay *at; /* the totals' replay left one standing at the allocated peak */
     cmh_replay *own, *r = NULL;
-    int rc = cmh_peak_replay(s, device, p, &at, &own);
+    site_map end;
+    if (endv) site_map_init(&end, sites), *endv = NULL, *nend = 0;
+    int rc = cmh_peak_replay_end(s, device, p, &at, &own, endv ? add_block : NULL, endv ? &end : NULL);
+    if (endv) {
+        int erc = finish_sites(&end, endv, nend); /* (frees the map on failure) */
+        if (rc == CMH_OK) rc = erc;
+        if (rc != CMH_OK) free(*endv), *endv = NULL, *nend = 0;
+    }
     if (rc != CMH_OK) {
         cmh_replay_free(own);
         return rc;
