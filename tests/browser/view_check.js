@@ -39,6 +39,8 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
       await page.selectOption('#v-device', String(k));
       await page.waitForFunction(kk => window.cmhView.view.k === kk, k);
     }
+    // (the status line is drawn after the switch: wait for it up to 5 s; a line that never says so fails below)
+    await page.waitForFunction(n => (document.querySelector('.v-status') || {}).textContent.includes('of ' + n), pk.trace_entries, { timeout: 5000 }).catch(() => {});
     const status = await page.textContent('.v-status');
     check(`device ${D}: the switcher shows its ${pk.trace_entries} entries`, status.includes('of ' + pk.trace_entries), status);
 
