@@ -460,6 +460,14 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kuint(w, "thread", x->thread);
         cmh_jw_kint(w, "thread_tid", x->thread_tid);
         cmh_jw_kstr(w, "thread_name", x->thread_name ? x->thread_name : "");
+        /* judged thread by thread (its blocks made by several threads racing): those it names,
+         * of how many holding it; rate_bytes_per_step is then their rates summed */
+        cmh_jw_kuint(w, "threads_holding", x->threads);
+        cmh_jw_key(w, "threads");
+        cmh_jw_arr(w);
+        for (uint32_t t = 1; x->threads >= 2 && t < 64; t++)
+            if (x->thread_mask >> t & 1) cmh_jw_uint(w, t);
+        cmh_jw_end(w);
     }
     if (g && cmh_sites_group_by(g) == CMH_GROUP_SITE) { /* the site's bytes by the line that called it */
         cmh_jw_key(w, "callers");
