@@ -295,6 +295,15 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         for (uint32_t i = 0; i < w[k].rows.n; i++) w[k].recorded += w[k].rows.rows[i].bytes;
     }
     if (cmh_replay_status(r) != CMH_OK) goto out;
+    for (uint32_t k = 0; k < nw; k++) /* the latest sample, for the line that tells owners' total from peak's */
+        if (w[k].hidden && (!out->sample_known || w[k].time_ns >= out->sample_time_ns)) {
+            const cmh_meminfo *mi = &c.s->meminfo[w[k].sample];
+            out->sample_known = 1;
+            out->sample_time_ns = mi->time_ns;
+            out->sample_used = mi->total > mi->free ? mi->total - mi->free : 0;
+            out->sample_total = mi->total;
+            out->sample_recorded = w[k].recorded;
+        }
 
     /* the visible moments, in time order; each with the unexplained row of its nearest sample */
     out->moments = calloc(nw, sizeof *out->moments);

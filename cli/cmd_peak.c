@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cumemhist/owners.h"
 #include "report.h"
 
 static int g_device = -2, g_top = 10, g_frames = 6, g_json;
@@ -40,7 +41,7 @@ static void print_when(int64_t index, int64_t time_ns, int64_t t0, int64_t n)
     else printf(" at %s\n", rep_at(index, time_ns, t0));
 }
 
-static void print_text(const rep_section *sec, const cmh_peak_report *p)
+static void print_text(const rep_section *sec, const cmh_peak_report *p, const char *why)
 {
     const cmh_snapshot *s = sec->s;
     const cmh_sites *g = sec->g;
@@ -54,9 +55,10 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p)
     printf("%s, %s: %s\n", sec->path, rep_device_name(dev), rep_count(p->base.entries, "trace entry", "trace entries"));
     if (!p->base.history) { /* the end state is all there is: no peak can be told */
         printf("peak: not known: no history (recorded with enabled=state); only the state at the end is known\n");
-        printf("at the end:     allocated %s, reserved %s, requested %s\n\n", rep_size((double)p->alloc_end),
+        printf("at the end:     allocated %s, reserved %s, requested %s\n", rep_size((double)p->alloc_end),
                rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
-        printf("live at the end, by allocation site:\n");
+        if (why) printf("%s\n", why);
+        printf("\nlive at the end, by allocation site:\n");
     } else {
     printf("peak allocated: %s (%" PRId64 " bytes)", rep_size((double)p->alloc_peak), p->alloc_peak);
     print_when(p->alloc_index, p->alloc_time_ns, t0, n);
@@ -65,9 +67,10 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p)
     print_when(p->reserved_index, p->reserved_time_ns, t0, n);
     printf("peak requested: %s (%" PRId64 " bytes)", rep_size((double)p->requested_peak), p->requested_peak);
     print_when(p->requested_index, p->requested_time_ns, t0, n);
-    printf("at the end:     allocated %s, reserved %s, requested %s\n\n", rep_size((double)p->alloc_end),
+    printf("at the end:     allocated %s, reserved %s, requested %s\n", rep_size((double)p->alloc_end),
            rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
-    printf("live at the allocated peak, by allocation site:\n");
+    if (why) printf("%s\n", why); /* (owners prints the same line) */
+    printf("\nlive at the allocated peak, by allocation site:\n");
     }
     printf("  %12s %7s %7s  %s\n", "bytes", "share", "blocks", "site  [owner]");
     for (uint32_t i = 0; i < p->nsites && (int)i < g_top; i++) {
@@ -93,7 +96,7 @@ static void json_when(cmh_jw *w, const char *key, int64_t bytes, int64_t index, 
     cmh_jw_end(w);
 }
 
-static void print_json(const rep_section *sec, const cmh_peak_report *p)
+static void print_json(const rep_section *sec, const cmh_peak_report *p, const cmh_owners_report *o)
 {
     cmh_jw *w = sec->w;
     cmh_jw_obj(w);
@@ -119,6 +122,8 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p)
     cmh_jw_kint(w, "requested", p->requested_end);
     cmh_jw_end(w);
     cmh_jw_nl(w);
+    rep_json_not_recorded(w, o, rep_trace_start(sec->s, sec->device));
+    cmh_jw_nl(w);
     cmh_jw_key(w, "sites_at_peak");
     rep_json_sites(w, sec->s, sec->g, p->sites, p->nsites, g_top, (uint64_t)p->alloc_peak, 0);
     cmh_jw_end(w);
@@ -135,7 +140,20 @@ static int section(const rep_section *sec, void *arg)
         run->worst_device = sec->device;
         snprintf(run->worst_path, sizeof run->worst_path, "%s", sec->path);
     }
-    if (sec->w) print_json(sec, &p);
+    /* more in use than recorded (a cuMemGetInfo sample says): the line owners prints too, so that
+     * its total (the device's used memory) and this report's reserved bytes never read as a
+     * contradiction; owners' replay to each sample only where there is one */
+    cmh_owners_report o;
+    memset(&o, 0, sizeof o);
+    int sampled = 0;
+    for (uint32_t k = 0; k < sec->s->nmeminfo && !sampled; k++) sampled = sec->s->meminfo[k].device == sec->device;
+    if (sampled && (rc = cmh_owners_compute_end(sec->s, sec->device, &o)) != CMH_OK) {
+        cmh_peak_report_free(&p);
+        return rc;
+    }
+    char line[512];
+    const char *why = rep_not_recorded_line(&o, rep_trace_start(sec->s, sec->device), line, sizeof line);
+    if (sec->w) print_json(sec, &p, &o);
     else if (run->table) {
         if (sec->index == 0)
             printf("%-40s %-18s %12s %12s %12s %12s %12s\n", "snapshot", "device", "peak alloc", "peak reserved", "peak requested",
@@ -143,7 +161,8 @@ static int section(const rep_section *sec, void *arg)
         printf("%-40s %-18s %12s %12s %12s %12s %12s\n", sec->path, rep_device_name(sec->device), rep_size((double)p.alloc_peak),
                rep_size((double)p.reserved_peak), rep_size((double)p.requested_peak), rep_size((double)p.alloc_end),
                rep_size((double)p.reserved_end));
-    } else print_text(sec, &p);
+    } else print_text(sec, &p, why);
+    cmh_owners_report_free(&o);
     cmh_peak_report_free(&p);
     return CMH_OK;
 }

@@ -13,6 +13,7 @@
 #include "report.h"
 #include "svg.h"
 #include "cumemhist/merge.h"
+#include "cumemhist/owners.h"
 
 rep_attr rep_attribution;
 const char *const rep_group_names[] = {"site", "stack", "module", "file", "package", NULL}; /* the cmh_group_by order */
@@ -290,6 +291,38 @@ const char *rep_at(int64_t index, int64_t t, int64_t t0)
     if (!t || !t0) snprintf(b, 64, "entry %" PRId64, index);
     else snprintf(b, 64, "entry %" PRId64 ", %+.3fs", index, (double)(t - t0) / 1e9);
     return b;
+}
+
+const char *rep_not_recorded_line(const cmh_owners_report *o, int64_t t0, char *buf, size_t cap)
+{
+    if (!o->sample_known || o->sample_used <= o->sample_recorded) return NULL;
+    char when[48] = "";
+    if (o->sample_time_ns && t0) snprintf(when, sizeof when, " (%s)", rep_when(o->sample_time_ns, t0));
+    snprintf(buf, cap,
+             "not recorded: the latest cuMemGetInfo%s had %s of %s in use, %s more than the %s the record held then: memory no "
+             "recorded call made (the CUDA context, other processes, a path not hooked); peak counts recorded memory only, "
+             "owners adds the rest as 'not recorded'",
+             when, rep_size((double)o->sample_used), rep_size((double)o->sample_total), rep_size((double)(o->sample_used - o->sample_recorded)),
+             rep_size((double)o->sample_recorded));
+    return buf;
+}
+
+void rep_json_not_recorded(cmh_jw *w, const cmh_owners_report *o, int64_t t0)
+{
+    char line[512];
+    cmh_jw_key(w, "not_recorded");
+    if (!rep_not_recorded_line(o, t0, line, sizeof line)) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    rep_json_time(w, "sample_time_ns", o->sample_time_ns);
+    cmh_jw_kuint(w, "used", o->sample_used);
+    cmh_jw_kuint(w, "total", o->sample_total);
+    cmh_jw_kuint(w, "recorded", o->sample_recorded);
+    cmh_jw_kuint(w, "bytes", o->sample_used - o->sample_recorded);
+    cmh_jw_kstr(w, "says", line);
+    cmh_jw_end(w);
 }
 
 void rep_json_time(cmh_jw *w, const char *key, int64_t t)

@@ -60,6 +60,41 @@ for m in o["moments"]:
 PY'
 "$CMH" owners l.cmh >l.txt
 check "owners text: the total is the device's used memory" 'grep -q "total = the device.s used memory" l.txt && grep -q "not recorded (CUDA context, other processes)" l.txt'
+# memory taken by no hooked call after the peak (tests/unhooked.c: 600 MiB through the fake
+# driver's own path, beside a 100 MiB context): owners' rows still sum to the device's used
+# memory, its recorded bytes are peak's reserved, and both commands say in one same line why
+# owners' total is so far above peak's figures (before, peak said 8 MiB reserved at the end and
+# nothing more, owners 708 MiB in use)
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o u.cmh -- "$B/tests/unhooked" 600 >/dev/null 2>&1
+"$CMH" peak u.cmh >u.peak.txt 2>&1
+"$CMH" owners u.cmh >u.own.txt 2>&1
+"$CMH" peak --json u.cmh >u.peak.json 2>&1
+"$CMH" owners --json u.cmh >u.own.json 2>&1
+grep '^not recorded: ' u.peak.txt >u.line.txt
+check "peak and owners: the same one line on what no recorded call made ($(cat u.line.txt))" \
+    "[ \$(wc -l <u.line.txt) -eq 1 ] && grep -qxF -f u.line.txt u.own.txt &&
+     grep -q '^not recorded: the latest cuMemGetInfo (.*) had 708.0 MiB of 1.0 GiB in use, 700.0 MiB more than the 8.0 MiB the record held then: ' u.line.txt"
+check "peak --json and owners --json: the same figures, summing to the device's used memory" 'py - <<PY
+import json
+p = json.load(open("u.peak.json"))[0]; o = json.load(open("u.own.json"))[0]
+assert p["not_recorded"] == o["not_recorded"], (p["not_recorded"], o["not_recorded"])
+n = p["not_recorded"]
+assert n["used"] == 708 * 2**20 and n["recorded"] == p["end"]["reserved"] == 8 * 2**20 and n["bytes"] == 700 * 2**20, n
+end = [m for m in o["moments"] if m["moment"] == "end"][0]
+assert sum(r["bytes"] for r in end["rows"]) == end["used"] == n["used"], end
+assert end["recorded"] == p["end"]["reserved"]
+assert [r["bytes"] for r in end["rows"] if r["kind"] == "unexplained"] == [n["bytes"]], end
+pk = [m for m in o["moments"] if m["moment"] == "peak"][0]
+assert pk["recorded"] == p["peak_reserved"]["bytes"] == 64 * 2**20, (pk, p["peak_reserved"])
+for m in o["moments"]:
+    assert sum(r["bytes"] for r in m["rows"]) == m["used"] <= m["total"], m
+PY'
+# nothing taken outside the record: nothing to say, in either
+FAKECUDA_CAPACITY=1G "$CMH" record -q -o u0.cmh -- "$B/tests/unhooked" 0 >/dev/null 2>&1
+check "nothing but recorded memory in use: neither says 'not recorded:'" \
+    "! \"\$CMH\" peak u0.cmh | grep -q '^not recorded:' && ! \"\$CMH\" owners u0.cmh | grep -q '^not recorded:' &&
+     \"\$CMH\" peak --json u0.cmh | py -c 'import json,sys; assert json.load(sys.stdin)[0][\"not_recorded\"] is None'"
+
 # a record with no history (enabled=state): no peak moment, as `peak` says it is not known, and
 # no entry to name where the device has no trace entry (it read 'at the end (entry -1)')
 "$CMH" record -q --enabled state -o st.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1

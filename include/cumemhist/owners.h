@@ -54,6 +54,13 @@ typedef struct cmh_owners_report {
     uint64_t torch_mismatch;   /* |PyTorch's reserved - its segments as the driver saw them| at the end */
     cmh_owners_moment *moments;
     uint32_t nmoments;
+    /* the device's latest cuMemGetInfo sample (sample_known): its used and total bytes, and what
+     * the record held at its instant (the moment's rows but the unexplained one).  used above
+     * recorded is memory no recorded call made: `peak` counts recorded memory only, owners adds
+     * the rest as its unexplained row; both say so in the same words where it is there */
+    int sample_known;
+    int64_t sample_time_ns;
+    uint64_t sample_used, sample_total, sample_recorded;
 } cmh_owners_report;
 
 /* The report for one device (>= 0) of s: a recorder snapshot, merged or not, or a PyTorch one. */
