@@ -113,10 +113,7 @@ static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
         else snprintf(buf, cap, "state: %s held across steps by %s, growing in none; %s", cmh_svg_size((double)x->held), list, why);
         return buf;
     case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step in each of %s; %s", list, why); return buf;
-    case CMH_LEAK_AFTER:
-        snprintf(buf, cap, "after the last step: first made, in each of %s, once its last step had begun; not a step's memory; %s", list, why);
-        return buf;
-    default: return NULL;
+    default: return NULL; /* (after: judged by one thread's last step, its usual words) */
     }
 }
 
@@ -162,14 +159,15 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
                  x->steps, whose);
         break;
     default:
-        /* no step to judge it by: what it did over the run, as far as its still-live blocks say */
-        if (x->count >= 2 && x->first_ns && x->last_ns > x->first_ns) {
+        /* no step to judge it by: when its still-live blocks were made, as far as their times say */
+        if (x->count >= 2 && x->first_ns > 0 && x->first_ns != INT64_MAX && x->last_ns > x->first_ns) {
             char span[32];
             span_text(x->last_ns - x->first_ns, span, sizeof span);
             /* (no rate: a site's blocks may come in one burst; the outcome gives the run's) */
             snprintf(buf, cap, "held, steps not found: its %" PRIu64 " still-live blocks were made within %s, first to last; growth not judged", x->count, span);
-        } else snprintf(buf, cap, "held, steps not found: %s at %s; growth not judged", x->count >= 2 ? "its still-live blocks made" : "made",
-                        x->count >= 2 ? "one instant" : "once");
+        } else if (x->first_ns > 0 && x->first_ns != INT64_MAX)
+            snprintf(buf, cap, "held, steps not found: %s; growth not judged", x->count >= 2 ? "its still-live blocks were made at one instant" : "made once");
+        else snprintf(buf, cap, "held, steps not found; growth not judged");
     }
     return buf;
 }
