@@ -307,6 +307,31 @@ const char *rep_not_recorded_line(const cmh_owners_report *o, int64_t t0, char *
     return buf;
 }
 
+const char *rep_reconciled_line(int64_t trace_peak, int64_t end_reserved, char *buf, size_t cap)
+{
+    if (trace_peak < 0 || end_reserved <= trace_peak) return NULL;
+    snprintf(buf, cap,
+             "reconciled: the final segments hold %s more than any entry left (reserved %s at the end, %s at most after an entry): "
+             "the record lacks the entries that made it, and peak and owners both take the final state for the reserved peak",
+             rep_size((double)(end_reserved - trace_peak)), rep_size((double)end_reserved), rep_size((double)trace_peak));
+    return buf;
+}
+
+void rep_json_reconciled(cmh_jw *w, int64_t trace_peak, int64_t end_reserved)
+{
+    char line[512];
+    cmh_jw_key(w, "reconciled");
+    if (!rep_reconciled_line(trace_peak, end_reserved, line, sizeof line)) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    cmh_jw_kint(w, "trace_peak_reserved", trace_peak);
+    cmh_jw_kint(w, "end_reserved", end_reserved);
+    cmh_jw_kstr(w, "says", line);
+    cmh_jw_end(w);
+}
+
 void rep_json_not_recorded(cmh_jw *w, const cmh_owners_report *o, int64_t t0)
 {
     char line[512];

@@ -119,6 +119,12 @@ struct cmh_owners_report;
 const char *rep_not_recorded_line(const struct cmh_owners_report *o, int64_t t0, char *buf, size_t cap);
 /* "not_recorded": that line's figures and words, or null */
 void rep_json_not_recorded(cmh_jw *w, const struct cmh_owners_report *o, int64_t t0);
+/* Why `peak`'s reserved peak is the final state and above every entry's: the reconciliation with
+ * the final segments raised reserved from trace_peak (the most after any entry) to end_reserved.
+ * The one line `peak` and `owners` both print. */
+const char *rep_reconciled_line(int64_t trace_peak, int64_t end_reserved, char *buf, size_t cap);
+/* "reconciled": those figures and that line, or null (trace_peak < 0: nothing to say) */
+void rep_json_reconciled(cmh_jw *w, int64_t trace_peak, int64_t end_reserved);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);
 /* A frame as people read it: "function (file:line)", "function (module)", "function". */

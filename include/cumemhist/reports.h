@@ -88,6 +88,8 @@ typedef struct cmh_peak_report {
     int64_t reserved_peak, reserved_index, reserved_time_ns;
     int64_t requested_peak, requested_index, requested_time_ns; /* the bytes asked for, before rounding */
     int64_t alloc_end, reserved_end, requested_end;
+    int64_t active_end; /* every active block's bytes at the end (allocated and pending free) */
+    int64_t reserved_last, active_last; /* after the last entry, before the reconciliation */
     cmh_site *sites; /* live at the allocated peak */
     uint32_t nsites;
 } cmh_peak_report;
@@ -113,6 +115,10 @@ int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const c
  * which the trace holds that many (-1: before the first entry, as `peak` names it; the
  * reconciliation at the end not counted): owners' peak moment, through the memo. */
 int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index);
+/* The same, and the reserved bytes at the end after that reconciliation: above the peak when the
+ * final segments hold memory no entry made (the record lacks those entries); `peak` then names
+ * the final state its reserved peak, and owners too (cmh_owners_report's reconciled). */
+int cmh_reserved_peaks(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 
