@@ -581,9 +581,12 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
          * found in their allocations interleaved (or not at all): judged thread by thread.  Those
          * steps change with the race from run to run (3 threads keeping 256 KiB a step each read
          * '+768.0 KiB per step over the last 9 steps', 'over the last 6', or thread 1's 256 KiB
-         * alone with the record's steps not found); each thread's own entries keep their order */
+         * alone with the record's steps not found); each thread's own entries keep their order.
+         * Not where each of the record's steps is one thread's whole life (a thread per task
+         * keeping a block as each appears: a leak across the threads, in none of them) */
         uint32_t tl[64], nt = 0;
-        int by_threads = nthreads >= 2 && own && own->mixed && !own->unowned && (steps[0].source == CMH_STEPS_PATTERN || !steps[0].count);
+        int by_threads = nthreads >= 2 && own && own->mixed && !own->unowned && !steps[0].thread_lives &&
+                         (steps[0].source == CMH_STEPS_PATTERN || !steps[0].count);
         for (uint32_t t = 1; by_threads && t < 64; t++)
             if (own->mask >> t & 1) {
                 if (t > maxthread || steps[t].count < CMH_LEAK_MIN_STEPS) by_threads = 0;
@@ -594,7 +597,11 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             series_of(&c, x->group, tl[k], L, steps[tl[k]].npoints);
             judge(&steps[tl[k]], L, n, &ones[k]);
         }
-        if (by_threads) cmh_leak_combine_threads(x, ones, tl, nt);
+        if (by_threads) { /* (growing by the record's steps alone: threads that appear one by one, each keeping a block) */
+            cmh_site rec = *x;
+            cmh_leak_combine_threads(x, ones, tl, nt);
+            if (x->verdict != CMH_LEAK_GROWING && rec.verdict == CMH_LEAK_GROWING) *x = rec;
+        }
         /* growing by the record's steps, and every live block of it made by one thread whose own
          * steps call it growing too: its rate and steps are that thread's.  The record's steps, from
          * several threads' allocations interleaved as they raced, change from run to run (one
@@ -645,7 +652,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     p->sites = live;
     p->nsites = kept;
     p->grew_bytes = c.grew;
-    if (n) p->run_ns = cmh_entry_time(s, cmh_replay_entry(r, n - 1)) - cmh_entry_time(s, cmh_replay_entry(r, 0));
+    int64_t t_first = n ? cmh_entry_time(s, cmh_replay_entry(r, 0)) : 0, t_last = n ? cmh_entry_time(s, cmh_replay_entry(r, n - 1)) : 0;
+    p->run_ns = t_first && t_last > t_first ? t_last - t_first : 0; /* (0: untimed, said without a rate) */
     live = NULL;
     p->steps = steps[0];
     steps[0].points = NULL;
