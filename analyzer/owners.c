@@ -188,7 +188,7 @@ static const cmh_trace *trace_of(const cmh_snapshot *s, int dev)
 /* How far from a sample a thread's call can still have been in the driver at it: a hook logs
  * within microseconds of the driver's return, but a loaded machine can hold a thread between
  * the two for many milliseconds.  The scan is bounded in entries too (a busy trace). */
-#define FLIGHT_NS 1000000000ll
+#define FLIGHT_NS 250000000ll
 #define FLIGHT_ENTRIES 65536
 #define FLIGHT_THREADS 256
 

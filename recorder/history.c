@@ -247,9 +247,6 @@ void cmh_hist_threads_each(void (*fn)(void *arg, uint32_t thread, int64_t tid, c
     }
 }
 
-/* This thread's number if it has one, else 0 (none given: a thread that only dumps or samples) */
-uint32_t cmh_hist_thread_known(void) { return t_thread < CMH_THREAD_MAX ? t_thread : CMH_THREAD_MAX; }
-
 /* A number, not the OS thread id: small, never reused within the record, and a forked child's
  * thread keeps the one it had (its entries stay its own).  The number is the order of first
  * events, a race between threads; readers renumber by the thread ids kept beside it

@@ -149,7 +149,8 @@ static CUcontext g_dev_ctx[CMH_MAX_DEVICES];
 static int g_dev_sampled[CMH_MAX_DEVICES];
 
 /* Sample device (its context current on this thread); 0, or -1 when the driver says nothing.
- * thread: the recording thread taking it right after its own call (0 for a dump's): another
+ * thread: the recording thread taking it right after its own call (0 for a dump's: a dump can
+ * come long after the dumping thread's last call, so its calls bound nothing): another
  * thread's allocation can leave the driver before the sample and reach the trace after it, and
  * the analyzer needs to know whose next entries could be such (owners.c); naming the sampler
  * costs the sample, never an allocation. */
@@ -187,7 +188,7 @@ void cmh_meminfo_sample_all(void)
     for (int d = 0; d < CMH_MAX_DEVICES; d++) {
         CUcontext c = __atomic_load_n(&g_dev_ctx[d], __ATOMIC_ACQUIRE), popped;
         if (!c || real_cuCtxPushCurrent(c) != CUDA_SUCCESS) continue; /* a context destroyed since: nothing said */
-        sample_current(d, NULL, cmh_hist_thread_known()); /* (the dumping thread's calls are all done) */
+        sample_current(d, NULL, 0); /* (not right after a call of the dumping thread's: none named) */
         real_cuCtxPopCurrent(&popped);
     }
 }

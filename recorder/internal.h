@@ -166,7 +166,6 @@ static inline void cmh_ring_expand(const cmh_ring_slot *sl, const cmh_ring_side 
 
 /* This thread's number in the record: 1, 2, ... in the order threads first record something. */
 CMH_HIDDEN uint32_t cmh_hist_thread(void);
-CMH_HIDDEN uint32_t cmh_hist_thread_known(void);
 /* The threads named so far (their OS thread id and name at their first event), the first
  * CMH_THREAD_NAMED of them: fn(arg, thread, tid, name) for each. */
 #define CMH_THREAD_NAMED 4096
