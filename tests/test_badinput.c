@@ -472,6 +472,21 @@ static void test_flight_checksums(void)
     free(b);
 }
 
+/* The fixture as version 2 (*len bytes), with room beside it for a rewrite (*o, zeroed) and
+ * for a damaged copy (*m). */
+static unsigned char *fixture_v2_with_room(size_t *len, unsigned char **o, unsigned char **m)
+{
+    size_t len0;
+    unsigned char *b0 = slurp(CMH_FIXTURES "/flight/killed-150.flight", &len0);
+    unsigned char *b = flight_v2(b0, len0, len);
+    free(b0);
+    *o = calloc(1, *len);
+    *m = malloc(*len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(*o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(*m);
+    return b;
+}
+
 /* The v2 file b rewritten into o as version `version`: its header, then each kept area's records
  * one after another, each written at o + out by fn (which returns its length), the areas moved
  * to where their records now stand.  Returns the bytes written. */
@@ -574,12 +589,8 @@ static int recover_alike(const char *path, const unsigned char *b, size_t len, c
  * is refused as an entry. */
 static void test_flight_short_entries(void)
 {
-    size_t len0, len;
-    unsigned char *b0 = slurp(CMH_FIXTURES "/flight/killed-150.flight", &len0);
-    unsigned char *b = flight_v2(b0, len0, &len), *o = calloc(1, len), *m = malloc(len);
-    free(b0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    size_t len;
+    unsigned char *o, *m, *b = fixture_v2_with_room(&len, &o, &m);
     packed pk = {{0}, {0}};
     uint64_t out = flight_rewrite(b, o, 3, pack_v3, &pk), first_short = pk.first[0];
     unsigned long shorts = pk.n[0];
@@ -647,12 +658,8 @@ static void test_totals(void)
  * short free of any other action is refused. */
 static void test_flight_compact(void)
 {
-    size_t len0, len;
-    unsigned char *b0 = slurp(CMH_FIXTURES "/flight/killed-150.flight", &len0);
-    unsigned char *b = flight_v2(b0, len0, &len), *o = calloc(1, len), *m = malloc(len);
-    free(b0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    size_t len;
+    unsigned char *o, *m, *b = fixture_v2_with_room(&len, &o, &m);
     /* the fixture's frees carry their allocation's stack (context alloc): the v2 file's are made
      * stackless first, so that both files say the same */
     const cmh_flight_header *hb = (const void *)b;
