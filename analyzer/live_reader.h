@@ -25,18 +25,6 @@
 
 _Static_assert(sizeof(cmh_entry_full) == 64, "a trace entry (every field) is one cache line in the window");
 
-typedef struct lstack {
-    uint64_t id; /* the key: recorder stack id + 1 */
-    uint64_t first;
-    uint32_t depth, pad;
-} lstack;
-
-typedef struct lname {
-    uint64_t id; /* the key: recorder name id + 1 */
-    uint64_t off;
-    uint32_t len, pad;
-} lname;
-
 typedef struct lpyframe {
     uint64_t id; /* the key: recorder Python frame id + 1 */
     uint64_t off; /* file then function, in namebuf */
@@ -83,11 +71,7 @@ struct cmh_live {
     uint64_t gen_from; /* extents of older generations are in the checkpoint */
     uint64_t cut[CMH_FLIGHT_SLOTS];
     cmh_fstate st;
-    cmh_oatab stacks; /* of lstack */
-    uint64_t *pcs;
-    uint32_t npcs, cappcs;
-    cmh_oatab names; /* of lname */
-    cmh_oatab pyframes; /* of lpyframe */
+    fdict dict; /* its pyframes: of lpyframe */
     char *namebuf;
     uint32_t nnamebuf, capnamebuf;
     lmod *mods;

@@ -331,13 +331,21 @@ static int xset_reindex(cmh_snapshot *s)
 
 _Static_assert(sizeof(cmh_entry) == 16, "the model's entry is 16 bytes");
 
+/* The shortcut both tables of an entry's parts (pairs, upper halves of times) take before any
+ * search: the value interned last, again, as the entry before often had it.  1 with its number
+ * in *id when v (size bytes) is the table's value at last. */
+static inline int same_as_last(const void *tab, uint32_t n, uint32_t last, const void *v, size_t size, uint32_t *id)
+{
+    if (!n || memcmp((const char *)tab + (size_t)last * size, v, size)) return 0;
+    *id = last;
+    return 1;
+}
+
 /* An (address, size) pair's number, interned. */
 static int pair_intern(cmh_snapshot *s, uint64_t addr, uint64_t size, uint32_t *id)
 {
-    if (s->npairs && s->pairs[s->pair_last].addr == addr && s->pairs[s->pair_last].size == size) {
-        *id = s->pair_last;
-        return CMH_OK;
-    }
+    const cmh_entry_pair p = {addr, size};
+    if (same_as_last(s->pairs, s->npairs, s->pair_last, &p, sizeof p, id)) return CMH_OK;
     if (!s->pair_index.esize) cmh_oa_init(&s->pair_index, sizeof(id_slot));
     uint64_t h = cmh_oa_hashkey(cmh_oa_mix(addr) ^ size);
     uint32_t pos = UINT32_MAX;
@@ -349,7 +357,7 @@ static int pair_intern(cmh_snapshot *s, uint64_t addr, uint64_t size, uint32_t *
     if (s->npairs == UINT32_MAX || GROW(s, pairs, s->npairs + 1, cap_pairs) != CMH_OK) return CMH_ENOMEM;
     id_slot *sl = cmh_oa_add(&s->pair_index, h);
     if (!sl) return CMH_ENOMEM;
-    s->pairs[s->npairs] = (cmh_entry_pair){addr, size};
+    s->pairs[s->npairs] = p;
     sl->id = s->npairs;
     *id = s->pair_last = s->npairs++;
     return CMH_OK;
@@ -358,10 +366,7 @@ static int pair_intern(cmh_snapshot *s, uint64_t addr, uint64_t size, uint32_t *
 /* The number of a time's upper half, interned; CMH_TH_FAR when the table is full. */
 static int thigh_intern(cmh_snapshot *s, uint32_t hi, uint32_t *id)
 {
-    if (s->nthighs && s->thighs[s->thigh_last] == hi) {
-        *id = s->thigh_last;
-        return CMH_OK;
-    }
+    if (same_as_last(s->thighs, s->nthighs, s->thigh_last, &hi, sizeof hi, id)) return CMH_OK;
     /* few (a trace of an hour has ~840), and a trace's times mostly rise: from the last one down */
     for (uint32_t i = s->nthighs; i-- > 0;)
         if (s->thighs[i] == hi) {
