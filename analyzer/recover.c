@@ -81,6 +81,11 @@ static int walk(rd *r, uint32_t a, rec_fn fn, void *arg)
     const cmh_flight_area *ar = &r->h->area[a];
     uint64_t end = ar->cursor < ar->size ? ar->cursor : ar->size;
     if (ar->sealed && ar->sealed < end) end = ar->sealed; /* past it: reservations that went to the next extent */
+    uint64_t room = ar->offset < r->len ? r->len - ar->offset : 0; /* a cut copy: what is left of the extent */
+    if (end > room) {
+        r->info->truncated += end - room;
+        end = room;
+    }
     for (uint64_t at = 0; at + CMH_FLIGHT_HEAD_V1 <= end;) {
         cmh_fr_head hd;
         int st = cmh_fr_head_read(r->map + ar->offset + at, r->h->version, end - at, &hd);
@@ -399,6 +404,9 @@ int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, si
     int rc = CMH_OK;
     if (!h) rc = CMH_ENOMEM, snprintf(err, errlen, "%s: out of memory", path);
     else if (n < 0) rc = CMH_EIO, snprintf(err, errlen, "%s: %s", path, strerror(e));
+    else if ((size_t)n >= 8 && !memcmp(h->magic, CMH_FLIGHT_MAGIC, 8) && (size_t)n < sizeof *h)
+        rc = CMH_EFORMAT, snprintf(err, errlen, "%s: a truncated flight record (%lld bytes, shorter than its %d-byte header): nothing can be read",
+                                   path, (long long)n, CMH_FLIGHT_HEADER);
     else if ((size_t)n < sizeof *h || memcmp(h->magic, CMH_FLIGHT_MAGIC, 8))
         rc = CMH_EFORMAT, snprintf(err, errlen, "%s: not a flight record (no magic at byte 0)", path);
     else {
@@ -428,8 +436,13 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         return CMH_EIO;
     }
     if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < CMH_FLIGHT_HEADER) {
+        char magic[8];
+        int ours = S_ISREG(sb.st_mode) && sb.st_size >= 8 && pread(fd, magic, 8, 0) == 8 && !memcmp(magic, CMH_FLIGHT_MAGIC, 8);
         close(fd);
-        snprintf(err, errlen, "%s: not a flight record (%lld bytes)", path, (long long)sb.st_size);
+        if (ours) /* its header, which says where the records are, is cut: nothing can be read */
+            snprintf(err, errlen, "%s: a truncated flight record (%lld bytes, shorter than its %d-byte header): nothing can be read",
+                     path, (long long)sb.st_size, CMH_FLIGHT_HEADER);
+        else snprintf(err, errlen, "%s: not a flight record (%lld bytes)", path, (long long)sb.st_size);
         cmh_snapshot_free(out);
         return CMH_EFORMAT;
     }
@@ -480,8 +493,10 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     for (uint32_t a = 0; a < h->nareas; a++) {
         const cmh_flight_area *ar = &h->area[a];
         if (ar->dropped) continue;
-        if (ar->offset < CMH_FLIGHT_HEADER || ar->offset % 8 || ar->size > r.len || ar->offset > r.len - ar->size) {
-            rc = fail(&r, "an extent past the end of the file (header byte %llu)", (uint64_t)((const char *)ar - (const char *)h));
+        /* an extent that runs past the file's end is read as far as the file goes (a copy cut short:
+         * walk() counts what is missing); one that starts in the header is a damaged header */
+        if (ar->offset < CMH_FLIGHT_HEADER || ar->offset % 8 || ar->offset + ar->size < ar->offset) {
+            rc = fail(&r, "an extent at a wrong place (header byte %llu)", (uint64_t)((const char *)ar - (const char *)h));
             goto out;
         }
     }
