@@ -278,6 +278,11 @@ const char *cmh_oom_verdict_text(int verdict);
  * largest free run inside one segment. */
 struct cmh_oom_event {
     int64_t index, time_ns;
+    /* the allocator's retry: its thread freed retry_freed bytes of cached segments (maybe none)
+     * and asked for the same size again (the next OOM, or a success): memory_summary's
+     * "cudaMalloc retries" */
+    int retried;
+    uint64_t retry_freed;
     uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
     int fits_in_gap, verdict;
     cmh_free_split split; /* free_inside - pending_free, split into releasable and trapped */
@@ -298,6 +303,14 @@ void cmh_oom_report_free(cmh_oom_report *r);
 /* The snapshot's first out-of-memory error by time (the lowest device's first without times):
  * its device, its index in that device's trace and its time.  0 when there is none. */
 int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns);
+/* Whether OOM entry i of trace t was the allocator's retry rather than a failure the program
+ * saw: in a record of our recorder (driver calls), its thread then freed cached segments
+ * (*freed: their bytes, 0 when it found none) and asked the driver for the same size again
+ * before anything else (PyTorch counts its retries so, whether or not anything was freed).
+ * PyTorch's own snapshots record an OOM only once the allocator gave up: 0 there. */
+int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed);
+/* The OOMs of trace t that were retries (as cmh_oom_retried says) */
+uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
 
 /* Each device's peaks (pinned host memory left out): device first, then the rest by peak
  * reserved, largest first.  Fills up to cap, *n says how many. */
