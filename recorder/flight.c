@@ -152,6 +152,23 @@ static void populate_piece(uint32_t a, uint64_t end, uint64_t size)
     while (cur < to && !__atomic_compare_exchange_n(&g_pop[a], &cur, to, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
 }
 
+/* What this appender's extent a has written up to `at`, less KEEP_RESIDENT, given back from
+ * RSS by the appender itself, with no lock: the range is claimed by a compare-and-swap on g_rel,
+ * so two appenders never give back the same pages, and the extent cannot be unmapped under it
+ * (an appender is inside an entry's claim, which a checkpoint waits for before it drops any
+ * extent).  Where the appenders took the helper's g_window for this (a trylock), a helper
+ * preempted while holding it on a loaded machine left every written page resident: 34.7 B per
+ * entry at 5 M entries once at load 13, against 25.2 in the runs around it. */
+static void release_mine(uint32_t a, uint64_t at)
+{
+    uint64_t upto = (at > KEEP_RESIDENT ? at - KEEP_RESIDENT : 0) & ~(uint64_t)4095;
+    uint64_t old = __atomic_load_n(&g_rel[a], __ATOMIC_RELAXED);
+    if (upto <= old || !__atomic_compare_exchange_n(&g_rel[a], &old, upto, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+    int saved = errno;
+    madvise(g_map[a] + old, upto - old, MADV_DONTNEED);
+    errno = saved;
+}
+
 /* The file's space: extents are placed in space a dropped extent left (given back to the file
  * system by a hole, so it reads as zeros: a record reserved and never written there reads as
  * nothing, never as an old record), best fit, else at the end of the file.  So a bounded ring's
@@ -350,7 +367,7 @@ static cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted, uint32
                  * so the wake below, half a window before it, no longer comes); when it has not
                  * for RELEASE_LAG, this appender does (populate_here), as appenders past the
                  * populated end did before the pieces (seen: 40 MB left resident otherwise) */
-                if (at > __atomic_load_n(&g_rel[a], __ATOMIC_RELAXED) + RELEASE_LAG) populate_here();
+                if (at > __atomic_load_n(&g_rel[a], __ATOMIC_RELAXED) + RELEASE_LAG) release_mine(a, at);
                 else if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
                     cmh_helper_wake();
             }
