@@ -165,7 +165,9 @@ static void print_recorded(const recorded_run *rr, uint64_t capacity, int width)
     print_cells(g_not_pytorch ? "recorded (its own allocator)" : "recorded", width, (uint64_t)rr->pk.reserved_peak,
                 (uint64_t)rr->pk.alloc_peak, rr->free_at_peak, rr->segment_allocs, rr->segment_frees, rr->segment_maps,
                 rr->segment_unmaps);
-    if (rr->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", rr->first_oom_index, rep_size((double)rr->first_oom_request));
+    if (capacity && rr->pk.reserved_peak > (int64_t)capacity) /* it ran on a larger device: not "no OOM" at this one */
+        printf("over it (reserved %s)\n", rep_size((double)rr->pk.reserved_peak));
+    else if (rr->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", rr->first_oom_index, rep_size((double)rr->first_oom_request));
     else printf("%s\n", capacity ? "no OOM" : "-");
 }
 

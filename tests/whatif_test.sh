@@ -85,6 +85,10 @@ EOF
     bad "cumemhist oom on the generated trace: $("$CMH" oom frag.pickle 2>&1 | head -5)"
 "$CMH" whatif --json --conf expandable_segments:True frag.pickle >frag.json 2>err.txt || bad "whatif frag: $(cat err.txt)"
 "$CMH" whatif --json --conf expandable_segments:True --capacity 170M frag.pickle >small.json 2>err.txt || bad "whatif --capacity: $(cat err.txt)"
+# the recorded row at a capacity below what the record reserved says so, not the recorded OOM or "no OOM"
+"$CMH" whatif --capacity 170M frag.pickle 2>/dev/null | grep -q "^recorded .*over it (reserved 200.0 MiB)$" &&
+    ok "whatif --capacity below the recorded reserved: the recorded row is 'over it'" ||
+    bad "whatif recorded row at 170M: $("$CMH" whatif --capacity 170M frag.pickle 2>&1 | grep '^recorded')"
 py - frag.json small.json <<'EOF' || fail=$((fail + 1))
 import json, sys
 d, s = (json.load(open(f)) for f in sys.argv[1:3])
