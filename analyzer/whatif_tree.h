@@ -26,6 +26,7 @@ struct wseg {
     uint64_t addr, size; /* size: the virtual range for an expandable one */
     int64_t stream;
     uint8_t pool, expandable;
+    uint32_t owner;     /* 0: the default pool; else the private pool (a CUDA graph's, a MemPool's) it serves, from 1 */
     struct wblk *first; /* its lowest block */
 };
 
