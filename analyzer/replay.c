@@ -34,6 +34,7 @@ typedef struct range {
 typedef struct rseg {
     uint64_t addr, size;
     uint8_t pool, expandable, whole;
+    uint8_t priv; /* its segment_alloc said a private pool's pool_id (newer PyTorch) */
     uint64_t active_bytes;
     uint32_t nactive, gaps;
     range *r;
@@ -533,6 +534,9 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
     int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
     fwd_segment_alloc_at(r, cmh_entry_addr(r->s, e), cmh_entry_size(r->s, e), whole, whole ? cmh_entry_requested(r->s, e) : 0,
                          whole ? stack_of(r, e) : 0, whole ? cmh_entry_time(r->s, e) : 0, expandable, pool);
+    cmh_pool_id p = cmh_entry_pool_id(r->s, e); /* known while the segment lives, freed before the end or not */
+    rseg *g = p.id[0] || p.id[1] ? seg_containing(r, cmh_entry_addr(r->s, e)) : NULL;
+    if (g) g->priv = 1;
 }
 
 static void fwd_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int whole)
@@ -1349,9 +1353,9 @@ void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint
     *trapped += b - a - rel;
 }
 
-/* Whether the replay's segment at addr is one of a private pool's (a CUDA graph's, a MemPool's):
- * the final segment at that address says so by its segment_pool_id.  A segment freed before the
- * end has no word on its pool and counts as the default pool's. */
+/* Whether the replay's segment at addr is one of a private pool's (a CUDA graph's, a MemPool's)
+ * by the final segment at that address, its segment_pool_id.  A segment freed before the end is
+ * known only by its segment_alloc's pool_id (rseg.priv), from PyTorch versions that write it. */
 static int seg_private(const cmh_replay *r, uint64_t addr)
 {
     const cmh_snapshot *s = r->s;
@@ -1374,7 +1378,7 @@ void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const rseg *g = r->segs[i];
         if (!g) continue;
-        int priv = any_private && seg_private(r, g->addr);
+        int priv = g->priv || (any_private && seg_private(r, g->addr));
         uint64_t at = g->addr;
         for (uint32_t k = 0; k <= g->nr; k++) {
             uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;

@@ -263,4 +263,11 @@ print("ok: a graph pool's cached 18 MiB is not the default pool's: the recorded 
 EOF
 check "whatif text: the private pool's request, counted from the entries' pool_id" \
     "grep -q '^1 of the 1 requests (18.0 MiB) were served in a private pool' gp_entries.txt"
+# and the OOM's own verdict: the graph pool's free 18 MiB, known from its segment_alloc's pool_id
+# though the segment is gone at the end, is the pool's alone
+"$CMH" oom gp_entries.pickle >gp_oom_e.txt 2>&1
+"$CMH" oom gp_neither.pickle >gp_oom_n.txt 2>&1
+check "oom: held by a private pool known from the entries' pool_id; a free gap when nothing says" \
+    "grep -q 'verdict: held by a private pool' gp_oom_e.txt && grep -q 'in private pools          18.0 MiB' gp_oom_e.txt &&
+     grep -q 'verdict: a free gap inside the reserved segments was large enough' gp_oom_n.txt"
 finish
