@@ -84,4 +84,11 @@ assert pa == pb and pa[-1] == (5, 5) and pa[2] == (1, 0), (pa, pb)
 print(f"ok: {len(pa)} entries' pool_id kept through the export, the memoized one too")
 PY
 env -u LD_PRELOAD python3 "$D/../check_memviz.py" --ours "$T/pools.out.pickle" || fail=1
+"$B/cumemhist" export -f json -o "$T/pools.json" "$T/pools.pickle" || fail=1
+env -u LD_PRELOAD python3 - "$T/pools.pickle" "$T/pools.json" <<'PY' || fail=1
+import json, pickle, sys
+a, b = pickle.load(open(sys.argv[1], "rb"))["device_traces"][0], json.load(open(sys.argv[2]))["device_traces"][0]
+assert [list(e["pool_id"]) for e in a] == [e["pool_id"] for e in b], b
+print(f"ok: the JSON export says each of the {len(b)} entries' pool_id too")
+PY
 exit $fail
