@@ -306,6 +306,15 @@ static int pool_intern(cmh_snapshot *s, const uint64_t id[2], uint32_t *out)
 
 int cmh_snapshot_pool_number(cmh_snapshot *s, const uint64_t id[2], uint32_t *number) { return pool_intern(s, id, number); }
 
+int cmh_snapshot_entry_pools(const cmh_snapshot *s)
+{
+    if (s->pt_fields & CMH_PT_POOL_ID) return 1;
+    /* not s->npool_ids: a pool a reader interned for an entry it then skipped names no entry */
+    for (uint32_t i = 1; i < s->nxsets; i++)
+        if (s->xsets[i].pool) return 1;
+    return 0;
+}
+
 static void xset_of(const cmh_entry_full *e, cmh_entry_xset *x)
 {
     memset(x, 0, sizeof *x); /* no padding in the type, but its bytes are hashed and compared */

@@ -50,6 +50,7 @@ typedef struct pw {
     uint32_t *frame_memo; /* frame id -> memo index + 1 */
     uint32_t *stack_memo; /* stack id -> memo index + 1 */
     uint32_t *action_memo;
+    int pooled; /* entries say their pool_id (cmh_snapshot_entry_pools) */
 } pw;
 
 static __attribute__((noinline)) int grow(pw *w, size_t n)
@@ -330,7 +331,7 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
         w_sid(w, s, cmh_entry_user_metadata(s, e));
     }
     /* as newer PyTorch writes it, on every entry or on none: (0, 0) the default pool */
-    if ((s->pt_fields & CMH_PT_POOL_ID) || s->npool_ids > 1) {
+    if (w->pooled) {
         cmh_pool_id p = cmh_entry_pool_id(s, e);
         w_key(w, W_POOL_ID);
         w_int(w, (int64_t)p.id[0]);
@@ -485,6 +486,7 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
 {
     pw w;
     memset(&w, 0, sizeof w);
+    w.pooled = cmh_snapshot_entry_pools(s);
     w.fp = fp;
     w.str_memo = calloc(s->strings.n + 1, sizeof *w.str_memo);
     w.frame_memo = calloc(s->nframes + 1, sizeof *w.frame_memo);

@@ -176,7 +176,7 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
     cmh_jw_key(w, "device_traces");
     cmh_jw_arr(w);
     int timed = s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US); /* PyTorch 2.0: no time_us */
-    int pooled = (s->pt_fields & CMH_PT_POOL_ID) || s->npool_ids > 1; /* on every entry or none, as the pickle */
+    int pooled = cmh_snapshot_entry_pools(s); /* on every entry or none, as the pickle */
     for (int d = 0; d < (ndev ? ndev : 1); d++) {
         cmh_jw_arr(w);
         for (uint32_t t = 0; t < s->ntraces; t++) {

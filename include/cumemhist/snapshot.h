@@ -423,6 +423,9 @@ static inline uint32_t cmh_entry_compile_context(const cmh_snapshot *s, const cm
 static inline uint32_t cmh_entry_user_metadata(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->user_metadata; }
 /* A pool id's number in s->pool_ids (interned: 0 for (0, 0)), as entries' sets hold it. */
 int cmh_snapshot_pool_number(cmh_snapshot *s, const uint64_t id[2], uint32_t *number);
+/* Whether a PyTorch export should say each entry's pool_id: the source did (CMH_PT_POOL_ID), or
+ * an entry is a private pool's (looked up in the entries' sets, which only entries make). */
+int cmh_snapshot_entry_pools(const cmh_snapshot *s);
 /* The entry's pool id; (0, 0) for the default pool and for an entry whose source did not say. */
 static inline cmh_pool_id cmh_entry_pool_id(const cmh_snapshot *s, const cmh_entry *e)
 {
