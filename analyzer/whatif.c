@@ -50,23 +50,13 @@ typedef struct live_slot {
     wblk *b;
 } live_slot;
 
-/* A private pool's cached blocks, apart: the allocator serves a request of a private pool only
- * from that pool's own segments, and a request of the default pool never from them
- * (CUDACachingAllocator's BlockPools of a PrivatePool). */
-typedef struct wpriv {
-    uint64_t id[2];
-    btree freeb[2];
-} wpriv;
-
 typedef struct wmodel {
     const cmh_whatif_conf *c;
     cmh_pt_rules rules;
     uint64_t capacity;
     btree freeb[2];    /* free mapped blocks by (stream, size, address) */
     btree unmapped[2]; /* unmapped ranges of expandable segments by (stream, address) */
-    wpriv **privs;     /* the private pools seen, owner n at privs[n - 1] (pointers: the trees stay put) */
-    uint32_t nprivs, cprivs;
-    int final_private; /* a final segment of the device is a private pool's (looked up by address) */
+    wpools pools;      /* the private pools (whatif_pools.c): their free blocks apart */
     uint32_t rng;      /* the treaps' priorities (xorshift; the shape never changes a result) */
     wseg **segs;
     uint32_t nsegs, csegs;
@@ -81,7 +71,7 @@ typedef struct wmodel {
 /* the free blocks of a pool (owner 0: the default one), small or large */
 static btree *free_tree(wmodel *m, uint32_t owner, int pool)
 {
-    return owner && owner <= m->nprivs ? &m->privs[owner - 1]->freeb[pool] : &m->freeb[pool];
+    return owner && owner <= m->pools.n ? &m->pools.privs[owner - 1]->freeb[pool] : &m->freeb[pool];
 }
 
 #define PUT_FREE(m, b) wt_put(&(m)->rng, free_tree((m), (b)->seg->owner, (b)->pool), (b))
@@ -593,8 +583,7 @@ static void compare_events(wmodel *m, const cmh_snapshot *s, const cmh_trace *t)
 
 static void free_model(wmodel *m)
 {
-    for (uint32_t i = 0; i < m->nprivs; i++) free(m->privs[i]);
-    free(m->privs);
+    wp_free(&m->pools);
     for (uint32_t i = 0; i < m->nsegs; i++) free(m->segs[i]);
     free(m->segs);
     free(m->evs);
@@ -659,44 +648,6 @@ static int64_t stream_of(const cmh_snapshot *s, int device, uint64_t addr)
     return 0;
 }
 
-/* The private pool of a final segment of the device holding addr; (0, 0) if none is (the
- * default pool's, or a segment freed before the end: no word on its pool). */
-static cmh_pool_id final_pool_at(const cmh_snapshot *s, int device, uint64_t addr)
-{
-    for (uint32_t i = 0; i < s->nsegments; i++) {
-        const cmh_segment *g = &s->segments[i];
-        if (g->device == device && addr >= g->addr && addr - g->addr < g->size) return (cmh_pool_id){{g->pool_id[0], g->pool_id[1]}};
-    }
-    return (cmh_pool_id){{0, 0}};
-}
-
-/* The model's owner number of pool id p (0 for (0, 0)), added on first sight. */
-static uint32_t owner_of(wmodel *m, cmh_pool_id p)
-{
-    if (!p.id[0] && !p.id[1]) return 0;
-    for (uint32_t i = 0; i < m->nprivs; i++) /* a process has a few pools: a CUDA graph's, a MemPool's */
-        if (m->privs[i]->id[0] == p.id[0] && m->privs[i]->id[1] == p.id[1]) return i + 1;
-    wpriv *w = calloc(1, sizeof *w);
-    if (!w || m->nprivs == UINT32_MAX - 1 || CMH_GROW(m->privs, m->cprivs, (uint64_t)m->nprivs + 1, 8)) {
-        free(w);
-        m->nomem = 1;
-        return 0;
-    }
-    w->id[0] = p.id[0], w->id[1] = p.id[1];
-    w->freeb[SMALL].f = w->freeb[LARGE].f = wt_cmp_size;
-    m->privs[m->nprivs++] = w;
-    return m->nprivs;
-}
-
-/* A request's pool: the entry's own pool_id (newer PyTorch says it of every entry, (0, 0) too),
- * else, from a source whose entries do not say, the pool of the final segment at its address. */
-static uint32_t request_owner(wmodel *m, const cmh_snapshot *s, int device, const cmh_entry *e, uint64_t addr)
-{
-    cmh_pool_id p = cmh_entry_pool_id(s, e);
-    if (!p.id[0] && !p.id[1] && m->final_private && addr && !(s->pt_fields & CMH_PT_POOL_ID)) p = final_pool_at(s, device, addr);
-    return owner_of(m, p);
-}
-
 /* The model starts where the trace does: the segments and live blocks the replay finds before
  * the first entry (none for a trace that starts with the process), at their own addresses. */
 static void seed_model(wmodel *m, const cmh_snapshot *s, int device)
@@ -717,7 +668,7 @@ static void seed_model(wmodel *m, const cmh_snapshot *s, int device)
         int pool = ls->pool == CMH_POOL_SMALL ? SMALL : LARGE;
         wseg *g = new_segment(m, pool, stream_of(s, device, ls->addr), ls->expandable ? VIRTUAL_SIZE : ls->size, ls->expandable);
         if (!g) break;
-        g->owner = m->final_private ? owner_of(m, final_pool_at(s, device, ls->addr)) : 0;
+        g->owner = wp_final(&m->pools, ls->addr);
         g->addr = ls->addr;
         if (ls->addr + g->size + PAGE_LARGE > m->next_addr) m->next_addr = ls->addr + g->size + 2 * PAGE_LARGE;
         m->reserved += ls->size;
@@ -789,11 +740,10 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     for (int p = 0; p < 2; p++) m.freeb[p].f = wt_cmp_size, m.unmapped[p].f = wt_cmp_addr;
     m.rng = 0x9E3779B9u;
     cmh_oa_init(&m.live, sizeof(live_slot));
-    for (uint32_t i = 0; i < s->nsegments && !m.final_private; i++)
-        m.final_private = s->segments[i].device == device && (s->segments[i].pool_id[0] || s->segments[i].pool_id[1]);
+    if (wp_init(&m.pools, s, device)) m.nomem = 1;
     seed_model(&m, s, device);
     int prev_action = -1;
-    for (uint32_t i = 0; i < t->nentries && !m.nomem; i++) {
+    for (uint32_t i = 0; i < t->nentries && !m.nomem && !m.pools.nomem; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         int a = e->action;
         if (a == CMH_ACT_ALLOC) {
@@ -801,7 +751,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
             /* read once: the model's writes may alias the snapshot's tables, for the compiler */
             uint64_t addr = cmh_entry_addr(s, e), req = cmh_entry_requested(s, e);
             if (!req) req = cmh_entry_size(s, e);
-            uint32_t owner = request_owner(&m, s, device, e, addr);
+            uint32_t owner = wp_request(&m.pools, s, e, addr);
             if (owner) out->private_requests++, out->private_bytes += req;
             wblk *b = model_malloc(&m, req, (int64_t)cmh_entry_stream(s, e), owner);
             if (b && addr) {
@@ -828,7 +778,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
                 release_cached(&m);
             }
         } else if (a == CMH_ACT_OOM) { /* the request that failed then: does it fail here? */
-            wblk *b = model_malloc(&m, cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e), owner_of(&m, cmh_entry_pool_id(s, e)));
+            wblk *b = model_malloc(&m, cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e), wp_request(&m.pools, s, e, 0));
             if (b) model_free(&m, b);
             else if (!out->ooms++) out->first_oom_index = i, out->first_oom_time_ns = cmh_entry_time(s, e), out->first_oom_request = cmh_entry_size(s, e);
         }
@@ -842,6 +792,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     }
     out->end_reserved = m.reserved;
     out->end_allocated = m.allocated;
+    if (m.pools.nomem) m.nomem = 1;
     if (compare && !m.nomem) compare_events(&m, s, t);
     int rc = m.nomem ? CMH_ENOMEM : CMH_OK;
     free_blocks(&m);

@@ -1,13 +1,16 @@
 /*
- * whatif_tree.h - the what-if model's blocks and segments, and the index it finds free blocks
- * in (private to analyzer/: whatif.c is the allocator, whatif_tree.c the index).  Split from
- * whatif.c along the one seam the model has: the treap knows blocks only by their keys, the
- * allocator never touches a tree's links.
+ * whatif_tree.h - the what-if model's blocks and segments, the index it finds free blocks in,
+ * and its private pools (private to analyzer/: whatif.c is the allocator, whatif_tree.c the
+ * index, whatif_pools.c which pool a request is of).  Split from whatif.c along the seams the
+ * model has: the treap knows blocks only by their keys, the allocator never touches a tree's
+ * links, and a pool is a pair of trees the allocator asks for by number.
  */
 #ifndef CMH_WHATIF_TREE_H
 #define CMH_WHATIF_TREE_H
 
 #include <stdint.h>
+
+#include "cumemhist/snapshot.h"
 
 typedef struct wseg wseg;
 typedef struct wblk {
@@ -55,5 +58,40 @@ wblk *wt_prev(const wblk *x);
 void wt_put(uint32_t *rng, btree *t, wblk *b);
 /* b out of t (nothing when it is not in t) */
 void wt_take(btree *t, wblk *b);
+
+/* A private pool's cached blocks, apart: the allocator serves a request of a private pool only
+ * from that pool's own segments, and a request of the default pool never from them
+ * (CUDACachingAllocator's BlockPools of a PrivatePool). */
+typedef struct wpriv {
+    uint64_t id[2];
+    btree freeb[2];
+} wpriv;
+
+typedef struct wfinal { /* a final segment of a private pool */
+    uint64_t addr, size;
+    uint32_t owner;
+} wfinal;
+
+/* The private pools of one replay, numbered from 1 (owner 0: the default pool) as first seen. */
+typedef struct wpools {
+    wpriv **privs; /* owner n at privs[n - 1] (pointers: the trees stay put) */
+    uint32_t n, cap;
+    cmh_oatab index;  /* a pool id's hash -> owner */
+    uint32_t *by_num; /* the snapshot's pool number (cmh_snapshot_pool_number) -> owner, 0: not yet */
+    wfinal *finals;   /* the device's final segments of private pools, by address */
+    uint32_t nfinals;
+    int nomem;
+} wpools;
+
+/* The device's final private segments, each pool numbered; 0, or -1 out of memory. */
+int wp_init(wpools *p, const cmh_snapshot *s, int device);
+void wp_free(wpools *p);
+/* The owner of pool id (0 for (0, 0)), numbered on first sight (0 and p->nomem: out of memory). */
+uint32_t wp_owner(wpools *p, const uint64_t id[2]);
+/* The owner of the final private segment holding addr, 0 if none does. */
+uint32_t wp_final(const wpools *p, uint64_t addr);
+/* A request's pool: its entry's own pool_id (newer PyTorch says it of every entry, (0, 0) too),
+ * else, from a source whose entries do not say, the final segment's at its address. */
+uint32_t wp_request(wpools *p, const cmh_snapshot *s, const cmh_entry *e, uint64_t addr);
 
 #endif
