@@ -75,7 +75,9 @@ cmh_entry_full *cmh_live_trace_slot_grow(cmh_live *l, int k, int from_base)
     if (t->n == t->alloc && t->alloc < t->cap) { /* grow, putting the ring in order */
         uint64_t na = t->alloc ? t->alloc * 2 : 1024;
         if (na > t->cap) na = t->cap;
-        cmh_entry_full *r = aligned_alloc(64, na * sizeof *r);
+        /* aligned_alloc wants a multiple of the alignment: an 80-byte entry times a window of
+         * max_entries need not be one */
+        cmh_entry_full *r = aligned_alloc(64, (na * sizeof *r + 63) / 64 * 64);
         if (!r) return NULL;
         for (uint64_t i = 0; i < t->n; i++) r[i] = t->ring[(t->head + i) % t->alloc];
         free(t->ring);

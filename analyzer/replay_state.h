@@ -26,6 +26,7 @@ typedef struct range {
 typedef struct rseg {
     uint64_t addr, size;
     uint8_t pool, expandable, whole;
+    uint8_t priv; /* its segment_alloc said a private pool's pool_id (newer PyTorch) */
     uint64_t active_bytes;
     uint32_t nactive, gaps;
     range *r;

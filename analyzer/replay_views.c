@@ -112,9 +112,9 @@ void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint
     *trapped += b - a - rel;
 }
 
-/* Whether the replay's segment at addr is one of a private pool's (a CUDA graph's, a MemPool's):
- * the final segment at that address says so by its segment_pool_id.  A segment freed before the
- * end has no word on its pool and counts as the default pool's. */
+/* Whether the replay's segment at addr is one of a private pool's (a CUDA graph's, a MemPool's)
+ * by the final segment at that address, its segment_pool_id.  A segment freed before the end is
+ * known only by its segment_alloc's pool_id (rseg.priv), from PyTorch versions that write it. */
 static int seg_private(const cmh_replay *r, uint64_t addr)
 {
     const cmh_snapshot *s = r->s;
@@ -137,7 +137,7 @@ void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const rseg *g = r->segs[i];
         if (!g) continue;
-        int priv = any_private && seg_private(r, g->addr);
+        int priv = g->priv || (any_private && seg_private(r, g->addr));
         uint64_t at = g->addr;
         for (uint32_t k = 0; k <= g->nr; k++) {
             uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;
