@@ -494,8 +494,10 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         const cmh_flight_area *ar = &h->area[a];
         if (ar->dropped) continue;
         /* an extent that runs past the file's end is read as far as the file goes (a copy cut short:
-         * walk() counts what is missing); one that starts in the header is a damaged header */
-        if (ar->offset < CMH_FLIGHT_HEADER || ar->offset % 8 || ar->offset + ar->size < ar->offset) {
+         * walk() counts what is missing); one no writer could have made (in the header, larger
+         * than any extent, further than 48 of them go) is a damaged header */
+        if (ar->offset < CMH_FLIGHT_HEADER || ar->offset % 8 || ar->size > CMH_FLIGHT_MAX_EXTENT ||
+            ar->offset > CMH_FLIGHT_HEADER + (uint64_t)CMH_FLIGHT_EXTENTS * CMH_FLIGHT_MAX_EXTENT) {
             rc = fail(&r, "an extent at a wrong place (header byte %llu)", (uint64_t)((const char *)ar - (const char *)h));
             goto out;
         }

@@ -32,7 +32,7 @@
 #include "flight_internal.h"
 
 #define DEFAULT_MB 4       /* the first extent; each next one twice the last */
-#define MAX_EXTENT_MB 512
+#define MAX_EXTENT_MB ((long)(CMH_FLIGHT_MAX_EXTENT >> 20))
 
 cmh_flight_header *cmh_fl_h; /* NULL: no flight record */
 static int g_fd = -1;
