@@ -52,13 +52,17 @@ static void line(FILE *fp, char ch)
     fputs("|\n", fp);
 }
 
-static void row(FILE *fp, const char *name, const cmh_stat *v, const cmh_stat *pref, fmt_fn f)
+/* history 0: only Cur Usage is known (the end state); the other columns print '-', the width of a
+ * figure, rather than the end state dressed as a peak and totals */
+static void row(FILE *fp, const char *name, const cmh_stat *v, const cmh_stat *pref, fmt_fn f, int history)
 {
-    char c[32], p[32], a[32], fr[32];
+    char c[32], p[32] = "         -", a[32] = "         -", fr[32] = "         -";
     f(c, sizeof c, v->current, (double)pref->current);
-    f(p, sizeof p, v->peak, (double)pref->peak);
-    f(a, sizeof a, v->allocated, (double)pref->allocated);
-    f(fr, sizeof fr, v->freed, (double)pref->freed);
+    if (history) {
+        f(p, sizeof p, v->peak, (double)pref->peak);
+        f(a, sizeof a, v->allocated, (double)pref->allocated);
+        f(fr, sizeof fr, v->freed, (double)pref->freed);
+    }
     fprintf(fp, "| %-21s | %s | %s | %s | %s |\n", name, c, p, a, fr);
 }
 
@@ -68,6 +72,11 @@ void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FIL
 }
 
 void cmh_summary_print_titled(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, FILE *fp)
+{
+    cmh_summary_print_known(st, device, abbreviated, pytorch, 1, fp);
+}
+
+void cmh_summary_print_known(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, int history, FILE *fp)
 {
     struct {
         const cmh_stat *arr;
@@ -88,20 +97,23 @@ void cmh_summary_print_titled(const cmh_mem_stats *st, int device, int abbreviat
     /* PyTorch's title only over what PyTorch's allocator recorded; the same width either way */
     fprintf(fp, "|                  %s CUDA memory summary, device ID %-17d |\n", pytorch ? "PyTorch" : "       ", device);
     line(fp, '-');
-    fprintf(fp, "|            CUDA OOMs: %-12llu |        cudaMalloc retries: %-8llu  |\n",
-            (unsigned long long)st->num_ooms, (unsigned long long)st->num_alloc_retries);
+    if (history)
+        fprintf(fp, "|            CUDA OOMs: %-12llu |        cudaMalloc retries: %-8llu  |\n",
+                (unsigned long long)st->num_ooms, (unsigned long long)st->num_alloc_retries);
+    else /* the errors are in the history a record without one does not have */
+        fprintf(fp, "|            CUDA OOMs: %-12s |        cudaMalloc retries: %-8s  |\n", "-", "-");
     line(fp, '=');
     fputs("|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n", fp);
     for (size_t m = 0; m < sizeof metrics / sizeof metrics[0]; m++) {
         line(fp, '-');
-        row(fp, metrics[m].name, &metrics[m].arr[CMH_POOL_ALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f);
+        row(fp, metrics[m].name, &metrics[m].arr[CMH_POOL_ALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f, history);
         if (abbreviated) continue;
-        row(fp, "      from large pool", &metrics[m].arr[CMH_POOL_LARGE], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f);
-        row(fp, "      from small pool", &metrics[m].arr[CMH_POOL_SMALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f);
+        row(fp, "      from large pool", &metrics[m].arr[CMH_POOL_LARGE], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f, history);
+        row(fp, "      from small pool", &metrics[m].arr[CMH_POOL_SMALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f, history);
     }
     line(fp, '-');
-    row(fp, "Oversize allocations", &st->oversize_allocations, &st->oversize_allocations, fmt_count);
+    row(fp, "Oversize allocations", &st->oversize_allocations, &st->oversize_allocations, fmt_count, history);
     line(fp, '-');
-    row(fp, "Oversize GPU segments", &st->oversize_segments, &st->oversize_segments, fmt_count);
+    row(fp, "Oversize GPU segments", &st->oversize_segments, &st->oversize_segments, fmt_count, history);
     line(fp, '=');
 }

@@ -77,6 +77,9 @@ typedef struct cmh_peak_report {
     int64_t reserved_peak, reserved_index, reserved_time_ns;
     int64_t requested_peak, requested_index, requested_time_ns; /* the bytes asked for, before rounding */
     int64_t alloc_end, reserved_end, requested_end;
+    /* before the first entry: the state the replay inferred from the end (not 0: the trace began
+     * mid-run, or a ring dropped its oldest entries; a record with no history: the end state) */
+    int64_t alloc_start, reserved_start;
     cmh_site *sites; /* live at the allocated peak */
     uint32_t nsites;
 } cmh_peak_report;
@@ -104,6 +107,9 @@ int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const c
 int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
+/* Both from that one replay: the end's stats and the peak's totals (no sites), as summary
+ * needs them to say what its table cannot (the state before the first entry). */
+int cmh_whole_replay_peak(const cmh_snapshot *s, int device, cmh_mem_stats *end, cmh_peak_report *p);
 
 /* What the memo's replay of a device saw, kept when asked for (cmh_replay_memo_history): the
  * allocated and reserved bytes after each entry, and each active block appearing and going in
