@@ -206,6 +206,20 @@ check "mid-run: summary --json gives the state before the first entry" "[ \$? -e
 check "mid-run: the report's peak is 'before the first entry', never 'entry -1', and says mid-run" \
     "grep -q 'Who held the memory at the peak of device memory (before the first entry)' midrun.html && ! grep -q 'entry -1' midrun.html &&
      grep -q 'The trace begins mid-run: 24.0 MiB allocated' midrun.html"
+# frag --json lists every segment (a script sums them), and says what --top cut
+"$CMH" frag --json midrun.pickle | py -c "
+import json, sys
+d = json.load(sys.stdin)[0]
+assert len(d['segments']) == 12 and d['segments_total'] == 12 and d['segments_left_out'] == 0, d
+assert sum(x['reserved'] for x in d['segments']) == d['reserved'], d"
+check "frag --json: every segment, their sum the reserved figure" "[ \$? -eq 0 ]"
+"$CMH" frag --json --top 5 midrun.pickle | py -c "
+import json, sys
+d = json.load(sys.stdin)[0]
+assert len(d['segments']) == 5 and d['segments_total'] == 12 and d['segments_left_out'] == 7, d"
+check "frag --json --top 5: five segments, and 7 left out said" "[ \$? -eq 0 ]"
+"$CMH" frag midrun.pickle | grep -q '^  ... 2 more segments (--top)$' && ok "frag text: 10 segments by default" || bad "frag text default"
+
 # damaged snapshots: one line naming the file and the byte, non-zero exit, no crash
 size=$(wc -c <leak.cmh)
 head -c $((size - 3)) leak.cmh >trunc.cmh
