@@ -250,8 +250,8 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                 pk.base.dropped, pk.base.entries);
     else if (hist && (pk.alloc_start || pk.reserved_start)) /* the replay inferred what was live before the trace */
         fprintf(fp, "<p class=\"r-muted r-midrun\">The trace begins mid-run: %s allocated and %s reserved before its first entry "
-                    "(inferred from the end): peaks and totals cover its %" PRIu64 " entries only.</p>\n",
-                SZ(pk.alloc_start), SZ(pk.reserved_start), pk.base.entries);
+                    "(inferred from the end): peaks and totals cover its %" PRIu64 " entr%s only.</p>\n",
+                SZ(pk.alloc_start), SZ(pk.reserved_start), pk.base.entries, pk.base.entries == 1 ? "y" : "ies");
     /* owners, at the peak and at the end */
     if (dev >= 0) {
         const cmh_owners_report ow = P.ow;
