@@ -20,7 +20,8 @@ const cli_command cli_cmd_summary = {
     "Print the torch.cuda.memory_summary() table of a snapshot (.cmh or PyTorch pickle) for\n"
     "each of its devices, computed by replaying its trace: Cur Usage is the end of the record,\n"
     "Peak Usage the maximum over it.  A PyTorch snapshot prints PyTorch's text exactly; any other\n"
-    "record is headed by its file and process, and titled \"CUDA memory summary\".",
+    "record is headed by its file and process, and titled \"CUDA memory summary\".  A record with\n"
+    "no history (--enabled state, PyTorch's history off) knows only Cur Usage: the rest reads '-'.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist summary cumemhist.1234.cmh"};
 
 /* history 0: only the current figure is known (null for the rest, as peak --json says it) */
