@@ -11,7 +11,13 @@
 
 int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out)
 {
-    return cmh_whole_replay(s, device, out); /* one replay for the peak's totals too (reports.h's memo) */
+    cmh_peak_report p;
+    return cmh_summary_compute_peak(s, device, out, &p);
+}
+
+int cmh_summary_compute_peak(const cmh_snapshot *s, int device, cmh_mem_stats *out, cmh_peak_report *p)
+{
+    return cmh_whole_replay_peak(s, device, out, p); /* one replay for the peak's totals too (reports.h's memo) */
 }
 
 /* Python's // on possibly negative numbers */

@@ -63,7 +63,7 @@ static int section(const rep_section *sec, void *arg)
     int device = sec->device;
     cmh_mem_stats st;
     cmh_peak_report pk; /* (the same replay's: the state it inferred before the first entry) */
-    int crc = cmh_whole_replay_peak(s, device, &st, &pk);
+    int crc = cmh_summary_compute_peak(s, device, &st, &pk);
     if (crc != CMH_OK) return crc;
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     uint64_t dropped = t ? t->dropped : 0, nent = t ? t->nentries : 0;

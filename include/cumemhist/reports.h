@@ -110,6 +110,9 @@ int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 /* Both from that one replay: the end's stats and the peak's totals (no sites), as summary
  * needs them to say what its table cannot (the state before the first entry). */
 int cmh_whole_replay_peak(const cmh_snapshot *s, int device, cmh_mem_stats *end, cmh_peak_report *p);
+/* cmh_summary_compute, and from the same replay the peak's totals (p: no sites; the state the
+ * replay inferred before the first entry, which summary's table has no row for). */
+int cmh_summary_compute_peak(const cmh_snapshot *s, int device, cmh_mem_stats *out, cmh_peak_report *p);
 
 /* What the memo's replay of a device saw, kept when asked for (cmh_replay_memo_history): the
  * allocated and reserved bytes after each entry, and each active block appearing and going in
