@@ -244,6 +244,8 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
             h->pos1 = (uint32_t)i + 2; /* the next step's entry, or the reconciliation after the last */
         }
         if (st->reserved_bytes[0].current > rpeak[0]) rpeak[0] = st->reserved_bytes[0].current, rpeak[1] = i;
+        p->reserved_last = st->reserved_bytes[0].current; /* (the last entry's, before the reconciliation) */
+        p->active_last = st->active_bytes[0].current;
         if (st->requested_bytes[0].current > p->requested_peak) {
             p->requested_peak = st->requested_bytes[0].current;
             p->requested_index = i;
@@ -271,6 +273,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     p->alloc_end = st->allocated_bytes[0].current;
     p->reserved_end = st->reserved_bytes[0].current;
     p->requested_end = st->requested_bytes[0].current;
+    p->active_end = st->active_bytes[0].current;
     int64_t n = cmh_replay_length(r);
     /* reconciling the end with the final segments may have raised the figures past every entry */
     if (p->alloc_end > p->alloc_peak) p->alloc_peak = p->alloc_end, p->alloc_index = n;
@@ -446,12 +449,19 @@ int cmh_peak_totals(const cmh_snapshot *s, int device, cmh_peak_report *p)
 
 int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index)
 {
+    int64_t end;
+    return cmh_reserved_peaks(s, device, peak, index, &end);
+}
+
+int cmh_reserved_peaks(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved)
+{
     cmh_mem_stats end;
     cmh_peak_report p;
     int64_t rp[2];
     int rc = whole(s, device, &p, &end, rp);
     *peak = rp[0];
     *index = rp[1];
+    *end_reserved = p.reserved_end;
     return rc;
 }
 

@@ -143,7 +143,10 @@ typedef struct want {
 static int cmp_want(const void *x, const void *y)
 {
     const want *p = x, *q = y;
-    return p->index < q->index ? -1 : p->index > q->index;
+    if (p->index != q->index) return p->index < q->index ? -1 : 1;
+    /* at one instant (a peak that is the final state): the samples, then the peak, the end last */
+    int a = p->hidden ? 0 : strcmp(p->what, "end") ? 1 : 2, b = q->hidden ? 0 : strcmp(q->what, "end") ? 1 : 2;
+    return (a > b) - (a < b);
 }
 
 /* PyTorch's two rows.  held: the bytes it holds as the driver saw them (its ranges' live
@@ -198,7 +201,17 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     w = calloc(cap, sizeof *w);
     if (!w) goto out;
     /* (the peak from the replay of the whole trace, which a report page has made already) */
-    if (!end_only && cmh_reserved_first_peak(base, device, &peak, &peak_i) != CMH_OK) goto out;
+    int64_t end_reserved = -1;
+    if (!end_only && cmh_reserved_peaks(base, device, &peak, &peak_i, &end_reserved) != CMH_OK) goto out;
+    /* reserved at the end above every entry's (the final segments hold memory no entry made):
+     * `peak` names the final state its reserved peak, and so does the peak moment here (it was
+     * the trace's highest entry, below this report's own end) */
+    if (end_reserved > peak && peak >= 0) {
+        out->reconciled = 1;
+        out->trace_peak = peak;
+        out->end_reserved = end_reserved;
+        peak = end_reserved;
+    }
     const cmh_trace *ptr = end_only ? NULL : trace_of(base, device);
     for (int64_t i = 0; ptr && i < ptr->nentries; i++) {
         const cmh_entry *e = &base->entries[ptr->first_entry + i];
@@ -242,8 +255,9 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     cmh_report_base_fill(base, device, &hist);
     if (peak > 0 && hist.history && nent) { /* (peak_i -1: before the first entry, as `peak` says; it said 'entry 0') */
         memset(&w[nw], 0, sizeof *w);
-        w[nw].index = peak_i;
-        w[nw].time_ns = cmh_entry_time(base, &base->entries[btr->first_entry + (peak_i > 0 ? peak_i : 0)]);
+        w[nw].index = out->reconciled ? INT64_MAX : peak_i;
+        w[nw].time_ns = out->reconciled && base->dump_time_ns ? base->dump_time_ns
+                                                            : cmh_entry_time(base, &base->entries[btr->first_entry + (out->reconciled ? nent - 1 : peak_i > 0 ? peak_i : 0)]);
         snprintf(w[nw].what, sizeof w[nw].what, "peak");
         nw++;
     }
@@ -295,6 +309,16 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         for (uint32_t i = 0; i < w[k].rows.n; i++) w[k].recorded += w[k].rows.rows[i].bytes;
     }
     if (cmh_replay_status(r) != CMH_OK) goto out;
+    int64_t latest = c.s ? cmh_owners_latest_sample(c.s, device, &(int64_t){0}) : -1;
+    for (uint32_t k = 0; k < nw; k++) /* the latest sample, for the line that tells owners' total from peak's */
+        if (w[k].hidden && (int64_t)w[k].sample == latest) {
+            const cmh_meminfo *mi = &c.s->meminfo[w[k].sample];
+            out->sample_known = 1;
+            out->sample_time_ns = mi->time_ns;
+            out->sample_used = mi->total > mi->free ? mi->total - mi->free : 0;
+            out->sample_total = mi->total;
+            out->sample_recorded = w[k].recorded;
+        }
 
     /* the visible moments, in time order; each with the unexplained row of its nearest sample */
     out->moments = calloc(nw, sizeof *out->moments);
@@ -361,6 +385,22 @@ void cmh_owners_report_free(cmh_owners_report *r)
 }
 
 int cmh_owners_compute(const cmh_snapshot *s, int device, cmh_owners_report *out) { return compute(s, device, out, 0); }
+
+int64_t cmh_owners_latest_sample(const cmh_snapshot *s, int device, int64_t *at)
+{
+    int64_t k = -1;
+    for (uint32_t i = 0; i < s->nmeminfo; i++) /* (of samples at one instant, the last taken) */
+        if (s->meminfo[i].device == device && (k < 0 || s->meminfo[i].time_ns >= s->meminfo[k].time_ns)) k = i;
+    *at = -1;
+    if (k < 0) return k;
+    /* placed as compute places it: at the dump, the end; else after the last entry up to it */
+    const cmh_meminfo *m = &s->meminfo[k];
+    const cmh_trace *t = trace_of(s, device);
+    int64_t n = t ? t->nentries : 0;
+    for (int64_t i = 0; i < n && cmh_entry_time(s, &s->entries[t->first_entry + i]) <= m->time_ns; i++) *at = i;
+    if (s->dump_time_ns && m->time_ns >= s->dump_time_ns) *at = INT64_MAX;
+    return k;
+}
 
 /* The same report with the end moment only: the peak and OOM moments, and the replay that finds
  * them, left out (the samples stay: the end's "not recorded" row comes from the nearest). */

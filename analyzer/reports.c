@@ -239,6 +239,8 @@ typedef struct owner_slot {
     uint64_t key; /* group + 1 */
     uint32_t thread; /* the thread that made one of its still-live blocks (the first seen) */
     uint32_t mixed;  /* another thread made one of them too */
+    uint64_t mask;   /* the threads (below 64) that made them; unowned: one of no known thread, or past 63 */
+    int unowned;
 } owner_slot;
 
 /* A site's first allocation the trace recorded (any block of it, freed or still live). */
@@ -255,7 +257,8 @@ typedef struct leak_ctx {
     uint32_t nsteps;        /* entries of steps */
     int64_t **held;         /* held[row]: npoints + 1 differences */
     uint32_t nheld, capheld;
-    int at_end; /* the replay is reconciling with the final segments */
+    uint64_t grew; /* still-live bytes made by the trace's entries */
+    int at_end;    /* the replay is reconciling with the final segments */
     int nomem;
 } leak_ctx;
 
@@ -306,12 +309,18 @@ oom:
 static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
 {
     uint32_t group = c->sites ? cmh_sites_group(c->sites, b->stack) : b->stack;
-    if (f == INT64_MAX && b->thread) {
+    if (f == INT64_MAX) {
         int created;
         owner_slot *o = cmh_oa_get(&c->owners, (uint64_t)group + 1, &created);
         if (!o) c->nomem = 1;
-        else if (created) o->thread = b->thread, o->mixed = 0;
-        else if (o->thread != b->thread) o->mixed = 1;
+        else {
+            if (created) o->thread = 0, o->mixed = 0, o->mask = 0, o->unowned = 0;
+            if (b->thread && !o->thread) o->thread = b->thread;
+            else if (b->thread && o->thread != b->thread) o->mixed = 1;
+            if (b->thread && b->thread < 64) o->mask |= 1ull << b->thread;
+            else o->unowned = 1;
+        }
+        if (b->recorded) c->grew += b->size;
     }
     if (b->recorded) {
         int created;
@@ -506,7 +515,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     cmh_steps *steps = calloc((size_t)maxthread + 1, sizeof *steps);
     char *seen = calloc((size_t)maxthread + 1, 1);
     int64_t *L = NULL;
-    cmh_site *live = NULL;
+    cmh_site *live = NULL, *ones = NULL; /* a site judged over each thread */
     uint32_t nlive = 0;
     int rc = steps && seen ? CMH_OK : CMH_ENOMEM;
     for (int64_t i = 0; rc == CMH_OK && i < n; i++) seen[cmh_entry_thread(s, cmh_replay_entry(r, i)) <= maxthread ? cmh_entry_thread(s, cmh_replay_entry(r, i)) : 0] = 1;
@@ -554,7 +563,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             uint32_t t = ((const born_slot *)cmh_oa_at(&c.born, i))->thread;
             holds[t <= maxthread ? t : 0] = 1;
         }
-    if (rc == CMH_OK && !(L = malloc(CMH_STEPS_MAX_POINTS * sizeof *L))) rc = CMH_ENOMEM;
+    if (rc == CMH_OK && (!(L = malloc(CMH_STEPS_MAX_POINTS * sizeof *L)) || !(ones = malloc(64 * sizeof *ones)))) rc = CMH_ENOMEM;
     if (rc != CMH_OK) {
         free(holds);
         goto done;
@@ -563,22 +572,48 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         cmh_site *x = &live[i];
         series_of(&c, x->group, 0, L, steps[0].npoints);
         judge(&steps[0], L, n, x);
-        x->thread = 0;
+        x->thread = x->threads = 0;
+        x->thread_mask = 0;
         /* a site that one thread kept growing grows, whatever the record as a whole says; with
          * the record's steps unknown, the steps of the thread that made its blocks judge it */
         const owner_slot *own = cmh_oa_find(&c.owners, (uint64_t)x->group + 1);
+        /* still-live blocks of several threads, each with steps of its own, and the record's steps
+         * found in their allocations interleaved (or not at all): judged thread by thread.  Those
+         * steps change with the race from run to run (3 threads keeping 256 KiB a step each read
+         * '+768.0 KiB per step over the last 9 steps', 'over the last 6', or thread 1's 256 KiB
+         * alone with the record's steps not found); each thread's own entries keep their order.
+         * Not where each of the record's steps is one thread's whole life (a thread per task
+         * keeping a block as each appears: a leak across the threads, in none of them) */
+        uint32_t tl[64], nt = 0;
+        int by_threads = nthreads >= 2 && own && own->mixed && !own->unowned && !steps[0].thread_lives &&
+                         (steps[0].source == CMH_STEPS_PATTERN || !steps[0].count);
+        for (uint32_t t = 1; by_threads && t < 64; t++)
+            if (own->mask >> t & 1) {
+                if (t > maxthread || steps[t].count < CMH_LEAK_MIN_STEPS) by_threads = 0;
+                tl[nt++] = t;
+            }
+        for (uint32_t k = 0; by_threads && k < nt; k++) {
+            ones[k] = *x;
+            series_of(&c, x->group, tl[k], L, steps[tl[k]].npoints);
+            judge(&steps[tl[k]], L, n, &ones[k]);
+        }
+        if (by_threads) { /* (growing by the record's steps alone: threads that appear one by one, each keeping a block) */
+            cmh_site rec = *x;
+            cmh_leak_combine_threads(x, ones, tl, nt);
+            if (x->verdict != CMH_LEAK_GROWING && rec.verdict == CMH_LEAK_GROWING) *x = rec;
+        }
         /* growing by the record's steps, and every live block of it made by one thread whose own
          * steps call it growing too: its rate and steps are that thread's.  The record's steps, from
          * several threads' allocations interleaved as they raced, change from run to run (one
          * program read +1.0 MiB per step over 11 steps, then +2.0 MiB over 6); the thread's do not */
-        if (x->verdict == CMH_LEAK_GROWING && nthreads >= 2 && own && !own->mixed && own->thread <= maxthread && holds[own->thread] &&
+        else if (x->verdict == CMH_LEAK_GROWING && nthreads >= 2 && own && own->thread && !own->mixed && own->thread <= maxthread && holds[own->thread] &&
             steps[own->thread].count >= CMH_LEAK_MIN_STEPS) {
             cmh_site one = *x;
             series_of(&c, x->group, own->thread, L, steps[own->thread].npoints);
             judge(&steps[own->thread], L, n, &one);
             if (one.verdict == CMH_LEAK_GROWING) *x = one, x->thread = own->thread;
         }
-        for (uint32_t t = 1; nthreads >= 2 && t <= maxthread && x->verdict != CMH_LEAK_GROWING; t++) {
+        for (uint32_t t = 1; !by_threads && nthreads >= 2 && t <= maxthread && x->verdict != CMH_LEAK_GROWING; t++) {
             int owner = own && own->thread == t;
             if (!holds[t] || !steps[t].npoints) continue;
             cmh_site one = *x;
@@ -616,12 +651,16 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     }
     p->sites = live;
     p->nsites = kept;
+    p->grew_bytes = c.grew;
+    int64_t t_first = n ? cmh_entry_time(s, cmh_replay_entry(r, 0)) : 0, t_last = n ? cmh_entry_time(s, cmh_replay_entry(r, n - 1)) : 0;
+    p->run_ns = t_first && t_last > t_first ? t_last - t_first : 0; /* (0: untimed, said without a rate) */
     live = NULL;
     p->steps = steps[0];
     steps[0].points = NULL;
 done:
     free(live);
     free(L);
+    free(ones);
     for (uint32_t t = 0; steps && t <= maxthread; t++) cmh_steps_free(&steps[t]);
     free(steps);
     free(seen);
@@ -760,6 +799,7 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         if (e->action == CMH_ACT_OOM) {
             cmh_oom_event *o = &p->events[p->nevents++];
             o->index = i;
+            o->retried = cmh_oom_retried(s, cmh_snapshot_trace(s, device), (uint32_t)i, &o->retry_freed);
             o->time_ns = cmh_entry_time(s, e);
             o->request = cmh_entry_size(s, e);
             o->device_free = cmh_entry_addr(s, e);

@@ -17,7 +17,15 @@ int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out)
 
 int cmh_summary_compute_peak(const cmh_snapshot *s, int device, cmh_mem_stats *out, cmh_peak_report *p)
 {
-    return cmh_whole_replay_peak(s, device, out, p); /* one replay for the peak's totals too (reports.h's memo) */
+    int rc = cmh_whole_replay_peak(s, device, out, p); /* one replay for the peak's totals too (reports.h's memo) */
+    if (rc != CMH_OK) return rc;
+    /* an OOM the allocator retried after freeing its cache is memory_summary's retry, not an OOM
+     * the program saw (driver-level records; PyTorch records its OOMs once it gave up) */
+    uint64_t retries = cmh_oom_retries(s, cmh_snapshot_trace(s, device));
+    if (retries > out->num_ooms) retries = out->num_ooms;
+    out->num_ooms -= retries;
+    out->num_alloc_retries += retries;
+    return CMH_OK;
 }
 
 /* Python's // on possibly negative numbers */

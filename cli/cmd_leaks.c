@@ -103,7 +103,7 @@ static int section(const rep_section *sec, void *arg)
                            rep_when(x->first_ns, t0), rep_when(x->last_ns, t0), cmh_leak_site_word(x), rep_site_name(s, g, x),
                            cmh_sites_owner(g, x->group));
                     if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_RISING || x->verdict == CMH_LEAK_AFTER ||
-                        cmh_leak_site_stopped(x))
+                        x->verdict == CMH_LEAK_UNJUDGED || cmh_leak_site_stopped(x) || x->threads >= 2)
                         printf("        %s\n", cmh_leak_site_text(x, line, sizeof line));
                     rep_print_callers(s, x, "        ");
                     rep_print_frames(s, g, x->stack, g_frames, "        ");

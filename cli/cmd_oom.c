@@ -102,6 +102,8 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kint(w, "index", e->index);
             rep_json_time(w, "time_ns", e->time_ns);
             cmh_jw_kuint(w, "request", e->request);
+            cmh_jw_kbool(w, "retried", e->retried);
+            if (e->retried) cmh_jw_kuint(w, "retry_freed", e->retry_freed);
             cmh_jw_kuint(w, "device_free", e->device_free);
             cmh_jw_kuint(w, "allocated", e->allocated);
             cmh_jw_kuint(w, "reserved", e->reserved);
@@ -166,6 +168,10 @@ static int section(const rep_section *sec, void *arg)
             const cmh_oom_event *e = &p.events[i];
             printf("%s%s: out of memory #%u on %s at %s\n", sec->index || i ? "\n" : "", sec->path, i + 1,
                    rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
+            if (e->retried)
+                printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again:\n"
+                       "                          a retry (memory_summary's cudaMalloc retries), not a failure the program saw\n",
+                       e->retry_freed ? rep_size((double)e->retry_freed) : "none");
             printf("  requested               %12s (%" PRIu64 " bytes)\n", rep_size((double)e->request), e->request);
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};

@@ -106,6 +106,8 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kbool(w, "pytorch_part", p.torch);
         cmh_jw_kuint(w, "pinned_host", p.pinned_host);
         if (p.torch && sec->s->source != CMH_SRC_PYTORCH) cmh_jw_kuint(w, "pytorch_mismatch", p.torch_mismatch);
+        rep_json_not_recorded(w, &p, t0);
+        rep_json_reconciled(w, p.reconciled ? p.trace_peak : -1, p.end_reserved);
         cmh_jw_nl(w);
         cmh_jw_key(w, "moments");
         cmh_jw_arr(w);
@@ -117,6 +119,9 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_end(w);
     } else {
         for (uint32_t i = 0; i < p.nmoments; i++) text_moment(sec, &p.moments[i], t0);
+        char line[512];
+        if (rep_not_recorded_line(&p, t0, line, sizeof line)) printf("%s\n", line); /* (peak prints the same) */
+        if (p.reconciled && rep_reconciled_line(p.trace_peak, p.end_reserved, line, sizeof line)) printf("%s\n", line);
         printf("pinned host memory (all devices, at the end): %s\n", rep_size((double)p.pinned_host));
         if (!p.torch && sec->s->source != CMH_SRC_PYTORCH)
             printf("(no PyTorch part: record with `cumemhist record` on a PyTorch job, or `cumemhist merge` its "

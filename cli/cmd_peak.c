@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cumemhist/owners.h"
 #include "report.h"
 
 static int g_device = -2, g_top = 10, g_frames = 6, g_json;
@@ -40,7 +41,7 @@ static void print_when(int64_t index, int64_t time_ns, int64_t t0, int64_t n)
     else printf(" at %s\n", rep_at(index, time_ns, t0));
 }
 
-static void print_text(const rep_section *sec, const cmh_peak_report *p)
+static void print_text(const rep_section *sec, const cmh_peak_report *p, const char *why, const char *recon)
 {
     const cmh_snapshot *s = sec->s;
     const cmh_sites *g = sec->g;
@@ -54,9 +55,10 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p)
     printf("%s, %s: %s\n", sec->path, rep_device_name(dev), rep_count(p->base.entries, "trace entry", "trace entries"));
     if (!p->base.history) { /* the end state is all there is: no peak can be told */
         printf("peak: not known: no history (recorded with enabled=state); only the state at the end is known\n");
-        printf("at the end:     allocated %s, reserved %s, requested %s\n\n", rep_size((double)p->alloc_end),
+        printf("at the end:     allocated %s, reserved %s, requested %s\n", rep_size((double)p->alloc_end),
                rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
-        printf("live at the end, by allocation site:\n");
+        if (why) printf("%s\n", why);
+        printf("\nlive at the end, by allocation site:\n");
     } else {
     printf("peak allocated: %s (%" PRId64 " bytes)", rep_size((double)p->alloc_peak), p->alloc_peak);
     print_when(p->alloc_index, p->alloc_time_ns, t0, n);
@@ -65,9 +67,11 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p)
     print_when(p->reserved_index, p->reserved_time_ns, t0, n);
     printf("peak requested: %s (%" PRId64 " bytes)", rep_size((double)p->requested_peak), p->requested_peak);
     print_when(p->requested_index, p->requested_time_ns, t0, n);
-    printf("at the end:     allocated %s, reserved %s, requested %s\n\n", rep_size((double)p->alloc_end),
+    printf("at the end:     allocated %s, reserved %s, requested %s\n", rep_size((double)p->alloc_end),
            rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
-    printf("live at the allocated peak, by allocation site:\n");
+    if (recon) printf("%s\n", recon); /* (owners prints the same lines) */
+    if (why) printf("%s\n", why);
+    printf("\nlive at the allocated peak, by allocation site:\n");
     }
     printf("  %12s %7s %7s  %s\n", "bytes", "share", "blocks", "site  [owner]");
     for (uint32_t i = 0; i < p->nsites && (int)i < g_top; i++) {
@@ -93,7 +97,7 @@ static void json_when(cmh_jw *w, const char *key, int64_t bytes, int64_t index, 
     cmh_jw_end(w);
 }
 
-static void print_json(const rep_section *sec, const cmh_peak_report *p)
+static void print_json(const rep_section *sec, const cmh_peak_report *p, const cmh_owners_report *o, int64_t trace_peak, int64_t end_reserved)
 {
     cmh_jw *w = sec->w;
     cmh_jw_obj(w);
@@ -119,6 +123,9 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p)
     cmh_jw_kint(w, "requested", p->requested_end);
     cmh_jw_end(w);
     cmh_jw_nl(w);
+    rep_json_not_recorded(w, o, rep_trace_start(sec->s, sec->device));
+    rep_json_reconciled(w, trace_peak, end_reserved);
+    cmh_jw_nl(w);
     cmh_jw_key(w, "sites_at_peak");
     rep_json_sites(w, sec->s, sec->g, p->sites, p->nsites, g_top, (uint64_t)p->alloc_peak, 0);
     cmh_jw_end(w);
@@ -135,7 +142,39 @@ static int section(const rep_section *sec, void *arg)
         run->worst_device = sec->device;
         snprintf(run->worst_path, sizeof run->worst_path, "%s", sec->path);
     }
-    if (sec->w) print_json(sec, &p);
+    /* more in use than recorded (a cuMemGetInfo sample says): the line owners prints too, so that
+     * its total (the device's used memory) and this report's reserved bytes never read as a
+     * contradiction; owners' replay to each sample only where there is one */
+    cmh_owners_report o;
+    memset(&o, 0, sizeof o);
+    int64_t at, n = (int64_t)p.base.entries;
+    int64_t k = cmh_owners_latest_sample(sec->s, sec->device, &at);
+    /* a sample at the end or after the last entry (where the recorder takes it): this report's
+     * own replay has the record's figures there, no second one needed (a merged record's peak
+     * reads PyTorch's model, owners the driver's: owners' replay then) */
+    if (k >= 0 && (at == INT64_MAX || (n && at == n - 1)) && !sec->s->torch && p.base.history) {
+        const cmh_meminfo *mi = &sec->s->meminfo[k];
+        int64_t act = at == INT64_MAX ? p.active_end : p.active_last, res = at == INT64_MAX ? p.reserved_end : p.reserved_last;
+        o = (cmh_owners_report){.device = sec->device, .sample_known = 1, .sample_time_ns = mi->time_ns, .sample_total = mi->total,
+                                .sample_used = mi->total > mi->free ? mi->total - mi->free : 0, .sample_recorded = (uint64_t)(act > res ? act : res)};
+    } else if (k >= 0 && (rc = cmh_owners_compute_end(sec->s, sec->device, &o)) != CMH_OK) {
+        cmh_peak_report_free(&p);
+        return rc;
+    }
+    char line[512];
+    const char *why = rep_not_recorded_line(&o, rep_trace_start(sec->s, sec->device), line, sizeof line);
+    /* a reserved peak that is the final state, above every entry's: why, in owners' words too
+     * (the entries' own peak from a second look, only then) */
+    int64_t trace_peak = -1, tp_index, end_reserved = p.reserved_end;
+    if (p.base.history && p.reserved_index >= (int64_t)p.base.entries && p.base.entries &&
+        (rc = cmh_reserved_peaks(sec->s, sec->device, &trace_peak, &tp_index, &end_reserved)) != CMH_OK) {
+        cmh_owners_report_free(&o);
+        cmh_peak_report_free(&p);
+        return rc;
+    }
+    char line2[512];
+    const char *recon = rep_reconciled_line(trace_peak, end_reserved, line2, sizeof line2);
+    if (sec->w) print_json(sec, &p, &o, trace_peak, end_reserved);
     else if (run->table) {
         if (sec->index == 0)
             printf("%-40s %-18s %12s %12s %12s %12s %12s\n", "snapshot", "device", "peak alloc", "peak reserved", "peak requested",
@@ -143,7 +182,8 @@ static int section(const rep_section *sec, void *arg)
         printf("%-40s %-18s %12s %12s %12s %12s %12s\n", sec->path, rep_device_name(sec->device), rep_size((double)p.alloc_peak),
                rep_size((double)p.reserved_peak), rep_size((double)p.requested_peak), rep_size((double)p.alloc_end),
                rep_size((double)p.reserved_end));
-    } else print_text(sec, &p);
+    } else print_text(sec, &p, why, recon);
+    cmh_owners_report_free(&o);
     cmh_peak_report_free(&p);
     return CMH_OK;
 }

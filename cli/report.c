@@ -13,6 +13,7 @@
 #include "report.h"
 #include "svg.h"
 #include "cumemhist/merge.h"
+#include "cumemhist/owners.h"
 
 rep_attr rep_attribution;
 const char *const rep_group_names[] = {"site", "stack", "module", "file", "package", NULL}; /* the cmh_group_by order */
@@ -292,6 +293,63 @@ const char *rep_at(int64_t index, int64_t t, int64_t t0)
     return b;
 }
 
+const char *rep_not_recorded_line(const cmh_owners_report *o, int64_t t0, char *buf, size_t cap)
+{
+    if (!o->sample_known || o->sample_used <= o->sample_recorded) return NULL;
+    char when[48] = "";
+    if (o->sample_time_ns && t0) snprintf(when, sizeof when, " (%s)", rep_when(o->sample_time_ns, t0));
+    snprintf(buf, cap,
+             "not recorded: the latest cuMemGetInfo%s had %s of %s in use, %s more than the %s the record held then: memory no "
+             "recorded call made (the CUDA context, other processes, a path not hooked); peak counts recorded memory only, "
+             "owners adds the rest as 'not recorded'",
+             when, rep_size((double)o->sample_used), rep_size((double)o->sample_total), rep_size((double)(o->sample_used - o->sample_recorded)),
+             rep_size((double)o->sample_recorded));
+    return buf;
+}
+
+const char *rep_reconciled_line(int64_t trace_peak, int64_t end_reserved, char *buf, size_t cap)
+{
+    if (trace_peak < 0 || end_reserved <= trace_peak) return NULL;
+    snprintf(buf, cap,
+             "reconciled: the final segments hold %s more than any entry left (reserved %s at the end, %s at most after an entry): "
+             "the record lacks the entries that made it, and peak and owners both take the final state for the reserved peak",
+             rep_size((double)(end_reserved - trace_peak)), rep_size((double)end_reserved), rep_size((double)trace_peak));
+    return buf;
+}
+
+void rep_json_reconciled(cmh_jw *w, int64_t trace_peak, int64_t end_reserved)
+{
+    char line[512];
+    cmh_jw_key(w, "reconciled");
+    if (!rep_reconciled_line(trace_peak, end_reserved, line, sizeof line)) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    cmh_jw_kint(w, "trace_peak_reserved", trace_peak);
+    cmh_jw_kint(w, "end_reserved", end_reserved);
+    cmh_jw_kstr(w, "says", line);
+    cmh_jw_end(w);
+}
+
+void rep_json_not_recorded(cmh_jw *w, const cmh_owners_report *o, int64_t t0)
+{
+    char line[512];
+    cmh_jw_key(w, "not_recorded");
+    if (!rep_not_recorded_line(o, t0, line, sizeof line)) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    rep_json_time(w, "sample_time_ns", o->sample_time_ns);
+    cmh_jw_kuint(w, "used", o->sample_used);
+    cmh_jw_kuint(w, "total", o->sample_total);
+    cmh_jw_kuint(w, "recorded", o->sample_recorded);
+    cmh_jw_kuint(w, "bytes", o->sample_used - o->sample_recorded);
+    cmh_jw_kstr(w, "says", line);
+    cmh_jw_end(w);
+}
+
 void rep_json_time(cmh_jw *w, const char *key, int64_t t)
 {
     if (t) cmh_jw_kint(w, key, t);
@@ -460,6 +518,14 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kuint(w, "thread", x->thread);
         cmh_jw_kint(w, "thread_tid", x->thread_tid);
         cmh_jw_kstr(w, "thread_name", x->thread_name ? x->thread_name : "");
+        /* judged thread by thread (its blocks made by several threads racing): those it names,
+         * of how many holding it; rate_bytes_per_step is then their rates summed */
+        cmh_jw_kuint(w, "threads_holding", x->threads);
+        cmh_jw_key(w, "threads");
+        cmh_jw_arr(w);
+        for (uint32_t t = 1; x->threads >= 2 && t < 64; t++)
+            if (x->thread_mask >> t & 1) cmh_jw_uint(w, t);
+        cmh_jw_end(w);
     }
     if (g && cmh_sites_group_by(g) == CMH_GROUP_SITE) { /* the site's bytes by the line that called it */
         cmh_jw_key(w, "callers");

@@ -112,6 +112,19 @@ const char *rep_when(int64_t t, int64_t t0);
 const char *rep_at(int64_t index, int64_t t, int64_t t0);
 /* "key": a time in ns, or null when the record does not know it (time 0: no time recorded) */
 void rep_json_time(cmh_jw *w, const char *key, int64_t t);
+struct cmh_owners_report;
+/* Why `owners` totals more than `peak`'s reserved: the device's latest cuMemGetInfo sample showed
+ * more in use than the record held at that instant (owners.h).  The one line both commands print
+ * (NULL: nothing to say: no sample, or no more in use than recorded). */
+const char *rep_not_recorded_line(const struct cmh_owners_report *o, int64_t t0, char *buf, size_t cap);
+/* "not_recorded": that line's figures and words, or null */
+void rep_json_not_recorded(cmh_jw *w, const struct cmh_owners_report *o, int64_t t0);
+/* Why `peak`'s reserved peak is the final state and above every entry's: the reconciliation with
+ * the final segments raised reserved from trace_peak (the most after any entry) to end_reserved.
+ * The one line `peak` and `owners` both print. */
+const char *rep_reconciled_line(int64_t trace_peak, int64_t end_reserved, char *buf, size_t cap);
+/* "reconciled": those figures and that line, or null (trace_peak < 0: nothing to say) */
+void rep_json_reconciled(cmh_jw *w, int64_t trace_peak, int64_t end_reserved);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);
 /* A frame as people read it: "function (file:line)", "function (module)", "function". */

@@ -129,9 +129,18 @@ grep -q "verdict: fragmentation" "$T/oom.txt" && ok "oom says fragmentation" || 
 "$CMH" frag "$T/frag.cmh" | grep -A2 "out-of-memory error (entry .*) asked for 12.0 MiB" | grep -q "verdict: fragmentation" &&
     ok "frag says fragmentation, at the OOM" ||
     bad "frag does not diagnose the OOM"
+# the allocator's retry (frag_oom empties its cache and asks again: one failure the program saw)
+# counts as memory_summary counts it: 1 OOM, 1 cudaMalloc retry, and oom says which was the retry
+"$CMH" summary "$T/frag.cmh" | grep -q "CUDA OOMs: 1 .*cudaMalloc retries: 1 " && ok "summary: 1 OOM and 1 retry" ||
+    bad "summary's counts: $("$CMH" summary "$T/frag.cmh" | grep 'CUDA OOMs')"
+[ "$(grep -c "a retry (memory_summary's cudaMalloc retries)" "$T/oom.txt")" = 1 ] && ok "oom names the first OOM the retried one" ||
+    bad "oom's retry: $(grep -c retried "$T/oom.txt") retried lines"
+"$CMH" oom --json "$T/frag.cmh" | grep -q '"retried": true' && ok "oom --json says retried" || bad "oom --json: no retried"
 # ...and an OOM by demand is not called fragmentation
 FAKECUDA_CAPACITY=1G "$CMH" record -q -o "$T/demand.cmh" -- "$B/samples/oom_demo" >/dev/null 2>&1
 "$CMH" oom "$T/demand.cmh" | grep -q "verdict: fragmentation" && bad "oom_demo called fragmentation" || ok "oom_demo not called fragmentation"
+"$CMH" summary "$T/demand.cmh" | grep -q "CUDA OOMs: 1 .*cudaMalloc retries: 0 " && ok "oom_demo: 1 OOM, no retry" ||
+    bad "oom_demo counts: $("$CMH" summary "$T/demand.cmh" | grep 'CUDA OOMs')"
 
 # --- stream-ordered pools: reserved (the pool's attributes) vs used ---
 "$CMH" record -q -o "$T/pool.cmh" -- "$B/samples/pool_async" 4 >"$T/pool.out" || bad "pool_async under the recorder"

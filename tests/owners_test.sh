@@ -60,6 +60,80 @@ for m in o["moments"]:
 PY'
 "$CMH" owners l.cmh >l.txt
 check "owners text: the total is the device's used memory" 'grep -q "total = the device.s used memory" l.txt && grep -q "not recorded (CUDA context, other processes)" l.txt'
+# memory taken by no hooked call after the peak (tests/unhooked.c: 600 MiB through the fake
+# driver's own path, beside a 100 MiB context): owners' rows still sum to the device's used
+# memory, its recorded bytes are peak's reserved, and both commands say in one same line why
+# owners' total is so far above peak's figures (before, peak said 8 MiB reserved at the end and
+# nothing more, owners 708 MiB in use)
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o u.cmh -- "$B/tests/unhooked" 600 >/dev/null 2>&1
+"$CMH" peak u.cmh >u.peak.txt 2>&1
+"$CMH" owners u.cmh >u.own.txt 2>&1
+"$CMH" peak --json u.cmh >u.peak.json 2>&1
+"$CMH" owners --json u.cmh >u.own.json 2>&1
+grep '^not recorded: ' u.peak.txt >u.line.txt
+check "peak and owners: the same one line on what no recorded call made ($(cat u.line.txt))" \
+    "[ \$(wc -l <u.line.txt) -eq 1 ] && grep -qxF -f u.line.txt u.own.txt &&
+     grep -q '^not recorded: the latest cuMemGetInfo (.*) had 708.0 MiB of 1.0 GiB in use, 700.0 MiB more than the 8.0 MiB the record held then: ' u.line.txt"
+check "peak --json and owners --json: the same figures, summing to the device's used memory" 'py - <<PY
+import json
+p = json.load(open("u.peak.json"))[0]; o = json.load(open("u.own.json"))[0]
+assert p["not_recorded"] == o["not_recorded"], (p["not_recorded"], o["not_recorded"])
+n = p["not_recorded"]
+assert n["used"] == 708 * 2**20 and n["recorded"] == p["end"]["reserved"] == 8 * 2**20 and n["bytes"] == 700 * 2**20, n
+end = [m for m in o["moments"] if m["moment"] == "end"][0]
+assert sum(r["bytes"] for r in end["rows"]) == end["used"] == n["used"], end
+assert end["recorded"] == p["end"]["reserved"]
+assert [r["bytes"] for r in end["rows"] if r["kind"] == "unexplained"] == [n["bytes"]], end
+pk = [m for m in o["moments"] if m["moment"] == "peak"][0]
+assert pk["recorded"] == p["peak_reserved"]["bytes"] == 64 * 2**20, (pk, p["peak_reserved"])
+for m in o["moments"]:
+    assert sum(r["bytes"] for r in m["rows"]) == m["used"] <= m["total"], m
+PY'
+# nothing taken outside the record: nothing to say, in either
+FAKECUDA_CAPACITY=1G "$CMH" record -q -o u0.cmh -- "$B/tests/unhooked" 0 >/dev/null 2>&1
+check "nothing but recorded memory in use: neither says 'not recorded:'" \
+    "! \"\$CMH\" peak u0.cmh | grep -q '^not recorded:' && ! \"\$CMH\" owners u0.cmh | grep -q '^not recorded:' &&
+     \"\$CMH\" peak --json u0.cmh | py -c 'import json,sys; assert json.load(sys.stdin)[0][\"not_recorded\"] is None'"
+
+# the reconciliation with the final segments raising reserved above every entry's (a segment
+# the final state holds that the trace freed and no entry made again: entries lost): peak names
+# the final state its reserved peak (80 MiB); owners' peak moment said 48 MiB at entry 0, below
+# its own end.  Now both take the final state, and say why in one same line.
+py - <<'PY'
+import pickle
+M, F = 1 << 20, [{"name": "big", "filename": "/proj/a.py", "line": 3}]
+S, S3, S4, T = 0x7F0000000000, 0x7F0020000000, 0x7F0040000000, 1_700_000_000_000_000
+def seg(addr, size, blocks):
+    al = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+    return {"device": 0, "address": addr, "total_size": size, "allocated_size": al, "active_size": al, "requested_size": al, "stream": 0,
+            "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks}
+free = lambda a, n: [{"address": a, "size": n, "requested_size": 0, "state": "inactive", "frames": []}]
+b1 = [{"address": S, "size": 8 * M, "requested_size": 8 * M, "state": "active_allocated", "frames": F}] + free(S + 8 * M, 8 * M)
+ev = lambda a, addr, t: {"action": a, "addr": addr, "size": 32 * M, "stream": 0, "time_us": T + t, "frames": F}
+tr = [ev("segment_alloc", S3, 1), ev("segment_free", S3, 2), ev("segment_alloc", S4, 3)]
+pickle.dump({"segments": [seg(S, 16 * M, b1), seg(S3, 32 * M, free(S3, 32 * M)), seg(S4, 32 * M, free(S4, 32 * M))], "device_traces": [tr],
+             "allocator_settings": {}, "external_annotations": []}, open("recon.pickle", "wb"))
+PY
+"$CMH" peak recon.pickle >r.peak.txt 2>&1
+"$CMH" owners recon.pickle >r.own.txt 2>&1
+grep '^reconciled: ' r.peak.txt >r.line.txt
+check "a reserved peak the reconciliation made: peak and owners say so in one same line ($(cat r.line.txt))" \
+    "grep -q '^peak reserved:  80.0 MiB (83886080 bytes) at the end (the final state)' r.peak.txt && [ \$(wc -l <r.line.txt) -eq 1 ] &&
+     grep -qxF -f r.line.txt r.own.txt &&
+     grep -q '^reconciled: the final segments hold 32.0 MiB more than any entry left (reserved 80.0 MiB at the end, 48.0 MiB at most after an entry)' r.line.txt"
+"$CMH" owners --json recon.pickle >r.own.json 2>&1
+"$CMH" peak --json recon.pickle >r.peak.json 2>&1
+check "owners' peak moment is peak's reserved peak, never below its own end" 'py - <<PY
+import json
+o = json.load(open("r.own.json"))[0]; p = json.load(open("r.peak.json"))[0]
+m = {x["moment"]: x for x in o["moments"]}
+assert m["peak"]["recorded"] == p["peak_reserved"]["bytes"] == m["end"]["recorded"] == 80 * 2**20, (m, p["peak_reserved"])
+assert o["reconciled"] == p["reconciled"] and p["reconciled"]["trace_peak_reserved"] == 48 * 2**20, (o["reconciled"], p["reconciled"])
+assert [x["moment"] for x in o["moments"]] == ["peak", "end"]
+PY'
+check "no reconciliation above the entries: neither says 'reconciled:'" \
+    "! grep -q '^reconciled:' u.peak.txt && ! grep -q '^reconciled:' u.own.txt && grep -q '\"reconciled\": null' u.peak.json"
+
 # a record with no history (enabled=state): no peak moment, as `peak` says it is not known, and
 # no entry to name where the device has no trace entry (it read 'at the end (entry -1)')
 "$CMH" record -q --enabled state -o st.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1

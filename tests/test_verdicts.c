@@ -428,6 +428,57 @@ static void test_racing_threads(void)
     CU_ASSERT(same);
 }
 
+/* Three threads racing through the same loop, each keeping 256 KiB a step from one line (a leak
+ * in every thread): the site's blocks are all three threads', so no one thread's steps judge it;
+ * it is judged thread by thread, every leaking thread named and their rates summed, the same for
+ * every interleaving (the record's steps, cut from the race, read 768 KiB over 9 steps, over 6,
+ * or 256 KiB of thread 1 alone).  Its twin keeps a block in each of the first 3 steps only: held,
+ * growing in none, for every interleaving too. */
+static void test_every_thread_leaks(void)
+{
+    for (int leak = 1; leak >= 0; leak--) {
+        cmh_site first;
+        memset(&first, 0, sizeof first);
+        for (uint64_t seed = 1; seed <= 24; seed++) {
+            cmh_snapshot s;
+            gen *g = gen_start(&s);
+            g->r.s = seed * 0x9e3779b97f4a7c15ull + (uint64_t)leak;
+            uint32_t st_tmp = stack_named(&s, "load"), st_keep = stack_named(&s, "cache");
+            for (int i = 1; i <= 12; i++) {
+                for (int t = 0; t < 3; t++) {
+                    uint64_t a = g_alloc(g, t, st_tmp, 4 * MIB);
+                    uint64_t k = g_alloc(g, t, st_keep, 256 * KIB);
+                    if (!leak && i > 3) g_free(g, t, st_keep, k, 256 * KIB);
+                    g_free(g, t, st_tmp, a, 4 * MIB);
+                }
+                flush(g, 3);
+            }
+            cmh_leak_report p;
+            cmh_sites *sites = live_and_leaks(&s, g, &p);
+            CU_ASSERT_EQUAL(p.nsites, 1);
+            if (p.nsites == 1) {
+                const cmh_site *x = &p.sites[0];
+                int ok = leak ? x->verdict == CMH_LEAK_GROWING && x->rate == 3 * 256 * (int64_t)KIB && x->rate_min == 256 * (int64_t)KIB &&
+                                    x->rate_max == x->rate_min && x->threads == 3 && x->thread_mask == 0xe && x->growth_steps == 11 &&
+                                    x->growth_steps_max == 11
+                              : x->verdict == CMH_LEAK_STATE && !x->growing && x->held == 9 * 256 * KIB && x->threads == 3 &&
+                                    x->thread_mask == 0xe;
+                if (seed == 1) first = *x;
+                int same = x->verdict == first.verdict && x->rate == first.rate && x->thread_mask == first.thread_mask &&
+                           x->growth_steps == first.growth_steps && x->held == first.held && x->steps == first.steps;
+                CU_ASSERT(ok && same);
+                if (!ok || !same)
+                    fprintf(stderr, "  %s, seed %" PRIu64 ": %s, rate %" PRId64 " (%" PRId64 "..%" PRId64 ") over %u..%u steps, threads %u mask %#" PRIx64
+                            ", held %" PRIu64 "\n", leak ? "leak" : "steady", seed, cmh_leak_verdict_name(x->verdict), x->rate, x->rate_min,
+                            x->rate_max, x->growth_steps, x->growth_steps_max, x->threads, x->thread_mask, x->held);
+            }
+            cmh_leak_report_free(&p);
+            cmh_sites_free(sites);
+            cmh_snapshot_free(&s);
+        }
+    }
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -436,5 +487,6 @@ int main(void)
     CMH_ADD_TEST(s, test_midstep_rate);
     CMH_ADD_TEST(s, test_stopped_strided);
     CMH_ADD_TEST(s, test_racing_threads);
+    CMH_ADD_TEST(s, test_every_thread_leaks);
     return cmh_test_main();
 }

@@ -60,8 +60,77 @@ const char *cmh_leak_site_word(const cmh_site *x)
     }
 }
 
+/* "recording threads 2, 3, 4" (the first 6 of a mask, then how many more) */
+static void thread_list(uint64_t mask, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "recording threads");
+    uint32_t shown = 0, more = 0;
+    for (uint32_t t = 1; t < 64; t++) {
+        if (!(mask >> t & 1)) continue;
+        if (shown == 6) {
+            more++;
+            continue;
+        }
+        if (n < cap) n += (size_t)snprintf(out + n, cap - n, "%s %u", shown ? "," : "", t);
+        shown++;
+    }
+    if (more && n < cap) snprintf(out + n, cap - n, " and %u more", more);
+}
+
+static uint32_t bits(uint64_t m)
+{
+    uint32_t c = 0;
+    for (; m; m &= m - 1) c++;
+    return c;
+}
+
+/* A verdict judged thread by thread (x->threads, cmh_leak_combine_threads): the threads named,
+ * each one's rate and stretch, their sum; NULL when one thread alone is named (its usual words). */
+static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
+{
+    uint32_t k = bits(x->thread_mask);
+    if (x->threads < 2 || (x->verdict == CMH_LEAK_GROWING && k < 2)) return NULL;
+    char list[128], of[48] = "", each[64], over[48];
+    thread_list(x->thread_mask, list, sizeof list);
+    const char *why = "judged thread by thread: their steps interleave";
+    switch (x->verdict) {
+    case CMH_LEAK_GROWING:
+        if (k < x->threads) snprintf(of, sizeof of, ", %u of the %u holding it", k, x->threads);
+        if (x->rate_min == x->rate_max) snprintf(each, sizeof each, "%s%s each", x->rate_min >= 0 ? "+" : "", cmh_svg_size((double)x->rate_min));
+        else {
+            int m = snprintf(each, sizeof each, "%s%s", x->rate_min >= 0 ? "+" : "", cmh_svg_size((double)x->rate_min));
+            snprintf(each + m, sizeof each - (size_t)m, " to %s%s each", x->rate_max >= 0 ? "+" : "", cmh_svg_size((double)x->rate_max));
+        }
+        if (x->growth_steps == x->growth_steps_max) snprintf(over, sizeof over, "the last %u %s", x->growth_steps, plural(x->growth_steps, "step", "steps"));
+        else snprintf(over, sizeof over, "the last %u to %u steps", x->growth_steps, x->growth_steps_max);
+        snprintf(buf, cap, "growing: %s%s per step of %s together%s (%s), over %s of each; %s", x->rate >= 0 ? "+" : "",
+                 cmh_svg_size((double)x->rate), list, of, each, over, why);
+        return buf;
+    case CMH_LEAK_STATE:
+        if (cmh_leak_site_stopped(x))
+            snprintf(buf, cap, "state: %s held across steps by %s, growing in none: grew in %u steps, then stopped (flat for the last %u); %s",
+                     cmh_svg_size((double)x->held), list, x->rises, x->flat_steps, why);
+        else snprintf(buf, cap, "state: %s held across steps by %s, growing in none; %s", cmh_svg_size((double)x->held), list, why);
+        return buf;
+    case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step in each of %s; %s", list, why); return buf;
+    default: return NULL; /* (after: judged by one thread's last step, its usual words) */
+    }
+}
+
+/* "80 ms", "2.50 s", "12.0 min" */
+static void span_text(int64_t ns, char *out, size_t cap)
+{
+    double s = (double)ns / 1e9;
+    if (s < 0.001) snprintf(out, cap, "1 ms"); /* (said as 'within') */
+    else if (s < 1) snprintf(out, cap, "%.0f ms", s * 1e3);
+    else if (s < 120) snprintf(out, cap, "%.2f s", s);
+    else if (s < 7200) snprintf(out, cap, "%.1f min", s / 60);
+    else snprintf(out, cap, "%.1f h", s / 3600);
+}
+
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
 {
+    if (threads_text(x, buf, cap)) return buf;
     char whose[96] = "";
     const char *tn = x->thread_name ? x->thread_name : "";
     if (x->thread && x->thread_tid && *tn)
@@ -89,7 +158,16 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
         snprintf(buf, cap, "after the last step: first made once the last of the %u steps%s had begun, by no step before; not a step's memory",
                  x->steps, whose);
         break;
-    default: snprintf(buf, cap, "held (the steps are unknown)");
+    default:
+        /* no step to judge it by: when its still-live blocks were made, as far as their times say */
+        if (x->count >= 2 && x->first_ns > 0 && x->first_ns != INT64_MAX && x->last_ns > x->first_ns) {
+            char span[32];
+            span_text(x->last_ns - x->first_ns, span, sizeof span);
+            /* (no rate: a site's blocks may come in one burst; the outcome gives the run's) */
+            snprintf(buf, cap, "held, steps not found: its %" PRIu64 " still-live blocks were made within %s, first to last; growth not judged", x->count, span);
+        } else if (x->first_ns > 0 && x->first_ns != INT64_MAX)
+            snprintf(buf, cap, "held, steps not found: %s; growth not judged", x->count >= 2 ? "its still-live blocks were made at one instant" : "made once");
+        else snprintf(buf, cap, "held, steps not found; growth not judged");
     }
     return buf;
 }
@@ -107,7 +185,16 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
         size_t n = (size_t)snprintf(buf, cap, "growth cannot be judged: %s",
                                     p->steps.count ? "too few steps" : p->base.entries <= 1 ? "no allocation history" : "the steps are unknown");
         if (n < cap && p->steps.count) n += (size_t)snprintf(buf + n, cap - n, " (%u of the %u needed)", p->steps.count, CMH_LEAK_MIN_STEPS);
-        if (n < cap && rising) snprintf(buf + n, cap - n, "; %u %s in each step", rising, plural(rising, "site rose", "sites rose"));
+        if (n < cap && rising) n += (size_t)snprintf(buf + n, cap - n, "; %u %s in each step", rising, plural(rising, "site rose", "sites rose"));
+        /* no step found: what the still-live memory did over the run, honestly no more */
+        if (n < cap && !p->steps.count && p->base.entries > 1 && p->grew_bytes && p->run_ns > 0) {
+            char span[32];
+            span_text(p->run_ns, span, sizeof span);
+            char size[32];
+            snprintf(size, sizeof size, "%s", cmh_svg_size((double)p->grew_bytes));
+            snprintf(buf + n, cap - n, "; %s still live was made over the %s run: %s/s on average", size, span,
+                     cmh_svg_size((double)p->grew_bytes * 1e9 / (double)p->run_ns));
+        }
     }
     return buf;
 }

@@ -54,6 +54,18 @@ typedef struct cmh_owners_report {
     uint64_t torch_mismatch;   /* |PyTorch's reserved - its segments as the driver saw them| at the end */
     cmh_owners_moment *moments;
     uint32_t nmoments;
+    /* the device's latest cuMemGetInfo sample (sample_known): its used and total bytes, and what
+     * the record held at its instant (the moment's rows but the unexplained one).  used above
+     * recorded is memory no recorded call made: `peak` counts recorded memory only, owners adds
+     * the rest as its unexplained row; both say so in the same words where it is there */
+    int sample_known;
+    int64_t sample_time_ns;
+    uint64_t sample_used, sample_total, sample_recorded;
+    /* the reconciliation with the final segments raised reserved above every entry's
+     * (reconciled): the peak moment is then the final state, as `peak` names it; trace_peak the
+     * most reserved after any entry, end_reserved the final state's */
+    int reconciled;
+    int64_t trace_peak, end_reserved;
 } cmh_owners_report;
 
 /* The report for one device (>= 0) of s: a recorder snapshot, merged or not, or a PyTorch one. */
@@ -62,6 +74,11 @@ int cmh_owners_compute(const cmh_snapshot *s, int device, cmh_owners_report *out
  * find the peak and the OOMs.  For the live commands, which show owners now. */
 int cmh_owners_compute_end(const cmh_snapshot *s, int device, cmh_owners_report *out);
 void cmh_owners_report_free(cmh_owners_report *r);
+/* Device's latest cuMemGetInfo sample in s (an index into s->meminfo; -1: none), the one the
+ * report's sample_* figures come from, and where the report places it (*at): INT64_MAX at the
+ * dump (the final state, reconciled), else the last entry of device's trace at or before it (-1:
+ * before the first).  The record held max(active, reserved) bytes there: what the rows sum to. */
+int64_t cmh_owners_latest_sample(const cmh_snapshot *s, int device, int64_t *at);
 
 /* A module's name as a library ("cuBLAS" for libcublas.so.13), or NULL when it is not one of
  * NVIDIA's or PyTorch's. */

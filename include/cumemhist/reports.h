@@ -53,6 +53,17 @@ typedef struct cmh_site {
     uint32_t thread;       /* judged over one recording thread's own steps (0: the record's) */
     int64_t thread_tid;       /* that thread's OS thread id (0: unknown) */
     const char *thread_name;  /* and its name ("" unknown; in the snapshot's strings) */
+    /* judged thread by thread (cmh_leak_combine_threads): its still-live blocks were made by
+     * several recording threads, each of which has steps of its own; the record's steps, cut
+     * from their allocations interleaved as they raced, are not trusted for it.  threads: the
+     * threads holding its blocks (0: not judged so); thread_mask: the threads its verdict
+     * names (the growing ones when it grows, else every holder; bit t for thread t < 64); rate
+     * is then their rates summed (a step of each), rate_min and rate_max each one's own, and
+     * growth_steps .. growth_steps_max the stretches they grew over. */
+    uint32_t threads;
+    uint64_t thread_mask;
+    int64_t rate_min, rate_max;
+    uint32_t growth_steps_max;
     /* by caller, largest first: callers[0 .. ncallers) are distinct callers (same function, file
      * and line), then, when callers_other.bytes, what the rest and caller-less stacks hold.
      * Filled when the report is grouped by site (cmh_sites given). */
@@ -80,6 +91,8 @@ typedef struct cmh_peak_report {
     /* before the first entry: the state the replay inferred from the end (not 0: the trace began
      * mid-run, or a ring dropped its oldest entries; a record with no history: the end state) */
     int64_t alloc_start, reserved_start;
+    int64_t active_end; /* every active block's bytes at the end (allocated and pending free) */
+    int64_t reserved_last, active_last; /* after the last entry, before the reconciliation */
     cmh_site *sites; /* live at the allocated peak */
     uint32_t nsites;
 } cmh_peak_report;
@@ -105,6 +118,10 @@ int cmh_end_blocks(const cmh_snapshot *s, int device, void (*fn)(void *, const c
  * which the trace holds that many (-1: before the first entry, as `peak` names it; the
  * reconciliation at the end not counted): owners' peak moment, through the memo. */
 int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index);
+/* The same, and the reserved bytes at the end after that reconciliation: above the peak when the
+ * final segments hold memory no entry made (the record lacks those entries); `peak` then names
+ * the final state its reserved peak, and owners too (cmh_owners_report's reconciled). */
+int cmh_reserved_peaks(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 /* Both from that one replay: the end's stats and the peak's totals (no sites), as summary
@@ -223,9 +240,19 @@ typedef struct cmh_leak_report {
     /* growth could be judged: the record has CMH_LEAK_MIN_STEPS steps, or every thread holding
      * still-live blocks has, or nothing is still live; a gate that cannot judge must not pass */
     int judged;
+    /* the record's still-live blocks made during it (not before its first entry), and the
+     * time its entries span: what `leaks` says of growth when no step can be found */
+    uint64_t grew_bytes;
+    int64_t run_ns;
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
+/* A site's verdict from its judgments over each of the n recording threads that hold its
+ * blocks (one[i]: judged over thread[i]'s own steps and its share of the blocks): growing when
+ * one of them grows (the growing threads named, their rates summed), else state when one holds
+ * bytes across its steps, else steady.  Deterministic: each thread's own entries come in the
+ * order it made them, however the threads interleaved. */
+void cmh_leak_combine_threads(cmh_site *x, const cmh_site *one, const uint32_t *thread, uint32_t n);
 void cmh_leak_report_free(cmh_leak_report *r);
 
 /* free = reserved - allocated = releasable + trapped + pending_free (cmh_free_split):
@@ -287,6 +314,11 @@ const char *cmh_oom_verdict_text(int verdict);
  * largest free run inside one segment. */
 struct cmh_oom_event {
     int64_t index, time_ns;
+    /* the allocator's retry: its thread freed retry_freed bytes of cached segments (maybe none)
+     * and asked for the same size again (the next OOM, or a success): memory_summary's
+     * "cudaMalloc retries" */
+    int retried;
+    uint64_t retry_freed;
     uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
     int fits_in_gap, verdict;
     cmh_free_split split; /* free_inside - pending_free, split into releasable and trapped */
@@ -307,6 +339,14 @@ void cmh_oom_report_free(cmh_oom_report *r);
 /* The snapshot's first out-of-memory error by time (the lowest device's first without times):
  * its device, its index in that device's trace and its time.  0 when there is none. */
 int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns);
+/* Whether OOM entry i of trace t was the allocator's retry rather than a failure the program
+ * saw: in a record of our recorder (driver calls), its thread then freed cached segments
+ * (*freed: their bytes, 0 when it found none) and asked the driver for the same size again
+ * before anything else (PyTorch counts its retries so, whether or not anything was freed).
+ * PyTorch's own snapshots record an OOM only once the allocator gave up: 0 there. */
+int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed);
+/* The OOMs of trace t that were retries (as cmh_oom_retried says) */
+uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
 
 /* Each device's peaks (pinned host memory left out): device first, then the rest by peak
  * reserved, largest first.  Fills up to cap, *n says how many. */

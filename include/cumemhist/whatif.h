@@ -45,6 +45,9 @@ typedef struct cmh_whatif_result {
     int64_t first_oom_index, first_oom_time_ns;
     uint64_t first_oom_request;
     uint64_t end_reserved, end_allocated;
+    /* requests of a private pool (the entry's pool_id, else its final segment's segment_pool_id):
+     * the model serves each from its own pool's segments alone */
+    uint64_t private_requests, private_bytes;
     /* with compare: the model's segment events against the trace's, one by one */
     uint64_t recorded_segment_events, self_replay_mismatches;
     int64_t first_mismatch_index; /* in the trace's segment events (-1: none) */

@@ -27,7 +27,9 @@
  * returns CODE; N = '*': every call; =CODE defaults to 1, CUDA_ERROR_INVALID_VALUE), e.g.
  * "cuMemUnmap@2=1,cuMemAlloc@*=2".  NAME is the base name (cuMemAlloc for cuMemAlloc_v2).  A
  * test can also arm faults at run time with fakecuda_inject(), and run code inside an unmap
- * (after the driver's own work, before it returns) with fakecuda_on_unmap().
+ * (after the driver's own work, before it returns) with fakecuda_on_unmap().  fakecuda_take(dev,
+ * bytes) takes device memory by no hooked entry point (a library's own path, another process):
+ * cuMemGetInfo counts it as FAKECUDA_CONTEXT's.
  *
  * Linked with -Wl,-Bsymbolic: the proc-address table must point at our own functions, never at
  * the recorder's same-named exports, exactly as the real driver behaves.

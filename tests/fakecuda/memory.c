@@ -48,6 +48,22 @@ CUresult cuMemGetInfo(size_t *free_b, size_t *total_b)
     return CUDA_SUCCESS;
 }
 
+/* A test hook: device dev's memory taken (or, negative, given back) by no entry point the
+ * recorder hooks, as a library's own path or another process would: cuMemGetInfo counts it. */
+__attribute__((visibility("default"))) int fakecuda_take(int dev, long long bytes)
+{
+    pthread_mutex_lock(&g_lock);
+    int ok = ensure_init_locked() == CUDA_SUCCESS && dev >= 0 && dev < g_ndev;
+    if (ok) {
+        fake_device *d = &g_dev[dev];
+        uint64_t now = d->context + (uint64_t)bytes;
+        ok = bytes >= 0 ? now <= d->capacity - d->used && now >= d->context : (uint64_t)-bytes <= d->context;
+        if (ok) d->context = now;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return ok ? 0 : -1;
+}
+
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 {
     memcpy((void *)(uintptr_t)dst, src, n);

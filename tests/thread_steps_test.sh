@@ -1,0 +1,76 @@
+#!/bin/sh
+# thread_steps_test.sh BUILD_DIR SOURCE_DIR - the leak verdict of threads that race, with no step
+# marks (tests/each_leaks.c: 3 threads each keeping 256 KiB a step): the same words on every run,
+# however the threads interleave, naming every leaking thread and its own rate; its steady twin
+# cleared every run; and what `leaks` says when no step can be found at all.
+TEST=thread_steps . "$(dirname "$0")/testlib.sh"
+
+# Before, the record's steps were cut from the 3 threads' allocations interleaved, and changed
+# with the race: '+768.0 KiB per step over the last 9 steps', '... over the last 6 steps', or,
+# where no loop showed, '+256.0 KiB per step over the last 9 steps of recording thread 1' (the
+# other two threads' leak forgotten).  Each thread's own steps do not change.
+for mode in lock free; do
+    i=0
+    : >says.txt
+    while [ $i -lt 10 ]; do
+        "$CMH" record -q -o e$i.cmh -- "$B/tests/each_leaks" 10 $mode leak >/dev/null 2>&1
+        "$CMH" leaks --fail-on-leak e$i.cmh >e.txt 2>&1
+        echo "rc $?" >>says.txt
+        "$CMH" leaks --json e$i.cmh | py -c '
+import json, sys
+d = json.load(sys.stdin)[0]
+x = [s for s in d["sites"] if s["site"]["function"] == "grab"][0]
+print(x["verdict"], x["rate_bytes_per_step"], x.get("threads"), x.get("threads_holding"), x["growth_steps"])
+print(x["says"])
+print(d["outcome"])' >>says.txt 2>&1
+        # the text says it too, under its site
+        grep -q '^        growing: +768.0 KiB per step of recording threads' e.txt || echo "text: $(grep -A1 ' grab ' e.txt | tail -1)" >>says.txt
+        i=$((i + 1))
+    done
+    sort says.txt | uniq -c >u.txt
+    check "3 racing threads leaking 256 KiB a step each ($mode): the same verdict in 10 of 10 runs, every thread named ($(sort -rn u.txt | head -4 | tr -s ' ' | tr '\n' '|'))" \
+        "[ \$(wc -l <u.txt) -eq 4 ] && grep -q '^ *10 rc 3\$' u.txt &&
+         grep -q '^ *10 growing 786432 \[1, 2, 3\] 3 9\$' u.txt &&
+         grep -q '^ *10 growing: +768.0 KiB per step of recording threads 1, 2, 3 together (+256.0 KiB each), over the last 9 steps of each; judged thread by thread: their steps interleave\$' u.txt &&
+         grep -q '^ *10 1 site grows from step to step: a likely leak\$' u.txt"
+done
+
+# the steady twin: each thread keeps its first 3 blocks (a warm-up cache) and then no more
+i=0
+: >says.txt
+while [ $i -lt 10 ]; do
+    "$CMH" record -q -o s$i.cmh -- "$B/tests/each_leaks" 10 lock steady >/dev/null 2>&1
+    "$CMH" leaks --fail-on-leak s$i.cmh >/dev/null 2>&1
+    echo "rc $?" >>says.txt
+    "$CMH" leaks --json s$i.cmh | py -c '
+import json, sys
+d = json.load(sys.stdin)[0]
+x = [s for s in d["sites"] if s["site"]["function"] == "grab"][0]
+print(x["verdict"], x.get("threads"), x["says"])' >>says.txt 2>&1
+    i=$((i + 1))
+done
+sort says.txt | uniq -c >u.txt
+check "its steady twin: held by each thread, growing in none, the gate passes, in 10 of 10 runs ($(tr -s ' ' <u.txt | tr '\n' '|'))" \
+    "[ \$(wc -l <u.txt) -eq 2 ] && grep -q '^ *10 rc 0\$' u.txt &&
+     grep -q '^ *10 state \[1, 2, 3\] state: 2.2 MiB held across steps by recording threads 1, 2, 3, growing in none' u.txt"
+
+# the text report says how it was judged
+"$CMH" leaks e0.cmh >e0.txt
+check "a thread-by-thread verdict names the threads in the text report too" "grep -q 'judged thread by thread' e0.txt"
+
+# no step at all (a driver-level PyTorch record with no loop to see): growth is not judged, and
+# leaks says what it can honestly say instead: when each site's still-live blocks were made, and
+# how much still-live memory the run made at what average rate (the file's times, fixed)
+"$CMH" leaks --fail-on-leak "$F/h200/torch_plain.cmh" >lk.txt 2>/dev/null
+rc=$?
+check "no steps: exit 5, growth over the run told ($(tail -1 lk.txt))" \
+    "[ $rc -eq 5 ] && grep -q '^growth cannot be judged: the steps are unknown; 600.3 MiB still live was made over the 6.96 s run: 86.3 MiB/s on average\$' lk.txt"
+check "no steps: each held site says when its still-live blocks came, and that growth is not judged" \
+    "grep -q '^        held, steps not found: its 6 still-live blocks were made within 271 ms, first to last; growth not judged\$' lk.txt"
+"$CMH" leaks --json "$F/h200/torch_plain.cmh" 2>/dev/null | py -c '
+import json, sys
+d = json.load(sys.stdin)[0]
+assert d["outcome"].startswith("growth cannot be judged: the steps are unknown; 600.3 MiB still live"), d["outcome"]
+assert all(s["verdict"] == "unjudged" and s["says"].startswith("held, steps not found: ") for s in d["sites"]), [s["says"] for s in d["sites"]]
+' && ok "no steps, --json: the same words" || bad "no steps, --json"
+finish
