@@ -93,7 +93,8 @@ static int section(const rep_section *sec, void *arg)
         rep_json_base(w, sec, &p.base);
         cmh_jw_nl(w);
         cmh_jw_key(w, "ooms");
-        cmh_jw_arr(w);
+        if (!p.base.history) cmh_jw_null(w); /* not known: the errors are in the history (not "none") */
+        else cmh_jw_arr(w);
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
             cmh_jw_nl(w);
@@ -124,7 +125,7 @@ static int section(const rep_section *sec, void *arg)
             rep_json_sites(w, sp, g, e->sites, e->nsites, g_top, e->allocated, 0);
             cmh_jw_end(w);
         }
-        cmh_jw_end(w);
+        if (p.base.history) cmh_jw_end(w);
         if (p.nevents) {
             cmh_device_load loads[64];
             int nl = 0, uneven = balance(sp, dev, loads, &nl);
@@ -154,6 +155,10 @@ static int section(const rep_section *sec, void *arg)
             }
         }
         cmh_jw_end(w);
+    } else if (!p.base.history) { /* enabled=state keeps no trace: an OOM the program hit left nothing to read */
+        printf("%s, %s: out-of-memory errors: not known: no history (recorded with enabled=state, or history off);\n"
+               "  only the state at the end is known; a record with history (enabled=all) has them\n",
+               sec->path, rep_device_name(dev));
     } else if (!p.nevents) {
         printf("%s, %s: no out-of-memory error in the record (%s)\n", sec->path, rep_device_name(dev),
                rep_count(p.base.entries, "trace entry", "trace entries"));

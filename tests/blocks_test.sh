@@ -169,6 +169,14 @@ if not (nbytes(res[1]) >= pres and nbytes(res[1]) > nbytes(alloc[1])):
     sys.exit(1)
 print(f"ok: summary reserved peak {res[1]} includes the pool's reserve; allocated peak {alloc[1]}")
 PYEOF
+# frag's text shows the pool's cache when it is the only reserved memory left (no segment holds
+# it; the --json had it as pool_cache): the end's reserved figure as peak gives it
+PEND=$("$CMH" peak --json "$T/pool.cmh" | py -c 'import json, sys; print(json.load(sys.stdin)[0]["end"]["reserved"])')
+"$CMH" frag "$T/pool.cmh" >"$T/pool.frag" 2>&1
+PSZ=$("$CMH" frag --json "$T/pool.cmh" | py -c 'import json, sys; d = json.load(sys.stdin)[0]; print(d["reserved"] if d["pool_cache"] == d["reserved"] else -1)')
+[ "${PEND:-0}" -gt 0 ] && [ "$PSZ" = "$PEND" ] && grep -q "stream-ordered pools keep .* reserved" "$T/pool.frag" &&
+    grep -q "^      of it a pool's cache .*cuMemPoolTrimTo" "$T/pool.frag" && grep -q '^  reserved  ' "$T/pool.frag" &&
+    ok "frag shows the pool's cache ($PEND bytes reserved at the end, no segment)" || bad "frag hides the pool's cache: $(cat "$T/pool.frag")"
 "$CMH" export "$T/pool.cmh" -o "$T/pool.pickle" && py "$(dirname "$0")/check_memviz.py" --ours "$T/pool.pickle" || fail=1
 # the pool samples survive the memory_viz pickle (aside, where PyTorch's readers do not look)
 # (the tables: each is headed by its own file's name)

@@ -88,6 +88,9 @@ typedef struct cmh_peak_report {
     int64_t reserved_peak, reserved_index, reserved_time_ns;
     int64_t requested_peak, requested_index, requested_time_ns; /* the bytes asked for, before rounding */
     int64_t alloc_end, reserved_end, requested_end;
+    /* before the first entry: the state the replay inferred from the end (not 0: the trace began
+     * mid-run, or a ring dropped its oldest entries; a record with no history: the end state) */
+    int64_t alloc_start, reserved_start;
     int64_t active_end; /* every active block's bytes at the end (allocated and pending free) */
     int64_t reserved_last, active_last; /* after the last entry, before the reconciliation */
     cmh_site *sites; /* live at the allocated peak */
@@ -121,6 +124,12 @@ int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, in
 int cmh_reserved_peaks(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
+/* Both from that one replay: the end's stats and the peak's totals (no sites), as summary
+ * needs them to say what its table cannot (the state before the first entry). */
+int cmh_whole_replay_peak(const cmh_snapshot *s, int device, cmh_mem_stats *end, cmh_peak_report *p);
+/* cmh_summary_compute, and from the same replay the peak's totals (p: no sites; the state the
+ * replay inferred before the first entry, which summary's table has no row for). */
+int cmh_summary_compute_peak(const cmh_snapshot *s, int device, cmh_mem_stats *out, cmh_peak_report *p);
 
 /* What the memo's replay of a device saw, kept when asked for (cmh_replay_memo_history): the
  * allocated and reserved bytes after each entry, and each active block appearing and going in
