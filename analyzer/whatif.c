@@ -786,9 +786,11 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
         if (m.reserved > out->peak_reserved) {
             out->peak_reserved = m.reserved;
             out->peak_reserved_index = i;
+        }
+        if (m.allocated > out->peak_allocated) { /* the free share then: every row's at the same moment */
+            out->peak_allocated = m.allocated;
             out->frag_at_peak = m.reserved ? (double)(m.reserved - m.allocated) / (double)m.reserved : 0.0;
         }
-        if (m.allocated > out->peak_allocated) out->peak_allocated = m.allocated;
     }
     out->end_reserved = m.reserved;
     out->end_allocated = m.allocated;

@@ -99,7 +99,7 @@ static int g_not_pytorch; /* the trace is another allocator's (a .cmh with block
  * the model's rows: the model replays the requests and need not make the same peaks. */
 typedef struct recorded_run {
     cmh_peak_report pk;
-    double free_at_peak; /* free inside segments / reserved after the reserved peak's entry */
+    double free_at_peak; /* free inside segments / reserved after the allocated peak's entry */
     uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
     uint32_t ooms;
     int64_t first_oom_index;
@@ -140,14 +140,16 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
         out->segment_maps += e->action == CMH_ACT_SEGMENT_MAP, out->segment_unmaps += e->action == CMH_ACT_SEGMENT_UNMAP;
         if (e->action == CMH_ACT_OOM && !out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)cmh_entry_size(s, e);
     }
-    /* allocated at the reserved peak: a replay up to its entry (-1: the state before the first) */
-    if (out->pk.reserved_peak > 0) {
+    /* reserved at the allocated peak: a replay up to its entry (-1: the state before the first),
+     * the moment every row's free share is taken at (a reserved peak's first moment may be long
+     * before the program needed it: a trace that begins with its segments made reads 90% free) */
+    if (out->pk.alloc_peak > 0) {
         cmh_replay *r = cmh_replay_new(s, dev);
         if (!r) {
             cmh_peak_report_free(&out->pk);
             return CMH_ENOMEM;
         }
-        while (cmh_replay_position(r) < out->pk.reserved_index && cmh_replay_step(r) == 1) {}
+        while (cmh_replay_position(r) < out->pk.alloc_index && cmh_replay_step(r) == 1) {}
         const cmh_mem_stats *st = cmh_replay_stats(r);
         int64_t res = st->reserved_bytes[CMH_POOL_ALL].current, al = st->allocated_bytes[CMH_POOL_ALL].current;
         out->free_at_peak = res > 0 && res >= al ? (double)(res - al) / (double)res : 0.0;

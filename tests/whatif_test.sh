@@ -85,6 +85,10 @@ EOF
     bad "cumemhist oom on the generated trace: $("$CMH" oom frag.pickle 2>&1 | head -5)"
 "$CMH" whatif --json --conf expandable_segments:True frag.pickle >frag.json 2>err.txt || bad "whatif frag: $(cat err.txt)"
 "$CMH" whatif --json --conf expandable_segments:True --capacity 170M frag.pickle >small.json 2>err.txt || bad "whatif --capacity: $(cat err.txt)"
+# every row's free share at the allocated peak (140 MiB of 200 reserved: 30%), not at its reserved
+# peak's first moment (the 10th segment's entry, 126 MiB allocated then: 37%), so the rows compare
+"$CMH" whatif frag.pickle 2>/dev/null | grep -q "^recorded .* 140.0 MiB   30.0%" && ok "whatif's free share is taken at the allocated peak" ||
+    bad "whatif free share: $("$CMH" whatif frag.pickle 2>&1 | grep '^recorded')"
 # the recorded row at a capacity below what the record reserved says so, not the recorded OOM or "no OOM"
 "$CMH" whatif --capacity 170M frag.pickle 2>/dev/null | grep -q "^recorded .*over it (reserved 200.0 MiB)$" &&
     ok "whatif --capacity below the recorded reserved: the recorded row is 'over it'" ||
