@@ -30,6 +30,46 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
     return found;
 }
 
+/* A retry is decided within this many entries after the OOM: an allocator frees its cache (or
+ * finds nothing to free) and asks again at once.  As PyTorch counts num_alloc_retries, whether
+ * anything was freed does not matter. */
+#define RETRY_WINDOW 100000u
+
+int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed)
+{
+    *freed = 0;
+    if (s->source != CMH_SRC_RECORDER || !t || i >= t->nentries) return 0;
+    const cmh_entry *o = &s->entries[t->first_entry + i];
+    if (o->action != CMH_ACT_OOM) return 0;
+    uint32_t th = cmh_entry_thread(s, o);
+    uint64_t want = cmh_entry_size(s, o), got = 0;
+    for (uint32_t j = i + 1; j < t->nentries && j - i <= RETRY_WINDOW; j++) {
+        const cmh_entry *e = &s->entries[t->first_entry + j];
+        if (cmh_entry_thread(s, e) != th) continue; /* another thread's: no part of this request */
+        switch (e->action) {
+        case CMH_ACT_SEGMENT_FREE:
+        case CMH_ACT_SEGMENT_UNMAP: got += cmh_entry_size(s, e); continue;
+        case CMH_ACT_SEGMENT_ALLOC:
+        case CMH_ACT_SEGMENT_MAP:
+        case CMH_ACT_OOM:
+            if (cmh_entry_size(s, e) != want) return 0; /* the thread asked for something else */
+            *freed = got;
+            return 1;
+        case CMH_ACT_ALLOC: return 0; /* the thread went on (a block of another allocator) */
+        default: continue;        /* marks, samples, block frees */
+        }
+    }
+    return 0;
+}
+
+uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t)
+{
+    uint64_t n = 0, freed;
+    for (uint32_t i = 0; t && i < t->nentries; i++)
+        if (s->entries[t->first_entry + i].action == CMH_ACT_OOM) n += (uint64_t)cmh_oom_retried(s, t, i, &freed);
+    return n;
+}
+
 int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads, int cap, int *n)
 {
     int32_t devs[256];

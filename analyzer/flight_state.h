@@ -8,6 +8,8 @@
  * Besides the segments and blocks it keeps, per device slot (0..63, 64 = pinned host memory),
  * allocated bytes (blocks in active_allocated) and reserved bytes (live segments), and their
  * maxima over every entry applied: the live reader's figures without a replay.
+ *
+ * Also the dictionary both readers keep of the record's stacks and names (fdict).
  */
 #ifndef CMH_FLIGHT_STATE_H
 #define CMH_FLIGHT_STATE_H
@@ -68,5 +70,28 @@ int cmh_fstate_copy_dict(cmh_snapshot *s, const cmh_snapshot *b);
 int cmh_fstate_pc_frame(cmh_snapshot *s, uint64_t pc, uint32_t *id);
 /* The slot of a device (-1: pinned host memory), or -1 when it has none. */
 static inline int cmh_fstate_slot(int32_t dev) { return dev == -1 ? CMH_FLIGHT_SLOTS - 1 : dev >= 0 && dev < CMH_FLIGHT_SLOTS - 1 ? dev : -1; }
+
+/* The dictionary both readers keep of a record's CMH_FR_STACK, CMH_FR_NAME and CMH_FR_PYFRAME
+ * records, each by its recorder id + 1 (the key: oatab.h). */
+typedef struct fstack {
+    uint64_t id;
+    uint64_t first;        /* into pcs[] */
+    uint32_t depth, model; /* model: recover's stack id in the snapshot + 1, once made (the live
+                              reader makes its snapshots' stacks anew each time: 0) */
+} fstack;
+
+typedef struct fname {
+    uint64_t id;
+    uint64_t off; /* where its text is: in the file (recover), in the reader's namebuf (live) */
+    uint32_t len, pad;
+} fname;
+
+typedef struct fdict {
+    cmh_oatab stacks; /* of fstack */
+    uint64_t *pcs;    /* the stacks' PCs, one stack after another */
+    uint32_t npcs, cappcs;
+    cmh_oatab names;    /* of fname */
+    cmh_oatab pyframes; /* each reader's own kind (recover.c: a frame made; live_reader.h: its text) */
+} fdict;
 
 #endif

@@ -39,13 +39,13 @@ static void clear_state(cmh_live *l)
 {
     cmh_fstate_free(&l->st);
     cmh_fstate_init(&l->st);
-    cmh_oa_free(&l->stacks);
-    cmh_oa_free(&l->names);
-    cmh_oa_free(&l->pyframes);
-    cmh_oa_init(&l->stacks, sizeof(lstack));
-    cmh_oa_init(&l->names, sizeof(lname));
-    cmh_oa_init(&l->pyframes, sizeof(lpyframe));
-    l->npcs = l->nnamebuf = 0;
+    cmh_oa_free(&l->dict.stacks);
+    cmh_oa_free(&l->dict.names);
+    cmh_oa_free(&l->dict.pyframes);
+    cmh_oa_init(&l->dict.stacks, sizeof(fstack));
+    cmh_oa_init(&l->dict.names, sizeof(fname));
+    cmh_oa_init(&l->dict.pyframes, sizeof(lpyframe));
+    l->dict.npcs = l->nnamebuf = 0;
     for (uint32_t i = 0; i < l->nmods; i++) free(l->mods[i].path), free(l->mods[i].build_id);
     l->nmods = 0;
     l->nsamples = l->sample_head = 0;
@@ -297,9 +297,9 @@ int cmh_live_open(const char *path, uint64_t trace_cap, cmh_live **out, char *er
     l->hwcrc = __builtin_cpu_supports("sse4.2");
 #endif
     cmh_fstate_init(&l->st);
-    cmh_oa_init(&l->stacks, sizeof(lstack));
-    cmh_oa_init(&l->names, sizeof(lname));
-    cmh_oa_init(&l->pyframes, sizeof(lpyframe));
+    cmh_oa_init(&l->dict.stacks, sizeof(fstack));
+    cmh_oa_init(&l->dict.names, sizeof(fname));
+    cmh_oa_init(&l->dict.pyframes, sizeof(lpyframe));
     l->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (l->fd < 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -327,10 +327,10 @@ void cmh_live_close(cmh_live *l)
     if (!l) return;
     clear_state(l);
     cmh_fstate_free(&l->st);
-    cmh_oa_free(&l->stacks);
-    cmh_oa_free(&l->names);
-    cmh_oa_free(&l->pyframes);
-    free(l->pcs);
+    cmh_oa_free(&l->dict.stacks);
+    cmh_oa_free(&l->dict.names);
+    cmh_oa_free(&l->dict.pyframes);
+    free(l->dict.pcs);
     free(l->namebuf);
     free(l->mods);
     free(l->samples);

@@ -23,19 +23,9 @@
 #define RATE_POINTS 64
 #define SEEN_BITS 65536u /* how far an entry can be overtaken in the file and still be read */
 
-_Static_assert(sizeof(cmh_entry_full) == 64, "a trace entry (every field) is one cache line in the window");
-
-typedef struct lstack {
-    uint64_t id; /* the key: recorder stack id + 1 */
-    uint64_t first;
-    uint32_t depth, pad;
-} lstack;
-
-typedef struct lname {
-    uint64_t id; /* the key: recorder name id + 1 */
-    uint64_t off;
-    uint32_t len, pad;
-} lname;
+/* A window slot is a whole entry, 80 bytes since entries carry PyTorch's pool id (16 bytes a
+ * flight record never fills): a slot per entry the window holds, made as entries come. */
+_Static_assert(sizeof(cmh_entry_full) == 80, "a trace entry (every field) is 80 bytes in the window");
 
 typedef struct lpyframe {
     uint64_t id; /* the key: recorder Python frame id + 1 */
@@ -44,7 +34,7 @@ typedef struct lpyframe {
     int32_t line, pad;
 } lpyframe;
 
-/* One device's window: a ring of entries, one cache line each.  A journal entry's stack is the
+/* One device's window: a ring of entries, 80 bytes each.  A journal entry's stack is the
  * recorder's and a mark's addr its name id; the checkpoint's entries (model ids) were pushed
  * first, so they are the oldest nbase of the window. */
 typedef struct ltrace {
@@ -83,11 +73,7 @@ struct cmh_live {
     uint64_t gen_from; /* extents of older generations are in the checkpoint */
     uint64_t cut[CMH_FLIGHT_SLOTS];
     cmh_fstate st;
-    cmh_oatab stacks; /* of lstack */
-    uint64_t *pcs;
-    uint32_t npcs, cappcs;
-    cmh_oatab names; /* of lname */
-    cmh_oatab pyframes; /* of lpyframe */
+    fdict dict; /* its pyframes: of lpyframe */
     char *namebuf;
     uint32_t nnamebuf, capnamebuf;
     lmod *mods;

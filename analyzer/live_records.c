@@ -75,7 +75,9 @@ cmh_entry_full *cmh_live_trace_slot_grow(cmh_live *l, int k, int from_base)
     if (t->n == t->alloc && t->alloc < t->cap) { /* grow, putting the ring in order */
         uint64_t na = t->alloc ? t->alloc * 2 : 1024;
         if (na > t->cap) na = t->cap;
-        cmh_entry_full *r = aligned_alloc(64, na * sizeof *r);
+        /* aligned_alloc wants a multiple of the alignment: an 80-byte entry times a window of
+         * max_entries need not be one */
+        cmh_entry_full *r = aligned_alloc(64, (na * sizeof *r + 63) / 64 * 64);
         if (!r) return NULL;
         for (uint64_t i = 0; i < t->n; i++) r[i] = t->ring[(t->head + i) % t->alloc];
         free(t->ring);
@@ -192,18 +194,18 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         const cmh_fr_stack *x = (const cmh_fr_stack *)body;
         if (len < sizeof *x || x->depth > (len - sizeof *x) / 8 || x->depth > 4096)
             return cmh_live_fail(l, err, errlen, "a stack record that does not fit its length", at);
-        lstack *p = cmh_oa_get(&l->stacks, (uint64_t)x->id + 1, NULL);
-        if (!p || CMH_GROW(l->pcs, l->cappcs, (uint64_t)l->npcs + x->depth, 4096)) return CMH_ENOMEM;
-        if (x->depth) memcpy(l->pcs + l->npcs, x + 1, (size_t)x->depth * 8);
-        p->first = l->npcs;
+        fstack *p = cmh_oa_get(&l->dict.stacks, (uint64_t)x->id + 1, NULL);
+        if (!p || CMH_GROW(l->dict.pcs, l->dict.cappcs, (uint64_t)l->dict.npcs + x->depth, 4096)) return CMH_ENOMEM;
+        if (x->depth) memcpy(l->dict.pcs + l->dict.npcs, x + 1, (size_t)x->depth * 8);
+        p->first = l->dict.npcs;
         p->depth = x->depth;
-        l->npcs += x->depth;
+        l->dict.npcs += x->depth;
         return CMH_OK;
     }
     case CMH_FR_NAME: {
         const cmh_fr_name *x = (const cmh_fr_name *)body;
         if (len < sizeof *x || x->length > len - sizeof *x) return cmh_live_fail(l, err, errlen, "a name longer than its record", at);
-        lname *n = cmh_oa_get(&l->names, (uint64_t)x->id + 1, NULL);
+        fname *n = cmh_oa_get(&l->dict.names, (uint64_t)x->id + 1, NULL);
         if (!n || CMH_GROW(l->namebuf, l->capnamebuf, (uint64_t)l->nnamebuf + x->length + 1, 4096)) return CMH_ENOMEM;
         memcpy(l->namebuf + l->nnamebuf, x + 1, x->length);
         n->off = l->nnamebuf;
@@ -215,7 +217,7 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         const cmh_fr_pyframe *x = (const cmh_fr_pyframe *)body;
         if (len < sizeof *x || x->file_len > len - sizeof *x || x->name_len > len - sizeof *x - x->file_len)
             return cmh_live_fail(l, err, errlen, "a Python frame record longer than its length", at);
-        lpyframe *f = cmh_oa_get(&l->pyframes, (uint64_t)x->id + 1, NULL);
+        lpyframe *f = cmh_oa_get(&l->dict.pyframes, (uint64_t)x->id + 1, NULL);
         uint64_t n = (uint64_t)x->file_len + x->name_len;
         if (!f || CMH_GROW(l->namebuf, l->capnamebuf, (uint64_t)l->nnamebuf + n + 1, 4096)) return CMH_ENOMEM;
         memcpy(l->namebuf + l->nnamebuf, x + 1, n);

@@ -25,16 +25,16 @@ static uint32_t model_stack(void *arg, uint32_t rec)
 {
     mk *m = arg;
     if (rec & BASE_STACK) return rec & ~BASE_STACK; /* the checkpoint's, copied with its ids */
-    lstack *p = rec ? cmh_oa_find(&m->l->stacks, (uint64_t)rec + 1) : NULL;
+    fstack *p = rec ? cmh_oa_find(&m->l->dict.stacks, (uint64_t)rec + 1) : NULL;
     if (!p) return 0;
     made_stack *d = cmh_oa_find(&m->made, (uint64_t)rec + 1);
     if (d) return d->model;
     cmh_snapshot *s = m->s;
     uint32_t ids[4096];
     for (uint32_t i = 0; i < p->depth; i++) {
-        uint64_t pc = m->l->pcs[p->first + i];
+        uint64_t pc = m->l->dict.pcs[p->first + i];
         if ((pc >> 48) == 0xC0DE) { /* a Python frame (CMH_FR_PYFRAME), as recover makes it */
-            const lpyframe *py = cmh_oa_find(&m->l->pyframes, (pc & 0xFFFFFFFFull) + 1);
+            const lpyframe *py = cmh_oa_find(&m->l->dict.pyframes, (pc & 0xFFFFFFFFull) + 1);
             const char *file = py ? m->l->namebuf + py->off : "??";
             cmh_frame q = {0, 0, 0, py ? py->line : 0, -1};
             if (cmh_strtab_intern(&s->strings, file, py ? py->file_len : 2, &q.filename) ||
@@ -61,7 +61,7 @@ static uint32_t model_stack(void *arg, uint32_t rec)
 
 static int name_string(cmh_live *l, cmh_snapshot *s, uint32_t rec, uint32_t *out)
 {
-    const lname *n = rec ? cmh_oa_find(&l->names, (uint64_t)rec + 1) : NULL;
+    const fname *n = rec ? cmh_oa_find(&l->dict.names, (uint64_t)rec + 1) : NULL;
     return cmh_strtab_intern(&s->strings, n ? l->namebuf + n->off : "", n ? n->len : 0, out) == CMH_OK ? CMH_OK : CMH_ENOMEM;
 }
 

@@ -228,6 +228,8 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     p->reserved_peak = st->reserved_bytes[0].current;
     p->requested_peak = st->requested_bytes[0].current;
     p->alloc_index = p->reserved_index = p->requested_index = -1;
+    p->alloc_start = p->alloc_peak;
+    p->reserved_start = p->reserved_peak;
     rpeak[0] = p->reserved_peak; /* the state before the first entry counts, as for `peak` (owners said 'entry 0') */
     hist_rec *h = hist ? hist_new(r) : NULL;
     if (h) h->pos1 = 1;
@@ -430,6 +432,12 @@ int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end)
     cmh_peak_report p;
     int64_t rp[2];
     return whole(s, device, &p, end, rp);
+}
+
+int cmh_whole_replay_peak(const cmh_snapshot *s, int device, cmh_mem_stats *end, cmh_peak_report *p)
+{
+    int64_t rp[2];
+    return whole(s, device, p, end, rp);
 }
 
 int cmh_peak_totals(const cmh_snapshot *s, int device, cmh_peak_report *p)

@@ -23,7 +23,7 @@ void cmh_memo_sites_put(const cmh_snapshot *s, int device, const cmh_sites *site
 /* reports.c: the facts every report starts with (device, entries, dropped, history). */
 void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b);
 
-/* replay.c: a copy of a forward replay's state, to go on from where r stands (a checkpoint):
+/* replay_views.c: a copy of a forward replay's state, to go on from where r stands (a checkpoint):
  * no observer, the same order of blocks; NULL out of memory.  It reads r's per-entry arrays
  * until take_arrays hands them over (r must outlive it until then). */
 cmh_replay *cmh_replay_clone(const cmh_replay *r);
@@ -43,7 +43,7 @@ int cmh_peak_replay_end(const cmh_snapshot *s, int device, cmh_peak_report *p, c
  * caller frees *end), from one replay of the trace. */
 int cmh_peak_compute_end(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p, cmh_site **end, uint32_t *nend);
 
-/* replay.c: keep the state before the first entry of s's traces (NULL: drop what is kept). */
+/* replay_backward.c: keep the state before the first entry of s's traces (NULL: drop what is kept). */
 void cmh_replay_memo_keep(const cmh_snapshot *s);
 
 #endif

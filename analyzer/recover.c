@@ -81,6 +81,11 @@ static int walk(rd *r, uint32_t a, rec_fn fn, void *arg)
     const cmh_flight_area *ar = &r->h->area[a];
     uint64_t end = ar->cursor < ar->size ? ar->cursor : ar->size;
     if (ar->sealed && ar->sealed < end) end = ar->sealed; /* past it: reservations that went to the next extent */
+    uint64_t room = ar->offset < r->len ? r->len - ar->offset : 0; /* a cut copy: what is left of the extent */
+    if (end > room) {
+        r->info->truncated += end - room;
+        end = room;
+    }
     for (uint64_t at = 0; at + CMH_FLIGHT_HEAD_V1 <= end;) {
         cmh_fr_head hd;
         int st = cmh_fr_head_read(r->map + ar->offset + at, r->h->version, end - at, &hd);
@@ -105,18 +110,6 @@ static int walk(rd *r, uint32_t a, rec_fn fn, void *arg)
     return CMH_OK;
 }
 
-typedef struct pcstack {
-    uint64_t id; /* the key: recorder stack id + 1 */
-    uint64_t first; /* into pcs[] */
-    uint32_t depth, model; /* model: its stack id in the snapshot + 1, once made */
-} pcstack;
-
-typedef struct name_rec {
-    uint64_t id; /* the key: recorder name id + 1 */
-    uint64_t off;
-    uint32_t len, pad;
-} name_rec;
-
 typedef struct pyframe_rec {
     uint64_t id; /* the key: recorder Python frame id + 1 */
     uint32_t frame, pad; /* its frame in the snapshot */
@@ -131,11 +124,7 @@ typedef struct jentry {
 typedef struct ctx {
     rd *r;
     cmh_snapshot *s;
-    cmh_oatab stacks; /* of pcstack */
-    uint64_t *pcs;
-    uint32_t npcs, cappcs;
-    cmh_oatab names; /* of name_rec */
-    cmh_oatab pyframes; /* of pyframe_rec */
+    fdict dict; /* its pyframes: of pyframe_rec */
     jentry *ents;
     uint32_t nents, capents;
     cmh_annotation *anns;
@@ -168,19 +157,19 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         const cmh_fr_stack *x = body;
         if (len < sizeof *x || x->depth > (len - sizeof *x) / 8 || x->depth > 4096)
             return fail(c->r, "a stack record that does not fit its length at byte %llu", at);
-        pcstack *p = cmh_oa_get(&c->stacks, (uint64_t)x->id + 1, NULL);
-        if (!p || CMH_GROW(c->pcs, c->cappcs, (uint64_t)c->npcs + x->depth, 4096)) return CMH_ENOMEM;
-        if (x->depth) memcpy(c->pcs + c->npcs, x + 1, (size_t)x->depth * 8);
-        p->first = c->npcs;
+        fstack *p = cmh_oa_get(&c->dict.stacks, (uint64_t)x->id + 1, NULL);
+        if (!p || CMH_GROW(c->dict.pcs, c->dict.cappcs, (uint64_t)c->dict.npcs + x->depth, 4096)) return CMH_ENOMEM;
+        if (x->depth) memcpy(c->dict.pcs + c->dict.npcs, x + 1, (size_t)x->depth * 8);
+        p->first = c->dict.npcs;
         p->depth = x->depth;
         p->model = 0;
-        c->npcs += x->depth;
+        c->dict.npcs += x->depth;
         return CMH_OK;
     }
     case CMH_FR_NAME: {
         const cmh_fr_name *x = body;
         if (len < sizeof *x || x->length > len - sizeof *x) return fail(c->r, "a name longer than its record at byte %llu", at);
-        name_rec *n = cmh_oa_get(&c->names, (uint64_t)x->id + 1, NULL);
+        fname *n = cmh_oa_get(&c->dict.names, (uint64_t)x->id + 1, NULL);
         if (!n) return CMH_ENOMEM;
         n->off = at + c->r->head + sizeof *x;
         n->len = x->length;
@@ -192,7 +181,7 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
             return fail(c->r, "a Python frame record longer than its length at byte %llu", at);
         const char *file = (const char *)(x + 1);
         cmh_frame f = {0, 0, 0, x->line, -1};
-        pyframe_rec *p = cmh_oa_get(&c->pyframes, (uint64_t)x->id + 1, NULL);
+        pyframe_rec *p = cmh_oa_get(&c->dict.pyframes, (uint64_t)x->id + 1, NULL);
         if (!p || cmh_strtab_intern(&s->strings, file, x->file_len, &f.filename) ||
             cmh_strtab_intern(&s->strings, file + x->file_len, x->name_len, &f.name) ||
             cmh_snapshot_add_frame(s, &f, &p->frame))
@@ -277,7 +266,7 @@ static int on_record(void *arg, const void *body, uint32_t len, uint32_t type, u
 static int model_stack(ctx *c, uint32_t rec, uint32_t *out)
 {
     *out = 0;
-    pcstack *p = rec ? cmh_oa_find(&c->stacks, (uint64_t)rec + 1) : NULL;
+    fstack *p = rec ? cmh_oa_find(&c->dict.stacks, (uint64_t)rec + 1) : NULL;
     if (!p) return CMH_OK; /* its definition was lost: no stack */
     if (p->model) {
         *out = p->model - 1;
@@ -286,9 +275,9 @@ static int model_stack(ctx *c, uint32_t rec, uint32_t *out)
     cmh_snapshot *s = c->s;
     uint32_t ids[4096];
     for (uint32_t i = 0; i < p->depth; i++) {
-        uint64_t pc = c->pcs[p->first + i];
+        uint64_t pc = c->dict.pcs[p->first + i];
         if ((pc >> 48) == 0xC0DE) { /* a Python frame: CMH_FR_PYFRAME made it */
-            const pyframe_rec *py = cmh_oa_find(&c->pyframes, (pc & 0xFFFFFFFFull) + 1);
+            const pyframe_rec *py = cmh_oa_find(&c->dict.pyframes, (pc & 0xFFFFFFFFull) + 1);
             cmh_frame q = {0, 0, 0, 0, -1};
             if (py) ids[i] = py->frame;
             else if (cmh_strtab_intern(&s->strings, "??", 2, &q.name) || cmh_strtab_intern(&s->strings, "??", 2, &q.filename) ||
@@ -307,7 +296,7 @@ static int model_stack(ctx *c, uint32_t rec, uint32_t *out)
 
 static int name_string(ctx *c, uint32_t rec, uint32_t *out)
 {
-    const name_rec *n = rec ? cmh_oa_find(&c->names, (uint64_t)rec + 1) : NULL;
+    const fname *n = rec ? cmh_oa_find(&c->dict.names, (uint64_t)rec + 1) : NULL;
     const char *t = n ? (const char *)c->r->map + n->off : "";
     return cmh_strtab_intern(&c->s->strings, t, n ? n->len : 0, out) == CMH_OK ? CMH_OK : CMH_ENOMEM;
 }
@@ -415,6 +404,9 @@ int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, si
     int rc = CMH_OK;
     if (!h) rc = CMH_ENOMEM, snprintf(err, errlen, "%s: out of memory", path);
     else if (n < 0) rc = CMH_EIO, snprintf(err, errlen, "%s: %s", path, strerror(e));
+    else if ((size_t)n >= 8 && !memcmp(h->magic, CMH_FLIGHT_MAGIC, 8) && (size_t)n < sizeof *h)
+        rc = CMH_EFORMAT, snprintf(err, errlen, "%s: a truncated flight record (%lld bytes, shorter than its %d-byte header): nothing can be read",
+                                   path, (long long)n, CMH_FLIGHT_HEADER);
     else if ((size_t)n < sizeof *h || memcmp(h->magic, CMH_FLIGHT_MAGIC, 8))
         rc = CMH_EFORMAT, snprintf(err, errlen, "%s: not a flight record (no magic at byte 0)", path);
     else {
@@ -444,8 +436,13 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         return CMH_EIO;
     }
     if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < CMH_FLIGHT_HEADER) {
+        char magic[8];
+        int ours = S_ISREG(sb.st_mode) && sb.st_size >= 8 && pread(fd, magic, 8, 0) == 8 && !memcmp(magic, CMH_FLIGHT_MAGIC, 8);
         close(fd);
-        snprintf(err, errlen, "%s: not a flight record (%lld bytes)", path, (long long)sb.st_size);
+        if (ours) /* its header, which says where the records are, is cut: nothing can be read */
+            snprintf(err, errlen, "%s: a truncated flight record (%lld bytes, shorter than its %d-byte header): nothing can be read",
+                     path, (long long)sb.st_size, CMH_FLIGHT_HEADER);
+        else snprintf(err, errlen, "%s: not a flight record (%lld bytes)", path, (long long)sb.st_size);
         cmh_snapshot_free(out);
         return CMH_EFORMAT;
     }
@@ -463,11 +460,11 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     memset(&c, 0, sizeof c);
     c.r = &r;
     c.s = out;
-    cmh_oa_init(&c.stacks, sizeof(pcstack));
-    cmh_oa_init(&c.names, sizeof(name_rec));
+    cmh_oa_init(&c.dict.stacks, sizeof(fstack));
+    cmh_oa_init(&c.dict.names, sizeof(fname));
     cmh_fstate st;
     cmh_fstate_init(&st);
-    cmh_oa_init(&c.pyframes, sizeof(pyframe_rec));
+    cmh_oa_init(&c.dict.pyframes, sizeof(pyframe_rec));
     cmh_snapshot base;
     int have_base = 0;
 
@@ -496,8 +493,12 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     for (uint32_t a = 0; a < h->nareas; a++) {
         const cmh_flight_area *ar = &h->area[a];
         if (ar->dropped) continue;
-        if (ar->offset < CMH_FLIGHT_HEADER || ar->offset % 8 || ar->size > r.len || ar->offset > r.len - ar->size) {
-            rc = fail(&r, "an extent past the end of the file (header byte %llu)", (uint64_t)((const char *)ar - (const char *)h));
+        /* an extent that runs past the file's end is read as far as the file goes (a copy cut short:
+         * walk() counts what is missing); one no writer could have made (in the header, larger
+         * than any extent, further than 48 of them go) is a damaged header */
+        if (ar->offset < CMH_FLIGHT_HEADER || ar->offset % 8 || ar->size > CMH_FLIGHT_MAX_EXTENT ||
+            ar->offset > CMH_FLIGHT_HEADER + (uint64_t)CMH_FLIGHT_EXTENTS * CMH_FLIGHT_MAX_EXTENT) {
+            rc = fail(&r, "an extent at a wrong place (header byte %llu)", (uint64_t)((const char *)ar - (const char *)h));
             goto out;
         }
     }
@@ -614,10 +615,10 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     describe(out, info);
 out:
     if (have_base) cmh_snapshot_free(&base);
-    cmh_oa_free(&c.stacks);
-    cmh_oa_free(&c.names);
-    cmh_oa_free(&c.pyframes);
-    free(c.pcs);
+    cmh_oa_free(&c.dict.stacks);
+    cmh_oa_free(&c.dict.names);
+    cmh_oa_free(&c.dict.pyframes);
+    free(c.dict.pcs);
     free(c.ents);
     free(c.anns);
     cmh_fstate_free(&st);

@@ -12,130 +12,24 @@
  * that the non-releasable figure (free space inside segments that still hold an active block,
  * and the number of free runs there) updates in O(blocks in that segment).
  *
- * One file although long: the backward pass, the forward pass and the reconciliation at the end
- * share the same state and the same operations on it (a segment cut out, a block carved), and
- * each pass must undo exactly what the other does.  PyTorch's sizing rules are apart
- * (pt_rules.c), and so is everything computed from a replay (reports.c, diff.c, summary.c).
+ * The state (its types and the small operations both passes call: replay_state.h) is shared by
+ * both passes and by the reconciliation at the end, and each pass must undo exactly what the
+ * other does.  This file: the operations on the state and the forward pass, from the start
+ * state to the reconciliation; replay_backward.c: the backward pass and the start states kept
+ * while a memo is; replay_views.c: what is read off a state and its copies.  PyTorch's sizing
+ * rules are apart (pt_rules.c), and so is everything computed from a replay (reports.c,
+ * diff.c, summary.c).
  */
 #include <assert.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cumemhist/analyzer.h"
-#include "memo.h"
-#include "oatab.h"
-#include "pt_rules.h"
-
-typedef struct range {
-    uint64_t a, b;
-} range;
-
-typedef struct rseg {
-    uint64_t addr, size;
-    uint8_t pool, expandable, whole;
-    uint64_t active_bytes;
-    uint32_t nactive, gaps;
-    range *r;
-    uint32_t nr, capr;
-    struct rseg *next_spare; /* on the replay's spare list */
-} rseg;
-
-typedef struct rblock {
-    uint64_t addr; /* the key (oatab.h): a block at address 0 cannot exist and is an anomaly */
-    uint64_t size, requested;
-    int64_t time_ns;
-    uint32_t stack;
-    uint8_t state, pool;
-    uint8_t final; /* backward pass: this block is one of the final segments' own */
-} rblock;
-
-typedef struct hslot { /* backward pass without maps: segments by exact address */
-    uint64_t addr;
-    rseg *g;
-} hslot;
-
-struct cmh_replay {
-    const cmh_snapshot *s;
-    const cmh_entry *e;
-    uint32_t n;
-    int64_t pos;
-    /* Sorted by address.  A removed segment leaves a NULL (its saddr kept, so the order holds)
-     * that a later insert next to it reuses; maybe_compact() drops them once they outnumber the
-     * live ones.  Frees at random positions then cost no memmove. */
-    rseg **segs;
-    uint64_t *saddr; /* segs[i]->addr, side by side: the binary search touches one cache line */
-    uint32_t nsegs, capsegs, ndead;
-    cmh_oatab blocks; /* of rblock */
-    cmh_mem_stats st;
-    uint64_t anomalies;
-    cmh_pt_rules rules; /* PyTorch's, from the snapshot's allocator settings */
-    int pytorch;        /* sizes in the trace are requested bytes: round like the allocator
-                           (a merged view: only its entries flagged CMH_EF_PYTORCH) */
-    uint64_t *exact;    /* pytorch: per alloc entry, the block's size when the final segments know it */
-    uint32_t *final_stack; /* per entry without a stack: its block's stack at the end, if it survives */
-    /* backward pass without maps: segments by exact address (hslot), ordered only at the end */
-    cmh_oatab hseg;
-    int hashmode;
-    int initializing; /* building the state before the first entry: split stats counted after */
-    int nomem;        /* an allocation failed: the state is no longer exact */
-    int device, reconciled;
-    /* stream-ordered pools: reserved beyond used at the latest pool_sample, per pool handle */
-    struct rpool {
-        uint64_t handle;
-        int64_t slack;
-    } *pools;
-    uint32_t npools;
-    cmh_replay_observer obs; /* told of every active block that appears or goes */
-    void *obs_arg;
-    rseg *spare; /* removed segments for reuse (seg_new) */
-    int borrowed; /* exact and final_stack are another replay's (cmh_replay_clone) */
-};
-
-/* ---- blocks ---- */
-
-static rblock *block_find(cmh_replay *r, uint64_t addr) { return addr ? cmh_oa_find(&r->blocks, addr) : NULL; }
-
-/* The block at addr, created (zeroed: nothing of an earlier tenant, its 'final' mark above all)
- * if absent; NULL for address 0 or out of memory. */
-static rblock *block_put(cmh_replay *r, uint64_t addr)
-{
-    if (!addr) return NULL;
-    rblock *b = cmh_oa_get(&r->blocks, addr, NULL);
-    if (!b) r->nomem = 1;
-    return b;
-}
-
-static void block_del(cmh_replay *r, rblock *b) { cmh_oa_remove(&r->blocks, b); }
+#include "replay_state.h"
 
 /* ---- segments ---- */
 
-/* The first index with seg addr > addr.  Branch-free (the halving is a conditional move): every
- * lookup of the replay goes through here, and its branches would be coin flips. */
-static uint32_t seg_lower(const cmh_replay *r, uint64_t addr)
-{
-    const uint64_t *a = r->saddr, *base = a;
-    uint32_t len = r->nsegs;
-    if (!len) return 0;
-    while (len > 1) {
-        uint32_t half = len / 2;
-        base = base[half] <= addr ? base + half : base;
-        len -= half;
-    }
-    return (uint32_t)(base - a) + (*base <= addr);
-}
-
-static rseg *seg_containing(const cmh_replay *r, uint64_t addr)
-{
-    uint32_t i = seg_lower(r, addr);
-    while (i && !r->segs[i - 1]) i--;
-    if (!i) return NULL;
-    rseg *g = r->segs[i - 1];
-    return addr < g->addr + g->size ? g : NULL;
-}
-
 /* The index of the first live segment that ends after addr (nsegs if none).  Holes are skipped
- * both ways: a hole's address may lie inside a live segment that grew over it (seg_map). */
+ * both ways: a hole's address may lie inside a live segment that grew over it (cmh_rp_seg_map). */
 static uint32_t seg_first_after(const cmh_replay *r, uint64_t addr)
 {
     uint32_t i = seg_lower(r, addr);
@@ -144,42 +38,6 @@ static uint32_t seg_first_after(const cmh_replay *r, uint64_t addr)
     while (i < r->nsegs && !r->segs[i]) i++;
     return i;
 }
-
-static void maybe_compact(cmh_replay *r)
-{
-    if (r->ndead < 64 || r->ndead * 2 < r->nsegs) return;
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < r->nsegs; i++)
-        if (r->segs[i]) {
-            r->segs[k] = r->segs[i];
-            r->saddr[k++] = r->saddr[i];
-        }
-    r->nsegs = k;
-    r->ndead = 0;
-}
-
-/* A zeroed segment, from the spares when there is one: a trace allocates and frees segments by
- * the million, and calloc/free were a tenth of the replay.  A spare keeps its range array. */
-static rseg *seg_new(cmh_replay *r)
-{
-    rseg *g = r->spare;
-    if (!g) return calloc(1, sizeof *g);
-    r->spare = g->next_spare;
-    range *keep = g->r;
-    uint32_t capr = g->capr;
-    memset(g, 0, sizeof *g);
-    g->r = keep;
-    g->capr = capr;
-    return g;
-}
-
-static void seg_release(cmh_replay *r, rseg *g)
-{
-    g->next_spare = r->spare;
-    r->spare = g;
-}
-
-static uint8_t pool_rule(uint64_t size, int whole) { return (uint8_t)cmh_pool_rule(size, whole); }
 
 /* The block PyTorch carved at addr for a request: the rounded size, or the whole free run when
  * the allocator would not split it. */
@@ -199,7 +57,7 @@ static uint64_t pt_block_size(const cmh_replay *r, const rseg *g, uint64_t addr,
     return cmh_pt_should_split(&r->rules, g->pool, g->expandable, rounded, end - addr - rounded) ? rounded : end - addr;
 }
 
-static rseg *seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool, int expandable, int whole)
+rseg *cmh_rp_seg_insert(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool, int expandable, int whole)
 {
     if (r->nsegs == r->capsegs) {
         uint32_t nc = r->capsegs ? r->capsegs * 2 : 64;
@@ -298,7 +156,7 @@ static void seg_take_ranges(cmh_replay *r, rseg *right, rseg *g)
  * extends it, as PyTorch shows one segment per contiguous mapped range: a block may then span
  * what were two maps, and its bytes are all inside one segment (counted apart, the part past the
  * first map would have read as free). */
-static rseg *seg_map(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool)
+rseg *cmh_rp_seg_map(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool)
 {
     uint32_t i = seg_lower(r, addr), li = i, ri = i;
     while (li && !r->segs[li - 1]) li--;
@@ -310,7 +168,7 @@ static rseg *seg_map(cmh_replay *r, uint64_t addr, uint64_t size, uint8_t pool)
     rseg *right = ri < r->nsegs && r->segs[ri]->expandable && r->segs[ri]->pool == pool && r->segs[ri]->addr == addr + size
                       ? r->segs[ri]
                       : NULL;
-    if (!left && !right) return seg_insert(r, addr, size, pool, 1, 0);
+    if (!left && !right) return cmh_rp_seg_insert(r, addr, size, pool, 1, 0);
     /* free runs: the new range is one, joined with the left's trailing run and the right's leading run */
     int left_trails = left && (!left->nr || left->r[left->nr - 1].b < left->addr + left->size);
     int right_leads = right && (!right->nr || right->r[0].a > right->addr);
@@ -516,7 +374,7 @@ static void fwd_segment_alloc_at(cmh_replay *r, uint64_t addr, uint64_t size, in
         return;
     }
     uint8_t p = pool ? pool : pool_rule(size, whole);
-    rseg *g = expandable ? seg_map(r, addr, size, p) : seg_insert(r, addr, size, p, 0, whole);
+    rseg *g = expandable ? cmh_rp_seg_map(r, addr, size, p) : cmh_rp_seg_insert(r, addr, size, p, 0, whole);
     if (!g) return;
     pool_add(r->st.reserved_bytes, g->pool, (int64_t)size);
     if (!expandable) { /* PyTorch does not count expandable segments */
@@ -533,9 +391,12 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
     int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
     fwd_segment_alloc_at(r, cmh_entry_addr(r->s, e), cmh_entry_size(r->s, e), whole, whole ? cmh_entry_requested(r->s, e) : 0,
                          whole ? stack_of(r, e) : 0, whole ? cmh_entry_time(r->s, e) : 0, expandable, pool);
+    cmh_pool_id p = cmh_entry_pool_id(r->s, e); /* known while the segment lives, freed before the end or not */
+    rseg *g = p.id[0] || p.id[1] ? seg_containing(r, cmh_entry_addr(r->s, e)) : NULL;
+    if (g) g->priv = 1;
 }
 
-static void fwd_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int whole)
+void cmh_rp_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int whole)
 {
     if (whole) fwd_free_completed(r, addr);
     uint64_t lo = addr, hi = addr + size;
@@ -577,7 +438,7 @@ static void fwd_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int
         int64_t sb0, sc0, sb1, sc1, sb2 = 0, sc2 = 0;
         split_contrib(g, &sb0, &sc0);
         if (a > ga && b < gb) {
-            rseg *right = seg_insert(r, b, gb - b, g->pool, g->expandable, 0);
+            rseg *right = cmh_rp_seg_insert(r, b, gb - b, g->pool, g->expandable, 0);
             if (right) {
                 if (!g->expandable) pool_add(r->st.segment, g->pool, 1);
                 seg_take_ranges(r, right, g);
@@ -627,7 +488,7 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
     case CMH_ACT_SEGMENT_ALLOC: fwd_segment_alloc(r, e, 0, 0); break;
     case CMH_ACT_SEGMENT_MAP: fwd_segment_alloc(r, e, 1, 0); break;
     case CMH_ACT_SEGMENT_FREE:
-    case CMH_ACT_SEGMENT_UNMAP: fwd_segment_free_at(r, cmh_entry_addr(r->s, e), cmh_entry_size(r->s, e), (e->flags & CMH_EF_WHOLE_BLOCK) != 0); break;
+    case CMH_ACT_SEGMENT_UNMAP: cmh_rp_segment_free_at(r, cmh_entry_addr(r->s, e), cmh_entry_size(r->s, e), (e->flags & CMH_EF_WHOLE_BLOCK) != 0); break;
     case CMH_ACT_OOM: r->st.num_ooms++; break;
     case CMH_ACT_POOL_SAMPLE: fwd_pool_sample(r, e); break;
     default: break;
@@ -660,119 +521,7 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
     r->pools[i].slack = slack;
 }
 
-/* ---- backward pass: the state before the first entry ---- */
-
-static void hseg_put(cmh_replay *t, uint64_t addr, uint64_t size, uint8_t pool, int whole)
-{
-    int created;
-    hslot *h = addr ? cmh_oa_get(&t->hseg, addr, &created) : NULL;
-    if (addr && !h) t->nomem = 1;
-    if (!h || !created) return;
-    rseg *g = seg_new(t);
-    if (!g) {
-        cmh_oa_remove(&t->hseg, h);
-        t->nomem = 1;
-        return;
-    }
-    g->addr = addr;
-    g->size = size;
-    g->pool = pool;
-    g->whole = (uint8_t)whole;
-    g->gaps = size ? 1 : 0;
-    h->g = g;
-}
-
-static void hseg_del(cmh_replay *t, uint64_t addr)
-{
-    hslot *h = addr ? cmh_oa_find(&t->hseg, addr) : NULL;
-    if (!h) return;
-    seg_release(t, h->g);
-    cmh_oa_remove(&t->hseg, h);
-}
-
-static int cmp_rseg(const void *a, const void *b)
-{
-    const rseg *x = *(rseg *const *)a, *y = *(rseg *const *)b;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-/* stack: where an entry that carries no stack of its own learns the one its block has at the end
- * (PyTorch's context "state", ours: only the live blocks keep their stacks) */
-static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *stack)
-{
-    if (t->hashmode && (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_FREE)) {
-        int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
-        rblock *b;
-        if (e->action == CMH_ACT_SEGMENT_ALLOC) {
-            if (whole && (b = block_find(t, cmh_entry_addr(t->s, e)))) {
-                if (b->final && stack && !e->stack) *stack = b->stack;
-                block_del(t, b);
-            }
-            hseg_del(t, cmh_entry_addr(t->s, e));
-        } else {
-            hseg_put(t, cmh_entry_addr(t->s, e), cmh_entry_size(t->s, e), pool_rule(cmh_entry_size(t->s, e), whole), whole);
-            if (whole && !block_find(t, cmh_entry_addr(t->s, e)) && (b = block_put(t, cmh_entry_addr(t->s, e)))) {
-                b->size = cmh_entry_size(t->s, e);
-                b->requested = cmh_entry_requested(t->s, e);
-                b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-                b->stack = e->stack;
-            }
-        }
-        return;
-    }
-    int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
-    rblock *b;
-    switch (e->action) {
-    case CMH_ACT_ALLOC:
-        if ((b = block_find(t, cmh_entry_addr(t->s, e)))) {
-            if (b->final && exact) *exact = b->size; /* a block that survives: its true size */
-            if (b->final && stack && !e->stack) *stack = b->stack;
-            block_del(t, b);
-        }
-        break;
-    case CMH_ACT_FREE_REQUESTED:
-        if ((b = block_find(t, cmh_entry_addr(t->s, e)))) b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-        else if ((b = block_put(t, cmh_entry_addr(t->s, e)))) {
-            b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, cmh_entry_size(t->s, e)) : cmh_entry_size(t->s, e);
-            b->requested = cmh_entry_requested(t->s, e);
-            b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-            b->stack = e->stack;
-        }
-        break;
-    case CMH_ACT_FREE_COMPLETED:
-        if (!block_find(t, cmh_entry_addr(t->s, e)) && (b = block_put(t, cmh_entry_addr(t->s, e)))) {
-            b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, cmh_entry_size(t->s, e)) : cmh_entry_size(t->s, e);
-            b->requested = cmh_entry_requested(t->s, e);
-            b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-            b->stack = e->stack;
-        }
-        break;
-    case CMH_ACT_SEGMENT_ALLOC:
-    case CMH_ACT_SEGMENT_MAP: {
-        if (whole && (b = block_find(t, cmh_entry_addr(t->s, e)))) {
-            if (b->final && stack && !e->stack) *stack = b->stack;
-            block_del(t, b);
-        }
-        fwd_segment_free_at(t, cmh_entry_addr(t->s, e), cmh_entry_size(t->s, e), 0); /* cut the range out of whatever segment holds it */
-        break;
-    }
-    case CMH_ACT_SEGMENT_FREE:
-    case CMH_ACT_SEGMENT_UNMAP:
-        if (seg_containing(t, cmh_entry_addr(t->s, e))) {
-        } else if (e->action == CMH_ACT_SEGMENT_UNMAP) seg_map(t, cmh_entry_addr(t->s, e), cmh_entry_size(t->s, e), pool_rule(cmh_entry_size(t->s, e), 0));
-        else seg_insert(t, cmh_entry_addr(t->s, e), cmh_entry_size(t->s, e), pool_rule(cmh_entry_size(t->s, e), whole), 0, whole);
-        if (whole && !block_find(t, cmh_entry_addr(t->s, e)) && (b = block_put(t, cmh_entry_addr(t->s, e)))) {
-            b->size = cmh_entry_size(t->s, e);
-            b->requested = cmh_entry_requested(t->s, e);
-            b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-            b->stack = e->stack;
-        }
-        break;
-    default: break;
-    }
-}
-
-static void free_tables(cmh_replay *r)
+void cmh_rp_free_tables(cmh_replay *r)
 {
     for (uint32_t i = 0; i < r->nsegs; i++) {
         if (!r->segs[i]) continue;
@@ -797,194 +546,6 @@ static void free_tables(cmh_replay *r)
     r->spare = NULL;
 }
 
-/* ---- the state before the first entry, kept while a memo is (reports.h) ----
- * Every replay of one device's trace starts from the same state, which the backward pass
- * finds: as much work as the forward pass.  While the memo is kept for s, the first replay of
- * each device keeps that state, and the next ones start from a copy of it. */
-typedef struct pre_seg {
-    uint64_t addr, size;
-    uint8_t pool, expandable, whole;
-} pre_seg;
-
-typedef struct pre_state {
-    int device;
-    uint32_t n;
-    uint64_t *exact;       /* n, or NULL as the replay had it */
-    uint32_t *final_stack; /* n, or NULL */
-    pre_seg *segs;         /* in address order */
-    rblock *blocks;        /* in the order the forward state takes them */
-    uint32_t nsegs, nblocks;
-} pre_state;
-
-static pthread_mutex_t g_pre_lock = PTHREAD_MUTEX_INITIALIZER;
-static const cmh_snapshot *g_pre_s;
-static pre_state *g_pre;
-static uint32_t g_npre;
-
-/* Its arrays freed, and emptied (so it can be freed again, or filled by backward()). */
-static void pre_free(pre_state *p)
-{
-    free(p->exact);
-    free(p->final_stack);
-    free(p->segs);
-    free(p->blocks);
-    memset(p, 0, sizeof *p);
-}
-
-void cmh_replay_memo_keep(const cmh_snapshot *s)
-{
-    pthread_mutex_lock(&g_pre_lock);
-    for (uint32_t i = 0; i < g_npre; i++) pre_free(&g_pre[i]);
-    free(g_pre);
-    g_pre = NULL;
-    g_npre = 0;
-    g_pre_s = s;
-    pthread_mutex_unlock(&g_pre_lock);
-}
-
-static void *dup_mem(const void *p, size_t n)
-{
-    if (!p || !n) return NULL;
-    void *q = malloc(n);
-    if (q) memcpy(q, p, n);
-    return q;
-}
-
-/* A copy of the kept state of (s, device) into *out (1), else 0 (none kept, or out of memory). */
-static int pre_get(const cmh_snapshot *s, int device, pre_state *out)
-{
-    int got = 0;
-    pthread_mutex_lock(&g_pre_lock);
-    for (uint32_t i = 0; g_pre_s == s && i < g_npre && !got; i++) {
-        const pre_state *p = &g_pre[i];
-        if (p->device != device) continue;
-        *out = *p;
-        out->exact = dup_mem(p->exact, p->n * sizeof *p->exact);
-        out->final_stack = dup_mem(p->final_stack, p->n * sizeof *p->final_stack);
-        out->segs = dup_mem(p->segs, p->nsegs * sizeof *p->segs);
-        out->blocks = dup_mem(p->blocks, p->nblocks * sizeof *p->blocks);
-        got = (!p->exact || out->exact) && (!p->final_stack || out->final_stack) && (!p->nsegs || out->segs) &&
-              (!p->nblocks || out->blocks);
-        if (!got) pre_free(out);
-    }
-    pthread_mutex_unlock(&g_pre_lock);
-    return got;
-}
-
-static void pre_put(const cmh_snapshot *s, const pre_state *p)
-{
-    pthread_mutex_lock(&g_pre_lock);
-    int have = g_pre_s != s;
-    for (uint32_t i = 0; !have && i < g_npre; i++) have = g_pre[i].device == p->device;
-    pre_state *np = have ? NULL : realloc(g_pre, (g_npre + 1) * sizeof *np);
-    if (np) {
-        g_pre = np;
-        pre_state c = *p;
-        c.exact = dup_mem(p->exact, p->n * sizeof *p->exact);
-        c.final_stack = dup_mem(p->final_stack, p->n * sizeof *p->final_stack);
-        c.segs = dup_mem(p->segs, p->nsegs * sizeof *p->segs);
-        c.blocks = dup_mem(p->blocks, p->nblocks * sizeof *p->blocks);
-        if ((!p->exact || c.exact) && (!p->final_stack || c.final_stack) && (!p->nsegs || c.segs) && (!p->nblocks || c.blocks))
-            g_pre[g_npre++] = c;
-        else pre_free(&c);
-    }
-    pthread_mutex_unlock(&g_pre_lock);
-}
-
-/* The backward pass: the state before the trace's first entry, into pre (its arrays owned). */
-static int backward(cmh_replay *r, const cmh_snapshot *s, int device, pre_state *pre)
-{
-    /* final state */
-    cmh_replay b;
-    memset(&b, 0, sizeof b);
-    cmh_oa_init(&b.blocks, sizeof(rblock));
-    cmh_oa_init(&b.hseg, sizeof(hslot));
-    b.s = s; /* the entries' rarer fields are read against it */
-    b.pytorch = r->pytorch;
-    b.rules = r->rules;
-    /* Without maps and unmaps every segment is undone at its exact address: a hash does it, and
-     * the survivors are sorted once at the end. */
-    int hashmode = 1;
-    for (uint32_t i = 0; i < r->n && hashmode; i++)
-        hashmode = r->e[i].action != CMH_ACT_SEGMENT_MAP && r->e[i].action != CMH_ACT_SEGMENT_UNMAP;
-    for (uint32_t i = 0; i < s->nsegments && hashmode; i++)
-        hashmode = s->segments[i].device != device || !(s->segments[i].flags & CMH_SEG_EXPANDABLE);
-    b.hashmode = hashmode;
-    for (uint32_t i = 0; i < s->nsegments; i++) {
-        const cmh_segment *g = &s->segments[i];
-        if (g->device != device) continue;
-        uint8_t pool = (uint8_t)cmh_segment_pool(g);
-        if (hashmode) hseg_put(&b, g->addr, g->size, pool, (g->flags & CMH_SEG_WHOLE_BLOCK) != 0);
-        else if (!seg_insert(&b, g->addr, g->size, pool, (g->flags & CMH_SEG_EXPANDABLE) != 0,
-                             (g->flags & CMH_SEG_WHOLE_BLOCK) != 0))
-            goto oom;
-        for (uint32_t k = 0; k < g->nblocks; k++) {
-            const cmh_block *bl = &s->blocks[g->first_block + k];
-            if (bl->state == CMH_BLOCK_INACTIVE) continue;
-            rblock *x = block_put(&b, bl->addr);
-            if (!x) goto oom;
-            x->size = bl->size;
-            x->requested = bl->requested;
-            x->state = bl->state;
-            x->stack = bl->stack ? bl->stack : g->stack;
-            x->time_ns = bl->time_ns;
-            x->final = 1;
-        }
-    }
-    int some_pytorch = r->pytorch;
-    for (uint32_t i = 0; i < r->n && !some_pytorch; i++) some_pytorch = (r->e[i].flags & CMH_EF_PYTORCH) != 0;
-    if (some_pytorch && r->n && !(r->exact = calloc(r->n, sizeof *r->exact))) goto oom;
-    /* entries without stacks whose blocks have one at the end (context "state") */
-    int stackless = 0, final_stacks = 0;
-    for (uint32_t i = 0; i < r->n && !stackless; i++)
-        stackless = !r->e[i].stack && (r->e[i].action == CMH_ACT_ALLOC || r->e[i].action == CMH_ACT_SEGMENT_ALLOC ||
-                                       r->e[i].action == CMH_ACT_SEGMENT_MAP);
-    for (uint32_t i = 0; i < s->nsegments && stackless && !final_stacks; i++)
-        for (uint32_t k = 0; k < s->segments[i].nblocks && !final_stacks; k++)
-            final_stacks = s->segments[i].device == device && s->blocks[s->segments[i].first_block + k].stack;
-    if (stackless && final_stacks && !(r->final_stack = calloc(r->n, sizeof *r->final_stack))) goto oom;
-    for (int64_t i = (int64_t)r->n - 1; i >= 0; i--) {
-        undo(&b, &r->e[i], r->exact ? &r->exact[i] : NULL, r->final_stack ? &r->final_stack[i] : NULL);
-        maybe_compact(&b);
-    }
-    if (b.nomem) goto oom;
-    if (hashmode) { /* the survivors, in address order */
-        rseg **all = malloc((b.hseg.n ? b.hseg.n : 1) * sizeof *all);
-        if (!all) goto oom;
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < b.hseg.cap; i++)
-            if (cmh_oa_keyat(&b.hseg, i)) all[k++] = ((hslot *)cmh_oa_at(&b.hseg, i))->g;
-        qsort(all, k, sizeof *all, cmp_rseg);
-        free(b.segs);
-        free(b.saddr);
-        b.segs = all;
-        b.saddr = NULL;
-        b.nsegs = b.capsegs = k;
-        cmh_oa_free(&b.hseg);
-        b.hashmode = 0;
-    }
-    /* the state, as lists */
-    pre->device = device;
-    pre->n = r->n;
-    pre->exact = r->exact;
-    pre->final_stack = r->final_stack;
-    r->exact = NULL;
-    r->final_stack = NULL;
-    if (b.nsegs && !(pre->segs = malloc(b.nsegs * sizeof *pre->segs))) goto oom;
-    for (uint32_t i = 0; i < b.nsegs; i++) {
-        rseg *g = b.segs[i];
-        if (g) pre->segs[pre->nsegs++] = (pre_seg){g->addr, g->size, g->pool, g->expandable, g->whole};
-    }
-    if (b.blocks.n && !(pre->blocks = malloc(b.blocks.n * sizeof *pre->blocks))) goto oom;
-    for (uint32_t i = 0; i < b.blocks.cap; i++)
-        if (cmh_oa_keyat(&b.blocks, i)) pre->blocks[pre->nblocks++] = *(const rblock *)cmh_oa_at(&b.blocks, i);
-    free_tables(&b);
-    return CMH_OK;
-oom:
-    free_tables(&b);
-    return CMH_ENOMEM;
-}
-
 cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
 {
     cmh_replay *r = calloc(1, sizeof *r);
@@ -1003,12 +564,12 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     }
     pre_state pre;
     memset(&pre, 0, sizeof pre);
-    if (!pre_get(s, device, &pre)) {
-        if (backward(r, s, device, &pre) != CMH_OK) {
-            pre_free(&pre);
+    if (!cmh_rp_pre_get(s, device, &pre)) {
+        if (cmh_rp_backward(r, s, device, &pre) != CMH_OK) {
+            cmh_rp_pre_free(&pre);
             goto oom;
         }
-        pre_put(s, &pre);
+        cmh_rp_pre_put(s, &pre);
     }
     r->exact = pre.exact;
     r->final_stack = pre.final_stack;
@@ -1017,7 +578,7 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     /* The forward state starts as that initial state, counted in as if allocated then. */
     for (uint32_t i = 0; i < pre.nsegs; i++) {
         const pre_seg *g = &pre.segs[i];
-        if (!seg_insert(r, g->addr, g->size, g->pool, g->expandable, g->whole)) goto oom;
+        if (!cmh_rp_seg_insert(r, g->addr, g->size, g->pool, g->expandable, g->whole)) goto oom;
         pool_add(r->st.reserved_bytes, g->pool, (int64_t)g->size);
         if (!g->expandable) {
             pool_add(r->st.segment, g->pool, 1);
@@ -1040,10 +601,10 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
         pool_add(r->st.inactive_split, r->segs[i]->pool, sc);
     }
     if (r->nomem) goto oom;
-    pre_free(&pre);
+    cmh_rp_pre_free(&pre);
     return r;
 oom:
-    pre_free(&pre);
+    cmh_rp_pre_free(&pre);
     cmh_replay_free(r);
     return NULL;
 }
@@ -1069,7 +630,7 @@ static void reconcile(cmh_replay *r)
         const cmh_segment *g = &s->segments[i];
         if (g->device != r->device) continue;
         /* contiguous mapped ranges as one, as the replay holds them */
-        if (!((g->flags & CMH_SEG_EXPANDABLE) ? seg_map(&f, g->addr, g->size, 0) : seg_insert(&f, g->addr, g->size, 0, 0, 0)))
+        if (!((g->flags & CMH_SEG_EXPANDABLE) ? cmh_rp_seg_map(&f, g->addr, g->size, 0) : cmh_rp_seg_insert(&f, g->addr, g->size, 0, 0, 0)))
             goto out;
         for (uint32_t k = 0; k < g->nblocks; k++) {
             const cmh_block *bl = &s->blocks[g->first_block + k];
@@ -1118,7 +679,7 @@ static void reconcile(cmh_replay *r)
             continue;
         }
         r->anomalies++;
-        fwd_segment_free_at(r, g->addr, g->size, 0);
+        cmh_rp_segment_free_at(r, g->addr, g->size, 0);
         if (i < r->nsegs && r->segs[i] == g) i++; /* not removable (empty): leave it */
     }
     /* what the file has and the replay lacks */
@@ -1144,7 +705,7 @@ static void reconcile(cmh_replay *r)
     }
 out:
     if (f.nomem) r->nomem = 1;
-    free_tables(&f);
+    cmh_rp_free_tables(&f);
 }
 
 #ifndef NDEBUG
@@ -1222,73 +783,8 @@ void cmh_replay_free(cmh_replay *r)
         free(r->final_stack);
     }
     free(r->pools);
-    free_tables(r);
+    cmh_rp_free_tables(r);
     free(r);
-}
-
-cmh_replay *cmh_replay_clone(const cmh_replay *r)
-{
-    cmh_replay *c = malloc(sizeof *c);
-    if (!c) return NULL;
-    *c = *r;
-    c->segs = NULL;
-    c->saddr = NULL;
-    c->nsegs = c->capsegs = 0; /* (until copied: a failed copy frees what it has) */
-    cmh_oa_init(&c->blocks, r->blocks.esize);
-    cmh_oa_init(&c->hseg, r->hseg.esize); /* the backward pass's alone: empty going forwards */
-    c->pools = NULL;
-    c->spare = NULL;
-    c->obs = NULL;
-    c->obs_arg = NULL;
-    c->borrowed = 1;
-    if (r->hashmode || r->hseg.n) goto oom;
-    if (r->capsegs) {
-        c->segs = calloc(r->capsegs, sizeof *c->segs);
-        c->saddr = malloc(r->capsegs * sizeof *c->saddr);
-        if (!c->segs || !c->saddr) goto oom;
-        c->capsegs = r->capsegs;
-        memcpy(c->saddr, r->saddr, r->nsegs * sizeof *c->saddr);
-        for (uint32_t i = 0; i < r->nsegs; i++, c->nsegs++) {
-            const rseg *g = r->segs[i];
-            if (!g) continue;
-            rseg *x = malloc(sizeof *x);
-            if (!x) goto oom;
-            *x = *g;
-            x->next_spare = NULL;
-            x->r = g->capr ? malloc(g->capr * sizeof *x->r) : NULL;
-            if (g->capr && !x->r) {
-                free(x);
-                goto oom;
-            }
-            if (g->nr) memcpy(x->r, g->r, g->nr * sizeof *x->r);
-            c->segs[i] = x;
-        }
-    }
-    if (r->blocks.cap) { /* the same slots: the blocks are walked in the same order */
-        size_t bytes = (size_t)r->blocks.cap * r->blocks.esize;
-        if (!(c->blocks.slots = malloc(bytes))) goto oom;
-        memcpy(c->blocks.slots, r->blocks.slots, bytes);
-        c->blocks.cap = r->blocks.cap;
-        c->blocks.n = r->blocks.n;
-    }
-    if (r->npools) { /* the capacity fwd_pool_sample grows it to: the next power of two */
-        uint32_t cap = 1;
-        while (cap < r->npools) cap *= 2;
-        if (!(c->pools = malloc(cap * sizeof *c->pools))) goto oom;
-        memcpy(c->pools, r->pools, r->npools * sizeof *c->pools);
-    }
-    return c;
-oom:
-    cmh_replay_free(c);
-    return NULL;
-}
-
-void cmh_replay_take_arrays(cmh_replay *c, cmh_replay *from)
-{
-    if (!c->borrowed || c->exact != from->exact || c->final_stack != from->final_stack || from->borrowed) return;
-    from->exact = NULL;
-    from->final_stack = NULL;
-    c->borrowed = 0;
 }
 
 void cmh_replay_observe(cmh_replay *r, cmh_replay_observer fn, void *arg)
@@ -1309,92 +805,3 @@ const cmh_entry *cmh_replay_entry(const cmh_replay *r, int64_t i)
 
 int64_t cmh_replay_length(const cmh_replay *r) { return r->n; }
 const cmh_snapshot *cmh_replay_snapshot(const cmh_replay *r) { return r->s; }
-
-void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg)
-{
-    for (uint32_t i = 0; i < r->blocks.cap; i++) {
-        const rblock *b = cmh_oa_at(&r->blocks, i);
-        if (!b->addr) continue;
-        cmh_live_block lb = {b->addr, b->size, b->requested, b->time_ns, b->stack, b->state, b->pool};
-        fn(arg, &lb);
-    }
-}
-
-void cmh_replay_segments(const cmh_replay *r, void (*fn)(void *, const cmh_live_segment *), void *arg)
-{
-    for (uint32_t i = 0; i < r->nsegs; i++) {
-        const rseg *g = r->segs[i];
-        if (!g) continue;
-        cmh_live_segment ls = {g->addr, g->size, g->pool, g->expandable};
-        fn(arg, &ls);
-    }
-}
-
-void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint64_t *releasable, uint64_t *trapped)
-{
-    if (b <= a) return;
-    if (!holds_active) { /* a segment with nothing in it: empty_cache() gives it all back */
-        *releasable += b - a;
-        return;
-    }
-    if (!expandable) {
-        *trapped += b - a;
-        return;
-    }
-    /* an expandable segment unmaps the whole pages of a free run, wherever it is */
-    const uint64_t page = 2u << 20;
-    uint64_t lo = (a + page - 1) / page * page, hi = b / page * page;
-    uint64_t rel = hi > lo ? hi - lo : 0;
-    *releasable += rel;
-    *trapped += b - a - rel;
-}
-
-/* Whether the replay's segment at addr is one of a private pool's (a CUDA graph's, a MemPool's):
- * the final segment at that address says so by its segment_pool_id.  A segment freed before the
- * end has no word on its pool and counts as the default pool's. */
-static int seg_private(const cmh_replay *r, uint64_t addr)
-{
-    const cmh_snapshot *s = r->s;
-    for (uint32_t i = 0; i < s->nsegments; i++) {
-        const cmh_segment *g = &s->segments[i];
-        if (g->device == r->device && g->addr <= addr && addr < g->addr + (g->size ? g->size : 1))
-            return g->pool_id[0] != 0 || g->pool_id[1] != 0;
-    }
-    return 0;
-}
-
-void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
-{
-    memset(out, 0, sizeof *out);
-    int any_private = 0; /* (most records have none: then no segment is looked up) */
-    for (uint32_t i = 0; i < r->s->nsegments && !any_private; i++) {
-        const cmh_segment *g = &r->s->segments[i];
-        any_private = g->device == r->device && (g->pool_id[0] || g->pool_id[1]);
-    }
-    for (uint32_t i = 0; i < r->nsegs; i++) {
-        const rseg *g = r->segs[i];
-        if (!g) continue;
-        int priv = any_private && seg_private(r, g->addr);
-        uint64_t at = g->addr;
-        for (uint32_t k = 0; k <= g->nr; k++) {
-            uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;
-            if (end > at && priv) {
-                out->private_free += end - at; /* the pool's own: no other request can use it */
-            } else if (end > at) {
-                cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
-                if (end - at > out->largest_gap) out->largest_gap = end - at;
-            }
-            if (k < g->nr && g->r[k].b > at) at = g->r[k].b;
-        }
-    }
-    for (uint32_t i = 0; i < r->npools; i++) out->pool_cache += (uint64_t)r->pools[i].slack;
-    out->releasable += out->pool_cache; /* a pool's cache goes back with cuMemPoolTrimTo */
-}
-
-void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap)
-{
-    cmh_free_split x; /* the same walk: the two figures can never disagree */
-    cmh_replay_free_split(r, &x);
-    *free_inside = x.releasable + x.trapped + x.private_free;
-    *largest_gap = x.largest_gap;
-}

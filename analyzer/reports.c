@@ -799,6 +799,7 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         if (e->action == CMH_ACT_OOM) {
             cmh_oom_event *o = &p->events[p->nevents++];
             o->index = i;
+            o->retried = cmh_oom_retried(s, cmh_snapshot_trace(s, device), (uint32_t)i, &o->retry_freed);
             o->time_ns = cmh_entry_time(s, e);
             o->request = cmh_entry_size(s, e);
             o->device_free = cmh_entry_addr(s, e);

@@ -11,7 +11,21 @@
 
 int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out)
 {
-    return cmh_whole_replay(s, device, out); /* one replay for the peak's totals too (reports.h's memo) */
+    cmh_peak_report p;
+    return cmh_summary_compute_peak(s, device, out, &p);
+}
+
+int cmh_summary_compute_peak(const cmh_snapshot *s, int device, cmh_mem_stats *out, cmh_peak_report *p)
+{
+    int rc = cmh_whole_replay_peak(s, device, out, p); /* one replay for the peak's totals too (reports.h's memo) */
+    if (rc != CMH_OK) return rc;
+    /* an OOM the allocator retried after freeing its cache is memory_summary's retry, not an OOM
+     * the program saw (driver-level records; PyTorch records its OOMs once it gave up) */
+    uint64_t retries = cmh_oom_retries(s, cmh_snapshot_trace(s, device));
+    if (retries > out->num_ooms) retries = out->num_ooms;
+    out->num_ooms -= retries;
+    out->num_alloc_retries += retries;
+    return CMH_OK;
 }
 
 /* Python's // on possibly negative numbers */
@@ -52,13 +66,17 @@ static void line(FILE *fp, char ch)
     fputs("|\n", fp);
 }
 
-static void row(FILE *fp, const char *name, const cmh_stat *v, const cmh_stat *pref, fmt_fn f)
+/* history 0: only Cur Usage is known (the end state); the other columns print '-', the width of a
+ * figure, rather than the end state dressed as a peak and totals */
+static void row(FILE *fp, const char *name, const cmh_stat *v, const cmh_stat *pref, fmt_fn f, int history)
 {
-    char c[32], p[32], a[32], fr[32];
+    char c[32], p[32] = "         -", a[32] = "         -", fr[32] = "         -";
     f(c, sizeof c, v->current, (double)pref->current);
-    f(p, sizeof p, v->peak, (double)pref->peak);
-    f(a, sizeof a, v->allocated, (double)pref->allocated);
-    f(fr, sizeof fr, v->freed, (double)pref->freed);
+    if (history) {
+        f(p, sizeof p, v->peak, (double)pref->peak);
+        f(a, sizeof a, v->allocated, (double)pref->allocated);
+        f(fr, sizeof fr, v->freed, (double)pref->freed);
+    }
     fprintf(fp, "| %-21s | %s | %s | %s | %s |\n", name, c, p, a, fr);
 }
 
@@ -68,6 +86,11 @@ void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FIL
 }
 
 void cmh_summary_print_titled(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, FILE *fp)
+{
+    cmh_summary_print_known(st, device, abbreviated, pytorch, 1, fp);
+}
+
+void cmh_summary_print_known(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, int history, FILE *fp)
 {
     struct {
         const cmh_stat *arr;
@@ -88,20 +111,23 @@ void cmh_summary_print_titled(const cmh_mem_stats *st, int device, int abbreviat
     /* PyTorch's title only over what PyTorch's allocator recorded; the same width either way */
     fprintf(fp, "|                  %s CUDA memory summary, device ID %-17d |\n", pytorch ? "PyTorch" : "       ", device);
     line(fp, '-');
-    fprintf(fp, "|            CUDA OOMs: %-12llu |        cudaMalloc retries: %-8llu  |\n",
-            (unsigned long long)st->num_ooms, (unsigned long long)st->num_alloc_retries);
+    if (history)
+        fprintf(fp, "|            CUDA OOMs: %-12llu |        cudaMalloc retries: %-8llu  |\n",
+                (unsigned long long)st->num_ooms, (unsigned long long)st->num_alloc_retries);
+    else /* the errors are in the history a record without one does not have */
+        fprintf(fp, "|            CUDA OOMs: %-12s |        cudaMalloc retries: %-8s  |\n", "-", "-");
     line(fp, '=');
     fputs("|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n", fp);
     for (size_t m = 0; m < sizeof metrics / sizeof metrics[0]; m++) {
         line(fp, '-');
-        row(fp, metrics[m].name, &metrics[m].arr[CMH_POOL_ALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f);
+        row(fp, metrics[m].name, &metrics[m].arr[CMH_POOL_ALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f, history);
         if (abbreviated) continue;
-        row(fp, "      from large pool", &metrics[m].arr[CMH_POOL_LARGE], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f);
-        row(fp, "      from small pool", &metrics[m].arr[CMH_POOL_SMALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f);
+        row(fp, "      from large pool", &metrics[m].arr[CMH_POOL_LARGE], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f, history);
+        row(fp, "      from small pool", &metrics[m].arr[CMH_POOL_SMALL], &metrics[m].arr[CMH_POOL_ALL], metrics[m].f, history);
     }
     line(fp, '-');
-    row(fp, "Oversize allocations", &st->oversize_allocations, &st->oversize_allocations, fmt_count);
+    row(fp, "Oversize allocations", &st->oversize_allocations, &st->oversize_allocations, fmt_count, history);
     line(fp, '-');
-    row(fp, "Oversize GPU segments", &st->oversize_segments, &st->oversize_segments, fmt_count);
+    row(fp, "Oversize GPU segments", &st->oversize_segments, &st->oversize_segments, fmt_count, history);
     line(fp, '=');
 }

@@ -38,36 +38,7 @@
 #define PAGE_LARGE CMH_PT_LARGE_BUFFER /* ... large pool */
 #define VIRTUAL_SIZE (1ull << 40)      /* an expandable segment's address range */
 
-typedef struct wseg wseg;
-typedef struct wblk {
-    uint64_t addr, size;
-    int64_t stream;
-    wseg *seg;
-    struct wblk *prev, *next; /* address order in the segment */
-    struct wblk *tl, *tr, *tp; /* in the free or the unmapped index (a treap): left, right, parent */
-    const struct btree *in;    /* ... which of them, NULL: neither */
-    uint32_t prio;             /* the treap's heap key */
-    uint8_t allocated, mapped, pool;
-    uint64_t freed_at; /* the request count when it became free (its age, for the GC) */
-} wblk;
-
-struct wseg {
-    uint64_t addr, size; /* size: the virtual range for an expandable one */
-    int64_t stream;
-    uint8_t pool, expandable;
-    struct wblk *first; /* its lowest block */
-};
-
-typedef int (*bcmp_fn)(const wblk *, int64_t, uint64_t, uint64_t);
-
-/* Blocks in key order (bcmp_fn), each operation O(log n) expected: a treap whose nodes are the
- * blocks themselves.  It was a sorted array, whose insert and delete move O(free blocks) each:
- * whatif was superlinear over long traces with many free blocks (issue 29). */
-typedef struct btree {
-    wblk *root;
-    uint32_t n;
-    bcmp_fn f;
-} btree;
+#include "whatif_tree.h"
 
 typedef struct ev {
     uint8_t action;
@@ -85,6 +56,7 @@ typedef struct wmodel {
     uint64_t capacity;
     btree freeb[2];    /* free mapped blocks by (stream, size, address) */
     btree unmapped[2]; /* unmapped ranges of expandable segments by (stream, address) */
+    wpools pools;      /* the private pools (whatif_pools.c): their free blocks apart */
     uint32_t rng;      /* the treaps' priorities (xorshift; the shape never changes a result) */
     wseg **segs;
     uint32_t nsegs, csegs;
@@ -96,128 +68,16 @@ typedef struct wmodel {
     int compare, nomem;
 } wmodel;
 
-/* ---- the sorted arrays ---- */
-
-static int cmp_size(const wblk *a, int64_t stream, uint64_t size, uint64_t addr)
+/* the free blocks of a pool (owner 0: the default one), small or large */
+static btree *free_tree(wmodel *m, uint32_t owner, int pool)
 {
-    if (a->stream != stream) return a->stream < stream ? -1 : 1;
-    if (a->size != size) return a->size < size ? -1 : 1;
-    return (a->addr > addr) - (a->addr < addr);
+    return owner && owner <= m->pools.n ? &m->pools.privs[owner - 1]->freeb[pool] : &m->freeb[pool];
 }
 
-static int cmp_addr(const wblk *a, int64_t stream, uint64_t size, uint64_t addr)
-{
-    (void)size;
-    if (a->stream != stream) return a->stream < stream ? -1 : 1;
-    return (a->addr > addr) - (a->addr < addr);
-}
-
-/* the first block not below the key, NULL if none */
-static wblk *lower(const btree *t, int64_t stream, uint64_t size, uint64_t addr)
-{
-    wblk *x = t->root, *r = NULL;
-    while (x) {
-        if (t->f(x, stream, size, addr) < 0) x = x->tr;
-        else r = x, x = x->tl;
-    }
-    return r;
-}
-
-static wblk *bt_first(const btree *t)
-{
-    wblk *x = t->root;
-    while (x && x->tl) x = x->tl;
-    return x;
-}
-
-static wblk *bt_last(const btree *t)
-{
-    wblk *x = t->root;
-    while (x && x->tr) x = x->tr;
-    return x;
-}
-
-static wblk *bt_next(const wblk *x)
-{
-    if (x->tr) {
-        x = x->tr;
-        while (x->tl) x = x->tl;
-        return (wblk *)x;
-    }
-    while (x->tp && x->tp->tr == x) x = x->tp;
-    return x->tp;
-}
-
-static wblk *bt_prev(const wblk *x)
-{
-    if (x->tl) {
-        x = x->tl;
-        while (x->tr) x = x->tr;
-        return (wblk *)x;
-    }
-    while (x->tp && x->tp->tl == x) x = x->tp;
-    return x->tp;
-}
-
-/* x one level up, over its parent, keeping the order */
-static void rot_up(btree *t, wblk *x)
-{
-    wblk *p = x->tp, *g = p->tp;
-    if (p->tl == x) {
-        p->tl = x->tr;
-        if (x->tr) x->tr->tp = p;
-        x->tr = p;
-    } else {
-        p->tr = x->tl;
-        if (x->tl) x->tl->tp = p;
-        x->tl = p;
-    }
-    p->tp = x;
-    x->tp = g;
-    if (!g) t->root = x;
-    else if (g->tl == p) g->tl = x;
-    else g->tr = x;
-}
-
-static void put(wmodel *m, btree *t, wblk *b)
-{
-    if (b->in) return; /* in an index already: never twice */
-    m->rng ^= m->rng << 13, m->rng ^= m->rng >> 17, m->rng ^= m->rng << 5;
-    b->prio = m->rng;
-    b->tl = b->tr = NULL;
-    wblk *x = t->root, *p = NULL;
-    int right = 0;
-    while (x) {
-        p = x;
-        right = t->f(x, b->stream, b->size, b->addr) < 0;
-        x = right ? x->tr : x->tl;
-    }
-    b->tp = p;
-    if (!p) t->root = b;
-    else if (right) p->tr = b;
-    else p->tl = b;
-    while (b->tp && b->tp->prio < b->prio) rot_up(t, b);
-    b->in = t;
-    t->n++;
-}
-
-static void take(btree *t, wblk *b)
-{
-    if (b->in != t) return; /* not in it: nothing to take */
-    while (b->tl || b->tr) /* down to a leaf, the children keeping the heap order */
-        rot_up(t, !b->tl ? b->tr : !b->tr ? b->tl : b->tl->prio > b->tr->prio ? b->tl : b->tr);
-    if (!b->tp) t->root = NULL;
-    else if (b->tp->tl == b) b->tp->tl = NULL;
-    else b->tp->tr = NULL;
-    b->tp = NULL;
-    b->in = NULL;
-    t->n--;
-}
-
-#define PUT_FREE(m, b) put((m), &(m)->freeb[(b)->pool], (b))
-#define TAKE_FREE(m, b) take(&(m)->freeb[(b)->pool], (b))
-#define PUT_UNMAPPED(m, b) put((m), &(m)->unmapped[(b)->pool], (b))
-#define TAKE_UNMAPPED(m, b) take(&(m)->unmapped[(b)->pool], (b))
+#define PUT_FREE(m, b) wt_put(&(m)->rng, free_tree((m), (b)->seg->owner, (b)->pool), (b))
+#define TAKE_FREE(m, b) wt_take(free_tree((m), (b)->seg->owner, (b)->pool), (b))
+#define PUT_UNMAPPED(m, b) wt_put(&(m)->rng, &(m)->unmapped[(b)->pool], (b))
+#define TAKE_UNMAPPED(m, b) wt_take(&(m)->unmapped[(b)->pool], (b))
 
 /* ---- events, blocks, segments ---- */
 
@@ -357,7 +217,7 @@ static wblk *expandable_block(wmodel *m, int pool, int64_t stream, uint64_t size
 {
     btree *u = &m->unmapped[pool];
     wblk *c = NULL;
-    for (wblk *y = lower(u, stream, 0, 0); y && y->stream == stream && !c; y = bt_next(y)) {
+    for (wblk *y = wt_lower(u, stream, 0, 0); y && y->stream == stream && !c; y = wt_next(y)) {
         wblk *x = y;
         if (allocatable(x->prev)) x = x->prev; /* a free block just before the unmapped range counts */
         if (room_from(x, size)) c = x;
@@ -416,7 +276,7 @@ static void release_cached(wmodel *m)
             m->nomem = 1;
             return;
         }
-        for (wblk *x = bt_first(f); x; x = bt_next(x)) all[n++] = x;
+        for (wblk *x = wt_first(f); x; x = wt_next(x)) all[n++] = x;
         for (uint32_t i = 0; i < n; i++) {
             wblk *b = all[i];
             if (b->seg->expandable) unmap_free(m, b);
@@ -433,16 +293,16 @@ static int release_oversize(wmodel *m, int64_t stream, uint64_t size)
     if (!ms) return 0;
     btree *f = &m->freeb[LARGE];
     uint64_t key = size < ms ? ms : size;
-    wblk *x = lower(f, stream, key, 0);
+    wblk *x = wt_lower(f, stream, key, 0);
     if (x && x->stream == stream && !x->seg->expandable && !x->prev && !x->next) {
         release_segment(m, x);
         return 1;
     }
     uint64_t released = 0; /* no single one: several, the largest first */
-    for (wblk *p = x ? bt_prev(x) : bt_last(f); released < key && p;) {
+    for (wblk *p = x ? wt_prev(x) : wt_last(f); released < key && p;) {
         wblk *b = p;
         if (b->size < ms || b->stream != stream) break;
-        p = bt_prev(b); /* before b leaves the index */
+        p = wt_prev(b); /* before b leaves the index */
         if (!b->seg->expandable && !b->prev && !b->next) {
             released += b->size;
             release_segment(m, b);
@@ -463,13 +323,13 @@ static void collect_garbage(wmodel *m)
         btree *f = &m->freeb[LARGE];
         double total = 0;
         uint32_t count = 0;
-        for (wblk *x = bt_first(f); x; x = bt_next(x))
+        for (wblk *x = wt_first(f); x; x = wt_next(x))
             if (!x->prev && !x->next && !x->seg->expandable) total += (double)(m->tick - x->freed_at), count++;
         if (!count) return;
         double avg = total / count;
         freed = 0;
-        for (wblk *b = bt_first(f), *nx; b && reclaimed < target; b = nx) {
-            nx = bt_next(b); /* before b leaves the index */
+        for (wblk *b = wt_first(f), *nx; b && reclaimed < target; b = nx) {
+            nx = wt_next(b); /* before b leaves the index */
             if (!b->prev && !b->next && !b->seg->expandable && (double)(m->tick - b->freed_at) >= avg) {
                 reclaimed += b->size;
                 release_segment(m, b);
@@ -481,13 +341,13 @@ static void collect_garbage(wmodel *m)
 
 static uint64_t expand_size(const wblk *b) { return b->size + (b->next && !b->next->mapped ? b->next->size : 0); }
 
-static wblk *free_block_for(wmodel *m, int pool, int64_t stream, uint64_t size)
+static wblk *free_block_for(wmodel *m, uint32_t owner, int pool, int64_t stream, uint64_t size)
 {
-    btree *f = &m->freeb[pool];
-    wblk *b = lower(f, stream, size, 0), *nx;
+    btree *f = free_tree(m, owner, pool);
+    wblk *b = wt_lower(f, stream, size, 0), *nx;
     if (!b || b->stream != stream) return NULL;
     if (b->seg->expandable) /* one that cannot grow, if as good */
-        while ((nx = bt_next(b)) && nx->stream == stream && expand_size(nx) < expand_size(b)) b = nx;
+        while ((nx = wt_next(b)) && nx->stream == stream && expand_size(nx) < expand_size(b)) b = nx;
     uint64_t ms = m->rules.max_split;
     if (ms && size < ms && b->size >= ms) return NULL;                    /* no oversize block for a small request */
     if (ms && size >= ms && b->size >= size + CMH_PT_LARGE_BUFFER) return NULL; /* an oversize one, within 20 MiB */
@@ -495,12 +355,15 @@ static wblk *free_block_for(wmodel *m, int pool, int64_t stream, uint64_t size)
     return b;
 }
 
-static wblk *cuda_malloc(wmodel *m, int pool, int64_t stream, uint64_t size)
+static wblk *cuda_malloc(wmodel *m, uint32_t owner, int pool, int64_t stream, uint64_t size)
 {
-    if (m->c->expandable) return expandable_block(m, pool, stream, size);
+    /* a private pool's segments are never expandable ones (the allocator's checkpointing of
+     * private pools does not handle them) */
+    if (m->c->expandable && !owner) return expandable_block(m, pool, stream, size);
     uint64_t want = cmh_pt_segment_size(size);
     if (m->capacity && m->reserved + want > m->capacity) return NULL;
     wseg *g = new_segment(m, pool, stream, want, 0);
+    if (g) g->owner = owner;
     wblk *b = g ? new_block(m, g, g->addr, want, 1) : NULL;
     if (!b) return NULL;
     m->reserved += want;
@@ -509,19 +372,23 @@ static wblk *cuda_malloc(wmodel *m, int pool, int64_t stream, uint64_t size)
 }
 
 /* malloc(): the block for a request, or NULL (out of memory at the capacity). */
-static wblk *model_malloc(wmodel *m, uint64_t request, int64_t stream)
+/* malloc(): the block for a request of pool owner (0: the default pool), or NULL (out of memory
+ * at the capacity).  What is freed to make room is the default pool's cache alone: a private
+ * pool keeps its segments while it lives (empty_cache() frees only those of pools already
+ * given up), and the model takes every pool to live to the end of the trace. */
+static wblk *model_malloc(wmodel *m, uint64_t request, int64_t stream, uint32_t owner)
 {
     m->tick++;
     uint64_t size = cmh_pt_round(&m->rules, request);
     int pool = size <= CMH_PT_SMALL_SIZE ? SMALL : LARGE;
-    wblk *b = free_block_for(m, pool, stream, size);
+    wblk *b = free_block_for(m, owner, pool, stream, size);
     if (!b) {
         collect_garbage(m);
-        b = cuda_malloc(m, pool, stream, size);
-        if (!b && release_oversize(m, stream, size)) b = cuda_malloc(m, pool, stream, size);
+        b = cuda_malloc(m, owner, pool, stream, size);
+        if (!b && release_oversize(m, stream, size)) b = cuda_malloc(m, owner, pool, stream, size);
         if (!b) {
             release_cached(m);
-            b = cuda_malloc(m, pool, stream, size);
+            b = cuda_malloc(m, owner, pool, stream, size);
         }
         if (!b) return NULL;
     }
@@ -716,6 +583,7 @@ static void compare_events(wmodel *m, const cmh_snapshot *s, const cmh_trace *t)
 
 static void free_model(wmodel *m)
 {
+    wp_free(&m->pools);
     for (uint32_t i = 0; i < m->nsegs; i++) free(m->segs[i]);
     free(m->segs);
     free(m->evs);
@@ -800,6 +668,7 @@ static void seed_model(wmodel *m, const cmh_snapshot *s, int device)
         int pool = ls->pool == CMH_POOL_SMALL ? SMALL : LARGE;
         wseg *g = new_segment(m, pool, stream_of(s, device, ls->addr), ls->expandable ? VIRTUAL_SIZE : ls->size, ls->expandable);
         if (!g) break;
+        g->owner = wp_final(&m->pools, ls->addr);
         g->addr = ls->addr;
         if (ls->addr + g->size + PAGE_LARGE > m->next_addr) m->next_addr = ls->addr + g->size + 2 * PAGE_LARGE;
         m->reserved += ls->size;
@@ -868,12 +737,13 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     m.r = out;
     m.compare = compare;
     m.next_addr = 1ull << 32;
-    for (int p = 0; p < 2; p++) m.freeb[p].f = cmp_size, m.unmapped[p].f = cmp_addr;
+    for (int p = 0; p < 2; p++) m.freeb[p].f = wt_cmp_size, m.unmapped[p].f = wt_cmp_addr;
     m.rng = 0x9E3779B9u;
     cmh_oa_init(&m.live, sizeof(live_slot));
+    if (wp_init(&m.pools, s, device)) m.nomem = 1;
     seed_model(&m, s, device);
     int prev_action = -1;
-    for (uint32_t i = 0; i < t->nentries && !m.nomem; i++) {
+    for (uint32_t i = 0; i < t->nentries && !m.nomem && !m.pools.nomem; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         int a = e->action;
         if (a == CMH_ACT_ALLOC) {
@@ -881,7 +751,9 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
             /* read once: the model's writes may alias the snapshot's tables, for the compiler */
             uint64_t addr = cmh_entry_addr(s, e), req = cmh_entry_requested(s, e);
             if (!req) req = cmh_entry_size(s, e);
-            wblk *b = model_malloc(&m, req, (int64_t)cmh_entry_stream(s, e));
+            uint32_t owner = wp_request(&m.pools, s, e, addr);
+            if (owner) out->private_requests++, out->private_bytes += req;
+            wblk *b = model_malloc(&m, req, (int64_t)cmh_entry_stream(s, e), owner);
             if (b && addr) {
                 live_slot *sl = cmh_oa_get(&m.live, addr, NULL);
                 if (!sl) m.nomem = 1;
@@ -906,7 +778,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
                 release_cached(&m);
             }
         } else if (a == CMH_ACT_OOM) { /* the request that failed then: does it fail here? */
-            wblk *b = model_malloc(&m, cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));
+            wblk *b = model_malloc(&m, cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e), wp_request(&m.pools, s, e, 0));
             if (b) model_free(&m, b);
             else if (!out->ooms++) out->first_oom_index = i, out->first_oom_time_ns = cmh_entry_time(s, e), out->first_oom_request = cmh_entry_size(s, e);
         }
@@ -914,12 +786,15 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
         if (m.reserved > out->peak_reserved) {
             out->peak_reserved = m.reserved;
             out->peak_reserved_index = i;
+        }
+        if (m.allocated > out->peak_allocated) { /* the free share then: every row's at the same moment */
+            out->peak_allocated = m.allocated;
             out->frag_at_peak = m.reserved ? (double)(m.reserved - m.allocated) / (double)m.reserved : 0.0;
         }
-        if (m.allocated > out->peak_allocated) out->peak_allocated = m.allocated;
     }
     out->end_reserved = m.reserved;
     out->end_allocated = m.allocated;
+    if (m.pools.nomem) m.nomem = 1;
     if (compare && !m.nomem) compare_events(&m, s, t);
     int rc = m.nomem ? CMH_ENOMEM : CMH_OK;
     free_blocks(&m);

@@ -8,11 +8,13 @@
 
 #include "report.h"
 
-static int g_device = -2, g_top = 10, g_json;
+/* g_top 0: not given; text lists 10, --json every segment (a script sums them: a cut list read as
+ * the whole, 2.0 GiB of 13.2 GiB reserved) */
+static int g_device = -2, g_top, g_json;
 
 static const cli_option g_opts[] = {
     CLI_OPT_DEVICE_ALL(&g_device),
-    CLI_OPT_TOP(&g_top, "segments to list, most free bytes first (default 10)"),
+    CLI_OPT_TOP(&g_top, "segments to list, most free bytes first (default 10; --json: every segment)"),
     CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
 };
@@ -87,10 +89,13 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kstr(w, "verdict", cmh_oom_verdict_name(o->verdict));
             cmh_jw_end(w);
         }
+        uint32_t shown = g_top && (uint32_t)g_top < p.nsegs ? (uint32_t)g_top : p.nsegs;
         cmh_jw_nl(w);
+        cmh_jw_kuint(w, "segments_total", p.nsegs);
+        cmh_jw_kuint(w, "segments_left_out", p.nsegs - shown); /* by --top: the list is not the whole */
         cmh_jw_key(w, "segments");
         cmh_jw_arr(w);
-        for (uint32_t i = 0; i < p.nsegs && (int)i < g_top; i++) {
+        for (uint32_t i = 0; i < shown; i++) {
             const cmh_frag_seg *g = &p.segs[i];
             cmh_jw_nl(w);
             cmh_jw_obj(w);
@@ -120,27 +125,35 @@ static int section(const rep_section *sec, void *arg)
         }
         cmh_jw_end(w);
         cmh_jw_end(w);
-    } else if (!p.nsegs) {
+    } else if (!p.nsegs && !p.reserved) {
         printf("%s%s, %s: no segments at the end of the record\n", sec->index ? "\n" : "", sec->path, rep_device_name(dev));
     } else {
+        int top = g_top ? g_top : 10;
         if (sec->index) putchar('\n');
-        printf("%s, %s: %s at the end of the record\n", sec->path, rep_device_name(dev), rep_count(p.nsegs, "segment", "segments"));
+        if (p.nsegs)
+            printf("%s, %s: %s at the end of the record\n", sec->path, rep_device_name(dev), rep_count(p.nsegs, "segment", "segments"));
+        else /* only a stream-ordered pool's cache is reserved: the pool keeps it, no segment holds it */
+            printf("%s, %s: no segments at the end of the record; stream-ordered pools keep %s reserved\n", sec->path,
+                   rep_device_name(dev), rep_size((double)p.reserved));
         printf("  reserved                 %12s\n", rep_size((double)p.reserved));
         printf("  allocated                %12s\n", rep_size((double)p.allocated));
         printf("  free inside segments     %12s   (reserved - allocated)", rep_size((double)p.free));
         if (p.pending_free) printf(", of it %s freed with stream work pending", rep_size((double)p.pending_free));
         printf("\n    releasable             %12s   (empty segments%s: empty_cache() gives it back)\n", rep_size((double)p.releasable),
                p.pool_cache ? ", a pool's cache" : "");
+        if (p.pool_cache)
+            printf("      of it a pool's cache %12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)\n",
+                   rep_size((double)p.pool_cache));
         printf("    trapped                %12s   (gaps between live blocks)\n", rep_size((double)p.trapped));
         if (p.private_segs)
             printf("    in private pools       %12s   (%s of a CUDA graph or MemPool: only the pool's own requests use it,\n"
                    "                                            empty_cache() gives it back only once the pool is gone)\n",
                    rep_size((double)p.private_free), rep_count(p.private_segs, "segment", "segments"));
         printf("  largest free gap         %12s%s\n", rep_size((double)p.largest_gap), p.private_segs ? "   (outside private pools)" : "");
-        printf("  fragmentation            %11.1f%%   (trapped / reserved)\n\n", 100 * p.fragmentation);
-        printf("  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "segment", "reserved", "allocated", "free", "trapped", "largest gap",
+        printf("  fragmentation            %11.1f%%   (trapped / reserved)\n", 100 * p.fragmentation);
+        if (p.nsegs) printf("\n  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "segment", "reserved", "allocated", "free", "trapped", "largest gap",
                "frag", "allocated by");
-        for (uint32_t i = 0; i < p.nsegs && (int)i < g_top; i++) {
+        for (uint32_t i = 0; i < p.nsegs && (int)i < top; i++) {
             const cmh_frag_seg *g = &p.segs[i];
             const cmh_frame *f = cmh_sites_site_of(gs, sp->segments[g->index].stack);
             printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %11s %5.1f%%  %s%s%s\n", g->addr, rep_size((double)g->reserved),
@@ -148,7 +161,7 @@ static int section(const rep_section *sec, void *arg)
                    rep_size((double)g->largest_gap), 100 * g->fragmentation, f ? rep_frame(sp, f) : "-",
                    g->expandable ? "  (expandable)" : "", pool_note(g));
         }
-        if (p.nsegs > (uint32_t)g_top) printf("  ... %s (--top)\n", rep_count(p.nsegs - (uint32_t)g_top, "more segment", "more segments"));
+        if (p.nsegs > (uint32_t)top) printf("  ... %s (--top)\n", rep_count(p.nsegs - (uint32_t)top, "more segment", "more segments"));
         if (p.has_oom) {
             const struct cmh_oom_event_state *o = &p.last_oom;
             int64_t t0 = rep_trace_start(sp, dev);

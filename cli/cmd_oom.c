@@ -93,7 +93,8 @@ static int section(const rep_section *sec, void *arg)
         rep_json_base(w, sec, &p.base);
         cmh_jw_nl(w);
         cmh_jw_key(w, "ooms");
-        cmh_jw_arr(w);
+        if (!p.base.history) cmh_jw_null(w); /* not known: the errors are in the history (not "none") */
+        else cmh_jw_arr(w);
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
             cmh_jw_nl(w);
@@ -101,6 +102,8 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kint(w, "index", e->index);
             rep_json_time(w, "time_ns", e->time_ns);
             cmh_jw_kuint(w, "request", e->request);
+            cmh_jw_kbool(w, "retried", e->retried);
+            if (e->retried) cmh_jw_kuint(w, "retry_freed", e->retry_freed);
             cmh_jw_kuint(w, "device_free", e->device_free);
             cmh_jw_kuint(w, "allocated", e->allocated);
             cmh_jw_kuint(w, "reserved", e->reserved);
@@ -122,7 +125,7 @@ static int section(const rep_section *sec, void *arg)
             rep_json_sites(w, sp, g, e->sites, e->nsites, g_top, e->allocated, 0);
             cmh_jw_end(w);
         }
-        cmh_jw_end(w);
+        if (p.base.history) cmh_jw_end(w);
         if (p.nevents) {
             cmh_device_load loads[64];
             int nl = 0, uneven = balance(sp, dev, loads, &nl);
@@ -152,6 +155,10 @@ static int section(const rep_section *sec, void *arg)
             }
         }
         cmh_jw_end(w);
+    } else if (!p.base.history) { /* enabled=state keeps no trace: an OOM the program hit left nothing to read */
+        printf("%s, %s: out-of-memory errors: not known: no history (recorded with enabled=state, or history off);\n"
+               "  only the state at the end is known; a record with history (enabled=all) has them\n",
+               sec->path, rep_device_name(dev));
     } else if (!p.nevents) {
         printf("%s, %s: no out-of-memory error in the record (%s)\n", sec->path, rep_device_name(dev),
                rep_count(p.base.entries, "trace entry", "trace entries"));
@@ -161,6 +168,10 @@ static int section(const rep_section *sec, void *arg)
             const cmh_oom_event *e = &p.events[i];
             printf("%s%s: out of memory #%u on %s at %s\n", sec->index || i ? "\n" : "", sec->path, i + 1,
                    rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
+            if (e->retried)
+                printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again:\n"
+                       "                          a retry (memory_summary's cudaMalloc retries), not a failure the program saw\n",
+                       e->retry_freed ? rep_size((double)e->retry_freed) : "none");
             printf("  requested               %12s (%" PRIu64 " bytes)\n", rep_size((double)e->request), e->request);
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};

@@ -184,6 +184,9 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
             fprintf(stderr, " (%s damaged record%s dropped: %s not match%s checksum)", thousands(info.damaged),
                     info.damaged == 1 ? "" : "s", info.damaged == 1 ? "it does" : "they do", info.damaged == 1 ? " its" : " their");
         if (info.lost) fprintf(stderr, " (%s entr%s the full journal refused)", thousands(info.lost), info.lost == 1 ? "y" : "ies");
+        if (info.truncated)
+            fprintf(stderr, " (the file is cut short: %s bytes of records past its end are lost; %s is kept)", thousands(info.truncated),
+                    flight);
         if (proc == CLI_PROC_REUSED) fprintf(stderr, " (pid %lld now belongs to a later process)", (long long)info.pid);
         if (proc == CLI_PROC_ELSEWHERE && !live)
             fprintf(stderr, " (recorded on %s: whether pid %lld still runs there cannot be told here, so %s is kept)", id.hostname,
@@ -191,7 +194,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         if (live && !running && proc != CLI_PROC_ELSEWHERE) fprintf(stderr, " (without --live, recover would remove it)");
         fputc('\n', stderr);
     }
-    if (!keep) {
+    if (!keep && !info.truncated) { /* a cut copy stays: the rest may be found */
         char p[4400];
         for (int i = 1; i <= 2; i++) {
             snprintf(p, sizeof p, "%s.ckpt%d.cmh", flight, i);

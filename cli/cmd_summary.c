@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 
+#include "cumemhist/recorder.h"
 #include "report.h"
 
 static int g_device = -2, g_abbrev, g_json;
@@ -19,22 +20,30 @@ const cli_command cli_cmd_summary = {
     "Print the torch.cuda.memory_summary() table of a snapshot (.cmh or PyTorch pickle) for\n"
     "each of its devices, computed by replaying its trace: Cur Usage is the end of the record,\n"
     "Peak Usage the maximum over it.  A PyTorch snapshot prints PyTorch's text exactly; any other\n"
-    "record is headed by its file and process, and titled \"CUDA memory summary\".",
+    "record is headed by its file and process, and titled \"CUDA memory summary\".  A record with\n"
+    "no history (--enabled state, PyTorch's history off) knows only Cur Usage: the rest reads '-'.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist summary cumemhist.1234.cmh"};
 
-static void json_stat(cmh_jw *w, const char *name, const cmh_stat *s)
+/* history 0: only the current figure is known (null for the rest, as peak --json says it) */
+static void json_stat(cmh_jw *w, const char *name, const cmh_stat *s, int history)
 {
     cmh_jw_nl(w);
     cmh_jw_key(w, name);
     cmh_jw_obj(w);
     cmh_jw_kint(w, "current", s->current);
-    cmh_jw_kint(w, "peak", s->peak);
-    cmh_jw_kint(w, "allocated", s->allocated);
-    cmh_jw_kint(w, "freed", s->freed);
+    if (history) {
+        cmh_jw_kint(w, "peak", s->peak);
+        cmh_jw_kint(w, "allocated", s->allocated);
+        cmh_jw_kint(w, "freed", s->freed);
+    } else {
+        cmh_jw_knull(w, "peak");
+        cmh_jw_knull(w, "allocated");
+        cmh_jw_knull(w, "freed");
+    }
     cmh_jw_end(w);
 }
 
-static void json_pools(cmh_jw *w, const char *metric, const cmh_stat *arr)
+static void json_pools(cmh_jw *w, const char *metric, const cmh_stat *arr, int history)
 {
     static const struct {
         const char *name;
@@ -43,7 +52,7 @@ static void json_pools(cmh_jw *w, const char *metric, const cmh_stat *arr)
     for (int p = 0; p < 3; p++) {
         char name[96];
         snprintf(name, sizeof name, "%s.%s", metric, pools[p].name);
-        json_stat(w, name, &arr[pools[p].index]);
+        json_stat(w, name, &arr[pools[p].index], history);
     }
 }
 
@@ -53,10 +62,20 @@ static int section(const rep_section *sec, void *arg)
     const cmh_snapshot *s = sec->s;
     int device = sec->device;
     cmh_mem_stats st;
-    int crc = cmh_summary_compute(s, device, &st);
+    cmh_peak_report pk; /* (the same replay's: the state it inferred before the first entry) */
+    int crc = cmh_summary_compute_peak(s, device, &st, &pk);
     if (crc != CMH_OK) return crc;
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     uint64_t dropped = t ? t->dropped : 0, nent = t ? t->nentries : 0;
+    /* no history (enabled=state, PyTorch's history off): the replay has only the end state, and
+     * would print it as the peak, count its blocks as allocated and nothing freed, and 0 OOMs */
+    int history = pk.base.history;
+    /* a snapshot that holds nothing at all, not recorded with enabled=state (PyTorch's of a process
+     * that allocated nothing): memory_summary()'s table of zeros, as PyTorch prints it */
+    if (!s->nsegments && !s->nentries && s->opt_enabled != CMH_ENABLED_STATE) history = 1;
+    /* a trace that began mid-run (PyTorch's recording turned on late, its ring of old): the
+     * replay inferred what was live before its first entry, as for a ring that dropped entries */
+    int midrun = history && !dropped && (pk.alloc_start || pk.reserved_start);
     if (sec->w) {
         cmh_jw *w = sec->w;
         cmh_jw_obj(w);
@@ -65,26 +84,39 @@ static int section(const rep_section *sec, void *arg)
         rep_json_process(w, s);
         cmh_jw_kuint(w, "trace_entries", nent);
         cmh_jw_kuint(w, "dropped_entries", dropped);
+        cmh_jw_kbool(w, "history", history);
+        cmh_jw_key(w, "before_first_entry"); /* what the replay inferred was live then (null: no history) */
+        if (history) {
+            cmh_jw_obj(w);
+            cmh_jw_kint(w, "allocated", pk.alloc_start);
+            cmh_jw_kint(w, "reserved", pk.reserved_start);
+            cmh_jw_end(w);
+        } else cmh_jw_null(w);
         cmh_jw_kstr(w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"); /* who made the record: the text's title */
         cmh_jw_kstr(w, "byte_units", s->source == CMH_SRC_PYTORCH ? "requested" : "allocated");
         cmh_jw_nl(w);
         cmh_jw_key(w, "stats");
         cmh_jw_obj(w);
-        json_pools(w, "allocated_bytes", st.allocated_bytes);
-        json_pools(w, "active_bytes", st.active_bytes);
-        json_pools(w, "requested_bytes", st.requested_bytes);
-        json_pools(w, "reserved_bytes", st.reserved_bytes);
-        json_pools(w, "inactive_split_bytes", st.inactive_split_bytes);
-        json_pools(w, "allocation", st.allocation);
-        json_pools(w, "active", st.active);
-        json_pools(w, "segment", st.segment);
-        json_pools(w, "inactive_split", st.inactive_split);
-        json_stat(w, "oversize_allocations", &st.oversize_allocations);
-        json_stat(w, "oversize_segments", &st.oversize_segments);
+        json_pools(w, "allocated_bytes", st.allocated_bytes, history);
+        json_pools(w, "active_bytes", st.active_bytes, history);
+        json_pools(w, "requested_bytes", st.requested_bytes, history);
+        json_pools(w, "reserved_bytes", st.reserved_bytes, history);
+        json_pools(w, "inactive_split_bytes", st.inactive_split_bytes, history);
+        json_pools(w, "allocation", st.allocation, history);
+        json_pools(w, "active", st.active, history);
+        json_pools(w, "segment", st.segment, history);
+        json_pools(w, "inactive_split", st.inactive_split, history);
+        json_stat(w, "oversize_allocations", &st.oversize_allocations, history);
+        json_stat(w, "oversize_segments", &st.oversize_segments, history);
         cmh_jw_end(w);
         cmh_jw_nl(w);
-        cmh_jw_kuint(w, "num_ooms", st.num_ooms);
-        cmh_jw_kuint(w, "num_alloc_retries", st.num_alloc_retries);
+        if (history) {
+            cmh_jw_kuint(w, "num_ooms", st.num_ooms);
+            cmh_jw_kuint(w, "num_alloc_retries", st.num_alloc_retries);
+        } else {
+            cmh_jw_knull(w, "num_ooms");
+            cmh_jw_knull(w, "num_alloc_retries");
+        }
         cmh_jw_end(w);
         return CMH_OK;
     }
@@ -97,12 +129,20 @@ static int section(const rep_section *sec, void *arg)
         if (s->pid || s->cmdline) rep_print_process(sec->path, s);
         else printf("%s:\n", sec->path);
     }
-    cmh_summary_print_titled(&st, device, g_abbrev, pytorch, stdout);
+    cmh_summary_print_known(&st, device, g_abbrev, pytorch, history, stdout);
     if (device == -1) printf("note: device -1 is pinned host memory\n");
+    if (!history)
+        printf("note: no history on this device (recorded with enabled=state, or history off): only Cur Usage, the state\n"
+               "      at the end, is known; the peaks, the totals, the OOMs and the retries are not ('-')\n");
     if (dropped)
         printf("note: the ring dropped the %llu oldest entries; peaks cover the last %llu only, and the totals count what\n"
                "      was live when they began as allocated then (what was allocated and freed before is not in them)\n",
                (unsigned long long)dropped, (unsigned long long)nent);
+    if (midrun)
+        printf("note: the trace begins mid-run: %s allocated and %s reserved before its first entry (inferred from the\n"
+               "      end); peaks cover its %s only, and the totals count what was live when it began as allocated\n"
+               "      then (what was allocated and freed before is not in them)\n",
+               rep_size((double)pk.alloc_start), rep_size((double)pk.reserved_start), rep_count(nent, "entry", "entries"));
     if (sec->index + 1 == sec->ndevices && g_device == -2) { /* the last table: what the others left out */
         int32_t all[256];
         int n = cmh_snapshot_devices(s, all, 256);

@@ -99,7 +99,7 @@ static int g_not_pytorch; /* the trace is another allocator's (a .cmh with block
  * the model's rows: the model replays the requests and need not make the same peaks. */
 typedef struct recorded_run {
     cmh_peak_report pk;
-    double free_at_peak; /* free inside segments / reserved after the reserved peak's entry */
+    double free_at_peak; /* free inside segments / reserved after the allocated peak's entry */
     uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
     uint32_t ooms;
     int64_t first_oom_index;
@@ -108,7 +108,8 @@ typedef struct recorded_run {
 } recorded_run;
 
 /* Whether addr lies in one of the device's final segments of a private pool (segment_pool_id not
- * (0, 0): a CUDA graph's, a MemPool's).  A segment freed before the end has no word on its pool. */
+ * (0, 0): a CUDA graph's, a MemPool's).  A segment freed before the end has no word on its pool:
+ * an entry's own pool_id (newer PyTorch) says it first. */
 static int in_private_pool(const cmh_snapshot *s, int dev, uint64_t addr)
 {
     for (uint32_t i = 0; i < s->nsegments; i++) {
@@ -130,19 +131,25 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
         any_private = s->segments[i].device == dev && (s->segments[i].pool_id[0] || s->segments[i].pool_id[1]);
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (any_private && e->action == CMH_ACT_ALLOC && in_private_pool(s, dev, cmh_entry_addr(s, e))) out->private_allocs++, out->private_bytes += cmh_entry_size(s, e);
+        if (e->action == CMH_ACT_ALLOC) {
+            cmh_pool_id p = cmh_entry_pool_id(s, e);
+            if (p.id[0] || p.id[1] || (any_private && !(s->pt_fields & CMH_PT_POOL_ID) && in_private_pool(s, dev, cmh_entry_addr(s, e))))
+                out->private_allocs++, out->private_bytes += cmh_entry_size(s, e);
+        }
         out->segment_allocs += e->action == CMH_ACT_SEGMENT_ALLOC, out->segment_frees += e->action == CMH_ACT_SEGMENT_FREE;
         out->segment_maps += e->action == CMH_ACT_SEGMENT_MAP, out->segment_unmaps += e->action == CMH_ACT_SEGMENT_UNMAP;
         if (e->action == CMH_ACT_OOM && !out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)cmh_entry_size(s, e);
     }
-    /* allocated at the reserved peak: a replay up to its entry (-1: the state before the first) */
-    if (out->pk.reserved_peak > 0) {
+    /* reserved at the allocated peak: a replay up to its entry (-1: the state before the first),
+     * the moment every row's free share is taken at (a reserved peak's first moment may be long
+     * before the program needed it: a trace that begins with its segments made reads 90% free) */
+    if (out->pk.alloc_peak > 0) {
         cmh_replay *r = cmh_replay_new(s, dev);
         if (!r) {
             cmh_peak_report_free(&out->pk);
             return CMH_ENOMEM;
         }
-        while (cmh_replay_position(r) < out->pk.reserved_index && cmh_replay_step(r) == 1) {}
+        while (cmh_replay_position(r) < out->pk.alloc_index && cmh_replay_step(r) == 1) {}
         const cmh_mem_stats *st = cmh_replay_stats(r);
         int64_t res = st->reserved_bytes[CMH_POOL_ALL].current, al = st->allocated_bytes[CMH_POOL_ALL].current;
         out->free_at_peak = res > 0 && res >= al ? (double)(res - al) / (double)res : 0.0;
@@ -165,7 +172,9 @@ static void print_recorded(const recorded_run *rr, uint64_t capacity, int width)
     print_cells(g_not_pytorch ? "recorded (its own allocator)" : "recorded", width, (uint64_t)rr->pk.reserved_peak,
                 (uint64_t)rr->pk.alloc_peak, rr->free_at_peak, rr->segment_allocs, rr->segment_frees, rr->segment_maps,
                 rr->segment_unmaps);
-    if (rr->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", rr->first_oom_index, rep_size((double)rr->first_oom_request));
+    if (capacity && rr->pk.reserved_peak > (int64_t)capacity) /* it ran on a larger device: not "no OOM" at this one */
+        printf("over it (reserved %s)\n", rep_size((double)rr->pk.reserved_peak));
+    else if (rr->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", rr->first_oom_index, rep_size((double)rr->first_oom_request));
     else printf("%s\n", capacity ? "no OOM" : "-");
 }
 
@@ -321,7 +330,7 @@ int cmd_whatif(int argc, char **argv)
         cmh_jw_kuint(&w, "segment_maps", rr.segment_maps);
         cmh_jw_kuint(&w, "segment_unmaps", rr.segment_unmaps);
         cmh_jw_kuint(&w, "ooms", rr.ooms);
-        cmh_jw_kuint(&w, "private_pool_requests", rr.private_allocs); /* the model serves them from the default pool */
+        cmh_jw_kuint(&w, "private_pool_requests", rr.private_allocs); /* the model serves each from its own pool */
         if (rr.ooms) cmh_jw_kint(&w, "first_oom_index", rr.first_oom_index), cmh_jw_kuint(&w, "first_oom_requested", rr.first_oom_request);
         cmh_jw_kbool(&w, "model_peaks_match", nt && (int64_t)t[0].r.peak_reserved == rr.pk.reserved_peak &&
                                                    (int64_t)t[0].r.peak_allocated == rr.pk.alloc_peak);
@@ -381,9 +390,9 @@ int cmd_whatif(int argc, char **argv)
                    g_not_pytorch ? "(PyTorch's allocator serving these requests)" : "of the recorded settings",
                    rep_size((double)r0->peak_reserved), rep_size((double)r0->peak_allocated), rep_size((double)rr.pk.reserved_peak),
                    rep_size((double)rr.pk.alloc_peak));
-        if (rr.private_allocs) /* the model has the default pool alone (it said nothing, and its peaks were off) */
-            printf("\n%" PRIu64 " of the %" PRIu64 " requests (%s) were served in a private pool (segment_pool_id not (0, 0): a CUDA graph's\n"
-                   "  or a MemPool's); the model serves them from the default pool, whose segments a private pool's never are\n",
+        if (rr.private_allocs)
+            printf("\n%" PRIu64 " of the %" PRIu64 " requests (%s) were served in a private pool (pool_id not (0, 0): a CUDA graph's\n"
+                   "  or a MemPool's); the model serves each from its own pool's segments, which no other pool's request reuses\n",
                    rr.private_allocs, r0->requests, rep_size((double)rr.private_bytes));
         if (g_not_pytorch)
             printf("\n(a recording of another allocator: its block requests, replayed as PyTorch's allocator would serve them)");

@@ -51,7 +51,7 @@ int cmh_touched;
 uint64_t cmh_lost;
 
 #define CHUNK_BITS CMH_RING_CHUNK_BITS
-#define CHUNK (1ull << CHUNK_BITS) /* 2 MiB of entries and 1 MiB of side table, touched as used */
+#define CHUNK (1ull << CHUNK_BITS) /* 1.5 MiB of entries (2 MiB bounded) and a side table, touched as used */
 #define CHUNK_MASK (CHUNK - 1)
 #define DIR_CHUNKS (1ull << 16) /* 2^32 entries a device; the directory is 512 KiB of address space, touched as used */
 #define GATE (1ull << 63)
@@ -268,8 +268,8 @@ static inline uint64_t chunk_len(uint64_t cap, uint64_t ci)
     return cap && cap - ci * CHUNK < CHUNK ? cap - ci * CHUNK : CHUNK;
 }
 
-/* A bounded ring's chunk has, after its entries, the sequence number each slot holds (| BUSY
- * while its writer writes it): a writer takes its slot from an older one with a compare-and-swap,
+/* A bounded ring's slot is 32 bytes: the entry, then the sequence number it holds (| BUSY while
+ * its writer writes it), on the line the entry is written to: a writer takes its slot from an older one with a compare-and-swap,
  * waits while an older writer is still writing there (a few stores), and gives up when a newer
  * one has it already (a lap later: its entry would be dropped anyway).  So two writers never
  * write one slot at once, and what a slot holds is always its newest entry.
@@ -280,12 +280,23 @@ static inline uint64_t chunk_len(uint64_t cap, uint64_t ci)
  * table's page is touched first by an entry that writes there (its old contents, where malloc
  * gave back used memory, are never read: only an entry's own `side` bit sends a reader there). */
 #define BUSY (1ull << 63)
-static inline uint64_t *slot_seqs(cmh_ring_slot *c, uint64_t cap, uint64_t ci) { return (uint64_t *)(void *)(c + chunk_len(cap, ci)); }
+typedef struct bounded_slot {
+    cmh_ring_slot e;
+    uint64_t seq;
+} bounded_slot;
+_Static_assert(sizeof(bounded_slot) == 32, "a bounded ring's slot is 32 bytes: two a line");
+
+/* slot off of a chunk, and a bounded ring's sequence number there */
+static inline cmh_ring_slot *slot_at(cmh_ring_slot *c, uint64_t cap, uint64_t off)
+{
+    return cap ? &((bounded_slot *)(void *)c)[off].e : &c[off];
+}
+static inline uint64_t *slot_seq(cmh_ring_slot *c, uint64_t off) { return &((bounded_slot *)(void *)c)[off].seq; }
 
 /* bytes of a chunk up to its side table, and in all */
 static inline size_t chunk_hot_bytes(uint64_t cap, uint64_t ci)
 {
-    return chunk_len(cap, ci) * (sizeof(cmh_ring_slot) + (cap ? sizeof(uint64_t) : 0));
+    return chunk_len(cap, ci) * (cap ? sizeof(bounded_slot) : sizeof(cmh_ring_slot));
 }
 
 static inline size_t chunk_bytes(uint64_t cap, uint64_t ci)
@@ -422,9 +433,9 @@ void cmh_hist_make_spares(void)
     }
 }
 
-static int own_slot(cmh_ring_slot *c, uint64_t cap, uint64_t ci, uint64_t off, uint64_t s)
+static int own_slot(cmh_ring_slot *c, uint64_t off, uint64_t s)
 {
-    uint64_t *sq = &slot_seqs(c, cap, ci)[off], cur = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
+    uint64_t *sq = slot_seq(c, off), cur = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
     for (int spins = 0;; spins++) {
         if ((cur & ~BUSY) >= s) return 0; /* a newer entry is there, or being written */
         if (!(cur & BUSY)) {
@@ -478,25 +489,23 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     cmh_ring_slot **dir = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
     cmh_ring_slot *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
     if (CMH_UNLIKELY(!c) && !(c = make_chunk(d, ci))) cmh_count_lost(1);
-    else if (!cap || own_slot(c, cap, ci, off, s)) {
-        cmh_ring_slot *at = &c[off], w;
-        w.word = 0;
-        w.thread = thread;
-        w.action = (unsigned)action & 15;
-        w.kind = (unsigned)kind & 7;
-        w.flags = (unsigned)flags & 15;
-        if (CMH_UNLIKELY(requested != size || stream)) { /* out of line: the rare entry pays */
+    else if (!cap || own_slot(c, off, s)) {
+        cmh_ring_slot *at = slot_at(c, cap, off);
+        uint64_t w1 = (uint64_t)((unsigned)kind & 7) << 56 | (uint64_t)((unsigned)flags & 15) << 59,
+                 word = (uint64_t)((unsigned)action & 15) << 60;
+        if (CMH_LIKELY(cmh_slot_fits(addr, size, requested, stream, stack, thread))) {
+            w1 |= size | (uint64_t)stack << 36;
+            word |= addr | (uint64_t)thread << 48;
+        } else { /* out of line: the rare entry pays */
             cmh_ring_side *sd = &chunk_side(c, cap, ci)[off];
-            sd->requested = requested;
-            sd->stream = stream;
-            w.side = 1;
+            *sd = (cmh_ring_side){addr, size, requested, stream, stack, thread};
+            w1 |= CMH_SLOT_SIDE;
+            word |= (uint64_t)CMH_SLOT_THREADS << 48;
         }
         at->ticks = ticks;
-        at->addr = addr;
-        at->size = size;
-        at->stack = stack;
-        __atomic_store_n(&at->word, w.word, __ATOMIC_RELEASE);
-        if (cap) __atomic_store_n(&slot_seqs(c, cap, ci)[off], s, __ATOMIC_RELEASE);
+        at->w1 = w1;
+        __atomic_store_n(&at->word, word, __ATOMIC_RELEASE);
+        if (cap) __atomic_store_n(slot_seq(c, off), s, __ATOMIC_RELEASE);
         if (CMH_UNLIKELY(off == CHUNK / 2)) ask_chunk(d, ci + 1);
     }
     count_one(&d->done, slot, TC_DONE);
@@ -623,10 +632,10 @@ static inline uint64_t ring_dropped(const dev_state *d, uint64_t c)
 static const cmh_ring_slot *nth(const dev_state *d, uint64_t c, uint64_t k, const cmh_ring_side **side)
 {
     uint64_t n = c - d->base, p = d->cap && n > d->cap ? (n - d->cap + k) % d->cap : k;
-    cmh_ring_slot *ch = d->dir ? d->dir[p >> CHUNK_BITS] : NULL;
-    if (!ch || !ch[p & CHUNK_MASK].word) return NULL;
+    cmh_ring_slot *ch = d->dir ? d->dir[p >> CHUNK_BITS] : NULL, *e = ch ? slot_at(ch, d->cap, p & CHUNK_MASK) : NULL;
+    if (!e || !e->word) return NULL;
     *side = &chunk_side(ch, d->cap, p >> CHUNK_BITS)[p & CHUNK_MASK];
-    return &ch[p & CHUNK_MASK];
+    return e;
 }
 
 void cmh_hist_clear(void)
@@ -664,12 +673,12 @@ static int rebuild(dev_state *d, uint64_t c, uint64_t keep, uint64_t max_entries
         const cmh_ring_slot *e = nth(d, c, skip + k, &sd);
         if (!e) continue; /* lost before */
         uint64_t ci = kept >> CHUNK_BITS, off = kept & CHUNK_MASK;
-        nc[ci][off] = *e;
-        if (e->side) chunk_side(nc[ci], max_entries, ci)[off] = *sd;
+        *slot_at(nc[ci], max_entries, off) = *e;
+        if (e->w1 & CMH_SLOT_SIDE) chunk_side(nc[ci], max_entries, ci)[off] = *sd;
         kept++;
     }
     if (max_entries) /* the slots' numbers: entry j of the new ring is number c - kept + 1 + j */
-        for (uint64_t j = 0; j < kept; j++) slot_seqs(nc[j >> CHUNK_BITS], max_entries, j >> CHUNK_BITS)[j & CHUNK_MASK] = c - kept + 1 + j;
+        for (uint64_t j = 0; j < kept; j++) *slot_seq(nc[j >> CHUNK_BITS], j & CHUNK_MASK) = c - kept + 1 + j;
     uint64_t dropped = ring_dropped(d, c) + skip;
     free_chunks(d);
     for (uint64_t i = 0; i < n; i++) d->dir[i] = nc[i];
@@ -767,7 +776,7 @@ int cmh_hist_copy_ring(int slot, cmh_rec_entry **out, uint64_t *n, uint64_t *dro
     return used;
 }
 
-const cmh_ring_slot *cmh_view_wait(const cmh_ring_view *v, uint64_t k, uint32_t *word)
+const cmh_ring_slot *cmh_view_wait(const cmh_ring_view *v, uint64_t k, uint64_t *word)
 {
     /* in place: entry k is claimed (k < n) but its writer has not stored its commit word yet, or
      * its chunk is still being made; NULL only when the writer found no memory for the chunk */

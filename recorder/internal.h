@@ -122,45 +122,62 @@ typedef struct cmh_rec_entry {
     uint32_t stack;
     uint32_t thread : 21, action : 4, kind : 3, flags : 4;
 } cmh_rec_entry;
-/* An entry as a ring holds it: 32 bytes.  The fields that are usually the same as another or 0
- * (requested = size, stream = 0) are not in it: an entry where they are not has `side` set and
- * has them in its chunk's side table, at the same position (cmh_ring_side; history.c says where),
- * written before the commit word, so whatever owns or reads the slot owns or reads them too.  A
- * side table's pages are touched only by the entries that use them.  The last word holds the
- * thread (cmh_hist_thread(), never 0), the action, the kind and the CMH_EF_* flags; it is the
- * entry's commit word too: stored last, with release, into a slot that was zero, so a reader
- * that loads it nonzero (acquire) sees the whole entry, side fields included. */
+/* An entry as a ring holds it: three words, 24 bytes, where the common entry fits (every field
+ * within the bits below, requested = size, no stream); a bounded ring's slot adds its sequence
+ * number in the same 32 bytes (history.c), so that owning the slot and writing it touch one line.
+ *   ticks
+ *   w1    size (bits 0-35) | stack << 36 (20 bits) | kind << 56 (3) | flags << 59 (4) | side << 63
+ *   word  addr (bits 0-47) | thread << 48 (12 bits) | action << 60 (4)
+ * An entry that does not fit has `side` set and every field of it in its chunk's side table, at
+ * the same position (cmh_ring_side; history.c says where), written before the commit word, so
+ * whatever owns or reads the slot owns or reads them too (its thread bits then read all ones).
+ * A side table's pages are touched only by the entries that use them.  `word` is the entry's
+ * commit word: stored last, with release, into a slot that was zero, never 0 itself (a thread's
+ * number is never 0), so a reader that loads it nonzero (acquire) sees the whole entry.  The
+ * bytes per entry are the recorder's footprint and most of its cost per call (each new page of
+ * a ring is zeroed by the kernel), so the common entry is packed as the flight record's is. */
 typedef struct cmh_ring_slot {
     int64_t ticks;
-    uint64_t addr, size;
-    uint32_t stack;
-    union {
-        struct {
-            uint32_t thread : 20, side : 1, action : 4, kind : 3, flags : 4;
-        };
-        uint32_t word;
-    };
+    uint64_t w1;
+    uint64_t word;
 } cmh_ring_slot;
 typedef struct cmh_ring_side {
-    uint64_t requested, stream;
+    uint64_t addr, size, requested, stream;
+    uint32_t stack, thread;
 } cmh_ring_side;
-_Static_assert(sizeof(cmh_ring_slot) == 32, "a ring entry is 32 bytes");
+_Static_assert(sizeof(cmh_ring_slot) == 24, "a ring entry is 24 bytes");
 _Static_assert(CMH_ACT_COUNT <= 16 && CMH_KIND_COUNT <= 8, "actions and kinds fit their bits");
-/* slot (its commit word `word`, loaded already) and, when it has them, its side fields as an entry */
-static inline void cmh_ring_expand(const cmh_ring_slot *sl, const cmh_ring_side *sd, uint32_t word, cmh_rec_entry *out)
+#define CMH_SLOT_SIDE (1ull << 63)
+#define CMH_SLOT_THREADS 0xfffu /* the thread bits of a slot whose fields are in its side table */
+/* whether an entry fits a slot without its side table */
+static inline int cmh_slot_fits(uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream, uint32_t stack,
+                                uint32_t thread)
 {
-    cmh_ring_slot w;
-    w.word = word;
+    return !((addr >> 48) | (size >> 36) | (requested ^ size) | stream | (stack >> 20) | (thread / CMH_SLOT_THREADS));
+}
+static inline int cmh_slot_action(uint64_t word) { return (int)(word >> 60); }
+/* slot (its commit word `word`, loaded already) and, where it has them, its side fields as an entry */
+static inline void cmh_ring_expand(const cmh_ring_slot *sl, const cmh_ring_side *sd, uint64_t word, cmh_rec_entry *out)
+{
+    uint64_t w1 = sl->w1;
     out->ticks = sl->ticks;
-    out->addr = sl->addr;
-    out->size = sl->size;
-    out->requested = w.side ? sd->requested : sl->size;
-    out->stream = w.side ? sd->stream : 0;
-    out->stack = sl->stack;
-    out->thread = w.thread;
-    out->action = w.action;
-    out->kind = w.kind;
-    out->flags = w.flags;
+    out->action = (unsigned)(word >> 60);
+    out->kind = (unsigned)(w1 >> 56) & 7;
+    out->flags = (unsigned)(w1 >> 59) & 15;
+    if (w1 & CMH_SLOT_SIDE) {
+        out->addr = sd->addr;
+        out->size = sd->size;
+        out->requested = sd->requested;
+        out->stream = sd->stream;
+        out->stack = sd->stack;
+        out->thread = sd->thread;
+        return;
+    }
+    out->addr = word & ((1ull << 48) - 1);
+    out->size = out->requested = w1 & ((1ull << 36) - 1);
+    out->stream = 0;
+    out->stack = (uint32_t)(w1 >> 36) & 0xfffff;
+    out->thread = (uint32_t)(word >> 48) & CMH_SLOT_THREADS;
 }
 #define CMH_THREAD_MAX ((1u << 20) - 1) /* threads past it share the last number */
 
@@ -214,7 +231,7 @@ typedef struct cmh_ring_view {
 } cmh_ring_view;
 /* an unlimited ring's chunk: CHUNK slots, then their side table */
 #define CMH_RING_SIDE(c) ((const cmh_ring_side *)(const void *)((c) + (1ull << CMH_RING_CHUNK_BITS)))
-CMH_HIDDEN const cmh_ring_slot *cmh_view_wait(const cmh_ring_view *v, uint64_t k, uint32_t *word);
+CMH_HIDDEN const cmh_ring_slot *cmh_view_wait(const cmh_ring_view *v, uint64_t k, uint64_t *word);
 /* entry k of the view into *out: 1, or 0 where the recorder lost it */
 static inline int cmh_view_get(const cmh_ring_view *v, uint64_t k, cmh_rec_entry *out)
 {
@@ -224,7 +241,7 @@ static inline int cmh_view_get(const cmh_ring_view *v, uint64_t k, cmh_rec_entry
     }
     const cmh_ring_slot *c = __atomic_load_n(&v->chunks[k >> CMH_RING_CHUNK_BITS], __ATOMIC_ACQUIRE);
     uint64_t off = k & ((1ull << CMH_RING_CHUNK_BITS) - 1);
-    uint32_t word = c ? __atomic_load_n(&c[off].word, __ATOMIC_ACQUIRE) : 0;
+    uint64_t word = c ? __atomic_load_n(&c[off].word, __ATOMIC_ACQUIRE) : 0;
     const cmh_ring_slot *e = word ? &c[off] : cmh_view_wait(v, k, &word);
     if (!e) return 0;
     cmh_ring_expand(e, &CMH_RING_SIDE(e - off)[off], word, out);
@@ -235,10 +252,11 @@ static inline uint32_t cmh_view_thread(const cmh_ring_view *v, uint64_t k)
 {
     if (v->copy) return v->copy[k].thread;
     const cmh_ring_slot *c = __atomic_load_n(&v->chunks[k >> CMH_RING_CHUNK_BITS], __ATOMIC_ACQUIRE);
-    cmh_ring_slot w;
-    w.word = c ? __atomic_load_n(&c[k & ((1ull << CMH_RING_CHUNK_BITS) - 1)].word, __ATOMIC_ACQUIRE) : 0;
-    if (!w.word && !cmh_view_wait(v, k, &w.word)) return 0;
-    return w.thread;
+    uint64_t off = k & ((1ull << CMH_RING_CHUNK_BITS) - 1);
+    uint64_t word = c ? __atomic_load_n(&c[off].word, __ATOMIC_ACQUIRE) : 0;
+    const cmh_ring_slot *e = word ? &c[off] : cmh_view_wait(v, k, &word);
+    if (!e) return 0;
+    return e->w1 & CMH_SLOT_SIDE ? CMH_RING_SIDE(e - off)[off].thread : (uint32_t)(word >> 48) & CMH_SLOT_THREADS;
 }
 /* Views are taken between cmh_hist_views_begin and _end (one lock: what would rewrite a ring in
  * place, a clear or a new capacity, waits for _end), any number of them at once. */

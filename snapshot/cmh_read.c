@@ -412,7 +412,8 @@ static int rd_traces(cur *c, cmh_snapshot *s)
                              rd_u32(c, &e.compile_context, s->strings.n, "string id") ||
                              rd_u32(c, &e.user_metadata, s->strings.n, "string id")))
                 return -1;
-            for (uint32_t q = ek >= 10 ? 10 : ek >= 7 ? 7 : 6; q < ek; q++)
+            if (ek >= 12 && (rd_u64(c, &e.pool_id[0]) || rd_u64(c, &e.pool_id[1]))) return -1;
+            for (uint32_t q = ek >= 12 ? 12 : ek >= 10 ? 10 : ek >= 7 ? 7 : 6; q < ek; q++)
                 if (skip(c)) return -1;
             if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return nomem(c);
         }
@@ -677,6 +678,11 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("meminfo")) r = rd_meminfo(c, s);
         else if (KEY("thread_ids")) r = rd_thread_ids(c, s);
         else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);
+        else if (KEY("entry_pool_ids")) {
+            int64_t v = 0;
+            r = rd_int(c, &v);
+            if (!r && v) s->pt_fields |= CMH_PT_POOL_ID;
+        }
         else if (KEY("torch")) r = rd_torch(c, s, nested);
         else if (!nested && KEY("checksum")) r = rd_announce(c, at);
         else if (!nested && KEY("crc32c")) {

@@ -36,9 +36,11 @@ _Static_assert(CMH_EF_WHOLE_BLOCK == 1, "the whole-block flag is bit 4 of the co
 
 static void pack_entry(msgpack_packer *pk, const cmh_entry_full *e, uint64_t *prev_addr, int64_t *prev_time)
 {
-    int has_names = e->name || e->compile_context || e->user_metadata;
+    /* fields are positional: a later one brings those before it (most entries need the 6) */
+    int has_pool = e->pool_id[0] || e->pool_id[1];
+    int has_names = has_pool || e->name || e->compile_context || e->user_metadata;
     int has_req = has_names || e->requested != e->size;
-    msgpack_pack_array(pk, has_names ? 10 : has_req ? 7 : 6);
+    msgpack_pack_array(pk, has_pool ? 12 : has_names ? 10 : has_req ? 7 : 6);
     msgpack_pack_uint8(pk, (uint8_t)(e->action | (e->flags & 1) << 4 | (e->kind & 7) << 5));
     msgpack_pack_int64(pk, (int64_t)(e->addr - *prev_addr));
     msgpack_pack_uint64(pk, e->size);
@@ -51,6 +53,10 @@ static void pack_entry(msgpack_packer *pk, const cmh_entry_full *e, uint64_t *pr
         msgpack_pack_uint32(pk, e->compile_context);
         msgpack_pack_uint32(pk, e->user_metadata);
     }
+    if (has_pool) {
+        msgpack_pack_uint64(pk, e->pool_id[0]);
+        msgpack_pack_uint64(pk, e->pool_id[1]);
+    }
     *prev_addr = e->addr;
     *prev_time = e->time_ns;
 }
@@ -62,8 +68,11 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
     int with_torch = !nested && s->torch;
     int nproc = (s->producer[0] != 0) + (s->rank >= 0) + (s->local_rank >= 0) + (s->world_size >= 0) + (s->forked_from > 0);
     /* the top level also holds "checksum" and the final "crc32c" (cmh_cmh_write) */
+    /* entries carry a pool id only when not (0, 0): whether the source said it of every entry is
+     * said once, so that a pickle written back says 'pool_id' as the one read did */
+    int pool_ids = (s->pt_fields & CMH_PT_POOL_ID) != 0;
     msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nthreads ? 1 : 0) + (with_torch ? 2 : 0) +
-                              (nested ? 0 : 2));
+                              (nested ? 0 : 2) + pool_ids);
 
     pack_key(&pk, "format");
     pack_str(&pk, "cumemhist");
@@ -207,6 +216,10 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
             }
         }
 #undef THREAD_OF
+    }
+    if (pool_ids) {
+        pack_key(&pk, "entry_pool_ids");
+        msgpack_pack_uint8(&pk, 1);
     }
 
     pack_key(&pk, "annotations");

@@ -51,6 +51,7 @@
 #define CMH_FLIGHT_MAGIC "CMHFLT01"
 #define CMH_FLIGHT_VERSION 5 /* 5: slots reused (area_serial); 4: compact heads, short frees; 3: entries may be short (CMH_FR_ENTRY_SHORT); 2: heads carry the body's sum; 1 (no sum); all read */
 #define CMH_FLIGHT_HEADER 12288 /* bytes before the first extent */
+#define CMH_FLIGHT_MAX_EXTENT (512ull << 20) /* no writer makes a larger extent (every version) */
 #define CMH_FLIGHT_SLOTS 65    /* device slots: 0..63, then pinned host memory */
 #define CMH_FLIGHT_COMMIT 0x464c5400u /* commit word: this | record type */
 

@@ -152,6 +152,8 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->thighs);
     free(s->xsets);
     cmh_oa_free(&s->xset_index);
+    free(s->pool_ids);
+    cmh_oa_free(&s->pool_index);
     free(s->xmap);
     free(s->traces);
     free(s->annotations);
@@ -271,6 +273,48 @@ int cmh_snapshot_reserve_entries(cmh_snapshot *s, uint32_t more)
 /* Entries' rarer fields: each distinct set once (xsets[0] = all defaults), interned by content. */
 const cmh_entry_xset cmh_xset_none;
 
+/* A pool id's number in s->pool_ids, interned; 0 for (0, 0), the default pool.  A process has
+ * few pools (one per CUDA graph pool or MemPool), but a hostile pickle may name a million: a
+ * hash, not a search. */
+static int pool_intern(cmh_snapshot *s, const uint64_t id[2], uint32_t *out)
+{
+    if (!id[0] && !id[1]) {
+        *out = 0;
+        return CMH_OK;
+    }
+    if (!s->pool_index.esize) cmh_oa_init(&s->pool_index, sizeof(id_slot));
+    if (!s->npool_ids) {
+        if (GROW(s, pool_ids, 1, cap_pool_ids) != CMH_OK) return CMH_ENOMEM;
+        s->pool_ids[0] = (cmh_pool_id){{0, 0}};
+        s->npool_ids = 1;
+    }
+    uint64_t h = cmh_oa_hashkey(cmh_oa_mix(id[0]) ^ cmh_oa_mix(id[1] + 0x9E3779B97F4A7C15ull));
+    uint32_t pos = UINT32_MAX;
+    for (id_slot *sl; (sl = cmh_oa_next(&s->pool_index, h, &pos));)
+        if (s->pool_ids[sl->id].id[0] == id[0] && s->pool_ids[sl->id].id[1] == id[1]) {
+            *out = (uint32_t)sl->id;
+            return CMH_OK;
+        }
+    if (s->npool_ids == UINT32_MAX || GROW(s, pool_ids, s->npool_ids + 1, cap_pool_ids) != CMH_OK) return CMH_ENOMEM;
+    id_slot *sl = cmh_oa_add(&s->pool_index, h);
+    if (!sl) return CMH_ENOMEM;
+    s->pool_ids[s->npool_ids] = (cmh_pool_id){{id[0], id[1]}};
+    sl->id = s->npool_ids;
+    *out = s->npool_ids++;
+    return CMH_OK;
+}
+
+int cmh_snapshot_pool_number(cmh_snapshot *s, const uint64_t id[2], uint32_t *number) { return pool_intern(s, id, number); }
+
+int cmh_snapshot_entry_pools(const cmh_snapshot *s)
+{
+    if (s->pt_fields & CMH_PT_POOL_ID) return 1;
+    /* not s->npool_ids: a pool a reader interned for an entry it then skipped names no entry */
+    for (uint32_t i = 1; i < s->nxsets; i++)
+        if (s->xsets[i].pool) return 1;
+    return 0;
+}
+
 static void xset_of(const cmh_entry_full *e, cmh_entry_xset *x)
 {
     memset(x, 0, sizeof *x); /* no padding in the type, but its bytes are hashed and compared */
@@ -331,13 +375,21 @@ static int xset_reindex(cmh_snapshot *s)
 
 _Static_assert(sizeof(cmh_entry) == 16, "the model's entry is 16 bytes");
 
+/* The shortcut both tables of an entry's parts (pairs, upper halves of times) take before any
+ * search: the value interned last, again, as the entry before often had it.  1 with its number
+ * in *id when v (size bytes) is the table's value at last. */
+static inline int same_as_last(const void *tab, uint32_t n, uint32_t last, const void *v, size_t size, uint32_t *id)
+{
+    if (!n || memcmp((const char *)tab + (size_t)last * size, v, size)) return 0;
+    *id = last;
+    return 1;
+}
+
 /* An (address, size) pair's number, interned. */
 static int pair_intern(cmh_snapshot *s, uint64_t addr, uint64_t size, uint32_t *id)
 {
-    if (s->npairs && s->pairs[s->pair_last].addr == addr && s->pairs[s->pair_last].size == size) {
-        *id = s->pair_last;
-        return CMH_OK;
-    }
+    const cmh_entry_pair p = {addr, size};
+    if (same_as_last(s->pairs, s->npairs, s->pair_last, &p, sizeof p, id)) return CMH_OK;
     if (!s->pair_index.esize) cmh_oa_init(&s->pair_index, sizeof(id_slot));
     uint64_t h = cmh_oa_hashkey(cmh_oa_mix(addr) ^ size);
     uint32_t pos = UINT32_MAX;
@@ -349,7 +401,7 @@ static int pair_intern(cmh_snapshot *s, uint64_t addr, uint64_t size, uint32_t *
     if (s->npairs == UINT32_MAX || GROW(s, pairs, s->npairs + 1, cap_pairs) != CMH_OK) return CMH_ENOMEM;
     id_slot *sl = cmh_oa_add(&s->pair_index, h);
     if (!sl) return CMH_ENOMEM;
-    s->pairs[s->npairs] = (cmh_entry_pair){addr, size};
+    s->pairs[s->npairs] = p;
     sl->id = s->npairs;
     *id = s->pair_last = s->npairs++;
     return CMH_OK;
@@ -358,10 +410,7 @@ static int pair_intern(cmh_snapshot *s, uint64_t addr, uint64_t size, uint32_t *
 /* The number of a time's upper half, interned; CMH_TH_FAR when the table is full. */
 static int thigh_intern(cmh_snapshot *s, uint32_t hi, uint32_t *id)
 {
-    if (s->nthighs && s->thighs[s->thigh_last] == hi) {
-        *id = s->thigh_last;
-        return CMH_OK;
-    }
+    if (same_as_last(s->thighs, s->nthighs, s->thigh_last, &hi, sizeof hi, id)) return CMH_OK;
     /* few (a trace of an hour has ~840), and a trace's times mostly rise: from the last one down */
     for (uint32_t i = s->nthighs; i-- > 0;)
         if (s->thighs[i] == hi) {
@@ -383,10 +432,12 @@ int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uin
     uint32_t hi = (uint32_t)((uint64_t)e->time_ns >> 32), th, pair, id = 0;
     if (thigh_intern(s, hi, &th) != CMH_OK || pair_intern(s, e->addr, e->size, &pair) != CMH_OK) return CMH_ENOMEM;
     /* most entries have every rarer field at its default: set 0, with no set to build */
-    if (th == CMH_TH_FAR || e->requested != e->size || e->stream || e->thread || e->name || e->compile_context || e->user_metadata) {
+    if (th == CMH_TH_FAR || e->requested != e->size || e->stream || e->thread || e->name || e->compile_context || e->user_metadata ||
+        e->pool_id[0] || e->pool_id[1]) {
         cmh_entry_xset x;
         xset_of(e, &x);
         if (th == CMH_TH_FAR) x.thigh = hi;
+        if (pool_intern(s, e->pool_id, &x.pool) != CMH_OK) return CMH_ENOMEM;
         if (xset_intern(s, &x, &id) != CMH_OK) return CMH_ENOMEM;
     }
     cmh_entry c = {0}; /* the bit fields made in a register, stored once */
@@ -436,6 +487,10 @@ static void unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xs
     out->compile_context = x->compile_context;
     out->user_metadata = x->user_metadata;
     out->thread = x->thread;
+    if (x->pool && x->pool < s->npool_ids) {
+        out->pool_id[0] = s->pool_ids[x->pool].id[0];
+        out->pool_id[1] = s->pool_ids[x->pool].id[1];
+    }
     out->action = e->action;
     out->flags = e->flags;
     out->kind = e->kind;

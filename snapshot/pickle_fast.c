@@ -134,8 +134,9 @@ static int memo_put(fp *f, uint64_t idx, pv v, uint64_t at, uint8_t kind)
 }
 
 /* After a value: the memo puts that name it (none, or one). 1 fine, 0 not this shape.  The value
- * is read through its pointer, only when a put follows. */
-static int memo_after(fp *f, const pv *vp, uint64_t at, uint8_t kind)
+ * is read through its pointer, only when a put follows.  Inlined into scalar() even with a second
+ * caller (pool_tuple): a call per value was +100 instructions an entry, +4% of a whole load. */
+static inline __attribute__((always_inline)) int memo_after(fp *f, const pv *vp, uint64_t at, uint8_t kind)
 {
     int o = peek_op(f);
     const uint8_t *b;
@@ -225,6 +226,20 @@ static int scalar(fp *f, int o, pv *v)
 }
 
 static int is_scalar(const pv *v) { return v->tag <= PV_STR; }
+
+/* A pool id, (a, b) of two integers (newer PyTorch's 'pool_id' of every entry), after its first
+ * opcode o: interned at once and kept as PV_POOL, in the memo too when the tuple is memoized (as
+ * CPython's pickler does every tuple), where a later reference finds it converted. */
+static int pool_tuple(fp *f, int o, pv *v)
+{
+    pv a, b;
+    if (!scalar(f, o, &a) || a.tag != PV_INT || !scalar(f, next_op(f), &b) || b.tag != PV_INT || next_op(f) != 0x86) return 0;
+    uint64_t id[2] = {(uint64_t)a.u.i, (uint64_t)b.u.i};
+    uint32_t num;
+    if (cmh_snapshot_pool_number(f->m->s, id, &num) != CMH_OK) return f->nomem = 1, 0;
+    *v = (pv){PV_POOL, {.id = num}};
+    return memo_after(f, v, 0, 0);
+}
 
 /* A dict's items after its EMPTY_DICT (at byte `at`): its own memo put, MARK, pairs, SETITEMS.
  * *memo_at: the memo slot naming the dict (or UINT64_MAX), to set once it is converted. */
@@ -404,6 +419,7 @@ static int entry(fp *f, pv *out)
     uint32_t n = 0;
     struct { uint32_t item, first, n; uint64_t midx, at; } lists[2];
     int nlists = 0;
+    const uint32_t kpool = m->key[K_POOL_ID]; /* (loaded once: the loop's stores may alias m) */
     f->nframes = 0;
     for (;;) {
         int o = next_op(f);
@@ -422,7 +438,9 @@ static int entry(fp *f, pv *out)
             } else if (!scalar(f, o, v) || (!is_scalar(v) && v->tag != PV_STACK)) {
                 return 0;
             }
-        } else if (!scalar(f, o, v) || !is_scalar(v)) {
+        } else if (it[n].u.id == kpool && (o == 'K' || o == 'M' || o == 'J' || o == 0x8a)) {
+            if (!pool_tuple(f, o, v)) return 0;
+        } else if (!scalar(f, o, v) || (!is_scalar(v) && !(v->tag == PV_POOL && it[n].u.id == kpool))) {
             return 0;
         }
         n += 2;
@@ -475,9 +493,9 @@ static inline const ref_slot *ref_of(const pm *m, ref_slot *rc, uint64_t idx)
     pv v = m->memo[idx];
     if (v.tag == PV_CONT) {
         const pcont *k = &m->conts[v.u.id];
-        if (k->conv_tag != PV_STACK) return NULL;
-        v = (pv){PV_STACK, {.id = k->conv_id}};
-    } else if (!is_scalar(&v) && v.tag != PV_STACK) {
+        if (k->conv_tag != PV_STACK && k->conv_tag != PV_POOL) return NULL;
+        v = (pv){k->conv_tag, {.id = k->conv_id}};
+    } else if (!is_scalar(&v) && v.tag != PV_STACK && v.tag != PV_POOL) {
         return NULL;
     }
     uint32_t k = NEK;
@@ -541,11 +559,24 @@ static int entry_direct(fp *f, ref_slot *rc, pv *out)
         case 'h': case 'j': {
             const ref_slot *r = ref_of(m, rc, o == 'h' ? p[pos] : le4(p + pos));
             pos += o == 'h' ? 1 : 4;
-            if (!r || (r->v.tag == PV_STACK && k != EK_FRAMES)) return 0; /* a stack is a frames value only */
+            if (!r || (r->v.tag == PV_STACK && k != EK_FRAMES) || (r->v.tag == PV_POOL && k != EK_POOL_ID)) return 0; /* a stack is a frames value only */
             v = r->v;
             goto have; /* a reference is not memoized again: no put can follow */
         }
         default: return 0;
+        }
+        if (k == EK_POOL_ID && v.tag == PV_INT) { /* (a, b): TorchScript's pickler writes it unmemoized */
+            int64_t b;
+            if (len - pos < 8) return 0; /* the 16 bytes at the key may be spent: entry() checks each byte */
+            if (p[pos] == 'K') b = p[pos + 1], pos += 2;
+            else if (p[pos] == 'M') b = (int64_t)le2(p + pos + 1), pos += 3;
+            else if (p[pos] == 'J') b = (int32_t)le4(p + pos + 1), pos += 5;
+            else return 0; /* a long second: entry() */
+            if (p[pos++] != 0x86) return 0;
+            uint64_t id[2] = {(uint64_t)v.u.i, (uint64_t)b};
+            uint32_t num;
+            if (cmh_snapshot_pool_number(m->s, id, &num) != CMH_OK) return f->nomem = 1, -1;
+            v = (pv){PV_POOL, {.id = num}};
         }
         if (p[pos] == 0x94 || p[pos] == 'q' || p[pos] == 'r') return 0; /* the value memoized: entry() */
     have:

@@ -20,6 +20,7 @@ enum {
     PV_FRAME, /* id: frame id (a converted frame dict) */
     PV_STACK, /* id: stack id (a converted frame list) */
     PV_ENTRY, /* id: index into entries (a converted trace entry dict) */
+    PV_POOL,  /* id: a pool id's number in the model (cmh_snapshot_pool_number): a converted (a, b) */
 };
 
 #define PV_SKIP 0xf0 /* conv_tag of an entry of an action this version skips */
@@ -53,7 +54,7 @@ enum {
     K_USER_METADATA, K_DEVICE_FREE, K_NAME, K_FILENAME, K_LINE, K_STAGE, K_LARGE, K_SMALL,
     K_ACTIVE_ALLOCATED, K_ACTIVE_PENDING_FREE, K_ACTIVE_AWAITING_FREE, K_INACTIVE, K_START, K_END, K_CMH_CODE,
     K_CMH_REQUESTED, K_CMH_IMPLIED, K_CMH_KIND, K_CMH_WHOLE, K_CUMEMHIST, K_SOURCE, K_PID, K_DROPPED, K_RECORDER,
-    K_POOL_SAMPLES, K_HOST, K_CMDLINE, K_MODULES, K_FRAME_MODULES, K_THREADS, K_MARKS, K_THREAD_IDS,
+    K_POOL_SAMPLES, K_HOST, K_CMDLINE, K_MODULES, K_FRAME_MODULES, K_THREADS, K_MARKS, K_THREAD_IDS, K_POOL_ID,
     NKEYS
 };
 extern const char *const pk_key_names[NKEYS];
@@ -145,9 +146,14 @@ int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id);
 /* The keys of a trace entry the conversion reads, and the same conversion from each one's value
  * (its first occurrence in the dict; NULL when absent), as pickle_fast.c finds them. */
 enum { EK_ACTION, EK_CMH_IMPLIED, EK_CMH_CODE, EK_DEVICE_FREE, EK_ADDR, EK_SIZE, EK_STREAM, EK_TIME_US,
-       EK_COMPILE_CONTEXT, EK_USER_METADATA, EK_FRAMES, EK_CMH_REQUESTED, NEK };
+       EK_COMPILE_CONTEXT, EK_USER_METADATA, EK_FRAMES, EK_CMH_REQUESTED, EK_POOL_ID, NEK };
 extern const uint8_t pk_entry_keys[NEK]; /* K_* of each EK_* */
 int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id);
+/* A pool id ('pool_id' of an entry, 'segment_pool_id' of a segment) into id[2]: a tuple or list
+ * of two integers, or one converted before (PV_POOL, or a tuple whose conv_tag says so).  With
+ * convert, a tuple read becomes PV_POOL (its items go: an entry's tuple is read once).  1 read,
+ * 0 not a pool id (id left (0, 0)), -1 out of memory. */
+int pk_pool_of(pm *m, const pv *v, int convert, uint64_t id[2]);
 /* The pages of [from, end) up to a MiB made present at once (MADV_POPULATE_WRITE), every
  * PK_PREFAULT_ENTRIES entries after the first (a small file never pays for a MiB it does not use). */
 #define PK_PREFAULT_ENTRIES 16384u

@@ -21,7 +21,7 @@ const char *const pk_key_names[NKEYS] = {
     "user_metadata", "device_free", "name", "filename", "line", "stage", "large", "small",
     "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
-    "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids",
+    "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
 };
 
 /* ---- eager conversion of frames, stacks, entries ---- */
@@ -164,7 +164,7 @@ static int action_of(pm *m, uint32_t str)
 /* A trace-entry dict (one with 'action') becomes PV_ENTRY. */
 /* The keys of a trace entry the conversion reads (EK_*: pickle_internal.h). */
 const uint8_t pk_entry_keys[NEK] = {K_ACTION, K_CMH_IMPLIED, K_CMH_CODE, K_DEVICE_FREE, K_ADDR, K_SIZE, K_STREAM,
-                                        K_TIME_US, K_COMPILE_CONTEXT, K_USER_METADATA, K_FRAMES, K_CMH_REQUESTED};
+                                        K_TIME_US, K_COMPILE_CONTEXT, K_USER_METADATA, K_FRAMES, K_CMH_REQUESTED, K_POOL_ID};
 
 /* f[EK_*]: each wanted key's value in dict c (its first occurrence, as pk_dict_get), or NULL.
  * A dict with the keys of one of the last few shapes, in the same order (nearly every entry of a
@@ -195,6 +195,38 @@ static void entry_fields(pm *m, const pv *items, uint32_t n, const pv **f)
         sh->keys[i] = c->items[2 * i].u.id;
     }
     for (int k = 0; k < NEK; k++) sh->pos[k] = f[k] ? (int8_t)((f[k] - c->items - 1) / 2) : -1;
+}
+
+int pk_pool_of(pm *m, const pv *v, int convert, uint64_t id[2])
+{
+    uint32_t num;
+    id[0] = id[1] = 0;
+    if (v->tag == PV_POOL) {
+        num = v->u.id;
+    } else if (v->tag == PV_CONT) {
+        pcont *c = &m->conts[v->u.id];
+        if (c->conv_tag == PV_POOL) {
+            num = c->conv_id;
+        } else {
+            if ((c->kind != C_TUPLE && c->kind != C_LIST) || c->conv_tag) return 0;
+            int64_t x;
+            for (uint32_t i = 0; i < 2 && i < c->n; i++)
+                if (to_i64(&c->items[i], &x)) id[i] = (uint64_t)x;
+            /* a list may still grow (APPENDS after a memo reference): only tuples are done with */
+            if (convert && c->kind == C_TUPLE) {
+                if (cmh_snapshot_pool_number(m->s, id, &num) != CMH_OK) return -1;
+                pk_done_with(m, (uint32_t)(c - m->conts), PV_POOL, num);
+            }
+            return 1;
+        }
+    } else {
+        return 0;
+    }
+    if (num && num < m->s->npool_ids) {
+        id[0] = m->s->pool_ids[num].id[0];
+        id[1] = m->s->pool_ids[num].id[1];
+    }
+    return 1;
 }
 
 int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id)
@@ -260,6 +292,11 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
     }
     e.kind = code >= 0 ? (uint8_t)((code >> 5) & 7) : CMH_KIND_DEVICE;
     if ((f = fld[EK_CMH_REQUESTED]) && to_i64(f, &x)) e.requested = (uint64_t)x;
+    if ((f = fld[EK_POOL_ID])) {
+        int r = pk_pool_of(m, f, 1, e.pool_id);
+        if (r < 0) return pk_nomem(m);
+        if (r) m->s->pt_fields |= CMH_PT_POOL_ID;
+    }
     if (m->nentries == m->centries) {
         uint32_t nc = m->centries ? m->centries * 2 : 4096;
         cmh_entry *ne = realloc(m->entries, (size_t)nc * sizeof *ne);
@@ -364,10 +401,7 @@ static int convert_segment(pm *m, const pv *sv)
     const pv *v = pk_dict_get(m, d, m->key[K_SEGMENT_TYPE]);
     g.pool = v && v->tag == PV_STR ? (v->u.id == m->key[K_SMALL] ? CMH_POOL_SMALL : v->u.id == m->key[K_LARGE] ? CMH_POOL_LARGE : CMH_POOL_UNKNOWN)
                                    : CMH_POOL_UNKNOWN;
-    const pcont *pid = (v = pk_dict_get(m, d, m->key[K_SEGMENT_POOL_ID])) ? obj(m, v, C_TUPLE) : NULL;
-    if (!pid && v) pid = obj(m, v, C_LIST);
-    for (uint32_t i = 0; pid && i < 2 && i < pid->n; i++)
-        if (to_i64(&pid->items[i], &x)) g.pool_id[i] = (uint64_t)x;
+    if ((v = pk_dict_get(m, d, m->key[K_SEGMENT_POOL_ID])) && pk_pool_of(m, v, 0, g.pool_id) < 0) return pk_nomem(m);
     v = pk_dict_get(m, d, m->key[K_IS_EXPANDABLE]);
     if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_EXPANDABLE;
     g.stack = stack_of(m, d);

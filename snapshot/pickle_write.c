@@ -26,7 +26,7 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -35,7 +35,7 @@ static const char *const wkeys[W_NKEYS] = {
     "time_us", "compile_context", "user_metadata", "name", "filename", "line", "stage", "START", "END",
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
-    "modules", "frame_modules", "threads", "marks", "thread_ids",
+    "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
 };
 
 typedef struct pw {
@@ -50,6 +50,7 @@ typedef struct pw {
     uint32_t *frame_memo; /* frame id -> memo index + 1 */
     uint32_t *stack_memo; /* stack id -> memo index + 1 */
     uint32_t *action_memo;
+    int pooled; /* entries say their pool_id (cmh_snapshot_entry_pools) */
 } pw;
 
 static __attribute__((noinline)) int grow(pw *w, size_t n)
@@ -329,6 +330,14 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
         w_key(w, W_USER_METADATA);
         w_sid(w, s, cmh_entry_user_metadata(s, e));
     }
+    /* as newer PyTorch writes it, on every entry or on none: (0, 0) the default pool */
+    if (w->pooled) {
+        cmh_pool_id p = cmh_entry_pool_id(s, e);
+        w_key(w, W_POOL_ID);
+        w_int(w, (int64_t)p.id[0]);
+        w_int(w, (int64_t)p.id[1]);
+        op(w, 0x86); /* TUPLE2 */
+    }
     if (e->stack || (e->flags & CMH_EF_HAS_FRAMES)) {
         w_key(w, W_FRAMES);
         w_frames(w, s, e->stack);
@@ -477,6 +486,7 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
 {
     pw w;
     memset(&w, 0, sizeof w);
+    w.pooled = cmh_snapshot_entry_pools(s);
     w.fp = fp;
     w.str_memo = calloc(s->strings.n + 1, sizeof *w.str_memo);
     w.frame_memo = calloc(s->nframes + 1, sizeof *w.frame_memo);

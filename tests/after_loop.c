@@ -11,10 +11,11 @@
  */
 #define _GNU_SOURCE
 #include <cuda.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "loop_prog.h"
 
 static void fail(void)
 {
@@ -78,18 +79,12 @@ __attribute__((noinline)) static CUdeviceptr report_temp(void)
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 20;
-    int (*mark)(const char *) = argc > 2 && !strcmp(argv[2], "marks") ? (int (*)(const char *))dlsym(RTLD_DEFAULT, "cmh_mark") : NULL;
+    loop_mark_fn mark = loop_marks(argc > 2 && !strcmp(argv[2], "marks"));
     int reshape = argc > 3 && !strcmp(argv[3], "reshape"), leak = argc > 4 && !strcmp(argv[4], "leak");
-    CUdevice dev;
-    CUcontext ctx;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
-        return 2;
+    if (loop_context()) return 2;
     weights();
     for (int s = 0; s < steps; s++) {
-        char name[32];
-        snprintf(name, sizeof name, "step %d", s);
-        if (mark) mark(name);
+        loop_step(mark, s);
         if (reshape && s >= steps / 2) {
             CUdeviceptr a[3], k[4], t;
             for (int i = 0; i < 3; i++) a[i] = activation();

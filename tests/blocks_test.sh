@@ -129,9 +129,18 @@ grep -q "verdict: fragmentation" "$T/oom.txt" && ok "oom says fragmentation" || 
 "$CMH" frag "$T/frag.cmh" | grep -A2 "out-of-memory error (entry .*) asked for 12.0 MiB" | grep -q "verdict: fragmentation" &&
     ok "frag says fragmentation, at the OOM" ||
     bad "frag does not diagnose the OOM"
+# the allocator's retry (frag_oom empties its cache and asks again: one failure the program saw)
+# counts as memory_summary counts it: 1 OOM, 1 cudaMalloc retry, and oom says which was the retry
+"$CMH" summary "$T/frag.cmh" | grep -q "CUDA OOMs: 1 .*cudaMalloc retries: 1 " && ok "summary: 1 OOM and 1 retry" ||
+    bad "summary's counts: $("$CMH" summary "$T/frag.cmh" | grep 'CUDA OOMs')"
+[ "$(grep -c "a retry (memory_summary's cudaMalloc retries)" "$T/oom.txt")" = 1 ] && ok "oom names the first OOM the retried one" ||
+    bad "oom's retry: $(grep -c retried "$T/oom.txt") retried lines"
+"$CMH" oom --json "$T/frag.cmh" | grep -q '"retried": true' && ok "oom --json says retried" || bad "oom --json: no retried"
 # ...and an OOM by demand is not called fragmentation
 FAKECUDA_CAPACITY=1G "$CMH" record -q -o "$T/demand.cmh" -- "$B/samples/oom_demo" >/dev/null 2>&1
 "$CMH" oom "$T/demand.cmh" | grep -q "verdict: fragmentation" && bad "oom_demo called fragmentation" || ok "oom_demo not called fragmentation"
+"$CMH" summary "$T/demand.cmh" | grep -q "CUDA OOMs: 1 .*cudaMalloc retries: 0 " && ok "oom_demo: 1 OOM, no retry" ||
+    bad "oom_demo counts: $("$CMH" summary "$T/demand.cmh" | grep 'CUDA OOMs')"
 
 # --- stream-ordered pools: reserved (the pool's attributes) vs used ---
 "$CMH" record -q -o "$T/pool.cmh" -- "$B/samples/pool_async" 4 >"$T/pool.out" || bad "pool_async under the recorder"
@@ -160,6 +169,14 @@ if not (nbytes(res[1]) >= pres and nbytes(res[1]) > nbytes(alloc[1])):
     sys.exit(1)
 print(f"ok: summary reserved peak {res[1]} includes the pool's reserve; allocated peak {alloc[1]}")
 PYEOF
+# frag's text shows the pool's cache when it is the only reserved memory left (no segment holds
+# it; the --json had it as pool_cache): the end's reserved figure as peak gives it
+PEND=$("$CMH" peak --json "$T/pool.cmh" | py -c 'import json, sys; print(json.load(sys.stdin)[0]["end"]["reserved"])')
+"$CMH" frag "$T/pool.cmh" >"$T/pool.frag" 2>&1
+PSZ=$("$CMH" frag --json "$T/pool.cmh" | py -c 'import json, sys; d = json.load(sys.stdin)[0]; print(d["reserved"] if d["pool_cache"] == d["reserved"] else -1)')
+[ "${PEND:-0}" -gt 0 ] && [ "$PSZ" = "$PEND" ] && grep -q "stream-ordered pools keep .* reserved" "$T/pool.frag" &&
+    grep -q "^      of it a pool's cache .*cuMemPoolTrimTo" "$T/pool.frag" && grep -q '^  reserved  ' "$T/pool.frag" &&
+    ok "frag shows the pool's cache ($PEND bytes reserved at the end, no segment)" || bad "frag hides the pool's cache: $(cat "$T/pool.frag")"
 "$CMH" export "$T/pool.cmh" -o "$T/pool.pickle" && py "$(dirname "$0")/check_memviz.py" --ours "$T/pool.pickle" || fail=1
 # the pool samples survive the memory_viz pickle (aside, where PyTorch's readers do not look)
 # (the tables: each is headed by its own file's name)

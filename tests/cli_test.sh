@@ -179,6 +179,47 @@ if bad or seen < 10:
     sys.exit(1)
 PYEOF
 
+# a trace that begins mid-run (PyTorch's history turned on late, its old one-entry ring): its
+# only entries free a block the trace never allocated; 12 segments of 2 MiB, one left empty
+env -u LD_PRELOAD python3 - midrun.pickle <<'PYEOF'
+import pickle, sys
+M, seg = 1 << 20, 0x7f0000000000
+fr = lambda: [{"filename": "train.py", "line": 7, "name": "load"}]
+trace = [dict(action=a, addr=seg, size=2 * M, stream=0, time_us=1000 + i, frames=fr()) for i, a in enumerate(("free_requested", "free_completed"))]
+segs = [{"device": 0, "address": seg + i * 2 * M, "total_size": 2 * M, "allocated_size": 2 * M * (i > 0), "active_size": 2 * M * (i > 0),
+         "requested_size": 2 * M * (i > 0), "stream": 0, "segment_type": "large", "is_expandable": False, "frames": fr(),
+         "blocks": [{"address": seg + i * 2 * M, "size": 2 * M, "requested_size": 2 * M, "state": "active_allocated" if i else "inactive",
+                     "frames": fr()}]} for i in range(12)]
+pickle.dump({"segments": segs, "device_traces": [trace]}, open(sys.argv[1], "wb"), protocol=4)
+PYEOF
+"$CMH" summary midrun.pickle >midrun.txt 2>&1
+check "mid-run: summary says the trace begins mid-run, with the state the replay inferred before it" \
+    "grep -q '^note: the trace begins mid-run: 24.0 MiB allocated and 24.0 MiB reserved before its first entry' midrun.txt"
+"$CMH" summary --json midrun.pickle | py -c "
+import json, sys
+d = json.load(sys.stdin)[0]
+assert d['history'] is True and d['before_first_entry'] == {'allocated': 24 << 20, 'reserved': 24 << 20}, d"
+check "mid-run: summary --json gives the state before the first entry" "[ \$? -eq 0 ]"
+"$CMH" summary leak.cmh | grep -q 'mid-run' && bad "a record from the start is called mid-run" || ok "a record from its start: no mid-run note"
+# the report names the moment as owners and peak do (never "entry -1"), and says mid-run too
+"$CMH" report --static midrun.pickle -o midrun.html 2>/dev/null
+check "mid-run: the report's peak is 'before the first entry', never 'entry -1', and says mid-run" \
+    "grep -q 'Who held the memory at the peak of device memory (before the first entry)' midrun.html && ! grep -q 'entry -1' midrun.html &&
+     grep -q 'The trace begins mid-run: 24.0 MiB allocated' midrun.html"
+# frag --json lists every segment (a script sums them), and says what --top cut
+"$CMH" frag --json midrun.pickle | py -c "
+import json, sys
+d = json.load(sys.stdin)[0]
+assert len(d['segments']) == 12 and d['segments_total'] == 12 and d['segments_left_out'] == 0, d
+assert sum(x['reserved'] for x in d['segments']) == d['reserved'], d"
+check "frag --json: every segment, their sum the reserved figure" "[ \$? -eq 0 ]"
+"$CMH" frag --json --top 5 midrun.pickle | py -c "
+import json, sys
+d = json.load(sys.stdin)[0]
+assert len(d['segments']) == 5 and d['segments_total'] == 12 and d['segments_left_out'] == 7, d"
+check "frag --json --top 5: five segments, and 7 left out said" "[ \$? -eq 0 ]"
+"$CMH" frag midrun.pickle | grep -q '^  ... 2 more segments (--top)$' && ok "frag text: 10 segments by default" || bad "frag text default"
+
 # damaged snapshots: one line naming the file and the byte, non-zero exit, no crash
 size=$(wc -c <leak.cmh)
 head -c $((size - 3)) leak.cmh >trunc.cmh

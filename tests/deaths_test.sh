@@ -109,6 +109,28 @@ f.write(m)
 EOF2
 "$CMH" recover p.cmh.flight 2>err.txt && [ "$(entries p.cmh)" = 149 ] && grep -q "after 149 entries; snapshot p.cmh (1 damaged record dropped: it does not match its checksum)" err.txt &&
     ok "recover drops a record whose body does not match its checksum, and counts it: 149 entries" || bad "damaged record: $(entries p.cmh) entries, $(cat err.txt)"
+# a copy of a record cut short (an interrupted copy, a full disk): what is left is recovered and
+# the loss said, and the file is kept; one cut inside its header says so, not "no magic"
+rm -f p.cmh*
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh "$D" kill 2>/dev/null
+cut=$(py - p.cmh.flight <<'EOF2'
+import struct, sys
+m = open(sys.argv[1], 'rb').read()
+off, size, cursor = struct.unpack_from('<QQQ', m, 112)  # area[0] (snapshot/flight_format.h)
+print(off + cursor // 2 + 3)  # half its records, and a few bytes of the next
+EOF2
+)
+cp p.cmh.flight whole.flight
+head -c "$cut" whole.flight >p.cmh.flight
+"$CMH" recover p.cmh.flight 2>err.txt; rc=$?
+n=$(entries p.cmh)
+[ $rc = 0 ] && [ "$n" -gt 10 ] && [ "$n" -lt 150 ] && grep -q "the file is cut short: .* bytes of records past its end are lost; p.cmh.flight is kept" err.txt &&
+    [ -e p.cmh.flight ] && ok "recover on a cut copy: $n of 150 entries, the loss said, the file kept" || bad "cut copy: exit $rc, $n entries, $(cat err.txt)"
+head -c 4000 whole.flight >p.cmh.flight
+"$CMH" recover p.cmh.flight 2>err.txt; rc=$?
+[ $rc = 1 ] && grep -q "p.cmh.flight: a truncated flight record (4000 bytes, shorter than its 12288-byte header): nothing can be read" err.txt &&
+    ok "recover on a copy cut inside its header: says so (exit 1)" || bad "cut header: exit $rc, $(cat err.txt)"
+rm -f whole.flight p.cmh*
 # the same session's next run after a kill -9 writes the same path (the dead owner's claim is stale)
 rm -f p.cmh* p.*.cmh*
 env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh CUMEMHIST_SESSION=77 "$D" kill 2>/dev/null

@@ -76,7 +76,8 @@ def reference(rec):
             facts[d["device"]]["sites_at_end"] = [[x["bytes"], x["verdict"], x["says"]] for x in d["sites"]][:TOP]
     for d in json.loads(run("oom", "--json", rec, ok=False) or b"[]"):
         if d["device"] in facts:
-            facts[d["device"]]["ooms"] = len(d["ooms"])
+            # null: no history, the errors not known; the other outputs count the record's OOM events, none
+            facts[d["device"]]["ooms"] = len(d["ooms"] or [])
     return facts
 
 

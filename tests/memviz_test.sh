@@ -57,4 +57,38 @@ assert a == b, f"{name}: the interned export does not resolve to the inline one"
 print(f"ok: {name}: {n} entries ({with_frames} with frames): interned stacks resolve to the inline frames")
 PY
 done
+# Newer PyTorch's per-entry pool_id (a tuple CPython memoizes, one object shared by two entries
+# written as a memo reference): export -> memory_viz pickle keeps each entry's, and memory_viz
+# still opens it.
+env -u LD_PRELOAD python3 - "$T/pools.pickle" <<'PY' || fail=1
+import pickle, sys
+M, S = 1 << 20, 0x7F5000000000
+pools, shared, tr, blocks = [(0, 0), (1, 0), (0, 7), (1, 0), (0, 0), (3, 2)], (5, 5), [], []
+for i, p in enumerate(pools + [shared, shared]):
+    a = S + i * M
+    tr.append({"action": "alloc", "addr": a, "size": M, "stream": 0, "time_us": 1_700_000_000_000_000 + i, "compile_context": "N/A",
+               "user_metadata": "", "frames": [{"name": "f", "filename": "a.py", "line": i}], "pool_id": p})
+    blocks.append({"address": a, "size": M, "requested_size": M, "state": "active_allocated", "frames": tr[-1]["frames"]})
+seg = {"device": 0, "address": S, "total_size": 8 * M, "allocated_size": 8 * M, "active_size": 8 * M, "requested_size": 8 * M, "stream": 0,
+       "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks}
+pickle.dump({"segments": [seg], "device_traces": [[{"action": "segment_alloc", "addr": S, "size": 8 * M, "stream": 0,
+             "time_us": 1_699_999_999_999_999, "compile_context": "N/A", "user_metadata": "", "pool_id": (0, 0)}] + tr]},
+            open(sys.argv[1], "wb"), protocol=4)
+PY
+"$B/cumemhist" export -f pickle -o "$T/pools.out.pickle" "$T/pools.pickle" || fail=1
+env -u LD_PRELOAD python3 - "$T/pools.pickle" "$T/pools.out.pickle" <<'PY' || fail=1
+import pickle, sys
+a, b = (pickle.load(open(f, "rb"))["device_traces"][0] for f in sys.argv[1:3])
+pa, pb = [e.get("pool_id") for e in a], [e.get("pool_id") for e in b]
+assert pa == pb and pa[-1] == (5, 5) and pa[2] == (1, 0), (pa, pb)
+print(f"ok: {len(pa)} entries' pool_id kept through the export, the memoized one too")
+PY
+env -u LD_PRELOAD python3 "$D/../check_memviz.py" --ours "$T/pools.out.pickle" || fail=1
+"$B/cumemhist" export -f json -o "$T/pools.json" "$T/pools.pickle" || fail=1
+env -u LD_PRELOAD python3 - "$T/pools.pickle" "$T/pools.json" <<'PY' || fail=1
+import json, pickle, sys
+a, b = pickle.load(open(sys.argv[1], "rb"))["device_traces"][0], json.load(open(sys.argv[2]))["device_traces"][0]
+assert [list(e["pool_id"]) for e in a] == [e["pool_id"] for e in b], b
+print(f"ok: the JSON export says each of the {len(b)} entries' pool_id too")
+PY
 exit $fail

@@ -7,10 +7,11 @@
  */
 #define _GNU_SOURCE
 #include <cuda.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "loop_prog.h"
 
 __attribute__((noinline)) static CUdeviceptr grab(size_t n)
 {
@@ -29,17 +30,11 @@ __attribute__((noinline)) static CUdeviceptr keep_history(void) { return grab(1 
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 20, stop = argc > 2 ? atoi(argv[2]) : 10;
-    int (*mark)(const char *) = argc > 3 && !strcmp(argv[3], "marks") ? (int (*)(const char *))dlsym(RTLD_DEFAULT, "cmh_mark") : NULL;
-    CUdevice dev;
-    CUcontext ctx;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
-        return 2;
+    loop_mark_fn mark = loop_marks(argc > 3 && !strcmp(argv[3], "marks"));
+    if (loop_context()) return 2;
     weights();
     for (int s = 0; s < steps; s++) {
-        char name[32];
-        snprintf(name, sizeof name, "step %d", s);
-        if (mark) mark(name);
+        loop_step(mark, s);
         CUdeviceptr a = activation(), g = gradient();
         if (s < stop) keep_history();
         cuMemFree(g);

@@ -294,12 +294,23 @@ static void test_flight_matrix(void)
     CU_ASSERT_EQUAL(info.torn, 0);
     CU_ASSERT_EQUAL(info.unverified, 1); /* version 1, before checksums: still read */
     cmh_snapshot_free(&s);
-    /* truncations: inside the header (refused), then through the extents (the file no longer
-     * holds what the header says: refused, naming the header's byte) */
+    /* truncations: inside the header (refused), then through the extents (a copy cut short:
+     * what is left is read, never more entries than the whole file's, and the loss counted) */
     unsigned long cuts = 0;
     for (size_t n = 0; n < len; n += n < CMH_FLIGHT_HEADER ? 61 : 8) {
         snprintf(what, sizeof what, "flight cut at %zu", n);
-        try_file(FLIGHT, path, b, n, 1, what);
+        if (n < CMH_FLIGHT_HEADER) try_file(FLIGHT, path, b, n, 1, what);
+        else {
+            spit(path, b, n);
+            g_tried++;
+            int rc = cmh_flight_recover(path, &s, &info, err, sizeof err);
+            CU_ASSERT_EQUAL(rc, CMH_OK);
+            if (rc == CMH_OK) {
+                CU_ASSERT(info.entries <= 150);
+                CU_ASSERT(info.truncated > 0 || info.entries == 150);
+                exercise(&s);
+            }
+        }
         cuts++;
     }
     /* a flipped byte every 7 bytes over the header's used part and all the records */
@@ -472,64 +483,135 @@ static void test_flight_checksums(void)
     free(b);
 }
 
-/* Version 3: the v2 file with every entry that fits rewritten as CMH_FR_ENTRY_SHORT (as
- * today's recorder writes them) recovers entry for entry the same as the v2 file; a short
- * record damaged in its body is dropped alone and counted; a short body with its spare bits set
- * is refused as an entry. */
-static void test_flight_short_entries(void)
+/* The fixture as version 2 (*len bytes), with room beside it for a rewrite (*o, zeroed) and
+ * for a damaged copy (*m). */
+static unsigned char *fixture_v2_with_room(size_t *len, unsigned char **o, unsigned char **m)
 {
-    size_t len0, len;
+    size_t len0;
     unsigned char *b0 = slurp(CMH_FIXTURES "/flight/killed-150.flight", &len0);
-    unsigned char *b = flight_v2(b0, len0, &len), *o = calloc(1, len), *m = malloc(len);
+    unsigned char *b = flight_v2(b0, len0, len);
     free(b0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    *o = calloc(1, *len);
+    *m = malloc(*len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(*o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(*m);
+    return b;
+}
+
+/* The v2 file b rewritten into o as version `version`: its header, then each kept area's records
+ * one after another, each written at o + out by fn (which returns its length), the areas moved
+ * to where their records now stand.  Returns the bytes written. */
+typedef uint64_t (*rec_writer)(void *arg, const cmh_flight_rec *r, unsigned char *o, uint64_t out);
+static uint64_t flight_rewrite(const unsigned char *b, unsigned char *o, uint32_t version, rec_writer fn, void *arg)
+{
     memcpy(o, b, CMH_FLIGHT_HEADER);
     cmh_flight_header *h = (void *)o;
-    h->version = 3;
-    uint64_t out = CMH_FLIGHT_HEADER, first_short = 0;
-    unsigned long shorts = 0;
+    h->version = version;
+    uint64_t out = CMH_FLIGHT_HEADER;
     for (uint32_t a = 0; a < h->nareas; a++) {
         cmh_flight_area *ar = &h->area[a];
         if (ar->dropped || !ar->size) continue;
         uint64_t start = out;
         for (uint64_t at = ar->offset; at < ar->offset + ar->cursor;) {
             const cmh_flight_rec *r = (const void *)(b + at);
-            cmh_flight_rec *n = (void *)(o + out);
-            cmh_fr_entry_short p;
-            if ((r->commit & 0xff) == CMH_FR_ENTRY && cmh_fr_entry_pack((const cmh_fr_entry *)(const void *)(r + 1), &p)) {
-                n->len = sizeof *n + sizeof p;
-                n->commit = CMH_FLIGHT_COMMIT | CMH_FR_ENTRY_SHORT;
-                memcpy(n + 1, &p, sizeof p);
-                n->sum = cmh_crc32c(0, &p, sizeof p);
-                if (!shorts++) first_short = out;
-            } else memcpy(n, r, r->len);
-            out += n->len;
+            out += fn(arg, r, o, out);
             at += r->len;
         }
         ar->offset = start;
         ar->size = ar->cursor = out - start;
     }
+    return out;
+}
+
+/* What a rewrite made short: how many records of each kind, and where the first of each is. */
+typedef struct packed {
+    unsigned long n[2];
+    uint64_t first[2];
+} packed;
+
+/* Version 3's writer: an entry that fits as CMH_FR_ENTRY_SHORT (kind 0), any other record as it is. */
+static uint64_t pack_v3(void *arg, const cmh_flight_rec *r, unsigned char *o, uint64_t out)
+{
+    packed *pk = arg;
+    cmh_flight_rec *n = (void *)(o + out);
+    cmh_fr_entry_short p;
+    if ((r->commit & 0xff) == CMH_FR_ENTRY && cmh_fr_entry_pack((const cmh_fr_entry *)(const void *)(r + 1), &p)) {
+        n->len = sizeof *n + sizeof p;
+        n->commit = CMH_FLIGHT_COMMIT | CMH_FR_ENTRY_SHORT;
+        memcpy(n + 1, &p, sizeof p);
+        n->sum = cmh_crc32c(0, &p, sizeof p);
+        if (!pk->n[0]++) pk->first[0] = out;
+    } else memcpy(n, r, r->len);
+    return n->len;
+}
+
+/* Version 4's writer: an entry that fits as a compact record, a short entry (kind 0) or, for a
+ * segment's free without a stack, a short free (kind 1); any other record as it is. */
+static uint64_t pack_v4(void *arg, const cmh_flight_rec *r, unsigned char *o, uint64_t out)
+{
+    packed *pk = arg;
+    const cmh_fr_entry *e = (const void *)(r + 1);
+    cmh_fr_entry_short p;
+    uint32_t *n = (void *)(o + out);
+    if ((r->commit & 0xff) == CMH_FR_ENTRY && cmh_fr_entry_pack(e, &p)) {
+        int fr = e->action == CMH_ACT_SEGMENT_FREE && !e->stack;
+        uint32_t body = fr ? CMH_FR_FREE_SHORT_BODY : sizeof p, l = CMH_FR_COMPACT_HEAD + body;
+        n[0] = CMH_FR_COMPACT | (uint32_t)(fr ? CMH_FR_FREE_SHORT : CMH_FR_ENTRY_SHORT) << 24 | l;
+        n[1] = cmh_crc32c(0, &p, body) ^ n[0] ^ CMH_FR_COMPACT_KEY;
+        CU_ASSERT(n[1] != 0);
+        memcpy(n + 2, &p, body);
+        if (!pk->n[fr]++) pk->first[fr] = out;
+        return l;
+    }
+    memcpy(n, r, r->len);
+    return r->len;
+}
+
+/* The v2 file b (len bytes) and a rewrite o of it (out bytes), each written to path and
+ * recovered, into *s2 and *sn (the caller's to free): the rewrite recovers the fixture's 150
+ * entries, none torn or damaged.  1 when its entries are the v2 file's, entry for entry (time,
+ * address, sizes, stream, thread, action, kind, flags). */
+static int recover_alike(const char *path, const unsigned char *b, size_t len, const unsigned char *o, uint64_t out,
+                         cmh_snapshot *s2, cmh_snapshot *sn)
+{
+    char err[4600];
+    cmh_recover_info info;
+    spit(path, b, len);
+    CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, s2, &info, err, sizeof err), CMH_OK);
+    spit(path, o, out);
+    CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, sn, &info, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(info.entries, 150);
+    CU_ASSERT_EQUAL(info.torn + info.damaged, 0);
+    CU_ASSERT_EQUAL(sn->nentries, s2->nentries);
+    int same = sn->nentries == s2->nentries;
+    for (uint32_t i = 0; same && i < s2->nentries; i++) {
+        const cmh_entry *x = &s2->entries[i], *y = &sn->entries[i];
+        same = cmh_entry_time(s2, x) == cmh_entry_time(sn, y) && cmh_entry_addr(s2, x) == cmh_entry_addr(sn, y) &&
+               cmh_entry_size(s2, x) == cmh_entry_size(sn, y) && cmh_entry_requested(s2, x) == cmh_entry_requested(sn, y) &&
+               cmh_entry_stream(s2, x) == cmh_entry_stream(sn, y) && cmh_entry_thread(s2, x) == cmh_entry_thread(sn, y) &&
+               x->action == y->action && x->kind == y->kind && x->flags == y->flags;
+    }
+    return same;
+}
+
+/* Version 3: the v2 file with every entry that fits rewritten as CMH_FR_ENTRY_SHORT (as
+ * today's recorder writes them) recovers entry for entry the same as the v2 file; a short
+ * record damaged in its body is dropped alone and counted; a short body with its spare bits set
+ * is refused as an entry. */
+static void test_flight_short_entries(void)
+{
+    size_t len;
+    unsigned char *o, *m, *b = fixture_v2_with_room(&len, &o, &m);
+    packed pk = {{0}, {0}};
+    uint64_t out = flight_rewrite(b, o, 3, pack_v3, &pk), first_short = pk.first[0];
+    unsigned long shorts = pk.n[0];
     char path[128], err[4600];
     cmh_snapshot s2, s3;
     cmh_recover_info info;
     snprintf(path, sizeof path, "%s/v3.cmh.flight", g_dir);
-    spit(path, b, len);
-    CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s2, &info, err, sizeof err), CMH_OK);
-    spit(path, o, out);
-    CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s3, &info, err, sizeof err), CMH_OK);
     CU_ASSERT(shorts >= 140); /* the fixture's entries are plain allocations and frees */
-    CU_ASSERT_EQUAL(info.entries, 150);
-    CU_ASSERT_EQUAL(info.torn + info.damaged, 0);
-    CU_ASSERT_EQUAL(s3.nentries, s2.nentries);
+    CU_ASSERT(recover_alike(path, b, len, o, out, &s2, &s3));
     CU_ASSERT_EQUAL(s3.ntraces, s2.ntraces);
-    int same = s3.nentries == s2.nentries;
-    for (uint32_t i = 0; same && i < s2.nentries; i++) {
-        const cmh_entry *x = &s2.entries[i], *y = &s3.entries[i];
-        same = cmh_entry_time(&s2, x) == cmh_entry_time(&s3, y) && cmh_entry_addr(&s2, x) == cmh_entry_addr(&s3, y) && cmh_entry_size(&s2, x) == cmh_entry_size(&s3, y) && cmh_entry_requested(&s2, x) == cmh_entry_requested(&s3, y) &&
-               cmh_entry_stream(&s2, x) == cmh_entry_stream(&s3, y) && cmh_entry_thread(&s2, x) == cmh_entry_thread(&s3, y) && x->action == y->action && x->kind == y->kind && x->flags == y->flags;
-    }
-    CU_ASSERT(same);
     cmh_snapshot_free(&s2);
     cmh_snapshot_free(&s3);
     /* a flipped byte in a short record's body: that record alone */
@@ -587,12 +669,8 @@ static void test_totals(void)
  * short free of any other action is refused. */
 static void test_flight_compact(void)
 {
-    size_t len0, len;
-    unsigned char *b0 = slurp(CMH_FIXTURES "/flight/killed-150.flight", &len0);
-    unsigned char *b = flight_v2(b0, len0, &len), *o = calloc(1, len), *m = malloc(len);
-    free(b0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    size_t len;
+    unsigned char *o, *m, *b = fixture_v2_with_room(&len, &o, &m);
     /* the fixture's frees carry their allocation's stack (context alloc): the v2 file's are made
      * stackless first, so that both files say the same */
     const cmh_flight_header *hb = (const void *)b;
@@ -609,62 +687,19 @@ static void test_flight_compact(void)
             at += r->len;
         }
     }
-    memcpy(o, b, CMH_FLIGHT_HEADER);
-    cmh_flight_header *h = (void *)o;
-    h->version = 4;
-    uint64_t out = CMH_FLIGHT_HEADER, first_alloc = 0, first_free = 0;
-    unsigned long allocs = 0, frees = 0;
-    for (uint32_t a = 0; a < h->nareas; a++) {
-        cmh_flight_area *ar = &h->area[a];
-        if (ar->dropped || !ar->size) continue;
-        uint64_t start = out;
-        for (uint64_t at = ar->offset; at < ar->offset + ar->cursor;) {
-            const cmh_flight_rec *r = (const void *)(b + at);
-            const cmh_fr_entry *e = (const void *)(r + 1);
-            cmh_fr_entry_short p;
-            uint32_t *n = (void *)(o + out);
-            if ((r->commit & 0xff) == CMH_FR_ENTRY && cmh_fr_entry_pack(e, &p)) {
-                int fr = e->action == CMH_ACT_SEGMENT_FREE && !e->stack;
-                uint32_t body = fr ? CMH_FR_FREE_SHORT_BODY : sizeof p, l = CMH_FR_COMPACT_HEAD + body;
-                n[0] = CMH_FR_COMPACT | (uint32_t)(fr ? CMH_FR_FREE_SHORT : CMH_FR_ENTRY_SHORT) << 24 | l;
-                n[1] = cmh_crc32c(0, &p, body) ^ n[0] ^ CMH_FR_COMPACT_KEY;
-                CU_ASSERT(n[1] != 0);
-                memcpy(n + 2, &p, body);
-                if (fr && !frees++) first_free = out;
-                if (!fr && !allocs++) first_alloc = out;
-                out += l;
-            } else {
-                memcpy(n, r, r->len);
-                out += r->len;
-            }
-            at += r->len;
-        }
-        ar->offset = start;
-        ar->size = ar->cursor = out - start;
-    }
+    packed pk = {{0}, {0}};
+    uint64_t out = flight_rewrite(b, o, 4, pack_v4, &pk), first_alloc = pk.first[0], first_free = pk.first[1];
+    unsigned long allocs = pk.n[0], frees = pk.n[1];
     char path[128], err[4600];
     cmh_snapshot s2, s4;
     cmh_recover_info info;
     snprintf(path, sizeof path, "%s/v4.cmh.flight", g_dir);
-    spit(path, b, len);
-    CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s2, &info, err, sizeof err), CMH_OK);
-    spit(path, o, out);
-    CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s4, &info, err, sizeof err), CMH_OK);
     CU_ASSERT(allocs >= 70 && frees >= 40); /* the fixture's entries are plain allocations and frees */
-    CU_ASSERT_EQUAL(info.entries, 150);
-    CU_ASSERT_EQUAL(info.torn + info.damaged, 0);
-    CU_ASSERT_EQUAL(s4.nentries, s2.nentries);
-    int same = s4.nentries == s2.nentries && s4.nsegments == s2.nsegments;
+    CU_ASSERT(recover_alike(path, b, len, o, out, &s2, &s4));
+    CU_ASSERT_EQUAL(s4.nsegments, s2.nsegments);
     unsigned long freed_bytes = 0;
-    for (uint32_t i = 0; same && i < s2.nentries; i++) {
-        const cmh_entry *x = &s2.entries[i], *y = &s4.entries[i];
-        same = cmh_entry_time(&s2, x) == cmh_entry_time(&s4, y) && cmh_entry_addr(&s2, x) == cmh_entry_addr(&s4, y) &&
-               cmh_entry_size(&s2, x) == cmh_entry_size(&s4, y) && cmh_entry_requested(&s2, x) == cmh_entry_requested(&s4, y) &&
-               cmh_entry_stream(&s2, x) == cmh_entry_stream(&s4, y) && cmh_entry_thread(&s2, x) == cmh_entry_thread(&s4, y) &&
-               x->action == y->action && x->kind == y->kind && x->flags == y->flags;
-        if (y->action == CMH_ACT_SEGMENT_FREE) freed_bytes += cmh_entry_size(&s4, y);
-    }
-    CU_ASSERT(same);
+    for (uint32_t i = 0; i < s4.nentries; i++)
+        if (s4.entries[i].action == CMH_ACT_SEGMENT_FREE) freed_bytes += cmh_entry_size(&s4, &s4.entries[i]);
     CU_ASSERT(freed_bytes > 0); /* the frees' sizes came from their segments */
     cmh_snapshot_free(&s2);
     cmh_snapshot_free(&s4);

@@ -441,6 +441,75 @@ static void test_tiny_ring_overwritten_under_contention(void)
     cmh_snapshot_free(&s);
 }
 
+/* Entries past what a slot packs (an address at or over 2^48, a size at or over 64 GiB, a thread
+ * numbered 4095 or more) keep every field in the side table: each comes back whole from an
+ * unlimited ring read in place, from its copy, and from a bounded ring rebuilt from it. */
+static void *one_block(void *arg)
+{
+    uint64_t addr = *(uint64_t *)arg;
+    cmh_block_alloc(addr, 4096, 4096, 0);
+    cmh_block_free_completed(addr);
+    return NULL;
+}
+
+static void check_wide(const cmh_snapshot *s, uint64_t wide, uint64_t big, uint64_t big_size, uint64_t many, int nthreads)
+{
+    const cmh_trace *t = trace_of(s, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    int found_wide = 0, found_big = 0;
+    uint32_t *seen = calloc((size_t)nthreads, sizeof *seen), nseen = 0, same = 0;
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        uint64_t a = cmh_entry_addr(s, e);
+        if (e->action != CMH_ACT_ALLOC) continue;
+        if (a == wide) /* the address alone past the packed bits */
+            found_wide += cmh_entry_size(s, e) == 8192 && cmh_entry_requested(s, e) == 8192 && !cmh_entry_stream(s, e);
+        if (a == big) /* the size alone */
+            found_big += cmh_entry_size(s, e) == big_size && cmh_entry_requested(s, e) == big_size && !cmh_entry_stream(s, e);
+        if (a >= many && a < many + (uint64_t)nthreads * 4096) {
+            CU_ASSERT_EQUAL(cmh_entry_size(s, e), 4096);
+            uint32_t th = cmh_entry_thread(s, e);
+            for (uint32_t k = 0; k < nseen; k++) same += seen[k] == th;
+            if (nseen < (uint32_t)nthreads) seen[nseen++] = th;
+        }
+    }
+    CU_ASSERT_EQUAL(found_wide, 1);
+    CU_ASSERT_EQUAL(found_big, 1);
+    CU_ASSERT_EQUAL(nseen, (uint32_t)nthreads); /* each short thread's block, */
+    CU_ASSERT_EQUAL(same, 0);                    /* each under a number of its own */
+    free(seen);
+}
+
+static void test_wide_entries(void)
+{
+    enum { NTHREADS = 4200 }; /* past the 4,095 threads a slot numbers */
+    opts(CMH_CONTEXT_NONE, 0, 1);
+    const uint64_t wide = 3ull << 49, big = 6ull << 40, big_size = 200ull << 30, many = 5ull << 40;
+    CU_ASSERT_EQUAL(cmh_block_alloc(wide, 8192, 8192, 0), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_block_alloc(big, big_size, big_size, 0), CMH_OK);
+    for (int i = 0; i < NTHREADS; i++) {
+        pthread_t th;
+        uint64_t addr = many + (uint64_t)i * 4096;
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, one_block, &addr), 0);
+        pthread_join(th, NULL);
+    }
+    cmh_snapshot s;
+    dump_load(&s); /* read in place */
+    check_wide(&s, wide, big, big_size, many, NTHREADS);
+    cmh_snapshot_free(&s);
+    setenv("CUMEMHIST_DUMP_COPY", "1", 1);
+    dump_load(&s);
+    unsetenv("CUMEMHIST_DUMP_COPY");
+    check_wide(&s, wide, big, big_size, many, NTHREADS);
+    cmh_snapshot_free(&s);
+    opts(CMH_CONTEXT_NONE, 4 * NTHREADS, 0); /* rebuilt into a bounded ring (3 entries a thread), side fields and all */
+    dump_load(&s);
+    check_wide(&s, wide, big, big_size, many, NTHREADS);
+    cmh_snapshot_free(&s);
+    cmh_block_free_completed(wide);
+    cmh_block_free_completed(big);
+}
+
 int main(void)
 {
     CUcontext c0;
@@ -456,5 +525,6 @@ int main(void)
     CMH_ADD_TEST(s, test_capacity_and_clear_across_chunks);
     CMH_ADD_TEST(s, test_in_place_dump_equals_copy);
     CMH_ADD_TEST(s, test_tiny_ring_overwritten_under_contention);
+    CMH_ADD_TEST(s, test_wide_entries);
     return cmh_test_main();
 }

@@ -266,18 +266,18 @@ static void test_pool_samples_round_trip(void)
         int dev, newtrace;
         cmh_entry_full e;
     } seq[] = {
-        {0, 1, {1000, P, 2 << 20, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {1500, 0, 0, 0, 0, 0, m1, 0, 0, 2, CMH_ACT_MARK, 0, 0}},
-        {0, 0, {2000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, 1, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
-        {0, 0, {3000, P, 2 << 20, 1 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {3500, 0, 0, 0, 0, 0, m2, 0, 0, 2, CMH_ACT_MARK, 0, 0}},
-        {0, 0, {4000, A, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, 3, CMH_ACT_SEGMENT_FREE, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
-        {0, 0, {5000, P, 2 << 20, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {6000, P, 4 << 20, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {0, 0, {7000, B, 2 << 20, 2 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
-        {0, 0, {8000, P, 4 << 20, 2 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
-        {1, 1, {9000, C, 3 << 20, 3 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_DEVICE}},
-        {1, 0, {9500, P + 1, 6 << 20, 3 << 20, 0, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 1, {1000, P, 2 << 20, 0, 0, {0, 0}, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {1500, 0, 0, 0, 0, {0, 0}, 0, m1, 0, 0, 2, CMH_ACT_MARK, 0, 0}},
+        {0, 0, {2000, A, 1 << 20, 1 << 20, 0, {0, 0}, 0, 0, 0, 0, 1, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {3000, P, 2 << 20, 1 << 20, 0, {0, 0}, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {3500, 0, 0, 0, 0, {0, 0}, 0, m2, 0, 0, 2, CMH_ACT_MARK, 0, 0}},
+        {0, 0, {4000, A, 1 << 20, 1 << 20, 0, {0, 0}, 0, 0, 0, 0, 3, CMH_ACT_SEGMENT_FREE, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {5000, P, 2 << 20, 0, 0, {0, 0}, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {6000, P, 4 << 20, 0, 0, {0, 0}, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {0, 0, {7000, B, 2 << 20, 2 << 20, 0, {0, 0}, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC}},
+        {0, 0, {8000, P, 4 << 20, 2 << 20, 0, {0, 0}, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
+        {1, 1, {9000, C, 3 << 20, 3 << 20, 0, {0, 0}, 0, 0, 0, 0, 0, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_DEVICE}},
+        {1, 0, {9500, P + 1, 6 << 20, 3 << 20, 0, {0, 0}, 0, 0, 0, 0, 0, CMH_ACT_POOL_SAMPLE, 0, CMH_KIND_ASYNC}},
     };
     const size_t n = sizeof seq / sizeof *seq;
     for (size_t i = 0; i < n; i++) {
@@ -721,6 +721,73 @@ static void test_fuzz_regressions(void)
     CU_ASSERT(files >= 4);
 }
 
+/* Newer PyTorch's per-entry 'pool_id' (PR #177717): pickle -> model -> .cmh -> model -> pickle
+ * keeps each entry's pool, (0, 0) included, and the pickle says it on every entry; the opcode
+ * reader and the generic machine read the same pools. */
+static int has_bytes(const char *p, size_t n, const char *what)
+{
+    size_t k = strlen(what);
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(p + i, what, k)) return 1;
+    return 0;
+}
+
+static void test_entry_pool_ids_round_trip(void)
+{
+    static const uint64_t pools[][2] = {{0, 0}, {1, 0}, {0, 5}, {1, 0}, {(uint64_t)1 << 40, 3}};
+    cmh_snapshot a, b, c, g;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&a), CMH_OK);
+    a.source = CMH_SRC_PYTORCH;
+    a.pt_fields = CMH_PT_TIME_US | CMH_PT_POOL_ID;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_trace(&a, 0, 0, NULL), CMH_OK);
+    for (uint32_t i = 0; i < 5; i++) {
+        cmh_entry_full e = {.time_ns = 1000000 * (i + 1), .addr = 0x7f0000000000ull + (i << 20), .size = 1 << 20,
+                            .requested = 1 << 20, .pool_id = {pools[i][0], pools[i][1]}, .action = CMH_ACT_ALLOC};
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(&a, &e), CMH_OK);
+    }
+    CU_ASSERT_EQUAL(a.npool_ids, 4); /* (0, 0) and three others, each once */
+    char *p1, *p2, *cm;
+    size_t n1, n2, ncm;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(write_mem(&a, &p1, &n1), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_pickle_read(p1, n1, &b, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_pickle_read_ex(p1, n1, CMH_LOAD_GENERIC, &g, err, sizeof err), CMH_OK);
+    CU_ASSERT(b.pt_fields & CMH_PT_POOL_ID);
+    FILE *fp = open_memstream(&cm, &ncm);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_write(&b, fp), CMH_OK);
+    fclose(fp);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(cm, ncm, &c, err, sizeof err), CMH_OK);
+    CU_ASSERT(c.pt_fields & CMH_PT_POOL_ID);
+    CU_ASSERT_EQUAL_FATAL(c.nentries, 5);
+    CU_ASSERT_EQUAL_FATAL(g.nentries, 5);
+    for (uint32_t i = 0; i < 5; i++) {
+        cmh_pool_id x = cmh_entry_pool_id(&b, &b.entries[i]), y = cmh_entry_pool_id(&c, &c.entries[i]);
+        cmh_pool_id z = cmh_entry_pool_id(&g, &g.entries[i]);
+        CU_ASSERT(x.id[0] == pools[i][0] && x.id[1] == pools[i][1]);
+        CU_ASSERT(y.id[0] == pools[i][0] && y.id[1] == pools[i][1]);
+        CU_ASSERT(z.id[0] == pools[i][0] && z.id[1] == pools[i][1]);
+    }
+    /* a .cmh does not say which of PyTorch's optional keys the pickle had (time_us here): only
+     * whether its entries said their pool */
+    CU_ASSERT_EQUAL(c.pt_fields, CMH_PT_POOL_ID);
+    c.pt_fields = b.pt_fields;
+    CU_ASSERT_EQUAL_FATAL(write_mem(&c, &p2, &n2), CMH_OK);
+    CU_ASSERT(n1 == n2 && !memcmp(p1, p2, n1)); /* the same pickle, 'pool_id' on every entry */
+    CU_ASSERT(has_bytes(p1, n1, "pool_id"));
+    /* a snapshot none of whose entries said a pool writes none */
+    cmh_snapshot_free(&a);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&a), CMH_OK);
+    a.source = CMH_SRC_PYTORCH;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_trace(&a, 0, 0, NULL), CMH_OK);
+    cmh_entry_full e = {.addr = 0x1000, .size = 512, .requested = 512, .action = CMH_ACT_ALLOC};
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(&a, &e), CMH_OK);
+    free(p2);
+    CU_ASSERT_EQUAL_FATAL(write_mem(&a, &p2, &n2), CMH_OK);
+    CU_ASSERT(!has_bytes(p2, n2, "pool_id"));
+    free(p1), free(p2), free(cm);
+    cmh_snapshot_free(&a), cmh_snapshot_free(&b), cmh_snapshot_free(&c), cmh_snapshot_free(&g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -742,5 +809,6 @@ int main(void)
     CMH_ADD_TEST(s, test_fuzz_regressions);
     CMH_ADD_TEST(s, test_pool_samples_round_trip);
     CMH_ADD_TEST(s, test_shape_move_keeps_rare_fields);
+    CMH_ADD_TEST(s, test_entry_pool_ids_round_trip);
     return cmh_test_main();
 }

@@ -48,10 +48,10 @@ static void build(cmh_snapshot *s)
     cmh_segment h = {-1, CMH_KIND_HOST, CMH_SEG_WHOLE_BLOCK, CMH_POOL_SMALL, 0x5000, 4096, 0, {1, 2}, 0, 5, 0, 0};
     cmh_snapshot_add_segment(s, &h, NULL);
     cmh_snapshot_add_trace(s, 0, 17, NULL);
-    cmh_entry_full e1 = {1700000000000001000ll, 0x7f0000000000ull, 4 << 20, 4 << 20, 7, st1, 0, 0, 0, 3, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC};
-    cmh_entry_full e2 = {1700000000000000500ll, 0x10, 2048, 1000, 0, st2, 0, 0, 0, 3, CMH_ACT_ALLOC, 0, 0}; /* time going back, addr down */
-    cmh_entry_full e3 = {1700000000000002000ll, 123456, 1 << 30, 1 << 30, 0, 0, 0, 0, 0, 1, CMH_ACT_OOM, 0, 0};
-    cmh_entry_full e4 = {1700000000000003000ll, 0, 0, 0, 0, 0, 0, 0, 0, 0, CMH_ACT_MARK, 0, 0};
+    cmh_entry_full e1 = {1700000000000001000ll, 0x7f0000000000ull, 4 << 20, 4 << 20, 7, {0, 0}, st1, 0, 0, 0, 3, CMH_ACT_SEGMENT_ALLOC, CMH_EF_WHOLE_BLOCK, CMH_KIND_ASYNC};
+    cmh_entry_full e2 = {1700000000000000500ll, 0x10, 2048, 1000, 0, {0, 0}, st2, 0, 0, 0, 3, CMH_ACT_ALLOC, 0, 0}; /* time going back, addr down */
+    cmh_entry_full e3 = {1700000000000002000ll, 123456, 1 << 30, 1 << 30, 0, {0, 0}, 0, 0, 0, 0, 1, CMH_ACT_OOM, 0, 0};
+    cmh_entry_full e4 = {1700000000000003000ll, 0, 0, 0, 0, {0, 0}, 0, 0, 0, 0, 0, CMH_ACT_MARK, 0, 0};
     cmh_strtab_intern(&s->strings, "step 1", 6, &e4.name);
     cmh_strtab_intern(&s->strings, "N/A", 3, &e4.compile_context);
     cmh_strtab_intern(&s->strings, "meta", 4, &e4.user_metadata);

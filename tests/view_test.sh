@@ -79,6 +79,25 @@ check "the lying page differs from the real one" '! cmp -s lying.html torch_exp.
 timeout 120 node "$SRC/tests/browser/view_check.js" lying.html facts0.json 1280 >lying.txt 2>&1; lrc=$?
 check "the checker catches a page whose bands misstate a size" '[ $lrc != 0 ] && grep -q "^FAIL" lying.txt'
 
+# a record with no trace entries (enabled=state): the cursor has the end state, what leaks lists
+FAKECUDA_CAPACITY=1G env -u LD_PRELOAD "$CMH" record -q --enabled state -o state.cmh -- "$B/samples/leaky" >/dev/null 2>&1
+"$CMH" view state.cmh -o state.html 2>/dev/null
+want=$("$CMH" leaks --json state.cmh | py -c 'import json, sys; d = json.load(sys.stdin)[0]; print(d["live_bytes"], d["live_blocks"])')
+got=$(timeout 120 node -e '
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+(async () => {
+  const browser = await chromium.launch({ executablePath: process.env.CHROME, args: ["--no-sandbox"] });
+  const page = await browser.newPage();
+  await page.goto("file://" + require("path").resolve("state.html"));
+  await page.waitForSelector("#cmh-view[data-ready]", { timeout: 20000 });
+  const live = await page.evaluate(() => window.cmhView.live(0, window.cmhView.view.cursor));
+  const head = await page.evaluate(() => [...document.querySelectorAll("#cmh-view h3")].map(h => h.textContent).find(t => t.startsWith("Live at the cursor")));
+  console.log(live.reduce((a, b) => a + b.size, 0) + " " + live.length + " | " + head);
+  await browser.close();
+})();' 2>&1)
+check "view of a record with no trace entries: live at the cursor is the end state ($want: $got)" \
+    '[ -n "$want" ] && [ "${got%% |*}" = "$want" ] && echo "$got" | grep -q "the end state: no trace entries): .* in ${want#* } blocks"'
+
 # the same view inside the report
 "$CMH" report "$F/h200/torch_exp.pickle" -o report.html 2>/dev/null
 check "report embeds the interactive view (its data and script inline)" 'grep -q "id=\"cmh-view-meta\"" report.html && grep -q "<script>" report.html'

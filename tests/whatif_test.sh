@@ -85,6 +85,14 @@ EOF
     bad "cumemhist oom on the generated trace: $("$CMH" oom frag.pickle 2>&1 | head -5)"
 "$CMH" whatif --json --conf expandable_segments:True frag.pickle >frag.json 2>err.txt || bad "whatif frag: $(cat err.txt)"
 "$CMH" whatif --json --conf expandable_segments:True --capacity 170M frag.pickle >small.json 2>err.txt || bad "whatif --capacity: $(cat err.txt)"
+# every row's free share at the allocated peak (140 MiB of 200 reserved: 30%), not at its reserved
+# peak's first moment (the 10th segment's entry, 126 MiB allocated then: 37%), so the rows compare
+"$CMH" whatif frag.pickle 2>/dev/null | grep -q "^recorded .* 140.0 MiB   30.0%" && ok "whatif's free share is taken at the allocated peak" ||
+    bad "whatif free share: $("$CMH" whatif frag.pickle 2>&1 | grep '^recorded')"
+# the recorded row at a capacity below what the record reserved says so, not the recorded OOM or "no OOM"
+"$CMH" whatif --capacity 170M frag.pickle 2>/dev/null | grep -q "^recorded .*over it (reserved 200.0 MiB)$" &&
+    ok "whatif --capacity below the recorded reserved: the recorded row is 'over it'" ||
+    bad "whatif recorded row at 170M: $("$CMH" whatif --capacity 170M frag.pickle 2>&1 | grep '^recorded')"
 py - frag.json small.json <<'EOF' || fail=$((fail + 1))
 import json, sys
 d, s = (json.load(open(f)) for f in sys.argv[1:3])
@@ -189,8 +197,8 @@ fi
     ok "a driver-level record's OOM: nothing to replay, and why" || bad "driver-only OOM record: $(cat err.txt)"
 "$CMH" whatif "$C/torch_var_plain.pickle" >text.txt 2>&1 && grep -q "^self-replay of the recorded settings: the model made the trace's 16 segment events, in order" text.txt &&
     grep -q "^expandable_segments:True " text.txt && ok "text: the recorded run and the default panel of settings" || bad "whatif text: $(cat text.txt)"
-# A private pool's (a CUDA graph's) requests: the model has the default pool alone, and says so
-# (it read '1 allocs', 20 MiB against the record's 16 MiB, and said nothing of the pool).
+# A private pool's (a CUDA graph's) requests: the model serves them from the pool's own segments,
+# and says how many there were (it once had the default pool alone and said nothing of the pool).
 py - <<'PY'
 import pickle
 M, F, G = 1 << 20, [{"name": "big", "filename": "/proj/a.py", "line": 3}], [{"name": "capture", "filename": "/proj/graph.py", "line": 7}]
@@ -217,4 +225,57 @@ check "a private pool's requests: whatif says the model serves them from the def
      py -c 'import json; assert json.load(open(\"pools.json\"))[\"record\"][\"private_pool_requests\"] == 2'"
 "$CMH" whatif "$C/torch_var_plain.pickle" >text.txt 2>&1
 check "no private pool, no word of one" "! grep -q 'private pool' text.txt"
+
+# A private pool's cached block is never the default pool's: a graph pool (1, 0) caches a whole
+# 18 MiB segment, then a default-pool request of 18 MiB fails at 28 MiB (18 reserved, 10 free).
+# The model reproduces that OOM only when it keeps the pools apart; it knows the pool from the
+# entries' pool_id (newer PyTorch), or from the final segment's segment_pool_id, and from
+# neither when the pool's segment was freed before the end and the entries do not say.
+py - <<'PY'
+import pickle
+M, P = 1 << 20, 0x7F4000000000
+def ent(action, addr, size, t, pool, oom=False):
+    e = {"action": action, "device_free" if oom else "addr": addr, "size": size, "stream": 0, "time_us": 1_700_000_000_000_000 + t, "frames": []}
+    if pool is not None:
+        e["pool_id"] = pool
+    return e
+def trace(g, d, end_free):
+    tr = [ent("segment_alloc", P, 18 * M, 0, g), ent("alloc", P, 18 * M, 1, g), ent("free_requested", P, 18 * M, 2, g),
+          ent("free_completed", P, 18 * M, 2, g), ent("oom", 10 * M, 18 * M, 3, d, oom=True)]
+    return tr + [ent("segment_free", P, 18 * M, 4, g)] if end_free else tr
+seg = {"device": 0, "address": P, "total_size": 18 * M, "allocated_size": 0, "active_size": 0, "requested_size": 0, "stream": 0,
+       "segment_type": "large", "segment_pool_id": (1, 0), "is_expandable": False, "frames": [],
+       "blocks": [{"address": P, "size": 18 * M, "requested_size": 0, "state": "inactive", "frames": []}]}
+def dump(name, segs, tr):
+    pickle.dump({"segments": segs, "device_traces": [tr], "allocator_settings": {}, "external_annotations": []}, open(name, "wb"))
+dump("gp_entries.pickle", [], trace((1, 0), (0, 0), True))  # the entries say; the segment is gone
+dump("gp_segment.pickle", [seg], trace(None, None, False))  # the final segment says
+dump("gp_neither.pickle", [], trace(None, None, True))      # nothing says: one pool, as before
+PY
+for f in gp_entries gp_segment gp_neither; do
+    "$CMH" whatif --json $f.pickle >$f.json 2>err.txt || bad "whatif $f: $(cat err.txt)"
+    "$CMH" whatif $f.pickle >$f.txt 2>&1
+done
+py - gp_entries.json gp_segment.json gp_neither.json <<'EOF' || fail=$((fail + 1))
+import json, sys
+MiB = 1 << 20
+e, g, n = (json.load(open(f)) for f in sys.argv[1:4])
+for d in (e, g, n):
+    assert d["capacity"] == 28 * MiB and d["capacity_from"] == "oom", d["capacity"]
+    assert d["record"]["ooms"] == 1, d["record"]
+assert e["settings"][0]["ooms"] == 1 and g["settings"][0]["ooms"] == 1, (e["settings"][0], g["settings"][0])
+assert e["record"]["private_pool_requests"] == 1 and g["record"]["private_pool_requests"] == 1
+assert n["settings"][0]["ooms"] == 0 and n["record"]["private_pool_requests"] == 0, n["settings"][0]
+print("ok: a graph pool's cached 18 MiB is not the default pool's: the recorded OOM replays (1 OOM) from the entries' pool_id "
+      "or the final segment's, and not (0 OOMs) when neither says")
+EOF
+check "whatif text: the private pool's request, counted from the entries' pool_id" \
+    "grep -q '^1 of the 1 requests (18.0 MiB) were served in a private pool' gp_entries.txt"
+# and the OOM's own verdict: the graph pool's free 18 MiB, known from its segment_alloc's pool_id
+# though the segment is gone at the end, is the pool's alone
+"$CMH" oom gp_entries.pickle >gp_oom_e.txt 2>&1
+"$CMH" oom gp_neither.pickle >gp_oom_n.txt 2>&1
+check "oom: held by a private pool known from the entries' pool_id; a free gap when nothing says" \
+    "grep -q 'verdict: held by a private pool' gp_oom_e.txt && grep -q 'in private pools          18.0 MiB' gp_oom_e.txt &&
+     grep -q 'verdict: a free gap inside the reserved segments was large enough' gp_oom_n.txt"
 finish

@@ -176,6 +176,7 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
     cmh_jw_key(w, "device_traces");
     cmh_jw_arr(w);
     int timed = s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US); /* PyTorch 2.0: no time_us */
+    int pooled = cmh_snapshot_entry_pools(s); /* on every entry or none, as the pickle */
     for (int d = 0; d < (ndev ? ndev : 1); d++) {
         cmh_jw_arr(w);
         for (uint32_t t = 0; t < s->ntraces; t++) {
@@ -192,6 +193,14 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
                 if (e->action == CMH_ACT_POOL_SAMPLE) cmh_jw_kuint(w, "used", cmh_entry_requested(s, e));
                 if (s->pt_fields & CMH_PT_COMPILE_CONTEXT) cmh_jw_kstr(w, "compile_context", cmh_str(s, cmh_entry_compile_context(s, e)));
                 if (s->pt_fields & CMH_PT_USER_METADATA) cmh_jw_kstr(w, "user_metadata", cmh_str(s, cmh_entry_user_metadata(s, e)));
+                if (pooled) {
+                    cmh_pool_id p = cmh_entry_pool_id(s, e);
+                    cmh_jw_key(w, "pool_id");
+                    cmh_jw_arr(w);
+                    cmh_jw_uint(w, p.id[0]);
+                    cmh_jw_uint(w, p.id[1]);
+                    cmh_jw_end(w);
+                }
                 jstack(w, s, e->stack, inl);
                 cmh_jw_end(w);
             }

@@ -447,6 +447,7 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(entries), MOVE(nentries), MOVE(cap_entries);
     MOVE(xsets), MOVE(nxsets), MOVE(cap_xsets), MOVE(xset_index), MOVE(xset_last); /* the entries' rarer fields */
     MOVE(xmap), MOVE(nxmap), MOVE(cap_xmap);
+    MOVE(pool_ids), MOVE(npool_ids), MOVE(cap_pool_ids), MOVE(pool_index); /* the pools their sets name */
     MOVE(pairs), MOVE(npairs), MOVE(cap_pairs), MOVE(pair_index), MOVE(pair_last); /* their addresses and sizes */
     MOVE(thighs), MOVE(nthighs), MOVE(cap_thighs), MOVE(thigh_last);                /* and times */
     MOVE(traces), MOVE(ntraces), MOVE(cap_traces);

@@ -227,19 +227,31 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     fputs("</div>", fp);
     /* the figures */
     int64_t t0 = cmh_clock_origin(s), t1 = cmh_clock_last(s); /* the record's one clock */
+    /* a record with no history (enabled=state, history off) knows the end only: its replay's
+     * peak is the end state, its OOMs 0 and its allocations the blocks live at the end, none of
+     * which the record says (as `peak` and `summary` say it) */
+    int hist = pk.base.history;
     fputs("<div class=\"r-cards\">", fp);
-    card(fp, SZ(pk.alloc_peak), "peak allocated");
-    card(fp, SZ(pk.reserved_peak), "peak reserved");
+    card(fp, hist ? SZ(pk.alloc_peak) : "not known", hist ? "peak allocated" : "peak allocated (no history)");
+    card(fp, hist ? SZ(pk.reserved_peak) : "not known", hist ? "peak reserved" : "peak reserved (no history)");
     card(fp, SZ(pk.alloc_end), "allocated at the end");
     card(fp, SZ(pk.reserved_end), "reserved at the end");
     snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t)st.num_ooms);
-    card(fp, buf, "out-of-memory errors");
+    card(fp, hist ? buf : "not known", hist ? "out-of-memory errors" : "out-of-memory errors (no history)");
     snprintf(buf, sizeof buf, "%" PRId64, st.allocation[CMH_POOL_ALL].allocated);
-    card(fp, buf, "allocations in the record");
+    card(fp, hist ? buf : "not known", hist ? "allocations in the record" : "allocations (no history)");
     fputs("</div>\n", fp);
+    if (!hist)
+        fputs("<p class=\"r-muted r-nohist\">No history on this device (recorded with enabled=state, or history off): only the state at "
+              "the end is known; the peak, the out-of-memory errors and the allocations made are not.</p>\n",
+              fp);
     if (pk.base.dropped)
         fprintf(fp, "<p class=\"r-muted\">The ring dropped the %" PRIu64 " oldest entries: peaks and totals cover the last %" PRIu64 ".</p>\n",
                 pk.base.dropped, pk.base.entries);
+    else if (hist && (pk.alloc_start || pk.reserved_start)) /* the replay inferred what was live before the trace */
+        fprintf(fp, "<p class=\"r-muted r-midrun\">The trace begins mid-run: %s allocated and %s reserved before its first entry "
+                    "(inferred from the end): peaks and totals cover its %" PRIu64 " entr%s only.</p>\n",
+                SZ(pk.alloc_start), SZ(pk.reserved_start), pk.base.entries, pk.base.entries == 1 ? "y" : "ies");
     /* owners, at the peak and at the end */
     if (dev >= 0) {
         const cmh_owners_report ow = P.ow;
@@ -247,9 +259,13 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             const cmh_owners_moment *m = &ow.moments[k];
             if (strcmp(m->what, "peak") && strcmp(m->what, "end")) continue;
             uint64_t sum = m->used_known ? m->used : m->recorded;
-            fprintf(fp, "<h3>Who held the memory %s (entry %" PRId64 ")</h3><div class=\"r-wrap\"><table><tr><th>owner</th><th>bytes</th>"
+            /* the moment as owners and peak name it: -1 is before the first entry, never "entry -1" */
+            char at[64] = "";
+            if (m->index >= 0) snprintf(at, sizeof at, " (entry %" PRId64 ")", m->index);
+            else if (!strcmp(m->what, "peak")) snprintf(at, sizeof at, " (before the first entry)");
+            fprintf(fp, "<h3>Who held the memory %s%s</h3><div class=\"r-wrap\"><table><tr><th>owner</th><th>bytes</th>"
                         "<th>share</th><th class=\"nw\"></th><th class=\"nw\">allocations</th></tr>\n",
-                    strcmp(m->what, "peak") ? "at the end" : "at the peak of device memory", m->index);
+                    strcmp(m->what, "peak") ? "at the end" : "at the peak of device memory", at);
             for (uint32_t i = 0; i < m->nrows; i++) {
                 const cmh_owner_row *r = &m->rows[i];
                 double pct = sum ? 100.0 * (double)r->bytes / (double)sum : 0;
@@ -271,9 +287,9 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     }
     /* the sites live at the peak */
     if (pk.nsites) {
-        fputs("<h3>Live at the allocated peak, by allocation site</h3><div class=\"r-wrap\"><table><tr><th>site</th><th class=\"nw\">owner</th>"
-              "<th>bytes</th><th class=\"nw\">share</th><th class=\"nw\">blocks</th></tr>\n",
-              fp);
+        fprintf(fp, "<h3>Live at %s, by allocation site</h3><div class=\"r-wrap\"><table><tr><th>site</th><th class=\"nw\">owner</th>"
+                    "<th>bytes</th><th class=\"nw\">share</th><th class=\"nw\">blocks</th></tr>\n",
+                hist ? "the allocated peak" : "the end (no history: the peak is not known)");
         for (uint32_t i = 0; i < pk.nsites && i < 12; i++) {
             const cmh_site *x = &pk.sites[i];
             site_label(s, g, x->stack, buf, sizeof buf);

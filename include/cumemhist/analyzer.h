@@ -107,6 +107,10 @@ void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FIL
 /* The same table; pytorch 0 titles it "CUDA memory summary" (a record PyTorch's allocator did not
  * make: its figures are the driver's or another allocator's, in PyTorch's layout). */
 void cmh_summary_print_titled(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, FILE *fp);
+/* The same table; history 0 (a record with no history: enabled=state, PyTorch's history off)
+ * prints only Cur Usage, the end state: Peak, Tot Alloc, Tot Freed, the OOMs and the retries
+ * read '-' (not known), where the replay would give the end state again and zeros. */
+void cmh_summary_print_known(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, int history, FILE *fp);
 
 /* torch/cuda/_memory_viz.py's `stats` (segsum) and `trace` text, character for character, of
  * a snapshot in PyTorch's shape (a recorder snapshot goes through cmh_memviz_shape first, as

@@ -34,6 +34,7 @@ typedef struct cmh_recover_info {
     uint64_t orphans;         /* blocks whose segment was not in the record */
     int checkpoint;           /* a checkpoint was the base (its file: FLIGHT.ckptN.cmh) */
     char snapshot_path[4200]; /* where the process would have written its snapshot */
+    uint64_t truncated;       /* bytes of written records past the file's end (a cut copy): lost */
 } cmh_recover_info;
 
 /* Read the flight record at path into out (initialized here).  CMH_OK; CMH_EFORMAT or CMH_EIO

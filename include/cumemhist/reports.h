@@ -88,6 +88,9 @@ typedef struct cmh_peak_report {
     int64_t reserved_peak, reserved_index, reserved_time_ns;
     int64_t requested_peak, requested_index, requested_time_ns; /* the bytes asked for, before rounding */
     int64_t alloc_end, reserved_end, requested_end;
+    /* before the first entry: the state the replay inferred from the end (not 0: the trace began
+     * mid-run, or a ring dropped its oldest entries; a record with no history: the end state) */
+    int64_t alloc_start, reserved_start;
     int64_t active_end; /* every active block's bytes at the end (allocated and pending free) */
     int64_t reserved_last, active_last; /* after the last entry, before the reconciliation */
     cmh_site *sites; /* live at the allocated peak */
@@ -121,6 +124,12 @@ int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, in
 int cmh_reserved_peaks(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
+/* Both from that one replay: the end's stats and the peak's totals (no sites), as summary
+ * needs them to say what its table cannot (the state before the first entry). */
+int cmh_whole_replay_peak(const cmh_snapshot *s, int device, cmh_mem_stats *end, cmh_peak_report *p);
+/* cmh_summary_compute, and from the same replay the peak's totals (p: no sites; the state the
+ * replay inferred before the first entry, which summary's table has no row for). */
+int cmh_summary_compute_peak(const cmh_snapshot *s, int device, cmh_mem_stats *out, cmh_peak_report *p);
 
 /* What the memo's replay of a device saw, kept when asked for (cmh_replay_memo_history): the
  * allocated and reserved bytes after each entry, and each active block appearing and going in
@@ -305,6 +314,11 @@ const char *cmh_oom_verdict_text(int verdict);
  * largest free run inside one segment. */
 struct cmh_oom_event {
     int64_t index, time_ns;
+    /* the allocator's retry: its thread freed retry_freed bytes of cached segments (maybe none)
+     * and asked for the same size again (the next OOM, or a success): memory_summary's
+     * "cudaMalloc retries" */
+    int retried;
+    uint64_t retry_freed;
     uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
     int fits_in_gap, verdict;
     cmh_free_split split; /* free_inside - pending_free, split into releasable and trapped */
@@ -325,6 +339,14 @@ void cmh_oom_report_free(cmh_oom_report *r);
 /* The snapshot's first out-of-memory error by time (the lowest device's first without times):
  * its device, its index in that device's trace and its time.  0 when there is none. */
 int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns);
+/* Whether OOM entry i of trace t was the allocator's retry rather than a failure the program
+ * saw: in a record of our recorder (driver calls), its thread then freed cached segments
+ * (*freed: their bytes, 0 when it found none) and asked the driver for the same size again
+ * before anything else (PyTorch counts its retries so, whether or not anything was freed).
+ * PyTorch's own snapshots record an OOM only once the allocator gave up: 0 there. */
+int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed);
+/* The OOMs of trace t that were retries (as cmh_oom_retried says) */
+uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
 
 /* Each device's peaks (pinned host memory left out): device first, then the rest by peak
  * reserved, largest first.  Fills up to cap, *n says how many. */

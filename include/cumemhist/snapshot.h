@@ -133,6 +133,10 @@ typedef struct cmh_entry_full {
     uint64_t size;   /* bytes (rounded for blocks); for oom: the request */
     uint64_t requested; /* requested bytes for alloc/free, else = size */
     uint64_t stream;
+    /* the memory pool the entry's block or segment belongs to (PyTorch's 'pool_id', newer
+     * versions): (0, 0) the default pool or unknown, else a CUDA graph's or a MemPool's, as a
+     * segment's pool_id */
+    uint64_t pool_id[2];
     uint32_t stack;
     uint32_t name;            /* mark: the label (string id) */
     uint32_t compile_context; /* string id, 0 = none */
@@ -143,16 +147,23 @@ typedef struct cmh_entry_full {
 
 /* The fields of an entry that most entries leave at their defaults, kept once per distinct set
  * (s->xsets; set 0 is all defaults): requested = size - slack (mod 2^64), stream, name,
- * compile_context, user_metadata and thread as in cmh_entry_full, and, for an entry whose time's
- * upper half is not in s->thighs (th == CMH_TH_FAR), that upper half.  A trace repeats few sets
- * (a thread, a stream, a compile context), so an entry holds its set's number, not the set. */
+ * compile_context, user_metadata and thread as in cmh_entry_full, the pool id as its number in
+ * s->pool_ids (0: (0, 0)), and, for an entry whose time's upper half is not in s->thighs
+ * (th == CMH_TH_FAR), that upper half.  A trace repeats few sets (a thread, a stream, a compile
+ * context, a private pool), so an entry holds its set's number, not the set. */
 typedef struct cmh_entry_xset {
     uint64_t slack;
     uint64_t stream;
     uint32_t thread, name, compile_context, user_metadata;
     uint32_t thigh; /* the upper 32 bits of the time of an entry with th == CMH_TH_FAR, else 0 */
-    uint32_t pad;   /* 0: the set's bytes are hashed and compared */
+    uint32_t pool;  /* s->pool_ids[pool]: the entry's pool id (0: the default pool, (0, 0)) */
 } cmh_entry_xset;
+
+/* A memory pool's id as PyTorch writes it: (0, 0) the default pool; a CUDA graph's pool
+ * (graph_pool_handle: (id, 0)) or a MemPool's ((0, id)) otherwise. */
+typedef struct cmh_pool_id {
+    uint64_t id[2];
+} cmh_pool_id;
 
 /* An address and a size an entry names, kept once per distinct pair (s->pairs): an alloc and
  * its free, a block and its reuse at the same place name the same pair. */
@@ -256,6 +267,7 @@ typedef enum cmh_source { CMH_SRC_RECORDER = 0, CMH_SRC_PYTORCH = 1 } cmh_source
 #define CMH_PT_LEGACY_HISTORY 0x20 /* PyTorch <= 2.0 block 'history' layout */
 #define CMH_PT_BARE_SEGMENTS 0x40  /* memory_snapshot(): a bare list of segments */
 #define CMH_PT_FROM_RECORDER 0x80  /* a pickle exported from a recorder snapshot (viz/memviz.c) */
+#define CMH_PT_POOL_ID 0x100       /* trace entries said their 'pool_id' (newer PyTorch), even (0, 0) */
 
 typedef struct cmh_meminfo {
     int32_t device;
@@ -270,7 +282,7 @@ typedef struct cmh_meminfo {
 typedef struct cmh_snapshot {
     uint32_t version;
     uint8_t source;
-    uint8_t pt_fields;        /* CMH_PT_* */
+    uint16_t pt_fields;       /* CMH_PT_* */
     uint64_t skipped_entries; /* trace entries of actions this version does not know */
     uint8_t unverified;       /* a .cmh written before checksums: read without a check of its bytes */
     /* meta */
@@ -314,6 +326,9 @@ typedef struct cmh_snapshot {
     uint32_t nxsets, cap_xsets;
     cmh_oatab xset_index;  /* interning: content hash -> set number */
     uint32_t xset_last;    /* the set interned last (a trace repeats its sets in runs) */
+    cmh_pool_id *pool_ids; /* the pools entries name ([0] = (0, 0), or NULL while none names another) */
+    uint32_t npool_ids, cap_pool_ids;
+    cmh_oatab pool_index;  /* interning: pool id hash -> number */
     cmh_entry_xref *xmap;  /* the entries with xs == CMH_XS_FAR, by ascending entry index */
     uint32_t nxmap, cap_xmap;
     cmh_trace *traces;
@@ -410,6 +425,17 @@ static inline uint32_t cmh_entry_thread(const cmh_snapshot *s, const cmh_entry *
 static inline uint32_t cmh_entry_name(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->name; }
 static inline uint32_t cmh_entry_compile_context(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->compile_context; }
 static inline uint32_t cmh_entry_user_metadata(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->user_metadata; }
+/* A pool id's number in s->pool_ids (interned: 0 for (0, 0)), as entries' sets hold it. */
+int cmh_snapshot_pool_number(cmh_snapshot *s, const uint64_t id[2], uint32_t *number);
+/* Whether a PyTorch export should say each entry's pool_id: the source did (CMH_PT_POOL_ID), or
+ * an entry is a private pool's (looked up in the entries' sets, which only entries make). */
+int cmh_snapshot_entry_pools(const cmh_snapshot *s);
+/* The entry's pool id; (0, 0) for the default pool and for an entry whose source did not say. */
+static inline cmh_pool_id cmh_entry_pool_id(const cmh_snapshot *s, const cmh_entry *e)
+{
+    uint32_t p = cmh_entry_x(s, e)->pool;
+    return p && p < s->npool_ids ? s->pool_ids[p] : (cmh_pool_id){{0, 0}};
+}
 /* Every field of an entry of s. */
 void cmh_entry_get(const cmh_snapshot *s, const cmh_entry *e, cmh_entry_full *out);
 /* The same for an entry kept apart from s->entries with its own map of far sets (xmap, nxmap;

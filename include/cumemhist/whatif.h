@@ -38,13 +38,17 @@ typedef struct cmh_whatif_result {
     uint64_t unknown_frees;   /* frees of blocks allocated before the trace began (not replayed) */
     uint64_t peak_reserved, peak_allocated;
     int64_t peak_reserved_index; /* the trace entry at which reserved peaked (-1: never above 0) */
-    double frag_at_peak;      /* at the reserved peak: free bytes inside segments / reserved (shown as "free", not fragmentation) */
+    double frag_at_peak;      /* at the allocated peak (the moment the program needed most, the same entry in every row):
+                                 free bytes inside segments / reserved (shown as "free", not fragmentation) */
     uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
     uint32_t empty_cache_calls; /* the program's empty_cache() (a burst of segment frees in the trace) */
     uint32_t ooms;            /* requests the model could not serve at the capacity */
     int64_t first_oom_index, first_oom_time_ns;
     uint64_t first_oom_request;
     uint64_t end_reserved, end_allocated;
+    /* requests of a private pool (the entry's pool_id, else its final segment's segment_pool_id):
+     * the model serves each from its own pool's segments alone */
+    uint64_t private_requests, private_bytes;
     /* with compare: the model's segment events against the trace's, one by one */
     uint64_t recorded_segment_events, self_replay_mismatches;
     int64_t first_mismatch_index; /* in the trace's segment events (-1: none) */

@@ -138,6 +138,10 @@
    * made yet: one pass, well under a millisecond on a million entries) */
   function liveAt(d, e, maxCps) { /* maxCps: use only the first ones (the tests: every path) */
     var out = [];
+    if (!d.n) { /* no trace entries (enabled=state, history off): the cursor stands at the end, and what is live is the end state */
+      for (var k = 0; k < d.na; k++) if (d.end[k] >= d.n) out.push(k);
+      return out;
+    }
     if (e < 0 || e >= d.n) return out;
     var cps = d.cps || (d.cpj ? d.cpj.cps : []), c = Math.min(Math.floor(e / CP), cps.length - 1, maxCps === undefined ? Infinity : maxCps - 1), i;
     if (c < 0) {
@@ -231,6 +235,7 @@
     })({timeRemaining: function () { return 0; }});
   }
   function when(d, e) {
+    if (!d.n) return 'the end state: no trace entries';
     if (e < 0) return 'before the first entry';
     if (e >= d.n) return 'after the last entry';
     var s = 'entry ' + e, t = meta.origin_ns && d.time ? d.time : null;

@@ -1,0 +1,163 @@
+/*
+ * replay_views.c - what is read off a replay's state (replay_state.h): its live blocks and
+ * segments, its free space, and a copy of it to go on from (a checkpoint, memo.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "memo.h"
+#include "replay_state.h"
+
+cmh_replay *cmh_replay_clone(const cmh_replay *r)
+{
+    cmh_replay *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    *c = *r;
+    c->segs = NULL;
+    c->saddr = NULL;
+    c->nsegs = c->capsegs = 0; /* (until copied: a failed copy frees what it has) */
+    cmh_oa_init(&c->blocks, r->blocks.esize);
+    cmh_oa_init(&c->hseg, r->hseg.esize); /* the backward pass's alone: empty going forwards */
+    c->pools = NULL;
+    c->spare = NULL;
+    c->obs = NULL;
+    c->obs_arg = NULL;
+    c->borrowed = 1;
+    if (r->hashmode || r->hseg.n) goto oom;
+    if (r->capsegs) {
+        c->segs = calloc(r->capsegs, sizeof *c->segs);
+        c->saddr = malloc(r->capsegs * sizeof *c->saddr);
+        if (!c->segs || !c->saddr) goto oom;
+        c->capsegs = r->capsegs;
+        memcpy(c->saddr, r->saddr, r->nsegs * sizeof *c->saddr);
+        for (uint32_t i = 0; i < r->nsegs; i++, c->nsegs++) {
+            const rseg *g = r->segs[i];
+            if (!g) continue;
+            rseg *x = malloc(sizeof *x);
+            if (!x) goto oom;
+            *x = *g;
+            x->next_spare = NULL;
+            x->r = g->capr ? malloc(g->capr * sizeof *x->r) : NULL;
+            if (g->capr && !x->r) {
+                free(x);
+                goto oom;
+            }
+            if (g->nr) memcpy(x->r, g->r, g->nr * sizeof *x->r);
+            c->segs[i] = x;
+        }
+    }
+    if (r->blocks.cap) { /* the same slots: the blocks are walked in the same order */
+        size_t bytes = (size_t)r->blocks.cap * r->blocks.esize;
+        if (!(c->blocks.slots = malloc(bytes))) goto oom;
+        memcpy(c->blocks.slots, r->blocks.slots, bytes);
+        c->blocks.cap = r->blocks.cap;
+        c->blocks.n = r->blocks.n;
+    }
+    if (r->npools) { /* the capacity fwd_pool_sample grows it to: the next power of two */
+        uint32_t cap = 1;
+        while (cap < r->npools) cap *= 2;
+        if (!(c->pools = malloc(cap * sizeof *c->pools))) goto oom;
+        memcpy(c->pools, r->pools, r->npools * sizeof *c->pools);
+    }
+    return c;
+oom:
+    cmh_replay_free(c);
+    return NULL;
+}
+
+void cmh_replay_take_arrays(cmh_replay *c, cmh_replay *from)
+{
+    if (!c->borrowed || c->exact != from->exact || c->final_stack != from->final_stack || from->borrowed) return;
+    from->exact = NULL;
+    from->final_stack = NULL;
+    c->borrowed = 0;
+}
+
+void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg)
+{
+    for (uint32_t i = 0; i < r->blocks.cap; i++) {
+        const rblock *b = cmh_oa_at(&r->blocks, i);
+        if (!b->addr) continue;
+        cmh_live_block lb = {b->addr, b->size, b->requested, b->time_ns, b->stack, b->state, b->pool};
+        fn(arg, &lb);
+    }
+}
+
+void cmh_replay_segments(const cmh_replay *r, void (*fn)(void *, const cmh_live_segment *), void *arg)
+{
+    for (uint32_t i = 0; i < r->nsegs; i++) {
+        const rseg *g = r->segs[i];
+        if (!g) continue;
+        cmh_live_segment ls = {g->addr, g->size, g->pool, g->expandable};
+        fn(arg, &ls);
+    }
+}
+
+void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint64_t *releasable, uint64_t *trapped)
+{
+    if (b <= a) return;
+    if (!holds_active) { /* a segment with nothing in it: empty_cache() gives it all back */
+        *releasable += b - a;
+        return;
+    }
+    if (!expandable) {
+        *trapped += b - a;
+        return;
+    }
+    /* an expandable segment unmaps the whole pages of a free run, wherever it is */
+    const uint64_t page = 2u << 20;
+    uint64_t lo = (a + page - 1) / page * page, hi = b / page * page;
+    uint64_t rel = hi > lo ? hi - lo : 0;
+    *releasable += rel;
+    *trapped += b - a - rel;
+}
+
+/* Whether the replay's segment at addr is one of a private pool's (a CUDA graph's, a MemPool's)
+ * by the final segment at that address, its segment_pool_id.  A segment freed before the end is
+ * known only by its segment_alloc's pool_id (rseg.priv), from PyTorch versions that write it. */
+static int seg_private(const cmh_replay *r, uint64_t addr)
+{
+    const cmh_snapshot *s = r->s;
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device == r->device && g->addr <= addr && addr < g->addr + (g->size ? g->size : 1))
+            return g->pool_id[0] != 0 || g->pool_id[1] != 0;
+    }
+    return 0;
+}
+
+void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
+{
+    memset(out, 0, sizeof *out);
+    int any_private = 0; /* (most records have none: then no segment is looked up) */
+    for (uint32_t i = 0; i < r->s->nsegments && !any_private; i++) {
+        const cmh_segment *g = &r->s->segments[i];
+        any_private = g->device == r->device && (g->pool_id[0] || g->pool_id[1]);
+    }
+    for (uint32_t i = 0; i < r->nsegs; i++) {
+        const rseg *g = r->segs[i];
+        if (!g) continue;
+        int priv = g->priv || (any_private && seg_private(r, g->addr));
+        uint64_t at = g->addr;
+        for (uint32_t k = 0; k <= g->nr; k++) {
+            uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;
+            if (end > at && priv) {
+                out->private_free += end - at; /* the pool's own: no other request can use it */
+            } else if (end > at) {
+                cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
+                if (end - at > out->largest_gap) out->largest_gap = end - at;
+            }
+            if (k < g->nr && g->r[k].b > at) at = g->r[k].b;
+        }
+    }
+    for (uint32_t i = 0; i < r->npools; i++) out->pool_cache += (uint64_t)r->pools[i].slack;
+    out->releasable += out->pool_cache; /* a pool's cache goes back with cuMemPoolTrimTo */
+}
+
+void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap)
+{
+    cmh_free_split x; /* the same walk: the two figures can never disagree */
+    cmh_replay_free_split(r, &x);
+    *free_inside = x.releasable + x.trapped + x.private_free;
+    *largest_gap = x.largest_gap;
+}

@@ -1,0 +1,206 @@
+/*
+ * flight_records.c - the flight record's records other than trace entries: stacks, names, Python
+ * frames, range annotations, threads, cuMemGetInfo samples, and the module map that lets a
+ * reader symbolize the stacks of a process that is gone (the file and its append path:
+ * flight.c; the format: snapshot/flight_format.h).
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flight_internal.h"
+
+static uint32_t g_stacks_seen, g_stacks_scanned; /* new stacks since the last module scan */
+
+static uint32_t padded(size_t n) { return (uint32_t)((n + 7) & ~(size_t)7); }
+
+void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + sizeof(cmh_fr_stack) + (size_t)depth * 8), &a, 1, 0);
+    if (!h) return;
+    cmh_fr_stack *r = CMH_FL_BODY(h, cmh_fr_stack);
+    r->id = id;
+    r->depth = depth;
+    uint64_t *out = (uint64_t *)(r + 1);
+    for (uint32_t i = 0; i < depth; i++) out[i] = pcs[i];
+    cmh_fl_commit(h, CMH_FR_STACK, a);
+    __atomic_add_fetch(&g_stacks_seen, 1, __ATOMIC_RELAXED);
+}
+
+void cmh_flight_name(uint32_t id, const char *name)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    size_t n = strlen(name);
+    if (n > 65535) n = 65535;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + sizeof(cmh_fr_name) + n), &a, 1, 0);
+    if (!h) return;
+    cmh_fr_name *r = CMH_FL_BODY(h, cmh_fr_name);
+    r->id = id;
+    r->length = (uint32_t)n;
+    memcpy(r + 1, name, n);
+    cmh_fl_commit(h, CMH_FR_NAME, a);
+}
+
+void cmh_flight_pyframe(uint32_t id, const char *file, const char *name, int32_t line)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    size_t fl = strlen(file), nl = strlen(name);
+    if (fl > 4096) fl = 4096;
+    if (nl > 4096) nl = 4096;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + sizeof(cmh_fr_pyframe) + fl + nl), &a, 1, 0);
+    if (!h) return;
+    cmh_fr_pyframe *r = CMH_FL_BODY(h, cmh_fr_pyframe);
+    r->id = id;
+    r->line = line;
+    r->file_len = (uint32_t)fl;
+    r->name_len = (uint32_t)nl;
+    memcpy(r + 1, file, fl);
+    memcpy((char *)(r + 1) + fl, name, nl);
+    cmh_fl_commit(h, CMH_FR_PYFRAME, a);
+}
+
+void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_annotation), &a, 1, 0);
+    if (!h) return;
+    cmh_fr_annotation *r = CMH_FL_BODY(h, cmh_fr_annotation);
+    r->ticks = ticks;
+    r->name = name;
+    r->device = device;
+    r->stage = (uint32_t)stage;
+    cmh_fl_commit(h, CMH_FR_ANNOTATION, a);
+}
+
+void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name)
+{
+    (void)arg;
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return; /* written with the others at the start */
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_thread), &a, 1, 0);
+    if (!h) return;
+    cmh_fr_thread *r = CMH_FL_BODY(h, cmh_fr_thread);
+    r->thread = thread;
+    r->pad = 0;
+    r->tid = tid;
+    memset(r->name, 0, sizeof r->name);
+    size_t n = strlen(name);
+    memcpy(r->name, name, n < sizeof r->name ? n : sizeof r->name);
+    cmh_fl_commit(h, CMH_FR_THREAD, a);
+}
+
+void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total, uint32_t thread)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_meminfo), &a, 1, 0);
+    if (!h) return;
+    cmh_fr_meminfo *r = CMH_FL_BODY(h, cmh_fr_meminfo);
+    r->device = device;
+    r->thread = thread;
+    r->ticks = ticks;
+    r->free = free_b;
+    r->total = total;
+    cmh_fl_commit(h, CMH_FR_MEMINFO, a);
+}
+
+/* ---- the module map ---- */
+
+typedef struct known {
+    uint64_t base;
+    char path[512];
+} known;
+static known *g_known;
+static size_t g_nknown, g_cknown;
+
+static int build_id_hex(struct dl_phdr_info *info, char *hex, size_t cap)
+{
+    hex[0] = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+            const char *name = p + sizeof *nh, *desc = name + ((nh->n_namesz + 3) & ~3u);
+            if (desc + nh->n_descsz > end) break;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(name, "GNU", 4)) {
+                size_t k = 0;
+                for (uint32_t j = 0; j < nh->n_descsz && k + 3 < cap; j++) k += (size_t)snprintf(hex + k, cap - k, "%02x", (unsigned char)desc[j]);
+                return 0;
+            }
+            p = desc + ((nh->n_descsz + 3) & ~3u);
+        }
+    }
+    return -1;
+}
+
+static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    char path[512];
+    const char *name = info->dlpi_name;
+    if (!name || !*name) { /* the executable */
+        ssize_t l = readlink("/proc/self/exe", path, sizeof path - 1);
+        path[l > 0 ? l : 0] = 0;
+    } else snprintf(path, sizeof path, "%s", name);
+    if (!path[0]) return 0;
+    for (size_t i = 0; i < g_nknown; i++)
+        if (g_known[i].base == info->dlpi_addr && !strcmp(g_known[i].path, path)) return 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD) {
+            uint64_t a = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+            if (a < lo) lo = a;
+            if (a + info->dlpi_phdr[i].p_memsz > hi) hi = a + info->dlpi_phdr[i].p_memsz;
+        }
+    if (lo >= hi) return 0;
+    if (g_nknown == g_cknown) {
+        size_t nc = g_cknown ? g_cknown * 2 : 64;
+        known *nk = realloc(g_known, nc * sizeof *nk);
+        if (!nk) return 0;
+        g_known = nk;
+        g_cknown = nc;
+    }
+    g_known[g_nknown].base = info->dlpi_addr;
+    snprintf(g_known[g_nknown].path, sizeof g_known[g_nknown].path, "%s", path);
+    g_nknown++;
+    char bid[130];
+    build_id_hex(info, bid, sizeof bid);
+    size_t pl = strlen(path), bl = strlen(bid);
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + sizeof(cmh_fr_module) + pl + bl), &a, 1, 0);
+    if (!h) return 0;
+    cmh_fr_module *r = CMH_FL_BODY(h, cmh_fr_module);
+    r->base = lo; /* the lowest loaded address, as the snapshot's module map has it */
+    r->size = hi - lo;
+    r->path_len = (uint32_t)pl;
+    r->build_id_len = (uint32_t)bl;
+    memcpy(r + 1, path, pl);
+    memcpy((char *)(r + 1) + pl, bid, bl);
+    cmh_fl_commit(h, CMH_FR_MODULE, a);
+    return 0;
+}
+
+void cmh_fl_scan_modules(void)
+{
+    g_stacks_scanned = __atomic_load_n(&g_stacks_seen, __ATOMIC_RELAXED);
+    dl_iterate_phdr(scan_one, NULL);
+}
+
+int cmh_fl_stacks_unscanned(void) { return __atomic_load_n(&g_stacks_seen, __ATOMIC_RELAXED) != g_stacks_scanned; }
+
+void cmh_fl_modules_reset(int stacks_too)
+{
+    g_nknown = 0;
+    if (stacks_too) g_stacks_seen = g_stacks_scanned = 0;
+}
