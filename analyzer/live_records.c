@@ -259,7 +259,7 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         const cmh_fr_meminfo *x = (const cmh_fr_meminfo *)body;
         if (len < sizeof *x) return cmh_live_fail(l, err, errlen, "a short cuMemGetInfo record", at);
         if (x->device < 0 || x->device >= CMH_FLIGHT_SLOTS - 1) return CMH_OK;
-        cmh_meminfo m = {x->device, to_ns(h, x->ticks), x->free, x->total};
+        cmh_meminfo m = {x->device, to_ns(h, x->ticks), x->free, x->total, x->thread};
         return add_sample(l, &m);
     }
     default: return CMH_OK; /* a newer writer's record: not ours to read */

@@ -9,6 +9,16 @@
  * names it (a library by name, or the program).  A cuMemGetInfo sample gives the device's used
  * bytes: what the recorded rows leave of it is the unexplained row, computed at the sample's
  * own instant (the record replayed to it) and assumed steady to the moments without one.
+ *
+ * A sample and the trace can disagree by the calls then in flight: a hook logs an allocation
+ * after the driver returns it, a free before the driver takes it back, so another thread's
+ * allocation can be in cuMemGetInfo's used bytes and not yet in the trace (3 threads allocating
+ * at once made 8 MiB 'not recorded' of nothing).  Each other thread has at most one call in the
+ * driver: its first entry after the sample, if an allocation, or its last before, if a free
+ * logged since the sampler's own last call.
+ * What those may explain of a sample's excess makes a range, [excess - them, excess]; a sample
+ * with nothing in flight is exact, and the steady assumption, taken from the nearest exact
+ * sample, picks the figure in the range (its low end where no sample is exact).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +145,9 @@ typedef struct want {
     char what[32];
     int hidden; /* a cuMemGetInfo sample's instant: only its recorded bytes are wanted */
     uint32_t sample;
+    int bad;              /* a sample that cannot be (free > total): left out */
+    int ranged;           /* lo and hi known (sample_range) */
+    uint64_t lo, hi;      /* a sample's: the unexplained bytes, at least and at most (calls in flight) */
     uint64_t recorded; /* filled */
     acc rows;
     uint64_t torch_alloc, torch_reserved;
@@ -168,6 +181,86 @@ static const cmh_trace *trace_of(const cmh_snapshot *s, int dev)
     for (uint32_t i = 0; i < s->ntraces; i++)
         if (s->traces[i].device == dev) return &s->traces[i];
     return NULL;
+}
+
+/* ---- calls in flight at a sample ---- */
+
+/* How far from a sample a thread's call can still have been in the driver at it: a hook logs
+ * within microseconds of the driver's return, but a loaded machine can hold a thread between
+ * the two for many milliseconds.  The scan is bounded in entries too (a busy trace). */
+#define FLIGHT_NS 250000000ll
+#define FLIGHT_ENTRIES 65536
+#define FLIGHT_THREADS 256
+
+static int is_alloc(int a) { return a == CMH_ACT_SEGMENT_ALLOC || a == CMH_ACT_SEGMENT_MAP; }
+static int is_free(int a) { return a == CMH_ACT_SEGMENT_FREE || a == CMH_ACT_SEGMENT_UNMAP; }
+
+/* The bytes of the calls other threads may have had in the driver at sample w (entries
+ * [0, first) the record up to it): per thread (not the sampler, whose calls are all logged by
+ * then), its first entry from first on if that is an allocation; and, where the sampler is
+ * known, its last entry since the sampler's own last one if that is a free (a free logged
+ * longer before is taken as done: else every thread's last free before a dump at exit would
+ * make a context's figure uncertain).  Each no larger than excess (a call that big was not in
+ * the sample's excess), their sum at most excess. */
+static uint64_t in_flight(const cmh_snapshot *s, const cmh_trace *tr, int64_t first, const cmh_meminfo *m, uint64_t excess)
+{
+    uint32_t seen[FLIGHT_THREADS];
+    uint64_t sum = 0;
+    for (int dir = 1; dir >= (m->thread ? -1 : 1) && sum < excess; dir -= 2) {
+        uint32_t nseen = 0;
+        int64_t i = dir > 0 ? first : first - 1;
+        for (int64_t n = 0; i >= 0 && i < (int64_t)tr->nentries && n < FLIGHT_ENTRIES && sum < excess; i += dir, n++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + i];
+            int64_t t = cmh_entry_time(s, e);
+            if (t && m->time_ns && (dir > 0 ? t - m->time_ns : m->time_ns - t) > FLIGHT_NS) break;
+            uint32_t th = cmh_entry_thread(s, e), k = 0;
+            if (m->thread && th == m->thread && dir < 0) break;
+            if (m->thread && th == m->thread) continue;
+            while (k < nseen && seen[k] != th) k++;
+            if (k < nseen) continue; /* not this thread's nearest entry to the sample */
+            if (nseen == FLIGHT_THREADS) break;
+            seen[nseen++] = th;
+            uint64_t size = cmh_entry_size(s, e);
+            if ((dir > 0 ? is_alloc(e->action) : is_free(e->action)) && size <= excess) sum += size;
+        }
+    }
+    return sum < excess ? sum : excess;
+}
+
+/* Sample w's range of unexplained bytes: [excess - in flight, excess]. */
+static void sample_range(const cmh_snapshot *s, const cmh_trace *tr, want *w)
+{
+    if (w->ranged) return;
+    const cmh_meminfo *m = &s->meminfo[w->sample];
+    uint64_t used = m->total - m->free; /* (a bad one, free > total, is never asked) */
+    w->hi = used > w->recorded ? used - w->recorded : 0;
+    int64_t first = w->index == INT64_MAX ? (tr ? (int64_t)tr->nentries : 0) : w->index + 1;
+    w->lo = w->hi - (w->hi && tr ? in_flight(s, tr, first, m, w->hi) : 0);
+    w->ranged = 1;
+}
+
+static int64_t dist(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
+
+/* The unexplained bytes taken from sample b: exact, or, where calls were in flight, the nearest
+ * exact sample's figure (the steady assumption) as far as b's own range allows; its low end
+ * where no sample nearby is exact.  Samples are looked at outward from b, a few each side. */
+static uint64_t sample_unexplained(const cmh_snapshot *s, const cmh_trace *tr, want *w, uint32_t nw, want *b)
+{
+    sample_range(s, tr, b);
+    if (b->lo == b->hi) return b->hi;
+    /* w is in trace order: step out from b to the nearer of the next samples either side */
+    int64_t l = b - w - 1, r = b - w + 1;
+    for (int tried = 0; tried < 16; tried++) {
+        while (l >= 0 && (!w[l].hidden || w[l].bad)) l--;
+        while (r < (int64_t)nw && (!w[r].hidden || w[r].bad)) r++;
+        if (l < 0 && r >= (int64_t)nw) break;
+        int64_t j = l < 0 ? r : r >= (int64_t)nw ? l : dist(w[l].time_ns, b->time_ns) <= dist(w[r].time_ns, b->time_ns) ? l : r;
+        if (j == l) l--;
+        else r++;
+        sample_range(s, tr, &w[j]);
+        if (w[j].lo == w[j].hi) return w[j].hi < b->lo ? b->lo : w[j].hi > b->hi ? b->hi : w[j].hi;
+    }
+    return b->lo;
 }
 
 static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, int end_only)
@@ -247,6 +340,8 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         w[nw].time_ns = m->time_ns;
         w[nw].hidden = 1;
         w[nw].sample = k;
+        w[nw].bad = m->free > m->total;
+        if (w[nw].bad && !out->bad_samples++) out->bad_sample = *m;
         nw++;
     }
     /* a device that never held a byte has no peak to show, nor one with no history (enabled=state:
@@ -315,9 +410,10 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             const cmh_meminfo *mi = &c.s->meminfo[w[k].sample];
             out->sample_known = 1;
             out->sample_time_ns = mi->time_ns;
-            out->sample_used = mi->total > mi->free ? mi->total - mi->free : 0;
+            out->sample_used = mi->total - mi->free; /* (never a bad one: cmh_owners_latest_sample) */
             out->sample_total = mi->total;
-            out->sample_recorded = w[k].recorded;
+            /* what the record held then, the calls then in flight counted (their bytes are in used) */
+            out->sample_recorded = out->sample_used - sample_unexplained(c.s, btr, w, nw, &w[k]);
         }
 
     /* the visible moments, in time order; each with the unexplained row of its nearest sample */
@@ -333,16 +429,15 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         if (w[k].index == INT64_MAX) m->index = merged_len - 1;
         m->time_ns = w[k].time_ns;
         m->recorded = w[k].recorded;
-        const want *best = NULL;
+        want *best = NULL;
         for (uint32_t j = 0; j < nw; j++) {
-            if (!w[j].hidden) continue;
-            int64_t d = w[j].time_ns - m->time_ns, bd = best ? best->time_ns - m->time_ns : 0;
-            if (!best || (d < 0 ? -d : d) < (bd < 0 ? -bd : bd)) best = &w[j];
+            if (!w[j].hidden || w[j].bad) continue;
+            if (!best || dist(w[j].time_ns, m->time_ns) < dist(best->time_ns, m->time_ns)) best = &w[j];
         }
         if (best) {
             const cmh_meminfo *mi = &c.s->meminfo[best->sample];
-            uint64_t used = mi->total > mi->free ? mi->total - mi->free : 0;
-            uint64_t unexplained = used > best->recorded ? used - best->recorded : 0;
+            uint64_t unexplained = sample_unexplained(c.s, btr, w, nw, best);
+            m->in_flight = best->hi - unexplained;
             add_row(&w[k].rows, CMH_OWN_UNEXPLAINED, "not recorded (CUDA context, other processes)", unexplained, 0);
             if (w[k].rows.nomem) goto out;
             m->used_known = 1;
@@ -390,7 +485,9 @@ int64_t cmh_owners_latest_sample(const cmh_snapshot *s, int device, int64_t *at)
 {
     int64_t k = -1;
     for (uint32_t i = 0; i < s->nmeminfo; i++) /* (of samples at one instant, the last taken) */
-        if (s->meminfo[i].device == device && (k < 0 || s->meminfo[i].time_ns >= s->meminfo[k].time_ns)) k = i;
+        if (s->meminfo[i].device == device && s->meminfo[i].free <= s->meminfo[i].total && /* (one that cannot be: left out) */
+            (k < 0 || s->meminfo[i].time_ns >= s->meminfo[k].time_ns))
+            k = i;
     *at = -1;
     if (k < 0) return k;
     /* placed as compute places it: at the dump, the end; else after the last entry up to it */

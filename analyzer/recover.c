@@ -213,7 +213,7 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         const cmh_fr_meminfo *x = body;
         if (len < sizeof *x) return fail(c->r, "a short cuMemGetInfo record at byte %llu", at);
         if (x->device < 0 || x->device >= CMH_FLIGHT_SLOTS - 1) return CMH_OK; /* not a device: not ours to keep */
-        cmh_meminfo m = {x->device, to_ns(c->r->h, x->ticks), x->free, x->total};
+        cmh_meminfo m = {x->device, to_ns(c->r->h, x->ticks), x->free, x->total, x->thread};
         return cmh_snapshot_add_meminfo(s, &m) == CMH_OK ? CMH_OK : CMH_ENOMEM;
     }
     case CMH_FR_THREAD: {

@@ -48,6 +48,7 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
     if (m->used_known) {
         rep_json_time(w, "sample_time_ns", m->sample_time_ns);
         cmh_jw_kbool(w, "sample_exact", m->sample_exact);
+        cmh_jw_kuint(w, "in_flight", m->in_flight);
     }
     cmh_jw_nl(w);
     cmh_jw_key(w, "rows");
@@ -75,6 +76,8 @@ static void text_moment(const rep_section *sec, const cmh_owners_moment *m, int6
            rep_size((double)m->recorded));
     printf(" recorded");
     if (m->used_known) printf("; the device had %s of %s in use", rep_size((double)m->used), rep_size((double)m->total));
+    if (m->used_known && m->used > m->total) /* (managed memory can oversubscribe; anything else is a wrong figure) */
+        printf(" (more than the device has: managed memory past it, or a figure that cannot be)");
     printf("\n%14s  %6s  %6s  %s\n", "bytes", "share", "allocs", "owner");
     for (uint32_t i = 0; i < m->nrows; i++) {
         const cmh_owner_row *r = &m->rows[i];
@@ -85,6 +88,9 @@ static void text_moment(const rep_section *sec, const cmh_owners_moment *m, int6
             printf("  (cuMemGetInfo at %s, assumed steady)", rep_when(m->sample_time_ns, t0));
         else if (r->kind == CMH_OWN_UNEXPLAINED && !m->sample_exact)
             printf("  (cuMemGetInfo at another moment, assumed steady)");
+        if (r->kind == CMH_OWN_UNEXPLAINED && m->in_flight) /* what that sample saw beyond the trace, and is not this row */
+            printf("  (and %s more in use then: other threads' allocations in the driver, logged just after)",
+                   rep_size((double)m->in_flight));
         putchar('\n');
     }
     printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), sum ? 100.0 : 0.0, "", m->used_known ? "total = the device's used memory" : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");
@@ -105,6 +111,7 @@ static int section(const rep_section *sec, void *arg)
         rep_json_base(w, sec, &b);
         cmh_jw_kbool(w, "pytorch_part", p.torch);
         cmh_jw_kuint(w, "pinned_host", p.pinned_host);
+        cmh_jw_kuint(w, "impossible_samples", p.bad_samples);
         if (p.torch && sec->s->source != CMH_SRC_PYTORCH) cmh_jw_kuint(w, "pytorch_mismatch", p.torch_mismatch);
         rep_json_not_recorded(w, &p, t0);
         rep_json_reconciled(w, p.reconciled ? p.trace_peak : -1, p.end_reserved);
@@ -122,6 +129,10 @@ static int section(const rep_section *sec, void *arg)
         char line[512];
         if (rep_not_recorded_line(&p, t0, line, sizeof line)) printf("%s\n", line); /* (peak prints the same) */
         if (p.reconciled && rep_reconciled_line(p.trace_peak, p.end_reserved, line, sizeof line)) printf("%s\n", line);
+        if (p.bad_samples)
+            printf("note: %u cuMemGetInfo sample%s of this device cannot be (the first, at %s: %s free of %s total) and %s left out\n",
+                   p.bad_samples, p.bad_samples > 1 ? "s" : "", rep_when(p.bad_sample.time_ns, t0), rep_size((double)p.bad_sample.free),
+                   rep_size((double)p.bad_sample.total), p.bad_samples > 1 ? "are" : "is");
         printf("pinned host memory (all devices, at the end): %s\n", rep_size((double)p.pinned_host));
         if (!p.torch && sec->s->source != CMH_SRC_PYTORCH)
             printf("(no PyTorch part: record with `cumemhist record` on a PyTorch job, or `cumemhist merge` its "

@@ -97,7 +97,7 @@ void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name
     cmh_fl_commit(h, CMH_FR_THREAD, a);
 }
 
-void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total)
+void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total, uint32_t thread)
 {
     if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
     uint32_t a;
@@ -105,7 +105,7 @@ void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t tot
     if (!h) return;
     cmh_fr_meminfo *r = CMH_FL_BODY(h, cmh_fr_meminfo);
     r->device = device;
-    r->pad = 0;
+    r->thread = thread;
     r->ticks = ticks;
     r->free = free_b;
     r->total = total;

@@ -148,18 +148,23 @@ static pthread_mutex_t g_samples_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext g_dev_ctx[CMH_MAX_DEVICES];
 static int g_dev_sampled[CMH_MAX_DEVICES];
 
-/* Sample device (its context current on this thread); 0, or -1 when the driver says nothing. */
-static int sample_current(int device, uint64_t *free_out)
+/* Sample device (its context current on this thread); 0, or -1 when the driver says nothing.
+ * thread: the recording thread taking it right after its own call (0 for a dump's: a dump can
+ * come long after the dumping thread's last call, so its calls bound nothing): another
+ * thread's allocation can leave the driver before the sample and reach the trace after it, and
+ * the analyzer needs to know whose next entries could be such (owners.c); naming the sampler
+ * costs the sample, never an allocation. */
+static int sample_current(int device, uint64_t *free_out, uint32_t thread)
 {
     ensure_driver();
     size_t f = 0, t = 0;
     if (!real_cuMemGetInfo_v2 || real_cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS) return -1;
     if (free_out) *free_out = f;
     pthread_mutex_lock(&g_samples_lock);
-    if (g_nsamples < MAX_SAMPLES) g_samples[g_nsamples++] = (cmh_meminfo){device, cmh_now_ns(), f, t};
+    if (g_nsamples < MAX_SAMPLES) g_samples[g_nsamples++] = (cmh_meminfo){device, cmh_now_ns(), f, t, thread};
     else cmh_count_lost(1);
     pthread_mutex_unlock(&g_samples_lock);
-    cmh_flight_meminfo(device, cmh_now_ticks(), f, t);
+    cmh_flight_meminfo(device, cmh_now_ticks(), f, t, thread);
     return 0;
 }
 
@@ -173,7 +178,7 @@ static void first_alloc(int device)
     CUcontext c = NULL;
     if (real_cuCtxGetCurrent && real_cuCtxGetCurrent(&c) == CUDA_SUCCESS && c)
         __atomic_store_n(&g_dev_ctx[device], c, __ATOMIC_RELEASE);
-    sample_current(device, NULL);
+    sample_current(device, NULL, cmh_hist_thread());
 }
 
 void cmh_meminfo_sample_all(void)
@@ -183,7 +188,7 @@ void cmh_meminfo_sample_all(void)
     for (int d = 0; d < CMH_MAX_DEVICES; d++) {
         CUcontext c = __atomic_load_n(&g_dev_ctx[d], __ATOMIC_ACQUIRE), popped;
         if (!c || real_cuCtxPushCurrent(c) != CUDA_SUCCESS) continue; /* a context destroyed since: nothing said */
-        sample_current(d, NULL);
+        sample_current(d, NULL, 0); /* (not right after a call of the dumping thread's: none named) */
         real_cuCtxPopCurrent(&popped);
     }
 }
@@ -196,7 +201,7 @@ void cmh_meminfo_sample_live(void)
         CUcontext c = __atomic_load_n(&g_dev_ctx[d], __ATOMIC_ACQUIRE), popped;
         if (!c || real_cuCtxPushCurrent(c) != CUDA_SUCCESS) continue;
         size_t f = 0, t = 0;
-        if (real_cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS) cmh_flight_meminfo(d, cmh_now_ticks(), f, t);
+        if (real_cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS) cmh_flight_meminfo(d, cmh_now_ticks(), f, t, 0);
         real_cuCtxPopCurrent(&popped);
     }
 }
@@ -221,7 +226,7 @@ void cmh_meminfo_reset_after_fork(void)
 static void oom(int device, int kind, uint64_t size, uint64_t stream)
 {
     uint64_t f = 0;
-    if (kind != CMH_KIND_HOST && sample_current(device, &f) != 0) f = 0;
+    if (kind != CMH_KIND_HOST && sample_current(device, &f, cmh_hist_thread()) != 0) f = 0;
     cmh_hist_oom(device, size, stream, f);
     cmh_process_oom();
 }

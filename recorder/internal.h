@@ -490,7 +490,7 @@ CMH_HIDDEN void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t dep
 CMH_HIDDEN void cmh_flight_name(uint32_t id, const char *name);
 CMH_HIDDEN void cmh_flight_pyframe(uint32_t id, const char *file, const char *name, int32_t line);
 CMH_HIDDEN void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage);
-CMH_HIDDEN void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total);
+CMH_HIDDEN void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total, uint32_t thread);
 CMH_HIDDEN void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name);
 CMH_HIDDEN void cmh_flight_tick(void); /* the helper thread, every ~100 ms */
 CMH_HIDDEN int cmh_flight_checkpoint_wanted(void);

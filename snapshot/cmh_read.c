@@ -524,14 +524,16 @@ static int rd_meminfo(cur *c, cmh_snapshot *s)
     uint32_t n, k;
     if (rd_array(c, &n)) return -1;
     for (uint32_t i = 0; i < n; i++) {
-        cmh_meminfo m;
+        cmh_meminfo m = {0};
         int64_t dev;
+        uint64_t thread = 0;
         if (rd_array_n(c, 4, 64, &k, "meminfo") || rd_int(c, &dev) || rd_int(c, &m.time_ns) || rd_u64(c, &m.free) ||
-            rd_u64(c, &m.total))
+            rd_u64(c, &m.total) || (k > 4 && rd_u64(c, &thread)))
             return -1;
         if (dev < -1 || dev > 1023) return fail(c, "meminfo of device %lld", (long long)dev);
         m.device = (int32_t)dev;
-        for (uint32_t j = 4; j < k; j++)
+        m.thread = thread <= UINT32_MAX ? (uint32_t)thread : 0;
+        for (uint32_t j = 5; j < k; j++)
             if (skip(c)) return -1;
         if (cmh_snapshot_add_meminfo(s, &m) != CMH_OK) return nomem(c);
     }

@@ -265,16 +265,17 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
             prev = k->start_ns;
         }
     }
-    if (s->nmeminfo) { /* [[device, time_ns, free, total], ...] */
+    if (s->nmeminfo) { /* [[device, time_ns, free, total(, thread)], ...] */
         pack_key(&pk, "meminfo");
         msgpack_pack_array(&pk, s->nmeminfo);
         for (uint32_t i = 0; i < s->nmeminfo; i++) {
             const cmh_meminfo *m = &s->meminfo[i];
-            msgpack_pack_array(&pk, 4);
+            msgpack_pack_array(&pk, m->thread ? 5 : 4); /* (a reader before the thread skips a 5th field) */
             msgpack_pack_int32(&pk, m->device);
             msgpack_pack_int64(&pk, m->time_ns);
             msgpack_pack_uint64(&pk, m->free);
             msgpack_pack_uint64(&pk, m->total);
+            if (m->thread) msgpack_pack_uint32(&pk, m->thread);
         }
     }
     if (s->nthreads) { /* [[thread, tid, name], ...] */

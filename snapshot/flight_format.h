@@ -251,7 +251,8 @@ typedef struct cmh_fr_thread {
 /* CMH_FR_MEMINFO: what the driver said of a device's memory: at its first allocation, at each
  * out-of-memory error, at each dump, and once a second from the helper thread */
 typedef struct cmh_fr_meminfo {
-    int32_t device, pad;
+    int32_t device;
+    uint32_t thread; /* cmh_meminfo's (0 in a journal written before it: not known) */
     int64_t ticks;
     uint64_t free, total; /* bytes */
 } cmh_fr_meminfo;

@@ -606,6 +606,8 @@ int cmh_snapshot_number_threads(cmh_snapshot *s)
         if (s->xsets[i].thread > max) max = s->xsets[i].thread;
     for (uint32_t i = 0; i < s->nthreads; i++)
         if (s->threads[i].thread > max) max = s->threads[i].thread;
+    for (uint32_t i = 0; i < s->nmeminfo; i++) /* a sample names its thread as entries do */
+        if (s->meminfo[i].thread > max) max = s->meminfo[i].thread;
     if (max > (1u << 24)) return CMH_OK; /* not a recorder's numbers: left alone */
     thread_order *o = calloc((size_t)max + 1, sizeof *o);
     uint32_t *to = calloc((size_t)max + 1, sizeof *to);
@@ -623,6 +625,7 @@ int cmh_snapshot_number_threads(cmh_snapshot *s)
      * all defaults, but each one's content hash changes, so the interning index is made again */
     for (uint32_t i = 0; i < s->nxsets; i++) s->xsets[i].thread = to[s->xsets[i].thread];
     for (uint32_t i = 0; i < s->nthreads; i++) s->threads[i].thread = to[s->threads[i].thread];
+    for (uint32_t i = 0; i < s->nmeminfo; i++) s->meminfo[i].thread = to[s->meminfo[i].thread];
     free(o);
     free(to);
     return xset_reindex(s);

@@ -134,6 +134,45 @@ PY'
 check "no reconciliation above the entries: neither says 'reconciled:'" \
     "! grep -q '^reconciled:' u.peak.txt && ! grep -q '^reconciled:' u.own.txt && grep -q '\"reconciled\": null' u.peak.json"
 
+# allocations in flight at the first cuMemGetInfo sample (tests/inflight.c: other threads held
+# inside the driver, their memory taken and their calls not yet logged, while one more allocates
+# and the recorder samples): they are not 'not recorded' (it said 8 MiB of 3 x 4 MiB at once:
+# trial F1); memory really taken outside the record (a context, fakecuda_take) still is, to the byte
+FAKECUDA_CAPACITY=1G "$CMH" record -q -o if.cmh -- "$B/tests/inflight" 3 4 >/dev/null 2>&1
+"$CMH" owners if.cmh >if.txt 2>&1
+"$CMH" owners --json if.cmh >if.json 2>&1
+check "owners, 3 threads allocating 4 MiB at once: the device had 12.0 MiB in use at the peak, none of it not recorded" \
+    'grep -q "device 0, peak (.*): 12.0 MiB recorded; the device had 12.0 MiB of 1.0 GiB in use" if.txt &&
+     grep -q "^ *0 B .*not recorded (CUDA context, other processes).*8.0 MiB more in use then: other threads. allocations in the driver" if.txt &&
+     ! "$CMH" peak if.cmh | grep -q "^not recorded:"'
+check "owners --json: the peak's 8 MiB in flight apart, no moment with unexplained bytes" 'py - <<PY
+import json
+o = json.load(open("if.json"))[0]
+assert o["not_recorded"] is None and o["impossible_samples"] == 0, o
+pk = [m for m in o["moments"] if m["moment"] == "peak"][0]
+assert pk["recorded"] == pk["used"] == 12 * 2**20 and pk["in_flight"] == 8 * 2**20, pk
+for m in o["moments"]:
+    assert [r["bytes"] for r in m["rows"] if r["kind"] == "unexplained"] == [0], m
+PY'
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o ifc.cmh -- "$B/tests/inflight" 4 4 50 >/dev/null 2>&1
+"$CMH" owners --json ifc.cmh >ifc.json 2>&1
+check "owners, 4 threads at once beside a 100 MiB context and 50 MiB taken unhooked: 150 MiB not recorded at every moment" 'py - <<PY
+import json
+o = json.load(open("ifc.json"))[0]
+assert [m["moment"] for m in o["moments"]] == ["peak", "end"], o["moments"]
+for m in o["moments"]:
+    assert [r["bytes"] for r in m["rows"] if r["kind"] == "unexplained"] == [150 * 2**20], m
+    assert m["used"] == m["recorded"] + 150 * 2**20, m
+assert o["moments"][0]["recorded"] == 16 * 2**20 and o["moments"][0]["in_flight"] == 12 * 2**20, o["moments"][0]
+PY'
+# a device that cannot be past its capacity less its context (FAKECUDA_CONTEXT was not enforced:
+# frag fitted 256 MiB on 400 MiB with 300 MiB of context, and owners said '556.0 MiB of 400.0 MiB')
+FAKECUDA_CONTEXT=350M FAKECUDA_CAPACITY=400M "$CMH" record -q -o ctx.cmh -- "$B/tests/unhooked" 0 >ctx.out 2>&1
+check "the fake driver refuses 64 MiB on 400 MiB with 350 MiB of context" 'grep -q "cuMemAlloc failed" ctx.out'
+"$CMH" owners ctx.cmh >ctx.txt 2>&1
+check "owners at that out-of-memory error: 350 MiB of 400 MiB in use, all of it not recorded, nothing impossible" \
+    'grep -q "out of memory #1 (.*): 0 B recorded; the device had 350.0 MiB of 400.0 MiB in use" ctx.txt && ! grep -q "cannot be\|more than the device has" ctx.txt'
+
 # a record with no history (enabled=state): no peak moment, as `peak` says it is not known, and
 # no entry to name where the device has no trace entry (it read 'at the end (entry -1)')
 "$CMH" record -q --enabled state -o st.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1

@@ -193,6 +193,36 @@ static void test_refusals_forwarded(void)
     cmh_snapshot_free(&s);
 }
 
+/* ---- the fake driver: no allocation in the memory its context holds ---- */
+
+/* A context's bytes (FAKECUDA_CONTEXT, or fakecuda_take's) are not there to allocate: an
+ * allocation past capacity - context is refused, and cuMemGetInfo's free never runs below 0
+ * (it handed out 256 MiB on a 400 MiB device with 300 MiB of context, free 2^64 - 29 MiB). */
+static void test_context_not_allocatable(void)
+{
+    int (*take)(int, long long) = (int (*)(int, long long))dlsym(RTLD_DEFAULT, "fakecuda_take");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(take);
+    size_t f = 0, t = 0, f2 = 0;
+    CU_ASSERT_EQUAL_FATAL(cuMemGetInfo(&f, &t), CUDA_SUCCESS);
+    CU_ASSERT_FATAL(f > (16u << 20) && f <= t);
+    long long held = (long long)(f - (8u << 20)); /* 8 MiB left */
+    CU_ASSERT_EQUAL_FATAL(take(0, held), 0);
+    CUdeviceptr p = 0, q = 0;
+    CU_ASSERT_EQUAL(cuMemAlloc(&p, 16u << 20), CUDA_ERROR_OUT_OF_MEMORY);
+    CUmemAllocationProp prop = vmm_prop(0);
+    CUmemGenericAllocationHandle h;
+    CU_ASSERT_EQUAL(cuMemCreate(&h, 16u << 20, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_ASSERT_EQUAL(cuMemGetInfo(&f2, &t), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(f2, 8u << 20);
+    CU_ASSERT_EQUAL(cuMemAlloc(&q, 8u << 20), CUDA_SUCCESS); /* what is left fits, to the byte */
+    CU_ASSERT_EQUAL(cuMemGetInfo(&f2, &t), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(f2, 0);
+    CU_ASSERT_EQUAL(cuMemFree(q), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(take(0, -held), 0);
+    CU_ASSERT_EQUAL(cuMemGetInfo(&f2, &t), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(f2, f);
+}
+
 /* ---- the fixed tables count what they cannot hold ---- */
 
 static void test_full_tables_count_their_drops(void)
@@ -303,6 +333,7 @@ int main(void)
     CMH_ADD_TEST(s, test_range_name_copied_at_push);
     CMH_ADD_TEST(s, test_refusals_forwarded);
     CMH_ADD_TEST(s, test_full_tables_count_their_drops);
+    CMH_ADD_TEST(s, test_context_not_allocatable);
     CMH_ADD_TEST(s, test_recorder_malloc_fails);
     int rc = cmh_test_main();
     recorder_test_cleanup();

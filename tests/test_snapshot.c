@@ -394,8 +394,9 @@ static void test_torch_part_round_trip(void)
 {
     cmh_snapshot s, r;
     build(&s);
-    cmh_meminfo mi = {0, 1700000000100000000ll, 3ull << 30, 80ull << 30};
+    cmh_meminfo mi = {0, 1700000000100000000ll, 3ull << 30, 80ull << 30, 7}, mi0 = {0, 1700000000200000000ll, 2ull << 30, 80ull << 30, 0};
     CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_meminfo(&s, &mi), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_meminfo(&s, &mi0), CMH_OK); /* (no sampling thread: written as 4 fields) */
     char *buf;
     size_t len;
     char err[256];
@@ -403,8 +404,9 @@ static void test_torch_part_round_trip(void)
     CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
     CU_ASSERT_EQUAL(r.version, 1);
     CU_ASSERT_PTR_NULL(r.torch);
-    CU_ASSERT_EQUAL(r.nmeminfo, 1);
-    CU_ASSERT(r.nmeminfo == 1 && r.meminfo[0].free == mi.free && r.meminfo[0].total == mi.total && r.meminfo[0].time_ns == mi.time_ns);
+    CU_ASSERT_EQUAL(r.nmeminfo, 2);
+    CU_ASSERT(r.nmeminfo == 2 && r.meminfo[0].free == mi.free && r.meminfo[0].total == mi.total && r.meminfo[0].time_ns == mi.time_ns &&
+              r.meminfo[0].thread == 7 && r.meminfo[1].thread == 0 && r.meminfo[1].free == mi0.free);
     cmh_snapshot_free(&r);
     free(buf);
     /* with PyTorch's part */

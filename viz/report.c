@@ -279,6 +279,11 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             fprintf(fp, "<tr><th>total%s</th><td class=\"n\"><b>%s</b></td><td></td><td class=\"nw\"></td><td class=\"nw\"></td></tr></table></div>\n",
                     m->used_known ? "<span class=\"nw\"> (the device's used memory)</span>" : " recorded", SZ(sum));
         }
+        if (ow.bad_samples) /* (owners says the same: a figure that cannot be is not shown as one) */
+            fprintf(fp, "<p class=\"r-muted\">%u cuMemGetInfo sample%s of this device said more free than the device's total "
+                        "(%s free of %s) and %s left out.</p>\n",
+                    ow.bad_samples, ow.bad_samples > 1 ? "s" : "", SZ(ow.bad_sample.free), SZ(ow.bad_sample.total),
+                    ow.bad_samples > 1 ? "were" : "was");
     }
     /* the sites live at the peak */
     if (pk.nsites) {

@@ -44,6 +44,8 @@ typedef struct cmh_owners_moment {
     uint64_t used, total;    /* then: used = the sum of the rows */
     int64_t sample_time_ns;  /* the sample the unexplained row comes from */
     int sample_exact;        /* taken at this moment (else the nearest one, its context assumed steady) */
+    uint64_t in_flight;      /* of that sample's used bytes above the record at its instant, what other
+                                threads' calls then in the driver explain (not in the unexplained row) */
 } cmh_owners_moment;
 
 typedef struct cmh_owners_report {
@@ -66,6 +68,9 @@ typedef struct cmh_owners_report {
      * most reserved after any entry, end_reserved the final state's */
     int reconciled;
     int64_t trace_peak, end_reserved;
+    /* samples of the device that cannot be (more free than total), left out: how many, the first */
+    uint32_t bad_samples;
+    cmh_meminfo bad_sample;
 } cmh_owners_report;
 
 /* The report for one device (>= 0) of s: a recorder snapshot, merged or not, or a PyTorch one. */
@@ -74,8 +79,9 @@ int cmh_owners_compute(const cmh_snapshot *s, int device, cmh_owners_report *out
  * find the peak and the OOMs.  For the live commands, which show owners now. */
 int cmh_owners_compute_end(const cmh_snapshot *s, int device, cmh_owners_report *out);
 void cmh_owners_report_free(cmh_owners_report *r);
-/* Device's latest cuMemGetInfo sample in s (an index into s->meminfo; -1: none), the one the
- * report's sample_* figures come from, and where the report places it (*at): INT64_MAX at the
+/* Device's latest cuMemGetInfo sample in s that can be (free <= total; an index into
+ * s->meminfo; -1: none), the one the report's sample_* figures come from (the calls then in
+ * flight counted as recorded), and where the report places it (*at): INT64_MAX at the
  * dump (the final state, reconciled), else the last entry of device's trace at or before it (-1:
  * before the first).  The record held max(active, reserved) bytes there: what the rows sum to. */
 int64_t cmh_owners_latest_sample(const cmh_snapshot *s, int device, int64_t *at);

@@ -273,6 +273,10 @@ typedef struct cmh_meminfo {
     int32_t device;
     int64_t time_ns;
     uint64_t free, total; /* bytes */
+    /* the recording thread that took it right after its own call returned (a device's first
+     * allocation, an OOM), as entries number threads; 0: none (a dump's) or not known.  Its own
+     * calls are all recorded by then; another thread's may have left the driver, not yet logged */
+    uint32_t thread;
 } cmh_meminfo;
 
 typedef struct cmh_snapshot {

@@ -10,8 +10,9 @@
  * Each device owns one reservation of CAPACITY bytes of host address space (PROT_READ|WRITE,
  * MAP_NORESERVE), so a 64 GiB "device" costs nothing until its pages are touched, and device
  * pointers are real host pointers (memcpy works).  Inside it a first-fit free list with
- * coalescing hands out 512-byte-aligned ranges; running past the capacity returns
- * CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo reports capacity minus what is handed out.
+ * coalescing hands out 512-byte-aligned ranges; running past the capacity less the context's
+ * own bytes returns CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo reports capacity minus what is
+ * handed out and the context's bytes.
  *
  * Environment: FAKECUDA_DEVICES (default 1, at most 8), FAKECUDA_CAPACITY (bytes per device,
  * suffixes K/M/G, default 16G), FAKECUDA_CONTEXT (bytes cuMemGetInfo counts as used besides the
@@ -27,7 +28,8 @@
  * returns CODE; N = '*': every call; =CODE defaults to 1, CUDA_ERROR_INVALID_VALUE), e.g.
  * "cuMemUnmap@2=1,cuMemAlloc@*=2".  NAME is the base name (cuMemAlloc for cuMemAlloc_v2).  A
  * test can also arm faults at run time with fakecuda_inject(), and run code inside an unmap
- * (after the driver's own work, before it returns) with fakecuda_on_unmap().  fakecuda_take(dev,
+ * (after the driver's own work, before it returns) with fakecuda_on_unmap(), or inside each
+ * linear allocation (the memory taken, the call not returned) with fakecuda_on_alloc().  fakecuda_take(dev,
  * bytes) takes device memory by no hooked entry point (a library's own path, another process):
  * cuMemGetInfo counts it as FAKECUDA_CONTEXT's.
  *
@@ -117,6 +119,7 @@ CUresult range_alloc_locked(int dev, uint64_t size, uint64_t *out)
     fake_device *d = &g_dev[dev];
     if (size == 0) return CUDA_ERROR_INVALID_VALUE;
     size = (size + FAKE_ALIGN - 1) & ~(uint64_t)(FAKE_ALIGN - 1);
+    if (!room_locked(d, size)) return CUDA_ERROR_OUT_OF_MEMORY; /* (the free list spans the capacity, context and VMM included) */
     range **pp = &d->free_list;
     for (range *r = *pp; r; pp = &r->next, r = r->next) {
         if (r->size < size) continue;

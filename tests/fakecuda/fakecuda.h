@@ -46,6 +46,15 @@ typedef struct fake_device {
     uint64_t pool_used, pool_reserved, pool_high; /* default stream-ordered pool */
 } fake_device;
 
+/* Whether size more bytes fit on d beside what is handed out and its context's own (the lock
+ * held): a real device has no room for allocations in the memory its context takes, and
+ * cuMemGetInfo's free (capacity - used - context) must never run below zero. */
+static inline int room_locked(const fake_device *d, uint64_t size)
+{
+    uint64_t taken = d->used + d->context;
+    return taken <= d->capacity && size <= d->capacity - taken;
+}
+
 typedef struct fake_ctx {
     int device;
     int refs;
@@ -95,6 +104,7 @@ extern int g_armed; /* read without the lock: 0 when no fault can fire (the comm
 /* The code this call of name must fail with, or CUDA_SUCCESS. */
 CUresult injected(const char *name);
 extern void (*g_on_unmap)(CUdeviceptr, size_t);
+extern void (*g_on_alloc)(CUdeviceptr, size_t);
 
 #pragma GCC visibility pop
 

@@ -87,3 +87,13 @@ CUresult injected(const char *name)
 void (*g_on_unmap)(CUdeviceptr, size_t);
 
 __attribute__((visibility("default"))) void fakecuda_on_unmap(void (*fn)(CUdeviceptr, size_t)) { g_on_unmap = fn; }
+
+void (*g_on_alloc)(CUdeviceptr, size_t);
+
+/* fn runs inside each linear allocation that succeeds, after the memory is taken (cuMemGetInfo
+ * counts it) and before the call returns: a test holds a thread there to have its allocation
+ * "in flight", made by the driver and not yet seen by a hook (tests/inflight.c). */
+__attribute__((visibility("default"))) void fakecuda_on_alloc(void (*fn)(CUdeviceptr, size_t))
+{
+    __atomic_store_n(&g_on_alloc, fn, __ATOMIC_RELEASE);
+}

@@ -19,6 +19,8 @@ static CUresult alloc_on_current(uint64_t size, CUdeviceptr *out)
     r = range_alloc_locked(dev, size, &a);
     pthread_mutex_unlock(&g_lock);
     if (r == CUDA_SUCCESS) *out = (CUdeviceptr)a;
+    void (*on_alloc)(CUdeviceptr, size_t) = __atomic_load_n(&g_on_alloc, __ATOMIC_ACQUIRE);
+    if (r == CUDA_SUCCESS && on_alloc) on_alloc((CUdeviceptr)a, size);
     return r;
 }
 
@@ -42,7 +44,8 @@ CUresult cuMemGetInfo(size_t *free_b, size_t *total_b)
     CUresult r = ctx_device(&dev);
     if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&g_lock);
-    if (free_b) *free_b = g_dev[dev].capacity - g_dev[dev].used - g_dev[dev].context;
+    uint64_t taken = g_dev[dev].used + g_dev[dev].context; /* (never past the capacity: room_locked) */
+    if (free_b) *free_b = taken < g_dev[dev].capacity ? g_dev[dev].capacity - taken : 0;
     if (total_b) *total_b = g_dev[dev].capacity;
     pthread_mutex_unlock(&g_lock);
     return CUDA_SUCCESS;

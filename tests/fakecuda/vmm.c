@@ -34,7 +34,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
     fake_device *d = &g_dev[dev];
     /* Physical memory is accounted against the linear range without handing out addresses. */
     CUresult r = CUDA_SUCCESS;
-    if (d->used + size > d->capacity) r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!room_locked(d, size)) r = CUDA_ERROR_OUT_OF_MEMORY;
     else d->used += size;
     pthread_mutex_unlock(&g_lock);
     if (r != CUDA_SUCCESS) return r;
