@@ -31,6 +31,37 @@ static int64_t slope(const int64_t *v, uint32_t n)
     return (int64_t)(b < 0 ? b - 0.5 : b + 0.5);
 }
 
+/* A rise over the whole run, however slow: a leak of a block every 15 steps rises across a
+ * third of the stretches between points, so no recent stretch rose across half of its own, and
+ * the last 7 steps, between two of its blocks, read 'then stopped'.  Over L[1..k] (after the
+ * first step) its held bytes rose across need stretches at least, in each third of them, trending
+ * up, and have been flat at the end for fewer stretches than they ever were between two rises
+ * before (a leak that stopped has been flat longer than its rhythm; a cache filled in the first
+ * steps has no rise in the later thirds).  Sets x as growing, in stretches between points. */
+static int steady_rise(const int64_t *L, uint32_t k, uint32_t need, int last_own, cmh_site *x)
+{
+    if (k < 4 || L[k] <= L[1]) return 0;
+    uint32_t rises = 0, first = 0, last = 1, gap = 0, third[3] = {0, 0, 0};
+    for (uint32_t j = 2; j <= k; j++) {
+        if (L[j] <= L[j - 1]) continue;
+        rises++;
+        if (!first) first = j;
+        if (j - last > gap) gap = j - last; /* (from point 1 to the first rise too) */
+        last = j;
+        third[(uint64_t)(j - 2) * 3 / (k - 1)]++;
+    }
+    if (rises < need || !third[0] || !third[1] || !third[2] || k - last >= gap) return 0;
+    double tau = kendall_tau(L + 1, k);
+    if (tau < CMH_LEAK_MIN_TREND) return 0;
+    x->verdict = CMH_LEAK_GROWING;
+    x->growing = 1;
+    x->growth_steps = k - first + 1;
+    uint32_t end = last_own && k - 1 >= first ? k - 1 : k;
+    x->rate = slope(L + first - 1, end - first + 2);
+    x->trend = tau;
+    return 1;
+}
+
 /* The verdict over one series: L[0..np-1], a site's held bytes at each point of steps st. */
 void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x)
 {
@@ -53,11 +84,11 @@ void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site
     for (uint32_t j = 2; j <= k; j++)
         if (L[j] > L[j - 1]) x->rises++, last_rise = j;
     int64_t stride = st->stride ? st->stride : 1;
-    /* both in steps: past 512 steps a point is every stride-th step (it read 'grew in 249 steps,
-     * then stopped (flat for the last 1000)' for a leak of 1,000 steps measured every 4) */
+    /* past 512 steps a point is every stride-th step: the rises are counted in the stretches
+     * between points that rose (times the stride, a leak of one block every 15 steps, measured
+     * every 7, read 'grew in 1393 steps' for 200 blocks), the flat end in steps */
     x->stride = (uint32_t)stride;
     x->flat_steps = x->rises ? (k - last_rise) * (uint32_t)stride : 0;
-    x->rises *= (uint32_t)stride;
     if (st->count >= CMH_LEAK_MIN_STEPS) {
         /* the longest recent stretch, after the first step, that rose across at least half of
          * its steps (and 3), trending up; its growth measured from its first rise */
@@ -83,6 +114,11 @@ void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site
             uint32_t last = last_own && k - 1 >= first ? k - 1 : k;
             x->rate = slope(L + first - 1, last - first + 2) / stride;
             x->trend = tau;
+            return;
+        }
+        if (steady_rise(L, k, need, last_own, x)) {
+            x->growth_steps *= (uint32_t)stride;
+            x->rate /= stride;
             return;
         }
     } else if (k >= 2) {
@@ -114,8 +150,7 @@ void cmh_leak_judge_late(const cmh_steps *st, int64_t first, int64_t end, cmh_si
 
 int cmh_leak_site_stopped(const cmh_site *x)
 {
-    uint32_t stride = x->stride ? x->stride : 1;
-    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES * stride && x->flat_steps > 0;
+    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps > 0;
 }
 
 const char *cmh_leak_verdict_name(int verdict)

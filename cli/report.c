@@ -484,7 +484,8 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kstr(w, "says", cmh_leak_site_text(x, words, sizeof words));
         cmh_jw_kbool(w, "growing", x->growing);
         cmh_jw_kuint(w, "steps", x->steps);
-        cmh_jw_kuint(w, "rises", x->rises);
+        cmh_jw_kuint(w, "rises", x->rises); /* stretches of `stride` steps that rose */
+        cmh_jw_kuint(w, "stride", x->stride ? x->stride : 1);
         cmh_jw_kuint(w, "flat_steps", x->flat_steps);
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
         cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
