@@ -36,14 +36,23 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
         ADD(")");
         break;
     default:
-        if (p->base.entries <= 1) ADD("steps: unknown (the record has no allocation history)");
+        /* (a record of one entry has a history: too short a one to hold a loop) */
+        if (!p->base.history) ADD("steps: unknown (the record has no allocation history)");
+        else if (p->base.entries == 1) ADD("steps: unknown (the record has 1 trace entry: no loop to find)");
         else ADD("steps: unknown (no step marks or annotations, and no repeating allocation pattern)");
     }
     if (st->stride > 1) ADD(", measured every %u steps", st->stride);
-    if (p->threads) ADD("; %u of the %u recording threads holding memory repeat %u or more steps of their own", p->threads_judged, p->threads,
-                        CMH_LEAK_MIN_STEPS);
     if (!p->judged && p->live_blocks && st->count)
         ADD("; growth needs %u steps (one to warm up, three to rise across)", CMH_LEAK_MIN_STEPS);
+    /* the threads' own steps, a sentence of its own: the record's steps and a thread's are two
+     * things ('steps: unknown (...); 1 of the 1 recording threads ... repeat 4 or more steps of
+     * their own' read as one contradicting itself) */
+    uint32_t t = p->threads, j = p->threads_judged;
+    if (t == 1) ADD(". The recording thread holding memory %s %u or more steps of its own%s", j ? "repeats" : "does not repeat", CMH_LEAK_MIN_STEPS,
+                    j ? ", and is judged by them" : "");
+    else if (t && j == t) ADD(". Each of the %u recording threads holding memory repeats %u or more steps of its own, and is judged by them", t, CMH_LEAK_MIN_STEPS);
+    else if (t && !j) ADD(". None of the %u recording threads holding memory repeats %u or more steps of its own", t, CMH_LEAK_MIN_STEPS);
+    else if (t) ADD(". %u of the %u recording threads holding memory repeat %u or more steps of their own, and are judged by them", j, t, CMH_LEAK_MIN_STEPS);
     return buf;
 #undef ADD
 }
@@ -196,7 +205,7 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
     else if (p->judged) snprintf(buf, cap, "no site grows from step to step");
     else {
         size_t n = (size_t)snprintf(buf, cap, "growth cannot be judged: %s",
-                                    p->steps.count ? "too few steps" : p->base.entries <= 1 ? "no allocation history" : "the steps are unknown");
+                                    p->steps.count ? "too few steps" : !p->base.history ? "no allocation history" : "the steps are unknown");
         if (n < cap && p->steps.count) n += (size_t)snprintf(buf + n, cap - n, " (%u of the %u needed)", p->steps.count, CMH_LEAK_MIN_STEPS);
         if (n < cap && rising) n += (size_t)snprintf(buf + n, cap - n, "; %u %s in each step", rising, plural(rising, "site rose", "sites rose"));
         /* no step found: what the still-live memory did over the run, honestly no more */
