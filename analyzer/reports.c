@@ -365,123 +365,6 @@ static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr
     leak_event(c, cmh_replay_position(c->r), c->at_end, delta, stack, addr);
 }
 
-/* Kendall's tau (the tau-a form) of a series against its order: 1 when every later value is
- * above every earlier one, -1 when below, 0 for no trend. */
-static double kendall_tau(const int64_t *v, uint32_t n)
-{
-    if (n < 2) return 0;
-    int64_t sum = 0;
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t j = i + 1; j < n; j++) sum += (v[j] > v[i]) - (v[j] < v[i]);
-    return (double)sum / ((double)n * (n - 1) / 2);
-}
-
-/* The least-squares slope of a series against its order, in its units per point. */
-static int64_t slope(const int64_t *v, uint32_t n)
-{
-    if (n < 2) return 0;
-    double mx = (n - 1) / 2.0, my = 0, sxy = 0, sxx = 0;
-    for (uint32_t i = 0; i < n; i++) my += (double)v[i];
-    my /= n;
-    for (uint32_t i = 0; i < n; i++) sxy += (i - mx) * ((double)v[i] - my), sxx += (i - mx) * (i - mx);
-    double b = sxy / sxx;
-    if (!(b > -9.2e18 && b < 9.2e18)) return 0; /* a hostile file's figures: no rate rather than an overflow */
-    return (int64_t)(b < 0 ? b - 0.5 : b + 0.5);
-}
-
-/* The verdict over one series: L[0..np-1], a site's held bytes at each point of steps st. */
-static void judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x)
-{
-    uint32_t np = st->npoints, k = np ? np - 1 : 0; /* intervals between points */
-    x->verdict = CMH_LEAK_UNJUDGED;
-    x->growing = 0;
-    x->steps = st->count;
-    x->rises = x->growth_steps = x->flat_steps = 0;
-    x->stride = 1;
-    x->rate = 0;
-    x->trend = 0;
-    x->held = 0;
-    if (!k) return;
-    /* what it held across the last whole step and still holds (the last point's bytes may be
-     * that step's own: gradients, activations of a step the record ended in) */
-    int last_own = k >= 2 || st->points[k] >= end;
-    int64_t h = last_own ? L[k - 1] : L[k];
-    x->held = (uint64_t)(h > 0 ? h : 0);
-    uint32_t last_rise = 1;
-    for (uint32_t j = 2; j <= k; j++)
-        if (L[j] > L[j - 1]) x->rises++, last_rise = j;
-    int64_t stride = st->stride ? st->stride : 1;
-    /* both in steps: past 512 steps a point is every stride-th step (it read 'grew in 249 steps,
-     * then stopped (flat for the last 1000)' for a leak of 1,000 steps measured every 4) */
-    x->stride = (uint32_t)stride;
-    x->flat_steps = x->rises ? (k - last_rise) * (uint32_t)stride : 0;
-    x->rises *= (uint32_t)stride;
-    if (st->count >= CMH_LEAK_MIN_STEPS) {
-        /* the longest recent stretch, after the first step, that rose across at least half of
-         * its steps (and 3), trending up; its growth measured from its first rise */
-        uint32_t need = st->thread_lives ? CMH_LEAK_MIN_THREAD_RISES : CMH_LEAK_MIN_RISES;
-        for (uint32_t from = 2; from + need - 1 <= k; from++) {
-            uint32_t len = k - from + 1, up = 0;
-            for (uint32_t j = from; j <= k; j++) up += L[j] > L[j - 1];
-            if (up < need || up * 2 < len) continue;
-            /* still growing at the end: the stretch's later half rose too (a leak that stopped
-             * halfway through the record is not growing now) */
-            uint32_t mid = from + len / 2, up2 = 0;
-            for (uint32_t j = mid; j <= k; j++) up2 += L[j] > L[j - 1];
-            if (up2 * 2 < k - mid + 1) continue;
-            double tau = kendall_tau(L + from - 1, len + 1);
-            if (tau < CMH_LEAK_MIN_TREND || L[k] <= L[from - 1]) continue;
-            uint32_t first = from;
-            while (L[first] <= L[first - 1]) first++;
-            x->verdict = CMH_LEAK_GROWING;
-            x->growing = 1;
-            x->growth_steps = (k - first + 1) * (uint32_t)stride;
-            /* least squares: jitter at either end matters less; up to the last point the held
-             * bytes were taken from (L[k] may hold the unfinished last step's own blocks) */
-            uint32_t last = last_own && k - 1 >= first ? k - 1 : k;
-            x->rate = slope(L + first - 1, last - first + 2) / stride;
-            x->trend = tau;
-            return;
-        }
-    } else if (k >= 2) {
-        int each = 1;
-        for (uint32_t j = 1; j <= k; j++) each &= L[j] > L[j - 1];
-        if (each) {
-            x->verdict = CMH_LEAK_RISING;
-            x->growth_steps = k * (uint32_t)stride;
-            x->rate = (int64_t)((uint64_t)L[k] - (uint64_t)L[0]) / (int64_t)x->growth_steps;
-            x->trend = 1;
-            return;
-        }
-    }
-    x->verdict = x->held ? CMH_LEAK_STATE : CMH_LEAK_STEADY;
-}
-
-/* A steady site (nothing held across a step boundary) whose first allocation came once the last
- * step had begun: no step before made the like, so it is not a step's memory coming and going
- * but work after the loop (an evaluation, a checkpoint, the end of the run), or new in its last
- * step.  Where the last step ends cannot be told from the entries' positions alone (a detected
- * step begins at its anchor, which may lie inside the step), so the two are not told apart. */
-static void judge_late(const cmh_steps *st, int64_t first, int64_t end, cmh_site *x)
-{
-    uint32_t np = st->npoints;
-    if (x->verdict != CMH_LEAK_STEADY || np < 2 || st->count < 2) return; /* a step before the last, at least */
-    int64_t last = st->points[np - 1] >= end ? st->points[np - 2] : st->points[np - 1];
-    if (first >= last) x->verdict = CMH_LEAK_AFTER;
-}
-
-int cmh_leak_site_stopped(const cmh_site *x)
-{
-    uint32_t stride = x->stride ? x->stride : 1;
-    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES * stride && x->flat_steps > 0;
-}
-
-const char *cmh_leak_verdict_name(int verdict)
-{
-    static const char *const names[] = {"unjudged", "state", "steady", "rising", "growing", "after"};
-    return verdict >= 0 && verdict <= CMH_LEAK_AFTER ? names[verdict] : "?";
-}
-
 /* The series of one row, summed out of its differences (zeros without a row: 0 returned). */
 static int series_of(const leak_ctx *c, uint32_t group, uint32_t thread, int64_t *L, uint32_t np)
 {
@@ -571,7 +454,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     for (uint32_t i = 0; i < nlive; i++) {
         cmh_site *x = &live[i];
         series_of(&c, x->group, 0, L, steps[0].npoints);
-        judge(&steps[0], L, n, x);
+        cmh_leak_judge(&steps[0], L, n, x);
         x->thread = x->threads = 0;
         x->thread_mask = 0;
         /* a site that one thread kept growing grows, whatever the record as a whole says; with
@@ -595,7 +478,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         for (uint32_t k = 0; by_threads && k < nt; k++) {
             ones[k] = *x;
             series_of(&c, x->group, tl[k], L, steps[tl[k]].npoints);
-            judge(&steps[tl[k]], L, n, &ones[k]);
+            cmh_leak_judge(&steps[tl[k]], L, n, &ones[k]);
         }
         if (by_threads) { /* (growing by the record's steps alone: threads that appear one by one, each keeping a block) */
             cmh_site rec = *x;
@@ -610,7 +493,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             steps[own->thread].count >= CMH_LEAK_MIN_STEPS) {
             cmh_site one = *x;
             series_of(&c, x->group, own->thread, L, steps[own->thread].npoints);
-            judge(&steps[own->thread], L, n, &one);
+            cmh_leak_judge(&steps[own->thread], L, n, &one);
             if (one.verdict == CMH_LEAK_GROWING) *x = one, x->thread = own->thread;
         }
         for (uint32_t t = 1; !by_threads && nthreads >= 2 && t <= maxthread && x->verdict != CMH_LEAK_GROWING; t++) {
@@ -618,14 +501,14 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             if (!holds[t] || !steps[t].npoints) continue;
             cmh_site one = *x;
             if (!series_of(&c, x->group, t, L, steps[t].npoints) && !owner) continue;
-            judge(&steps[t], L, n, &one);
+            cmh_leak_judge(&steps[t], L, n, &one);
             if (one.verdict == CMH_LEAK_GROWING || (x->verdict == CMH_LEAK_UNJUDGED && owner)) {
                 *x = one;
                 x->thread = t;
             }
         }
         const first_slot *fs = cmh_oa_find(&c.firsts, (uint64_t)x->group + 1);
-        if (fs) judge_late(&steps[x->thread <= maxthread ? x->thread : 0], fs->index, n, x);
+        if (fs) cmh_leak_judge_late(&steps[x->thread <= maxthread ? x->thread : 0], fs->index, n, x);
         const cmh_thread_info *ti = cmh_snapshot_thread(s, x->thread);
         x->thread_tid = ti ? ti->tid : 0;
         x->thread_name = ti ? cmh_str(s, ti->name) : "";

@@ -352,6 +352,59 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+#define MIN_COVER 7 /* tenths of the record the loop spans (covers()) */
+
+/* A run of one operation repeated back to back (the same action from the same site: a cache
+ * grown buffer by buffer until full, buffers freed in a loop), longer than a step. */
+typedef struct burst {
+    uint32_t at, len; /* events */
+} burst;
+
+static int cmp_burst(const void *a, const void *b)
+{
+    const burst *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1; /* longest first */
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* The runs of events v[0..nv) longer than min_events, longest first (*out NULL when none). */
+static int bursts_of(const ev *v, uint32_t nv, uint32_t min_events, burst **out, uint32_t *count)
+{
+    burst *b = NULL;
+    uint32_t n = 0, cap = 0;
+    for (uint32_t i = 0, j; i < nv; i = j) {
+        for (j = i + 1; j < nv && v[j].site == v[i].site;) j++;
+        if (j - i <= min_events) continue;
+        if (CMH_GROW(b, cap, (uint64_t)n + 1, 64)) {
+            free(b);
+            return CMH_ENOMEM;
+        }
+        b[n++] = (burst){i, j - i};
+    }
+    if (n) qsort(b, n, sizeof *b, cmp_burst);
+    *out = b;
+    *count = n;
+    return CMH_OK;
+}
+
+/* Does a loop of steps of `step` events over events [lo, hi) span most of the first nv?  Its own
+ * events count as they are, and so does what lies outside it, but for a run of one operation
+ * longer than a step (bursts): set-up or tear-down, one operation however many times it repeats,
+ * and no step of the loop (each holds the loop's other operations too).  (An 8-step loop of 3
+ * events followed by 63 buffers of one kind made and freed was a sixth of the record's events:
+ * no loop, and the burst was then taken for 42 more steps.) */
+static int covers(const burst *bu, uint32_t nb, uint32_t nv, uint32_t lo, uint32_t hi, uint32_t step)
+{
+    uint64_t in = hi - lo, out = (uint64_t)lo + (nv - hi);
+    for (uint32_t k = 0; k < nb && bu[k].len > step; k++) {
+        uint32_t a = bu[k].at, b = bu[k].at + bu[k].len < nv ? bu[k].at + bu[k].len : nv;
+        uint32_t before = b < lo ? b : lo, after = a > hi ? a : hi; /* its parts outside [lo, hi) */
+        if (before > a + 1) out -= before - a - 1;
+        if (b > after + 1) out -= b - after - 1;
+    }
+    return in * 10 >= (in + out) * MIN_COVER;
+}
+
 /* How alike two stretches of events are: the share of their symbols (as multisets, by op
  * whatever the size) they have in common. */
 static double alike(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1, uint64_t *tmp)
@@ -374,10 +427,9 @@ static double alike(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t
 #define ANCHOR_CANDIDATES 64 /* tried, most frequent first */
 #define MIN_ALIKE 0.7
 #define MIN_REPEAT 0.8
-#define MIN_COVER 7 /* tenths of the record's events the loop spans */
 
 /* Anchors: the symbol that recurs most often at regular intervals between stretches alike. */
-static int by_anchor(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **starts, uint32_t *nstarts)
+static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **starts, uint32_t *nstarts)
 {
     *starts = NULL;
     *nstarts = 0;
@@ -416,12 +468,13 @@ static int by_anchor(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **s
             }
 #undef POS
             if (c == 2) gmin = gmax = g1;
-            uint64_t span = o[j - 1].at - o[i].at;
+            /* the loop: from the first anchor to a step past the last */
+            uint32_t span = o[j - 1].at - o[i].at, past = o[j - 1].at + span / (c - 1);
             /* regular (the longest gap at most 1.5 times the shortest, the first at most 2.5
              * times the longest), steps of min_events at least, and the loop covering most of
              * the record */
             if (gmin >= min_events && g1 >= min_events && (uint64_t)gmax * 2 <= (uint64_t)gmin * 3 && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5 &&
-                (span + span / (c - 1)) * 10 >= (uint64_t)nv * MIN_COVER) {
+                covers(bu, nb, nv, o[i].at, past < nv ? past : nv, span / (c - 1))) {
                 if (CMH_GROW(cand, capc, (uint64_t)nc + 1, 64)) {
                     free(cand);
                     free(o);
@@ -484,9 +537,70 @@ static int by_anchor(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **s
 #define AUTO_WINDOW 8192
 #define MIN_STEP_EVENTS 3
 
+/* Does the stretch of events [a, a + len) repeat itself at a lag shorter than len that divides
+ * it (a burst of one allocation repeated, cut into steps of 3)?  Then it is a tighter loop's,
+ * not a step of a loop of len. */
+static int tighter(const ev *v, uint32_t a, uint32_t len)
+{
+    for (uint32_t d = 1; d <= len / 2; d++) {
+        if (len % d) continue;
+        uint32_t i = a;
+        while (i + d < a + len && v[i].sym == v[i + d].sym) i++;
+        if (i + d >= a + len) return 1;
+    }
+    return 0;
+}
+
+/* The sorted ops (by site, whatever the size) of events [a, a + len) into out: alike()'s
+ * multisets, for a stretch compared with the next. */
+static void sorted_ops(const ev *v, uint32_t a, uint32_t len, uint64_t *out)
+{
+    for (uint32_t i = 0; i < len; i++) out[i] = v[a + i].site;
+    qsort(out, len, sizeof *out, cmp_u64);
+}
+
+static double common_share(const uint64_t *x, const uint64_t *y, uint32_t n)
+{
+    uint32_t i = 0, j = 0, common = 0;
+    while (i < n && j < n) {
+        if (x[i] == y[j]) common++, i++, j++;
+        else if (x[i] < y[j]) i++;
+        else j++;
+    }
+    return n ? (double)common / n : 0;
+}
+
+/* Where the loop of period events that begins at from really repeats: of its whole steps, the
+ * longest run (the latest of equals) in which no step is a tighter loop's (tighter()) and each
+ * step holds the ops of the one before (alike, MIN_ALIKE): a lag that repeats across the record
+ * need not be a step everywhere (an 8-step loop of 3 events, then 63 buffers of one kind made
+ * and 63 freed, repeats at lag 3 throughout, and was read as 50 steps).  [*k0, *k1] of the
+ * steps from `from`; 0 when no step passes. */
+static int repeating_run(const ev *v, uint32_t nv, uint32_t from, uint32_t period, uint32_t *k0, uint32_t *k1)
+{
+    uint32_t whole = (nv - from) / period, best_len = 0, run = 0;
+    uint64_t *room = malloc((size_t)period * 2 * sizeof *room), *cur = room, *prev = room + period;
+    if (!room) return -1;
+    for (uint32_t k = 0; k < whole; k++) {
+        uint32_t a = from + k * period;
+        int ok = !tighter(v, a, period);
+        uint64_t *t = prev;
+        prev = cur;
+        cur = t;
+        sorted_ops(v, a, period, cur);
+        if (!ok) run = 0;
+        else if (run && common_share(prev, cur, period) >= MIN_ALIKE) run++;
+        else run = 1;
+        if (run && run >= best_len) best_len = run, *k1 = k, *k0 = k + 1 - run;
+    }
+    free(room);
+    return best_len ? 1 : 0;
+}
+
 /* Autocorrelation: the shortest lag at which the symbol sequence repeats (nearly) as well as
- * at its best lag; the steps cut at the phase where the series holds the fewest bytes. */
-static int by_period(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **starts, uint32_t *nstarts)
+ * at its best lag; the steps cut at the phase where the series holds the fewest bytes, where the
+ * loop repeats (repeating_run). */
+static int by_period(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **starts, uint32_t *nstarts)
 {
     *starts = NULL;
     *nstarts = 0;
@@ -505,7 +619,9 @@ static int by_period(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **s
     /* the shortest lag that misses (nearly) as rarely as the best: a multiple of the period
      * repeats as well as the period, a part of it misses where the step differs inside */
     uint32_t period = 0;
-    for (uint32_t lag = 2; lag <= w / 2 && !period; lag++)
+    /* (from lag 1: 40 allocations of one kind in a row repeat at lag 1, and were taken for a
+     * loop of 2, read '+2.0 MiB per step' for 1 MiB an allocation) */
+    for (uint32_t lag = 1; lag <= w / 2 && !period; lag++)
         if (1 - score[lag] <= (1 - top) * 1.5 + 0.002 && score[lag] >= MIN_REPEAT) period = lag;
     free(score);
     if (period < min_events) return CMH_OK; /* none, or a loop too tight to be a step */
@@ -516,20 +632,27 @@ static int by_period(const ev *v, uint32_t nv, uint32_t min_events, uint32_t **s
         for (uint32_t i = from; i < from + period; i++) match += v[i].sym == v[i + period].sym;
         if (match * 10 >= period * 9) break;
     }
-    if (from + 2 * period > nv || (uint64_t)(nv - from) * 10 < (uint64_t)nv * MIN_COVER) return CMH_OK;
+    if (from + 2 * period > nv) return CMH_OK;
+    uint32_t k0 = 0, k1 = 0;
+    int found = repeating_run(v, nv, from, period, &k0, &k1);
+    if (found < 0) return CMH_ENOMEM;
+    /* the loop's events: its run of steps, to the end when it reaches the last whole step (the
+     * rest is less than a step: from_pattern decides whether it is one) */
+    uint32_t lo = from + k0 * period, hi = k1 + 1 == (nv - from) / period ? nv : from + (k1 + 1) * period;
+    if (!found || k1 == k0 || !covers(bu, nb, nv, lo, hi, period)) return CMH_OK;
     /* the phase: the offset in the period where the series holds the fewest bytes */
     uint32_t phase = 0;
     double lowest = 0;
     for (uint32_t f = 0; f < period; f++) {
         double sum = 0;
         uint32_t cnt = 0;
-        for (uint64_t i = (uint64_t)from + f; i < nv; i += period) sum += (double)v[i].net, cnt++;
+        for (uint64_t i = (uint64_t)lo + f; i < hi; i += period) sum += (double)v[i].net, cnt++;
         if (cnt && (f == 0 || sum / cnt < lowest)) lowest = sum / cnt, phase = f;
     }
-    uint32_t c = (nv - from - phase + period - 1) / period;
+    uint32_t c = (hi - lo - phase + period - 1) / period;
     *starts = malloc((size_t)(c ? c : 1) * sizeof **starts);
     if (!*starts) return CMH_ENOMEM;
-    for (uint32_t k = 0; k < c; k++) (*starts)[k] = from + phase + k * period;
+    for (uint32_t k = 0; k < c; k++) (*starts)[k] = lo + phase + k * period;
     *nstarts = c;
     return CMH_OK;
 }
@@ -559,10 +682,14 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
     /* a step of the whole record makes a few allocations at least; one thread's loop may be
      * a single allocation and its free */
     uint32_t min_events = thread ? 2 : MIN_STEP_EVENTS;
-    rc = by_anchor(v, nv, min_events, &at, &nat);
+    burst *bu = NULL;
+    uint32_t nb = 0;
+    rc = bursts_of(v, nv, min_events, &bu, &nb);
+    if (rc == CMH_OK) rc = by_anchor(v, nv, bu, nb, min_events, &at, &nat);
     if (rc == CMH_OK && nat < 2) {
         free(at);
-        rc = by_period(v, nv, min_events, &at, &nat);
+        at = NULL;
+        rc = by_period(v, nv, bu, nb, min_events, &at, &nat);
     }
     /* A loop that changed shape (a schedule's second phase, longer sequences): the loop found
      * is the latest shape; the events before its first step may be a loop of their own, cut
@@ -573,11 +700,11 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
     for (; rc == CMH_OK && nat >= 2 && shapes < MAX_SHAPES; shapes++) {
         uint32_t pre = at[0], *a2 = NULL, n2 = 0;
         if (pre < 4 * min_events) break;
-        rc = by_anchor(v, pre, min_events, &a2, &n2);
+        rc = by_anchor(v, pre, bu, nb, min_events, &a2, &n2);
         if (rc == CMH_OK && n2 < 2) {
             free(a2);
             a2 = NULL;
-            rc = by_period(v, pre, min_events, &a2, &n2);
+            rc = by_period(v, pre, bu, nb, min_events, &a2, &n2);
         }
         if (rc != CMH_OK || n2 < 2) {
             free(a2);
@@ -623,6 +750,7 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
         }
     }
     free(at);
+    free(bu);
     free(v);
     return rc;
 }

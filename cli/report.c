@@ -273,13 +273,21 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
 
 const char *rep_size(double v) { return cmh_svg_size(v); }
 
+/* Seconds from t0 to t as a report prints them ("%+.3fs"), never "-0.000s" (a block of a ring's
+ * dropped entries, made a moment before the clock's origin, read 'first -0.000s'). */
+static void rep_seconds(char *b, size_t cap, int64_t t, int64_t t0)
+{
+    snprintf(b, cap, "%+.3fs", (double)(t - t0) / 1e9);
+    if (!strcmp(b, "-0.000s")) b[0] = '+';
+}
+
 const char *rep_when(int64_t t, int64_t t0)
 {
     static char ring[8][32];
     static int k;
     char *b = ring[k++ & 7];
     if (!t || !t0) snprintf(b, 32, "-");
-    else snprintf(b, 32, "%+.3fs", (double)(t - t0) / 1e9);
+    else rep_seconds(b, 32, t, t0);
     return b;
 }
 
@@ -289,7 +297,10 @@ const char *rep_at(int64_t index, int64_t t, int64_t t0)
     static int k;
     char *b = ring[k++ & 7];
     if (!t || !t0) snprintf(b, 64, "entry %" PRId64, index);
-    else snprintf(b, 64, "entry %" PRId64 ", %+.3fs", index, (double)(t - t0) / 1e9);
+    else {
+        int n = snprintf(b, 64, "entry %" PRId64 ", ", index);
+        rep_seconds(b + n, (size_t)(64 - n), t, t0);
+    }
     return b;
 }
 
@@ -509,7 +520,8 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kstr(w, "says", cmh_leak_site_text(x, words, sizeof words));
         cmh_jw_kbool(w, "growing", x->growing);
         cmh_jw_kuint(w, "steps", x->steps);
-        cmh_jw_kuint(w, "rises", x->rises);
+        cmh_jw_kuint(w, "rises", x->rises); /* stretches of `stride` steps that rose */
+        cmh_jw_kuint(w, "stride", x->stride ? x->stride : 1);
         cmh_jw_kuint(w, "flat_steps", x->flat_steps);
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
         cmh_jw_kint(w, "rate_bytes_per_step", x->rate);

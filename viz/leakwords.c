@@ -36,14 +36,23 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
         ADD(")");
         break;
     default:
-        if (p->base.entries <= 1) ADD("steps: unknown (the record has no allocation history)");
+        /* (a record of one entry has a history: too short a one to hold a loop) */
+        if (!p->base.history) ADD("steps: unknown (the record has no allocation history)");
+        else if (p->base.entries == 1) ADD("steps: unknown (the record has 1 trace entry: no loop to find)");
         else ADD("steps: unknown (no step marks or annotations, and no repeating allocation pattern)");
     }
     if (st->stride > 1) ADD(", measured every %u steps", st->stride);
-    if (p->threads) ADD("; %u of the %u recording threads holding memory repeat %u or more steps of their own", p->threads_judged, p->threads,
-                        CMH_LEAK_MIN_STEPS);
     if (!p->judged && p->live_blocks && st->count)
         ADD("; growth needs %u steps (one to warm up, three to rise across)", CMH_LEAK_MIN_STEPS);
+    /* the threads' own steps, a sentence of its own: the record's steps and a thread's are two
+     * things ('steps: unknown (...); 1 of the 1 recording threads ... repeat 4 or more steps of
+     * their own' read as one contradicting itself) */
+    uint32_t t = p->threads, j = p->threads_judged;
+    if (t == 1) ADD(". The recording thread holding memory %s %u or more steps of its own%s", j ? "repeats" : "does not repeat", CMH_LEAK_MIN_STEPS,
+                    j ? ", and is judged by them" : "");
+    else if (t && j == t) ADD(". Each of the %u recording threads holding memory repeats %u or more steps of its own, and is judged by them", t, CMH_LEAK_MIN_STEPS);
+    else if (t && !j) ADD(". None of the %u recording threads holding memory repeats %u or more steps of its own", t, CMH_LEAK_MIN_STEPS);
+    else if (t) ADD(". %u of the %u recording threads holding memory repeat %u or more steps of their own, and are judged by them", j, t, CMH_LEAK_MIN_STEPS);
     return buf;
 #undef ADD
 }
@@ -58,6 +67,19 @@ const char *cmh_leak_site_word(const cmh_site *x)
     case CMH_LEAK_AFTER: return "after";
     default: return "held";
     }
+}
+
+/* A growth that stopped, in the units it was measured in: "grew in 9 steps, then stopped (flat
+ * for the last 10)"; past 512 steps, where a point is every stride-th step, the rises are stretches
+ * of stride steps ("grew in 199 of the 445 stretches of 7 steps it was measured over": a rise
+ * across a stretch is not a rise in each of its steps). */
+static const char *stopped_text(const cmh_site *x, char *buf, size_t cap)
+{
+    if (x->stride <= 1) snprintf(buf, cap, "grew in %u %s, then stopped (flat for the last %u)", x->rises, plural(x->rises, "step", "steps"), x->flat_steps);
+    else
+        snprintf(buf, cap, "grew in %u of the %u stretches of %u steps it was measured over, then stopped (flat for the last %u steps)", x->rises,
+                 x->steps / x->stride > 1 ? x->steps / x->stride - 1 : 1, x->stride, x->flat_steps);
+    return buf;
 }
 
 /* "recording threads 2, 3, 4" (the first 6 of a mask, then how many more) */
@@ -90,7 +112,7 @@ static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
 {
     uint32_t k = bits(x->thread_mask);
     if (x->threads < 2 || (x->verdict == CMH_LEAK_GROWING && k < 2)) return NULL;
-    char list[128], of[48] = "", each[64], over[48];
+    char list[128], of[48] = "", each[64], over[48], grew[160];
     thread_list(x->thread_mask, list, sizeof list);
     const char *why = "judged thread by thread: their steps interleave";
     switch (x->verdict) {
@@ -108,8 +130,8 @@ static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
         return buf;
     case CMH_LEAK_STATE:
         if (cmh_leak_site_stopped(x))
-            snprintf(buf, cap, "state: %s held across steps by %s, growing in none: grew in %u steps, then stopped (flat for the last %u); %s",
-                     cmh_svg_size((double)x->held), list, x->rises, x->flat_steps, why);
+            snprintf(buf, cap, "state: %s held across steps by %s, growing in none: %s; %s", cmh_svg_size((double)x->held), list,
+                     stopped_text(x, grew, sizeof grew), why);
         else snprintf(buf, cap, "state: %s held across steps by %s, growing in none; %s", cmh_svg_size((double)x->held), list, why);
         return buf;
     case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step in each of %s; %s", list, why); return buf;
@@ -131,7 +153,7 @@ static void span_text(int64_t ns, char *out, size_t cap)
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
 {
     if (threads_text(x, buf, cap)) return buf;
-    char whose[96] = "";
+    char whose[96] = "", grew[160];
     const char *tn = x->thread_name ? x->thread_name : "";
     if (x->thread && x->thread_tid && *tn)
         snprintf(whose, sizeof whose, " of recording thread %u (tid %lld, '%.20s')", x->thread, (long long)x->thread_tid, tn);
@@ -149,8 +171,8 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
     case CMH_LEAK_STATE:
         /* a leak that stopped: it rose across as many steps as a leak must, then no more */
         if (cmh_leak_site_stopped(x))
-            snprintf(buf, cap, "state: %s held across steps%s, not growing: grew in %u steps, then stopped (flat for the last %u)",
-                     cmh_svg_size((double)x->held), whose, x->rises, x->flat_steps);
+            snprintf(buf, cap, "state: %s held across steps%s, not growing: %s", cmh_svg_size((double)x->held), whose,
+                     stopped_text(x, grew, sizeof grew));
         else snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose);
         break;
     case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step%s", whose); break;
@@ -183,7 +205,7 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
     else if (p->judged) snprintf(buf, cap, "no site grows from step to step");
     else {
         size_t n = (size_t)snprintf(buf, cap, "growth cannot be judged: %s",
-                                    p->steps.count ? "too few steps" : p->base.entries <= 1 ? "no allocation history" : "the steps are unknown");
+                                    p->steps.count ? "too few steps" : !p->base.history ? "no allocation history" : "the steps are unknown");
         if (n < cap && p->steps.count) n += (size_t)snprintf(buf + n, cap - n, " (%u of the %u needed)", p->steps.count, CMH_LEAK_MIN_STEPS);
         if (n < cap && rising) n += (size_t)snprintf(buf + n, cap - n, "; %u %s in each step", rising, plural(rising, "site rose", "sites rose"));
         /* no step found: what the still-live memory did over the run, honestly no more */

@@ -253,6 +253,13 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
  * bytes across its steps, else steady.  Deterministic: each thread's own entries come in the
  * order it made them, however the threads interleaved. */
 void cmh_leak_combine_threads(cmh_site *x, const cmh_site *one, const uint32_t *thread, uint32_t n);
+/* A site's verdict over steps st, from its held bytes L[0 .. st->npoints) at their points (end:
+ * the record's entries, where a last point at it closes the last step): every member of x that
+ * the verdict sets (verdict, growing, steps, rises, stride, flat_steps, growth_steps, rate,
+ * trend, held).  Then _late, for a site whose first still-live block came at entry first: AFTER
+ * when it is STEADY and that came once the last step had begun. */
+void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x);
+void cmh_leak_judge_late(const cmh_steps *st, int64_t first, int64_t end, cmh_site *x);
 void cmh_leak_report_free(cmh_leak_report *r);
 
 /* free = reserved - allocated = releasable + trapped + pending_free (cmh_free_split):

@@ -1,0 +1,161 @@
+/*
+ * leak_judge.c - one site's leak verdict over one series of held bytes, a figure per step boundary
+ * (cumemhist/reports.h, cmh_leak_judge; docs/DEFINITIONS.md, "The leak verdict").  The series are
+ * cmh_leaks_compute's (reports.c): the record's steps, or one recording thread's.
+ */
+#include <string.h>
+
+#include "cumemhist/reports.h"
+
+/* Kendall's tau (the tau-a form) of a series against its order: 1 when every later value is
+ * above every earlier one, -1 when below, 0 for no trend. */
+static double kendall_tau(const int64_t *v, uint32_t n)
+{
+    if (n < 2) return 0;
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = i + 1; j < n; j++) sum += (v[j] > v[i]) - (v[j] < v[i]);
+    return (double)sum / ((double)n * (n - 1) / 2);
+}
+
+/* The least-squares slope of a series against its order, in its units per point. */
+static int64_t slope(const int64_t *v, uint32_t n)
+{
+    if (n < 2) return 0;
+    double mx = (n - 1) / 2.0, my = 0, sxy = 0, sxx = 0;
+    for (uint32_t i = 0; i < n; i++) my += (double)v[i];
+    my /= n;
+    for (uint32_t i = 0; i < n; i++) sxy += (i - mx) * ((double)v[i] - my), sxx += (i - mx) * (i - mx);
+    double b = sxy / sxx;
+    if (!(b > -9.2e18 && b < 9.2e18)) return 0; /* a hostile file's figures: no rate rather than an overflow */
+    return (int64_t)(b < 0 ? b - 0.5 : b + 0.5);
+}
+
+/* A rise over the whole run, however slow: a leak of a block every 15 steps rises across a
+ * third of the stretches between points, so no recent stretch rose across half of its own, and
+ * the last 7 steps, between two of its blocks, read 'then stopped'.  Over L[1..k] (after the
+ * first step) its held bytes rose across need stretches at least, in each third of them, trending
+ * up, and have been flat at the end for fewer stretches than they ever were between two rises
+ * before (a leak that stopped has been flat longer than its rhythm; a cache filled in the first
+ * steps has no rise in the later thirds).  Sets x as growing, in stretches between points. */
+static int steady_rise(const int64_t *L, uint32_t k, uint32_t need, int last_own, cmh_site *x)
+{
+    if (k < 4 || L[k] <= L[1]) return 0;
+    uint32_t rises = 0, first = 0, last = 1, gap = 0, third[3] = {0, 0, 0};
+    for (uint32_t j = 2; j <= k; j++) {
+        if (L[j] <= L[j - 1]) continue;
+        rises++;
+        if (!first) first = j;
+        if (j - last > gap) gap = j - last; /* (from point 1 to the first rise too) */
+        last = j;
+        third[(uint64_t)(j - 2) * 3 / (k - 1)]++;
+    }
+    if (rises < need || !third[0] || !third[1] || !third[2] || k - last >= gap) return 0;
+    double tau = kendall_tau(L + 1, k);
+    if (tau < CMH_LEAK_MIN_TREND) return 0;
+    x->verdict = CMH_LEAK_GROWING;
+    x->growing = 1;
+    x->growth_steps = k - first + 1;
+    uint32_t end = last_own && k - 1 >= first ? k - 1 : k;
+    x->rate = slope(L + first - 1, end - first + 2);
+    x->trend = tau;
+    return 1;
+}
+
+/* The verdict over one series: L[0..np-1], a site's held bytes at each point of steps st. */
+void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x)
+{
+    uint32_t np = st->npoints, k = np ? np - 1 : 0; /* intervals between points */
+    x->verdict = CMH_LEAK_UNJUDGED;
+    x->growing = 0;
+    x->steps = st->count;
+    x->rises = x->growth_steps = x->flat_steps = 0;
+    x->stride = 1;
+    x->rate = 0;
+    x->trend = 0;
+    x->held = 0;
+    if (!k) return;
+    /* what it held across the last whole step and still holds (the last point's bytes may be
+     * that step's own: gradients, activations of a step the record ended in) */
+    int last_own = k >= 2 || st->points[k] >= end;
+    int64_t h = last_own ? L[k - 1] : L[k];
+    x->held = (uint64_t)(h > 0 ? h : 0);
+    uint32_t last_rise = 1;
+    for (uint32_t j = 2; j <= k; j++)
+        if (L[j] > L[j - 1]) x->rises++, last_rise = j;
+    int64_t stride = st->stride ? st->stride : 1;
+    /* past 512 steps a point is every stride-th step: the rises are counted in the stretches
+     * between points that rose (times the stride, a leak of one block every 15 steps, measured
+     * every 7, read 'grew in 1393 steps' for 200 blocks), the flat end in steps */
+    x->stride = (uint32_t)stride;
+    x->flat_steps = x->rises ? (k - last_rise) * (uint32_t)stride : 0;
+    if (st->count >= CMH_LEAK_MIN_STEPS) {
+        /* the longest recent stretch, after the first step, that rose across at least half of
+         * its steps (and 3), trending up; its growth measured from its first rise */
+        uint32_t need = st->thread_lives ? CMH_LEAK_MIN_THREAD_RISES : CMH_LEAK_MIN_RISES;
+        for (uint32_t from = 2; from + need - 1 <= k; from++) {
+            uint32_t len = k - from + 1, up = 0;
+            for (uint32_t j = from; j <= k; j++) up += L[j] > L[j - 1];
+            if (up < need || up * 2 < len) continue;
+            /* still growing at the end: the stretch's later half rose too (a leak that stopped
+             * halfway through the record is not growing now) */
+            uint32_t mid = from + len / 2, up2 = 0;
+            for (uint32_t j = mid; j <= k; j++) up2 += L[j] > L[j - 1];
+            if (up2 * 2 < k - mid + 1) continue;
+            double tau = kendall_tau(L + from - 1, len + 1);
+            if (tau < CMH_LEAK_MIN_TREND || L[k] <= L[from - 1]) continue;
+            uint32_t first = from;
+            while (L[first] <= L[first - 1]) first++;
+            x->verdict = CMH_LEAK_GROWING;
+            x->growing = 1;
+            x->growth_steps = (k - first + 1) * (uint32_t)stride;
+            /* least squares: jitter at either end matters less; up to the last point the held
+             * bytes were taken from (L[k] may hold the unfinished last step's own blocks) */
+            uint32_t last = last_own && k - 1 >= first ? k - 1 : k;
+            x->rate = slope(L + first - 1, last - first + 2) / stride;
+            x->trend = tau;
+            return;
+        }
+        if (steady_rise(L, k, need, last_own, x)) {
+            x->growth_steps *= (uint32_t)stride;
+            x->rate /= stride;
+            return;
+        }
+    } else if (k >= 2) {
+        int each = 1;
+        for (uint32_t j = 1; j <= k; j++) each &= L[j] > L[j - 1];
+        if (each) {
+            x->verdict = CMH_LEAK_RISING;
+            x->growth_steps = k * (uint32_t)stride;
+            x->rate = (int64_t)((uint64_t)L[k] - (uint64_t)L[0]) / (int64_t)x->growth_steps;
+            x->trend = 1;
+            return;
+        }
+    }
+    x->verdict = x->held ? CMH_LEAK_STATE : CMH_LEAK_STEADY;
+}
+
+/* A steady site (nothing held across a step boundary) whose first allocation came once the last
+ * step had begun: no step before made the like, so it is not a step's memory coming and going
+ * but work after the loop (an evaluation, a checkpoint, the end of the run), or new in its last
+ * step.  Where the last step ends cannot be told from the entries' positions alone (a detected
+ * step begins at its anchor, which may lie inside the step), so the two are not told apart. */
+void cmh_leak_judge_late(const cmh_steps *st, int64_t first, int64_t end, cmh_site *x)
+{
+    uint32_t np = st->npoints;
+    if (x->verdict != CMH_LEAK_STEADY || np < 2 || st->count < 2) return; /* a step before the last, at least */
+    int64_t last = st->points[np - 1] >= end ? st->points[np - 2] : st->points[np - 1];
+    if (first >= last) x->verdict = CMH_LEAK_AFTER;
+}
+
+int cmh_leak_site_stopped(const cmh_site *x)
+{
+    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps > 0;
+}
+
+const char *cmh_leak_verdict_name(int verdict)
+{
+    static const char *const names[] = {"unjudged", "state", "steady", "rising", "growing", "after"};
+    return verdict >= 0 && verdict <= CMH_LEAK_AFTER ? names[verdict] : "?";
+}
+
