@@ -114,6 +114,26 @@ env -u LD_PRELOAD python3 -c "import json; d = json.load(open('dstate.json'))[0]
 check "diff --json against a record with no history: null peaks, no growth" "[ $? -eq 0 ]"
 "$CMH" diff state.cmh leak10.cmh --fail-if-peak-grows 5 >/dev/null 2>dgate.err
 check "diff --fail-if-peak-grows with a peak not known: fails, and says why" "[ $? -eq 3 ] && grep -q 'cannot be checked' dgate.err"
+check "diff signs a growth in bytes as it signs counts ('+82.0 MiB', not '82.0 MiB')" \
+    "grep -q '^peak allocated .* +[0-9.]* MiB  *+[0-9.]*%\$' diff.txt"
+# a device one record lacks is absent there, not 0 B (-100.0%); one listed with no history (PyTorch's
+# two-device snapshot, device 0 with only its 'snapshot' entry) has a peak not known, not '0 B ... new'
+py - <<'PY' || bad "writing two.pickle failed"
+import pickle
+blk = {'size': 1 << 20, 'requested_size': 1 << 20, 'address': 1 << 40, 'state': 'active_allocated', 'frames': []}
+seg = {'device': 1, 'address': 1 << 40, 'total_size': 1 << 20, 'allocated_size': 1 << 20, 'active_size': 1 << 20,
+       'requested_size': 1 << 20, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': [], 'blocks': [blk]}
+snap = {'action': 'snapshot', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': 1}
+pickle.dump({'segments': [seg], 'device_traces': [[snap], []]}, open('two.pickle', 'wb'), protocol=4)
+PY
+"$CMH" diff two.pickle leak.cmh >dtwo.txt 2>&1
+check "diff: a device only one record has reads 'absent' on the other side, and says so" \
+    "grep -q '^allocated at the end  *1.0 MiB  *absent  *-\$' dtwo.txt && grep -q '^leak.cmh: no device 1 in this record' dtwo.txt && ! grep -q '100.0%' dtwo.txt"
+check "diff: a device listed with no history has a peak not known, not '0 B ... new'" \
+    "sed -n '/^device 0 /,/^segments/p' dtwo.txt | grep -q '^peak allocated  *not known  *94.0 MiB  *-\$'"
+"$CMH" diff --json two.pickle leak.cmh | py -c "import json,sys; d=json.load(sys.stdin); assert d[0]['in_before'] and d[0]['peak_allocated']['before'] is None and not d[1]['in_after'], d" &&
+    ok "diff --json: in_before/in_after, a null peak where not known" || bad "diff --json of a device one side lacks"
 "$CMH" peak leak.cmh leak10.cmh >multi.txt
 check "peak of several snapshots: a row each and the worst" "grep -q '^worst: leak10.cmh' multi.txt"
 "$CMH" frag leak.cmh >/dev/null
