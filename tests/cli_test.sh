@@ -17,6 +17,16 @@ check "summary: 5 live segments" "grep -q '^| GPU reserved segments |       5   
 # a plain C program's record: named like every report, and not titled as PyTorch's allocator's
 check "summary of a driver record names its file and process first" "head -1 sum.txt | grep -q '^leak.cmh: pid [0-9]* on .*leaky 5\$'"
 check "summary of a driver record is not titled PyTorch's" "grep -q '^|                          CUDA memory summary, device ID 0  ' sum.txt && ! grep -q PyTorch sum.txt"
+# a snapshot piped in: "-" is standard input, for every reading command (it read '-: No such file or directory')
+cat leak.cmh | "$CMH" summary - >sumin.txt 2>&1
+check "summary - reads the snapshot from standard input, as summary FILE does" \
+    "grep -q '^-: pid [0-9]* on .*leaky 5\$' sumin.txt && [ \"\$(tail -n +2 sumin.txt)\" = \"\$(tail -n +2 sum.txt)\" ]"
+"$CMH" peak - </dev/null >/dev/null 2>in.err
+rc=$?
+check "peak - of an empty standard input: says so, exit 1 ($(cat in.err))" "[ $rc -eq 1 ] && grep -q '^cumemhist: -: standard input is empty' in.err"
+cat leak.cmh | "$CMH" diff - - >/dev/null 2>in.err
+rc=$?
+check "diff - -: standard input is read once, and it says so" "[ $rc -eq 1 ] && grep -q 'standard input was read already' in.err"
 "$CMH" summary --json leak.cmh >sum.json
 check "summary --json exact integers" "grep -q '\"allocated_bytes.all\": {\"current\": 20971520, \"peak\": 98566144' sum.json"
 env -u LD_PRELOAD python3 -c "import json,sys; json.load(open('sum.json'))" 2>/dev/null && ok "summary --json parses" || bad "summary --json parses"
