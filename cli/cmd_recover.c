@@ -145,6 +145,9 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         snprintf(how, sizeof how, "exited with status %d without its exit dump (no exit handler ran: _exit())", ex);
     else if (info.state == CMH_ENDED_SIGNALED) snprintf(how, sizeof how, "was killed by %s", cmh_signal_name(info.end_signal));
     else if (info.state == CMH_ENDED_EXITED) snprintf(how, sizeof how, "exited; its exit dump failed");
+    else if (id.forked_from > 0) /* a worker forked without exec: _exit() is how those end, not an alarm */
+        snprintf(how, sizeof how, "ended without its exit dump, the usual end of a forked worker (_exit(), as multiprocessing and "
+                 "DataLoader workers end; a SIGKILL would look the same; its exit status %s)", parent);
     else
         snprintf(how, sizeof how, "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status %s)",
                  parent);
