@@ -117,8 +117,8 @@ int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags)
     if (s->unverified) /* once per file: every command loads each of its files here, once */
         fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", path);
     if (s->skipped_entries)
-        fprintf(stderr, "cumemhist: note: %s: %llu trace entries of actions this version does not know were skipped\n",
-                path, (unsigned long long)s->skipped_entries);
+        fprintf(stderr, "cumemhist: note: %s: %llu trace %s skipped (actions this version does not know, or a size out of range)\n",
+                path, (unsigned long long)s->skipped_entries, s->skipped_entries == 1 ? "entry was" : "entries were");
     return 0;
 }
 

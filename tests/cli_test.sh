@@ -163,6 +163,17 @@ if [ -n "${CMH_PYTORCH_FIXTURES:-}" ] && [ -d "$CMH_PYTORCH_FIXTURES" ]; then
     check "empty snapshot: peak says so too" "grep -q 'no allocations recorded' empty2.txt"
 fi
 
+# a damaged pickle entry (size -5) is skipped and said so in one note, not dropped silently
+py - <<'PY' || bad "writing neg.pickle failed"
+import pickle
+e = lambda a, addr, size: dict(action=a, addr=addr, size=size, stream=0, time_us=1, frames=[])
+tr = [e("segment_alloc", 1 << 40, 2 << 20), e("alloc", 1 << 40, 1 << 20), e("alloc", (1 << 40) + (1 << 20), -5)]
+pickle.dump({"segments": [], "device_traces": [tr]}, open("neg.pickle", "wb"), protocol=4)
+PY
+"$CMH" peak neg.pickle >neg.txt 2>neg.err
+check "a pickle entry of size -5: skipped, one note says so ($(cat neg.err))" \
+    "[ \"\$(grep -c 'note: neg.pickle: 1 trace entry was skipped' neg.err)\" = 1 ] && grep -q '^neg.pickle, device 0: 2 trace entries' neg.txt"
+
 # an untimed record (PyTorch 2.0's snapshots have no time_us): every sentence names the entry
 # alone ("at entry 5"), never a dash for the time; JSON says null wherever a time would be
 env -u LD_PRELOAD python3 - untimed.pickle <<'PYEOF'
