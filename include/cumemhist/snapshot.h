@@ -267,7 +267,7 @@ typedef struct cmh_snapshot {
     uint32_t version;
     uint8_t source;
     uint8_t pt_fields;        /* CMH_PT_* */
-    uint64_t skipped_entries; /* trace entries skipped: actions this version does not know, a negative size */
+    uint64_t skipped_entries; /* trace entries of actions this version does not know */
     uint8_t unverified;       /* a .cmh written before checksums: read without a check of its bytes */
     /* meta */
     int64_t pid;
