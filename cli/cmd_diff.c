@@ -33,14 +33,17 @@ typedef struct side {
     cmh_sites *g;
 } side;
 
-/* Whether a side's peak on dev is known: it has a history there (not an enabled=state record,
- * whose end state is all there is), or it holds nothing on dev at all (its peak is then 0). */
-static int peak_known(const cmh_snapshot *s, const cmh_peak_report *p, int dev)
+/* Whether a side has dev at all: a device absent from one record is not one that held 0 B there
+ * (diff said 'after 0 B ... -100.0%' of a device the other record never saw). A record with no
+ * allocations at all has every device, empty, as `peak` says ('no allocations recorded'). */
+static int has_device(const cmh_snapshot *s, int dev)
 {
-    if (p->base.history) return 1;
-    for (uint32_t i = 0; i < s->nsegments; i++)
-        if (s->segments[i].device == dev) return 0;
-    return 1;
+    int32_t all[256];
+    int n = cmh_snapshot_devices(s, all, 256);
+    if (!n) return 1;
+    for (int i = 0; i < n && i < 256; i++)
+        if (all[i] == dev) return 1;
+    return 0;
 }
 
 /* One device: its figures before and after, the sites that changed most; returns a CMH_* code.
@@ -52,9 +55,12 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
     if (crc != CMH_OK) return crc;
     const cmh_peak_report *pk = d.peak;
     /* a side with no history has no peak: its end state is not one (diff said 'peak allocated
-     * 86.7 MiB, -77.4%' of PyTorch's history-off snapshot, where `peak` says the peak is not known) */
-    int known[2] = {peak_known(&sd[0].s, &pk[0], dev), peak_known(&sd[1].s, &pk[1], dev)};
-    int both = known[0] && known[1];
+     * 86.7 MiB, -77.4%' of PyTorch's history-off snapshot, where `peak` says the peak is not known,
+     * and 'before 0 B ... new' of a device PyTorch listed with no history, holding nothing) */
+    int present[2] = {has_device(&sd[0].s, dev), has_device(&sd[1].s, dev)};
+    int known[2];
+    for (int f = 0; f < 2; f++) known[f] = !present[f] || pk[f].base.history || (!sd[f].s.nentries && !sd[f].s.nsegments);
+    int both = known[0] && known[1], in_both = present[0] && present[1];
     struct {
         const char *what, *key;
         int64_t a, b;
@@ -76,6 +82,8 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
         cmh_jw_kstr(w, "before", sd[0].path);
         cmh_jw_kstr(w, "after", sd[1].path);
         cmh_jw_kint(w, "device", dev);
+        cmh_jw_kbool(w, "in_before", present[0]);
+        cmh_jw_kbool(w, "in_after", present[1]);
         if (both) cmh_jw_kdouble(w, "peak_growth_pct", d.peak_growth_pct, 3);
         else cmh_jw_key(w, "peak_growth_pct"), cmh_jw_null(w);
         for (int i = 0; i < NROWS; i++) {
@@ -127,19 +135,26 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
     } else {
         printf("%s%-22s %14s %14s %14s %9s\n", index ? "\n" : "", rep_device_name(dev), "before", "after", "change", "");
         for (int i = 0; i < NROWS; i++) {
-            if (i < 3 && !both) { /* a peak row where a side's peak is not known */
-                printf("%-22s %14s %14s %14s\n", rows[i].what, known[0] ? rep_size((double)rows[i].a) : "not known",
-                       known[1] ? rep_size((double)rows[i].b) : "not known", "-");
+            if (!in_both || (i < 3 && !both)) { /* a device one side lacks, or a peak a side does not know */
+                const char *col[2];
+                for (int f = 0; f < 2; f++)
+                    col[f] = !present[f] ? "absent" : !known[f] && i < 3 ? "not known" : i < NROWS - 1 ? rep_size((double)(f ? rows[i].b : rows[i].a)) : NULL;
+                char num[2][24];
+                for (int f = 0; f < 2; f++)
+                    if (!col[f]) snprintf(num[f], sizeof num[f], "%" PRId64, f ? rows[i].b : rows[i].a), col[f] = num[f];
+                printf("%-22s %14s %14s %14s\n", rows[i].what, col[0], col[1], "-");
                 continue;
             }
-            /* a figure that was 0 before has no percentage: it is new (a device only the second record has) */
+            /* a figure that was 0 before has no percentage: it is new */
             char pct[16];
             if (rows[i].a) snprintf(pct, sizeof pct, "%+8.1f%%", 100.0 * (double)(rows[i].b - rows[i].a) / (double)rows[i].a);
             else snprintf(pct, sizeof pct, "%9s", rows[i].b ? "new" : "");
-            if (i < NROWS - 1)
-                printf("%-22s %14s %14s %14s %s\n", rows[i].what, rep_size((double)rows[i].a), rep_size((double)rows[i].b),
-                       rep_size((double)(rows[i].b - rows[i].a)), pct);
-            else
+            if (i < NROWS - 1) { /* signed like the counts and percentages: '+19.0 MiB', not '19.0 MiB' */
+                char delta[32];
+                int64_t dv = rows[i].b - rows[i].a;
+                snprintf(delta, sizeof delta, "%s%s", dv > 0 ? "+" : "", rep_size((double)dv));
+                printf("%-22s %14s %14s %14s %s\n", rows[i].what, rep_size((double)rows[i].a), rep_size((double)rows[i].b), delta, pct);
+            } else
                 printf("%-22s %14" PRId64 " %14" PRId64 " %+14" PRId64 " %s\n", rows[i].what, rows[i].a, rows[i].b,
                        rows[i].b - rows[i].a, pct);
         }
@@ -154,6 +169,9 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
                    rep_site_name(x->snap, x->snap == &sd[0].s ? sd[0].g : sd[1].g, &one));
         }
         if (!shown) printf("\nno site's live bytes changed\n");
+        for (int f = 0; f < 2; f++)
+            if (!present[f])
+                printf("%s%s: no %s in this record\n", f && !present[0] ? "" : "\n", sd[f].path, rep_device_name(dev));
         for (int f = 0; f < 2; f++)
             if (!known[f])
                 printf("%s%s: no history on %s (recorded with enabled=state, or history off): its peak is not known, "

@@ -257,6 +257,11 @@ int cmd_export(int argc, char **argv)
     cmh_pathlist pl;
     rc = cmh_expand_paths(args, n, &pl);
     int given = n, dir = pl.ndirs > 0;
+    if (!rc && !pl.n) { /* only directories, none holding a snapshot: not 'one snapshot at a time (0 given)' */
+        if (given == 1) cli_error("%s: no snapshots in this directory (no .cmh or .pickle file)", args[0]);
+        else cli_error("export: no snapshots in the directories given (no .cmh or .pickle file)");
+        rc = CLI_EFILE;
+    }
     free(args);
     if (rc) return rc;
     if (g_format == F_SQLITE || (g_format == F_CHROME && (given > 1 || dir))) {

@@ -51,9 +51,10 @@ int cmd_merge(int argc, char **argv)
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
-    if (info.matched)
-        fprintf(stderr, "cumemhist: %s: the clocks aligned on %u segment events (PyTorch's + %.3f ms, spread %.3f ms)\n", g_out,
-                info.matched, (double)info.clock_ns / 1e6, (double)info.spread_ns / 1e6);
+    if (info.matched) /* ours = PyTorch's + clock_ns: the sign is the operator ('+ -0.091 ms' was read as a typo) */
+        fprintf(stderr, "cumemhist: %s: the clocks aligned on %u segment events (ours = PyTorch's %c %.3f ms, spread %.3f ms)\n", g_out,
+                info.matched, info.clock_ns < 0 ? '-' : '+', (double)(info.clock_ns < 0 ? -info.clock_ns : info.clock_ns) / 1e6,
+                (double)info.spread_ns / 1e6);
     else
         fprintf(stderr, "cumemhist: %s: no segment event seen by both: the clocks are taken as equal (both Unix time)\n", g_out);
     return 0;

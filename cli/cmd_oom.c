@@ -5,8 +5,10 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "report.h"
+#include "cumemhist/owners.h"
 #include "cumemhist/whatif.h"
 
 static int g_device = -2, g_top = 10, g_frames = 6, g_json;
@@ -33,6 +35,19 @@ static int balance(const cmh_snapshot *sp, int dev, cmh_device_load *loads, int 
     return cmh_device_balance(sp, dev, loads, 64, n) == CMH_OK && cmh_device_uneven(loads, *n, dev);
 }
 
+/* PyTorch's own record, one merged with it, or one whose stacks pass through PyTorch's libraries:
+ * only there is advice about PyTorch's DataParallel for the program (not for a driver-API one) */
+static int pytorch_record(const cmh_snapshot *sp)
+{
+    if (sp->source == CMH_SRC_PYTORCH || sp->torch) return 1;
+    for (uint32_t i = 0; i < sp->nmodules; i++) {
+        const char *m = cmh_str(sp, sp->modules[i].path), *slash = strrchr(m, '/');
+        const char *lib = cmh_library_name(slash ? slash + 1 : m);
+        if (lib && !strcmp(lib, "PyTorch")) return 1;
+    }
+    return 0;
+}
+
 static void print_balance(const cmh_snapshot *sp, int dev)
 {
     cmh_device_load loads[64];
@@ -42,9 +57,13 @@ static void print_balance(const cmh_snapshot *sp, int dev)
     for (int i = 1; i < n && i < 6; i++) printf(", %s %s", rep_device_name(loads[i].device), rep_size((double)loads[i].peak_reserved));
     if (n > 6) printf(", ...");
     putchar('\n');
-    if (uneven)
+    if (uneven && pytorch_record(sp))
         printf("  uneven load: %s held %.1fx the next device; spreading the work (DistributedDataParallel rather than\n"
                "  DataParallel, which gathers onto one device; a smaller batch there) is where to look first\n",
+               rep_device_name(dev), (double)loads[0].peak_reserved / (double)loads[1].peak_reserved);
+    else if (uneven)
+        printf("  uneven load: %s held %.1fx the next device; spreading the work across the devices (or a smaller\n"
+               "  share of it on this one) is where to look first\n",
                rep_device_name(dev), (double)loads[0].peak_reserved / (double)loads[1].peak_reserved);
 }
 

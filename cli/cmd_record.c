@@ -425,7 +425,11 @@ static int record(char **prog, const char *argv0)
         struct stat st;
         if (stat(run.files[i].path, &st) != 0) continue;
         nfiles++;
-        if (!quiet) fprintf(stderr, "cumemhist: wrote %s (%lld bytes)\n", run.files[i].path, (long long)st.st_size);
+        if (quiet) continue;
+        if (S_ISREG(st.st_mode)) fprintf(stderr, "cumemhist: wrote %s (%lld bytes)\n", run.files[i].path, (long long)st.st_size);
+        else /* a node's size is not what went through it ('wrote /dev/null (0 bytes)') */
+            fprintf(stderr, "cumemhist: wrote the snapshot through %s (%s: nothing of it is kept there)\n", run.files[i].path,
+                    S_ISCHR(st.st_mode) ? "a character device" : S_ISFIFO(st.st_mode) ? "a pipe" : "not a regular file");
     }
     for (int i = 0; i < run.npids; i++) {
         rec_pid *p = &run.pids[i];

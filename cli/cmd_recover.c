@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -144,6 +145,9 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         snprintf(how, sizeof how, "exited with status %d without its exit dump (no exit handler ran: _exit())", ex);
     else if (info.state == CMH_ENDED_SIGNALED) snprintf(how, sizeof how, "was killed by %s", cmh_signal_name(info.end_signal));
     else if (info.state == CMH_ENDED_EXITED) snprintf(how, sizeof how, "exited; its exit dump failed");
+    else if (id.forked_from > 0) /* a worker forked without exec: _exit() is how those end, not an alarm */
+        snprintf(how, sizeof how, "ended without its exit dump, the usual end of a forked worker (_exit(), as multiprocessing and "
+                 "DataLoader workers end; a SIGKILL would look the same; its exit status %s)", parent);
     else
         snprintf(how, sizeof how, "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status %s)",
                  parent);
@@ -179,6 +183,10 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         else
             fprintf(stderr, "cumemhist: pid %lld %s after %s %s; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
                     thousands(info.entries), info.entries == 1 ? "entry" : "entries", dest);
+        struct stat nst; /* -o /dev/null: the recovery is beside the flight record, which a device could not hold */
+        if (!live && !out && info.snapshot_path[0] && strcmp(dest, info.snapshot_path) && stat(info.snapshot_path, &nst) == 0 &&
+            !S_ISREG(nst.st_mode) && !S_ISDIR(nst.st_mode))
+            fprintf(stderr, " (recovered beside its flight record: %s, the path asked for, is not a regular file)", info.snapshot_path);
         if (info.torn) fprintf(stderr, " (%s torn record%s dropped)", thousands(info.torn), info.torn == 1 ? "" : "s");
         if (info.damaged)
             fprintf(stderr, " (%s damaged record%s dropped: %s not match%s checksum)", thousands(info.damaged),

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cumemhist/live.h"
+#include "cumemhist/recover.h"
 #include "cumemhist/symbolize.h"
 #include "live.h"
 
@@ -49,8 +50,16 @@ int cmd_snapshot(int argc, char **argv)
         return CLI_ENOMEM;
     }
     uint64_t entries = s.nentries;
+    /* a dead process's record read as if it still ran ('pid N: 3 entries so far'): said, and
+     * recover named, which makes its snapshot and says how it ended */
+    cmh_flight_identity id;
+    int proc = cmh_flight_identify(flight, &id, err, sizeof err) == CMH_OK ? cli_flight_process(&id) : CLI_PROC_ALIVE_UNSURE;
+    int gone = proc == CLI_PROC_GONE || proc == CLI_PROC_REUSED;
     char ending[400];
-    snprintf(ending, sizeof ending, "was still running when this snapshot was taken from its flight record (%" PRIu64 " entries so far)", entries);
+    if (gone)
+        snprintf(ending, sizeof ending, "was no longer running when this snapshot was taken from its flight record (%" PRIu64 " entries)", entries);
+    else
+        snprintf(ending, sizeof ending, "was still running when this snapshot was taken from its flight record (%" PRIu64 " entries so far)", entries);
     cmh_strtab_intern(&s.strings, ending, strlen(ending), &s.ending);
     cmh_symbolize_result r;
     cmh_symbolize_offline(&s, CMH_SYM_ALL, &r);
@@ -65,7 +74,11 @@ int cmd_snapshot(int argc, char **argv)
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
     if (!g_quiet) {
-        fprintf(stderr, "cumemhist: pid %lld: %" PRIu64 " entries so far, in %s", (long long)info->pid, entries, dest);
+        if (gone)
+            fprintf(stderr, "cumemhist: pid %lld is not running%s: its %" PRIu64 " entries are in %s; 'cumemhist recover %s' makes its "
+                    "snapshot, says how it ended and removes the record", (long long)info->pid,
+                    proc == CLI_PROC_REUSED ? " (its pid belongs to a later process)" : "", entries, dest, flight);
+        else fprintf(stderr, "cumemhist: pid %lld: %" PRIu64 " entries so far, in %s", (long long)info->pid, entries, dest);
         if (info->torn) fprintf(stderr, " (%" PRIu64 " torn record%s skipped)", info->torn, info->torn == 1 ? "" : "s");
         if (info->damaged) fprintf(stderr, " (%" PRIu64 " damaged record%s skipped)", info->damaged, info->damaged == 1 ? "" : "s");
         fputc('\n', stderr);

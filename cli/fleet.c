@@ -69,7 +69,8 @@ int cmh_expand_paths(char **args, int nargs, cmh_pathlist *out)
             }
         }
         closedir(d);
-        qsort(out->v + first, out->n - first, sizeof *out->v, cmp_natural);
+        if (out->n > first) /* (an empty directory: no list to sort, and qsort takes no null base) */
+            qsort(out->v + first, out->n - first, sizeof *out->v, cmp_natural);
     }
     return 0;
 nomem:

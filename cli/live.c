@@ -75,6 +75,18 @@ int cli_live_resolve(const char *arg, char *flight, size_t cap)
         cli_error("%s: belongs to another user (uid %ld): not shown", arg, (long)st.st_uid);
         return CLI_EFILE;
     }
+    /* a snapshot given where a flight record goes ('top --once x.cmh' said 'not a flight record (2292
+     * bytes)'): named as what it is, and the commands that read it */
+    unsigned char b[2] = {0, 0};
+    FILE *f = S_ISREG(st.st_mode) ? fopen(arg, "rb") : NULL;
+    size_t got = f ? fread(b, 1, 2, f) : 0;
+    if (f) fclose(f);
+    if (got == 2 && ((b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) || (b[0] & 0xf0) == 0x80 || b[0] == 0xde || b[0] == 0xdf)) {
+        cli_error("%s: a snapshot, not a flight record: top, snapshot and exporter watch running processes' flight records; "
+                  "read a snapshot with cumemhist summary, peak or view",
+                  arg);
+        return CLI_EFILE;
+    }
     snprintf(flight, cap, "%s", arg);
     return 0;
 }

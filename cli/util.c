@@ -2,11 +2,14 @@
  * util.c - what every subcommand shares: the one option parser (over each command's table),
  * the help it prints from that table, snapshot loading, and the exit statuses of cli.h.
  */
+#define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cumemhist/symbolize.h"
@@ -38,10 +41,66 @@ int cli_finish_stdout(int rc)
 
 int cli_load(const char *path, cmh_snapshot *s) { return cli_load_ex(path, s, 0); }
 
+/* "-": the snapshot piped in (cat x.cmh | cumemhist summary -), copied into an anonymous
+ * in-memory file the readers map as they map any file; its messages name "-", not that file. */
+static int load_stdin(cmh_snapshot *s, unsigned flags, char *err, size_t errlen)
+{
+    static int read_once;
+    if (read_once) {
+        snprintf(err, errlen, "-: standard input was read already: one snapshot comes from it, name the others' files");
+        return CMH_EINVAL;
+    }
+    read_once = 1;
+    if (isatty(STDIN_FILENO)) {
+        snprintf(err, errlen, "-: standard input is a terminal: pipe a snapshot into it (cat x.cmh | cumemhist summary -)");
+        return CMH_EINVAL;
+    }
+    int fd = memfd_create("cumemhist-stdin", MFD_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "-: cannot hold standard input: %s", strerror(errno));
+        return CMH_EIO;
+    }
+    char buf[1 << 16];
+    size_t total = 0;
+    for (;;) {
+        ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            snprintf(err, errlen, "-: reading standard input: %s", strerror(errno));
+            close(fd);
+            return CMH_EIO;
+        }
+        if (!n) break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0) {
+                snprintf(err, errlen, "-: cannot hold standard input: %s", strerror(errno));
+                close(fd);
+                return errno == ENOMEM || errno == ENOSPC ? CMH_ENOMEM : CMH_EIO;
+            }
+            off += w;
+        }
+        total += (size_t)n;
+    }
+    if (!total) {
+        snprintf(err, errlen, "-: standard input is empty (no snapshot was piped in)");
+        close(fd);
+        return CMH_EFORMAT;
+    }
+    char fdpath[64], msg[1024];
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+    int rc = cmh_snapshot_load_ex(fdpath, s, flags, msg, sizeof msg);
+    close(fd); /* a mapping outlives its descriptor */
+    size_t fl = strlen(fdpath);
+    if (rc != CMH_OK) snprintf(err, errlen, "-%s", !strncmp(msg, fdpath, fl) ? msg + fl : msg);
+    return rc;
+}
+
 int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags)
 {
-    char err[1024];
-    int rc = cmh_snapshot_load_ex(path, s, flags, err, sizeof err);
+    char err[1100];
+    int rc = !strcmp(path, "-") ? load_stdin(s, flags, err, sizeof err) : cmh_snapshot_load_ex(path, s, flags, err, sizeof err);
     if (rc != CMH_OK) {
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
@@ -58,8 +117,8 @@ int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags)
     if (s->unverified) /* once per file: every command loads each of its files here, once */
         fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", path);
     if (s->skipped_entries)
-        fprintf(stderr, "cumemhist: note: %s: %llu trace entries of actions this version does not know were skipped\n",
-                path, (unsigned long long)s->skipped_entries);
+        fprintf(stderr, "cumemhist: note: %s: %llu trace %s skipped (actions this version does not know, or a size out of range)\n",
+                path, (unsigned long long)s->skipped_entries, s->skipped_entries == 1 ? "entry was" : "entries were");
     return 0;
 }
 

@@ -270,7 +270,14 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
     } else if ((f = fld[EK_ADDR]) && to_i64(f, &x)) {
         e.addr = (uint64_t)x;
     }
-    if ((f = fld[EK_SIZE]) && to_i64(f, &x)) e.size = e.requested = (uint64_t)x;
+    if ((f = fld[EK_SIZE]) && to_i64(f, &x)) {
+        if (x < 0) { /* no size: a damaged entry, skipped and counted as the unknown actions are, not replayed as 16 EiB */
+            m->s->skipped_entries++;
+            *id = 0;
+            return 2;
+        }
+        e.size = e.requested = (uint64_t)x;
+    }
     if ((f = fld[EK_STREAM]) && to_i64(f, &x)) e.stream = (uint64_t)x;
     if ((f = fld[EK_TIME_US]) && to_i64(f, &x)) {
         e.time_ns = us_to_ns(x);

@@ -482,8 +482,13 @@ static dsession *session_open(const cmh_snapshot *s)
         if (nb > 0) hex(bits, nb, have, sizeof have);
         const char *want = cmh_str(s, mo->build_id);
         if (*want && strcmp(have, want) != 0) {
-            if (d->mismatched < CMH_SYM_MAX_NAMED) snprintf(d->mism[d->mismatched], sizeof d->mism[0], "%s", path);
-            d->mismatched++;
+            /* the recorder's own library is not counted: every rebuild changes it, and its frames
+             * are machinery the reports hide (each report on an older record named it) */
+            const char *base = strrchr(path, '/');
+            if (strncmp(base ? base + 1 : path, "libcumemhist", 12) != 0) {
+                if (d->mismatched < CMH_SYM_MAX_NAMED) snprintf(d->mism[d->mismatched], sizeof d->mism[0], "%s", path);
+                d->mismatched++;
+            }
             continue;
         }
         usable[i] = 1;

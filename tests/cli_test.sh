@@ -17,6 +17,16 @@ check "summary: 5 live segments" "grep -q '^| GPU reserved segments |       5   
 # a plain C program's record: named like every report, and not titled as PyTorch's allocator's
 check "summary of a driver record names its file and process first" "head -1 sum.txt | grep -q '^leak.cmh: pid [0-9]* on .*leaky 5\$'"
 check "summary of a driver record is not titled PyTorch's" "grep -q '^|                          CUDA memory summary, device ID 0  ' sum.txt && ! grep -q PyTorch sum.txt"
+# a snapshot piped in: "-" is standard input, for every reading command (it read '-: No such file or directory')
+cat leak.cmh | "$CMH" summary - >sumin.txt 2>&1
+check "summary - reads the snapshot from standard input, as summary FILE does" \
+    "grep -q '^-: pid [0-9]* on .*leaky 5\$' sumin.txt && [ \"\$(tail -n +2 sumin.txt)\" = \"\$(tail -n +2 sum.txt)\" ]"
+"$CMH" peak - </dev/null >/dev/null 2>in.err
+rc=$?
+check "peak - of an empty standard input: says so, exit 1 ($(cat in.err))" "[ $rc -eq 1 ] && grep -q '^cumemhist: -: standard input is empty' in.err"
+cat leak.cmh | "$CMH" diff - - >/dev/null 2>in.err
+rc=$?
+check "diff - -: standard input is read once, and it says so" "[ $rc -eq 1 ] && grep -q 'standard input was read already' in.err"
 "$CMH" summary --json leak.cmh >sum.json
 check "summary --json exact integers" "grep -q '\"allocated_bytes.all\": {\"current\": 20971520, \"peak\": 98566144' sum.json"
 env -u LD_PRELOAD python3 -c "import json,sys; json.load(open('sum.json'))" 2>/dev/null && ok "summary --json parses" || bad "summary --json parses"
@@ -114,6 +124,26 @@ env -u LD_PRELOAD python3 -c "import json; d = json.load(open('dstate.json'))[0]
 check "diff --json against a record with no history: null peaks, no growth" "[ $? -eq 0 ]"
 "$CMH" diff state.cmh leak10.cmh --fail-if-peak-grows 5 >/dev/null 2>dgate.err
 check "diff --fail-if-peak-grows with a peak not known: fails, and says why" "[ $? -eq 3 ] && grep -q 'cannot be checked' dgate.err"
+check "diff signs a growth in bytes as it signs counts ('+82.0 MiB', not '82.0 MiB')" \
+    "grep -q '^peak allocated .* +[0-9.]* MiB  *+[0-9.]*%\$' diff.txt"
+# a device one record lacks is absent there, not 0 B (-100.0%); one listed with no history (PyTorch's
+# two-device snapshot, device 0 with only its 'snapshot' entry) has a peak not known, not '0 B ... new'
+py - <<'PY' || bad "writing two.pickle failed"
+import pickle
+blk = {'size': 1 << 20, 'requested_size': 1 << 20, 'address': 1 << 40, 'state': 'active_allocated', 'frames': []}
+seg = {'device': 1, 'address': 1 << 40, 'total_size': 1 << 20, 'allocated_size': 1 << 20, 'active_size': 1 << 20,
+       'requested_size': 1 << 20, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': [], 'blocks': [blk]}
+snap = {'action': 'snapshot', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': 1}
+pickle.dump({'segments': [seg], 'device_traces': [[snap], []]}, open('two.pickle', 'wb'), protocol=4)
+PY
+"$CMH" diff two.pickle leak.cmh >dtwo.txt 2>&1
+check "diff: a device only one record has reads 'absent' on the other side, and says so" \
+    "grep -q '^allocated at the end  *1.0 MiB  *absent  *-\$' dtwo.txt && grep -q '^leak.cmh: no device 1 in this record' dtwo.txt && ! grep -q '100.0%' dtwo.txt"
+check "diff: a device listed with no history has a peak not known, not '0 B ... new'" \
+    "sed -n '/^device 0 /,/^segments/p' dtwo.txt | grep -q '^peak allocated  *not known  *94.0 MiB  *-\$'"
+"$CMH" diff --json two.pickle leak.cmh | py -c "import json,sys; d=json.load(sys.stdin); assert d[0]['in_before'] and d[0]['peak_allocated']['before'] is None and not d[1]['in_after'], d" &&
+    ok "diff --json: in_before/in_after, a null peak where not known" || bad "diff --json of a device one side lacks"
 "$CMH" peak leak.cmh leak10.cmh >multi.txt
 check "peak of several snapshots: a row each and the worst" "grep -q '^worst: leak10.cmh' multi.txt"
 "$CMH" frag leak.cmh >/dev/null
@@ -132,6 +162,17 @@ if [ -n "${CMH_PYTORCH_FIXTURES:-}" ] && [ -d "$CMH_PYTORCH_FIXTURES" ]; then
     "$CMH" peak "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty2.txt
     check "empty snapshot: peak says so too" "grep -q 'no allocations recorded' empty2.txt"
 fi
+
+# a damaged pickle entry (size -5) is skipped and said so in one note, not dropped silently
+py - <<'PY' || bad "writing neg.pickle failed"
+import pickle
+e = lambda a, addr, size: dict(action=a, addr=addr, size=size, stream=0, time_us=1, frames=[])
+tr = [e("segment_alloc", 1 << 40, 2 << 20), e("alloc", 1 << 40, 1 << 20), e("alloc", (1 << 40) + (1 << 20), -5)]
+pickle.dump({"segments": [], "device_traces": [tr]}, open("neg.pickle", "wb"), protocol=4)
+PY
+"$CMH" peak neg.pickle >neg.txt 2>neg.err
+check "a pickle entry of size -5: skipped, one note says so ($(cat neg.err))" \
+    "[ \"\$(grep -c 'note: neg.pickle: 1 trace entry was skipped' neg.err)\" = 1 ] && grep -q '^neg.pickle, device 0: 2 trace entries' neg.txt"
 
 # an untimed record (PyTorch 2.0's snapshots have no time_us): every sentence names the entry
 # alone ("at entry 5"), never a dash for the time; JSON says null wherever a time would be

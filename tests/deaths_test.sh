@@ -45,6 +45,17 @@ RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 "$CMH" record -q -o r.cmh -- "$D" kill >/dev/nu
 who=$("$CMH" peak --json r.cmh 2>/dev/null | py -c "import json,sys; p=json.load(sys.stdin)[0]['process']; print(p.get('rank'), p.get('local_rank'), p.get('world_size'), p.get('producer'))")
 [ "$who" = "3 1 4 cumemhist 0.1.0" ] && ok "SIGKILL'ed rank 3 of 4: the recovered record says so" || bad "recovered identity: $who"
 
+# -o /dev/null: a clean end says it went through the device (not 'wrote /dev/null (0 bytes)', the
+# node's size); a SIGKILL's recovery, which cannot go there, says where it went and why
+"$CMH" record -o /dev/null -- "$D" exit >/dev/null 2>null.err
+check "record -o /dev/null: 'through /dev/null (a character device', not its 0 bytes ($(cat null.err))" \
+    "grep -q '^cumemhist: wrote the snapshot through /dev/null (a character device' null.err && ! grep -q '(0 bytes)' null.err"
+"$CMH" record -o /dev/null -- "$D" kill >/dev/null 2>null.err
+rec=$(sed -n 's/.*; snapshot \([^ ]*\.cmh\) .*/\1/p' null.err)
+check "record -o /dev/null of a SIGKILLed process: the recovery's place, and why not /dev/null ($(cat null.err))" \
+    "[ -s '$rec' ] && grep -q 'recovered beside its flight record: /dev/null, the path asked for, is not a regular file' null.err"
+[ -n "$rec" ] && rm -f "$rec"
+
 # what record was given reaches the program: an ignored SIGHUP (nohup) stays ignored
 ign=$( (trap '' HUP; "$CMH" record -q -o h.cmh -- sh -c 'sed -n "s/^SigIgn:[[:space:]]*//p" /proc/self/status') 2>/dev/null)
 [ $(( 0x$ign & 1 )) -eq 1 ] && ok "an ignored SIGHUP stays ignored in the program (SigIgn $ign)" || bad "SIGHUP not ignored in the program: SigIgn $ign"

@@ -7,6 +7,12 @@ TEST=exports . "$(dirname "$0")/testlib.sh"
 "$CMH" record -q -o l.cmh -- "$B/samples/leaky" 4 >/dev/null
 for f in l.pickle l.json l.trace.json l.pb.gz l.db; do "$CMH" export -o $f l.cmh 2>/dev/null || bad "export $f"; done
 "$CMH" export --raw-frames -o raw.pickle l.cmh
+# a directory holding no snapshot is said to be so, not 'one snapshot at a time (0 given)'
+mkdir adir
+"$CMH" export adir/ >/dev/null 2>adir.err
+rc=$?
+check "export of a directory with no snapshot: 'adir/: no snapshots in this directory', exit 1 ($(cat adir.err))" \
+    "[ $rc -eq 1 ] && grep -q '^cumemhist: adir/: no snapshots in this directory' adir.err"
 "$CMH" export --raw-frames -o raw.db l.cmh 2>/dev/null
 py - <<'PY' && ok "memviz pickle, JSON, Chrome and SQLite name leaky.c:LINE; --raw-frames (pickle, SQLite) does not" || bad "exports without file:line"
 import json, pickle, sqlite3

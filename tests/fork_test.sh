@@ -84,6 +84,10 @@ for mode in plain threaded; do
     n=$(grep -c "its exit status went to its parent, pid $ppid" $d/recover.txt)
     [ "$n" = "$(grep -c '^child .* \(kill\|_exit\) ' $d/out.txt)" ] && ok "LD_PRELOAD, $mode: each unmarked end names the parent its status went to" ||
         bad "LD_PRELOAD, $mode: unmarked ends: $(cat $d/recover.txt)"
+    # a forked child with no mark ended as workers do (_exit): said as the usual end, not as an alarm
+    [ "$(grep -c 'the usual end of a forked worker' $d/recover.txt)" = "$n" ] && ! grep -q 'left no mark' $d/recover.txt &&
+        ok "LD_PRELOAD, $mode: a forked child's unmarked end reads as a worker's usual end" ||
+        bad "LD_PRELOAD, $mode: forked children's ends: $(cat $d/recover.txt)"
 done
 # the same fault without a fork: a bounded ring whose oldest entries are gone leaves the
 # recorder's stack numbers and the snapshot's apart; the live blocks keep their own stack

@@ -160,6 +160,16 @@ check "a killed process is not shown ($n3 left), and, its record recovered, not 
 check "its stale entry is removed, not kept aside" '[ ! -e "$REG/$leaker.proc" ] && [ ! -e "$REG/$leaker.gone" ]'
 "$CMH" snapshot $leaker -o x.cmh >/dev/null 2>err.txt
 check "snapshot of a gone pid says so" '[ $? = 1 ] && grep -q "is not a process of yours\|no longer running" err.txt'
+# the flight record of a process already dead: not read as if it still ran ('pid N: 3 entries so
+# far'): it is said not to run, and recover is named
+"$CMH" snapshot h.flight -o hs.cmh >/dev/null 2>err.txt
+check "snapshot of a dead process's flight record: 'is not running', recover named ($(cat err.txt))" \
+    "[ -s hs.cmh ] && grep -q \"pid $leaker is not running: its [0-9]* entries are in hs.cmh; 'cumemhist recover h.flight'\" err.txt && ! grep -q 'so far' err.txt"
+# a snapshot where a flight record goes: named as one, and the commands that read it
+"$CMH" top --once hs.cmh >/dev/null 2>err.txt
+rc=$?
+check "top --once of a snapshot: 'a snapshot, not a flight record', summary named ($(cat err.txt))" \
+    "[ $rc = 1 ] && grep -q '^cumemhist: hs.cmh: a snapshot, not a flight record: .*summary' err.txt"
 
 # --- many gone at once (a shared machine's killed benchmarks): one line, not one each; those
 # whose flight record went too are not mentioned; top --gone lists the others, later runs are quiet

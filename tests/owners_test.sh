@@ -10,6 +10,8 @@ H=$F/h200
 "$CMH" merge -o m.cmh "$H/torch_exp.cmh" "$H/torch_exp.pickle" 2>err.txt
 check "merge: written, the clocks aligned on PyTorch's segment events ($(cat err.txt))" \
     '[ -s m.cmh ] && grep -q "clocks aligned on [1-9][0-9]* segment events" err.txt'
+check "merge: the offset's sign is the operator ('PyTorch's - 0.091 ms', not '+ -0.091')" \
+    "grep -q \"(ours = PyTorch's [-+] [0-9][0-9.]* ms, spread\" err.txt"
 check "the merged record is mode 0600" 'ls -l m.cmh | grep -q "^-rw-------"'
 "$CMH" summary m.cmh >m.txt && "$CMH" summary "$H/torch_exp.pickle" >p.txt
 check "summary of the merged record = summary of PyTorch's pickle = its memory_summary()" \

@@ -11,6 +11,9 @@ FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=1G "$CMH" record -q -o mg.cmh -- "$B/sample
 grep -q 'out of memory #1 on device 1' oom.txt && grep -q 'device 0: no out-of-memory error' oom.txt &&
     grep -q 'requested by  *grow_kv_cache' oom.txt && ok "oom finds the OOM on device 1 and says device 0 had none" ||
     bad "oom of a 2-device record: $(head -3 oom.txt)"
+# a driver-API program's uneven load: said, without advice about PyTorch's DataParallel (three.pickle's, oomstate_test, keeps it)
+grep -q 'uneven load: device 1 held' oom.txt && ! grep -q 'DataParallel' oom.txt &&
+    ok "oom of a driver-API record: the uneven load, no PyTorch advice" || bad "oom's uneven load of a driver-API record: $(grep -A1 uneven oom.txt)"
 "$CMH" leaks mg.cmh >leaks.txt
 grep -q '^mg.cmh, device 1: 64.0 MiB in 9 blocks' leaks.txt && grep -q 'growing.*cache_activations' leaks.txt &&
     grep -q '^mg.cmh, device 0: 32.0 MiB in 1 block still live' leaks.txt &&
