@@ -99,9 +99,10 @@ static int section(const rep_section *sec, void *arg)
                 printf("  %12s %7s %10s %10s  %-8s %s\n", "bytes", "blocks", "first", "last", "verdict", "site  [owner]");
                 for (uint32_t i = 0; i < p.nsites && (int)i < g_top; i++) {
                     const cmh_site *x = &p.sites[i];
-                    printf("  %12s %7" PRIu64 " %10s %10s  %-8s %s  [%s]\n", rep_size((double)x->bytes), x->count,
+                    char tag[80];
+                    printf("  %12s %7" PRIu64 " %10s %10s  %-8s %s%s\n", rep_size((double)x->bytes), x->count,
                            rep_when(x->first_ns, t0), rep_when(x->last_ns, t0), cmh_leak_site_word(x), rep_site_name(s, g, x),
-                           cmh_sites_owner(g, x->group));
+                           rep_owner_tag(g, x->group, tag, sizeof tag));
                     if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_RISING || x->verdict == CMH_LEAK_AFTER ||
                         x->verdict == CMH_LEAK_UNJUDGED || cmh_leak_site_stopped(x) || x->threads >= 2)
                         printf("        %s\n", cmh_leak_site_text(x, line, sizeof line));

@@ -194,7 +194,8 @@ static int section(const rep_section *sec, void *arg)
             printf("  requested               %12s (%" PRIu64 " bytes)\n", rep_size((double)e->request), e->request);
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};
-                printf("  requested by            %s  [%s]\n", rep_site_name(sp, g, &who), cmh_sites_owner(g, e->request_group));
+                char tag[80];
+                printf("  requested by            %s%s\n", rep_site_name(sp, g, &who), rep_owner_tag(g, e->request_group, tag, sizeof tag));
                 rep_print_frames(sp, g, e->request_stack, g_frames, "                            ");
             } else {
                 printf("  requested by            <no stack: recorded with context none or state>\n");
@@ -222,8 +223,9 @@ static int section(const rep_section *sec, void *arg)
             printf("  holding memory then:\n");
             for (uint32_t k = 0; k < e->nsites && (int)k < g_top; k++) {
                 const cmh_site *x = &e->sites[k];
-                printf("    %12s %13s  %s  [%s]\n", rep_size((double)x->bytes), rep_count(x->count, "block", "blocks"),
-                       rep_site_name(sp, g, x), cmh_sites_owner(g, x->group));
+                char tag[80];
+                printf("    %12s %13s  %s%s\n", rep_size((double)x->bytes), rep_count(x->count, "block", "blocks"),
+                       rep_site_name(sp, g, x), rep_owner_tag(g, x->group, tag, sizeof tag));
                 rep_print_callers(sp, x, "          ");
                 rep_print_frames(sp, g, x->stack, g_frames, "          ");
             }

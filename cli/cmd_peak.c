@@ -76,9 +76,10 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p, const c
     printf("  %12s %7s %7s  %s\n", "bytes", "share", "blocks", "site  [owner]");
     for (uint32_t i = 0; i < p->nsites && (int)i < g_top; i++) {
         const cmh_site *x = &p->sites[i];
-        printf("  %12s %6.1f%% %7" PRIu64 "  %s  [%s]\n", rep_size((double)x->bytes),
+        char tag[80];
+        printf("  %12s %6.1f%% %7" PRIu64 "  %s%s\n", rep_size((double)x->bytes),
                p->alloc_peak ? 100.0 * (double)x->bytes / (double)p->alloc_peak : 0.0, x->count, rep_site_name(s, g, x),
-               cmh_sites_owner(g, x->group));
+               rep_owner_tag(g, x->group, tag, sizeof tag));
         rep_print_callers(s, x, "        ");
         rep_print_frames(s, g, x->stack, g_frames, "        ");
     }

@@ -595,3 +595,11 @@ int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void
     if (rc != CMH_OK) cli_error("%s", err);
     return rc == CMH_OK ? 0 : rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
 }
+
+const char *rep_owner_tag(const cmh_sites *g, uint32_t group, char *buf, size_t n)
+{
+    const char *o = cmh_sites_owner(g, group);
+    if (!o || !*o) return "";
+    snprintf(buf, n, "  [%s]", o);
+    return buf;
+}

@@ -131,6 +131,9 @@ int64_t rep_trace_start(const cmh_snapshot *s, int device);
 const char *rep_frame(const cmh_snapshot *s, const cmh_frame *f);
 /* A site's one-line name: its frame (by site or stack), its owner (by module), its file. */
 const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x);
+/* "  [owner]" after a site's name, or "" for a site no owner is known of (no stack: --context
+ * none or state), rather than empty brackets; buf holds it. */
+const char *rep_owner_tag(const cmh_sites *g, uint32_t group, char *buf, size_t n);
 /* The frames of a stack from its site outward, machinery left out, at most max. */
 void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent);
 /* A site's bytes by the lines that called it ("by caller: 36.0 MiB step (train.py:20), ..."),

@@ -64,6 +64,8 @@ grep -q '<b>not known</b><span>peak allocated (no history)' st.html && grep -q '
 "$CMH" peak all-none.cmh >p.txt 2>&1
 grep -q '<no stack: recorded with context none>' p.txt && ok "none: '<no stack: recorded with context none>'" ||
     bad "none peak: $(grep -i stack p.txt)"
+grep -q '<no stack: recorded with context none>  \[\]' p.txt && bad "none peak: an empty owner '[]' after the site" || ok "none: no empty owner brackets"
+"$CMH" leaks all-none.cmh 2>&1 | grep -q ' \[\]$' && bad "none leaks: an empty owner '[]'" || ok "none leaks: no empty owner brackets"
 
 # context=state: the live blocks keep their stacks (PyTorch's meaning): the end and the still-live
 # part of the peak are named, what was freed is said to have no stack for that reason
