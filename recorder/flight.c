@@ -661,7 +661,13 @@ static void release_written(void)
         if (!g_map[i] || cmh_fl_h->area[i].dropped || (i != act && !__atomic_load_n(&cmh_fl_h->area[i].cursor, __ATOMIC_RELAXED))) continue; /* made ahead: empty */
         uint64_t size = __atomic_load_n(&cmh_fl_h->area[i].size, __ATOMIC_ACQUIRE);
         uint64_t c = __atomic_load_n(&cmh_fl_h->area[i].cursor, __ATOMIC_RELAXED);
-        uint64_t upto = i == act ? (c > KEEP_RESIDENT ? c - KEEP_RESIDENT : 0) : size;
+        /* an extent other than the one `act` names is given back whole only once sealed (a
+         * record did not fit: the appends went on past it); else up to what was written: it
+         * may be the extent made ahead that became active since `act` was read, and giving it
+         * back whole set its g_rel to its end, so nothing written there was given back again
+         * (seen: 1 run in 6 kept a whole 64 MiB extent resident, 38.6 B per entry) */
+        uint64_t done = __atomic_load_n(&cmh_fl_h->area[i].sealed, __ATOMIC_RELAXED) ? size : c < size ? c : size;
+        uint64_t upto = i == act ? (c > KEEP_RESIDENT ? c - KEEP_RESIDENT : 0) : done;
         if (upto > size) upto = size;
         upto &= ~(uint64_t)4095;
         /* from 8 MiB before where the last call stopped: pages given back were seen mapped
