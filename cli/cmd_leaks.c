@@ -85,6 +85,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_nl(w);
         cmh_jw_key(w, "sites");
         rep_json_sites(w, s, g, p.sites, p.nsites, g_top, p.live_bytes, 1);
+        rep_json_sites_left_out(w, "sites", p.nsites, g_top);
         cmh_jw_end(w);
     } else {
         if (sec->index) putchar('\n');

@@ -142,6 +142,7 @@ static int section(const rep_section *sec, void *arg)
             } else cmh_jw_null(w);
             cmh_jw_key(w, "sites");
             rep_json_sites(w, sp, g, e->sites, e->nsites, g_top, e->allocated, 0);
+            rep_json_sites_left_out(w, "sites", e->nsites, g_top);
             cmh_jw_end(w);
         }
         if (p.base.history) cmh_jw_end(w);

@@ -129,6 +129,7 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
     cmh_jw_nl(w);
     cmh_jw_key(w, "sites_at_peak");
     rep_json_sites(w, sec->s, sec->g, p->sites, p->nsites, g_top, (uint64_t)p->alloc_peak, 0);
+    rep_json_sites_left_out(w, "sites_at_peak", p->nsites, g_top);
     cmh_jw_end(w);
 }
 

@@ -573,6 +573,13 @@ void rep_json_sites(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const 
     cmh_jw_end(w);
 }
 
+void rep_json_sites_left_out(cmh_jw *w, const char *key, uint32_t n, int top)
+{
+    char k[64];
+    snprintf(k, sizeof k, "%s_left_out", key);
+    cmh_jw_kuint(w, k, top >= 0 && n > (uint32_t)top ? n - (uint32_t)top : 0);
+}
+
 int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void *arg)
 {
     if ((!path || !strcmp(path, "-")) && binary && isatty(STDOUT_FILENO)) {

@@ -151,6 +151,9 @@ void rep_json_frame(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f);
  * times, growth (leaks), and "frames", the whole stack innermost first. */
 void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x, uint64_t total, int leaks);
 /* A list of sites (the first top). */
+/* After the list, its sibling "<key>_left_out": the sites --top left out (a script summing the
+ * list must know it is not the whole) */
+void rep_json_sites_left_out(cmh_jw *w, const char *key, uint32_t n, int top);
 void rep_json_sites(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const cmh_site *sites, uint32_t n, int top,
                     uint64_t total, int leaks);
 

@@ -99,6 +99,11 @@ check "summary counts the OOM" "grep -q 'CUDA OOMs: 1 ' oom.txt"
 "$CMH" leaks leak.cmh >leaks.txt
 check "leaks names the leaking function with its bytes" "grep -q '20.0 MiB .*growing .*load_batch' leaks.txt"
 "$CMH" leaks --json leak.cmh >leaks.json
+n=$(py -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d; print(len(d["sites"]))' leaks.json 2>/dev/null)
+"$CMH" leaks --json --top 1 leak.cmh 2>/dev/null | grep -q "\"sites_left_out\": $((${n:-1} - 1))" && [ "${n:-0}" -ge 1 ] &&
+    ok "leaks --json --top 1 says how many sites it left out ($((n - 1)))" || bad "leaks --json --top 1: no sites_left_out of $((${n:-1} - 1))"
+"$CMH" peak --json --top 1 leak.cmh 2>/dev/null | grep -q '"sites_at_peak_left_out": [1-9]' &&
+    ok "peak --json --top 1 says how many sites it left out" || bad "peak --json --top 1: no sites_at_peak_left_out"
 check "leaks --json: exact bytes of the leak" "grep -q '\"bytes\": 20971520, \"blocks\": 5' leaks.json"
 "$CMH" leaks --fail-on-leak leak.cmh >/dev/null
 check "leaks --fail-on-leak exits 3" "[ $? -eq 3 ]"
