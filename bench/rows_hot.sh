@@ -18,6 +18,12 @@ plus() { sed -n 's/.*hooked .* ns\/pair, \(+[0-9.]* ns\).*/\1/p'; }
 DISK=${DISK_DIR:-/var/tmp}
 SHM=${SHM_DIR:-/dev/shm}
 echo "rows_hot.sh: $LIB, $PAIRS pairs a run, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); flight record on $DISK ($(stat -f -c %T "$DISK")) and $SHM ($(stat -f -c %T "$SHM"))"
+# what the machine charges for the work no recorder of this design can skip (bench_floor.c): the
+# least a row below could read here, beside its goal
+for dir in "$DISK" "$SHM"; do
+    f=$("$B/bench_floor" "$dir")
+    row "the least a pair can add here, file on $(stat -f -c %T "$dir")" "$(echo "$f" | sed -n '2s/^floor: a recorded pair (--context none, unlimited): \([0-9]*\) ns with the flight record on .*, \([0-9]*\) ns with it off$/+\1 ns with the flight record on, +\2 ns off/p') ($(echo "$f" | sed -n '1s/^floor: //p' | sed 's/, fresh file pages on [^ ]* ([^)]*)/, its file pages/'))"
+done
 for m in "none:--context none, unlimited entries:60" "none1m:--context none, --max-entries 1M:60" \
     "alloc:--context alloc, 32 frames:300" "all:--context all:450"; do
     mode=${m%%:*} rest=${m#*:}
