@@ -131,6 +131,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "largest_gap", e->largest_gap);
             cmh_jw_kuint(w, "releasable", e->split.releasable);
             cmh_jw_kuint(w, "trapped", e->split.trapped);
+            cmh_jw_kuint(w, "pool_cache", e->split.pool_cache); /* of releasable */
             cmh_jw_kuint(w, "private_pools", e->split.private_free);
             cmh_jw_key(w, "request_pool"); /* [0, 0]: the default pool (or not said) */
             cmh_jw_arr(w);
@@ -220,6 +221,9 @@ static int section(const rep_section *sec, void *arg)
                        "\n    trapped               %12s   (gaps between live blocks%s)",
                        rep_size((double)e->split.releasable), rep_size((double)e->split.trapped),
                        mine && e->split.trapped ? "; the default pool's: not for a private pool's request" : "");
+            if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */
+                printf("\n      of it a pool's cache%12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)",
+                       rep_size((double)e->split.pool_cache));
             if (mine)
                 printf("\n    in its own pool       %12s   (private pool (%" PRIu64 ", %" PRIu64 ")'s segments: the request's where a run fits)",
                        rep_size((double)e->split.own_pool), e->request_pool[0], e->request_pool[1]);

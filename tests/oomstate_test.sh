@@ -3,7 +3,8 @@
 # command is asked: `oom`, `frag`, `report` and `whatif` on every OOM record we have (a
 # fragmentation OOM and a demand OOM of the caching allocator sample, the two-device OOM
 # fixture, a generated PyTorch trace whose OOM is on device 1 of 3, one whose free memory is a
-# CUDA graph's private pool, three whose failing request is a private pool's own) state the same
+# CUDA graph's private pool, three whose failing request is a private pool's own, a plain
+# allocation's beside a stream-ordered pool's cache) state the same
 # moment, the same figures and the same verdict; the figures keep the invariants (free inside =
 # reserved - allocated = releasable + trapped + private pools + own pool + pending free = usable +
 # unusable); a command about one event defaults to the device where it happened.
@@ -12,6 +13,8 @@ TEST=oomstate . "$(dirname "$0")/testlib.sh"
 "$CMH" record -q -o frag.cmh -- "$B/samples/frag_oom" >/dev/null 2>&1
 "$CMH" record -q -o demand.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
 cp "$F/memviz/two_devices_oom.cmh" two.cmh
+# a plain cuMemAlloc fails beside the default pool's cache of 32 MiB on a 64 MiB device (tests/pool_oom.c)
+FAKECUDA_CAPACITY=64M "$CMH" record -q -o pool_oom.cmh -- "$B/tests/pool_oom" >pool_oom.out 2>&1 || bad "pool_oom: $(cat pool_oom.out)"
 
 # PyTorch's shape: three devices, expandable segments, the OOM on device 1 (which holds far more
 # than the others, as DataParallel makes it), after the step's activations were freed
@@ -128,7 +131,7 @@ for name, req, other in (("own_frag", 8 * M, False), ("own_fit", 6 * M, False), 
     pickle.dump(build(req, other), open(name + ".pickle", "wb"))
 EOF
 
-for rec in frag.cmh demand.cmh two.cmh three.pickle pool.pickle own_frag.pickle own_fit.pickle others.pickle; do
+for rec in frag.cmh demand.cmh two.cmh three.pickle pool.pickle own_frag.pickle own_fit.pickle others.pickle pool_oom.cmh; do
     "$CMH" oom --json "$rec" >oom.json 2>/dev/null || { bad "$rec: oom --json failed"; continue; }
     "$CMH" frag --json "$rec" >frag.json 2>/dev/null || { bad "$rec: frag --json failed"; continue; }
     "$CMH" report "$rec" -o report.html 2>/dev/null || { bad "$rec: report failed"; continue; }
@@ -240,6 +243,23 @@ check "a private pool's own OOM: its own free usable, other pools' not; the verd
 grep -q "in its own pool           14.0 MiB" own.txt && grep -q "the request could use     14.0 MiB   of it; 4.0 MiB not" own.txt &&
     grep -q "largest free gap             6.0 MiB   (in its own pool)" own.txt && ok "oom text: the request's own pool and what it could use" ||
     bad "oom text on a private pool's own OOM: $(cat own.txt)"
+
+# a stream-ordered pool keeps what was freed into it reserved, as the driver's pools do: at the
+# plain allocation's OOM the device has nothing free and the pool's cache is what a trim gives
+# back (the fake driver once gave the freed ranges back to the device while the pool still
+# reported them reserved: 'device free 32.0 MiB' beside 64 MiB reserved on a 64 MiB device,
+# 'refused with room'); after the trim the same allocation succeeds (pool_oom exits 0)
+py - <<EOF
+import json, subprocess
+M = 1 << 20
+o = json.loads(subprocess.run(["$CMH", "oom", "--json", "pool_oom.cmh"], capture_output=True, text=True).stdout)[0]["ooms"][-1]
+assert o["request"] == 4 * M and o["device_free"] == 0, o
+assert o["reserved"] == 64 * M and o["allocated"] == 32 * M and o["pool_cache"] == 32 * M and o["releasable"] == 32 * M, o
+assert o["verdict"] != "refused with room", o
+EOF
+check "an OOM beside a pool's cache: the device has nothing free, the cache is releasable by a trim" "[ $? -eq 0 ]"
+"$CMH" oom pool_oom.cmh | grep -q "of it a pool's cache    32.0 MiB   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)" &&
+    ok "oom names the pool's cache and the trim" || bad "oom beside a pool's cache: $("$CMH" oom pool_oom.cmh)"
 
 # cached memory is not fragmentation: one empty (cached) expandable segment is releasable
 py - <<EOF
