@@ -299,6 +299,17 @@ static void test_pool_backing(void)
     CU_ASSERT_EQUAL(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &none), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(cuCtxSynchronize(), CUDA_SUCCESS); /* over a threshold of 0: released down to p[3]'s */
     CU_ASSERT_EQUAL(device_used() - base, 4 * MiB);
+    /* no call of the recorder's saw that release; an OOM reads the pools again, so that its moment
+     * has the pool keeping nothing beyond p[3] */
+    CUdeviceptr huge = 0;
+    CU_ASSERT_EQUAL(cuMemAlloc(&huge, 64ull << 30), CUDA_ERROR_OUT_OF_MEMORY);
+    cmh_snapshot s;
+    dump_load(&s);
+    const cmh_entry *e = last_pool_sample(&s, (uint64_t)(uintptr_t)pool);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), 4 * MiB);
+    CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), 4 * MiB);
+    cmh_snapshot_free(&s);
     CU_ASSERT_EQUAL(cuMemFreeAsync(p[3], st), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(cuMemPoolDestroy(pool), CUDA_SUCCESS); /* what it kept goes back with it */
     CU_ASSERT_EQUAL(device_used(), base);
