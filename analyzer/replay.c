@@ -391,9 +391,11 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
     int whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0;
     fwd_segment_alloc_at(r, cmh_entry_addr(r->s, e), cmh_entry_size(r->s, e), whole, whole ? cmh_entry_requested(r->s, e) : 0,
                          whole ? stack_of(r, e) : 0, whole ? cmh_entry_time(r->s, e) : 0, expandable, pool);
-    cmh_pool_id p = cmh_entry_pool_id(r->s, e); /* known while the segment lives, freed before the end or not */
+    /* known while the segment lives, freed before the end or not; by number, as the entry holds it */
+    uint32_t num = cmh_entry_x(r->s, e)->pool;
+    cmh_pool_id p = cmh_entry_pool_id(r->s, e);
     rseg *g = p.id[0] || p.id[1] ? seg_containing(r, cmh_entry_addr(r->s, e)) : NULL;
-    if (g) g->priv = 1;
+    if (g) g->priv = num;
 }
 
 void cmh_rp_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int whole)

@@ -26,7 +26,9 @@ typedef struct range {
 typedef struct rseg {
     uint64_t addr, size;
     uint8_t pool, expandable, whole;
-    uint8_t priv; /* its segment_alloc said a private pool's pool_id (newer PyTorch) */
+    /* the private pool its segment_alloc said (newer PyTorch): the pool id's number in
+     * s->pool_ids, 0 when it said none (in the padding before active_bytes: no bigger) */
+    uint32_t priv;
     uint64_t active_bytes;
     uint32_t nactive, gaps;
     range *r;

@@ -112,44 +112,59 @@ void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint
     *trapped += b - a - rel;
 }
 
-/* Whether the replay's segment at addr is one of a private pool's (a CUDA graph's, a MemPool's)
- * by the final segment at that address, its segment_pool_id.  A segment freed before the end is
- * known only by its segment_alloc's pool_id (rseg.priv), from PyTorch versions that write it. */
-static int seg_private(const cmh_replay *r, uint64_t addr)
+/* The pool id of the replay's segment g: its segment_alloc's (rseg.priv, from PyTorch versions
+ * that write it), known while it lives, freed before the end or not; else the final segment's at
+ * its address, its segment_pool_id; (0, 0), the default pool, when neither says.  any_final: the
+ * record has a private pool's final segment on the device (most have none: nothing looked up). */
+static cmh_pool_id seg_pool(const cmh_replay *r, const rseg *g, int any_final)
 {
     const cmh_snapshot *s = r->s;
-    for (uint32_t i = 0; i < s->nsegments; i++) {
-        const cmh_segment *g = &s->segments[i];
-        if (g->device == r->device && g->addr <= addr && addr < g->addr + (g->size ? g->size : 1))
-            return g->pool_id[0] != 0 || g->pool_id[1] != 0;
+    if (g->priv && g->priv < s->npool_ids) return s->pool_ids[g->priv];
+    for (uint32_t i = 0; any_final && i < s->nsegments; i++) {
+        const cmh_segment *f = &s->segments[i];
+        if (f->device == r->device && f->addr <= g->addr && g->addr < f->addr + (f->size ? f->size : 1))
+            return (cmh_pool_id){{f->pool_id[0], f->pool_id[1]}};
     }
-    return 0;
+    return (cmh_pool_id){{0, 0}};
 }
 
-void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out)
+void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out) { cmh_replay_free_split_for(r, NULL, out); }
+
+void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[2], cmh_free_split *out)
 {
     memset(out, 0, sizeof *out);
-    int any_private = 0; /* (most records have none: then no segment is looked up) */
-    for (uint32_t i = 0; i < r->s->nsegments && !any_private; i++) {
+    int mine_private = request_pool && (request_pool[0] || request_pool[1]);
+    int any_final = 0;
+    for (uint32_t i = 0; i < r->s->nsegments && !any_final; i++) {
         const cmh_segment *g = &r->s->segments[i];
-        any_private = g->device == r->device && (g->pool_id[0] || g->pool_id[1]);
+        any_final = g->device == r->device && (g->pool_id[0] || g->pool_id[1]);
     }
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const rseg *g = r->segs[i];
         if (!g) continue;
-        int priv = g->priv || (any_private && seg_private(r, g->addr));
+        cmh_pool_id p = seg_pool(r, g, any_final);
+        int priv = p.id[0] || p.id[1];
+        int own = mine_private && priv && p.id[0] == request_pool[0] && p.id[1] == request_pool[1];
         uint64_t at = g->addr;
         for (uint32_t k = 0; k <= g->nr; k++) {
             uint64_t end = k < g->nr ? g->r[k].a : g->addr + g->size;
-            if (end > at && priv) {
-                out->private_free += end - at; /* the pool's own: no other request can use it */
-            } else if (end > at) {
-                cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
+            if (end > at && own) {
+                out->own_pool += end - at; /* the request's own pool's: its to use where a run fits */
                 if (end - at > out->largest_gap) out->largest_gap = end - at;
+            } else if (end > at && priv) {
+                out->private_free += end - at; /* another pool's: no request outside it can use it */
+            } else if (end > at) {
+                uint64_t trapped = out->trapped;
+                cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
+                /* a private pool's request never takes the default pool's cached blocks: of them it
+                 * gets what empty_cache() gives back to the device alone */
+                if (mine_private) out->unusable += out->trapped - trapped;
+                else if (end - at > out->largest_gap) out->largest_gap = end - at;
             }
             if (k < g->nr && g->r[k].b > at) at = g->r[k].b;
         }
     }
+    out->unusable += out->private_free;
     for (uint32_t i = 0; i < r->npools; i++) out->pool_cache += (uint64_t)r->pools[i].slack;
     out->releasable += out->pool_cache; /* a pool's cache goes back with cuMemPoolTrimTo */
 }
@@ -158,6 +173,6 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
 {
     cmh_free_split x; /* the same walk: the two figures can never disagree */
     cmh_replay_free_split(r, &x);
-    *free_inside = x.releasable + x.trapped + x.private_free;
+    *free_inside = x.releasable + x.trapped + x.private_free + x.own_pool;
     *largest_gap = x.largest_gap;
 }

@@ -651,7 +651,8 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
             p->last_oom = (struct cmh_oom_event_state){e->index, e->time_ns, e->request, e->device_free, e->allocated,
                                                        e->reserved, e->free_inside, e->pending_free, e->largest_gap,
                                                        e->split.releasable, e->split.trapped, e->split.private_free,
-                                                       e->verdict};
+                                                       e->split.own_pool, e->usable, e->split.unusable,
+                                                       {e->request_pool[0], e->request_pool[1]}, e->verdict};
         }
         cmh_oom_report_free(&om);
     }
@@ -688,18 +689,19 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->device_free = cmh_entry_addr(s, e);
             o->allocated = (uint64_t)st->allocated_bytes[0].current;
             o->reserved = (uint64_t)st->reserved_bytes[0].current;
-            uint64_t in_gaps;
-            cmh_replay_free_space(r, &in_gaps, &o->largest_gap);
-            cmh_replay_free_split(r, &o->split);
+            cmh_pool_id rp = cmh_entry_pool_id(s, e); /* the request's pool decides what of the free it could use */
+            o->request_pool[0] = rp.id[0], o->request_pool[1] = rp.id[1];
+            cmh_replay_free_split_for(r, rp.id, &o->split);
+            o->largest_gap = o->split.largest_gap;
             /* free inside = reserved - allocated, by definition; what the gaps do not hold of it is
              * freed memory whose stream work is pending (a trace that contradicts itself may leave
              * the two apart: the figures then say what the counters say) */
             o->free_inside = o->reserved > o->allocated ? o->reserved - o->allocated : 0;
             uint64_t active = (uint64_t)st->active_bytes[0].current;
             o->pending_free = active > o->allocated ? active - o->allocated : 0;
-            (void)in_gaps;
+            o->usable = o->free_inside > o->split.unusable ? o->free_inside - o->split.unusable : 0;
             o->fits_in_gap = o->largest_gap >= o->request;
-            o->verdict = cmh_oom_verdict_pools(o->request, o->free_inside, o->split.private_free, o->largest_gap, o->device_free);
+            o->verdict = cmh_oom_verdict_pools(o->request, o->free_inside, o->split.unusable, o->largest_gap, o->device_free);
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
             if (cmh_live_sites(r, sites, &o->sites, &o->nsites) != CMH_OK) {
@@ -767,9 +769,10 @@ const char *cmh_oom_verdict_text(int verdict)
         "refused with room: the device said it had enough free for the request, and the allocation failed all the same: "
         "a limit on the process (PyTorch's set_per_process_memory_fraction), another process taking memory at that "
         "instant, or the driver's own fragmentation; not this program's live memory",
-        "held by a private pool: enough bytes were free only inside private pools' segments (a CUDA graph's or a "
-        "MemPool's), which a request outside the pool cannot use and empty_cache() does not give back while the pool "
-        "lives; free the graph or pool (del the graph, torch.cuda.empty_cache()) or capture with less memory"};
+        "held by a private pool: enough bytes were free only where the request's pool cannot use them: inside private "
+        "pools' segments (a CUDA graph's or a MemPool's), which a request outside the pool cannot use and empty_cache() "
+        "does not give back while the pool lives, or, for a private pool's request, in the default pool's gaps; free the "
+        "graph or pool (del the graph, torch.cuda.empty_cache()) or capture with less memory"};
     return text[verdict >= 0 && verdict <= 4 ? verdict : 0];
 }
 

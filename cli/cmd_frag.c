@@ -86,6 +86,14 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "releasable", o->releasable);
             cmh_jw_kuint(w, "trapped", o->trapped);
             cmh_jw_kuint(w, "private_pools", o->private_free);
+            cmh_jw_key(w, "request_pool");
+            cmh_jw_arr(w);
+            cmh_jw_uint(w, o->request_pool[0]);
+            cmh_jw_uint(w, o->request_pool[1]);
+            cmh_jw_end(w);
+            cmh_jw_kuint(w, "own_pool", o->own_pool);
+            cmh_jw_kuint(w, "usable", o->usable);
+            cmh_jw_kuint(w, "unusable", o->unusable);
             cmh_jw_kstr(w, "verdict", cmh_oom_verdict_name(o->verdict));
             cmh_jw_end(w);
         }
@@ -165,12 +173,22 @@ static int section(const rep_section *sec, void *arg)
         if (p.has_oom) {
             const struct cmh_oom_event_state *o = &p.last_oom;
             int64_t t0 = rep_trace_start(sp, dev);
+            int mine = o->request_pool[0] || o->request_pool[1];
+            char own[96] = "";
+            if (mine)
+                snprintf(own, sizeof own, ", in its own pool (%" PRIu64 ", %" PRIu64 ") %s", o->request_pool[0], o->request_pool[1],
+                         rep_size((double)o->own_pool));
             printf("\n%s out-of-memory error (%s) asked for %s; at that moment, as `cumemhist oom` says:\n"
-                   "  free inside segments %s (%s trapped, %s releasable%s%s), largest gap %s\n  verdict: %s\n",
+                   "  free inside segments %s (%s trapped, %s releasable%s%s%s), largest gap %s%s\n",
                    p.nooms > 1 ? "the last" : "the", rep_at(o->index, o->time_ns, t0), rep_size((double)o->request),
-                   rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable),
-                   o->private_free ? ", in private pools " : "", o->private_free ? rep_size((double)o->private_free) : "",
-                   rep_size((double)o->largest_gap), cmh_oom_verdict_text(o->verdict));
+                   rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable), own,
+                   o->private_free ? (mine ? ", in other private pools " : ", in private pools ") : "",
+                   o->private_free ? rep_size((double)o->private_free) : "", rep_size((double)o->largest_gap),
+                   mine ? " (in its own pool)" : "");
+            if (o->unusable)
+                printf("  the request could use %s of it; %s not (other pools' memory)\n", rep_size((double)o->usable),
+                       rep_size((double)o->unusable));
+            printf("  verdict: %s\n", cmh_oom_verdict_text(o->verdict));
         }
         rep_notes(&p.base);
     }

@@ -131,7 +131,16 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "largest_gap", e->largest_gap);
             cmh_jw_kuint(w, "releasable", e->split.releasable);
             cmh_jw_kuint(w, "trapped", e->split.trapped);
+            cmh_jw_kuint(w, "pool_cache", e->split.pool_cache); /* of releasable */
             cmh_jw_kuint(w, "private_pools", e->split.private_free);
+            cmh_jw_key(w, "request_pool"); /* [0, 0]: the default pool (or not said) */
+            cmh_jw_arr(w);
+            cmh_jw_uint(w, e->request_pool[0]);
+            cmh_jw_uint(w, e->request_pool[1]);
+            cmh_jw_end(w);
+            cmh_jw_kuint(w, "own_pool", e->split.own_pool);
+            cmh_jw_kuint(w, "usable", e->usable);
+            cmh_jw_kuint(w, "unusable", e->split.unusable);
             cmh_jw_kbool(w, "fits_in_gap", e->fits_in_gap);
             cmh_jw_kstr(w, "verdict", cmh_oom_verdict_name(e->verdict));
             cmh_jw_key(w, "requested_by");
@@ -206,15 +215,27 @@ static int section(const rep_section *sec, void *arg)
             printf("  reserved                %12s\n", rep_size((double)e->reserved));
             printf("  free inside segments    %12s   (reserved - allocated)", rep_size((double)e->free_inside));
             if (e->pending_free) printf(", of it %s freed with stream work pending", rep_size((double)e->pending_free));
+            int mine = e->request_pool[0] || e->request_pool[1]; /* the request was a private pool's */
             if (e->split.releasable || e->split.trapped)
                 printf("\n    releasable            %12s   (empty segments, a pool's cache: empty_cache() gives it back)"
-                       "\n    trapped               %12s   (gaps between live blocks)",
-                       rep_size((double)e->split.releasable), rep_size((double)e->split.trapped));
+                       "\n    trapped               %12s   (gaps between live blocks%s)",
+                       rep_size((double)e->split.releasable), rep_size((double)e->split.trapped),
+                       mine && e->split.trapped ? "; the default pool's: not for a private pool's request" : "");
+            if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */
+                printf("\n      of it a pool's cache%12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)",
+                       rep_size((double)e->split.pool_cache));
+            if (mine)
+                printf("\n    in its own pool       %12s   (private pool (%" PRIu64 ", %" PRIu64 ")'s segments: the request's where a run fits)",
+                       rep_size((double)e->split.own_pool), e->request_pool[0], e->request_pool[1]);
             if (e->split.private_free)
-                printf("\n    in private pools      %12s   (a CUDA graph's or MemPool's segments: only the pool's own requests use it)",
-                       rep_size((double)e->split.private_free));
+                printf("\n    in %sprivate pools%s%12s   (a CUDA graph's or MemPool's segments: only the pool's own requests use it)",
+                       mine ? "other " : "", mine ? "" : "      ", rep_size((double)e->split.private_free));
+            if (e->split.unusable)
+                printf("\n    the request could use %12s   of it; %s not (other pools' memory)", rep_size((double)e->usable),
+                       rep_size((double)e->split.unusable));
             printf("\n  largest free gap        %12s   %sthe request %s in it\n", rep_size((double)e->largest_gap),
-                   e->split.private_free ? "(outside private pools) " : "", e->fits_in_gap ? "fits" : "does not fit");
+                   mine ? "(in its own pool) " : e->split.private_free ? "(outside private pools) " : "",
+                   e->fits_in_gap ? "fits" : "does not fit");
             printf("  verdict: %s\n", cmh_oom_verdict_text(e->verdict));
             if (i == 0) {
                 print_balance(sp, dev);

@@ -313,6 +313,9 @@ CMH_HIDDEN void cmh_pools_destroyed(uint64_t pool);
 CMH_HIDDEN int cmh_pools_device(uint64_t pool); /* -1 if unknown */
 CMH_HIDDEN int cmh_pools_any(void);              /* has any pool been seen */
 CMH_HIDDEN void cmh_pools_resample(void);        /* every known pool again (a cleared history) */
+/* The device's known pools again, recorded where what they keep changed (an out-of-memory error:
+ * a synchronize may have released it, unseen). */
+CMH_HIDDEN void cmh_pools_refresh(int device);
 CMH_HIDDEN void cmh_pools_atfork_prepare(void);
 CMH_HIDDEN void cmh_pools_atfork_parent(void);
 CMH_HIDDEN void cmh_pools_reset_after_fork(void);

@@ -8,7 +8,10 @@
  * pool_sample, so that reserved memory includes what pools keep.  Only the pool the operation
  * touched is queried: two attribute reads per operation, measured in bench_hooks (async rows).
  * A pool's used bytes change when the stream reaches a free, so a sample taken at the call may
- * lag by the stream's queue.
+ * lag by the stream's queue; and a pool gives back what it keeps above its release threshold at
+ * a stream, event or context synchronize, which is no call of ours: an out-of-memory error reads
+ * the device's pools again (cmh_pools_refresh) so that its moment has what they keep then.
+ * Between operations and OOMs a sample may show a pool keeping memory it has since given back.
  *
  * At most CMH_MAX_POOLS pools are followed (the replay trusts no more, analyzer/replay.c); an
  * operation on a pool past them is counted as lost.
@@ -30,11 +33,16 @@ static cmh_mutex g_lock = CMH_MUTEX_INITIALIZER;
 static cmh_oatab g_pools = {NULL, 0, 0, sizeof(prec)};
 static int g_any; /* read without the lock: has any pool been seen */
 
-static void pool_record(uint64_t h, int device, uint64_t reserved, uint64_t used, int gone)
+/* changed_only: record nothing when what the pool keeps is as last recorded (a refresh) */
+static void pool_record(uint64_t h, int device, uint64_t reserved, uint64_t used, int gone, int changed_only)
 {
     int64_t slack = reserved > used ? (int64_t)(reserved - used) : 0;
     cmh_lock(&g_lock);
     prec *p = cmh_oa_find(&g_pools, h);
+    if (changed_only && (!p || p->slack == slack)) {
+        cmh_unlock(&g_lock);
+        return;
+    }
     if (!p && !gone) {
         p = g_pools.n < CMH_MAX_POOLS ? cmh_oa_add(&g_pools, h) : NULL;
         if (p) {
@@ -58,12 +66,12 @@ void cmh_pools_sample(uint64_t pool, int device)
 {
     uint64_t reserved, used;
     if (!pool || cmh_driver_pool_attrs(pool, &reserved, &used) != 0) return;
-    pool_record(pool, device, reserved, used, 0);
+    pool_record(pool, device, reserved, used, 0, 0);
 }
 
 void cmh_pools_destroyed(uint64_t pool)
 {
-    if (cmh_pools_device(pool) >= 0) pool_record(pool, 0, 0, 0, 1);
+    if (cmh_pools_device(pool) >= 0) pool_record(pool, 0, 0, 0, 1, 0);
 }
 
 int cmh_pools_device(uint64_t pool)
@@ -79,7 +87,9 @@ int cmh_pools_device(uint64_t pool)
 int cmh_pools_any(void) { return __atomic_load_n(&g_any, __ATOMIC_RELAXED); }
 
 /* After the history is cleared: every known pool's state again, so the new trace starts from it. */
-void cmh_pools_resample(void)
+/* Every known pool of device (-1: of every device) read again; changed_only: recorded only where
+ * what it keeps changed since its last sample. */
+static void resample(int device, int changed_only)
 {
     if (!cmh_pools_any()) return;
     cmh_lock(&g_lock);
@@ -92,9 +102,18 @@ void cmh_pools_resample(void)
         cmh_count_lost(1);
         return;
     }
-    for (uint32_t i = 0; i < n; i++) cmh_pools_sample(all[i].handle, (int)all[i].device);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t reserved, used;
+        if (device >= 0 && all[i].device != device) continue;
+        if (cmh_driver_pool_attrs(all[i].handle, &reserved, &used) == 0)
+            pool_record(all[i].handle, (int)all[i].device, reserved, used, 0, changed_only);
+    }
     free(all);
 }
+
+void cmh_pools_resample(void) { resample(-1, 0); }
+
+void cmh_pools_refresh(int device) { resample(device, 1); }
 
 /* fork(): the child's pools are not the parent's */
 void cmh_pools_reset_after_fork(void)

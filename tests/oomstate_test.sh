@@ -3,15 +3,18 @@
 # command is asked: `oom`, `frag`, `report` and `whatif` on every OOM record we have (a
 # fragmentation OOM and a demand OOM of the caching allocator sample, the two-device OOM
 # fixture, a generated PyTorch trace whose OOM is on device 1 of 3, one whose free memory is a
-# CUDA graph's private pool) state the same moment, the
-# same figures and the same verdict; the figures keep the invariant (free inside = reserved -
-# allocated = releasable + trapped + private pools + pending free); a command about one event defaults to the
-# device where it happened.
+# CUDA graph's private pool, three whose failing request is a private pool's own, a plain
+# allocation's beside a stream-ordered pool's cache) state the same
+# moment, the same figures and the same verdict; the figures keep the invariants (free inside =
+# reserved - allocated = releasable + trapped + private pools + own pool + pending free = usable +
+# unusable); a command about one event defaults to the device where it happened.
 TEST=oomstate . "$(dirname "$0")/testlib.sh"
 
 "$CMH" record -q -o frag.cmh -- "$B/samples/frag_oom" >/dev/null 2>&1
 "$CMH" record -q -o demand.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
 cp "$F/memviz/two_devices_oom.cmh" two.cmh
+# a plain cuMemAlloc fails beside the default pool's cache of 32 MiB on a 64 MiB device (tests/pool_oom.c)
+FAKECUDA_CAPACITY=64M "$CMH" record -q -o pool_oom.cmh -- "$B/tests/pool_oom" >pool_oom.out 2>&1 || bad "pool_oom: $(cat pool_oom.out)"
 
 # PyTorch's shape: three devices, expandable segments, the OOM on device 1 (which holds far more
 # than the others, as DataParallel makes it), after the step's activations were freed
@@ -78,7 +81,57 @@ tr.append({"action": "oom", "device_free": 2 * MIB, "size": 30 * MIB, "stream": 
 pickle.dump({"segments": segs, "device_traces": [tr], "allocator_settings": {}}, open(sys.argv[1], "wb"), protocol=4)
 EOF
 
-for rec in frag.cmh demand.cmh two.cmh three.pickle pool.pickle; do
+# A private pool's own request fails (the entries' pool_id, newer PyTorch): the free runs of its
+# own pool are its to use, other pools' are not, nor the default pool's gaps (the allocator serves
+# a private pool from its own blocks and new segments).  Pool (1, 0) has 14 MiB free in runs of
+# 6, 6 and 2 MiB, the default pool a 4 MiB gap between live blocks, the device 2 MiB:
+#   own_frag: 8 MiB of (1, 0): no run fits, its own 14 MiB would do: fragmentation;
+#   own_fit: 6 MiB of (1, 0): a run of its own fits (the model serves it: whatif sees no OOM);
+#   others: 26 MiB of (1, 0), pool (2, 0) with 18 MiB free: enough only with other pools' memory.
+py - <<'EOF'
+import pickle
+M = 1 << 20
+S, D, Q = 0x7F5000000000, 0x7F6000000000, 0x7F7000000000
+def build(req, other):
+    t, tr = [0], []
+    def ent(action, addr, size, pool, oom=False):
+        t[0] += 1
+        tr.append({"action": action, "device_free" if oom else "addr": addr, "size": size, "stream": 0,
+                   "time_us": 1_700_000_000_000_000 + t[0], "frames": [], "pool_id": pool})
+    def free(addr, size, pool):
+        ent("free_requested", addr, size, pool), ent("free_completed", addr, size, pool)
+    P1, P2, D0 = (1, 0), (2, 0), (0, 0)
+    ent("segment_alloc", D, 20 * M, D0)
+    for i in range(5): ent("alloc", D + 4 * i * M, 4 * M, D0)
+    free(D + 4 * M, 4 * M, D0)
+    ent("segment_alloc", S, 20 * M, P1)
+    for a, n in ((0, 2), (2, 6), (8, 2), (10, 6), (16, 2)): ent("alloc", S + a * M, n * M, P1)
+    free(S + 2 * M, 6 * M, P1), free(S + 10 * M, 6 * M, P1)
+    if other: ent("segment_alloc", Q, 20 * M, P2), ent("alloc", Q, 2 * M, P2)
+    ent("oom", 2 * M, req, P1, oom=True)
+    segs, live = {}, {}  # the final segments, as the trace leaves them
+    for e in tr:
+        if e["action"] == "segment_alloc": segs[e["addr"]] = (e["size"], e["pool_id"])
+        elif e["action"] == "alloc": live[e["addr"]] = e["size"]
+        elif e["action"] == "free_completed": del live[e["addr"]]
+    out = []
+    for base, (size, pool) in sorted(segs.items()):
+        bl, at = [], base
+        for a in sorted(x for x in live if base <= x < base + size):
+            if a > at: bl.append({"address": at, "size": a - at, "requested_size": 0, "state": "inactive", "frames": []})
+            bl.append({"address": a, "size": live[a], "requested_size": live[a], "state": "active_allocated", "frames": []})
+            at = a + live[a]
+        if at < base + size: bl.append({"address": at, "size": base + size - at, "requested_size": 0, "state": "inactive", "frames": []})
+        act = sum(b["size"] for b in bl if b["state"] != "inactive")
+        out.append({"device": 0, "address": base, "total_size": size, "allocated_size": act, "active_size": act,
+                    "requested_size": act, "stream": 0, "segment_type": "large", "segment_pool_id": pool,
+                    "is_expandable": False, "frames": [], "blocks": bl})
+    return {"segments": out, "device_traces": [tr], "allocator_settings": {}, "external_annotations": []}
+for name, req, other in (("own_frag", 8 * M, False), ("own_fit", 6 * M, False), ("others", 26 * M, True)):
+    pickle.dump(build(req, other), open(name + ".pickle", "wb"))
+EOF
+
+for rec in frag.cmh demand.cmh two.cmh three.pickle pool.pickle own_frag.pickle own_fit.pickle others.pickle pool_oom.cmh; do
     "$CMH" oom --json "$rec" >oom.json 2>/dev/null || { bad "$rec: oom --json failed"; continue; }
     "$CMH" frag --json "$rec" >frag.json 2>/dev/null || { bad "$rec: frag --json failed"; continue; }
     "$CMH" report "$rec" -o report.html 2>/dev/null || { bad "$rec: report failed"; continue; }
@@ -96,8 +149,10 @@ if not events: probs.append("no OOM found")
 for dev, e in events:
     if e["free_in_segments"] != e["reserved"] - e["allocated"]:
         probs.append(f"device {dev} entry {e['index']}: free inside {e['free_in_segments']} != reserved - allocated")
-    if e["releasable"] + e["trapped"] + e["private_pools"] + e["pending_free"] != e["free_in_segments"]:
-        probs.append(f"device {dev} entry {e['index']}: releasable + trapped + private pools + pending != free inside")
+    if e["releasable"] + e["trapped"] + e["private_pools"] + e["own_pool"] + e["pending_free"] != e["free_in_segments"]:
+        probs.append(f"device {dev} entry {e['index']}: releasable + trapped + private pools + own pool + pending != free inside")
+    if e["usable"] + e["unusable"] != e["free_in_segments"]:
+        probs.append(f"device {dev} entry {e['index']}: usable {e['usable']} + unusable {e['unusable']} != free inside")
     m = re.search(r"Out of memory #\d+</b> at entry %d: asked for .*?Verdict:</b> ([^<]*)" % e["index"], page, re.S)
     if not m: probs.append(f"device {dev}: the report has no OOM at entry {e['index']}")
 # frag's word on the last OOM of each device is oom's
@@ -107,7 +162,8 @@ for d in oom:
     f = [x for x in frag if x["device"] == d["device"]][0]
     lo = f.get("last_oom")
     if not lo: probs.append(f"device {d['device']}: frag does not mention the OOM"); continue
-    for k in ("index", "request", "free_in_segments", "largest_gap", "verdict", "trapped", "releasable", "private_pools"):
+    for k in ("index", "request", "free_in_segments", "largest_gap", "verdict", "trapped", "releasable", "private_pools",
+              "own_pool", "usable", "unusable", "request_pool"):
         if lo[k] != last[k]: probs.append(f"device {d['device']}: frag's {k} {lo[k]} != oom's {last[k]}")
 # whatif and flamegraph --at oom: the first OOM's device by default
 first = min(events, key=lambda x: (x[1]["time_ns"] or 0, x[0]))[0]
@@ -159,6 +215,51 @@ EOF
 check "a CUDA graph's private pool: its free memory is the pool's, the OOM verdict says so" "[ $? -eq 0 ]"
 "$CMH" oom pool.pickle | grep -q "in private pools *70.0 MiB" && ok "oom names the private pools' free memory" ||
     bad "oom on a private pool: $("$CMH" oom pool.pickle)"
+
+# a private pool's own request: its pool's free is usable, other pools' and the default pool's
+# gaps are not; the verdict follows, and whatif's model agrees on what the request could use (it
+# reproduces the OOM exactly where no run of the pool's own fits)
+py - <<EOF
+import json, subprocess
+M = 1 << 20
+run = lambda cmd, f: json.loads(subprocess.run(["$CMH", cmd, "--json", f], capture_output=True, text=True).stdout)
+want = {"own_frag": ("fragmentation", 14 * M, 0, 4 * M, 6 * M, 1),
+        "own_fit": ("fit in a free gap", 14 * M, 0, 4 * M, 6 * M, 0),
+        "others": ("private pool", 14 * M, 18 * M, 22 * M, 6 * M, 1)}
+for name, (verdict, own, other, unusable, gap, model_ooms) in want.items():
+    o = run("oom", name + ".pickle")[0]["ooms"][0]
+    got = (o["verdict"], o["own_pool"], o["private_pools"], o["unusable"], o["largest_gap"])
+    assert got == (verdict, own, other, unusable, gap), (name, got)
+    assert o["request_pool"] == [1, 0] and o["trapped"] == 4 * M and o["usable"] == own, (name, o)
+    assert o["usable"] + o["unusable"] == o["free_in_segments"] == o["reserved"] - o["allocated"], (name, o)
+    w = run("whatif", name + ".pickle")
+    assert w["settings"][0]["recorded"] and w["settings"][0]["ooms"] == model_ooms, (name, w["settings"][0])
+    assert (o["verdict"] == "fit in a free gap") == (model_ooms == 0), (name, o["verdict"], model_ooms)
+print("ok: private pool (1, 0)'s own request: own pool 14 MiB usable, default gaps 4 MiB and pool (2, 0)'s 18 MiB not; "
+      "fragmentation / fit in a free gap / private pool, and whatif reproduces the OOM where no run of its own fits")
+EOF
+check "a private pool's own OOM: its own free usable, other pools' not; the verdicts; whatif agrees" "[ $? -eq 0 ]"
+"$CMH" oom own_frag.pickle >own.txt 2>&1
+grep -q "in its own pool           14.0 MiB" own.txt && grep -q "the request could use     14.0 MiB   of it; 4.0 MiB not" own.txt &&
+    grep -q "largest free gap             6.0 MiB   (in its own pool)" own.txt && ok "oom text: the request's own pool and what it could use" ||
+    bad "oom text on a private pool's own OOM: $(cat own.txt)"
+
+# a stream-ordered pool keeps what was freed into it reserved, as the driver's pools do: at the
+# plain allocation's OOM the device has nothing free and the pool's cache is what a trim gives
+# back (the fake driver once gave the freed ranges back to the device while the pool still
+# reported them reserved: 'device free 32.0 MiB' beside 64 MiB reserved on a 64 MiB device,
+# 'refused with room'); after the trim the same allocation succeeds (pool_oom exits 0)
+py - <<EOF
+import json, subprocess
+M = 1 << 20
+o = json.loads(subprocess.run(["$CMH", "oom", "--json", "pool_oom.cmh"], capture_output=True, text=True).stdout)[0]["ooms"][-1]
+assert o["request"] == 4 * M and o["device_free"] == 0, o
+assert o["reserved"] == 64 * M and o["allocated"] == 32 * M and o["pool_cache"] == 32 * M and o["releasable"] == 32 * M, o
+assert o["verdict"] != "refused with room", o
+EOF
+check "an OOM beside a pool's cache: the device has nothing free, the cache is releasable by a trim" "[ $? -eq 0 ]"
+"$CMH" oom pool_oom.cmh | grep -q "of it a pool's cache    32.0 MiB   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)" &&
+    ok "oom names the pool's cache and the trim" || bad "oom beside a pool's cache: $("$CMH" oom pool_oom.cmh)"
 
 # cached memory is not fragmentation: one empty (cached) expandable segment is releasable
 py - <<EOF

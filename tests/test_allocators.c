@@ -253,6 +253,69 @@ static void test_pools(void)
     cuStreamDestroy(st);
 }
 
+/* the device's used bytes, as cuMemGetInfo says */
+static uint64_t device_used(void)
+{
+    size_t free_b = 0, total_b = 0;
+    CU_ASSERT_EQUAL(cuMemGetInfo(&free_b, &total_b), CUDA_SUCCESS);
+    return total_b - free_b;
+}
+
+/* A pool's reserved bytes are device memory (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: the backing
+ * memory allocated for it): what it keeps after a free stays used on the device until a trim,
+ * or until a synchronize finds more than its release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD),
+ * and it serves later allocations first.  The fake once gave freed ranges back to the device at
+ * once while still reporting them reserved. */
+static void test_pool_backing(void)
+{
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    CUmemPoolProps props = pool_props(0);
+    CUmemoryPool pool;
+    CUstream st;
+    CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(cuStreamCreate(&st, 0), CUDA_SUCCESS);
+    cuuint64_t keep_all = ~0ull, none = 0, res = 0, used = 0;
+    CU_ASSERT_EQUAL(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all), CUDA_SUCCESS);
+    const uint64_t MiB = 1 << 20, base = device_used();
+    CUdeviceptr p[4];
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(cuMemAllocFromPoolAsync(&p[i], 4 * MiB, pool, st), CUDA_SUCCESS);
+    cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res);
+    CU_ASSERT_EQUAL(res, 16 * MiB);
+    CU_ASSERT_EQUAL(device_used() - base, res);
+    for (int i = 0; i < 4; i += 2) CU_ASSERT_EQUAL(cuMemFreeAsync(p[i], st), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuStreamSynchronize(st), CUDA_SUCCESS); /* below the threshold: kept */
+    cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res);
+    cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+    CU_ASSERT_EQUAL(res, 16 * MiB);
+    CU_ASSERT_EQUAL(used, 8 * MiB);
+    CU_ASSERT_EQUAL(device_used() - base, 16 * MiB); /* freed into the pool: still used on the device */
+    CU_ASSERT_EQUAL(cuMemAllocFromPoolAsync(&p[0], 4 * MiB, pool, st), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(device_used() - base, 16 * MiB); /* served from what the pool kept */
+    CU_ASSERT_EQUAL(cuMemFreeAsync(p[0], st), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(device_used() - base, 8 * MiB); /* the trim gave back all but what backs p[1], p[3] */
+    CU_ASSERT_EQUAL(cuMemFreeAsync(p[1], st), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(device_used() - base, 8 * MiB);
+    CU_ASSERT_EQUAL(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &none), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuCtxSynchronize(), CUDA_SUCCESS); /* over a threshold of 0: released down to p[3]'s */
+    CU_ASSERT_EQUAL(device_used() - base, 4 * MiB);
+    /* no call of the recorder's saw that release; an OOM reads the pools again, so that its moment
+     * has the pool keeping nothing beyond p[3] */
+    CUdeviceptr huge = 0;
+    CU_ASSERT_EQUAL(cuMemAlloc(&huge, 64ull << 30), CUDA_ERROR_OUT_OF_MEMORY);
+    cmh_snapshot s;
+    dump_load(&s);
+    const cmh_entry *e = last_pool_sample(&s, (uint64_t)(uintptr_t)pool);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, e), 4 * MiB);
+    CU_ASSERT_EQUAL(cmh_entry_requested(&s, e), 4 * MiB);
+    cmh_snapshot_free(&s);
+    CU_ASSERT_EQUAL(cuMemFreeAsync(p[3], st), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemPoolDestroy(pool), CUDA_SUCCESS); /* what it kept goes back with it */
+    CU_ASSERT_EQUAL(device_used(), base);
+    cuStreamDestroy(st);
+}
+
 /* VMM as PyTorch's expandable segments: maps inside one reservation are one growing segment */
 static void test_expandable_segment(void)
 {
@@ -329,6 +392,7 @@ int main(void)
     CMH_ADD_TEST(s, test_block_api);
     CMH_ADD_TEST(s, test_managed_late);
     CMH_ADD_TEST(s, test_pools);
+    CMH_ADD_TEST(s, test_pool_backing);
     CMH_ADD_TEST(s, test_expandable_segment);
     int rc = cmh_test_main();
     recorder_test_cleanup();

@@ -67,7 +67,8 @@ static void check_device(const char *what, const cmh_snapshot *s, int dev, int w
         const cmh_oom_event *e = &o.events[i];
         CU_ASSERT_EQUAL(e->free_inside, e->reserved - e->allocated);
         if (!anomalies) CU_ASSERT(e->largest_gap + e->pending_free <= e->free_inside);
-        if (!anomalies) CU_ASSERT_EQUAL(e->split.releasable + e->split.trapped + e->split.private_free + e->pending_free, e->free_inside);
+        if (!anomalies) CU_ASSERT_EQUAL(e->split.releasable + e->split.trapped + e->split.private_free + e->split.own_pool + e->pending_free, e->free_inside);
+        CU_ASSERT_EQUAL(e->usable + e->split.unusable, e->free_inside);
         uint64_t held = 0;
         for (uint32_t k = 0; k < e->nsites; k++) held += e->sites[k].bytes;
         if (!anomalies) CU_ASSERT(held >= e->allocated); /* the holders: every active block, pending ones too */

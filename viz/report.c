@@ -366,9 +366,15 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     for (uint32_t i = 0; i < om.nevents; i++) {
         const cmh_oom_event *e = &om.events[i];
         fprintf(fp, "<div class=\"r-oom\"><b>Out of memory #%u</b> at entry %" PRId64 "%s: asked for %s with %s allocated, %s reserved, "
-                    "%s free inside the segments (%s trapped, largest gap %s), the device %s free.<br><b>Verdict:</b> ",
+                    "%s free inside the segments (%s trapped, largest gap %s), the device %s free.",
                 i + 1, e->index, "", SZ(e->request), SZ(e->allocated), SZ(e->reserved), SZ(e->free_inside), SZ(e->split.trapped),
                 SZ(e->largest_gap), SZ(e->device_free));
+        if (e->request_pool[0] || e->request_pool[1])
+            fprintf(fp, " The request was private pool (%" PRIu64 ", %" PRIu64 ")'s: %s free in its own segments, where the largest gap is measured.",
+                    e->request_pool[0], e->request_pool[1], SZ(e->split.own_pool));
+        if (e->split.unusable)
+            fprintf(fp, " Of the free memory the request could use %s; %s was other pools'.", SZ(e->usable), SZ(e->split.unusable));
+        fputs("<br><b>Verdict:</b> ", fp);
         esc(fp, cmh_oom_verdict_text(e->verdict));
         if (e->request_stack) {
             site_label(s, g, e->request_stack, buf, sizeof buf);

@@ -88,15 +88,28 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
  * active block, the whole 2 MiB pages of an expandable segment's free runs, a pool's cache;
  * trapped = the free gaps between active blocks that nothing can give back, usable only by
  * requests that fit them; private = the free runs of segments in a private pool (a PyTorch
-segment whose segment_pool_id is not (0, 0): a CUDA graph's or a MemPool's), which neither
-empty_cache() gives back while the pool lives nor a request outside the pool can use.
-releasable + trapped + private + pending free = reserved - allocated. */
+ * segment whose segment_pool_id is not (0, 0): a CUDA graph's or a MemPool's), which neither
+ * empty_cache() gives back while the pool lives nor a request outside the pool can use;
+ * own_pool = for a request of a private pool (cmh_replay_free_split_for), the free runs of that
+ * pool's own segments: the request's to use where a run fits, never given back while the pool
+ * lives (they are not in private, which then holds the other pools' alone).
+ * releasable + trapped + private + own_pool + pending free = reserved - allocated.
+ * unusable = what of it the request's pool could not have used: private, and for a private
+ * pool's request the default pool's trapped gaps too (the allocator serves a private pool from
+ * its own blocks and new segments only; what empty_cache() gives back becomes the device's). */
 typedef struct cmh_free_split {
     uint64_t releasable, trapped, pool_cache; /* pool_cache: the part of releasable pools keep */
-    uint64_t largest_gap;  /* the largest free run in one segment of the default pool, either kind */
-    uint64_t private_free; /* free inside private pools' segments (not in the three above) */
+    uint64_t largest_gap;  /* the largest free run in one segment of the request's pool (the default
+                              pool's without a request), either kind */
+    uint64_t private_free; /* free inside private pools' segments other than the request's (not in
+                              the three above) */
+    uint64_t own_pool;     /* free inside the request's own private pool's segments */
+    uint64_t unusable;     /* private_free, plus trapped for a private pool's request */
 } cmh_free_split;
 void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out);
+/* The same, as a request of pool request_pool sees it (PyTorch's pool id; (0, 0) the default
+ * pool: then the same figures as cmh_replay_free_split). */
+void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[2], cmh_free_split *out);
 /* The split of one free run [a, b) of a segment (added to *releasable and *trapped). */
 void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint64_t *releasable, uint64_t *trapped);
 

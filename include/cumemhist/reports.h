@@ -292,7 +292,8 @@ typedef struct cmh_frag_report {
     struct cmh_oom_event_state {
         int64_t index, time_ns;
         uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
-        uint64_t releasable, trapped, private_free;
+        uint64_t releasable, trapped, private_free, own_pool, usable, unusable;
+        uint64_t request_pool[2];
         int verdict;
     } last_oom;
 } cmh_frag_report;
@@ -308,9 +309,11 @@ void cmh_frag_report_free(cmh_frag_report *r);
  * driver's own fragmentation): nothing inside the recorded segments was needed. */
 enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3, CMH_OOM_PRIVATE_POOL = 4 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
-/* The same, where private_free of free_inside lies in private pools' segments (a CUDA graph's, a
- * MemPool's) and largest_gap is the default pool's: PRIVATE_POOL when the request would have
- * been met only with that memory (the default pool's free and the device's were too few). */
+/* The same, where private_free of free_inside is what the request's pool could not use (other
+ * pools' segments: a CUDA graph's, a MemPool's, and for a private pool's request the default
+ * pool's gaps; cmh_free_split.unusable) and largest_gap is the request's pool's: PRIVATE_POOL
+ * when the request would have been met only with that memory (what its pool could use and the
+ * device's free were too few). */
 int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t largest_gap,
                           uint64_t device_free);
 /* The verdict in one word ("demand"), and as every report says it in a sentence. */
@@ -328,7 +331,13 @@ struct cmh_oom_event {
     uint64_t retry_freed;
     uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
     int fits_in_gap, verdict;
+    /* the pool the request was of (its entry's pool_id, newer PyTorch; (0, 0) the default pool or
+     * not said): split, largest_gap and the verdict are as that pool's request sees them */
+    uint64_t request_pool[2];
     cmh_free_split split; /* free_inside - pending_free, split into releasable and trapped */
+    /* usable + split.unusable = free_inside: what the request's pool could have used of it (its
+     * own free, what empty_cache() gives back, frees pending on stream work) and not */
+    uint64_t usable;
     uint32_t request_stack, request_group; /* who asked (the OOM entry's stack, 0 when none) */
     cmh_site *sites; /* holding memory at that moment */
     uint32_t nsites;

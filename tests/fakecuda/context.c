@@ -187,7 +187,12 @@ CUresult cuCtxGetDevice(CUdevice *dev)
     return r;
 }
 
-CUresult cuCtxSynchronize(void) { return current_ctx() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT; }
+CUresult cuCtxSynchronize(void)
+{
+    if (!current_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
+    pools_synchronized();
+    return CUDA_SUCCESS;
+}
 
 CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
 {
@@ -211,6 +216,7 @@ CUresult cuStreamDestroy(CUstream s)
 CUresult cuStreamSynchronize(CUstream s)
 {
     (void)s;
+    pools_synchronized();
     return CUDA_SUCCESS;
 }
 

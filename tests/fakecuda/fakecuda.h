@@ -40,18 +40,23 @@ typedef struct used_range {
 typedef struct fake_device {
     uint64_t base, capacity, va_base, va_size, va_next;
     uint64_t used; /* bytes handed out (linear + async + VMM physical) */
+    uint64_t pool_cache; /* bytes stream-ordered pools keep reserved beyond what they hand out: the
+                            driver's backing memory, used as cuMemGetInfo counts it (pools.c) */
     uint64_t context; /* bytes cuMemGetInfo counts as used beyond them (FAKECUDA_CONTEXT: a context's own) */
     range *free_list;
     used_range *used_map[USED_BUCKETS];
-    uint64_t pool_used, pool_reserved, pool_high; /* default stream-ordered pool */
 } fake_device;
 
-/* Whether size more bytes fit on d beside what is handed out and its context's own (the lock
- * held): a real device has no room for allocations in the memory its context takes, and
- * cuMemGetInfo's free (capacity - used - context) must never run below zero. */
+/* What cuMemGetInfo counts as used on d (the lock held): what is handed out, its context's own,
+ * and what pools keep. */
+static inline uint64_t taken_locked(const fake_device *d) { return d->used + d->context + d->pool_cache; }
+
+/* Whether size more bytes fit on d beside what is taken (the lock held): a real device has no
+ * room for allocations in the memory its context takes or a pool keeps, and cuMemGetInfo's free
+ * (capacity - taken) must never run below zero. */
 static inline int room_locked(const fake_device *d, uint64_t size)
 {
-    uint64_t taken = d->used + d->context;
+    uint64_t taken = taken_locked(d);
     return taken <= d->capacity && size <= d->capacity - taken;
 }
 
@@ -71,9 +76,13 @@ typedef struct fake_handle {
     uint64_t size;
 } fake_handle;
 
+/* A stream-ordered pool.  reserved is its backing memory: used (what it hands out) plus what it
+ * keeps, which is its share of its device's pool_cache.  It keeps what is freed until a trim, or
+ * until a synchronize finds more than its release threshold reserved (pools.c). */
 typedef struct fake_pool {
     int device;
     uint64_t used, reserved, high, threshold;
+    struct fake_pool *next; /* the created pools (g_pools), for the synchronizes' release */
 } fake_pool;
 
 #pragma GCC visibility push(hidden)
@@ -83,6 +92,9 @@ extern int g_ndev; /* -1 until cuInit */
 extern fake_device g_dev[FAKE_MAX_DEVICES];
 extern fake_ctx g_primary[FAKE_MAX_DEVICES];
 extern fake_pool g_default_pool[FAKE_MAX_DEVICES]; /* pools.c */
+/* A stream, event or context synchronize: every pool holding more than its release threshold
+ * gives the rest back to its device (pools.c). */
+void pools_synchronized(void);
 
 CUresult ensure_init_locked(void);
 CUresult range_alloc_locked(int dev, uint64_t size, uint64_t *out);

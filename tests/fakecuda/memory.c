@@ -44,7 +44,7 @@ CUresult cuMemGetInfo(size_t *free_b, size_t *total_b)
     CUresult r = ctx_device(&dev);
     if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&g_lock);
-    uint64_t taken = g_dev[dev].used + g_dev[dev].context; /* (never past the capacity: room_locked) */
+    uint64_t taken = taken_locked(&g_dev[dev]); /* (never past the capacity: room_locked) */
     if (free_b) *free_b = taken < g_dev[dev].capacity ? g_dev[dev].capacity - taken : 0;
     if (total_b) *total_b = g_dev[dev].capacity;
     pthread_mutex_unlock(&g_lock);
@@ -60,7 +60,7 @@ __attribute__((visibility("default"))) int fakecuda_take(int dev, long long byte
     if (ok) {
         fake_device *d = &g_dev[dev];
         uint64_t now = d->context + (uint64_t)bytes;
-        ok = bytes >= 0 ? now <= d->capacity - d->used && now >= d->context : (uint64_t)-bytes <= d->context;
+        ok = bytes >= 0 ? now <= d->capacity - d->used - d->pool_cache && now >= d->context : (uint64_t)-bytes <= d->context;
         if (ok) d->context = now;
     }
     pthread_mutex_unlock(&g_lock);

@@ -2,6 +2,16 @@
  * pools.c - the fake driver's stream-ordered allocation (fakecuda.h): one default pool per
  * device and created ones, each charging its ranges (marked with their owner in the allocator)
  * to its used and reserved bytes, with the attributes and trims a program reads and sets.
+ *
+ * A pool's reserved bytes are device memory, as the driver's are (CU_MEMPOOL_ATTR_RESERVED_MEM_
+ * CURRENT: the backing memory allocated for the pool): cuMemGetInfo counts them used, and no other
+ * allocation has them.  A free returns its bytes to the pool, not to the device; the pool gives
+ * them back on cuMemPoolTrimTo (down to the bytes to keep, never below what backs outstanding
+ * allocations), and on a stream, event or context synchronize when it holds more than its
+ * release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, default 0: all it can), as the driver
+ * API's reference says of both.  A pool serves an allocation from what it keeps first.  (It
+ * was the other way: a free gave the range back to the device while the pool still reported it
+ * reserved, so an OOM beside a pool's cache read as one with room on the device.)
  */
 #include "fakecuda.h"
 
@@ -10,6 +20,7 @@
 /* ---- stream-ordered allocation: one default pool per device ---- */
 
 fake_pool g_default_pool[FAKE_MAX_DEVICES];
+static fake_pool *g_pools; /* the created ones, under g_lock */
 
 static int stream_device(CUstream s, int *dev)
 {
@@ -20,24 +31,56 @@ static int stream_device(CUstream s, int *dev)
     return ctx_device(dev) == CUDA_SUCCESS;
 }
 
-#define POOL_CHUNK (2ull << 20)
+#define POOL_CHUNK (2ull << 20) /* the pool's backing grows by this much at a time, where it fits */
 
 static CUresult pool_alloc(fake_pool *pool, CUdeviceptr *dptr, size_t n)
 {
     if (!dptr || n == 0) return CUDA_ERROR_INVALID_VALUE;
-    uint64_t a = 0;
+    uint64_t size = ((uint64_t)n + FAKE_ALIGN - 1) & ~(uint64_t)(FAKE_ALIGN - 1), a = 0;
     pthread_mutex_lock(&g_lock);
-    CUresult r = range_alloc_locked(pool->device, n, &a);
-    if (r == CUDA_SUCCESS) {
+    fake_device *d = &g_dev[pool->device];
+    /* what the pool keeps serves first: the device is asked only for the rest */
+    uint64_t kept = pool->reserved - pool->used, mine = size < kept ? size : kept;
+    d->pool_cache -= mine;
+    CUresult r = range_alloc_locked(pool->device, size, &a);
+    if (r != CUDA_SUCCESS) {
+        d->pool_cache += mine;
+    } else {
         used_find_locked(pool->device, a)->owner = pool;
-        pool->used += (n + FAKE_ALIGN - 1) & ~(uint64_t)(FAKE_ALIGN - 1);
-        uint64_t want = (pool->used + POOL_CHUNK - 1) & ~(POOL_CHUNK - 1);
-        if (want > pool->reserved) pool->reserved = want;
+        pool->used += size;
+        if (pool->used > pool->reserved) { /* grown: its backing rounded up to the chunk where the device has it */
+            uint64_t extra = ((pool->used + POOL_CHUNK - 1) & ~(POOL_CHUNK - 1)) - pool->used;
+            if (!room_locked(d, extra)) extra = 0;
+            d->pool_cache += extra;
+            pool->reserved = pool->used + extra;
+        }
         if (pool->reserved > pool->high) pool->high = pool->reserved;
         *dptr = (CUdeviceptr)a;
     }
     pthread_mutex_unlock(&g_lock);
     return r;
+}
+
+/* Give back to the device what p keeps beyond keep bytes reserved, never what backs its
+ * outstanding allocations (rounded to the chunk, as the driver's backing is coarser than them). */
+static void pool_release_locked(fake_pool *p, uint64_t keep)
+{
+    uint64_t floor_b = (p->used + POOL_CHUNK - 1) & ~(POOL_CHUNK - 1);
+    uint64_t target = keep > floor_b ? keep : floor_b;
+    if (target < p->used) target = p->used;
+    if (p->reserved <= target) return;
+    g_dev[p->device].pool_cache -= p->reserved - target;
+    p->reserved = target;
+}
+
+void pools_synchronized(void)
+{
+    pthread_mutex_lock(&g_lock);
+    for (int d = 0; d < g_ndev; d++)
+        if (g_default_pool[d].reserved > g_default_pool[d].threshold) pool_release_locked(&g_default_pool[d], g_default_pool[d].threshold);
+    for (fake_pool *p = g_pools; p; p = p->next)
+        if (p->reserved > p->threshold) pool_release_locked(p, p->threshold);
+    pthread_mutex_unlock(&g_lock);
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s)
@@ -73,7 +116,10 @@ CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
     used_range *u = dev >= 0 ? used_find_locked(dev, p) : NULL;
     fake_pool *pool = u ? u->owner : NULL; /* NULL: a cuMemAlloc'd pointer, freed in order */
     uint64_t n = u ? range_free_locked(dev, p) : 0;
-    if (n && pool) pool->used = pool->used >= n ? pool->used - n : 0;
+    if (n && pool) { /* the bytes stay the pool's, reserved: still used on the device */
+        pool->used -= n;
+        g_dev[dev].pool_cache += n;
+    }
     pthread_mutex_unlock(&g_lock);
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -96,6 +142,10 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
     fake_pool *p = calloc(1, sizeof *p);
     if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
     p->device = props->location.id;
+    pthread_mutex_lock(&g_lock);
+    p->next = g_pools;
+    g_pools = p;
+    pthread_mutex_unlock(&g_lock);
     *pool = (CUmemoryPool)p;
     return CUDA_SUCCESS;
 }
@@ -112,6 +162,13 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
         for (unsigned b = 0; b < USED_BUCKETS; b++)
             for (used_range *u = g_dev[d].used_map[b]; u; u = u->next)
                 if (u->owner == p) u->owner = NULL;
+    g_dev[p->device].pool_cache -= p->reserved - p->used; /* what it kept goes back with it */
+    p->reserved = p->used = 0;
+    for (fake_pool **pp = &g_pools; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
     pthread_mutex_unlock(&g_lock);
     if (p < g_default_pool || p >= g_default_pool + FAKE_MAX_DEVICES) free(p);
     return CUDA_SUCCESS;
@@ -121,14 +178,14 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
     FAULT("cuMemPoolTrimTo");
     fake_pool *p = (fake_pool *)pool;
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
-    uint64_t floor_b = (p->used + POOL_CHUNK - 1) & ~(POOL_CHUNK - 1);
-    p->reserved = keep > floor_b ? (p->reserved < keep ? p->reserved : keep) : floor_b;
+    pool_release_locked(p, keep);
     pthread_mutex_unlock(&g_lock);
     return CUDA_SUCCESS;
 }
 
-/* The release threshold is accepted and kept; the fake pool releases only on a trim. */
+/* The release threshold is kept; a synchronize releases what a pool holds beyond it. */
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     fake_pool *p = (fake_pool *)pool;
