@@ -710,6 +710,7 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             (void)in_gaps;
             o->fits_in_gap = o->largest_gap >= o->request;
             o->verdict = cmh_oom_verdict_pools(o->request, o->free_inside, o->split.private_free, o->largest_gap, o->device_free);
+            if (o->verdict == CMH_OOM_DEMAND && cmh_oom_too_large(o->request, o->reserved, o->device_free)) o->verdict = CMH_OOM_TOO_LARGE;
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
             if (cmh_live_sites(r, sites, 1, &o->sites, &o->nsites) != CMH_OK) {
@@ -762,10 +763,15 @@ int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t priva
     return v;
 }
 
+int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
+{
+    return reserved + device_free >= reserved && request > reserved + device_free;
+}
+
 const char *cmh_oom_verdict_name(int verdict)
 {
-    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool"};
-    return names[verdict >= 0 && verdict <= 4 ? verdict : 0];
+    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool", "too large"};
+    return names[verdict >= 0 && verdict <= CMH_OOM_TOO_LARGE ? verdict : 0];
 }
 
 const char *cmh_oom_verdict_text(int verdict)
@@ -779,8 +785,11 @@ const char *cmh_oom_verdict_text(int verdict)
         "instant, or the driver's own fragmentation; not this program's live memory",
         "held by a private pool: enough bytes were free only inside private pools' segments (a CUDA graph's or a "
         "MemPool's), which a request outside the pool cannot use and empty_cache() does not give back while the pool "
-        "lives; free the graph or pool (del the graph, torch.cuda.empty_cache()) or capture with less memory"};
-    return text[verdict >= 0 && verdict <= 4 ? verdict : 0];
+        "lives; free the graph or pool (del the graph, torch.cuda.empty_cache()) or capture with less memory",
+        "too large: the request alone is more than the device had free and all the memory the record shows this "
+        "process holding, together; nothing the process frees and no allocator setting makes it fit: check the size "
+        "asked for (a shape, a batch or sequence length), or what other processes hold on the device"};
+    return text[verdict >= 0 && verdict <= CMH_OOM_TOO_LARGE ? verdict : 0];
 }
 
 void cmh_oom_report_free(cmh_oom_report *p)

@@ -631,16 +631,16 @@ static void test_frag_report(void)
     cmh_snapshot_free(&s);
 }
 
-/* A 20 MiB segment wholly allocated, then a 15 MiB request failing with device_free left on
- * the device: the OOM's verdict (-1 where the report could not be made). */
-static int one_segment_oom_verdict(uint64_t device_free)
+/* A 20 MiB segment wholly allocated, then a request failing with device_free left on the
+ * device: the OOM's verdict (-1 where the report could not be made). */
+static int one_segment_request_verdict(uint64_t device_free, uint64_t request)
 {
     cmh_snapshot s;
     cmh_oom_report p;
     cmh_snapshot_init(&s);
     cmh_snapshot_add_trace(&s, 0, 0, NULL);
     add(&s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 20 * MIB, 20 * MIB, CMH_EF_WHOLE_BLOCK);
-    add(&s, CMH_ACT_OOM, device_free, 15 * MIB, 15 * MIB, 0);
+    add(&s, CMH_ACT_OOM, device_free, request, request, 0);
     cmh_sites *g = sites_of(&s);
     int v = -1;
     if (cmh_oom_compute(&s, 0, g, &p) == CMH_OK) {
@@ -651,6 +651,9 @@ static int one_segment_oom_verdict(uint64_t device_free)
     cmh_snapshot_free(&s);
     return v;
 }
+
+/* The same with a 15 MiB request. */
+static int one_segment_oom_verdict(uint64_t device_free) { return one_segment_request_verdict(device_free, 15 * MIB); }
 
 static void test_oom_report(void)
 {
@@ -679,6 +682,15 @@ static void test_oom_report(void)
      * said 16 MiB were free and the 15 MiB request failed all the same: not this program's
      * memory (a process limit, another process, the driver), whatever the segments hold */
     CU_ASSERT_EQUAL(one_segment_oom_verdict(1 * MIB), CMH_OOM_DEMAND);
+    /* a request larger than all the device could give the process (its free bytes and the 20 MiB
+     * the process held, together), on a device where nothing else was used: not the memory in
+     * use (a driver-API program asking 900 MiB of a 512 MiB device with nothing allocated read
+     * "demand: the memory was genuinely in use") */
+    CU_ASSERT_EQUAL(one_segment_request_verdict(10 * MIB, 31 * MIB), CMH_OOM_TOO_LARGE);
+    CU_ASSERT_EQUAL(one_segment_request_verdict(10 * MIB, 30 * MIB), CMH_OOM_DEMAND);
+    CU_ASSERT_EQUAL(one_segment_request_verdict(0, 1ull << 40), CMH_OOM_TOO_LARGE);
+    CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_TOO_LARGE), "too large");
+    CU_ASSERT_FALSE(cmh_oom_too_large(UINT64_MAX, 2, UINT64_MAX)); /* (no wrap-around) */
     CU_ASSERT_EQUAL(one_segment_oom_verdict(16 * MIB), CMH_OOM_DRIVER);
     CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_DRIVER), "refused with room");
     /* the order of the rules: a gap that fits first, then the device's own room, then the sum */
