@@ -185,6 +185,33 @@ static int package_dir(const char *path)
     return ends(path, ".py") && (starts(path, "Lib/") || strstr(path, "/Lib/"));
 }
 
+/* The launcher pip (or conda) writes for a package's console script: `fairseq-train`, `accelerate`,
+ * `deepspeed` in an environment's bin/ (a Python file with no suffix), or on Windows the
+ * __main__.py inside Scripts\NAME.exe (older setuptools: Scripts\NAME-script.py).  It only
+ * imports the package's main and calls it: as a site it would take every allocation of a run
+ * launched that way (all to "<module> (/opt/conda/bin/fairseq-train:8)"), where the package's
+ * own frames say which line asked.  *name and *len: the script's name. */
+static int entry_point_script(const char *path, const char **name, size_t *len)
+{
+    const char *base = strrchr(path, '/'), *dir = base;
+    if (!base) return 0;
+    while (dir > path && dir[-1] != '/') dir--; /* the directory holding it: dir .. base */
+    size_t dl = (size_t)(base - dir);
+    if (!strcmp(base, "/__main__.py")) { /* Windows' launcher: the .exe is a zip holding it */
+        if (dl <= 4 || strncmp(base - 4, ".exe", 4)) return 0;
+        *name = dir, *len = dl - 4;
+        return 1;
+    }
+    int scripts = dl == 7 && !strncmp(dir, "Scripts", 7), bin = dl == 3 && !strncmp(dir, "bin", 3);
+    if (scripts && (ends(base, "-script.py") || ends(base, "-script.pyw"))) {
+        *name = base + 1, *len = (size_t)(strrchr(base, '-') - base - 1);
+        return 1;
+    }
+    if (strchr(base + 1, '.') || !(scripts || bin)) return 0; /* train.py, or not where launchers go */
+    *name = base + 1, *len = strlen(base + 1);
+    return 1;
+}
+
 /* A native module installed by the system or a package manager rather than built with the
  * program: its path is under a library directory of the system, a conda/pip prefix or /opt. */
 static int system_module(const char *path)
@@ -246,6 +273,10 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
     if ((ends(file, ".py") || ends(file, ".pyc")) && (starts(file, "torch/") || strstr(file, "/torch/"))) return R_TORCH_PY;
     /* TorchInductor's generated code, in its cache directory (/tmp/torchinductor_USER/) */
     if (strstr(file, "torchinductor_") && ends(file, ".py")) return R_TORCH_PY;
+    /* a package's console script (the launcher's <module> frame, with or without a .py) */
+    const char *ep;
+    size_t epl;
+    if (f->module < 0 && !strcmp(name, "<module>") && entry_point_script(file, &ep, &epl)) return R_PACKAGE;
     /* Any other Python frame (the recorder's, PyTorch's, py-spy's: a .py file, no module) is the
      * user's unless it is installed (a package, the standard library) or frozen importlib; its
      * function name says nothing (a user may well call one binary_op or Py_alloc). */
@@ -347,7 +378,8 @@ static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, cha
 {
     char file[1024];
     cmh_sites_normpath(cmh_str(s, f->filename), file, sizeof file);
-    const char *mod = cmh_frame_module(s, f), *name = NULL;
+    const char *mod = cmh_frame_module(s, f), *name = NULL, *ep;
+    size_t epl;
     switch (r) {
     case R_NONE: case SKIP_USER: name = "the program"; break;
     case R_TORCH_CPP: case R_TORCH_PY: case R_TORCH_BIND: name = "torch"; break;
@@ -371,6 +403,7 @@ static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, cha
         if (n > 3 && !p[n] && ends(p, ".py")) n -= 3; /* a one-file module */
         snprintf(out, cap, "%.*s", (int)n, p);
     } else if (*file && package_dir(file)) snprintf(out, cap, "python standard library");
+    else if (entry_point_script(file, &ep, &epl)) snprintf(out, cap, "%.*s", (int)epl, ep); /* the console script */
     else snprintf(out, cap, "%.200s", *mod ? mod : file);
 }
 

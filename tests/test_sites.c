@@ -74,6 +74,14 @@ static const frame_case g_cases[] = {
     {"png_read", "png.c", "/usr/lib/x86_64-linux-gnu/libpng16.so.16", "package"},
     {"myext_run", "ext.c", "/home/u/build/libmyext.so", NULL}, /* a library the user built: the user's */
     {"forward", "D:\\proj\\model.py", "", NULL},
+    /* a package's console-script launcher: bin/NAME, Windows' Scripts\NAME.exe\__main__.py, old
+     * setuptools' Scripts\NAME-script.py; a user's script of the same shape elsewhere stays theirs */
+    {"<module>", "/opt/conda/bin/fairseq-train", "", "package"},
+    {"<module>", "C:\\Users\\u\\env\\Scripts\\accelerate.exe\\__main__.py", "", "package"},
+    {"<module>", "C:\\Python27\\Scripts\\fairseq-train-script.py", "", "package"},
+    {"<module>", "/home/u/proj/run_training", "", NULL},
+    {"<module>", "/home/u/proj/bin/train.py", "", NULL},
+    {"<module>", "/home/u/proj/__main__.py", "", NULL},
     {"main", "app.c", "/home/u/app", NULL},
     {"make_buffer(unsigned long)", "cudart_demo.cu", "/home/u/cudart_demo", NULL},
     /* Python frames the recorder captured (pystack.c): the user's by path, whatever the name */
@@ -346,6 +354,21 @@ static const corpus_case g_corpus[] = {
       {"execute_native_thread_routine", "thread.cc", 82, ""}, {"start_thread", "??", 0, ""},
       {"at::_ops::add_Tensor::call(at::Tensor const&, at::Tensor const&)", "??", 0, ""}, {"clone", "??", 0, ""}},
      6},
+    {"a run launched by a package's console script: the package's line, not the launcher's",
+     {ALLOC, {"forward", "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/linear.py", 125, ""},
+      {"forward", "/opt/conda/lib/python3.11/site-packages/fairseq/models/transformer.py", 300, ""},
+      {"main", "/opt/conda/lib/python3.11/site-packages/fairseq_cli/train.py", 190, ""},
+      {"<module>", "/opt/conda/bin/fairseq-train", 8, ""}},
+     2},
+    {"the same on Windows, through the launcher's .exe",
+     {ALLOC, {"forward", "C:\\env\\Lib\\site-packages\\torch\\nn\\modules\\linear.py", 125, ""},
+      {"forward", "C:\\env\\Lib\\site-packages\\fairseq\\models\\transformer.py", 300, ""},
+      {"<module>", "C:\\env\\Scripts\\fairseq-train.exe\\__main__.py", 7, ""}},
+     2},
+    {"a user's own module run as a launcher-shaped script still names the user's line",
+     {ALLOC, {"forward", "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/linear.py", 125, ""},
+      {"<module>", "/home/u/proj/run_training", 30, ""}},
+     2},
     {"PyTorch's stack walker and allocator, then an op with no at::_ops frame",
      {{"torch::unwind::unwind()", "??", 0, ""}, ALLOC, {"at::native::copy_impl(at::Tensor&, at::Tensor const&)", "Copy.cpp", 0, ""},
       {"start_thread", "??", 0, ""}},
@@ -403,6 +426,15 @@ static void test_helper_callers(void)
     CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sd)), "einops");
     CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, se)), "torch");
     CU_ASSERT_EQUAL(cmh_sites_group(g, sa), cmh_sites_group(g, sb));
+    cmh_sites_free(g);
+    /* a stack that went through no package but its console script: named for the script */
+    uint32_t shim = frame(&s, "<module>", "C:\\env\\Scripts\\accelerate.exe\\__main__.py", 7, "");
+    uint32_t shim2 = frame(&s, "<module>", "/env/bin/torchrun-like", 8, "");
+    uint32_t f[] = {alloc, tp, shim}, h[] = {alloc, tp, shim2};
+    uint32_t sf = stack(&s, f, 3), sh = stack(&s, h, 3);
+    g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
+    CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sf)), "accelerate");
+    CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sh)), "torchrun-like");
     cmh_sites_free(g);
     cmh_snapshot_free(&s);
 }
