@@ -525,6 +525,21 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
                  !regexec(&re[k], cmh_str(s, s->modules[f->module].path), 0, NULL, 0)))
                 g->rule[i] = SKIP_USER;
     }
+    /* CPython's own main() (Programs/python.c) is a plain "main" to a recorder with no modules
+     * (PyTorch's stacks="all": "main" in "??"), so the user's by every rule above; it is the one
+     * that calls the interpreter's entry point (Py_BytesMain, Py_Main, pymain_main).  Left the
+     * user's, it was the site of every stack whose Python frames were all a package's (a run
+     * started by an installed package's command: "main" for all of a vllm run's memory). */
+    static const char *const py_entries[] = {"Py_BytesMain", "Py_Main", "pymain_", NULL};
+    for (uint32_t k = 0; !(o && o->no_default_rules) && k < s->nstacks; k++) {
+        const cmh_stack *st = &s->stacks[k];
+        for (uint32_t i = 1; i < st->count; i++) {
+            uint32_t fid = s->stack_frames[st->first + i], in = s->stack_frames[st->first + i - 1];
+            if (g->rule[fid] == R_NONE && g->rule[in] == R_CPYTHON && !strcmp(cmh_str(s, s->frames[fid].name), "main") &&
+                starts_any(cmh_str(s, s->frames[in].name), py_entries))
+                g->rule[fid] = R_CPYTHON;
+        }
+    }
     for (uint32_t k = 0; k < s->nstacks; k++) {
         const cmh_stack *st = &s->stacks[k];
         /* the innermost user frame, else package, else framework (PyTorch's allocator, cuBLAS:
