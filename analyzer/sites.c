@@ -519,8 +519,15 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
     for (uint32_t i = 0; i < s->nframes; i++) {
         const cmh_frame *f = &s->frames[i];
         g->rule[i] = o && o->no_default_rules ? R_NONE : (uint8_t)classify(s, f);
+        /* a Windows path is matched as recorded and as the rules read it, with '/': the same
+         * --skip 'mylib/' serves a snapshot from either platform (it matched none of
+         * C:\proj\mylib\layers.py's frames, silently) */
+        const char *file = cmh_str(s, f->filename);
+        char norm[1024] = "";
+        if (nre && strchr(file, '\\')) cmh_sites_normpath(file, norm, sizeof norm);
         for (int k = 0; k < nre && (!g->rule[i] || g->rule[i] == R_PACKAGE); k++)
-            if (!regexec(&re[k], cmh_str(s, f->name), 0, NULL, 0) || !regexec(&re[k], cmh_str(s, f->filename), 0, NULL, 0) ||
+            if (!regexec(&re[k], cmh_str(s, f->name), 0, NULL, 0) || !regexec(&re[k], file, 0, NULL, 0) ||
+                (*norm && !regexec(&re[k], norm, 0, NULL, 0)) ||
                 (f->module >= 0 && (uint32_t)f->module < s->nmodules &&
                  !regexec(&re[k], cmh_str(s, s->modules[f->module].path), 0, NULL, 0)))
                 g->rule[i] = SKIP_USER;

@@ -190,6 +190,17 @@ static void test_site_and_fallback(void)
     CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sa), &s.frames[top]);
     CU_ASSERT_STRING_EQUAL(cmh_sites_rule(g, user), "skip");
     cmh_sites_free(g);
+    /* a --skip written with '/' takes a Windows snapshot's frame too, and one with '\' still does */
+    uint32_t wlib = frame(&s, "forward", "C:\\Users\\u\\proj\\mylib\\layers.py", 10, "");
+    uint32_t wmodel = frame(&s, "forward", "C:\\Users\\u\\proj\\model.py", 50, "");
+    uint32_t w[] = {alloc, py, wlib, wmodel};
+    uint32_t sw = stack(&s, w, 4);
+    const char *const wskips[][1] = {{"proj/mylib/"}, {"mylib\\\\layers"}, {"^C:.*mylib"}};
+    for (int k = 0; k < 3; k++) {
+        g = sites(&s, CMH_GROUP_SITE, 0, wskips[k], 1);
+        CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sw), &s.frames[wmodel]);
+        cmh_sites_free(g);
+    }
     /* a --skip that does not compile is refused, with the reason */
     const char *bad[] = {"(unclosed"};
     cmh_site_opts o = {CMH_GROUP_SITE, 0, bad, 1};
