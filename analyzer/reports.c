@@ -765,7 +765,9 @@ int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t priva
 
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
 {
-    return reserved + device_free >= reserved && request > reserved + device_free;
+    /* device_free 0: no figure (a pickle's OOM entry without device_free, a failed cuMemGetInfo),
+     * and then nothing says the device could not have had room */
+    return device_free && reserved + device_free >= reserved && request > reserved + device_free;
 }
 
 const char *cmh_oom_verdict_name(int verdict)
