@@ -222,7 +222,7 @@ static int section(const rep_section *sec, void *arg)
                 print_whatif(sec, &wi, wrc);
             }
             rep_gpu_at(sp, dev, e->time_ns, "  ");
-            printf("  holding memory then:\n");
+            printf("  holding memory then:%s\n", e->nsites ? "" : " nothing (no block was live on the device)");
             for (uint32_t k = 0; k < e->nsites && (int)k < g_top; k++) {
                 const cmh_site *x = &e->sites[k];
                 char tag[80];
