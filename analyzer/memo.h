@@ -29,8 +29,9 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
 cmh_replay *cmh_replay_clone(const cmh_replay *r);
 void cmh_replay_take_arrays(cmh_replay *clone, cmh_replay *from);
 
-/* reports.c: the sites of the blocks live in r (the peak report's rows). */
-int cmh_live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **out, uint32_t *n);
+/* reports.c: the sites of the blocks live in r (the peak report's rows): the blocks the program
+ * holds, and with_pending those freed with stream work pending too (an OOM's holders). */
+int cmh_live_sites(const cmh_replay *r, const cmh_sites *sites, int with_pending, cmh_site **out, uint32_t *n);
 
 /* memo.c: device's peak totals (cmh_peak_totals) and a replay standing at its allocated peak
  * (*at; NULL when none was kept: replay to it).  *owned, when set, is the caller's to free. */

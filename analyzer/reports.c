@@ -110,7 +110,8 @@ static int cmp_caller(const void *a, const void *b)
     return x->frame < y->frame ? -1 : x->frame > y->frame;
 }
 
-static void add_block(void *arg, const cmh_live_block *b)
+/* Any active block, pending ones too: what held the memory (an OOM's holders). */
+static void add_active_block(void *arg, const cmh_live_block *b)
 {
     site_map *m = arg;
     cmh_site *s = site_get(m, b->stack);
@@ -120,6 +121,15 @@ static void add_block(void *arg, const cmh_live_block *b)
     s->count++;
     if (b->time_ns && b->time_ns < s->first_ns) s->first_ns = b->time_ns;
     if (b->time_ns && b->time_ns > s->last_ns) s->last_ns = b->time_ns;
+}
+
+/* A block the program still holds.  One freed with stream work pending is not: the program let
+ * it go, only the allocator has yet to reuse it (allocated, PyTorch's own figure, leaves it out
+ * too, so the sites at the allocated peak and at the end sum to it). */
+static void add_block(void *arg, const cmh_live_block *b)
+{
+    if (b->state == CMH_BLOCK_ACTIVE_PENDING_FREE) return;
+    add_active_block(arg, b);
 }
 
 /* The sites, sorted, handed over to *out (the map is emptied); CMH_ENOMEM if it was incomplete. */
@@ -144,11 +154,11 @@ static int finish_sites(site_map *m, cmh_site **out, uint32_t *n)
     return CMH_OK;
 }
 
-int cmh_live_sites(const cmh_replay *r, const cmh_sites *sites, cmh_site **out, uint32_t *n)
+int cmh_live_sites(const cmh_replay *r, const cmh_sites *sites, int with_pending, cmh_site **out, uint32_t *n)
 {
     site_map m;
     site_map_init(&m, sites);
-    cmh_replay_blocks(r, add_block, &m);
+    cmh_replay_blocks(r, with_pending ? add_active_block : add_block, &m);
     return finish_sites(&m, out, n);
 }
 
@@ -206,7 +216,7 @@ int cmh_peak_compute_end(const cmh_snapshot *s, int device, const cmh_sites *sit
         while (cmh_replay_position(r) < p->alloc_index && cmh_replay_step(r)) {}
         at = r;
     }
-    rc = cmh_live_sites(at, sites, &p->sites, &p->nsites);
+    rc = cmh_live_sites(at, sites, 0, &p->sites, &p->nsites);
     if (rc == CMH_OK) rc = cmh_replay_status(at);
     cmh_replay_free(r);
     cmh_replay_free(own);
@@ -702,9 +712,10 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->usable = o->free_inside > o->split.unusable ? o->free_inside - o->split.unusable : 0;
             o->fits_in_gap = o->largest_gap >= o->request;
             o->verdict = cmh_oom_verdict_pools(o->request, o->free_inside, o->split.unusable, o->largest_gap, o->device_free);
+            if (o->verdict == CMH_OOM_DEMAND && cmh_oom_too_large(o->request, o->reserved, o->device_free)) o->verdict = CMH_OOM_TOO_LARGE;
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
-            if (cmh_live_sites(r, sites, &o->sites, &o->nsites) != CMH_OK) {
+            if (cmh_live_sites(r, sites, 1, &o->sites, &o->nsites) != CMH_OK) {
                 cmh_replay_free(r);
                 cmh_oom_report_free(p);
                 return CMH_ENOMEM;
@@ -754,10 +765,17 @@ int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t priva
     return v;
 }
 
+int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
+{
+    /* device_free 0: no figure (a pickle's OOM entry without device_free, a failed cuMemGetInfo),
+     * and then nothing says the device could not have had room */
+    return device_free && reserved + device_free >= reserved && request > reserved + device_free;
+}
+
 const char *cmh_oom_verdict_name(int verdict)
 {
-    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool"};
-    return names[verdict >= 0 && verdict <= 4 ? verdict : 0];
+    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool", "too large"};
+    return names[verdict >= 0 && verdict <= CMH_OOM_TOO_LARGE ? verdict : 0];
 }
 
 const char *cmh_oom_verdict_text(int verdict)
@@ -772,8 +790,11 @@ const char *cmh_oom_verdict_text(int verdict)
         "held by a private pool: enough bytes were free only where the request's pool cannot use them: inside private "
         "pools' segments (a CUDA graph's or a MemPool's), which a request outside the pool cannot use and empty_cache() "
         "does not give back while the pool lives, or, for a private pool's request, in the default pool's gaps; free the "
-        "graph or pool (del the graph, torch.cuda.empty_cache()) or capture with less memory"};
-    return text[verdict >= 0 && verdict <= 4 ? verdict : 0];
+        "graph or pool (del the graph, torch.cuda.empty_cache()) or capture with less memory",
+        "too large: the request alone is more than the device had free and all the memory the record shows this "
+        "process holding, together; nothing the process frees and no allocator setting makes it fit: check the size "
+        "asked for (a shape, a batch or sequence length), or what other processes hold on the device"};
+    return text[verdict >= 0 && verdict <= CMH_OOM_TOO_LARGE ? verdict : 0];
 }
 
 void cmh_oom_report_free(cmh_oom_report *p)

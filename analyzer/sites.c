@@ -185,6 +185,33 @@ static int package_dir(const char *path)
     return ends(path, ".py") && (starts(path, "Lib/") || strstr(path, "/Lib/"));
 }
 
+/* The launcher pip (or conda) writes for a package's console script: `fairseq-train`, `accelerate`,
+ * `deepspeed` in an environment's bin/ (a Python file with no suffix), or on Windows the
+ * __main__.py inside Scripts\NAME.exe (older setuptools: Scripts\NAME-script.py).  It only
+ * imports the package's main and calls it: as a site it would take every allocation of a run
+ * launched that way (all to "<module> (/opt/conda/bin/fairseq-train:8)"), where the package's
+ * own frames say which line asked.  *name and *len: the script's name. */
+static int entry_point_script(const char *path, const char **name, size_t *len)
+{
+    const char *base = strrchr(path, '/'), *dir = base;
+    if (!base) return 0;
+    while (dir > path && dir[-1] != '/') dir--; /* the directory holding it: dir .. base */
+    size_t dl = (size_t)(base - dir);
+    if (!strcmp(base, "/__main__.py")) { /* Windows' launcher: the .exe is a zip holding it */
+        if (dl <= 4 || strncmp(base - 4, ".exe", 4)) return 0;
+        *name = dir, *len = dl - 4;
+        return 1;
+    }
+    int scripts = dl == 7 && !strncmp(dir, "Scripts", 7), bin = dl == 3 && !strncmp(dir, "bin", 3);
+    if (scripts && (ends(base, "-script.py") || ends(base, "-script.pyw"))) {
+        *name = base + 1, *len = (size_t)(strrchr(base, '-') - base - 1);
+        return 1;
+    }
+    if (strchr(base + 1, '.') || !(scripts || bin)) return 0; /* train.py, or not where launchers go */
+    *name = base + 1, *len = strlen(base + 1);
+    return 1;
+}
+
 /* A native module installed by the system or a package manager rather than built with the
  * program: its path is under a library directory of the system, a conda/pip prefix or /opt. */
 static int system_module(const char *path)
@@ -246,6 +273,10 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
     if ((ends(file, ".py") || ends(file, ".pyc")) && (starts(file, "torch/") || strstr(file, "/torch/"))) return R_TORCH_PY;
     /* TorchInductor's generated code, in its cache directory (/tmp/torchinductor_USER/) */
     if (strstr(file, "torchinductor_") && ends(file, ".py")) return R_TORCH_PY;
+    /* a package's console script (the launcher's <module> frame, with or without a .py) */
+    const char *ep;
+    size_t epl;
+    if (f->module < 0 && !strcmp(name, "<module>") && entry_point_script(file, &ep, &epl)) return R_PACKAGE;
     /* Any other Python frame (the recorder's, PyTorch's, py-spy's: a .py file, no module) is the
      * user's unless it is installed (a package, the standard library) or frozen importlib; its
      * function name says nothing (a user may well call one binary_op or Py_alloc). */
@@ -347,7 +378,8 @@ static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, cha
 {
     char file[1024];
     cmh_sites_normpath(cmh_str(s, f->filename), file, sizeof file);
-    const char *mod = cmh_frame_module(s, f), *name = NULL;
+    const char *mod = cmh_frame_module(s, f), *name = NULL, *ep;
+    size_t epl;
     switch (r) {
     case R_NONE: case SKIP_USER: name = "the program"; break;
     case R_TORCH_CPP: case R_TORCH_PY: case R_TORCH_BIND: name = "torch"; break;
@@ -371,6 +403,7 @@ static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, cha
         if (n > 3 && !p[n] && ends(p, ".py")) n -= 3; /* a one-file module */
         snprintf(out, cap, "%.*s", (int)n, p);
     } else if (*file && package_dir(file)) snprintf(out, cap, "python standard library");
+    else if (entry_point_script(file, &ep, &epl)) snprintf(out, cap, "%.*s", (int)epl, ep); /* the console script */
     else snprintf(out, cap, "%.200s", *mod ? mod : file);
 }
 
@@ -486,11 +519,33 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
     for (uint32_t i = 0; i < s->nframes; i++) {
         const cmh_frame *f = &s->frames[i];
         g->rule[i] = o && o->no_default_rules ? R_NONE : (uint8_t)classify(s, f);
+        /* a Windows path is matched as recorded and as the rules read it, with '/': the same
+         * --skip 'mylib/' serves a snapshot from either platform (it matched none of
+         * C:\proj\mylib\layers.py's frames, silently) */
+        const char *file = cmh_str(s, f->filename);
+        char norm[1024] = "";
+        if (nre && strchr(file, '\\')) cmh_sites_normpath(file, norm, sizeof norm);
         for (int k = 0; k < nre && (!g->rule[i] || g->rule[i] == R_PACKAGE); k++)
-            if (!regexec(&re[k], cmh_str(s, f->name), 0, NULL, 0) || !regexec(&re[k], cmh_str(s, f->filename), 0, NULL, 0) ||
+            if (!regexec(&re[k], cmh_str(s, f->name), 0, NULL, 0) || !regexec(&re[k], file, 0, NULL, 0) ||
+                (*norm && !regexec(&re[k], norm, 0, NULL, 0)) ||
                 (f->module >= 0 && (uint32_t)f->module < s->nmodules &&
                  !regexec(&re[k], cmh_str(s, s->modules[f->module].path), 0, NULL, 0)))
                 g->rule[i] = SKIP_USER;
+    }
+    /* CPython's own main() (Programs/python.c) is a plain "main" to a recorder with no modules
+     * (PyTorch's stacks="all": "main" in "??"), so the user's by every rule above; it is the one
+     * that calls the interpreter's entry point (Py_BytesMain, Py_Main, pymain_main).  Left the
+     * user's, it was the site of every stack whose Python frames were all a package's (a run
+     * started by an installed package's command: "main" for all of a vllm run's memory). */
+    static const char *const py_entries[] = {"Py_BytesMain", "Py_Main", "pymain_", NULL};
+    for (uint32_t k = 0; !(o && o->no_default_rules) && k < s->nstacks; k++) {
+        const cmh_stack *st = &s->stacks[k];
+        for (uint32_t i = 1; i < st->count; i++) {
+            uint32_t fid = s->stack_frames[st->first + i], in = s->stack_frames[st->first + i - 1];
+            if (g->rule[fid] == R_NONE && g->rule[in] == R_CPYTHON && !strcmp(cmh_str(s, s->frames[fid].name), "main") &&
+                starts_any(cmh_str(s, s->frames[in].name), py_entries))
+                g->rule[fid] = R_CPYTHON;
+        }
     }
     for (uint32_t k = 0; k < s->nstacks; k++) {
         const cmh_stack *st = &s->stacks[k];

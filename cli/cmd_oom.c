@@ -1,6 +1,6 @@
 /*
  * cmd_oom.c - `cumemhist oom`: every out-of-memory error in the record, on every device, with
- * what the device and the segments still had free, a verdict (demand, fragmentation, fit in a gap, refused with room, a private pool's), who
+ * what the device and the segments still had free, a verdict (demand, fragmentation, fit in a gap, refused with room, a private pool's, too large), who
  * asked and who held memory.
  */
 #include <inttypes.h>
@@ -25,8 +25,9 @@ const cli_command cli_cmd_oom = {
     "oom", "[options] SNAPSHOT",
     "Every out-of-memory error in the record, on every device: the request and who made it, what\n"
     "the device still had free, what was allocated and reserved, the free bytes inside the\n"
-    "segments (reserved - allocated) and the largest free gap, a verdict (demand or\n"
-    "fragmentation), and the allocation sites holding memory at that moment.",
+    "segments (reserved - allocated) and the largest free gap, a verdict (demand, fragmentation,\n"
+    "a gap that fit, refused with room, a private pool's, or too large: more than the device had\n"
+    "free and the process held together), and the allocation sites holding memory at that moment.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
 /* At an OOM of a multi-device record: is the failing device carrying several times the others? */
@@ -242,7 +243,7 @@ static int section(const rep_section *sec, void *arg)
                 print_whatif(sec, &wi, wrc);
             }
             rep_gpu_at(sp, dev, e->time_ns, "  ");
-            printf("  holding memory then:\n");
+            printf("  holding memory then:%s\n", e->nsites ? "" : " nothing (no block was live on the device)");
             for (uint32_t k = 0; k < e->nsites && (int)k < g_top; k++) {
                 const cmh_site *x = &e->sites[k];
                 char tag[80];

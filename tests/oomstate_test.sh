@@ -261,6 +261,24 @@ check "an OOM beside a pool's cache: the device has nothing free, the cache is r
 "$CMH" oom pool_oom.cmh | grep -q "of it a pool's cache    32.0 MiB   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)" &&
     ok "oom names the pool's cache and the trim" || bad "oom beside a pool's cache: $("$CMH" oom pool_oom.cmh)"
 
+# a request larger than the device had free and the process held together (the wrong shape, a
+# batch too large for the device): too large, not "the memory was genuinely in use", and no
+# empty list of holders; without a free figure the same request stays demand
+py - huge.pickle <<'EOF'
+import pickle, sys
+MIB = 1 << 20
+fr = [{"filename": "/proj/train.py", "line": 30, "name": "attention"}]
+tr = [{"action": "oom", "addr": 0, "device_free": 512 * MIB, "size": 900 * MIB, "stream": 0, "time_us": 1000, "frames": fr}]
+pickle.dump({"segments": [], "device_traces": [tr]}, open(sys.argv[1], "wb"), protocol=4)
+del tr[0]["device_free"]
+pickle.dump({"segments": [], "device_traces": [tr]}, open("huge_nofree.pickle", "wb"), protocol=4)
+EOF
+"$CMH" oom huge.pickle >huge.txt 2>&1
+grep -q "verdict: too large" huge.txt && grep -q "holding memory then: nothing" huge.txt && ok "a request larger than all the device could give: too large" ||
+    bad "too large: $(cat huge.txt)"
+"$CMH" oom --json huge.pickle | grep -q '"verdict": *"too large"' && "$CMH" oom huge_nofree.pickle | grep -q "verdict: demand" &&
+    ok "too large in JSON; not without a free figure" || bad "too large JSON / no free figure: $("$CMH" oom --json huge.pickle; "$CMH" oom huge_nofree.pickle)"
+
 # cached memory is not fragmentation: one empty (cached) expandable segment is releasable
 py - <<EOF
 import json, subprocess

@@ -74,6 +74,14 @@ static const frame_case g_cases[] = {
     {"png_read", "png.c", "/usr/lib/x86_64-linux-gnu/libpng16.so.16", "package"},
     {"myext_run", "ext.c", "/home/u/build/libmyext.so", NULL}, /* a library the user built: the user's */
     {"forward", "D:\\proj\\model.py", "", NULL},
+    /* a package's console-script launcher: bin/NAME, Windows' Scripts\NAME.exe\__main__.py, old
+     * setuptools' Scripts\NAME-script.py; a user's script of the same shape elsewhere stays theirs */
+    {"<module>", "/opt/conda/bin/fairseq-train", "", "package"},
+    {"<module>", "C:\\Users\\u\\env\\Scripts\\accelerate.exe\\__main__.py", "", "package"},
+    {"<module>", "C:\\Python27\\Scripts\\fairseq-train-script.py", "", "package"},
+    {"<module>", "/home/u/proj/run_training", "", NULL},
+    {"<module>", "/home/u/proj/bin/train.py", "", NULL},
+    {"<module>", "/home/u/proj/__main__.py", "", NULL},
     {"main", "app.c", "/home/u/app", NULL},
     {"make_buffer(unsigned long)", "cudart_demo.cu", "/home/u/cudart_demo", NULL},
     /* Python frames the recorder captured (pystack.c): the user's by path, whatever the name */
@@ -182,6 +190,17 @@ static void test_site_and_fallback(void)
     CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sa), &s.frames[top]);
     CU_ASSERT_STRING_EQUAL(cmh_sites_rule(g, user), "skip");
     cmh_sites_free(g);
+    /* a --skip written with '/' takes a Windows snapshot's frame too, and one with '\' still does */
+    uint32_t wlib = frame(&s, "forward", "C:\\Users\\u\\proj\\mylib\\layers.py", 10, "");
+    uint32_t wmodel = frame(&s, "forward", "C:\\Users\\u\\proj\\model.py", 50, "");
+    uint32_t w[] = {alloc, py, wlib, wmodel};
+    uint32_t sw = stack(&s, w, 4);
+    const char *const wskips[][1] = {{"proj/mylib/"}, {"mylib\\\\layers"}, {"^C:.*mylib"}};
+    for (int k = 0; k < 3; k++) {
+        g = sites(&s, CMH_GROUP_SITE, 0, wskips[k], 1);
+        CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sw), &s.frames[wmodel]);
+        cmh_sites_free(g);
+    }
     /* a --skip that does not compile is refused, with the reason */
     const char *bad[] = {"(unclosed"};
     cmh_site_opts o = {CMH_GROUP_SITE, 0, bad, 1};
@@ -346,6 +365,32 @@ static const corpus_case g_corpus[] = {
       {"execute_native_thread_routine", "thread.cc", 82, ""}, {"start_thread", "??", 0, ""},
       {"at::_ops::add_Tensor::call(at::Tensor const&, at::Tensor const&)", "??", 0, ""}, {"clone", "??", 0, ""}},
      6},
+    {"a run launched by a package's console script: the package's line, not the launcher's",
+     {ALLOC, {"forward", "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/linear.py", 125, ""},
+      {"forward", "/opt/conda/lib/python3.11/site-packages/fairseq/models/transformer.py", 300, ""},
+      {"main", "/opt/conda/lib/python3.11/site-packages/fairseq_cli/train.py", 190, ""},
+      {"<module>", "/opt/conda/bin/fairseq-train", 8, ""}},
+     2},
+    {"the same on Windows, through the launcher's .exe",
+     {ALLOC, {"forward", "C:\\env\\Lib\\site-packages\\torch\\nn\\modules\\linear.py", 125, ""},
+      {"forward", "C:\\env\\Lib\\site-packages\\fairseq\\models\\transformer.py", 300, ""},
+      {"<module>", "C:\\env\\Scripts\\fairseq-train.exe\\__main__.py", 7, ""}},
+     2},
+    {"PyTorch's C++ frames around an installed package's command: the package's line, not CPython's main()",
+     {ALLOC, {"at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", "??", 0, ""},
+      {"forward", "/env/lib/python3.11/site-packages/torch/nn/modules/linear.py", 125, ""}, EVAL,
+      {"forward", "/env/lib/python3.11/site-packages/transformers/models/llama/modeling_llama.py", 300, ""}, EVAL,
+      {"<module>", "/env/bin/vllm", 8, ""}, {"Py_RunMain", "??", 0, ""}, {"Py_BytesMain", "??", 0, ""},
+      {"main", "??", 0, ""}, {"__libc_start_main", "??", 0, ""}, {"_start", "??", 0, ""}},
+     4},
+    {"a C++ program's own main() stays the user's",
+     {ALLOC, {"at::_ops::empty_memory_format::call(c10::ArrayRef<long>)", "??", 0, ""}, {"main", "??", 0, ""},
+      {"__libc_start_main", "??", 0, ""}, {"_start", "??", 0, ""}},
+     2},
+    {"a user's own module run as a launcher-shaped script still names the user's line",
+     {ALLOC, {"forward", "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/linear.py", 125, ""},
+      {"<module>", "/home/u/proj/run_training", 30, ""}},
+     2},
     {"PyTorch's stack walker and allocator, then an op with no at::_ops frame",
      {{"torch::unwind::unwind()", "??", 0, ""}, ALLOC, {"at::native::copy_impl(at::Tensor&, at::Tensor const&)", "Copy.cpp", 0, ""},
       {"start_thread", "??", 0, ""}},
@@ -403,6 +448,15 @@ static void test_helper_callers(void)
     CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sd)), "einops");
     CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, se)), "torch");
     CU_ASSERT_EQUAL(cmh_sites_group(g, sa), cmh_sites_group(g, sb));
+    cmh_sites_free(g);
+    /* a stack that went through no package but its console script: named for the script */
+    uint32_t shim = frame(&s, "<module>", "C:\\env\\Scripts\\accelerate.exe\\__main__.py", 7, "");
+    uint32_t shim2 = frame(&s, "<module>", "/env/bin/torchrun-like", 8, "");
+    uint32_t f[] = {alloc, tp, shim}, h[] = {alloc, tp, shim2};
+    uint32_t sf = stack(&s, f, 3), sh = stack(&s, h, 3);
+    g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
+    CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sf)), "accelerate");
+    CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sh)), "torchrun-like");
     cmh_sites_free(g);
     cmh_snapshot_free(&s);
 }

@@ -307,7 +307,8 @@ void cmh_frag_report_free(cmh_frag_report *r);
  * may not use for this request), DRIVER when the device alone said it had enough free and the
  * allocation failed all the same (a limit on the process, another process at that instant, the
  * driver's own fragmentation): nothing inside the recorded segments was needed. */
-enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3, CMH_OOM_PRIVATE_POOL = 4 };
+enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3, CMH_OOM_PRIVATE_POOL = 4,
+       CMH_OOM_TOO_LARGE = 5 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 /* The same, where private_free of free_inside is what the request's pool could not use (other
  * pools' segments: a CUDA graph's, a MemPool's, and for a private pool's request the default
@@ -316,6 +317,12 @@ int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap
  * device's free were too few). */
 int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t largest_gap,
                           uint64_t device_free);
+/* TOO_LARGE, a demand that nothing the process held explains: the request is more than the
+ * device's free bytes and all the process had reserved on it together (a tensor of the wrong
+ * shape, a batch too large for the device), so freeing or settings cannot help.  Never with
+ * device_free 0, which a record also writes when it has no figure.  An event's verdict is DEMAND
+ * turned TOO_LARGE where this says so. */
+int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free);
 /* The verdict in one word ("demand"), and as every report says it in a sentence. */
 const char *cmh_oom_verdict_name(int verdict);
 const char *cmh_oom_verdict_text(int verdict);
