@@ -317,7 +317,10 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             memset(&w[nw], 0, sizeof *w);
             w[nw].index = i;
             w[nw].time_ns = cmh_entry_time(base, e);
-            snprintf(w[nw].what, sizeof w[nw].what, "out of memory #%u", ++nooms);
+            /* numbered as oom and summary count them: a retried one is no OOM the program saw */
+            uint64_t freed;
+            if (cmh_oom_retried(base, ptr, (uint32_t)i, &freed)) snprintf(w[nw].what, sizeof w[nw].what, "out of memory, retried");
+            else snprintf(w[nw].what, sizeof w[nw].what, "out of memory #%u", ++nooms);
             nw++;
         }
     }

@@ -683,7 +683,16 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         if (e->action == CMH_ACT_OOM) {
             cmh_oom_event *o = &p->events[p->nevents++];
             o->index = i;
-            o->retried = cmh_oom_retried(s, cmh_snapshot_trace(s, device), (uint32_t)i, &o->retry_freed);
+            const cmh_trace *tr = cmh_snapshot_trace(s, device);
+            uint32_t at;
+            o->retried = cmh_oom_retry(s, tr, (uint32_t)i, &o->retry_freed, &at);
+            o->retry_index = o->retried ? (int64_t)at : -1;
+            o->retry_failed = o->retried && s->entries[tr->first_entry + at].action == CMH_ACT_OOM;
+            o->retry_of = -1;
+            for (uint32_t k = 0; k + 1 < p->nevents; k++)
+                if (p->events[k].retry_index == i) o->retry_of = p->events[k].index;
+            if (o->retried) p->retries++;
+            else o->number = ++p->failures;
             o->time_ns = cmh_entry_time(s, e);
             o->request = cmh_entry_size(s, e);
             o->device_free = cmh_entry_addr(s, e);

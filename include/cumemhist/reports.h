@@ -329,6 +329,14 @@ struct cmh_oom_event {
      * "cudaMalloc retries" */
     int retried;
     uint64_t retry_freed;
+    /* where, and what came of it: retry_index the entry asking again, retry_failed when that
+     * is the next OOM (-1, 0 when not retried); retry_of: this one asks again after the OOM at
+     * that entry (-1: a request of its own).  number: 1, 2, ... among the OOMs the program saw
+     * (not retried: memory_summary's "CUDA OOMs"), 0 for a retried one.  Every writer numbers
+     * and counts the OOMs by these, as summary counts them. */
+    int64_t retry_index, retry_of;
+    int retry_failed;
+    uint32_t number;
     uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
     int fits_in_gap, verdict;
     /* the pool the request was of (its entry's pool_id, newer PyTorch; (0, 0) the default pool or
@@ -345,8 +353,9 @@ struct cmh_oom_event {
 
 typedef struct cmh_oom_report {
     cmh_report_base base;
-    cmh_oom_event *events;
+    cmh_oom_event *events; /* every OOM entry, retried or not, in trace order */
     uint32_t nevents;
+    uint32_t failures, retries; /* of them: seen by the program (numbered), retried (memory_summary's two counts) */
 } cmh_oom_report;
 
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *out);
@@ -361,6 +370,8 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
  * before anything else (PyTorch counts its retries so, whether or not anything was freed).
  * PyTorch's own snapshots record an OOM only once the allocator gave up: 0 there. */
 int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed);
+/* The same, and where: *at, the entry of t asking again (an OOM entry when that failed too). */
+int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed, uint32_t *at);
 /* The OOMs of trace t that were retries (as cmh_oom_retried says) */
 uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
 
