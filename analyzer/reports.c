@@ -258,6 +258,10 @@ typedef struct leak_ctx {
     int64_t **held;         /* held[row]: npoints + 1 differences */
     uint32_t nheld, capheld;
     uint64_t grew; /* still-live bytes made by the trace's entries */
+    uint64_t grew_blocks;
+    uint32_t grew_slices; /* bit k: some of them made in the run's k-th of CMH_LEAK_RATE_SLICES stretches */
+    const cmh_snapshot *s;
+    int64_t t_first, t_last; /* the run's entries' span (0: untimed) */
     int at_end;    /* the replay is reconciling with the final segments */
     int nomem;
 } leak_ctx;
@@ -320,7 +324,16 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
             if (b->thread && b->thread < 64) o->mask |= 1ull << b->thread;
             else o->unowned = 1;
         }
-        if (b->recorded) c->grew += b->size;
+        if (b->recorded) {
+            c->grew += b->size;
+            c->grew_blocks++;
+            int64_t t = b->index >= 0 ? cmh_entry_time(c->s, cmh_replay_entry(c->r, b->index)) : 0;
+            if (t && c->t_first && c->t_last > c->t_first) {
+                double at = (double)(t - c->t_first) / (double)(c->t_last - c->t_first) * CMH_LEAK_RATE_SLICES;
+                int k = at < 0 ? 0 : at >= CMH_LEAK_RATE_SLICES ? CMH_LEAK_RATE_SLICES - 1 : (int)at;
+                c->grew_slices |= 1u << k;
+            }
+        }
     }
     if (b->recorded) {
         int created;
@@ -390,7 +403,9 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     for (int64_t i = 0; i < n; i++)
         if (cmh_entry_thread(s, cmh_replay_entry(r, i)) > maxthread) maxthread = cmh_entry_thread(s, cmh_replay_entry(r, i));
     if (maxthread >= MAX_THREADS) maxthread = 0; /* too many to cut one by one: the record's steps alone */
-    leak_ctx c = {.r = r, .sites = sites};
+    leak_ctx c = {.r = r, .sites = sites, .s = s};
+    c.t_first = n ? cmh_entry_time(s, cmh_replay_entry(r, 0)) : 0;
+    c.t_last = n ? cmh_entry_time(s, cmh_replay_entry(r, n - 1)) : 0;
     cmh_oa_init(&c.born, sizeof(born_slot));
     cmh_oa_init(&c.rows, sizeof(held_row));
     cmh_oa_init(&c.owners, sizeof(owner_slot));
@@ -535,8 +550,11 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     p->sites = live;
     p->nsites = kept;
     p->grew_bytes = c.grew;
-    int64_t t_first = n ? cmh_entry_time(s, cmh_replay_entry(r, 0)) : 0, t_last = n ? cmh_entry_time(s, cmh_replay_entry(r, n - 1)) : 0;
-    p->run_ns = t_first && t_last > t_first ? t_last - t_first : 0; /* (0: untimed, said without a rate) */
+    p->grew_blocks = c.grew_blocks;
+    for (uint32_t k = 0; k < CMH_LEAK_RATE_SLICES; k++) p->grew_slices += c.grew_slices >> k & 1;
+    p->run_ns = c.t_first && c.t_last > c.t_first ? c.t_last - c.t_first : 0; /* (0: untimed, said without a rate) */
+    if (p->run_ns >= CMH_LEAK_RATE_MIN_NS && p->grew_slices >= CMH_LEAK_MIN_STEPS)
+        p->run_rate = (double)p->grew_bytes * 1e9 / (double)p->run_ns;
     live = NULL;
     p->steps = steps[0];
     steps[0].points = NULL;

@@ -524,7 +524,10 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kuint(w, "stride", x->stride ? x->stride : 1);
         cmh_jw_kuint(w, "flat_steps", x->flat_steps);
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
-        cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
+        /* a rate only where the verdict measured one (growing); a rise over too few steps is no rate */
+        if (x->verdict == CMH_LEAK_GROWING) cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
+        else cmh_jw_knull(w, "rate_bytes_per_step");
+        if (x->verdict == CMH_LEAK_RISING) cmh_jw_kint(w, "rise_bytes", x->rise);
         cmh_jw_kdouble(w, "trend", x->trend, 4);
         cmh_jw_kuint(w, "held_bytes", x->held);
         cmh_jw_kuint(w, "thread", x->thread);
