@@ -707,8 +707,6 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->retry_index = o->retried ? (int64_t)at : -1;
             o->retry_failed = o->retried && s->entries[tr->first_entry + at].action == CMH_ACT_OOM;
             o->retry_of = -1;
-            for (uint32_t k = 0; k + 1 < p->nevents; k++)
-                if (p->events[k].retry_index == i) o->retry_of = p->events[k].index;
             if (o->retried) p->retries++;
             else o->number = ++p->failures;
             o->time_ns = cmh_entry_time(s, e);
@@ -738,6 +736,18 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             }
         }
         cmh_replay_step(r);
+    }
+    /* a retry that failed is an event too: it names the OOM it retried (events are in trace
+     * order, so found by bisection) */
+    for (uint32_t k = 0; k < p->nevents; k++) {
+        if (!p->events[k].retry_failed) continue;
+        uint32_t lo = k + 1, hi = p->nevents;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (p->events[mid].index < p->events[k].retry_index) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < p->nevents && p->events[lo].index == p->events[k].retry_index) p->events[lo].retry_of = p->events[k].index;
     }
     int rc = cmh_replay_status(r);
     cmh_replay_free(r);

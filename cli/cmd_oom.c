@@ -90,6 +90,18 @@ static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *
     printf(" (PYTORCH_CUDA_ALLOC_CONF; cumemhist whatif --device %d)\n", sec->device);
 }
 
+/* The event of the OOM at trace entry index (events are in trace order), NULL if none */
+static const cmh_oom_event *event_at(const cmh_oom_report *p, int64_t index)
+{
+    uint32_t lo = 0, hi = p->nevents;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p->events[mid].index < index) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < p->nevents && p->events[lo].index == index ? &p->events[lo] : NULL;
+}
+
 static int section(const rep_section *sec, void *arg)
 {
     (void)arg;
@@ -223,11 +235,9 @@ static int section(const rep_section *sec, void *arg)
                        sec->index || i || p.retries ? "\n" : "", sec->path, rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
             if (e->retried) {
                 char what[96] = "it succeeded: not a failure the program saw";
-                for (uint32_t k = i + 1; e->retry_failed && k < p.nevents; k++)
-                    if (p.events[k].index == e->retry_index) {
-                        if (p.events[k].number) snprintf(what, sizeof what, "it failed too: out of memory #%u", p.events[k].number);
-                        else snprintf(what, sizeof what, "it failed too, and was retried again");
-                    }
+                const cmh_oom_event *next = e->retry_failed ? event_at(&p, e->retry_index) : NULL;
+                if (next && next->number) snprintf(what, sizeof what, "it failed too: out of memory #%u", next->number);
+                else if (next) snprintf(what, sizeof what, "it failed too, and was retried again");
                 printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again\n"
                        "                          (entry %" PRId64 "): %s\n",
                        e->retry_freed ? rep_size((double)e->retry_freed) : "none", e->retry_index, what);
