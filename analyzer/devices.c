@@ -37,7 +37,14 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
 
 int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed)
 {
+    uint32_t at;
+    return cmh_oom_retry(s, t, i, freed, &at);
+}
+
+int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed, uint32_t *at)
+{
     *freed = 0;
+    *at = 0;
     if (s->source != CMH_SRC_RECORDER || !t || i >= t->nentries) return 0;
     const cmh_entry *o = &s->entries[t->first_entry + i];
     if (o->action != CMH_ACT_OOM) return 0;
@@ -54,6 +61,7 @@ int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint6
         case CMH_ACT_OOM:
             if (cmh_entry_size(s, e) != want) return 0; /* the thread asked for something else */
             *freed = got;
+            *at = j;
             return 1;
         case CMH_ACT_ALLOC: return 0; /* the thread went on (a block of another allocator) */
         default: continue;        /* marks, samples, block frees */

@@ -71,7 +71,7 @@ void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site
     x->steps = st->count;
     x->rises = x->growth_steps = x->flat_steps = 0;
     x->stride = 1;
-    x->rate = 0;
+    x->rate = x->rise = 0;
     x->trend = 0;
     x->held = 0;
     if (!k) return;
@@ -127,7 +127,9 @@ void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site
         if (each) {
             x->verdict = CMH_LEAK_RISING;
             x->growth_steps = k * (uint32_t)stride;
-            x->rate = (int64_t)((uint64_t)L[k] - (uint64_t)L[0]) / (int64_t)x->growth_steps;
+            /* its rise, not a rate: a rate per step from fewer steps than a trend needs
+             * (CMH_LEAK_MIN_STEPS) extrapolates two or three figures */
+            x->rise = (int64_t)((uint64_t)L[k] - (uint64_t)L[0]);
             x->trend = 1;
             return;
         }

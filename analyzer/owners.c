@@ -317,7 +317,10 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             memset(&w[nw], 0, sizeof *w);
             w[nw].index = i;
             w[nw].time_ns = cmh_entry_time(base, e);
-            snprintf(w[nw].what, sizeof w[nw].what, "out of memory #%u", ++nooms);
+            /* numbered as oom and summary count them: a retried one is no OOM the program saw */
+            uint64_t freed;
+            if (cmh_oom_retried(base, ptr, (uint32_t)i, &freed)) snprintf(w[nw].what, sizeof w[nw].what, "out of memory, retried");
+            else snprintf(w[nw].what, sizeof w[nw].what, "out of memory #%u", ++nooms);
             nw++;
         }
     }
@@ -415,6 +418,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             /* what the record held then, the calls then in flight counted (their bytes are in used) */
             out->sample_recorded = out->sample_used - sample_unexplained(c.s, btr, w, nw, &w[k]);
         }
+    if (out->sample_known && cmh_owners_baseline_compute(c.s, device, &out->baseline) != CMH_OK) goto out;
 
     /* the visible moments, in time order; each with the unexplained row of its nearest sample */
     out->moments = calloc(nw, sizeof *out->moments);
@@ -481,6 +485,18 @@ void cmh_owners_report_free(cmh_owners_report *r)
 
 int cmh_owners_compute(const cmh_snapshot *s, int device, cmh_owners_report *out) { return compute(s, device, out, 0); }
 
+/* Where sample k of device sits, as compute places it: at the dump, the end (INT64_MAX); else
+ * after the last entry up to it (-1: before the first). */
+static int64_t sample_at(const cmh_snapshot *s, int device, int64_t k)
+{
+    const cmh_meminfo *m = &s->meminfo[k];
+    const cmh_trace *t = trace_of(s, device);
+    int64_t n = t ? t->nentries : 0, at = -1;
+    for (int64_t i = 0; i < n && cmh_entry_time(s, &s->entries[t->first_entry + i]) <= m->time_ns; i++) at = i;
+    if (s->dump_time_ns && m->time_ns >= s->dump_time_ns) at = INT64_MAX;
+    return at;
+}
+
 int64_t cmh_owners_latest_sample(const cmh_snapshot *s, int device, int64_t *at)
 {
     int64_t k = -1;
@@ -488,15 +504,36 @@ int64_t cmh_owners_latest_sample(const cmh_snapshot *s, int device, int64_t *at)
         if (s->meminfo[i].device == device && s->meminfo[i].free <= s->meminfo[i].total && /* (one that cannot be: left out) */
             (k < 0 || s->meminfo[i].time_ns >= s->meminfo[k].time_ns))
             k = i;
-    *at = -1;
-    if (k < 0) return k;
-    /* placed as compute places it: at the dump, the end; else after the last entry up to it */
-    const cmh_meminfo *m = &s->meminfo[k];
-    const cmh_trace *t = trace_of(s, device);
-    int64_t n = t ? t->nentries : 0;
-    for (int64_t i = 0; i < n && cmh_entry_time(s, &s->entries[t->first_entry + i]) <= m->time_ns; i++) *at = i;
-    if (s->dump_time_ns && m->time_ns >= s->dump_time_ns) *at = INT64_MAX;
+    *at = k < 0 ? -1 : sample_at(s, device, k);
     return k;
+}
+
+int cmh_owners_baseline_compute(const cmh_snapshot *s, int device, cmh_owners_baseline *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s->source == CMH_SRC_PYTORCH) return CMH_OK; /* (PyTorch's own snapshots hold no cuMemGetInfo) */
+    int64_t latest_at, latest = cmh_owners_latest_sample(s, device, &latest_at), k = -1;
+    for (uint32_t i = 0; i < s->nmeminfo; i++) /* (of samples at one instant, the first taken) */
+        if (s->meminfo[i].device == device && s->meminfo[i].free <= s->meminfo[i].total &&
+            (k < 0 || s->meminfo[i].time_ns < s->meminfo[k].time_ns))
+            k = i;
+    if (k < 0 || k == latest) return CMH_OK; /* one sample: nothing to tell it from */
+    int64_t at = sample_at(s, device, k);
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    while (at == INT64_MAX || cmh_replay_position(r) < at)
+        if (!cmh_replay_step(r)) break;
+    int rc = cmh_replay_status(r);
+    if (rc == CMH_OK) {
+        const cmh_mem_stats *st = cmh_replay_stats(r);
+        int64_t act = st->active_bytes[CMH_POOL_ALL].current, res = st->reserved_bytes[CMH_POOL_ALL].current;
+        uint64_t rec = (uint64_t)(act > res ? act : res), used = s->meminfo[k].total - s->meminfo[k].free;
+        out->known = 1;
+        out->time_ns = s->meminfo[k].time_ns;
+        out->unrecorded = used > rec ? used - rec : 0;
+    }
+    cmh_replay_free(r);
+    return rc;
 }
 
 /* The same report with the end moment only: the peak and OOM moments, and the replay that finds

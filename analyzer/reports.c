@@ -268,6 +268,10 @@ typedef struct leak_ctx {
     int64_t **held;         /* held[row]: npoints + 1 differences */
     uint32_t nheld, capheld;
     uint64_t grew; /* still-live bytes made by the trace's entries */
+    uint64_t grew_blocks;
+    uint32_t grew_slices; /* bit k: some of them made in the run's k-th of CMH_LEAK_RATE_SLICES stretches */
+    const cmh_snapshot *s;
+    int64_t t_first, t_last; /* the run's entries' span (0: untimed) */
     int at_end;    /* the replay is reconciling with the final segments */
     int nomem;
 } leak_ctx;
@@ -330,7 +334,16 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
             if (b->thread && b->thread < 64) o->mask |= 1ull << b->thread;
             else o->unowned = 1;
         }
-        if (b->recorded) c->grew += b->size;
+        if (b->recorded) {
+            c->grew += b->size;
+            c->grew_blocks++;
+            int64_t t = b->index >= 0 ? cmh_entry_time(c->s, cmh_replay_entry(c->r, b->index)) : 0;
+            if (t && c->t_first && c->t_last > c->t_first) {
+                double at = (double)(t - c->t_first) / (double)(c->t_last - c->t_first) * CMH_LEAK_RATE_SLICES;
+                int k = at < 0 ? 0 : at >= CMH_LEAK_RATE_SLICES ? CMH_LEAK_RATE_SLICES - 1 : (int)at;
+                c->grew_slices |= 1u << k;
+            }
+        }
     }
     if (b->recorded) {
         int created;
@@ -400,7 +413,9 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     for (int64_t i = 0; i < n; i++)
         if (cmh_entry_thread(s, cmh_replay_entry(r, i)) > maxthread) maxthread = cmh_entry_thread(s, cmh_replay_entry(r, i));
     if (maxthread >= MAX_THREADS) maxthread = 0; /* too many to cut one by one: the record's steps alone */
-    leak_ctx c = {.r = r, .sites = sites};
+    leak_ctx c = {.r = r, .sites = sites, .s = s};
+    c.t_first = n ? cmh_entry_time(s, cmh_replay_entry(r, 0)) : 0;
+    c.t_last = n ? cmh_entry_time(s, cmh_replay_entry(r, n - 1)) : 0;
     cmh_oa_init(&c.born, sizeof(born_slot));
     cmh_oa_init(&c.rows, sizeof(held_row));
     cmh_oa_init(&c.owners, sizeof(owner_slot));
@@ -545,8 +560,11 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     p->sites = live;
     p->nsites = kept;
     p->grew_bytes = c.grew;
-    int64_t t_first = n ? cmh_entry_time(s, cmh_replay_entry(r, 0)) : 0, t_last = n ? cmh_entry_time(s, cmh_replay_entry(r, n - 1)) : 0;
-    p->run_ns = t_first && t_last > t_first ? t_last - t_first : 0; /* (0: untimed, said without a rate) */
+    p->grew_blocks = c.grew_blocks;
+    for (uint32_t k = 0; k < CMH_LEAK_RATE_SLICES; k++) p->grew_slices += c.grew_slices >> k & 1;
+    p->run_ns = c.t_first && c.t_last > c.t_first ? c.t_last - c.t_first : 0; /* (0: untimed, said without a rate) */
+    if (p->run_ns >= CMH_LEAK_RATE_MIN_NS && p->grew_slices >= CMH_LEAK_MIN_STEPS)
+        p->run_rate = (double)p->grew_bytes * 1e9 / (double)p->run_ns;
     live = NULL;
     p->steps = steps[0];
     steps[0].points = NULL;
@@ -693,7 +711,14 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         if (e->action == CMH_ACT_OOM) {
             cmh_oom_event *o = &p->events[p->nevents++];
             o->index = i;
-            o->retried = cmh_oom_retried(s, cmh_snapshot_trace(s, device), (uint32_t)i, &o->retry_freed);
+            const cmh_trace *tr = cmh_snapshot_trace(s, device);
+            uint32_t at;
+            o->retried = cmh_oom_retry(s, tr, (uint32_t)i, &o->retry_freed, &at);
+            o->retry_index = o->retried ? (int64_t)at : -1;
+            o->retry_failed = o->retried && s->entries[tr->first_entry + at].action == CMH_ACT_OOM;
+            o->retry_of = -1;
+            if (o->retried) p->retries++;
+            else o->number = ++p->failures;
             o->time_ns = cmh_entry_time(s, e);
             o->request = cmh_entry_size(s, e);
             o->device_free = cmh_entry_addr(s, e);
@@ -722,6 +747,18 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             }
         }
         cmh_replay_step(r);
+    }
+    /* a retry that failed is an event too: it names the OOM it retried (events are in trace
+     * order, so found by bisection) */
+    for (uint32_t k = 0; k < p->nevents; k++) {
+        if (!p->events[k].retry_failed) continue;
+        uint32_t lo = k + 1, hi = p->nevents;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (p->events[mid].index < p->events[k].retry_index) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < p->nevents && p->events[lo].index == p->events[k].retry_index) p->events[lo].retry_of = p->events[k].index;
     }
     int rc = cmh_replay_status(r);
     cmh_replay_free(r);

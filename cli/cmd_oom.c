@@ -91,6 +91,18 @@ static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *
     printf(" (PYTORCH_CUDA_ALLOC_CONF; cumemhist whatif --device %d)\n", sec->device);
 }
 
+/* The event of the OOM at trace entry index (events are in trace order), NULL if none */
+static const cmh_oom_event *event_at(const cmh_oom_report *p, int64_t index)
+{
+    uint32_t lo = 0, hi = p->nevents;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p->events[mid].index < index) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < p->nevents && p->events[lo].index == index ? &p->events[lo] : NULL;
+}
+
 static int section(const rep_section *sec, void *arg)
 {
     (void)arg;
@@ -122,8 +134,19 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kint(w, "index", e->index);
             rep_json_time(w, "time_ns", e->time_ns);
             cmh_jw_kuint(w, "request", e->request);
+            /* numbered as summary counts: the OOMs the program saw; a retried one has no number */
+            cmh_jw_key(w, "number");
+            if (e->number) cmh_jw_uint(w, e->number);
+            else cmh_jw_null(w);
             cmh_jw_kbool(w, "retried", e->retried);
-            if (e->retried) cmh_jw_kuint(w, "retry_freed", e->retry_freed);
+            if (e->retried) {
+                cmh_jw_kuint(w, "retry_freed", e->retry_freed);
+                cmh_jw_kint(w, "retry_index", e->retry_index);
+                cmh_jw_kbool(w, "retry_succeeded", !e->retry_failed);
+            }
+            cmh_jw_key(w, "retry_of");
+            if (e->retry_of >= 0) cmh_jw_int(w, e->retry_of);
+            else cmh_jw_null(w);
             cmh_jw_kuint(w, "device_free", e->device_free);
             cmh_jw_kuint(w, "allocated", e->allocated);
             cmh_jw_kuint(w, "reserved", e->reserved);
@@ -156,6 +179,10 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_end(w);
         }
         if (p.base.history) cmh_jw_end(w);
+        if (p.base.history) { /* memory_summary's two counts, from the same events */
+            cmh_jw_kuint(w, "num_ooms", p.failures);
+            cmh_jw_kuint(w, "num_alloc_retries", p.retries);
+        }
         if (p.nevents) {
             cmh_device_load loads[64];
             int nl = 0, uneven = balance(sp, dev, loads, &nl);
@@ -194,14 +221,31 @@ static int section(const rep_section *sec, void *arg)
                rep_count(p.base.entries, "trace entry", "trace entries"));
         if (p.base.dropped) rep_notes(&p.base);
     } else {
+        if (p.retries) /* the count summary gives, before the events it comes from */
+            printf("%s%s, %s: %s the program saw, and %s that the allocator retried (memory_summary: CUDA OOMs %u, "
+                   "cudaMalloc retries %u)\n",
+                   sec->index ? "\n" : "", sec->path, rep_device_name(dev), rep_count(p.failures, "out-of-memory error", "out-of-memory errors"),
+                   rep_count(p.retries, "more", "more"), p.failures, p.retries);
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
-            printf("%s%s: out of memory #%u on %s at %s\n", sec->index || i ? "\n" : "", sec->path, i + 1,
-                   rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
-            if (e->retried)
-                printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again:\n"
-                       "                          a retry (memory_summary's cudaMalloc retries), not a failure the program saw\n",
-                       e->retry_freed ? rep_size((double)e->retry_freed) : "none");
+            if (e->number)
+                printf("%s%s: out of memory #%u on %s at %s\n", sec->index || i || p.retries ? "\n" : "", sec->path, e->number,
+                       rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
+            else
+                printf("%s%s: out of memory on %s at %s, retried: not counted as an OOM (a cudaMalloc retry)\n",
+                       sec->index || i || p.retries ? "\n" : "", sec->path, rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
+            if (e->retried) {
+                char what[96] = "it succeeded: not a failure the program saw";
+                const cmh_oom_event *next = e->retry_failed ? event_at(&p, e->retry_index) : NULL;
+                if (next && next->number) snprintf(what, sizeof what, "it failed too: out of memory #%u", next->number);
+                else if (next) snprintf(what, sizeof what, "it failed too, and was retried again");
+                printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again\n"
+                       "                          (entry %" PRId64 "): %s\n",
+                       e->retry_freed ? rep_size((double)e->retry_freed) : "none", e->retry_index, what);
+            }
+            if (e->retry_of >= 0)
+                printf("  retry of                the request that failed at entry %" PRId64 ", asked again after the allocator freed its cache\n",
+                       e->retry_of);
             printf("  requested               %12s (%" PRIu64 " bytes)\n", rep_size((double)e->request), e->request);
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};

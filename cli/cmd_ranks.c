@@ -83,7 +83,9 @@ static void oom_scan(const cmh_snapshot *s, int dev, rank_row *r)
     const cmh_trace *t = cmh_snapshot_trace(s, dev);
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (e->action != CMH_ACT_OOM) continue;
+        uint64_t freed;
+        /* counted as oom and summary count them: a retried one is no OOM the rank saw */
+        if (e->action != CMH_ACT_OOM || cmh_oom_retried(s, t, i, &freed)) continue;
         if (!r->ooms++) r->first_oom_ns = cmh_entry_time(s, e), r->first_oom_request = cmh_entry_size(s, e), r->first_oom_free = cmh_entry_addr(s, e);
     }
 }

@@ -43,6 +43,28 @@ const cli_command cli_cmd_recover = {
     "--live copies it instead, leaving it untouched.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist recover cumemhist.4242.cmh.flight"};
 
+void cli_flight_ending(const cmh_flight_identity *id, int state, int end_signal, int have_status, int status, char *how, size_t cap)
+{
+    /* the parent's wait status says it best; else what the process marked; a process that
+     * marked nothing ended without its exit dump, by a way that runs no code of ours (SIGKILL,
+     * _exit), and its status went to its own parent */
+    char parent[64] = "is not known here";
+    if (id->forked_from > 0) snprintf(parent, sizeof parent, "went to its parent, pid %lld", (long long)id->forked_from);
+    int ex = have_status && WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    if (state == CMH_ENDED_EXECED) snprintf(how, cap, "replaced its program by exec() (the new program's record is its own)");
+    else if (have_status && WIFSIGNALED(status)) snprintf(how, cap, "was killed by %s", cmh_signal_name(WTERMSIG(status)));
+    else if (have_status && WIFEXITED(status) && state == CMH_ENDED_EXITED) snprintf(how, cap, "exited with status %d; its exit dump failed", ex);
+    else if (have_status && WIFEXITED(status))
+        snprintf(how, cap, "exited with status %d without its exit dump (no exit handler ran: _exit())", ex);
+    else if (state == CMH_ENDED_SIGNALED) snprintf(how, cap, "was killed by %s", cmh_signal_name(end_signal));
+    else if (state == CMH_ENDED_EXITED) snprintf(how, cap, "exited; its exit dump failed");
+    else if (id->forked_from > 0) /* a worker forked without exec: _exit() is how those end, not an alarm */
+        snprintf(how, cap, "ended without its exit dump, the usual end of a forked worker (_exit(), as multiprocessing and "
+                 "DataLoader workers end; a SIGKILL would look the same; its exit status %s)", parent);
+    else
+        snprintf(how, cap, "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status %s)", parent);
+}
+
 int cli_flight_process(const cmh_flight_identity *id)
 {
     char host[256] = "";
@@ -129,28 +151,10 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
-    /* how it ended: the parent's wait status says it best; else what the process marked; a
-     * process that marked nothing ended without its exit dump, by a way that runs no code of ours
-     * (SIGKILL, _exit), and its status went to its own parent */
-    char how[400], parent[64] = "is not known here";
-    if (id.forked_from > 0) snprintf(parent, sizeof parent, "went to its parent, pid %lld", (long long)id.forked_from);
-    int ex = have_status && WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    char how[400];
     if (live && running) snprintf(how, sizeof how, "was still running when this copy was taken");
     else if (live && proc == CLI_PROC_ELSEWHERE) snprintf(how, sizeof how, "ran on %s (whether it still runs cannot be told here)", id.hostname);
-    else if (info.state == CMH_ENDED_EXECED) snprintf(how, sizeof how, "replaced its program by exec() (the new program's record is its own)");
-    else if (have_status && WIFSIGNALED(status)) snprintf(how, sizeof how, "was killed by %s", cmh_signal_name(WTERMSIG(status)));
-    else if (have_status && WIFEXITED(status) && info.state == CMH_ENDED_EXITED)
-        snprintf(how, sizeof how, "exited with status %d; its exit dump failed", ex);
-    else if (have_status && WIFEXITED(status))
-        snprintf(how, sizeof how, "exited with status %d without its exit dump (no exit handler ran: _exit())", ex);
-    else if (info.state == CMH_ENDED_SIGNALED) snprintf(how, sizeof how, "was killed by %s", cmh_signal_name(info.end_signal));
-    else if (info.state == CMH_ENDED_EXITED) snprintf(how, sizeof how, "exited; its exit dump failed");
-    else if (id.forked_from > 0) /* a worker forked without exec: _exit() is how those end, not an alarm */
-        snprintf(how, sizeof how, "ended without its exit dump, the usual end of a forked worker (_exit(), as multiprocessing and "
-                 "DataLoader workers end; a SIGKILL would look the same; its exit status %s)", parent);
-    else
-        snprintf(how, sizeof how, "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status %s)",
-                 parent);
+    else cli_flight_ending(&id, info.state, info.end_signal, have_status, status, how, sizeof how);
     char ending[520];
     if (live) snprintf(ending, sizeof ending, "%s (a copy of its flight record, %s %s so far)", how, thousands(info.entries),
                        info.entries == 1 ? "entry" : "entries");

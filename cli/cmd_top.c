@@ -107,12 +107,19 @@ static const char *dev_name(int32_t d)
     return b;
 }
 
-static const char *change(int64_t v)
+/* the change per minute, of a process that runs: one that ended changes no more ("+0 B/min"
+ * read as a steady process running) */
+static const char *change(const row *r)
 {
     static char b[48];
+    int64_t v = r->d.change_per_min;
+    if (r->p->ended) return "ended";
     snprintf(b, sizeof b, "%s%s/min", v < 0 ? "-" : "+", cli_live_size((double)(v < 0 ? -v : v)));
     return b;
 }
+
+/* "now", or what the figures of a process that ended are */
+static const char *as_of(const cli_proc *p) { return p->ended ? "at its end" : "now"; }
 
 /* ---- one frame, for scripts ---- */
 
@@ -135,6 +142,13 @@ static void json_frame(cli_procs *ps, row *rows, uint32_t n)
         cmh_jw_kuint(&w, "torn", in->torn);
         cmh_jw_kuint(&w, "damaged", in->damaged);
         cmh_jw_kuint(&w, "lost", in->lost);
+        /* whether it runs, as recover tells it (null: recorded on another host, cannot be told) */
+        cmh_jw_key(&w, "running");
+        if (p->elsewhere) cmh_jw_null(&w);
+        else cmh_jw_bool(&w, !p->ended);
+        cmh_jw_key(&w, "ended");
+        if (p->ended) cmh_jw_str(&w, p->ending);
+        else cmh_jw_null(&w);
         cmh_jw_key(&w, "devices");
         cmh_jw_arr(&w);
         for (uint32_t r = 0; r < n; r++) {
@@ -153,7 +167,8 @@ static void json_frame(cli_procs *ps, row *rows, uint32_t n)
                 cmh_jw_knull(&w, "driver_used");
                 cmh_jw_knull(&w, "driver_total");
             }
-            cmh_jw_kint(&w, "change_per_min", d->change_per_min);
+            if (p->ended) cmh_jw_knull(&w, "change_per_min");
+            else cmh_jw_kint(&w, "change_per_min", d->change_per_min);
             cmh_jw_kuint(&w, "ooms", d->ooms);
             cmh_jw_kuint(&w, "entries", d->entries);
             cmh_jw_kuint(&w, "dropped", d->dropped);
@@ -202,13 +217,17 @@ static void text_frame(cli_procs *ps, row *rows, uint32_t n)
         snprintf(rank, sizeof rank, in->rank >= 0 ? "%d" : "-", in->rank);
         snprintf(used, sizeof used, "%s", d->meminfo_known ? cli_live_size((double)(d->mem_total - d->mem_free)) : "-");
         printf("%7lld %4s %6s %11s %11s %11s %14s %5" PRIu64 " %8" PRIu64 "  %.60s\n", (long long)in->pid, rank, dev_name(d->device),
-               cli_live_size((double)d->allocated), cli_live_size((double)d->reserved), used, change(d->change_per_min), d->ooms, d->dropped,
+               cli_live_size((double)d->allocated), cli_live_size((double)d->reserved), used, change(&rows[r]), d->ooms, d->dropped,
                in->cmdline);
     }
+    for (uint32_t i = 0; i < ps->n; i++) /* said once a process, whatever its devices */
+        if (ps->v[i].ended)
+            printf("\npid %lld is not running: it %s; its figures are those at its end ('cumemhist recover %s' writes its snapshot)\n",
+                   (long long)ps->v[i].pid, ps->v[i].ending, ps->v[i].flight);
     for (uint32_t r = 0; r < n; r++) {
         const cli_dev_analysis *a = analysis(rows[r].p, rows[r].d.device);
         if (!a || !a->nsites) continue;
-        printf("\npid %lld, device %s: sites holding memory now\n", (long long)rows[r].p->pid, dev_name(rows[r].d.device));
+        printf("\npid %lld, device %s: sites holding memory %s\n", (long long)rows[r].p->pid, dev_name(rows[r].d.device), as_of(rows[r].p));
         for (uint32_t k = 0; k < a->nsites; k++)
             printf("  %11s  %6" PRIu64 " blocks  %-8s %s\n", cli_live_size((double)a->sites[k].bytes), a->sites[k].count,
                    cmh_leak_verdict_name(a->sites[k].verdict), a->sites[k].name);
@@ -257,7 +276,7 @@ static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t si
         snprintf(used, sizeof used, "%s", d->meminfo_known ? cli_live_size((double)(d->mem_total - d->mem_free)) : "-");
         if (r == sel) attron(A_REVERSE);
         put(y++, 0, "%7lld %4s %6s %11s %11s %11s %14s %5" PRIu64 " %8" PRIu64 "  %.*s", (long long)in->pid, rank, dev_name(d->device),
-                 cli_live_size((double)d->allocated), cli_live_size((double)d->reserved), used, change(d->change_per_min), d->ooms, d->dropped,
+                 cli_live_size((double)d->allocated), cli_live_size((double)d->reserved), used, change(&rows[r]), d->ooms, d->dropped,
                  W > 90 ? W - 90 : 10, in->cmdline);
         if (r == sel) attroff(A_REVERSE);
     }
@@ -266,8 +285,9 @@ static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t si
     if (n) {
         const cli_dev_analysis *a = analysis(rows[sel].p, rows[sel].d.device);
         attron(A_BOLD);
-        put(y++, 0, "pid %lld, device %s: sites holding memory now", (long long)rows[sel].p->pid, dev_name(rows[sel].d.device));
+        put(y++, 0, "pid %lld, device %s: sites holding memory %s", (long long)rows[sel].p->pid, dev_name(rows[sel].d.device), as_of(rows[sel].p));
         attroff(A_BOLD);
+        if (rows[sel].p->ended) put(y++, 0, "pid %lld is not running: it %s", (long long)rows[sel].p->pid, rows[sel].p->ending);
         for (uint32_t k = 0; a && k < a->nsites && y < H - 2; k++) {
             if (k == site) attron(A_REVERSE);
             put(y++, 2, "%11s %6" PRIu64 " blocks  %-8s %.*s", cli_live_size((double)a->sites[k].bytes), a->sites[k].count,

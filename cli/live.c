@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cumemhist/recover.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
 #include "cumemhist/symbolize.h"
@@ -129,6 +130,23 @@ static int add_proc(cli_procs *ps, const char *flight, int64_t pid, int named)
     return 0;
 }
 
+/* Whether p's process still runs, and how it ended if not: a flight record of a process killed
+ * while recording reads as any other, so this is asked of the host each look, as recover asks */
+static void proc_state(cli_proc *p)
+{
+    cmh_flight_identity id;
+    char err[4600];
+    p->ended = p->elsewhere = 0;
+    p->ending[0] = 0;
+    if (cmh_flight_identify(p->flight, &id, err, sizeof err) != CMH_OK) return; /* (read as running: nothing says otherwise) */
+    int proc = cli_flight_process(&id);
+    if (proc == CLI_PROC_ELSEWHERE) p->elsewhere = 1;
+    if (proc != CLI_PROC_GONE && proc != CLI_PROC_REUSED) return;
+    const cmh_live_info *in = cmh_live_get_info(p->live);
+    p->ended = 1;
+    cli_flight_ending(&id, in->state, in->end_signal, 0, 0, p->ending, sizeof p->ending);
+}
+
 int cli_procs_update(cli_procs *ps)
 {
     for (uint32_t i = 0; i < ps->n; i++) ps->v[i].seen = 0;
@@ -184,6 +202,7 @@ int cli_procs_update(cli_procs *ps)
         }
         char err[4600];
         if (cmh_live_refresh(ps->v[i].live, err, sizeof err) != CMH_OK) snprintf(ps->note, sizeof ps->note, "%.500s", err);
+        proc_state(&ps->v[i]);
         ps->v[k++] = ps->v[i];
     }
     ps->n = k;

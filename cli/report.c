@@ -304,11 +304,41 @@ const char *rep_at(int64_t index, int64_t t, int64_t t0)
     return b;
 }
 
+/* Not-recorded memory that grew by no more than this since the first allocation is the memory
+ * that was there before it (the driver hands out device memory in 2 MiB pages) */
+#define NOT_RECORDED_SLACK (2ull << 20)
+
+int rep_not_recorded_grew(const cmh_owners_report *o, uint64_t *since)
+{
+    uint64_t now = o->sample_used > o->sample_recorded ? o->sample_used - o->sample_recorded : 0;
+    *since = !o->baseline.known ? now : now > o->baseline.unrecorded ? now - o->baseline.unrecorded : 0;
+    return !o->baseline.known || *since > NOT_RECORDED_SLACK;
+}
+
 const char *rep_not_recorded_line(const cmh_owners_report *o, int64_t t0, char *buf, size_t cap)
 {
     if (!o->sample_known || o->sample_used <= o->sample_recorded) return NULL;
     char when[48] = "";
+    uint64_t since, excess = o->sample_used - o->sample_recorded;
     if (o->sample_time_ns && t0) snprintf(when, sizeof when, " (%s)", rep_when(o->sample_time_ns, t0));
+    /* on a GPU nearly every record has it: the context's own memory, there before the first
+     * allocation and no doing of the program's; said plainly, in one line, when that is all */
+    if (!rep_not_recorded_grew(o, &since)) {
+        snprintf(buf, cap,
+                 "not recorded: %s in use that no recorded call made, as at the first allocation: the CUDA context's own and "
+                 "other processes' memory, not this program's (owners counts it, peak does not)",
+                 rep_size((double)excess));
+        return buf;
+    }
+    if (o->baseline.known && o->baseline.unrecorded) {
+        snprintf(buf, cap,
+                 "not recorded: the latest cuMemGetInfo%s had %s of %s in use, %s more than the %s the record held then: %s was "
+                 "there at the first allocation (the CUDA context, other processes), %s came since, which no recorded call made "
+                 "(a path not hooked, another process); peak counts recorded memory only, owners adds the rest as 'not recorded'",
+                 when, rep_size((double)o->sample_used), rep_size((double)o->sample_total), rep_size((double)excess),
+                 rep_size((double)o->sample_recorded), rep_size((double)o->baseline.unrecorded), rep_size((double)since));
+        return buf;
+    }
     snprintf(buf, cap,
              "not recorded: the latest cuMemGetInfo%s had %s of %s in use, %s more than the %s the record held then: memory no "
              "recorded call made (the CUDA context, other processes, a path not hooked); peak counts recorded memory only, "
@@ -357,6 +387,17 @@ void rep_json_not_recorded(cmh_jw *w, const cmh_owners_report *o, int64_t t0)
     cmh_jw_kuint(w, "total", o->sample_total);
     cmh_jw_kuint(w, "recorded", o->sample_recorded);
     cmh_jw_kuint(w, "bytes", o->sample_used - o->sample_recorded);
+    /* of them, what was there at the first allocation (the context's), and what came since */
+    uint64_t since;
+    int grew = rep_not_recorded_grew(o, &since);
+    if (o->baseline.known) {
+        cmh_jw_kuint(w, "at_first_allocation", o->baseline.unrecorded);
+        cmh_jw_kuint(w, "since", since);
+    } else {
+        cmh_jw_knull(w, "at_first_allocation");
+        cmh_jw_knull(w, "since");
+    }
+    cmh_jw_kbool(w, "grew", grew);
     cmh_jw_kstr(w, "says", line);
     cmh_jw_end(w);
 }
@@ -524,7 +565,10 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kuint(w, "stride", x->stride ? x->stride : 1);
         cmh_jw_kuint(w, "flat_steps", x->flat_steps);
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
-        cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
+        /* a rate only where the verdict measured one (growing); a rise over too few steps is no rate */
+        if (x->verdict == CMH_LEAK_GROWING) cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
+        else cmh_jw_knull(w, "rate_bytes_per_step");
+        if (x->verdict == CMH_LEAK_RISING) cmh_jw_kint(w, "rise_bytes", x->rise);
         cmh_jw_kdouble(w, "trend", x->trend, 4);
         cmh_jw_kuint(w, "held_bytes", x->held);
         cmh_jw_kuint(w, "thread", x->thread);

@@ -117,6 +117,9 @@ struct cmh_owners_report;
  * more in use than the record held at that instant (owners.h).  The one line both commands print
  * (NULL: nothing to say: no sample, or no more in use than recorded). */
 const char *rep_not_recorded_line(const struct cmh_owners_report *o, int64_t t0, char *buf, size_t cap);
+/* Whether the not-recorded memory grew since the first allocation (or that is not known), and
+ * by how much (*since: all of it when not known) */
+int rep_not_recorded_grew(const struct cmh_owners_report *o, uint64_t *since);
 /* "not_recorded": that line's figures and words, or null */
 void rep_json_not_recorded(cmh_jw *w, const struct cmh_owners_report *o, int64_t t0);
 /* Why `peak`'s reserved peak is the final state and above every entry's: the reconciliation with

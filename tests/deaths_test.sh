@@ -93,6 +93,29 @@ env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=
 "$CMH" recover p.cmh.flight 2>err.txt && [ "$(entries p.cmh)" = 150 ] && [ ! -e p.cmh.flight ] &&
     ok "recover after a plain LD_PRELOAD run killed by SIGKILL: 150 entries" || bad "recover: $(cat err.txt)"
 [ ! -e p.cmh.claim ] && ok "recover removes the claim the killed process left on p.cmh" || bad "p.cmh.claim left: $(cat p.cmh.claim)"
+# top on the flight record of a process killed while recording: it says the process ended, and
+# how, as recover does; while it ran, it said it runs (the record alone reads the same either way)
+rm -f q.cmh*
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=q.cmh "$D" sleep 20 >q.out 2>/dev/null &
+qp=$!
+i=0; while [ $i -lt 100 ] && ! grep -q ready q.out 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+"$CMH" top --json q.cmh.flight >q1.json 2>q1.err
+"$CMH" top --once q.cmh.flight >q1.txt 2>&1
+kill -KILL $qp
+wait $qp 2>/dev/null
+"$CMH" top --json q.cmh.flight >q2.json 2>q2.err
+"$CMH" top --once q.cmh.flight >q2.txt 2>&1
+py - q1.json q2.json <<'EOF2'
+import json, sys
+a, b = (json.load(open(f))["processes"][0] for f in sys.argv[1:])
+assert a["running"] is True and a["ended"] is None and a["devices"][0]["change_per_min"] is not None, a
+assert b["running"] is False and "left no mark (SIGKILL" in b["ended"] and b["devices"][0]["change_per_min"] is None, b
+EOF2
+check "top --json: running while it ran, ended (and how) once killed with SIGKILL" "[ $? -eq 0 ]"
+check "top --once: a killed process is not shown as running ($(grep -c 'not running' q2.txt) lines say so)" \
+    "! grep -q 'not running\|ended' q1.txt && grep -q '^ *$qp .* ended ' q2.txt && grep -q 'sites holding memory at its end' q2.txt &&
+     grep -q \"^pid $qp is not running: it ended without its exit dump and left no mark (SIGKILL.*'cumemhist recover .*q.cmh.flight' writes its snapshot\" q2.txt"
+"$CMH" recover q.cmh.flight 2>/dev/null >/dev/null
 # a record damaged after it was written (a byte of one entry's body flipped on disk): recover
 # drops that record alone, says so, and keeps the other 149
 rm -f p.cmh*

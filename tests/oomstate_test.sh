@@ -153,7 +153,7 @@ for dev, e in events:
         probs.append(f"device {dev} entry {e['index']}: releasable + trapped + private pools + own pool + pending != free inside")
     if e["usable"] + e["unusable"] != e["free_in_segments"]:
         probs.append(f"device {dev} entry {e['index']}: usable {e['usable']} + unusable {e['unusable']} != free inside")
-    m = re.search(r"Out of memory #\d+</b> at entry %d: asked for .*?Verdict:</b> ([^<]*)" % e["index"], page, re.S)
+    m = re.search(r"Out of memory(?: #\d+|, retried)</b> at entry %d: asked for .*?Verdict:</b> ([^<]*)" % e["index"], page, re.S)
     if not m: probs.append(f"device {dev}: the report has no OOM at entry {e['index']}")
 # frag's word on the last OOM of each device is oom's
 for d in oom:
@@ -286,5 +286,38 @@ d = json.loads(subprocess.run(["$CMH", "frag", "--json", "--device", "1", "three
 assert d["releasable"] == 64 << 20 and d["trapped"] == 0 and d["fragmentation"] == 0, d
 EOF
 check "an empty cached segment is releasable, not fragmentation" "[ $? -eq 0 ]"
+
+# One record, one count of its OOMs: an allocator's OOM that it retried after freeing its cache,
+# and that then succeeded, is memory_summary's cudaMalloc retry and no OOM the program saw;
+# every writer counts and numbers the OOMs as summary does (the fatal one is #1, never "#2")
+FAKECUDA_CAPACITY=100M "$CMH" record -q -o retry.cmh -- "$B/tests/oom_retry" >retry.out 2>&1
+[ $? -eq 1 ] && grep -q "64 MiB: CUDA_ERROR_OUT_OF_MEMORY" retry.out && ok "oom_retry: a retry that succeeded, then a fatal OOM" ||
+    bad "oom_retry did not run as designed: $(cat retry.out)"
+"$CMH" summary retry.cmh | grep -q "CUDA OOMs: 1 .*cudaMalloc retries: 1 " && ok "summary: 1 OOM, 1 retry" ||
+    bad "summary's counts: $("$CMH" summary retry.cmh | grep 'CUDA OOMs')"
+"$CMH" oom retry.cmh >retry.txt 2>&1
+grep -q "out of memory #1 on device 0 at entry 10" retry.txt && ! grep -q "out of memory #2" retry.txt &&
+    grep -q "out of memory on device 0 at entry 6, .*retried: not counted as an OOM" retry.txt &&
+    grep -q "(entry 9): it succeeded: not a failure the program saw" retry.txt &&
+    grep -q "device 0: 1 out-of-memory error the program saw, and 1 more that the allocator retried" retry.txt &&
+    ok "oom: the retry that succeeded is not numbered, the fatal one is #1" || bad "oom on a retry: $(grep -i 'memory\|retr' retry.txt)"
+py - <<EOF
+import json, subprocess
+d = json.loads(subprocess.run(["$CMH", "oom", "--json", "retry.cmh"], capture_output=True, text=True).stdout)[0]
+assert d["num_ooms"] == 1 and d["num_alloc_retries"] == 1, d
+o = [(x["index"], x["number"], x["retried"], x.get("retry_index"), x.get("retry_succeeded"), x["retry_of"]) for x in d["ooms"]]
+assert o == [(6, None, True, 9, True, None), (10, 1, False, None, None, None)], o
+EOF
+check "oom --json: numbers and counts as summary" "[ $? -eq 0 ]"
+"$CMH" owners retry.cmh >ro.txt 2>&1
+grep -q "out of memory, retried (entry 6" ro.txt && grep -q "out of memory #1 (entry 10" ro.txt && ! grep -q "out of memory #2" ro.txt &&
+    ok "owners numbers the OOMs as oom" || bad "owners' OOM moments: $(grep 'out of memory' ro.txt)"
+"$CMH" report retry.cmh -o retry.html >/dev/null 2>&1
+grep -q "Out of memory, retried</b> at entry 6" retry.html && grep -q "Out of memory #1</b> at entry 10" retry.html &&
+    ! grep -q "Out of memory #2" retry.html && ok "report numbers the OOMs as oom" || bad "report's OOMs: $(grep -o 'Out of memory[^<]*' retry.html)"
+# frag_oom's retry failed too: the retry is the fatal #1, and the first says so
+"$CMH" oom frag.cmh >fr.txt 2>&1
+grep -q "it failed too: out of memory #1" fr.txt && grep -q "retry of  *the request that failed at entry" fr.txt && ! grep -q "out of memory #2" fr.txt &&
+    ok "oom: a retry that failed is the OOM the program saw" || bad "oom on frag_oom's retry: $(grep -i 'memory #\|retr' fr.txt)"
 
 finish

@@ -91,6 +91,25 @@ assert pk["recorded"] == p["peak_reserved"]["bytes"] == 64 * 2**20, (pk, p["peak
 for m in o["moments"]:
     assert sum(r["bytes"] for r in m["rows"]) == m["used"] <= m["total"], m
 PY'
+# the CUDA context's own memory (there before the first allocation, and no more since) is on
+# every GPU's record: peak and owners say it plainly in one short line, not as memory to hunt;
+# before, peak printed the whole 'the latest cuMemGetInfo had ... a path not hooked' sentence
+"$CMH" peak l.cmh >l.peak.txt 2>&1
+grep '^not recorded: ' l.peak.txt >l.line.txt
+check "context only: one plain line, the same in owners ($(cat l.line.txt))" \
+    "[ \$(wc -l <l.line.txt) -eq 1 ] && grep -qxF -f l.line.txt l.txt &&
+     grep -qx \"not recorded: 300.0 MiB in use that no recorded call made, as at the first allocation: the CUDA context's own and other processes' memory, not this program's (owners counts it, peak does not)\" l.line.txt"
+check "context only, --json: all of it there at the first allocation, none since" '"$CMH" peak --json l.cmh | py -c "
+import json, sys
+n = json.load(sys.stdin)[0][\"not_recorded\"]
+assert n[\"bytes\"] == n[\"at_first_allocation\"] == 300 * 2**20 and n[\"since\"] == 0 and n[\"grew\"] is False, n"'
+# memory taken since, outside the record, is what matters: said apart from the context's
+check "memory taken since the first allocation is told apart from the context's ($(cat u.line.txt))" \
+    "grep -q ': 100.0 MiB was there at the first allocation (the CUDA context, other processes), 600.0 MiB came since, which no recorded call made' u.line.txt"
+check "... and in --json" 'py -c "
+import json
+n = json.load(open(\"u.peak.json\"))[0][\"not_recorded\"]
+assert n[\"at_first_allocation\"] == 100 * 2**20 and n[\"since\"] == 600 * 2**20 and n[\"grew\"] is True, n"'
 # nothing taken outside the record: nothing to say, in either
 FAKECUDA_CAPACITY=1G "$CMH" record -q -o u0.cmh -- "$B/tests/unhooked" 0 >/dev/null 2>&1
 check "nothing but recorded memory in use: neither says 'not recorded:'" \

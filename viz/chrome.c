@@ -263,7 +263,9 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
             if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, cmh_entry_name(s, e)));
             else {
                 char what[128];
-                snprintf(what, sizeof what, "out of memory: %" PRIu64 " bytes requested, %" PRIu64 " free", cmh_entry_size(s, e), cmh_entry_addr(s, e));
+                uint64_t freed;
+                snprintf(what, sizeof what, "out of memory%s: %" PRIu64 " bytes requested, %" PRIu64 " free",
+                         cmh_oom_retried(s, cmh_snapshot_trace(s, dev), (uint32_t)cmh_replay_position(r), &freed) ? ", retried" : "", cmh_entry_size(s, e), cmh_entry_addr(s, e));
                 cmh_jw_kstr(w, "name", what);
             }
         } else {

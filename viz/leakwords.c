@@ -165,8 +165,8 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
                  x->growth_steps, plural(x->growth_steps, "step", "steps"), whose);
         break;
     case CMH_LEAK_RISING:
-        snprintf(buf, cap, "rose in each of the %u steps%s: %s%s per step; too few steps to call it a leak", x->growth_steps, whose,
-                 x->rate >= 0 ? "+" : "", cmh_svg_size((double)x->rate));
+        snprintf(buf, cap, "rose in each of the %u steps%s, by %s in all; too few steps to call it a leak or give a rate per step",
+                 x->growth_steps, whose, cmh_svg_size((double)x->rise));
         break;
     case CMH_LEAK_STATE:
         /* a leak that stopped: it rose across as many steps as a leak must, then no more */
@@ -208,14 +208,22 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
                                     p->steps.count ? "too few steps" : !p->base.history ? "no allocation history" : "the steps are unknown");
         if (n < cap && p->steps.count) n += (size_t)snprintf(buf + n, cap - n, " (%u of the %u needed)", p->steps.count, CMH_LEAK_MIN_STEPS);
         if (n < cap && rising) n += (size_t)snprintf(buf + n, cap - n, "; %u %s in each step", rising, plural(rising, "site rose", "sites rose"));
-        /* no step found: what the still-live memory did over the run, honestly no more */
+        /* no step found: what the still-live memory did over the run, honestly no more; a rate
+         * only where the run is long enough and the memory came through it (run_rate) */
         if (n < cap && !p->steps.count && p->base.entries > 1 && p->grew_bytes && p->run_ns > 0) {
-            char span[32];
+            char span[32], size[32], blocks[48];
             span_text(p->run_ns, span, sizeof span);
-            char size[32];
             snprintf(size, sizeof size, "%s", cmh_svg_size((double)p->grew_bytes));
-            snprintf(buf + n, cap - n, "; %s still live was made over the %s run: %s/s on average", size, span,
-                     cmh_svg_size((double)p->grew_bytes * 1e9 / (double)p->run_ns));
+            snprintf(blocks, sizeof blocks, "%" PRIu64 " %s", p->grew_blocks, plural(p->grew_blocks, "block", "blocks"));
+            if (p->run_rate > 0)
+                snprintf(buf + n, cap - n, "; %s still live (%s) was made over the %s run: %s/s on average", size, blocks, span,
+                         cmh_svg_size(p->run_rate));
+            else if (p->run_ns < CMH_LEAK_RATE_MIN_NS)
+                snprintf(buf + n, cap - n, "; %s still live (%s) was made over the %s run, too short a run for a rate per second", size,
+                         blocks, span);
+            else
+                snprintf(buf + n, cap - n, "; %s still live (%s) was made in bursts, in %u of the %s run's %u stretches: no steady rate", size,
+                         blocks, p->grew_slices, span, CMH_LEAK_RATE_SLICES);
         }
     }
     return buf;

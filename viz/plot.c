@@ -121,9 +121,17 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
             m->x = x;
             if (e->action == CMH_ACT_OOM) {
                 m->kind = 0;
-                snprintf(m->label, sizeof m->label, "OOM #%u", ++nooms);
-                snprintf(m->title, sizeof m->title, "out of memory #%u at entry %" PRId64 ": asked %s, the device had %s free", nooms, i,
-                         cmh_svg_size((double)cmh_entry_size(s, e)), cmh_svg_size((double)cmh_entry_addr(s, e)));
+                uint64_t freed;
+                /* numbered as oom and summary count them: a retried one is no OOM the program saw */
+                if (cmh_oom_retried(s, tr, (uint32_t)i, &freed)) {
+                    snprintf(m->label, sizeof m->label, "OOM, retried");
+                    snprintf(m->title, sizeof m->title, "out of memory at entry %" PRId64 ", retried: asked %s, the device had %s free", i,
+                             cmh_svg_size((double)cmh_entry_size(s, e)), cmh_svg_size((double)cmh_entry_addr(s, e)));
+                } else {
+                    snprintf(m->label, sizeof m->label, "OOM #%u", ++nooms);
+                    snprintf(m->title, sizeof m->title, "out of memory #%u at entry %" PRId64 ": asked %s, the device had %s free", nooms, i,
+                             cmh_svg_size((double)cmh_entry_size(s, e)), cmh_svg_size((double)cmh_entry_addr(s, e)));
+                }
             } else {
                 m->kind = 1;
                 snprintf(m->label, sizeof m->label, "%s", cmh_str(s, cmh_entry_name(s, e)));

@@ -365,15 +365,24 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     const cmh_oom_report om = P.om;
     for (uint32_t i = 0; i < om.nevents; i++) {
         const cmh_oom_event *e = &om.events[i];
-        fprintf(fp, "<div class=\"r-oom\"><b>Out of memory #%u</b> at entry %" PRId64 "%s: asked for %s with %s allocated, %s reserved, "
+        char title[64], retry[160] = "";
+        /* numbered as oom and summary count them: a retried one is no OOM the program saw */
+        if (e->number) snprintf(title, sizeof title, "Out of memory #%u", e->number);
+        else snprintf(title, sizeof title, "Out of memory, retried");
+        if (e->retried)
+            snprintf(retry, sizeof retry, "the allocator freed %s of its cache and asked again at entry %" PRId64 ": %s", SZ(e->retry_freed),
+                     e->retry_index, e->retry_failed ? "it failed too" : "it succeeded; not counted as an OOM");
+        else if (e->retry_of >= 0) snprintf(retry, sizeof retry, "the retry of the request that failed at entry %" PRId64, e->retry_of);
+        fprintf(fp, "<div class=\"r-oom\"><b>%s</b> at entry %" PRId64 ": asked for %s with %s allocated, %s reserved, "
                     "%s free inside the segments (%s trapped, largest gap %s), the device %s free.",
-                i + 1, e->index, "", SZ(e->request), SZ(e->allocated), SZ(e->reserved), SZ(e->free_inside), SZ(e->split.trapped),
+                title, e->index, SZ(e->request), SZ(e->allocated), SZ(e->reserved), SZ(e->free_inside), SZ(e->split.trapped),
                 SZ(e->largest_gap), SZ(e->device_free));
         if (e->request_pool[0] || e->request_pool[1])
             fprintf(fp, " The request was private pool (%" PRIu64 ", %" PRIu64 ")'s: %s free in its own segments, where the largest gap is measured.",
                     e->request_pool[0], e->request_pool[1], SZ(e->split.own_pool));
         if (e->split.unusable)
             fprintf(fp, " Of the free memory the request could use %s; %s was other pools'.", SZ(e->usable), SZ(e->split.unusable));
+        if (*retry) fprintf(fp, "<br><b>Retry:</b> %s.", retry);
         fputs("<br><b>Verdict:</b> ", fp);
         esc(fp, cmh_oom_verdict_text(e->verdict));
         if (e->request_stack) {

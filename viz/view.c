@@ -435,8 +435,10 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             cmh_jw_kint(w, "i", i);
             cmh_jw_kstr(w, "kind", e->action == CMH_ACT_OOM ? "oom" : "mark");
             if (e->action == CMH_ACT_OOM) {
+                uint64_t freed;
                 cmh_jw_kuint(w, "size", cmh_entry_size(s, e));
                 cmh_jw_kuint(w, "free", cmh_entry_addr(s, e));
+                cmh_jw_kbool(w, "retried", cmh_oom_retried(s, t, i, &freed)); /* (no OOM the program saw) */
             } else cmh_jw_kstr(w, "label", cmh_str(s, cmh_entry_name(s, e)));
             cmh_jw_end(w);
         }

@@ -48,6 +48,15 @@ typedef struct cmh_owners_moment {
                                 threads' calls then in the driver explain (not in the unexplained row) */
 } cmh_owners_moment;
 
+/* What no recorded call explains at the device's first cuMemGetInfo sample (taken at its first
+ * allocation): the CUDA context's own memory and other processes', there before the program
+ * allocated.  known: the record has a later sample to tell it from. */
+typedef struct cmh_owners_baseline {
+    int known;
+    int64_t time_ns;
+    uint64_t unrecorded; /* used - what the record held there (max of active and reserved) */
+} cmh_owners_baseline;
+
 typedef struct cmh_owners_report {
     int device;
     int torch;                 /* PyTorch's part was there */
@@ -63,6 +72,9 @@ typedef struct cmh_owners_report {
     int sample_known;
     int64_t sample_time_ns;
     uint64_t sample_used, sample_total, sample_recorded;
+    /* the same at the first sample (cmh_owners_baseline_compute): what of the not-recorded memory was
+     * there from the start, and so what came since */
+    cmh_owners_baseline baseline;
     /* the reconciliation with the final segments raised reserved above every entry's
      * (reconciled): the peak moment is then the final state, as `peak` names it; trace_peak the
      * most reserved after any entry, end_reserved the final state's */
@@ -85,6 +97,9 @@ void cmh_owners_report_free(cmh_owners_report *r);
  * dump (the final state, reconciled), else the last entry of device's trace at or before it (-1:
  * before the first).  The record held max(active, reserved) bytes there: what the rows sum to. */
 int64_t cmh_owners_latest_sample(const cmh_snapshot *s, int device, int64_t *at);
+/* Device's first sample's unrecorded bytes (a replay up to it); known 0 with no sample, or one
+ * only.  CMH_OK or CMH_ENOMEM.  The report's baseline, and peak's, come from here. */
+int cmh_owners_baseline_compute(const cmh_snapshot *s, int device, cmh_owners_baseline *out);
 
 /* A module's name as a library ("cuBLAS" for libcublas.so.13), or NULL when it is not one of
  * NVIDIA's or PyTorch's. */

@@ -47,7 +47,8 @@ typedef struct cmh_site {
     uint32_t stride;       /* the steps between the points it was judged at (1 up to 512 steps) */
     uint32_t flat_steps;   /* the steps since its held bytes last rose (0: they rose in the last) */
     uint32_t growth_steps; /* growing or rising: the steps of the stretch it grew over */
-    int64_t rate;          /* bytes per step over growth_steps */
+    int64_t rate;          /* growing: bytes per step over growth_steps (0 otherwise) */
+    int64_t rise;          /* rising: the bytes its held bytes rose over growth_steps (too few for a rate) */
     double trend;          /* Kendall's tau of its held bytes over that stretch, -1 .. 1 */
     uint64_t held;         /* bytes it held across the last step boundary and still holds */
     uint32_t thread;       /* judged over one recording thread's own steps (0: the record's) */
@@ -211,6 +212,13 @@ void cmh_steps_free(cmh_steps *st);
  * thread's life was next to the record's. */
 enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, CMH_LEAK_GROWING, CMH_LEAK_AFTER };
 #define CMH_LEAK_MIN_STEPS 4 /* one to warm up, three to rise across */
+/* A growth rate is a trend, and a trend needs as many observations as a leak verdict does: a
+ * rate per step only over CMH_LEAK_MIN_STEPS steps (a RISING site says its rise, not a rate), a
+ * rate per second only over a run of CMH_LEAK_RATE_MIN_NS at least (the rate's own unit: a
+ * shorter run extrapolates) whose still-live memory was made in CMH_LEAK_MIN_STEPS of its
+ * CMH_LEAK_RATE_SLICES equal stretches at least (else it came in bursts, not at a rate). */
+#define CMH_LEAK_RATE_MIN_NS 1000000000ll
+#define CMH_LEAK_RATE_SLICES 10
 #define CMH_LEAK_MIN_RISES 3
 /* steps that are whole threads' lives: a pool of a few workers, each keeping a warm-up cache,
  * is no leak; a thread per task that keeps memory as each appears, over this many, is */
@@ -240,10 +248,15 @@ typedef struct cmh_leak_report {
     /* growth could be judged: the record has CMH_LEAK_MIN_STEPS steps, or every thread holding
      * still-live blocks has, or nothing is still live; a gate that cannot judge must not pass */
     int judged;
-    /* the record's still-live blocks made during it (not before its first entry), and the
-     * time its entries span: what `leaks` says of growth when no step can be found */
-    uint64_t grew_bytes;
+    /* the record's still-live blocks made during it (not before its first entry): their bytes
+     * and count, in how many of the run's CMH_LEAK_RATE_SLICES stretches they were made, and the
+     * time its entries span: what `leaks` says of growth when no step can be found.  run_rate:
+     * grew_bytes per second over run_ns, where such a rate means something (CMH_LEAK_RATE_MIN_NS
+     * and CMH_LEAK_MIN_STEPS stretches), else 0 */
+    uint64_t grew_bytes, grew_blocks;
+    uint32_t grew_slices;
     int64_t run_ns;
+    double run_rate;
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
@@ -336,6 +349,14 @@ struct cmh_oom_event {
      * "cudaMalloc retries" */
     int retried;
     uint64_t retry_freed;
+    /* where, and what came of it: retry_index the entry asking again, retry_failed when that
+     * is the next OOM (-1, 0 when not retried); retry_of: this one asks again after the OOM at
+     * that entry (-1: a request of its own).  number: 1, 2, ... among the OOMs the program saw
+     * (not retried: memory_summary's "CUDA OOMs"), 0 for a retried one.  Every writer numbers
+     * and counts the OOMs by these, as summary counts them. */
+    int64_t retry_index, retry_of;
+    int retry_failed;
+    uint32_t number;
     uint64_t request, device_free, allocated, reserved, free_inside, pending_free, largest_gap;
     int fits_in_gap, verdict;
     /* the pool the request was of (its entry's pool_id, newer PyTorch; (0, 0) the default pool or
@@ -352,8 +373,9 @@ struct cmh_oom_event {
 
 typedef struct cmh_oom_report {
     cmh_report_base base;
-    cmh_oom_event *events;
+    cmh_oom_event *events; /* every OOM entry, retried or not, in trace order */
     uint32_t nevents;
+    uint32_t failures, retries; /* of them: seen by the program (numbered), retried (memory_summary's two counts) */
 } cmh_oom_report;
 
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *out);
@@ -368,6 +390,8 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
  * before anything else (PyTorch counts its retries so, whether or not anything was freed).
  * PyTorch's own snapshots record an OOM only once the allocator gave up: 0 there. */
 int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed);
+/* The same, and where: *at, the entry of t asking again (an OOM entry when that failed too). */
+int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed, uint32_t *at);
 /* The OOMs of trace t that were retries (as cmh_oom_retried says) */
 uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
 
