@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     int steps = argc > 1 ? atoi(argv[1]) : 20;
     loop_mark_fn mark = loop_marks(argc > 2 && !strcmp(argv[2], "marks"));
     int reshape = argc > 3 && !strcmp(argv[3], "reshape"), leak = argc > 4 && !strcmp(argv[4], "leak");
-    if (loop_context()) return 2;
+    if (loop_context(NULL)) return 2;
     weights();
     for (int s = 0; s < steps; s++) {
         loop_step(mark, s);

@@ -3,15 +3,16 @@
  * then allocates 2 MiB itself and exits: the exit snapshot must still name dl_alloc and the
  * library (tests/attribution_test.sh).
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
 
+#include "loop_prog.h"
+
 int main(int argc, char **argv)
 {
-    CUdevice d;
-    CUcontext c;
-    if (argc < 2 || cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) return 2;
+    if (argc < 2 || loop_context(NULL)) return 2;
     void *h = dlopen(argv[1], RTLD_NOW);
     if (!h) {
         fprintf(stderr, "%s\n", dlerror());

@@ -15,24 +15,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "loop_prog.h"
+
 #define THREADS 3
 
 static CUcontext g_ctx;
 static pthread_barrier_t g_step;
 static int g_steps = 10, g_lock = 1, g_leak = 1, g_nap = 200;
 
-__attribute__((noinline)) static CUdeviceptr grab(size_t n)
-{
-    CUdeviceptr p = 0;
-    if (cuMemAlloc(&p, n) != CUDA_SUCCESS) {
-        fprintf(stderr, "each_leaks: cuMemAlloc failed\n");
-        exit(1);
-    }
-    return p;
-}
-__attribute__((noinline)) static CUdeviceptr activation(void) { return grab(4 << 20); }
-__attribute__((noinline)) static CUdeviceptr gradient(void) { return grab(2 << 20); }
-__attribute__((noinline)) static CUdeviceptr keep(void) { return grab(256 << 10); }
+__attribute__((noinline)) static CUdeviceptr activation(void) { return loop_grab(4 << 20); }
+__attribute__((noinline)) static CUdeviceptr gradient(void) { return loop_grab(2 << 20); }
+__attribute__((noinline)) static CUdeviceptr keep(void) { return loop_grab(256 << 10); }
 
 static void *worker(void *arg)
 {
@@ -62,9 +55,7 @@ int main(int argc, char **argv)
     g_leak = !(argc > 3 && !strcmp(argv[3], "steady"));
     if (argc > 4) g_nap = atoi(argv[4]);
     pthread_barrier_init(&g_step, NULL, THREADS);
-    CUdevice dev;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&g_ctx, dev) != CUDA_SUCCESS)
-        return 2;
+    if (loop_context(&g_ctx)) return 2;
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, worker, (void *)t);
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);

@@ -11,6 +11,7 @@
  * "parent PID ALLOCS BYTES": what each one's snapshot must hold live at the end (the parent's:
  * its allocations and its thread's, the frees counted apart as "parent_frees N").
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +20,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "loop_prog.h"
 
 static CUcontext g_ctx;
 static volatile int g_stop;
@@ -77,8 +80,7 @@ static void die(const char *how)
 
 int main(int argc, char **argv)
 {
-    CUdevice d;
-    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&g_ctx, d) || cuCtxSetCurrent(g_ctx)) return 2;
+    if (loop_context(&g_ctx)) return 2;
     int threaded = argc > 1 && !strcmp(argv[1], "threaded"), first = 1 + threaded;
     for (int i = 0; i < 3; i++) parent_alloc(1 << 20);
     pthread_t t;

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "loop_prog.h"
+
 static CUcontext g_ctx;
 static size_t g_bytes;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -51,7 +53,6 @@ int main(int argc, char **argv)
     long long take = (argc > 3 ? atoll(argv[3]) : 0) << 20;
     void (*hook)(void (*)(CUdeviceptr, size_t)) = (void (*)(void (*)(CUdeviceptr, size_t)))dlsym(RTLD_DEFAULT, "fakecuda_on_alloc");
     int (*take_fn)(int, long long) = (int (*)(int, long long))dlsym(RTLD_DEFAULT, "fakecuda_take");
-    CUdevice dev;
     if (threads < 2 || threads > 64 || !g_bytes) {
         fprintf(stderr, "usage: inflight [THREADS (2..64) [MIB [TAKE_MIB]]]\n");
         return 2;
@@ -60,9 +61,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "inflight: needs the fake driver (tests/fakecuda)\n");
         return 2;
     }
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&g_ctx, dev) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(g_ctx) != CUDA_SUCCESS)
-        return 2;
+    if (loop_context(&g_ctx)) return 2;
     if (take && take_fn(0, take) != 0) {
         fprintf(stderr, "inflight: the fake driver would not take %lld bytes\n", take);
         return 2;

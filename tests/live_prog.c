@@ -4,8 +4,10 @@
  * each step is marked ("step N"), allocates 1 MiB of activations and frees them; the leaking
  * one also keeps 2 MiB a step in keep_cache(); churn does 1000 small allocations and frees a
  * step (the event rate of the benchmark).  After its steps it waits for SIGTERM (or 600 s).
- * With LIVE_READY=FILE it creates FILE after its first step.  `exec` makes one step, then execs
- * sleep 600 (a program that records nothing: its registry entry must go stale).
+ * With LIVE_READY=FILE it creates FILE after its first step, with LIVE_DONE=FILE after its last
+ * (the tests wait for it, not a guessed time, before they compare figures that must hold still).
+ * `exec` makes one step, then execs sleep 600 (a program that records nothing: its registry
+ * entry must go stale).
  */
 #include <cuda.h>
 #include <fcntl.h>
@@ -64,6 +66,8 @@ int main(int argc, char **argv)
         struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
         nanosleep(&t, NULL);
     }
+    const char *done = getenv("LIVE_DONE");
+    if (done) close(open(done, O_CREAT | O_WRONLY, 0600));
     if (!strcmp(argv[1], "exec")) {
         execl("/bin/sleep", "sleep", "600", (char *)NULL);
         return 3;

@@ -1,31 +1,49 @@
 /*
- * loop_prog.h - what the training-loop programs (after_loop.c, stops_leak.c) share: device 0's
- * primary context made current, and cmh_mark("step N") at each step's start when asked for.
- * They run under the preloaded recorder without linking it, so cmh_mark is found through dlsym
- * (the including file defines _GNU_SOURCE first, for RTLD_DEFAULT).  Not recorder_util.h: that
- * one is the CUnit suites', which link the recorder.
+ * loop_prog.h - what the test programs run under the recorder share (after_loop.c, stops_leak.c,
+ * each_leaks.c, threaded_leak.c, unhooked.c, ...): device 0's primary context made current,
+ * device memory taken or the program ended, and cmh_mark("step N") at each step's start when
+ * asked for.  They run under the preloaded recorder without linking it, so cmh_mark is found
+ * through dlsym (the including file defines _GNU_SOURCE first, for RTLD_DEFAULT and
+ * program_invocation_short_name).  Not recorder_util.h: that one is the CUnit suites', which
+ * link the recorder.
  */
 #ifndef CMH_LOOP_PROG_H
 #define CMH_LOOP_PROG_H
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 typedef int (*loop_mark_fn)(const char *);
 
 /* cmh_mark when marks are asked for (on) and the recorder is preloaded, else NULL. */
 static inline loop_mark_fn loop_marks(int on) { return on ? (loop_mark_fn)dlsym(RTLD_DEFAULT, "cmh_mark") : NULL; }
 
-/* Device 0's primary context made current: 0, else 2 (the driver is not usable). */
-static inline int loop_context(void)
+/* Device 0's primary context made current, and given in *ctx where ctx is set (for the threads
+ * that make it theirs): 0, else 2 (the driver is not usable). */
+static inline int loop_context(CUcontext *ctx)
 {
     CUdevice dev;
-    CUcontext ctx;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+    CUcontext c;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(c) != CUDA_SUCCESS)
         return 2;
+    if (ctx) *ctx = c;
     return 0;
+}
+
+/* n bytes of device memory; a failure ends the program (exit 1).  Never inlined: the recorded
+ * stacks have this frame on top and their callers under it, one site each. */
+__attribute__((noinline, unused)) static CUdeviceptr loop_grab(size_t n)
+{
+    CUdeviceptr p = 0;
+    if (cuMemAlloc(&p, n) != CUDA_SUCCESS) {
+        fprintf(stderr, "%s: cuMemAlloc failed (%zu bytes)\n", program_invocation_short_name, n);
+        exit(1);
+    }
+    return p;
 }
 
 /* Step s begins: "step s" marked, when mark is set. */

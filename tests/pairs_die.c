@@ -11,6 +11,7 @@
  * With "hold", it prints "ready" and stays alive (up to 60 s) for readers of the running
  * process, until the test kills it.
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loop_prog.h"
+
 int main(int argc, char **argv)
 {
-    CUdevice d;
-    CUcontext c;
-    if (argc < 2 || cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) return 2;
+    if (argc < 2 || loop_context(NULL)) return 2;
     long n = atol(argv[1]);
     for (long k = 0; k < n; k++) {
         CUdeviceptr p;

@@ -15,10 +15,9 @@ port() { py -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); prin
 EP=$(port)
 PP=$(port)
 
-LIVE_READY=$T/ready1 "$CMH" record -q -o leak.cmh -- "$P" leak 8 30 >/dev/null 2>&1 &
-LIVE_READY=$T/ready2 "$CMH" record -q -o steady.cmh -- "$P" steady 8 30 >/dev/null 2>&1 &
-i=0; while [ $i -lt 100 ] && ! { [ -e ready1 ] && [ -e ready2 ]; }; do sleep 0.1; i=$((i + 1)); done
-sleep 0.6 # the rest of their steps: then they hold still
+LIVE_DONE=$T/done1 "$CMH" record -q -o leak.cmh -- "$P" leak 8 30 >/dev/null 2>&1 &
+LIVE_DONE=$T/done2 "$CMH" record -q -o steady.cmh -- "$P" steady 8 30 >/dev/null 2>&1 &
+wait_until 60 '[ -e done1 ] && [ -e done2 ]' # all their steps made: they hold still
 leak_pid=$(grep -l "leak.cmh.flight" run/cumemhist/*.proc | xargs sed -n 's/^pid //p')
 steady_pid=$(grep -l "steady.cmh.flight" run/cumemhist/*.proc | xargs sed -n 's/^pid //p')
 
@@ -59,10 +58,15 @@ check "Prometheus scraped the exporter twice ($n)" 'case "$n" in *=[2-9]* | *=[1
 want_alloc=$("$CMH" peak --json now.cmh | py -c "import json,sys; print(json.load(sys.stdin)[0]['end']['allocated'])")
 want_site=$("$CMH" leaks --json now.cmh | py -c "import json,sys; print([s['bytes'] for s in json.load(sys.stdin)[0]['sites'] if s['site']['function'] == 'keep_cache'][0])")
 want_steady=$("$CMH" peak --json steady_now.cmh | py -c "import json,sys; print(json.load(sys.stdin)[0]['end']['allocated'])")
-sleep 1.5 # a scrape after the analysis caught up with the same instant
-got_alloc=$(q "cumemhist_allocated_bytes{pid=\"$leak_pid\"}")
-got_site=$(q "cumemhist_site_bytes{pid=\"$leak_pid\",site=~\"keep_cache.*\"}")
-got_steady=$(q "cumemhist_allocated_bytes{pid=\"$steady_pid\"}")
+# what Prometheus holds, asked again until a scrape after the analysis caught up with the same
+# instant (one a second) has the snapshots' figures, or 30 s passed
+scraped() {
+    got_alloc=$(q "cumemhist_allocated_bytes{pid=\"$leak_pid\"}")
+    got_site=$(q "cumemhist_site_bytes{pid=\"$leak_pid\",site=~\"keep_cache.*\"}")
+    got_steady=$(q "cumemhist_allocated_bytes{pid=\"$steady_pid\"}")
+    [ "$got_alloc" = "$leak_pid=$want_alloc" ] && [ "$got_site" = "$leak_pid=$want_site" ] && [ "$got_steady" = "$steady_pid=$want_steady" ]
+}
+wait_until 30 scraped
 check "allocated bytes of the leaking program: Prometheus $got_alloc, snapshot $want_alloc" '[ "$got_alloc" = "$leak_pid=$want_alloc" ]'
 check "its leaking site's bytes: Prometheus $got_site, snapshot $want_site" '[ "$got_site" = "$leak_pid=$want_site" ]'
 check "allocated bytes of the steady program: Prometheus $got_steady, snapshot $want_steady" '[ "$got_steady" = "$steady_pid=$want_steady" ]'

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "loop_prog.h"
+
 #define ROUNDS 50
 typedef void (*call_fn)(void (*)(void));
 
@@ -72,9 +74,7 @@ static uintptr_t base_of(void *h)
 
 int main(int argc, char **argv)
 {
-    CUdevice d;
-    CUcontext c;
-    if (argc < 3 || cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) return 2;
+    if (argc < 3 || loop_context(NULL)) return 2;
     pthread_t t;
     pthread_barrier_init(&g_bar, NULL, 2);
     if (pthread_create(&t, NULL, worker, NULL)) return 2;

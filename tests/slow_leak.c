@@ -13,11 +13,14 @@
  *   slow_leak one                   one allocation, kept (a record of one entry)
  * Each allocation site is a function of its own (noinline) so that the reports name it.
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "loop_prog.h"
 
 static CUcontext g_ctx;
 
@@ -84,10 +87,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "burst";
     int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0, c = argc > 4 ? atoi(argv[4]) : 0;
-    CUdevice dev;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&g_ctx, dev) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(g_ctx) != CUDA_SUCCESS)
-        return 2;
+    if (loop_context(&g_ctx)) return 2;
     if (!strcmp(mode, "burst")) burst(a > 0 ? a : 8, b > 0 ? b : 63);
     else if (!strcmp(mode, "slow")) slow(a > 0 ? a : 200000, b > 0 ? b : 1000, c > 0 ? c : a > 0 ? a : 200000);
     else if (!strcmp(mode, "keep")) keep(a > 0 ? a : 40);

@@ -13,25 +13,16 @@
 
 #include "loop_prog.h"
 
-__attribute__((noinline)) static CUdeviceptr grab(size_t n)
-{
-    CUdeviceptr p = 0;
-    if (cuMemAlloc(&p, n) != CUDA_SUCCESS) {
-        fprintf(stderr, "stops_leak: cuMemAlloc failed\n");
-        exit(1);
-    }
-    return p;
-}
-__attribute__((noinline)) static CUdeviceptr weights(void) { return grab(8 << 20); }
-__attribute__((noinline)) static CUdeviceptr activation(void) { return grab(4 << 20); }
-__attribute__((noinline)) static CUdeviceptr gradient(void) { return grab(2 << 20); }
-__attribute__((noinline)) static CUdeviceptr keep_history(void) { return grab(1 << 20); }
+__attribute__((noinline)) static CUdeviceptr weights(void) { return loop_grab(8 << 20); }
+__attribute__((noinline)) static CUdeviceptr activation(void) { return loop_grab(4 << 20); }
+__attribute__((noinline)) static CUdeviceptr gradient(void) { return loop_grab(2 << 20); }
+__attribute__((noinline)) static CUdeviceptr keep_history(void) { return loop_grab(1 << 20); }
 
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 20, stop = argc > 2 ? atoi(argv[2]) : 10;
     loop_mark_fn mark = loop_marks(argc > 3 && !strcmp(argv[3], "marks"));
-    if (loop_context()) return 2;
+    if (loop_context(NULL)) return 2;
     weights();
     for (int s = 0; s < steps; s++) {
         loop_step(mark, s);

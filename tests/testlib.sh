@@ -1,7 +1,8 @@
 # testlib.sh - what the shell tests share.  A test named NAME, called as `NAME_test.sh BUILD_DIR
 # SOURCE_DIR`, sources it with `TEST=NAME . "$(dirname "$0")/testlib.sh"` and gets B, SRC, CMH,
 # F (the fixtures), T (a temporary directory, removed at exit, made current), the fake driver
-# on the library path, a runtime directory of its own ($XDG_RUNTIME_DIR), and ok / bad / check / py / finish.
+# on the library path, a runtime directory of its own ($XDG_RUNTIME_DIR), and ok / bad / check / py /
+# wait_until / finish.
 set -u
 B=$(cd "${1:?usage: $0 BUILD_DIR SOURCE_DIR}" && pwd)
 SRC=$(cd "${2:?usage: $0 BUILD_DIR SOURCE_DIR}" && pwd)
@@ -18,6 +19,18 @@ ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 py() { env -u LD_PRELOAD python3 "$@"; } # (a sanitizer runtime preloaded into python would abort it)
+# wait_until SECONDS CONDITION: CONDITION (a command line, eval'd) tried every 0.1 s until it holds
+# (0) or about SECONDS have passed (1).  What a test waits for, not a guess of how long it takes: a
+# sanitizer build on a loaded machine takes many times longer, and its quick runs wait no longer
+# than they must.  SECONDS is a bound for a stuck test, well above what a loaded machine needs.
+wait_until() {
+    _wu=$(($1 * 10))
+    until eval "$2"; do
+        [ $_wu -gt 0 ] || return 1
+        sleep 0.1
+        _wu=$((_wu - 1))
+    done
+}
 finish() {
     echo "$pass passed, $fail failed"
     [ "$fail" -eq 0 ]

@@ -19,12 +19,12 @@ for mode in lock free; do
         "$CMH" leaks --json e$i.cmh | py -c '
 import json, sys
 d = json.load(sys.stdin)[0]
-x = [s for s in d["sites"] if s["site"]["function"] == "grab"][0]
+x = [s for s in d["sites"] if s["site"]["function"] == "loop_grab"][0]
 print(x["verdict"], x["rate_bytes_per_step"], x.get("threads"), x.get("threads_holding"), x["growth_steps"])
 print(x["says"])
 print(d["outcome"])' >>says.txt 2>&1
         # the text says it too, under its site
-        grep -q '^        growing: +768.0 KiB per step of recording threads' e.txt || echo "text: $(grep -A1 ' grab ' e.txt | tail -1)" >>says.txt
+        grep -q '^        growing: +768.0 KiB per step of recording threads' e.txt || echo "text: $(grep -A1 ' loop_grab ' e.txt | tail -1)" >>says.txt
         i=$((i + 1))
     done
     sort says.txt | uniq -c >u.txt
@@ -45,7 +45,7 @@ while [ $i -lt 10 ]; do
     "$CMH" leaks --json s$i.cmh | py -c '
 import json, sys
 d = json.load(sys.stdin)[0]
-x = [s for s in d["sites"] if s["site"]["function"] == "grab"][0]
+x = [s for s in d["sites"] if s["site"]["function"] == "loop_grab"][0]
 print(x["verdict"], x.get("threads"), x["says"])' >>says.txt 2>&1
     i=$((i + 1))
 done

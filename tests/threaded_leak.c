@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loop_prog.h"
+
 #define THREADS 4
 #define MAXIT 4096
 
@@ -58,9 +60,7 @@ int main(int argc, char **argv)
     if (g_iters < 10 || g_iters > MAXIT) g_iters = 300;
     g_iters -= g_iters % 10; /* whole steps: every thread meets every barrier */
     pthread_barrier_init(&g_step, NULL, THREADS);
-    CUdevice dev;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&g_ctx, dev) != CUDA_SUCCESS)
-        return 2;
+    if (loop_context(&g_ctx)) return 2;
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, worker, (void *)t);
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);

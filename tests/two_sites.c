@@ -2,8 +2,11 @@
  * two_sites.c - one allocating function called from two lines of main, for the attribution test:
  * by site it is one row (the allocating line), by stack two (main's two lines).
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
+
+#include "loop_prog.h"
 
 __attribute__((noinline)) static CUdeviceptr buffer(size_t n)
 {
@@ -23,9 +26,7 @@ static inline __attribute__((always_inline)) CUdeviceptr inlined_buffer(size_t n
 
 int main(void)
 {
-    CUdevice d;
-    CUcontext ctx;
-    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d) || cuCtxSetCurrent(ctx)) return 2;
+    if (loop_context(NULL)) return 2;
     CUdeviceptr a = buffer(1 << 20); /* first call */
     CUdeviceptr b = buffer(2 << 20); /* second call */
     CUdeviceptr c = inlined_buffer(3 << 20);

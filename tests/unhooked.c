@@ -12,35 +12,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-__attribute__((noinline)) static CUdeviceptr grab(size_t n)
-{
-    CUdeviceptr p = 0;
-    if (cuMemAlloc(&p, n) != CUDA_SUCCESS) {
-        fprintf(stderr, "unhooked: cuMemAlloc failed\n");
-        exit(1);
-    }
-    return p;
-}
+#include "loop_prog.h"
 
 int main(int argc, char **argv)
 {
     long long take = (argc > 1 ? atoll(argv[1]) : 200) << 20;
     int (*take_fn)(int, long long) = (int (*)(int, long long))dlsym(RTLD_DEFAULT, "fakecuda_take");
-    CUdevice dev;
-    CUcontext ctx;
     if (!take_fn) {
         fprintf(stderr, "unhooked: needs the fake driver (tests/fakecuda)\n");
         return 2;
     }
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
-        return 2;
-    CUdeviceptr big = grab(64 << 20);
+    if (loop_context(NULL)) return 2;
+    CUdeviceptr big = loop_grab(64 << 20);
     cuMemFree(big);
     if (take_fn(0, take) != 0) {
         fprintf(stderr, "unhooked: the fake driver would not take %lld bytes\n", take);
         return 2;
     }
-    grab(8 << 20);
+    loop_grab(8 << 20);
     return 0;
 }

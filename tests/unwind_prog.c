@@ -13,6 +13,7 @@
  *   nocfi    under a hand-written function with no unwind entry at all
  * usage: unwind_prog [ROUNDS]
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -20,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "loop_prog.h"
 
 typedef int (*mid_cb)(int);
 int mid_call(mid_cb cb, int d);
@@ -181,9 +184,7 @@ static void *thread_main(void *arg)
 int main(int argc, char **argv)
 {
     long rounds = argc > 1 ? atol(argv[1]) : 50;
-    CUdevice dev;
-    CUcontext ctx;
-    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) return 2;
+    if (loop_context(NULL)) return 2;
     for (long i = 0; i < rounds; i++) {
         deep(20);
         deep((int)(i % 7));
