@@ -31,7 +31,8 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
 }
 
 /* A retry is decided within this many entries after the OOM: an allocator frees its cache (or
- * finds nothing to free) and asks again at once.  As PyTorch counts num_alloc_retries, whether
+ * finds nothing to free) and asks again at once, from the same thread, for the same size, on the
+ * same stream.  As PyTorch counts num_alloc_retries, whether
  * anything was freed does not matter. */
 #define RETRY_WINDOW 100000u
 
@@ -49,7 +50,7 @@ int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_
     const cmh_entry *o = &s->entries[t->first_entry + i];
     if (o->action != CMH_ACT_OOM) return 0;
     uint32_t th = cmh_entry_thread(s, o);
-    uint64_t want = cmh_entry_size(s, o), got = 0;
+    uint64_t want = cmh_entry_size(s, o), stream = cmh_entry_stream(s, o), got = 0;
     for (uint32_t j = i + 1; j < t->nentries && j - i <= RETRY_WINDOW; j++) {
         const cmh_entry *e = &s->entries[t->first_entry + j];
         if (cmh_entry_thread(s, e) != th) continue; /* another thread's: no part of this request */
@@ -59,7 +60,9 @@ int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_
         case CMH_ACT_SEGMENT_ALLOC:
         case CMH_ACT_SEGMENT_MAP:
         case CMH_ACT_OOM:
-            if (cmh_entry_size(s, e) != want) return 0; /* the thread asked for something else */
+            /* the thread asked for something else, or on another stream (a stream-ordered
+             * allocation's OOM then a plain cuMemAlloc of the same size: another request) */
+            if (cmh_entry_size(s, e) != want || cmh_entry_stream(s, e) != stream) return 0;
             *freed = got;
             *at = j;
             return 1;

@@ -252,7 +252,13 @@ grep -q "in its own pool           14.0 MiB" own.txt && grep -q "the request cou
 py - <<EOF
 import json, subprocess
 M = 1 << 20
-o = json.loads(subprocess.run(["$CMH", "oom", "--json", "pool_oom.cmh"], capture_output=True, text=True).stdout)[0]["ooms"][-1]
+d = json.loads(subprocess.run(["$CMH", "oom", "--json", "pool_oom.cmh"], capture_output=True, text=True).stdout)[0]
+o = d["ooms"][-1]
+# the filling loop's stream-ordered OOM is the program's; the plain cuMemAlloc of the same size on
+# no stream is another request, not its retry (it once read 0 OOMs and 2 retries); the plain
+# call asked again after the trim is
+assert (d["num_ooms"], d["num_alloc_retries"]) == (1, 1), (d["num_ooms"], d["num_alloc_retries"])
+assert d["ooms"][0]["number"] == 1 and d["ooms"][0].get("retry_index") is None and d["ooms"][1]["retry_succeeded"], d["ooms"]
 assert o["request"] == 4 * M and o["device_free"] == 0, o
 assert o["reserved"] == 64 * M and o["allocated"] == 32 * M and o["pool_cache"] == 32 * M and o["releasable"] == 32 * M, o
 assert o["verdict"] != "refused with room", o
