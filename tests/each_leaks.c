@@ -56,8 +56,6 @@ int main(int argc, char **argv)
     if (argc > 4) g_nap = atoi(argv[4]);
     pthread_barrier_init(&g_step, NULL, THREADS);
     if (loop_context(&g_ctx)) return 2;
-    pthread_t th[THREADS];
-    for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, worker, (void *)t);
-    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    loop_threads(THREADS, worker);
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -44,6 +45,15 @@ __attribute__((noinline, unused)) static CUdeviceptr loop_grab(size_t n)
         exit(1);
     }
     return p;
+}
+
+/* n threads (at most 64) each running fn with its number (0 .. n-1), all joined. */
+static inline void loop_threads(int n, void *(*fn)(void *))
+{
+    pthread_t th[64];
+    if (n > 64) n = 64;
+    for (long t = 0; t < n; t++) pthread_create(&th[t], NULL, fn, (void *)t);
+    for (int t = 0; t < n; t++) pthread_join(th[t], NULL);
 }
 
 /* Step s begins: "step s" marked, when mark is set. */
