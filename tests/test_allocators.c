@@ -180,15 +180,14 @@ static uint64_t reserved_now(void)
     return 0;
 }
 
-/* recording with no stacks, a new pool on device 0 and a stream to use it on; 0 (asserted) when
- * the driver made none */
-static int pool_and_stream(CUmemoryPool *pool, CUstream *st)
+/* recording with no stacks, a new pool on device 0 and a stream to use it on (the test ends,
+ * asserted, when the driver made none) */
+static void pool_and_stream(CUmemoryPool *pool, CUstream *st)
 {
     set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
     CUmemPoolProps props = pool_props(0);
     CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(pool, &props), CUDA_SUCCESS);
     CU_ASSERT_EQUAL_FATAL(cuStreamCreate(st, 0), CUDA_SUCCESS);
-    return 1;
 }
 
 /* stream-ordered pools: reserved (what the pool keeps) vs used (what it handed out) */
@@ -196,7 +195,7 @@ static void test_pools(void)
 {
     CUmemoryPool pool;
     CUstream st;
-    if (!pool_and_stream(&pool, &st)) return;
+    pool_and_stream(&pool, &st);
     uint64_t h = (uint64_t)(uintptr_t)pool, base = reserved_now();
     CUdeviceptr p[3];
     for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(cuMemAllocFromPoolAsync(&p[i], 100 << 10, pool, st), CUDA_SUCCESS);
@@ -278,7 +277,7 @@ static void test_pool_backing(void)
 {
     CUmemoryPool pool;
     CUstream st;
-    if (!pool_and_stream(&pool, &st)) return;
+    pool_and_stream(&pool, &st);
     cuuint64_t keep_all = ~0ull, none = 0, res = 0, used = 0;
     CU_ASSERT_EQUAL(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all), CUDA_SUCCESS);
     const uint64_t MiB = 1 << 20, base = device_used();
