@@ -104,12 +104,14 @@ static void fill_meta(cmh_snapshot *s)
     }
 }
 
-void cmh_dump_note_manifest(const char *kind, const char *path)
+void cmh_dump_note_manifest(const char *kind, const char *path) { cmh_dump_note_manifest_of(kind, (long)getpid(), path); }
+
+void cmh_dump_note_manifest_of(const char *kind, long pid, const char *path)
 {
     const char *m = getenv("CUMEMHIST_MANIFEST");
     if (!m || !*m) return;
     char abs[PATH_MAX + 4200];
-    int k = snprintf(abs, sizeof abs, "%s %ld ", kind, (long)getpid());
+    int k = snprintf(abs, sizeof abs, "%s %ld ", kind, pid);
     if (!path) abs[--k] = 0;
     else if (!realpath(path, abs + k)) snprintf(abs + k, sizeof abs - (size_t)k, "%s", path);
     size_t l = strlen(abs);

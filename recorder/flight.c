@@ -528,6 +528,9 @@ static void keep_leftover(const char *snap)
         size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - snap) : strlen(snap);
         snprintf(aside, sizeof aside, "%.*s.%lld%s.flight", (int)stem, snap, (long long)pid, snap + stem);
         if (rename(g_path, aside) == 0) {
+            /* where `record` looks for it now (its manifest named the old path: a forked child
+             * that touched CUDA first and died, and its parent's first allocation after) */
+            cmh_dump_note_manifest_of("flight", (long)pid, aside);
             cmh_log("%s: the flight record of pid %lld, which died before writing its snapshot, is now %s "
                     "('cumemhist recover %s' writes that snapshot)", g_path, (long long)pid, aside, aside);
             return;

@@ -49,6 +49,18 @@ check_run() {
 }
 
 total=0 loaded=0
+# the children touch CUDA first: the first to die leaves the flight record at the path, which the
+# parent's first allocation moves aside; record finds it there (it once said 'pid N used CUDA
+# but left no snapshot and no flight record', exit 1, beside the moved record)
+d=rec-late
+mkdir $d
+(cd $d && "$CMH" record -o x.cmh -- "$FK" late kill _exit >out.txt 2>err.txt)
+rc=$? rounds=0
+[ $rc -eq 0 ] && ok "record, children first: exit 0" || bad "record, children first: exit $rc: $(cat $d/err.txt)"
+check_run "record, children first" $d
+left=$(ls $d | grep -c 'flight\|claim\|tmp')
+[ "$left" = 0 ] && ok "record, children first: no flight record, claim or temporary file left" || bad "record, children first: left $(ls $d)"
+
 for mode in plain threaded; do
     arg=; [ $mode = threaded ] && arg=threaded
 

@@ -1,8 +1,10 @@
 /*
  * forker.c - a parent that allocates, then forks one child per word of its arguments, each
  * child allocating on its own and ending the way the word says, for tests/fork_test.sh:
- *   forker [threaded] HOW...      HOW: kill | segv | _exit | exit
- * The parent makes 3 allocations of 1 MiB (kept) before the first fork; child i (from 0)
+ *   forker [threaded | late] HOW...      HOW: kill | segv | _exit | exit
+ * The parent makes 3 allocations of 1 MiB (kept) before the first fork (with "late", after the
+ * last child ended: the children touch CUDA first, the first of them taking the flight record's
+ * path that the parent's own takes over later); child i (from 0)
  * makes i + 2 allocations of (i + 1) * 64 KiB from a line of its own (kept), then ends.  With
  * "threaded", a second thread of the parent allocates and frees 64 KiB blocks (from a third
  * line) all the while the children are forked, a 4 KiB one kept every 64 rounds, and stops
@@ -81,8 +83,9 @@ static void die(const char *how)
 int main(int argc, char **argv)
 {
     if (loop_context(&g_ctx)) return 2;
-    int threaded = argc > 1 && !strcmp(argv[1], "threaded"), first = 1 + threaded;
-    for (int i = 0; i < 3; i++) parent_alloc(1 << 20);
+    int threaded = argc > 1 && !strcmp(argv[1], "threaded"), late = argc > 1 && !strcmp(argv[1], "late");
+    int first = 1 + threaded + late;
+    for (int i = 0; i < 3 && !late; i++) parent_alloc(1 << 20);
     pthread_t t;
     if (threaded && pthread_create(&t, NULL, churn, NULL) != 0) return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -102,6 +105,7 @@ int main(int argc, char **argv)
         int st;
         while (waitpid(pid, &st, 0) < 0) {}
     }
+    for (int i = 0; i < 3 && late; i++) parent_alloc(1 << 20);
     if (threaded) {
         __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
         pthread_join(t, NULL);
