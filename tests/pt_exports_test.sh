@@ -38,6 +38,69 @@ check "the exported pickle still names the user's line" \
 check "a .cmh with a 300-frame stack reads back, the user's line in it" \
     "'$CMH' peak deep.cmh 2>err | grep -q 'train (/home/me/train.py:42)' || { cat err; false; }"
 
+# PyTorch's own annotations in the trace ('annotate', newest main; 'user_defined', mid-2024) are
+# marks at their place: the entry numbers stay PyTorch's (peak --json's index is the entry's
+# index in device_traces), and annotations named "step" step the leak verdicts. They were
+# dropped: every later entry number was off by the annotations before it.
+py - <<'PY' || bad "writing annotate.pickle failed"
+import pickle
+MiB, base, fr = 1 << 20, 1 << 40, [{'name': 'step', 'filename': '/home/u/train.py', 'line': 9}]
+tr = [{'action': 'segment_alloc', 'addr': base, 'size': 64 * MiB, 'stream': 0, 'time_us': 1000, 'frames': fr}]
+def ent(a, addr, size, **kw):
+    d = {'action': a, 'addr': addr, 'size': size, 'stream': 0, 'time_us': 1000 * (len(tr) + 1)}
+    d.update(kw)
+    tr.append(d)
+for i in range(6):
+    ent('annotate' if i % 2 else 'user_defined', 0, 0, name='step')
+    ent('alloc', base + i * MiB, MiB, frames=fr)  # kept: one more MiB each step
+    ent('alloc', base + 6 * MiB, 2 * MiB, frames=fr)
+    ent('free_requested', base + 6 * MiB, 2 * MiB, frames=fr)
+    ent('free_completed', base + 6 * MiB, 2 * MiB, frames=fr)
+blocks = [{'address': base + i * MiB, 'size': MiB, 'requested_size': MiB, 'state': 'active_allocated', 'frames': fr} for i in range(6)]
+blocks.append({'address': base + 6 * MiB, 'size': 58 * MiB, 'requested_size': 0, 'state': 'inactive', 'frames': []})
+seg = {'device': 0, 'address': base, 'total_size': 64 * MiB, 'allocated_size': 6 * MiB, 'active_size': 6 * MiB,
+       'requested_size': 6 * MiB, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': fr, 'blocks': blocks}
+pickle.dump({'segments': [seg], 'device_traces': [tr]}, open('annotate.pickle', 'wb'))
+PY
+check "an annotated PyTorch trace: peak's entry number is the entry's index in device_traces, nothing skipped" \
+    "'$CMH' peak --json annotate.pickle 2>err | py -c '
+import json, pickle, sys
+d = json.load(sys.stdin)[0]
+tr = pickle.load(open(\"annotate.pickle\", \"rb\"))[\"device_traces\"][0]
+live = peak = at = 0
+for i, e in enumerate(tr):
+    live += {\"alloc\": e[\"size\"], \"free_completed\": -e[\"size\"]}.get(e[\"action\"], 0)
+    if live > peak: peak, at = live, i
+print(\"entries\", d[\"trace_entries\"], len(tr), \"peak at\", d[\"peak_allocated\"][\"index\"], at)
+sys.exit(d[\"trace_entries\"] != len(tr) or d[\"peak_allocated\"] != {\"bytes\": peak, \"index\": at, \"time_ns\": tr[at][\"time_us\"] * 1000})
+' && ! grep -q skipped err"
+check "annotations named step step the leak verdict" \
+    "'$CMH' leaks annotate.pickle 2>/dev/null | grep -q 'steps: 6 from the program.s marks (\"step\")' &&
+     '$CMH' leaks annotate.pickle 2>/dev/null | grep -q 'growing: +1.0 MiB per step'"
+
+# A state-only dump whose blocks carry no requested_size (PyTorch < 2.1, hand-made ones): their
+# requested bytes are their size, as PyTorch's viewer reads them (`requested_size || size`), and a
+# note says so; it read "requested 0 B" beside 18 MiB allocated.
+py - <<'PY' || bad "writing noreq.pickle failed"
+import pickle
+MiB, base = 1 << 20, 1 << 40
+blocks = [{'address': base, 'size': 4 * MiB, 'state': 'active_allocated', 'frames': []},
+          {'address': base + 4 * MiB, 'size': 2 * MiB, 'state': 'inactive', 'frames': []},
+          {'address': base + 6 * MiB, 'size': 14 * MiB, 'state': 'active_allocated', 'frames': []}]
+seg = {'device': 0, 'address': base, 'total_size': 20 * MiB, 'allocated_size': 18 * MiB, 'active_size': 18 * MiB,
+       'stream': 0, 'segment_type': 'large', 'blocks': blocks}
+pickle.dump({'segments': [seg]}, open('noreq.pickle', 'wb'))
+PY
+check "blocks without requested_size: requested is their size, with a note (peak --json, summary)" \
+    "'$CMH' peak --json noreq.pickle 2>err | py -c '
+import json, sys
+e = json.load(sys.stdin)[0][\"end\"]
+print(e)
+sys.exit(e[\"requested\"] != 18 << 20 or e[\"allocated\"] != 18 << 20)
+' && grep -q 'carry no requested_size' err &&
+     '$CMH' summary noreq.pickle 2>/dev/null | grep -q '^| Requested memory      |  18432 KiB |'"
+
 PT=$SRC/../shared/fixtures/pytorch
 NPU=$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle
 if [ ! -f "$NPU" ]; then
