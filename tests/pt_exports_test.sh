@@ -101,6 +101,27 @@ sys.exit(e[\"requested\"] != 18 << 20 or e[\"allocated\"] != 18 << 20)
 ' && grep -q 'carry no requested_size' err &&
      '$CMH' summary noreq.pickle 2>/dev/null | grep -q '^| Requested memory      |  18432 KiB |'"
 
+# A mid-run PyTorch trace (the ring began after the program did): a block live before the first
+# entry was not made over the run, so it is not in the run's "made over the run" rate. The outcome
+# said "9.0 MiB still live (6 blocks) was made over the 4.00 s run: 2.2 MiB/s", 4 MiB of it older.
+py - <<'PY' || bad "writing midrun.pickle failed"
+import pickle
+MiB, base, T = 1 << 20, 1 << 40, 1_700_000_000_000_000
+fr = [{'name': 'fwd', 'filename': '/home/u/m.py', 'line': 5}]
+tr = [{'action': 'alloc', 'addr': base + (4 + i) * MiB, 'size': MiB, 'stream': 0, 'time_us': T + 1_000_000 * (i + 1), 'frames': fr}
+      for i in range(5)]
+blocks = [{'address': base, 'size': 4 * MiB, 'requested_size': 4 * MiB, 'state': 'active_allocated',
+           'frames': [{'name': 'init', 'filename': '/home/u/m.py', 'line': 2}]}]
+blocks += [{'address': base + (4 + i) * MiB, 'size': MiB, 'requested_size': MiB, 'state': 'active_allocated', 'frames': fr} for i in range(5)]
+blocks.append({'address': base + 9 * MiB, 'size': 11 * MiB, 'requested_size': 0, 'state': 'inactive', 'frames': []})
+seg = {'device': 0, 'address': base, 'total_size': 20 * MiB, 'allocated_size': 9 * MiB, 'active_size': 9 * MiB,
+       'requested_size': 9 * MiB, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': [], 'blocks': blocks}
+pickle.dump({'segments': [seg], 'device_traces': [tr]}, open('midrun.pickle', 'wb'))
+PY
+check "a mid-run trace: the run's rate counts only what the trace made (5 MiB in 4 s), not what was live before it" \
+    "'$CMH' leaks midrun.pickle 2>/dev/null | tee out | grep -q '5.0 MiB still live (5 blocks) was made over the 4.00 s run: 1.2 MiB/s' || { cat out; false; }"
+
 PT=$SRC/../shared/fixtures/pytorch
 NPU=$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle
 if [ ! -f "$NPU" ]; then
