@@ -275,6 +275,9 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
             e.time_ns = us_to_ns(x);
             m->s->pt_fields |= CMH_PT_TIME_US;
         }
+        if ((f = fld[EK_STREAM]) && to_i64(f, &x)) e.stream = (uint64_t)x;
+        if ((f = fld[EK_COMPILE_CONTEXT]) && f->tag == PV_STR) e.compile_context = f->u.id;
+        if ((f = fld[EK_USER_METADATA]) && f->tag == PV_STR) e.user_metadata = f->u.id;
         return add_entry(m, &e, id);
     }
     if (a < 0 || a >= CMH_ACT_MARK) {

@@ -79,6 +79,24 @@ check "annotations named step step the leak verdict" \
     "'$CMH' leaks annotate.pickle 2>/dev/null | grep -q 'steps: 6 from the program.s marks (\"step\")' &&
      '$CMH' leaks annotate.pickle 2>/dev/null | grep -q 'growing: +1.0 MiB per step'"
 
+# ... and an export writes them back in place (they went to external_annotations: memory_viz's
+# entry numbers, and ours on reading the export, lost 6)
+"$CMH" export annotate.pickle -o annotate.out.pickle 2>err || bad "export of annotate.pickle failed: $(cat err)"
+check "an export keeps PyTorch's annotation entries where they were" "py - <<'PY'
+import pickle, sys
+a = pickle.load(open('annotate.pickle', 'rb'))['device_traces'][0]
+b = pickle.load(open('annotate.out.pickle', 'rb'))['device_traces'][0]
+at = lambda t: [(i, e.get('name')) for i, e in enumerate(t) if e['action'] in ('annotate', 'user_defined')]
+print(len(a), len(b), at(b))
+sys.exit(len(a) != len(b) or at(a) != at(b))
+PY"
+check "the export read back: the same steps" \
+    "'$CMH' leaks annotate.out.pickle 2>/dev/null | grep -q 'steps: 6 from the program.s marks (\"step\")'"
+
+check "trace (_memory_viz.py trace) counts and prints the annotation entries, as PyTorch's script does" \
+    "'$CMH' trace annotate.pickle 2>/dev/null > tr.txt && grep -qx '31 entries' tr.txt &&
+     [ \$(grep -c \"^{'action': 'annotate', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': [0-9]*, 'name': 'step'}\$\" tr.txt) = 6 ]"
+
 # A state-only dump whose blocks carry no requested_size (PyTorch < 2.1, hand-made ones): their
 # requested bytes are their size, as PyTorch's viewer reads them (`requested_size || size`), and a
 # note says so; it read "requested 0 B" beside 18 MiB allocated.
