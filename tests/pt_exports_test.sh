@@ -139,6 +139,14 @@ pickle.dump({'segments': [seg], 'device_traces': [tr]}, open('midrun.pickle', 'w
 PY
 check "a mid-run trace: the run's rate counts only what the trace made (5 MiB in 4 s), not what was live before it" \
     "'$CMH' leaks midrun.pickle 2>/dev/null | tee out | grep -q '5.0 MiB still live (5 blocks) was made over the 4.00 s run: 1.2 MiB/s' || { cat out; false; }"
+# ... and says what was live before it, where the site's 'first' (the trace's first block) could
+# read as the site's own first (trial2's L6: 'first +0.000s' with no word of the older blocks)
+check "a mid-run trace: leaks notes the memory live before the first entry (text and --json)" \
+    "'$CMH' leaks midrun.pickle 2>/dev/null | grep -q '^note: 4.0 MiB still live (1 block) was already live at the trace.s first entry' &&
+     '$CMH' leaks --json midrun.pickle 2>/dev/null | py -c '
+import json, sys
+d = json.load(sys.stdin)[0]
+sys.exit((d[\"live_before_trace_bytes\"], d[\"live_before_trace_blocks\"]) != (4 << 20, 1))'"
 
 PT=$SRC/../shared/fixtures/pytorch
 NPU=$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle
