@@ -376,7 +376,7 @@ static void leak_event(leak_ctx *c, int64_t pos, int at_end, int64_t delta, uint
     }
     b->stack = stack;
     b->index = at_end ? n - 1 : pos;
-    b->recorded = !at_end;
+    b->recorded = !at_end && pos >= 0; /* pos -1: live before the first entry, not made by the trace */
     const cmh_entry *e = at_end ? NULL : cmh_replay_entry(c->r, pos);
     b->thread = e ? cmh_entry_thread(cmh_replay_snapshot(c->r), e) : 0;
     b->size = (uint64_t)delta;

@@ -290,13 +290,14 @@ static void py_repr_str(FILE *fp, const char *s)
 /* Python's repr() of a trace entry dict, keys in PyTorch's order, present as in the file */
 static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
 {
+    int pt_mark = e->action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(s); /* PyTorch's annotation, as the pickle has it */
     fputs("{'action': ", fp);
-    py_repr_str(fp, cmh_action_name(e->action));
+    py_repr_str(fp, pt_mark ? "annotate" : cmh_action_name(e->action));
     fprintf(fp, ", '%s': %" PRId64 ", 'size': %" PRId64 ", 'stream': %" PRId64, e->action == CMH_ACT_OOM ? "device_free" : "addr",
-            (int64_t)cmh_entry_addr(s, e), (int64_t)cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));
+            pt_mark ? 0 : (int64_t)cmh_entry_addr(s, e), pt_mark ? 0 : (int64_t)cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));
     if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) fprintf(fp, ", 'time_us': %" PRId64, cmh_entry_time(s, e) / 1000);
     if (e->action == CMH_ACT_POOL_SAMPLE) fprintf(fp, ", 'used': %" PRId64, (int64_t)cmh_entry_requested(s, e));
-    if (e->action == CMH_ACT_MARK) {
+    if (e->action == CMH_ACT_MARK && !pt_mark) {
         fputs(", 'name': ", fp);
         py_repr_str(fp, cmh_str(s, cmh_entry_name(s, e)));
     }
@@ -320,6 +321,12 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
             fprintf(fp, ", 'line': %" PRId64 "}", f->line);
         }
         fputc(']', fp);
+    }
+    if (pt_mark) {
+        fputs(", 'name': ", fp);
+        py_repr_str(fp, cmh_str(s, cmh_entry_name(s, e)));
+        fputs("}\n", fp);
+        return;
     }
     /* the keys our pickle adds (pickle_write.c), which the script prints with the rest */
     if (e->flags & CMH_EF_IMPLIED) fputs(", 'cmh_implied': True", fp);
@@ -480,8 +487,9 @@ static void get_final_segment(const void *ctx, size_t i, uint64_t *addr, uint64_
     *addr = g->addr, *size = calc_active(c->s, g); /* _memory_viz.py matches allocated_size */
 }
 
-/* Entries with no PyTorch action (a pool's sample, a mark) are not in PyTorch's trace: skipped. */
-static int pytorch_action(int a) { return a != CMH_ACT_POOL_SAMPLE && a != CMH_ACT_MARK; }
+/* Entries with no PyTorch action (a pool's sample, a mark) are not in PyTorch's trace: skipped;
+ * but a PyTorch snapshot's marks were its own annotation entries (CMH_PT_MARKS_INLINE). */
+static int pytorch_action(const cmh_snapshot *s, int a) { return a != CMH_ACT_POOL_SAMPLE && (a != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(s)); }
 
 
 int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
@@ -505,7 +513,7 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
         size_t nsa = 0;
         for (uint32_t i = 0; i < tr->nentries; i++) {
             int a = ents[i].action;
-            shown += pytorch_action(a);
+            shown += pytorch_action(s, a);
             seg_alloc[nsa] = tr->first_entry + i;
             nsa += a == CMH_ACT_SEGMENT_ALLOC;
         }
@@ -617,7 +625,7 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 p = PUT_LIT(p, " free in CUDA\n");
                 break;
             default:
-                if (!pytorch_action(e->action)) break; /* not in PyTorch's trace: nothing */
+                if (!pytorch_action(s, e->action)) break; /* not in PyTorch's trace: nothing */
                 to_flush(o); /* rare: printf is fine for it */
                 py_repr_entry(fp, s, e);
                 p = o->b;

@@ -820,6 +820,19 @@ uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device)
     cmh_whatif_result r;
     uint64_t reserved = 0;
     if (cmh_whatif_run(&cut, device, &c, 0, 0, &r) == CMH_OK) reserved = r.end_reserved;
+    /* a PyTorch trace says what its allocator had reserved then: the device held that and the
+     * free it reported, whatever the model makes of the same requests (where the self-replay
+     * differs, the model's reserve would misstate the device: 10 MiB + 5 MiB free for a trace
+     * holding 20 MiB, which then ran 'over' its own device).  A record of the driver also holds
+     * what the model leaves out (cuBLAS, NCCL): its model's reserve stands. */
+    if (s->source == CMH_SRC_PYTORCH) {
+        cmh_replay *rp = cmh_replay_new(s, device);
+        while (rp && cmh_replay_position(rp) < first - 1 && cmh_replay_step(rp) > 0) {
+        }
+        if (rp && cmh_replay_status(rp) == CMH_OK && cmh_replay_position(rp) == first - 1)
+            reserved = (uint64_t)cmh_replay_stats(rp)->reserved_bytes[CMH_POOL_ALL].current;
+        cmh_replay_free(rp);
+    }
     return reserved + cmh_entry_addr(s, &s->entries[t->first_entry + first]);
 }
 

@@ -62,6 +62,8 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "live_bytes", p.live_bytes);
         cmh_jw_kuint(w, "live_blocks", p.live_blocks);
         cmh_jw_kuint(w, "live_sites", p.live_sites);
+        cmh_jw_kuint(w, "live_before_trace_bytes", p.base.history ? p.live_bytes - p.grew_bytes : 0); /* made before the first entry */
+        cmh_jw_kuint(w, "live_before_trace_blocks", p.base.history ? p.live_blocks - p.grew_blocks : 0);
         cmh_jw_kuint(w, "leaking_sites", p.leaking);
         cmh_jw_kuint(w, "hidden_sites", p.hidden_sites);
         cmh_jw_kuint(w, "hidden_bytes", p.hidden_bytes);
@@ -117,6 +119,12 @@ static int section(const rep_section *sec, void *arg)
                        rep_size((double)p.hidden_bytes), rep_size((double)g_min_bytes));
             printf("\n%s\n", cmh_leak_outcome_text(&p, line, sizeof line));
             rep_notes(&p.base);
+            /* a trace that began mid-run (PyTorch's ring, ours dropping its oldest): a site's
+             * 'first' may be the first block the trace made, not the site's first */
+            if (p.base.history && p.base.entries && p.live_blocks > p.grew_blocks)
+                printf("note: %s still live (%s) was already live at the trace's first entry, made before it; a site's "
+                       "'first' is its earliest block whose time is known (a PyTorch ring knows none before it)\n",
+                       rep_size((double)(p.live_bytes - p.grew_bytes)), rep_count(p.live_blocks - p.grew_blocks, "block", "blocks"));
         }
     }
     cmh_leak_report_free(&p);

@@ -58,7 +58,7 @@ typedef struct rank_row {
     char leak_site[200];
     char site[200];
     uint64_t site_bytes;
-    char ending[160];
+    char *ending; /* how the process ended (NULL: normally), whole: --json carries it */
     char prog[64];      /* the program: its command line's first word, without the directory */
     int64_t started_ns; /* the process's start (0: the record does not say) */
     int64_t forked_from; /* the pid this process was forked from (0: it was not) */
@@ -168,7 +168,7 @@ static void one_file(ranks_run *run, uint32_t f)
         r->rank = s.rank, r->local_rank = s.local_rank, r->world_size = s.world_size;
         r->pid = s.pid;
         snprintf(r->host, sizeof r->host, "%s", cmh_str(&s, s.hostname));
-        if (s.ending) snprintf(r->ending, sizeof r->ending, "%s", cmh_str(&s, s.ending));
+        if (s.ending && *cmh_str(&s, s.ending) && !(r->ending = strdup(cmh_str(&s, s.ending)))) rc = CMH_ENOMEM;
         const char *cmd = cmh_str(&s, s.cmdline), *sp = strchr(cmd, ' ');
         size_t len = sp ? (size_t)(sp - cmd) : strlen(cmd);
         for (size_t k = len; k > 0; k--)
@@ -179,7 +179,8 @@ static void one_file(ranks_run *run, uint32_t f)
         snprintf(r->prog, sizeof r->prog, "%.*s", (int)len, cmd);
         r->started_ns = s.start_time_ns;
         r->forked_from = s.forked_from;
-        if ((rc = one_device(run, &s, g, devs[d], r)) == CMH_OK) k++;
+        if (rc == CMH_OK && (rc = one_device(run, &s, g, devs[d], r)) == CMH_OK) k++;
+        else free(r->ending), r->ending = NULL;
     }
     slot->nrows = k;
     if (rc != CMH_OK) slot->rc = cli_fail(run->paths[f], rc);
@@ -367,7 +368,7 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kuint(w, "live_bytes_at_end", r->live_end);
         cmh_jw_kstr(w, r->history ? "top_site_at_peak" : "top_site_at_end", r->site);
         cmh_jw_kuint(w, "top_site_bytes", r->site_bytes);
-        if (r->ending[0]) cmh_jw_kstr(w, "ending", r->ending);
+        if (r->ending) cmh_jw_kstr(w, "ending", r->ending);
         rep_json_time(w, "start_time_ns", r->t_start);
         cmh_jw_end(w);
     }
@@ -534,7 +535,7 @@ int cmd_ranks(int argc, char **argv)
                    r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site[0] ? r->site : "-");
             if (r->site_bytes) printf(", %s%s", rep_size((double)r->site_bytes), r->history ? "" : " at the end");
             if (r->rank < 0) printf("  [%s]", paths[r->file]);
-            if (r->ending[0]) printf("  (%s)", r->ending);
+            if (r->ending) printf("  (%s)", r->ending);
             if (!r->history) {
                 printf("  (no history: the peak is not known; at the end %s allocated", rep_size((double)r->alloc_end));
                 printf(", %s reserved)", rep_size((double)r->reserved_end));
@@ -583,7 +584,10 @@ int cmd_ranks(int argc, char **argv)
             printf("first OOM: none\n");
     }
     free(rows);
-    for (uint32_t f = 0; f < pl.n; f++) free(run.slots[f].rows);
+    for (uint32_t f = 0; f < pl.n; f++) {
+        for (int i = 0; run.slots[f].rows && i < run.slots[f].nrows; i++) free(run.slots[f].rows[i].ending);
+        free(run.slots[f].rows);
+    }
     free(run.slots);
     pthread_mutex_destroy(&run.lock);
     uint32_t nfiles = pl.n;

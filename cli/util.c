@@ -114,6 +114,11 @@ int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags)
     if (s->pt_fields & CMH_PT_LEGACY_HISTORY)
         fprintf(stderr, "cumemhist: note: %s has PyTorch <= 2.0's layout (per-block history); block stacks come from it\n",
                 path);
+    if (s->pt_fields & CMH_PT_NO_REQUESTED)
+        fprintf(stderr,
+                "cumemhist: note: %s: some live blocks carry no requested_size; their requested bytes are taken as "
+                "their size, as PyTorch's viewer does (an upper bound)\n",
+                path);
     if (s->unverified) /* once per file: every command loads each of its files here, once */
         fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", path);
     if (s->skipped_entries)

@@ -146,7 +146,7 @@ int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id);
 /* The keys of a trace entry the conversion reads, and the same conversion from each one's value
  * (its first occurrence in the dict; NULL when absent), as pickle_fast.c finds them. */
 enum { EK_ACTION, EK_CMH_IMPLIED, EK_CMH_CODE, EK_DEVICE_FREE, EK_ADDR, EK_SIZE, EK_STREAM, EK_TIME_US,
-       EK_COMPILE_CONTEXT, EK_USER_METADATA, EK_FRAMES, EK_CMH_REQUESTED, EK_POOL_ID, NEK };
+       EK_COMPILE_CONTEXT, EK_USER_METADATA, EK_FRAMES, EK_CMH_REQUESTED, EK_POOL_ID, EK_NAME, NEK };
 extern const uint8_t pk_entry_keys[NEK]; /* K_* of each EK_* */
 int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id);
 /* A pool id ('pool_id' of an entry, 'segment_pool_id' of a segment) into id[2]: a tuple or list

@@ -164,7 +164,7 @@ static int action_of(pm *m, uint32_t str)
 /* A trace-entry dict (one with 'action') becomes PV_ENTRY. */
 /* The keys of a trace entry the conversion reads (EK_*: pickle_internal.h). */
 const uint8_t pk_entry_keys[NEK] = {K_ACTION, K_CMH_IMPLIED, K_CMH_CODE, K_DEVICE_FREE, K_ADDR, K_SIZE, K_STREAM,
-                                        K_TIME_US, K_COMPILE_CONTEXT, K_USER_METADATA, K_FRAMES, K_CMH_REQUESTED, K_POOL_ID};
+                                        K_TIME_US, K_COMPILE_CONTEXT, K_USER_METADATA, K_FRAMES, K_CMH_REQUESTED, K_POOL_ID, K_NAME};
 
 /* f[EK_*]: each wanted key's value in dict c (its first occurrence, as pk_dict_get), or NULL.
  * A dict with the keys of one of the last few shapes, in the same order (nearly every entry of a
@@ -236,6 +236,10 @@ int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id)
     return pk_entry_from_fields(m, fld, id);
 }
 
+static int add_entry(pm *m, const cmh_entry_full *e, uint32_t *id);
+
+static int annotation_action(const char *a) { return strcmp(a, "annotate") == 0 || strcmp(a, "user_defined") == 0; }
+
 int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
 {
     const pv *act = fld[EK_ACTION];
@@ -259,8 +263,25 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
     } else {
         code = -1;
     }
+    if (a < 0 && annotation_action(cmh_str(m->s, act->u.id))) {
+        /* PyTorch's own annotations in the trace ('annotate', newest main; 'user_defined', mid-2024):
+         * a mark at its place, named by the entry, so the entry numbers stay PyTorch's and a step
+         * annotation steps the leak verdicts as our marks do */
+        e.action = CMH_ACT_MARK;
+        if ((f = fld[EK_NAME]) && f->tag == PV_STR) e.name = f->u.id;
+        else if ((f = fld[EK_USER_METADATA]) && f->tag == PV_STR && cmh_str(m->s, f->u.id)[0]) e.name = f->u.id;
+        else e.name = act->u.id;
+        if ((f = fld[EK_TIME_US]) && to_i64(f, &x)) {
+            e.time_ns = us_to_ns(x);
+            m->s->pt_fields |= CMH_PT_TIME_US;
+        }
+        if ((f = fld[EK_STREAM]) && to_i64(f, &x)) e.stream = (uint64_t)x;
+        if ((f = fld[EK_COMPILE_CONTEXT]) && f->tag == PV_STR) e.compile_context = f->u.id;
+        if ((f = fld[EK_USER_METADATA]) && f->tag == PV_STR) e.user_metadata = f->u.id;
+        return add_entry(m, &e, id);
+    }
     if (a < 0 || a >= CMH_ACT_MARK) {
-        m->s->skipped_entries++; /* e.g. 'annotate' (newer PyTorch): not part of the model */
+        m->s->skipped_entries++; /* an action this version does not know: not part of the model */
         *id = 0;
         return 2;
     }
@@ -304,6 +325,12 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
         if (r < 0) return pk_nomem(m);
         if (r) m->s->pt_fields |= CMH_PT_POOL_ID;
     }
+    return add_entry(m, &e, id);
+}
+
+static int add_entry(pm *m, const cmh_entry_full *ep, uint32_t *id)
+{
+    cmh_entry_full e = *ep;
     if (m->nentries == m->centries) {
         uint32_t nc = m->centries ? m->centries * 2 : 4096;
         cmh_entry *ne = realloc(m->entries, (size_t)nc * sizeof *ne);
@@ -449,6 +476,13 @@ static int convert_segment(pm *m, const pv *sv)
                 if (!want_int(m, first, K_REAL_SIZE, &x, 0, "history")) blk.requested = (uint64_t)x;
                 if (!blk.stack) blk.stack = stack_of(m, first);
             }
+        }
+        /* no requested_size (PyTorch < 2.1's state-only dumps, hand-made ones): PyTorch's viewer
+         * reads `requested_size || size`; so do we, and say so once (cli/util.c) rather than count
+         * the block's requested bytes as 0 */
+        if (blk.state != CMH_BLOCK_INACTIVE && !(hist && hist->n) && !pk_dict_get(m, b, m->key[K_REQUESTED_SIZE])) {
+            blk.requested = blk.size;
+            m->s->pt_fields |= CMH_PT_NO_REQUESTED;
         }
         if (m->failed || cmh_snapshot_add_block(m->s, &blk) != CMH_OK) return pk_nomem(m);
         at = blk.addr + blk.size;

@@ -306,16 +306,21 @@ static void w_segment(pw *w, const cmh_snapshot *s, const cmh_segment *g)
     op(w, 'u');
 }
 
+/* Whether device_traces holds an entry of this action: PyTorch's actions, and marks where they
+ * were PyTorch's own annotations (CMH_PT_MARKS_INLINE). */
+static int written_entry(int action, int inline_marks) { return action < CMH_ACT_MARK || (action == CMH_ACT_MARK && inline_marks); }
+
 static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
 {
     op(w, '}');
     op(w, '(');
     w_key(w, W_ACTION);
-    w_str_memo(w, cmh_action_name(e->action), &w->action_memo[e->action]);
+    int mark = e->action == CMH_ACT_MARK; /* a PyTorch annotation (CMH_PT_MARKS_INLINE): as newest PyTorch writes it */
+    w_str_memo(w, mark ? "annotate" : cmh_action_name(e->action), &w->action_memo[e->action]);
     w_key(w, e->action == CMH_ACT_OOM ? W_DEVICE_FREE : W_ADDR);
-    w_int(w, (int64_t)cmh_entry_addr(s, e));
+    w_int(w, mark ? 0 : (int64_t)cmh_entry_addr(s, e));
     w_key(w, W_SIZE);
-    w_int(w, (int64_t)cmh_entry_size(s, e));
+    w_int(w, mark ? 0 : (int64_t)cmh_entry_size(s, e));
     w_key(w, W_STREAM);
     w_int(w, (int64_t)cmh_entry_stream(s, e));
     if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) {
@@ -341,6 +346,10 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     if (e->stack || (e->flags & CMH_EF_HAS_FRAMES)) {
         w_key(w, W_FRAMES);
         w_frames(w, s, e->stack);
+    }
+    if (mark) {
+        w_key(w, W_NAME);
+        w_sid(w, s, cmh_entry_name(s, e));
     }
     /* ours, ignored by PyTorch's readers: what makes the round trip exact */
     if (e->flags & CMH_EF_IMPLIED) {
@@ -534,11 +543,12 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
             if (s->traces[t].device != d) continue;
             const cmh_trace *tr = &s->traces[t];
             uint32_t n = 0;
-            for (uint32_t i = 0; i < tr->nentries; i++) n += s->entries[tr->first_entry + i].action < CMH_ACT_MARK;
+            int inline_marks = CMH_PT_MARKS_INLINE(s);
+            for (uint32_t i = 0; i < tr->nentries; i++) n += written_entry(s->entries[tr->first_entry + i].action, inline_marks);
             uint32_t k = 0;
             for (uint32_t i = 0; i < tr->nentries; i++) {
                 const cmh_entry *e = &s->entries[tr->first_entry + i];
-                if (e->action >= CMH_ACT_MARK) continue; /* not PyTorch actions (marks: see external_annotations) */
+                if (!written_entry(e->action, inline_marks)) continue; /* not PyTorch actions (marks: see external_annotations) */
                 batch_begin(&w, k, n);
                 w_entry(&w, s, e);
                 batch_end(&w, k, n, 0);

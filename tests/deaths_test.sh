@@ -116,6 +116,16 @@ check "top --once: a killed process is not shown as running ($(grep -c 'not runn
     "! grep -q 'not running\|ended' q1.txt && grep -q '^ *$qp .* ended ' q2.txt && grep -q 'sites holding memory at its end' q2.txt &&
      grep -q \"^pid $qp is not running: it ended without its exit dump and left no mark (SIGKILL.*'cumemhist recover .*q.cmh.flight' writes its snapshot\" q2.txt"
 "$CMH" recover q.cmh.flight 2>/dev/null >/dev/null
+# ranks says how each process ended, whole (it cut the sentence at 159 bytes, --json too)
+"$CMH" ranks --json q.cmh 2>/dev/null >qr.json
+"$CMH" peak q.cmh 2>/dev/null >qp.txt
+check "ranks --json: how the process ended, the whole sentence peak says" "py - qr.json qp.txt <<'EOF2'
+import json, sys
+end = json.load(open(sys.argv[1]))['processes'][0]['ending']
+said = [l for l in open(sys.argv[2]) if ': the process ' in l][0].split(': the process ', 1)[1].strip()
+print(len(end), len(said))
+sys.exit(end != said)
+EOF2"
 # a record damaged after it was written (a byte of one entry's body flipped on disk): recover
 # drops that record alone, says so, and keeps the other 149
 rm -f p.cmh*

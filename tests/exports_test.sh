@@ -7,6 +7,11 @@ TEST=exports . "$(dirname "$0")/testlib.sh"
 "$CMH" record -q -o l.cmh -- "$B/samples/leaky" 4 >/dev/null
 for f in l.pickle l.json l.trace.json l.pb.gz l.db; do "$CMH" export -o $f l.cmh 2>/dev/null || bad "export $f"; done
 "$CMH" export --raw-frames -o raw.pickle l.cmh
+# -o x.html wrote a memviz pickle named x.html: no export writes a page; the commands that do are named
+check "export -o x.html is refused, report and view named, nothing written" \
+    "! '$CMH' export -o l.html l.cmh 2>html.err && grep -q 'cumemhist report' html.err && [ ! -e l.html ]"
+check "export -f memviz -o x.html still writes the pickle asked for" \
+    "'$CMH' export -f memviz -o l2.html l.cmh 2>/dev/null && py -c 'import pickle; pickle.load(open(\"l2.html\", \"rb\"))'"
 # a directory holding no snapshot is said to be so, not 'one snapshot at a time (0 given)'
 mkdir adir
 "$CMH" export adir/ >/dev/null 2>adir.err

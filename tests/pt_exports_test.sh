@@ -38,6 +38,116 @@ check "the exported pickle still names the user's line" \
 check "a .cmh with a 300-frame stack reads back, the user's line in it" \
     "'$CMH' peak deep.cmh 2>err | grep -q 'train (/home/me/train.py:42)' || { cat err; false; }"
 
+# PyTorch's own annotations in the trace ('annotate', newest main; 'user_defined', mid-2024) are
+# marks at their place: the entry numbers stay PyTorch's (peak --json's index is the entry's
+# index in device_traces), and annotations named "step" step the leak verdicts. They were
+# dropped: every later entry number was off by the annotations before it.
+py - <<'PY' || bad "writing annotate.pickle failed"
+import pickle
+MiB, base, fr = 1 << 20, 1 << 40, [{'name': 'step', 'filename': '/home/u/train.py', 'line': 9}]
+tr = [{'action': 'segment_alloc', 'addr': base, 'size': 64 * MiB, 'stream': 0, 'time_us': 1000, 'frames': fr}]
+def ent(a, addr, size, **kw):
+    d = {'action': a, 'addr': addr, 'size': size, 'stream': 0, 'time_us': 1000 * (len(tr) + 1)}
+    d.update(kw)
+    tr.append(d)
+for i in range(6):
+    ent('annotate' if i % 2 else 'user_defined', 0, 0, name='step')
+    ent('alloc', base + i * MiB, MiB, frames=fr)  # kept: one more MiB each step
+    ent('alloc', base + 6 * MiB, 2 * MiB, frames=fr)
+    ent('free_requested', base + 6 * MiB, 2 * MiB, frames=fr)
+    ent('free_completed', base + 6 * MiB, 2 * MiB, frames=fr)
+blocks = [{'address': base + i * MiB, 'size': MiB, 'requested_size': MiB, 'state': 'active_allocated', 'frames': fr} for i in range(6)]
+blocks.append({'address': base + 6 * MiB, 'size': 58 * MiB, 'requested_size': 0, 'state': 'inactive', 'frames': []})
+seg = {'device': 0, 'address': base, 'total_size': 64 * MiB, 'allocated_size': 6 * MiB, 'active_size': 6 * MiB,
+       'requested_size': 6 * MiB, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': fr, 'blocks': blocks}
+pickle.dump({'segments': [seg], 'device_traces': [tr]}, open('annotate.pickle', 'wb'))
+PY
+check "an annotated PyTorch trace: peak's entry number is the entry's index in device_traces, nothing skipped" \
+    "'$CMH' peak --json annotate.pickle 2>err | py -c '
+import json, pickle, sys
+d = json.load(sys.stdin)[0]
+tr = pickle.load(open(\"annotate.pickle\", \"rb\"))[\"device_traces\"][0]
+live = peak = at = 0
+for i, e in enumerate(tr):
+    live += {\"alloc\": e[\"size\"], \"free_completed\": -e[\"size\"]}.get(e[\"action\"], 0)
+    if live > peak: peak, at = live, i
+print(\"entries\", d[\"trace_entries\"], len(tr), \"peak at\", d[\"peak_allocated\"][\"index\"], at)
+sys.exit(d[\"trace_entries\"] != len(tr) or d[\"peak_allocated\"] != {\"bytes\": peak, \"index\": at, \"time_ns\": tr[at][\"time_us\"] * 1000})
+' && ! grep -q skipped err"
+check "annotations named step step the leak verdict" \
+    "'$CMH' leaks annotate.pickle 2>/dev/null | grep -q 'steps: 6 from the program.s marks (\"step\")' &&
+     '$CMH' leaks annotate.pickle 2>/dev/null | grep -q 'growing: +1.0 MiB per step'"
+
+# ... and an export writes them back in place (they went to external_annotations: memory_viz's
+# entry numbers, and ours on reading the export, lost 6)
+"$CMH" export annotate.pickle -o annotate.out.pickle 2>err || bad "export of annotate.pickle failed: $(cat err)"
+check "an export keeps PyTorch's annotation entries where they were" "py - <<'PY'
+import pickle, sys
+a = pickle.load(open('annotate.pickle', 'rb'))['device_traces'][0]
+b = pickle.load(open('annotate.out.pickle', 'rb'))['device_traces'][0]
+at = lambda t: [(i, e.get('name')) for i, e in enumerate(t) if e['action'] in ('annotate', 'user_defined')]
+print(len(a), len(b), at(b))
+sys.exit(len(a) != len(b) or at(a) != at(b))
+PY"
+check "the export read back: the same steps" \
+    "'$CMH' leaks annotate.out.pickle 2>/dev/null | grep -q 'steps: 6 from the program.s marks (\"step\")'"
+
+check "trace (_memory_viz.py trace) counts and prints the annotation entries, as PyTorch's script does" \
+    "'$CMH' trace annotate.pickle 2>/dev/null > tr.txt && grep -qx '31 entries' tr.txt &&
+     [ \$(grep -c \"^{'action': 'annotate', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': [0-9]*, 'name': 'step'}\$\" tr.txt) = 6 ]"
+
+# A state-only dump whose blocks carry no requested_size (PyTorch < 2.1, hand-made ones): their
+# requested bytes are their size, as PyTorch's viewer reads them (`requested_size || size`), and a
+# note says so; it read "requested 0 B" beside 18 MiB allocated.
+py - <<'PY' || bad "writing noreq.pickle failed"
+import pickle
+MiB, base = 1 << 20, 1 << 40
+blocks = [{'address': base, 'size': 4 * MiB, 'state': 'active_allocated', 'frames': []},
+          {'address': base + 4 * MiB, 'size': 2 * MiB, 'state': 'inactive', 'frames': []},
+          {'address': base + 6 * MiB, 'size': 14 * MiB, 'state': 'active_allocated', 'frames': []}]
+seg = {'device': 0, 'address': base, 'total_size': 20 * MiB, 'allocated_size': 18 * MiB, 'active_size': 18 * MiB,
+       'stream': 0, 'segment_type': 'large', 'blocks': blocks}
+pickle.dump({'segments': [seg]}, open('noreq.pickle', 'wb'))
+PY
+check "blocks without requested_size: requested is their size, with a note (peak --json, summary)" \
+    "'$CMH' peak --json noreq.pickle 2>err | py -c '
+import json, sys
+e = json.load(sys.stdin)[0][\"end\"]
+print(e)
+sys.exit(e[\"requested\"] != 18 << 20 or e[\"allocated\"] != 18 << 20)
+' && grep -q 'carry no requested_size' err &&
+     '$CMH' summary noreq.pickle 2>/dev/null | grep -q '^| Requested memory      |  18432 KiB |'"
+
+# A mid-run PyTorch trace (the ring began after the program did): a block live before the first
+# entry was not made over the run, so it is not in the run's "made over the run" rate. The outcome
+# said "9.0 MiB still live (6 blocks) was made over the 4.00 s run: 2.2 MiB/s", 4 MiB of it older.
+py - <<'PY' || bad "writing midrun.pickle failed"
+import pickle
+MiB, base, T = 1 << 20, 1 << 40, 1_700_000_000_000_000
+fr = [{'name': 'fwd', 'filename': '/home/u/m.py', 'line': 5}]
+tr = [{'action': 'alloc', 'addr': base + (4 + i) * MiB, 'size': MiB, 'stream': 0, 'time_us': T + 1_000_000 * (i + 1), 'frames': fr}
+      for i in range(5)]
+blocks = [{'address': base, 'size': 4 * MiB, 'requested_size': 4 * MiB, 'state': 'active_allocated',
+           'frames': [{'name': 'init', 'filename': '/home/u/m.py', 'line': 2}]}]
+blocks += [{'address': base + (4 + i) * MiB, 'size': MiB, 'requested_size': MiB, 'state': 'active_allocated', 'frames': fr} for i in range(5)]
+blocks.append({'address': base + 9 * MiB, 'size': 11 * MiB, 'requested_size': 0, 'state': 'inactive', 'frames': []})
+seg = {'device': 0, 'address': base, 'total_size': 20 * MiB, 'allocated_size': 9 * MiB, 'active_size': 9 * MiB,
+       'requested_size': 9 * MiB, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': [], 'blocks': blocks}
+pickle.dump({'segments': [seg], 'device_traces': [tr]}, open('midrun.pickle', 'wb'))
+PY
+check "a mid-run trace: the run's rate counts only what the trace made (5 MiB in 4 s), not what was live before it" \
+    "'$CMH' leaks midrun.pickle 2>/dev/null | tee out | grep -q '5.0 MiB still live (5 blocks) was made over the 4.00 s run: 1.2 MiB/s' || { cat out; false; }"
+# ... and says what was live before it, where the site's 'first' (the trace's first block) could
+# read as the site's own first (trial2's L6: 'first +0.000s' with no word of the older blocks)
+check "a mid-run trace: leaks notes the memory live before the first entry (text and --json)" \
+    "'$CMH' leaks midrun.pickle 2>/dev/null | grep -q '^note: 4.0 MiB still live (1 block) was already live at the trace.s first entry' &&
+     '$CMH' leaks --json midrun.pickle 2>/dev/null | py -c '
+import json, sys
+d = json.load(sys.stdin)[0]
+sys.exit((d[\"live_before_trace_bytes\"], d[\"live_before_trace_blocks\"]) != (4 << 20, 1))'"
+
 PT=$SRC/../shared/fixtures/pytorch
 NPU=$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle
 if [ ! -f "$NPU" ]; then

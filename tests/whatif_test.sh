@@ -278,4 +278,28 @@ check "whatif text: the private pool's request, counted from the entries' pool_i
 check "oom: held by a private pool known from the entries' pool_id; a free gap when nothing says" \
     "grep -q 'verdict: held by a private pool' gp_oom_e.txt && grep -q 'in private pools          18.0 MiB' gp_oom_e.txt &&
      grep -q 'verdict: a free gap inside the reserved segments was large enough' gp_oom_n.txt"
+# The capacity a PyTorch trace's OOM says is what the trace had reserved then plus the free memory
+# reported: a trace whose segments the model does not reproduce (a 20 MiB segment for a 10 MiB
+# request; older allocators, other rounding) read "capacity 15.0 MiB" (the model's 10 MiB + 5),
+# and its own recorded row then ran "over it (reserved 20.0 MiB)".
+py - <<'PY' || bad "writing odd_seg.pickle failed"
+import pickle
+MiB, a = 1 << 20, 1 << 40
+fr = [{'name': 'fwd', 'filename': '/home/u/m.py', 'line': 3}]
+seg = {'device': 0, 'address': a, 'total_size': 20 * MiB, 'allocated_size': 10 * MiB, 'active_size': 10 * MiB,
+       'requested_size': 10 * MiB, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': fr, 'blocks': [{'address': a, 'size': 10 * MiB, 'requested_size': 10 * MiB, 'state': 'active_allocated', 'frames': fr},
+                                {'address': a + 10 * MiB, 'size': 10 * MiB, 'requested_size': 0, 'state': 'inactive', 'frames': []}]}
+tr = [{'action': 'segment_alloc', 'addr': a, 'size': 20 * MiB, 'stream': 0, 'time_us': 1, 'frames': fr},
+      {'action': 'alloc', 'addr': a, 'size': 10 * MiB, 'stream': 0, 'time_us': 2, 'frames': fr},
+      {'action': 'oom', 'device_free': 5 * MiB, 'size': 40 * MiB, 'stream': 0, 'time_us': 3, 'frames': fr}]
+pickle.dump({'segments': [seg], 'device_traces': [tr]}, open('odd_seg.pickle', 'wb'))
+PY
+check "whatif: a PyTorch trace's capacity is its reserve at the OOM plus the free reported, its recorded row not 'over it'" \
+    "'$CMH' whatif --json odd_seg.pickle 2>/dev/null | py -c '
+import json, sys
+d = json.load(sys.stdin)
+d = d[0] if isinstance(d, list) else d
+print(d[\"capacity\"])
+sys.exit(d[\"capacity\"] != 25 << 20)' && ! '$CMH' whatif odd_seg.pickle 2>/dev/null | grep -q '^recorded .*over it'"
 finish

@@ -185,9 +185,11 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
                 const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
                 cmh_jw_nl(w);
                 cmh_jw_obj(w);
-                cmh_jw_kstr(w, "action", cmh_action_name(e->action));
-                cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", cmh_entry_addr(s, e));
-                cmh_jw_kuint(w, "size", cmh_entry_size(s, e));
+                int mark = e->action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(s); /* as the pickle writes it */
+                cmh_jw_kstr(w, "action", mark ? "annotate" : cmh_action_name(e->action));
+                cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", mark ? 0 : cmh_entry_addr(s, e));
+                cmh_jw_kuint(w, "size", mark ? 0 : cmh_entry_size(s, e));
+                if (mark) cmh_jw_kstr(w, "name", cmh_str(s, cmh_entry_name(s, e)));
                 cmh_jw_kuint(w, "stream", cmh_entry_stream(s, e));
                 if (timed) cmh_jw_kint(w, "time_us", cmh_entry_time(s, e) / 1000); /* absent where the source had none, as the pickle */
                 if (e->action == CMH_ACT_POOL_SAMPLE) cmh_jw_kuint(w, "used", cmh_entry_requested(s, e));

@@ -236,7 +236,7 @@ int64_t cmh_memviz_index(const cmh_snapshot *in, int device, int64_t index, int6
         if (tr->device != device) continue;
         for (uint32_t i = 0; i < tr->nentries; i++) {
             const cmh_entry *e = &in->entries[tr->first_entry + i];
-            if (e->action != CMH_ACT_MARK && e->action != CMH_ACT_POOL_SAMPLE) n += 1 + written(e);
+            if ((e->action != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(in)) && e->action != CMH_ACT_POOL_SAMPLE) n += 1 + written(e);
             if ((int64_t)i == index) at = n - 1;
         }
     }
@@ -332,6 +332,11 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             if (e.compile_context) TRY(str_copy(in, out, e.compile_context, &e.compile_context));
             if (e.user_metadata) TRY(str_copy(in, out, e.user_metadata, &e.user_metadata));
             if (e.action == CMH_ACT_POOL_SAMPLE) { /* no PyTorch action: pickle_write.c keeps it aside */
+                TRY(cmh_snapshot_add_entry(out, &e));
+                continue;
+            }
+            if (e.action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(in)) { /* PyTorch's own: in place */
+                TRY(str_copy(in, out, e.name, &e.name));
                 TRY(cmh_snapshot_add_entry(out, &e));
                 continue;
             }
@@ -482,7 +487,7 @@ int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host)
     /* the marks, aside (memory_viz sees them as annotations): where they were among the entries
      * the pickle's reader keeps, so that it reads the record's own trace back */
     uint32_t nm = 0;
-    for (uint32_t i = 0; i < s->nentries; i++) nm += s->entries[i].action == CMH_ACT_MARK;
+    for (uint32_t i = 0; i < s->nentries && !CMH_PT_MARKS_INLINE(s); i++) nm += s->entries[i].action == CMH_ACT_MARK;
     cmh_pickle_mark *mk = nm ? malloc(nm * sizeof *mk) : NULL;
     if (nm && !mk) rc = CMH_ENOMEM;
     nm = 0;
@@ -491,7 +496,7 @@ int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host)
         uint64_t pos = 0;
         for (uint32_t i = 0; tr->device >= 0 && rc == CMH_OK && i < tr->nentries; i++) {
             const cmh_entry *e = &s->entries[tr->first_entry + i];
-            if (e->action != CMH_ACT_MARK) {
+            if (e->action != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(s)) { /* (inline: written in the trace) */
                 pos++;
                 continue;
             }

@@ -268,6 +268,10 @@ typedef enum cmh_source { CMH_SRC_RECORDER = 0, CMH_SRC_PYTORCH = 1 } cmh_source
 #define CMH_PT_BARE_SEGMENTS 0x40  /* memory_snapshot(): a bare list of segments */
 #define CMH_PT_FROM_RECORDER 0x80  /* a pickle exported from a recorder snapshot (viz/memviz.c) */
 #define CMH_PT_POOL_ID 0x100       /* trace entries said their 'pool_id' (newer PyTorch), even (0, 0) */
+#define CMH_PT_NO_REQUESTED 0x200  /* some live block had no 'requested_size': its size stands in */
+/* A PyTorch snapshot's marks are its own trace entries ('annotate', 'user_defined'): an export
+ * writes them back in place, as 'annotate' entries, so that its entry numbers stay PyTorch's. */
+#define CMH_PT_MARKS_INLINE(s) ((s)->source == CMH_SRC_PYTORCH && !((s)->pt_fields & CMH_PT_FROM_RECORDER))
 
 typedef struct cmh_meminfo {
     int32_t device;
