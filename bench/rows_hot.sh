@@ -23,6 +23,7 @@ echo "rows_hot.sh: $LIB, $PAIRS pairs a run, $(nproc) cores, load $(cut -d' ' -f
 for dir in "$DISK" "$SHM"; do
     f=$("$B/bench_floor" "$dir")
     row "the least a pair can add here, file on $(stat -f -c %T "$dir")" "$(echo "$f" | sed -n '2s/^floor: a recorded pair (--context none, unlimited): \([0-9]*\) ns with the flight record on .*, \([0-9]*\) ns with it off$/+\1 ns with the flight record on, +\2 ns off/p') ($(echo "$f" | sed -n '1s/^floor: //p' | sed 's/, fresh file pages on [^ ]* ([^)]*)/, its file pages/'))"
+    row "  the same with first-touch pages, file on $(stat -f -c %T "$dir")" "$(echo "$f" | sed -n '3s/^floor: with the first pass.s pages (\(.*\)): \([0-9]*\) ns with the flight record on, \([0-9]*\) ns with it off$/+\2 ns on, +\3 ns off (\1)/p')"
 done
 for m in "none:--context none, unlimited entries:60" "none1m:--context none, --max-entries 1M:60" \
     "alloc:--context alloc, 32 frames:300" "all:--context all:450"; do

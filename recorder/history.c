@@ -332,11 +332,38 @@ static void open_gate(dev_state *d, uint64_t c)
     cmh_unlock(&d->lock);
 }
 
+/* A chunk is an anonymous mapping of its own, so it is zero as it comes, with no pass over it:
+ * malloc may give back memory a program freed (glibc serves blocks of this size from the heap
+ * once the program freed a larger mapped one), which the helper then had to clear with a memset
+ * after making its pages present, zeroing every entry's bytes twice.  One that spans a huge page
+ * (a bounded ring's whole chunk, 2 MiB) is aligned to 2 MiB.  NULL when there is no memory. */
+#define HUGE ((size_t)2 << 20)
+static cmh_ring_slot *chunk_map(size_t bytes)
+{
+    size_t align = bytes >= HUGE ? HUGE : 0;
+    char *m = mmap(NULL, bytes + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    if (align) { /* the unaligned head and what is past the chunk's last page back */
+        char *end = m + ((bytes + align + 4095) & ~(size_t)4095);
+        char *a = (char *)(((uintptr_t)m + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+        char *past = a + ((bytes + 4095) & ~(size_t)4095);
+        if (a > m) munmap(m, (size_t)(a - m));
+        if (end > past) munmap(past, (size_t)(end - past));
+        m = a;
+    }
+    return (cmh_ring_slot *)(void *)m;
+}
+
+static void chunk_unmap(cmh_ring_slot *c, size_t bytes)
+{
+    if (c) munmap(c, bytes);
+}
+
 static void free_chunks(dev_state *d)
 {
     if (!d->dir) return;
     for (uint64_t i = 0; i < d->hi; i++)
-        if (d->dir[i]) free(d->dir[i]), d->dir[i] = NULL;
+        if (d->dir[i]) chunk_unmap(d->dir[i], chunk_bytes(d->cap, i)), d->dir[i] = NULL;
     d->hi = 0;
 }
 
@@ -362,7 +389,7 @@ static cmh_ring_slot *make_chunk(dev_state *d, uint64_t ci)
         }
     }
     cmh_ring_slot *c = dir ? __atomic_load_n(&dir[ci], __ATOMIC_ACQUIRE) : NULL;
-    if (dir && !c && (c = calloc(1, chunk_bytes(d->cap, ci)))) {
+    if (dir && !c && (c = chunk_map(chunk_bytes(d->cap, ci)))) {
         __atomic_store_n(&dir[ci], c, __ATOMIC_RELEASE);
         if (ci >= d->hi) d->hi = ci + 1;
     }
@@ -381,26 +408,24 @@ static void ask_chunk(dev_state *d, uint64_t ci)
 
 int cmh_hist_spare_wanted(void) { return __atomic_load_n(&g_spare_asked, __ATOMIC_ACQUIRE); }
 
-/* A chunk's pages made present and zero, here on the helper thread rather than by page faults
- * in the hooks.  The pointer is hidden from the compiler first: it would otherwise turn malloc +
- * memset into calloc, which skips the memset for fresh mmap'ed memory, and the hooks took every
- * page fault of the rings themselves (a fifth of a recorded pair, perf).  A whole chunk's entries
- * (2 MiB) are aligned to 2 MiB and ask for a transparent huge page there: one fault instead of 512, and
- * a recorded pair with the flight record off measured ~12 ns cheaper for it (the pages are all
- * written anyway, so the footprint is the same). */
-#define HUGE ((size_t)2 << 20)
+/* A chunk's pages made present, here on the helper thread rather than by page faults in the
+ * hooks (which took every page fault of the rings themselves: a fifth of a recorded pair, perf).
+ * The chunk is a fresh mapping (chunk_map), so the kernel's zeroing of each page is the only
+ * pass over it.  A whole chunk's entries (a bounded ring's 2 MiB) are aligned to 2 MiB and ask
+ * for a transparent huge page there: one fault instead of 512, and a recorded pair with the
+ * flight record off measured ~12 ns cheaper for it (the pages are all written anyway, so the
+ * footprint is the same). */
 static void prefault(void *c, size_t bytes)
 {
-    __asm__ volatile("" : "+r"(c));
 #ifdef MADV_HUGEPAGE
     uintptr_t hlo = ((uintptr_t)c + HUGE - 1) & ~(uintptr_t)(HUGE - 1), hhi = ((uintptr_t)c + bytes) & ~(uintptr_t)(HUGE - 1);
     if (hhi > hlo) madvise((void *)hlo, hhi - hlo, MADV_HUGEPAGE);
 #endif
+    uintptr_t lo = (uintptr_t)c & ~(uintptr_t)4095, hi = ((uintptr_t)c + bytes + 4095) & ~(uintptr_t)4095;
 #ifdef MADV_POPULATE_WRITE
-    uintptr_t lo = ((uintptr_t)c + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)c + bytes) & ~(uintptr_t)4095;
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* one call, not a fault a page */
+    if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0) return; /* one call, not a fault a page */
 #endif
-    memset(c, 0, bytes);
+    for (uintptr_t p = lo; p < hi; p += 4096) *(volatile char *)p = 0; /* a write: a read would map the zero page */
 }
 
 /* The helper thread: the chunk each ring asked for, its pages touched, put in its directory. */
@@ -418,9 +443,8 @@ void cmh_hist_make_spares(void)
         int need = dir && !dir[w - 1] && (!cap || (w - 1) * CHUNK < cap);
         cmh_unlock(&d->grow);
         if (!need) continue;
-        void *m = NULL;
-        if (bytes < HUGE ? !(m = malloc(bytes)) : posix_memalign(&m, HUGE, bytes) != 0) continue; /* the writer will try itself */
-        cmh_ring_slot *c = m;
+        cmh_ring_slot *c = chunk_map(bytes);
+        if (!c) continue; /* the writer will try itself */
         prefault(c, hot); /* not the side table */
         cmh_lock(&d->grow);
         if (d->dir == dir && d->cap == cap && !dir[w - 1]) {
@@ -429,7 +453,7 @@ void cmh_hist_make_spares(void)
             c = NULL;
         }
         cmh_unlock(&d->grow);
-        free(c);
+        chunk_unmap(c, bytes);
     }
 }
 
@@ -662,8 +686,8 @@ static int rebuild(dev_state *d, uint64_t c, uint64_t keep, uint64_t max_entries
     cmh_ring_slot **nc = n <= DIR_CHUNKS ? calloc(n ? n : 1, sizeof *nc) : NULL;
     if (!nc) return -1;
     for (uint64_t i = 0; i < n; i++)
-        if (!(nc[i] = calloc(1, chunk_bytes(max_entries, i)))) {
-            while (i--) free(nc[i]);
+        if (!(nc[i] = chunk_map(chunk_bytes(max_entries, i)))) {
+            while (i--) chunk_unmap(nc[i], chunk_bytes(max_entries, i));
             free(nc);
             return -1;
         }

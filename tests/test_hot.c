@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -510,6 +511,44 @@ static void test_wide_entries(void)
     cmh_block_free_completed(big);
 }
 
+/* A ring's chunks are zero however the program used its heap: a bounded ring's slot numbers
+ * must start at 0, or a writer takes the garbage there for a newer entry and drops its own.
+ * The program here makes malloc serve blocks of a chunk's size from the heap (as glibc does on
+ * its own once a program freed a larger mapped block) and leaves that heap full of 0xa5 bytes;
+ * then a bounded ring of two chunks (one made by the helper ahead of the writers, the first by
+ * the writer itself) must keep exactly its newest entries, in order.  Last: it changes malloc's
+ * settings for the rest of the process. */
+static void test_chunks_zero_on_a_used_heap(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    void *junk[8];
+    for (int i = 0; i < 8; i++) {
+        junk[i] = malloc(6 << 20);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(junk[i]);
+        memset(junk[i], 0xa5, 6 << 20);
+    }
+    for (int i = 0; i < 8; i++) free(junk[i]);
+    opts(CMH_CONTEXT_NONE, 100000, 1); /* the old chunks go: new ones, from here */
+    base b = base_now();
+    worker_arg w = {0, 70000, 0, 0};
+    worker(&w); /* 140,000 entries: both chunks, the first lap and part of the second */
+    cmh_device_stats st[4];
+    cmh_memory_stats(st, 4);
+    uint64_t recorded = st[0].entries_recorded - b.recorded[0] + b.kept[0];
+    cmh_snapshot s;
+    dump_load(&s);
+    const cmh_trace *tr = trace_of(&s, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+    CU_ASSERT_EQUAL(tr->nentries, 100000);
+    CU_ASSERT_EQUAL(tr->nentries + tr->dropped, recorded);
+    const cmh_entry *last = &s.entries[tr->first_entry + tr->nentries - 1];
+    CU_ASSERT_EQUAL(last->action, CMH_ACT_SEGMENT_FREE);
+    CU_ASSERT_EQUAL(cmh_entry_size(&s, last), size_of(69999));
+    check_order(&s, 0, 1, 70000);
+    cmh_snapshot_free(&s);
+}
+
 int main(void)
 {
     CUcontext c0;
@@ -526,5 +565,6 @@ int main(void)
     CMH_ADD_TEST(s, test_in_place_dump_equals_copy);
     CMH_ADD_TEST(s, test_tiny_ring_overwritten_under_contention);
     CMH_ADD_TEST(s, test_wide_entries);
+    CMH_ADD_TEST(s, test_chunks_zero_on_a_used_heap);
     return cmh_test_main();
 }
