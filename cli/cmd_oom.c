@@ -226,6 +226,9 @@ static int section(const rep_section *sec, void *arg)
                    "cudaMalloc retries %u)\n",
                    sec->index ? "\n" : "", sec->path, rep_device_name(dev), rep_count(p.failures, "out-of-memory error", "out-of-memory errors"),
                    rep_count(p.retries, "more", "more"), p.failures, p.retries);
+        uint32_t first = 0; /* the balance and the what-if line go with OOM #1, as whatif names it */
+        while (first < p.nevents && p.events[first].number != 1) first++;
+        if (first == p.nevents) first = 0;
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
             if (e->number)
@@ -282,7 +285,7 @@ static int section(const rep_section *sec, void *arg)
                    mine ? "(in its own pool) " : e->split.private_free ? "(outside private pools) " : "",
                    e->fits_in_gap ? "fits" : "does not fit");
             printf("  verdict: %s\n", cmh_oom_verdict_text(e->verdict));
-            if (i == 0) {
+            if (i == first) {
                 print_balance(sp, dev);
                 print_whatif(sec, &wi, wrc);
             }

@@ -177,8 +177,10 @@ if int(wrc) == 0:
     elif said["reproduced"] and sorted(said["avoided_by"]) != avoided:
         probs.append(f"oom says {said['avoided_by']} avoid it, whatif {avoided}")
     rec_row = [s for s in w["settings"] if s["recorded"]][0]
-    if said and said["reproduced"] and rec_row.get("first_oom_index") != d["ooms"][0]["index"]:
-        probs.append(f"whatif's OOM at entry {rec_row.get('first_oom_index')}, oom's at {d['ooms'][0]['index']}")
+    one = ([e for e in d["ooms"] if e["number"] == 1] or d["ooms"])[0]  # the OOM oom calls #1 (a retry is not one)
+    if said and said["reproduced"] and (rec_row.get("first_oom_index"), rec_row.get("first_oom_number")) != (one["index"], one["number"]):
+        probs.append(f"whatif's OOM at entry {rec_row.get('first_oom_index')} (#{rec_row.get('first_oom_number')}), "
+                     f"oom's #1 at {one['index']}")
 elif "no block-level trace" not in open(wierr).read():
     probs.append(f"whatif exit {wrc}: {open(wierr).read()}")
 if int(frc) != 0: probs.append(f"flamegraph --at oom: exit {frc}: {open(flerr).read()}")
@@ -325,5 +327,38 @@ grep -q "Out of memory, retried</b> at entry 6" retry.html && grep -q "Out of me
 "$CMH" oom frag.cmh >fr.txt 2>&1
 grep -q "it failed too: out of memory #1" fr.txt && grep -q "retry of  *the request that failed at entry" fr.txt && ! grep -q "out of memory #2" fr.txt &&
     ok "oom: a retry that failed is the OOM the program saw" || bad "oom on frag_oom's retry: $(grep -i 'memory #\|retr' fr.txt)"
+
+# whatif asks about the OOM oom calls #1: a caching allocator's OOM whose retry succeeded, then
+# one it retried in vain (tests/retry_then_oom.c); whatif's recorded row, its capacity and every
+# model row name the fatal request by oom's entry and number, never the first retry's
+FAKECUDA_CAPACITY=100M "$CMH" record -q -o rto.cmh -- "$B/tests/retry_then_oom" >rto.out 2>&1
+[ $? -eq 1 ] && grep -q "24 MiB allocated after a retry; 40 MiB: CUDA_ERROR_OUT_OF_MEMORY" rto.out &&
+    ok "retry_then_oom: a retry that succeeded, then a fatal OOM" || bad "retry_then_oom did not run as designed: $(cat rto.out)"
+"$CMH" oom --json rto.cmh >rto_oom.json 2>&1
+"$CMH" whatif --json rto.cmh >rto_wi.json 2>&1
+"$CMH" whatif rto.cmh >rto_wi.txt 2>&1
+"$CMH" oom rto.cmh >rto_oom.txt 2>&1
+py - rto_oom.json rto_wi.json <<'EOF'
+import json, sys
+o, w = json.load(open(sys.argv[1]))[0], json.load(open(sys.argv[2]))
+one = [x for x in o["ooms"] if x["number"] == 1]
+assert len(one) == 1 and o["num_ooms"] == 1 and o["num_alloc_retries"] == 2, o
+first = [x for x in o["ooms"] if x["retried"]][0]["index"]
+assert first < one[0]["index"], (first, one)
+r = w["record"]
+assert (r["first_oom_index"], r["first_oom_number"], r["ooms"], r["oom_retries"]) == (one[0]["index"], 1, 1, 2), r
+assert w["capacity"] == 100 << 20, w["capacity"]
+for s in w["settings"]:
+    assert s["ooms"] == 1 and s["first_oom_index"] == one[0]["index"] and s["first_oom_number"] == 1, s
+print(f"whatif: OOM #1 at entry {one[0]['index']} as oom says (the retried one at entry {first} passed over)")
+EOF
+check "whatif --json names oom's #1 by its entry and number" "[ $? -eq 0 ]"
+n1=$(py -c "import json; print([x['index'] for x in json.load(open('rto_oom.json'))[0]['ooms'] if x['number'] == 1][0])")
+grep -q "^recorded (its own allocator) .* OOM #1 at entry $n1 (40.0 MiB requested; not counted: 2 retries)" rto_wi.txt &&
+    grep -q "out of memory #1 on device 0 at entry $n1" rto_oom.txt && grep -q "the trace's OOM #1, as .oom. numbers it" rto_wi.txt &&
+    ok "whatif's text says OOM #1 at oom's entry" || bad "whatif's recorded row: $(grep 'OOM' rto_wi.txt)"
+# oom's what-if line goes with #1, not with the retry before it
+awk '/out of memory #1/{one=1} /allocator settings:/{print one+0; exit}' rto_oom.txt | grep -q 1 &&
+    ok "oom: the what-if line under OOM #1" || bad "oom: the what-if line under a retry: $(grep -n 'out of memory\|allocator settings' rto_oom.txt)"
 
 finish

@@ -381,9 +381,19 @@ typedef struct cmh_oom_report {
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *out);
 void cmh_oom_report_free(cmh_oom_report *r);
 
-/* The snapshot's first out-of-memory error by time (the lowest device's first without times):
- * its device, its index in that device's trace and its time.  0 when there is none. */
+/* The snapshot's first out-of-memory error the program saw (the one `oom` numbers #1 on its
+ * device: retries that succeeded are passed over, cmh_oom_retried) by time, the lowest device's
+ * first without times; when every OOM of the record was such a retry, the first of those: its
+ * device, its index in that device's trace and its time.  0 when there is none. */
 int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns);
+/* The same within trace t: the index of its OOM #1 (else of its first retried OOM), -1 if none;
+ * *asked, the entry where that request first failed (#1 itself, or the first OOM of the request
+ * whose failed retries ended in it). */
+int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked);
+/* The number (1, 2, ... as cmh_oom_compute numbers them) of the OOM that the request failing at
+ * OOM entry i of trace t ended in: i's own when it was not retried, else its failed retry's, and
+ * so on; *seen_at that OOM's index.  0 (and *seen_at -1) when a retry of it succeeded. */
+uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, int64_t *seen_at);
 /* Whether OOM entry i of trace t was the allocator's retry rather than a failure the program
  * saw: in a record of our recorder (driver calls), its thread then freed cached segments
  * (*freed: their bytes, 0 when it found none) and asked the driver for the same size again
