@@ -82,11 +82,26 @@ uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, i
     return n;
 }
 
-/* A retry is decided within this many entries after the OOM: an allocator frees its cache (or
- * finds nothing to free) and asks again at once, from the same thread, for the same size, on the
- * same stream.  As PyTorch counts num_alloc_retries, whether
- * anything was freed does not matter. */
-#define RETRY_WINDOW 100000u
+/* A retry is decided within CMH_OOM_RETRY_WINDOW entries after the OOM: an allocator frees its
+ * cache (or finds nothing to free) and asks again at once, from the same thread, for the same
+ * size, on the same stream.  As PyTorch counts num_alloc_retries, whether anything was freed
+ * does not matter. */
+int cmh_oom_retry_step(uint32_t thread, uint64_t size, uint64_t stream, const cmh_entry_full *e, uint64_t *freed)
+{
+    if (e->thread != thread) return -1; /* another thread's: no part of this request */
+    switch (e->action) {
+    case CMH_ACT_SEGMENT_FREE:
+    case CMH_ACT_SEGMENT_UNMAP: *freed += e->size; return -1;
+    case CMH_ACT_SEGMENT_ALLOC:
+    case CMH_ACT_SEGMENT_MAP:
+    case CMH_ACT_OOM:
+        /* the thread asked for something else, or on another stream (a stream-ordered
+         * allocation's OOM then a plain cuMemAlloc of the same size: another request) */
+        return e->size == size && e->stream == stream;
+    case CMH_ACT_ALLOC: return 0; /* the thread went on (a block of another allocator) */
+    default: return -1;           /* marks, samples, block frees */
+    }
+}
 
 int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed)
 {
@@ -103,24 +118,14 @@ int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_
     if (o->action != CMH_ACT_OOM) return 0;
     uint32_t th = cmh_entry_thread(s, o);
     uint64_t want = cmh_entry_size(s, o), stream = cmh_entry_stream(s, o), got = 0;
-    for (uint32_t j = i + 1; j < t->nentries && j - i <= RETRY_WINDOW; j++) {
+    for (uint32_t j = i + 1; j < t->nentries && j - i <= CMH_OOM_RETRY_WINDOW; j++) {
         const cmh_entry *e = &s->entries[t->first_entry + j];
-        if (cmh_entry_thread(s, e) != th) continue; /* another thread's: no part of this request */
-        switch (e->action) {
-        case CMH_ACT_SEGMENT_FREE:
-        case CMH_ACT_SEGMENT_UNMAP: got += cmh_entry_size(s, e); continue;
-        case CMH_ACT_SEGMENT_ALLOC:
-        case CMH_ACT_SEGMENT_MAP:
-        case CMH_ACT_OOM:
-            /* the thread asked for something else, or on another stream (a stream-ordered
-             * allocation's OOM then a plain cuMemAlloc of the same size: another request) */
-            if (cmh_entry_size(s, e) != want || cmh_entry_stream(s, e) != stream) return 0;
-            *freed = got;
-            *at = j;
-            return 1;
-        case CMH_ACT_ALLOC: return 0; /* the thread went on (a block of another allocator) */
-        default: continue;        /* marks, samples, block frees */
-        }
+        if (cmh_entry_thread(s, e) != th) continue; /* (read no more of another thread's entry) */
+        cmh_entry_full f = {.size = cmh_entry_size(s, e), .stream = cmh_entry_stream(s, e), .thread = th, .action = e->action};
+        int r = cmh_oom_retry_step(th, want, stream, &f, &got);
+        if (r < 0) continue;
+        if (r) *freed = got, *at = j;
+        return r;
     }
     return 0;
 }

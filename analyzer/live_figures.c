@@ -51,6 +51,7 @@ uint32_t cmh_live_devices(const cmh_live *l, cmh_live_device *out, uint32_t cap)
             d->entries = t->entries;
             d->dropped = max && t->entries > max ? t->entries - max : 0;
             d->ooms = t->ooms;
+            d->oom_retries = t->retries;
             if (l->last_sample[k].time_ns) {
                 d->meminfo_known = 1;
                 d->mem_free = l->last_sample[k].free;

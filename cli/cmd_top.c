@@ -169,7 +169,8 @@ static void json_frame(cli_procs *ps, row *rows, uint32_t n)
             }
             if (p->ended) cmh_jw_knull(&w, "change_per_min");
             else cmh_jw_kint(&w, "change_per_min", d->change_per_min);
-            cmh_jw_kuint(&w, "ooms", d->ooms);
+            cmh_jw_kuint(&w, "ooms", d->ooms); /* as `oom` and `summary` count them: a retry that succeeded is none */
+            cmh_jw_kuint(&w, "oom_retries", d->oom_retries);
             cmh_jw_kuint(&w, "entries", d->entries);
             cmh_jw_kuint(&w, "dropped", d->dropped);
             const cli_dev_analysis *a = analysis(p, d->device);

@@ -224,6 +224,33 @@ check "a process that exec'd another program ($epid) is not shown as running, an
     '[ -n "$epid" ] && ! grep -q "\"pid\": *$epid," top4.json && grep -q "pid $epid is gone" err.txt && [ ! -e "$REG/$epid.proc" ]'
 kill $epid 2>/dev/null
 
+# --- OOMs counted as oom and summary count them: a retry that succeeded is not one ---
+# (tests/retry_then_oom.c: a caching allocator's retried OOM that then succeeded, then one the
+# program saw, whose retry failed too: 1 OOM, 2 retries); top and the exporter while it waits,
+# `oom --json` of the dump it leaves
+FAKECUDA_CAPACITY=100M "$CMH" record -q -o rto.cmh -- "$B/tests/retry_then_oom" "$T/rto_go" >rto.out 2>&1 &
+rto_rec=$!
+wait_until 60 'grep -q "40 MiB: CUDA_ERROR_OUT_OF_MEMORY" rto.out'
+rto_pid=$(grep -l "rto.cmh.flight" "$REG"/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
+"$CMH" top --json >rto_top.json 2>/dev/null
+mkdir rto_prom && "$CMH" exporter --once --textfile rto_prom >/dev/null 2>&1
+touch rto_go
+wait $rto_rec
+"$CMH" oom --json rto.cmh >rto_oom.json 2>/dev/null
+out=$(py - "$rto_pid" <<'PY'
+import json, re, sys
+pid = int(sys.argv[1])
+o = json.load(open("rto_oom.json"))[0]
+d = [p for p in json.load(open("rto_top.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
+m = re.search(r'^cumemhist_ooms_total\{pid="%d"[^}]*\} (\d+)$' % pid, open("rto_prom/cumemhist.prom").read(), re.M)
+r = re.search(r'^cumemhist_oom_retries_total\{pid="%d"[^}]*\} (\d+)$' % pid, open("rto_prom/cumemhist.prom").read(), re.M)
+want = (o["num_ooms"], o["num_alloc_retries"])
+got = [(d["ooms"], d["oom_retries"]), (int(m.group(1)) if m else None, int(r.group(1)) if r else None)]
+print("same %s" % (want,) if want == (1, 2) and all(g == want for g in got) else "oom %s, top and exporter %s" % (want, got))
+PY
+)
+check "top --json and the exporter count OOMs and retries as oom --json of the dump: $out" 'case "$out" in same*) true ;; *) false ;; esac'
+
 # --- a clean end removes the entry ---
 for p in $pids; do [ "$p" = "$leaker" ] || kill -TERM $p 2>/dev/null; done
 wait_until 60 '[ -z "$(ls "$REG"/*.proc 2>/dev/null)" ]'

@@ -6,11 +6,11 @@
  * 24 MiB asked for (more than the cached segment holds): its new segment fails, the allocator frees its cache and asks again, and that
  * succeeds (a retry: memory_summary's "cudaMalloc retries", not an OOM the program sees); then
  * 40 MiB with nothing left to free: failed, retried, failed again (the one OOM the program sees).
- * With an argument N it then sleeps N seconds before it exits, so a reader can look at it live.
+ * With an argument PATH it then waits (a minute at most) until PATH exists before it exits, so a
+ * reader can look at it live.
  * Exits 1 (the program's OOM).
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include "cachealloc.h"
@@ -34,6 +34,6 @@ int main(int argc, char **argv)
     printf("retry_then_oom: 24 MiB %s after a retry; 40 MiB: %s\n", mid ? "allocated" : "failed",
            big ? "allocated" : err == CUDA_ERROR_OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY" : "another error");
     fflush(stdout);
-    if (argc > 1) sleep((unsigned)atoi(argv[1]));
+    for (int i = 0; argc > 1 && i < 600 && access(argv[1], F_OK) != 0; i++) usleep(100000);
     return mid && !big ? 1 : 2;
 }

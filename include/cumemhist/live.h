@@ -37,7 +37,8 @@ typedef struct cmh_live_device {
     uint64_t peak_allocated, peak_reserved; /* the maxima over the entries the record holds */
     uint64_t entries;                       /* trace entries recorded for it so far */
     uint64_t dropped;                       /* of them, beyond the ring's max_entries */
-    uint64_t ooms;                          /* out-of-memory errors */
+    uint64_t ooms;                          /* out-of-memory errors the program saw, as `oom` and `summary` count them */
+    uint64_t oom_retries;                   /* the allocator's retries after it freed its cache (not OOMs: memory_summary's cudaMalloc retries) */
     int meminfo_known;                      /* a cuMemGetInfo sample was read */
     uint64_t mem_free, mem_total;           /* the latest one */
     int64_t mem_time_ns;

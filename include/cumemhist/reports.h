@@ -402,6 +402,12 @@ uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, i
 int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed);
 /* The same, and where: *at, the entry of t asking again (an OOM entry when that failed too). */
 int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed, uint32_t *at);
+/* The rule itself, one entry at a time, for a reader that sees a trace grow (the live reader):
+ * entry e, at most CMH_OOM_RETRY_WINDOW entries after an OOM of (thread, size, stream), says
+ * 1: the OOM was retried; 0: it was not; -1: not yet (*freed adds a segment it gave back).  An
+ * OOM still undecided at a trace's end, or past the window, was not retried. */
+#define CMH_OOM_RETRY_WINDOW 100000u
+int cmh_oom_retry_step(uint32_t thread, uint64_t size, uint64_t stream, const cmh_entry_full *e, uint64_t *freed);
 /* The OOMs of trace t that were retries (as cmh_oom_retried says) */
 uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
 
