@@ -207,7 +207,10 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
                     if (!d->meminfo_known) continue;
                     v = f == F_USED ? d->mem_total - d->mem_free : d->mem_total;
                     break;
-                case F_CHANGE: sv = d->change_per_min; break;
+                case F_CHANGE:
+                    if (!d->change_known) continue; /* no rate yet: no sample, rather than a made-up one */
+                    sv = d->change_per_min;
+                    break;
                 case F_OOMS: v = d->ooms; break;
                 case F_RETRIES: v = d->oom_retries; break;
                 case F_DROPPED: v = d->dropped; break;

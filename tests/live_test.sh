@@ -251,6 +251,38 @@ PY
 )
 check "top --json and the exporter count OOMs and retries as oom --json of the dump: $out" 'case "$out" in same*) true ;; *) false ;; esac'
 
+# --- the change per minute of a young process: a rate only over a span that makes one ---
+# (as leaks gives a rate: a second at least, and a change spread over CMH_LEAK_MIN_STEPS of its
+# stretches); a burst of 12 MiB in its first 0.2 s, then nothing, read '+360 MiB/min' two seconds
+# on; it has no figure ('-', null, no sample) until its minute is up.  A process that grows step
+# after step over seconds has one.
+LIVE_DONE=$T/burst_done "$CMH" record -q -o burst.cmh -- "$P" leak 6 20 >/dev/null 2>&1 &
+LIVE_DONE=$T/ramp_done "$CMH" record -q -o ramp.cmh -- "$P" leak 8 600 >/dev/null 2>&1 &
+wait_until 60 '[ -e burst_done ] && [ -e ramp_done ]'
+sleep 1.5 # (the burst's span past a second: the old figure was an extrapolation from here on)
+burst_pid=$(grep -l "burst.cmh.flight" "$REG"/*.proc | xargs sed -n 's/^pid //p')
+ramp_pid=$(grep -l "ramp.cmh.flight" "$REG"/*.proc | xargs sed -n 's/^pid //p')
+"$CMH" top --json $burst_pid $ramp_pid >rate.json 2>/dev/null
+"$CMH" top --once $burst_pid >rate.txt 2>/dev/null
+mkdir rate_prom && "$CMH" exporter --once --textfile rate_prom $burst_pid $ramp_pid >/dev/null 2>&1
+out=$(py - $burst_pid $ramp_pid <<'PY'
+import json, re, sys
+b, r = map(int, sys.argv[1:])
+d = {p["pid"]: p["devices"][0] for p in json.load(open("rate.json"))["processes"]}
+prom = open("rate_prom/cumemhist.prom").read()
+series = lambda pid: re.search(r'^cumemhist_allocated_change_bytes_per_minute\{pid="%d"' % pid, prom, re.M) is not None
+bad = []
+if d[b]["change_per_min"] is not None: bad.append("burst: %s" % d[b]["change_per_min"])
+if series(b): bad.append("burst: a sample in the exporter")
+if not isinstance(d[r]["change_per_min"], int) or d[r]["change_per_min"] <= 0: bad.append("ramp: %s" % d[r]["change_per_min"])
+if not series(r): bad.append("ramp: no sample in the exporter")
+print("; ".join(bad) if bad else "ok")
+PY
+)
+check "a burst has no change per minute (null, no sample), a ramp over seconds has one: $out" '[ "$out" = ok ]'
+check "top's text says '-' for the burst's change ($(sed -n 2p rate.txt | cut -c57-70))" '[ "$(sed -n 2p rate.txt | cut -c57-70 | tr -d " ")" = - ]'
+kill -TERM $burst_pid $ramp_pid 2>/dev/null
+
 # --- a clean end removes the entry ---
 for p in $pids; do [ "$p" = "$leaker" ] || kill -TERM $p 2>/dev/null; done
 wait_until 60 '[ -z "$(ls "$REG"/*.proc 2>/dev/null)" ]'
