@@ -169,6 +169,13 @@ void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[
     out->releasable += out->pool_cache; /* a pool's cache goes back with cuMemPoolTrimTo */
 }
 
+void cmh_replay_pool_cache_top(const cmh_replay *r, uint64_t *pool, uint64_t *bytes)
+{
+    *pool = *bytes = 0;
+    for (uint32_t i = 0; i < r->npools; i++)
+        if ((uint64_t)r->pools[i].slack > *bytes) *pool = r->pools[i].handle, *bytes = (uint64_t)r->pools[i].slack;
+}
+
 void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap)
 {
     cmh_free_split x; /* the same walk: the two figures can never disagree */

@@ -26,7 +26,8 @@ const cli_command cli_cmd_oom = {
     "Every out-of-memory error in the record, on every device: the request and who made it, what\n"
     "the device still had free, what was allocated and reserved, the free bytes inside the\n"
     "segments (reserved - allocated) and the largest free gap, a verdict (demand, fragmentation,\n"
-    "a gap that fit, refused with room, a private pool's, or too large: more than the device had\n"
+    "a gap that fit, refused with room, a private pool's, a stream-ordered pool's cache, or too\n"
+    "large: more than the device had\n"
     "free and the process held together), and the allocation sites holding memory at that moment.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
@@ -156,6 +157,14 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "releasable", e->split.releasable);
             cmh_jw_kuint(w, "trapped", e->split.trapped);
             cmh_jw_kuint(w, "pool_cache", e->split.pool_cache); /* of releasable */
+            cmh_jw_kuint(w, "pool_cache_unusable", e->pool_cache_unusable); /* of it, what the request could not use */
+            cmh_jw_key(w, "cache_pool"); /* the pool keeping the most of it: its handle, its bytes */
+            if (e->pool_cache_unusable) {
+                cmh_jw_obj(w);
+                cmh_jw_kuint(w, "handle", e->cache_pool);
+                cmh_jw_kuint(w, "bytes", e->cache_pool_bytes);
+                cmh_jw_end(w);
+            } else cmh_jw_null(w);
             cmh_jw_kuint(w, "private_pools", e->split.private_free);
             cmh_jw_key(w, "request_pool"); /* [0, 0]: the default pool (or not said) */
             cmh_jw_arr(w);
@@ -272,6 +281,10 @@ static int section(const rep_section *sec, void *arg)
             if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */
                 printf("\n      of it a pool's cache%12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)",
                        rep_size((double)e->split.pool_cache));
+            if (e->pool_cache_unusable) /* which pool, and that this request could not have it */
+                printf("\n      kept by pool 0x%" PRIx64 " %s%s: not for this request (not the pool's own cuMemAllocAsync)",
+                       e->cache_pool, rep_size((double)e->cache_pool_bytes),
+                       e->cache_pool_bytes < e->pool_cache_unusable ? " (the most; other pools keep the rest)" : "");
             if (mine)
                 printf("\n    in its own pool       %12s   (private pool (%" PRIu64 ", %" PRIu64 ")'s segments: the request's where a run fits)",
                        rep_size((double)e->split.own_pool), e->request_pool[0], e->request_pool[1]);

@@ -264,8 +264,24 @@ assert d["ooms"][0]["number"] == 1 and d["ooms"][0].get("retry_index") is None a
 assert o["request"] == 4 * M and o["device_free"] == 0, o
 assert o["reserved"] == 64 * M and o["allocated"] == 32 * M and o["pool_cache"] == 32 * M and o["releasable"] == 32 * M, o
 assert o["verdict"] != "refused with room", o
+# the plain cuMemAlloc could not use the pool's cache: neither fragmentation (no gap could have
+# served it) nor demand; the verdict names the cache, its size and the pool, the same every run
+assert o["verdict"] == "a pool's cache" and o["pool_cache_unusable"] == 32 * M and o["usable"] == 0 and o["unusable"] == 32 * M, o
+assert o["cache_pool"]["bytes"] == 32 * M and o["cache_pool"]["handle"] != 0, o
+assert d["ooms"][0]["verdict"] == "demand" and d["ooms"][0]["pool_cache_unusable"] == 0, d["ooms"][0]
+f = json.loads(subprocess.run(["$CMH", "frag", "--json", "pool_oom.cmh"], capture_output=True, text=True).stdout)[0]
+assert f["last_oom"]["verdict"] == o["verdict"], f["last_oom"]
 EOF
-check "an OOM beside a pool's cache: the device has nothing free, the cache is releasable by a trim" "[ $? -eq 0 ]"
+check "an OOM beside a pool's cache: the device has nothing free, the cache is releasable by a trim, the verdict names it" "[ $? -eq 0 ]"
+"$CMH" oom pool_oom.cmh | grep -q "^      kept by pool 0x[0-9a-f]* 32.0 MiB: not for this request" &&
+    "$CMH" oom pool_oom.cmh | grep -q "verdict: held in a stream-ordered pool's cache: .*cuMemPoolTrimTo" &&
+    ok "oom names the pool that keeps the cache, and what to do" || bad "oom's pool cache verdict: $("$CMH" oom pool_oom.cmh | grep 'kept by\|verdict')"
+v=""
+for i in 1 2 3; do
+    FAKECUDA_CAPACITY=64M "$CMH" record -q -o pool_oom$i.cmh -- "$B/tests/pool_oom" >/dev/null 2>&1
+    v="$v$("$CMH" oom --json pool_oom$i.cmh | py -c "import json,sys; print(','.join(o['verdict'] for o in json.load(sys.stdin)[0]['ooms']))");"
+done
+check "pool_oom three times: the same verdicts ($v)" "[ \"$v\" = \"demand,a pool's cache;demand,a pool's cache;demand,a pool's cache;\" ]"
 "$CMH" oom pool_oom.cmh | grep -q "of it a pool's cache    32.0 MiB   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)" &&
     ok "oom names the pool's cache and the trim" || bad "oom beside a pool's cache: $("$CMH" oom pool_oom.cmh)"
 

@@ -321,7 +321,7 @@ void cmh_frag_report_free(cmh_frag_report *r);
  * allocation failed all the same (a limit on the process, another process at that instant, the
  * driver's own fragmentation): nothing inside the recorded segments was needed. */
 enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3, CMH_OOM_PRIVATE_POOL = 4,
-       CMH_OOM_TOO_LARGE = 5 };
+       CMH_OOM_TOO_LARGE = 5, CMH_OOM_POOL_CACHE = 6 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 /* The same, where private_free of free_inside is what the request's pool could not use (other
  * pools' segments: a CUDA graph's, a MemPool's, and for a private pool's request the default
@@ -329,6 +329,13 @@ int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap
  * when the request would have been met only with that memory (what its pool could use and the
  * device's free were too few). */
 int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t largest_gap,
+                          uint64_t device_free);
+/* POOL_CACHE: a request from outside a stream-ordered pool (a plain cuMemAlloc, PyTorch's
+ * allocator; not cuMemAllocAsync) that would have been met only with what such pools keep after
+ * their frees (cmh_free_split.pool_cache, their release threshold): none of it is the request's
+ * to use, empty_cache() does not give it back, cuMemPoolTrimTo does.  The same as
+ * cmh_oom_verdict_pools, where pool_cache of private_free is that cache. */
+int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t pool_cache, uint64_t largest_gap,
                           uint64_t device_free);
 /* TOO_LARGE, a demand that nothing the process held explains: the request is more than the
  * device's free bytes and all the process had reserved on it together (a tensor of the wrong
@@ -366,6 +373,11 @@ struct cmh_oom_event {
     /* usable + split.unusable = free_inside: what the request's pool could have used of it (its
      * own free, what empty_cache() gives back, frees pending on stream work) and not */
     uint64_t usable;
+    /* a request from outside stream-ordered pools (not cuMemAllocAsync's, by the entry's kind;
+     * an older record's: on no stream) cannot use what those pools keep: pool_cache_unusable of
+     * split.pool_cache is in split.unusable; cache_pool the pool keeping most of it (its handle),
+     * cache_pool_bytes how much */
+    uint64_t pool_cache_unusable, cache_pool, cache_pool_bytes;
     uint32_t request_stack, request_group; /* who asked (the OOM entry's stack, 0 when none) */
     cmh_site *sites; /* holding memory at that moment */
     uint32_t nsites;
