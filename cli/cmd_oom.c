@@ -166,6 +166,17 @@ static int section(const rep_section *sec, void *arg)
                 cmh_jw_end(w);
             } else cmh_jw_null(w);
             cmh_jw_kuint(w, "private_pools", e->split.private_free);
+            cmh_jw_key(w, "private_pool_most"); /* the other private pool holding the most of it */
+            if (e->split.top_pool_free) {
+                cmh_jw_obj(w);
+                cmh_jw_key(w, "pool_id");
+                cmh_jw_arr(w);
+                cmh_jw_uint(w, e->split.top_pool[0]);
+                cmh_jw_uint(w, e->split.top_pool[1]);
+                cmh_jw_end(w);
+                cmh_jw_kuint(w, "bytes", e->split.top_pool_free);
+                cmh_jw_end(w);
+            } else cmh_jw_null(w);
             cmh_jw_key(w, "request_pool"); /* [0, 0]: the default pool (or not said) */
             cmh_jw_arr(w);
             cmh_jw_uint(w, e->request_pool[0]);
@@ -288,9 +299,13 @@ static int section(const rep_section *sec, void *arg)
             if (mine)
                 printf("\n    in its own pool       %12s   (private pool (%" PRIu64 ", %" PRIu64 ")'s segments: the request's where a run fits)",
                        rep_size((double)e->split.own_pool), e->request_pool[0], e->request_pool[1]);
-            if (e->split.private_free)
+            if (e->split.private_free) {
                 printf("\n    in %sprivate pools%s%12s   (a CUDA graph's or MemPool's segments: only the pool's own requests use it)",
                        mine ? "other " : "", mine ? "" : "      ", rep_size((double)e->split.private_free));
+                if (e->split.top_pool_free) /* which pool: the one to free (del the graph or MemPool) */
+                    printf("\n      of it pool (%" PRIu64 ", %" PRIu64 ")%s %s", e->split.top_pool[0], e->split.top_pool[1],
+                           e->split.top_pool_free < e->split.private_free ? ", the most," : "", rep_size((double)e->split.top_pool_free));
+            }
             if (e->split.unusable)
                 printf("\n    the request could use %12s   of it; %s not (other pools' memory)", rep_size((double)e->usable),
                        rep_size((double)e->split.unusable));

@@ -105,6 +105,10 @@ typedef struct recorded_run {
     int64_t first_oom_index; /* `oom`'s #1 (-1: none) */
     uint64_t first_oom_request;
     uint64_t private_allocs, private_bytes; /* requests served in a private pool's segment */
+    /* oom's verdict on #1 (cmh_oom_compute: one verdict in oom, frag and here), -1 when none;
+     * where it is another pool's memory: which pool (or stream-ordered pool), how much */
+    int verdict;
+    uint64_t other_pool[2], other_bytes, cache_pool;
 } recorded_run;
 
 /* Whether addr lies in one of the device's final segments of a private pool (segment_pool_id not
@@ -123,6 +127,7 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
 {
     memset(out, 0, sizeof *out);
     out->first_oom_index = -1;
+    out->verdict = -1;
     int rc = cmh_peak_totals(s, dev, &out->pk);
     if (rc != CMH_OK) return rc;
     const cmh_trace *t = cmh_snapshot_trace(s, dev);
@@ -143,6 +148,22 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
             if (cmh_oom_retried(s, t, i, &freed)) out->retries++;
             else if (!out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)cmh_entry_size(s, e);
         }
+    }
+    if (out->ooms) { /* what oom says of #1: the verdict is computed once, there */
+        cmh_oom_report om;
+        if ((rc = cmh_oom_compute(s, dev, NULL, &om)) != CMH_OK) {
+            cmh_peak_report_free(&out->pk);
+            return rc;
+        }
+        for (uint32_t k = 0; k < om.nevents; k++) {
+            const cmh_oom_event *e = &om.events[k];
+            if (e->number != 1) continue;
+            out->verdict = e->verdict;
+            out->other_pool[0] = e->split.top_pool[0], out->other_pool[1] = e->split.top_pool[1];
+            out->other_bytes = e->verdict == CMH_OOM_POOL_CACHE ? e->cache_pool_bytes : e->split.top_pool_free;
+            out->cache_pool = e->cache_pool;
+        }
+        cmh_oom_report_free(&om);
     }
     /* reserved at the allocated peak: a replay up to its entry (-1: the state before the first),
      * the moment every row's free share is taken at (a reserved peak's first moment may be long
@@ -344,6 +365,7 @@ int cmd_whatif(int argc, char **argv)
         if (rr.ooms)
             cmh_jw_kint(&w, "first_oom_index", rr.first_oom_index), cmh_jw_kuint(&w, "first_oom_number", 1),
                 cmh_jw_kuint(&w, "first_oom_requested", rr.first_oom_request);
+        if (rr.verdict >= 0) cmh_jw_kstr(&w, "first_oom_verdict", cmh_oom_verdict_name(rr.verdict)); /* as oom --json says */
         cmh_jw_kbool(&w, "model_peaks_match", nt && (int64_t)t[0].r.peak_reserved == rr.pk.reserved_peak &&
                                                    (int64_t)t[0].r.peak_allocated == rr.pk.alloc_peak);
         cmh_jw_end(&w);
@@ -405,6 +427,16 @@ int cmd_whatif(int argc, char **argv)
                    g_not_pytorch ? "(PyTorch's allocator serving these requests)" : "of the recorded settings",
                    rep_size((double)r0->peak_reserved), rep_size((double)r0->peak_allocated), rep_size((double)rr.pk.reserved_peak),
                    rep_size((double)rr.pk.alloc_peak));
+        if (rr.verdict == CMH_OOM_PRIVATE_POOL && rr.other_bytes)
+            printf("\nOOM #1, as `oom` judges it: held by a private pool: %s free in pool (%" PRIu64 ", %" PRIu64 "), another pool's\n"
+                   "  memory, which no allocator setting gives this request: free that graph or MemPool (cumemhist oom)\n",
+                   rep_size((double)rr.other_bytes), rr.other_pool[0], rr.other_pool[1]);
+        else if (rr.verdict == CMH_OOM_POOL_CACHE)
+            printf("\nOOM #1, as `oom` judges it: held in a stream-ordered pool's cache: %s kept by pool 0x%" PRIx64 ", which no\n"
+                   "  allocator setting gives this request: trim the pool (cuMemPoolTrimTo) (cumemhist oom)\n",
+                   rep_size((double)rr.other_bytes), rr.cache_pool);
+        else if (rr.verdict >= 0)
+            printf("\nOOM #1, as `oom` judges it: %s\n", cmh_oom_verdict_name(rr.verdict));
         if (rr.private_allocs)
             printf("\n%" PRIu64 " of the %" PRIu64 " requests (%s) were served in a private pool (pool_id not (0, 0): a CUDA graph's\n"
                    "  or a MemPool's); the model serves each from its own pool's segments, which no other pool's request reuses\n",

@@ -181,6 +181,8 @@ if int(wrc) == 0:
     if said and said["reproduced"] and (rec_row.get("first_oom_index"), rec_row.get("first_oom_number")) != (one["index"], one["number"]):
         probs.append(f"whatif's OOM at entry {rec_row.get('first_oom_index')} (#{rec_row.get('first_oom_number')}), "
                      f"oom's #1 at {one['index']}")
+    if one["number"] == 1 and w["record"].get("first_oom_verdict") != one["verdict"]:
+        probs.append(f"whatif says oom's verdict on #1 is {w['record'].get('first_oom_verdict')}, oom {one['verdict']}")
 elif "no block-level trace" not in open(wierr).read():
     probs.append(f"whatif exit {wrc}: {open(wierr).read()}")
 if int(frc) != 0: probs.append(f"flamegraph --at oom: exit {frc}: {open(flerr).read()}")
@@ -217,6 +219,11 @@ EOF
 check "a CUDA graph's private pool: its free memory is the pool's, the OOM verdict says so" "[ $? -eq 0 ]"
 "$CMH" oom pool.pickle | grep -q "in private pools *70.0 MiB" && ok "oom names the private pools' free memory" ||
     bad "oom on a private pool: $("$CMH" oom pool.pickle)"
+# which pool, and its size, in oom and in whatif (the verdict a user can act on: free that graph)
+"$CMH" oom pool.pickle | grep -q "^      of it pool (1, 3) 70.0 MiB" &&
+    "$CMH" whatif pool.pickle 2>/dev/null | grep -q "^OOM #1, as .oom. judges it: held by a private pool: 70.0 MiB free in pool (1, 3)" &&
+    ok "oom and whatif name the private pool holding the memory, and its size" ||
+    bad "the private pool not named: $("$CMH" oom pool.pickle | grep 'pool (')$("$CMH" whatif pool.pickle 2>&1 | grep 'OOM #1, as')"
 
 # a private pool's own request: its pool's free is usable, other pools' and the default pool's
 # gaps are not; the verdict follows, and whatif's model agrees on what the request could use (it

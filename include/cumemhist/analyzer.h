@@ -105,6 +105,8 @@ typedef struct cmh_free_split {
                               the three above) */
     uint64_t own_pool;     /* free inside the request's own private pool's segments */
     uint64_t unusable;     /* private_free, plus trapped for a private pool's request */
+    uint64_t top_pool[2], top_pool_free; /* the other private pool with the most of private_free (among
+                                            the first 32 pools seen), and how much */
 } cmh_free_split;
 void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out);
 /* The same, as a request of pool request_pool sees it (PyTorch's pool id; (0, 0) the default
