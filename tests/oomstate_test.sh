@@ -380,6 +380,11 @@ n1=$(py -c "import json; print([x['index'] for x in json.load(open('rto_oom.json
 grep -q "^recorded (its own allocator) .* OOM #1 at entry $n1 (40.0 MiB requested; not counted: 2 retries)" rto_wi.txt &&
     grep -q "out of memory #1 on device 0 at entry $n1" rto_oom.txt && grep -q "the trace's OOM #1, as .oom. numbers it" rto_wi.txt &&
     ok "whatif's text says OOM #1 at oom's entry" || bad "whatif's recorded row: $(grep 'OOM' rto_wi.txt)"
+# flamegraph --at oom draws oom's #1 (the state at its entry), not the retry before it
+"$CMH" flamegraph --at oom --folded rto.cmh >rto_f1.txt 2>/dev/null
+"$CMH" flamegraph --at "$n1" --folded rto.cmh >rto_fn.txt 2>/dev/null
+"$CMH" flamegraph --at 12 --folded rto.cmh >rto_f12.txt 2>/dev/null
+check "flamegraph --at oom is the state at oom's #1 (entry $n1)" 'cmp -s rto_f1.txt rto_fn.txt && ! cmp -s rto_f1.txt rto_f12.txt'
 # oom's what-if line goes with #1, not with the retry before it
 awk '/out of memory #1/{one=1} /allocator settings:/{print one+0; exit}' rto_oom.txt | grep -q 1 &&
     ok "oom: the what-if line under OOM #1" || bad "oom: the what-if line under a retry: $(grep -n 'out of memory\|allocator settings' rto_oom.txt)"
