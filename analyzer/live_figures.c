@@ -9,6 +9,14 @@
 #include "cumemhist/reports.h"
 #include "live_reader.h"
 
+/* Now, on the recorder's clock (cmh_now_ns) */
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Allocated bytes per minute over the minute up to now (the process's last entry, once it
  * ended), or since its first entry when that was less than a minute ago.  A figure per minute
  * from a shorter span is an extrapolation, and one from a burst (a model loaded in the first
@@ -23,12 +31,7 @@ static int64_t change_per_min(const cmh_live *l, int k, uint64_t allocated, int 
     *known = 0;
     if (n < 2) return 0;
     int64_t now = l->info.last_ns;
-    if (l->alive) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts); /* the recorder's clock (cmh_now_ns) */
-        int64_t wall = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-        if (wall > now) now = wall;
-    }
+    if (l->alive && wall_ns() > now) now = wall_ns();
     int64_t from = now - 60ll * 1000000000;
     uint32_t i = 0;
     while (i + 1 < n && r[i + 1].ns <= from) i++; /* the value as the window opened */
@@ -68,6 +71,8 @@ uint32_t cmh_live_devices(const cmh_live *l, cmh_live_device *out, uint32_t cap)
             d->entries = t->entries;
             d->dropped = max && t->entries > max ? t->entries - max : 0;
             d->ooms = t->ooms;
+            for (uint32_t q = 0; q < t->npend && l->alive; q++) /* too new to tell from a retry */
+                if (wall_ns() - t->pend[q].ns < CMH_LIVE_OOM_GRACE_MS * 1000000ll) d->ooms--;
             d->oom_retries = t->retries;
             if (l->last_sample[k].time_ns) {
                 d->meminfo_known = 1;

@@ -41,6 +41,7 @@ typedef struct lpyframe {
 typedef struct loom {
     uint32_t thread;
     uint64_t size, stream, at;
+    int64_t ns; /* its entry's time */
 } loom;
 #define LIVE_OOM_PENDING 16
 
@@ -51,7 +52,7 @@ typedef struct ltrace {
     uint64_t dropped_out;  /* entries that left the window (or the checkpoint's dropped) */
     /* ooms: the OOMs the program saw, retries: the allocator's retries, as `oom` counts them
      * (cmh_live_oom_entry); the pending ones count as OOMs until a retry is seen, as they would
-     * in a snapshot taken now */
+     * in a snapshot taken now (the figures show them after CMH_LIVE_OOM_GRACE_MS: live_figures.c) */
     uint64_t entries, ooms, retries, last_seq;
     loom pend[LIVE_OOM_PENDING];
     uint32_t npend;

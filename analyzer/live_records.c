@@ -151,7 +151,7 @@ void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e)
     if (e->action != CMH_ACT_OOM) return;
     t->ooms++;
     if (t->npend == LIVE_OOM_PENDING) return; /* (16 threads at once out of memory: the oldest undecided stays an OOM) */
-    t->pend[t->npend++] = (loom){e->thread, e->size, e->stream, t->entries};
+    t->pend[t->npend++] = (loom){e->thread, e->size, e->stream, t->entries, e->time_ns};
 }
 
 /* A point of a device's allocated bytes, in the process's own time, at most one a second: the

@@ -232,8 +232,9 @@ FAKECUDA_CAPACITY=100M "$CMH" record -q -o rto.cmh -- "$B/tests/retry_then_oom" 
 rto_rec=$!
 wait_until 60 'grep -q "40 MiB: CUDA_ERROR_OUT_OF_MEMORY" rto.out'
 rto_pid=$(grep -l "rto.cmh.flight" "$REG"/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
-"$CMH" top --json >rto_top.json 2>/dev/null
-mkdir rto_prom && "$CMH" exporter --once --textfile rto_prom >/dev/null 2>&1
+# (its last OOM's retry is not decided while it waits: counted once CMH_LIVE_OOM_GRACE_MS old)
+wait_until 30 '"$CMH" top --json $rto_pid 2>/dev/null >rto_top.json; grep -q "\"ooms\": 1," rto_top.json'
+mkdir rto_prom && "$CMH" exporter --once --textfile rto_prom $rto_pid >/dev/null 2>&1
 touch rto_go
 wait $rto_rec
 "$CMH" oom --json rto.cmh >rto_oom.json 2>/dev/null

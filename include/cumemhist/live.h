@@ -27,6 +27,11 @@ extern "C" {
 #endif
 
 #define CMH_LIVE_STALL_MS 2000
+/* An OOM whose retry is not decided yet (the thread has done nothing since) is counted once it
+ * is this old, or its process ended: an allocator asks again at once, so the count never shows
+ * an OOM that a retry then takes back (a Prometheus counter never goes down), and one the
+ * program saw (its thread then allocates no more) is counted a moment later. */
+#define CMH_LIVE_OOM_GRACE_MS 1000
 
 typedef struct cmh_live cmh_live;
 
@@ -37,7 +42,8 @@ typedef struct cmh_live_device {
     uint64_t peak_allocated, peak_reserved; /* the maxima over the entries the record holds */
     uint64_t entries;                       /* trace entries recorded for it so far */
     uint64_t dropped;                       /* of them, beyond the ring's max_entries */
-    uint64_t ooms;                          /* out-of-memory errors the program saw, as `oom` and `summary` count them */
+    uint64_t ooms;                          /* out-of-memory errors the program saw, as `oom` and `summary` count them
+                                               (one whose retry is not decided yet, after CMH_LIVE_OOM_GRACE_MS) */
     uint64_t oom_retries;                   /* the allocator's retries after it freed its cache (not OOMs: memory_summary's cudaMalloc retries) */
     int meminfo_known;                      /* a cuMemGetInfo sample was read */
     uint64_t mem_free, mem_total;           /* the latest one */
