@@ -386,7 +386,7 @@ grep -q "^recorded (its own allocator) .* OOM #1 at entry $n1 (40.0 MiB requeste
 "$CMH" flamegraph --at 12 --folded rto.cmh >rto_f12.txt 2>/dev/null
 check "flamegraph --at oom is the state at oom's #1 (entry $n1)" 'cmp -s rto_f1.txt rto_fn.txt && ! cmp -s rto_f1.txt rto_f12.txt'
 # oom's what-if line goes with #1, not with the retry before it
-awk '/out of memory #1/{one=1} /allocator settings:/{print one+0; exit}' rto_oom.txt | grep -q 1 &&
+sed -n '/out of memory #1/,$p' rto_oom.txt | grep -q "allocator settings:" && ! sed -n '1,/out of memory #1/p' rto_oom.txt | grep -q "allocator settings:" &&
     ok "oom: the what-if line under OOM #1" || bad "oom: the what-if line under a retry: $(grep -n 'out of memory\|allocator settings' rto_oom.txt)"
 
 finish
