@@ -9,32 +9,99 @@
 
 #include "cumemhist/reports.h"
 
+/* The first OOM of trace t by the retry rule: the first the program saw (*numbered 1), else,
+ * when every one was a retry that succeeded, the first of those (*numbered 0); -1 when none.
+ * *asked: where that request first failed (before its failed retries). */
+static int64_t first_of(const cmh_snapshot *s, const cmh_trace *t, int *numbered, int64_t *asked)
+{
+    int64_t any = -1, chain = -1, again = -1;
+    uint64_t freed;
+    uint32_t at;
+    *numbered = 0;
+    *asked = -1;
+    for (uint32_t i = 0; i < t->nentries; i++) {
+        if (s->entries[t->first_entry + i].action != CMH_ACT_OOM) continue;
+        if ((int64_t)i != again) chain = i; /* a request of its own, not the retry of the one before */
+        if (!cmh_oom_retry(s, t, i, &freed, &at)) {
+            *numbered = 1;
+            *asked = chain;
+            return i;
+        }
+        again = s->entries[t->first_entry + at].action == CMH_ACT_OOM ? (int64_t)at : -1;
+        if (any < 0) any = *asked = i;
+    }
+    return any;
+}
+
 int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns)
 {
-    int found = 0;
+    int found = 0, found_numbered = 0;
     for (uint32_t t = 0; t < s->ntraces; t++) {
         const cmh_trace *tr = &s->traces[t];
-        for (uint32_t i = 0; i < tr->nentries; i++) {
-            const cmh_entry *e = &s->entries[tr->first_entry + i];
-            if (e->action != CMH_ACT_OOM) continue;
-            /* the earliest by time; without times, the lowest device's first */
-            if (!found || (cmh_entry_time(s, e) && cmh_entry_time(s, e) < *time_ns) || (cmh_entry_time(s, e) == *time_ns && tr->device < *device)) {
-                *device = tr->device;
-                *index = i;
-                *time_ns = cmh_entry_time(s, e);
-                found = 1;
-            }
-            break;
+        int numbered;
+        int64_t asked, i = first_of(s, tr, &numbered, &asked);
+        if (i < 0) continue;
+        const cmh_entry *e = &s->entries[tr->first_entry + i];
+        int64_t at = cmh_entry_time(s, e);
+        /* one the program saw before any retry that succeeded; then the earliest by time;
+         * without times, the lowest device's first */
+        if (!found || numbered > found_numbered ||
+            (numbered == found_numbered && ((at && at < *time_ns) || (at == *time_ns && tr->device < *device)))) {
+            *device = tr->device;
+            *index = i;
+            *time_ns = at;
+            found = 1;
+            found_numbered = numbered;
         }
     }
     return found;
 }
 
-/* A retry is decided within this many entries after the OOM: an allocator frees its cache (or
- * finds nothing to free) and asks again at once, from the same thread, for the same size, on the
- * same stream.  As PyTorch counts num_alloc_retries, whether
- * anything was freed does not matter. */
-#define RETRY_WINDOW 100000u
+int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked)
+{
+    int numbered;
+    *asked = -1;
+    return t ? first_of(s, t, &numbered, asked) : -1;
+}
+
+uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, int64_t *seen_at)
+{
+    *seen_at = -1;
+    if (!t || i >= t->nentries || s->entries[t->first_entry + i].action != CMH_ACT_OOM) return 0;
+    uint64_t freed;
+    uint32_t at;
+    /* follow the request through its failed retries to the one the allocator gave up on */
+    while (cmh_oom_retry(s, t, i, &freed, &at)) {
+        if (s->entries[t->first_entry + at].action != CMH_ACT_OOM) return 0; /* met at last */
+        i = at;
+    }
+    uint32_t n = 0;
+    for (uint32_t j = 0; j <= i; j++)
+        if (s->entries[t->first_entry + j].action == CMH_ACT_OOM && !cmh_oom_retried(s, t, j, &freed)) n++;
+    *seen_at = i;
+    return n;
+}
+
+/* A retry is decided within CMH_OOM_RETRY_WINDOW entries after the OOM: an allocator frees its
+ * cache (or finds nothing to free) and asks again at once, from the same thread, for the same
+ * size, on the same stream.  As PyTorch counts num_alloc_retries, whether anything was freed
+ * does not matter. */
+int cmh_oom_retry_step(uint32_t thread, uint64_t size, uint64_t stream, const cmh_entry_full *e, uint64_t *freed)
+{
+    if (e->thread != thread) return -1; /* another thread's: no part of this request */
+    switch (e->action) {
+    case CMH_ACT_SEGMENT_FREE:
+    case CMH_ACT_SEGMENT_UNMAP: *freed += e->size; return -1;
+    case CMH_ACT_SEGMENT_ALLOC:
+    case CMH_ACT_SEGMENT_MAP:
+    case CMH_ACT_OOM:
+        /* the thread asked for something else, or on another stream (a stream-ordered
+         * allocation's OOM then a plain cuMemAlloc of the same size: another request) */
+        return e->size == size && e->stream == stream;
+    case CMH_ACT_ALLOC: return 0; /* the thread went on (a block of another allocator) */
+    default: return -1;           /* marks, samples, block frees */
+    }
+}
 
 int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed)
 {
@@ -51,24 +118,14 @@ int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_
     if (o->action != CMH_ACT_OOM) return 0;
     uint32_t th = cmh_entry_thread(s, o);
     uint64_t want = cmh_entry_size(s, o), stream = cmh_entry_stream(s, o), got = 0;
-    for (uint32_t j = i + 1; j < t->nentries && j - i <= RETRY_WINDOW; j++) {
+    for (uint32_t j = i + 1; j < t->nentries && j - i <= CMH_OOM_RETRY_WINDOW; j++) {
         const cmh_entry *e = &s->entries[t->first_entry + j];
-        if (cmh_entry_thread(s, e) != th) continue; /* another thread's: no part of this request */
-        switch (e->action) {
-        case CMH_ACT_SEGMENT_FREE:
-        case CMH_ACT_SEGMENT_UNMAP: got += cmh_entry_size(s, e); continue;
-        case CMH_ACT_SEGMENT_ALLOC:
-        case CMH_ACT_SEGMENT_MAP:
-        case CMH_ACT_OOM:
-            /* the thread asked for something else, or on another stream (a stream-ordered
-             * allocation's OOM then a plain cuMemAlloc of the same size: another request) */
-            if (cmh_entry_size(s, e) != want || cmh_entry_stream(s, e) != stream) return 0;
-            *freed = got;
-            *at = j;
-            return 1;
-        case CMH_ACT_ALLOC: return 0; /* the thread went on (a block of another allocator) */
-        default: continue;        /* marks, samples, block frees */
-        }
+        if (cmh_entry_thread(s, e) != th) continue; /* (read no more of another thread's entry) */
+        cmh_entry_full f = {.size = cmh_entry_size(s, e), .stream = cmh_entry_stream(s, e), .thread = th, .action = e->action};
+        int r = cmh_oom_retry_step(th, want, stream, &f, &got);
+        if (r < 0) continue;
+        if (r) *freed = got, *at = j;
+        return r;
     }
     return 0;
 }

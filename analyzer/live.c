@@ -104,12 +104,13 @@ static int load_base(cmh_live *l)
         int k = cmh_fstate_slot(bt->device);
         if (k < 0) continue;
         l->tr[k].dropped_out += bt->dropped;
-        l->tr[k].entries += bt->nentries + bt->dropped;
+        l->tr[k].entries += bt->dropped;
         for (uint64_t i = 0; i < bt->nentries; i++) {
             cmh_entry_full e;
             cmh_entry_get(b, &b->entries[bt->first_entry + i], &e);
-            if (e.action == CMH_ACT_OOM) l->tr[k].ooms++;
             if (trace_push(l, k, &e, 1) != CMH_OK) return CMH_ENOMEM;
+            l->tr[k].entries++;
+            cmh_live_oom_entry(&l->tr[k], &e);
         }
     }
     for (uint32_t i = 0; i < b->nmeminfo; i++) {

@@ -6,28 +6,48 @@
 #include <string.h>
 #include <time.h>
 
+#include "cumemhist/reports.h"
 #include "live_reader.h"
 
+/* Now, on the recorder's clock (cmh_now_ns) */
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Allocated bytes per minute over the minute up to now (the process's last entry, once it
- * ended), or since its first entry when that was less than a minute ago. */
-static int64_t change_per_min(const cmh_live *l, int k, uint64_t allocated)
+ * ended), or since its first entry when that was less than a minute ago.  A figure per minute
+ * from a shorter span is an extrapolation, and one from a burst (a model loaded in the first
+ * second of a two-second run read '+3.2 GiB/min') says nothing of a rate: as `leaks` gives a
+ * rate (CMH_LEAK_RATE_MIN_NS, CMH_LEAK_MIN_STEPS of CMH_LEAK_RATE_SLICES stretches), a younger
+ * span has one only when it lasted a second at least and allocated changed in as many of its
+ * equal stretches; a whole minute's change is the change per minute itself.  *known 0: none. */
+static int64_t change_per_min(const cmh_live *l, int k, uint64_t allocated, int *known)
 {
     const rate_pt *r = l->rate[k];
     uint32_t n = l->nrate[k];
+    *known = 0;
     if (n < 2) return 0;
     int64_t now = l->info.last_ns;
-    if (l->alive) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts); /* the recorder's clock (cmh_now_ns) */
-        int64_t wall = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-        if (wall > now) now = wall;
-    }
+    if (l->alive && wall_ns() > now) now = wall_ns();
     int64_t from = now - 60ll * 1000000000;
     uint32_t i = 0;
     while (i + 1 < n && r[i + 1].ns <= from) i++; /* the value as the window opened */
-    int64_t t0 = r[i].ns > from ? r[i].ns : from;
-    if (now - t0 < 1000000000) return 0; /* under a second: no rate yet */
-    return (int64_t)(((double)allocated - (double)r[i].allocated) * 60e9 / (double)(now - t0));
+    int64_t t0 = r[i].ns > from ? r[i].ns : from, span = now - t0;
+    if (span < CMH_LEAK_RATE_MIN_NS) return 0; /* under a second: no rate yet */
+    if (t0 > from) { /* younger than the window: a trend over its stretches, or nothing */
+        uint32_t slices = 0;
+        for (uint32_t j = i + 1; j < n; j++) {
+            if (r[j].allocated == r[j - 1].allocated) continue;
+            int64_t s = (int64_t)((double)(r[j].ns - t0) * CMH_LEAK_RATE_SLICES / (double)span);
+            slices |= 1u << (s < 0 ? 0 : s >= CMH_LEAK_RATE_SLICES ? CMH_LEAK_RATE_SLICES - 1 : s);
+        }
+        if ((uint32_t)__builtin_popcount(slices) < CMH_LEAK_MIN_STEPS && allocated != r[i].allocated) return 0;
+    }
+    *known = 1;
+    return (int64_t)(((double)allocated - (double)r[i].allocated) * 60e9 / (double)span);
 }
 
 const cmh_live_info *cmh_live_get_info(const cmh_live *l) { return &l->info; }
@@ -51,13 +71,16 @@ uint32_t cmh_live_devices(const cmh_live *l, cmh_live_device *out, uint32_t cap)
             d->entries = t->entries;
             d->dropped = max && t->entries > max ? t->entries - max : 0;
             d->ooms = t->ooms;
+            for (uint32_t q = 0; q < t->npend && l->alive; q++) /* too new to tell from a retry */
+                if (wall_ns() - t->pend[q].ns < CMH_LIVE_OOM_GRACE_MS * 1000000ll) d->ooms--;
+            d->oom_retries = t->retries;
             if (l->last_sample[k].time_ns) {
                 d->meminfo_known = 1;
                 d->mem_free = l->last_sample[k].free;
                 d->mem_total = l->last_sample[k].total;
                 d->mem_time_ns = l->last_sample[k].time_ns;
             }
-            d->change_per_min = change_per_min(l, k, d->allocated);
+            d->change_per_min = change_per_min(l, k, d->allocated, &d->change_known);
         }
         n++;
     }

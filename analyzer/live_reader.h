@@ -37,12 +37,25 @@ typedef struct lpyframe {
 /* One device's window: a ring of entries, 80 bytes each.  A journal entry's stack is the
  * recorder's and a mark's addr its name id; the checkpoint's entries (model ids) were pushed
  * first, so they are the oldest nbase of the window. */
+/* An OOM whose retry is not decided yet (cmh_oom_retry_step): its request and its entry's number */
+typedef struct loom {
+    uint32_t thread;
+    uint64_t size, stream, at;
+    int64_t ns; /* its entry's time */
+} loom;
+#define LIVE_OOM_PENDING 16
+
 typedef struct ltrace {
     cmh_entry_full *ring;
     uint64_t cap, alloc, head, n; /* cap: the window; alloc: slots made so far; head: the oldest */
     uint64_t nbase;
     uint64_t dropped_out;  /* entries that left the window (or the checkpoint's dropped) */
-    uint64_t entries, ooms, last_seq;
+    /* ooms: the OOMs the program saw, retries: the allocator's retries, as `oom` counts them
+     * (cmh_live_oom_entry); the pending ones count as OOMs until a retry is seen, as they would
+     * in a snapshot taken now (the figures show them after CMH_LIVE_OOM_GRACE_MS: live_figures.c) */
+    uint64_t entries, ooms, retries, last_seq;
+    loom pend[LIVE_OOM_PENDING];
+    uint32_t npend;
     uint64_t *seen; /* SEEN_BITS bits: the sequence numbers (last_seq - SEEN_BITS, last_seq] read */
     int present;
 } ltrace;
@@ -103,6 +116,8 @@ int cmh_live_fail(cmh_live *l, char *err, size_t errlen, const char *what, uint6
 /* Read extent a on from where it stopped (live_records.c). */
 int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen);
 int cmh_live_reset(cmh_live *l);
+/* Entry e, just counted in t->entries: decide the pending OOMs' retries, and note e if an OOM. */
+void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e);
 
 /* The window's next slot (the oldest one leaving it when it is full), for the caller to fill;
  * NULL: out of memory.  The entry is written in place, not built aside and copied in. */

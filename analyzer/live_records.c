@@ -19,6 +19,7 @@
 
 #include "crc32c.h"
 #include "grow.h"
+#include "cumemhist/reports.h"
 #include "live_reader.h"
 
 #define DEFAULT_TRACE_CAP (1u << 20) /* an unbounded recording's window, per device */
@@ -134,6 +135,25 @@ static int seen_once(ltrace *t, uint64_t seq)
     return 1;
 }
 
+void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e)
+{
+    for (uint32_t i = 0; i < t->npend;) {
+        loom *p = &t->pend[i];
+        uint64_t freed = 0;
+        int r = t->entries - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(p->thread, p->size, p->stream, e, &freed);
+        if (r < 0) {
+            i++;
+            continue;
+        }
+        if (r) t->retries++, t->ooms--; /* it was counted as the program's when it came */
+        *p = t->pend[--t->npend];
+    }
+    if (e->action != CMH_ACT_OOM) return;
+    t->ooms++;
+    if (t->npend == LIVE_OOM_PENDING) return; /* (16 threads at once out of memory: the oldest undecided stays an OOM) */
+    t->pend[t->npend++] = (loom){e->thread, e->size, e->stream, t->entries, e->time_ns};
+}
+
 /* A point of a device's allocated bytes, in the process's own time, at most one a second: the
  * change per minute is read off them at any refresh (the first one too). */
 static void note_rate(cmh_live *l, int k, int64_t t, uint64_t before)
@@ -180,7 +200,7 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
                          .stream = x->stream, .stack = x->stack, .thread = x->thread, .action = x->action, .kind = x->kind,
                          .flags = x->flags};
         t->entries++;
-        if (x->action == CMH_ACT_OOM) t->ooms++;
+        cmh_live_oom_entry(t, e);
         if (e->time_ns > l->info.last_ns) l->info.last_ns = e->time_ns;
         int32_t dev = x->slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)x->slot;
         uint64_t before = l->st.allocated[x->slot];

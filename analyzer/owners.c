@@ -102,6 +102,10 @@ static void on_block(void *arg, const cmh_live_block *b)
         a->torch_seen += b->size;
         return;
     }
+    if (b->state == CMH_BLOCK_ACTIVE_PENDING_FREE) { /* freed: no longer its caller's, as peak and leaks say */
+        add_row(a, CMH_OWN_PENDING_FREE, "freed, stream work pending (an allocator above the driver)", b->size, 0);
+        return;
+    }
     const char *owner = b->stack ? cmh_sites_owner(c->g, cmh_sites_group(c->g, b->stack)) : "";
     const char *lib = *owner ? cmh_library_name(owner) : NULL;
     char name[96];
@@ -162,18 +166,24 @@ static int cmp_want(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* PyTorch's two rows.  held: the bytes it holds as the driver saw them (its ranges' live
+/* PyTorch's rows.  held: the bytes it holds as the driver saw them (its ranges' live
  * allocations), or as it says itself (held_own) for a PyTorch snapshot alone.  Its trace logs
  * a segment a moment after the driver made it, so at an instant the driver's view is the one
- * that sums with the others: cached = held - allocated. */
+ * that sums with the others: cached = held - active, and the blocks freed with stream work
+ * pending (active - allocated) a row of their own, as peak and leaks count them: not in use,
+ * and not free to serve a request or to give back either. */
 static void torch_rows(want *w, const cmh_mem_stats *st, int held_own)
 {
     w->torch_alloc = (uint64_t)st->allocated_bytes[CMH_POOL_ALL].current;
     w->torch_reserved = (uint64_t)st->reserved_bytes[CMH_POOL_ALL].current;
+    uint64_t active = (uint64_t)st->active_bytes[CMH_POOL_ALL].current;
     uint64_t held = held_own ? w->torch_reserved : w->rows.torch_seen;
     uint64_t alloc = w->torch_alloc < held ? w->torch_alloc : held;
+    uint64_t pending = active > w->torch_alloc ? active - w->torch_alloc : 0;
+    if (pending > held - alloc) pending = held - alloc;
     add_row(&w->rows, CMH_OWN_TORCH_ALLOCATED, "PyTorch allocated", alloc, 0);
-    add_row(&w->rows, CMH_OWN_TORCH_CACHED, "PyTorch reserved but free (cached)", held - alloc, 0);
+    if (pending) add_row(&w->rows, CMH_OWN_PENDING_FREE, "PyTorch freed, stream work pending", pending, 0);
+    add_row(&w->rows, CMH_OWN_TORCH_CACHED, "PyTorch reserved but free (cached)", held - alloc - pending, 0);
 }
 
 static const cmh_trace *trace_of(const cmh_snapshot *s, int dev)

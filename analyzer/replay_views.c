@@ -133,6 +133,10 @@ void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out) { cmh_repla
 void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[2], cmh_free_split *out)
 {
     memset(out, 0, sizeof *out);
+    struct {
+        uint64_t id[2], free;
+    } per[32]; /* other private pools' free, to name the one holding most */
+    uint32_t nper = 0;
     int mine_private = request_pool && (request_pool[0] || request_pool[1]);
     int any_final = 0;
     for (uint32_t i = 0; i < r->s->nsegments && !any_final; i++) {
@@ -153,6 +157,10 @@ void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[
                 if (end - at > out->largest_gap) out->largest_gap = end - at;
             } else if (end > at && priv) {
                 out->private_free += end - at; /* another pool's: no request outside it can use it */
+                uint32_t q = 0;
+                while (q < nper && (per[q].id[0] != p.id[0] || per[q].id[1] != p.id[1])) q++;
+                if (q == nper && nper < 32) per[nper].id[0] = p.id[0], per[nper].id[1] = p.id[1], per[nper++].free = 0;
+                if (q < nper) per[q].free += end - at;
             } else if (end > at) {
                 uint64_t trapped = out->trapped;
                 cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
@@ -165,8 +173,18 @@ void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[
         }
     }
     out->unusable += out->private_free;
+    for (uint32_t q = 0; q < nper; q++)
+        if (per[q].free > out->top_pool_free)
+            out->top_pool[0] = per[q].id[0], out->top_pool[1] = per[q].id[1], out->top_pool_free = per[q].free;
     for (uint32_t i = 0; i < r->npools; i++) out->pool_cache += (uint64_t)r->pools[i].slack;
     out->releasable += out->pool_cache; /* a pool's cache goes back with cuMemPoolTrimTo */
+}
+
+void cmh_replay_pool_cache_top(const cmh_replay *r, uint64_t *pool, uint64_t *bytes)
+{
+    *pool = *bytes = 0;
+    for (uint32_t i = 0; i < r->npools; i++)
+        if ((uint64_t)r->pools[i].slack > *bytes) *pool = r->pools[i].handle, *bytes = (uint64_t)r->pools[i].slack;
 }
 
 void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t *largest_gap)

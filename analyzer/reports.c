@@ -734,9 +734,16 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->free_inside = o->reserved > o->allocated ? o->reserved - o->allocated : 0;
             uint64_t active = (uint64_t)st->active_bytes[0].current;
             o->pending_free = active > o->allocated ? active - o->allocated : 0;
+            int pooled = e->kind == CMH_KIND_ASYNC || (e->kind == CMH_KIND_DEVICE && cmh_entry_stream(s, e)); /* (older records: kind unsaid) */
+            if (!pooled && o->split.pool_cache) {
+                o->pool_cache_unusable = o->split.pool_cache;
+                o->split.unusable += o->split.pool_cache;
+                cmh_replay_pool_cache_top(r, &o->cache_pool, &o->cache_pool_bytes);
+            }
             o->usable = o->free_inside > o->split.unusable ? o->free_inside - o->split.unusable : 0;
             o->fits_in_gap = o->largest_gap >= o->request;
-            o->verdict = cmh_oom_verdict_pools(o->request, o->free_inside, o->split.unusable, o->largest_gap, o->device_free);
+            o->verdict = cmh_oom_verdict_cache(o->request, o->free_inside, o->split.unusable, o->pool_cache_unusable, o->largest_gap,
+                                               o->device_free);
             if (o->verdict == CMH_OOM_DEMAND && cmh_oom_too_large(o->request, o->reserved, o->device_free)) o->verdict = CMH_OOM_TOO_LARGE;
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
@@ -802,6 +809,16 @@ int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t priva
     return v;
 }
 
+int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t pool_cache, uint64_t largest_gap,
+                          uint64_t device_free)
+{
+    int v = cmh_oom_verdict_pools(request, free_inside, private_free, largest_gap, device_free);
+    uint64_t shared = free_inside > private_free ? free_inside - private_free : 0;
+    /* the pools' cache is what would have made it fit: named, rather than private pools at large */
+    if (v == CMH_OOM_PRIVATE_POOL && pool_cache && shared + pool_cache + device_free >= request) return CMH_OOM_POOL_CACHE;
+    return v;
+}
+
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
 {
     /* device_free 0: no figure (a pickle's OOM entry without device_free, a failed cuMemGetInfo),
@@ -811,8 +828,9 @@ int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
 
 const char *cmh_oom_verdict_name(int verdict)
 {
-    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool", "too large"};
-    return names[verdict >= 0 && verdict <= CMH_OOM_TOO_LARGE ? verdict : 0];
+    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool", "too large",
+                                        "a pool's cache"};
+    return names[verdict >= 0 && verdict <= CMH_OOM_POOL_CACHE ? verdict : 0];
 }
 
 const char *cmh_oom_verdict_text(int verdict)
@@ -830,8 +848,12 @@ const char *cmh_oom_verdict_text(int verdict)
         "graph or pool (del the graph, torch.cuda.empty_cache()) or capture with less memory",
         "too large: the request alone is more than the device had free and all the memory the record shows this "
         "process holding, together; nothing the process frees and no allocator setting makes it fit: check the size "
-        "asked for (a shape, a batch or sequence length), or what other processes hold on the device"};
-    return text[verdict >= 0 && verdict <= CMH_OOM_TOO_LARGE ? verdict : 0];
+        "asked for (a shape, a batch or sequence length), or what other processes hold on the device",
+        "held in a stream-ordered pool's cache: enough bytes were free only in what a memory pool (cuMemAllocAsync's) "
+        "keeps after its frees, up to its release threshold, which an allocation from outside the pool cannot use and "
+        "empty_cache() does not give back: trim the pool (cuMemPoolTrimTo), lower its release threshold "
+        "(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), or allocate from the pool"};
+    return text[verdict >= 0 && verdict <= CMH_OOM_POOL_CACHE ? verdict : 0];
 }
 
 void cmh_oom_report_free(cmh_oom_report *p)

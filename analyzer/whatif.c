@@ -27,6 +27,7 @@
 #include <strings.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/reports.h"
 #include "cumemhist/whatif.h"
 #include "grow.h"
 #include "oatab.h"
@@ -743,6 +744,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     if (wp_init(&m.pools, s, device)) m.nomem = 1;
     seed_model(&m, s, device);
     int prev_action = -1;
+    int64_t retry_at = -1; /* the OOM entry that is the allocator's retry of a failed one */
     for (uint32_t i = 0; i < t->nentries && !m.nomem && !m.pools.nomem; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         int a = e->action;
@@ -778,9 +780,23 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
                 release_cached(&m);
             }
         } else if (a == CMH_ACT_OOM) { /* the request that failed then: does it fail here? */
-            wblk *b = model_malloc(&m, cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e), wp_request(&m.pools, s, e, 0));
-            if (b) model_free(&m, b);
-            else if (!out->ooms++) out->first_oom_index = i, out->first_oom_time_ns = cmh_entry_time(s, e), out->first_oom_request = cmh_entry_size(s, e);
+            /* the allocator's failed retry asks for the same again: the model, which frees its
+             * cache and retries within one request, already answered it at the first OOM */
+            uint64_t freed;
+            uint32_t at;
+            int again = (int64_t)i == retry_at;
+            if (cmh_oom_retry(s, t, i, &freed, &at) && s->entries[t->first_entry + at].action == CMH_ACT_OOM) retry_at = at;
+            if (!again) {
+                wblk *b = model_malloc(&m, cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e), wp_request(&m.pools, s, e, 0));
+                if (b) model_free(&m, b);
+                else if (!out->ooms++) {
+                    int64_t seen;
+                    out->first_oom_number = cmh_oom_number(s, t, i, &seen);
+                    out->first_oom_index = seen >= 0 ? seen : i; /* where `oom` says its number */
+                    out->first_oom_time_ns = cmh_entry_time(s, &s->entries[t->first_entry + out->first_oom_index]);
+                    out->first_oom_request = cmh_entry_size(s, e);
+                }
+            }
         }
         prev_action = a;
         if (m.reserved > out->peak_reserved) {
@@ -805,10 +821,10 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
 uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device)
 {
     const cmh_trace *t = cmh_snapshot_trace(s, device);
-    int64_t first = -1;
-    for (uint32_t i = 0; t && i < t->nentries && first < 0; i++)
-        if (s->entries[t->first_entry + i].action == CMH_ACT_OOM) first = i;
-    if (first < 0) return 0;
+    /* the OOM `oom` calls #1, from where its request first failed: its failed retries came
+     * after the allocator had freed its cache, which the model does within the one request */
+    int64_t first;
+    if (cmh_oom_first(s, t, &first) < 0) return 0;
     /* the recorded settings, unlimited, up to the OOM: what was reserved then */
     cmh_snapshot cut = *s;
     cmh_trace ct = *t;

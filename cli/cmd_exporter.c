@@ -136,7 +136,7 @@ static void head(buf *b, const family *f, int om)
     }
 }
 
-enum { F_ALLOC, F_RESV, F_PEAK_A, F_PEAK_R, F_USED, F_TOTAL, F_CHANGE, F_OWNER, F_SITE, F_GROWTH, F_OOMS, F_DROPPED, F_ENTRIES, F_NF };
+enum { F_ALLOC, F_RESV, F_PEAK_A, F_PEAK_R, F_USED, F_TOTAL, F_CHANGE, F_OWNER, F_SITE, F_GROWTH, F_OOMS, F_RETRIES, F_DROPPED, F_ENTRIES, F_NF };
 static const family g_fam[F_NF] = {
     {"cumemhist_allocated_bytes", "gauge", "bytes", "Bytes in blocks allocated now (blocks in state active_allocated)."},
     {"cumemhist_reserved_bytes", "gauge", "bytes", "Bytes in segments reserved from the driver now."},
@@ -148,7 +148,8 @@ static const family g_fam[F_NF] = {
     {"cumemhist_owner_bytes", "gauge", "bytes", "Device memory by owner now (PyTorch allocated and cached, each library, the program, not recorded)."},
     {"cumemhist_site_bytes", "gauge", "bytes", "Bytes held now by an allocation site, the top N per process and device."},
     {"cumemhist_site_growth_bytes_per_step", "gauge", NULL, "Growth per step of a site the leak verdict calls growing."},
-    {"cumemhist_ooms", "counter", NULL, "Out-of-memory errors the driver returned."},
+    {"cumemhist_ooms", "counter", NULL, "Out-of-memory errors the program saw, as cumemhist oom and summary count them (a retry that succeeded is not one)."},
+    {"cumemhist_oom_retries", "counter", NULL, "Allocations retried after the allocator freed its cache (memory_summary's cudaMalloc retries)."},
     {"cumemhist_dropped_entries", "counter", NULL, "Trace entries dropped past the ring's max_entries."},
     {"cumemhist_entries", "counter", NULL, "Trace entries recorded."},
 };
@@ -162,6 +163,7 @@ static const char *kind_name(int k)
     case CMH_OWN_LIBRARY: return "library";
     case CMH_OWN_PROGRAM: return "program";
     case CMH_OWN_UNKNOWN: return "unknown";
+    case CMH_OWN_PENDING_FREE: return "pending_free";
     default: return "not_recorded";
     }
 }
@@ -206,8 +208,12 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
                     if (!d->meminfo_known) continue;
                     v = f == F_USED ? d->mem_total - d->mem_free : d->mem_total;
                     break;
-                case F_CHANGE: sv = d->change_per_min; break;
+                case F_CHANGE:
+                    if (!d->change_known) continue; /* no rate yet: no sample, rather than a made-up one */
+                    sv = d->change_per_min;
+                    break;
                 case F_OOMS: v = d->ooms; break;
+                case F_RETRIES: v = d->oom_retries; break;
                 case F_DROPPED: v = d->dropped; break;
                 case F_ENTRIES: v = d->entries; break;
                 case F_OWNER:

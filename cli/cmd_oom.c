@@ -26,7 +26,8 @@ const cli_command cli_cmd_oom = {
     "Every out-of-memory error in the record, on every device: the request and who made it, what\n"
     "the device still had free, what was allocated and reserved, the free bytes inside the\n"
     "segments (reserved - allocated) and the largest free gap, a verdict (demand, fragmentation,\n"
-    "a gap that fit, refused with room, a private pool's, or too large: more than the device had\n"
+    "a gap that fit, refused with room, a private pool's, a stream-ordered pool's cache, or too\n"
+    "large: more than the device had\n"
     "free and the process held together), and the allocation sites holding memory at that moment.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
@@ -156,7 +157,26 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "releasable", e->split.releasable);
             cmh_jw_kuint(w, "trapped", e->split.trapped);
             cmh_jw_kuint(w, "pool_cache", e->split.pool_cache); /* of releasable */
+            cmh_jw_kuint(w, "pool_cache_unusable", e->pool_cache_unusable); /* of it, what the request could not use */
+            cmh_jw_key(w, "cache_pool"); /* the pool keeping the most of it: its handle, its bytes */
+            if (e->pool_cache_unusable) {
+                cmh_jw_obj(w);
+                cmh_jw_kuint(w, "handle", e->cache_pool);
+                cmh_jw_kuint(w, "bytes", e->cache_pool_bytes);
+                cmh_jw_end(w);
+            } else cmh_jw_null(w);
             cmh_jw_kuint(w, "private_pools", e->split.private_free);
+            cmh_jw_key(w, "private_pool_most"); /* the other private pool holding the most of it */
+            if (e->split.top_pool_free) {
+                cmh_jw_obj(w);
+                cmh_jw_key(w, "pool_id");
+                cmh_jw_arr(w);
+                cmh_jw_uint(w, e->split.top_pool[0]);
+                cmh_jw_uint(w, e->split.top_pool[1]);
+                cmh_jw_end(w);
+                cmh_jw_kuint(w, "bytes", e->split.top_pool_free);
+                cmh_jw_end(w);
+            } else cmh_jw_null(w);
             cmh_jw_key(w, "request_pool"); /* [0, 0]: the default pool (or not said) */
             cmh_jw_arr(w);
             cmh_jw_uint(w, e->request_pool[0]);
@@ -226,6 +246,9 @@ static int section(const rep_section *sec, void *arg)
                    "cudaMalloc retries %u)\n",
                    sec->index ? "\n" : "", sec->path, rep_device_name(dev), rep_count(p.failures, "out-of-memory error", "out-of-memory errors"),
                    rep_count(p.retries, "more", "more"), p.failures, p.retries);
+        uint32_t first = 0; /* the balance and the what-if line go with OOM #1, as whatif names it */
+        while (first < p.nevents && p.events[first].number != 1) first++;
+        if (first == p.nevents) first = 0;
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
             if (e->number)
@@ -269,12 +292,20 @@ static int section(const rep_section *sec, void *arg)
             if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */
                 printf("\n      of it a pool's cache%12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)",
                        rep_size((double)e->split.pool_cache));
+            if (e->pool_cache_unusable) /* which pool, and that this request could not have it */
+                printf("\n      kept by pool 0x%" PRIx64 " %s%s: not for this request (not the pool's own cuMemAllocAsync)",
+                       e->cache_pool, rep_size((double)e->cache_pool_bytes),
+                       e->cache_pool_bytes < e->pool_cache_unusable ? " (the most; other pools keep the rest)" : "");
             if (mine)
                 printf("\n    in its own pool       %12s   (private pool (%" PRIu64 ", %" PRIu64 ")'s segments: the request's where a run fits)",
                        rep_size((double)e->split.own_pool), e->request_pool[0], e->request_pool[1]);
-            if (e->split.private_free)
+            if (e->split.private_free) {
                 printf("\n    in %sprivate pools%s%12s   (a CUDA graph's or MemPool's segments: only the pool's own requests use it)",
                        mine ? "other " : "", mine ? "" : "      ", rep_size((double)e->split.private_free));
+                if (e->split.top_pool_free) /* which pool: the one to free (del the graph or MemPool) */
+                    printf("\n      of it pool (%" PRIu64 ", %" PRIu64 ")%s %s", e->split.top_pool[0], e->split.top_pool[1],
+                           e->split.top_pool_free < e->split.private_free ? ", the most," : "", rep_size((double)e->split.top_pool_free));
+            }
             if (e->split.unusable)
                 printf("\n    the request could use %12s   of it; %s not (other pools' memory)", rep_size((double)e->usable),
                        rep_size((double)e->split.unusable));
@@ -282,7 +313,7 @@ static int section(const rep_section *sec, void *arg)
                    mine ? "(in its own pool) " : e->split.private_free ? "(outside private pools) " : "",
                    e->fits_in_gap ? "fits" : "does not fit");
             printf("  verdict: %s\n", cmh_oom_verdict_text(e->verdict));
-            if (i == 0) {
+            if (i == first) {
                 print_balance(sp, dev);
                 print_whatif(sec, &wi, wrc);
             }

@@ -42,7 +42,9 @@ const cli_command cli_cmd_top = {
     "top", "[options] [PID|FLIGHT...]",
     "Watch the CUDA memory of every process you run under cumemhist (or those named), live: one\n"
     "row per process and device, with allocated, reserved and driver-used bytes, the change per\n"
-    "minute, out-of-memory errors and dropped entries, and for the selected row the sites that\n"
+    "minute ('-' where the span is too short for a rate, as leaks decides one), out-of-memory\n"
+    "errors (as oom counts them: a retry that succeeded is none) and dropped entries, and for\n"
+    "the selected row the sites that\n"
     "hold memory now (with their leak verdict) and the device's owners.  Keys: up/down or j/k\n"
     "select, Tab the next site, Enter shows its stack, s changes the order, q quits.  The\n"
     "processes are read from their flight records: nothing is sent to them.",
@@ -114,6 +116,7 @@ static const char *change(const row *r)
     static char b[48];
     int64_t v = r->d.change_per_min;
     if (r->p->ended) return "ended";
+    if (!r->d.change_known) return "-"; /* too short a span for a rate (a burst, or under a second) */
     snprintf(b, sizeof b, "%s%s/min", v < 0 ? "-" : "+", cli_live_size((double)(v < 0 ? -v : v)));
     return b;
 }
@@ -167,9 +170,10 @@ static void json_frame(cli_procs *ps, row *rows, uint32_t n)
                 cmh_jw_knull(&w, "driver_used");
                 cmh_jw_knull(&w, "driver_total");
             }
-            if (p->ended) cmh_jw_knull(&w, "change_per_min");
+            if (p->ended || !d->change_known) cmh_jw_knull(&w, "change_per_min");
             else cmh_jw_kint(&w, "change_per_min", d->change_per_min);
-            cmh_jw_kuint(&w, "ooms", d->ooms);
+            cmh_jw_kuint(&w, "ooms", d->ooms); /* as `oom` and `summary` count them: a retry that succeeded is none */
+            cmh_jw_kuint(&w, "oom_retries", d->oom_retries);
             cmh_jw_kuint(&w, "entries", d->entries);
             cmh_jw_kuint(&w, "dropped", d->dropped);
             const cli_dev_analysis *a = analysis(p, d->device);

@@ -29,9 +29,9 @@ static const cli_option g_opts[] = {
      NULL, 0, 0, NULL},
     {"--sweep", NULL, CLI_LIST, &g_sweep, "KEY=V1,V2,...", "one setting per value (on top of --set)", NULL, 0, 0, NULL},
     {"--capacity", NULL, CLI_SIZE, &g_capacity, "BYTES",
-     "what the allocator may reserve (default: what the trace's first OOM implies;\nwithout an OOM, unlimited: no OOM is predicted)",
+     "what the allocator may reserve (default: what the trace's OOM #1 implies, as `oom`\nnumbers it;\nwithout an OOM, unlimited: no OOM is predicted)",
      NULL, 0, 0, &g_have_capacity},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to replay (default: where the first OOM happened,\nelse the lowest with a block-level trace)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to replay (default: where OOM #1 happened,\nelse the lowest with a block-level trace)", NULL, 0, 0, NULL},
     CLI_OPT_JSON(&g_json),
 };
 
@@ -101,10 +101,14 @@ typedef struct recorded_run {
     cmh_peak_report pk;
     double free_at_peak; /* free inside segments / reserved after the allocated peak's entry */
     uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
-    uint32_t ooms;
-    int64_t first_oom_index;
+    uint32_t ooms, retries; /* the OOMs the program saw and the retries, as `oom` counts them */
+    int64_t first_oom_index; /* `oom`'s #1 (-1: none) */
     uint64_t first_oom_request;
     uint64_t private_allocs, private_bytes; /* requests served in a private pool's segment */
+    /* oom's verdict on #1 (cmh_oom_compute: one verdict in oom, frag and here), -1 when none;
+     * where it is another pool's memory: which pool (or stream-ordered pool), how much */
+    int verdict;
+    uint64_t other_pool[2], other_bytes, cache_pool;
 } recorded_run;
 
 /* Whether addr lies in one of the device's final segments of a private pool (segment_pool_id not
@@ -123,6 +127,7 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
 {
     memset(out, 0, sizeof *out);
     out->first_oom_index = -1;
+    out->verdict = -1;
     int rc = cmh_peak_totals(s, dev, &out->pk);
     if (rc != CMH_OK) return rc;
     const cmh_trace *t = cmh_snapshot_trace(s, dev);
@@ -138,7 +143,27 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
         }
         out->segment_allocs += e->action == CMH_ACT_SEGMENT_ALLOC, out->segment_frees += e->action == CMH_ACT_SEGMENT_FREE;
         out->segment_maps += e->action == CMH_ACT_SEGMENT_MAP, out->segment_unmaps += e->action == CMH_ACT_SEGMENT_UNMAP;
-        if (e->action == CMH_ACT_OOM && !out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)cmh_entry_size(s, e);
+        if (e->action == CMH_ACT_OOM) {
+            uint64_t freed;
+            if (cmh_oom_retried(s, t, i, &freed)) out->retries++;
+            else if (!out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)cmh_entry_size(s, e);
+        }
+    }
+    if (out->ooms) { /* what oom says of #1: the verdict is computed once, there */
+        cmh_oom_report om;
+        if ((rc = cmh_oom_compute(s, dev, NULL, &om)) != CMH_OK) {
+            cmh_peak_report_free(&out->pk);
+            return rc;
+        }
+        for (uint32_t k = 0; k < om.nevents; k++) {
+            const cmh_oom_event *e = &om.events[k];
+            if (e->number != 1) continue;
+            out->verdict = e->verdict;
+            out->other_pool[0] = e->split.top_pool[0], out->other_pool[1] = e->split.top_pool[1];
+            out->other_bytes = e->verdict == CMH_OOM_POOL_CACHE ? e->cache_pool_bytes : e->split.top_pool_free;
+            out->cache_pool = e->cache_pool;
+        }
+        cmh_oom_report_free(&om);
     }
     /* reserved at the allocated peak: a replay up to its entry (-1: the state before the first),
      * the moment every row's free share is taken at (a reserved peak's first moment may be long
@@ -174,7 +199,10 @@ static void print_recorded(const recorded_run *rr, uint64_t capacity, int width)
                 rr->segment_unmaps);
     if (capacity && rr->pk.reserved_peak > (int64_t)capacity) /* it ran on a larger device: not "no OOM" at this one */
         printf("over it (reserved %s)\n", rep_size((double)rr->pk.reserved_peak));
-    else if (rr->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", rr->first_oom_index, rep_size((double)rr->first_oom_request));
+    else if (rr->ooms)
+        printf("OOM #1 at entry %" PRId64 " (%s requested%s%s)\n", rr->first_oom_index, rep_size((double)rr->first_oom_request),
+               rr->retries ? "; not counted: " : "", rr->retries ? rep_count(rr->retries, "retry", "retries") : "");
+    else if (rr->retries) printf("no OOM the program saw (%s)\n", rep_count(rr->retries, "retry that succeeded", "retries that succeeded"));
     else printf("%s\n", capacity ? "no OOM" : "-");
 }
 
@@ -186,7 +214,9 @@ static void print_row(const trial *x, uint64_t capacity, int width)
              x->label[0] ? x->label : x->recorded && g_not_pytorch ? "defaults" : "PyTorch's defaults");
     print_cells(name, width, r->peak_reserved, r->peak_allocated, r->frag_at_peak, r->segment_allocs, r->segment_frees,
                 r->segment_maps, r->segment_unmaps);
-    if (r->ooms) printf("OOM at entry %" PRId64 " (%s requested)\n", r->first_oom_index, rep_size((double)r->first_oom_request));
+    if (r->ooms && r->first_oom_number)
+        printf("OOM #%u at entry %" PRId64 " (%s requested)\n", r->first_oom_number, r->first_oom_index, rep_size((double)r->first_oom_request));
+    else if (r->ooms) printf("OOM at entry %" PRId64 " (%s requested; the program had it met)\n", r->first_oom_index, rep_size((double)r->first_oom_request));
     else printf("%s\n", capacity ? "no OOM" : "-");
 }
 
@@ -329,9 +359,13 @@ int cmd_whatif(int argc, char **argv)
         cmh_jw_kuint(&w, "segment_frees", rr.segment_frees);
         cmh_jw_kuint(&w, "segment_maps", rr.segment_maps);
         cmh_jw_kuint(&w, "segment_unmaps", rr.segment_unmaps);
-        cmh_jw_kuint(&w, "ooms", rr.ooms);
+        cmh_jw_kuint(&w, "ooms", rr.ooms); /* as `oom` counts them (num_ooms, num_alloc_retries) */
+        cmh_jw_kuint(&w, "oom_retries", rr.retries);
         cmh_jw_kuint(&w, "private_pool_requests", rr.private_allocs); /* the model serves each from its own pool */
-        if (rr.ooms) cmh_jw_kint(&w, "first_oom_index", rr.first_oom_index), cmh_jw_kuint(&w, "first_oom_requested", rr.first_oom_request);
+        if (rr.ooms)
+            cmh_jw_kint(&w, "first_oom_index", rr.first_oom_index), cmh_jw_kuint(&w, "first_oom_number", 1),
+                cmh_jw_kuint(&w, "first_oom_requested", rr.first_oom_request);
+        if (rr.verdict >= 0) cmh_jw_kstr(&w, "first_oom_verdict", cmh_oom_verdict_name(rr.verdict)); /* as oom --json says */
         cmh_jw_kbool(&w, "model_peaks_match", nt && (int64_t)t[0].r.peak_reserved == rr.pk.reserved_peak &&
                                                    (int64_t)t[0].r.peak_allocated == rr.pk.alloc_peak);
         cmh_jw_end(&w);
@@ -355,6 +389,9 @@ int cmd_whatif(int argc, char **argv)
             cmh_jw_kuint(&w, "ooms", r->ooms);
             if (r->ooms) {
                 cmh_jw_kint(&w, "first_oom_index", r->first_oom_index);
+                cmh_jw_key(&w, "first_oom_number"); /* `oom`'s number for it; null: the program had it met */
+                if (r->first_oom_number) cmh_jw_uint(&w, r->first_oom_number);
+                else cmh_jw_null(&w);
                 rep_json_time(&w, "first_oom_time_ns", r->first_oom_time_ns);
                 cmh_jw_kuint(&w, "first_oom_requested", r->first_oom_request);
             }
@@ -375,7 +412,7 @@ int cmd_whatif(int argc, char **argv)
         const cmh_whatif_result *r0 = &t[0].r;
         printf("%s, device %d: %" PRIu64 " requests replayed; capacity %s\n", path, dev, r0->requests,
                capacity ? rep_size((double)capacity) : "unlimited (no OOM in the trace; --capacity BYTES to set one)");
-        if (capacity && !g_have_capacity) printf("  (the trace's first OOM: reserved then plus the free memory it reported)\n");
+        if (capacity && !g_have_capacity) printf("  (the trace's OOM #1, as `oom` numbers it: reserved then plus the free memory it reported)\n");
         int width = 30;
         for (int i = 0; i < nt; i++) {
             int l = (int)strlen(t[i].label[0] ? t[i].label : "PyTorch's defaults") + (t[i].recorded ? 32 : 0);
@@ -390,6 +427,16 @@ int cmd_whatif(int argc, char **argv)
                    g_not_pytorch ? "(PyTorch's allocator serving these requests)" : "of the recorded settings",
                    rep_size((double)r0->peak_reserved), rep_size((double)r0->peak_allocated), rep_size((double)rr.pk.reserved_peak),
                    rep_size((double)rr.pk.alloc_peak));
+        if (rr.verdict == CMH_OOM_PRIVATE_POOL && rr.other_bytes)
+            printf("\nOOM #1, as `oom` judges it: held by a private pool: %s free in pool (%" PRIu64 ", %" PRIu64 "), another pool's\n"
+                   "  memory, which no allocator setting gives this request: free that graph or MemPool (cumemhist oom)\n",
+                   rep_size((double)rr.other_bytes), rr.other_pool[0], rr.other_pool[1]);
+        else if (rr.verdict == CMH_OOM_POOL_CACHE)
+            printf("\nOOM #1, as `oom` judges it: held in a stream-ordered pool's cache: %s kept by pool 0x%" PRIx64 ", which no\n"
+                   "  allocator setting gives this request: trim the pool (cuMemPoolTrimTo) (cumemhist oom)\n",
+                   rep_size((double)rr.other_bytes), rr.cache_pool);
+        else if (rr.verdict >= 0)
+            printf("\nOOM #1, as `oom` judges it: %s\n", cmh_oom_verdict_name(rr.verdict));
         if (rr.private_allocs)
             printf("\n%" PRIu64 " of the %" PRIu64 " requests (%s) were served in a private pool (pool_id not (0, 0): a CUDA graph's\n"
                    "  or a MemPool's); the model serves each from its own pool's segments, which no other pool's request reuses\n",

@@ -608,13 +608,15 @@ int cmh_hist_segment_managed(uint64_t addr, cmh_live *seg)
     return 1;
 }
 
-void cmh_hist_oom(int device, uint64_t size, uint64_t stream, uint64_t device_free)
+void cmh_hist_oom(int device, int kind, uint64_t size, uint64_t stream, uint64_t device_free)
 {
     if (!cmh_rec_enabled()) return;
     cmh_hist_ensure_init();
     cmh_first_touch();
     uint32_t stack = cmh_rec_context() >= CMH_CONTEXT_ALLOC ? cmh_stack_capture() : 0;
-    cmh_hist_record(device, CMH_ACT_OOM, CMH_KIND_DEVICE, 0, device_free, size, size, stream, stack, 0, 0, CMH_COUNT_OOM, 0);
+    /* its kind says which allocator failed: a stream-ordered pool's request (CMH_KIND_ASYNC) may
+     * use what its pool keeps, any other may not */
+    cmh_hist_record(device, CMH_ACT_OOM, kind, 0, device_free, size, size, stream, stack, 0, 0, CMH_COUNT_OOM, 0);
 }
 
 void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta)

@@ -228,7 +228,7 @@ static void oom(int device, int kind, uint64_t size, uint64_t stream)
     uint64_t f = 0;
     if (kind != CMH_KIND_HOST) cmh_pools_refresh(device); /* what pools keep at this moment, before the OOM's entry */
     if (kind != CMH_KIND_HOST && sample_current(device, &f, cmh_hist_thread()) != 0) f = 0;
-    cmh_hist_oom(device, size, stream, f);
+    cmh_hist_oom(device, kind, size, stream, f);
     cmh_process_oom();
 }
 

@@ -209,7 +209,7 @@ CMH_HIDDEN int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action,
 CMH_HIDDEN void cmh_hist_free_undo(const cmh_live *was);
 /* A segment made managed by its allocator: its implied block leaves the counters. */
 CMH_HIDDEN int cmh_hist_segment_managed(uint64_t addr, cmh_live *seg);
-CMH_HIDDEN void cmh_hist_oom(int device, uint64_t size, uint64_t stream, uint64_t device_free);
+CMH_HIDDEN void cmh_hist_oom(int device, int kind, uint64_t size, uint64_t stream, uint64_t device_free);
 CMH_HIDDEN void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta);
 CMH_HIDDEN void cmh_hist_clear(void);
 CMH_HIDDEN void cmh_hist_set_capacity(uint64_t max_entries);

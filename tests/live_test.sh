@@ -224,6 +224,66 @@ check "a process that exec'd another program ($epid) is not shown as running, an
     '[ -n "$epid" ] && ! grep -q "\"pid\": *$epid," top4.json && grep -q "pid $epid is gone" err.txt && [ ! -e "$REG/$epid.proc" ]'
 kill $epid 2>/dev/null
 
+# --- OOMs counted as oom and summary count them: a retry that succeeded is not one ---
+# (tests/retry_then_oom.c: a caching allocator's retried OOM that then succeeded, then one the
+# program saw, whose retry failed too: 1 OOM, 2 retries); top and the exporter while it waits,
+# `oom --json` of the dump it leaves
+FAKECUDA_CAPACITY=100M "$CMH" record -q -o rto.cmh -- "$B/tests/retry_then_oom" "$T/rto_go" >rto.out 2>&1 &
+rto_rec=$!
+wait_until 60 'grep -q "40 MiB: CUDA_ERROR_OUT_OF_MEMORY" rto.out'
+rto_pid=$(grep -l "rto.cmh.flight" "$REG"/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
+# (its last OOM's retry is not decided while it waits: counted once CMH_LIVE_OOM_GRACE_MS old)
+wait_until 30 '"$CMH" top --json $rto_pid 2>/dev/null >rto_top.json; grep -q "\"ooms\": 1," rto_top.json'
+mkdir rto_prom && "$CMH" exporter --once --textfile rto_prom $rto_pid >/dev/null 2>&1
+touch rto_go
+wait $rto_rec
+"$CMH" oom --json rto.cmh >rto_oom.json 2>/dev/null
+out=$(py - "$rto_pid" <<'PY'
+import json, re, sys
+pid = int(sys.argv[1])
+o = json.load(open("rto_oom.json"))[0]
+d = [p for p in json.load(open("rto_top.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
+m = re.search(r'^cumemhist_ooms_total\{pid="%d"[^}]*\} (\d+)$' % pid, open("rto_prom/cumemhist.prom").read(), re.M)
+r = re.search(r'^cumemhist_oom_retries_total\{pid="%d"[^}]*\} (\d+)$' % pid, open("rto_prom/cumemhist.prom").read(), re.M)
+want = (o["num_ooms"], o["num_alloc_retries"])
+got = [(d["ooms"], d["oom_retries"]), (int(m.group(1)) if m else None, int(r.group(1)) if r else None)]
+print("same %s" % (want,) if want == (1, 2) and all(g == want for g in got) else "oom %s, top and exporter %s" % (want, got))
+PY
+)
+check "top --json and the exporter count OOMs and retries as oom --json of the dump: $out" 'case "$out" in same*) true ;; *) false ;; esac'
+
+# --- the change per minute of a young process: a rate only over a span that makes one ---
+# (as leaks gives a rate: a second at least, and a change spread over CMH_LEAK_MIN_STEPS of its
+# stretches); a burst of 12 MiB in its first 0.2 s, then nothing, read '+360 MiB/min' two seconds
+# on; it has no figure ('-', null, no sample) until its minute is up.  A process that grows step
+# after step over seconds has one.
+LIVE_DONE=$T/burst_done "$CMH" record -q -o burst.cmh -- "$P" leak 6 20 >/dev/null 2>&1 &
+LIVE_DONE=$T/ramp_done "$CMH" record -q -o ramp.cmh -- "$P" leak 8 600 >/dev/null 2>&1 &
+wait_until 60 '[ -e burst_done ] && [ -e ramp_done ]'
+sleep 1.5 # (the burst's span past a second: the old figure was an extrapolation from here on)
+burst_pid=$(grep -l "burst.cmh.flight" "$REG"/*.proc | xargs sed -n 's/^pid //p')
+ramp_pid=$(grep -l "ramp.cmh.flight" "$REG"/*.proc | xargs sed -n 's/^pid //p')
+"$CMH" top --json $burst_pid $ramp_pid >rate.json 2>/dev/null
+"$CMH" top --once $burst_pid >rate.txt 2>/dev/null
+mkdir rate_prom && "$CMH" exporter --once --textfile rate_prom $burst_pid $ramp_pid >/dev/null 2>&1
+out=$(py - $burst_pid $ramp_pid <<'PY'
+import json, re, sys
+b, r = map(int, sys.argv[1:])
+d = {p["pid"]: p["devices"][0] for p in json.load(open("rate.json"))["processes"]}
+prom = open("rate_prom/cumemhist.prom").read()
+series = lambda pid: re.search(r'^cumemhist_allocated_change_bytes_per_minute\{pid="%d"' % pid, prom, re.M) is not None
+bad = []
+if d[b]["change_per_min"] is not None: bad.append("burst: %s" % d[b]["change_per_min"])
+if series(b): bad.append("burst: a sample in the exporter")
+if not isinstance(d[r]["change_per_min"], int) or d[r]["change_per_min"] <= 0: bad.append("ramp: %s" % d[r]["change_per_min"])
+if not series(r): bad.append("ramp: no sample in the exporter")
+print("; ".join(bad) if bad else "ok")
+PY
+)
+check "a burst has no change per minute (null, no sample), a ramp over seconds has one: $out" '[ "$out" = ok ]'
+check "top's text says '-' for the burst's change ($(sed -n 2p rate.txt | cut -c57-70))" '[ "$(sed -n 2p rate.txt | cut -c57-70 | tr -d " ")" = - ]'
+kill -TERM $burst_pid $ramp_pid 2>/dev/null
+
 # --- a clean end removes the entry ---
 for p in $pids; do [ "$p" = "$leaker" ] || kill -TERM $p 2>/dev/null; done
 wait_until 60 '[ -z "$(ls "$REG"/*.proc 2>/dev/null)" ]'

@@ -177,8 +177,12 @@ if int(wrc) == 0:
     elif said["reproduced"] and sorted(said["avoided_by"]) != avoided:
         probs.append(f"oom says {said['avoided_by']} avoid it, whatif {avoided}")
     rec_row = [s for s in w["settings"] if s["recorded"]][0]
-    if said and said["reproduced"] and rec_row.get("first_oom_index") != d["ooms"][0]["index"]:
-        probs.append(f"whatif's OOM at entry {rec_row.get('first_oom_index')}, oom's at {d['ooms'][0]['index']}")
+    one = ([e for e in d["ooms"] if e["number"] == 1] or d["ooms"])[0]  # the OOM oom calls #1 (a retry is not one)
+    if said and said["reproduced"] and (rec_row.get("first_oom_index"), rec_row.get("first_oom_number")) != (one["index"], one["number"]):
+        probs.append(f"whatif's OOM at entry {rec_row.get('first_oom_index')} (#{rec_row.get('first_oom_number')}), "
+                     f"oom's #1 at {one['index']}")
+    if one["number"] == 1 and w["record"].get("first_oom_verdict") != one["verdict"]:
+        probs.append(f"whatif says oom's verdict on #1 is {w['record'].get('first_oom_verdict')}, oom {one['verdict']}")
 elif "no block-level trace" not in open(wierr).read():
     probs.append(f"whatif exit {wrc}: {open(wierr).read()}")
 if int(frc) != 0: probs.append(f"flamegraph --at oom: exit {frc}: {open(flerr).read()}")
@@ -215,6 +219,11 @@ EOF
 check "a CUDA graph's private pool: its free memory is the pool's, the OOM verdict says so" "[ $? -eq 0 ]"
 "$CMH" oom pool.pickle | grep -q "in private pools *70.0 MiB" && ok "oom names the private pools' free memory" ||
     bad "oom on a private pool: $("$CMH" oom pool.pickle)"
+# which pool, and its size, in oom and in whatif (the verdict a user can act on: free that graph)
+"$CMH" oom pool.pickle | grep -q "^      of it pool (1, 3) 70.0 MiB" &&
+    "$CMH" whatif pool.pickle 2>/dev/null | grep -q "^OOM #1, as .oom. judges it: held by a private pool: 70.0 MiB free in pool (1, 3)" &&
+    ok "oom and whatif name the private pool holding the memory, and its size" ||
+    bad "the private pool not named: $("$CMH" oom pool.pickle | grep 'pool (')$("$CMH" whatif pool.pickle 2>&1 | grep 'OOM #1, as')"
 
 # a private pool's own request: its pool's free is usable, other pools' and the default pool's
 # gaps are not; the verdict follows, and whatif's model agrees on what the request could use (it
@@ -262,8 +271,24 @@ assert d["ooms"][0]["number"] == 1 and d["ooms"][0].get("retry_index") is None a
 assert o["request"] == 4 * M and o["device_free"] == 0, o
 assert o["reserved"] == 64 * M and o["allocated"] == 32 * M and o["pool_cache"] == 32 * M and o["releasable"] == 32 * M, o
 assert o["verdict"] != "refused with room", o
+# the plain cuMemAlloc could not use the pool's cache: neither fragmentation (no gap could have
+# served it) nor demand; the verdict names the cache, its size and the pool, the same every run
+assert o["verdict"] == "a pool's cache" and o["pool_cache_unusable"] == 32 * M and o["usable"] == 0 and o["unusable"] == 32 * M, o
+assert o["cache_pool"]["bytes"] == 32 * M and o["cache_pool"]["handle"] != 0, o
+assert d["ooms"][0]["verdict"] == "demand" and d["ooms"][0]["pool_cache_unusable"] == 0, d["ooms"][0]
+f = json.loads(subprocess.run(["$CMH", "frag", "--json", "pool_oom.cmh"], capture_output=True, text=True).stdout)[0]
+assert f["last_oom"]["verdict"] == o["verdict"], f["last_oom"]
 EOF
-check "an OOM beside a pool's cache: the device has nothing free, the cache is releasable by a trim" "[ $? -eq 0 ]"
+check "an OOM beside a pool's cache: the device has nothing free, the cache is releasable by a trim, the verdict names it" "[ $? -eq 0 ]"
+"$CMH" oom pool_oom.cmh | grep -q "^      kept by pool 0x[0-9a-f]* 32.0 MiB: not for this request" &&
+    "$CMH" oom pool_oom.cmh | grep -q "verdict: held in a stream-ordered pool's cache: .*cuMemPoolTrimTo" &&
+    ok "oom names the pool that keeps the cache, and what to do" || bad "oom's pool cache verdict: $("$CMH" oom pool_oom.cmh | grep 'kept by\|verdict')"
+v=""
+for i in 1 2 3; do
+    FAKECUDA_CAPACITY=64M "$CMH" record -q -o pool_oom$i.cmh -- "$B/tests/pool_oom" >/dev/null 2>&1
+    v="$v$("$CMH" oom --json pool_oom$i.cmh | py -c "import json,sys; print(','.join(o['verdict'] for o in json.load(sys.stdin)[0]['ooms']))");"
+done
+check "pool_oom three times: the same verdicts ($v)" "[ \"$v\" = \"demand,a pool's cache;demand,a pool's cache;demand,a pool's cache;\" ]"
 "$CMH" oom pool_oom.cmh | grep -q "of it a pool's cache    32.0 MiB   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)" &&
     ok "oom names the pool's cache and the trim" || bad "oom beside a pool's cache: $("$CMH" oom pool_oom.cmh)"
 
@@ -325,5 +350,43 @@ grep -q "Out of memory, retried</b> at entry 6" retry.html && grep -q "Out of me
 "$CMH" oom frag.cmh >fr.txt 2>&1
 grep -q "it failed too: out of memory #1" fr.txt && grep -q "retry of  *the request that failed at entry" fr.txt && ! grep -q "out of memory #2" fr.txt &&
     ok "oom: a retry that failed is the OOM the program saw" || bad "oom on frag_oom's retry: $(grep -i 'memory #\|retr' fr.txt)"
+
+# whatif asks about the OOM oom calls #1: a caching allocator's OOM whose retry succeeded, then
+# one it retried in vain (tests/retry_then_oom.c); whatif's recorded row, its capacity and every
+# model row name the fatal request by oom's entry and number, never the first retry's
+FAKECUDA_CAPACITY=100M "$CMH" record -q -o rto.cmh -- "$B/tests/retry_then_oom" >rto.out 2>&1
+[ $? -eq 1 ] && grep -q "24 MiB allocated after a retry; 40 MiB: CUDA_ERROR_OUT_OF_MEMORY" rto.out &&
+    ok "retry_then_oom: a retry that succeeded, then a fatal OOM" || bad "retry_then_oom did not run as designed: $(cat rto.out)"
+"$CMH" oom --json rto.cmh >rto_oom.json 2>&1
+"$CMH" whatif --json rto.cmh >rto_wi.json 2>&1
+"$CMH" whatif rto.cmh >rto_wi.txt 2>&1
+"$CMH" oom rto.cmh >rto_oom.txt 2>&1
+py - rto_oom.json rto_wi.json <<'EOF'
+import json, sys
+o, w = json.load(open(sys.argv[1]))[0], json.load(open(sys.argv[2]))
+one = [x for x in o["ooms"] if x["number"] == 1]
+assert len(one) == 1 and o["num_ooms"] == 1 and o["num_alloc_retries"] == 2, o
+first = [x for x in o["ooms"] if x["retried"]][0]["index"]
+assert first < one[0]["index"], (first, one)
+r = w["record"]
+assert (r["first_oom_index"], r["first_oom_number"], r["ooms"], r["oom_retries"]) == (one[0]["index"], 1, 1, 2), r
+assert w["capacity"] == 100 << 20, w["capacity"]
+for s in w["settings"]:
+    assert s["ooms"] == 1 and s["first_oom_index"] == one[0]["index"] and s["first_oom_number"] == 1, s
+print(f"whatif: OOM #1 at entry {one[0]['index']} as oom says (the retried one at entry {first} passed over)")
+EOF
+check "whatif --json names oom's #1 by its entry and number" "[ $? -eq 0 ]"
+n1=$(py -c "import json; print([x['index'] for x in json.load(open('rto_oom.json'))[0]['ooms'] if x['number'] == 1][0])")
+grep -q "^recorded (its own allocator) .* OOM #1 at entry $n1 (40.0 MiB requested; not counted: 2 retries)" rto_wi.txt &&
+    grep -q "out of memory #1 on device 0 at entry $n1" rto_oom.txt && grep -q "the trace's OOM #1, as .oom. numbers it" rto_wi.txt &&
+    ok "whatif's text says OOM #1 at oom's entry" || bad "whatif's recorded row: $(grep 'OOM' rto_wi.txt)"
+# flamegraph --at oom draws oom's #1 (the state at its entry), not the retry before it
+"$CMH" flamegraph --at oom --folded rto.cmh >rto_f1.txt 2>/dev/null
+"$CMH" flamegraph --at "$n1" --folded rto.cmh >rto_fn.txt 2>/dev/null
+"$CMH" flamegraph --at 12 --folded rto.cmh >rto_f12.txt 2>/dev/null
+check "flamegraph --at oom is the state at oom's #1 (entry $n1)" 'cmp -s rto_f1.txt rto_fn.txt && ! cmp -s rto_f1.txt rto_f12.txt'
+# oom's what-if line goes with #1, not with the retry before it
+sed -n '/out of memory #1/,$p' rto_oom.txt | grep -q "allocator settings:" && ! sed -n '1,/out of memory #1/p' rto_oom.txt | grep -q "allocator settings:" &&
+    ok "oom: the what-if line under OOM #1" || bad "oom: the what-if line under a retry: $(grep -n 'out of memory\|allocator settings' rto_oom.txt)"
 
 finish

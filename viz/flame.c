@@ -57,10 +57,14 @@ int cmh_live_compute(const cmh_snapshot *s, int device, int at, int64_t n, cmh_l
         want = p.alloc_index;
         cmh_peak_report_free(&p);
     } else if (at == CMH_AT_OOM) {
-        int64_t k = 0;
+        /* oom's #n: the OOMs the program saw (a retry that succeeded is none); #1 of a record whose
+         * every OOM was such a retry is its first (as cmh_oom_first says) */
+        int64_t k = 0, asked;
+        uint64_t freed;
         want = -2;
         for (uint32_t i = 0; i < nent && want == -2; i++)
-            if (s->entries[tr->first_entry + i].action == CMH_ACT_OOM && ++k == n) want = i;
+            if (s->entries[tr->first_entry + i].action == CMH_ACT_OOM && !cmh_oom_retried(s, tr, i, &freed) && ++k == n) want = i;
+        if (want == -2 && n == 1 && (want = cmh_oom_first(s, tr, &asked)) < 0) want = -2;
         if (want == -2) return CMH_EINVAL;
     } else if (at == CMH_AT_ENTRY) {
         if (n < -1 || n >= (int64_t)nent) return CMH_EINVAL;

@@ -105,11 +105,15 @@ typedef struct cmh_free_split {
                               the three above) */
     uint64_t own_pool;     /* free inside the request's own private pool's segments */
     uint64_t unusable;     /* private_free, plus trapped for a private pool's request */
+    uint64_t top_pool[2], top_pool_free; /* the other private pool with the most of private_free (among
+                                            the first 32 pools seen), and how much */
 } cmh_free_split;
 void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out);
 /* The same, as a request of pool request_pool sees it (PyTorch's pool id; (0, 0) the default
  * pool: then the same figures as cmh_replay_free_split). */
 void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[2], cmh_free_split *out);
+/* The stream-ordered pool keeping the most of pool_cache now: its handle and bytes (0, 0: none). */
+void cmh_replay_pool_cache_top(const cmh_replay *r, uint64_t *pool, uint64_t *bytes);
 /* The split of one free run [a, b) of a segment (added to *releasable and *trapped). */
 void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint64_t *releasable, uint64_t *trapped);
 

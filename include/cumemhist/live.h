@@ -27,6 +27,11 @@ extern "C" {
 #endif
 
 #define CMH_LIVE_STALL_MS 2000
+/* An OOM whose retry is not decided yet (the thread has done nothing since) is counted once it
+ * is this old, or its process ended: an allocator asks again at once, so the count never shows
+ * an OOM that a retry then takes back (a Prometheus counter never goes down), and one the
+ * program saw (its thread then allocates no more) is counted a moment later. */
+#define CMH_LIVE_OOM_GRACE_MS 1000
 
 typedef struct cmh_live cmh_live;
 
@@ -37,11 +42,18 @@ typedef struct cmh_live_device {
     uint64_t peak_allocated, peak_reserved; /* the maxima over the entries the record holds */
     uint64_t entries;                       /* trace entries recorded for it so far */
     uint64_t dropped;                       /* of them, beyond the ring's max_entries */
-    uint64_t ooms;                          /* out-of-memory errors */
+    uint64_t ooms;                          /* out-of-memory errors the program saw, as `oom` and `summary` count them
+                                               (one whose retry is not decided yet, after CMH_LIVE_OOM_GRACE_MS) */
+    uint64_t oom_retries;                   /* the allocator's retries after it freed its cache (not OOMs: memory_summary's cudaMalloc retries) */
     int meminfo_known;                      /* a cuMemGetInfo sample was read */
     uint64_t mem_free, mem_total;           /* the latest one */
     int64_t mem_time_ns;
-    int64_t change_per_min;                 /* allocated bytes per minute over the last minute of the process (since its first entry when younger; 0 under a second) */
+    /* allocated bytes per minute over the last minute of the process (since its first entry
+     * when younger); change_known 0 (and change_per_min 0) where a span that short makes no rate:
+     * under a second, or a younger process whose allocated bytes changed in fewer than
+     * CMH_LEAK_MIN_STEPS of CMH_LEAK_RATE_SLICES stretches (a burst), as `leaks` gives a rate */
+    int64_t change_per_min;
+    int change_known;
 } cmh_live_device;
 
 typedef struct cmh_live_info {

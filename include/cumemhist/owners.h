@@ -24,6 +24,10 @@ typedef enum cmh_owner_kind {
     CMH_OWN_PROGRAM,             /* the program's own code (its executable or its libraries) */
     CMH_OWN_UNKNOWN,             /* recorded without a stack */
     CMH_OWN_UNEXPLAINED,         /* cuMemGetInfo used minus everything recorded */
+    /* blocks the program freed whose stream work is still pending (PyTorch's, or an allocator's
+     * above the driver): not in use, as peak and leaks count them, and not cached either (no
+     * request can have them, empty_cache() does not give them back, until the work completes) */
+    CMH_OWN_PENDING_FREE,
 } cmh_owner_kind;
 
 typedef struct cmh_owner_row {

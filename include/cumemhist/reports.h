@@ -321,7 +321,7 @@ void cmh_frag_report_free(cmh_frag_report *r);
  * allocation failed all the same (a limit on the process, another process at that instant, the
  * driver's own fragmentation): nothing inside the recorded segments was needed. */
 enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3, CMH_OOM_PRIVATE_POOL = 4,
-       CMH_OOM_TOO_LARGE = 5 };
+       CMH_OOM_TOO_LARGE = 5, CMH_OOM_POOL_CACHE = 6 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 /* The same, where private_free of free_inside is what the request's pool could not use (other
  * pools' segments: a CUDA graph's, a MemPool's, and for a private pool's request the default
@@ -329,6 +329,13 @@ int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap
  * when the request would have been met only with that memory (what its pool could use and the
  * device's free were too few). */
 int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t largest_gap,
+                          uint64_t device_free);
+/* POOL_CACHE: a request from outside a stream-ordered pool (a plain cuMemAlloc, PyTorch's
+ * allocator; not cuMemAllocAsync) that would have been met only with what such pools keep after
+ * their frees (cmh_free_split.pool_cache, their release threshold): none of it is the request's
+ * to use, empty_cache() does not give it back, cuMemPoolTrimTo does.  The same as
+ * cmh_oom_verdict_pools, where pool_cache of private_free is that cache. */
+int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t pool_cache, uint64_t largest_gap,
                           uint64_t device_free);
 /* TOO_LARGE, a demand that nothing the process held explains: the request is more than the
  * device's free bytes and all the process had reserved on it together (a tensor of the wrong
@@ -366,6 +373,11 @@ struct cmh_oom_event {
     /* usable + split.unusable = free_inside: what the request's pool could have used of it (its
      * own free, what empty_cache() gives back, frees pending on stream work) and not */
     uint64_t usable;
+    /* a request from outside stream-ordered pools (not cuMemAllocAsync's, by the entry's kind;
+     * an older record's: on no stream) cannot use what those pools keep: pool_cache_unusable of
+     * split.pool_cache is in split.unusable; cache_pool the pool keeping most of it (its handle),
+     * cache_pool_bytes how much */
+    uint64_t pool_cache_unusable, cache_pool, cache_pool_bytes;
     uint32_t request_stack, request_group; /* who asked (the OOM entry's stack, 0 when none) */
     cmh_site *sites; /* holding memory at that moment */
     uint32_t nsites;
@@ -381,9 +393,19 @@ typedef struct cmh_oom_report {
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *out);
 void cmh_oom_report_free(cmh_oom_report *r);
 
-/* The snapshot's first out-of-memory error by time (the lowest device's first without times):
- * its device, its index in that device's trace and its time.  0 when there is none. */
+/* The snapshot's first out-of-memory error the program saw (the one `oom` numbers #1 on its
+ * device: retries that succeeded are passed over, cmh_oom_retried) by time, the lowest device's
+ * first without times; when every OOM of the record was such a retry, the first of those: its
+ * device, its index in that device's trace and its time.  0 when there is none. */
 int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns);
+/* The same within trace t: the index of its OOM #1 (else of its first retried OOM), -1 if none;
+ * *asked, the entry where that request first failed (#1 itself, or the first OOM of the request
+ * whose failed retries ended in it). */
+int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked);
+/* The number (1, 2, ... as cmh_oom_compute numbers them) of the OOM that the request failing at
+ * OOM entry i of trace t ended in: i's own when it was not retried, else its failed retry's, and
+ * so on; *seen_at that OOM's index.  0 (and *seen_at -1) when a retry of it succeeded. */
+uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, int64_t *seen_at);
 /* Whether OOM entry i of trace t was the allocator's retry rather than a failure the program
  * saw: in a record of our recorder (driver calls), its thread then freed cached segments
  * (*freed: their bytes, 0 when it found none) and asked the driver for the same size again
@@ -392,6 +414,12 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
 int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed);
 /* The same, and where: *at, the entry of t asking again (an OOM entry when that failed too). */
 int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed, uint32_t *at);
+/* The rule itself, one entry at a time, for a reader that sees a trace grow (the live reader):
+ * entry e, at most CMH_OOM_RETRY_WINDOW entries after an OOM of (thread, size, stream), says
+ * 1: the OOM was retried; 0: it was not; -1: not yet (*freed adds a segment it gave back).  An
+ * OOM still undecided at a trace's end, or past the window, was not retried. */
+#define CMH_OOM_RETRY_WINDOW 100000u
+int cmh_oom_retry_step(uint32_t thread, uint64_t size, uint64_t stream, const cmh_entry_full *e, uint64_t *freed);
 /* The OOMs of trace t that were retries (as cmh_oom_retried says) */
 uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
 

@@ -43,8 +43,13 @@ typedef struct cmh_whatif_result {
     uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
     uint32_t empty_cache_calls; /* the program's empty_cache() (a burst of segment frees in the trace) */
     uint32_t ooms;            /* requests the model could not serve at the capacity */
+    /* the first of them: where, when, how much; where it is a request the record also failed
+     * (a recorded OOM, through its failed retries), first_oom_index is the entry of the OOM
+     * `oom` numbers for it and first_oom_number that number (cmh_oom_number); 0 for a request
+     * the program had met (a retry that succeeded, or no OOM at all) */
     int64_t first_oom_index, first_oom_time_ns;
     uint64_t first_oom_request;
+    uint32_t first_oom_number;
     uint64_t end_reserved, end_allocated;
     /* requests of a private pool (the entry's pool_id, else its final segment's segment_pool_id):
      * the model serves each from its own pool's segments alone */
@@ -62,8 +67,9 @@ typedef struct cmh_whatif_result {
 int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *conf, uint64_t capacity, int compare,
                    cmh_whatif_result *out);
 
-/* The capacity a trace's first OOM implies: what the recorded settings had reserved then plus
- * the free memory the OOM reported; 0 when the trace has no OOM. */
+/* The capacity a trace's first OOM implies (its OOM #1, cmh_oom_first: the first the program saw,
+ * else the first retried one): what the recorded settings had reserved then plus the free memory
+ * the OOM reported; 0 when the trace has no OOM. */
 uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device);
 
 /* The settings tried one at a time when none is named (PYTORCH_CUDA_ALLOC_CONF syntax). */
