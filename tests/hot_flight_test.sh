@@ -43,28 +43,27 @@ py - b.cmh.flight 2>/dev/null <<'EOF2' && bad "the flight record should be gone 
 import sys; open(sys.argv[1])
 EOF2
 
-# 3. a bounded ring of 1,000 over 1,000,000 pairs: past a generation's floor (16 first extents: 16
-# MiB here, 64 MiB at the default 4 MiB; 72 MB: 1 M allocation records of 40 bytes and 1 M free
-# records of 32), so at least one checkpoint (the helper thread writes it on
-# its own schedule: the program waits for it before its death)
-CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/c.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
-ls c.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded: the record went through a checkpoint" || bad "bounded: no checkpoint was written"
-"$CMH" recover c.cmh.flight 2>err.txt
-set -- $(shape c.cmh 1000000)
-[ "${1:-}" = 1000 ] && [ "${2:-}" = 1999000 ] && [ "${3:-}" = 1 ] && ok "bounded: the newest 1000 entries kept, 1999000 dropped, in order" ||
-    bad "bounded after SIGKILL: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
-
+# bounded NAME RING WHAT: a bounded ring of RING over 1,000,000 pairs, SIGKILLed after a
+# checkpoint (the helper thread writes it on its own schedule: the program waits for it before
+# its death), recovered: the newest RING entries kept, the rest dropped, in order
+bounded() {
+    CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=$2 CUMEMHIST_OUTPUT=$T/$1.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
+    ls "$1".cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded, $2: a checkpoint $3" || bad "bounded, $2: no checkpoint $3"
+    "$CMH" recover "$1".cmh.flight 2>err.txt
+    set -- "$2" $(shape "$1".cmh 1000000)
+    [ "${2:-}" = "$1" ] && [ "${3:-}" = $((2000000 - $1)) ] && [ "${4:-}" = 1 ] && ok "bounded, $1: the newest $1 entries kept, $((2000000 - $1)) dropped, in order" ||
+        bad "bounded, $1, after SIGKILL: entries/dropped/ordered = ${2:-?} ${3:-?} ${4:-?}; $(cat err.txt)"
+}
+# 3. a ring of 1,000: past a generation's floor (16 first extents: 16 MiB here, 64 MiB at the
+# default 4 MiB; 72 MB: 1 M allocation records of 40 bytes and 1 M free records of 32), so at
+# least one checkpoint
+bounded c 1000 "past a generation's floor"
 # 4. a generation holds 4 rings' worth of the records most entries take (40 bytes an allocation,
 # 32 a free: 36 counted), not 7 (the limit once counted 88-byte records): a ring of 400,000
 # checkpoints past max(4 x 400,000 x 36 B, 16 MiB) = 57.6 MB (67.1 MB, 64 MiB, at the default first
-# extent), so 1,000,000 pairs (2 M records,
-# 72 MB) go through one (with 88 bytes counted: not before 140.8 MB)
-CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=400000 CUMEMHIST_OUTPUT=$T/d.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 1000000 kill ckpt 2>/dev/null
-ls d.cmh.flight.ckpt*.cmh >/dev/null 2>&1 && ok "bounded, 400000: a checkpoint within 72 MB of records" || bad "bounded, 400000: no checkpoint within 72 MB of records"
-"$CMH" recover d.cmh.flight 2>err.txt
-set -- $(shape d.cmh 1000000)
-[ "${1:-}" = 400000 ] && [ "${2:-}" = 1600000 ] && [ "${3:-}" = 1 ] && ok "bounded, 400000: the newest kept, 1600000 dropped, in order" ||
-    bad "bounded, 400000: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+# extent), so 1,000,000 pairs (2 M records, 72 MB) go through one (with 88 bytes counted: not
+# before 140.8 MB)
+bounded d 400000 "within 72 MB of records"
 
 # 5. the flight record's written pages are given back from the resident set as they are written:
 # after 400,000 pairs (38 MB of records) and the helper's tick, at most 4 MiB of its mappings are
