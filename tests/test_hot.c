@@ -563,7 +563,7 @@ static void test_dump_state_is_trace_end(void)
 {
     /* bounded: the ring copied under its gate (a flight checkpoint's case); unlimited: read in
      * place up to the claims (fewer dumps and pairs: each dump writes and reads all of it) */
-    CU_ASSERT_EQUAL(dump_state_behind(0, 200000, 10), 0);
+    CU_ASSERT_EQUAL(dump_state_behind(0, 20000, 4), 0);
     CU_ASSERT_EQUAL(dump_state_behind(1000, 4000000, 60), 0);
 }
 
