@@ -274,6 +274,22 @@ int cmh_live_refresh(cmh_live *l, char *err, size_t errlen)
             }
         }
         if (rc != CMH_OK) break;
+        /* An extent not read to its end: what the later extents hold follows its unread
+         * records.  They are read at the next refresh, so that the state is always that of a
+         * prefix of the record.  Read on, the state held later records without earlier ones: a
+         * scrape read 596321 entries beside the allocation of pair 307990 (the extent's unread
+         * tail, 9830 pairs, counted only at the next refresh), and a free among them, unseen
+         * while a later allocation was applied, would have raised the peak for good.  Its end:
+         * where the first record that did not fit began (`sealed`, set before the appends move
+         * on); unsealed, the active extent has none yet, another (left at a new generation) ends
+         * at its cursor. */
+        uint32_t act = __atomic_load_n(&h->active, __ATOMIC_ACQUIRE);
+        uint64_t sealed = __atomic_load_n(&ar->sealed, __ATOMIC_ACQUIRE), xend = sealed;
+        if (!sealed && act != a) {
+            uint64_t c = __atomic_load_n(&ar->cursor, __ATOMIC_ACQUIRE), sz = __atomic_load_n(&ar->size, __ATOMIC_RELAXED);
+            xend = c < sz ? c : sz;
+        }
+        if ((!sealed && act == a) || l->pos[a] + CMH_FLIGHT_HEAD_V1 <= xend) break;
     }
     l->info.bytes += l->info.last_bytes;
     l->info.state = (int)h->state;

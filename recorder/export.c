@@ -2,10 +2,10 @@
  * export.c - the recorder's state as a snapshot model (include/cumemhist/snapshot.h): each
  * device's ring as its trace, the live segments with their blocks, the ranges as annotations.
  *
- * State is copied under the recorder's locks, one table at a time, and converted after the
- * locks are released (symbolizing a stack, through stack_map, may take long).  Recording goes
- * on meanwhile, so a table copied later may show an event whose entry missed the ring copy;
- * the replay reconciles such a difference at the end of the trace.
+ * The live tables and the rings' views are taken at one point, with every ring's gate closed
+ * (collect_at_one_point): the state is the one the trace ends at, which a flight checkpoint
+ * needs (its reader applies the journal's entries past that point to it).  They are converted
+ * after the gates open (symbolizing a stack, through stack_map, may take long).
  *
  * The shapes: a segment with no allocator above it holds one block covering it; contiguous VMM
  * maps inside one reservation become one growing segment with a block per map (PyTorch's
@@ -92,47 +92,39 @@ static int convert(cmh_snapshot *s, const cmh_rec_entry *r, uint64_t k, const cm
 
 uint64_t cmh_export_seq[CMH_MAX_DEVICES + 1];
 
-static int export_rings_held(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32_t (*stack_map)(uint32_t, void *),
-                             void *arg, int64_t now_ticks, int64_t now_ns);
+/* The views of the rings, taken at one point with the live tables (collect_live): a slot's
+ * taken = 0 where its device recorded nothing. */
+typedef struct ring_views {
+    cmh_ring_view v[CMH_MAX_DEVICES + 1];
+    uint64_t dropped[CMH_MAX_DEVICES + 1];
+    int taken[CMH_MAX_DEVICES + 1];
+} ring_views;
 
-static int export_rings(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32_t (*stack_map)(uint32_t, void *),
+static int export_rings(cmh_snapshot *s, ring_views *rv, const cmh_live *live, size_t nl, uint32_t (*stack_map)(uint32_t, void *),
                         void *arg, int64_t now_ticks, int64_t now_ns)
 {
-    cmh_hist_views_begin();
-    int rc = export_rings_held(s, live, nl, stack_map, arg, now_ticks, now_ns);
-    cmh_hist_views_end();
-    return rc;
-}
-
-static int export_rings_held(cmh_snapshot *s, const cmh_live *live, size_t nl, uint32_t (*stack_map)(uint32_t, void *),
-                             void *arg, int64_t now_ticks, int64_t now_ns)
-{
-    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
-        cmh_ring_view v;
-        uint64_t n, dropped;
-        int rc;
-        cmh_export_seq[i] = 0;
-        if (!cmh_hist_view_ring(i, &v, &dropped, &cmh_export_seq[i], &rc)) continue;
-        n = v.n;
+    int rc = CMH_OK;
+    for (int i = 0; i <= CMH_MAX_DEVICES && rc == CMH_OK; i++) {
+        if (!rv->taken[i]) continue;
+        cmh_ring_view *v = &rv->v[i];
+        uint64_t n = v->n;
         int device = i == CMH_HOST_SLOT ? -1 : i;
         cmh_oatab fixed; /* positions + 1 of entries that lose CMH_EF_WHOLE_BLOCK */
         cmh_oa_init(&fixed, sizeof(uint64_t));
-        if (rc == CMH_OK) rc = fix_managed(&v, &fixed, live, nl, device);
-        if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, dropped, NULL);
+        rc = fix_managed(v, &fixed, live, nl, device);
+        if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, rv->dropped[i], NULL);
         if (rc == CMH_OK && n <= UINT32_MAX) rc = cmh_snapshot_reserve_entries(s, (uint32_t)n);
         int64_t last = INT64_MIN;
         for (uint64_t k = 0; k < n && rc == CMH_OK; k++) {
             cmh_rec_entry r;
-            if (!cmh_view_get(&v, k, &r)) continue; /* lost: counted */
+            if (!cmh_view_get(v, k, &r)) continue; /* lost: counted */
             cmh_entry_full e;
             rc = convert(s, &r, k, &fixed, &last, stack_map, arg, now_ticks, now_ns, &e);
             if (rc == CMH_OK) rc = cmh_snapshot_add_entry(s, &e);
         }
         cmh_oa_free(&fixed);
-        cmh_hist_view_release(&v);
-        if (rc != CMH_OK) return rc;
     }
-    return CMH_OK;
+    return rc;
 }
 
 static int cmp_live(const void *a, const void *b)
@@ -232,6 +224,36 @@ static int collect_live(cmh_live **all_, size_t *nl_, cmh_live **blocks, size_t 
     return rc;
 }
 
+/* The live tables and every ring's view at one point (cmh_hist_hold): the state a snapshot
+ * holds is the one its trace ends at, and cmh_export_seq[] names that point.  A flight
+ * checkpoint is read as its state followed by the journal's entries past cmh_export_seq[]: a
+ * table copied before the rings' ends (once, one after the other) held segments whose frees
+ * were before the cut, so a reader of the journal never saw them freed (`exporter` showed
+ * 767589120 bytes allocated beside all 6000000 entries of a program that had freed everything);
+ * one copied after them, segments whose allocations it skipped.  Called between
+ * cmh_hist_views_begin and _end; nothing here records or symbolizes. */
+static int collect_at_one_point(cmh_live **all, size_t *nl, cmh_live **blocks, size_t *nb, ring_views *rv, int *rc_view)
+{
+    memset(rv, 0, sizeof *rv);
+    *rc_view = CMH_OK;
+    cmh_hist_hold();
+    int rc = collect_live(all, nl, blocks, nb);
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
+        int r = CMH_OK;
+        cmh_export_seq[i] = 0;
+        rv->taken[i] = cmh_hist_view_ring(i, &rv->v[i], &rv->dropped[i], &cmh_export_seq[i], &r);
+        if (r != CMH_OK && *rc_view == CMH_OK) *rc_view = r;
+    }
+    cmh_hist_unhold();
+    return rc;
+}
+
+static void release_views(ring_views *rv)
+{
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++)
+        if (rv->taken[i]) cmh_hist_view_release(&rv->v[i]);
+}
+
 typedef struct thread_out {
     cmh_snapshot *s;
     int rc;
@@ -258,8 +280,16 @@ int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), v
     int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
     size_t nl = 0, nb = 0;
     cmh_live *all = NULL, *blocks = NULL;
-    int rc = collect_live(&all, &nl, &blocks, &nb);
-    if (rc == CMH_OK) rc = export_rings(s, all, nl, stack_map, arg, now_ticks, now_ns);
+    ring_views *rv = malloc(sizeof *rv);
+    if (!rv) return CMH_ENOMEM;
+    int rcv;
+    cmh_hist_views_begin();
+    int rc = collect_at_one_point(&all, &nl, &blocks, &nb, rv, &rcv);
+    if (rc == CMH_OK) rc = rcv;
+    if (rc == CMH_OK) rc = export_rings(s, rv, all, nl, stack_map, arg, now_ticks, now_ns);
+    release_views(rv);
+    cmh_hist_views_end();
+    free(rv);
     if (rc == CMH_OK) rc = export_segments(s, all, nl, blocks, nb, stack_map, arg, now_ticks, now_ns);
     if (rc == CMH_OK) rc = cmh_marks_export(s, now_ticks, now_ns);
     if (rc == CMH_OK) rc = export_threads(s);
@@ -280,6 +310,8 @@ struct cmh_export_stream {
         cmh_ring_view v;
         cmh_oatab fixed; /* as in export_rings */
         int64_t last;    /* the time clamp, as entries are asked in order */
+        int device;
+        uint64_t dropped;
     } t[CMH_MAX_DEVICES + 1];
 };
 
@@ -330,19 +362,27 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
     x->now_ns = cmh_now_ns();
     size_t nl = 0, nb = 0;
     cmh_live *all = NULL, *blocks = NULL;
-    int rc = collect_live(&all, &nl, &blocks, &nb), lost = 0;
-    cmh_hist_views_begin();
-    for (int i = 0; i <= CMH_MAX_DEVICES && rc == CMH_OK && !lost; i++) {
-        uint64_t dropped;
-        cmh_export_seq[i] = 0;
-        cmh_ring_view *v = &x->t[x->ntraces].v;
-        if (!cmh_hist_view_ring(i, v, &dropped, &cmh_export_seq[i], &rc)) continue;
+    ring_views *rv = malloc(sizeof *rv);
+    if (!rv) return free(x), CMH_ENOMEM;
+    int rcv, lost = 0;
+    cmh_hist_views_begin(); /* ended by cmh_export_stream_end, when the writer is done with the views */
+    int rc = collect_at_one_point(&all, &nl, &blocks, &nb, rv, &rcv);
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) { /* every view the stream's from now (released at its end) */
+        if (!rv->taken[i]) continue;
+        x->t[x->ntraces].v = rv->v[i];
+        x->t[x->ntraces].device = i == CMH_HOST_SLOT ? -1 : i;
+        x->t[x->ntraces].dropped = rv->dropped[i];
         cmh_oa_init(&x->t[x->ntraces].fixed, sizeof(uint64_t));
         x->ntraces++;
-        int device = i == CMH_HOST_SLOT ? -1 : i;
-        if (rc == CMH_OK) rc = fix_managed(v, &x->t[x->ntraces - 1].fixed, all, nl, device);
+    }
+    free(rv);
+    if (rc == CMH_OK) rc = rcv;
+    for (uint32_t j = 0; j < x->ntraces && rc == CMH_OK && !lost; j++) {
+        cmh_ring_view *v = &x->t[j].v;
+        int device = x->t[j].device;
+        rc = fix_managed(v, &x->t[j].fixed, all, nl, device);
         if (rc == CMH_OK && v->n > UINT32_MAX) rc = CMH_ENOMEM;
-        if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, dropped, NULL);
+        if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, x->t[j].dropped, NULL);
         /* the first pass: what the entries name goes into the model before the writer starts */
         for (uint64_t k = 0; k < v->n && rc == CMH_OK && !lost; k++) {
             cmh_rec_entry e;

@@ -815,6 +815,23 @@ const cmh_ring_slot *cmh_view_wait(const cmh_ring_view *v, uint64_t k, uint64_t 
     }
 }
 
+/* Every gate closed by cmh_hist_hold (by the thread holding g_view_lock), each ring's claims
+ * then: the views taken meanwhile end there. */
+static int g_held;
+static uint64_t g_held_at[CMH_MAX_DEVICES + 1];
+
+void cmh_hist_hold(void)
+{
+    for (int i = 0; i <= CMH_MAX_DEVICES; i++) g_held_at[i] = close_gate(&g_dev[i]);
+    g_held = 1;
+}
+
+void cmh_hist_unhold(void)
+{
+    g_held = 0;
+    for (int i = CMH_MAX_DEVICES; i >= 0; i--) open_gate(&g_dev[i], g_held_at[i]);
+}
+
 int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, int *rc)
 {
     cmh_hist_ensure_init();
@@ -824,26 +841,26 @@ int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *
     if (!__atomic_load_n(&d->used, __ATOMIC_RELAXED)) return 0;
     const char *copy = getenv("CUMEMHIST_DUMP_COPY"); /* "1": copy it anyway (the old way, to compare) */
     int in_place = !(copy && !strcmp(copy, "1"));
-    cmh_lock(&d->lock);
+    if (!g_held) cmh_lock(&d->lock); /* (held: the gate's lock is this thread's already) */
     int unlimited = !d->cap;
-    cmh_unlock(&d->lock);
+    if (!g_held) cmh_unlock(&d->lock);
     if (unlimited && in_place) {
         /* unlimited: [0, n) is written once and stays where it is, the directory never moves;
          * writers go on past n meanwhile.  cap and base change only under g_view_lock. */
-        uint64_t c = load_claim(d);
+        uint64_t c = g_held ? g_held_at[slot] : load_claim(d);
         *dropped = d->drop0;
         *seq = c;
         v->chunks = __atomic_load_n(&d->dir, __ATOMIC_ACQUIRE);
         v->n = v->chunks ? c - d->base : 0;
         return 1;
     }
-    uint64_t c = close_gate(d); /* bounded: the oldest are being overwritten */
+    uint64_t c = g_held ? g_held_at[slot] : close_gate(d); /* bounded: the oldest are being overwritten */
     *dropped = ring_dropped(d, c);
     *seq = c;
     uint64_t n;
     *rc = copy_closed(d, c, &v->copy, &n);
     v->n = n;
-    open_gate(d, c);
+    if (!g_held) open_gate(d, c);
     return 1;
 }
 

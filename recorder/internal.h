@@ -263,6 +263,13 @@ static inline uint32_t cmh_view_thread(const cmh_ring_view *v, uint64_t k)
 CMH_HIDDEN void cmh_hist_views_begin(void);
 CMH_HIDDEN void cmh_hist_views_end(void);
 CMH_HIDDEN int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, int *rc);
+/* Between cmh_hist_hold and _unhold (inside a views_begin/_end), no entry is claimed or being
+ * written on any device: the live tables read then hold every entry claimed so far (a table
+ * changes before its entry is claimed), and the views taken then end at that same point.  A
+ * thread that changed a table and waits to claim its entry: that entry comes past the views'
+ * end and repeats what the tables show.  Nothing may be recorded by the holding thread. */
+CMH_HIDDEN void cmh_hist_hold(void);
+CMH_HIDDEN void cmh_hist_unhold(void);
 CMH_HIDDEN void cmh_hist_view_release(cmh_ring_view *v);
 /* The helper thread makes rings' next chunks ahead of them (history.c). */
 CMH_HIDDEN int cmh_hist_spare_wanted(void);

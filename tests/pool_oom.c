@@ -6,18 +6,20 @@
  * backing memory, and cuMemGetInfo counts it used) until cuMemPoolTrimTo gives it back, after
  * which the same cuMemAlloc succeeds.  Run it on a 64 MiB device (FAKECUDA_CAPACITY=64M).
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
+
+#include "loop_prog.h"
 
 #define MIB (1ull << 20)
 
 int main(void)
 {
     CUdevice dev;
-    CUcontext ctx;
     CUstream st;
     CUmemoryPool pool;
-    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) return 2;
+    if (loop_context(NULL) || cuCtxGetDevice(&dev)) return 2;
     if (cuStreamCreate(&st, 0) || cuDeviceGetDefaultMemPool(&pool, dev)) return 2;
     cuuint64_t keep = ~0ull;
     if (cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep)) return 2;

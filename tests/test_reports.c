@@ -1,0 +1,222 @@
+/*
+ * test_reports.c - the peak, frag and OOM reports on hand-built traces with known answers, and a
+ * block pending its free as each report counts it (the leaks report's verdicts: test_leaks.c).
+ */
+#include "analyzer_util.h"
+
+static void test_peak_report(void)
+{
+    cmh_snapshot s;
+    leaky_history(&s, 5, 0);
+    cmh_peak_report p;
+    cmh_sites *g = sites_of(&s);
+    CU_ASSERT_EQUAL_FATAL(cmh_peak_compute(&s, 0, g, &p), CMH_OK);
+    /* the peak is the last step's temporary: 64 + 5*4 + 30 MiB, at entry 1 + 4*3 + 2 = 14 */
+    CU_ASSERT_EQUAL(p.alloc_peak, (int64_t)(114 * MIB));
+    CU_ASSERT_EQUAL(p.alloc_index, 14);
+    CU_ASSERT_EQUAL(p.alloc_time_ns, cmh_entry_time(&s, &s.entries[14]));
+    CU_ASSERT_EQUAL(p.reserved_peak, (int64_t)(114 * MIB));
+    CU_ASSERT_EQUAL(p.alloc_end, (int64_t)(84 * MIB));
+    CU_ASSERT_EQUAL_FATAL(p.nsites, 3);
+    CU_ASSERT_STRING_EQUAL(site_fn(&s, g, &p.sites[0]), "load_weights");
+    CU_ASSERT_EQUAL(p.sites[0].bytes, 64 * MIB);
+    CU_ASSERT_STRING_EQUAL(site_fn(&s, g, &p.sites[1]), "forward");
+    CU_ASSERT_EQUAL(p.sites[1].bytes, 30 * MIB);
+    CU_ASSERT_EQUAL(p.sites[2].bytes, 20 * MIB);
+    CU_ASSERT_EQUAL(p.sites[2].count, 5);
+    cmh_peak_report_free(&p);
+    CU_ASSERT_PTR_NULL(p.sites);
+    cmh_peak_report_free(&p); /* an emptied report may be freed again */
+    cmh_sites_free(g);
+    cmh_snapshot_free(&s);
+}
+
+/* Two 20 MiB segments, each half full with a free 10 MiB gap: a 15 MiB request fails although
+ * 20 MiB are free inside them -- fragmentation. */
+static void frag_history(cmh_snapshot *s, uint64_t device_free)
+{
+    cmh_snapshot_init(s);
+    uint32_t st = named_stack(s, "activations");
+    cmh_snapshot_add_trace(s, 0, 0, NULL);
+    for (int k = 0; k < 2; k++) {
+        uint64_t a = k ? SEG_B : SEG_A;
+        add(s, CMH_ACT_SEGMENT_ALLOC, a, 20 * MIB, 20 * MIB, 0);
+        add(s, CMH_ACT_ALLOC, a + 5 * MIB, 10 * MIB, 10 * MIB, 0);
+        s->entries[s->nentries - 1].stack = st;
+    }
+    add(s, CMH_ACT_OOM, device_free, 15 * MIB, 15 * MIB, 0);
+    for (int k = 0; k < 2; k++) {
+        uint64_t a = k ? SEG_B : SEG_A;
+        cmh_segment g = {0, CMH_KIND_DEVICE, 0, CMH_POOL_LARGE, a, 20 * MIB, 0, {0, 0}, 0, 0, 0, 0};
+        cmh_block b0 = {a, 5 * MIB, 0, 0, CMH_BLOCK_INACTIVE, 0};
+        cmh_block b1 = {a + 5 * MIB, 10 * MIB, 10 * MIB, st, CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+        cmh_block b2 = {a + 15 * MIB, 5 * MIB, 0, 0, CMH_BLOCK_INACTIVE, 0};
+        cmh_snapshot_add_segment(s, &g, NULL);
+        cmh_snapshot_add_block(s, &b0);
+        cmh_snapshot_add_block(s, &b1);
+        cmh_snapshot_add_block(s, &b2);
+    }
+}
+
+static void test_frag_report(void)
+{
+    cmh_snapshot s;
+    frag_history(&s, 0);
+    cmh_frag_report p;
+    CU_ASSERT_EQUAL_FATAL(cmh_frag_compute(&s, 0, &p), CMH_OK);
+    CU_ASSERT_EQUAL(p.nsegs, 2);
+    CU_ASSERT_EQUAL(p.reserved, 40 * MIB);
+    CU_ASSERT_EQUAL(p.allocated, 20 * MIB);
+    CU_ASSERT_EQUAL(p.free, 20 * MIB);
+    CU_ASSERT_EQUAL(p.largest_gap, 5 * MIB);
+    /* the gaps on either side of a live block: trapped, none of it releasable */
+    CU_ASSERT_EQUAL(p.trapped, 20 * MIB);
+    CU_ASSERT_EQUAL(p.releasable, 0);
+    CU_ASSERT_EQUAL(p.releasable + p.trapped + p.pending_free, p.reserved - p.allocated);
+    CU_ASSERT_DOUBLE_EQUAL(p.fragmentation, 0.5, 1e-9);
+    CU_ASSERT_EQUAL(p.segs[0].largest_gap, 5 * MIB);
+    CU_ASSERT_DOUBLE_EQUAL(p.segs[0].fragmentation, 0.5, 1e-9);
+    CU_ASSERT_TRUE(p.has_oom);
+    CU_ASSERT_EQUAL(p.last_oom.request, 15 * MIB);
+    free(p.segs);
+    cmh_snapshot_free(&s);
+}
+
+/* A 20 MiB segment wholly allocated, then a request failing with device_free left on the
+ * device: the OOM's verdict (-1 where the report could not be made). */
+static int one_segment_request_verdict(uint64_t device_free, uint64_t request)
+{
+    cmh_snapshot s;
+    cmh_oom_report p;
+    cmh_snapshot_init(&s);
+    cmh_snapshot_add_trace(&s, 0, 0, NULL);
+    add(&s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 20 * MIB, 20 * MIB, CMH_EF_WHOLE_BLOCK);
+    add(&s, CMH_ACT_OOM, device_free, request, request, 0);
+    cmh_sites *g = sites_of(&s);
+    int v = -1;
+    if (cmh_oom_compute(&s, 0, g, &p) == CMH_OK) {
+        if (p.nevents == 1 && p.events[0].device_free == device_free) v = p.events[0].verdict;
+        cmh_oom_report_free(&p);
+    }
+    cmh_sites_free(g);
+    cmh_snapshot_free(&s);
+    return v;
+}
+
+/* The same with a 15 MiB request. */
+static int one_segment_oom_verdict(uint64_t device_free) { return one_segment_request_verdict(device_free, 15 * MIB); }
+
+static void test_oom_report(void)
+{
+    cmh_snapshot s;
+    frag_history(&s, 0);
+    cmh_oom_report p;
+    cmh_sites *g = sites_of(&s);
+    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, g, &p), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(p.nevents, 1);
+    const cmh_oom_event *e = &p.events[0];
+    CU_ASSERT_EQUAL(e->index, 4);
+    CU_ASSERT_EQUAL(e->request, 15 * MIB);
+    CU_ASSERT_EQUAL(e->allocated, 20 * MIB);
+    CU_ASSERT_EQUAL(e->reserved, 40 * MIB);
+    CU_ASSERT_EQUAL(e->free_inside, 20 * MIB);
+    CU_ASSERT_EQUAL(e->largest_gap, 5 * MIB);
+    CU_ASSERT_FALSE(e->fits_in_gap);
+    CU_ASSERT_EQUAL(e->verdict, CMH_OOM_FRAGMENTATION);
+    CU_ASSERT_EQUAL_FATAL(e->nsites, 1);
+    CU_ASSERT_STRING_EQUAL(site_fn(&s, g, &e->sites[0]), "activations");
+    CU_ASSERT_EQUAL(e->sites[0].bytes, 20 * MIB);
+    cmh_oom_report_free(&p);
+    cmh_sites_free(g);
+    cmh_snapshot_free(&s);
+    /* the same request when nothing is free inside the segments: demand; and when the device
+     * said 16 MiB were free and the 15 MiB request failed all the same: not this program's
+     * memory (a process limit, another process, the driver), whatever the segments hold */
+    CU_ASSERT_EQUAL(one_segment_oom_verdict(1 * MIB), CMH_OOM_DEMAND);
+    /* a request larger than all the device could give the process (its free bytes and the 20 MiB
+     * the process held, together), on a device where nothing else was used: not the memory in
+     * use (a driver-API program asking 900 MiB of a 512 MiB device with nothing allocated read
+     * "demand: the memory was genuinely in use") */
+    CU_ASSERT_EQUAL(one_segment_request_verdict(10 * MIB, 31 * MIB), CMH_OOM_TOO_LARGE);
+    CU_ASSERT_EQUAL(one_segment_request_verdict(10 * MIB, 30 * MIB), CMH_OOM_DEMAND);
+    CU_ASSERT_EQUAL(one_segment_request_verdict(1 * MIB, 1ull << 40), CMH_OOM_TOO_LARGE);
+    CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_TOO_LARGE), "too large");
+    CU_ASSERT_FALSE(cmh_oom_too_large(UINT64_MAX, 2, UINT64_MAX)); /* (no wrap-around) */
+    /* no free figure (0: an entry without device_free, a failed cuMemGetInfo): not judged too large */
+    CU_ASSERT_EQUAL(one_segment_request_verdict(0, 31 * MIB), CMH_OOM_DEMAND);
+    CU_ASSERT_EQUAL(one_segment_oom_verdict(16 * MIB), CMH_OOM_DRIVER);
+    CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_DRIVER), "refused with room");
+    /* the order of the rules: a gap that fits first, then the device's own room, then the sum */
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 12, 10, 50), CMH_OOM_FIT_IGNORED);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 12, 5, 10), CMH_OOM_DRIVER);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 6, 5, 4), CMH_OOM_FRAGMENTATION);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 3, 3, 4), CMH_OOM_DEMAND);
+}
+
+/* A block freed while a side stream still uses it (free_requested, no free_completed): the
+ * program let it go.  The peak's sites and the leaks' still-live blocks are the blocks the
+ * program holds, so they sum to allocated (a pickle of 10 MiB pending beside 60 MiB allocated
+ * listed 70 MiB of sites "at the allocated peak" and "70.0 MiB still live" while peak,
+ * flamegraph and frag said 60); an OOM's holders keep it, as it holds memory all the same. */
+static void test_pending_free_not_live(void)
+{
+    cmh_snapshot s;
+    cmh_snapshot_init(&s);
+    uint32_t kept = named_stack(&s, "weights"), gone = named_stack(&s, "side_stream_buffer");
+    cmh_snapshot_add_trace(&s, 0, 0, NULL);
+    add(&s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 40 * MIB, 40 * MIB, 0);
+    add(&s, CMH_ACT_ALLOC, SEG_A, 10 * MIB, 10 * MIB, 0);
+    s.entries[s.nentries - 1].stack = gone;
+    add(&s, CMH_ACT_FREE_REQUESTED, SEG_A, 10 * MIB, 10 * MIB, 0);
+    s.entries[s.nentries - 1].stack = gone;
+    add(&s, CMH_ACT_ALLOC, SEG_A + 10 * MIB, 20 * MIB, 20 * MIB, 0);
+    s.entries[s.nentries - 1].stack = kept;
+    add(&s, CMH_ACT_OOM, 0, 30 * MIB, 30 * MIB, 0);
+    cmh_segment g = {0, CMH_KIND_DEVICE, 0, CMH_POOL_LARGE, SEG_A, 40 * MIB, 0, {0, 0}, 0, 0, 0, 0};
+    cmh_block b0 = {SEG_A, 10 * MIB, 10 * MIB, gone, CMH_BLOCK_ACTIVE_PENDING_FREE, 0};
+    cmh_block b1 = {SEG_A + 10 * MIB, 20 * MIB, 20 * MIB, kept, CMH_BLOCK_ACTIVE_ALLOCATED, 0};
+    cmh_block b2 = {SEG_A + 30 * MIB, 10 * MIB, 0, 0, CMH_BLOCK_INACTIVE, 0};
+    cmh_snapshot_add_segment(&s, &g, NULL);
+    cmh_snapshot_add_block(&s, &b0);
+    cmh_snapshot_add_block(&s, &b1);
+    cmh_snapshot_add_block(&s, &b2);
+    cmh_sites *gs = sites_of(&s);
+
+    cmh_peak_report p;
+    CU_ASSERT_EQUAL_FATAL(cmh_peak_compute(&s, 0, gs, &p), CMH_OK);
+    CU_ASSERT_EQUAL(p.alloc_peak, (int64_t)(20 * MIB));
+    CU_ASSERT_EQUAL_FATAL(p.nsites, 1);
+    CU_ASSERT_STRING_EQUAL(site_fn(&s, gs, &p.sites[0]), "weights");
+    CU_ASSERT_EQUAL(p.sites[0].bytes, 20 * MIB);
+    cmh_peak_report_free(&p);
+
+    cmh_leak_report l;
+    CU_ASSERT_EQUAL_FATAL(cmh_leaks_compute(&s, 0, gs, 0, &l), CMH_OK);
+    CU_ASSERT_EQUAL(l.live_bytes, 20 * MIB);
+    CU_ASSERT_EQUAL(l.live_blocks, 1);
+    CU_ASSERT_EQUAL(l.live_sites, 1);
+    cmh_leak_report_free(&l);
+
+    cmh_oom_report o;
+    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, gs, &o), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(o.nevents, 1);
+    CU_ASSERT_EQUAL(o.events[0].allocated, 20 * MIB);
+    CU_ASSERT_EQUAL(o.events[0].pending_free, 10 * MIB);
+    uint64_t held = 0;
+    for (uint32_t k = 0; k < o.events[0].nsites; k++) held += o.events[0].sites[k].bytes;
+    CU_ASSERT_EQUAL(held, 30 * MIB);
+    cmh_oom_report_free(&o);
+    cmh_sites_free(gs);
+    cmh_snapshot_free(&s);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+    CU_pSuite s = CU_add_suite("reports", NULL, NULL);
+    CMH_ADD_TEST(s, test_peak_report);
+    CMH_ADD_TEST(s, test_frag_report);
+    CMH_ADD_TEST(s, test_oom_report);
+    CMH_ADD_TEST(s, test_pending_free_not_live);
+    return cmh_test_main();
+}
