@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ int cmh_in_own_module(const void *p)
     return 0;
 }
 void cmh_log(const char *fmt, ...) { (void)fmt; }
+int cmh_dl_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg) { return dl_iterate_phdr(cb, arg); }
 void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth)
 {
     (void)id;

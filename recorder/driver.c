@@ -96,7 +96,7 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 
 int cmh_in_own_module(const void *p)
 {
-    if (!g_self_hi) dl_iterate_phdr(find_self, (void *)(uintptr_t)&cmh_in_own_module);
+    if (!g_self_hi) cmh_dl_iterate(find_self, (void *)(uintptr_t)&cmh_in_own_module);
     return (uintptr_t)p >= g_self_lo && (uintptr_t)p < g_self_hi;
 }
 

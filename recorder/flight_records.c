@@ -194,7 +194,7 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 void cmh_fl_scan_modules(void)
 {
     g_stacks_scanned = __atomic_load_n(&g_stacks_seen, __ATOMIC_RELAXED);
-    dl_iterate_phdr(scan_one, NULL);
+    cmh_dl_iterate(scan_one, NULL);
 }
 
 int cmh_fl_stacks_unscanned(void) { return __atomic_load_n(&g_stacks_seen, __ATOMIC_RELAXED) != g_stacks_scanned; }

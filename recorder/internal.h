@@ -281,6 +281,10 @@ CMH_HIDDEN int cmh_hist_collect_segments(cmh_live **out, size_t *n);
 CMH_HIDDEN void cmh_hist_atfork_prepare(void);
 CMH_HIDDEN void cmh_hist_atfork_parent(void);
 CMH_HIDDEN void cmh_hist_reset_after_fork(void);
+/* dl_iterate_phdr, never under way at a fork (process.c says why): the recorder's only walk of
+ * the loader's modules */
+struct dl_phdr_info;
+CMH_HIDDEN int cmh_dl_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);
 CMH_HIDDEN void cmh_hist_ensure_init(void);
 CMH_HIDDEN extern int cmh_touched;    /* the process used a hooked entry point */
 CMH_HIDDEN extern uint64_t cmh_lost; /* events the recorder could not keep */

@@ -28,6 +28,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -266,6 +267,24 @@ static void take_signal(int sig, void (*fn)(int, siginfo_t *, void *))
     sigaction(sig, &sa, NULL);
 }
 
+/* The loader's module list, walked by the recorder only through here.  glibc's fork does not
+ * reset the lock dl_iterate_phdr holds while it calls back (it resets dl_open's), so a fork
+ * while another thread of the recorder walked the list (the helper scanning modules for the
+ * flight record, a dump symbolizing, a dlclose being noted) left the child a lock nobody would
+ * release: its first allocation, which scans the modules for its own flight record, hung for
+ * good.  A walk holds this gate to read; fork_prepare takes it to write, last (a walker holds
+ * none of the locks taken before it, or fork_prepare waits for that lock first), so no walk of
+ * ours is under way when the process is copied. */
+static pthread_rwlock_t g_dl_gate = PTHREAD_RWLOCK_INITIALIZER;
+
+int cmh_dl_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+    pthread_rwlock_rdlock(&g_dl_gate);
+    int rc = dl_iterate_phdr(cb, arg);
+    pthread_rwlock_unlock(&g_dl_gate);
+    return rc;
+}
+
 /* Every lock, taken in the order the recorder nests them (a dump takes all the others; a pool
  * sample is recorded under the pools lock), so the child inherits consistent tables. */
 static void fork_prepare(void)
@@ -279,10 +298,12 @@ static void fork_prepare(void)
     cmh_marks_atfork_prepare();
     cmh_stacks_atfork_prepare();
     cmh_pystack_atfork_prepare();
+    pthread_rwlock_wrlock(&g_dl_gate);
 }
 
 static void fork_parent(void)
 {
+    pthread_rwlock_unlock(&g_dl_gate);
     cmh_pystack_atfork_parent();
     cmh_stacks_atfork_parent();
     cmh_marks_atfork_parent();
@@ -295,6 +316,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+    pthread_rwlock_init(&g_dl_gate, NULL); /* this thread held it to write; no other is left */
     cmh_pystack_atfork_child();
     cmh_stacks_atfork_child();
     cmh_marks_reset_after_fork();

@@ -159,10 +159,10 @@ static void resolve(void)
         uintptr_t base = (uintptr_t)d.dli_fbase;
         /* dladdr gives the mapping's start, dl_iterate_phdr the load bias: they agree for a
          * shared object and for a PIE (both start at 0 in the file) */
-        dl_iterate_phdr(find_interp, &base);
+        cmh_dl_iterate(find_interp, &base);
         if (!py.interp_hi) {
             base = 0; /* a non-PIE executable: its bias is 0 */
-            dl_iterate_phdr(find_interp, &base);
+            cmh_dl_iterate(find_interp, &base);
         }
     }
     __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
@@ -350,9 +350,9 @@ static int find_c10(struct dl_phdr_info *info, size_t size, void *arg)
 static int torch_cuda_loaded(void)
 {
     unsigned long long adds = 0;
-    dl_iterate_phdr(first_adds, &adds);
+    cmh_dl_iterate(first_adds, &adds);
     if (adds != __atomic_load_n(&g_adds_seen, __ATOMIC_RELAXED)) {
-        int t = dl_iterate_phdr(find_c10, NULL);
+        int t = cmh_dl_iterate(find_c10, NULL);
         __atomic_store_n(&g_torch, t, __ATOMIC_RELAXED);
         __atomic_store_n(&g_adds_seen, adds, __ATOMIC_RELAXED);
         if (t) cmh_log("PyTorch's CUDA allocator is loaded: Python frames only from threads holding the GIL (--python-stacks held)");

@@ -65,7 +65,7 @@ static int first_subs(struct dl_phdr_info *info, size_t size, void *arg)
 unsigned long long cmh_modules_subs(void)
 {
     unsigned long long subs = 0;
-    dl_iterate_phdr(first_subs, &subs);
+    cmh_dl_iterate(first_subs, &subs);
     return subs;
 }
 

@@ -157,7 +157,7 @@ static void note_unloading(void *handle)
     struct link_map *lm = NULL;
     if (!handle || dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name || !*lm->l_name) return;
     gone_find f = {.addr = (uintptr_t)lm->l_addr, .name = lm->l_name};
-    dl_iterate_phdr(find_closing, &f);
+    cmh_dl_iterate(find_closing, &f);
     if (!f.found) return;
     unsigned gen = __atomic_load_n(&cmh_mod_gen, __ATOMIC_ACQUIRE);
     unsigned n = __atomic_load_n(&g_ngone, __ATOMIC_ACQUIRE);
@@ -258,7 +258,7 @@ cmh_symbolizer *cmh_symbolizer_new(cmh_snapshot *s)
     if (!z) return NULL;
     z->s = s;
     cmh_oa_init(&z->cache, sizeof(pc_slot));
-    dl_iterate_phdr(collect_module, z);
+    cmh_dl_iterate(collect_module, z);
     add_gone_modules(z);
     /* C++ names are demangled with libstdc++'s own demangler.  Python loads extension modules
      * RTLD_LOCAL, so libstdc++ may be in the process without being in the global scope: look it
