@@ -592,6 +592,7 @@ static int dump_state_behind(uint64_t max_entries, long pairs, int dumps)
     }
     __atomic_store_n(&g_stop_pairs, 1, __ATOMIC_RELAXED);
     pthread_join(t, NULL);
+    __atomic_store_n(&g_stop_pairs, 0, __ATOMIC_RELAXED); /* the tests after run their pairs whole */
     for (int i = 0; i < BALLAST; i++) cuMemFree(ballast[i]);
     cuCtxSetCurrent(g_ctx[0]);
     if (behind) fprintf(stderr, "  %d of %d dumps (ring of %llu) hold a state behind their trace's end\n", behind, dumps, (unsigned long long)max_entries);
