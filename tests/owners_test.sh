@@ -233,4 +233,34 @@ check "owners of a trace of only frees: the peak before the first entry, 16 MiB 
      grep -q 'device 0, peak (before the first entry): 16.0 MiB recorded' frees.txt &&
      grep -q '^ *16.0 MiB  100.0%  *-  PyTorch allocated' frees.txt &&
      py -c 'import json; m = json.load(open(\"frees.json\"))[0][\"moments\"][0]; assert (m[\"moment\"], m[\"index\"]) == (\"peak\", -1), m'"
+
+# VMM physical memory held and mapped nowhere (tests/vmm_held.c: 20 MiB made and never mapped,
+# 8 MiB mapped, unmapped and never released; 4 MiB kept mapped, 6 MiB released, beside a 100 MiB
+# context): before, owners put the 28 MiB under 'not recorded (... a path not hooked ...)' and
+# leaks said nothing of it; now owners' end has a row of its own, the rows still summing to the
+# device's used memory, and leaks lists the two handles by their cuMemCreate sites
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vh.cmh -- "$B/tests/vmm_held" >/dev/null 2>&1
+"$CMH" owners --json vh.cmh >vh.json 2>&1
+"$CMH" owners vh.cmh >vh.txt 2>&1
+check "owners: cuMemCreate memory held and mapped nowhere is its own row at the end (28 MiB, 2 handles), out of 'not recorded'" 'py - <<PY
+import json
+o = json.load(open("vh.json"))[0]
+end = [m for m in o["moments"] if m["moment"] == "end"][0]
+rows = {r["kind"]: r for r in end["rows"]}
+M = 2**20
+assert rows["vmm_unmapped"]["bytes"] == 28 * M and rows["vmm_unmapped"]["allocations"] == 2, end
+assert rows["program"]["bytes"] == 4 * M, end
+assert rows["unexplained"]["bytes"] == 100 * M, end
+assert end["used"] == 132 * M == sum(r["bytes"] for r in end["rows"]) and end["recorded"] == 32 * M, end
+for m in o["moments"]:
+    assert m["used"] == sum(r["bytes"] for r in m["rows"]), m
+PY' && grep -q "28.0 MiB .* 2  physical memory made with cuMemCreate, not mapped" vh.txt
+"$CMH" leaks vh.cmh >vhl.txt 2>&1
+"$CMH" leaks --json vh.cmh >vhl.json 2>&1
+check "leaks: the held, unmapped handles by their cuMemCreate site (20 MiB never_mapped, 8 MiB unmapped_later)" \
+    "grep -q '^physical memory made with cuMemCreate, held and mapped nowhere at the end (no block shows it): 28.0 MiB in 2 handles, from 2 sites' vhl.txt &&
+     grep -q '^ *20.0 MiB  *1  never_mapped (.*vmm_held.c:' vhl.txt && grep -q '^ *8.0 MiB  *1  unmapped_later (.*vmm_held.c:' vhl.txt &&
+     py -c 'import json; v = json.load(open(\"vhl.json\"))[0][\"vmm_unmapped\"]; M = 2**20
+assert (v[\"bytes\"], v[\"handles\"]) == (28 * M, 2), v
+assert [(x[\"bytes\"], x[\"handles\"], x[\"site\"][\"function\"]) for x in v[\"sites\"]] == [(20 * M, 1, \"never_mapped\"), (8 * M, 1, \"unmapped_later\")], v'"
 finish

@@ -15,20 +15,22 @@
 
 static CUmemAllocationProp g_prop;
 
-static CUmemGenericAllocationHandle make(size_t n)
-{
-    CUmemGenericAllocationHandle h = 0;
-    if (cuMemCreate(&h, n, &g_prop, 0) != CUDA_SUCCESS) {
-        fprintf(stderr, "vmm_held: cuMemCreate failed (%zu bytes)\n", n);
-        exit(1);
+/* n bytes of device 0's physical memory; a failure ends the program */
+#define MAKE(name, mib)                                                                                                  \
+    __attribute__((noinline)) static CUmemGenericAllocationHandle name(void)                                           \
+    {                                                                                                                    \
+        CUmemGenericAllocationHandle h = 0;                                                                              \
+        if (cuMemCreate(&h, (mib) * MIB, &g_prop, 0) != CUDA_SUCCESS) {                                                  \
+            fprintf(stderr, "vmm_held: cuMemCreate failed (%d MiB)\n", (mib));                                            \
+            exit(1);                                                                                                     \
+        }                                                                                                                \
+        return h;                                                                                                        \
     }
-    return h;
-}
 
-__attribute__((noinline)) static CUmemGenericAllocationHandle never_mapped(void) { return make(20 * MIB); }
-__attribute__((noinline)) static CUmemGenericAllocationHandle unmapped_later(void) { return make(8 * MIB); }
-__attribute__((noinline)) static CUmemGenericAllocationHandle kept_mapped(void) { return make(4 * MIB); }
-__attribute__((noinline)) static CUmemGenericAllocationHandle released(void) { return make(6 * MIB); }
+MAKE(never_mapped, 20)
+MAKE(unmapped_later, 8)
+MAKE(kept_mapped, 4)
+MAKE(released, 6)
 
 static void check(CUresult r, const char *what)
 {
@@ -46,7 +48,10 @@ int main(void)
     g_prop.location.id = 0;
     CUdeviceptr va = 0;
     check(cuMemAddressReserve(&va, 16 * MIB, 0, 0, 0), "cuMemAddressReserve");
-    CUmemGenericAllocationHandle a = never_mapped(), b = unmapped_later(), c = kept_mapped(), d = released();
+    CUmemGenericAllocationHandle a = never_mapped();
+    CUmemGenericAllocationHandle b = unmapped_later();
+    CUmemGenericAllocationHandle c = kept_mapped();
+    CUmemGenericAllocationHandle d = released();
     (void)a;
     check(cuMemMap(va, 8 * MIB, 0, b, 0), "cuMemMap");
     check(cuMemMap(va + 8 * MIB, 4 * MIB, 0, c, 0), "cuMemMap");
