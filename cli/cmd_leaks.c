@@ -35,7 +35,9 @@ const cli_command cli_cmd_leaks = {
     "a likely leak); state: held across steps, not growing; steady: back to the same level each\n"
     "step; after: made once the last step had begun, in no step before (work after the\n"
     "loop); with fewer than 4 steps growth is not judged.  In a recording, each thread's own\n"
-    "steps are judged too.  See docs/DEFINITIONS.md.",
+    "steps are judged too.  Physical memory made with cuMemCreate and held mapped nowhere at the\n"
+    "end (no block shows it) is listed after the sites, by its cuMemCreate site.  See\n"
+    "docs/DEFINITIONS.md.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist leaks train.cmh --min-bytes 1M --fail-on-leak"};
 
 /* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site ---- */

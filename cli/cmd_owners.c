@@ -20,7 +20,8 @@ const cli_command cli_cmd_owners = {
     "Who holds every byte of each device, at the end of the record, at the peak of recorded\n"
     "device memory and at each out-of-memory error: PyTorch's allocated and cached memory (from\n"
     "PyTorch's part of a merged or co-recorded snapshot), each library that called the driver\n"
-    "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations, and what no recorded\n"
+    "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations, physical memory made with\n"
+    "cuMemCreate and mapped nowhere at the end, and what no recorded\n"
     "allocation explains (cuMemGetInfo's used bytes minus everything recorded: the CUDA context,\n"
     "other processes).  The rows sum to the device's used memory when the record has a\n"
     "cuMemGetInfo sample, else to what was recorded.  Pinned host memory is on its own line.",
