@@ -48,6 +48,7 @@ void cmh_vmm_handle_created(uint64_t h, int device, uint64_t size)
 {
     if (!h) return;
     cmh_hist_ensure_init();
+    cmh_first_touch(); /* physical memory is an allocation: a process that only made handles is recorded */
     int ctx = cmh_rec_context();
     uint32_t stack = ctx >= CMH_CONTEXT_STATE ? cmh_stack_capture() : 0;
     int64_t ticks = cmh_now_ticks();

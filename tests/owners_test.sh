@@ -263,4 +263,14 @@ check "leaks: the held, unmapped handles by their cuMemCreate site (20 MiB never
      py -c 'import json; v = json.load(open(\"vhl.json\"))[0][\"vmm_unmapped\"]; M = 2**20
 assert (v[\"bytes\"], v[\"handles\"]) == (28 * M, 2), v
 assert [(x[\"bytes\"], x[\"handles\"], x[\"site\"][\"function\"]) for x in v[\"sites\"]] == [(20 * M, 1, \"never_mapped\"), (8 * M, 1, \"unmapped_later\")], v'"
+# a process whose only allocation is a handle it never maps is recorded (before, no snapshot at all)
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vo.cmh -- "$B/tests/vmm_held" only >/dev/null 2>&1
+"$CMH" owners --json vo.cmh >vo.json 2>&1
+check "a process that only made a handle: recorded, owners' end row holds its 20 MiB" 'py - <<PY
+import json
+end = [m for m in json.load(open("vo.json"))[0]["moments"] if m["moment"] == "end"][0]
+rows = {r["kind"]: r for r in end["rows"]}
+assert rows["vmm_unmapped"]["bytes"] == 20 * 2**20 and rows["vmm_unmapped"]["allocations"] == 1, end
+assert sum(r["bytes"] for r in end["rows"]) == (end["used"] if end.get("used") is not None else end["recorded"]), end
+PY'
 finish

@@ -2,12 +2,15 @@
  * vmm_held.c - physical memory made with cuMemCreate and held mapped nowhere: 20 MiB created and
  * never mapped, 8 MiB mapped, unmapped and never released (the two leaks), beside 4 MiB mapped
  * and kept mapped (a segment) and 6 MiB created and released (gone): 28 MiB held that no segment
- * shows.  Each call site is its own function, so each has its own stack.
+ * shows.  Each call site is its own function, so each has its own stack.  `vmm_held only`: the
+ * 20 MiB handle alone, no map nor any other allocation (the process is recorded all the same).
+ *   vmm_held [only]
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "loop_prog.h"
 
@@ -40,12 +43,13 @@ static void check(CUresult r, const char *what)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     if (loop_context(NULL)) return 2;
     g_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     g_prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     g_prop.location.id = 0;
+    if (argc > 1 && !strcmp(argv[1], "only")) return never_mapped() ? 0 : 1;
     CUdeviceptr va = 0;
     check(cuMemAddressReserve(&va, 16 * MIB, 0, 0, 0), "cuMemAddressReserve");
     CUmemGenericAllocationHandle a = never_mapped();
