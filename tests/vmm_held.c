@@ -1,8 +1,8 @@
 /*
  * vmm_held.c - physical memory made with cuMemCreate and held mapped nowhere: 20 MiB created and
  * never mapped, 8 MiB mapped, unmapped and never released (the two leaks), beside 4 MiB mapped
- * and kept mapped (a segment) and 6 MiB created and released (gone): 28 MiB held that no segment
- * shows.  Each call site is its own function, so each has its own stack.  `vmm_held only`: the
+ * twice and kept mapped once (a segment: its second map unmapped in two halves) and 6 MiB
+ * created and released (gone): 28 MiB held that no segment shows.  Each call site is its own function, so each has its own stack.  `vmm_held only`: the
  * 20 MiB handle alone, no map nor any other allocation (the process is recorded all the same).
  *   vmm_held [only]
  */
@@ -59,7 +59,10 @@ int main(int argc, char **argv)
     (void)a;
     check(cuMemMap(va, 8 * MIB, 0, b, 0), "cuMemMap");
     check(cuMemMap(va + 8 * MIB, 4 * MIB, 0, c, 0), "cuMemMap");
+    check(cuMemMap(va + 12 * MIB, 4 * MIB, 0, c, 0), "cuMemMap"); /* c twice */
     check(cuMemUnmap(va, 8 * MIB), "cuMemUnmap");
+    check(cuMemUnmap(va + 12 * MIB, 2 * MIB), "cuMemUnmap"); /* c's second map, half by half: */
+    check(cuMemUnmap(va + 14 * MIB, 2 * MIB), "cuMemUnmap"); /* still mapped at va + 8 MiB */
     check(cuMemRelease(d), "cuMemRelease");
     return 0;
 }
