@@ -68,10 +68,18 @@ void cmh_vmm_handle_created(uint64_t h, int device, uint64_t size)
 
 void cmh_vmm_handle_released(uint64_t h)
 {
+    if (!h) return;
+    /* A handle may be released while mapped (its memory goes at the last unmap), and the driver
+     * may hand the same value out again: its ranges forget it, so that their unmap never takes
+     * bytes from a new handle of that value. */
+    cmh_lock(&g_mlock);
+    for (uint32_t i = 0; i < g_nmaps; i++)
+        if (g_maps[i].aux == h) g_maps[i].aux = 0;
     cmh_lock(&g_hlock);
-    hrec *r = h ? cmh_oa_find(&g_handles, h) : NULL;
+    hrec *r = cmh_oa_find(&g_handles, h);
     if (r) cmh_oa_remove(&g_handles, r);
     cmh_unlock(&g_hlock);
+    cmh_unlock(&g_mlock);
 }
 
 int cmh_vmm_handle_device(uint64_t h)

@@ -2,7 +2,9 @@
  * vmm_held.c - physical memory made with cuMemCreate and held mapped nowhere: 20 MiB created and
  * never mapped, 8 MiB mapped, unmapped and never released (the two leaks), beside 4 MiB mapped
  * twice and kept mapped once (a segment: its second map unmapped in two halves) and 6 MiB
- * created and released (gone): 28 MiB held that no segment shows.  Each call site is its own function, so each has its own stack.  `vmm_held only`: the
+ * created and released (gone), and 2 MiB released while mapped, its handle value made again for
+ * 2 MiB that is mapped, the first's map then unmapped (the fake driver gives the freed value
+ * back; exit 3 if it did not): 28 MiB held that no segment shows.  Each call site is its own function, so each has its own stack.  `vmm_held only`: the
  * 20 MiB handle alone, no map nor any other allocation (the process is recorded all the same).
  *   vmm_held [only]
  */
@@ -34,6 +36,8 @@ MAKE(never_mapped, 20)
 MAKE(unmapped_later, 8)
 MAKE(kept_mapped, 4)
 MAKE(released, 6)
+MAKE(released_mapped, 2)
+MAKE(same_value, 2)
 
 static void check(CUresult r, const char *what)
 {
@@ -51,7 +55,7 @@ int main(int argc, char **argv)
     g_prop.location.id = 0;
     if (argc > 1 && !strcmp(argv[1], "only")) return never_mapped() ? 0 : 1;
     CUdeviceptr va = 0;
-    check(cuMemAddressReserve(&va, 16 * MIB, 0, 0, 0), "cuMemAddressReserve");
+    check(cuMemAddressReserve(&va, 32 * MIB, 0, 0, 0), "cuMemAddressReserve");
     CUmemGenericAllocationHandle a = never_mapped();
     CUmemGenericAllocationHandle b = unmapped_later();
     CUmemGenericAllocationHandle c = kept_mapped();
@@ -64,5 +68,15 @@ int main(int argc, char **argv)
     check(cuMemUnmap(va + 12 * MIB, 2 * MIB), "cuMemUnmap"); /* c's second map, half by half: */
     check(cuMemUnmap(va + 14 * MIB, 2 * MIB), "cuMemUnmap"); /* still mapped at va + 8 MiB */
     check(cuMemRelease(d), "cuMemRelease");
+    CUmemGenericAllocationHandle e = released_mapped();
+    check(cuMemMap(va + 16 * MIB, 2 * MIB, 0, e, 0), "cuMemMap");
+    check(cuMemRelease(e), "cuMemRelease"); /* released while mapped, as allocators do */
+    CUmemGenericAllocationHandle f = same_value();
+    check(cuMemMap(va + 18 * MIB, 2 * MIB, 0, f, 0), "cuMemMap");
+    check(cuMemUnmap(va + 16 * MIB, 2 * MIB), "cuMemUnmap"); /* e's memory goes; f stays mapped */
+    if (f != e) {
+        fprintf(stderr, "vmm_held: the fake driver did not give the released handle's value back\n");
+        return 3;
+    }
     return 0;
 }
