@@ -274,4 +274,17 @@ rows = {r["kind"]: r for r in end["rows"]}
 assert rows["vmm_unmapped"]["bytes"] == 20 * 2**20 and rows["vmm_unmapped"]["allocations"] == 1, end
 assert sum(r["bytes"] for r in end["rows"]) == (end["used"] if end.get("used") is not None else end["recorded"]), end
 PY'
+# a forked child's record holds the handles it made, not those it inherited (the parent's record)
+rm -f vf*.cmh
+FAKECUDA_CAPACITY=1G "$CMH" record -q -o vf.cmh -- "$B/tests/vmm_held" fork >vf.pid 2>/dev/null
+"$CMH" owners --json vf.cmh >vf.json 2>&1
+"$CMH" owners --json "vf.$(cat vf.pid).cmh" >vfc.json 2>&1
+check "fork: the parent's record holds its 20 MiB handle, the child's its own 2 MiB only" 'py - <<PY
+import json
+def held(f):
+    end = [m for m in json.load(open(f))[0]["moments"] if m["moment"] == "end"][0]
+    return [(r["bytes"], r["allocations"]) for r in end["rows"] if r["kind"] == "vmm_unmapped"]
+assert held("vf.json") == [(20 * 2**20, 1)], held("vf.json")
+assert held("vfc.json") == [(2 * 2**20, 1)], held("vfc.json")
+PY'
 finish

@@ -6,13 +6,17 @@
  * 2 MiB that is mapped, the first's map then unmapped (the fake driver gives the freed value
  * back; exit 3 if it did not): 28 MiB held that no segment shows.  Each call site is its own function, so each has its own stack.  `vmm_held only`: the
  * 20 MiB handle alone, no map nor any other allocation (the process is recorded all the same).
- *   vmm_held [only]
+ * `vmm_held fork`: that handle, then a fork whose child makes 2 MiB it never maps and prints
+ * its pid (the child's record holds its own 2 MiB, not the parent's 20).
+ *   vmm_held [only|fork]
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "loop_prog.h"
 
@@ -38,6 +42,7 @@ MAKE(kept_mapped, 4)
 MAKE(released, 6)
 MAKE(released_mapped, 2)
 MAKE(same_value, 2)
+MAKE(in_child, 2)
 
 static void check(CUresult r, const char *what)
 {
@@ -54,6 +59,19 @@ int main(int argc, char **argv)
     g_prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     g_prop.location.id = 0;
     if (argc > 1 && !strcmp(argv[1], "only")) return never_mapped() ? 0 : 1;
+    if (argc > 1 && !strcmp(argv[1], "fork")) {
+        (void)never_mapped();
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) return 1;
+        if (!pid) {
+            (void)in_child();
+            printf("%d\n", (int)getpid());
+            return 0;
+        }
+        int st;
+        return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : 1;
+    }
     CUdeviceptr va = 0;
     check(cuMemAddressReserve(&va, 32 * MIB, 0, 0, 0), "cuMemAddressReserve");
     CUmemGenericAllocationHandle a = never_mapped();
