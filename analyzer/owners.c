@@ -19,6 +19,13 @@
  * What those may explain of a sample's excess makes a range, [excess - them, excess]; a sample
  * with nothing in flight is exact, and the steady assumption, taken from the nearest exact
  * sample, picks the figure in the range (its low end where no sample is exact).
+ *
+ * Physical memory made with cuMemCreate and mapped nowhere is in no segment: the record lists the
+ * handles so held when it was written (.cmh vmm_unmapped), so the end, and the sample the dump
+ * took (the latest, after the last entry), have a row of them: out of what that sample leaves
+ * unexplained.  Earlier moments do not know them: one that takes its unexplained bytes from that
+ * sample gets them back in its unexplained row; an end that takes them from an earlier sample
+ * takes the row's bytes out of them, as far as they go.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +280,18 @@ static uint64_t sample_unexplained(const cmh_snapshot *s, const cmh_trace *tr, w
     return b->lo;
 }
 
+uint64_t cmh_owners_vmm_unmapped(const cmh_snapshot *s, int device, uint32_t *count)
+{
+    uint64_t b = 0;
+    *count = 0;
+    for (uint32_t i = 0; s && i < s->nvmm_unmapped; i++)
+        if (s->vmm_unmapped[i].device == device) {
+            b += s->vmm_unmapped[i].size;
+            ++*count;
+        }
+    return b;
+}
+
 static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, int end_only)
 {
     memset(out, 0, sizeof *out);
@@ -384,6 +403,10 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         if (!ts.r) goto out;
     }
     int ended = 0;
+    uint32_t nunmapped = 0;
+    uint64_t unmapped = cmh_owners_vmm_unmapped(c.s, device, &nunmapped);
+    int64_t end_at = -1, end_sample = c.s ? cmh_owners_latest_sample(c.s, device, &end_at) : -1;
+    if (end_at != INT64_MAX && end_at != nent - 1) end_sample = -1; /* not the dump's: entries came after it */
     /* the end (the last moments): a report page's memo has its blocks and figures from its own
      * replay of the whole trace, the same as this one's would be */
     int memo_end = 0;
@@ -413,6 +436,8 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
                                                                                        : w[k].rows.torch_seen - w[k].torch_reserved;
             }
         } else torch_rows(&w[k], now, 1);
+        if (unmapped && (w[k].hidden ? (int64_t)w[k].sample == end_sample : w[k].index == INT64_MAX))
+            add_row(&w[k].rows, CMH_OWN_VMM_UNMAPPED, "physical memory made with cuMemCreate, not mapped", unmapped, nunmapped);
         if (w[k].rows.nomem) goto out;
         for (uint32_t i = 0; i < w[k].rows.n; i++) w[k].recorded += w[k].rows.rows[i].bytes;
     }
@@ -452,6 +477,9 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             const cmh_meminfo *mi = &c.s->meminfo[best->sample];
             uint64_t unexplained = sample_unexplained(c.s, btr, w, nw, best);
             m->in_flight = best->hi - unexplained;
+            int at_end = (int64_t)best->sample == end_sample, end = w[k].index == INT64_MAX; /* (above) */
+            if (at_end && !end) unexplained += unmapped;
+            else if (!at_end && end) unexplained -= unmapped < unexplained ? unmapped : unexplained;
             add_row(&w[k].rows, CMH_OWN_UNEXPLAINED, "not recorded (CUDA context, other processes)", unexplained, 0);
             if (w[k].rows.nomem) goto out;
             m->used_known = 1;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/owners.h"
 #include "cumemhist/reports.h"
 #include "grow.h"
 #include "memo.h"
@@ -405,6 +406,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
 {
     memset(p, 0, sizeof *p);
     cmh_report_base_fill(s, device, &p->base);
+    p->vmm_unmapped_bytes = cmh_owners_vmm_unmapped(s, device, &p->vmm_unmapped_handles);
     cmh_replay *r = cmh_replay_new(s, device);
     if (!r) return CMH_ENOMEM;
     int64_t n = cmh_replay_length(r);

@@ -164,6 +164,7 @@ static const char *kind_name(int k)
     case CMH_OWN_PROGRAM: return "program";
     case CMH_OWN_UNKNOWN: return "unknown";
     case CMH_OWN_PENDING_FREE: return "pending_free";
+    case CMH_OWN_VMM_UNMAPPED: return "vmm_unmapped";
     default: return "not_recorded";
     }
 }

@@ -21,13 +21,15 @@ const cli_command cli_cmd_owners = {
     "device memory and at each out-of-memory error: PyTorch's allocated and cached memory (from\n"
     "PyTorch's part of a merged or co-recorded snapshot), blocks freed whose stream work is\n"
     "still pending (neither in use nor cached), each library that called the driver\n"
-    "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations, and what no recorded\n"
+    "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations, physical memory made with\n"
+    "cuMemCreate and mapped nowhere at the end, and what no recorded\n"
     "allocation explains (cuMemGetInfo's used bytes minus everything recorded: the CUDA context,\n"
     "other processes).  The rows sum to the device's used memory when the record has a\n"
     "cuMemGetInfo sample, else to what was recorded.  Pinned host memory is on its own line.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist owners merged.cmh"};
 
-static const char *const g_kinds[] = {"torch_allocated", "torch_cached", "torch_reserved", "library", "program", "unknown", "unexplained", "pending_free"};
+static const char *const g_kinds[] = {"torch_allocated", "torch_cached", "torch_reserved", "library", "program", "unknown", "unexplained",
+                                      "pending_free", "vmm_unmapped"}; /* the cmh_owner_kind order */
 
 static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
 {

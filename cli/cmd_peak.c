@@ -159,6 +159,8 @@ static int section(const rep_section *sec, void *arg)
         int64_t act = at == INT64_MAX ? p.active_end : p.active_last, res = at == INT64_MAX ? p.reserved_end : p.reserved_last;
         o = (cmh_owners_report){.device = sec->device, .sample_known = 1, .sample_time_ns = mi->time_ns, .sample_total = mi->total,
                                 .sample_used = mi->total > mi->free ? mi->total - mi->free : 0, .sample_recorded = (uint64_t)(act > res ? act : res)};
+        /* what owners counts there too: cuMemCreate handles held and mapped nowhere at the dump */
+        o.sample_recorded += cmh_owners_vmm_unmapped(sec->s, sec->device, &(uint32_t){0});
         if ((rc = cmh_owners_baseline_compute(sec->s, sec->device, &o.baseline)) != CMH_OK) {
             cmh_peak_report_free(&p);
             return rc;

@@ -252,6 +252,7 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
         nentries = s.nentries;
     }
     if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
+    if (rc == CMH_OK) rc = cmh_vmm_export_unmapped(&s, map_stack, &c);
     if (rc == CMH_OK && c.failed) rc = CMH_ENOMEM;
     if (rc == CMH_OK && !cut && !x) torch_part(&s, out, why);
     if (rc == CMH_OK) {

@@ -364,7 +364,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAlloc
     /* The device comes from the allocation's location, never from a current context. */
     int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : cmh_current_device();
     if (r == CUDA_SUCCESS) {
-        cmh_vmm_handle_created(*h, dev);
+        cmh_vmm_handle_created(*h, dev, n);
         first_alloc(dev);
     } else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(dev, CMH_KIND_VMM, n, 0);
     return r;
@@ -384,7 +384,7 @@ CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHan
     CUresult r = fn_(p, n, off, h, flags);
     if (r == CUDA_SUCCESS && cmh_rec_enabled()) {
         int dev = cmh_vmm_handle_device(h);
-        cmh_vmm_mapped(dev >= 0 ? dev : cmh_current_device(), p, n);
+        cmh_vmm_mapped(dev >= 0 ? dev : cmh_current_device(), p, n, h);
     }
     return r;
 }

@@ -332,7 +332,9 @@ CMH_HIDDEN void cmh_pools_atfork_parent(void);
 CMH_HIDDEN void cmh_pools_reset_after_fork(void);
 
 /* ---- vmm.c ---- */
-CMH_HIDDEN void cmh_vmm_handle_created(uint64_t handle, int device);
+CMH_HIDDEN void cmh_vmm_handle_created(uint64_t handle, int device, uint64_t size);
+/* the handles held and mapped nowhere, added to s (their stacks through stack_map) */
+CMH_HIDDEN int cmh_vmm_export_unmapped(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
 CMH_HIDDEN void cmh_vmm_handle_released(uint64_t handle);
 CMH_HIDDEN int cmh_vmm_handle_device(uint64_t handle); /* -1 if unknown */
 CMH_HIDDEN void cmh_vmm_reserved(uint64_t addr, uint64_t size);
@@ -340,7 +342,7 @@ CMH_HIDDEN void cmh_vmm_reservation_freed(uint64_t addr);
 /* The reservation holding addr: 1 and [*lo, *hi), else 0. */
 CMH_HIDDEN int cmh_vmm_reservation(uint64_t addr, uint64_t *lo, uint64_t *hi);
 /* A map succeeded. */
-CMH_HIDDEN void cmh_vmm_mapped(int device, uint64_t addr, uint64_t size);
+CMH_HIDDEN void cmh_vmm_mapped(int device, uint64_t addr, uint64_t size, uint64_t handle);
 /* Before an unmap reaches the driver: every mapped range inside [addr, addr+size) is recorded as
  * segment_unmap and forgotten, and u remembers them.  Then, once the driver has answered,
  * cmh_vmm_unmap_undo(u) if it refused, else cmh_vmm_unmap_done(u). */

@@ -22,32 +22,64 @@
 #include "internal.h"
 #include "oatab.h"
 
-/* ---- handles: cuMemCreate -> device, so a later cuMemMap is charged to the right device ---- */
+/* ---- handles: cuMemCreate -> device, size, stack, and how much of it is mapped now ----
+ * A handle held and mapped nowhere (never mapped, or unmapped and never released) is memory the
+ * driver charges to the process that no segment shows: every snapshot lists those
+ * (cmh_vmm_export_unmapped).  What is mapped is counted in bytes, as a partial unmap splits a
+ * range; a mapped range remembers its handle in cmh_live.aux.  Lock order: g_mlock, then
+ * g_hlock. */
 
 typedef struct hrec {
     uint64_t handle; /* key (a handle of 0 is never kept: its maps take the current device) */
     int64_t device;
+    uint64_t size, mapped; /* bytes made, bytes mapped now */
+    int64_t ticks;
+    uint32_t stack;
+    uint8_t inherited; /* made before a fork: the parent's record, not this process's */
 } hrec;
 
 static cmh_mutex g_hlock = CMH_MUTEX_INITIALIZER;
+static cmh_mutex g_mlock = CMH_MUTEX_INITIALIZER;
+static cmh_live *g_maps; /* the mapped ranges: sorted by addr, disjoint; aux = the handle */
+static uint32_t g_nmaps, g_capmaps;
 static cmh_oatab g_handles = {NULL, 0, 0, sizeof(hrec)};
 
-void cmh_vmm_handle_created(uint64_t h, int device)
+void cmh_vmm_handle_created(uint64_t h, int device, uint64_t size)
 {
     if (!h) return;
+    cmh_hist_ensure_init();
+    cmh_first_touch(); /* physical memory is an allocation: a process that only made handles is recorded */
+    int ctx = cmh_rec_context();
+    uint32_t stack = ctx >= CMH_CONTEXT_STATE ? cmh_stack_capture() : 0;
+    int64_t ticks = cmh_now_ticks();
     cmh_lock(&g_hlock);
     hrec *r = cmh_oa_get(&g_handles, h, NULL);
-    if (r) r->device = device;
+    if (r) {
+        r->device = device;
+        r->size = size;
+        r->mapped = 0;
+        r->ticks = ticks;
+        r->stack = stack;
+        r->inherited = 0;
+    }
     cmh_unlock(&g_hlock);
     if (!r) cmh_count_lost(1);
 }
 
 void cmh_vmm_handle_released(uint64_t h)
 {
+    if (!h) return;
+    /* A handle may be released while mapped (its memory goes at the last unmap), and the driver
+     * may hand the same value out again: its ranges forget it, so that their unmap never takes
+     * bytes from a new handle of that value. */
+    cmh_lock(&g_mlock);
+    for (uint32_t i = 0; i < g_nmaps; i++)
+        if (g_maps[i].aux == h) g_maps[i].aux = 0;
     cmh_lock(&g_hlock);
-    hrec *r = h ? cmh_oa_find(&g_handles, h) : NULL;
+    hrec *r = cmh_oa_find(&g_handles, h);
     if (r) cmh_oa_remove(&g_handles, r);
     cmh_unlock(&g_hlock);
+    cmh_unlock(&g_mlock);
 }
 
 int cmh_vmm_handle_device(uint64_t h)
@@ -57,6 +89,58 @@ int cmh_vmm_handle_device(uint64_t h)
     int dev = r ? (int)r->device : -1;
     cmh_unlock(&g_hlock);
     return dev;
+}
+
+/* bytes of handle h mapped (delta > 0) or unmapped (delta < 0); under g_mlock */
+static void handle_mapped(uint64_t h, int64_t delta)
+{
+    assert(cmh_held(&g_mlock));
+    if (!h || !delta) return;
+    cmh_lock(&g_hlock);
+    hrec *r = cmh_oa_find(&g_handles, h);
+    if (r) {
+        if (delta < 0 && (uint64_t)-delta > r->mapped) r->mapped = 0;
+        else r->mapped += (uint64_t)delta;
+    }
+    cmh_unlock(&g_hlock);
+}
+
+typedef struct held {
+    int64_t device, ticks;
+    uint64_t size;
+    uint32_t stack;
+} held;
+
+int cmh_vmm_export_unmapped(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
+{
+    int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
+    held *v = NULL;
+    size_t n = 0, cap = 0;
+    int rc = CMH_OK;
+    cmh_lock(&g_hlock);
+    for (uint32_t i = 0; i < g_handles.cap && rc == CMH_OK; i++) {
+        const hrec *r = cmh_oa_at(&g_handles, i);
+        if (!r->handle || r->mapped || r->inherited) continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            held *nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                rc = CMH_ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        v[n++] = (held){r->device, r->ticks, r->size, r->stack};
+    }
+    cmh_unlock(&g_hlock);
+    for (size_t i = 0; i < n && rc == CMH_OK; i++) {
+        cmh_vmm_handle h = {(int32_t)v[i].device, v[i].size, v[i].stack ? stack_map(v[i].stack, arg) : 0,
+                            cmh_ticks_to_ns(v[i].ticks, now_ticks, now_ns)};
+        rc = cmh_snapshot_add_vmm_unmapped(s, &h);
+    }
+    free(v);
+    return rc;
 }
 
 /* ---- reservations ---- */
@@ -124,9 +208,6 @@ int cmh_vmm_reservation(uint64_t addr, uint64_t *lo, uint64_t *hi)
 
 /* ---- mapped ranges ---- */
 
-static cmh_mutex g_mlock = CMH_MUTEX_INITIALIZER;
-static cmh_live *g_maps; /* sorted by addr, disjoint */
-static uint32_t g_nmaps, g_capmaps;
 
 static uint32_t map_lower(uint64_t addr) /* first index whose end > addr */
 {
@@ -149,6 +230,7 @@ static int map_insert(const cmh_live *l)
     uint32_t k = i;
     while (k < g_nmaps && g_maps[k].addr < l->addr + l->size) k++;
     if (k > i) { /* overlapped: drop them, l takes their place */
+        for (uint32_t j = i; j < k; j++) handle_mapped(g_maps[j].aux, -(int64_t)g_maps[j].size);
         memmove(&g_maps[i], &g_maps[k], (g_nmaps - k) * sizeof *g_maps);
         g_nmaps -= k - i;
     }
@@ -162,17 +244,18 @@ static int map_insert(const cmh_live *l)
     memmove(&g_maps[i + 1], &g_maps[i], (g_nmaps - i) * sizeof *g_maps);
     g_maps[i] = *l;
     g_nmaps++;
+    handle_mapped(l->aux, (int64_t)l->size);
     return 0;
 }
 
-void cmh_vmm_mapped(int device, uint64_t addr, uint64_t size)
+void cmh_vmm_mapped(int device, uint64_t addr, uint64_t size, uint64_t handle)
 {
     if (!cmh_rec_enabled() || !size) return;
     cmh_hist_ensure_init();
     cmh_first_touch();
     int ctx = cmh_rec_context();
     uint32_t stack = ctx >= CMH_CONTEXT_STATE ? cmh_stack_capture() : 0;
-    cmh_live l = {addr, size, size, 0, cmh_now_ticks(), 0, stack, (int16_t)device, CMH_KIND_VMM, CMH_EF_WHOLE_BLOCK};
+    cmh_live l = {addr, size, size, 0, cmh_now_ticks(), handle, stack, (int16_t)device, CMH_KIND_VMM, CMH_EF_WHOLE_BLOCK};
     cmh_lock(&g_mlock);
     int rc = map_insert(&l);
     cmh_unlock(&g_mlock);
@@ -215,6 +298,7 @@ void cmh_vmm_unmap(uint64_t lo, uint64_t size, cmh_unmap *u)
         uint64_t a = m.addr > lo ? m.addr : lo, b = m.addr + m.size < hi ? m.addr + m.size : hi;
         memmove(&g_maps[i], &g_maps[i + 1], (g_nmaps - i - 1) * sizeof *g_maps);
         g_nmaps--;
+        handle_mapped(m.aux, -(int64_t)m.size); /* its remainders, if any, count again below */
         if (m.addr < a) { /* the left part stays mapped */
             cmh_live left = m;
             left.size = left.requested = a - m.addr;
@@ -291,25 +375,29 @@ int cmh_vmm_collect(cmh_live **out, size_t *n)
 
 void cmh_vmm_atfork_prepare(void)
 {
-    cmh_lock(&g_hlock);
     cmh_lock(&g_rlock);
     cmh_lock(&g_mlock);
+    cmh_lock(&g_hlock); /* after g_mlock, as everywhere */
 }
 
 void cmh_vmm_atfork_parent(void)
 {
+    cmh_unlock(&g_hlock);
     cmh_unlock(&g_mlock);
     cmh_unlock(&g_rlock);
-    cmh_unlock(&g_hlock);
 }
 
 /* fork(): the child has the parent's address space, so its reservations and maps are real
  * there too; only the locks are new.  Its history starts empty, as do its counters: maps it
- * inherited are forgotten (they were the parent's record). */
+ * inherited are forgotten (they were the parent's record), and so are the handles it inherited. */
 void cmh_vmm_reset_after_fork(void)
 {
     cmh_mutex_init(&g_hlock);
     cmh_mutex_init(&g_rlock);
     cmh_mutex_init(&g_mlock);
     g_nmaps = 0;
+    for (uint32_t i = 0; i < g_handles.cap; i++) { /* the parent's handles stay out of the child's record */
+        hrec *r = cmh_oa_at(&g_handles, i);
+        if (r->handle) r->inherited = 1;
+    }
 }

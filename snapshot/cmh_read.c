@@ -540,6 +540,26 @@ static int rd_meminfo(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+/* vmm_unmapped: [[device, size, stack, time_ns], ...]; stacks come earlier in the file */
+static int rd_vmm_unmapped(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_vmm_handle h = {0};
+        int64_t dev;
+        if (rd_array_n(c, 4, 64, &k, "vmm_unmapped") || rd_int(c, &dev) || rd_u64(c, &h.size) ||
+            rd_u32(c, &h.stack, s->nstacks, "stack id") || rd_int(c, &h.time_ns))
+            return -1;
+        if (dev < -1 || dev > 1023) return fail(c, "unmapped VMM memory of device %lld", (long long)dev);
+        h.device = (int32_t)dev;
+        for (uint32_t j = 4; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_vmm_unmapped(s, &h) != CMH_OK) return nomem(c);
+    }
+    return 0;
+}
+
 static int rd_thread_ids(cur *c, cmh_snapshot *s)
 {
     uint32_t n, k;
@@ -676,6 +696,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("settings")) r = rd_settings(c, s);
         else if (KEY("kernels")) r = rd_kernels(c, s);
         else if (KEY("meminfo")) r = rd_meminfo(c, s);
+        else if (KEY("vmm_unmapped")) r = rd_vmm_unmapped(c, s);
         else if (KEY("thread_ids")) r = rd_thread_ids(c, s);
         else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);
         else if (KEY("entry_pool_ids")) {

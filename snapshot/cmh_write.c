@@ -71,7 +71,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
     /* entries carry a pool id only when not (0, 0): whether the source said it of every entry is
      * said once, so that a pickle written back says 'pool_id' as the one read did */
     int pool_ids = (s->pt_fields & CMH_PT_POOL_ID) != 0;
-    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nthreads ? 1 : 0) + (with_torch ? 2 : 0) +
+    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nthreads ? 1 : 0) + (with_torch ? 2 : 0) +
                               (nested ? 0 : 2) + pool_ids);
 
     pack_key(&pk, "format");
@@ -276,6 +276,18 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
             msgpack_pack_uint64(&pk, m->free);
             msgpack_pack_uint64(&pk, m->total);
             if (m->thread) msgpack_pack_uint32(&pk, m->thread);
+        }
+    }
+    if (s->nvmm_unmapped) { /* [[device, size, stack, time_ns], ...] */
+        pack_key(&pk, "vmm_unmapped");
+        msgpack_pack_array(&pk, s->nvmm_unmapped);
+        for (uint32_t i = 0; i < s->nvmm_unmapped; i++) {
+            const cmh_vmm_handle *h = &s->vmm_unmapped[i];
+            msgpack_pack_array(&pk, 4);
+            msgpack_pack_int32(&pk, h->device);
+            msgpack_pack_uint64(&pk, h->size);
+            msgpack_pack_uint32(&pk, h->stack);
+            msgpack_pack_int64(&pk, h->time_ns);
         }
     }
     if (s->nthreads) { /* [[thread, tid, name], ...] */

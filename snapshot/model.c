@@ -160,6 +160,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->settings);
     free(s->kernels);
     free(s->meminfo);
+    free(s->vmm_unmapped);
     free(s->threads);
     cmh_oa_free(&s->stack_index);
     if (s->torch) {
@@ -167,6 +168,13 @@ void cmh_snapshot_free(cmh_snapshot *s)
         free(s->torch);
     }
     memset(s, 0, sizeof *s);
+}
+
+int cmh_snapshot_add_vmm_unmapped(cmh_snapshot *s, const cmh_vmm_handle *h)
+{
+    if (GROW(s, vmm_unmapped, s->nvmm_unmapped + 1, cap_vmm_unmapped) != CMH_OK) return CMH_ENOMEM;
+    s->vmm_unmapped[s->nvmm_unmapped++] = *h;
+    return CMH_OK;
 }
 
 int cmh_snapshot_add_meminfo(cmh_snapshot *s, const cmh_meminfo *m)

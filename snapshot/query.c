@@ -29,8 +29,10 @@ int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap)
 {
     int32_t seen[256];
     int ns = 0;
-    for (uint32_t i = 0; i < s->ntraces + s->nsegments; i++) {
-        int32_t d = i < s->ntraces ? s->traces[i].device : s->segments[i - s->ntraces].device;
+    for (uint32_t i = 0; i < s->ntraces + s->nsegments + s->nvmm_unmapped; i++) { /* (held VMM memory names its device too) */
+        int32_t d = i < s->ntraces ? s->traces[i].device
+                    : i < s->ntraces + s->nsegments ? s->segments[i - s->ntraces].device
+                                                    : s->vmm_unmapped[i - s->ntraces - s->nsegments].device;
         if (i < s->ntraces && s->traces[i].nentries == 0) continue; /* an empty ring names no device */
         int dup = 0;
         for (int k = 0; k < ns && !dup; k++) dup = seen[k] == d;

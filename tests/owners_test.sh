@@ -273,4 +273,58 @@ EOF
     check "$f: owners' pending row is frag's pending free, cached and in use without it, the rows sum: $out" '[ "$out" = ok ]'
 done
 check "owners' text names the pending row" "grep -q '^ *6.0 MiB .*freed, stream work pending (an allocator above the driver)' pend.txt"
+
+# VMM physical memory held and mapped nowhere (tests/vmm_held.c: 20 MiB made and never mapped,
+# 8 MiB mapped, unmapped and never released; 4 MiB kept mapped, 6 MiB released, 2 MiB released
+# while mapped whose handle value a mapped 2 MiB gets again, beside a 100 MiB context): before, owners put the 28 MiB under 'not recorded (... a path not hooked ...)' and
+# leaks said nothing of it; now owners' end has a row of its own, the rows still summing to the
+# device's used memory, and leaks lists the two handles by their cuMemCreate sites
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vh.cmh -- "$B/tests/vmm_held" >/dev/null 2>vh.err
+check "vmm_held ran whole ($(cat vh.err))" '[ ! -s vh.err ]'
+"$CMH" owners --json vh.cmh >vh.json 2>&1
+"$CMH" owners vh.cmh >vh.txt 2>&1
+check "owners: cuMemCreate memory held and mapped nowhere is its own row at the end (28 MiB, 2 handles), out of 'not recorded'" 'py - <<PY
+import json
+o = json.load(open("vh.json"))[0]
+end = [m for m in o["moments"] if m["moment"] == "end"][0]
+rows = {r["kind"]: r for r in end["rows"]}
+M = 2**20
+assert rows["vmm_unmapped"]["bytes"] == 28 * M and rows["vmm_unmapped"]["allocations"] == 2, end
+assert rows["program"]["bytes"] == 6 * M, end
+assert rows["unexplained"]["bytes"] == 100 * M, end
+assert end["used"] == 134 * M == sum(r["bytes"] for r in end["rows"]) and end["recorded"] == 34 * M, end
+for m in o["moments"]:
+    assert m["used"] == sum(r["bytes"] for r in m["rows"]), m
+PY' && grep -q "28.0 MiB .* 2  physical memory made with cuMemCreate, not mapped" vh.txt
+"$CMH" leaks vh.cmh >vhl.txt 2>&1
+"$CMH" leaks --json vh.cmh >vhl.json 2>&1
+check "leaks: the held, unmapped handles by their cuMemCreate site (20 MiB never_mapped, 8 MiB unmapped_later)" \
+    "grep -q '^physical memory made with cuMemCreate, held and mapped nowhere at the end (no block shows it): 28.0 MiB in 2 handles, from 2 sites' vhl.txt &&
+     grep -q '^ *20.0 MiB  *1  never_mapped (.*vmm_held.c:' vhl.txt && grep -q '^ *8.0 MiB  *1  unmapped_later (.*vmm_held.c:' vhl.txt &&
+     py -c 'import json; v = json.load(open(\"vhl.json\"))[0][\"vmm_unmapped\"]; M = 2**20
+assert (v[\"bytes\"], v[\"handles\"]) == (28 * M, 2), v
+assert [(x[\"bytes\"], x[\"handles\"], x[\"site\"][\"function\"]) for x in v[\"sites\"]] == [(20 * M, 1, \"never_mapped\"), (8 * M, 1, \"unmapped_later\")], v'"
+# a process whose only allocation is a handle it never maps is recorded (before, no snapshot at all)
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vo.cmh -- "$B/tests/vmm_held" only >/dev/null 2>&1
+"$CMH" owners --json vo.cmh >vo.json 2>&1
+check "a process that only made a handle: recorded, owners' end row holds its 20 MiB" 'py - <<PY
+import json
+end = [m for m in json.load(open("vo.json"))[0]["moments"] if m["moment"] == "end"][0]
+rows = {r["kind"]: r for r in end["rows"]}
+assert rows["vmm_unmapped"]["bytes"] == 20 * 2**20 and rows["vmm_unmapped"]["allocations"] == 1, end
+assert sum(r["bytes"] for r in end["rows"]) == (end["used"] if end.get("used") is not None else end["recorded"]), end
+PY'
+# a forked child's record holds the handles it made, not those it inherited (the parent's record)
+rm -f vf*.cmh
+FAKECUDA_CAPACITY=1G "$CMH" record -q -o vf.cmh -- "$B/tests/vmm_held" fork >vf.pid 2>/dev/null
+"$CMH" owners --json vf.cmh >vf.json 2>&1
+"$CMH" owners --json "vf.$(cat vf.pid).cmh" >vfc.json 2>&1
+check "fork: the parent's record holds its 20 MiB handle, the child's its own 2 MiB only" 'py - <<PY
+import json
+def held(f):
+    end = [m for m in json.load(open(f))[0]["moments"] if m["moment"] == "end"][0]
+    return [(r["bytes"], r["allocations"]) for r in end["rows"] if r["kind"] == "vmm_unmapped"]
+assert held("vf.json") == [(20 * 2**20, 1)], held("vf.json")
+assert held("vfc.json") == [(2 * 2**20, 1)], held("vfc.json")
+PY'
 finish

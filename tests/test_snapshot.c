@@ -388,6 +388,46 @@ static void test_round_trip(void)
     cmh_snapshot_free(&s);
 }
 
+/* The cuMemCreate handles held and mapped nowhere (vmm_unmapped): read back as written, the
+ * same bytes again, every truncation refused; a stack id or device out of range refused. */
+static void test_vmm_unmapped_round_trip(void)
+{
+    cmh_snapshot s, r;
+    build(&s);
+    CU_ASSERT_FATAL(s.nstacks >= 2);
+    cmh_vmm_handle a = {0, 20ull << 20, s.nstacks - 1, 1700000000100000000ll}, b = {1, 8ull << 20, 0, 0};
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_vmm_unmapped(&s, &a), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_vmm_unmapped(&s, &b), CMH_OK);
+    char *buf, *buf2;
+    size_t len, len2;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(r.version, 1); /* an optional table: no new version */
+    CU_ASSERT_EQUAL_FATAL(r.nvmm_unmapped, 2);
+    CU_ASSERT(r.vmm_unmapped[0].device == 0 && r.vmm_unmapped[0].size == a.size && r.vmm_unmapped[0].stack == a.stack &&
+              r.vmm_unmapped[0].time_ns == a.time_ns);
+    CU_ASSERT(r.vmm_unmapped[1].device == 1 && r.vmm_unmapped[1].size == b.size && r.vmm_unmapped[1].stack == 0);
+    CU_ASSERT_EQUAL(write_mem(&r, &buf2, &len2), CMH_OK);
+    CU_ASSERT(len2 == len && memcmp(buf, buf2, len) == 0);
+    free(buf2);
+    cmh_snapshot_free(&r);
+    for (size_t n = 0; n < len; n += 5) CU_ASSERT_EQUAL(cmh_cmh_read(buf, n, &r, err, sizeof err), CMH_EFORMAT);
+    free(buf);
+    s.vmm_unmapped[1].stack = 99;
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "stack id 99 out of range") != NULL);
+    free(buf);
+    s.vmm_unmapped[1].stack = 0;
+    s.vmm_unmapped[1].device = 5000;
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "unmapped VMM memory of device 5000") != NULL);
+    free(buf);
+    cmh_snapshot_free(&s);
+}
+
 /* Version 2: PyTorch's part rides inside, with the clock and cuMemGetInfo samples; a file
  * without a PyTorch part stays version 1 (an older reader reads it). */
 static void test_torch_part_round_trip(void)
@@ -604,6 +644,7 @@ int main(void)
     CMH_ADD_TEST(s, test_compact_times_and_pairs);
     CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);
     CMH_ADD_TEST(s, test_torch_part_round_trip);
+    CMH_ADD_TEST(s, test_vmm_unmapped_round_trip);
     CMH_ADD_TEST(s, test_garbage_and_hostile_input);
     CMH_ADD_TEST(s, test_load_names_the_file);
     CMH_ADD_TEST(s, test_real_gpu_recordings);

@@ -201,6 +201,9 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
     if (p->leaking)
         snprintf(buf, cap, "%u %s from step to step: %s", p->leaking, plural(p->leaking, "site grows", "sites grow"),
                  plural(p->leaking, "a likely leak", "likely leaks"));
+    else if (!p->live_blocks && p->vmm_unmapped_handles)
+        snprintf(buf, cap, "no block is still live, but %s made with cuMemCreate is held mapped nowhere (%" PRIu32 " %s): no site grows",
+                 cmh_svg_size((double)p->vmm_unmapped_bytes), p->vmm_unmapped_handles, plural(p->vmm_unmapped_handles, "handle", "handles"));
     else if (!p->live_blocks) snprintf(buf, cap, "nothing is still live: no site grows");
     else if (p->judged) snprintf(buf, cap, "no site grows from step to step");
     else {

@@ -28,6 +28,7 @@ typedef enum cmh_owner_kind {
      * above the driver): not in use, as peak and leaks count them, and not cached either (no
      * request can have them, empty_cache() does not give them back, until the work completes) */
     CMH_OWN_PENDING_FREE,
+    CMH_OWN_VMM_UNMAPPED,        /* cuMemCreate handles held and mapped nowhere (at the end only) */
 } cmh_owner_kind;
 
 typedef struct cmh_owner_row {
@@ -60,6 +61,10 @@ typedef struct cmh_owners_baseline {
     int64_t time_ns;
     uint64_t unrecorded; /* used - what the record held there (max of active and reserved) */
 } cmh_owners_baseline;
+
+/* The bytes (and how many handles) of device's physical memory made with cuMemCreate, held and
+ * mapped nowhere when the snapshot was written (the .cmh vmm_unmapped table). */
+uint64_t cmh_owners_vmm_unmapped(const cmh_snapshot *s, int device, uint32_t *count);
 
 typedef struct cmh_owners_report {
     int device;

@@ -238,6 +238,10 @@ typedef struct cmh_leak_report {
     /* every still-live block, whatever min_bytes hides */
     uint64_t live_bytes, live_blocks;
     uint32_t live_sites;
+    /* physical memory made with cuMemCreate, held and mapped nowhere at the end (no block: the
+     * .cmh vmm_unmapped table), its bytes and handles; not judged for growth */
+    uint64_t vmm_unmapped_bytes;
+    uint32_t vmm_unmapped_handles;
     uint32_t leaking;      /* sites growing (min_bytes hides none of them from the count) */
     uint32_t hidden_sites; /* left out of sites by min_bytes, and their bytes */
     uint64_t hidden_bytes;

@@ -283,6 +283,16 @@ typedef struct cmh_meminfo {
     uint32_t thread;
 } cmh_meminfo;
 
+/* Physical memory made with cuMemCreate that was still held (not released with cuMemRelease)
+ * and mapped nowhere when the snapshot was taken: memory the driver charges to the process that
+ * no segment shows.  One per handle. */
+typedef struct cmh_vmm_handle {
+    int32_t device;
+    uint64_t size;   /* bytes, as cuMemCreate was asked */
+    uint32_t stack;  /* the cuMemCreate call's stack (0: none captured) */
+    int64_t time_ns; /* when it was created (0: unknown) */
+} cmh_vmm_handle;
+
 typedef struct cmh_snapshot {
     uint32_t version;
     uint8_t source;
@@ -348,6 +358,9 @@ typedef struct cmh_snapshot {
     /* what the driver said of each device's memory (cuMemGetInfo), at moments the recorder chose */
     cmh_meminfo *meminfo;
     uint32_t nmeminfo, cap_meminfo;
+    /* cuMemCreate handles held but not mapped at the snapshot (.cmh "vmm_unmapped") */
+    cmh_vmm_handle *vmm_unmapped;
+    uint32_t nvmm_unmapped, cap_vmm_unmapped;
     /* the recording threads the recorder could name, by number (cmh_snapshot_thread) */
     cmh_thread_info *threads;
     uint32_t nthreads, cap_threads;
@@ -381,6 +394,7 @@ int cmh_snapshot_add_stack(cmh_snapshot *s, const uint32_t *frame_ids, uint32_t 
 int cmh_snapshot_reindex_stacks(cmh_snapshot *s);
 int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segment **out);
 int cmh_snapshot_add_meminfo(cmh_snapshot *s, const cmh_meminfo *m);
+int cmh_snapshot_add_vmm_unmapped(cmh_snapshot *s, const cmh_vmm_handle *h);
 int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b);
 int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out);
 int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry_full *e); /* into the last trace */

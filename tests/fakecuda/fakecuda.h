@@ -74,6 +74,7 @@ typedef struct fake_stream {
 typedef struct fake_handle {
     int device;
     uint64_t size;
+    struct fake_handle *next; /* released: the next one to be made again (vmm.c) */
 } fake_handle;
 
 /* A stream-ordered pool.  reserved is its backing memory: used (what it hands out) plus what it

@@ -11,6 +11,10 @@
 
 #define VMM_GRANULARITY (2ull << 20)
 
+/* Released handles, the latest first: the next cuMemCreate gives the latest one's value again,
+ * as the real driver reuses values (whatever malloc does, a sanitizer's quarantine included). */
+static fake_handle *g_released;
+
 CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags o)
 {
     (void)prop;
@@ -38,7 +42,11 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
     else d->used += size;
     pthread_mutex_unlock(&g_lock);
     if (r != CUDA_SUCCESS) return r;
-    fake_handle *fh = malloc(sizeof *fh);
+    pthread_mutex_lock(&g_lock);
+    fake_handle *fh = g_released;
+    if (fh) g_released = fh->next;
+    pthread_mutex_unlock(&g_lock);
+    if (!fh) fh = malloc(sizeof *fh);
     if (!fh) return CUDA_ERROR_OUT_OF_MEMORY;
     fh->device = dev;
     fh->size = size;
@@ -53,8 +61,9 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle h)
     if (!fh) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
     g_dev[fh->device].used -= fh->size;
+    fh->next = g_released;
+    g_released = fh;
     pthread_mutex_unlock(&g_lock);
-    free(fh);
     return CUDA_SUCCESS;
 }
 
