@@ -8,6 +8,7 @@
  * program killed by a signal makes `record` die of the same signal.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -463,7 +464,23 @@ static int record(char **prog, const char *argv0)
     if (unrecorded) /* not even the first process: ld.so refused it, or the program ignores LD_PRELOAD */
         cli_error("%s did not record %s (ld.so could not preload it, it is not libcumemhist.so, or the program is static or set-user-ID): nothing "
                   "was recorded", libpath, prog[0]);
-    else if (!run.npids && !nfiles && !quiet) fprintf(stderr, "cumemhist: no snapshot written: no process called a CUDA allocation entry point\n");
+    else if (!run.npids && !nfiles && !quiet) {
+        fprintf(stderr, "cumemhist: no snapshot written: no process called a CUDA allocation entry point\n");
+        /* 127 is ld.so's status for a program it could not load; on a machine with no CUDA
+         * driver that is the missing libcuda.so.1: said, with the build tree's host-backed one */
+        void *driver = !run.noexec && WIFEXITED(status) && WEXITSTATUS(status) == 127 ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) : NULL;
+        if (driver) dlclose(driver);
+        else if (!run.noexec && WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+            char dir[PATH_MAX], fake[PATH_MAX + 32];
+            exe_dir(argv0, dir, sizeof dir);
+            snprintf(fake, sizeof fake, "%s/fakecuda/libcuda.so.1", dir);
+            fprintf(stderr, "cumemhist: %s exited 127 (ld.so's status for a program it could not load) and this machine "
+                            "has no CUDA driver: no libcuda.so.1 to load\n", prog[0]);
+            if (access(fake, R_OK) == 0)
+                fprintf(stderr, "cumemhist: without a GPU, this build's fake driver runs it: LD_LIBRARY_PATH=%s/fakecuda %s/cumemhist record ...\n",
+                        dir, dir);
+        }
+    }
     if (unrecorded && WIFEXITED(status) && WEXITSTATUS(status) == 0) return CLI_EFILE;
     if (lost && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         cli_error("exit status 1: %d snapshot%s lost (the program itself exited 0)", lost, lost == 1 ? "" : "s");

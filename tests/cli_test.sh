@@ -52,6 +52,17 @@ check "the top-level help names chrome" "[ $? -eq 0 ]"
 check "record forwards exit 7" "[ $? -eq 7 ]"
 "$CMH" record -- sh -c 'exit 0' 2>err2.txt
 check "says when nothing was written" "grep -q 'no snapshot written' err2.txt"
+# no CUDA driver on the machine (this one, outside the fake driver's path): the program cannot
+# load, ld.so exits 127, and record says why and how to run it on the build's fake driver
+# (it said only "no process called a CUDA allocation entry point")
+if ! env LD_LIBRARY_PATH= ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    env LD_LIBRARY_PATH= "$CMH" record -o nodrv.cmh -- "$S/leaky" 1 >/dev/null 2>nodrv.txt
+    rc=$?
+    check "no CUDA driver: record says so and names the fake driver ($(tail -2 nodrv.txt | tr '\n' ' '))" \
+        "[ $rc -eq 127 ] && grep -q 'leaky exited 127 .* no libcuda.so.1 to load' nodrv.txt && grep -qF 'LD_LIBRARY_PATH=$B/fakecuda' nodrv.txt"
+fi
+"$CMH" record -- sh -c 'exit 127' 2>quiet127.txt
+check "a program's own exit 127 with a driver at hand: no driver hint" "[ $? -eq 127 ] && ! grep -q 'no CUDA driver' quiet127.txt"
 sh -c "\"$CMH\" record -q -- sh -c 'kill -TERM \$\$'"
 check "record dies of the program's signal" "[ $? -eq 143 ]"
 
