@@ -327,6 +327,9 @@ static int record(char **prog, const char *argv0)
     if (realpath(libpath, abslib)) snprintf(libpath, sizeof libpath, "%s", abslib);
     if (check_lib(libpath)) return CLI_EFILE;
     if (check_output(output ? output : "cumemhist.%p.cmh")) return CLI_EFILE;
+    /* a fixed path with a file there: the first process's snapshot replaces it, which is said */
+    struct stat before;
+    int replacing = output && !strchr(output, '%') && lstat(output, &before) == 0 && S_ISREG(before.st_mode);
 
     /* LD_PRELOAD: whatever the user already preloads keeps its place (a sanitizer runtime must
      * stay first), then ours. */
@@ -427,7 +430,12 @@ static int record(char **prog, const char *argv0)
         if (stat(run.files[i].path, &st) != 0) continue;
         nfiles++;
         if (quiet) continue;
-        if (S_ISREG(st.st_mode)) fprintf(stderr, "cumemhist: wrote %s (%lld bytes)\n", run.files[i].path, (long long)st.st_size);
+        struct stat now;
+        if (S_ISREG(st.st_mode))
+            fprintf(stderr, "cumemhist: wrote %s (%lld bytes)%s\n", run.files[i].path, (long long)st.st_size,
+                    replacing && stat(output, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino
+                        ? ", replacing the file that was there before this run"
+                        : "");
         else /* a node's size is not what went through it ('wrote /dev/null (0 bytes)') */
             fprintf(stderr, "cumemhist: wrote the snapshot through %s (%s: nothing of it is kept there)\n", run.files[i].path,
                     S_ISCHR(st.st_mode) ? "a character device" : S_ISFIFO(st.st_mode) ? "a pipe" : "not a regular file");

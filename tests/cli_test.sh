@@ -66,6 +66,12 @@ check "a program's own exit 127 with a driver at hand: no driver hint" "[ $? -eq
 sh -c "\"$CMH\" record -q -- sh -c 'kill -TERM \$\$'"
 check "record dies of the program's signal" "[ $? -eq 143 ]"
 
+# a second run with the same -o replaces the first run's snapshot: said, not silent
+"$CMH" record -o again.cmh -- "$S/leaky" 1 >/dev/null 2>again1.txt
+"$CMH" record -o again.cmh -- "$S/leaky" 2 >/dev/null 2>again2.txt
+check "record -o over an earlier run's file says it replaced it ($(cat again2.txt))" \
+    "! grep -q replacing again1.txt && grep -q '^cumemhist: wrote .*again.cmh ([0-9]* bytes), replacing the file that was there before this run\$' again2.txt"
+
 # several processes, one fixed path: none overwrites another
 "$CMH" record -o multi.cmh -- sh -c "\"$S/leaky\" 1 >/dev/null & \"$S/leaky\" 2 >/dev/null; wait" 2>err3.txt
 n=$(ls multi*.cmh 2>/dev/null | wc -l)
