@@ -42,6 +42,15 @@ env -u LD_PRELOAD python3 -c "import json, sys; assert json.load(open('weird.jso
 check "peak refuses an option it does not have" "[ $? -eq 2 ] && grep -q \"unknown option '--fail-on-leak'\" perr.txt"
 "$CMH" leaks --top 0 leak.cmh >/dev/null 2>&1
 check "a value out of range is refused" "[ $? -eq 2 ]"
+# a missing argument is one line that says what is missing, not the whole help on stderr
+"$CMH" record >/dev/null 2>noprog.txt
+rc=$?
+check "record with no program: one line that says so, status 2 ($(cat noprog.txt))" \
+    "[ $rc -eq 2 ] && [ \$(wc -l <noprog.txt) -eq 1 ] && grep -q '^cumemhist: record: no program to run (usage: cumemhist record ' noprog.txt"
+"$CMH" diff leak.cmh >/dev/null 2>noarg.txt
+rc=$?
+check "diff with one snapshot: one line, status 2 ($(cat noarg.txt))" \
+    "[ $rc -eq 2 ] && [ \$(wc -l <noarg.txt) -eq 1 ] && grep -q '^cumemhist: diff: too few arguments (usage: cumemhist diff \\[options\\] BEFORE AFTER' noarg.txt"
 "$CMH" help summary | grep -q '^usage: cumemhist summary'
 check "cumemhist help CMD is CMD --help" "[ $? -eq 0 ]"
 "$CMH" --help | grep -qi chrome
