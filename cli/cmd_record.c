@@ -34,7 +34,7 @@ static const char *const g_context_names[] = {"none", "state", "alloc", "all", N
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_output, "PATH",
      "snapshot path; %p = pid, %r = rank (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\nelse the local rank) (default cumemhist.%p.cmh; a fixed path gets .PID inserted\n"
-     "for every process but the first)",
+     "for every process but the first; a file already there is replaced, and said to be)",
      NULL, 0, 0, NULL},
     {"--enabled", NULL, CLI_CHOICE, &g_enabled, "state|all",
      "all: live blocks and the trace history (default);\nstate: live blocks only", g_enabled_names, 0, 0, NULL},
