@@ -303,7 +303,8 @@ int cmd_export(int argc, char **argv)
     cmh_pathlist_free(&pl);
     int binary = g_format == F_MEMVIZ || g_format == F_PICKLE || g_format == F_PPROF;
     if (binary && (!g_out || !strcmp(g_out, "-")) && isatty(STDOUT_FILENO)) {
-        cli_error("export: not writing a binary pickle to a terminal; name a file with -o (or redirect)");
+        cli_error("export: not writing %s to a terminal; name a file with -o (%s) or redirect",
+                  g_format == F_PPROF ? "a gzipped pprof profile" : "a binary pickle", g_format == F_PPROF ? "heap.pb.gz" : "run.pickle");
         return CLI_EUSAGE;
     }
     cmh_snapshot s;

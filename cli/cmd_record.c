@@ -8,6 +8,7 @@
  * program killed by a signal makes `record` die of the same signal.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -33,7 +34,7 @@ static const char *const g_context_names[] = {"none", "state", "alloc", "all", N
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_output, "PATH",
      "snapshot path; %p = pid, %r = rank (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\nelse the local rank) (default cumemhist.%p.cmh; a fixed path gets .PID inserted\n"
-     "for every process but the first)",
+     "for every process but the first; a file already there is replaced, and said to be)",
      NULL, 0, 0, NULL},
     {"--enabled", NULL, CLI_CHOICE, &g_enabled, "state|all",
      "all: live blocks and the trace history (default);\nstate: live blocks only", g_enabled_names, 0, 0, NULL},
@@ -326,6 +327,9 @@ static int record(char **prog, const char *argv0)
     if (realpath(libpath, abslib)) snprintf(libpath, sizeof libpath, "%s", abslib);
     if (check_lib(libpath)) return CLI_EFILE;
     if (check_output(output ? output : "cumemhist.%p.cmh")) return CLI_EFILE;
+    /* a fixed path with a file there: the first process's snapshot replaces it, which is said */
+    struct stat before;
+    int replacing = output && !strchr(output, '%') && lstat(output, &before) == 0 && S_ISREG(before.st_mode);
 
     /* LD_PRELOAD: whatever the user already preloads keeps its place (a sanitizer runtime must
      * stay first), then ours. */
@@ -426,7 +430,12 @@ static int record(char **prog, const char *argv0)
         if (stat(run.files[i].path, &st) != 0) continue;
         nfiles++;
         if (quiet) continue;
-        if (S_ISREG(st.st_mode)) fprintf(stderr, "cumemhist: wrote %s (%lld bytes)\n", run.files[i].path, (long long)st.st_size);
+        struct stat now;
+        if (S_ISREG(st.st_mode))
+            fprintf(stderr, "cumemhist: wrote %s (%lld bytes)%s\n", run.files[i].path, (long long)st.st_size,
+                    replacing && stat(output, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino
+                        ? ", replacing the file that was there before this run"
+                        : "");
         else /* a node's size is not what went through it ('wrote /dev/null (0 bytes)') */
             fprintf(stderr, "cumemhist: wrote the snapshot through %s (%s: nothing of it is kept there)\n", run.files[i].path,
                     S_ISCHR(st.st_mode) ? "a character device" : S_ISFIFO(st.st_mode) ? "a pipe" : "not a regular file");
@@ -463,7 +472,23 @@ static int record(char **prog, const char *argv0)
     if (unrecorded) /* not even the first process: ld.so refused it, or the program ignores LD_PRELOAD */
         cli_error("%s did not record %s (ld.so could not preload it, it is not libcumemhist.so, or the program is static or set-user-ID): nothing "
                   "was recorded", libpath, prog[0]);
-    else if (!run.npids && !nfiles && !quiet) fprintf(stderr, "cumemhist: no snapshot written: no process called a CUDA allocation entry point\n");
+    else if (!run.npids && !nfiles && !quiet) {
+        fprintf(stderr, "cumemhist: no snapshot written: no process called a CUDA allocation entry point\n");
+        /* 127 is ld.so's status for a program it could not load; on a machine with no CUDA
+         * driver that is the missing libcuda.so.1: said, with the build tree's host-backed one */
+        void *driver = !run.noexec && WIFEXITED(status) && WEXITSTATUS(status) == 127 ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) : NULL;
+        if (driver) dlclose(driver);
+        else if (!run.noexec && WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+            char dir[PATH_MAX], fake[PATH_MAX + 32];
+            exe_dir(argv0, dir, sizeof dir);
+            snprintf(fake, sizeof fake, "%s/fakecuda/libcuda.so.1", dir);
+            fprintf(stderr, "cumemhist: %s exited 127 (ld.so's status for a program it could not load) and this machine "
+                            "has no CUDA driver: no libcuda.so.1 to load\n", prog[0]);
+            if (access(fake, R_OK) == 0)
+                fprintf(stderr, "cumemhist: without a GPU, this build's fake driver runs it: LD_LIBRARY_PATH=%s/fakecuda %s/cumemhist record ...\n",
+                        dir, dir);
+        }
+    }
     if (unrecorded && WIFEXITED(status) && WEXITSTATUS(status) == 0) return CLI_EFILE;
     if (lost && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         cli_error("exit status 1: %d snapshot%s lost (the program itself exited 0)", lost, lost == 1 ? "" : "s");

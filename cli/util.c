@@ -283,8 +283,10 @@ int cli_parse(const cli_command *c, int argc, char **argv, char **args, int *nar
             }
             args[(*nargs)++] = argv[i];
         }
-    if (*nargs < c->min_args) {
-        cli_usage(c, stderr);
+    if (*nargs < c->min_args) { /* one line that says what is missing, as every other usage error */
+        cli_error("%s: %s (usage: cumemhist %s %s; 'cumemhist %s --help' says more)", c->name,
+                  c->stop_at_arg ? "no program to run" : *nargs ? "too few arguments" : "no argument given", c->name, c->synopsis,
+                  c->name);
         return CLI_EUSAGE;
     }
     return 0;

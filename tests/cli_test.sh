@@ -42,6 +42,15 @@ env -u LD_PRELOAD python3 -c "import json, sys; assert json.load(open('weird.jso
 check "peak refuses an option it does not have" "[ $? -eq 2 ] && grep -q \"unknown option '--fail-on-leak'\" perr.txt"
 "$CMH" leaks --top 0 leak.cmh >/dev/null 2>&1
 check "a value out of range is refused" "[ $? -eq 2 ]"
+# a missing argument is one line that says what is missing, not the whole help on stderr
+"$CMH" record >/dev/null 2>noprog.txt
+rc=$?
+check "record with no program: one line that says so, status 2 ($(cat noprog.txt))" \
+    "[ $rc -eq 2 ] && [ \$(wc -l <noprog.txt) -eq 1 ] && grep -q '^cumemhist: record: no program to run (usage: cumemhist record ' noprog.txt"
+"$CMH" diff leak.cmh >/dev/null 2>noarg.txt
+rc=$?
+check "diff with one snapshot: one line, status 2 ($(cat noarg.txt))" \
+    "[ $rc -eq 2 ] && [ \$(wc -l <noarg.txt) -eq 1 ] && grep -q '^cumemhist: diff: too few arguments (usage: cumemhist diff \\[options\\] BEFORE AFTER' noarg.txt"
 "$CMH" help summary | grep -q '^usage: cumemhist summary'
 check "cumemhist help CMD is CMD --help" "[ $? -eq 0 ]"
 "$CMH" --help | grep -qi chrome
@@ -52,8 +61,25 @@ check "the top-level help names chrome" "[ $? -eq 0 ]"
 check "record forwards exit 7" "[ $? -eq 7 ]"
 "$CMH" record -- sh -c 'exit 0' 2>err2.txt
 check "says when nothing was written" "grep -q 'no snapshot written' err2.txt"
+# no CUDA driver on the machine (this one, outside the fake driver's path): the program cannot
+# load, ld.so exits 127, and record says why and how to run it on the build's fake driver
+# (it said only "no process called a CUDA allocation entry point")
+if ! env LD_LIBRARY_PATH= ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    env LD_LIBRARY_PATH= "$CMH" record -o nodrv.cmh -- "$S/leaky" 1 >/dev/null 2>nodrv.txt
+    rc=$?
+    check "no CUDA driver: record says so and names the fake driver ($(tail -2 nodrv.txt | tr '\n' ' '))" \
+        "[ $rc -eq 127 ] && grep -q 'leaky exited 127 .* no libcuda.so.1 to load' nodrv.txt && grep -qF 'LD_LIBRARY_PATH=$B/fakecuda' nodrv.txt"
+fi
+"$CMH" record -- sh -c 'exit 127' 2>quiet127.txt
+check "a program's own exit 127 with a driver at hand: no driver hint" "[ $? -eq 127 ] && ! grep -q 'no CUDA driver' quiet127.txt"
 sh -c "\"$CMH\" record -q -- sh -c 'kill -TERM \$\$'"
 check "record dies of the program's signal" "[ $? -eq 143 ]"
+
+# a second run with the same -o replaces the first run's snapshot: said, not silent
+"$CMH" record -o again.cmh -- "$S/leaky" 1 >/dev/null 2>again1.txt
+"$CMH" record -o again.cmh -- "$S/leaky" 2 >/dev/null 2>again2.txt
+check "record -o over an earlier run's file says it replaced it ($(cat again2.txt))" \
+    "! grep -q replacing again1.txt && grep -q '^cumemhist: wrote .*again.cmh ([0-9]* bytes), replacing the file that was there before this run\$' again2.txt"
 
 # several processes, one fixed path: none overwrites another
 "$CMH" record -o multi.cmh -- sh -c "\"$S/leaky\" 1 >/dev/null & \"$S/leaky\" 2 >/dev/null; wait" 2>err3.txt

@@ -155,11 +155,13 @@ done
     ok "export infers the format from the name (.json, .trace.json, .pickle)" || bad "export format inference"
 "$CMH" export -f memviz l0.cmh -o y.json 2>err.txt
 [ $? -eq 2 ] && [ ! -e y.json ] && ok "export refuses a pickle named .json" || bad "export -f memviz -o y.json: $(cat err.txt)"
-py - "$CMH" l0.cmh <<'PY' && ok "export refuses to write a pickle to a terminal" || bad "binary to a terminal"
+# each binary format, named as what it is (-f pprof was refused as 'a binary pickle')
+for f in memviz:pickle pprof:pprof; do
+py - "$CMH" l0.cmh "${f%%:*}" "${f#*:}" <<'PY' && ok "export -f ${f%%:*} refuses to write to a terminal, naming it a ${f#*:}" || bad "${f%%:*} to a terminal"
 import os, pty, sys
 pid, fd = pty.fork()
 if pid == 0:
-    os.execv(sys.argv[1], [sys.argv[1], "export", sys.argv[2]])
+    os.execv(sys.argv[1], [sys.argv[1], "export", sys.argv[2], "-f", sys.argv[3]])
 out = b""
 while True:
     try:
@@ -170,8 +172,9 @@ while True:
         break
     out += b
 _, st = os.waitpid(pid, 0)
-assert os.WEXITSTATUS(st) == 2 and b"terminal" in out and b"\x80" not in out, (st, out[:200])
+assert os.WEXITSTATUS(st) == 2 and b"terminal" in out and sys.argv[4].encode() in out and b"\x80" not in out and b"\x1f\x8b" not in out, (st, out[:200])
 PY
+done
 "$CMH" summary "$T" 2>err.txt
 [ $? -eq 1 ] && grep -q 'is a directory, not a snapshot' err.txt && ok "a directory: 'is a directory'" || bad "directory argument: $(cat err.txt)"
 "$CMH" record --lib "$T/nope.so" -- true 2>err.txt
