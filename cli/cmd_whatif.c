@@ -255,7 +255,7 @@ int cmd_whatif(int argc, char **argv)
                 cli_error("whatif: %s has no block-level trace to replay (no 'alloc' events: a recording of the driver alone, "
                           "with no allocator above it reporting blocks)", path);
             cmh_snapshot_free(&s);
-            return CLI_EFILE;
+            return CLI_EUNJUDGED; /* read whole: the question cannot be asked of it */
         }
     }
     cmh_replay_memo_begin(&s); /* every trial seeds its model from the same state before the trace */
@@ -328,7 +328,7 @@ int cmd_whatif(int argc, char **argv)
                 cli_error("whatif: %s: device %d has no block-level trace to replay (no 'alloc' events: a recording of the "
                           "driver alone, with no allocator above it reporting blocks; `cumemhist oom` judges the OOM "
                           "from the driver's figures)", path, dev);
-            rc = CLI_EFILE;
+            rc = CLI_EUNJUDGED;
         }
     }
     cmh_whatif_result self;

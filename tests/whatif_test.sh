@@ -43,7 +43,7 @@ import json, sys
 name, rc = sys.argv[2].split("/")[-1], int(sys.argv[3])
 if rc != 0:
     err = open(sys.argv[4]).read()
-    assert rc == 1 and "no block-level trace" in err, (name, rc, err)
+    assert rc == 5 and "no block-level trace" in err, (name, rc, err)
     print(f"ok: {name}: nothing to replay (no allocation events), said so")
     sys.exit(0)
 d = json.load(open(sys.argv[1]))
@@ -189,11 +189,11 @@ fi
 [ $? -eq 2 ] && grep -q "more than 20" err.txt && ok "max_split_size_mb at or below 20 is refused, as PyTorch does" || bad "small max_split: $(cat err.txt)"
 "$CMH" record -q -o drv.cmh -- "$B/samples/leaky" 2 >/dev/null 2>&1
 "$CMH" whatif drv.cmh >/dev/null 2>err.txt
-[ $? -eq 1 ] && grep -q "no block-level trace" err.txt && ok "a recording of the driver alone: nothing to replay, said so" || bad "driver-only record: $(cat err.txt)"
+[ $? -eq 5 ] && grep -q "no block-level trace" err.txt && ok "a recording of the driver alone: nothing to replay, said so" || bad "driver-only record: $(cat err.txt)"
 # ... and why, where the OOM's device was taken (it read 'device 0 has no block-level trace to replay')
 "$CMH" record -q -o drv_oom.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
 "$CMH" whatif drv_oom.cmh >/dev/null 2>err.txt
-[ $? -eq 1 ] && grep -q "device 0 has no block-level trace to replay (no 'alloc' events: a recording of the driver alone" err.txt &&
+[ $? -eq 5 ] && grep -q "device 0 has no block-level trace to replay (no 'alloc' events: a recording of the driver alone" err.txt &&
     ok "a driver-level record's OOM: nothing to replay, and why" || bad "driver-only OOM record: $(cat err.txt)"
 "$CMH" whatif "$C/torch_var_plain.pickle" >text.txt 2>&1 && grep -q "^self-replay of the recorded settings: the model made the trace's 16 segment events, in order" text.txt &&
     grep -q "^expandable_segments:True " text.txt && ok "text: the recorded run and the default panel of settings" || bad "whatif text: $(cat text.txt)"
