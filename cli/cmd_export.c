@@ -42,7 +42,7 @@ static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH",
      "where to write (default: standard output; written atomically).  Without --format the\n"
      "name says it: .json is json, .trace.json or .perfetto.json chrome, .pb.gz or\n"
-     ".pprof pprof, .db or .sqlite sqlite, .html or .svg refused (report, view, plot), else memviz",
+     ".pprof pprof, .db or .sqlite sqlite, .pickle, .pkl or no extension memviz; any other name is refused",
      NULL, 0, 0, NULL},
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: where the first OOM happened,\nelse the lowest)", NULL, 0, 0, NULL},
     {"--raw-frames", NULL, CLI_FLAG, &g_raw_frames, NULL,
@@ -236,13 +236,23 @@ int cmd_export(int argc, char **argv)
         return rc < 0 ? cli_finish_stdout(0) : rc;
     }
     int named = g_out && strcmp(g_out, "-") ? format_of_name(g_out) : -1;
-    /* a page or a picture by its name: no export writes one (it wrote a pickle under that name) */
-    if (!g_format_given && named < 0 && g_out &&
-        (ends_with(g_out, ".html") || ends_with(g_out, ".htm") || ends_with(g_out, ".svg"))) {
-        cli_error("export: no export format writes %s: `cumemhist report` (one page, every report) or `cumemhist view` "
-                  "(the interactive timeline) writes a page, `cumemhist plot` or `flamegraph` a picture; --format memviz "
-                  "writes a pickle under that name anyway",
-                  g_out);
+    /* a name whose extension says no export format: a page or a picture (no export writes one),
+     * folded stacks, text: it wrote a memviz pickle under that name.  A name with no extension
+     * is memviz, the default. */
+    const char *base = g_out ? strrchr(g_out, '/') : NULL;
+    base = base ? base + 1 : g_out;
+    const char *ext = base ? strrchr(base, '.') : NULL;
+    if (!g_format_given && named < 0 && g_out && strcmp(g_out, "-") && ext && ext != base) {
+        if (ends_with(g_out, ".html") || ends_with(g_out, ".htm") || ends_with(g_out, ".svg"))
+            cli_error("export: no export format writes %s: `cumemhist report` (one page, every report) or `cumemhist view` "
+                      "(the interactive timeline) writes a page, `cumemhist plot` or `flamegraph` a picture; --format memviz "
+                      "writes a pickle under that name anyway",
+                      g_out);
+        else
+            cli_error("export: the name %s says no export format (%s is not one): .pickle or .pkl is memviz, .json json, "
+                      ".trace.json chrome, .pb.gz or .pprof pprof, .db or .sqlite sqlite; `cumemhist flamegraph --folded` "
+                      "writes folded stacks; --format FORMAT writes that format under any name",
+                      g_out, ext);
         free(args);
         return CLI_EUSAGE;
     }

@@ -12,6 +12,12 @@ check "export -o x.html is refused, report and view named, nothing written" \
     "! '$CMH' export -o l.html l.cmh 2>html.err && grep -q 'cumemhist report' html.err && [ ! -e l.html ]"
 check "export -f memviz -o x.html still writes the pickle asked for" \
     "'$CMH' export -f memviz -o l2.html l.cmh 2>/dev/null && py -c 'import pickle; pickle.load(open(\"l2.html\", \"rb\"))'"
+# ... and any name whose extension is no export format's (-o x.folded wrote a pickle): refused, the
+# formats and flamegraph --folded named; a name with no extension is memviz's
+check "export -o x.folded is refused, the formats named, nothing written" \
+    "! '$CMH' export -o l.folded l.cmh 2>fold.err && grep -q 'flamegraph --folded' fold.err && grep -q '.pickle or .pkl is memviz' fold.err && [ ! -e l.folded ]"
+check "export -o NAME without an extension writes the memviz pickle" \
+    "'$CMH' export -o lsnap l.cmh 2>/dev/null && py -c 'import pickle; pickle.load(open(\"lsnap\", \"rb\"))'"
 # a directory holding no snapshot is said to be so, not 'one snapshot at a time (0 given)'
 mkdir adir
 "$CMH" export adir/ >/dev/null 2>adir.err
