@@ -680,7 +680,8 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
                                                        e->reserved, e->free_inside, e->pending_free, e->largest_gap,
                                                        e->split.releasable, e->split.trapped, e->split.private_free,
                                                        e->split.own_pool, e->usable, e->split.unusable,
-                                                       {e->request_pool[0], e->request_pool[1]}, e->verdict};
+                                                       {e->request_pool[0], e->request_pool[1]}, e->verdict,
+                                                       e->number, e->retried, e->retry_index};
         }
         cmh_oom_report_free(&om);
     }

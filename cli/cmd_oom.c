@@ -285,9 +285,10 @@ static int section(const rep_section *sec, void *arg)
             if (e->pending_free) printf(", of it %s freed with stream work pending", rep_size((double)e->pending_free));
             int mine = e->request_pool[0] || e->request_pool[1]; /* the request was a private pool's */
             if (e->split.releasable || e->split.trapped)
-                printf("\n    releasable            %12s   (empty segments, a pool's cache: empty_cache() gives it back)"
+                printf("\n    releasable            %12s   (%s)"
                        "\n    trapped               %12s   (gaps between live blocks%s)",
-                       rep_size((double)e->split.releasable), rep_size((double)e->split.trapped),
+                       rep_size((double)e->split.releasable), rep_releasable_how(e->split.releasable, e->split.pool_cache),
+                       rep_size((double)e->split.trapped),
                        mine && e->split.trapped ? "; the default pool's: not for a private pool's request" : "");
             if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */
                 printf("\n      of it a pool's cache%12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)",

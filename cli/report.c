@@ -511,6 +511,13 @@ void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent
                done->stream, (double)(t - done->end_ns) / 1e6);
 }
 
+const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache)
+{
+    if (!pool_cache) return "empty segments: empty_cache() gives it back";
+    if (pool_cache >= releasable) return "a stream-ordered pool's cache: cuMemPoolTrimTo gives it back, not empty_cache()";
+    return "empty segments, given back by empty_cache(), and a pool's cache, by cuMemPoolTrimTo";
+}
+
 void rep_notes(const cmh_report_base *b)
 {
     if (b->dropped)

@@ -308,6 +308,12 @@ typedef struct cmh_frag_report {
         uint64_t releasable, trapped, private_free, own_pool, usable, unusable;
         uint64_t request_pool[2];
         int verdict;
+        /* as cmh_oom_compute's event: number (1, 2, ...) among the OOMs the program saw, 0 for
+         * one the allocator retried (retried, retry_index the entry asking again: the last OOM's
+         * retry met no OOM after it, so it succeeded) */
+        uint32_t number;
+        int retried;
+        int64_t retry_index;
     } last_oom;
 } cmh_frag_report;
 
