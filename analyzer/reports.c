@@ -170,6 +170,14 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
     b->dropped = t ? t->dropped : 0;
     b->pytorch = s->source == CMH_SRC_PYTORCH;
     b->history = cmh_trace_has_history(s, device);
+    b->nohist_cause = cmh_no_history_cause(s, device);
+}
+
+const char *cmh_no_history_cause(const cmh_snapshot *s, int device)
+{
+    if (s->opt_enabled == CMH_ENABLED_STATE) return "recorded with enabled=state";
+    if (!cmh_snapshot_trace(s, device)) return "the snapshot has no trace for this device";
+    return "recorded with enabled=state, or history off";
 }
 
 int cmh_trace_has_history(const cmh_snapshot *s, int device)

@@ -233,9 +233,9 @@ static int section(const rep_section *sec, void *arg)
         }
         cmh_jw_end(w);
     } else if (!p.base.history) { /* enabled=state keeps no trace: an OOM the program hit left nothing to read */
-        printf("%s, %s: out-of-memory errors: not known: no history (recorded with enabled=state, or history off);\n"
+        printf("%s, %s: out-of-memory errors: not known: no history (%s);\n"
                "  only the state at the end is known; a record with history (enabled=all) has them\n",
-               sec->path, rep_device_name(dev));
+               sec->path, rep_device_name(dev), p.base.nohist_cause);
     } else if (!p.nevents) {
         printf("%s, %s: no out-of-memory error in the record (%s)\n", sec->path, rep_device_name(dev),
                rep_count(p.base.entries, "trace entry", "trace entries"));

@@ -525,7 +525,7 @@ void rep_notes(const cmh_report_base *b)
                b->dropped, b->entries);
     if (b->pytorch) printf("note: a PyTorch trace: sizes are the caching allocator's rounded block sizes\n");
     if (!b->history)
-        printf("note: no history on this device (recorded with enabled=state, or history off): only the state at the end is known\n");
+        printf("note: no history on this device (%s): only the state at the end is known\n", b->nohist_cause);
 }
 
 void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b)

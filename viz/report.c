@@ -242,9 +242,9 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     card(fp, hist ? buf : "not known", hist ? "allocations in the record" : "allocations (no history)");
     fputs("</div>\n", fp);
     if (!hist)
-        fputs("<p class=\"r-muted r-nohist\">No history on this device (recorded with enabled=state, or history off): only the state at "
-              "the end is known; the peak, the out-of-memory errors and the allocations made are not.</p>\n",
-              fp);
+        fprintf(fp, "<p class=\"r-muted r-nohist\">No history on this device (%s): only the state at "
+                "the end is known; the peak, the out-of-memory errors and the allocations made are not.</p>\n",
+                pk.base.nohist_cause);
     if (pk.base.dropped)
         fprintf(fp, "<p class=\"r-muted\">The ring dropped the %" PRIu64 " oldest entries: peaks and totals cover the last %" PRIu64 ".</p>\n",
                 pk.base.dropped, pk.base.entries);

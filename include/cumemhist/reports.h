@@ -78,10 +78,16 @@ typedef struct cmh_report_base {
     uint64_t entries, dropped;
     int pytorch; /* byte figures of a PyTorch trace are the allocator's rounded sizes */
     int history; /* the trace says how memory changed; 0: only the end state is known (enabled=state) */
+    const char *nohist_cause; /* when !history: cmh_no_history_cause's words */
 } cmh_report_base;
 /* Whether device's trace says how memory changed (cmh_report_base's history); 0: only the end
  * state is known (enabled=state, PyTorch's history off), so no peak can be told. */
 int cmh_trace_has_history(const cmh_snapshot *s, int device);
+/* What the record says of why device has no history, without guessing: "recorded with
+ * enabled=state" when the recorder's setting says so; "the snapshot has no trace for this device"
+ * when its device_traces stop short of the device (a PyTorch snapshot lists one per device);
+ * else (an empty trace) "recorded with enabled=state, or history off", the two ways to get one. */
+const char *cmh_no_history_cause(const cmh_snapshot *s, int device);
 
 typedef struct cmh_peak_report {
     cmh_report_base base;
