@@ -801,10 +801,15 @@ void cmh_frag_report_free(cmh_frag_report *p)
     memset(p, 0, sizeof *p);
 }
 
+/* device free not known (CMH_DEVICE_FREE_UNKNOWN): the verdict rests on what the segments held,
+ * adding nothing for the device, and never says the driver refused with room */
+static uint64_t known_free(uint64_t device_free) { return device_free == CMH_DEVICE_FREE_UNKNOWN ? 0 : device_free; }
+
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free)
 {
     if (largest_gap >= request) return CMH_OOM_FIT_IGNORED;
-    if (device_free >= request) return CMH_OOM_DRIVER;
+    if (device_free != CMH_DEVICE_FREE_UNKNOWN && device_free >= request) return CMH_OOM_DRIVER;
+    device_free = known_free(device_free);
     if (free_inside + device_free >= request) return CMH_OOM_FRAGMENTATION;
     return CMH_OOM_DEMAND;
 }
@@ -814,6 +819,7 @@ int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t priva
 {
     uint64_t shared = free_inside > private_free ? free_inside - private_free : 0;
     int v = cmh_oom_verdict(request, shared, largest_gap, device_free);
+    device_free = known_free(device_free);
     if (v == CMH_OOM_DEMAND && private_free && shared + private_free + device_free >= request) return CMH_OOM_PRIVATE_POOL;
     return v;
 }
@@ -823,6 +829,7 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
 {
     int v = cmh_oom_verdict_pools(request, free_inside, private_free, largest_gap, device_free);
     uint64_t shared = free_inside > private_free ? free_inside - private_free : 0;
+    device_free = known_free(device_free);
     /* the pools' cache is what would have made it fit: named, rather than private pools at large */
     if (v == CMH_OOM_PRIVATE_POOL && pool_cache && shared + pool_cache + device_free >= request) return CMH_OOM_POOL_CACHE;
     return v;
@@ -830,9 +837,9 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
 
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
 {
-    /* device_free 0: no figure (a pickle's OOM entry without device_free, a failed cuMemGetInfo),
-     * and then nothing says the device could not have had room */
-    return device_free && reserved + device_free >= reserved && request > reserved + device_free;
+    /* device free not known (a PyTorch OOM entry without device_free, a failed cuMemGetInfo):
+     * nothing says the device could not have had room */
+    return device_free != CMH_DEVICE_FREE_UNKNOWN && reserved + device_free >= reserved && request > reserved + device_free;
 }
 
 const char *cmh_oom_verdict_name(int verdict)

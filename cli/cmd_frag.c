@@ -83,7 +83,7 @@ static int section(const rep_section *sec, void *arg)
             else cmh_jw_null(w);
             cmh_jw_kbool(w, "retried", o->retried);
             if (o->retried) cmh_jw_kint(w, "retry_index", o->retry_index);
-            cmh_jw_kuint(w, "device_free", o->device_free);
+            rep_json_device_free(w, "device_free", o->device_free);
             cmh_jw_kuint(w, "allocated", o->allocated);
             cmh_jw_kuint(w, "reserved", o->reserved);
             cmh_jw_kuint(w, "free_in_segments", o->free_inside);

@@ -148,7 +148,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_key(w, "retry_of");
             if (e->retry_of >= 0) cmh_jw_int(w, e->retry_of);
             else cmh_jw_null(w);
-            cmh_jw_kuint(w, "device_free", e->device_free);
+            rep_json_device_free(w, "device_free", e->device_free);
             cmh_jw_kuint(w, "allocated", e->allocated);
             cmh_jw_kuint(w, "reserved", e->reserved);
             cmh_jw_kuint(w, "free_in_segments", e->free_inside);
@@ -278,7 +278,10 @@ static int section(const rep_section *sec, void *arg)
             } else {
                 printf("  requested by            <no stack: recorded with context none or state>\n");
             }
-            printf("  device free (driver)    %12s\n", rep_size((double)e->device_free));
+            if (e->device_free == CMH_DEVICE_FREE_UNKNOWN) /* a PyTorch OOM entry without device_free, a failed cuMemGetInfo */
+                printf("  device free (driver)       not known   (the record does not say)\n");
+            else
+                printf("  device free (driver)    %12s\n", rep_size((double)e->device_free));
             printf("  allocated               %12s\n", rep_size((double)e->allocated));
             printf("  reserved                %12s\n", rep_size((double)e->reserved));
             printf("  free inside segments    %12s   (reserved - allocated)", rep_size((double)e->free_inside));

@@ -360,7 +360,7 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         if (r->ooms) {
             rep_json_time(w, "first_oom_time_ns", r->first_oom_ns);
             cmh_jw_kuint(w, "first_oom_requested", r->first_oom_request);
-            cmh_jw_kuint(w, "first_oom_device_free", r->first_oom_free);
+            rep_json_device_free(w, "first_oom_device_free", r->first_oom_free);
         }
         cmh_jw_kuint(w, "leaked_bytes", r->leaked_bytes);
         cmh_jw_kuint(w, "leaking_sites", r->leaking_sites);
@@ -484,7 +484,7 @@ int cmd_ranks(int argc, char **argv)
             cmh_jw_kint(&w, "device", first_oom->device);
             rep_json_time(&w, "time_ns", first_oom->first_oom_ns);
             cmh_jw_kuint(&w, "requested", first_oom->first_oom_request);
-            cmh_jw_kuint(&w, "device_free", first_oom->first_oom_free);
+            rep_json_device_free(&w, "device_free", first_oom->first_oom_free);
             cmh_jw_kuint(&w, "ranks_that_ran_out", oom_ranks);
             cmh_jw_end(&w);
         }
@@ -572,14 +572,14 @@ int cmd_ranks(int argc, char **argv)
             printf("ran out of memory:");
             for (uint32_t i = 0, k = 0; i < nrows; i++)
                 if (rows[i]->ooms)
-                    printf("%s %s, device %d (%s requested, %s free)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
-                           rep_size((double)rows[i]->first_oom_request), rep_size((double)rows[i]->first_oom_free));
+                    printf("%s %s, device %d (%s requested, device free %s)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
+                           rep_size((double)rows[i]->first_oom_request), rep_device_free(rows[i]->first_oom_free));
             printf(" (%u of %u)\n", oom_ranks, nrows);
         } else if (first_oom)
-            printf("first OOM: %s%s%s, device %d%s%s: %s requested, %s free on the device (%u of %u ran out of memory)\n",
+            printf("first OOM: %s%s%s, device %d%s%s: %s requested, device free %s (%u of %u ran out of memory)\n",
                    who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->first_oom_ns && t0 ? ", at " : "",
                    first_oom->first_oom_ns && t0 ? rep_when(first_oom->first_oom_ns, t0) : "",
-                   rep_size((double)first_oom->first_oom_request), rep_size((double)first_oom->first_oom_free), oom_ranks, nrows);
+                   rep_size((double)first_oom->first_oom_request), rep_device_free(first_oom->first_oom_free), oom_ranks, nrows);
         else if (nrows)
             printf("first OOM: none\n");
     }

@@ -352,7 +352,7 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
 /* TOO_LARGE, a demand that nothing the process held explains: the request is more than the
  * device's free bytes and all the process had reserved on it together (a tensor of the wrong
  * shape, a batch too large for the device), so freeing or settings cannot help.  Never with
- * device_free 0, which a record also writes when it has no figure.  An event's verdict is DEMAND
+ * device free not known (CMH_DEVICE_FREE_UNKNOWN).  An event's verdict is DEMAND
  * turned TOO_LARGE where this says so. */
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free);
 /* The verdict in one word ("demand"), and as every report says it in a sentence. */
