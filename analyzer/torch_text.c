@@ -622,6 +622,10 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 p = PUT_LIT(p, "raise OutOfMemoryError() # ");
                 p = put_size(p, e_size);
                 p = PUT_LIT(p, " requested, ");
+                if (e_addr == CMH_DEVICE_FREE_UNKNOWN) { /* no device_free in the entry (PyTorch's script would stop here) */
+                    p = PUT_LIT(p, "device free not known\n");
+                    break;
+                }
                 p = put_size(p, e_addr);
                 p = PUT_LIT(p, " free in CUDA\n");
                 break;

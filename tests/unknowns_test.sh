@@ -108,6 +108,12 @@ d = pickle.load(open("nofree.pickle", "rb"))
 d["device_traces"][0][-1]["device_free"] = 0
 pickle.dump(d, open(sys.argv[1], "wb"), protocol=4)
 EOF
+"$CMH" trace nofree.pickle >nofree_trace.txt 2>&1
+"$CMH" plot -o nofree.svg nofree.pickle >/dev/null 2>&1
+"$CMH" export --format chrome -o nofree_chrome.json nofree.pickle >/dev/null 2>&1
+check "trace, plot, chrome: device free not known, not 0" \
+    "grep -q '64.0MiB requested, device free not known' nofree_trace.txt && grep -q 'asked 64.0 MiB, device free not known' nofree.svg &&
+     grep -q '67108864 bytes requested, device free not known' nofree_chrome.json"
 "$CMH" oom --json zero.pickle >zero.json 2>&1
 check "oom --json: a device_free of 0 stays 0" "py -c \"import json; assert json.load(open('zero.json'))[0]['ooms'][0]['device_free'] == 0\""
 
