@@ -171,6 +171,14 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
     b->dropped = t ? t->dropped : 0;
     b->pytorch = s->source == CMH_SRC_PYTORCH;
     b->history = cmh_trace_has_history(s, device);
+    b->nohist_cause = cmh_no_history_cause(s, device);
+}
+
+const char *cmh_no_history_cause(const cmh_snapshot *s, int device)
+{
+    if (s->opt_enabled == CMH_ENABLED_STATE) return "recorded with enabled=state";
+    if (!cmh_snapshot_trace(s, device)) return "the snapshot has no trace for this device";
+    return "recorded with enabled=state, or history off";
 }
 
 int cmh_trace_has_history(const cmh_snapshot *s, int device)
@@ -682,7 +690,8 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
                                                        e->reserved, e->free_inside, e->pending_free, e->largest_gap,
                                                        e->split.releasable, e->split.trapped, e->split.private_free,
                                                        e->split.own_pool, e->usable, e->split.unusable,
-                                                       {e->request_pool[0], e->request_pool[1]}, e->verdict};
+                                                       {e->request_pool[0], e->request_pool[1]}, e->verdict,
+                                                       e->number, e->retried, e->retry_index};
         }
         cmh_oom_report_free(&om);
     }
@@ -794,10 +803,15 @@ void cmh_frag_report_free(cmh_frag_report *p)
     memset(p, 0, sizeof *p);
 }
 
+/* device free not known (CMH_DEVICE_FREE_UNKNOWN): the verdict rests on what the segments held,
+ * adding nothing for the device, and never says the driver refused with room */
+static uint64_t known_free(uint64_t device_free) { return device_free == CMH_DEVICE_FREE_UNKNOWN ? 0 : device_free; }
+
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free)
 {
     if (largest_gap >= request) return CMH_OOM_FIT_IGNORED;
-    if (device_free >= request) return CMH_OOM_DRIVER;
+    if (device_free != CMH_DEVICE_FREE_UNKNOWN && device_free >= request) return CMH_OOM_DRIVER;
+    device_free = known_free(device_free);
     if (free_inside + device_free >= request) return CMH_OOM_FRAGMENTATION;
     return CMH_OOM_DEMAND;
 }
@@ -807,6 +821,7 @@ int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t priva
 {
     uint64_t shared = free_inside > private_free ? free_inside - private_free : 0;
     int v = cmh_oom_verdict(request, shared, largest_gap, device_free);
+    device_free = known_free(device_free);
     if (v == CMH_OOM_DEMAND && private_free && shared + private_free + device_free >= request) return CMH_OOM_PRIVATE_POOL;
     return v;
 }
@@ -816,6 +831,7 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
 {
     int v = cmh_oom_verdict_pools(request, free_inside, private_free, largest_gap, device_free);
     uint64_t shared = free_inside > private_free ? free_inside - private_free : 0;
+    device_free = known_free(device_free);
     /* the pools' cache is what would have made it fit: named, rather than private pools at large */
     if (v == CMH_OOM_PRIVATE_POOL && pool_cache && shared + pool_cache + device_free >= request) return CMH_OOM_POOL_CACHE;
     return v;
@@ -823,9 +839,9 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
 
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
 {
-    /* device_free 0: no figure (a pickle's OOM entry without device_free, a failed cuMemGetInfo),
-     * and then nothing says the device could not have had room */
-    return device_free && reserved + device_free >= reserved && request > reserved + device_free;
+    /* device free not known (a PyTorch OOM entry without device_free, a failed cuMemGetInfo):
+     * nothing says the device could not have had room */
+    return device_free != CMH_DEVICE_FREE_UNKNOWN && reserved + device_free >= reserved && request > reserved + device_free;
 }
 
 const char *cmh_oom_verdict_name(int verdict)

@@ -293,8 +293,9 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
     int pt_mark = e->action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(s); /* PyTorch's annotation, as the pickle has it */
     fputs("{'action': ", fp);
     py_repr_str(fp, pt_mark ? "annotate" : cmh_action_name(e->action));
-    fprintf(fp, ", '%s': %" PRId64 ", 'size': %" PRId64 ", 'stream': %" PRId64, e->action == CMH_ACT_OOM ? "device_free" : "addr",
-            pt_mark ? 0 : (int64_t)cmh_entry_addr(s, e), pt_mark ? 0 : (int64_t)cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));
+    if (e->action != CMH_ACT_OOM || cmh_entry_addr(s, e) != CMH_DEVICE_FREE_UNKNOWN) /* not known: no key, as the pickle has it */
+        fprintf(fp, ", '%s': %" PRId64, e->action == CMH_ACT_OOM ? "device_free" : "addr", pt_mark ? 0 : (int64_t)cmh_entry_addr(s, e));
+    fprintf(fp, ", 'size': %" PRId64 ", 'stream': %" PRId64, pt_mark ? 0 : (int64_t)cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));
     if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) fprintf(fp, ", 'time_us': %" PRId64, cmh_entry_time(s, e) / 1000);
     if (e->action == CMH_ACT_POOL_SAMPLE) fprintf(fp, ", 'used': %" PRId64, (int64_t)cmh_entry_requested(s, e));
     if (e->action == CMH_ACT_MARK && !pt_mark) {
@@ -621,6 +622,10 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 p = PUT_LIT(p, "raise OutOfMemoryError() # ");
                 p = put_size(p, e_size);
                 p = PUT_LIT(p, " requested, ");
+                if (e_addr == CMH_DEVICE_FREE_UNKNOWN) { /* no device_free in the entry (PyTorch's script would stop here) */
+                    p = PUT_LIT(p, "device free not known\n");
+                    break;
+                }
                 p = put_size(p, e_addr);
                 p = PUT_LIT(p, " free in CUDA\n");
                 break;

@@ -849,7 +849,10 @@ uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device)
             reserved = (uint64_t)cmh_replay_stats(rp)->reserved_bytes[CMH_POOL_ALL].current;
         cmh_replay_free(rp);
     }
-    return reserved + cmh_entry_addr(s, &s->entries[t->first_entry + first]);
+    /* device free not known (a PyTorch OOM entry without device_free): what was reserved, the
+     * least the device held, never reserved + UINT64_MAX */
+    uint64_t device_free = cmh_entry_addr(s, &s->entries[t->first_entry + first]);
+    return reserved + (device_free == CMH_DEVICE_FREE_UNKNOWN ? 0 : device_free);
 }
 
 /* ---- the usual suspects ---- */

@@ -174,8 +174,8 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
                 printf("%s%s: no %s in this record\n", f && !present[0] ? "" : "\n", sd[f].path, rep_device_name(dev));
         for (int f = 0; f < 2; f++)
             if (!known[f])
-                printf("%s%s: no history on %s (recorded with enabled=state, or history off): its peak is not known, "
-                       "only the state at the end\n", f && !known[0] ? "" : "\n", sd[f].path, rep_device_name(dev));
+                printf("%s%s: no history on %s (%s): its peak is not known, only the state at the end\n",
+                       f && !known[0] ? "" : "\n", sd[f].path, rep_device_name(dev), pk[f].base.nohist_cause);
         if (g_have_pct && both)
             printf("\npeak allocated %s by %.1f%% (limit %.1f%%)\n", d.peak_growth_pct >= 0 ? "grew" : "shrank",
                    d.peak_growth_pct < 0 ? -d.peak_growth_pct : d.peak_growth_pct, g_fail_pct);

@@ -200,33 +200,6 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
     return 0;
 }
 
-/* memory_viz counts its own entries: where they are not the record's, say how the two map, with
- * the allocated peak as the example a user goes looking for (docs/DEFINITIONS.md, "entry
- * numbers"). */
-static void say_numbering(const cmh_snapshot *s)
-{
-    if (s->source == CMH_SRC_PYTORCH) return; /* written as it was read: the same entries */
-    for (uint32_t t = 0; t < s->ntraces; t++) {
-        const cmh_trace *tr = &s->traces[t];
-        int64_t total = 0;
-        if (tr->device < 0 || !tr->nentries) continue;
-        cmh_memviz_index(s, tr->device, 0, &total);
-        if (total == (int64_t)tr->nentries) continue;
-        cmh_peak_report p;
-        if (cmh_peak_totals(s, tr->device, &p) != CMH_OK) continue;
-        char peak[160] = "";
-        if (p.alloc_index >= 0)
-            snprintf(peak, sizeof peak, "; the allocated peak, the record's entry %lld, is memory_viz's entry %lld", (long long)p.alloc_index,
-                     (long long)cmh_memviz_index(s, tr->device, p.alloc_index, NULL));
-        cmh_peak_report_free(&p);
-        fprintf(stderr,
-                "cumemhist: export: memory_viz numbers device %d's entries its own way, %lld for the record's %u (an allocation "
-                "with no allocator above the driver is its segment_alloc and alloc, its free free_requested, free_completed "
-                "and segment_free; a mark is an annotation)%s; cumemhist reads the pickle back in the record's numbering\n",
-                tr->device, (long long)total, tr->nentries, peak);
-    }
-}
-
 int cmd_export(int argc, char **argv)
 {
     char **args = malloc((size_t)(argc > 1 ? argc : 1) * sizeof *args);
@@ -363,7 +336,7 @@ int cmd_export(int argc, char **argv)
     if (erc == CMH_OK && host && g_format != F_JSON && g_format != F_CHROME)
         fprintf(stderr, "cumemhist: %llu pinned host allocations left out (memory_viz shows devices only)\n",
                 (unsigned long long)host);
-    if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) say_numbering(&s);
+    if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) rep_say_memviz_numbering(&s, "export", -2, "cumemhist reads the pickle back in the record's numbering");
     cmh_snapshot_free(&s);
     if (erc != CMH_OK) return erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     return 0;

@@ -92,8 +92,8 @@ int cmd_flamegraph(int argc, char **argv)
                                               : "an entry",
                  when);
         if (nohist)
-            fprintf(stderr, "cumemhist: flamegraph: %s has no history on %s (recorded with enabled=state, or history off): "
-                            "the peak is not known; drew the end\n", path, rep_device_name(dev));
+            fprintf(stderr, "cumemhist: flamegraph: %s has no history on %s (%s): the peak is not known; drew the end\n", path,
+                    rep_device_name(dev), cmh_no_history_cause(&s, dev));
         job j = {&s, g, &l, title};
         rc = rep_write(g_out, 0, draw, &j);
         cmh_live_free(&l);

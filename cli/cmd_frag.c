@@ -78,7 +78,12 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kint(w, "index", o->index);
             rep_json_time(w, "time_ns", o->time_ns);
             cmh_jw_kuint(w, "request", o->request);
-            cmh_jw_kuint(w, "device_free", o->device_free);
+            cmh_jw_key(w, "number"); /* as `oom` numbers it: a retried one has none */
+            if (o->number) cmh_jw_uint(w, o->number);
+            else cmh_jw_null(w);
+            cmh_jw_kbool(w, "retried", o->retried);
+            if (o->retried) cmh_jw_kint(w, "retry_index", o->retry_index);
+            rep_json_device_free(w, "device_free", o->device_free);
             cmh_jw_kuint(w, "allocated", o->allocated);
             cmh_jw_kuint(w, "reserved", o->reserved);
             cmh_jw_kuint(w, "free_in_segments", o->free_inside);
@@ -147,8 +152,8 @@ static int section(const rep_section *sec, void *arg)
         printf("  allocated                %12s\n", rep_size((double)p.allocated));
         printf("  free inside segments     %12s   (reserved - allocated)", rep_size((double)p.free));
         if (p.pending_free) printf(", of it %s freed with stream work pending", rep_size((double)p.pending_free));
-        printf("\n    releasable             %12s   (empty segments%s: empty_cache() gives it back)\n", rep_size((double)p.releasable),
-               p.pool_cache ? ", a pool's cache" : "");
+        printf("\n    releasable             %12s   (%s)\n", rep_size((double)p.releasable),
+               rep_releasable_how(p.releasable, p.pool_cache));
         if (p.pool_cache)
             printf("      of it a pool's cache %12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)\n",
                    rep_size((double)p.pool_cache));
@@ -178,9 +183,15 @@ static int section(const rep_section *sec, void *arg)
             if (mine)
                 snprintf(own, sizeof own, ", in its own pool (%" PRIu64 ", %" PRIu64 ") %s", o->request_pool[0], o->request_pool[1],
                          rep_size((double)o->own_pool));
-            printf("\n%s out-of-memory error (%s) asked for %s; at that moment, as `cumemhist oom` says:\n"
-                   "  free inside segments %s (%s trapped, %s releasable%s%s%s), largest gap %s%s\n",
-                   p.nooms > 1 ? "the last" : "the", rep_at(o->index, o->time_ns, t0), rep_size((double)o->request),
+            char num[24] = ""; /* as `oom` numbers it: "out of memory #N", none for a retried one */
+            if (o->number) snprintf(num, sizeof num, " #%u", o->number);
+            printf("\n%s out-of-memory error%s (%s) asked for %s; at that moment, as `cumemhist oom` says:\n",
+                   p.nooms > 1 ? "the last" : "the", num, rep_at(o->index, o->time_ns, t0), rep_size((double)o->request));
+            if (o->retried) /* the allocator's retry, not a failure the program saw: `oom` counts no OOM for it */
+                printf("  retried: not counted as an OOM (a cudaMalloc retry: the allocator asked again at entry %" PRId64
+                       ", and that succeeded)\n",
+                       o->retry_index);
+            printf("  free inside segments %s (%s trapped, %s releasable%s%s%s), largest gap %s%s\n",
                    rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable), own,
                    o->private_free ? (mine ? ", in other private pools " : ", in private pools ") : "",
                    o->private_free ? rep_size((double)o->private_free) : "", rep_size((double)o->largest_gap),

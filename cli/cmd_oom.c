@@ -148,7 +148,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_key(w, "retry_of");
             if (e->retry_of >= 0) cmh_jw_int(w, e->retry_of);
             else cmh_jw_null(w);
-            cmh_jw_kuint(w, "device_free", e->device_free);
+            rep_json_device_free(w, "device_free", e->device_free);
             cmh_jw_kuint(w, "allocated", e->allocated);
             cmh_jw_kuint(w, "reserved", e->reserved);
             cmh_jw_kuint(w, "free_in_segments", e->free_inside);
@@ -233,9 +233,9 @@ static int section(const rep_section *sec, void *arg)
         }
         cmh_jw_end(w);
     } else if (!p.base.history) { /* enabled=state keeps no trace: an OOM the program hit left nothing to read */
-        printf("%s, %s: out-of-memory errors: not known: no history (recorded with enabled=state, or history off);\n"
+        printf("%s, %s: out-of-memory errors: not known: no history (%s);\n"
                "  only the state at the end is known; a record with history (enabled=all) has them\n",
-               sec->path, rep_device_name(dev));
+               sec->path, rep_device_name(dev), p.base.nohist_cause);
     } else if (!p.nevents) {
         printf("%s, %s: no out-of-memory error in the record (%s)\n", sec->path, rep_device_name(dev),
                rep_count(p.base.entries, "trace entry", "trace entries"));
@@ -278,16 +278,20 @@ static int section(const rep_section *sec, void *arg)
             } else {
                 printf("  requested by            <no stack: recorded with context none or state>\n");
             }
-            printf("  device free (driver)    %12s\n", rep_size((double)e->device_free));
+            if (e->device_free == CMH_DEVICE_FREE_UNKNOWN) /* a PyTorch OOM entry without device_free, a failed cuMemGetInfo */
+                printf("  device free (driver)       not known   (the record does not say)\n");
+            else
+                printf("  device free (driver)    %12s\n", rep_size((double)e->device_free));
             printf("  allocated               %12s\n", rep_size((double)e->allocated));
             printf("  reserved                %12s\n", rep_size((double)e->reserved));
             printf("  free inside segments    %12s   (reserved - allocated)", rep_size((double)e->free_inside));
             if (e->pending_free) printf(", of it %s freed with stream work pending", rep_size((double)e->pending_free));
             int mine = e->request_pool[0] || e->request_pool[1]; /* the request was a private pool's */
             if (e->split.releasable || e->split.trapped)
-                printf("\n    releasable            %12s   (empty segments, a pool's cache: empty_cache() gives it back)"
+                printf("\n    releasable            %12s   (%s)"
                        "\n    trapped               %12s   (gaps between live blocks%s)",
-                       rep_size((double)e->split.releasable), rep_size((double)e->split.trapped),
+                       rep_size((double)e->split.releasable), rep_releasable_how(e->split.releasable, e->split.pool_cache),
+                       rep_size((double)e->split.trapped),
                        mine && e->split.trapped ? "; the default pool's: not for a private pool's request" : "");
             if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */
                 printf("\n      of it a pool's cache%12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)",

@@ -55,8 +55,8 @@ typedef struct rank_row {
     uint64_t first_oom_request, first_oom_free;
     uint64_t leaked_bytes, live_end;
     uint32_t leaking_sites;
-    char leak_site[200];
-    char site[200];
+    char *leak_site; /* whole, however long (a C++ template's name): the table's last column, and --json */
+    char *site;      /* NULL: none */
     uint64_t site_bytes;
     char *ending; /* how the process ended (NULL: normally), whole: --json carries it */
     char prog[64];      /* the program: its command line's first word, without the directory */
@@ -120,14 +120,14 @@ static int one_device(ranks_run *run, const cmh_snapshot *s, const cmh_sites *g,
         }
     pthread_mutex_lock(&run->lock);
     if (p.nsites) {
-        snprintf(r->site, sizeof r->site, "%s", rep_site_name(s, g, &p.sites[0]));
+        if (!(r->site = strdup(rep_site_name(s, g, &p.sites[0])))) rc = CMH_ENOMEM;
         r->site_bytes = p.sites[0].bytes;
     }
-    if (worst) snprintf(r->leak_site, sizeof r->leak_site, "%s", rep_site_name(s, g, worst));
+    if (worst && rc == CMH_OK && !(r->leak_site = strdup(rep_site_name(s, g, worst)))) rc = CMH_ENOMEM;
     pthread_mutex_unlock(&run->lock);
     cmh_leak_report_free(&lk);
     cmh_peak_report_free(&p);
-    return CMH_OK;
+    return rc;
 }
 
 static void one_file(ranks_run *run, uint32_t f)
@@ -180,7 +180,7 @@ static void one_file(ranks_run *run, uint32_t f)
         r->started_ns = s.start_time_ns;
         r->forked_from = s.forked_from;
         if (rc == CMH_OK && (rc = one_device(run, &s, g, devs[d], r)) == CMH_OK) k++;
-        else free(r->ending), r->ending = NULL;
+        else free(r->ending), free(r->site), free(r->leak_site), r->ending = r->site = r->leak_site = NULL;
     }
     slot->nrows = k;
     if (rc != CMH_OK) slot->rc = cli_fail(run->paths[f], rc);
@@ -360,13 +360,13 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         if (r->ooms) {
             rep_json_time(w, "first_oom_time_ns", r->first_oom_ns);
             cmh_jw_kuint(w, "first_oom_requested", r->first_oom_request);
-            cmh_jw_kuint(w, "first_oom_device_free", r->first_oom_free);
+            rep_json_device_free(w, "first_oom_device_free", r->first_oom_free);
         }
         cmh_jw_kuint(w, "leaked_bytes", r->leaked_bytes);
         cmh_jw_kuint(w, "leaking_sites", r->leaking_sites);
-        if (r->leaking_sites) cmh_jw_kstr(w, "leaking_site", r->leak_site);
+        if (r->leak_site) cmh_jw_kstr(w, "leaking_site", r->leak_site);
         cmh_jw_kuint(w, "live_bytes_at_end", r->live_end);
-        cmh_jw_kstr(w, r->history ? "top_site_at_peak" : "top_site_at_end", r->site);
+        cmh_jw_kstr(w, r->history ? "top_site_at_peak" : "top_site_at_end", r->site ? r->site : "");
         cmh_jw_kuint(w, "top_site_bytes", r->site_bytes);
         if (r->ending) cmh_jw_kstr(w, "ending", r->ending);
         rep_json_time(w, "start_time_ns", r->t_start);
@@ -484,7 +484,7 @@ int cmd_ranks(int argc, char **argv)
             cmh_jw_kint(&w, "device", first_oom->device);
             rep_json_time(&w, "time_ns", first_oom->first_oom_ns);
             cmh_jw_kuint(&w, "requested", first_oom->first_oom_request);
-            cmh_jw_kuint(&w, "device_free", first_oom->first_oom_free);
+            rep_json_device_free(&w, "device_free", first_oom->first_oom_free);
             cmh_jw_kuint(&w, "ranks_that_ran_out", oom_ranks);
             cmh_jw_end(&w);
         }
@@ -532,7 +532,7 @@ int cmd_ranks(int argc, char **argv)
             printf("%6s  %-12.12s %4d  %10s %9s  %10s %9s  %4u  %10s  %s", rk, r->host, r->device, pa_s,
                    r->history ? rep_when(r->alloc_time_ns, job ? t0 : r->t_start) : "-", pr_s,
                    r->history ? rep_when(r->reserved_time_ns, job ? t0 : r->t_start) : "-", r->ooms,
-                   r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site[0] ? r->site : "-");
+                   r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site ? r->site : "-");
             if (r->site_bytes) printf(", %s%s", rep_size((double)r->site_bytes), r->history ? "" : " at the end");
             if (r->rank < 0) printf("  [%s]", paths[r->file]);
             if (r->ending) printf("  (%s)", r->ending);
@@ -563,7 +563,7 @@ int cmd_ranks(int argc, char **argv)
             for (uint32_t i = 0, n = 0; i < nrows; i++)
                 if (rows[i]->leaking_sites)
                     printf("%s%s, %s in %s (%s)", n++ ? "; " : "", who(rows[i], paths), rep_size((double)rows[i]->leaked_bytes),
-                           rep_count(rows[i]->leaking_sites, "growing site", "growing sites"), rows[i]->leak_site);
+                           rep_count(rows[i]->leaking_sites, "growing site", "growing sites"), rows[i]->leak_site ? rows[i]->leak_site : "-");
             putchar('\n');
         } else if (nrows) {
             printf("leaking: none\n");
@@ -572,20 +572,21 @@ int cmd_ranks(int argc, char **argv)
             printf("ran out of memory:");
             for (uint32_t i = 0, k = 0; i < nrows; i++)
                 if (rows[i]->ooms)
-                    printf("%s %s, device %d (%s requested, %s free)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
-                           rep_size((double)rows[i]->first_oom_request), rep_size((double)rows[i]->first_oom_free));
+                    printf("%s %s, device %d (%s requested, device free %s)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
+                           rep_size((double)rows[i]->first_oom_request), rep_device_free(rows[i]->first_oom_free));
             printf(" (%u of %u)\n", oom_ranks, nrows);
         } else if (first_oom)
-            printf("first OOM: %s%s%s, device %d%s%s: %s requested, %s free on the device (%u of %u ran out of memory)\n",
+            printf("first OOM: %s%s%s, device %d%s%s: %s requested, device free %s (%u of %u ran out of memory)\n",
                    who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->first_oom_ns && t0 ? ", at " : "",
                    first_oom->first_oom_ns && t0 ? rep_when(first_oom->first_oom_ns, t0) : "",
-                   rep_size((double)first_oom->first_oom_request), rep_size((double)first_oom->first_oom_free), oom_ranks, nrows);
+                   rep_size((double)first_oom->first_oom_request), rep_device_free(first_oom->first_oom_free), oom_ranks, nrows);
         else if (nrows)
             printf("first OOM: none\n");
     }
     free(rows);
     for (uint32_t f = 0; f < pl.n; f++) {
-        for (int i = 0; run.slots[f].rows && i < run.slots[f].nrows; i++) free(run.slots[f].rows[i].ending);
+        for (int i = 0; run.slots[f].rows && i < run.slots[f].nrows; i++)
+            free(run.slots[f].rows[i].ending), free(run.slots[f].rows[i].site), free(run.slots[f].rows[i].leak_site);
         free(run.slots[f].rows);
     }
     free(run.slots);

@@ -132,8 +132,9 @@ static int section(const rep_section *sec, void *arg)
     cmh_summary_print_known(&st, device, g_abbrev, pytorch, history, stdout);
     if (device == -1) printf("note: device -1 is pinned host memory\n");
     if (!history)
-        printf("note: no history on this device (recorded with enabled=state, or history off): only Cur Usage, the state\n"
-               "      at the end, is known; the peaks, the totals, the OOMs and the retries are not ('-')\n");
+        printf("note: no history on this device (%s): only Cur Usage, the state\n"
+               "      at the end, is known; the peaks, the totals, the OOMs and the retries are not ('-')\n",
+               pk.base.nohist_cause);
     if (dropped)
         printf("note: the ring dropped the %llu oldest entries; peaks cover the last %llu only, and the totals count what\n"
                "      was live when they began as allocated then (what was allocated and freed before is not in them)\n",

@@ -19,7 +19,9 @@ const cli_command cli_cmd_trace = {
     "PyTorch's `python _memory_viz.py trace`: each device's trace as pseudo-code\n"
     "(a = cudaMalloc(...), b = a[offset:size], del b, ...).  Same text as PyTorch's on the same\n"
     "snapshot, except that TOTAL MEM is the bytes still allocated at the end of the trace; a\n"
-    "recorder snapshot reads as its memory_viz export (cumemhist export).",
+    "recorder snapshot reads as its memory_viz export (cumemhist export), so its 'N entries'\n"
+    "counts memory_viz's entries: where they are not the record's, a note on stderr says how\n"
+    "they map (the record's own numbering, which every other command uses, is --json's).",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist trace dump_snapshot.pickle | less"};
 
 static int section(const rep_section *sec, void *arg)
@@ -66,7 +68,11 @@ int cmd_trace(int argc, char **argv)
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     if (g_json) return rep_run(&path, 1, g_device, 1, 0, section, NULL);
     cmh_snapshot s;
-    if ((rc = rep_load_shaped_own(path, &s))) return rc;
+    /* the text counts memory_viz's entries: where a recorder record's differ, say how they map to
+     * the numbering every other command (and trace --json) gives (docs/DEFINITIONS.md) */
+    if ((rc = rep_load_shaped_own_said(path, &s, "trace", g_device,
+                                       "the text counts memory_viz's; every other command, and trace --json, numbers the record's")))
+        return rc;
     int32_t dev;
     if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {
         cmh_snapshot_free(&s);

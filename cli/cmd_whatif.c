@@ -412,7 +412,15 @@ int cmd_whatif(int argc, char **argv)
         const cmh_whatif_result *r0 = &t[0].r;
         printf("%s, device %d: %" PRIu64 " requests replayed; capacity %s\n", path, dev, r0->requests,
                capacity ? rep_size((double)capacity) : "unlimited (no OOM in the trace; --capacity BYTES to set one)");
-        if (capacity && !g_have_capacity) printf("  (the trace's OOM #1, as `oom` numbers it: reserved then plus the free memory it reported)\n");
+        if (capacity && !g_have_capacity) {
+            const cmh_trace *tr = cmh_snapshot_trace(&s, dev);
+            int64_t at = -1; /* OOM #1's asking entry: the one whose free memory the capacity adds */
+            int unknown = tr && cmh_oom_first(&s, tr, &at) >= 0 && at >= 0 &&
+                          cmh_entry_addr(&s, &s.entries[tr->first_entry + (uint32_t)at]) == CMH_DEVICE_FREE_UNKNOWN;
+            printf("  (the trace's OOM #1, as `oom` numbers it: %s)\n",
+                   unknown ? "reserved then; it reported no free memory (not known), so the device may have had more"
+                           : "reserved then plus the free memory it reported");
+        }
         int width = 30;
         for (int i = 0; i < nt; i++) {
             int l = (int)strlen(t[i].label[0] ? t[i].label : "PyTorch's defaults") + (t[i].recorded ? 32 : 0);

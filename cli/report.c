@@ -71,10 +71,37 @@ int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags)
     return 0;
 }
 
-int rep_load_shaped_own(const char *path, cmh_snapshot *s)
+void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *tail)
+{
+    if (s->source == CMH_SRC_PYTORCH) return; /* written as it was read: the same entries */
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        const cmh_trace *tr = &s->traces[t];
+        int64_t total = 0;
+        if (tr->device < 0 || !tr->nentries || (device != -2 && tr->device != device)) continue;
+        cmh_memviz_index(s, tr->device, 0, &total);
+        if (total == (int64_t)tr->nentries) continue;
+        cmh_peak_report p;
+        if (cmh_peak_totals(s, tr->device, &p) != CMH_OK) continue;
+        char peak[160] = "";
+        if (p.alloc_index >= 0)
+            snprintf(peak, sizeof peak, "; the allocated peak, the record's entry %lld, is memory_viz's entry %lld", (long long)p.alloc_index,
+                     (long long)cmh_memviz_index(s, tr->device, p.alloc_index, NULL));
+        cmh_peak_report_free(&p);
+        fprintf(stderr,
+                "cumemhist: %s: memory_viz numbers device %d's entries its own way, %lld for the record's %u (an allocation "
+                "with no allocator above the driver is its segment_alloc and alloc, its free free_requested, free_completed "
+                "and segment_free; a mark is an annotation)%s; %s\n",
+                cmd, tr->device, (long long)total, tr->nentries, peak, tail);
+    }
+}
+
+int rep_load_shaped_own(const char *path, cmh_snapshot *s) { return rep_load_shaped_own_said(path, s, NULL, -2, NULL); }
+
+int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *tail)
 {
     int rc = rep_load_view_ex(path, s, 0);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
+    if (cmd) rep_say_memviz_numbering(s, cmd, device, tail);
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */
     if (!(g && *g && strcmp(g, "0"))) {
         cmh_snapshot shaped;
@@ -272,6 +299,18 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
 }
 
 const char *rep_size(double v) { return cmh_svg_size(v); }
+
+const char *rep_device_free(uint64_t device_free)
+{
+    return device_free == CMH_DEVICE_FREE_UNKNOWN ? "not known" : rep_size((double)device_free);
+}
+
+void rep_json_device_free(cmh_jw *w, const char *key, uint64_t device_free)
+{
+    cmh_jw_key(w, key);
+    if (device_free == CMH_DEVICE_FREE_UNKNOWN) cmh_jw_null(w);
+    else cmh_jw_uint(w, device_free);
+}
 
 /* Seconds from t0 to t as a report prints them ("%+.3fs"), never "-0.000s" (a block of a ring's
  * dropped entries, made a moment before the clock's origin, read 'first -0.000s'). */
@@ -511,6 +550,13 @@ void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent
                done->stream, (double)(t - done->end_ns) / 1e6);
 }
 
+const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache)
+{
+    if (!pool_cache) return "empty segments: empty_cache() gives it back";
+    if (pool_cache >= releasable) return "a stream-ordered pool's cache: cuMemPoolTrimTo gives it back, not empty_cache()";
+    return "empty segments, given back by empty_cache(), and a pool's cache, by cuMemPoolTrimTo";
+}
+
 void rep_notes(const cmh_report_base *b)
 {
     if (b->dropped)
@@ -518,7 +564,7 @@ void rep_notes(const cmh_report_base *b)
                b->dropped, b->entries);
     if (b->pytorch) printf("note: a PyTorch trace: sizes are the caching allocator's rounded block sizes\n");
     if (!b->history)
-        printf("note: no history on this device (recorded with enabled=state, or history off): only the state at the end is known\n");
+        printf("note: no history on this device (%s): only the state at the end is known\n", b->nohist_cause);
 }
 
 void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b)

@@ -90,6 +90,14 @@ int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags); /* fl
 /* The same for a command that reads only the shaped model: the loaded one becomes it where the
  * shaping changes no entry (cmh_memviz_shape_move), rather than a second copy of it. */
 int rep_load_shaped_own(const char *path, cmh_snapshot *s);
+/* The same, first saying on stderr how the shaped entries map to the record's (as
+ * rep_say_memviz_numbering, for cmd about device, -2 every device). */
+int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *tail);
+/* memory_viz (and the shaped model) counts a recorder record's entries its own way: for each
+ * device (or only device; -2 every one) where the counts differ, say on stderr how they map,
+ * with the allocated peak as the example a user goes looking for (docs/DEFINITIONS.md, "entry
+ * numbers"); tail ends the line.  Nothing for a PyTorch pickle (the same entries). */
+void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *tail);
 /* Every report command: each snapshot loaded (with its sites under REP_SITES), its process said
  * once in text, then fn for each device it covers; with json, one JSON array of the sections'
  * objects.  Returns the exit status (output errors included). */
@@ -104,6 +112,10 @@ const char *rep_count(uint64_t n, const char *one, const char *many);
 
 /* "12.5 MiB" (a ring of 8 buffers: up to 8 in one printf) */
 const char *rep_size(double bytes);
+/* An OOM's device free as rep_size says it, or "not known" (CMH_DEVICE_FREE_UNKNOWN); and in
+ * JSON, null when not known. */
+const char *rep_device_free(uint64_t device_free);
+void rep_json_device_free(cmh_jw *w, const char *key, uint64_t device_free);
 /* "+1.234s" from the record's first event (cmh_clock_origin), or "-" when a time is unknown (a
  * table's cell; in a sentence use rep_at) */
 const char *rep_when(int64_t t, int64_t t0);
@@ -146,6 +158,9 @@ void rep_print_callers(const cmh_snapshot *s, const cmh_site *x, const char *ind
 /* What the GPU was doing at time t (kernel timing, when recorded). */
 void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent);
 /* The closing notes: ring drops, and what sizes of a PyTorch trace mean. */
+/* What gives back the releasable bytes, of which pool_cache a stream-ordered pool keeps: empty
+ * segments go back with empty_cache(), a pool's cache with cuMemPoolTrimTo (not empty_cache()). */
+const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache);
 void rep_notes(const cmh_report_base *b);
 /* The members every report's JSON object starts with: file, device, process, trace figures. */
 void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b);

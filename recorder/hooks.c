@@ -225,9 +225,9 @@ void cmh_meminfo_reset_after_fork(void)
 
 static void oom(int device, int kind, uint64_t size, uint64_t stream)
 {
-    uint64_t f = 0;
+    uint64_t f = CMH_DEVICE_FREE_UNKNOWN; /* a host OOM's: no device free to tell */
     if (kind != CMH_KIND_HOST) cmh_pools_refresh(device); /* what pools keep at this moment, before the OOM's entry */
-    if (kind != CMH_KIND_HOST && sample_current(device, &f, cmh_hist_thread()) != 0) f = 0;
+    if (kind != CMH_KIND_HOST && sample_current(device, &f, cmh_hist_thread()) != 0) f = CMH_DEVICE_FREE_UNKNOWN;
     cmh_hist_oom(device, kind, size, stream, f);
     cmh_process_oom();
 }

@@ -287,7 +287,7 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
     }
     e.action = (uint8_t)a;
     if (a == CMH_ACT_OOM) {
-        if ((f = fld[EK_DEVICE_FREE]) && to_i64(f, &x)) e.addr = (uint64_t)x;
+        e.addr = (f = fld[EK_DEVICE_FREE]) && to_i64(f, &x) ? (uint64_t)x : CMH_DEVICE_FREE_UNKNOWN;
     } else if ((f = fld[EK_ADDR]) && to_i64(f, &x)) {
         e.addr = (uint64_t)x;
     }

@@ -326,8 +326,10 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     w_key(w, W_ACTION);
     int mark = e->action == CMH_ACT_MARK; /* a PyTorch annotation (CMH_PT_MARKS_INLINE): as newest PyTorch writes it */
     w_str_memo(w, mark ? "annotate" : cmh_action_name(e->action), &w->action_memo[e->action]);
-    w_key(w, e->action == CMH_ACT_OOM ? W_DEVICE_FREE : W_ADDR);
-    w_int(w, mark ? 0 : (int64_t)cmh_entry_addr(s, e));
+    if (e->action != CMH_ACT_OOM || cmh_entry_addr(s, e) != CMH_DEVICE_FREE_UNKNOWN) { /* not known: no key, as read */
+        w_key(w, e->action == CMH_ACT_OOM ? W_DEVICE_FREE : W_ADDR);
+        w_int(w, mark ? 0 : (int64_t)cmh_entry_addr(s, e));
+    }
     w_key(w, W_SIZE);
     w_int(w, mark ? 0 : (int64_t)cmh_entry_size(s, e));
     w_key(w, W_STREAM);

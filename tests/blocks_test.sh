@@ -126,7 +126,7 @@ FAKECUDA_CAPACITY=100M "$CMH" record -q -o "$T/frag.cmh" -- "$B/samples/frag_oom
     bad "frag_oom did not fail as designed: $(cat "$T/fo.out")"
 "$CMH" oom "$T/frag.cmh" >"$T/oom.txt" || bad "oom report"
 grep -q "verdict: fragmentation" "$T/oom.txt" && ok "oom says fragmentation" || bad "oom verdict: $(grep verdict "$T/oom.txt")"
-"$CMH" frag "$T/frag.cmh" | grep -A2 "out-of-memory error (entry .*) asked for 12.0 MiB" | grep -q "verdict: fragmentation" &&
+"$CMH" frag "$T/frag.cmh" | grep -A2 "out-of-memory error #1 (entry .*) asked for 12.0 MiB" | grep -q "verdict: fragmentation" &&
     ok "frag says fragmentation, at the OOM" ||
     bad "frag does not diagnose the OOM"
 # the allocator's retry (frag_oom empties its cache and asks again: one failure the program saw)

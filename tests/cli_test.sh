@@ -225,7 +225,7 @@ check "untimed: no dash where a time would be (peak, oom, frag, owners, ranks, w
     "! grep -n -e ', -\$' -e ', -)' -e ' at -' -e 'entry [0-9]*, -' untimed.peak untimed.oom untimed.frag untimed.owners untimed.ranks untimed.whatif"
 check "untimed: peak and oom name the entry alone" \
     "grep -q '^peak allocated: 16.0 MiB (16777216 bytes) at entry 2\$' untimed.peak && grep -q 'out of memory #1 on device 0 at entry 5\$' untimed.oom &&
-     grep -q 'out-of-memory error (entry 5) asked' untimed.frag && grep -q ', peak (entry 0): ' untimed.owners && grep -q 'the records have no times' untimed.ranks"
+     grep -q 'out-of-memory error #1 (entry 5) asked' untimed.frag && grep -q ', peak (entry 0): ' untimed.owners && grep -q 'the records have no times' untimed.ranks"
 for c in peak oom owners trace ranks frag leaks; do "$CMH" $c --json untimed.pickle >"untimed.$c.json" 2>/dev/null; done
 "$CMH" export -f json -o untimed.export.json untimed.pickle 2>/dev/null
 check "untimed: export -f json leaves time_us out, as the pickle it came from" \

@@ -389,4 +389,36 @@ check "flamegraph --at oom is the state at oom's #1 (entry $n1)" 'cmp -s rto_f1.
 sed -n '/out of memory #1/,$p' rto_oom.txt | grep -q "allocator settings:" && ! sed -n '1,/out of memory #1/p' rto_oom.txt | grep -q "allocator settings:" &&
     ok "oom: the what-if line under OOM #1" || bad "oom: the what-if line under a retry: $(grep -n 'out of memory\|allocator settings' rto_oom.txt)"
 
+# frag's last OOM is oom's last event, numbered as oom numbers it: a retried one says so and has
+# no number (pool_oom's last OOM is a cudaMalloc retry that succeeded), a fatal one its #N
+for rec in pool_oom.cmh rto.cmh frag.cmh; do
+    "$CMH" oom --json "$rec" >lo_oom.json 2>&1
+    "$CMH" frag --json "$rec" >lo_frag.json 2>&1
+    "$CMH" frag "$rec" >lo_frag.txt 2>&1
+    py - lo_oom.json lo_frag.json lo_frag.txt <<'EOF'
+import json, sys
+o, f = json.load(open(sys.argv[1]))[0], json.load(open(sys.argv[2]))[0]
+txt = open(sys.argv[3]).read()
+last, lo = o["ooms"][-1], f["last_oom"]
+assert (lo["index"], lo["number"], lo["retried"]) == (last["index"], last["number"], last["retried"]), (lo, last)
+head = [l for l in txt.splitlines() if "out-of-memory error" in l and "asked for" in l][0]
+if last["number"]:
+    assert f"error #{last['number']} (entry {last['index']}," in head and "retried" not in txt, head
+else:
+    assert "#" not in head and f"(entry {last['index']}," in head, head
+    assert f"retried: not counted as an OOM (a cudaMalloc retry: the allocator asked again at entry {last['retry_index']}," in txt, txt
+EOF
+    check "frag: $rec's last OOM numbered as oom numbers it, a retry named one" "[ $? -eq 0 ]"
+done
+# the releasable line names what gives the memory back: a stream-ordered pool's cache goes back
+# with cuMemPoolTrimTo, not empty_cache(); a caching allocator's empty segments with empty_cache()
+for c in oom frag; do
+    "$CMH" $c pool_oom.cmh | grep "^ *releasable  " >rel_pool.txt
+    "$CMH" $c frag.cmh | grep "^ *releasable  " >rel_frag.txt
+    grep -q "a stream-ordered pool's cache: cuMemPoolTrimTo gives it back, not empty_cache()" rel_pool.txt &&
+        ! grep -q "empty_cache() gives it back" rel_pool.txt && grep -q "empty segments: empty_cache() gives it back" rel_frag.txt &&
+        ok "$c: releasable names cuMemPoolTrimTo for a pool's cache, empty_cache() for empty segments" ||
+        bad "$c: releasable label: $(cat rel_pool.txt rel_frag.txt)"
+done
+
 finish

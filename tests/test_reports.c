@@ -142,8 +142,12 @@ static void test_oom_report(void)
     CU_ASSERT_EQUAL(one_segment_request_verdict(1 * MIB, 1ull << 40), CMH_OOM_TOO_LARGE);
     CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_TOO_LARGE), "too large");
     CU_ASSERT_FALSE(cmh_oom_too_large(UINT64_MAX, 2, UINT64_MAX)); /* (no wrap-around) */
-    /* no free figure (0: an entry without device_free, a failed cuMemGetInfo): not judged too large */
-    CU_ASSERT_EQUAL(one_segment_request_verdict(0, 31 * MIB), CMH_OOM_DEMAND);
+    /* no free figure (an entry without device_free, a failed cuMemGetInfo): not judged too large,
+     * nor refused with room; a device free of 0 is a figure, the device full */
+    CU_ASSERT_EQUAL(one_segment_request_verdict(CMH_DEVICE_FREE_UNKNOWN, 31 * MIB), CMH_OOM_DEMAND);
+    CU_ASSERT_EQUAL(one_segment_request_verdict(0, 31 * MIB), CMH_OOM_TOO_LARGE);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 0, 0, CMH_DEVICE_FREE_UNKNOWN), CMH_OOM_DEMAND);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 12, 0, CMH_DEVICE_FREE_UNKNOWN), CMH_OOM_FRAGMENTATION);
     CU_ASSERT_EQUAL(one_segment_oom_verdict(16 * MIB), CMH_OOM_DRIVER);
     CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_DRIVER), "refused with room");
     /* the order of the rules: a gap that fits first, then the device's own room, then the sum */

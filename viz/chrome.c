@@ -264,8 +264,10 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
             else {
                 char what[128];
                 uint64_t freed;
-                snprintf(what, sizeof what, "out of memory%s: %" PRIu64 " bytes requested, %" PRIu64 " free",
-                         cmh_oom_retried(s, cmh_snapshot_trace(s, dev), (uint32_t)cmh_replay_position(r), &freed) ? ", retried" : "", cmh_entry_size(s, e), cmh_entry_addr(s, e));
+                char df[32] = "not known"; /* device free */
+                if (cmh_entry_addr(s, e) != CMH_DEVICE_FREE_UNKNOWN) snprintf(df, sizeof df, "%" PRIu64, cmh_entry_addr(s, e));
+                snprintf(what, sizeof what, "out of memory%s: %" PRIu64 " bytes requested, device free %s",
+                         cmh_oom_retried(s, cmh_snapshot_trace(s, dev), (uint32_t)cmh_replay_position(r), &freed) ? ", retried" : "", cmh_entry_size(s, e), df);
                 cmh_jw_kstr(w, "name", what);
             }
         } else {

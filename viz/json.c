@@ -187,7 +187,8 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
                 cmh_jw_obj(w);
                 int mark = e->action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(s); /* as the pickle writes it */
                 cmh_jw_kstr(w, "action", mark ? "annotate" : cmh_action_name(e->action));
-                cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", mark ? 0 : cmh_entry_addr(s, e));
+                if (e->action != CMH_ACT_OOM || cmh_entry_addr(s, e) != CMH_DEVICE_FREE_UNKNOWN) /* not known: no key, as read */
+                    cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", mark ? 0 : cmh_entry_addr(s, e));
                 cmh_jw_kuint(w, "size", mark ? 0 : cmh_entry_size(s, e));
                 if (mark) cmh_jw_kstr(w, "name", cmh_str(s, cmh_entry_name(s, e)));
                 cmh_jw_kuint(w, "stream", cmh_entry_stream(s, e));

@@ -122,15 +122,18 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
             if (e->action == CMH_ACT_OOM) {
                 m->kind = 0;
                 uint64_t freed;
+                char df[32]; /* cmh_svg_size's buffer is the size's: the free figure kept apart */
+                snprintf(df, sizeof df, "%s",
+                         cmh_entry_addr(s, e) == CMH_DEVICE_FREE_UNKNOWN ? "not known" : cmh_svg_size((double)cmh_entry_addr(s, e)));
                 /* numbered as oom and summary count them: a retried one is no OOM the program saw */
                 if (cmh_oom_retried(s, tr, (uint32_t)i, &freed)) {
                     snprintf(m->label, sizeof m->label, "OOM, retried");
-                    snprintf(m->title, sizeof m->title, "out of memory at entry %" PRId64 ", retried: asked %s, the device had %s free", i,
-                             cmh_svg_size((double)cmh_entry_size(s, e)), cmh_svg_size((double)cmh_entry_addr(s, e)));
+                    snprintf(m->title, sizeof m->title, "out of memory at entry %" PRId64 ", retried: asked %s, device free %s", i,
+                             cmh_svg_size((double)cmh_entry_size(s, e)), df);
                 } else {
                     snprintf(m->label, sizeof m->label, "OOM #%u", ++nooms);
-                    snprintf(m->title, sizeof m->title, "out of memory #%u at entry %" PRId64 ": asked %s, the device had %s free", nooms, i,
-                             cmh_svg_size((double)cmh_entry_size(s, e)), cmh_svg_size((double)cmh_entry_addr(s, e)));
+                    snprintf(m->title, sizeof m->title, "out of memory #%u at entry %" PRId64 ": asked %s, device free %s", nooms, i,
+                             cmh_svg_size((double)cmh_entry_size(s, e)), df);
                 }
             } else {
                 m->kind = 1;

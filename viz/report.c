@@ -242,9 +242,9 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     card(fp, hist ? buf : "not known", hist ? "allocations in the record" : "allocations (no history)");
     fputs("</div>\n", fp);
     if (!hist)
-        fputs("<p class=\"r-muted r-nohist\">No history on this device (recorded with enabled=state, or history off): only the state at "
-              "the end is known; the peak, the out-of-memory errors and the allocations made are not.</p>\n",
-              fp);
+        fprintf(fp, "<p class=\"r-muted r-nohist\">No history on this device (%s): only the state at "
+                "the end is known; the peak, the out-of-memory errors and the allocations made are not.</p>\n",
+                pk.base.nohist_cause);
     if (pk.base.dropped)
         fprintf(fp, "<p class=\"r-muted\">The ring dropped the %" PRIu64 " oldest entries: peaks and totals cover the last %" PRIu64 ".</p>\n",
                 pk.base.dropped, pk.base.entries);
@@ -374,9 +374,9 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                      e->retry_index, e->retry_failed ? "it failed too" : "it succeeded; not counted as an OOM");
         else if (e->retry_of >= 0) snprintf(retry, sizeof retry, "the retry of the request that failed at entry %" PRId64, e->retry_of);
         fprintf(fp, "<div class=\"r-oom\"><b>%s</b> at entry %" PRId64 ": asked for %s with %s allocated, %s reserved, "
-                    "%s free inside the segments (%s trapped, largest gap %s), the device %s free.",
+                    "%s free inside the segments (%s trapped, largest gap %s), device free %s.",
                 title, e->index, SZ(e->request), SZ(e->allocated), SZ(e->reserved), SZ(e->free_inside), SZ(e->split.trapped),
-                SZ(e->largest_gap), SZ(e->device_free));
+                SZ(e->largest_gap), e->device_free == CMH_DEVICE_FREE_UNKNOWN ? "not known" : SZ(e->device_free));
         if (e->request_pool[0] || e->request_pool[1])
             fprintf(fp, " The request was private pool (%" PRIu64 ", %" PRIu64 ")'s: %s free in its own segments, where the largest gap is measured.",
                     e->request_pool[0], e->request_pool[1], SZ(e->split.own_pool));

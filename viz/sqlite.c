@@ -295,7 +295,9 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         const cmh_entry *e = &s->entries[t->first_entry + i];
         BIND(Q_EVENT);
         b_int(&b, pid), b_int(&b, t->device), b_int(&b, i), b_opt(&b, cmh_entry_time(s, e) ? cmh_entry_time(s, e) : -1), b_text(&b, cmh_action_name(e->action));
-        b_int(&b, (int64_t)cmh_entry_addr(s, e)), b_int(&b, (int64_t)cmh_entry_size(s, e)), b_int(&b, (int64_t)cmh_entry_requested(s, e)), b_int(&b, (int64_t)cmh_entry_stream(s, e));
+        if (e->action == CMH_ACT_OOM && cmh_entry_addr(s, e) == CMH_DEVICE_FREE_UNKNOWN) b_null(&b); /* device free not known */
+        else b_int(&b, (int64_t)cmh_entry_addr(s, e));
+        b_int(&b, (int64_t)cmh_entry_size(s, e)), b_int(&b, (int64_t)cmh_entry_requested(s, e)), b_int(&b, (int64_t)cmh_entry_stream(s, e));
         b_int(&b, e->stack), b_int(&b, cmh_entry_thread(s, e)), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
         if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_int(&b, v.end[i]);
         else b_null(&b), b_null(&b);

@@ -437,7 +437,9 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             if (e->action == CMH_ACT_OOM) {
                 uint64_t freed;
                 cmh_jw_kuint(w, "size", cmh_entry_size(s, e));
-                cmh_jw_kuint(w, "free", cmh_entry_addr(s, e));
+                cmh_jw_key(w, "free"); /* null: not known */
+                if (cmh_entry_addr(s, e) == CMH_DEVICE_FREE_UNKNOWN) cmh_jw_null(w);
+                else cmh_jw_uint(w, cmh_entry_addr(s, e));
                 cmh_jw_kbool(w, "retried", cmh_oom_retried(s, t, i, &freed)); /* (no OOM the program saw) */
             } else cmh_jw_kstr(w, "label", cmh_str(s, cmh_entry_name(s, e)));
             cmh_jw_end(w);

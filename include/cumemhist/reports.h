@@ -78,10 +78,16 @@ typedef struct cmh_report_base {
     uint64_t entries, dropped;
     int pytorch; /* byte figures of a PyTorch trace are the allocator's rounded sizes */
     int history; /* the trace says how memory changed; 0: only the end state is known (enabled=state) */
+    const char *nohist_cause; /* when !history: cmh_no_history_cause's words */
 } cmh_report_base;
 /* Whether device's trace says how memory changed (cmh_report_base's history); 0: only the end
  * state is known (enabled=state, PyTorch's history off), so no peak can be told. */
 int cmh_trace_has_history(const cmh_snapshot *s, int device);
+/* What the record says of why device has no history, without guessing: "recorded with
+ * enabled=state" when the recorder's setting says so; "the snapshot has no trace for this device"
+ * when its device_traces stop short of the device (a PyTorch snapshot lists one per device);
+ * else (an empty trace) "recorded with enabled=state, or history off", the two ways to get one. */
+const char *cmh_no_history_cause(const cmh_snapshot *s, int device);
 
 typedef struct cmh_peak_report {
     cmh_report_base base;
@@ -312,6 +318,12 @@ typedef struct cmh_frag_report {
         uint64_t releasable, trapped, private_free, own_pool, usable, unusable;
         uint64_t request_pool[2];
         int verdict;
+        /* as cmh_oom_compute's event: number (1, 2, ...) among the OOMs the program saw, 0 for
+         * one the allocator retried (retried, retry_index the entry asking again: the last OOM's
+         * retry met no OOM after it, so it succeeded) */
+        uint32_t number;
+        int retried;
+        int64_t retry_index;
     } last_oom;
 } cmh_frag_report;
 
@@ -344,7 +356,7 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
 /* TOO_LARGE, a demand that nothing the process held explains: the request is more than the
  * device's free bytes and all the process had reserved on it together (a tensor of the wrong
  * shape, a batch too large for the device), so freeing or settings cannot help.  Never with
- * device_free 0, which a record also writes when it has no figure.  An event's verdict is DEMAND
+ * device free not known (CMH_DEVICE_FREE_UNKNOWN).  An event's verdict is DEMAND
  * turned TOO_LARGE where this says so. */
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free);
 /* The verdict in one word ("demand"), and as every report says it in a sentence. */

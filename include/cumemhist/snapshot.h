@@ -53,6 +53,10 @@ typedef enum cmh_action {
 const char *cmh_action_name(int action);
 int cmh_action_from_name(const char *name); /* -1 if unknown */
 
+/* An oom entry's addr when the device's free memory is not known (a PyTorch OOM entry without
+ * 'device_free'): readers say "not known" (null in JSON) and writers leave the key out. */
+#define CMH_DEVICE_FREE_UNKNOWN UINT64_MAX
+
 /* Entry flags. */
 #define CMH_EF_WHOLE_BLOCK 0x01 /* segment_alloc/free/map/unmap with no allocator above: the
                                    segment is also one allocated block covering it */
