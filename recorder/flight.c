@@ -683,8 +683,11 @@ static void release_written(void)
          * again there (on ext4, up to 2 MiB of them at a 2 MiB boundary of the file, 2 to 5 MiB
          * behind the cursor: a large folio of the page cache mapped by a later fault, it seems),
          * and left so they made up most of the flight record's resident pages */
-        uint64_t from = g_rel[i] > REMAPPED ? g_rel[i] - REMAPPED : 0;
-        if (upto > g_rel[i] && madvise(g_map[i] + from, upto - from, MADV_DONTNEED) == 0) __atomic_store_n(&g_rel[i], upto, __ATOMIC_RELAXED);
+        uint64_t rel = __atomic_load_n(&g_rel[i], __ATOMIC_RELAXED); /* an appender's release_mine moves it too */
+        uint64_t from = rel > REMAPPED ? rel - REMAPPED : 0;
+        if (upto > rel && madvise(g_map[i] + from, upto - from, MADV_DONTNEED) == 0)
+            while (rel < upto && !__atomic_compare_exchange_n(&g_rel[i], &rel, upto, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            }
     }
 }
 
