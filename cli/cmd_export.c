@@ -44,7 +44,7 @@ static const cli_option g_opts[] = {
      "name says it: .json is json, .trace.json or .perfetto.json chrome, .pb.gz or\n"
      ".pprof pprof, .db or .sqlite sqlite, .pickle, .pkl or no extension memviz; any other name is refused",
      NULL, 0, 0, NULL},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: where the first OOM happened,\nelse the lowest)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: where the first OOM happened,\nelse the one holding the most at the end, then the highest peak)", NULL, 0, 0, NULL},
     {"--raw-frames", NULL, CLI_FLAG, &g_raw_frames, NULL,
      "frames as recorded (addresses, modules): without it every export resolves them\n"
      "as the reports do (file:line from DWARF, demangled, inlined calls as frames)",
@@ -306,19 +306,27 @@ int cmd_export(int argc, char **argv)
     errno = 0;
     int dev = g_device;
     /* pprof: the OOM's device, as whatif's and flamegraph --at oom's (it read device 0 of a record
-     * that ran out on device 1); else the lowest device that holds memory, else the lowest */
+     * that ran out on device 1); else the device holding the most at the end (pprof shows the
+     * end first: the lowest device, used for a while and empty at the end, gave an empty
+     * profile beside a device holding a leak), then the highest allocated peak, else the lowest */
     if (g_format == F_PPROF && dev == -2 && !rep_oom_device(&s, "export", &dev)) {
         int32_t devs[256];
         int nd = cmh_snapshot_devices(&s, devs, 256);
         dev = -2;
         int ngpus = 0;
-        for (int i = 0; i < nd && i < 256; i++)
-            if (devs[i] >= 0 && !ngpus++) dev = devs[i];
-        for (int i = 0; i < nd && i < 256; i++)
-            if (devs[i] >= 0 && rep_device_used(&s, devs[i])) {
+        int64_t best_end = -1, best_peak = -1;
+        for (int i = 0; i < nd && i < 256; i++) {
+            if (devs[i] < 0) continue;
+            if (!ngpus++) dev = devs[i];
+            cmh_peak_report p;
+            if (!rep_device_used(&s, devs[i]) || cmh_peak_compute(&s, devs[i], NULL, &p) != CMH_OK) continue;
+            if (p.alloc_end > best_end || (p.alloc_end == best_end && p.alloc_peak > best_peak)) {
+                best_end = p.alloc_end;
+                best_peak = p.alloc_peak;
                 dev = devs[i];
-                break;
             }
+            cmh_peak_report_free(&p);
+        }
         if (dev == -2) dev = 0;
         if (ngpus > 1) /* a profile holds one device: say which, and how to get the others */
             fprintf(stderr, "cumemhist: export: the pprof profile is of device %d, one of %d devices (--device N for another)\n", dev,

@@ -16,6 +16,23 @@ check "export -f memviz -o x.html still writes the pickle asked for" \
 # formats and flamegraph --folded named; a name with no extension is memviz's
 check "export -o x.folded is refused, the formats named, nothing written" \
     "! '$CMH' export -o l.folded l.cmh 2>fold.err && grep -q 'flamegraph --folded' fold.err && grep -q '.pickle or .pkl is memviz' fold.err && [ ! -e l.folded ]"
+# pprof holds one device: with no OOM, the one holding memory at the end (it took the lowest
+# device used, one emptied by the end, beside device 1's live 2 MiB: go tool pprof showed 0 of 0)
+py - <<'EOF'
+import pickle
+M = 1 << 20
+fr = lambda line: [{"filename": "train.py", "line": line, "name": "step"}]
+ent = lambda a, addr, size, t, line: {"action": a, "addr": addr, "size": size, "stream": 0, "time_us": t, "frames": fr(line)}
+P0, P1 = 0x7F0000000000, 0x8F0000000000
+t0 = [ent(a, P0, 8 * M, i + 1, 7) for i, a in enumerate(["segment_alloc", "alloc", "free_requested", "free_completed", "segment_free"])]
+t1 = [ent("segment_alloc", P1, 2 * M, 6, 9), ent("alloc", P1, 2 * M, 7, 9)]
+seg = {"device": 1, "address": P1, "total_size": 2 * M, "allocated_size": 2 * M, "active_size": 2 * M, "requested_size": 2 * M,
+       "stream": 0, "segment_type": "small", "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+       "blocks": [{"address": P1, "size": 2 * M, "requested_size": 2 * M, "state": "active_allocated", "frames": fr(9)}]}
+pickle.dump({"segments": [seg], "device_traces": [t0, t1], "allocator_settings": {}, "external_annotations": []}, open("twodev.pickle", "wb"))
+EOF
+check "export -f pprof with no OOM takes the device holding memory at the end, not the lowest used" \
+    "'$CMH' export twodev.pickle -o twodev.pb.gz 2>twodev.err && grep -q 'the pprof profile is of device 1, one of 2 devices' twodev.err"
 check "export -o NAME without an extension writes the memviz pickle" \
     "'$CMH' export -o lsnap l.cmh 2>/dev/null && py -c 'import pickle; pickle.load(open(\"lsnap\", \"rb\"))'"
 # a directory holding no snapshot is said to be so, not 'one snapshot at a time (0 given)'
