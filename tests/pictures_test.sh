@@ -36,7 +36,21 @@ check "flamegraph --at oom:9 where there is no 9th: refused, said ($(cat err.txt
 axis_of() { sed -n 's/.*class="xlabel" data-axis="\([a-z]*\)".*/\1/p' "$1" | sort -u | tr '\n' ' '; }
 "$CMH" plot merged.cmh -o ax_auto.svg 2>/dev/null
 check "plot of a record with a long quiet start: the entry axis by default, said on the plot ($(axis_of ax_auto.svg))" \
-    '[ "$(axis_of ax_auto.svg)" = "entries " ] && grep -q "the busy part is [0-9]*% of the 5.8 s recorded; --axis time" ax_auto.svg'
+    '[ "$(axis_of ax_auto.svg)" = "entries " ] && grep -q "the busy part is [0-9]*% of the 5.8[0-9] s recorded; --axis time" ax_auto.svg'
+# ... and a short record says its span as the reports do (a 13 ms trace read "of the 0.0 s recorded")
+py - <<'EOF'
+import pickle
+M, P = 1 << 20, 0x7F0000000000
+fr = [{"filename": "t.py", "line": 3, "name": "f"}]
+tr = [{"action": "segment_alloc", "addr": P, "size": 20 * M, "stream": 0, "time_us": 1000, "frames": fr}]
+tr += [{"action": "alloc", "addr": P + i * M, "size": M, "stream": 0, "time_us": 14000 + i, "frames": fr} for i in range(20)]
+seg = {"device": 0, "address": P, "total_size": 20 * M, "allocated_size": 20 * M, "active_size": 20 * M, "requested_size": 20 * M,
+       "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+       "blocks": [{"address": P + i * M, "size": M, "requested_size": M, "state": "active_allocated", "frames": fr} for i in range(20)]}
+pickle.dump({"segments": [seg], "device_traces": [tr], "allocator_settings": {}, "external_annotations": []}, open("short.pickle", "wb"))
+EOF
+"$CMH" plot short.pickle -o ax_short.svg 2>/dev/null
+check "plot of a 13 ms record on the entry axis says 13 ms, not 0.0 s" 'grep -q "the busy part is [0-9]*% of the 13 ms recorded" ax_short.svg'
 check "plot of the merged record on the entry axis: PyTorch's 80 annotation edges drawn" '[ "$(grep -c "class=\"marker ann" ax_auto.svg)" -eq 80 ]'
 "$CMH" plot --axis time merged.cmh -o ax_time.svg 2>/dev/null
 check "plot --axis time: time since the record's first event" '[ "$(axis_of ax_time.svg)" = "time " ] && grep -q "time since the record.s first event" ax_time.svg'

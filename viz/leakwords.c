@@ -140,7 +140,7 @@ static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
 }
 
 /* "80 ms", "2.50 s", "12.0 min" */
-static void span_text(int64_t ns, char *out, size_t cap)
+void cmh_span_text(int64_t ns, char *out, size_t cap)
 {
     double s = (double)ns / 1e9;
     if (s < 0.001) snprintf(out, cap, "1 ms"); /* (said as 'within') */
@@ -184,7 +184,7 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
         /* no step to judge it by: when its still-live blocks were made, as far as their times say */
         if (x->count >= 2 && x->first_ns > 0 && x->first_ns != INT64_MAX && x->last_ns > x->first_ns) {
             char span[32];
-            span_text(x->last_ns - x->first_ns, span, sizeof span);
+            cmh_span_text(x->last_ns - x->first_ns, span, sizeof span);
             /* (no rate: a site's blocks may come in one burst; the outcome gives the run's) */
             snprintf(buf, cap, "held, steps not found: its %" PRIu64 " still-live blocks were made within %s, first to last; growth not judged", x->count, span);
         } else if (x->first_ns > 0 && x->first_ns != INT64_MAX)
@@ -215,7 +215,7 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
          * only where the run is long enough and the memory came through it (run_rate) */
         if (n < cap && !p->steps.count && p->base.entries > 1 && p->grew_bytes && p->run_ns > 0) {
             char span[32], size[32], blocks[48];
-            span_text(p->run_ns, span, sizeof span);
+            cmh_span_text(p->run_ns, span, sizeof span);
             snprintf(size, sizeof size, "%s", cmh_svg_size((double)p->grew_bytes));
             snprintf(blocks, sizeof blocks, "%" PRIu64 " %s", p->grew_blocks, plural(p->grew_blocks, "block", "blocks"));
             if (p->run_rate > 0)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/leakwords.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
 #include "svg.h"
@@ -212,10 +213,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     }
     char xl[160];
     if (by_time) snprintf(xl, sizeof xl, "time since the record's first event");
-    else if (busy > 0 && timed) /* why not time: say so, and how to get it */
-        snprintf(xl, sizeof xl, "trace entry (the busy part is %.0f%% of the %.1f s recorded; --axis time for time)", 100 * busy,
-                 (double)(t1 - t0) / 1e9);
-    else snprintf(xl, sizeof xl, "trace entry");
+    else if (busy > 0 && timed) { /* why not time: say so, and how to get it */
+        char span[32];
+        cmh_span_text(t1 - t0, span, sizeof span); /* (a 14 ms record read "of the 0.0 s recorded") */
+        snprintf(xl, sizeof xl, "trace entry (the busy part is %.0f%% of the %s recorded; --axis time for time)", 100 * busy, span);
+    } else snprintf(xl, sizeof xl, "trace entry");
     fprintf(fp, "<text class=\"xlabel\" data-axis=\"%s\" x=\"%.1f\" y=\"%.1f\">%s</text>\n", by_time ? "time" : "entries", L + pw / 2.0,
             bottom + 36, xl);
     /* the series: reserved under allocated */

@@ -20,6 +20,9 @@ extern "C" {
 const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap);
 /* "marks", "annotations", "pattern", "unknown" */
 const char *cmh_leak_steps_source(int source);
+/* A span of time as the reports say it: "80 ms", "2.50 s", "12.0 min", "1.5 h" (under a
+ * millisecond: "1 ms") */
+void cmh_span_text(int64_t ns, char *out, size_t cap);
 /* A site's verdict: "growing: +1.0 MiB per step over 8 steps", "rose in each of the 3 steps:
  * +40.0 MiB per step; too few steps to call it a leak", "state: held across steps, not
  * growing", ... */
