@@ -252,7 +252,7 @@ static char *put_bytes(char *p, uint64_t v, int neg)
     *p++ = '.';
     *p++ = (char)('0' + q % 10);
     if (k) {
-        memcpy(p, "KiMiGiTiPi" + 2 * (k - 1), 2);
+        memcpy(p, &"KiMiGiTiPi"[2 * (k - 1)], 2);
         p += 2;
     }
     *p++ = 'B';

@@ -21,9 +21,23 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_TSAN=ON -DCMH_A
 cmake --build build-tsan -j"$jobs" --target cumemhist fakecuda test_recorder test_allocators test_faults test_stress test_hot pycallback cumemhist_cli >/dev/null
 (cd build-tsan && TSAN_OPTIONS="detect_deadlocks=0 halt_on_error=1 die_after_fork=0" CUMEMHIST_UNWINDER=fast-glibc \
     ctest --output-on-failure -j"$jobs" -R '^(recorder|allocators|faults|stress|hot|pystack_threads)$')
-# A fuzz smoke run of each reader and of the option parser (scripts/fuzz.sh runs them longer).
+# A fuzz smoke run of each reader and of the option parser (scripts/fuzz.sh runs them longer):
+# built first (their objects compiled once for all), then run $jobs at a time, each fuzzer being
+# one process on one core; the figures are printed in the same order every time.
 mkdir -p build-fuzz
-for t in cmh pickle flight live cli; do
-    sh scripts/fuzz.sh "$t" "${CMH_FUZZ_SECONDS:-10}" >build-fuzz/smoke-$t.log 2>&1 || { tail -40 build-fuzz/smoke-$t.log; exit 1; }
+targets="cmh pickle flight live cli"
+for t in $targets; do
+    FUZZ_BUILD_ONLY=1 sh scripts/fuzz.sh "$t" >build-fuzz/smoke-$t.log 2>&1 || { tail -40 build-fuzz/smoke-$t.log; exit 1; }
+done
+rm -f build-fuzz/smoke.failed
+printf '%s\n' $targets | xargs -P "$jobs" -I{} sh -c \
+    'sh scripts/fuzz.sh "$1" "${CMH_FUZZ_SECONDS:-10}" >build-fuzz/smoke-$1.log 2>&1 || echo "$1" >>build-fuzz/smoke.failed' sh {}
+for t in $targets; do
+    if grep -qx "$t" build-fuzz/smoke.failed 2>/dev/null; then
+        rm -f build-fuzz/smoke.failed
+        tail -40 build-fuzz/smoke-$t.log
+        echo "fuzz $t: failed (build-fuzz/smoke-$t.log)"
+        exit 1
+    fi
     sed -n "s/^stat::number_of_executed_units: */fuzz $t: executions: /p" build-fuzz/smoke-$t.log
 done
