@@ -124,6 +124,26 @@ static const char *change(const row *r)
 /* "now", or what the figures of a process that ended are */
 static const char *as_of(const cli_proc *p) { return p->ended ? "at its end" : "now"; }
 
+/* The driver-used column: cuMemGetInfo's latest sample (the recorder takes one a second), so it
+ * can be older than the process's own figures; one below the process's reserved bytes cannot be
+ * true now (every process's memory is in it): it is marked '*', and the frame says why. */
+static const char *used_text(const cmh_live_device *d, char *buf, size_t cap, int *stale)
+{
+    if (!d->meminfo_known) return "-";
+    uint64_t used = d->mem_total - d->mem_free;
+    int old = used < d->reserved;
+    if (old) *stale = 1;
+    snprintf(buf, cap, "%s%s", cli_live_size((double)used), old ? "*" : "");
+    return buf;
+}
+
+/* the note under a frame with a '*' in it */
+static void stale_note(char *out, size_t cap)
+{
+    snprintf(out, cap, "* driver used is cuMemGetInfo's latest sample (the recorder takes one a second), taken before the "
+                       "process reserved what it holds now, so it is below RESERVED; the next sample catches up");
+}
+
 /* ---- one frame, for scripts ---- */
 
 static void json_frame(cli_procs *ps, row *rows, uint32_t n)
@@ -212,17 +232,23 @@ static void json_frame(cli_procs *ps, row *rows, uint32_t n)
 
 static void text_frame(cli_procs *ps, row *rows, uint32_t n)
 {
+    int stale = 0;
     printf("%7s %4s %6s %11s %11s %11s %14s %5s %8s  %s\n", "PID", "RANK", "DEVICE", "ALLOCATED", "RESERVED", "DRIVER USED", "CHANGE", "OOMS",
            "DROPPED", "COMMAND");
     for (uint32_t r = 0; r < n; r++) {
         const cmh_live_info *in = cmh_live_get_info(rows[r].p->live);
         const cmh_live_device *d = &rows[r].d;
-        char rank[16], used[32];
+        char rank[16], ubuf[32];
         snprintf(rank, sizeof rank, in->rank >= 0 ? "%d" : "-", in->rank);
-        snprintf(used, sizeof used, "%s", d->meminfo_known ? cli_live_size((double)(d->mem_total - d->mem_free)) : "-");
+        const char *used = used_text(d, ubuf, sizeof ubuf, &stale);
         printf("%7lld %4s %6s %11s %11s %11s %14s %5" PRIu64 " %8" PRIu64 "  %.60s\n", (long long)in->pid, rank, dev_name(d->device),
                cli_live_size((double)d->allocated), cli_live_size((double)d->reserved), used, change(&rows[r]), d->ooms, d->dropped,
                in->cmdline);
+    }
+    if (stale) {
+        char note[256];
+        stale_note(note, sizeof note);
+        printf("%s\n", note);
     }
     for (uint32_t i = 0; i < ps->n; i++) /* said once a process, whatever its devices */
         if (ps->v[i].ended)
@@ -259,7 +285,7 @@ __attribute__((format(printf, 3, 4))) static void put(int y, int x, const char *
 static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t site, int show_stack)
 {
     erase();
-    int H = getmaxy(g_scr), W = getmaxx(g_scr), y = 0;
+    int H = getmaxy(g_scr), W = getmaxx(g_scr), y = 0, stale = 0;
     time_t now = time(NULL);
     char when[32];
     strftime(when, sizeof when, "%H:%M:%S", localtime(&now));
@@ -275,9 +301,9 @@ static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t si
     for (uint32_t r = first; r < n && y < 3 + list_h; r++) {
         const cmh_live_info *in = cmh_live_get_info(rows[r].p->live);
         const cmh_live_device *d = &rows[r].d;
-        char rank[16], used[32];
+        char rank[16], ubuf[32];
         snprintf(rank, sizeof rank, in->rank >= 0 ? "%d" : "-", in->rank);
-        snprintf(used, sizeof used, "%s", d->meminfo_known ? cli_live_size((double)(d->mem_total - d->mem_free)) : "-");
+        const char *used = used_text(d, ubuf, sizeof ubuf, &stale);
         if (r == sel) attron(A_REVERSE);
         put(y++, 0, "%7lld %4s %6s %11s %11s %11s %14s %5" PRIu64 " %8" PRIu64 "  %.*s", (long long)in->pid, rank, dev_name(d->device),
                  cli_live_size((double)d->allocated), cli_live_size((double)d->reserved), used, change(&rows[r]), d->ooms, d->dropped,
@@ -285,6 +311,11 @@ static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t si
         if (r == sel) attroff(A_REVERSE);
     }
     if (!n) put(y++, 0, "(no recorded process of yours is running: start one with 'cumemhist record -- PROGRAM')");
+    if (stale) {
+        char note[256];
+        stale_note(note, sizeof note);
+        put(y++, 0, "%s", note);
+    }
     y++;
     if (n) {
         const cli_dev_analysis *a = analysis(rows[sel].p, rows[sel].d.device);

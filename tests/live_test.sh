@@ -284,6 +284,20 @@ check "a burst has no change per minute (null, no sample), a ramp over seconds h
 check "top's text says '-' for the burst's change ($(sed -n 2p rate.txt | cut -c57-70))" '[ "$(sed -n 2p rate.txt | cut -c57-70 | tr -d " ")" = - ]'
 kill -TERM $burst_pid $ramp_pid 2>/dev/null
 
+# --- driver used is a sample: one older than the process's reserved bytes is marked, not shown as now ---
+# (CUMEMHIST_MEMINFO=0: no sample a second, only the first allocation's, so the 20 MiB kept after it
+# are reserved and not in the sample; top showed 'DRIVER USED 1.0 MiB' beside 'RESERVED 21.0 MiB')
+CUMEMHIST_MEMINFO=0 LIVE_DONE=$T/stale_done "$CMH" record -q -o stale.cmh -- "$P" leak 10 20 >/dev/null 2>&1 &
+wait_until 60 '[ -e stale_done ]'
+stale_pid=$(grep -l "stale.cmh.flight" "$REG"/*.proc | xargs sed -n 's/^pid //p')
+"$CMH" top --once $stale_pid >stale.txt 2>/dev/null
+check "top marks a driver-used sample below the process's reserved bytes ($(sed -n 2p stale.txt | cut -c31-54))" \
+    'sed -n 2p stale.txt | grep -q "MiB\*" && grep -q "^\* driver used is cuMemGetInfo.s latest sample" stale.txt'
+steady=$(for p in $pids; do [ "$p" = "$leaker" ] || { echo $p; break; }; done) # still running, sampled each second
+"$CMH" top --once $steady >fresh.txt 2>/dev/null
+check "and not one that is current ($(sed -n 2p fresh.txt | cut -c31-54))" 'grep -q "^ *$steady .*live_prog" fresh.txt && ! grep -q "\*" fresh.txt'
+kill -TERM $stale_pid 2>/dev/null
+
 # --- a clean end removes the entry ---
 for p in $pids; do [ "$p" = "$leaker" ] || kill -TERM $p 2>/dev/null; done
 wait_until 60 '[ -z "$(ls "$REG"/*.proc 2>/dev/null)" ]'
