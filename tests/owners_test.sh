@@ -304,6 +304,29 @@ check "leaks: the held, unmapped handles by their cuMemCreate site (20 MiB never
      py -c 'import json; v = json.load(open(\"vhl.json\"))[0][\"vmm_unmapped\"]; M = 2**20
 assert (v[\"bytes\"], v[\"handles\"]) == (28 * M, 2), v
 assert [(x[\"bytes\"], x[\"handles\"], x[\"site\"][\"function\"]) for x in v[\"sites\"]] == [(20 * M, 1, \"never_mapped\"), (8 * M, 1, \"unmapped_later\")], v'"
+# the same program killed by SIGKILL (no exit dump): the record recovered from its flight record
+# (by record, and by recover after a plain preload) holds the same held, unmapped handles, by the
+# same sites, as the exit dump's; before, the flight record kept no handle and the row was gone
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vk.cmh -- "$B/tests/vmm_held" kill >/dev/null 2>&1
+rm -f vp.cmh*
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=vp.cmh \
+    "$B/tests/vmm_held" kill >/dev/null 2>&1
+"$CMH" recover vp.cmh.flight >/dev/null 2>&1
+for f in vk vp; do
+    "$CMH" owners --json $f.cmh >$f.json 2>&1
+    "$CMH" leaks --json $f.cmh >${f}l.json 2>&1
+    check "SIGKILL ($f): the recovered record's owners row and leaks' sites are the exit dump's (28 MiB, 2 handles: never_mapped, unmapped_later)" "py - <<PY
+import json
+def row(f):
+    end = [m for m in json.load(open(f))[0]['moments'] if m['moment'] == 'end'][0]
+    return [(r['bytes'], r['allocations']) for r in end['rows'] if r['kind'] == 'vmm_unmapped']
+def sites(f):
+    v = json.load(open(f))[0]['vmm_unmapped']
+    return (v['bytes'], v['handles'], [(x['bytes'], x['handles'], x['site']['function']) for x in v['sites']])
+assert row('$f.json') == row('vh.json') == [(28 * 2**20, 2)], (row('$f.json'), row('vh.json'))
+assert sites('${f}l.json') == sites('vhl.json'), (sites('${f}l.json'), sites('vhl.json'))
+PY"
+done
 # a process whose only allocation is a handle it never maps is recorded (before, no snapshot at all)
 FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vo.cmh -- "$B/tests/vmm_held" only >/dev/null 2>&1
 "$CMH" owners --json vo.cmh >vo.json 2>&1

@@ -7,11 +7,13 @@
  * back; exit 3 if it did not): 28 MiB held that no segment shows.  Each call site is its own function, so each has its own stack.  `vmm_held only`: the
  * 20 MiB handle alone, no map nor any other allocation (the process is recorded all the same).
  * `vmm_held fork`: that handle, then a fork whose child makes 2 MiB it never maps and prints
- * its pid (the child's record holds its own 2 MiB, not the parent's 20).
- *   vmm_held [only|fork]
+ * its pid (the child's record holds its own 2 MiB, not the parent's 20).  `vmm_held kill`: the
+ * whole program, then SIGKILL (no exit dump: its flight record is all that is left).
+ *   vmm_held [only|fork|kill]
  */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,5 +98,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "vmm_held: the fake driver did not give the released handle's value back\n");
         return 3;
     }
+    if (argc > 1 && !strcmp(argv[1], "kill")) raise(SIGKILL);
     return 0;
 }
