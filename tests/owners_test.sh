@@ -312,7 +312,14 @@ rm -f vp.cmh*
 FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=vp.cmh \
     "$B/tests/vmm_held" kill >/dev/null 2>&1
 "$CMH" recover vp.cmh.flight >/dev/null 2>&1
-for f in vk vp; do
+# and past a checkpoint (a bounded ring: the handles' first records are in a generation the
+# checkpoint replaced, so each new generation writes every held handle again)
+rm -f vc.cmh*
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=vc.cmh \
+    CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 "$B/tests/vmm_held" ckpt >/dev/null 2>&1
+check "vmm_held ckpt: a checkpoint was written before the SIGKILL" 'ls vc.cmh.flight.ckpt*.cmh >/dev/null 2>&1'
+"$CMH" recover vc.cmh.flight >/dev/null 2>&1
+for f in vk vp vc; do
     "$CMH" owners --json $f.cmh >$f.json 2>&1
     "$CMH" leaks --json $f.cmh >${f}l.json 2>&1
     check "SIGKILL ($f): the recovered record's owners row and leaks' sites are the exit dump's (28 MiB, 2 handles: never_mapped, unmapped_later)" "py - <<PY

@@ -8,8 +8,12 @@
  * 20 MiB handle alone, no map nor any other allocation (the process is recorded all the same).
  * `vmm_held fork`: that handle, then a fork whose child makes 2 MiB it never maps and prints
  * its pid (the child's record holds its own 2 MiB, not the parent's 20).  `vmm_held kill`: the
- * whole program, then SIGKILL (no exit dump: its flight record is all that is left).
- *   vmm_held [only|fork|kill]
+ * whole program, then SIGKILL (no exit dump: its flight record is all that is left).  `vmm_held
+ * ckpt`: the same, with 300,000 cuMemAlloc/cuMemFree pairs after the handles and a wait (up to
+ * 30 s) for a checkpoint of $CUMEMHIST_OUTPUT's flight record before the SIGKILL: run with a
+ * bounded ring (CUMEMHIST_MAX_ENTRIES) and CUMEMHIST_FLIGHT=1, the handles' first records are
+ * in a generation the checkpoint replaced.
+ *   vmm_held [only|fork|kill|ckpt]
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "loop_prog.h"
@@ -98,6 +103,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "vmm_held: the fake driver did not give the released handle's value back\n");
         return 3;
     }
-    if (argc > 1 && !strcmp(argv[1], "kill")) raise(SIGKILL);
+    if (argc > 1 && !strcmp(argv[1], "ckpt")) {
+        for (int i = 0; i < 300000; i++) {
+            CUdeviceptr p;
+            check(cuMemAlloc(&p, 256), "cuMemAlloc");
+            cuMemFree(p);
+        }
+        const char *out = getenv("CUMEMHIST_OUTPUT");
+        char x[4096], y[4096];
+        snprintf(x, sizeof x, "%s.flight.ckpt1.cmh", out ? out : "");
+        snprintf(y, sizeof y, "%s.flight.ckpt2.cmh", out ? out : "");
+        struct timespec tick = {0, 10000000};
+        for (int i = 0; out && i < 3000 && access(x, F_OK) && access(y, F_OK); i++) nanosleep(&tick, NULL);
+    }
+    if (argc > 1 && (!strcmp(argv[1], "kill") || !strcmp(argv[1], "ckpt"))) raise(SIGKILL);
     return 0;
 }
