@@ -235,9 +235,10 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         const cmh_fr_vmm_handle *x = body;
         if (len < sizeof *x) return fail(c->r, "a short cuMemCreate handle record at byte %llu", at);
         if (!x->handle) return CMH_OK;
-        vmm_rec *v = cmh_oa_get(&c->handles, x->handle, NULL); /* the later record says it now */
+        int fresh = 0;
+        vmm_rec *v = cmh_oa_get(&c->handles, x->handle, &fresh); /* the later record says it now */
         if (!v) return CMH_ENOMEM;
-        v->last = *x;
+        if (fresh || cmh_fr_vmm_later(x->seq, v->last.seq)) v->last = *x;
         return CMH_OK;
     }
     default: return CMH_OK; /* a record of a newer writer: not ours to read */

@@ -264,16 +264,20 @@ typedef struct cmh_fr_meminfo {
  * bytes of it mapped somewhere go from none to some (MAPPED) or back (UNMAPPED), when it is
  * released (GONE), and again for every handle held at each new generation (a checkpoint's
  * extents drop the older records) and when a flight record starts after the handles were made.
- * Written under the recorder's handle lock, so the file's order is the order of the changes.  A
+ * Written under the recorder's handle lock, so the file's order is the order of the changes (and
+ * seq counts them: a reader that reads out of the file's order keeps the later state).  A
  * handle UNMAPPED at the end is the .cmh vmm_unmapped table's: physical memory held, mapped
  * nowhere. */
 enum { CMH_FR_VMM_GONE = 0, CMH_FR_VMM_UNMAPPED = 1, CMH_FR_VMM_MAPPED = 2 };
+/* Whether a handle's record of sequence number a is later than one of b (serial arithmetic). */
+static inline int cmh_fr_vmm_later(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0; }
 typedef struct cmh_fr_vmm_handle {
     uint64_t handle, size;
     int64_t ticks; /* when it was made */
     int32_t device;
     uint32_t stack; /* cuMemCreate's (0: none) */
-    uint32_t state, pad;
+    uint32_t state;
+    uint32_t seq; /* 1, 2, ... per record of this type (wrapping): a reader that meets a record after a later one (a live reader reads an extent on past one it waits in) keeps the later */
 } cmh_fr_vmm_handle;
 
 _Static_assert(sizeof(cmh_flight_rec) == 16 && sizeof(cmh_fr_entry) == 72, "an entry record is 88 bytes, its body 9 words");

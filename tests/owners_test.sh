@@ -334,6 +334,29 @@ assert row('$f.json') == row('vh.json') == [(28 * 2**20, 2)], (row('$f.json'), r
 assert sites('${f}l.json') == sites('vhl.json'), (sites('${f}l.json'), sites('vhl.json'))
 PY"
 done
+# and a running process's snapshot (`snapshot PID`, the live reader of its flight record): the
+# handles it holds mapped nowhere now, as its exit dump lists them
+rm -f vs.cmh* vs.ready
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=vs.cmh \
+    VMM_READY=$T/vs.ready "$B/tests/vmm_held" hold >/dev/null 2>&1 &
+vs_pid=$!
+wait_until 60 '[ -e vs.ready ]'
+"$CMH" snapshot -q $vs_pid -o vsnow.cmh >/dev/null 2>&1
+kill -9 $vs_pid 2>/dev/null
+wait $vs_pid 2>/dev/null
+"$CMH" owners --json vsnow.cmh >vsnow.json 2>&1
+"$CMH" leaks --json vsnow.cmh >vsnowl.json 2>&1
+check "snapshot PID of a running process: its held, unmapped handles are the exit dump's (owners' row and leaks' sites)" "py - <<PY
+import json
+def row(f):
+    end = [m for m in json.load(open(f))[0]['moments'] if m['moment'] == 'end'][0]
+    return [(r['bytes'], r['allocations']) for r in end['rows'] if r['kind'] == 'vmm_unmapped']
+def sites(f):
+    v = json.load(open(f))[0]['vmm_unmapped']
+    return (v['bytes'], v['handles'], [(x['bytes'], x['handles'], x['site']['function']) for x in v['sites']])
+assert row('vsnow.json') == row('vh.json') == [(28 * 2**20, 2)], (row('vsnow.json'), row('vh.json'))
+assert sites('vsnowl.json') == sites('vhl.json'), (sites('vsnowl.json'), sites('vhl.json'))
+PY"
 # a process whose only allocation is a handle it never maps is recorded (before, no snapshot at all)
 FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vo.cmh -- "$B/tests/vmm_held" only >/dev/null 2>&1
 "$CMH" owners --json vo.cmh >vo.json 2>&1

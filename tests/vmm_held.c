@@ -12,8 +12,9 @@
  * ckpt`: the same, with 300,000 cuMemAlloc/cuMemFree pairs after the handles and a wait (up to
  * 30 s) for a checkpoint of $CUMEMHIST_OUTPUT's flight record before the SIGKILL: run with a
  * bounded ring (CUMEMHIST_MAX_ENTRIES) and CUMEMHIST_FLIGHT=1, the handles' first records are
- * in a generation the checkpoint replaced.
- *   vmm_held [only|fork|kill|ckpt]
+ * in a generation the checkpoint replaced.  `vmm_held hold`: the whole program, then it creates
+ * $VMM_READY and waits (up to 60 s) to be killed, for readers of a running process.
+ *   vmm_held [only|fork|kill|ckpt|hold]
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -117,5 +118,11 @@ int main(int argc, char **argv)
         for (int i = 0; out && i < 3000 && access(x, F_OK) && access(y, F_OK); i++) nanosleep(&tick, NULL);
     }
     if (argc > 1 && (!strcmp(argv[1], "kill") || !strcmp(argv[1], "ckpt"))) raise(SIGKILL);
+    if (argc > 1 && !strcmp(argv[1], "hold")) {
+        const char *ready = getenv("VMM_READY");
+        FILE *f = ready ? fopen(ready, "w") : NULL;
+        if (f) fclose(f);
+        for (int i = 0; i < 600; i++) usleep(100000);
+    }
     return 0;
 }
