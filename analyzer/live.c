@@ -42,6 +42,8 @@ static void clear_state(cmh_live *l)
     cmh_oa_free(&l->dict.stacks);
     cmh_oa_free(&l->dict.names);
     cmh_oa_free(&l->dict.pyframes);
+    cmh_oa_free(&l->handles);
+    cmh_oa_init(&l->handles, sizeof(lvmm));
     cmh_oa_init(&l->dict.stacks, sizeof(fstack));
     cmh_oa_init(&l->dict.names, sizeof(fname));
     cmh_oa_init(&l->dict.pyframes, sizeof(lpyframe));
@@ -317,6 +319,7 @@ int cmh_live_open(const char *path, uint64_t trace_cap, cmh_live **out, char *er
     cmh_oa_init(&l->dict.stacks, sizeof(fstack));
     cmh_oa_init(&l->dict.names, sizeof(fname));
     cmh_oa_init(&l->dict.pyframes, sizeof(lpyframe));
+    cmh_oa_init(&l->handles, sizeof(lvmm));
     l->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (l->fd < 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -347,6 +350,7 @@ void cmh_live_close(cmh_live *l)
     cmh_oa_free(&l->dict.stacks);
     cmh_oa_free(&l->dict.names);
     cmh_oa_free(&l->dict.pyframes);
+    cmh_oa_free(&l->handles);
     free(l->dict.pcs);
     free(l->namebuf);
     free(l->mods);

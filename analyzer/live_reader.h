@@ -27,6 +27,15 @@
  * flight record never fills): a slot per entry the window holds, made as entries come. */
 _Static_assert(sizeof(cmh_entry_full) == 80, "a trace entry (every field) is 80 bytes in the window");
 
+/* a cuMemCreate handle's latest state (CMH_FR_VMM_HANDLE), its time in ns */
+typedef struct lvmm {
+    uint64_t handle; /* the key */
+    uint64_t size;
+    int64_t time_ns;
+    int32_t device;
+    uint32_t stack, state, seq;
+} lvmm;
+
 typedef struct lpyframe {
     uint64_t id; /* the key: recorder Python frame id + 1 */
     uint64_t off; /* file then function, in namebuf */
@@ -96,6 +105,7 @@ struct cmh_live {
     cmh_meminfo last_sample[CMH_FLIGHT_SLOTS];
     cmh_annotation *anns;
     uint32_t nanns, capanns;
+    cmh_oatab handles; /* of lvmm: the handles' latest states, for vmm_unmapped */
     ltrace tr[CMH_FLIGHT_SLOTS];
     rate_pt rate[CMH_FLIGHT_SLOTS][RATE_POINTS];
     uint32_t nrate[CMH_FLIGHT_SLOTS];

@@ -282,6 +282,17 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         cmh_meminfo m = {x->device, to_ns(h, x->ticks), x->free, x->total, x->thread};
         return add_sample(l, &m);
     }
+    case CMH_FR_VMM_HANDLE: {
+        const cmh_fr_vmm_handle *x = (const cmh_fr_vmm_handle *)body;
+        if (len < sizeof *x) return cmh_live_fail(l, err, errlen, "a short cuMemCreate handle record", at);
+        if (!x->handle) return CMH_OK;
+        int fresh = 0;
+        lvmm *v = cmh_oa_get(&l->handles, x->handle, &fresh);
+        if (!v) return CMH_ENOMEM;
+        if (fresh || cmh_fr_vmm_later(x->seq, v->seq)) /* (read past an extent it waits in: the later state stays) */
+            *v = (lvmm){x->handle, x->size, to_ns(h, x->ticks), x->device, x->stack, x->state, x->seq};
+        return CMH_OK;
+    }
     default: return CMH_OK; /* a newer writer's record: not ours to read */
     }
 }

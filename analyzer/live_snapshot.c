@@ -2,7 +2,8 @@
  * live_snapshot.c - a snapshot of now from a live reader (live_reader.h): the checkpoint's
  * dictionary, the modules seen, each device's window (the recorder's stack ids made model
  * stacks, with their PCs' frames and Python frames, marks' name ids made strings), the final
- * state, the samples and annotations, and the process's identity and options.
+ * state, the cuMemCreate handles held and mapped nowhere, the samples and annotations, and the
+ * process's identity and options.
  */
 #include <stdio.h>
 #include <string.h>
@@ -106,6 +107,12 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
     }
     uint64_t orphans = 0;
     if ((rc = cmh_fstate_emit(&l->st, s, model_stack, &m, &orphans)) != CMH_OK || m.nomem) goto nomem;
+    for (uint32_t i = 0; i < l->handles.cap; i++) { /* held and mapped nowhere now, as a dump lists them */
+        const lvmm *v = cmh_oa_at(&l->handles, i);
+        if (!v->handle || v->state != CMH_FR_VMM_UNMAPPED || v->device < -1 || v->device > 1023) continue;
+        cmh_vmm_handle hv = {v->device, v->size, model_stack(&m, v->stack), v->time_ns};
+        if (m.nomem || cmh_snapshot_add_vmm_unmapped(s, &hv) != CMH_OK) goto nomem;
+    }
     for (uint32_t i = 0; i < l->nsamples; i++) {
         uint32_t j = l->nsamples < MAX_SAMPLES ? i : (l->sample_head + i) % MAX_SAMPLES;
         if (cmh_snapshot_add_meminfo(s, &l->samples[j]) != CMH_OK) goto nomem;

@@ -132,7 +132,13 @@ typedef struct ctx {
     uint64_t cut[CMH_FLIGHT_SLOTS];
     uint64_t cleared[CMH_FLIGHT_SLOTS]; /* entries up to this sequence are gone (a cleared history) */
     int64_t base_dump_ns;
+    cmh_oatab handles; /* cuMemCreate handles: the last CMH_FR_VMM_HANDLE of each value (of vmm_rec) */
 } ctx;
+
+typedef struct vmm_rec {
+    uint64_t handle; /* key */
+    cmh_fr_vmm_handle last;
+} vmm_rec;
 
 static int64_t to_ns(const cmh_flight_header *h, int64_t ticks)
 {
@@ -225,8 +231,34 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
             return CMH_ENOMEM;
         return CMH_OK;
     }
+    case CMH_FR_VMM_HANDLE: {
+        const cmh_fr_vmm_handle *x = body;
+        if (len < sizeof *x) return fail(c->r, "a short cuMemCreate handle record at byte %llu", at);
+        if (!x->handle) return CMH_OK;
+        int fresh = 0;
+        vmm_rec *v = cmh_oa_get(&c->handles, x->handle, &fresh); /* the later record says it now */
+        if (!v) return CMH_ENOMEM;
+        if (fresh || cmh_fr_vmm_later(x->seq, v->last.seq)) v->last = *x;
+        return CMH_OK;
+    }
     default: return CMH_OK; /* a record of a newer writer: not ours to read */
     }
+}
+
+static int model_stack(ctx *c, uint32_t rec, uint32_t *out);
+
+/* The handles held and mapped nowhere at the end, as the exit dump lists them (the .cmh
+ * vmm_unmapped table): the last state each handle's records say. */
+static int vmm_unmapped(ctx *c)
+{
+    for (uint32_t i = 0; i < c->handles.cap; i++) {
+        const vmm_rec *v = cmh_oa_at(&c->handles, i);
+        if (!v->handle || v->last.state != CMH_FR_VMM_UNMAPPED) continue;
+        if (v->last.device < -1 || v->last.device > 1023) continue; /* not a device's: not ours to keep */
+        cmh_vmm_handle h = {v->last.device, v->last.size, 0, to_ns(c->r->h, v->last.ticks)};
+        if (model_stack(c, v->last.stack, &h.stack) != CMH_OK || cmh_snapshot_add_vmm_unmapped(c->s, &h) != CMH_OK) return CMH_ENOMEM;
+    }
+    return CMH_OK;
 }
 
 static int on_record(void *arg, const void *body, uint32_t len, uint32_t type, uint64_t at)
@@ -465,6 +497,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     cmh_fstate st;
     cmh_fstate_init(&st);
     cmh_oa_init(&c.dict.pyframes, sizeof(pyframe_rec));
+    cmh_oa_init(&c.handles, sizeof(vmm_rec));
     cmh_snapshot base;
     int have_base = 0;
 
@@ -602,6 +635,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     out->opt_max_frames = h->max_frames;
     out->lost_events = h->lost_events + h->lost_records + (have_base ? base.lost_events : 0);
     if ((rc = build(&c, have_base ? &base : NULL, &st)) != CMH_OK) goto out;
+    if ((rc = vmm_unmapped(&c)) != CMH_OK) goto out;
     for (uint32_t i = 0; i < c.nanns; i++) { /* the ranges, but those the checkpoint has */
         cmh_annotation a = c.anns[i];
         if (have_base && a.time_ns <= c.base_dump_ns) continue;
@@ -618,6 +652,7 @@ out:
     cmh_oa_free(&c.dict.stacks);
     cmh_oa_free(&c.dict.names);
     cmh_oa_free(&c.dict.pyframes);
+    cmh_oa_free(&c.handles);
     free(c.dict.pcs);
     free(c.ents);
     free(c.anns);

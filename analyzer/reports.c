@@ -408,6 +408,41 @@ static int series_of(const leak_ctx *c, uint32_t group, uint32_t thread, int64_t
     return 1;
 }
 
+/* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site ---- */
+
+static int cmp_vmm_site(const void *a, const void *b)
+{
+    const cmh_vmm_site *x = a, *y = b;
+    return x->bytes != y->bytes ? (x->bytes < y->bytes ? 1 : -1) : (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* The device's held, unmapped handles (the .cmh vmm_unmapped table) grouped by their site. */
+static int vmm_sites(const cmh_snapshot *s, int device, const cmh_sites *g, cmh_leak_report *p)
+{
+    for (uint32_t i = 0; i < s->nvmm_unmapped; i++) {
+        const cmh_vmm_handle *h = &s->vmm_unmapped[i];
+        if (h->device != device) continue;
+        uint32_t stack = h->stack < s->nstacks ? h->stack : 0;
+        const cmh_stack *st = &s->stacks[stack];
+        const cmh_frame *site = !stack || !st->count ? NULL
+                                : g                  ? cmh_sites_site_of(g, stack)
+                                                     : &s->frames[s->stack_frames[st->first]];
+        uint32_t k = 0;
+        while (k < p->nvmm_sites && p->vmm_sites[k].site != site) k++;
+        if (k == p->nvmm_sites) {
+            cmh_vmm_site *nv = realloc(p->vmm_sites, (k + 1) * sizeof *nv);
+            if (!nv) return CMH_ENOMEM;
+            p->vmm_sites = nv;
+            nv[k] = (cmh_vmm_site){site, stack, 0, 0};
+            p->nvmm_sites++;
+        }
+        p->vmm_sites[k].bytes += h->size;
+        p->vmm_sites[k].handles++;
+    }
+    if (p->nvmm_sites > 1) qsort(p->vmm_sites, p->nvmm_sites, sizeof *p->vmm_sites, cmp_vmm_site);
+    return CMH_OK;
+}
+
 #define MAX_THREADS 64 /* threads cut one by one at most (each costs a pattern search) */
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
@@ -415,8 +450,11 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     memset(p, 0, sizeof *p);
     cmh_report_base_fill(s, device, &p->base);
     p->vmm_unmapped_bytes = cmh_owners_vmm_unmapped(s, device, &p->vmm_unmapped_handles);
-    cmh_replay *r = cmh_replay_new(s, device);
-    if (!r) return CMH_ENOMEM;
+    cmh_replay *r = vmm_sites(s, device, sites, p) == CMH_OK ? cmh_replay_new(s, device) : NULL;
+    if (!r) {
+        cmh_leak_report_free(p);
+        return CMH_ENOMEM;
+    }
     int64_t n = cmh_replay_length(r);
     /* the recording threads (a recorder snapshot says which thread made each entry) */
     uint32_t maxthread = 0, nthreads = 0;
@@ -793,6 +831,7 @@ void cmh_peak_report_free(cmh_peak_report *p)
 void cmh_leak_report_free(cmh_leak_report *p)
 {
     free(p->sites);
+    free(p->vmm_sites);
     cmh_steps_free(&p->steps);
     memset(p, 0, sizeof *p);
 }

@@ -40,55 +40,13 @@ const cli_command cli_cmd_leaks = {
     "docs/DEFINITIONS.md.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist leaks train.cmh --min-bytes 1M --fail-on-leak"};
 
-/* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site ---- */
+/* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site (the
+ * analyzer's grouping: cmh_leak_report.vmm_sites, which the HTML report lists too) ---- */
 
-typedef struct held_site {
-    const cmh_frame *site; /* the cuMemCreate call's site (NULL: no stack) */
-    uint32_t stack;        /* the stack of its first handle, for its frames */
-    uint64_t bytes;
-    uint32_t handles;
-} held_site;
-
-static int cmp_held(const void *a, const void *b)
+static void held_json(cmh_jw *w, const cmh_snapshot *s, const cmh_leak_report *p)
 {
-    const held_site *x = a, *y = b;
-    return x->bytes != y->bytes ? (x->bytes < y->bytes ? 1 : -1) : (x->stack > y->stack) - (x->stack < y->stack);
-}
-
-/* The device's held, unmapped handles grouped by their site, largest first; *n sites (NULL and
- * 0 where none; NULL and (uint32_t)-1 out of memory). */
-static held_site *held_sites(const cmh_snapshot *s, const cmh_sites *g, int dev, uint32_t *n)
-{
-    *n = 0;
-    held_site *v = NULL;
-    for (uint32_t i = 0; i < s->nvmm_unmapped; i++) {
-        const cmh_vmm_handle *h = &s->vmm_unmapped[i];
-        if (h->device != dev) continue;
-        const cmh_frame *site = !h->stack ? NULL
-                                : g       ? cmh_sites_site_of(g, h->stack)
-                                          : &s->frames[s->stack_frames[s->stacks[h->stack].first]];
-        uint32_t k = 0;
-        while (k < *n && v[k].site != site) k++;
-        if (k == *n) {
-            held_site *nv = realloc(v, (*n + 1) * sizeof *nv);
-            if (!nv) {
-                free(v);
-                *n = (uint32_t)-1;
-                return NULL;
-            }
-            v = nv;
-            v[k] = (held_site){site, h->stack, 0, 0};
-            ++*n;
-        }
-        v[k].bytes += h->size;
-        v[k].handles++;
-    }
-    if (*n > 1) qsort(v, *n, sizeof *v, cmp_held);
-    return v;
-}
-
-static void held_json(cmh_jw *w, const cmh_snapshot *s, const cmh_leak_report *p, const held_site *v, uint32_t n)
-{
+    const cmh_vmm_site *v = p->vmm_sites;
+    uint32_t n = p->nvmm_sites;
     cmh_jw_key(w, "vmm_unmapped");
     cmh_jw_obj(w);
     cmh_jw_kuint(w, "bytes", p->vmm_unmapped_bytes);
@@ -114,8 +72,10 @@ static void held_json(cmh_jw *w, const cmh_snapshot *s, const cmh_leak_report *p
     cmh_jw_end(w);
 }
 
-static void held_text(const cmh_snapshot *s, const cmh_sites *g, const cmh_leak_report *p, const held_site *v, uint32_t n)
+static void held_text(const cmh_snapshot *s, const cmh_sites *g, const cmh_leak_report *p)
 {
+    const cmh_vmm_site *v = p->vmm_sites;
+    uint32_t n = p->nvmm_sites;
     printf("\nphysical memory made with cuMemCreate, held and mapped nowhere at the end (no block shows it): %s in %s, from %s\n",
            rep_size((double)p->vmm_unmapped_bytes), rep_count(p->vmm_unmapped_handles, "handle", "handles"),
            rep_count(n, "site", "sites"));
@@ -143,12 +103,7 @@ static int section(const rep_section *sec, void *arg)
     if (rc != CMH_OK) return rc;
     out->leaking += p.leaking;
     out->unjudged += !p.judged;
-    uint32_t nheld;
-    held_site *held = held_sites(s, g, dev, &nheld);
-    if (nheld == (uint32_t)-1) {
-        cmh_leak_report_free(&p);
-        return CMH_ENOMEM;
-    }
+    uint32_t nheld = p.nvmm_sites;
     char line[512];
     int64_t t0 = rep_trace_start(s, dev);
     if (sec->w) {
@@ -186,7 +141,7 @@ static int section(const rep_section *sec, void *arg)
         rep_json_sites(w, s, g, p.sites, p.nsites, g_top, p.live_bytes, 1);
         rep_json_sites_left_out(w, "sites", p.nsites, g_top);
         cmh_jw_nl(w);
-        held_json(w, s, &p, held, nheld);
+        held_json(w, s, &p);
         cmh_jw_end(w);
     } else {
         if (sec->index) putchar('\n');
@@ -216,7 +171,7 @@ static int section(const rep_section *sec, void *arg)
             if (p.hidden_sites)
                 printf("  ... %s holding %s hidden (--min-bytes %s)\n", rep_count(p.hidden_sites, "site", "sites"),
                        rep_size((double)p.hidden_bytes), rep_size((double)g_min_bytes));
-            if (nheld) held_text(s, g, &p, held, nheld);
+            if (nheld) held_text(s, g, &p);
             printf("\n%s\n", cmh_leak_outcome_text(&p, line, sizeof line));
             rep_notes(&p.base);
             /* a trace that began mid-run (PyTorch's ring, ours dropping its oldest): a site's
@@ -227,7 +182,6 @@ static int section(const rep_section *sec, void *arg)
                        rep_size((double)(p.live_bytes - p.grew_bytes)), rep_count(p.live_blocks - p.grew_blocks, "block", "blocks"));
         }
     }
-    free(held);
     cmh_leak_report_free(&p);
     return CMH_OK;
 }

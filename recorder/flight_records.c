@@ -112,6 +112,25 @@ void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t tot
     cmh_fl_commit(h, CMH_FR_MEMINFO, a);
 }
 
+static uint32_t g_vmm_seq;
+
+void cmh_flight_vmm_handle(uint64_t handle, int device, uint64_t size, int64_t ticks, uint32_t stack, int state)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_vmm_handle), &a, 1, 0);
+    if (!h) return;
+    cmh_fr_vmm_handle *r = CMH_FL_BODY(h, cmh_fr_vmm_handle);
+    r->handle = handle;
+    r->size = size;
+    r->ticks = ticks;
+    r->device = device;
+    r->stack = stack;
+    r->state = (uint32_t)state;
+    r->seq = ++g_vmm_seq; /* (under vmm.c's handle lock) */
+    cmh_fl_commit(h, CMH_FR_VMM_HANDLE, a);
+}
+
 /* ---- the module map ---- */
 
 typedef struct known {

@@ -336,6 +336,8 @@ CMH_HIDDEN void cmh_vmm_handle_created(uint64_t handle, int device, uint64_t siz
 /* the handles held and mapped nowhere, added to s (their stacks through stack_map) */
 CMH_HIDDEN int cmh_vmm_export_unmapped(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
 CMH_HIDDEN void cmh_vmm_handle_released(uint64_t handle);
+/* Every handle held, into the flight record again (a new generation, a late start). */
+CMH_HIDDEN void cmh_vmm_flight_handles(void);
 CMH_HIDDEN int cmh_vmm_handle_device(uint64_t handle); /* -1 if unknown */
 CMH_HIDDEN void cmh_vmm_reserved(uint64_t addr, uint64_t size);
 CMH_HIDDEN void cmh_vmm_reservation_freed(uint64_t addr);
@@ -507,6 +509,8 @@ CMH_HIDDEN void cmh_flight_name(uint32_t id, const char *name);
 CMH_HIDDEN void cmh_flight_pyframe(uint32_t id, const char *file, const char *name, int32_t line);
 CMH_HIDDEN void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage);
 CMH_HIDDEN void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total, uint32_t thread);
+/* a cuMemCreate handle's state now (CMH_FR_VMM_*: flight_format.h); under vmm.c's handle lock */
+CMH_HIDDEN void cmh_flight_vmm_handle(uint64_t handle, int device, uint64_t size, int64_t ticks, uint32_t stack, int state);
 CMH_HIDDEN void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name);
 CMH_HIDDEN void cmh_flight_tick(void); /* the helper thread, every ~100 ms */
 CMH_HIDDEN int cmh_flight_checkpoint_wanted(void);

@@ -19,18 +19,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flight_format.h"
 #include "internal.h"
 #include "oatab.h"
 
 /* ---- handles: cuMemCreate -> device, size, stack, and how much of it is mapped now ----
  * A handle held and mapped nowhere (never mapped, or unmapped and never released) is memory the
  * driver charges to the process that no segment shows: every snapshot lists those
- * (cmh_vmm_export_unmapped).  What is mapped is counted in bytes, as a partial unmap splits a
- * range; a mapped range remembers its handle in cmh_live.aux.  Lock order: g_mlock, then
- * g_hlock. */
+ * (cmh_vmm_export_unmapped), and the flight record keeps each handle's state as it changes
+ * (cmh_flight_vmm_handle), so a recovered record lists them too.  What is mapped is counted in
+ * bytes, as a partial unmap splits a range.  A mapped range remembers its handle in
+ * cmh_live.aux by the handle's serial, a number no other handle ever gets: the driver may hand
+ * a released handle's value out again while ranges of the old one are still mapped (a handle
+ * may be released while mapped: its memory goes at the last unmap), and their unmap must not
+ * take bytes from the new handle.  So a release forgets the serial (g_serials) and leaves the
+ * ranges alone, whatever their number.  Lock order: g_mlock, then g_hlock. */
 
 typedef struct hrec {
     uint64_t handle; /* key (a handle of 0 is never kept: its maps take the current device) */
+    uint64_t serial; /* this handle's, for its mapped ranges' aux (never 0) */
     int64_t device;
     uint64_t size, mapped; /* bytes made, bytes mapped now */
     int64_t ticks;
@@ -38,29 +45,54 @@ typedef struct hrec {
     uint8_t inherited; /* made before a fork: the parent's record, not this process's */
 } hrec;
 
+typedef struct serial_rec {
+    uint64_t serial; /* key */
+    uint64_t handle;
+} serial_rec;
+
 static cmh_mutex g_hlock = CMH_MUTEX_INITIALIZER;
 static cmh_mutex g_mlock = CMH_MUTEX_INITIALIZER;
-static cmh_live *g_maps; /* the mapped ranges: sorted by addr, disjoint; aux = the handle */
+static cmh_live *g_maps; /* the mapped ranges: sorted by addr, disjoint; aux = the handle's serial */
 static uint32_t g_nmaps, g_capmaps;
 static cmh_oatab g_handles = {NULL, 0, 0, sizeof(hrec)};
+static cmh_oatab g_serials = {NULL, 0, 0, sizeof(serial_rec)}; /* serial -> handle, for the handles held */
+static uint64_t g_next_serial; /* under g_hlock */
+
+static void flight_state(const hrec *r) /* under g_hlock: the file's order is the changes' */
+{
+    assert(cmh_held(&g_hlock));
+    if (r->inherited) return;
+    cmh_flight_vmm_handle(r->handle, (int)r->device, r->size, r->ticks, r->stack, r->mapped ? CMH_FR_VMM_MAPPED : CMH_FR_VMM_UNMAPPED);
+}
 
 void cmh_vmm_handle_created(uint64_t h, int device, uint64_t size)
 {
-    if (!h) return;
+    if (!h || !cmh_rec_enabled()) return; /* paused or off: made unseen, as every allocation then */
     cmh_hist_ensure_init();
     cmh_first_touch(); /* physical memory is an allocation: a process that only made handles is recorded */
     int ctx = cmh_rec_context();
     uint32_t stack = ctx >= CMH_CONTEXT_STATE ? cmh_stack_capture() : 0;
     int64_t ticks = cmh_now_ticks();
     cmh_lock(&g_hlock);
-    hrec *r = cmh_oa_get(&g_handles, h, NULL);
+    hrec *old = cmh_oa_find(&g_handles, h);
+    if (old) { /* a value we never saw released: the old one is gone */
+        serial_rec *sr = cmh_oa_find(&g_serials, old->serial);
+        if (sr) cmh_oa_remove(&g_serials, sr);
+    }
+    uint64_t serial = ++g_next_serial;
+    serial_rec *sr = cmh_oa_put(&g_serials, &(serial_rec){serial, h});
+    hrec *r = sr ? cmh_oa_get(&g_handles, h, NULL) : NULL;
     if (r) {
+        r->serial = serial;
         r->device = device;
         r->size = size;
         r->mapped = 0;
         r->ticks = ticks;
         r->stack = stack;
         r->inherited = 0;
+        flight_state(r);
+    } else if (sr) {
+        cmh_oa_remove(&g_serials, cmh_oa_find(&g_serials, serial));
     }
     cmh_unlock(&g_hlock);
     if (!r) cmh_count_lost(1);
@@ -69,17 +101,16 @@ void cmh_vmm_handle_created(uint64_t h, int device, uint64_t size)
 void cmh_vmm_handle_released(uint64_t h)
 {
     if (!h) return;
-    /* A handle may be released while mapped (its memory goes at the last unmap), and the driver
-     * may hand the same value out again: its ranges forget it, so that their unmap never takes
-     * bytes from a new handle of that value. */
-    cmh_lock(&g_mlock);
-    for (uint32_t i = 0; i < g_nmaps; i++)
-        if (g_maps[i].aux == h) g_maps[i].aux = 0;
+    /* its ranges keep a serial that no longer names anything (above) */
     cmh_lock(&g_hlock);
     hrec *r = cmh_oa_find(&g_handles, h);
-    if (r) cmh_oa_remove(&g_handles, r);
+    if (r) {
+        serial_rec *sr = cmh_oa_find(&g_serials, r->serial);
+        if (!r->inherited) cmh_flight_vmm_handle(h, (int)r->device, r->size, r->ticks, r->stack, CMH_FR_VMM_GONE);
+        if (sr) cmh_oa_remove(&g_serials, sr);
+        cmh_oa_remove(&g_handles, r);
+    }
     cmh_unlock(&g_hlock);
-    cmh_unlock(&g_mlock);
 }
 
 int cmh_vmm_handle_device(uint64_t h)
@@ -91,16 +122,39 @@ int cmh_vmm_handle_device(uint64_t h)
     return dev;
 }
 
-/* bytes of handle h mapped (delta > 0) or unmapped (delta < 0); under g_mlock */
-static void handle_mapped(uint64_t h, int64_t delta)
+/* The serial a map of handle h remembers (0: a handle not held). */
+static uint64_t handle_serial(uint64_t h)
+{
+    cmh_lock(&g_hlock);
+    hrec *r = h ? cmh_oa_find(&g_handles, h) : NULL;
+    uint64_t serial = r ? r->serial : 0;
+    cmh_unlock(&g_hlock);
+    return serial;
+}
+
+/* bytes of the handle of this serial mapped (delta > 0) or unmapped (delta < 0); under g_mlock */
+static void handle_mapped(uint64_t serial, int64_t delta)
 {
     assert(cmh_held(&g_mlock));
-    if (!h || !delta) return;
+    if (!serial || !delta) return;
     cmh_lock(&g_hlock);
-    hrec *r = cmh_oa_find(&g_handles, h);
-    if (r) {
+    const serial_rec *sr = cmh_oa_find(&g_serials, serial);
+    hrec *r = sr ? cmh_oa_find(&g_handles, sr->handle) : NULL;
+    if (r && r->serial == serial) {
+        int was = r->mapped != 0;
         if (delta < 0 && (uint64_t)-delta > r->mapped) r->mapped = 0;
         else r->mapped += (uint64_t)delta;
+        if (was != (r->mapped != 0)) flight_state(r);
+    }
+    cmh_unlock(&g_hlock);
+}
+
+void cmh_vmm_flight_handles(void)
+{
+    cmh_lock(&g_hlock);
+    for (uint32_t i = 0; i < g_handles.cap; i++) {
+        const hrec *r = cmh_oa_at(&g_handles, i);
+        if (r->handle) flight_state(r);
     }
     cmh_unlock(&g_hlock);
 }
@@ -255,7 +309,7 @@ void cmh_vmm_mapped(int device, uint64_t addr, uint64_t size, uint64_t handle)
     cmh_first_touch();
     int ctx = cmh_rec_context();
     uint32_t stack = ctx >= CMH_CONTEXT_STATE ? cmh_stack_capture() : 0;
-    cmh_live l = {addr, size, size, 0, cmh_now_ticks(), handle, stack, (int16_t)device, CMH_KIND_VMM, CMH_EF_WHOLE_BLOCK};
+    cmh_live l = {addr, size, size, 0, cmh_now_ticks(), handle_serial(handle), stack, (int16_t)device, CMH_KIND_VMM, CMH_EF_WHOLE_BLOCK};
     cmh_lock(&g_mlock);
     int rc = map_insert(&l);
     cmh_unlock(&g_mlock);

@@ -63,8 +63,10 @@
  * of version 2 would skip the type it does not know, and with it the entries, so it refuses the
  * file instead) */
 /* CMH_FR_FREE_SHORT: a segment's free in three words (version 4; below) */
+/* CMH_FR_VMM_HANDLE: a cuMemCreate handle's state now (added without a version change: older
+ * readers skip it, and recover no unmapped handle; below) */
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
-       CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11 };
+       CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11, CMH_FR_VMM_HANDLE = 12 };
 /* how the process ended, as far as it could say */
 /* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
  * record of the old one so and keeps it beside its own) */
@@ -256,6 +258,27 @@ typedef struct cmh_fr_meminfo {
     int64_t ticks;
     uint64_t free, total; /* bytes */
 } cmh_fr_meminfo;
+
+/* CMH_FR_VMM_HANDLE: what a cuMemCreate handle is now; the last record of a handle value in the
+ * file's order is its state at the end.  Written when a handle is made (UNMAPPED), when the
+ * bytes of it mapped somewhere go from none to some (MAPPED) or back (UNMAPPED), when it is
+ * released (GONE), and again for every handle held at each new generation (a checkpoint's
+ * extents drop the older records) and when a flight record starts after the handles were made.
+ * Written under the recorder's handle lock, so the file's order is the order of the changes (and
+ * seq counts them: a reader that reads out of the file's order keeps the later state).  A
+ * handle UNMAPPED at the end is the .cmh vmm_unmapped table's: physical memory held, mapped
+ * nowhere. */
+enum { CMH_FR_VMM_GONE = 0, CMH_FR_VMM_UNMAPPED = 1, CMH_FR_VMM_MAPPED = 2 };
+/* Whether a handle's record of sequence number a is later than one of b (serial arithmetic). */
+static inline int cmh_fr_vmm_later(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0; }
+typedef struct cmh_fr_vmm_handle {
+    uint64_t handle, size;
+    int64_t ticks; /* when it was made */
+    int32_t device;
+    uint32_t stack; /* cuMemCreate's (0: none) */
+    uint32_t state;
+    uint32_t seq; /* 1, 2, ... per record of this type (wrapping): a reader that meets a record after a later one (a live reader reads an extent on past one it waits in) keeps the later */
+} cmh_fr_vmm_handle;
 
 _Static_assert(sizeof(cmh_flight_rec) == 16 && sizeof(cmh_fr_entry) == 72, "an entry record is 88 bytes, its body 9 words");
 

@@ -38,8 +38,9 @@ FACTS = ["clock_origin_ns", "marks", "entries", "peak_allocated", "peak_allocate
          "peak_reserved_time_ns", "peak_requested", "peak_requested_entry", "end_allocated", "end_reserved", "end_requested", "ooms",
          "annotations"]
 # facts that are lists: live bytes by site at the allocated peak (the top ten), and at the end with
-# each site's verdict and its words (the top ten)
-SITE_FACTS = ["sites_at_peak", "sites_at_end"]
+# each site's verdict and its words (the top ten); physical memory made with cuMemCreate and held
+# mapped nowhere at the end, [bytes, handles] and by cuMemCreate site (the top ten)
+SITE_FACTS = ["sites_at_peak", "sites_at_end", "vmm_unmapped", "vmm_sites"]
 TOP = 10
 
 
@@ -74,11 +75,18 @@ def reference(rec):
     for d in json.loads(run("leaks", "--json", "--top", str(TOP), rec, ok=False) or b"[]"):
         if d["device"] in facts:
             facts[d["device"]]["sites_at_end"] = [[x["bytes"], x["verdict"], x["says"]] for x in d["sites"]][:TOP]
+            v = d["vmm_unmapped"]
+            facts[d["device"]]["vmm_unmapped"] = [v["bytes"], v["handles"]]
+            facts[d["device"]]["vmm_sites"] = [[x["bytes"], x["handles"]] + vmm_site(x["site"]) for x in v["sites"]][:TOP]
     for d in json.loads(run("oom", "--json", rec, ok=False) or b"[]"):
         if d["device"] in facts:
             # null: no history, the errors not known; the other outputs count the record's OOM events, none
             facts[d["device"]]["ooms"] = len(d["ooms"] or [])
     return facts
+
+
+def vmm_site(frame):
+    return [frame["function"], frame["file"], frame["line"]] if frame else ["", "", 0]
 
 
 # ---- each output, parsed back: {device: {fact: value}} ----
@@ -149,10 +157,14 @@ def from_owners(rec):
     for d in json.loads(run("owners", "--json", rec)):
         if d["device"] < 0:
             continue
-        f = {"entries": d["trace_entries"]}
+        f = {"entries": d["trace_entries"], "vmm_unmapped": [0, 0]}
         for m in d["moments"]:
             if m["moment"] == "end" and d["trace_entries"]:
                 f["_end_index"] = m["index"]
+            if m["moment"] == "end":
+                for r in m["rows"]:
+                    if r["kind"] == "vmm_unmapped":
+                        f["vmm_unmapped"] = [r["bytes"], r["allocations"]]
         facts[d["device"]] = f
     return facts
 
@@ -183,6 +195,13 @@ def from_report(rec):
     for tag in re.findall(r"<div class=\"facts\"[^>]*>", page):
         dev, f = attrs_facts(dict(re.findall(r"([\w-]+)=\"([^\"]*)\"", tag)))
         facts[dev] = f
+    for tag in re.findall(r"<h3 class=\"vmm-held\"[^>]*>", page):
+        a = dict(re.findall(r"([\w-]+)=\"([^\"]*)\"", tag))
+        facts.setdefault(int(a["data-device"]), {})["vmm_unmapped"] = [int(a["data-bytes"]), int(a["data-handles"])]
+    for tag in re.findall(r"<tr class=\"vmm-site\"[^>]*>", page):
+        a = dict(re.findall(r"([\w-]+)=\"([^\"]*)\"", tag))
+        facts.setdefault(int(a["data-device"]), {}).setdefault("vmm_sites", []).append(
+            [int(a["data-bytes"]), int(a["data-handles"]), html.unescape(a["data-function"]), html.unescape(a["data-file"]), int(a["data-line"])])
     for tag in re.findall(r"<tr class=\"(?:peak|end)-site\"[^>]*>", page):
         a = dict(re.findall(r"([\w-]+)=\"([^\"]*)\"", tag))
         f = facts.setdefault(int(a["data-device"]), {})
@@ -193,6 +212,8 @@ def from_report(rec):
     for f in facts.values():
         f.setdefault("sites_at_peak", [])
         f.setdefault("sites_at_end", [])
+        f.setdefault("vmm_unmapped", [0, 0])
+        f.setdefault("vmm_sites", [])
         f["sites_at_peak"] = f["sites_at_peak"][:TOP]
         f["sites_at_end"] = f["sites_at_end"][:TOP]
     return facts
@@ -264,7 +285,7 @@ OUTPUTS = {
                              "peak_reserved_entry", "peak_reserved_time_ns", "end_allocated", "end_reserved", "ooms", "annotations"]),
     "chrome": (from_chrome, ["clock_origin_ns", "end_allocated", "end_reserved", "peak_allocated", "peak_allocated_time_ns", "ooms", "annotations",
                              "sites_at_peak"]),
-    "owners": (from_owners, ["entries"]),
+    "owners": (from_owners, ["entries", "vmm_unmapped"]),
     "plot": (from_plot, FACTS),
     "report": (from_report, FACTS + SITE_FACTS),
     # memory_viz has no marks: a point mark becomes a START/END pair beside PyTorch's annotations,
@@ -279,11 +300,11 @@ if not GO:
 
 
 # ---- the corpus ----
-def record(name, prog, *args, env=None):
+def record(name, prog, *args, env=None, where="samples"):
     e = dict(ENV)
     e.update(env or {})
     path = out(name + ".cmh")
-    p = subprocess.run([CMH, "record", "-q", "-o", path, "--", os.path.join(B, "samples", prog), *args], cwd=T, env=e,
+    p = subprocess.run([CMH, "record", "-q", "-o", path, "--", os.path.join(B, where, prog), *args], cwd=T, env=e,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if not os.path.exists(path):
         raise RuntimeError("record %s: exit %d, no snapshot" % (prog, p.returncode))
@@ -296,6 +317,9 @@ def corpus():
     c["caching_demo (block API)"] = record("caching", "caching_demo", "6")
     c["pool_async (pools)"] = record("pool", "pool_async", "4")
     c["expandable (VMM)"] = record("exp", "expandable", env={"EXPANDABLE_KEEP": "1"})
+    # cuMemCreate handles held and mapped nowhere (tests/vmm_held.c), at exit and after a SIGKILL
+    c["vmm_held (handles mapped nowhere)"] = record("vmmheld", "vmm_held", where="tests")
+    c["vmm_held kill (recovered)"] = record("vmmkill", "vmm_held", "kill", where="tests")
     c["multigpu (2 devices)"] = record("multi", "multigpu", "4", env={"FAKECUDA_DEVICES": "2", "FAKECUDA_CAPACITY": "1G"})
     c["oom_demo (OOM)"] = record("oom", "oom_demo", env={"FAKECUDA_CAPACITY": "1G"})
     run("merge", "-o", out("merged.cmh"), os.path.join(F, "h200", "torch_exp.cmh"), os.path.join(F, "h200", "torch_exp.pickle"))
@@ -321,6 +345,9 @@ KNOWN = {
     "merged h200 torch_exp": {0: {"peak_allocated": 625157120, "peak_requested": 625154252, "end_allocated": 538972160,
                                   "end_requested": 538970272, "annotations": 80, "peak_reserved_entry": 276, "entries": 1833}},
     "h200 torch_exp.pickle": {0: {"peak_allocated": 490675200, "annotations": 80}},
+    # tests/vmm_held.c: 20 MiB never mapped, 8 MiB unmapped and kept, each from its own function
+    "vmm_held (handles mapped nowhere)": {0: {"vmm_unmapped": [28 << 20, 2]}},
+    "vmm_held kill (recovered)": {0: {"vmm_unmapped": [28 << 20, 2]}},
 }
 
 

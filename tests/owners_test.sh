@@ -304,6 +304,59 @@ check "leaks: the held, unmapped handles by their cuMemCreate site (20 MiB never
      py -c 'import json; v = json.load(open(\"vhl.json\"))[0][\"vmm_unmapped\"]; M = 2**20
 assert (v[\"bytes\"], v[\"handles\"]) == (28 * M, 2), v
 assert [(x[\"bytes\"], x[\"handles\"], x[\"site\"][\"function\"]) for x in v[\"sites\"]] == [(20 * M, 1, \"never_mapped\"), (8 * M, 1, \"unmapped_later\")], v'"
+# the same program killed by SIGKILL (no exit dump): the record recovered from its flight record
+# (by record, and by recover after a plain preload) holds the same held, unmapped handles, by the
+# same sites, as the exit dump's; before, the flight record kept no handle and the row was gone
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vk.cmh -- "$B/tests/vmm_held" kill >/dev/null 2>&1
+rm -f vp.cmh*
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=vp.cmh \
+    "$B/tests/vmm_held" kill >/dev/null 2>&1
+"$CMH" recover vp.cmh.flight >/dev/null 2>&1
+# and past a checkpoint (a bounded ring: the handles' first records are in a generation the
+# checkpoint replaced, so each new generation writes every held handle again)
+rm -f vc.cmh*
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=vc.cmh \
+    CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 "$B/tests/vmm_held" ckpt >/dev/null 2>&1
+check "vmm_held ckpt: a checkpoint was written before the SIGKILL" 'ls vc.cmh.flight.ckpt*.cmh >/dev/null 2>&1'
+"$CMH" recover vc.cmh.flight >/dev/null 2>&1
+for f in vk vp vc; do
+    "$CMH" owners --json $f.cmh >$f.json 2>&1
+    "$CMH" leaks --json $f.cmh >${f}l.json 2>&1
+    check "SIGKILL ($f): the recovered record's owners row and leaks' sites are the exit dump's (28 MiB, 2 handles: never_mapped, unmapped_later)" "py - <<PY
+import json
+def row(f):
+    end = [m for m in json.load(open(f))[0]['moments'] if m['moment'] == 'end'][0]
+    return [(r['bytes'], r['allocations']) for r in end['rows'] if r['kind'] == 'vmm_unmapped']
+def sites(f):
+    v = json.load(open(f))[0]['vmm_unmapped']
+    return (v['bytes'], v['handles'], [(x['bytes'], x['handles'], x['site']['function']) for x in v['sites']])
+assert row('$f.json') == row('vh.json') == [(28 * 2**20, 2)], (row('$f.json'), row('vh.json'))
+assert sites('${f}l.json') == sites('vhl.json'), (sites('${f}l.json'), sites('vhl.json'))
+PY"
+done
+# and a running process's snapshot (`snapshot PID`, the live reader of its flight record): the
+# handles it holds mapped nowhere now, as its exit dump lists them
+rm -f vs.cmh* vs.ready
+FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=vs.cmh \
+    VMM_READY=$T/vs.ready "$B/tests/vmm_held" hold >/dev/null 2>&1 &
+vs_pid=$!
+wait_until 60 '[ -e vs.ready ]'
+"$CMH" snapshot -q $vs_pid -o vsnow.cmh >/dev/null 2>&1
+kill -9 $vs_pid 2>/dev/null
+wait $vs_pid 2>/dev/null
+"$CMH" owners --json vsnow.cmh >vsnow.json 2>&1
+"$CMH" leaks --json vsnow.cmh >vsnowl.json 2>&1
+check "snapshot PID of a running process: its held, unmapped handles are the exit dump's (owners' row and leaks' sites)" "py - <<PY
+import json
+def row(f):
+    end = [m for m in json.load(open(f))[0]['moments'] if m['moment'] == 'end'][0]
+    return [(r['bytes'], r['allocations']) for r in end['rows'] if r['kind'] == 'vmm_unmapped']
+def sites(f):
+    v = json.load(open(f))[0]['vmm_unmapped']
+    return (v['bytes'], v['handles'], [(x['bytes'], x['handles'], x['site']['function']) for x in v['sites']])
+assert row('vsnow.json') == row('vh.json') == [(28 * 2**20, 2)], (row('vsnow.json'), row('vh.json'))
+assert sites('vsnowl.json') == sites('vhl.json'), (sites('vsnowl.json'), sites('vhl.json'))
+PY"
 # a process whose only allocation is a handle it never maps is recorded (before, no snapshot at all)
 FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vo.cmh -- "$B/tests/vmm_held" only >/dev/null 2>&1
 "$CMH" owners --json vo.cmh >vo.json 2>&1

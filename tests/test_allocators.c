@@ -386,6 +386,28 @@ static void test_expandable_segment(void)
     cmh_snapshot_free(&s);
 }
 
+/* A handle made while recording is off is not kept, as no allocation then is: only the one made
+ * once recording is on again is held and mapped nowhere in the dump. */
+static void test_vmm_handle_paused(void)
+{
+    CUmemAllocationProp prop = vmm_prop(0);
+    CUmemGenericAllocationHandle off, on;
+    set_opts(CMH_ENABLED_OFF, CMH_CONTEXT_NONE, 0);
+    CU_ASSERT_EQUAL_FATAL(cuMemCreate(&off, 6 << 20, &prop, 0), CUDA_SUCCESS);
+    set_opts(CMH_ENABLED_ALL, CMH_CONTEXT_NONE, 0);
+    CU_ASSERT_EQUAL_FATAL(cuMemCreate(&on, 2 << 20, &prop, 0), CUDA_SUCCESS);
+    cmh_snapshot s;
+    dump_load(&s);
+    CU_ASSERT_EQUAL(s.nvmm_unmapped, 1);
+    CU_ASSERT(s.nvmm_unmapped == 1 && s.vmm_unmapped[0].size == 2 << 20 && s.vmm_unmapped[0].device == 0);
+    cmh_snapshot_free(&s);
+    CU_ASSERT_EQUAL(cuMemRelease(off), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemRelease(on), CUDA_SUCCESS);
+    dump_load(&s);
+    CU_ASSERT_EQUAL(s.nvmm_unmapped, 0);
+    cmh_snapshot_free(&s);
+}
+
 /* fork(): the child records a fresh history into its own file; the parent's is untouched */
 int main(void)
 {
@@ -398,6 +420,7 @@ int main(void)
     CMH_ADD_TEST(s, test_pools);
     CMH_ADD_TEST(s, test_pool_backing);
     CMH_ADD_TEST(s, test_expandable_segment);
+    CMH_ADD_TEST(s, test_vmm_handle_paused);
     int rc = cmh_test_main();
     recorder_test_cleanup();
     return rc;

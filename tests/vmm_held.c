@@ -7,15 +7,23 @@
  * back; exit 3 if it did not): 28 MiB held that no segment shows.  Each call site is its own function, so each has its own stack.  `vmm_held only`: the
  * 20 MiB handle alone, no map nor any other allocation (the process is recorded all the same).
  * `vmm_held fork`: that handle, then a fork whose child makes 2 MiB it never maps and prints
- * its pid (the child's record holds its own 2 MiB, not the parent's 20).
- *   vmm_held [only|fork]
+ * its pid (the child's record holds its own 2 MiB, not the parent's 20).  `vmm_held kill`: the
+ * whole program, then SIGKILL (no exit dump: its flight record is all that is left).  `vmm_held
+ * ckpt`: the same, with 300,000 cuMemAlloc/cuMemFree pairs after the handles and a wait (up to
+ * 30 s) for a checkpoint of $CUMEMHIST_OUTPUT's flight record before the SIGKILL: run with a
+ * bounded ring (CUMEMHIST_MAX_ENTRIES) and CUMEMHIST_FLIGHT=1, the handles' first records are
+ * in a generation the checkpoint replaced.  `vmm_held hold`: the whole program, then it creates
+ * $VMM_READY and waits (up to 60 s) to be killed, for readers of a running process.
+ *   vmm_held [only|fork|kill|ckpt|hold]
  */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "loop_prog.h"
@@ -95,6 +103,26 @@ int main(int argc, char **argv)
     if (f != e) {
         fprintf(stderr, "vmm_held: the fake driver did not give the released handle's value back\n");
         return 3;
+    }
+    if (argc > 1 && !strcmp(argv[1], "ckpt")) {
+        for (int i = 0; i < 300000; i++) {
+            CUdeviceptr p;
+            check(cuMemAlloc(&p, 256), "cuMemAlloc");
+            cuMemFree(p);
+        }
+        const char *out = getenv("CUMEMHIST_OUTPUT");
+        char x[4096], y[4096];
+        snprintf(x, sizeof x, "%s.flight.ckpt1.cmh", out ? out : "");
+        snprintf(y, sizeof y, "%s.flight.ckpt2.cmh", out ? out : "");
+        struct timespec tick = {0, 10000000};
+        for (int i = 0; out && i < 3000 && access(x, F_OK) && access(y, F_OK); i++) nanosleep(&tick, NULL);
+    }
+    if (argc > 1 && (!strcmp(argv[1], "kill") || !strcmp(argv[1], "ckpt"))) raise(SIGKILL);
+    if (argc > 1 && !strcmp(argv[1], "hold")) {
+        const char *ready = getenv("VMM_READY");
+        FILE *f = ready ? fopen(ready, "w") : NULL;
+        if (f) fclose(f);
+        for (int i = 0; i < 600; i++) usleep(100000);
     }
     return 0;
 }

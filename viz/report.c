@@ -335,6 +335,30 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         }
         fputs("</table></div>\n", fp);
     }
+    /* physical memory made with cuMemCreate and mapped nowhere: the leaks report's own sites */
+    if (lk.nvmm_sites) {
+        fprintf(fp, "<h3 class=\"vmm-held\" data-device=\"%d\" data-bytes=\"%" PRIu64 "\" data-handles=\"%" PRIu32 "\">Physical memory made "
+                    "with cuMemCreate, held and mapped nowhere at the end (no block shows it): %s in %" PRIu32 " handle%s, from %" PRIu32 " site%s</h3>\n",
+                dev, lk.vmm_unmapped_bytes, lk.vmm_unmapped_handles, SZ(lk.vmm_unmapped_bytes), lk.vmm_unmapped_handles, lk.vmm_unmapped_handles == 1 ? "" : "s", lk.nvmm_sites,
+                lk.nvmm_sites == 1 ? "" : "s");
+        fputs("<div class=\"r-wrap\"><table><tr><th>cuMemCreate site</th><th>bytes</th><th class=\"nw\">handles</th></tr>\n", fp);
+        for (uint32_t i = 0; i < lk.nvmm_sites && i < 10; i++) {
+            const cmh_vmm_site *x = &lk.vmm_sites[i];
+            if (x->site) cmh_svg_frame(s, x->site, buf, sizeof buf);
+            else snprintf(buf, sizeof buf, "<no stack recorded>");
+            /* the leaks report's figures, machine-readable (tests/facts_test.py) */
+            fprintf(fp, "<tr class=\"vmm-site\" data-device=\"%d\" data-bytes=\"%" PRIu64 "\" data-handles=\"%" PRIu32 "\" data-function=\"", dev,
+                    x->bytes, x->handles);
+            if (x->site) esc(fp, cmh_str(s, x->site->name));
+            fputs("\" data-file=\"", fp);
+            if (x->site) esc(fp, cmh_str(s, x->site->filename));
+            fprintf(fp, "\" data-line=\"%" PRId64 "\"><td class=\"site\">", x->site ? x->site->line : 0);
+            esc(fp, buf);
+            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu32 "</td></tr>\n", SZ(x->bytes), x->handles);
+        }
+        if (lk.nvmm_sites > 10) fprintf(fp, "<tr><td colspan=\"3\" class=\"r-muted\">... %" PRIu32 " more sites</td></tr>\n", lk.nvmm_sites - 10);
+        fputs("</table></div>\n", fp);
+    }
     /* fragmentation */
     const cmh_frag_report fr = P.fr;
     if (fr.nsegs) {

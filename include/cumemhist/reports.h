@@ -237,6 +237,14 @@ int cmh_leak_site_stopped(const cmh_site *x);
 /* "growing", "state", "steady", "rising", "unjudged" */
 const char *cmh_leak_verdict_name(int verdict);
 
+/* Physical memory made with cuMemCreate, held and mapped nowhere at the end, of one site. */
+typedef struct cmh_vmm_site {
+    const cmh_frame *site; /* the cuMemCreate call's site, in the snapshot's frames (NULL: no stack) */
+    uint32_t stack;        /* the stack of its first handle, for its frames (0: none) */
+    uint64_t bytes;
+    uint32_t handles;
+} cmh_vmm_site;
+
 typedef struct cmh_leak_report {
     cmh_report_base base;
     cmh_site *sites; /* still live at the end, at least min_bytes */
@@ -248,6 +256,10 @@ typedef struct cmh_leak_report {
      * .cmh vmm_unmapped table), its bytes and handles; not judged for growth */
     uint64_t vmm_unmapped_bytes;
     uint32_t vmm_unmapped_handles;
+    /* the same handles by the site of their cuMemCreate call (the site rules of `sites`, else
+     * the call's innermost frame), largest first, then by stack: every writer lists these */
+    cmh_vmm_site *vmm_sites;
+    uint32_t nvmm_sites;
     uint32_t leaking;      /* sites growing (min_bytes hides none of them from the count) */
     uint32_t hidden_sites; /* left out of sites by min_bytes, and their bytes */
     uint64_t hidden_bytes;
