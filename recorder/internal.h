@@ -537,7 +537,7 @@ CMH_HIDDEN int cmh_dump_set_torch_file(const char *path);
 /* A flight record's checkpoint: a dump to path, not named in the manifest, with each device
  * slot's last entry sequence at the moment its ring was copied in cut[]. */
 CMH_HIDDEN int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots);
-/* Append "KIND PID PATH" ("KIND PID" without a path) to the manifest `cumemhist record` reads:
+/* Append "KIND PID PATH" ("KIND PID PPID" without a path) to the manifest `cumemhist record` reads:
  * touched (the process used CUDA), flight, snapshot. */
 CMH_HIDDEN void cmh_dump_note_manifest(const char *kind, const char *path);
 /* The same line for another process (pid): a record of its that this one moved */

@@ -61,6 +61,36 @@ check_run "record, children first" $d
 left=$(ls $d | grep -c 'flight\|claim\|tmp')
 [ "$left" = 0 ] && ok "record, children first: no flight record, claim or temporary file left" || bad "record, children first: left $(ls $d)"
 
+# -o NAME is the launched process's, whoever touches CUDA first: a child that allocates and ends
+# with its snapshot (exit) before the parent's first allocation (late) once took NAME, the
+# parent's record landing as NAME.PID (and `summary NAME` read the child's); the parent first
+# too, and a shell wrapper that never uses CUDA: NAME goes to its nearest CUDA process (forker,
+# not forker's child, which touched first)
+holder() { "$CMH" summary "$1" 2>/dev/null | head -1 | sed -n 's/^[^ ]*: pid \([0-9]*\) .*/\1/p'; }
+for order in late "" "sh late" "sh"; do
+    for run in 1 2 3; do
+        d=name-$run-$(echo "$order" | tr ' ' _)
+        mkdir $d
+        case $order in
+        sh*) (cd $d && "$CMH" record -o x.cmh -- sh -c "'$FK' ${order#sh} exit exit; true" >out.txt 2>err.txt) ;;
+        *) (cd $d && "$CMH" record -o x.cmh -- "$FK" $order exit exit >out.txt 2>err.txt) ;;
+        esac
+        ppid=$(sed -n 's/^parent \([0-9]*\) .*/\1/p' $d/out.txt)
+        got=$(holder $d/x.cmh) kids=0
+        for c in $(sed -n 's/^child \([0-9]*\) .*/\1/p' $d/out.txt); do [ "$(holder $d/x.$c.cmh)" = "$c" ] && kids=$((kids + 1)); done
+        if [ -n "$ppid" ] && [ "$got" = "$ppid" ] && [ "$kids" = 2 ] && [ ! -e $d/x.$ppid.cmh ]; then
+            good=1
+            case $order in sh*) grep -q "^cumemhist: x.cmh holds pid $ppid, the CUDA process nearest pid [0-9]* (the program started, which used no CUDA); 2 other processes wrote x.PID.cmh$" $d/err.txt || good=0 ;;
+            *) grep -q "^cumemhist: x.cmh holds pid $ppid, the program started; 2 other processes wrote x.PID.cmh$" $d/err.txt || good=0 ;;
+            esac
+            [ $good = 1 ] && ok "record -o x.cmh, ${order:-parent first} (run $run): x.cmh is the launched process's (pid $ppid), each child's x.PID.cmh, and record says so" ||
+                bad "record -o x.cmh, ${order:-parent first} (run $run): no line saying who holds x.cmh: $(cat $d/err.txt)"
+        else
+            bad "record -o x.cmh, ${order:-parent first} (run $run): x.cmh holds pid '$got', want the parent '$ppid' ($kids of 2 children at x.PID.cmh): $(ls $d)"
+        fi
+    done
+done
+
 for mode in plain threaded; do
     arg=; [ $mode = threaded ] && arg=threaded
 
