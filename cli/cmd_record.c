@@ -64,7 +64,7 @@ const cli_command cli_cmd_record = {
     "SIGUSR2 drops a mark (\"SIGUSR2 #n\") into the trace.  The history is kept in a flight\n"
     "record from the start: when a process dies without writing its snapshot (a crash,\n"
     "SIGKILL), the snapshot is made from that record.  The exit status is the program's, but\n"
-    "1 when it exited 0 and a snapshot was lost.",
+    "1 when it exited 0 and a snapshot was lost or could not be written where -o said.",
     g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 1, "cumemhist record -o train.cmh -- python train.py"};
 
 static pid_t g_child;
@@ -498,7 +498,9 @@ static int record(char **prog, const char *argv0)
     read_manifest(manifest, &run);
     unlink(manifest);
     if (claim[0]) unlink(claim);
-    int nfiles = 0, lost = 0;
+    int nfiles = 0, lost = 0, misplaced = 0;
+    long misplaced_pid = 0;
+    char misplaced_at[PATH_MAX] = "";
     /* the launched process never used CUDA: its nearest CUDA process gets the path */
     rec_pid *heir = claim[0] ? heir_of(&run, (long)g_child) : NULL;
     char heir_path[PATH_MAX];
@@ -545,8 +547,17 @@ static int record(char **prog, const char *argv0)
                             p->pid, p->snapshot[0] ? p->snapshot : "its snapshot", p->flight);
                 continue;
             }
-            if (cli_recover_flight(p->flight, p == heir ? heir_path : NULL, p->pid == g_child && !p->execed, status, 0, quiet, 0) == 0) nfiles++;
-            else lost++;
+            /* its exit dump failed (a full disk, -o /dev/full) and the path asked for could not take
+             * the recovered one (a device): the snapshot is elsewhere, which the status says */
+            int dump_failed = cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK && id.state == CMH_ENDED_EXITED, beside = 0;
+            if (cli_recover_flight(p->flight, p == heir ? heir_path : NULL, p->pid == g_child && !p->execed, status, 0, quiet, 0, &beside) == 0) {
+                nfiles++;
+                if (dump_failed && beside && !misplaced++) {
+                    misplaced_pid = p->pid;
+                    snprintf(misplaced_at, sizeof misplaced_at, "%.*s", (int)(strlen(p->flight) > 7 ? strlen(p->flight) - 7 : strlen(p->flight)), p->flight);
+                }
+            } else
+                lost++;
         } else if (!p->snapshot[0]) {
             if (p->pid != g_child && kill((pid_t)p->pid, 0) == 0) {
                 if (!quiet) fprintf(stderr, "cumemhist: pid %ld is still running (no flight record to recover)\n", p->pid);
@@ -603,6 +614,15 @@ static int record(char **prog, const char *argv0)
     if (unrecorded && WIFEXITED(status) && WEXITSTATUS(status) == 0) return CLI_EFILE;
     if (lost && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         cli_error("exit status 1: %d snapshot%s lost (the program itself exited 0)", lost, lost == 1 ? "" : "s");
+        return CLI_EFILE;
+    }
+    if (misplaced && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        if (misplaced == 1)
+            cli_error("exit status 1: pid %ld could not write its snapshot to %s (its exit dump failed); it is in %s (the program itself exited 0)",
+                      misplaced_pid, output ? output : "its path", misplaced_at);
+        else
+            cli_error("exit status 1: %d processes could not write their snapshots to %s (their exit dumps failed); pid %ld's is in %s, the "
+                      "others' beside it (the program itself exited 0)", misplaced, output ? output : "their path", misplaced_pid, misplaced_at);
         return CLI_EFILE;
     }
 

@@ -125,8 +125,9 @@ static void default_dest(const char *flight, const char *named, int live, char *
     snprintf(out + strlen(out), cap - strlen(out), ".live.cmh");
 }
 
-int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live)
+int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live, int *beside)
 {
+    if (beside) *beside = 0;
     char err[4600];
     cmh_flight_identity id;
     int rc = cmh_flight_identify(flight, &id, err, sizeof err);
@@ -177,6 +178,10 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
+    struct stat nst; /* -o /dev/null: the recovery is beside the flight record, which a device could not hold */
+    int elsewhere = !live && !out && info.snapshot_path[0] && strcmp(dest, info.snapshot_path) && stat(info.snapshot_path, &nst) == 0 &&
+                    !S_ISREG(nst.st_mode) && !S_ISDIR(nst.st_mode);
+    if (beside) *beside = elsewhere;
     if (!quiet && info.unverified)
         fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", flight);
     if (!quiet) {
@@ -187,9 +192,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         else
             fprintf(stderr, "cumemhist: pid %lld %s after %s %s; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
                     thousands(info.entries), info.entries == 1 ? "entry" : "entries", dest);
-        struct stat nst; /* -o /dev/null: the recovery is beside the flight record, which a device could not hold */
-        if (!live && !out && info.snapshot_path[0] && strcmp(dest, info.snapshot_path) && stat(info.snapshot_path, &nst) == 0 &&
-            !S_ISREG(nst.st_mode) && !S_ISDIR(nst.st_mode))
+        if (elsewhere)
             fprintf(stderr, " (recovered beside its flight record: %s, the path asked for, is not a regular file)", info.snapshot_path);
         if (info.torn) fprintf(stderr, " (%s torn record%s dropped)", thousands(info.torn), info.torn == 1 ? "" : "s");
         if (info.damaged)
@@ -223,5 +226,5 @@ int cmd_recover(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_recover, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    return cli_recover_flight(path, g_out, 0, 0, g_keep, 0, g_live);
+    return cli_recover_flight(path, g_out, 0, 0, g_keep, 0, g_live, NULL);
 }
