@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "cumemhist/recover.h"
 #include "cumemhist/symbolize.h"
+#include "registry.h"
 
 static const char *g_out;
 static int g_keep, g_live;
@@ -45,9 +46,10 @@ const cli_command cli_cmd_recover = {
 
 void cli_flight_ending(const cmh_flight_identity *id, int state, int end_signal, int have_status, int status, char *how, size_t cap)
 {
-    /* the parent's wait status says it best; else what the process marked; a process that
-     * marked nothing ended without its exit dump, by a way that runs no code of ours (SIGKILL,
-     * _exit), and its status went to its own parent */
+    /* the parent's wait status says it best; else what the process marked (a fatal signal, a
+     * failed exit dump, _exit()); a process that marked nothing ended by a way that runs no code
+     * of ours (SIGKILL, the OOM killer; before records marked _exit(), that too), and its status
+     * went to its own parent */
     char parent[64] = "is not known here";
     if (id->forked_from > 0) snprintf(parent, sizeof parent, "went to its parent, pid %lld", (long long)id->forked_from);
     int ex = have_status && WIFEXITED(status) ? WEXITSTATUS(status) : 0;
@@ -58,7 +60,15 @@ void cli_flight_ending(const cmh_flight_identity *id, int state, int end_signal,
         snprintf(how, cap, "exited with status %d without its exit dump (no exit handler ran: _exit())", ex);
     else if (state == CMH_ENDED_SIGNALED) snprintf(how, cap, "was killed by %s", cmh_signal_name(end_signal));
     else if (state == CMH_ENDED_EXITED) snprintf(how, cap, "exited; its exit dump failed");
-    else if (id->forked_from > 0) /* a worker forked without exec: _exit() is how those end, not an alarm */
+    else if (state == CMH_ENDED_QUIT && id->forked_from > 0) /* a worker forked without exec: how those end, not an alarm */
+        snprintf(how, cap, "ended by _exit(%d), the usual end of a forked worker (as multiprocessing and DataLoader workers end: no exit "
+                 "handler runs, so no exit dump; its exit status %s)", end_signal, parent);
+    else if (state == CMH_ENDED_QUIT)
+        snprintf(how, cap, "ended by _exit(%d), without its exit dump (no exit handler runs; its exit status %s)", end_signal, parent);
+    else if (id->marks_exit) /* _exit() would have marked it: no code of the process ran at its end */
+        snprintf(how, cap, "was killed, with no chance to mark its end (SIGKILL, the OOM killer, or a signal left to its default action; "
+                 "its exit status %s)", parent);
+    else if (id->forked_from > 0) /* (a record of an older recorder, which did not mark _exit) */
         snprintf(how, cap, "ended without its exit dump, the usual end of a forked worker (_exit(), as multiprocessing and "
                  "DataLoader workers end; a SIGKILL would look the same; its exit status %s)", parent);
     else
@@ -210,6 +220,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         fputc('\n', stderr);
     }
     if (!keep && !info.truncated) { /* a cut copy stays: the rest may be found */
+        cmh_registry_forget(info.pid, flight); /* its registry entry pointed `top` and `recover` here */
         char p[4400];
         for (int i = 1; i <= 2; i++) {
             snprintf(p, sizeof p, "%s.ckpt%d.cmh", flight, i);

@@ -524,6 +524,8 @@ CMH_HIDDEN int cmh_meminfo_export(cmh_snapshot *s);
 CMH_HIDDEN void cmh_meminfo_reset_after_fork(void);     /* wake the helper thread (it looks at what is wanted) */
 CMH_HIDDEN void cmh_flight_checkpoint(void);
 CMH_HIDDEN void cmh_flight_ended_by_signal(int sig); /* async-signal-safe */
+/* _exit(status) / _Exit: marks the record QUIT with the status (async-signal-safe) */
+CMH_HIDDEN void cmh_flight_ended_by_exit(int status);
 /* At exit: the files go when the snapshot was written, else the record says the process exited. */
 CMH_HIDDEN void cmh_flight_finish(int snapshot_written);
 CMH_HIDDEN void cmh_flight_reset_after_fork(void);
