@@ -64,7 +64,7 @@ void cli_flight_ending(const cmh_flight_identity *id, int state, int end_signal,
         snprintf(how, cap, "ended by _exit(%d), the usual end of a forked worker (as multiprocessing and DataLoader workers end: no exit "
                  "handler runs, so no exit dump; its exit status %s)", end_signal, parent);
     else if (state == CMH_ENDED_QUIT)
-        snprintf(how, cap, "ended by _exit(%d), without its exit dump (no exit handler runs; its exit status %s)", end_signal, parent);
+        snprintf(how, cap, "ended by _exit(%d), without its exit dump (no exit handler runs)", end_signal);
     else if (id->marks_exit) /* _exit() would have marked it: no code of the process ran at its end */
         snprintf(how, cap, "was killed, with no chance to mark its end (SIGKILL, the OOM killer, or a signal left to its default action; "
                  "its exit status %s)", parent);
