@@ -502,9 +502,9 @@ static int record(char **prog, const char *argv0)
     long misplaced_pid = 0;
     char misplaced_at[PATH_MAX] = "";
     /* the launched process never used CUDA: its nearest CUDA process gets the path */
-    rec_pid *heir = claim[0] ? heir_of(&run, (long)g_child) : NULL;
+    struct stat hst; /* (a device or a pipe at -o: every process wrote through it, none has NAME.PID) */
+    rec_pid *heir = claim[0] && !(lstat(output, &hst) == 0 && !S_ISREG(hst.st_mode)) ? heir_of(&run, (long)g_child) : NULL;
     char heir_path[PATH_MAX];
-    struct stat hst;
     if (heir && (without_pid(heir, heir_path, sizeof heir_path) != 0 || (lstat(heir_path, &hst) == 0 && !S_ISREG(hst.st_mode))))
         heir = NULL; /* a link, a device or a pipe at the path is left as it is */
     int heir_recovers = heir && heir->flight[0] && access(heir->flight, F_OK) == 0;

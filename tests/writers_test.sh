@@ -181,6 +181,14 @@ if [ -n "$cdev" ]; then
         grep -q "^cumemhist: exit status 1: pid [0-9]* could not write its snapshot to $T/dev/full (its exit dump failed); it is in $saved (the program itself exited 0)$" err.txt; } &&
         ok "record -o a full device: nothing made beside it; the snapshot recovered into the runtime directory and named; exit 1" ||
         bad "record -o full device: exit $rc, beside it: $(ls -A "$T/dev"), saved '$saved', $(cat err.txt)"
+    # the same through a shell that uses no CUDA itself: the device is nobody's to hand on
+    rm -f "$T"/cumemhist/full.*
+    "$CMH" record -o "$T/dev/full" -- sh -c "'$B/samples/leaky' >/dev/null; true" 2>err.txt
+    rc=$?
+    saved=$(ls "$T"/cumemhist/full.*.cmh 2>/dev/null | head -1)
+    { [ $rc -eq 1 ] && [ -n "$saved" ] && [ -c "$T/dev/full" ] && ! grep -q 'holds pid' err.txt &&
+        grep -q "^cumemhist: exit status 1: pid [0-9]* could not write its snapshot to $T/dev/full (its exit dump failed); it is in $saved (the program itself exited 0)$" err.txt; } &&
+        ok "record -o a full device, through sh -c: exit 1, the snapshot named" || bad "record -o full device, sh -c: exit $rc, saved '$saved', $(cat err.txt)"
 fi
 
 # whatif --json > a file, > a full device: the shell makes the file; a failed write is status 1
