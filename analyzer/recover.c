@@ -415,6 +415,12 @@ static void describe(cmh_snapshot *s, const cmh_recover_info *info)
     else if (info->state == CMH_ENDED_EXECED)
         snprintf(t, sizeof t, "replaced its program by exec() after %" PRIu64 " %s (recovered from its flight record)",
                  info->entries, info->entries == 1 ? "entry" : "entries");
+    else if (info->state == CMH_ENDED_QUIT)
+        snprintf(t, sizeof t, "called _exit(%d) (no exit handler, so no exit dump) after %" PRIu64 " %s (recovered from its flight record)",
+                 info->end_signal, info->entries, info->entries == 1 ? "entry" : "entries");
+    else if (info->marks_exit)
+        snprintf(t, sizeof t, "left no mark of its end (killed by a signal no code of it saw: SIGKILL, the OOM killer; or still running) after %" PRIu64
+                 " %s (recovered from its flight record)", info->entries, info->entries == 1 ? "entry" : "entries");
     else
         snprintf(t, sizeof t, "left no mark of its end (SIGKILL, _exit, or still running) after %" PRIu64 " %s (recovered from its flight record)",
                  info->entries, info->entries == 1 ? "entry" : "entries");
@@ -448,6 +454,7 @@ int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, si
         snprintf(id->hostname, sizeof id->hostname, "%.*s", (int)strnlen(h->hostname, sizeof h->hostname), h->hostname);
         id->forked_from = h->forked_from > 0 && h->forked_from <= INT32_MAX ? h->forked_from : 0;
         id->state = (int)h->state;
+        id->marks_exit = !!(h->marks & CMH_FLIGHT_MARKS_EXIT);
     }
     free(h);
     return rc;
@@ -540,6 +547,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     info->pid = h->pid;
     info->state = (int)h->state;
     info->end_signal = h->end_signal;
+    info->marks_exit = !!(h->marks & CMH_FLIGHT_MARKS_EXIT);
     info->lost = h->lost_records;
     snprintf(info->snapshot_path, sizeof info->snapshot_path, "%.*s", (int)strnlen(h->snapshot_path, sizeof h->snapshot_path),
              h->snapshot_path);

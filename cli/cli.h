@@ -49,8 +49,10 @@ int cmd_view(int argc, char **argv);
 /* The snapshot of a flight record's process, written to out (NULL: the record's own name).
  * have_status: status is the process's wait status (record's own child).  live: the process
  * runs; write a copy and leave the record untouched.  A record whose process still runs is
- * refused (CLI_EUSAGE) unless live. */
-int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live);
+ * refused (CLI_EUSAGE) unless live.  *beside (when not NULL) is set to 1 when the snapshot went
+ * beside the flight record because the path the process asked for is not a regular file (a
+ * device, a pipe), else 0. */
+int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live, int *beside);
 /* Whether the process that wrote a flight record still runs, as this host can tell. */
 enum {
     CLI_PROC_GONE,        /* no such pid, a zombie, or a boot since */

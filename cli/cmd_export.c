@@ -195,8 +195,8 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
         cli_error("%s", err);
         return CLI_EFILE;
     }
-    fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace entries\n", out, pl->n, pl->n == 1 ? "" : "s",
-            (unsigned long long)entries);
+    fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace %s\n", out, pl->n, pl->n == 1 ? "" : "s",
+            (unsigned long long)entries, entries == 1 ? "entry" : "entries");
     return 0;
 }
 

@@ -33,8 +33,9 @@ static const char *const g_context_names[] = {"none", "state", "alloc", "all", N
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_output, "PATH",
-     "snapshot path; %p = pid, %r = rank (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\nelse the local rank) (default cumemhist.%p.cmh; a fixed path gets .PID inserted\n"
-     "for every process but the first; a file already there is replaced, and said to be)",
+     "snapshot path; %p = pid, %r = rank (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\nelse the local rank) (default cumemhist.%p.cmh; a fixed path is the launched\n"
+     "program's (or, if it uses no CUDA, its nearest CUDA process's) and gets .PID\n"
+     "inserted for every other process; a file already there is replaced, and said to be)",
      NULL, 0, 0, NULL},
     {"--enabled", NULL, CLI_CHOICE, &g_enabled, "state|all",
      "all: live blocks and the trace history (default);\nstate: live blocks only", g_enabled_names, 0, 0, NULL},
@@ -63,7 +64,7 @@ const cli_command cli_cmd_record = {
     "SIGUSR2 drops a mark (\"SIGUSR2 #n\") into the trace.  The history is kept in a flight\n"
     "record from the start: when a process dies without writing its snapshot (a crash,\n"
     "SIGKILL), the snapshot is made from that record.  The exit status is the program's, but\n"
-    "1 when it exited 0 and a snapshot was lost.",
+    "1 when it exited 0 and a snapshot was lost or could not be written where -o said.",
     g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 1, "cumemhist record -o train.cmh -- python train.py"};
 
 static pid_t g_child;
@@ -162,6 +163,8 @@ typedef struct rec_run {
     int npids, cpids;
     rec_file *files; /* snapshots, each once, in the order first written */
     int nfiles, cfiles;
+    long (*parents)[2]; /* pid, parent pid: from "loaded" and "touched" lines */
+    int nparents, cparents;
     int nloaded; /* processes the library was loaded into */
     int noexec;  /* the program could not be started */
 } rec_run;
@@ -194,6 +197,18 @@ static void read_manifest(const char *path, rec_run *r)
         long pid;
         int at = 0;
         if (sscanf(line, "%15s %ld %n", kind, &pid, &at) < 2) continue;
+        long ppid;
+        if ((!strcmp(kind, "loaded") || !strcmp(kind, "touched")) && at && sscanf(line + at, "%ld", &ppid) == 1) {
+            if (r->nparents == r->cparents) {
+                int nc = r->cparents ? r->cparents * 2 : 8;
+                long(*np)[2] = realloc(r->parents, (size_t)nc * sizeof *np);
+                if (!np) break;
+                r->parents = np;
+                r->cparents = nc;
+            }
+            r->parents[r->nparents][0] = pid;
+            r->parents[r->nparents++][1] = ppid;
+        }
         if (!strcmp(kind, "loaded") || !strcmp(kind, "noexec")) {
             *(kind[0] == 'l' ? &r->nloaded : &r->noexec) += 1;
             continue;
@@ -223,6 +238,62 @@ static void read_manifest(const char *path, rec_run *r)
         }
     }
     fclose(mf);
+}
+
+/* How many parents up from pid the launched process is, by the manifest's "loaded" and
+ * "touched" lines; -1 when the chain breaks (a process between that never loaded the library,
+ * or one reparented when its parent died). */
+static int depth_below(const rec_run *r, long pid, long launched)
+{
+    for (int d = 0; d < 64; d++) {
+        if (pid == launched) return d;
+        long up = -1;
+        for (int i = 0; i < r->nparents && up < 0; i++)
+            if (r->parents[i][0] == pid) up = r->parents[i][1];
+        if (up <= 1) return -1;
+        pid = up;
+    }
+    return -1;
+}
+
+/* A fixed -o path is the launched process's (recorder/config.c); every other process wrote
+ * PATH with its pid inserted.  When the launched process never used CUDA (a shell wrapper,
+ * `sh -c`, a launcher), the path goes to the CUDA process nearest it, the first of them to
+ * use CUDA on a tie: one that has ended and left a snapshot or a flight record.  NULL: none. */
+static rec_pid *heir_of(rec_run *r, long launched)
+{
+    struct stat st;
+    for (int i = 0; i < r->npids; i++)
+        if (r->pids[i].pid == launched) return NULL;
+    rec_pid *best = NULL;
+    int best_depth = INT_MAX;
+    for (int i = 0; i < r->npids; i++) {
+        rec_pid *p = &r->pids[i];
+        if (p->execed || kill((pid_t)p->pid, 0) == 0) continue; /* a program before exec(); one still running */
+        int left = (p->snapshot[0] && stat(p->snapshot, &st) == 0 && S_ISREG(st.st_mode)) || (p->flight[0] && stat(p->flight, &st) == 0);
+        int d = depth_below(r, p->pid, launched);
+        if (d < 0) d = INT_MAX - 1;
+        if (left && d < best_depth) best = p, best_depth = d;
+    }
+    return best;
+}
+
+/* The path a process's snapshot (or flight record) would have had without its pid: PATH.PID.cmh
+ * (.flight) -> PATH.cmh, in the directory the process wrote in (relative to its own working
+ * directory, not ours).  -1 when there is no ".PID" in its name. */
+static int without_pid(const rec_pid *p, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", p->snapshot[0] ? p->snapshot : p->flight);
+    size_t l = strlen(out);
+    if (!p->snapshot[0] && l > 7 && !strcmp(out + l - 7, ".flight")) out[l -= 7] = 0;
+    char num[32];
+    int n = snprintf(num, sizeof num, ".%ld", p->pid);
+    char *base = strrchr(out, '/'), *at = NULL;
+    for (char *q = base ? base : out; (q = strstr(q, num)); q++)
+        if (q[n] == '.' || !q[n]) at = q;
+    if (!at) return -1;
+    memmove(at, at + n, strlen(at + n) + 1);
+    return 0;
 }
 
 /* Before the program runs: the snapshot's directory exists and takes new files, and the path
@@ -403,6 +474,9 @@ static int record(char **prog, const char *argv0)
         /* the program starts with the dispositions (nohup's ignored SIGHUP) and mask we were given */
         for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &given[i], NULL);
         sigprocmask(SIG_SETMASK, &was, NULL);
+        char me[32]; /* the snapshot path is this process's, whichever touches CUDA first */
+        snprintf(me, sizeof me, "%ld", (long)getpid());
+        setenv("CUMEMHIST_LAUNCHED", me, 1);
         execvp(prog[0], prog);
         int e = errno;
         FILE *mf = fopen(manifest, "a");
@@ -416,7 +490,7 @@ static int record(char **prog, const char *argv0)
     /* from now on our own signals are ours again: the finalizing is short */
     for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) signal(passed[i], SIG_DFL);
 
-    /* What the processes did (the manifest: "touched PID", "flight PID PATH", "snapshot PID
+    /* What the processes did (the manifest: "touched PID PPID", "flight PID PATH", "snapshot PID
      * PATH", in order): the snapshots written, each once; for each process that touched CUDA
      * and wrote none, its flight record made into one; a process still running is named. */
     rec_run run;
@@ -424,7 +498,26 @@ static int record(char **prog, const char *argv0)
     read_manifest(manifest, &run);
     unlink(manifest);
     if (claim[0]) unlink(claim);
-    int nfiles = 0, lost = 0;
+    int nfiles = 0, lost = 0, misplaced = 0;
+    long misplaced_pid = 0;
+    char misplaced_at[PATH_MAX] = "";
+    /* the launched process never used CUDA: its nearest CUDA process gets the path */
+    struct stat hst; /* (a device or a pipe at -o: every process wrote through it, none has NAME.PID) */
+    rec_pid *heir = claim[0] && !(lstat(output, &hst) == 0 && !S_ISREG(hst.st_mode)) ? heir_of(&run, (long)g_child) : NULL;
+    char heir_path[PATH_MAX];
+    if (heir && (without_pid(heir, heir_path, sizeof heir_path) != 0 || (lstat(heir_path, &hst) == 0 && !S_ISREG(hst.st_mode))))
+        heir = NULL; /* a link, a device or a pipe at the path is left as it is */
+    int heir_recovers = heir && heir->flight[0] && access(heir->flight, F_OK) == 0;
+    if (heir && !heir_recovers) {
+        if (rename(heir->snapshot, heir_path) == 0) {
+            for (int i = 0; i < run.nfiles; i++)
+                if (!strcmp(run.files[i].path, heir->snapshot)) snprintf(run.files[i].path, PATH_MAX, "%s", heir_path);
+            snprintf(heir->snapshot, sizeof heir->snapshot, "%s", heir_path);
+        } else {
+            cli_error("%s: cannot rename it to %s: %s", heir->snapshot, heir_path, strerror(errno));
+            heir = NULL;
+        }
+    }
     for (int i = 0; i < run.nfiles; i++) {
         struct stat st;
         if (stat(run.files[i].path, &st) != 0) continue;
@@ -454,8 +547,17 @@ static int record(char **prog, const char *argv0)
                             p->pid, p->snapshot[0] ? p->snapshot : "its snapshot", p->flight);
                 continue;
             }
-            if (cli_recover_flight(p->flight, NULL, p->pid == g_child && !p->execed, status, 0, quiet, 0) == 0) nfiles++;
-            else lost++;
+            /* its exit dump failed (a full disk, -o /dev/full) and the path asked for could not take
+             * the recovered one (a device): the snapshot is elsewhere, which the status says */
+            int dump_failed = cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK && id.state == CMH_ENDED_EXITED, beside = 0;
+            if (cli_recover_flight(p->flight, p == heir ? heir_path : NULL, p->pid == g_child && !p->execed, status, 0, quiet, 0, &beside) == 0) {
+                nfiles++;
+                if (dump_failed && beside && !misplaced++) {
+                    misplaced_pid = p->pid;
+                    snprintf(misplaced_at, sizeof misplaced_at, "%.*s", (int)(strlen(p->flight) > 7 ? strlen(p->flight) - 7 : strlen(p->flight)), p->flight);
+                }
+            } else
+                lost++;
         } else if (!p->snapshot[0]) {
             if (p->pid != g_child && kill((pid_t)p->pid, 0) == 0) {
                 if (!quiet) fprintf(stderr, "cumemhist: pid %ld is still running (no flight record to recover)\n", p->pid);
@@ -466,8 +568,28 @@ static int record(char **prog, const char *argv0)
                       p->flight[0] ? "" : " (CUMEMHIST_FLIGHT=0, or its directory refused one)");
         }
     }
+    /* who has the path, when more than one process used CUDA or the launched one did not */
+    long holder = heir ? heir->pid : -1, others = 0;
+    for (int i = 0; i < run.npids && claim[0]; i++) {
+        if (run.pids[i].pid == g_child && !heir) holder = g_child;
+        int seen = run.pids[i].pid == (heir ? heir->pid : g_child);
+        for (int j = 0; j < i && !seen; j++) seen = run.pids[j].pid == run.pids[i].pid;
+        others += !seen;
+    }
+    if (!quiet && holder > 0 && (heir || others)) {
+        const char *slash = strrchr(output, '/'), *dot = strrchr(slash ? slash : output, '.');
+        if (!dot || dot == (slash ? slash + 1 : output)) dot = output + strlen(output);
+        if (heir)
+            fprintf(stderr, "cumemhist: %s holds pid %ld, the CUDA process nearest pid %ld (the program started, which used no CUDA)",
+                    output, holder, (long)g_child);
+        else
+            fprintf(stderr, "cumemhist: %s holds pid %ld, the program started", output, holder);
+        if (others) fprintf(stderr, "; %ld other process%s wrote %.*s.PID%s", others, others == 1 ? "" : "es", (int)(dot - output), output, dot);
+        fputc('\n', stderr);
+    }
     free(run.files);
     free(run.pids);
+    free(run.parents);
     int unrecorded = !run.nloaded && !nfiles && !run.noexec && !(WIFEXITED(status) && WEXITSTATUS(status) == 127);
     if (unrecorded) /* not even the first process: ld.so refused it, or the program ignores LD_PRELOAD */
         cli_error("%s did not record %s (ld.so could not preload it, it is not libcumemhist.so, or the program is static or set-user-ID): nothing "
@@ -492,6 +614,15 @@ static int record(char **prog, const char *argv0)
     if (unrecorded && WIFEXITED(status) && WEXITSTATUS(status) == 0) return CLI_EFILE;
     if (lost && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         cli_error("exit status 1: %d snapshot%s lost (the program itself exited 0)", lost, lost == 1 ? "" : "s");
+        return CLI_EFILE;
+    }
+    if (misplaced && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        if (misplaced == 1)
+            cli_error("exit status 1: pid %ld could not write its snapshot to %s (its exit dump failed); it is in %s (the program itself exited 0)",
+                      misplaced_pid, output ? output : "its path", misplaced_at);
+        else
+            cli_error("exit status 1: %d processes could not write their snapshots to %s (their exit dumps failed); pid %ld's is in %s, the "
+                      "others' beside it (the program itself exited 0)", misplaced, output ? output : "their path", misplaced_pid, misplaced_at);
         return CLI_EFILE;
     }
 

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "cumemhist/recover.h"
 #include "cumemhist/symbolize.h"
+#include "registry.h"
 
 static const char *g_out;
 static int g_keep, g_live;
@@ -45,9 +46,10 @@ const cli_command cli_cmd_recover = {
 
 void cli_flight_ending(const cmh_flight_identity *id, int state, int end_signal, int have_status, int status, char *how, size_t cap)
 {
-    /* the parent's wait status says it best; else what the process marked; a process that
-     * marked nothing ended without its exit dump, by a way that runs no code of ours (SIGKILL,
-     * _exit), and its status went to its own parent */
+    /* the parent's wait status says it best; else what the process marked (a fatal signal, a
+     * failed exit dump, _exit()); a process that marked nothing ended by a way that runs no code
+     * of ours (SIGKILL, the OOM killer; before records marked _exit(), that too), and its status
+     * went to its own parent */
     char parent[64] = "is not known here";
     if (id->forked_from > 0) snprintf(parent, sizeof parent, "went to its parent, pid %lld", (long long)id->forked_from);
     int ex = have_status && WIFEXITED(status) ? WEXITSTATUS(status) : 0;
@@ -58,7 +60,15 @@ void cli_flight_ending(const cmh_flight_identity *id, int state, int end_signal,
         snprintf(how, cap, "exited with status %d without its exit dump (no exit handler ran: _exit())", ex);
     else if (state == CMH_ENDED_SIGNALED) snprintf(how, cap, "was killed by %s", cmh_signal_name(end_signal));
     else if (state == CMH_ENDED_EXITED) snprintf(how, cap, "exited; its exit dump failed");
-    else if (id->forked_from > 0) /* a worker forked without exec: _exit() is how those end, not an alarm */
+    else if (state == CMH_ENDED_QUIT && id->forked_from > 0) /* a worker forked without exec: how those end, not an alarm */
+        snprintf(how, cap, "ended by _exit(%d), the usual end of a forked worker (as multiprocessing and DataLoader workers end: no exit "
+                 "handler runs, so no exit dump; its exit status %s)", end_signal, parent);
+    else if (state == CMH_ENDED_QUIT)
+        snprintf(how, cap, "ended by _exit(%d), without its exit dump (no exit handler runs)", end_signal);
+    else if (id->marks_exit) /* _exit() would have marked it: no code of the process ran at its end */
+        snprintf(how, cap, "was killed, with no chance to mark its end (SIGKILL, the OOM killer, or a signal left to its default action; "
+                 "its exit status %s)", parent);
+    else if (id->forked_from > 0) /* (a record of an older recorder, which did not mark _exit) */
         snprintf(how, cap, "ended without its exit dump, the usual end of a forked worker (_exit(), as multiprocessing and "
                  "DataLoader workers end; a SIGKILL would look the same; its exit status %s)", parent);
     else
@@ -125,8 +135,9 @@ static void default_dest(const char *flight, const char *named, int live, char *
     snprintf(out + strlen(out), cap - strlen(out), ".live.cmh");
 }
 
-int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live)
+int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live, int *beside)
 {
+    if (beside) *beside = 0;
     char err[4600];
     cmh_flight_identity id;
     int rc = cmh_flight_identify(flight, &id, err, sizeof err);
@@ -177,6 +188,10 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
+    struct stat nst; /* -o /dev/null: the recovery is beside the flight record, which a device could not hold */
+    int elsewhere = !live && !out && info.snapshot_path[0] && strcmp(dest, info.snapshot_path) && stat(info.snapshot_path, &nst) == 0 &&
+                    !S_ISREG(nst.st_mode) && !S_ISDIR(nst.st_mode);
+    if (beside) *beside = elsewhere;
     if (!quiet && info.unverified)
         fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", flight);
     if (!quiet) {
@@ -187,9 +202,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         else
             fprintf(stderr, "cumemhist: pid %lld %s after %s %s; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
                     thousands(info.entries), info.entries == 1 ? "entry" : "entries", dest);
-        struct stat nst; /* -o /dev/null: the recovery is beside the flight record, which a device could not hold */
-        if (!live && !out && info.snapshot_path[0] && strcmp(dest, info.snapshot_path) && stat(info.snapshot_path, &nst) == 0 &&
-            !S_ISREG(nst.st_mode) && !S_ISDIR(nst.st_mode))
+        if (elsewhere)
             fprintf(stderr, " (recovered beside its flight record: %s, the path asked for, is not a regular file)", info.snapshot_path);
         if (info.torn) fprintf(stderr, " (%s torn record%s dropped)", thousands(info.torn), info.torn == 1 ? "" : "s");
         if (info.damaged)
@@ -207,6 +220,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         fputc('\n', stderr);
     }
     if (!keep && !info.truncated) { /* a cut copy stays: the rest may be found */
+        cmh_registry_forget(info.pid, flight); /* its registry entry pointed `top` and `recover` here */
         char p[4400];
         for (int i = 1; i <= 2; i++) {
             snprintf(p, sizeof p, "%s.ckpt%d.cmh", flight, i);
@@ -223,5 +237,5 @@ int cmd_recover(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_recover, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    return cli_recover_flight(path, g_out, 0, 0, g_keep, 0, g_live);
+    return cli_recover_flight(path, g_out, 0, 0, g_keep, 0, g_live, NULL);
 }

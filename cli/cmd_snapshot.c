@@ -57,9 +57,11 @@ int cmd_snapshot(int argc, char **argv)
     int gone = proc == CLI_PROC_GONE || proc == CLI_PROC_REUSED;
     char ending[400];
     if (gone)
-        snprintf(ending, sizeof ending, "was no longer running when this snapshot was taken from its flight record (%" PRIu64 " entries)", entries);
+        snprintf(ending, sizeof ending, "was no longer running when this snapshot was taken from its flight record (%" PRIu64 " %s)", entries,
+                 entries == 1 ? "entry" : "entries");
     else
-        snprintf(ending, sizeof ending, "was still running when this snapshot was taken from its flight record (%" PRIu64 " entries so far)", entries);
+        snprintf(ending, sizeof ending, "was still running when this snapshot was taken from its flight record (%" PRIu64 " %s so far)", entries,
+                 entries == 1 ? "entry" : "entries");
     cmh_strtab_intern(&s.strings, ending, strlen(ending), &s.ending);
     cmh_symbolize_result r;
     cmh_symbolize_offline(&s, CMH_SYM_ALL, &r);
@@ -75,10 +77,11 @@ int cmd_snapshot(int argc, char **argv)
     }
     if (!g_quiet) {
         if (gone)
-            fprintf(stderr, "cumemhist: pid %lld is not running%s: its %" PRIu64 " entries are in %s; 'cumemhist recover %s' makes its "
+            fprintf(stderr, "cumemhist: pid %lld is not running%s: its %" PRIu64 " %s in %s; 'cumemhist recover %s' makes its "
                     "snapshot, says how it ended and removes the record", (long long)info->pid,
-                    proc == CLI_PROC_REUSED ? " (its pid belongs to a later process)" : "", entries, dest, flight);
-        else fprintf(stderr, "cumemhist: pid %lld: %" PRIu64 " entries so far, in %s", (long long)info->pid, entries, dest);
+                    proc == CLI_PROC_REUSED ? " (its pid belongs to a later process)" : "", entries, entries == 1 ? "entry is" : "entries are",
+                    dest, flight);
+        else fprintf(stderr, "cumemhist: pid %lld: %" PRIu64 " %s so far, in %s", (long long)info->pid, entries, entries == 1 ? "entry" : "entries", dest);
         if (info->torn) fprintf(stderr, " (%" PRIu64 " torn record%s skipped)", info->torn, info->torn == 1 ? "" : "s");
         if (info->damaged) fprintf(stderr, " (%" PRIu64 " damaged record%s skipped)", info->damaged, info->damaged == 1 ? "" : "s");
         fputc('\n', stderr);

@@ -120,6 +120,11 @@ static int append(char *out, size_t outlen, size_t *pos, const char *s, size_t n
 /* A fixed path (no %p / %r) belongs to the first process that dumps to it: it claims the path
  * by creating PATH.claim holding "SESSION PID".  Every other process gets ".PID" inserted before
  * the extension, so no process ever overwrites another's snapshot, even one that has exited.
+ * Under `cumemhist record` the path is the launched process's (CUMEMHIST_LAUNCHED, its pid), not
+ * whichever touched CUDA first: a child forked before the program's own first allocation took it
+ * otherwise (and `summary NAME` read the child).  Every other process gets ".PID" at once; when
+ * the launched process never uses CUDA (a shell wrapper), `record` gives the path afterwards to
+ * the CUDA process nearest it (cli/cmd_record.c).
  * A claim from another session (an earlier run) is stale and taken over, and so is one of
  * this session whose process was killed before it could write there.  The session is
  * CUMEMHIST_SESSION (set by `cumemhist record`) or else the process's session id. */
@@ -177,6 +182,8 @@ static int fixed_path_is_mine(const char *path)
     static pid_t decided_for;
     if (decided >= 0 && decided_for == getpid()) return decided;
     decided_for = getpid();
+    const char *launched = getenv("CUMEMHIST_LAUNCHED");
+    if (launched && *launched && atol(launched) > 0 && atol(launched) != (long)getpid()) return decided = 0;
     long sess = session_id();
     char claim[4200], mine[4300];
     snprintf(claim, sizeof claim, "%s.claim", path);

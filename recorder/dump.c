@@ -112,7 +112,9 @@ void cmh_dump_note_manifest_of(const char *kind, long pid, const char *path)
     if (!m || !*m) return;
     char abs[PATH_MAX + 4200];
     int k = snprintf(abs, sizeof abs, "%s %ld ", kind, pid);
-    if (!path) abs[--k] = 0;
+    /* a line without a path ("loaded", "touched") names the parent: `record` finds the CUDA
+     * process nearest the one it launched when that one never used CUDA */
+    if (!path) snprintf(abs + k, sizeof abs - (size_t)k, "%ld", (long)getppid());
     else if (!realpath(path, abs + k)) snprintf(abs + k, sizeof abs - (size_t)k, "%s", path);
     size_t l = strlen(abs);
     abs[l++] = '\n';

@@ -586,6 +586,7 @@ void cmh_flight_start(void)
     h->max_frames = cmh_cfg.max_frames;
     h->enabled = (uint8_t)cmh_cfg.enabled;
     h->context = (uint8_t)cmh_cfg.context;
+    h->marks = CMH_FLIGHT_MARKS_EXIT;
     h->gen = 1;
     snprintf(h->snapshot_path, sizeof h->snapshot_path, "%s", snap);
     gethostname(h->hostname, sizeof h->hostname - 1);
@@ -774,6 +775,15 @@ void cmh_flight_ended_by_signal(int sig) /* async-signal-safe: two stores into t
     if (!h) return;
     h->end_signal = sig;
     __atomic_store_n(&h->state, CMH_FLIGHT_SIGNALED, __ATOMIC_RELEASE);
+}
+
+void cmh_flight_ended_by_exit(int status) /* two stores, and only into this process's own record */
+{
+    cmh_flight_header *h = __atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE);
+    /* (a vfork child shares its parent's memory: the record it sees is the parent's) */
+    if (!h || h->pid != (int64_t)getpid() || __atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != CMH_FLIGHT_RUNNING) return;
+    h->end_signal = status;
+    __atomic_store_n(&h->state, CMH_FLIGHT_QUIT, __ATOMIC_RELEASE);
 }
 
 void cmh_flight_finish(int snapshot_written)

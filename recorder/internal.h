@@ -528,6 +528,8 @@ CMH_HIDDEN int cmh_meminfo_export(cmh_snapshot *s);
 CMH_HIDDEN void cmh_meminfo_reset_after_fork(void);     /* wake the helper thread (it looks at what is wanted) */
 CMH_HIDDEN void cmh_flight_checkpoint(void);
 CMH_HIDDEN void cmh_flight_ended_by_signal(int sig); /* async-signal-safe */
+/* _exit(status) / _Exit: marks the record QUIT with the status (async-signal-safe) */
+CMH_HIDDEN void cmh_flight_ended_by_exit(int status);
 /* At exit: the files go when the snapshot was written, else the record says the process exited. */
 CMH_HIDDEN void cmh_flight_finish(int snapshot_written);
 CMH_HIDDEN void cmh_flight_reset_after_fork(void);
@@ -541,7 +543,7 @@ CMH_HIDDEN int cmh_dump_set_torch_file(const char *path);
 /* A flight record's checkpoint: a dump to path, not named in the manifest, with each device
  * slot's last entry sequence at the moment its ring was copied in cut[]. */
 CMH_HIDDEN int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots);
-/* Append "KIND PID PATH" ("KIND PID" without a path) to the manifest `cumemhist record` reads:
+/* Append "KIND PID PATH" ("KIND PID PPID" without a path) to the manifest `cumemhist record` reads:
  * touched (the process used CUDA), flight, snapshot. */
 CMH_HIDDEN void cmh_dump_note_manifest(const char *kind, const char *path);
 /* The same line for another process (pid): a record of its that this one moved */

@@ -26,6 +26,7 @@
  * after us replaces ours: the flight record still holds the history.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -36,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -211,6 +213,36 @@ static void at_exit(void)
 }
 
 /* ---- deaths ---- */
+
+/* _exit() and _Exit() run no exit handler, so no exit dump: the record says the process ended
+ * so, with its status.  Forked workers end this way (multiprocessing, DataLoader: os._exit),
+ * and an end that marked nothing at all was then a death no code of the process saw (SIGKILL,
+ * the OOM killer), which a reader can now say instead of "SIGKILL or _exit()".  exit() reaches
+ * _exit inside libc, not through here (its exit dump has run by then). */
+__attribute__((noreturn)) static void quit_next(int status)
+{
+    static void (*next)(int);
+    void (*f)(int) = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
+    if (!f) {
+        void *(*sym)(void *, const char *) = (void *(*)(void *, const char *))cmh_dlsym_resolve();
+        f = sym ? (void (*)(int))sym(RTLD_NEXT, "_exit") : NULL;
+        if (f) __atomic_store_n(&next, f, __ATOMIC_RELEASE);
+    }
+    if (f) f(status);
+    for (;;) syscall(SYS_exit_group, status);
+}
+
+CMH_EXPORT void _exit(int status)
+{
+    cmh_flight_ended_by_exit(status);
+    quit_next(status);
+}
+
+CMH_EXPORT void _Exit(int status)
+{
+    cmh_flight_ended_by_exit(status);
+    quit_next(status);
+}
 
 /* Hand sig on: to the program's own handler, else to the default action (which, sig being
  * blocked in its handler, happens as soon as ours returns). */

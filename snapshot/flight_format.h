@@ -69,8 +69,12 @@ enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, C
        CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11, CMH_FR_VMM_HANDLE = 12 };
 /* how the process ended, as far as it could say */
 /* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
- * record of the old one so and keeps it beside its own) */
-enum { CMH_FLIGHT_RUNNING = 0, CMH_FLIGHT_EXITED = 1, CMH_FLIGHT_SIGNALED = 2, CMH_FLIGHT_EXECED = 3 };
+ * record of the old one so and keeps it beside its own.  QUIT: it called _exit() or _Exit(), no
+ * exit handler running, end_signal holding the status; marked by a recorder whose header has
+ * CMH_FLIGHT_MARKS_EXIT in `marks`, and then an end with no mark at all was a death no code of
+ * the process saw: SIGKILL, the OOM killer, a signal it did not catch) */
+enum { CMH_FLIGHT_RUNNING = 0, CMH_FLIGHT_EXITED = 1, CMH_FLIGHT_SIGNALED = 2, CMH_FLIGHT_EXECED = 3, CMH_FLIGHT_QUIT = 4 };
+#define CMH_FLIGHT_MARKS_EXIT 1 /* `marks`: _exit() marks the record (QUIT); before, an unmarked end might be one */
 
 #define CMH_FLIGHT_EXTENTS 48
 
@@ -95,8 +99,8 @@ typedef struct cmh_flight_header {
     /* options in force */
     uint64_t max_entries;
     int32_t max_frames;
-    uint8_t enabled, context, pad0[2];
-    /* the end: state (CMH_FLIGHT_*) and the signal; records no extent could take */
+    uint8_t enabled, context, marks, pad0; /* marks: CMH_FLIGHT_MARKS_* (0 in records of older recorders) */
+    /* the end: state (CMH_FLIGHT_*) and the signal (QUIT: the _exit status); records no extent could take */
     uint32_t state;
     int32_t end_signal;
     uint64_t lost_records;

@@ -198,4 +198,23 @@ static int list_of(cmh_registry_entry **out, size_t *n, int remove_stale, int go
 
 int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale) { return list_of(out, n, remove_stale, 0); }
 
+void cmh_registry_forget(int64_t pid, const char *flight)
+{
+    char dir[4096];
+    struct stat mine, theirs;
+    if (pid <= 0 || stat(flight, &mine) != 0 || cmh_runtime_dir(dir, sizeof dir) != 0) return;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return;
+    static const char *const exts[] = {"proc", "gone"};
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        cmh_registry_entry e;
+        snprintf(name, sizeof name, "%lld.%s", (long long)pid, exts[i]);
+        if (read_entry(dfd, name, &e) == 0 && e.pid == pid && stat(e.flight, &theirs) == 0 && theirs.st_dev == mine.st_dev &&
+            theirs.st_ino == mine.st_ino)
+            unlinkat(dfd, name, 0);
+    }
+    close(dfd);
+}
+
 int cmh_registry_gone(cmh_registry_entry **out, size_t *n) { return list_of(out, n, 0, 1); }

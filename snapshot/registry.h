@@ -53,6 +53,11 @@ typedef struct cmh_registry_entry {
  * with errno. */
 int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale);
 
+/* `recover` is about to remove the flight record at flight, of the ended process pid: its
+ * entry (PID.proc or PID.gone) goes too, when it names that same file (a later process given
+ * the pid has a record of its own). */
+void cmh_registry_forget(int64_t pid, const char *flight);
+
 /* The processes that left the registry stale with their flight record still there, sorted by
  * pid (those whose flight record has since gone are removed, not listed).  0, or -1 with errno. */
 int cmh_registry_gone(cmh_registry_entry **out, size_t *n);

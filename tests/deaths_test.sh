@@ -110,12 +110,12 @@ import json, sys
 a, b = (json.load(open(f))["processes"][0] for f in sys.argv[1:])
 # (its change per minute: null while it runs too, its 50 MiB came in a burst: no rate, live_test)
 assert a["running"] is True and a["ended"] is None and "change_per_min" in a["devices"][0], a
-assert b["running"] is False and "left no mark (SIGKILL" in b["ended"] and b["devices"][0]["change_per_min"] is None, b
+assert b["running"] is False and "killed, with no chance to mark its end (SIGKILL" in b["ended"] and b["devices"][0]["change_per_min"] is None, b
 EOF2
 check "top --json: running while it ran, ended (and how) once killed with SIGKILL" "[ $? -eq 0 ]"
 check "top --once: a killed process is not shown as running ($(grep -c 'not running' q2.txt) lines say so)" \
     "! grep -q 'not running\|ended' q1.txt && grep -q '^ *$qp .* ended ' q2.txt && grep -q 'sites holding memory at its end' q2.txt &&
-     grep -q \"^pid $qp is not running: it ended without its exit dump and left no mark (SIGKILL.*'cumemhist recover .*q.cmh.flight' writes its snapshot\" q2.txt"
+     grep -q \"^pid $qp is not running: it was killed, with no chance to mark its end (SIGKILL.*'cumemhist recover .*q.cmh.flight' writes its snapshot\" q2.txt"
 "$CMH" recover q.cmh.flight 2>/dev/null >/dev/null
 # ranks says how each process ended, whole (it cut the sentence at 159 bytes, --json too)
 "$CMH" ranks --json q.cmh 2>/dev/null >qr.json
@@ -193,7 +193,9 @@ env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=
     ok "the next run keeps a killed run's record aside (p.$kpid.cmh.flight); recover writes p.$kpid.cmh" ||
     bad "leftover record: $(ls p.*) $(cat err.txt)"
 
-# --- _exit(0): no exit dump, no mark; what is known is said, and no more ---
+# --- _exit(0): no exit dump; the recorder's _exit marks the record with the status (a
+# grandchild's or a plain preload's read 'left no mark (SIGKILL, the OOM killer or _exit()...'
+# before: the same words as a SIGKILL) ---
 rm -f e.cmh*
 "$CMH" record -o e.cmh -- "$D" _exit >/dev/null 2>err.txt
 rc=$?
@@ -202,12 +204,12 @@ rc=$?
     ok "_exit(0) under record: exit 0, 150 entries, 'exited with status 0 without its exit dump'" || bad "_exit(0) under record: exit $rc, $(cat err.txt)"
 rm -f e.cmh*
 "$CMH" record -o e.cmh -- sh -c "\"$D\" _exit; true" >/dev/null 2>err.txt
-grep -q "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status is not known here) after 150 entries" err.txt &&
-    ok "_exit(0) of a grandchild: record says it cannot know the status" || bad "_exit(0) grandchild: $(cat err.txt)"
+grep -q "pid [0-9]* ended by _exit(0), without its exit dump (no exit handler runs) after 150 entries" err.txt &&
+    ok "_exit(0) of a grandchild: record says it ended by _exit(0)" || bad "_exit(0) grandchild: $(cat err.txt)"
 rm -f e.cmh*
 env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=e.cmh "$D" _exit 2>/dev/null
-"$CMH" recover e.cmh.flight 2>err.txt && [ "$(entries e.cmh)" = 150 ] && grep -q "ended without its exit dump and left no mark" err.txt &&
-    ! grep -q "without a word" err.txt && ok "_exit(0), plain LD_PRELOAD: recover says no exit dump ran, not 'SIGKILL?'" || bad "_exit(0) recover: $(cat err.txt)"
+"$CMH" recover e.cmh.flight 2>err.txt && [ "$(entries e.cmh)" = 150 ] && grep -q "ended by _exit(0), without its exit dump (no exit handler runs)" err.txt &&
+    ! grep -q "without a word\|SIGKILL" err.txt && ok "_exit(0), plain LD_PRELOAD: recover says it ended by _exit(0), not 'SIGKILL?'" || bad "_exit(0) recover: $(cat err.txt)"
 
 # --- recover and a process that still runs: refused, or copied with --live; a reused pid ---
 rm -f v.cmh* v.*.cmh* w.cmh*

@@ -151,4 +151,18 @@ check "pprof of a record that ran out on device 1: device 1's profile by default
      grep -qx \"cumemhist: export: device 1, where the record's first out-of-memory error happened (--device N for another)\" oom1.err"
 "$CMH" whatif oom1.pickle 2>oom1w.err >/dev/null
 check "whatif names the same device in the same words" "grep -qx \"cumemhist: whatif: device 1, where the record's first out-of-memory error happened (--device N for another)\" oom1w.err"
+# a record of one trace entry is counted in the singular ('1 trace entries' before), by export
+# -f sqlite on stderr and in plot's panel title
+py -c "
+import pickle
+a, fr = 0x7f5000000000, [{'filename': '/proj/run.py', 'line': 10, 'name': 'grow'}]
+blk = {'address': a, 'size': 1 << 20, 'requested_size': 1 << 20, 'state': 'active_allocated', 'frames': fr}
+seg = {'device': 0, 'address': a, 'total_size': 1 << 20, 'allocated_size': 1 << 20, 'active_size': 1 << 20, 'requested_size': 1 << 20,
+       'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False, 'frames': fr, 'blocks': [blk]}
+tr = [{'action': 'alloc', 'addr': a, 'size': 1 << 20, 'stream': 0, 'time_us': 1000, 'frames': fr}]
+pickle.dump({'segments': [seg], 'device_traces': [tr], 'allocator_settings': {}}, open('one.pickle', 'wb'), protocol=4)"
+"$CMH" export -f sqlite one.pickle -o one.db 2>one.err
+"$CMH" plot one.pickle -o one.svg 2>/dev/null
+check "one trace entry: 'wrote one.db: 1 record, 1 trace entry', and plot's '1 trace entry'" \
+    "grep -qx 'cumemhist: wrote one.db: 1 record, 1 trace entry' one.err && grep -q ' 1 trace entry</text>' one.svg && ! grep -q '1 trace entries' one.svg"
 finish

@@ -61,6 +61,36 @@ check_run "record, children first" $d
 left=$(ls $d | grep -c 'flight\|claim\|tmp')
 [ "$left" = 0 ] && ok "record, children first: no flight record, claim or temporary file left" || bad "record, children first: left $(ls $d)"
 
+# -o NAME is the launched process's, whoever touches CUDA first: a child that allocates and ends
+# with its snapshot (exit) before the parent's first allocation (late) once took NAME, the
+# parent's record landing as NAME.PID (and `summary NAME` read the child's); the parent first
+# too, and a shell wrapper that never uses CUDA: NAME goes to its nearest CUDA process (forker,
+# not forker's child, which touched first)
+holder() { "$CMH" summary "$1" 2>/dev/null | head -1 | sed -n 's/^[^ ]*: pid \([0-9]*\) .*/\1/p'; }
+for order in late "" "sh late" "sh"; do
+    for run in 1 2 3; do
+        d=name-$run-$(echo "$order" | tr ' ' _)
+        mkdir $d
+        case $order in
+        sh*) (cd $d && "$CMH" record -o x.cmh -- sh -c "'$FK' ${order#sh} exit exit; true" >out.txt 2>err.txt) ;;
+        *) (cd $d && "$CMH" record -o x.cmh -- "$FK" $order exit exit >out.txt 2>err.txt) ;;
+        esac
+        ppid=$(sed -n 's/^parent \([0-9]*\) .*/\1/p' $d/out.txt)
+        got=$(holder $d/x.cmh) kids=0
+        for c in $(sed -n 's/^child \([0-9]*\) .*/\1/p' $d/out.txt); do [ "$(holder $d/x.$c.cmh)" = "$c" ] && kids=$((kids + 1)); done
+        if [ -n "$ppid" ] && [ "$got" = "$ppid" ] && [ "$kids" = 2 ] && [ ! -e $d/x.$ppid.cmh ]; then
+            good=1
+            case $order in sh*) grep -q "^cumemhist: x.cmh holds pid $ppid, the CUDA process nearest pid [0-9]* (the program started, which used no CUDA); 2 other processes wrote x.PID.cmh$" $d/err.txt || good=0 ;;
+            *) grep -q "^cumemhist: x.cmh holds pid $ppid, the program started; 2 other processes wrote x.PID.cmh$" $d/err.txt || good=0 ;;
+            esac
+            [ $good = 1 ] && ok "record -o x.cmh, ${order:-parent first} (run $run): x.cmh is the launched process's (pid $ppid), each child's x.PID.cmh, and record says so" ||
+                bad "record -o x.cmh, ${order:-parent first} (run $run): no line saying who holds x.cmh: $(cat $d/err.txt)"
+        else
+            bad "record -o x.cmh, ${order:-parent first} (run $run): x.cmh holds pid '$got', want the parent '$ppid' ($kids of 2 children at x.PID.cmh): $(ls $d)"
+        fi
+    done
+done
+
 for mode in plain threaded; do
     arg=; [ $mode = threaded ] && arg=threaded
 
@@ -74,6 +104,15 @@ for mode in plain threaded; do
     check_run "record, $mode" $d
     left=$(ls $d | grep -c 'flight\|claim\|tmp')
     [ "$left" = 0 ] && ok "record, $mode: no flight record, claim or temporary file left" || bad "record, $mode: left $(ls $d)"
+    left=
+    for pid in $(sed -n 's/^\(child\|parent\) \([0-9]*\) .*/\2/p' $d/out.txt); do
+        [ -e "$XDG_RUNTIME_DIR/cumemhist/$pid.proc" ] || [ -e "$XDG_RUNTIME_DIR/cumemhist/$pid.gone" ] && left="$left $pid"
+    done
+    [ -z "$left" ] && ok "record, $mode: no registry entry left of any process, recovered ones included" ||
+        bad "record, $mode: registry entries left for pids$left"
+    grep -q "pid [0-9]* killed, with no chance to mark its end (SIGKILL" $d/err.txt && grep -q "pid [0-9]* ended by _exit(0), the usual end of a forked worker" $d/err.txt &&
+        ok "record, $mode: the SIGKILLed child is said to be killed, the _exit() one to end as workers do" ||
+        bad "record, $mode: ends said: $(cat $d/err.txt)"
 
     # a plain LD_PRELOAD: the dead children's flight records, then recover on each
     d=pre-$mode
@@ -96,10 +135,23 @@ for mode in plain threaded; do
     n=$(grep -c "its exit status went to its parent, pid $ppid" $d/recover.txt)
     [ "$n" = "$(grep -c '^child .* \(kill\|_exit\) ' $d/out.txt)" ] && ok "LD_PRELOAD, $mode: each unmarked end names the parent its status went to" ||
         bad "LD_PRELOAD, $mode: unmarked ends: $(cat $d/recover.txt)"
-    # a forked child with no mark ended as workers do (_exit): said as the usual end, not as an alarm
-    [ "$(grep -c 'the usual end of a forked worker' $d/recover.txt)" = "$n" ] && ! grep -q 'left no mark' $d/recover.txt &&
-        ok "LD_PRELOAD, $mode: a forked child's unmarked end reads as a worker's usual end" ||
+    # a forked child that called _exit() ended as workers do: said as the usual end, not as an
+    # alarm; one SIGKILLed is said to be killed (it read as 'the usual end of a forked worker
+    # (_exit()...)' too, the record unable to tell the two apart before _exit() marked it)
+    nq=$(grep -c '^child .* _exit ' $d/out.txt) nk=$(grep -c '^child .* kill ' $d/out.txt)
+    [ "$(grep -c 'ended by _exit(0), the usual end of a forked worker' $d/recover.txt)" = "$nq" ] &&
+        [ "$(grep -c 'killed, with no chance to mark its end (SIGKILL, the OOM killer' $d/recover.txt)" = "$nk" ] &&
+        ! grep -q 'left no mark\|a SIGKILL would look the same' $d/recover.txt &&
+        ok "LD_PRELOAD, $mode: a forked child's _exit() reads as a worker's usual end, a SIGKILL as a kill" ||
         bad "LD_PRELOAD, $mode: forked children's ends: $(cat $d/recover.txt)"
+    # a recovered record's registry entry goes with it (top, the exporter and recover found
+    # stale PID.proc entries of every recovered child before)
+    left=
+    for pid in $(sed -n 's/^child \([0-9]*\) .*/\1/p' $d/out.txt); do
+        [ -e "$XDG_RUNTIME_DIR/cumemhist/$pid.proc" ] || [ -e "$XDG_RUNTIME_DIR/cumemhist/$pid.gone" ] && left="$left $pid"
+    done
+    [ -z "$left" ] && ok "LD_PRELOAD + recover, $mode: no registry entry of a recovered child is left" ||
+        bad "LD_PRELOAD + recover, $mode: registry entries left for pids$left: $(ls "$XDG_RUNTIME_DIR/cumemhist")"
 done
 # the same fault without a fork: a bounded ring whose oldest entries are gone leaves the
 # recorder's stack numbers and the snapshot's apart; the live blocks keep their own stack

@@ -169,16 +169,26 @@ done
 [ -z "$cdev" ] && echo "note: no character device could be made here (not root): that column was not run"
 [ -z "$ro_ok" ] && echo "note: no read-only directory could be made here: that column was not run"
 
-# record: nothing made beside a device it streams through; the flight record in the runtime dir
+# record: nothing made beside a device it streams through; the flight record in the runtime dir.
+# The exit dump failed (ENOSPC): status 1, naming where the snapshot is (it once exited 0)
 if [ -n "$cdev" ]; then
     mkdir -p "$T/dev" && mknod "$T/dev/full" c 1 7
     "$CMH" record -o "$T/dev/full" -- "$B/samples/leaky" >/dev/null 2>err.txt
     rc=$?
     saved=$(ls "$T"/cumemhist/full.*.cmh 2>/dev/null | head -1)
     { [ "$(ls -A "$T/dev")" = full ] && [ -c "$T/dev/full" ] && [ -n "$saved" ] && "$CMH" summary "$saved" >/dev/null 2>&1 &&
-        grep -q "snapshot $saved" err.txt && [ $rc -eq 0 ]; } &&
-        ok "record -o a full device: nothing made beside it; the snapshot recovered into the runtime directory and named" ||
+        grep -q "snapshot $saved" err.txt && [ $rc -eq 1 ] &&
+        grep -q "^cumemhist: exit status 1: pid [0-9]* could not write its snapshot to $T/dev/full (its exit dump failed); it is in $saved (the program itself exited 0)$" err.txt; } &&
+        ok "record -o a full device: nothing made beside it; the snapshot recovered into the runtime directory and named; exit 1" ||
         bad "record -o full device: exit $rc, beside it: $(ls -A "$T/dev"), saved '$saved', $(cat err.txt)"
+    # the same through a shell that uses no CUDA itself: the device is nobody's to hand on
+    rm -f "$T"/cumemhist/full.*
+    "$CMH" record -o "$T/dev/full" -- sh -c "'$B/samples/leaky' >/dev/null; true" 2>err.txt
+    rc=$?
+    saved=$(ls "$T"/cumemhist/full.*.cmh 2>/dev/null | head -1)
+    { [ $rc -eq 1 ] && [ -n "$saved" ] && [ -c "$T/dev/full" ] && ! grep -q 'holds pid' err.txt &&
+        grep -q "^cumemhist: exit status 1: pid [0-9]* could not write its snapshot to $T/dev/full (its exit dump failed); it is in $saved (the program itself exited 0)$" err.txt; } &&
+        ok "record -o a full device, through sh -c: exit 1, the snapshot named" || bad "record -o full device, sh -c: exit $rc, saved '$saved', $(cat err.txt)"
 fi
 
 # whatif --json > a file, > a full device: the shell makes the file; a failed write is status 1
@@ -218,8 +228,10 @@ if [ -n "$lz" ]; then
         ok "record --lib (another library): exit 1, 'did not record'" || bad "record --lib libz: exit $rc, $(cat err.txt)"
 fi
 
-# every file the recorder makes is 0600: the claim of a fixed path included
-"$CMH" record -q -o fixed.cmh -- sh -c "\"$B/samples/leaky\" >/dev/null; ls -l fixed.cmh.claim* >claims.txt 2>&1" 2>/dev/null
+# every file the recorder makes is 0600: the claim of a fixed path included (a plain preload's,
+# which stays: under record only the launched process claims, and record removes it at the end)
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=fixed.cmh "$B/samples/leaky" >/dev/null 2>&1
+ls -l fixed.cmh.claim* >claims.txt 2>&1
 grep -q '^-rw-------' claims.txt && ! grep -q '^-rw-r' claims.txt && ok "the .claim file is 0600" || bad "claim mode: $(cat claims.txt)"
 
 finish

@@ -224,9 +224,13 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
             else if (p->run_ns < CMH_LEAK_RATE_MIN_NS)
                 snprintf(buf + n, cap - n, "; %s still live (%s) was made over the %s run, too short a run for a rate per second", size,
                          blocks, span);
+            else if (p->grew_slices == 1) /* the run cut in CMH_LEAK_RATE_SLICES equal parts: in how many it came */
+                /* (the words say a tenth) */
+                snprintf(buf + n, cap - n, "; %s still live (%s) was made in one burst, within one tenth of the %s run: no steady rate", size,
+                         blocks, span);
             else
-                snprintf(buf + n, cap - n, "; %s still live (%s) was made in bursts, in %u of the %s run's %u stretches: no steady rate", size,
-                         blocks, p->grew_slices, span, CMH_LEAK_RATE_SLICES);
+                snprintf(buf + n, cap - n, "; %s still live (%s) was made in bursts, within %u of the %u equal parts of the %s run: no steady rate",
+                         size, blocks, p->grew_slices, CMH_LEAK_RATE_SLICES, span);
         }
     }
     return buf;

@@ -187,7 +187,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     fprintf(fp, "<text class=\"h\" x=\"%d\" y=\"%d\">", L, top + 20);
     cmh_svg_text(fp, device < 0 ? "pinned host memory" : NULL);
     if (device >= 0) fprintf(fp, "device %d", device);
-    fprintf(fp, " \xc2\xb7 %u trace entries</text>\n", n);
+    fprintf(fp, " \xc2\xb7 %u trace %s</text>\n", n, n == 1 ? "entry" : "entries");
     fprintf(fp, "<rect class=\"area\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\"/>\n", L, top_y, pw, ph);
     /* y axis: about five ticks at round figures */
     double unit = ymax >= (2ll << 30) ? 1073741824.0 : ymax >= (2 << 20) ? 1048576.0 : ymax >= 2048 ? 1024.0 : 1.0;

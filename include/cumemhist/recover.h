@@ -19,12 +19,13 @@
 extern "C" {
 #endif
 
-enum { CMH_ENDED_RUNNING = 0, CMH_ENDED_EXITED = 1, CMH_ENDED_SIGNALED = 2, CMH_ENDED_EXECED = 3 };
+/* QUIT: it called _exit() / _Exit() (end_signal: the status) */
+enum { CMH_ENDED_RUNNING = 0, CMH_ENDED_EXITED = 1, CMH_ENDED_SIGNALED = 2, CMH_ENDED_EXECED = 3, CMH_ENDED_QUIT = 4 };
 
 typedef struct cmh_recover_info {
     int64_t pid;
     int state;      /* CMH_ENDED_*: what the process itself marked (RUNNING: it said nothing: SIGKILL?) */
-    int end_signal; /* with SIGNALED */
+    int end_signal; /* with SIGNALED; with QUIT, the _exit status */
     uint64_t entries;         /* trace entries in the snapshot */
     uint64_t journal_entries; /* of them, from the journal (the rest from the checkpoint) */
     uint64_t torn;            /* records skipped, torn by their writer's death */
@@ -35,6 +36,7 @@ typedef struct cmh_recover_info {
     int checkpoint;           /* a checkpoint was the base (its file: FLIGHT.ckptN.cmh) */
     char snapshot_path[4200]; /* where the process would have written its snapshot */
     uint64_t truncated;       /* bytes of written records past the file's end (a cut copy): lost */
+    int marks_exit;           /* as in cmh_flight_identity */
 } cmh_recover_info;
 
 /* Read the flight record at path into out (initialized here).  CMH_OK; CMH_EFORMAT or CMH_EIO
@@ -51,6 +53,7 @@ typedef struct cmh_flight_identity {
     char hostname[256];
     int64_t forked_from;   /* the pid it was forked from (0: none) */
     int state;             /* CMH_ENDED_*, as the process marked it */
+    int marks_exit;        /* its recorder marks _exit() (QUIT): no mark at all was a death no code of it saw */
 } cmh_flight_identity;
 /* CMH_OK; CMH_EFORMAT (not a flight record) or CMH_EIO with err naming the file. */
 int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, size_t errlen);
