@@ -420,7 +420,8 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
 int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked);
 /* The number (1, 2, ... as cmh_oom_compute numbers them) of the OOM that the request failing at
  * OOM entry i of trace t ended in: i's own when it was not retried, else its failed retry's, and
- * so on; *seen_at that OOM's index.  0 (and *seen_at -1) when a retry of it succeeded. */
+ * so on; *seen_at that OOM's index.  0 (and *seen_at -1) when a retry of it succeeded.  One pass
+ * over the trace (every OOM's retry decided as the entries come), however many OOMs it has. */
 uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, int64_t *seen_at);
 /* Whether OOM entry i of trace t was the allocator's retry rather than a failure the program
  * saw: in a record of our recorder (driver calls), its thread then freed cached segments
