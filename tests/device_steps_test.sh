@@ -54,4 +54,51 @@ v = {d["device"]: [s["verdict"] for s in d["sites"]] for d in p["devices"]}
 assert v == {0: ["state"], 1: ["state"]}, v
 EOF2
 check "top --json: device 1's site 'state' as leaks says ($(tail -1 top.err))" "[ ! -s top.err ]"
+# A record whose marks are on one device only (made before a mark was the process's, or a PyTorch
+# snapshot whose annotations are in device 0's trace): the other device takes them by time.
+py - 20 10 old.pickle <<'PY' || bad "writing old.pickle failed"
+import pickle, sys
+MiB, fr = 1 << 20, [{'name': 'train_step', 'filename': '/home/u/train.py', 'line': 9}]
+steps, stop = int(sys.argv[1]), int(sys.argv[2])
+tr = [[], []]
+t = [1000]
+def ent(d, a, addr, size, **kw):
+    t[0] += 10
+    e = {'action': a, 'addr': addr, 'size': size, 'stream': 0, 'time_us': t[0], 'frames': fr}
+    e.update(kw)
+    tr[d].append(e)
+b0, b1 = 1 << 40, 2 << 40
+ent(0, 'segment_alloc', b0, 1024 * MiB); ent(1, 'segment_alloc', b1, 1024 * MiB)
+ent(0, 'alloc', b0, 8 * MiB); ent(1, 'alloc', b1, 8 * MiB)
+for s in range(steps):
+    e = {'action': 'annotate', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': t[0] + 5, 'name': 'step %d' % s}
+    t[0] += 10
+    tr[0].append(e)
+    ent(0, 'alloc', b0 + 8 * MiB, 4 * MiB)
+    ent(1, 'alloc', b1 + 8 * MiB, 4 * MiB)
+    if s < stop:
+        ent(1, 'alloc', b1 + (100 + s) * MiB, MiB)
+    for d, b in ((1, b1), (0, b0)):
+        ent(d, 'free_requested', b + 8 * MiB, 4 * MiB); ent(d, 'free_completed', b + 8 * MiB, 4 * MiB)
+def seg(d, base, kept):
+    blocks = [{'address': base, 'size': 8 * MiB, 'requested_size': 8 * MiB, 'state': 'active_allocated', 'frames': fr}]
+    blocks += [{'address': base + (100 + s) * MiB, 'size': MiB, 'requested_size': MiB, 'state': 'active_allocated', 'frames': fr} for s in range(kept)]
+    return {'device': d, 'address': base, 'total_size': 1024 * MiB, 'allocated_size': (8 + kept) * MiB, 'active_size': (8 + kept) * MiB,
+            'requested_size': (8 + kept) * MiB, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
+            'frames': fr, 'blocks': blocks}
+pickle.dump({'segments': [seg(0, b0, 0), seg(1, b1, stop)], 'device_traces': tr}, open(sys.argv[3], 'wb'))
+PY
+"$CMH" leaks --fail-on-leak old.pickle >old.txt 2>&1
+rc=$?
+"$CMH" leaks --json old.pickle 2>/dev/null | py -c '
+import json, sys
+d = {x["device"]: x for x in json.load(sys.stdin)}
+assert d[1]["steps"]["count"] == 20 and d[1]["steps"]["marks_of_other_devices"] is True, d[1]["steps"]
+assert "marks_of_other_devices" not in d[0]["steps"], d[0]["steps"]
+x = d[1]["sites"][0]
+assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10, x' 2>old.err
+check "marks on device 0 only: device 1 takes them by time, its leak that stopped judged (exit $rc; $(grep -A3 'device 1' old.txt | grep '^steps'))" \
+    "[ $rc -eq 0 ] && [ ! -s old.err ] &&
+     grep -q '^steps: 20 from the program.s marks (\"step\", placed by time: this device.s trace has none)\$' old.txt &&
+     grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps, then stopped (flat for the last 10)\$' old.txt"
 finish

@@ -188,6 +188,8 @@ typedef struct cmh_steps {
     uint32_t thread;   /* 0: the record's entries; else those of one recording thread */
     int thread_lives;  /* PATTERN: each step is one recording thread's whole life */
     char label[64];    /* the family of marks or annotations ("step", "ProfilerStep") */
+    int borrowed;      /* MARKS: other devices' marks, placed among this device's entries by time
+                          (a record made before a mark was the process's, recorder/marks.c) */
 } cmh_steps;
 
 /* The steps of device's trace as the replay r has it (every entry, or thread's own); sites group
