@@ -74,12 +74,11 @@ typedef struct pending_oom {
 
 /* Which OOMs of t[0..end) were retried, as cmh_oom_retry says, in one pass: a thread's OOM is
  * decided by the next entry of the same thread that is a driver allocation, an OOM or a block,
- * and an OOM is one such, so each thread has one OOM waiting at most.  at[i] is the retry's index
- * for a retried OOM i, 0 otherwise (the first entry is never a retry).  -1 when out of memory. */
-static int retries_of(const cmh_snapshot *s, const cmh_trace *t, uint32_t end, uint32_t *at)
+ * and an OOM is one such, so each thread has one OOM waiting at most (reports.h). */
+int cmh_oom_retry_table(const cmh_snapshot *s, const cmh_trace *t, uint32_t end, uint32_t *at)
 {
     memset(at, 0, (size_t)end * sizeof *at);
-    if (s->source != CMH_SRC_RECORDER) return 0; /* PyTorch records an OOM once it gave up */
+    if (s->source != CMH_SRC_RECORDER) return CMH_OK; /* PyTorch records an OOM once it gave up */
     cmh_oatab wait;
     cmh_oa_init(&wait, sizeof(pending_oom));
     uint64_t got = 0;
@@ -100,12 +99,12 @@ static int retries_of(const cmh_snapshot *s, const cmh_trace *t, uint32_t end, u
         if (e->action != CMH_ACT_OOM) continue;
         if (!p && !(p = cmh_oa_get(&wait, (uint64_t)th + 1, NULL))) {
             cmh_oa_free(&wait);
-            return -1;
+            return CMH_ENOMEM;
         }
         p->at = j;
     }
     cmh_oa_free(&wait);
-    return 0;
+    return CMH_OK;
 }
 
 uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, int64_t *seen_at)
@@ -129,7 +128,7 @@ uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, i
         *seen_at = i;
         return n;
     }
-    if (retries_of(s, t, t->nentries, at) < 0) {
+    if (cmh_oom_retry_table(s, t, t->nentries, at) != CMH_OK) {
         free(at);
         return 0;
     }

@@ -764,6 +764,11 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     seed_model(&m, s, device);
     int prev_action = -1;
     int64_t retry_at = -1; /* the OOM entry that is the allocator's retry of a failed one */
+    /* each OOM's retry, found in one pass (a retry scan per OOM was quadratic in the OOMs) */
+    uint32_t *retry = NULL, nooms = 0;
+    for (uint32_t i = 0; i < t->nentries; i++) nooms += s->entries[t->first_entry + i].action == CMH_ACT_OOM;
+    if (nooms && (!(retry = malloc((size_t)t->nentries * sizeof *retry)) || cmh_oom_retry_table(s, t, t->nentries, retry) != CMH_OK))
+        m.nomem = 1;
     for (uint32_t i = 0; i < t->nentries && !m.nomem && !m.pools.nomem; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         int a = e->action;
@@ -806,10 +811,8 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
         } else if (a == CMH_ACT_OOM) { /* the request that failed then: does it fail here? */
             /* the allocator's failed retry asks for the same again: the model, which frees its
              * cache and retries within one request, already answered it at the first OOM */
-            uint64_t freed;
-            uint32_t at;
             int again = (int64_t)i == retry_at;
-            if (cmh_oom_retry(s, t, i, &freed, &at) && s->entries[t->first_entry + at].action == CMH_ACT_OOM) retry_at = at;
+            if (retry[i] && s->entries[t->first_entry + retry[i]].action == CMH_ACT_OOM) retry_at = retry[i];
             if (!again) {
                 wblk *b = model_malloc(&m, cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e), wp_request(&m.pools, s, e, 0));
                 if (b) model_free(&m, b);
@@ -836,6 +839,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     out->end_allocated = m.allocated;
     if (m.pools.nomem) m.nomem = 1;
     if (compare && !m.nomem) compare_events(&m, s, t);
+    free(retry);
     int rc = m.nomem ? CMH_ENOMEM : CMH_OK;
     free_blocks(&m);
     free_model(&m);

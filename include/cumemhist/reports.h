@@ -425,6 +425,9 @@ int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked)
  * so on; *seen_at that OOM's index.  0 (and *seen_at -1) when a retry of it succeeded.  One pass
  * over the trace (every OOM's retry decided as the entries come), however many OOMs it has. */
 uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, int64_t *seen_at);
+/* Every OOM's cmh_oom_retry of t's entries [0, end) in one pass (at, end slots): at[i] the index of
+ * OOM i's retry, 0 where it was not retried (and for every other entry).  CMH_OK or CMH_ENOMEM. */
+int cmh_oom_retry_table(const cmh_snapshot *s, const cmh_trace *t, uint32_t end, uint32_t *at);
 /* Whether OOM entry i of trace t was the allocator's retry rather than a failure the program
  * saw: in a record of our recorder (driver calls), its thread then freed cached segments
  * (*freed: their bytes, 0 when it found none) and asked the driver for the same size again
