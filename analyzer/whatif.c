@@ -749,7 +749,9 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     m.rules.max_split = conf->max_split;
     memcpy(m.rules.div, conf->div, sizeof m.rules.div);
     m.capacity = capacity;
-    if (capacity) { /* what the device held that no entry made, at the trace's OOM (0 without one) */
+    int total_known = 0; /* (without the device's total, nothing is outside: no replay to find it) */
+    for (uint32_t i = 0; i < s->nmeminfo && !total_known; i++) total_known = s->meminfo[i].device == device && s->meminfo[i].total;
+    if (capacity && total_known) { /* what the device held that no entry made, at the trace's OOM (0 without one) */
         cmh_whatif_cap k;
         cmh_whatif_capacity_ex(s, device, &k);
         m.outside = k.outside;
