@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cumemhist/reports.h"
+#include "oatab.h"
 
 /* The first OOM of trace t by the retry rule: the first the program saw (*numbered 1), else,
  * when every one was a retry that succeeded, the first of those (*numbered 0); -1 when none.
@@ -64,20 +65,84 @@ int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked)
     return t ? first_of(s, t, &numbered, asked) : -1;
 }
 
+/* One thread's OOM waiting for the entry that decides whether it was retried (the thread's next
+ * driver allocation, OOM or block: cmh_oom_retry_step's answer other than -1). */
+typedef struct pending_oom {
+    uint64_t key; /* thread + 1 (oatab.h) */
+    uint32_t at;  /* the OOM's index in the trace */
+} pending_oom;
+
+/* Which OOMs of t[0..end) were retried, as cmh_oom_retry says, in one pass: a thread's OOM is
+ * decided by the next entry of the same thread that is a driver allocation, an OOM or a block,
+ * and an OOM is one such, so each thread has one OOM waiting at most (reports.h). */
+int cmh_oom_retry_table(const cmh_snapshot *s, const cmh_trace *t, uint32_t end, uint32_t *at)
+{
+    memset(at, 0, (size_t)end * sizeof *at);
+    if (s->source != CMH_SRC_RECORDER) return CMH_OK; /* PyTorch records an OOM once it gave up */
+    cmh_oatab wait;
+    cmh_oa_init(&wait, sizeof(pending_oom));
+    uint64_t got = 0;
+    for (uint32_t j = 0; j < end; j++) {
+        const cmh_entry *e = &s->entries[t->first_entry + j];
+        uint32_t th = cmh_entry_thread(s, e);
+        pending_oom *p = cmh_oa_find(&wait, (uint64_t)th + 1);
+        if (p) {
+            const cmh_entry *o = &s->entries[t->first_entry + p->at];
+            cmh_entry_full f = {.size = cmh_entry_size(s, e), .stream = cmh_entry_stream(s, e), .thread = th, .action = e->action};
+            int r = j - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(th, cmh_entry_size(s, o), cmh_entry_stream(s, o), &f, &got);
+            if (r >= 0) {
+                if (r) at[p->at] = j;
+                cmh_oa_remove(&wait, p);
+                p = NULL;
+            }
+        }
+        if (e->action != CMH_ACT_OOM) continue;
+        if (!p && !(p = cmh_oa_get(&wait, (uint64_t)th + 1, NULL))) {
+            cmh_oa_free(&wait);
+            return CMH_ENOMEM;
+        }
+        p->at = j;
+    }
+    cmh_oa_free(&wait);
+    return CMH_OK;
+}
+
 uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, int64_t *seen_at)
 {
     *seen_at = -1;
     if (!t || i >= t->nentries || s->entries[t->first_entry + i].action != CMH_ACT_OOM) return 0;
-    uint64_t freed;
-    uint32_t at;
+    /* Linear in the trace: the retries of every OOM up to where the request's retries end, found
+     * in one pass; each OOM's own cmh_oom_retry (a scan of up to CMH_OOM_RETRY_WINDOW entries)
+     * for every OOM before it made 20000 OOMs a few hundred million entry reads. */
+    uint32_t *at = malloc((size_t)t->nentries * sizeof *at);
+    if (!at) { /* no room: the same answer, an OOM at a time */
+        uint64_t freed;
+        uint32_t next;
+        while (cmh_oom_retry(s, t, i, &freed, &next)) {
+            if (s->entries[t->first_entry + next].action != CMH_ACT_OOM) return 0; /* met at last */
+            i = next;
+        }
+        uint32_t n = 0;
+        for (uint32_t j = 0; j <= i; j++)
+            if (s->entries[t->first_entry + j].action == CMH_ACT_OOM && !cmh_oom_retried(s, t, j, &freed)) n++;
+        *seen_at = i;
+        return n;
+    }
+    if (cmh_oom_retry_table(s, t, t->nentries, at) != CMH_OK) {
+        free(at);
+        return 0;
+    }
     /* follow the request through its failed retries to the one the allocator gave up on */
-    while (cmh_oom_retry(s, t, i, &freed, &at)) {
-        if (s->entries[t->first_entry + at].action != CMH_ACT_OOM) return 0; /* met at last */
-        i = at;
+    while (at[i]) {
+        if (s->entries[t->first_entry + at[i]].action != CMH_ACT_OOM) { /* met at last */
+            free(at);
+            return 0;
+        }
+        i = at[i];
     }
     uint32_t n = 0;
-    for (uint32_t j = 0; j <= i; j++)
-        if (s->entries[t->first_entry + j].action == CMH_ACT_OOM && !cmh_oom_retried(s, t, j, &freed)) n++;
+    for (uint32_t j = 0; j <= i; j++) n += s->entries[t->first_entry + j].action == CMH_ACT_OOM && !at[j];
+    free(at);
     *seen_at = i;
     return n;
 }

@@ -103,18 +103,94 @@ static uint64_t median_gap(const int64_t *p, uint32_t np)
 /* Does entry i belong to the series being cut (every entry, or one thread's)? */
 static int mine(const cmh_snapshot *s, const cmh_entry *e, uint32_t thread) { return !thread || cmh_entry_thread(s, e) == thread; }
 
-/* Steps at the program's marks: each mark of the chosen family starts a step; the last step
- * runs to the end of the record when it is as long as half a step. */
-static int from_marks(const cmh_snapshot *s, const cmh_replay *r, uint32_t thread, cmh_steps *st, int *found)
+/* The first entry at or after time t. */
+static int64_t entry_at(const cmh_replay *r, int64_t t, int64_t from)
 {
     int64_t n = cmh_replay_length(r);
-    fam_count fam[MAX_FAMILIES];
-    int nf = 0;
-    char buf[64];
+    while (from < n && cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, from)) < t) from++;
+    return from;
+}
+
+typedef struct mark_at {
+    int64_t pos;   /* where in r's entries it falls */
+    uint32_t name; /* string id */
+    int64_t time;  /* (borrowed ones: for their order) */
+    uint32_t k;
+} mark_at;
+
+static int cmp_mark_time(const void *a, const void *b)
+{
+    const mark_at *x = a, *y = b;
+    if (x->time != y->time) return x->time < y->time ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+/* The marks of the series (every entry, or one thread's) as positions in r's entries: the
+ * device's own; else, with fewer than two of its own, the other devices' marks placed among its
+ * entries by time.  A mark is the process's (recorder/marks.c writes it into every device's
+ * trace), but a record made before that has it only on the device the marking thread had
+ * current: a two-device program marking its steps from one thread read 'steps: unknown' on
+ * the other device.  *borrowed: the marks came from other devices. */
+static int marks_of(const cmh_snapshot *s, int device, const cmh_replay *r, uint32_t thread, mark_at **out, uint32_t *count, int *borrowed)
+{
+    int64_t n = cmh_replay_length(r);
+    mark_at *v = NULL;
+    uint32_t nv = 0, cap = 0;
+    *borrowed = 0;
     for (int64_t i = 0; i < n; i++) {
         const cmh_entry *e = cmh_replay_entry(r, i);
         if (e->action != CMH_ACT_MARK || !mine(s, e, thread)) continue;
-        family(cmh_str(s, cmh_entry_name(s, e)), buf, sizeof buf);
+        if (CMH_GROW(v, cap, (uint64_t)nv + 1, 64)) goto oom;
+        v[nv++] = (mark_at){i, cmh_entry_name(s, e), 0, nv};
+    }
+    int have_time = 0;
+    for (int64_t i = 0; i < n && !have_time && nv < 2; i++) have_time = cmh_entry_time(s, cmh_replay_entry(r, i)) != 0;
+    if (nv < 2 && have_time) {
+        uint32_t own = nv;
+        for (uint32_t t = 0; t < s->ntraces; t++) {
+            const cmh_trace *tr = &s->traces[t];
+            if (tr->device == device || tr->device < 0) continue; /* (not pinned host memory's: no device's marks) */
+            for (uint32_t i = 0; i < tr->nentries; i++) {
+                const cmh_entry *e = &s->entries[tr->first_entry + i];
+                if (e->action != CMH_ACT_MARK || !mine(s, e, thread) || !cmh_entry_time(s, e)) continue;
+                if (CMH_GROW(v, cap, (uint64_t)nv + 1, 64)) goto oom;
+                v[nv++] = (mark_at){0, cmh_entry_name(s, e), cmh_entry_time(s, e), nv};
+            }
+        }
+        if (nv - own >= 2) { /* theirs, in time order, each at the first of this device's entries at or after it */
+            memmove(v, v + own, (size_t)(nv - own) * sizeof *v);
+            nv -= own;
+            qsort(v, nv, sizeof *v, cmp_mark_time);
+            int64_t at = 0;
+            for (uint32_t k = 0; k < nv; k++) v[k].pos = at = entry_at(r, v[k].time, at);
+            *borrowed = 1;
+        } else {
+            nv = own;
+        }
+    }
+    *out = v;
+    *count = nv;
+    return CMH_OK;
+oom:
+    free(v);
+    return CMH_ENOMEM;
+}
+
+/* Steps at the program's marks: each mark of the chosen family starts a step; the last step
+ * runs to the end of the record when it is as long as half a step. */
+static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, uint32_t thread, cmh_steps *st, int *found)
+{
+    int64_t n = cmh_replay_length(r);
+    mark_at *m;
+    uint32_t nm;
+    int borrowed;
+    int rc = marks_of(s, device, r, thread, &m, &nm, &borrowed);
+    if (rc != CMH_OK) return rc;
+    fam_count fam[MAX_FAMILIES];
+    int nf = 0;
+    char buf[64];
+    for (uint32_t j = 0; j < nm; j++) {
+        family(cmh_str(s, m[j].name), buf, sizeof buf);
         int k = 0;
         while (k < nf && strcmp(fam[k].name, buf)) k++;
         if (k == nf) {
@@ -131,37 +207,34 @@ static int from_marks(const cmh_snapshot *s, const cmh_replay *r, uint32_t threa
         if (fam[k].count < 2) continue;
         if (best < 0 || fam[k].pref > fam[best].pref || (fam[k].pref == fam[best].pref && fam[k].count > fam[best].count)) best = k;
     }
-    if (best < 0) return CMH_OK;
-    int64_t *p = malloc(((size_t)fam[best].count + 1) * sizeof *p);
-    if (!p) return CMH_ENOMEM;
-    uint32_t np = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const cmh_entry *e = cmh_replay_entry(r, i);
-        if (e->action != CMH_ACT_MARK || !mine(s, e, thread)) continue;
-        family(cmh_str(s, cmh_entry_name(s, e)), buf, sizeof buf);
-        if (!strcmp(buf, fam[best].name) && (!np || i > p[np - 1])) p[np++] = i;
+    if (best < 0) {
+        free(m);
+        return CMH_OK;
     }
+    int64_t *p = malloc(((size_t)fam[best].count + 1) * sizeof *p);
+    if (!p) {
+        free(m);
+        return CMH_ENOMEM;
+    }
+    uint32_t np = 0;
+    for (uint32_t j = 0; j < nm; j++) {
+        family(cmh_str(s, m[j].name), buf, sizeof buf);
+        if (!strcmp(buf, fam[best].name) && (!np || m[j].pos > p[np - 1])) p[np++] = m[j].pos;
+    }
+    free(m);
     uint64_t gap = median_gap(p, np);
-    if (np >= 1 && (uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n; /* the last step is whole */
-    int rc = CMH_OK;
+    if (np >= 1 && p[np - 1] < n && (uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n; /* the last step is whole */
     if (np >= 2) {
         rc = set_points(st, p, np);
         if (rc == CMH_OK) {
             st->source = CMH_STEPS_MARKS;
+            st->borrowed = borrowed;
             snprintf(st->label, sizeof st->label, "%s", fam[best].name);
             *found = 1;
         }
     }
     free(p);
     return rc;
-}
-
-/* The first entry at or after time t. */
-static int64_t entry_at(const cmh_replay *r, int64_t t, int64_t from)
-{
-    int64_t n = cmh_replay_length(r);
-    while (from < n && cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, from)) < t) from++;
-    return from;
 }
 
 /* Steps at PyTorch's annotations that name one: ProfilerStep#N (each starts a step, the last
@@ -760,7 +833,7 @@ int cmh_steps_find(const cmh_snapshot *s, int device, const cmh_replay *r, const
     memset(st, 0, sizeof *st);
     st->thread = thread;
     if (cmh_memo_steps_get(s, device, g, thread, st)) return CMH_OK; /* found already for this page */
-    int found = 0, rc = from_marks(s, r, thread, st, &found);
+    int found = 0, rc = from_marks(s, device, r, thread, st, &found);
     if (rc == CMH_OK && !found && !thread) rc = from_annotations(s, device, r, st, &found);
     if (rc == CMH_OK && !found) rc = from_pattern(r, g, thread, st, &found);
     if (rc != CMH_OK) cmh_steps_free(st);

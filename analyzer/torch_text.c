@@ -292,7 +292,7 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
 {
     int pt_mark = e->action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(s); /* PyTorch's annotation, as the pickle has it */
     fputs("{'action': ", fp);
-    py_repr_str(fp, pt_mark ? "annotate" : cmh_action_name(e->action));
+    py_repr_str(fp, pt_mark ? cmh_pt_mark_action(e->flags) : cmh_action_name(e->action));
     if (e->action != CMH_ACT_OOM || cmh_entry_addr(s, e) != CMH_DEVICE_FREE_UNKNOWN) /* not known: no key, as the pickle has it */
         fprintf(fp, ", '%s': %" PRId64, e->action == CMH_ACT_OOM ? "device_free" : "addr", pt_mark ? 0 : (int64_t)cmh_entry_addr(s, e));
     fprintf(fp, ", 'size': %" PRId64 ", 'stream': %" PRId64, pt_mark ? 0 : (int64_t)cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));

@@ -55,6 +55,10 @@ typedef struct wmodel {
     const cmh_whatif_conf *c;
     cmh_pt_rules rules;
     uint64_t capacity;
+    /* what the device holds beside the model's segments, against the capacity: the trace's plain
+     * driver allocations live now (whole-block: no allocator asked for them), and what no entry
+     * made (the CUDA context, other processes: cmh_whatif_cap's outside) */
+    uint64_t whole, outside;
     btree freeb[2];    /* free mapped blocks by (stream, size, address) */
     btree unmapped[2]; /* unmapped ranges of expandable segments by (stream, address) */
     wpools pools;      /* the private pools (whatif_pools.c): their free blocks apart */
@@ -184,13 +188,23 @@ static wblk *cut(wmodel *m, wblk *b, uint64_t size)
 
 static uint64_t page_of(int pool) { return pool == SMALL ? PAGE_SMALL : PAGE_LARGE; }
 
+/* Whether want more bytes of segments would pass the capacity, beside what the device holds
+ * apart from the model (in unsigned arithmetic, saturating: a hostile file's sizes). */
+static int over_capacity(const wmodel *m, uint64_t want)
+{
+    if (!m->capacity) return 0;
+    uint64_t used = m->reserved, add[3] = {m->whole, m->outside, want};
+    for (int k = 0; k < 3; k++) used = used > UINT64_MAX - add[k] ? UINT64_MAX : used + add[k];
+    return used > m->capacity;
+}
+
 /* Map the first `size` bytes (rounded to pages) of unmapped block u; the new memory joins the
  * free block before it.  The mapped free block, in the free set; NULL at the capacity. */
 static wblk *map_block(wmodel *m, wblk *u, uint64_t size)
 {
     uint64_t pg = page_of(u->pool), want = (size + pg - 1) / pg * pg;
     if (want > u->size) want = u->size;
-    if (m->capacity && m->reserved + want > m->capacity) return NULL;
+    if (over_capacity(m, want)) return NULL;
     TAKE_UNMAPPED(m, u);
     if (want < u->size) {
         wblk *rest = cut(m, u, want);
@@ -362,7 +376,7 @@ static wblk *cuda_malloc(wmodel *m, uint32_t owner, int pool, int64_t stream, ui
      * private pools does not handle them) */
     if (m->c->expandable && !owner) return expandable_block(m, pool, stream, size);
     uint64_t want = cmh_pt_segment_size(size);
-    if (m->capacity && m->reserved + want > m->capacity) return NULL;
+    if (over_capacity(m, want)) return NULL;
     wseg *g = new_segment(m, pool, stream, want, 0);
     if (g) g->owner = owner;
     wblk *b = g ? new_block(m, g, g->addr, want, 1) : NULL;
@@ -735,6 +749,13 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     m.rules.max_split = conf->max_split;
     memcpy(m.rules.div, conf->div, sizeof m.rules.div);
     m.capacity = capacity;
+    int total_known = 0; /* (without the device's total, nothing is outside: no replay to find it) */
+    for (uint32_t i = 0; i < s->nmeminfo && !total_known; i++) total_known = s->meminfo[i].device == device && s->meminfo[i].total;
+    if (capacity && total_known) { /* what the device held that no entry made, at the trace's OOM (0 without one) */
+        cmh_whatif_cap k;
+        cmh_whatif_capacity_ex(s, device, &k);
+        m.outside = k.outside;
+    }
     m.r = out;
     m.compare = compare;
     m.next_addr = 1ull << 32;
@@ -745,9 +766,19 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     seed_model(&m, s, device);
     int prev_action = -1;
     int64_t retry_at = -1; /* the OOM entry that is the allocator's retry of a failed one */
+    /* each OOM's retry, found in one pass (a retry scan per OOM was quadratic in the OOMs) */
+    uint32_t *retry = NULL, nooms = 0;
+    for (uint32_t i = 0; i < t->nentries; i++) nooms += s->entries[t->first_entry + i].action == CMH_ACT_OOM;
+    if (nooms && (!(retry = malloc((size_t)t->nentries * sizeof *retry)) || cmh_oom_retry_table(s, t, t->nentries, retry) != CMH_OK))
+        m.nomem = 1;
     for (uint32_t i = 0; i < t->nentries && !m.nomem && !m.pools.nomem; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         int a = e->action;
+        if (e->flags & CMH_EF_WHOLE_BLOCK) { /* a plain driver allocation: room the model cannot have */
+            uint64_t z = cmh_entry_size(s, e);
+            if (a == CMH_ACT_SEGMENT_ALLOC || a == CMH_ACT_SEGMENT_MAP) m.whole = m.whole > UINT64_MAX - z ? UINT64_MAX : m.whole + z;
+            else if (a == CMH_ACT_SEGMENT_FREE || a == CMH_ACT_SEGMENT_UNMAP) m.whole -= z < m.whole ? z : m.whole;
+        }
         if (a == CMH_ACT_ALLOC) {
             out->requests++;
             /* read once: the model's writes may alias the snapshot's tables, for the compiler */
@@ -782,10 +813,8 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
         } else if (a == CMH_ACT_OOM) { /* the request that failed then: does it fail here? */
             /* the allocator's failed retry asks for the same again: the model, which frees its
              * cache and retries within one request, already answered it at the first OOM */
-            uint64_t freed;
-            uint32_t at;
             int again = (int64_t)i == retry_at;
-            if (cmh_oom_retry(s, t, i, &freed, &at) && s->entries[t->first_entry + at].action == CMH_ACT_OOM) retry_at = at;
+            if (retry[i] && s->entries[t->first_entry + retry[i]].action == CMH_ACT_OOM) retry_at = retry[i];
             if (!again) {
                 wblk *b = model_malloc(&m, cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e), wp_request(&m.pools, s, e, 0));
                 if (b) model_free(&m, b);
@@ -812,20 +841,22 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     out->end_allocated = m.allocated;
     if (m.pools.nomem) m.nomem = 1;
     if (compare && !m.nomem) compare_events(&m, s, t);
+    free(retry);
     int rc = m.nomem ? CMH_ENOMEM : CMH_OK;
     free_blocks(&m);
     free_model(&m);
     return rc;
 }
 
-uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device)
+int cmh_whatif_capacity_ex(const cmh_snapshot *s, int device, cmh_whatif_cap *k)
 {
+    memset(k, 0, sizeof *k);
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     /* the OOM `oom` calls #1, from where its request first failed: its failed retries came
      * after the allocator had freed its cache, which the model does within the one request */
     int64_t first;
     if (cmh_oom_first(s, t, &first) < 0) return 0;
-    /* the recorded settings, unlimited, up to the OOM: what was reserved then */
+    /* the recorded settings, unlimited, up to the OOM: what the model reserves then */
     cmh_snapshot cut = *s;
     cmh_trace ct = *t;
     ct.nentries = (uint32_t)first;
@@ -834,25 +865,59 @@ uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device)
     cmh_whatif_conf c;
     cmh_whatif_conf_recorded(s, &c);
     cmh_whatif_result r;
-    uint64_t reserved = 0;
-    if (cmh_whatif_run(&cut, device, &c, 0, 0, &r) == CMH_OK) reserved = r.end_reserved;
-    /* a PyTorch trace says what its allocator had reserved then: the device held that and the
-     * free it reported, whatever the model makes of the same requests (where the self-replay
-     * differs, the model's reserve would misstate the device: 10 MiB + 5 MiB free for a trace
-     * holding 20 MiB, which then ran 'over' its own device).  A record of the driver also holds
-     * what the model leaves out (cuBLAS, NCCL): its model's reserve stands. */
-    if (s->source == CMH_SRC_PYTORCH) {
-        cmh_replay *rp = cmh_replay_new(s, device);
-        while (rp && cmh_replay_position(rp) < first - 1 && cmh_replay_step(rp) > 0) {
-        }
-        if (rp && cmh_replay_status(rp) == CMH_OK && cmh_replay_position(rp) == first - 1)
-            reserved = (uint64_t)cmh_replay_stats(rp)->reserved_bytes[CMH_POOL_ALL].current;
-        cmh_replay_free(rp);
+    uint64_t model = 0;
+    if (cmh_whatif_run(&cut, device, &c, 0, 0, &r) == CMH_OK) model = r.end_reserved;
+    /* what the trace had reserved then, every segment (the replay's), and of it the plain driver
+     * allocations (whole-block: no allocator above asked for them, the model makes none) */
+    uint64_t rec = 0;
+    cmh_replay *rp = cmh_replay_new(s, device);
+    while (rp && cmh_replay_position(rp) < first - 1 && cmh_replay_step(rp) > 0) {
     }
+    if (rp && cmh_replay_status(rp) == CMH_OK && cmh_replay_position(rp) == first - 1)
+        rec = (uint64_t)cmh_replay_stats(rp)->reserved_bytes[CMH_POOL_ALL].current;
+    cmh_replay_free(rp);
+    for (int64_t i = 0; i < first; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (!(e->flags & CMH_EF_WHOLE_BLOCK)) continue;
+        uint64_t z = cmh_entry_size(s, e);
+        if (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_MAP) k->whole = k->whole > UINT64_MAX - z ? UINT64_MAX : k->whole + z;
+        else if (e->action == CMH_ACT_SEGMENT_FREE || e->action == CMH_ACT_SEGMENT_UNMAP) k->whole -= z < k->whole ? z : k->whole;
+    }
+    if (k->whole > rec) k->whole = rec;
+    /* the allocator's room: what it had (the trace's segments but the plain ones), or the model's
+     * where that is more (a self-replay that differs), and the free memory the OOM reported.  A
+     * PyTorch trace's reserve is its allocator's own, whatever the model makes of the requests
+     * (where the self-replay differs, the model's reserve would misstate the device: 10 MiB + 5
+     * MiB free for a trace holding 20 MiB, which then ran 'over' its own device). */
+    uint64_t mine = rec - k->whole;
+    if (s->source != CMH_SRC_PYTORCH && model > mine) mine = model;
+    k->reserved = mine;
     /* device free not known (a PyTorch OOM entry without device_free): what was reserved, the
      * least the device held, never reserved + UINT64_MAX */
     uint64_t device_free = cmh_entry_addr(s, &s->entries[t->first_entry + first]);
-    return reserved + (device_free == CMH_DEVICE_FREE_UNKNOWN ? 0 : device_free);
+    k->free = device_free == CMH_DEVICE_FREE_UNKNOWN ? 0 : device_free;
+    k->free_known = device_free != CMH_DEVICE_FREE_UNKNOWN;
+    /* the device: never below what it held then (its plain allocations too: a program that took
+     * 15.4 GiB with cuMemAlloc beside its allocator's 640 MiB read 'capacity 648.0 MiB' of a
+     * 16 GiB device); its total where the record knows it (cuMemGetInfo), the memory no entry
+     * made (the CUDA context, other processes) then outside the model too */
+    uint64_t held = k->whole + k->reserved;
+    k->capacity = held > UINT64_MAX - k->free ? UINT64_MAX : held + k->free;
+    for (uint32_t i = 0; i < s->nmeminfo; i++)
+        if (s->meminfo[i].device == device && s->meminfo[i].free <= s->meminfo[i].total && s->meminfo[i].total > k->total)
+            k->total = s->meminfo[i].total;
+    if (k->total > k->capacity && k->free_known) {
+        k->outside = k->total - k->capacity;
+        k->capacity = k->total;
+    }
+    return 1;
+}
+
+uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device)
+{
+    cmh_whatif_cap k;
+    cmh_whatif_capacity_ex(s, device, &k);
+    return k.capacity;
 }
 
 /* ---- the usual suspects ---- */

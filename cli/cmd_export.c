@@ -86,6 +86,15 @@ static int load_for_export(const char *path, cmh_snapshot *s)
     return rc;
 }
 
+/* The line every format says once its file is in place (none for standard output, which holds
+ * the export itself): chrome and json said nothing where sqlite said this. */
+static void say_wrote(const char *out, uint32_t records, uint64_t entries)
+{
+    if (!out || !strcmp(out, "-")) return;
+    fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace %s\n", out, records, records == 1 ? "" : "s",
+            (unsigned long long)entries, entries == 1 ? "entry" : "entries");
+}
+
 /* ---- many records: one chrome trace, one database ---- */
 
 /* "rank 3 @ host", else "pid 4242 @ host", else the file */
@@ -97,7 +106,7 @@ static void label_of(const cmh_snapshot *s, const char *path, char *buf, size_t 
     else snprintf(buf, n, "%s", path);
 }
 
-static int many_chrome(const cmh_pathlist *pl, FILE *fp)
+static int many_chrome(const cmh_pathlist *pl, FILE *fp, uint64_t *entries)
 {
     /* the clock's origin first (the earliest event of them all), then each in turn */
     int64_t t0 = 0;
@@ -119,6 +128,7 @@ static int many_chrome(const cmh_pathlist *pl, FILE *fp)
         label_of(&s, pl->v[i], label, sizeof label);
         int crc = cmh_chrome_add(c, &s, (int)(i + 1) * 2000, label);
         if (crc != CMH_OK) rc = cli_fail(pl->v[i], crc);
+        *entries += s.nentries;
         cmh_snapshot_free(&s);
     }
     int erc = cmh_chrome_end(c);
@@ -195,8 +205,7 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
         cli_error("%s", err);
         return CLI_EFILE;
     }
-    fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace %s\n", out, pl->n, pl->n == 1 ? "" : "s",
-            (unsigned long long)entries, entries == 1 ? "entry" : "entries");
+    say_wrote(out, pl->n, entries);
     return 0;
 }
 
@@ -268,9 +277,11 @@ int cmd_export(int argc, char **argv)
                 cli_error("%s", err);
                 rc = CLI_EFILE;
             } else {
-                rc = many_chrome(&pl, fp);
+                uint64_t entries = 0;
+                rc = many_chrome(&pl, fp, &entries);
                 if (!rc && cmh_atomic_commit(&a, err, sizeof err) != CMH_OK) cli_error("%s", err), rc = CLI_EFILE;
                 else if (rc) cmh_atomic_abort(&a);
+                else say_wrote(g_out, pl.n, entries);
             }
         }
         cmh_pathlist_free(&pl);
@@ -345,6 +356,7 @@ int cmd_export(int argc, char **argv)
         fprintf(stderr, "cumemhist: %llu pinned host allocations left out (memory_viz shows devices only)\n",
                 (unsigned long long)host);
     if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) rep_say_memviz_numbering(&s, "export", -2, "cumemhist reads the pickle back in the record's numbering");
+    if (erc == CMH_OK) say_wrote(g_out, 1, s.nentries);
     cmh_snapshot_free(&s);
     if (erc != CMH_OK) return erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     return 0;

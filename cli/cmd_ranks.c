@@ -43,12 +43,13 @@ typedef struct rank_row {
     uint32_t file;
     int32_t rank, local_rank, world_size;
     int64_t pid;
-    char host[64];
+    char host[256]; /* whole: the table's column is as wide as the longest (it cut them at 12) */
     int device;
     uint64_t entries, dropped;
     int64_t t_start; /* the device's first entry */
     int64_t alloc_peak, alloc_time_ns, reserved_peak, reserved_time_ns;
-    int history;                    /* 0: recorded with enabled=state: no peak is known, only the end */
+    int history;                    /* 0: only the end state is known (nohist_cause says why): no peak */
+    const char *nohist_cause;       /* cmh_no_history_cause's words, when !history */
     int64_t alloc_end, reserved_end; /* the state at the end */
     uint32_t ooms;
     int64_t first_oom_ns;
@@ -108,6 +109,7 @@ static int one_device(ranks_run *run, const cmh_snapshot *s, const cmh_sites *g,
     r->alloc_peak = p.alloc_peak, r->alloc_time_ns = p.alloc_time_ns;
     r->reserved_peak = p.reserved_peak, r->reserved_time_ns = p.reserved_time_ns;
     r->history = p.base.history;
+    r->nohist_cause = p.base.nohist_cause;
     r->alloc_end = p.alloc_end, r->reserved_end = p.reserved_end;
     oom_scan(s, dev, r);
     r->live_end = lk.live_bytes;
@@ -353,6 +355,7 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         } else { /* no history: no peak to tell (null, not the end state dressed as one), as peak says */
             static const char *const unknown[] = {"peak_allocated", "peak_allocated_time_ns", "peak_reserved", "peak_reserved_time_ns"};
             for (int k = 0; k < 4; k++) cmh_jw_key(w, unknown[k]), cmh_jw_null(w);
+            cmh_jw_kstr(w, "no_history_cause", r->nohist_cause ? r->nohist_cause : "");
         }
         cmh_jw_kint(w, "allocated_at_end", r->alloc_end);
         cmh_jw_kint(w, "reserved_at_end", r->reserved_end);
@@ -519,7 +522,10 @@ int cmd_ranks(int argc, char **argv)
             if (failed) printf(" (%u unreadable)", failed);
             printf("%s\n\n", t0 ? "; times from each record's own first entry" : "; the records have no times");
         }
-        printf("%6s  %-12s %4s  %10s %9s  %10s %9s  %4s  %10s  %s\n", "rank", "host", "dev", "peak alloc", "when", "peak resv",
+        int hw = 4; /* the host column: as wide as the longest name, whole */
+        for (uint32_t i = 0; i < nrows; i++)
+            if ((int)strlen(rows[i]->host) > hw) hw = (int)strlen(rows[i]->host);
+        printf("%6s  %-*s %4s  %10s %9s  %10s %9s  %4s  %10s  %s\n", "rank", hw, "host", "dev", "peak alloc", "when", "peak resv",
                "when", "OOMs", "leaked", "top site at the peak");
         for (uint32_t i = 0; i < nrows; i++) {
             const rank_row *r = rows[i];
@@ -529,7 +535,7 @@ int cmd_ranks(int argc, char **argv)
             char pa_s[32], pr_s[32]; /* rep_size's buffer is reused by the next call */
             snprintf(pa_s, sizeof pa_s, "%s", r->history ? rep_size((double)r->alloc_peak) : "not known");
             snprintf(pr_s, sizeof pr_s, "%s", r->history ? rep_size((double)r->reserved_peak) : "not known");
-            printf("%6s  %-12.12s %4d  %10s %9s  %10s %9s  %4u  %10s  %s", rk, r->host, r->device, pa_s,
+            printf("%6s  %-*s %4d  %10s %9s  %10s %9s  %4u  %10s  %s", rk, hw, r->host, r->device, pa_s,
                    r->history ? rep_when(r->alloc_time_ns, job ? t0 : r->t_start) : "-", pr_s,
                    r->history ? rep_when(r->reserved_time_ns, job ? t0 : r->t_start) : "-", r->ooms,
                    r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site ? r->site : "-");
@@ -538,12 +544,18 @@ int cmd_ranks(int argc, char **argv)
             if (r->ending) printf("  (%s)", r->ending);
             if (!r->history) {
                 printf("  (no history: the peak is not known; at the end %s allocated", rep_size((double)r->alloc_end));
-                printf(", %s reserved)", rep_size((double)r->reserved_end));
+                printf(", %s reserved; %s)", rep_size((double)r->reserved_end), r->nohist_cause ? r->nohist_cause : "");
             }
             putchar('\n');
         }
         if (nrows && !pa.n) {
-            printf("\npeak allocated: not known: no record has a history (recorded with enabled=state)\n");
+            /* why, as the records say it (cmh_no_history_cause), not a guess: one cause when all
+             * the rows share it, else each row says its own */
+            const char *cause = rows[0]->nohist_cause;
+            for (uint32_t i = 1; i < nrows && cause; i++)
+                if (!rows[i]->nohist_cause || strcmp(rows[i]->nohist_cause, cause)) cause = NULL;
+            printf("\npeak allocated: not known: no record has a history on any device (%s)\n",
+                   cause ? cause : "the rows say why, each its own");
             printf("peak reserved:  not known\n");
         } else if (nrows) {
             printf("\npeak allocated: min %s (%s), median %s, max %s (%s)", rep_size((double)pa.min), who(pa.min_row, paths),

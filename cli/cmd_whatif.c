@@ -344,7 +344,19 @@ int cmd_whatif(int argc, char **argv)
         cmh_jw_kstr(&w, "file", path);
         cmh_jw_kint(&w, "device", dev);
         cmh_jw_kuint(&w, "capacity", capacity);
-        cmh_jw_kstr(&w, "capacity_from", g_have_capacity ? "--capacity" : capacity ? "oom" : "none");
+        cmh_whatif_cap k;
+        cmh_whatif_capacity_ex(&s, dev, &k);
+        cmh_jw_kstr(&w, "capacity_from", g_have_capacity ? "--capacity" : !capacity ? "none" : k.total && k.capacity == k.total ? "device_total" : "oom");
+        if (capacity && !g_have_capacity) { /* what the device held at OOM #1, which the capacity is made of */
+            cmh_jw_key(&w, "capacity_at_oom");
+            cmh_jw_obj(&w);
+            cmh_jw_kuint(&w, "plain_driver", k.whole);
+            cmh_jw_kuint(&w, "allocator", k.reserved);
+            if (k.free_known) cmh_jw_kuint(&w, "free", k.free);
+            else cmh_jw_key(&w, "free"), cmh_jw_null(&w);
+            cmh_jw_kuint(&w, "not_recorded", k.outside);
+            cmh_jw_end(&w);
+        }
         /* the record itself (peak's figures); "settings" are the model's, the recorded settings first */
         cmh_jw_nl(&w);
         cmh_jw_key(&w, "record");
@@ -413,13 +425,25 @@ int cmd_whatif(int argc, char **argv)
         printf("%s, device %d: %" PRIu64 " requests replayed; capacity %s\n", path, dev, r0->requests,
                capacity ? rep_size((double)capacity) : "unlimited (no OOM in the trace; --capacity BYTES to set one)");
         if (capacity && !g_have_capacity) {
-            const cmh_trace *tr = cmh_snapshot_trace(&s, dev);
-            int64_t at = -1; /* OOM #1's asking entry: the one whose free memory the capacity adds */
-            int unknown = tr && cmh_oom_first(&s, tr, &at) >= 0 && at >= 0 &&
-                          cmh_entry_addr(&s, &s.entries[tr->first_entry + (uint32_t)at]) == CMH_DEVICE_FREE_UNKNOWN;
-            printf("  (the trace's OOM #1, as `oom` numbers it: %s)\n",
-                   unknown ? "reserved then; it reported no free memory (not known), so the device may have had more"
-                           : "reserved then plus the free memory it reported");
+            cmh_whatif_cap k;
+            cmh_whatif_capacity_ex(&s, dev, &k);
+            char parts[256] = "";
+            if (k.whole) { /* never below what the device held: its plain driver allocations too (it said 648 MiB of a 16 GiB device) */
+                char a[32];
+                snprintf(a, sizeof a, "%s", rep_size((double)k.whole));
+                snprintf(parts, sizeof parts, " (%s of it plain driver allocations, which the model leaves in place, %s its allocator's)", a,
+                         rep_size((double)k.reserved));
+            }
+            if (k.total && k.capacity == k.total)
+                printf("  (the device's total memory, as the record's cuMemGetInfo says; at the trace's OOM #1, as `oom` numbers it: "
+                       "reserved %s%s, %s free%s%s)\n",
+                       rep_size((double)(k.whole + k.reserved)), parts, k.free_known ? rep_size((double)k.free) : "not known",
+                       k.outside ? ", the rest held by nothing recorded (the CUDA context, other processes): " : "",
+                       k.outside ? rep_size((double)k.outside) : "");
+            else
+                printf("  (the trace's OOM #1, as `oom` numbers it: reserved then%s%s)\n", parts,
+                       !k.free_known ? "; it reported no free memory (not known), so the device may have had more"
+                                     : " plus the free memory it reported");
         }
         int width = 30;
         for (int i = 0; i < nt; i++) {

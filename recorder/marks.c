@@ -5,7 +5,8 @@
  * A name is copied and interned when it is given, and referred to by its id from then on, so
  * the caller's string may be gone by the time it is used (a range's name built in a stack
  * buffer and popped later, a dump long after).  A point, and the start of a range, is also a
- * `mark` entry in the device's trace (a checkpoint for the reports); every range boundary is kept
+ * `mark` entry in the trace of every device the process has used (a checkpoint for the reports:
+ * a step is the process's, whichever device was current); every range boundary is kept
  * as one of PyTorch's external annotations (START / END).
  */
 #include <stdlib.h>
@@ -75,13 +76,27 @@ out:
     return id;
 }
 
+/* A point mark, or a range's start: a checkpoint in the trace of the given device and of every
+ * other device the process has used.  A step is the process's, not one device's: a program that
+ * marks its steps from one thread, with device 0 current, steps device 1 too (its leak verdict
+ * read 'steps: unknown' while device 0's had them).  Not the host's pinned memory (device -1),
+ * as SIGUSR2's marks. */
+static void mark_everywhere(int device, uint32_t id, int64_t t)
+{
+    cmh_device_stats st[CMH_MAX_DEVICES + 1];
+    int n = cmh_hist_stats(st, CMH_MAX_DEVICES + 1);
+    cmh_hist_record(device, CMH_ACT_MARK, CMH_KIND_DEVICE, 0, id, 0, 0, 0, 0, 0, 0, CMH_COUNT_NONE, t);
+    for (int i = 0; i < n && i <= CMH_MAX_DEVICES; i++)
+        if (st[i].device >= 0 && st[i].device != device)
+            cmh_hist_record(st[i].device, CMH_ACT_MARK, CMH_KIND_DEVICE, 0, id, 0, 0, 0, 0, 0, 0, CMH_COUNT_NONE, t);
+}
+
 int cmh_marks_record(int device, uint32_t id, int stage)
 {
     if (!cmh_rec_enabled()) return CMH_OK;
     if (!id) return CMH_ENOMEM;
     int64_t t = cmh_now_ticks();
-    if (stage != 2) /* a point mark, or a range's start: a checkpoint in the trace */
-        cmh_hist_record(device, CMH_ACT_MARK, CMH_KIND_DEVICE, 0, id, 0, 0, 0, 0, 0, 0, CMH_COUNT_NONE, t);
+    if (stage != 2) mark_everywhere(device, id, t);
     if (!stage) return CMH_OK;
     int rc = CMH_OK;
     cmh_lock(&g_lock);

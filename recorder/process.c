@@ -81,12 +81,15 @@ static void signal_mark(void)
 {
     char name[48];
     snprintf(name, sizeof name, "SIGUSR2 #%d", ++g_usr2_count);
-    uint32_t id = cmh_marks_name_id(name);
+    /* on every device the process has used (marks.c); device 0 where it has used none yet */
     cmh_device_stats st[CMH_MAX_DEVICES + 1];
-    int n = cmh_hist_stats(st, CMH_MAX_DEVICES + 1), marked = 0;
+    int n = cmh_hist_stats(st, CMH_MAX_DEVICES + 1), dev = 0;
     for (int i = 0; i < n && i <= CMH_MAX_DEVICES; i++)
-        if (st[i].device >= 0) marked += cmh_marks_record(st[i].device, id, 0) == CMH_OK;
-    if (!marked) cmh_marks_record(0, id, 0);
+        if (st[i].device >= 0) {
+            dev = st[i].device;
+            break;
+        }
+    cmh_marks_record(dev, cmh_marks_name_id(name), 0);
 }
 
 void cmh_helper_wake(void)

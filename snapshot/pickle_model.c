@@ -268,6 +268,7 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
          * a mark at its place, named by the entry, so the entry numbers stay PyTorch's and a step
          * annotation steps the leak verdicts as our marks do */
         e.action = CMH_ACT_MARK;
+        if (!strcmp(cmh_str(m->s, act->u.id), "user_defined")) e.flags |= CMH_EF_USER_DEFINED; /* written back so */
         if ((f = fld[EK_NAME]) && f->tag == PV_STR) e.name = f->u.id;
         else if ((f = fld[EK_USER_METADATA]) && f->tag == PV_STR && cmh_str(m->s, f->u.id)[0]) e.name = f->u.id;
         else e.name = act->u.id;

@@ -325,7 +325,8 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     op(w, '(');
     w_key(w, W_ACTION);
     int mark = e->action == CMH_ACT_MARK; /* a PyTorch annotation (CMH_PT_MARKS_INLINE): as newest PyTorch writes it */
-    w_str_memo(w, mark ? "annotate" : cmh_action_name(e->action), &w->action_memo[e->action]);
+    int ud = mark && (e->flags & CMH_EF_USER_DEFINED); /* as it was read: user_defined or annotate */
+    w_str_memo(w, mark ? cmh_pt_mark_action(e->flags) : cmh_action_name(e->action), &w->action_memo[ud ? CMH_ACT_COUNT : e->action]);
     if (e->action != CMH_ACT_OOM || cmh_entry_addr(s, e) != CMH_DEVICE_FREE_UNKNOWN) { /* not known: no key, as read */
         w_key(w, e->action == CMH_ACT_OOM ? W_DEVICE_FREE : W_ADDR);
         w_int(w, mark ? 0 : (int64_t)cmh_entry_addr(s, e));
@@ -366,7 +367,7 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     if (e->flags & CMH_EF_IMPLIED) {
         w_key(w, W_CMH_IMPLIED);
         w_bool(w, 1);
-    } else if ((e->flags & CMH_EF_WHOLE_BLOCK) || e->kind != CMH_KIND_DEVICE) {
+    } else if (!mark && ((e->flags & CMH_EF_WHOLE_BLOCK) || e->kind != CMH_KIND_DEVICE)) {
         w_key(w, W_CMH_CODE);
         w_int(w, e->action | (e->flags & CMH_EF_WHOLE_BLOCK) << 4 | (e->kind & 7) << 5);
     }
@@ -511,7 +512,7 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
     w.str_memo = calloc(s->strings.n + 1, sizeof *w.str_memo);
     w.frame_memo = calloc(s->nframes + 1, sizeof *w.frame_memo);
     w.stack_memo = calloc(s->nstacks + 1, sizeof *w.stack_memo);
-    w.action_memo = calloc(CMH_ACT_COUNT, sizeof *w.action_memo);
+    w.action_memo = calloc(CMH_ACT_COUNT + 1, sizeof *w.action_memo); /* + 'user_defined' */
     if (!w.str_memo || !w.frame_memo || !w.stack_memo || !w.action_memo) {
         w.failed = w.nomem = 1;
         goto out;

@@ -165,4 +165,19 @@ pickle.dump({'segments': [seg], 'device_traces': [tr], 'allocator_settings': {}}
 "$CMH" plot one.pickle -o one.svg 2>/dev/null
 check "one trace entry: 'wrote one.db: 1 record, 1 trace entry', and plot's '1 trace entry'" \
     "grep -qx 'cumemhist: wrote one.db: 1 record, 1 trace entry' one.err && grep -q ' 1 trace entry</text>' one.svg && ! grep -q '1 trace entries' one.svg"
+
+# every format written to a file says so, in one form (-f chrome and -f json said nothing, while
+# sqlite said 'wrote FILE'); standard output, which holds the export itself, gets no such line
+n=$("$CMH" trace --json l.cmh 2>/dev/null | py -c 'import json, sys; print(sum(len(d["entries"]) for d in json.load(sys.stdin)))' 2>/dev/null)
+: >wrote.err
+for f in memviz:w.pickle json:w.json chrome:w.trace.json pprof:w.pb.gz sqlite:w.db; do
+    "$CMH" export -f ${f%%:*} -o ${f#*:} l.cmh 2>w.err || bad "export -f ${f%%:*}"
+    grep -x "cumemhist: wrote ${f#*:}: 1 record, $n trace entries" w.err >>wrote.err || echo "${f%%:*}: $(cat w.err)" >>wrote.err
+done
+"$CMH" export -f chrome -o w2.trace.json l.cmh l.cmh 2>w.err
+grep -x "cumemhist: wrote w2.trace.json: 2 records, $((2 * n)) trace entries" w.err >>wrote.err || echo "chrome of 2: $(cat w.err)" >>wrote.err
+"$CMH" export -f json l.cmh >/dev/null 2>w.err
+"$CMH" export -f chrome -o - l.cmh >/dev/null 2>>w.err
+check "export -f memviz, json, chrome (1 and 2 records), pprof, sqlite: 'cumemhist: wrote FILE: 1 record, $n trace entries'; none to stdout ($(grep -v '^cumemhist: wrote' wrote.err | head -3 | tr '\n' '|'))" \
+    "[ \$(grep -c '^cumemhist: wrote w' wrote.err) -eq 6 ] && [ \$(wc -l <wrote.err) -eq 6 ] && [ ! -s w.err ]"
 finish

@@ -169,7 +169,7 @@ check "the 4-rank job: one job, 4 processes on 4 devices" "head -1 job.txt | gre
 "$CMH" ranks st.cmh run.1.cmh >st.txt 2>&1
 "$CMH" ranks --json st.cmh run.1.cmh >st.json 2>/dev/null
 check "ranks: a record with no history has no peak, its end state said as such ($(grep st.cmh st.txt | cut -c1-200))" \
-    "grep st.cmh st.txt | grep -q '^ *- .* not known  *-  *not known  *- .*at the end .*(no history: the peak is not known; at the end [0-9.]* [KMG]*i*B allocated' &&
+    "grep st.cmh st.txt | grep -q '^ *- .* not known  *-  *not known  *- .*at the end .*(no history: the peak is not known; at the end [0-9.]* [KMG]*i*B allocated, [0-9.]* [KMG]*i*B reserved; recorded with enabled=state)\$' &&
      grep -q '^(over the 1 row with a history; 1 has none, its peak not known)' st.txt && ! grep -q 'min [^(]*(st.cmh)' st.txt"
 check "ranks --json: no history, peak null (not the end state), the spread over the records with one" "py - st.json <<'PY'
 import json, sys
@@ -184,13 +184,31 @@ assert sp['peaks_not_known'] == 1 and sp['peak_allocated']['min'] == sp['peak_al
 PY"
 "$CMH" ranks --json st.cmh >st1.json 2>/dev/null
 "$CMH" ranks st.cmh >st1.txt 2>&1
-check "ranks: no record with a history: no spread of peaks" \
-    "grep -q '^peak allocated: not known: no record has a history' st1.txt && py -c 'import json,sys; d=json.load(open(\"st1.json\")); assert d[\"spread\"][\"peak_allocated\"] is None, d'"
+# why, as the record says it (it said '(recorded with enabled=state)' of every record, a PyTorch
+# snapshot with its history off too)
+check "ranks: no record with a history: no spread of peaks, and why as the record says ($(grep '^peak allocated' st1.txt))" \
+    "grep -q '^peak allocated: not known: no record has a history on any device (recorded with enabled=state)\$' st1.txt &&
+     py -c 'import json,sys; d=json.load(open(\"st1.json\")); assert d[\"spread\"][\"peak_allocated\"] is None and d[\"processes\"][0][\"no_history_cause\"] == \"recorded with enabled=state\", d'"
 FLEX="$SRC/../shared/fixtures/pytorch/flexgen_torch20_oom_observer_block_history.pickle"
 if [ -f "$FLEX" ]; then
     "$CMH" ranks "$FLEX" >flex.txt 2>/dev/null
     check "ranks on PyTorch 2.0's state-only snapshot: 'not known', not 'peak alloc 11.0 GiB'" \
-        "grep -q '^ *- *0 *not known .*11.0 GiB at the end' flex.txt && grep -q '^peak allocated: not known' flex.txt"
+        "grep -q '^ *- *0 *not known .*11.0 GiB at the end' flex.txt &&
+         grep -q '^peak allocated: not known: no record has a history on any device (recorded with enabled=state, or history off)\$' flex.txt"
+fi
+
+# a host's name whole, however long (the column cut them at 12: 'gpu-node-004' for both of
+# gpu-node-0042.cluster... and gpu-node-0043.cluster...); a UTS namespace of our own names them
+LONG1=gpu-node-0042.cluster.example.org LONG2=gpu-node-0043.cluster.example.org
+if unshare -Ur -u true 2>/dev/null; then
+    for h in $LONG1 $LONG2; do
+        unshare -Ur -u sh -c "hostname $h && exec \"\$0\" record -q -o host.$h.cmh -- \"\$1\" 2" "$CMH" "$B/samples/leaky" >/dev/null 2>&1
+    done
+    "$CMH" ranks host.*.cmh >host.txt 2>&1
+    check "ranks: each host's name whole ($(grep -c 'gpu-node-004[23].cluster.example.org  ' host.txt) rows)" \
+        "grep -q '^  rank  host  *dev  ' host.txt && grep -q '^     -  $LONG1    0  ' host.txt && grep -q '^     -  $LONG2    0  ' host.txt"
+else
+    echo "skip: no user namespace for a host name of our own (unshare -Ur -u)"
 fi
 
 # PyTorch's own snapshots have no rank: rows all the same

@@ -86,16 +86,29 @@ check "an export keeps PyTorch's annotation entries where they were" "py - <<'PY
 import pickle, sys
 a = pickle.load(open('annotate.pickle', 'rb'))['device_traces'][0]
 b = pickle.load(open('annotate.out.pickle', 'rb'))['device_traces'][0]
-at = lambda t: [(i, e.get('name')) for i, e in enumerate(t) if e['action'] in ('annotate', 'user_defined')]
+at = lambda t: [(i, e['action'], e.get('name')) for i, e in enumerate(t) if e['action'] in ('annotate', 'user_defined')]
 print(len(a), len(b), at(b))
 sys.exit(len(a) != len(b) or at(a) != at(b))
+PY"
+# ... each with its own action: 'user_defined' ones were all written back as 'annotate' (the
+# pickle, the JSON export and trace's lines alike)
+"$CMH" export -f json annotate.pickle -o annotate.out.json 2>/dev/null
+check "the exports keep each annotation's action, user_defined or annotate (pickle, JSON)" "py - <<'PY'
+import json, pickle, sys
+a = pickle.load(open('annotate.pickle', 'rb'))['device_traces'][0]
+b = pickle.load(open('annotate.out.pickle', 'rb'))['device_traces'][0]
+j = json.load(open('annotate.out.json'))['device_traces'][0]
+acts = lambda t: [e['action'] for e in t if e['action'] in ('annotate', 'user_defined')]
+print(acts(b), acts(j))
+sys.exit(acts(a) != ['user_defined', 'annotate'] * 3 or acts(b) != acts(a) or acts(j) != acts(a))
 PY"
 check "the export read back: the same steps" \
     "'$CMH' leaks annotate.out.pickle 2>/dev/null | grep -q 'steps: 6 from the program.s marks (\"step\")'"
 
 check "trace (_memory_viz.py trace) counts and prints the annotation entries, as PyTorch's script does" \
     "'$CMH' trace annotate.pickle 2>/dev/null > tr.txt && grep -qx '31 entries' tr.txt &&
-     [ \$(grep -c \"^{'action': 'annotate', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': [0-9]*, 'name': 'step'}\$\" tr.txt) = 6 ]"
+     [ \$(grep -c \"^{'action': 'annotate', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': [0-9]*, 'name': 'step'}\$\" tr.txt) = 3 ] &&
+     [ \$(grep -c \"^{'action': 'user_defined', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': [0-9]*, 'name': 'step'}\$\" tr.txt) = 3 ]"
 
 # A state-only dump whose blocks carry no requested_size (PyTorch < 2.1, hand-made ones): their
 # requested bytes are their size, as PyTorch's viewer reads them (`requested_size || size`), and a

@@ -214,6 +214,116 @@ static void test_pending_free_not_live(void)
     cmh_snapshot_free(&s);
 }
 
+/* One entry of a recording thread (1, 2, 3), for the OOM numbering below. */
+static void add_th(cmh_snapshot *s, int action, uint64_t size, uint32_t thread)
+{
+    static int64_t t = 1700000000000000000ll;
+    cmh_entry_full e;
+    memset(&e, 0, sizeof e);
+    e.time_ns = t += 1000;
+    e.action = (uint8_t)action;
+    e.addr = action == CMH_ACT_OOM ? 0 : SEG_A + size;
+    e.size = e.requested = size;
+    e.thread = thread;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(s, &e), CMH_OK);
+}
+
+/* cmh_oom_number over many OOMs of 3 threads whose entries interleave: each request fails and
+ * the program sees it (numbered), or its allocator frees its cache and fails again (the retry
+ * numbered, not the first), or frees and succeeds (no number); then two at the edge of the retry
+ * window.  Every OOM's number and where it is seen, against the numbers known by construction
+ * and `oom`'s (cmh_oom_compute).  Before, each call counted the OOMs before it with a retry scan
+ * each: quadratic in the OOMs, for whatif's first failing request on a record of thousands. */
+#define NREQ 3000
+static void test_oom_number_many(void)
+{
+    cmh_snapshot s;
+    cmh_snapshot_init(&s);
+    s.source = CMH_SRC_RECORDER;
+    cmh_snapshot_add_trace(&s, 0, 0, NULL);
+    /* each thread's entries, then merged round-robin an entry at a time */
+    enum { PER = 4 };
+    static struct { int action; uint64_t size; int req; } th[3][NREQ * PER / 3 + PER];
+    uint32_t nth[3] = {0, 0, 0};
+    for (int r = 0; r < NREQ; r++) {
+        int k = r % 3, kind = (r / 3) % 3;
+        uint64_t size = (uint64_t)(r + 1) * MIB;
+        th[k][nth[k]++] = (typeof(th[0][0])){CMH_ACT_OOM, size, r};
+        if (kind) {
+            th[k][nth[k]++] = (typeof(th[0][0])){CMH_ACT_SEGMENT_FREE, 2 * MIB, -1};
+            th[k][nth[k]++] = (typeof(th[0][0])){kind == 1 ? CMH_ACT_OOM : CMH_ACT_SEGMENT_ALLOC, size, r};
+        }
+        if (r % 7 == 0) th[k][nth[k]++] = (typeof(th[0][0])){CMH_ACT_MARK, 0, -1};
+    }
+    static int req_of[NREQ * PER + 8];
+    static int64_t last_oom[NREQ]; /* each request's last OOM: the one numbered, unless met */
+    static int met[NREQ];
+    uint32_t pos[3] = {0, 0, 0}, n = 0;
+    for (int more = 1; more;) {
+        more = 0;
+        for (int k = 0; k < 3; k++) {
+            if (pos[k] >= nth[k]) continue;
+            more = 1;
+            typeof(th[0][0]) *x = &th[k][pos[k]++];
+            add_th(&s, x->action, x->size, (uint32_t)k + 1);
+            req_of[n] = x->action == CMH_ACT_OOM ? x->req : -1;
+            if (x->action == CMH_ACT_OOM) last_oom[x->req] = n;
+            if (x->action == CMH_ACT_SEGMENT_ALLOC) met[x->req] = 1;
+            n++;
+        }
+    }
+    const cmh_trace *t = cmh_snapshot_trace(&s, 0);
+    CU_ASSERT_EQUAL_FATAL(t->nentries, n);
+    /* the numbers by construction: the requests the program saw, in the order of their last OOM */
+    static uint32_t number[NREQ];
+    uint32_t seen = 0, bad = 0;
+    for (uint32_t i = 0; i < n && i < NREQ * PER + 8; i++)
+        if (req_of[i] >= 0 && last_oom[req_of[i]] == i && !met[req_of[i]]) number[req_of[i]] = ++seen;
+    uint32_t kinds01 = 0;
+    for (int r = 0; r < NREQ; r++) kinds01 += (r / 3) % 3 != 2;
+    CU_ASSERT_EQUAL(seen, kinds01); /* the requests of kinds 0 and 1 */
+    cmh_oom_report o;
+    CU_ASSERT_EQUAL_FATAL(cmh_oom_compute(&s, 0, NULL, &o), CMH_OK);
+    uint32_t ev = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (s.entries[t->first_entry + i].action != CMH_ACT_OOM) continue;
+        int64_t at;
+        uint32_t got = cmh_oom_number(&s, t, i, &at);
+        CU_ASSERT_FATAL(ev < o.nevents && o.events[ev].index == (int64_t)i);
+        int r = req_of[i];
+        uint32_t want = met[r] ? 0 : number[r];
+        int64_t want_at = met[r] ? -1 : last_oom[r];
+        /* `oom` numbers the OOM where the request is seen; the earlier ones are its retries */
+        uint32_t oom_says = want_at >= 0 ? o.events[ev].number : 0;
+        if (got != want || at != want_at || (want_at == (int64_t)i && oom_says != want)) {
+            if (!bad++) fprintf(stderr, "OOM at %u: number %u seen at %lld, want %u at %lld (oom: %u)\n", i, got, (long long)at, want, (long long)want_at, oom_says);
+        }
+        ev++;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(ev, o.nevents);
+    CU_ASSERT_EQUAL(o.failures, seen);
+    cmh_oom_report_free(&o);
+    cmh_snapshot_free(&s);
+
+    /* at the edge of the retry window: thread 1's request decided by its next allocation
+     * CMH_OOM_RETRY_WINDOW entries later is a retry that met (no number); one entry further, no
+     * retry: the program saw it, #1 */
+    for (uint32_t k = 0; k < 2; k++) {
+        cmh_snapshot_init(&s);
+        s.source = CMH_SRC_RECORDER;
+        cmh_snapshot_add_trace(&s, 0, 0, NULL);
+        add_th(&s, CMH_ACT_OOM, 5 * MIB, 1);
+        for (uint32_t j = 1; j < CMH_OOM_RETRY_WINDOW + k; j++) add_th(&s, CMH_ACT_MARK, 0, 2);
+        add_th(&s, CMH_ACT_SEGMENT_ALLOC, 5 * MIB, 1);
+        int64_t at;
+        uint32_t got = cmh_oom_number(&s, cmh_snapshot_trace(&s, 0), 0, &at);
+        CU_ASSERT_EQUAL(got, k);
+        CU_ASSERT_EQUAL(at, k ? 0 : -1);
+        cmh_snapshot_free(&s);
+    }
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -222,5 +332,6 @@ int main(void)
     CMH_ADD_TEST(s, test_frag_report);
     CMH_ADD_TEST(s, test_oom_report);
     CMH_ADD_TEST(s, test_pending_free_not_live);
+    CMH_ADD_TEST(s, test_oom_number_many);
     return cmh_test_main();
 }

@@ -114,11 +114,29 @@ py - fo.json <<'EOF' || fail=$((fail + 1))
 import json, sys
 d = json.load(open(sys.argv[1]))
 rec, exp = d["settings"]
-assert d["capacity_from"] == "oom" and rec["ooms"] >= 1 and rec["self_replay_mismatches"] == 0, rec
+assert rec["ooms"] >= 1 and rec["self_replay_mismatches"] == 0, rec
 assert exp["ooms"] == 0, exp
+# the capacity is the device's (FAKECUDA_CAPACITY, cuMemGetInfo's total), never below what the record
+# reserved: it was the allocator's 220 MiB + 8 MiB free, the program's own 28 MiB cuMemAlloc left out
+# (frag_oom on a 16 GiB device read 'capacity 648.0 MiB')
+MiB = 1 << 20
+k = d["capacity_at_oom"]
+assert d["capacity_from"] == "device_total" and d["capacity"] == 256 * MiB and d["capacity"] >= d["record"]["peak_reserved"], d
+assert k == {"plain_driver": 28 * MiB, "allocator": 220 * MiB, "free": 8 * MiB, "not_recorded": 0}, k
 print(f"ok: a recorded caching allocator's fragmentation OOM: {rec['recorded_segment_events']} segment events reproduced "
-      f"(the program's own driver allocation left aside); expandable segments would have avoided it")
+      f"(the program's own driver allocation left aside); expandable segments would have avoided it; capacity the device's 256 MiB")
 EOF
+"$CMH" whatif fo.cmh >fo.txt 2>&1
+"$CMH" export -o fo.pickle fo.cmh 2>/dev/null
+"$CMH" whatif fo.pickle >fop.txt 2>&1
+check "whatif's capacity of a record with plain driver allocations: the device's, said whole ($(sed -n 2p fo.txt | cut -c1-160))" \
+    "grep -q '^fo.cmh, device 0: 22 requests replayed; capacity 256.0 MiB\$' fo.txt &&
+     grep -qF '  (the device'\''s total memory, as the record'\''s cuMemGetInfo says; at the trace'\''s OOM #1, as \`oom\` numbers it: reserved 248.0 MiB (28.0 MiB of it plain driver allocations, which the model leaves in place, 220.0 MiB its allocator'\''s), 8.0 MiB free)' fo.txt &&
+     grep -q '^recorded (its own allocator) .*OOM #1 at entry' fo.txt"
+# its pickle knows no total: the capacity is what the device held at the OOM, plain allocations too
+check "... and of its pickle (no cuMemGetInfo): what the device held at the OOM, not the allocator's share alone" \
+    "grep -q '^fo.pickle, device 0: 22 requests replayed; capacity 256.0 MiB\$' fop.txt &&
+     grep -qF 'reserved then (28.0 MiB of it plain driver allocations, which the model leaves in place, 220.0 MiB its allocator'\''s) plus the free memory it reported)' fop.txt"
 
 # options: PYTORCH_CUDA_ALLOC_CONF syntax, a sweep, refusals
 "$CMH" whatif --json --sweep max_split_size_mb=64,128 --conf "expandable_segments:True,roundup_power2_divisions:[256:1,512:2,>:8]" \

@@ -27,7 +27,9 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
     } while (0)
     buf[0] = 0;
     switch (st->source) {
-    case CMH_STEPS_MARKS: ADD("steps: %u from the program's marks (\"%s\")", st->count, st->label); break;
+    case CMH_STEPS_MARKS:
+        ADD("steps: %u from the program's marks (\"%s\"%s)", st->count, st->label, st->borrowed ? ", placed by time: this device's trace has none" : "");
+        break;
     case CMH_STEPS_ANNOTATIONS: ADD("steps: %u from %s annotations", st->count, st->label); break;
     case CMH_STEPS_PATTERN:
         ADD("steps: %u detected from the allocation pattern (period %" PRIu64 " %s", st->count, st->period,

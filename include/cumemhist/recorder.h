@@ -121,9 +121,11 @@ uint64_t cmh_lost_events(void);
  *   cmh_block_free_requested(ptr)   the user freed it; stream work may still use it
  *   cmh_block_free_completed(ptr)   it is free (alone: freed at once)
  *   cmh_mark(name)                  a point in time worth naming ("step 12"); leaks measures
- *                                   growth between marks
- *   cmh_range_push(name) / cmh_range_pop()   a named span, as PyTorch's external annotations
- * The device is the calling thread's current one.
+ *                                   growth between marks.  The process's: written into the trace
+ *                                   of every device it has used, whichever one is current
+ *   cmh_range_push(name) / cmh_range_pop()   a named span, as PyTorch's external annotations (its
+ *                                   start a mark as cmh_mark's, on every device)
+ * The device of a block, and of a range's annotation, is the calling thread's current one.
  */
 int cmh_segment_managed(uint64_t ptr);
 int cmh_block_alloc(uint64_t ptr, uint64_t size, uint64_t requested, uint64_t stream);

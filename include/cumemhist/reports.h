@@ -188,6 +188,8 @@ typedef struct cmh_steps {
     uint32_t thread;   /* 0: the record's entries; else those of one recording thread */
     int thread_lives;  /* PATTERN: each step is one recording thread's whole life */
     char label[64];    /* the family of marks or annotations ("step", "ProfilerStep") */
+    int borrowed;      /* MARKS: other devices' marks, placed among this device's entries by time
+                          (a record made before a mark was the process's, recorder/marks.c) */
 } cmh_steps;
 
 /* The steps of device's trace as the replay r has it (every entry, or thread's own); sites group
@@ -432,8 +434,12 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
 int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked);
 /* The number (1, 2, ... as cmh_oom_compute numbers them) of the OOM that the request failing at
  * OOM entry i of trace t ended in: i's own when it was not retried, else its failed retry's, and
- * so on; *seen_at that OOM's index.  0 (and *seen_at -1) when a retry of it succeeded. */
+ * so on; *seen_at that OOM's index.  0 (and *seen_at -1) when a retry of it succeeded.  One pass
+ * over the trace (every OOM's retry decided as the entries come), however many OOMs it has. */
 uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, int64_t *seen_at);
+/* Every OOM's cmh_oom_retry of t's entries [0, end) in one pass (at, end slots): at[i] the index of
+ * OOM i's retry, 0 where it was not retried (and for every other entry).  CMH_OK or CMH_ENOMEM. */
+int cmh_oom_retry_table(const cmh_snapshot *s, const cmh_trace *t, uint32_t end, uint32_t *at);
 /* Whether OOM entry i of trace t was the allocator's retry rather than a failure the program
  * saw: in a record of our recorder (driver calls), its thread then freed cached segments
  * (*freed: their bytes, 0 when it found none) and asked the driver for the same size again

@@ -66,6 +66,16 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
 #define CMH_EF_PYTORCH 0x08     /* in a merged view (cmh_merged_view), an entry of PyTorch's part:
                                    its sizes are requested bytes, rounded by the replay as the
                                    caching allocator did; in memory only, never in a file */
+#define CMH_EF_USER_DEFINED 0x01 /* on a mark (the whole-block bit, which a mark never has): a
+                                    PyTorch annotation whose action was 'user_defined' (mid-2024),
+                                    not 'annotate' (newest main); kept in a .cmh as bit 4 */
+
+/* The action a PyTorch annotation held inline in its trace (a mark) is written back with: the
+ * one it was read with.  (Every export wrote 'annotate', user_defined ones too.) */
+static inline const char *cmh_pt_mark_action(unsigned entry_flags)
+{
+    return entry_flags & CMH_EF_USER_DEFINED ? "user_defined" : "annotate";
+}
 
 /* What kind of driver memory a segment is. */
 typedef enum cmh_mem_kind {

@@ -60,7 +60,9 @@ typedef struct cmh_whatif_result {
     char first_mismatch[256];
 } cmh_whatif_result;
 
-/* Replay device's trace under conf at capacity (bytes the allocator may reserve; 0 = unlimited).
+/* Replay device's trace under conf at capacity (the device's bytes; 0 = unlimited): the model's
+ * segments, the trace's plain driver allocations live at each entry and what the trace's OOM
+ * says no entry made (cmh_whatif_cap's outside) together stay within it.
  * compare: also check the model's segment events against the recorded ones (meant for the
  * recorded settings).  CMH_OK, CMH_ENOMEM, or CMH_EINVAL for a trace with nothing to replay
  * (no block-level alloc events: a recorder trace without an allocator above the driver). */
@@ -68,8 +70,20 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
                    cmh_whatif_result *out);
 
 /* The capacity a trace's first OOM implies (its OOM #1, cmh_oom_first: the first the program saw,
- * else the first retried one): what the recorded settings had reserved then plus the free memory
- * the OOM reported; 0 when the trace has no OOM. */
+ * else the first retried one): the device as it was then, never below what it held.  capacity:
+ * the plain driver allocations live then (whole: whole-block segments, no allocator above asked
+ * for them), the allocator's reserve (reserved: the trace's other segments, or the model's of
+ * the recorded settings where more, in a record of the driver) and the free memory the OOM
+ * reported (free; 0 and free_known 0 where it reported none); or the device's total memory where
+ * the record knows it (cuMemGetInfo: total) and it is more, the difference (outside: the CUDA
+ * context, other processes) then held apart from the model as the plain allocations are.  All 0
+ * when the trace has no OOM (returns 0; else 1). */
+typedef struct cmh_whatif_cap {
+    uint64_t capacity, whole, reserved, free, total, outside;
+    int free_known;
+} cmh_whatif_cap;
+int cmh_whatif_capacity_ex(const cmh_snapshot *s, int device, cmh_whatif_cap *out);
+/* Its capacity alone (0: no OOM). */
 uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device);
 
 /* The settings tried one at a time when none is named (PYTORCH_CUDA_ALLOC_CONF syntax). */
