@@ -851,6 +851,34 @@ const char *cmh_oom_verdict_name(int verdict)
     return names[verdict >= 0 && verdict <= CMH_OOM_POOL_CACHE ? verdict : 0];
 }
 
+int cmh_record_pytorch(const cmh_snapshot *s)
+{
+    if (s->source == CMH_SRC_PYTORCH || s->torch) return 1;
+    for (uint32_t i = 0; i < s->nmodules; i++) {
+        const char *m = cmh_str(s, s->modules[i].path), *slash = strrchr(m, '/');
+        const char *lib = cmh_library_name(slash ? slash + 1 : m);
+        if (lib && !strcmp(lib, "PyTorch")) return 1;
+    }
+    return 0;
+}
+
+const char *cmh_oom_verdict_advice(int verdict, int pytorch)
+{
+    /* a program with no PyTorch in it has no set_per_process_memory_fraction nor empty_cache()
+     * (a C program's OOM advice named PyTorch's); its limits come from the environment */
+    if (!pytorch && verdict == CMH_OOM_DRIVER)
+        return "refused with room: the device said it had enough free for the request, and the allocation failed all the "
+               "same: a limit set on the process from outside it (an MPS server's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), "
+               "another process taking memory at that instant, or the driver's own fragmentation of the device's memory "
+               "(free memory in pieces each smaller than the request); not this program's live memory";
+    if (!pytorch && verdict == CMH_OOM_POOL_CACHE)
+        return "held in a stream-ordered pool's cache: enough bytes were free only in what a memory pool (cuMemAllocAsync's) "
+               "keeps after its frees, up to its release threshold, which an allocation from outside the pool cannot use: "
+               "trim the pool (cuMemPoolTrimTo), lower its release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), or "
+               "allocate from the pool";
+    return cmh_oom_verdict_text(verdict);
+}
+
 const char *cmh_oom_verdict_text(int verdict)
 {
     static const char *const text[] = {

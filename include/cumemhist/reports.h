@@ -359,9 +359,16 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
  * device free not known (CMH_DEVICE_FREE_UNKNOWN).  An event's verdict is DEMAND
  * turned TOO_LARGE where this says so. */
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free);
-/* The verdict in one word ("demand"), and as every report says it in a sentence. */
+/* The verdict in one word ("demand"), and as every report says it in a sentence.  The sentence
+ * of a PyTorch record (cmh_record_pytorch) names PyTorch's remedies; cmh_oom_verdict_advice()
+ * with pytorch 0 gives a plain driver-API program's (a limit from the environment, MPS's
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, rather than set_per_process_memory_fraction; no empty_cache()). */
 const char *cmh_oom_verdict_name(int verdict);
 const char *cmh_oom_verdict_text(int verdict);
+const char *cmh_oom_verdict_advice(int verdict, int pytorch);
+/* PyTorch's own record, one merged with it, or one whose modules include PyTorch's libraries:
+ * where advice may name PyTorch's settings and calls. */
+int cmh_record_pytorch(const cmh_snapshot *s);
 
 /* free_inside = reserved - allocated (pending_free of it awaits stream work); largest_gap is the
  * largest free run inside one segment. */
