@@ -255,6 +255,17 @@ typedef struct cmh_leak_report {
     /* recording threads holding still-live blocks, and those of them with CMH_LEAK_MIN_STEPS
      * steps of their own (the verdict is judged per thread too) */
     uint32_t threads, threads_judged;
+    /* the record's steps are the scheduler's: no marks or annotations, and two recording threads
+     * or more that repeat steps of their own interleave their entries as they race, so a pattern
+     * across them (steps, when one is found at all) changes from run to run ('steps: 39 ...
+     * (period 65 entries)', then 'steps: 160 ... (period 16 entries)').  The words then give the
+     * threads' own steps, which do not: race_threads threads with CMH_LEAK_MIN_STEPS steps of
+     * their own or more, race_steps_min..max of them, race_period_min..max entries a step.  And
+     * judged is then the threads': each thread holding still-live blocks repeats steps of its
+     * own, or made all of them before the first of the other threads' steps (set-up) */
+    int steps_raced;
+    uint32_t race_threads, race_steps_min, race_steps_max;
+    uint64_t race_period_min, race_period_max;
     /* growth could be judged: the record has CMH_LEAK_MIN_STEPS steps, or every thread holding
      * still-live blocks has, or nothing is still live; a gate that cannot judge must not pass */
     int judged;
