@@ -562,7 +562,8 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
         const cmh_stack *st = &s->stacks[k];
         for (uint32_t i = 1; i < st->count; i++) {
             uint32_t fid = s->stack_frames[st->first + i], in = s->stack_frames[st->first + i - 1];
-            if (g->rule[fid] == R_NONE && g->rule[in] == R_CPYTHON && !strcmp(cmh_str(s, s->frames[fid].name), "main") &&
+            const char *fn = cmh_str(s, s->frames[fid].name); /* (an LTO build's "main.llvm.N" too) */
+            if (g->rule[fid] == R_NONE && g->rule[in] == R_CPYTHON && cmh_name_base_len(fn) == 4 && !strncmp(fn, "main", 4) &&
                 starts_any(cmh_str(s, s->frames[in].name), py_entries))
                 g->rule[fid] = R_CPYTHON;
         }
