@@ -445,6 +445,84 @@ static int vmm_sites(const cmh_snapshot *s, int device, const cmh_sites *g, cmh_
 
 #define MAX_THREADS 64 /* threads cut one by one at most (each costs a pattern search) */
 
+/* The record's steps found in a pattern across recording threads that race (no marks, no
+ * annotations; two threads or more with steps of their own, their entries interleaved): that
+ * pattern is the scheduler's and changes from run to run (a program of 4 threads read 'steps: 39
+ * ... (period 65 entries)', then 'steps: 160 ... (period 16 entries)', and its model 'state' in
+ * one run, 'held' in the next).  Then p's race_* figures say the threads' own steps, and the
+ * record's steps, unless their count is one thread's loop's, are those of the lowest-numbered
+ * thread with steps of its own, its period counted in its own entries.  *first_step: the earliest step any thread of
+ * its own begins.  CMH_OK, or CMH_ENOMEM. */
+static int leaks_raced(const cmh_snapshot *s, const cmh_replay *r, cmh_steps *steps, uint32_t maxthread, cmh_leak_report *p,
+                       int64_t *first_step)
+{
+    int64_t n = cmh_replay_length(r);
+    *first_step = INT64_MAX;
+    if (steps[0].source != CMH_STEPS_PATTERN && steps[0].count) return CMH_OK; /* the program's own marks or annotations */
+    int64_t *span = calloc(((size_t)maxthread + 1) * 2, sizeof *span);
+    uint64_t *own = calloc((size_t)maxthread + 1, sizeof *own);
+    if (!span || !own) {
+        free(span);
+        free(own);
+        return CMH_ENOMEM;
+    }
+    for (uint32_t t = 0; t <= maxthread; t++) span[2 * t] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t t = cmh_entry_thread(s, cmh_replay_entry(r, i));
+        if (t > maxthread) continue;
+        if (span[2 * t] < 0) span[2 * t] = i;
+        span[2 * t + 1] = i;
+        /* a thread's step in its own entries (its steps' period counts every thread's entries
+         * between its boundaries: the race again) */
+        if (t && steps[t].npoints >= 2 && i >= steps[t].points[0] && i < steps[t].points[steps[t].npoints - 1]) own[t]++;
+    }
+    int raced = 0, agrees = 0;
+    uint32_t best = 0;
+    for (uint32_t a = 1; a <= maxthread; a++) {
+        if (steps[a].count < CMH_LEAK_MIN_STEPS || steps[a].npoints < 2) continue;
+        if (steps[a].points[0] < *first_step) *first_step = steps[a].points[0];
+        if (!best) best = a;
+        agrees |= steps[0].count == steps[a].count;
+        for (uint32_t b = a + 1; b <= maxthread && !raced; b++)
+            raced = steps[b].count >= CMH_LEAK_MIN_STEPS && steps[b].npoints >= 2 && span[2 * a] < span[2 * b + 1] &&
+                    span[2 * b] < span[2 * a + 1];
+    }
+    int rc = CMH_OK;
+    if (raced) {
+        p->steps_raced = 1;
+        for (uint32_t t = 1; t <= maxthread; t++) {
+            if (steps[t].count < CMH_LEAK_MIN_STEPS || steps[t].npoints < 2) continue;
+            uint64_t period = (own[t] + steps[t].count / 2) / steps[t].count;
+            if (!p->race_threads++) {
+                p->race_steps_min = p->race_steps_max = steps[t].count;
+                p->race_period_min = p->race_period_max = period;
+            }
+            if (steps[t].count < p->race_steps_min) p->race_steps_min = steps[t].count;
+            if (steps[t].count > p->race_steps_max) p->race_steps_max = steps[t].count;
+            if (period < p->race_period_min) p->race_period_min = period;
+            if (period > p->race_period_max) p->race_period_max = period;
+        }
+        /* the record's steps, where the race made them no thread's loop (or none): the first
+         * stepping thread's, the same every run; a count one thread's loop has too (a main
+         * loop beside workers' churn) is that loop's, and kept */
+        int64_t *pts = agrees ? NULL : malloc((size_t)steps[best].npoints * sizeof *pts);
+        if (agrees) {
+        } else if (!pts) rc = CMH_ENOMEM;
+        else {
+            memcpy(pts, steps[best].points, (size_t)steps[best].npoints * sizeof *pts);
+            cmh_steps_free(&steps[0]);
+            steps[0] = steps[best];
+            steps[0].points = pts;
+            steps[0].thread = 0;
+            steps[0].thread_lives = 0;
+            steps[0].period = (own[best] + steps[best].count / 2) / steps[best].count;
+        }
+    }
+    free(span);
+    free(own);
+    return rc;
+}
+
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
 {
     memset(p, 0, sizeof *p);
@@ -479,6 +557,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     if (rc == CMH_OK) rc = cmh_steps_find(s, device, r, sites, 0, &steps[0]);
     for (uint32_t t = 1; rc == CMH_OK && nthreads >= 2 && t <= maxthread; t++)
         if (seen[t]) rc = cmh_steps_find(s, device, r, sites, t, &steps[t]);
+    int64_t race_first_step = INT64_MAX;
+    if (rc == CMH_OK && nthreads >= 2) rc = leaks_raced(s, r, steps, maxthread, p, &race_first_step);
     if (rc != CMH_OK) goto done;
     c.steps = steps;
     c.nsteps = nthreads >= 2 ? maxthread + 1 : 1;
@@ -595,6 +675,18 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         p->threads_judged += holds[t] && steps[t].count >= CMH_LEAK_MIN_STEPS;
     }
     p->judged = !p->live_blocks || steps[0].count >= CMH_LEAK_MIN_STEPS || (p->threads && p->threads_judged == p->threads && !holds[0]);
+    /* threads racing: judged by the threads alone; a holding thread without steps of its own
+     * must have made its still-live blocks before the others' first step (a model loaded first) */
+    if (p->steps_raced) {
+        int judged = !holds[0];
+        for (uint32_t i = 0; judged && i < c.born.cap; i++)
+            if (cmh_oa_keyat(&c.born, i)) {
+                const born_slot *b = cmh_oa_at(&c.born, i);
+                uint32_t t = b->thread <= maxthread ? b->thread : 0;
+                if (!t || (steps[t].count < CMH_LEAK_MIN_STEPS && b->index >= race_first_step)) judged = 0;
+            }
+        p->judged = !p->live_blocks || judged;
+    }
     free(holds);
     uint32_t kept = 0;
     for (uint32_t i = 0; i < nlive; i++) {
@@ -888,6 +980,34 @@ const char *cmh_oom_verdict_name(int verdict)
     static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool", "too large",
                                         "a pool's cache"};
     return names[verdict >= 0 && verdict <= CMH_OOM_POOL_CACHE ? verdict : 0];
+}
+
+int cmh_record_pytorch(const cmh_snapshot *s)
+{
+    if (s->source == CMH_SRC_PYTORCH || s->torch) return 1;
+    for (uint32_t i = 0; i < s->nmodules; i++) {
+        const char *m = cmh_str(s, s->modules[i].path), *slash = strrchr(m, '/');
+        const char *lib = cmh_library_name(slash ? slash + 1 : m);
+        if (lib && !strcmp(lib, "PyTorch")) return 1;
+    }
+    return 0;
+}
+
+const char *cmh_oom_verdict_advice(int verdict, int pytorch)
+{
+    /* a program with no PyTorch in it has no set_per_process_memory_fraction nor empty_cache()
+     * (a C program's OOM advice named PyTorch's); its limits come from the environment */
+    if (!pytorch && verdict == CMH_OOM_DRIVER)
+        return "refused with room: the device said it had enough free for the request, and the allocation failed all the "
+               "same: a limit set on the process from outside it (an MPS server's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), "
+               "another process taking memory at that instant, or the driver's own fragmentation of the device's memory "
+               "(free memory in pieces each smaller than the request); not this program's live memory";
+    if (!pytorch && verdict == CMH_OOM_POOL_CACHE)
+        return "held in a stream-ordered pool's cache: enough bytes were free only in what a memory pool (cuMemAllocAsync's) "
+               "keeps after its frees, up to its release threshold, which an allocation from outside the pool cannot use: "
+               "trim the pool (cuMemPoolTrimTo), lower its release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), or "
+               "allocate from the pool";
+    return cmh_oom_verdict_text(verdict);
 }
 
 const char *cmh_oom_verdict_text(int verdict)

@@ -226,8 +226,14 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
 {
     const char *name = cmh_str(s, f->name), *mod = cmh_frame_module(s, f);
     const char *modpath = f->module >= 0 && (uint32_t)f->module < s->nmodules ? cmh_str(s, s->modules[f->module].path) : "";
-    char q[512], file[1024], mpath[1024];
-    qualified(name, q, sizeof q);
+    char q[512], file[1024], mpath[1024], nb[512];
+    /* the name without a compiler's clone suffix: an LTO build's "run_mod.llvm.9196888086361497952",
+     * GCC's "f.isra.0", " [clone .constprop.0]" are f to every rule below, exact names included */
+    size_t nbl = cmh_name_base_len(name);
+    if (nbl >= sizeof nb) nbl = sizeof nb - 1;
+    memcpy(nb, name, nbl);
+    nb[nbl] = 0;
+    qualified(nb, q, sizeof q);
     cmh_sites_normpath(cmh_str(s, f->filename), file, sizeof file);
     cmh_sites_normpath(modpath, mpath, sizeof mpath);
     const char *base = strrchr(file, '/');
@@ -253,7 +259,7 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
     }
     /* PyTorch's binding layer: the THP* glue between CPython and ATen, its python_*.cpp files
      * (a recorder often keeps only the base name), pybind11 */
-    if ((starts(bare, "THP") && bare[3] >= 'A' && bare[3] <= 'Z') || starts(q, "pybind11::") ||
+    if ((starts(bare, "THP") && bare[3] >= 'A' && bare[3] <= 'Z') || (starts(bare, "THCP") && bare[4] >= 'A' && bare[4] <= 'Z') || starts(q, "pybind11::") ||
         (starts(base, "python_") && (ends(base, ".cpp") || ends(base, ".h"))) || strstr(file, "pybind11/") ||
         strstr(file, "torch/csrc/autograd/python") || strstr(file, "torch/csrc/utils/python"))
         return R_TORCH_BIND;
@@ -264,7 +270,7 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
     static const char *const torch_names[] = {"CapturedTraceback", "unwind::unwind", "gather_with_cpp", NULL};
     /* TorchDynamo's frame evaluation hook is C, its files known by base name */
     static const char *const dynamo_files[] = {"eval_frame.c", "eval_frame_cpp.cpp", "cpython_defs.c", "cache_entry.cpp",
-                                               NULL};
+                                               "PythonFallbackKernel.cpp", NULL};
     if (starts(bare, "dynamo_") || equals_any(base, dynamo_files)) return R_TORCH_CPP;
     if (starts_any(q, torch_ns) || starts_any(mod, torch_mods) || contains_any(file, torch_src) ||
         contains_any(name, torch_names))
@@ -300,12 +306,26 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
                                            "ternary_op", "type_call", "wrapper_call", "wrapperdescr_call", "wrap_binaryfunc",
                                            "method_call", "methoddescr_", "property_descr", "func_descr", "partial_call",
                                            "_PyRun", "PyRun_", NULL};
+    /* more of its static helpers, common enough words that a user's function may be called so:
+     * taken for CPython's only where the frame has neither a module nor a source file (a stripped
+     * interpreter's frame in a PyTorch snapshot, "pyrun_file @ ??") */
+    static const char *const py_statics[] = {"pyrun_", "list_dealloc", "list_clear", "tuple_dealloc", "dict_dealloc",
+                                             "subtype_dealloc", "subtype_clear", "delitem_knownhash", "delitem_common",
+                                             "dict_ass_sub", "gen_send_ex", "context_run", "do_call_core", "task_step",
+                                             "infinite_lru_cache_wrapper", "bounded_lru_cache_wrapper", "lru_cache_call",
+                                             "thread_run", "t_bootstrap", "exec_code_in_module", "odict_", "deque_",
+                                             "functools_", "partial_", "meth_dealloc", "func_dealloc", "frame_dealloc",
+                                             "cell_dealloc", "module_dealloc", "gc_collect", "gen_iternext",
+                                             NULL};
+    int stripped = f->module < 0 && (!*file || !strcmp(file, "??"));
     static const char *const py_files[] = {"Objects/", "Python/", "pycore_", "pythonrun.c", "Modules/main.c",
                                            "cpython/abstract.h", "Include/", "<frozen ", NULL};
+    /* CPython's own extension modules (Modules/_functoolsmodule.c, Modules/_asynciomodule.c) */
+    int py_module_src = strstr(file, "Modules/") && (ends(base, "module.c") || strstr(file, "/python") || strstr(file, "/Python-"));
     int pyapi = q[0] == '_' ? q[1] == 'P' && q[2] == 'y' && ((q[3] >= 'A' && q[3] <= 'Z') || q[3] == '_')
                             : q[0] == 'P' && q[1] == 'y' && ((q[2] >= 'A' && q[2] <= 'Z') || q[2] == '_');
-    if (starts_any(mod, py_mods) || starts_any(q, py_funcs) || strstr(q, "vectorcall") ||
-        (!ends(file, ".py") && contains_any(file, py_files)) || starts(file, "<frozen ") || pyapi)
+    if (starts_any(mod, py_mods) || starts_any(q, py_funcs) || (stripped && starts_any(q, py_statics)) || strstr(q, "vectorcall") ||
+        (!ends(file, ".py") && (contains_any(file, py_files) || py_module_src)) || starts(file, "<frozen ") || pyapi)
         return R_CPYTHON;
     if (placeholder(name)) return R_PLACEHOLDER;
     /* libc, libpthread and the loader: start-up, threads, and anything else of theirs */
@@ -542,7 +562,8 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
         const cmh_stack *st = &s->stacks[k];
         for (uint32_t i = 1; i < st->count; i++) {
             uint32_t fid = s->stack_frames[st->first + i], in = s->stack_frames[st->first + i - 1];
-            if (g->rule[fid] == R_NONE && g->rule[in] == R_CPYTHON && !strcmp(cmh_str(s, s->frames[fid].name), "main") &&
+            const char *fn = cmh_str(s, s->frames[fid].name); /* (an LTO build's "main.llvm.N" too) */
+            if (g->rule[fid] == R_NONE && g->rule[in] == R_CPYTHON && cmh_name_base_len(fn) == 4 && !strncmp(fn, "main", 4) &&
                 starts_any(cmh_str(s, s->frames[in].name), py_entries))
                 g->rule[fid] = R_CPYTHON;
         }

@@ -197,6 +197,16 @@ int cmd_diff(int argc, char **argv)
             return rc;
         }
     }
+    /* a device neither has is an error, as for every command (it printed 'no device 5 in this
+     * record' twice and exit 0); one only one has compares against nothing */
+    if (g_device >= -1 && !rep_has_device(&sd[0].s, g_device) && !rep_has_device(&sd[1].s, g_device)) {
+        for (int f = 0; f < 2; f++) {
+            rep_check_device(paths[f], &sd[f].s, g_device);
+            cmh_sites_free(sd[f].g);
+            cmh_snapshot_free(&sd[f].s);
+        }
+        return CLI_EUSAGE;
+    }
     /* the devices of either (a device only one has compares against nothing) */
     int32_t devs[512], one[256];
     int nd = 0;

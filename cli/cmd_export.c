@@ -303,6 +303,10 @@ int cmd_export(int argc, char **argv)
     }
     cmh_snapshot s;
     if ((rc = load_for_export(path, &s))) return rc; /* PyTorch's blocks beside the other allocations */
+    if ((rc = rep_check_device(path, &s, g_device))) { /* --device 5 of a one-device record wrote device 0's */
+        cmh_snapshot_free(&s);
+        return rc;
+    }
     char err[4400];
     cmh_atomic a;
     /* a snapshot (the memviz pickle) stays private like a .cmh; JSON, Chrome and pprof are for sharing */

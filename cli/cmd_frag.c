@@ -199,7 +199,7 @@ static int section(const rep_section *sec, void *arg)
             if (o->unusable)
                 printf("  the request could use %s of it; %s not (other pools' memory)\n", rep_size((double)o->usable),
                        rep_size((double)o->unusable));
-            printf("  verdict: %s\n", cmh_oom_verdict_text(o->verdict));
+            printf("  verdict: %s\n", cmh_oom_verdict_advice(o->verdict, cmh_record_pytorch(sec->s)));
         }
         rep_notes(&p.base);
     }

@@ -134,6 +134,18 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "min_steps", CMH_LEAK_MIN_STEPS);
         cmh_jw_kuint(w, "threads", p.threads);
         cmh_jw_kuint(w, "threads_judged", p.threads_judged);
+        /* threads racing: the record's pattern is the scheduler's; the threads' own steps */
+        cmh_jw_kbool(w, "threads_race", p.steps_raced);
+        if (p.steps_raced) {
+            cmh_jw_key(w, "thread_steps");
+            cmh_jw_obj(w);
+            cmh_jw_kuint(w, "threads", p.race_threads);
+            cmh_jw_kuint(w, "min", p.race_steps_min);
+            cmh_jw_kuint(w, "max", p.race_steps_max);
+            cmh_jw_kuint(w, "period_entries_min", p.race_period_min);
+            cmh_jw_kuint(w, "period_entries_max", p.race_period_max);
+            cmh_jw_end(w);
+        }
         cmh_jw_kstr(w, "text", cmh_leak_steps_text(&p, line, sizeof line));
         cmh_jw_end(w);
         cmh_jw_kstr(w, "outcome", cmh_leak_outcome_text(&p, line, sizeof line));

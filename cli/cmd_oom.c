@@ -39,16 +39,7 @@ static int balance(const cmh_snapshot *sp, int dev, cmh_device_load *loads, int 
 
 /* PyTorch's own record, one merged with it, or one whose stacks pass through PyTorch's libraries:
  * only there is advice about PyTorch's DataParallel for the program (not for a driver-API one) */
-static int pytorch_record(const cmh_snapshot *sp)
-{
-    if (sp->source == CMH_SRC_PYTORCH || sp->torch) return 1;
-    for (uint32_t i = 0; i < sp->nmodules; i++) {
-        const char *m = cmh_str(sp, sp->modules[i].path), *slash = strrchr(m, '/');
-        const char *lib = cmh_library_name(slash ? slash + 1 : m);
-        if (lib && !strcmp(lib, "PyTorch")) return 1;
-    }
-    return 0;
-}
+static int pytorch_record(const cmh_snapshot *sp) { return cmh_record_pytorch(sp); }
 
 static void print_balance(const cmh_snapshot *sp, int dev)
 {
@@ -316,7 +307,7 @@ static int section(const rep_section *sec, void *arg)
             printf("\n  largest free gap        %12s   %sthe request %s in it\n", rep_size((double)e->largest_gap),
                    mine ? "(in its own pool) " : e->split.private_free ? "(outside private pools) " : "",
                    e->fits_in_gap ? "fits" : "does not fit");
-            printf("  verdict: %s\n", cmh_oom_verdict_text(e->verdict));
+            printf("  verdict: %s\n", cmh_oom_verdict_advice(e->verdict, pytorch_record(sp)));
             if (i == first) {
                 print_balance(sp, dev);
                 print_whatif(sec, &wi, wrc);

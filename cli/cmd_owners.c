@@ -153,5 +153,12 @@ int cmd_owners(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_owners, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    /* owners splits a device's memory against cuMemGetInfo; pinned host memory is one line of
+     * each device's report (it printed the header alone, and --json '[]', exit 0) */
+    if (g_device == -1)
+        return rep_no_pinned("owners", "owners splits a device's memory by holder against cuMemGetInfo; pinned host "
+                                       "memory is a line of every device's report ('pinned host memory (all devices, at "
+                                       "the end)'), and `cumemhist leaks --device -1` or `peak --device -1` name who "
+                                       "holds it, by site and owner");
     return rep_run(&path, 1, g_device, g_json, REP_NO_HOST, section, NULL);
 }

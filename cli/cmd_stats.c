@@ -80,6 +80,11 @@ int cmd_stats(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_stats, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    /* memory_viz's view has devices only: -1 read 'no device -1 in this snapshot (it has 0)' of a
+     * record whose summary --device -1 shows its pinned memory */
+    if (g_device == -1)
+        return rep_no_pinned("stats", "stats is memory_viz's view, devices only (its pickle leaves pinned host memory "
+                                      "out); `cumemhist frag --device -1` shows its segments");
     if (g_json) return rep_run(&path, 1, g_device, 1, REP_SHAPED | REP_NO_HOST, section, NULL);
     cmh_snapshot s;
     /* the text is the segments alone: the trace (the bulk of the file) is not read, unless a

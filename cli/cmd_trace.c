@@ -67,6 +67,9 @@ int cmd_trace(int argc, char **argv)
     int n, rc = cli_parse(&cli_cmd_trace, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     if (g_json) return rep_run(&path, 1, g_device, 1, 0, section, NULL);
+    if (g_device == -1) /* the text is memory_viz's, devices only (it read 'no device -1 ... (it has 0)') */
+        return rep_no_pinned("trace", "trace's text is memory_viz's view, devices only (its pickle leaves pinned host "
+                                      "memory out); `cumemhist trace --json --device -1` lists its entries");
     cmh_snapshot s;
     /* the text counts memory_viz's entries: where a recorder record's differ, say how they map to
      * the numbering every other command (and trace --json) gives (docs/DEFINITIONS.md) */

@@ -227,6 +227,18 @@ int cmd_whatif(int argc, char **argv)
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     cmh_snapshot s;
     if ((rc = rep_load_view(path, &s))) return rc;
+    /* a device the record lacks is a usage error, as for every command (it read 'device 5 has no
+     * block-level trace to replay' and exited 5); pinned host memory is no caching allocator's */
+    if ((rc = rep_check_device(path, &s, g_device))) {
+        cmh_snapshot_free(&s);
+        return rc;
+    }
+    if (g_device == -1) {
+        cmh_snapshot_free(&s);
+        return rep_no_pinned("whatif", "whatif replays a device's block requests through a model of PyTorch's caching "
+                                       "allocator, which does not serve pinned host memory; `cumemhist peak --device -1` "
+                                       "and `leaks --device -1` report it");
+    }
     /* the device: asked, or the lowest with block events */
     int dev = g_device;
     if (dev == -2 && !rep_oom_device(&s, "whatif", &dev)) { /* the question is about the OOM, when there is one */

@@ -182,6 +182,28 @@ int rep_oom_device(const cmh_snapshot *s, const char *cmd, int *device)
     return 1;
 }
 
+int rep_check_device(const char *path, const cmh_snapshot *s, int want)
+{
+    int32_t dev;
+    return want == -2 || rep_devices(path, s, want, 0, &dev, 1) >= 0 ? 0 : CLI_EUSAGE;
+}
+
+int rep_has_device(const cmh_snapshot *s, int device)
+{
+    int32_t all[256];
+    int n = cmh_snapshot_devices(s, all, 256);
+    if (!n) return 1; /* an empty snapshot: any device is as empty as another (rep_devices) */
+    for (int k = 0; k < n && k < 256; k++)
+        if (all[k] == device) return 1;
+    return 0;
+}
+
+int rep_no_pinned(const char *cmd, const char *why)
+{
+    cli_error("%s: --device -1 (pinned host memory): %s", cmd, why);
+    return CLI_EUSAGE;
+}
+
 const char *rep_device_name(int device)
 {
     static char ring[4][32];
@@ -271,14 +293,14 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
                  : (flags & REP_SHAPED) ? rep_load_shaped(paths[f], &s)
                                         : cli_load(paths[f], &s);
         if (rc) return rc;
-        if (json && !opened++) cmh_jw_arr(&w);
         int32_t devs[256];
         int nd = rep_devices(paths[f], &s, want, (flags & REP_NO_HOST) != 0, devs, 256);
-        if (nd < 0) {
+        if (nd < 0) { /* before the list opens: a refused --device leaves no '[' on stdout */
             cmh_sites_free(g);
             cmh_snapshot_free(&s);
             return CLI_EUSAGE;
         }
+        if (json && !opened++) cmh_jw_arr(&w);
         if (!json && !(flags & REP_PYTORCH_TEXT)) rep_print_process(paths[f], &s);
         int crc = CMH_OK;
         for (int k = 0; k < nd && crc == CMH_OK; k++) {

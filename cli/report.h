@@ -54,6 +54,13 @@ int rep_load_sites(const char *path, cmh_snapshot *s, cmh_sites **sites);
  * empty snapshot covers one empty device (want, or 0).  Returns the count, or -1 after saying
  * that the snapshot has no device `want`. */
 int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, int32_t *devs, int cap);
+/* 0 when want is -2 (none asked) or a device of s, else CLI_EUSAGE after rep_devices' "no device
+ * N in this snapshot (it has ...)" (docs/CLI.md: every command alike). */
+int rep_check_device(const char *path, const cmh_snapshot *s, int want);
+/* Whether s has anything on device (-1: pinned host memory). */
+int rep_has_device(const cmh_snapshot *s, int device);
+/* A command with no report of pinned host memory, asked for one: why, and CLI_EUSAGE. */
+int rep_no_pinned(const char *cmd, const char *why);
 /* Whether the device holds or ever held memory in the snapshot: a segment, or a trace entry other
  * than a mark or PyTorch's 'snapshot' (a ring of only that lists a device that was never used). */
 int rep_device_used(const cmh_snapshot *s, int device);

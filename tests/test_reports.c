@@ -150,6 +150,13 @@ static void test_oom_report(void)
     CU_ASSERT_EQUAL(cmh_oom_verdict(10, 12, 0, CMH_DEVICE_FREE_UNKNOWN), CMH_OOM_FRAGMENTATION);
     CU_ASSERT_EQUAL(one_segment_oom_verdict(16 * MIB), CMH_OOM_DRIVER);
     CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_DRIVER), "refused with room");
+    /* PyTorch's remedies only in a PyTorch record's sentence: a C program's names the environment's limit */
+    CU_ASSERT_PTR_NOT_NULL(strstr(cmh_oom_verdict_advice(CMH_OOM_DRIVER, 1), "set_per_process_memory_fraction"));
+    CU_ASSERT_PTR_NULL(strstr(cmh_oom_verdict_advice(CMH_OOM_DRIVER, 0), "PyTorch"));
+    CU_ASSERT_PTR_NULL(strstr(cmh_oom_verdict_advice(CMH_OOM_DRIVER, 0), "set_per_process"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(cmh_oom_verdict_advice(CMH_OOM_DRIVER, 0), "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"));
+    CU_ASSERT_PTR_NULL(strstr(cmh_oom_verdict_advice(CMH_OOM_POOL_CACHE, 0), "empty_cache"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(cmh_oom_verdict_advice(CMH_OOM_POOL_CACHE, 1), "empty_cache"));
     /* the order of the rules: a gap that fits first, then the device's own room, then the sum */
     CU_ASSERT_EQUAL(cmh_oom_verdict(10, 12, 10, 50), CMH_OOM_FIT_IGNORED);
     CU_ASSERT_EQUAL(cmh_oom_verdict(10, 12, 5, 10), CMH_OOM_DRIVER);

@@ -90,6 +90,22 @@ static const frame_case g_cases[] = {
     {"run", "/usr/lib/python3.11/threading.py", "", "package"},
     {"alloc", "/home/u/venv/lib/python3.12/site-packages/cupy/_core.py", "", "package"},
     {"_find_and_load", "<frozen importlib._bootstrap>", "", "cpython"},
+    /* CPython's static helpers a stripped interpreter still names (PyTorch pickles, file "??") */
+    {"pyrun_file", "??", "", "cpython"},
+    {"list_dealloc", "??", "", "cpython"},
+    {"delitem_knownhash_lock_held.llvm.10867719228200276567", "??", "", "cpython"},
+    {"list_dealloc", "list.c", "/home/u/app", NULL}, /* the user's own function of that name */
+    {"context_run", "ctx.c", "", NULL},
+    {"infinite_lru_cache_wrapper", "/usr/local/src/conda/python-3.12.12/Modules/_functoolsmodule.c", "", "cpython"},
+    {"task_step_impl", "/usr/local/src/conda/python-3.10.14/Modules/_asynciomodule.c", "", "cpython"},
+    {"load", "/home/u/proj/Modules/loader.c", "/home/u/proj/app", NULL},
+    {"THCPModule_emptyCache(_object*, _object*)", "??", "", "pytorch-bindings"},
+    {"(anonymous namespace)::pythonFallback(c10::OperatorHandle const&, c10::DispatchKeySet)", "PythonFallbackKernel.cpp",
+     "", "pytorch-cpp"},
+    /* an exact name with an LTO or GCC clone suffix is still that name */
+    {"start_thread.llvm.4242", "??", "", "libc"},
+    {"execute_native_thread_routine.lto_priv.0", "??", "", "cxx-stdlib"},
+    {"clone [clone .constprop.0]", "??", "", "libc"},
 };
 #define NCASES (sizeof g_cases / sizeof g_cases[0])
 
@@ -383,6 +399,11 @@ static const corpus_case g_corpus[] = {
       {"<module>", "/env/bin/vllm", 8, ""}, {"Py_RunMain", "??", 0, ""}, {"Py_BytesMain", "??", 0, ""},
       {"main", "??", 0, ""}, {"__libc_start_main", "??", 0, ""}, {"_start", "??", 0, ""}},
      4},
+    {"CPython's main with an LTO clone suffix, under a package's command",
+     {ALLOC, {"forward", "/env/lib/python3.11/site-packages/transformers/models/llama/modeling_llama.py", 300, ""}, EVAL,
+      {"Py_RunMain", "??", 0, ""}, {"Py_BytesMain.llvm.77", "??", 0, ""}, {"main.llvm.12", "??", 0, ""},
+      {"__libc_start_main", "??", 0, ""}},
+     1},
     {"a C++ program's own main() stays the user's",
      {ALLOC, {"at::_ops::empty_memory_format::call(c10::ArrayRef<long>)", "??", 0, ""}, {"main", "??", 0, ""},
       {"__libc_start_main", "??", 0, ""}, {"_start", "??", 0, ""}},
@@ -391,6 +412,13 @@ static const corpus_case g_corpus[] = {
      {ALLOC, {"forward", "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/linear.py", 125, ""},
       {"<module>", "/home/u/proj/run_training", 30, ""}},
      2},
+    {"a stripped interpreter's pyrun_file (LTO build) between the script's lines",
+     {ALLOC, {"at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", "??", 0, ""},
+      {"forward", "/opt/conda/lib/python3.12/site-packages/torch/nn/modules/linear.py", 125, ""},
+      {"_PyEval_EvalFrameDefault", "??", 0, ""}, {"PyEval_EvalCode", "??", 0, ""}, {"run_eval_code_obj", "??", 0, ""},
+      {"run_mod.llvm.9196888086361497952", "??", 0, ""}, {"pyrun_file", "??", 0, ""},
+      {"forward", "/home/u/proj/transformer.py", 286, ""}, {"_PyRun_SimpleFileObject", "??", 0, ""}},
+     8},
     {"PyTorch's stack walker and allocator, then an op with no at::_ops frame",
      {{"torch::unwind::unwind()", "??", 0, ""}, ALLOC, {"at::native::copy_impl(at::Tensor&, at::Tensor const&)", "Copy.cpp", 0, ""},
       {"start_thread", "??", 0, ""}},

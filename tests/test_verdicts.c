@@ -483,6 +483,55 @@ static void test_every_thread_leaks(void)
     }
 }
 
+/* tests/thleak_prog.c as the recorder sees it: main's 256 MiB model, then 4 threads racing
+ * through 40 steps of 8 allocations and 8 frees, thread 2 keeping 2 MiB a step.  The pattern
+ * across the threads' interleaved entries is the scheduler's (one run read 'steps: 39 ...
+ * (period 65 entries)', another 'steps: 160 ... (period 16 entries)'); leaks' header must read
+ * the same for every interleaving, as its verdicts do. */
+static void test_racing_header(void)
+{
+    char first[1024] = "", line[1024];
+    int same = 1;
+    for (uint64_t seed = 1; seed <= 24; seed++) {
+        cmh_snapshot s;
+        gen *g = gen_start(&s);
+        g->r.s = seed * 0x9e3779b97f4a7c15ull;
+        uint32_t st_model = stack_named(&s, "main"), st_tmp = stack_named(&s, "worker"), st_keep = stack_named(&s, "worker_leak");
+        g_alloc(g, 0, st_model, 256 * MIB);
+        flush(g, 1);
+        /* the threads drift apart: each flush holds 4 steps of each, their entries shuffled */
+        for (int i = 0; i < 40; i += 4) {
+            for (int t = 1; t <= 4; t++)
+                for (int k = 0; k < 4; k++) {
+                    uint64_t a[8];
+                    for (int j = 0; j < 8; j++) a[j] = g_alloc(g, t, st_tmp, (uint64_t)(1 + j) * MIB);
+                    for (int j = 0; j < 8; j++) g_free(g, t, st_tmp, a[j], (uint64_t)(1 + j) * MIB);
+                    if (t == 3) g_alloc(g, t, st_keep, 2 * MIB);
+                }
+            flush(g, 5);
+        }
+        cmh_leak_report p;
+        cmh_sites *sites = live_and_leaks(&s, g, &p);
+        size_t len = strlen(cmh_leak_steps_text(&p, line, sizeof line));
+        /* and the rows' verdicts, and whether growth was judged (--fail-on-leak's exit) */
+        for (uint32_t i = 0; i < p.nsites && len + 64 < sizeof line; i++)
+            len += (size_t)snprintf(line + len, sizeof line - len, " | %s %s", fn_of(&s, sites, &p.sites[i]), cmh_leak_site_word(&p.sites[i]));
+        snprintf(line + len, sizeof line - len, " | judged %d", p.judged);
+        if (seed == 1) snprintf(first, sizeof first, "%s", line);
+        if (strcmp(line, first)) {
+            if (same) fprintf(stderr, "  seed 1: %s\n  seed %" PRIu64 ": %s\n", first, seed, line);
+            same = 0;
+        }
+        int leak_found = 0;
+        for (uint32_t i = 0; i < p.nsites; i++) leak_found |= p.sites[i].growing && p.sites[i].rate == (int64_t)(2 * MIB);
+        CU_ASSERT(leak_found);
+        cmh_leak_report_free(&p);
+        cmh_sites_free(sites);
+        cmh_snapshot_free(&s);
+    }
+    CU_ASSERT(same);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -492,5 +541,6 @@ int main(void)
     CMH_ADD_TEST(s, test_stopped_strided);
     CMH_ADD_TEST(s, test_racing_threads);
     CMH_ADD_TEST(s, test_every_thread_leaks);
+    CMH_ADD_TEST(s, test_racing_header);
     return cmh_test_main();
 }

@@ -26,6 +26,20 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
         if (n < cap) n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__);         \
     } while (0)
     buf[0] = 0;
+    /* threads racing: the record's pattern is the scheduler's (it read 'steps: 39 ... (period 65
+     * entries)' in one run, 'steps: 160 ... (period 16 entries)' in the next); the threads' own
+     * steps are the same every run */
+    if (p->steps_raced) {
+        ADD("steps: each recording thread's own (their entries interleave as they race, so a pattern across them is the "
+            "scheduler's): %u %s %s ",
+            p->race_threads, plural(p->race_threads, "thread", "threads"), plural(p->race_threads, "repeats", "repeat"));
+        if (p->race_steps_min == p->race_steps_max) ADD("%u steps%s", p->race_steps_min, p->race_threads > 1 ? " each" : "");
+        else ADD("%u to %u steps", p->race_steps_min, p->race_steps_max);
+        if (p->race_period_min == p->race_period_max)
+            ADD(" (%" PRIu64 " of %s own %s a step)", p->race_period_min, p->race_threads > 1 ? "their" : "its",
+                plural(p->race_period_min, "entry", "entries"));
+        else ADD(" (%" PRIu64 " to %" PRIu64 " of their own entries a step)", p->race_period_min, p->race_period_max);
+    } else
     switch (st->source) {
     case CMH_STEPS_MARKS:
         ADD("steps: %u from the program's marks (\"%s\"%s)", st->count, st->label, st->borrowed ? ", placed by time: this device's trace has none" : "");
@@ -43,8 +57,8 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
         else if (p->base.entries == 1) ADD("steps: unknown (the record has 1 trace entry: no loop to find)");
         else ADD("steps: unknown (no step marks or annotations, and no repeating allocation pattern)");
     }
-    if (st->stride > 1) ADD(", measured every %u steps", st->stride);
-    if (!p->judged && p->live_blocks && st->count)
+    if (st->stride > 1 && !p->steps_raced) ADD(", measured every %u steps", st->stride);
+    if (!p->judged && p->live_blocks && st->count && !p->steps_raced)
         ADD("; growth needs %u steps (one to warm up, three to rise across)", CMH_LEAK_MIN_STEPS);
     /* the threads' own steps, a sentence of its own: the record's steps and a thread's are two
      * things ('steps: unknown (...); 1 of the 1 recording threads ... repeat 4 or more steps of

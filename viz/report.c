@@ -408,7 +408,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             fprintf(fp, " Of the free memory the request could use %s; %s was other pools'.", SZ(e->usable), SZ(e->split.unusable));
         if (*retry) fprintf(fp, "<br><b>Retry:</b> %s.", retry);
         fputs("<br><b>Verdict:</b> ", fp);
-        esc(fp, cmh_oom_verdict_text(e->verdict));
+        esc(fp, cmh_oom_verdict_advice(e->verdict, cmh_record_pytorch(s)));
         if (e->request_stack) {
             site_label(s, g, e->request_stack, buf, sizeof buf);
             fputs("<br><b>Asked by:</b> ", fp);

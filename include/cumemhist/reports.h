@@ -269,6 +269,17 @@ typedef struct cmh_leak_report {
     /* recording threads holding still-live blocks, and those of them with CMH_LEAK_MIN_STEPS
      * steps of their own (the verdict is judged per thread too) */
     uint32_t threads, threads_judged;
+    /* the record's steps are the scheduler's: no marks or annotations, and two recording threads
+     * or more that repeat steps of their own interleave their entries as they race, so a pattern
+     * across them (steps, when one is found at all) changes from run to run ('steps: 39 ...
+     * (period 65 entries)', then 'steps: 160 ... (period 16 entries)').  The words then give the
+     * threads' own steps, which do not: race_threads threads with CMH_LEAK_MIN_STEPS steps of
+     * their own or more, race_steps_min..max of them, race_period_min..max entries a step.  And
+     * judged is then the threads': each thread holding still-live blocks repeats steps of its
+     * own, or made all of them before the first of the other threads' steps (set-up) */
+    int steps_raced;
+    uint32_t race_threads, race_steps_min, race_steps_max;
+    uint64_t race_period_min, race_period_max;
     /* growth could be judged: the record has CMH_LEAK_MIN_STEPS steps, or every thread holding
      * still-live blocks has, or nothing is still live; a gate that cannot judge must not pass */
     int judged;
@@ -373,9 +384,16 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
  * device free not known (CMH_DEVICE_FREE_UNKNOWN).  An event's verdict is DEMAND
  * turned TOO_LARGE where this says so. */
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free);
-/* The verdict in one word ("demand"), and as every report says it in a sentence. */
+/* The verdict in one word ("demand"), and as every report says it in a sentence.  The sentence
+ * of a PyTorch record (cmh_record_pytorch) names PyTorch's remedies; cmh_oom_verdict_advice()
+ * with pytorch 0 gives a plain driver-API program's (a limit from the environment, MPS's
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, rather than set_per_process_memory_fraction; no empty_cache()). */
 const char *cmh_oom_verdict_name(int verdict);
 const char *cmh_oom_verdict_text(int verdict);
+const char *cmh_oom_verdict_advice(int verdict, int pytorch);
+/* PyTorch's own record, one merged with it, or one whose modules include PyTorch's libraries:
+ * where advice may name PyTorch's settings and calls. */
+int cmh_record_pytorch(const cmh_snapshot *s);
 
 /* free_inside = reserved - allocated (pending_free of it awaits stream work); largest_gap is the
  * largest free run inside one segment. */

@@ -1,0 +1,41 @@
+#!/bin/sh
+# devices_test.sh BUILD_DIR SOURCE_DIR - --device N in every reading command: a device the record
+# lacks is exit 2 with "no device N in this snapshot (it has ...)" (docs/CLI.md) and no half JSON
+# document; pinned host memory (--device -1) is reported, or refused with a reason (exit 2),
+# never an empty success.
+TEST=devices . "$(dirname "$0")/testlib.sh"
+"$CMH" record -q -o man.cmh -- "$B/tests/pinned_prog" >/dev/null 2>&1 || bad "record pinned_prog"
+"$CMH" record -q -o frag.cmh -- "$B/samples/frag_oom" >/dev/null 2>&1
+
+# a device the record lacks: every command alike
+for c in summary peak leaks oom frag owners whatif stats trace plot flamegraph report export diff; do
+    case $c in
+    plot | flamegraph | report) args="-o out.$c" ;;
+    export) args="-f json -o out.json" ;;
+    diff) args="frag.cmh" ;;
+    *) args="" ;;
+    esac
+    "$CMH" $c --device 5 $args frag.cmh >out.txt 2>err.txt
+    rc=$?
+    check "$c --device 5 of a one-device record: exit 2, 'no device 5 in this snapshot (it has 0)' ($rc: $(head -c 200 err.txt))" \
+        "[ $rc -eq 2 ] && grep -q 'frag.cmh: no device 5 in this snapshot (it has 0)' err.txt"
+done
+for c in summary peak leaks owners oom frag; do
+    "$CMH" $c --json --device 5 frag.cmh >out.json 2>/dev/null
+    check "$c --json --device 5: nothing on stdout, no half document" "[ ! -s out.json ]"
+done
+check "export --device 5 wrote no file" "[ ! -e out.json ] || [ ! -s out.json ]"
+
+# pinned host memory: the commands that report it show its 6 MiB; the others say why not
+for c in summary leaks peak frag; do
+    "$CMH" $c --device -1 man.cmh >out.txt 2>err.txt
+    rc=$?
+    check "$c --device -1 reports the pinned memory ($rc)" "[ $rc -eq 0 ] && grep -q '6.0 MiB\|6144 KiB' out.txt"
+done
+for c in owners "owners --json" whatif stats trace; do
+    "$CMH" $c --device -1 man.cmh >out.txt 2>err.txt
+    rc=$?
+    check "$c --device -1: exit 2 with a reason, nothing on stdout ($rc: $(head -c 200 err.txt))" \
+        "[ $rc -eq 2 ] && grep -q '^cumemhist: .*--device -1 (pinned host memory): ' err.txt && [ ! -s out.txt ]"
+done
+finish
