@@ -100,8 +100,9 @@ static int cmp_fix(const void *a, const void *b)
 
 /* The viewer replays backwards from the final segments.  Walking the same way, an alloc whose
  * block is gone (or a segment_alloc whose segment is gone) means its free was never recorded (an
- * edited file, a lost entry): the free is put back just before the next alloc at that address,
- * or at the end.  Blocks are keyed by address; value = index of the next alloc there + 1 when
+ * edited file, a lost entry, or a PyTorch snapshot whose segments were taken after the trace's
+ * last entry freed them): the free is put back just before the next alloc at that address, or at
+ * the end, marked implied (the page needs it, the reports must not see it).  Blocks are keyed by address; value = index of the next alloc there + 1 when
  * the block is live (0 = live with no later alloc), absent when not live. */
 static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
 {
@@ -143,6 +144,12 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
                 cmh_entry_full f;
                 cmh_entry_get(s, e, &f);
                 f.stack = 0;
+                /* invented for the page alone: cmh_implied, so that a reader drops it and reads the
+                 * snapshot back as it was (its figures, its entry numbers); timed as the entry it
+                 * follows, so that time never runs backwards */
+                f.flags = CMH_EF_IMPLIED;
+                int64_t tb = cmh_entry_time(s, &e0[before - 1]);
+                if (tb > f.time_ns) f.time_ns = tb;
                 if (blockwise) {
                     f.action = CMH_ACT_FREE_REQUESTED;
                     fx[nfx] = (fix){before, (uint32_t)nfx, f};
