@@ -7,9 +7,18 @@
 # per block after the last entry, timed as its alloc (+1.132 s back to +0.000002 s); reading the
 # export back kept them, so Non-releasable memory read 24576 KiB for 26558 KiB, peak counted 98
 # entries for 50 and owners' end moved to "entry 97, +0.000s".
+# Records (.cmh) too: the export lost the cuMemGetInfo samples and the dump's time, so owners of
+# the pickle said "total recorded (no cuMemGetInfo sample: nothing says what the record misses)"
+# where the record's said "0 B ... not recorded (CUDA context, other processes)" and "total = the
+# device's used memory", and its end moved (+5.788s for +5.823s).
 TEST=roundtrip . "$(dirname "$0")/testlib.sh"
 PT=${3:-}
-set -- "$F"/h200/*.pickle "$F"/h200b/*.pickle "$F"/h200c/*.pickle
+# fresh records on the fake driver: an OOM (samples at the first allocation and at the OOM), a leak
+"$CMH" record -q -o oom.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
+"$CMH" record -q -o leaky.cmh -- "$B/samples/leaky" 5 >/dev/null 2>&1
+check "the fresh records were written, with cuMemGetInfo samples" \
+    "'$CMH' owners oom.cmh 2>/dev/null | grep -q 'the device had .* in use' && [ -s leaky.cmh ]"
+set -- "$F"/h200/*.pickle "$F"/h200b/*.pickle "$F"/h200c/*.pickle "$F"/h200/*.cmh "$F"/memviz/*.cmh "$T/oom.cmh" "$T/leaky.cmh"
 if [ -n "$PT" ] && [ -d "$PT" ]; then
     set -- "$PT"/*.pickle "$@"
 else
@@ -26,6 +35,7 @@ for f in "$@"; do
         "$CMH" $c "$n.rt.pickle" 2>/dev/null | sed "s#$n.rt.pickle#FILE#g" >b.txt
         check "$n: $c of the export reads as $c of the original" "cmp -s a.txt b.txt || { diff a.txt b.txt | head -8; false; }"
     done
+    case $f in *.cmh) continue ;; esac
     check "$n: the export's times never run backwards where the original's do not" "py - '$f' '$n.rt.pickle' <<'PY'
 import pickle, sys
 a, b = (pickle.load(open(p, 'rb')) for p in sys.argv[1:3])

@@ -279,6 +279,10 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     do {                                                                                                         \
         if ((rc = (x)) != CMH_OK) goto out;                                                                      \
     } while (0)
+    /* owners' figure of what no allocation explains, and the instants it places it by */
+    out->start_time_ns = in->start_time_ns;
+    out->dump_time_ns = in->dump_time_ns;
+    for (uint32_t i = 0; i < in->nmeminfo; i++) TRY(cmh_snapshot_add_meminfo(out, &in->meminfo[i]));
     TRY(str_copy(in, out, in->hostname, &out->hostname));
     TRY(str_copy(in, out, in->cmdline, &out->cmdline));
     /* the module map, in its order: frames keep their module index, the owner of a block is read
@@ -467,7 +471,10 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(settings), MOVE(nsettings), MOVE(cap_settings);
     MOVE(modules), MOVE(nmodules), MOVE(cap_modules);
     MOVE(threads), MOVE(nthreads), MOVE(cap_threads);
+    MOVE(meminfo), MOVE(nmeminfo), MOVE(cap_meminfo);
 #undef MOVE
+    out->start_time_ns = in->start_time_ns;
+    out->dump_time_ns = in->dump_time_ns;
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
     out->pid = in->pid;
