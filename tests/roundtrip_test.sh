@@ -18,7 +18,13 @@ PT=${3:-}
 "$CMH" record -q -o leaky.cmh -- "$B/samples/leaky" 5 >/dev/null 2>&1
 check "the fresh records were written, with cuMemGetInfo samples" \
     "'$CMH' owners oom.cmh 2>/dev/null | grep -q 'the device had .* in use' && [ -s leaky.cmh ]"
-set -- "$F"/h200/*.pickle "$F"/h200b/*.pickle "$F"/h200c/*.pickle "$F"/h200/*.cmh "$F"/memviz/*.cmh "$T/oom.cmh" "$T/leaky.cmh"
+# ... and every report's first lines: a rank's record ("pid 28318 (rank 2 of 4)" read back as
+# "pid 28318") and how a killed process ended ("the process ended without its exit dump ...", gone)
+cp "$F/flight/killed-150.flight" killed.flight # (recover removes the flight record it read)
+"$CMH" recover -o killed.cmh killed.flight >/dev/null 2>&1
+check "the recovered record says how the process ended" "'$CMH' summary killed.cmh 2>/dev/null | grep -q '^killed.cmh: the process ended'"
+set -- "$F"/h200/*.pickle "$F"/h200b/*.pickle "$F"/h200c/*.pickle "$F"/h200/*.cmh "$F"/memviz/*.cmh "$T/oom.cmh" "$T/leaky.cmh" \
+    "$T/killed.cmh" "$F/fuzz/process-rank.cmh"
 if [ -n "$PT" ] && [ -d "$PT" ]; then
     set -- "$PT"/*.pickle "$@"
 else

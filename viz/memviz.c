@@ -283,6 +283,10 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     out->start_time_ns = in->start_time_ns;
     out->dump_time_ns = in->dump_time_ns;
     for (uint32_t i = 0; i < in->nmeminfo; i++) TRY(cmh_snapshot_add_meminfo(out, &in->meminfo[i]));
+    /* which process of a job, and how it ended: every report's first lines */
+    out->rank = in->rank, out->local_rank = in->local_rank, out->world_size = in->world_size;
+    out->forked_from = in->forked_from;
+    if (in->ending) TRY(str_copy(in, out, in->ending, &out->ending));
     TRY(str_copy(in, out, in->hostname, &out->hostname));
     TRY(str_copy(in, out, in->cmdline, &out->cmdline));
     /* the module map, in its order: frames keep their module index, the owner of a block is read
@@ -480,6 +484,9 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     out->pid = in->pid;
     out->hostname = in->hostname;
     out->cmdline = in->cmdline;
+    out->ending = in->ending; /* (a string id: the strings moved) */
+    out->rank = in->rank, out->local_rank = in->local_rank, out->world_size = in->world_size;
+    out->forked_from = in->forked_from;
     cmh_snapshot_free(in);
     *moved = 1;
     for (uint32_t t = 0; t < out->ntraces; t++) {
