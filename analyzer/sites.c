@@ -670,6 +670,53 @@ const cmh_frame *cmh_sites_site_of(const cmh_sites *g, uint32_t stack)
     return &g->s->frames[g->site[stack]];
 }
 
+typedef struct site_bytes {
+    uint32_t site, stack;
+    uint64_t bytes;
+} site_bytes;
+
+static int cmp_site_bytes(const void *a, const void *b)
+{
+    const site_bytes *x = a, *y = b;
+    if (x->site != y->site) return x->site < y->site ? -1 : 1;
+    return (x->stack > y->stack) - (x->stack < y->stack); /* a site's first stack stands for it */
+}
+
+uint32_t cmh_sites_segment_stack(const cmh_sites *g, uint32_t seg, int *from_blocks, uint32_t *nsites)
+{
+    const cmh_snapshot *s = g->s;
+    *from_blocks = 0;
+    *nsites = 0;
+    if (seg >= s->nsegments) return 0;
+    const cmh_segment *sg = &s->segments[seg];
+    if (cmh_sites_site_of(g, sg->stack)) return sg->stack;
+    site_bytes *v = sg->nblocks ? malloc(sg->nblocks * sizeof *v) : NULL;
+    if (!v) return 0; /* (no memory: said as no stack, as before) */
+    uint32_t n = 0;
+    for (int any = 0; any < 2 && !n; any++) /* the live blocks; when none is live, any block */
+        for (uint32_t k = 0; k < sg->nblocks; k++) {
+            const cmh_block *b = &s->blocks[sg->first_block + k];
+            if ((!any && b->state == CMH_BLOCK_INACTIVE) || !cmh_sites_site_of(g, b->stack)) continue;
+            v[n++] = (site_bytes){g->site[b->stack], b->stack, b->size};
+        }
+    uint32_t best = 0;
+    if (n) {
+        qsort(v, n, sizeof *v, cmp_site_bytes);
+        uint64_t most = 0;
+        for (uint32_t i = 0; i < n;) {
+            uint32_t j = i;
+            uint64_t sum = 0;
+            for (; j < n && v[j].site == v[i].site; j++) sum += v[j].bytes;
+            if (sum > most || !best) most = sum, best = v[i].stack; /* (ties: the lower site, in frame order) */
+            ++*nsites;
+            i = j;
+        }
+        *from_blocks = 1;
+    }
+    free(v);
+    return best;
+}
+
 int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id)
 {
     return frame_id < g->s->nframes && g->rule[frame_id] && g->rule[frame_id] != R_PACKAGE;

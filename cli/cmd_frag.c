@@ -128,11 +128,16 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_uint(w, g->pool_id[0]);
             cmh_jw_uint(w, g->pool_id[1]);
             cmh_jw_end(w);
-            uint32_t stack = sp->segments[g->index].stack;
+            int from_blocks;
+            uint32_t nsites, stack = cmh_sites_segment_stack(gs, g->index, &from_blocks, &nsites);
             const cmh_frame *f = cmh_sites_site_of(gs, stack);
-            cmh_jw_key(w, "site"); /* who allocated the segment */
+            cmh_jw_key(w, "site"); /* who allocated the segment (or its blocks: site_from) */
             if (f) rep_json_frame(w, sp, f);
             else cmh_jw_null(w);
+            cmh_jw_key(w, "site_from"); /* "segment": its own stack; "blocks": it has none, its blocks' site */
+            if (f) cmh_jw_str(w, from_blocks ? "blocks" : "segment");
+            else cmh_jw_null(w);
+            if (from_blocks) cmh_jw_kuint(w, "block_sites", nsites);
             cmh_jw_kstr(w, "owner", cmh_sites_owner(gs, cmh_sites_group(gs, stack)));
             cmh_jw_end(w);
         }
@@ -166,15 +171,27 @@ static int section(const rep_section *sec, void *arg)
         printf("  fragmentation            %11.1f%%   (trapped / reserved)\n", 100 * p.fragmentation);
         if (p.nsegs) printf("\n  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "segment", "reserved", "allocated", "free", "trapped", "largest gap",
                "frag", "allocated by");
+        int by_blocks = 0;
         for (uint32_t i = 0; i < p.nsegs && (int)i < top; i++) {
             const cmh_frag_seg *g = &p.segs[i];
-            const cmh_frame *f = cmh_sites_site_of(gs, sp->segments[g->index].stack);
-            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %11s %5.1f%%  %s%s%s\n", g->addr, rep_size((double)g->reserved),
+            int from_blocks;
+            uint32_t nsites, stack = cmh_sites_segment_stack(gs, g->index, &from_blocks, &nsites);
+            const cmh_frame *f = cmh_sites_site_of(gs, stack);
+            char whose[64] = ""; /* a segment without a stack of its own: its blocks' site */
+            if (f && from_blocks) {
+                by_blocks = 1;
+                if (nsites > 1) snprintf(whose, sizeof whose, " (its blocks: the most bytes of %u sites)", nsites);
+                else snprintf(whose, sizeof whose, " (its blocks)");
+            }
+            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %11s %5.1f%%  %s%s%s%s\n", g->addr, rep_size((double)g->reserved),
                    rep_size((double)g->allocated), rep_size((double)g->free), rep_size((double)g->trapped),
-                   rep_size((double)g->largest_gap), 100 * g->fragmentation, f ? rep_frame(sp, f) : "-",
+                   rep_size((double)g->largest_gap), 100 * g->fragmentation, f ? rep_frame(sp, f) : "-", whose,
                    g->expandable ? "  (expandable)" : "", pool_note(g));
         }
         if (p.nsegs > (uint32_t)top) printf("  ... %s (--top)\n", rep_count(p.nsegs - (uint32_t)top, "more segment", "more segments"));
+        if (by_blocks)
+            printf("  (its blocks): the segment has no stack of its own (PyTorch <= 2.0 kept stacks on blocks only): the site\n"
+                   "  of its blocks holding the most bytes (its live blocks; any of its blocks when none is live)\n");
         if (p.has_oom) {
             const struct cmh_oom_event_state *o = &p.last_oom;
             int64_t t0 = rep_trace_start(sp, dev);

@@ -22,6 +22,7 @@ const char *const pk_key_names[NKEYS] = {
     "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
     "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
+    "meminfo", "start_ns", "dump_ns", "process", "ending",
 };
 
 /* ---- eager conversion of frames, stacks, entries ---- */
@@ -874,6 +875,43 @@ int pk_convert_top(pm *m, const pv *root)
                 goto fail_threads;
             cmh_thread_info ti = {(uint32_t)th, tid, t->items[2].u.id};
             if (cmh_snapshot_add_thread(m->s, &ti) != CMH_OK) {
+                pk_nomem(m);
+                goto fail;
+            }
+        }
+        if (want_int(m, od, K_START_NS, &m->s->start_time_ns, 0, "cumemhist") ||
+            want_int(m, od, K_DUMP_NS, &m->s->dump_time_ns, 0, "cumemhist"))
+            goto fail;
+        const pv *prv = pk_dict_get(m, od, m->key[K_PROCESS]), *env = pk_dict_get(m, od, m->key[K_ENDING]);
+        const pcont *prt = prv ? obj(m, prv, C_TUPLE) : NULL;
+        if (prt) { /* (rank, local_rank, world_size, forked_from): pickle_write.c */
+            int64_t v[4];
+            int ok = prt->n == 4;
+            for (int k = 0; ok && k < 4; k++) ok = to_i64(&prt->items[k], &v[k]);
+            for (int k = 0; ok && k < 3; k++) ok = v[k] >= -1 && v[k] <= INT32_MAX;
+            if (!ok) {
+                pk_fail(m, "cumemhist.process is not (rank, local_rank, world_size, forked_from)");
+                goto fail;
+            }
+            m->s->rank = (int32_t)v[0];
+            m->s->local_rank = (int32_t)v[1];
+            m->s->world_size = (int32_t)v[2];
+            m->s->forked_from = v[3];
+        }
+        if (env && env->tag == PV_STR) m->s->ending = env->u.id;
+        const pv *miv = pk_dict_get(m, od, m->key[K_MEMINFO]);
+        const pcont *mil = miv ? obj(m, miv, C_LIST) : NULL;
+        for (uint32_t i = 0; mil && i < mil->n; i++) { /* (device, time_ns, free, total, thread): pickle_write.c */
+            const pcont *t = obj(m, &mil->items[i], C_TUPLE);
+            int64_t v[5];
+            int ok = t && t->n == 5;
+            for (int k = 0; ok && k < 5; k++) ok = to_i64(&t->items[k], &v[k]);
+            if (!ok || v[0] < -1 || v[0] > 1023 || v[4] < 0 || v[4] > UINT32_MAX) {
+                pk_fail(m, "cumemhist.meminfo[%u] is not (device, time_ns, free, total, thread)", i);
+                goto fail;
+            }
+            cmh_meminfo mi = {(int32_t)v[0], v[1], (uint64_t)v[2], (uint64_t)v[3], (uint32_t)v[4]};
+            if (cmh_snapshot_add_meminfo(m->s, &mi) != CMH_OK) {
                 pk_nomem(m);
                 goto fail;
             }

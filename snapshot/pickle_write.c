@@ -26,7 +26,7 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -35,7 +35,7 @@ static const char *const wkeys[W_NKEYS] = {
     "time_us", "compile_context", "user_metadata", "name", "filename", "line", "stage", "START", "END",
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
-    "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
+    "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id", "meminfo", "start_ns", "dump_ns", "process", "ending",
 };
 
 typedef struct pw {
@@ -655,6 +655,47 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                     }
                 }
             }
+        }
+        /* what the driver said of each device's memory (cuMemGetInfo: owners' "not recorded" row),
+         * (device, time_ns, free, total, thread), and the record's start and dump, which owners
+         * and the reports place those samples and the end by: in nanoseconds, as the .cmh has them */
+        if (s->nmeminfo) {
+            w_key(&w, W_MEMINFO);
+            op(&w, ']');
+            for (uint32_t i = 0; i < s->nmeminfo; i++) {
+                const cmh_meminfo *m = &s->meminfo[i];
+                batch_begin(&w, i, s->nmeminfo);
+                op(&w, '(');
+                w_int(&w, m->device);
+                w_int(&w, m->time_ns);
+                w_int(&w, (int64_t)m->free);
+                w_int(&w, (int64_t)m->total);
+                w_int(&w, m->thread);
+                op(&w, 't');
+                batch_end(&w, i, s->nmeminfo, 0);
+            }
+        }
+        /* which process of a job it was, and how it ended (every report's first lines) */
+        if (s->rank >= 0 || s->local_rank >= 0 || s->world_size >= 0 || s->forked_from > 0) {
+            w_key(&w, W_PROCESS); /* (rank, local_rank, world_size, forked_from): -1, 0 unknown */
+            op(&w, '(');
+            w_int(&w, s->rank);
+            w_int(&w, s->local_rank);
+            w_int(&w, s->world_size);
+            w_int(&w, s->forked_from);
+            op(&w, 't');
+        }
+        if (s->ending) {
+            w_key(&w, W_ENDING);
+            w_sid(&w, s, s->ending);
+        }
+        if (s->start_time_ns) {
+            w_key(&w, W_START_NS);
+            w_int(&w, s->start_time_ns);
+        }
+        if (s->dump_time_ns) {
+            w_key(&w, W_DUMP_NS);
+            w_int(&w, s->dump_time_ns);
         }
         w_ours_threads(&w, s, ndev);
         if (s->nthreads) { /* (thread, tid, name): which thread a number is */

@@ -143,4 +143,51 @@ assert lib[0]['site']['module'].endswith('libdlclose_lib.so'), lib[0]['site']
 " && ok "a library closed by dlclose before the exit dump: dl_alloc and libdlclose_lib.so still named" ||
     bad "dlclose'd library: $("$CMH" leaks dlc.cmh 2>&1 | grep -A1 '1.0 MiB'); $(cat err.txt)"
 
+# --- a segment without a stack of its own: frag names its blocks' site ---
+# PyTorch 2.0 kept stacks on blocks only (per-block history), and newer snapshots give a segment
+# allocated before recording began no frames: every row of frag read "allocated by -" while leaks
+# named the blocks' site (flexgen's OOM snapshot: allocate (.../pytorch_backend.py:190)).
+py - <<'PY' || bad "writing segsite.pickle failed"
+import pickle
+M, S = 1 << 20, 0x7F0000000000
+fa = [{"name": "load", "filename": "/proj/a.py", "line": 7}]
+fb = [{"name": "cache", "filename": "/proj/b.py", "line": 9}]
+def blk(a, n, st, fr): return {"address": a, "size": n * M, "requested_size": n * M if st != "inactive" else 0, "state": st, "frames": fr}
+seg1 = {"device": 0, "address": S, "total_size": 20 * M, "allocated_size": 18 * M, "active_size": 18 * M, "requested_size": 18 * M,
+        "stream": 0, "segment_type": "large", "frames": [],
+        "blocks": [blk(S, 4, "active_allocated", fb), blk(S + 4 * M, 2, "inactive", []), blk(S + 6 * M, 14, "active_allocated", fa)]}
+seg2 = {"device": 0, "address": S + 32 * M, "total_size": 20 * M, "allocated_size": 8 * M, "active_size": 8 * M, "requested_size": 8 * M,
+        "stream": 0, "segment_type": "large", "frames": [],
+        "blocks": [blk(S + 32 * M, 8, "active_allocated", fb), blk(S + 40 * M, 12, "inactive", [])]}
+seg3 = {"device": 0, "address": S + 64 * M, "total_size": 20 * M, "allocated_size": 0, "active_size": 0, "requested_size": 0,
+        "stream": 0, "segment_type": "large", "frames": [], "blocks": [blk(S + 64 * M, 20, "inactive", [])]}
+pickle.dump({"segments": [seg1, seg2, seg3], "device_traces": [[]]}, open("segsite.pickle", "wb"))
+PY
+"$CMH" frag segsite.pickle >segsite.txt 2>&1
+check "frag: a segment without a stack names its blocks' site, marked '(its blocks)', the most bytes' of two" \
+    "grep -q '^  0x7f0000000000 .*  load (/proj/a.py:7) (its blocks: the most bytes of 2 sites)\$' segsite.txt &&
+     grep -q '^  0x7f0002000000 .*  cache (/proj/b.py:9) (its blocks)\$' segsite.txt &&
+     grep -q '^  0x7f0004000000 .*%  -\$' segsite.txt && grep -q '^  (its blocks): the segment has no stack of its own' segsite.txt ||
+     { cat segsite.txt; false; }"
+"$CMH" frag --json segsite.pickle >segsite.json 2>/dev/null
+check "frag --json: site from the blocks, site_from 'blocks', block_sites; a segment no stack names: null" "py - <<'PY'
+import json
+g = {x['address']: x for x in json.load(open('segsite.json'))[0]['segments']}
+S = 0x7F0000000000
+a, b, c = g[S], g[S + (32 << 20)], g[S + (64 << 20)]
+print(a['site'], a['site_from'], a.get('block_sites'), c['site'], c['site_from'])
+assert (a['site']['function'], a['site_from'], a['block_sites']) == ('load', 'blocks', 2)
+assert (b['site']['function'], b['site_from'], b['block_sites']) == ('cache', 'blocks', 1)
+assert c['site'] is None and c['site_from'] is None and 'block_sites' not in c
+PY"
+FLEX=$SRC/../shared/fixtures/pytorch/flexgen_torch20_oom_observer_block_history.pickle
+if [ -f "$FLEX" ]; then
+    "$CMH" frag --top 200 "$FLEX" >flex.txt 2>/dev/null
+    check "frag on PyTorch 2.0's snapshot: all 176 segments name allocate (pytorch_backend.py:190) from their blocks, none '-'" \
+        "[ \$(grep -c ' allocate (/home/dingyiran/FlexGen/flexgen/pytorch_backend.py:190) (its blocks)\$' flex.txt) = 176 ] &&
+         ! grep -q '%  -\$' flex.txt"
+else
+    echo "skipped: frag on PyTorch 2.0's snapshot (no ../shared/fixtures/pytorch)"
+fi
+
 finish

@@ -100,8 +100,9 @@ static int cmp_fix(const void *a, const void *b)
 
 /* The viewer replays backwards from the final segments.  Walking the same way, an alloc whose
  * block is gone (or a segment_alloc whose segment is gone) means its free was never recorded (an
- * edited file, a lost entry): the free is put back just before the next alloc at that address,
- * or at the end.  Blocks are keyed by address; value = index of the next alloc there + 1 when
+ * edited file, a lost entry, or a PyTorch snapshot whose segments were taken after the trace's
+ * last entry freed them): the free is put back just before the next alloc at that address, or at
+ * the end, marked implied (the page needs it, the reports must not see it).  Blocks are keyed by address; value = index of the next alloc there + 1 when
  * the block is live (0 = live with no later alloc), absent when not live. */
 static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
 {
@@ -143,6 +144,12 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
                 cmh_entry_full f;
                 cmh_entry_get(s, e, &f);
                 f.stack = 0;
+                /* invented for the page alone: cmh_implied, so that a reader drops it and reads the
+                 * snapshot back as it was (its figures, its entry numbers); timed as the entry it
+                 * follows, so that time never runs backwards */
+                f.flags = CMH_EF_IMPLIED;
+                int64_t tb = cmh_entry_time(s, &e0[before - 1]);
+                if (tb > f.time_ns) f.time_ns = tb;
                 if (blockwise) {
                     f.action = CMH_ACT_FREE_REQUESTED;
                     fx[nfx] = (fix){before, (uint32_t)nfx, f};
@@ -272,6 +279,14 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     do {                                                                                                         \
         if ((rc = (x)) != CMH_OK) goto out;                                                                      \
     } while (0)
+    /* owners' figure of what no allocation explains, and the instants it places it by */
+    out->start_time_ns = in->start_time_ns;
+    out->dump_time_ns = in->dump_time_ns;
+    for (uint32_t i = 0; i < in->nmeminfo; i++) TRY(cmh_snapshot_add_meminfo(out, &in->meminfo[i]));
+    /* which process of a job, and how it ended: every report's first lines */
+    out->rank = in->rank, out->local_rank = in->local_rank, out->world_size = in->world_size;
+    out->forked_from = in->forked_from;
+    if (in->ending) TRY(str_copy(in, out, in->ending, &out->ending));
     TRY(str_copy(in, out, in->hostname, &out->hostname));
     TRY(str_copy(in, out, in->cmdline, &out->cmdline));
     /* the module map, in its order: frames keep their module index, the owner of a block is read
@@ -460,12 +475,18 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(settings), MOVE(nsettings), MOVE(cap_settings);
     MOVE(modules), MOVE(nmodules), MOVE(cap_modules);
     MOVE(threads), MOVE(nthreads), MOVE(cap_threads);
+    MOVE(meminfo), MOVE(nmeminfo), MOVE(cap_meminfo);
 #undef MOVE
+    out->start_time_ns = in->start_time_ns;
+    out->dump_time_ns = in->dump_time_ns;
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
     out->pid = in->pid;
     out->hostname = in->hostname;
     out->cmdline = in->cmdline;
+    out->ending = in->ending; /* (a string id: the strings moved) */
+    out->rank = in->rank, out->local_rank = in->local_rank, out->world_size = in->world_size;
+    out->forked_from = in->forked_from;
     cmh_snapshot_free(in);
     *moved = 1;
     for (uint32_t t = 0; t < out->ntraces; t++) {

@@ -61,6 +61,12 @@ const char *cmh_sites_owner(const cmh_sites *g, uint32_t group);
 /* The site frame of one stack, and whether a frame is machinery. */
 const cmh_frame *cmh_sites_site_of(const cmh_sites *g, uint32_t stack);
 int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id);
+/* Who allocated segment seg of the snapshot, as a stack whose site names it: the segment's own
+ * stack when that has a site.  Else (PyTorch <= 2.0 kept stacks on blocks only; a snapshot whose
+ * segments carry no frames) the stack of the site that holds the most bytes of the segment's live
+ * blocks (of any of its blocks when none is live), with *from_blocks set and *nsites the
+ * distinct sites among those blocks.  0 when neither says (*from_blocks 0, *nsites 0). */
+uint32_t cmh_sites_segment_stack(const cmh_sites *g, uint32_t seg, int *from_blocks, uint32_t *nsites);
 /* How many of a stack's innermost frames lie inside its site: the machinery between the
  * allocation and the frame reports name (cumemhist, the driver and runtime, PyTorch's stack
  * walker, caching allocator, tensor factories and dispatcher, CPython's call frames).  Exports
