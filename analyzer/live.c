@@ -110,6 +110,7 @@ static int load_base(cmh_live *l)
             cmh_entry_get(b, &b->entries[bt->first_entry + i], &e);
             if (trace_push(l, k, &e, 1) != CMH_OK) return CMH_ENOMEM;
             l->tr[k].entries++;
+            e.stack = e.stack ? e.stack | BASE_STACK : 0; /* (the checkpoint's stack ids are not the recorder's) */
             cmh_live_oom_entry(&l->tr[k], &e);
         }
     }

@@ -15,6 +15,7 @@
 
 #include "cumemhist/live.h"
 #include "cumemhist/recover.h"
+#include "cumemhist/reports.h"
 #include "flight_format.h"
 #include "flight_state.h"
 #include "oatab.h"
@@ -39,8 +40,8 @@ typedef struct lpyframe {
  * first, so they are the oldest nbase of the window. */
 /* An OOM whose retry is not decided yet (cmh_oom_retry_step): its request and its entry's number */
 typedef struct loom {
-    uint32_t thread;
-    uint64_t size, stream, at;
+    cmh_oom_request q;
+    uint64_t at;
     int64_t ns; /* its entry's time */
 } loom;
 #define LIVE_OOM_PENDING 16
@@ -54,6 +55,9 @@ typedef struct ltrace {
      * (cmh_live_oom_entry); the pending ones count as OOMs until a retry is seen, as they would
      * in a snapshot taken now (the figures show them after CMH_LIVE_OOM_GRACE_MS: live_figures.c) */
     uint64_t entries, ooms, retries, last_seq;
+    /* the number (in entries) of the last block alloc entry + 1, 0 when none: an allocator above
+     * the driver reports blocks (cmh_oom_above) */
+    uint64_t last_block;
     loom pend[LIVE_OOM_PENDING];
     uint32_t npend;
     uint64_t *seen; /* SEEN_BITS bits: the sequence numbers (last_seq - SEEN_BITS, last_seq] read */

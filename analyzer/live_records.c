@@ -140,7 +140,7 @@ void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e)
     for (uint32_t i = 0; i < t->npend;) {
         loom *p = &t->pend[i];
         uint64_t freed = 0;
-        int r = t->entries - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(p->thread, p->size, p->stream, e, &freed);
+        int r = t->entries - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(&p->q, e, 0, &freed);
         if (r < 0) {
             i++;
             continue;
@@ -148,10 +148,13 @@ void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e)
         if (r) t->retries++, t->ooms--; /* it was counted as the program's when it came */
         *p = t->pend[--t->npend];
     }
+    if (e->action == CMH_ACT_ALLOC) t->last_block = t->entries;
     if (e->action != CMH_ACT_OOM) return;
     t->ooms++;
     if (t->npend == LIVE_OOM_PENDING) return; /* (16 threads at once out of memory: the oldest undecided stays an OOM) */
-    t->pend[t->npend++] = (loom){e->thread, e->size, e->stream, t->entries, e->time_ns};
+    /* as cmh_oom_above: a block alloc entry within the window before this one (entries - 1) */
+    int above = t->last_block && t->entries - t->last_block <= CMH_OOM_RETRY_WINDOW;
+    t->pend[t->npend++] = (loom){{e->thread, e->stack, e->size, e->stream, above}, t->entries, e->time_ns};
 }
 
 /* A point of a device's allocated bytes, in the process's own time, at most one a second: the

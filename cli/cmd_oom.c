@@ -104,6 +104,13 @@ static const cmh_oom_event *event_at(const cmh_oom_report *p, int64_t index)
     return lo < p->nevents && p->events[lo].index == index ? &p->events[lo] : NULL;
 }
 
+/* how the OOM at entry index was retried (CMH_RETRY_*), 0 when not */
+static int retry_by(const cmh_oom_report *p, int64_t index)
+{
+    const cmh_oom_event *e = event_at(p, index);
+    return e ? e->retried : 0;
+}
+
 static int section(const rep_section *sec, void *arg)
 {
     (void)arg;
@@ -141,6 +148,8 @@ static int section(const rep_section *sec, void *arg)
             else cmh_jw_null(w);
             cmh_jw_kbool(w, "retried", e->retried);
             if (e->retried) {
+                /* the evidence that an allocator asked again: one that reports blocks, or the same stack */
+                cmh_jw_kstr(w, "retry_by", e->retried == CMH_RETRY_SAME_STACK ? "same stack" : "allocator");
                 cmh_jw_kuint(w, "retry_freed", e->retry_freed);
                 cmh_jw_kint(w, "retry_index", e->retry_index);
                 cmh_jw_kbool(w, "retry_succeeded", !e->retry_failed);
@@ -262,13 +271,18 @@ static int section(const rep_section *sec, void *arg)
                 const cmh_oom_event *next = e->retry_failed ? event_at(&p, e->retry_index) : NULL;
                 if (next && next->number) snprintf(what, sizeof what, "it failed too: out of memory #%u", next->number);
                 else if (next) snprintf(what, sizeof what, "it failed too, and was retried again");
-                printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again\n"
-                       "                          (entry %" PRId64 "): %s\n",
-                       e->retry_freed ? rep_size((double)e->retry_freed) : "none", e->retry_index, what);
+                if (e->retried == CMH_RETRY_SAME_STACK) /* no blocks reported: no cache to speak of, only what was freed */
+                    printf("  retried                 the same call stack asked for as much again after %s was freed\n"
+                           "                          (entry %" PRId64 "): %s\n",
+                           e->retry_freed ? rep_size((double)e->retry_freed) : "nothing", e->retry_index, what);
+                else
+                    printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again\n"
+                           "                          (entry %" PRId64 "): %s\n",
+                           e->retry_freed ? rep_size((double)e->retry_freed) : "none", e->retry_index, what);
             }
             if (e->retry_of >= 0)
-                printf("  retry of                the request that failed at entry %" PRId64 ", asked again after the allocator freed its cache\n",
-                       e->retry_of);
+                printf("  retry of                the request that failed at entry %" PRId64 ", asked again %s\n", e->retry_of,
+                       retry_by(&p, e->retry_of) == CMH_RETRY_SAME_STACK ? "from the same call stack" : "after the allocator freed its cache");
             printf("  requested               %12s (%" PRIu64 " bytes)\n", rep_size((double)e->request), e->request);
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};
