@@ -110,10 +110,18 @@ int cmh_oom_retry_step(const cmh_oom_request *q, const cmh_entry_full *e, uint64
     }
 }
 
+int cmh_torch_allocator_module(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return !strncmp(b ? b + 1 : path, "libc10_cuda", 11);
+}
+
 int cmh_oom_above(const cmh_snapshot *s, const cmh_trace *t, uint32_t i)
 {
     if (s->source != CMH_SRC_RECORDER || s->torch) return 1; /* PyTorch's caching allocator (its own part, co-recorded) */
     if (!t || i >= t->nentries) return 0;
+    for (uint32_t m = 0; m < s->nmodules; m++) /* PyTorch's allocator in the process, its part or not */
+        if (cmh_torch_allocator_module(cmh_str(s, s->modules[m].path))) return 1;
     if (s->entries[t->first_entry + i].flags & CMH_EF_PYTORCH) return 1; /* (a merged view's) */
     uint32_t lo = i > CMH_OOM_RETRY_WINDOW ? i - CMH_OOM_RETRY_WINDOW : 0;
     for (uint32_t j = i; j-- > lo;)

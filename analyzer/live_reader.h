@@ -95,6 +95,7 @@ struct cmh_live {
     uint32_t nnamebuf, capnamebuf;
     lmod *mods;
     uint32_t nmods, capmods;
+    int torch; /* a module of mods is PyTorch's CUDA allocator (cmh_oom_above) */
     cmh_meminfo *samples; /* a ring of the latest cuMemGetInfo samples */
     uint32_t nsamples, sample_head;
     cmh_meminfo last_sample[CMH_FLIGHT_SLOTS];
@@ -120,8 +121,9 @@ int cmh_live_fail(cmh_live *l, char *err, size_t errlen, const char *what, uint6
 /* Read extent a on from where it stopped (live_records.c). */
 int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen);
 int cmh_live_reset(cmh_live *l);
-/* Entry e, just counted in t->entries: decide the pending OOMs' retries, and note e if an OOM. */
-void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e);
+/* Entry e, just counted in t->entries: decide the pending OOMs' retries, and note e if an OOM
+ * (torch: PyTorch's CUDA allocator is in the process, cmh_oom_above). */
+void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e, int torch);
 
 /* The window's next slot (the oldest one leaving it when it is full), for the caller to fill;
  * NULL: out of memory.  The entry is written in place, not built aside and copied in. */

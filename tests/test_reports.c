@@ -183,18 +183,24 @@ static void test_oom_retry_rule(void)
     uint64_t freed;
     uint32_t at;
     struct {
-        int same_stack, stacks, blocks, trim, want;
+        int same_stack, stacks, blocks, trim, want, torch;
     } c[] = {
-        {0, 1, 0, 0, 0},                    /* retry2.c: another line asked again: the program's OOM */
-        {0, 1, 0, 1, 0},                    /* pooloom.c: a pool trimmed, another line: the program's */
-        {1, 1, 0, 0, CMH_RETRY_SAME_STACK}, /* a caching layer asking again where it failed */
-        {1, 1, 0, 1, CMH_RETRY_SAME_STACK},
-        {0, 0, 0, 0, 0},                    /* no stacks (context none), no blocks: the program's */
-        {0, 1, 1, 0, CMH_RETRY_ALLOCATOR},  /* an allocator reporting blocks (PyTorch's way) */
-        {0, 0, 1, 1, CMH_RETRY_ALLOCATOR},
+        {0, 1, 0, 0, 0, 0},                    /* retry2.c: another line asked again: the program's OOM */
+        {0, 1, 0, 1, 0, 0},                    /* pooloom.c: a pool trimmed, another line: the program's */
+        {1, 1, 0, 0, CMH_RETRY_SAME_STACK, 0}, /* a caching layer asking again where it failed */
+        {1, 1, 0, 1, CMH_RETRY_SAME_STACK, 0},
+        {0, 0, 0, 0, 0, 0},                    /* no stacks (context none), no blocks: the program's */
+        {0, 1, 1, 0, CMH_RETRY_ALLOCATOR, 0},  /* an allocator reporting blocks (PyTorch's way) */
+        {0, 0, 1, 1, CMH_RETRY_ALLOCATOR, 0},
+        {0, 1, 0, 0, CMH_RETRY_ALLOCATOR, 1}, /* PyTorch's allocator loaded: it asks again from another line */
     };
     for (unsigned k = 0; k < sizeof c / sizeof c[0]; k++) {
         oom_then_again(&s, c[k].same_stack, c[k].stacks, c[k].blocks, c[k].trim);
+        if (c[k].torch) {
+            cmh_module m = {0, 0, 0x7f0000000000ull, 1 << 20};
+            cmh_strtab_intern(&s.strings, "/opt/torch/lib/libc10_cuda.so", 29, &m.path);
+            CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_module(&s, &m), CMH_OK);
+        }
         const cmh_trace *t = cmh_snapshot_trace(&s, 0);
         uint32_t oom = c[k].blocks ? 3 : 2;
         int r = cmh_oom_retry(&s, t, oom, &freed, &at);

@@ -437,9 +437,13 @@ int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint6
 /* The same, and where: *at, the entry of t asking again (an OOM entry when that failed too). */
 int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed, uint32_t *at);
 /* Whether an allocator above the driver stands between OOM entry i of trace t and the program:
- * PyTorch's (a pickle, a record co-recorded or merged with PyTorch's part), or one that reported
- * blocks (cmh_block_alloc) on t within CMH_OOM_RETRY_WINDOW entries before the OOM. */
+ * PyTorch's (a pickle, a record co-recorded or merged with PyTorch's part, or one of a process
+ * that loaded PyTorch's CUDA allocator, cmh_torch_allocator_module: its retries come from
+ * another line of its malloc, so no stack tells them), or one that reported blocks
+ * (cmh_block_alloc) on t within CMH_OOM_RETRY_WINDOW entries before the OOM. */
 int cmh_oom_above(const cmh_snapshot *s, const cmh_trace *t, uint32_t i);
+/* Whether a module's path is PyTorch's CUDA allocator's library (libc10_cuda*). */
+int cmh_torch_allocator_module(const char *path);
 /* The rule itself, one entry at a time, for a reader that sees a trace grow (the live reader):
  * entry e, at most CMH_OOM_RETRY_WINDOW entries after the OOM of request q, says CMH_RETRY_*:
  * the OOM was retried (CMH_RETRY_ASK: the same request from another stack, and q->above not
