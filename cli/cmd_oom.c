@@ -28,7 +28,10 @@ const cli_command cli_cmd_oom = {
     "segments (reserved - allocated) and the largest free gap, a verdict (demand, fragmentation,\n"
     "a gap that fit, refused with room, a private pool's, a stream-ordered pool's cache, or too\n"
     "large: more than the device had\n"
-    "free and the process held together), and the allocation sites holding memory at that moment.",
+    "free and the process held together), and the allocation sites holding memory at that moment.\n"
+    "An error that an allocator above the driver caught and asked again for (one reporting its\n"
+    "blocks, PyTorch's, or the same call stack asking again) is its retry, not counted as an OOM\n"
+    "(memory_summary's cudaMalloc retries); any other went back to the program: an OOM it saw.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
 /* At an OOM of a multi-device record: is the failing device carrying several times the others? */
