@@ -258,6 +258,17 @@ static int section(const rep_section *sec, void *arg)
                    "cudaMalloc retries %u)\n",
                    sec->index ? "\n" : "", sec->path, rep_device_name(dev), rep_count(p.failures, "out-of-memory error", "out-of-memory errors"),
                    rep_count(p.retries, "more", "more"), p.failures, p.retries);
+        /* with no stack at an OOM and no allocator reporting blocks, nothing can show a retry:
+         * said, so that "#2" after a failure is not read as proof no allocator asked again */
+        const cmh_trace *tr = cmh_snapshot_trace(sp, dev);
+        for (uint32_t i = 0; sp->source == CMH_SRC_RECORDER && i < p.nevents; i++)
+            if (!p.events[i].request_stack && !cmh_oom_above(sp, tr, (uint32_t)p.events[i].index)) {
+                printf("%s%s, %s: note: no call stack at its out-of-memory errors (--context none or state) and no allocator\n"
+                       "  above the driver reporting blocks: each counts as an error the program saw, since an allocator's\n"
+                       "  retry of the same request cannot be told apart (docs/PYTORCH.md, memory_summary)\n%s",
+                       sec->index || p.retries ? "\n" : "", sec->path, rep_device_name(dev), sec->index || p.retries ? "" : "\n");
+                break;
+            }
         uint32_t first = 0; /* the balance and the what-if line go with OOM #1, as whatif names it */
         while (first < p.nevents && p.events[first].number != 1) first++;
         if (first == p.nevents) first = 0;

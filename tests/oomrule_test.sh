@@ -85,6 +85,14 @@ grep -q "the same call stack asked for as much again after 4.0 GiB was freed" sr
 "$CMH" frag once.cmh 2>&1 | grep -q "retried: not counted as an OOM (a cudaMalloc retry: the same call stack asked again at entry 6, and that succeeded)" &&
     ok "frag: a same-stack retry says so" || bad "frag on once.cmh: $("$CMH" frag once.cmh 2>&1 | grep -i retr)"
 
+# without stacks (--context none) and without blocks nothing shows an allocator asking again:
+# each failed call is an OOM the program saw, and oom says why
+"$CMH" record -q --context none -o none.cmh -- "$B/tests/sameretry" >none.out 2>&1
+"$CMH" summary none.cmh 2>&1 | grep -q "CUDA OOMs: 3  *|  *cudaMalloc retries: 0 " &&
+    "$CMH" oom none.cmh 2>&1 | grep -q "note: no call stack at its out-of-memory errors (--context none or state) and no allocator" &&
+    ! "$CMH" oom sameretry.cmh 2>&1 | grep -q "note: no call stack" &&
+    ok "--context none: 3 OOMs the program saw, 0 retries, and oom says why" || bad "--context none: $("$CMH" summary none.cmh | grep OOMs; "$CMH" oom none.cmh | head -5)"
+
 # --- live: top and the exporter count as oom --json of the dump the process leaves ---
 for want in "retry2 1 0" "pooloom 1 0" "sameretry 1 2"; do
     set -- $want
