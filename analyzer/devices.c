@@ -70,38 +70,55 @@ int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked)
 typedef struct pending_oom {
     uint64_t key; /* thread + 1 (oatab.h) */
     uint32_t at;  /* the OOM's index in the trace */
+    cmh_oom_request q;
 } pending_oom;
+
+/* cmh_oom_above's evidence that holds for the whole record (no entry of it): PyTorch's allocator */
+static int above_in_record(const cmh_snapshot *s)
+{
+    if (s->source != CMH_SRC_RECORDER || s->torch) return 1;
+    for (uint32_t m = 0; m < s->nmodules; m++)
+        if (cmh_torch_allocator_module(cmh_str(s, s->modules[m].path))) return 1;
+    return 0;
+}
 
 /* Which OOMs of t[0..end) were retried, as cmh_oom_retry says, in one pass: a thread's OOM is
  * decided by the next entry of the same thread that is a driver allocation, an OOM or a block,
- * and an OOM is one such, so each thread has one OOM waiting at most (reports.h). */
+ * and an OOM is one such, so each thread has one OOM waiting at most (reports.h).  Whether an
+ * allocator above reported blocks before an OOM (cmh_oom_above's backward scan) is the latest
+ * block's index, kept as the pass goes. */
 int cmh_oom_retry_table(const cmh_snapshot *s, const cmh_trace *t, uint32_t end, uint32_t *at)
 {
     memset(at, 0, (size_t)end * sizeof *at);
     if (s->source != CMH_SRC_RECORDER) return CMH_OK; /* PyTorch records an OOM once it gave up */
+    int record_above = above_in_record(s);
+    int64_t last_block = -1;
     cmh_oatab wait;
     cmh_oa_init(&wait, sizeof(pending_oom));
-    uint64_t got = 0;
     for (uint32_t j = 0; j < end; j++) {
         const cmh_entry *e = &s->entries[t->first_entry + j];
         uint32_t th = cmh_entry_thread(s, e);
         pending_oom *p = cmh_oa_find(&wait, (uint64_t)th + 1);
         if (p) {
-            const cmh_entry *o = &s->entries[t->first_entry + p->at];
-            cmh_entry_full f = {.size = cmh_entry_size(s, e), .stream = cmh_entry_stream(s, e), .thread = th, .action = e->action};
-            int r = j - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(th, cmh_entry_size(s, o), cmh_entry_stream(s, o), &f, &got);
+            cmh_entry_full f = {.size = cmh_entry_size(s, e), .stream = cmh_entry_stream(s, e), .thread = th,
+                                .stack = e->stack, .action = e->action};
+            uint64_t got = 0;
+            int r = j - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(&p->q, &f, 0, &got);
             if (r >= 0) {
                 if (r) at[p->at] = j;
                 cmh_oa_remove(&wait, p);
                 p = NULL;
             }
         }
+        if (e->action == CMH_ACT_ALLOC) last_block = j;
         if (e->action != CMH_ACT_OOM) continue;
         if (!p && !(p = cmh_oa_get(&wait, (uint64_t)th + 1, NULL))) {
             cmh_oa_free(&wait);
             return CMH_ENOMEM;
         }
         p->at = j;
+        int above = record_above || (e->flags & CMH_EF_PYTORCH) || (last_block >= 0 && j - last_block <= CMH_OOM_RETRY_WINDOW);
+        p->q = (cmh_oom_request){th, e->stack, cmh_entry_size(s, e), cmh_entry_stream(s, e), above};
     }
     cmh_oa_free(&wait);
     return CMH_OK;
@@ -150,28 +167,69 @@ uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, i
 /* A retry is decided within CMH_OOM_RETRY_WINDOW entries after the OOM: an allocator frees its
  * cache (or finds nothing to free) and asks again at once, from the same thread, for the same
  * size, on the same stream.  As PyTorch counts num_alloc_retries, whether anything was freed
- * does not matter. */
-int cmh_oom_retry_step(uint32_t thread, uint64_t size, uint64_t stream, const cmh_entry_full *e, uint64_t *freed)
+ * does not matter.  But a driver call's error goes back to its caller: only evidence that an
+ * allocator above the driver caught it and asked again makes it a retry (q->above: one reports
+ * blocks; or the same call stack asked again).  A program that handles the error itself (frees
+ * a buffer, trims a pool, asks again from another line) saw the OOM. */
+int cmh_oom_retry_step(const cmh_oom_request *q, const cmh_entry_full *e, uint64_t released, uint64_t *freed)
 {
-    if (e->thread != thread) return -1; /* another thread's: no part of this request */
+    if (e->thread != q->thread) return -1; /* another thread's: no part of this request */
     switch (e->action) {
     case CMH_ACT_SEGMENT_FREE:
     case CMH_ACT_SEGMENT_UNMAP: *freed += e->size; return -1;
+    case CMH_ACT_POOL_SAMPLE: *freed += released; return -1; /* a pool trimmed: memory given back */
     case CMH_ACT_SEGMENT_ALLOC:
     case CMH_ACT_SEGMENT_MAP:
     case CMH_ACT_OOM:
         /* the thread asked for something else, or on another stream (a stream-ordered
          * allocation's OOM then a plain cuMemAlloc of the same size: another request) */
-        return e->size == size && e->stream == stream;
+        if (e->size != q->size || e->stream != q->stream) return 0;
+        if (q->above > 0) return CMH_RETRY_ALLOCATOR;
+        if (q->stack && e->stack == q->stack) return CMH_RETRY_SAME_STACK;
+        return q->above < 0 ? CMH_RETRY_ASK : 0; /* asked again from elsewhere: the program's own handling */
     case CMH_ACT_ALLOC: return 0; /* the thread went on (a block of another allocator) */
-    default: return -1;           /* marks, samples, block frees */
+    default: return -1;           /* marks, block frees */
     }
+}
+
+int cmh_torch_allocator_module(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return !strncmp(b ? b + 1 : path, "libc10_cuda", 11);
+}
+
+int cmh_oom_above(const cmh_snapshot *s, const cmh_trace *t, uint32_t i)
+{
+    /* PyTorch's caching allocator: its own part co-recorded, or its library in the process */
+    if (above_in_record(s)) return 1;
+    if (!t || i >= t->nentries) return 0;
+    if (s->entries[t->first_entry + i].flags & CMH_EF_PYTORCH) return 1; /* (a merged view's) */
+    uint32_t lo = i > CMH_OOM_RETRY_WINDOW ? i - CMH_OOM_RETRY_WINDOW : 0;
+    for (uint32_t j = i; j-- > lo;)
+        if (s->entries[t->first_entry + j].action == CMH_ACT_ALLOC) return 1;
+    return 0;
 }
 
 int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed)
 {
     uint32_t at;
     return cmh_oom_retry(s, t, i, freed, &at);
+}
+
+/* What pool_sample entry j of trace t says its pool gave back since the pool's sample before
+ * (its reserved bytes fell: a trim, or frees past the release threshold); 0 when it did not. */
+static uint64_t pool_released(const cmh_snapshot *s, const cmh_trace *t, uint32_t j)
+{
+    const cmh_entry *e = &s->entries[t->first_entry + j];
+    uint64_t pool = cmh_entry_addr(s, e), now = cmh_entry_size(s, e);
+    uint32_t lo = j > CMH_OOM_RETRY_WINDOW ? j - CMH_OOM_RETRY_WINDOW : 0;
+    for (uint32_t k = j; k-- > lo;) {
+        const cmh_entry *p = &s->entries[t->first_entry + k];
+        if (p->action != CMH_ACT_POOL_SAMPLE || cmh_entry_addr(s, p) != pool) continue;
+        uint64_t was = cmh_entry_size(s, p);
+        return was > now ? was - now : 0;
+    }
+    return 0;
 }
 
 int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed, uint32_t *at)
@@ -181,14 +239,17 @@ int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_
     if (s->source != CMH_SRC_RECORDER || !t || i >= t->nentries) return 0;
     const cmh_entry *o = &s->entries[t->first_entry + i];
     if (o->action != CMH_ACT_OOM) return 0;
-    uint32_t th = cmh_entry_thread(s, o);
-    uint64_t want = cmh_entry_size(s, o), stream = cmh_entry_stream(s, o), got = 0;
+    /* whether an allocator reports blocks is looked for only when it decides (a backward scan) */
+    cmh_oom_request q = {cmh_entry_thread(s, o), o->stack, cmh_entry_size(s, o), cmh_entry_stream(s, o), -1};
+    uint64_t got = 0;
     for (uint32_t j = i + 1; j < t->nentries && j - i <= CMH_OOM_RETRY_WINDOW; j++) {
         const cmh_entry *e = &s->entries[t->first_entry + j];
-        if (cmh_entry_thread(s, e) != th) continue; /* (read no more of another thread's entry) */
-        cmh_entry_full f = {.size = cmh_entry_size(s, e), .stream = cmh_entry_stream(s, e), .thread = th, .action = e->action};
-        int r = cmh_oom_retry_step(th, want, stream, &f, &got);
+        if (cmh_entry_thread(s, e) != q.thread) continue; /* (read no more of another thread's entry) */
+        cmh_entry_full f = {.size = cmh_entry_size(s, e), .stream = cmh_entry_stream(s, e), .thread = q.thread,
+                            .stack = e->stack, .action = e->action};
+        int r = cmh_oom_retry_step(&q, &f, e->action == CMH_ACT_POOL_SAMPLE ? pool_released(s, t, j) : 0, &got);
         if (r < 0) continue;
+        if (r == CMH_RETRY_ASK) r = cmh_oom_above(s, t, i) ? CMH_RETRY_ALLOCATOR : 0;
         if (r) *freed = got, *at = j;
         return r;
     }
@@ -199,7 +260,7 @@ uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t)
 {
     uint64_t n = 0, freed;
     for (uint32_t i = 0; t && i < t->nentries; i++)
-        if (s->entries[t->first_entry + i].action == CMH_ACT_OOM) n += (uint64_t)cmh_oom_retried(s, t, i, &freed);
+        if (s->entries[t->first_entry + i].action == CMH_ACT_OOM) n += cmh_oom_retried(s, t, i, &freed) != 0;
     return n;
 }
 

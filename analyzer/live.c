@@ -50,6 +50,7 @@ static void clear_state(cmh_live *l)
     l->dict.npcs = l->nnamebuf = 0;
     for (uint32_t i = 0; i < l->nmods; i++) free(l->mods[i].path), free(l->mods[i].build_id);
     l->nmods = 0;
+    l->torch = 0;
     l->nsamples = l->sample_head = 0;
     memset(l->last_sample, 0, sizeof l->last_sample);
     l->nanns = 0;
@@ -101,6 +102,8 @@ static int load_base(cmh_live *l)
             cmh_fstate_block_put(&l->st, &e, g->device, bl->size, bl->state);
         }
     }
+    int torch = l->torch; /* (the checkpoint's modules, as cmh_oom_above reads a snapshot's) */
+    for (uint32_t m = 0; m < b->nmodules; m++) torch |= cmh_torch_allocator_module(cmh_str(b, b->modules[m].path));
     for (uint32_t t = 0; t < b->ntraces; t++) {
         const cmh_trace *bt = &b->traces[t];
         int k = cmh_fstate_slot(bt->device);
@@ -112,7 +115,8 @@ static int load_base(cmh_live *l)
             cmh_entry_get(b, &b->entries[bt->first_entry + i], &e);
             if (trace_push(l, k, &e, 1) != CMH_OK) return CMH_ENOMEM;
             l->tr[k].entries++;
-            cmh_live_oom_entry(&l->tr[k], &e);
+            e.stack = e.stack ? e.stack | BASE_STACK : 0; /* (the checkpoint's stack ids are not the recorder's) */
+            cmh_live_oom_entry(&l->tr[k], &e, torch);
         }
     }
     for (uint32_t i = 0; i < b->nmeminfo; i++) {

@@ -15,6 +15,7 @@
 
 #include "cumemhist/live.h"
 #include "cumemhist/recover.h"
+#include "cumemhist/reports.h"
 #include "flight_format.h"
 #include "flight_state.h"
 #include "oatab.h"
@@ -48,8 +49,8 @@ typedef struct lpyframe {
  * first, so they are the oldest nbase of the window. */
 /* An OOM whose retry is not decided yet (cmh_oom_retry_step): its request and its entry's number */
 typedef struct loom {
-    uint32_t thread;
-    uint64_t size, stream, at;
+    cmh_oom_request q;
+    uint64_t at;
     int64_t ns; /* its entry's time */
 } loom;
 #define LIVE_OOM_PENDING 16
@@ -63,6 +64,9 @@ typedef struct ltrace {
      * (cmh_live_oom_entry); the pending ones count as OOMs until a retry is seen, as they would
      * in a snapshot taken now (the figures show them after CMH_LIVE_OOM_GRACE_MS: live_figures.c) */
     uint64_t entries, ooms, retries, last_seq;
+    /* the number (in entries) of the last block alloc entry + 1, 0 when none: an allocator above
+     * the driver reports blocks (cmh_oom_above) */
+    uint64_t last_block;
     loom pend[LIVE_OOM_PENDING];
     uint32_t npend;
     uint64_t *seen; /* SEEN_BITS bits: the sequence numbers (last_seq - SEEN_BITS, last_seq] read */
@@ -100,6 +104,7 @@ struct cmh_live {
     uint32_t nnamebuf, capnamebuf;
     lmod *mods;
     uint32_t nmods, capmods;
+    int torch; /* a module of mods is PyTorch's CUDA allocator (cmh_oom_above) */
     cmh_meminfo *samples; /* a ring of the latest cuMemGetInfo samples */
     uint32_t nsamples, sample_head;
     cmh_meminfo last_sample[CMH_FLIGHT_SLOTS];
@@ -126,8 +131,9 @@ int cmh_live_fail(cmh_live *l, char *err, size_t errlen, const char *what, uint6
 /* Read extent a on from where it stopped (live_records.c). */
 int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen);
 int cmh_live_reset(cmh_live *l);
-/* Entry e, just counted in t->entries: decide the pending OOMs' retries, and note e if an OOM. */
-void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e);
+/* Entry e, just counted in t->entries: decide the pending OOMs' retries, and note e if an OOM
+ * (torch: PyTorch's CUDA allocator is in the process, cmh_oom_above). */
+void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e, int torch);
 
 /* The window's next slot (the oldest one leaving it when it is full), for the caller to fill;
  * NULL: out of memory.  The entry is written in place, not built aside and copied in. */

@@ -135,12 +135,12 @@ static int seen_once(ltrace *t, uint64_t seq)
     return 1;
 }
 
-void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e)
+void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e, int torch)
 {
     for (uint32_t i = 0; i < t->npend;) {
         loom *p = &t->pend[i];
         uint64_t freed = 0;
-        int r = t->entries - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(p->thread, p->size, p->stream, e, &freed);
+        int r = t->entries - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(&p->q, e, 0, &freed);
         if (r < 0) {
             i++;
             continue;
@@ -148,10 +148,13 @@ void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e)
         if (r) t->retries++, t->ooms--; /* it was counted as the program's when it came */
         *p = t->pend[--t->npend];
     }
+    if (e->action == CMH_ACT_ALLOC) t->last_block = t->entries;
     if (e->action != CMH_ACT_OOM) return;
     t->ooms++;
     if (t->npend == LIVE_OOM_PENDING) return; /* (16 threads at once out of memory: the oldest undecided stays an OOM) */
-    t->pend[t->npend++] = (loom){e->thread, e->size, e->stream, t->entries, e->time_ns};
+    /* as cmh_oom_above: PyTorch's allocator, or a block alloc entry within the window before this one */
+    int above = torch || (t->last_block && t->entries - t->last_block <= CMH_OOM_RETRY_WINDOW);
+    t->pend[t->npend++] = (loom){{e->thread, e->stack, e->size, e->stream, above}, t->entries, e->time_ns};
 }
 
 /* A point of a device's allocated bytes, in the process's own time, at most one a second: the
@@ -200,7 +203,7 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
                          .stream = x->stream, .stack = x->stack, .thread = x->thread, .action = x->action, .kind = x->kind,
                          .flags = x->flags};
         t->entries++;
-        cmh_live_oom_entry(t, e);
+        cmh_live_oom_entry(t, e, l->torch);
         if (e->time_ns > l->info.last_ns) l->info.last_ns = e->time_ns;
         int32_t dev = x->slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)x->slot;
         uint64_t before = l->st.allocated[x->slot];
@@ -263,6 +266,7 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         m->path = strndup(path, x->path_len);
         m->build_id = strndup(path + x->path_len, x->build_id_len);
         if (!m->path || !m->build_id) return free(m->path), free(m->build_id), CMH_ENOMEM;
+        l->torch |= cmh_torch_allocator_module(m->path);
         l->nmods++;
         return CMH_OK;
     }

@@ -205,9 +205,9 @@ static int section(const rep_section *sec, void *arg)
             printf("\n%s out-of-memory error%s (%s) asked for %s; at that moment, as `cumemhist oom` says:\n",
                    p.nooms > 1 ? "the last" : "the", num, rep_at(o->index, o->time_ns, t0), rep_size((double)o->request));
             if (o->retried) /* the allocator's retry, not a failure the program saw: `oom` counts no OOM for it */
-                printf("  retried: not counted as an OOM (a cudaMalloc retry: the allocator asked again at entry %" PRId64
+                printf("  retried: not counted as an OOM (a cudaMalloc retry: %s asked again at entry %" PRId64
                        ", and that succeeded)\n",
-                       o->retry_index);
+                       o->retried == CMH_RETRY_SAME_STACK ? "the same call stack" : "the allocator", o->retry_index);
             printf("  free inside segments %s (%s trapped, %s releasable%s%s%s), largest gap %s%s\n",
                    rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable), own,
                    o->private_free ? (mine ? ", in other private pools " : ", in private pools ") : "",

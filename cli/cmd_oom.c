@@ -28,7 +28,10 @@ const cli_command cli_cmd_oom = {
     "segments (reserved - allocated) and the largest free gap, a verdict (demand, fragmentation,\n"
     "a gap that fit, refused with room, a private pool's, a stream-ordered pool's cache, or too\n"
     "large: more than the device had\n"
-    "free and the process held together), and the allocation sites holding memory at that moment.",
+    "free and the process held together), and the allocation sites holding memory at that moment.\n"
+    "An error that an allocator above the driver caught and asked again for (one reporting its\n"
+    "blocks, PyTorch's, or the same call stack asking again) is its retry, not counted as an OOM\n"
+    "(memory_summary's cudaMalloc retries); any other went back to the program: an OOM it saw.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
 /* At an OOM of a multi-device record: is the failing device carrying several times the others? */
@@ -95,6 +98,13 @@ static const cmh_oom_event *event_at(const cmh_oom_report *p, int64_t index)
     return lo < p->nevents && p->events[lo].index == index ? &p->events[lo] : NULL;
 }
 
+/* how the OOM at entry index was retried (CMH_RETRY_*), 0 when not */
+static int retry_by(const cmh_oom_report *p, int64_t index)
+{
+    const cmh_oom_event *e = event_at(p, index);
+    return e ? e->retried : 0;
+}
+
 static int section(const rep_section *sec, void *arg)
 {
     (void)arg;
@@ -132,6 +142,8 @@ static int section(const rep_section *sec, void *arg)
             else cmh_jw_null(w);
             cmh_jw_kbool(w, "retried", e->retried);
             if (e->retried) {
+                /* the evidence that an allocator asked again: one that reports blocks, or the same stack */
+                cmh_jw_kstr(w, "retry_by", e->retried == CMH_RETRY_SAME_STACK ? "same stack" : "allocator");
                 cmh_jw_kuint(w, "retry_freed", e->retry_freed);
                 cmh_jw_kint(w, "retry_index", e->retry_index);
                 cmh_jw_kbool(w, "retry_succeeded", !e->retry_failed);
@@ -237,6 +249,17 @@ static int section(const rep_section *sec, void *arg)
                    "cudaMalloc retries %u)\n",
                    sec->index ? "\n" : "", sec->path, rep_device_name(dev), rep_count(p.failures, "out-of-memory error", "out-of-memory errors"),
                    rep_count(p.retries, "more", "more"), p.failures, p.retries);
+        /* with no stack at an OOM and no allocator reporting blocks, nothing can show a retry:
+         * said, so that "#2" after a failure is not read as proof no allocator asked again */
+        const cmh_trace *tr = cmh_snapshot_trace(sp, dev);
+        for (uint32_t i = 0; sp->source == CMH_SRC_RECORDER && i < p.nevents; i++)
+            if (!p.events[i].request_stack && !cmh_oom_above(sp, tr, (uint32_t)p.events[i].index)) {
+                printf("%s%s, %s: note: no call stack at its out-of-memory errors (--context none or state) and no allocator\n"
+                       "  above the driver reporting blocks: each counts as an error the program saw, since an allocator's\n"
+                       "  retry of the same request cannot be told apart (docs/PYTORCH.md, memory_summary)\n%s",
+                       sec->index || p.retries ? "\n" : "", sec->path, rep_device_name(dev), sec->index || p.retries ? "" : "\n");
+                break;
+            }
         uint32_t first = 0; /* the balance and the what-if line go with OOM #1, as whatif names it */
         while (first < p.nevents && p.events[first].number != 1) first++;
         if (first == p.nevents) first = 0;
@@ -253,13 +276,18 @@ static int section(const rep_section *sec, void *arg)
                 const cmh_oom_event *next = e->retry_failed ? event_at(&p, e->retry_index) : NULL;
                 if (next && next->number) snprintf(what, sizeof what, "it failed too: out of memory #%u", next->number);
                 else if (next) snprintf(what, sizeof what, "it failed too, and was retried again");
-                printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again\n"
-                       "                          (entry %" PRId64 "): %s\n",
-                       e->retry_freed ? rep_size((double)e->retry_freed) : "none", e->retry_index, what);
+                if (e->retried == CMH_RETRY_SAME_STACK) /* no blocks reported: no cache to speak of, only what was freed */
+                    printf("  retried                 the same call stack asked for as much again after %s was freed\n"
+                           "                          (entry %" PRId64 "): %s\n",
+                           e->retry_freed ? rep_size((double)e->retry_freed) : "nothing", e->retry_index, what);
+                else
+                    printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again\n"
+                           "                          (entry %" PRId64 "): %s\n",
+                           e->retry_freed ? rep_size((double)e->retry_freed) : "none", e->retry_index, what);
             }
             if (e->retry_of >= 0)
-                printf("  retry of                the request that failed at entry %" PRId64 ", asked again after the allocator freed its cache\n",
-                       e->retry_of);
+                printf("  retry of                the request that failed at entry %" PRId64 ", asked again %s\n", e->retry_of,
+                       retry_by(&p, e->retry_of) == CMH_RETRY_SAME_STACK ? "from the same call stack" : "after the allocator freed its cache");
             printf("  requested               %12s (%" PRIu64 " bytes)\n", rep_size((double)e->request), e->request);
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};

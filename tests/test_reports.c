@@ -164,6 +164,69 @@ static void test_oom_report(void)
     CU_ASSERT_EQUAL(cmh_oom_verdict(10, 3, 3, 4), CMH_OOM_DEMAND);
 }
 
+/* An OOM then the same size asked again: a retry only when an allocator above the driver caught
+ * the error, by the record's evidence.  A driver-API program that freed a buffer of its own (or
+ * trimmed a pool) and asked again from another line saw the error: `oom` and summary once called
+ * it "the allocator's retry" and counted no OOM. */
+static void oom_then_again(cmh_snapshot *s, int same_stack, int stacks, int blocks, int trim)
+{
+    cmh_snapshot_init(s);
+    uint32_t oom_stack = stacks ? named_stack(s, "ask") : 0, again_stack = stacks ? named_stack(s, "ask_again") : 0;
+    if (same_stack) again_stack = oom_stack;
+    cmh_snapshot_add_trace(s, 0, 0, NULL);
+    add_s(s, CMH_ACT_SEGMENT_ALLOC, SEG_A, 6 * MIB, oom_stack);
+    if (blocks) add(s, CMH_ACT_ALLOC, SEG_A, 1 * MIB, 1 * MIB, 0); /* an allocator reports its blocks */
+    add(s, CMH_ACT_POOL_SAMPLE, 0x1234, 6 * MIB, 0, 0);            /* a pool keeping 6 MiB */
+    add(s, CMH_ACT_OOM, 2 * MIB, 4 * MIB, 4 * MIB, 0);
+    s->entries[s->nentries - 1].stack = oom_stack;
+    if (trim) add(s, CMH_ACT_POOL_SAMPLE, 0x1234, 0, 0, 0); /* cuMemPoolTrimTo gave its 6 MiB back */
+    else add_s(s, CMH_ACT_SEGMENT_FREE, SEG_A, 6 * MIB, oom_stack);
+    add_s(s, CMH_ACT_SEGMENT_ALLOC, SEG_B, 4 * MIB, again_stack);
+}
+
+static void test_oom_retry_rule(void)
+{
+    cmh_snapshot s;
+    uint64_t freed;
+    uint32_t at;
+    struct {
+        int same_stack, stacks, blocks, trim, want, torch;
+    } c[] = {
+        {0, 1, 0, 0, 0, 0},                    /* retry2.c: another line asked again: the program's OOM */
+        {0, 1, 0, 1, 0, 0},                    /* pooloom.c: a pool trimmed, another line: the program's */
+        {1, 1, 0, 0, CMH_RETRY_SAME_STACK, 0}, /* a caching layer asking again where it failed */
+        {1, 1, 0, 1, CMH_RETRY_SAME_STACK, 0},
+        {0, 0, 0, 0, 0, 0},                    /* no stacks (context none), no blocks: the program's */
+        {0, 1, 1, 0, CMH_RETRY_ALLOCATOR, 0},  /* an allocator reporting blocks (PyTorch's way) */
+        {0, 0, 1, 1, CMH_RETRY_ALLOCATOR, 0},
+        {0, 1, 0, 0, CMH_RETRY_ALLOCATOR, 1}, /* PyTorch's allocator loaded: it asks again from another line */
+    };
+    for (unsigned k = 0; k < sizeof c / sizeof c[0]; k++) {
+        oom_then_again(&s, c[k].same_stack, c[k].stacks, c[k].blocks, c[k].trim);
+        if (c[k].torch) {
+            cmh_module m = {0, 0, 0x7f0000000000ull, 1 << 20};
+            cmh_strtab_intern(&s.strings, "/opt/torch/lib/libc10_cuda.so", 29, &m.path);
+            CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_module(&s, &m), CMH_OK);
+        }
+        const cmh_trace *t = cmh_snapshot_trace(&s, 0);
+        uint32_t oom = c[k].blocks ? 3 : 2;
+        int r = cmh_oom_retry(&s, t, oom, &freed, &at);
+        CU_ASSERT_EQUAL(r, c[k].want);
+        if (r != c[k].want) printf("case %u: %d, not %d\n", k, r, c[k].want);
+        if (r) {
+            CU_ASSERT_EQUAL(at, oom + 2);
+            CU_ASSERT_EQUAL(freed, 6 * MIB); /* a segment freed, or a pool trimmed: memory given back */
+        }
+        cmh_mem_stats st;
+        CU_ASSERT_EQUAL_FATAL(cmh_summary_compute(&s, 0, &st), CMH_OK);
+        CU_ASSERT_EQUAL(st.num_ooms, r ? 0u : 1u);
+        CU_ASSERT_EQUAL(st.num_alloc_retries, r ? 1u : 0u);
+        int64_t seen;
+        CU_ASSERT_EQUAL(cmh_oom_number(&s, t, oom, &seen), r ? 0u : 1u);
+        cmh_snapshot_free(&s);
+    }
+}
+
 /* A block freed while a side stream still uses it (free_requested, no free_completed): the
  * program let it go.  The peak's sites and the leaks' still-live blocks are the blocks the
  * program holds, so they sum to allocated (a pickle of 10 MiB pending beside 60 MiB allocated
@@ -338,6 +401,7 @@ int main(void)
     CMH_ADD_TEST(s, test_peak_report);
     CMH_ADD_TEST(s, test_frag_report);
     CMH_ADD_TEST(s, test_oom_report);
+    CMH_ADD_TEST(s, test_oom_retry_rule);
     CMH_ADD_TEST(s, test_pending_free_not_live);
     CMH_ADD_TEST(s, test_oom_number_many);
     return cmh_test_main();

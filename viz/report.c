@@ -393,10 +393,15 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         /* numbered as oom and summary count them: a retried one is no OOM the program saw */
         if (e->number) snprintf(title, sizeof title, "Out of memory #%u", e->number);
         else snprintf(title, sizeof title, "Out of memory, retried");
-        if (e->retried)
-            snprintf(retry, sizeof retry, "the allocator freed %s of its cache and asked again at entry %" PRId64 ": %s", SZ(e->retry_freed),
-                     e->retry_index, e->retry_failed ? "it failed too" : "it succeeded; not counted as an OOM");
-        else if (e->retry_of >= 0) snprintf(retry, sizeof retry, "the retry of the request that failed at entry %" PRId64, e->retry_of);
+        if (e->retried) {
+            const char *what = e->retry_failed ? "it failed too" : "it succeeded; not counted as an OOM";
+            if (e->retried == CMH_RETRY_SAME_STACK) /* no blocks reported: no cache to speak of */
+                snprintf(retry, sizeof retry, "the same call stack asked again at entry %" PRId64 " after %s was freed: %s", e->retry_index,
+                         SZ(e->retry_freed), what);
+            else
+                snprintf(retry, sizeof retry, "the allocator freed %s of its cache and asked again at entry %" PRId64 ": %s",
+                         SZ(e->retry_freed), e->retry_index, what);
+        } else if (e->retry_of >= 0) snprintf(retry, sizeof retry, "the retry of the request that failed at entry %" PRId64, e->retry_of);
         fprintf(fp, "<div class=\"r-oom\"><b>%s</b> at entry %" PRId64 ": asked for %s with %s allocated, %s reserved, "
                     "%s free inside the segments (%s trapped, largest gap %s), device free %s.",
                 title, e->index, SZ(e->request), SZ(e->allocated), SZ(e->reserved), SZ(e->free_inside), SZ(e->split.trapped),

@@ -458,20 +458,41 @@ uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, i
 /* Every OOM's cmh_oom_retry of t's entries [0, end) in one pass (at, end slots): at[i] the index of
  * OOM i's retry, 0 where it was not retried (and for every other entry).  CMH_OK or CMH_ENOMEM. */
 int cmh_oom_retry_table(const cmh_snapshot *s, const cmh_trace *t, uint32_t end, uint32_t *at);
-/* Whether OOM entry i of trace t was the allocator's retry rather than a failure the program
- * saw: in a record of our recorder (driver calls), its thread then freed cached segments
- * (*freed: their bytes, 0 when it found none) and asked the driver for the same size again
- * before anything else (PyTorch counts its retries so, whether or not anything was freed).
- * PyTorch's own snapshots record an OOM only once the allocator gave up: 0 there. */
+/* Whether OOM entry i of trace t was an allocator's retry rather than a failure the program
+ * saw: in a record of our recorder (driver calls), its thread then freed segments or trimmed a
+ * pool (*freed: their bytes, 0 when nothing was), and asked the driver for the same size, on the
+ * same stream, again before anything else (PyTorch counts its retries so, whether or not
+ * anything was freed) -- and the record shows an allocator above the driver that caught the
+ * error: CMH_RETRY_ALLOCATOR, one reports blocks (cmh_oom_above); CMH_RETRY_SAME_STACK, the same
+ * call stack asked again (a caching layer that retries where it failed).  Otherwise the error
+ * went back to the program (it freed something of its own and asked again from elsewhere, or the
+ * record kept no stacks to tell): 0, an OOM it saw.  PyTorch's own snapshots record an OOM only
+ * once the allocator gave up: 0 there. */
+enum { CMH_RETRY_ALLOCATOR = 1, CMH_RETRY_SAME_STACK = 2, CMH_RETRY_ASK = 3 };
 int cmh_oom_retried(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed);
 /* The same, and where: *at, the entry of t asking again (an OOM entry when that failed too). */
 int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_t *freed, uint32_t *at);
+/* Whether an allocator above the driver stands between OOM entry i of trace t and the program:
+ * PyTorch's (a pickle, a record co-recorded or merged with PyTorch's part, or one of a process
+ * that loaded PyTorch's CUDA allocator, cmh_torch_allocator_module: its retries come from
+ * another line of its malloc, so no stack tells them), or one that reported blocks
+ * (cmh_block_alloc) on t within CMH_OOM_RETRY_WINDOW entries before the OOM. */
+int cmh_oom_above(const cmh_snapshot *s, const cmh_trace *t, uint32_t i);
+/* Whether a module's path is PyTorch's CUDA allocator's library (libc10_cuda*). */
+int cmh_torch_allocator_module(const char *path);
 /* The rule itself, one entry at a time, for a reader that sees a trace grow (the live reader):
- * entry e, at most CMH_OOM_RETRY_WINDOW entries after an OOM of (thread, size, stream), says
- * 1: the OOM was retried; 0: it was not; -1: not yet (*freed adds a segment it gave back).  An
- * OOM still undecided at a trace's end, or past the window, was not retried. */
+ * entry e, at most CMH_OOM_RETRY_WINDOW entries after the OOM of request q, says CMH_RETRY_*:
+ * the OOM was retried (CMH_RETRY_ASK: the same request from another stack, and q->above not
+ * known: retried when cmh_oom_above says so); 0: it was not; -1: not yet (*freed adds a segment
+ * given back, and `released`, what a pool_sample entry's pool gave back).  An OOM still
+ * undecided at a trace's end, or past the window, was not retried. */
 #define CMH_OOM_RETRY_WINDOW 100000u
-int cmh_oom_retry_step(uint32_t thread, uint64_t size, uint64_t stream, const cmh_entry_full *e, uint64_t *freed);
+typedef struct cmh_oom_request {
+    uint32_t thread, stack; /* the OOM entry's thread and stack (0: none recorded) */
+    uint64_t size, stream;
+    int above; /* cmh_oom_above: 1, 0, or -1 not known */
+} cmh_oom_request;
+int cmh_oom_retry_step(const cmh_oom_request *q, const cmh_entry_full *e, uint64_t released, uint64_t *freed);
 /* The OOMs of trace t that were retries (as cmh_oom_retried says) */
 uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
 

@@ -1,0 +1,129 @@
+#!/bin/sh
+# oomrule_test.sh BUILD_DIR SOURCE_DIR - which out-of-memory errors the program saw and which an
+# allocator above the driver caught and retried (memory_summary's "cudaMalloc retries"), in
+# driver-API records, as every output counts them.  A driver call's error goes back to its
+# caller: a program that frees a buffer of its own (tests/retry2.c) or trims a pool
+# (tests/pooloom.c) and asks again from another line saw the OOM, though `oom` and summary once
+# called it "the allocator's retry" ("freed 6.0 GiB of its cached segments", "CUDA OOMs: 0").  A
+# caching layer that gives its cache back and asks again from the same call
+# (tests/sameretry.c) is still a retry.  oom, summary, frag, owners, report, plot, top and the
+# exporter must agree.
+TEST=oomrule . "$(dirname "$0")/testlib.sh"
+export FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=8G
+
+# record PROG [ARGS]: PROG.cmh, its output in PROG.out
+record() {
+    _p=$1
+    shift
+    "$CMH" record -q -o "$_p.cmh" -- "$B/tests/$_p" "$@" >"$_p.out" 2>&1
+}
+record retry2 && grep -q "4 GiB: error 2, then after freeing 6 GiB: error 0" retry2.out &&
+    ok "retry2: the program saw error 2, freed its buffer, asked again: success" || bad "retry2 did not run as designed: $(cat retry2.out)"
+record pooloom && grep -q "4 GiB: error 2, then after the trim: error 0" pooloom.out &&
+    ok "pooloom: the program saw error 2, trimmed the pool, asked again: success" || bad "pooloom did not run as designed: $(cat pooloom.out)"
+record sameretry && grep -q "4 GiB: error 0 (after a retry), 8 GiB: error 2" sameretry.out &&
+    ok "sameretry: the layer's retry succeeded once, then failed (error 2)" || bad "sameretry did not run as designed: $(cat sameretry.out)"
+record sameretry once && mv sameretry.cmh once.cmh && record sameretry ||
+    bad "sameretry once: $(cat sameretry.out)"
+
+# every offline output of each record: (OOMs the program saw, retries), and OOM #1's entry
+for want in "retry2 1 0" "pooloom 1 0" "sameretry 1 2" "once 0 1"; do
+    set -- $want
+    rec=$1.cmh
+    "$CMH" summary --json "$rec" >sum.json 2>&1
+    "$CMH" oom --json "$rec" >oom.json 2>&1
+    "$CMH" oom "$rec" >oom.txt 2>&1
+    "$CMH" frag --json "$rec" >frag.json 2>&1
+    "$CMH" frag "$rec" >frag.txt 2>&1
+    "$CMH" owners "$rec" >owners.txt 2>&1
+    "$CMH" report "$rec" -o rep.html >/dev/null 2>&1
+    "$CMH" plot "$rec" -o plot.svg >/dev/null 2>&1
+    out=$(py - "$2" "$3" <<'PY'
+import json, re, sys
+n, r = int(sys.argv[1]), int(sys.argv[2])
+s = json.load(open("sum.json"))[0]
+o = json.load(open("oom.json"))[0]
+f = json.load(open("frag.json"))[0]
+txt, frag, owners = open("oom.txt").read(), open("frag.txt").read(), open("owners.txt").read()
+page, svg = open("rep.html").read(), open("plot.svg").read()
+got = {"summary": (s["num_ooms"], s["num_alloc_retries"]), "oom": (o["num_ooms"], o["num_alloc_retries"]),
+       "oom events": (sum(1 for x in o["ooms"] if x["number"]), sum(1 for x in o["ooms"] if x["retried"])),
+       "oom text": (len(re.findall(r"out of memory #\d+ on", txt)), len(re.findall(r"retried: not counted as an OOM", txt))),
+       "owners": (len(re.findall(r"out of memory #\d+ \(entry", owners)), len(re.findall(r"out of memory, retried \(entry", owners))),
+       "report": (len(re.findall(r"Out of memory #\d+</b>", page)), len(re.findall(r"Out of memory, retried</b>", page))),
+       "plot": (len(re.findall(r">OOM #\d+<", svg)), len(re.findall(r">OOM, retried<", svg)))}
+bad = {k: v for k, v in got.items() if v != (n, r)}
+last = o["ooms"][-1]
+lo = f["last_oom"]
+if (lo["number"], bool(lo["retried"])) != (last["number"], last["retried"]):
+    bad["frag last_oom"] = (lo["number"], lo["retried"], last["number"], last["retried"])
+# a driver-only record has no cache to speak of: no "cached segments", whatever was freed
+if "cached segments" in txt or "of its cache" in page or "freed its cache" in txt:
+    bad["words"] = [l for l in txt.splitlines() + page.splitlines() if "cache" in l and "retr" in l]
+for x in o["ooms"]:
+    if x["retried"] and x.get("retry_by") != "same stack":
+        bad["retry_by"] = x
+print("bad %s" % bad if bad else "same")
+PY
+)
+    check "$rec: every output counts $2 OOM(s) the program saw, $3 retried: $out" '[ "$out" = same ]'
+done
+
+# the words of each: the program's own OOM says no retry; a same-stack retry says what was freed
+"$CMH" oom retry2.cmh 2>&1 | grep -q "^retry2.cmh: out of memory #1 on device 0 at entry 1," &&
+    ok "oom: retry2's failure is out of memory #1" || bad "oom on retry2: $("$CMH" oom retry2.cmh 2>&1 | grep 'out of memory')"
+{ "$CMH" oom retry2.cmh; "$CMH" oom pooloom.cmh; } >rp.txt 2>&1
+check "oom: no retry, no cached segments in retry2 and pooloom" \
+    '[ "$(grep -c "out of memory #1 on" rp.txt)" = 2 ] && ! grep -q "retried\|retry of\|cached segments" rp.txt'
+{ "$CMH" summary retry2.cmh; "$CMH" summary pooloom.cmh; } 2>&1 | grep -c "CUDA OOMs: 1  *|  *cudaMalloc retries: 0 " >n.txt
+check "summary: CUDA OOMs 1, cudaMalloc retries 0 for retry2 and pooloom" '[ "$(cat n.txt)" = 2 ]'
+"$CMH" oom sameretry.cmh >sr.txt 2>&1
+grep -q "the same call stack asked for as much again after 4.0 GiB was freed" sr.txt &&
+    grep -q "the same call stack asked for as much again after nothing was freed" sr.txt && grep -q "it failed too: out of memory #1" sr.txt &&
+    grep -q "retry of                the request that failed at entry 7, asked again from the same call stack" sr.txt &&
+    ok "oom: sameretry's retries say the same call stack asked again, and what was freed" || bad "sameretry's words: $(grep -i 'retr' sr.txt)"
+"$CMH" frag once.cmh 2>&1 | grep -q "retried: not counted as an OOM (a cudaMalloc retry: the same call stack asked again at entry 6, and that succeeded)" &&
+    ok "frag: a same-stack retry says so" || bad "frag on once.cmh: $("$CMH" frag once.cmh 2>&1 | grep -i retr)"
+
+# without stacks (--context none) and without blocks nothing shows an allocator asking again:
+# each failed call is an OOM the program saw, and oom says why
+"$CMH" record -q --context none -o none.cmh -- "$B/tests/sameretry" >none.out 2>&1
+"$CMH" summary none.cmh 2>&1 | grep -q "CUDA OOMs: 3  *|  *cudaMalloc retries: 0 " &&
+    "$CMH" oom none.cmh 2>&1 | grep -q "note: no call stack at its out-of-memory errors (--context none or state) and no allocator" &&
+    ! "$CMH" oom sameretry.cmh 2>&1 | grep -q "note: no call stack" &&
+    ok "--context none: 3 OOMs the program saw, 0 retries, and oom says why" || bad "--context none: $("$CMH" summary none.cmh | grep OOMs; "$CMH" oom none.cmh | head -5)"
+
+# --- live: top and the exporter count as oom --json of the dump the process leaves ---
+for want in "retry2 1 0" "pooloom 1 0" "sameretry 1 2"; do
+    set -- $want
+    prog=$1 n=$2 r=$3 # (wait_until's own $1, $2 are not these)
+    rm -f go
+    "$CMH" record -q -o "live_$prog.cmh" -- "$B/tests/$prog" "$T/go" >"live_$prog.out" 2>&1 &
+    rec_pid=$!
+    wait_until 60 'grep -q "error" "live_$prog.out"'
+    pid=$(grep -l "live_$prog.cmh.flight" "$XDG_RUNTIME_DIR"/cumemhist/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
+    # (an OOM whose retry is not decided yet is counted once CMH_LIVE_OOM_GRACE_MS old)
+    wait_until 30 '"$CMH" top --json $pid 2>/dev/null >top.json; grep -q "\"ooms\": $n," top.json'
+    rm -rf prom && mkdir prom && "$CMH" exporter --once --textfile prom $pid >/dev/null 2>&1
+    touch go
+    wait $rec_pid
+    "$CMH" oom --json "live_$prog.cmh" >live_oom.json 2>/dev/null
+    out=$(py - "$pid" "$n" "$r" <<'PY'
+import json, re, sys
+pid, n, r = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+try:
+    o = json.load(open("live_oom.json"))[0]
+    d = [p for p in json.load(open("top.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
+except (ValueError, IndexError, KeyError) as x:
+    sys.exit(print("no dump or no top row: %r" % x))
+prom = open("prom/cumemhist.prom").read()
+m = re.search(r'^cumemhist_ooms_total\{pid="%d"[^}]*\} (\d+)$' % pid, prom, re.M)
+q = re.search(r'^cumemhist_oom_retries_total\{pid="%d"[^}]*\} (\d+)$' % pid, prom, re.M)
+want = (o["num_ooms"], o["num_alloc_retries"])
+got = [(d["ooms"], d["oom_retries"]), (int(m.group(1)) if m else None, int(q.group(1)) if q else None)]
+print("same" if want == (n, r) and all(g == want for g in got) else "oom %s, top and exporter %s" % (want, got))
+PY
+)
+    check "$prog live: top --json and the exporter count $n OOM(s), $r retries, as oom --json of the dump: $out" '[ "$out" = same ]'
+done
+finish
