@@ -284,7 +284,10 @@ static void test_pending_free_not_live(void)
     cmh_snapshot_free(&s);
 }
 
-/* One entry of a recording thread (1, 2, 3), for the OOM numbering below. */
+/* One entry of a recording thread (1, 2, 3), for the OOM numbering below; its driver
+ * allocations and OOMs have the thread's call stack (a caching layer asking again where it
+ * failed: the evidence that makes an OOM a retry, cmh_oom_retry) */
+static uint32_t th_stack[4];
 static void add_th(cmh_snapshot *s, int action, uint64_t size, uint32_t thread)
 {
     static int64_t t = 1700000000000000000ll;
@@ -295,7 +298,14 @@ static void add_th(cmh_snapshot *s, int action, uint64_t size, uint32_t thread)
     e.addr = action == CMH_ACT_OOM ? 0 : SEG_A + size;
     e.size = e.requested = size;
     e.thread = thread;
+    if (action == CMH_ACT_OOM || action == CMH_ACT_SEGMENT_ALLOC) e.stack = th_stack[thread];
     CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(s, &e), CMH_OK);
+}
+
+static void th_stacks(cmh_snapshot *s)
+{
+    static const char *names[4] = {"none", "ask_1", "ask_2", "ask_3"};
+    for (int k = 1; k < 4; k++) th_stack[k] = named_stack(s, names[k]);
 }
 
 /* cmh_oom_number over many OOMs of 3 threads whose entries interleave: each request fails and
@@ -310,6 +320,7 @@ static void test_oom_number_many(void)
     cmh_snapshot s;
     cmh_snapshot_init(&s);
     s.source = CMH_SRC_RECORDER;
+    th_stacks(&s);
     cmh_snapshot_add_trace(&s, 0, 0, NULL);
     /* each thread's entries, then merged round-robin an entry at a time */
     enum { PER = 4 };
@@ -382,6 +393,7 @@ static void test_oom_number_many(void)
     for (uint32_t k = 0; k < 2; k++) {
         cmh_snapshot_init(&s);
         s.source = CMH_SRC_RECORDER;
+        th_stacks(&s);
         cmh_snapshot_add_trace(&s, 0, 0, NULL);
         add_th(&s, CMH_ACT_OOM, 5 * MIB, 1);
         for (uint32_t j = 1; j < CMH_OOM_RETRY_WINDOW + k; j++) add_th(&s, CMH_ACT_MARK, 0, 2);

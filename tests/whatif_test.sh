@@ -129,14 +129,24 @@ EOF
 "$CMH" whatif fo.cmh >fo.txt 2>&1
 "$CMH" export -o fo.pickle fo.cmh 2>/dev/null
 "$CMH" whatif fo.pickle >fop.txt 2>&1
+# a pickle of PyTorch's own knows no total: the same pickle without our cumemhist dict's samples
+py -c "
+import pickle
+d = pickle.load(open('fo.pickle', 'rb'))
+del d['cumemhist']['meminfo']
+pickle.dump(d, open('fon.pickle', 'wb'), protocol=4)"
+"$CMH" whatif fon.pickle >fon.txt 2>&1
 check "whatif's capacity of a record with plain driver allocations: the device's, said whole ($(sed -n 2p fo.txt | cut -c1-160))" \
     "grep -q '^fo.cmh, device 0: 22 requests replayed; capacity 256.0 MiB\$' fo.txt &&
      grep -qF '  (the device'\''s total memory, as the record'\''s cuMemGetInfo says; at the trace'\''s OOM #1, as \`oom\` numbers it: reserved 248.0 MiB (28.0 MiB of it plain driver allocations, which the model leaves in place, 220.0 MiB its allocator'\''s), 8.0 MiB free)' fo.txt &&
      grep -q '^recorded (its own allocator) .*OOM #1 at entry' fo.txt"
-# its pickle knows no total: the capacity is what the device held at the OOM, plain allocations too
-check "... and of its pickle (no cuMemGetInfo): what the device held at the OOM, not the allocator's share alone" \
-    "grep -q '^fo.pickle, device 0: 22 requests replayed; capacity 256.0 MiB\$' fop.txt &&
-     grep -qF 'reserved then (28.0 MiB of it plain driver allocations, which the model leaves in place, 220.0 MiB its allocator'\''s) plus the free memory it reported)' fop.txt"
+# its pickle keeps the record's cuMemGetInfo samples: the same capacity, said the same way
+check "... and of its pickle: the same capacity in the same words ($(diff fo.txt fop.txt | head -3 | tr '\n' '|'))" \
+    "[ \"\$(sed 1d fo.txt)\" = \"\$(sed 1d fop.txt)\" ] && grep -q '^fo.pickle, device 0: 22 requests replayed; capacity 256.0 MiB\$' fop.txt"
+# without them (PyTorch's own pickle) the capacity is what the device held at the OOM, plain allocations too
+check "... and without cuMemGetInfo: what the device held at the OOM, not the allocator's share alone" \
+    "grep -q '^fon.pickle, device 0: 22 requests replayed; capacity 256.0 MiB\$' fon.txt &&
+     grep -qF 'reserved then (28.0 MiB of it plain driver allocations, which the model leaves in place, 220.0 MiB its allocator'\''s) plus the free memory it reported)' fon.txt"
 
 # options: PYTORCH_CUDA_ALLOC_CONF syntax, a sweep, refusals
 "$CMH" whatif --json --sweep max_split_size_mb=64,128 --conf "expandable_segments:True,roundup_power2_divisions:[256:1,512:2,>:8]" \
