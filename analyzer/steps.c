@@ -211,7 +211,7 @@ static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, ui
         free(m);
         return CMH_OK;
     }
-    int64_t *p = malloc(((size_t)fam[best].count + 1) * sizeof *p);
+    int64_t *p = calloc((size_t)fam[best].count + 1, sizeof *p); /* (zeroed: gcc -O0 -fsanitize sees p[np - 1] unset) */
     if (!p) {
         free(m);
         return CMH_ENOMEM;
