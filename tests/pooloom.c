@@ -32,5 +32,6 @@ int main(int argc, char **argv)
     fflush(stdout);
     for (int i = 0; argc > 1 && i < 600 && access(argv[1], F_OK) != 0; i++) usleep(100000);
     if (second == CUDA_SUCCESS) cuMemFree(mid);
+    cuStreamDestroy(st);
     return first == CUDA_ERROR_OUT_OF_MEMORY && second == CUDA_SUCCESS ? 0 : 1;
 }
