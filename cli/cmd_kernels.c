@@ -44,7 +44,7 @@ int cmd_kernels(int argc, char **argv)
     uint32_t nr;
     int64_t total;
     int32_t dev;
-    if (g_device != -2 && s.nkernels && rep_devices(path, &s, g_device, 0, &dev, 1) < 0) {
+    if (g_device != -2 && rep_devices(path, &s, g_device, 0, &dev, 1) < 0) { /* (a record without kernel timing too) */
         cmh_snapshot_free(&s);
         return CLI_EUSAGE;
     }

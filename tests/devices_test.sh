@@ -8,7 +8,7 @@ TEST=devices . "$(dirname "$0")/testlib.sh"
 "$CMH" record -q -o frag.cmh -- "$B/samples/frag_oom" >/dev/null 2>&1
 
 # a device the record lacks: every command alike
-for c in summary peak leaks oom frag owners whatif stats trace plot flamegraph report export diff; do
+for c in summary peak leaks oom frag owners whatif stats trace kernels plot flamegraph report export diff; do
     case $c in
     plot | flamegraph | report) args="-o out.$c" ;;
     export) args="-f json -o out.json" ;;
