@@ -319,20 +319,26 @@ FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G env LD_PRELOAD="${LD_PRELOAD:+$LD_PRE
     CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 "$B/tests/vmm_held" ckpt >/dev/null 2>&1
 check "vmm_held ckpt: a checkpoint was written before the SIGKILL" 'ls vc.cmh.flight.ckpt*.cmh >/dev/null 2>&1'
 "$CMH" recover vc.cmh.flight >/dev/null 2>&1
-for f in vk vp vc; do
-    "$CMH" owners --json $f.cmh >$f.json 2>&1
-    "$CMH" leaks --json $f.cmh >${f}l.json 2>&1
-    check "SIGKILL ($f): the recovered record's owners row and leaks' sites are the exit dump's (28 MiB, 2 handles: never_mapped, unmapped_later)" "py - <<PY
-import json
+# vmm_as_exit_dump X: X.json (owners --json) and Xl.json (leaks --json) have the exit dump's
+# (vh) row of handles held mapped nowhere, 28 MiB in 2, and its leaks' cuMemCreate sites
+vmm_as_exit_dump() {
+    py - "$1.json" "${1}l.json" <<'PY'
+import json, sys
 def row(f):
     end = [m for m in json.load(open(f))[0]['moments'] if m['moment'] == 'end'][0]
     return [(r['bytes'], r['allocations']) for r in end['rows'] if r['kind'] == 'vmm_unmapped']
 def sites(f):
     v = json.load(open(f))[0]['vmm_unmapped']
     return (v['bytes'], v['handles'], [(x['bytes'], x['handles'], x['site']['function']) for x in v['sites']])
-assert row('$f.json') == row('vh.json') == [(28 * 2**20, 2)], (row('$f.json'), row('vh.json'))
-assert sites('${f}l.json') == sites('vhl.json'), (sites('${f}l.json'), sites('vhl.json'))
-PY"
+o, l = sys.argv[1], sys.argv[2]
+assert row(o) == row('vh.json') == [(28 * 2**20, 2)], (row(o), row('vh.json'))
+assert sites(l) == sites('vhl.json'), (sites(l), sites('vhl.json'))
+PY
+}
+for f in vk vp vc; do
+    "$CMH" owners --json $f.cmh >$f.json 2>&1
+    "$CMH" leaks --json $f.cmh >${f}l.json 2>&1
+    check "SIGKILL ($f): the recovered record's owners row and leaks' sites are the exit dump's (28 MiB, 2 handles: never_mapped, unmapped_later)" "vmm_as_exit_dump $f"
 done
 # and a running process's snapshot (`snapshot PID`, the live reader of its flight record): the
 # handles it holds mapped nowhere now, as its exit dump lists them
@@ -346,17 +352,7 @@ kill -9 $vs_pid 2>/dev/null
 wait $vs_pid 2>/dev/null
 "$CMH" owners --json vsnow.cmh >vsnow.json 2>&1
 "$CMH" leaks --json vsnow.cmh >vsnowl.json 2>&1
-check "snapshot PID of a running process: its held, unmapped handles are the exit dump's (owners' row and leaks' sites)" "py - <<PY
-import json
-def row(f):
-    end = [m for m in json.load(open(f))[0]['moments'] if m['moment'] == 'end'][0]
-    return [(r['bytes'], r['allocations']) for r in end['rows'] if r['kind'] == 'vmm_unmapped']
-def sites(f):
-    v = json.load(open(f))[0]['vmm_unmapped']
-    return (v['bytes'], v['handles'], [(x['bytes'], x['handles'], x['site']['function']) for x in v['sites']])
-assert row('vsnow.json') == row('vh.json') == [(28 * 2**20, 2)], (row('vsnow.json'), row('vh.json'))
-assert sites('vsnowl.json') == sites('vhl.json'), (sites('vsnowl.json'), sites('vhl.json'))
-PY"
+check "snapshot PID of a running process: its held, unmapped handles are the exit dump's (owners' row and leaks' sites)" "vmm_as_exit_dump vsnow"
 # a process whose only allocation is a handle it never maps is recorded (before, no snapshot at all)
 FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o vo.cmh -- "$B/tests/vmm_held" only >/dev/null 2>&1
 "$CMH" owners --json vo.cmh >vo.json 2>&1
