@@ -256,6 +256,13 @@ int cmd_export(int argc, char **argv)
         free(args);
         return CLI_EUSAGE;
     }
+    if (g_device != -2 && g_format != F_PPROF) { /* (it wrote every device without a word) */
+        cli_error("export: --device is for -f pprof (a profile holds one device); -f %s writes every device of the record, "
+                  "for memory_viz, Perfetto or SQL to select one",
+                  g_formats[g_format]);
+        free(args);
+        return CLI_EUSAGE;
+    }
     cmh_pathlist pl;
     rc = cmh_expand_paths(args, n, &pl);
     int given = n, dir = pl.ndirs > 0;

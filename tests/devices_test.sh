@@ -11,7 +11,7 @@ TEST=devices . "$(dirname "$0")/testlib.sh"
 for c in summary peak leaks oom frag owners whatif stats trace kernels plot flamegraph report export diff; do
     case $c in
     plot | flamegraph | report) args="-o out.$c" ;;
-    export) args="-f json -o out.json" ;;
+    export) args="-f pprof -o out.pb.gz" ;;
     diff) args="frag.cmh" ;;
     *) args="" ;;
     esac
@@ -20,11 +20,19 @@ for c in summary peak leaks oom frag owners whatif stats trace kernels plot flam
     check "$c --device 5 of a one-device record: exit 2, 'no device 5 in this snapshot (it has 0)' ($rc: $(head -c 200 err.txt))" \
         "[ $rc -eq 2 ] && grep -q 'frag.cmh: no device 5 in this snapshot (it has 0)' err.txt"
 done
+# export's other formats hold every device: --device is refused with the reason (it wrote both
+# devices of a two-device record without a word)
+for f in memviz json chrome sqlite; do
+    "$CMH" export -f $f --device 0 -o out.$f frag.cmh >out.txt 2>err.txt
+    rc=$?
+    check "export -f $f --device 0: exit 2, '--device is for -f pprof' ($rc: $(head -c 200 err.txt))" \
+        "[ $rc -eq 2 ] && grep -q 'export: --device is for -f pprof (a profile holds one device); -f $f writes every device' err.txt && [ ! -e out.$f ]"
+done
 for c in summary peak leaks owners oom frag; do
     "$CMH" $c --json --device 5 frag.cmh >out.json 2>/dev/null
     check "$c --json --device 5: nothing on stdout, no half document" "[ ! -s out.json ]"
 done
-check "export --device 5 wrote no file" "[ ! -e out.json ] || [ ! -s out.json ]"
+check "export --device 5 wrote no file" "[ ! -e out.pb.gz ]"
 
 # pinned host memory: the commands that report it show its 6 MiB; the others say why not
 for c in summary leaks peak frag; do
