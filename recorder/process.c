@@ -222,15 +222,25 @@ static void at_exit(void)
  * and an end that marked nothing at all was then a death no code of the process saw (SIGKILL,
  * the OOM killer), which a reader can now say instead of "SIGKILL or _exit()".  exit() reaches
  * _exit inside libc, not through here (its exit dump has run by then). */
-__attribute__((noreturn)) static void quit_next(int status)
+static void (*g_next_exit)(int);
+
+/* The next _exit, looked up once at the recorder's start: a vfork child calling _exit after a
+ * failed exec shares its parent's memory, and a dlsym there could wait for a loader lock that
+ * one of the parent's threads holds. */
+static void (*next_exit(void))(int)
 {
-    static void (*next)(int);
-    void (*f)(int) = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
+    void (*f)(int) = __atomic_load_n(&g_next_exit, __ATOMIC_ACQUIRE);
     if (!f) {
         void *(*sym)(void *, const char *) = (void *(*)(void *, const char *))cmh_dlsym_resolve();
         f = sym ? (void (*)(int))sym(RTLD_NEXT, "_exit") : NULL;
-        if (f) __atomic_store_n(&next, f, __ATOMIC_RELEASE);
+        if (f) __atomic_store_n(&g_next_exit, f, __ATOMIC_RELEASE);
     }
+    return f;
+}
+
+__attribute__((noreturn)) static void quit_next(int status)
+{
+    void (*f)(int) = next_exit();
     if (f) f(status);
     for (;;) syscall(SYS_exit_group, status);
 }
@@ -391,6 +401,7 @@ __attribute__((constructor(102))) static void recorder_init(void)
         }
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
+    next_exit();
     const char *deaths = getenv("CUMEMHIST_SIGNALS");
     if (!(deaths && !strcmp(deaths, "0"))) {
         if (pipe2(g_term_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_term_pipe[0] = g_term_pipe[1] = -1;
