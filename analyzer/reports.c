@@ -270,6 +270,7 @@ typedef struct first_slot {
 
 typedef struct leak_ctx {
     cmh_oatab born, rows, owners, firsts;
+    cmh_oatab crows; /* a site's caller's held bytes over the record's steps (caller_key) */
     const cmh_replay *r;
     const cmh_sites *sites;
     const cmh_steps *steps; /* [0] the record's, [t] thread t's (count 0: none) */
@@ -300,22 +301,21 @@ static uint32_t first_above(const int64_t *p, uint32_t np, int64_t a)
 /* A block of `size` bytes lived from entry a to entry f (f = INT64_MAX: still live): it is held
  * at point j when live there (a < P[j] <= f) and still live at the next point (P[j+1] <= f; the
  * end, past the last). */
-static void held_add(leak_ctx *c, uint32_t group, uint32_t thread, int64_t a, int64_t f, uint64_t size)
+static void held_add_to(leak_ctx *c, cmh_oatab *rows, uint64_t key, const cmh_steps *st, int64_t a, int64_t f, uint64_t size)
 {
-    const cmh_steps *st = thread < c->nsteps ? &c->steps[thread] : NULL;
     if (!st || !st->npoints) return;
     uint32_t np = st->npoints, lo = first_above(st->points, np, a);
     /* the last j with P[j+1] <= f: all of them when the block outlived the record */
     int64_t hi = f == INT64_MAX ? (int64_t)np - 1 : (int64_t)first_above(st->points, np, f) - 2;
     if ((int64_t)lo > hi) return;
     int created;
-    held_row *h = cmh_oa_get(&c->rows, ((uint64_t)group << 32 | thread) + 1, &created);
+    held_row *h = cmh_oa_get(rows, key, &created);
     if (!h) goto oom;
     if (created) {
         int64_t *d = calloc((size_t)np + 1, sizeof *d);
         if (!d || CMH_GROW(c->held, c->capheld, (uint64_t)c->nheld + 1, 64)) {
             free(d);
-            cmh_oa_remove(&c->rows, h);
+            cmh_oa_remove(rows, h);
             goto oom;
         }
         h->row = c->nheld;
@@ -327,6 +327,21 @@ static void held_add(leak_ctx *c, uint32_t group, uint32_t thread, int64_t a, in
     return;
 oom:
     c->nomem = 1;
+}
+
+static void held_add(leak_ctx *c, uint32_t group, uint32_t thread, int64_t a, int64_t f, uint64_t size)
+{
+    held_add_to(c, &c->rows, ((uint64_t)group << 32 | thread) + 1, thread < c->nsteps ? &c->steps[thread] : NULL, a, f, size);
+}
+
+/* A site's caller, as add_caller tells callers apart (function, file and line, not frame id):
+ * the key of its row in crows.  0 for none. */
+static uint64_t caller_key(uint32_t group, const cmh_frame *f)
+{
+    if (!f) return 0;
+    uint64_t k = ((uint64_t)group << 32 | f->name) * 0x9e3779b97f4a7c15ull;
+    k ^= ((uint64_t)f->filename << 32 | (uint32_t)f->line) + 0xbf58476d1ce4e5b9ull + (k << 6) + (k >> 2);
+    return k ? k : 1;
 }
 
 static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
@@ -362,6 +377,11 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
     }
     held_add(c, group, 0, b->index, f, b->size);
     if (b->thread) held_add(c, group, b->thread, b->index, f, b->size);
+    /* and under its caller (a site called from several lines: a helper, a ctypes wrapper) */
+    if (c->sites && cmh_sites_group_by(c->sites) == CMH_GROUP_SITE) {
+        uint64_t k = caller_key(group, cmh_sites_caller_of(c->sites, b->stack));
+        if (k) held_add_to(c, &c->crows, k, c->nsteps ? &c->steps[0] : NULL, b->index, f, b->size);
+    }
 }
 
 /* A block appearing (delta > 0) or freed while the replay applies entry pos (-1: the state
@@ -398,14 +418,19 @@ static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr
 }
 
 /* The series of one row, summed out of its differences (zeros without a row: 0 returned). */
-static int series_of(const leak_ctx *c, uint32_t group, uint32_t thread, int64_t *L, uint32_t np)
+static int series_in(const leak_ctx *c, const cmh_oatab *rows, uint64_t key, int64_t *L, uint32_t np)
 {
     memset(L, 0, (size_t)np * sizeof *L);
-    const held_row *h = cmh_oa_find(&c->rows, ((uint64_t)group << 32 | thread) + 1);
+    const held_row *h = cmh_oa_find(rows, key);
     if (!h) return 0;
     int64_t acc = 0;
     for (uint32_t j = 0; j < np; j++) L[j] = acc = (int64_t)((uint64_t)acc + (uint64_t)c->held[h->row][j]);
     return 1;
+}
+
+static int series_of(const leak_ctx *c, uint32_t group, uint32_t thread, int64_t *L, uint32_t np)
+{
+    return series_in(c, &c->rows, ((uint64_t)group << 32 | thread) + 1, L, np);
 }
 
 /* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site ---- */
@@ -544,6 +569,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     c.t_last = n ? cmh_entry_time(s, cmh_replay_entry(r, n - 1)) : 0;
     cmh_oa_init(&c.born, sizeof(born_slot));
     cmh_oa_init(&c.rows, sizeof(held_row));
+    cmh_oa_init(&c.crows, sizeof(held_row));
     cmh_oa_init(&c.owners, sizeof(owner_slot));
     cmh_oa_init(&c.firsts, sizeof(first_slot));
     cmh_steps *steps = calloc((size_t)maxthread + 1, sizeof *steps);
@@ -664,6 +690,18 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 x->thread = t;
             }
         }
+        /* growing over the record's steps, called from several lines: which callers' blocks grow */
+        if (x->verdict == CMH_LEAK_GROWING && !x->thread && !x->threads && x->ncallers >= 2) {
+            x->callers_judged = 1;
+            for (uint32_t k = 0; k < x->ncallers; k++) {
+                cmh_site one = *x;
+                uint64_t key = caller_key(x->group, &s->frames[x->callers[k].frame]);
+                if (!series_in(&c, &c.crows, key, L, steps[0].npoints)) continue;
+                cmh_leak_judge(&steps[0], L, n, &one);
+                x->callers[k].growing = one.verdict == CMH_LEAK_GROWING;
+                x->callers[k].rate = x->callers[k].growing ? one.rate : 0;
+            }
+        }
         const first_slot *fs = cmh_oa_find(&c.firsts, (uint64_t)x->group + 1);
         if (fs) cmh_leak_judge_late(&steps[x->thread <= maxthread ? x->thread : 0], fs->index, n, x);
         const cmh_thread_info *ti = cmh_snapshot_thread(s, x->thread);
@@ -722,6 +760,7 @@ done:
     for (uint32_t i = 0; i < c.nheld; i++) free(c.held[i]);
     free(c.held);
     cmh_oa_free(&c.rows);
+    cmh_oa_free(&c.crows);
     cmh_oa_free(&c.owners);
     cmh_oa_free(&c.firsts);
     cmh_oa_free(&c.born);

@@ -554,11 +554,29 @@ void rep_print_callers(const cmh_snapshot *s, const cmh_site *x, const char *ind
     printf("%sby caller:", indent);
     uint32_t shown = x->ncallers < REP_CALLERS_SHOWN ? x->ncallers : REP_CALLERS_SHOWN;
     for (uint32_t i = 0; i < shown; i++)
-        printf("%s %s %s", i ? "," : "", rep_size((double)x->callers[i].bytes), rep_frame(s, &s->frames[x->callers[i].frame]));
+        printf("%s %s %s%s", i ? "," : "", rep_size((double)x->callers[i].bytes), rep_frame(s, &s->frames[x->callers[i].frame]),
+               x->callers_judged && x->callers[i].growing ? " (growing)" : "");
     uint64_t rest = x->callers_other.bytes;
     for (uint32_t i = shown; i < x->ncallers; i++) rest += x->callers[i].bytes;
     if (rest) printf(", %s from %s", rep_size((double)rest), x->callers_seen > shown ? "other callers" : "no caller");
     printf("\n");
+    /* a growing site called from several lines (a helper, a ctypes wrapper): whose blocks grow,
+     * and how much of the row's bytes are theirs */
+    if (!x->callers_judged) return;
+    uint64_t grows = 0;
+    uint32_t ng = 0, first = 0;
+    for (uint32_t i = 0; i < x->ncallers; i++)
+        if (x->callers[i].growing) {
+            if (!ng++) first = i;
+            grows += x->callers[i].bytes;
+        }
+    if (!ng || grows >= x->bytes) return;
+    if (ng == 1)
+        printf("%sthe growth comes from one caller, %s: %s of the row's %s (its other callers' blocks do not grow)\n", indent,
+               rep_frame(s, &s->frames[x->callers[first].frame]), rep_size((double)grows), rep_size((double)x->bytes));
+    else
+        printf("%sthe growth comes from %u callers, marked growing: %s of the row's %s (the other callers' blocks do not grow)\n", indent, ng,
+               rep_size((double)grows), rep_size((double)x->bytes));
 }
 
 void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent)
@@ -660,6 +678,10 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
             rep_json_frame(w, s, &s->frames[x->callers[i].frame]);
             cmh_jw_kuint(w, "bytes", x->callers[i].bytes);
             cmh_jw_kuint(w, "blocks", x->callers[i].count);
+            if (x->callers_judged) { /* (leaks: a growing site, each caller judged alone) */
+                cmh_jw_kbool(w, "growing", x->callers[i].growing);
+                cmh_jw_kint(w, "rate_bytes_per_step", x->callers[i].rate);
+            }
             cmh_jw_end(w);
         }
         cmh_jw_end(w);

@@ -190,4 +190,17 @@ else
     echo "skipped: frag on PyTorch 2.0's snapshot (no ../shared/fixtures/pytorch)"
 fi
 
+# --- a helper called once for the weights and in every step for a leak: one growing row by site,
+# most of its bytes the weights'; leaks says which caller's blocks grow (text and JSON) ---
+"$CMH" record -q -o wrap.cmh -- "$B/tests/wrapper_leak" >/dev/null 2>&1
+"$CMH" leaks wrap.cmh >wrap.txt 2>&1
+"$CMH" leaks --json wrap.cmh >wrap.json 2>&1
+check "a growing helper of two callers: the growing one marked, and its share said ($(grep -E 'by caller|growth comes' wrap.txt | tr -s ' ' | tr '\n' '|'))" \
+    "grep -q 'by caller: 64.0 MiB main (.*wrapper_leak.c:[0-9]*), 10.0 MiB main (.*wrapper_leak.c:[0-9]*) (growing)\$' wrap.txt &&
+     grep -q 'the growth comes from one caller, main (.*wrapper_leak.c:[0-9]*): 10.0 MiB of the row.s 74.0 MiB (its other callers. blocks do not grow)' wrap.txt &&
+     py -c \"
+import json
+x = json.load(open('wrap.json'))[0]['sites'][0]
+c = {(y['bytes'] >> 20): (y['growing'], y['rate_bytes_per_step']) for y in x['callers']}
+assert x['verdict'] == 'growing' and c == {64: (False, 0), 10: (True, 1 << 20)}, (x['verdict'], c)\""
 finish

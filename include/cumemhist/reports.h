@@ -31,6 +31,10 @@ extern "C" {
 typedef struct cmh_site_caller {
     uint32_t frame;
     uint64_t bytes, count;
+    /* leaks, a growing site called from several lines (callers_judged): this caller's own blocks
+     * judged over the same steps grow too, at rate bytes per step */
+    int growing;
+    int64_t rate;
 } cmh_site_caller;
 
 typedef struct cmh_site {
@@ -71,6 +75,10 @@ typedef struct cmh_site {
     cmh_site_caller callers[CMH_SITE_CALLERS];
     uint32_t ncallers, callers_seen; /* kept; distinct callers seen */
     cmh_site_caller callers_other;
+    /* leaks: the site grows over the record's steps and has two callers or more, each judged
+     * alone (callers[].growing): a helper or a ctypes wrapper called for a one-off buffer and
+     * for the leak is one site, its bytes mostly not the growing caller's */
+    int callers_judged;
 } cmh_site;
 
 typedef struct cmh_report_base {
