@@ -716,7 +716,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         p->threads += holds[t];
         p->threads_judged += holds[t] && steps[t].count >= CMH_LEAK_MIN_STEPS;
     }
-    p->judged = !p->live_blocks || steps[0].count >= CMH_LEAK_MIN_STEPS || (p->threads && p->threads_judged == p->threads && !holds[0]);
+    p->judged = !p->live_blocks || cmh_steps_active(&steps[0]) >= CMH_LEAK_MIN_STEPS || (p->threads && p->threads_judged == p->threads && !holds[0]);
     /* threads racing: judged by the threads alone; a holding thread without steps of its own
      * must have made its still-live blocks before the others' first step (a model loaded first) */
     if (p->steps_raced) {
