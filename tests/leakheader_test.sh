@@ -31,6 +31,16 @@ rc=$?
 check "threads racing, each warming up its cache then steady: no site grows, exit 0 ($rc: $(sed -n 6,7p rw.txt | tr -s ' ' | tr '\n' '|'))" \
     "[ $rc -eq 0 ] && grep -q ' state .*step_buffer' rw.txt && grep -q 'growing in none' rw.txt"
 
+# Main marks the 40 steps (thleak_prog marks) and holds its model, made once before them; thread
+# 2 keeps 2 MiB a step.  Main repeats no step: before, 'Each of the 2 recording threads holding
+# memory repeats 4 or more steps of its own' (--json threads 2, threads_judged 2).
+FAKECUDA_DEVICES=1 FAKECUDA_CAPACITY=8G "$CMH" record -q -o thm.cmh -- "$B/tests/thleak_prog" marks >/dev/null 2>&1
+"$CMH" leaks thm.cmh >thm.txt 2>&1
+"$CMH" leaks --json thm.cmh 2>/dev/null | py -c "import json,sys; d=json.load(sys.stdin)[0]; print(d['steps']['threads'], d['steps']['threads_judged'], d['judged'])" >thm.js
+check "main marking the steps, its model made once, repeats none: '$(grep '^steps' thm.txt)' ($(cat thm.js))" \
+    "grep -q '^steps: 40 from the program.s marks (\"step\"). 1 of the 2 recording threads holding memory repeats 4 or more steps of its own, and is judged by them\$' thm.txt &&
+     grep -q '^2 1 True\$' thm.js && grep -q '80.0 MiB  *40 .* growing' thm.txt"
+
 # One step mark is one step (two_dev_steps 1 1 marks: one cmh_mark).  Before, 'steps: unknown (no
 # step marks or annotations, ...)' where two marks read 'steps: 2 from the program's marks'.
 FAKECUDA_DEVICES=2 "$CMH" record -q -o one.cmh -- "$B/tests/two_dev_steps" 1 1 marks >/dev/null 2>&1

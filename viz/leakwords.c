@@ -80,6 +80,9 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
         else ADD("; growth needs %u steps (one to warm up, three to rise across)", CMH_LEAK_MIN_STEPS);
     }
     /* the threads' own steps, a sentence of its own: the record's steps and a thread's are two
+     * things.  A thread repeats steps when it has CMH_LEAK_MIN_STEPS and made entries in as many
+     * (reports.c, repeaters(): the main thread marking the steps, its memory made once, does not) */
+    /* (the record's steps and a thread's are two
      * things ('steps: unknown (...); 1 of the 1 recording threads ... repeat 4 or more steps of
      * their own' read as one contradicting itself) */
     uint32_t t = p->threads, j = p->threads_judged;
@@ -87,6 +90,7 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
                     j ? ", and is judged by them" : "");
     else if (t && j == t) ADD(". Each of the %u recording threads holding memory repeats %u or more steps of its own, and is judged by them", t, CMH_LEAK_MIN_STEPS);
     else if (t && !j) ADD(". None of the %u recording threads holding memory repeats %u or more steps of its own", t, CMH_LEAK_MIN_STEPS);
+    else if (t && j == 1) ADD(". 1 of the %u recording threads holding memory repeats %u or more steps of its own, and is judged by them", t, CMH_LEAK_MIN_STEPS);
     else if (t) ADD(". %u of the %u recording threads holding memory repeat %u or more steps of their own, and are judged by them", j, t, CMH_LEAK_MIN_STEPS);
     return buf;
 #undef ADD
