@@ -62,8 +62,28 @@ static int steady_rise(const int64_t *L, uint32_t k, uint32_t need, int last_own
     return 1;
 }
 
-/* The verdict over one series: L[0..np-1], a site's held bytes at each point of steps st. */
+static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x);
+
+/* The verdict over one series: L[0..np-1], a site's held bytes at each point of steps st.  The
+ * steps before the series' first entry (other devices' marks, placed by time before this device
+ * was first used) are no steps of its: its first step with entries is its warm-up, and growth
+ * needs CMH_LEAK_MIN_STEPS of its own (a device used from step 8 of 10 read '+5.0 MiB per step'
+ * for its weights made in step 8 and 1 MiB kept a step). */
 void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x)
+{
+    uint32_t z = cmh_steps_lead(st);
+    if (!z) {
+        judge_series(st, L, end, x);
+        return;
+    }
+    cmh_steps own = *st;
+    own.points = st->points + z;
+    own.npoints = st->npoints - z;
+    own.count = cmh_steps_active(st);
+    judge_series(&own, L + z, end, x);
+}
+
+static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x)
 {
     uint32_t np = st->npoints, k = np ? np - 1 : 0; /* intervals between points */
     x->verdict = CMH_LEAK_UNJUDGED;

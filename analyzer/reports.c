@@ -470,6 +470,33 @@ static int vmm_sites(const cmh_snapshot *s, int device, const cmh_sites *g, cmh_
 
 #define MAX_THREADS 64 /* threads cut one by one at most (each costs a pattern search) */
 
+/* Which of the threads holding still-live blocks (holds[t] set) repeat steps of their own: set
+ * holds[t] to 2 for those with CMH_LEAK_MIN_STEPS steps or more, of which as many hold entries of
+ * theirs besides marks.  A thread's steps may be its marks alone (the main thread marking the
+ * program's steps, its memory made once before them): that thread repeats no step, and was
+ * counted in 'Each of the 4 recording threads holding memory repeats 4 or more steps of its own'. */
+static int repeaters(const cmh_snapshot *s, const cmh_replay *r, const cmh_steps *steps, uint32_t maxthread, char *holds)
+{
+    int64_t n = cmh_replay_length(r);
+    uint32_t *seen = calloc(((size_t)maxthread + 1) * 2, sizeof *seen); /* [2t]: steps with entries, [2t+1]: the last one + 1 */
+    if (!seen) return CMH_ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        const cmh_entry *e = cmh_replay_entry(r, i);
+        uint32_t t = cmh_entry_thread(s, e);
+        if (!t || t > maxthread || !holds[t] || e->action == CMH_ACT_MARK) continue;
+        const cmh_steps *st = &steps[t];
+        if (st->count < CMH_LEAK_MIN_STEPS || st->npoints < 2) continue;
+        uint32_t j = first_above(st->points, st->npoints, i); /* entry i is in step j - 1 (0: before the first) */
+        if (!j || j >= st->npoints || seen[2 * t + 1] == j) continue;
+        seen[2 * t + 1] = j;
+        seen[2 * t] += st->stride ? st->stride : 1;
+    }
+    for (uint32_t t = 1; t <= maxthread; t++)
+        if (holds[t] && seen[2 * t] >= CMH_LEAK_MIN_STEPS) holds[t] = 2;
+    free(seen);
+    return CMH_OK;
+}
+
 /* The record's steps found in a pattern across recording threads that race (no marks, no
  * annotations; two threads or more with steps of their own, their entries interleaved): that
  * pattern is the scheduler's and changes from run to run (a program of 4 threads read 'steps: 39
@@ -712,11 +739,12 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         p->live_blocks += x->count;
         p->live_sites++;
     }
+    if (nthreads >= 2 && repeaters(s, r, steps, maxthread, holds) != CMH_OK) rc = CMH_ENOMEM;
     for (uint32_t t = 1; nthreads >= 2 && t <= maxthread; t++) {
-        p->threads += holds[t];
-        p->threads_judged += holds[t] && steps[t].count >= CMH_LEAK_MIN_STEPS;
+        p->threads += holds[t] != 0;
+        p->threads_judged += holds[t] == 2;
     }
-    p->judged = !p->live_blocks || steps[0].count >= CMH_LEAK_MIN_STEPS || (p->threads && p->threads_judged == p->threads && !holds[0]);
+    p->judged = !p->live_blocks || cmh_steps_active(&steps[0]) >= CMH_LEAK_MIN_STEPS || (p->threads && p->threads_judged == p->threads && !holds[0]);
     /* threads racing: judged by the threads alone; a holding thread without steps of its own
      * must have made its still-live blocks before the others' first step (a model loaded first) */
     if (p->steps_raced) {

@@ -86,9 +86,15 @@ static uint64_t median_gap(const int64_t *p, uint32_t np)
     if (np < 2) return 0;
     int64_t *g = malloc((np - 1) * sizeof *g);
     if (!g) return (uint64_t)(p[np - 1] - p[0]) / (np - 1);
-    for (uint32_t i = 0; i + 1 < np; i++) g[i] = p[i + 1] - p[i];
+    /* (steps without entries, lent marks placed before this device's first entry, are no gap) */
+    uint32_t n = 0;
+    for (uint32_t i = 0; i + 1 < np; i++)
+        if (p[i + 1] > p[i]) g[n++] = p[i + 1] - p[i];
+    if (!n) {
+        free(g);
+        return 0;
+    }
     /* insertion sort is enough for the few hundred steps a record has; a partial one for more */
-    uint32_t n = np - 1;
     for (uint32_t i = 1; i < n && i < 4096; i++)
         for (uint32_t j = i; j && g[j - 1] > g[j]; j--) {
             int64_t t = g[j];
@@ -116,56 +122,108 @@ typedef struct mark_at {
     uint32_t name; /* string id */
     int64_t time;  /* (borrowed ones: for their order) */
     uint32_t k;
+    int borrowed;  /* another device's, placed by time */
 } mark_at;
 
 static int cmp_mark_time(const void *a, const void *b)
 {
     const mark_at *x = a, *y = b;
     if (x->time != y->time) return x->time < y->time ? -1 : 1;
+    if (x->name != y->name) return x->name < y->name ? -1 : 1; /* (copies of one mark side by side) */
     return (x->k > y->k) - (x->k < y->k);
 }
 
+/* Families and the earliest time of each (marks or annotations a device has of its own). */
+typedef struct fam_first {
+    char name[64];
+    int64_t first;
+} fam_first;
+
+/* Note name's family at time t (untimed: INT64_MIN, before anything); 0 when the table is full. */
+static int note_family(fam_first *f, uint32_t *nf, const char *name, int64_t t)
+{
+    char buf[64];
+    family(name, buf, sizeof buf);
+    for (uint32_t k = 0; k < *nf; k++)
+        if (!strcmp(f[k].name, buf)) {
+            if (t < f[k].first) f[k].first = t;
+            return 1;
+        }
+    if (*nf == MAX_FAMILIES) return 0;
+    memcpy(f[*nf].name, buf, sizeof buf);
+    f[(*nf)++].first = t;
+    return 1;
+}
+
+/* The earliest time of family of name in f; INT64_MAX when f has none of it. */
+static int64_t family_first(const fam_first *f, uint32_t nf, const char *name)
+{
+    char buf[64];
+    family(name, buf, sizeof buf);
+    for (uint32_t k = 0; k < nf; k++)
+        if (!strcmp(f[k].name, buf)) return f[k].first;
+    return INT64_MAX;
+}
+
 /* The marks of the series (every entry, or one thread's) as positions in r's entries: the
- * device's own; else, with fewer than two of its own, the other devices' marks placed among its
- * entries by time.  A mark is the process's (recorder/marks.c writes it into every device's
- * trace), but a record made before that has it only on the device the marking thread had
- * current: a two-device program marking its steps from one thread read 'steps: unknown' on
- * the other device.  *borrowed: the marks came from other devices. */
-static int marks_of(const cmh_snapshot *s, int device, const cmh_replay *r, uint32_t thread, mark_at **out, uint32_t *count, int *borrowed)
+ * device's own, and before them the other devices' marks of a family this device's trace has
+ * none of, or none of yet at their time, placed among its entries by time.  A mark is the
+ * process's (recorder/marks.c writes it into every used device's trace), but only into the
+ * traces of the devices used so far: a worker thread that used device 1 first after the first
+ * mark read 'steps: 9' there and 'steps: 10' on device 0; and a record made before marks were
+ * the process's has them only on the device the marking thread had current (the other read
+ * 'steps: unknown').  One program, one count of steps on every device.  A mark of another
+ * device is taken once however many devices have it (the same name and time).  m[k].borrowed:
+ * another device's. */
+static int marks_of(const cmh_snapshot *s, int device, const cmh_replay *r, uint32_t thread, mark_at **out, uint32_t *count)
 {
     int64_t n = cmh_replay_length(r);
     mark_at *v = NULL;
     uint32_t nv = 0, cap = 0;
-    *borrowed = 0;
+    fam_first ff[MAX_FAMILIES];
+    uint32_t nff = 0;
+    int full = 0; /* more families than the table holds: none lent (a family missing from it would be taken twice) */
     for (int64_t i = 0; i < n; i++) {
         const cmh_entry *e = cmh_replay_entry(r, i);
         if (e->action != CMH_ACT_MARK || !mine(s, e, thread)) continue;
         if (CMH_GROW(v, cap, (uint64_t)nv + 1, 64)) goto oom;
-        v[nv++] = (mark_at){i, cmh_entry_name(s, e), 0, nv};
+        v[nv++] = (mark_at){i, cmh_entry_name(s, e), cmh_entry_time(s, e), nv, 0};
+        int64_t tm = cmh_entry_time(s, e);
+        full |= !note_family(ff, &nff, cmh_str(s, v[nv - 1].name), tm ? tm : INT64_MIN);
     }
     int have_time = 0;
-    for (int64_t i = 0; i < n && !have_time && nv < 2; i++) have_time = cmh_entry_time(s, cmh_replay_entry(r, i)) != 0;
-    if (nv < 2 && have_time) {
+    for (int64_t i = 0; i < n && !have_time; i++) have_time = cmh_entry_time(s, cmh_replay_entry(r, i)) != 0;
+    if (have_time && !full) {
         uint32_t own = nv;
         for (uint32_t t = 0; t < s->ntraces; t++) {
             const cmh_trace *tr = &s->traces[t];
             if (tr->device == device || tr->device < 0) continue; /* (not pinned host memory's: no device's marks) */
             for (uint32_t i = 0; i < tr->nentries; i++) {
                 const cmh_entry *e = &s->entries[tr->first_entry + i];
-                if (e->action != CMH_ACT_MARK || !mine(s, e, thread) || !cmh_entry_time(s, e)) continue;
+                int64_t tm = cmh_entry_time(s, e);
+                if (e->action != CMH_ACT_MARK || !mine(s, e, thread) || !tm) continue;
+                uint32_t nm = cmh_entry_name(s, e);
+                if (tm >= family_first(ff, nff, cmh_str(s, nm))) continue; /* this device has it, or has its family by then */
                 if (CMH_GROW(v, cap, (uint64_t)nv + 1, 64)) goto oom;
-                v[nv++] = (mark_at){0, cmh_entry_name(s, e), cmh_entry_time(s, e), nv};
+                v[nv++] = (mark_at){0, nm, tm, nv, 1};
             }
         }
-        if (nv - own >= 2) { /* theirs, in time order, each at the first of this device's entries at or after it */
-            memmove(v, v + own, (size_t)(nv - own) * sizeof *v);
-            nv -= own;
-            qsort(v, nv, sizeof *v, cmp_mark_time);
+        if (nv > own) { /* theirs first, in time order (each once), each at the first of this device's entries at or after it; then its own */
+            uint32_t lent = nv - own, kept = 0;
+            mark_at *w = malloc((size_t)nv * sizeof *w);
+            if (!w) goto oom;
+            memcpy(w, v + own, (size_t)lent * sizeof *w);
+            qsort(w, lent, sizeof *w, cmp_mark_time);
             int64_t at = 0;
-            for (uint32_t k = 0; k < nv; k++) v[k].pos = at = entry_at(r, v[k].time, at);
-            *borrowed = 1;
-        } else {
-            nv = own;
+            for (uint32_t k = 0; k < lent; k++) {
+                if (kept && w[kept - 1].time == w[k].time && w[kept - 1].name == w[k].name) continue; /* another device's copy */
+                w[kept] = w[k];
+                w[kept++].pos = at = entry_at(r, w[k].time, at);
+            }
+            memcpy(w + kept, v, (size_t)own * sizeof *w);
+            free(v);
+            v = w;
+            nv = kept + own;
         }
     }
     *out = v;
@@ -177,14 +235,16 @@ oom:
 }
 
 /* Steps at the program's marks: each mark of the chosen family starts a step; the last step
- * runs to the end of the record when it is as long as half a step. */
+ * runs to the end of the record when it is as long as half a step.  One mark is one step when
+ * its family says step (a program that ran one step read 'steps: unknown (no step marks...)').
+ * Marks lent by other devices before this device's first entry start steps with none of its
+ * entries: they are steps all the same, and its entries fall in the steps they were made in. */
 static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, uint32_t thread, cmh_steps *st, int *found)
 {
     int64_t n = cmh_replay_length(r);
     mark_at *m;
     uint32_t nm;
-    int borrowed;
-    int rc = marks_of(s, device, r, thread, &m, &nm, &borrowed);
+    int rc = marks_of(s, device, r, thread, &m, &nm);
     if (rc != CMH_OK) return rc;
     fam_count fam[MAX_FAMILIES];
     int nf = 0;
@@ -204,7 +264,7 @@ static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, ui
     }
     int best = -1;
     for (int k = 0; k < nf; k++) {
-        if (fam[k].count < 2) continue;
+        if (fam[k].count < 2 && !fam[k].pref) continue; /* (one mark of another name: an event, not a loop) */
         if (best < 0 || fam[k].pref > fam[best].pref || (fam[k].pref == fam[best].pref && fam[k].count > fam[best].count)) best = k;
     }
     if (best < 0) {
@@ -216,19 +276,25 @@ static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, ui
         free(m);
         return CMH_ENOMEM;
     }
-    uint32_t np = 0;
+    uint32_t np = 0, lent = 0;
     for (uint32_t j = 0; j < nm; j++) {
         family(cmh_str(s, m[j].name), buf, sizeof buf);
-        if (!strcmp(buf, fam[best].name) && (!np || m[j].pos > p[np - 1])) p[np++] = m[j].pos;
+        /* (lent marks may share a position: steps before this device's first entry, or between two of its entries) */
+        if (!strcmp(buf, fam[best].name) && (!np || m[j].pos >= p[np - 1])) {
+            p[np++] = m[j].pos;
+            lent += m[j].borrowed;
+        }
     }
     free(m);
     uint64_t gap = median_gap(p, np);
+    uint32_t marks = np;
     if (np >= 1 && p[np - 1] < n && (uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n; /* the last step is whole */
     if (np >= 2) {
         rc = set_points(st, p, np);
         if (rc == CMH_OK) {
             st->source = CMH_STEPS_MARKS;
-            st->borrowed = borrowed;
+            st->borrowed = lent;
+            st->marks = marks;
             snprintf(st->label, sizeof st->label, "%s", fam[best].name);
             *found = 1;
         }
@@ -237,9 +303,61 @@ static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, ui
     return rc;
 }
 
+typedef struct ann_at {
+    const cmh_annotation *an;
+    uint32_t k;
+    int borrowed; /* another device's */
+} ann_at;
+
+static int cmp_ann(const void *a, const void *b)
+{
+    const ann_at *x = a, *y = b;
+    if (x->an->time_ns != y->an->time_ns) return x->an->time_ns < y->an->time_ns ? -1 : 1;
+    if (x->an->name != y->an->name) return x->an->name < y->an->name ? -1 : 1;
+    if (x->an->stage != y->an->stage) return x->an->stage < y->an->stage ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+/* The annotations that step device's entries, in time order: its own, and the other devices'
+ * as marks are lent (marks_of): of a family it has none of, or none of yet at their time, each
+ * once.  PyTorch records an annotation for the device current when it is made, so a one-process
+ * two-GPU job has its steps annotated on device 0 only: device 1 read 'steps: unknown'. */
+static int annotations_of(const cmh_snapshot *s, int device, ann_at **out, uint32_t *count)
+{
+    ann_at *v = malloc(((size_t)s->nannotations + 1) * sizeof *v);
+    if (!v) return CMH_ENOMEM;
+    fam_first ff[MAX_FAMILIES];
+    uint32_t nff = 0, nv = 0;
+    int full = 0;
+    for (uint32_t a = 0; a < s->nannotations; a++) {
+        const cmh_annotation *an = &s->annotations[a];
+        if (an->device != device) continue;
+        v[nv++] = (ann_at){an, a, 0};
+        full |= !note_family(ff, &nff, cmh_str(s, an->name), an->time_ns);
+    }
+    for (uint32_t a = 0; a < s->nannotations && !full; a++) {
+        const cmh_annotation *an = &s->annotations[a];
+        if (an->device == device || an->device < 0) continue;
+        if (an->time_ns >= family_first(ff, nff, cmh_str(s, an->name))) continue; /* this device has it, or has its family by then */
+        v[nv++] = (ann_at){an, a, 1};
+    }
+    qsort(v, nv, sizeof *v, cmp_ann);
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < nv; k++) {
+        const ann_at *w = kept ? &v[kept - 1] : NULL;
+        if (v[k].borrowed && w && w->borrowed && w->an->time_ns == v[k].an->time_ns && w->an->name == v[k].an->name && w->an->stage == v[k].an->stage)
+            continue; /* another device's copy */
+        v[kept++] = v[k];
+    }
+    *out = v;
+    *count = kept;
+    return CMH_OK;
+}
+
 /* Steps at PyTorch's annotations that name one: ProfilerStep#N (each starts a step, the last
  * one's end closes it), else Optimizer.step (each one's end closes a step, the first step runs
- * from the record's start), else a range named like a step. */
+ * from the record's start), else a range named like a step (one is one step).  Those of other
+ * devices are lent by time (annotations_of). */
 static int from_annotations(const cmh_snapshot *s, int device, const cmh_replay *r, cmh_steps *st, int *found)
 {
     int64_t n = cmh_replay_length(r);
@@ -247,65 +365,83 @@ static int from_annotations(const cmh_snapshot *s, int device, const cmh_replay 
     int have_time = 0;
     for (int64_t i = 0; i < n && !have_time; i++) have_time = cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, i)) != 0;
     if (!have_time) return CMH_OK; /* the annotations cannot be placed among the entries */
+    ann_at *av;
+    uint32_t na;
+    int rc = annotations_of(s, device, &av, &na);
+    if (rc != CMH_OK) return rc;
     static const struct {
         const char *prefix;
         int at_end;
     } kinds[] = {{"ProfilerStep", 0}, {"Optimizer.step", 1}, {NULL, 0}};
     char buf[64];
     for (int k = 0; k < 3; k++) {
-        /* the family: given by the kind, or the first step-like range that recurs */
+        /* the family: given by the kind, or the first step-like range that recurs (or is the only one) */
         char want[64] = "";
         if (kinds[k].prefix) snprintf(want, sizeof want, "%s", kinds[k].prefix);
         else {
-            for (uint32_t a = 0; a < s->nannotations && !want[0]; a++) {
-                const cmh_annotation *an = &s->annotations[a];
-                if (an->device != device || an->stage != 0) continue;
+            char once[64] = "";
+            for (uint32_t a = 0; a < na && !want[0]; a++) {
+                const cmh_annotation *an = av[a].an;
+                if (an->stage != 0) continue;
                 const char *nm = cmh_str(s, an->name);
                 if (strstr(nm, "dynamo_timed") || strstr(nm, "Optimizer.")) continue;
                 family(nm, buf, sizeof buf);
                 if (!steplike(buf)) continue;
                 uint32_t c = 0;
-                for (uint32_t b = 0; b < s->nannotations; b++) {
+                for (uint32_t b = 0; b < na && c < 2; b++) {
                     char f2[64];
-                    if (s->annotations[b].device != device || s->annotations[b].stage != 0) continue;
-                    family(cmh_str(s, s->annotations[b].name), f2, sizeof f2);
+                    if (av[b].an->stage != 0) continue;
+                    family(cmh_str(s, av[b].an->name), f2, sizeof f2);
                     c += !strcmp(f2, buf);
                 }
                 if (c >= 2) memcpy(want, buf, sizeof want);
+                else if (!once[0]) memcpy(once, buf, sizeof once);
             }
-            if (!want[0]) return CMH_OK;
+            if (!want[0]) memcpy(want, once, sizeof want);
+            if (!want[0]) break;
         }
-        int64_t *p = malloc(((size_t)s->nannotations + 2) * sizeof *p);
-        if (!p) return CMH_ENOMEM;
-        uint32_t np = 0;
+        int64_t *p = malloc(((size_t)na + 2) * sizeof *p);
+        if (!p) {
+            free(av);
+            return CMH_ENOMEM;
+        }
+        uint32_t np = 0, lent = 0;
         int64_t last_end = -1, at = 0;
         if (kinds[k].at_end) p[np++] = 0;
-        for (uint32_t a = 0; a < s->nannotations; a++) {
-            const cmh_annotation *an = &s->annotations[a];
-            if (an->device != device) continue;
+        for (uint32_t a = 0; a < na; a++) {
+            const cmh_annotation *an = av[a].an;
             const char *nm = cmh_str(s, an->name);
             if (kinds[k].prefix ? strncmp(nm, want, strlen(want)) != 0 : (family(nm, buf, sizeof buf), strcmp(buf, want) != 0)) continue;
             at = entry_at(r, an->time_ns, at);
             if (an->stage == 1) last_end = at;
             if (an->stage != (kinds[k].at_end ? 1 : 0)) continue;
-            if (!np || at > p[np - 1]) p[np++] = at;
+            /* (lent ones may share a position: steps before this device's first entry) */
+            if (!np || at > p[np - 1] || (av[a].borrowed && at == p[np - 1] && !(kinds[k].at_end && np == 1))) {
+                p[np++] = at;
+                lent += av[a].borrowed;
+            }
         }
+        uint32_t marks = kinds[k].at_end ? np - 1 : np;
         if (!kinds[k].at_end && last_end > p[np ? np - 1 : 0] && np) p[np++] = last_end;
         else if (!kinds[k].at_end && np && last_end < 0) { /* no ends recorded: the last step runs to the end when whole */
             uint64_t gap = median_gap(p, np);
             if ((uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n;
         }
         if (np >= 2) {
-            int rc = set_points(st, p, np);
+            rc = set_points(st, p, np);
             free(p);
+            free(av);
             if (rc != CMH_OK) return rc;
             st->source = CMH_STEPS_ANNOTATIONS;
+            st->borrowed = lent;
+            st->marks = marks;
             snprintf(st->label, sizeof st->label, "%s", want);
             *found = 1;
             return CMH_OK;
         }
         free(p);
     }
+    free(av);
     return CMH_OK;
 }
 
@@ -853,6 +989,19 @@ int cmh_steps_of(const cmh_snapshot *s, int device, const cmh_sites *g, cmh_step
     int rc = cmh_steps_find(s, device, r, g, 0, st);
     cmh_replay_free(r);
     return rc;
+}
+
+uint32_t cmh_steps_lead(const cmh_steps *st)
+{
+    uint32_t z = 0;
+    while (st->points && z + 2 < st->npoints && st->points[z + 1] == st->points[0]) z++;
+    return z;
+}
+
+uint32_t cmh_steps_active(const cmh_steps *st)
+{
+    uint32_t z = cmh_steps_lead(st), stride = st->stride ? st->stride : 1;
+    return st->count > z * stride ? st->count - z * stride : 0;
 }
 
 void cmh_steps_free(cmh_steps *st)

@@ -129,7 +129,10 @@ static int section(const rep_section *sec, void *arg)
         }
         cmh_jw_kstr(w, "source", cmh_leak_steps_source(p.steps.source));
         cmh_jw_kstr(w, "label", p.steps.label);
-        if (p.steps.borrowed) cmh_jw_kbool(w, "marks_of_other_devices", 1); /* placed by time: this device's trace has none */
+        if (p.steps.borrowed) { /* placed by time: all of them (this device has none), or the first ones (it was used after them) */
+            cmh_jw_kbool(w, "marks_of_other_devices", 1);
+            cmh_jw_kuint(w, "marks_placed_by_time", p.steps.borrowed);
+        }
         cmh_jw_kuint(w, "period_entries", p.steps.period);
         cmh_jw_kuint(w, "min_steps", CMH_LEAK_MIN_STEPS);
         cmh_jw_kuint(w, "threads", p.threads);

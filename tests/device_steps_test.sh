@@ -56,11 +56,15 @@ EOF2
 check "top --json: device 1's site 'state' as leaks says ($(tail -1 top.err))" "[ ! -s top.err ]"
 # A record whose marks are on one device only (made before a mark was the process's, or a PyTorch
 # snapshot whose annotations are in device 0's trace): the other device takes them by time.
-py - 20 10 old.pickle <<'PY' || bad "writing old.pickle failed"
+# ANN=ext: the steps as PyTorch's external_annotations (the snapshot's top-level list), recorded
+# for device 0 only, as PyTorch does for the current device.
+gen_pickle() {
+py - "$@" <<'PY' || bad "writing $3 failed"
 import pickle, sys
 MiB, fr = 1 << 20, [{'name': 'train_step', 'filename': '/home/u/train.py', 'line': 9}]
 steps, stop = int(sys.argv[1]), int(sys.argv[2])
-tr = [[], []]
+ext = len(sys.argv) > 4 and sys.argv[4] == 'ext'
+tr, ann = [[], []], []
 t = [1000]
 def ent(d, a, addr, size, **kw):
     t[0] += 10
@@ -72,22 +76,32 @@ ent(0, 'segment_alloc', b0, 1024 * MiB); ent(1, 'segment_alloc', b1, 1024 * MiB)
 ent(0, 'alloc', b0, 8 * MiB); ent(1, 'alloc', b1, 8 * MiB)
 for s in range(steps):
     e = {'action': 'annotate', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': t[0] + 5, 'name': 'step %d' % s}
+    if ext:
+        ann.append({'name': 'step', 'stage': 'START', 'device': 0, 'time_us': t[0] + 5})
     t[0] += 10
-    tr[0].append(e)
+    if not ext:
+        tr[0].append(e)
     ent(0, 'alloc', b0 + 8 * MiB, 4 * MiB)
     ent(1, 'alloc', b1 + 8 * MiB, 4 * MiB)
     if s < stop:
         ent(1, 'alloc', b1 + (100 + s) * MiB, MiB)
     for d, b in ((1, b1), (0, b0)):
         ent(d, 'free_requested', b + 8 * MiB, 4 * MiB); ent(d, 'free_completed', b + 8 * MiB, 4 * MiB)
+    if ext:
+        ann.append({'name': 'step', 'stage': 'END', 'device': 0, 'time_us': t[0] + 5})
 def seg(d, base, kept):
     blocks = [{'address': base, 'size': 8 * MiB, 'requested_size': 8 * MiB, 'state': 'active_allocated', 'frames': fr}]
     blocks += [{'address': base + (100 + s) * MiB, 'size': MiB, 'requested_size': MiB, 'state': 'active_allocated', 'frames': fr} for s in range(kept)]
     return {'device': d, 'address': base, 'total_size': 1024 * MiB, 'allocated_size': (8 + kept) * MiB, 'active_size': (8 + kept) * MiB,
             'requested_size': (8 + kept) * MiB, 'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False,
             'frames': fr, 'blocks': blocks}
-pickle.dump({'segments': [seg(0, b0, 0), seg(1, b1, stop)], 'device_traces': tr}, open(sys.argv[3], 'wb'))
+d = {'segments': [seg(0, b0, 0), seg(1, b1, stop)], 'device_traces': tr}
+if ext:
+    d['external_annotations'] = ann
+pickle.dump(d, open(sys.argv[3], 'wb'))
 PY
+}
+gen_pickle 20 10 old.pickle
 "$CMH" leaks --fail-on-leak old.pickle >old.txt 2>&1
 rc=$?
 "$CMH" leaks --json old.pickle 2>/dev/null | py -c '
@@ -101,4 +115,58 @@ check "marks on device 0 only: device 1 takes them by time, its leak that stoppe
     "[ $rc -eq 0 ] && [ ! -s old.err ] &&
      grep -q '^steps: 20 from the program.s marks (\"step\", placed by time: this device.s trace has none)\$' old.txt &&
      grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps, then stopped (flat for the last 10)\$' old.txt"
+
+# The same steps as PyTorch's external annotations, recorded for device 0 only (the device
+# current when they were made): device 1 takes them by time as it takes marks.  Before, device 1
+# read 'steps: unknown (no step marks or annotations, ...)', its leak that stopped 'held', and
+# --fail-on-leak exited 5.
+gen_pickle 20 10 ext.pickle ext
+"$CMH" leaks --fail-on-leak ext.pickle >ext.txt 2>&1
+rc=$?
+"$CMH" leaks --json ext.pickle 2>/dev/null | py -c '
+import json, sys
+d = {x["device"]: x for x in json.load(sys.stdin)}
+for dev in (0, 1):
+    assert d[dev]["judged"] is True and d[dev]["steps"]["count"] == 20 and d[dev]["steps"]["source"] == "annotations", d[dev]["steps"]
+assert d[1]["steps"]["marks_of_other_devices"] is True and d[1]["steps"]["marks_placed_by_time"] == 20, d[1]["steps"]
+assert "marks_of_other_devices" not in d[0]["steps"], d[0]["steps"]
+x = d[1]["sites"][0]
+assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10, x' 2>ext.err
+check "annotations on device 0 only: device 1 takes them by time (exit $rc; $(grep -A3 'device 1' ext.txt | grep '^steps'); $(tail -1 ext.err))" \
+    "[ $rc -eq 0 ] && [ ! -s ext.err ] &&
+     grep -q '^steps: 20 from step annotations\$' ext.txt &&
+     grep -q '^steps: 20 from step annotations (placed by time: this device.s trace has none)\$' ext.txt &&
+     grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps, then stopped (flat for the last 10)\$' ext.txt"
+"$CMH" report -o ext.html ext.pickle 2>/dev/null
+check "the HTML report says device 1's annotated steps as leaks does" \
+    "grep -q 'steps: 20 from step annotations (placed by time: this device&apos;s trace has none)' ext.html &&
+     ! grep -q 'steps: unknown' ext.html"
+
+# A device first used after the first marks (tests/two_dev_steps.c FIRST: device 1 first used in
+# step FIRST, after its mark, which goes only into the traces of the devices used so far): one
+# program, one count of steps on every device.  Before, device 1 read 'steps: 19' (FIRST 0) and
+# 'steps: 2' (FIRST 17): its trace starts at a later mark.
+for first in 0 12 17; do
+    "$CMH" record -q -o late$first.cmh -- "$P" 20 20 marks $first >/dev/null 2>&1
+    "$CMH" leaks --device 1 late$first.cmh >late$first.txt 2>&1
+    "$CMH" leaks --json late$first.cmh 2>/dev/null | py -c '
+import json, sys
+d = {x["device"]: x for x in json.load(sys.stdin)}
+assert d[0]["steps"]["count"] == 20 and d[1]["steps"]["count"] == 20, (d[0]["steps"], d[1]["steps"])
+assert d[1]["steps"]["marks_placed_by_time"] == int(sys.argv[1]) + 1, d[1]["steps"]' $first 2>late$first.err
+done
+check "device 1 first used in step 1: 20 steps as device 0 has ($(grep "^steps" late0.txt); $(tail -1 late0.err))" \
+    "[ ! -s late0.err ] && grep -q '^steps: 20 from the program.s marks (\"step\", the first 1 placed by time: this device.s trace begins after it)\$' late0.txt &&
+     grep -q '^        growing: +1.0 MiB per step over the last 19 steps\$' late0.txt"
+# used from step 13 on: its first step with entries is its warm-up (its weights are no growth)
+check "device 1 first used in step 13: 20 steps, its leak judged over its own 8 ($(grep '^        growing' late12.txt); $(tail -1 late12.err))" \
+    "[ ! -s late12.err ] && grep -q '^steps: 20 from the program.s marks (\"step\", the first 13 placed by time: this device.s trace begins after them)\$' late12.txt &&
+     grep -q '^        growing: +1.0 MiB per step over the last 7 steps\$' late12.txt"
+# used in the last 3 steps only: too few of its own to judge growth, and it says so
+"$CMH" leaks --fail-on-leak --device 1 late17.cmh >/dev/null 2>&1
+rc=$?
+check "device 1 used in the last 3 steps: 20 steps, growth not judged from its 3 (exit $rc; $(grep '^steps' late17.txt); $(tail -1 late17.err))" \
+    "[ $rc -eq 5 ] && [ ! -s late17.err ] &&
+     grep -q '^steps: 20 from the program.s marks (\"step\", the first 18 placed by time: this device.s trace begins after them); growth needs 4 steps with this device.s entries, it has 3 (one to warm up, three to rise across)\$' late17.txt &&
+     grep -q ' rising ' late17.txt"
 finish

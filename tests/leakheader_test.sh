@@ -30,4 +30,44 @@ check "--json's step count and judged are the same in 3 runs ($(cat js1.txt))" "
 rc=$?
 check "threads racing, each warming up its cache then steady: no site grows, exit 0 ($rc: $(sed -n 6,7p rw.txt | tr -s ' ' | tr '\n' '|'))" \
     "[ $rc -eq 0 ] && grep -q ' state .*step_buffer' rw.txt && grep -q 'growing in none' rw.txt"
+
+# Main marks the 40 steps (thleak_prog marks) and holds its model, made once before them; thread
+# 2 keeps 2 MiB a step.  Main repeats no step: before, 'Each of the 2 recording threads holding
+# memory repeats 4 or more steps of its own' (--json threads 2, threads_judged 2).
+FAKECUDA_DEVICES=1 FAKECUDA_CAPACITY=8G "$CMH" record -q -o thm.cmh -- "$B/tests/thleak_prog" marks >/dev/null 2>&1
+"$CMH" leaks thm.cmh >thm.txt 2>&1
+"$CMH" leaks --json thm.cmh 2>/dev/null | py -c "import json,sys; d=json.load(sys.stdin)[0]; print(d['steps']['threads'], d['steps']['threads_judged'], d['judged'])" >thm.js
+check "main marking the steps, its model made once, repeats none: '$(grep '^steps' thm.txt)' ($(cat thm.js))" \
+    "grep -q '^steps: 40 from the program.s marks (\"step\"). 1 of the 2 recording threads holding memory repeats 4 or more steps of its own, and is judged by them\$' thm.txt &&
+     grep -q '^2 1 True\$' thm.js && grep -q '80.0 MiB  *40 .* growing' thm.txt"
+
+# One step mark is one step (two_dev_steps 1 1 marks: one cmh_mark).  Before, 'steps: unknown (no
+# step marks or annotations, ...)' where two marks read 'steps: 2 from the program's marks'.
+FAKECUDA_DEVICES=2 "$CMH" record -q -o one.cmh -- "$B/tests/two_dev_steps" 1 1 marks >/dev/null 2>&1
+"$CMH" leaks --fail-on-leak --device 0 one.cmh >one.txt 2>&1
+rc=$?
+"$CMH" leaks --json one.cmh 2>/dev/null | py -c "import json,sys; print(' '.join('%s:%s:%s' % (d['steps']['count'], d['steps']['source'], d['judged']) for d in json.load(sys.stdin)))" >one.js
+"$CMH" report -o one.html one.cmh 2>/dev/null
+check "one mark: 'steps: 1', growth not judged from it (exit $rc; $(grep '^steps' one.txt); $(cat one.js))" \
+    "[ $rc -eq 5 ] && grep -q '^steps: 1 from the program.s marks (\"step\"); growth needs 4 steps (one to warm up, three to rise across)\$' one.txt &&
+     grep -q '^1:marks:False 1:marks:False\$' one.js && grep -q 'steps: 1 from the program&apos;s marks' one.html && ! grep -q 'steps: unknown' one.html"
+# a PyTorch snapshot with one annotated step ('step' START and END, external_annotations)
+py - one.pickle <<'PY' || bad "writing one.pickle failed"
+import pickle, sys
+MiB, fr = 1 << 20, [{'name': 'train_step', 'filename': '/home/u/train.py', 'line': 9}]
+b, t = 1 << 40, 1000
+tr = [{'action': 'segment_alloc', 'addr': b, 'size': 1024 * MiB, 'stream': 0, 'time_us': t, 'frames': fr},
+      {'action': 'alloc', 'addr': b, 'size': 8 * MiB, 'stream': 0, 'time_us': t + 10, 'frames': fr},
+      {'action': 'alloc', 'addr': b + 8 * MiB, 'size': 4 * MiB, 'stream': 0, 'time_us': t + 30, 'frames': fr},
+      {'action': 'free_requested', 'addr': b + 8 * MiB, 'size': 4 * MiB, 'stream': 0, 'time_us': t + 40, 'frames': fr},
+      {'action': 'free_completed', 'addr': b + 8 * MiB, 'size': 4 * MiB, 'stream': 0, 'time_us': t + 40, 'frames': fr}]
+ann = [{'name': 'step', 'stage': 'START', 'device': 0, 'time_us': t + 20}, {'name': 'step', 'stage': 'END', 'device': 0, 'time_us': t + 50}]
+seg = {'device': 0, 'address': b, 'total_size': 1024 * MiB, 'allocated_size': 8 * MiB, 'active_size': 8 * MiB, 'requested_size': 8 * MiB,
+       'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False, 'frames': fr,
+       'blocks': [{'address': b, 'size': 8 * MiB, 'requested_size': 8 * MiB, 'state': 'active_allocated', 'frames': fr}]}
+pickle.dump({'segments': [seg], 'device_traces': [tr], 'external_annotations': ann}, open(sys.argv[1], 'wb'))
+PY
+"$CMH" leaks one.pickle >onep.txt 2>&1
+check "one annotated step: '$(grep '^steps' onep.txt)'" \
+    "grep -q '^steps: 1 from step annotations; growth needs 4 steps (one to warm up, three to rise across)\$' onep.txt"
 finish

@@ -4,8 +4,10 @@
  * more for the first STOP steps (a leak that stops halfway; STOP = STEPS: one that never stops).
  * The step marks are the process's, not device 0's: device 1's leak verdict is judged with them.
  * With LIVE_DONE=FILE it creates FILE after its last step and sleeps 60 s holding its memory
- * (for top and the exporter, which read running processes).
- *   two_dev_steps [STEPS [STOP [marks]]]    (run with FAKECUDA_DEVICES=2)
+ * (for top and the exporter, which read running processes).  With FIRST, device 1 is first used
+ * in step FIRST (from 0), after that step's mark: its trace holds the marks of the later steps
+ * only (a mark goes into the traces of the devices used so far), and it works from that step on.
+ *   two_dev_steps [STEPS [STOP [marks [FIRST]]]]    (run with FAKECUDA_DEVICES=2)
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -25,6 +27,7 @@ int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 20, stop = argc > 2 ? atoi(argv[2]) : 10;
     loop_mark_fn mark = loop_marks(argc > 3 && !strcmp(argv[3], "marks"));
+    int first = argc > 4 ? atoi(argv[4]) : -1;
     CUcontext c0, c1;
     CUdevice d1;
     if (loop_context(&c0)) return 2;
@@ -33,13 +36,20 @@ int main(int argc, char **argv)
         return 2;
     }
     weights();
-    cuCtxSetCurrent(c1);
-    weights();
-    cuCtxSetCurrent(c0);
+    if (first < 0) {
+        cuCtxSetCurrent(c1);
+        weights();
+        cuCtxSetCurrent(c0);
+    }
     for (int s = 0; s < steps; s++) {
         loop_step(mark, s); /* device 0 is current */
         CUdeviceptr a0 = activation();
+        if (s < first) {
+            cuMemFree(a0);
+            continue;
+        }
         cuCtxSetCurrent(c1);
+        if (s == first) weights();
         CUdeviceptr a1 = activation();
         if (s < stop) keep_history();
         cuMemFree(a1);

@@ -17,9 +17,21 @@ const char *cmh_leak_steps_source(int source)
 
 static const char *plural(uint64_t n, const char *one, const char *many) { return n == 1 ? one : many; }
 
+/* Marks (annotations) of other devices placed among this device's entries: ", placed by time:
+ * this device's trace has none" when all are, ", the first 1 placed by time: this device's trace
+ * begins after it" when the device was first used after them; "" when none are. */
+static const char *lent_text(const cmh_steps *st, char *buf, size_t cap)
+{
+    if (!st->borrowed) buf[0] = 0;
+    else if (st->borrowed >= st->marks) snprintf(buf, cap, ", placed by time: this device's trace has none");
+    else snprintf(buf, cap, ", the first %u placed by time: this device's trace begins after %s", st->borrowed, st->borrowed == 1 ? "it" : "them");
+    return buf;
+}
+
 const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
 {
     const cmh_steps *st = &p->steps;
+    char lent[96];
     size_t n = 0;
 #define ADD(...)                                                                   \
     do {                                                                           \
@@ -42,9 +54,12 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
     } else
     switch (st->source) {
     case CMH_STEPS_MARKS:
-        ADD("steps: %u from the program's marks (\"%s\"%s)", st->count, st->label, st->borrowed ? ", placed by time: this device's trace has none" : "");
+        ADD("steps: %u from the program's marks (\"%s\"%s)", st->count, st->label, lent_text(st, lent, sizeof lent));
         break;
-    case CMH_STEPS_ANNOTATIONS: ADD("steps: %u from %s annotations", st->count, st->label); break;
+    case CMH_STEPS_ANNOTATIONS:
+        ADD("steps: %u from %s annotations", st->count, st->label);
+        if (st->borrowed) ADD(" (%s)", lent_text(st, lent, sizeof lent) + 2);
+        break;
     case CMH_STEPS_PATTERN:
         ADD("steps: %u detected from the allocation pattern (period %" PRIu64 " %s", st->count, st->period,
             plural(st->period, "entry", "entries"));
@@ -58,9 +73,16 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
         else ADD("steps: unknown (no step marks or annotations, and no repeating allocation pattern)");
     }
     if (st->stride > 1 && !p->steps_raced) ADD(", measured every %u steps", st->stride);
-    if (!p->judged && p->live_blocks && st->count && !p->steps_raced)
-        ADD("; growth needs %u steps (one to warm up, three to rise across)", CMH_LEAK_MIN_STEPS);
+    if (!p->judged && p->live_blocks && st->count && !p->steps_raced) {
+        uint32_t active = cmh_steps_active(st);
+        if (active < st->count) /* (the steps before this device was first used hold none of its entries) */
+            ADD("; growth needs %u steps with this device's entries, it has %u (one to warm up, three to rise across)", CMH_LEAK_MIN_STEPS, active);
+        else ADD("; growth needs %u steps (one to warm up, three to rise across)", CMH_LEAK_MIN_STEPS);
+    }
     /* the threads' own steps, a sentence of its own: the record's steps and a thread's are two
+     * things.  A thread repeats steps when it has CMH_LEAK_MIN_STEPS and made entries in as many
+     * (reports.c, repeaters(): the main thread marking the steps, its memory made once, does not) */
+    /* (the record's steps and a thread's are two
      * things ('steps: unknown (...); 1 of the 1 recording threads ... repeat 4 or more steps of
      * their own' read as one contradicting itself) */
     uint32_t t = p->threads, j = p->threads_judged;
@@ -68,6 +90,7 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
                     j ? ", and is judged by them" : "");
     else if (t && j == t) ADD(". Each of the %u recording threads holding memory repeats %u or more steps of its own, and is judged by them", t, CMH_LEAK_MIN_STEPS);
     else if (t && !j) ADD(". None of the %u recording threads holding memory repeats %u or more steps of its own", t, CMH_LEAK_MIN_STEPS);
+    else if (t && j == 1) ADD(". 1 of the %u recording threads holding memory repeats %u or more steps of its own, and is judged by them", t, CMH_LEAK_MIN_STEPS);
     else if (t) ADD(". %u of the %u recording threads holding memory repeat %u or more steps of their own, and are judged by them", j, t, CMH_LEAK_MIN_STEPS);
     return buf;
 #undef ADD

@@ -196,8 +196,13 @@ typedef struct cmh_steps {
     uint32_t thread;   /* 0: the record's entries; else those of one recording thread */
     int thread_lives;  /* PATTERN: each step is one recording thread's whole life */
     char label[64];    /* the family of marks or annotations ("step", "ProfilerStep") */
-    int borrowed;      /* MARKS: other devices' marks, placed among this device's entries by time
-                          (a record made before a mark was the process's, recorder/marks.c) */
+    /* MARKS, ANNOTATIONS: of the marks (annotations) that begin steps, those of other devices,
+     * placed among this device's entries by time: all of them when this device has none of the
+     * family (a PyTorch snapshot's annotations are the device current when they were made; a
+     * record made before a mark was the process's), else the first ones, made before this device
+     * was first used (recorder/marks.c writes a mark into the devices used so far) */
+    uint32_t borrowed;
+    uint32_t marks;    /* MARKS, ANNOTATIONS: the marks (annotations) that begin steps */
 } cmh_steps;
 
 /* The steps of device's trace as the replay r has it (every entry, or thread's own); sites group
@@ -207,6 +212,11 @@ int cmh_steps_find(const cmh_snapshot *s, int device, const cmh_replay *r, const
 /* The record's steps (thread 0) without a replay of the caller's: the memo's when it has them. */
 int cmh_steps_of(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_steps *out);
 void cmh_steps_free(cmh_steps *st);
+/* The points before the series' first entry: steps begun by other devices' marks before this
+ * device was first used, which hold none of its entries (0: none; the last step always counts). */
+uint32_t cmh_steps_lead(const cmh_steps *st);
+/* The steps from the one holding the series' first entry on: those its growth is judged over. */
+uint32_t cmh_steps_active(const cmh_steps *st);
 
 /* The leak verdict (docs/DEFINITIONS.md).  A leak is memory that grows from one step of the
  * loop to the next.  A site's held bytes at a step boundary are those of its blocks live there
