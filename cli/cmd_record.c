@@ -35,7 +35,8 @@ static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_output, "PATH",
      "snapshot path; %p = pid, %r = rank (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\nelse the local rank) (default cumemhist.%p.cmh; a fixed path is the launched\n"
      "program's (or, if it uses no CUDA, its nearest CUDA process's) and gets .PID\n"
-     "inserted for every other process; a file already there is replaced, and said to be)",
+     "inserted for every other process; a file already there is replaced, and said to be;\n"
+     "a path another run's process still holds is left to it: this run writes PATH.PID)",
      NULL, 0, 0, NULL},
     {"--enabled", NULL, CLI_CHOICE, &g_enabled, "state|all",
      "all: live blocks and the trace history (default);\nstate: live blocks only", g_enabled_names, 0, 0, NULL},
@@ -151,6 +152,7 @@ static int check_lib(const char *path)
 typedef struct rec_pid {
     long pid;
     int execed; /* the program it ran before an exec(): the wait status is the last program's */
+    long refused_by; /* the fixed path was another run's, held by this pid ("claimed PID OWNER") */
     char flight[PATH_MAX], snapshot[PATH_MAX];
 } rec_pid;
 
@@ -220,6 +222,8 @@ static void read_manifest(const char *path, rec_run *r)
             snprintf(p->flight, sizeof p->flight, "%s", file);
             p->execed = 1;
             if (!pid_of(r, pid, 1)) break; /* the new program's */
+        } else if (!strcmp(kind, "claimed")) {
+            p->refused_by = atol(file);
         } else if (!strcmp(kind, "flight")) {
             snprintf(p->flight, sizeof p->flight, "%s", file);
         } else if (!strcmp(kind, "snapshot")) {
@@ -294,6 +298,37 @@ static int without_pid(const rec_pid *p, char *out, size_t cap)
     if (!at) return -1;
     memmove(at, at + n, strlen(at + n) + 1);
     return 0;
+}
+
+/* PATH.claim (recorder/config.c): "SESSION PID [START_TICKS]"; 0 when there is none to read. */
+static int read_claim(const char *claim, long *sess, long *owner, unsigned long long *ticks)
+{
+    FILE *f = fopen(claim, "r");
+    char line[128] = "";
+    *sess = *owner = -1;
+    *ticks = 0;
+    if (!f) return 0;
+    int n = fgets(line, sizeof line, f) ? sscanf(line, "%ld %ld %llu", sess, owner, ticks) : 0;
+    fclose(f);
+    return n >= 2;
+}
+
+/* The claim's owner still runs: that pid, started then (a zombie has ended; a pid reused is not it). */
+static int claim_owner_alive(long owner, unsigned long long ticks)
+{
+    if (owner <= 0 || (kill((pid_t)owner, 0) != 0 && errno != EPERM)) return 0;
+    char st = 0;
+    uint64_t now = 0;
+    if (!cmh_proc_stat(owner, &st, &now)) return 1;
+    return st != 'Z' && st != 'X' && (!ticks || ticks == now);
+}
+
+/* PATH with ".PID" before its extension, as the recorder names a process's own file. */
+static void with_pid(const char *path, long pid, char *out, size_t cap)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(slash ? slash : path, '.');
+    if (!dot || dot == (slash ? slash + 1 : path)) dot = path + strlen(path);
+    snprintf(out, cap, "%.*s.%ld%s", (int)(dot - path), path, pid, dot);
 }
 
 /* Before the program runs: the snapshot's directory exists and takes new files, and the path
@@ -400,7 +435,7 @@ static int record(char **prog, const char *argv0)
     if (check_output(output ? output : "cumemhist.%p.cmh")) return CLI_EFILE;
     /* a fixed path with a file there: the first process's snapshot replaces it, which is said */
     struct stat before;
-    int replacing = output && !strchr(output, '%') && lstat(output, &before) == 0 && S_ISREG(before.st_mode);
+    int existed = output && !strchr(output, '%') && lstat(output, &before) == 0, replacing = existed && S_ISREG(before.st_mode);
 
     /* LD_PRELOAD: whatever the user already preloads keeps its place (a sanitizer runtime must
      * stay first), then ours. */
@@ -423,13 +458,18 @@ static int record(char **prog, const char *argv0)
     if (g_pystacks >= 0) setenv("CUMEMHIST_PYSTACKS", g_pystacks_names[g_pystacks], 1);
     python_hook(argv0);
 
-    /* A fixed output path goes to the first process that touches CUDA (recorder/config.c, by a
-     * PATH.claim file): clear a claim an earlier run left, and remove this run's at the end
-     * (each process decided once, for good: a background child that outlives us needs it no more). */
+    /* A fixed output path goes to the launched process (recorder/config.c, by a PATH.claim
+     * file): clear a claim an earlier run left, whose process is gone, and remove this run's at
+     * the end (each process decided once, for good: a background child that outlives us needs
+     * it no more).  A claim whose process still runs is another run's, at the same path: left
+     * to it; this run's processes write PATH.PID, which is said at the end. */
     char claim[PATH_MAX + 8] = "";
+    long claim_sess, claim_owner;
+    unsigned long long claim_ticks;
     if (output && !strstr(output, "%p") && !strstr(output, "%r")) {
         snprintf(claim, sizeof claim, "%s.claim", output);
-        unlink(claim);
+        /* (one with nothing to read is no process's) */
+        if (!read_claim(claim, &claim_sess, &claim_owner, &claim_ticks) || !claim_owner_alive(claim_owner, claim_ticks)) unlink(claim);
     }
     char manifest[] = "/tmp/cumemhist-manifest-XXXXXX";
     int mfd = mkstemp(manifest);
@@ -497,7 +537,20 @@ static int record(char **prog, const char *argv0)
     memset(&run, 0, sizeof run);
     read_manifest(manifest, &run);
     unlink(manifest);
-    if (claim[0]) unlink(claim);
+    /* this run's claim, never another's (a run at the same path still going); one with nothing
+     * to read was made during this run (an unreadable one was cleared at the start): a process
+     * that could not write its content (a full disk) */
+    long foreign = 0; /* the pid of another run that holds the path now */
+    if (claim[0] && !read_claim(claim, &claim_sess, &claim_owner, &claim_ticks)) unlink(claim);
+    else if (claim[0]) {
+        if (claim_sess == (long)getpid()) unlink(claim);
+        else if (claim_owner_alive(claim_owner, claim_ticks)) foreign = claim_owner;
+    }
+    /* the path was written by another run meanwhile (one that took it and ended during ours):
+     * its file, not ours to replace */
+    struct stat after;
+    int changed = output && lstat(output, &after) == 0 &&
+                  !(existed && after.st_dev == before.st_dev && after.st_ino == before.st_ino);
     int nfiles = 0, lost = 0, misplaced = 0;
     long misplaced_pid = 0;
     char misplaced_at[PATH_MAX] = "";
@@ -507,6 +560,13 @@ static int record(char **prog, const char *argv0)
     char heir_path[PATH_MAX];
     if (heir && (without_pid(heir, heir_path, sizeof heir_path) != 0 || (lstat(heir_path, &hst) == 0 && !S_ISREG(hst.st_mode))))
         heir = NULL; /* a link, a device or a pipe at the path is left as it is */
+    rec_pid *kept_out = NULL; /* the process that would have had the path, another run's now */
+    if (heir && (foreign || changed)) kept_out = heir, heir = NULL;
+    for (int i = 0; i < run.npids && !kept_out; i++)
+        if (run.pids[i].pid == g_child && run.pids[i].refused_by > 0) {
+            kept_out = &run.pids[i];
+            if (!foreign) foreign = -run.pids[i].refused_by; /* (negative: it has ended since) */
+        }
     int heir_recovers = heir && heir->flight[0] && access(heir->flight, F_OK) == 0;
     if (heir && !heir_recovers) {
         if (rename(heir->snapshot, heir_path) == 0) {
@@ -576,7 +636,31 @@ static int record(char **prog, const char *argv0)
         for (int j = 0; j < i && !seen; j++) seen = run.pids[j].pid == run.pids[i].pid;
         others += !seen;
     }
-    if (!quiet && holder > 0 && (heir || others)) {
+    if (!quiet && kept_out) {
+        /* the path is another run's: this run's file is PATH.PID, said with whose the path is */
+        char mine[PATH_MAX + 32];
+        with_pid(output, kept_out->pid, mine, sizeof mine);
+        if (foreign > 0)
+            fprintf(stderr, "cumemhist: %s is being written by pid %ld (another run, still running); this run's snapshot is %s", output,
+                    foreign, mine);
+        else if (foreign < 0)
+            fprintf(stderr, "cumemhist: %s was held by pid %ld (another run) when this run's program wanted it; this run's snapshot is %s",
+                    output, -foreign, mine);
+        else
+            fprintf(stderr, "cumemhist: %s was written by another run while this one ran; this run's snapshot is %s", output, mine);
+        if (kept_out->pid == g_child) fprintf(stderr, " (pid %ld, the program started)", kept_out->pid);
+        else fprintf(stderr, " (pid %ld, the CUDA process nearest pid %ld, the program started, which used no CUDA)", kept_out->pid, (long)g_child);
+        long rest = 0;
+        for (int i = 0; i < run.npids; i++) {
+            int seen = run.pids[i].pid == kept_out->pid;
+            for (int j = 0; j < i && !seen; j++) seen = run.pids[j].pid == run.pids[i].pid;
+            rest += !seen;
+        }
+        const char *slash = strrchr(output, '/'), *dot = strrchr(slash ? slash : output, '.');
+        if (!dot || dot == (slash ? slash + 1 : output)) dot = output + strlen(output);
+        if (rest) fprintf(stderr, "; %ld other process%s wrote %.*s.PID%s", rest, rest == 1 ? "" : "es", (int)(dot - output), output, dot);
+        fputc('\n', stderr);
+    } else if (!quiet && holder > 0 && (heir || others)) {
         const char *slash = strrchr(output, '/'), *dot = strrchr(slash ? slash : output, '.');
         if (!dot || dot == (slash ? slash + 1 : output)) dot = output + strlen(output);
         if (heir)

@@ -1,0 +1,47 @@
+#!/bin/sh
+# outpath_test.sh BUILD_DIR SOURCE_DIR - where `record -o NAME` (and CUMEMHIST_OUTPUT) put the
+# snapshots, and that none is lost or replaced:
+#     two runs given the same -o in one directory: the path (its claim, its flight record) stays
+#     the first run's while its process runs; the second run's program writes NAME.PID.cmh, and
+#     `record` says whose NAME is; nothing is left beside them once both are over;
+# Every wait is for an event (a file, a process's end), never for a time.
+TEST=outpath . "$(dirname "$0")/testlib.sh"
+P=$B/tests/outpath_prog
+PRE="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so"
+leftovers() { ls -a "$1" | grep -E '\.claim|\.flight$'; }
+
+# ---- 1. two runs, one path ----
+mkdir same && cd same || exit 1
+"$CMH" record -o same.cmh -- "$P" -r "$T/a.ready" -w "$T/a.go" >a.out 2>&1 &
+RA=$!
+wait_until 60 '[ -s "$T/a.ready" ]' || bad "the first run's program did not start"
+APID=$(cat "$T/a.ready")
+check "the first run's program holds same.cmh (its claim and flight record)" '[ -f same.cmh.claim ] && [ -f same.cmh.flight ]'
+"$CMH" record -o same.cmh -- "$P" -m 3 -r "$T/b.ready" >b.out 2>&1
+rb=$?
+BPID=$(cat "$T/b.ready" 2>/dev/null)
+check "the second run exits 0 (rc $rb)" '[ $rb -eq 0 ]'
+check "the second run's program wrote same.$BPID.cmh" '[ -n "$BPID" ] && [ -f same.$BPID.cmh ]'
+check "the second run does not call the first run's process dead" '! grep -q "died before writing" b.out'
+check "the second run says whose same.cmh is" \
+    'grep -qxF "cumemhist: same.cmh is being written by pid $APID (another run, still running); this run'"'"'s snapshot is same.$BPID.cmh (pid $BPID, the program started)" b.out'
+check "the first run's flight record and claim are left where they are" '[ -f same.cmh.flight ] && [ -f same.cmh.claim ] && ! ls same.*.cmh.flight >/dev/null 2>&1'
+check "nothing is at same.cmh while the first run's program runs" '[ ! -e same.cmh ]'
+# the same with a shell wrapper: the CUDA process nearest it does not take the path either
+"$CMH" record -o same.cmh -- sh -c "\"$P\" -m 5 -r \"$T/c.ready\"; true" >c.out 2>&1
+CPID=$(cat "$T/c.ready" 2>/dev/null)
+check "a wrapped second run keeps same.$CPID.cmh, not same.cmh" '[ -f same.$CPID.cmh ] && [ ! -e same.cmh ]'
+check "and says whose same.cmh is" 'grep -qF "cumemhist: same.cmh is being written by pid $APID (another run, still running); this run'"'"'s snapshot is same.$CPID.cmh (pid $CPID, the CUDA process nearest pid" c.out'
+touch "$T/a.go"
+wait $RA
+ra=$?
+check "the first run exits 0 (rc $ra)" '[ $ra -eq 0 ]'
+check "the first run wrote same.cmh, its own" 'grep -qx "cumemhist: wrote $T/same/same.cmh ([0-9]* bytes)" a.out && [ -f same.cmh ]'
+check "three distinct snapshots" '! cmp -s same.cmh same.$BPID.cmh && ! cmp -s same.cmh same.$CPID.cmh'
+"$CMH" summary same.$BPID.cmh >b.sum 2>&1
+"$CMH" summary same.cmh >a.sum 2>&1
+check "each snapshot is its run's (7 MiB and 6 MiB peaks)" 'grep -q "Allocated memory *| *7168 KiB" b.sum && grep -q "Allocated memory *| *6144 KiB" a.sum'
+check "no claim or flight record is left" '[ -z "$(leftovers .)" ]'
+cd "$T" || exit 1
+
+finish
