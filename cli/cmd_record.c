@@ -447,7 +447,26 @@ static int record(char **prog, const char *argv0)
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
     char num[32];
-    if (output) setenv("CUMEMHIST_OUTPUT", output, 1);
+    /* The path is resolved here, once, against this command's directory: the program may run
+     * elsewhere (`sh -c 'cd DIR && ...'`, a program that chdir()s), and its snapshot, claim and
+     * flight record still go where -o said.  A '%' of the directory's name is not a pattern's. */
+    const char *pattern = output ? output : "cumemhist.%p.cmh";
+    char abspat[2 * PATH_MAX + 8];
+    if (pattern[0] == '/') snprintf(abspat, sizeof abspat, "%s", pattern);
+    else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            cli_error("-o %s: cannot tell this directory's path: %s", pattern, strerror(errno));
+            return CLI_EFILE;
+        }
+        size_t k = 0;
+        for (const char *c = cwd; *c && k + 3 < sizeof abspat; c++) {
+            if (*c == '%') abspat[k++] = '%';
+            abspat[k++] = *c;
+        }
+        snprintf(abspat + k, sizeof abspat - k, "%s%s", k == 1 ? "" : "/", pattern);
+    }
+    setenv("CUMEMHIST_OUTPUT", abspat, 1);
     if (g_enabled >= 0) setenv("CUMEMHIST_ENABLED", g_enabled_names[g_enabled], 1);
     if (g_context >= 0) setenv("CUMEMHIST_CONTEXT", g_context_names[g_context], 1);
     snprintf(num, sizeof num, "%llu", (unsigned long long)g_max_entries);

@@ -67,6 +67,28 @@ static int parse_u64(const char *var, const char *v, uint64_t *out)
     return 1;
 }
 
+/* A relative output pattern is made absolute once, here, at the start, against the directory
+ * the process started in: a program that chdir()s later (Hydra does) still writes its snapshot
+ * where its claim and flight record are, and where it was asked to.  A '%' of the directory's
+ * name is doubled (not a pattern's).  Without a working directory to name, it stays relative. */
+static void absolute_output(void)
+{
+    if (cmh_cfg.output[0] == '/') return;
+    char cwd[4096], out[sizeof cmh_cfg.output];
+    if (!getcwd(cwd, sizeof cwd)) return;
+    size_t k = 0;
+    for (const char *c = cwd; *c; c++) {
+        if (k + 3 >= sizeof out) return;
+        if (*c == '%') out[k++] = '%';
+        out[k++] = *c;
+    }
+    if (snprintf(out + k, sizeof out - k, "%s%s", k == 1 ? "" : "/", cmh_cfg.output) >= (int)(sizeof out - k)) {
+        cmh_log("CUMEMHIST_OUTPUT=%s: the path in %s is too long; it stays relative", cmh_cfg.output, cwd);
+        return;
+    }
+    memcpy(cmh_cfg.output, out, sizeof out);
+}
+
 void cmh_config_from_env(void)
 {
     static const char *const enabled_names[] = {"off", "state", "all"};
@@ -82,6 +104,7 @@ void cmh_config_from_env(void)
         if (strlen(o) >= sizeof cmh_cfg.output) cmh_log("ignoring CUMEMHIST_OUTPUT: path too long");
         else strcpy(cmh_cfg.output, o);
     }
+    absolute_output();
     const char *d = getenv("CUMEMHIST_DEBUG");
     cmh_cfg.debug = d && *d && strcmp(d, "0") != 0;
     const char *k = getenv("CUMEMHIST_KERNELS");

@@ -1,9 +1,11 @@
 #!/bin/sh
 # outpath_test.sh BUILD_DIR SOURCE_DIR - where `record -o NAME` (and CUMEMHIST_OUTPUT) put the
 # snapshots, and that none is lost or replaced:
-#     two runs given the same -o in one directory: the path (its claim, its flight record) stays
+#  1. two runs given the same -o in one directory: the path (its claim, its flight record) stays
 #     the first run's while its process runs; the second run's program writes NAME.PID.cmh, and
 #     `record` says whose NAME is; nothing is left beside them once both are over;
+#  2. a relative -o (or CUMEMHIST_OUTPUT) is resolved where it was given: a shell wrapper that
+#     changes directory, or a program that chdir()s, still writes NAME there.
 # Every wait is for an event (a file, a process's end), never for a time.
 TEST=outpath . "$(dirname "$0")/testlib.sh"
 P=$B/tests/outpath_prog
@@ -42,6 +44,24 @@ check "three distinct snapshots" '! cmp -s same.cmh same.$BPID.cmh && ! cmp -s s
 "$CMH" summary same.cmh >a.sum 2>&1
 check "each snapshot is its run's (7 MiB and 6 MiB peaks)" 'grep -q "Allocated memory *| *7168 KiB" b.sum && grep -q "Allocated memory *| *6144 KiB" a.sum'
 check "no claim or flight record is left" '[ -z "$(leftovers .)" ]'
+cd "$T" || exit 1
+
+# ---- 2. a relative path, resolved where it was given ----
+mkdir rel rel/sub && cd rel || exit 1
+"$CMH" record -o job.cmh -- sh -c "cd sub && \"$P\"" >job.out 2>&1
+check "a wrapper's cd: job.cmh where record ran" '[ -f job.cmh ] && [ ! -e sub/job.cmh ]'
+"$CMH" record -o proc.cmh -- sh -c "cd /proc && \"$P\"" >proc.out 2>&1
+rp=$?
+check "a wrapper's cd into /proc: proc.cmh written, status 0 (rc $rp)" '[ $rp -eq 0 ] && [ -f proc.cmh ] && ! grep -q "cannot create" proc.out'
+"$CMH" record -o cd.cmh -- "$P" -c sub >cd.out 2>&1
+check "a program that chdir()s: one cd.cmh, where record ran" '[ -f cd.cmh ] && [ ! -e sub/cd.cmh ]'
+check "and no false 'without its exit dump'" '! grep -q "without its exit dump" cd.out'
+env LD_PRELOAD="$PRE" CUMEMHIST_OUTPUT=cd3.cmh "$P" -c sub >cd3.out 2>&1
+check "plain LD_PRELOAD: cd3.cmh in the start directory, its flight record removed" \
+    '[ -f cd3.cmh ] && [ ! -e sub/cd3.cmh ] && [ ! -e cd3.cmh.flight ] && [ -z "$(leftovers sub)" ]'
+mkdir 'pct%p' && cd 'pct%p' || exit 1
+"$CMH" record -o x.cmh -- "$P" -c .. >x.out 2>&1
+check "a '%' in the directory's name is not a pattern" '[ -f x.cmh ] && [ -z "$(leftovers .)" ]'
 cd "$T" || exit 1
 
 finish
