@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -69,14 +70,74 @@ const cli_command cli_cmd_record = {
     g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 1, "cumemhist record -o train.cmh -- python train.py"};
 
 static pid_t g_child;
+static volatile sig_atomic_t g_child_waited; /* reaped: its pid is no longer ours to signal */
+static volatile sig_atomic_t g_ending;       /* SIGINT, SIGTERM, SIGHUP or SIGQUIT sent to us, to pass on */
 
-/* A signal sent to us (kill, a scheduler) goes on to the child; one the kernel sent to the
- * whole process group (the terminal's ^C, ^\) reached the child already. */
+/* A signal sent to us (kill, a scheduler) goes on to the child at once; one that ends a run
+ * goes on to every other process of the run too (pass_on, out of the handler): a shell wrapper
+ * passes nothing on to the program it waits for.  One the kernel sent to the whole process group
+ * (the terminal's ^C, ^\) reached them all already. */
 static void forward(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
-    if (g_child > 0 && !(si && si->si_code == SI_KERNEL)) kill(g_child, sig);
+    if (si && si->si_code == SI_KERNEL) return;
+    if (g_child > 0 && !g_child_waited) kill(g_child, sig);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) g_ending = sig;
 }
+
+static void woken(int sig) { (void)sig; } /* SIGCHLD: the wait below wakes */
+
+/* The process pid is this run's: alive (not a zombie) and started with this session in its
+ * environment (a pid the manifest named may belong to someone else by now). */
+static int of_this_run(long pid, const char *session)
+{
+    char st = 0, path[64];
+    uint64_t ticks;
+    if (pid <= 1 || pid == (long)getpid() || !cmh_proc_stat(pid, &st, &ticks) || st == 'Z' || st == 'X') return 0;
+    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char want[64], *var = NULL;
+    size_t cap = 0;
+    int n = snprintf(want, sizeof want, "CUMEMHIST_SESSION=%s", session), found = 0;
+    while (!found && getdelim(&var, &cap, 0, f) > 0) found = !strncmp(var, want, (size_t)n) && var[n] == 0;
+    free(var);
+    fclose(f);
+    return found;
+}
+
+/* The ending signal sig to every process of the run the manifest names ("loaded PID PPID": the
+ * library was loaded into it), but the child (the handler sent it) and any gone. */
+static void pass_on(const char *manifest, const char *session, int sig)
+{
+    FILE *mf = fopen(manifest, "r");
+    if (!mf) return;
+    char line[PATH_MAX + 64];
+    while (fgets(line, sizeof line, mf)) {
+        long pid, ppid;
+        if (sscanf(line, "loaded %ld %ld", &pid, &ppid) == 2 && pid != (long)g_child && of_this_run(pid, session)) kill((pid_t)pid, sig);
+    }
+    fclose(mf);
+}
+
+/* Processes of the run that used CUDA and still run ("touched PID PPID"). */
+static int cuda_running(const char *manifest, const char *session)
+{
+    FILE *mf = fopen(manifest, "r");
+    if (!mf) return 0;
+    char line[PATH_MAX + 64];
+    int n = 0;
+    while (fgets(line, sizeof line, mf)) {
+        long pid, ppid;
+        if (sscanf(line, "touched %ld %ld", &pid, &ppid) == 2 && of_this_run(pid, session)) n++;
+    }
+    fclose(mf);
+    return n;
+}
+
+/* How long, at most, `record` waits for the processes it passed an ending signal on to (their
+ * snapshots are written on the way out); past it, each still running is named with its path. */
+#define ENDING_WAIT_S 30
 
 /* The directory this command runs from (where an install's relative paths start). */
 static void exe_dir(const char *argv0, char *out, size_t n)
@@ -273,7 +334,11 @@ static rec_pid *heir_of(rec_run *r, long launched)
     int best_depth = INT_MAX;
     for (int i = 0; i < r->npids; i++) {
         rec_pid *p = &r->pids[i];
-        if (p->execed || kill((pid_t)p->pid, 0) == 0) continue; /* a program before exec(); one still running */
+        char state = 0;
+        uint64_t ticks;
+        /* a program before exec(); one still running (a zombie has ended: its parent, a shell
+         * that a signal ended, left it to init to reap) */
+        if (p->execed || (kill((pid_t)p->pid, 0) == 0 && !(cmh_proc_stat(p->pid, &state, &ticks) && (state == 'Z' || state == 'X')))) continue;
         int left = (p->snapshot[0] && stat(p->snapshot, &st) == 0 && S_ISREG(st.st_mode)) || (p->flight[0] && stat(p->flight, &st) == 0);
         int d = depth_below(r, p->pid, launched);
         if (d < 0) d = INT_MAX - 1;
@@ -505,7 +570,7 @@ static int record(char **prog, const char *argv0)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_flags = SA_SIGINFO; /* (no SA_RESTART: the waits below wake to pass a signal on) */
     sigemptyset(&sa.sa_mask);
 
     /* Signals sent to us are passed on; the terminal's (sent to the whole group, the child
@@ -518,12 +583,19 @@ static int record(char **prog, const char *argv0)
     sigset_t hold, was;
     sigemptyset(&hold);
     for (size_t i = 0; i < NPASSED; i++) sigaddset(&hold, passed[i]);
+    sigaddset(&hold, SIGCHLD);
     sigprocmask(SIG_BLOCK, &hold, &was);
     for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &sa, &given[i]);
+    struct sigaction chld, given_chld;
+    memset(&chld, 0, sizeof chld);
+    chld.sa_handler = woken;
+    sigemptyset(&chld.sa_mask);
+    sigaction(SIGCHLD, &chld, &given_chld);
     g_child = fork();
     if (g_child < 0) {
         int e = errno;
         for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &given[i], NULL);
+        sigaction(SIGCHLD, &given_chld, NULL);
         sigprocmask(SIG_SETMASK, &was, NULL);
         cli_error("fork: %s", strerror(e));
         unlink(manifest);
@@ -532,6 +604,7 @@ static int record(char **prog, const char *argv0)
     if (g_child == 0) {
         /* the program starts with the dispositions (nohup's ignored SIGHUP) and mask we were given */
         for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &given[i], NULL);
+        sigaction(SIGCHLD, &given_chld, NULL);
         sigprocmask(SIG_SETMASK, &was, NULL);
         char me[32]; /* the snapshot path is this process's, whichever touches CUDA first */
         snprintf(me, sizeof me, "%ld", (long)getpid());
@@ -543,9 +616,38 @@ static int record(char **prog, const char *argv0)
         cli_error("cannot run %s: %s", prog[0], strerror(e));
         _exit(127);
     }
-    sigprocmask(SIG_SETMASK, &was, NULL); /* a signal held meanwhile is forwarded now */
-    int status = 0;
-    while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {}
+    /* The signals stay held but while waiting (sigsuspend), so an ending one is passed on to
+     * the whole run however it falls against the wait; one held meanwhile is forwarded now. */
+    sigset_t wake = was;
+    for (size_t i = 0; i < NPASSED; i++) sigdelset(&wake, passed[i]);
+    sigdelset(&wake, SIGCHLD);
+    int status = 0, ended_by = 0;
+    for (;;) {
+        if (g_ending) {
+            ended_by = g_ending, g_ending = 0;
+            pass_on(manifest, session, ended_by);
+        }
+        pid_t w = waitpid(g_child, &status, WNOHANG);
+        if (w == g_child || (w < 0 && errno != EINTR)) break;
+        if (w == 0) sigsuspend(&wake);
+    }
+    g_child_waited = 1;
+    /* An ending signal reached the run: its processes write their snapshots on the way out,
+     * which is waited for (bounded), so that what is said below is where they are. */
+    sigprocmask(SIG_SETMASK, &wake, NULL);
+    if (g_ending) ended_by = g_ending, g_ending = 0, pass_on(manifest, session, ended_by);
+    if (ended_by && cuda_running(manifest, session)) {
+        if (!quiet)
+            fprintf(stderr, "cumemhist: %s passed on to the run's processes; waiting for their snapshots (at most %d s)\n",
+                    ended_by == SIGTERM ? "SIGTERM" : ended_by == SIGINT ? "SIGINT" : ended_by == SIGHUP ? "SIGHUP" : "SIGQUIT", ENDING_WAIT_S);
+        for (int tick = 0; tick < ENDING_WAIT_S * 20 && cuda_running(manifest, session); tick++) {
+            struct timespec pause = {0, 50000000};
+            nanosleep(&pause, NULL);
+            if (g_ending) ended_by = g_ending, g_ending = 0, pass_on(manifest, session, ended_by);
+        }
+    }
+    sigprocmask(SIG_SETMASK, &was, NULL);
+    sigaction(SIGCHLD, &given_chld, NULL);
     /* from now on our own signals are ours again: the finalizing is short */
     for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) signal(passed[i], SIG_DFL);
 
@@ -621,9 +723,13 @@ static int record(char **prog, const char *argv0)
             char err[4600];
             int proc = p->pid != g_child && cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK ? cli_flight_process(&id) : CLI_PROC_GONE;
             if (proc == CLI_PROC_ALIVE || proc == CLI_PROC_ALIVE_UNSURE) {
+                /* the path it will write: its flight record's, less ".flight" */
+                char will[PATH_MAX];
+                size_t fl = strlen(p->flight);
+                snprintf(will, sizeof will, "%.*s", (int)(fl > 7 && !strcmp(p->flight + fl - 7, ".flight") ? fl - 7 : fl), p->flight);
                 if (!quiet)
                     fprintf(stderr, "cumemhist: pid %ld is still running; it writes %s when it ends (a copy now: cumemhist recover --live %s)\n",
-                            p->pid, p->snapshot[0] ? p->snapshot : "its snapshot", p->flight);
+                            p->pid, p->snapshot[0] ? p->snapshot : will, p->flight);
                 continue;
             }
             /* its exit dump failed (a full disk, -o /dev/full) and the path asked for could not take

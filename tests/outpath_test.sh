@@ -5,7 +5,10 @@
 #     the first run's while its process runs; the second run's program writes NAME.PID.cmh, and
 #     `record` says whose NAME is; nothing is left beside them once both are over;
 #  2. a relative -o (or CUMEMHIST_OUTPUT) is resolved where it was given: a shell wrapper that
-#     changes directory, or a program that chdir()s, still writes NAME there.
+#     changes directory, or a program that chdir()s, still writes NAME there;
+#  3. SIGTERM / SIGHUP to `record` running a shell wrapper reach the CUDA process too: `record`
+#     waits for its snapshot and gives it NAME, as at a normal end; a process still running when
+#     `record` returns is named with the file it will write.
 # Every wait is for an event (a file, a process's end), never for a time.
 TEST=outpath . "$(dirname "$0")/testlib.sh"
 P=$B/tests/outpath_prog
@@ -64,4 +67,35 @@ mkdir 'pct%p' && cd 'pct%p' || exit 1
 check "a '%' in the directory's name is not a pattern" '[ -f x.cmh ] && [ -z "$(leftovers .)" ]'
 cd "$T" || exit 1
 
+# ---- 3. an ending signal to record, through a shell wrapper ----
+mkdir sig && cd sig || exit 1
+# (not SIGINT: a job started in the background by a shell script ignores it, and so do the
+# programs it runs: the recorder leaves an ignored signal ignored)
+gone() { ! kill -0 "$1" 2>/dev/null || [ "$(awk '{print $3}' /proc/"$1"/stat 2>/dev/null)" = Z ]; }
+for sn in TERM:15 HUP:1; do
+    s=${sn%:*} n=${sn#*:}
+    rm -f "$T/$s.ready"
+    "$CMH" record -o $s.cmh -- sh -c "\"$P\" -r \"$T/$s.ready\" -w \"$T/never\"; true" >$s.out 2>&1 &
+    R=$!
+    wait_until 60 '[ -s "$T/$s.ready" ]' || bad "SIG$s: the program did not start"
+    PP=$(cat "$T/$s.ready")
+    kill -$s $R
+    wait $R
+    rc=$?
+    check "SIG$s: record ends as the program did (rc $rc)" '[ $rc -eq $((128 + n)) ]'
+    check "SIG$s: the CUDA process has ended when record returns" 'gone $PP'
+    check "SIG$s: its snapshot is $s.cmh, none is $s.PID.cmh" '[ -f $s.cmh ] && ! ls $s.*.cmh >/dev/null 2>&1'
+    check "SIG$s: record says which file holds what" 'grep -qF "cumemhist: $s.cmh holds pid $PP, the CUDA process nearest pid" $s.out'
+    check "SIG$s: the snapshot says how it ended" '"$CMH" summary $s.cmh 2>&1 | grep -q "SIG$s"'
+    check "SIG$s: no claim or flight record is left" '[ -z "$(leftovers .)" ]'
+done
+# a background process still running when record returns is named with the path it writes
+"$CMH" record -o bg.cmh -- sh -c "\"$P\" -r \"$T/bg.ready\" -w \"$T/bg.go\" & while [ ! -s \"$T/bg.ready\" ]; do sleep 0.05; done" >bg.out 2>&1
+PP=$(cat "$T/bg.ready")
+check "a process still running is named with the file it will write" \
+    'grep -qF "cumemhist: pid $PP is still running; it writes $T/sig/bg.$PP.cmh when it ends" bg.out'
+touch "$T/bg.go"
+wait_until 60 "[ -f bg.$PP.cmh ]" || true
+check "and writes it" '[ -f bg.$PP.cmh ]'
+cd "$T" || exit 1
 finish
