@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -35,7 +36,8 @@ static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_output, "PATH",
      "snapshot path; %p = pid, %r = rank (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\nelse the local rank) (default cumemhist.%p.cmh; a fixed path is the launched\n"
      "program's (or, if it uses no CUDA, its nearest CUDA process's) and gets .PID\n"
-     "inserted for every other process; a file already there is replaced, and said to be)",
+     "inserted for every other process; a file already there is replaced, and said to be;\n"
+     "a path another run's process still holds is left to it: this run writes PATH.PID)",
      NULL, 0, 0, NULL},
     {"--enabled", NULL, CLI_CHOICE, &g_enabled, "state|all",
      "all: live blocks and the trace history (default);\nstate: live blocks only", g_enabled_names, 0, 0, NULL},
@@ -68,14 +70,74 @@ const cli_command cli_cmd_record = {
     g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 1, "cumemhist record -o train.cmh -- python train.py"};
 
 static pid_t g_child;
+static volatile sig_atomic_t g_child_waited; /* reaped: its pid is no longer ours to signal */
+static volatile sig_atomic_t g_ending;       /* SIGINT, SIGTERM, SIGHUP or SIGQUIT sent to us, to pass on */
 
-/* A signal sent to us (kill, a scheduler) goes on to the child; one the kernel sent to the
- * whole process group (the terminal's ^C, ^\) reached the child already. */
+/* A signal sent to us (kill, a scheduler) goes on to the child at once; one that ends a run
+ * goes on to every other process of the run too (pass_on, out of the handler): a shell wrapper
+ * passes nothing on to the program it waits for.  One the kernel sent to the whole process group
+ * (the terminal's ^C, ^\) reached them all already. */
 static void forward(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
-    if (g_child > 0 && !(si && si->si_code == SI_KERNEL)) kill(g_child, sig);
+    if (si && si->si_code == SI_KERNEL) return;
+    if (g_child > 0 && !g_child_waited) kill(g_child, sig);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) g_ending = sig;
 }
+
+static void woken(int sig) { (void)sig; } /* SIGCHLD: the wait below wakes */
+
+/* The process pid is this run's: alive (not a zombie) and started with this session in its
+ * environment (a pid the manifest named may belong to someone else by now). */
+static int of_this_run(long pid, const char *session)
+{
+    char st = 0, path[64];
+    uint64_t ticks;
+    if (pid <= 1 || pid == (long)getpid() || !cmh_proc_stat(pid, &st, &ticks) || st == 'Z' || st == 'X') return 0;
+    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char want[64], *var = NULL;
+    size_t cap = 0;
+    int n = snprintf(want, sizeof want, "CUMEMHIST_SESSION=%s", session), found = 0;
+    while (!found && getdelim(&var, &cap, 0, f) > 0) found = !strncmp(var, want, (size_t)n) && var[n] == 0;
+    free(var);
+    fclose(f);
+    return found;
+}
+
+/* The ending signal sig to every process of the run the manifest names ("loaded PID PPID": the
+ * library was loaded into it), but the child (the handler sent it) and any gone. */
+static void pass_on(const char *manifest, const char *session, int sig)
+{
+    FILE *mf = fopen(manifest, "r");
+    if (!mf) return;
+    char line[PATH_MAX + 64];
+    while (fgets(line, sizeof line, mf)) {
+        long pid, ppid;
+        if (sscanf(line, "loaded %ld %ld", &pid, &ppid) == 2 && pid != (long)g_child && of_this_run(pid, session)) kill((pid_t)pid, sig);
+    }
+    fclose(mf);
+}
+
+/* Processes of the run that used CUDA and still run ("touched PID PPID"). */
+static int cuda_running(const char *manifest, const char *session)
+{
+    FILE *mf = fopen(manifest, "r");
+    if (!mf) return 0;
+    char line[PATH_MAX + 64];
+    int n = 0;
+    while (fgets(line, sizeof line, mf)) {
+        long pid, ppid;
+        if (sscanf(line, "touched %ld %ld", &pid, &ppid) == 2 && of_this_run(pid, session)) n++;
+    }
+    fclose(mf);
+    return n;
+}
+
+/* How long, at most, `record` waits for the processes it passed an ending signal on to (their
+ * snapshots are written on the way out); past it, each still running is named with its path. */
+#define ENDING_WAIT_S 30
 
 /* The directory this command runs from (where an install's relative paths start). */
 static void exe_dir(const char *argv0, char *out, size_t n)
@@ -151,6 +213,7 @@ static int check_lib(const char *path)
 typedef struct rec_pid {
     long pid;
     int execed; /* the program it ran before an exec(): the wait status is the last program's */
+    long refused_by; /* the fixed path was another run's, held by this pid ("claimed PID OWNER") */
     char flight[PATH_MAX], snapshot[PATH_MAX];
 } rec_pid;
 
@@ -220,6 +283,8 @@ static void read_manifest(const char *path, rec_run *r)
             snprintf(p->flight, sizeof p->flight, "%s", file);
             p->execed = 1;
             if (!pid_of(r, pid, 1)) break; /* the new program's */
+        } else if (!strcmp(kind, "claimed")) {
+            p->refused_by = atol(file);
         } else if (!strcmp(kind, "flight")) {
             snprintf(p->flight, sizeof p->flight, "%s", file);
         } else if (!strcmp(kind, "snapshot")) {
@@ -269,7 +334,11 @@ static rec_pid *heir_of(rec_run *r, long launched)
     int best_depth = INT_MAX;
     for (int i = 0; i < r->npids; i++) {
         rec_pid *p = &r->pids[i];
-        if (p->execed || kill((pid_t)p->pid, 0) == 0) continue; /* a program before exec(); one still running */
+        char state = 0;
+        uint64_t ticks;
+        /* a program before exec(); one still running (a zombie has ended: its parent, a shell
+         * that a signal ended, left it to init to reap) */
+        if (p->execed || (kill((pid_t)p->pid, 0) == 0 && !(cmh_proc_stat(p->pid, &state, &ticks) && (state == 'Z' || state == 'X')))) continue;
         int left = (p->snapshot[0] && stat(p->snapshot, &st) == 0 && S_ISREG(st.st_mode)) || (p->flight[0] && stat(p->flight, &st) == 0);
         int d = depth_below(r, p->pid, launched);
         if (d < 0) d = INT_MAX - 1;
@@ -294,6 +363,37 @@ static int without_pid(const rec_pid *p, char *out, size_t cap)
     if (!at) return -1;
     memmove(at, at + n, strlen(at + n) + 1);
     return 0;
+}
+
+/* PATH.claim (recorder/config.c): "SESSION PID [START_TICKS]"; 0 when there is none to read. */
+static int read_claim(const char *claim, long *sess, long *owner, unsigned long long *ticks)
+{
+    FILE *f = fopen(claim, "r");
+    char line[128] = "";
+    *sess = *owner = -1;
+    *ticks = 0;
+    if (!f) return 0;
+    int n = fgets(line, sizeof line, f) ? sscanf(line, "%ld %ld %llu", sess, owner, ticks) : 0;
+    fclose(f);
+    return n >= 2;
+}
+
+/* The claim's owner still runs: that pid, started then (a zombie has ended; a pid reused is not it). */
+static int claim_owner_alive(long owner, unsigned long long ticks)
+{
+    if (owner <= 0 || (kill((pid_t)owner, 0) != 0 && errno != EPERM)) return 0;
+    char st = 0;
+    uint64_t now = 0;
+    if (!cmh_proc_stat(owner, &st, &now)) return 1;
+    return st != 'Z' && st != 'X' && (!ticks || ticks == now);
+}
+
+/* PATH with ".PID" before its extension, as the recorder names a process's own file. */
+static void with_pid(const char *path, long pid, char *out, size_t cap)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(slash ? slash : path, '.');
+    if (!dot || dot == (slash ? slash + 1 : path)) dot = path + strlen(path);
+    snprintf(out, cap, "%.*s.%ld%s", (int)(dot - path), path, pid, dot);
 }
 
 /* Before the program runs: the snapshot's directory exists and takes new files, and the path
@@ -400,7 +500,7 @@ static int record(char **prog, const char *argv0)
     if (check_output(output ? output : "cumemhist.%p.cmh")) return CLI_EFILE;
     /* a fixed path with a file there: the first process's snapshot replaces it, which is said */
     struct stat before;
-    int replacing = output && !strchr(output, '%') && lstat(output, &before) == 0 && S_ISREG(before.st_mode);
+    int existed = output && !strchr(output, '%') && lstat(output, &before) == 0, replacing = existed && S_ISREG(before.st_mode);
 
     /* LD_PRELOAD: whatever the user already preloads keeps its place (a sanitizer runtime must
      * stay first), then ours. */
@@ -412,7 +512,26 @@ static int record(char **prog, const char *argv0)
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
     char num[32];
-    if (output) setenv("CUMEMHIST_OUTPUT", output, 1);
+    /* The path is resolved here, once, against this command's directory: the program may run
+     * elsewhere (`sh -c 'cd DIR && ...'`, a program that chdir()s), and its snapshot, claim and
+     * flight record still go where -o said.  A '%' of the directory's name is not a pattern's. */
+    const char *pattern = output ? output : "cumemhist.%p.cmh";
+    char abspat[2 * PATH_MAX + 8];
+    if (pattern[0] == '/') snprintf(abspat, sizeof abspat, "%s", pattern);
+    else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            cli_error("-o %s: cannot tell this directory's path: %s", pattern, strerror(errno));
+            return CLI_EFILE;
+        }
+        size_t k = 0;
+        for (const char *c = cwd; *c && k + 3 < sizeof abspat; c++) {
+            if (*c == '%') abspat[k++] = '%';
+            abspat[k++] = *c;
+        }
+        snprintf(abspat + k, sizeof abspat - k, "%s%s", k == 1 ? "" : "/", pattern);
+    }
+    setenv("CUMEMHIST_OUTPUT", abspat, 1);
     if (g_enabled >= 0) setenv("CUMEMHIST_ENABLED", g_enabled_names[g_enabled], 1);
     if (g_context >= 0) setenv("CUMEMHIST_CONTEXT", g_context_names[g_context], 1);
     snprintf(num, sizeof num, "%llu", (unsigned long long)g_max_entries);
@@ -423,13 +542,18 @@ static int record(char **prog, const char *argv0)
     if (g_pystacks >= 0) setenv("CUMEMHIST_PYSTACKS", g_pystacks_names[g_pystacks], 1);
     python_hook(argv0);
 
-    /* A fixed output path goes to the first process that touches CUDA (recorder/config.c, by a
-     * PATH.claim file): clear a claim an earlier run left, and remove this run's at the end
-     * (each process decided once, for good: a background child that outlives us needs it no more). */
+    /* A fixed output path goes to the launched process (recorder/config.c, by a PATH.claim
+     * file): clear a claim an earlier run left, whose process is gone, and remove this run's at
+     * the end (each process decided once, for good: a background child that outlives us needs
+     * it no more).  A claim whose process still runs is another run's, at the same path: left
+     * to it; this run's processes write PATH.PID, which is said at the end. */
     char claim[PATH_MAX + 8] = "";
+    long claim_sess, claim_owner;
+    unsigned long long claim_ticks;
     if (output && !strstr(output, "%p") && !strstr(output, "%r")) {
         snprintf(claim, sizeof claim, "%s.claim", output);
-        unlink(claim);
+        /* (one with nothing to read is no process's) */
+        if (!read_claim(claim, &claim_sess, &claim_owner, &claim_ticks) || !claim_owner_alive(claim_owner, claim_ticks)) unlink(claim);
     }
     char manifest[] = "/tmp/cumemhist-manifest-XXXXXX";
     int mfd = mkstemp(manifest);
@@ -446,7 +570,7 @@ static int record(char **prog, const char *argv0)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_flags = SA_SIGINFO; /* (no SA_RESTART: the waits below wake to pass a signal on) */
     sigemptyset(&sa.sa_mask);
 
     /* Signals sent to us are passed on; the terminal's (sent to the whole group, the child
@@ -459,12 +583,19 @@ static int record(char **prog, const char *argv0)
     sigset_t hold, was;
     sigemptyset(&hold);
     for (size_t i = 0; i < NPASSED; i++) sigaddset(&hold, passed[i]);
+    sigaddset(&hold, SIGCHLD);
     sigprocmask(SIG_BLOCK, &hold, &was);
     for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &sa, &given[i]);
+    struct sigaction chld, given_chld;
+    memset(&chld, 0, sizeof chld);
+    chld.sa_handler = woken;
+    sigemptyset(&chld.sa_mask);
+    sigaction(SIGCHLD, &chld, &given_chld);
     g_child = fork();
     if (g_child < 0) {
         int e = errno;
         for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &given[i], NULL);
+        sigaction(SIGCHLD, &given_chld, NULL);
         sigprocmask(SIG_SETMASK, &was, NULL);
         cli_error("fork: %s", strerror(e));
         unlink(manifest);
@@ -473,6 +604,7 @@ static int record(char **prog, const char *argv0)
     if (g_child == 0) {
         /* the program starts with the dispositions (nohup's ignored SIGHUP) and mask we were given */
         for (size_t i = 0; i < NPASSED; i++) sigaction(passed[i], &given[i], NULL);
+        sigaction(SIGCHLD, &given_chld, NULL);
         sigprocmask(SIG_SETMASK, &was, NULL);
         char me[32]; /* the snapshot path is this process's, whichever touches CUDA first */
         snprintf(me, sizeof me, "%ld", (long)getpid());
@@ -484,9 +616,38 @@ static int record(char **prog, const char *argv0)
         cli_error("cannot run %s: %s", prog[0], strerror(e));
         _exit(127);
     }
-    sigprocmask(SIG_SETMASK, &was, NULL); /* a signal held meanwhile is forwarded now */
-    int status = 0;
-    while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {}
+    /* The signals stay held but while waiting (sigsuspend), so an ending one is passed on to
+     * the whole run however it falls against the wait; one held meanwhile is forwarded now. */
+    sigset_t wake = was;
+    for (size_t i = 0; i < NPASSED; i++) sigdelset(&wake, passed[i]);
+    sigdelset(&wake, SIGCHLD);
+    int status = 0, ended_by = 0;
+    for (;;) {
+        if (g_ending) {
+            ended_by = g_ending, g_ending = 0;
+            pass_on(manifest, session, ended_by);
+        }
+        pid_t w = waitpid(g_child, &status, WNOHANG);
+        if (w == g_child || (w < 0 && errno != EINTR)) break;
+        if (w == 0) sigsuspend(&wake);
+    }
+    g_child_waited = 1;
+    /* An ending signal reached the run: its processes write their snapshots on the way out,
+     * which is waited for (bounded), so that what is said below is where they are. */
+    sigprocmask(SIG_SETMASK, &wake, NULL);
+    if (g_ending) ended_by = g_ending, g_ending = 0, pass_on(manifest, session, ended_by);
+    if (ended_by && cuda_running(manifest, session)) {
+        if (!quiet)
+            fprintf(stderr, "cumemhist: %s passed on to the run's processes; waiting for their snapshots (at most %d s)\n",
+                    ended_by == SIGTERM ? "SIGTERM" : ended_by == SIGINT ? "SIGINT" : ended_by == SIGHUP ? "SIGHUP" : "SIGQUIT", ENDING_WAIT_S);
+        for (int tick = 0; tick < ENDING_WAIT_S * 20 && cuda_running(manifest, session); tick++) {
+            struct timespec pause = {0, 50000000};
+            nanosleep(&pause, NULL);
+            if (g_ending) ended_by = g_ending, g_ending = 0, pass_on(manifest, session, ended_by);
+        }
+    }
+    sigprocmask(SIG_SETMASK, &was, NULL);
+    sigaction(SIGCHLD, &given_chld, NULL);
     /* from now on our own signals are ours again: the finalizing is short */
     for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) signal(passed[i], SIG_DFL);
 
@@ -497,7 +658,20 @@ static int record(char **prog, const char *argv0)
     memset(&run, 0, sizeof run);
     read_manifest(manifest, &run);
     unlink(manifest);
-    if (claim[0]) unlink(claim);
+    /* this run's claim, never another's (a run at the same path still going); one with nothing
+     * to read was made during this run (an unreadable one was cleared at the start): a process
+     * that could not write its content (a full disk) */
+    long foreign = 0; /* the pid of another run that holds the path now */
+    if (claim[0] && !read_claim(claim, &claim_sess, &claim_owner, &claim_ticks)) unlink(claim);
+    else if (claim[0]) {
+        if (claim_sess == (long)getpid()) unlink(claim);
+        else if (claim_owner_alive(claim_owner, claim_ticks)) foreign = claim_owner;
+    }
+    /* the path was written by another run meanwhile (one that took it and ended during ours):
+     * its file, not ours to replace */
+    struct stat after;
+    int changed = output && lstat(output, &after) == 0 &&
+                  !(existed && after.st_dev == before.st_dev && after.st_ino == before.st_ino);
     int nfiles = 0, lost = 0, misplaced = 0;
     long misplaced_pid = 0;
     char misplaced_at[PATH_MAX] = "";
@@ -507,6 +681,13 @@ static int record(char **prog, const char *argv0)
     char heir_path[PATH_MAX];
     if (heir && (without_pid(heir, heir_path, sizeof heir_path) != 0 || (lstat(heir_path, &hst) == 0 && !S_ISREG(hst.st_mode))))
         heir = NULL; /* a link, a device or a pipe at the path is left as it is */
+    rec_pid *kept_out = NULL; /* the process that would have had the path, another run's now */
+    if (heir && (foreign || changed)) kept_out = heir, heir = NULL;
+    for (int i = 0; i < run.npids && !kept_out; i++)
+        if (run.pids[i].pid == g_child && run.pids[i].refused_by > 0) {
+            kept_out = &run.pids[i];
+            if (!foreign) foreign = -run.pids[i].refused_by; /* (negative: it has ended since) */
+        }
     int heir_recovers = heir && heir->flight[0] && access(heir->flight, F_OK) == 0;
     if (heir && !heir_recovers) {
         if (rename(heir->snapshot, heir_path) == 0) {
@@ -542,9 +723,13 @@ static int record(char **prog, const char *argv0)
             char err[4600];
             int proc = p->pid != g_child && cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK ? cli_flight_process(&id) : CLI_PROC_GONE;
             if (proc == CLI_PROC_ALIVE || proc == CLI_PROC_ALIVE_UNSURE) {
+                /* the path it will write: its flight record's, less ".flight" */
+                char will[PATH_MAX];
+                size_t fl = strlen(p->flight);
+                snprintf(will, sizeof will, "%.*s", (int)(fl > 7 && !strcmp(p->flight + fl - 7, ".flight") ? fl - 7 : fl), p->flight);
                 if (!quiet)
                     fprintf(stderr, "cumemhist: pid %ld is still running; it writes %s when it ends (a copy now: cumemhist recover --live %s)\n",
-                            p->pid, p->snapshot[0] ? p->snapshot : "its snapshot", p->flight);
+                            p->pid, p->snapshot[0] ? p->snapshot : will, p->flight);
                 continue;
             }
             /* its exit dump failed (a full disk, -o /dev/full) and the path asked for could not take
@@ -576,7 +761,31 @@ static int record(char **prog, const char *argv0)
         for (int j = 0; j < i && !seen; j++) seen = run.pids[j].pid == run.pids[i].pid;
         others += !seen;
     }
-    if (!quiet && holder > 0 && (heir || others)) {
+    if (!quiet && kept_out) {
+        /* the path is another run's: this run's file is PATH.PID, said with whose the path is */
+        char mine[PATH_MAX + 32];
+        with_pid(output, kept_out->pid, mine, sizeof mine);
+        if (foreign > 0)
+            fprintf(stderr, "cumemhist: %s is being written by pid %ld (another run, still running); this run's snapshot is %s", output,
+                    foreign, mine);
+        else if (foreign < 0)
+            fprintf(stderr, "cumemhist: %s was held by pid %ld (another run) when this run's program wanted it; this run's snapshot is %s",
+                    output, -foreign, mine);
+        else
+            fprintf(stderr, "cumemhist: %s was written by another run while this one ran; this run's snapshot is %s", output, mine);
+        if (kept_out->pid == g_child) fprintf(stderr, " (pid %ld, the program started)", kept_out->pid);
+        else fprintf(stderr, " (pid %ld, the CUDA process nearest pid %ld, the program started, which used no CUDA)", kept_out->pid, (long)g_child);
+        long rest = 0;
+        for (int i = 0; i < run.npids; i++) {
+            int seen = run.pids[i].pid == kept_out->pid;
+            for (int j = 0; j < i && !seen; j++) seen = run.pids[j].pid == run.pids[i].pid;
+            rest += !seen;
+        }
+        const char *slash = strrchr(output, '/'), *dot = strrchr(slash ? slash : output, '.');
+        if (!dot || dot == (slash ? slash + 1 : output)) dot = output + strlen(output);
+        if (rest) fprintf(stderr, "; %ld other process%s wrote %.*s.PID%s", rest, rest == 1 ? "" : "es", (int)(dot - output), output, dot);
+        fputc('\n', stderr);
+    } else if (!quiet && holder > 0 && (heir || others)) {
         const char *slash = strrchr(output, '/'), *dot = strrchr(slash ? slash : output, '.');
         if (!dot || dot == (slash ? slash + 1 : output)) dot = output + strlen(output);
         if (heir)

@@ -67,6 +67,28 @@ static int parse_u64(const char *var, const char *v, uint64_t *out)
     return 1;
 }
 
+/* A relative output pattern is made absolute once, here, at the start, against the directory
+ * the process started in: a program that chdir()s later (Hydra does) still writes its snapshot
+ * where its claim and flight record are, and where it was asked to.  A '%' of the directory's
+ * name is doubled (not a pattern's).  Without a working directory to name, it stays relative. */
+static void absolute_output(void)
+{
+    if (cmh_cfg.output[0] == '/') return;
+    char cwd[4096], out[sizeof cmh_cfg.output];
+    if (!getcwd(cwd, sizeof cwd)) return;
+    size_t k = 0;
+    for (const char *c = cwd; *c; c++) {
+        if (k + 3 >= sizeof out) return;
+        if (*c == '%') out[k++] = '%';
+        out[k++] = *c;
+    }
+    if (snprintf(out + k, sizeof out - k, "%s%s", k == 1 ? "" : "/", cmh_cfg.output) >= (int)(sizeof out - k)) {
+        cmh_log("CUMEMHIST_OUTPUT=%s: the path in %s is too long; it stays relative", cmh_cfg.output, cwd);
+        return;
+    }
+    memcpy(cmh_cfg.output, out, sizeof out);
+}
+
 void cmh_config_from_env(void)
 {
     static const char *const enabled_names[] = {"off", "state", "all"};
@@ -82,6 +104,7 @@ void cmh_config_from_env(void)
         if (strlen(o) >= sizeof cmh_cfg.output) cmh_log("ignoring CUMEMHIST_OUTPUT: path too long");
         else strcpy(cmh_cfg.output, o);
     }
+    absolute_output();
     const char *d = getenv("CUMEMHIST_DEBUG");
     cmh_cfg.debug = d && *d && strcmp(d, "0") != 0;
     const char *k = getenv("CUMEMHIST_KERNELS");
@@ -125,9 +148,12 @@ static int append(char *out, size_t outlen, size_t *pos, const char *s, size_t n
  * otherwise (and `summary NAME` read the child).  Every other process gets ".PID" at once; when
  * the launched process never uses CUDA (a shell wrapper), `record` gives the path afterwards to
  * the CUDA process nearest it (cli/cmd_record.c).
- * A claim from another session (an earlier run) is stale and taken over, and so is one of
- * this session whose process was killed before it could write there.  The session is
- * CUMEMHIST_SESSION (set by `cumemhist record`) or else the process's session id. */
+ * A claim from another session (an earlier run) is stale and taken over once its process is gone
+ * (its pid ended, or runs another process now: the claim holds the owner's start time); while
+ * that process runs, the path is its own (two runs given the same path at once), and this one
+ * writes PATH.PID, noted in the manifest ("claimed PID OWNER") for `record` to say.  A claim of
+ * this session whose process was killed before it could write there is taken over too.  The
+ * session is CUMEMHIST_SESSION (set by `cumemhist record`) or else the process's session id. */
 static long session_id(void)
 {
     const char *s = getenv("CUMEMHIST_SESSION");
@@ -176,6 +202,17 @@ int cmh_config_flight_path(const char *snap, char *out, size_t outlen)
     return snprintf(out, outlen, "%s/%.*s.%ld.cmh.flight", dir, (int)stem, base, (long)getpid()) < (int)outlen ? 0 : -1;
 }
 
+/* The owner of a claim, by its pid and (when the claim has it) its start time: 1 while that very
+ * process runs (a zombie has ended; a pid given to another process since is not it). */
+static int claim_owner_alive(long owner, uint64_t ticks)
+{
+    if (owner <= 0 || (kill((pid_t)owner, 0) != 0 && errno != EPERM)) return 0;
+    char st = 0;
+    uint64_t now = 0;
+    if (!cmh_proc_stat(owner, &st, &now)) return 1; /* no /proc: the pid answers */
+    return st != 'Z' && st != 'X' && (!ticks || ticks == now);
+}
+
 static int fixed_path_is_mine(const char *path)
 {
     static int decided = -1;
@@ -192,8 +229,10 @@ static int fixed_path_is_mine(const char *path)
     snprintf(mine, sizeof mine, "%s.%ld", claim, (long)getpid());
     int fd = open(mine, O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return decided = 0;
-    char buf[64];
-    int n = snprintf(buf, sizeof buf, "%ld %ld\n", sess, (long)getpid());
+    char buf[96];
+    uint64_t my_ticks = 0;
+    cmh_proc_stat(0, NULL, &my_ticks);
+    int n = snprintf(buf, sizeof buf, "%ld %ld %llu\n", sess, (long)getpid(), (unsigned long long)my_ticks);
     ssize_t w = write(fd, buf, (size_t)n);
     (void)w;
     close(fd);
@@ -205,8 +244,10 @@ static int fixed_path_is_mine(const char *path)
         }
         FILE *f = fopen(claim, "r");
         long owner_sess = -1, owner = -1;
+        unsigned long long owner_ticks = 0;
         if (f) {
-            if (fscanf(f, "%ld %ld", &owner_sess, &owner) != 2) owner_sess = owner = -1;
+            char line[128] = "";
+            if (!fgets(line, sizeof line, f) || sscanf(line, "%ld %ld %llu", &owner_sess, &owner, &owner_ticks) < 2) owner_sess = owner = -1;
             fclose(f);
         }
         if (owner == (long)getpid()) {
@@ -216,6 +257,14 @@ static int fixed_path_is_mine(const char *path)
         /* this run's: not ours, unless its owner died without writing a snapshot there (its
          * flight record is still at the path; the new owner keeps it aside) */
         if (owner_sess == sess && !died_without_snapshot(path, owner)) break;
+        /* another run's whose process still runs (two runs given the same path): its path, its
+         * flight record beside it; this process writes PATH.PID, and `record` says whose PATH is */
+        if (owner_sess != sess && claim_owner_alive(owner, owner_ticks)) {
+            char who[64];
+            snprintf(who, sizeof who, "%ld", owner);
+            cmh_dump_note_manifest_word("claimed", who);
+            break;
+        }
         unlink(claim); /* an earlier run's */
     }
     unlink(mine);

@@ -106,6 +106,21 @@ static void fill_meta(cmh_snapshot *s)
 
 void cmh_dump_note_manifest(const char *kind, const char *path) { cmh_dump_note_manifest_of(kind, (long)getpid(), path); }
 
+/* A line whose last field is a word, not a path ("claimed PID OWNER") */
+void cmh_dump_note_manifest_word(const char *kind, const char *word)
+{
+    const char *m = getenv("CUMEMHIST_MANIFEST");
+    if (!m || !*m) return;
+    char line[256];
+    int l = snprintf(line, sizeof line, "%s %ld %s\n", kind, (long)getpid(), word);
+    if (l <= 0 || (size_t)l >= sizeof line) return;
+    int fd = open(m, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    ssize_t w = write(fd, line, (size_t)l);
+    (void)w;
+    close(fd);
+}
+
 void cmh_dump_note_manifest_of(const char *kind, long pid, const char *path)
 {
     const char *m = getenv("CUMEMHIST_MANIFEST");

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -512,13 +513,13 @@ static int keep_before_exec(int fd, const char *snap)
  * SNAPSHOT-without-extension.PID.cmh.flight, never removed: it is the only record of that run.
  * So is this process's own record from before an exec() (keep_before_exec).  Only a file of a
  * pid that wrapped around is replaced.  A link planted at the path is removed, never followed. */
-static void keep_leftover(const char *snap)
+static int keep_leftover(const char *snap)
 {
     int fd = open(g_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == EACCES) fd = open(g_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ELOOP) unlink(g_path);
-        return;
+        return 0;
     }
     int64_t pid = 0;
     char magic[8];
@@ -526,8 +527,21 @@ static void keep_leftover(const char *snap)
         pread(fd, &pid, sizeof pid, offsetof(cmh_flight_header, pid)) != (ssize_t)sizeof pid)
         pid = 0;
     int kept = pid == getpid() && keep_before_exec(fd, snap) == 0;
+    uint64_t ticks = 0, now = 0;
+    char st = 0;
+    /* a process that still runs (the same pid, started at the same time): its record is its
+     * own, written this very moment, never moved or replaced; this process keeps none there */
+    int alive = !kept && pid > 0 && pid != getpid() &&
+                pread(fd, &ticks, sizeof ticks, offsetof(cmh_flight_header, proc_start_ticks)) == (ssize_t)sizeof ticks &&
+                (kill((pid_t)pid, 0) == 0 || errno == EPERM) &&
+                (!cmh_proc_stat(pid, &st, &now) || (st != 'Z' && st != 'X' && (!ticks || ticks == now)));
     close(fd);
-    if (kept) return;
+    if (kept) return 0;
+    if (alive) {
+        cmh_log("no flight record (%s is pid %lld's, which is still running, and is left to it): a crash would lose the history",
+                g_path, (long long)pid);
+        return -1;
+    }
     if (pid > 0 && pid != getpid()) {
         char aside[4300];
         const char *slash = strrchr(snap, '/'), *dot = strrchr(snap, '.');
@@ -539,10 +553,11 @@ static void keep_leftover(const char *snap)
             cmh_dump_note_manifest_of("flight", (long)pid, aside);
             cmh_log("%s: the flight record of pid %lld, which died before writing its snapshot, is now %s "
                     "('cumemhist recover %s' writes that snapshot)", g_path, (long long)pid, aside, aside);
-            return;
+            return 0;
         }
     }
     unlink(g_path);
+    return 0;
 }
 
 void cmh_flight_start(void)
@@ -558,7 +573,7 @@ void cmh_flight_start(void)
     long mb = env && atol(env) > 0 ? atol(env) : DEFAULT_MB;
     if (mb > MAX_EXTENT_MB) mb = MAX_EXTENT_MB;
     g_first_size = (uint64_t)mb << 20;
-    keep_leftover(snap);
+    if (keep_leftover(snap) != 0) return;
     int fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     int e = fd < 0 ? errno : posix_fallocate(fd, 0, CMH_FLIGHT_HEADER);
     void *m = e ? MAP_FAILED : mmap(NULL, CMH_FLIGHT_HEADER, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -796,7 +811,8 @@ void cmh_flight_finish(int snapshot_written)
             snprintf(p, sizeof p, "%s.ckpt%d.cmh", g_path, i);
             unlink(p);
         }
-        unlink(g_path);
+        struct stat at, own; /* the file at the path, if still this one's (never another's) */
+        if (stat(g_path, &at) == 0 && fstat(g_fd, &own) == 0 && at.st_dev == own.st_dev && at.st_ino == own.st_ino) unlink(g_path);
     } else {
         __atomic_store_n(&cmh_fl_h->state, CMH_FLIGHT_EXITED, __ATOMIC_RELEASE);
     }

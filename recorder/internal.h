@@ -548,6 +548,8 @@ CMH_HIDDEN int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots);
 CMH_HIDDEN void cmh_dump_note_manifest(const char *kind, const char *path);
 /* The same line for another process (pid): a record of its that this one moved */
 CMH_HIDDEN void cmh_dump_note_manifest_of(const char *kind, long pid, const char *path);
+/* A line whose last field is a word, not a path ("claimed PID OWNER": the path was another run's) */
+CMH_HIDDEN void cmh_dump_note_manifest_word(const char *kind, const char *word);
 CMH_HIDDEN void cmh_dump_atfork_prepare(void);
 CMH_HIDDEN void cmh_dump_atfork_parent(void);
 CMH_HIDDEN void cmh_dump_reset_after_fork(void);

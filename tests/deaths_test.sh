@@ -188,7 +188,7 @@ rm -f p.cmh* p.*.cmh*
 env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh "$D" kill 2>/dev/null
 kpid=$(py -c "import struct; print(struct.unpack_from('<q', open('p.cmh.flight','rb').read(32), 16)[0])")
 env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh CUMEMHIST_SESSION=999 "$D" exit 2>err.txt
-[ -e p.$kpid.cmh.flight ] && [ "$(entries p.cmh)" = 150 ] && grep -q "pid $kpid, which died before writing its snapshot, is now p.$kpid.cmh.flight" err.txt &&
+[ -e p.$kpid.cmh.flight ] && [ "$(entries p.cmh)" = 150 ] && grep -q "pid $kpid, which died before writing its snapshot, is now $T/p.$kpid.cmh.flight" err.txt &&
     "$CMH" recover p.$kpid.cmh.flight 2>/dev/null && [ "$(entries p.$kpid.cmh)" = 150 ] && [ "$(entries p.cmh)" = 150 ] &&
     ok "the next run keeps a killed run's record aside (p.$kpid.cmh.flight); recover writes p.$kpid.cmh" ||
     bad "leftover record: $(ls p.*) $(cat err.txt)"
