@@ -169,6 +169,7 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
     b->device = device;
     b->entries = t ? t->nentries : 0;
     b->dropped = t ? t->dropped : 0;
+    b->dropped_ooms = t ? t->dropped_ooms : 0;
     b->pytorch = s->source == CMH_SRC_PYTORCH;
     b->history = cmh_trace_has_history(s, device);
     b->nohist_cause = cmh_no_history_cause(s, device);
@@ -845,6 +846,10 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         return CMH_ENOMEM;
     }
     const cmh_mem_stats *st = cmh_replay_stats(r);
+    /* the OOMs the ring dropped come first: the ones kept are numbered after them */
+    const cmh_trace *dt = cmh_snapshot_trace(s, device);
+    p->dropped = dt && dt->dropped_ooms < UINT32_MAX ? (uint32_t)dt->dropped_ooms : dt ? UINT32_MAX : 0;
+    p->failures = p->dropped;
     /* up to the last OOM: the entries after it change no figure here (a trace without one is not
      * replayed at all) */
     for (int64_t i = 0; i < n && p->nevents < count; i++) {

@@ -126,4 +126,50 @@ PY
 )
     check "$prog live: top --json and the exporter count $n OOM(s), $r retries, as oom --json of the dump: $out" '[ "$out" = same ]'
 done
+
+# --- OOMs the ring dropped still count: 4 OOMs, 3 of them out of a 20-entry ring.  summary, oom,
+# owners' and the report's numbers, ranks, top, the exporter and `snapshot PID` once said 1 here
+# and top/exporter 4; every output says 4, and oom numbers the one kept #4. ---
+rm -f go
+FAKECUDA_CAPACITY=512M FAKECUDA_DEVICES=1 "$CMH" record -q --max-entries 20 -o ring.cmh -- "$B/tests/ringoom" "$T/go" >ring.out 2>&1 &
+rec_pid=$!
+wait_until 60 'grep -q "^oom" ring.out'
+pid=$(grep -l "ring.cmh.flight" "$XDG_RUNTIME_DIR"/cumemhist/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
+wait_until 30 '"$CMH" top --json $pid 2>/dev/null >rtop.json; grep -q "\"ooms\": 4," rtop.json'
+rm -rf prom && mkdir prom && "$CMH" exporter --once --textfile prom $pid >/dev/null 2>&1
+"$CMH" snapshot $pid -o ringsnap.cmh >/dev/null 2>&1
+touch go
+wait $rec_pid
+grep -q "^oom 4$" ring.out && ok "ringoom: the program saw 4 OOMs" || bad "ringoom did not run as designed: $(cat ring.out)"
+for rec in ring.cmh ringsnap.cmh; do
+    "$CMH" summary --json "$rec" >sum.json 2>&1
+    "$CMH" oom --json "$rec" >oom.json 2>&1
+    "$CMH" ranks --json "$rec" >ranks.json 2>&1
+    "$CMH" report "$rec" -o rep.html >/dev/null 2>&1
+    out=$(py - "$pid" <<'PY'
+import json, re, sys
+pid = int(sys.argv[1])
+s = json.load(open("sum.json"))[0]
+o = json.load(open("oom.json"))[0]
+rk = json.load(open("ranks.json"))
+rows = rk["processes"]
+d = [p for p in json.load(open("rtop.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
+prom = open("prom/cumemhist.prom").read()
+m = re.search(r'^cumemhist_ooms_total\{pid="%d"[^}]*\} (\d+)$' % pid, prom, re.M)
+page = open("rep.html").read()
+got = {"summary": s["num_ooms"], "oom": o["num_ooms"], "oom numbers": [x["number"] for x in o["ooms"]],
+       "ranks": [r["ooms"] for r in rows], "top": d["ooms"], "exporter": int(m.group(1)) if m else None,
+       "report": len(re.findall(r"Out of memory #4</b>", page))}
+want = {"summary": 4, "oom": 4, "oom numbers": [4], "ranks": [4], "top": 4, "exporter": 4, "report": 1}
+print("same" if got == want else "got %s" % got)
+PY
+)
+    check "$rec: summary, oom, ranks, report, top, exporter all count the 4 OOMs (3 dropped by the ring): $out" '[ "$out" = same ]'
+done
+"$CMH" oom ring.cmh 2>&1 | grep -q "^ring.cmh: out of memory #4 on device 0 at entry [0-9]*, .*(#1 to #3 fell out of the 20-entry history)$" &&
+    ok "oom: the OOM kept is #4, and #1 to #3 fell out of the history" || bad "oom on ring.cmh: $("$CMH" oom ring.cmh 2>&1 | grep 'out of memory')"
+"$CMH" owners ring.cmh 2>&1 | grep -q "out of memory #4 (entry" &&
+    ok "owners: the OOM kept is #4" || bad "owners on ring.cmh: $("$CMH" owners ring.cmh 2>&1 | grep 'out of memory')"
+"$CMH" summary ring.cmh 2>&1 | grep -q "CUDA OOMs: 4  *|" &&
+    ok "summary: CUDA OOMs 4" || bad "summary on ring.cmh: $("$CMH" summary ring.cmh 2>&1 | grep 'OOMs')"
 finish

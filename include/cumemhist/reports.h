@@ -76,6 +76,7 @@ typedef struct cmh_site {
 typedef struct cmh_report_base {
     int device;
     uint64_t entries, dropped;
+    uint64_t dropped_ooms; /* of dropped, the OOM entries (cmh_trace.dropped_ooms): still in every OOM count */
     int pytorch; /* byte figures of a PyTorch trace are the allocator's rounded sizes */
     int history; /* the trace says how memory changed; 0: only the end state is known (enabled=state) */
     const char *nohist_cause; /* when !history: cmh_no_history_cause's words */
@@ -436,6 +437,9 @@ typedef struct cmh_oom_report {
     cmh_oom_event *events; /* every OOM entry, retried or not, in trace order */
     uint32_t nevents;
     uint32_t failures, retries; /* of them: seen by the program (numbered), retried (memory_summary's two counts) */
+    /* of failures, the OOMs the ring dropped (cmh_trace.dropped_ooms): the events are numbered
+     * after them, the first kept one #dropped + 1 */
+    uint32_t dropped;
 } cmh_oom_report;
 
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *out);
