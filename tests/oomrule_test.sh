@@ -168,6 +168,14 @@ PY
 done
 "$CMH" oom ring.cmh 2>&1 | grep -q "^ring.cmh: out of memory #4 on device 0 at entry [0-9]*, .*(#1 to #3 fell out of the 20-entry history)$" &&
     ok "oom: the OOM kept is #4, and #1 to #3 fell out of the history" || bad "oom on ring.cmh: $("$CMH" oom ring.cmh 2>&1 | grep 'out of memory')"
+# one name for a site however its snapshot was made: `snapshot PID` (from the flight record) once
+# named a frame's module by its full path, "main (/.../ringoom)", the exit dump by its base name,
+# "main (ringoom)": diff of the same state listed every site as removed and added
+"$CMH" diff ringsnap.cmh ring.cmh >rdiff.txt 2>&1
+check "diff of snapshot PID and the exit dump of the same state: no site changed ($(grep -c '(/' rdiff.txt) full paths)" \
+    'grep -q "no site.s live bytes changed" rdiff.txt && ! grep -q "(/" rdiff.txt'
+"$CMH" leaks ringsnap.cmh 2>&1 | grep -q " main (ringoom) " &&
+    ok "snapshot PID names a site by its module's base name: main (ringoom)" || bad "leaks of snapshot PID: $("$CMH" leaks ringsnap.cmh 2>&1 | grep main)"
 "$CMH" owners ring.cmh 2>&1 | grep -q "out of memory #4 (entry" &&
     ok "owners: the OOM kept is #4" || bad "owners on ring.cmh: $("$CMH" owners ring.cmh 2>&1 | grep 'out of memory')"
 "$CMH" summary ring.cmh 2>&1 | grep -q "CUDA OOMs: 4  *|" &&
