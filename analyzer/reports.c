@@ -704,6 +704,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     p->grew_blocks = c.grew_blocks;
     for (uint32_t k = 0; k < CMH_LEAK_RATE_SLICES; k++) p->grew_slices += c.grew_slices >> k & 1;
     p->run_ns = c.t_first && c.t_last > c.t_first ? c.t_last - c.t_first : 0; /* (0: untimed, said without a rate) */
+    p->process_ns = s->start_time_ns > 0 && s->dump_time_ns > s->start_time_ns ? s->dump_time_ns - s->start_time_ns : 0;
     if (p->run_ns >= CMH_LEAK_RATE_MIN_NS && p->grew_slices >= CMH_LEAK_MIN_STEPS)
         p->run_rate = (double)p->grew_bytes * 1e9 / (double)p->run_ns;
     live = NULL;

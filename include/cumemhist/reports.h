@@ -293,6 +293,9 @@ typedef struct cmh_leak_report {
     uint32_t grew_slices;
     int64_t run_ns;
     double run_rate;
+    /* the process's own run as the record says it (its start to the snapshot: meta start_time_ns
+     * to dump_time_ns), 0 when not known: longer than run_ns when it held still before or after */
+    int64_t process_ns;
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
