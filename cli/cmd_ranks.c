@@ -374,7 +374,9 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kint(w, "allocated_at_end", r->alloc_end);
         cmh_jw_kint(w, "reserved_at_end", r->reserved_end);
         cmh_jw_kuint(w, "ooms", r->ooms);
-        if (r->ooms) {
+        if (r->ooms && r->ooms == r->ooms_gone) {
+            cmh_jw_knull(w, "first_oom_number"); /* every one fell out of the ring: none to name */
+        } else if (r->ooms) {
             cmh_jw_kuint(w, "first_oom_number", r->ooms_gone + 1); /* (the ones before it fell out of the ring) */
             rep_json_time(w, "first_oom_time_ns", r->first_oom_ns);
             cmh_jw_kuint(w, "first_oom_requested", r->first_oom_request);
@@ -451,7 +453,9 @@ int cmd_ranks(int argc, char **argv)
         if (r->t_start && (!t0 || r->t_start < t0)) t0 = r->t_start;
         if (r->ooms) {
             oom_ranks++;
-            if (!first_oom || r->first_oom_ns < first_oom->first_oom_ns) first_oom = r;
+            /* a row whose OOMs all fell out of its history has no time: the first kept one's goes first */
+            int none = r->ooms == r->ooms_gone, fnone = first_oom && first_oom->ooms == first_oom->ooms_gone;
+            if (!first_oom || (fnone && !none) || (none == fnone && r->first_oom_ns < first_oom->first_oom_ns)) first_oom = r;
         }
         leak_ranks += r->leaking_sites > 0;
     }
@@ -598,11 +602,17 @@ int cmd_ranks(int argc, char **argv)
         if (first_oom && !job) { /* separate runs: no first of a job, each that ran out */
             printf("ran out of memory:");
             for (uint32_t i = 0, k = 0; i < nrows; i++)
-                if (rows[i]->ooms)
+                if (rows[i]->ooms && rows[i]->ooms == rows[i]->ooms_gone) /* none kept: no request to name */
+                    printf("%s %s, device %d (%u OOMs, all fallen out of its history)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
+                           rows[i]->ooms);
+                else if (rows[i]->ooms)
                     printf("%s %s, device %d (%s%s requested, device free %s)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
                            gone_note(rows[i]), rep_size((double)rows[i]->first_oom_request), rep_device_free(rows[i]->first_oom_free));
             printf(" (%u of %u)\n", oom_ranks, nrows);
-        } else if (first_oom)
+        } else if (first_oom && first_oom->ooms == first_oom->ooms_gone)
+            printf("first OOM: %s%s%s, device %d: its %u OOMs all fell out of its history (%u of %u ran out of memory)\n",
+                   who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->ooms, oom_ranks, nrows);
+        else if (first_oom)
             printf("first OOM: %s%s%s, device %d%s%s: %s%s requested, device free %s (%u of %u ran out of memory)\n",
                    who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->first_oom_ns && t0 ? ", at " : "",
                    first_oom->first_oom_ns && t0 ? rep_when(first_oom->first_oom_ns, t0) : "", gone_note(first_oom),

@@ -178,6 +178,10 @@ check "diff of snapshot PID and the exit dump of the same state: no site changed
     ok "snapshot PID names a site by its module's base name: main (ringoom)" || bad "leaks of snapshot PID: $("$CMH" leaks ringsnap.cmh 2>&1 | grep main)"
 "$CMH" owners ring.cmh 2>&1 | grep -q "out of memory #4 (entry" &&
     ok "owners: the OOM kept is #4" || bad "owners on ring.cmh: $("$CMH" owners ring.cmh 2>&1 | grep 'out of memory')"
+# the memory_viz pickle carries the count beside `dropped`: read back, it says 4 too
+"$CMH" export -f memviz ring.cmh -o ring.pickle >/dev/null 2>&1
+"$CMH" summary ring.pickle 2>&1 | grep -q "CUDA OOMs: 4  *|" && "$CMH" oom ring.pickle 2>&1 | grep -q "out of memory #4 on" &&
+    ok "the memviz export read back: CUDA OOMs 4, out of memory #4" || bad "ring.pickle: $("$CMH" summary ring.pickle 2>&1 | grep 'OOMs')"
 "$CMH" summary ring.cmh 2>&1 | grep -q "CUDA OOMs: 4  *|" &&
     ok "summary: CUDA OOMs 4" || bad "summary on ring.cmh: $("$CMH" summary ring.cmh 2>&1 | grep 'OOMs')"
 finish
