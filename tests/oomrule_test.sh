@@ -182,6 +182,28 @@ check "diff of snapshot PID and the exit dump of the same state: no site changed
 "$CMH" export -f memviz ring.cmh -o ring.pickle >/dev/null 2>&1
 "$CMH" summary ring.pickle 2>&1 | grep -q "CUDA OOMs: 4  *|" && "$CMH" oom ring.pickle 2>&1 | grep -q "out of memory #4 on" &&
     ok "the memviz export read back: CUDA OOMs 4, out of memory #4" || bad "ring.pickle: $("$CMH" summary ring.pickle 2>&1 | grep 'OOMs')"
+# a retry whose OOM entry the ring dropped: the dump counts it as the program's (no entry is left to
+# show the retry), and so do top and the exporter once it leaves their window (they said 1 OOM,
+# 2 retries where the dump said 2 and 1)
+rm -f go
+"$CMH" record -q --max-entries 3 -o sr3.cmh -- "$B/tests/sameretry" "$T/go" >sr3.out 2>&1 &
+rec_pid=$!
+wait_until 60 'grep -q "error" sr3.out'
+pid=$(grep -l "sr3.cmh.flight" "$XDG_RUNTIME_DIR"/cumemhist/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
+wait_until 30 '"$CMH" top --json $pid 2>/dev/null >srtop.json; grep -q "\"ooms\": 2," srtop.json'
+touch go
+wait $rec_pid
+"$CMH" oom --json sr3.cmh >sr3.json 2>&1
+out=$(py - "$pid" <<'PY'
+import json, sys
+pid = int(sys.argv[1])
+o = json.load(open("sr3.json"))[0]
+d = [p for p in json.load(open("srtop.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
+got = ((o["num_ooms"], o["num_alloc_retries"], o["dropped_ooms"]), (d["ooms"], d["oom_retries"]))
+print("same" if got == ((2, 1, 1), (2, 1)) else "dump (ooms, retries, dropped) and top: %s" % (got,))
+PY
+)
+check "--max-entries 3, a retried OOM dropped: the dump and top both count 2 OOMs, 1 retry: $out" '[ "$out" = same ]'
 "$CMH" summary ring.cmh 2>&1 | grep -q "CUDA OOMs: 4  *|" &&
     ok "summary: CUDA OOMs 4" || bad "summary on ring.cmh: $("$CMH" summary ring.cmh 2>&1 | grep 'OOMs')"
 finish
