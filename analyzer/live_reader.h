@@ -52,6 +52,7 @@ typedef struct loom {
     cmh_oom_request q;
     uint64_t at;
     int64_t ns; /* its entry's time */
+    uint64_t ev; /* the block alloc entry that shows an allocator above (q.above), 0: none or a lasting sign (PyTorch's) */
 } loom;
 #define LIVE_OOM_PENDING 16
 

@@ -170,17 +170,24 @@ void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e, int torch)
             i++;
             continue;
         }
-        /* it was counted as the program's when it came; one gone from the window stays so */
-        if (r && p->at >= oldest && note_retried(t, p->at)) t->retries++, t->ooms--;
+        /* it was counted as the program's when it came; one gone from the window stays so.  A
+         * retry known by a block alloc before it (no same stack) is one while that block is in
+         * the window: a snapshot's trace without it shows no allocator above (cmh_oom_above) */
+        uint64_t key = p->at;
+        if (r == CMH_RETRY_ALLOCATOR && p->ev && !(p->q.stack && e->stack == p->q.stack)) key = p->ev;
+        if (r && key >= oldest && note_retried(t, key)) t->retries++, t->ooms--;
         *p = t->pend[--t->npend];
     }
     if (e->action == CMH_ACT_ALLOC) t->last_block = t->entries;
     if (e->action != CMH_ACT_OOM) return;
     t->ooms++;
     if (t->npend == LIVE_OOM_PENDING) return; /* (16 threads at once out of memory: the oldest undecided stays an OOM) */
-    /* as cmh_oom_above: PyTorch's allocator, or a block alloc entry within the window before this one */
-    int above = torch || (t->last_block && t->entries - t->last_block <= CMH_OOM_RETRY_WINDOW);
-    t->pend[t->npend++] = (loom){{e->thread, e->stack, e->size, e->stream, above}, t->entries, e->time_ns};
+    /* as cmh_oom_above over a snapshot of the window: PyTorch's allocator, or a block alloc entry
+     * before this one, within CMH_OOM_RETRY_WINDOW and in the window (ev: that entry's number) */
+    int mark = torch || (e->flags & CMH_EF_PYTORCH);
+    uint64_t ev = !mark && t->last_block && t->last_block >= oldest && t->entries - t->last_block <= CMH_OOM_RETRY_WINDOW ? t->last_block : 0;
+    int above = mark || ev;
+    t->pend[t->npend++] = (loom){{e->thread, e->stack, e->size, e->stream, above}, t->entries, e->time_ns, ev};
 }
 
 /* A point of a device's allocated bytes, in the process's own time, at most one a second: the

@@ -204,6 +204,38 @@ print("same" if got == ((2, 1, 1), (2, 1)) else "dump (ooms, retries, dropped) a
 PY
 )
 check "--max-entries 3, a retried OOM dropped: the dump and top both count 2 OOMs, 1 retry: $out" '[ "$out" = same ]'
+# an allocator's retry known only by a block alloc that the ring dropped: the dump's trace shows
+# no allocator above, so its OOM is the program's there; top said 1 OOM, 2 retries (it had seen the
+# block), the dump 2 and 1.  Both count as a snapshot of the window does (tests/retry_then_oom.c)
+rm -f go
+FAKECUDA_CAPACITY=100M FAKECUDA_DEVICES=1 "$CMH" record -q --max-entries 6 -o rt6.cmh -- "$B/tests/retry_then_oom" "$T/go" >rt6.out 2>&1 &
+rec_pid=$!
+wait_until 60 'grep -q "40 MiB" rt6.out'
+pid=$(grep -l "rt6.cmh.flight" "$XDG_RUNTIME_DIR"/cumemhist/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
+wait_until 30 '"$CMH" top --json $pid 2>/dev/null >rttop.json; grep -q "\"oom_retries\": 1," rttop.json && grep -q "\"ooms\": 2," rttop.json'
+touch go
+wait $rec_pid
+"$CMH" oom --json rt6.cmh >rt6.json 2>&1
+out=$(py - "$pid" <<'PY'
+import json, sys
+pid = int(sys.argv[1] or 0)
+o = json.load(open("rt6.json"))[0]
+try:
+    d = [p for p in json.load(open("rttop.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
+except (ValueError, IndexError, KeyError) as x:
+    sys.exit(print("no top row: %r" % x))
+got = ((o["num_ooms"], o["num_alloc_retries"]), (d["ooms"], d["oom_retries"]))
+print("same" if got[0] == got[1] == (2, 1) else "dump (ooms, retries) and top: %s" % (got,))
+PY
+)
+check "--max-entries 6, a retry's block evidence dropped: the dump and top both count 2 OOMs, 1 retry: $out" '[ "$out" = same ]'
+# whatif's recorded row numbers as oom does: the first OOM kept after one the ring dropped is #2
+touch go
+FAKECUDA_CAPACITY=100M FAKECUDA_DEVICES=1 "$CMH" record -q --max-entries 3 -o rt3.cmh -- "$B/tests/retry_then_oom" "$T/go" >rt3.out 2>&1
+"$CMH" whatif rt3.cmh >wi3.txt 2>&1
+"$CMH" oom rt3.cmh 2>&1 | grep -q "^rt3.cmh: out of memory #2 on device 0 at entry 2, .*(#1 fell out of the 3-entry history)$" &&
+    grep -q "^recorded (its own allocator) .* OOM #2 at entry 2 (40.0 MiB requested; not counted: 1 retry)$" wi3.txt &&
+    ok "whatif's recorded row and oom: OOM #2 at entry 2, #1 dropped" || bad "rt3.cmh: $("$CMH" oom rt3.cmh 2>&1 | grep 'out of memory'; grep -E '^recorded' wi3.txt)"
 "$CMH" summary ring.cmh 2>&1 | grep -q "CUDA OOMs: 4  *|" &&
     ok "summary: CUDA OOMs 4" || bad "summary on ring.cmh: $("$CMH" summary ring.cmh 2>&1 | grep 'OOMs')"
 finish
