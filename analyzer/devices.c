@@ -139,7 +139,7 @@ uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, i
             if (s->entries[t->first_entry + next].action != CMH_ACT_OOM) return 0; /* met at last */
             i = next;
         }
-        uint32_t n = 0;
+        uint32_t n = t->dropped_ooms < UINT32_MAX ? (uint32_t)t->dropped_ooms : UINT32_MAX;
         for (uint32_t j = 0; j <= i; j++)
             if (s->entries[t->first_entry + j].action == CMH_ACT_OOM && !cmh_oom_retried(s, t, j, &freed)) n++;
         *seen_at = i;
@@ -157,7 +157,7 @@ uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, i
         }
         i = at[i];
     }
-    uint32_t n = 0;
+    uint32_t n = t->dropped_ooms < UINT32_MAX ? (uint32_t)t->dropped_ooms : UINT32_MAX; /* the ring's: before the kept ones */
     for (uint32_t j = 0; j <= i; j++) n += s->entries[t->first_entry + j].action == CMH_ACT_OOM && !at[j];
     free(at);
     *seen_at = i;

@@ -329,7 +329,11 @@ int cmh_fstate_pc_frame(cmh_snapshot *s, uint64_t pc, uint32_t *id)
     for (uint32_t m = 0; m < s->nmodules; m++)
         if (pc - 1 >= s->modules[m].base && pc - 1 < s->modules[m].base + s->modules[m].size) {
             f.module = (int32_t)m;
-            f.filename = s->modules[m].path;
+            /* the module's basename, as the recorder's own dump names a frame (recorder/symbols.c):
+             * one site is one name however its snapshot was made (`diff` matches them) */
+            const char *p = cmh_str(s, s->modules[m].path), *sl = strrchr(p, '/');
+            if (!sl) f.filename = s->modules[m].path;
+            else if (cmh_strtab_intern(&s->strings, sl + 1, strlen(sl + 1), &f.filename)) return CMH_ENOMEM;
             break;
         }
     char name[40];

@@ -57,6 +57,7 @@ static void clear_state(cmh_live *l)
     for (int k = 0; k < CMH_FLIGHT_SLOTS; k++) {
         free(l->tr[k].ring);
         free(l->tr[k].seen);
+        free(l->tr[k].retried);
         memset(&l->tr[k], 0, sizeof l->tr[k]);
     }
     memset(l->pos, 0, sizeof l->pos);
@@ -110,6 +111,8 @@ static int load_base(cmh_live *l)
         if (k < 0) continue;
         l->tr[k].dropped_out += bt->dropped;
         l->tr[k].entries += bt->dropped;
+        l->tr[k].ooms += bt->dropped_ooms; /* the program saw them: as the checkpoint counts them */
+        l->tr[k].ooms_out += bt->dropped_ooms;
         for (uint64_t i = 0; i < bt->nentries; i++) {
             cmh_entry_full e;
             cmh_entry_get(b, &b->entries[bt->first_entry + i], &e);

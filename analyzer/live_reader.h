@@ -52,6 +52,7 @@ typedef struct loom {
     cmh_oom_request q;
     uint64_t at;
     int64_t ns; /* its entry's time */
+    uint64_t ev; /* the block alloc entry that shows an allocator above (q.above), 0: none or a lasting sign (PyTorch's) */
 } loom;
 #define LIVE_OOM_PENDING 16
 
@@ -64,6 +65,14 @@ typedef struct ltrace {
      * (cmh_live_oom_entry); the pending ones count as OOMs until a retry is seen, as they would
      * in a snapshot taken now (the figures show them after CMH_LIVE_OOM_GRACE_MS: live_figures.c) */
     uint64_t entries, ooms, retries, last_seq;
+    /* The figures are those of a snapshot taken now, whose trace is the window: an OOM that left
+     * the window is counted as the snapshot counts the trace's dropped_ooms (the program's,
+     * whatever came after it).  ooms_out: the OOM entries that left it (and the checkpoint's
+     * dropped_ooms); retried: the numbers of the OOMs in it taken for retries, in order (from
+     * retried_head), given back to ooms as they leave it. */
+    uint64_t ooms_out;
+    uint64_t *retried;
+    uint32_t retried_head, nretried, capretried;
     /* the number (in entries) of the last block alloc entry + 1, 0 when none: an allocator above
      * the driver reports blocks (cmh_oom_above) */
     uint64_t last_block;
@@ -147,6 +156,7 @@ static inline cmh_entry_full *trace_slot(cmh_live *l, int k, int from_base)
     cmh_entry_full *e = &t->ring[t->head];
     if (++t->head == t->alloc) t->head = 0;
     t->dropped_out++;
+    t->ooms_out += e->action == CMH_ACT_OOM; /* (read before the caller writes the slot) */
     return e;
 }
 

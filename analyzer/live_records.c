@@ -90,6 +90,7 @@ cmh_entry_full *cmh_live_trace_slot_grow(cmh_live *l, int k, int from_base)
         if (++t->head == t->alloc) t->head = 0;
         if (t->nbase) t->nbase--;
         t->dropped_out++;
+        t->ooms_out += e->action == CMH_ACT_OOM;
         return e;
     }
     uint64_t at = t->head + t->n;
@@ -135,8 +136,32 @@ static int seen_once(ltrace *t, uint64_t seq)
     return 1;
 }
 
+/* Note OOM number at as a retry in the window (t->retried, kept in order); 0 out of memory. */
+static int note_retried(ltrace *t, uint64_t at)
+{
+    if (t->retried_head && t->nretried == t->capretried) { /* room at the end: close the gap at the front */
+        memmove(t->retried, t->retried + t->retried_head, (t->nretried - t->retried_head) * sizeof *t->retried);
+        t->nretried -= t->retried_head;
+        t->retried_head = 0;
+    }
+    if (t->nretried == t->capretried) {
+        uint32_t nc = t->capretried ? t->capretried * 2 : 64;
+        uint64_t *r = nc > t->capretried ? realloc(t->retried, nc * sizeof *r) : NULL;
+        if (!r) return 0;
+        t->retried = r, t->capretried = nc;
+    }
+    uint32_t i = t->nretried++;
+    for (; i > t->retried_head && t->retried[i - 1] > at; i--) t->retried[i] = t->retried[i - 1];
+    t->retried[i] = at;
+    return 1;
+}
+
 void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e, int torch)
 {
+    /* the window holds entries (entries - n, entries]: a retry that left it counts as a snapshot's dropped OOM */
+    uint64_t oldest = t->entries - t->n + 1;
+    while (t->retried_head < t->nretried && t->retried[t->retried_head] < oldest) t->retried_head++, t->retries--, t->ooms++;
+    if (t->retried_head == t->nretried) t->retried_head = t->nretried = 0;
     for (uint32_t i = 0; i < t->npend;) {
         loom *p = &t->pend[i];
         uint64_t freed = 0;
@@ -145,16 +170,24 @@ void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e, int torch)
             i++;
             continue;
         }
-        if (r) t->retries++, t->ooms--; /* it was counted as the program's when it came */
+        /* it was counted as the program's when it came; one gone from the window stays so.  A
+         * retry known by a block alloc before it (no same stack) is one while that block is in
+         * the window: a snapshot's trace without it shows no allocator above (cmh_oom_above) */
+        uint64_t key = p->at;
+        if (r == CMH_RETRY_ALLOCATOR && p->ev && !(p->q.stack && e->stack == p->q.stack)) key = p->ev;
+        if (r && key >= oldest && note_retried(t, key)) t->retries++, t->ooms--;
         *p = t->pend[--t->npend];
     }
     if (e->action == CMH_ACT_ALLOC) t->last_block = t->entries;
     if (e->action != CMH_ACT_OOM) return;
     t->ooms++;
     if (t->npend == LIVE_OOM_PENDING) return; /* (16 threads at once out of memory: the oldest undecided stays an OOM) */
-    /* as cmh_oom_above: PyTorch's allocator, or a block alloc entry within the window before this one */
-    int above = torch || (t->last_block && t->entries - t->last_block <= CMH_OOM_RETRY_WINDOW);
-    t->pend[t->npend++] = (loom){{e->thread, e->stack, e->size, e->stream, above}, t->entries, e->time_ns};
+    /* as cmh_oom_above over a snapshot of the window: PyTorch's allocator, or a block alloc entry
+     * before this one, within CMH_OOM_RETRY_WINDOW and in the window (ev: that entry's number) */
+    int mark = torch || (e->flags & CMH_EF_PYTORCH);
+    uint64_t ev = !mark && t->last_block && t->last_block >= oldest && t->entries - t->last_block <= CMH_OOM_RETRY_WINDOW ? t->last_block : 0;
+    int above = mark || ev;
+    t->pend[t->npend++] = (loom){{e->thread, e->stack, e->size, e->stream, above}, t->entries, e->time_ns, ev};
 }
 
 /* A point of a device's allocated bytes, in the process's own time, at most one a second: the

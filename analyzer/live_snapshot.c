@@ -88,6 +88,7 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         if (!t->present) continue;
         int32_t dev = k == CMH_FLIGHT_SLOTS - 1 ? -1 : k;
         if (cmh_snapshot_add_trace(s, dev, t->dropped_out, NULL) != CMH_OK) goto nomem;
+        s->traces[s->ntraces - 1].dropped_ooms = t->ooms_out; /* counted as top counts them (live_records.c) */
         int64_t last = INT64_MIN;
         for (uint64_t i = 0; i < t->n; i++) {
             uint64_t at = t->head + i;

@@ -311,6 +311,7 @@ int cmh_merged_view(cmh_snapshot *s)
         for (uint32_t i = 0; i < t->ntraces; i++)
             if (t->traces[i].device == devs[d]) tt = &t->traces[i];
         if (cmh_snapshot_add_trace(s, devs[d], (ot ? ot->dropped : 0) + (tt ? tt->dropped : 0), NULL)) goto fail;
+        s->traces[s->ntraces - 1].dropped_ooms = (ot ? ot->dropped_ooms : 0) + (tt ? tt->dropped_ooms : 0);
         uint32_t i = 0, j = 0, ni = ot ? ot->nentries : 0, nj = tt ? tt->nentries : 0;
         while (i < ni || j < nj) {
             const cmh_entry *oe = i < ni ? &ents[ot->first_entry + i] : NULL;

@@ -335,6 +335,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         peak = end_reserved;
     }
     const cmh_trace *ptr = end_only ? NULL : trace_of(base, device);
+    if (ptr && ptr->dropped_ooms) nooms = ptr->dropped_ooms < UINT32_MAX ? (uint32_t)ptr->dropped_ooms : UINT32_MAX; /* numbered after the ring's dropped ones */
     for (int64_t i = 0; ptr && i < ptr->nentries; i++) {
         const cmh_entry *e = &base->entries[ptr->first_entry + i];
         if (e->action == CMH_ACT_OOM) {

@@ -358,10 +358,14 @@ static int build(ctx *c, const cmh_snapshot *base, cmh_fstate *st)
         if (!nb && !nj && !bt) continue;
         uint64_t total = nb + nj, skip = max && total > max ? total - max : 0;
         if (cmh_snapshot_add_trace(s, dev, (bt ? bt->dropped : 0) + skip, NULL) != CMH_OK) return CMH_ENOMEM;
+        s->traces[s->ntraces - 1].dropped_ooms = bt ? bt->dropped_ooms : 0; /* the OOMs skipped count as the ring's drops (cmh_trace) */
         uint64_t k = 0;
         for (uint64_t i = 0; i < nb; i++, k++) {
-            if (k < skip) continue;
             cmh_entry_full e; /* the base's ids: copied in the same order */
+            if (k < skip) {
+                s->traces[s->ntraces - 1].dropped_ooms += base->entries[bt->first_entry + i].action == CMH_ACT_OOM;
+                continue;
+            }
             cmh_entry_get(base, &base->entries[bt->first_entry + i], &e);
             if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return CMH_ENOMEM;
         }
@@ -369,7 +373,10 @@ static int build(ctx *c, const cmh_snapshot *base, cmh_fstate *st)
         for (uint32_t i = 0; i < c->nents; i++) {
             jentry *j = &c->ents[i];
             if (j->slot != slot || j->seq <= c->cleared[slot]) continue;
-            if (k++ < skip) continue;
+            if (k++ < skip) {
+                s->traces[s->ntraces - 1].dropped_ooms += j->e.action == CMH_ACT_OOM;
+                continue;
+            }
             cmh_entry_full e = j->e;
             /* the recorder stamps after claiming the number: an overtaken entry gets the time before it */
             if (e.time_ns < last) e.time_ns = last;

@@ -169,6 +169,7 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
     b->device = device;
     b->entries = t ? t->nentries : 0;
     b->dropped = t ? t->dropped : 0;
+    b->dropped_ooms = t ? t->dropped_ooms : 0;
     b->pytorch = s->source == CMH_SRC_PYTORCH;
     b->history = cmh_trace_has_history(s, device);
     b->nohist_cause = cmh_no_history_cause(s, device);
@@ -773,6 +774,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     p->grew_blocks = c.grew_blocks;
     for (uint32_t k = 0; k < CMH_LEAK_RATE_SLICES; k++) p->grew_slices += c.grew_slices >> k & 1;
     p->run_ns = c.t_first && c.t_last > c.t_first ? c.t_last - c.t_first : 0; /* (0: untimed, said without a rate) */
+    p->process_ns = s->start_time_ns > 0 && s->dump_time_ns > s->start_time_ns ? s->dump_time_ns - s->start_time_ns : 0;
     if (p->run_ns >= CMH_LEAK_RATE_MIN_NS && p->grew_slices >= CMH_LEAK_MIN_STEPS)
         p->run_rate = (double)p->grew_bytes * 1e9 / (double)p->run_ns;
     live = NULL;
@@ -916,6 +918,10 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         return CMH_ENOMEM;
     }
     const cmh_mem_stats *st = cmh_replay_stats(r);
+    /* the OOMs the ring dropped come first: the ones kept are numbered after them */
+    const cmh_trace *dt = cmh_snapshot_trace(s, device);
+    p->dropped = dt && dt->dropped_ooms < UINT32_MAX ? (uint32_t)dt->dropped_ooms : dt ? UINT32_MAX : 0;
+    p->failures = p->dropped;
     /* up to the last OOM: the entries after it change no figure here (a trace without one is not
      * replayed at all) */
     for (int64_t i = 0; i < n && p->nevents < count; i++) {

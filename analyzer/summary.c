@@ -21,10 +21,13 @@ int cmh_summary_compute_peak(const cmh_snapshot *s, int device, cmh_mem_stats *o
     if (rc != CMH_OK) return rc;
     /* an OOM the allocator retried after freeing its cache is memory_summary's retry, not an OOM
      * the program saw (driver-level records; PyTorch records its OOMs once it gave up) */
-    uint64_t retries = cmh_oom_retries(s, cmh_snapshot_trace(s, device));
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    uint64_t retries = cmh_oom_retries(s, t);
     if (retries > out->num_ooms) retries = out->num_ooms;
     out->num_ooms -= retries;
     out->num_alloc_retries += retries;
+    /* a counter, as PyTorch's num_ooms: the OOMs the ring dropped were seen all the same */
+    if (t) out->num_ooms += t->dropped_ooms;
     return CMH_OK;
 }
 

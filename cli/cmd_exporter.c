@@ -148,7 +148,7 @@ static const family g_fam[F_NF] = {
     {"cumemhist_owner_bytes", "gauge", "bytes", "Device memory by owner now (PyTorch allocated and cached, each library, the program, not recorded)."},
     {"cumemhist_site_bytes", "gauge", "bytes", "Bytes held now by an allocation site, the top N per process and device."},
     {"cumemhist_site_growth_bytes_per_step", "gauge", NULL, "Growth per step of a site the leak verdict calls growing."},
-    {"cumemhist_ooms", "counter", NULL, "Out-of-memory errors the program saw, as cumemhist oom and summary count them (a retry that succeeded is not one)."},
+    {"cumemhist_ooms", "counter", NULL, "Out-of-memory errors the program saw, as cumemhist oom and summary count them (a retry that succeeded is not one; those the ring dropped are)."},
     {"cumemhist_oom_retries", "counter", NULL, "Out-of-memory errors an allocator above the driver caught and asked again for (memory_summary's cudaMalloc retries), not ones the program saw."},
     {"cumemhist_dropped_entries", "counter", NULL, "Trace entries dropped past the ring's max_entries."},
     {"cumemhist_entries", "counter", NULL, "Trace entries recorded."},

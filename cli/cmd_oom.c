@@ -203,6 +203,7 @@ static int section(const rep_section *sec, void *arg)
         }
         if (p.base.history) cmh_jw_end(w);
         if (p.base.history) { /* memory_summary's two counts, from the same events */
+            cmh_jw_kuint(w, "dropped_ooms", p.dropped); /* of num_ooms: the ring dropped them, #1 to #dropped */
             cmh_jw_kuint(w, "num_ooms", p.failures);
             cmh_jw_kuint(w, "num_alloc_retries", p.retries);
         }
@@ -239,6 +240,11 @@ static int section(const rep_section *sec, void *arg)
         printf("%s, %s: out-of-memory errors: not known: no history (%s);\n"
                "  only the state at the end is known; a record with history (enabled=all) has them\n",
                sec->path, rep_device_name(dev), p.base.nohist_cause);
+    } else if (!p.nevents && p.dropped) {
+        printf("%s, %s: %s, none of them left in the record (%s): the ring dropped them with its oldest entries\n",
+               sec->path, rep_device_name(dev), rep_count(p.dropped, "out-of-memory error", "out-of-memory errors"),
+               rep_count(p.base.entries, "trace entry", "trace entries"));
+        rep_notes(&p.base);
     } else if (!p.nevents) {
         printf("%s, %s: no out-of-memory error in the record (%s)\n", sec->path, rep_device_name(dev),
                rep_count(p.base.entries, "trace entry", "trace entries"));
@@ -261,11 +267,18 @@ static int section(const rep_section *sec, void *arg)
                 break;
             }
         uint32_t first = 0; /* the balance and the what-if line go with OOM #1, as whatif names it */
-        while (first < p.nevents && p.events[first].number != 1) first++;
+        while (first < p.nevents && p.events[first].number != p.dropped + 1) first++;
         if (first == p.nevents) first = 0;
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
-            if (e->number)
+            if (e->number && p.dropped && e->number == p.dropped + 1) { /* the first kept: say where the others went */
+                char gone[48];
+                if (p.dropped == 1) snprintf(gone, sizeof gone, "#1 fell");
+                else snprintf(gone, sizeof gone, "#1 to #%u fell", p.dropped);
+                printf("%s%s: out of memory #%u on %s at %s (%s out of the %" PRIu64 "-entry history)\n",
+                       sec->index || i || p.retries ? "\n" : "", sec->path, e->number, rep_device_name(dev),
+                       rep_at(e->index, e->time_ns, t0), gone, p.base.entries);
+            } else if (e->number)
                 printf("%s%s: out of memory #%u on %s at %s\n", sec->index || i || p.retries ? "\n" : "", sec->path, e->number,
                        rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
             else

@@ -109,7 +109,7 @@ static int section(const rep_section *sec, void *arg)
     int64_t t0 = rep_trace_start(sec->s, sec->device);
     if (sec->w) {
         cmh_jw *w = sec->w;
-        cmh_report_base b = {sec->device, p.entries, 0, sec->s->source == CMH_SRC_PYTORCH, 1, NULL};
+        cmh_report_base b = {.device = sec->device, .entries = p.entries, .pytorch = sec->s->source == CMH_SRC_PYTORCH, .history = 1};
         cmh_jw_obj(w);
         rep_json_base(w, sec, &b);
         cmh_jw_kbool(w, "pytorch_part", p.torch);

@@ -52,6 +52,7 @@ typedef struct rank_row {
     const char *nohist_cause;       /* cmh_no_history_cause's words, when !history */
     int64_t alloc_end, reserved_end; /* the state at the end */
     uint32_t ooms;
+    uint32_t ooms_gone; /* of them, the ring dropped: the first OOM kept, the one named, is #ooms_gone + 1 */
     int64_t first_oom_ns;
     uint64_t first_oom_request, first_oom_free;
     uint64_t leaked_bytes, live_end;
@@ -79,15 +80,28 @@ typedef struct ranks_run {
     pthread_mutex_t lock; /* symbolization and the report helpers' static buffers */
 } ranks_run;
 
+/* Before a row's first OOM's figures: which OOM they are when the ring dropped the earlier ones. */
+static const char *gone_note(const rank_row *r)
+{
+    static char buf[96];
+    if (!r->ooms_gone) return "";
+    snprintf(buf, sizeof buf, "OOM #%u, the first the history kept (#1 to #%u fell out of it): ", r->ooms_gone + 1, r->ooms_gone);
+    if (r->ooms_gone == 1) snprintf(buf, sizeof buf, "OOM #2, the first the history kept (#1 fell out of it): ");
+    return buf;
+}
+
 static void oom_scan(const cmh_snapshot *s, int dev, rank_row *r)
 {
     const cmh_trace *t = cmh_snapshot_trace(s, dev);
+    /* the OOMs the ring dropped count (as summary's), the first named is then the first kept */
+    r->ooms_gone = t && t->dropped_ooms < UINT32_MAX ? (uint32_t)t->dropped_ooms : t ? UINT32_MAX : 0;
+    r->ooms = r->ooms_gone;
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         uint64_t freed;
         /* counted as oom and summary count them: a retried one is no OOM the rank saw */
         if (e->action != CMH_ACT_OOM || cmh_oom_retried(s, t, i, &freed)) continue;
-        if (!r->ooms++) r->first_oom_ns = cmh_entry_time(s, e), r->first_oom_request = cmh_entry_size(s, e), r->first_oom_free = cmh_entry_addr(s, e);
+        if (r->ooms++ == r->ooms_gone) r->first_oom_ns = cmh_entry_time(s, e), r->first_oom_request = cmh_entry_size(s, e), r->first_oom_free = cmh_entry_addr(s, e);
     }
 }
 
@@ -360,7 +374,10 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kint(w, "allocated_at_end", r->alloc_end);
         cmh_jw_kint(w, "reserved_at_end", r->reserved_end);
         cmh_jw_kuint(w, "ooms", r->ooms);
-        if (r->ooms) {
+        if (r->ooms && r->ooms == r->ooms_gone) {
+            cmh_jw_knull(w, "first_oom_number"); /* every one fell out of the ring: none to name */
+        } else if (r->ooms) {
+            cmh_jw_kuint(w, "first_oom_number", r->ooms_gone + 1); /* (the ones before it fell out of the ring) */
             rep_json_time(w, "first_oom_time_ns", r->first_oom_ns);
             cmh_jw_kuint(w, "first_oom_requested", r->first_oom_request);
             rep_json_device_free(w, "first_oom_device_free", r->first_oom_free);
@@ -436,7 +453,9 @@ int cmd_ranks(int argc, char **argv)
         if (r->t_start && (!t0 || r->t_start < t0)) t0 = r->t_start;
         if (r->ooms) {
             oom_ranks++;
-            if (!first_oom || r->first_oom_ns < first_oom->first_oom_ns) first_oom = r;
+            /* a row whose OOMs all fell out of its history has no time: the first kept one's goes first */
+            int none = r->ooms == r->ooms_gone, fnone = first_oom && first_oom->ooms == first_oom->ooms_gone;
+            if (!first_oom || (fnone && !none) || (none == fnone && r->first_oom_ns < first_oom->first_oom_ns)) first_oom = r;
         }
         leak_ranks += r->leaking_sites > 0;
     }
@@ -583,14 +602,20 @@ int cmd_ranks(int argc, char **argv)
         if (first_oom && !job) { /* separate runs: no first of a job, each that ran out */
             printf("ran out of memory:");
             for (uint32_t i = 0, k = 0; i < nrows; i++)
-                if (rows[i]->ooms)
-                    printf("%s %s, device %d (%s requested, device free %s)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
-                           rep_size((double)rows[i]->first_oom_request), rep_device_free(rows[i]->first_oom_free));
+                if (rows[i]->ooms && rows[i]->ooms == rows[i]->ooms_gone) /* none kept: no request to name */
+                    printf("%s %s, device %d (%u OOMs, all fallen out of its history)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
+                           rows[i]->ooms);
+                else if (rows[i]->ooms)
+                    printf("%s %s, device %d (%s%s requested, device free %s)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
+                           gone_note(rows[i]), rep_size((double)rows[i]->first_oom_request), rep_device_free(rows[i]->first_oom_free));
             printf(" (%u of %u)\n", oom_ranks, nrows);
-        } else if (first_oom)
-            printf("first OOM: %s%s%s, device %d%s%s: %s requested, device free %s (%u of %u ran out of memory)\n",
+        } else if (first_oom && first_oom->ooms == first_oom->ooms_gone)
+            printf("first OOM: %s%s%s, device %d: its %u OOMs all fell out of its history (%u of %u ran out of memory)\n",
+                   who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->ooms, oom_ranks, nrows);
+        else if (first_oom)
+            printf("first OOM: %s%s%s, device %d%s%s: %s%s requested, device free %s (%u of %u ran out of memory)\n",
                    who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->first_oom_ns && t0 ? ", at " : "",
-                   first_oom->first_oom_ns && t0 ? rep_when(first_oom->first_oom_ns, t0) : "",
+                   first_oom->first_oom_ns && t0 ? rep_when(first_oom->first_oom_ns, t0) : "", gone_note(first_oom),
                    rep_size((double)first_oom->first_oom_request), rep_device_free(first_oom->first_oom_free), oom_ranks, nrows);
         else if (nrows)
             printf("first OOM: none\n");

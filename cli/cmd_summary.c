@@ -139,6 +139,11 @@ static int section(const rep_section *sec, void *arg)
         printf("note: the ring dropped the %llu oldest entries; peaks cover the last %llu only, and the totals count what\n"
                "      was live when they began as allocated then (what was allocated and freed before is not in them)\n",
                (unsigned long long)dropped, (unsigned long long)nent);
+    const cmh_trace *dt = cmh_snapshot_trace(s, device);
+    if (dropped && dt && dt->dropped_ooms) /* a counter, as PyTorch's num_ooms */
+        printf("note: CUDA OOMs counts the %llu OOM%s among the dropped entries too (as the program's: no entry is left to\n"
+               "      show a retry); `cumemhist oom` numbers the ones kept after them\n",
+               (unsigned long long)dt->dropped_ooms, dt->dropped_ooms == 1 ? "" : "s");
     if (midrun)
         printf("note: the trace begins mid-run: %s allocated and %s reserved before its first entry (inferred from the\n"
                "      end); peaks cover its %s only, and the totals count what was live when it began as allocated\n"

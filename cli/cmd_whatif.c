@@ -102,6 +102,7 @@ typedef struct recorded_run {
     double free_at_peak; /* free inside segments / reserved after the allocated peak's entry */
     uint64_t segment_allocs, segment_frees, segment_maps, segment_unmaps;
     uint32_t ooms, retries; /* the OOMs the program saw and the retries, as `oom` counts them */
+    uint32_t dropped; /* of ooms, those the ring dropped: the first kept, first_oom_index, is #dropped + 1 */
     int64_t first_oom_index; /* `oom`'s #1 (-1: none) */
     uint64_t first_oom_request;
     uint64_t private_allocs, private_bytes; /* requests served in a private pool's segment */
@@ -134,6 +135,7 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
     int any_private = 0; /* (most records have no private pool: then no segment is looked up) */
     for (uint32_t i = 0; i < s->nsegments && !any_private; i++)
         any_private = s->segments[i].device == dev && (s->segments[i].pool_id[0] || s->segments[i].pool_id[1]);
+    out->dropped = out->ooms = t && t->dropped_ooms < UINT32_MAX ? (uint32_t)t->dropped_ooms : t ? UINT32_MAX : 0;
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action == CMH_ACT_ALLOC) {
@@ -146,10 +148,10 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
         if (e->action == CMH_ACT_OOM) {
             uint64_t freed;
             if (cmh_oom_retried(s, t, i, &freed)) out->retries++;
-            else if (!out->ooms++) out->first_oom_index = i, out->first_oom_request = (uint64_t)cmh_entry_size(s, e);
+            else if (out->ooms++ == out->dropped) out->first_oom_index = i, out->first_oom_request = (uint64_t)cmh_entry_size(s, e);
         }
     }
-    if (out->ooms) { /* what oom says of #1: the verdict is computed once, there */
+    if (out->first_oom_index >= 0) { /* what oom says of the first kept: the verdict is computed once, there */
         cmh_oom_report om;
         if ((rc = cmh_oom_compute(s, dev, NULL, &om)) != CMH_OK) {
             cmh_peak_report_free(&out->pk);
@@ -157,7 +159,7 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
         }
         for (uint32_t k = 0; k < om.nevents; k++) {
             const cmh_oom_event *e = &om.events[k];
-            if (e->number != 1) continue;
+            if (e->number != out->dropped + 1) continue;
             out->verdict = e->verdict;
             out->other_pool[0] = e->split.top_pool[0], out->other_pool[1] = e->split.top_pool[1];
             out->other_bytes = e->verdict == CMH_OOM_POOL_CACHE ? e->cache_pool_bytes : e->split.top_pool_free;
@@ -199,8 +201,10 @@ static void print_recorded(const recorded_run *rr, uint64_t capacity, int width)
                 rr->segment_unmaps);
     if (capacity && rr->pk.reserved_peak > (int64_t)capacity) /* it ran on a larger device: not "no OOM" at this one */
         printf("over it (reserved %s)\n", rep_size((double)rr->pk.reserved_peak));
+    else if (rr->ooms && rr->first_oom_index < 0) /* every one fell out of the ring */
+        printf("%s, all fallen out of the history\n", rep_count(rr->ooms, "OOM", "OOMs"));
     else if (rr->ooms)
-        printf("OOM #1 at entry %" PRId64 " (%s requested%s%s)\n", rr->first_oom_index, rep_size((double)rr->first_oom_request),
+        printf("OOM #%u at entry %" PRId64 " (%s requested%s%s)\n", rr->dropped + 1, rr->first_oom_index, rep_size((double)rr->first_oom_request),
                rr->retries ? "; not counted: " : "", rr->retries ? rep_count(rr->retries, "retry", "retries") : "");
     else if (rr->retries) printf("no OOM the program saw (%s)\n", rep_count(rr->retries, "retry that succeeded", "retries that succeeded"));
     else printf("%s\n", capacity ? "no OOM" : "-");
@@ -386,8 +390,8 @@ int cmd_whatif(int argc, char **argv)
         cmh_jw_kuint(&w, "ooms", rr.ooms); /* as `oom` counts them (num_ooms, num_alloc_retries) */
         cmh_jw_kuint(&w, "oom_retries", rr.retries);
         cmh_jw_kuint(&w, "private_pool_requests", rr.private_allocs); /* the model serves each from its own pool */
-        if (rr.ooms)
-            cmh_jw_kint(&w, "first_oom_index", rr.first_oom_index), cmh_jw_kuint(&w, "first_oom_number", 1),
+        if (rr.first_oom_index >= 0)
+            cmh_jw_kint(&w, "first_oom_index", rr.first_oom_index), cmh_jw_kuint(&w, "first_oom_number", rr.dropped + 1),
                 cmh_jw_kuint(&w, "first_oom_requested", rr.first_oom_request);
         if (rr.verdict >= 0) cmh_jw_kstr(&w, "first_oom_verdict", cmh_oom_verdict_name(rr.verdict)); /* as oom --json says */
         cmh_jw_kbool(&w, "model_peaks_match", nt && (int64_t)t[0].r.peak_reserved == rr.pk.reserved_peak &&
@@ -447,13 +451,13 @@ int cmd_whatif(int argc, char **argv)
                          rep_size((double)k.reserved));
             }
             if (k.total && k.capacity == k.total)
-                printf("  (the device's total memory, as the record's cuMemGetInfo says; at the trace's OOM #1, as `oom` numbers it: "
-                       "reserved %s%s, %s free%s%s)\n",
+                printf("  (the device's total memory, as the record's cuMemGetInfo says; at the trace's OOM #%u, as `oom` numbers it: "
+                       "reserved %s%s, %s free%s%s)\n", rr.dropped + 1,
                        rep_size((double)(k.whole + k.reserved)), parts, k.free_known ? rep_size((double)k.free) : "not known",
                        k.outside ? ", the rest held by nothing recorded (the CUDA context, other processes): " : "",
                        k.outside ? rep_size((double)k.outside) : "");
             else
-                printf("  (the trace's OOM #1, as `oom` numbers it: reserved then%s%s)\n", parts,
+                printf("  (the trace's OOM #%u, as `oom` numbers it: reserved then%s%s)\n", rr.dropped + 1, parts,
                        !k.free_known ? "; it reported no free memory (not known), so the device may have had more"
                                      : " plus the free memory it reported");
         }
@@ -472,15 +476,15 @@ int cmd_whatif(int argc, char **argv)
                    rep_size((double)r0->peak_reserved), rep_size((double)r0->peak_allocated), rep_size((double)rr.pk.reserved_peak),
                    rep_size((double)rr.pk.alloc_peak));
         if (rr.verdict == CMH_OOM_PRIVATE_POOL && rr.other_bytes)
-            printf("\nOOM #1, as `oom` judges it: held by a private pool: %s free in pool (%" PRIu64 ", %" PRIu64 "), another pool's\n"
+            printf("\nOOM #%u, as `oom` judges it: held by a private pool: %s free in pool (%" PRIu64 ", %" PRIu64 "), another pool's\n"
                    "  memory, which no allocator setting gives this request: free that graph or MemPool (cumemhist oom)\n",
-                   rep_size((double)rr.other_bytes), rr.other_pool[0], rr.other_pool[1]);
+                   rr.dropped + 1, rep_size((double)rr.other_bytes), rr.other_pool[0], rr.other_pool[1]);
         else if (rr.verdict == CMH_OOM_POOL_CACHE)
-            printf("\nOOM #1, as `oom` judges it: held in a stream-ordered pool's cache: %s kept by pool 0x%" PRIx64 ", which no\n"
+            printf("\nOOM #%u, as `oom` judges it: held in a stream-ordered pool's cache: %s kept by pool 0x%" PRIx64 ", which no\n"
                    "  allocator setting gives this request: trim the pool (cuMemPoolTrimTo) (cumemhist oom)\n",
-                   rep_size((double)rr.other_bytes), rr.cache_pool);
+                   rr.dropped + 1, rep_size((double)rr.other_bytes), rr.cache_pool);
         else if (rr.verdict >= 0)
-            printf("\nOOM #1, as `oom` judges it: %s\n", cmh_oom_verdict_name(rr.verdict));
+            printf("\nOOM #%u, as `oom` judges it: %s\n", rr.dropped + 1, cmh_oom_verdict_name(rr.verdict));
         if (rr.private_allocs)
             printf("\n%" PRIu64 " of the %" PRIu64 " requests (%s) were served in a private pool (pool_id not (0, 0): a CUDA graph's\n"
                    "  or a MemPool's); the model serves each from its own pool's segments, which no other pool's request reuses\n",

@@ -97,6 +97,7 @@ uint64_t cmh_export_seq[CMH_MAX_DEVICES + 1];
 typedef struct ring_views {
     cmh_ring_view v[CMH_MAX_DEVICES + 1];
     uint64_t dropped[CMH_MAX_DEVICES + 1];
+    uint64_t ooms[CMH_MAX_DEVICES + 1]; /* OOM entries recorded (cmh_hist_view_ring) */
     int taken[CMH_MAX_DEVICES + 1];
 } ring_views;
 
@@ -115,13 +116,17 @@ static int export_rings(cmh_snapshot *s, ring_views *rv, const cmh_live *live, s
         if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, rv->dropped[i], NULL);
         if (rc == CMH_OK && n <= UINT32_MAX) rc = cmh_snapshot_reserve_entries(s, (uint32_t)n);
         int64_t last = INT64_MIN;
+        uint64_t kept_ooms = 0;
         for (uint64_t k = 0; k < n && rc == CMH_OK; k++) {
             cmh_rec_entry r;
             if (!cmh_view_get(v, k, &r)) continue; /* lost: counted */
+            kept_ooms += r.action == CMH_ACT_OOM;
             cmh_entry_full e;
             rc = convert(s, &r, k, &fixed, &last, stack_map, arg, now_ticks, now_ns, &e);
             if (rc == CMH_OK) rc = cmh_snapshot_add_entry(s, &e);
         }
+        /* the OOMs the ring dropped: the process saw them (summary's count, oom's numbers) */
+        if (rc == CMH_OK && rv->ooms[i] > kept_ooms) s->traces[s->ntraces - 1].dropped_ooms = rv->ooms[i] - kept_ooms;
         cmh_oa_free(&fixed);
     }
     return rc;
@@ -241,7 +246,7 @@ static int collect_at_one_point(cmh_live **all, size_t *nl, cmh_live **blocks, s
     for (int i = 0; i <= CMH_MAX_DEVICES; i++) {
         int r = CMH_OK;
         cmh_export_seq[i] = 0;
-        rv->taken[i] = cmh_hist_view_ring(i, &rv->v[i], &rv->dropped[i], &cmh_export_seq[i], &r);
+        rv->taken[i] = cmh_hist_view_ring(i, &rv->v[i], &rv->dropped[i], &cmh_export_seq[i], &rv->ooms[i], &r);
         if (r != CMH_OK && *rc_view == CMH_OK) *rc_view = r;
     }
     cmh_hist_unhold();
@@ -311,7 +316,7 @@ struct cmh_export_stream {
         cmh_oatab fixed; /* as in export_rings */
         int64_t last;    /* the time clamp, as entries are asked in order */
         int device;
-        uint64_t dropped;
+        uint64_t dropped, ooms;
     } t[CMH_MAX_DEVICES + 1];
 };
 
@@ -372,6 +377,7 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
         x->t[x->ntraces].v = rv->v[i];
         x->t[x->ntraces].device = i == CMH_HOST_SLOT ? -1 : i;
         x->t[x->ntraces].dropped = rv->dropped[i];
+        x->t[x->ntraces].ooms = rv->ooms[i];
         cmh_oa_init(&x->t[x->ntraces].fixed, sizeof(uint64_t));
         x->ntraces++;
     }
@@ -384,6 +390,7 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
         if (rc == CMH_OK && v->n > UINT32_MAX) rc = CMH_ENOMEM;
         if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, x->t[j].dropped, NULL);
         /* the first pass: what the entries name goes into the model before the writer starts */
+        uint64_t kept_ooms = 0;
         for (uint64_t k = 0; k < v->n && rc == CMH_OK && !lost; k++) {
             cmh_rec_entry e;
             const cmh_rec_entry *r = &e;
@@ -391,6 +398,7 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
                 lost = 1;
                 break;
             }
+            kept_ooms += r->action == CMH_ACT_OOM;
             if (r->stack) stack_map(r->stack, arg);
             if (r->action == CMH_ACT_MARK) {
                 uint32_t id;
@@ -398,6 +406,7 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
             }
         }
         if (rc == CMH_OK) s->traces[s->ntraces - 1].nentries = (uint32_t)v->n; /* entries: in the rings */
+        if (rc == CMH_OK && x->t[j].ooms > kept_ooms) s->traces[s->ntraces - 1].dropped_ooms = x->t[j].ooms - kept_ooms;
     }
     if (rc == CMH_OK && !lost) rc = export_segments(s, all, nl, blocks, nb, stack_map, arg, x->now_ticks, x->now_ns);
     if (rc == CMH_OK && !lost) rc = cmh_marks_export(s, x->now_ticks, x->now_ns);

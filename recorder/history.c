@@ -64,6 +64,9 @@ typedef struct dev_state {
      * event is one atomic add here (gap moves only for managed segments and reported blocks) */
     uint64_t res_cur, gap, alloc_peak, res_peak;
     uint64_t nallocs, nfrees, nooms; /* as done: the rest is in the threads' counts */
+    /* OOM entries claimed so far (counted with the entry, before it is done: a closed gate's
+     * sum is exact), as done; oom_base their count at the last clear (gate closed) */
+    uint64_t noom_entries, oom_base;
     /* read by writers, changed only with the gate closed (or, dir and its chunks, under lock) */
     cmh_ring_slot **dir __attribute__((aligned(64))); /* DIR_CHUNKS chunk pointers, or NULL */
     uint64_t cap;   /* 0 unlimited, else max_entries */
@@ -92,7 +95,7 @@ static cmh_livetab *g_segs;    /* driver allocations, VMM maps aside */
  * that counting one is a plain store to a line no other thread writes; a reader sums them.  A
  * thread's block outlives it: when it ends, the next new thread takes the block over (its counts
  * stay in the sums), so there are as many blocks as threads ever ran at once. */
-enum { TC_DONE, TC_ALLOCS, TC_FREES, TC_OOMS, TC_N };
+enum { TC_DONE, TC_ALLOCS, TC_FREES, TC_OOMS, TC_OOM_ENTRIES, TC_N };
 typedef struct tcounts {
     uint64_t n[CMH_MAX_DEVICES + 1][TC_N];
     struct tcounts *next;
@@ -532,6 +535,7 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
         if (cap) __atomic_store_n(slot_seq(c, off), s, __ATOMIC_RELEASE);
         if (CMH_UNLIKELY(off == CHUNK / 2)) ask_chunk(d, ci + 1);
     }
+    if (CMH_UNLIKELY(action == CMH_ACT_OOM)) count_one(&d->noom_entries, slot, TC_OOM_ENTRIES);
     count_one(&d->done, slot, TC_DONE);
 }
 
@@ -674,6 +678,7 @@ void cmh_hist_clear(void)
         free_chunks(d); /* fresh zeroed chunks as entries come: commit words start at 0 again */
         d->base = g_closed[i];
         d->drop0 = 0;
+        d->oom_base = count_sum(&d->noom_entries, i, TC_OOM_ENTRIES); /* cleared, as drop0: not dropped */
         if (g_closed[i]) cmh_flight_clear(i, g_closed[i]); /* entry numbers go on: the file drops what came before */
     }
     open_all();
@@ -832,13 +837,16 @@ void cmh_hist_unhold(void)
     for (int i = CMH_MAX_DEVICES; i >= 0; i--) open_gate(&g_dev[i], g_held_at[i]);
 }
 
-int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, int *rc)
+int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, uint64_t *ooms, int *rc)
 {
     cmh_hist_ensure_init();
     dev_state *d = &g_dev[slot];
     memset(v, 0, sizeof *v);
     *rc = CMH_OK;
+    *ooms = 0;
     if (!__atomic_load_n(&d->used, __ATOMIC_RELAXED)) return 0;
+    /* exact when held (every gate closed, every claim done); else a moment's figure */
+    *ooms = count_sum(&d->noom_entries, slot, TC_OOM_ENTRIES) - d->oom_base;
     const char *copy = getenv("CUMEMHIST_DUMP_COPY"); /* "1": copy it anyway (the old way, to compare) */
     int in_place = !(copy && !strcmp(copy, "1"));
     if (!g_held) cmh_lock(&d->lock); /* (held: the gate's lock is this thread's already) */

@@ -262,7 +262,9 @@ static inline uint32_t cmh_view_thread(const cmh_ring_view *v, uint64_t k)
  * place, a clear or a new capacity, waits for _end), any number of them at once. */
 CMH_HIDDEN void cmh_hist_views_begin(void);
 CMH_HIDDEN void cmh_hist_views_end(void);
-CMH_HIDDEN int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, int *rc);
+/* *ooms: the OOM entries the device recorded since the last clear (those the view lacks were
+ * dropped by the ring, or lost) */
+CMH_HIDDEN int cmh_hist_view_ring(int slot, cmh_ring_view *v, uint64_t *dropped, uint64_t *seq, uint64_t *ooms, int *rc);
 /* Between cmh_hist_hold and _unhold (inside a views_begin/_end), no entry is claimed or being
  * written on any device: the live tables read then hold every entry claimed so far (a table
  * changes before its entry is claimed), and the views taken then end at that same point.  A

@@ -435,7 +435,12 @@ static int rd_traces(cur *c, cmh_snapshot *s)
                 }
             }
         }
-        for (uint32_t j = 4; j < k; j++)
+        if (k >= 5) {
+            uint64_t dooms;
+            if (rd_u64(c, &dooms)) return -1;
+            s->traces[s->ntraces - 1].dropped_ooms = dooms;
+        }
+        for (uint32_t j = 5; j < k; j++)
             if (skip(c)) return -1;
     }
     return 0;

@@ -190,7 +190,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
             runs += !j || th != prev;
             prev = th;
         }
-        msgpack_pack_array(&pk, threads ? 4 : 3);
+        msgpack_pack_array(&pk, t->dropped_ooms ? 5 : threads ? 4 : 3);
         msgpack_pack_int32(&pk, t->device);
         msgpack_pack_uint64(&pk, t->dropped);
         msgpack_pack_array(&pk, t->nentries);
@@ -202,6 +202,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
             else cmh_entry_get(s, &te[j], &e);
             pack_entry(&pk, &e, &prev_addr, &prev_time);
         }
+        if (!threads && t->dropped_ooms) msgpack_pack_array(&pk, 0); /* (no runs: the place of the fifth) */
         if (threads) {
             msgpack_pack_array(&pk, 2 * runs);
             for (uint32_t j = 0, run = 0, th = t->nentries ? THREAD_OF(0) : 0; j < t->nentries; j++) {
@@ -215,6 +216,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
                 th = next;
             }
         }
+        if (t->dropped_ooms) msgpack_pack_uint64(&pk, t->dropped_ooms);
 #undef THREAD_OF
     }
     if (pool_ids) {

@@ -261,6 +261,7 @@ int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cm
     cmh_trace *t = &s->traces[s->ntraces++];
     t->device = device;
     t->dropped = dropped;
+    t->dropped_ooms = 0;
     t->first_entry = s->nentries;
     t->nentries = 0;
     if (out) *out = t;

@@ -22,7 +22,7 @@ const char *const pk_key_names[NKEYS] = {
     "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
     "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
-    "meminfo", "start_ns", "dump_ns", "process", "ending",
+    "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms",
 };
 
 /* ---- eager conversion of frames, stacks, entries ---- */
@@ -862,6 +862,11 @@ int pk_convert_top(pm *m, const pv *root)
         for (uint32_t i = 0; dl && i < dl->n; i++)
             for (uint32_t t = 0; t < m->s->ntraces; t++)
                 if (m->s->traces[t].device == (int32_t)i && to_i64(&dl->items[i], &x)) m->s->traces[t].dropped = (uint64_t)x;
+        const pv *dov = pk_dict_get(m, od, m->key[K_DROPPED_OOMS]); /* of them, the OOM entries (cmh_trace) */
+        const pcont *dol = dov ? obj(m, dov, C_LIST) : NULL;
+        for (uint32_t i = 0; dol && i < dol->n; i++)
+            for (uint32_t t = 0; t < m->s->ntraces; t++)
+                if (m->s->traces[t].device == (int32_t)i && to_i64(&dol->items[i], &x) && x > 0) m->s->traces[t].dropped_ooms = (uint64_t)x;
         const pv *th = pk_dict_get(m, od, m->key[K_THREADS]);
         const pcont *tl = th ? obj(m, th, C_LIST) : NULL;
         if (tl && read_threads(m, tl)) goto fail;

@@ -26,7 +26,7 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -36,6 +36,7 @@ static const char *const wkeys[W_NKEYS] = {
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
     "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id", "meminfo", "start_ns", "dump_ns", "process", "ending",
+    "dropped_ooms",
 };
 
 typedef struct pw {
@@ -684,6 +685,20 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
             w_int(&w, s->world_size);
             w_int(&w, s->forked_from);
             op(&w, 't');
+        }
+        uint64_t any_dooms = 0;
+        for (uint32_t t = 0; t < s->ntraces; t++) any_dooms |= s->traces[t].dropped_ooms;
+        if (any_dooms) { /* per device, as dropped: the OOM entries among the dropped ones */
+            w_key(&w, W_DROPPED_OOMS);
+            op(&w, ']');
+            for (int d = 0; d < ndev; d++) {
+                uint64_t n = 0;
+                for (uint32_t t = 0; t < s->ntraces; t++)
+                    if (s->traces[t].device == d) n += s->traces[t].dropped_ooms;
+                batch_begin(&w, (uint32_t)d, (uint32_t)ndev);
+                w_int(&w, (int64_t)n);
+                batch_end(&w, (uint32_t)d, (uint32_t)ndev, 0);
+            }
         }
         if (s->ending) {
             w_key(&w, W_ENDING);

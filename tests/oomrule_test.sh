@@ -126,4 +126,116 @@ PY
 )
     check "$prog live: top --json and the exporter count $n OOM(s), $r retries, as oom --json of the dump: $out" '[ "$out" = same ]'
 done
+
+# --- OOMs the ring dropped still count: 4 OOMs, 3 of them out of a 20-entry ring.  summary, oom,
+# owners' and the report's numbers, ranks, top, the exporter and `snapshot PID` once said 1 here
+# and top/exporter 4; every output says 4, and oom numbers the one kept #4. ---
+rm -f go
+FAKECUDA_CAPACITY=512M FAKECUDA_DEVICES=1 "$CMH" record -q --max-entries 20 -o ring.cmh -- "$B/tests/ringoom" "$T/go" >ring.out 2>&1 &
+rec_pid=$!
+wait_until 60 'grep -q "^oom" ring.out'
+pid=$(grep -l "ring.cmh.flight" "$XDG_RUNTIME_DIR"/cumemhist/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
+wait_until 30 '"$CMH" top --json $pid 2>/dev/null >rtop.json; grep -q "\"ooms\": 4," rtop.json'
+rm -rf prom && mkdir prom && "$CMH" exporter --once --textfile prom $pid >/dev/null 2>&1
+"$CMH" snapshot $pid -o ringsnap.cmh >/dev/null 2>&1
+touch go
+wait $rec_pid
+grep -q "^oom 4$" ring.out && ok "ringoom: the program saw 4 OOMs" || bad "ringoom did not run as designed: $(cat ring.out)"
+for rec in ring.cmh ringsnap.cmh; do
+    "$CMH" summary --json "$rec" >sum.json 2>&1
+    "$CMH" oom --json "$rec" >oom.json 2>&1
+    "$CMH" ranks --json "$rec" >ranks.json 2>&1
+    "$CMH" report "$rec" -o rep.html >/dev/null 2>&1
+    out=$(py - "$pid" <<'PY'
+import json, re, sys
+pid = int(sys.argv[1])
+s = json.load(open("sum.json"))[0]
+o = json.load(open("oom.json"))[0]
+rk = json.load(open("ranks.json"))
+rows = rk["processes"]
+d = [p for p in json.load(open("rtop.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
+prom = open("prom/cumemhist.prom").read()
+m = re.search(r'^cumemhist_ooms_total\{pid="%d"[^}]*\} (\d+)$' % pid, prom, re.M)
+page = open("rep.html").read()
+got = {"summary": s["num_ooms"], "oom": o["num_ooms"], "oom numbers": [x["number"] for x in o["ooms"]],
+       "ranks": [r["ooms"] for r in rows], "top": d["ooms"], "exporter": int(m.group(1)) if m else None,
+       "report": len(re.findall(r"Out of memory #4</b>", page))}
+want = {"summary": 4, "oom": 4, "oom numbers": [4], "ranks": [4], "top": 4, "exporter": 4, "report": 1}
+print("same" if got == want else "got %s" % got)
+PY
+)
+    check "$rec: summary, oom, ranks, report, top, exporter all count the 4 OOMs (3 dropped by the ring): $out" '[ "$out" = same ]'
+done
+"$CMH" oom ring.cmh 2>&1 | grep -q "^ring.cmh: out of memory #4 on device 0 at entry [0-9]*, .*(#1 to #3 fell out of the 20-entry history)$" &&
+    ok "oom: the OOM kept is #4, and #1 to #3 fell out of the history" || bad "oom on ring.cmh: $("$CMH" oom ring.cmh 2>&1 | grep 'out of memory')"
+# one name for a site however its snapshot was made: `snapshot PID` (from the flight record) once
+# named a frame's module by its full path, "main (/.../ringoom)", the exit dump by its base name,
+# "main (ringoom)": diff of the same state listed every site as removed and added
+"$CMH" diff ringsnap.cmh ring.cmh >rdiff.txt 2>&1
+check "diff of snapshot PID and the exit dump of the same state: no site changed ($(grep -c '(/' rdiff.txt) full paths)" \
+    'grep -q "no site.s live bytes changed" rdiff.txt && ! grep -q "(/" rdiff.txt'
+"$CMH" leaks ringsnap.cmh 2>&1 | grep -q " main (ringoom) " &&
+    ok "snapshot PID names a site by its module's base name: main (ringoom)" || bad "leaks of snapshot PID: $("$CMH" leaks ringsnap.cmh 2>&1 | grep main)"
+"$CMH" owners ring.cmh 2>&1 | grep -q "out of memory #4 (entry" &&
+    ok "owners: the OOM kept is #4" || bad "owners on ring.cmh: $("$CMH" owners ring.cmh 2>&1 | grep 'out of memory')"
+# the memory_viz pickle carries the count beside `dropped`: read back, it says 4 too
+"$CMH" export -f memviz ring.cmh -o ring.pickle >/dev/null 2>&1
+"$CMH" summary ring.pickle 2>&1 | grep -q "CUDA OOMs: 4  *|" && "$CMH" oom ring.pickle 2>&1 | grep -q "out of memory #4 on" &&
+    ok "the memviz export read back: CUDA OOMs 4, out of memory #4" || bad "ring.pickle: $("$CMH" summary ring.pickle 2>&1 | grep 'OOMs')"
+# a retry whose OOM entry the ring dropped: the dump counts it as the program's (no entry is left to
+# show the retry), and so do top and the exporter once it leaves their window (they said 1 OOM,
+# 2 retries where the dump said 2 and 1)
+rm -f go
+"$CMH" record -q --max-entries 3 -o sr3.cmh -- "$B/tests/sameretry" "$T/go" >sr3.out 2>&1 &
+rec_pid=$!
+wait_until 60 'grep -q "error" sr3.out'
+pid=$(grep -l "sr3.cmh.flight" "$XDG_RUNTIME_DIR"/cumemhist/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
+wait_until 30 '"$CMH" top --json $pid 2>/dev/null >srtop.json; grep -q "\"ooms\": 2," srtop.json'
+touch go
+wait $rec_pid
+"$CMH" oom --json sr3.cmh >sr3.json 2>&1
+out=$(py - "$pid" <<'PY'
+import json, sys
+pid = int(sys.argv[1])
+o = json.load(open("sr3.json"))[0]
+d = [p for p in json.load(open("srtop.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
+got = ((o["num_ooms"], o["num_alloc_retries"], o["dropped_ooms"]), (d["ooms"], d["oom_retries"]))
+print("same" if got == ((2, 1, 1), (2, 1)) else "dump (ooms, retries, dropped) and top: %s" % (got,))
+PY
+)
+check "--max-entries 3, a retried OOM dropped: the dump and top both count 2 OOMs, 1 retry: $out" '[ "$out" = same ]'
+# an allocator's retry known only by a block alloc that the ring dropped: the dump's trace shows
+# no allocator above, so its OOM is the program's there; top said 1 OOM, 2 retries (it had seen the
+# block), the dump 2 and 1.  Both count as a snapshot of the window does (tests/retry_then_oom.c)
+rm -f go
+FAKECUDA_CAPACITY=100M FAKECUDA_DEVICES=1 "$CMH" record -q --max-entries 6 -o rt6.cmh -- "$B/tests/retry_then_oom" "$T/go" >rt6.out 2>&1 &
+rec_pid=$!
+wait_until 60 'grep -q "40 MiB" rt6.out'
+pid=$(grep -l "rt6.cmh.flight" "$XDG_RUNTIME_DIR"/cumemhist/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
+wait_until 30 '"$CMH" top --json $pid 2>/dev/null >rttop.json; grep -q "\"oom_retries\": 1," rttop.json && grep -q "\"ooms\": 2," rttop.json'
+touch go
+wait $rec_pid
+"$CMH" oom --json rt6.cmh >rt6.json 2>&1
+out=$(py - "$pid" <<'PY'
+import json, sys
+pid = int(sys.argv[1] or 0)
+o = json.load(open("rt6.json"))[0]
+try:
+    d = [p for p in json.load(open("rttop.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
+except (ValueError, IndexError, KeyError) as x:
+    sys.exit(print("no top row: %r" % x))
+got = ((o["num_ooms"], o["num_alloc_retries"]), (d["ooms"], d["oom_retries"]))
+print("same" if got[0] == got[1] == (2, 1) else "dump (ooms, retries) and top: %s" % (got,))
+PY
+)
+check "--max-entries 6, a retry's block evidence dropped: the dump and top both count 2 OOMs, 1 retry: $out" '[ "$out" = same ]'
+# whatif's recorded row numbers as oom does: the first OOM kept after one the ring dropped is #2
+touch go
+FAKECUDA_CAPACITY=100M FAKECUDA_DEVICES=1 "$CMH" record -q --max-entries 3 -o rt3.cmh -- "$B/tests/retry_then_oom" "$T/go" >rt3.out 2>&1
+"$CMH" whatif rt3.cmh >wi3.txt 2>&1
+"$CMH" oom rt3.cmh 2>&1 | grep -q "^rt3.cmh: out of memory #2 on device 0 at entry 2, .*(#1 fell out of the 3-entry history)$" &&
+    grep -q "^recorded (its own allocator) .* OOM #2 at entry 2 (40.0 MiB requested; not counted: 1 retry)$" wi3.txt &&
+    ok "whatif's recorded row and oom: OOM #2 at entry 2, #1 dropped" || bad "rt3.cmh: $("$CMH" oom rt3.cmh 2>&1 | grep 'out of memory'; grep -E '^recorded' wi3.txt)"
+"$CMH" summary ring.cmh 2>&1 | grep -q "CUDA OOMs: 4  *|" &&
+    ok "summary: CUDA OOMs 4" || bad "summary on ring.cmh: $("$CMH" summary ring.cmh 2>&1 | grep 'OOMs')"
 finish

@@ -253,16 +253,24 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
         /* no step found: what the still-live memory did over the run, honestly no more; a rate
          * only where the run is long enough and the memory came through it (run_rate) */
         if (n < cap && !p->steps.count && p->base.entries > 1 && p->grew_bytes && p->run_ns > 0) {
-            char span[32], size[32], blocks[48];
+            char span[96], size[32], blocks[48], proc[32];
             cmh_span_text(p->run_ns, span, sizeof span);
+            /* the entries' span, not the process's run, when the process ran longer (it held still
+             * after its allocations): "the 1 ms its entries span, of a 6.0 s run" */
+            int longer = p->process_ns > p->run_ns + p->run_ns / 10 + 1000000;
+            if (longer) {
+                cmh_span_text(p->process_ns, proc, sizeof proc);
+                size_t sl = strlen(span);
+                snprintf(span + sl, sizeof span - sl, " its entries span, of a %s", proc);
+            }
             snprintf(size, sizeof size, "%s", cmh_svg_size((double)p->grew_bytes));
             snprintf(blocks, sizeof blocks, "%" PRIu64 " %s", p->grew_blocks, plural(p->grew_blocks, "block", "blocks"));
             if (p->run_rate > 0)
                 snprintf(buf + n, cap - n, "; %s still live (%s) was made over the %s run: %s/s on average", size, blocks, span,
                          cmh_svg_size(p->run_rate));
             else if (p->run_ns < CMH_LEAK_RATE_MIN_NS)
-                snprintf(buf + n, cap - n, "; %s still live (%s) was made over the %s run, too short a run for a rate per second", size,
-                         blocks, span);
+                snprintf(buf + n, cap - n, "; %s still live (%s) was made over the %s run, too short a %s for a rate per second", size,
+                         blocks, span, longer ? "span" : "run");
             else if (p->grew_slices == 1) /* the run cut in CMH_LEAK_RATE_SLICES equal parts: in how many it came */
                 /* (the words say a tenth) */
                 snprintf(buf + n, cap - n, "; %s still live (%s) was made in one burst, within one tenth of the %s run: no steady rate", size,

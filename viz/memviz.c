@@ -340,6 +340,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             continue;
         }
         TRY(cmh_snapshot_add_trace(out, tr->device, tr->dropped, NULL));
+        out->traces[out->ntraces - 1].dropped_ooms = tr->dropped_ooms; /* (the pickle carries it beside dropped) */
         for (uint32_t i = 0; i < tr->nentries; i++) {
             cmh_entry_full e;
             cmh_entry_get(in, &in->entries[tr->first_entry + i], &e);

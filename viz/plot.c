@@ -73,7 +73,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     if (ph < 40) ph = 40;
     col *cols = calloc((size_t)pw + 1, sizeof *cols);
     marker *mk = NULL;
-    uint32_t nmk = 0, capmk = 0, nooms = 0;
+    uint32_t nmk = 0, capmk = 0;
+    uint32_t nooms = tr && tr->dropped_ooms < UINT32_MAX ? (uint32_t)tr->dropped_ooms : 0; /* numbered after the ring's dropped ones, as oom numbers them */
     if (!cols) return CMH_ENOMEM;
     /* the allocated peak, found as cmh_peak_compute finds it (the first maximum; the state before
      * the first entry counts, and the end reconciled with the final segments) */

@@ -360,7 +360,7 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         if (t && (t->nentries || t->dropped)) continue;
         int held = 0;
         for (uint32_t k = 0; k < s->nsegments && !held; k++) held = s->segments[k].device == devs[i];
-        cmh_trace none = {devs[i], 0, 0, 0};
+        cmh_trace none = {.device = devs[i]};
         if (held) rc = add_device(x, s, pid, &none);
     }
     if (rc == CMH_OK && sqlite3_exec(x->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = fail(x, "COMMIT");

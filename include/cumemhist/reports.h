@@ -84,6 +84,7 @@ typedef struct cmh_site {
 typedef struct cmh_report_base {
     int device;
     uint64_t entries, dropped;
+    uint64_t dropped_ooms; /* of dropped, the OOM entries (cmh_trace.dropped_ooms): still in every OOM count */
     int pytorch; /* byte figures of a PyTorch trace are the allocator's rounded sizes */
     int history; /* the trace says how memory changed; 0: only the end state is known (enabled=state) */
     const char *nohist_cause; /* when !history: cmh_no_history_cause's words */
@@ -310,6 +311,9 @@ typedef struct cmh_leak_report {
     uint32_t grew_slices;
     int64_t run_ns;
     double run_rate;
+    /* the process's own run as the record says it (its start to the snapshot: meta start_time_ns
+     * to dump_time_ns), 0 when not known: longer than run_ns when it held still before or after */
+    int64_t process_ns;
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
@@ -454,6 +458,9 @@ typedef struct cmh_oom_report {
     cmh_oom_event *events; /* every OOM entry, retried or not, in trace order */
     uint32_t nevents;
     uint32_t failures, retries; /* of them: seen by the program (numbered), retried (memory_summary's two counts) */
+    /* of failures, the OOMs the ring dropped (cmh_trace.dropped_ooms): the events are numbered
+     * after them, the first kept one #dropped + 1 */
+    uint32_t dropped;
 } cmh_oom_report;
 
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *out);

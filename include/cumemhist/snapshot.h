@@ -217,6 +217,10 @@ typedef struct cmh_entry_xref {
 typedef struct cmh_trace {
     int32_t device;
     uint64_t dropped;     /* entries the ring dropped before the first one kept */
+    /* of them, the OOM entries (driver failures): the process saw them, the trace no longer
+     * shows them; every count of OOMs adds them (counted as the program's, as an OOM no entry
+     * after it shows retried: cmh_oom_retry), and the first OOM kept is numbered after them */
+    uint64_t dropped_ooms;
     uint32_t first_entry; /* into entries[] */
     uint32_t nentries;
 } cmh_trace;
