@@ -126,6 +126,18 @@ static void *diff_worker(void *arg)
     return NULL;
 }
 
+/* The out-of-memory errors the program saw on dev, as summary's "CUDA OOMs" counts them: the
+ * trace's OOM entries less the allocator's retries, plus those the ring dropped (a counter). */
+static uint64_t program_ooms(const cmh_snapshot *s, int dev)
+{
+    const cmh_trace *t = cmh_snapshot_trace(s, dev);
+    if (!t) return 0;
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < t->nentries; i++) n += s->entries[t->first_entry + i].action == CMH_ACT_OOM;
+    uint64_t retries = cmh_oom_retries(s, t);
+    return (retries < n ? n - retries : 0) + t->dropped_ooms;
+}
+
 int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_sites *sites_before, const cmh_snapshot *after,
                      int dev_after, const cmh_sites *sites_after, cmh_diff_report *out)
 {
@@ -153,6 +165,7 @@ int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_sites
     cmh_oa_init(&c.index, sizeof(key_slot));
     for (int f = 0; f < 2 && rc == CMH_OK; f++) {
         for (uint32_t i = 0; i < snap[f]->nsegments; i++) out->segments[f] += snap[f]->segments[i].device == t.dev[f];
+        out->ooms[f] = program_ooms(snap[f], t.dev[f]);
         for (uint32_t i = 0; i < t.nend[f] && rc == CMH_OK; i++) {
             cmh_diff_site *k = find(&c, snap[f], sites[f], &t.end[f][i]);
             if (!k) rc = CMH_ENOMEM;

@@ -72,8 +72,11 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
         {"reserved at the end", "reserved_end", pk[0].reserved_end, pk[1].reserved_end},
         {"requested at the end", "requested_end", pk[0].requested_end, pk[1].requested_end},
         {"segments at the end", "segments_end", d.segments[0], d.segments[1]},
+        {"out-of-memory errors", "ooms", (int64_t)d.ooms[0], (int64_t)d.ooms[1]},
     };
-    enum { NROWS = sizeof rows / sizeof rows[0] };
+    enum { NROWS = sizeof rows / sizeof rows[0], NSIZES = 6 }; /* rows [0, NSIZES) are bytes, the rest counts */
+    /* the peaks, and the errors (in a history), are not known without a history */
+#define ROW_NEEDS_HISTORY(i) ((i) < 3 || (i) == NROWS - 1)
     if (g_have_pct && both && d.peak_growth_pct > g_fail_pct) *grew = 1;
     if (g_have_pct && !both) *unknown = 1;
     if (w) {
@@ -87,7 +90,7 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
         if (both) cmh_jw_kdouble(w, "peak_growth_pct", d.peak_growth_pct, 3);
         else cmh_jw_key(w, "peak_growth_pct"), cmh_jw_null(w);
         for (int i = 0; i < NROWS; i++) {
-            int peak_row = i < 3; /* the first three rows are peaks */
+            int peak_row = ROW_NEEDS_HISTORY(i); /* the three peaks, and the errors */
             cmh_jw_key(w, rows[i].key);
             cmh_jw_obj(w);
             cmh_jw_key(w, "before");
@@ -135,10 +138,13 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
     } else {
         printf("%s%-22s %14s %14s %14s %9s\n", index ? "\n" : "", rep_device_name(dev), "before", "after", "change", "");
         for (int i = 0; i < NROWS; i++) {
-            if (!in_both || (i < 3 && !both)) { /* a device one side lacks, or a peak a side does not know */
+            if (!in_both || (ROW_NEEDS_HISTORY(i) && !both)) { /* a device one side lacks, or a figure a side does not know */
                 const char *col[2];
                 for (int f = 0; f < 2; f++)
-                    col[f] = !present[f] ? "absent" : !known[f] && i < 3 ? "not known" : i < NROWS - 1 ? rep_size((double)(f ? rows[i].b : rows[i].a)) : NULL;
+                    col[f] = !present[f]                          ? "absent"
+                             : !known[f] && ROW_NEEDS_HISTORY(i) ? "not known"
+                             : i < NSIZES                        ? rep_size((double)(f ? rows[i].b : rows[i].a))
+                                                                  : NULL;
                 char num[2][24];
                 for (int f = 0; f < 2; f++)
                     if (!col[f]) snprintf(num[f], sizeof num[f], "%" PRId64, f ? rows[i].b : rows[i].a), col[f] = num[f];
@@ -149,7 +155,7 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
             char pct[16];
             if (rows[i].a) snprintf(pct, sizeof pct, "%+8.1f%%", 100.0 * (double)(rows[i].b - rows[i].a) / (double)rows[i].a);
             else snprintf(pct, sizeof pct, "%9s", rows[i].b ? "new" : "");
-            if (i < NROWS - 1) { /* signed like the counts and percentages: '+19.0 MiB', not '19.0 MiB' */
+            if (i < NSIZES) { /* signed like the counts and percentages: '+19.0 MiB', not '19.0 MiB' */
                 char delta[32];
                 int64_t dv = rows[i].b - rows[i].a;
                 snprintf(delta, sizeof delta, "%s%s", dv > 0 ? "+" : "", rep_size((double)dv));

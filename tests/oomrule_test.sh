@@ -174,6 +174,12 @@ done
 "$CMH" diff ringsnap.cmh ring.cmh >rdiff.txt 2>&1
 check "diff of snapshot PID and the exit dump of the same state: no site changed ($(grep -c '(/' rdiff.txt) full paths)" \
     'grep -q "no site.s live bytes changed" rdiff.txt && ! grep -q "(/" rdiff.txt'
+# diff counts the errors as summary does: the program's (a retry is none of them), the dropped ones too
+# (it said nothing of OOMs: a change that made a run fail read as a change in bytes only)
+"$CMH" diff once.cmh ring.cmh >odiff.txt 2>&1
+"$CMH" diff --json sameretry.cmh ring.cmh 2>/dev/null | py -c "import json, sys; d = json.load(sys.stdin)[0]['ooms']; print(d['before'], d['after'], d['delta'])" >odiff.json 2>&1
+check "diff's out-of-memory errors are summary's: 0 (a retry) -> 4 (3 dropped), and 1 (2 retries) -> 4 in --json ($(grep out-of-memory odiff.txt | tr -s ' '); $(cat odiff.json))" \
+    "grep -Eq '^out-of-memory errors +0 +4 +\+4 +new\$' odiff.txt && grep -qx '1 4 3' odiff.json"
 "$CMH" leaks ringsnap.cmh 2>&1 | grep -q " main (ringoom) " &&
     ok "snapshot PID names a site by its module's base name: main (ringoom)" || bad "leaks of snapshot PID: $("$CMH" leaks ringsnap.cmh 2>&1 | grep main)"
 "$CMH" owners ring.cmh 2>&1 | grep -q "out of memory #4 (entry" &&

@@ -543,6 +543,7 @@ typedef struct cmh_diff_site {
 typedef struct cmh_diff_report {
     cmh_peak_report peak[2]; /* before, after */
     uint32_t segments[2];    /* at the end */
+    uint64_t ooms[2];        /* out-of-memory errors the program saw, as summary's CUDA OOMs counts them */
     double peak_growth_pct;  /* of peak allocated */
     cmh_diff_site *sites;    /* by the size of the change, largest first */
     uint32_t nsites;
