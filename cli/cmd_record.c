@@ -106,34 +106,31 @@ static int of_this_run(long pid, const char *session)
     return found;
 }
 
-/* The ending signal sig to every process of the run the manifest names ("loaded PID PPID": the
- * library was loaded into it), but the child (the handler sent it) and any gone. */
-static void pass_on(const char *manifest, const char *session, int sig)
-{
-    FILE *mf = fopen(manifest, "r");
-    if (!mf) return;
-    char line[PATH_MAX + 64];
-    while (fgets(line, sizeof line, mf)) {
-        long pid, ppid;
-        if (sscanf(line, "loaded %ld %ld", &pid, &ppid) == 2 && pid != (long)g_child && of_this_run(pid, session)) kill((pid_t)pid, sig);
-    }
-    fclose(mf);
-}
-
-/* Processes of the run that used CUDA and still run ("touched PID PPID"). */
-static int cuda_running(const char *manifest, const char *session)
+/* The processes of the run the manifest names with kind ("loaded PID PPID": the library was
+ * loaded into it; "touched PID PPID": it used CUDA) that still run, but the child; each sent sig
+ * when sig is not 0.  Their count. */
+static int run_processes(const char *manifest, const char *session, const char *kind, int sig)
 {
     FILE *mf = fopen(manifest, "r");
     if (!mf) return 0;
-    char line[PATH_MAX + 64];
+    char line[PATH_MAX + 64], fmt[32];
+    snprintf(fmt, sizeof fmt, "%s %%ld %%ld", kind);
     int n = 0;
     while (fgets(line, sizeof line, mf)) {
         long pid, ppid;
-        if (sscanf(line, "touched %ld %ld", &pid, &ppid) == 2 && of_this_run(pid, session)) n++;
+        if (sscanf(line, fmt, &pid, &ppid) != 2 || !of_this_run(pid, session)) continue;
+        n++;
+        if (sig && pid != (long)g_child) kill((pid_t)pid, sig);
     }
     fclose(mf);
     return n;
 }
+
+/* The ending signal sig to every process of the run (the child has it from the handler). */
+static void pass_on(const char *manifest, const char *session, int sig) { run_processes(manifest, session, "loaded", sig); }
+
+/* Processes of the run that used CUDA and still run. */
+static int cuda_running(const char *manifest, const char *session) { return run_processes(manifest, session, "touched", 0); }
 
 /* How long, at most, `record` waits for the processes it passed an ending signal on to (their
  * snapshots are written on the way out); past it, each still running is named with its path. */
@@ -391,8 +388,7 @@ static int claim_owner_alive(long owner, unsigned long long ticks)
 /* PATH with ".PID" before its extension, as the recorder names a process's own file. */
 static void with_pid(const char *path, long pid, char *out, size_t cap)
 {
-    const char *slash = strrchr(path, '/'), *dot = strrchr(slash ? slash : path, '.');
-    if (!dot || dot == (slash ? slash + 1 : path)) dot = path + strlen(path);
+    const char *dot = cmh_path_ext(path);
     snprintf(out, cap, "%.*s.%ld%s", (int)(dot - path), path, pid, dot);
 }
 
@@ -781,13 +777,11 @@ static int record(char **prog, const char *argv0)
             for (int j = 0; j < i && !seen; j++) seen = run.pids[j].pid == run.pids[i].pid;
             rest += !seen;
         }
-        const char *slash = strrchr(output, '/'), *dot = strrchr(slash ? slash : output, '.');
-        if (!dot || dot == (slash ? slash + 1 : output)) dot = output + strlen(output);
+        const char *dot = cmh_path_ext(output);
         if (rest) fprintf(stderr, "; %ld other process%s wrote %.*s.PID%s", rest, rest == 1 ? "" : "es", (int)(dot - output), output, dot);
         fputc('\n', stderr);
     } else if (!quiet && holder > 0 && (heir || others)) {
-        const char *slash = strrchr(output, '/'), *dot = strrchr(slash ? slash : output, '.');
-        if (!dot || dot == (slash ? slash + 1 : output)) dot = output + strlen(output);
+        const char *dot = cmh_path_ext(output);
         if (heir)
             fprintf(stderr, "cumemhist: %s holds pid %ld, the CUDA process nearest pid %ld (the program started, which used no CUDA)",
                     output, holder, (long)g_child);

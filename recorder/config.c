@@ -324,9 +324,7 @@ int cmh_config_output_path(const char *pattern, char *out, size_t outlen)
     }
     if (has_id || cmh_config_output_streams(out) || fixed_path_is_mine(out)) return 0;
     /* insert .PID before the extension of the last path component */
-    char *slash = strrchr(out, '/');
-    char *dot = strrchr(slash ? slash : out, '.');
-    if (!dot || dot == (slash ? slash + 1 : out)) dot = out + pos;
+    char *dot = out + (cmh_path_ext(out) - out);
     char tail[4096];
     snprintf(tail, sizeof tail, "%s", dot);
     int n = snprintf(dot, outlen - (size_t)(dot - out), ".%ld%s", (long)getpid(), tail);

@@ -265,3 +265,9 @@ void cmh_atomic_abort(cmh_atomic *a)
     if (a->dirfd >= 0) close(a->dirfd);
     a->dirfd = -1;
 }
+
+const char *cmh_path_ext(const char *path)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path, *dot = strrchr(base, '.');
+    return dot && dot != base ? dot : path + strlen(path);
+}

@@ -513,6 +513,10 @@ FILE *cmh_output_open(cmh_atomic *a, const char *path, unsigned flags, char *err
 FILE *cmh_atomic_open(cmh_atomic *a, const char *path, char *err, size_t errlen);
 int cmh_atomic_commit(cmh_atomic *a, char *err, size_t errlen);
 void cmh_atomic_abort(cmh_atomic *a);
+/* Where a process's own file is told apart from PATH (PATH.PID.cmh for PATH.cmh): the dot of the
+ * last component's extension, else the end of path (a name that starts with its only dot, such
+ * as ".cmh", has no extension). */
+const char *cmh_path_ext(const char *path);
 
 /* Who a process is beyond its pid (snapshot/procid.c).  cmh_proc_stat: its state letter (may be
  * NULL) and start time in clock ticks after boot, of pid (0: this process); 0 when it is not
