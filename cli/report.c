@@ -128,7 +128,22 @@ int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, 
     int32_t all[256];
     int n = cmh_snapshot_devices(s, all, 256);
     if (n > 256) n = 256;
-    if (!n) { /* an empty snapshot: any device is as empty as another */
+    if (!n) { /* an empty snapshot: any device it lists is as empty as another */
+        char have[512];
+        size_t len = 0;
+        int listed = 0, found = want < -1 || !s->ntraces; /* (a snapshot listing no device: any) */
+        have[0] = 0;
+        for (uint32_t i = 0; i < s->ntraces; i++) { /* PyTorch lists every device it saw, empty or not */
+            int dup = 0;
+            for (uint32_t j = 0; j < i && !dup; j++) dup = s->traces[j].device == s->traces[i].device;
+            if (dup) continue;
+            found |= s->traces[i].device == want;
+            if (len + 16 < sizeof have) len += (size_t)snprintf(have + len, sizeof have - len, "%s%d", listed++ ? ", " : "", s->traces[i].device);
+        }
+        if (!found) { /* ('summary --device 7' of a 4-device pickle printed device 7's empty table, exit 0) */
+            cli_error("%s: no device %d in this snapshot (it has %s, each empty)", path, want, have);
+            return -1;
+        }
         devs[0] = want >= -1 ? want : 0;
         return 1;
     }
