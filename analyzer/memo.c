@@ -455,13 +455,19 @@ int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, in
 
 int cmh_reserved_peaks(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved)
 {
-    cmh_mem_stats end;
     cmh_peak_report p;
+    return cmh_reserved_peaks_totals(s, device, peak, index, end_reserved, &p);
+}
+
+int cmh_reserved_peaks_totals(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved,
+                              cmh_peak_report *p)
+{
+    cmh_mem_stats end;
     int64_t rp[2];
-    int rc = whole(s, device, &p, &end, rp);
+    int rc = whole(s, device, p, &end, rp);
     *peak = rp[0];
     *index = rp[1];
-    *end_reserved = p.reserved_end;
+    *end_reserved = p->reserved_end;
     return rc;
 }
 

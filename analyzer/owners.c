@@ -260,10 +260,12 @@ static int64_t dist(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
 
 /* The unexplained bytes taken from sample b: exact, or, where calls were in flight, the nearest
  * exact sample's figure (the steady assumption) as far as b's own range allows; its low end
- * where no sample nearby is exact.  Samples are looked at outward from b, a few each side. */
-static uint64_t sample_unexplained(const cmh_snapshot *s, const cmh_trace *tr, want *w, uint32_t nw, want *b)
+ * where no sample nearby is exact.  Samples are looked at outward from b, a few each side.
+ * *src: the sample the figure is taken from (b itself where exact, or where none nearby is). */
+static uint64_t sample_unexplained(const cmh_snapshot *s, const cmh_trace *tr, want *w, uint32_t nw, want *b, want **src)
 {
     sample_range(s, tr, b);
+    *src = b;
     if (b->lo == b->hi) return b->hi;
     /* w is in trace order: step out from b to the nearer of the next samples either side */
     int64_t l = b - w - 1, r = b - w + 1;
@@ -275,9 +277,34 @@ static uint64_t sample_unexplained(const cmh_snapshot *s, const cmh_trace *tr, w
         if (j == l) l--;
         else r++;
         sample_range(s, tr, &w[j]);
-        if (w[j].lo == w[j].hi) return w[j].hi < b->lo ? b->lo : w[j].hi > b->hi ? b->hi : w[j].hi;
+        if (w[j].lo == w[j].hi) {
+            *src = &w[j];
+            return w[j].hi < b->lo ? b->lo : w[j].hi > b->hi ? b->hi : w[j].hi;
+        }
     }
     return b->lo;
+}
+
+/* A sample placed at position a and a moment at b (entry indices of tr; INT64_MAX: the end, after
+ * every entry) are one instant when no entry between them changed memory (a sample at an
+ * out-of-memory error is taken just before the error's own entry).  Only then do the calls in
+ * flight at the sample bear on the moment: at a later moment they are logged, the memory they
+ * held recorded; at an earlier one they may not have begun. */
+static int same_instant(const cmh_snapshot *s, const cmh_trace *tr, int64_t a, int64_t b)
+{
+    int64_t n = tr ? (int64_t)tr->nentries : 0;
+    if (a == INT64_MAX) a = n;
+    if (b == INT64_MAX) b = n;
+    if (a > b) {
+        int64_t x = a;
+        a = b;
+        b = x;
+    }
+    for (int64_t i = a + 1; i <= b && i < n; i++) {
+        int act = s->entries[tr->first_entry + i].action;
+        if (act != CMH_ACT_OOM && act != CMH_ACT_SNAPSHOT && act != CMH_ACT_MARK) return 0;
+    }
+    return 1;
 }
 
 uint64_t cmh_owners_vmm_unmapped(const cmh_snapshot *s, int device, uint32_t *count)
@@ -324,7 +351,17 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     if (!w) goto out;
     /* (the peak from the replay of the whole trace, which a report page has made already) */
     int64_t end_reserved = -1;
-    if (!end_only && cmh_reserved_peaks(base, device, &peak, &peak_i, &end_reserved) != CMH_OK) goto out;
+    cmh_peak_report pk;
+    if (!end_only && cmh_reserved_peaks_totals(base, device, &peak, &peak_i, &end_reserved, &pk) != CMH_OK) goto out;
+    /* the allocated peak, for the peak moment to say which peak it is (the reserved one): `peak`'s
+     * own where base is the record `peak` replays (a merged record's is its one model, which
+     * the caller has: cmh_owners_set_alloc_peak) */
+    if (!end_only && !(c.s && c.t)) {
+        out->alloc_peak_known = 1;
+        out->alloc_peak = pk.alloc_peak;
+        out->alloc_peak_index = pk.alloc_index;
+        out->alloc_peak_time_ns = pk.alloc_time_ns;
+    }
     /* reserved at the end above every entry's (the final segments hold memory no entry made):
      * `peak` names the final state its reserved peak, and so does the peak moment here (it was
      * the trace's highest entry, below this report's own end) */
@@ -452,7 +489,8 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             out->sample_used = mi->total - mi->free; /* (never a bad one: cmh_owners_latest_sample) */
             out->sample_total = mi->total;
             /* what the record held then, the calls then in flight counted (their bytes are in used) */
-            out->sample_recorded = out->sample_used - sample_unexplained(c.s, btr, w, nw, &w[k]);
+            want *src;
+            out->sample_recorded = out->sample_used - sample_unexplained(c.s, btr, w, nw, &w[k], &src);
         }
     if (out->sample_known && cmh_owners_baseline_compute(c.s, device, &out->baseline) != CMH_OK) goto out;
 
@@ -469,16 +507,32 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         if (w[k].index == INT64_MAX) m->index = merged_len - 1;
         m->time_ns = w[k].time_ns;
         m->recorded = w[k].recorded;
+        /* the moment's sample: one taken at its instant (no entry that changes memory between
+         * them), the nearest in time of those; else the nearest, its figure assumed steady (a
+         * sample after the allocation that follows an out-of-memory error can be nearer in
+         * time to the error than the error's own) */
         want *best = NULL;
+        int at = 0;
         for (uint32_t j = 0; j < nw; j++) {
             if (!w[j].hidden || w[j].bad) continue;
-            if (!best || dist(w[j].time_ns, m->time_ns) < dist(best->time_ns, m->time_ns)) best = &w[j];
+            int here = same_instant(base, btr, w[j].index, w[k].index);
+            if (!best || here > at || (here == at && dist(w[j].time_ns, m->time_ns) < dist(best->time_ns, m->time_ns))) {
+                best = &w[j];
+                at = here;
+            }
         }
         if (best) {
-            const cmh_meminfo *mi = &c.s->meminfo[best->sample];
-            uint64_t unexplained = sample_unexplained(c.s, btr, w, nw, best);
-            m->in_flight = best->hi - unexplained;
-            int at_end = (int64_t)best->sample == end_sample, end = w[k].index == INT64_MAX; /* (above) */
+            want *src;
+            uint64_t unexplained = sample_unexplained(c.s, btr, w, nw, best, &src);
+            const cmh_meminfo *mi = &c.s->meminfo[src->sample];
+            /* exact: taken at this moment with nothing in flight (DEFINITIONS.md).  The calls in
+             * flight at the sample are this moment's only when the sample is (at a later moment
+             * they are logged, and in its recorded rows: it said '8.0 MiB more in use then' at a
+             * single-threaded peak of a sample taken 38 entries before, sample_exact true) */
+            m->sample_exact = at && src == best && best->lo == best->hi;
+            m->in_flight = at ? best->hi - unexplained : 0;
+            m->sample_low_end = src == best && best->lo != best->hi;
+            int at_end = (int64_t)src->sample == end_sample, end = w[k].index == INT64_MAX; /* (above) */
             if (at_end && !end) unexplained += unmapped;
             else if (!at_end && end) unexplained -= unmapped < unexplained ? unmapped : unexplained;
             add_row(&w[k].rows, CMH_OWN_UNEXPLAINED, "not recorded (CUDA context, other processes)", unexplained, 0);
@@ -487,8 +541,6 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             m->used = m->recorded + unexplained;
             m->total = mi->total;
             m->sample_time_ns = mi->time_ns;
-            int64_t d = mi->time_ns - m->time_ns;
-            m->sample_exact = best->index == w[k].index || (d < 0 ? -d : d) <= 1000000;
         }
         /* largest first, the unexplained row last */
         uint32_t nr = w[k].rows.n, nsort = nr && w[k].rows.rows[nr - 1].kind == CMH_OWN_UNEXPLAINED ? nr - 1 : nr;
@@ -523,6 +575,15 @@ void cmh_owners_report_free(cmh_owners_report *r)
 }
 
 int cmh_owners_compute(const cmh_snapshot *s, int device, cmh_owners_report *out) { return compute(s, device, out, 0); }
+
+void cmh_owners_set_alloc_peak(cmh_owners_report *r, int64_t bytes, int64_t index, int64_t time_ns)
+{
+    if (r->alloc_peak_known) return;
+    r->alloc_peak_known = 1;
+    r->alloc_peak = bytes;
+    r->alloc_peak_index = index;
+    r->alloc_peak_time_ns = time_ns;
+}
 
 /* Where sample k of device sits, as compute places it: at the dump, the end (INT64_MAX); else
  * after the last entry up to it (-1: before the first). */

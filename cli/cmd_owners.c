@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cumemhist/ownerwords.h"
 #include "cumemhist/owners.h"
 #include "report.h"
 
@@ -18,7 +19,8 @@ static const cli_option g_opts[] = {
 const cli_command cli_cmd_owners = {
     "owners", "[options] SNAPSHOT",
     "Who holds every byte of each device, at the end of the record, at the peak of recorded\n"
-    "device memory and at each out-of-memory error: PyTorch's allocated and cached memory (from\n"
+    "device memory (the reserved peak, `peak`'s \"peak reserved\"; it says where allocated\n"
+    "peaked) and at each out-of-memory error: PyTorch's allocated and cached memory (from\n"
     "PyTorch's part of a merged or co-recorded snapshot), blocks freed whose stream work is\n"
     "still pending (neither in use nor cached), each library that called the driver\n"
     "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations, physical memory made with\n"
@@ -31,7 +33,7 @@ const cli_command cli_cmd_owners = {
 static const char *const g_kinds[] = {"torch_allocated", "torch_cached", "torch_reserved", "library", "program", "unknown", "unexplained",
                                       "pending_free", "vmm_unmapped"}; /* the cmh_owner_kind order */
 
-static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
+static void json_moment(cmh_jw *w, const cmh_owners_report *p, const cmh_owners_moment *m, int64_t t0)
 {
     cmh_jw_obj(w);
     cmh_jw_kstr(w, "moment", m->what);
@@ -41,6 +43,19 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
     rep_json_time(w, "time_ns", m->time_ns);
     if (m->time_ns && t0) cmh_jw_kdouble(w, "seconds", (double)(m->time_ns - t0) / 1e9, 6);
     else cmh_jw_key(w, "seconds"), cmh_jw_null(w); /* an untimed record: null, as every time is */
+    if (!strcmp(m->what, "peak")) { /* which peak: the reserved one, as `peak` names it; and the allocated one */
+        cmh_jw_kstr(w, "peak_of", "reserved");
+        cmh_jw_key(w, "allocated_peak");
+        if (p->alloc_peak_known) {
+            cmh_jw_obj(w);
+            cmh_jw_kint(w, "index", p->alloc_peak_index);
+            rep_json_time(w, "time_ns", p->alloc_peak_time_ns);
+            if (p->alloc_peak_time_ns && t0) cmh_jw_kdouble(w, "seconds", (double)(p->alloc_peak_time_ns - t0) / 1e9, 6);
+            else cmh_jw_key(w, "seconds"), cmh_jw_null(w);
+            cmh_jw_kint(w, "bytes", p->alloc_peak);
+            cmh_jw_end(w);
+        } else cmh_jw_null(w); /* (a merged record: `peak --json`'s peak_allocated) */
+    }
     cmh_jw_kuint(w, "recorded", m->recorded);
     cmh_jw_key(w, "used");
     if (m->used_known) cmh_jw_uint(w, m->used);
@@ -51,7 +66,10 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
     if (m->used_known) {
         rep_json_time(w, "sample_time_ns", m->sample_time_ns);
         cmh_jw_kbool(w, "sample_exact", m->sample_exact);
+        cmh_jw_kbool(w, "sample_low_end", m->sample_low_end);
         cmh_jw_kuint(w, "in_flight", m->in_flight);
+        char note[256];
+        cmh_jw_kstr(w, "note", cmh_owners_unexplained_note(m, t0, note, sizeof note)); /* the text's words */
     }
     cmh_jw_nl(w);
     cmh_jw_key(w, "rows");
@@ -70,33 +88,44 @@ static void json_moment(cmh_jw *w, const cmh_owners_moment *m, int64_t t0)
     cmh_jw_end(w);
 }
 
-static void text_moment(const rep_section *sec, const cmh_owners_moment *m, int64_t t0)
+static void text_moment(const rep_section *sec, const cmh_owners_report *p, const cmh_owners_moment *m, int64_t t0)
 {
     uint64_t sum = m->used_known ? m->used : m->recorded;
     /* a device with no trace entry has no entry to name ('at the end (entry -1)') */
-    printf("\n%s, %s, %s (%s): %s", sec->path, rep_device_name(sec->device), strcmp(m->what, "end") ? m->what : "at the end",
+    printf("\n%s, %s, %s (%s): %s", sec->path, rep_device_name(sec->device), cmh_owners_moment_name(m),
            m->index >= 0 ? rep_at(m->index, m->time_ns, t0) : strcmp(m->what, "peak") ? "no trace entries" : "before the first entry",
            rep_size((double)m->recorded));
     printf(" recorded");
     if (m->used_known) printf("; the device had %s of %s in use", rep_size((double)m->used), rep_size((double)m->total));
     if (m->used_known && m->used > m->total) /* (managed memory can oversubscribe; anything else is a wrong figure) */
         printf(" (more than the device has: managed memory past it, or a figure that cannot be)");
+    char which[256]; /* which peak (`peak` gives two): the reserved one, and where allocated peaked */
+    if (*cmh_owners_peak_words(p, m, t0, which, sizeof which)) printf("\n(%s)", which);
     printf("\n%14s  %6s  %6s  %s\n", "bytes", "share", "allocs", "owner");
     for (uint32_t i = 0; i < m->nrows; i++) {
         const cmh_owner_row *r = &m->rows[i];
         char n[16] = "-";
         if (r->allocations) snprintf(n, sizeof n, "%u", r->allocations);
         printf("%14s  %5.1f%%  %6s  %s", rep_size((double)r->bytes), sum ? 100.0 * (double)r->bytes / (double)sum : 0.0, n, r->name);
-        if (r->kind == CMH_OWN_UNEXPLAINED && !m->sample_exact && m->sample_time_ns && t0)
-            printf("  (cuMemGetInfo at %s, assumed steady)", rep_when(m->sample_time_ns, t0));
-        else if (r->kind == CMH_OWN_UNEXPLAINED && !m->sample_exact)
-            printf("  (cuMemGetInfo at another moment, assumed steady)");
-        if (r->kind == CMH_OWN_UNEXPLAINED && m->in_flight) /* what that sample saw beyond the trace, and is not this row */
-            printf("  (and %s more in use then: other threads' allocations in the driver, logged just after)",
-                   rep_size((double)m->in_flight));
+        char note[256]; /* (the HTML report's words too: cumemhist/ownerwords.h) */
+        if (r->kind == CMH_OWN_UNEXPLAINED && *cmh_owners_unexplained_note(m, t0, note, sizeof note)) printf("  %s", note);
         putchar('\n');
     }
     printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), sum ? 100.0 : 0.0, "", m->used_known ? "total = the device's used memory" : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");
+}
+
+/* A merged record's allocated peak as `peak` finds it: on its one model (cmh_merged_view, the
+ * record read again), which owners, working on the two parts, does not replay. */
+static int merged_alloc_peak(const rep_section *sec, cmh_owners_report *p)
+{
+    cmh_snapshot v;
+    if (rep_load_view(sec->path, &v)) return CMH_EIO;
+    cmh_peak_report pk;
+    int rc = cmh_peak_totals(&v, sec->device, &pk);
+    if (rc == CMH_OK) cmh_owners_set_alloc_peak(p, pk.alloc_peak, pk.alloc_index, pk.alloc_time_ns);
+    cmh_peak_report_free(&pk);
+    cmh_snapshot_free(&v);
+    return rc;
 }
 
 static int section(const rep_section *sec, void *arg)
@@ -106,6 +135,12 @@ static int section(const rep_section *sec, void *arg)
     cmh_owners_report p;
     int rc = cmh_owners_compute(sec->s, sec->device, &p);
     if (rc != CMH_OK) return rc;
+    int has_peak = 0;
+    for (uint32_t i = 0; i < p.nmoments; i++) has_peak |= !strcmp(p.moments[i].what, "peak");
+    if (has_peak && !p.alloc_peak_known && sec->s->torch && (rc = merged_alloc_peak(sec, &p)) != CMH_OK) {
+        cmh_owners_report_free(&p);
+        return rc;
+    }
     int64_t t0 = rep_trace_start(sec->s, sec->device);
     if (sec->w) {
         cmh_jw *w = sec->w;
@@ -123,12 +158,12 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_arr(w);
         for (uint32_t i = 0; i < p.nmoments; i++) {
             cmh_jw_nl(w);
-            json_moment(w, &p.moments[i], t0);
+            json_moment(w, &p, &p.moments[i], t0);
         }
         cmh_jw_end(w);
         cmh_jw_end(w);
     } else {
-        for (uint32_t i = 0; i < p.nmoments; i++) text_moment(sec, &p.moments[i], t0);
+        for (uint32_t i = 0; i < p.nmoments; i++) text_moment(sec, &p, &p.moments[i], t0);
         char line[512];
         if (rep_not_recorded_line(&p, t0, line, sizeof line)) printf("%s\n", line); /* (peak prints the same) */
         if (p.reconciled && rep_reconciled_line(p.trace_peak, p.end_reserved, line, sizeof line)) printf("%s\n", line);

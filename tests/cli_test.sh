@@ -225,7 +225,7 @@ check "untimed: no dash where a time would be (peak, oom, frag, owners, ranks, w
     "! grep -n -e ', -\$' -e ', -)' -e ' at -' -e 'entry [0-9]*, -' untimed.peak untimed.oom untimed.frag untimed.owners untimed.ranks untimed.whatif"
 check "untimed: peak and oom name the entry alone" \
     "grep -q '^peak allocated: 16.0 MiB (16777216 bytes) at entry 2\$' untimed.peak && grep -q 'out of memory #1 on device 0 at entry 5\$' untimed.oom &&
-     grep -q 'out-of-memory error #1 (entry 5) asked' untimed.frag && grep -q ', peak (entry 0): ' untimed.owners && grep -q 'the records have no times' untimed.ranks"
+     grep -q 'out-of-memory error #1 (entry 5) asked' untimed.frag && grep -q ', peak reserved (entry 0): ' untimed.owners && grep -q 'the records have no times' untimed.ranks"
 for c in peak oom owners trace ranks frag leaks; do "$CMH" $c --json untimed.pickle >"untimed.$c.json" 2>/dev/null; done
 "$CMH" export -f json -o untimed.export.json untimed.pickle 2>/dev/null
 check "untimed: export -f json leaves time_us out, as the pickle it came from" \
@@ -276,7 +276,7 @@ check "mid-run: summary --json gives the state before the first entry" "[ \$? -e
 # the report names the moment as owners and peak do (never "entry -1"), and says mid-run too
 "$CMH" report --static midrun.pickle -o midrun.html 2>/dev/null
 check "mid-run: the report's peak is 'before the first entry', never 'entry -1', and says mid-run" \
-    "grep -q 'Who held the memory at the peak of device memory (before the first entry)' midrun.html && ! grep -q 'entry -1' midrun.html &&
+    "grep -q 'Who held the memory at the reserved peak (before the first entry)' midrun.html && ! grep -q 'entry -1' midrun.html &&
      grep -q 'The trace begins mid-run: 24.0 MiB allocated' midrun.html"
 # frag --json lists every segment (a script sums them), and says what --top cut
 "$CMH" frag --json midrun.pickle | py -c "

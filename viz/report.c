@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/ownerwords.h"
 #include "cumemhist/owners.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
@@ -254,7 +255,9 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                 SZ(pk.alloc_start), SZ(pk.reserved_start), pk.base.entries, pk.base.entries == 1 ? "y" : "ies");
     /* owners, at the peak and at the end */
     if (dev >= 0) {
-        const cmh_owners_report ow = P.ow;
+        cmh_owners_report ow = P.ow;
+        /* a merged record's allocated peak is its one model's, this page's (as `peak` says) */
+        if (hist) cmh_owners_set_alloc_peak(&ow, pk.alloc_peak, pk.alloc_index, pk.alloc_time_ns);
         for (uint32_t k = 0; k < ow.nmoments; k++) {
             const cmh_owners_moment *m = &ow.moments[k];
             if (strcmp(m->what, "peak") && strcmp(m->what, "end")) continue;
@@ -263,14 +266,28 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             char at[64] = "";
             if (m->index >= 0) snprintf(at, sizeof at, " (entry %" PRId64 ")", m->index);
             else if (!strcmp(m->what, "peak")) snprintf(at, sizeof at, " (before the first entry)");
-            fprintf(fp, "<h3>Who held the memory %s%s</h3><div class=\"r-wrap\"><table><tr><th>owner</th><th>bytes</th>"
-                        "<th>share</th><th class=\"nw\"></th><th class=\"nw\">allocations</th></tr>\n",
-                    strcmp(m->what, "peak") ? "at the end" : "at the peak of device memory", at);
+            fprintf(fp, "<h3>Who held the memory %s%s</h3>", strcmp(m->what, "peak") ? "at the end" : "at the reserved peak", at);
+            /* which peak (the cards give two): owners' words (cumemhist/ownerwords.h) */
+            char which[256];
+            if (*cmh_owners_peak_words(&ow, m, t0, which, sizeof which)) {
+                fputs("<p class=\"r-muted r-owners-peak\">", fp);
+                esc(fp, which);
+                fputs("</p>", fp);
+            }
+            fputs("<div class=\"r-wrap\"><table><tr><th>owner</th><th>bytes</th>"
+                  "<th>share</th><th class=\"nw\"></th><th class=\"nw\">allocations</th></tr>\n",
+                  fp);
             for (uint32_t i = 0; i < m->nrows; i++) {
                 const cmh_owner_row *r = &m->rows[i];
                 double pct = sum ? 100.0 * (double)r->bytes / (double)sum : 0;
                 fputs("<tr><td class=\"site\">", fp);
                 esc(fp, r->name);
+                char note[256]; /* what the row rests on, as owners' text says it */
+                if (r->kind == CMH_OWN_UNEXPLAINED && *cmh_owners_unexplained_note(m, t0, note, sizeof note)) {
+                    fputs(" <span class=\"r-muted r-owners-note\">", fp);
+                    esc(fp, note);
+                    fputs("</span>", fp);
+                }
                 fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n\">%.1f%%</td><td class=\"nw\"><div class=\"r-bar\"><i class=\"%s\" style=\"width:%.1f%%\"></i></div></td>"
                             "<td class=\"n nw\">%s</td></tr>\n",
                         SZ(r->bytes), pct, r->kind == CMH_OWN_TORCH_CACHED ? "c" : r->kind == CMH_OWN_UNEXPLAINED ? "u" : "", pct,

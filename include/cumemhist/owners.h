@@ -3,8 +3,8 @@
  * (from PyTorch's part of a merged record), each library that called the driver itself (cuBLAS,
  * cuDNN, NCCL, ...), the program's own allocations, and what no recorded allocation explains
  * (cuMemGetInfo's used bytes minus everything recorded: the CUDA context, other processes).
- * At the end of the record, at the peak of recorded device memory, and at each out-of-memory
- * error.  Definitions: docs/DEFINITIONS.md ("Owners").
+ * At the end of the record, at the peak of recorded device memory (the reserved peak), and at
+ * each out-of-memory error.  Definitions: docs/DEFINITIONS.md ("Owners").
  */
 #ifndef CUMEMHIST_OWNERS_H
 #define CUMEMHIST_OWNERS_H
@@ -47,10 +47,16 @@ typedef struct cmh_owners_moment {
     uint64_t recorded;       /* the rows but the unexplained one */
     int used_known;          /* a cuMemGetInfo sample gives the device's used bytes */
     uint64_t used, total;    /* then: used = the sum of the rows */
-    int64_t sample_time_ns;  /* the sample the unexplained row comes from */
-    int sample_exact;        /* taken at this moment (else the nearest one, its context assumed steady) */
-    uint64_t in_flight;      /* of that sample's used bytes above the record at its instant, what other
-                                threads' calls then in the driver explain (not in the unexplained row) */
+    int64_t sample_time_ns;  /* the sample the unexplained row's figure comes from */
+    int sample_exact;        /* that figure is exact: a sample taken at this moment (no entry that
+                                changes memory between them) with no call in flight at it
+                                (DEFINITIONS.md); else assumed steady from sample_time_ns's */
+    int sample_low_end;      /* not exact, and no sample near without calls in flight: the figure
+                                is the low end of the nearest sample's range */
+    uint64_t in_flight;      /* the device's used bytes at this moment beyond the rows: other threads'
+                                calls in the driver at it, logged just after; only where a sample
+                                was taken at this moment (else 0: not known, and never a sample's
+                                from another instant, whose calls the moment's rows may hold) */
 } cmh_owners_moment;
 
 /* What no recorded call explains at the device's first cuMemGetInfo sample (taken at its first
@@ -89,6 +95,12 @@ typedef struct cmh_owners_report {
      * most reserved after any entry, end_reserved the final state's */
     int reconciled;
     int64_t trace_peak, end_reserved;
+    /* owners' peak moment is the peak of reserved (recorded device) memory, `peak`'s "peak
+     * reserved"; the allocated peak, `peak`'s "peak allocated" (and the sites it lists), can be
+     * another entry: known where the record is not merged (a merged record's `peak` replays its
+     * one model: the caller sets it, cmh_owners_set_alloc_peak); index -1: before the first entry */
+    int alloc_peak_known;
+    int64_t alloc_peak, alloc_peak_index, alloc_peak_time_ns;
     /* samples of the device that cannot be (more free than total), left out: how many, the first */
     uint32_t bad_samples;
     cmh_meminfo bad_sample;
@@ -100,6 +112,9 @@ int cmh_owners_compute(const cmh_snapshot *s, int device, cmh_owners_report *out
  * find the peak and the OOMs.  For the live commands, which show owners now. */
 int cmh_owners_compute_end(const cmh_snapshot *s, int device, cmh_owners_report *out);
 void cmh_owners_report_free(cmh_owners_report *r);
+/* r's allocated peak from `peak`'s figures for the same device (p: cmh_peak_totals of the model
+ * `peak` reads, a merged record's one model) where r does not know it. */
+void cmh_owners_set_alloc_peak(cmh_owners_report *r, int64_t bytes, int64_t index, int64_t time_ns);
 /* Device's latest cuMemGetInfo sample in s that can be (free <= total; an index into
  * s->meminfo; -1: none), the one the report's sample_* figures come from (the calls then in
  * flight counted as recorded), and where the report places it (*at): INT64_MAX at the

@@ -138,6 +138,10 @@ int cmh_reserved_first_peak(const cmh_snapshot *s, int device, int64_t *peak, in
  * final segments hold memory no entry made (the record lacks those entries); `peak` then names
  * the final state its reserved peak, and owners too (cmh_owners_report's reconciled). */
 int cmh_reserved_peaks(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved);
+/* The same with that replay's peak totals (cmh_peak_totals' p: the allocated peak, for owners to
+ * say which peak its own is), from one replay. */
+int cmh_reserved_peaks_totals(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved,
+                              cmh_peak_report *p);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 /* Both from that one replay: the end's stats and the peak's totals (no sites), as summary
