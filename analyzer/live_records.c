@@ -400,6 +400,8 @@ int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen)
     const cmh_flight_area *ar = &hdr(l)->area[a];
     uint64_t size = __atomic_load_n(&ar->size, __ATOMIC_ACQUIRE), cursor = __atomic_load_n(&ar->cursor, __ATOMIC_ACQUIRE);
     uint64_t sealed = __atomic_load_n(&ar->sealed, __ATOMIC_ACQUIRE), off = ar->offset;
+    /* (version 6) tiny entries' time base: set with the slot's other fields, under its serial */
+    int64_t t0 = l->version >= 6 ? __atomic_load_n(&hdr(l)->area_t0[a], __ATOMIC_ACQUIRE) : 0;
     uint64_t end = cursor < size ? cursor : size;
     if (sealed && sealed < end) end = sealed;
     if (off < CMH_FLIGHT_HEADER || off % 8 || size > l->len || off > l->len - size)
@@ -443,9 +445,18 @@ int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen)
             (void)sum;
 #endif
         }
+        uint32_t type = hd.type, blen = len - hd.head;
+        cmh_fr_entry_short tiny;
+        if (whole && l->version >= 6 && hd.head == CMH_FR_COMPACT_HEAD && (type == CMH_FR_ENTRY_TINY || type == CMH_FR_FREE_TINY)) {
+            /* read as the short record it stands for (flight_format.h); one without an entry skipped */
+            int t = cmh_fr_tiny_read(&type, hd.first, body, blen, t0, &tiny);
+            if (!t) whole = 0; /* its sum matched, yet it cannot be */
+            if (t < 0) type = 0; /* no entry: a type no one reads */
+            body = (const unsigned char *)&tiny, blen = type == CMH_FR_FREE_SHORT ? CMH_FR_FREE_SHORT_BODY : sizeof tiny;
+        }
         if (!whole) l->info.damaged++;
-        else {
-            int rc = on_record(l, body, len - hd.head, hd.type, off + at, err, errlen);
+        else if (type) {
+            int rc = on_record(l, body, blen, type, off + at, err, errlen);
             if (rc != CMH_OK) {
                 l->pos[a] = at;
                 return rc;

@@ -102,7 +102,16 @@ static int walk(rd *r, uint32_t a, rec_fn fn, void *arg)
         else if (!intact(&hd, body))
             r->info->damaged++; /* its length was sane: what follows may still be whole */
         else {
-            int rc = fn(arg, body, hd.len - hd.head, hd.type, ar->offset + at);
+            uint32_t type = hd.type, blen = hd.len - hd.head;
+            cmh_fr_entry_short tiny;
+            int t = 1;
+            if (r->h->version >= 6 && hd.head == CMH_FR_COMPACT_HEAD && (type == CMH_FR_ENTRY_TINY || type == CMH_FR_FREE_TINY)) {
+                /* read as the short record it stands for (flight_format.h) */
+                t = cmh_fr_tiny_read(&type, hd.first, body, blen, r->h->area_t0[a], &tiny);
+                if (!t) r->info->damaged++; /* its sum matched, yet it cannot be */
+                body = (const unsigned char *)&tiny, blen = type == CMH_FR_FREE_SHORT ? CMH_FR_FREE_SHORT_BODY : sizeof tiny;
+            }
+            int rc = t > 0 ? fn(arg, body, blen, type, ar->offset + at) : CMH_OK;
             if (rc) return rc;
         }
         at += hd.len;

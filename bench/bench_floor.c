@@ -7,8 +7,9 @@
  *     free (4), the device's reserved bytes (2), its entry number (2), the flight record's cursor (2)
  *     (8 with the flight record off);
  *   - 2 clock reads, one per entry (the recorder's clock: the time-stamp counter on x86-64);
- *   - 48 bytes of ring (two 24-byte entries) in fresh anonymous pages, and 72 bytes of flight
- *     record (a 40-byte allocation, a 32-byte free) in fresh pages of a file.
+ *   - 48 bytes of ring (two 24-byte entries) in fresh anonymous pages, and 56 bytes of flight
+ *     record (a 32-byte allocation, a 24-byte free: version 6's tiny entries; 72 before, 40 and
+ *     32) in fresh pages of a file.
  * Each is timed alone, on the process's CPU clock as bench_hot times a pair, and the sum printed.
  * It is a floor, not an estimate: a pair also does its stores, hashes, branches and calls.
  * Fresh pages are timed in three passes: the floor takes the least (pages the kernel had just
@@ -29,6 +30,8 @@
 #include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "flight_format.h"
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
@@ -166,11 +169,12 @@ int main(int argc, char **argv)
     }
     printf("floor: locked add %.1f ns, clock read %.1f ns, fresh anonymous pages %.2f ns/B, fresh file pages on %s (%s) %.2f ns/B\n",
            lock, clk, anon, dir, fs_name(dir), file);
-    double off = 8 * lock + 2 * clk + 48 * anon, on = 10 * lock + 2 * clk + 48 * anon + 72 * file;
+    enum { FLIGHT_BYTES = CMH_FR_ENTRY_TINY_LEN + CMH_FR_FREE_TINY_LEN };
+    double off = 8 * lock + 2 * clk + 48 * anon, on = 10 * lock + 2 * clk + 48 * anon + FLIGHT_BYTES * file;
     printf("floor: a recorded pair (--context none, unlimited): %.0f ns with the flight record on (10 locked adds, 2 clock "
-           "reads, 48 B of ring, 72 B of flight record), %.0f ns with it off\n",
-           on, off);
-    double con = 10 * lock + 2 * clk + 48 * pa.first + 72 * pf.first, coff = 8 * lock + 2 * clk + 48 * pa.first;
+           "reads, 48 B of ring, %d B of flight record), %.0f ns with it off\n",
+           on, (int)FLIGHT_BYTES, off);
+    double con = 10 * lock + 2 * clk + 48 * pa.first + FLIGHT_BYTES * pf.first, coff = 8 * lock + 2 * clk + 48 * pa.first;
     printf("floor: with the first pass's pages (%.2f ns/B anonymous, %.2f ns/B of file): %.0f ns with the flight record on, %.0f ns "
            "with it off\n",
            pa.first, pf.first, con, coff);

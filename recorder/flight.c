@@ -254,6 +254,7 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     __atomic_store_n(&a->writers, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&a->sealed, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&a->dropped, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->area_t0[i], cmh_now_ticks(), __ATOMIC_RELEASE); /* tiny entries' time base */
     __atomic_store_n(&h->area_serial[i], ++g_serial, __ATOMIC_RELEASE);
     __atomic_store_n(&a->size, size, __ATOMIC_RELEASE);
     if (i >= __atomic_load_n(&h->nareas, __ATOMIC_RELAXED)) __atomic_store_n(&h->nareas, i + 1, __ATOMIC_RELEASE);
@@ -377,7 +378,7 @@ cmh_flight_rec *cmh_fl_reserve(uint32_t len, uint32_t *area, int counted, uint32
                     cmh_helper_wake();
             }
             r->len = first ? first : len;
-            *area = counted ? a : CMH_FLIGHT_EXTENTS;
+            *area = counted ? a : CMH_FLIGHT_EXTENTS + a;
             return r;
         }
         uint64_t old = __atomic_load_n(&ar->sealed, __ATOMIC_RELAXED); /* the records end where the first misfit began */
@@ -403,8 +404,8 @@ void cmh_fl_commit(cmh_flight_rec *r, int type, uint32_t area)
 
 _Static_assert(CMH_FR_ACT_SEGMENT_FREE == CMH_ACT_SEGMENT_FREE, "a short free's action");
 
-/* A trace entry: short with a compact head when it fits, as most do (40 bytes; a segment's free
- * that repeats nothing of its allocation, 32), else whole (88).  The compact head's commit word
+/* A trace entry: tiny when it fits, as nearly all do (32 bytes; a segment's free that repeats
+ * nothing of its allocation, 24), else short with a compact head (40; 32), else whole (88).  The compact head's commit word
  * is the body's sum folded with its first word (flight_format.h), computed here before anything
  * is stored: one word to store last, and a record whose word would be 0 takes a whole head. */
 void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
@@ -419,6 +420,32 @@ void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
     __asm__("" : "+r"(addr), "+r"(size), "+r"(requested), "+r"(stream));
     cmh_fr_entry f = {(uint32_t)slot, 0, seq, e->ticks, addr, size, requested, stream, e->stack, e->thread,
                       (uint8_t)e->action, (uint8_t)e->kind, (uint8_t)e->flags, {0}};
+    /* a tiny record (version 6: 32 bytes, a segment's free 24) when the entry fits one and its
+     * time fits the active extent's time base (that of the extent the reservation lands in,
+     * checked again after it: the active one may have changed meanwhile) */
+    if (CMH_LIKELY(cmh_fr_tiny_fits(&f))) {
+        uint32_t act = __atomic_load_n(&cmh_fl_h->active, __ATOMIC_ACQUIRE);
+        if (CMH_LIKELY(act < CMH_FLIGHT_EXTENTS && cmh_fr_tiny_time_fits(f.ticks, __atomic_load_n(&cmh_fl_h->area_t0[act], __ATOMIC_RELAXED)))) {
+            int fr = e->action == CMH_ACT_SEGMENT_FREE && !e->stack;
+            uint32_t len = fr ? CMH_FR_FREE_TINY_LEN : CMH_FR_ENTRY_TINY_LEN, n = len - CMH_FR_COMPACT_HEAD;
+            uint32_t first = cmh_fr_tiny_first(&f, fr);
+            cmh_flight_rec *h = cmh_fl_reserve(len, &a, 0, first);
+            if (!h) return;
+            int64_t t0 = __atomic_load_n(&cmh_fl_h->area_t0[a - CMH_FLIGHT_EXTENTS], __ATOMIC_RELAXED);
+            uint64_t w[3];
+            int fits = cmh_fr_tiny_time_fits(f.ticks, t0);
+            if (CMH_LIKELY(fits)) cmh_fr_tiny_body(&f, t0, w);
+            else w[0] = 0, w[1] = 1, w[2] = 0; /* no entry (seq 0): written again below */
+            uint32_t word = cmh_crc32c(0, w, n) ^ first ^ CMH_FR_COMPACT_KEY;
+            if (CMH_UNLIKELY(!word)) { /* (1 in 2^32) the commit word may not be 0: no entry here either */
+                fits = 0, w[0] = 0, w[1] = 2, w[2] = 0;
+                word = cmh_crc32c(0, w, n) ^ first ^ CMH_FR_COMPACT_KEY;
+            }
+            __builtin_memcpy((char *)h + CMH_FR_COMPACT_HEAD, w, n);
+            __atomic_store_n(&h->commit, word, __ATOMIC_RELEASE);
+            if (CMH_LIKELY(fits)) return;
+        }
+    }
     cmh_fr_entry_short p;
     if (CMH_LIKELY(cmh_fr_entry_pack(&f, &p))) {
         /* a free without a stack: its size is the segment's (hooks.c's frees name the segment
@@ -647,10 +674,10 @@ void cmh_flight_start(void)
 }
 
 /* Bytes in the current generation past which a bounded ring's history is checkpointed: 4 rings'
- * worth of entry records, counted at 36 bytes, the mean of a compact allocation's (40) and its
- * free's (32), which nearly every entry takes (at the whole record's 88, a generation of short
+ * worth of entry records, counted at 28 bytes, the mean of a tiny allocation's (32) and its
+ * free's (24), which nearly every entry takes (before version 6, 36: 40 and 32) (at the whole record's 88, a generation of short
  * records held 7 rings' worth); at least 16 first extents (64 MiB; CUMEMHIST_FLIGHT=1, 16). */
-#define ENTRY_RECORD_MEAN ((CMH_FR_COMPACT_HEAD * 2 + sizeof(cmh_fr_entry_short) + CMH_FR_FREE_SHORT_BODY) / 2)
+#define ENTRY_RECORD_MEAN ((CMH_FR_ENTRY_TINY_LEN + CMH_FR_FREE_TINY_LEN) / 2)
 static uint64_t generation_limit(void)
 {
     uint64_t ring = __atomic_load_n(&cmh_fl_h->max_entries, __ATOMIC_RELAXED) * ENTRY_RECORD_MEAN * 4;

@@ -13,7 +13,8 @@ CMH_HIDDEN extern cmh_flight_header *cmh_fl_h; /* the file's header, mapped; NUL
 /* Reserve a record of len bytes (a multiple of 8), head included, in the active extent; NULL
  * when none can take it (then counted lost).  counted: the extent's writer count is raised
  * until cmh_fl_commit (records written outside an entry's claim).  first: a compact head's first
- * word, or 0. */
+ * word, or 0.  *area: for cmh_fl_commit (counted, the extent's index; not counted,
+ * CMH_FLIGHT_EXTENTS + the index). */
 CMH_HIDDEN cmh_flight_rec *cmh_fl_reserve(uint32_t len, uint32_t *area, int counted, uint32_t first);
 /* The body's sum, then the commit word that makes the record visible. */
 CMH_HIDDEN void cmh_fl_commit(cmh_flight_rec *r, int type, uint32_t area);

@@ -3,7 +3,7 @@
 # and run it (FUZZ_BUILD_ONLY=1: build it only): the .cmh reader, the pickle reader (each with the replay over what it accepts), the
 # flight-record reader (`cumemhist recover`), the live reader (top, snapshot, exporter: a record
 # read, grown, read again), or the CLI's option parsing.  Seeded with the real
-# snapshots, flight records of a killed sample (from the build in build/), and argument vectors.
+# snapshots, flight records of killed samples (from the build in build/), and argument vectors.
 # Crashes, leaks and hangs (> 10 s) stop it and leave the input in build-fuzz/.  The run's
 # figures (execs, coverage) end its output.  Example: scripts/fuzz.sh pickle 600
 # Built with FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION: the .cmh and flight readers compute their
@@ -76,6 +76,12 @@ flight | live)
         "$out/flight_seed-$target" "$out/seed-$target-$ctx.cmh.flight" "$out/seeds-$target/killed-$ctx.flight"
         rm -f "$out/seed-$target-$ctx.cmh"*
     done
+    # and allocations with their frees (the tiny free records of version 6, context none)
+    rm -f "$out/seed-$target-pairs.cmh"*
+    env LD_LIBRARY_PATH="$PWD/build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" LD_PRELOAD="$PWD/build/libcumemhist.so" \
+        CUMEMHIST_CONTEXT=none CUMEMHIST_OUTPUT="$out/seed-$target-pairs.cmh" build/tests/pairs_die 60 kill 2>/dev/null || true
+    "$out/flight_seed-$target" "$out/seed-$target-pairs.cmh.flight" "$out/seeds-$target/killed-pairs.flight"
+    rm -f "$out/seed-$target-pairs.cmh"*
     ;;
 cli)
     # every command with a few of its real options (the first byte picks the table)

@@ -42,6 +42,14 @@
  * took another extent meanwhile.  Older readers refuse version 5 (they would read a reused
  * slot on from where they left the extent before it); version 5 readers read 1 to 4 (their
  * serials are 0: slots in index order, never reused).
+ *
+ * Version 6 adds tiny entry records (CMH_FR_ENTRY_TINY, 32 bytes; CMH_FR_FREE_TINY, 24 bytes;
+ * below): a compact head whose first word carries fields instead of the length (the type says
+ * it), the time as 40 bits after the extent's area_t0, the address without its low 8 bits.  A
+ * pair of plain cuMemAlloc/cuMemFree writes 56 bytes of record where version 4 wrote 72 (the
+ * bytes are the cost: the kernel's first touch of the page cache's new pages).  Older readers
+ * refuse version 6 (they would take a tiny head's fields for its length); version 6 readers
+ * read 1 to 5.
  */
 #ifndef CMH_FLIGHT_FORMAT_H
 #define CMH_FLIGHT_FORMAT_H
@@ -49,7 +57,7 @@
 #include <stdint.h>
 
 #define CMH_FLIGHT_MAGIC "CMHFLT01"
-#define CMH_FLIGHT_VERSION 5 /* 5: slots reused (area_serial); 4: compact heads, short frees; 3: entries may be short (CMH_FR_ENTRY_SHORT); 2: heads carry the body's sum; 1 (no sum); all read */
+#define CMH_FLIGHT_VERSION 6 /* 6: tiny entries (CMH_FR_ENTRY_TINY, CMH_FR_FREE_TINY; area_t0); 5: slots reused (area_serial); 4: compact heads, short frees; 3: entries may be short (CMH_FR_ENTRY_SHORT); 2: heads carry the body's sum; 1 (no sum); all read */
 #define CMH_FLIGHT_HEADER 12288 /* bytes before the first extent */
 #define CMH_FLIGHT_MAX_EXTENT (512ull << 20) /* no writer makes a larger extent (every version) */
 #define CMH_FLIGHT_SLOTS 65    /* device slots: 0..63, then pinned host memory */
@@ -66,7 +74,8 @@
 /* CMH_FR_VMM_HANDLE: a cuMemCreate handle's state now (added without a version change: older
  * readers skip it, and recover no unmapped handle; below) */
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
-       CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11, CMH_FR_VMM_HANDLE = 12 };
+       CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11, CMH_FR_VMM_HANDLE = 12,
+       CMH_FR_ENTRY_TINY = 13, CMH_FR_FREE_TINY = 14 };
 /* how the process ended, as far as it could say */
 /* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
  * record of the old one so and keeps it beside its own.  QUIT: it called _exit() or _Exit(), no
@@ -130,6 +139,9 @@ typedef struct cmh_flight_header {
     /* version 5: the order each slot's extent was made in (1, 2, ...; 0: changing, or an older
      * file, whose slots are in order), written around the slot's fields as a sequence lock */
     uint64_t area_serial[CMH_FLIGHT_EXTENTS];
+    /* version 6: each slot's time base, the ticks its extent was made at (written with the
+     * slot's other fields, under its serial): a tiny entry's time is its ticks after this */
+    int64_t area_t0[CMH_FLIGHT_EXTENTS];
 } cmh_flight_header;
 
 _Static_assert(sizeof(cmh_flight_header) <= CMH_FLIGHT_HEADER, "the flight header fits its page");
@@ -149,8 +161,11 @@ typedef struct cmh_flight_rec {
  * writer writes (what follows cannot be found), reserved but not committed, or committed (then
  * its body is to be checked against sum, where has_sum). */
 enum { CMH_FRH_EMPTY, CMH_FRH_BADLEN, CMH_FRH_OPEN, CMH_FRH_DONE };
+#define CMH_FR_ENTRY_TINY_LEN 32 /* version 6: a tiny entry record's bytes, head included (below) */
+#define CMH_FR_FREE_TINY_LEN 24
 typedef struct cmh_fr_head {
     uint32_t len, head, type, sum; /* the whole record, its head's bytes, its type, the body's expected CRC-32C */
+    uint32_t first; /* the head's first word (a tiny entry's fields are there) */
     int has_sum;
 } cmh_fr_head;
 
@@ -161,13 +176,17 @@ static inline int cmh_fr_head_read(const void *p, uint32_t version, uint64_t ava
     uint32_t w = __atomic_load_n(&rec->len, __ATOMIC_ACQUIRE);
     if (!w) return CMH_FRH_EMPTY;
     int compact = version >= 4 && (w & CMH_FR_COMPACT);
+    uint32_t t = (w >> 24) & 0x7f;
+    o->first = w;
     o->head = compact ? CMH_FR_COMPACT_HEAD : version >= 2 ? (uint32_t)sizeof *rec : CMH_FLIGHT_HEAD_V1;
     o->len = compact ? w & 0xffffffu : w;
+    if (compact && version >= 6 && (t == CMH_FR_ENTRY_TINY || t == CMH_FR_FREE_TINY)) /* the type says the length */
+        o->len = t == CMH_FR_ENTRY_TINY ? CMH_FR_ENTRY_TINY_LEN : CMH_FR_FREE_TINY_LEN;
     if (o->len % 8 || o->len < o->head || o->len > avail) return CMH_FRH_BADLEN;
     uint32_t c = __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE);
     if (compact) {
         if (!c) return CMH_FRH_OPEN;
-        o->type = (w >> 24) & 0x7f;
+        o->type = t;
         o->sum = c ^ w ^ CMH_FR_COMPACT_KEY;
         o->has_sum = 1;
         return CMH_FRH_DONE;
@@ -348,6 +367,72 @@ static inline int cmh_fr_entry_read(uint32_t type, const void *body, uint32_t le
     e->thread = (uint32_t)(p.w[2] >> 48);
     e->size = e->requested = p.w[3] & ((1ull << 36) - 1);
     e->stack = (uint32_t)(p.w[3] >> 36);
+    return 1;
+}
+
+/* CMH_FR_ENTRY_TINY and CMH_FR_FREE_TINY (version 6): the common entry in 32 bytes (a segment's
+ * free, as CMH_FR_FREE_SHORT, in 24), head included.  The head's first word is
+ *   slot (bits 0-6) | kind << 7 (3) | flags << 10 (4) | action << 14 (4) | thread & 63 << 18 (6)
+ *   | type << 24 | 1 << 31 (compact)
+ * and its second the commit word, as any compact head's: CRC-32C(body) ^ first ^
+ * CMH_FR_COMPACT_KEY, never 0.  The body:
+ *   w[0]  seq (bits 0-41) | thread >> 6 << 42 (6 bits) | d << 48 (d's bits 0-15)
+ *   w[1]  d >> 16 (bits 0-23) | addr >> 8 << 24 (40 bits: addr's low 8 bits are 0)
+ *   w[2]  size (bits 0-35) | stack << 36 (28 bits)    (CMH_FR_ENTRY_TINY only)
+ * where d (40 bits) is the entry's ticks less area_t0 of the slot its extent is in.  A free's
+ * size is its segment's, as for CMH_FR_FREE_SHORT; its action is CMH_FR_ACT_SEGMENT_FREE.  What
+ * does not fit (a thread past 4095, a sequence past 2^42, an address not on 256 bytes, ticks
+ * before the extent's t0 or 2^40 after it) is written as version 4 writes it.  A tiny record
+ * whose seq is 0 holds no entry (a writer that found its reservation in an extent whose t0 did
+ * not fit its ticks wrote it so, then the entry again the long way): readers skip it. */
+#define CMH_FR_TINY_D_BITS 40
+
+/* The head word and body of e as a tiny record, whose extent's t0 is t0: 0 when it does not
+ * fit.  free: a segment's free (CMH_FR_FREE_TINY, two words). */
+static inline uint32_t cmh_fr_tiny_first(const cmh_fr_entry *e, int free)
+{
+    return CMH_FR_COMPACT | (uint32_t)(free ? CMH_FR_FREE_TINY : CMH_FR_ENTRY_TINY) << 24 | e->slot | (uint32_t)e->kind << 7 |
+           (uint32_t)e->flags << 10 | (uint32_t)e->action << 14 | (e->thread & 63) << 18;
+}
+/* Whether e fits a tiny record but for its time (which depends on the extent). */
+static inline int cmh_fr_tiny_fits(const cmh_fr_entry *e)
+{
+    return !(e->requested != e->size || e->stream || !e->seq || e->seq >> 42 || e->slot >> 7 || e->action >> 4 || e->kind >> 3 ||
+             e->flags >> 4 || (e->addr & 255) || e->addr >> 48 || e->thread >> 12 || e->size >> 36 || e->stack >> 28);
+}
+static inline int cmh_fr_tiny_time_fits(int64_t ticks, int64_t t0)
+{
+    return t0 > 0 && ticks >= t0 && ((uint64_t)ticks - (uint64_t)t0) >> CMH_FR_TINY_D_BITS == 0;
+}
+static inline void cmh_fr_tiny_body(const cmh_fr_entry *e, int64_t t0, uint64_t w[3])
+{
+    uint64_t d = (uint64_t)e->ticks - (uint64_t)t0;
+    w[0] = e->seq | (uint64_t)(e->thread >> 6) << 42 | (d & 0xffff) << 48;
+    w[1] = d >> 16 | (e->addr >> 8) << 24;
+    w[2] = e->size | (uint64_t)e->stack << 36;
+}
+
+/* A tiny record (type, first word, body of len bytes, its extent's t0) as the short record it
+ * stands for: *type and *o become CMH_FR_ENTRY_SHORT or CMH_FR_FREE_SHORT and their body (the
+ * reader's paths for those read it).  1; -1 a record that holds no entry (seq 0); 0 one that
+ * cannot be (its length, or a free's action). */
+static inline int cmh_fr_tiny_read(uint32_t *type, uint32_t first, const void *body, uint32_t len, int64_t t0, cmh_fr_entry_short *o)
+{
+    int free = *type == CMH_FR_FREE_TINY;
+    uint64_t w[3] = {0, 0, 0};
+    if (len != (free ? CMH_FR_FREE_TINY_LEN : CMH_FR_ENTRY_TINY_LEN) - CMH_FR_COMPACT_HEAD) return 0;
+    __builtin_memcpy(w, body, len);
+    uint64_t seq = w[0] & ((1ull << 42) - 1);
+    if (!seq) return -1;
+    uint64_t slot = first & 0x7f, kind = (first >> 7) & 7, flags = (first >> 10) & 15, action = (first >> 14) & 15;
+    uint64_t thread = ((first >> 18) & 63) | ((w[0] >> 42) & 63) << 6;
+    if (free && action != CMH_FR_ACT_SEGMENT_FREE) return 0;
+    uint64_t d = w[0] >> 48 | (w[1] & 0xffffff) << 16;
+    o->w[0] = seq | slot << 44 | action << 51 | kind << 55 | flags << 58;
+    o->w[1] = (uint64_t)t0 + d;
+    o->w[2] = (w[1] >> 24) << 8 | thread << 48;
+    o->w[3] = free ? 0 : w[2];
+    *type = free ? CMH_FR_FREE_SHORT : CMH_FR_ENTRY_SHORT;
     return 1;
 }
 

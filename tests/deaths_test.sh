@@ -141,9 +141,12 @@ while at < off + min(size, cursor):
     ln, commit = struct.unpack_from('<II', m, at)
     if not ln:
         break
-    # a compact head (version 4): {length | type << 24 | 1 << 31, sum ^ ...}; a whole one: {length, commit | type, sum, 0}
+    # a compact head (version 4): {length | type << 24 | 1 << 31, sum ^ ...}; a whole one: {length, commit | type, sum, 0};
+    # a tiny entry's (version 6, types 13 and 14) has fields for its length: 32 and 24 bytes
     head, kind = (8, ln >> 24 & 0x7f) if ln >> 31 else (16, commit & 0xff)
-    if kind in (1, 9, 11):  # an entry: whole, short, a short free
+    if ln >> 31 and kind in (13, 14):
+        ln = (ln & ~0xffffff) | (32 if kind == 13 else 24)
+    if kind in (1, 9, 11, 13, 14):  # an entry: whole, short, a short free, tiny, a tiny free
         n += 1
         if n == 100:  # well past the ring's backfill at start: the only copy of its entry
             m[at + head + 8] ^= 0x01  # its time
