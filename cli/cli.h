@@ -57,6 +57,10 @@ typedef struct cli_recovered {
 } cli_recovered;
 int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live, int fallback,
                        cli_recovered *res);
+/* Remove the manifests (cmd_record.c) that a `record` killed outright left in /tmp: those of
+ * this user whose `record` (by the pid and start time in the name) no longer runs.  `record`
+ * and `recover` call it; a live run's is never touched. */
+void cli_clear_dead_manifests(void);
 /* Whether the process that wrote a flight record still runs, as this host can tell. */
 enum {
     CLI_PROC_GONE,        /* no such pid, a zombie, or a boot since */

@@ -8,8 +8,10 @@
  * program killed by a signal makes `record` die of the same signal.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -206,6 +208,37 @@ static int check_lib(const char *path)
 }
 
 /* ---- the manifest the processes append to ---- */
+
+/* /tmp/cumemhist-manifest-PID-TICKS-XXXXXX: the pid and start time (clock ticks after boot) of
+ * the `record` whose run it is, so that one a `record` killed outright left (SIGKILL, the OOM
+ * killer: it is removed at every other end) is known for dead. */
+#define MANIFEST_DIR "/tmp"
+#define MANIFEST_PREFIX "cumemhist-manifest-"
+
+void cli_clear_dead_manifests(void)
+{
+    DIR *d = opendir(MANIFEST_DIR);
+    if (!d) return;
+    size_t pl = strlen(MANIFEST_PREFIX);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long pid;
+        unsigned long long ticks;
+        int n = 0;
+        /* (one without a pid in its name, an older version's, cannot be told dead: left) */
+        if (strncmp(e->d_name, MANIFEST_PREFIX, pl) || sscanf(e->d_name + pl, "%ld-%llu-%n", &pid, &ticks, &n) != 2 || !n ||
+            strlen(e->d_name + pl + n) != 6 || pid <= 0)
+            continue;
+        struct stat st; /* our own regular file only: never another user's, never a link */
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) continue;
+        char state = 0;
+        uint64_t now = 0;
+        int alive = (kill((pid_t)pid, 0) == 0 || errno == EPERM) &&
+                    (!cmh_proc_stat(pid, &state, &now) || (state != 'Z' && state != 'X' && now == ticks));
+        if (!alive) unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
 
 typedef struct rec_pid {
     long pid;
@@ -597,7 +630,11 @@ static int record(char **prog, const char *argv0)
         /* (one with nothing to read is no process's) */
         if (!read_claim(claim, &claim_sess, &claim_owner, &claim_ticks) || !claim_owner_alive(claim_owner, claim_ticks)) unlink(claim);
     }
-    char manifest[] = "/tmp/cumemhist-manifest-XXXXXX";
+    cli_clear_dead_manifests();
+    char manifest[128];
+    uint64_t my_ticks = 0;
+    cmh_proc_stat(0, NULL, &my_ticks);
+    snprintf(manifest, sizeof manifest, MANIFEST_DIR "/" MANIFEST_PREFIX "%ld-%llu-XXXXXX", (long)getpid(), (unsigned long long)my_ticks);
     int mfd = mkstemp(manifest);
     if (mfd < 0) {
         cli_error("cannot create a temporary file: %s", strerror(errno));
