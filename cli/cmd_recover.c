@@ -136,7 +136,7 @@ static void default_dest(const char *flight, const char *named, int live, char *
     snprintf(out + strlen(out), cap - strlen(out), ".live.cmh");
 }
 
-/* The directory a path is in, resolved (links, "..") when it can be: "" when not. */
+/* The directory a path is in, resolved (links, "..") when it can be, else as written. */
 static void dir_of(const char *path, char *out, size_t cap)
 {
     char d[4400], r[PATH_MAX];
