@@ -43,16 +43,24 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 int cmd_view(int argc, char **argv);
-/* Write the snapshot a flight record holds (to out, or where the process would have), saying
- * how the process ended (status: its wait status, when known); the record is removed unless
- * keep.  Returns the exit status. */
-/* The snapshot of a flight record's process, written to out (NULL: the record's own name).
- * have_status: status is the process's wait status (record's own child).  live: the process
- * runs; write a copy and leave the record untouched.  A record whose process still runs is
- * refused (CLI_EUSAGE) unless live.  *beside (when not NULL) is set to 1 when the snapshot went
- * beside the flight record because the path the process asked for is not a regular file (a
- * device, a pipe), else 0. */
-int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live, int *beside);
+/* The snapshot of a flight record's process, written to out (NULL: the record's own name),
+ * saying how the process ended; the record is removed unless keep.  have_status: status is the
+ * process's wait status (record's own child).  live: the process runs; write a copy and leave
+ * the record untouched.  A record whose process still runs is refused (CLI_EUSAGE) unless live.
+ * fallback: when the path cannot take the snapshot (a full directory, a quota, a file-size
+ * limit), it goes to the runtime directory instead (`record`: nothing lost).  Returns the exit
+ * status; res (when not NULL) says where the snapshot went. */
+typedef struct cli_recovered {
+    int elsewhere; /* in the runtime directory, not where the process asked (a device, a full directory) */
+    int fell_back; /* ... because the write where it asked failed (why: the error) */
+    char path[4400], why[4600];
+} cli_recovered;
+int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live, int fallback,
+                       cli_recovered *res);
+/* Remove the manifests (cmd_record.c) that a `record` killed outright left in /tmp: those of
+ * this user whose `record` (by the pid and start time in the name) no longer runs.  `record`
+ * and `recover` call it; a live run's is never touched. */
+void cli_clear_dead_manifests(void);
 /* Whether the process that wrote a flight record still runs, as this host can tell. */
 enum {
     CLI_PROC_GONE,        /* no such pid, a zombie, or a boot since */

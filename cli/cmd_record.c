@@ -8,8 +8,10 @@
  * program killed by a signal makes `record` die of the same signal.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -207,12 +209,53 @@ static int check_lib(const char *path)
 
 /* ---- the manifest the processes append to ---- */
 
+/* /tmp/cumemhist-manifest-PID-TICKS-XXXXXX: the pid and start time (clock ticks after boot) of
+ * the `record` whose run it is, so that one a `record` killed outright left (SIGKILL, the OOM
+ * killer: it is removed at every other end) is known for dead. */
+#define MANIFEST_DIR "/tmp"
+#define MANIFEST_PREFIX "cumemhist-manifest-"
+
+void cli_clear_dead_manifests(void)
+{
+    DIR *d = opendir(MANIFEST_DIR);
+    if (!d) return;
+    size_t pl = strlen(MANIFEST_PREFIX);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long pid;
+        unsigned long long ticks;
+        int n = 0;
+        /* (one without a pid in its name, an older version's, cannot be told dead: left) */
+        if (strncmp(e->d_name, MANIFEST_PREFIX, pl) || sscanf(e->d_name + pl, "%ld-%llu-%n", &pid, &ticks, &n) != 2 || !n ||
+            strlen(e->d_name + pl + n) != 6 || pid <= 0)
+            continue;
+        struct stat st; /* our own regular file only: never another user's, never a link */
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) continue;
+        char state = 0;
+        uint64_t now = 0;
+        int alive = (kill((pid_t)pid, 0) == 0 || errno == EPERM) &&
+                    (!cmh_proc_stat(pid, &state, &now) || (state != 'Z' && state != 'X' && now == ticks));
+        if (!alive) unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 typedef struct rec_pid {
     long pid;
     int execed; /* the program it ran before an exec(): the wait status is the last program's */
     long refused_by; /* the fixed path was another run's, held by this pid ("claimed PID OWNER") */
     char flight[PATH_MAX], snapshot[PATH_MAX];
+    int where;        /* what became of its snapshot (record's closing lines say only that) */
+    char got[4400]; /* where it is (WHERE_PATH after a recovery, WHERE_ELSEWHERE) */
 } rec_pid;
+
+enum {
+    WHERE_UNKNOWN,   /* nothing said of it (a process that used no CUDA) */
+    WHERE_PATH,      /* written (or recovered) at its own path */
+    WHERE_ELSEWHERE, /* recovered into the runtime directory: its path could not take it */
+    WHERE_LOST,
+    WHERE_RUNNING,   /* still running: it writes its path when it ends */
+};
 
 typedef struct rec_file {
     char path[PATH_MAX];
@@ -392,6 +435,42 @@ static void with_pid(const char *path, long pid, char *out, size_t cap)
     snprintf(out, cap, "%.*s.%ld%s", (int)(dot - path), path, pid, dot);
 }
 
+/* The latest program pid ran (each exec() has its own entry), or NULL. */
+static const rec_pid *last_of(const rec_run *r, long pid)
+{
+    for (int i = r->npids - 1; i >= 0; i--)
+        if (r->pids[i].pid == pid) return &r->pids[i];
+    return NULL;
+}
+
+/* The rest of record's closing line about a fixed path: what became of the snapshots of the
+ * run's processes other than except (each once, by the last program it ran).  Only a file that
+ * is there is said to be written; one the path could not take is named where it is, and a lost
+ * one said to be lost. */
+static void say_others(const rec_run *r, long except, const char *output)
+{
+    long wrote = 0, away = 0, lost = 0, running = 0;
+    const rec_pid *first_away = NULL;
+    for (int i = 0; i < r->npids; i++) {
+        const rec_pid *p = &r->pids[i];
+        if (p->pid == except || last_of(r, p->pid) != p) continue;
+        if (p->where == WHERE_PATH) wrote++;
+        else if (p->where == WHERE_ELSEWHERE && !away++) first_away = p;
+        else if (p->where == WHERE_LOST) lost++;
+        else if (p->where == WHERE_RUNNING) running++;
+    }
+    const char *dot = cmh_path_ext(output);
+    if (wrote) fprintf(stderr, "; %ld other process%s wrote %.*s.PID%s", wrote, wrote == 1 ? "" : "es", (int)(dot - output), output, dot);
+    if (away == 1) fprintf(stderr, "; pid %ld's snapshot could not be written there and is in %s", first_away->pid, first_away->got);
+    else if (away) {
+        const char *slash = strrchr(first_away->got, '/');
+        fprintf(stderr, "; %ld other processes' snapshots could not be written there and are in %.*s (NAME.PID.cmh)", away,
+                slash ? (int)(slash - first_away->got) : 1, slash ? first_away->got : ".");
+    }
+    if (lost) fprintf(stderr, "; %ld other process%s snapshot%s lost", lost, lost == 1 ? "'s" : "es'", lost == 1 ? " was" : "s were");
+    if (running) fprintf(stderr, "; %ld other process%s still running (named above)", running, running == 1 ? " is" : "es are");
+}
+
 /* Before the program runs: the snapshot's directory exists and takes new files, and the path
  * (its pattern, as far as it is fixed) is not a directory. */
 static int check_output(const char *pattern)
@@ -551,7 +630,11 @@ static int record(char **prog, const char *argv0)
         /* (one with nothing to read is no process's) */
         if (!read_claim(claim, &claim_sess, &claim_owner, &claim_ticks) || !claim_owner_alive(claim_owner, claim_ticks)) unlink(claim);
     }
-    char manifest[] = "/tmp/cumemhist-manifest-XXXXXX";
+    cli_clear_dead_manifests();
+    char manifest[128];
+    uint64_t my_ticks = 0;
+    cmh_proc_stat(0, NULL, &my_ticks);
+    snprintf(manifest, sizeof manifest, MANIFEST_DIR "/" MANIFEST_PREFIX "%ld-%llu-XXXXXX", (long)getpid(), (unsigned long long)my_ticks);
     int mfd = mkstemp(manifest);
     if (mfd < 0) {
         cli_error("cannot create a temporary file: %s", strerror(errno));
@@ -668,9 +751,9 @@ static int record(char **prog, const char *argv0)
     struct stat after;
     int changed = output && lstat(output, &after) == 0 &&
                   !(existed && after.st_dev == before.st_dev && after.st_ino == before.st_ino);
-    int nfiles = 0, lost = 0, misplaced = 0;
+    int nfiles = 0, lost = 0, misplaced = 0, misplaced_dumps = 0;
     long misplaced_pid = 0;
-    char misplaced_at[PATH_MAX] = "";
+    char misplaced_at[4400] = "";
     /* the launched process never used CUDA: its nearest CUDA process gets the path */
     struct stat hst; /* (a device or a pipe at -o: every process wrote through it, none has NAME.PID) */
     rec_pid *heir = claim[0] && !(lstat(output, &hst) == 0 && !S_ISREG(hst.st_mode)) ? heir_of(&run, (long)g_child) : NULL;
@@ -694,6 +777,10 @@ static int record(char **prog, const char *argv0)
             cli_error("%s: cannot rename it to %s: %s", heir->snapshot, heir_path, strerror(errno));
             heir = NULL;
         }
+    }
+    for (int i = 0; i < run.npids; i++) {
+        struct stat st;
+        if (run.pids[i].snapshot[0] && stat(run.pids[i].snapshot, &st) == 0) run.pids[i].where = WHERE_PATH;
     }
     for (int i = 0; i < run.nfiles; i++) {
         struct stat st;
@@ -726,24 +813,37 @@ static int record(char **prog, const char *argv0)
                 if (!quiet)
                     fprintf(stderr, "cumemhist: pid %ld is still running; it writes %s when it ends (a copy now: cumemhist recover --live %s)\n",
                             p->pid, p->snapshot[0] ? p->snapshot : will, p->flight);
+                p->where = WHERE_RUNNING;
                 continue;
             }
             /* its exit dump failed (a full disk, -o /dev/full) and the path asked for could not take
-             * the recovered one (a device): the snapshot is elsewhere, which the status says */
-            int dump_failed = cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK && id.state == CMH_ENDED_EXITED, beside = 0;
-            if (cli_recover_flight(p->flight, p == heir ? heir_path : NULL, p->pid == g_child && !p->execed, status, 0, quiet, 0, &beside) == 0) {
+             * the recovered one (a device, a full directory): the snapshot is in the runtime
+             * directory, which the status says; so is one that only the recovery could not
+             * write where it asked */
+            int dump_failed = cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK && id.state == CMH_ENDED_EXITED;
+            cli_recovered res;
+            if (cli_recover_flight(p->flight, p == heir ? heir_path : NULL, p->pid == g_child && !p->execed, status, 0, quiet, 0, 1, &res) == 0) {
                 nfiles++;
-                if (dump_failed && beside && !misplaced++) {
-                    misplaced_pid = p->pid;
-                    snprintf(misplaced_at, sizeof misplaced_at, "%.*s", (int)(strlen(p->flight) > 7 ? strlen(p->flight) - 7 : strlen(p->flight)), p->flight);
+                p->where = res.elsewhere ? WHERE_ELSEWHERE : WHERE_PATH;
+                snprintf(p->got, sizeof p->got, "%s", res.path);
+                if (res.elsewhere && (dump_failed || res.fell_back)) {
+                    misplaced_dumps += dump_failed;
+                    if (!misplaced++) {
+                        misplaced_pid = p->pid;
+                        snprintf(misplaced_at, sizeof misplaced_at, "%s", res.path);
+                    }
                 }
-            } else
+            } else {
+                p->where = WHERE_LOST;
                 lost++;
+            }
         } else if (!p->snapshot[0]) {
             if (p->pid != g_child && kill((pid_t)p->pid, 0) == 0) {
                 if (!quiet) fprintf(stderr, "cumemhist: pid %ld is still running (no flight record to recover)\n", p->pid);
+                p->where = WHERE_RUNNING;
                 continue;
             }
+            p->where = WHERE_LOST;
             lost++;
             cli_error("pid %ld used CUDA but left no snapshot and no flight record%s", p->pid,
                       p->flight[0] ? "" : " (CUMEMHIST_FLIGHT=0, or its directory refused one)");
@@ -761,33 +861,39 @@ static int record(char **prog, const char *argv0)
         /* the path is another run's: this run's file is PATH.PID, said with whose the path is */
         char mine[PATH_MAX + 32];
         with_pid(output, kept_out->pid, mine, sizeof mine);
+        const rec_pid *k = last_of(&run, kept_out->pid);
+        char is[PATH_MAX + 4500]; /* only a file that is there is named as this run's */
+        if (k && k->where == WHERE_ELSEWHERE) snprintf(is, sizeof is, "could not be written to %s and is in %s", mine, k->got);
+        else if (k && k->where == WHERE_LOST) snprintf(is, sizeof is, "(%s) was lost", mine);
+        else snprintf(is, sizeof is, "is %s", mine);
         if (foreign > 0)
-            fprintf(stderr, "cumemhist: %s is being written by pid %ld (another run, still running); this run's snapshot is %s", output,
-                    foreign, mine);
+            fprintf(stderr, "cumemhist: %s is being written by pid %ld (another run, still running); this run's snapshot %s", output,
+                    foreign, is);
         else if (foreign < 0)
-            fprintf(stderr, "cumemhist: %s was held by pid %ld (another run) when this run's program wanted it; this run's snapshot is %s",
-                    output, -foreign, mine);
+            fprintf(stderr, "cumemhist: %s was held by pid %ld (another run) when this run's program wanted it; this run's snapshot %s",
+                    output, -foreign, is);
         else
-            fprintf(stderr, "cumemhist: %s was written by another run while this one ran; this run's snapshot is %s", output, mine);
+            fprintf(stderr, "cumemhist: %s was written by another run while this one ran; this run's snapshot %s", output, is);
         if (kept_out->pid == g_child) fprintf(stderr, " (pid %ld, the program started)", kept_out->pid);
         else fprintf(stderr, " (pid %ld, the CUDA process nearest pid %ld, the program started, which used no CUDA)", kept_out->pid, (long)g_child);
-        long rest = 0;
-        for (int i = 0; i < run.npids; i++) {
-            int seen = run.pids[i].pid == kept_out->pid;
-            for (int j = 0; j < i && !seen; j++) seen = run.pids[j].pid == run.pids[i].pid;
-            rest += !seen;
-        }
-        const char *dot = cmh_path_ext(output);
-        if (rest) fprintf(stderr, "; %ld other process%s wrote %.*s.PID%s", rest, rest == 1 ? "" : "es", (int)(dot - output), output, dot);
+        say_others(&run, kept_out->pid, output);
         fputc('\n', stderr);
     } else if (!quiet && holder > 0 && (heir || others)) {
-        const char *dot = cmh_path_ext(output);
-        if (heir)
-            fprintf(stderr, "cumemhist: %s holds pid %ld, the CUDA process nearest pid %ld (the program started, which used no CUDA)",
-                    output, holder, (long)g_child);
+        /* only a file that is there is said to hold anything (a full directory took none) */
+        const rec_pid *h = last_of(&run, holder);
+        char role[128];
+        int w = h ? h->where : WHERE_UNKNOWN;
+        if (w == WHERE_ELSEWHERE || w == WHERE_LOST) {
+            if (heir) snprintf(role, sizeof role, "the CUDA process nearest pid %ld, the program started, which used no CUDA", (long)g_child);
+            else snprintf(role, sizeof role, "the program started");
+            if (w == WHERE_ELSEWHERE) fprintf(stderr, "cumemhist: %s was not written: pid %ld's snapshot (%s) is in %s", output, holder, role, h->got);
+            else fprintf(stderr, "cumemhist: %s was not written: pid %ld's snapshot (%s) was lost", output, holder, role);
+        } else if (heir)
+            fprintf(stderr, "cumemhist: %s holds pid %ld, the CUDA process nearest pid %ld (the program started, which used no CUDA)", output,
+                    holder, (long)g_child);
         else
             fprintf(stderr, "cumemhist: %s holds pid %ld, the program started", output, holder);
-        if (others) fprintf(stderr, "; %ld other process%s wrote %.*s.PID%s", others, others == 1 ? "" : "es", (int)(dot - output), output, dot);
+        say_others(&run, holder, output);
         fputc('\n', stderr);
     }
     free(run.files);
@@ -821,11 +927,13 @@ static int record(char **prog, const char *argv0)
     }
     if (misplaced && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         if (misplaced == 1)
-            cli_error("exit status 1: pid %ld could not write its snapshot to %s (its exit dump failed); it is in %s (the program itself exited 0)",
-                      misplaced_pid, output ? output : "its path", misplaced_at);
+            cli_error("exit status 1: pid %ld could not write its snapshot to %s (%s); it is in %s (the program itself exited 0)",
+                      misplaced_pid, output ? output : "its path",
+                      misplaced_dumps ? "its exit dump failed" : "its directory could not take the snapshot recovered", misplaced_at);
         else
-            cli_error("exit status 1: %d processes could not write their snapshots to %s (their exit dumps failed); pid %ld's is in %s, the "
-                      "others' beside it (the program itself exited 0)", misplaced, output ? output : "their path", misplaced_pid, misplaced_at);
+            cli_error("exit status 1: %d processes could not write their snapshots to %s (%s); pid %ld's is in %s, the "
+                      "others' beside it (the program itself exited 0)", misplaced, output ? output : "their path",
+                      misplaced_dumps == misplaced ? "their exit dumps failed" : "the directory could not take them", misplaced_pid, misplaced_at);
         return CLI_EFILE;
     }
 

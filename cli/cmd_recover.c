@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,9 +136,37 @@ static void default_dest(const char *flight, const char *named, int live, char *
     snprintf(out + strlen(out), cap - strlen(out), ".live.cmh");
 }
 
-int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live, int *beside)
+/* The directory a path is in, resolved (links, "..") when it can be, else as written. */
+static void dir_of(const char *path, char *out, size_t cap)
 {
-    if (beside) *beside = 0;
+    char d[4400], r[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(d, sizeof d, ".");
+    else if (slash == path) snprintf(d, sizeof d, "/");
+    else snprintf(d, sizeof d, "%.*s", (int)(slash - path), path);
+    snprintf(out, cap, "%s", realpath(d, r) ? r : d);
+}
+
+/* Where a snapshot the path dest could not take goes in the runtime directory dir: its name
+ * there, with the pid (once), as a flight record kept there is named (recorder/config.c). */
+static void runtime_name(const char *dir, const char *dest, long long pid, char *out, size_t cap)
+{
+    const char *base = strrchr(dest, '/');
+    base = base ? base + 1 : dest;
+    size_t stem = strlen(base);
+    if (stem > 4 && !strcmp(base + stem - 4, ".cmh")) stem -= 4;
+    char num[32];
+    int n = snprintf(num, sizeof num, ".%lld", pid);
+    int has = stem > (size_t)n && !strncmp(base + stem - (size_t)n, num, (size_t)n);
+    snprintf(out, cap, "%s/%.*s%s.cmh", dir, (int)stem, base, has ? "" : num);
+}
+
+int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live, int fallback,
+                       cli_recovered *res)
+{
+    cli_recovered mine;
+    if (!res) res = &mine;
+    memset(res, 0, sizeof *res);
     char err[4600];
     cmh_flight_identity id;
     int rc = cmh_flight_identify(flight, &id, err, sizeof err);
@@ -183,15 +212,35 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         return CLI_EUSAGE;
     }
     rc = cmh_cmh_write_file(&s, dest, err, sizeof err);
+    char rundir[PATH_MAX] = "", there[4400];
+    if (cmh_runtime_dir(there, sizeof there) != 0 || !realpath(there, rundir)) rundir[0] = 0;
+    if (rc != CMH_OK && rc != CMH_ENOMEM && fallback && !live && rundir[0]) {
+        /* the path could not take it (a full directory): the runtime directory does, and the
+         * record is removed only once the snapshot is there */
+        runtime_name(rundir, dest, (long long)info.pid, there, sizeof there);
+        snprintf(res->why, sizeof res->why, "%s", err);
+        if (strcmp(there, dest) && (rc = cmh_cmh_write_file(&s, there, err, sizeof err)) == CMH_OK) {
+            dest = there;
+            res->fell_back = 1;
+        } else
+            cli_error("%s", res->why);
+    }
     cmh_snapshot_free(&s);
     if (rc != CMH_OK) {
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
-    struct stat nst; /* -o /dev/null: the recovery is beside the flight record, which a device could not hold */
-    int elsewhere = !live && !out && info.snapshot_path[0] && strcmp(dest, info.snapshot_path) && stat(info.snapshot_path, &nst) == 0 &&
-                    !S_ISREG(nst.st_mode) && !S_ISDIR(nst.st_mode);
-    if (beside) *beside = elsewhere;
+    snprintf(res->path, sizeof res->path, "%s", dest);
+    /* -o /dev/null: the recovery is beside the flight record in the runtime directory, which a
+     * device could not hold; so is one whose directory had no room for its flight record */
+    struct stat nst;
+    char asked_dir[4400] = "", dest_dir[4400] = "";
+    if (info.snapshot_path[0]) dir_of(info.snapshot_path, asked_dir, sizeof asked_dir);
+    dir_of(dest, dest_dir, sizeof dest_dir);
+    int device = info.snapshot_path[0] && stat(info.snapshot_path, &nst) == 0 && !S_ISREG(nst.st_mode) && !S_ISDIR(nst.st_mode);
+    int elsewhere = !live && (res->fell_back || (!out && info.snapshot_path[0] && strcmp(dest, info.snapshot_path) &&
+                                                 (device || (rundir[0] && !strcmp(dest_dir, rundir) && strcmp(asked_dir, rundir)))));
+    res->elsewhere = elsewhere;
     if (!quiet && info.unverified)
         fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", flight);
     if (!quiet) {
@@ -202,8 +251,12 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         else
             fprintf(stderr, "cumemhist: pid %lld %s after %s %s; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
                     thousands(info.entries), info.entries == 1 ? "entry" : "entries", dest);
-        if (elsewhere)
+        if (elsewhere && res->fell_back)
+            fprintf(stderr, " (in the runtime directory: %s)", res->why);
+        else if (elsewhere && device)
             fprintf(stderr, " (recovered beside its flight record: %s, the path asked for, is not a regular file)", info.snapshot_path);
+        else if (elsewhere)
+            fprintf(stderr, " (%s had no room for its flight record: both are in the runtime directory)", asked_dir);
         if (info.torn) fprintf(stderr, " (%s torn record%s dropped)", thousands(info.torn), info.torn == 1 ? "" : "s");
         if (info.damaged)
             fprintf(stderr, " (%s damaged record%s dropped: %s not match%s checksum)", thousands(info.damaged),
@@ -237,5 +290,6 @@ int cmd_recover(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_recover, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    return cli_recover_flight(path, g_out, 0, 0, g_keep, 0, g_live, NULL);
+    cli_clear_dead_manifests(); /* what a killed `record` left besides its flight records */
+    return cli_recover_flight(path, g_out, 0, 0, g_keep, 0, g_live, 0, NULL);
 }

@@ -188,18 +188,29 @@ int cmh_config_output_streams(const char *path)
 int cmh_config_runtime_dir(char *out, size_t outlen) { return cmh_runtime_dir(out, outlen); }
 
 /* Where the flight record of snapshot path snap lives: beside it, or for a snapshot streamed
- * through a FIFO or device, in the runtime directory under the snapshot's name and the pid. */
+ * through a FIFO or device, in the runtime directory under the snapshot's name and the pid
+ * (cmh_config_flight_path_runtime: also where it goes when the snapshot's directory has no room
+ * for it, flight.c). */
 int cmh_config_flight_path(const char *snap, char *out, size_t outlen)
 {
     if (!cmh_config_output_streams(snap)) return snprintf(out, outlen, "%s.flight", snap) < (int)outlen ? 0 : -1;
+    return cmh_config_flight_path_runtime(snap, out, outlen);
+}
+
+int cmh_config_flight_path_runtime(const char *snap, char *out, size_t outlen)
+{
     char dir[4096];
     if (cmh_config_runtime_dir(dir, sizeof dir) != 0) return -1;
     const char *base = strrchr(snap, '/');
     base = base ? base + 1 : snap;
     size_t stem = strlen(base);
     if (stem > 4 && !strcmp(base + stem - 4, ".cmh")) stem -= 4;
-    /* NAME.PID.cmh.flight: `recover` writes NAME.PID.cmh beside it */
-    return snprintf(out, outlen, "%s/%.*s.%ld.cmh.flight", dir, (int)stem, base, (long)getpid()) < (int)outlen ? 0 : -1;
+    /* NAME.PID.cmh.flight: `recover` writes NAME.PID.cmh beside it (a name with the pid in it
+     * already, a fixed path's PATH.PID, gets it once) */
+    char pid[32];
+    int np = snprintf(pid, sizeof pid, ".%ld", (long)getpid());
+    int has = stem > (size_t)np && !strncmp(base + stem - (size_t)np, pid, (size_t)np);
+    return snprintf(out, outlen, "%s/%.*s%s.cmh.flight", dir, (int)stem, base, has ? "" : pid) < (int)outlen ? 0 : -1;
 }
 
 /* The owner of a claim, by its pid and (when the claim has it) its start time: 1 while that very

@@ -114,7 +114,9 @@ void cmh_dump_note_manifest_word(const char *kind, const char *word)
     char line[256];
     int l = snprintf(line, sizeof line, "%s %ld %s\n", kind, (long)getpid(), word);
     if (l <= 0 || (size_t)l >= sizeof line) return;
-    int fd = open(m, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* never made here: one gone is a run `record` has finished with (a background child that
+     * outlived it would otherwise leave a manifest behind in /tmp, no one's) */
+    int fd = open(m, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return;
     ssize_t w = write(fd, line, (size_t)l);
     (void)w;
@@ -133,7 +135,9 @@ void cmh_dump_note_manifest_of(const char *kind, long pid, const char *path)
     else if (!realpath(path, abs + k)) snprintf(abs + k, sizeof abs - (size_t)k, "%s", path);
     size_t l = strlen(abs);
     abs[l++] = '\n';
-    int fd = open(m, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* never made here: one gone is a run `record` has finished with (a background child that
+     * outlived it would otherwise leave a manifest behind in /tmp, no one's) */
+    int fd = open(m, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return;
     ssize_t w = write(fd, abs, l); /* one short O_APPEND write: lines from many processes never interleave */
     (void)w;

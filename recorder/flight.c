@@ -225,20 +225,22 @@ static int free_slot(void)
     return n < CMH_FLIGHT_EXTENTS ? (int)n : -1;
 }
 
-/* Add extent i to the file and map it; 0, or -1 (then appends are counted as lost).  A slot
- * reused is rewritten as under a sequence lock (flight_format.h): its serial 0 and its size 0
- * first, then its fields, then the new serial and size. */
+/* Add extent i to the file and map it; 0, or the error number (then appends are counted as
+ * lost).  A slot reused is rewritten as under a sequence lock (flight_format.h): its serial 0
+ * and its size 0 first, then its fields, then the new serial and size. */
 static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
 {
     uint64_t off = place(size);
-    if (posix_fallocate(g_fd, (off_t)off, (off_t)size) != 0) {
+    int e = posix_fallocate(g_fd, (off_t)off, (off_t)size);
+    if (e != 0) {
         hole_add(off, size);
-        return -1;
+        return e;
     }
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
     if (m == MAP_FAILED) {
+        e = errno ? errno : ENOMEM;
         hole_add(off, size);
-        return -1;
+        return e;
     }
     pthread_mutex_lock(&g_window); /* release_written sees the slot whole */
     cmh_flight_area *a = &h->area[i];
@@ -520,11 +522,18 @@ static int keep_before_exec(int fd, const char *snap)
     if (pread(fd, &st, sizeof st, offsetof(cmh_flight_header, state)) != (ssize_t)sizeof st || st != CMH_FLIGHT_RUNNING ||
         pwrite(fd, &execed, sizeof execed, offsetof(cmh_flight_header, state)) != (ssize_t)sizeof execed)
         return -1;
-    char aside[4300];
-    const char *slash = strrchr(snap, '/'), *dot = strrchr(snap, '.');
-    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - snap) : strlen(snap);
+    char aside[4300], away[4300] = "";
+    /* a record in the runtime directory (a device, a full directory) is kept there: its name
+     * there has the pid already (NAME.PID.cmh.flight) */
+    size_t sl = strlen(snap), gl = strlen(g_path);
+    if (!(gl == sl + 7 && !strncmp(g_path, snap, sl))) snprintf(away, sizeof away, "%.*s", (int)(gl > 7 ? gl - 7 : gl), g_path);
+    const char *base = away[0] ? away : snap;
+    const char *slash = strrchr(base, '/'), *dot = strrchr(base, '.');
+    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - base) : strlen(base);
+    char pid_part[32] = "";
+    if (!away[0]) snprintf(pid_part, sizeof pid_part, ".%lld", (long long)getpid());
     for (int n = 1; n < 1000; n++) {
-        snprintf(aside, sizeof aside, "%.*s.%lld.exec%d%s.flight", (int)stem, snap, (long long)getpid(), n, snap + stem);
+        snprintf(aside, sizeof aside, "%.*s%s.exec%d%s.flight", (int)stem, base, pid_part, n, base + stem);
         if (link(g_path, aside) == 0) { /* never over another file */
             unlink(g_path);
             cmh_dump_note_manifest("exec", aside);
@@ -601,12 +610,38 @@ void cmh_flight_start(void)
     if (mb > MAX_EXTENT_MB) mb = MAX_EXTENT_MB;
     g_first_size = (uint64_t)mb << 20;
     if (keep_leftover(snap) != 0) return;
-    int fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    int e = fd < 0 ? errno : posix_fallocate(fd, 0, CMH_FLIGHT_HEADER);
-    void *m = e ? MAP_FAILED : mmap(NULL, CMH_FLIGHT_HEADER, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-        cmh_log("no flight record (%s: %s): a crash would lose the history", g_path, strerror(e ? e : errno));
+    /* A directory with no room for it (a full disk, a quota) would leave the process without
+     * one, and a snapshot that then cannot be written there either is lost: the record goes to
+     * the runtime directory instead, as it does for a snapshot streamed through a device, and
+     * `record` recovers the snapshot there and names it.  (RLIMIT_FSIZE's EFBIG is the
+     * process's limit, the same in every directory: no use looking elsewhere.) */
+    char beside[sizeof g_path] = "";
+    int fd, e, first_e = 0;
+    for (;;) {
+        fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        /* the header and the first extent: room for both is known before anything is kept */
+        e = fd < 0 ? errno : posix_fallocate(fd, 0, CMH_FLIGHT_HEADER + g_first_size);
+        if (!e || beside[0] || (e != ENOSPC && e != EDQUOT)) break;
         if (fd >= 0) close(fd), unlink(g_path);
+        snprintf(beside, sizeof beside, "%s", g_path);
+        first_e = e;
+        if (cmh_config_flight_path_runtime(snap, g_path, sizeof g_path) != 0) {
+            cmh_log("no flight record (%s: %s; no runtime directory for it): a crash would lose the history", beside, strerror(e));
+            return;
+        }
+        if (keep_leftover(snap) != 0) return;
+    }
+    if (e) {
+        if (beside[0]) cmh_log("no flight record (%s: %s; %s: %s): a crash would lose the history", beside, strerror(first_e), g_path, strerror(e));
+        else cmh_log("no flight record (%s: %s): a crash would lose the history", g_path, strerror(e));
+        if (fd >= 0) close(fd), unlink(g_path);
+        return;
+    }
+    if (beside[0]) cmh_log("%s: %s; the flight record is %s instead", beside, strerror(first_e), g_path);
+    void *m = mmap(NULL, CMH_FLIGHT_HEADER, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        cmh_log("no flight record (%s: %s): a crash would lose the history", g_path, strerror(errno));
+        close(fd), unlink(g_path);
         return;
     }
     g_fd = fd;

@@ -68,6 +68,7 @@ CMH_HIDDEN int cmh_config_output_path(const char *pattern, char *out, size_t out
 CMH_HIDDEN int cmh_config_output_streams(const char *path);
 CMH_HIDDEN int cmh_config_runtime_dir(char *out, size_t outlen);
 CMH_HIDDEN int cmh_config_flight_path(const char *snap, char *out, size_t outlen);
+CMH_HIDDEN int cmh_config_flight_path_runtime(const char *snap, char *out, size_t outlen);
 /* RANK / LOCAL_RANK / WORLD_SIZE (or Slurm's, Open MPI's, MPICH's): -1 for each not set */
 CMH_HIDDEN void cmh_job_identity(int32_t *rank, int32_t *local_rank, int32_t *world_size);
 CMH_HIDDEN void cmh_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -341,4 +341,41 @@ before=$(ls e.*.exec1.cmh 2>/dev/null)
     ok "exec(): 150 entries before it in $before, said so; 150 after it in e.cmh; exit 0" ||
     bad "exec(): exit $rc, before: '$before' ($(entries "$before") entries), after: $(entries e.cmh); $(cat err.txt)"
 
+
+# --- a `record` killed outright (SIGKILL) leaves its manifest in /tmp: the next `record` (and
+# `recover`) removes it, and never a live run's; its program, still running, makes none again ---
+rm -f mk.* ml.* mn.*
+"$CMH" record -q -o mk.cmh -- "$D" until "$T/mk.go" >mk.out 2>/dev/null &
+killed=$!
+"$CMH" record -q -o ml.cmh -- "$D" until "$T/ml.go" >ml.out 2>/dev/null &
+live=$!
+wait_until 60 'grep -q ready mk.out && grep -q ready ml.out'
+dead=$(ls /tmp/cumemhist-manifest-$killed-* 2>/dev/null)
+kill -KILL $killed
+wait $killed
+"$CMH" record -q -o mn.cmh -- "$D" exit >/dev/null 2>&1
+gone=$([ -n "$dead" ] && [ ! -e "$dead" ] && echo yes)
+touch mk.go # its program ends on its own after that, its record gone: its snapshot is noted nowhere
+wait_until 60 '[ -e mk.cmh ]'
+alive=$(ls /tmp/cumemhist-manifest-$live-* 2>/dev/null)
+touch ml.go
+wait $live
+rc=$?
+{ [ -n "$gone" ] && [ ! -e "$dead" ] && [ -n "$alive" ] && [ $rc -eq 0 ] && [ ! -e "$alive" ] && [ -s ml.cmh ] && [ -s mn.cmh ] &&
+    ! ls /tmp/cumemhist-manifest-$killed-* >/dev/null 2>&1; } &&
+    ok "a SIGKILLed record's manifest: removed by the next record, the live run's kept (and its end as usual)" ||
+    bad "manifests: killed record's '$dead' ($(ls $dead 2>&1)), live run's '$alive', live exit $rc, now: $(ls /tmp/cumemhist-manifest-$killed-* /tmp/cumemhist-manifest-$live-* 2>&1)"
+# recover does it too (whatever it is then asked)
+rm -f mk.cmh
+"$CMH" record -q -o mk.cmh -- "$D" until "$T/mk2.go" >mk2.out 2>/dev/null &
+killed=$!
+wait_until 60 'grep -q ready mk2.out'
+dead=$(ls /tmp/cumemhist-manifest-$killed-* 2>/dev/null)
+kill -KILL $killed
+wait $killed
+touch mk2.go
+wait_until 60 '[ -e mk.cmh ]'
+"$CMH" recover no-such.cmh.flight >/dev/null 2>&1
+{ [ -n "$dead" ] && [ ! -e "$dead" ]; } && ok "recover removes a SIGKILLed record's manifest too" || bad "recover, manifest '$dead': $(ls $dead 2>&1)"
+
 finish

@@ -1,8 +1,10 @@
 /*
  * dies.c - a driver-API program that makes 100 allocations (50 freed: 150 trace entries) and
  * then ends the way it is told, for tests/deaths_test.sh:
- *   dies exit | _exit | segv | abrt | fpe | ill | bus | kill | term | int | sleep SECONDS | block DIR | exec
+ *   dies exit | _exit | segv | abrt | fpe | ill | bus | kill | term | int | sleep SECONDS | block DIR | exec | until FILE
  * (sleep: prints "ready" once the allocations are made, then sleeps.)
+ * (until: prints "ready" once the allocations are made, then exits 0 once FILE exists (a test
+ * fills the snapshot's directory meanwhile), or after 120 s.)
  * (_exit: _exit(0), no exit handler runs.)
  * (block: make DIR, where the snapshot was to go, a directory, then exit 0.)
  * (exec: exec() itself as `dies exit`: two programs in one process, 150 entries each.)
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 __attribute__((noinline)) static void work(int n)
@@ -47,6 +50,12 @@ int main(int argc, char **argv)
         printf("ready\n");
         fflush(stdout);
         sleep(argc > 2 ? (unsigned)atoi(argv[2]) : 30);
+    }
+    if (!strcmp(how, "until") && argc > 2) {
+        printf("ready\n");
+        fflush(stdout);
+        struct timespec pause = {0, 10000000};
+        for (int i = 0; i < 12000 && access(argv[2], F_OK) != 0; i++) nanosleep(&pause, NULL);
     }
     if (!strcmp(how, "block") && argc > 2) mkdir(argv[2], 0700);
     if (!strcmp(how, "exec")) {
