@@ -71,7 +71,7 @@ int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags)
     return 0;
 }
 
-void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *tail)
+void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *what)
 {
     if (s->source == CMH_SRC_PYTORCH) return; /* written as it was read: the same entries */
     for (uint32_t t = 0; t < s->ntraces; t++) {
@@ -82,26 +82,25 @@ void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device
         if (total == (int64_t)tr->nentries) continue;
         cmh_peak_report p;
         if (cmh_peak_totals(s, tr->device, &p) != CMH_OK) continue;
-        char peak[160] = "";
+        char peak[96] = "";
         if (p.alloc_index >= 0)
-            snprintf(peak, sizeof peak, "; the allocated peak, the record's entry %lld, is memory_viz's entry %lld", (long long)p.alloc_index,
+            snprintf(peak, sizeof peak, " (the allocated peak, entry %lld, is its %lld)", (long long)p.alloc_index,
                      (long long)cmh_memviz_index(s, tr->device, p.alloc_index, NULL));
         cmh_peak_report_free(&p);
-        fprintf(stderr,
-                "cumemhist: %s: memory_viz numbers device %d's entries its own way, %lld for the record's %u (an allocation "
-                "with no allocator above the driver is its segment_alloc and alloc, its free free_requested, free_completed "
-                "and segment_free; a mark is an annotation)%s; %s\n",
-                cmd, tr->device, (long long)total, tr->nentries, peak, tail);
+        /* one short line, every run of a recorder record: why the counts differ is docs/CLI.md's
+         * (an ~400-character paragraph here on every export was noise); -q leaves it out */
+        fprintf(stderr, "cumemhist: %s: device %d: %s %lld entries for the record's %u%s; docs/CLI.md \"Entry numbers\"\n", cmd,
+                tr->device, what, (long long)total, tr->nentries, peak);
     }
 }
 
 int rep_load_shaped_own(const char *path, cmh_snapshot *s) { return rep_load_shaped_own_said(path, s, NULL, -2, NULL); }
 
-int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *tail)
+int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what)
 {
     int rc = rep_load_view_ex(path, s, 0);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
-    if (cmd) rep_say_memviz_numbering(s, cmd, device, tail);
+    if (cmd) rep_say_memviz_numbering(s, cmd, device, what);
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */
     if (!(g && *g && strcmp(g, "0"))) {
         cmh_snapshot shaped;

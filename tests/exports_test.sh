@@ -106,7 +106,7 @@ assert a[2:] == b[2:], (a[2:5], b[2:5])  # past the lines that name the file
 assert "20 from the program's marks" in a[2], a[2]
 pa, pb = json.load(open("st.peak.json"))[0], json.load(open("stp.peak.json"))[0]
 assert pa["peak_allocated"]["index"] == pb["peak_allocated"]["index"] and pa["peak_allocated"]["bytes"] == pb["peak_allocated"]["bytes"] and pa["trace_entries"] == pb["trace_entries"], (pa["peak_allocated"], pb["peak_allocated"])
-m = re.search(r"device 0's entries its own way, (\d+) for the record's (\d+) .*the record's entry (\d+), is memory_viz's entry (\d+)", open("st.err").read())
+m = re.search(r"^cumemhist: export: device 0: memory_viz counts (\d+) entries for the record's (\d+) \(the allocated peak, entry (\d+), is its (\d+)\); docs/CLI.md \"Entry numbers\"$", open("st.err").read(), re.M)
 total, ours, rec, theirs = map(int, m.groups())
 assert ours == pa["trace_entries"] and rec == pa["peak_allocated"]["index"], (m.groups(), pa["peak_allocated"])
 d = pickle.load(open("st.pickle", "rb"))
