@@ -658,7 +658,7 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
     rep_json_time(w, "first_ns", x->first_ns);
     rep_json_time(w, "last_ns", x->last_ns);
     if (leaks) {
-        char words[256];
+        char words[512];
         cmh_jw_kstr(w, "verdict", cmh_leak_verdict_name(x->verdict));
         cmh_jw_kstr(w, "says", cmh_leak_site_text(x, words, sizeof words));
         cmh_jw_kbool(w, "growing", x->growing);
@@ -666,6 +666,7 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kuint(w, "rises", x->rises); /* stretches of `stride` steps that rose */
         cmh_jw_kuint(w, "stride", x->stride ? x->stride : 1);
         cmh_jw_kuint(w, "flat_steps", x->flat_steps);
+        cmh_jw_kbool(w, "warmup_rose", x->warm_rise != 0); /* the first step rose too, not in rises */
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
         /* a rate only where the verdict measured one (growing); a rise over too few steps is no rate */
         if (x->verdict == CMH_LEAK_GROWING) cmh_jw_kint(w, "rate_bytes_per_step", x->rate);

@@ -50,6 +50,8 @@ typedef struct cmh_site {
                             * (in a record of more steps than points: the strides that rose, times stride) */
     uint32_t stride;       /* the steps between the points it was judged at (1 up to 512 steps) */
     uint32_t flat_steps;   /* the steps since its held bytes last rose (0: they rose in the last) */
+    int warm_rise;         /* its held bytes rose across its first step (the warm-up) too, which
+                            * rises leaves out: "grew in 9 steps after its first" */
     uint32_t growth_steps; /* growing or rising: the steps of the stretch it grew over */
     int64_t rate;          /* growing: bytes per step over growth_steps (0 otherwise) */
     int64_t rise;          /* rising: the bytes its held bytes rose over growth_steps (too few for a rate) */
