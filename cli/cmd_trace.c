@@ -82,6 +82,7 @@ int cmd_trace(int argc, char **argv)
         cmh_snapshot_free(&s);
         return CLI_EUSAGE;
     }
+    rep_say_empty_devices("trace", path, &s, g_device, -3); /* (every device: none stands for the others) */
     int crc = cmh_print_trace(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, stdout);
     cmh_snapshot_free(&s);
     if (crc == CMH_EIO) return cli_finish_stdout(CLI_EFILE);

@@ -130,14 +130,13 @@ int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, 
     if (!n) { /* an empty snapshot: any device it lists is as empty as another */
         char have[512];
         size_t len = 0;
-        int listed = 0, found = want < -1 || !s->ntraces; /* (a snapshot listing no device: any) */
+        int32_t listed[256];
+        int nl = cmh_snapshot_listed_devices(s, listed, 256); /* PyTorch lists every device it saw, empty or not */
+        int found = want < -1 || !nl; /* (a snapshot listing no device: any) */
         have[0] = 0;
-        for (uint32_t i = 0; i < s->ntraces; i++) { /* PyTorch lists every device it saw, empty or not */
-            int dup = 0;
-            for (uint32_t j = 0; j < i && !dup; j++) dup = s->traces[j].device == s->traces[i].device;
-            if (dup) continue;
-            found |= s->traces[i].device == want;
-            if (len + 16 < sizeof have) len += (size_t)snprintf(have + len, sizeof have - len, "%s%d", listed++ ? ", " : "", s->traces[i].device);
+        for (int k = 0; k < nl && k < 256; k++) {
+            found |= listed[k] == want;
+            if (len + 16 < sizeof have) len += (size_t)snprintf(have + len, sizeof have - len, "%s%d", k ? ", " : "", listed[k]);
         }
         if (!found) { /* ('summary --device 7' of a 4-device pickle printed device 7's empty table, exit 0) */
             cli_error("%s: no device %d in this snapshot (it has %s, each empty)", path, want, have);
@@ -169,6 +168,16 @@ int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, 
         if (!(no_host && all[i] == -1)) devs[k++] = all[i];
     if (!k) devs[k++] = all[0]; /* only host memory: that, rather than nothing */
     return k;
+}
+
+void rep_say_empty_devices(const char *cmd, const char *path, const cmh_snapshot *s, int want, int shown)
+{
+    char buf[600];
+    if (want != -2 || !cmh_devices_empty_text(s, buf, sizeof buf)) return;
+    char tail[80] = "";
+    if (shown >= -1) snprintf(tail, sizeof tail, " (device %d's %s; the others read the same)", shown, cmd ? "shown" : "report below");
+    if (!cmd) printf("%s: %s%s\n", path, buf, tail);
+    else fprintf(stderr, "cumemhist: %s%s%s: %s%s\n", cmd, *cmd ? ": " : "", path, buf, tail);
 }
 
 int rep_device_used(const cmh_snapshot *s, int device)
@@ -316,6 +325,9 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
         }
         if (json && !opened++) cmh_jw_arr(&w);
         if (!json && !(flags & REP_PYTORCH_TEXT)) rep_print_process(paths[f], &s);
+        /* the one device shown for a snapshot listing several, each empty, said so (it read as a
+         * 1-device snapshot); PyTorch's layouts have no line for it: stderr */
+        if (!json) rep_say_empty_devices((flags & REP_PYTORCH_TEXT) ? "" : NULL, paths[f], &s, want, devs[0]);
         int crc = CMH_OK;
         for (int k = 0; k < nd && crc == CMH_OK; k++) {
             rep_section sec = {paths[f], &s, g, devs[k], index++, nd, json ? &w : NULL};

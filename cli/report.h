@@ -49,6 +49,12 @@ int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites);
  * failure s is freed. */
 int rep_load_sites(const char *path, cmh_snapshot *s, cmh_sites **sites);
 
+/* A snapshot listing several devices, each empty, shows one for all (rep_devices): say so once,
+ * when no --device was given (want -2), naming the device shown (shown below -1: none, every
+ * device is shown, as trace's text does).  cmd NULL: a line on stdout (a
+ * report's text); else on stderr, "cumemhist: CMD: ..." ("" for no command name: PyTorch's text,
+ * SVG, HTML and the like leave stdout to what they are). */
+void rep_say_empty_devices(const char *cmd, const char *path, const cmh_snapshot *s, int want, int shown);
 /* The devices a report covers: `want` alone (>= -1), or with want == -2 every device the
  * snapshot has anything on, in order (pinned host memory last; left out with no_host).  An
  * empty snapshot covers one empty device (want, or 0).  Returns the count, or -1 after saying

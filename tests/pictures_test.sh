@@ -114,7 +114,7 @@ EOF
 ticks() { sed -n "s/.*class=\"$2\"[^>]*>\([^<]*\)<.*/\1/p" "$1" | tr '\n' '|'; }
 "$CMH" plot empty4.pickle -o empty4.svg 2>/dev/null
 check "plot of an empty snapshot: one 0 B tick, no entry ticks, 'nothing to plot' ($(ticks empty4.svg ytick) $(ticks empty4.svg xtick))" \
-    '[ "$(ticks empty4.svg ytick)" = "0 B|" ] && [ -z "$(ticks empty4.svg xtick)" ] && grep -q ">nothing to plot: no memory allocated or reserved, no trace entries<" empty4.svg'
+    '[ "$(ticks empty4.svg ytick)" = "0 B|" ] && [ -z "$(ticks empty4.svg xtick)" ] && grep -q ">nothing to plot: no memory allocated or reserved, no trace entries; 4 devices listed (0, 1, 2, 3), each empty: nothing allocated, no trace<" empty4.svg'
 "$CMH" plot --axis entries tiny.pickle -o tiny.svg 2>/dev/null
 check "plot of a 3-entry record by entry: whole bytes and entries on the axes ($(ticks tiny.svg ytick) $(ticks tiny.svg xtick))" \
     '[ -n "$(ticks tiny.svg ytick)" ] && ! ticks tiny.svg ytick | grep -q "\." && ! ticks tiny.svg xtick | grep -q "\." && ! grep -q "nothing to plot" tiny.svg'

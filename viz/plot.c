@@ -197,9 +197,16 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     /* bytes come whole: no '0.2 B' tick (an axis under 5 B, or an empty snapshot's: one 0 B tick
      * and a word that there is nothing to draw) */
     if (unit == 1.0 && step < 1) step = 1;
-    if (ymax <= 0)
-        fprintf(fp, "<text class=\"empty\" x=\"%.1f\" y=\"%.1f\">nothing to plot: no memory allocated or reserved%s</text>\n",
-                L + pw / 2.0, top_y + ph / 2.0, n ? "" : ", no trace entries");
+    if (ymax <= 0) {
+        char listed[600]; /* (one panel standing for several listed devices, each empty) */
+        fprintf(fp, "<text class=\"empty\" x=\"%.1f\" y=\"%.1f\">nothing to plot: no memory allocated or reserved%s", L + pw / 2.0,
+                top_y + ph / 2.0, n ? "" : ", no trace entries");
+        if (cmh_devices_empty_text(s, listed, sizeof listed)) {
+            fputs("; ", fp);
+            cmh_svg_text(fp, listed);
+        }
+        fputs("</text>\n", fp);
+    }
     for (double v = 0; v <= span + 1e-9; v += step) {
         double y = bottom - v * unit * yscale;
         if (y < top_y - 0.5) break;

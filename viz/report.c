@@ -480,7 +480,12 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
     PART();
     fprintf(fp, "%s snapshot", s->source == CMH_SRC_PYTORCH ? "PyTorch" : "cumemhist");
     PART();
-    fprintf(fp, "%d device%s", ndevices, ndevices == 1 ? "" : "s");
+    char listed[600]; /* several devices, each empty: one section stands for them (it read '1 device') */
+    if (cmh_devices_empty_text(s, listed, sizeof listed)) {
+        fputs("<span class=\"r-listed\">", fp);
+        esc(fp, listed);
+        fprintf(fp, " (device %d's section below; the others read the same)</span>", ndevices ? devices[0] : 0);
+    } else fprintf(fp, "%d device%s", ndevices, ndevices == 1 ? "" : "s");
 #undef PART
     fputs("</p>", fp);
     /* which device ran out of memory, before any device's section (the replay's count of each) */

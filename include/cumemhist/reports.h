@@ -533,6 +533,11 @@ int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads
 /* Uneven load: device (first in loads) held at least CMH_UNEVEN_RATIO times the next device's peak. */
 #define CMH_UNEVEN_RATIO 2
 int cmh_device_uneven(const cmh_device_load *loads, int n, int device);
+/* A snapshot that holds nothing on any device yet lists several (PyTorch's of a process that
+ * allocated nothing on its 4 GPUs): "4 devices listed (0, 1, 2, 3), each empty: nothing
+ * allocated, no trace" in buf, else NULL (it holds something, or lists one device or none).  The
+ * reports then show one device for all (cmh_snapshot_devices names none) and say this beside it. */
+const char *cmh_devices_empty_text(const cmh_snapshot *s, char *buf, size_t cap);
 
 /* ---- diff: what a change did, between two snapshots ---- */
 typedef struct cmh_diff_site {
