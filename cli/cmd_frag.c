@@ -30,34 +30,6 @@ const cli_command cli_cmd_frag = {
     "out-of-memory error.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist frag oom.pickle"};
 
-/* The table's order, said in its header: the most free bytes first (where memory can be had
- * back or is trapped), then the largest segment (a fully used one, 0 B free, by its size rather
- * than its address), then the address */
-static int cmp_free(const void *a, const void *b)
-{
-    const cmh_frag_seg *x = a, *y = b;
-    if (x->free != y->free) return x->free > y->free ? -1 : 1;
-    if (x->reserved != y->reserved) return x->reserved > y->reserved ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-/* How the segments are used: fully (no free byte), not at all (nothing allocated), partly */
-typedef struct use_counts {
-    uint32_t full, empty, part;
-    uint64_t full_bytes;
-} use_counts;
-
-static use_counts count_use(const cmh_frag_seg *g, uint32_t from, uint32_t to)
-{
-    use_counts u = {0, 0, 0, 0};
-    for (uint32_t i = from; i < to; i++) {
-        if (!g[i].free) u.full++, u.full_bytes += g[i].reserved;
-        else if (!g[i].allocated) u.empty++;
-        else u.part++;
-    }
-    return u;
-}
-
 /* "  (private pool (1, 3))" for a private pool's segment, "" for the default pool's */
 static const char *pool_note(const cmh_frag_seg *g)
 {
@@ -76,7 +48,7 @@ static int section(const rep_section *sec, void *arg)
     cmh_frag_report p;
     int rc = cmh_frag_compute(sp, dev, &p);
     if (rc != CMH_OK) return rc;
-    qsort(p.segs, p.nsegs, sizeof *p.segs, cmp_free);
+    cmh_frag_sort(&p); /* the order its header says */
     if (sec->w) {
         cmh_jw *w = sec->w;
         cmh_jw_obj(w);
@@ -126,13 +98,13 @@ static int section(const rep_section *sec, void *arg)
         }
         uint32_t shown = g_top && (uint32_t)g_top < p.nsegs ? (uint32_t)g_top : p.nsegs;
         cmh_jw_nl(w);
-        use_counts u = count_use(p.segs, 0, p.nsegs);
+        cmh_frag_use u = cmh_frag_count_use(&p, 0, p.nsegs);
         cmh_jw_kuint(w, "segments_total", p.nsegs);
         cmh_jw_kuint(w, "segments_left_out", p.nsegs - shown); /* by --top: the list is not the whole */
         cmh_jw_kuint(w, "segments_fully_used", u.full);  /* no free byte */
         cmh_jw_kuint(w, "segments_partly_used", u.part);
         cmh_jw_kuint(w, "segments_empty", u.empty);      /* nothing allocated */
-        cmh_jw_kstr(w, "segments_order", "free_desc,reserved_desc,address");
+        cmh_jw_kstr(w, "segments_order", CMH_FRAG_ORDER);
         cmh_jw_key(w, "segments");
         cmh_jw_arr(w);
         for (uint32_t i = 0; i < shown; i++) {
@@ -199,7 +171,7 @@ static int section(const rep_section *sec, void *arg)
         if (p.nsegs) {
             /* every segment counted by use, listed or not (a fully used one, 0 B free, fell under
              * '... N more' unsaid), and the list's order said */
-            use_counts u = count_use(p.segs, 0, p.nsegs);
+            cmh_frag_use u = cmh_frag_count_use(&p, 0, p.nsegs);
             printf("\n  %s: %u fully used (no free bytes", rep_count(p.nsegs, "segment", "segments"), u.full);
             if (u.full) printf(", %s", rep_size((double)u.full_bytes));
             printf("), %u partly used, %u empty (nothing allocated)\n", u.part, u.empty);
@@ -227,11 +199,9 @@ static int section(const rep_section *sec, void *arg)
                    g->expandable ? "  (expandable)" : "", pool_note(g));
         }
         if (p.nsegs > (uint32_t)top) { /* what the cut holds: its free bytes, its fully used ones */
-            use_counts rest = count_use(p.segs, (uint32_t)top, p.nsegs);
-            uint64_t rfree = 0, rres = 0;
-            for (uint32_t i = (uint32_t)top; i < p.nsegs; i++) rfree += p.segs[i].free, rres += p.segs[i].reserved;
+            cmh_frag_use rest = cmh_frag_count_use(&p, (uint32_t)top, p.nsegs);
             printf("  ... %s (--top): %s reserved, %s of it free; %u fully used, %u partly used, %u empty\n",
-                   rep_count(p.nsegs - (uint32_t)top, "more segment", "more segments"), rep_size((double)rres), rep_size((double)rfree),
+                   rep_count(p.nsegs - (uint32_t)top, "more segment", "more segments"), rep_size((double)rest.reserved), rep_size((double)rest.free),
                    rest.full, rest.part, rest.empty);
         }
         if (by_blocks)

@@ -323,6 +323,10 @@ d = json.load(sys.stdin)[0]
 assert (d['segments_fully_used'], d['segments_partly_used'], d['segments_empty']) == (1, 11, 0), d
 assert d['segments_order'] == 'free_desc,reserved_desc,address' and d['segments'][0]['reserved'] == 6 << 20, d['segments'][0]"
 check "frag --json: the segments counted by use and the order named" "[ \$? -eq 0 ]"
+"$CMH" report --static fragorder.pickle -o fragorder.html 2>/dev/null
+check "report: its segment table in frag's order, counted by use as frag counts them" \
+    "grep -q '1 fully used (no free bytes, 64.0 MiB), 11 partly used, 0 empty (nothing allocated); listed by free bytes, most first, then by size, largest first<' fragorder.html &&
+     [ \"\$(grep -o '<tr><td class=\"n\">0x[0-9a-f]*' fragorder.html | head -1)\" = '<tr><td class=\"n\">0x7f0058000000' ]"
 
 # damaged snapshots: one line naming the file and the byte, non-zero exit, no crash
 size=$(wc -c <leak.cmh)

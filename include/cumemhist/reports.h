@@ -378,6 +378,18 @@ typedef struct cmh_frag_report {
 
 int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *out);
 void cmh_frag_report_free(cmh_frag_report *r);
+/* The order every segment table lists them in (frag, the report), said in its header: the most
+ * free bytes first (where memory can be had back or is trapped), then the largest segment (a
+ * fully used one by its size, not its address), then the address. */
+void cmh_frag_sort(cmh_frag_report *r);
+#define CMH_FRAG_ORDER "free_desc,reserved_desc,address"
+/* How segs[from..to) are used: fully (no free byte; their reserved bytes), not at all (nothing
+ * allocated), partly; and their reserved and free bytes. */
+typedef struct cmh_frag_use {
+    uint32_t full, empty, part;
+    uint64_t full_bytes, reserved, free;
+} cmh_frag_use;
+cmh_frag_use cmh_frag_count_use(const cmh_frag_report *r, uint32_t from, uint32_t to);
 
 /* Why a request failed: DEMAND when the bytes were in use, FRAGMENTATION when enough were free
  * (inside the segments, plus what the device had left) but no free gap was large enough,
