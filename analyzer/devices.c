@@ -4,6 +4,7 @@
  * happened, not at the lowest one: a multi-GPU job usually fails on one device, and that one is
  * rarely device 0.  And at such a failure the other devices say whether the load was even.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,4 +298,18 @@ int cmh_device_uneven(const cmh_device_load *loads, int n, int device)
     /* loads as cmh_device_balance orders them: device first, the next largest second */
     return n >= 2 && loads[0].device == device && loads[1].peak_reserved &&
            loads[0].peak_reserved >= CMH_UNEVEN_RATIO * loads[1].peak_reserved;
+}
+
+const char *cmh_devices_empty_text(const cmh_snapshot *s, char *buf, size_t cap)
+{
+    int32_t any, listed[256];
+    if (!cap || cmh_snapshot_devices(s, &any, 1) > 0) return NULL;
+    int n = cmh_snapshot_listed_devices(s, listed, 256);
+    if (n < 2) return NULL;
+    size_t len = (size_t)snprintf(buf, cap, "%d devices listed (", n);
+    for (int k = 0; k < n && k < 256 && len + 24 < cap; k++)
+        len += listed[k] == -1 ? (size_t)snprintf(buf + len, cap - len, "%s-1 (pinned host)", k ? ", " : "")
+                               : (size_t)snprintf(buf + len, cap - len, "%s%d", k ? ", " : "", listed[k]);
+    if (len < cap) snprintf(buf + len, cap - len, "), each empty: nothing allocated, no trace");
+    return buf;
 }

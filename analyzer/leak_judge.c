@@ -90,6 +90,7 @@ static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh
     x->growing = 0;
     x->steps = st->count;
     x->rises = x->growth_steps = x->flat_steps = 0;
+    x->warm_rise = 0;
     x->stride = 1;
     x->rate = x->rise = 0;
     x->trend = 0;
@@ -101,6 +102,7 @@ static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh
     int64_t h = last_own ? L[k - 1] : L[k];
     x->held = (uint64_t)(h > 0 ? h : 0);
     uint32_t last_rise = 1;
+    x->warm_rise = L[1] > L[0]; /* (the warm-up step: no rise of a leak's, yet it rose; said apart) */
     for (uint32_t j = 2; j <= k; j++)
         if (L[j] > L[j - 1]) x->rises++, last_rise = j;
     int64_t stride = st->stride ? st->stride : 1;

@@ -19,6 +19,7 @@ void cmh_leak_combine_threads(cmh_site *x, const cmh_site *one, const uint32_t *
     if (!n) return;
     uint32_t growing = 0, first = 0, holder = 0, steps = UINT32_MAX, stride = 1, rises = 0, flat = UINT32_MAX;
     uint32_t gs_lo = UINT32_MAX, gs_hi = 0, after = 0;
+    int warm = 0;
     int64_t sum = 0, lo = INT64_MAX, hi = INT64_MIN;
     uint64_t held = 0, mask_g = 0, mask_all = 0;
     double trend = 1;
@@ -42,7 +43,7 @@ void cmh_leak_combine_threads(cmh_site *x, const cmh_site *one, const uint32_t *
             if (o->trend < trend) trend = o->trend;
         }
         /* a growth that stopped in every thread that rose: the most rises, the fewest flat steps */
-        if (o->rises > rises) rises = o->rises;
+        if (o->rises > rises) rises = o->rises, warm = o->warm_rise;
         if (o->rises && o->flat_steps < flat) flat = o->flat_steps;
     }
     x->threads = n;
@@ -74,5 +75,6 @@ void cmh_leak_combine_threads(cmh_site *x, const cmh_site *one, const uint32_t *
     x->growth_steps = x->growth_steps_max = 0;
     x->trend = 0;
     x->rises = rises;
+    x->warm_rise = warm;
     x->flat_steps = rises && flat != UINT32_MAX ? flat : 0;
 }

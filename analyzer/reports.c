@@ -1011,6 +1011,33 @@ void cmh_frag_report_free(cmh_frag_report *p)
     memset(p, 0, sizeof *p);
 }
 
+static int frag_order(const void *a, const void *b)
+{
+    const cmh_frag_seg *x = a, *y = b;
+    if (x->free != y->free) return x->free > y->free ? -1 : 1;
+    if (x->reserved != y->reserved) return x->reserved > y->reserved ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+void cmh_frag_sort(cmh_frag_report *p)
+{
+    if (p->nsegs > 1) qsort(p->segs, p->nsegs, sizeof *p->segs, frag_order);
+}
+
+cmh_frag_use cmh_frag_count_use(const cmh_frag_report *p, uint32_t from, uint32_t to)
+{
+    cmh_frag_use u;
+    memset(&u, 0, sizeof u);
+    for (uint32_t i = from; i < to && i < p->nsegs; i++) {
+        const cmh_frag_seg *g = &p->segs[i];
+        u.reserved += g->reserved, u.free += g->free;
+        if (!g->free) u.full++, u.full_bytes += g->reserved;
+        else if (!g->allocated) u.empty++;
+        else u.part++;
+    }
+    return u;
+}
+
 /* device free not known (CMH_DEVICE_FREE_UNKNOWN): the verdict rests on what the segments held,
  * adding nothing for the device, and never says the driver refused with room */
 static uint64_t known_free(uint64_t device_free) { return device_free == CMH_DEVICE_FREE_UNKNOWN ? 0 : device_free; }

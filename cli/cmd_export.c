@@ -23,7 +23,7 @@ enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME, F_PPROF, F_SQLITE };
 static const char *const g_formats[] = {"memviz", "pickle", "json", "chrome", "pprof", "sqlite", NULL};
 static int g_format = F_MEMVIZ, g_device = -2;
 static const char *g_out;
-static int g_format_given, g_inline_frames, g_raw_frames;
+static int g_format_given, g_inline_frames, g_raw_frames, g_quiet;
 
 static const cli_option g_opts[] = {
     {"--format", "-f", CLI_CHOICE, &g_format, "FORMAT",
@@ -52,6 +52,10 @@ static const cli_option g_opts[] = {
     {"--inline-frames", NULL, CLI_FLAG, &g_inline_frames, NULL,
      "json: each segment, block and entry carries its own \"frames\" list, exactly\n"
      "PyTorch's dict (several times larger)",
+     NULL, 0, 0, NULL},
+    {"--quiet", "-q", CLI_FLAG, &g_quiet, NULL,
+     "no 'wrote FILE' line and no note on memory_viz's entry numbering (a note\n"
+     "of what was left out stays)",
      NULL, 0, 0, NULL},
 };
 
@@ -90,7 +94,7 @@ static int load_for_export(const char *path, cmh_snapshot *s)
  * the export itself): chrome and json said nothing where sqlite said this. */
 static void say_wrote(const char *out, uint32_t records, uint64_t entries)
 {
-    if (!out || !strcmp(out, "-")) return;
+    if (!out || !strcmp(out, "-") || g_quiet) return;
     fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace %s\n", out, records, records == 1 ? "" : "s",
             (unsigned long long)entries, entries == 1 ? "entry" : "entries");
 }
@@ -366,7 +370,9 @@ int cmd_export(int argc, char **argv)
     if (erc == CMH_OK && host && g_format != F_JSON && g_format != F_CHROME)
         fprintf(stderr, "cumemhist: %llu pinned host allocations left out (memory_viz shows devices only)\n",
                 (unsigned long long)host);
-    if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) rep_say_memviz_numbering(&s, "export", -2, "cumemhist reads the pickle back in the record's numbering");
+    if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
+        if (!g_quiet) rep_say_memviz_numbering(&s, "export", -2, "memory_viz counts");
+    }
     if (erc == CMH_OK) say_wrote(g_out, 1, s.nentries);
     cmh_snapshot_free(&s);
     if (erc != CMH_OK) return erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;

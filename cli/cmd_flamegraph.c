@@ -71,6 +71,7 @@ int cmd_flamegraph(int argc, char **argv)
         cmh_snapshot_free(&s);
         return CLI_EUSAGE;
     }
+    rep_say_empty_devices("flamegraph", path, &s, g_device, dev);
     cmh_live_at l;
     int crc = cmh_live_compute(&s, dev, at, num, &l);
     if (crc == CMH_EINVAL) {

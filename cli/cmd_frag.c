@@ -14,7 +14,8 @@ static int g_device = -2, g_top, g_json;
 
 static const cli_option g_opts[] = {
     CLI_OPT_DEVICE_ALL(&g_device),
-    CLI_OPT_TOP(&g_top, "segments to list, most free bytes first (default 10; --json: every segment)"),
+    CLI_OPT_TOP(&g_top, "segments to list, most free bytes first, then the largest (default 10;\n"
+                        "--json: every segment); a line counts the fully used ones, listed or not"),
     CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
 };
@@ -28,13 +29,6 @@ const cli_command cli_cmd_frag = {
     "cannot return it).  Says when fragmentation rather than demand explains the last\n"
     "out-of-memory error.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist frag oom.pickle"};
-
-static int cmp_free(const void *a, const void *b)
-{
-    const cmh_frag_seg *x = a, *y = b;
-    if (x->free != y->free) return x->free > y->free ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
 
 /* "  (private pool (1, 3))" for a private pool's segment, "" for the default pool's */
 static const char *pool_note(const cmh_frag_seg *g)
@@ -54,7 +48,7 @@ static int section(const rep_section *sec, void *arg)
     cmh_frag_report p;
     int rc = cmh_frag_compute(sp, dev, &p);
     if (rc != CMH_OK) return rc;
-    qsort(p.segs, p.nsegs, sizeof *p.segs, cmp_free);
+    cmh_frag_sort(&p); /* the order its header says */
     if (sec->w) {
         cmh_jw *w = sec->w;
         cmh_jw_obj(w);
@@ -104,8 +98,13 @@ static int section(const rep_section *sec, void *arg)
         }
         uint32_t shown = g_top && (uint32_t)g_top < p.nsegs ? (uint32_t)g_top : p.nsegs;
         cmh_jw_nl(w);
+        cmh_frag_use u = cmh_frag_count_use(&p, 0, p.nsegs);
         cmh_jw_kuint(w, "segments_total", p.nsegs);
         cmh_jw_kuint(w, "segments_left_out", p.nsegs - shown); /* by --top: the list is not the whole */
+        cmh_jw_kuint(w, "segments_fully_used", u.full);  /* no free byte */
+        cmh_jw_kuint(w, "segments_partly_used", u.part);
+        cmh_jw_kuint(w, "segments_empty", u.empty);      /* nothing allocated */
+        cmh_jw_kstr(w, "segments_order", CMH_FRAG_ORDER);
         cmh_jw_key(w, "segments");
         cmh_jw_arr(w);
         for (uint32_t i = 0; i < shown; i++) {
@@ -169,8 +168,19 @@ static int section(const rep_section *sec, void *arg)
                    rep_size((double)p.private_free), rep_count(p.private_segs, "segment", "segments"));
         printf("  largest free gap         %12s%s\n", rep_size((double)p.largest_gap), p.private_segs ? "   (outside private pools)" : "");
         printf("  fragmentation            %11.1f%%   (trapped / reserved)\n", 100 * p.fragmentation);
-        if (p.nsegs) printf("\n  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "segment", "reserved", "allocated", "free", "trapped", "largest gap",
-               "frag", "allocated by");
+        if (p.nsegs) {
+            /* every segment counted by use, listed or not (a fully used one, 0 B free, fell under
+             * '... N more' unsaid), and the list's order said */
+            cmh_frag_use u = cmh_frag_count_use(&p, 0, p.nsegs);
+            printf("\n  %s: %u fully used (no free bytes", rep_count(p.nsegs, "segment", "segments"), u.full);
+            if (u.full) printf(", %s", rep_size((double)u.full_bytes));
+            printf("), %u partly used, %u empty (nothing allocated)\n", u.part, u.empty);
+            char cut[48] = "";
+            if (p.nsegs > (uint32_t)top) snprintf(cut, sizeof cut, "; the first %d (--top N for more)", top);
+            printf("  listed by free bytes, most first, then by size, largest first%s:\n", cut);
+            printf("  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "segment", "reserved", "allocated", "free", "trapped", "largest gap", "frag",
+                   "allocated by");
+        }
         int by_blocks = 0;
         for (uint32_t i = 0; i < p.nsegs && (int)i < top; i++) {
             const cmh_frag_seg *g = &p.segs[i];
@@ -188,7 +198,12 @@ static int section(const rep_section *sec, void *arg)
                    rep_size((double)g->largest_gap), 100 * g->fragmentation, f ? rep_frame(sp, f) : "-", whose,
                    g->expandable ? "  (expandable)" : "", pool_note(g));
         }
-        if (p.nsegs > (uint32_t)top) printf("  ... %s (--top)\n", rep_count(p.nsegs - (uint32_t)top, "more segment", "more segments"));
+        if (p.nsegs > (uint32_t)top) { /* what the cut holds: its free bytes, its fully used ones */
+            cmh_frag_use rest = cmh_frag_count_use(&p, (uint32_t)top, p.nsegs);
+            printf("  ... %s (--top): %s reserved, %s of it free; %u fully used, %u partly used, %u empty\n",
+                   rep_count(p.nsegs - (uint32_t)top, "more segment", "more segments"), rep_size((double)rest.reserved), rep_size((double)rest.free),
+                   rest.full, rest.part, rest.empty);
+        }
         if (by_blocks)
             printf("  (its blocks): the segment has no stack of its own (PyTorch <= 2.0 kept stacks on blocks only): the site\n"
                    "  of its blocks holding the most bytes (its live blocks; any of its blocks when none is live)\n");

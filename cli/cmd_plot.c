@@ -54,6 +54,7 @@ int cmd_plot(int argc, char **argv)
         cmh_snapshot_free(&s);
         return CLI_EUSAGE;
     }
+    rep_say_empty_devices("plot", path, &s, g_device, devs[0]);
     job j = {&s, {g_width, g_height, devs, nd, path, 0, g_axis}};
     rc = rep_write(g_out, 0, draw, &j);
     cmh_snapshot_free(&s);

@@ -110,10 +110,12 @@ static int section(const rep_section *sec, void *arg)
         json_stat(w, "oversize_segments", &st.oversize_segments, history);
         cmh_jw_end(w);
         cmh_jw_nl(w);
-        if (history) {
+        if (history) { /* of num_ooms, those the ring dropped (the text's note; oom --json's dropped_ooms) */
+            cmh_jw_kuint(w, "dropped_ooms", t ? t->dropped_ooms : 0);
             cmh_jw_kuint(w, "num_ooms", st.num_ooms);
             cmh_jw_kuint(w, "num_alloc_retries", st.num_alloc_retries);
         } else {
+            cmh_jw_knull(w, "dropped_ooms");
             cmh_jw_knull(w, "num_ooms");
             cmh_jw_knull(w, "num_alloc_retries");
         }

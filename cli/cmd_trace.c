@@ -7,11 +7,12 @@
 
 #include "report.h"
 
-static int g_device = -2, g_json;
+static int g_device = -2, g_json, g_quiet;
 
 static const cli_option g_opts[] = {
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "only device N's trace (default: every device)", NULL, 0, 0, NULL},
     CLI_OPT_JSON(&g_json),
+    {"--quiet", "-q", CLI_FLAG, &g_quiet, NULL, "no note on stderr on how the text's entry numbers map to the record's", NULL, 0, 0, NULL},
 };
 
 const cli_command cli_cmd_trace = {
@@ -21,7 +22,8 @@ const cli_command cli_cmd_trace = {
     "snapshot, except that TOTAL MEM is the bytes still allocated at the end of the trace; a\n"
     "recorder snapshot reads as its memory_viz export (cumemhist export), so its 'N entries'\n"
     "counts memory_viz's entries: where they are not the record's, a note on stderr says how\n"
-    "they map (the record's own numbering, which every other command uses, is --json's).",
+    "they map in one line (-q: none; the record's own numbering, which every other command\n"
+    "uses, is --json's; docs/CLI.md \"Entry numbers\").",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist trace dump_snapshot.pickle | less"};
 
 static int section(const rep_section *sec, void *arg)
@@ -73,14 +75,14 @@ int cmd_trace(int argc, char **argv)
     cmh_snapshot s;
     /* the text counts memory_viz's entries: where a recorder record's differ, say how they map to
      * the numbering every other command (and trace --json) gives (docs/DEFINITIONS.md) */
-    if ((rc = rep_load_shaped_own_said(path, &s, "trace", g_device,
-                                       "the text counts memory_viz's; every other command, and trace --json, numbers the record's")))
+    if ((rc = rep_load_shaped_own_said(path, &s, g_quiet ? NULL : "trace", g_device, "the text counts memory_viz's")))
         return rc;
     int32_t dev;
     if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {
         cmh_snapshot_free(&s);
         return CLI_EUSAGE;
     }
+    rep_say_empty_devices("trace", path, &s, g_device, -3); /* (every device: none stands for the others) */
     int crc = cmh_print_trace(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, stdout);
     cmh_snapshot_free(&s);
     if (crc == CMH_EIO) return cli_finish_stdout(CLI_EFILE);

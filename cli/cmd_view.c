@@ -54,6 +54,7 @@ int cmd_view(int argc, char **argv)
     int nd = rep_devices(path, &s, g_device, 0, devs, 256);
     if (nd < 0) rc = CLI_EUSAGE;
     else {
+        rep_say_empty_devices("view", path, &s, g_device, devs[0]);
         job j = {&s, g, devs, nd, path};
         rc = rep_write(g_out, 0, write_page, &j);
     }

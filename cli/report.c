@@ -71,7 +71,7 @@ int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags)
     return 0;
 }
 
-void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *tail)
+void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *what)
 {
     if (s->source == CMH_SRC_PYTORCH) return; /* written as it was read: the same entries */
     for (uint32_t t = 0; t < s->ntraces; t++) {
@@ -82,26 +82,25 @@ void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device
         if (total == (int64_t)tr->nentries) continue;
         cmh_peak_report p;
         if (cmh_peak_totals(s, tr->device, &p) != CMH_OK) continue;
-        char peak[160] = "";
+        char peak[96] = "";
         if (p.alloc_index >= 0)
-            snprintf(peak, sizeof peak, "; the allocated peak, the record's entry %lld, is memory_viz's entry %lld", (long long)p.alloc_index,
+            snprintf(peak, sizeof peak, " (the allocated peak, entry %lld, is its %lld)", (long long)p.alloc_index,
                      (long long)cmh_memviz_index(s, tr->device, p.alloc_index, NULL));
         cmh_peak_report_free(&p);
-        fprintf(stderr,
-                "cumemhist: %s: memory_viz numbers device %d's entries its own way, %lld for the record's %u (an allocation "
-                "with no allocator above the driver is its segment_alloc and alloc, its free free_requested, free_completed "
-                "and segment_free; a mark is an annotation)%s; %s\n",
-                cmd, tr->device, (long long)total, tr->nentries, peak, tail);
+        /* one short line, every run of a recorder record: why the counts differ is docs/CLI.md's
+         * (an ~400-character paragraph here on every export was noise); -q leaves it out */
+        fprintf(stderr, "cumemhist: %s: device %d: %s %lld entries for the record's %u%s; docs/CLI.md \"Entry numbers\"\n", cmd,
+                tr->device, what, (long long)total, tr->nentries, peak);
     }
 }
 
 int rep_load_shaped_own(const char *path, cmh_snapshot *s) { return rep_load_shaped_own_said(path, s, NULL, -2, NULL); }
 
-int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *tail)
+int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what)
 {
     int rc = rep_load_view_ex(path, s, 0);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
-    if (cmd) rep_say_memviz_numbering(s, cmd, device, tail);
+    if (cmd) rep_say_memviz_numbering(s, cmd, device, what);
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */
     if (!(g && *g && strcmp(g, "0"))) {
         cmh_snapshot shaped;
@@ -131,14 +130,13 @@ int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, 
     if (!n) { /* an empty snapshot: any device it lists is as empty as another */
         char have[512];
         size_t len = 0;
-        int listed = 0, found = want < -1 || !s->ntraces; /* (a snapshot listing no device: any) */
+        int32_t listed[256];
+        int nl = cmh_snapshot_listed_devices(s, listed, 256); /* PyTorch lists every device it saw, empty or not */
+        int found = want < -1 || !nl; /* (a snapshot listing no device: any) */
         have[0] = 0;
-        for (uint32_t i = 0; i < s->ntraces; i++) { /* PyTorch lists every device it saw, empty or not */
-            int dup = 0;
-            for (uint32_t j = 0; j < i && !dup; j++) dup = s->traces[j].device == s->traces[i].device;
-            if (dup) continue;
-            found |= s->traces[i].device == want;
-            if (len + 16 < sizeof have) len += (size_t)snprintf(have + len, sizeof have - len, "%s%d", listed++ ? ", " : "", s->traces[i].device);
+        for (int k = 0; k < nl && k < 256; k++) {
+            found |= listed[k] == want;
+            if (len + 16 < sizeof have) len += (size_t)snprintf(have + len, sizeof have - len, "%s%d", k ? ", " : "", listed[k]);
         }
         if (!found) { /* ('summary --device 7' of a 4-device pickle printed device 7's empty table, exit 0) */
             cli_error("%s: no device %d in this snapshot (it has %s, each empty)", path, want, have);
@@ -170,6 +168,16 @@ int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, 
         if (!(no_host && all[i] == -1)) devs[k++] = all[i];
     if (!k) devs[k++] = all[0]; /* only host memory: that, rather than nothing */
     return k;
+}
+
+void rep_say_empty_devices(const char *cmd, const char *path, const cmh_snapshot *s, int want, int shown)
+{
+    char buf[600];
+    if (want != -2 || !cmh_devices_empty_text(s, buf, sizeof buf)) return;
+    char tail[80] = "";
+    if (shown >= -1) snprintf(tail, sizeof tail, " (device %d's %s; the others read the same)", shown, cmd ? "shown" : "report below");
+    if (!cmd) printf("%s: %s%s\n", path, buf, tail);
+    else fprintf(stderr, "cumemhist: %s%s%s: %s%s\n", cmd, *cmd ? ": " : "", path, buf, tail);
 }
 
 int rep_device_used(const cmh_snapshot *s, int device)
@@ -317,6 +325,9 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
         }
         if (json && !opened++) cmh_jw_arr(&w);
         if (!json && !(flags & REP_PYTORCH_TEXT)) rep_print_process(paths[f], &s);
+        /* the one device shown for a snapshot listing several, each empty, said so (it read as a
+         * 1-device snapshot); PyTorch's layouts have no line for it: stderr */
+        if (!json) rep_say_empty_devices((flags & REP_PYTORCH_TEXT) ? "" : NULL, paths[f], &s, want, devs[0]);
         int crc = CMH_OK;
         for (int k = 0; k < nd && crc == CMH_OK; k++) {
             rep_section sec = {paths[f], &s, g, devs[k], index++, nd, json ? &w : NULL};
@@ -659,7 +670,7 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
     rep_json_time(w, "first_ns", x->first_ns);
     rep_json_time(w, "last_ns", x->last_ns);
     if (leaks) {
-        char words[256];
+        char words[512];
         cmh_jw_kstr(w, "verdict", cmh_leak_verdict_name(x->verdict));
         cmh_jw_kstr(w, "says", cmh_leak_site_text(x, words, sizeof words));
         cmh_jw_kbool(w, "growing", x->growing);
@@ -667,6 +678,7 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kuint(w, "rises", x->rises); /* stretches of `stride` steps that rose */
         cmh_jw_kuint(w, "stride", x->stride ? x->stride : 1);
         cmh_jw_kuint(w, "flat_steps", x->flat_steps);
+        cmh_jw_kbool(w, "warmup_rose", x->warm_rise != 0); /* the first step rose too, not in rises */
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
         /* a rate only where the verdict measured one (growing); a rise over too few steps is no rate */
         if (x->verdict == CMH_LEAK_GROWING) cmh_jw_kint(w, "rate_bytes_per_step", x->rate);

@@ -49,6 +49,12 @@ int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites);
  * failure s is freed. */
 int rep_load_sites(const char *path, cmh_snapshot *s, cmh_sites **sites);
 
+/* A snapshot listing several devices, each empty, shows one for all (rep_devices): say so once,
+ * when no --device was given (want -2), naming the device shown (shown below -1: none, every
+ * device is shown, as trace's text does).  cmd NULL: a line on stdout (a
+ * report's text); else on stderr, "cumemhist: CMD: ..." ("" for no command name: PyTorch's text,
+ * SVG, HTML and the like leave stdout to what they are). */
+void rep_say_empty_devices(const char *cmd, const char *path, const cmh_snapshot *s, int want, int shown);
 /* The devices a report covers: `want` alone (>= -1), or with want == -2 every device the
  * snapshot has anything on, in order (pinned host memory last; left out with no_host).  An
  * empty snapshot covers one empty device (want, or 0).  Returns the count, or -1 after saying
@@ -99,12 +105,13 @@ int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags); /* fl
 int rep_load_shaped_own(const char *path, cmh_snapshot *s);
 /* The same, first saying on stderr how the shaped entries map to the record's (as
  * rep_say_memviz_numbering, for cmd about device, -2 every device). */
-int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *tail);
+int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what);
 /* memory_viz (and the shaped model) counts a recorder record's entries its own way: for each
- * device (or only device; -2 every one) where the counts differ, say on stderr how they map,
- * with the allocated peak as the example a user goes looking for (docs/DEFINITIONS.md, "entry
- * numbers"); tail ends the line.  Nothing for a PyTorch pickle (the same entries). */
-void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *tail);
+ * device (or only device; -2 every one) where the counts differ, say on stderr in one line how
+ * they map, with the allocated peak as the example a user goes looking for; what names who
+ * counts them ("memory_viz counts"); the why is docs/CLI.md's ("Entry numbers").  Nothing for a
+ * PyTorch pickle (the same entries). */
+void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *what);
 /* Every report command: each snapshot loaded (with its sites under REP_SITES), its process said
  * once in text, then fn for each device it covers; with json, one JSON array of the sections'
  * objects.  Returns the exit status (output errors included). */

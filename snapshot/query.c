@@ -47,3 +47,23 @@ int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap)
     for (int k = 0; k < ns && k < cap; k++) out[k] = seen[k];
     return ns;
 }
+
+int cmh_snapshot_listed_devices(const cmh_snapshot *s, int32_t *out, int cap)
+{
+    int32_t seen[256];
+    int ns = 0;
+    for (uint32_t i = 0; i < s->ntraces; i++) {
+        int32_t d = s->traces[i].device;
+        int dup = 0;
+        for (int k = 0; k < ns && !dup; k++) dup = seen[k] == d;
+        if (dup || ns == 256) continue;
+        int k = ns++;
+        while (k > 0 && before(d, seen[k - 1])) {
+            seen[k] = seen[k - 1];
+            k--;
+        }
+        seen[k] = d;
+    }
+    for (int k = 0; k < ns && k < cap; k++) out[k] = seen[k];
+    return ns;
+}

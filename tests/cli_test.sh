@@ -290,7 +290,43 @@ import json, sys
 d = json.load(sys.stdin)[0]
 assert len(d['segments']) == 5 and d['segments_total'] == 12 and d['segments_left_out'] == 7, d"
 check "frag --json --top 5: five segments, and 7 left out said" "[ \$? -eq 0 ]"
-"$CMH" frag midrun.pickle | grep -q '^  ... 2 more segments (--top)$' && ok "frag text: 10 segments by default" || bad "frag text default"
+"$CMH" frag midrun.pickle >midrun.frag
+check "frag text: 10 segments by default, what the cut holds said ($(grep '^  \.\.\.' midrun.frag))" \
+    "grep -q '^  ... 2 more segments (--top): 4.0 MiB reserved, 0 B of it free; 2 fully used, 0 partly used, 0 empty\$' midrun.frag"
+# frag's table: its order said, and how many segments are fully used, listed or not (a 64 MiB
+# segment with no free byte fell under '... 3 more segments (--top)' unsaid, behind 2 MiB ones
+# listed by free bytes alone, ties by address)
+env -u LD_PRELOAD python3 - fragorder.pickle <<'PYEOF'
+import pickle, sys
+M, base = 1 << 20, 0x7f0000000000
+fr = [{"filename": "train.py", "line": 7, "name": "load"}]
+def seg(i, size, used):
+    a = base + i * 128 * M
+    blocks = [{"address": a, "size": used, "requested_size": used, "state": "active_allocated", "frames": fr}]
+    if size > used:
+        blocks.append({"address": a + used, "size": size - used, "requested_size": 0, "state": "inactive", "frames": fr})
+    return {"device": 0, "address": a, "total_size": size, "allocated_size": used, "active_size": used, "requested_size": used,
+            "stream": 0, "segment_type": "large", "is_expandable": False, "frames": fr, "blocks": blocks}
+# a 64 MiB segment fully used first; then 11 segments with 1 MiB free each: the last a 6 MiB one
+segs = [seg(0, 64 * M, 64 * M)] + [seg(i, 2 * M, M) for i in range(1, 11)] + [seg(11, 6 * M, 5 * M)]
+pickle.dump({"segments": segs, "device_traces": [[]]}, open(sys.argv[1], "wb"), protocol=4)
+PYEOF
+"$CMH" frag fragorder.pickle >fragorder.txt 2>&1
+check "frag: the order said, every segment counted by use, the fully used one in the cut said ($(grep -e '^  12 segments' -e '^  listed' -e '^  \.\.\.' fragorder.txt | tr '\n' '|'))" \
+    "grep -q '^  12 segments: 1 fully used (no free bytes, 64.0 MiB), 11 partly used, 0 empty (nothing allocated)\$' fragorder.txt &&
+     grep -q '^  listed by free bytes, most first, then by size, largest first; the first 10 (--top N for more):\$' fragorder.txt &&
+     grep -q '^  ... 2 more segments (--top): 66.0 MiB reserved, 1.0 MiB of it free; 1 fully used, 1 partly used, 0 empty\$' fragorder.txt &&
+     [ \"\$(grep -m1 '^  0x' fragorder.txt | awk '{print \$2, \$3}')\" = '6.0 MiB' ]"
+"$CMH" frag --json fragorder.pickle | py -c "
+import json, sys
+d = json.load(sys.stdin)[0]
+assert (d['segments_fully_used'], d['segments_partly_used'], d['segments_empty']) == (1, 11, 0), d
+assert d['segments_order'] == 'free_desc,reserved_desc,address' and d['segments'][0]['reserved'] == 6 << 20, d['segments'][0]"
+check "frag --json: the segments counted by use and the order named" "[ \$? -eq 0 ]"
+"$CMH" report --static fragorder.pickle -o fragorder.html 2>/dev/null
+check "report: its segment table in frag's order, counted by use as frag counts them" \
+    "grep -q '1 fully used (no free bytes, 64.0 MiB), 11 partly used, 0 empty (nothing allocated); listed by free bytes, most first, then by size, largest first<' fragorder.html &&
+     [ \"\$(grep -o '<tr><td class=\"n\">0x[0-9a-f]*' fragorder.html | head -1)\" = '<tr><td class=\"n\">0x7f0058000000' ]"
 
 # damaged snapshots: one line naming the file and the byte, non-zero exit, no crash
 size=$(wc -c <leak.cmh)

@@ -18,7 +18,7 @@ check "leaks --fail-on-leak: a leak that stopped halfway is no failure, and judg
 check "device 1 has the steps marked with device 0 current: '$(grep '^steps' d1.txt)'" \
     "grep -q '^steps: 20 from the program.s marks (\"step\")\$' d1.txt"
 check "device 1's leak that stopped halfway: '$(grep '^        state:' d1.txt)'" \
-    "grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps, then stopped (flat for the last 10)\$' d1.txt &&
+    "grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)\$' d1.txt &&
      grep -q '^no site grows from step to step\$' d1.txt && ! grep -q 'cannot be judged\|steps not found' d1.txt"
 "$CMH" leaks --json st.cmh 2>/dev/null | py -c '
 import json, sys
@@ -26,12 +26,12 @@ d = {x["device"]: x for x in json.load(sys.stdin)}
 for dev in (0, 1):
     assert d[dev]["judged"] is True and d[dev]["steps"]["count"] == 20 and d[dev]["steps"]["source"] == "marks", d[dev]["steps"]
 x = d[1]["sites"][0]
-assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10, x' 2>json.err
+assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10 and x["warmup_rose"] is True, x' 2>json.err
 check "leaks --json: both devices judged with the 20 marked steps, device 1 'state' (rose 9, flat 10) ($(tail -1 json.err))" "[ ! -s json.err ]"
 "$CMH" report -o st.html st.cmh 2>/dev/null
 check "the HTML report says device 1's steps and verdict as leaks does" \
     "[ \$(grep -o 'steps: 20 from the program&apos;s marks' st.html | wc -l) -eq 2 ] &&
-     grep -q 'grew in 9 steps, then stopped (flat for the last 10)' st.html"
+     grep -q 'grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)' st.html"
 
 # a leak on device 1 every step: growing, and --fail-on-leak fails for it
 "$CMH" record -q -o gr.cmh -- "$P" 20 20 marks >/dev/null 2>&1
@@ -110,11 +110,11 @@ d = {x["device"]: x for x in json.load(sys.stdin)}
 assert d[1]["steps"]["count"] == 20 and d[1]["steps"]["marks_of_other_devices"] is True, d[1]["steps"]
 assert "marks_of_other_devices" not in d[0]["steps"], d[0]["steps"]
 x = d[1]["sites"][0]
-assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10, x' 2>old.err
+assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10 and x["warmup_rose"] is True, x' 2>old.err
 check "marks on device 0 only: device 1 takes them by time, its leak that stopped judged (exit $rc; $(grep -A3 'device 1' old.txt | grep '^steps'))" \
     "[ $rc -eq 0 ] && [ ! -s old.err ] &&
      grep -q '^steps: 20 from the program.s marks (\"step\", placed by time: this device.s trace has none)\$' old.txt &&
-     grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps, then stopped (flat for the last 10)\$' old.txt"
+     grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)\$' old.txt"
 
 # The same steps as PyTorch's external annotations, recorded for device 0 only (the device
 # current when they were made): device 1 takes them by time as it takes marks.  Before, device 1
@@ -131,12 +131,12 @@ for dev in (0, 1):
 assert d[1]["steps"]["marks_of_other_devices"] is True and d[1]["steps"]["marks_placed_by_time"] == 20, d[1]["steps"]
 assert "marks_of_other_devices" not in d[0]["steps"], d[0]["steps"]
 x = d[1]["sites"][0]
-assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10, x' 2>ext.err
+assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10 and x["warmup_rose"] is True, x' 2>ext.err
 check "annotations on device 0 only: device 1 takes them by time (exit $rc; $(grep -A3 'device 1' ext.txt | grep '^steps'); $(tail -1 ext.err))" \
     "[ $rc -eq 0 ] && [ ! -s ext.err ] &&
      grep -q '^steps: 20 from step annotations\$' ext.txt &&
      grep -q '^steps: 20 from step annotations (placed by time: this device.s trace has none)\$' ext.txt &&
-     grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps, then stopped (flat for the last 10)\$' ext.txt"
+     grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)\$' ext.txt"
 "$CMH" report -o ext.html ext.pickle 2>/dev/null
 check "the HTML report says device 1's annotated steps as leaks does" \
     "grep -q 'steps: 20 from step annotations (placed by time: this device&apos;s trace has none)' ext.html &&

@@ -33,6 +33,29 @@ for c in summary peak oom owners; do
 done
 "$CMH" peak --device 2 empty4.pickle >out.txt 2>&1
 check "peak --device 2 of 4 empty devices: its (empty) report, exit 0" "grep -q 'no allocations recorded' out.txt"
+# ... and without --device every report says the snapshot lists 4 devices, each empty, as --device 7
+# does (report's header read '1 device', the others device 0 alone); PyTorch's own layouts (summary,
+# trace), the SVG and the pages on stderr, the text reports on stdout before their device's section
+L='4 devices listed (0, 1, 2, 3), each empty: nothing allocated, no trace'
+for c in peak leaks oom frag owners; do
+    "$CMH" $c empty4.pickle >out.txt 2>err.txt
+    check "$c of 4 empty devices: '$L' on stdout ($(head -c 300 out.txt))" \
+        "grep -qx \"empty4.pickle: $L (device 0's report below; the others read the same)\" out.txt"
+done
+for c in summary plot view trace; do
+    "$CMH" $c empty4.pickle >out.txt 2>err.txt
+    check "$c of 4 empty devices: '$L' on stderr, stdout its own ($(head -c 300 err.txt))" \
+        "grep -q \"^cumemhist: .*empty4.pickle: $L\" err.txt && ! grep -q 'devices listed' out.txt || [ $c = plot ]"
+done
+"$CMH" summary empty4.pickle 2>/dev/null | head -2 | tail -1 | grep -q 'PyTorch CUDA memory summary, device ID 0' &&
+    ok "summary of 4 empty devices: PyTorch's table first on stdout, as memory_summary() prints it" || bad "summary of 4 empty devices: a line before the table"
+"$CMH" report empty4.pickle -o empty4.html 2>/dev/null
+check "report of 4 empty devices: its header lists them ($(grep -o 'r-listed[^<]*' empty4.html))" \
+    "grep -q \"$L (device 0.s section below; the others read the same)\" empty4.html && ! grep -q '· 1 device<' empty4.html"
+"$CMH" plot empty4.pickle 2>/dev/null | grep -q "nothing to plot: no memory allocated or reserved, no trace entries; $L<" &&
+    ok "plot of 4 empty devices: its panel says so" || bad "plot of 4 empty devices: $("$CMH" plot empty4.pickle 2>/dev/null | grep -o 'class=.empty[^<]*')"
+"$CMH" peak --device 2 empty4.pickle >out.txt 2>&1
+check "peak --device 2 of 4 empty devices: no listing line (the device asked for)" "! grep -q 'devices listed' out.txt"
 # export's other formats hold every device: --device is refused with the reason (it wrote both
 # devices of a two-device record without a word)
 for f in memviz json chrome sqlite; do

@@ -38,7 +38,7 @@ FAKECUDA_DEVICES=1 FAKECUDA_CAPACITY=8G "$CMH" record -q -o thm.cmh -- "$B/tests
 "$CMH" leaks thm.cmh >thm.txt 2>&1
 "$CMH" leaks --json thm.cmh 2>/dev/null | py -c "import json,sys; d=json.load(sys.stdin)[0]; print(d['steps']['threads'], d['steps']['threads_judged'], d['judged'])" >thm.js
 check "main marking the steps, its model made once, repeats none: '$(grep '^steps' thm.txt)' ($(cat thm.js))" \
-    "grep -q '^steps: 40 from the program.s marks (\"step\"). 1 of the 2 recording threads holding memory repeats 4 or more steps of its own, and is judged by them\$' thm.txt &&
+    "grep -q '^steps: 40 from the program.s marks (\"step\"). Of the 2 threads holding memory, 1 has a loop of its own (4 steps or more); its sites are also judged by that loop.s steps\$' thm.txt &&
      grep -q '^2 1 True\$' thm.js && grep -q '80.0 MiB  *40 .* growing' thm.txt"
 
 # One step mark is one step (two_dev_steps 1 1 marks: one cmh_mark).  Before, 'steps: unknown (no

@@ -157,14 +157,14 @@ d = [p for p in json.load(open("rtop.json"))["processes"] if p["pid"] == pid][0]
 prom = open("prom/cumemhist.prom").read()
 m = re.search(r'^cumemhist_ooms_total\{pid="%d"[^}]*\} (\d+)$' % pid, prom, re.M)
 page = open("rep.html").read()
-got = {"summary": s["num_ooms"], "oom": o["num_ooms"], "oom numbers": [x["number"] for x in o["ooms"]],
+got = {"summary": s["num_ooms"], "oom": o["num_ooms"], "dropped": (s.get("dropped_ooms"), o["dropped_ooms"]), "oom numbers": [x["number"] for x in o["ooms"]],
        "ranks": [r["ooms"] for r in rows], "top": d["ooms"], "exporter": int(m.group(1)) if m else None,
        "report": len(re.findall(r"Out of memory #4</b>", page))}
-want = {"summary": 4, "oom": 4, "oom numbers": [4], "ranks": [4], "top": 4, "exporter": 4, "report": 1}
+want = {"summary": 4, "oom": 4, "dropped": (3, 3), "oom numbers": [4], "ranks": [4], "top": 4, "exporter": 4, "report": 1}
 print("same" if got == want else "got %s" % got)
 PY
 )
-    check "$rec: summary, oom, ranks, report, top, exporter all count the 4 OOMs (3 dropped by the ring): $out" '[ "$out" = same ]'
+    check "$rec: summary, oom, ranks, report, top, exporter all count the 4 OOMs (3 dropped by the ring, summary --json and oom --json dropped_ooms 3): $out" '[ "$out" = same ]'
 done
 "$CMH" oom ring.cmh 2>&1 | grep -q "^ring.cmh: out of memory #4 on device 0 at entry [0-9]*, .*(#1 to #3 fell out of the 20-entry history)$" &&
     ok "oom: the OOM kept is #4, and #1 to #3 fell out of the history" || bad "oom on ring.cmh: $("$CMH" oom ring.cmh 2>&1 | grep 'out of memory')"

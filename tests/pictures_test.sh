@@ -99,4 +99,23 @@ for cmd in "plot -o deep_plot.svg" "report -o deep.html" "view -o deep_view.html
     "$CMH" $cmd deep.pickle >/dev/null 2>&1
     check "$cmd of a 20,000-frame stack" '[ $? -eq 0 ]'
 done
+# byte and entry axes have whole ticks: an empty snapshot's plot read '0.2 B, 0.4 B, ... 1 B' on
+# its y axis (and entries 0.2 ... 1 on its x axis); a record of 3 entries drawn by entry read
+# '0, 0.25, 0.5, ... 2'
+py - <<'EOF'
+import pickle
+pickle.dump({'segments': [], 'device_traces': [[], [], [], []], 'allocator_settings': {}}, open('empty4.pickle', 'wb'), protocol=4)
+P, fr = 0x7F0000000000, [{"filename": "t.py", "line": 3, "name": "f"}]
+tr = [{"action": "segment_alloc", "addr": P, "size": 3, "stream": 0, "time_us": 1000, "frames": fr},
+      {"action": "alloc", "addr": P, "size": 3, "stream": 0, "time_us": 1001, "frames": fr},
+      {"action": "free_requested", "addr": P, "size": 3, "stream": 0, "time_us": 1002, "frames": fr}]
+pickle.dump({"segments": [], "device_traces": [tr], "allocator_settings": {}}, open("tiny.pickle", "wb"), protocol=4)
+EOF
+ticks() { sed -n "s/.*class=\"$2\"[^>]*>\([^<]*\)<.*/\1/p" "$1" | tr '\n' '|'; }
+"$CMH" plot empty4.pickle -o empty4.svg 2>/dev/null
+check "plot of an empty snapshot: one 0 B tick, no entry ticks, 'nothing to plot' ($(ticks empty4.svg ytick) $(ticks empty4.svg xtick))" \
+    '[ "$(ticks empty4.svg ytick)" = "0 B|" ] && [ -z "$(ticks empty4.svg xtick)" ] && grep -q ">nothing to plot: no memory allocated or reserved, no trace entries; 4 devices listed (0, 1, 2, 3), each empty: nothing allocated, no trace<" empty4.svg'
+"$CMH" plot --axis entries tiny.pickle -o tiny.svg 2>/dev/null
+check "plot of a 3-entry record by entry: whole bytes and entries on the axes ($(ticks tiny.svg ytick) $(ticks tiny.svg xtick))" \
+    '[ -n "$(ticks tiny.svg ytick)" ] && ! ticks tiny.svg ytick | grep -q "\." && ! ticks tiny.svg xtick | grep -q "\." && ! grep -q "nothing to plot" tiny.svg'
 finish

@@ -68,7 +68,7 @@ assert x["verdict"] == "state" and x["rises"] == 100 and x["stride"] == 7 and x[
 runs keep 10 "$P" keep 40
 check "40 allocations of one kind in a row: no steps found, no '+2.0 MiB per step', exit 5, in 10 of 10 runs ($(tr -s ' ' <keep.u | tr '\n' '|'))" \
     "same keep 10 && has keep 10 'rc 5' && ! grep -q 'per step' keep.u &&
-     has keep 10 'steps: unknown (no step marks or annotations, and no repeating allocation pattern). The recording thread holding memory does not repeat 4 or more steps of its own' &&
+     has keep 10 'steps: unknown (no step marks or annotations, and no repeating allocation pattern). The thread holding memory has no loop of its own (4 steps or more)' &&
      has keep 10 'growth cannot be judged: the steps are unknown; 40.0 MiB still live (40 blocks) was made over the run: R'"
 
 # --- a record of one entry has a history; times never read -0.000s ---

@@ -85,13 +85,19 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
     /* (the record's steps and a thread's are two
      * things ('steps: unknown (...); 1 of the 1 recording threads ... repeat 4 or more steps of
      * their own' read as one contradicting itself) */
-    uint32_t t = p->threads, j = p->threads_judged;
-    if (t == 1) ADD(". The recording thread holding memory %s %u or more steps of its own%s", j ? "repeats" : "does not repeat", CMH_LEAK_MIN_STEPS,
-                    j ? ", and is judged by them" : "");
-    else if (t && j == t) ADD(". Each of the %u recording threads holding memory repeats %u or more steps of its own, and is judged by them", t, CMH_LEAK_MIN_STEPS);
-    else if (t && !j) ADD(". None of the %u recording threads holding memory repeats %u or more steps of its own", t, CMH_LEAK_MIN_STEPS);
-    else if (t && j == 1) ADD(". 1 of the %u recording threads holding memory repeats %u or more steps of its own, and is judged by them", t, CMH_LEAK_MIN_STEPS);
-    else if (t) ADD(". %u of the %u recording threads holding memory repeat %u or more steps of their own, and are judged by them", j, t, CMH_LEAK_MIN_STEPS);
+    /* (and said plainly: '1 of the 3 recording threads holding memory repeats 4 or more steps of
+     * its own, and is judged by them' was hard to read) */
+    uint32_t t = p->threads, j = p->threads_judged, m = CMH_LEAK_MIN_STEPS;
+    if (t == 1 && j) ADD(". The thread holding memory has a loop of its own (%u steps or more); its sites are also judged by that loop's steps", m);
+    else if (t == 1) ADD(". The thread holding memory has no loop of its own (%u steps or more)", m);
+    else if (t && j == t)
+        ADD(". Each of the %u threads holding memory has a loop of its own (%u steps or more); each one's sites are also judged by its loop's steps", t, m);
+    else if (t && !j) ADD(". None of the %u threads holding memory has a loop of its own (%u steps or more)", t, m);
+    else if (t && j == 1)
+        ADD(". Of the %u threads holding memory, 1 has a loop of its own (%u steps or more); its sites are also judged by that loop's steps", t, m);
+    else if (t)
+        ADD(". Of the %u threads holding memory, %u have a loop of their own (%u steps or more); each one's sites are also judged by its loop's steps",
+            t, j, m);
     return buf;
 #undef ADD
 }
@@ -114,10 +120,16 @@ const char *cmh_leak_site_word(const cmh_site *x)
  * across a stretch is not a rise in each of its steps). */
 static const char *stopped_text(const cmh_site *x, char *buf, size_t cap)
 {
-    if (x->stride <= 1) snprintf(buf, cap, "grew in %u %s, then stopped (flat for the last %u)", x->rises, plural(x->rises, "step", "steps"), x->flat_steps);
+    /* the first step (stretch) is the warm-up, left out of the count: where it rose too, say so
+     * ('grew in 9 steps, then stopped (flat for the last 10)' of 20 steps left one unexplained) */
+    const char *warm = !x->warm_rise ? "" : x->stride <= 1 ? " after its first (a warm-up, which grew too: not counted)"
+                                                            : " after its first (a warm-up stretch, which grew too: not counted)";
+    if (x->stride <= 1)
+        snprintf(buf, cap, "grew in %u %s%s, then stopped (flat for the last %u)", x->rises, plural(x->rises, "step", "steps"), warm,
+                 x->flat_steps);
     else
-        snprintf(buf, cap, "grew in %u of the %u stretches of %u steps it was measured over, then stopped (flat for the last %u steps)", x->rises,
-                 x->steps / x->stride > 1 ? x->steps / x->stride - 1 : 1, x->stride, x->flat_steps);
+        snprintf(buf, cap, "grew in %u of the %u stretches of %u steps it was measured over%s, then stopped (flat for the last %u steps)",
+                 x->rises, x->steps / x->stride > 1 ? x->steps / x->stride - 1 : 1, x->stride, warm, x->flat_steps);
     return buf;
 }
 
@@ -151,7 +163,7 @@ static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
 {
     uint32_t k = bits(x->thread_mask);
     if (x->threads < 2 || (x->verdict == CMH_LEAK_GROWING && k < 2)) return NULL;
-    char list[128], of[48] = "", each[64], over[48], grew[160];
+    char list[128], of[48] = "", each[64], over[48], grew[256];
     thread_list(x->thread_mask, list, sizeof list);
     const char *why = "judged thread by thread: their steps interleave";
     switch (x->verdict) {
@@ -192,7 +204,7 @@ void cmh_span_text(int64_t ns, char *out, size_t cap)
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
 {
     if (threads_text(x, buf, cap)) return buf;
-    char whose[96] = "", grew[160];
+    char whose[96] = "", grew[256];
     const char *tn = x->thread_name ? x->thread_name : "";
     if (x->thread && x->thread_tid && *tn)
         snprintf(whose, sizeof whose, " of recording thread %u (tid %lld, '%.20s')", x->thread, (long long)x->thread_tid, tn);

@@ -193,7 +193,20 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     /* y axis: about five ticks at round figures */
     double unit = ymax >= (2ll << 30) ? 1073741824.0 : ymax >= (2 << 20) ? 1048576.0 : ymax >= 2048 ? 1024.0 : 1.0;
     const char *uname = unit == 1073741824.0 ? "GiB" : unit == 1048576.0 ? "MiB" : unit == 1024.0 ? "KiB" : "B";
-    double span = ymax > 0 ? (double)ymax * 1.08 / unit : 1, step = cmh_svg_nice(span / 5);
+    double span = ymax > 0 ? (double)ymax * 1.08 / unit : 0, step = cmh_svg_nice(span / 5);
+    /* bytes come whole: no '0.2 B' tick (an axis under 5 B, or an empty snapshot's: one 0 B tick
+     * and a word that there is nothing to draw) */
+    if (unit == 1.0 && step < 1) step = 1;
+    if (ymax <= 0) {
+        char listed[600]; /* (one panel standing for several listed devices, each empty) */
+        fprintf(fp, "<text class=\"empty\" x=\"%.1f\" y=\"%.1f\">nothing to plot: no memory allocated or reserved%s", L + pw / 2.0,
+                top_y + ph / 2.0, n ? "" : ", no trace entries");
+        if (cmh_devices_empty_text(s, listed, sizeof listed)) {
+            fputs("; ", fp);
+            cmh_svg_text(fp, listed);
+        }
+        fputs("</text>\n", fp);
+    }
     for (double v = 0; v <= span + 1e-9; v += step) {
         double y = bottom - v * unit * yscale;
         if (y < top_y - 0.5) break;
@@ -206,7 +219,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     const char *tun = tu == 1 ? "s" : tu == 1e-3 ? " ms" : " \xc2\xb5s";
     double xspan = by_time ? secs / tu : (double)(n ? n - 1 : 1);
     double xstep = cmh_svg_nice(xspan / 8);
-    for (int k = 0; xspan > 0 && k * xstep <= xspan * (1 + 1e-9); k++) {
+    if (!by_time && xstep < 1) xstep = 1; /* entries are whole too (it read 0.2, 0.4 on a short trace) */
+    for (int k = 0; xspan > 0 && (by_time || n > 1) && k * xstep <= xspan * (1 + 1e-9); k++) {
         double v = k * xstep, x = L + v / xspan * pw;
         fprintf(fp, "<line class=\"tick\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", x, bottom, x, bottom + 5);
         if (by_time) fprintf(fp, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\">+%g%s</text>\n", x, bottom + 18, v, tun);
@@ -380,7 +394,7 @@ int cmh_plot_timeline(const cmh_snapshot *s, const cmh_plot_opts *o, FILE *fp)
                     "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
                 W, head + H * (nd ? nd : 1), W, head + H * (nd ? nd : 1));
     fputs("<style>.area{fill:#fbfbfd;stroke:#d0d4dc}.grid{stroke:#e6e8ee}.tick{stroke:#9aa0aa}"
-          ".ytick{text-anchor:end;fill:#555}.xtick{text-anchor:middle;fill:#555}.xlabel{text-anchor:middle;fill:#777}"
+          ".ytick{text-anchor:end;fill:#555}.xtick{text-anchor:middle;fill:#555}.xlabel{text-anchor:middle;fill:#777}.empty{text-anchor:middle;fill:#777}"
           ".h{font-weight:bold;font-size:14px;fill:#222}.t{font-weight:bold;font-size:15px;fill:#111}"
           "path.res{fill:none;stroke:#e8912d;stroke-width:4;stroke-opacity:0.55;stroke-linejoin:round}path.alloc{fill:none;stroke:#2d6fe8;stroke-width:1.5;stroke-linejoin:round}"
           "rect.res{fill:#e8912d}rect.alloc{fill:#2d6fe8}.legend text{fill:#333}"

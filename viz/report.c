@@ -376,13 +376,18 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         if (lk.nvmm_sites > 10) fprintf(fp, "<tr><td colspan=\"3\" class=\"r-muted\">... %" PRIu32 " more sites</td></tr>\n", lk.nvmm_sites - 10);
         fputs("</table></div>\n", fp);
     }
-    /* fragmentation */
+    /* fragmentation: the segments in frag's order, counted by use as frag counts them */
+    cmh_frag_sort(&P.fr);
     const cmh_frag_report fr = P.fr;
     if (fr.nsegs) {
         fprintf(fp, "<h3>Segments at the end: %u, %s reserved, %s free inside: %s releasable, %s trapped", fr.nsegs,
                 SZ(fr.reserved), SZ(fr.free), SZ(fr.releasable), SZ(fr.trapped));
         if (fr.private_segs) fprintf(fp, ", %s in private pools (a CUDA graph's or MemPool's)", SZ(fr.private_free));
         fprintf(fp, " (fragmentation %.1f%%)</h3>\n", 100 * fr.fragmentation);
+        cmh_frag_use u = cmh_frag_count_use(&fr, 0, fr.nsegs);
+        fprintf(fp, "<p class=\"r-muted r-seguse\">%u fully used (no free bytes%s%s), %u partly used, %u empty (nothing allocated); listed by "
+                    "free bytes, most first, then by size, largest first%s</p>\n",
+                u.full, u.full ? ", " : "", u.full ? SZ(u.full_bytes) : "", u.part, u.empty, fr.nsegs > 16 ? "; the first 16" : "");
         fputs("<div class=\"r-wrap\"><table><tr><th>segment</th><th>reserved</th><th>allocated / free</th><th class=\"nw\">largest gap</th>"
               "<th class=\"nw\">frag.</th></tr>\n",
               fp);
@@ -399,7 +404,11 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                     x->reserved ? 100.0 * (double)x->allocated / (double)x->reserved : 0,
                     x->reserved ? 100.0 * (double)x->free / (double)x->reserved : 0, SZ(x->largest_gap), 100 * x->fragmentation);
         }
-        if (fr.nsegs > 16) fprintf(fp, "<tr><td colspan=\"5\" class=\"r-muted\">... %u more segments</td></tr>", fr.nsegs - 16);
+        if (fr.nsegs > 16) {
+            cmh_frag_use rest = cmh_frag_count_use(&fr, 16, fr.nsegs);
+            fprintf(fp, "<tr><td colspan=\"5\" class=\"r-muted\">... %u more segments: %s reserved, ", fr.nsegs - 16, SZ(rest.reserved));
+            fprintf(fp, "%s of it free; %u fully used, %u partly used, %u empty</td></tr>", SZ(rest.free), rest.full, rest.part, rest.empty);
+        }
         fputs("</table></div>\n", fp);
     }
     /* OOMs */
@@ -497,7 +506,12 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
     PART();
     fprintf(fp, "%s snapshot", s->source == CMH_SRC_PYTORCH ? "PyTorch" : "cumemhist");
     PART();
-    fprintf(fp, "%d device%s", ndevices, ndevices == 1 ? "" : "s");
+    char listed[600]; /* several devices, each empty: one section stands for them (it read '1 device') */
+    if (cmh_devices_empty_text(s, listed, sizeof listed)) {
+        fputs("<span class=\"r-listed\">", fp);
+        esc(fp, listed);
+        fprintf(fp, " (device %d's section below; the others read the same)</span>", ndevices ? devices[0] : 0);
+    } else fprintf(fp, "%d device%s", ndevices, ndevices == 1 ? "" : "s");
 #undef PART
     fputs("</p>", fp);
     /* which device ran out of memory, before any device's section (the replay's count of each) */

@@ -50,6 +50,8 @@ typedef struct cmh_site {
                             * (in a record of more steps than points: the strides that rose, times stride) */
     uint32_t stride;       /* the steps between the points it was judged at (1 up to 512 steps) */
     uint32_t flat_steps;   /* the steps since its held bytes last rose (0: they rose in the last) */
+    int warm_rise;         /* its held bytes rose across its first step (the warm-up) too, which
+                            * rises leaves out: "grew in 9 steps after its first" */
     uint32_t growth_steps; /* growing or rising: the steps of the stretch it grew over */
     int64_t rate;          /* growing: bytes per step over growth_steps (0 otherwise) */
     int64_t rise;          /* rising: the bytes its held bytes rose over growth_steps (too few for a rate) */
@@ -380,6 +382,18 @@ typedef struct cmh_frag_report {
 
 int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *out);
 void cmh_frag_report_free(cmh_frag_report *r);
+/* The order every segment table lists them in (frag, the report), said in its header: the most
+ * free bytes first (where memory can be had back or is trapped), then the largest segment (a
+ * fully used one by its size, not its address), then the address. */
+void cmh_frag_sort(cmh_frag_report *r);
+#define CMH_FRAG_ORDER "free_desc,reserved_desc,address"
+/* How segs[from..to) are used: fully (no free byte; their reserved bytes), not at all (nothing
+ * allocated), partly; and their reserved and free bytes. */
+typedef struct cmh_frag_use {
+    uint32_t full, empty, part;
+    uint64_t full_bytes, reserved, free;
+} cmh_frag_use;
+cmh_frag_use cmh_frag_count_use(const cmh_frag_report *r, uint32_t from, uint32_t to);
 
 /* Why a request failed: DEMAND when the bytes were in use, FRAGMENTATION when enough were free
  * (inside the segments, plus what the device had left) but no free gap was large enough,
@@ -535,6 +549,11 @@ int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads
 /* Uneven load: device (first in loads) held at least CMH_UNEVEN_RATIO times the next device's peak. */
 #define CMH_UNEVEN_RATIO 2
 int cmh_device_uneven(const cmh_device_load *loads, int n, int device);
+/* A snapshot that holds nothing on any device yet lists several (PyTorch's of a process that
+ * allocated nothing on its 4 GPUs): "4 devices listed (0, 1, 2, 3), each empty: nothing
+ * allocated, no trace" in buf, else NULL (it holds something, or lists one device or none).  The
+ * reports then show one device for all (cmh_snapshot_devices names none) and say this beside it. */
+const char *cmh_devices_empty_text(const cmh_snapshot *s, char *buf, size_t cap);
 
 /* ---- diff: what a change did, between two snapshots ---- */
 typedef struct cmh_diff_site {

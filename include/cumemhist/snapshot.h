@@ -436,6 +436,9 @@ int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k);
 /* Queries.  Devices that appear in a snapshot (a trace with entries, or segments), ascending with
  * pinned host memory (-1) last; fills up to cap and returns how many there are. */
 int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
+/* The devices its traces list, empty ones too (PyTorch lists every device it saw, used or not),
+ * ascending as cmh_snapshot_devices; fills up to cap and returns how many there are. */
+int cmh_snapshot_listed_devices(const cmh_snapshot *s, int32_t *out, int cap);
 /* The trace of a device, NULL when it has none. */
 const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
 

@@ -626,7 +626,7 @@
     ctx.restore();
     /* axes */
     ctx.fillStyle = '#5b6475'; ctx.strokeStyle = '#c8ccd4'; ctx.lineWidth = 1; ctx.font = '11px sans-serif';
-    var ystep = nice(ymax / 5);
+    var ystep = Math.max(1, nice(ymax / 5)); /* bytes come whole: no 0.2 B tick */
     ctx.textAlign = 'right';
     for (var v = 0; v <= ymax; v += ystep) { var yv = Y(v); ctx.beginPath(); ctx.moveTo(padl - 4, yv); ctx.lineTo(padl, yv); ctx.stroke(); ctx.fillText(size(v), padl - 6, yv + 4); }
     /* the x axis: entries, or (t) seconds from the record's first event at even steps of time;
