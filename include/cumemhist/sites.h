@@ -58,6 +58,9 @@ int cmh_sites_group_by(const cmh_sites *g);
 const cmh_frame *cmh_sites_frame(const cmh_sites *g, uint32_t group);
 uint32_t cmh_sites_stack(const cmh_sites *g, uint32_t group);
 const char *cmh_sites_owner(const cmh_sites *g, uint32_t group);
+/* Whether a group's owner is a third-party package (a Python library under site-packages reached
+ * through ctypes: "gpulib"), not the program's own code. */
+int cmh_sites_owner_package(const cmh_sites *g, uint32_t group);
 /* The site frame of one stack, and whether a frame is machinery. */
 const cmh_frame *cmh_sites_site_of(const cmh_sites *g, uint32_t stack);
 int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id);
