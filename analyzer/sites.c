@@ -793,6 +793,12 @@ uint32_t cmh_sites_leaf_machinery(const cmh_sites *g, uint32_t stack)
     return stack < g->s->nstacks ? g->site_at[stack] : 0;
 }
 
+int cmh_sites_drawn(const cmh_sites *g, uint32_t stack, uint32_t k)
+{
+    if (stack >= g->s->nstacks || k >= g->s->stacks[stack].count) return 0;
+    return k >= g->site_at[stack] || g->rule[g->s->stack_frames[g->s->stacks[stack].first + k]] == R_PACKAGE;
+}
+
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id)
 {
     if (frame_id >= g->s->nframes || !g->rule[frame_id]) return NULL;

@@ -515,18 +515,35 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
 void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent)
 {
     const cmh_stack *st = &s->stacks[stack < s->nstacks ? stack : 0];
-    /* grouped by whole stacks, the whole stack: it is what tells the rows apart */
-    const cmh_frame *site = g && cmh_sites_group_by(g) != CMH_GROUP_STACK ? cmh_sites_site_of(g, stack) : NULL;
+    /* from the site outward, in every grouping: grouped by whole stacks too, the frames that
+     * tell two rows apart are the callers, not the machinery inside the site (six frames of
+     * libffi and _ctypes, or of PyTorch's stack walker and allocator, the same on every row) */
+    const cmh_frame *site = g ? cmh_sites_site_of(g, stack) : NULL;
     /* from a user's frame, the user's frames; from a fallback (all machinery), every frame */
     int hide = site && !cmh_sites_machinery(g, (uint32_t)(site - s->frames));
     int started = !site, shown = 0;
-    for (uint32_t i = 0; i < st->count && shown < max; i++) {
+    uint32_t left = 0, more = 0;
+    for (uint32_t i = 0; i < st->count; i++) {
         uint32_t fid = s->stack_frames[st->first + i];
         const cmh_frame *f = &s->frames[fid];
         if (!started) started = f == site;
-        if (!started || (hide && f != site && cmh_sites_machinery(g, fid))) continue;
+        if (!started || (hide && f != site && cmh_sites_machinery(g, fid))) {
+            left++;
+            continue;
+        }
+        if (shown >= max) {
+            more++;
+            continue;
+        }
         printf("%sat %s\n", indent, rep_frame(s, f));
         shown++;
+    }
+    /* grouped by stack, what the rows leave out is said: the whole stack is what they group by */
+    if (g && cmh_sites_group_by(g) == CMH_GROUP_STACK && (left || more)) {
+        printf("%s(", indent);
+        if (left) printf("%u frame%s of machinery left out", left, left == 1 ? "" : "s");
+        if (more) printf("%s%u more frame%s outward", left ? ", " : "", more, more == 1 ? "" : "s");
+        printf("; --json lists them all)\n");
     }
 }
 

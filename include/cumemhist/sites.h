@@ -77,6 +77,11 @@ uint32_t cmh_sites_segment_stack(const cmh_sites *g, uint32_t seg, int *from_blo
  * reports show it (rep_print_frames), so a profile's own ("flat") bytes are the site's bytes.
  * 0 for a stack whose site is its innermost frame, or that has no frame. */
 uint32_t cmh_sites_leaf_machinery(const cmh_sites *g, uint32_t stack);
+/* Whether the frame at position k of a stack (0 innermost) is drawn by the exports that draw
+ * stacks (pprof, folded stacks, the flamegraph): every frame from the site outward, and inside
+ * the site a third-party package's (not machinery: gpulib.device_alloc under site-packages,
+ * called from the user's line, is the function that allocated); the machinery inside it not. */
+int cmh_sites_drawn(const cmh_sites *g, uint32_t stack, uint32_t k);
 /* Which default rule made a frame machinery (a name from cmh_site_rule_names), "skip" for a
  * user's rule, NULL when it is not machinery. */
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id);
