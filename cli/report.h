@@ -27,7 +27,7 @@ extern const char *const rep_group_names[];
 #define CLI_OPT_JSON(j) {"--json", NULL, CLI_FLAG, (j), NULL, "machine-readable output (exact integers)", NULL, 0, 0, NULL}
 #define CLI_OPTS_ATTRIBUTION                                                                                     \
     {"--group-by", NULL, CLI_CHOICE, &rep_attribution.group_by, "site|stack|module|file|package",                        \
-     "site (default): the user's frame, however the framework got there;\nstack: the whole stack; module: who called the driver; file: the site's file", \
+     "site (default): the user's frame, however the framework got there;\nstack: the whole stack (printed from the site outward);\nmodule: who called the driver; file: the site's file;\npackage: the third-party package it went through, else the site's", \
      rep_group_names, 0, 0, NULL},                                                                               \
     {"--skip", NULL, CLI_LIST, &rep_attribution.skips, "REGEX",                                                  \
      "frames whose function, file or module match are machinery too\n(repeatable; docs/ATTRIBUTION.md has the defaults)", NULL, 0, 0, NULL}, \
