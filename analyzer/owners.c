@@ -120,6 +120,8 @@ static void on_block(void *arg, const cmh_live_block *b)
     else if (lib && !strcmp(lib, "PyTorch"))
         add_row(a, CMH_OWN_TORCH_RESERVED, c->t ? "PyTorch, outside its caching allocator" : "PyTorch (caching allocator, reserved)", b->size, 1);
     else if (lib) add_row(a, CMH_OWN_LIBRARY, lib, b->size, 1);
+    else if (cmh_sites_owner_package(c->g, cmh_sites_group(c->g, b->stack))) /* a Python library: by its name, not "program" */
+        add_row(a, CMH_OWN_LIBRARY, owner, b->size, 1);
     else {
         snprintf(name, sizeof name, "program (%s)", owner);
         add_row(a, CMH_OWN_PROGRAM, name, b->size, 1);

@@ -49,6 +49,7 @@ typedef struct sgroup {
     uint32_t stack, site_frame; /* site_frame UINT32_MAX: no frame */
     const char *owner;
     char *package; /* --group-by package only (owned) */
+    int owner_package; /* the owner is a third-party package (a Python library under site-packages) */
 } sgroup;
 
 struct cmh_sites {
@@ -62,6 +63,8 @@ struct cmh_sites {
     sgroup *groups;
     uint32_t ngroups, cap;
     cmh_oatab index; /* group key hash -> group */
+    char **names;    /* owners made from a path (a package's directory), owned */
+    uint32_t nnames, capnames;
 };
 
 /* ---- the rules ---- */
@@ -242,6 +245,12 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
     const char *bare = q;
     while (starts(bare, "(anonymous namespace)::")) bare += strlen("(anonymous namespace)::");
     if (starts(mod, "libcumemhist")) return R_CUMEMHIST;
+    /* ctypes' glue, how a Python caller reaches the driver: libffi and _ctypes (its module, or the
+     * names a recorder without modules keeps).  CPython's machinery, never a package or an owner:
+     * as a system library libffi.so.8 was the "package" of every ctypes allocation. */
+    static const char *const ffi_mods[] = {"libffi.so", "libffi-", "_ctypes.", "_ctypes_", NULL};
+    static const char *const ffi_funcs[] = {"ffi_call", "ffi_closure", "_ctypes_callproc", "_call_function_pointer", NULL};
+    if (starts_any(mod, ffi_mods) || (f->module < 0 && !ends(file, ".py") && starts_any(nb, ffi_funcs))) return R_CPYTHON;
     if (starts(mod, "libcuda.so") || starts(mod, "libcuda-")) return R_DRIVER;
     static const char *const runtime_mods[] = {"libcudart", NULL};
     /* cudaMalloc & co. of a statically linked runtime live in the program itself */
@@ -420,6 +429,7 @@ static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, cha
     if (p) {
         p = strchr(p, '/') + 1;
         size_t n = strcspn(p, "/");
+        if (n > 4 && p[n] == '/' && !strncmp(p + n - 4, ".egg", 4)) p += n + 1, n = strcspn(p, "/"); /* NAME-1.0-py3.11.egg/NAME/ */
         if (n > 3 && !p[n] && ends(p, ".py")) n -= 3; /* a one-file module */
         snprintf(out, cap, "%.*s", (int)n, p);
     } else if (*file && package_dir(file)) snprintf(out, cap, "python standard library");
@@ -478,10 +488,49 @@ static int same_group(const cmh_sites *g, const sgroup *a, uint32_t stack, uint3
     }
 }
 
+/* A name made for an owner, kept for the life of g (NULL: no memory). */
+static const char *intern(cmh_sites *g, const char *name)
+{
+    for (uint32_t i = 0; i < g->nnames; i++)
+        if (!strcmp(g->names[i], name)) return g->names[i];
+    char *c = strdup(name);
+    if (!c || CMH_GROW(g->names, g->capnames, (uint64_t)g->nnames + 1, 8)) {
+        free(c);
+        return NULL;
+    }
+    return g->names[g->nnames++] = c;
+}
+
+/* The owner a Python frame reached through ctypes names: an installed package by its name (the
+ * directory under site-packages, dist-packages, a venv's or conda's lib/pythonX.Y/site-packages,
+ * Windows' Lib\site-packages: "gpulib", never its __init__.py), the user's own file by its base
+ * name, a package's __init__.py of the user's own by its directory.  *package: an installed one. */
+static const char *python_owner(cmh_sites *g, const cmh_frame *f, int *package)
+{
+    const cmh_snapshot *s = g->s;
+    char file[1024], name[256];
+    cmh_sites_normpath(cmh_str(s, f->filename), file, sizeof file);
+    if (package_dir(file)) {
+        package_of(s, f, R_PACKAGE, name, sizeof name);
+        *package = 1;
+        return intern(g, name);
+    }
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    if (!strcmp(base, "__init__.py") && base > file + 1) { /* a package of the user's: its directory */
+        const char *dir = base - 1;
+        while (dir > file && dir[-1] != '/') dir--;
+        snprintf(name, sizeof name, "%.*s", (int)(base - 1 - dir), dir);
+        return intern(g, name);
+    }
+    return intern(g, base);
+}
+
 /* The owner: the module of the innermost frame that is not the driver, the shared runtime or
  * cumemhist (a static runtime is part of the program that links it). */
-static const char *owner_of(const cmh_sites *g, const cmh_stack *st)
+static const char *owner_of(cmh_sites *g, const cmh_stack *st, int *package)
 {
+    *package = 0;
     const cmh_snapshot *s = g->s;
     if (s->source == CMH_SRC_PYTORCH) return "PyTorch";
     for (uint32_t i = 0; i < st->count; i++) {
@@ -491,7 +540,10 @@ static const char *owner_of(const cmh_sites *g, const cmh_stack *st)
         if (!*mod) {
             /* a Python frame reached through ctypes' glue: the program's script owns it */
             const char *file = f->module < 0 ? cmh_str(s, f->filename) : "";
-            if (ends(file, ".py")) return strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+            if (ends(file, ".py")) {
+                const char *o = python_owner(g, f, package);
+                return o ? o : "?";
+            }
             continue;
         }
         if (starts(mod, "libcumemhist") || starts(mod, "libcuda.so") || starts(mod, "libcuda-") || starts(mod, "libcudart"))
@@ -591,11 +643,14 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
         g->caller[k] = caller;
         g->site[k] = site;
         g->site_at[k] = site != UINT32_MAX ? at : 0;
-        const char *owner = owner_of(g, st);
-        /* its package: the innermost third-party package it went through, else its site's */
+        int owner_package;
+        const char *owner = owner_of(g, st, &owner_package);
+        /* its package: the innermost third-party package it went through on the way from its
+         * site to the allocation, else its site's (the standard library's threading.py outward of
+         * a user's thread function is not where its memory went: "the program") */
         char pkg[256] = "";
         if (g->by == CMH_GROUP_PACKAGE) {
-            for (uint32_t i = 0; i < st->count && !*pkg; i++) {
+            for (uint32_t i = 0; site != UINT32_MAX && i < g->site_at[k] && !*pkg; i++) {
                 uint32_t fid = s->stack_frames[st->first + i];
                 if (g->rule[fid] == R_PACKAGE) package_of(s, &s->frames[fid], R_PACKAGE, pkg, sizeof pkg);
             }
@@ -613,7 +668,7 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
             sl->group = found = g->ngroups;
             char *pcopy = NULL;
             if (g->by == CMH_GROUP_PACKAGE && !(pcopy = strdup(pkg))) goto oom;
-            g->groups[g->ngroups++] = (sgroup){k, site, owner, pcopy};
+            g->groups[g->ngroups++] = (sgroup){k, site, owner, pcopy, owner_package};
         }
         g->gid[k] = found;
     }
@@ -641,6 +696,8 @@ void cmh_sites_free(cmh_sites *g)
     free(g->site_at);
     for (uint32_t i = 0; g->groups && i < g->ngroups; i++) free(g->groups[i].package);
     free(g->groups);
+    for (uint32_t i = 0; i < g->nnames; i++) free(g->names[i]);
+    free(g->names);
     cmh_oa_free(&g->index);
     free(g);
 }
@@ -659,6 +716,7 @@ const cmh_frame *cmh_sites_frame(const cmh_sites *g, uint32_t group)
 
 uint32_t cmh_sites_stack(const cmh_sites *g, uint32_t group) { return group < g->ngroups ? g->groups[group].stack : 0; }
 const char *cmh_sites_owner(const cmh_sites *g, uint32_t group) { return group < g->ngroups ? g->groups[group].owner : ""; }
+int cmh_sites_owner_package(const cmh_sites *g, uint32_t group) { return group < g->ngroups && g->groups[group].owner_package; }
 const char *cmh_sites_package_name(const cmh_sites *g, uint32_t group)
 {
     return group < g->ngroups && g->groups[group].package ? g->groups[group].package : "";
@@ -733,6 +791,12 @@ const cmh_frame *cmh_sites_caller_of(const cmh_sites *g, uint32_t stack)
 uint32_t cmh_sites_leaf_machinery(const cmh_sites *g, uint32_t stack)
 {
     return stack < g->s->nstacks ? g->site_at[stack] : 0;
+}
+
+int cmh_sites_drawn(const cmh_sites *g, uint32_t stack, uint32_t k)
+{
+    if (stack >= g->s->nstacks || k >= g->s->stacks[stack].count) return 0;
+    return k >= g->site_at[stack] || g->rule[g->s->stack_frames[g->s->stacks[stack].first + k]] == R_PACKAGE;
 }
 
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id)

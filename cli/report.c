@@ -501,43 +501,11 @@ int64_t rep_trace_start(const cmh_snapshot *s, int device)
     return cmh_clock_origin(s);
 }
 
-/* A C++ name too long to read, shortened for text: template arguments and parameters left out
- * ("a::b<...>::f(int, ...)" reads "a::b<>::f()"); JSON keeps the whole name. */
-static const char *short_name(const char *n, char *buf, size_t cap)
-{
-    if (strlen(n) <= 100) return n;
-    size_t k = 0;
-    int angle = 0, paren = 0;
-    for (const char *p = n; *p && k + 3 < cap; p++) {
-        if (*p == '<' && !paren && !angle++) buf[k++] = '<';
-        else if (*p == '>' && !paren && angle) {
-            if (!--angle) buf[k++] = '>';
-        } else if (*p == '(' && !angle && !paren && !strncmp(p, "(anonymous namespace)", 21)) {
-            memcpy(buf + k, "(anon)", 6);
-            k += 6;
-            p += 20;
-        } else if (*p == '(' && !angle) {
-            if (!paren++) buf[k++] = '(';
-        } else if (*p == ')' && !angle && paren) {
-            if (!--paren) buf[k++] = ')';
-        } else if (!angle && !paren) buf[k++] = *p;
-    }
-    buf[k] = 0;
-    return buf;
-}
-
 const char *rep_frame(const cmh_snapshot *s, const cmh_frame *f)
 {
     static char ring[4][1400];
     static int k;
-    char *b = ring[k++ & 3], sbuf[512];
-    const char *name = short_name(cmh_str(s, f->name), sbuf, sizeof sbuf), *file = cmh_str(s, f->filename),
-               *mod = cmh_frame_module(s, f);
-    if (f->line > 0) snprintf(b, sizeof ring[0], "%.900s (%.400s:%" PRId64 ")", name, file, f->line);
-    else if (*file && strcmp(file, "??")) snprintf(b, sizeof ring[0], "%.900s (%.400s)", name, file);
-    else if (*mod) snprintf(b, sizeof ring[0], "%.900s (%.400s)", name, mod);
-    else snprintf(b, sizeof ring[0], "%.900s", name);
-    return b;
+    return cmh_frame_text(s, f, ring[k++ & 3], sizeof ring[0]);
 }
 
 const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x)
@@ -558,51 +526,43 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
 void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent)
 {
     const cmh_stack *st = &s->stacks[stack < s->nstacks ? stack : 0];
-    /* grouped by whole stacks, the whole stack: it is what tells the rows apart */
-    const cmh_frame *site = g && cmh_sites_group_by(g) != CMH_GROUP_STACK ? cmh_sites_site_of(g, stack) : NULL;
+    /* from the site outward, in every grouping: grouped by whole stacks too, the frames that
+     * tell two rows apart are the callers, not the machinery inside the site (six frames of
+     * libffi and _ctypes, or of PyTorch's stack walker and allocator, the same on every row) */
+    const cmh_frame *site = g ? cmh_sites_site_of(g, stack) : NULL;
     /* from a user's frame, the user's frames; from a fallback (all machinery), every frame */
     int hide = site && !cmh_sites_machinery(g, (uint32_t)(site - s->frames));
     int started = !site, shown = 0;
-    for (uint32_t i = 0; i < st->count && shown < max; i++) {
+    uint32_t left = 0, more = 0;
+    for (uint32_t i = 0; i < st->count; i++) {
         uint32_t fid = s->stack_frames[st->first + i];
         const cmh_frame *f = &s->frames[fid];
         if (!started) started = f == site;
-        if (!started || (hide && f != site && cmh_sites_machinery(g, fid))) continue;
+        if (!started || (hide && f != site && cmh_sites_machinery(g, fid))) {
+            left++;
+            continue;
+        }
+        if (shown >= max) {
+            more++;
+            continue;
+        }
         printf("%sat %s\n", indent, rep_frame(s, f));
         shown++;
+    }
+    /* grouped by stack, what the rows leave out is said: the whole stack is what they group by */
+    if (g && cmh_sites_group_by(g) == CMH_GROUP_STACK && (left || more)) {
+        printf("%s(", indent);
+        if (left) printf("%u frame%s of machinery left out", left, left == 1 ? "" : "s");
+        if (more) printf("%s%u more frame%s outward", left ? ", " : "", more, more == 1 ? "" : "s");
+        printf("; --json lists them all)\n");
     }
 }
 
 void rep_print_callers(const cmh_snapshot *s, const cmh_site *x, const char *indent)
 {
-    /* only where the split says something: two callers or more, or one and the rest */
-    if (x->ncallers < 2 && !(x->ncallers == 1 && x->callers_other.bytes)) return;
-    printf("%sby caller:", indent);
-    uint32_t shown = x->ncallers < REP_CALLERS_SHOWN ? x->ncallers : REP_CALLERS_SHOWN;
-    for (uint32_t i = 0; i < shown; i++)
-        printf("%s %s %s%s", i ? "," : "", rep_size((double)x->callers[i].bytes), rep_frame(s, &s->frames[x->callers[i].frame]),
-               x->callers_judged && x->callers[i].growing ? " (growing)" : "");
-    uint64_t rest = x->callers_other.bytes;
-    for (uint32_t i = shown; i < x->ncallers; i++) rest += x->callers[i].bytes;
-    if (rest) printf(", %s from %s", rep_size((double)rest), x->callers_seen > shown ? "other callers" : "no caller");
-    printf("\n");
-    /* a growing site called from several lines (a helper, a ctypes wrapper): whose blocks grow,
-     * and how much of the row's bytes are theirs */
-    if (!x->callers_judged) return;
-    uint64_t grows = 0;
-    uint32_t ng = 0, first = 0;
-    for (uint32_t i = 0; i < x->ncallers; i++)
-        if (x->callers[i].growing) {
-            if (!ng++) first = i;
-            grows += x->callers[i].bytes;
-        }
-    if (!ng || grows >= x->bytes) return;
-    if (ng == 1)
-        printf("%sthe growth comes from one caller, %s: %s of the row's %s (its other callers' blocks do not grow)\n", indent,
-               rep_frame(s, &s->frames[x->callers[first].frame]), rep_size((double)grows), rep_size((double)x->bytes));
-    else
-        printf("%sthe growth comes from %u callers, marked growing: %s of the row's %s (the other callers' blocks do not grow)\n", indent, ng,
-               rep_size((double)grows), rep_size((double)x->bytes));
+    char line[8192];
+    if (cmh_site_callers_text(s, x, line, sizeof line)) printf("%s%s\n", indent, line);
+    if (cmh_site_callers_growth_text(s, x, line, sizeof line)) printf("%s%s\n", indent, line);
 }
 
 void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent)

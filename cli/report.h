@@ -27,7 +27,7 @@ extern const char *const rep_group_names[];
 #define CLI_OPT_JSON(j) {"--json", NULL, CLI_FLAG, (j), NULL, "machine-readable output (exact integers)", NULL, 0, 0, NULL}
 #define CLI_OPTS_ATTRIBUTION                                                                                     \
     {"--group-by", NULL, CLI_CHOICE, &rep_attribution.group_by, "site|stack|module|file|package",                        \
-     "site (default): the user's frame, however the framework got there;\nstack: the whole stack; module: who called the driver; file: the site's file", \
+     "site (default): the user's frame, however the framework got there;\nstack: the whole stack (printed from the site outward);\nmodule: who called the driver; file: the site's file;\npackage: the third-party package it went through, else the site's", \
      rep_group_names, 0, 0, NULL},                                                                               \
     {"--skip", NULL, CLI_LIST, &rep_attribution.skips, "REGEX",                                                  \
      "frames whose function, file or module match are machinery too\n(repeatable; docs/ATTRIBUTION.md has the defaults)", NULL, 0, 0, NULL}, \
@@ -166,8 +166,8 @@ const char *rep_owner_tag(const cmh_sites *g, uint32_t group, char *buf, size_t 
 /* The frames of a stack from its site outward, machinery left out, at most max. */
 void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent);
 /* A site's bytes by the lines that called it ("by caller: 36.0 MiB step (train.py:20), ..."),
- * when it has two callers or more: the largest REP_CALLERS_SHOWN, then the rest. */
-#define REP_CALLERS_SHOWN 3
+ * when it has two callers or more, and which of them grow (cmh_site_callers_text and
+ * cmh_site_callers_growth_text, the HTML report's words too). */
 void rep_print_callers(const cmh_snapshot *s, const cmh_site *x, const char *indent);
 /* What the GPU was doing at time t (kernel timing, when recorded). */
 void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent);

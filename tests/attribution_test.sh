@@ -203,4 +203,22 @@ import json
 x = json.load(open('wrap.json'))[0]['sites'][0]
 c = {(y['bytes'] >> 20): (y['growing'], y['rate_bytes_per_step']) for y in x['callers']}
 assert x['verdict'] == 'growing' and c == {64: (False, 0), 10: (True, 1 << 20)}, (x['verdict'], c)\""
+# ... and the HTML report says it too, in the same words: its leak table had no split by caller
+# (the helper read as a growing leak of all of its bytes), nor its peak table (two_sites' helper)
+"$CMH" report -o wrap.html wrap.cmh >/dev/null 2>&1
+"$CMH" report -o two.html two.cmh >/dev/null 2>&1
+"$CMH" peak two.cmh >twopeak.txt 2>&1
+check "report: the leak and peak tables carry leaks' and peak's 'by caller' lines and whose blocks grow, word for word" "py - <<'PY'
+import html, re
+def lines(path, cls, row):
+    rows = ''.join(re.findall(r'<tr class=\"%s\".*?</tr>' % row, open(path).read(), re.S))
+    return [html.unescape(m) for m in re.findall(r'<div class=\"%s[^\"]*\">([^<]*)</div>' % cls, rows)]
+def text(path, start):
+    return [l.strip() for l in open(path) if l.strip().startswith(start)]
+w = lines('wrap.html', 'r-callers r-muted', 'end-site'), lines('wrap.html', 'r-callers-growth', 'end-site')
+assert w[0] == text('wrap.txt', 'by caller:') and len(w[0]) == 1, (w, text('wrap.txt', 'by caller:'))
+assert w[1] == text('wrap.txt', 'the growth comes from') and len(w[1]) == 1, w
+t = lines('two.html', 'r-callers r-muted', 'peak-site')
+assert set(t) == set(text('twopeak.txt', 'by caller:')) and t, (t, text('twopeak.txt', 'by caller:'))
+PY"
 finish

@@ -247,12 +247,65 @@ static void test_python_over_ctypes(void)
     cmh_sites *g = sites(&s, CMH_GROUP_SITE, 0, NULL, 0);
     CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sa), &s.frames[grab]);
     CU_ASSERT_STRING_EQUAL(cmh_sites_owner(g, cmh_sites_group(g, sa)), "prog.py");
-    /* no user line: the innermost package frame (libffi is one, as is the standard library) */
-    CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sb), &s.frames[ffi]);
+    /* no user line: the innermost package frame (the standard library's threading.py); ctypes'
+     * glue is CPython's machinery, never a package: without Python frames, ffi_call as CPython's */
+    CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sb), &s.frames[run]);
     CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sc), &s.frames[ffi]);
     CU_ASSERT_STRING_EQUAL(cmh_sites_rule(g, eval), "cpython");
+    CU_ASSERT_STRING_EQUAL(cmh_sites_rule(g, ffi), "cpython");
+    CU_ASSERT_STRING_EQUAL(cmh_sites_rule(g, ct), "cpython");
+    CU_ASSERT(cmh_sites_machinery(g, ffi) && !cmh_sites_package(g, ffi));
+    cmh_sites_free(g);
+    /* --group-by package: the user's helper over ctypes is the program's, not libffi.so.8's,
+     * and the standard library's threading.py outward of it does not make it the library's */
+    g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
+    CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sa)), "the program");
     cmh_sites_free(g);
     cmh_snapshot_free(&s);
+}
+
+/* a Python library reached through ctypes: an installed package is owned and grouped by its name
+ * (every layout: a venv, conda, dist-packages, Windows' Lib\site-packages, an egg), never by
+ * its __init__.py nor as "program"; the user's own package by its directory */
+static void test_python_package_over_ctypes(void)
+{
+    static const struct {
+        const char *file, *owner;
+        int package;
+    } cases[] = {
+        {"/home/u/env/lib/python3.11/site-packages/gpulib/__init__.py", "gpulib", 1},
+        {"/home/u/proj/.venv/lib/python3.12/site-packages/gpulib/alloc.py", "gpulib", 1},
+        {"/opt/conda/envs/x/lib/python3.10/site-packages/gpulib/core/mem.py", "gpulib", 1},
+        {"/usr/lib/python3/dist-packages/gpulib/__init__.py", "gpulib", 1},
+        {"C:\\Users\\u\\env\\Lib\\site-packages\\gpulib\\__init__.py", "gpulib", 1},
+        {"/x/lib/python3.11/site-packages/gpulib-1.0-py3.11.egg/gpulib/__init__.py", "gpulib", 1},
+        {"/x/lib/python3.11/site-packages/gpumod.py", "gpumod", 1},
+        {"/home/u/proj/mylib/__init__.py", "mylib", 0},
+        {"/home/u/proj/mylib/gpu.py", "gpu.py", 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        cmh_snapshot s;
+        cmh_snapshot_init(&s);
+        uint32_t drv = frame(&s, "cuMemAlloc_v2", "libcuda.so.1", 0, "/x/libcuda.so.1");
+        uint32_t ffi = frame(&s, "ffi_call", "libffi.so.8", 0, "/lib/x86_64-linux-gnu/libffi.so.8");
+        uint32_t ct = frame(&s, "_ctypes_callproc", "", 0, "/usr/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so");
+        uint32_t lib = frame(&s, "device_alloc", cases[k].file, 12, "");
+        uint32_t user = frame(&s, "build_model", "/home/u/proj/job.py", 7, "");
+        uint32_t a[] = {drv, ffi, ct, lib, user};
+        uint32_t sa = stack(&s, a, 5);
+        cmh_sites *g = sites(&s, CMH_GROUP_MODULE, 0, NULL, 0);
+        uint32_t gr = cmh_sites_group(g, sa);
+        CU_ASSERT_STRING_EQUAL(cmh_sites_owner(g, gr), cases[k].owner);
+        CU_ASSERT_EQUAL(cmh_sites_owner_package(g, gr), cases[k].package);
+        if (strcmp(cmh_sites_owner(g, gr), cases[k].owner)) fprintf(stderr, "%s: owner %s\n", cases[k].file, cmh_sites_owner(g, gr));
+        cmh_sites_free(g);
+        g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
+        const char *want = cases[k].package ? cases[k].owner : "the program";
+        CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sa)), want);
+        CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sa), &s.frames[cases[k].package ? user : lib]);
+        cmh_sites_free(g);
+        cmh_snapshot_free(&s);
+    }
 }
 
 /* one allocating function called from two lines: one site, two stacks */
@@ -510,6 +563,7 @@ int main(void)
     CMH_ADD_TEST(s, test_site_and_fallback);
     CMH_ADD_TEST(s, test_groupings);
     CMH_ADD_TEST(s, test_python_over_ctypes);
+    CMH_ADD_TEST(s, test_python_package_over_ctypes);
     CMH_ADD_TEST(s, test_corpus);
     CMH_ADD_TEST(s, test_helper_callers);
     CMH_ADD_TEST(s, test_normpath);

@@ -6,9 +6,10 @@
  * an icicle, the process at the top and the allocating frame at the bottom of each column; a
  * frame's width is its bytes; its tooltip (<title>) says its bytes, share and blocks.  The
  * user's own site frame of each stack (cumemhist/sites.h) is outlined; machinery is grey.  Both
- * forms start each stack at its site (cmh_sites_leaf_machinery): the frames inside it (the
- * allocator, PyTorch's stack walker, its dispatcher, CPython's calls) are left out, as the reports
- * leave them out, so the bottom of a column is the line the reports name.
+ * forms start each stack at its site (cmh_sites_drawn): the machinery inside it (the allocator,
+ * PyTorch's stack walker, its dispatcher, CPython's calls, ctypes) is left out, as the reports
+ * leave it out, so the bottom of a column is the line the reports name, or below it the
+ * third-party package that line called (not machinery: a library's allocating function).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -111,13 +112,15 @@ int cmh_flame_folded(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_a
         const cmh_live_stack *x = &l->stacks[i];
         const cmh_stack *st = x->stack && x->stack < s->nstacks ? &s->stacks[x->stack] : NULL;
         if (!st || !st->count) fputs("<no stack>", fp);
-        uint32_t leaf = st && g ? cmh_sites_leaf_machinery(g, x->stack) : 0; /* the machinery inside the site, left out */
-        for (uint32_t k = st ? st->count : 0; k-- > leaf;) { /* outermost first */
+        int first = 1;
+        for (uint32_t k = st ? st->count : 0; k-- > 0;) { /* outermost first */
+            if (g && !cmh_sites_drawn(g, x->stack, k)) continue; /* the machinery inside the site, left out */
             cmh_svg_frame(s, &s->frames[s->stack_frames[st->first + k]], lab, sizeof lab);
             for (char *c = lab; *c; c++)
                 if (*c == ';' || *c == '\n') *c = ':';
+            if (!first) fputc(';', fp);
             fputs(lab, fp);
-            if (k > leaf) fputc(';', fp);
+            first = 0;
         }
         fprintf(fp, " %" PRIu64 "\n", x->bytes);
     }
@@ -297,8 +300,8 @@ int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *
             t.n[c].bytes += x->bytes, t.n[c].blocks += x->blocks;
             depth = 1;
         }
-        uint32_t leaf = st && g ? cmh_sites_leaf_machinery(g, x->stack) : 0;
-        for (uint32_t k = st ? st->count : 0; k-- > leaf;) {
+        for (uint32_t k = st ? st->count : 0; k-- > 0;) {
+            if (g && !cmh_sites_drawn(g, x->stack, k)) continue;
             uint32_t f = s->stack_frames[st->first + k];
             int64_t c = add_child(&t, at, f);
             if (c < 0) goto nomem;

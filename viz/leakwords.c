@@ -3,6 +3,7 @@
  * `leaks`, its JSON, the HTML report and `ranks` can never say two things of one verdict.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -292,5 +293,96 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
                          size, blocks, p->grew_slices, CMH_LEAK_RATE_SLICES, span);
         }
     }
+    return buf;
+}
+
+/* A C++ name too long to read, shortened for text: template arguments and parameters left out
+ * ("a::b<...>::f(int, ...)" reads "a::b<>::f()"); JSON keeps the whole name. */
+static const char *short_name(const char *n, char *buf, size_t cap)
+{
+    if (strlen(n) <= 100) return n;
+    size_t k = 0;
+    int angle = 0, paren = 0;
+    for (const char *p = n; *p && k + 7 < cap; p++) {
+        if (*p == '<' && !paren && !angle++) buf[k++] = '<';
+        else if (*p == '>' && !paren && angle) {
+            if (!--angle) buf[k++] = '>';
+        } else if (*p == '(' && !angle && !paren && !strncmp(p, "(anonymous namespace)", 21)) {
+            memcpy(buf + k, "(anon)", 6);
+            k += 6;
+            p += 20;
+        } else if (*p == '(' && !angle) {
+            if (!paren++) buf[k++] = '(';
+        } else if (*p == ')' && !angle && paren) {
+            if (!--paren) buf[k++] = ')';
+        } else if (!angle && !paren) buf[k++] = *p;
+    }
+    buf[k] = 0;
+    return buf;
+}
+
+const char *cmh_frame_text(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap)
+{
+    char sbuf[512];
+    const char *name = short_name(cmh_str(s, f->name), sbuf, sizeof sbuf), *file = cmh_str(s, f->filename),
+               *mod = cmh_frame_module(s, f);
+    if (f->line > 0) snprintf(buf, cap, "%.900s (%.400s:%" PRId64 ")", name, file, f->line);
+    else if (*file && strcmp(file, "??")) snprintf(buf, cap, "%.900s (%.400s)", name, file);
+    else if (*mod) snprintf(buf, cap, "%.900s (%.400s)", name, mod);
+    else snprintf(buf, cap, "%.900s", name);
+    return buf;
+}
+
+/* append printf-style to buf at *at (what fits) */
+static void add(char *buf, size_t cap, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add(char *buf, size_t cap, size_t *at, const char *fmt, ...)
+{
+    if (*at >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *at, cap - *at, fmt, ap);
+    va_end(ap);
+    if (n > 0) *at = *at + (size_t)n < cap ? *at + (size_t)n : cap - 1;
+}
+
+const char *cmh_site_callers_text(const cmh_snapshot *s, const cmh_site *x, char *buf, size_t cap)
+{
+    /* only where the split says something: two callers or more, or one and the rest */
+    if (x->ncallers < 2 && !(x->ncallers == 1 && x->callers_other.bytes)) return NULL;
+    char fr[1400];
+    size_t at = 0;
+    buf[0] = 0;
+    add(buf, cap, &at, "by caller:");
+    uint32_t shown = x->ncallers < CMH_CALLERS_SHOWN ? x->ncallers : CMH_CALLERS_SHOWN;
+    for (uint32_t i = 0; i < shown; i++)
+        add(buf, cap, &at, "%s %s %s%s", i ? "," : "", cmh_svg_size((double)x->callers[i].bytes),
+            cmh_frame_text(s, &s->frames[x->callers[i].frame], fr, sizeof fr), x->callers_judged && x->callers[i].growing ? " (growing)" : "");
+    uint64_t rest = x->callers_other.bytes;
+    for (uint32_t i = shown; i < x->ncallers; i++) rest += x->callers[i].bytes;
+    if (rest) add(buf, cap, &at, ", %s from %s", cmh_svg_size((double)rest), x->callers_seen > shown ? "other callers" : "no caller");
+    return buf;
+}
+
+const char *cmh_site_callers_growth_text(const cmh_snapshot *s, const cmh_site *x, char *buf, size_t cap)
+{
+    /* a growing site called from several lines (a helper, a ctypes wrapper): whose blocks grow,
+     * and how much of the row's bytes are theirs */
+    if (!x->callers_judged) return NULL;
+    uint64_t grows = 0;
+    uint32_t ng = 0, first = 0;
+    for (uint32_t i = 0; i < x->ncallers; i++)
+        if (x->callers[i].growing) {
+            if (!ng++) first = i;
+            grows += x->callers[i].bytes;
+        }
+    if (!ng || grows >= x->bytes) return NULL;
+    char fr[1400], row[32];
+    snprintf(row, sizeof row, "%s", cmh_svg_size((double)x->bytes));
+    if (ng == 1)
+        snprintf(buf, cap, "the growth comes from one caller, %s: %s of the row's %s (its other callers' blocks do not grow)",
+                 cmh_frame_text(s, &s->frames[x->callers[first].frame], fr, sizeof fr), cmh_svg_size((double)grows), row);
+    else
+        snprintf(buf, cap, "the growth comes from %u callers, marked growing: %s of the row's %s (the other callers' blocks do not grow)", ng,
+                 cmh_svg_size((double)grows), row);
     return buf;
 }

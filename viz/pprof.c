@@ -2,9 +2,11 @@
  * pprof.c - pprof's profile.proto (github.com/google/pprof, proto/profile.proto), gzipped, as
  * `go tool pprof` and Speedscope read it: live bytes and blocks at the end and at the allocated
  * peak, four sample types, one sample per stack.  pprof gives a leaf frame the "flat" bytes, so
- * each stack starts at its site (cmh_sites_leaf_machinery): the machinery inside it
- * (torch::unwind::unwind(), the caching allocator, the dispatcher, CPython, the driver) is left
- * out, as every report leaves it out, and "flat" is what `peak` and `leaks` give the site.
+ * each stack starts at its site (cmh_sites_drawn): the machinery inside it
+ * (torch::unwind::unwind(), the caching allocator, the dispatcher, CPython, ctypes, the driver)
+ * is left out, as every report leaves it out, and "flat" is what `peak` and `leaks` give the
+ * site; a third-party package's frames inside the site (a library's allocating function under
+ * site-packages, called from the user's line) are not machinery and stay, the flat bytes theirs.
  *
  * The protobuf is written by a small wire-format writer of our own rather than protobuf-c: the
  * profile needs only varints and length-delimited fields of six message types, and protobuf-c
@@ -154,9 +156,10 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     for (uint32_t i = 0; i < nm && !nomem; i++) {
         const cmh_stack *sk = m[i].stack && m[i].stack < s->nstacks ? &s->stacks[m[i].stack] : NULL;
         packed.n = 0;
-        uint32_t nf = sk ? sk->count : 0, leaf = sk ? cmh_sites_leaf_machinery(g, m[i].stack) : 0;
-        for (uint32_t k = leaf; k < nf || (!nf && k == 0); k++) {
+        uint32_t nf = sk ? sk->count : 0;
+        for (uint32_t k = 0; k < nf || (!nf && k == 0); k++) {
             uint32_t f = nf ? s->stack_frames[sk->first + k] : s->nframes; /* a stackless sample: one "<no stack>" frame */
+            if (nf && !cmh_sites_drawn(g, m[i].stack, k)) continue; /* machinery inside the site */
             if (!loc_of[f]) {
                 const cmh_frame *fr = nf ? &s->frames[f] : NULL;
                 const char *name = fr ? cmh_str(s, fr->name) : "<no stack>", *file = fr ? cmh_str(s, fr->filename) : "";

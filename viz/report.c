@@ -36,7 +36,7 @@ static const char g_css[] =
     ".r-wrap{overflow-x:auto}table{border-collapse:collapse;width:100%;font-size:13px}"
     "th,td{padding:5px 8px;border-bottom:1px solid #eceef2;text-align:left;vertical-align:top}"
     "th{color:#5b6475;font-weight:600;white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
-    "td.site{overflow-wrap:anywhere;min-width:14em}"
+    "td.site{overflow-wrap:anywhere;min-width:14em}.r-callers,.r-callers-growth{font-size:12px;margin-top:3px;font-weight:normal}"
     ".r-bar{height:10px;background:#e8ebf1;border-radius:3px;overflow:hidden;min-width:80px}"
     ".r-bar i{display:block;height:100%;background:#2d6fe8}.r-bar i.c{background:#e8912d}.r-bar i.u{background:#9aa3b2}"
     ".r-fbar{display:flex;height:12px;border-radius:3px;overflow:hidden;min-width:120px;background:#eee}"
@@ -62,6 +62,23 @@ static void site_label(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack
     const cmh_frame *f = g && stack ? cmh_sites_site_of(g, stack) : NULL;
     if (f) cmh_svg_frame(s, f, buf, cap);
     else snprintf(buf, cap, "%s", stack ? "(no frame)" : "<no stack recorded>");
+}
+
+/* Under a site's name, its bytes by the line that called it and, in leaks, which of those
+ * callers grow: the words `peak` and `leaks` print (cumemhist/leakwords.h), from the same report. */
+static void callers(FILE *fp, const cmh_snapshot *s, const cmh_site *x)
+{
+    char line[8192];
+    if (cmh_site_callers_text(s, x, line, sizeof line)) {
+        fputs("<div class=\"r-callers r-muted\">", fp);
+        esc(fp, line);
+        fputs("</div>", fp);
+    }
+    if (cmh_site_callers_growth_text(s, x, line, sizeof line)) {
+        fputs("<div class=\"r-callers-growth r-leak\">", fp);
+        esc(fp, line);
+        fputs("</div>", fp);
+    }
 }
 
 /* The blocks live at the end (one replay for every sparkline). */
@@ -313,6 +330,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             /* the peak report's own figures, machine-readable (tests/facts_test.py) */
             fprintf(fp, "<tr class=\"peak-site\" data-device=\"%d\" data-bytes=\"%" PRIu64 "\"><td class=\"site\">", dev, x->bytes);
             esc(fp, buf);
+            callers(fp, s, x);
             fputs("</td><td class=\"nw\">", fp);
             esc(fp, g ? cmh_sites_owner(g, x->group) : "");
             fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%.1f%%</td><td class=\"n nw\">%" PRIu64 "</td></tr>\n", SZ(x->bytes),
@@ -343,6 +361,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             esc(fp, cmh_leak_site_text(x, words, sizeof words));
             fputs("\"><td class=\"site\">", fp);
             esc(fp, buf);
+            callers(fp, s, x);
             fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu64 "</td><td><span class=\"%s\">", SZ(x->bytes), x->count,
                     x->growing ? "r-leak" : "r-muted");
             esc(fp, cmh_leak_site_text(x, words, sizeof words));

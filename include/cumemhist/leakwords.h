@@ -33,6 +33,20 @@ const char *cmh_leak_site_word(const cmh_site *x);
  * step", "growth cannot be judged: ..." */
 const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t cap);
 
+/* A frame as every text report names it: "name (file:line)", "name (file)", "name (module)";
+ * a C++ name too long to read without its template arguments and parameters. */
+const char *cmh_frame_text(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap);
+/* A site's bytes by the line that called it (peak, leaks, oom and the HTML report): "by caller:
+ * 64.0 MiB build_model (job.py:7), 40.0 MiB prefetch (job.py:11) (growing)", the largest
+ * CMH_CALLERS_SHOWN, then what other callers hold.  NULL where the split says nothing (fewer
+ * than two callers). */
+#define CMH_CALLERS_SHOWN 3
+const char *cmh_site_callers_text(const cmh_snapshot *s, const cmh_site *x, char *buf, size_t cap);
+/* A growing site of several callers, each judged alone (leaks): "the growth comes from one
+ * caller, prefetch (job.py:11): 40.0 MiB of the row's 104.0 MiB (its other callers' blocks do
+ * not grow)".  NULL where no caller was judged growing, or all of the row grows. */
+const char *cmh_site_callers_growth_text(const cmh_snapshot *s, const cmh_site *x, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -58,6 +58,9 @@ int cmh_sites_group_by(const cmh_sites *g);
 const cmh_frame *cmh_sites_frame(const cmh_sites *g, uint32_t group);
 uint32_t cmh_sites_stack(const cmh_sites *g, uint32_t group);
 const char *cmh_sites_owner(const cmh_sites *g, uint32_t group);
+/* Whether a group's owner is a third-party package (a Python library under site-packages reached
+ * through ctypes: "gpulib"), not the program's own code. */
+int cmh_sites_owner_package(const cmh_sites *g, uint32_t group);
 /* The site frame of one stack, and whether a frame is machinery. */
 const cmh_frame *cmh_sites_site_of(const cmh_sites *g, uint32_t stack);
 int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id);
@@ -74,6 +77,11 @@ uint32_t cmh_sites_segment_stack(const cmh_sites *g, uint32_t seg, int *from_blo
  * reports show it (rep_print_frames), so a profile's own ("flat") bytes are the site's bytes.
  * 0 for a stack whose site is its innermost frame, or that has no frame. */
 uint32_t cmh_sites_leaf_machinery(const cmh_sites *g, uint32_t stack);
+/* Whether the frame at position k of a stack (0 innermost) is drawn by the exports that draw
+ * stacks (pprof, folded stacks, the flamegraph): every frame from the site outward, and inside
+ * the site a third-party package's (not machinery: gpulib.device_alloc under site-packages,
+ * called from the user's line, is the function that allocated); the machinery inside it not. */
+int cmh_sites_drawn(const cmh_sites *g, uint32_t stack, uint32_t k);
 /* Which default rule made a frame machinery (a name from cmh_site_rule_names), "skip" for a
  * user's rule, NULL when it is not machinery. */
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id);
