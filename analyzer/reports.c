@@ -718,7 +718,11 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             if (one.verdict == CMH_LEAK_GROWING) *x = one, x->thread = own->thread;
         }
         for (uint32_t t = 1; !by_threads && nthreads >= 2 && t <= maxthread && x->verdict != CMH_LEAK_GROWING; t++) {
-            int owner = own && own->thread == t;
+            /* the thread that made every still-live block of it judges it when nothing else can;
+             * not one of several (the first of them seen is the hash table's order: a site of
+             * main's model and a cache another thread filled in one go read 'state' in 1 run of
+             * 12, judged by main's steps, and 'held, steps not found' in the others) */
+            int owner = own && !own->mixed && own->thread == t;
             if (!holds[t] || !steps[t].npoints) continue;
             cmh_site one = *x;
             if (!series_of(&c, x->group, t, L, steps[t].npoints) && !owner) continue;
