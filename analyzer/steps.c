@@ -866,12 +866,6 @@ static int by_period(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
     return CMH_OK;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* One recording thread's loop of a single allocation an iteration (a prefetch thread keeping a
  * buffer, then waiting for the next batch): its events are one operation repeated, no pattern of
  * two events or more, so neither anchors nor a period find it, and the record's steps, cut from
@@ -900,7 +894,8 @@ static int by_pace(const cmh_replay *r, const ev *v, uint32_t nv, uint32_t **sta
     int64_t n = cmh_replay_length(r), t0 = 0, t1 = 0;
     for (int64_t i = 0; i < n && !t0; i++) t0 = cmh_entry_time(s, cmh_replay_entry(r, i));
     for (int64_t i = n - 1; i >= 0 && !t1; i--) t1 = cmh_entry_time(s, cmh_replay_entry(r, i));
-    int64_t *g = malloc((size_t)blen * sizeof *g);
+    /* (times in unsigned arithmetic: a hostile file's may lie anywhere in int64) */
+    uint64_t *g = malloc((size_t)blen * sizeof *g);
     if (!g) return CMH_ENOMEM;
     uint32_t ng = 0;
     int64_t first = cmh_entry_time(s, cmh_replay_entry(r, v[best].pos)), prev = first, last = first;
@@ -908,27 +903,29 @@ static int by_pace(const cmh_replay *r, const ev *v, uint32_t nv, uint32_t **sta
     for (uint32_t k = 1; k < blen && timed; k++) {
         last = cmh_entry_time(s, cmh_replay_entry(r, v[best + k].pos));
         timed = last >= prev && last != 0;
-        if (k >= 2) g[ng++] = last - prev; /* (after the first: the first iteration may set up) */
+        if (timed && k >= 2) g[ng++] = (uint64_t)last - (uint64_t)prev; /* (after the first: the first iteration may set up) */
         prev = last;
     }
-    int paced = timed && t1 > t0 && last > first && (last - first) * 2 >= t1 - t0;
+    uint64_t span = (uint64_t)last - (uint64_t)first, whole = (uint64_t)t1 - (uint64_t)t0;
+    int paced = timed && ng && t1 > t0 && last > first && span >= whole / 2 + whole % 2;
     if (paced) {
-        int64_t lo = g[0];
+        uint64_t lo = g[0];
         for (uint32_t k = 1; k < ng; k++)
             if (g[k] < lo) lo = g[k];
-        qsort(g, ng, sizeof *g, cmp_i64);
-        int64_t med = g[ng / 2];
+        qsort(g, ng, sizeof *g, cmp_u64);
+        uint64_t med = g[ng / 2];
         /* even: in 7 of 10 equal parts of its span at least (of as many as it has allocations,
          * when fewer); a pause stretched by a busy machine makes one gap longer, two bursts
          * fill two parts */
         uint32_t parts = blen < 10 ? blen : 10, hit = 0, mask = 0;
         for (uint32_t k = 0; k < blen; k++) {
-            int64_t t = cmh_entry_time(s, cmh_replay_entry(r, v[best + k].pos)) - first;
-            uint32_t q = (uint32_t)((double)t / (double)(last - first) * parts);
-            mask |= 1u << (q < parts ? q : parts - 1);
+            uint64_t t = (uint64_t)cmh_entry_time(s, cmh_replay_entry(r, v[best + k].pos)) - (uint64_t)first;
+            double f = (double)t / (double)span * parts;
+            uint32_t q = f < parts ? (uint32_t)f : parts - 1;
+            mask |= 1u << q;
         }
         for (uint32_t q = 0; q < parts; q++) hit += mask >> q & 1;
-        paced = med > 0 && lo * 4 >= med && hit * 10 >= parts * 7;
+        paced = med > 0 && lo >= med / 4 && hit * 10 >= parts * 7;
     }
     free(g);
     if (paced) { /* the others' entries meanwhile */
