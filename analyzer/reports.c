@@ -345,6 +345,13 @@ static uint64_t caller_key(uint32_t group, const cmh_frame *f)
     return k ? k : 1;
 }
 
+/* The key of a caller's row over one thread's steps (its blocks that thread made). */
+static uint64_t thread_caller_key(uint64_t k, uint32_t thread)
+{
+    uint64_t t = (k ^ ((uint64_t)thread + 1) * 0xd6e8feb86659fd93ull) * 0x9e3779b97f4a7c15ull;
+    return t ? t : 2;
+}
+
 static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
 {
     uint32_t group = c->sites ? cmh_sites_group(c->sites, b->stack) : b->stack;
@@ -382,6 +389,9 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
     if (c->sites && cmh_sites_group_by(c->sites) == CMH_GROUP_SITE) {
         uint64_t k = caller_key(group, cmh_sites_caller_of(c->sites, b->stack));
         if (k) held_add_to(c, &c->crows, k, c->nsteps ? &c->steps[0] : NULL, b->index, f, b->size);
+        /* and over its thread's own steps (a site judged thread by thread: which callers grow there) */
+        if (k && b->thread && b->thread < c->nsteps)
+            held_add_to(c, &c->crows, thread_caller_key(k, b->thread), &c->steps[b->thread], b->index, f, b->size);
     }
 }
 
@@ -708,7 +718,11 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             if (one.verdict == CMH_LEAK_GROWING) *x = one, x->thread = own->thread;
         }
         for (uint32_t t = 1; !by_threads && nthreads >= 2 && t <= maxthread && x->verdict != CMH_LEAK_GROWING; t++) {
-            int owner = own && own->thread == t;
+            /* the thread that made every still-live block of it judges it when nothing else can;
+             * not one of several (the first of them seen is the hash table's order: a site of
+             * main's model and a cache another thread filled in one go read 'state' in 1 run of
+             * 12, judged by main's steps, and 'held, steps not found' in the others) */
+            int owner = own && !own->mixed && own->thread == t;
             if (!holds[t] || !steps[t].npoints) continue;
             cmh_site one = *x;
             if (!series_of(&c, x->group, t, L, steps[t].npoints) && !owner) continue;
@@ -728,6 +742,26 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 cmh_leak_judge(&steps[0], L, n, &one);
                 x->callers[k].growing = one.verdict == CMH_LEAK_GROWING;
                 x->callers[k].rate = x->callers[k].growing ? one.rate : 0;
+            }
+        }
+        /* growing over its threads' own steps, called from several lines: each caller's blocks
+         * that each growing thread made, judged over that thread's steps (a thread keeping a
+         * buffer an iteration through a helper the main thread called once for its model) */
+        else if (x->verdict == CMH_LEAK_GROWING && (x->thread || x->threads) && x->ncallers >= 2) {
+            uint64_t mask = x->threads ? x->thread_mask : x->thread < 64 ? 1ull << x->thread : 0;
+            x->callers_judged = mask != 0;
+            for (uint32_t k = 0; mask && k < x->ncallers; k++) {
+                uint64_t key = caller_key(x->group, &s->frames[x->callers[k].frame]);
+                x->callers[k].growing = 0;
+                x->callers[k].rate = 0;
+                for (uint32_t t = 1; t < 64 && t <= maxthread; t++) {
+                    cmh_site one = *x;
+                    if (!(mask >> t & 1) || !series_in(&c, &c.crows, thread_caller_key(key, t), L, steps[t].npoints)) continue;
+                    cmh_leak_judge(&steps[t], L, n, &one);
+                    if (one.verdict != CMH_LEAK_GROWING) continue;
+                    x->callers[k].growing = 1;
+                    x->callers[k].rate = (int64_t)((uint64_t)x->callers[k].rate + (uint64_t)one.rate);
+                }
             }
         }
         const first_slot *fs = cmh_oa_find(&c.firsts, (uint64_t)x->group + 1);

@@ -54,6 +54,95 @@ check "its steady twin: held by each thread, growing in none, the gate passes, i
     "[ \$(wc -l <u.txt) -eq 2 ] && grep -q '^ *10 rc 0\$' u.txt &&
      grep -q '^ *10 state \[1, 2, 3\] state: 2.2 MiB held across steps by recording threads 1, 2, 3, growing in none' u.txt"
 
+# Threads of different periods (a stranger's Python job, tests/fixtures/leaks/prefetch_py*.cmh):
+# main makes and frees 32 MiB a step every 0.2 s, a prefetch thread keeps 2 MiB every 0.25 s (20
+# allocations, a leak).  The prefetch thread's loop is one allocation an iteration, no pattern
+# of two events, so it had no steps of its own, and the site was judged over the record's steps,
+# a super-period of both threads' entries that the scheduler decides: 11 records of 12 read
+# 'steps: 4 ... (period 14 entries)', '+8.0 MiB per step over the last 3 steps' (exit 3), the
+# 12th 'steps: 2 ... (period 28 entries)' and 'rising' (exit 5), a live snapshot at 2.8 s '+1.8
+# MiB per step over the last 13 steps'.  Its own steps are its 20 allocations, +2 MiB each.
+HDR="steps: each recording thread's own (their entries interleave as they race, so a pattern across them is the scheduler's): 2 threads repeat 20 steps each (1 to 2 of their own entries a step). Each of the 2 recording threads holding memory repeats 4 or more steps of its own, and is judged by them"
+# prefetch_says FILE: its leaks text and exit status say the prefetch thread's own steps
+prefetch_says() {
+    grep -qxF "$HDR" "$1" && grep -q '^rc 3$' "$1" &&
+        grep -q "^        growing: +2.0 MiB per step over the last 19 steps of recording thread 2 (tid [0-9]*, 'python3')\$" "$1" &&
+        grep -q '^        by caller: 64.0 MiB build_model (.*job.py:7), 40.0 MiB prefetch (.*job.py:11) (growing)$' "$1"
+}
+for f in prefetch_py prefetch_py_odd; do
+    "$CMH" leaks --fail-on-leak "$F/leaks/$f.cmh" >$f.txt 2>&1
+    echo "rc $?" >>$f.txt
+done
+check "a thread keeping 2 MiB every 0.25 s beside a 0.2 s loop: its own 20 steps, +2.0 MiB per step, exit 3, in the typical record and the odd one ($(sed -n 3p prefetch_py_odd.txt | cut -c1-60)|$(sed -n 7p prefetch_py_odd.txt))" \
+    "prefetch_says prefetch_py.txt && prefetch_says prefetch_py_odd.txt"
+"$CMH" leaks --json "$F/leaks/prefetch_py_odd.cmh" | py -c '
+import json, sys
+d = json.load(sys.stdin)[0]
+x = d["sites"][0]
+assert d["steps"]["thread_steps"] == {"threads": 2, "min": 20, "max": 20, "period_entries_min": 1, "period_entries_max": 2}, d["steps"]
+assert (x["verdict"], x["rate_bytes_per_step"], x["growth_steps"], x["thread"]) == ("growing", 2 << 20, 19, 2), x
+' && ok "--json of the odd record: the threads' 20 steps, thread 2 growing 2 MiB per step over 19" || bad "--json of the odd record"
+# the live snapshot of the odd one's process at 2.8 s: its prefix, the same verdict over fewer steps
+"$CMH" leaks --fail-on-leak "$F/leaks/prefetch_py_live.cmh" >live.txt 2>&1
+rc=$?
+check "its live snapshot at 2.8 s: the same verdict, +2.0 MiB per step, exit 3 ($rc: $(grep '^        growing' live.txt))" \
+    "[ $rc -eq 3 ] && grep -q '^        growing: +2.0 MiB per step over the last 11 steps of recording thread 2' live.txt"
+
+# the same job as threads of C (tests/paced_leak.c), 20 runs: one verdict, whatever the race
+i=0
+: >says.txt
+while [ $i -lt 20 ]; do
+    "$CMH" record -q -o pl$i.cmh -- "$B/tests/paced_leak" >/dev/null 2>&1
+    "$CMH" leaks --fail-on-leak pl$i.cmh >pl.txt 2>&1
+    echo "rc $?" >>says.txt
+    grep -E '^steps|^        (growing|state|held|rose|by caller)' pl.txt | sed -e 's/(tid [0-9]*,/(tid N,/' -e 's/ ([^ ]*paced_leak.c:[0-9]*)//g' >>says.txt
+    i=$((i + 1))
+done
+sort says.txt | uniq -c >u.txt
+check "a prefetch thread keeping 2 MiB every 25 ms beside a 20 ms loop: the same verdict in 20 of 20 runs ($(sort -rn u.txt | tr -s ' ' | cut -c1-160 | tr '\n' '|'))" \
+    "[ \$(wc -l <u.txt) -eq 4 ] && grep -q '^ *20 rc 3\$' u.txt && grep -qxF \"     20 \$HDR\" u.txt &&
+     grep -q \"^ *20         growing: +2.0 MiB per step over the last 19 steps of recording thread 2 (tid N, 'prefetch')\$\" u.txt &&
+     grep -q '^ *20         by caller: 64.0 MiB build_model, 40.0 MiB cache_one (growing)\$' u.txt"
+# a live `snapshot PID` of a longer run (60 steps of 50 ms, a buffer kept every 62.5 ms), taken
+# once 30 entries are in: its prefix says the same verdict as the final record, over fewer steps
+REG=$XDG_RUNTIME_DIR/cumemhist
+"$CMH" record -q -o lv.cmh -- "$B/tests/paced_leak" 60 50000 60 62500 >/dev/null 2>&1 &
+rp=$!
+wait_until 30 'ls "$REG"/*.proc >/dev/null 2>&1'
+pid=$(cd "$REG" 2>/dev/null && ls *.proc 2>/dev/null | sed -n 's/\.proc$//p' | head -1)
+wait_until 30 '"$CMH" snapshot "${pid:-0}" -o ls.cmh >/dev/null 2>ls.err && grep -q ": [3-9][0-9] entries so far\|: [0-9]\{3,\} entries so far" ls.err'
+wait $rp
+"$CMH" leaks --fail-on-leak ls.cmh >ls.txt 2>&1
+rcl=$?
+"$CMH" leaks --fail-on-leak lv.cmh >lv.txt 2>&1
+rcf=$?
+check "a live snapshot ($(cat ls.err)) and the final record: the same verdict, +2.0 MiB per step of recording thread 2, exit 3 ($rcl: $(grep '^        growing' ls.txt) | $rcf: $(grep '^        growing' lv.txt))" \
+    "[ $rcl -eq 3 ] && [ $rcf -eq 3 ] && grep -q '^        growing: +2.0 MiB per step over the last [0-9]* steps of recording thread 2' ls.txt &&
+     grep -q \"^        growing: +2.0 MiB per step over the last 59 steps of recording thread 2 (tid [0-9]*, 'prefetch')\$\" lv.txt"
+
+# its twin filling the same 20 buffers back to back (a cache made in one go): no steps of one
+# allocation, not growing, the same in each run
+i=0
+: >says.txt
+while [ $i -lt 5 ]; do
+    "$CMH" record -q -o pb$i.cmh -- "$B/tests/paced_leak" 20 20000 20 0 >/dev/null 2>&1
+    "$CMH" leaks --fail-on-leak pb$i.cmh >pb.txt 2>&1
+    echo "rc $?" >>says.txt
+    grep -E '^steps|^        (growing|state|held|rose)' pb.txt | sed 's/ made within [^,]*,/ made within T,/' >>says.txt
+    i=$((i + 1))
+done
+sort says.txt | uniq -c >u.txt
+check "its twin making the 20 buffers back to back: not growing, the same in 5 of 5 runs ($(tr -s ' ' <u.txt | cut -c1-120 | tr '\n' '|'))" \
+    "! awk '\$1 != 5 { bad = 1 } END { exit !bad }' u.txt && ! grep -q 'growing\|per step' u.txt && ! grep -q 'rc 3' u.txt"
+
+# one of those runs (tests/fixtures/leaks/cache_burst.cmh): the site of main's model and the
+# cache, main's steps found, the cache thread's not.  Judged by main's steps as the thread that
+# "made its blocks" when main came first in the hash table of blocks (the addresses' order):
+# 'state' in 1 run of 12, 'held, steps not found' in the rest
+"$CMH" leaks "$F/leaks/cache_burst.cmh" >cb.txt 2>&1
+check "a site of two threads' blocks, one thread without steps: held, steps not found, whatever the addresses ($(grep -E '^ +104' cb.txt | tr -s ' '))" \
+    "grep -q '^     104.0 MiB      21 .*  held     loop_grab' cb.txt && grep -q '^        held, steps not found: its 21 still-live blocks were made within 54 ms' cb.txt"
+
 # the text report says how it was judged
 "$CMH" leaks e0.cmh >e0.txt
 check "a thread-by-thread verdict names the threads in the text report too" "grep -q 'judged thread by thread' e0.txt"
