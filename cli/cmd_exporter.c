@@ -37,7 +37,7 @@
 #include "live.h"
 
 static const char *g_listen, *g_textfile;
-static int g_remote, g_top = 10, g_interval = 1000, g_analysis = 60000, g_once;
+static int g_remote, g_top = 10, g_interval = 1000, g_analysis = 60000, g_once, g_keep_ended = 300000;
 
 static const cli_option g_opts[] = {
     {"--listen", NULL, CLI_STR, &g_listen, "ADDR:PORT", "serve /metrics there (default 127.0.0.1:9464 unless --textfile)", NULL, 0, 0, NULL},
@@ -46,6 +46,7 @@ static const cli_option g_opts[] = {
     {"--top", NULL, CLI_INT, &g_top, "N", "site series per process and device (default 10)", NULL, 0, 1000, NULL},
     {"--interval", NULL, CLI_INT, &g_interval, "MS", "refresh every MS milliseconds (default 1000)", NULL, 100, 3600000, NULL},
     {"--analysis-interval", NULL, CLI_INT, &g_analysis, "MS", "sites, owners and leak verdicts every MS (default 60000)", NULL, 100, 3600000, NULL},
+    {"--keep-ended", NULL, CLI_INT, &g_keep_ended, "MS", "a process that ends keeps its final series, marked cumemhist_process_ended 1, for MS (default 300000: 5 minutes)", NULL, 0, 86400000, NULL},
     {"--once", NULL, CLI_FLAG, &g_once, NULL, "print the exposition once to standard output (or write the textfile once) and exit", NULL, 0, 0, NULL},
 };
 
@@ -54,8 +55,10 @@ const cli_command cli_cmd_exporter = {
     "Export the CUDA memory of every process you run under cumemhist (or those named) as\n"
     "Prometheus metrics: per process and device allocated, reserved, peak and driver-used bytes,\n"
     "bytes by owner and by top site, out-of-memory errors and dropped entries as counters, and\n"
-    "each growing site's growth per step.  docs/OBSERVABILITY.md lists the metrics, a scrape\n"
-    "configuration and alerting rules.",
+    "each growing site's growth per step.  A process that ends keeps its final series (its last\n"
+    "OOM counted) for --keep-ended, marked cumemhist_process_ended 1; the exporter runs on until\n"
+    "stopped (SIGINT, SIGTERM), named processes ended or not.  docs/OBSERVABILITY.md lists the\n"
+    "metrics, a scrape configuration and alerting rules.",
     g_opts, CLI_NOPTS(g_opts), 0, 64, 0, "cumemhist exporter --listen 127.0.0.1:9464"};
 
 /* ---- the exposition ---- */
@@ -136,7 +139,7 @@ static void head(buf *b, const family *f, int om)
     }
 }
 
-enum { F_ALLOC, F_RESV, F_PEAK_A, F_PEAK_R, F_USED, F_TOTAL, F_CHANGE, F_OWNER, F_SITE, F_GROWTH, F_OOMS, F_RETRIES, F_DROPPED, F_ENTRIES, F_NF };
+enum { F_ALLOC, F_RESV, F_PEAK_A, F_PEAK_R, F_USED, F_TOTAL, F_CHANGE, F_OWNER, F_SITE, F_GROWTH, F_OOMS, F_RETRIES, F_DROPPED, F_ENTRIES, F_ENDED, F_NF };
 static const family g_fam[F_NF] = {
     {"cumemhist_allocated_bytes", "gauge", "bytes", "Bytes in blocks allocated now (blocks in state active_allocated)."},
     {"cumemhist_reserved_bytes", "gauge", "bytes", "Bytes in segments reserved from the driver now."},
@@ -152,6 +155,7 @@ static const family g_fam[F_NF] = {
     {"cumemhist_oom_retries", "counter", NULL, "Out-of-memory errors an allocator above the driver caught and asked again for (memory_summary's cudaMalloc retries), not ones the program saw."},
     {"cumemhist_dropped_entries", "counter", NULL, "Trace entries dropped past the ring's max_entries."},
     {"cumemhist_entries", "counter", NULL, "Trace entries recorded."},
+    {"cumemhist_process_ended", "gauge", NULL, "1 once the process has ended: its series are its final figures, kept for --keep-ended, then gone; 0 while it runs."},
 };
 
 static const char *kind_name(int k)
@@ -185,7 +189,8 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
     for (uint32_t i = 0; i < np; i++) {
         nd[i] = cmh_live_devices(ps->v[i].live, devs[i], 66);
         if (nd[i] > 66) nd[i] = 66;
-        if (analyze) cli_proc_analyze(&ps->v[i], (uint32_t)g_top, 0);
+        /* (one that ended: once more on its final state, then kept: nothing new is read) */
+        if (analyze || ps->v[i].ended) cli_proc_analyze(&ps->v[i], (uint32_t)g_top, 0);
     }
     put(b, "# HELP cumemhist_processes Recorded processes being read.\n# TYPE cumemhist_processes gauge\ncumemhist_processes %u\n", np);
     for (int f = 0; f < F_NF; f++) {
@@ -210,13 +215,15 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
                     v = f == F_USED ? d->mem_total - d->mem_free : d->mem_total;
                     break;
                 case F_CHANGE:
-                    if (!d->change_known) continue; /* no rate yet: no sample, rather than a made-up one */
+                    /* no rate yet: no sample, rather than a made-up one; one that ended changes no more (top: "ended") */
+                    if (!d->change_known || p->ended) continue;
                     sv = d->change_per_min;
                     break;
                 case F_OOMS: v = d->ooms; break;
                 case F_RETRIES: v = d->oom_retries; break;
                 case F_DROPPED: v = d->dropped; break;
                 case F_ENTRIES: v = d->entries; break;
+                case F_ENDED: v = p->ended ? 1 : 0; break;
                 case F_OWNER:
                     for (uint32_t o = 0; a && o < a->nowners; o++) {
                         put(b, "%s", g_fam[f].name);
@@ -268,6 +275,7 @@ static uint64_t fingerprint(cli_procs *ps)
         MIX(&in->pid, sizeof in->pid);
         MIX(&in->bytes, sizeof in->bytes);
         MIX(&p->analyzed_ms, sizeof p->analyzed_ms);
+        MIX(&p->ended, sizeof p->ended);
         MIX(&nd, sizeof nd);
         MIX(d, nd * sizeof *d); /* (cmh_live_devices zeroes each one first: no stray padding) */
     }
@@ -435,6 +443,24 @@ static int write_textfile(const buf *b)
     return 0;
 }
 
+/* The processes named on the command line that ended at this look, said once each: the
+ * exporter goes on (a scrape target that went down with its job lost the job's last interval) */
+static void say_ended(const cli_procs *ps)
+{
+    if (!ps->nnamed) return; /* (all processes: the metrics say it, cumemhist_process_ended) */
+    for (uint32_t i = 0; i < ps->n; i++) {
+        const cli_proc *p = &ps->v[i];
+        if (!p->just_ended) continue;
+        char keep[64];
+        if (g_keep_ended % 60000 == 0) snprintf(keep, sizeof keep, "%d min", g_keep_ended / 60000);
+        else if (g_keep_ended % 1000 == 0) snprintf(keep, sizeof keep, "%d s", g_keep_ended / 1000);
+        else snprintf(keep, sizeof keep, "%d ms", g_keep_ended);
+        fprintf(stderr, "cumemhist: pid %lld ended (it %s); its final figures stay in the metrics for %s (--keep-ended), "
+                        "marked cumemhist_process_ended 1; the exporter goes on until stopped\n",
+                (long long)p->pid, p->ending, keep);
+    }
+}
+
 static int64_t mono_ms(void)
 {
     struct timespec t;
@@ -467,6 +493,7 @@ int cmd_exporter(int argc, char **argv)
     ps.nnamed = n;
     ps.quiet = 1;
     ps.trace_cap = g_once ? 0 : CLI_LIVE_TRACE;
+    ps.keep_ended_ms = g_keep_ended;
     if ((rc = cli_procs_update(&ps))) return cli_procs_free(&ps), rc;
     buf b[2] = {{0}, {0}};
     if (g_once) {
@@ -529,6 +556,7 @@ int cmd_exporter(int argc, char **argv)
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR && !g_stop) {}
         if (g_stop) break;
         if ((rc = cli_procs_update(&ps))) break;
+        say_ended(&ps);
         int analyze = mono_ms() - last_analysis >= g_analysis;
         if (analyze) last_analysis = mono_ms();
         uint64_t fp = analyze ? 0 : fingerprint(&ps);

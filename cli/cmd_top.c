@@ -25,7 +25,7 @@
 #include "registry.h"
 #include <sys/stat.h>
 
-static int g_once, g_json, g_gone, g_top = 5, g_interval = 1000, g_analysis = 5000, g_sort;
+static int g_once, g_json, g_gone, g_top = 5, g_interval = 1000, g_analysis = 5000, g_sort, g_keep_ended = 300000;
 static const char *const g_sorts[] = {"allocated", "reserved", "change", "pid", NULL};
 
 static const cli_option g_opts[] = {
@@ -35,6 +35,7 @@ static const cli_option g_opts[] = {
     {"--top", NULL, CLI_INT, &g_top, "N", "sites per process and device (default 5)", NULL, 1, 1000, NULL},
     {"--interval", NULL, CLI_INT, &g_interval, "MS", "refresh every MS milliseconds (default 1000)", NULL, 100, 3600000, NULL},
     {"--analysis-interval", NULL, CLI_INT, &g_analysis, "MS", "the selected row's sites and owners every MS (default 5000)", NULL, 100, 3600000, NULL},
+    {"--keep-ended", NULL, CLI_INT, &g_keep_ended, "MS", "a process seen running that ends stays, marked ended, with its final figures for MS (default 300000: 5 minutes)", NULL, 0, 86400000, NULL},
     {"--sort", NULL, CLI_CHOICE, &g_sort, "allocated|reserved|change|pid", "the rows' order (default allocated; key s cycles)", g_sorts, 0, 0, NULL},
 };
 
@@ -47,7 +48,8 @@ const cli_command cli_cmd_top = {
     "the selected row the sites that\n"
     "hold memory now (with their leak verdict) and the device's owners.  Keys: up/down or j/k\n"
     "select, Tab the next site, Enter shows its stack, s changes the order, q quits.  The\n"
-    "processes are read from their flight records: nothing is sent to them.",
+    "processes are read from their flight records: nothing is sent to them.  A process that\n"
+    "ends stays for --keep-ended with its final figures, its CHANGE column reading 'ended'.",
     g_opts, CLI_NOPTS(g_opts), 0, 64, 0, "cumemhist top --once --json"};
 
 typedef struct row {
@@ -250,10 +252,14 @@ static void text_frame(cli_procs *ps, row *rows, uint32_t n)
         stale_note(note, sizeof note);
         printf("%s\n", note);
     }
-    for (uint32_t i = 0; i < ps->n; i++) /* said once a process, whatever its devices */
-        if (ps->v[i].ended)
+    for (uint32_t i = 0; i < ps->n; i++) { /* said once a process, whatever its devices */
+        if (!ps->v[i].ended) continue;
+        if (ps->v[i].gone_record) /* (its snapshot written: nothing to recover) */
+            printf("\npid %lld is not running: it %s; its figures are those at its end\n", (long long)ps->v[i].pid, ps->v[i].ending);
+        else
             printf("\npid %lld is not running: it %s; its figures are those at its end ('cumemhist recover %s' writes its snapshot)\n",
                    (long long)ps->v[i].pid, ps->v[i].ending, ps->v[i].flight);
+    }
     for (uint32_t r = 0; r < n; r++) {
         const cli_dev_analysis *a = analysis(rows[r].p, rows[r].d.device);
         if (!a || !a->nsites) continue;
@@ -452,6 +458,7 @@ int cmd_top(int argc, char **argv)
     ps.nnamed = n;
     ps.quiet = !g_once;
     ps.trace_cap = g_once ? 0 : CLI_LIVE_TRACE;
+    ps.keep_ended_ms = g_keep_ended;
     if (g_once) {
         if ((rc = cli_procs_update(&ps)) == 0) {
             uint32_t nr;

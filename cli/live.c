@@ -2,8 +2,10 @@
  * live.c - finding and reading the processes the live commands show (live.h).
  *
  * Without arguments the processes are the user's registry's (snapshot/registry.h), looked at
- * again at each refresh: a process that ended cleanly left it and is dropped, one that died is
- * stale (its flight record stays for `cumemhist recover`) and is said once and removed from it.
+ * again at each refresh: a process that ended cleanly left it, one that died is stale (its flight
+ * record stays for `cumemhist recover`) and is said once and removed from it.  Either way a
+ * process seen running is kept, marked ended, with its final figures for keep_ended_ms: its
+ * last moments (an OOM that ended the job) are what a monitor most needs to see.
  * Another user's processes are never shown: the registry is per user, and a flight record named
  * on the command line must belong to the caller.
  */
@@ -102,8 +104,8 @@ static void proc_free(cli_proc *p)
 
 static int add_proc(cli_procs *ps, const char *flight, int64_t pid, int named)
 {
-    for (uint32_t i = 0; i < ps->n; i++)
-        if (!strcmp(ps->v[i].flight, flight)) return ps->v[i].seen = 1, 0;
+    for (uint32_t i = 0; i < ps->n; i++) /* (one that ended is not the process a new entry names: a record's path is reused) */
+        if (!strcmp(ps->v[i].flight, flight) && !ps->v[i].ended) return ps->v[i].seen = 1, 0;
     char err[4600];
     cmh_live *l;
     int rc = cmh_live_open(flight, ps->trace_cap, &l, err, sizeof err);
@@ -131,26 +133,50 @@ static int add_proc(cli_procs *ps, const char *flight, int64_t pid, int named)
 }
 
 /* Whether p's process still runs, and how it ended if not: a flight record of a process killed
- * while recording reads as any other, so this is asked of the host each look, as recover asks */
+ * while recording reads as any other, so this is asked of the host each look, as recover asks.
+ * An end is for good: the figures are then the process's final ones. */
 static void proc_state(cli_proc *p)
 {
+    if (p->ended) return;
     cmh_flight_identity id;
     char err[4600];
-    p->ended = p->elsewhere = 0;
-    p->ending[0] = 0;
-    if (cmh_flight_identify(p->flight, &id, err, sizeof err) != CMH_OK) return; /* (read as running: nothing says otherwise) */
-    int proc = cli_flight_process(&id);
-    if (proc == CLI_PROC_ELSEWHERE) p->elsewhere = 1;
-    if (proc != CLI_PROC_GONE && proc != CLI_PROC_REUSED) return;
     const cmh_live_info *in = cmh_live_get_info(p->live);
-    p->ended = 1;
-    cli_flight_ending(&id, in->state, in->end_signal, 0, 0, p->ending, sizeof p->ending);
+    p->elsewhere = 0;
+    if (cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK) {
+        int proc = cli_flight_process(&id);
+        if (proc == CLI_PROC_ELSEWHERE) p->elsewhere = 1;
+        if (proc != CLI_PROC_GONE && proc != CLI_PROC_REUSED) return;
+        p->ended = 1;
+        cli_flight_ending(&id, in->state, in->end_signal, 0, 0, p->ending, sizeof p->ending);
+        return;
+    }
+    /* No record at its path: a process removes its own at its end, once its snapshot holds it all
+     * (and its registry entry after it), as record and recover do for one that died.  Ended once
+     * its registry entry went (a clean end runs no code of the program after) or its pid is no
+     * longer its own; the reader still has the record open, read to its end. */
+    if (p->seen && cmh_registry_alive(in->pid, (uint64_t)in->start_ticks, in->boot_id)) return;
+    p->ended = p->gone_record = 1;
+    if (in->state == CMH_ENDED_SIGNALED)
+        snprintf(p->ending, sizeof p->ending, "was stopped by %s, its snapshot written and its flight record removed",
+                 cmh_signal_name(in->end_signal));
+    else snprintf(p->ending, sizeof p->ending, "stopped running, its snapshot written and its flight record removed");
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 int cli_procs_update(cli_procs *ps)
 {
-    for (uint32_t i = 0; i < ps->n; i++) ps->v[i].seen = 0;
-    if (ps->nnamed) {
+    for (uint32_t i = 0; i < ps->n; i++) ps->v[i].seen = 0, ps->v[i].just_ended = 0;
+    if (ps->nnamed && ps->looked) {
+        /* found at the first look, and read from then on: a pid that no longer resolves (its
+         * entry went at its end) or a record removed at the end is a process that ended */
+        for (uint32_t i = 0; i < ps->n; i++) ps->v[i].seen = 1;
+    } else if (ps->nnamed) {
         for (int i = 0; i < ps->nnamed; i++) {
             char flight[4200];
             int rc = cli_live_resolve(ps->named[i], flight, sizeof flight);
@@ -194,16 +220,27 @@ int cli_procs_update(cli_procs *ps)
         if (ngone && !ps->quiet) fprintf(stderr, "cumemhist: note: %s\n", ps->note);
         free(v);
     }
+    ps->looked = 1;
     uint32_t k = 0;
+    int64_t now = mono_ms();
     for (uint32_t i = 0; i < ps->n; i++) {
-        if (!ps->v[i].seen) {
-            proc_free(&ps->v[i]);
+        cli_proc *p = &ps->v[i];
+        /* an ended one too: what its last moments appended (its last OOM) is read, and an OOM
+         * whose retry was pending counts now its process is gone (cmh_live_devices) */
+        char err[4600];
+        if (cmh_live_refresh(p->live, err, sizeof err) != CMH_OK) snprintf(ps->note, sizeof ps->note, "%.500s", err);
+        proc_state(p);
+        if (!p->seen && !p->ended) { /* out of the registry, yet running: not ours to show any more */
+            proc_free(p);
             continue;
         }
-        char err[4600];
-        if (cmh_live_refresh(ps->v[i].live, err, sizeof err) != CMH_OK) snprintf(ps->note, sizeof ps->note, "%.500s", err);
-        proc_state(&ps->v[i]);
-        ps->v[k++] = ps->v[i];
+        if (!p->ended) p->ran = 1;
+        else if (!p->ended_ms) p->ended_ms = now, p->just_ended = p->ran;
+        else if ((p->ran || !ps->nnamed) && now - p->ended_ms >= ps->keep_ended_ms) { /* its final figures were kept long enough */
+            proc_free(p);
+            continue;
+        }
+        ps->v[k++] = *p;
     }
     ps->n = k;
     return 0;
@@ -222,17 +259,11 @@ static int by_bytes(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
 {
     const cmh_live_info *info = cmh_live_get_info(p->live);
-    if (p->analyzed && (p->analyzed_bytes == info->bytes || mono_ms() - p->analyzed_ms < min_ms)) return 0;
+    /* (one that ended: at once on what its end appended, then never again: its state is final) */
+    if (p->analyzed && (p->analyzed_bytes == info->bytes || (!p->ended && mono_ms() - p->analyzed_ms < min_ms))) return 0;
     p->analyzed_ms = mono_ms();
     for (uint32_t i = 0; i < p->nan; i++) free(p->an[i].sites), free(p->an[i].owners);
     free(p->an);

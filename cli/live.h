@@ -45,6 +45,13 @@ typedef struct cli_proc {
      * host, where whether it runs cannot be told.  A record's figures are then its end's */
     int ended, elsewhere;
     char ending[400];
+    /* Ended is for good: a process that ended keeps its final figures (the reader still holds
+     * its record open, read to its end even once removed) for keep_ended_ms after this command
+     * saw it end (ended_ms, monotonic), so that a scrape at a normal interval still sees its last
+     * OOM; ran: this command saw it running; just_ended: it ended at this look (to say once);
+     * gone_record: its flight record is no longer at its path (made into its snapshot) */
+    int ran, just_ended, gone_record;
+    int64_t ended_ms;
     /* the analysis, of the state after analyzed_bytes record bytes */
     uint64_t analyzed_bytes;
     int64_t analyzed_ms;
@@ -60,12 +67,17 @@ typedef struct cli_procs {
     int nnamed;
     int quiet;    /* say nothing of stale entries */
     uint64_t trace_cap; /* trace entries per device each reader keeps for the analysis (0: all the recording keeps) */
+    int64_t keep_ended_ms; /* how long a process seen running and then ending keeps its final figures */
+    int looked;            /* the first look was made (named targets are found then, and read to their end) */
     char note[512]; /* the latest thing worth saying (a stale entry, an unreadable record) */
 } cli_procs;
 
 /* Find the processes (first call) or look again (later calls: new ones in the registry are
- * added, ended ones dropped), then refresh each reader.  0, or an exit status (a named target
- * that cannot be read: the message printed). */
+ * added), then refresh each reader.  A process that ends (its registry entry gone, or its pid no
+ * longer its own) is marked ended and kept, its final figures read to the end, for
+ * keep_ended_ms; then dropped.  Named targets are found at the first look only: 0, or an exit
+ * status (a named target that cannot be read then: the message printed); a named process that
+ * ends later is one that ended, not an error. */
 int cli_procs_update(cli_procs *ps);
 void cli_procs_free(cli_procs *ps);
 /* The flight record of a pid or path argument, checked to be the user's own; 0 or CLI_* */

@@ -7,7 +7,9 @@
  * With LIVE_READY=FILE it creates FILE after its first step, with LIVE_DONE=FILE after its last
  * (the tests wait for it, not a guessed time, before they compare figures that must hold still).
  * `exec` makes one step, then execs sleep 600 (a program that records nothing: its registry
- * entry must go stale).
+ * entry must go stale).  `oomexit`, after its steps, waits until the file LIVE_GO names exists
+ * (600 s at most), then asks for 1 TiB (an out-of-memory error) and exits 1 at once, as a job
+ * that dies of its OOM: its end must not take the OOM from the live commands.
  */
 #include <cuda.h>
 #include <fcntl.h>
@@ -44,7 +46,7 @@ __attribute__((noinline)) static void churn(void)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: live_prog leak|steady|churn|exec STEPS STEP_MS\n");
+        fprintf(stderr, "usage: live_prog leak|steady|churn|exec|oomexit STEPS STEP_MS\n");
         return 2;
     }
     int leak = !strcmp(argv[1], "leak"), many = !strcmp(argv[1], "churn");
@@ -71,6 +73,16 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "exec")) {
         execl("/bin/sleep", "sleep", "600", (char *)NULL);
         return 3;
+    }
+    if (!strcmp(argv[1], "oomexit")) {
+        const char *go = getenv("LIVE_GO");
+        for (int i = 0; i < 6000 && go && access(go, F_OK) != 0; i++) {
+            struct timespec t = {0, 100000000};
+            nanosleep(&t, NULL);
+        }
+        CUdeviceptr big;
+        if (cuMemAlloc(&big, 1ull << 40) == CUDA_SUCCESS) return 3; /* (the fake device is far smaller) */
+        return 1;
     }
     sleep(600);
     return 0;

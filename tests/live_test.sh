@@ -298,6 +298,100 @@ steady=$(for p in $pids; do [ "$p" = "$leaker" ] || { echo $p; break; }; done) #
 check "and not one that is current ($(sed -n 2p fresh.txt | cut -c31-54))" 'grep -q "^ *$steady .*live_prog" fresh.txt && ! grep -q "\*" fresh.txt'
 kill -TERM $stale_pid 2>/dev/null
 
+# --- a job that dies of its OOM: the OOM is exported after its end (trial5 findings 2, 3) ---
+# (live_prog oomexit: 1 TiB asked for, exit 1 at once.)  The OOM counts once its process ended,
+# and its series vanished with the process: `increase(cumemhist_ooms_total[5m]) > 0` never
+# fired; `exporter PID` exited 1 ('pid N is not a process of yours ...'), the target down.  Now
+# the final series stay, marked cumemhist_process_ended 1, for --keep-ended; the named exporter
+# says the end once and goes on.  Three exporters (all processes over HTTP, the pid over HTTP,
+# all processes as a textfile kept 5 s) and the full-screen top of the pid, from before the OOM
+# to after the end.
+LIVE_DONE=$T/oe_done LIVE_GO=$T/oe_go "$CMH" record -q -o oe.cmh -- "$P" oomexit 2 20 >/dev/null 2>&1 &
+oe_rec=$!
+wait_until 60 '[ -e oe_done ]'
+oe_pid=$(grep -l "oe.cmh.flight" "$REG"/*.proc | xargs sed -n 's/^pid //p')
+pa=$(py -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+pp=$(py -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+"$CMH" exporter --listen 127.0.0.1:$pa --interval 100 2>oe_all.err &
+oe_ea=$!
+"$CMH" exporter --listen 127.0.0.1:$pp --interval 100 $oe_pid 2>oe_pid.err &
+oe_ep=$!
+mkdir oe_tf
+"$CMH" exporter --textfile oe_tf --interval 100 --keep-ended 5000 2>oe_tf.err &
+oe_et=$!
+# oe_wait WANT SECONDS: the pid's "ooms_total/process_ended" in each output ("-" where it has
+# no series), polled in one python until they are WANT or SECONDS passed; prints the last seen
+oe_wait() { py - "$oe_pid" "$pa" "$pp" "$1" "$2" <<'PY'
+import re, sys, time, urllib.request
+pid, want, until = sys.argv[1], sys.argv[4], time.monotonic() + float(sys.argv[5])
+def text(src):
+    try:
+        if src == "tf": return open("oe_tf/cumemhist.prom").read()
+        return urllib.request.urlopen("http://127.0.0.1:%s/metrics" % src, timeout=5).read().decode()
+    except OSError: return ""
+def get():
+    out = []
+    for src in (sys.argv[2], sys.argv[3], "tf"):
+        t = text(src)
+        v = [re.search(r'^cumemhist_%s\{pid="%s",[^}]*\} (\d+)$' % (m, pid), t, re.M) for m in ("ooms_total", "process_ended")]
+        out.append("/".join(x.group(1) if x else "-" for x in v))
+    return " ".join(out)
+while True:
+    got = get()
+    if got == want or time.monotonic() > until: break
+    time.sleep(0.1)
+print(got)
+PY
+}
+got=$(oe_wait "0/0 0/0 0/0" 60)
+check "before the OOM: ooms_total 0, process_ended 0 in the three exporters ($got)" '[ "$got" = "0/0 0/0 0/0" ]'
+tmx=""
+if command -v tmux >/dev/null 2>&1; then
+    S=cmhoe$$
+    tmx() { env -u LD_PRELOAD tmux -L $S "$@"; }
+    tmx new-session -d -s $S -x 200 -y 50 "env LD_LIBRARY_PATH=$LD_LIBRARY_PATH XDG_RUNTIME_DIR=$XDG_RUNTIME_DIR TERM=xterm LD_PRELOAD=${LD_PRELOAD:-} $CMH top --interval 200 $oe_pid"
+    tmx=1
+    wait_until 30 'tmx capture-pane -p -t $S >oe_top1.txt 2>/dev/null; grep -q "^ *$oe_pid .*live_prog" oe_top1.txt'
+fi
+touch oe_go
+wait $oe_rec
+oe_rc=$?
+got=$(oe_wait "1/1 1/1 1/1" 60)
+"$CMH" summary oe.cmh >oe_summary.txt 2>&1
+"$CMH" oom --json oe.cmh >oe_oom.json 2>/dev/null
+want=$(py -c "import json; print(json.load(open('oe_oom.json'))[0]['num_ooms'])")
+check "after the job died of its OOM (rc $oe_rc): ooms_total 1, process_ended 1 in the three exporters ($got), as its record's oom ($want) and summary count it" \
+    '[ $oe_rc = 1 ] && [ "$got" = "1/1 1/1 1/1" ] && [ "$want" = 1 ] && grep -q "CUDA OOMs: 1 " oe_summary.txt'
+# its last figures with it: allocated at the end as the record's peak --json says
+want=$("$CMH" peak --json oe.cmh | py -c "import json,sys; print(json.load(sys.stdin)[0]['end']['allocated'])")
+got=$(py - "$oe_pid" "$pp" <<'PY'
+import re, sys, urllib.request
+try: t = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[2], timeout=5).read().decode()
+except OSError: t = ""
+m = re.search(r'^cumemhist_allocated_bytes\{pid="%s",[^}]*\} (\d+)$' % sys.argv[1], t, re.M)
+print(m.group(1) if m else "-")
+PY
+)
+check "its final allocated bytes served: $got, the record's end $want" '[ "$got" = "$want" ]'
+check "exporter PID runs on after the process ended" 'kill -0 $oe_ep 2>/dev/null'
+check "and says it once: $(grep "pid $oe_pid" oe_pid.err)" '[ "$(grep -c "^cumemhist: pid $oe_pid ended (it .*--keep-ended" oe_pid.err)" = 1 ]'
+check "the all-processes exporters say nothing on stderr of it" '! grep -q "pid $oe_pid" oe_all.err oe_tf.err'
+if [ -n "$tmx" ]; then
+    wait_until 30 'tmx capture-pane -p -t $S >oe_top2.txt 2>/dev/null; grep -q "^ *$oe_pid .* ended  *1 .*live_prog" oe_top2.txt'
+    check "top PID runs on after the process ended, its row 'ended' with its OOM ($(grep "^ *$oe_pid " oe_top2.txt))" \
+        'grep -q "^ *$oe_pid .* ended  *1 .*live_prog" oe_top2.txt && grep -q "pid $oe_pid is not running: it stopped running" oe_top2.txt && tmx has-session -t $S 2>/dev/null'
+    tmx send-keys -t $S q
+    wait_until 30 '! tmx has-session -t $S 2>/dev/null' || tmx kill-server 2>/dev/null
+fi
+# kept for --keep-ended (5 s for the textfile), then gone; the others keep it (5 minutes)
+got=$(oe_wait "1/1 1/1 -/-" 120)
+check "after --keep-ended the textfile's series of it are gone, the others' kept ($got)" '[ "$got" = "1/1 1/1 -/-" ]'
+kill -TERM $oe_ep $oe_ea $oe_et 2>/dev/null
+wait $oe_ep
+oe_rc=$?
+check "exporter PID stopped by SIGTERM exits 0 ($oe_rc)" '[ $oe_rc = 0 ]'
+wait $oe_ea $oe_et 2>/dev/null
+
 # --- a clean end removes the entry ---
 for p in $pids; do [ "$p" = "$leaker" ] || kill -TERM $p 2>/dev/null; done
 wait_until 60 '[ -z "$(ls "$REG"/*.proc 2>/dev/null)" ]'

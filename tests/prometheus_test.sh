@@ -5,6 +5,8 @@
 # `cumemhist snapshot` of the same instant gives (the programs are at rest after their steps:
 # within one refresh is exact), no growth for the steady one's sites, `promtool check metrics`
 # accepting the exposition, and `promtool test rules` passing on docs/OBSERVABILITY.md's alerts.
+# A job that dies of its OOM (live_prog oomexit): the documented alert's expression,
+# increase(cumemhist_ooms_total[5m]) > 0, must see it after the job is gone.
 # Exit 77 (skipped) without prometheus and promtool (scripts/deps.sh installs them).
 TEST=prometheus . "$(dirname "$0")/testlib.sh"
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || { echo "skip: no prometheus/promtool"; exit 77; }
@@ -17,7 +19,10 @@ PP=$(port)
 
 LIVE_DONE=$T/done1 "$CMH" record -q -o leak.cmh -- "$P" leak 8 30 >/dev/null 2>&1 &
 LIVE_DONE=$T/done2 "$CMH" record -q -o steady.cmh -- "$P" steady 8 30 >/dev/null 2>&1 &
-wait_until 60 '[ -e done1 ] && [ -e done2 ]' # all their steps made: they hold still
+LIVE_DONE=$T/done3 LIVE_GO=$T/go3 "$CMH" record -q -o oomexit.cmh -- "$P" oomexit 2 20 >/dev/null 2>&1 &
+OE_REC=$!
+wait_until 60 '[ -e done1 ] && [ -e done2 ] && [ -e done3 ]' # all their steps made: they hold still
+oe_pid=$(grep -l "oomexit.cmh.flight" run/cumemhist/*.proc | xargs sed -n 's/^pid //p')
 leak_pid=$(grep -l "leak.cmh.flight" run/cumemhist/*.proc | xargs sed -n 's/^pid //p')
 steady_pid=$(grep -l "steady.cmh.flight" run/cumemhist/*.proc | xargs sed -n 's/^pid //p')
 
@@ -97,6 +102,35 @@ import urllib.request, urllib.error
 try: urllib.request.urlopen('http://127.0.0.1:$EP/nothing', timeout=5); print(200)
 except urllib.error.HTTPError as e: print(e.code)")
 check "another path is 404 ($code)" '[ "$code" = 404 ]'
+
+# the job that dies of its OOM, once Prometheus has its ooms_total at 0: the alert's expression
+# sees the OOM after the job ended (its series vanished with it, the OOM never counted, before)
+wait_until 60 '[ "$(q "cumemhist_ooms_total{pid=\"$oe_pid\"}")" = "$oe_pid=0" ]'
+touch go3
+wait $OE_REC
+oe_rc=$?
+# (asked again in one python until it gives a result, 90 s at most)
+inc=$(py - "$PP" "increase(cumemhist_ooms_total{pid=\"$oe_pid\"}[5m]) > 0" <<'PY'
+import json, sys, time, urllib.parse, urllib.request
+u = "http://127.0.0.1:%s/api/v1/query?query=%s" % (sys.argv[1], urllib.parse.quote(sys.argv[2]))
+until = time.monotonic() + 90
+while True:
+    try: r = json.load(urllib.request.urlopen(u, timeout=5))["data"]["result"]
+    except Exception: r = []
+    if r or time.monotonic() > until: break
+    time.sleep(0.2)
+print(" ".join("%s=%s" % (x["metric"].get("pid", ""), x["value"][1]) for x in r))
+PY
+)
+ended=$(q "cumemhist_process_ended{pid=\"$oe_pid\"}")
+check "a job that died of its OOM (rc $oe_rc): increase(cumemhist_ooms_total[5m]) > 0 fires ($inc), cumemhist_process_ended $ended" \
+    '[ $oe_rc = 1 ] && [ -n "$inc" ] && [ "$ended" = "$oe_pid=1" ]'
+py - "$EP" <<'PY' >ended.txt
+import sys, urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode(), end="")
+PY
+env -u LD_PRELOAD promtool check metrics <ended.txt >lint2.txt 2>&1
+check "promtool check metrics accepts the exposition with an ended process$(head -c 300 lint2.txt)" '[ $? = 0 ] && grep -q "^cumemhist_process_ended{pid=\"$oe_pid\".* 1$" ended.txt'
 
 # the documented alerts
 sed -n '/<!-- rules:begin -->/,/<!-- rules:end -->/p' "$SRC/docs/OBSERVABILITY.md" | sed '1,2d;$d' | sed '$d' >alerts.yml
