@@ -1,0 +1,73 @@
+/*
+ * sigchain.c - a driver-API program that takes SIGTERM itself after its first allocations, the
+ * way a library does it: it keeps the disposition it replaces and chains to it when that was a
+ * handler; it then raises SIGTERM, goes on, and makes more allocations (tests/signals_test.sh).
+ *   sigchain continue   10 allocations (5 freed: 15 entries), SIGTERM handled, 10 more, exit 0
+ *   sigchain sleep      the same, then "ready" and 30 s of sleep (for a signal from outside)
+ *   sigchain resethand  the handler set with SA_RESETHAND: after the first SIGTERM the disposition
+ *                       reads SIG_DFL, and a second SIGTERM ends the process
+ * It prints what it replaced ("replaced SIG_DFL" / "replaced a handler") and what it reads back.
+ * Without the recorder the replaced disposition is SIG_DFL: the program must read the same.
+ */
+#include <cuda.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct sigaction g_prev;
+static volatile sig_atomic_t g_got;
+
+static void on_term(int sig, siginfo_t *si, void *uc)
+{
+    g_got++;
+    if (g_prev.sa_flags & SA_SIGINFO) {
+        if (g_prev.sa_sigaction) g_prev.sa_sigaction(sig, si, uc);
+    } else if (g_prev.sa_handler != SIG_DFL && g_prev.sa_handler != SIG_IGN) {
+        g_prev.sa_handler(sig);
+    }
+}
+
+__attribute__((noinline)) static void work(int n)
+{
+    for (int i = 0; i < n; i++) {
+        CUdeviceptr p;
+        if (cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS) exit(2);
+        if (i % 2) cuMemFree(p);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *how = argc > 1 ? argv[1] : "continue";
+    CUdevice d;
+    CUcontext c;
+    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) return 2;
+    work(10);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_term;
+    sa.sa_flags = SA_SIGINFO | (strcmp(how, "resethand") ? 0 : SA_RESETHAND);
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, &g_prev) != 0) return 5;
+    printf("replaced %s\n", g_prev.sa_handler == SIG_DFL ? "SIG_DFL" : "a handler");
+    fflush(stdout);
+    raise(SIGTERM);
+    if (g_got != 1) return 4;
+    struct sigaction now;
+    sigaction(SIGTERM, NULL, &now);
+    printf("reads %s\n", now.sa_handler == SIG_DFL ? "SIG_DFL" : now.sa_sigaction == on_term ? "its handler" : "another handler");
+    fflush(stdout);
+    work(10);
+    if (!strcmp(how, "resethand")) {
+        raise(SIGTERM);
+        return 6; /* not reached: SIG_DFL again */
+    }
+    if (!strcmp(how, "sleep")) {
+        printf("ready\n");
+        fflush(stdout);
+        for (int i = 0; i < 300; i++) usleep(100000); /* (a handled signal cuts one short, not all) */
+    }
+    return 0;
+}
