@@ -22,7 +22,9 @@
  * the program's for good from its first setting of either (kernel and all: the recorder's
  * on-request dump and mark give way, as before).
  *
- * Not covered: a raw syscall(SYS_rt_sigaction) goes past all of this (it replaces the
+ * A child of vfork() (or of a raw clone) shares its parent's memory: a disposition it sets goes
+ * to its own kernel table directly (the recorder's handler then gone there), never to the
+ * parent's table.  Not covered: a raw syscall(SYS_rt_sigaction) goes past all of this (it replaces the
  * recorder's handler, as any handler installed that way did before; the flight record still
  * holds the history).  Each table entry is read and written under a spin lock taken with every
  * signal blocked, so that a handler never waits for a lock its own thread holds.
@@ -35,6 +37,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -49,6 +52,7 @@ static void (*g_ours[NSIG_TAB])(int, siginfo_t *, void *);
 static int g_managed[NSIG_TAB];                /* 0 not taken, CMH_SIG_DEATH, CMH_SIG_REQUEST */
 static sigset_t g_intr;                        /* siginterrupt(sig, 1): signal() without SA_RESTART */
 static int g_lock;
+static pid_t g_owner; /* the process the table is of: a vfork child shares its parent's memory */
 
 static void *next_sym(const char *name)
 {
@@ -116,6 +120,7 @@ int cmh_sig_take(int sig, void (*fn)(int, siginfo_t *, void *), int kind)
     sigset_t old;
     struct sigaction now;
     lock(&old);
+    __atomic_store_n(&g_owner, getpid(), __ATOMIC_RELAXED);
     int rc = -1;
     if (call_real(sig, NULL, &now) == 0 && now.sa_handler != SIG_IGN && /* nohup stays nohup */
         (kind == CMH_SIG_DEATH || (now.sa_handler == SIG_DFL && !(now.sa_flags & SA_SIGINFO)))) {
@@ -178,13 +183,18 @@ void cmh_sig_die(int sig)
     raise(sig); /* blocked while the handler runs: delivered as it returns */
 }
 
-void cmh_sig_reset_after_fork(void) { __atomic_store_n(&g_lock, 0, __ATOMIC_RELEASE); }
+void cmh_sig_reset_after_fork(void)
+{
+    __atomic_store_n(&g_lock, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_owner, getpid(), __ATOMIC_RELAXED);
+}
 
 /* ---- what the program calls ---- */
 
 CMH_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
 {
-    if (!taken(sig)) return call_real(sig, act, oact);
+    /* (a vfork child setting a disposition before exec sets its own, never its parent's table) */
+    if (!taken(sig) || (act && getpid() != __atomic_load_n(&g_owner, __ATOMIC_RELAXED))) return call_real(sig, act, oact);
     struct sigaction a, prev;
     if (act) a = *act;
     sigset_t old;

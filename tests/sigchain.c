@@ -6,6 +6,8 @@
  *   sigchain sleep      the same, then "ready" and 30 s of sleep (for a signal from outside)
  *   sigchain resethand  the handler set with SA_RESETHAND: after the first SIGTERM the disposition
  *                       reads SIG_DFL, and a second SIGTERM ends the process
+ *   sigchain vfork      as continue, but first a vfork child sets SIGTERM to SIG_DFL and execs
+ *                       /bin/true: the parent's handler is still its own
  * It prints what it replaced ("replaced SIG_DFL" / "replaced a handler") and what it reads back.
  * Without the recorder the replaced disposition is SIG_DFL: the program must read the same.
  */
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static struct sigaction g_prev;
@@ -53,6 +56,15 @@ int main(int argc, char **argv)
     if (sigaction(SIGTERM, &sa, &g_prev) != 0) return 5;
     printf("replaced %s\n", g_prev.sa_handler == SIG_DFL ? "SIG_DFL" : "a handler");
     fflush(stdout);
+    if (!strcmp(how, "vfork")) {
+        pid_t child = vfork();
+        if (child == 0) {
+            signal(SIGTERM, SIG_DFL);
+            execl("/bin/true", "true", (char *)NULL);
+            _exit(127);
+        }
+        if (child < 0 || waitpid(child, NULL, 0) != child) return 7;
+    }
     raise(SIGTERM);
     if (g_got != 1) return 4;
     struct sigaction now;

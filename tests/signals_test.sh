@@ -24,6 +24,13 @@ for via in record preload; do
         "[ $rc -eq 0 ] && [ \"\$(entries c.cmh)\" = 30 ] && [ -z \"\$(ending c.cmh)\" ] && [ ! -e c.cmh.flight ]"
 done
 
+# a vfork child that sets SIGTERM to SIG_DFL before its exec sets its own, not its parent's
+rm -f v.cmh*
+"$CMH" record -q -o v.cmh -- "$S" vfork >v.out 2>v.err
+rc=$?
+check "a vfork child's SIG_DFL before exec leaves the parent's handler its own: exit $rc, $(entries v.cmh) entries" \
+    "[ $rc -eq 0 ] && [ \"\$(entries v.cmh)\" = 30 ] && grep -qx 'reads its handler' v.out"
+
 # handled SIGTERM from outside, then SIGKILL: the record says SIGKILL, not SIGTERM, and keeps all 30
 rm -f k.cmh*
 "$CMH" record -o k.cmh -- "$S" sleep >k.out 2>k.err &
