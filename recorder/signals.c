@@ -293,13 +293,19 @@ CMH_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t h)
 
 CMH_EXPORT sighandler_t sigset(int sig, sighandler_t h)
 {
-    if (!taken(sig) || h == SIG_HOLD) return forward_signal("sigset", &g_next_sigset, sig, h);
-    /* as glibc's: the disposition set, then the signal unblocked; SIG_HOLD if it was blocked */
-    sighandler_t prev = set_simple(sig, h, 0, 0);
-    if (prev == SIG_ERR) return SIG_ERR;
+    if (!taken(sig)) return forward_signal("sigset", &g_next_sigset, sig, h);
     sigset_t s, was;
     sigemptyset(&s);
     sigaddset(&s, sig);
+    if (h == SIG_HOLD) { /* as glibc's: blocked; SIG_HOLD if it was, else the disposition */
+        struct sigaction now;
+        if (sigprocmask(SIG_BLOCK, &s, &was) != 0) return SIG_ERR;
+        if (sigismember(&was, sig) == 1) return SIG_HOLD;
+        return sigaction(sig, NULL, &now) == 0 ? now.sa_handler : SIG_ERR;
+    }
+    /* as glibc's: the disposition set, then the signal unblocked; SIG_HOLD if it was blocked */
+    sighandler_t prev = set_simple(sig, h, 0, 0);
+    if (prev == SIG_ERR) return SIG_ERR;
     if (sigprocmask(SIG_UNBLOCK, &s, &was) != 0) return SIG_ERR;
     return sigismember(&was, sig) == 1 ? SIG_HOLD : prev;
 }

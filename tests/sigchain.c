@@ -8,9 +8,14 @@
  *                       reads SIG_DFL, and a second SIGTERM ends the process
  *   sigchain vfork      as continue, but first a vfork child sets SIGTERM to SIG_DFL and execs
  *                       /bin/true: the parent's handler is still its own
+ *   sigchain api        signal, sysv_signal, sigset, sigignore, siginterrupt and sigaction on the
+ *                       signals the recorder takes: what each returns and reads, one line each
+ *                       (the same with and without the recorder), then SIGINT raised to its
+ *                       handler set by signal(), exit 0
  * It prints what it replaced ("replaced SIG_DFL" / "replaced a handler") and what it reads back.
  * Without the recorder the replaced disposition is SIG_DFL: the program must read the same.
  */
+#define _GNU_SOURCE /* sysv_signal, sigset, sigignore, siginterrupt */
 #include <cuda.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +46,48 @@ __attribute__((noinline)) static void work(int n)
     }
 }
 
+static volatile sig_atomic_t g_plain;
+static void on_plain(int sig) { g_plain = sig; }
+
+static const char *name(sighandler_t h)
+{
+    return h == SIG_DFL ? "SIG_DFL" : h == SIG_IGN ? "SIG_IGN" : h == SIG_HOLD ? "SIG_HOLD" : h == SIG_ERR ? "SIG_ERR" : h == on_plain ? "on_plain" : "other";
+}
+
+static void show(const char *what, int sig)
+{
+    struct sigaction a;
+    sigaction(sig, NULL, &a);
+    printf("%s: %s flags %#x restart %d resethand %d nodefer %d masks-itself %d\n", what, name(a.sa_handler),
+           (unsigned)(a.sa_flags & (SA_RESTART | SA_RESETHAND | SA_NODEFER | SA_SIGINFO | SA_ONSTACK)), !!(a.sa_flags & SA_RESTART),
+           !!(a.sa_flags & SA_RESETHAND), !!(a.sa_flags & SA_NODEFER), sigismember(&a.sa_mask, sig));
+}
+
+/* (deprecated, and still what old programs call: each is interposed) */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static int api(void)
+{
+    printf("signal(SIGINT, on_plain) was %s\n", name(signal(SIGINT, on_plain)));
+    show("SIGINT", SIGINT);
+    printf("sysv_signal(SIGQUIT, on_plain) was %s\n", name(sysv_signal(SIGQUIT, on_plain)));
+    show("SIGQUIT", SIGQUIT);
+    printf("sigset(SIGHUP, SIG_HOLD) was %s\n", name(sigset(SIGHUP, SIG_HOLD)));
+    printf("sigset(SIGHUP, on_plain) was %s\n", name(sigset(SIGHUP, on_plain)));
+    show("SIGHUP", SIGHUP);
+    printf("sigignore(SIGTERM) %d\n", sigignore(SIGTERM));
+    show("SIGTERM", SIGTERM);
+    printf("siginterrupt(SIGINT, 1) %d\n", siginterrupt(SIGINT, 1));
+    show("SIGINT", SIGINT);
+    printf("signal(SIGINT, on_plain) was %s\n", name(signal(SIGINT, on_plain)));
+    show("SIGINT after siginterrupt", SIGINT);
+    printf("signal(SIGTERM, SIG_DFL) was %s\n", name(signal(SIGTERM, SIG_DFL)));
+    show("SIGSEGV", SIGSEGV);
+    show("SIGUSR1", SIGUSR1);
+    raise(SIGINT);
+    printf("SIGINT handled: %d\n", g_plain == SIGINT);
+    return g_plain == SIGINT ? 0 : 8;
+}
+
 int main(int argc, char **argv)
 {
     const char *how = argc > 1 ? argv[1] : "continue";
@@ -48,6 +95,7 @@ int main(int argc, char **argv)
     CUcontext c;
     if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) return 2;
     work(10);
+    if (!strcmp(how, "api")) return api();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_term;

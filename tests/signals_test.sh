@@ -24,6 +24,14 @@ for via in record preload; do
         "[ $rc -eq 0 ] && [ \"\$(entries c.cmh)\" = 30 ] && [ -z \"\$(ending c.cmh)\" ] && [ ! -e c.cmh.flight ]"
 done
 
+# signal(), sysv_signal(), sigset(), sigignore(), siginterrupt(): each returns and leaves what it
+# does without the recorder (glibc's reach its internal __sigaction, not the sigaction symbol)
+env -u LD_PRELOAD "$S" api >api.plain 2>&1
+"$CMH" record -q -o a.cmh -- "$S" api >api.rec 2>&1
+rc=$?
+check "signal, sysv_signal, sigset, sigignore, siginterrupt read and set as without the recorder (exit $rc; $(diff api.plain api.rec | tr '\n' ' '))" \
+    "[ $rc -eq 0 ] && [ -s api.plain ] && cmp -s api.plain api.rec"
+
 # a vfork child that sets SIGTERM to SIG_DFL before its exec sets its own, not its parent's
 rm -f v.cmh*
 "$CMH" record -q -o v.cmh -- "$S" vfork >v.out 2>v.err
