@@ -65,9 +65,11 @@ const cli_command cli_cmd_record = {
     "record", "[options] -- program [args...]",
     "Run a program with the recorder preloaded and write a snapshot of its CUDA memory\n"
     "history at exit (also on SIGUSR1, SIGTERM, SIGINT, and at the first out-of-memory error).\n"
-    "SIGUSR2 drops a mark (\"SIGUSR2 #n\") into the trace.  The history is kept in a flight\n"
-    "record from the start: when a process dies without writing its snapshot (a crash,\n"
-    "SIGKILL), the snapshot is made from that record.  The exit status is the program's, but\n"
+    "SIGUSR2 drops a mark (\"SIGUSR2 #n\") into the trace.  A signal the program handles itself\n"
+    "is its own (Python's KeyboardInterrupt): its handler runs, no snapshot is taken then, and\n"
+    "the record goes on.  The history is kept in a flight record from the start: when a\n"
+    "process dies without writing its snapshot (a crash, SIGKILL), the snapshot is made from\n"
+    "that record.  The exit status is the program's, but\n"
     "1 when it exited 0 and a snapshot was lost or could not be written where -o said.",
     g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 1, "cumemhist record -o train.cmh -- python train.py"};
 

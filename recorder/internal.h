@@ -26,6 +26,7 @@
 #define CMH_RECORDER_INTERNAL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -563,5 +564,21 @@ CMH_HIDDEN void cmh_first_touch(void);
 CMH_HIDDEN void cmh_process_oom(void);
 CMH_HIDDEN int64_t cmh_process_start_ns(void);
 CMH_HIDDEN int64_t cmh_process_forked_from(void); /* 0: not a child of fork() without exec */
+
+/* ---- signals.c: the recorder's handlers, invisible to the program ---- */
+enum { CMH_SIG_DEATH = 1, CMH_SIG_REQUEST = 2 };
+/* At start-up: take sig with fn.  CMH_SIG_DEATH: unless ignored; the program keeps its own
+ * disposition, which fn hands the signal on to.  CMH_SIG_REQUEST (SIGUSR1/2): only when at
+ * SIG_DFL, and the program's for good from its first setting.  0: taken. */
+CMH_HIDDEN int cmh_sig_take(int sig, void (*fn)(int, siginfo_t *, void *), int kind);
+/* In the handler (async-signal-safe): the program's disposition of sig for this delivery (a
+ * handler set with SA_RESETHAND is SIG_DFL from now on) */
+CMH_HIDDEN void cmh_sig_program(int sig, struct sigaction *out);
+/* Call the program's handler a as the kernel would have (SA_SIGINFO, SA_NODEFER) */
+CMH_HIDDEN void cmh_sig_run_program(int sig, const struct sigaction *a, siginfo_t *si, void *uc);
+/* The default action, now: SIG_DFL set (the program's too) and sig raised (it is delivered as
+ * the handler returns) */
+CMH_HIDDEN void cmh_sig_die(int sig);
+CMH_HIDDEN void cmh_sig_reset_after_fork(void);
 
 #endif

@@ -3,7 +3,7 @@
  * signals, the first out-of-memory error, fork and exit.
  *
  * Start-up (a constructor) reads the CUMEMHIST_* options and takes SIGUSR1 / SIGUSR2 if the
- * program has not.  A process that never touches a hooked entry point does nothing more and
+ * program has not (the program's again from its first setting of either, signals.c).  A process that never touches a hooked entry point does nothing more and
  * writes nothing.  At the first touch a helper thread starts, with every signal blocked; all
  * slow work asked for asynchronously happens there, never in a signal handler or a hook:
  *  - SIGUSR1: dump a snapshot (the handler only posts a semaphore);
@@ -18,12 +18,17 @@
  *
  * Deaths (docs/RECORDER.md): from the first touch the history is also in the flight record
  * (flight.c), which survives any death, SIGKILL included.  SIGTERM, SIGINT, SIGHUP and SIGQUIT,
- * unless the program ignores them, are caught: the handler marks the record, asks the helper for
- * a snapshot and waits for it (at most CMH_TERM_WAIT_S), then hands the signal on: to the
- * handler the program had installed before us, or to the default action (the process dies of
- * it, as it would have).  SEGV, BUS, FPE, ILL and ABRT only mark the record (a fault leaves no
- * state a dump could trust) and hand the signal on the same way.  A handler the program installs
- * after us replaces ours: the flight record still holds the history.
+ * unless ignored at start-up, and SEGV, BUS, FPE, ILL and ABRT are taken, invisibly to the program
+ * (signals.c: it reads and sets its own disposition of each, as without the recorder).  At each
+ * delivery the handler looks at the program's disposition as it is then:
+ *  - a handler of the program's: it runs at once, and that is all.  The signal ends nothing yet
+ *    (a Python program's KeyboardInterrupt, a trainer saving a checkpoint on SIGTERM may go on),
+ *    so the record is not marked and no snapshot is taken then: whatever end comes after (exit
+ *    and its dump, _exit, the signal re-raised with SIG_DFL, SIGKILL) is recorded as that end;
+ *  - SIG_DFL: the signal ends the process.  For the four graceful ones the handler marks the
+ *    record, asks the helper for a snapshot and waits for it (at most CMH_TERM_WAIT_S), then sets
+ *    the default action and raises the signal again; a fault only marks the record (a fault
+ *    leaves no state a dump could trust) and dies the same way.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -52,7 +57,6 @@ static sem_t g_sem;
 static int g_term_pending;       /* the signal whose snapshot the helper is to write */
 static int g_term_pipe[2] = {-1, -1}; /* the helper writes a byte when it is written */
 static int g_term_ok;            /* that snapshot was written */
-static struct sigaction g_old[65]; /* what the program had before us, per signal */
 static int g_helper_started;
 static int g_oom_dumped;
 static int g_live_samples = 1; /* CUMEMHIST_MEMINFO=0: no sample a second for the live readers */
@@ -69,8 +73,9 @@ int64_t cmh_process_start_ns(void) { return g_start_ns; }
 static int64_t g_forked_from, g_pid_at_prepare;
 int64_t cmh_process_forked_from(void) { return g_forked_from; }
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *si, void *uc)
 {
+    (void)si, (void)uc;
     int saved = errno;
     __atomic_add_fetch(sig == SIGUSR2 ? &g_usr2_pending : &g_usr1_pending, 1, __ATOMIC_RELAXED);
     sem_post(&g_sem); /* async-signal-safe; the work happens in the helper thread */
@@ -257,27 +262,17 @@ CMH_EXPORT void _Exit(int status)
     quit_next(status);
 }
 
-/* Hand sig on: to the program's own handler, else to the default action (which, sig being
- * blocked in its handler, happens as soon as ours returns). */
-static void pass_on(int sig, siginfo_t *si, void *uc)
-{
-    struct sigaction *old = &g_old[sig];
-    if (old->sa_flags & SA_SIGINFO) {
-        if (old->sa_sigaction) old->sa_sigaction(sig, si, uc);
-        return;
-    }
-    if (old->sa_handler == SIG_IGN) return;
-    if (old->sa_handler != SIG_DFL) {
-        old->sa_handler(sig);
-        return;
-    }
-    sigaction(sig, old, NULL);
-    raise(sig);
-}
-
 static void on_term(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
+    struct sigaction prog;
+    cmh_sig_program(sig, &prog);
+    errno = saved;
+    if (prog.sa_handler == SIG_IGN) return; /* (set so an instant ago: the kernel ignores it now) */
+    if (prog.sa_handler != SIG_DFL) { /* the program's: nothing ends yet */
+        cmh_sig_run_program(sig, &prog, si, uc);
+        return;
+    }
     cmh_flight_ended_by_signal(sig);
     if (__atomic_load_n(&g_helper_started, __ATOMIC_ACQUIRE) && g_term_pipe[0] >= 0) {
         char c;
@@ -287,29 +282,25 @@ static void on_term(int sig, siginfo_t *si, void *uc)
         struct pollfd p = {g_term_pipe[0], POLLIN, 0};
         while (poll(&p, 1, CMH_TERM_WAIT_S * 1000) < 0 && errno == EINTR) {}
         /* the snapshot has it all and the process is about to die: the flight record can go */
-        if (__atomic_load_n(&g_term_ok, __ATOMIC_ACQUIRE) && !(g_old[sig].sa_flags & SA_SIGINFO) &&
-            g_old[sig].sa_handler == SIG_DFL)
-            cmh_flight_finish(1), cmh_registry_remove();
+        if (__atomic_load_n(&g_term_ok, __ATOMIC_ACQUIRE)) cmh_flight_finish(1), cmh_registry_remove();
     }
     errno = saved;
-    pass_on(sig, si, uc);
+    cmh_sig_die(sig);
 }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
+    int saved = errno;
+    struct sigaction prog;
+    cmh_sig_program(sig, &prog);
+    errno = saved;
+    if (prog.sa_handler == SIG_IGN) return;
+    if (prog.sa_handler != SIG_DFL) { /* a runtime's own fault handler may go on: nothing ends yet */
+        cmh_sig_run_program(sig, &prog, si, uc);
+        return;
+    }
     cmh_flight_ended_by_signal(sig); /* two stores into the mapping: all that is safe here */
-    pass_on(sig, si, uc);
-}
-
-static void take_signal(int sig, void (*fn)(int, siginfo_t *, void *))
-{
-    if (sigaction(sig, NULL, &g_old[sig]) != 0 || g_old[sig].sa_handler == SIG_IGN) return; /* nohup stays nohup */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = fn;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, NULL);
+    cmh_sig_die(sig);
 }
 
 /* The loader's module list, walked by the recorder only through here.  glibc's fork does not
@@ -362,6 +353,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     pthread_rwlock_init(&g_dl_gate, NULL); /* this thread held it to write; no other is left */
+    cmh_sig_reset_after_fork();
     cmh_pystack_atfork_child();
     cmh_stacks_atfork_child();
     cmh_marks_reset_after_fork();
@@ -387,18 +379,9 @@ __attribute__((constructor(102))) static void recorder_init(void)
     cmh_dump_note_manifest("loaded", NULL); /* `record` learns that the preload took */
     sem_init(&g_sem, 0, 0);
     const char *sig = getenv("CUMEMHIST_SIGNAL");
-    struct sigaction old;
     /* Never take SIGUSR1 / SIGUSR2 from a program that already handles it. */
     static const int sigs[] = {SIGUSR1, SIGUSR2};
-    for (int i = 0; i < 2 && !(sig && strcmp(sig, "0") == 0); i++)
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
-            struct sigaction sa;
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = on_signal;
-            sa.sa_flags = SA_RESTART;
-            sigemptyset(&sa.sa_mask);
-            sigaction(sigs[i], &sa, NULL);
-        }
+    for (int i = 0; i < 2 && !(sig && strcmp(sig, "0") == 0); i++) cmh_sig_take(sigs[i], on_signal, CMH_SIG_REQUEST);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
     next_exit();
@@ -406,7 +389,7 @@ __attribute__((constructor(102))) static void recorder_init(void)
     if (!(deaths && !strcmp(deaths, "0"))) {
         if (pipe2(g_term_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_term_pipe[0] = g_term_pipe[1] = -1;
         static const int graceful[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT}, fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-        for (size_t i = 0; i < sizeof graceful / sizeof *graceful; i++) take_signal(graceful[i], on_term);
-        for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++) take_signal(fatal[i], on_fatal);
+        for (size_t i = 0; i < sizeof graceful / sizeof *graceful; i++) cmh_sig_take(graceful[i], on_term, CMH_SIG_DEATH);
+        for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++) cmh_sig_take(fatal[i], on_fatal, CMH_SIG_DEATH);
     }
 }

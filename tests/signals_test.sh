@@ -1,0 +1,103 @@
+#!/bin/sh
+# signals_test.sh BUILD_DIR SOURCE_DIR - the recorder's signal handlers are invisible to the
+# program (recorder/signals.c): a program reads the dispositions it would read without the
+# recorder, its own handler runs and the program may go on, and only a signal that ends the
+# process ends the record.  Python (CPython installs its KeyboardInterrupt handler only when SIGINT
+# reads SIG_DFL at start-up): getsignal as without the recorder, a KeyboardInterrupt caught
+# (a checkpoint written, exit 3), one not caught (Python dies of SIGINT: the snapshot says so), a
+# SIGTERM handler of its own.  C (tests/sigchain.c): a SIGTERM handler installed after the first
+# allocations that chains to the disposition it replaced, as a library does; SA_RESETHAND.
+TEST=signals . "$(dirname "$0")/testlib.sh"
+S=$B/tests/sigchain
+entries() { "$CMH" trace --json "$1" 2>/dev/null | py -c "import json,sys; print(sum(len(d['entries']) for d in json.load(sys.stdin)))"; }
+ending() { "$CMH" peak "$1" 2>/dev/null | sed -n 's/^[^:]*: the process //p' | head -1; }
+
+# --- C: a handler that chains to what it replaced; the program goes on after SIGTERM ---
+for via in record preload; do
+    rm -f c.cmh*
+    if [ $via = record ]; then "$CMH" record -q -o c.cmh -- "$S" continue >c.out 2>c.err
+    else env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=c.cmh "$S" continue >c.out 2>c.err; fi
+    rc=$?
+    check "$via: a C program's SIGTERM handler, installed after its first allocations, replaced SIG_DFL, as without the recorder ($(tr '\n' ' ' <c.out))" \
+        "grep -qx 'replaced SIG_DFL' c.out && grep -qx 'reads its handler' c.out"
+    check "$via: it goes on after SIGTERM and exits 0 (exit $rc), its 30 entries in the snapshot ($(entries c.cmh)), not ended by the signal ('$(ending c.cmh)')" \
+        "[ $rc -eq 0 ] && [ \"\$(entries c.cmh)\" = 30 ] && [ -z \"\$(ending c.cmh)\" ] && [ ! -e c.cmh.flight ]"
+done
+
+# signal(), sysv_signal(), sigset(), sigignore(), siginterrupt(): each returns and leaves what it
+# does without the recorder (glibc's reach its internal __sigaction, not the sigaction symbol)
+env -u LD_PRELOAD "$S" api >api.plain 2>&1
+"$CMH" record -q -o a.cmh -- "$S" api >api.rec 2>&1
+rc=$?
+check "signal, sysv_signal, sigset, sigignore, siginterrupt read and set as without the recorder (exit $rc; $(diff api.plain api.rec | tr '\n' ' '))" \
+    "[ $rc -eq 0 ] && [ -s api.plain ] && cmp -s api.plain api.rec"
+
+# a vfork child that sets SIGTERM to SIG_DFL before its exec sets its own, not its parent's
+rm -f v.cmh*
+"$CMH" record -q -o v.cmh -- "$S" vfork >v.out 2>v.err
+rc=$?
+check "a vfork child's SIG_DFL before exec leaves the parent's handler its own: exit $rc, $(entries v.cmh) entries" \
+    "[ $rc -eq 0 ] && [ \"\$(entries v.cmh)\" = 30 ] && grep -qx 'reads its handler' v.out"
+
+# handled SIGTERM from outside, then SIGKILL: the record says SIGKILL, not SIGTERM, and keeps all 30
+rm -f k.cmh*
+"$CMH" record -o k.cmh -- "$S" sleep >k.out 2>k.err &
+rp=$!
+wait_until 60 "grep -q ready k.out 2>/dev/null"
+pid=$(py -c "import struct; print(struct.unpack_from('<q', open('k.cmh.flight','rb').read(32), 16)[0])")
+kill -TERM "$pid"
+sleep 0.3
+kill -KILL "$pid"
+wait $rp
+rc=$?
+check "a handled SIGTERM, then SIGKILL: exit $rc, 'killed by SIGKILL after 30 entries' ($(cat k.err))" \
+    "[ $rc -eq 137 ] && grep -q 'pid $pid killed by SIGKILL after 30 entries' k.err && [ \"\$(entries k.cmh)\" = 30 ]"
+
+# SA_RESETHAND: the first SIGTERM runs the handler, the disposition reads SIG_DFL, the second ends it
+rm -f r.cmh*
+"$CMH" record -q -o r.cmh -- "$S" resethand >r.out 2>r.err
+rc=$?
+check "SA_RESETHAND: handled once, reads SIG_DFL after, the second SIGTERM ends it: exit $rc, $(entries r.cmh) entries, '$(ending r.cmh)'" \
+    "[ $rc -eq 143 ] && grep -qx 'reads SIG_DFL' r.out && [ \"\$(entries r.cmh)\" = 30 ] &&
+     [ \"\$(ending r.cmh)\" = 'was ended by SIGTERM; this snapshot was written on the way' ]"
+
+# --- Python ---
+case "${LD_PRELOAD:-}" in *asan* | *ubsan* | *tsan*) echo "python parts skipped: python under a sanitizer runtime"; finish; exit $? ;; esac
+PY=/usr/bin/python3
+[ -x $PY ] || { echo "python parts skipped: no /usr/bin/python3"; finish; exit $?; }
+P=$SRC/tests/python/sigint_prog.py
+
+plain=$(env -u LD_PRELOAD $PY "$P" getsignal)
+rec=$("$CMH" record -q -o g.cmh -- $PY "$P" getsignal 2>&1)
+pre=$(env LD_PRELOAD="$B/libcumemhist.so" $PY "$P" getsignal 2>&1)
+check "getsignal(SIGINT, SIGTERM, SIGUSR1, SIGUSR2) under record reads as plain Python's ($plain): '$rec'" "[ \"\$rec\" = \"\$plain\" ]"
+check "getsignal under LD_PRELOAD reads as plain Python's: '$pre'" "[ \"\$pre\" = \"\$plain\" ]"
+
+for via in record preload; do
+    rm -f p.cmh* saved
+    if [ $via = record ]; then "$CMH" record -q -o p.cmh -- $PY "$P" catch saved >p.out 2>p.err
+    else env LD_PRELOAD="$B/libcumemhist.so" CUMEMHIST_OUTPUT=p.cmh $PY "$P" catch saved >p.out 2>p.err; fi
+    rc=$?
+    check "$via: SIGINT raises KeyboardInterrupt; caught, the checkpoint written, exit 3 (exit $rc: $(cat p.out p.err | tr '\n' ' '))" \
+        "[ $rc -eq 3 ] && [ -s saved ] && grep -q 'caught KeyboardInterrupt' p.out"
+    check "$via: the exit snapshot has both allocations ($(entries p.cmh)), the one after the signal too, and ends as an exit ('$(ending p.cmh)')" \
+        "[ \"\$(entries p.cmh)\" = 2 ] && [ -z \"\$(ending p.cmh)\" ] && [ ! -e p.cmh.flight ]"
+done
+
+# A KeyboardInterrupt not caught: Python dies of SIGINT (as without the recorder), the snapshot written on the way
+env -u LD_PRELOAD $PY "$P" uncaught >/dev/null 2>&1
+plain_rc=$?
+rm -f u.cmh*
+"$CMH" record -q -o u.cmh -- $PY "$P" uncaught >u.out 2>u.err
+rc=$?
+check "an uncaught KeyboardInterrupt: exit $rc as plain Python's $plain_rc, the snapshot '$(ending u.cmh)'" \
+    "[ $rc -eq $plain_rc ] && [ $rc -eq 130 ] && [ \"\$(entries u.cmh)\" = 1 ] &&
+     [ \"\$(ending u.cmh)\" = 'was ended by SIGINT; this snapshot was written on the way' ] && [ ! -e u.cmh.flight ]"
+
+# Python's own SIGTERM handler: it runs, the program goes on
+rm -f t.cmh*
+"$CMH" record -q -o t.cmh -- $PY "$P" term >t.out 2>t.err
+rc=$?
+check "a Python SIGTERM handler runs and the program goes on: exit $rc, $(entries t.cmh) entries, '$(ending t.cmh)' ($(cat t.out t.err | tr '\n' ' '))" \
+    "[ $rc -eq 0 ] && [ \"\$(entries t.cmh)\" = 2 ] && [ -z \"\$(ending t.cmh)\" ]"
+finish
