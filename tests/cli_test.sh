@@ -267,10 +267,14 @@ PYEOF
 "$CMH" summary midrun.pickle >midrun.txt 2>&1
 check "mid-run: summary says the trace begins mid-run, with the state the replay inferred before it" \
     "grep -q '^note: the trace begins mid-run: 24.0 MiB allocated and 24.0 MiB reserved before its first entry' midrun.txt"
+# its Allocations total counts the 12 blocks live then as allocated (PyTorch's table): the note says them apart
+check "mid-run: summary's note says the trace's allocations apart from the blocks live when it began" \
+    "grep -q '^      then: 0 allocations in the trace, 12 more live when it began' midrun.txt"
 "$CMH" summary --json midrun.pickle | py -c "
 import json, sys
 d = json.load(sys.stdin)[0]
-assert d['history'] is True and d['before_first_entry'] == {'allocated': 24 << 20, 'reserved': 24 << 20}, d"
+assert d['history'] is True and d['before_first_entry'] == {'allocated': 24 << 20, 'reserved': 24 << 20, 'allocations': 12}, d
+assert d['trace_allocations'] == 0 and d['stats']['allocation.all']['allocated'] == 12, d"
 check "mid-run: summary --json gives the state before the first entry" "[ \$? -eq 0 ]"
 "$CMH" summary leak.cmh | grep -q 'mid-run' && bad "a record from the start is called mid-run" || ok "a record from its start: no mid-run note"
 # the report names the moment as owners and peak do (never "entry -1"), and says mid-run too
@@ -278,6 +282,10 @@ check "mid-run: summary --json gives the state before the first entry" "[ \$? -e
 check "mid-run: the report's peak is 'before the first entry', never 'entry -1', and says mid-run" \
     "grep -q 'Who held the memory at the reserved peak (before the first entry)' midrun.html && ! grep -q 'entry -1' midrun.html &&
      grep -q 'The trace begins mid-run: 24.0 MiB allocated' midrun.html"
+# its allocations card counts the trace's (none), not the 12 blocks live before it (trial5 #9)
+check "mid-run: the report's allocations card counts the trace's, the blocks live before it apart" \
+    "grep -q '<b>0</b><span>allocations in the trace, 12 more live when it began</span>' midrun.html &&
+     ! grep -q 'allocations in the record' midrun.html"
 # frag --json lists every segment (a script sums them), and says what --top cut
 "$CMH" frag --json midrun.pickle | py -c "
 import json, sys
