@@ -286,6 +286,9 @@ check "mid-run: the report's peak is 'before the first entry', never 'entry -1',
 check "mid-run: the report's allocations card counts the trace's, the blocks live before it apart" \
     "grep -q '<b>0</b><span>allocations in the trace, 12 more live when it began</span>' midrun.html &&
      ! grep -q 'allocations in the record' midrun.html"
+# one OOM is 'out-of-memory error', not '1 out-of-memory errors' (trial5 #11)
+"$CMH" report --static oom.cmh -o oomrep.html 2>/dev/null
+check "report: one OOM's card in the singular" "grep -q '<b>1</b><span>out-of-memory error</span>' oomrep.html"
 # frag --json lists every segment (a script sums them), and says what --top cut
 "$CMH" frag --json midrun.pickle | py -c "
 import json, sys
