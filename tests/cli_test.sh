@@ -70,6 +70,11 @@ if ! env LD_LIBRARY_PATH= ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; t
     check "no CUDA driver: record says so and names the fake driver ($(tail -2 nodrv.txt | tr '\n' ' '))" \
         "[ $rc -eq 127 ] && grep -q 'leaky exited 127 .* no libcuda.so.1 to load' nodrv.txt && grep -qF 'LD_LIBRARY_PATH=$B/fakecuda' nodrv.txt"
 fi
+# a program that cannot be run: its one line, not 'no snapshot written: no process called a CUDA
+# allocation entry point' after it (trial5 #11)
+"$CMH" record -o nx.cmh -- ./no-such-program-here 2>nx.txt
+check "record of a program that cannot be run: exit 127, one line ($(tr '\n' '|' <nx.txt))" \
+    "[ $? -eq 127 ] && [ \$(wc -l <nx.txt) -eq 1 ] && grep -qx 'cumemhist: cannot run ./no-such-program-here: No such file or directory' nx.txt"
 "$CMH" record -- sh -c 'exit 127' 2>quiet127.txt
 check "a program's own exit 127 with a driver at hand: no driver hint" "[ $? -eq 127 ] && ! grep -q 'no CUDA driver' quiet127.txt"
 sh -c "\"$CMH\" record -q -- sh -c 'kill -TERM \$\$'"
