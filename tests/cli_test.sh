@@ -322,6 +322,12 @@ check "truncated: the missing checksum said plainly ($(cat terr.txt))" \
 printf 'garbage!' >garbage.cmh
 "$CMH" summary garbage.cmh 2>gerr.txt
 check "garbage: clear error" "[ $? -eq 1 ] && grep -q 'garbage.cmh: not a snapshot' gerr.txt"
+# cumemhist's own export -f json fed back: said to be JSON, which it writes and does not read (it
+# said 'first byte 0x7b is neither a .cmh map nor a pickle PROTO': trial5 #11)
+"$CMH" export -f json -o back.json leak.cmh 2>/dev/null
+"$CMH" summary back.json 2>jerr.txt
+check "export -f json read back: refused, said to be JSON, an export format ($(cat jerr.txt))" \
+    "[ $? -eq 1 ] && grep -qx \"cumemhist: back.json: not a snapshot: JSON (byte 0 is '{'), an export format cumemhist writes and does not read back; read the .cmh or pickle it came from\" jerr.txt"
 "$CMH" summary missing.cmh 2>merr.txt
 check "missing file" "[ $? -eq 1 ] && grep -q 'missing.cmh: No such file' merr.txt"
 
