@@ -144,10 +144,10 @@ static int section(const rep_section *sec, void *arg)
      * report's card says them */
     int64_t before = pk.allocs_start, made = st.allocation[CMH_POOL_ALL].allocated - before;
     if (dropped)
-        printf("note: the ring dropped the %llu oldest entries; peaks cover the last %llu only, and the totals count what\n"
+        printf("note: the ring dropped the %llu oldest entr%s; peaks cover the last %llu only, and the totals count what\n"
                "      was live when they began as allocated then: %s in the trace, %lld more live when its kept\n"
                "      entries began (what was allocated and freed before is not in them)\n",
-               (unsigned long long)dropped, (unsigned long long)nent, rep_count((uint64_t)made, "allocation", "allocations"),
+               (unsigned long long)dropped, dropped == 1 ? "y" : "ies", (unsigned long long)nent, rep_count((uint64_t)made, "allocation", "allocations"),
                (long long)before);
     const cmh_trace *dt = cmh_snapshot_trace(s, device);
     if (dropped && dt && dt->dropped_ooms) /* a counter, as PyTorch's num_ooms */

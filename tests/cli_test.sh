@@ -322,6 +322,14 @@ check "truncated: the missing checksum said plainly ($(cat terr.txt))" \
 printf 'garbage!' >garbage.cmh
 "$CMH" summary garbage.cmh 2>gerr.txt
 check "garbage: clear error" "[ $? -eq 1 ] && grep -q 'garbage.cmh: not a snapshot' gerr.txt"
+# a ring that dropped one entry: 'the 1 oldest entry', not 'entries' (trial5 #11, plurals)
+"$CMH" record -q -o r0.cmh -- "$S/leaky" 1 >/dev/null 2>&1
+n0=$("$CMH" trace --json r0.cmh 2>/dev/null | py -c 'import json, sys; print(len(json.load(sys.stdin)[0]["entries"]))' 2>/dev/null)
+"$CMH" record -q --max-entries $((n0 - 1)) -o r1.cmh -- "$S/leaky" 1 >/dev/null 2>&1
+"$CMH" peak r1.cmh >r1.txt 2>&1; "$CMH" summary r1.cmh >>r1.txt 2>&1; "$CMH" report --static r1.cmh -o r1.html 2>/dev/null
+check "a ring that dropped one entry: 'the 1 oldest entry' in peak, summary and the report ($(grep dropped r1.txt | tr '\n' '|'))" \
+    "[ \$(grep -c 'the ring dropped the 1 oldest entry;' r1.txt) -eq 2 ] && grep -q 'The ring dropped the 1 oldest entry:' r1.html &&
+     ! grep -q '1 oldest entries' r1.txt r1.html"
 # cumemhist's own export -f json fed back: said to be JSON, which it writes and does not read (it
 # said 'first byte 0x7b is neither a .cmh map nor a pickle PROTO': trial5 #11)
 "$CMH" export -f json -o back.json leak.cmh 2>/dev/null
