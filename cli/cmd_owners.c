@@ -100,8 +100,11 @@ static void text_moment(const rep_section *sec, const cmh_owners_report *p, cons
     /* a device with no trace entry has no entry to name ('at the end (entry -1)') */
     /* "(entry N, +T)" is entry N's time, as everywhere; the dump's, where the moment stands at it, apart */
     char dumped[64] = "";
-    if (m->time_ns && t0 && m->entry_time_ns && m->time_ns != m->entry_time_ns)
-        snprintf(dumped, sizeof dumped, "; dumped at %s", rep_when(m->time_ns, t0));
+    if (m->time_ns && t0 && m->entry_time_ns && m->time_ns != m->entry_time_ns) { /* (said where it reads otherwise) */
+        char et[32];
+        snprintf(et, sizeof et, "%s", rep_when(m->entry_time_ns, t0));
+        if (strcmp(et, rep_when(m->time_ns, t0))) snprintf(dumped, sizeof dumped, "; dumped at %s", rep_when(m->time_ns, t0));
+    }
     printf("\n%s, %s, %s (%s%s): %s", sec->path, rep_device_name(sec->device), cmh_owners_moment_name(m),
            m->index >= 0 ? rep_at(m->index, m->entry_time_ns, t0) : strcmp(m->what, "peak") ? "no trace entries" : "before the first entry",
            m->index >= 0 ? dumped : "", rep_size((double)m->recorded));
