@@ -138,7 +138,7 @@ static int remap(cmh_live *l, char *err, size_t errlen)
         return CMH_EIO;
     }
     if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < CMH_FLIGHT_HEADER) {
-        snprintf(err, errlen, "%s: not a flight record (%lld bytes)", l->path, (long long)sb.st_size);
+        snprintf(err, errlen, S_ISDIR(sb.st_mode) ? "%s: a directory, not a flight record" : "%s: not a flight record (%lld bytes)", l->path, (long long)sb.st_size);
         return CMH_EFORMAT;
     }
     if ((size_t)sb.st_size <= l->maplen) { /* the mapping reaches past it already: only what the file holds is read */

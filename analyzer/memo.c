@@ -230,6 +230,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     p->alloc_index = p->reserved_index = p->requested_index = -1;
     p->alloc_start = p->alloc_peak;
     p->reserved_start = p->reserved_peak;
+    p->allocs_start = st->allocation[0].allocated;
     rpeak[0] = p->reserved_peak; /* the state before the first entry counts, as for `peak` (owners said 'entry 0') */
     hist_rec *h = hist ? hist_new(r) : NULL;
     if (h) h->pos1 = 1;

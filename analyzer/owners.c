@@ -508,6 +508,11 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         if (c.s && cmh_merged_position(s0, device, m->index, &m->index, &merged_len) != CMH_OK) goto out;
         if (w[k].index == INT64_MAX) m->index = merged_len - 1;
         m->time_ns = w[k].time_ns;
+        /* the entry the moment is named by: at the dump, the last one (it said the dump's time
+         * beside the last entry's number) */
+        m->entry_time_ns = w[k].index != INT64_MAX ? w[k].time_ns
+                           : nent                  ? cmh_entry_time(base, &base->entries[btr->first_entry + nent - 1])
+                                                   : 0;
         m->recorded = w[k].recorded;
         /* the moment's sample: one taken at its instant (no entry that changes memory between
          * them), the nearest in time of those; else the nearest, its figure assumed steady (a

@@ -497,7 +497,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         if (ours) /* its header, which says where the records are, is cut: nothing can be read */
             snprintf(err, errlen, "%s: a truncated flight record (%lld bytes, shorter than its %d-byte header): nothing can be read",
                      path, (long long)sb.st_size, CMH_FLIGHT_HEADER);
-        else snprintf(err, errlen, "%s: not a flight record (%lld bytes)", path, (long long)sb.st_size);
+        else snprintf(err, errlen, S_ISDIR(sb.st_mode) ? "%s: a directory, not a flight record" : "%s: not a flight record (%lld bytes)", path, (long long)sb.st_size);
         cmh_snapshot_free(out);
         return CMH_EFORMAT;
     }

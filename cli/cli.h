@@ -61,6 +61,10 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
  * this user whose `record` (by the pid and start time in the name) no longer runs.  `record`
  * and `recover` call it; a live run's is never touched. */
 void cli_clear_dead_manifests(void);
+/* A directory or a snapshot given where a flight record goes: said as what it is ("PATH: a
+ * snapshot, not a flight record: READS; read a snapshot with cumemhist summary, peak or view")
+ * and 1; else 0 (a flight record, or something the reader names) */
+int cli_not_flight_record(const char *path, const char *reads);
 /* Whether the process that wrote a flight record still runs, as this host can tell. */
 enum {
     CLI_PROC_GONE,        /* no such pid, a zombie, or a boot since */

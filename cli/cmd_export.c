@@ -92,11 +92,18 @@ static int load_for_export(const char *path, cmh_snapshot *s)
 
 /* The line every format says once its file is in place (none for standard output, which holds
  * the export itself): chrome and json said nothing where sqlite said this. */
-static void say_wrote(const char *out, uint32_t records, uint64_t entries)
+static void say_wrote_of(const char *out, uint32_t records, uint64_t entries, int device)
 {
     if (!out || !strcmp(out, "-") || g_quiet) return;
-    fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace %s\n", out, records, records == 1 ? "" : "s",
-            (unsigned long long)entries, entries == 1 ? "entry" : "entries");
+    char of[48] = ""; /* a profile holds one device: its entries, not every device's */
+    if (device >= 0) snprintf(of, sizeof of, " of device %d", device);
+    fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace %s%s\n", out, records, records == 1 ? "" : "s",
+            (unsigned long long)entries, entries == 1 ? "entry" : "entries", of);
+}
+
+static void say_wrote(const char *out, uint32_t records, uint64_t entries)
+{
+    say_wrote_of(out, records, entries, -2);
 }
 
 /* ---- many records: one chrome trace, one database ---- */
@@ -373,7 +380,10 @@ int cmd_export(int argc, char **argv)
     if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
         if (!g_quiet) rep_say_memviz_numbering(&s, "export", -2, "memory_viz counts");
     }
-    if (erc == CMH_OK) say_wrote(g_out, 1, s.nentries);
+    if (erc == CMH_OK && g_format == F_PPROF) {
+        const cmh_trace *t = cmh_snapshot_trace(&s, dev);
+        say_wrote_of(g_out, 1, t ? t->nentries : 0, dev);
+    } else if (erc == CMH_OK) say_wrote(g_out, 1, s.nentries);
     cmh_snapshot_free(&s);
     if (erc != CMH_OK) return erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     return 0;

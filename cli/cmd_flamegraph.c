@@ -2,6 +2,7 @@
  * cmd_flamegraph.c - `cumemhist flamegraph SNAP -o live.svg [--at peak|end|oom[:N]|ENTRY]`:
  * live bytes by stack at one moment, as an SVG flamegraph or folded stacks (viz/flame.c).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,9 +75,23 @@ int cmd_flamegraph(int argc, char **argv)
     rep_say_empty_devices("flamegraph", path, &s, g_device, dev);
     cmh_live_at l;
     int crc = cmh_live_compute(&s, dev, at, num, &l);
-    if (crc == CMH_EINVAL) {
-        cli_error("flamegraph: %s, %s has no %s", path, rep_device_name(dev), at == CMH_AT_OOM ? "such out-of-memory error" : "such entry");
-        rc = CLI_EFILE;
+    if (crc == CMH_EINVAL) { /* a bad value, refused as every other one (exit 2) with the range it has */
+        const cmh_trace *tr = cmh_snapshot_trace(&s, dev);
+        uint32_t nent = tr ? tr->nentries : 0;
+        char have[96];
+        if (at == CMH_AT_OOM) {
+            uint64_t freed, k = 0; /* as cmh_live_compute numbers them: `oom`'s, retries that succeeded passed over */
+            int64_t asked;
+            for (uint32_t i = 0; i < nent; i++)
+                if (s.entries[tr->first_entry + i].action == CMH_ACT_OOM && !cmh_oom_retried(&s, tr, i, &freed)) k++;
+            if (!k && tr && cmh_oom_first(&s, tr, &asked) >= 0) k = 1;
+            if (!k) snprintf(have, sizeof have, "no out-of-memory error");
+            else if (k == 1) snprintf(have, sizeof have, "1 out-of-memory error (oom:1)");
+            else snprintf(have, sizeof have, "%" PRIu64 " out-of-memory errors (oom:1 to oom:%" PRIu64 ")", k, k);
+        } else if (!nent) snprintf(have, sizeof have, "no trace entries");
+        else snprintf(have, sizeof have, "entries 0 to %" PRIu32, nent - 1);
+        cli_error("flamegraph: --at %s: %s, %s has %s", g_at, path, rep_device_name(dev), have);
+        rc = CLI_EUSAGE;
     } else if (crc != CMH_OK) rc = cli_fail(path, crc);
     else {
         /* the moment as `peak` names it: a record with no history has no peak (drawn: the end), and

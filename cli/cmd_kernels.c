@@ -104,7 +104,8 @@ int cmd_kernels(int argc, char **argv)
         char tt[32];
         time_fmt(tt, sizeof tt, (double)total);
         printf("Self CUDA time total: %s (%u kernel launches)\n", tt, s.nkernels);
-        if (s.kernels_dropped) printf("note: CUPTI dropped %" PRIu64 " records; the table misses them\n", s.kernels_dropped);
+        if (s.kernels_dropped) printf("note: CUPTI dropped %" PRIu64 " record%s; the table misses %s\n", s.kernels_dropped,
+                                      s.kernels_dropped == 1 ? "" : "s", s.kernels_dropped == 1 ? "it" : "them");
     }
     free(rows);
     cmh_snapshot_free(&s);

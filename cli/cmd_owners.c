@@ -40,9 +40,15 @@ static void json_moment(cmh_jw *w, const cmh_owners_report *p, const cmh_owners_
     cmh_jw_key(w, "index"); /* null where the device has no trace entry, as the text names none */
     if (m->index >= 0 || !strcmp(m->what, "peak")) cmh_jw_int(w, m->index); /* the peak: -1 before the first entry, as peak --json */
     else cmh_jw_null(w);
-    rep_json_time(w, "time_ns", m->time_ns);
-    if (m->time_ns && t0) cmh_jw_kdouble(w, "seconds", (double)(m->time_ns - t0) / 1e9, 6);
+    /* the entry's time, as the text's "(entry N, +T)"; the dump's apart where the moment stands at it */
+    int64_t et = m->index >= 0 ? m->entry_time_ns : m->time_ns;
+    rep_json_time(w, "time_ns", et);
+    if (et && t0) cmh_jw_kdouble(w, "seconds", (double)(et - t0) / 1e9, 6);
     else cmh_jw_key(w, "seconds"), cmh_jw_null(w); /* an untimed record: null, as every time is */
+    if (m->index >= 0 && m->time_ns && m->entry_time_ns && m->time_ns != m->entry_time_ns) {
+        rep_json_time(w, "dump_time_ns", m->time_ns);
+        if (t0) cmh_jw_kdouble(w, "dump_seconds", (double)(m->time_ns - t0) / 1e9, 6);
+    }
     if (!strcmp(m->what, "peak")) { /* which peak: the reserved one, as `peak` names it; and the allocated one */
         cmh_jw_kstr(w, "peak_of", "reserved");
         cmh_jw_key(w, "allocated_peak");
@@ -92,9 +98,16 @@ static void text_moment(const rep_section *sec, const cmh_owners_report *p, cons
 {
     uint64_t sum = m->used_known ? m->used : m->recorded;
     /* a device with no trace entry has no entry to name ('at the end (entry -1)') */
-    printf("\n%s, %s, %s (%s): %s", sec->path, rep_device_name(sec->device), cmh_owners_moment_name(m),
-           m->index >= 0 ? rep_at(m->index, m->time_ns, t0) : strcmp(m->what, "peak") ? "no trace entries" : "before the first entry",
-           rep_size((double)m->recorded));
+    /* "(entry N, +T)" is entry N's time, as everywhere; the dump's, where the moment stands at it, apart */
+    char dumped[64] = "";
+    if (m->time_ns && t0 && m->entry_time_ns && m->time_ns != m->entry_time_ns) { /* (said where it reads otherwise) */
+        char et[32];
+        snprintf(et, sizeof et, "%s", rep_when(m->entry_time_ns, t0));
+        if (strcmp(et, rep_when(m->time_ns, t0))) snprintf(dumped, sizeof dumped, "; dumped at %s", rep_when(m->time_ns, t0));
+    }
+    printf("\n%s, %s, %s (%s%s): %s", sec->path, rep_device_name(sec->device), cmh_owners_moment_name(m),
+           m->index >= 0 ? rep_at(m->index, m->entry_time_ns, t0) : strcmp(m->what, "peak") ? "no trace entries" : "before the first entry",
+           m->index >= 0 ? dumped : "", rep_size((double)m->recorded));
     printf(" recorded");
     if (m->used_known) printf("; the device had %s of %s in use", rep_size((double)m->used), rep_size((double)m->total));
     if (m->used_known && m->used > m->total) /* (managed memory can oversubscribe; anything else is a wrong figure) */

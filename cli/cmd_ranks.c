@@ -603,8 +603,8 @@ int cmd_ranks(int argc, char **argv)
             printf("ran out of memory:");
             for (uint32_t i = 0, k = 0; i < nrows; i++)
                 if (rows[i]->ooms && rows[i]->ooms == rows[i]->ooms_gone) /* none kept: no request to name */
-                    printf("%s %s, device %d (%u OOMs, all fallen out of its history)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
-                           rows[i]->ooms);
+                    printf("%s %s, device %d (%s, all fallen out of its history)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
+                           rep_count(rows[i]->ooms, "OOM", "OOMs"));
                 else if (rows[i]->ooms)
                     printf("%s %s, device %d (%s%s requested, device free %s)", k++ ? ";" : "", who(rows[i], paths), rows[i]->device,
                            gone_note(rows[i]), rep_size((double)rows[i]->first_oom_request), rep_device_free(rows[i]->first_oom_free));

@@ -905,7 +905,7 @@ static int record(char **prog, const char *argv0)
     if (unrecorded) /* not even the first process: ld.so refused it, or the program ignores LD_PRELOAD */
         cli_error("%s did not record %s (ld.so could not preload it, it is not libcumemhist.so, or the program is static or set-user-ID): nothing "
                   "was recorded", libpath, prog[0]);
-    else if (!run.npids && !nfiles && !quiet) {
+    else if (!run.npids && !nfiles && !quiet && !run.noexec) { /* (a program that could not be run: its line said all) */
         fprintf(stderr, "cumemhist: no snapshot written: no process called a CUDA allocation entry point\n");
         /* 127 is ld.so's status for a program it could not load; on a machine with no CUDA
          * driver that is the missing libcuda.so.1: said, with the build tree's host-backed one */

@@ -291,5 +291,6 @@ int cmd_recover(int argc, char **argv)
     int n, rc = cli_parse(&cli_cmd_recover, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     cli_clear_dead_manifests(); /* what a killed `record` left besides its flight records */
+    if (cli_not_flight_record(path, "recover reads the flight record a process left")) return CLI_EFILE;
     return cli_recover_flight(path, g_out, 0, 0, g_keep, 0, g_live, 0, NULL);
 }

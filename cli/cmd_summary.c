@@ -90,8 +90,13 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_obj(w);
             cmh_jw_kint(w, "allocated", pk.alloc_start);
             cmh_jw_kint(w, "reserved", pk.reserved_start);
+            cmh_jw_kint(w, "allocations", pk.allocs_start); /* the blocks live then, in stats' allocation totals */
             cmh_jw_end(w);
         } else cmh_jw_null(w);
+        /* the allocations the trace made: allocation.all's allocated less those live before it (the
+         * report's card) */
+        if (history) cmh_jw_kint(w, "trace_allocations", st.allocation[CMH_POOL_ALL].allocated - pk.allocs_start);
+        else cmh_jw_knull(w, "trace_allocations");
         cmh_jw_kstr(w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"); /* who made the record: the text's title */
         cmh_jw_kstr(w, "byte_units", s->source == CMH_SRC_PYTORCH ? "requested" : "allocated");
         cmh_jw_nl(w);
@@ -137,10 +142,15 @@ static int section(const rep_section *sec, void *arg)
         printf("note: no history on this device (%s): only Cur Usage, the state\n"
                "      at the end, is known; the peaks, the totals, the OOMs and the retries are not ('-')\n",
                pk.base.nohist_cause);
+    /* the Allocations row's total counts the blocks live when the trace began: said apart, as the
+     * report's card says them */
+    int64_t before = pk.allocs_start, made = st.allocation[CMH_POOL_ALL].allocated - before;
     if (dropped)
-        printf("note: the ring dropped the %llu oldest entries; peaks cover the last %llu only, and the totals count what\n"
-               "      was live when they began as allocated then (what was allocated and freed before is not in them)\n",
-               (unsigned long long)dropped, (unsigned long long)nent);
+        printf("note: the ring dropped the %llu oldest entr%s; peaks cover the last %llu only, and the totals count what\n"
+               "      was live when they began as allocated then: %s in the trace, %lld more live when its kept\n"
+               "      entries began (what was allocated and freed before is not in them)\n",
+               (unsigned long long)dropped, dropped == 1 ? "y" : "ies", (unsigned long long)nent, rep_count((uint64_t)made, "allocation", "allocations"),
+               (long long)before);
     const cmh_trace *dt = cmh_snapshot_trace(s, device);
     if (dropped && dt && dt->dropped_ooms) /* a counter, as PyTorch's num_ooms */
         printf("note: CUDA OOMs counts the %llu OOM%s among the dropped entries too (as the program's: no entry is left to\n"
@@ -149,8 +159,10 @@ static int section(const rep_section *sec, void *arg)
     if (midrun)
         printf("note: the trace begins mid-run: %s allocated and %s reserved before its first entry (inferred from the\n"
                "      end); peaks cover its %s only, and the totals count what was live when it began as allocated\n"
-               "      then (what was allocated and freed before is not in them)\n",
-               rep_size((double)pk.alloc_start), rep_size((double)pk.reserved_start), rep_count(nent, "entry", "entries"));
+               "      then: %s in the trace, %lld more live when it began (what was allocated and freed\n"
+               "      before is not in them)\n",
+               rep_size((double)pk.alloc_start), rep_size((double)pk.reserved_start), rep_count(nent, "entry", "entries"),
+               rep_count((uint64_t)made, "allocation", "allocations"), (long long)before);
     if (sec->index + 1 == sec->ndevices && g_device == -2) { /* the last table: what the others left out */
         int32_t all[256];
         int n = cmh_snapshot_devices(s, all, 256);

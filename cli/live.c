@@ -78,19 +78,30 @@ int cli_live_resolve(const char *arg, char *flight, size_t cap)
         cli_error("%s: belongs to another user (uid %ld): not shown", arg, (long)st.st_uid);
         return CLI_EFILE;
     }
+    if (cli_not_flight_record(arg, "top, snapshot and exporter watch running processes' flight records")) return CLI_EFILE;
+    snprintf(flight, cap, "%s", arg);
+    return 0;
+}
+
+int cli_not_flight_record(const char *path, const char *reads)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return 0; /* (the reader says why) */
+    if (S_ISDIR(st.st_mode)) { /* it said 'not a flight record (36864 bytes)' */
+        cli_error("%s: a directory, not a flight record", path);
+        return 1;
+    }
     /* a snapshot given where a flight record goes ('top --once x.cmh' said 'not a flight record (2292
-     * bytes)'): named as what it is, and the commands that read it */
+     * bytes)', recover 'not a flight record (no magic at byte 0)'): named as what it is, and the
+     * commands that read it */
     unsigned char b[2] = {0, 0};
-    FILE *f = S_ISREG(st.st_mode) ? fopen(arg, "rb") : NULL;
+    FILE *f = S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
     size_t got = f ? fread(b, 1, 2, f) : 0;
     if (f) fclose(f);
     if (got == 2 && ((b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) || (b[0] & 0xf0) == 0x80 || b[0] == 0xde || b[0] == 0xdf)) {
-        cli_error("%s: a snapshot, not a flight record: top, snapshot and exporter watch running processes' flight records; "
-                  "read a snapshot with cumemhist summary, peak or view",
-                  arg);
-        return CLI_EFILE;
+        cli_error("%s: a snapshot, not a flight record: %s; read a snapshot with cumemhist summary, peak or view", path, reads);
+        return 1;
     }
-    snprintf(flight, cap, "%s", arg);
     return 0;
 }
 

@@ -586,10 +586,11 @@ const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache)
 void rep_notes(const cmh_report_base *b)
 {
     if (b->dropped)
-        printf("note: the ring dropped the %" PRIu64 " oldest entries; figures cover the last %" PRIu64 " only%s\n",
-               b->dropped, b->entries, b->dropped_ooms ? "," : "");
+        printf("note: the ring dropped the %s; figures cover the last %" PRIu64 " only%s\n",
+               rep_count(b->dropped, "oldest entry", "oldest entries"), b->entries, b->dropped_ooms ? "," : "");
     if (b->dropped_ooms) /* a counter, as PyTorch's num_ooms: the OOMs among them still count */
-        printf("      but the OOM count: %" PRIu64 " of the dropped entries were OOMs, counted as the program's\n", b->dropped_ooms);
+        printf("      but the OOM count: %" PRIu64 " of the dropped entries %s, counted as the program's\n", b->dropped_ooms,
+               b->dropped_ooms == 1 ? "was an OOM" : "were OOMs");
     if (b->pytorch) printf("note: a PyTorch trace: sizes are the caching allocator's rounded block sizes\n");
     if (!b->history)
         printf("note: no history on this device (%s): only the state at the end is known\n", b->nohist_cause);

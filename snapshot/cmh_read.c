@@ -766,7 +766,7 @@ static int read_cmh(const void *buf, size_t len, int mapped, unsigned flags, cmh
     if (rd_snapshot(&c, s, 0)) {
         if (c.announced && !c.has_sum && !c.nomem) { /* what the parser tripped on is the missing end */
             size_t n = strlen(err);
-            snprintf(err + n, errlen - n, "; it does not end with the checksum byte %zu announces: the file is truncated or damaged",
+            snprintf(err + n, errlen - n, "; byte %zu says the file ends with a checksum, and it does not: the file is truncated or damaged",
                      c.announced - 1);
         }
         goto bad;

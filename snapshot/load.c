@@ -75,6 +75,10 @@ int cmh_snapshot_load_ex(const char *path, cmh_snapshot *s, unsigned flags, char
         snprintf(msg, sizeof msg, "unsupported pickle protocol %d at byte 1 (PyTorch writes 2 to 5)", len > 1 ? p[1] : -1);
     } else if ((p[0] & 0xf0) == 0x80 || p[0] == 0xde || p[0] == 0xdf) {
         rc = cmh_cmh_read_mapped(p, len, flags, s, msg, sizeof msg);
+    } else if (p[0] == '{' || p[0] == '[') { /* `export -f json`'s or a --json output fed back (it said 'first byte 0x7b is neither ...') */
+        rc = CMH_EFORMAT;
+        snprintf(msg, sizeof msg, "not a snapshot: JSON (byte 0 is '%c'), an export format cumemhist writes and does not read back; "
+                 "read the .cmh or pickle it came from", p[0]);
     } else {
         rc = CMH_EFORMAT;
         snprintf(msg, sizeof msg, "not a snapshot (first byte 0x%02x is neither a .cmh map nor a pickle PROTO)", p[0]);

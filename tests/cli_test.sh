@@ -70,6 +70,11 @@ if ! env LD_LIBRARY_PATH= ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; t
     check "no CUDA driver: record says so and names the fake driver ($(tail -2 nodrv.txt | tr '\n' ' '))" \
         "[ $rc -eq 127 ] && grep -q 'leaky exited 127 .* no libcuda.so.1 to load' nodrv.txt && grep -qF 'LD_LIBRARY_PATH=$B/fakecuda' nodrv.txt"
 fi
+# a program that cannot be run: its one line, not 'no snapshot written: no process called a CUDA
+# allocation entry point' after it (trial5 #11)
+"$CMH" record -o nx.cmh -- ./no-such-program-here 2>nx.txt
+check "record of a program that cannot be run: exit 127, one line ($(tr '\n' '|' <nx.txt))" \
+    "[ $? -eq 127 ] && [ \$(wc -l <nx.txt) -eq 1 ] && grep -qx 'cumemhist: cannot run ./no-such-program-here: No such file or directory' nx.txt"
 "$CMH" record -- sh -c 'exit 127' 2>quiet127.txt
 check "a program's own exit 127 with a driver at hand: no driver hint" "[ $? -eq 127 ] && ! grep -q 'no CUDA driver' quiet127.txt"
 sh -c "\"$CMH\" record -q -- sh -c 'kill -TERM \$\$'"
@@ -267,10 +272,14 @@ PYEOF
 "$CMH" summary midrun.pickle >midrun.txt 2>&1
 check "mid-run: summary says the trace begins mid-run, with the state the replay inferred before it" \
     "grep -q '^note: the trace begins mid-run: 24.0 MiB allocated and 24.0 MiB reserved before its first entry' midrun.txt"
+# its Allocations total counts the 12 blocks live then as allocated (PyTorch's table): the note says them apart
+check "mid-run: summary's note says the trace's allocations apart from the blocks live when it began" \
+    "grep -q '^      then: 0 allocations in the trace, 12 more live when it began' midrun.txt"
 "$CMH" summary --json midrun.pickle | py -c "
 import json, sys
 d = json.load(sys.stdin)[0]
-assert d['history'] is True and d['before_first_entry'] == {'allocated': 24 << 20, 'reserved': 24 << 20}, d"
+assert d['history'] is True and d['before_first_entry'] == {'allocated': 24 << 20, 'reserved': 24 << 20, 'allocations': 12}, d
+assert d['trace_allocations'] == 0 and d['stats']['allocation.all']['allocated'] == 12, d"
 check "mid-run: summary --json gives the state before the first entry" "[ \$? -eq 0 ]"
 "$CMH" summary leak.cmh | grep -q 'mid-run' && bad "a record from the start is called mid-run" || ok "a record from its start: no mid-run note"
 # the report names the moment as owners and peak do (never "entry -1"), and says mid-run too
@@ -278,6 +287,13 @@ check "mid-run: summary --json gives the state before the first entry" "[ \$? -e
 check "mid-run: the report's peak is 'before the first entry', never 'entry -1', and says mid-run" \
     "grep -q 'Who held the memory at the reserved peak (before the first entry)' midrun.html && ! grep -q 'entry -1' midrun.html &&
      grep -q 'The trace begins mid-run: 24.0 MiB allocated' midrun.html"
+# its allocations card counts the trace's (none), not the 12 blocks live before it (trial5 #9)
+check "mid-run: the report's allocations card counts the trace's, the blocks live before it apart" \
+    "grep -q '<b>0</b><span>allocations in the trace, 12 more live when it began</span>' midrun.html &&
+     ! grep -q 'allocations in the record' midrun.html"
+# one OOM is 'out-of-memory error', not '1 out-of-memory errors' (trial5 #11)
+"$CMH" report --static oom.cmh -o oomrep.html 2>/dev/null
+check "report: one OOM's card in the singular" "grep -q '<b>1</b><span>out-of-memory error</span>' oomrep.html"
 # frag --json lists every segment (a script sums them), and says what --top cut
 "$CMH" frag --json midrun.pickle | py -c "
 import json, sys
@@ -335,9 +351,27 @@ head -c $((size - 3)) leak.cmh >trunc.cmh
 rc=$?
 check "truncated: non-zero exit" "[ $rc -eq 1 ]"
 check "truncated: one line with file and offset" "[ \$(wc -l <terr.txt) -eq 1 ] && grep -q '^cumemhist: trunc.cmh: truncated at byte $((size - 3)) (expected' terr.txt"
+# and says plainly what the missing end was ('it does not end with the checksum byte 29 announces'
+# was hard to parse: trial5 #11)
+check "truncated: the missing checksum said plainly ($(cat terr.txt))" \
+    "grep -q '; byte [0-9]* says the file ends with a checksum, and it does not: the file is truncated or damaged\$' terr.txt"
 printf 'garbage!' >garbage.cmh
 "$CMH" summary garbage.cmh 2>gerr.txt
 check "garbage: clear error" "[ $? -eq 1 ] && grep -q 'garbage.cmh: not a snapshot' gerr.txt"
+# a ring that dropped one entry: 'the 1 oldest entry', not 'entries' (trial5 #11, plurals)
+"$CMH" record -q -o r0.cmh -- "$S/leaky" 1 >/dev/null 2>&1
+n0=$("$CMH" trace --json r0.cmh 2>/dev/null | py -c 'import json, sys; print(len(json.load(sys.stdin)[0]["entries"]))' 2>/dev/null)
+"$CMH" record -q --max-entries $((n0 - 1)) -o r1.cmh -- "$S/leaky" 1 >/dev/null 2>&1
+"$CMH" peak r1.cmh >r1.txt 2>&1; "$CMH" summary r1.cmh >>r1.txt 2>&1; "$CMH" report --static r1.cmh -o r1.html 2>/dev/null
+check "a ring that dropped one entry: 'the 1 oldest entry' in peak, summary and the report ($(grep dropped r1.txt | tr '\n' '|'))" \
+    "[ \$(grep -c 'the ring dropped the 1 oldest entry;' r1.txt) -eq 2 ] && grep -q 'The ring dropped the 1 oldest entry:' r1.html &&
+     ! grep -q '1 oldest entries' r1.txt r1.html"
+# cumemhist's own export -f json fed back: said to be JSON, which it writes and does not read (it
+# said 'first byte 0x7b is neither a .cmh map nor a pickle PROTO': trial5 #11)
+"$CMH" export -f json -o back.json leak.cmh 2>/dev/null
+"$CMH" summary back.json 2>jerr.txt
+check "export -f json read back: refused, said to be JSON, an export format ($(cat jerr.txt))" \
+    "[ $? -eq 1 ] && grep -qx \"cumemhist: back.json: not a snapshot: JSON (byte 0 is '{'), an export format cumemhist writes and does not read back; read the .cmh or pickle it came from\" jerr.txt"
 "$CMH" summary missing.cmh 2>merr.txt
 check "missing file" "[ $? -eq 1 ] && grep -q 'missing.cmh: No such file' merr.txt"
 

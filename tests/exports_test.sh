@@ -172,7 +172,8 @@ n=$("$CMH" trace --json l.cmh 2>/dev/null | py -c 'import json, sys; print(sum(l
 : >wrote.err
 for f in memviz:w.pickle json:w.json chrome:w.trace.json pprof:w.pb.gz sqlite:w.db; do
     "$CMH" export -f ${f%%:*} -o ${f#*:} l.cmh 2>w.err || bad "export -f ${f%%:*}"
-    grep -x "cumemhist: wrote ${f#*:}: 1 record, $n trace entries" w.err >>wrote.err || echo "${f%%:*}: $(cat w.err)" >>wrote.err
+    of=; [ ${f%%:*} = pprof ] && of=" of device 0" # a profile is of one device, its entries said so
+    grep -x "cumemhist: wrote ${f#*:}: 1 record, $n trace entries$of" w.err >>wrote.err || echo "${f%%:*}: $(cat w.err)" >>wrote.err
 done
 "$CMH" export -f chrome -o w2.trace.json l.cmh l.cmh 2>w.err
 grep -x "cumemhist: wrote w2.trace.json: 2 records, $((2 * n)) trace entries" w.err >>wrote.err || echo "chrome of 2: $(cat w.err)" >>wrote.err
@@ -180,4 +181,11 @@ grep -x "cumemhist: wrote w2.trace.json: 2 records, $((2 * n)) trace entries" w.
 "$CMH" export -f chrome -o - l.cmh >/dev/null 2>>w.err
 check "export -f memviz, json, chrome (1 and 2 records), pprof, sqlite: 'cumemhist: wrote FILE: 1 record, $n trace entries'; none to stdout ($(grep -v '^cumemhist: wrote' wrote.err | head -3 | tr '\n' '|'))" \
     "[ \$(grep -c '^cumemhist: wrote w' wrote.err) -eq 6 ] && [ \$(wc -l <wrote.err) -eq 6 ] && [ ! -s w.err ]"
+# pprof of one device of two counts that device's entries (trial5 #11: 'wrote f1.pb.gz: 1 record,
+# 122 trace entries' where device 1 has 30, 122 both devices')
+FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=1G "$CMH" record -q -o mg.cmh -- "$B/samples/multigpu" 4 >/dev/null 2>&1
+n1=$("$CMH" trace --json --device 1 mg.cmh 2>/dev/null | py -c 'import json, sys; print(len(json.load(sys.stdin)[0]["entries"]))' 2>/dev/null)
+"$CMH" export -f pprof --device 1 -o mg1.pb.gz mg.cmh 2>mg1.err
+check "export -f pprof --device 1: 'wrote mg1.pb.gz: 1 record, $n1 trace entries of device 1' ($(cat mg1.err))" \
+    "[ -n '$n1' ] && grep -qx 'cumemhist: wrote mg1.pb.gz: 1 record, $n1 trace entries of device 1' mg1.err"
 finish

@@ -163,6 +163,18 @@ check "snapshot of a dead process's flight record: 'is not running', recover nam
 rc=$?
 check "top --once of a snapshot: 'a snapshot, not a flight record', summary named ($(cat err.txt))" \
     "[ $rc = 1 ] && grep -q '^cumemhist: hs.cmh: a snapshot, not a flight record: .*summary' err.txt"
+# recover of a snapshot says the same (it said 'not a flight record (no magic at byte 0)'), and a
+# directory is named one (snapshot /tmp said 'not a flight record (36864 bytes)') (trial5 #11)
+"$CMH" recover hs.cmh >/dev/null 2>err.txt
+rc=$?
+check "recover of a snapshot: 'a snapshot, not a flight record', summary named ($(cat err.txt))" \
+    "[ $rc = 1 ] && grep -q '^cumemhist: hs.cmh: a snapshot, not a flight record: recover reads .*summary' err.txt && [ -s hs.cmh ]"
+mkdir -p adir
+"$CMH" snapshot adir >/dev/null 2>err.txt
+rc=$?
+"$CMH" recover adir >/dev/null 2>>err.txt
+check "snapshot and recover of a directory: 'a directory, not a flight record' ($(cat err.txt | tr '\n' '|'))" \
+    "[ $rc = 1 ] && [ \$(grep -c '^cumemhist: adir: a directory, not a flight record\$' err.txt) = 2 ]"
 
 # --- many gone at once (a shared machine's killed benchmarks): one line, not one each; those
 # whose flight record went too are not mentioned; top --gone lists the others, later runs are quiet

@@ -239,6 +239,22 @@ check "owners, enabled=state and no trace entry: the end alone, named without an
 "$CMH" owners --json st.cmh >st.json 2>/dev/null
 check "owners --json, no trace entry: the moment's index is null, not -1" \
     'py -c "import json,sys; m=json.load(open(sys.argv[1]))[0][\"moments\"]; assert [x[\"index\"] for x in m]==[None], m" st.json'
+# the end stands at the dump, a second after the last entry here (leaky's idle second): "(entry
+# N, +T)" is entry N's time, as everywhere, the dump's said apart (trial5 #10: it said the dump's
+# time beside the last entry's number)
+"$CMH" record -q -o idle.cmh -- "$B/samples/leaky" 3 1 >/dev/null 2>&1
+"$CMH" owners idle.cmh >idle.txt 2>&1
+"$CMH" owners --json idle.cmh >idle.json 2>/dev/null
+"$CMH" trace --json idle.cmh >idle.trace.json 2>/dev/null
+check "owners at the end: entry N's time, the dump's apart (text and --json)" 'py - <<PY
+import json, re
+last = json.load(open("idle.trace.json"))[0]["entries"][-1]["time_ns"]
+m = [m for m in json.load(open("idle.json"))[0]["moments"] if m["moment"] == "end"][0]
+assert m["time_ns"] == last and m["dump_time_ns"] >= last + 900000000, (m, last)
+t = open("idle.txt").read()
+x = re.search(r"device 0, at the end \(entry %d, \+([0-9.]+)s; dumped at \+([0-9.]+)s\)" % m["index"], t)
+assert x and abs(float(x.group(1)) - m["seconds"]) < 0.001 and float(x.group(2)) >= 0.9, t
+PY'
 PT=${3:-}
 FLEX=$PT/flexgen_torch20_oom_observer_block_history.pickle
 if [ -n "$PT" ] && [ -f "$FLEX" ]; then

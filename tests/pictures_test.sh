@@ -29,8 +29,14 @@ for f in multi.cmh leaky.cmh merged.cmh "$F/h200/torch_exp.pickle" "$F/h200/leak
 done
 "$CMH" flamegraph --device 1 --at oom multi.cmh -o oom.svg 2>/dev/null
 check "flamegraph --at oom of the run that had one" '[ -s oom.svg ]'
+# a bad --at is refused as every bad value is (exit 2), with the range the device has (trial5 #11:
+# 'has no such out-of-memory error', exit 1)
 "$CMH" flamegraph --device 1 --at oom:9 multi.cmh -o none.svg 2>err.txt
-check "flamegraph --at oom:9 where there is no 9th: refused, said ($(cat err.txt))" '[ $? -ne 0 ] && [ ! -e none.svg ] && grep -q "no such out-of-memory" err.txt'
+check "flamegraph --at oom:9 where there is no 9th: refused (exit 2), the OOMs there are said ($(cat err.txt))" \
+    '[ $? -eq 2 ] && [ ! -e none.svg ] && grep -q "^cumemhist: flamegraph: --at oom:9: multi.cmh, device 1 has [0-9]* out-of-memory errors\{0,1\} (oom:1" err.txt'
+"$CMH" flamegraph --device 1 --at 99999999 multi.cmh -o none.svg 2>err.txt
+check "flamegraph --at 99999999 past the last entry: refused (exit 2), the entries said ($(cat err.txt))" \
+    '[ $? -eq 2 ] && [ ! -e none.svg ] && grep -q "^cumemhist: flamegraph: --at 99999999: multi.cmh, device 1 has entries 0 to [1-9][0-9]*\$" err.txt'
 # The x axis: a PyTorch run with 5.5 s of quiet start-up before its loop is drawn by entry (the
 # loop gets the width) and says so; --axis time draws time; a record busy all along stays on time.
 axis_of() { sed -n 's/.*class="xlabel" data-axis="\([a-z]*\)".*/\1/p' "$1" | sort -u | tr '\n' ' '; }

@@ -255,17 +255,26 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     card(fp, SZ(pk.alloc_end), "allocated at the end");
     card(fp, SZ(pk.reserved_end), "reserved at the end");
     snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t)st.num_ooms);
-    card(fp, hist ? buf : "not known", hist ? "out-of-memory errors" : "out-of-memory errors (no history)");
-    snprintf(buf, sizeof buf, "%" PRId64, st.allocation[CMH_POOL_ALL].allocated);
-    card(fp, hist ? buf : "not known", hist ? "allocations in the record" : "allocations (no history)");
+    card(fp, hist ? buf : "not known", !hist ? "out-of-memory errors (no history)" : st.num_ooms == 1 ? "out-of-memory error" : "out-of-memory errors");
+    /* memory_stats' total counts the blocks live when the trace began (a ring that dropped its
+     * oldest entries, a trace begun mid-run) as allocated then: the card counts the trace's own
+     * and says those apart, as summary's note and its --json do */
+    int64_t before = pk.allocs_start, made = st.allocation[CMH_POOL_ALL].allocated - before;
+    char what[160] = "allocations in the trace";
+    snprintf(buf, sizeof buf, "%" PRId64, made);
+    if (before)
+        snprintf(what, sizeof what, "allocation%s in the trace, %" PRId64 " more live when %s began", made == 1 ? "" : "s", before,
+                 pk.base.dropped ? "its kept entries" : "it");
+    else if (made == 1) snprintf(what, sizeof what, "allocation in the trace");
+    card(fp, hist ? buf : "not known", hist ? what : "allocations (no history)");
     fputs("</div>\n", fp);
     if (!hist)
         fprintf(fp, "<p class=\"r-muted r-nohist\">No history on this device (%s): only the state at "
                 "the end is known; the peak, the out-of-memory errors and the allocations made are not.</p>\n",
                 pk.base.nohist_cause);
     if (pk.base.dropped)
-        fprintf(fp, "<p class=\"r-muted\">The ring dropped the %" PRIu64 " oldest entries: peaks and totals cover the last %" PRIu64 ".</p>\n",
-                pk.base.dropped, pk.base.entries);
+        fprintf(fp, "<p class=\"r-muted\">The ring dropped the %" PRIu64 " oldest entr%s: peaks and totals cover the last %" PRIu64 ".</p>\n",
+                pk.base.dropped, pk.base.dropped == 1 ? "y" : "ies", pk.base.entries);
     else if (hist && (pk.alloc_start || pk.reserved_start)) /* the replay inferred what was live before the trace */
         fprintf(fp, "<p class=\"r-muted r-midrun\">The trace begins mid-run: %s allocated and %s reserved before its first entry "
                     "(inferred from the end): peaks and totals cover its %" PRIu64 " entr%s only.</p>\n",

@@ -41,7 +41,9 @@ typedef struct cmh_owner_row {
 typedef struct cmh_owners_moment {
     char what[32];           /* "end", "peak", "out of memory #1" */
     int64_t index, time_ns;  /* in the record's one numbering (cmh_merged_position; -1: before
-                                the first entry); time 0 = unknown */
+                                the first entry); time 0 = unknown.  The end (and a peak that
+                                is the final state) stands at the dump: time_ns is the dump's */
+    int64_t entry_time_ns;   /* entry index's own time, what "(entry N, +T)" names (0: none, unknown) */
     cmh_owner_row *rows;     /* largest first; the unexplained row last */
     uint32_t nrows;
     uint64_t recorded;       /* the rows but the unexplained one */

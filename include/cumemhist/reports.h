@@ -109,6 +109,7 @@ typedef struct cmh_peak_report {
     /* before the first entry: the state the replay inferred from the end (not 0: the trace began
      * mid-run, or a ring dropped its oldest entries; a record with no history: the end state) */
     int64_t alloc_start, reserved_start;
+    int64_t allocs_start; /* the blocks live then, which memory_stats' allocation totals count as allocated */
     int64_t active_end; /* every active block's bytes at the end (allocated and pending free) */
     int64_t reserved_last, active_last; /* after the last entry, before the reconciliation */
     cmh_site *sites; /* live at the allocated peak */
