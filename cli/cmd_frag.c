@@ -229,7 +229,7 @@ static int section(const rep_section *sec, void *arg)
                    rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable), own,
                    o->private_free ? (mine ? ", in other private pools " : ", in private pools ") : "",
                    o->private_free ? rep_size((double)o->private_free) : "", rep_size((double)o->largest_gap),
-                   mine ? " (in its own pool)" : "");
+                   mine ? " (in its own pool)" : o->gap_unknown_in ? " (outside a pool's cache)" : "");
             if (o->gap_unknown_in)
                 printf("  largest free gap: not known inside a pool's cache of %s; %s is the largest outside it\n",
                        rep_size((double)o->gap_unknown_in), rep_size((double)o->largest_gap));
