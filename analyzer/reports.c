@@ -928,7 +928,7 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
                                                        e->split.releasable, e->split.trapped, e->split.private_free,
                                                        e->split.own_pool, e->usable, e->split.unusable,
                                                        {e->request_pool[0], e->request_pool[1]}, e->verdict,
-                                                       e->number, e->retried, e->retry_index};
+                                                       e->number, e->retried, e->retry_index, e->gap_unknown_in};
         }
         cmh_oom_report_free(&om);
     }
@@ -996,6 +996,12 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             o->fits_in_gap = o->largest_gap >= o->request;
             o->verdict = cmh_oom_verdict_cache(o->request, o->free_inside, o->split.unusable, o->pool_cache_unusable, o->largest_gap,
                                                o->device_free);
+            if (pooled && o->split.pool_cache && !o->fits_in_gap) {
+                /* the pieces of a pool's cache are not in the record: a piece as large as the
+                 * request may have been there, or none (docs/DEFINITIONS.md, the OOM verdict) */
+                o->gap_unknown_in = o->split.pool_cache;
+                if (o->verdict == CMH_OOM_FRAGMENTATION) o->verdict = CMH_OOM_POOL_PIECES;
+            }
             if (o->verdict == CMH_OOM_DEMAND && cmh_oom_too_large(o->request, o->reserved, o->device_free)) o->verdict = CMH_OOM_TOO_LARGE;
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
@@ -1116,8 +1122,8 @@ int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
 const char *cmh_oom_verdict_name(int verdict)
 {
     static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool", "too large",
-                                        "a pool's cache"};
-    return names[verdict >= 0 && verdict <= CMH_OOM_POOL_CACHE ? verdict : 0];
+                                        "a pool's cache", "a pool's cache, pieces not known"};
+    return names[verdict >= 0 && verdict <= CMH_OOM_POOL_PIECES ? verdict : 0];
 }
 
 int cmh_record_pytorch(const cmh_snapshot *s)
@@ -1167,8 +1173,13 @@ const char *cmh_oom_verdict_text(int verdict)
         "held in a stream-ordered pool's cache: enough bytes were free only in what a memory pool (cuMemAllocAsync's) "
         "keeps after its frees, up to its release threshold, which an allocation from outside the pool cannot use and "
         "empty_cache() does not give back: trim the pool (cuMemPoolTrimTo), lower its release threshold "
-        "(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), or allocate from the pool"};
-    return text[verdict >= 0 && verdict <= CMH_OOM_POOL_CACHE ? verdict : 0];
+        "(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), or allocate from the pool",
+        "enough bytes were free, some in the request's stream-ordered pool's cache (what cuMemAllocAsync's pool keeps "
+        "after its frees), whose pieces the record does not show: whether one was large enough is not known (the "
+        "pool serves a request from one contiguous piece of its cache, or grows from the device's free memory); "
+        "trim the pool (cuMemPoolTrimTo) so that it can grow by one piece of the request's size, or lower its "
+        "release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)"};
+    return text[verdict >= 0 && verdict <= CMH_OOM_POOL_PIECES ? verdict : 0];
 }
 
 void cmh_oom_report_free(cmh_oom_report *p)

@@ -82,6 +82,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "reserved", o->reserved);
             cmh_jw_kuint(w, "free_in_segments", o->free_inside);
             cmh_jw_kuint(w, "largest_gap", o->largest_gap);
+            cmh_jw_kuint(w, "largest_gap_unknown_in", o->gap_unknown_in);
             cmh_jw_kuint(w, "releasable", o->releasable);
             cmh_jw_kuint(w, "trapped", o->trapped);
             cmh_jw_kuint(w, "private_pools", o->private_free);
@@ -166,7 +167,8 @@ static int section(const rep_section *sec, void *arg)
             printf("    in private pools       %12s   (%s of a CUDA graph or MemPool: only the pool's own requests use it,\n"
                    "                                            empty_cache() gives it back only once the pool is gone)\n",
                    rep_size((double)p.private_free), rep_count(p.private_segs, "segment", "segments"));
-        printf("  largest free gap         %12s%s\n", rep_size((double)p.largest_gap), p.private_segs ? "   (outside private pools)" : "");
+        printf("  largest free gap         %12s%s%s\n", rep_size((double)p.largest_gap), p.private_segs ? "   (outside private pools)" : "",
+               p.pool_cache ? "   (outside the pools' cache: its pieces are not recorded, so the gaps inside it are not known)" : "");
         printf("  fragmentation            %11.1f%%   (trapped / reserved)\n", 100 * p.fragmentation);
         if (p.nsegs) {
             /* every segment counted by use, listed or not (a fully used one, 0 B free, fell under
@@ -227,7 +229,10 @@ static int section(const rep_section *sec, void *arg)
                    rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable), own,
                    o->private_free ? (mine ? ", in other private pools " : ", in private pools ") : "",
                    o->private_free ? rep_size((double)o->private_free) : "", rep_size((double)o->largest_gap),
-                   mine ? " (in its own pool)" : "");
+                   mine ? " (in its own pool)" : o->gap_unknown_in ? " (outside a pool's cache)" : "");
+            if (o->gap_unknown_in)
+                printf("  largest free gap: not known inside a pool's cache of %s; %s is the largest outside it\n",
+                       rep_size((double)o->gap_unknown_in), rep_size((double)o->largest_gap));
             if (o->unusable)
                 printf("  the request could use %s of it; %s not (other pools' memory)\n", rep_size((double)o->usable),
                        rep_size((double)o->unusable));

@@ -26,7 +26,8 @@ const cli_command cli_cmd_oom = {
     "Every out-of-memory error in the record, on every device: the request and who made it, what\n"
     "the device still had free, what was allocated and reserved, the free bytes inside the\n"
     "segments (reserved - allocated) and the largest free gap, a verdict (demand, fragmentation,\n"
-    "a gap that fit, refused with room, a private pool's, a stream-ordered pool's cache, or too\n"
+    "a gap that fit, refused with room, a private pool's, a stream-ordered pool's cache, a pool's\n"
+    "cache whose pieces are not known (the gap inside it is then not known either), or too\n"
     "large: more than the device had\n"
     "free and the process held together), and the allocation sites holding memory at that moment.\n"
     "An error that an allocator above the driver caught and asked again for (one reporting its\n"
@@ -157,6 +158,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "free_in_segments", e->free_inside);
             cmh_jw_kuint(w, "pending_free", e->pending_free);
             cmh_jw_kuint(w, "largest_gap", e->largest_gap);
+            cmh_jw_kuint(w, "largest_gap_unknown_in", e->gap_unknown_in); /* largest_gap is then outside this pool cache */
             cmh_jw_kuint(w, "releasable", e->split.releasable);
             cmh_jw_kuint(w, "trapped", e->split.trapped);
             cmh_jw_kuint(w, "pool_cache", e->split.pool_cache); /* of releasable */
@@ -345,9 +347,13 @@ static int section(const rep_section *sec, void *arg)
             if (e->split.unusable)
                 printf("\n    the request could use %12s   of it; %s not (other pools' memory)", rep_size((double)e->usable),
                        rep_size((double)e->split.unusable));
-            printf("\n  largest free gap        %12s   %sthe request %s in it\n", rep_size((double)e->largest_gap),
-                   mine ? "(in its own pool) " : e->split.private_free ? "(outside private pools) " : "",
-                   e->fits_in_gap ? "fits" : "does not fit");
+            if (e->gap_unknown_in) /* a pool's cache in pieces the record does not show */
+                printf("\n  largest free gap: not known inside a pool's cache of %s; outside it %s, the request does not fit in that\n",
+                       rep_size((double)e->gap_unknown_in), rep_size((double)e->largest_gap));
+            else
+                printf("\n  largest free gap        %12s   %sthe request %s in it\n", rep_size((double)e->largest_gap),
+                       mine ? "(in its own pool) " : e->split.private_free ? "(outside private pools) " : "",
+                       e->fits_in_gap ? "fits" : "does not fit");
             printf("  verdict: %s\n", cmh_oom_verdict_advice(e->verdict, pytorch_record(sp)));
             if (i == first) {
                 print_balance(sp, dev);

@@ -244,4 +244,42 @@ FAKECUDA_CAPACITY=100M FAKECUDA_DEVICES=1 "$CMH" record -q --max-entries 3 -o rt
     ok "whatif's recorded row and oom: OOM #2 at entry 2, #1 dropped" || bad "rt3.cmh: $("$CMH" oom rt3.cmh 2>&1 | grep 'out of memory'; grep -E '^recorded' wi3.txt)"
 "$CMH" summary ring.cmh 2>&1 | grep -q "CUDA OOMs: 4  *|" &&
     ok "summary: CUDA OOMs 4" || bad "summary on ring.cmh: $("$CMH" summary ring.cmh 2>&1 | grep 'OOMs')"
+# a stream-ordered pool's own request (tests/asyncpool.c: 4 x 100 MiB by cuMemAllocAsync, 2 freed
+# back into the default pool, then 300 MiB from it fails): the record has the pool's cache as a
+# byte total, not its pieces.  `oom` once said "largest free gap 0 B ... verdict: fragmentation,
+# not demand: ... no free gap was large enough" of 200 MiB it cannot see into; oom, frag and the
+# report now say the gap inside the cache is not known, and the verdict claims no gap either way
+FAKECUDA_DEVICES=1 FAKECUDA_CAPACITY=512M "$CMH" record -q -o ap.cmh -- "$B/tests/asyncpool" once >ap.out 2>&1 &&
+    grep -q "300 MiB: error 2" ap.out || bad "asyncpool did not run as designed: $(cat ap.out)"
+"$CMH" oom ap.cmh >apo.txt 2>&1
+"$CMH" oom --json ap.cmh >apo.json 2>&1
+"$CMH" frag ap.cmh >apf.txt 2>&1
+"$CMH" frag --json ap.cmh >apf.json 2>&1
+"$CMH" summary --json ap.cmh >aps.json 2>&1
+"$CMH" report ap.cmh -o ap.html >/dev/null 2>&1
+check "oom on asyncpool: the gap inside the pool's cache is not known, 0 B outside it" \
+    'grep -q "^  largest free gap: not known inside a pool.s cache of 200.0 MiB; outside it 0 B" apo.txt'
+check "oom on asyncpool: no claim that no free gap was large enough" '! grep -q "no free gap was large enough" apo.txt apf.txt ap.html'
+out=$(py - <<'PY'
+import json
+o = json.load(open("apo.json"))[0]["ooms"][0]
+f = json.load(open("apf.json"))[0]
+s = json.load(open("aps.json"))[0]
+lo = f["last_oom"]
+bad = {}
+want = {"verdict": "a pool's cache, pieces not known", "largest_gap": 0, "largest_gap_unknown_in": 200 << 20, "usable": 200 << 20,
+        "free_in_segments": 200 << 20, "pool_cache": 200 << 20}
+for k, v in want.items():
+    if o.get(k) != v: bad["oom " + k] = o.get(k)
+    if k in lo and lo[k] != v: bad["frag last_oom " + k] = lo[k]
+if o["free_in_segments"] != o["reserved"] - o["allocated"]: bad["oom free != reserved - allocated"] = o
+if f["free_in_segments"] != f["reserved"] - f["allocated"]: bad["frag free != reserved - allocated"] = f["free_in_segments"]
+if s["num_ooms"] != 1: bad["summary ooms"] = s["num_ooms"]
+print("bad %s" % bad if bad else "same")
+PY
+)
+check "asyncpool: oom --json, frag --json and summary agree (largest_gap_unknown_in 200 MiB, verdict not fragmentation): $out" '[ "$out" = same ]'
+check "frag on asyncpool: the last OOM's gap not known inside the cache" \
+    'grep -q "largest free gap: not known inside a pool.s cache of 200.0 MiB; 0 B is the largest outside it" apf.txt'
+check "report on asyncpool: the gap not known inside the cache" 'grep -q "largest free gap is not known inside a pool.s cache of 200.0 MiB" ap.html'
 finish

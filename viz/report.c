@@ -465,6 +465,9 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                     e->request_pool[0], e->request_pool[1], SZ(e->split.own_pool));
         if (e->split.unusable)
             fprintf(fp, " Of the free memory the request could use %s; %s was other pools'.", SZ(e->usable), SZ(e->split.unusable));
+        if (e->gap_unknown_in)
+            fprintf(fp, " The largest free gap is not known inside a pool's cache of %s (the record does not show its pieces); %s is the largest outside it.",
+                    SZ(e->gap_unknown_in), SZ(e->largest_gap));
         if (*retry) fprintf(fp, "<br><b>Retry:</b> %s.", retry);
         fputs("<br><b>Verdict:</b> ", fp);
         esc(fp, cmh_oom_verdict_advice(e->verdict, cmh_record_pytorch(s)));

@@ -378,6 +378,7 @@ typedef struct cmh_frag_report {
         uint32_t number;
         int retried;
         int64_t retry_index;
+        uint64_t gap_unknown_in; /* as the event's: largest_gap is outside a pool's cache this big */
     } last_oom;
 } cmh_frag_report;
 
@@ -403,7 +404,8 @@ cmh_frag_use cmh_frag_count_use(const cmh_frag_report *r, uint32_t from, uint32_
  * allocation failed all the same (a limit on the process, another process at that instant, the
  * driver's own fragmentation): nothing inside the recorded segments was needed. */
 enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3, CMH_OOM_PRIVATE_POOL = 4,
-       CMH_OOM_TOO_LARGE = 5, CMH_OOM_POOL_CACHE = 6 };
+       CMH_OOM_TOO_LARGE = 5, CMH_OOM_POOL_CACHE = 6,
+       CMH_OOM_POOL_PIECES = 7 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 /* The same, where private_free of free_inside is what the request's pool could not use (other
  * pools' segments: a CUDA graph's, a MemPool's, and for a private pool's request the default
@@ -467,6 +469,12 @@ struct cmh_oom_event {
      * split.pool_cache is in split.unusable; cache_pool the pool keeping most of it (its handle),
      * cache_pool_bytes how much */
     uint64_t pool_cache_unusable, cache_pool, cache_pool_bytes;
+    /* a stream-ordered pool's request (cuMemAllocAsync's) can be served from what the pools keep,
+     * but a record holds only their byte totals, not the pieces (the driver lays them out): the
+     * largest gap inside that cache is not known.  gap_unknown_in: the pools' cache a pooled
+     * request could use, whose pieces are not known (largest_gap is then the largest gap outside
+     * it); 0 when the gap is fully known */
+    uint64_t gap_unknown_in;
     uint32_t request_stack, request_group; /* who asked (the OOM entry's stack, 0 when none) */
     cmh_site *sites; /* holding memory at that moment */
     uint32_t nsites;
