@@ -62,7 +62,7 @@ check "its steady twin: held by each thread, growing in none, the gate passes, i
 # 'steps: 4 ... (period 14 entries)', '+8.0 MiB per step over the last 3 steps' (exit 3), the
 # 12th 'steps: 2 ... (period 28 entries)' and 'rising' (exit 5), a live snapshot at 2.8 s '+1.8
 # MiB per step over the last 13 steps'.  Its own steps are its 20 allocations, +2 MiB each.
-HDR="steps: each recording thread's own (their entries interleave as they race, so a pattern across them is the scheduler's): 2 threads repeat 20 steps each (1 to 2 of their own entries a step). Each of the 2 recording threads holding memory repeats 4 or more steps of its own, and is judged by them"
+HDR="steps: each recording thread's own (their entries interleave as they race, so a pattern across them is the scheduler's): 2 threads repeat 20 steps each (1 to 2 of their own entries a step). Each of the 2 threads holding memory has a loop of its own (4 steps or more); each one's sites are also judged by its loop's steps"
 # prefetch_says FILE: its leaks text and exit status say the prefetch thread's own steps
 prefetch_says() {
     grep -qxF "$HDR" "$1" && grep -q '^rc 3$' "$1" &&
