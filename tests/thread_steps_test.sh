@@ -88,6 +88,20 @@ rc=$?
 check "its live snapshot at 2.8 s: the same verdict, +2.0 MiB per step, exit 3 ($rc: $(grep '^        growing' live.txt))" \
     "[ $rc -eq 3 ] && grep -q '^        growing: +2.0 MiB per step over the last 11 steps of recording thread 2' live.txt"
 
+# The timeline's step marks (report, view) are the steps leaks judges by.  They were drawn from
+# the record's steps as found before leaks put each thread's own in their place: the typical
+# record's page drew 5 marks of a pattern across both threads ('steps': [7, 35, 61] for the
+# trial's py3.cmh) where leaks said 'steps: each recording thread's own ...: 2 threads repeat 20
+# steps each'.  Where threads race the page draws each thread's own and says leaks' sentence; a
+# record judged by its own steps draws those alone (cache_burst: no steps of its own)
+for f in prefetch_py prefetch_py_odd prefetch_py_live race_warmups cache_burst; do
+    "$CMH" leaks --json "$F/leaks/$f.cmh" >$f.json 2>/dev/null
+    "$CMH" report -o $f.report.html "$F/leaks/$f.cmh" >/dev/null 2>&1
+    "$CMH" view -o $f.view.html "$F/leaks/$f.cmh" >/dev/null 2>&1
+    py "$SRC/tests/check_step_marks.py" $f.json $f.report.html $f.view.html >marks.txt 2>&1
+    check "$f: the report's and view's step marks are the steps leaks judges by ($(head -c 300 marks.txt))" "[ ! -s marks.txt ]"
+done
+
 # the same job as threads of C (tests/paced_leak.c), 20 runs: one verdict, whatever the race
 i=0
 : >says.txt
