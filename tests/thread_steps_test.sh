@@ -118,7 +118,9 @@ check "a prefetch thread keeping 2 MiB every 25 ms beside a 20 ms loop: the same
      grep -q \"^ *20         growing: +2.0 MiB per step over the last 19 steps of recording thread 2 (tid N, 'prefetch')\$\" u.txt &&
      grep -q '^ *20         by caller: 64.0 MiB build_model, 40.0 MiB cache_one (growing)\$' u.txt"
 # a live `snapshot PID` of a longer run (60 steps of 50 ms, a buffer kept every 62.5 ms), taken
-# once 30 entries are in: its prefix says the same verdict as the final record, over fewer steps
+# once 30 entries are in: its prefix says the same verdict as the final record, over fewer steps,
+# and names the thread as the exit dump does (its tid and name, from the flight record's thread
+# records: the live snapshot read 'of recording thread 2' alone before)
 REG=$XDG_RUNTIME_DIR/cumemhist
 "$CMH" record -q -o lv.cmh -- "$B/tests/paced_leak" 60 50000 60 62500 >/dev/null 2>&1 &
 rp=$!
@@ -131,7 +133,7 @@ rcl=$?
 "$CMH" leaks --fail-on-leak lv.cmh >lv.txt 2>&1
 rcf=$?
 check "a live snapshot ($(cat ls.err)) and the final record: the same verdict, +2.0 MiB per step of recording thread 2, exit 3 ($rcl: $(grep '^        growing' ls.txt) | $rcf: $(grep '^        growing' lv.txt))" \
-    "[ $rcl -eq 3 ] && [ $rcf -eq 3 ] && grep -q '^        growing: +2.0 MiB per step over the last [0-9]* steps of recording thread 2' ls.txt &&
+    "[ $rcl -eq 3 ] && [ $rcf -eq 3 ] && grep -q \"^        growing: +2.0 MiB per step over the last [0-9]* steps of recording thread 2 (tid [0-9]*, 'prefetch')\$\" ls.txt &&
      grep -q \"^        growing: +2.0 MiB per step over the last 59 steps of recording thread 2 (tid [0-9]*, 'prefetch')\$\" lv.txt"
 
 # its twin filling the same 20 buffers back to back (a cache made in one go): no steps of one
