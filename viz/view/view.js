@@ -613,7 +613,11 @@
         if (x > lastT) { ctx.fillStyle = colr; ctx.fillText(lab, x + 2, PADT + 10 + 12 * (r + 1)); lastT = x + ctx.measureText(lab).width + 8; }
       });
     });
-    if (m.steps_note) { ctx.fillStyle = '#5b6475'; ctx.fillText(m.steps_note.slice(0, 160), padl + 4, PADT + 10); }
+    if (m.steps_note) { /* the whole sentence where it fits, else as much as fits and an ellipsis */
+      var note = m.steps_note;
+      while (note.length > 20 && ctx.measureText(note).width > pw - 8) note = note.slice(0, Math.floor(note.length * 0.9)) + '\u2026';
+      ctx.fillStyle = '#5b6475'; ctx.fillText(note, padl + 4, PADT + 10);
+    }
     ctx.setLineDash([]);
     var lastEv = -1e9;
     (m.events || []).forEach(function (ev) {
