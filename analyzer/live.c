@@ -54,6 +54,7 @@ static void clear_state(cmh_live *l)
     l->nsamples = l->sample_head = 0;
     memset(l->last_sample, 0, sizeof l->last_sample);
     l->nanns = 0;
+    l->nthreads = 0;
     for (int k = 0; k < CMH_FLIGHT_SLOTS; k++) {
         free(l->tr[k].ring);
         free(l->tr[k].seen);
@@ -363,6 +364,7 @@ void cmh_live_close(cmh_live *l)
     free(l->mods);
     free(l->samples);
     free(l->anns);
+    free(l->threads);
     if (l->map) munmap((void *)l->map, l->maplen);
     if (l->fd >= 0) close(l->fd);
     free(l);

@@ -44,6 +44,13 @@ typedef struct lpyframe {
     int32_t line, pad;
 } lpyframe;
 
+/* a recording thread's number, OS thread id and name (CMH_FR_THREAD), as a snapshot's thread_ids */
+typedef struct lthread {
+    uint32_t thread, pad;
+    int64_t tid;
+    char name[16]; /* not NUL-terminated when all 16 are used */
+} lthread;
+
 /* One device's window: a ring of entries, 80 bytes each.  A journal entry's stack is the
  * recorder's and a mark's addr its name id; the checkpoint's entries (model ids) were pushed
  * first, so they are the oldest nbase of the window. */
@@ -119,6 +126,8 @@ struct cmh_live {
     cmh_meminfo last_sample[CMH_FLIGHT_SLOTS];
     cmh_annotation *anns;
     uint32_t nanns, capanns;
+    lthread *threads; /* the recording threads named so far (the latest record of each) */
+    uint32_t nthreads, capthreads;
     cmh_oatab handles; /* of lvmm: the handles' latest states, for vmm_unmapped */
     ltrace tr[CMH_FLIGHT_SLOTS];
     rate_pt rate[CMH_FLIGHT_SLOTS][RATE_POINTS];

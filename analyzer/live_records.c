@@ -24,6 +24,7 @@
 
 #define DEFAULT_TRACE_CAP (1u << 20) /* an unbounded recording's window, per device */
 #define MAX_ANNOTATIONS 65536
+#define MAX_THREAD_NAMES 65536 /* recording threads named (CMH_FR_THREAD) */
 
 static int64_t now_ns(void)
 {
@@ -318,6 +319,24 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         if (x->device < 0 || x->device >= CMH_FLIGHT_SLOTS - 1) return CMH_OK;
         cmh_meminfo m = {x->device, to_ns(h, x->ticks), x->free, x->total, x->thread};
         return add_sample(l, &m);
+    }
+    case CMH_FR_THREAD: { /* the thread's tid and name, as recover puts them into thread_ids */
+        const cmh_fr_thread *x = (const cmh_fr_thread *)body;
+        if (len < sizeof *x) return cmh_live_fail(l, err, errlen, "a short thread record", at);
+        if (!x->thread) return CMH_OK;
+        uint32_t k = 0;
+        while (k < l->nthreads && l->threads[k].thread != x->thread) k++;
+        if (k == l->nthreads) {
+            if (l->nthreads >= MAX_THREAD_NAMES) return CMH_OK; /* (a hostile file's: no more kept) */
+            if (CMH_GROW(l->threads, l->capthreads, (uint64_t)l->nthreads + 1, 16)) return CMH_ENOMEM;
+            l->nthreads++;
+        }
+        lthread *t = &l->threads[k];
+        t->thread = x->thread;
+        t->pad = 0;
+        t->tid = x->tid;
+        memcpy(t->name, x->name, sizeof t->name);
+        return CMH_OK;
     }
     case CMH_FR_VMM_HANDLE: {
         const cmh_fr_vmm_handle *x = (const cmh_fr_vmm_handle *)body;

@@ -118,6 +118,16 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         uint32_t j = l->nsamples < MAX_SAMPLES ? i : (l->sample_head + i) % MAX_SAMPLES;
         if (cmh_snapshot_add_meminfo(s, &l->samples[j]) != CMH_OK) goto nomem;
     }
+    /* the recording threads' tids and names (a dump's and recover's thread_ids): the
+     * checkpoint's, then the records' after it (the later says) */
+    for (uint32_t i = 0; l->have_base && i < l->base.nthreads; i++)
+        if (cmh_snapshot_add_thread(s, &l->base.threads[i]) != CMH_OK) goto nomem;
+    for (uint32_t i = 0; i < l->nthreads; i++) {
+        const lthread *x = &l->threads[i];
+        cmh_thread_info ti = {x->thread, x->tid, 0};
+        if (cmh_strtab_intern(&s->strings, x->name, strnlen(x->name, sizeof x->name), &ti.name) || cmh_snapshot_add_thread(s, &ti))
+            goto nomem;
+    }
     for (uint32_t i = 0; i < l->nanns; i++) {
         cmh_annotation a = l->anns[i];
         if (l->have_base && a.time_ns <= l->base.dump_time_ns) continue;

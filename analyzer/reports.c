@@ -586,6 +586,70 @@ static int leaks_raced(const cmh_snapshot *s, const cmh_replay *r, cmh_steps *st
     return rc;
 }
 
+/* The steps leaks judges by: *steps_out[0] the record's, [t] (t = 1..*maxthread, with 2 recording
+ * threads or more) each thread's own; where threads race (leaks_raced), p's steps_raced and race_*
+ * figures say so and [0] is as leaks_raced left it.  Steps found are memoized (a report page's
+ * timeline asks again).  CMH_OK or CMH_ENOMEM (*steps_out then still to be freed, maxthread + 1 of them). */
+static int judged_steps(const cmh_snapshot *s, int device, const cmh_replay *r, const cmh_sites *sites, cmh_leak_report *p,
+                        cmh_steps **steps_out, uint32_t *maxthread_out, uint32_t *nthreads_out, int64_t *race_first_step)
+{
+    int64_t n = cmh_replay_length(r);
+    /* the recording threads (a recorder snapshot says which thread made each entry) */
+    uint32_t maxthread = 0, nthreads = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (cmh_entry_thread(s, cmh_replay_entry(r, i)) > maxthread) maxthread = cmh_entry_thread(s, cmh_replay_entry(r, i));
+    if (maxthread >= MAX_THREADS) maxthread = 0; /* too many to cut one by one: the record's steps alone */
+    cmh_steps *steps = calloc((size_t)maxthread + 1, sizeof *steps);
+    char *seen = calloc((size_t)maxthread + 1, 1);
+    int rc = steps && seen ? CMH_OK : CMH_ENOMEM;
+    for (int64_t i = 0; rc == CMH_OK && i < n; i++) seen[cmh_entry_thread(s, cmh_replay_entry(r, i)) <= maxthread ? cmh_entry_thread(s, cmh_replay_entry(r, i)) : 0] = 1;
+    for (uint32_t t = 1; rc == CMH_OK && t <= maxthread; t++) nthreads += seen[t];
+    if (rc == CMH_OK) rc = cmh_steps_find(s, device, r, sites, 0, &steps[0]);
+    for (uint32_t t = 1; rc == CMH_OK && nthreads >= 2 && t <= maxthread; t++)
+        if (seen[t]) rc = cmh_steps_find(s, device, r, sites, t, &steps[t]);
+    *race_first_step = INT64_MAX;
+    if (rc == CMH_OK && nthreads >= 2) rc = leaks_raced(s, r, steps, maxthread, p, race_first_step);
+    free(seen);
+    *steps_out = steps;
+    *maxthread_out = steps ? maxthread : 0;
+    *nthreads_out = nthreads;
+    return rc;
+}
+
+int cmh_leak_steps_judged(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_leak_report *p, cmh_steps **threads, uint32_t *nthreads)
+{
+    memset(p, 0, sizeof *p);
+    *threads = NULL;
+    *nthreads = 0;
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    cmh_steps *steps = NULL;
+    uint32_t maxthread = 0, nt = 0;
+    int64_t first = INT64_MAX;
+    int rc = judged_steps(s, device, r, sites, p, &steps, &maxthread, &nt, &first);
+    cmh_replay_free(r);
+    if (rc == CMH_OK) {
+        p->steps = steps[0];
+        steps[0].points = NULL;
+        cmh_steps_free(&steps[0]);
+        if (p->steps_raced) { /* each thread's own: those with steps enough to judge by */
+            for (uint32_t t = 1; t <= maxthread; t++) {
+                if (steps[t].count < CMH_LEAK_MIN_STEPS || steps[t].npoints < 2) {
+                    cmh_steps_free(&steps[t]);
+                    continue;
+                }
+                steps[(*nthreads)++] = steps[t];
+            }
+            *threads = steps;
+            return CMH_OK;
+        }
+    }
+    for (uint32_t t = 0; steps && t <= maxthread; t++) cmh_steps_free(&steps[t]);
+    free(steps);
+    if (rc != CMH_OK) cmh_steps_free(&p->steps);
+    return rc;
+}
+
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
 {
     memset(p, 0, sizeof *p);
@@ -597,11 +661,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         return CMH_ENOMEM;
     }
     int64_t n = cmh_replay_length(r);
-    /* the recording threads (a recorder snapshot says which thread made each entry) */
     uint32_t maxthread = 0, nthreads = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (cmh_entry_thread(s, cmh_replay_entry(r, i)) > maxthread) maxthread = cmh_entry_thread(s, cmh_replay_entry(r, i));
-    if (maxthread >= MAX_THREADS) maxthread = 0; /* too many to cut one by one: the record's steps alone */
     leak_ctx c = {.r = r, .sites = sites, .s = s};
     c.t_first = n ? cmh_entry_time(s, cmh_replay_entry(r, 0)) : 0;
     c.t_last = n ? cmh_entry_time(s, cmh_replay_entry(r, n - 1)) : 0;
@@ -610,19 +670,12 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     cmh_oa_init(&c.crows, sizeof(held_row));
     cmh_oa_init(&c.owners, sizeof(owner_slot));
     cmh_oa_init(&c.firsts, sizeof(first_slot));
-    cmh_steps *steps = calloc((size_t)maxthread + 1, sizeof *steps);
-    char *seen = calloc((size_t)maxthread + 1, 1);
+    cmh_steps *steps = NULL;
     int64_t *L = NULL;
     cmh_site *live = NULL, *ones = NULL; /* a site judged over each thread */
     uint32_t nlive = 0;
-    int rc = steps && seen ? CMH_OK : CMH_ENOMEM;
-    for (int64_t i = 0; rc == CMH_OK && i < n; i++) seen[cmh_entry_thread(s, cmh_replay_entry(r, i)) <= maxthread ? cmh_entry_thread(s, cmh_replay_entry(r, i)) : 0] = 1;
-    for (uint32_t t = 1; rc == CMH_OK && t <= maxthread; t++) nthreads += seen[t];
-    if (rc == CMH_OK) rc = cmh_steps_find(s, device, r, sites, 0, &steps[0]);
-    for (uint32_t t = 1; rc == CMH_OK && nthreads >= 2 && t <= maxthread; t++)
-        if (seen[t]) rc = cmh_steps_find(s, device, r, sites, t, &steps[t]);
     int64_t race_first_step = INT64_MAX;
-    if (rc == CMH_OK && nthreads >= 2) rc = leaks_raced(s, r, steps, maxthread, p, &race_first_step);
+    int rc = judged_steps(s, device, r, sites, p, &steps, &maxthread, &nthreads, &race_first_step);
     if (rc != CMH_OK) goto done;
     c.steps = steps;
     c.nsteps = nthreads >= 2 ? maxthread + 1 : 1;
@@ -820,7 +873,6 @@ done:
     free(ones);
     for (uint32_t t = 0; steps && t <= maxthread; t++) cmh_steps_free(&steps[t]);
     free(steps);
-    free(seen);
     for (uint32_t i = 0; i < c.nheld; i++) free(c.held[i]);
     free(c.held);
     cmh_oa_free(&c.rows);

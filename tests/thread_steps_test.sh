@@ -88,6 +88,20 @@ rc=$?
 check "its live snapshot at 2.8 s: the same verdict, +2.0 MiB per step, exit 3 ($rc: $(grep '^        growing' live.txt))" \
     "[ $rc -eq 3 ] && grep -q '^        growing: +2.0 MiB per step over the last 11 steps of recording thread 2' live.txt"
 
+# The timeline's step marks (report, view) are the steps leaks judges by.  They were drawn from
+# the record's steps as found before leaks put each thread's own in their place: the typical
+# record's page drew 5 marks of a pattern across both threads ('steps': [7, 35, 61] for the
+# trial's py3.cmh) where leaks said 'steps: each recording thread's own ...: 2 threads repeat 20
+# steps each'.  Where threads race the page draws each thread's own and says leaks' sentence; a
+# record judged by its own steps draws those alone (cache_burst: no steps of its own)
+for f in prefetch_py prefetch_py_odd prefetch_py_live race_warmups cache_burst; do
+    "$CMH" leaks --json "$F/leaks/$f.cmh" >$f.json 2>/dev/null
+    "$CMH" report -o $f.report.html "$F/leaks/$f.cmh" >/dev/null 2>&1
+    "$CMH" view -o $f.view.html "$F/leaks/$f.cmh" >/dev/null 2>&1
+    py "$SRC/tests/check_step_marks.py" $f.json $f.report.html $f.view.html >marks.txt 2>&1
+    check "$f: the report's and view's step marks are the steps leaks judges by ($(head -c 300 marks.txt))" "[ ! -s marks.txt ]"
+done
+
 # the same job as threads of C (tests/paced_leak.c), 20 runs: one verdict, whatever the race
 i=0
 : >says.txt
@@ -104,7 +118,9 @@ check "a prefetch thread keeping 2 MiB every 25 ms beside a 20 ms loop: the same
      grep -q \"^ *20         growing: +2.0 MiB per step over the last 19 steps of recording thread 2 (tid N, 'prefetch')\$\" u.txt &&
      grep -q '^ *20         by caller: 64.0 MiB build_model, 40.0 MiB cache_one (growing)\$' u.txt"
 # a live `snapshot PID` of a longer run (60 steps of 50 ms, a buffer kept every 62.5 ms), taken
-# once 30 entries are in: its prefix says the same verdict as the final record, over fewer steps
+# once 30 entries are in: its prefix says the same verdict as the final record, over fewer steps,
+# and names the thread as the exit dump does (its tid and name, from the flight record's thread
+# records: the live snapshot read 'of recording thread 2' alone before)
 REG=$XDG_RUNTIME_DIR/cumemhist
 "$CMH" record -q -o lv.cmh -- "$B/tests/paced_leak" 60 50000 60 62500 >/dev/null 2>&1 &
 rp=$!
@@ -117,7 +133,7 @@ rcl=$?
 "$CMH" leaks --fail-on-leak lv.cmh >lv.txt 2>&1
 rcf=$?
 check "a live snapshot ($(cat ls.err)) and the final record: the same verdict, +2.0 MiB per step of recording thread 2, exit 3 ($rcl: $(grep '^        growing' ls.txt) | $rcf: $(grep '^        growing' lv.txt))" \
-    "[ $rcl -eq 3 ] && [ $rcf -eq 3 ] && grep -q '^        growing: +2.0 MiB per step over the last [0-9]* steps of recording thread 2' ls.txt &&
+    "[ $rcl -eq 3 ] && [ $rcf -eq 3 ] && grep -q \"^        growing: +2.0 MiB per step over the last [0-9]* steps of recording thread 2 (tid [0-9]*, 'prefetch')\$\" ls.txt &&
      grep -q \"^        growing: +2.0 MiB per step over the last 59 steps of recording thread 2 (tid [0-9]*, 'prefetch')\$\" lv.txt"
 
 # its twin filling the same 20 buffers back to back (a cache made in one go): no steps of one

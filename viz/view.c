@@ -23,11 +23,13 @@
  * (cmh_sites), the clock (cmh_clock_origin).
  */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/leakwords.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/view.h"
@@ -462,15 +464,44 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
-        cmh_steps st;
+        /* the steps leaks judges by (a report page found them already, its leaks): the record's,
+         * or, where the recording threads race, each thread's own (the record's pattern across
+         * them is the scheduler's, and leaks judges by none of it) */
+        cmh_leak_report lp;
+        cmh_steps *ts = NULL;
+        uint32_t nts = 0;
+        int src = cmh_leak_steps_judged(s, dev, g, &lp, &ts, &nts);
         cmh_jw_key(w, "steps");
         cmh_jw_arr(w);
-        if (cmh_steps_of(s, dev, g, &st) == CMH_OK) { /* a report page found them already (its leaks) */
-            for (uint32_t i = 0; i < st.npoints; i++) cmh_jw_int(w, st.points[i]);
-        }
+        for (uint32_t i = 0; src == CMH_OK && !lp.steps_raced && i < lp.steps.npoints; i++) cmh_jw_int(w, lp.steps.points[i]);
         cmh_jw_end(w);
-        cmh_jw_kstr(w, "steps_label", st.count ? st.label : "");
-        cmh_steps_free(&st);
+        cmh_jw_kstr(w, "steps_label", src == CMH_OK && !lp.steps_raced && lp.steps.count ? lp.steps.label : "");
+        if (src == CMH_OK && lp.steps_raced) {
+            char words[512], who[96];
+            cmh_jw_kstr(w, "steps_note", cmh_leak_steps_text(&lp, words, sizeof words));
+            cmh_jw_key(w, "thread_steps");
+            cmh_jw_arr(w);
+            for (uint32_t k = 0; k < nts; k++) {
+                const cmh_thread_info *ti = cmh_snapshot_thread(s, ts[k].thread);
+                const char *tn = ti ? cmh_str(s, ti->name) : "";
+                if (ti && ti->tid && *tn) snprintf(who, sizeof who, "recording thread %u (tid %lld, '%.20s')", ts[k].thread, (long long)ti->tid, tn);
+                else if (ti && ti->tid) snprintf(who, sizeof who, "recording thread %u (tid %lld)", ts[k].thread, (long long)ti->tid);
+                else snprintf(who, sizeof who, "recording thread %u", ts[k].thread);
+                cmh_jw_obj(w);
+                cmh_jw_kint(w, "thread", ts[k].thread);
+                cmh_jw_kstr(w, "label", who);
+                cmh_jw_kint(w, "count", ts[k].count);
+                cmh_jw_key(w, "points");
+                cmh_jw_arr(w);
+                for (uint32_t i = 0; i < ts[k].npoints; i++) cmh_jw_int(w, ts[k].points[i]);
+                cmh_jw_end(w);
+                cmh_jw_end(w);
+            }
+            cmh_jw_end(w);
+        }
+        for (uint32_t k = 0; k < nts; k++) cmh_steps_free(&ts[k]);
+        free(ts);
+        if (src == CMH_OK) cmh_leak_report_free(&lp);
         cmh_jw_kint(w, "col", VIEW_COL);
     }
     free(vs.live), free(vs.band), free(vs.fold), free(vs.touched);

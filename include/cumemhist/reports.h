@@ -324,6 +324,13 @@ typedef struct cmh_leak_report {
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
+/* The steps cmh_leaks_compute judges by, without judging anything (a timeline's step marks): out's
+ * steps (the record's, as leaks has them), steps_raced and race_* only, the rest zero.  Where the
+ * recording threads race (steps_raced), leaks judges by each thread's own steps: *threads then
+ * holds those of each thread with CMH_LEAK_MIN_STEPS or more (st.thread says which), *nthreads of
+ * them; free each with cmh_steps_free, then free(*threads), and out with cmh_leak_report_free.
+ * CMH_OK or CMH_ENOMEM. */
+int cmh_leak_steps_judged(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_leak_report *out, cmh_steps **threads, uint32_t *nthreads);
 /* A site's verdict from its judgments over each of the n recording threads that hold its
  * blocks (one[i]: judged over thread[i]'s own steps and its share of the blocks): growing when
  * one of them grows (the growing threads named, their rates summed), else state when one holds

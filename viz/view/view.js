@@ -601,6 +601,23 @@
       var lab = (m.steps_label || 'step') + ' ' + q;
       if (x > lastLabel) { ctx.fillStyle = '#5b6475'; ctx.fillText(lab, x + 2, PADT + 10); lastLabel = x + ctx.measureText(lab).width + 8; }
     });
+    /* threads racing: leaks judges by each thread's own steps, drawn thread by thread (their
+     * labels on rows of their own), and the page says so (the steps line leaks writes) */
+    (m.thread_steps || []).forEach(function (ts, r) {
+      var colr = ['#3b7dd8', '#d8873b', '#3bd87d', '#a03bd8'][r % 4], lastT = -1e9;
+      ctx.strokeStyle = colr;
+      ts.points.forEach(function (e, q) {
+        if (e < view.x0 || e > view.x1) return;
+        var x = X(e); ctx.beginPath(); ctx.moveTo(x, PADT); ctx.lineTo(x, PADT + ph); ctx.stroke();
+        var lab = ts.label + ' step ' + q;
+        if (x > lastT) { ctx.fillStyle = colr; ctx.fillText(lab, x + 2, PADT + 10 + 12 * (r + 1)); lastT = x + ctx.measureText(lab).width + 8; }
+      });
+    });
+    if (m.steps_note) { /* the whole sentence where it fits, else as much as fits and an ellipsis */
+      var note = m.steps_note;
+      while (note.length > 20 && ctx.measureText(note).width > pw - 8) note = note.slice(0, Math.floor(note.length * 0.9)) + '\u2026';
+      ctx.fillStyle = '#5b6475'; ctx.fillText(note, padl + 4, PADT + 10);
+    }
     ctx.setLineDash([]);
     var lastEv = -1e9;
     (m.events || []).forEach(function (ev) {
