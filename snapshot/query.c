@@ -25,6 +25,20 @@ const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device)
 /* ascending as unsigned numbers: -1 (host) sorts last */
 static int before(int32_t a, int32_t b) { return (uint32_t)a < (uint32_t)b; }
 
+/* d into the ascending set seen[0..*ns), once (256 at most) */
+static void add_device(int32_t *seen, int *ns, int32_t d)
+{
+    for (int k = 0; k < *ns; k++)
+        if (seen[k] == d) return;
+    if (*ns == 256) return;
+    int k = (*ns)++; /* insertion in order */
+    while (k > 0 && before(d, seen[k - 1])) {
+        seen[k] = seen[k - 1];
+        k--;
+    }
+    seen[k] = d;
+}
+
 int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap)
 {
     int32_t seen[256];
@@ -34,15 +48,7 @@ int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap)
                     : i < s->ntraces + s->nsegments ? s->segments[i - s->ntraces].device
                                                     : s->vmm_unmapped[i - s->ntraces - s->nsegments].device;
         if (i < s->ntraces && s->traces[i].nentries == 0) continue; /* an empty ring names no device */
-        int dup = 0;
-        for (int k = 0; k < ns && !dup; k++) dup = seen[k] == d;
-        if (dup || ns == 256) continue;
-        int k = ns++; /* insertion in order */
-        while (k > 0 && before(d, seen[k - 1])) {
-            seen[k] = seen[k - 1];
-            k--;
-        }
-        seen[k] = d;
+        add_device(seen, &ns, d);
     }
     for (int k = 0; k < ns && k < cap; k++) out[k] = seen[k];
     return ns;
@@ -52,18 +58,7 @@ int cmh_snapshot_listed_devices(const cmh_snapshot *s, int32_t *out, int cap)
 {
     int32_t seen[256];
     int ns = 0;
-    for (uint32_t i = 0; i < s->ntraces; i++) {
-        int32_t d = s->traces[i].device;
-        int dup = 0;
-        for (int k = 0; k < ns && !dup; k++) dup = seen[k] == d;
-        if (dup || ns == 256) continue;
-        int k = ns++;
-        while (k > 0 && before(d, seen[k - 1])) {
-            seen[k] = seen[k - 1];
-            k--;
-        }
-        seen[k] = d;
-    }
+    for (uint32_t i = 0; i < s->ntraces; i++) add_device(seen, &ns, s->traces[i].device);
     for (int k = 0; k < ns && k < cap; k++) out[k] = seen[k];
     return ns;
 }
