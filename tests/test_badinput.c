@@ -667,6 +667,27 @@ static void test_totals(void)
  * the frees' sizes included.  A compact record damaged in its body or its commit word is dropped
  * alone and counted damaged; one whose commit word is 0 (its writer died before it) is torn; a
  * short free of any other action is refused. */
+/* Each byte of at[] flipped in turn (one record damaged, the rest read), then the commit word at
+ * torn zeroed (that record torn): the 149 entries of the fixture less the one, every time. */
+static void damage_each(const char *path, unsigned char *m, const unsigned char *o, uint64_t out, const uint64_t *at,
+                        int nat, uint64_t torn)
+{
+    char err[4600];
+    cmh_snapshot x;
+    cmh_recover_info info;
+    for (int k = 0; k <= nat; k++) {
+        memcpy(m, o, out);
+        if (k < nat) m[at[k]] ^= 0x20;
+        else memset(m + torn, 0, 4);
+        spit(path, m, out);
+        CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &x, &info, err, sizeof err), CMH_OK);
+        CU_ASSERT_EQUAL(info.damaged, k < nat ? 1u : 0u);
+        CU_ASSERT_EQUAL(info.torn, k < nat ? 0u : 1u);
+        CU_ASSERT_EQUAL(info.entries, 149);
+        cmh_snapshot_free(&x);
+    }
+}
+
 static void test_flight_compact(void)
 {
     size_t len;
@@ -705,17 +726,7 @@ static void test_flight_compact(void)
     cmh_snapshot_free(&s4);
     /* damaged: a byte of each kind's body, a commit word's; torn: a commit word of 0 */
     uint64_t at_of[4] = {first_alloc + 8 + 9, first_free + 8 + 9, first_alloc + 4, first_free + 5};
-    for (int k = 0; k < 5; k++) {
-        memcpy(m, o, out);
-        if (k < 4) m[at_of[k]] ^= 0x20;
-        else memset(m + first_alloc + 4, 0, 4);
-        spit(path, m, out);
-        CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s4, &info, err, sizeof err), CMH_OK);
-        CU_ASSERT_EQUAL(info.damaged, k < 4 ? 1u : 0u);
-        CU_ASSERT_EQUAL(info.torn, k < 4 ? 0u : 1u);
-        CU_ASSERT_EQUAL(info.entries, 149);
-        cmh_snapshot_free(&s4);
-    }
+    damage_each(path, m, o, out, at_of, 4, first_alloc + 4);
     /* a short free that is not a segment's free (its sum made to match): refused */
     memcpy(m, o, out);
     uint32_t *n = (void *)(m + first_free);
@@ -817,17 +828,7 @@ static void test_flight_tiny(void)
     /* damaged: a field of each kind's head word, a byte of each kind's body, a commit word's;
      * torn: a commit word of 0 */
     uint64_t at_of[6] = {first_alloc + 1, first_free + 2, first_alloc + 8 + 9, first_free + 8 + 12, first_alloc + 4, first_free + 5};
-    for (int k = 0; k < 7; k++) {
-        memcpy(m, o, out);
-        if (k < 6) m[at_of[k]] ^= 0x20;
-        else memset(m + first_alloc + 4, 0, 4);
-        spit(path, m, out);
-        CU_ASSERT_EQUAL_FATAL(cmh_flight_recover(path, &s6, &info, err, sizeof err), CMH_OK);
-        CU_ASSERT_EQUAL(info.damaged, k < 6 ? 1u : 0u);
-        CU_ASSERT_EQUAL(info.torn, k < 6 ? 0u : 1u);
-        CU_ASSERT_EQUAL(info.entries, 149);
-        cmh_snapshot_free(&s6);
-    }
+    damage_each(path, m, o, out, at_of, 6, first_alloc + 4);
     /* no entry (seq 0, its sum made to match): skipped, nothing counted */
     memcpy(m, o, out);
     uint32_t *n = (void *)(m + first_alloc);
