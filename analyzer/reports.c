@@ -1106,6 +1106,7 @@ void cmh_frag_report_free(cmh_frag_report *p)
 static int frag_order(const void *a, const void *b)
 {
     const cmh_frag_seg *x = a, *y = b;
+    if (x->trapped != y->trapped) return x->trapped > y->trapped ? -1 : 1; /* fragmentation first */
     if (x->free != y->free) return x->free > y->free ? -1 : 1;
     if (x->reserved != y->reserved) return x->reserved > y->reserved ? -1 : 1;
     return x->addr < y->addr ? -1 : x->addr > y->addr;

@@ -179,7 +179,7 @@ static int section(const rep_section *sec, void *arg)
             printf("), %u partly used, %u empty (nothing allocated)\n", u.part, u.empty);
             char cut[48] = "";
             if (p.nsegs > (uint32_t)top) snprintf(cut, sizeof cut, "; the first %d (--top N for more)", top);
-            printf("  listed by free bytes, most first, then by size, largest first%s:\n", cut);
+            printf("  listed by " CMH_FRAG_ORDER_WORDS "%s:\n", cut);
             printf("  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "segment", "reserved", "allocated", "free", "trapped", "largest gap", "frag",
                    "allocated by");
         }

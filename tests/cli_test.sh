@@ -330,19 +330,27 @@ PYEOF
 "$CMH" frag fragorder.pickle >fragorder.txt 2>&1
 check "frag: the order said, every segment counted by use, the fully used one in the cut said ($(grep -e '^  12 segments' -e '^  listed' -e '^  \.\.\.' fragorder.txt | tr '\n' '|'))" \
     "grep -q '^  12 segments: 1 fully used (no free bytes, 64.0 MiB), 11 partly used, 0 empty (nothing allocated)\$' fragorder.txt &&
-     grep -q '^  listed by free bytes, most first, then by size, largest first; the first 10 (--top N for more):\$' fragorder.txt &&
+     grep -q '^  listed by trapped bytes (free that empty_cache() cannot give back), most first, then by free bytes, then by size, largest first; the first 10 (--top N for more):\$' fragorder.txt &&
      grep -q '^  ... 2 more segments (--top): 66.0 MiB reserved, 1.0 MiB of it free; 1 fully used, 1 partly used, 0 empty\$' fragorder.txt &&
      [ \"\$(grep -m1 '^  0x' fragorder.txt | awk '{print \$2, \$3}')\" = '6.0 MiB' ]"
 "$CMH" frag --json fragorder.pickle | py -c "
 import json, sys
 d = json.load(sys.stdin)[0]
 assert (d['segments_fully_used'], d['segments_partly_used'], d['segments_empty']) == (1, 11, 0), d
-assert d['segments_order'] == 'free_desc,reserved_desc,address' and d['segments'][0]['reserved'] == 6 << 20, d['segments'][0]"
+assert d['segments_order'] == 'trapped_desc,free_desc,reserved_desc,address' and d['segments'][0]['reserved'] == 6 << 20, d['segments'][0]"
 check "frag --json: the segments counted by use and the order named" "[ \$? -eq 0 ]"
 "$CMH" report --static fragorder.pickle -o fragorder.html 2>/dev/null
 check "report: its segment table in frag's order, counted by use as frag counts them" \
-    "grep -q '1 fully used (no free bytes, 64.0 MiB), 11 partly used, 0 empty (nothing allocated); listed by free bytes, most first, then by size, largest first<' fragorder.html &&
+    "grep -q '1 fully used (no free bytes, 64.0 MiB), 11 partly used, 0 empty (nothing allocated); listed by trapped bytes (free that empty_cache() cannot give back), most first, then by free bytes, then by size, largest first<' fragorder.html &&
      [ \"\$(grep -o '<tr><td class=\"n\">0x[0-9a-f]*' fragorder.html | head -1)\" = '<tr><td class=\"n\">0x7f0058000000' ]"
+
+# fragmentation first: assignment2's one fragmented segment (255 MiB trapped, 81%) was listed 5th,
+# under four empty 314 MiB segments that empty_cache() gives back (a stranger's trial)
+if [ -n "${CMH_PYTORCH_FIXTURES:-}" ] && [ -d "$CMH_PYTORCH_FIXTURES" ]; then
+    "$CMH" frag "$CMH_PYTORCH_FIXTURES/assignment2_training_trace.pickle" >a2frag.txt 2>&1
+    check "frag: the segment with the most trapped bytes first, empty ones after ($(grep -m1 '^  0x' a2frag.txt))" \
+        "grep -m1 '^  0x' a2frag.txt | grep -q '^  0xe0e200000 .* 255.4 MiB   255.4 MiB .*81.3%'"
+fi
 
 # damaged snapshots: one line naming the file and the byte, non-zero exit, no crash
 size=$(wc -c <leak.cmh)

@@ -414,7 +414,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         fprintf(fp, " (fragmentation %.1f%%)</h3>\n", 100 * fr.fragmentation);
         cmh_frag_use u = cmh_frag_count_use(&fr, 0, fr.nsegs);
         fprintf(fp, "<p class=\"r-muted r-seguse\">%u fully used (no free bytes%s%s), %u partly used, %u empty (nothing allocated); listed by "
-                    "free bytes, most first, then by size, largest first%s</p>\n",
+                    CMH_FRAG_ORDER_WORDS "%s</p>\n",
                 u.full, u.full ? ", " : "", u.full ? SZ(u.full_bytes) : "", u.part, u.empty, fr.nsegs > 16 ? "; the first 16" : "");
         fputs("<div class=\"r-wrap\"><table><tr><th>segment</th><th>reserved</th><th>allocated / free</th><th class=\"nw\">largest gap</th>"
               "<th class=\"nw\">frag.</th></tr>\n",

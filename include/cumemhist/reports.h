@@ -395,7 +395,9 @@ void cmh_frag_report_free(cmh_frag_report *r);
  * free bytes first (where memory can be had back or is trapped), then the largest segment (a
  * fully used one by its size, not its address), then the address. */
 void cmh_frag_sort(cmh_frag_report *r);
-#define CMH_FRAG_ORDER "free_desc,reserved_desc,address"
+#define CMH_FRAG_ORDER "trapped_desc,free_desc,reserved_desc,address"
+/* the same order in words, as frag and the report say it above their segment tables */
+#define CMH_FRAG_ORDER_WORDS "trapped bytes (free that empty_cache() cannot give back), most first, then by free bytes, then by size, largest first"
 /* How segs[from..to) are used: fully (no free byte; their reserved bytes), not at all (nothing
  * allocated), partly; and their reserved and free bytes. */
 typedef struct cmh_frag_use {
