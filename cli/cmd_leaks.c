@@ -225,6 +225,41 @@ static void print_row_sites(const cmh_snapshot *s, const by_site *b, const cmh_s
                indent, ng, k, size, rows);
 }
 
+
+/* --json, a grouped row: "growing_bytes" (its growing sites' bytes, each site judged alone) and
+ * "by_site" (its sites: frame, bytes, blocks, verdict, growing_bytes) */
+typedef struct json_arg {
+    const cmh_snapshot *s;
+    const by_site *b;
+} json_arg;
+
+static void json_row_sites(cmh_jw *w, const cmh_site *x, void *arg)
+{
+    const json_arg *a = arg;
+    const by_site *b = a->b;
+    if (!b->gs) return;
+    uint64_t grows = 0;
+    cmh_jw_key(w, "by_site");
+    cmh_jw_arr(w);
+    for (uint32_t j = 0; j < b->q.nsites; j++) {
+        const cmh_site *y = &b->q.sites[j];
+        if (y->group >= cmh_sites_count(b->gs) || b->row[y->group] != x->group) continue;
+        grows += site_growing_bytes(y);
+        const cmh_frame *f = cmh_sites_frame(b->gs, y->group);
+        cmh_jw_obj(w);
+        cmh_jw_key(w, "site");
+        if (f) rep_json_frame(w, a->s, f);
+        else cmh_jw_null(w);
+        cmh_jw_kuint(w, "bytes", y->bytes);
+        cmh_jw_kuint(w, "blocks", y->count);
+        cmh_jw_kstr(w, "verdict", cmh_leak_verdict_name(y->verdict));
+        cmh_jw_kuint(w, "growing_bytes", site_growing_bytes(y));
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+    cmh_jw_kuint(w, "growing_bytes", grows);
+}
+
 typedef struct outcome {
     uint32_t leaking, unjudged; /* devices' growing sites; devices whose growth cannot be judged */
 } outcome;
@@ -293,7 +328,11 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kstr(w, "outcome", cmh_leak_outcome_text(&p, line, sizeof line));
         cmh_jw_nl(w);
         cmh_jw_key(w, "sites");
+        json_arg ja = {s, &bs};
+        rep_json_site_hook = bs.gs ? json_row_sites : NULL;
+        rep_json_site_hook_arg = &ja;
         rep_json_sites(w, s, g, p.sites, p.nsites, g_top, p.live_bytes, 1);
+        rep_json_site_hook = NULL;
         rep_json_sites_left_out(w, "sites", p.nsites, g_top);
         cmh_jw_nl(w);
         held_json(w, s, &p);

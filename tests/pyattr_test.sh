@@ -77,6 +77,13 @@ done
 check "--group-by package, the user's helper: the row (one site) keeps its split by caller ($(grep -E 'by caller|growth comes' pkg_own.txt | tr -s ' ' | tr '\n' '|'))" \
     "grep -q 'by caller: 64.0 MiB build_model (.*proj/job.py:$W), 10.0 MiB step (.*proj/job.py:$K) (growing)\$' pkg_own.txt &&
      grep -q 'the growth comes from one caller, step (.*proj/job.py:$K): 10.0 MiB of the row.s 74.0 MiB' pkg_own.txt"
+"$CMH" leaks --json --group-by package pkg.cmh >pkg_pkg.json 2>&1
+check "leaks --json --group-by package: the row's growing_bytes are its growing site's 10 MiB, not its 74 MiB; by_site lists both" "py - <<'PY'
+import json
+r = json.load(open('pkg_pkg.json'))[0]['sites'][0]
+assert r['bytes'] == 74 << 20 and r['growing_bytes'] == 10 << 20, r
+assert [(x['bytes'], x['verdict'], x['growing_bytes']) for x in r['by_site']] == [(64 << 20, 'state', 0), (10 << 20, 'growing', 10 << 20)], r['by_site']
+PY"
 "$CMH" owners --json pkg.cmh >owners_pkg.json 2>&1
 check "owners --json: the package's row is a library's, named gpulib" "py - <<'PY'
 import json
