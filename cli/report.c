@@ -734,6 +734,10 @@ const char *rep_owner_tag(const cmh_sites *g, uint32_t group, char *buf, size_t 
 {
     const char *o = cmh_sites_owner(g, group);
     if (!o || !*o) return "";
-    snprintf(buf, n, "  [%s]", o);
+    /* the program's own code by the name owners gives it ("program (gpu.py)"), not its bare
+     * module ("[gpu.py]" beside owners' "program (gpu.py)" read as two owners) */
+    if (strcmp(o, "PyTorch") && strcmp(o, "?") && !cmh_library_name(o) && !cmh_sites_owner_package(g, group))
+        snprintf(buf, n, "  [program (%s)]", o);
+    else snprintf(buf, n, "  [%s]", o);
     return buf;
 }
