@@ -88,6 +88,178 @@ static void held_text(const cmh_snapshot *s, const cmh_sites *g, const cmh_leak_
     if (n > (uint32_t)g_top) printf("  ... %s (--top)\n", rep_count(n - (uint32_t)g_top, "more site", "more sites"));
 }
 
+
+/* ---- a row grouped by module, file or package is a union of sites, each judged alone too:
+ * the row's verdict is its summed bytes', so a row holding a model's weights (state) and a
+ * prefetch buffer that grows reads "80.0 MiB growing" where 16 MiB grows.  Under such a row, its
+ * sites' own verdicts and bytes when they differ, and how much of the row grows. ---- */
+
+typedef struct by_site {
+    cmh_sites *gs;     /* the snapshot grouped by site (NULL: rows are sites or stacks already) */
+    cmh_leak_report q; /* the leak verdicts by site, over the same steps */
+    uint32_t *row;     /* a site's row in the grouping shown (ROW_NONE: none; ROW_MANY: several) */
+} by_site;
+
+#define ROW_NONE UINT32_MAX
+#define ROW_MANY (UINT32_MAX - 1)
+
+static void by_site_free(by_site *b)
+{
+    if (b->gs) {
+        cmh_leak_report_free(&b->q);
+        cmh_sites_free(b->gs);
+    }
+    free(b->row);
+    b->gs = NULL;
+    b->row = NULL;
+}
+
+/* 0: nothing to split (a grouping by site or stack; a failure to group again, said by no line) */
+static int by_site_new(const cmh_snapshot *s, const cmh_sites *g, int dev, by_site *b)
+{
+    b->gs = NULL;
+    b->row = NULL;
+    if (!g) return 0;
+    int by = cmh_sites_group_by(g);
+    if (by != CMH_GROUP_MODULE && by != CMH_GROUP_FILE && by != CMH_GROUP_PACKAGE) return 0;
+    cmh_site_opts o = {CMH_GROUP_SITE, rep_attribution.no_default, rep_attribution.skips.v, rep_attribution.skips.n};
+    char err[512];
+    int src;
+    if (!(b->gs = cmh_sites_new(s, &o, &src, err, sizeof err))) return 0;
+    if (cmh_leaks_compute(s, dev, b->gs, 0, &b->q) != CMH_OK) {
+        cmh_sites_free(b->gs);
+        b->gs = NULL;
+        return 0;
+    }
+    uint32_t n = cmh_sites_count(b->gs);
+    if (!(b->row = malloc((n ? n : 1) * sizeof *b->row))) {
+        by_site_free(b);
+        return 0;
+    }
+    for (uint32_t i = 0; i < n; i++) b->row[i] = ROW_NONE;
+    for (uint32_t st = 0; st < s->nstacks; st++) {
+        uint32_t a = cmh_sites_group(b->gs, st), r = cmh_sites_group(g, st);
+        if (a >= n) continue;
+        b->row[a] = b->row[a] == ROW_NONE || b->row[a] == r ? r : ROW_MANY;
+    }
+    return 1;
+}
+
+/* the sites of row x (by site), largest first as the report sorts them: how many, and whether
+ * their verdicts differ */
+static uint32_t row_sites(const by_site *b, const cmh_site *x, int *differ)
+{
+    uint32_t k = 0;
+    int first = -1;
+    *differ = 0;
+    for (uint32_t j = 0; j < b->q.nsites; j++) {
+        const cmh_site *y = &b->q.sites[j];
+        if (y->group >= cmh_sites_count(b->gs) || b->row[y->group] != x->group) continue;
+        if (first < 0) first = y->verdict;
+        else if (y->verdict != first) *differ = 1;
+        k++;
+    }
+    if (k == 1 && first != x->verdict) *differ = 1;
+    return k;
+}
+
+/* the bytes of site y that grow: its growing callers' when each was judged alone */
+static uint64_t site_growing_bytes(const cmh_site *y)
+{
+    if (y->verdict != CMH_LEAK_GROWING) return 0;
+    if (!y->callers_judged) return y->bytes;
+    uint64_t g = 0;
+    for (uint32_t i = 0; i < y->ncallers; i++) g += y->callers[i].growing ? y->callers[i].bytes : 0;
+    return g;
+}
+
+static void print_row_sites(const cmh_snapshot *s, const by_site *b, const cmh_site *x, const char *indent)
+{
+    if (!b->gs) return;
+    int differ;
+    uint32_t k = row_sites(b, x, &differ);
+    if (!k || (k >= 2 && !differ)) return;
+    char line[8192], size[32], rows[32];
+    size_t at = 0;
+    uint32_t shown = 0, ng = 0, first = 0;
+    uint64_t rest = 0, grows = 0;
+    at += (size_t)snprintf(line, sizeof line, "of it, by site:");
+    for (uint32_t j = 0; j < b->q.nsites; j++) {
+        const cmh_site *y = &b->q.sites[j];
+        if (y->group >= cmh_sites_count(b->gs) || b->row[y->group] != x->group) continue;
+        if (k == 1) { /* the row is one site: its own split by caller, as the grouping by site prints it */
+            if (differ) printf("%sof it, by site: %s %s %s\n", indent, rep_size((double)y->bytes), cmh_leak_site_word(y),
+                               cmh_sites_frame(b->gs, y->group) ? rep_frame(s, cmh_sites_frame(b->gs, y->group)) : "<no stack recorded>");
+            rep_print_callers(s, y, indent);
+            return;
+        }
+        if (y->verdict == CMH_LEAK_GROWING) {
+            if (!ng++) first = j;
+            grows += site_growing_bytes(y);
+        }
+        if (shown == CMH_CALLERS_SHOWN) {
+            rest += y->bytes;
+            continue;
+        }
+        snprintf(size, sizeof size, "%s", rep_size((double)y->bytes));
+        const cmh_frame *f = cmh_sites_frame(b->gs, y->group);
+        if (at < sizeof line)
+            at += (size_t)snprintf(line + at, sizeof line - at, "%s %s %s %s", shown ? "," : "", size, cmh_leak_site_word(y),
+                                   f ? rep_frame(s, f) : "<no stack recorded>");
+        shown++;
+    }
+    if (rest && at < sizeof line)
+        snprintf(line + at, sizeof line - at, ", %s in %s more", rep_size((double)rest), rep_count(k - shown, "site", "sites"));
+    printf("%s%s\n", indent, line);
+    if (x->verdict != CMH_LEAK_GROWING && !ng) return;
+    snprintf(rows, sizeof rows, "%s", rep_size((double)x->bytes));
+    snprintf(size, sizeof size, "%s", rep_size((double)grows));
+    if (!ng)
+        printf("%snone of its %u sites grows alone: the row's %s grows only as their sum\n", indent, k, rows);
+    else if (grows < x->bytes && ng == 1) {
+        const cmh_frame *f = cmh_sites_frame(b->gs, b->q.sites[first].group);
+        printf("%sthe growth comes from one of its %u sites, %s: %s of the row's %s (its other sites' blocks do not grow)\n", indent, k,
+               f ? rep_frame(s, f) : "<no stack recorded>", size, rows);
+    } else if (grows < x->bytes)
+        printf("%sthe growth comes from %u of its %u sites, marked growing: %s of the row's %s (the other sites' blocks do not grow)\n",
+               indent, ng, k, size, rows);
+}
+
+
+/* --json, a grouped row: "growing_bytes" (its growing sites' bytes, each site judged alone) and
+ * "by_site" (its sites: frame, bytes, blocks, verdict, growing_bytes) */
+typedef struct json_arg {
+    const cmh_snapshot *s;
+    const by_site *b;
+} json_arg;
+
+static void json_row_sites(cmh_jw *w, const cmh_site *x, void *arg)
+{
+    const json_arg *a = arg;
+    const by_site *b = a->b;
+    if (!b->gs) return;
+    uint64_t grows = 0;
+    cmh_jw_key(w, "by_site");
+    cmh_jw_arr(w);
+    for (uint32_t j = 0; j < b->q.nsites; j++) {
+        const cmh_site *y = &b->q.sites[j];
+        if (y->group >= cmh_sites_count(b->gs) || b->row[y->group] != x->group) continue;
+        grows += site_growing_bytes(y);
+        const cmh_frame *f = cmh_sites_frame(b->gs, y->group);
+        cmh_jw_obj(w);
+        cmh_jw_key(w, "site");
+        if (f) rep_json_frame(w, a->s, f);
+        else cmh_jw_null(w);
+        cmh_jw_kuint(w, "bytes", y->bytes);
+        cmh_jw_kuint(w, "blocks", y->count);
+        cmh_jw_kstr(w, "verdict", cmh_leak_verdict_name(y->verdict));
+        cmh_jw_kuint(w, "growing_bytes", site_growing_bytes(y));
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+    cmh_jw_kuint(w, "growing_bytes", grows);
+}
+
 typedef struct outcome {
     uint32_t leaking, unjudged; /* devices' growing sites; devices whose growth cannot be judged */
 } outcome;
@@ -101,6 +273,8 @@ static int section(const rep_section *sec, void *arg)
     cmh_leak_report p;
     int rc = cmh_leaks_compute(s, dev, g, g_min_bytes, &p);
     if (rc != CMH_OK) return rc;
+    by_site bs;
+    by_site_new(s, g, dev, &bs);
     out->leaking += p.leaking;
     out->unjudged += !p.judged;
     uint32_t nheld = p.nvmm_sites;
@@ -154,7 +328,11 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kstr(w, "outcome", cmh_leak_outcome_text(&p, line, sizeof line));
         cmh_jw_nl(w);
         cmh_jw_key(w, "sites");
+        json_arg ja = {s, &bs};
+        rep_json_site_hook = bs.gs ? json_row_sites : NULL;
+        rep_json_site_hook_arg = &ja;
         rep_json_sites(w, s, g, p.sites, p.nsites, g_top, p.live_bytes, 1);
+        rep_json_site_hook = NULL;
         rep_json_sites_left_out(w, "sites", p.nsites, g_top);
         cmh_jw_nl(w);
         held_json(w, s, &p);
@@ -180,6 +358,7 @@ static int section(const rep_section *sec, void *arg)
                         x->verdict == CMH_LEAK_UNJUDGED || cmh_leak_site_stopped(x) || x->threads >= 2)
                         printf("        %s\n", cmh_leak_site_text(x, line, sizeof line));
                     rep_print_callers(s, x, "        ");
+                    print_row_sites(s, &bs, x, "        ");
                     rep_print_frames(s, g, x->stack, g_frames, "        ");
                 }
             }
@@ -198,6 +377,7 @@ static int section(const rep_section *sec, void *arg)
                        rep_size((double)(p.live_bytes - p.grew_bytes)), rep_count(p.live_blocks - p.grew_blocks, "block", "blocks"));
         }
     }
+    by_site_free(&bs);
     cmh_leak_report_free(&p);
     return CMH_OK;
 }

@@ -617,6 +617,9 @@ void rep_json_frame(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f)
     cmh_jw_end(w);
 }
 
+void (*rep_json_site_hook)(cmh_jw *w, const cmh_site *x, void *arg);
+void *rep_json_site_hook_arg;
+
 void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x, uint64_t total, int leaks)
 {
     cmh_jw_obj(w);
@@ -683,6 +686,7 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
     const cmh_stack *st = &s->stacks[x->stack < s->nstacks ? x->stack : 0];
     for (uint32_t i = 0; i < st->count; i++) rep_json_frame(w, s, &s->frames[s->stack_frames[st->first + i]]);
     cmh_jw_end(w);
+    if (rep_json_site_hook) rep_json_site_hook(w, x, rep_json_site_hook_arg);
     cmh_jw_end(w);
 }
 
@@ -731,6 +735,10 @@ const char *rep_owner_tag(const cmh_sites *g, uint32_t group, char *buf, size_t 
 {
     const char *o = cmh_sites_owner(g, group);
     if (!o || !*o) return "";
-    snprintf(buf, n, "  [%s]", o);
+    /* the program's own code by the name owners gives it ("program (gpu.py)"), not its bare
+     * module ("[gpu.py]" beside owners' "program (gpu.py)" read as two owners) */
+    if (strcmp(o, "PyTorch") && strcmp(o, "?") && !cmh_library_name(o) && !cmh_sites_owner_package(g, group))
+        snprintf(buf, n, "  [program (%s)]", o);
+    else snprintf(buf, n, "  [%s]", o);
     return buf;
 }

@@ -182,6 +182,10 @@ void rep_json_frame(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f);
 /* A site object: "site" {function, file, line, module}, "owner", "bytes", "blocks", "share",
  * times, growth (leaks), and "frames", the whole stack innermost first. */
 void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x, uint64_t total, int leaks);
+/* When set, rep_json_site calls it before closing each site's object (leaks: a grouped row's
+ * sites, each judged alone); arg is rep_json_site_hook_arg. */
+extern void (*rep_json_site_hook)(cmh_jw *w, const cmh_site *x, void *arg);
+extern void *rep_json_site_hook_arg;
 /* A list of sites (the first top). */
 /* After the list, its sibling "<key>_left_out": the sites --top left out (a script summing the
  * list must know it is not the whole) */

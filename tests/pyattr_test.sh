@@ -62,11 +62,28 @@ done
 "$CMH" owners pkg.cmh >owners_pkg.txt 2>&1
 "$CMH" owners own.cmh >owners_own.txt 2>&1
 check "--group-by package: the user's helper is 'the program', never libffi ($(grep -m1 MiB pkg_own.txt | tr -s ' '))" \
-    "grep -q 'growing  the program  \[gpu.py\]' pkg_own.txt && ! grep -q libffi pkg_own.txt"
+    "grep -q 'growing  the program  \[program (gpu.py)\]' pkg_own.txt && ! grep -q libffi pkg_own.txt"
 check "an installed package: owners, --group-by module and package name gpulib, not 'program (__init__.py)' nor libffi ($(grep -m1 MiB owners_pkg.txt | tr -s ' '))" \
     "grep -qE '^ +78.0 MiB +100.0% +[0-9]+  gpulib\$' owners_pkg.txt && ! grep -qE '__init__|libffi|program' owners_pkg.txt &&
      grep -q '  gpulib  \[gpulib\]' mod_pkg.txt && grep -q '  gpulib  \[gpulib\]' pkg_pkg.txt && ! grep -qE 'libffi|__init__' mod_pkg.txt pkg_pkg.txt &&
      grep -q 'program (gpu.py)' owners_own.txt"
+# --- a grouped row is a union of sites: its sites' own verdicts when they differ, and how much grows ---
+"$CMH" leaks --group-by file pkg.cmh >file_pkg.txt 2>&1
+for f in pkg_pkg.txt file_pkg.txt mod_pkg.txt; do
+    check "$f: the grouped row splits into the weights (state) and the kept buffers (growing), 10.0 MiB of its 74.0 MiB growing ($(grep -E 'of it|growth comes' $f | tr -s ' ' | tr '\n' '|'))" \
+        "grep -q '^        of it, by site: 64.0 MiB state build_model (.*proj/job.py:$W), 10.0 MiB growing step (.*proj/job.py:$K)\$' $f &&
+         grep -q '^        the growth comes from one of its 2 sites, step (.*proj/job.py:$K): 10.0 MiB of the row.s 74.0 MiB' $f"
+done
+check "--group-by package, the user's helper: the row (one site) keeps its split by caller ($(grep -E 'by caller|growth comes' pkg_own.txt | tr -s ' ' | tr '\n' '|'))" \
+    "grep -q 'by caller: 64.0 MiB build_model (.*proj/job.py:$W), 10.0 MiB step (.*proj/job.py:$K) (growing)\$' pkg_own.txt &&
+     grep -q 'the growth comes from one caller, step (.*proj/job.py:$K): 10.0 MiB of the row.s 74.0 MiB' pkg_own.txt"
+"$CMH" leaks --json --group-by package pkg.cmh >pkg_pkg.json 2>&1
+check "leaks --json --group-by package: the row's growing_bytes are its growing site's 10 MiB, not its 74 MiB; by_site lists both" "py - <<'PY'
+import json
+r = json.load(open('pkg_pkg.json'))[0]['sites'][0]
+assert r['bytes'] == 74 << 20 and r['growing_bytes'] == 10 << 20, r
+assert [(x['bytes'], x['verdict'], x['growing_bytes']) for x in r['by_site']] == [(64 << 20, 'state', 0), (10 << 20, 'growing', 10 << 20)], r['by_site']
+PY"
 "$CMH" owners --json pkg.cmh >owners_pkg.json 2>&1
 check "owners --json: the package's row is a library's, named gpulib" "py - <<'PY'
 import json
