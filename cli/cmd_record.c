@@ -76,17 +76,135 @@ const cli_command cli_cmd_record = {
 static pid_t g_child;
 static volatile sig_atomic_t g_child_waited; /* reaped: its pid is no longer ours to signal */
 static volatile sig_atomic_t g_ending;       /* SIGINT, SIGTERM, SIGHUP or SIGQUIT sent to us, to pass on */
+static volatile sig_atomic_t g_ending_from;  /* the process that sent it by kill(), else 0 */
+#define NSIG_HELD 32
+static volatile sig_atomic_t g_held[NSIG_HELD]; /* sent by kill() from g_held_from[sig]: passed on out of the handler */
+static volatile sig_atomic_t g_held_from[NSIG_HELD];
 
-/* A signal sent to us (kill, a scheduler) goes on to the child at once; one that ends a run
- * goes on to every other process of the run too (pass_on, out of the handler): a shell wrapper
- * passes nothing on to the program it waits for.  One the kernel sent to the whole process group
- * (the terminal's ^C, ^\) reached them all already. */
+/* A signal sent to us (kill, a scheduler) goes on to the child; one that ends a run goes on to
+ * every other process of the run too (pass_on, out of the handler): a shell wrapper passes
+ * nothing on to the program it waits for.  One the kernel sent to the whole process group (the
+ * terminal's ^C, ^\) reached them all already.  One sent by kill() may have been sent to the
+ * whole group too (a scheduler's `kill -TERM -PGID`, timeout(1)): it is held, and passed on out
+ * of the handler only to the processes that did not get it themselves (held_for). */
 static void forward(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
     if (si && si->si_code == SI_KERNEL) return;
-    if (g_child > 0 && !g_child_waited) kill(g_child, sig);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) g_ending = sig;
+    int from = si && si->si_code == SI_USER && si->si_pid > 0 ? (int)si->si_pid : 0;
+    if (from && sig < NSIG_HELD) g_held_from[sig] = from, g_held[sig] = 1;
+    else if (g_child > 0 && !g_child_waited) kill(g_child, sig);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) g_ending = sig, g_ending_from = from;
+}
+
+/* Whether process pid has signal sig in its pending set (a second one sent now would merge with
+ * it: the process gets it once either way). */
+static int pending_in(long pid, int sig)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int yes = 0;
+    while (!yes && fgets(line, sizeof line, f)) {
+        unsigned long long m;
+        if ((sscanf(line, "ShdPnd: %llx", &m) == 1 || sscanf(line, "SigPnd: %llx", &m) == 1) && (m >> (sig - 1) & 1)) yes = 1;
+    }
+    fclose(f);
+    return yes;
+}
+
+/* The signals the run's processes noted (recorder/process.c, "signal PID SIG SENDER"), each used
+ * once: a note stands for one delivery. */
+typedef struct {
+    long pid, from;
+    int sig, used;
+    struct timespec at; /* when a note was last used */
+} sig_note;
+static sig_note g_used[64];
+static int g_nused;
+
+static sig_note *used_of(long pid, int sig, long from)
+{
+    for (int i = 0; i < g_nused; i++)
+        if (g_used[i].pid == pid && g_used[i].sig == sig && g_used[i].from == from) return &g_used[i];
+    if (g_nused == (int)(sizeof g_used / sizeof *g_used)) g_nused = 0; /* (the oldest are long done with) */
+    g_used[g_nused] = (sig_note){pid, from, sig, 0, {0, 0}};
+    return &g_used[g_nused++];
+}
+
+static long ms_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+static int noted(const char *manifest, long pid, int sig, long from)
+{
+    FILE *mf = fopen(manifest, "r");
+    if (!mf) return 0;
+    char line[PATH_MAX + 64];
+    int n = 0;
+    while (fgets(line, sizeof line, mf)) {
+        long p, f;
+        int s;
+        if (sscanf(line, "signal %ld %d %ld", &p, &s, &f) == 3 && p == pid && s == sig && f == from) n++;
+    }
+    fclose(mf);
+    return n;
+}
+
+/* How long, at most, `record` waits for a process of the run to note a signal that a sender
+ * sent it too (its handler runs at once, or the signal is pending there). */
+#define HELD_WAIT_MS 300
+/* A second signal from the same sender this soon after one the process got itself is taken as
+ * the same (timeout(1) sends its signal to the command, `record`, then to the whole group: the
+ * program, as without `record`, gets the two as one) */
+#define SAME_BURST_MS 1000
+
+/* Whether process pid got signal sig from process from itself (the same kill() of the whole
+ * process group that reached us), so that it is not passed on a second time: the recorder there
+ * noted it in the manifest, or it is pending there (passing it on would add nothing).  A kill()
+ * of a group is made pending in every process of the group before it returns, so a short wait
+ * covers the moment between its delivery and the note.  A process without the recorder (a
+ * shell wrapper) notes nothing: it gets the signal passed on, as before. */
+static int held_for(const char *manifest, long pid, int sig, long from, const struct timespec *start)
+{
+    sig_note *u = used_of(pid, sig, from);
+    for (;;) {
+        if (noted(manifest, pid, sig, from) > u->used) {
+            u->used++;
+            clock_gettime(CLOCK_MONOTONIC, &u->at);
+            return 1;
+        }
+        if (u->used && ms_since(&u->at) < SAME_BURST_MS) return 1;
+        long ms = ms_since(start);
+        int pend = pending_in(pid, sig);
+        if (ms >= HELD_WAIT_MS) {
+            if (pend) u->used++, clock_gettime(CLOCK_MONOTONIC, &u->at); /* its note comes when it takes it */
+            return pend;
+        }
+        struct timespec pause = {0, 5000000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* The held signals (forward) passed on to the child, unless it got them itself. */
+static void pass_held(const char *manifest)
+{
+    for (int sig = 1; sig < NSIG_HELD; sig++) {
+        if (!g_held[sig]) continue;
+        sigset_t all, was;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, &was);
+        long from = g_held_from[sig];
+        g_held[sig] = 0;
+        sigprocmask(SIG_SETMASK, &was, NULL);
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        if (g_child > 0 && !g_child_waited && !held_for(manifest, (long)g_child, sig, from, &start)) kill(g_child, sig);
+    }
 }
 
 static void woken(int sig) { (void)sig; } /* SIGCHLD: the wait below wakes */
@@ -113,8 +231,10 @@ static int of_this_run(long pid, const char *session)
 /* The processes of the run the manifest names with kind ("loaded PID PPID": the library was
  * loaded into it; "touched PID PPID": it used CUDA) that still run, but the child; each sent sig
  * when sig is not 0.  Their count. */
-static int run_processes(const char *manifest, const char *session, const char *kind, int sig)
+static int run_processes(const char *manifest, const char *session, const char *kind, int sig, long from)
 {
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     FILE *mf = fopen(manifest, "r");
     if (!mf) return 0;
     char line[PATH_MAX + 64], fmt[32];
@@ -124,17 +244,21 @@ static int run_processes(const char *manifest, const char *session, const char *
         long pid, ppid;
         if (sscanf(line, fmt, &pid, &ppid) != 2 || !of_this_run(pid, session)) continue;
         n++;
-        if (sig && pid != (long)g_child) kill((pid_t)pid, sig);
+        if (sig && pid != (long)g_child && !(from && held_for(manifest, pid, sig, from, &start))) kill((pid_t)pid, sig);
     }
     fclose(mf);
     return n;
 }
 
-/* The ending signal sig to every process of the run (the child has it from the handler). */
-static void pass_on(const char *manifest, const char *session, int sig) { run_processes(manifest, session, "loaded", sig); }
+/* The ending signal sig, sent to us by process from (0: not by kill()), to every process of the
+ * run that did not get it itself (the child has it from pass_held). */
+static void pass_on(const char *manifest, const char *session, int sig, long from)
+{
+    run_processes(manifest, session, "loaded", sig, from);
+}
 
 /* Processes of the run that used CUDA and still run. */
-static int cuda_running(const char *manifest, const char *session) { return run_processes(manifest, session, "touched", 0); }
+static int cuda_running(const char *manifest, const char *session) { return run_processes(manifest, session, "touched", 0, 0); }
 
 /* How long, at most, `record` waits for the processes it passed an ending signal on to (their
  * snapshots are written on the way out); past it, each still running is named with its path. */
@@ -314,6 +438,7 @@ static void read_manifest(const char *path, rec_run *r)
             r->parents[r->nparents][0] = pid;
             r->parents[r->nparents++][1] = ppid;
         }
+        if (!strcmp(kind, "signal")) continue; /* (for held_for) */
         if (!strcmp(kind, "loaded") || !strcmp(kind, "noexec")) {
             *(kind[0] == 'l' ? &r->nloaded : &r->noexec) += 1;
             continue;
@@ -704,9 +829,10 @@ static int record(char **prog, const char *argv0)
     sigdelset(&wake, SIGCHLD);
     int status = 0, ended_by = 0;
     for (;;) {
+        pass_held(manifest);
         if (g_ending) {
             ended_by = g_ending, g_ending = 0;
-            pass_on(manifest, session, ended_by);
+            pass_on(manifest, session, ended_by, g_ending_from);
         }
         pid_t w = waitpid(g_child, &status, WNOHANG);
         if (w == g_child || (w < 0 && errno != EINTR)) break;
@@ -716,7 +842,8 @@ static int record(char **prog, const char *argv0)
     /* An ending signal reached the run: its processes write their snapshots on the way out,
      * which is waited for (bounded), so that what is said below is where they are. */
     sigprocmask(SIG_SETMASK, &wake, NULL);
-    if (g_ending) ended_by = g_ending, g_ending = 0, pass_on(manifest, session, ended_by);
+    pass_held(manifest);
+    if (g_ending) ended_by = g_ending, g_ending = 0, pass_on(manifest, session, ended_by, g_ending_from);
     if (ended_by && cuda_running(manifest, session)) {
         if (!quiet)
             fprintf(stderr, "cumemhist: %s passed on to the run's processes; waiting for their snapshots (at most %d s)\n",
@@ -724,7 +851,8 @@ static int record(char **prog, const char *argv0)
         for (int tick = 0; tick < ENDING_WAIT_S * 20 && cuda_running(manifest, session); tick++) {
             struct timespec pause = {0, 50000000};
             nanosleep(&pause, NULL);
-            if (g_ending) ended_by = g_ending, g_ending = 0, pass_on(manifest, session, ended_by);
+            pass_held(manifest);
+            if (g_ending) ended_by = g_ending, g_ending = 0, pass_on(manifest, session, ended_by, g_ending_from);
         }
     }
     sigprocmask(SIG_SETMASK, &was, NULL);

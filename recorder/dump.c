@@ -123,6 +123,43 @@ void cmh_dump_note_manifest_word(const char *kind, const char *word)
     close(fd);
 }
 
+/* The manifest's path, read at start-up (a signal handler reads no environment the program may
+ * be changing) */
+static char g_manifest_path[PATH_MAX];
+
+void cmh_dump_manifest_init(void)
+{
+    const char *m = getenv("CUMEMHIST_MANIFEST");
+    if (m && strlen(m) < sizeof g_manifest_path) memcpy(g_manifest_path, m, strlen(m) + 1);
+    else g_manifest_path[0] = 0;
+}
+
+/* "signal PID SIG SENDER": this process was sent sig by kill() from SENDER (its handler runs
+ * now).  `record`, sent the same signal by the same process (a kill of the whole process group),
+ * does not pass it on to a process that has it already.  Async-signal-safe: no stdio, no
+ * environment, one O_APPEND write. */
+void cmh_dump_note_signal(int sig, long sender)
+{
+    if (!g_manifest_path[0]) return;
+    char line[96], num[24];
+    size_t l = 0;
+    const char *head = "signal ";
+    for (const char *c = head; *c; c++) line[l++] = *c;
+    long vals[3] = {(long)getpid(), (long)sig, sender};
+    for (int v = 0; v < 3; v++) {
+        unsigned long x = (unsigned long)(vals[v] < 0 ? 0 : vals[v]);
+        int k = 0;
+        do num[k++] = (char)('0' + x % 10), x /= 10; while (x && k < (int)sizeof num);
+        while (k) line[l++] = num[--k];
+        line[l++] = v < 2 ? ' ' : '\n';
+    }
+    int fd = open(g_manifest_path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t w = write(fd, line, l);
+    (void)w;
+    close(fd);
+}
+
 void cmh_dump_note_manifest_of(const char *kind, long pid, const char *path)
 {
     const char *m = getenv("CUMEMHIST_MANIFEST");

@@ -554,6 +554,8 @@ CMH_HIDDEN void cmh_dump_note_manifest(const char *kind, const char *path);
 CMH_HIDDEN void cmh_dump_note_manifest_of(const char *kind, long pid, const char *path);
 /* A line whose last field is a word, not a path ("claimed PID OWNER": the path was another run's) */
 CMH_HIDDEN void cmh_dump_note_manifest_word(const char *kind, const char *word);
+CMH_HIDDEN void cmh_dump_manifest_init(void);
+CMH_HIDDEN void cmh_dump_note_signal(int sig, long sender);
 CMH_HIDDEN void cmh_dump_atfork_prepare(void);
 CMH_HIDDEN void cmh_dump_atfork_parent(void);
 CMH_HIDDEN void cmh_dump_reset_after_fork(void);

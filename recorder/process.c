@@ -265,6 +265,9 @@ CMH_EXPORT void _Exit(int status)
 static void on_term(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
+    /* sent by kill() (to this process or to its whole group): noted for `record`, which then
+     * passes on no second one when it was sent the same (cmd_record.c, held_for) */
+    if (si && si->si_code == SI_USER && si->si_pid > 0) cmh_dump_note_signal(sig, (long)si->si_pid);
     struct sigaction prog;
     cmh_sig_program(sig, &prog);
     errno = saved;
@@ -376,6 +379,7 @@ __attribute__((constructor(102))) static void recorder_init(void)
 {
     g_start_ns = cmh_now_ns();
     cmh_config_from_env();
+    cmh_dump_manifest_init();
     cmh_dump_note_manifest("loaded", NULL); /* `record` learns that the preload took */
     sem_init(&g_sem, 0, 0);
     const char *sig = getenv("CUMEMHIST_SIGNAL");

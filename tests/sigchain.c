@@ -8,6 +8,9 @@
  *                       reads SIG_DFL, and a second SIGTERM ends the process
  *   sigchain vfork      as continue, but first a vfork child sets SIGTERM to SIG_DFL and execs
  *                       /bin/true: the parent's handler is still its own
+ *   sigchain count      the handler installed, "ready", then it waits for a SIGTERM from outside,
+ *                       1 s more (a second delivery is counted too), 2 more allocations, and
+ *                       exits with the number of SIGTERMs its handler ran for
  *   sigchain api        signal, sysv_signal, sigset, sigignore, siginterrupt and sigaction on the
  *                       signals the recorder takes: what each returns and reads, one line each
  *                       (the same with and without the recorder), then SIGINT raised to its
@@ -112,6 +115,15 @@ int main(int argc, char **argv)
             _exit(127);
         }
         if (child < 0 || waitpid(child, NULL, 0) != child) return 7;
+    }
+    if (!strcmp(how, "count")) {
+        printf("ready\n");
+        fflush(stdout);
+        for (int i = 0; i < 300 && !g_got; i++) usleep(100000);
+        for (int i = 0; i < 10; i++) usleep(100000);
+        work(2);
+        printf("SIGTERM handled %d times\n", (int)g_got);
+        return (int)g_got;
     }
     raise(SIGTERM);
     if (g_got != 1) return 4;

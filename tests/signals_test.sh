@@ -100,4 +100,46 @@ rm -f t.cmh*
 rc=$?
 check "a Python SIGTERM handler runs and the program goes on: exit $rc, $(entries t.cmh) entries, '$(ending t.cmh)' ($(cat t.out t.err | tr '\n' ' '))" \
     "[ $rc -eq 0 ] && [ \"\$(entries t.cmh)\" = 2 ] && [ -z \"\$(ending t.cmh)\" ]"
+# A SIGTERM sent to the whole process group (a scheduler's `kill -TERM -PGID`, timeout(1)) reaches
+# `record` and the program both: `record` passes it on only to a process that did not get it
+# itself, so the program's handler runs once, as without the recorder (it ran twice: a trainer's
+# "second signal: abort" ended it without its checkpoint).  One sent to `record` alone still
+# reaches the program, once.  `record` runs in a session of its own (setsid) so the group is
+# its run's only; five times each, for the timing.
+group_run() { # group_run NAME group|alone
+    rm -f "$1".cmh* "$1".out "$1".err
+    setsid "$CMH" record -o "$1.cmh" -- "$S" count >"$1.out" 2>"$1.err" &
+    rpid=$!
+    for w in $(seq 100); do grep -q '^ready' "$1.out" 2>/dev/null && break; sleep 0.1; done
+    pg=$(ps -o pgid= -p $rpid | tr -d ' ')
+    case $2 in
+    group) py -c "import os,signal; os.killpg($pg, signal.SIGTERM)" ;;
+    both) py -c "import os,signal,time; os.kill($rpid, signal.SIGTERM); time.sleep(0.1); os.killpg($pg, signal.SIGTERM)" ;;
+    *) kill -TERM $rpid ;;
+    esac
+    wait $rpid
+    rc=$?
+}
+for i in 1 2 3 4 5; do
+    for how in group alone; do
+        group_run g$i$how $how
+        check "SIGTERM sent $([ $how = group ] && echo "to record's process group, pgid $pg" || echo "to the record process only"), run $i: the program's handler ran once (exit $rc: $(cat g$i$how.out g$i$how.err | tr '\n' ' ')), the snapshot has all 18 entries ($(entries g$i$how.cmh))" \
+            "[ $rc -eq 1 ] && grep -qx 'SIGTERM handled 1 times' g$i$how.out && [ \"\$(entries g$i$how.cmh)\" = 18 ]"
+    done
+done
+# timeout(1) sends its SIGTERM to the command (`record`), then to the whole process group: the
+# program gets it once, as without `record` (a second one from the same sender that soon is the
+# same).  The same two, 0.1 s apart, from one process (it ran twice: the second passed on).
+for i in 1 2 3; do
+    group_run b$i both
+    check "SIGTERM sent to the record process, then 0.1 s later to its process group (pgid $pg) by the same process, run $i: the program's handler ran once (exit $rc: $(cat b$i.out b$i.err | tr '\n' ' ')), the snapshot has all 18 entries ($(entries b$i.cmh))" \
+        "[ $rc -eq 1 ] && grep -qx 'SIGTERM handled 1 times' b$i.out && [ \"\$(entries b$i.cmh)\" = 18 ]"
+done
+for i in 1 2 3; do
+    rm -f to$i.cmh*
+    timeout --preserve-status -s TERM 3 "$CMH" record -o to$i.cmh -- "$S" count >to$i.out 2>to$i.err
+    rc=$?
+    check "timeout -s TERM 3 record ..., run $i: the program's handler ran once (exit $rc: $(cat to$i.out to$i.err | tr '\n' ' ')), the snapshot has all 18 entries ($(entries to$i.cmh))" \
+        "[ $rc -eq 1 ] && grep -qx 'SIGTERM handled 1 times' to$i.out && [ \"\$(entries to$i.cmh)\" = 18 ]"
+done
 finish
