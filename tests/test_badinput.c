@@ -667,6 +667,29 @@ static void test_totals(void)
  * the frees' sizes included.  A compact record damaged in its body or its commit word is dropped
  * alone and counted damaged; one whose commit word is 0 (its writer died before it) is torn; a
  * short free of any other action is refused. */
+/* The fixture's frees carry their allocation's stack (context alloc): made stackless, as context
+ * none writes them, so that the v2 file and its rewrite say the same.  Returns the earliest time. */
+static int64_t frees_stackless(unsigned char *b)
+{
+    const cmh_flight_header *hb = (const void *)b;
+    int64_t t0 = INT64_MAX;
+    for (uint32_t a = 0; a < hb->nareas; a++) {
+        const cmh_flight_area *ar = &hb->area[a];
+        if (ar->dropped || !ar->size) continue;
+        for (uint64_t at = ar->offset; at < ar->offset + ar->cursor;) {
+            cmh_flight_rec *r = (void *)(b + at);
+            cmh_fr_entry *e = (void *)(r + 1);
+            if ((r->commit & 0xff) == CMH_FR_ENTRY && e->action == CMH_ACT_SEGMENT_FREE) {
+                e->stack = 0;
+                r->sum = cmh_crc32c(0, e, sizeof *e);
+            }
+            if ((r->commit & 0xff) == CMH_FR_ENTRY && e->ticks > 0 && e->ticks < t0) t0 = e->ticks;
+            at += r->len;
+        }
+    }
+    return t0;
+}
+
 /* Each byte of at[] flipped in turn (one record damaged, the rest read), then the commit word at
  * torn zeroed (that record torn): the 149 entries of the fixture less the one, every time. */
 static void damage_each(const char *path, unsigned char *m, const unsigned char *o, uint64_t out, const uint64_t *at,
@@ -692,22 +715,7 @@ static void test_flight_compact(void)
 {
     size_t len;
     unsigned char *o, *m, *b = fixture_v2_with_room(&len, &o, &m);
-    /* the fixture's frees carry their allocation's stack (context alloc): the v2 file's are made
-     * stackless first, so that both files say the same */
-    const cmh_flight_header *hb = (const void *)b;
-    for (uint32_t a = 0; a < hb->nareas; a++) {
-        const cmh_flight_area *ar = &hb->area[a];
-        if (ar->dropped || !ar->size) continue;
-        for (uint64_t at = ar->offset; at < ar->offset + ar->cursor;) {
-            cmh_flight_rec *r = (void *)(b + at);
-            cmh_fr_entry *e = (void *)(r + 1);
-            if ((r->commit & 0xff) == CMH_FR_ENTRY && e->action == CMH_ACT_SEGMENT_FREE) {
-                e->stack = 0;
-                r->sum = cmh_crc32c(0, e, sizeof *e);
-            }
-            at += r->len;
-        }
-    }
+    frees_stackless(b);
     packed pk = {{0}, {0}};
     uint64_t out = flight_rewrite(b, o, 4, pack_v4, &pk), first_alloc = pk.first[0], first_free = pk.first[1];
     unsigned long allocs = pk.n[0], frees = pk.n[1];
@@ -791,22 +799,7 @@ static void test_flight_tiny(void)
 {
     size_t len;
     unsigned char *o, *m, *b = fixture_v2_with_room(&len, &o, &m);
-    cmh_flight_header *hb = (void *)b;
-    int64_t t0 = INT64_MAX;
-    for (uint32_t a = 0; a < hb->nareas; a++) { /* frees without stacks, as context none writes them; the earliest time */
-        const cmh_flight_area *ar = &hb->area[a];
-        if (ar->dropped || !ar->size) continue;
-        for (uint64_t at = ar->offset; at < ar->offset + ar->cursor;) {
-            cmh_flight_rec *r = (void *)(b + at);
-            cmh_fr_entry *e = (void *)(r + 1);
-            if ((r->commit & 0xff) == CMH_FR_ENTRY && e->action == CMH_ACT_SEGMENT_FREE) {
-                e->stack = 0;
-                r->sum = cmh_crc32c(0, e, sizeof *e);
-            }
-            if ((r->commit & 0xff) == CMH_FR_ENTRY && e->ticks > 0 && e->ticks < t0) t0 = e->ticks;
-            at += r->len;
-        }
-    }
+    int64_t t0 = frees_stackless(b);
     packed6 pk = {{{0}, {0}}, t0 - 1000};
     uint64_t out = flight_rewrite(b, o, 6, pack_v6, &pk), first_alloc = pk.pk.first[0], first_free = pk.pk.first[1];
     cmh_flight_header *ho = (void *)o;
