@@ -634,6 +634,7 @@ static double alike(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t
 }
 
 #define ANCHOR_CANDIDATES 64 /* tried, most frequent first */
+#define MAX_SHAPES 4 /* a loop's shapes: phases of an anchor's gaps (by_anchor), found one before another (from_pattern) */
 #define MIN_ALIKE 0.7
 #define MIN_REPEAT 0.8
 
@@ -669,20 +670,39 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
             int one = 1;
             for (uint32_t k = i + 1; k < j && one; k++) one = v[o[k].at].thread == v[o[i].at].thread;
 #define POS(q) (one ? v[o[q].at].tpos : o[q].at)
-            uint32_t gmin = UINT32_MAX, gmax = 0, g1 = POS(i + 1) - POS(i);
+            /* the gaps after the first: their least and most, and the phases they fall in, each
+             * regular (a loop that changed shape: 4 events a step, then 2) */
+            uint32_t gmin = UINT32_MAX, gmax = 0, g1 = POS(i + 1) - POS(i), phases = 1, pmin = UINT32_MAX, pmax = 0, plen = 0, pshort = UINT32_MAX;
             for (uint32_t k = i + 2; k < j; k++) {
                 uint32_t gp = POS(k) - POS(k - 1);
                 if (gp < gmin) gmin = gp;
                 if (gp > gmax) gmax = gp;
+                uint32_t lo = gp < pmin ? gp : pmin, hi = gp > pmax ? gp : pmax;
+                if (plen && (uint64_t)hi * 2 > (uint64_t)lo * 3) { /* the next phase */
+                    if (plen < pshort) pshort = plen;
+                    phases++, pmin = pmax = gp, plen = 1;
+                } else
+                    pmin = lo, pmax = hi, plen++;
             }
+            if (plen && plen < pshort) pshort = plen;
 #undef POS
             if (c == 2) gmin = gmax = g1;
             /* the loop: from the first anchor to a step past the last */
             uint32_t span = o[j - 1].at - o[i].at, past = o[j - 1].at + span / (c - 1);
             /* regular (the longest gap at most 1.5 times the shortest, the first at most 2.5
              * times the longest), steps of min_events at least, and the loop covering most of
-             * the record */
-            if (gmin >= min_events && g1 >= min_events && (uint64_t)gmax * 2 <= (uint64_t)gmin * 3 && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5 &&
+             * the record.  A loop that changed shape (a cache that filled and stopped growing, a
+             * leak that began late: the loop stopped or began making some allocations, its other
+             * operations staying) is one loop: its gaps may fall in up to MAX_SHAPES phases, each
+             * regular and of 2 gaps at least, and its steps may hold one event fewer than
+             * min_events (never fewer than 2) where some step holds min_events, the first one
+             * too (a block kept in the warm-up).  (A loop of 3 driver calls a step, then 2 once
+             * its cache was full, read 'steps: unknown', its cache 'held, steps not found'.)  A
+             * pair made and freed over and over with nothing else in any step is still no loop. */
+            uint32_t least = min_events > 2 ? min_events - 1 : min_events;
+            int sized = gmin >= min_events || (gmin >= least && (gmax >= min_events || g1 >= min_events));
+            int regular = (uint64_t)gmax * 2 <= (uint64_t)gmin * 3 || (phases <= MAX_SHAPES && pshort >= 2);
+            if (sized && g1 >= least && regular && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5 &&
                 covers(bu, nb, nv, o[i].at, past < nv ? past : nv, span / (c - 1))) {
                 if (CMH_GROW(cand, capc, (uint64_t)nc + 1, 64)) {
                     free(cand);
@@ -742,7 +762,6 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
     return rc;
 }
 
-#define MAX_SHAPES 4 /* a loop's shapes found one before another (from_pattern) */
 #define AUTO_WINDOW 8192
 #define MIN_STEP_EVENTS 3
 

@@ -1,0 +1,90 @@
+#!/bin/sh
+# plateau_test.sh BUILD_DIR SOURCE_DIR - loops without marks or annotations whose leak has a shape
+# (tests/plateau_leak.c), each recorded 5 times: the steps found from the allocation pattern and
+# the verdict, the same on every run.
+#  - a cache that fills for 10 iterations of 20 and then stops (3 driver calls an iteration, then
+#    2: the loop stopped making one allocation) read 'steps: unknown (no step marks or
+#    annotations, and no repeating allocation pattern)' and 'held, steps not found' (exit 5 for
+#    --fail-on-leak); now 20 steps and a leak that stopped: state, grew in 9 steps, then stopped;
+#  - the same with 2 blocks an iteration (4 calls, then 2): 'steps: unknown' too; now the same
+#    verdict;
+#  - a leak that begins halfway (2 calls an iteration, then 3) read 'steps: unknown' too; now
+#    growing from where it began;
+#  - a block kept in the first iteration only (a warm-up) read 'steps: unknown', 'held'; now
+#    state, not a leak;
+#  - a leak every 2nd iteration, a leak of sizes that grow, two sites of which one leaks (weights
+#    made once: state), 3 threads each with its own loop, each filling a cache of its own that
+#    stops (state by each thread's own steps): the verdicts they had, the same every run.
+TEST=plateau . "$(dirname "$0")/testlib.sh"
+P=$B/tests/plateau_leak
+
+# runs NAME CMD...: 5 recordings of CMD; for each, `leaks --fail-on-leak`'s exit status, its steps
+# line and each site's function, verdict and words (--json), one line each, counted (NAME.u)
+runs() {
+    name=$1
+    shift
+    i=0
+    : >"$name.all"
+    while [ "$i" -lt 5 ]; do
+        "$CMH" record -q -o "$name$i.cmh" -- "$@" >/dev/null 2>&1
+        "$CMH" leaks --fail-on-leak "$name$i.cmh" >"$name.txt" 2>&1
+        echo "rc $?" >>"$name.all"
+        "$CMH" leaks --json "$name$i.cmh" >"$name.json" 2>&1
+        py - "$name.json" >>"$name.all" <<'PY'
+import json, sys
+for d in json.load(open(sys.argv[1])):
+    print(d["steps"]["text"])
+    for s in d["sites"]:
+        print("%s %s: %s | rises %s flat %s" % (s["site"]["function"], s["verdict"], s["says"], s.get("rises"), s.get("flat_steps")))
+PY
+        i=$((i + 1))
+    done
+    sort "$name.all" | uniq -c >"$name.u"
+}
+# same NAME: every line came 5 times (the same verdict on every run)
+same() { ! awk '$1 != 5 { bad = 1 } END { exit !bad }' "$1.u"; }
+has() { grep -qF "5 $2" "$1.u"; }
+says() { tr -s ' ' <"$1.u" | tr '\n' '|'; }
+
+runs plateau "$P" plateau 20 10
+check "a cache filled in 10 of 20 iterations (3 driver calls, then 2): 20 steps, state, grew in 9 steps then stopped, exit 0, 5 of 5 runs ($(says plateau))" \
+    "same plateau && has plateau 'rc 0' && has plateau 'steps: 20 detected from the allocation pattern (period 3 entries)' &&
+     has plateau 'loop_grab state: state: 10.0 MiB held across steps, not growing: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10) | rises 9 flat 10'"
+
+runs cache2 "$P" cache2 20 10
+check "a cache of 2 blocks an iteration filled in 10 of 20 iterations (4 driver calls, then 2): 20 steps, state, grew in 9 steps then stopped, exit 0, 5 of 5 runs ($(says cache2))" \
+    "same cache2 && has cache2 'rc 0' && has cache2 'steps: 20 detected from the allocation pattern (period 4 entries)' &&
+     has cache2 'loop_grab state: state: 20.0 MiB held across steps, not growing: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10) | rises 9 flat 10'"
+
+runs late "$P" late 20 10
+check "a leak that begins at iteration 10 of 20 (2 driver calls, then 3): 20 steps, growing over the last 10, exit 3, 5 of 5 runs ($(says late))" \
+    "same late && has late 'rc 3' && has late 'steps: 20 detected from the allocation pattern (period 2 entries)' &&
+     has late 'loop_grab growing: growing: +1.0 MiB per step over the last 10 steps'"
+
+runs warmup "$P" warmup 20
+check "a block kept in the first iteration only: 20 steps, state (a warm-up, not a leak), exit 0, 5 of 5 runs ($(says warmup))" \
+    "same warmup && has warmup 'rc 0' && has warmup 'steps: 20 detected from the allocation pattern (period 2 entries)' &&
+     has warmup 'loop_grab state: state: 1.0 MiB held across steps, not growing'"
+
+runs every2 "$P" every2 20
+check "a block kept every 2nd iteration: growing, exit 3, 5 of 5 runs ($(says every2))" \
+    "same every2 && has every2 'rc 3' && has every2 'steps: 10 detected from the allocation pattern (period 5 entries)' &&
+     has every2 'loop_grab growing: growing: +1.0 MiB per step over the last 9 steps'"
+
+runs sizes "$P" sizes 20
+check "a block kept every iteration, 64 KiB larger each time: growing, exit 3, 5 of 5 runs ($(says sizes))" \
+    "same sizes && has sizes 'rc 3' && has sizes 'steps: 20 detected from the allocation pattern (period 3 entries)' &&
+     has sizes 'loop_grab growing: growing: +672.0 KiB per step over the last 19 steps'"
+
+runs twosites "$P" twosites 20
+check "weights made once beside a block kept every iteration: weights state, the other growing, exit 3, 5 of 5 runs ($(says twosites))" \
+    "same twosites && has twosites 'rc 3' && has twosites 'steps: 20 detected from the allocation pattern (period 5 entries)' &&
+     has twosites 'loop_grab growing: growing: +1.0 MiB per step over the last 19 steps' &&
+     has twosites 'weights state: state: 8.0 MiB held across steps, not growing'"
+
+runs threads "$P" threads 20 3
+check "3 threads each filling a cache in 10 of its 20 iterations: each thread's own 20 steps, state, grew in 9 then stopped, exit 0, 5 of 5 runs ($(says threads))" \
+    "same threads && has threads 'rc 0' && grep -q '5 steps: each recording thread.s own .*: 3 threads repeat 20 steps each' threads.u &&
+     has threads 'loop_grab state: state: 30.0 MiB held across steps by recording threads 1, 2, 3, growing in none: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10); judged thread by thread: their steps interleave'"
+
+finish
