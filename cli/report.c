@@ -656,6 +656,7 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         /* judged thread by thread (its blocks made by several threads racing): those it names,
          * of how many holding it; rate_bytes_per_step is then their rates summed */
         cmh_jw_kuint(w, "threads_holding", x->threads);
+        cmh_jw_kbool(w, "threads_apart", x->threads_apart); /* (those threads ran one after another) */
         cmh_jw_key(w, "threads");
         cmh_jw_arr(w);
         for (uint32_t t = 1; x->threads >= 2 && t < 64; t++)

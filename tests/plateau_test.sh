@@ -12,9 +12,12 @@
 #    growing from where it began;
 #  - a block kept in the first iteration only (a warm-up) read 'steps: unknown', 'held'; now
 #    state, not a leak;
+#  - 3 threads each with its own loop, each filling a cache of its own that stops: state, whether
+#    the loops overlap (each thread's own steps) or the threads run one after another (the
+#    record's 60 steps, a staircase, read 'growing: +521.6 KiB per step over the last 40 steps',
+#    exit 3, where each thread's own steps say each cache stopped);
 #  - a leak every 2nd iteration, a leak of sizes that grow, two sites of which one leaks (weights
-#    made once: state), 3 threads each with its own loop, each filling a cache of its own that
-#    stops (state by each thread's own steps): the verdicts they had, the same every run.
+#    made once: state): the verdicts they had, still the same every run.
 TEST=plateau . "$(dirname "$0")/testlib.sh"
 P=$B/tests/plateau_leak
 
@@ -35,7 +38,8 @@ import json, sys
 for d in json.load(open(sys.argv[1])):
     print(d["steps"]["text"])
     for s in d["sites"]:
-        print("%s %s: %s | rises %s flat %s" % (s["site"]["function"], s["verdict"], s["says"], s.get("rises"), s.get("flat_steps")))
+        print("%s %s: %s | rises %s flat %s%s" % (s["site"]["function"], s["verdict"], s["says"], s.get("rises"), s.get("flat_steps"),
+                                                " apart" if s.get("threads_apart") else ""))
 PY
         i=$((i + 1))
     done
@@ -86,5 +90,10 @@ runs threads "$P" threads 20 3
 check "3 threads each filling a cache in 10 of its 20 iterations: each thread's own 20 steps, state, grew in 9 then stopped, exit 0, 5 of 5 runs ($(says threads))" \
     "same threads && has threads 'rc 0' && grep -q '5 steps: each recording thread.s own .*: 3 threads repeat 20 steps each' threads.u &&
      has threads 'loop_grab state: state: 30.0 MiB held across steps by recording threads 1, 2, 3, growing in none: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10); judged thread by thread: their steps interleave'"
+
+runs serial "$P" serial 20 3
+check "the same 3 threads one after another: the record's 60 steps, state by each thread's own, exit 0, 5 of 5 runs ($(says serial))" \
+    "same serial && has serial 'rc 0' && grep -q '5 steps: 60 detected from the allocation pattern (period 3 entries)\. Each of the 3 threads holding memory has a loop of its own' serial.u &&
+     has serial 'loop_grab state: state: 30.0 MiB held across steps by recording threads 1, 2, 3, growing in none: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10); judged thread by thread: each by its own steps, one thread after another | rises 9 flat 10 apart'"
 
 finish

@@ -166,7 +166,8 @@ static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
     if (x->threads < 2 || (x->verdict == CMH_LEAK_GROWING && k < 2)) return NULL;
     char list[128], of[48] = "", each[64], over[48], grew[256];
     thread_list(x->thread_mask, list, sizeof list);
-    const char *why = "judged thread by thread: their steps interleave";
+    const char *why = x->threads_apart ? "judged thread by thread: each by its own steps, one thread after another"
+                                       : "judged thread by thread: their steps interleave";
     switch (x->verdict) {
     case CMH_LEAK_GROWING:
         if (k < x->threads) snprintf(of, sizeof of, ", %u of the %u holding it", k, x->threads);

@@ -69,6 +69,8 @@ typedef struct cmh_site {
      * growth_steps .. growth_steps_max the stretches they grew over. */
     uint32_t threads;
     uint64_t thread_mask;
+    int threads_apart; /* judged so where those threads ran one after another, their entries not
+                        * interleaved (each grew and stopped over its own steps) */
     int64_t rate_min, rate_max;
     uint32_t growth_steps_max;
     /* by caller, largest first: callers[0 .. ncallers) are distinct callers (same function, file
