@@ -378,7 +378,7 @@ int cmd_export(int argc, char **argv)
         fprintf(stderr, "cumemhist: %llu pinned host allocations left out (memory_viz shows devices only)\n",
                 (unsigned long long)host);
     if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
-        if (!g_quiet) rep_say_memviz_numbering(&s, "export", -2, "memory_viz counts");
+        if (!g_quiet) rep_say_memviz_numbering(&s, "export", -2, NULL);
     }
     if (erc == CMH_OK && g_format == F_PPROF) {
         const cmh_trace *t = cmh_snapshot_trace(&s, dev);

@@ -110,7 +110,8 @@ int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd,
  * device (or only device; -2 every one) where the counts differ, say on stderr in one line how
  * they map, with the allocated peak as the example a user goes looking for; what names who
  * counts them ("memory_viz counts"); the why is docs/CLI.md's ("Entry numbers").  Nothing for a
- * PyTorch pickle (the same entries). */
+ * PyTorch pickle (the same entries).  what NULL: export's form, which also names the rows of
+ * memory_viz's page (Allocator State History) and the allocated peak's row by the text ctrl-f finds. */
 void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *what);
 /* Every report command: each snapshot loaded (with its sites under REP_SITES), its process said
  * once in text, then fn for each device it covers; with json, one JSON array of the sections'

@@ -35,6 +35,14 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved);
  * recorded, put back) is counted as it was recorded. */
 int64_t cmh_memviz_index(const cmh_snapshot *in, int device, int64_t index, int64_t *total);
 
+/* Where a record's entry `index` of `device` stands in memory_viz's page (MemoryViz.js's
+ * Allocator State History) once exported: the page folds a free_requested and the
+ * free_completed right after it into one "free" row.  Returns its row (-1: none; -2: out of
+ * memory), gives in *page_total the device's rows, and in label the text a user finds the row
+ * by with ctrl-f ("alloc b7f0012000_0": action, b(lock) or s(egment), address in hex, version). */
+int64_t cmh_memviz_page_event(const cmh_snapshot *in, int device, int64_t index, int64_t *page_total, char *label,
+                              size_t label_size);
+
 /* The memory_viz pickle (protocol 4) of any snapshot: PyTorch's schema, and in its `cumemhist`
  * dict (which memory_viz ignores) what reading it back needs to give the record's own model:
  * each entry's recording thread, each frame's module, the marks and pool samples in place.
