@@ -162,8 +162,9 @@ void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[
                 if (q == nper && nper < 32) per[nper].id[0] = p.id[0], per[nper].id[1] = p.id[1], per[nper++].free = 0;
                 if (q < nper) per[q].free += end - at;
             } else if (end > at) {
-                uint64_t trapped = out->trapped;
+                uint64_t trapped = out->trapped, releasable = out->releasable;
                 cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
+                if (g->nr > 0) out->expandable_pages += out->releasable - releasable; /* (0 unless expandable) */
                 /* a private pool's request never takes the default pool's cached blocks: of them it
                  * gets what empty_cache() gives back to the device alone */
                 if (mine_private) out->unusable += out->trapped - trapped;

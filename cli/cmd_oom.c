@@ -324,7 +324,7 @@ static int section(const rep_section *sec, void *arg)
             if (e->split.releasable || e->split.trapped)
                 printf("\n    releasable            %12s   (%s)"
                        "\n    trapped               %12s   (gaps between live blocks%s)",
-                       rep_size((double)e->split.releasable), rep_releasable_how(e->split.releasable, e->split.pool_cache),
+                       rep_size((double)e->split.releasable), rep_releasable_how(e->split.releasable, e->split.pool_cache, e->split.expandable_pages),
                        rep_size((double)e->split.trapped),
                        mine && e->split.trapped ? "; the default pool's: not for a private pool's request" : "");
             if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */

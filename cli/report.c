@@ -596,11 +596,21 @@ void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent
                done->stream, (double)(t - done->end_ns) / 1e6);
 }
 
-const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache)
+const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache, uint64_t expandable_pages)
 {
-    if (!pool_cache) return "empty segments: empty_cache() gives it back";
+    /* what it is made of, by what gives it back: empty segments, the free pages of expandable
+     * segments still in use (empty_cache() unmaps them too), a stream-ordered pool's cache */
+    int empty = releasable > pool_cache + expandable_pages, pages = expandable_pages > 0;
+    if (!pool_cache) {
+        if (!pages) return "empty segments: empty_cache() gives it back";
+        return empty ? "empty segments and expandable segments' free pages: empty_cache() gives it back"
+                     : "expandable segments' free pages: empty_cache() unmaps them";
+    }
     if (pool_cache >= releasable) return "a stream-ordered pool's cache: cuMemPoolTrimTo gives it back, not empty_cache()";
-    return "empty segments, given back by empty_cache(), and a pool's cache, by cuMemPoolTrimTo";
+    if (!pages) return "empty segments, given back by empty_cache(), and a pool's cache, by cuMemPoolTrimTo";
+    return empty ? "empty segments and expandable segments' free pages, given back by empty_cache(), and a pool's cache, by "
+                   "cuMemPoolTrimTo"
+                 : "expandable segments' free pages, given back by empty_cache(), and a pool's cache, by cuMemPoolTrimTo";
 }
 
 void rep_notes(const cmh_report_base *b)

@@ -175,7 +175,7 @@ void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent
 /* The closing notes: ring drops, and what sizes of a PyTorch trace mean. */
 /* What gives back the releasable bytes, of which pool_cache a stream-ordered pool keeps: empty
  * segments go back with empty_cache(), a pool's cache with cuMemPoolTrimTo (not empty_cache()). */
-const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache);
+const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache, uint64_t expandable_pages);
 void rep_notes(const cmh_report_base *b);
 /* The members every report's JSON object starts with: file, device, process, trace figures. */
 void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b);

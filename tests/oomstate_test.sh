@@ -421,5 +421,32 @@ for c in oom frag; do
         ok "$c: releasable names cuMemPoolTrimTo for a pool's cache, empty_cache() for empty segments" ||
         bad "$c: releasable label: $(cat rel_pool.txt rel_frag.txt)"
 done
+# an expandable segment unmaps the free pages of a segment still in use: releasable says that, not
+# "empty segments" beside "0 empty" (a stranger's trial); with an empty segment too, it says both
+py - <<'EOF'
+import pickle
+M, A = 1 << 20, 0x7f0000000000
+fr = [{"filename": "/proj/train.py", "line": 9, "name": "step"}]
+def seg(addr, size, blocks, exp):
+    return {"device": 0, "address": addr, "total_size": size, "allocated_size": sum(b["size"] for b in blocks if b["state"] != "inactive"),
+            "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"), "requested_size": 0, "stream": 0,
+            "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": exp, "frames": [], "blocks": blocks}
+blocks = [{"address": A, "size": 8 * M, "requested_size": 0, "state": "inactive", "frames": []},
+          {"address": A + 8 * M, "size": 4 * M, "requested_size": 4 * M, "state": "active_allocated", "frames": fr},
+          {"address": A + 12 * M, "size": 8 * M, "requested_size": 0, "state": "inactive", "frames": []}]
+tr = [{"action": "segment_map", "addr": A, "size": 20 * M, "stream": 0, "time_us": 1, "frames": fr},
+      {"action": "alloc", "addr": A + 8 * M, "size": 4 * M, "stream": 0, "time_us": 2, "frames": fr},
+      {"action": "oom", "addr": 0, "device_free": 0, "size": 64 * M, "stream": 0, "time_us": 3, "frames": fr}]
+pickle.dump({"segments": [seg(A, 20 * M, blocks, True)], "device_traces": [tr]}, open("exp_pages.pickle", "wb"), protocol=4)
+empty = seg(A + 64 * M, 2 * M, [{"address": A + 64 * M, "size": 2 * M, "requested_size": 0, "state": "inactive", "frames": []}], False)
+pickle.dump({"segments": [seg(A, 20 * M, blocks, True), empty], "device_traces": [[]]}, open("exp_pages2.pickle", "wb"), protocol=4)
+EOF
+"$CMH" frag exp_pages.pickle | grep "^ *releasable  " >rel_exp.txt
+"$CMH" oom exp_pages.pickle | grep "^ *releasable  " >>rel_exp.txt
+"$CMH" frag exp_pages2.pickle | grep "^ *releasable  " >>rel_exp.txt
+[ "$(grep -c "16.0 MiB   (expandable segments' free pages: empty_cache() unmaps them)" rel_exp.txt)" = 2 ] &&
+    grep -q "18.0 MiB   (empty segments and expandable segments' free pages: empty_cache() gives it back)" rel_exp.txt &&
+    ok "frag and oom: an expandable segment's free pages are named as such, beside an empty segment's" ||
+    bad "releasable of expandable pages: $(cat rel_exp.txt)"
 
 finish

@@ -99,6 +99,8 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
  * its own blocks and new segments only; what empty_cache() gives back becomes the device's). */
 typedef struct cmh_free_split {
     uint64_t releasable, trapped, pool_cache; /* pool_cache: the part of releasable pools keep */
+    uint64_t expandable_pages; /* the part of releasable that is the free pages of expandable
+                                  segments still holding blocks (not empty segments) */
     uint64_t largest_gap;  /* the largest free run in one segment of the request's pool (the default
                               pool's without a request), either kind */
     uint64_t private_free; /* free inside private pools' segments other than the request's (not in
