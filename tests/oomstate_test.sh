@@ -389,6 +389,11 @@ check "flamegraph --at oom is the state at oom's #1 (entry $n1)" 'cmp -s rto_f1.
 # oom's what-if line goes with #1, not with the retry before it
 sed -n '/out of memory #1/,$p' rto_oom.txt | grep -q "allocator settings:" && ! sed -n '1,/out of memory #1/p' rto_oom.txt | grep -q "allocator settings:" &&
     ok "oom: the what-if line under OOM #1" || bad "oom: the what-if line under a retry: $(grep -n 'out of memory\|allocator settings' rto_oom.txt)"
+# a driver-API program with its own allocator has no PYTORCH_CUDA_ALLOC_CONF to set (a stranger's
+# trial): the what-if line says what PyTorch's allocator would do with the same requests
+"$CMH" oom frag.cmh >frag_oom.txt 2>&1
+grep -q "allocator settings: PyTorch's allocator, serving these requests, avoids it with" frag_oom.txt && ! grep -q PYTORCH_CUDA_ALLOC_CONF frag_oom.txt &&
+    ok "oom: a C program's what-if line names no PyTorch setting to set" || bad "oom's what-if line for a C program: $(grep -A2 'allocator settings' frag_oom.txt)"
 
 # frag's last OOM is oom's last event, numbered as oom numbers it: a retried one says so and has
 # no number (rto's first OOM is a cudaMalloc retry that succeeded), a fatal one its #N
