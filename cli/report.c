@@ -98,9 +98,10 @@ void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device
                          (long long)p.alloc_index, label);
             cmh_peak_report_free(&p);
             fprintf(stderr,
-                    "cumemhist: %s: device %d: %u entries are the pickle's %lld, memory_viz's %lld rows%s; "
+                    "cumemhist: %s: device %d: %u entr%s the pickle's %lld, memory_viz's %lld row%s%s; "
                     "docs/CLI.md \"Entry numbers\"\n",
-                    cmd, tr->device, tr->nentries, (long long)total, (long long)rows, peak);
+                    cmd, tr->device, tr->nentries, tr->nentries == 1 ? "y is" : "ies are", (long long)total, (long long)rows,
+                    rows == 1 ? "" : "s", peak);
             continue;
         }
         if (p.alloc_index >= 0)

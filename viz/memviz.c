@@ -317,6 +317,37 @@ out:
     return n < 0 ? -2 : page;
 }
 
+uint64_t cmh_host_allocations(const cmh_snapshot *s, uint64_t *live_segments, uint64_t *entries)
+{
+    /* each allocation its trace made, and each host segment live at the end that the trace did
+     * not make (made before it began): an allocation is counted once, however many entries */
+    amap made = AMAP_INIT;
+    uint64_t n = 0, live = 0, nent = 0;
+    int exact = 1;
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        const cmh_trace *tr = &s->traces[t];
+        if (tr->device >= 0) continue;
+        nent += tr->nentries;
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + i];
+            if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_MAP) continue;
+            n++;
+            int64_t *v = amap_slot(&made, cmh_entry_addr(s, e), 1);
+            if (v) *v = 1;
+            else exact = 0;
+        }
+    }
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        if (s->segments[i].device >= 0) continue;
+        live++;
+        if (exact && !amap_slot(&made, s->segments[i].addr, 0)) n++; /* (no memory for the set: the trace's alone) */
+    }
+    amap_free(&made);
+    if (live_segments) *live_segments = live;
+    if (entries) *entries = nent;
+    return n;
+}
+
 int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host)
 {
     int rc = cmh_snapshot_init(out);
@@ -326,7 +357,6 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         cmh_snapshot_free(out);
         return CMH_ENOMEM;
     }
-    uint64_t host = 0;
     ann_key *starts = NULL;
     size_t nstarts = 0;
     if (in->nannotations && !(starts = malloc(in->nannotations * sizeof *starts))) {
@@ -370,10 +400,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     }
     for (uint32_t i = 0; i < in->nsegments; i++) {
         const cmh_segment *g = &in->segments[i];
-        if (g->device < 0) {
-            host++;
-            continue;
-        }
+        if (g->device < 0) continue; /* pinned host memory: counted below */
         cmh_segment ng = *g;
         TRY(copy_stack(in, out, g->stack, fmap, smap, &ng.stack));
         TRY(cmh_snapshot_add_segment(out, &ng, NULL));
@@ -401,10 +428,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     if (want <= UINT32_MAX) TRY(cmh_snapshot_reserve_entries(out, (uint32_t)want));
     for (uint32_t t = 0; t < in->ntraces; t++) {
         const cmh_trace *tr = &in->traces[t];
-        if (tr->device < 0) {
-            host += tr->nentries;
-            continue;
-        }
+        if (tr->device < 0) continue;
         TRY(cmh_snapshot_add_trace(out, tr->device, tr->dropped, NULL));
         out->traces[out->ntraces - 1].dropped_ooms = tr->dropped_ooms; /* (the pickle carries it beside dropped) */
         for (uint32_t i = 0; i < tr->nentries; i++) {
@@ -478,7 +502,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
 out:
     free(fmap);
     free(starts);
-    if (dropped_host) *dropped_host = host;
+    if (dropped_host && rc == CMH_OK) *dropped_host = cmh_host_allocations(in, NULL, NULL);
     if (rc != CMH_OK) cmh_snapshot_free(out);
     return rc;
 }

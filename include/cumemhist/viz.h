@@ -19,7 +19,12 @@ extern "C" {
 /* A model that follows PyTorch's snapshot rules (docs/PYTORCH.md, What memory_viz requires), made from any snapshot:
  * a segment with an implied whole block becomes segment_alloc + alloc and its free
  * free_requested + free_completed + segment_free; times become µs; pinned host memory (device
- * -1) is left out and counted in *dropped_host.  A PyTorch-sourced snapshot is copied as is. */
+ * -1) is left out, its allocations counted in *dropped_host (cmh_host_allocations).  A PyTorch-sourced snapshot is copied as is. */
+/* The pinned host allocations of a record (memory_viz has devices only: the exports leave them
+ * out): each one its trace made, and each host segment live at the end made before the trace;
+ * in *live_segments (when given) the host segments live at the end, in *entries its host trace
+ * entries. */
+uint64_t cmh_host_allocations(const cmh_snapshot *s, uint64_t *live_segments, uint64_t *entries);
 int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host);
 /* The same for a caller done with `in`, where the shaping changes no entry (no whole blocks,
  * marks, pinned host memory, gaps between blocks): in's
