@@ -93,20 +93,28 @@ void cmh_replay_segments(const cmh_replay *r, void (*fn)(void *, const cmh_live_
     }
 }
 
-void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint64_t *releasable, uint64_t *trapped)
+uint64_t cmh_expandable_page(const cmh_snapshot *s, int pool)
+{
+    /* PyTorch's expandable segments map and unmap in pages of kSmallBuffer (small pool) or
+     * kLargeBuffer (large pool: 20 MiB), from the segment's start; a recorder's own cuMemMap'd
+     * ranges at the driver's 2 MiB granularity */
+    return s->source == CMH_SRC_PYTORCH && pool == CMH_POOL_LARGE ? CMH_PT_LARGE_BUFFER : CMH_PT_SMALL_BUFFER;
+}
+
+void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, uint64_t base, uint64_t page, uint64_t *releasable, uint64_t *trapped)
 {
     if (b <= a) return;
     if (!holds_active) { /* a segment with nothing in it: empty_cache() gives it all back */
         *releasable += b - a;
         return;
     }
-    if (!expandable) {
+    if (!page || a < base) {
         *trapped += b - a;
         return;
     }
-    /* an expandable segment unmaps the whole pages of a free run, wherever it is */
-    const uint64_t page = 2u << 20;
-    uint64_t lo = (a + page - 1) / page * page, hi = b / page * page;
+    /* an expandable segment unmaps the whole pages of a free run, wherever it is (its pages
+     * counted from the segment's start) */
+    uint64_t lo = base + (a - base + page - 1) / page * page, hi = base + (b - base) / page * page;
     uint64_t rel = hi > lo ? hi - lo : 0;
     *releasable += rel;
     *trapped += b - a - rel;
@@ -162,8 +170,10 @@ void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[
                 if (q == nper && nper < 32) per[nper].id[0] = p.id[0], per[nper].id[1] = p.id[1], per[nper++].free = 0;
                 if (q < nper) per[q].free += end - at;
             } else if (end > at) {
-                uint64_t trapped = out->trapped;
-                cmh_free_gap(at, end, g->nr > 0, g->expandable, &out->releasable, &out->trapped);
+                uint64_t trapped = out->trapped, releasable = out->releasable;
+                cmh_free_gap(at, end, g->nr > 0, g->addr, g->expandable ? cmh_expandable_page(r->s, g->pool) : 0, &out->releasable,
+                             &out->trapped);
+                if (g->nr > 0) out->expandable_pages += out->releasable - releasable; /* (0 unless expandable) */
                 /* a private pool's request never takes the default pool's cached blocks: of them it
                  * gets what empty_cache() gives back to the device alone */
                 if (mine_private) out->unusable += out->trapped - trapped;

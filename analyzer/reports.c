@@ -926,7 +926,8 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
                 if (run > f->largest_gap) f->largest_gap = run;
                 continue;
             }
-            cmh_free_gap(run_at, run_at + run, any_active, f->expandable, &f->releasable, &f->trapped);
+            cmh_free_gap(run_at, run_at + run, any_active, g->addr, f->expandable ? cmh_expandable_page(s, cmh_segment_pool(g)) : 0,
+                         &f->releasable, &f->trapped);
             run = 0;
             if (!b) break;
             active += b->size;
@@ -937,7 +938,7 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
         f->pending_free = active > f->allocated ? active - f->allocated : 0;
         uint64_t uncovered = g->size > active ? g->size - active : 0; /* bytes no block describes: free */
         uint64_t described = f->releasable + f->trapped;
-        if (uncovered > described) cmh_free_gap(0, uncovered - described, any_active, 0, &f->releasable, &f->trapped);
+        if (uncovered > described) cmh_free_gap(0, uncovered - described, any_active, 0, 0, &f->releasable, &f->trapped);
         if (f->private_pool) { /* the pool's own: not given back, not usable outside it */
             f->private_free = f->releasable + f->trapped;
             f->releasable = f->trapped = 0;

@@ -374,16 +374,21 @@ int cmd_export(int argc, char **argv)
     if (erc == CMH_OK) erc = cmh_atomic_commit(&a, err, sizeof err);
     else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: write failed: %s", a.path, why);
     if (erc != CMH_OK) cli_error("%s", err);
-    if (erc == CMH_OK && host && g_format != F_JSON && g_format != F_CHROME)
-        fprintf(stderr, "cumemhist: %llu pinned host allocations left out (memory_viz shows devices only)\n",
-                (unsigned long long)host);
+    uint64_t host_live = 0, host_entries = 0;
+    if (g_format != F_CHROME && g_format != F_PPROF) host = cmh_host_allocations(&s, &host_live, &host_entries);
+    if (erc == CMH_OK && host && g_format != F_CHROME && g_format != F_PPROF)
+        fprintf(stderr, "cumemhist: %llu pinned host allocation%s left out (%llu live at the end, %llu trace entr%s; %s)\n",
+                (unsigned long long)host, host == 1 ? "" : "s", (unsigned long long)host_live, (unsigned long long)host_entries,
+                host_entries == 1 ? "y" : "ies",
+                g_format == F_JSON ? "PyTorch's schema has devices only: leaks, owners and the SQLite export keep them"
+                                   : "memory_viz shows devices only: leaks, owners and the SQLite export keep them");
     if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
-        if (!g_quiet) rep_say_memviz_numbering(&s, "export", -2, "memory_viz counts");
+        if (!g_quiet) rep_say_memviz_numbering(&s, "export", -2, NULL);
     }
     if (erc == CMH_OK && g_format == F_PPROF) {
         const cmh_trace *t = cmh_snapshot_trace(&s, dev);
         say_wrote_of(g_out, 1, t ? t->nentries : 0, dev);
-    } else if (erc == CMH_OK) say_wrote(g_out, 1, s.nentries);
+    } else if (erc == CMH_OK) say_wrote(g_out, 1, s.nentries - host_entries); /* what the file holds */
     cmh_snapshot_free(&s);
     if (erc != CMH_OK) return erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     return 0;

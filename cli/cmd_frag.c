@@ -157,8 +157,12 @@ static int section(const rep_section *sec, void *arg)
         printf("  allocated                %12s\n", rep_size((double)p.allocated));
         printf("  free inside segments     %12s   (reserved - allocated)", rep_size((double)p.free));
         if (p.pending_free) printf(", of it %s freed with stream work pending", rep_size((double)p.pending_free));
+        uint64_t pages = 0; /* expandable segments' free pages, in segments still holding blocks */
+        for (uint32_t k = 0; k < p.nsegs; k++)
+            if (p.segs[k].expandable && !p.segs[k].private_pool && p.segs[k].free + p.segs[k].pending_free < p.segs[k].reserved)
+                pages += p.segs[k].releasable;
         printf("\n    releasable             %12s   (%s)\n", rep_size((double)p.releasable),
-               rep_releasable_how(p.releasable, p.pool_cache));
+               rep_releasable_how(p.releasable, p.pool_cache, pages));
         if (p.pool_cache)
             printf("      of it a pool's cache %12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)\n",
                    rep_size((double)p.pool_cache));

@@ -65,7 +65,7 @@ static void print_balance(const cmh_snapshot *sp, int dev)
 }
 
 /* One line from the what-if model: would any setting it tries have avoided this device's first OOM? */
-static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *w, int rc)
+static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *w, int rc, int pytorch)
 {
     if (rc == CMH_EINVAL) return; /* no block events: nothing for the model to replay */
     if (rc != CMH_OK) return;
@@ -81,10 +81,15 @@ static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *
                sec->device);
         return;
     }
-    printf("  allocator settings: avoided with");
+    /* a program with its own allocator (no PyTorch in it) has no PYTORCH_CUDA_ALLOC_CONF to set:
+     * the model's finding is about how an allocator could serve the same requests */
+    printf(pytorch ? "  allocator settings: avoided with" : "  allocator settings: PyTorch's allocator, serving these requests, avoids it with");
     for (int i = 0, k = 0; i < CMH_WHATIF_NPANEL; i++)
         if ((w->avoided >> i) & 1) printf("%s %s", k++ ? "," : "", cmh_whatif_panel[i]);
-    printf(" (PYTORCH_CUDA_ALLOC_CONF; cumemhist whatif --device %d)\n", sec->device);
+    if (pytorch) printf(" (PYTORCH_CUDA_ALLOC_CONF; cumemhist whatif --device %d)\n", sec->device);
+    else
+        printf("\n  (this program's own allocator has no such setting; an allocator that served them that way would not run\n"
+               "  out: cumemhist whatif --device %d)\n", sec->device);
 }
 
 /* The event of the OOM at trace entry index (events are in trace order), NULL if none */
@@ -324,7 +329,7 @@ static int section(const rep_section *sec, void *arg)
             if (e->split.releasable || e->split.trapped)
                 printf("\n    releasable            %12s   (%s)"
                        "\n    trapped               %12s   (gaps between live blocks%s)",
-                       rep_size((double)e->split.releasable), rep_releasable_how(e->split.releasable, e->split.pool_cache),
+                       rep_size((double)e->split.releasable), rep_releasable_how(e->split.releasable, e->split.pool_cache, e->split.expandable_pages),
                        rep_size((double)e->split.trapped),
                        mine && e->split.trapped ? "; the default pool's: not for a private pool's request" : "");
             if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */
@@ -357,7 +362,7 @@ static int section(const rep_section *sec, void *arg)
             printf("  verdict: %s\n", cmh_oom_verdict_advice(e->verdict, pytorch_record(sp)));
             if (i == first) {
                 print_balance(sp, dev);
-                print_whatif(sec, &wi, wrc);
+                print_whatif(sec, &wi, wrc, pytorch_record(sp));
             }
             rep_gpu_at(sp, dev, e->time_ns, "  ");
             printf("  holding memory then:%s\n", e->nsites ? "" : " nothing (no block was live on the device)");

@@ -74,15 +74,36 @@ int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags)
 void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *what)
 {
     if (s->source == CMH_SRC_PYTORCH) return; /* written as it was read: the same entries */
+    /* export: the page's own rows, which fold a free's two entries into one, and the text ctrl-f
+     * finds the peak by (a row number was no help: the page shows none, and it was the pickle's) */
+    int page = what == NULL;
     for (uint32_t t = 0; t < s->ntraces; t++) {
         const cmh_trace *tr = &s->traces[t];
         int64_t total = 0;
         if (tr->device < 0 || !tr->nentries || (device != -2 && tr->device != device)) continue;
         cmh_memviz_index(s, tr->device, 0, &total);
-        if (total == (int64_t)tr->nentries) continue;
+        int64_t rows = total;
+        if (page && cmh_memviz_page_event(s, tr->device, -1, &rows, NULL, 0) == -2) continue;
+        if (total == (int64_t)tr->nentries && rows == total) continue;
         cmh_peak_report p;
         if (cmh_peak_totals(s, tr->device, &p) != CMH_OK) continue;
-        char peak[96] = "";
+        char peak[256] = "";
+        if (page) {
+            int64_t at = -1;
+            char label[96] = "";
+            if (p.alloc_index >= 0)
+                at = cmh_memviz_page_event(s, tr->device, p.alloc_index, NULL, label, sizeof label);
+            if (at >= 0 && *label)
+                snprintf(peak, sizeof peak, "; the allocated peak, entry %lld, is the row `%s` (ctrl-f)",
+                         (long long)p.alloc_index, label);
+            cmh_peak_report_free(&p);
+            fprintf(stderr,
+                    "cumemhist: %s: device %d: %u entr%s the pickle's %lld, memory_viz's %lld row%s%s; "
+                    "docs/CLI.md \"Entry numbers\"\n",
+                    cmd, tr->device, tr->nentries, tr->nentries == 1 ? "y is" : "ies are", (long long)total, (long long)rows,
+                    rows == 1 ? "" : "s", peak);
+            continue;
+        }
         if (p.alloc_index >= 0)
             snprintf(peak, sizeof peak, " (the allocated peak, entry %lld, is its %lld)", (long long)p.alloc_index,
                      (long long)cmh_memviz_index(s, tr->device, p.alloc_index, NULL));
@@ -576,11 +597,21 @@ void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent
                done->stream, (double)(t - done->end_ns) / 1e6);
 }
 
-const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache)
+const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache, uint64_t expandable_pages)
 {
-    if (!pool_cache) return "empty segments: empty_cache() gives it back";
+    /* what it is made of, by what gives it back: empty segments, the free pages of expandable
+     * segments still in use (empty_cache() unmaps them too), a stream-ordered pool's cache */
+    int empty = releasable > pool_cache + expandable_pages, pages = expandable_pages > 0;
+    if (!pool_cache) {
+        if (!pages) return "empty segments: empty_cache() gives it back";
+        return empty ? "empty segments and expandable segments' free pages: empty_cache() gives it back"
+                     : "expandable segments' free pages: empty_cache() unmaps them";
+    }
     if (pool_cache >= releasable) return "a stream-ordered pool's cache: cuMemPoolTrimTo gives it back, not empty_cache()";
-    return "empty segments, given back by empty_cache(), and a pool's cache, by cuMemPoolTrimTo";
+    if (!pages) return "empty segments, given back by empty_cache(), and a pool's cache, by cuMemPoolTrimTo";
+    return empty ? "empty segments and expandable segments' free pages, given back by empty_cache(), and a pool's cache, by "
+                   "cuMemPoolTrimTo"
+                 : "expandable segments' free pages, given back by empty_cache(), and a pool's cache, by cuMemPoolTrimTo";
 }
 
 void rep_notes(const cmh_report_base *b)

@@ -110,7 +110,8 @@ int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd,
  * device (or only device; -2 every one) where the counts differ, say on stderr in one line how
  * they map, with the allocated peak as the example a user goes looking for; what names who
  * counts them ("memory_viz counts"); the why is docs/CLI.md's ("Entry numbers").  Nothing for a
- * PyTorch pickle (the same entries). */
+ * PyTorch pickle (the same entries).  what NULL: export's form, which also names the rows of
+ * memory_viz's page (Allocator State History) and the allocated peak's row by the text ctrl-f finds. */
 void rep_say_memviz_numbering(const cmh_snapshot *s, const char *cmd, int device, const char *what);
 /* Every report command: each snapshot loaded (with its sites under REP_SITES), its process said
  * once in text, then fn for each device it covers; with json, one JSON array of the sections'
@@ -174,7 +175,7 @@ void rep_gpu_at(const cmh_snapshot *s, int device, int64_t t, const char *indent
 /* The closing notes: ring drops, and what sizes of a PyTorch trace mean. */
 /* What gives back the releasable bytes, of which pool_cache a stream-ordered pool keeps: empty
  * segments go back with empty_cache(), a pool's cache with cuMemPoolTrimTo (not empty_cache()). */
-const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache);
+const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache, uint64_t expandable_pages);
 void rep_notes(const cmh_report_base *b);
 /* The members every report's JSON object starts with: file, device, process, trace figures. */
 void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b);

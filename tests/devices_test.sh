@@ -7,6 +7,20 @@ TEST=devices . "$(dirname "$0")/testlib.sh"
 "$CMH" record -q -o man.cmh -- "$B/tests/pinned_prog" >/dev/null 2>&1 || bad "record pinned_prog"
 "$CMH" record -q -o frag.cmh -- "$B/samples/frag_oom" >/dev/null 2>&1
 
+# the exports that leave pinned host memory out count its allocations, not its entries plus its
+# segments ("2 pinned host allocations" for pinned_prog's one), and the entries they wrote
+dev_entries=$("$CMH" peak --json --device 0 man.cmh | py -c 'import json, sys; print(json.load(sys.stdin)[0]["trace_entries"])')
+for f in pickle json; do
+    "$CMH" export -o "man.$f" man.cmh >/dev/null 2>"man_$f.err"
+    check "export -o man.$f: 1 pinned host allocation left out, $dev_entries device entries written ($(cat "man_$f.err"))" \
+        "grep -q '^cumemhist: 1 pinned host allocation left out (1 live at the end, 1 trace entry; ' man_$f.err &&
+         grep -q 'wrote man.$f: 1 record, $dev_entries trace entr' man_$f.err"
+done
+check "export -f json: the document counts 1 host allocation, 1 host segment" "py -c '
+import json
+d = json.load(open(\"man.json\"))[\"cumemhist\"]
+assert d[\"host_allocations_left_out\"] == 1 and d[\"host_segments_left_out\"] == 1, d'"
+
 # a device the record lacks: every command alike
 for c in summary peak leaks oom frag owners whatif stats trace kernels plot flamegraph report export diff; do
     case $c in

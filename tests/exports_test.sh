@@ -99,15 +99,20 @@ grep -q 'state: 18.0 MiB held across steps, not growing: grew in 9 steps after i
 "$CMH" leaks st.pickle >stp.txt
 "$CMH" peak --json st.cmh >st.peak.json
 "$CMH" peak --json st.pickle >stp.peak.json
-py - <<'PY' && ok "marks travel in the export: the same steps, verdicts and entry numbers read back; memory_viz's peak entry as export says" || bad "marks and numbering: $(cat st.err)"
+py - <<'PY' && ok "marks travel in the export: the same steps, verdicts and entry numbers read back; memory_viz's page rows and the peak's row as export says" || bad "marks and numbering: $(cat st.err)"
 import json, pickle, re
 a, b = open("st.txt").read().splitlines(), open("stp.txt").read().splitlines()
 assert a[2:] == b[2:], (a[2:5], b[2:5])  # past the lines that name the file
 assert "20 from the program's marks" in a[2], a[2]
 pa, pb = json.load(open("st.peak.json"))[0], json.load(open("stp.peak.json"))[0]
 assert pa["peak_allocated"]["index"] == pb["peak_allocated"]["index"] and pa["peak_allocated"]["bytes"] == pb["peak_allocated"]["bytes"] and pa["trace_entries"] == pb["trace_entries"], (pa["peak_allocated"], pb["peak_allocated"])
-m = re.search(r"^cumemhist: export: device 0: memory_viz counts (\d+) entries for the record's (\d+) \(the allocated peak, entry (\d+), is its (\d+)\); docs/CLI.md \"Entry numbers\"$", open("st.err").read(), re.M)
-total, ours, rec, theirs = map(int, m.groups())
+# the page's rows as MemoryViz.js's annotate_snapshot() makes them: a free_completed right after
+# the free_requested of its address folded into one "free" row; versions count each address's
+# block frees and segment frees, across the devices in order (what ctrl-f finds a row by)
+m = re.search(r"^cumemhist: export: device 0: (\d+) entries are the pickle's (\d+), memory_viz's (\d+) rows; "
+              r"the allocated peak, entry (\d+), is the row `([^`]+)` \(ctrl-f\); docs/CLI.md \"Entry numbers\"$", open("st.err").read(), re.M)
+assert m, open("st.err").read()
+ours, total, rows, rec = map(int, m.groups()[:4])
 assert ours == pa["trace_entries"] and rec == pa["peak_allocated"]["index"], (m.groups(), pa["peak_allocated"])
 d = pickle.load(open("st.pickle", "rb"))
 tr = d["device_traces"][0]
@@ -117,7 +122,20 @@ for i, e in enumerate(tr):
     live += e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0
     if live > best:
         best, at = live, i
-assert (at, best) == (theirs, pa["peak_allocated"]["bytes"]), (at, best, theirs)
+assert best == pa["peak_allocated"]["bytes"], (at, best)
+bver, sver, page, label = {}, {}, [], None
+for i, e in enumerate(tr):
+    a, seg = e["action"], e["action"].startswith("segment")
+    sp = sver if seg else bver
+    v = sp.get(e.get("addr"), 0)
+    if a in ("free_completed", "segment_free", "segment_unmap"): sp[e["addr"]] = v + 1
+    if a == "free_completed" and page and page[-1][0] == "free_requested" and page[-1][1] == e["addr"]:
+        page[-1][0] = "free"
+    else:
+        page.append([a, e.get("addr"), v])
+    if i == at: label = "%s %s%x_%d" % (page[-1][0], "s" if seg else "b", e["addr"], page[-1][2])
+assert rows == len(page) < total, (rows, len(page), total)
+assert m.group(5) == label, (m.group(5), label)
 PY
 # A two-device record that ran out of memory on device 1: pprof's profile is of that device by
 # default, as whatif's and flamegraph --at oom's are (it was of device 0, said on stderr).

@@ -389,6 +389,11 @@ check "flamegraph --at oom is the state at oom's #1 (entry $n1)" 'cmp -s rto_f1.
 # oom's what-if line goes with #1, not with the retry before it
 sed -n '/out of memory #1/,$p' rto_oom.txt | grep -q "allocator settings:" && ! sed -n '1,/out of memory #1/p' rto_oom.txt | grep -q "allocator settings:" &&
     ok "oom: the what-if line under OOM #1" || bad "oom: the what-if line under a retry: $(grep -n 'out of memory\|allocator settings' rto_oom.txt)"
+# a driver-API program with its own allocator has no PYTORCH_CUDA_ALLOC_CONF to set (a stranger's
+# trial): the what-if line says what PyTorch's allocator would do with the same requests
+"$CMH" oom frag.cmh >frag_oom.txt 2>&1
+grep -q "allocator settings: PyTorch's allocator, serving these requests, avoids it with" frag_oom.txt && ! grep -q PYTORCH_CUDA_ALLOC_CONF frag_oom.txt &&
+    ok "oom: a C program's what-if line names no PyTorch setting to set" || bad "oom's what-if line for a C program: $(grep -A2 'allocator settings' frag_oom.txt)"
 
 # frag's last OOM is oom's last event, numbered as oom numbers it: a retried one says so and has
 # no number (rto's first OOM is a cudaMalloc retry that succeeded), a fatal one its #N
@@ -421,5 +426,35 @@ for c in oom frag; do
         ok "$c: releasable names cuMemPoolTrimTo for a pool's cache, empty_cache() for empty segments" ||
         bad "$c: releasable label: $(cat rel_pool.txt rel_frag.txt)"
 done
+# an expandable segment unmaps the free pages of a segment still in use: releasable says that, not
+# "empty segments" beside "0 empty" (a stranger's trial); with an empty segment too, it says both.
+# PyTorch's large pool maps in pages of 20 MiB (kLargeBuffer), from the segment's start: of 60 MiB
+# with 4 MiB live at 24 MiB, the pages [0, 20) and [40, 60) go back (40 MiB), not every free
+# 2 MiB (56 MiB: the figure whatif's model could not give back)
+py - <<'EOF'
+import pickle
+M, A = 1 << 20, 0x7f0000000000
+fr = [{"filename": "/proj/train.py", "line": 9, "name": "step"}]
+def seg(addr, size, blocks, exp):
+    return {"device": 0, "address": addr, "total_size": size, "allocated_size": sum(b["size"] for b in blocks if b["state"] != "inactive"),
+            "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"), "requested_size": 0, "stream": 0,
+            "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": exp, "frames": [], "blocks": blocks}
+blocks = [{"address": A, "size": 24 * M, "requested_size": 0, "state": "inactive", "frames": []},
+          {"address": A + 24 * M, "size": 4 * M, "requested_size": 4 * M, "state": "active_allocated", "frames": fr},
+          {"address": A + 28 * M, "size": 32 * M, "requested_size": 0, "state": "inactive", "frames": []}]
+tr = [{"action": "segment_map", "addr": A, "size": 60 * M, "stream": 0, "time_us": 1, "frames": fr},
+      {"action": "alloc", "addr": A + 24 * M, "size": 4 * M, "stream": 0, "time_us": 2, "frames": fr},
+      {"action": "oom", "addr": 0, "device_free": 0, "size": 64 * M, "stream": 0, "time_us": 3, "frames": fr}]
+pickle.dump({"segments": [seg(A, 60 * M, blocks, True)], "device_traces": [tr]}, open("exp_pages.pickle", "wb"), protocol=4)
+empty = seg(A + 64 * M, 2 * M, [{"address": A + 64 * M, "size": 2 * M, "requested_size": 0, "state": "inactive", "frames": []}], False)
+pickle.dump({"segments": [seg(A, 60 * M, blocks, True), empty], "device_traces": [[]]}, open("exp_pages2.pickle", "wb"), protocol=4)
+EOF
+"$CMH" frag exp_pages.pickle | grep "^ *releasable  " >rel_exp.txt
+"$CMH" oom exp_pages.pickle | grep "^ *releasable  " >>rel_exp.txt
+"$CMH" frag exp_pages2.pickle | grep "^ *releasable  " >>rel_exp.txt
+[ "$(grep -c "40.0 MiB   (expandable segments' free pages: empty_cache() unmaps them)" rel_exp.txt)" = 2 ] &&
+    grep -q "42.0 MiB   (empty segments and expandable segments' free pages: empty_cache() gives it back)" rel_exp.txt &&
+    ok "frag and oom: an expandable segment's whole 20 MiB pages, named as such, beside an empty segment's" ||
+    bad "releasable of expandable pages: $(cat rel_exp.txt)"
 
 finish

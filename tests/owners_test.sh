@@ -49,6 +49,30 @@ check "merge refuses a record that has its PyTorch part" '[ ! -e again.cmh ] && 
 
 # the fake driver with 300 MiB of its own (a context): cuMemGetInfo's used = recorded + 300 MiB
 FAKECUDA_CONTEXT=300M FAKECUDA_CAPACITY=2G "$CMH" record -q -o l.cmh -- "$B/samples/leaky" 3 >/dev/null 2>&1
+# a slip (another rank's or another day's pickle): refused, with why, unless --force; the real
+# pair above, from one process, joins as before
+py - <<'PY'
+import pickle, time
+M, A = 1 << 20, 0x7a0000000000
+fr = [{"filename": "/proj/train.py", "line": 5, "name": "step"}]
+seg = {"device": 0, "address": A, "total_size": 2 * M, "allocated_size": 2 * M, "active_size": 2 * M, "requested_size": 2 * M,
+       "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": fr,
+       "blocks": [{"address": A, "size": 2 * M, "requested_size": 2 * M, "state": "active_allocated", "frames": fr}]}
+old = int((time.time() - 73 * 86400) * 1e6)
+tr = [{"action": "segment_alloc", "addr": A, "size": 2 * M, "stream": 0, "time_us": old, "frames": fr},
+      {"action": "alloc", "addr": A, "size": 2 * M, "stream": 0, "time_us": old + 1, "frames": fr}]
+pickle.dump({"segments": [seg], "device_traces": [tr]}, open("old.pickle", "wb"), protocol=4)
+for e in tr: del e["time_us"]
+pickle.dump({"segments": [seg], "device_traces": [tr]}, open("elsewhere.pickle", "wb"), protocol=4)
+PY
+"$CMH" merge -o slip.cmh l.cmh old.pickle 2>err.txt
+check "merge refuses a pickle whose trace ends 73 days before the recording ($(cat err.txt))" \
+    '[ $? -eq 1 ] && [ ! -e slip.cmh ] && grep -q "do not look like one process.s: PyTorch.s trace ends 7[23].[0-9] days before the recording.s (--force" err.txt'
+"$CMH" merge -o slip.cmh l.cmh elsewhere.pickle 2>err.txt
+check "merge refuses a pickle none of whose memory the recording saw allocated ($(cat err.txt))" \
+    '[ $? -eq 1 ] && [ ! -e slip.cmh ] && grep -q "none of PyTorch.s 1 address range is memory the recording saw allocated" err.txt'
+"$CMH" merge --force -o slip.cmh l.cmh elsewhere.pickle 2>err.txt
+check "merge --force joins them anyway" '[ $? -eq 0 ] && [ -s slip.cmh ]'
 "$CMH" owners --json l.cmh >l.json
 check "owners on a recording: every moment sums to cuMemGetInfo's used, the context is the unexplained row" 'py - <<PY
 import json

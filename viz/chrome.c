@@ -66,6 +66,27 @@ static void frame_text(const cmh_snapshot *s, const cmh_frame *f, char *buf, siz
 /* The allocated peak as an instant on its device, with the sites that held it (the peak
  * report's figures, by the default attribution), so the trace says whose memory the top of the
  * counter is. */
+/* One sample of a device's memory counter: allocated, and reserved's free part stacked on it. */
+static void counter_sample(cmh_jw *w, const char *counter, int pid, int64_t ts_ns, const cmh_mem_stats *st, int64_t *shown_alloc,
+                           int64_t *shown_res)
+{
+    cmh_jw_nl(w);
+    cmh_jw_obj(w);
+    cmh_jw_kstr(w, "ph", "C");
+    cmh_jw_kstr(w, "name", counter);
+    cmh_jw_kint(w, "pid", pid);
+    cmh_jw_key(w, "ts");
+    cmh_jw_us(w, ts_ns);
+    cmh_jw_key(w, "args");
+    cmh_jw_obj(w);
+    cmh_jw_kint(w, "allocated", st->allocated_bytes[CMH_POOL_ALL].current);
+    cmh_jw_kint(w, "reserved_free", st->reserved_bytes[CMH_POOL_ALL].current - st->allocated_bytes[CMH_POOL_ALL].current);
+    cmh_jw_end(w);
+    cmh_jw_end(w);
+    *shown_alloc = st->allocated_bytes[CMH_POOL_ALL].current;
+    *shown_res = st->reserved_bytes[CMH_POOL_ALL].current;
+}
+
 static void peak_instant(const chrome_ctx *c, const cmh_snapshot *s, int dev, const cmh_sites *g, const cmh_peak_report *pk,
                          int64_t t)
 {
@@ -234,9 +255,18 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
     snprintf(counter, sizeof counter, "gpu%d memory", dev);
     int64_t last = t0;
     uint32_t named[256], nnamed = 0; /* threads whose track has its name (a thread past 256 repeats it) */
+    /* the state before the first entry (the trace may begin with memory held: a peak there is
+     * peak's "before the first entry"), at the first entry's instant; a device with no entries
+     * has only this, its end state */
+    int64_t first = t0, shown_alloc, shown_res;
+    for (int64_t i = 0; !timeless && i < cmh_replay_length(r); i++)
+        if ((first = cmh_entry_time(s, cmh_replay_entry(r, i))) != 0) break;
+    if (!first || first < t0) first = t0;
+    counter_sample(w, counter, pid_of(c, dev), first - t0, st, &shown_alloc, &shown_res);
+    if (peak_at == -1) peak_instant(c, s, dev, g, &pk, first);
     while (cmh_replay_step(r)) {
         const cmh_entry *e = cmh_replay_entry(r, cmh_replay_position(r));
-        int64_t et = timeless ? t0 + cmh_replay_position(r) * 1000 : cmh_entry_time(s, e);
+        int64_t et = timeless ? t0 + (cmh_replay_position(r) + 1) * 1000 : cmh_entry_time(s, e); /* (0: the state before them) */
         if (!timeless && !et) continue;
         int64_t t = et > last ? et : last;
         last = t;
@@ -250,10 +280,10 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
                 named[nnamed++] = cmh_entry_thread(s, e);
             }
         }
-        cmh_jw_nl(w);
-        cmh_jw_obj(w);
         if (e->action == CMH_ACT_OOM || e->action == CMH_ACT_MARK) {
             int mark = e->action == CMH_ACT_MARK;
+            cmh_jw_nl(w);
+            cmh_jw_obj(w);
             cmh_jw_kstr(w, "ph", "i");
             cmh_jw_kstr(w, "s", mark ? "t" : "p");
             cmh_jw_kint(w, "pid", pid_of(c, dev));
@@ -270,25 +300,21 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
                          cmh_oom_retried(s, cmh_snapshot_trace(s, dev), (uint32_t)cmh_replay_position(r), &freed) ? ", retried" : "", cmh_entry_size(s, e), df);
                 cmh_jw_kstr(w, "name", what);
             }
-        } else {
-            cmh_jw_kstr(w, "ph", "C");
-            cmh_jw_kstr(w, "name", counter);
-            cmh_jw_kint(w, "pid", pid_of(c, dev));
-            cmh_jw_key(w, "ts");
-            cmh_jw_us(w, t - t0);
-            cmh_jw_key(w, "args");
-            cmh_jw_obj(w);
-            cmh_jw_kint(w, "allocated", st->allocated_bytes[CMH_POOL_ALL].current);
-            /* stacked: reserved on top */
-            cmh_jw_kint(w, "reserved_free", st->reserved_bytes[CMH_POOL_ALL].current - st->allocated_bytes[CMH_POOL_ALL].current);
             cmh_jw_end(w);
-        }
-        cmh_jw_end(w);
+        } else
+            counter_sample(w, counter, pid_of(c, dev), t - t0, st, &shown_alloc, &shown_res);
         int64_t pos = cmh_replay_position(r), len = cmh_replay_length(r);
         /* without times, a peak before the first entry or after the last (the state the trace
          * starts from, the end reconciled with the segments) goes on the first or last sample */
-        if (pos == peak_at || (timeless && peak_at != -2 && ((peak_at < 0 && pos == 0) || (peak_at >= len && pos == len - 1))))
+        if (pos == peak_at || (timeless && peak_at != -2 && peak_at >= len && pos == len - 1))
             peak_instant(c, s, dev, g, &pk, t);
+    }
+    /* the end: the replay reconciled with the snapshot's segments (a trace that stops before the
+     * snapshot leaves blocks it never freed): a last sample where that state differs, at the dump */
+    if (cmh_replay_length(r) && (st->allocated_bytes[CMH_POOL_ALL].current != shown_alloc ||
+                                 st->reserved_bytes[CMH_POOL_ALL].current != shown_res)) {
+        int64_t end = timeless ? last + 1000 : s->dump_time_ns > last ? s->dump_time_ns : last;
+        counter_sample(w, counter, pid_of(c, dev), end - t0, st, &shown_alloc, &shown_res);
     }
     int rc = cmh_replay_status(r);
     cmh_replay_free(r);

@@ -263,7 +263,10 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
     if (in->rank >= 0) cmh_jw_kint(&w, "rank", in->rank);
     if (in->local_rank >= 0) cmh_jw_kint(&w, "local_rank", in->local_rank);
     if (in->world_size >= 0) cmh_jw_kint(&w, "world_size", in->world_size);
-    cmh_jw_kuint(&w, "host_segments_left_out", host);
+    uint64_t host_live = 0;
+    cmh_host_allocations(in, &host_live, NULL);
+    cmh_jw_kuint(&w, "host_allocations_left_out", host); /* (pinned host memory: memory_viz has devices only) */
+    cmh_jw_kuint(&w, "host_segments_left_out", host_live);
     cmh_jw_kuint(&w, "skipped_entries", in->skipped_entries);
     cmh_jw_key(&w, "dropped");
     cmh_jw_obj(&w);

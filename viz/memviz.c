@@ -15,6 +15,8 @@
  * that pickle_read.c gives back the recorder's own model and every report (a leak's verdict
  * judged per thread, a block's owner) reads the pickle as it reads the record.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -251,6 +253,101 @@ int64_t cmh_memviz_index(const cmh_snapshot *in, int device, int64_t index, int6
     return at;
 }
 
+/* MemoryViz.js's annotate_snapshot(), for the entry asked about, over the entries the export
+ * writes (cmh_memviz_shape: a whole-block segment's event is two or three of PyTorch's, no pool
+ * samples, marks only where they were PyTorch's): device_traces in device order; a
+ * free_completed right after a free_requested of the same address is folded into it (one "free"
+ * row); each address's version counts its block frees (free_completed) and segment frees
+ * (segment_free, segment_unmap) before it, across devices, as the page's two version spaces do. */
+int64_t cmh_memviz_page_event(const cmh_snapshot *in, int device, int64_t index, int64_t *page_total, char *label,
+                              size_t label_size)
+{
+    amap blocks = AMAP_INIT, segs = AMAP_INIT;
+    int64_t page = -1, n = 0;
+    int inline_marks = CMH_PT_MARKS_INLINE(in), ndev = 0;
+    if (label && label_size) label[0] = 0;
+    for (uint32_t t = 0; t < in->ntraces; t++)
+        if (in->traces[t].device >= ndev) ndev = in->traces[t].device + 1;
+    for (int d = 0; d < ndev && d <= device; d++) {
+        int prev_freq = 0; /* the last row kept is a free_requested (not yet folded) */
+        uint64_t prev_addr = 0;
+        for (uint32_t t = 0; t < in->ntraces; t++) {
+            if (in->traces[t].device != d) continue;
+            for (uint32_t i = 0; i < in->traces[t].nentries; i++) {
+                const cmh_entry *e = &in->entries[in->traces[t].first_entry + i];
+                int a = e->action, whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0, acts[3], na = 0;
+                if (a == CMH_ACT_POOL_SAMPLE || (a == CMH_ACT_MARK && !inline_marks)) continue;
+                if (whole && (a == CMH_ACT_SEGMENT_ALLOC || a == CMH_ACT_SEGMENT_MAP))
+                    acts[na++] = a, acts[na++] = CMH_ACT_ALLOC;
+                else if (whole && (a == CMH_ACT_SEGMENT_FREE || a == CMH_ACT_SEGMENT_UNMAP))
+                    acts[na++] = CMH_ACT_FREE_REQUESTED, acts[na++] = CMH_ACT_FREE_COMPLETED, acts[na++] = a;
+                else
+                    acts[na++] = a;
+                uint64_t addr = a < CMH_ACT_OOM ? cmh_entry_addr(in, e) : 0;
+                for (int k = 0; k < na; k++) {
+                    int w = acts[k];
+                    int seg = w == CMH_ACT_SEGMENT_ALLOC || w == CMH_ACT_SEGMENT_FREE || w == CMH_ACT_SEGMENT_MAP ||
+                              w == CMH_ACT_SEGMENT_UNMAP;
+                    int64_t version = 0, *v = addr ? amap_slot(seg ? &segs : &blocks, addr, 1) : NULL;
+                    if (addr && !v) {
+                        n = -1;
+                        goto out;
+                    }
+                    if (v) {
+                        version = *v;
+                        if (w == CMH_ACT_FREE_COMPLETED || w == CMH_ACT_SEGMENT_FREE || w == CMH_ACT_SEGMENT_UNMAP) ++*v;
+                    }
+                    int folded = w == CMH_ACT_FREE_COMPLETED && prev_freq && prev_addr == addr;
+                    if (!folded) n += d == device;
+                    prev_freq = !folded && w == CMH_ACT_FREE_REQUESTED, prev_addr = addr;
+                    if (d == device && (int64_t)i == index && k == na - 1) { /* the moment after the entry */
+                        page = n - 1;
+                        if (label && label_size && addr)
+                            snprintf(label, label_size, "%s %c%" PRIx64 "_%" PRId64, folded ? "free" : cmh_action_name(w),
+                                     seg ? 's' : 'b', addr, version);
+                    }
+                }
+            }
+        }
+    }
+out:
+    amap_free(&blocks);
+    amap_free(&segs);
+    if (page_total) *page_total = n;
+    return n < 0 ? -2 : page;
+}
+
+uint64_t cmh_host_allocations(const cmh_snapshot *s, uint64_t *live_segments, uint64_t *entries)
+{
+    /* each allocation its trace made, and each host segment live at the end that the trace did
+     * not make (made before it began): an allocation is counted once, however many entries */
+    amap made = AMAP_INIT;
+    uint64_t n = 0, live = 0, nent = 0;
+    int exact = 1;
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        const cmh_trace *tr = &s->traces[t];
+        if (tr->device >= 0) continue;
+        nent += tr->nentries;
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + i];
+            if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_MAP) continue;
+            n++;
+            int64_t *v = amap_slot(&made, cmh_entry_addr(s, e), 1);
+            if (v) *v = 1;
+            else exact = 0;
+        }
+    }
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        if (s->segments[i].device >= 0) continue;
+        live++;
+        if (exact && !amap_slot(&made, s->segments[i].addr, 0)) n++; /* (no memory for the set: the trace's alone) */
+    }
+    amap_free(&made);
+    if (live_segments) *live_segments = live;
+    if (entries) *entries = nent;
+    return n;
+}
+
 int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host)
 {
     int rc = cmh_snapshot_init(out);
@@ -260,7 +357,6 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         cmh_snapshot_free(out);
         return CMH_ENOMEM;
     }
-    uint64_t host = 0;
     ann_key *starts = NULL;
     size_t nstarts = 0;
     if (in->nannotations && !(starts = malloc(in->nannotations * sizeof *starts))) {
@@ -304,10 +400,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     }
     for (uint32_t i = 0; i < in->nsegments; i++) {
         const cmh_segment *g = &in->segments[i];
-        if (g->device < 0) {
-            host++;
-            continue;
-        }
+        if (g->device < 0) continue; /* pinned host memory: counted below */
         cmh_segment ng = *g;
         TRY(copy_stack(in, out, g->stack, fmap, smap, &ng.stack));
         TRY(cmh_snapshot_add_segment(out, &ng, NULL));
@@ -335,10 +428,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     if (want <= UINT32_MAX) TRY(cmh_snapshot_reserve_entries(out, (uint32_t)want));
     for (uint32_t t = 0; t < in->ntraces; t++) {
         const cmh_trace *tr = &in->traces[t];
-        if (tr->device < 0) {
-            host += tr->nentries;
-            continue;
-        }
+        if (tr->device < 0) continue;
         TRY(cmh_snapshot_add_trace(out, tr->device, tr->dropped, NULL));
         out->traces[out->ntraces - 1].dropped_ooms = tr->dropped_ooms; /* (the pickle carries it beside dropped) */
         for (uint32_t i = 0; i < tr->nentries; i++) {
@@ -412,7 +502,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
 out:
     free(fmap);
     free(starts);
-    if (dropped_host) *dropped_host = host;
+    if (dropped_host && rc == CMH_OK) *dropped_host = cmh_host_allocations(in, NULL, NULL);
     if (rc != CMH_OK) cmh_snapshot_free(out);
     return rc;
 }

@@ -85,7 +85,7 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
 
 /* Free memory inside reserved memory, split by what could be done with it (docs/DEFINITIONS.md):
  * releasable = what empty_cache() (or cuMemPoolTrimTo) would give back: segments that hold no
- * active block, the whole 2 MiB pages of an expandable segment's free runs, a pool's cache;
+ * active block, the whole pages of an expandable segment's free runs (cmh_expandable_page), a pool's cache;
  * trapped = the free gaps between active blocks that nothing can give back, usable only by
  * requests that fit them; private = the free runs of segments in a private pool (a PyTorch
  * segment whose segment_pool_id is not (0, 0): a CUDA graph's or a MemPool's), which neither
@@ -99,6 +99,8 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
  * its own blocks and new segments only; what empty_cache() gives back becomes the device's). */
 typedef struct cmh_free_split {
     uint64_t releasable, trapped, pool_cache; /* pool_cache: the part of releasable pools keep */
+    uint64_t expandable_pages; /* the part of releasable that is the free pages of expandable
+                                  segments still holding blocks (not empty segments) */
     uint64_t largest_gap;  /* the largest free run in one segment of the request's pool (the default
                               pool's without a request), either kind */
     uint64_t private_free; /* free inside private pools' segments other than the request's (not in
@@ -114,8 +116,12 @@ void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out);
 void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[2], cmh_free_split *out);
 /* The stream-ordered pool keeping the most of pool_cache now: its handle and bytes (0, 0: none). */
 void cmh_replay_pool_cache_top(const cmh_replay *r, uint64_t *pool, uint64_t *bytes);
-/* The split of one free run [a, b) of a segment (added to *releasable and *trapped). */
-void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, int expandable, uint64_t *releasable, uint64_t *trapped);
+/* The split of one free run [a, b) of a segment starting at base (added to *releasable and
+ * *trapped); page: an expandable segment's page (cmh_expandable_page), 0 for another segment. */
+void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, uint64_t base, uint64_t page, uint64_t *releasable, uint64_t *trapped);
+/* The page an expandable segment of pool (CMH_POOL_*) maps and unmaps in: PyTorch's 20 MiB
+ * (kLargeBuffer) in its large pool, else 2 MiB. */
+uint64_t cmh_expandable_page(const cmh_snapshot *s, int pool);
 
 /* memory_summary(): replay the whole trace of device and fill stats. */
 int cmh_summary_compute(const cmh_snapshot *s, int device, cmh_mem_stats *out);

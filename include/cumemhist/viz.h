@@ -19,7 +19,12 @@ extern "C" {
 /* A model that follows PyTorch's snapshot rules (docs/PYTORCH.md, What memory_viz requires), made from any snapshot:
  * a segment with an implied whole block becomes segment_alloc + alloc and its free
  * free_requested + free_completed + segment_free; times become µs; pinned host memory (device
- * -1) is left out and counted in *dropped_host.  A PyTorch-sourced snapshot is copied as is. */
+ * -1) is left out, its allocations counted in *dropped_host (cmh_host_allocations).  A PyTorch-sourced snapshot is copied as is. */
+/* The pinned host allocations of a record (memory_viz has devices only: the exports leave them
+ * out): each one its trace made, and each host segment live at the end made before the trace;
+ * in *live_segments (when given) the host segments live at the end, in *entries its host trace
+ * entries. */
+uint64_t cmh_host_allocations(const cmh_snapshot *s, uint64_t *live_segments, uint64_t *entries);
 int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host);
 /* The same for a caller done with `in`, where the shaping changes no entry (no whole blocks,
  * marks, pinned host memory, gaps between blocks): in's
@@ -34,6 +39,14 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved);
  * device holds.  -1: before its first entry.  A trace the export repairs (a free never
  * recorded, put back) is counted as it was recorded. */
 int64_t cmh_memviz_index(const cmh_snapshot *in, int device, int64_t index, int64_t *total);
+
+/* Where a record's entry `index` of `device` stands in memory_viz's page (MemoryViz.js's
+ * Allocator State History) once exported: the page folds a free_requested and the
+ * free_completed right after it into one "free" row.  Returns its row (-1: none; -2: out of
+ * memory), gives in *page_total the device's rows, and in label the text a user finds the row
+ * by with ctrl-f ("alloc b7f0012000_0": action, b(lock) or s(egment), address in hex, version). */
+int64_t cmh_memviz_page_event(const cmh_snapshot *in, int device, int64_t index, int64_t *page_total, char *label,
+                              size_t label_size);
 
 /* The memory_viz pickle (protocol 4) of any snapshot: PyTorch's schema, and in its `cumemhist`
  * dict (which memory_viz ignores) what reading it back needs to give the record's own model:

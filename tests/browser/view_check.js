@@ -43,6 +43,22 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
     await page.waitForFunction(n => (document.querySelector('.v-status') || {}).textContent.includes('of ' + n), pk.trace_entries, { timeout: 5000 }).catch(() => {});
     const status = await page.textContent('.v-status');
     check(`device ${D}: the switcher shows its ${pk.trace_entries} entries`, status.includes('of ' + pk.trace_entries), status);
+    // the entries in sight are numbered as the reports number them: the last is n - 1, not n
+    const rng = /Entries (\d+)\u2013(\d+) of (\d+)/.exec(status);
+    check(`device ${D}: the status's range of entries ends at the last entry`, rng && Number(rng[2]) < Number(rng[3]) && Number(rng[1]) >= 0, status);
+    // Home: the cursor at entry 0; the table's heading counts its blocks in words that agree
+    await page.focus('canvas').catch(() => {});
+    await page.keyboard.press('Home');
+    const home = await page.evaluate(() => [...document.querySelectorAll('#cmh-view h3')].map(h => h.textContent).find(t => t.startsWith('Live at the cursor')) || '');
+    const nhome = (await page.evaluate(kk => window.cmhView.live(kk, 0), k)).length;
+    check(`device ${D}: at Home, the table's heading says ${nhome} block${nhome === 1 ? '' : 's'}`,
+      new RegExp(' in ' + nhome + (nhome === 1 ? ' block(,|$)' : ' blocks')).test(home), home);
+    await page.keyboard.press('End');
+    // the y axis's ticks read as round figures in the unit printed (100.0 MiB, not 95.4 MiB)
+    const yt = await page.evaluate(() => window.cmhView.view.frame.yticks);
+    const unround = (yt || []).filter(v => { let x = v; while (x >= 1024) x /= 1024; return Math.abs(x - Math.round(x)) > 1e-9; });
+    check(`device ${D}: the y axis's ${(yt || []).length} ticks are whole numbers of B, KiB, MiB or GiB`, yt && yt.length > 1 && !unround.length,
+      JSON.stringify(unround.slice(0, 4)));
 
     // band for band at the peak: the page's live allocations, by site, are peak's sites
     const sites = await page.evaluate(() => window.cmhView.meta.sites);

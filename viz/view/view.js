@@ -643,9 +643,9 @@
     ctx.restore();
     /* axes */
     ctx.fillStyle = '#5b6475'; ctx.strokeStyle = '#c8ccd4'; ctx.lineWidth = 1; ctx.font = '11px sans-serif';
-    var ystep = Math.max(1, nice(ymax / 5)); /* bytes come whole: no 0.2 B tick */
+    var ystep = Math.max(1, niceBytes(ymax / 5)), yticks = []; /* bytes come whole: no 0.2 B tick */
     ctx.textAlign = 'right';
-    for (var v = 0; v <= ymax; v += ystep) { var yv = Y(v); ctx.beginPath(); ctx.moveTo(padl - 4, yv); ctx.lineTo(padl, yv); ctx.stroke(); ctx.fillText(size(v), padl - 6, yv + 4); }
+    for (var v = 0; v <= ymax; v += ystep) { yticks.push(v); var yv = Y(v); ctx.beginPath(); ctx.moveTo(padl - 4, yv); ctx.lineTo(padl, yv); ctx.stroke(); ctx.fillText(size(v), padl - 6, yv + 4); }
     /* the x axis: entries, or (t) seconds from the record's first event at even steps of time;
      * a label that would run past the canvas's edge is left out */
     ctx.textAlign = 'center';
@@ -668,8 +668,9 @@
     ctx.textAlign = 'left';
     ctx.fillText(timeAxis ? 's' : 'entry', 4, H - 4);
     view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph, W: W, ticks: ticks, timeAxis: timeAxis,
-      tt: tt, T0: T0, sxT: sxT, x0: vx0};
-    ui.status.textContent = 'Entries ' + Math.round(view.x0) + '\u2013' + Math.round(view.x1) + ' of ' + d.n +
+      tt: tt, T0: T0, sxT: sxT, x0: vx0, yticks: yticks};
+    /* the entries in sight, first and last (the window's right edge is the end of its last) */
+    ui.status.textContent = 'Entries ' + Math.max(0, Math.floor(view.x0)) + '\u2013' + Math.max(0, Math.min(d.n, Math.ceil(view.x1)) - 1) + ' of ' + d.n +
       (m.dropped ? ' (the ring dropped ' + m.dropped + ' older entries)' : '') + ' \u00b7 cursor at ' + when(d, view.cursor) +
       ' \u00b7 ' + size(allocatedAt(d, view.cursor)) + ' allocated, ' + size(lineAt(d.lines[1], view.cursor)) + ' reserved';
     stats.frames.push(performance.now() - t0);
@@ -687,6 +688,9 @@
     }
   }
   function nice(x) { var p = Math.pow(10, Math.floor(Math.log10(Math.max(x, 1e-9)))), f = x / p; return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p; }
+  /* a tick step in the unit the axis prints (size()): 1, 2, 5 or 10 times a power of ten of
+   * KiB, MiB or GiB, so that ticks read 100.0 MiB, not 95.4 MiB (a decimal step in bytes) */
+  function niceBytes(x) { var u = 1; while (x >= 1024 * u && u < Math.pow(1024, 4)) u *= 1024; return nice(x / u) * u; }
 
   /* what is under a point of the canvas: {col, id (or -1 - site), bytes} */
   function hit(px, py) {
@@ -752,7 +756,7 @@
     });
     ui.sitesWrap.textContent = '';
     ui.sitesWrap.appendChild(t);
-    ui.sitesHead.textContent = 'Live at the cursor (' + when(d, view.cursor) + '): ' + size(total) + ' in ' + live.length + ' blocks' + (rows.length > 30 ? ', top 30 of ' + rows.length + ' sites' : '');
+    ui.sitesHead.textContent = 'Live at the cursor (' + when(d, view.cursor) + '): ' + size(total) + ' in ' + live.length + (live.length === 1 ? ' block' : ' blocks') + (rows.length > 30 ? ', top 30 of ' + rows.length + ' sites' : '');
     ui.match.textContent = view.query ? (function () {
       var n = 0; for (var q = 0; q < meta.sites.length; q++) if (matches(q)) n++;
       return n + ' site' + (n === 1 ? '' : 's') + ' match, ' + size(mbytes) + ' live at the cursor';
