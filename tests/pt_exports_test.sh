@@ -217,6 +217,33 @@ TWO=$PT/layoutediting_two_devices.pickle
 "$CMH" flamegraph --folded --at end "$TWO" -o two.folded 2>err || bad "flamegraph --folded of two devices failed: $(cat err)"
 check "flamegraph's default device is the one holding memory: the folded bytes at the end are device 1's 10715782144" \
     "awk '{s += \$NF} END {exit !(s == 10715782144)}' two.folded"
+# a folded file's lines are keys: stacks that read the same (two return addresses on one line,
+# machinery left out) are one line, their bytes summed; the SVG draws one box for one label among
+# siblings (cs336 printed 1152 lines for 34 stacks, one of them 128 times; a stranger's trial)
+CS=$PT/cs336_kk_2.7b_forward_compile_annotations_cppframes.pickle
+"$CMH" flamegraph --folded --at peak "$CS" -o cs.folded 2>/dev/null
+"$CMH" flamegraph --at peak "$CS" -o cs.svg 2>/dev/null
+cs_peak=$("$CMH" peak --json "$CS" | py -c 'import json, sys; print(json.load(sys.stdin)[0]["peak_allocated"]["bytes"])')
+check "flamegraph --folded: each stack once ($(wc -l <cs.folded) lines), the bytes the peak's ($cs_peak)" \
+    "[ -z \"\$(sed 's/ [0-9]*\$//' cs.folded | sort | uniq -d)\" ] && awk '{s += \$NF} END {exit !(s == $cs_peak)}' cs.folded"
+# (caching_demo's unrolled loop: four return addresses on demo.c:20, four boxes of one label)
+"$CMH" record -q -o cd.cmh -- "$B/samples/caching_demo" >/dev/null 2>&1
+"$CMH" flamegraph --at 38 cd.cmh -o cd.svg 2>/dev/null
+"$CMH" flamegraph --folded --at 38 cd.cmh -o cd.folded 2>/dev/null
+check "flamegraph: one box and one folded line for one line of code among siblings (caching_demo's unrolled demo.c:20)" "py - cd.svg <<'PY' && [ -s cd.folded ] && [ -z \"\$(sed 's/ [0-9]*\$//' cd.folded | sort | uniq -d)\" ]
+import re, sys
+svg = open(sys.argv[1]).read()
+rows = {}
+for m in re.finditer(r'<g><title>(.*?) \u2014 .*?</title><rect x=\"([0-9.]+)\" y=\"([0-9.]+)\" width=\"([0-9.]+)\"', svg):
+    rows.setdefault(float(m.group(3)), []).append((float(m.group(2)), float(m.group(4)), m.group(1)))
+bad = []
+for y, boxes in rows.items():
+    for px, pw, pl in rows.get(y - 17, []):
+        kids = [l for x, w, l in boxes if px - 1e-6 <= x and x + w <= px + pw + 1e-6]
+        bad += [(y, l[:70]) for l in {l for l in kids if kids.count(l) > 1}]
+print(len(rows), 'rows;', len(bad), 'labels twice among siblings', bad[:3])
+sys.exit(1 if bad or not rows else 0)
+PY"
 "$CMH" export -f pprof "$TWO" -o two.pb.gz 2>err || bad "export -f pprof of two devices failed: $(cat err)"
 check "pprof's default device is the one holding memory (device 1)" "grep -q 'of device 1' err"
 CHROME=$(command -v chromium || command -v chromium-browser || true)

@@ -105,25 +105,113 @@ void cmh_live_free(cmh_live_at *l)
     l->nstacks = 0;
 }
 
+/* Each frame's stand-in: the first frame that reads the same (function, file and line): two
+ * return addresses on one line (an unrolled loop, a call made twice) are one frame to a reader,
+ * and the folded lines and the SVG's boxes merge them, as flamegraph.pl and the view do.
+ * NULL: out of memory. */
+typedef struct lslot {
+    uint64_t key; /* the label's hash (0 never: | 1) */
+    uint32_t frame;
+} lslot;
+
+static uint32_t *canon_frames(const cmh_snapshot *s)
+{
+    uint32_t *c = malloc((s->nframes ? s->nframes : 1) * sizeof *c);
+    if (!c) return NULL;
+    cmh_oatab t;
+    cmh_oa_init(&t, sizeof(lslot));
+    char lab[1024], other[1024];
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        cmh_svg_frame(s, &s->frames[i], lab, sizeof lab);
+        uint64_t h = 1469598103934665603ull;
+        for (const char *p = lab; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        int fresh = 0;
+        lslot *sl = cmh_oa_get(&t, h | 1, &fresh);
+        c[i] = i;
+        if (!sl) continue; /* (no memory for the table: this frame stands for itself) */
+        if (fresh) sl->frame = i;
+        else if (cmh_svg_frame(s, &s->frames[sl->frame], other, sizeof other), !strcmp(lab, other)) c[i] = sl->frame;
+    }
+    cmh_oa_free(&t);
+    return c;
+}
+
+typedef struct fline {
+    uint32_t at, len; /* its canonical frames in seq[at, at + len), outermost first */
+    uint32_t first;   /* its first stack's place in the list (the order among equals) */
+    uint64_t bytes;
+} fline;
+
+static const uint32_t *g_seq; /* (qsort's comparator has no argument) */
+
+static int cmp_fline_seq(const void *a, const void *b)
+{
+    const fline *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    int d = x->len ? memcmp(g_seq + x->at, g_seq + y->at, x->len * sizeof *g_seq) : 0;
+    if (d) return d;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static int cmp_fline_bytes(const void *a, const void *b)
+{
+    const fline *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
 int cmh_flame_folded(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, FILE *fp)
 {
-    char lab[1024];
-    for (uint32_t i = 0; i < l->nstacks; i++) {
+    /* one line per stack as the reader sees it: stacks whose drawn frames read the same are
+     * one line, their bytes summed (a folded file's lines are keys: cs336's 1152 lines were 34
+     * stacks, one repeated 128 times) */
+    uint32_t *canon = canon_frames(s), *seq = NULL, nseq = 0, cap = 0;
+    fline *ln = malloc((l->nstacks ? l->nstacks : 1) * sizeof *ln);
+    int rc = canon && ln ? CMH_OK : CMH_ENOMEM;
+    for (uint32_t i = 0; rc == CMH_OK && i < l->nstacks; i++) {
         const cmh_live_stack *x = &l->stacks[i];
         const cmh_stack *st = x->stack && x->stack < s->nstacks ? &s->stacks[x->stack] : NULL;
-        if (!st || !st->count) fputs("<no stack>", fp);
-        int first = 1;
+        ln[i] = (fline){nseq, 0, i, x->bytes};
         for (uint32_t k = st ? st->count : 0; k-- > 0;) { /* outermost first */
             if (g && !cmh_sites_drawn(g, x->stack, k)) continue; /* the machinery inside the site, left out */
-            cmh_svg_frame(s, &s->frames[s->stack_frames[st->first + k]], lab, sizeof lab);
+            if (nseq == cap) {
+                uint32_t nc = cap ? cap * 2 : 1024, *ns = realloc(seq, nc * sizeof *ns);
+                if (!ns) {
+                    rc = CMH_ENOMEM;
+                    break;
+                }
+                seq = ns, cap = nc;
+            }
+            seq[nseq++] = canon[s->stack_frames[st->first + k]];
+            ln[i].len++;
+        }
+    }
+    uint32_t n = 0;
+    if (rc == CMH_OK && l->nstacks) {
+        g_seq = seq;
+        qsort(ln, l->nstacks, sizeof *ln, cmp_fline_seq);
+        for (uint32_t i = 0; i < l->nstacks; i++) {
+            if (n && cmp_fline_seq(&(fline){ln[i].at, ln[i].len, ln[n - 1].first, 0}, &ln[n - 1]) == 0) ln[n - 1].bytes += ln[i].bytes;
+            else ln[n++] = ln[i];
+        }
+        qsort(ln, n, sizeof *ln, cmp_fline_bytes);
+    }
+    char lab[1024];
+    for (uint32_t i = 0; rc == CMH_OK && i < n; i++) {
+        if (!ln[i].len) fputs("<no stack>", fp);
+        for (uint32_t k = 0; k < ln[i].len; k++) {
+            cmh_svg_frame(s, &s->frames[seq[ln[i].at + k]], lab, sizeof lab);
             for (char *c = lab; *c; c++)
                 if (*c == ';' || *c == '\n') *c = ':';
-            if (!first) fputc(';', fp);
+            if (k) fputc(';', fp);
             fputs(lab, fp);
-            first = 0;
         }
-        fprintf(fp, " %" PRIu64 "\n", x->bytes);
+        fprintf(fp, " %" PRIu64 "\n", ln[i].bytes);
     }
+    free(canon);
+    free(seq);
+    free(ln);
+    if (rc != CMH_OK) return rc;
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }
 
@@ -284,7 +372,12 @@ done:
 int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, const char *title, FILE *fp)
 {
     tree t = {malloc(1024 * sizeof(node)), 1, 1024, 0};
-    if (!t.n) return CMH_ENOMEM;
+    uint32_t *canon = canon_frames(s); /* a line's boxes are one box, as its folded lines are one line */
+    if (!t.n || !canon) {
+        free(t.n);
+        free(canon);
+        return CMH_ENOMEM;
+    }
     t.n[0] = (node){UINT32_MAX, 0, 0, 0, 0, 0};
     for (uint32_t i = 0; i < l->nstacks; i++) {
         const cmh_live_stack *x = &l->stacks[i];
@@ -303,7 +396,7 @@ int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *
         for (uint32_t k = st ? st->count : 0; k-- > 0;) {
             if (g && !cmh_sites_drawn(g, x->stack, k)) continue;
             uint32_t f = s->stack_frames[st->first + k];
-            int64_t c = add_child(&t, at, f);
+            int64_t c = add_child(&t, at, canon[f]);
             if (c < 0) goto nomem;
             at = (uint32_t)c;
             t.n[at].bytes += x->bytes;
@@ -333,8 +426,10 @@ int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *
     } else fprintf(fp, "<text class=\"sub\" x=\"10\" y=\"%d\">nothing live at this moment</text>\n", head + 14);
     fputs("</svg>\n", fp);
     free(t.n);
+    free(canon);
     return ferror(fp) ? CMH_EIO : CMH_OK;
 nomem:
     free(t.n);
+    free(canon);
     return CMH_ENOMEM;
 }

@@ -83,7 +83,13 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
         const v = window.cmhView, m = v.meta, by = {};
         for (const b of v.live(kk, ee)) {
           const st = m.stacks[v._stack(kk, b.id)] || [0];
-          const txt = st.length < 2 ? '<no stack>' : st.slice(1).reverse().map(f => m.frames[f][0].replace(/;/g, ':')).join(';');
+          // as flamegraph folds it: from the site outward, and inside it only what is not machinery
+          // (a third-party package), one line per text (two return addresses on one line are one)
+          const fr = st.slice(1), site = (m.sites[st[0]] || [])[0];
+          let at = fr.findIndex(f => m.frames[f][0] === site);
+          if (at < 0) at = 0;
+          const drawn = fr.filter((f, i) => i >= at || !m.frames[f][1]);
+          const txt = st.length < 2 ? '<no stack>' : drawn.reverse().map(f => m.frames[f][0].replace(/;/g, ':')).join(';');
           by[txt] = (by[txt] || 0) + b.size;
         }
         // the same set whichever checkpoint of the live set the page starts from: none (one
