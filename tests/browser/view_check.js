@@ -59,6 +59,14 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
     const unround = (yt || []).filter(v => { let x = v; while (x >= 1024) x /= 1024; return Math.abs(x - Math.round(x)) > 1e-9; });
     check(`device ${D}: the y axis's ${(yt || []).length} ticks are whole numbers of B, KiB, MiB or GiB`, yt && yt.length > 1 && !unround.length,
       JSON.stringify(unround.slice(0, 4)));
+    // and their labels fit left of the plot, whole, at this width (a narrow page cut '953.7 MiB' to '3.7 MiB')
+    const fits = await page.evaluate(() => {
+      const f = window.cmhView.view.frame, ctx = document.querySelector('#cmh-view canvas').getContext('2d');
+      ctx.font = '11px sans-serif';
+      const sz = b => { const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB']; let x = b, i = 0; while (Math.abs(x) >= 1024 && i < 4) { x /= 1024; i++; } return (i ? x.toFixed(1) : String(x)) + ' ' + u[i]; };
+      return f.yticks.every(v => ctx.measureText(sz(v)).width <= f.padl - 6);
+    });
+    check(`device ${D}: the y axis's labels fit left of the plot at ${W} px`, fits);
 
     // band for band at the peak: the page's live allocations, by site, are peak's sites
     const sites = await page.evaluate(() => window.cmhView.meta.sites);

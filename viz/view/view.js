@@ -536,7 +536,10 @@
     var ctx = cv.getContext('2d');
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, W, H);
-    var padl = W < 600 ? 48 : PADL, pw = W - padl - 8, ph = H - PADB - PADT;
+    /* the y axis's labels fit left of the plot at any width ('1000.0 MiB' the widest: at 48 px a
+     * narrow page cut '953.7 MiB' to '3.7 MiB') */
+    ctx.font = '11px sans-serif';
+    var padl = Math.max(W < 600 ? 0 : PADL, Math.ceil(ctx.measureText('1000.0 MiB').width) + 10), pw = W - padl - 8, ph = H - PADB - PADT;
     if (!d.n) {
       ctx.fillStyle = '#5b6475'; ctx.font = '13px sans-serif';
       ctx.fillText('No trace entries: only the end state was recorded.', 8, PADT + 20);
