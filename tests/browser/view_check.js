@@ -31,6 +31,10 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   const devices = await page.evaluate(() => window.cmhView.meta.devices.map(d => d.device));
   check(`${W}px: the page offers every device the reports cover (${devices})`, JSON.stringify(devices) === JSON.stringify(facts.peak.map(p => p.device)));
 
+  // sizes print as the reports print them (C's %.1f: a tie to the even digit): 13893632 B, exactly
+  // 13.25 MiB, is peak's 13.2 MiB (toFixed said 13.3); 13.75 MiB is 13.8; others round as usual
+  const sizes = await page.evaluate(() => [13893632, 14417920, 13904118, 1536, 0].map(window.cmhView.size));
+  check(`sizes round as the reports do (${sizes})`, JSON.stringify(sizes) === JSON.stringify(['13.2 MiB', '13.8 MiB', '13.3 MiB', '1.5 KiB', '0 B']));
   for (let k = 0; k < devices.length; k++) {
     const pk = facts.peak[k], D = devices[k];
     // the device switcher, by keyboard: focus it, pick the k-th entry

@@ -155,10 +155,16 @@
   }
 
   /* ---- formatting ---- */
+  /* one decimal as the reports print it (C's %.1f): a tie goes to the even digit, so 13.25 MiB
+   * reads 13.2 MiB here too (toFixed gave 13.3 beside peak's 13.2) */
+  function fixed1(x) {
+    var y = Math.abs(x) * 10, f = Math.floor(y), r = y - f === 0.5 ? (f % 2 ? f + 1 : f) : Math.round(y);
+    return (x < 0 ? '-' : '') + (r / 10).toFixed(1);
+  }
   function size(b) {
     var u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'], x = b, i = 0;
     while (Math.abs(x) >= 1024 && i < u.length - 1) { x /= 1024; i++; }
-    return (i ? x.toFixed(1) : String(x)) + ' ' + u[i];
+    return (i ? fixed1(x) : String(x)) + ' ' + u[i];
   }
   /* each entry's time: decoded in slices while the page is idle after the first frame
    * (soon), or at once where one is needed first (the time axis) */
@@ -849,7 +855,7 @@
 
   /* for tests and benchmarks: the exact state at an instant, the frame times */
   window.cmhView = {
-    meta: meta, view: view, stats: stats,
+    meta: meta, view: view, stats: stats, size: size,
     device: function (k) { ui.dev.value = String(k); ui.dev.dispatchEvent(new Event('change')); },
     live: function (k, e, maxCps) {
       var d = load(k);
