@@ -154,6 +154,14 @@ void rep_json_not_recorded(cmh_jw *w, const struct cmh_owners_report *o, int64_t
 const char *rep_reconciled_line(int64_t trace_peak, int64_t end_reserved, char *buf, size_t cap);
 /* "reconciled": those figures and that line, or null (trace_peak < 0: nothing to say) */
 void rep_json_reconciled(cmh_jw *w, int64_t trace_peak, int64_t end_reserved);
+/* Where the trace's end and the snapshot disagree (b->gap, cumemhist/gapwords.h): a "note: " for
+ * a trace that stops before the snapshot, and with starts one for a trace that starts late too
+ * (for the reports with no note of their own on it: peak, trace). */
+void rep_gap_notes(const cmh_report_base *b, int starts);
+/* The same on fp, each note after lead (trace's on stderr: "cumemhist: trace: FILE, device N: ") */
+void rep_gap_notes_to(FILE *fp, const char *lead, const cmh_report_base *b, int starts);
+/* "trace_gap": its figures (stops_early, unfreed_*, starts_late, untraced_*) and "says": the notes' words */
+void rep_json_gap(cmh_jw *w, const cmh_report_base *b);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);
 /* A frame as people read it: "function (file:line)", "function (module)", "function". */
