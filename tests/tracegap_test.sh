@@ -45,7 +45,7 @@ SEGS="      and 1 segment (10.0 MiB reserved) it left is not in the snapshot;"
 "$CMH" peak stops.pickle >peak.txt 2>&1
 check "peak: says the trace stops before the snapshot, with counts and bytes, under 'at the end'" \
     "grep -A2 '^at the end:     allocated 0 B, reserved 40.0 MiB' peak.txt | grep -qF '$STOPS' && grep -qxF '$SEGS' peak.txt || { cat peak.txt; false; }"
-check "peak: says what the user can do" "grep -q 'take the snapshot before turning history off' peak.txt"
+check "peak: says what the user can do" "grep -q 'take the snapshot while history is still recording' peak.txt"
 check "peak: its figures stay the trace's, exact (20 MiB allocated after entry 8)" \
     "grep -q '^peak allocated: 20.0 MiB (20971520 bytes) at entry 8' peak.txt && grep -q '^peak reserved:  50.0 MiB (52428800 bytes) at entry 7' peak.txt"
 check "peak: the note once" "[ \$(grep -c 'the trace stops before the snapshot' peak.txt) -eq 1 ]"
@@ -121,6 +121,16 @@ check "--json: the converse's figures, the same in leaks (and its live_before_tr
 "$CMH" peak --json leak.cmh >peak3.json 2>&1
 check "a record from its start to its dump: no gap note, no gap in --json" \
     "! grep -q 'stops before\|begins mid-run' peak3.txt && py -c \"import json; g = json.load(open('peak3.json'))[0]['trace_gap']; assert not g['stops_early'] and not g['starts_late'] and g['says'] == []\""
+
+# our own record of it: history switched to enabled=state (the ring kept), then two blocks freed
+"$CMH" record -q -o off.cmh -- "$B/tests/history_off" >/dev/null 2>&1
+"$CMH" peak off.cmh >off.txt 2>&1
+"$CMH" leaks --json off.cmh >off.json 2>&1
+check "a .cmh whose history was switched to enabled=state before the frees: the same note, in the recorder's words" \
+    "grep -q '^note: the trace stops before the snapshot: 2 blocks (3.0 MiB) it allocated and never freed are not active in the snapshot,' off.txt &&
+     grep -q 'cmh_dump_snapshot before switching history to enabled=state' off.txt &&
+     py -c \"import json; g = json.load(open('off.json'))[0]['trace_gap']; assert g['unfreed_blocks'] == 2 and g['unfreed_bytes'] == 3 << 20, g\" ||
+     { cat off.txt; false; }"
 
 # PyTorch's own: transformer_nuggets' snapshot was dumped after history was turned off
 N=$PTF/transformer_nuggets_mini_snapshot.pickle

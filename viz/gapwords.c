@@ -29,10 +29,12 @@ const char *cmh_gap_stops_text(const cmh_trace_gap *g, int pytorch, const char *
                  g->unfreed_segments == 1 ? "is" : "are");
     }
     snprintf(buf, cap,
-             "the trace stops before the snapshot: %s%s;%sthey were freed after its last entry, with history off (%s) "
-             "before the snapshot was taken.%sThe end's figures are the snapshot's, where they count as freed (summary's Tot Freed "
-             "too); none of them is a leak.%sTo keep those frees in the trace, take the snapshot before turning history off.",
-             what, segs, nl, pytorch ? "_record_memory_history(enabled=None)" : "enabled=state or off", nl, nl);
+             "the trace stops before the snapshot: %s%s;%sthey were freed after its last entry: recording stopped before the "
+             "snapshot was taken, or the entries that freed them were lost.%sThe end's figures are the snapshot's, where they count "
+             "as freed (summary's Tot Freed too); none of them is a leak.%sTo keep those frees in the trace, take the snapshot "
+             "while history is still recording%s.",
+             what, segs, nl, nl, nl,
+             pytorch ? " (_dump_snapshot before _record_memory_history(enabled=None))" : " (cmh_dump_snapshot before switching history to enabled=state or off)");
     return buf;
 }
 
