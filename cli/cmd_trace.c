@@ -68,35 +68,18 @@ static int section(const rep_section *sec, void *arg)
     return CMH_OK;
 }
 
-int cmd_trace(int argc, char **argv)
+/* The text is memory_viz's to the byte: where the trace's own end is not the snapshot's (its
+ * TOTAL MEM counts blocks the snapshot no longer holds, or misses blocks made before it), say so
+ * on stderr, as peak does: the record's figures (cmh_trace_gap), read before it is shaped. */
+static void gap_notes(const cmh_snapshot *s, void *arg)
 {
-    char *path;
-    int n, rc = cli_parse(&cli_cmd_trace, argc, argv, &path, &n);
-    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    if (g_json) return rep_run(&path, 1, g_device, 1, 0, section, NULL);
-    if (g_device == -1) /* the text is memory_viz's, devices only (it read 'no device -1 ... (it has 0)') */
-        return rep_no_pinned("trace", "trace's text is memory_viz's view, devices only (its pickle leaves pinned host "
-                                      "memory out); `cumemhist trace --json --device -1` lists its entries");
-    cmh_snapshot s;
-    /* the text counts memory_viz's entries: where a recorder record's differ, say how they map to
-     * the numbering every other command (and trace --json) gives (docs/DEFINITIONS.md) */
-    if ((rc = rep_load_shaped_own_said(path, &s, g_quiet ? NULL : "trace", g_device, "the text counts memory_viz's")))
-        return rc;
-    int32_t dev;
-    if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {
-        cmh_snapshot_free(&s);
-        return CLI_EUSAGE;
-    }
-    rep_say_empty_devices("trace", path, &s, g_device, -3); /* (every device: none stands for the others) */
-    /* the text is memory_viz's to the byte: where the trace's own end is not the snapshot's (its
-     * TOTAL MEM counts blocks the snapshot no longer holds, or misses blocks made before it), say
-     * so on stderr, as peak does (the same analyzer figures: cmh_trace_gap) */
+    const char *path = arg;
     int32_t devs[256];
-    int nd = g_device == -2 ? cmh_snapshot_devices(&s, devs, 256) : (devs[0] = g_device, 1);
+    int nd = g_device == -2 ? cmh_snapshot_devices(s, devs, 256) : (devs[0] = g_device, 1);
     for (int i = 0; i < nd && i < 256; i++) {
         cmh_peak_report p;
         char lead[1200];
-        if (devs[i] < 0 || !cmh_snapshot_trace(&s, devs[i]) || cmh_peak_totals(&s, devs[i], &p) != CMH_OK) continue;
+        if (devs[i] < 0 || !cmh_snapshot_trace(s, devs[i]) || cmh_peak_totals(s, devs[i], &p) != CMH_OK) continue;
         snprintf(lead, sizeof lead, "cumemhist: trace: %s, device %d: ", path, devs[i]);
         rep_gap_notes_to(stderr, lead, &p.base, 1);
         const cmh_trace_gap *g = &p.base.gap;
@@ -110,6 +93,28 @@ int cmd_trace(int argc, char **argv)
         }
         cmh_peak_report_free(&p);
     }
+}
+
+int cmd_trace(int argc, char **argv)
+{
+    char *path;
+    int n, rc = cli_parse(&cli_cmd_trace, argc, argv, &path, &n);
+    if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
+    if (g_json) return rep_run(&path, 1, g_device, 1, 0, section, NULL);
+    if (g_device == -1) /* the text is memory_viz's, devices only (it read 'no device -1 ... (it has 0)') */
+        return rep_no_pinned("trace", "trace's text is memory_viz's view, devices only (its pickle leaves pinned host "
+                                      "memory out); `cumemhist trace --json --device -1` lists its entries");
+    cmh_snapshot s;
+    /* the text counts memory_viz's entries: where a recorder record's differ, say how they map to
+     * the numbering every other command (and trace --json) gives (docs/DEFINITIONS.md) */
+    if ((rc = rep_load_shaped_own_with(path, &s, g_quiet ? NULL : "trace", g_device, "the text counts memory_viz's", gap_notes, path)))
+        return rc;
+    int32_t dev;
+    if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {
+        cmh_snapshot_free(&s);
+        return CLI_EUSAGE;
+    }
+    rep_say_empty_devices("trace", path, &s, g_device, -3); /* (every device: none stands for the others) */
     int crc = cmh_print_trace(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, stdout);
     cmh_snapshot_free(&s);
     if (crc == CMH_EIO) return cli_finish_stdout(CLI_EFILE);

@@ -99,7 +99,14 @@ int rep_load_shaped_own(const char *path, cmh_snapshot *s) { return rep_load_sha
 
 int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what)
 {
+    return rep_load_shaped_own_with(path, s, cmd, device, what, NULL, NULL);
+}
+
+int rep_load_shaped_own_with(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what,
+                             void (*before)(const cmh_snapshot *, void *), void *arg)
+{
     int rc = rep_load_view_ex(path, s, 0);
+    if (!rc && before) before(s, arg);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
     if (cmd) rep_say_memviz_numbering(s, cmd, device, what);
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */

@@ -106,6 +106,10 @@ int rep_load_shaped_own(const char *path, cmh_snapshot *s);
 /* The same, first saying on stderr how the shaped entries map to the record's (as
  * rep_say_memviz_numbering, for cmd about device, -2 every device). */
 int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what);
+/* The same, calling before(record, arg) on the record as read, before it is shaped (the figures
+ * every other command gives: trace's note on where its end and the snapshot's disagree). */
+int rep_load_shaped_own_with(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what,
+                             void (*before)(const cmh_snapshot *, void *), void *arg);
 /* memory_viz (and the shaped model) counts a recorder record's entries its own way: for each
  * device (or only device; -2 every one) where the counts differ, say on stderr in one line how
  * they map, with the allocated peak as the example a user goes looking for; what names who

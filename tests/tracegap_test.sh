@@ -131,6 +131,11 @@ check "a .cmh whose history was switched to enabled=state before the frees: the 
      grep -q 'cmh_dump_snapshot before switching history to enabled=state' off.txt &&
      py -c \"import json; g = json.load(open('off.json'))[0]['trace_gap']; assert g['unfreed_blocks'] == 2 and g['unfreed_bytes'] == 3 << 20, g\" ||
      { cat off.txt; false; }"
+# trace reads a record in memory_viz's shape: its note is the record's own (read before the shaping)
+"$CMH" trace off.cmh >/dev/null 2>off.err
+check "trace of that .cmh: the record's note on stderr" \
+    "grep -q '^cumemhist: trace: off.cmh, device 0: note: the trace stops before the snapshot: 2 blocks (3.0 MiB)' off.err &&
+     grep -q 'cmh_dump_snapshot before switching history to enabled=state' off.err"
 
 # PyTorch's own: transformer_nuggets' snapshot was dumped after history was turned off
 N=$PTF/transformer_nuggets_mini_snapshot.pickle
