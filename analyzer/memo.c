@@ -271,7 +271,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
             p->reserved_time_ns = cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, i));
         }
     }
-    cmh_replay_gap(r, &p->base.gap);
+    if (p->base.history) cmh_replay_gap(r, &p->base.gap); /* (no history: no trace to disagree with the end) */
     p->alloc_end = st->allocated_bytes[0].current;
     p->reserved_end = st->reserved_bytes[0].current;
     p->requested_end = st->requested_bytes[0].current;

@@ -697,7 +697,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         while (cmh_replay_position(r) + 1 < n && cmh_replay_step(r)) {}
         c.at_end = 1;
         while (cmh_replay_step(r)) {} /* the reconciliation with the final segments */
-        cmh_replay_gap(r, &p->base.gap);
+        if (p->base.history) cmh_replay_gap(r, &p->base.gap);
     }
     if (h && cmh_trace_gap_compute(s, device, &p->base.gap) != CMH_OK) rc = CMH_ENOMEM; /* (the memo's replay) */
     for (uint32_t i = 0; i < c.born.cap; i++) /* still live: held to the end */

@@ -137,6 +137,14 @@ check "trace of that .cmh: the record's note on stderr" \
     "grep -q '^cumemhist: trace: off.cmh, device 0: note: the trace stops before the snapshot: 2 blocks (3.0 MiB)' off.err &&
      grep -q 'cmh_dump_snapshot before switching history to enabled=state' off.err"
 
+# a record with no history (enabled=state): only the end is known, no trace to disagree with it
+N0=${PTF:-/nonexistent}/docubox_state_only.pickle
+if [ -f "$N0" ]; then
+    "$CMH" peak --json "$N0" >nohist.json 2>/dev/null
+    check "no history: no trace gap (not 'begins mid-run' for every block of the end state)" \
+        "py -c \"import json; g = json.load(open('nohist.json'))[0]['trace_gap']; assert not g['starts_late'] and g['says'] == [], g\""
+fi
+
 # PyTorch's own: transformer_nuggets' snapshot was dumped after history was turned off
 N=$PTF/transformer_nuggets_mini_snapshot.pickle
 if [ -n "$PTF" ] && [ -f "$N" ]; then

@@ -91,7 +91,8 @@ typedef struct cmh_report_base {
     int history; /* the trace says how memory changed; 0: only the end state is known (enabled=state) */
     const char *nohist_cause; /* when !history: cmh_no_history_cause's words */
     /* where the trace's end and the snapshot disagree (analyzer.h): filled by the reports that
-     * show the end or what is still live (peak, leaks, summary's), zeros in the others */
+     * show the end or what is still live (peak, leaks, summary's), zeros in the others and
+     * without history (only the end is known: no trace to disagree with it) */
     cmh_trace_gap gap;
 } cmh_report_base;
 /* Whether device's trace says how memory changed (cmh_report_base's history); 0: only the end
