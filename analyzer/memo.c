@@ -271,6 +271,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
             p->reserved_time_ns = cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, i));
         }
     }
+    if (p->base.history) cmh_replay_gap(r, &p->base.gap); /* (no history: no trace to disagree with the end) */
     p->alloc_end = st->allocated_bytes[0].current;
     p->reserved_end = st->reserved_bytes[0].current;
     p->requested_end = st->requested_bytes[0].current;
@@ -439,6 +440,17 @@ int cmh_whole_replay_peak(const cmh_snapshot *s, int device, cmh_mem_stats *end,
 {
     int64_t rp[2];
     return whole(s, device, p, end, rp);
+}
+
+int cmh_trace_gap_compute(const cmh_snapshot *s, int device, cmh_trace_gap *out)
+{
+    cmh_peak_report p;
+    cmh_mem_stats end;
+    int64_t rp[2];
+    int rc = whole(s, device, &p, &end, rp);
+    memset(out, 0, sizeof *out);
+    if (rc == CMH_OK) *out = p.base.gap;
+    return rc;
 }
 
 int cmh_peak_totals(const cmh_snapshot *s, int device, cmh_peak_report *p)

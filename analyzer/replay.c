@@ -312,6 +312,7 @@ static void fwd_block_alloc(cmh_replay *r, uint64_t addr, uint64_t size, uint64_
     b->stack = stack;
     b->time_ns = time_ns;
     b->pool = g ? g->pool : pool_rule(size, 1);
+    b->untraced = r->initializing || r->reconciled;
     if (r->obs) r->obs(r->obs_arg, (int64_t)size, stack, addr);
     if (state == CMH_BLOCK_ACTIVE_ALLOCATED) pool_add(r->st.allocated_bytes, b->pool, (int64_t)size);
     pool_add(r->st.active_bytes, b->pool, (int64_t)size);
@@ -657,6 +658,10 @@ static void reconcile(cmh_replay *r)
         if (!b->addr) continue;
         const rblock *x = block_find(&f, b->addr);
         if (!(x && x->size == b->size && x->state == b->state)) gone[ngone++] = b->addr;
+        if (!x) { /* the trace left it active; the snapshot holds no active block there: freed after */
+            r->gap.unfreed_blocks++;
+            r->gap.unfreed_bytes += b->size;
+        }
     }
     qsort(gone, ngone, sizeof *gone, cmp_u64);
     for (uint32_t i = 0; i < ngone; i++) {
@@ -681,6 +686,10 @@ static void reconcile(cmh_replay *r)
             continue;
         }
         r->anomalies++;
+        if (!x) {
+            r->gap.unfreed_segments++;
+            r->gap.unfreed_reserved += g->size;
+        }
         cmh_rp_segment_free_at(r, g->addr, g->size, 0);
         if (i < r->nsegs && r->segs[i] == g) i++; /* not removable (empty): leave it */
     }
@@ -705,10 +714,19 @@ static void reconcile(cmh_replay *r)
             fwd_block_alloc(r, bl->addr, bl->size, bl->requested, bl->state, bl->stack, bl->time_ns);
         }
     }
+    /* what is active now and no entry allocated: since before the first entry, or added just above */
+    for (uint32_t i = 0; i < r->blocks.cap; i++) {
+        const rblock *b = cmh_oa_at(&r->blocks, i);
+        if (!b->addr || !b->untraced) continue;
+        r->gap.untraced_blocks++;
+        r->gap.untraced_bytes += b->size;
+    }
 out:
     if (f.nomem) r->nomem = 1;
     cmh_rp_free_tables(&f);
 }
+
+void cmh_replay_gap(const cmh_replay *r, cmh_trace_gap *out) { *out = r->gap; }
 
 #ifndef NDEBUG
 #include <stdio.h>

@@ -43,6 +43,7 @@ typedef struct rblock {
     uint32_t stack;
     uint8_t state, pool;
     uint8_t final; /* backward pass: this block is one of the final segments' own */
+    uint8_t untraced; /* forward pass: live before the first entry, or added at the reconciliation */
 } rblock;
 
 typedef struct hslot { /* backward pass without maps: segments by exact address */
@@ -75,6 +76,7 @@ struct cmh_replay {
     int initializing; /* building the state before the first entry: split stats counted after */
     int nomem;        /* an allocation failed: the state is no longer exact */
     int device, reconciled;
+    cmh_trace_gap gap; /* what the reconciliation found (cmh_replay_gap) */
     /* stream-ordered pools: reserved beyond used at the latest pool_sample, per pool handle */
     struct rpool {
         uint64_t handle;

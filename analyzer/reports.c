@@ -173,6 +173,7 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
     b->pytorch = s->source == CMH_SRC_PYTORCH;
     b->history = cmh_trace_has_history(s, device);
     b->nohist_cause = cmh_no_history_cause(s, device);
+    memset(&b->gap, 0, sizeof b->gap); /* (the reports that replay to the end fill it) */
 }
 
 const char *cmh_no_history_cause(const cmh_snapshot *s, int device)
@@ -696,7 +697,9 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         while (cmh_replay_position(r) + 1 < n && cmh_replay_step(r)) {}
         c.at_end = 1;
         while (cmh_replay_step(r)) {} /* the reconciliation with the final segments */
+        if (p->base.history) cmh_replay_gap(r, &p->base.gap);
     }
+    if (h && cmh_trace_gap_compute(s, device, &p->base.gap) != CMH_OK) rc = CMH_ENOMEM; /* (the memo's replay) */
     for (uint32_t i = 0; i < c.born.cap; i++) /* still live: held to the end */
         if (cmh_oa_keyat(&c.born, i)) held_block(&c, cmh_oa_at(&c.born, i), INT64_MAX);
     if (c.nomem || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;

@@ -290,6 +290,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "live_sites", p.live_sites);
         cmh_jw_kuint(w, "live_before_trace_bytes", p.base.history ? p.live_bytes - p.grew_bytes : 0); /* made before the first entry */
         cmh_jw_kuint(w, "live_before_trace_blocks", p.base.history ? p.live_blocks - p.grew_blocks : 0);
+        rep_json_gap(w, &p.base);
         cmh_jw_kuint(w, "leaking_sites", p.leaking);
         cmh_jw_kuint(w, "hidden_sites", p.hidden_sites);
         cmh_jw_kuint(w, "hidden_bytes", p.hidden_bytes);
@@ -368,6 +369,7 @@ static int section(const rep_section *sec, void *arg)
                        rep_size((double)p.hidden_bytes), rep_size((double)g_min_bytes));
             if (nheld) held_text(s, g, &p);
             printf("\n%s\n", cmh_leak_outcome_text(&p, line, sizeof line));
+            rep_gap_notes(&p.base, 0); /* blocks the trace never freed, gone from the snapshot: why no leak */
             rep_notes(&p.base);
             /* a trace that began mid-run (PyTorch's ring, ours dropping its oldest): a site's
              * 'first' may be the first block the trace made, not the site's first */

@@ -69,6 +69,7 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p, const c
     print_when(p->requested_index, p->requested_time_ns, t0, n);
     printf("at the end:     allocated %s, reserved %s, requested %s\n", rep_size((double)p->alloc_end),
            rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
+    rep_gap_notes(&p->base, 1); /* why the end is not what the trace left, right under it */
     if (recon) printf("%s\n", recon); /* (owners prints the same lines) */
     if (why) printf("%s\n", why);
     printf("\nlive at the allocated peak, by allocation site:\n");
@@ -126,6 +127,7 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
     cmh_jw_nl(w);
     rep_json_not_recorded(w, o, rep_trace_start(sec->s, sec->device));
     rep_json_reconciled(w, trace_peak, end_reserved);
+    rep_json_gap(w, &p->base);
     cmh_jw_nl(w);
     cmh_jw_key(w, "sites_at_peak");
     rep_json_sites(w, sec->s, sec->g, p->sites, p->nsites, g_top, (uint64_t)p->alloc_peak, 0);

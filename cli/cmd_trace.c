@@ -37,6 +37,11 @@ static int section(const rep_section *sec, void *arg)
     cmh_jw_kint(w, "device", sec->device);
     rep_json_process(w, s);
     cmh_jw_kuint(w, "dropped_entries", t ? t->dropped : 0);
+    cmh_peak_report p; /* where the entries' end is not the snapshot's (peak's and summary's figures) */
+    int rc = cmh_peak_totals(s, sec->device, &p);
+    if (rc != CMH_OK) return rc;
+    rep_json_gap(w, &p.base);
+    cmh_peak_report_free(&p);
     cmh_jw_nl(w);
     cmh_jw_key(w, "entries");
     cmh_jw_arr(w);
@@ -63,6 +68,33 @@ static int section(const rep_section *sec, void *arg)
     return CMH_OK;
 }
 
+/* The text is memory_viz's to the byte: where the trace's own end is not the snapshot's (its
+ * TOTAL MEM counts blocks the snapshot no longer holds, or misses blocks made before it), say so
+ * on stderr, as peak does: the record's figures (cmh_trace_gap), read before it is shaped. */
+static void gap_notes(const cmh_snapshot *s, void *arg)
+{
+    const char *path = arg;
+    int32_t devs[256];
+    int nd = g_device == -2 ? cmh_snapshot_devices(s, devs, 256) : (devs[0] = g_device, 1);
+    for (int i = 0; i < nd && i < 256; i++) {
+        cmh_peak_report p;
+        char lead[1200];
+        if (devs[i] < 0 || !cmh_snapshot_trace(s, devs[i]) || cmh_peak_totals(s, devs[i], &p) != CMH_OK) continue;
+        snprintf(lead, sizeof lead, "cumemhist: trace: %s, device %d: ", path, devs[i]);
+        rep_gap_notes_to(stderr, lead, &p.base, 1);
+        const cmh_trace_gap *g = &p.base.gap;
+        if (g->unfreed_bytes || g->untraced_bytes) {
+            fprintf(stderr, "%sTOTAL MEM is what the trace's own entries leave", lead);
+            if (g->unfreed_bytes) fprintf(stderr, ": it counts the %s the snapshot no longer holds", rep_size((double)g->unfreed_bytes));
+            if (g->untraced_bytes)
+                fprintf(stderr, "%s the %s live before its first entry", g->unfreed_bytes ? ", and leaves out" : ": it leaves out",
+                        rep_size((double)g->untraced_bytes));
+            fputc('\n', stderr);
+        }
+        cmh_peak_report_free(&p);
+    }
+}
+
 int cmd_trace(int argc, char **argv)
 {
     char *path;
@@ -75,7 +107,7 @@ int cmd_trace(int argc, char **argv)
     cmh_snapshot s;
     /* the text counts memory_viz's entries: where a recorder record's differ, say how they map to
      * the numbering every other command (and trace --json) gives (docs/DEFINITIONS.md) */
-    if ((rc = rep_load_shaped_own_said(path, &s, g_quiet ? NULL : "trace", g_device, "the text counts memory_viz's")))
+    if ((rc = rep_load_shaped_own_with(path, &s, g_quiet ? NULL : "trace", g_device, "the text counts memory_viz's", gap_notes, path)))
         return rc;
     int32_t dev;
     if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {

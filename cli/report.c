@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cumemhist/viz.h"
+#include "cumemhist/gapwords.h"
 #include "cumemhist/leakwords.h"
 #include "report.h"
 #include "svg.h"
@@ -119,7 +120,14 @@ int rep_load_shaped_own(const char *path, cmh_snapshot *s) { return rep_load_sha
 
 int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what)
 {
+    return rep_load_shaped_own_with(path, s, cmd, device, what, NULL, NULL);
+}
+
+int rep_load_shaped_own_with(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what,
+                             void (*before)(const cmh_snapshot *, void *), void *arg)
+{
     int rc = rep_load_view_ex(path, s, 0);
+    if (!rc && before) before(s, arg);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
     if (cmd) rep_say_memviz_numbering(s, cmd, device, what);
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */
@@ -612,6 +620,39 @@ const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache, uint64_
     return empty ? "empty segments and expandable segments' free pages, given back by empty_cache(), and a pool's cache, by "
                    "cuMemPoolTrimTo"
                  : "expandable segments' free pages, given back by empty_cache(), and a pool's cache, by cuMemPoolTrimTo";
+}
+
+void rep_gap_notes_to(FILE *fp, const char *lead, const cmh_report_base *b, int starts)
+{
+    char buf[1024];
+    if (cmh_gap_stops_text(&b->gap, b->pytorch, "\n      ", buf, sizeof buf)) fprintf(fp, "%snote: %s\n", lead, buf);
+    if (starts && cmh_gap_starts_text(&b->gap, b->pytorch, b->dropped, "\n      ", buf, sizeof buf))
+        fprintf(fp, "%snote: %s\n", lead, buf);
+}
+
+void rep_gap_notes(const cmh_report_base *b, int starts) { rep_gap_notes_to(stdout, "", b, starts); }
+
+void rep_json_gap(cmh_jw *w, const cmh_report_base *b)
+{
+    char buf[1024];
+    const cmh_trace_gap *g = &b->gap;
+    cmh_jw_nl(w);
+    cmh_jw_key(w, "trace_gap");
+    cmh_jw_obj(w);
+    cmh_jw_kbool(w, "stops_early", g->unfreed_blocks || g->unfreed_segments);
+    cmh_jw_kuint(w, "unfreed_blocks", g->unfreed_blocks);
+    cmh_jw_kuint(w, "unfreed_bytes", g->unfreed_bytes);
+    cmh_jw_kuint(w, "unfreed_segments", g->unfreed_segments);
+    cmh_jw_kuint(w, "unfreed_reserved", g->unfreed_reserved);
+    cmh_jw_kbool(w, "starts_late", g->untraced_blocks != 0);
+    cmh_jw_kuint(w, "untraced_blocks", g->untraced_blocks);
+    cmh_jw_kuint(w, "untraced_bytes", g->untraced_bytes);
+    cmh_jw_key(w, "says");
+    cmh_jw_arr(w);
+    if (cmh_gap_stops_text(g, b->pytorch, " ", buf, sizeof buf)) cmh_jw_str(w, buf);
+    if (cmh_gap_starts_text(g, b->pytorch, b->dropped, " ", buf, sizeof buf)) cmh_jw_str(w, buf);
+    cmh_jw_end(w);
+    cmh_jw_end(w);
 }
 
 void rep_notes(const cmh_report_base *b)

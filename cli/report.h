@@ -106,6 +106,10 @@ int rep_load_shaped_own(const char *path, cmh_snapshot *s);
 /* The same, first saying on stderr how the shaped entries map to the record's (as
  * rep_say_memviz_numbering, for cmd about device, -2 every device). */
 int rep_load_shaped_own_said(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what);
+/* The same, calling before(record, arg) on the record as read, before it is shaped (the figures
+ * every other command gives: trace's note on where its end and the snapshot's disagree). */
+int rep_load_shaped_own_with(const char *path, cmh_snapshot *s, const char *cmd, int device, const char *what,
+                             void (*before)(const cmh_snapshot *, void *), void *arg);
 /* memory_viz (and the shaped model) counts a recorder record's entries its own way: for each
  * device (or only device; -2 every one) where the counts differ, say on stderr in one line how
  * they map, with the allocated peak as the example a user goes looking for; what names who
@@ -155,6 +159,14 @@ void rep_json_not_recorded(cmh_jw *w, const struct cmh_owners_report *o, int64_t
 const char *rep_reconciled_line(int64_t trace_peak, int64_t end_reserved, char *buf, size_t cap);
 /* "reconciled": those figures and that line, or null (trace_peak < 0: nothing to say) */
 void rep_json_reconciled(cmh_jw *w, int64_t trace_peak, int64_t end_reserved);
+/* Where the trace's end and the snapshot disagree (b->gap, cumemhist/gapwords.h): a "note: " for
+ * a trace that stops before the snapshot, and with starts one for a trace that starts late too
+ * (for the reports with no note of their own on it: peak, trace). */
+void rep_gap_notes(const cmh_report_base *b, int starts);
+/* The same on fp, each note after lead (trace's on stderr: "cumemhist: trace: FILE, device N: ") */
+void rep_gap_notes_to(FILE *fp, const char *lead, const cmh_report_base *b, int starts);
+/* "trace_gap": its figures (stops_early, unfreed_*, starts_late, untraced_*) and "says": the notes' words */
+void rep_json_gap(cmh_jw *w, const cmh_report_base *b);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);
 /* A frame as people read it: "function (file:line)", "function (module)", "function". */

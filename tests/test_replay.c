@@ -1,7 +1,8 @@
 /*
  * test_replay.c - the replay and memory_summary on hand-built traces with known answers: the
  * docs' worked example, a snapshot without a trace, the pool rule, a ring that lost its start,
- * whole-block segments, an empty snapshot, an address reused with another size.
+ * whole-block segments, an empty snapshot, an address reused with another size, and where a
+ * trace's end and its snapshot disagree (the trace gap).
  */
 #include "analyzer_util.h"
 
@@ -281,6 +282,50 @@ static void test_reused_address_sizes(void)
     cmh_snapshot_free(&s);
 }
 
+/* The trace gap (cmh_trace_gap): the worked example's trace, whose snapshot shows y inactive
+ * (freed after the last entry: the trace stops before the snapshot), and the ring-truncated
+ * one, whose x (4 MiB) no kept entry made and which the trace frees, while y it made: neither
+ * stops early; a block active at the snapshot that no entry made starts late. */
+static void test_trace_gap(void)
+{
+    cmh_snapshot s;
+    cmh_trace_gap g;
+    worked_example(&s, 1);
+    s.blocks[1].state = CMH_BLOCK_INACTIVE; /* y: freed after the trace */
+    cmh_replay *r = cmh_replay_new(&s, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    cmh_replay_gap(r, &g);
+    CU_ASSERT_EQUAL(g.unfreed_blocks, 0); /* (known at the reconciliation, not before) */
+    while (cmh_replay_step(r)) {}
+    cmh_replay_gap(r, &g);
+    CU_ASSERT_EQUAL(g.unfreed_blocks, 1);
+    CU_ASSERT_EQUAL(g.unfreed_bytes, 1024);
+    CU_ASSERT_EQUAL(g.unfreed_segments, 0);
+    CU_ASSERT_EQUAL(g.untraced_blocks, 0);
+    CU_ASSERT_EQUAL(cmh_replay_stats(r)->allocated_bytes[0].current, 0); /* the end is the snapshot's */
+    CU_ASSERT_EQUAL(cmh_replay_stats(r)->allocated_bytes[0].peak, (int64_t)(4 * MIB + 1024)); /* the peak the trace's */
+    cmh_replay_free(r);
+    /* through the memo's whole replay and the peak report, the same figures */
+    cmh_peak_report p;
+    CU_ASSERT_EQUAL_FATAL(cmh_peak_totals(&s, 0, &p), CMH_OK);
+    CU_ASSERT_EQUAL(p.base.gap.unfreed_blocks, 1);
+    CU_ASSERT_EQUAL(p.base.gap.unfreed_bytes, 1024);
+    cmh_peak_report_free(&p);
+    cmh_snapshot_free(&s);
+
+    /* the converse: y active at the snapshot, its alloc dropped with the ring's start */
+    worked_example(&s, 0);
+    add(&s, CMH_ACT_FREE_REQUESTED, SEG_A, 4 * MIB, 4 * MIB, 0);
+    add(&s, CMH_ACT_FREE_COMPLETED, SEG_A, 4 * MIB, 4 * MIB, 0);
+    s.traces[0].dropped = 4;
+    CU_ASSERT_EQUAL_FATAL(cmh_trace_gap_compute(&s, 0, &g), CMH_OK);
+    CU_ASSERT_EQUAL(g.unfreed_blocks, 0);
+    CU_ASSERT_EQUAL(g.unfreed_segments, 0);
+    CU_ASSERT_EQUAL(g.untraced_blocks, 1); /* y; x was made before too, but the trace frees it */
+    CU_ASSERT_EQUAL(g.untraced_bytes, 1024);
+    cmh_snapshot_free(&s);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -292,5 +337,6 @@ int main(void)
     CMH_ADD_TEST(s, test_whole_block_segments);
     CMH_ADD_TEST(s, test_empty_snapshot);
     CMH_ADD_TEST(s, test_reused_address_sizes);
+    CMH_ADD_TEST(s, test_trace_gap);
     return cmh_test_main();
 }

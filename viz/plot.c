@@ -150,6 +150,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
         put(&cols[pw], ae, h ? h->reserved_end : st->reserved_bytes[CMH_POOL_ALL].current);
         if (ae > pk.alloc_peak) pk.alloc_peak = ae, pk.alloc_index = n;
     }
+    /* the last column is the snapshot's end: where the trace's own end differs, the header says why
+     * (the words of peak's note, the analyzer's figures) */
+    cmh_trace_gap gap;
+    if (r) cmh_replay_gap(r, &gap);
+    else if ((rc = cmh_trace_gap_compute(s, device, &gap)) != CMH_OK) goto out;
     /* annotations have times only: on the entry axis each sits at the first entry not before it */
     for (uint32_t k = 0; (by_time || (timed && n > 1)) && k < s->nannotations; k++) {
         const cmh_annotation *a = &s->annotations[k];
@@ -188,7 +193,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     fprintf(fp, "<text class=\"h\" x=\"%d\" y=\"%d\">", L, top + 20);
     cmh_svg_text(fp, device < 0 ? "pinned host memory" : NULL);
     if (device >= 0) fprintf(fp, "device %d", device);
-    fprintf(fp, " \xc2\xb7 %u trace %s</text>\n", n, n == 1 ? "entry" : "entries");
+    fprintf(fp, " \xc2\xb7 %u trace %s", n, n == 1 ? "entry" : "entries");
+    if (gap.unfreed_blocks)
+        fprintf(fp, " \xc2\xb7 the trace stops before the snapshot: %" PRIu64 " block%s (%s) freed after its last entry", gap.unfreed_blocks,
+                gap.unfreed_blocks == 1 ? "" : "s", cmh_svg_size((double)gap.unfreed_bytes));
+    fputs("</text>\n", fp);
     fprintf(fp, "<rect class=\"area\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\"/>\n", L, top_y, pw, ph);
     /* y axis: about five ticks at round figures */
     double unit = ymax >= (2ll << 30) ? 1073741824.0 : ymax >= (2 << 20) ? 1048576.0 : ymax >= 2048 ? 1024.0 : 1.0;

@@ -15,6 +15,7 @@
 #include "cumemhist/owners.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
+#include "cumemhist/gapwords.h"
 #include "cumemhist/leakwords.h"
 #include "cumemhist/view.h"
 #include "svg.h"
@@ -279,6 +280,14 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         fprintf(fp, "<p class=\"r-muted r-midrun\">The trace begins mid-run: %s allocated and %s reserved before its first entry "
                     "(inferred from the end): peaks and totals cover its %" PRIu64 " entr%s only.</p>\n",
                 SZ(pk.alloc_start), SZ(pk.reserved_start), pk.base.entries, pk.base.entries == 1 ? "y" : "ies");
+    /* the trace's own end is not the snapshot's: the "at the end" cards are the snapshot's (peak's note) */
+    char gap[1024];
+    if (hist && cmh_gap_stops_text(&pk.base.gap, pk.base.pytorch, " ", gap, sizeof gap)) {
+        gap[0] = 'T'; /* (a sentence of its own: "the trace stops ...") */
+        fputs("<p class=\"r-muted r-gap\">", fp);
+        esc(fp, gap);
+        fputs("</p>\n", fp);
+    }
     /* owners, at the peak and at the end */
     if (dev >= 0) {
         cmh_owners_report ow = P.ow;

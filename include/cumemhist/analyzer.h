@@ -54,6 +54,22 @@ int64_t cmh_replay_position(const cmh_replay *r);
 uint64_t cmh_replay_anomalies(const cmh_replay *r);
 void cmh_replay_free(cmh_replay *r);
 
+/* Where the trace and the snapshot's final segments disagree about the end (docs/DEFINITIONS.md,
+ * "trace gap"), as the reconciliation after the last entry found it (zeros before it).
+ * Stops early: the trace's own end state holds blocks (and segments) that the snapshot does not:
+ * the entries that freed them are missing after its last one (PyTorch's history turned off with
+ * _record_memory_history(enabled=None), or its ring full, before _dump_snapshot; a record cut
+ * short).  The reconciliation frees them there, so the end's figures are the snapshot's.
+ * Starts late: blocks active at the snapshot that no kept entry allocated (the trace began
+ * mid-run, or the ring dropped the entries that made them): live since before the first entry,
+ * or added at the reconciliation. */
+typedef struct cmh_trace_gap {
+    uint64_t unfreed_blocks, unfreed_bytes;     /* stops early: blocks left active, the snapshot holds none there */
+    uint64_t unfreed_segments, unfreed_reserved; /* stops early: segments left, the snapshot lacks */
+    uint64_t untraced_blocks, untraced_bytes;   /* starts late: active at the snapshot, allocated by no entry */
+} cmh_trace_gap;
+void cmh_replay_gap(const cmh_replay *r, cmh_trace_gap *out);
+
 /* Watch the replay: fn(arg, +bytes or -bytes, stack, address) for every active block that
  * appears or is freed (completed), including the blocks present before the first entry. */
 typedef void (*cmh_replay_observer)(void *arg, int64_t delta, uint32_t stack, uint64_t addr);

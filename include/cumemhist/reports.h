@@ -92,6 +92,10 @@ typedef struct cmh_report_base {
     int pytorch; /* byte figures of a PyTorch trace are the allocator's rounded sizes */
     int history; /* the trace says how memory changed; 0: only the end state is known (enabled=state) */
     const char *nohist_cause; /* when !history: cmh_no_history_cause's words */
+    /* where the trace's end and the snapshot disagree (analyzer.h): filled by the reports that
+     * show the end or what is still live (peak, leaks, summary's), zeros in the others and
+     * without history (only the end is known: no trace to disagree with it) */
+    cmh_trace_gap gap;
 } cmh_report_base;
 /* Whether device's trace says how memory changed (cmh_report_base's history); 0: only the end
  * state is known (enabled=state, PyTorch's history off), so no peak can be told. */
@@ -147,6 +151,9 @@ int cmh_reserved_peaks(const cmh_snapshot *s, int device, int64_t *peak, int64_t
  * say which peak its own is), from one replay. */
 int cmh_reserved_peaks_totals(const cmh_snapshot *s, int device, int64_t *peak, int64_t *index, int64_t *end_reserved,
                               cmh_peak_report *p);
+/* Where device's trace and the snapshot's final segments disagree about the end (analyzer.h's
+ * cmh_trace_gap): the whole trace's replay, through the memo (every report's figure is this one). */
+int cmh_trace_gap_compute(const cmh_snapshot *s, int device, cmh_trace_gap *out);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 /* Both from that one replay: the end's stats and the peak's totals (no sites), as summary

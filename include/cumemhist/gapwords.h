@@ -1,0 +1,32 @@
+/*
+ * cumemhist/gapwords.h - where the trace and the snapshot disagree about the end, in words: one
+ * wording for every writer (peak, leaks, summary, trace, plot: text and --json; the HTML report).
+ * The figures are the replay's reconciliation's (analyzer.h, cmh_trace_gap); these only say them.
+ * Each writes a NUL-terminated text into buf (truncated to cap) and returns it, or returns NULL
+ * when there is nothing to say.  nl joins the text's lines: "\n      " under a "note: ", " " for
+ * one line (JSON, HTML).
+ */
+#ifndef CUMEMHIST_GAPWORDS_H
+#define CUMEMHIST_GAPWORDS_H
+
+#include <stddef.h>
+
+#include "reports.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The trace stops before the snapshot: "the trace stops before the snapshot: 24 blocks (384.1 MiB)
+ * it allocated and never freed are not active in the snapshot ...", with what the end's figures
+ * are and what to do.  pytorch: a PyTorch record (its own call names). */
+const char *cmh_gap_stops_text(const cmh_trace_gap *g, int pytorch, const char *nl, char *buf, size_t cap);
+/* The trace starts late: "the trace begins mid-run: 12 blocks (24.0 MiB) active at the snapshot
+ * were allocated before its first entry ...", or with dropped entries, before its first kept
+ * entry (the ring dropped the entries that made them). */
+const char *cmh_gap_starts_text(const cmh_trace_gap *g, int pytorch, uint64_t dropped, const char *nl, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

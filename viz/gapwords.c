@@ -1,0 +1,61 @@
+/*
+ * gapwords.c - the trace gap (cumemhist/gapwords.h) in words, once for every writer: a record
+ * whose trace stops before its snapshot (history turned off, then the tensors freed, then the
+ * dump) shows a peak, an end of 0 B and no leak, and nothing else tells the user why the blocks
+ * the trace never freed are gone.
+ */
+#include <stdio.h>
+
+#include "cumemhist/gapwords.h"
+#include "svg.h"
+
+static const char *blocks(uint64_t n) { return n == 1 ? "block" : "blocks"; }
+
+const char *cmh_gap_stops_text(const cmh_trace_gap *g, int pytorch, const char *nl, char *buf, size_t cap)
+{
+    if (!g->unfreed_blocks && !g->unfreed_segments) return NULL;
+    char what[256] = "", segs[160] = "";
+    if (g->unfreed_blocks) {
+        char sz[32];
+        snprintf(sz, sizeof sz, "%s", cmh_svg_size((double)g->unfreed_bytes));
+        snprintf(what, sizeof what, "%llu %s (%s) it allocated and never freed %s not active in the snapshot",
+                 (unsigned long long)g->unfreed_blocks, blocks(g->unfreed_blocks), sz, g->unfreed_blocks == 1 ? "is" : "are");
+    }
+    if (g->unfreed_segments) {
+        char sz[32];
+        snprintf(sz, sizeof sz, "%s", cmh_svg_size((double)g->unfreed_reserved));
+        snprintf(segs, sizeof segs, "%s%s%s%llu segment%s (%s reserved) it left %s not in the snapshot", g->unfreed_blocks ? "," : "",
+                 g->unfreed_blocks ? nl : "", g->unfreed_blocks ? "and " : "", (unsigned long long)g->unfreed_segments, g->unfreed_segments == 1 ? "" : "s", sz,
+                 g->unfreed_segments == 1 ? "is" : "are");
+    }
+    snprintf(buf, cap,
+             "the trace stops before the snapshot: %s%s;%sthey were freed after its last entry: recording stopped before the "
+             "snapshot was taken, or the entries that freed them were lost.%sThe end's figures are the snapshot's, where they count "
+             "as freed (summary's Tot Freed too); none of them is a leak.%sTo keep those frees in the trace, take the snapshot "
+             "while history is still recording%s.",
+             what, segs, nl, nl, nl,
+             pytorch ? " (_dump_snapshot before _record_memory_history(enabled=None))" : " (cmh_dump_snapshot before switching history to enabled=state or off)");
+    return buf;
+}
+
+const char *cmh_gap_starts_text(const cmh_trace_gap *g, int pytorch, uint64_t dropped, const char *nl, char *buf, size_t cap)
+{
+    if (!g->untraced_blocks) return NULL;
+    int one = g->untraced_blocks == 1;
+    char what[96];
+    snprintf(what, sizeof what, "%llu %s (%s) active at the snapshot %s", (unsigned long long)g->untraced_blocks, blocks(g->untraced_blocks),
+             cmh_svg_size((double)g->untraced_bytes), one ? "was" : "were");
+    if (dropped)
+        snprintf(buf, cap,
+                 "of the memory live at the end, %s allocated before the first kept entry%s(in the entries the ring dropped, past "
+                 "max_entries), and count%s as live from its start.%sTo see %s made, record with a larger max_entries%s.",
+                 what, nl, one ? "s" : "", nl, one ? "it" : "them",
+                 pytorch ? " (_record_memory_history(max_entries=...))" : " (cumemhist record --max-entries)");
+    else
+        snprintf(buf, cap,
+                 "the trace begins mid-run: %s allocated before its first entry%s(history turned on after %s made), and count%s "
+                 "as live from its start.%sTo see %s made, turn history on%s before the program allocates.",
+                 what, nl, one ? "it was" : "they were", one ? "s" : "", nl, one ? "it" : "them",
+                 pytorch ? " (_record_memory_history)" : "");
+    return buf;
+}
