@@ -1,0 +1,90 @@
+#!/bin/sh
+# names_test.sh BUILD_DIR SOURCE_DIR - the names every output gives owners, packages and threads
+# (docs/ATTRIBUTION.md, "Grouping"; docs/RECORDER.md, the flight record):
+# - grouped by package, the program's own row is named as the owner tag names the program's code,
+#   by what the user ran ("program (names_prog)", "program (attention.py)"), never "the program";
+# - a library is one name everywhere: owners' row, the [owner] tag of leaks, peak and oom, the
+#   rows grouped by module, the HTML report and --json's owner_name ("cuBLASLt (libcublasLt.so.12)");
+# - peak's and oom's rows grouped by module, file or package list their sites ("of it, by site:"),
+#   as leaks' do, and --json's by_site.
+TEST=names . "$(dirname "$0")/testlib.sh"
+P=$B/tests/names_prog
+L() { grep -n "L:$1" "$SRC/tests/names_prog.c" | cut -d: -f1; }
+W=$(L weights) U=$(L buffer)
+
+FAKECUDA_CAPACITY=1G "$CMH" record -q -o s.cmh -- "$P" sites >/dev/null 2>err.txt
+check "names_prog sites: recorded, its OOM too ($(head -c 200 err.txt))" '[ -s s.cmh ]'
+
+# --- 1. grouped by package, the program's row by the program's name, in every command taking it ---
+for c in leaks peak oom; do
+    "$CMH" $c --group-by package s.cmh >pkg_$c.txt 2>&1
+    check "$c --group-by package: the program's row is 'program (names_prog)', as its owner tag ($(grep -m1 'program' pkg_$c.txt | tr -s ' '))" \
+        "grep -qE '^ +112.0 MiB .*  program \\(names_prog\\)  \\[program \\(names_prog\\)\\]\$' pkg_$c.txt && ! grep -q 'the program' pkg_$c.txt"
+done
+"$CMH" report --group-by package -o pkg.html s.cmh >/dev/null 2>&1
+check "report --group-by package: its rows are the packages, the program's 'program (names_prog)', not one stack's site" \
+    "grep -qE '<tr class=\"peak-site\"[^>]*><td class=\"site\">program \\(names_prog\\)</td>' pkg.html &&
+     grep -qE '<tr class=\"end-site\"[^>]*><td class=\"site\">program \\(names_prog\\)</td>' pkg.html && ! grep -q 'the program<' pkg.html"
+PT=$SRC/../shared/fixtures/pytorch/transformer_nuggets_mini_snapshot.pickle
+if [ -f "$PT" ]; then
+    "$CMH" peak --group-by package "$PT" >pt.txt 2>&1
+    check "a PyTorch snapshot (no command line): the program's row is its script's name ($(grep -m1 'program' pt.txt | tr -s ' '))" \
+        "grep -q '  program (attention.py)  \\[PyTorch\\]' pt.txt && ! grep -q 'the program' pt.txt"
+else
+    echo "skipped: a PyTorch snapshot's program row (no ../shared/fixtures/pytorch)"
+fi
+
+# --- 2. a library: one name in owners, the tags, grouped rows, the report and --json ---
+"$CMH" owners s.cmh >owners.txt 2>&1
+"$CMH" owners --json s.cmh >owners.json 2>&1
+check "owners: the workspace's row is 'cuBLASLt (libcublasLt.so.12)' ($(grep -m1 cuBLAS owners.txt | tr -s ' '))" \
+    "grep -qE '32.0 MiB .*  cuBLASLt \\(libcublasLt.so.12\\)\$' owners.txt && grep -qE '80.0 MiB .*  program \\(names_prog\\)\$' owners.txt"
+for c in leaks peak oom; do
+    "$CMH" $c s.cmh >tag_$c.txt 2>&1
+    "$CMH" $c --group-by module s.cmh >mod_$c.txt 2>&1
+    check "$c: the workspace's owner tag and its row grouped by module are owners' name ($(grep -m1 cublas tag_$c.txt | tr -s ' '))" \
+        "grep -q '  \\[cuBLASLt (libcublasLt.so.12)\\]\$' tag_$c.txt && ! grep -q '\\[libcublasLt' tag_$c.txt &&
+         grep -q '  cuBLASLt (libcublasLt.so.12)  \\[cuBLASLt (libcublasLt.so.12)\\]\$' mod_$c.txt"
+done
+"$CMH" report -o r.html s.cmh >/dev/null 2>&1
+check "report: the peak table's owner column is owners' name" \
+    "grep -q '<td class=\"nw\">cuBLASLt (libcublasLt.so.12)</td>' r.html && grep -q '<td class=\"nw\">program (names_prog)</td>' r.html"
+"$CMH" peak --json s.cmh >peak.json 2>&1
+"$CMH" leaks --json s.cmh >leaks.json 2>&1
+"$CMH" oom --json s.cmh >oom.json 2>&1
+check "--json: each site's owner_name is owners' row (owner stays the module)" "py - <<'PY'
+import json
+rows = {r['owner'] for d in json.load(open('owners.json')) for m in d['moments'] for r in m['rows']}
+names = set()
+for d in json.load(open('peak.json')): names |= {(x['owner'], x['owner_name']) for x in d['sites_at_peak']}
+for d in json.load(open('leaks.json')): names |= {(x['owner'], x['owner_name']) for x in d['sites']}
+for d in json.load(open('oom.json')):
+    for o in d['ooms']: names |= {(x['owner'], x['owner_name']) for x in o['sites']}
+assert names == {('libcublasLt.so.12', 'cuBLASLt (libcublasLt.so.12)'), ('names_prog', 'program (names_prog)')}, names
+assert {n for _, n in names} <= rows, (names, rows)
+PY"
+"$CMH" peak "$F/h200/torch_exp.cmh" >h200.txt 2>&1
+"$CMH" owners "$F/h200/torch_exp.cmh" >h200_owners.txt 2>&1
+check "the H200 record: cuBLAS's workspace is 'cuBLAS (libcublas.so.13)' in peak's tag and owners' row" \
+    "grep -q 'cublasCreate_v2 (libcublas.so.13)  \\[cuBLAS (libcublas.so.13)\\]' h200.txt && grep -qE '128.3 MiB .*  cuBLAS \\(libcublas.so.13\\)\$' h200_owners.txt"
+
+# --- 3. peak's and oom's grouped rows list their sites, as leaks' do ---
+for c in peak oom; do
+    "$CMH" $c --group-by module s.cmh >split_${c}_module.txt 2>&1
+    "$CMH" $c --group-by file s.cmh >split_${c}_file.txt 2>&1
+    check "$c --group-by module: the program's row lists its sites ($(grep -m1 'of it' split_${c}_module.txt | tr -s ' '))" \
+        "grep -qE '^ +of it, by site: 64.0 MiB weights \\(.*names_prog.c:$W\\), 16.0 MiB buffer \\(.*names_prog.c:$U\\)\$' split_${c}_module.txt"
+    check "$c --group-by file: the file's row lists its three sites, the workspace's line among them ($(grep -m1 'of it' split_${c}_file.txt | tr -s ' '))" \
+        "grep -qE '^ +of it, by site: 64.0 MiB weights \\(.*names_prog.c:$W\\), 32.0 MiB main \\(.*names_prog.c:[0-9]+\\), 16.0 MiB buffer \\(.*names_prog.c:$U\\)\$' split_${c}_file.txt"
+done
+"$CMH" peak --json --group-by module s.cmh >split_peak.json 2>&1
+"$CMH" oom --json --group-by module s.cmh >split_oom.json 2>&1
+check "peak and oom --json --group-by module: a row's by_site lists its sites' bytes" "py - <<'PY'
+import json
+p = json.load(open('split_peak.json'))[0]['sites_at_peak'][0]
+o = json.load(open('split_oom.json'))[0]['ooms'][0]['sites'][0]
+for r in (p, o):
+    assert r['owner_name'] == 'program (names_prog)', r
+    assert [(x['site']['function'], x['bytes'], x['blocks']) for x in r['by_site']] == [('weights', 64 << 20, 1), ('buffer', 16 << 20, 2)], r['by_site']
+PY"
+finish
