@@ -7,9 +7,10 @@
  *                      FAKECUDA_CAPACITY): an OOM, and exit 1 with everything still held
  *   names_prog threads N   three threads named "loader-0".."loader-2" (pthread_setname_np
  *                      before their first allocation) make N allocate/free pairs each, then the
- *                      process waits (up to 30 s) for its flight record's second checkpoint (the
- *                      first generation dropped: $CUMEMHIST_OUTPUT.flight.ckpt2.cmh) and dies of
- *                      SIGKILL
+ *                      process waits (up to 30 s) for its flight record's first checkpoint
+ *                      ($CUMEMHIST_OUTPUT.flight.ckpt1.cmh; the helper thread then drops the
+ *                      first generation, where the threads' names were recorded), makes 1000
+ *                      pairs of its own, pauses 0.5 s and dies of SIGKILL
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -76,13 +77,18 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
         const char *out = getenv("CUMEMHIST_OUTPUT");
         char ck[4200];
-        snprintf(ck, sizeof ck, "%s.flight.ckpt2.cmh", out ? out : "");
+        snprintf(ck, sizeof ck, "%s.flight.ckpt1.cmh", out ? out : "");
         struct timespec tick = {0, 10000000};
-        for (int i = 0; i < 3000 && out && access(ck, F_OK); i++) {
-            CUdeviceptr p; /* the main thread goes on, so that the helper has a generation to cut */
+        for (int i = 0; i < 3000 && out && access(ck, F_OK); i++) nanosleep(&tick, NULL);
+        /* the helper drops the first generation once the checkpoint is in (it waits for no more
+         * than the appends in progress): the main thread's own entries meanwhile, then a pause
+         * of some of the helper's ticks (100 ms each) */
+        for (int i = 0; i < 1000; i++) {
+            CUdeviceptr p;
             if (cuMemAlloc(&p, 4096) == CUDA_SUCCESS) cuMemFree(p);
-            nanosleep(&tick, NULL);
         }
+        struct timespec pause = {0, 500000000};
+        nanosleep(&pause, NULL);
         raise(SIGKILL);
     }
     return 2;

@@ -87,4 +87,18 @@ for r in (p, o):
     assert r['owner_name'] == 'program (names_prog)', r
     assert [(x['site']['function'], x['bytes'], x['blocks']) for x in r['by_site']] == [('weights', 64 << 20, 1), ('buffer', 16 << 20, 2)], r['by_site']
 PY"
+# --- 4. the names of threads whose records were in the extents a checkpoint let go ---
+# a bounded ring (1,000 entries) with 1 MiB first extents: 3 x 150,000 pairs cross a generation
+# (16 MiB), so the helper writes a checkpoint and drops the first generation, where the three
+# loader threads were named; SIGKILLed after, recovered: the names come from the checkpoint
+CUMEMHIST_FLIGHT=1 CUMEMHIST_MAX_ENTRIES=1000 CUMEMHIST_OUTPUT=$T/th.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" threads 150000 2>/dev/null
+check "threads: a checkpoint was written before the SIGKILL" 'ls th.cmh.flight.ckpt*.cmh >/dev/null 2>&1'
+"$CMH" recover th.cmh.flight >rec.txt 2>&1
+"$CMH" export -q -o th.pickle th.cmh >/dev/null 2>&1
+check "recover: every thread keeps its name, the loaders named only in the dropped generation too ($(tail -c 300 rec.txt))" "py - <<'PY'
+import pickle
+c = pickle.load(open('th.pickle', 'rb'))['cumemhist']
+names = sorted(n for _, _, n in c['thread_ids'])
+assert names == ['loader-0', 'loader-1', 'loader-2', 'names_prog'], c['thread_ids']
+PY"
 finish
