@@ -101,4 +101,17 @@ c = pickle.load(open('th.pickle', 'rb'))['cumemhist']
 names = sorted(n for _, _, n in c['thread_ids'])
 assert names == ['loader-0', 'loader-1', 'loader-2', 'names_prog'], c['thread_ids']
 PY"
+# --- 5. a pickle with a class reference (GLOBAL, STACK_GLOBAL): what it holds, what a snapshot may ---
+py - <<'PY'
+import collections, pickle
+d = {'segments': [], 'device_traces': [[]], 'user_metadata': collections.OrderedDict(run=1)}
+for proto in (2, 4):
+    open('od%d.pickle' % proto, 'wb').write(pickle.dumps(d, protocol=proto))
+PY
+for proto in 2 4; do
+    "$CMH" summary od$proto.pickle >od.out 2>od.err
+    rc=$?
+    check "a protocol $proto pickle holding an OrderedDict: refused, naming the class and what a snapshot holds ($(cat od.err))" \
+        "[ $rc -ne 0 ] && grep -q 'od$proto.pickle: it holds a Python object, collections.OrderedDict (pickle opcode 0x[0-9a-f]* [A-Z_]*GLOBAL at byte [0-9]*; never imported nor run): a memory snapshot (torch.cuda.memory._dump_snapshot()) holds only dicts, lists, tuples, strings, numbers, booleans and None' od.err"
+done
 finish
