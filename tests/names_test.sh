@@ -114,4 +114,31 @@ for proto in 2 4; do
     check "a protocol $proto pickle holding an OrderedDict: refused, naming the class and what a snapshot holds ($(cat od.err))" \
         "[ $rc -ne 0 ] && grep -q 'od$proto.pickle: it holds a Python object, collections.OrderedDict (pickle opcode 0x[0-9a-f]* [A-Z_]*GLOBAL at byte [0-9]*; never imported nor run): a memory snapshot (torch.cuda.memory._dump_snapshot()) holds only dicts, lists, tuples, strings, numbers, booleans and None' od.err"
 done
+# --- 6. a process still running when record returns, whose flight record is in the runtime
+# directory (its snapshot streamed through a device; its directory with no room for the record):
+# named with the path the process writes, not the record's name in the runtime directory ---
+O=$B/tests/outpath_prog
+bg() { # bg OUTPUT TAG: record a background process that waits for TAG.go; its pid
+    rm -f "$T/$2.ready"
+    "$CMH" record -o "$1" -- sh -c "\"$O\" -r \"$T/$2.ready\" -w \"$T/$2.go\" & while [ ! -s \"$T/$2.ready\" ]; do sleep 0.05; done" >$2.out 2>&1
+    cat "$T/$2.ready"
+}
+BP=$(bg /dev/null dn)
+check "a background process writing through /dev/null is named with it, not its record's name in the runtime directory ($(cat dn.out))" \
+    "grep -qF 'cumemhist: pid $BP is still running; it writes its snapshot through /dev/null when it ends (a character device: nothing of it is kept there; a copy now: cumemhist recover --live $XDG_RUNTIME_DIR/cumemhist/null.$BP.cmh.flight)' dn.out"
+touch dn.go
+mkdir full
+if mount -t tmpfs -o size=64k tmpfs full 2>mount.err; then
+    trap 'umount "$T/full" 2>/dev/null; rm -rf "$T"' EXIT
+    dd if=/dev/zero of=full/fill bs=4k count=64 2>/dev/null
+    BP=$(bg "$T/full/bg.cmh" fb)
+    check "a background process whose directory had no room for its flight record is named with its snapshot's path there ($(tail -1 fb.out))" \
+        "grep -qF 'cumemhist: pid $BP is still running; it writes $T/full/bg.$BP.cmh when it ends (a copy now: cumemhist recover --live $XDG_RUNTIME_DIR/cumemhist/bg.$BP.cmh.flight)' fb.out"
+    rm -f full/fill
+    touch fb.go
+    wait_until 30 "[ -f full/bg.$BP.cmh ]" && ok "and it writes it there (room made meanwhile)" || bad "full/bg.$BP.cmh was not written"
+    umount full 2>/dev/null
+else
+    echo "skipped: a full directory (tmpfs): cannot mount one here ($(head -1 mount.err))"
+fi
 finish
