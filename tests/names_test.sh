@@ -68,6 +68,25 @@ PY"
 check "the H200 record: cuBLAS's workspace is 'cuBLAS (libcublas.so.13)' in peak's tag and owners' row" \
     "grep -q 'cublasCreate_v2 (libcublas.so.13)  \\[cuBLAS (libcublas.so.13)\\]' h200.txt && grep -qE '128.3 MiB .*  cuBLAS \\(libcublas.so.13\\)\$' h200_owners.txt"
 
+"$CMH" export -q -f json -o s.json s.cmh >/dev/null 2>&1
+"$CMH" export -q -f sqlite -o s.db s.cmh >/dev/null 2>&1
+"$CMH" export -q -f pprof -o s.pb.gz s.cmh >/dev/null 2>&1
+check "export json (stack_owners), sqlite (sites.owner) and pprof (label owner): owners' names, bytes as owners counts them" "py - <<'PY'
+import gzip, json, sqlite3
+d = json.load(open('s.json'))
+assert sorted(set(d['cumemhist']['stack_owners'])) == ['', 'cuBLASLt (libcublasLt.so.12)', 'program (names_prog)'], d['cumemhist']['stack_owners']
+db = sqlite3.connect('s.db')
+got = dict(db.execute('SELECT s.owner, SUM(bl.size) FROM blocks bl JOIN sites s ON s.process_id = bl.process_id AND s.stack_id = bl.stack_id GROUP BY s.owner'))
+assert got == {'cuBLASLt (libcublasLt.so.12)': 32 << 20, 'program (names_prog)': 80 << 20}, got
+b = gzip.open('s.pb.gz').read()
+assert b'cuBLASLt (libcublasLt.so.12)' in b and b'program (names_prog)' in b and b'owner' in b
+PY"
+if command -v go >/dev/null 2>&1 && go tool pprof -h >/dev/null 2>&1; then
+    go tool pprof -tags s.pb.gz >tags.txt 2>&1
+    check "go tool pprof -tags: the live bytes by owner, owners' figures ($(tr -s ' ' <tags.txt | tr '\n' '|'))" \
+        "grep -qE '80.0MB .*: program \\(names_prog\\)' tags.txt && grep -qE '32.0MB .*: cuBLASLt \\(libcublasLt.so.12\\)' tags.txt"
+fi
+
 # --- 3. peak's and oom's grouped rows list their sites, as leaks' do ---
 for c in peak oom; do
     "$CMH" $c --group-by module s.cmh >split_${c}_module.txt 2>&1
