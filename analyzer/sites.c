@@ -721,7 +721,7 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
         const char *owner = owner_of(g, st, &owner_package);
         /* its package: the innermost third-party package it went through on the way from its
          * site to the allocation, else its site's (the standard library's threading.py outward of
-         * a user's thread function is not where its memory went: "the program") */
+         * a user's thread function is not where its memory went: the program's row) */
         char pkg[256] = "";
         if (g->by == CMH_GROUP_PACKAGE) {
             for (uint32_t i = 0; site != UINT32_MAX && i < g->site_at[k] && !*pkg; i++) {
