@@ -55,6 +55,16 @@ const char *cmh_library_name(const char *m)
     return NULL;
 }
 
+const char *cmh_owner_name(const char *owner, int package, char *buf, size_t n)
+{
+    if (!owner || !*owner) return "";
+    const char *lib = cmh_library_name(owner);
+    if (!strcmp(owner, "PyTorch") || !strcmp(owner, "?") || package) snprintf(buf, n, "%s", owner);
+    else if (lib) snprintf(buf, n, "%s (%s)", lib, owner); /* "cuBLAS (libcublas.so.13)" */
+    else snprintf(buf, n, "program (%s)", owner);
+    return buf;
+}
+
 /* ---- the rows of one moment ---- */
 
 typedef struct acc {
@@ -115,17 +125,15 @@ static void on_block(void *arg, const cmh_live_block *b)
     }
     const char *owner = b->stack ? cmh_sites_owner(c->g, cmh_sites_group(c->g, b->stack)) : "";
     const char *lib = *owner ? cmh_library_name(owner) : NULL;
-    char name[96];
+    int package = *owner && cmh_sites_owner_package(c->g, cmh_sites_group(c->g, b->stack));
+    char name[sizeof a->rows[0].name];
     if (!*owner) add_row(a, CMH_OWN_UNKNOWN, "unknown (recorded without a stack)", b->size, 1);
     else if (lib && !strcmp(lib, "PyTorch"))
         add_row(a, CMH_OWN_TORCH_RESERVED, c->t ? "PyTorch, outside its caching allocator" : "PyTorch (caching allocator, reserved)", b->size, 1);
-    else if (lib) add_row(a, CMH_OWN_LIBRARY, lib, b->size, 1);
-    else if (cmh_sites_owner_package(c->g, cmh_sites_group(c->g, b->stack))) /* a Python library: by its name, not "program" */
-        add_row(a, CMH_OWN_LIBRARY, owner, b->size, 1);
-    else {
-        snprintf(name, sizeof name, "program (%s)", owner);
-        add_row(a, CMH_OWN_PROGRAM, name, b->size, 1);
-    }
+    /* by the name every report's owner tag gives it (cmh_owner_name): "cuBLAS (libcublas.so.13)",
+     * a Python library by its name, the program's code "program (train.py)" */
+    else if (lib || package) add_row(a, CMH_OWN_LIBRARY, cmh_owner_name(owner, package, name, sizeof name), b->size, 1);
+    else add_row(a, CMH_OWN_PROGRAM, cmh_owner_name(owner, 0, name, sizeof name), b->size, 1);
 }
 
 /* PyTorch's part taken up to torch time t_ns (INT64_MAX: to its end, reconciled). */

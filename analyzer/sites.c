@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/owners.h"
 #include "cumemhist/sites.h"
 #include "grow.h"
 #include "oatab.h"
@@ -65,6 +66,7 @@ struct cmh_sites {
     cmh_oatab index; /* group key hash -> group */
     char **names;    /* owners made from a path (a package's directory), owned */
     uint32_t nnames, capnames;
+    char prog[160];  /* --group-by package: the program's own row, "program (train.py)" */
 };
 
 /* ---- the rules ---- */
@@ -403,19 +405,25 @@ static uint32_t torch_op_site(const cmh_sites *g, const cmh_stack *st, uint32_t 
 
 /* The package a frame belongs to, for --group-by package: the directory under site-packages,
  * the framework's name, a native library's base name, or the program's own code. */
-static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, char *out, size_t cap)
+static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, const char *prog, char *out, size_t cap)
 {
     char file[1024];
     cmh_sites_normpath(cmh_str(s, f->filename), file, sizeof file);
     const char *mod = cmh_frame_module(s, f), *name = NULL, *ep;
     size_t epl;
     switch (r) {
-    case R_NONE: case SKIP_USER: name = "the program"; break;
+    case R_NONE: case SKIP_USER: name = prog; break;
     case R_TORCH_CPP: case R_TORCH_PY: case R_TORCH_BIND: name = "torch"; break;
     case R_CPYTHON: name = "python"; break;
     case R_STDLIB: name = "libstdc++"; break;
     case R_LIBC: name = "libc"; break;
-    case R_NVIDIA: name = *mod ? mod : "NVIDIA libraries"; break;
+    case R_NVIDIA: /* by the name owners gives the library: "cuBLAS (libcublas.so.13)" */
+        if (*mod && cmh_library_name(mod)) {
+            snprintf(out, cap, "%s (%s)", cmh_library_name(mod), mod);
+            return;
+        }
+        name = *mod ? mod : "NVIDIA libraries";
+        break;
     case R_CUMEMHIST: case R_DRIVER: case R_RUNTIME: name = "CUDA"; break;
     case R_PLACEHOLDER: name = *mod ? mod : "?"; break;
     default: break;
@@ -435,6 +443,71 @@ static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, cha
     } else if (*file && package_dir(file)) snprintf(out, cap, "python standard library");
     else if (entry_point_script(file, &ep, &epl)) snprintf(out, cap, "%.*s", (int)epl, ep); /* the console script */
     else snprintf(out, cap, "%.200s", *mod ? mod : file);
+}
+
+/* The name the program's own row goes by grouped by package, in the owner tag's words
+ * ("program (train.py)", "program (leaky)"): what the user ran.  Its command line says it: the
+ * script a Python interpreter ran (its first word that is no option; -m's module), else the
+ * command's first word, each without its directory.  A record without one (a PyTorch snapshot)
+ * takes its stacks' outermost frame of the user's: a Python file's base name, else its module;
+ * failing all, "the program". */
+static void program_name(const cmh_snapshot *s, const uint8_t *rule, char *out, size_t cap)
+{
+    const char *cmd = s->cmdline ? cmh_str(s, s->cmdline) : "";
+    char w[8][256];
+    int n = 0;
+    for (const char *p = cmd; *p && n < 8;) {
+        while (*p == ' ') p++;
+        size_t l = strcspn(p, " ");
+        if (!l) break;
+        snprintf(w[n++], sizeof w[0], "%.*s", (int)(l < sizeof w[0] ? l : sizeof w[0] - 1), p);
+        p += l;
+    }
+    if (n) {
+        const char *word = w[0], *b = strrchr(word, '/');
+        b = b ? b + 1 : word;
+        int python = starts(b, "python") || starts(b, "pypy");
+        for (int i = 1; python && i < n; i++) {
+            if (!strcmp(w[i], "-m") && i + 1 < n) { /* python -m pkg.train: the module */
+                word = w[i + 1];
+                break;
+            }
+            if (!strcmp(w[i], "-c")) break; /* python -c '...': the interpreter it is */
+            if (!strcmp(w[i], "-W") || !strcmp(w[i], "-X")) { /* options with a word of their own */
+                i++;
+                continue;
+            }
+            if (w[i][0] != '-') {
+                word = w[i];
+                break;
+            }
+        }
+        b = strrchr(word, '/');
+        snprintf(out, cap, "program (%.120s)", b && b[1] ? b + 1 : word);
+        return;
+    }
+    const char *py = NULL, *mod = NULL;
+    for (uint32_t k = 0; k < s->nstacks && !py; k++) {
+        const cmh_stack *st = &s->stacks[k];
+        for (uint32_t i = st->count; i-- > 0;) {
+            uint32_t fid = s->stack_frames[st->first + i];
+            if (rule[fid] != R_NONE || placeholder(cmh_str(s, s->frames[fid].name))) continue;
+            const cmh_frame *f = &s->frames[fid];
+            const char *file = cmh_str(s, f->filename), *m = cmh_frame_module(s, f);
+            if (ends(file, ".py")) py = file;
+            else if (!mod && *m) mod = m;
+            break;
+        }
+    }
+    const char *name = py ? py : mod;
+    if (!name) {
+        snprintf(out, cap, "the program");
+        return;
+    }
+    char norm[1024];
+    cmh_sites_normpath(name, norm, sizeof norm);
+    const char *b = strrchr(norm, '/');
+    snprintf(out, cap, "program (%.120s)", b ? b + 1 : norm);
 }
 
 /* ---- groups ---- */
@@ -511,7 +584,7 @@ static const char *python_owner(cmh_sites *g, const cmh_frame *f, int *package)
     char file[1024], name[256];
     cmh_sites_normpath(cmh_str(s, f->filename), file, sizeof file);
     if (package_dir(file)) {
-        package_of(s, f, R_PACKAGE, name, sizeof name);
+        package_of(s, f, R_PACKAGE, g->prog, name, sizeof name);
         *package = 1;
         return intern(g, name);
     }
@@ -620,6 +693,7 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
                 g->rule[fid] = R_CPYTHON;
         }
     }
+    if (g->by == CMH_GROUP_PACKAGE) program_name(s, g->rule, g->prog, sizeof g->prog);
     for (uint32_t k = 0; k < s->nstacks; k++) {
         const cmh_stack *st = &s->stacks[k];
         /* the innermost user frame, else package, else framework (PyTorch's allocator, cuBLAS:
@@ -647,14 +721,14 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
         const char *owner = owner_of(g, st, &owner_package);
         /* its package: the innermost third-party package it went through on the way from its
          * site to the allocation, else its site's (the standard library's threading.py outward of
-         * a user's thread function is not where its memory went: "the program") */
+         * a user's thread function is not where its memory went: the program's row) */
         char pkg[256] = "";
         if (g->by == CMH_GROUP_PACKAGE) {
             for (uint32_t i = 0; site != UINT32_MAX && i < g->site_at[k] && !*pkg; i++) {
                 uint32_t fid = s->stack_frames[st->first + i];
-                if (g->rule[fid] == R_PACKAGE) package_of(s, &s->frames[fid], R_PACKAGE, pkg, sizeof pkg);
+                if (g->rule[fid] == R_PACKAGE) package_of(s, &s->frames[fid], R_PACKAGE, g->prog, pkg, sizeof pkg);
             }
-            if (!*pkg && site != UINT32_MAX) package_of(s, &s->frames[site], g->rule[site], pkg, sizeof pkg);
+            if (!*pkg && site != UINT32_MAX) package_of(s, &s->frames[site], g->rule[site], g->prog, pkg, sizeof pkg);
             if (!*pkg) snprintf(pkg, sizeof pkg, "<no stack>");
         }
         uint64_t h = key_of(g, k, site, owner, pkg);

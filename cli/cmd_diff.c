@@ -118,6 +118,8 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
             if (f) rep_json_frame(w, x->snap, f);
             else cmh_jw_null(w);
             cmh_jw_kstr(w, "owner", cmh_sites_owner(sg, x->group));
+            char oname[256];
+            cmh_jw_kstr(w, "owner_name", rep_owner_name(sg, x->group, oname, sizeof oname));
             cmh_jw_key(w, "frames");
             cmh_jw_arr(w);
             const cmh_stack *st = &x->snap->stacks[x->stack];

@@ -139,6 +139,8 @@ static int section(const rep_section *sec, void *arg)
             else cmh_jw_null(w);
             if (from_blocks) cmh_jw_kuint(w, "block_sites", nsites);
             cmh_jw_kstr(w, "owner", cmh_sites_owner(gs, cmh_sites_group(gs, stack)));
+            char oname[256];
+            cmh_jw_kstr(w, "owner_name", rep_owner_name(gs, cmh_sites_group(gs, stack), oname, sizeof oname));
             cmh_jw_end(w);
         }
         cmh_jw_end(w);

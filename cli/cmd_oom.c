@@ -111,6 +111,16 @@ static int retry_by(const cmh_oom_report *p, int64_t index)
     return e ? e->retried : 0;
 }
 
+/* Under a row grouped by module, file or package: its sites at the same OOM (ps: the report by
+ * site, its events the same as the grouped one's) */
+static void row_sites_at(rep_row_sites *rs, const cmh_oom_report *ps, int have, const cmh_oom_event *e, const cmh_site *x, const char *indent)
+{
+    const cmh_oom_event *o = have ? event_at(ps, e->index) : NULL;
+    rs->sites = o ? o->sites : NULL;
+    rs->nsites = o ? o->nsites : 0;
+    if (x) rep_row_sites_print(rs, x, indent);
+}
+
 static int section(const rep_section *sec, void *arg)
 {
     (void)arg;
@@ -127,6 +137,11 @@ static int section(const rep_section *sec, void *arg)
         cmh_oom_report_free(&p);
         return wrc;
     }
+    /* a row grouped by module, file or package: its sites at each OOM (a failure to group again
+     * only leaves the split out) */
+    rep_row_sites rs;
+    cmh_oom_report ps;
+    int have_ps = rep_row_sites_begin(&rs, sp, g) && cmh_oom_compute(sp, dev, rs.gs, &ps) == CMH_OK;
     if (sec->w) {
         cmh_jw *w = sec->w;
         cmh_jw_obj(w);
@@ -204,7 +219,11 @@ static int section(const rep_section *sec, void *arg)
                 rep_json_site(w, sp, g, &who, e->request, 0);
             } else cmh_jw_null(w);
             cmh_jw_key(w, "sites");
+            row_sites_at(&rs, &ps, have_ps, e, NULL, NULL);
+            rep_json_site_hook = rs.gs ? rep_row_sites_json : NULL; /* a grouped row: "by_site" */
+            rep_json_site_hook_arg = &rs;
             rep_json_sites(w, sp, g, e->sites, e->nsites, g_top, e->allocated, 0);
+            rep_json_site_hook = NULL;
             rep_json_sites_left_out(w, "sites", e->nsites, g_top);
             cmh_jw_end(w);
         }
@@ -372,12 +391,15 @@ static int section(const rep_section *sec, void *arg)
                 printf("    %12s %13s  %s%s\n", rep_size((double)x->bytes), rep_count(x->count, "block", "blocks"),
                        rep_site_name(sp, g, x), rep_owner_tag(g, x->group, tag, sizeof tag));
                 rep_print_callers(sp, x, "          ");
+                row_sites_at(&rs, &ps, have_ps, e, x, "          ");
                 rep_print_frames(sp, g, x->stack, g_frames, "          ");
             }
             if (e->nsites > (uint32_t)g_top) printf("    ... %s (--top)\n", rep_count(e->nsites - (uint32_t)g_top, "more site", "more sites"));
         }
         rep_notes(&p.base);
     }
+    if (have_ps) cmh_oom_report_free(&ps);
+    rep_row_sites_end(&rs);
     cmh_oom_report_free(&p);
     return CMH_OK;
 }

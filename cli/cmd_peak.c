@@ -41,7 +41,7 @@ static void print_when(int64_t index, int64_t time_ns, int64_t t0, int64_t n)
     else printf(" at %s\n", rep_at(index, time_ns, t0));
 }
 
-static void print_text(const rep_section *sec, const cmh_peak_report *p, const char *why, const char *recon)
+static void print_text(const rep_section *sec, const cmh_peak_report *p, const char *why, const char *recon, const rep_row_sites *rs)
 {
     const cmh_snapshot *s = sec->s;
     const cmh_sites *g = sec->g;
@@ -82,6 +82,7 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p, const c
                p->alloc_peak ? 100.0 * (double)x->bytes / (double)p->alloc_peak : 0.0, x->count, rep_site_name(s, g, x),
                rep_owner_tag(g, x->group, tag, sizeof tag));
         rep_print_callers(s, x, "        ");
+        rep_row_sites_print(rs, x, "        ");
         rep_print_frames(s, g, x->stack, g_frames, "        ");
     }
     if (p->nsites > (uint32_t)g_top) printf("  ... %s (--top)\n", rep_count(p->nsites - (uint32_t)g_top, "more site", "more sites"));
@@ -99,7 +100,8 @@ static void json_when(cmh_jw *w, const char *key, int64_t bytes, int64_t index, 
     cmh_jw_end(w);
 }
 
-static void print_json(const rep_section *sec, const cmh_peak_report *p, const cmh_owners_report *o, int64_t trace_peak, int64_t end_reserved)
+static void print_json(const rep_section *sec, const cmh_peak_report *p, const cmh_owners_report *o, int64_t trace_peak, int64_t end_reserved,
+                       rep_row_sites *rs)
 {
     cmh_jw *w = sec->w;
     cmh_jw_obj(w);
@@ -130,7 +132,10 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
     rep_json_gap(w, &p->base);
     cmh_jw_nl(w);
     cmh_jw_key(w, "sites_at_peak");
+    rep_json_site_hook = rs->gs ? rep_row_sites_json : NULL; /* a grouped row: "by_site" */
+    rep_json_site_hook_arg = rs;
     rep_json_sites(w, sec->s, sec->g, p->sites, p->nsites, g_top, (uint64_t)p->alloc_peak, 0);
+    rep_json_site_hook = NULL;
     rep_json_sites_left_out(w, "sites_at_peak", p->nsites, g_top);
     cmh_jw_end(w);
 }
@@ -184,7 +189,18 @@ static int section(const rep_section *sec, void *arg)
     }
     char line2[512];
     const char *recon = rep_reconciled_line(trace_peak, end_reserved, line2, sizeof line2);
-    if (sec->w) print_json(sec, &p, &o, trace_peak, end_reserved);
+    /* a row grouped by module, file or package: its sites at the same peak (a failure to group
+     * again only leaves the split out) */
+    rep_row_sites rs;
+    memset(&rs, 0, sizeof rs);
+    cmh_peak_report ps;
+    int have_ps = 0;
+    if (!run->table && rep_row_sites_begin(&rs, sec->s, sec->g) && cmh_peak_compute(sec->s, sec->device, rs.gs, &ps) == CMH_OK) {
+        have_ps = 1;
+        rs.sites = ps.sites;
+        rs.nsites = ps.nsites;
+    }
+    if (sec->w) print_json(sec, &p, &o, trace_peak, end_reserved, &rs);
     else if (run->table) {
         if (sec->index == 0)
             printf("%-40s %-18s %12s %12s %12s %12s %12s\n", "snapshot", "device", "peak alloc", "peak reserved", "peak requested",
@@ -192,7 +208,9 @@ static int section(const rep_section *sec, void *arg)
         printf("%-40s %-18s %12s %12s %12s %12s %12s\n", sec->path, rep_device_name(sec->device), rep_size((double)p.alloc_peak),
                rep_size((double)p.reserved_peak), rep_size((double)p.requested_peak), rep_size((double)p.alloc_end),
                rep_size((double)p.reserved_end));
-    } else print_text(sec, &p, why, recon);
+    } else print_text(sec, &p, why, recon, &rs);
+    if (have_ps) cmh_peak_report_free(&ps);
+    rep_row_sites_end(&rs);
     cmh_owners_report_free(&o);
     cmh_peak_report_free(&p);
     return CMH_OK;

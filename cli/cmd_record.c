@@ -936,13 +936,25 @@ static int record(char **prog, const char *argv0)
             char err[4600];
             int proc = p->pid != g_child && cmh_flight_identify(p->flight, &id, err, sizeof err) == CMH_OK ? cli_flight_process(&id) : CLI_PROC_GONE;
             if (proc == CLI_PROC_ALIVE || proc == CLI_PROC_ALIVE_UNSURE) {
-                /* the path it will write: its flight record's, less ".flight" */
-                char will[PATH_MAX];
+                /* the path it will write: the one its record names (a record in the runtime
+                 * directory, beside a snapshot streamed through a device or a directory with no
+                 * room for it, is not beside the snapshot: its name there is no path the process
+                 * writes); a record without one, its own path less ".flight" */
+                char will[sizeof id.snapshot_path];
                 size_t fl = strlen(p->flight);
-                snprintf(will, sizeof will, "%.*s", (int)(fl > 7 && !strcmp(p->flight + fl - 7, ".flight") ? fl - 7 : fl), p->flight);
-                if (!quiet)
+                if (id.snapshot_path[0]) snprintf(will, sizeof will, "%s", id.snapshot_path);
+                else snprintf(will, sizeof will, "%.*s", (int)(fl > 7 && !strcmp(p->flight + fl - 7, ".flight") ? fl - 7 : fl), p->flight);
+                const char *path = p->snapshot[0] ? p->snapshot : will;
+                struct stat wst; /* a device or a pipe is written through, nothing kept (as 'wrote ... through' says) */
+                int node = lstat(path, &wst) == 0 && !S_ISREG(wst.st_mode) && !S_ISDIR(wst.st_mode);
+                if (!quiet && node)
+                    fprintf(stderr, "cumemhist: pid %ld is still running; it writes its snapshot through %s when it ends (%s: nothing of it is "
+                                    "kept there; a copy now: cumemhist recover --live %s)\n",
+                            p->pid, path, S_ISCHR(wst.st_mode) ? "a character device" : S_ISFIFO(wst.st_mode) ? "a pipe" : "not a regular file",
+                            p->flight);
+                else if (!quiet)
                     fprintf(stderr, "cumemhist: pid %ld is still running; it writes %s when it ends (a copy now: cumemhist recover --live %s)\n",
-                            p->pid, p->snapshot[0] ? p->snapshot : will, p->flight);
+                            p->pid, path, p->flight);
                 p->where = WHERE_RUNNING;
                 continue;
             }

@@ -540,7 +540,11 @@ const char *rep_frame(const cmh_snapshot *s, const cmh_frame *f)
 const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x)
 {
     if (!g) return x->stack ? rep_frame(s, &s->frames[s->stack_frames[s->stacks[x->stack].first]]) : "<no stack recorded>";
-    if (rep_attribution.group_by == CMH_GROUP_MODULE) return cmh_sites_owner(g, x->group);
+    if (rep_attribution.group_by == CMH_GROUP_MODULE) { /* the owner, by the name every output gives it */
+        static char ring[4][256];
+        static int k;
+        return rep_owner_name(g, x->group, ring[k++ & 3], sizeof ring[0]);
+    }
     if (rep_attribution.group_by == CMH_GROUP_PACKAGE) return cmh_sites_package_name(g, x->group);
     const cmh_frame *f = cmh_sites_frame(g, x->group);
     if (!f) /* what the record's options say of it */
@@ -700,6 +704,8 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
     if (f) rep_json_frame(w, s, f);
     else cmh_jw_null(w);
     cmh_jw_kstr(w, "owner", g ? cmh_sites_owner(g, x->group) : "");
+    char oname[256];
+    cmh_jw_kstr(w, "owner_name", rep_owner_name(g, x->group, oname, sizeof oname)); /* owners' row, the [owner] tag */
     cmh_jw_kuint(w, "bytes", x->bytes);
     cmh_jw_kuint(w, "blocks", x->count);
     cmh_jw_kdouble(w, "share", total ? (double)x->bytes / (double)total : 0.0, 4);
@@ -804,14 +810,111 @@ int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void
     return rc == CMH_OK ? 0 : rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
 }
 
+const char *rep_owner_name(const cmh_sites *g, uint32_t group, char *buf, size_t n)
+{
+    return g ? cmh_owner_name(cmh_sites_owner(g, group), cmh_sites_owner_package(g, group), buf, n) : "";
+}
+
 const char *rep_owner_tag(const cmh_sites *g, uint32_t group, char *buf, size_t n)
 {
-    const char *o = cmh_sites_owner(g, group);
-    if (!o || !*o) return "";
-    /* the program's own code by the name owners gives it ("program (gpu.py)"), not its bare
+    /* by the name owners gives it ("program (gpu.py)", "cuBLAS (libcublas.so.13)"), not its bare
      * module ("[gpu.py]" beside owners' "program (gpu.py)" read as two owners) */
-    if (strcmp(o, "PyTorch") && strcmp(o, "?") && !cmh_library_name(o) && !cmh_sites_owner_package(g, group))
-        snprintf(buf, n, "  [program (%s)]", o);
-    else snprintf(buf, n, "  [%s]", o);
+    char name[256];
+    const char *o = rep_owner_name(g, group, name, sizeof name);
+    if (!*o) return "";
+    snprintf(buf, n, "  [%s]", o);
     return buf;
+}
+
+/* ---- a grouped row's sites (peak, oom: --group-by module|file|package) ---- */
+
+int rep_row_sites_begin(rep_row_sites *b, const cmh_snapshot *s, const cmh_sites *g)
+{
+    memset(b, 0, sizeof *b);
+    if (!g) return 0;
+    int by = cmh_sites_group_by(g);
+    if (by != CMH_GROUP_MODULE && by != CMH_GROUP_FILE && by != CMH_GROUP_PACKAGE) return 0;
+    cmh_site_opts o = {CMH_GROUP_SITE, rep_attribution.no_default, rep_attribution.skips.v, rep_attribution.skips.n};
+    char err[512];
+    int src;
+    if (!(b->gs = cmh_sites_new(s, &o, &src, err, sizeof err))) return 0;
+    uint32_t n = cmh_sites_count(b->gs);
+    if (!(b->row = malloc((n ? n : 1) * sizeof *b->row))) {
+        rep_row_sites_end(b);
+        return 0;
+    }
+    for (uint32_t i = 0; i < n; i++) b->row[i] = UINT32_MAX;
+    for (uint32_t st = 0; st < s->nstacks; st++) { /* a site whose stacks fall in two rows is listed under neither */
+        uint32_t a = cmh_sites_group(b->gs, st), r = cmh_sites_group(g, st);
+        if (a < n) b->row[a] = b->row[a] == UINT32_MAX || b->row[a] == r ? r : UINT32_MAX - 1;
+    }
+    b->s = s;
+    return 1;
+}
+
+void rep_row_sites_end(rep_row_sites *b)
+{
+    if (b->gs) cmh_sites_free(b->gs);
+    free(b->row);
+    memset(b, 0, sizeof *b);
+}
+
+/* whether site y (of b->sites) is one of row x's */
+static int in_row(const rep_row_sites *b, const cmh_site *x, const cmh_site *y)
+{
+    return y->group < cmh_sites_count(b->gs) && b->row[y->group] == x->group;
+}
+
+void rep_row_sites_print(const rep_row_sites *b, const cmh_site *x, const char *indent)
+{
+    if (!b->gs || !b->sites) return;
+    const cmh_snapshot *s = b->s;
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < b->nsites; j++) k += in_row(b, x, &b->sites[j]);
+    if (!k) return;
+    char line[8192], size[32];
+    size_t at = (size_t)snprintf(line, sizeof line, "of it, by site:");
+    uint32_t shown = 0;
+    uint64_t rest = 0;
+    for (uint32_t j = 0; j < b->nsites; j++) {
+        const cmh_site *y = &b->sites[j];
+        if (!in_row(b, x, y)) continue;
+        if (k == 1) { /* the row is one site: its own split by caller, as the grouping by site prints it */
+            rep_print_callers(s, y, indent);
+            return;
+        }
+        if (shown == CMH_CALLERS_SHOWN) {
+            rest += y->bytes;
+            continue;
+        }
+        snprintf(size, sizeof size, "%s", rep_size((double)y->bytes));
+        const cmh_frame *f = cmh_sites_frame(b->gs, y->group);
+        if (at < sizeof line)
+            at += (size_t)snprintf(line + at, sizeof line - at, "%s %s %s", shown ? "," : "", size, f ? rep_frame(s, f) : "<no stack recorded>");
+        shown++;
+    }
+    if (rest && at < sizeof line)
+        snprintf(line + at, sizeof line - at, ", %s in %s more", rep_size((double)rest), rep_count(k - shown, "site", "sites"));
+    printf("%s%s\n", indent, line);
+}
+
+void rep_row_sites_json(cmh_jw *w, const cmh_site *x, void *arg)
+{
+    const rep_row_sites *b = arg;
+    if (!b || !b->gs || !b->sites) return;
+    cmh_jw_key(w, "by_site");
+    cmh_jw_arr(w);
+    for (uint32_t j = 0; j < b->nsites; j++) {
+        const cmh_site *y = &b->sites[j];
+        if (!in_row(b, x, y)) continue;
+        const cmh_frame *f = cmh_sites_frame(b->gs, y->group);
+        cmh_jw_obj(w);
+        cmh_jw_key(w, "site");
+        if (f) rep_json_frame(w, b->s, f);
+        else cmh_jw_null(w);
+        cmh_jw_kuint(w, "bytes", y->bytes);
+        cmh_jw_kuint(w, "blocks", y->count);
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
 }

@@ -176,6 +176,8 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
 /* "  [owner]" after a site's name, or "" for a site no owner is known of (no stack: --context
  * none or state), rather than empty brackets; buf holds it. */
 const char *rep_owner_tag(const cmh_sites *g, uint32_t group, char *buf, size_t n);
+/* A group's owner by the name owners' rows give it (cmh_owner_name), into buf; "" for none. */
+const char *rep_owner_name(const cmh_sites *g, uint32_t group, char *buf, size_t n);
 /* The frames of a stack from its site outward, machinery left out, at most max. */
 void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent);
 /* A site's bytes by the lines that called it ("by caller: 36.0 MiB step (train.py:20), ..."),
@@ -205,5 +207,25 @@ extern void *rep_json_site_hook_arg;
 void rep_json_sites_left_out(cmh_jw *w, const char *key, uint32_t n, int top);
 void rep_json_sites(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const cmh_site *sites, uint32_t n, int top,
                     uint64_t total, int leaks);
+
+
+/* A row grouped by module, file or package is a union of sites: under it peak and oom list its
+ * sites (each as --group-by site has it), as leaks does: "of it, by site: 64.0 MiB f (a.c:3),
+ * 16.0 MiB g (b.c:5)" (the three largest, then what more sites hold); a row that is one site
+ * carries that site's split by caller instead.  begin: the snapshot grouped by site again (0:
+ * nothing to split, a grouping by site or stack); the caller then computes its report with b->gs
+ * and sets sites/nsites to that report's sites at the same moment.  --json: "by_site" (each
+ * site's frame, bytes, blocks), through rep_json_site_hook with b as its argument. */
+typedef struct rep_row_sites {
+    const cmh_snapshot *s;
+    cmh_sites *gs;       /* grouped by site (NULL: no split) */
+    uint32_t *row;       /* per site group: its row's group in the grouping shown */
+    const cmh_site *sites; /* the report's sites, by site, at the same moment (largest first) */
+    uint32_t nsites;
+} rep_row_sites;
+int rep_row_sites_begin(rep_row_sites *b, const cmh_snapshot *s, const cmh_sites *g);
+void rep_row_sites_print(const rep_row_sites *b, const cmh_site *x, const char *indent);
+void rep_row_sites_json(cmh_jw *w, const cmh_site *x, void *arg);
+void rep_row_sites_end(rep_row_sites *b);
 
 #endif

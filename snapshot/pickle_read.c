@@ -297,6 +297,47 @@ static int at_root_key(const pm *m)
     return m->nmarks == 1 && m->marks[0] == 1 && (m->sp - 1) % 2 == 0;
 }
 
+/* One line of a GLOBAL or INST argument ("module\n"), at most cap - 1 printable bytes of it kept
+ * (the rest shown as '?'); the position is not moved.  0 when no newline ends it in 256 bytes. */
+static size_t global_line(const pm *m, size_t at, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; at + n < m->len && n < 256 && m->p[at + n] != '\n'; n++)
+        if (n < cap - 1) out[n] = m->p[at + n] >= 0x20 && m->p[at + n] < 0x7f ? (char)m->p[at + n] : '?';
+    out[n < cap - 1 ? n : cap - 1] = 0;
+    return at + n < m->len && m->p[at + n] == '\n' ? n + 1 : 0;
+}
+
+/* An opcode outside the subset, refused with what the file holds and what is accepted: a class
+ * or function reference (GLOBAL, STACK_GLOBAL, INST) by its name, never imported nor run. */
+static int refuse(pm *m, uint8_t op)
+{
+    static const char accepted[] = "a memory snapshot (torch.cuda.memory._dump_snapshot()) holds only dicts, lists, tuples, strings, "
+                                   "numbers, booleans and None, the opcodes PyTorch's memory_viz reader accepts";
+    char mod[96] = "", name[96] = "";
+    if (op == 'c' || op == 'i') { /* module\nname\n after the opcode (m->pos) */
+        size_t a = global_line(m, m->pos, mod, sizeof mod), b = a ? global_line(m, m->pos + a, name, sizeof name) : 0;
+        if (!b) mod[0] = name[0] = 0;
+    } else if (op == 0x93 && m->sp >= 2 && m->stack[m->sp - 2].tag == PV_STR && m->stack[m->sp - 1].tag == PV_STR) {
+        snprintf(mod, sizeof mod, "%.95s", cmh_str(m->s, m->stack[m->sp - 2].u.id));
+        snprintf(name, sizeof name, "%.95s", cmh_str(m->s, m->stack[m->sp - 1].u.id));
+        for (char *c = mod; *c; c++) *c = *c >= 0x20 && *c < 0x7f ? *c : '?';
+        for (char *c = name; *c; c++) *c = *c >= 0x20 && *c < 0x7f ? *c : '?';
+    }
+    if (op == 'c' || op == 'i' || op == 0x93) {
+        if (mod[0] && name[0])
+            return pk_fail(m, "it holds a Python object, %s.%s (pickle opcode 0x%02x %s at byte %zu; never imported nor run): %s",
+                           mod, name, op, opname(op), m->op_at, accepted);
+        return pk_fail(m, "it holds a Python object, a class or function reference (pickle opcode 0x%02x %s at byte %zu; never "
+                          "imported nor run): %s",
+                       op, opname(op), m->op_at, accepted);
+    }
+    if (op == 'R' || op == 'b' || op == 0x81 || op == 0x92 || op == 'o')
+        return pk_fail(m, "it builds a Python object (pickle opcode 0x%02x %s at byte %zu; never run): %s",
+                       op, opname(op), m->op_at, accepted);
+    return pk_fail(m, "unsupported pickle opcode 0x%02x (%s) at byte %zu: %s", op, opname(op), m->op_at, accepted);
+}
+
 /* The root at the early stop: the pairs pending on the stack go into it, as SETITEMS would. */
 static int stop_early(pm *m, pv *result)
 {
@@ -503,7 +544,7 @@ static int run(pm *m, pv *result)
             break;
         }
         default:
-            return pk_fail(m, "unsupported pickle opcode 0x%02x (%s) at byte %zu", op, opname(op), m->op_at);
+            return refuse(m, op);
         }
     }
 }

@@ -42,6 +42,9 @@ name = sys.argv[3].split("/")[-1]
 assert a["cumemhist"].pop("json_schema") == 2 and b["cumemhist"].pop("json_schema") == 1, name
 stacks, frames = a.pop("stacks"), a.pop("frames")
 assert stacks[0] == [], "stack 0 is the empty one"
+# (each stack's owner goes with the stack table: one per stack, none for the empty one)
+owners = a["cumemhist"].pop("stack_owners")
+assert len(owners) == len(stacks) and owners[0] == "" and all(owners[1:]), name
 def resolve(o):
     if isinstance(o, dict):
         if "stack" in o:

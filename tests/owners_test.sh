@@ -26,7 +26,7 @@ rows = {r["owner"]: r for r in end["rows"]}
 alloc = st["allocated_bytes.all"]["current"]; res = st["reserved_bytes.all"]["current"]
 assert rows["PyTorch allocated"]["bytes"] == alloc, (rows, alloc)
 assert rows["PyTorch reserved but free (cached)"]["bytes"] == res - alloc
-assert rows["cuBLAS"]["bytes"] > 0 and rows["cuBLAS"]["allocations"] == 6, rows
+assert rows["cuBLAS (libcublas.so.13)"]["bytes"] > 0 and rows["cuBLAS (libcublas.so.13)"]["allocations"] == 6, rows
 assert sum(r["bytes"] for r in end["rows"]) == end["recorded"]
 assert o["pytorch_part"] and o["pytorch_mismatch"] == 0
 for m in o["moments"]:

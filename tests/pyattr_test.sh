@@ -61,8 +61,8 @@ done
 "$CMH" leaks --group-by module pkg.cmh >mod_pkg.txt 2>&1
 "$CMH" owners pkg.cmh >owners_pkg.txt 2>&1
 "$CMH" owners own.cmh >owners_own.txt 2>&1
-check "--group-by package: the user's helper is 'the program', never libffi ($(grep -m1 MiB pkg_own.txt | tr -s ' '))" \
-    "grep -q 'growing  the program  \[program (gpu.py)\]' pkg_own.txt && ! grep -q libffi pkg_own.txt"
+check "--group-by package: the user's helper is the program's, named by the script run ('program (job.py)'), never libffi ($(grep -m1 MiB pkg_own.txt | tr -s ' '))" \
+    "grep -q 'growing  program (job.py)  \[program (gpu.py)\]' pkg_own.txt && ! grep -qE 'libffi|the program' pkg_own.txt"
 check "an installed package: owners, --group-by module and package name gpulib, not 'program (__init__.py)' nor libffi ($(grep -m1 MiB owners_pkg.txt | tr -s ' '))" \
     "grep -qE '^ +78.0 MiB +100.0% +[0-9]+  gpulib\$' owners_pkg.txt && ! grep -qE '__init__|libffi|program' owners_pkg.txt &&
      grep -q '  gpulib  \[gpulib\]' mod_pkg.txt && grep -q '  gpulib  \[gpulib\]' pkg_pkg.txt && ! grep -qE 'libffi|__init__' mod_pkg.txt pkg_pkg.txt &&

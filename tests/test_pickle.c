@@ -376,20 +376,33 @@ static void test_minimal_and_truncated(void)
 
 static void test_wrong_protocol_and_code(void)
 {
-    char err[256];
+    char err[1024];
     const unsigned char p6[] = {0x80, 0x06, 0x7d, 0x2e};
     CU_ASSERT_EQUAL(rd(p6, sizeof p6, err, sizeof err), CMH_EFORMAT);
     CU_ASSERT_STRING_EQUAL(err, "unsupported pickle protocol 6 at byte 0 (PyTorch writes 2 to 5)");
     /* os.system('x') through GLOBAL + REDUCE: refused at the GLOBAL, never run */
     const char evil[] = "\x80\x02" "cos\nsystem\n" "(X\x01\x00\x00\x00xtR.";
     CU_ASSERT_EQUAL(rd(evil, sizeof evil - 1, err, sizeof err), CMH_EFORMAT);
-    CU_ASSERT_STRING_EQUAL(err, "unsupported pickle opcode 0x63 (GLOBAL) at byte 2");
+    /* what the file holds (the reference, by name) and what a snapshot may hold */
+    CU_ASSERT_STRING_EQUAL(err, "it holds a Python object, os.system (pickle opcode 0x63 GLOBAL at byte 2; never imported nor run): "
+                                "a memory snapshot (torch.cuda.memory._dump_snapshot()) holds only dicts, lists, tuples, strings, "
+                                "numbers, booleans and None, the opcodes PyTorch's memory_viz reader accepts");
     const unsigned char reduce[] = {0x80, 0x04, 0x4e, 0x29, 'R', '.'};
     CU_ASSERT_EQUAL(rd(reduce, sizeof reduce, err, sizeof err), CMH_EFORMAT);
-    CU_ASSERT_STRING_EQUAL(err, "unsupported pickle opcode 0x52 (REDUCE) at byte 4");
+    static const char red[] = "it builds a Python object (pickle opcode 0x52 REDUCE at byte 4; never run): a memory snapshot";
+    CU_ASSERT(!strncmp(err, red, sizeof red - 1));
     const unsigned char sg[] = {0x80, 0x04, 0x93, '.'};
     CU_ASSERT_EQUAL(rd(sg, sizeof sg, err, sizeof err), CMH_EFORMAT);
-    CU_ASSERT(strstr(err, "STACK_GLOBAL") != NULL);
+    CU_ASSERT(strstr(err, "a class or function reference (pickle opcode 0x93 STACK_GLOBAL at byte 2") != NULL);
+    /* protocol 4's class reference (collections.OrderedDict in a dict): named from its two strings */
+    const char sg2[] = "\x80\x04}\x8c\x0b" "collections" "\x8c\x0b" "OrderedDict" "\x93)R.";
+    CU_ASSERT_EQUAL(rd(sg2, sizeof sg2 - 1, err, sizeof err), CMH_EFORMAT);
+    static const char od[] = "it holds a Python object, collections.OrderedDict (pickle opcode 0x93 STACK_GLOBAL at byte 29;";
+    CU_ASSERT(!strncmp(err, od, sizeof od - 1));
+    /* a GLOBAL cut short: no name made up, the bytes past the end never read */
+    const char cut[] = "\x80\x02" "cos\nsys";
+    CU_ASSERT_EQUAL(rd(cut, sizeof cut - 1, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "a class or function reference (pickle opcode 0x63 GLOBAL at byte 2") != NULL);
     /* integers: 9-byte LONG1 of a uint64 is fine, 10 bytes of real width is not */
     const unsigned char big9[] = {0x80, 0x04, 0x8a, 0x09, 1, 2, 3, 4, 5, 6, 7, 0x80, 0x00, '.'};
     CU_ASSERT_EQUAL(rd(big9, sizeof big9, err, sizeof err), CMH_EFORMAT); /* an int is not a snapshot... */

@@ -259,8 +259,23 @@ static void test_python_over_ctypes(void)
     /* --group-by package: the user's helper over ctypes is the program's, not libffi.so.8's,
      * and the standard library's threading.py outward of it does not make it the library's */
     g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
-    CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sa)), "the program");
+    /* named as the owner tag names the program's code: without a command line (a PyTorch
+     * snapshot), by its stacks' outermost Python file of the user's */
+    CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sa)), "program (prog.py)");
     cmh_sites_free(g);
+    /* with one, by what the user ran: the script an interpreter ran (past its options), -m's
+     * module, else the command */
+    static const char *const cmds[][2] = {
+        {"python3 -X dev -u /home/u/train.py --lr 1", "program (train.py)"},
+        {"/usr/bin/python3.11 -m proj.train --lr 1", "program (proj.train)"},
+        {"/opt/bin/trainer --steps 9", "program (trainer)"},
+    };
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        CU_ASSERT_EQUAL(cmh_strtab_intern(&s.strings, cmds[k][0], strlen(cmds[k][0]), &s.cmdline), CMH_OK);
+        g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
+        CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sa)), cmds[k][1]);
+        cmh_sites_free(g);
+    }
     cmh_snapshot_free(&s);
 }
 
@@ -300,7 +315,7 @@ static void test_python_package_over_ctypes(void)
         if (strcmp(cmh_sites_owner(g, gr), cases[k].owner)) fprintf(stderr, "%s: owner %s\n", cases[k].file, cmh_sites_owner(g, gr));
         cmh_sites_free(g);
         g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
-        const char *want = cases[k].package ? cases[k].owner : "the program";
+        const char *want = cases[k].package ? cases[k].owner : "program (job.py)";
         CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sa)), want);
         CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sa), &s.frames[cases[k].package ? user : lib]);
         cmh_sites_free(g);
@@ -525,7 +540,7 @@ static void test_helper_callers(void)
     uint32_t d[] = {alloc, ein, l20}, e[] = {alloc, tp};
     uint32_t sd = stack(&s, d, 3), se = stack(&s, e, 2);
     g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
-    CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sa)), "the program");
+    CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sa)), "program (train.py)");
     CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, sd)), "einops");
     CU_ASSERT_STRING_EQUAL(cmh_sites_package_name(g, cmh_sites_group(g, se)), "torch");
     CU_ASSERT_EQUAL(cmh_sites_group(g, sa), cmh_sites_group(g, sb));

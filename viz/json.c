@@ -11,6 +11,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "cumemhist/owners.h"
+#include "cumemhist/sites.h"
 #include "cumemhist/viz.h"
 #include "jsonw.h"
 
@@ -58,6 +60,30 @@ static void stack_tables(cmh_jw *w, const cmh_snapshot *s)
         jframe(w, s, &s->frames[i]);
     }
     cmh_jw_end(w);
+}
+
+/* "stack_owners": beside "stacks", each stack's owner, who called the driver, by the name owners
+ * and the reports' [owner] tags give it ("cuBLAS (libcublas.so.13)", "program (train.py)"; ""
+ * for the empty stack).  Left out where the stacks cannot be grouped (no memory). */
+static void stack_owners(cmh_jw *w, cmh_snapshot *s, uint8_t source)
+{
+    cmh_site_opts by_stack = {CMH_GROUP_STACK, 0, NULL, 0};
+    int rc;
+    char err[256];
+    uint8_t shaped = s->source; /* (the shape memory_viz reads says PyTorch; the owners are the record's) */
+    s->source = source;
+    cmh_sites *g = cmh_sites_new(s, &by_stack, &rc, err, sizeof err);
+    s->source = shaped;
+    if (!g) return;
+    cmh_jw_key(w, "stack_owners");
+    cmh_jw_arr(w);
+    for (uint32_t i = 0; i < s->nstacks; i++) {
+        char name[256];
+        uint32_t gr = cmh_sites_group(g, i);
+        cmh_jw_str(w, i ? cmh_owner_name(cmh_sites_owner(g, gr), cmh_sites_owner_package(g, gr), name, sizeof name) : "");
+    }
+    cmh_jw_end(w);
+    cmh_sites_free(g);
 }
 
 /* Is t a flat JSON object of integers ({"k": 1, "j": -2}), keys free of escapes?  (The form
@@ -276,6 +302,7 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
         cmh_jw_kuint(&w, dev, in->traces[t].dropped);
     }
     cmh_jw_end(&w);
+    if (!inl) stack_owners(&w, &s, in->source);
     cmh_jw_end(&w);
     cmh_jw_end(&w);
     cmh_jw_finish(&w); /* the stream's error flag says whether it all went out */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "cumemhist/owners.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
 #include "oatab.h"
@@ -107,7 +108,9 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     cmh_live_at end, peak;
     char why[256];
     int rc;
-    cmh_sites *g = cmh_sites_new(s, NULL, &rc, why, sizeof why); /* which leaf frames are the allocator's own */
+    /* which leaf frames are the allocator's own, and each stack's owner (grouped by stack: its own) */
+    cmh_site_opts by_stack = {CMH_GROUP_STACK, 0, NULL, 0};
+    cmh_sites *g = cmh_sites_new(s, &by_stack, &rc, why, sizeof why);
     if (!g) return rc;
     if ((rc = cmh_live_compute(s, device, CMH_AT_END, 0, &end))) {
         cmh_sites_free(g);
@@ -198,6 +201,18 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
         packed.n = 0;
         for (int j = 0; j < 4; j++) varint(&packed, (uint64_t)m[i].v[j]);
         field_len(&msg, 2, packed.p, packed.n); /* value (packed) */
+        if (sk) { /* label owner: who called the driver, by the name owners and the reports give it */
+            char oname[256];
+            uint32_t gr = cmh_sites_group(g, m[i].stack);
+            const char *o = cmh_owner_name(cmh_sites_owner(g, gr), cmh_sites_owner_package(g, gr), oname, sizeof oname);
+            if (*o) {
+                buf lab = {0};
+                field_int(&lab, 1, str_id(&st.strings, "owner", &nomem));
+                field_int(&lab, 2, str_id(&st.strings, o, &nomem));
+                field_msg(&msg, 3, &lab);
+                free(lab.p);
+            }
+        }
         field_msg(&out, 2, &msg);
     }
     /* one mapping per module the stacks use, already symbolized: pprof has nothing to look up */

@@ -60,7 +60,20 @@ static void card(FILE *fp, const char *value, const char *what)
 
 static void site_label(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, char *buf, size_t cap)
 {
+    /* a row grouped by owner, package or file is named by it, as the text reports name it (the
+     * site of its first stack named a whole package's bytes as one line's) */
+    int by = g ? cmh_sites_group_by(g) : CMH_GROUP_SITE;
+    if (g && (by == CMH_GROUP_MODULE || by == CMH_GROUP_PACKAGE)) {
+        uint32_t gr = cmh_sites_group(g, stack);
+        if (by == CMH_GROUP_PACKAGE) snprintf(buf, cap, "%s", cmh_sites_package_name(g, gr));
+        else cmh_owner_name(cmh_sites_owner(g, gr), cmh_sites_owner_package(g, gr), buf, cap);
+        if (*buf) return;
+    }
     const cmh_frame *f = g && stack ? cmh_sites_site_of(g, stack) : NULL;
+    if (f && by == CMH_GROUP_FILE) {
+        snprintf(buf, cap, "%s", cmh_str(s, f->filename));
+        return;
+    }
     if (f) cmh_svg_frame(s, f, buf, cap);
     else snprintf(buf, cap, "%s", stack ? "(no frame)" : "<no stack recorded>");
 }
@@ -350,7 +363,8 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             esc(fp, buf);
             callers(fp, s, x);
             fputs("</td><td class=\"nw\">", fp);
-            esc(fp, g ? cmh_sites_owner(g, x->group) : "");
+            char oname[256]; /* owners' name for it, as the text reports' [owner] tag */
+            esc(fp, g ? cmh_owner_name(cmh_sites_owner(g, x->group), cmh_sites_owner_package(g, x->group), oname, sizeof oname) : "");
             fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%.1f%%</td><td class=\"n nw\">%" PRIu64 "</td></tr>\n", SZ(x->bytes),
                     pk.alloc_peak ? 100.0 * (double)x->bytes / (double)pk.alloc_peak : 0, x->count);
         }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/owners.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
 #include "cumemhist/viz.h"
@@ -36,7 +37,7 @@ static const char *const g_schema =
     " pc INTEGER, PRIMARY KEY (process_id, frame_id));"
     "CREATE TABLE stacks (process_id INTEGER, stack_id INTEGER, depth INTEGER, frame_id INTEGER,"
     " PRIMARY KEY (process_id, stack_id, depth));"
-    "CREATE TABLE sites (process_id INTEGER, stack_id INTEGER, site TEXT, PRIMARY KEY (process_id, stack_id));"
+    "CREATE TABLE sites (process_id INTEGER, stack_id INTEGER, site TEXT, owner TEXT, PRIMARY KEY (process_id, stack_id));"
     "CREATE TABLE segments (process_id INTEGER, segment_id INTEGER, device INTEGER, kind TEXT, address INTEGER,"
     " size INTEGER, stream INTEGER, pool TEXT, expandable INTEGER, stack_id INTEGER, time_ns INTEGER);"
     "CREATE TABLE blocks (process_id INTEGER, segment_id INTEGER, address INTEGER, size INTEGER, requested INTEGER,"
@@ -65,7 +66,7 @@ static const char *const g_insert[NQ] = {
     "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
-    "INSERT INTO sites VALUES (?,?,?)",
+    "INSERT INTO sites VALUES (?,?,?,?)",
     "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?)",
     "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -239,6 +240,11 @@ static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         b_text(&b, cmh_frame_module(s, f)), b_int(&b, (int64_t)f->pc);
         rc = run(x, &b, "frames");
     }
+    cmh_site_opts by_stack = {CMH_GROUP_STACK, 0, NULL, 0};
+    int brc = CMH_OK;
+    char berr[256];
+    cmh_sites *byst = site_name && s->nstacks > 1 ? cmh_sites_new(s, &by_stack, &brc, berr, sizeof berr) : NULL;
+    if (rc == CMH_OK && site_name && s->nstacks > 1 && !byst) rc = brc;
     for (uint32_t i = 1; i < s->nstacks && rc == CMH_OK; i++) {
         const cmh_stack *st = &s->stacks[i];
         for (uint32_t k = 0; k < st->count && rc == CMH_OK; k++) {
@@ -248,10 +254,16 @@ static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         }
         if (rc == CMH_OK && site_name) {
             BIND(Q_SITE);
-            b_int(&b, pid), b_int(&b, i), b_text(&b, site_name(site_arg, s, g, i));
+            /* its owner by the name every report gives it ("cuBLAS (libcublas.so.13)", "program (train.py)"),
+             * the stack's own (as owners counts it), not its site's first stack's */
+            char oname[256] = "";
+            uint32_t gr = byst ? cmh_sites_group(byst, i) : 0;
+            if (byst) cmh_owner_name(cmh_sites_owner(byst, gr), cmh_sites_owner_package(byst, gr), oname, sizeof oname);
+            b_int(&b, pid), b_int(&b, i), b_text(&b, site_name(site_arg, s, g, i)), b_text(&b, *oname ? oname : NULL);
             rc = run(x, &b, "sites");
         }
     }
+    cmh_sites_free(byst);
     for (uint32_t i = 0; i < s->nsegments && rc == CMH_OK; i++) {
         const cmh_segment *sg = &s->segments[i];
         BIND(Q_SEG);

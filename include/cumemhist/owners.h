@@ -130,6 +130,12 @@ int cmh_owners_baseline_compute(const cmh_snapshot *s, int device, cmh_owners_ba
 /* A module's name as a library ("cuBLAS" for libcublas.so.13), or NULL when it is not one of
  * NVIDIA's or PyTorch's. */
 const char *cmh_library_name(const char *module);
+/* The name an owner (cmh_sites_owner: a module, a Python file, a package, "PyTorch") goes by in
+ * every output, owners' rows and the reports' [owner] tags alike: a library by its name and its
+ * file ("cuBLAS (libcublas.so.13)", "PyTorch (libc10_cuda.so)"), a third-party package (package
+ * set) by its name ("gpulib"), the program's own code as "program (train.py)"; "PyTorch" and "?"
+ * as they are.  Written into buf (n bytes), which it returns; "" for no owner. */
+const char *cmh_owner_name(const char *owner, int package, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

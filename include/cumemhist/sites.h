@@ -92,7 +92,8 @@ int cmh_sites_package(const cmh_sites *g, uint32_t frame_id);
 /* The frame of the user's (or a package's) code that called a stack's site: how one helper's
  * bytes split by the lines that called it.  NULL: none (a fallback site, the outermost frame). */
 const cmh_frame *cmh_sites_caller_of(const cmh_sites *g, uint32_t stack);
-/* --group-by package: a group's package ("torch", "einops", "the program", a library). */
+/* --group-by package: a group's package ("torch", "einops", "cuBLAS (libcublas.so.13)", the program's own code as
+ * "program (train.py)", by what the user ran: docs/ATTRIBUTION.md). */
 const char *cmh_sites_package_name(const cmh_sites *g, uint32_t group);
 /* A path as the rules read it: '\' as '/', no drive letter, "." and ".." resolved. */
 void cmh_sites_normpath(const char *in, char *out, size_t cap);
