@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/gapwords.h"
 #include "cumemhist/leakwords.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
@@ -499,6 +500,13 @@ static int device_stream(const cmh_snapshot *s, const cmh_sites *g, int dev, vbu
             }
             cmh_jw_end(w);
         }
+        /* a trace that stops before its snapshot: the page's end is the trace's own (blocks it
+         * never freed still drawn); the reports' end is the snapshot's: the heading says so there */
+        char gap[1024];
+        cmh_trace_gap tg;
+        if (cmh_trace_gap_compute(s, dev, &tg) == CMH_OK &&
+            cmh_gap_stops_text(&tg, (src == CMH_OK && lp.base.pytorch) || s->source == CMH_SRC_PYTORCH, " ", gap, sizeof gap))
+            cmh_jw_kstr(w, "gap_note", gap);
         for (uint32_t k = 0; k < nts; k++) cmh_steps_free(&ts[k]);
         free(ts);
         if (src == CMH_OK) cmh_leak_report_free(&lp);

@@ -765,7 +765,10 @@
     });
     ui.sitesWrap.textContent = '';
     ui.sitesWrap.appendChild(t);
-    ui.sitesHead.textContent = 'Live at the cursor (' + when(d, view.cursor) + '): ' + size(total) + ' in ' + live.length + (live.length === 1 ? ' block' : ' blocks') + (rows.length > 30 ? ', top 30 of ' + rows.length + ' sites' : '');
+    var mm = meta.devices[view.k];
+    ui.sitesHead.textContent = 'Live at the cursor (' + when(d, view.cursor) + '): ' + size(total) + ' in ' + live.length + (live.length === 1 ? ' block' : ' blocks') + (rows.length > 30 ? ', top 30 of ' + rows.length + ' sites' : '') +
+      /* at the last entry of a trace that stops before its snapshot: what the reports' end is */
+      (mm && mm.gap_note && view.cursor >= d.n - 1 ? '. Note: ' + mm.gap_note : '');
     ui.match.textContent = view.query ? (function () {
       var n = 0; for (var q = 0; q < meta.sites.length; q++) if (matches(q)) n++;
       return n + ' site' + (n === 1 ? '' : 's') + ' match, ' + size(mbytes) + ' live at the cursor';
