@@ -480,4 +480,19 @@ page = open("rf.html").read()
 rows = re.findall(r"not recorded \\(CUDA context, other processes\\).*?</td><td class=\"n\">([^<]*)</td>", page)
 assert rows == ["0 B", "0 B"], rows
 PY'
+# the same program ending by SIGKILL (no exit dump: no sample at the end either): no sample the
+# kept entries place, so no moment claims the device's used memory, and none has a 'not recorded'
+# row (it took the error's sample: 1000 MiB used against 500 and 0 MiB recorded)
+FAKECUDA_CAPACITY=1G "$CMH" record -q --max-entries 5 -o rfk.cmh -- "$B/tests/ringfree" die >rfk.out 2>&1
+"$CMH" owners rfk.cmh >rfk.txt 2>&1
+"$CMH" owners --json rfk.cmh >rfk.json 2>&1
+check "owners with a truncated ring and no sample after it: no used-memory total, said" 'grep -q "^held 10\$" rfk.out &&
+    [ "$(grep -c "total recorded (no cuMemGetInfo sample the kept entries place: the device.s used memory is not known)\$" rfk.txt)" = 2 ] &&
+    ! grep -q "not recorded (CUDA context" rfk.txt && py - <<PY
+import json
+o = json.load(open("rfk.json"))[0]
+assert o["samples_before_kept_entries"] >= 1 and [m["moment"] for m in o["moments"]] == ["peak", "end"], o
+for m in o["moments"]:
+    assert m["used"] is None and not [r for r in m["rows"] if r["kind"] == "unexplained"], m
+PY'
 finish
