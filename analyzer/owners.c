@@ -210,6 +210,19 @@ static const cmh_trace *trace_of(const cmh_snapshot *s, int dev)
     return NULL;
 }
 
+/* A sample of device taken before the first entry its ring kept, where the ring dropped entries:
+ * those dropped entries may have come before it or after it, so what the record held at its
+ * instant is not known (replayed to 'before the first entry' it is the kept window's start, not
+ * the sample's moment: a truncated ring called 200 MiB the program had since freed 'not
+ * recorded').  Such a sample is valid at no moment owners shows: left out. */
+static int sample_outside(const cmh_snapshot *s, int device, const cmh_meminfo *m)
+{
+    const cmh_trace *t = trace_of(s, device);
+    if (!t || !t->dropped) return 0;
+    if (s->dump_time_ns && m->time_ns >= s->dump_time_ns) return 0; /* the dump's: the end */
+    return !t->nentries || m->time_ns < cmh_entry_time(s, &s->entries[t->first_entry]);
+}
+
 /* ---- calls in flight at a sample ---- */
 
 /* How far from a sample a thread's call can still have been in the driver at it: a hook logs
@@ -422,6 +435,10 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         w[nw].sample = k;
         w[nw].bad = m->free > m->total;
         if (w[nw].bad && !out->bad_samples++) out->bad_sample = *m;
+        else if (!w[nw].bad && sample_outside(c.s, device, m)) { /* (left out as a bad one is, said apart) */
+            w[nw].bad = 1;
+            if (!out->outside_samples++) out->outside_sample = *m;
+        }
         nw++;
     }
     /* a device that never held a byte has no peak to show, nor one with no history (enabled=state:
@@ -617,6 +634,7 @@ int64_t cmh_owners_latest_sample(const cmh_snapshot *s, int device, int64_t *at)
     int64_t k = -1;
     for (uint32_t i = 0; i < s->nmeminfo; i++) /* (of samples at one instant, the last taken) */
         if (s->meminfo[i].device == device && s->meminfo[i].free <= s->meminfo[i].total && /* (one that cannot be: left out) */
+            !sample_outside(s, device, &s->meminfo[i]) &&                                    /* (nor one the ring's window misses) */
             (k < 0 || s->meminfo[i].time_ns >= s->meminfo[k].time_ns))
             k = i;
     *at = k < 0 ? -1 : sample_at(s, device, k);
@@ -629,7 +647,7 @@ int cmh_owners_baseline_compute(const cmh_snapshot *s, int device, cmh_owners_ba
     if (s->source == CMH_SRC_PYTORCH) return CMH_OK; /* (PyTorch's own snapshots hold no cuMemGetInfo) */
     int64_t latest_at, latest = cmh_owners_latest_sample(s, device, &latest_at), k = -1;
     for (uint32_t i = 0; i < s->nmeminfo; i++) /* (of samples at one instant, the first taken) */
-        if (s->meminfo[i].device == device && s->meminfo[i].free <= s->meminfo[i].total &&
+        if (s->meminfo[i].device == device && s->meminfo[i].free <= s->meminfo[i].total && !sample_outside(s, device, &s->meminfo[i]) &&
             (k < 0 || s->meminfo[i].time_ns < s->meminfo[k].time_ns))
             k = i;
     if (k < 0 || k == latest) return CMH_OK; /* one sample: nothing to tell it from */

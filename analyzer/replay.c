@@ -227,6 +227,27 @@ static void pool_add(cmh_stat *arr, int pool, int64_t d)
     stat_add(&arr[pool], d);
 }
 
+/* da to pool a's figure and db to pool b's, counted once in the total as their sum (bytes that
+ * move between a segment and a pool's cache are no allocation nor free of reserved memory) */
+static void pool_shift(cmh_stat *arr, int a, int64_t da, int b, int64_t db)
+{
+    stat_add(&arr[0], (int64_t)((uint64_t)da + (uint64_t)db));
+    if (a == b) stat_add(&arr[a], (int64_t)((uint64_t)da + (uint64_t)db));
+    else {
+        stat_add(&arr[a], da);
+        stat_add(&arr[b], db);
+    }
+}
+
+/* What the stream-ordered pools keep, as the replay knows it now (their samples, and the
+ * pooled calls since) */
+static int64_t pools_cache(const cmh_replay *r)
+{
+    int64_t c = r->pool_pend;
+    for (uint32_t i = 0; i < r->npools; i++) c += r->pools[i].slack;
+    return c;
+}
+
 static void split_contrib(const rseg *g, int64_t *bytes, int64_t *count)
 {
     if (g->expandable || !g->nactive) {
@@ -377,7 +398,12 @@ static void fwd_segment_alloc_at(cmh_replay *r, uint64_t addr, uint64_t size, in
     uint8_t p = pool ? pool : pool_rule(size, whole);
     rseg *g = expandable ? cmh_rp_seg_map(r, addr, size, p) : cmh_rp_seg_insert(r, addr, size, p, 0, whole);
     if (!g) return;
-    pool_add(r->st.reserved_bytes, g->pool, (int64_t)size);
+    int64_t cache = r->pooled_op ? pools_cache(r) : 0, take = cache <= 0 ? 0 : cache < (int64_t)size ? cache : (int64_t)size;
+    if (take) { /* a pool's allocation from what it keeps: reserved grows by the rest only */
+        pool_shift(r->st.reserved_bytes, g->pool, (int64_t)size, CMH_POOL_LARGE, -take);
+        r->pool_pend -= take;
+        r->pool_took += take;
+    } else pool_add(r->st.reserved_bytes, g->pool, (int64_t)size);
     if (!expandable) { /* PyTorch does not count expandable segments */
         pool_add(r->st.segment, g->pool, 1);
         if (r->rules.max_split && size >= r->rules.max_split) stat_add(&r->st.oversize_segments, 1);
@@ -419,7 +445,10 @@ void cmh_rp_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int who
         }
         hit = 1;
         uint64_t a = ga > lo ? ga : lo, b = gb < hi ? gb : hi;
-        pool_add(r->st.reserved_bytes, g->pool, neg(b - a));
+        if (r->pooled_op) { /* a pool's free: the pool keeps it until its sample says otherwise */
+            pool_shift(r->st.reserved_bytes, g->pool, neg(b - a), CMH_POOL_LARGE, (int64_t)(b - a));
+            r->pool_pend += (int64_t)(b - a);
+        } else pool_add(r->st.reserved_bytes, g->pool, neg(b - a));
         for (uint32_t k = 0; k < g->nr; k++) /* live blocks in memory given back: the trace lost their frees */
             if (g->r[k].a < b && g->r[k].b > a) {
                 r->anomalies++;
@@ -476,6 +505,8 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e);
 
 static void apply_forward(cmh_replay *r, const cmh_entry *e)
 {
+    /* a stream-ordered pool's segment call, where the record samples the pools (docs/DEFINITIONS.md) */
+    r->pooled_op = r->npools && e->kind == CMH_KIND_ASYNC && e->action != CMH_ACT_POOL_SAMPLE;
     switch (e->action) {
     case CMH_ACT_ALLOC: {
         uint64_t size = cmh_entry_size(r->s, e);
@@ -496,6 +527,7 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
     case CMH_ACT_POOL_SAMPLE: fwd_pool_sample(r, e); break;
     default: break;
     }
+    r->pooled_op = 0;
 }
 
 /* A pool's reserved bytes beyond its used bytes are reserved memory no segment shows; the
@@ -520,7 +552,18 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
         r->pools = np;
         r->pools[r->npools++] = (struct rpool){cmh_entry_addr(r->s, e), 0};
     }
-    pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, (int64_t)((uint64_t)slack - (uint64_t)r->pools[i].slack));
+    /* the change of what the pools keep, less what the pooled calls since the last sample have
+     * moved already (reserved then is the segments and the samples' slack, exactly) */
+    int64_t d = (int64_t)((uint64_t)slack - (uint64_t)r->pools[i].slack - (uint64_t)r->pool_pend);
+    if (d < 0 && !slack && r->pool_took) {
+        /* the pool gave back more than the calls since explain and keeps nothing: it trimmed at a
+         * synchronize before them (where pools trim; no call of ours), and what they took 'from its
+         * cache' was new memory: given back d - took, then took allocated (Tot Freed and Alloc
+         * count the trim and the growth; reserved is the same after) */
+        pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, d - r->pool_took);
+        pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, r->pool_took);
+    } else if (d) pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, d);
+    r->pool_pend = r->pool_took = 0;
     r->pools[i].slack = slack;
 }
 
@@ -624,6 +667,10 @@ static int cmp_u64(const void *a, const void *b)
 static void reconcile(cmh_replay *r)
 {
     const cmh_snapshot *s = r->s;
+    /* pooled calls no sample followed (a cuMemFree of a pool's memory, a sample lost): the end is
+     * the final segments and the pools' latest samples, as frag and owners read it */
+    if (r->pool_pend) pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, -r->pool_pend);
+    r->pool_pend = r->pool_took = 0;
     cmh_replay f; /* the final state, as tables */
     memset(&f, 0, sizeof f);
     f.s = s;
@@ -765,8 +812,8 @@ static int replay_sane(const cmh_replay *r)
     /* A trace that agrees with itself: reserved is the segments (and the pools' slack), every
      * active block is inside one, so free inside segments = reserved - active, exactly. */
     if (r->anomalies) return 1;
-    int64_t slack = 0;
-    for (uint32_t i = 0; i < r->npools; i++) slack += r->pools[i].slack;
+    int64_t slack = pools_cache(r);
+    if (slack < 0) return SANE_FAIL(10); /* (a pooled allocation takes no more than the pools keep) */
     if (seg_bytes + (uint64_t)slack != (uint64_t)r->st.reserved_bytes[CMH_POOL_ALL].current) return SANE_FAIL(8);
     if (seg_active != active) return SANE_FAIL(9);
     return 1;

@@ -83,6 +83,14 @@ struct cmh_replay {
         int64_t slack;
     } *pools;
     uint32_t npools;
+    /* bytes moved between segments and the pools' caches since the pools' last samples, as the
+     * stream-ordered calls moved them: a pooled free keeps its bytes in its pool (+), a pooled
+     * allocation takes first from what the pools keep (-).  Reserved memory changes only by
+     * what the next sample says beyond this (fwd_pool_sample), so a cached free is no -16, +16
+     * of reserved (it made Tot Alloc/Freed count every cached free twice) */
+    int64_t pool_pend;
+    int64_t pool_took; /* of it, what pooled allocations took from the pools' caches (>= 0) */
+    int pooled_op; /* the segment call being applied is a stream-ordered pool's (with samples) */
     cmh_replay_observer obs; /* told of every active block that appears or goes */
     void *obs_arg;
     rseg *spare; /* removed segments for reuse (seg_new) */

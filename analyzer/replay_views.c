@@ -187,6 +187,7 @@ void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[
         if (per[q].free > out->top_pool_free)
             out->top_pool[0] = per[q].id[0], out->top_pool[1] = per[q].id[1], out->top_pool_free = per[q].free;
     for (uint32_t i = 0; i < r->npools; i++) out->pool_cache += (uint64_t)r->pools[i].slack;
+    if (r->pool_pend) out->pool_cache = (uint64_t)((int64_t)out->pool_cache + r->pool_pend); /* (pooled calls since the samples: never below 0) */
     out->releasable += out->pool_cache; /* a pool's cache goes back with cuMemPoolTrimTo */
 }
 

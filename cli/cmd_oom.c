@@ -345,12 +345,12 @@ static int section(const rep_section *sec, void *arg)
             printf("  free inside segments    %12s   (reserved - allocated)", rep_size((double)e->free_inside));
             if (e->pending_free) printf(", of it %s freed with stream work pending", rep_size((double)e->pending_free));
             int mine = e->request_pool[0] || e->request_pool[1]; /* the request was a private pool's */
-            if (e->split.releasable || e->split.trapped)
-                printf("\n    releasable            %12s   (%s)"
-                       "\n    trapped               %12s   (gaps between live blocks%s)",
-                       rep_size((double)e->split.releasable), rep_releasable_how(e->split.releasable, e->split.pool_cache, e->split.expandable_pages),
-                       rep_size((double)e->split.trapped),
-                       mine && e->split.trapped ? "; the default pool's: not for a private pool's request" : "");
+            int split = e->split.releasable || e->split.trapped;
+            if (split)
+                printf("\n    releasable            %12s   (%s)", rep_size((double)e->split.releasable),
+                       rep_releasable_how(e->split.releasable, e->split.pool_cache, e->split.expandable_pages));
+            /* a pool's cache is of the releasable bytes: under its line, as frag prints it (they
+             * hung under 'trapped 0 B', 384 MiB 'of it') */
             if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */
                 printf("\n      of it a pool's cache%12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)",
                        rep_size((double)e->split.pool_cache));
@@ -358,6 +358,9 @@ static int section(const rep_section *sec, void *arg)
                 printf("\n      kept by pool 0x%" PRIx64 " %s%s: not for this request (not the pool's own cuMemAllocAsync)",
                        e->cache_pool, rep_size((double)e->cache_pool_bytes),
                        e->cache_pool_bytes < e->pool_cache_unusable ? " (the most; other pools keep the rest)" : "");
+            if (split)
+                printf("\n    trapped               %12s   (gaps between live blocks%s)", rep_size((double)e->split.trapped),
+                       mine && e->split.trapped ? "; the default pool's: not for a private pool's request" : "");
             if (mine)
                 printf("\n    in its own pool       %12s   (private pool (%" PRIu64 ", %" PRIu64 ")'s segments: the request's where a run fits)",
                        rep_size((double)e->split.own_pool), e->request_pool[0], e->request_pool[1]);

@@ -124,7 +124,9 @@ static void text_moment(const rep_section *sec, const cmh_owners_report *p, cons
         if (r->kind == CMH_OWN_UNEXPLAINED && *cmh_owners_unexplained_note(m, t0, note, sizeof note)) printf("  %s", note);
         putchar('\n');
     }
-    printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), sum ? 100.0 : 0.0, "", m->used_known ? "total = the device's used memory" : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");
+    printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), sum ? 100.0 : 0.0, "", m->used_known       ? "total = the device's used memory"
+           : p->outside_samples ? "total recorded (no cuMemGetInfo sample the kept entries place: the device's used memory is not known)"
+                                : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");
 }
 
 /* A merged record's allocated peak as `peak` finds it: on its one model (cmh_merged_view, the
@@ -157,12 +159,15 @@ static int section(const rep_section *sec, void *arg)
     int64_t t0 = rep_trace_start(sec->s, sec->device);
     if (sec->w) {
         cmh_jw *w = sec->w;
-        cmh_report_base b = {.device = sec->device, .entries = p.entries, .pytorch = sec->s->source == CMH_SRC_PYTORCH, .history = 1};
+        const cmh_trace *dt = cmh_snapshot_trace(sec->s, sec->device); /* (dropped_entries said 0 of a ring that dropped) */
+        cmh_report_base b = {.device = sec->device, .entries = p.entries, .dropped = dt ? dt->dropped : 0,
+                             .dropped_ooms = dt ? dt->dropped_ooms : 0, .pytorch = sec->s->source == CMH_SRC_PYTORCH, .history = 1};
         cmh_jw_obj(w);
         rep_json_base(w, sec, &b);
         cmh_jw_kbool(w, "pytorch_part", p.torch);
         cmh_jw_kuint(w, "pinned_host", p.pinned_host);
         cmh_jw_kuint(w, "impossible_samples", p.bad_samples);
+        cmh_jw_kuint(w, "samples_before_kept_entries", p.outside_samples);
         if (p.torch && sec->s->source != CMH_SRC_PYTORCH) cmh_jw_kuint(w, "pytorch_mismatch", p.torch_mismatch);
         rep_json_not_recorded(w, &p, t0);
         rep_json_reconciled(w, p.reconciled ? p.trace_peak : -1, p.end_reserved);
@@ -184,6 +189,12 @@ static int section(const rep_section *sec, void *arg)
             printf("note: %u cuMemGetInfo sample%s of this device cannot be (the first, at %s: %s free of %s total) and %s left out\n",
                    p.bad_samples, p.bad_samples > 1 ? "s" : "", rep_when(p.bad_sample.time_ns, t0), rep_size((double)p.bad_sample.free),
                    rep_size((double)p.bad_sample.total), p.bad_samples > 1 ? "are" : "is");
+        if (p.outside_samples)
+            printf("note: %u cuMemGetInfo sample%s of this device (the first at %s: %s in use) %s taken before the first entry the ring "
+                   "kept, and the ring dropped entries: what the record held then is not known, so %s left out\n",
+                   p.outside_samples, p.outside_samples > 1 ? "s" : "", rep_when(p.outside_sample.time_ns, t0),
+                   rep_size((double)(p.outside_sample.total - p.outside_sample.free)), p.outside_samples > 1 ? "were" : "was",
+                   p.outside_samples > 1 ? "they are" : "it is");
         printf("pinned host memory (all devices, at the end): %s\n", rep_size((double)p.pinned_host));
         if (!p.torch && sec->s->source != CMH_SRC_PYTORCH)
             printf("(no PyTorch part: record with `cumemhist record` on a PyTorch job, or `cumemhist merge` its "

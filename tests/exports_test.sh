@@ -221,4 +221,36 @@ m = re.search(r"^cumemhist: export: device 0: memory_viz draws segments, not a s
 assert m, open("pa.err").read()
 assert abs(float(m.group(2)) * 2**20 - (int(sys.argv[2]) - page_end)) < 0.06 * 2**20, (m.groups(), sys.argv[2], page_end)
 PY
+
+
+# a stream-ordered pool's cached frees and trims (tests/poolcache.c): reserved's Tot Alloc / Tot
+# Freed are the pool's growth and trims as its samples show them (108 / 80 MiB), its peak 28 MiB,
+# and the SQLite export's reserved_delta of a free the pool keeps is 0.  summary said Tot Alloc
+# 332 MiB (each cached free -16, +16, -16 MiB) and a peak of 44 MiB (trial8 F20).
+"$CMH" record -q -o pc.cmh -- "$B/tests/poolcache" >pc.out 2>&1
+rm -f pc.db
+"$CMH" summary --json pc.cmh >pc.sum.json 2>&1
+"$CMH" frag --json pc.cmh >pc.frag.json 2>&1
+"$CMH" owners --json pc.cmh >pc.own.json 2>&1
+"$CMH" peak --json pc.cmh >pc.peak.json 2>&1
+"$CMH" export pc.cmh -o pc.db >/dev/null 2>&1
+check "poolcache: summary's reserved totals count the pool's growth and trims once, peak 28 MiB; SQLite, frag, owners and peak agree" 'grep -qx done pc.out && py - <<PY
+import json, sqlite3
+M = 2**20
+r = json.load(open("pc.sum.json"))[0]["stats"]["reserved_bytes.all"]
+assert (r["allocated"], r["freed"], r["current"], r["peak"]) == (108 * M, 80 * M, 28 * M, 28 * M), {k: v / M for k, v in r.items()}
+db = sqlite3.connect("pc.db")
+kept = db.execute("SELECT reserved_delta FROM events WHERE action = \"segment_free\"").fetchall()
+assert len(kept) == 10 and set(kept) == {(0,)}, kept
+(start, end, peak), = db.execute("SELECT reserved_at_start, reserved_at_end, peak_reserved FROM devices").fetchall()
+(total,), = db.execute("SELECT SUM(reserved_delta) FROM events").fetchall()
+assert (start, end, peak, start + total) == (0, 28 * M, 28 * M, 28 * M), (start, end, peak, total)
+f = json.load(open("pc.frag.json"))[0]
+assert (f["reserved"], f["allocated"], f["free_in_segments"], f["pool_cache"]) == (28 * M, 12 * M, 16 * M, 16 * M), f
+p = json.load(open("pc.peak.json"))[0]
+assert p["peak_reserved"]["bytes"] == 28 * M, p["peak_reserved"]
+o = json.load(open("pc.own.json"))[0]
+end = [m for m in o["moments"] if m["moment"] == "end"][0]
+assert end["recorded"] == 28 * M, end
+PY'
 finish

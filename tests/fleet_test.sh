@@ -87,7 +87,7 @@ print("ok: fleet.db: 4 processes; events, segments, blocks and marks of each equ
 
 doc = open(sys.argv[3]).read()
 queries = dict(re.findall(r"```sql\n-- query: (\S+)\n(.*?)```", doc, re.S))
-assert set(queries) == {"worst-rank-peak-owners", "growth-per-rank-per-step", "first-oom"}, list(queries)
+assert set(queries) == {"worst-rank-peak-owners", "growth-per-rank-per-step", "first-oom", "ranks-that-ran-out"}, list(queries)
 owners = q(queries["worst-rank-peak-owners"])
 assert [(o[0], o[1].split(" ")[0], o[2] >> 20, o[3]) for o in owners] == [(1, "load_weights", 68, 1), (1, "forward_activations", 38, 4), (1, "cache_batch", 10, 10)], owners
 growth = q(queries["growth-per-rank-per-step"])
@@ -99,6 +99,8 @@ assert by[1][1:] == [1 << 20] * 9, by[1]
 assert all(v[1:] == [0] * (len(v) - 1) for k, v in by.items() if k != 1), by
 oom = q(queries["first-oom"])
 assert len(oom) == 1 and oom[0][0] == 2 and oom[0][2] == 2 and oom[0][4] == 1 << 30, oom
+ran_out = q(queries["ranks-that-ran-out"])
+assert [(r[0], r[2], r[3], r[4], r[5]) for r in ran_out] == [(2, 2, 1, 0, 0)], ran_out
 print(f"ok: docs/FLEET.md's queries: the worst rank's peak owners {[(o[1].split(' ')[0], o[2] >> 20) for o in owners]} MiB; rank 1 grows 1 MiB a step, the others 0; the first OOM is rank 2's")
 EOF
 

@@ -146,8 +146,11 @@ for rec in ring.cmh ringsnap.cmh; do
     "$CMH" oom --json "$rec" >oom.json 2>&1
     "$CMH" ranks --json "$rec" >ranks.json 2>&1
     "$CMH" report "$rec" -o rep.html >/dev/null 2>&1
+    rm -f ring.db ring.trace.json
+    "$CMH" export "$rec" -o ring.db >/dev/null 2>&1
+    "$CMH" export "$rec" -o ring.trace.json >/dev/null 2>&1
     out=$(py - "$pid" <<'PY'
-import json, re, sys
+import json, re, sqlite3, sys
 pid = int(sys.argv[1])
 s = json.load(open("sum.json"))[0]
 o = json.load(open("oom.json"))[0]
@@ -159,12 +162,18 @@ m = re.search(r'^cumemhist_ooms_total\{pid="%d"[^}]*\} (\d+)$' % pid, prom, re.M
 page = open("rep.html").read()
 got = {"summary": s["num_ooms"], "oom": o["num_ooms"], "dropped": (s.get("dropped_ooms"), o["dropped_ooms"]), "oom numbers": [x["number"] for x in o["ooms"]],
        "ranks": [r["ooms"] for r in rows], "top": d["ooms"], "exporter": int(m.group(1)) if m else None,
-       "report": len(re.findall(r"Out of memory #4</b>", page))}
-want = {"summary": 4, "oom": 4, "dropped": (3, 3), "oom numbers": [4], "ranks": [4], "top": 4, "exporter": 4, "report": 1}
+       "report": len(re.findall(r"Out of memory #4</b>", page)),
+       # (the SQLite export had no count: its one oom event row, the OOMs the ring dropped lost)
+       "sqlite": sqlite3.connect("ring.db").execute("SELECT ooms, oom_retries, dropped_ooms FROM devices").fetchall(),
+       # (Chrome: an instant per OOM kept, and one for those the ring dropped; it had the kept one only)
+       "chrome": sum(e.get("args", {}).get("dropped_ooms", 1) for e in json.load(open("ring.trace.json"))["traceEvents"]
+                     if e["ph"] == "i" and ("out-of-memory" in e["name"] or e["name"].startswith("out of memory")))}
+want = {"summary": 4, "oom": 4, "dropped": (3, 3), "oom numbers": [4], "ranks": [4], "top": 4, "exporter": 4, "report": 1,
+        "sqlite": [(s["num_ooms"], s["num_alloc_retries"], 3)], "chrome": 4}
 print("same" if got == want else "got %s" % got)
 PY
 )
-    check "$rec: summary, oom, ranks, report, top, exporter all count the 4 OOMs (3 dropped by the ring, summary --json and oom --json dropped_ooms 3): $out" '[ "$out" = same ]'
+    check "$rec: summary, oom, ranks, report, top, exporter, the SQLite and Chrome exports all count the 4 OOMs (3 dropped by the ring, summary --json and oom --json dropped_ooms 3): $out" '[ "$out" = same ]'
 done
 "$CMH" oom ring.cmh 2>&1 | grep -q "^ring.cmh: out of memory #4 on device 0 at entry [0-9]*, .*(#1 to #3 fell out of the 20-entry history)$" &&
     ok "oom: the OOM kept is #4, and #1 to #3 fell out of the history" || bad "oom on ring.cmh: $("$CMH" oom ring.cmh 2>&1 | grep 'out of memory')"

@@ -292,6 +292,10 @@ done
 check "pool_oom three times: the same verdicts ($v)" "[ \"$v\" = \"demand,a pool's cache;demand,a pool's cache;demand,a pool's cache;\" ]"
 "$CMH" oom pool_oom.cmh | grep -q "of it a pool's cache    32.0 MiB   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)" &&
     ok "oom names the pool's cache and the trim" || bad "oom beside a pool's cache: $("$CMH" oom pool_oom.cmh)"
+# the pool's cache is of the releasable bytes: its lines hang under "releasable", never under
+# "trapped 0 B" (it read "trapped 0 B" / "of it a pool's cache 32.0 MiB": 32 MiB of 0 B)
+"$CMH" oom pool_oom.cmh | awk '/^    [a-z]/ { parent = $1 } /^      (of it a pool|kept by pool)/ { n++; if (parent != "releasable") bad = 1 } END { exit !(n == 2 && !bad) }' &&
+    ok "oom: the pool's cache lines stand under releasable" || bad "oom's free-inside breakdown: $("$CMH" oom pool_oom.cmh | grep -A6 'free inside')"
 
 # a request larger than the device had free and the process held together (the wrong shape, a
 # batch too large for the device): too large, not "the memory was genuinely in use", and no

@@ -478,4 +478,45 @@ def held(f):
 assert held("vf.json") == [(20 * 2**20, 1)], held("vf.json")
 assert held("vfc.json") == [(2 * 2**20, 1)], held("vfc.json")
 PY'
+
+# memory freed after the last cuMemGetInfo sample, out of a small ring (tests/ringfree.c: 100 MiB
+# buffers until the device runs out, sampled there, then each freed; the ring keeps the last 5
+# frees): the kept window begins with 500 MiB live, after the sample, and the context holds 0.
+# owners and the report said '500.0 MiB not recorded (CUDA context, other processes)' at the peak
+# (trial8 F17): the sample, of another moment, was replayed to 'before the first entry'.  A sample
+# the kept entries cannot place is left out (said), and no row of it comes to the table.
+FAKECUDA_CAPACITY=1G "$CMH" record -q --max-entries 5 -o rf.cmh -- "$B/tests/ringfree" >rf.out 2>&1
+"$CMH" owners rf.cmh >rf.txt 2>&1
+"$CMH" owners --json rf.cmh >rf.json 2>&1
+"$CMH" report rf.cmh -o rf.html >/dev/null 2>&1
+check "owners with a truncated ring: the program's since-freed memory is not 'not recorded'; samples before the window left out, said" 'grep -q "^held 10\$" rf.out &&
+    grep -q "device 0, peak reserved (before the first entry): 500.0 MiB recorded; the device had 500.0 MiB of 1.0 GiB in use" rf.txt &&
+    grep -q "^note: [0-9]* cuMemGetInfo samples* of this device (the first at .*) w[a-z]* taken before the first entry the ring kept, and the ring dropped entries" rf.txt && py - <<PY
+import json, re
+o = json.load(open("rf.json"))[0]
+assert o["dropped_entries"] > 0 and o["samples_before_kept_entries"] >= 1, o
+assert [m["moment"] for m in o["moments"]] == ["peak", "end"], o["moments"]
+for m in o["moments"]:
+    assert [r["bytes"] for r in m["rows"] if r["kind"] == "unexplained"] == [0], m
+    assert m["used"] == m["recorded"], m
+assert o["moments"][0]["recorded"] == 500 * 2**20 and not o["moments"][0]["sample_exact"], o["moments"][0]
+page = open("rf.html").read()
+rows = re.findall(r"not recorded \\(CUDA context, other processes\\).*?</td><td class=\"n\">([^<]*)</td>", page)
+assert rows == ["0 B", "0 B"], rows
+PY'
+# the same program ending by SIGKILL (no exit dump: no sample at the end either): no sample the
+# kept entries place, so no moment claims the device's used memory, and none has a 'not recorded'
+# row (it took the error's sample: 1000 MiB used against 500 and 0 MiB recorded)
+FAKECUDA_CAPACITY=1G "$CMH" record -q --max-entries 5 -o rfk.cmh -- "$B/tests/ringfree" die >rfk.out 2>&1
+"$CMH" owners rfk.cmh >rfk.txt 2>&1
+"$CMH" owners --json rfk.cmh >rfk.json 2>&1
+check "owners with a truncated ring and no sample after it: no used-memory total, said" 'grep -q "^held 10\$" rfk.out &&
+    [ "$(grep -c "total recorded (no cuMemGetInfo sample the kept entries place: the device.s used memory is not known)\$" rfk.txt)" = 2 ] &&
+    ! grep -q "not recorded (CUDA context" rfk.txt && py - <<PY
+import json
+o = json.load(open("rfk.json"))[0]
+assert o["samples_before_kept_entries"] >= 1 and [m["moment"] for m in o["moments"]] == ["peak", "end"], o
+for m in o["moments"]:
+    assert m["used"] is None and not [r for r in m["rows"] if r["kind"] == "unexplained"], m
+PY'
 finish

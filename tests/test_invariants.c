@@ -135,6 +135,7 @@ typedef struct gseg {
     int managed, expandable;
     gblock b[32];
     int nb;
+    int pooled; /* a stream-ordered pool's (kind async): its bytes move to and from the pools' cache */
 } gseg;
 
 typedef struct gdev {
@@ -146,6 +147,8 @@ typedef struct gdev {
 
 static int64_t g_t;
 
+static int g_kind; /* the kind of the entries entry() makes (0: unsaid) */
+
 static void entry(cmh_snapshot *s, int action, uint64_t addr, uint64_t size, int flags)
 {
     cmh_entry_full e;
@@ -155,6 +158,7 @@ static void entry(cmh_snapshot *s, int action, uint64_t addr, uint64_t size, int
     e.addr = addr;
     e.size = e.requested = size;
     e.flags = (uint8_t)flags;
+    e.kind = (uint8_t)g_kind;
     e.thread = 1 + (uint32_t)rnd(3);
     CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(s, &e), CMH_OK);
 }
@@ -212,14 +216,16 @@ static void step(cmh_snapshot *s, gdev *d)
         uint64_t size = (1 + rnd(8)) * MIB;
         gseg *g = &d->seg[d->nseg++];
         memset(g, 0, sizeof *g);
-        *g = (gseg){d->next_addr, size, 0, 0, {{0}}, 0};
+        *g = (gseg){d->next_addr, size, 0, 0, {{0}}, 0, (int)rnd(2)};
         d->next_addr += 64 * MIB;
+        g_kind = g->pooled ? CMH_KIND_ASYNC : 0; /* (cuMemAllocAsync: the replay moves bytes from the pools' cache) */
         entry(s, CMH_ACT_SEGMENT_ALLOC, g->addr, size, CMH_EF_WHOLE_BLOCK);
+        g_kind = 0;
         add_block(g, g->addr, size);
     } else if (op == 1 && d->nseg < 40) { /* a segment an allocator sub-allocates */
         gseg *g = &d->seg[d->nseg++];
         memset(g, 0, sizeof *g);
-        *g = (gseg){d->next_addr, 20 * MIB, 1, 0, {{0}}, 0};
+        *g = (gseg){d->next_addr, 20 * MIB, 1, 0, {{0}}, 0, 0};
         d->next_addr += 64 * MIB;
         entry(s, CMH_ACT_SEGMENT_ALLOC, g->addr, g->size, 0);
     } else if (op <= 4 && d->nseg) { /* a block into a managed or expandable segment */
@@ -236,7 +242,9 @@ static void step(cmh_snapshot *s, gdev *d)
         int i = (int)rnd((uint64_t)d->nseg);
         gseg *g = &d->seg[i];
         if (!g->managed && !g->expandable) {
+            g_kind = g->pooled ? CMH_KIND_ASYNC : 0; /* (cuMemFreeAsync: kept in the pools' cache till a sample) */
             entry(s, CMH_ACT_SEGMENT_FREE, g->addr, g->size, CMH_EF_WHOLE_BLOCK);
+            g_kind = 0;
             del_seg(d, i);
             return;
         }
@@ -260,7 +268,7 @@ static void step(cmh_snapshot *s, gdev *d)
         if (d->exp < 0 && d->nseg < 40) {
             gseg *g = &d->seg[d->exp = d->nseg++];
             memset(g, 0, sizeof *g);
-            *g = (gseg){d->resv, 0, 0, 1, {{0}}, 0};
+            *g = (gseg){d->resv, 0, 0, 1, {{0}}, 0, 0};
         }
         if (d->exp < 0) return;
         gseg *g = &d->seg[d->exp];

@@ -254,6 +254,28 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
     char counter[32];
     snprintf(counter, sizeof counter, "gpu%d memory", dev);
     int64_t last = t0;
+    const cmh_trace *tr = cmh_snapshot_trace(s, dev);
+    if (tr && tr->dropped_ooms) { /* OOMs the ring dropped: one instant where the kept entries begin (they were lost here) */
+        int64_t first = !timeless && cmh_replay_length(r) ? cmh_entry_time(s, cmh_replay_entry(r, 0)) : 0;
+        char what[160];
+        snprintf(what, sizeof what, "%" PRIu64 " out-of-memory error%s before the first entry kept (the ring dropped %s)", tr->dropped_ooms,
+                 tr->dropped_ooms == 1 ? "" : "s", tr->dropped_ooms == 1 ? "it" : "them");
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "ph", "i");
+        cmh_jw_kstr(w, "s", "p");
+        cmh_jw_kint(w, "pid", pid_of(c, dev));
+        cmh_jw_kint(w, "tid", 0);
+        cmh_jw_key(w, "ts");
+        cmh_jw_us(w, first > t0 ? first - t0 : 0);
+        cmh_jw_kstr(w, "name", what);
+        cmh_jw_key(w, "args");
+        cmh_jw_obj(w);
+        cmh_jw_kuint(w, "dropped_ooms", tr->dropped_ooms);
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+        if (first > last) last = first;
+    }
     uint32_t named[256], nnamed = 0; /* threads whose track has its name (a thread past 256 repeats it) */
     /* the state before the first entry (the trace may begin with memory held: a peak there is
      * peak's "before the first entry"), at the first entry's instant; a device with no entries

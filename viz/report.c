@@ -349,6 +349,11 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                         "(%s free of %s) and %s left out.</p>\n",
                     ow.bad_samples, ow.bad_samples > 1 ? "s" : "", SZ(ow.bad_sample.free), SZ(ow.bad_sample.total),
                     ow.bad_samples > 1 ? "were" : "was");
+        if (ow.outside_samples) /* (owners says the same) */
+            fprintf(fp, "<p class=\"r-muted\">%u cuMemGetInfo sample%s of this device %s taken before the first entry the ring kept, "
+                        "and the ring dropped entries: what the record held then is not known, so %s left out.</p>\n",
+                    ow.outside_samples, ow.outside_samples > 1 ? "s" : "", ow.outside_samples > 1 ? "were" : "was",
+                    ow.outside_samples > 1 ? "they are" : "it is");
     }
     /* the sites live at the peak */
     if (pk.nsites) {

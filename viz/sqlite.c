@@ -31,7 +31,7 @@ static const char *const g_schema =
     "CREATE TABLE devices (process_id INTEGER, device INTEGER, trace_entries INTEGER, dropped_entries INTEGER,"
     " allocated_at_start INTEGER, reserved_at_start INTEGER, peak_allocated INTEGER, peak_allocated_seq INTEGER,"
     " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
-    " allocated_at_end INTEGER, reserved_at_end INTEGER,"
+    " allocated_at_end INTEGER, reserved_at_end INTEGER, ooms INTEGER, oom_retries INTEGER, dropped_ooms INTEGER,"
     " PRIMARY KEY (process_id, device));"
     "CREATE TABLE frames (process_id INTEGER, frame_id INTEGER, name TEXT, filename TEXT, line INTEGER, module TEXT,"
     " pc INTEGER, PRIMARY KEY (process_id, frame_id));"
@@ -63,7 +63,7 @@ static const char *const g_indexes =
 enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, NQ };
 static const char *const g_insert[NQ] = {
     "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
     "INSERT INTO sites VALUES (?,?,?,?)",
@@ -338,7 +338,14 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
             else b_null(&b), b_null(&b);
         }
         b_int(&b, pk.alloc_end), b_int(&b, pk.reserved_end);
-        rc = run(x, &b, "devices");
+        /* the OOMs the program saw and the retries, summary's CUDA OOMs and cudaMalloc retries:
+         * the ring's dropped OOMs counted too (no events row is left of them: a fleet query for
+         * the ranks that ran out of memory missed a rank whose ring wrapped after its OOM) */
+        cmh_mem_stats st;
+        if (!pk.base.history) b_null(&b), b_null(&b), b_null(&b); /* (summary: '-', not known) */
+        else if ((rc = cmh_summary_compute(s, t->device, &st)) == CMH_OK)
+            b_int(&b, (int64_t)st.num_ooms), b_int(&b, (int64_t)st.num_alloc_retries), b_int(&b, (int64_t)t->dropped_ooms);
+        if (rc == CMH_OK) rc = run(x, &b, "devices");
         cmh_peak_report_free(&pk);
     }
     view_free(&v);

@@ -106,6 +106,10 @@ typedef struct cmh_owners_report {
     /* samples of the device that cannot be (more free than total), left out: how many, the first */
     uint32_t bad_samples;
     cmh_meminfo bad_sample;
+    /* samples taken before the first entry a ring that dropped entries kept (what the record held
+     * at them is not known: the dropped entries may be before or after), left out: how many, the first */
+    uint32_t outside_samples;
+    cmh_meminfo outside_sample;
 } cmh_owners_report;
 
 /* The report for one device (>= 0) of s: a recorder snapshot, merged or not, or a PyTorch one. */
