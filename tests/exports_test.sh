@@ -101,9 +101,11 @@ grep -q 'state: 18.0 MiB held across steps, not growing: grew in 9 steps after i
 "$CMH" peak --json st.pickle >stp.peak.json
 py - <<'PY' && ok "marks travel in the export: the same steps, verdicts and entry numbers read back; memory_viz's peak entry as export says" || bad "marks and numbering: $(cat st.err)"
 import json, pickle, re
-a, b = open("st.txt").read().splitlines(), open("stp.txt").read().splitlines()
-assert a[2:] == b[2:], (a[2:5], b[2:5])  # past the lines that name the file
-assert "20 from the program's marks" in a[2], a[2]
+# past the lines that name the file (the process, how it ended, the device's heading)
+a = [l for l in open("st.txt").read().splitlines() if not l.startswith("st.cmh")]
+b = [l for l in open("stp.txt").read().splitlines() if not l.startswith("st.pickle")]
+assert a == b, (a[:3], b[:3])
+assert "20 from the program's marks" in a[0], a[0]
 pa, pb = json.load(open("st.peak.json"))[0], json.load(open("stp.peak.json"))[0]
 assert pa["peak_allocated"]["index"] == pb["peak_allocated"]["index"] and pa["peak_allocated"]["bytes"] == pb["peak_allocated"]["bytes"] and pa["trace_entries"] == pb["trace_entries"], (pa["peak_allocated"], pb["peak_allocated"])
 m = re.search(r"^cumemhist: export: device 0: memory_viz counts (\d+) entries for the record's (\d+) \(the allocated peak, entry (\d+), is its (\d+)\); docs/CLI.md \"Entry numbers\"$", open("st.err").read(), re.M)
@@ -188,4 +190,25 @@ n1=$("$CMH" trace --json --device 1 mg.cmh 2>/dev/null | py -c 'import json, sys
 "$CMH" export -f pprof --device 1 -o mg1.pb.gz mg.cmh 2>mg1.err
 check "export -f pprof --device 1: 'wrote mg1.pb.gz: 1 record, $n1 trace entries of device 1' ($(cat mg1.err))" \
     "[ -n '$n1' ] && grep -qx 'cumemhist: wrote mg1.pb.gz: 1 record, $n1 trace entries of device 1' mg1.err"
+# processes.ending says how each process ended, the same words as every report's "the process"
+# line (before: NULL for a process that exited, however it exited; only a killed one's was said)
+"$CMH" record -q -o oo.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
+"$CMH" record -q -o dk.cmh -- "$B/tests/dies" kill >/dev/null 2>&1
+"$CMH" record -q -o dt.cmh -- "$B/tests/dies" term >/dev/null 2>&1
+for f in l oo dk dt; do "$CMH" export -f sqlite -o end_$f.db $f.cmh 2>/dev/null; "$CMH" summary $f.cmh >end_$f.txt 2>/dev/null; done
+out=$(py - <<'PY'
+import sqlite3
+want = {"l": "exited with status 0; this snapshot was written at its exit",
+        "oo": "exited with status 1; this snapshot was written at its exit",
+        "dk": "killed by SIGKILL", "dt": "was ended by SIGTERM"}
+bad = []
+for f, w in want.items():
+    end = sqlite3.connect("end_%s.db" % f).execute("SELECT ending FROM processes").fetchone()[0]
+    said = [l.split(": the process ", 1)[1].strip() for l in open("end_%s.txt" % f) if ": the process " in l]
+    if not end or w not in end: bad.append("%s: ending %r, not %r" % (f, end, w))
+    if said != [end]: bad.append("%s: summary says %r, sqlite %r" % (f, said, end))
+print("; ".join(bad) or "same")
+PY
+)
+check "sqlite processes.ending: exit status 0, exit status 1 (its OOM), SIGKILL, SIGTERM, as summary says: $out" '[ "$out" = same ]'
 finish
