@@ -211,4 +211,12 @@ print("; ".join(bad) or "same")
 PY
 )
 check "sqlite processes.ending: exit status 0, exit status 1 (its OOM), SIGKILL, SIGTERM, as summary says: $out" '[ "$out" = same ]'
+# ranks says how a process ended where that is news: a clean exit 0 (now said by every exit dump)
+# is left to --json, the rank that exited 1 or was killed stands out
+"$CMH" ranks l.cmh oo.cmh dk.cmh >end_ranks.txt 2>/dev/null
+"$CMH" ranks --json l.cmh oo.cmh dk.cmh >end_ranks.json 2>/dev/null
+check "ranks: the exit-1 and killed rows say how they ended, the exit-0 row does not; --json has all three" \
+    "grep -q '\[oo.cmh\]  (exited with status 1; ' end_ranks.txt && grep -q '\[dk.cmh\]  (.*SIGKILL' end_ranks.txt &&
+     ! grep -q 'exited with status 0' end_ranks.txt &&
+     [ \"\$(py -c 'import json; print(sorted(p[\"ending\"].split(\";\")[0] for p in json.load(open(\"end_ranks.json\"))[\"processes\"])[:2])')\" = \"['exited with status 0', 'exited with status 1']\" ]"
 finish
