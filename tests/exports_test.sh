@@ -195,9 +195,9 @@ check "export -f pprof --device 1: 'wrote mg1.pb.gz: 1 record, $n1 trace entries
 "$CMH" record -q -o oo.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
 "$CMH" record -q -o dk.cmh -- "$B/tests/dies" kill >/dev/null 2>&1
 "$CMH" record -q -o dt.cmh -- "$B/tests/dies" term >/dev/null 2>&1
-for f in l oo dk dt; do "$CMH" export -f sqlite -o end_$f.db $f.cmh 2>/dev/null; "$CMH" summary $f.cmh >end_$f.txt 2>/dev/null; done
+for f in l oo dk dt; do "$CMH" export -f sqlite -o end_$f.db $f.cmh 2>/dev/null; "$CMH" export -f json -o end_$f.json $f.cmh 2>/dev/null; "$CMH" summary $f.cmh >end_$f.txt 2>/dev/null; done
 out=$(py - <<'PY'
-import sqlite3
+import json, sqlite3
 want = {"l": "exited with status 0; this snapshot was written at its exit",
         "oo": "exited with status 1; this snapshot was written at its exit",
         "dk": "killed by SIGKILL", "dt": "was ended by SIGTERM"}
@@ -207,10 +207,12 @@ for f, w in want.items():
     said = [l.split(": the process ", 1)[1].strip() for l in open("end_%s.txt" % f) if ": the process " in l]
     if not end or w not in end: bad.append("%s: ending %r, not %r" % (f, end, w))
     if said != [end]: bad.append("%s: summary says %r, sqlite %r" % (f, said, end))
+    js = json.load(open("end_%s.json" % f))["cumemhist"].get("ending")
+    if js != end: bad.append("%s: export json says %r, sqlite %r" % (f, js, end))
 print("; ".join(bad) or "same")
 PY
 )
-check "sqlite processes.ending: exit status 0, exit status 1 (its OOM), SIGKILL, SIGTERM, as summary says: $out" '[ "$out" = same ]'
+check "sqlite processes.ending: exit status 0, exit status 1 (its OOM), SIGKILL, SIGTERM, as summary and export json say: $out" '[ "$out" = same ]'
 # ranks says how a process ended where that is news: a clean exit 0 (now said by every exit dump)
 # is left to --json, the rank that exited 1 or was killed stands out
 "$CMH" ranks l.cmh oo.cmh dk.cmh >end_ranks.txt 2>/dev/null
