@@ -179,7 +179,20 @@ void cmh_report_base_fill(const cmh_snapshot *s, int device, cmh_report_base *b)
 const char *cmh_no_history_cause(const cmh_snapshot *s, int device)
 {
     if (s->opt_enabled == CMH_ENABLED_STATE) return "recorded with enabled=state";
-    if (!cmh_snapshot_trace(s, device)) return "the snapshot has no trace for this device";
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    if (!t) return "the snapshot has no trace for this device";
+    /* entries, none of them a change of memory: said as what they are (it read '1 trace entry'
+     * then 'no history ... history off', which contradicted itself) */
+    int snap = 0;
+    for (uint32_t i = 0; i < t->nentries; i++) snap |= s->entries[t->first_entry + i].action == CMH_ACT_SNAPSHOT;
+    if (t->nentries && snap && s->source == CMH_SRC_PYTORCH)
+        return "its trace holds only `snapshot` markers (_snapshot() appends one), no allocation or free: its ring "
+               "kept only its latest entries (PyTorch 2.0's trace_alloc_max_entries defaults to 1)";
+    if (t->nentries) return "its trace holds only markers (snapshot, mark), no allocation or free";
+    int held = 0;
+    for (uint32_t i = 0; i < s->nsegments && !held; i++) held = s->segments[i].device == device;
+    if (!held) /* nothing at all: history on while nothing was allocated reads the same */
+        return "an empty trace and no segment: history off, or on while nothing was allocated, which the snapshot does not tell";
     return "recorded with enabled=state, or history off";
 }
 

@@ -54,7 +54,10 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p, const c
     }
     printf("%s, %s: %s\n", sec->path, rep_device_name(dev), rep_count(p->base.entries, "trace entry", "trace entries"));
     if (!p->base.history) { /* the end state is all there is: no peak can be told */
-        printf("peak: not known: no history (%s); only the state at the end is known\n", p->base.nohist_cause);
+        /* what is known: the state at the end, which the peak was at least (it read 'peak: not
+         * known' with nothing after it of what is) */
+        printf("peak: not known: no history (%s); only the state at the end is known, and the peak was at least it:\n",
+               p->base.nohist_cause);
         printf("at the end:     allocated %s, reserved %s, requested %s\n", rep_size((double)p->alloc_end),
                rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
         if (why) printf("%s\n", why);

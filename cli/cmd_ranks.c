@@ -373,7 +373,8 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         }
         cmh_jw_kint(w, "allocated_at_end", r->alloc_end);
         cmh_jw_kint(w, "reserved_at_end", r->reserved_end);
-        cmh_jw_kuint(w, "ooms", r->ooms);
+        if (r->history) cmh_jw_kuint(w, "ooms", r->ooms);
+        else cmh_jw_knull(w, "ooms"); /* no history: not known, as oom --json says (it read 0) */
         if (r->ooms && r->ooms == r->ooms_gone) {
             cmh_jw_knull(w, "first_oom_number"); /* every one fell out of the ring: none to name */
         } else if (r->ooms) {
@@ -554,13 +555,18 @@ int cmd_ranks(int argc, char **argv)
             char pa_s[32], pr_s[32]; /* rep_size's buffer is reused by the next call */
             snprintf(pa_s, sizeof pa_s, "%s", r->history ? rep_size((double)r->alloc_peak) : "not known");
             snprintf(pr_s, sizeof pr_s, "%s", r->history ? rep_size((double)r->reserved_peak) : "not known");
-            printf("%6s  %-*s %4d  %10s %9s  %10s %9s  %4u  %10s  %s", rk, hw, r->host, r->device, pa_s,
+            char oo_s[16]; /* a record with no history: its OOMs are not known, as oom says (it read 0) */
+            if (r->history) snprintf(oo_s, sizeof oo_s, "%u", r->ooms);
+            else snprintf(oo_s, sizeof oo_s, "-");
+            printf("%6s  %-*s %4d  %10s %9s  %10s %9s  %4s  %10s  %s", rk, hw, r->host, r->device, pa_s,
                    r->history ? rep_when(r->alloc_time_ns, job ? t0 : r->t_start) : "-", pr_s,
-                   r->history ? rep_when(r->reserved_time_ns, job ? t0 : r->t_start) : "-", r->ooms,
+                   r->history ? rep_when(r->reserved_time_ns, job ? t0 : r->t_start) : "-", oo_s,
                    r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site ? r->site : "-");
             if (r->site_bytes) printf(", %s%s", rep_size((double)r->site_bytes), r->history ? "" : " at the end");
             if (r->rank < 0) printf("  [%s]", paths[r->file]);
-            if (r->ending) printf("  (%s)", r->ending);
+            /* how a rank ended, where that is news: a clean exit 0 (every rank's, now the exit dump
+             * says it) would bury the one that died; --json has them all */
+            if (r->ending && strncmp(r->ending, "exited with status 0;", 21)) printf("  (%s)", r->ending);
             if (!r->history) {
                 printf("  (no history: the peak is not known; at the end %s allocated", rep_size((double)r->alloc_end));
                 printf(", %s reserved; %s)", rep_size((double)r->reserved_end), r->nohist_cause ? r->nohist_cause : "");
@@ -617,8 +623,14 @@ int cmd_ranks(int argc, char **argv)
                    who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->first_oom_ns && t0 ? ", at " : "",
                    first_oom->first_oom_ns && t0 ? rep_when(first_oom->first_oom_ns, t0) : "", gone_note(first_oom),
                    rep_size((double)first_oom->first_oom_request), rep_device_free(first_oom->first_oom_free), oom_ranks, nrows);
-        else if (nrows)
-            printf("first OOM: none\n");
+        else if (nrows) {
+            uint32_t unknown = 0;
+            for (uint32_t i = 0; i < nrows; i++) unknown += !rows[i]->history;
+            if (!unknown) printf("first OOM: none\n");
+            else if (unknown == nrows) printf("first OOM: not known: no record has a history (their OOMs are not known)\n");
+            else printf("first OOM: none in the %u with a history; %u %s none, so %s OOMs are not known\n", nrows - unknown, unknown,
+                        unknown == 1 ? "has" : "have", unknown == 1 ? "its" : "their");
+        }
     }
     free(rows);
     for (uint32_t f = 0; f < pl.n; f++) {

@@ -35,7 +35,7 @@ int cmd_snapshot(int argc, char **argv)
     int n, rc = cli_parse(&cli_cmd_snapshot, argc, argv, &arg, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     char flight[4200], err[4600];
-    if ((rc = cli_live_resolve(arg, flight, sizeof flight))) return rc;
+    if ((rc = cli_live_resolve(arg, flight, sizeof flight, 0))) return rc;
     cmh_live *l;
     /* the whole trace the record holds (up to the recording's max_entries, or 16M entries a device) */
     if ((rc = cmh_live_open(flight, UINT64_C(1) << 24, &l, err, sizeof err)) != CMH_OK) {

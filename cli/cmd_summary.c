@@ -21,7 +21,8 @@ const cli_command cli_cmd_summary = {
     "each of its devices, computed by replaying its trace: Cur Usage is the end of the record,\n"
     "Peak Usage the maximum over it.  A PyTorch snapshot prints PyTorch's text exactly; any other\n"
     "record is headed by its file and process, and titled \"CUDA memory summary\".  A record with\n"
-    "no history (--enabled state, PyTorch's history off) knows only Cur Usage: the rest reads '-'.",
+    "no history (--enabled state, PyTorch's history off, or traces empty) knows only Cur Usage:\n"
+    "the rest reads '-'.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist summary cumemhist.1234.cmh"};
 
 /* history 0: only the current figure is known (null for the rest, as peak --json says it) */
@@ -70,9 +71,11 @@ static int section(const rep_section *sec, void *arg)
     /* no history (enabled=state, PyTorch's history off): the replay has only the end state, and
      * would print it as the peak, count its blocks as allocated and nothing freed, and 0 OOMs */
     int history = pk.base.history;
-    /* a snapshot that holds nothing at all, not recorded with enabled=state (PyTorch's of a process
-     * that allocated nothing): memory_summary()'s table of zeros, as PyTorch prints it */
-    if (!s->nsegments && !s->nentries && s->opt_enabled != CMH_ENABLED_STATE) history = 1;
+    /* A snapshot that holds nothing at all (PyTorch's of a process with nothing allocated, its
+     * traces empty) is a record with no history too: an empty trace is also what history off
+     * leaves, so the peaks, totals and OOMs are not known, as oom and peak say; the table keeps
+     * memory_summary()'s layout, Cur Usage 0 and '-' for the rest (it printed PyTorch's table of
+     * zeros, 'CUDA OOMs: 0', beside oom's 'out-of-memory errors: not known') */
     /* a trace that began mid-run (PyTorch's recording turned on late, its ring of old): the
      * replay inferred what was live before its first entry, as for a ring that dropped entries */
     int midrun = history && !dropped && (pk.alloc_start || pk.reserved_start);
@@ -128,7 +131,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_end(w);
         return CMH_OK;
     }
-    /* memory_summary()'s table, of zeros too when nothing was recorded, as PyTorch prints it.  A
+    /* memory_summary()'s table ('-' for what a record with no history does not know).  A
      * record PyTorch's allocator made is PyTorch's text to the byte (no line it lacks); any other
      * is named like every other report, and its title does not claim PyTorch made it. */
     int pytorch = s->source == CMH_SRC_PYTORCH;

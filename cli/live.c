@@ -38,7 +38,7 @@ static int is_pid(const char *s)
     return 1;
 }
 
-int cli_live_resolve(const char *arg, char *flight, size_t cap)
+int cli_live_resolve(const char *arg, char *flight, size_t cap, int ended_too)
 {
     if (is_pid(arg)) {
         long long pid = atoll(arg);
@@ -63,6 +63,12 @@ int cli_live_resolve(const char *arg, char *flight, size_t cap)
             for (size_t i = 0; i < n && !stale; i++)
                 if (v[i].pid == pid) stale = 1, snprintf(left, sizeof left, "%s", v[i].flight);
             free(v);
+        }
+        /* top and the exporter show a process that died as its flight record does (its final
+         * state, marked ended: a monitor keeps serving it); a snapshot of it is recover's */
+        if (stale && left[0] && ended_too) {
+            snprintf(flight, cap, "%s", left);
+            return 0;
         }
         if (stale && left[0]) cli_error("pid %lld is no longer running; its flight record %s is for 'cumemhist recover'", pid, left);
         else if (stale) cli_error("pid %lld is no longer running, and its flight record is no longer there", pid);
@@ -190,7 +196,7 @@ int cli_procs_update(cli_procs *ps)
     } else if (ps->nnamed) {
         for (int i = 0; i < ps->nnamed; i++) {
             char flight[4200];
-            int rc = cli_live_resolve(ps->named[i], flight, sizeof flight);
+            int rc = cli_live_resolve(ps->named[i], flight, sizeof flight, 1);
             if (!rc) rc = add_proc(ps, flight, 0, 1);
             if (rc) return rc;
         }

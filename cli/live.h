@@ -80,8 +80,11 @@ typedef struct cli_procs {
  * ends later is one that ended, not an error. */
 int cli_procs_update(cli_procs *ps);
 void cli_procs_free(cli_procs *ps);
-/* The flight record of a pid or path argument, checked to be the user's own; 0 or CLI_* */
-int cli_live_resolve(const char *arg, char *flight, size_t cap);
+/* The flight record of a pid or path argument, checked to be the user's own; 0 or CLI_*.
+ * ended_too: a pid whose process died (stale in the registry, its flight record still there)
+ * resolves to that record (top, exporter: its final state, marked ended); else it is an error
+ * that names the record for `cumemhist recover` (snapshot) */
+int cli_live_resolve(const char *arg, char *flight, size_t cap, int ended_too);
 /* Analyze a process's state now: top sites per device.  Kept while nothing new was read, or
  * for min_ms after the last analysis (a snapshot of the state, symbolized, and the reports over
  * it cost far more than a refresh). */

@@ -267,6 +267,15 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
 
 int cmh_dump(const char *path, const char *why) { return dump(path, why, NULL, 0); }
 
+/* the status the program passed to exit() (or returned from main), for the exit dump's ending;
+ * -1: not known (a dump at exit through a path that did not say it) */
+static int g_exit_status = -1;
+int cmh_dump_at_exit(int status)
+{
+    g_exit_status = status;
+    return dump(NULL, "exit", NULL, 0);
+}
+
 int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots) { return dump(path, "flight checkpoint", cut, nslots); }
 
 static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
@@ -296,6 +305,10 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
     if (!strncmp(why, "signal ", 7)) { /* a graceful death: the handler's snapshot says so */
         char t[128];
         snprintf(t, sizeof t, "was ended by %s; this snapshot was written on the way", why + 7);
+        cmh_strtab_intern(&s.strings, t, strlen(t), &s.ending);
+    } else if (!strcmp(why, "exit") && g_exit_status >= 0) { /* a clean end: its exit status, as recover says a death's */
+        char t[128];
+        snprintf(t, sizeof t, "exited with status %d; this snapshot was written at its exit", g_exit_status);
         cmh_strtab_intern(&s.strings, t, strlen(t), &s.ending);
     }
     stack_ctx c = {&s, cmh_symbolizer_new(&s), NULL, 0, 0};

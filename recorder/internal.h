@@ -542,6 +542,8 @@ CMH_HIDDEN const char *cmh_flight_path(void);
 /* ---- dump.c ---- */
 /* Write one snapshot to path (NULL: the configured pattern); why names the trigger in messages. */
 CMH_HIDDEN int cmh_dump(const char *path, const char *why);
+/* the exit dump: `ending` says the process exited with this status (what exit() was given) */
+CMH_HIDDEN int cmh_dump_at_exit(int status);
 CMH_HIDDEN int cmh_dump_set_torch_hook(int (*fn)(const char *path, void *arg), void *arg);
 CMH_HIDDEN int cmh_dump_set_torch_file(const char *path);
 /* A flight record's checkpoint: a dump to path, not named in the manifest, with each device

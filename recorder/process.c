@@ -214,9 +214,12 @@ void cmh_process_oom(void)
 
 /* ---- fork and exit ---- */
 
-static void at_exit(void)
+/* (on_exit, not atexit: the handler is given the status exit() was called with, or main's
+ * return value, which the exit dump's ending says) */
+static void at_exit(int status, void *arg)
 {
-    if (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE)) cmh_flight_finish(cmh_dump(NULL, "exit") == CMH_OK);
+    (void)arg;
+    if (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE)) cmh_flight_finish(cmh_dump_at_exit(status & 0xff) == CMH_OK);
     cmh_registry_remove();
 }
 
@@ -387,7 +390,7 @@ __attribute__((constructor(102))) static void recorder_init(void)
     static const int sigs[] = {SIGUSR1, SIGUSR2};
     for (int i = 0; i < 2 && !(sig && strcmp(sig, "0") == 0); i++) cmh_sig_take(sigs[i], on_signal, CMH_SIG_REQUEST);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    atexit(at_exit);
+    on_exit(at_exit, NULL);
     next_exit();
     const char *deaths = getenv("CUMEMHIST_SIGNALS");
     if (!(deaths && !strcmp(deaths, "0"))) {

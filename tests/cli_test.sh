@@ -20,7 +20,8 @@ check "summary of a driver record is not titled PyTorch's" "grep -q '^|         
 # a snapshot piped in: "-" is standard input, for every reading command (it read '-: No such file or directory')
 cat leak.cmh | "$CMH" summary - >sumin.txt 2>&1
 check "summary - reads the snapshot from standard input, as summary FILE does" \
-    "grep -q '^-: pid [0-9]* on .*leaky 5\$' sumin.txt && [ \"\$(tail -n +2 sumin.txt)\" = \"\$(tail -n +2 sum.txt)\" ]"
+    "grep -q '^-: pid [0-9]* on .*leaky 5\$' sumin.txt && grep -qx -- '-: the process exited with status 0; this snapshot was written at its exit' sumin.txt &&
+     [ \"\$(tail -n +3 sumin.txt)\" = \"\$(tail -n +3 sum.txt)\" ]"
 "$CMH" peak - </dev/null >/dev/null 2>in.err
 rc=$?
 check "peak - of an empty standard input: says so, exit 1 ($(cat in.err))" "[ $rc -eq 1 ] && grep -q '^cumemhist: -: standard input is empty' in.err"
@@ -189,14 +190,52 @@ for c in record summary peak leaks frag oom diff stats trace export; do
 done
 ok "--help for every command"
 
-# an empty snapshot: summary prints memory_summary()'s table of zeros, as PyTorch does; the reports say so
+# an empty snapshot: summary prints memory_summary()'s layout, Cur Usage 0 and '-' where a count is
+# not known (an empty trace is also what history off leaves), as oom says the OOMs are not known
+# (it printed PyTorch's table of zeros, 'CUDA OOMs: 0', beside oom's 'not known')
 if [ -n "${CMH_PYTORCH_FIXTURES:-}" ] && [ -d "$CMH_PYTORCH_FIXTURES" ]; then
     "$CMH" summary "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty.txt
     # a PyTorch snapshot: PyTorch's text and nothing else (the table's first line first)
     check "summary of a PyTorch snapshot: PyTorch's title, no line before the table" "head -2 empty.txt | tr -d '\n' | grep -q '^|=*||                  PyTorch CUDA memory summary, device ID 0 '"
-    check "empty snapshot: summary is the table of zeros" "grep -q '^| Allocated memory      |      0 B   |      0 B   |      0 B   |      0 B   |\$' empty.txt && [ \$(wc -l <empty.txt) -ge 40 ]"
+    check "empty snapshot: summary is the table, Cur Usage 0, '-' for the rest" "grep -q '^| Allocated memory      |      0 B   |          - |          - |          - |\$' empty.txt && [ \$(wc -l <empty.txt) -ge 40 ]"
+    "$CMH" oom "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty_oom.txt 2>/dev/null
+    "$CMH" summary --json "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty_sum.json 2>/dev/null
+    "$CMH" oom --json "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty_oom.json 2>/dev/null
+    check "empty snapshot: summary and oom agree the OOM count is not known ('CUDA OOMs: -', null; $(head -c 300 empty_oom.txt))" \
+        "grep -q '^|            CUDA OOMs: -            |        cudaMalloc retries: -         |\$' empty.txt &&
+         grep -q 'out-of-memory errors: not known' empty_oom.txt &&
+         py -c 'import json; s = json.load(open(\"empty_sum.json\"))[0]; o = json.load(open(\"empty_oom.json\"))[0]; assert s[\"num_ooms\"] is None and o[\"ooms\"] is None, (s, o)'"
     "$CMH" peak "$CMH_PYTORCH_FIXTURES/resnet50_empty_0seg_4dev_expandable_settings.pickle" >empty2.txt
     check "empty snapshot: peak says so too" "grep -q 'no allocations recorded' empty2.txt"
+fi
+
+# a trace of one `snapshot` marker (PyTorch 2.0's ring of one entry, as the flexgen OOM-observer
+# pickle): peak said "1 trace entry" then "no history (... or history off)"; it now says what the
+# entry is and what is known (the end, which the peak was at least), in the words oom and summary use
+py - <<'PY'
+import pickle
+M = 1 << 20
+F = [{"name": "big", "filename": "/proj/a.py", "line": 3}]
+blk = {"address": 1 << 40, "size": 6 * M, "requested_size": 6 * M, "state": "active_allocated", "frames": F}
+seg = {"device": 0, "address": 1 << 40, "total_size": 6 * M, "allocated_size": 6 * M, "active_size": 6 * M, "requested_size": 6 * M,
+       "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "frames": [], "blocks": [blk]}
+tr = [{"action": "snapshot", "addr": 0, "size": 6 * M, "stream": 0}]
+pickle.dump({"segments": [seg], "device_traces": [tr]}, open("marker.pickle", "wb"), protocol=4)
+PY
+for c in peak oom summary; do "$CMH" $c marker.pickle >marker_$c.txt 2>/dev/null; done
+check "a trace of one snapshot marker: peak says why the peak is not known and what is known ($(sed -n 2p marker_peak.txt))" \
+    "grep -q '^marker.pickle, device 0: 1 trace entry\$' marker_peak.txt &&
+     grep -q '^peak: not known: no history (its trace holds only .snapshot. markers .*no allocation or free.*); only the state at the end is known, and the peak was at least it:\$' marker_peak.txt &&
+     grep -q '^at the end:     allocated 6.0 MiB, reserved 6.0 MiB' marker_peak.txt && ! grep -q 'or history off' marker_peak.txt"
+check "a trace of one snapshot marker: oom and summary give the same cause" \
+    "grep -q 'out-of-memory errors: not known: no history (its trace holds only .snapshot. markers' marker_oom.txt &&
+     grep -q '^note: no history on this device (its trace holds only .snapshot. markers' marker_summary.txt &&
+     grep -q '^|            CUDA OOMs: -  ' marker_summary.txt"
+if [ -n "${CMH_PYTORCH_FIXTURES:-}" ] && [ -d "$CMH_PYTORCH_FIXTURES" ]; then
+    "$CMH" peak "$CMH_PYTORCH_FIXTURES/flexgen_torch20_oom_observer_block_history.pickle" >flex.txt 2>/dev/null
+    check "flexgen (PyTorch 2.0, one snapshot entry): peak says why and the end it was at least ($(sed -n 2,3p flex.txt | tr '\n' ' '))" \
+        "grep -q '^peak: not known: no history (its trace holds only .snapshot. markers.*the peak was at least it:\$' flex.txt &&
+         grep -q '^at the end:     allocated 11.0 GiB, reserved 11.0 GiB' flex.txt"
 fi
 
 # a damaged pickle entry (size -5) is skipped and said so in one note, not dropped silently

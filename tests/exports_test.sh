@@ -101,9 +101,11 @@ grep -q 'state: 18.0 MiB held across steps, not growing: grew in 9 steps after i
 "$CMH" peak --json st.pickle >stp.peak.json
 py - <<'PY' && ok "marks travel in the export: the same steps, verdicts and entry numbers read back; memory_viz's page rows and the peak's row as export says" || bad "marks and numbering: $(cat st.err)"
 import json, pickle, re
-a, b = open("st.txt").read().splitlines(), open("stp.txt").read().splitlines()
-assert a[2:] == b[2:], (a[2:5], b[2:5])  # past the lines that name the file
-assert "20 from the program's marks" in a[2], a[2]
+# past the lines that name the file (the process, how it ended, the device's heading)
+a = [l for l in open("st.txt").read().splitlines() if not l.startswith("st.cmh")]
+b = [l for l in open("stp.txt").read().splitlines() if not l.startswith("st.pickle")]
+assert a == b, (a[:3], b[:3])
+assert "20 from the program's marks" in a[0], a[0]
 pa, pb = json.load(open("st.peak.json"))[0], json.load(open("stp.peak.json"))[0]
 assert pa["peak_allocated"]["index"] == pb["peak_allocated"]["index"] and pa["peak_allocated"]["bytes"] == pb["peak_allocated"]["bytes"] and pa["trace_entries"] == pb["trace_entries"], (pa["peak_allocated"], pb["peak_allocated"])
 # the page's rows as MemoryViz.js's annotate_snapshot() makes them: a free_completed right after
@@ -253,4 +255,36 @@ o = json.load(open("pc.own.json"))[0]
 end = [m for m in o["moments"] if m["moment"] == "end"][0]
 assert end["recorded"] == 28 * M, end
 PY'
+
+# processes.ending says how each process ended, the same words as every report's "the process"
+# line (before: NULL for a process that exited, however it exited; only a killed one's was said)
+"$CMH" record -q -o oo.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
+"$CMH" record -q -o dk.cmh -- "$B/tests/dies" kill >/dev/null 2>&1
+"$CMH" record -q -o dt.cmh -- "$B/tests/dies" term >/dev/null 2>&1
+for f in l oo dk dt; do "$CMH" export -f sqlite -o end_$f.db $f.cmh 2>/dev/null; "$CMH" export -f json -o end_$f.json $f.cmh 2>/dev/null; "$CMH" summary $f.cmh >end_$f.txt 2>/dev/null; done
+out=$(py - <<'PY'
+import json, sqlite3
+want = {"l": "exited with status 0; this snapshot was written at its exit",
+        "oo": "exited with status 1; this snapshot was written at its exit",
+        "dk": "killed by SIGKILL", "dt": "was ended by SIGTERM"}
+bad = []
+for f, w in want.items():
+    end = sqlite3.connect("end_%s.db" % f).execute("SELECT ending FROM processes").fetchone()[0]
+    said = [l.split(": the process ", 1)[1].strip() for l in open("end_%s.txt" % f) if ": the process " in l]
+    if not end or w not in end: bad.append("%s: ending %r, not %r" % (f, end, w))
+    if said != [end]: bad.append("%s: summary says %r, sqlite %r" % (f, said, end))
+    js = json.load(open("end_%s.json" % f))["cumemhist"].get("ending")
+    if js != end: bad.append("%s: export json says %r, sqlite %r" % (f, js, end))
+print("; ".join(bad) or "same")
+PY
+)
+check "sqlite processes.ending: exit status 0, exit status 1 (its OOM), SIGKILL, SIGTERM, as summary and export json say: $out" '[ "$out" = same ]'
+# ranks says how a process ended where that is news: a clean exit 0 (now said by every exit dump)
+# is left to --json, the rank that exited 1 or was killed stands out
+"$CMH" ranks l.cmh oo.cmh dk.cmh >end_ranks.txt 2>/dev/null
+"$CMH" ranks --json l.cmh oo.cmh dk.cmh >end_ranks.json 2>/dev/null
+check "ranks: the exit-1 and killed rows say how they ended, the exit-0 row does not; --json has all three" \
+    "grep -q '\[oo.cmh\]  (exited with status 1; ' end_ranks.txt && grep -q '\[dk.cmh\]  (.*SIGKILL' end_ranks.txt &&
+     ! grep -q 'exited with status 0' end_ranks.txt &&
+     [ \"\$(py -c 'import json; print(sorted(p[\"ending\"].split(\";\")[0] for p in json.load(open(\"end_ranks.json\"))[\"processes\"])[:2])')\" = \"['exited with status 0', 'exited with status 1']\" ]"
 finish

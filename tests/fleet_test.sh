@@ -196,7 +196,12 @@ if [ -f "$FLEX" ]; then
     "$CMH" ranks "$FLEX" >flex.txt 2>/dev/null
     check "ranks on PyTorch 2.0's state-only snapshot: 'not known', not 'peak alloc 11.0 GiB'" \
         "grep -q '^ *- *0 *not known .*11.0 GiB at the end' flex.txt &&
-         grep -q '^peak allocated: not known: no record has a history on any device (recorded with enabled=state, or history off)\$' flex.txt"
+         grep -q '^peak allocated: not known: no record has a history on any device (its trace holds only .snapshot. markers' flex.txt"
+    # its OOMs are not known either, as oom says (ranks read 'OOMs 0', 'first OOM: none', \"ooms\": 0)
+    "$CMH" ranks --json "$FLEX" >flex.json 2>/dev/null
+    check "ranks on it: OOMs '-', 'first OOM: not known', ooms null in --json, as oom says not known" \
+        "grep -q '^ *- *0 *not known *- *not known *- *- ' flex.txt && grep -q '^first OOM: not known: no record has a history' flex.txt &&
+         py -c 'import json; d = json.load(open(\"flex.json\")); assert d[\"processes\"][0][\"ooms\"] is None, d[\"processes\"][0]'"
 fi
 
 # a host's name whole, however long (the column cut them at 12: 'gpu-node-004' for both of

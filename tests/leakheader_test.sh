@@ -9,7 +9,7 @@ TEST=leakheader . "$(dirname "$0")/testlib.sh"
 for i in 1 2 3; do
     FAKECUDA_DEVICES=1 FAKECUDA_CAPACITY=8G "$CMH" record -q -o th$i.cmh -- "$B/tests/thleak_prog" >/dev/null 2>&1
     "$CMH" leaks th$i.cmh >lk$i.txt 2>&1
-    sed -n 3p lk$i.txt >hdr$i.txt
+    grep '^steps: ' lk$i.txt >hdr$i.txt # (after the process's lines, how it ended among them)
     # the rows without their times and tids (those are the run's own)
     grep -E '^ +[0-9.]+ [KMG]?i?B +[0-9]+ ' lk$i.txt | awk '{print $1, $2, $3, $6, $7}' >rows$i.txt
     "$CMH" leaks --json th$i.cmh | py -c "import json,sys; d=json.load(sys.stdin)[0]; print(d['steps']['count'], d['judged'])" >js$i.txt

@@ -196,6 +196,34 @@ check "top --gone lists the 6 with their flight records, not the one without ($(
 "$CMH" snapshot 4000002 -o x.cmh >/dev/null 2>gone_snap.txt; rc=$?
 check "snapshot of a pid said gone earlier names its flight record ($(cat gone_snap.txt))" \
     "[ $rc = 1 ] && grep -q 'pid 4000002 is no longer running; its flight record $T/gone2.flight is for' gone_snap.txt"
+# a plain preload killed (SIGKILL): no record parent turns its flight record into a snapshot, so
+# the record stays.  The exporter and top given its pid serve its final state, ended, as they do
+# given the record's path (before: the pid form exited 1 pointing to recover, the path form served
+# it: a monitor named by pid stopped when the job it watched died); snapshot PID still names recover
+LIVE_DONE=$T/kdone env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=$T/k.cmh "$P" leak 3 20 >/dev/null 2>&1 &
+kpid=$!
+wait_until 60 '[ -e kdone ]'
+kf=$(sed -n 's/^flight //p' "$REG/$kpid.proc")
+kill -KILL $kpid
+wait $kpid 2>/dev/null
+for form in pid path; do
+    a=$kpid; [ $form = path ] && a=$kf
+    "$CMH" exporter --once "$a" >kexp_$form.txt 2>kexp_$form.err; echo $? >kexp_$form.rc
+    "$CMH" top --once "$a" >ktop_$form.txt 2>ktop_$form.err; echo $? >ktop_$form.rc
+done
+check "exporter --once PID of a killed process = exporter --once FLIGHT: its final state, process_ended 1 ($(cat kexp_pid.err))" \
+    "[ -n \"$kf\" ] && [ \"\$(cat kexp_pid.rc)\" = 0 ] && [ \"\$(cat kexp_path.rc)\" = 0 ] && cmp -s kexp_pid.txt kexp_path.txt &&
+     grep -q '^cumemhist_process_ended{pid=\"$kpid\",.*} 1\$' kexp_pid.txt && grep -q '^cumemhist_allocated_bytes{pid=\"$kpid\",.*} [1-9]' kexp_pid.txt"
+check "top --once PID of a killed process = top --once FLIGHT: ended, killed, recover named ($(cat ktop_pid.err))" \
+    "[ \"\$(cat ktop_pid.rc)\" = 0 ] && cmp -s ktop_pid.txt ktop_path.txt && grep -q '^ *$kpid .* ended ' ktop_pid.txt &&
+     grep -q 'pid $kpid is not running: it was killed' ktop_pid.txt"
+"$CMH" top --once >/dev/null 2>&1 # (its entry is said and set aside as gone: the pid still resolves)
+"$CMH" exporter --once $kpid >kexp_gone.txt 2>/dev/null
+check "exporter --once PID of a killed process once top set it aside as gone: the same series" '[ $? = 0 ] && cmp -s kexp_gone.txt kexp_path.txt'
+"$CMH" snapshot $kpid -o k2.cmh >/dev/null 2>ksnap.err
+check "snapshot PID of the killed process still names recover ($(cat ksnap.err))" \
+    "[ \$? = 1 ] && grep -q 'pid $kpid is no longer running; its flight record $kf is for .cumemhist recover' ksnap.err && [ ! -e k2.cmh ]"
+rm -f "$kf" "$REG/$kpid.gone" "$REG/$kpid.proc"
 rm gone1.flight
 "$CMH" top --gone >gone_list2.txt 2>&1
 check "a gone process whose flight record was since removed leaves the list" 'grep -q "^5 recorded processes" gone_list2.txt && ! grep -q 4000001 gone_list2.txt'

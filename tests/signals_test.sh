@@ -21,7 +21,7 @@ for via in record preload; do
     check "$via: a C program's SIGTERM handler, installed after its first allocations, replaced SIG_DFL, as without the recorder ($(tr '\n' ' ' <c.out))" \
         "grep -qx 'replaced SIG_DFL' c.out && grep -qx 'reads its handler' c.out"
     check "$via: it goes on after SIGTERM and exits 0 (exit $rc), its 30 entries in the snapshot ($(entries c.cmh)), not ended by the signal ('$(ending c.cmh)')" \
-        "[ $rc -eq 0 ] && [ \"\$(entries c.cmh)\" = 30 ] && [ -z \"\$(ending c.cmh)\" ] && [ ! -e c.cmh.flight ]"
+        "[ $rc -eq 0 ] && [ \"\$(entries c.cmh)\" = 30 ] && [ \"\$(ending c.cmh)\" = 'exited with status 0; this snapshot was written at its exit' ] && [ ! -e c.cmh.flight ]"
 done
 
 # signal(), sysv_signal(), sigset(), sigignore(), siginterrupt(): each returns and leaves what it
@@ -81,7 +81,7 @@ for via in record preload; do
     check "$via: SIGINT raises KeyboardInterrupt; caught, the checkpoint written, exit 3 (exit $rc: $(cat p.out p.err | tr '\n' ' '))" \
         "[ $rc -eq 3 ] && [ -s saved ] && grep -q 'caught KeyboardInterrupt' p.out"
     check "$via: the exit snapshot has both allocations ($(entries p.cmh)), the one after the signal too, and ends as an exit ('$(ending p.cmh)')" \
-        "[ \"\$(entries p.cmh)\" = 2 ] && [ -z \"\$(ending p.cmh)\" ] && [ ! -e p.cmh.flight ]"
+        "[ \"\$(entries p.cmh)\" = 2 ] && [ \"\$(ending p.cmh)\" = 'exited with status 3; this snapshot was written at its exit' ] && [ ! -e p.cmh.flight ]"
 done
 
 # A KeyboardInterrupt not caught: Python dies of SIGINT (as without the recorder), the snapshot written on the way
@@ -99,7 +99,7 @@ rm -f t.cmh*
 "$CMH" record -q -o t.cmh -- $PY "$P" term >t.out 2>t.err
 rc=$?
 check "a Python SIGTERM handler runs and the program goes on: exit $rc, $(entries t.cmh) entries, '$(ending t.cmh)' ($(cat t.out t.err | tr '\n' ' '))" \
-    "[ $rc -eq 0 ] && [ \"\$(entries t.cmh)\" = 2 ] && [ -z \"\$(ending t.cmh)\" ]"
+    "[ $rc -eq 0 ] && [ \"\$(entries t.cmh)\" = 2 ] && [ \"\$(ending t.cmh)\" = 'exited with status 0; this snapshot was written at its exit' ]"
 # A SIGTERM sent to the whole process group (a scheduler's `kill -TERM -PGID`, timeout(1)) reaches
 # `record` and the program both: `record` passes it on only to a process that did not get it
 # itself, so the program's handler runs once, as without the recorder (it ran twice: a trainer's

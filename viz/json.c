@@ -285,6 +285,8 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
     cmh_jw_kint(&w, "json_schema", inl ? 1 : 2);
     cmh_jw_kstr(&w, "source", in->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder");
     cmh_jw_kint(&w, "pid", in->pid);
+    /* how the process ended, as the pickle's meta, the reports and SQLite's processes.ending say */
+    if (in->ending) cmh_jw_kstr(&w, "ending", cmh_str(in, in->ending));
     if (in->producer[0]) cmh_jw_kstr(&w, "producer", in->producer);
     if (in->rank >= 0) cmh_jw_kint(&w, "rank", in->rank);
     if (in->local_rank >= 0) cmh_jw_kint(&w, "local_rank", in->local_rank);

@@ -103,7 +103,9 @@ int cmh_trace_has_history(const cmh_snapshot *s, int device);
 /* What the record says of why device has no history, without guessing: "recorded with
  * enabled=state" when the recorder's setting says so; "the snapshot has no trace for this device"
  * when its device_traces stop short of the device (a PyTorch snapshot lists one per device);
- * else (an empty trace) "recorded with enabled=state, or history off", the two ways to get one. */
+ * a trace whose entries are only markers (a PyTorch 2.0 trace of one `snapshot` entry: its ring of
+ * one entry) says so; else (an empty trace) "recorded with enabled=state, or history off", the two
+ * ways to get one. */
 const char *cmh_no_history_cause(const cmh_snapshot *s, int device);
 
 typedef struct cmh_peak_report {
