@@ -261,6 +261,8 @@ def from_pprof(rec):
         cols = lines[i + 1].split()
         sums = [0] * len(cols)
         for ln in lines[i + 2:]:
+            if re.match(r"\s+\w+:\[", ln):  # a sample's labels (device:[0 count])
+                continue
             m = re.match(r"\s*([\d\s]+):", ln)
             if not m:
                 break
