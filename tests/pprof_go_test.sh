@@ -91,6 +91,20 @@ PY"
     "$CMH" flamegraph --folded --at end py.cmh >py.folded 2>/dev/null
     check "the flamegraph's folded stacks agree: they start at <module> ($(head -c 120 py.folded))" \
         "[ \$(grep -c '^<module> (.*proj/job.py:[0-9]*);' py.folded) -eq \$(wc -l <py.folded) ] && [ -s py.folded ]"
+    # an interpreter whose CPython is libpython3.11.so (pyenv's, conda's; Debian's python3 links it
+    # in statically): Py_BytesMain over the shared library, as Programs/python.c is
+    PC=$(command -v python3.11-config || command -v python3-config || true)
+    printf '#include <Python.h>\nint main(int argc, char **argv) { return Py_BytesMain(argc, argv); }\n' >embed.c
+    if [ -n "$PC" ] && cc -o embedpy embed.c $($PC --includes) $($PC --ldflags --embed) 2>/dev/null && ldd ./embedpy | grep -q 'libpython3[.0-9]*\.so'; then
+        "$CMH" record -q -o emb.cmh -- ./embedpy proj/job.py own >/dev/null 2>&1
+        "$CMH" export -o emb.pb.gz emb.cmh 2>/dev/null
+        go tool pprof -top emb.pb.gz >emb.top 2>&1
+        go tool pprof -traces emb.pb.gz >emb.traces 2>&1
+        check "libpython3.11.so's interpreter: File: job.py, not libpython3.11.so.1.0; no interpreter frame ($(head -1 emb.top))" \
+            "grep -qx 'File: job.py' emb.top && grep -q '<module>' emb.traces && ! grep -qE '_start|Py_BytesMain|PyRun|PyEval|libpython' emb.traces"
+    else
+        echo "skip: no interpreter over libpython3.X.so to build (python3-dev)"
+    fi
     "$CMH" export --no-default-skip -o pyraw.pb.gz py.cmh 2>/dev/null
     go tool pprof -traces pyraw.pb.gz >pyraw.traces 2>&1
     check "--no-default-skip keeps every frame as recorded (the interpreter's start among them)" "grep -q Py_BytesMain pyraw.traces && grep -q '<module>' pyraw.traces"
