@@ -870,7 +870,14 @@ uint32_t cmh_sites_leaf_machinery(const cmh_sites *g, uint32_t stack)
 int cmh_sites_drawn(const cmh_sites *g, uint32_t stack, uint32_t k)
 {
     if (stack >= g->s->nstacks || k >= g->s->stacks[stack].count) return 0;
-    return k >= g->site_at[stack] || g->rule[g->s->stack_frames[g->s->stacks[stack].first + k]] == R_PACKAGE;
+    const uint32_t *fr = g->s->stack_frames + g->s->stacks[stack].first;
+    uint32_t at = g->site_at[stack];
+    if (k == at) return 1;
+    if (k < at) return g->rule[fr[k]] == R_PACKAGE;
+    /* outward of a user's (or package's) site, its callers as rep_print_frames shows them: the
+     * interpreter's start (_start, Py_BytesMain, PyRun_*), CPython's frames between two Python
+     * frames and libc's left out; outward of a fallback site (all machinery), every frame */
+    return cmh_sites_machinery(g, fr[at]) || !cmh_sites_machinery(g, fr[k]);
 }
 
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id)

@@ -34,7 +34,8 @@ static const cli_option g_opts[] = {
      "chrome: a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"
      "device, OOM and mark instants, kernels on one track per stream;\n"
      "pprof: a gzipped profile.proto (go tool pprof, speedscope): live bytes and\n"
-     "blocks by stack at the end and at the allocated peak, of one device;\n"
+     "blocks by stack at the end and at the allocated peak, of every device (each\n"
+     "sample labelled device=N; --device N: one);\n"
      "sqlite: a SQLite database of one or many records (docs/FLEET.md: tables and\n"
      "queries; pandas, DuckDB, Spark read it).  chrome and sqlite take several\n"
      "SNAPSHOTs (or a directory of them): one trace or database for a whole job",
@@ -44,7 +45,11 @@ static const cli_option g_opts[] = {
      "name says it: .json is json, .trace.json or .perfetto.json chrome, .pb.gz or\n"
      ".pprof pprof, .db or .sqlite sqlite, .pickle, .pkl or no extension memviz; any other name is refused",
      NULL, 0, 0, NULL},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: the device (default: where the first OOM happened,\nelse the one holding the most at the end, then the highest peak)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: that device alone (default: every device, as the reports;\neach sample labelled device=N: go tool pprof -tagfocus=device=N)", NULL, 0, 0, NULL},
+    {"--skip", NULL, CLI_LIST, &rep_attribution.skips, "REGEX",
+     "pprof: frames whose function, file or module match are machinery too,\nleft out as flamegraph leaves them (repeatable; docs/ATTRIBUTION.md)", NULL, 0, 0, NULL},
+    {"--no-default-skip", NULL, CLI_FLAG, &rep_attribution.no_default, NULL,
+     "pprof: only --skip decides what is machinery; alone, every frame as\nrecorded (the interpreter's, the driver's, libc's) is kept", NULL, 0, 0, NULL},
     {"--raw-frames", NULL, CLI_FLAG, &g_raw_frames, NULL,
      "frames as recorded (addresses, modules): without it every export resolves them\n"
      "as the reports do (file:line from DWARF, demangled, inlined calls as frames)",
@@ -92,11 +97,9 @@ static int load_for_export(const char *path, cmh_snapshot *s)
 
 /* The line every format says once its file is in place (none for standard output, which holds
  * the export itself): chrome and json said nothing where sqlite said this. */
-static void say_wrote_of(const char *out, uint32_t records, uint64_t entries, int device)
+static void say_wrote_of(const char *out, uint32_t records, uint64_t entries, const char *of)
 {
     if (!out || !strcmp(out, "-") || g_quiet) return;
-    char of[48] = ""; /* a profile holds one device: its entries, not every device's */
-    if (device >= 0) snprintf(of, sizeof of, " of device %d", device);
     fprintf(stderr, "cumemhist: wrote %s: %u record%s, %llu trace %s%s\n", out, records, records == 1 ? "" : "s",
             (unsigned long long)entries, entries == 1 ? "entry" : "entries", of);
 }
@@ -132,7 +135,7 @@ static void say_pool_cache(const cmh_snapshot *s)
 
 static void say_wrote(const char *out, uint32_t records, uint64_t entries)
 {
-    say_wrote_of(out, records, entries, -2);
+    say_wrote_of(out, records, entries, "");
 }
 
 /* ---- many records: one chrome trace, one database ---- */
@@ -296,8 +299,15 @@ int cmd_export(int argc, char **argv)
         free(args);
         return CLI_EUSAGE;
     }
+    if ((rep_attribution.skips.n || rep_attribution.no_default) && g_format != F_PPROF) {
+        cli_error("export: --skip and --no-default-skip are for -f pprof (its stacks start at the sites); -f %s keeps "
+                  "every frame as recorded",
+                  g_formats[g_format]);
+        free(args);
+        return CLI_EUSAGE;
+    }
     if (g_device != -2 && g_format != F_PPROF) { /* (it wrote every device without a word) */
-        cli_error("export: --device is for -f pprof (a profile holds one device); -f %s writes every device of the record, "
+        cli_error("export: --device is for -f pprof (a profile of that device alone); -f %s writes every device of the record, "
                   "for memory_viz, Perfetto or SQL to select one",
                   g_formats[g_format]);
         free(args);
@@ -366,37 +376,25 @@ int cmd_export(int argc, char **argv)
     }
     uint64_t host = 0;
     errno = 0;
-    int dev = g_device;
-    /* pprof: the OOM's device, as whatif's and flamegraph --at oom's (it read device 0 of a record
-     * that ran out on device 1); else the device holding the most at the end (pprof shows the
-     * end first: the lowest device, used for a while and empty at the end, gave an empty
-     * profile beside a device holding a leak), then the highest allocated peak, else the lowest */
-    if (g_format == F_PPROF && dev == -2 && !rep_oom_device(&s, "export", &dev)) {
-        int32_t devs[256];
-        int nd = cmh_snapshot_devices(&s, devs, 256);
-        dev = -2;
-        int ngpus = 0;
-        int64_t best_end = -1, best_peak = -1;
-        for (int i = 0; i < nd && i < 256; i++) {
-            if (devs[i] < 0) continue;
-            if (!ngpus++) dev = devs[i];
-            cmh_peak_report p;
-            if (!rep_device_used(&s, devs[i]) || cmh_peak_compute(&s, devs[i], NULL, &p) != CMH_OK) continue;
-            if (p.alloc_end > best_end || (p.alloc_end == best_end && p.alloc_peak > best_peak)) {
-                best_end = p.alloc_end;
-                best_peak = p.alloc_peak;
-                dev = devs[i];
-            }
-            cmh_peak_report_free(&p);
+    /* pprof: every device, as every report covers every device (it took one, device 1 of two,
+     * with only a note on stderr), each sample labelled; --device: that one */
+    int32_t devs[256];
+    int ndev = 0;
+    cmh_sites *g = NULL;
+    if (g_format == F_PPROF) {
+        ndev = rep_devices(path, &s, g_device, 0, devs, 256);
+        cmh_site_opts o = {CMH_GROUP_SITE, rep_attribution.no_default, rep_attribution.skips.v, rep_attribution.skips.n};
+        int src = CMH_OK;
+        if (ndev < 0 || !(g = cmh_sites_new(&s, &o, &src, err, sizeof err))) {
+            if (ndev >= 0) cli_error("%s", err);
+            cmh_atomic_abort(&a);
+            cmh_snapshot_free(&s);
+            return ndev < 0 || src == CMH_EINVAL ? CLI_EUSAGE : CLI_ENOMEM;
         }
-        if (dev == -2) dev = 0;
-        if (ngpus > 1) /* a profile holds one device: say which, and how to get the others */
-            fprintf(stderr, "cumemhist: export: the pprof profile is of device %d, one of %d devices (--device N for another)\n", dev,
-                    ngpus);
     }
     int erc = g_format == F_JSON     ? cmh_export_json(&s, g_inline_frames ? CMH_JSON_INLINE_FRAMES : 0, fp)
               : g_format == F_CHROME ? cmh_export_chrome(&s, fp)
-              : g_format == F_PPROF  ? cmh_export_pprof(&s, dev, fp)
+              : g_format == F_PPROF  ? cmh_export_pprof(&s, g, devs, ndev, fp)
                                      : cmh_export_memviz(&s, fp, &host);
     int e = errno ? errno : EIO; /* a write that failed (ENOSPC, EPIPE) says why here */
     const char *why = erc == CMH_EIO ? strerror(e) : cmh_strerror(erc);
@@ -415,10 +413,22 @@ int cmd_export(int argc, char **argv)
     if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
         if (!g_quiet) rep_say_memviz_numbering(&s, "export", -2, NULL);
     }
-    if (erc == CMH_OK && g_format == F_PPROF) {
-        const cmh_trace *t = cmh_snapshot_trace(&s, dev);
-        say_wrote_of(g_out, 1, t ? t->nentries : 0, dev);
+    if (erc == CMH_OK && g_format == F_PPROF) { /* the entries of the devices it holds, and which they are */
+        uint64_t ne = 0;
+        char of[160];
+        size_t ol = (size_t)snprintf(of, sizeof of, " of %s", ndev == 1 ? "device " : "devices ");
+        for (int k = 0; k < ndev; k++) {
+            const cmh_trace *t = cmh_snapshot_trace(&s, devs[k]);
+            ne += t ? t->nentries : 0;
+            if (ol < sizeof of) {
+                if (devs[k] < 0) ol += (size_t)snprintf(of + ol, sizeof of - ol, "%s-1 (pinned host)", k ? ", " : "");
+                else ol += (size_t)snprintf(of + ol, sizeof of - ol, "%s%d", k ? ", " : "", (int)devs[k]);
+            }
+        }
+        if (ndev > 1 && ol < sizeof of) snprintf(of + ol, sizeof of - ol, " (label device: -tagfocus=device=N for one)");
+        say_wrote_of(g_out, 1, ne, of);
     } else if (erc == CMH_OK) say_wrote(g_out, 1, s.nentries - host_entries); /* what the file holds */
+    cmh_sites_free(g);
     cmh_snapshot_free(&s);
     if (erc != CMH_OK) return erc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     return 0;

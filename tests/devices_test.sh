@@ -76,7 +76,7 @@ for f in memviz json chrome sqlite; do
     "$CMH" export -f $f --device 0 -o out.$f frag.cmh >out.txt 2>err.txt
     rc=$?
     check "export -f $f --device 0: exit 2, '--device is for -f pprof' ($rc: $(head -c 200 err.txt))" \
-        "[ $rc -eq 2 ] && grep -q 'export: --device is for -f pprof (a profile holds one device); -f $f writes every device' err.txt && [ ! -e out.$f ]"
+        "[ $rc -eq 2 ] && grep -q 'export: --device is for -f pprof (a profile of that device alone); -f $f writes every device' err.txt && [ ! -e out.$f ]"
 done
 for c in summary peak leaks owners oom frag; do
     "$CMH" $c --json --device 5 frag.cmh >out.json 2>/dev/null

@@ -16,8 +16,9 @@ check "export -f memviz -o x.html still writes the pickle asked for" \
 # formats and flamegraph --folded named; a name with no extension is memviz's
 check "export -o x.folded is refused, the formats named, nothing written" \
     "! '$CMH' export -o l.folded l.cmh 2>fold.err && grep -q 'flamegraph --folded' fold.err && grep -q '.pickle or .pkl is memviz' fold.err && [ ! -e l.folded ]"
-# pprof holds one device: with no OOM, the one holding memory at the end (it took the lowest
-# device used, one emptied by the end, beside device 1's live 2 MiB: go tool pprof showed 0 of 0)
+# pprof holds every device, as every report does (it held one: the lowest device used, one
+# emptied by the end, beside device 1's live 2 MiB, so go tool pprof showed 0 of 0; then the one
+# holding the most, device 1, with a note on stderr only); each sample is labelled with its device
 py - <<'EOF'
 import pickle
 M = 1 << 20
@@ -31,8 +32,10 @@ seg = {"device": 1, "address": P1, "total_size": 2 * M, "allocated_size": 2 * M,
        "blocks": [{"address": P1, "size": 2 * M, "requested_size": 2 * M, "state": "active_allocated", "frames": fr(9)}]}
 pickle.dump({"segments": [seg], "device_traces": [t0, t1], "allocator_settings": {}, "external_annotations": []}, open("twodev.pickle", "wb"))
 EOF
-check "export -f pprof with no OOM takes the device holding memory at the end, not the lowest used" \
-    "'$CMH' export twodev.pickle -o twodev.pb.gz 2>twodev.err && grep -q 'the pprof profile is of device 1, one of 2 devices' twodev.err"
+check "export -f pprof holds both devices, device 1's live 2 MiB among them, and says so ($(cat twodev.err))" \
+    "'$CMH' export twodev.pickle -o twodev.pb.gz 2>twodev.err &&
+     grep -qx 'cumemhist: wrote twodev.pb.gz: 1 record, 7 trace entries of devices 0, 1 (label device: -tagfocus=device=N for one)' twodev.err &&
+     py '$SRC/tests/check_pictures.py' pprof twodev.pb.gz $((2 << 20)) $((10 << 20))"
 check "export -o NAME without an extension writes the memviz pickle" \
     "'$CMH' export -o lsnap l.cmh 2>/dev/null && py -c 'import pickle; pickle.load(open(\"lsnap\", \"rb\"))'"
 # a directory holding no snapshot is said to be so, not 'one snapshot at a time (0 given)'
@@ -139,8 +142,8 @@ for i, e in enumerate(tr):
 assert rows == len(page) < total, (rows, len(page), total)
 assert m.group(5) == label, (m.group(5), label)
 PY
-# A two-device record that ran out of memory on device 1: pprof's profile is of that device by
-# default, as whatif's and flamegraph --at oom's are (it was of device 0, said on stderr).
+# A two-device record that ran out of memory on device 1: pprof's profile holds both devices, the
+# OOM's among them (one profile of one device was of device 0, said on stderr only).
 py - <<'PY'
 import pickle
 M, F = 1 << 20, [{"name": "big", "filename": "/proj/a.py", "line": 3}]
@@ -166,9 +169,9 @@ PY
 "$CMH" export -o oom1.pb.gz oom1.pickle 2>oom1.err
 "$CMH" export --device 1 -o oom1d1.pb.gz oom1.pickle 2>/dev/null
 "$CMH" export --device 0 -o oom1d0.pb.gz oom1.pickle 2>/dev/null
-check "pprof of a record that ran out on device 1: device 1's profile by default, said on stderr as whatif says it" \
-    "cmp -s oom1.pb.gz oom1d1.pb.gz && ! cmp -s oom1.pb.gz oom1d0.pb.gz &&
-     grep -qx \"cumemhist: export: device 1, where the record's first out-of-memory error happened (--device N for another)\" oom1.err"
+check "pprof of a record that ran out on device 1: both devices by default, --device 1 that one alone" \
+    "! cmp -s oom1.pb.gz oom1d1.pb.gz && ! cmp -s oom1.pb.gz oom1d0.pb.gz && ! cmp -s oom1d0.pb.gz oom1d1.pb.gz &&
+     grep -q 'trace entries of devices 0, 1 (label device' oom1.err"
 "$CMH" whatif oom1.pickle 2>oom1w.err >/dev/null
 check "whatif names the same device in the same words" "grep -qx \"cumemhist: whatif: device 1, where the record's first out-of-memory error happened (--device N for another)\" oom1w.err"
 # a record of one trace entry is counted in the singular ('1 trace entries' before), by export

@@ -261,7 +261,7 @@ def from_pprof(rec):
         cols = lines[i + 1].split()
         sums = [0] * len(cols)
         for ln in lines[i + 2:]:
-            if re.match(r"\s+[\w.]+:\[", ln):  # a sample's label (owner:[cuBLAS (libcublas.so.13)]) under it
+            if re.match(r"\s+[\w.]+:\[", ln):  # a sample's labels (device:[0 count], owner:[cuBLAS (libcublas.so.13)])
                 continue
             m = re.match(r"\s*([\d\s]+):", ln)
             if not m:

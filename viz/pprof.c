@@ -1,12 +1,17 @@
 /*
  * pprof.c - pprof's profile.proto (github.com/google/pprof, proto/profile.proto), gzipped, as
  * `go tool pprof` and Speedscope read it: live bytes and blocks at the end and at the allocated
- * peak, four sample types, one sample per stack.  pprof gives a leaf frame the "flat" bytes, so
+ * peak, four sample types, one sample per stack and device, each labelled with its device
+ * (`-tagfocus=device=1`, `-tags`), as every report covers every device.  pprof names the
+ * profile by its first mapping ("File:"): that is the program the user ran, the module or the
+ * Python script of the stacks' outermost frames.  pprof gives a leaf frame the "flat" bytes, so
  * each stack starts at its site (cmh_sites_drawn): the machinery inside it
  * (torch::unwind::unwind(), the caching allocator, the dispatcher, CPython, ctypes, the driver)
  * is left out, as every report leaves it out, and "flat" is what `peak` and `leaks` give the
  * site; a third-party package's frames inside the site (a library's allocating function under
  * site-packages, called from the user's line) are not machinery and stay, the flat bytes theirs.
+ * Outward of the site the stack is what the reports print: the user's and packages' callers,
+ * without the interpreter's start (_start, Py_BytesMain, PyRun_*) or CPython between them.
  *
  * The protobuf is written by a small wire-format writer of our own rather than protobuf-c: the
  * profile needs only varints and length-delimited fields of six message types, and protobuf-c
@@ -86,6 +91,7 @@ typedef struct fslot {
 } fslot;
 
 typedef struct merged {
+    int32_t device;
     uint32_t stack;
     int64_t v[4]; /* end bytes, end blocks, peak bytes, peak blocks */
 } merged;
@@ -93,7 +99,37 @@ typedef struct merged {
 static int cmp_stack(const void *a, const void *b)
 {
     const merged *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
     return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/* the program a profile is of: the module, or else the file (a Python script), of the stacks'
+ * outermost drawn frames, the one holding the most bytes at the end and the peak */
+typedef struct prog {
+    int32_t module; /* -1: by file */
+    uint32_t file;  /* string id in s */
+    uint32_t frame; /* one of its frames */
+    uint64_t bytes;
+} prog;
+
+/* The script a Python command line runs ("python3 -u train.py --lr 3", the first word after the
+ * interpreter ending in .py), for a record whose stacks hold no Python frame: every stack ends in
+ * the interpreter's own frames, and the profile is still of train.py.  NULL: none. */
+static const char *script_of(const char *cmdline, char *out, size_t cap)
+{
+    const char *p = cmdline;
+    p += strcspn(p, " "); /* the interpreter */
+    while (*p) {
+        p += strspn(p, " ");
+        size_t n = strcspn(p, " ");
+        if (n > 3 && n < cap && !memcmp(p + n - 3, ".py", 3)) {
+            memcpy(out, p, n);
+            out[n] = 0;
+            return out;
+        }
+        p += n;
+    }
+    return NULL;
 }
 
 static uint32_t str_id(cmh_strtab *t, const char *s, int *nomem)
@@ -103,27 +139,34 @@ static uint32_t str_id(cmh_strtab *t, const char *s, int *nomem)
     return id;
 }
 
-int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
+int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *devices, int ndevices, FILE *fp)
 {
-    cmh_live_at end, peak;
     char why[256];
-    int rc;
-    /* which leaf frames are the allocator's own, and each stack's owner (grouped by stack: its own) */
-    cmh_site_opts by_stack = {CMH_GROUP_STACK, 0, NULL, 0};
-    cmh_sites *g = cmh_sites_new(s, &by_stack, &rc, why, sizeof why);
-    if (!g) return rc;
-    if ((rc = cmh_live_compute(s, device, CMH_AT_END, 0, &end))) {
-        cmh_sites_free(g);
+    int rc = CMH_OK;
+    cmh_sites *own = NULL;
+    if (!gs && !(own = cmh_sites_new(s, NULL, &rc, why, sizeof why))) return rc; /* which frames are machinery */
+    const cmh_sites *g = gs ? gs : own;
+    cmh_live_at *end = calloc((size_t)(ndevices > 0 ? ndevices : 1), sizeof *end), *peak = calloc((size_t)(ndevices > 0 ? ndevices : 1), sizeof *peak);
+    uint64_t cap = 1;
+    int nlive = 0;
+    if (!end || !peak) rc = CMH_ENOMEM;
+    for (; rc == CMH_OK && nlive < ndevices; nlive++) {
+        if ((rc = cmh_live_compute(s, devices[nlive], CMH_AT_END, 0, &end[nlive]))) break;
+        if ((rc = cmh_live_compute(s, devices[nlive], CMH_AT_PEAK, 0, &peak[nlive]))) {
+            cmh_live_free(&end[nlive]);
+            break;
+        }
+        cap += end[nlive].nstacks + peak[nlive].nstacks;
+    }
+    if (rc != CMH_OK) {
+        for (int d = 0; d < nlive; d++) cmh_live_free(&end[d]), cmh_live_free(&peak[d]);
+        free(end), free(peak);
+        cmh_sites_free(own);
         return rc;
     }
-    if ((rc = cmh_live_compute(s, device, CMH_AT_PEAK, 0, &peak))) {
-        cmh_live_free(&end);
-        cmh_sites_free(g);
-        return rc;
-    }
-    /* one sample per stack, with both moments' figures */
+    /* one sample per stack and device, with both moments' figures */
     uint32_t nm = 0;
-    merged *m = malloc((end.nstacks + peak.nstacks + 1) * sizeof *m);
+    merged *m = malloc(cap * sizeof *m);
     cmh_snapshot st; /* only for its string table: pprof's, with "" first */
     cmh_snapshot_init(&st);
     buf out = {0}, msg = {0}, sub = {0}, packed = {0};
@@ -131,21 +174,42 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     cmh_oa_init(&funcs, sizeof(fslot));
     uint64_t *loc_of = calloc(s->nframes + 1, sizeof *loc_of); /* frame -> location id (frame + 1) once written */
     unsigned char *used = calloc(s->nmodules + 1, 1);           /* modules a location names */
-    int nomem = !m || !loc_of || !used;
-    for (uint32_t i = 0; !nomem && i < end.nstacks; i++)
-        m[nm++] = (merged){end.stacks[i].stack, {(int64_t)end.stacks[i].bytes, (int64_t)end.stacks[i].blocks, 0, 0}};
-    for (uint32_t i = 0; !nomem && i < peak.nstacks; i++)
-        m[nm++] = (merged){peak.stacks[i].stack, {0, 0, (int64_t)peak.stacks[i].bytes, (int64_t)peak.stacks[i].blocks}};
+    prog *progs = malloc(cap * sizeof *progs);
+    uint32_t nprogs = 0;
+    int nomem = !m || !loc_of || !used || !progs;
+    for (int d = 0; d < ndevices && !nomem; d++) {
+        for (uint32_t i = 0; i < end[d].nstacks; i++)
+            m[nm++] = (merged){devices[d], end[d].stacks[i].stack, {(int64_t)end[d].stacks[i].bytes, (int64_t)end[d].stacks[i].blocks, 0, 0}};
+        for (uint32_t i = 0; i < peak[d].nstacks; i++)
+            m[nm++] = (merged){devices[d], peak[d].stacks[i].stack, {0, 0, (int64_t)peak[d].stacks[i].bytes, (int64_t)peak[d].stacks[i].blocks}};
+    }
     if (!nomem && nm) {
         qsort(m, nm, sizeof *m, cmp_stack);
         uint32_t k = 0;
         for (uint32_t i = 0; i < nm; i++) {
-            if (k && m[k - 1].stack == m[i].stack) {
+            if (k && m[k - 1].stack == m[i].stack && m[k - 1].device == m[i].device) {
                 for (int j = 0; j < 4; j++) m[k - 1].v[j] += m[i].v[j];
             } else m[k++] = m[i];
         }
         nm = k;
     }
+    /* the program: what the stacks' outermost drawn frames are in, by bytes */
+    for (uint32_t i = 0; i < nm && !nomem; i++) {
+        const cmh_stack *sk = m[i].stack && m[i].stack < s->nstacks ? &s->stacks[m[i].stack] : NULL;
+        uint32_t k = sk ? sk->count : 0;
+        while (k-- > 0 && !cmh_sites_drawn(g, m[i].stack, k)) {}
+        if (!sk || k >= sk->count) continue;
+        const cmh_frame *fr = &s->frames[s->stack_frames[sk->first + k]];
+        int32_t mod = fr->module >= 0 && (uint32_t)fr->module < s->nmodules ? fr->module : -1;
+        if (mod < 0 && !*cmh_str(s, fr->filename)) continue;
+        uint32_t p = 0;
+        while (p < nprogs && !(progs[p].module == mod && (mod >= 0 || !strcmp(cmh_str(s, progs[p].file), cmh_str(s, fr->filename))))) p++;
+        if (p == nprogs) progs[nprogs++] = (prog){mod, fr->filename, s->stack_frames[sk->first + k], 0};
+        progs[p].bytes += (uint64_t)(m[i].v[0] + m[i].v[2]);
+    }
+    const prog *main_prog = NULL;
+    for (uint32_t p = 0; p < nprogs; p++)
+        if (!main_prog || progs[p].bytes > main_prog->bytes) main_prog = &progs[p];
     /* sample types */
     static const char *const types[4][2] = {{"live_space", "bytes"}, {"live_objects", "count"}, {"peak_space", "bytes"}, {"peak_objects", "count"}};
     for (int j = 0; j < 4 && !nomem; j++) {
@@ -201,6 +265,13 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
         packed.n = 0;
         for (int j = 0; j < 4; j++) varint(&packed, (uint64_t)m[i].v[j]);
         field_len(&msg, 2, packed.p, packed.n); /* value (packed) */
+        /* Label{key, num, num_unit}: a number, as `-tagfocus=device=1` reads a number as one (a
+         * string "1" matched nothing); pprof drops a numeric label of 0 without a unit, and a unit
+         * it does not know leaves the value as it is ("count": printed bare); -1 is pinned host memory */
+        field_int(&sub, 1, str_id(&st.strings, "device", &nomem));
+        field_int(&sub, 3, (uint64_t)(int64_t)m[i].device);
+        field_int(&sub, 4, str_id(&st.strings, "count", &nomem));
+        field_msg(&msg, 3, &sub);
         if (sk) { /* label owner: who called the driver, by the name owners and the reports give it */
             char oname[256];
             uint32_t gr = cmh_sites_group(g, m[i].stack);
@@ -215,9 +286,26 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
         }
         field_msg(&out, 2, &msg);
     }
+    /* the program first: pprof's "File:" is the first mapping (or the first not named like a
+     * shared library); a Python script has no module of its own, so it gets a mapping by its
+     * path (it said "File: libpython3.11.so.1.0" of a Python program) */
+    char script[1024];
+    const char *rule = main_prog && main_prog->module >= 0 ? cmh_sites_rule(g, main_prog->frame) : NULL;
+    const char *main_file = !main_prog                         ? NULL
+                            : main_prog->module < 0            ? cmh_str(s, main_prog->file)
+                            : rule && !strcmp(rule, "cpython") ? script_of(cmh_str(s, s->cmdline), script, sizeof script)
+                                                               : NULL;
+    if (main_file && !nomem) {
+        field_int(&msg, 1, (uint64_t)s->nmodules + 1);
+        field_int(&msg, 5, str_id(&st.strings, main_file, &nomem));
+        for (int k = 7; k <= 9; k++) field_int(&msg, k, 1); /* has functions, files, lines */
+        field_msg(&out, 3, &msg);
+    }
+    int32_t first = main_prog && !main_file ? main_prog->module : -1;
     /* one mapping per module the stacks use, already symbolized: pprof has nothing to look up */
-    for (uint32_t i = 0; i < s->nmodules && !nomem; i++) {
-        if (!used[i]) continue;
+    for (int64_t j = first >= 0 ? -1 : 0; j < (int64_t)s->nmodules && !nomem; j++) {
+        uint32_t i = j < 0 ? (uint32_t)first : (uint32_t)j;
+        if (!used[i] || (j >= 0 && (int32_t)i == first)) continue;
         const cmh_module *md = &s->modules[i];
         field_int(&msg, 1, (uint64_t)i + 1);
         field_int(&msg, 2, md->base);
@@ -231,18 +319,25 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     put_bytes(&out, locs.p ? locs.p : (unsigned char *)"", locs.n);
     put_bytes(&out, fns.p ? fns.p : (unsigned char *)"", fns.n);
     /* what is written once every string is known: the table, the time, the default type */
-    int64_t tns = s->dump_time_ns ? s->dump_time_ns : end.time_ns;
+    int64_t tns = s->dump_time_ns ? s->dump_time_ns : (ndevices > 0 ? end[0].time_ns : 0);
     uint64_t deflt = str_id(&st.strings, "live_space", &nomem);
-    /* the moments, as `peak` names them: no entry -1 (a record with no entries), and no peak
-     * where there is no history (enabled=state: the peak values are the end's) */
-    char comment[256], at_end[48], at_peak[96];
-    if (end.index >= 0) snprintf(at_end, sizeof at_end, "entry %lld", (long long)end.index);
-    else snprintf(at_end, sizeof at_end, "no trace entries");
-    if (!cmh_trace_has_history(s, device))
-        snprintf(at_peak, sizeof at_peak, "no history: the peak is not known, peak_space is the end's");
-    else if (peak.index >= 0) snprintf(at_peak, sizeof at_peak, "at the allocated peak (entry %lld)", (long long)peak.index);
-    else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry)");
-    snprintf(comment, sizeof comment, "cumemhist: device %d, live at the end (%s) and %s", device, at_end, at_peak);
+    /* the moments, as `peak` names them, device by device: no entry -1 (a record with no
+     * entries), and no peak where there is no history (enabled=state: the peak values are the
+     * end's); which devices, and how to see one */
+    char comment[1024];
+    size_t cl = (size_t)snprintf(comment, sizeof comment, "cumemhist: %s", ndevices > 1 ? "every device, each sample labelled (-tagfocus=device=N for one); " : "");
+    for (int d = 0; d < ndevices && cl < sizeof comment; d++) {
+        char at_end[48], at_peak[96], name[32];
+        if (end[d].index >= 0) snprintf(at_end, sizeof at_end, "entry %lld", (long long)end[d].index);
+        else snprintf(at_end, sizeof at_end, "no trace entries");
+        if (!cmh_trace_has_history(s, devices[d]))
+            snprintf(at_peak, sizeof at_peak, "no history: the peak is not known, peak_space is the end's");
+        else if (peak[d].index >= 0) snprintf(at_peak, sizeof at_peak, "at the allocated peak (entry %lld)", (long long)peak[d].index);
+        else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry)");
+        if (devices[d] < 0) snprintf(name, sizeof name, "device -1 (pinned host)");
+        else snprintf(name, sizeof name, "device %d", (int)devices[d]);
+        cl += (size_t)snprintf(comment + cl, sizeof comment - cl, "%s%s, live at the end (%s) and %s", d ? "; " : "", name, at_end, at_peak);
+    }
     uint64_t cid = str_id(&st.strings, comment, &nomem);
     for (uint32_t i = 0; i < st.strings.n && !nomem; i++) field_len(&out, 6, st.strings.str[i], strlen(st.strings.str[i]));
     field_int(&out, 9, (uint64_t)tns);
@@ -275,9 +370,10 @@ int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp)
     free(m);
     cmh_oa_free(&funcs);
     cmh_snapshot_free(&st);
-    cmh_live_free(&end);
-    cmh_live_free(&peak);
-    cmh_sites_free(g);
+    free(progs);
+    for (int d = 0; d < ndevices; d++) cmh_live_free(&end[d]), cmh_live_free(&peak[d]);
+    free(end), free(peak);
+    cmh_sites_free(own);
     if (rc == CMH_OK && ferror(fp)) rc = CMH_EIO;
     return rc;
 }

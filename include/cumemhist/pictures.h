@@ -68,11 +68,14 @@ void cmh_live_free(cmh_live_at *l);
 int cmh_flame_folded(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, FILE *fp);
 int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, const char *title, FILE *fp);
 
-/* pprof's profile.proto, gzipped: live bytes and blocks at the end and at the allocated peak
- * (four sample types), one sample per stack, locations and functions from its frames from its
- * site outward (cmh_sites_leaf_machinery, the default rules), so that pprof's "flat" bytes of a
- * function are the bytes the reports give its site. */
-int cmh_export_pprof(const cmh_snapshot *s, int device, FILE *fp);
+/* pprof's profile.proto, gzipped: live bytes and blocks at the end and at each device's
+ * allocated peak (four sample types), one sample per stack and device of devices[0..ndevices),
+ * labelled "device" ("0", "1", "host" for pinned host memory), locations and functions from the
+ * frames the exports draw (cmh_sites_drawn: from the site outward, as the reports print them),
+ * so that pprof's "flat" bytes of a function are the bytes the reports give its site.  g: the
+ * attribution rules (NULL: the defaults).  The first mapping, which pprof names the profile by,
+ * is the program: the module, or the Python script, of the stacks' outermost frames. */
+int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *g, const int32_t *devices, int ndevices, FILE *fp);
 
 /* The one-file HTML report: per device the timeline, memory_summary()'s key figures, who owned
  * the memory at the peak and at the end (cumemhist/owners.h: from raw, the record before

@@ -78,9 +78,12 @@ uint32_t cmh_sites_segment_stack(const cmh_sites *g, uint32_t seg, int *from_blo
  * 0 for a stack whose site is its innermost frame, or that has no frame. */
 uint32_t cmh_sites_leaf_machinery(const cmh_sites *g, uint32_t stack);
 /* Whether the frame at position k of a stack (0 innermost) is drawn by the exports that draw
- * stacks (pprof, folded stacks, the flamegraph): every frame from the site outward, and inside
- * the site a third-party package's (not machinery: gpulib.device_alloc under site-packages,
- * called from the user's line, is the function that allocated); the machinery inside it not. */
+ * stacks (pprof, folded stacks, the flamegraph): the site; outward of it, the frames the
+ * reports print (rep_print_frames): the user's and packages' frames, the machinery between and
+ * beyond them left out (CPython's start and call frames, libc's _start), every frame where the
+ * site itself is machinery (a stack with no user or package frame); inside the site a
+ * third-party package's (not machinery: gpulib.device_alloc under site-packages, called from the
+ * user's line, is the function that allocated); the machinery inside it not. */
 int cmh_sites_drawn(const cmh_sites *g, uint32_t stack, uint32_t k);
 /* Which default rule made a frame machinery (a name from cmh_site_rule_names), "skip" for a
  * user's rule, NULL when it is not machinery. */
