@@ -208,6 +208,19 @@ int cmh_trace_has_history(const cmh_snapshot *s, int device)
     return 0;
 }
 
+/* Whether device's OOM count is known: from its history, or counted without one (the
+ * recorder's enabled=state counts every OOM in its trace's dropped_ooms, as PyTorch's num_ooms
+ * is counted regardless of history, and says so by its setting "ooms_counted"). */
+int cmh_trace_ooms_known(const cmh_snapshot *s, int device)
+{
+    if (cmh_trace_has_history(s, device)) return 1;
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    if (t && t->dropped_ooms) return 1;
+    for (uint32_t i = 0; i < s->nsettings; i++)
+        if (!strcmp(cmh_str(s, s->settings[i].key), "ooms_counted") && !strcmp(cmh_str(s, s->settings[i].value), "1")) return 1;
+    return 0;
+}
+
 /* ---- peak ---- */
 
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)

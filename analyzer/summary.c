@@ -95,6 +95,8 @@ void cmh_summary_print_titled(const cmh_mem_stats *st, int device, int abbreviat
 
 void cmh_summary_print_known(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, int history, FILE *fp)
 {
+    int ooms_known = history != 0;
+    history = history == 1;
     struct {
         const cmh_stat *arr;
         const char *name;
@@ -117,6 +119,8 @@ void cmh_summary_print_known(const cmh_mem_stats *st, int device, int abbreviate
     if (history)
         fprintf(fp, "|            CUDA OOMs: %-12llu |        cudaMalloc retries: %-8llu  |\n",
                 (unsigned long long)st->num_ooms, (unsigned long long)st->num_alloc_retries);
+    else if (ooms_known) /* counted without history: the retries are not */
+        fprintf(fp, "|            CUDA OOMs: %-12llu |        cudaMalloc retries: %-8s  |\n", (unsigned long long)st->num_ooms, "-");
     else /* the errors are in the history a record without one does not have */
         fprintf(fp, "|            CUDA OOMs: %-12s |        cudaMalloc retries: %-8s  |\n", "-", "-");
     line(fp, '=');

@@ -232,6 +232,9 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "dropped_ooms", p.dropped); /* of num_ooms: the ring dropped them, #1 to #dropped */
             cmh_jw_kuint(w, "num_ooms", p.failures);
             cmh_jw_kuint(w, "num_alloc_retries", p.retries);
+        } else if (cmh_trace_ooms_known(sp, dev)) { /* counted without history (enabled=state) */
+            const cmh_trace *t = cmh_snapshot_trace(sp, dev);
+            cmh_jw_kuint(w, "num_ooms", t ? t->dropped_ooms : 0);
         }
         if (p.nevents) {
             cmh_device_load loads[64];
@@ -262,6 +265,18 @@ static int section(const rep_section *sec, void *arg)
             }
         }
         cmh_jw_end(w);
+    } else if (!p.base.history && cmh_trace_ooms_known(sp, dev)) {
+        /* enabled=state keeps no trace, but counts the OOMs (as PyTorch's num_ooms): how many,
+         * with nothing to explain them */
+        const cmh_trace *t = cmh_snapshot_trace(sp, dev);
+        uint64_t n = t ? t->dropped_ooms : 0;
+        if (n)
+            printf("%s, %s: %s; no history to explain %s (%s): a record with history (enabled=all) has them\n", sec->path,
+                   rep_device_name(dev), rep_count(n, "out-of-memory error", "out-of-memory errors"), n == 1 ? "it" : "them",
+                   p.base.nohist_cause);
+        else
+            printf("%s, %s: no out-of-memory error (counted without history: %s)\n", sec->path, rep_device_name(dev),
+                   p.base.nohist_cause);
     } else if (!p.base.history) { /* enabled=state keeps no trace: an OOM the program hit left nothing to read */
         printf("%s, %s: out-of-memory errors: not known: no history (%s);\n"
                "  only the state at the end is known; a record with history (enabled=all) has them\n",

@@ -370,6 +370,8 @@ typedef struct rec_pid {
     long pid;
     int execed; /* the program it ran before an exec(): the wait status is the last program's */
     long refused_by; /* the fixed path was another run's, held by this pid ("claimed PID OWNER") */
+    char noflight[PATH_MAX]; /* why it kept no flight record, as it said ("noflight PID WHY") */
+    int exit_dumped; /* its exit dump was written ("exitdump PID written"): complete, never replaced */
     char flight[PATH_MAX], snapshot[PATH_MAX];
     int where;        /* what became of its snapshot (record's closing lines say only that) */
     char got[4400]; /* where it is (WHERE_PATH after a recovery, WHERE_ELSEWHERE) */
@@ -452,6 +454,10 @@ static void read_manifest(const char *path, rec_run *r)
             if (!pid_of(r, pid, 1)) break; /* the new program's */
         } else if (!strcmp(kind, "claimed")) {
             p->refused_by = atol(file);
+        } else if (!strcmp(kind, "exitdump")) {
+            p->exit_dumped = 1;
+        } else if (!strcmp(kind, "noflight")) {
+            snprintf(p->noflight, sizeof p->noflight, "%s", file);
         } else if (!strcmp(kind, "flight")) {
             snprintf(p->flight, sizeof p->flight, "%s", file);
         } else if (!strcmp(kind, "snapshot")) {
@@ -930,6 +936,16 @@ static int record(char **prog, const char *argv0)
     for (int i = 0; i < run.npids; i++) {
         rec_pid *p = &run.pids[i];
         struct stat st; /* a flight record still there: its process did not finish its snapshot */
+        if (p->flight[0] && stat(p->flight, &st) == 0 && p->exit_dumped && p->snapshot[0] && stat(p->snapshot, &st) == 0 &&
+            p->where == WHERE_PATH) {
+            /* it did (its exit dump is complete), and could not remove the flight record after:
+             * the record is stale, never recovered over the snapshot */
+            if (!quiet)
+                fprintf(stderr, "cumemhist: pid %ld wrote its exit dump %s but could not remove its flight record %s (removed now: the snapshot has it all)\n",
+                        p->pid, p->snapshot, p->flight);
+            unlink(p->flight);
+            continue;
+        }
         if (p->flight[0] && stat(p->flight, &st) == 0) {
             /* not our child: still running, unless its pid is gone, a zombie, or another's now */
             cmh_flight_identity id;
@@ -987,8 +1003,12 @@ static int record(char **prog, const char *argv0)
             }
             p->where = WHERE_LOST;
             lost++;
-            cli_error("pid %ld used CUDA but left no snapshot and no flight record%s", p->pid,
-                      p->flight[0] ? "" : " (CUMEMHIST_FLIGHT=0, or its directory refused one)");
+            const char *fl = getenv("CUMEMHIST_FLIGHT");
+            char why[PATH_MAX + 64] = "";
+            if (p->noflight[0]) snprintf(why, sizeof why, " (it kept none: %s)", p->noflight);
+            else if (!p->flight[0] && fl && !strcmp(fl, "0")) snprintf(why, sizeof why, " (CUMEMHIST_FLIGHT=0)");
+            else if (!p->flight[0]) snprintf(why, sizeof why, " (its directory refused one: see its message above)");
+            cli_error("pid %ld used CUDA but left no snapshot and no flight record%s", p->pid, why);
         }
     }
     /* who has the path, when more than one process used CUDA or the launched one did not */

@@ -79,6 +79,7 @@ static int section(const rep_section *sec, void *arg)
     /* a trace that began mid-run (PyTorch's recording turned on late, its ring of old): the
      * replay inferred what was live before its first entry, as for a ring that dropped entries */
     int midrun = history && !dropped && (pk.alloc_start || pk.reserved_start);
+    int ooms_known = history || cmh_trace_ooms_known(s, device); /* (enabled=state counts them too) */
     if (sec->w) {
         cmh_jw *w = sec->w;
         cmh_jw_obj(w);
@@ -125,7 +126,8 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "num_alloc_retries", st.num_alloc_retries);
         } else {
             cmh_jw_knull(w, "dropped_ooms");
-            cmh_jw_knull(w, "num_ooms");
+            if (ooms_known) cmh_jw_kuint(w, "num_ooms", st.num_ooms); /* counted without history */
+            else cmh_jw_knull(w, "num_ooms");
             cmh_jw_knull(w, "num_alloc_retries");
         }
         cmh_jw_end(w);
@@ -140,9 +142,14 @@ static int section(const rep_section *sec, void *arg)
         if (s->pid || s->cmdline) rep_print_process(sec->path, s);
         else printf("%s:\n", sec->path);
     }
-    cmh_summary_print_known(&st, device, g_abbrev, pytorch, history, stdout);
+    cmh_summary_print_known(&st, device, g_abbrev, pytorch, history ? 1 : ooms_known ? CMH_SUMMARY_OOMS_KNOWN : 0, stdout);
     if (device == -1) printf("note: device -1 is pinned host memory\n");
-    if (!history)
+    if (!history && ooms_known)
+        printf("note: no history on this device (%s): only Cur Usage, the state\n"
+               "      at the end, is known, and the OOMs, counted all the same; the peaks, the totals\n"
+               "      and the retries are not ('-')\n",
+               pk.base.nohist_cause);
+    else if (!history)
         printf("note: no history on this device (%s): only Cur Usage, the state\n"
                "      at the end, is known; the peaks, the totals, the OOMs and the retries are not ('-')\n",
                pk.base.nohist_cause);

@@ -664,11 +664,14 @@ void rep_notes(const cmh_report_base *b)
     if (b->dropped)
         printf("note: the ring dropped the %s; figures cover the last %" PRIu64 " only%s\n",
                rep_count(b->dropped, "oldest entry", "oldest entries"), b->entries, b->dropped_ooms ? "," : "");
-    if (b->dropped_ooms) /* a counter, as PyTorch's num_ooms: the OOMs among them still count */
+    if (b->dropped && b->dropped_ooms) /* a counter, as PyTorch's num_ooms: the OOMs among them still count */
         printf("      but the OOM count: %" PRIu64 " of the dropped entries %s, counted as the program's\n", b->dropped_ooms,
                b->dropped_ooms == 1 ? "was an OOM" : "were OOMs");
     if (b->pytorch) printf("note: a PyTorch trace: sizes are the caching allocator's rounded block sizes\n");
-    if (!b->history)
+    if (!b->history && b->dropped_ooms) /* (enabled=state counts the OOMs all the same) */
+        printf("note: no history on this device (%s): only the state at the end is known, and %s, counted all the same\n",
+               b->nohist_cause, rep_count(b->dropped_ooms, "out-of-memory error", "out-of-memory errors"));
+    else if (!b->history)
         printf("note: no history on this device (%s): only the state at the end is known\n", b->nohist_cause);
 }
 

@@ -309,7 +309,7 @@ void cmh_job_identity(int32_t *rank, int32_t *local_rank, int32_t *world_size)
 int cmh_config_output_path(const char *pattern, char *out, size_t outlen)
 {
     size_t pos = 0;
-    int has_id = 0;
+    int has_id = 0, has_rank = 0;
     char num[64];
     out[0] = 0;
     for (const char *p = pattern; *p; p++) {
@@ -319,21 +319,26 @@ int cmh_config_output_path(const char *pattern, char *out, size_t outlen)
                 if (append(out, outlen, &pos, "%", 1)) return -1;
                 continue;
             }
-            if (*p == 'p') snprintf(num, sizeof num, "%ld", (long)getpid());
+            if (*p == 'p') snprintf(num, sizeof num, "%ld", (long)getpid()), has_id = 1;
             else {
                 int32_t rank, local, world;
                 cmh_job_identity(&rank, &local, &world);
                 /* No rank: the local rank; none either: the pid, so that processes never collide. */
                 if (rank >= 0 || local >= 0) snprintf(num, sizeof num, "%d", (int)(rank >= 0 ? rank : local));
-                else snprintf(num, sizeof num, "p%ld", (long)getpid());
+                else snprintf(num, sizeof num, "p%ld", (long)getpid()), has_id = 1;
+                has_rank = 1;
             }
-            has_id = 1;
             if (append(out, outlen, &pos, num, strlen(num))) return -1;
             continue;
         }
         if (append(out, outlen, &pos, p, 1)) return -1;
     }
-    if (has_id || cmh_config_output_streams(out) || fixed_path_is_mine(out)) return 0;
+    /* %r names the rank's own process; a child it forks without exec (a DataLoader worker, a
+     * compile worker) inherits its RANK, and took the rank's name: its flight record was refused
+     * (the rank's, still running) and its snapshot lost or written over the rank's.  It gets
+     * NAME.PID, as under a fixed path. */
+    if (has_id || cmh_config_output_streams(out)) return 0;
+    if (has_rank ? !cmh_process_forked_from() : fixed_path_is_mine(out)) return 0;
     /* insert .PID before the extension of the last path component */
     char *dot = out + (cmh_path_ext(out) - out);
     char tail[4096];

@@ -75,6 +75,9 @@ static void fill_meta(cmh_snapshot *s)
     s->opt_max_entries = cmh_cfg.max_entries;
     s->opt_max_frames = cmh_cfg.max_frames;
     s->lost_events = __atomic_load_n(&cmh_lost, __ATOMIC_RELAXED);
+    /* every OOM is counted in its trace's dropped_ooms when the ring did not take it, history
+     * or not (enabled=state): a reader may say "0 OOMs" of a record without history */
+    cmh_snapshot_add_setting(s, "ooms_counted", "1", 1);
     snprintf(s->producer, sizeof s->producer, "cumemhist %s", CMH_VERSION);
     cmh_job_identity(&s->rank, &s->local_rank, &s->world_size);
     char host[256] = "";
@@ -111,7 +114,7 @@ void cmh_dump_note_manifest_word(const char *kind, const char *word)
 {
     const char *m = getenv("CUMEMHIST_MANIFEST");
     if (!m || !*m) return;
-    char line[256];
+    char line[4600];
     int l = snprintf(line, sizeof line, "%s %ld %s\n", kind, (long)getpid(), word);
     if (l <= 0 || (size_t)l >= sizeof line) return;
     /* never made here: one gone is a run `record` has finished with (a background child that

@@ -37,13 +37,43 @@
 
 cmh_flight_header *cmh_fl_h; /* NULL: no flight record */
 static int g_fd = -1;
+/* the file's identity: the descriptor's number is the program's to close (a daemon closes every
+ * descriptor it did not open) and to reuse for a file of its own, which the recorder must then
+ * never extend, map, punch or close */
+static dev_t g_dev;
+static ino_t g_ino;
+static pthread_mutex_t g_fdlock = PTHREAD_MUTEX_INITIALIZER;
+static char g_path[4300];
+
+static int is_ours(int fd)
+{
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino;
+}
+
+/* The flight record's descriptor, opened again at its path when the program closed it (its
+ * number, if the program reuses it, is left to the program); -1 when the file is gone. */
+static int flight_fd(void)
+{
+    pthread_mutex_lock(&g_fdlock);
+    if (!is_ours(g_fd)) {
+        int fd = open(g_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (is_ours(fd)) g_fd = fd;
+        else {
+            if (fd >= 0) close(fd);
+            g_fd = -1;
+        }
+    }
+    int fd = g_fd;
+    pthread_mutex_unlock(&g_fdlock);
+    return fd;
+}
 static char *g_map[CMH_FLIGHT_EXTENTS]; /* each extent's mapping */
 static pthread_mutex_t g_grow = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_tick = PTHREAD_MUTEX_INITIALIZER; /* the helper's work: the clock, modules, checkpoints */
 /* the pages made ahead and given back (g_pop, g_rel), and no extent unmapped meanwhile; taken
  * after g_tick when both are */
 static pthread_mutex_t g_window = PTHREAD_MUTEX_INITIALIZER;
-static char g_path[4300];
 static uint64_t g_first_size;
 
 const char *cmh_flight_path(void) { return cmh_fl_h ? g_path : NULL; }
@@ -231,12 +261,13 @@ static int free_slot(void)
 static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
 {
     uint64_t off = place(size);
-    int e = posix_fallocate(g_fd, (off_t)off, (off_t)size);
+    int fd = flight_fd();
+    int e = fd < 0 ? EBADF : posix_fallocate(fd, (off_t)off, (off_t)size);
     if (e != 0) {
         hole_add(off, size);
         return e;
     }
-    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
     if (m == MAP_FAILED) {
         e = errno ? errno : ENOMEM;
         hole_add(off, size);
@@ -576,6 +607,9 @@ static int keep_leftover(const char *snap)
     if (alive) {
         cmh_log("no flight record (%s is pid %lld's, which is still running, and is left to it): a crash would lose the history",
                 g_path, (long long)pid);
+        char why[4400]; /* for `record`'s closing lines: the reason, not a guess */
+        snprintf(why, sizeof why, "%s was pid %lld's, still running", g_path, (long long)pid);
+        cmh_dump_note_manifest_word("noflight", why);
         return -1;
     }
     if (pid > 0 && pid != getpid()) {
@@ -644,6 +678,9 @@ void cmh_flight_start(void)
         close(fd), unlink(g_path);
         return;
     }
+    struct stat own;
+    fstat(fd, &own);
+    g_dev = own.st_dev, g_ino = own.st_ino;
     g_fd = fd;
     cmh_flight_header *h = m;
     memcpy(h->magic, CMH_FLIGHT_MAGIC, 8);
@@ -807,7 +844,8 @@ static void drop_generations_before(uint64_t gen)
         pthread_mutex_unlock(&g_window);
         /* the disk space back; the space taken again by a later extent only where it is a hole
          * (reads as zeros: nothing of this extent's is read there as that one's) */
-        if (fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)size) == 0) {
+        int fd = flight_fd();
+        if (fd >= 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)size) == 0) {
             pthread_mutex_lock(&g_grow);
             hole_add(off, size);
             pthread_mutex_unlock(&g_grow);
@@ -873,8 +911,10 @@ void cmh_flight_finish(int snapshot_written)
             snprintf(p, sizeof p, "%s.ckpt%d.cmh", g_path, i);
             unlink(p);
         }
-        struct stat at, own; /* the file at the path, if still this one's (never another's) */
-        if (stat(g_path, &at) == 0 && fstat(g_fd, &own) == 0 && at.st_dev == own.st_dev && at.st_ino == own.st_ino) unlink(g_path);
+        /* the file at the path, if still this one's (never another's); known by its identity,
+         * not by its descriptor, which the program may have closed */
+        struct stat at;
+        if (stat(g_path, &at) == 0 && at.st_dev == g_dev && at.st_ino == g_ino) unlink(g_path);
     } else {
         __atomic_store_n(&cmh_fl_h->state, CMH_FLIGHT_EXITED, __ATOMIC_RELEASE);
     }
@@ -887,7 +927,7 @@ void cmh_flight_reset_after_fork(void)
         for (uint32_t i = 0; i < CMH_FLIGHT_EXTENTS; i++)
             if (g_map[i]) munmap(g_map[i], cmh_fl_h->area[i].size), g_map[i] = NULL;
         munmap(cmh_fl_h, CMH_FLIGHT_HEADER);
-        close(g_fd);
+        if (is_ours(g_fd)) close(g_fd); /* (a number the program reused is its own) */
     }
     cmh_fl_h = NULL;
     g_fd = -1;
@@ -901,5 +941,6 @@ void cmh_flight_reset_after_fork(void)
     pthread_mutex_init(&g_grow, NULL);
     pthread_mutex_init(&g_tick, NULL);
     pthread_mutex_init(&g_window, NULL);
+    pthread_mutex_init(&g_fdlock, NULL);
     cmh_fl_modules_reset(1);
 }

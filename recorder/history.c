@@ -497,7 +497,13 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     if (count_kind == CMH_COUNT_ALLOC) count_one(&d->nallocs, slot, TC_ALLOCS);
     else if (count_kind == CMH_COUNT_FREE) count_one(&d->nfrees, slot, TC_FREES);
     else if (count_kind == CMH_COUNT_OOM) count_one(&d->nooms, slot, TC_OOMS);
-    if (cmh_rec_enabled() != CMH_ENABLED_ALL) return;
+    if (cmh_rec_enabled() != CMH_ENABLED_ALL) {
+        /* an OOM with no history (enabled=state) is counted among the trace's OOMs all the same,
+         * as one the ring dropped: the snapshot's dropped_ooms, PyTorch's num_ooms, which counts
+         * them regardless of history (F14) */
+        if (CMH_UNLIKELY(action == CMH_ACT_OOM)) count_one(&d->noom_entries, slot, TC_OOM_ENTRIES);
+        return;
+    }
     uint64_t s;
     for (;;) {
         s = __atomic_add_fetch(&d->claim, 1, __ATOMIC_ACQ_REL);

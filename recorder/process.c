@@ -11,7 +11,7 @@
  *    program that cannot call cmh_mark;
  *  - the first out-of-memory error: the failing thread asks for the dump and waits until it is
  *    written (the program may die of that error next), at most CMH_OOM_WAIT_S seconds.
- * At exit (atexit) a last snapshot is written.  After fork() the child starts a fresh history.
+ * At exit (on_exit) a last snapshot is written.  After fork() the child starts a fresh history.
  * Once its flight record exists, the process is in the per-user registry (snapshot/registry.h)
  * for the live readers (`top`, `snapshot`, the exporter), and the helper writes a cuMemGetInfo
  * sample of each device there once a second; the entry goes at a clean end.
@@ -31,11 +31,13 @@
  *    leaves no state a dump could trust) and dies the same way.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
-#include <poll.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -55,7 +57,10 @@
 static int64_t g_start_ns;
 static sem_t g_sem;
 static int g_term_pending;       /* the signal whose snapshot the helper is to write */
-static int g_term_pipe[2] = {-1, -1}; /* the helper writes a byte when it is written */
+/* the helper counts it up (and wakes the handler's futex wait) when that snapshot is written;
+ * a word, no pipe: a program that closes the descriptors it did not open (a daemon) would close
+ * a pipe's, and reuse their numbers for its own files, which a byte written there would spoil */
+static unsigned g_term_done;
 static int g_term_ok;            /* that snapshot was written */
 static int g_helper_started;
 static int g_oom_dumped;
@@ -102,10 +107,53 @@ void cmh_helper_wake(void)
     if (__atomic_load_n(&g_helper_started, __ATOMIC_ACQUIRE)) sem_post(&g_sem);
 }
 
+/* The state letter of task tid of this process ('R', 'S', 'Z', ...), or 0 when unreadable. */
+static char task_state(const char *tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *par = strrchr(buf, ')'); /* "TID (COMM) S ...": the name may hold anything */
+    return par && par[1] == ' ' ? par[2] : 0;
+}
+
+/* 1 when the helper is the only thread of the process still running.  glibc ends a process
+ * whose threads all ended (the main thread by pthread_exit(), the others by returning) from the
+ * last of them, with exit(0); the helper is a thread too, never the last to end, so the process
+ * stayed alive for good, its exited main thread a zombie and every signal blocked (F21).  Only
+ * looked for once the main thread has ended (one read of its state a tick until then). */
+static int only_helper_left(void)
+{
+    char me[24];
+    snprintf(me, sizeof me, "%ld", (long)getpid());
+    char st = task_state(me);
+    if (st != 'Z' && st != 'X') return 0; /* the main thread runs (or no /proc: nothing known) */
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return 0;
+    long self = (long)syscall(SYS_gettid);
+    int others = 0;
+    struct dirent *e;
+    while (!others && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || atol(e->d_name) == self) continue;
+        char s = task_state(e->d_name);
+        others = s && s != 'Z' && s != 'X'; /* (one gone meanwhile reads as nothing) */
+    }
+    closedir(d);
+    return !others;
+}
+
 /* the helper's 100 ms tick: the flight record's clock line and lost count, and once a second a
- * cuMemGetInfo sample for live readers */
+ * cuMemGetInfo sample for live readers; the end of the process when every thread of the
+ * program's has ended */
 static void helper_tick(int64_t *last, unsigned *ticks)
 {
+    /* as glibc's last thread does: exit handlers (the exit dump) run, the status is 0 */
+    if (only_helper_left()) exit(0);
     cmh_flight_tick();
     cmh_modules_poll(); /* an object unloaded by other means than our dlclose (glibc's own) */
     *last = cmh_now_ns();
@@ -137,9 +185,8 @@ static void *helper(void *arg)
             char why[48];
             snprintf(why, sizeof why, "signal %s", term == SIGTERM ? "SIGTERM" : term == SIGINT ? "SIGINT" : term == SIGHUP ? "SIGHUP" : "SIGQUIT");
             __atomic_store_n(&g_term_ok, cmh_dump(NULL, why) == CMH_OK, __ATOMIC_RELEASE);
-            char one = 1;
-            ssize_t w = write(g_term_pipe[1], &one, 1);
-            (void)w;
+            __atomic_add_fetch(&g_term_done, 1, __ATOMIC_RELEASE);
+            syscall(SYS_futex, &g_term_done, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
         }
         if (cmh_hist_spare_wanted()) cmh_hist_make_spares();
         if (cmh_flight_prepare_wanted()) cmh_flight_prepare();
@@ -219,7 +266,13 @@ void cmh_process_oom(void)
 static void at_exit(int status, void *arg)
 {
     (void)arg;
-    if (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE)) cmh_flight_finish(cmh_dump_at_exit(status & 0xff) == CMH_OK);
+    if (__atomic_load_n(&cmh_touched, __ATOMIC_ACQUIRE)) {
+        int ok = cmh_dump_at_exit(status & 0xff) == CMH_OK;
+        /* `record` never replaces this snapshot by one recovered from a flight record that the
+         * next line could not remove */
+        if (ok) cmh_dump_note_manifest_word("exitdump", "written");
+        cmh_flight_finish(ok);
+    }
     cmh_registry_remove();
 }
 
@@ -280,13 +333,22 @@ static void on_term(int sig, siginfo_t *si, void *uc)
         return;
     }
     cmh_flight_ended_by_signal(sig);
-    if (__atomic_load_n(&g_helper_started, __ATOMIC_ACQUIRE) && g_term_pipe[0] >= 0) {
-        char c;
-        while (read(g_term_pipe[0], &c, 1) > 0) {} /* (nonblocking: what an earlier signal left) */
+    if (__atomic_load_n(&g_helper_started, __ATOMIC_ACQUIRE)) {
+        unsigned seen = __atomic_load_n(&g_term_done, __ATOMIC_ACQUIRE);
         __atomic_store_n(&g_term_pending, sig, __ATOMIC_RELEASE);
         sem_post(&g_sem);
-        struct pollfd p = {g_term_pipe[0], POLLIN, 0};
-        while (poll(&p, 1, CMH_TERM_WAIT_S * 1000) < 0 && errno == EINTR) {}
+        /* until the helper counts it written, at most CMH_TERM_WAIT_S (futex and clock_gettime
+         * are async-signal-safe system calls) */
+        struct timespec now, until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += CMH_TERM_WAIT_S;
+        while (__atomic_load_n(&g_term_done, __ATOMIC_ACQUIRE) == seen) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            struct timespec left = {until.tv_sec - now.tv_sec, until.tv_nsec - now.tv_nsec};
+            if (left.tv_nsec < 0) left.tv_sec--, left.tv_nsec += 1000000000;
+            if (left.tv_sec < 0) break;
+            syscall(SYS_futex, &g_term_done, FUTEX_WAIT_PRIVATE, seen, &left, NULL, 0);
+        }
         /* the snapshot has it all and the process is about to die: the flight record can go */
         if (__atomic_load_n(&g_term_ok, __ATOMIC_ACQUIRE)) cmh_flight_finish(1), cmh_registry_remove();
     }
@@ -394,7 +456,6 @@ __attribute__((constructor(102))) static void recorder_init(void)
     next_exit();
     const char *deaths = getenv("CUMEMHIST_SIGNALS");
     if (!(deaths && !strcmp(deaths, "0"))) {
-        if (pipe2(g_term_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_term_pipe[0] = g_term_pipe[1] = -1;
         static const int graceful[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT}, fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
         for (size_t i = 0; i < sizeof graceful / sizeof *graceful; i++) cmh_sig_take(graceful[i], on_term, CMH_SIG_DEATH);
         for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++) cmh_sig_take(fatal[i], on_fatal, CMH_SIG_DEATH);

@@ -47,7 +47,9 @@ int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap)
         int32_t d = i < s->ntraces ? s->traces[i].device
                     : i < s->ntraces + s->nsegments ? s->segments[i - s->ntraces].device
                                                     : s->vmm_unmapped[i - s->ntraces - s->nsegments].device;
-        if (i < s->ntraces && s->traces[i].nentries == 0) continue; /* an empty ring names no device */
+        /* an empty ring names no device, unless it counts OOMs it does not hold (a record with no
+         * history, enabled=state, still counts them: the device ran out of memory) */
+        if (i < s->ntraces && s->traces[i].nentries == 0 && !s->traces[i].dropped_ooms) continue;
         add_device(seen, &ns, d);
     }
     for (int k = 0; k < ns && k < cap; k++) out[k] = seen[k];

@@ -269,7 +269,8 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     card(fp, SZ(pk.alloc_end), "allocated at the end");
     card(fp, SZ(pk.reserved_end), "reserved at the end");
     snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t)st.num_ooms);
-    card(fp, hist ? buf : "not known", !hist ? "out-of-memory errors (no history)" : st.num_ooms == 1 ? "out-of-memory error" : "out-of-memory errors");
+    int ooms_known = hist || cmh_trace_ooms_known(s, dev); /* (enabled=state counts them too) */
+    card(fp, ooms_known ? buf : "not known", !ooms_known ? "out-of-memory errors (no history)" : st.num_ooms == 1 ? "out-of-memory error" : "out-of-memory errors");
     /* memory_stats' total counts the blocks live when the trace began (a ring that dropped its
      * oldest entries, a trace begun mid-run) as allocated then: the card counts the trace's own
      * and says those apart, as summary's note and its --json do */
@@ -282,7 +283,11 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     else if (made == 1) snprintf(what, sizeof what, "allocation in the trace");
     card(fp, hist ? buf : "not known", hist ? what : "allocations (no history)");
     fputs("</div>\n", fp);
-    if (!hist)
+    if (!hist && ooms_known)
+        fprintf(fp, "<p class=\"r-muted r-nohist\">No history on this device (%s): only the state at "
+                "the end is known, and the out-of-memory errors, counted all the same; the peak and the allocations made are not.</p>\n",
+                pk.base.nohist_cause);
+    else if (!hist)
         fprintf(fp, "<p class=\"r-muted r-nohist\">No history on this device (%s): only the state at "
                 "the end is known; the peak, the out-of-memory errors and the allocations made are not.</p>\n",
                 pk.base.nohist_cause);

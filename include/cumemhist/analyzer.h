@@ -148,7 +148,10 @@ void cmh_summary_print(const cmh_mem_stats *st, int device, int abbreviated, FIL
 void cmh_summary_print_titled(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, FILE *fp);
 /* The same table; history 0 (a record with no history: enabled=state, PyTorch's history off)
  * prints only Cur Usage, the end state: Peak, Tot Alloc, Tot Freed, the OOMs and the retries
- * read '-' (not known), where the replay would give the end state again and zeros. */
+ * read '-' (not known), where the replay would give the end state again and zeros; history
+ * CMH_SUMMARY_OOMS_KNOWN (no history, but the record counted its OOMs: the recorder's
+ * enabled=state, as PyTorch's num_ooms) prints the OOMs' count too. */
+#define CMH_SUMMARY_OOMS_KNOWN 2
 void cmh_summary_print_known(const cmh_mem_stats *st, int device, int abbreviated, int pytorch, int history, FILE *fp);
 
 /* torch/cuda/_memory_viz.py's `stats` (segsum) and `trace` text, character for character, of

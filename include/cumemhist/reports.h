@@ -100,6 +100,9 @@ typedef struct cmh_report_base {
 /* Whether device's trace says how memory changed (cmh_report_base's history); 0: only the end
  * state is known (enabled=state, PyTorch's history off), so no peak can be told. */
 int cmh_trace_has_history(const cmh_snapshot *s, int device);
+/* Whether device's OOM count is known: 1 with a history; without one, when the record counted
+ * its OOMs all the same (the trace's dropped_ooms; the recorder's setting "ooms_counted"). */
+int cmh_trace_ooms_known(const cmh_snapshot *s, int device);
 /* What the record says of why device has no history, without guessing: "recorded with
  * enabled=state" when the recorder's setting says so; "the snapshot has no trace for this device"
  * when its device_traces stop short of the device (a PyTorch snapshot lists one per device);

@@ -433,7 +433,7 @@ int cmh_snapshot_add_annotation(cmh_snapshot *s, const cmh_annotation *a);
 int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value, uint8_t type);
 int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k);
 
-/* Queries.  Devices that appear in a snapshot (a trace with entries, or segments), ascending with
+/* Queries.  Devices that appear in a snapshot (a trace with entries or OOMs, or segments), ascending with
  * pinned host memory (-1) last; fills up to cap and returns how many there are. */
 int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
 /* The devices its traces list, empty ones too (PyTorch lists every device it saw, used or not),
