@@ -156,7 +156,9 @@ static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh
             return;
         }
     }
-    x->verdict = x->held ? CMH_LEAK_STATE : CMH_LEAK_STEADY;
+    /* back to the same level each step is a judgment too: not from fewer steps than growth needs
+     * (one 'step' mark before the loop read 'steady' for a site keeping a block every iteration) */
+    x->verdict = x->held ? CMH_LEAK_STATE : st->count >= CMH_LEAK_MIN_STEPS ? CMH_LEAK_STEADY : CMH_LEAK_UNJUDGED;
 }
 
 /* A steady site (nothing held across a step boundary) whose first allocation came once the last
