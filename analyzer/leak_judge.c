@@ -128,6 +128,16 @@ static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh
             if (tau < CMH_LEAK_MIN_TREND || L[k] <= L[from - 1]) continue;
             uint32_t first = from;
             while (L[first] <= L[first - 1]) first++;
+            /* flat at the end for 3 steps and more than twice its longest pause between two
+             * rises before: a leak that stopped, not growing now (one rising in 30 steps of 40,
+             * then flat, read 'growing: +871.6 KiB per step over the last 39 steps') */
+            uint32_t gap = 1, prev = first;
+            for (uint32_t j = first + 1; j <= k; j++)
+                if (L[j] > L[j - 1]) {
+                    if (j - prev > gap) gap = j - prev;
+                    prev = j;
+                }
+            if (k - prev >= CMH_LEAK_MIN_RISES && k - prev > 2 * gap) continue;
             x->verdict = CMH_LEAK_GROWING;
             x->growing = 1;
             x->growth_steps = (k - first + 1) * (uint32_t)stride;
@@ -156,7 +166,9 @@ static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh
             return;
         }
     }
-    x->verdict = x->held ? CMH_LEAK_STATE : CMH_LEAK_STEADY;
+    /* back to the same level each step is a judgment too: not from fewer steps than growth needs
+     * (one 'step' mark before the loop read 'steady' for a site keeping a block every iteration) */
+    x->verdict = x->held ? CMH_LEAK_STATE : st->count >= CMH_LEAK_MIN_STEPS ? CMH_LEAK_STEADY : CMH_LEAK_UNJUDGED;
 }
 
 /* A steady site (nothing held across a step boundary) whose first allocation came once the last

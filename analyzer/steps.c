@@ -1074,6 +1074,23 @@ int cmh_steps_find(const cmh_snapshot *s, int device, const cmh_replay *r, const
     int found = 0, rc = from_marks(s, device, r, thread, st, &found);
     if (rc == CMH_OK && !found && !thread) rc = from_annotations(s, device, r, st, &found);
     if (rc == CMH_OK && !found) rc = from_pattern(r, g, thread, st, &found);
+    /* marks too few to judge growth by (one 'step 0' before the loop, a mark every 10th
+     * iteration): the loop found in the trace, where it has steps enough, judges instead (marks
+     * that give enough keep winning).  One mark hid a leak growing every iteration ('steady'). */
+    else if (rc == CMH_OK && cmh_steps_active(st) < CMH_LEAK_MIN_STEPS) {
+        cmh_steps pat;
+        int pf = 0;
+        memset(&pat, 0, sizeof pat);
+        pat.thread = thread;
+        rc = from_pattern(r, g, thread, &pat, &pf);
+        if (rc == CMH_OK && pf && pat.count >= CMH_LEAK_MIN_STEPS && pat.count > st->count) {
+            pat.few_count = st->count;
+            pat.few_source = st->source;
+            memcpy(pat.few_label, st->label, sizeof pat.few_label);
+            cmh_steps_free(st);
+            *st = pat;
+        } else cmh_steps_free(&pat);
+    }
     if (rc != CMH_OK) cmh_steps_free(st);
     if (rc == CMH_OK && st->count) { /* the same figure whichever way it was found */
         if (!st->period) st->period = median_gap(st->points, st->npoints) / st->stride;

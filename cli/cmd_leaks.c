@@ -29,7 +29,8 @@ const cli_command cli_cmd_leaks = {
     "Blocks still allocated at the end of the record, grouped by allocation site, and what each\n"
     "site does from one step of the training loop to the next.  The steps come from the\n"
     "program's marks, else PyTorch's step annotations (ProfilerStep#N, Optimizer.step), else\n"
-    "the loop's own repeating allocation pattern, else they are unknown.  A site's held bytes\n"
+    "the loop's own repeating allocation pattern (also where marks give fewer than 4 steps and\n"
+    "the pattern 4 or more), else they are unknown.  A site's held bytes\n"
     "at a step boundary are its blocks live there and still live at the next one.  growing:\n"
     "they rose across at least half of a recent stretch of steps after the first (3 at least;\n"
     "a likely leak); state: held across steps, not growing; steady: back to the same level each\n"
@@ -307,6 +308,14 @@ static int section(const rep_section *sec, void *arg)
         if (p.steps.borrowed) { /* placed by time: all of them (this device has none), or the first ones (it was used after them) */
             cmh_jw_kbool(w, "marks_of_other_devices", 1);
             cmh_jw_kuint(w, "marks_placed_by_time", p.steps.borrowed);
+        }
+        if (p.steps.few_count) { /* marks (annotations) too few to judge by, the pattern used instead */
+            cmh_jw_key(w, "set_aside");
+            cmh_jw_obj(w);
+            cmh_jw_kuint(w, "count", p.steps.few_count);
+            cmh_jw_kstr(w, "source", cmh_leak_steps_source(p.steps.few_source));
+            cmh_jw_kstr(w, "label", p.steps.few_label);
+            cmh_jw_end(w);
         }
         cmh_jw_kuint(w, "period_entries", p.steps.period);
         cmh_jw_kuint(w, "min_steps", CMH_LEAK_MIN_STEPS);

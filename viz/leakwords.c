@@ -66,6 +66,10 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
             plural(st->period, "entry", "entries"));
         if (st->shapes > 1) ADD(" as it ended; the loop changed shape %s", st->shapes == 2 ? "once" : st->shapes == 3 ? "twice" : "3 times");
         ADD(")");
+        if (st->few_count)
+            ADD(", not the %u from %s%s%s (fewer than the %u growth needs)", st->few_count,
+                st->few_source == CMH_STEPS_MARKS ? "the program's marks (\"" : "", st->few_label,
+                st->few_source == CMH_STEPS_MARKS ? "\")" : " annotations", CMH_LEAK_MIN_STEPS);
         break;
     default:
         /* (a record of one entry has a history: too short a one to hold a loop) */
@@ -235,7 +239,9 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
         break;
     default:
         /* no step to judge it by: when its still-live blocks were made, as far as their times say */
-        if (x->count >= 2 && x->first_ns > 0 && x->first_ns != INT64_MAX && x->last_ns > x->first_ns) {
+        if (x->steps && x->steps < CMH_LEAK_MIN_STEPS)
+            snprintf(buf, cap, "held, too few steps (%u of the %u needed); growth not judged", x->steps, CMH_LEAK_MIN_STEPS);
+        else if (x->count >= 2 && x->first_ns > 0 && x->first_ns != INT64_MAX && x->last_ns > x->first_ns) {
             char span[32];
             cmh_span_text(x->last_ns - x->first_ns, span, sizeof span);
             /* (no rate: a site's blocks may come in one burst; the outcome gives the run's) */

@@ -225,6 +225,12 @@ typedef struct cmh_steps {
      * was first used (recorder/marks.c writes a mark into the devices used so far) */
     uint32_t borrowed;
     uint32_t marks;    /* MARKS, ANNOTATIONS: the marks (annotations) that begin steps */
+    /* PATTERN, where the record's marks (annotations) gave steps too few to judge growth by
+     * (CMH_LEAK_MIN_STEPS) and the pattern enough: those steps' count, source and family (a
+     * user's one 'step 0' mark before the loop read 'steady' for a leak growing every iteration) */
+    uint32_t few_count;
+    int few_source;
+    char few_label[64];
 } cmh_steps;
 
 /* The steps of device's trace as the replay r has it (every entry, or thread's own); sites group
