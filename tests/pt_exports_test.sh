@@ -192,6 +192,19 @@ for d in (0, 1):
 sys.exit(bad)
 PY"
 
+# a trace with no times: an entry given back has its end_seq, and its end_time_ns is NULL (not
+# known), never 0 (5790 rows read 0 on this fixture; a stranger's trial)
+rm -f npu.db
+"$CMH" export -q "$NPU" -o npu.db 2>err || bad "export -f sqlite of a timeless snapshot failed: $(cat err)"
+check "sqlite of a timeless trace: end_time_ns NULL, not 0, where end_seq is known" "py - npu.db <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+zero = c.execute('SELECT count(*) FROM events WHERE end_time_ns = 0').fetchone()[0]
+ended = c.execute('SELECT count(*) FROM events WHERE end_seq IS NOT NULL AND end_time_ns IS NULL').fetchone()[0]
+print('end_time_ns 0:', zero, 'ended with time NULL:', ended)
+sys.exit(zero != 0 or ended == 0)
+PY"
+
 # Perfetto's counter track reaches peak's figures, "before the first entry" ones included (a
 # trace that begins with memory held), and ends at the reports' end state (a trace that stops
 # before its snapshot, reconciled), and a state-only device has its end state (a stranger's trial)

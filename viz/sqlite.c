@@ -311,7 +311,7 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         else b_int(&b, (int64_t)cmh_entry_addr(s, e));
         b_int(&b, (int64_t)cmh_entry_size(s, e)), b_int(&b, (int64_t)cmh_entry_requested(s, e)), b_int(&b, (int64_t)cmh_entry_stream(s, e));
         b_int(&b, e->stack), b_int(&b, cmh_entry_thread(s, e)), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
-        if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_int(&b, v.end[i]);
+        if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_opt(&b, v.end[i] ? v.end[i] : -1); /* (a trace with no times: NULL, not 0) */
         else b_null(&b), b_null(&b);
         rc = run(x, &b, "events");
         if (rc == CMH_OK && e->action == CMH_ACT_MARK) {
