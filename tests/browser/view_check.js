@@ -71,6 +71,9 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
       return f.yticks.every(v => ctx.measureText(sz(v)).width <= f.padl - 6);
     });
     check(`device ${D}: the y axis's labels fit left of the plot at ${W} px`, fits);
+    // the OOM and mark labels stay inside the plot, whole (an OOM at the right edge read 'OOM 3')
+    const cut = await page.evaluate(() => { const f = window.cmhView.view.frame; return (f.evLabels || []).filter(l => l.x < f.padl - 0.5 || l.x + l.w > f.padl + f.pw + 0.5).map(l => l.text); });
+    check(`device ${D}: its event labels are inside the plot`, !cut.length, JSON.stringify(cut));
 
     // band for band at the peak: the page's live allocations, by site, are peak's sites
     const sites = await page.evaluate(() => window.cmhView.meta.sites);

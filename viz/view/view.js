@@ -628,7 +628,7 @@
       ctx.fillStyle = '#5b6475'; ctx.fillText(note, padl + 4, PADT + 10);
     }
     ctx.setLineDash([]);
-    var lastEv = -1e9;
+    var lastEv = -1e9, evLabels = [];
     (m.events || []).forEach(function (ev) {
       if (ev.i < view.x0 || ev.i > view.x1) return;
       var x = X(ev.i + 0.5), oom = ev.kind === 'oom';
@@ -637,7 +637,10 @@
       var lab = oom ? 'OOM ' + size(ev.size) : ev.label;
       if (oom || x > lastEv) {
         ctx.fillStyle = oom ? '#c0392b' : '#7b4fa0';
-        ctx.fillText(lab, x + 3, PADT + ph - 4 - (oom ? 12 : 0)); lastEv = x + ctx.measureText(lab).width + 8;
+        /* right of its line, or left of it where the plot's edge would cut it ('OOM 3' for 'OOM 300.0 MiB') */
+        var lw = ctx.measureText(lab).width, lx = x + 3 + lw > padl + pw ? Math.max(padl, x - 3 - lw) : x + 3;
+        ctx.fillText(lab, lx, PADT + ph - 4 - (oom ? 12 : 0)); lastEv = x + lw + 8;
+        evLabels.push({text: lab, x: lx, w: lw});
       }
     });
     if (m.peak && m.peak.index >= view.x0 && m.peak.index <= view.x1) {
@@ -677,7 +680,7 @@
     ctx.textAlign = 'left';
     ctx.fillText(timeAxis ? 's' : 'entry', 4, H - 4);
     view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph, W: W, ticks: ticks, timeAxis: timeAxis,
-      tt: tt, T0: T0, sxT: sxT, x0: vx0, yticks: yticks};
+      tt: tt, T0: T0, sxT: sxT, x0: vx0, yticks: yticks, evLabels: evLabels};
     /* the entries in sight, first and last (the window's right edge is the end of its last) */
     ui.status.textContent = 'Entries ' + Math.max(0, Math.floor(view.x0)) + '\u2013' + Math.max(0, Math.min(d.n, Math.ceil(view.x1)) - 1) + ' of ' + d.n +
       (m.dropped ? ' (the ring dropped ' + m.dropped + ' older entries)' : '') + ' \u00b7 cursor at ' + when(d, view.cursor) +
