@@ -202,7 +202,9 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
                        info.entries == 1 ? "entry" : "entries");
     cmh_strtab_intern(&s.strings, ending, strlen(ending), &s.ending);
     cmh_symbolize_result r;
-    cmh_symbolize_offline(&s, CMH_SYM_ALL, &r); /* names and lines from the binaries still here */
+    /* names and lines from the binaries still here; kept open for the next recovery of this
+     * command (record recovers each forked worker of a job: they share their binaries) */
+    cmh_symbolize_offline(&s, CMH_SYM_ALL | CMH_SYM_KEEP, &r);
     char own[4400];
     default_dest(flight, info.snapshot_path, live, own, sizeof own);
     const char *dest = out ? out : own;
