@@ -404,7 +404,7 @@ int cmd_export(int argc, char **argv)
     uint64_t host_live = 0, host_entries = 0;
     if (g_format != F_CHROME && g_format != F_PPROF) host = cmh_host_allocations(&s, &host_live, &host_entries);
     if (erc == CMH_OK && host && g_format != F_CHROME && g_format != F_PPROF)
-        fprintf(stderr, "cumemhist: %llu pinned host allocation%s left out (%llu live at the end, %llu trace entr%s; %s)\n",
+        fprintf(stderr, "cumemhist: export: %llu pinned host allocation%s left out (%llu live at the end, %llu trace entr%s; %s)\n",
                 (unsigned long long)host, host == 1 ? "" : "s", (unsigned long long)host_live, (unsigned long long)host_entries,
                 host_entries == 1 ? "y" : "ies",
                 g_format == F_JSON ? "PyTorch's schema has devices only: leaks, owners and the SQLite export keep them"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/gapwords.h"
 #include "cumemhist/pictures.h"
 #include "report.h"
 #include "cumemhist/reports.h"
@@ -19,7 +20,12 @@ static const cli_option g_opts[] = {
     {"--at", NULL, CLI_STR, &g_at, "WHEN", "peak (default: the allocated peak), end, oom (#1 as `oom` numbers it: a retry that\nsucceeded is none), oom:N (`oom`'s #N), or an entry number", NULL, 0, 0, NULL},
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to draw (default: the lowest in the snapshot)", NULL, 0, 0, NULL},
     {"--folded", NULL, CLI_FLAG, &g_folded, NULL, "folded stacks (\"outer;...;inner bytes\" per line) for flamegraph.pl,\nspeedscope and the like, instead of the SVG", NULL, 0, 0, NULL},
-    CLI_OPTS_ATTRIBUTION,
+    /* --skip and --no-default-skip (what is machinery: where each stack starts); not --group-by,
+     * which groups report rows: a flamegraph is by stack whatever it said (five values, one picture) */
+    {"--skip", NULL, CLI_LIST, &rep_attribution.skips, "REGEX",
+     "frames whose function, file or module match are machinery too\n(repeatable; docs/ATTRIBUTION.md has the defaults)", NULL, 0, 0, NULL},
+    {"--no-default-skip", NULL, CLI_FLAG, &rep_attribution.no_default, NULL, "only --skip decides what is machinery", NULL, 0, 0,
+     NULL},
 };
 
 const cli_command cli_cmd_flamegraph = {
@@ -98,7 +104,18 @@ int cmd_flamegraph(int argc, char **argv)
          * no moment is 'entry -1' (before the first entry, or a record without entries) */
         int nohist = at == CMH_AT_PEAK && !cmh_trace_has_history(&s, dev);
         char title[600], when[64];
+        /* a trace that stops before its snapshot: its end (the snapshot's) and its last entry (the
+         * trace's own state) differ by what it never freed; say so on both (the end read 0 B, the
+         * last entry 384.1 MiB, with no word) */
+        cmh_trace_gap gap;
+        char gapw[1024];
+        const cmh_trace *gtr = cmh_snapshot_trace(&s, dev);
+        int gapped = !nohist && (at == CMH_AT_END || (at == CMH_AT_ENTRY && gtr && l.index == (int64_t)gtr->nentries - 1)) &&
+                     cmh_trace_gap_compute(&s, dev, &gap) == CMH_OK &&
+                     cmh_gap_stops_text(&gap, s.source == CMH_SRC_PYTORCH, "\n      ", gapw, sizeof gapw);
+        if (gapped) fprintf(stderr, "cumemhist: flamegraph: %s, %s: note: %s\n", path, rep_device_name(dev), gapw);
         if (nohist) snprintf(when, sizeof when, "no history: the peak is not known");
+        else if (gapped && at == CMH_AT_END) snprintf(when, sizeof when, "the snapshot, after entry %lld", (long long)l.index);
         else if (l.index >= 0) snprintf(when, sizeof when, "entry %lld", (long long)l.index);
         else snprintf(when, sizeof when, "%s", at == CMH_AT_PEAK ? "before the first entry" : "no trace entries");
         snprintf(title, sizeof title, "%s, %s: live memory at %s (%s)", path, rep_device_name(dev),

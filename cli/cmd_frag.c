@@ -14,8 +14,8 @@ static int g_device = -2, g_top, g_json;
 
 static const cli_option g_opts[] = {
     CLI_OPT_DEVICE_ALL(&g_device),
-    CLI_OPT_TOP(&g_top, "segments to list, most free bytes first, then the largest (default 10;\n"
-                        "--json: every segment); a line counts the fully used ones, listed or not"),
+    CLI_OPT_TOP(&g_top, "segments to list, most trapped bytes first, then most free, then the largest\n"
+                        "(default 10; --json: every segment); a line counts the fully used ones, listed or not"),
     CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
 };
@@ -24,10 +24,11 @@ const cli_command cli_cmd_frag = {
     "frag", "[options] SNAPSHOT",
     "Fragmentation of the reserved segments at the end of the record, for every device and\n"
     "segment: reserved and allocated bytes, free bytes inside segments (reserved - allocated),\n"
-    "the largest free gap, fragmentation (trapped / reserved: free gaps between live blocks),\n"
-    "and non-releasable bytes (free space in segments that still hold a block: empty_cache()\n"
-    "cannot return it).  Says when fragmentation rather than demand explains the last\n"
-    "out-of-memory error.",
+    "split into releasable (what empty_cache() or a pool trim gives back: empty segments, the\n"
+    "whole free pages of expandable segments, a pool's cache) and trapped (free gaps between\n"
+    "live blocks that nothing gives back), the largest free gap, and fragmentation (trapped /\n"
+    "reserved).  Says when fragmentation rather than demand explains the last out-of-memory\n"
+    "error.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist frag oom.pickle"};
 
 /* "  (private pool (1, 3))" for a private pool's segment, "" for the default pool's */

@@ -105,9 +105,9 @@ int cmd_trace(int argc, char **argv)
         return rep_no_pinned("trace", "trace's text is memory_viz's view, devices only (its pickle leaves pinned host "
                                       "memory out); `cumemhist trace --json --device -1` lists its entries");
     cmh_snapshot s;
-    /* the text counts memory_viz's entries: where a recorder record's differ, say how they map to
+    /* the text counts the pickle's entries (memory_viz's device_traces): where a recorder record's differ, say how they map to
      * the numbering every other command (and trace --json) gives (docs/DEFINITIONS.md) */
-    if ((rc = rep_load_shaped_own_with(path, &s, g_quiet ? NULL : "trace", g_device, "the text counts memory_viz's", gap_notes, path)))
+    if ((rc = rep_load_shaped_own_with(path, &s, g_quiet ? NULL : "trace", g_device, "the text counts the pickle's", gap_notes, path)))
         return rc;
     int32_t dev;
     if (g_device != -2 && rep_devices(path, &s, g_device, 1, &dev, 1) < 0) {

@@ -614,6 +614,7 @@ const char *rep_releasable_how(uint64_t releasable, uint64_t pool_cache, uint64_
     /* what it is made of, by what gives it back: empty segments, the free pages of expandable
      * segments still in use (empty_cache() unmaps them too), a stream-ordered pool's cache */
     int empty = releasable > pool_cache + expandable_pages, pages = expandable_pages > 0;
+    if (!releasable) return "nothing empty_cache() or a pool trim could give back";
     if (!pool_cache) {
         if (!pages) return "empty segments: empty_cache() gives it back";
         return empty ? "empty segments and expandable segments' free pages: empty_cache() gives it back"

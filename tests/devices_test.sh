@@ -13,7 +13,7 @@ dev_entries=$("$CMH" peak --json --device 0 man.cmh | py -c 'import json, sys; p
 for f in pickle json; do
     "$CMH" export -o "man.$f" man.cmh >/dev/null 2>"man_$f.err"
     check "export -o man.$f: 1 pinned host allocation left out, $dev_entries device entries written ($(cat "man_$f.err"))" \
-        "grep -q '^cumemhist: 1 pinned host allocation left out (1 live at the end, 1 trace entry; ' man_$f.err &&
+        "grep -q '^cumemhist: export: 1 pinned host allocation left out (1 live at the end, 1 trace entry; ' man_$f.err &&
          grep -q 'wrote man.$f: 1 record, $dev_entries trace entr' man_$f.err"
 done
 check "export -f json: the document counts 1 host allocation, 1 host segment" "py -c '

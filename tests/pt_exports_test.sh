@@ -224,6 +224,24 @@ for p in pk:
 PY"
 done
 
+# ... and the trace that stops before its snapshot says why on the drop (an instant in the reports'
+# words), as flamegraph does at its end and at its last entry (the end read 0 B and entry 49
+# 384.1 MiB with no word); flamegraph has no --group-by (five values drew one picture)
+TNP=$PT/transformer_nuggets_mini_snapshot.pickle
+check "chrome: an instant on the end's drop says the trace stops before the snapshot" "py - c_transformer_nuggets_mini_snapshot.json <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+ins = [e for e in t['traceEvents'] if e.get('ph') == 'i' and e['name'].startswith('the trace stops before the snapshot: 24 blocks (384.1 MiB)')]
+last = max(e['ts'] for e in t['traceEvents'] if e.get('ph') == 'C')
+sys.exit(not (len(ins) == 1 and ins[0]['ts'] == last))
+PY"
+"$CMH" flamegraph --at end "$TNP" -o tn_end.svg 2>tn_end.err
+"$CMH" flamegraph --folded --at 49 "$TNP" >/dev/null 2>tn_49.err
+check "flamegraph --at end names the snapshot after the last entry, and both moments say why they differ" \
+    "grep -q 'live memory at the end (the snapshot, after entry 49)' tn_end.svg && grep -q 'note: the trace stops before the snapshot: 24 blocks (384.1 MiB)' tn_end.err && grep -q 'note: the trace stops before the snapshot' tn_49.err"
+check "flamegraph refuses --group-by (it draws stacks), exit 2" \
+    "! '$CMH' flamegraph --group-by module '$TNP' -o x.svg 2>err.txt && grep -q \"unknown option '--group-by'\" err.txt"
+
 # A device PyTorch lists but that holds nothing (device 0 here: no segment, its ring one 'snapshot'
 # entry) is not the default of a one-device picture: device 1 holds the 10 GiB.
 TWO=$PT/layoutediting_two_devices.pickle

@@ -134,7 +134,7 @@ ours = int(re.search(r"device 0: (\d+) trace entries", peak).group(1))
 at = int(re.search(r"^peak allocated: .* at entry (\d+),", peak, re.M).group(1))
 assert shown != ours, (shown, ours)  # the case that needs the note
 # one short line each (it was a ~400-character paragraph on every run), the why in docs/CLI.md
-m = re.search(r"^cumemhist: trace: device 0: the text counts memory_viz's (\d+) entries for the record's (\d+) "
+m = re.search(r"^cumemhist: trace: device 0: the text counts the pickle's (\d+) entries for the record's (\d+) "
               r"\(the allocated peak, entry (\d+), is its (\d+)\); docs/CLI.md \"Entry numbers\"$", err, re.M)
 assert m and (int(m.group(1)), int(m.group(2)), int(m.group(3))) == (shown, ours, at), (err, shown, ours, at)
 # export maps the same entries, and names the page's rows (which fold each free's two entries)

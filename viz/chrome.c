@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/gapwords.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
 #include "cumemhist/viz.h"
@@ -337,6 +338,22 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
                                  st->reserved_bytes[CMH_POOL_ALL].current != shown_res)) {
         int64_t end = timeless ? last + 1000 : s->dump_time_ns > last ? s->dump_time_ns : last;
         counter_sample(w, counter, pid_of(c, dev), end - t0, st, &shown_alloc, &shown_res);
+        /* and why, where the trace stopped before its snapshot: the reports' words, on the drop */
+        cmh_trace_gap gap;
+        char why[1024];
+        cmh_replay_gap(r, &gap);
+        if (cmh_gap_stops_text(&gap, s->source == CMH_SRC_PYTORCH, " ", why, sizeof why)) {
+            cmh_jw_nl(w);
+            cmh_jw_obj(w);
+            cmh_jw_kstr(w, "ph", "i");
+            cmh_jw_kstr(w, "s", "p");
+            cmh_jw_kint(w, "pid", pid_of(c, dev));
+            cmh_jw_kint(w, "tid", 0);
+            cmh_jw_key(w, "ts");
+            cmh_jw_us(w, end - t0);
+            cmh_jw_kstr(w, "name", why);
+            cmh_jw_end(w);
+        }
     }
     int rc = cmh_replay_status(r);
     cmh_replay_free(r);

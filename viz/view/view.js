@@ -270,7 +270,7 @@
   var devLabel = el('label', 'v-dev', 'Device ');
   ui.dev = el('select'); ui.dev.id = 'v-device';
   meta.devices.forEach(function (m, k) {
-    var o = el('option', null, m.device < 0 ? 'pinned host' : 'device ' + m.device); o.value = k; ui.dev.appendChild(o);
+    var o = el('option', null, m.device < 0 ? 'pinned host' : String(m.device)); o.value = k; ui.dev.appendChild(o);
   });
   devLabel.appendChild(ui.dev); ui.bar.appendChild(devLabel);
   var sLabel = el('label', 'v-search', 'Search ');
