@@ -214,8 +214,9 @@ static int section(const rep_section *sec, void *arg)
                    rest.full, rest.part, rest.empty);
         }
         if (by_blocks)
-            printf("  (its blocks): the segment has no stack of its own (PyTorch <= 2.0 kept stacks on blocks only): the site\n"
-                   "  of its blocks holding the most bytes (its live blocks; any of its blocks when none is live)\n");
+            printf("  (its blocks): the segment has no stack of its own (PyTorch <= 2.0 kept stacks on blocks only, and an\n"
+                   "  expandable segment has none): the site of its blocks holding the most bytes (its live blocks; any of its\n"
+                   "  blocks when none is live)\n");
         if (p.has_oom) {
             const struct cmh_oom_event_state *o = &p.last_oom;
             int64_t t0 = rep_trace_start(sp, dev);
