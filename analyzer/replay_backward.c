@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "memo.h"
+#include "cumemhist/recorder.h"
 #include "replay_state.h"
 
 /* ---- backward pass: the state before the first entry ---- */
@@ -47,6 +48,16 @@ static int cmp_rseg(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* The stack of a block the backward pass finds by its free (its allocation before the trace's
+ * first entry): the free entry's, which is the allocation's where frees carry it (context
+ * "alloc"), but the free's own line where the recorder captured frees' stacks (context "all"):
+ * none then (the reports' "<no stack: ... allocated before recording>"), not the line that freed
+ * it named as its allocation site (a --max-entries record named main's cuMemFree line). */
+static uint32_t found_by_free_stack(const cmh_replay *t, const cmh_entry *e)
+{
+    return t->s->source == CMH_SRC_RECORDER && t->s->opt_context == CMH_CONTEXT_ALL ? 0 : e->stack;
+}
+
 /* stack: where an entry that carries no stack of its own learns the one its block has at the end
  * (PyTorch's context "state", ours: only the live blocks keep their stacks) */
 static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *stack)
@@ -66,7 +77,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
                 b->size = cmh_entry_size(t->s, e);
                 b->requested = cmh_entry_requested(t->s, e);
                 b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-                b->stack = e->stack;
+                b->stack = found_by_free_stack(t, e);
             }
         }
         return;
@@ -87,7 +98,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
             b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, cmh_entry_size(t->s, e)) : cmh_entry_size(t->s, e);
             b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-            b->stack = e->stack;
+            b->stack = found_by_free_stack(t, e);
         }
         break;
     case CMH_ACT_FREE_COMPLETED:
@@ -95,7 +106,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
             b->size = t->pytorch || (e->flags & CMH_EF_PYTORCH) ? cmh_pt_round(&t->rules, cmh_entry_size(t->s, e)) : cmh_entry_size(t->s, e);
             b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-            b->stack = e->stack;
+            b->stack = found_by_free_stack(t, e);
         }
         break;
     case CMH_ACT_SEGMENT_ALLOC:
@@ -116,7 +127,7 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
             b->size = cmh_entry_size(t->s, e);
             b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
-            b->stack = e->stack;
+            b->stack = found_by_free_stack(t, e);
         }
         break;
     default: break;

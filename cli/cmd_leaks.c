@@ -118,15 +118,8 @@ static void by_site_free(by_site *b)
 /* 0: nothing to split (a grouping by site or stack; a failure to group again, said by no line) */
 static int by_site_new(const cmh_snapshot *s, const cmh_sites *g, int dev, by_site *b)
 {
-    b->gs = NULL;
     b->row = NULL;
-    if (!g) return 0;
-    int by = cmh_sites_group_by(g);
-    if (by != CMH_GROUP_MODULE && by != CMH_GROUP_FILE && by != CMH_GROUP_PACKAGE) return 0;
-    cmh_site_opts o = {CMH_GROUP_SITE, rep_attribution.no_default, rep_attribution.skips.v, rep_attribution.skips.n};
-    char err[512];
-    int src;
-    if (!(b->gs = cmh_sites_new(s, &o, &src, err, sizeof err))) return 0;
+    if (!(b->gs = rep_sites_by_site_under(s, g))) return 0;
     if (cmh_leaks_compute(s, dev, b->gs, 0, &b->q) != CMH_OK) {
         cmh_sites_free(b->gs);
         b->gs = NULL;

@@ -551,6 +551,8 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
         return s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_NONE ? "<no stack: recorded with context none>"
                : s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_STATE
                    ? "<no stack: context state keeps the stacks of blocks live at the end only>"
+               : s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_ALL
+                   ? "<no stack: allocated before the first kept entry, or its stack could not be read>"
                    : "<no stack: recorded without stacks, or allocated before recording>";
     if (rep_attribution.group_by == CMH_GROUP_FILE) return cmh_str(s, f->filename);
     return rep_frame(s, f);
@@ -832,16 +834,21 @@ const char *rep_owner_tag(const cmh_sites *g, uint32_t group, char *buf, size_t 
 
 /* ---- a grouped row's sites (peak, oom: --group-by module|file|package) ---- */
 
-int rep_row_sites_begin(rep_row_sites *b, const cmh_snapshot *s, const cmh_sites *g)
+cmh_sites *rep_sites_by_site_under(const cmh_snapshot *s, const cmh_sites *g)
 {
-    memset(b, 0, sizeof *b);
-    if (!g) return 0;
+    if (!g) return NULL;
     int by = cmh_sites_group_by(g);
-    if (by != CMH_GROUP_MODULE && by != CMH_GROUP_FILE && by != CMH_GROUP_PACKAGE) return 0;
+    if (by != CMH_GROUP_MODULE && by != CMH_GROUP_FILE && by != CMH_GROUP_PACKAGE) return NULL;
     cmh_site_opts o = {CMH_GROUP_SITE, rep_attribution.no_default, rep_attribution.skips.v, rep_attribution.skips.n};
     char err[512];
     int src;
-    if (!(b->gs = cmh_sites_new(s, &o, &src, err, sizeof err))) return 0;
+    return cmh_sites_new(s, &o, &src, err, sizeof err);
+}
+
+int rep_row_sites_begin(rep_row_sites *b, const cmh_snapshot *s, const cmh_sites *g)
+{
+    memset(b, 0, sizeof *b);
+    if (!(b->gs = rep_sites_by_site_under(s, g))) return 0;
     uint32_t n = cmh_sites_count(b->gs);
     if (!(b->row = malloc((n ? n : 1) * sizeof *b->row))) {
         rep_row_sites_end(b);

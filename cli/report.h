@@ -223,6 +223,10 @@ typedef struct rep_row_sites {
     const cmh_site *sites; /* the report's sites, by site, at the same moment (largest first) */
     uint32_t nsites;
 } rep_row_sites;
+/* The same snapshot's sites grouped by site, for the rows of a grouping by module, file or
+ * package (g) to be split by site ("of it, by site"); NULL: g groups otherwise (nothing to split),
+ * or no memory (said by no line). */
+cmh_sites *rep_sites_by_site_under(const cmh_snapshot *s, const cmh_sites *g);
 int rep_row_sites_begin(rep_row_sites *b, const cmh_snapshot *s, const cmh_sites *g);
 void rep_row_sites_print(const rep_row_sites *b, const cmh_site *x, const char *indent);
 void rep_row_sites_json(cmh_jw *w, const cmh_site *x, void *arg);

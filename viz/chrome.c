@@ -67,6 +67,21 @@ static void frame_text(const cmh_snapshot *s, const cmh_frame *f, char *buf, siz
 /* The allocated peak as an instant on its device, with the sites that held it (the peak
  * report's figures, by the default attribution), so the trace says whose memory the top of the
  * counter is. */
+/* An instant event's opening: its scope ("p": the process, "t": the thread), where and when; the
+ * caller adds its name (when not given) and args, and closes it. */
+static void instant_begin(cmh_jw *w, const char *scope, int pid, int tid, int64_t ts_ns, const char *name)
+{
+    cmh_jw_nl(w);
+    cmh_jw_obj(w);
+    cmh_jw_kstr(w, "ph", "i");
+    cmh_jw_kstr(w, "s", scope);
+    cmh_jw_kint(w, "pid", pid);
+    cmh_jw_kint(w, "tid", tid);
+    cmh_jw_key(w, "ts");
+    cmh_jw_us(w, ts_ns);
+    if (name) cmh_jw_kstr(w, "name", name);
+}
+
 /* One sample of a device's memory counter: allocated, and reserved's free part stacked on it. */
 static void counter_sample(cmh_jw *w, const char *counter, int pid, int64_t ts_ns, const cmh_mem_stats *st, int64_t *shown_alloc,
                            int64_t *shown_res)
@@ -96,15 +111,7 @@ static void peak_instant(const chrome_ctx *c, const cmh_snapshot *s, int dev, co
         cmh_jw *w = c->w;
         char what[128], text[1100];
         snprintf(what, sizeof what, "peak allocated: %" PRId64 " bytes", p.alloc_peak);
-        cmh_jw_nl(w);
-        cmh_jw_obj(w);
-        cmh_jw_kstr(w, "ph", "i");
-        cmh_jw_kstr(w, "s", "p");
-        cmh_jw_kint(w, "pid", pid_of(c, dev));
-        cmh_jw_kint(w, "tid", 0);
-        cmh_jw_key(w, "ts");
-        cmh_jw_us(w, t - c->t0);
-        cmh_jw_kstr(w, "name", what);
+        instant_begin(w, "p", pid_of(c, dev), 0, t - c->t0, what);
         cmh_jw_key(w, "args");
         cmh_jw_obj(w);
         cmh_jw_key(w, "sites");
@@ -261,15 +268,7 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
         char what[160];
         snprintf(what, sizeof what, "%" PRIu64 " out-of-memory error%s before the first entry kept (the ring dropped %s)", tr->dropped_ooms,
                  tr->dropped_ooms == 1 ? "" : "s", tr->dropped_ooms == 1 ? "it" : "them");
-        cmh_jw_nl(w);
-        cmh_jw_obj(w);
-        cmh_jw_kstr(w, "ph", "i");
-        cmh_jw_kstr(w, "s", "p");
-        cmh_jw_kint(w, "pid", pid_of(c, dev));
-        cmh_jw_kint(w, "tid", 0);
-        cmh_jw_key(w, "ts");
-        cmh_jw_us(w, first > t0 ? first - t0 : 0);
-        cmh_jw_kstr(w, "name", what);
+        instant_begin(w, "p", pid_of(c, dev), 0, first > t0 ? first - t0 : 0, what);
         cmh_jw_key(w, "args");
         cmh_jw_obj(w);
         cmh_jw_kuint(w, "dropped_ooms", tr->dropped_ooms);
@@ -305,14 +304,7 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
         }
         if (e->action == CMH_ACT_OOM || e->action == CMH_ACT_MARK) {
             int mark = e->action == CMH_ACT_MARK;
-            cmh_jw_nl(w);
-            cmh_jw_obj(w);
-            cmh_jw_kstr(w, "ph", "i");
-            cmh_jw_kstr(w, "s", mark ? "t" : "p");
-            cmh_jw_kint(w, "pid", pid_of(c, dev));
-            cmh_jw_kint(w, "tid", mark ? THREAD_TID(cmh_entry_thread(s, e)) : 0);
-            cmh_jw_key(w, "ts");
-            cmh_jw_us(w, t - t0);
+            instant_begin(w, mark ? "t" : "p", pid_of(c, dev), mark ? THREAD_TID(cmh_entry_thread(s, e)) : 0, t - t0, NULL);
             if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, cmh_entry_name(s, e)));
             else {
                 char what[128];
@@ -343,15 +335,7 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
         char why[1024];
         cmh_replay_gap(r, &gap);
         if (cmh_gap_stops_text(&gap, s->source == CMH_SRC_PYTORCH, " ", why, sizeof why)) {
-            cmh_jw_nl(w);
-            cmh_jw_obj(w);
-            cmh_jw_kstr(w, "ph", "i");
-            cmh_jw_kstr(w, "s", "p");
-            cmh_jw_kint(w, "pid", pid_of(c, dev));
-            cmh_jw_kint(w, "tid", 0);
-            cmh_jw_key(w, "ts");
-            cmh_jw_us(w, end - t0);
-            cmh_jw_kstr(w, "name", why);
+            instant_begin(w, "p", pid_of(c, dev), 0, end - t0, why);
             cmh_jw_end(w);
         }
     }
