@@ -382,7 +382,15 @@ int cmd_export(int argc, char **argv)
     int ndev = 0;
     cmh_sites *g = NULL;
     if (g_format == F_PPROF) {
-        ndev = rep_devices(path, &s, g_device, 0, devs, 256);
+        /* every device, as the reports cover them; pinned host memory apart, as they keep it (a
+         * default profile's total added it to the GPUs': 24 MB for 16 + 8), unless it is all */
+        ndev = rep_devices(path, &s, g_device, g_device == -2, devs, 256);
+        if (!ndev && g_device == -2) ndev = rep_devices(path, &s, g_device, 0, devs, 256);
+        else if (ndev > 0 && g_device == -2 && !g_quiet) {
+            int host = cmh_snapshot_trace(&s, -1) != NULL;
+            for (uint32_t i = 0; i < s.nsegments && !host; i++) host = s.segments[i].device < 0;
+            if (host) fprintf(stderr, "cumemhist: export: pinned host memory is not in the profile, as the reports keep it apart (--device -1 for it)\n");
+        }
         cmh_site_opts o = {CMH_GROUP_SITE, rep_attribution.no_default, rep_attribution.skips.v, rep_attribution.skips.n};
         int src = CMH_OK;
         if (ndev < 0 || !(g = cmh_sites_new(&s, &o, &src, err, sizeof err))) {

@@ -16,6 +16,13 @@ for f in pickle json; do
         "grep -q '^cumemhist: export: 1 pinned host allocation left out (1 live at the end, 1 trace entry; ' man_$f.err &&
          grep -q 'wrote man.$f: 1 record, $dev_entries trace entr' man_$f.err"
 done
+# pprof holds every device, and pinned host memory apart as the reports keep it (its total added
+# host bytes to the GPUs'); --device -1 gives it
+"$CMH" export -f pprof -o man.pb.gz man.cmh >/dev/null 2>man_pp.err
+"$CMH" export -f pprof --device -1 -o manh.pb.gz man.cmh >/dev/null 2>manh_pp.err
+check "export -f pprof: device 0 only by default, said; --device -1 the pinned host memory ($(cat man_pp.err manh_pp.err | tr '\n' ' '))" \
+    "grep -q 'pinned host memory is not in the profile, as the reports keep it apart (--device -1 for it)' man_pp.err &&
+     grep -q 'wrote man.pb.gz: 1 record, 1 trace entry of device 0\$' man_pp.err && grep -q 'of device -1 (pinned host)' manh_pp.err"
 check "export -f json: the document counts 1 host allocation, 1 host segment" "py -c '
 import json
 d = json.load(open(\"man.json\"))[\"cumemhist\"]
