@@ -348,7 +348,7 @@ static int section(const rep_section *sec, void *arg)
             printf("%s, %s: %s in %s still live at the end, from %s\n", sec->path, rep_device_name(dev),
                    rep_size((double)p.live_bytes), rep_count(p.live_blocks, "block", "blocks"),
                    rep_count(p.live_sites, "site", "sites"));
-            printf("%s\n\n", cmh_leak_steps_text(&p, line, sizeof line));
+            printf("%s\n%s", cmh_leak_steps_text(&p, line, sizeof line), p.nsites ? "\n" : ""); /* (no table: one blank line) */
             if (p.nsites) {
                 printf("  %12s %7s %10s %10s  %-8s %s\n", "bytes", "blocks", "first", "last", "verdict", "site  [owner]");
                 for (uint32_t i = 0; i < p.nsites && (int)i < g_top; i++) {
