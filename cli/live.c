@@ -327,7 +327,8 @@ int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
                 if (strcmp(or.moments[m].what, "end")) continue;
                 a->owners = malloc((or.moments[m].nrows ? or.moments[m].nrows : 1) * sizeof *a->owners);
                 if (a->owners) {
-                    memcpy(a->owners, or.moments[m].rows, or.moments[m].nrows * sizeof *a->owners);
+                    if (or.moments[m].nrows) /* (none: no rows, and no array to copy from) */
+                        memcpy(a->owners, or.moments[m].rows, or.moments[m].nrows * sizeof *a->owners);
                     a->nowners = or.moments[m].nrows;
                     qsort(a->owners, a->nowners, sizeof *a->owners, by_bytes);
                 }
