@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -636,6 +637,12 @@ static int check_output(const char *pattern)
         cli_error("-o %s: is %s (name a file)", pattern, S_ISBLK(st.st_mode) ? "a block device" : "a socket");
         return -1;
     }
+    /* a file of the user's that is not a recording (`-o train.c`, a typo): kept, before the run */
+    if (!strchr(pattern, '%') && lstat(pattern, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && !cmh_recording_kind(pattern)) {
+        cli_error("-o %s: holds something other than a recording (not a .cmh snapshot, a pickle or a flight record): not "
+                  "replaced (name another file, or remove it first)", pattern);
+        return -1;
+    }
     return 0;
 }
 
@@ -1101,6 +1108,10 @@ static int record(char **prog, const char *argv0)
 
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
+        /* the program's death passed on as ours, for the shell's status, but never a core of
+         * cumemhist: its own would replace the program's core in the same directory */
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
         signal(sig, SIG_DFL);
         sigset_t set;
         sigemptyset(&set);

@@ -63,6 +63,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    cmh_inputs_guard(1); /* no output replaces a file the command reads (snapshot/atomic.c) */
     if (!strcmp(argv[1], "help") && argc > 2) { /* `cumemhist help summary` = `cumemhist summary --help` */
         char *args[] = {argv[2], "--help", NULL};
         for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)

@@ -39,6 +39,24 @@ for how in exit $faults abrt ill kill int term; do
     else bad "$how: exit $rc (want $want_rc), $n entries, said: $("$CMH" peak x.cmh 2>&1 | sed -n 2p) $(cat err.txt)"; fi
 done
 
+# a crash passed on as record's own status, never as a core of cumemhist: with core dumps on
+# (ulimit -c unlimited, core_pattern "core"), its core would replace the program's in the same
+# directory.  record's status says it died by SIGSEGV, without "core dumped".
+mkdir cores
+py - "$CMH" "$D" <<'PY' && ok "record of a program killed by SIGSEGV: status SIGSEGV, no core of its own" || bad "record dumped a core of its own"
+import os, resource, sys
+cmh, d = sys.argv[1], sys.argv[2]
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    os.chdir("cores")
+    os.execv(cmh, [cmh, "record", "-q", "-o", "x.cmh", "--", d, "segv"])
+_, st = os.waitpid(pid, 0)
+assert os.WIFSIGNALED(st) and os.WTERMSIG(st) == 11, st
+assert not os.WCOREDUMP(st), "record's own core dumped"
+PY
+rm -rf cores
+
 # a killed rank is still a rank: the flight record keeps who the process was
 rm -f r.cmh*
 RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 FAKECUDA_DEVICES=2 CUDA_VISIBLE_DEVICES=1 "$CMH" record -q -o r.cmh -- "$D" kill >/dev/null 2>&1

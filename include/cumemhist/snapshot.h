@@ -524,7 +524,20 @@ int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uin
  * cmh_output_open gives a stream; cmh_output_begin only the descriptor and, for a library that
  * opens files by name (SQLite), tmppath.  cmh_atomic_commit puts it in place, or removes it and
  * says why (CMH_EIO); cmh_atomic_abort removes it.  cmh_atomic_open is cmh_output_open(.., 0). */
-enum { CMH_OUT_SEEKABLE = 1, CMH_OUT_SHARED = 2 };
+/* Two more rules keep what the user has.  A file that holds a recording (a .cmh snapshot, a
+ * flight record, a pickle) is never replaced by an output that is not one (CMH_OUT_SHARED: a
+ * report, a picture, JSON...): `report run.cmh -o run.cmh` is refused, not an HTML page where the
+ * only copy of the record was.  And with cmh_inputs_guard(1) (the command line sets it), every
+ * file a load opened is remembered, and no output may replace one of them.  CMH_OUT_PUBLIC: a new
+ * file gets 0666 less the umask, not 0600 (a file another user's program must read: the
+ * exporter's node_exporter textfile). */
+enum { CMH_OUT_SEEKABLE = 1, CMH_OUT_SHARED = 2, CMH_OUT_PUBLIC = 4 };
+void cmh_inputs_guard(int on);
+/* Remember an input (the loaders call it; a reader of other files may too). */
+void cmh_input_opened(int fd);
+/* What recording the file at path holds, by its first bytes ("a cumemhist snapshot (.cmh)", "a
+ * flight record", "a pickle (...)"), or NULL: something else, or unreadable. */
+const char *cmh_recording_kind(const char *path);
 typedef struct cmh_atomic {
     int dirfd, fd;
     int direct; /* writing to path itself (not a regular file) */
