@@ -660,16 +660,13 @@ int cmd_record(int argc, char **argv)
     return rc < 0 ? cli_finish_stdout(0) : rc;
 }
 
-/* PyTorch co-recording: the start-up hook (python/cumemhist/_startup/sitecustomize.py) first on
- * PYTHONPATH, and the cumemhist package after it.  Found at CUMEMHIST_PYTHON, where the install
- * put it relative to this command (datadir/cumemhist/python), or in the source tree this was
- * built from. */
-static void python_hook(const char *argv0)
+/* The directory holding the cumemhist Python package (and its start-up hook): CUMEMHIST_PYTHON,
+ * where the install put it relative to this command (datadir/cumemhist/python), or the source
+ * tree this was built from; its real path in out, 0, or -1 when none is there. */
+int cli_python_dir(const char *argv0, char *out, size_t n)
 {
-    if (g_no_torch) setenv("CUMEMHIST_TORCH", "0", 1);
-    char dir[PATH_MAX], hook[PATH_MAX + 64];
+    char dir[PATH_MAX], hook[PATH_MAX + 64], installed[PATH_MAX + 64];
     const char *env = getenv("CUMEMHIST_PYTHON");
-    char installed[PATH_MAX + 64];
     exe_dir(argv0, dir, sizeof dir);
     snprintf(installed, sizeof installed, "%s/%s", dir, CMH_REL_PYDIR);
     const char *cands[3] = {env && *env ? env : NULL, installed, CMH_PYTHON_DIR};
@@ -677,6 +674,19 @@ static void python_hook(const char *argv0)
         if (!cands[i]) continue;
         snprintf(hook, sizeof hook, "%s/cumemhist/_startup/sitecustomize.py", cands[i]);
         if (access(hook, R_OK) != 0 || !realpath(cands[i], dir)) continue;
+        snprintf(out, n, "%s", dir);
+        return 0;
+    }
+    return -1;
+}
+
+/* PyTorch co-recording: the start-up hook (python/cumemhist/_startup/sitecustomize.py) first on
+ * PYTHONPATH, and the cumemhist package after it. */
+static void python_hook(const char *argv0)
+{
+    if (g_no_torch) setenv("CUMEMHIST_TORCH", "0", 1);
+    char dir[PATH_MAX];
+    if (cli_python_dir(argv0, dir, sizeof dir) == 0) {
         const char *old = getenv("PYTHONPATH");
         size_t n = 2 * strlen(dir) + 64 + (old ? strlen(old) : 0);
         char *pp = malloc(n);
