@@ -318,6 +318,8 @@ int cmh_fstate_copy_dict(cmh_snapshot *s, const cmh_snapshot *b)
         if (cmh_snapshot_add_kernel(s, &b->kernels[i]) != CMH_OK) return CMH_ENOMEM;
     for (uint32_t i = 0; i < b->nmeminfo; i++) /* the journal's own samples follow */
         if (cmh_snapshot_add_meminfo(s, &b->meminfo[i]) != CMH_OK) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < b->nidents; i++) /* as the meminfo samples: said once, at the device's first allocation */
+        if (cmh_snapshot_add_ident(s, &b->idents[i]) != CMH_OK) return CMH_ENOMEM;
     /* the threads' ids and names: the records that named them may be in the extents the
      * checkpoint let go (a thread named in the first generation is named nowhere else; left out,
      * its entries and blocks read as an anonymous thread's) */

@@ -128,6 +128,7 @@ struct cmh_live {
     uint32_t nanns, capanns;
     lthread *threads; /* the recording threads named so far (the latest record of each) */
     uint32_t nthreads, capthreads;
+    cmh_device_ident idents[CMH_FLIGHT_SLOTS - 1]; /* which GPU each device is (uuid "": not said) */
     cmh_oatab handles; /* of lvmm: the handles' latest states, for vmm_unmapped */
     ltrace tr[CMH_FLIGHT_SLOTS];
     rate_pt rate[CMH_FLIGHT_SLOTS][RATE_POINTS];

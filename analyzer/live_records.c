@@ -320,6 +320,12 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         cmh_meminfo m = {x->device, to_ns(h, x->ticks), x->free, x->total, x->thread};
         return add_sample(l, &m);
     }
+    case CMH_FR_DEVICE: {
+        const cmh_fr_device *x = (const cmh_fr_device *)body;
+        if (len < sizeof *x) return cmh_live_fail(l, err, errlen, "a short device record", at);
+        if (x->device >= 0 && x->device < CMH_FLIGHT_SLOTS - 1) l->idents[x->device] = cmh_fr_device_ident(x);
+        return CMH_OK;
+    }
     case CMH_FR_THREAD: { /* the thread's tid and name, as recover puts them into thread_ids */
         const cmh_fr_thread *x = (const cmh_fr_thread *)body;
         if (len < sizeof *x) return cmh_live_fail(l, err, errlen, "a short thread record", at);

@@ -118,6 +118,10 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         uint32_t j = l->nsamples < MAX_SAMPLES ? i : (l->sample_head + i) % MAX_SAMPLES;
         if (cmh_snapshot_add_meminfo(s, &l->samples[j]) != CMH_OK) goto nomem;
     }
+    for (uint32_t i = 0; l->have_base && i < l->base.nidents; i++) /* which GPU each device is: the checkpoint's, then the records' */
+        if (cmh_snapshot_add_ident(s, &l->base.idents[i]) != CMH_OK) goto nomem;
+    for (int d = 0; d < CMH_FLIGHT_SLOTS - 1; d++)
+        if (l->idents[d].uuid[0] && cmh_snapshot_add_ident(s, &l->idents[d]) != CMH_OK) goto nomem;
     /* the recording threads' tids and names (a dump's and recover's thread_ids): the
      * checkpoint's, then the records' after it (the later says) */
     for (uint32_t i = 0; l->have_base && i < l->base.nthreads; i++)

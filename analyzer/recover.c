@@ -231,6 +231,13 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         cmh_meminfo m = {x->device, to_ns(c->r->h, x->ticks), x->free, x->total, x->thread};
         return cmh_snapshot_add_meminfo(s, &m) == CMH_OK ? CMH_OK : CMH_ENOMEM;
     }
+    case CMH_FR_DEVICE: {
+        const cmh_fr_device *x = body;
+        if (len < sizeof *x) return fail(c->r, "a short device record at byte %llu", at);
+        if (x->device < 0 || x->device >= CMH_FLIGHT_SLOTS - 1) return CMH_OK;
+        cmh_device_ident d = cmh_fr_device_ident(x);
+        return cmh_snapshot_add_ident(s, &d) == CMH_OK ? CMH_OK : CMH_ENOMEM;
+    }
     case CMH_FR_THREAD: {
         const cmh_fr_thread *x = body;
         if (len < sizeof *x) return fail(c->r, "a short thread record at byte %llu", at);

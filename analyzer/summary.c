@@ -28,7 +28,17 @@ int cmh_summary_compute_peak(const cmh_snapshot *s, int device, cmh_mem_stats *o
     out->num_alloc_retries += retries;
     /* a counter, as PyTorch's num_ooms: the OOMs the ring dropped were seen all the same */
     if (t) out->num_ooms += t->dropped_ooms;
+    out->num_alloc_retries = cmh_alloc_retries(s, out->num_ooms, out->num_alloc_retries);
     return CMH_OK;
+}
+
+uint64_t cmh_alloc_retries(const cmh_snapshot *s, uint64_t ooms, uint64_t retries)
+{
+    /* PyTorch's allocator, before it gives up, frees its cached blocks and asks once more
+     * (alloc_block(isRetry): num_alloc_retries += 1) outside a CUDA graph's capture: each OOM of a
+     * PyTorch snapshot had a retry at least (those that then met are in no snapshot) */
+    if (s->source == CMH_SRC_PYTORCH && !(s->pt_fields & CMH_PT_FROM_RECORDER) && retries < ooms) return ooms;
+    return retries;
 }
 
 /* Python's // on possibly negative numbers */

@@ -167,4 +167,7 @@ int cli_fail(const char *what, int rc);
  * CLI_EFILE ("cumemhist: standard output: No space left on device"). */
 int cli_finish_stdout(int rc);
 
+/* The directory of the cumemhist Python package (cmd_record.c): 0, or -1 when none is found. */
+int cli_python_dir(const char *argv0, char *out, size_t n);
+
 #endif

@@ -430,7 +430,8 @@ static int write_textfile(const buf *b)
     char path[4200], err[4400];
     snprintf(path, sizeof path, "%s/cumemhist.prom", g_textfile);
     cmh_atomic a;
-    FILE *fp = cmh_output_open(&a, path, CMH_OUT_SHARED, err, sizeof err); /* node_exporter may read it as another user */
+    /* node_exporter reads it, often as another user: a new file is 0666 less the umask */
+    FILE *fp = cmh_output_open(&a, path, CMH_OUT_SHARED | CMH_OUT_PUBLIC, err, sizeof err);
     if (!fp) {
         cli_error("%s", err);
         return CLI_EFILE;

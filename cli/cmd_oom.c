@@ -231,7 +231,7 @@ static int section(const rep_section *sec, void *arg)
         if (p.base.history) { /* memory_summary's two counts, from the same events */
             cmh_jw_kuint(w, "dropped_ooms", p.dropped); /* of num_ooms: the ring dropped them, #1 to #dropped */
             cmh_jw_kuint(w, "num_ooms", p.failures);
-            cmh_jw_kuint(w, "num_alloc_retries", p.retries);
+            cmh_jw_kuint(w, "num_alloc_retries", cmh_alloc_retries(sp, p.failures, p.retries)); /* summary's */
         } else if (cmh_trace_ooms_known(sp, dev)) { /* counted without history (enabled=state) */
             const cmh_trace *t = cmh_snapshot_trace(sp, dev);
             cmh_jw_kuint(w, "num_ooms", t ? t->dropped_ooms : 0);

@@ -45,6 +45,7 @@ typedef struct rank_row {
     int64_t pid;
     char host[256]; /* whole: the table's column is as wide as the longest (it cut them at 12) */
     int device;
+    char uuid[48], pci_bus[24], gpu_name[64]; /* which GPU device was ("": the record does not say) */
     uint64_t entries, dropped;
     int64_t t_start; /* the device's first entry */
     int64_t alloc_peak, alloc_time_ns, reserved_peak, reserved_time_ns;
@@ -195,6 +196,12 @@ static void one_file(ranks_run *run, uint32_t f)
         snprintf(r->prog, sizeof r->prog, "%.*s", (int)len, cmd);
         r->started_ns = s.start_time_ns;
         r->forked_from = s.forked_from;
+        const cmh_device_ident *id = cmh_snapshot_ident(&s, devs[d]);
+        if (id) {
+            snprintf(r->uuid, sizeof r->uuid, "%s", id->uuid);
+            snprintf(r->pci_bus, sizeof r->pci_bus, "%s", id->pci_bus);
+            snprintf(r->gpu_name, sizeof r->gpu_name, "%s", id->name);
+        }
         if (rc == CMH_OK && (rc = one_device(run, &s, g, devs[d], r)) == CMH_OK) k++;
         else free(r->ending), free(r->site), free(r->leak_site), r->ending = r->site = r->leak_site = NULL;
     }
@@ -225,6 +232,16 @@ static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
+}
+
+/* Whether two rows are one GPU: by its UUID where both records say it (a device's number is its
+ * process's own: CUDA_VISIBLE_DEVICES=3 makes GPU 3 the process's device 0), else by host and
+ * number.  Another host's GPU is never the same one. */
+static int same_gpu(const rank_row *a, const rank_row *b)
+{
+    if (!a->host[0] || strcmp(a->host, b->host)) return 0;
+    if (a->uuid[0] && b->uuid[0]) return !strcmp(a->uuid, b->uuid);
+    return a->device == b->device;
 }
 
 /* Whether the rows are the ranks of one job, and if not, why not (each reason a phrase, joined
@@ -261,8 +278,11 @@ static int one_job(rank_row **rows, uint32_t n, uint32_t nfiles, char *why, size
             if (!ws && a->world_size >= 0 && b->world_size >= 0 && a->world_size != b->world_size)
                 ws = 1, WHY("world sizes differ (%d and %d)", (int)b->world_size, (int)a->world_size);
             if (!prog && a->prog[0] && b->prog[0] && strcmp(a->prog, b->prog)) prog = 1, WHY("different programs (%s and %s)", b->prog, a->prog);
-            if (!shared && a->host[0] && !strcmp(a->host, b->host) && a->device == b->device && a->pid != b->pid)
-                shared = 1, WHY("two processes on device %d of %s", a->device, a->host);
+            if (!shared && same_gpu(a, b) && a->pid != b->pid) {
+                shared = 1;
+                if (a->device != b->device) WHY("two processes on one GPU of %s, %s, their devices %d and %d", a->host, a->uuid, b->device, a->device);
+                else WHY("two processes on device %d of %s", a->device, a->host);
+            }
         }
     }
     if (first && last - first > RANKS_START_WINDOW_NS) WHY("started %.1f h apart", (double)(last - first) / 3.6e12);
@@ -358,6 +378,11 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kstr(w, "host", r->host);
         cmh_jw_kint(w, "pid", r->pid);
         cmh_jw_kint(w, "device", r->device);
+        if (r->uuid[0]) { /* which GPU: the device number is the process's own */
+            cmh_jw_kstr(w, "gpu_uuid", r->uuid);
+            if (r->pci_bus[0]) cmh_jw_kstr(w, "gpu_pci_bus", r->pci_bus);
+            if (r->gpu_name[0]) cmh_jw_kstr(w, "gpu_name", r->gpu_name);
+        }
         cmh_jw_kuint(w, "trace_entries", r->entries);
         cmh_jw_kuint(w, "dropped_entries", r->dropped);
         cmh_jw_kbool(w, "history", r->history);
@@ -437,6 +462,16 @@ int cmd_ranks(int argc, char **argv)
     for (uint32_t f = 0; f < pl.n; f++) {
         nrows += (uint32_t)run.slots[f].nrows;
         if (run.slots[f].rc) failed++, first_bad_rc = first_bad_rc ? first_bad_rc : (uint32_t)run.slots[f].rc;
+    }
+    if (!nrows && !failed) { /* nothing to compare (--device N none has): said, not "0 separate processes" */
+        if (g_device == -1) cli_error("ranks: no record holds pinned host memory");
+        else if (g_device >= 0) cli_error("ranks: no record has device %d", g_device);
+        else cli_error("ranks: no record holds memory on a device");
+        for (uint32_t f = 0; f < pl.n; f++) free(run.slots[f].rows);
+        free(run.slots);
+        pthread_mutex_destroy(&run.lock);
+        cmh_pathlist_free(&pl);
+        return CLI_EUSAGE;
     }
     rank_row **rows = malloc((nrows ? nrows : 1) * sizeof *rows);
     if (!rows) rc = CLI_ENOMEM;
@@ -524,12 +559,11 @@ int cmd_ranks(int argc, char **argv)
             nprocs += !seen;
         }
         if (job) {
-            /* devices: one per host and index (a row per process and device, the same GPU counted once) */
+            /* devices: the GPUs (a row per process and device, the same GPU counted once) */
             uint32_t ndev = 0;
             for (uint32_t i = 0; i < nrows; i++) {
                 int seen = 0;
-                for (uint32_t j = 0; j < i && !seen; j++)
-                    seen = rows[j]->device == rows[i]->device && rows[i]->host[0] && !strcmp(rows[j]->host, rows[i]->host);
+                for (uint32_t j = 0; j < i && !seen; j++) seen = same_gpu(rows[j], rows[i]);
                 ndev += !seen;
             }
             printf("%u record%s, %u process%s on %s", pl.n, pl.n == 1 ? "" : "s", nprocs, nprocs == 1 ? "" : "es",
@@ -545,8 +579,15 @@ int cmd_ranks(int argc, char **argv)
         int hw = 4; /* the host column: as wide as the longest name, whole */
         for (uint32_t i = 0; i < nrows; i++)
             if ((int)strlen(rows[i]->host) > hw) hw = (int)strlen(rows[i]->host);
-        printf("%6s  %-*s %4s  %10s %9s  %10s %9s  %4s  %10s  %s\n", "rank", hw, "host", "dev", "peak alloc", "when", "peak resv",
-               "when", "OOMs", "leaked", "top site at the peak");
+        /* device numbers that do not name GPUs (a process's own, CUDA_VISIBLE_DEVICES): one number
+         * on one host for two GPUs, or one GPU under two numbers; the GPU's PCI bus id beside it */
+        int renumbered = 0;
+        for (uint32_t i = 0; i < nrows && !renumbered; i++)
+            for (uint32_t j = 0; j < i && !renumbered; j++)
+                renumbered = rows[i]->uuid[0] && rows[j]->uuid[0] && !strcmp(rows[i]->host, rows[j]->host) &&
+                             (rows[i]->device == rows[j]->device) != (same_gpu(rows[i], rows[j]) != 0);
+        printf("%6s  %-*s %4s  %s%10s %9s  %10s %9s  %4s  %10s  %s\n", "rank", hw, "host", "dev", renumbered ? "gpu (PCI bus)  " : "",
+               "peak alloc", "when", "peak resv", "when", "OOMs", "leaked", "top site at the peak");
         for (uint32_t i = 0; i < nrows; i++) {
             const rank_row *r = rows[i];
             char rk[16];
@@ -558,7 +599,9 @@ int cmd_ranks(int argc, char **argv)
             char oo_s[16]; /* a record with no history: its OOMs are not known, as oom says (it read 0) */
             if (r->history) snprintf(oo_s, sizeof oo_s, "%u", r->ooms);
             else snprintf(oo_s, sizeof oo_s, "-");
-            printf("%6s  %-*s %4d  %10s %9s  %10s %9s  %4s  %10s  %s", rk, hw, r->host, r->device, pa_s,
+            char gpu[40] = "";
+            if (renumbered) snprintf(gpu, sizeof gpu, "%-13s  ", r->pci_bus[0] ? r->pci_bus : r->uuid[0] ? r->uuid + 4 : "-");
+            printf("%6s  %-*s %4d  %s%10s %9s  %10s %9s  %4s  %10s  %s", rk, hw, r->host, r->device, gpu, pa_s,
                    r->history ? rep_when(r->alloc_time_ns, job ? t0 : r->t_start) : "-", pr_s,
                    r->history ? rep_when(r->reserved_time_ns, job ? t0 : r->t_start) : "-", oo_s,
                    r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site ? r->site : "-");

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -636,6 +637,12 @@ static int check_output(const char *pattern)
         cli_error("-o %s: is %s (name a file)", pattern, S_ISBLK(st.st_mode) ? "a block device" : "a socket");
         return -1;
     }
+    /* a file of the user's that is not a recording (`-o train.c`, a typo): kept, before the run */
+    if (!strchr(pattern, '%') && lstat(pattern, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && !cmh_recording_kind(pattern)) {
+        cli_error("-o %s: holds something other than a recording (not a .cmh snapshot, a pickle or a flight record): not "
+                  "replaced (name another file, or remove it first)", pattern);
+        return -1;
+    }
     return 0;
 }
 
@@ -653,16 +660,13 @@ int cmd_record(int argc, char **argv)
     return rc < 0 ? cli_finish_stdout(0) : rc;
 }
 
-/* PyTorch co-recording: the start-up hook (python/cumemhist/_startup/sitecustomize.py) first on
- * PYTHONPATH, and the cumemhist package after it.  Found at CUMEMHIST_PYTHON, where the install
- * put it relative to this command (datadir/cumemhist/python), or in the source tree this was
- * built from. */
-static void python_hook(const char *argv0)
+/* The directory holding the cumemhist Python package (and its start-up hook): CUMEMHIST_PYTHON,
+ * where the install put it relative to this command (datadir/cumemhist/python), or the source
+ * tree this was built from; its real path in out, 0, or -1 when none is there. */
+int cli_python_dir(const char *argv0, char *out, size_t n)
 {
-    if (g_no_torch) setenv("CUMEMHIST_TORCH", "0", 1);
-    char dir[PATH_MAX], hook[PATH_MAX + 64];
+    char dir[PATH_MAX], hook[PATH_MAX + 64], installed[PATH_MAX + 64];
     const char *env = getenv("CUMEMHIST_PYTHON");
-    char installed[PATH_MAX + 64];
     exe_dir(argv0, dir, sizeof dir);
     snprintf(installed, sizeof installed, "%s/%s", dir, CMH_REL_PYDIR);
     const char *cands[3] = {env && *env ? env : NULL, installed, CMH_PYTHON_DIR};
@@ -670,6 +674,19 @@ static void python_hook(const char *argv0)
         if (!cands[i]) continue;
         snprintf(hook, sizeof hook, "%s/cumemhist/_startup/sitecustomize.py", cands[i]);
         if (access(hook, R_OK) != 0 || !realpath(cands[i], dir)) continue;
+        snprintf(out, n, "%s", dir);
+        return 0;
+    }
+    return -1;
+}
+
+/* PyTorch co-recording: the start-up hook (python/cumemhist/_startup/sitecustomize.py) first on
+ * PYTHONPATH, and the cumemhist package after it. */
+static void python_hook(const char *argv0)
+{
+    if (g_no_torch) setenv("CUMEMHIST_TORCH", "0", 1);
+    char dir[PATH_MAX];
+    if (cli_python_dir(argv0, dir, sizeof dir) == 0) {
         const char *old = getenv("PYTHONPATH");
         size_t n = 2 * strlen(dir) + 64 + (old ? strlen(old) : 0);
         char *pp = malloc(n);
@@ -1101,6 +1118,10 @@ static int record(char **prog, const char *argv0)
 
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
+        /* the program's death passed on as ours, for the shell's status, but never a core of
+         * cumemhist: its own would replace the program's core in the same directory */
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
         signal(sig, SIG_DFL);
         sigset_t set;
         sigemptyset(&set);

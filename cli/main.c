@@ -43,7 +43,8 @@ static void usage(FILE *fp)
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++) fprintf(fp, "  %-10s %s\n", g_cmds[i].name, g_cmds[i].what);
     fputs("\n'cumemhist <command> --help' describes a command; 'man cumemhist' all of them.\n"
           "--version prints the version; --man and --bash-completion print the manual page and the\n"
-          "completion script the install puts in place.\n",
+          "completion script the install puts in place; --python-path the directory to put on\n"
+          "PYTHONPATH for `import cumemhist` outside `record` (PYTHONPATH=$(cumemhist --python-path)).\n",
           fp);
 }
 
@@ -63,6 +64,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    cmh_inputs_guard(1); /* no output replaces a file the command reads (snapshot/atomic.c) */
     if (!strcmp(argv[1], "help") && argc > 2) { /* `cumemhist help summary` = `cumemhist summary --help` */
         char *args[] = {argv[2], "--help", NULL};
         for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
@@ -80,6 +82,15 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--man")) {
         cli_man_page(g_cmds, sizeof g_cmds / sizeof g_cmds[0], stdout);
+        return cli_finish_stdout(0);
+    }
+    if (!strcmp(argv[1], "--python-path")) { /* PYTHONPATH=$(cumemhist --python-path) python train.py: import cumemhist */
+        char dir[4096];
+        if (cli_python_dir(argv[0], dir, sizeof dir) != 0) {
+            cli_error("the cumemhist Python package was not found (set CUMEMHIST_PYTHON to the directory that holds cumemhist/)");
+            return 1;
+        }
+        printf("%s\n", dir);
         return cli_finish_stdout(0);
     }
     if (!strcmp(argv[1], "--bash-completion")) {

@@ -112,6 +112,21 @@ void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t tot
     cmh_fl_commit(h, CMH_FR_MEMINFO, a);
 }
 
+void cmh_flight_device(const cmh_device_ident *d)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_device), &a, 1, 0);
+    if (!h) return;
+    cmh_fr_device *r = CMH_FL_BODY(h, cmh_fr_device);
+    memset(r, 0, sizeof *r);
+    r->device = d->device;
+    memcpy(r->uuid, d->uuid, sizeof r->uuid);
+    memcpy(r->name, d->name, sizeof r->name);
+    memcpy(r->pci_bus, d->pci_bus, sizeof r->pci_bus);
+    cmh_fl_commit(h, CMH_FR_DEVICE, a);
+}
+
 static uint32_t g_vmm_seq;
 
 void cmh_flight_vmm_handle(uint64_t handle, int device, uint64_t size, int64_t ticks, uint32_t stack, int state)

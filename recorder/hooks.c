@@ -27,6 +27,9 @@
 /* Helpers the recorder itself needs from the driver. */
 static CUresult (*real_cuCtxGetDevice)(CUdevice *);
 static CUresult (*real_cuMemGetInfo_v2)(size_t *, size_t *);
+static CUresult (*real_cuDeviceGetUuid)(CUuuid *, CUdevice);
+static CUresult (*real_cuDeviceGetName)(char *, int, CUdevice);
+static CUresult (*real_cuDeviceGetPCIBusId)(char *, int, CUdevice);
 static CUresult (*real_cuMemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
 static CUresult (*real_cuDeviceGetMemPool)(CUmemoryPool *, CUdevice);
 static CUresult (*real_cuCtxGetCurrent)(CUcontext *);
@@ -97,6 +100,10 @@ static void drv_init(void)
     }
     real_cuCtxGetDevice = (CUresult(*)(CUdevice *))cmh_driver_sym("cuCtxGetDevice");
     real_cuMemGetInfo_v2 = (CUresult(*)(size_t *, size_t *))cmh_driver_sym("cuMemGetInfo_v2");
+    real_cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))cmh_driver_sym("cuDeviceGetUuid_v2");
+    if (!real_cuDeviceGetUuid) real_cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))cmh_driver_sym("cuDeviceGetUuid");
+    real_cuDeviceGetName = (CUresult(*)(char *, int, CUdevice))cmh_driver_sym("cuDeviceGetName");
+    real_cuDeviceGetPCIBusId = (CUresult(*)(char *, int, CUdevice))cmh_driver_sym("cuDeviceGetPCIBusId");
     real_cuMemPoolGetAttribute =
         (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))cmh_driver_sym("cuMemPoolGetAttribute");
     real_cuDeviceGetMemPool = (CUresult(*)(CUmemoryPool *, CUdevice))cmh_driver_sym("cuDeviceGetMemPool");
@@ -147,6 +154,9 @@ static uint32_t g_nsamples;
 static pthread_mutex_t g_samples_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext g_dev_ctx[CMH_MAX_DEVICES];
 static int g_dev_sampled[CMH_MAX_DEVICES];
+/* which GPU each device number is (the process's numbers: CUDA_VISIBLE_DEVICES renumbers), asked
+ * once at its first allocation; under g_samples_lock */
+static cmh_device_ident g_idents[CMH_MAX_DEVICES];
 
 /* Sample device (its context current on this thread); 0, or -1 when the driver says nothing.
  * thread: the recording thread taking it right after its own call (0 for a dump's: a dump can
@@ -168,6 +178,24 @@ static int sample_current(int device, uint64_t *free_out, uint32_t thread)
     return 0;
 }
 
+/* Which GPU device is: its UUID, name and PCI bus id, as the driver says (nothing kept when it
+ * gives no UUID). */
+static void identify(int device)
+{
+    CUuuid u;
+    cmh_device_ident d = {.device = device};
+    if (!real_cuDeviceGetUuid || real_cuDeviceGetUuid(&u, (CUdevice)device) != CUDA_SUCCESS) return;
+    cmh_uuid_text((const unsigned char *)u.bytes, d.uuid);
+    if (!real_cuDeviceGetName || real_cuDeviceGetName(d.name, (int)sizeof d.name, (CUdevice)device) != CUDA_SUCCESS) d.name[0] = 0;
+    if (!real_cuDeviceGetPCIBusId || real_cuDeviceGetPCIBusId(d.pci_bus, (int)sizeof d.pci_bus, (CUdevice)device) != CUDA_SUCCESS)
+        d.pci_bus[0] = 0;
+    d.name[sizeof d.name - 1] = d.pci_bus[sizeof d.pci_bus - 1] = 0;
+    pthread_mutex_lock(&g_samples_lock);
+    g_idents[device] = d;
+    pthread_mutex_unlock(&g_samples_lock);
+    cmh_flight_device(&d);
+}
+
 static void first_alloc(int device)
 {
     /* only through a context of that device (a VMM allocation names its device, whatever the
@@ -179,6 +207,7 @@ static void first_alloc(int device)
     if (real_cuCtxGetCurrent && real_cuCtxGetCurrent(&c) == CUDA_SUCCESS && c)
         __atomic_store_n(&g_dev_ctx[device], c, __ATOMIC_RELEASE);
     sample_current(device, NULL, cmh_hist_thread());
+    identify(device);
 }
 
 void cmh_meminfo_sample_all(void)
@@ -211,6 +240,8 @@ int cmh_meminfo_export(cmh_snapshot *s)
     pthread_mutex_lock(&g_samples_lock);
     int rc = CMH_OK;
     for (uint32_t i = 0; i < g_nsamples && rc == CMH_OK; i++) rc = cmh_snapshot_add_meminfo(s, &g_samples[i]);
+    for (int d = 0; d < CMH_MAX_DEVICES && rc == CMH_OK; d++)
+        if (g_idents[d].uuid[0]) rc = cmh_snapshot_add_ident(s, &g_idents[d]);
     pthread_mutex_unlock(&g_samples_lock);
     return rc;
 }
@@ -221,6 +252,7 @@ void cmh_meminfo_reset_after_fork(void)
     g_nsamples = 0;
     memset(g_dev_sampled, 0, sizeof g_dev_sampled);
     memset(g_dev_ctx, 0, sizeof g_dev_ctx); /* the parent's contexts are not the child's */
+    memset(g_idents, 0, sizeof g_idents);  /* asked again at the child's first allocation */
 }
 
 static void oom(int device, int kind, uint64_t size, uint64_t stream)

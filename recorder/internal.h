@@ -513,6 +513,7 @@ CMH_HIDDEN void cmh_flight_name(uint32_t id, const char *name);
 CMH_HIDDEN void cmh_flight_pyframe(uint32_t id, const char *file, const char *name, int32_t line);
 CMH_HIDDEN void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage);
 CMH_HIDDEN void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total, uint32_t thread);
+CMH_HIDDEN void cmh_flight_device(const cmh_device_ident *d);
 /* a cuMemCreate handle's state now (CMH_FR_VMM_*: flight_format.h); under vmm.c's handle lock */
 CMH_HIDDEN void cmh_flight_vmm_handle(uint64_t handle, int device, uint64_t size, int64_t ticks, uint32_t stack, int state);
 CMH_HIDDEN void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name);

@@ -24,8 +24,13 @@
  * JSON, pprof, SQLite, folded stacks, Chrome traces, metrics) keeps its permission bits (0644
  * stays 0644); a snapshot (.cmh, pickle) stays 0600 unless the file it replaces was already
  * readable by the group or others, and then only that read access is kept (0600 | old & 0044).
- * A file someone else owns, or a link, gives nothing: the new file is 0600.  A failed write (a
- * full disk, a quota) removes the temporary file and leaves the target as it was.
+ * A file someone else owns, or a link, gives nothing: the new file is 0600 (CMH_OUT_PUBLIC: 0666
+ * less the umask, for a file another user's program reads).  A failed write (a full disk, a
+ * quota) removes the temporary file and leaves the target as it was.
+ *
+ * What the user has is never replaced by mistake: an output that is not a recording
+ * (CMH_OUT_SHARED) refuses a file that holds one (a .cmh, a flight record, a pickle, by their
+ * first bytes), and, under cmh_inputs_guard, no output replaces a file this process has read.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -36,7 +41,76 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "cumemhist/snapshot.h"
+
+/* ---- what this process reads, which no output may replace (cmh_inputs_guard) ---- */
+typedef struct input_id {
+    dev_t dev;
+    ino_t ino;
+} input_id;
+static int g_guard;
+static input_id *g_inputs;
+static size_t g_ninputs, g_capinputs;
+static pthread_mutex_t g_inputs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cmh_inputs_guard(int on) { __atomic_store_n(&g_guard, on, __ATOMIC_RELEASE); }
+
+void cmh_input_opened(int fd)
+{
+    struct stat st;
+    if (!__atomic_load_n(&g_guard, __ATOMIC_ACQUIRE) || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    pthread_mutex_lock(&g_inputs_lock);
+    int known = 0;
+    for (size_t i = 0; i < g_ninputs && !known; i++) known = g_inputs[i].dev == st.st_dev && g_inputs[i].ino == st.st_ino;
+    if (!known && g_ninputs == g_capinputs) {
+        size_t cap = g_capinputs ? g_capinputs * 2 : 16;
+        input_id *n = realloc(g_inputs, cap * sizeof *n);
+        if (n) g_inputs = n, g_capinputs = cap;
+    }
+    if (!known && g_ninputs < g_capinputs) g_inputs[g_ninputs++] = (input_id){st.st_dev, st.st_ino};
+    pthread_mutex_unlock(&g_inputs_lock);
+}
+
+static int is_input(const struct stat *st)
+{
+    pthread_mutex_lock(&g_inputs_lock);
+    int found = 0;
+    for (size_t i = 0; i < g_ninputs && !found; i++) found = g_inputs[i].dev == st->st_dev && g_inputs[i].ino == st->st_ino;
+    pthread_mutex_unlock(&g_inputs_lock);
+    return found;
+}
+
+/* What kind of recording the regular file base in dirfd holds, by its first bytes: "a cumemhist
+ * snapshot (.cmh)", "a flight record", "a pickle (a PyTorch snapshot, or an export of one)", or
+ * NULL (something else, or unreadable: not ours to judge). */
+static const char *recording_kind(int dirfd, const char *base)
+{
+    int fd = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    unsigned char b[32];
+    ssize_t n = read(fd, b, sizeof b);
+    close(fd);
+    if (n >= 8 && !memcmp(b, "CMHFLT01", 8)) return "a flight record";
+    if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return "a pickle (a PyTorch snapshot, or an export of one)";
+    if (n >= 20 && memmem(b, (size_t)n, "\xa6" "format" "\xa9" "cumemhist", 17)) return "a cumemhist snapshot (.cmh)";
+    return NULL;
+}
+
+const char *cmh_recording_kind(const char *path) { return recording_kind(AT_FDCWD, path); }
+
+/* The umask, read without changing it (umask() would, for every thread, for an instant). */
+static mode_t current_umask(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    unsigned m = 022;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Umask: %o", &m) == 1) break;
+    if (f) fclose(f);
+    return (mode_t)(m & 0777);
+}
 
 static const char *kind_of(mode_t m)
 {
@@ -117,6 +191,14 @@ int cmh_output_begin(cmh_atomic *a, const char *path, unsigned flags, char *err,
     /* what the file replaced leaves to the new one: its owner's permission choice, or the name a
      * link pointed to (said at the commit, when the link is gone) */
     if (fstatat(a->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        const char *rec = S_ISREG(st.st_mode) && (flags & CMH_OUT_SHARED) ? recording_kind(a->dirfd, base) : NULL;
+        if (S_ISREG(st.st_mode) && (is_input(&st) || rec)) {
+            close(a->dirfd);
+            a->dirfd = -1;
+            if (is_input(&st))
+                return fail(err, errlen, EEXIST, "%s: %s", path, "is what this command reads: writing there would replace it (name another file)");
+            return fail(err, errlen, EEXIST, "%s: holds %s: not replaced by this output (name another file, or remove it first)", path, rec);
+        }
         if (S_ISREG(st.st_mode) && st.st_uid == geteuid())
             a->mode = (flags & CMH_OUT_SHARED) ? (unsigned)(st.st_mode & 0777) : 0600u | (unsigned)(st.st_mode & 0044);
         else if (S_ISLNK(st.st_mode)) {
@@ -163,6 +245,8 @@ int cmh_output_begin(cmh_atomic *a, const char *path, unsigned flags, char *err,
         }
     }
 
+    if ((flags & CMH_OUT_PUBLIC) && !a->mode && !a->link[0] && fstatat(a->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        a->mode = 0666u & ~(unsigned)current_umask(); /* a new file another user's program reads */
     int fd = -1;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         /* pid and a counter: two threads of one process, or a crashed earlier write, never collide */

@@ -565,6 +565,31 @@ static int rd_vmm_unmapped(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+/* device_ids: [[device, uuid, name, pci_bus], ...] */
+static int rd_device_ids(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_device_ident d = {0};
+        int64_t dev;
+        const char *v[3];
+        uint32_t vl[3];
+        if (rd_array_n(c, 4, 64, &k, "device_ids") || rd_int(c, &dev) || rd_str(c, &v[0], &vl[0]) || rd_str(c, &v[1], &vl[1]) ||
+            rd_str(c, &v[2], &vl[2]))
+            return -1;
+        if (dev < 0 || dev > 1023) return fail(c, "device_ids[%u]: device %lld", i, (long long)dev);
+        d.device = (int32_t)dev;
+        snprintf(d.uuid, sizeof d.uuid, "%.*s", (int)(vl[0] < sizeof d.uuid ? vl[0] : sizeof d.uuid - 1), v[0]);
+        snprintf(d.name, sizeof d.name, "%.*s", (int)(vl[1] < sizeof d.name ? vl[1] : sizeof d.name - 1), v[1]);
+        snprintf(d.pci_bus, sizeof d.pci_bus, "%.*s", (int)(vl[2] < sizeof d.pci_bus ? vl[2] : sizeof d.pci_bus - 1), v[2]);
+        for (uint32_t j = 4; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_ident(s, &d) != CMH_OK) return nomem(c);
+    }
+    return 0;
+}
+
 static int rd_thread_ids(cur *c, cmh_snapshot *s)
 {
     uint32_t n, k;
@@ -702,6 +727,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("kernels")) r = rd_kernels(c, s);
         else if (KEY("meminfo")) r = rd_meminfo(c, s);
         else if (KEY("vmm_unmapped")) r = rd_vmm_unmapped(c, s);
+        else if (KEY("device_ids")) r = rd_device_ids(c, s);
         else if (KEY("thread_ids")) r = rd_thread_ids(c, s);
         else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);
         else if (KEY("entry_pool_ids")) {

@@ -71,7 +71,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
     /* entries carry a pool id only when not (0, 0): whether the source said it of every entry is
      * said once, so that a pickle written back says 'pool_id' as the one read did */
     int pool_ids = (s->pt_fields & CMH_PT_POOL_ID) != 0;
-    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nthreads ? 1 : 0) + (with_torch ? 2 : 0) +
+    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (with_torch ? 2 : 0) +
                               (nested ? 0 : 2) + pool_ids);
 
     pack_key(&pk, "format");
@@ -290,6 +290,18 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
             msgpack_pack_uint64(&pk, h->size);
             msgpack_pack_uint32(&pk, h->stack);
             msgpack_pack_int64(&pk, h->time_ns);
+        }
+    }
+    if (s->nidents) { /* [[device, uuid, name, pci_bus], ...], plain strings */
+        pack_key(&pk, "device_ids");
+        msgpack_pack_array(&pk, s->nidents);
+        for (uint32_t i = 0; i < s->nidents; i++) {
+            const cmh_device_ident *d = &s->idents[i];
+            msgpack_pack_array(&pk, 4);
+            msgpack_pack_int32(&pk, d->device);
+            pack_str(&pk, d->uuid);
+            pack_str(&pk, d->name);
+            pack_str(&pk, d->pci_bus);
         }
     }
     if (s->nthreads) { /* [[thread, tid, name], ...] */

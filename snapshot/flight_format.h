@@ -55,6 +55,7 @@
 #define CMH_FLIGHT_FORMAT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define CMH_FLIGHT_MAGIC "CMHFLT01"
 #define CMH_FLIGHT_VERSION 6 /* 6: tiny entries (CMH_FR_ENTRY_TINY, CMH_FR_FREE_TINY; area_t0); 5: slots reused (area_serial); 4: compact heads, short frees; 3: entries may be short (CMH_FR_ENTRY_SHORT); 2: heads carry the body's sum; 1 (no sum); all read */
@@ -73,9 +74,11 @@
 /* CMH_FR_FREE_SHORT: a segment's free in three words (version 4; below) */
 /* CMH_FR_VMM_HANDLE: a cuMemCreate handle's state now (added without a version change: older
  * readers skip it, and recover no unmapped handle; below) */
+/* CMH_FR_DEVICE: which GPU a device number is (added without a version change: older readers
+ * skip it; below) */
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
        CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11, CMH_FR_VMM_HANDLE = 12,
-       CMH_FR_ENTRY_TINY = 13, CMH_FR_FREE_TINY = 14 };
+       CMH_FR_ENTRY_TINY = 13, CMH_FR_FREE_TINY = 14, CMH_FR_DEVICE = 15 };
 /* how the process ended, as far as it could say */
 /* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
  * record of the old one so and keeps it beside its own.  QUIT: it called _exit() or _Exit(), no
@@ -272,6 +275,26 @@ typedef struct cmh_fr_thread {
     int64_t tid;
     char name[16]; /* not NUL-terminated when 16 long */
 } cmh_fr_thread;
+
+/* CMH_FR_DEVICE: the driver's UUID, name and PCI bus id of a device number, once, at its first
+ * allocation (cmh_device_ident; strings NUL-terminated within their fields) */
+typedef struct cmh_fr_device {
+    int32_t device;
+    uint32_t pad;
+    char uuid[48], name[64], pci_bus[24];
+} cmh_fr_device;
+
+#ifdef CUMEMHIST_SNAPSHOT_H /* (for the readers, which know the model) */
+/* What a device record says, as the model keeps it (each string cut at its field's end). */
+static inline cmh_device_ident cmh_fr_device_ident(const cmh_fr_device *x)
+{
+    cmh_device_ident d = {.device = x->device};
+    memcpy(d.uuid, x->uuid, sizeof d.uuid - 1);
+    memcpy(d.name, x->name, sizeof d.name - 1);
+    memcpy(d.pci_bus, x->pci_bus, sizeof d.pci_bus - 1);
+    return d;
+}
+#endif
 
 /* CMH_FR_MEMINFO: what the driver said of a device's memory: at its first allocation, at each
  * out-of-memory error, at each dump, and once a second from the helper thread */

@@ -50,6 +50,7 @@ int cmh_snapshot_load_ex(const char *path, cmh_snapshot *s, unsigned flags, char
         close(fd);
         return CMH_EIO;
     }
+    cmh_input_opened(fd);
     if (!S_ISREG(st.st_mode)) { /* a directory, a pipe, a device: not a snapshot file */
         snprintf(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory, not a snapshot" : "not a regular file (a snapshot is read from a file)");
         close(fd);

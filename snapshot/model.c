@@ -4,6 +4,7 @@
  * Every table grows by doubling.  Strings and stacks are interned through open-addressing hash
  * tables so that a snapshot holds each distinct string and stack once, whichever codec filled it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,6 +163,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->meminfo);
     free(s->vmm_unmapped);
     free(s->threads);
+    free(s->idents);
     cmh_oa_free(&s->stack_index);
     if (s->torch) {
         cmh_snapshot_free(s->torch);
@@ -586,6 +588,31 @@ int cmh_snapshot_add_thread(cmh_snapshot *s, const cmh_thread_info *t)
     if (GROW(s, threads, s->nthreads + 1, cap_threads) != CMH_OK) return CMH_ENOMEM;
     s->threads[s->nthreads++] = *t;
     return CMH_OK;
+}
+
+int cmh_snapshot_add_ident(cmh_snapshot *s, const cmh_device_ident *d)
+{
+    for (uint32_t i = 0; i < s->nidents; i++) /* a checkpoint and the records after it may both say */
+        if (s->idents[i].device == d->device) {
+            s->idents[i] = *d;
+            return CMH_OK;
+        }
+    if (GROW(s, idents, s->nidents + 1, cap_idents) != CMH_OK) return CMH_ENOMEM;
+    s->idents[s->nidents++] = *d;
+    return CMH_OK;
+}
+
+const cmh_device_ident *cmh_snapshot_ident(const cmh_snapshot *s, int device)
+{
+    for (uint32_t i = 0; i < s->nidents; i++)
+        if (s->idents[i].device == device && s->idents[i].uuid[0]) return &s->idents[i];
+    return NULL;
+}
+
+void cmh_uuid_text(const unsigned char u[16], char out[48])
+{
+    char *o = out + snprintf(out, 48, "GPU-");
+    for (int i = 0; i < 16; i++) o += snprintf(o, 8, "%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
 }
 
 const cmh_thread_info *cmh_snapshot_thread(const cmh_snapshot *s, uint32_t thread)

@@ -39,11 +39,33 @@ for how in exit $faults abrt ill kill int term; do
     else bad "$how: exit $rc (want $want_rc), $n entries, said: $("$CMH" peak x.cmh 2>&1 | sed -n 2p) $(cat err.txt)"; fi
 done
 
+# a crash passed on as record's own status, never as a core of cumemhist: with core dumps on
+# (ulimit -c unlimited, core_pattern "core"), its core would replace the program's in the same
+# directory.  record's status says it died by SIGSEGV, without "core dumped".
+mkdir cores
+py - "$CMH" "$D" <<'PY' && ok "record of a program killed by SIGSEGV: status SIGSEGV, no core of its own" || bad "record dumped a core of its own"
+import os, resource, sys
+cmh, d = sys.argv[1], sys.argv[2]
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    os.chdir("cores")
+    os.execv(cmh, [cmh, "record", "-q", "-o", "x.cmh", "--", d, "segv"])
+_, st = os.waitpid(pid, 0)
+assert os.WIFSIGNALED(st) and os.WTERMSIG(st) == 11, st
+assert not os.WCOREDUMP(st), "record's own core dumped"
+PY
+rm -rf cores
+
 # a killed rank is still a rank: the flight record keeps who the process was
 rm -f r.cmh*
-RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 "$CMH" record -q -o r.cmh -- "$D" kill >/dev/null 2>&1
+RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 FAKECUDA_DEVICES=2 CUDA_VISIBLE_DEVICES=1 "$CMH" record -q -o r.cmh -- "$D" kill >/dev/null 2>&1
 who=$("$CMH" peak --json r.cmh 2>/dev/null | py -c "import json,sys; p=json.load(sys.stdin)[0]['process']; print(p.get('rank'), p.get('local_rank'), p.get('world_size'), p.get('producer'))")
 [ "$who" = "3 1 4 cumemhist 0.1.0" ] && ok "SIGKILL'ed rank 3 of 4: the recovered record says so" || bad "recovered identity: $who"
+# and which GPU its device 0 was (CUDA_VISIBLE_DEVICES=1: the machine's second, PCI bus 28)
+gpu=$("$CMH" ranks --json r.cmh 2>/dev/null | py -c "import json,sys; r=json.load(sys.stdin)['processes'][0]; print(r['device'], r.get('gpu_pci_bus'), r.get('gpu_uuid'))")
+[ "$gpu" = "0 0000:28:00.0 GPU-fa6ec0da-1d3a-4b70-8000-000000000001" ] && ok "SIGKILL'ed, its device 0 is still the GPU it was: $gpu" ||
+    bad "recovered GPU: $gpu"
 
 # -o /dev/null: a clean end says it went through the device (not 'wrote /dev/null (0 bytes)', the
 # node's size); a SIGKILL's recovery, which cannot go there, says where it went and why

@@ -47,6 +47,12 @@ EOF
         ok "$2: the program gets the installed helper on PYTHONPATH and the installed library preloaded" ;;
     *) bad "$2: PYTHONPATH / LD_PRELOAD were: $pp" ;;
     esac
+    # `import cumemhist` outside record (plain python, a plain LD_PRELOAD run): --python-path
+    # names the installed package, whose calls are no-ops without the recorder
+    pyd=$("$P/bin/cumemhist" --python-path 2>&1)
+    out=$(PYTHONPATH="$pyd" py -c 'import cumemhist; cumemhist.mark("step 1"); print(cumemhist.recording())' 2>&1)
+    [ "$pyd" = "$P/share/cumemhist/python" ] && [ "$out" = False ] &&
+        ok "$2: PYTHONPATH=\$(cumemhist --python-path) python: import cumemhist works without the recorder" || bad "$2: --python-path $pyd: $out"
 }
 run_installed "$T/p" installed
 mv "$T/p" "$T/q"

@@ -98,4 +98,31 @@ touch "$T/bg.go"
 wait_until 60 "[ -f bg.$PP.cmh ]" || true
 check "and writes it" '[ -f bg.$PP.cmh ]'
 cd "$T" || exit 1
+# ---- 4. an output never replaces what the user has ----
+cd "$T" && mkdir keep && cd keep || exit 1
+"$CMH" record -q -o rec.cmh -- "$B/samples/leaky" >/dev/null 2>&1 || bad "record rec.cmh"
+cp rec.cmh keep.cmh
+sum0=$(cksum <rec.cmh)
+"$CMH" report rec.cmh -o rec.cmh >/dev/null 2>err.txt
+rc=$?
+check "report rec.cmh -o rec.cmh: refused (rc $rc: $(cat err.txt)), the record kept" \
+    "[ $rc -ne 0 ] && grep -q 'is what this command reads' err.txt && [ \"\$(cksum <rec.cmh)\" = \"$sum0\" ]"
+"$CMH" plot rec.cmh -o keep.cmh >/dev/null 2>err.txt
+rc=$?
+check "plot onto another recording (keep.cmh): refused (rc $rc: $(cat err.txt)), kept" \
+    "[ $rc -ne 0 ] && grep -q 'holds a cumemhist snapshot' err.txt && cmp -s keep.cmh rec.cmh"
+"$CMH" export rec.cmh -o rec.pickle >/dev/null 2>&1 && "$CMH" flamegraph rec.cmh -o rec.pickle >/dev/null 2>err.txt
+rc=$?
+check "a picture onto a pickle: refused (rc $rc: $(cat err.txt))" "[ $rc -ne 0 ] && grep -q 'holds a pickle' err.txt && head -c1 rec.pickle | od -An -tx1 | grep -q 80"
+"$CMH" export rec.pickle -o rec.pickle >/dev/null 2>err.txt
+rc=$?
+check "export rec.pickle -o rec.pickle: refused (rc $rc), the pickle kept" "[ $rc -ne 0 ] && grep -q 'is what this command reads' err.txt"
+printf 'int main(void) { return 0; }\n' >train.c
+"$CMH" record -q -o train.c -- "$B/samples/leaky" >/dev/null 2>err.txt
+rc=$?
+check "record -o train.c (a source file): refused before the run (rc $rc: $(cat err.txt)), the file kept" \
+    "[ $rc -ne 0 ] && grep -q 'holds something other than a recording' err.txt && grep -q 'int main' train.c && ! ls .train.c* >/dev/null 2>&1"
+"$CMH" report rec.cmh -o page.html >/dev/null 2>&1 && "$CMH" report rec.cmh -o page.html >/dev/null 2>&1 &&
+    ok "a report replaces an earlier report" || bad "report over an earlier report"
+"$CMH" record -q -o rec.cmh -- "$B/samples/leaky" >/dev/null 2>&1 && ok "record -o onto an earlier record replaces it" || bad "record over a record"
 finish

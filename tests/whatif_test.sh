@@ -330,4 +330,8 @@ d = json.load(sys.stdin)
 d = d[0] if isinstance(d, list) else d
 print(d[\"capacity\"])
 sys.exit(d[\"capacity\"] != 25 << 20)' && ! '$CMH' whatif odd_seg.pickle 2>/dev/null | grep -q '^recorded .*over it'"
+# PyTorch's malloc frees its cache and asks once more (a retry, counted) before every OOM it gives
+# up on: memory_summary() of that process says retries >= OOMs, and so does the pickle's summary
+check "summary of a PyTorch pickle with an OOM: 'CUDA OOMs: 1 | cudaMalloc retries: 1', as PyTorch counts its retry" \
+    "'$CMH' summary odd_seg.pickle 2>/dev/null | grep -q '^|            CUDA OOMs: 1  *|        cudaMalloc retries: 1  *|\$'"
 finish

@@ -379,6 +379,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     out->start_time_ns = in->start_time_ns;
     out->dump_time_ns = in->dump_time_ns;
     for (uint32_t i = 0; i < in->nmeminfo; i++) TRY(cmh_snapshot_add_meminfo(out, &in->meminfo[i]));
+    for (uint32_t i = 0; i < in->nidents; i++) TRY(cmh_snapshot_add_ident(out, &in->idents[i]));
     /* which process of a job, and how it ended: every report's first lines */
     out->rank = in->rank, out->local_rank = in->local_rank, out->world_size = in->world_size;
     out->forked_from = in->forked_from;
@@ -567,6 +568,7 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(modules), MOVE(nmodules), MOVE(cap_modules);
     MOVE(threads), MOVE(nthreads), MOVE(cap_threads);
     MOVE(meminfo), MOVE(nmeminfo), MOVE(cap_meminfo);
+    MOVE(idents), MOVE(nidents), MOVE(cap_idents);
 #undef MOVE
     out->start_time_ns = in->start_time_ns;
     out->dump_time_ns = in->dump_time_ns;

@@ -166,6 +166,10 @@ int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 int cmh_whole_replay_peak(const cmh_snapshot *s, int device, cmh_mem_stats *end, cmh_peak_report *p);
 /* cmh_summary_compute, and from the same replay the peak's totals (p: no sites; the state the
  * replay inferred before the first entry, which summary's table has no row for). */
+/* memory_summary's "cudaMalloc retries" of s, given the OOMs the program saw and the retries its
+ * trace shows: a PyTorch snapshot's OOMs each had one (its malloc retries once before it gives
+ * up), so never fewer than its OOMs there. */
+uint64_t cmh_alloc_retries(const cmh_snapshot *s, uint64_t ooms, uint64_t retries);
 int cmh_summary_compute_peak(const cmh_snapshot *s, int device, cmh_mem_stats *out, cmh_peak_report *p);
 
 /* What the memo's replay of a device saw, kept when asked for (cmh_replay_memo_history): the

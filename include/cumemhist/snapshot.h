@@ -238,6 +238,18 @@ typedef struct cmh_thread_info {
     uint32_t name; /* string id, 0 = none */
 } cmh_thread_info;
 
+/* Which GPU a device number was.  Device numbers are the process's own (CUDA_VISIBLE_DEVICES
+ * renumbers them from 0): two processes' device 0 can be two GPUs, and one GPU can be device 0 in
+ * one and device 3 in another.  The recorder asks the driver at a device's first allocation
+ * (cuDeviceGetUuid_v2, cuDeviceGetName, cuDeviceGetPCIBusId).  Empty strings: not known (a
+ * PyTorch snapshot, an older record). */
+typedef struct cmh_device_ident {
+    int32_t device;
+    char uuid[48];    /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+    char name[64];    /* "NVIDIA H200" */
+    char pci_bus[24]; /* "0000:18:00.0" */
+} cmh_device_ident;
+
 typedef struct cmh_annotation {
     uint32_t name;
     uint8_t stage; /* 0 START, 1 END */
@@ -382,6 +394,9 @@ typedef struct cmh_snapshot {
     /* the recording threads the recorder could name, by number (cmh_snapshot_thread) */
     cmh_thread_info *threads;
     uint32_t nthreads, cap_threads;
+    /* which GPU each device number was (.cmh "device_ids"; none for a PyTorch snapshot) */
+    cmh_device_ident *idents;
+    uint32_t nidents, cap_idents;
     /* PyTorch's own snapshot of the same process, taken with ours (co-recording, `merge`): its
      * caching allocator's segments, blocks, trace and stacks, in its own model; NULL if none.
      * torch_clock_ns: add it to a time of PyTorch's part to get ours (the two clocks aligned). */
@@ -423,6 +438,13 @@ int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m);
 int cmh_snapshot_add_thread(cmh_snapshot *s, const cmh_thread_info *t);
 /* What is known of recording thread `thread` (NULL: nothing). */
 const cmh_thread_info *cmh_snapshot_thread(const cmh_snapshot *s, uint32_t thread);
+/* Add (or, for a device already there, replace) what is known of which GPU a device was. */
+int cmh_snapshot_add_ident(cmh_snapshot *s, const cmh_device_ident *d);
+/* Which GPU device was, or NULL when the record does not say (no UUID known). */
+const cmh_device_ident *cmh_snapshot_ident(const cmh_snapshot *s, int device);
+/* The UUID's text as CUDA_VISIBLE_DEVICES and nvidia-smi write it ("GPU-" and 36 characters)
+ * from the driver's 16 bytes. */
+void cmh_uuid_text(const unsigned char bytes[16], char out[48]);
 /* Number the recording threads in the order the OS made them (their thread ids: the main
  * thread first, then each thread as it was created), the same for every run of a program that
  * creates its threads in the same order, rather than in the order they first recorded (a race
@@ -502,7 +524,20 @@ int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uin
  * cmh_output_open gives a stream; cmh_output_begin only the descriptor and, for a library that
  * opens files by name (SQLite), tmppath.  cmh_atomic_commit puts it in place, or removes it and
  * says why (CMH_EIO); cmh_atomic_abort removes it.  cmh_atomic_open is cmh_output_open(.., 0). */
-enum { CMH_OUT_SEEKABLE = 1, CMH_OUT_SHARED = 2 };
+/* Two more rules keep what the user has.  A file that holds a recording (a .cmh snapshot, a
+ * flight record, a pickle) is never replaced by an output that is not one (CMH_OUT_SHARED: a
+ * report, a picture, JSON...): `report run.cmh -o run.cmh` is refused, not an HTML page where the
+ * only copy of the record was.  And with cmh_inputs_guard(1) (the command line sets it), every
+ * file a load opened is remembered, and no output may replace one of them.  CMH_OUT_PUBLIC: a new
+ * file gets 0666 less the umask, not 0600 (a file another user's program must read: the
+ * exporter's node_exporter textfile). */
+enum { CMH_OUT_SEEKABLE = 1, CMH_OUT_SHARED = 2, CMH_OUT_PUBLIC = 4 };
+void cmh_inputs_guard(int on);
+/* Remember an input (the loaders call it; a reader of other files may too). */
+void cmh_input_opened(int fd);
+/* What recording the file at path holds, by its first bytes ("a cumemhist snapshot (.cmh)", "a
+ * flight record", "a pickle (...)"), or NULL: something else, or unreadable. */
+const char *cmh_recording_kind(const char *path);
 typedef struct cmh_atomic {
     int dirfd, fd;
     int direct; /* writing to path itself (not a regular file) */

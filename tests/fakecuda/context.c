@@ -6,6 +6,7 @@
  */
 #include "fakecuda.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,24 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     if (!name || len <= 0 || dev < 0 || dev >= g_ndev) return CUDA_ERROR_INVALID_VALUE;
     strncpy(name, "cumemhist fake device", (size_t)len - 1);
     name[len - 1] = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
+    fake_uuid(g_dev[dev].physical, (unsigned char *)uuid->bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetPCIBusId(char *bus, int len, CUdevice dev)
+{
+    if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!bus || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x18 + 0x10 * g_dev[dev].physical);
     return CUDA_SUCCESS;
 }
 

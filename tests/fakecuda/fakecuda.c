@@ -17,6 +17,11 @@
  * Environment: FAKECUDA_DEVICES (default 1, at most 8), FAKECUDA_CAPACITY (bytes per device,
  * suffixes K/M/G, default 16G), FAKECUDA_CONTEXT (bytes cuMemGetInfo counts as used besides the
  * allocations, as a real context's own memory; default 0), FAKECUDA_FAIL (faults to inject, below),
+ * CUDA_VISIBLE_DEVICES (as the real driver reads it: a comma-separated list of the machine's
+ * device ordinals or UUIDs ("GPU-..." as cuDeviceGetUuid_v2 gives them, a prefix is enough),
+ * up to the first entry that names none; the process's ordinals are the list's order; each device
+ * keeps its UUID and PCI bus id), FAKECUDA_HOST_ID (a number that makes this machine's UUIDs its
+ * own, default 0: two hosts' devices 0 differ as real GPUs do),
  * FAKECUDA_THREAD_CACHE=1 (for benchmarks: cuMemAlloc/cuMemFree keep each thread's last freed
  * ranges and hand them out again to it without the driver's lock, so that threads allocating at
  * once do not meet in the fake driver and the recorder's own cost stands out; ranges in a cache
@@ -44,6 +49,7 @@
 #include "fakecuda.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -75,13 +81,70 @@ static uint64_t parse_size(const char *s, uint64_t dflt)
     return v ? v : dflt;
 }
 
+/* The machine's device phys's UUID (FAKECUDA_HOST_ID makes one machine's differ from another's). */
+void fake_uuid(int phys, unsigned char out[16])
+{
+    const char *h = getenv("FAKECUDA_HOST_ID");
+    unsigned long long host = h ? strtoull(h, NULL, 0) : 0;
+    static const unsigned char base[16] = {0xfa, 0x6e, 0xc0, 0xda, 0x1d, 0x3a, 0x4b, 0x70, 0x80, 0, 0, 0, 0, 0, 0, 0};
+    memcpy(out, base, 16);
+    for (int i = 0; i < 6; i++) out[9 + i] = (unsigned char)(host >> (8 * i));
+    out[15] = (unsigned char)phys;
+}
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi and CUDA_VISIBLE_DEVICES write one */
+static void uuid_text(const unsigned char u[16], char out[41])
+{
+    char *o = out + sprintf(out, "GPU-");
+    for (int i = 0; i < 16; i++) o += sprintf(o, "%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
+}
+
+/* CUDA_VISIBLE_DEVICES: the machine's devices this process sees, in its order, as the real
+ * driver takes them (an entry that names no device ends the list; one named twice ends it too) */
+static int visible_devices(int machine, int *phys)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (!v) {
+        for (int i = 0; i < machine; i++) phys[i] = i;
+        return machine;
+    }
+    int n = 0;
+    while (*v && n < machine) {
+        while (*v == ' ') v++;
+        size_t len = strcspn(v, ",");
+        int found = -1;
+        if (len >= 4 && !strncmp(v, "GPU-", 4)) {
+            for (int i = 0; i < machine && found < 0; i++) {
+                unsigned char u[16];
+                char t[41];
+                fake_uuid(i, u);
+                uuid_text(u, t);
+                if (len <= strlen(t) && !strncmp(t, v, len)) found = i;
+            }
+        } else if (len > 0 && isdigit((unsigned char)*v)) {
+            char *end;
+            long i = strtol(v, &end, 10);
+            if ((size_t)(end - v) == len && i >= 0 && i < machine) found = (int)i;
+        }
+        for (int j = 0; j < n; j++)
+            if (phys[j] == found) found = -1;
+        if (found < 0) break;
+        phys[n++] = found;
+        v += len;
+        if (*v == ',') v++;
+    }
+    return n;
+}
+
 CUresult ensure_init_locked(void)
 {
     if (g_ndev >= 0) return CUDA_SUCCESS;
     const char *nd = getenv("FAKECUDA_DEVICES");
-    int n = nd ? atoi(nd) : 1;
-    if (n < 0) n = 0;
-    if (n > FAKE_MAX_DEVICES) n = FAKE_MAX_DEVICES;
+    int machine = nd ? atoi(nd) : 1;
+    if (machine < 0) machine = 0;
+    if (machine > FAKE_MAX_DEVICES) machine = FAKE_MAX_DEVICES;
+    int phys[FAKE_MAX_DEVICES];
+    int n = visible_devices(machine, phys);
     uint64_t cap = parse_size(getenv("FAKECUDA_CAPACITY"), 16ull << 30);
     cap = (cap + FAKE_ALIGN - 1) & ~(uint64_t)(FAKE_ALIGN - 1);
     uint64_t context = parse_size(getenv("FAKECUDA_CONTEXT"), 0);
@@ -105,6 +168,7 @@ CUresult ensure_init_locked(void)
         r->size = cap;
         r->next = NULL;
         d->free_list = r;
+        d->physical = phys[i];
         g_primary[i].device = i;
         g_default_pool[i].device = i; /* a default pool knows its device from start-up */
     }

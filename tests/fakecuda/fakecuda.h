@@ -45,6 +45,7 @@ typedef struct fake_device {
     uint64_t context; /* bytes cuMemGetInfo counts as used beyond them (FAKECUDA_CONTEXT: a context's own) */
     range *free_list;
     used_range *used_map[USED_BUCKETS];
+    int physical; /* which of the machine's FAKECUDA_DEVICES this ordinal is (CUDA_VISIBLE_DEVICES) */
 } fake_device;
 
 /* What cuMemGetInfo counts as used on d (the lock held): what is handed out, its context's own,
@@ -98,6 +99,7 @@ extern fake_pool g_default_pool[FAKE_MAX_DEVICES]; /* pools.c */
 void pools_synchronized(void);
 
 CUresult ensure_init_locked(void);
+void fake_uuid(int phys, unsigned char out[16]);
 CUresult range_alloc_locked(int dev, uint64_t size, uint64_t *out);
 used_range *used_find_locked(int dev, uint64_t addr);
 /* Returns the freed size, or 0 if addr is not the start of a live range on dev. */

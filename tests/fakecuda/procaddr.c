@@ -27,6 +27,8 @@ static const proc_entry g_procs[] = {
     P("cuDeviceGetCount", 2000, cuDeviceGetCount),
     P("cuDeviceGetName", 2000, cuDeviceGetName),
     P("cuDeviceTotalMem", 3020, cuDeviceTotalMem),
+    P("cuDeviceGetUuid", 11040, cuDeviceGetUuid),
+    P("cuDeviceGetPCIBusId", 4010, cuDeviceGetPCIBusId),
     P("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute),
     P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease),
