@@ -159,6 +159,12 @@ typedef struct dev_view {
     cmh_replay *r;
     cmh_oatab open; /* address -> entry index + 1 of the allocation that made the live block */
     int nomem;
+    /* the reconciliation after the last entry (a trace that stops before its snapshot, docs/
+     * DEFINITIONS.md "trace gap"): what it changed, written as one 'trace_gap' row after the
+     * entries, so that the deltas add up to the end (they summed to the trace's own end, 20 MiB
+     * where devices.allocated_at_end and leaks said 0 B) */
+    int reconciling;
+    int64_t n, gap_alloc, gap_res;
 } dev_view;
 
 typedef struct open_slot {
@@ -175,12 +181,15 @@ static void observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
     if (delta > 0) {
         open_slot *o = cmh_oa_get(&v->open, addr, NULL);
         if (!o) v->nomem = 1;
-        else o->index1 = pos + 1;
+        else o->index1 = v->reconciling ? 0 : pos + 1; /* (added by the reconciliation: no entry made it) */
     } else {
         open_slot *o = cmh_oa_find(&v->open, addr);
         if (!o) return;
         const cmh_entry *e = cmh_replay_entry(v->r, pos);
-        if (o->index1 > 0) v->end[o->index1 - 1] = e ? cmh_entry_time(cmh_replay_snapshot(v->r), e) : 0, v->end_seq[o->index1 - 1] = pos + 1;
+        const cmh_snapshot *s = cmh_replay_snapshot(v->r);
+        if (o->index1 > 0 && v->reconciling) /* freed after the last entry: by the trace_gap row, at the snapshot's time */
+            v->end[o->index1 - 1] = s->dump_time_ns > 0 ? s->dump_time_ns : 0, v->end_seq[o->index1 - 1] = v->n + 1;
+        else if (o->index1 > 0) v->end[o->index1 - 1] = e ? cmh_entry_time(s, e) : 0, v->end_seq[o->index1 - 1] = pos + 1;
         cmh_oa_remove(&v->open, o);
     }
 }
@@ -200,14 +209,18 @@ static int view_device(const cmh_snapshot *s, int dev, dev_view *v)
     const cmh_mem_stats *st = cmh_replay_stats(v->r);
     int64_t a = v->alloc_start = st->allocated_bytes[CMH_POOL_ALL].current;
     int64_t r = v->res_start = st->reserved_bytes[CMH_POOL_ALL].current;
+    v->n = n;
     cmh_replay_observe(v->r, observe, v);
-    while (cmh_replay_step(v->r)) {
+    for (;;) {
+        if (cmh_replay_position(v->r) + 1 >= n) v->reconciling = 1; /* the next step is the reconciliation */
+        if (!cmh_replay_step(v->r)) break;
         int64_t i = cmh_replay_position(v->r);
         int64_t na = st->allocated_bytes[CMH_POOL_ALL].current, nr = st->reserved_bytes[CMH_POOL_ALL].current;
         if (i >= 0 && i < n) v->dalloc[i] = na - a, v->dres[i] = nr - r;
         a = na, r = nr;
     }
-    v->alloc_end = a, v->res_end = r;
+    v->gap_alloc = st->allocated_bytes[CMH_POOL_ALL].current - a, v->gap_res = st->reserved_bytes[CMH_POOL_ALL].current - r;
+    v->alloc_end = a + v->gap_alloc, v->res_end = r + v->gap_res;
     int rc = cmh_replay_status(v->r);
     return rc != CMH_OK ? rc : v->nomem ? CMH_ENOMEM : CMH_OK;
 }
@@ -320,6 +333,19 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
             b_text(&b, "point");
             rc = run(x, &b, "marks");
         }
+    }
+    /* the trace stops before its snapshot: what the reconciliation freed (or added) after the last
+     * entry, one row at seq trace_entries, so that allocated_at_start + SUM(allocated_delta) is
+     * allocated_at_end, as leaks and peak's end say it */
+    cmh_trace_gap gap;
+    memset(&gap, 0, sizeof gap);
+    if (rc == CMH_OK) cmh_replay_gap(v.r, &gap);
+    if (rc == CMH_OK && t->nentries && (v.gap_alloc || v.gap_res || gap.unfreed_blocks || gap.unfreed_segments)) {
+        BIND(Q_EVENT);
+        b_int(&b, pid), b_int(&b, t->device), b_int(&b, t->nentries), b_opt(&b, s->dump_time_ns > 0 ? s->dump_time_ns : -1), b_text(&b, "trace_gap");
+        b_null(&b), b_null(&b), b_null(&b), b_null(&b), b_int(&b, 0), b_null(&b), b_int(&b, v.gap_alloc), b_int(&b, v.gap_res);
+        b_null(&b), b_null(&b);
+        rc = run(x, &b, "events");
     }
     /* the peaks and the end state are peak's own (cmh_peak_compute), not summed again here */
     cmh_peak_report pk;
