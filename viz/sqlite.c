@@ -27,7 +27,7 @@
 static const char *const g_schema =
     "CREATE TABLE processes (process_id INTEGER PRIMARY KEY, file TEXT, rank INTEGER, local_rank INTEGER,"
     " world_size INTEGER, host TEXT, pid INTEGER, cmdline TEXT, producer TEXT, source TEXT, start_time_ns INTEGER,"
-    " dump_time_ns INTEGER, ending TEXT);"
+    " dump_time_ns INTEGER, ending TEXT, parent_pid INTEGER);"
     "CREATE TABLE devices (process_id INTEGER, device INTEGER, trace_entries INTEGER, dropped_entries INTEGER,"
     " allocated_at_start INTEGER, reserved_at_start INTEGER, peak_allocated INTEGER, peak_allocated_seq INTEGER,"
     " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
@@ -39,12 +39,12 @@ static const char *const g_schema =
     " PRIMARY KEY (process_id, stack_id, depth));"
     "CREATE TABLE sites (process_id INTEGER, stack_id INTEGER, site TEXT, owner TEXT, PRIMARY KEY (process_id, stack_id));"
     "CREATE TABLE segments (process_id INTEGER, segment_id INTEGER, device INTEGER, kind TEXT, address INTEGER,"
-    " size INTEGER, stream INTEGER, pool TEXT, expandable INTEGER, stack_id INTEGER, time_ns INTEGER);"
+    " size INTEGER, stream INTEGER, pool TEXT, expandable INTEGER, stack_id INTEGER, time_ns INTEGER, pool_id TEXT);"
     "CREATE TABLE blocks (process_id INTEGER, segment_id INTEGER, address INTEGER, size INTEGER, requested INTEGER,"
-    " state TEXT, stack_id INTEGER, time_ns INTEGER);"
+    " state TEXT, stack_id INTEGER, time_ns INTEGER, pool_id TEXT);"
     "CREATE TABLE events (process_id INTEGER, device INTEGER, seq INTEGER, time_ns INTEGER, action TEXT,"
     " address INTEGER, size INTEGER, requested INTEGER, stream INTEGER, stack_id INTEGER, thread INTEGER,"
-    " allocated_delta INTEGER, reserved_delta INTEGER, end_seq INTEGER, end_time_ns INTEGER);"
+    " allocated_delta INTEGER, reserved_delta INTEGER, end_seq INTEGER, end_time_ns INTEGER, pool_id TEXT);"
     "CREATE TABLE kernels (process_id INTEGER, device INTEGER, stream INTEGER, correlation INTEGER, name TEXT,"
     " start_ns INTEGER, end_ns INTEGER, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER,"
     " block_y INTEGER, block_z INTEGER, registers INTEGER, shared_bytes INTEGER);"
@@ -62,14 +62,14 @@ static const char *const g_indexes =
 
 enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, NQ };
 static const char *const g_insert[NQ] = {
-    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
     "INSERT INTO sites VALUES (?,?,?,?)",
-    "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?)",
-    "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO marks VALUES (?,?,?,?,?,?)",
 };
@@ -140,6 +140,18 @@ static void b_text(binder *b, const char *s) /* NULL: not known */
     else sqlite3_bind_text(b->st, ++b->i, s, -1, SQLITE_STATIC);
 }
 static void b_null(binder *b) { sqlite3_bind_null(b->st, ++b->i); }
+/* A memory pool's id as PyTorch prints it ("(1, 0)": a CUDA graph's pool, "(0, 2)": a MemPool's,
+ * "(0, 0)": the default pool); NULL where the record does not say (known: 0) */
+static void b_pool(binder *b, const uint64_t id[2], int known)
+{
+    char t[48];
+    if (!known && !id[0] && !id[1]) {
+        sqlite3_bind_null(b->st, ++b->i);
+        return;
+    }
+    snprintf(t, sizeof t, "(%" PRIu64 ", %" PRIu64 ")", id[0], id[1]);
+    sqlite3_bind_text(b->st, ++b->i, t, -1, SQLITE_TRANSIENT);
+}
 
 static int run(cmh_sqlite *x, binder *b, const char *what)
 {
@@ -277,18 +289,23 @@ static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         }
     }
     cmh_sites_free(byst);
+    /* a PyTorch snapshot says every segment's pool ((0, 0): the default one); a recorder's own
+     * driver allocations are in no allocator's pool: NULL, unless one says a private pool */
+    int seg_pools = s->source == CMH_SRC_PYTORCH;
     for (uint32_t i = 0; i < s->nsegments && rc == CMH_OK; i++) {
         const cmh_segment *sg = &s->segments[i];
         BIND(Q_SEG);
         b_int(&b, pid), b_int(&b, i), b_int(&b, sg->device), b_text(&b, cmh_kind_name(sg->kind)), b_int(&b, (int64_t)sg->addr);
         b_int(&b, (int64_t)sg->size), b_int(&b, (int64_t)sg->stream), b_text(&b, pool_name(cmh_segment_pool(sg)));
         b_int(&b, (sg->flags & CMH_SEG_EXPANDABLE) != 0), b_int(&b, sg->stack), b_int(&b, sg->time_ns);
+        b_pool(&b, sg->pool_id, seg_pools);
         rc = run(x, &b, "segments");
         for (uint32_t k = 0; k < sg->nblocks && rc == CMH_OK; k++) {
             const cmh_block *bl = &s->blocks[sg->first_block + k];
             BIND(Q_BLOCK);
             b_int(&b, pid), b_int(&b, i), b_int(&b, (int64_t)bl->addr), b_int(&b, (int64_t)bl->size), b_int(&b, (int64_t)bl->requested);
             b_text(&b, state_name(bl->state)), b_int(&b, bl->stack), b_int(&b, bl->time_ns);
+            b_pool(&b, sg->pool_id, seg_pools); /* (its segment's) */
             rc = run(x, &b, "blocks");
         }
     }
@@ -316,6 +333,7 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
 {
     dev_view v;
     int rc = view_device(s, t->device, &v);
+    int entry_pools = (s->pt_fields & CMH_PT_POOL_ID) != 0;
     for (uint32_t i = 0; i < t->nentries && rc == CMH_OK; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         BIND(Q_EVENT);
@@ -326,6 +344,8 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         b_int(&b, e->stack), b_int(&b, cmh_entry_thread(s, e)), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
         if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_opt(&b, v.end[i] ? v.end[i] : -1); /* (a trace with no times: NULL, not 0) */
         else b_null(&b), b_null(&b);
+        cmh_pool_id pool = cmh_entry_pool_id(s, e); /* said by newer PyTorch on every entry, else on a private pool's */
+        b_pool(&b, pool.id, entry_pools);
         rc = run(x, &b, "events");
         if (rc == CMH_OK && e->action == CMH_ACT_MARK) {
             BIND(Q_MARK);
@@ -344,7 +364,7 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         BIND(Q_EVENT);
         b_int(&b, pid), b_int(&b, t->device), b_int(&b, t->nentries), b_opt(&b, s->dump_time_ns > 0 ? s->dump_time_ns : -1), b_text(&b, "trace_gap");
         b_null(&b), b_null(&b), b_null(&b), b_null(&b), b_int(&b, 0), b_null(&b), b_int(&b, v.gap_alloc), b_int(&b, v.gap_res);
-        b_null(&b), b_null(&b);
+        b_null(&b), b_null(&b), b_null(&b);
         rc = run(x, &b, "events");
     }
     /* the peaks and the end state are peak's own (cmh_peak_compute), not summed again here */
@@ -390,6 +410,7 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         b_text(&b, *cmh_str(s, s->hostname) ? cmh_str(s, s->hostname) : NULL), b_opt(&b, s->pid > 0 ? s->pid : -1), b_text(&b, cmh_str(s, s->cmdline)), b_text(&b, s->producer[0] ? s->producer : NULL);
         b_text(&b, s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"), b_opt(&b, s->start_time_ns > 0 ? s->start_time_ns : -1), b_opt(&b, s->dump_time_ns > 0 ? s->dump_time_ns : -1);
         b_text(&b, s->ending ? cmh_str(s, s->ending) : NULL);
+        b_opt(&b, s->forked_from > 0 ? s->forked_from : -1); /* parent_pid: forked without exec from it */
         rc = run(x, &b, "processes");
     }
     if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg);
