@@ -55,4 +55,65 @@ print(rows, pools)
 sys.exit(not (rows == {int(sys.argv[2]): None, int(sys.argv[3]): int(sys.argv[2])} and pools == 0))
 PY"
 
+# --- pprof: a sample type at the OOM, per device, with oom's figures (there was none: only the end's and
+# the peak's, so `-sample_index` could not show what was live when the program ran out) ---
+# oom2.pickle: device 0 without an OOM; device 1 with two, 10 MiB (kv) + 4 MiB (fwd) live at the first
+cat >oom2.py <<'PY'
+import pickle
+M, base, T = 1 << 20, 1 << 40, 1_700_000_000_000_000
+t = [T]
+def f(name, line): return [{'name': name, 'filename': '/home/u/train.py', 'line': line}]
+def e(action, addr, size, fr, **kw):
+    t[0] += 1000
+    d = {'action': action, 'addr': addr, 'size': size, 'stream': 0, 'time_us': t[0] // 1000, 'frames': fr}
+    d.update(kw)
+    return d
+b0, b1 = base, base + (1 << 30)
+# device 0: 6 MiB (weights) and 2 MiB (acts) live at the end, no OOM
+tr0 = [e('segment_alloc', b0, 8 * M, f('load', 3)), e('alloc', b0, 6 * M, f('load', 3)), e('alloc', b0 + 6 * M, 2 * M, f('fwd', 9))]
+# device 1: 10 MiB (kv) + 4 MiB (fwd) live at its first OOM, then 4 MiB freed, then a second OOM
+tr1 = [e('segment_alloc', b1, 16 * M, f('kv', 20)), e('alloc', b1, 10 * M, f('kv', 20)), e('alloc', b1 + 10 * M, 4 * M, f('fwd', 9)),
+       e('oom', 0, 32 * M, f('grow', 30), device_free=1 * M),
+       e('free_requested', b1 + 10 * M, 4 * M, f('fwd', 9)), e('free_completed', b1 + 10 * M, 4 * M, f('fwd', 9)),
+       e('oom', 0, 64 * M, f('grow', 31), device_free=5 * M)]
+def seg(dev, addr, size, blocks):
+    act = sum(b['size'] for b in blocks if b['state'] != 'inactive')
+    return {'device': dev, 'address': addr, 'total_size': size, 'allocated_size': act, 'active_size': act, 'requested_size': act,
+            'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False, 'frames': [], 'blocks': blocks}
+blk = lambda a, n, st, fr: {'address': a, 'size': n, 'requested_size': n if st != 'inactive' else 0, 'state': st, 'frames': fr}
+pickle.dump({'segments': [seg(0, b0, 8 * M, [blk(b0, 6 * M, 'active_allocated', f('load', 3)), blk(b0 + 6 * M, 2 * M, 'active_allocated', f('fwd', 9))]),
+                          seg(1, b1, 16 * M, [blk(b1, 10 * M, 'active_allocated', f('kv', 20)), blk(b1 + 10 * M, 6 * M, 'inactive', [])])],
+             'device_traces': [tr0, tr1]}, open('oom2.pickle', 'wb'))
+PY
+py oom2.py || bad "writing oom2.pickle failed"
+"$CMH" export -q oom2.pickle -o oom2.pb.gz 2>err || bad "export -f pprof of oom2.pickle failed: $(cat err)"
+"$CMH" oom --json oom2.pickle >oom2.json 2>/dev/null
+if command -v go >/dev/null && go tool pprof -raw oom2.pb.gz >oom2.raw 2>err; then
+    check "pprof: oom_space and oom_objects, the comment naming device 1's out of memory #1 (entry 3, the first of 2) and device 0's none" \
+        "grep -q '^live_space/bytes.dflt. live_objects/count peak_space/bytes peak_objects/count oom_space/bytes oom_objects/count\$' oom2.raw &&
+         grep -q 'device 1, live at the end (entry 6) and at the allocated peak (entry 2), oom_space at out of memory #1 (entry 3, the first of 2,' oom2.raw &&
+         grep -q 'device 0, live at the end (entry 2) and at the allocated peak (entry 2), no out-of-memory error (oom_space 0)' oom2.raw || { head -3 oom2.raw; false; }"
+    for d in 0 1; do
+        go tool pprof -unit=B -sample_index=oom_space -tagfocus=device=$d -top oom2.pb.gz >top$d.txt 2>&1
+        go tool pprof -sample_index=oom_objects -tagfocus=device=$d -traces oom2.pb.gz >tr$d.txt 2>&1
+    done
+    check "pprof -sample_index=oom_space: device 1's total and each site's bytes and blocks are oom's at #1 (allocated 14 MiB: kv 10, fwd 4); device 0's none" "py - oom2.json top1.txt tr1.txt top0.txt <<'PY'
+import json, re, sys
+o = [r for r in json.load(open(sys.argv[1])) if r['device'] == 1][0]['ooms'][0]
+top = open(sys.argv[2]).read()
+total = int(re.search(r'accounting for (\\d+)B', top).group(1))
+flat = {m.group(2): int(m.group(1)) for m in re.finditer(r'^ *(\\d+)B +\\S+ +\\S+ +\\S+ +\\S+ +(\\S+)\$', top, re.M)}
+blocks = {}
+for m in re.finditer(r'^ +(\\d+) +(\\S+)\$', open(sys.argv[3]).read(), re.M):
+    blocks[m.group(2)] = blocks.get(m.group(2), 0) + int(m.group(1))
+want = {x['site']['function']: x['bytes'] for x in o['sites']}
+wantb = {x['site']['function']: x['blocks'] for x in o['sites']}
+print('pprof', total, flat, blocks, 'oom', o['allocated'], want, wantb)
+t0 = open(sys.argv[4]).read()
+sys.exit(not (total == o['allocated'] and flat == want and blocks == wantb and 'accounting for 0,' in t0))
+PY"
+else
+    echo "skip: go tool pprof not installed (pprof checks)"
+fi
+
 finish
