@@ -116,4 +116,33 @@ else
     echo "skip: go tool pprof not installed (pprof checks)"
 fi
 
+# --- flamegraph over several devices: it drew the lowest with no word, where pprof holds every device;
+# now said on stderr, and its figures are pprof's for the same device and sample (folded and SVG) ---
+FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=1G "$CMH" record -q -o mg.cmh -- "$B/samples/multigpu" 4 >/dev/null 2>&1
+"$CMH" flamegraph mg.cmh -o mg.svg 2>fg.err
+check "flamegraph: says it drew device 0 of the devices 0, 1 and how to see the other ($(cat fg.err))" \
+    "grep -qx 'cumemhist: flamegraph: mg.cmh: drew device 0, the lowest of the devices the record used (0, 1); --device N for another (export -f pprof holds them all, each sample labelled: -tagfocus=device=N)' fg.err"
+"$CMH" flamegraph --device 1 mg.cmh -o mg1.svg 2>fg1.err
+check "flamegraph --device 1: no such word" "! grep -q 'drew device' fg1.err"
+if command -v go >/dev/null; then
+    "$CMH" export -q mg.cmh -o mg.pb.gz 2>/dev/null
+    for d in 0 1; do
+        for at in peak end oom; do
+            case $at in peak) si=peak_space ;; end) si=live_space ;; oom) si=oom_space ;; esac
+            [ $at = oom ] && [ $d = 0 ] && continue # (no OOM on device 0)
+            "$CMH" flamegraph --device $d --at $at --folded mg.cmh >f.$d.$at 2>/dev/null
+            "$CMH" flamegraph --device $d --at $at mg.cmh -o f.$d.$at.svg 2>/dev/null
+            go tool pprof -unit=B -sample_index=$si -tagfocus=device=$d -top mg.pb.gz >p.$d.$at 2>&1
+            check "device $d at $at: flamegraph's folded total and SVG root are pprof's $si (-tagfocus=device=$d)" "py - f.$d.$at f.$d.$at.svg p.$d.$at <<'PY'
+import re, sys
+folded = sum(int(l.rsplit(' ', 1)[1]) for l in open(sys.argv[1]) if l.strip())
+svg = re.search(r'<title>all live memory — ([0-9.]+) MiB', open(sys.argv[2]).read())
+pp = int(re.search(r'accounting for (\\d+)B', open(sys.argv[3]).read()).group(1))
+print('folded', folded, 'svg', svg and svg.group(1), 'pprof', pp)
+sys.exit(not (folded == pp and svg and svg.group(1) == '%.1f' % (pp / 2**20)))
+PY"
+        done
+    done
+fi
+
 finish
