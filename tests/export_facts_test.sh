@@ -112,6 +112,12 @@ print('pprof', total, flat, blocks, 'oom', o['allocated'], want, wantb)
 t0 = open(sys.argv[4]).read()
 sys.exit(not (total == o['allocated'] and flat == want and blocks == wantb and 'accounting for 0,' in t0))
 PY"
+    # an OOM the ring dropped: no sample can hold it, and the comment says why (as oom says it)
+    FAKECUDA_CAPACITY=1G "$CMH" record -q --max-entries 3 -o oomd.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
+    "$CMH" export -q oomd.cmh -o oomd.pb.gz 2>/dev/null
+    go tool pprof -raw oomd.pb.gz >oomd.raw 2>&1
+    check "pprof of a record whose ring dropped its OOM: no oom_space, the comment says the ring dropped it" \
+        "grep -q ', 1 out-of-memory error the ring dropped (what was live then is not known: no oom_space)\$' oomd.raw && ! grep -q oom_space/bytes oomd.raw"
 else
     echo "skip: go tool pprof not installed (pprof checks)"
 fi

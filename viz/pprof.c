@@ -367,7 +367,13 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
                 snprintf(at_oom, sizeof at_oom, ", oom_space at out of memory #%llu (entry %lld%s, as `cumemhist oom` shows it)",
                          (unsigned long long)(tr->dropped_ooms + 1), (long long)oom[d].index, of);
             else snprintf(at_oom, sizeof at_oom, ", oom_space at its out-of-memory error (entry %lld)", (long long)oom[d].index);
-        } else if (any_oom) snprintf(at_oom, sizeof at_oom, ", no out-of-memory error (oom_space 0)");
+        } else {
+            const cmh_trace *tr = cmh_snapshot_trace(s, devices[d]);
+            if (tr && tr->dropped_ooms) /* (oom: "none of them left in the record") */
+                snprintf(at_oom, sizeof at_oom, ", %llu out-of-memory error%s the ring dropped (what was live then is not known%s)",
+                         (unsigned long long)tr->dropped_ooms, tr->dropped_ooms == 1 ? "" : "s", any_oom ? ": oom_space 0" : ": no oom_space");
+            else if (any_oom) snprintf(at_oom, sizeof at_oom, ", no out-of-memory error (oom_space 0)");
+        }
         cl += (size_t)snprintf(comment + cl, sizeof comment - cl, "%s%s, live at the end (%s) and %s%s", d ? "; " : "", name, at_end, at_peak, at_oom);
     }
     uint64_t cid = str_id(&st.strings, comment, &nomem);
