@@ -34,8 +34,9 @@ static const cli_option g_opts[] = {
      "chrome: a Chrome / Perfetto trace (ui.perfetto.dev): memory counters per\n"
      "device, OOM and mark instants, kernels on one track per stream;\n"
      "pprof: a gzipped profile.proto (go tool pprof, speedscope): live bytes and\n"
-     "blocks by stack at the end and at the allocated peak, of every device (each\n"
-     "sample labelled device=N; --device N: one);\n"
+     "blocks by stack at the end and at the allocated peak (and at the first OOM:\n"
+     "oom_space, where there is one), of every device (each sample labelled\n"
+     "device=N; --device N: one);\n"
      "sqlite: a SQLite database of one or many records (docs/FLEET.md: tables and\n"
      "queries; pandas, DuckDB, Spark read it).  chrome and sqlite take several\n"
      "SNAPSHOTs (or a directory of them): one trace or database for a whole job",

@@ -18,7 +18,7 @@ static int g_device = -2, g_folded;
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write (default: standard output; written atomically)", NULL, 0, 0, NULL},
     {"--at", NULL, CLI_STR, &g_at, "WHEN", "peak (default: the allocated peak), end, oom (#1 as `oom` numbers it: a retry that\nsucceeded is none), oom:N (`oom`'s #N), or an entry number", NULL, 0, 0, NULL},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to draw (default: the lowest in the snapshot)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to draw (default: the lowest in the snapshot that holds memory, said on\nstderr when others do)", NULL, 0, 0, NULL},
     {"--folded", NULL, CLI_FLAG, &g_folded, NULL, "folded stacks (\"outer;...;inner bytes\" per line) for flamegraph.pl,\nspeedscope and the like, instead of the SVG", NULL, 0, 0, NULL},
     /* --skip and --no-default-skip (what is machinery: where each stack starts); not --group-by,
      * which groups report rows: a flamegraph is by stack whatever it said (five values, one picture) */
@@ -79,6 +79,24 @@ int cmd_flamegraph(int argc, char **argv)
         return CLI_EUSAGE;
     }
     rep_say_empty_devices("flamegraph", path, &s, g_device, dev);
+    /* one device drawn of several holding memory: said, as export -f pprof says which it holds (it
+     * draws every device, each sample labelled; this drew the lowest with no word) */
+    if (g_device == -2 && oom_dev == -2) {
+        int32_t all[256], used[256];
+        int na = rep_devices(path, &s, -2, 1, all, 256), nu = 0;
+        for (int k = 0; k < na; k++)
+            if (rep_device_used(&s, all[k])) used[nu++] = all[k];
+        if (nu > 1) {
+            char list[512];
+            size_t ll = 0;
+            list[0] = 0;
+            for (int k = 0; k < nu && ll + 16 < sizeof list; k++) ll += (size_t)snprintf(list + ll, sizeof list - ll, "%s%d", k ? ", " : "", (int)used[k]);
+            fprintf(stderr,
+                    "cumemhist: flamegraph: %s: drew %s, the lowest of the devices the record used (%s); --device N for another "
+                    "(export -f pprof holds them all, each sample labelled: -tagfocus=device=N)\n",
+                    path, rep_device_name(dev), list);
+        }
+    }
     cmh_live_at l;
     int crc = cmh_live_compute(&s, dev, at, num, &l);
     if (crc == CMH_EINVAL) { /* a bad value, refused as every other one (exit 2) with the range it has */

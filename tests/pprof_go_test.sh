@@ -52,7 +52,7 @@ for d in (0, 1):
 PY
 check "export says which devices the profile holds and how to see one ($(cat mg.err))" \
     "grep -qx 'cumemhist: wrote mg.pb.gz: 1 record, [0-9]* trace entries of devices 0, 1 (label device: -tagfocus=device=N for one)' mg.err &&
-     grep -qx 'cumemhist: every device, each sample labelled (-tagfocus=device=N for one); device 0, live at the end (entry [0-9]*) and at the allocated peak (entry [0-9]*); device 1, live at the end (entry [0-9]*) and at the allocated peak (entry [0-9]*)' mg.end0"
+     grep -qx 'cumemhist: every device, each sample labelled (-tagfocus=device=N for one); device 0, live at the end (entry [0-9]*) and at the allocated peak (entry [0-9]*), no out-of-memory error (oom_space 0); device 1, live at the end (entry [0-9]*) and at the allocated peak (entry [0-9]*), oom_space at out of memory #1 (entry [0-9]*, as .cumemhist oom. shows it)' mg.end0"
 "$CMH" export --device 1 -o mg1.pb.gz mg.cmh 2>/dev/null
 go tool pprof -tags mg1.pb.gz >mg1.tags 2>&1
 check "--device 1: that device alone ($(tr '\n' ' ' <mg1.tags))" "grep -qE '\): 1\$' mg1.tags && ! grep -qE '\): 0\$' mg1.tags"

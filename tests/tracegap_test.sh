@@ -137,6 +137,36 @@ check "trace of that .cmh: the record's note on stderr" \
     "grep -q '^cumemhist: trace: off.cmh, device 0: note: the trace stops before the snapshot: 2 blocks (3.0 MiB)' off.err &&
      grep -q 'cmh_dump_snapshot before switching history to enabled=state' off.err"
 
+# export -f sqlite: the documented sum (allocated_at_start + the events' allocated_delta) is the end
+# leaks and peak give (it summed to the trace's own end: 20 MiB for stops.pickle, 6 MiB for off.cmh,
+# where devices.allocated_at_end said 0 B and 3 MiB); the blocks never freed end at the trace_gap row
+for f in stops.pickle off.cmh starts.pickle; do
+    rm -f "gap_$f.db"
+    "$CMH" export -q -f sqlite "$f" -o "gap_$f.db" 2>err || bad "export -f sqlite of $f failed: $(cat err)"
+    "$CMH" leaks --json "$f" >"gap_$f.json" 2>/dev/null
+    check "sqlite of $f: allocated_at_start + SUM(allocated_delta) = allocated_at_end (leaks' end), reserved too; a trace_gap row where it stops early" "py - gap_$f.db gap_$f.json $f <<'PY'
+import json, sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+d = c.execute('SELECT device, trace_entries, allocated_at_start, allocated_at_end, reserved_at_start, reserved_at_end FROM devices').fetchall()
+bad = 0
+for dev, n, a0, a1, r0, r1 in d:
+    sa, sr = c.execute('SELECT COALESCE(SUM(allocated_delta), 0), COALESCE(SUM(reserved_delta), 0) FROM events WHERE device = ?', (dev,)).fetchone()
+    print(sys.argv[3], 'device', dev, 'sum', a0 + sa, 'at end', a1, 'reserved sum', r0 + sr, 'at end', r1)
+    bad |= a0 + sa != a1 or r0 + sr != r1
+    gap = c.execute(\"SELECT seq, allocated_delta FROM events WHERE device = ? AND action = 'trace_gap'\", (dev,)).fetchall()
+    if sys.argv[3] != 'starts.pickle':
+        bad |= len(gap) != 1 or gap[0][0] != n
+        # the allocations never freed: given back by the gap row, none left live at the end
+        live = c.execute('SELECT COALESCE(SUM(allocated_delta), 0) FROM events WHERE device = ? AND allocated_delta > 0 AND end_seq IS NULL', (dev,)).fetchone()[0]
+        bad |= live + a0 != a1
+    else:
+        bad |= len(gap) != 0
+    live = {r['device']: r['live_bytes'] for r in json.load(open(sys.argv[2]))}
+    bad |= live.get(dev) != a1
+sys.exit(bad)
+PY"
+done
+
 # a record with no history (enabled=state): only the end is known, no trace to disagree with it
 N0=${PTF:-/nonexistent}/docubox_state_only.pickle
 if [ -f "$N0" ]; then

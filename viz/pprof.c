@@ -1,7 +1,8 @@
 /*
  * pprof.c - pprof's profile.proto (github.com/google/pprof, proto/profile.proto), gzipped, as
  * `go tool pprof` and Speedscope read it: live bytes and blocks at the end and at the allocated
- * peak, four sample types, one sample per stack and device, each labelled with its device
+ * peak, four sample types (six where the record has an out-of-memory error: oom_space and
+ * oom_objects, what was live at each device's first, as `oom` shows it), one sample per stack and device, each labelled with its device
  * (`-tagfocus=device=1`, `-tags`), as every report covers every device.  pprof names the
  * profile by its first mapping ("File:"): that is the program the user ran, the module or the
  * Python script of the stacks' outermost frames.  pprof gives a leaf frame the "flat" bytes, so
@@ -93,7 +94,7 @@ typedef struct fslot {
 typedef struct merged {
     int32_t device;
     uint32_t stack;
-    int64_t v[4]; /* end bytes, end blocks, peak bytes, peak blocks */
+    int64_t v[6]; /* end bytes, end blocks, peak bytes, peak blocks, OOM bytes, OOM blocks */
 } merged;
 
 static int cmp_stack(const void *a, const void *b)
@@ -146,21 +147,33 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
     cmh_sites *own = NULL;
     if (!gs && !(own = cmh_sites_new(s, NULL, &rc, why, sizeof why))) return rc; /* which frames are machinery */
     const cmh_sites *g = gs ? gs : own;
-    cmh_live_at *end = calloc((size_t)(ndevices > 0 ? ndevices : 1), sizeof *end), *peak = calloc((size_t)(ndevices > 0 ? ndevices : 1), sizeof *peak);
+    size_t nd1 = (size_t)(ndevices > 0 ? ndevices : 1);
+    cmh_live_at *end = calloc(nd1, sizeof *end), *peak = calloc(nd1, sizeof *peak);
+    /* what was live at each device's first out-of-memory error, as `oom` shows it ("holding
+     * memory then") and `flamegraph --at oom` draws it: oom_space, where the record has an OOM */
+    cmh_live_at *oom = calloc(nd1, sizeof *oom);
+    int *has_oom = calloc(nd1, sizeof *has_oom), any_oom = 0;
     uint64_t cap = 1;
     int nlive = 0;
-    if (!end || !peak) rc = CMH_ENOMEM;
+    if (!end || !peak || !oom || !has_oom) rc = CMH_ENOMEM;
     for (; rc == CMH_OK && nlive < ndevices; nlive++) {
         if ((rc = cmh_live_compute(s, devices[nlive], CMH_AT_END, 0, &end[nlive]))) break;
         if ((rc = cmh_live_compute(s, devices[nlive], CMH_AT_PEAK, 0, &peak[nlive]))) {
             cmh_live_free(&end[nlive]);
             break;
         }
-        cap += end[nlive].nstacks + peak[nlive].nstacks;
+        int orc = cmh_trace_has_history(s, devices[nlive]) ? cmh_live_compute(s, devices[nlive], CMH_AT_OOM, 1, &oom[nlive]) : CMH_EINVAL;
+        if (orc == CMH_OK) has_oom[nlive] = any_oom = 1;
+        else if (orc != CMH_EINVAL) { /* (EINVAL: no OOM on that device) */
+            rc = orc;
+            cmh_live_free(&end[nlive]), cmh_live_free(&peak[nlive]);
+            break;
+        }
+        cap += end[nlive].nstacks + peak[nlive].nstacks + oom[nlive].nstacks;
     }
     if (rc != CMH_OK) {
-        for (int d = 0; d < nlive; d++) cmh_live_free(&end[d]), cmh_live_free(&peak[d]);
-        free(end), free(peak);
+        for (int d = 0; d < nlive; d++) cmh_live_free(&end[d]), cmh_live_free(&peak[d]), cmh_live_free(&oom[d]);
+        free(end), free(peak), free(oom), free(has_oom);
         cmh_sites_free(own);
         return rc;
     }
@@ -179,16 +192,18 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
     int nomem = !m || !loc_of || !used || !progs;
     for (int d = 0; d < ndevices && !nomem; d++) {
         for (uint32_t i = 0; i < end[d].nstacks; i++)
-            m[nm++] = (merged){devices[d], end[d].stacks[i].stack, {(int64_t)end[d].stacks[i].bytes, (int64_t)end[d].stacks[i].blocks, 0, 0}};
+            m[nm++] = (merged){devices[d], end[d].stacks[i].stack, {(int64_t)end[d].stacks[i].bytes, (int64_t)end[d].stacks[i].blocks, 0, 0, 0, 0}};
         for (uint32_t i = 0; i < peak[d].nstacks; i++)
-            m[nm++] = (merged){devices[d], peak[d].stacks[i].stack, {0, 0, (int64_t)peak[d].stacks[i].bytes, (int64_t)peak[d].stacks[i].blocks}};
+            m[nm++] = (merged){devices[d], peak[d].stacks[i].stack, {0, 0, (int64_t)peak[d].stacks[i].bytes, (int64_t)peak[d].stacks[i].blocks, 0, 0}};
+        for (uint32_t i = 0; has_oom[d] && i < oom[d].nstacks; i++)
+            m[nm++] = (merged){devices[d], oom[d].stacks[i].stack, {0, 0, 0, 0, (int64_t)oom[d].stacks[i].bytes, (int64_t)oom[d].stacks[i].blocks}};
     }
     if (!nomem && nm) {
         qsort(m, nm, sizeof *m, cmp_stack);
         uint32_t k = 0;
         for (uint32_t i = 0; i < nm; i++) {
             if (k && m[k - 1].stack == m[i].stack && m[k - 1].device == m[i].device) {
-                for (int j = 0; j < 4; j++) m[k - 1].v[j] += m[i].v[j];
+                for (int j = 0; j < 6; j++) m[k - 1].v[j] += m[i].v[j];
             } else m[k++] = m[i];
         }
         nm = k;
@@ -205,14 +220,16 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
         uint32_t p = 0;
         while (p < nprogs && !(progs[p].module == mod && (mod >= 0 || !strcmp(cmh_str(s, progs[p].file), cmh_str(s, fr->filename))))) p++;
         if (p == nprogs) progs[nprogs++] = (prog){mod, fr->filename, s->stack_frames[sk->first + k], 0};
-        progs[p].bytes += (uint64_t)(m[i].v[0] + m[i].v[2]);
+        progs[p].bytes += (uint64_t)(m[i].v[0] + m[i].v[2]); /* (not the OOM's: the program is the same with or without one) */
     }
     const prog *main_prog = NULL;
     for (uint32_t p = 0; p < nprogs; p++)
         if (!main_prog || progs[p].bytes > main_prog->bytes) main_prog = &progs[p];
     /* sample types */
-    static const char *const types[4][2] = {{"live_space", "bytes"}, {"live_objects", "count"}, {"peak_space", "bytes"}, {"peak_objects", "count"}};
-    for (int j = 0; j < 4 && !nomem; j++) {
+    static const char *const types[6][2] = {{"live_space", "bytes"}, {"live_objects", "count"}, {"peak_space", "bytes"},
+                                            {"peak_objects", "count"}, {"oom_space", "bytes"}, {"oom_objects", "count"}};
+    int ntypes = any_oom ? 6 : 4; /* the OOM's only where the record has one */
+    for (int j = 0; j < ntypes && !nomem; j++) {
         field_int(&msg, 1, str_id(&st.strings, types[j][0], &nomem));
         field_int(&msg, 2, str_id(&st.strings, types[j][1], &nomem));
         field_msg(&out, 1, &msg);
@@ -263,7 +280,7 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
         }
         field_len(&msg, 1, packed.p, packed.n); /* location_id, leaf first (packed) */
         packed.n = 0;
-        for (int j = 0; j < 4; j++) varint(&packed, (uint64_t)m[i].v[j]);
+        for (int j = 0; j < ntypes; j++) varint(&packed, (uint64_t)m[i].v[j]);
         field_len(&msg, 2, packed.p, packed.n); /* value (packed) */
         /* Label{key, num, num_unit}: a number, as `-tagfocus=device=1` reads a number as one (a
          * string "1" matched nothing); pprof drops a numeric label of 0 without a unit, and a unit
@@ -324,7 +341,7 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
     /* the moments, as `peak` names them, device by device: no entry -1 (a record with no
      * entries), and no peak where there is no history (enabled=state: the peak values are the
      * end's); which devices, and how to see one */
-    char comment[1024];
+    char comment[2048];
     size_t cl = (size_t)snprintf(comment, sizeof comment, "cumemhist: %s", ndevices > 1 ? "every device, each sample labelled (-tagfocus=device=N for one); " : "");
     for (int d = 0; d < ndevices && cl < sizeof comment; d++) {
         char at_end[48], at_peak[96], name[32];
@@ -336,7 +353,28 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
         else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry)");
         if (devices[d] < 0) snprintf(name, sizeof name, "device -1 (pinned host)");
         else snprintf(name, sizeof name, "device %d", (int)devices[d]);
-        cl += (size_t)snprintf(comment + cl, sizeof comment - cl, "%s%s, live at the end (%s) and %s", d ? "; " : "", name, at_end, at_peak);
+        char at_oom[160] = "";
+        if (has_oom[d]) { /* `oom`'s number: the OOMs the ring dropped come first */
+            const cmh_trace *tr = cmh_snapshot_trace(s, devices[d]);
+            const cmh_entry *e = tr && oom[d].index >= 0 && oom[d].index < (int64_t)tr->nentries ? &s->entries[tr->first_entry + oom[d].index] : NULL;
+            uint64_t freed;
+            uint64_t nooms = tr ? tr->dropped_ooms : 0;
+            for (uint32_t i = 0; tr && i < tr->nentries; i++)
+                if (s->entries[tr->first_entry + i].action == CMH_ACT_OOM && !cmh_oom_retried(s, tr, i, &freed)) nooms++;
+            char of[48] = "";
+            if (nooms > 1) snprintf(of, sizeof of, ", the first %sof %llu", tr->dropped_ooms ? "kept " : "", (unsigned long long)nooms);
+            if (e && e->action == CMH_ACT_OOM && !cmh_oom_retried(s, tr, (uint32_t)oom[d].index, &freed))
+                snprintf(at_oom, sizeof at_oom, ", oom_space at out of memory #%llu (entry %lld%s, as `cumemhist oom` shows it)",
+                         (unsigned long long)(tr->dropped_ooms + 1), (long long)oom[d].index, of);
+            else snprintf(at_oom, sizeof at_oom, ", oom_space at its out-of-memory error (entry %lld)", (long long)oom[d].index);
+        } else {
+            const cmh_trace *tr = cmh_snapshot_trace(s, devices[d]);
+            if (tr && tr->dropped_ooms) /* (oom: "none of them left in the record") */
+                snprintf(at_oom, sizeof at_oom, ", %llu out-of-memory error%s the ring dropped (what was live then is not known%s)",
+                         (unsigned long long)tr->dropped_ooms, tr->dropped_ooms == 1 ? "" : "s", any_oom ? ": oom_space 0" : ": no oom_space");
+            else if (any_oom) snprintf(at_oom, sizeof at_oom, ", no out-of-memory error (oom_space 0)");
+        }
+        cl += (size_t)snprintf(comment + cl, sizeof comment - cl, "%s%s, live at the end (%s) and %s%s", d ? "; " : "", name, at_end, at_peak, at_oom);
     }
     uint64_t cid = str_id(&st.strings, comment, &nomem);
     for (uint32_t i = 0; i < st.strings.n && !nomem; i++) field_len(&out, 6, st.strings.str[i], strlen(st.strings.str[i]));
@@ -371,8 +409,8 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
     cmh_oa_free(&funcs);
     cmh_snapshot_free(&st);
     free(progs);
-    for (int d = 0; d < ndevices; d++) cmh_live_free(&end[d]), cmh_live_free(&peak[d]);
-    free(end), free(peak);
+    for (int d = 0; d < ndevices; d++) cmh_live_free(&end[d]), cmh_live_free(&peak[d]), cmh_live_free(&oom[d]);
+    free(end), free(peak), free(oom), free(has_oom);
     cmh_sites_free(own);
     if (rc == CMH_OK && ferror(fp)) rc = CMH_EIO;
     return rc;

@@ -27,7 +27,7 @@
 static const char *const g_schema =
     "CREATE TABLE processes (process_id INTEGER PRIMARY KEY, file TEXT, rank INTEGER, local_rank INTEGER,"
     " world_size INTEGER, host TEXT, pid INTEGER, cmdline TEXT, producer TEXT, source TEXT, start_time_ns INTEGER,"
-    " dump_time_ns INTEGER, ending TEXT);"
+    " dump_time_ns INTEGER, ending TEXT, parent_pid INTEGER);"
     "CREATE TABLE devices (process_id INTEGER, device INTEGER, trace_entries INTEGER, dropped_entries INTEGER,"
     " allocated_at_start INTEGER, reserved_at_start INTEGER, peak_allocated INTEGER, peak_allocated_seq INTEGER,"
     " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
@@ -39,12 +39,12 @@ static const char *const g_schema =
     " PRIMARY KEY (process_id, stack_id, depth));"
     "CREATE TABLE sites (process_id INTEGER, stack_id INTEGER, site TEXT, owner TEXT, PRIMARY KEY (process_id, stack_id));"
     "CREATE TABLE segments (process_id INTEGER, segment_id INTEGER, device INTEGER, kind TEXT, address INTEGER,"
-    " size INTEGER, stream INTEGER, pool TEXT, expandable INTEGER, stack_id INTEGER, time_ns INTEGER);"
+    " size INTEGER, stream INTEGER, pool TEXT, expandable INTEGER, stack_id INTEGER, time_ns INTEGER, pool_id TEXT);"
     "CREATE TABLE blocks (process_id INTEGER, segment_id INTEGER, address INTEGER, size INTEGER, requested INTEGER,"
-    " state TEXT, stack_id INTEGER, time_ns INTEGER);"
+    " state TEXT, stack_id INTEGER, time_ns INTEGER, pool_id TEXT);"
     "CREATE TABLE events (process_id INTEGER, device INTEGER, seq INTEGER, time_ns INTEGER, action TEXT,"
     " address INTEGER, size INTEGER, requested INTEGER, stream INTEGER, stack_id INTEGER, thread INTEGER,"
-    " allocated_delta INTEGER, reserved_delta INTEGER, end_seq INTEGER, end_time_ns INTEGER);"
+    " allocated_delta INTEGER, reserved_delta INTEGER, end_seq INTEGER, end_time_ns INTEGER, pool_id TEXT);"
     "CREATE TABLE kernels (process_id INTEGER, device INTEGER, stream INTEGER, correlation INTEGER, name TEXT,"
     " start_ns INTEGER, end_ns INTEGER, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER,"
     " block_y INTEGER, block_z INTEGER, registers INTEGER, shared_bytes INTEGER);"
@@ -62,14 +62,14 @@ static const char *const g_indexes =
 
 enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, NQ };
 static const char *const g_insert[NQ] = {
-    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
     "INSERT INTO sites VALUES (?,?,?,?)",
-    "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?)",
-    "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO marks VALUES (?,?,?,?,?,?)",
 };
@@ -140,6 +140,18 @@ static void b_text(binder *b, const char *s) /* NULL: not known */
     else sqlite3_bind_text(b->st, ++b->i, s, -1, SQLITE_STATIC);
 }
 static void b_null(binder *b) { sqlite3_bind_null(b->st, ++b->i); }
+/* A memory pool's id as PyTorch prints it ("(1, 0)": a CUDA graph's pool, "(0, 2)": a MemPool's,
+ * "(0, 0)": the default pool); NULL where the record does not say (known: 0) */
+static void b_pool(binder *b, const uint64_t id[2], int known)
+{
+    char t[48];
+    if (!known && !id[0] && !id[1]) {
+        sqlite3_bind_null(b->st, ++b->i);
+        return;
+    }
+    snprintf(t, sizeof t, "(%" PRIu64 ", %" PRIu64 ")", id[0], id[1]);
+    sqlite3_bind_text(b->st, ++b->i, t, -1, SQLITE_TRANSIENT);
+}
 
 static int run(cmh_sqlite *x, binder *b, const char *what)
 {
@@ -159,6 +171,12 @@ typedef struct dev_view {
     cmh_replay *r;
     cmh_oatab open; /* address -> entry index + 1 of the allocation that made the live block */
     int nomem;
+    /* the reconciliation after the last entry (a trace that stops before its snapshot, docs/
+     * DEFINITIONS.md "trace gap"): what it changed, written as one 'trace_gap' row after the
+     * entries, so that the deltas add up to the end (they summed to the trace's own end, 20 MiB
+     * where devices.allocated_at_end and leaks said 0 B) */
+    int reconciling;
+    int64_t n, gap_alloc, gap_res;
 } dev_view;
 
 typedef struct open_slot {
@@ -175,12 +193,15 @@ static void observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
     if (delta > 0) {
         open_slot *o = cmh_oa_get(&v->open, addr, NULL);
         if (!o) v->nomem = 1;
-        else o->index1 = pos + 1;
+        else o->index1 = v->reconciling ? 0 : pos + 1; /* (added by the reconciliation: no entry made it) */
     } else {
         open_slot *o = cmh_oa_find(&v->open, addr);
         if (!o) return;
         const cmh_entry *e = cmh_replay_entry(v->r, pos);
-        if (o->index1 > 0) v->end[o->index1 - 1] = e ? cmh_entry_time(cmh_replay_snapshot(v->r), e) : 0, v->end_seq[o->index1 - 1] = pos + 1;
+        const cmh_snapshot *s = cmh_replay_snapshot(v->r);
+        if (o->index1 > 0 && v->reconciling) /* freed after the last entry: by the trace_gap row, at the snapshot's time */
+            v->end[o->index1 - 1] = s->dump_time_ns > 0 ? s->dump_time_ns : 0, v->end_seq[o->index1 - 1] = v->n + 1;
+        else if (o->index1 > 0) v->end[o->index1 - 1] = e ? cmh_entry_time(s, e) : 0, v->end_seq[o->index1 - 1] = pos + 1;
         cmh_oa_remove(&v->open, o);
     }
 }
@@ -200,14 +221,18 @@ static int view_device(const cmh_snapshot *s, int dev, dev_view *v)
     const cmh_mem_stats *st = cmh_replay_stats(v->r);
     int64_t a = v->alloc_start = st->allocated_bytes[CMH_POOL_ALL].current;
     int64_t r = v->res_start = st->reserved_bytes[CMH_POOL_ALL].current;
+    v->n = n;
     cmh_replay_observe(v->r, observe, v);
-    while (cmh_replay_step(v->r)) {
+    for (;;) {
+        if (cmh_replay_position(v->r) + 1 >= n) v->reconciling = 1; /* the next step is the reconciliation */
+        if (!cmh_replay_step(v->r)) break;
         int64_t i = cmh_replay_position(v->r);
         int64_t na = st->allocated_bytes[CMH_POOL_ALL].current, nr = st->reserved_bytes[CMH_POOL_ALL].current;
         if (i >= 0 && i < n) v->dalloc[i] = na - a, v->dres[i] = nr - r;
         a = na, r = nr;
     }
-    v->alloc_end = a, v->res_end = r;
+    v->gap_alloc = st->allocated_bytes[CMH_POOL_ALL].current - a, v->gap_res = st->reserved_bytes[CMH_POOL_ALL].current - r;
+    v->alloc_end = a + v->gap_alloc, v->res_end = r + v->gap_res;
     int rc = cmh_replay_status(v->r);
     return rc != CMH_OK ? rc : v->nomem ? CMH_ENOMEM : CMH_OK;
 }
@@ -264,18 +289,23 @@ static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         }
     }
     cmh_sites_free(byst);
+    /* a PyTorch snapshot says every segment's pool ((0, 0): the default one); a recorder's own
+     * driver allocations are in no allocator's pool: NULL, unless one says a private pool */
+    int seg_pools = s->source == CMH_SRC_PYTORCH;
     for (uint32_t i = 0; i < s->nsegments && rc == CMH_OK; i++) {
         const cmh_segment *sg = &s->segments[i];
         BIND(Q_SEG);
         b_int(&b, pid), b_int(&b, i), b_int(&b, sg->device), b_text(&b, cmh_kind_name(sg->kind)), b_int(&b, (int64_t)sg->addr);
         b_int(&b, (int64_t)sg->size), b_int(&b, (int64_t)sg->stream), b_text(&b, pool_name(cmh_segment_pool(sg)));
         b_int(&b, (sg->flags & CMH_SEG_EXPANDABLE) != 0), b_int(&b, sg->stack), b_int(&b, sg->time_ns);
+        b_pool(&b, sg->pool_id, seg_pools);
         rc = run(x, &b, "segments");
         for (uint32_t k = 0; k < sg->nblocks && rc == CMH_OK; k++) {
             const cmh_block *bl = &s->blocks[sg->first_block + k];
             BIND(Q_BLOCK);
             b_int(&b, pid), b_int(&b, i), b_int(&b, (int64_t)bl->addr), b_int(&b, (int64_t)bl->size), b_int(&b, (int64_t)bl->requested);
             b_text(&b, state_name(bl->state)), b_int(&b, bl->stack), b_int(&b, bl->time_ns);
+            b_pool(&b, sg->pool_id, seg_pools); /* (its segment's) */
             rc = run(x, &b, "blocks");
         }
     }
@@ -303,6 +333,7 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
 {
     dev_view v;
     int rc = view_device(s, t->device, &v);
+    int entry_pools = (s->pt_fields & CMH_PT_POOL_ID) != 0;
     for (uint32_t i = 0; i < t->nentries && rc == CMH_OK; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         BIND(Q_EVENT);
@@ -313,6 +344,8 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         b_int(&b, e->stack), b_int(&b, cmh_entry_thread(s, e)), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
         if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_opt(&b, v.end[i] ? v.end[i] : -1); /* (a trace with no times: NULL, not 0) */
         else b_null(&b), b_null(&b);
+        cmh_pool_id pool = cmh_entry_pool_id(s, e); /* said by newer PyTorch on every entry, else on a private pool's */
+        b_pool(&b, pool.id, entry_pools);
         rc = run(x, &b, "events");
         if (rc == CMH_OK && e->action == CMH_ACT_MARK) {
             BIND(Q_MARK);
@@ -320,6 +353,19 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
             b_text(&b, "point");
             rc = run(x, &b, "marks");
         }
+    }
+    /* the trace stops before its snapshot: what the reconciliation freed (or added) after the last
+     * entry, one row at seq trace_entries, so that allocated_at_start + SUM(allocated_delta) is
+     * allocated_at_end, as leaks and peak's end say it */
+    cmh_trace_gap gap;
+    memset(&gap, 0, sizeof gap);
+    if (rc == CMH_OK) cmh_replay_gap(v.r, &gap);
+    if (rc == CMH_OK && t->nentries && (v.gap_alloc || v.gap_res || gap.unfreed_blocks || gap.unfreed_segments)) {
+        BIND(Q_EVENT);
+        b_int(&b, pid), b_int(&b, t->device), b_int(&b, t->nentries), b_opt(&b, s->dump_time_ns > 0 ? s->dump_time_ns : -1), b_text(&b, "trace_gap");
+        b_null(&b), b_null(&b), b_null(&b), b_null(&b), b_int(&b, 0), b_null(&b), b_int(&b, v.gap_alloc), b_int(&b, v.gap_res);
+        b_null(&b), b_null(&b), b_null(&b);
+        rc = run(x, &b, "events");
     }
     /* the peaks and the end state are peak's own (cmh_peak_compute), not summed again here */
     cmh_peak_report pk;
@@ -364,6 +410,7 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         b_text(&b, *cmh_str(s, s->hostname) ? cmh_str(s, s->hostname) : NULL), b_opt(&b, s->pid > 0 ? s->pid : -1), b_text(&b, cmh_str(s, s->cmdline)), b_text(&b, s->producer[0] ? s->producer : NULL);
         b_text(&b, s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"), b_opt(&b, s->start_time_ns > 0 ? s->start_time_ns : -1), b_opt(&b, s->dump_time_ns > 0 ? s->dump_time_ns : -1);
         b_text(&b, s->ending ? cmh_str(s, s->ending) : NULL);
+        b_opt(&b, s->forked_from > 0 ? s->forked_from : -1); /* parent_pid: forked without exec from it */
         rc = run(x, &b, "processes");
     }
     if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg);
