@@ -32,7 +32,7 @@ static const char *const g_schema =
     " allocated_at_start INTEGER, reserved_at_start INTEGER, peak_allocated INTEGER, peak_allocated_seq INTEGER,"
     " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
     " allocated_at_end INTEGER, reserved_at_end INTEGER, ooms INTEGER, oom_retries INTEGER, dropped_ooms INTEGER,"
-    " PRIMARY KEY (process_id, device));"
+    " gpu_uuid TEXT, gpu_name TEXT, gpu_pci_bus TEXT, PRIMARY KEY (process_id, device));"
     "CREATE TABLE frames (process_id INTEGER, frame_id INTEGER, name TEXT, filename TEXT, line INTEGER, module TEXT,"
     " pc INTEGER, PRIMARY KEY (process_id, frame_id));"
     "CREATE TABLE stacks (process_id INTEGER, stack_id INTEGER, depth INTEGER, frame_id INTEGER,"
@@ -63,7 +63,7 @@ static const char *const g_indexes =
 enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, NQ };
 static const char *const g_insert[NQ] = {
     "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
     "INSERT INTO sites VALUES (?,?,?,?)",
@@ -391,6 +391,10 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         if (!pk.base.history) b_null(&b), b_null(&b), b_null(&b); /* (summary: '-', not known) */
         else if ((rc = cmh_summary_compute(s, t->device, &st)) == CMH_OK)
             b_int(&b, (int64_t)st.num_ooms), b_int(&b, (int64_t)st.num_alloc_retries), b_int(&b, (int64_t)t->dropped_ooms);
+        /* which GPU the device number was (a process's own: CUDA_VISIBLE_DEVICES renumbers) */
+        const cmh_device_ident *id = cmh_snapshot_ident(s, t->device);
+        if (id) b_text(&b, id->uuid), b_text(&b, id->name), b_text(&b, id->pci_bus);
+        else b_null(&b), b_null(&b), b_null(&b);
         if (rc == CMH_OK) rc = run(x, &b, "devices");
         cmh_peak_report_free(&pk);
     }
