@@ -33,9 +33,12 @@ PY
 
 # the SQLite export keeps which GPU each row's device was: four device 0s, four GPUs
 "$CMH" export one -o one.db >/dev/null 2>&1 || bad "export one/ -o one.db"
-check "sqlite: 4 rows of device 0, 4 distinct gpu_uuid, PCI bus 38 for rank 2" \
-    "[ \"\$(sqlite3 one.db 'SELECT count(*), count(DISTINCT gpu_uuid), sum(device) FROM devices')\" = '4|4|0' ] &&
-     [ \"\$(sqlite3 one.db \"SELECT d.gpu_pci_bus FROM devices d JOIN processes p USING (process_id) WHERE p.rank = 2\")\" = 0000:38:00.0 ]"
+py - one.db <<'PY' && ok "sqlite: 4 rows of device 0, 4 distinct gpu_uuid, PCI bus 38 for rank 2" || bad "sqlite's devices and their GPUs"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+assert db.execute("SELECT count(*), count(DISTINCT gpu_uuid), sum(device) FROM devices").fetchone() == (4, 4, 0)
+assert db.execute("SELECT d.gpu_pci_bus FROM devices d JOIN processes p USING (process_id) WHERE p.rank = 2").fetchone() == ("0000:38:00.0",)
+PY
 
 # one GPU under two numbers: rank 0 sees only GPU 1 (its device 0, named by its UUID), rank 1
 # sees GPUs 0 and 1 and uses its device 1 - the same GPU
