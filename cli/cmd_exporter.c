@@ -526,7 +526,8 @@ int cmd_exporter(int argc, char **argv)
             return CLI_EFILE;
         }
         publish(b);
-        d = mhd.start(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, answer, NULL,
+        /* (no MHD_USE_ERROR_LOG: its "Failed to bind to port 0" came before our own message, which says it) */
+        d = mhd.start(MHD_USE_INTERNAL_POLLING_THREAD | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, answer, NULL,
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
         if (!d) {

@@ -757,6 +757,17 @@ static int record(char **prog, const char *argv0)
         snprintf(abspat + k, sizeof abspat - k, "%s%s", k == 1 ? "" : "/", pattern);
     }
     setenv("CUMEMHIST_OUTPUT", abspat, 1);
+    /* settings the environment gives where no option does (a CUMEMHIST_MAX_ENTRIES left in the
+     * shell): obeyed, as the recorder obeys them, and said, so that a cut history is not a mystery */
+    if (!quiet) {
+        static const char *const vars[] = {"CUMEMHIST_ENABLED", "CUMEMHIST_CONTEXT", "CUMEMHIST_MAX_ENTRIES", "CUMEMHIST_MAX_FRAMES"};
+        int given[4] = {g_enabled >= 0, g_context >= 0, g_have_entries, g_have_frames};
+        for (int i = 0; i < 4; i++) {
+            const char *v = getenv(vars[i]);
+            if (v && *v && !given[i])
+                fprintf(stderr, "cumemhist: note: %s=%s from the environment is in force (an option of record overrides it)\n", vars[i], v);
+        }
+    }
     if (g_enabled >= 0) setenv("CUMEMHIST_ENABLED", g_enabled_names[g_enabled], 1);
     if (g_context >= 0) setenv("CUMEMHIST_CONTEXT", g_context_names[g_context], 1);
     snprintf(num, sizeof num, "%llu", (unsigned long long)g_max_entries);

@@ -168,7 +168,7 @@ int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, 
             if (len + 16 < sizeof have) len += (size_t)snprintf(have + len, sizeof have - len, "%s%d", k ? ", " : "", listed[k]);
         }
         if (!found) { /* ('summary --device 7' of a 4-device pickle printed device 7's empty table, exit 0) */
-            cli_error("%s: no device %d in this snapshot (it has %s, each empty)", path, want, have);
+            cli_error("%s: no device %d in this snapshot (it has device%s %s, each empty)", path, want, nl == 1 ? "" : "s", have);
             return -1;
         }
         devs[0] = want >= -1 ? want : 0;
@@ -186,7 +186,8 @@ int rep_devices(const char *path, const cmh_snapshot *s, int want, int no_host, 
         for (int k = 0; k < n && len + 16 < sizeof have; k++)
             len += all[k] == -1 ? (size_t)snprintf(have + len, sizeof have - len, "%s-1 (pinned host)", k ? ", " : "")
                                 : (size_t)snprintf(have + len, sizeof have - len, "%s%d", k ? ", " : "", all[k]);
-        cli_error("%s: no device %d in this snapshot (it has %s)", path, want, have);
+        /* "(it has 0)" read as "it has no device": the numbers named as such */
+        cli_error("%s: no device %d in this snapshot (it has device%s %s)", path, want, n == 1 ? "" : "s", have);
         return -1;
     }
     int k = 0;

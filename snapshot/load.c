@@ -80,6 +80,10 @@ int cmh_snapshot_load_ex(const char *path, cmh_snapshot *s, unsigned flags, char
         rc = CMH_EFORMAT;
         snprintf(msg, sizeof msg, "not a snapshot: JSON (byte 0 is '%c'), an export format cumemhist writes and does not read back; "
                  "read the .cmh or pickle it came from", p[0]);
+    } else if (len >= 8 && !memcmp(p, "CMHFLT01", 8)) { /* (it said 'first byte 0x43 is neither ...') */
+        rc = CMH_EFORMAT;
+        snprintf(msg, sizeof msg, "a flight record (the journal a recording process keeps), not a snapshot: `cumemhist recover "
+                                  "FILE -o out.cmh` makes one of it (or `cumemhist top PID` while its process runs)");
     } else {
         rc = CMH_EFORMAT;
         snprintf(msg, sizeof msg, "not a snapshot (first byte 0x%02x is neither a .cmh map nor a pickle PROTO)", p[0]);

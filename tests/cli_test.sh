@@ -419,6 +419,19 @@ check "a ring that dropped one entry: 'the 1 oldest entry' in peak, summary and 
 "$CMH" summary back.json 2>jerr.txt
 check "export -f json read back: refused, said to be JSON, an export format ($(cat jerr.txt))" \
     "[ $? -eq 1 ] && grep -qx \"cumemhist: back.json: not a snapshot: JSON (byte 0 is '{'), an export format cumemhist writes and does not read back; read the .cmh or pickle it came from\" jerr.txt"
+# a flight record given to a report: said to be one, with the command that reads it (it said
+# 'first byte 0x43 is neither a .cmh map nor a pickle PROTO')
+cp "$F/flight/killed-150.flight" k.flight
+"$CMH" leaks k.flight 2>ferr.txt
+check "a flight record given to leaks: said to be one, and 'cumemhist recover' named ($(cat ferr.txt))" \
+    "[ \$? -eq 1 ] && grep -q 'k.flight: a flight record .*not a snapshot: .cumemhist recover FILE -o out.cmh' ferr.txt"
+# a setting left in the environment is obeyed, and said (a stale CUMEMHIST_MAX_ENTRIES cut the
+# history without a word, and the ring's note then advised --max-entries)
+CUMEMHIST_MAX_ENTRIES=10 "$CMH" record -o env.cmh -- "$B/samples/leaky" >/dev/null 2>eerr.txt
+check "record under CUMEMHIST_MAX_ENTRIES=10: said on stderr ($(head -1 eerr.txt))" \
+    "grep -q '^cumemhist: note: CUMEMHIST_MAX_ENTRIES=10 from the environment is in force' eerr.txt"
+CUMEMHIST_MAX_ENTRIES=10 "$CMH" record --max-entries 0 -o env.cmh -- "$B/samples/leaky" >/dev/null 2>eerr.txt
+check "an option given: no note" "! grep -q 'from the environment' eerr.txt"
 "$CMH" summary missing.cmh 2>merr.txt
 check "missing file" "[ $? -eq 1 ] && grep -q 'missing.cmh: No such file' merr.txt"
 

@@ -38,8 +38,8 @@ for c in summary peak leaks oom frag owners whatif stats trace kernels plot flam
     esac
     "$CMH" $c --device 5 $args frag.cmh >out.txt 2>err.txt
     rc=$?
-    check "$c --device 5 of a one-device record: exit 2, 'no device 5 in this snapshot (it has 0)' ($rc: $(head -c 200 err.txt))" \
-        "[ $rc -eq 2 ] && grep -q 'frag.cmh: no device 5 in this snapshot (it has 0)' err.txt"
+    check "$c --device 5 of a one-device record: exit 2, 'no device 5 in this snapshot (it has device 0)' ($rc: $(head -c 200 err.txt))" \
+        "[ $rc -eq 2 ] && grep -q 'frag.cmh: no device 5 in this snapshot (it has device 0)' err.txt"
 done
 # a PyTorch snapshot listing 4 devices, each empty (device_traces of 4 empty lists): a device
 # past them is refused too ('summary --device 7' printed device 7's empty table, exit 0)
@@ -50,7 +50,7 @@ for c in summary peak oom owners; do
     "$CMH" $c --device 7 empty4.pickle >out.txt 2>err.txt
     rc=$?
     check "$c --device 7 of 4 empty devices: exit 2, 'it has 0, 1, 2, 3, each empty' ($rc: $(head -c 200 err.txt))" \
-        "[ $rc -eq 2 ] && grep -q 'empty4.pickle: no device 7 in this snapshot (it has 0, 1, 2, 3, each empty)' err.txt && [ ! -s out.txt ]"
+        "[ $rc -eq 2 ] && grep -q 'empty4.pickle: no device 7 in this snapshot (it has devices 0, 1, 2, 3, each empty)' err.txt && [ ! -s out.txt ]"
 done
 "$CMH" peak --device 2 empty4.pickle >out.txt 2>&1
 check "peak --device 2 of 4 empty devices: its (empty) report, exit 0" "grep -q 'no allocations recorded' out.txt"

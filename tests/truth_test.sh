@@ -25,7 +25,7 @@ for c in summary peak leaks frag oom stats trace; do
     [ "$n1" = "1" ] || bad "$c --json --device 1 (got '$n1')"
 done && ok "summary, peak, leaks, frag, oom, stats, trace: --json is a list of every device; --device narrows it"
 "$CMH" peak --device 5 mg.cmh 2>err.txt
-[ $? -eq 2 ] && grep -q 'no device 5 in this snapshot (it has 0, 1)' err.txt && ok "--device of an absent device: exit 2 (a bad value), names the ones there" ||
+[ $? -eq 2 ] && grep -q 'no device 5 in this snapshot (it has devices 0, 1)' err.txt && ok "--device of an absent device: exit 2 (a bad value), names the ones there" ||
     bad "--device 5: $(cat err.txt)"
 "$CMH" summary mg.cmh | grep -c 'CUDA memory summary, device ID' | grep -qx 2 && ok "summary prints a table per device" ||
     bad "summary tables"
