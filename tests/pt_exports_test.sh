@@ -83,6 +83,20 @@ sys.exit(bad)
 PY"
 py "$(dirname "$0")/check_memviz.py" --ours allkeys.out.pickle >err 2>&1 || bad "allkeys.out.pickle is not one memory_viz opens: $(cat err)"
 
+# trace --json names each entry by the user's frame, as the text reports do (peak: "main
+# (.../attention.py:358)"), and keeps every frame: it gave only the raw frames, torch::unwind first.
+NUG=$SRC/../shared/fixtures/pytorch/transformer_nuggets_mini_snapshot.pickle
+if [ -f "$NUG" ]; then
+    "$CMH" trace --json "$NUG" >nug.trace.json 2>err || bad "trace --json failed: $(cat err)"
+    check "trace --json: each entry's site is the user's frame peak names (main attention.py:358), frames whole" "py - <<'PY'
+import json, sys
+e = json.load(open('nug.trace.json'))[0]['entries'][1]
+print(e['action'], e['site'], len(e['frames']), e['frames'][0]['function'])
+sys.exit(not (e['site'] and e['site']['function'] == 'main' and e['site']['file'].endswith('attention.py') and e['site']['line'] == 358
+              and len(e['frames']) > 40 and e['frames'][0]['function'] == 'torch::unwind::unwind()'))
+PY"
+fi
+
 # PyTorch's own annotations in the trace ('annotate', newest main; 'user_defined', mid-2024) are
 # marks at their place: the entry numbers stay PyTorch's (peak --json's index is the entry's
 # index in device_traces), and annotations named "step" step the leak verdicts. They were
