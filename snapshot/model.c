@@ -528,7 +528,8 @@ int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e)
     cmh_entry c;
     uint32_t far;
     if (i >= s->nentries) return CMH_EINVAL;
-    if (cmh_entry_pack(s, e, &c, &far) != CMH_OK) return CMH_ENOMEM;
+    /* the extra keys (cmh_extra), which the full form has no field for, stay the entry's */
+    if (cmh_entry_pack_extra(s, e, cmh_entry_extra(s, &s->entries[i]), &c, &far) != CMH_OK) return CMH_ENOMEM;
     /* the entry's place in xmap: found, or where it would go */
     uint32_t lo = 0, hi = s->nxmap;
     while (lo < hi) {

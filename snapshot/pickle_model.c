@@ -23,7 +23,7 @@ const char *const pk_key_names[NKEYS] = {
     "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
     "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
-    "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size",
+    "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size", "retried_ooms",
 };
 
 /* ---- keys the model has no field for (snapshot.h, cmh_extra), kept as text ---- */
@@ -656,7 +656,7 @@ static int convert_segment(pm *m, const pv *sv)
 typedef struct pool_at {
     int32_t device;
     uint64_t pos;
-    uint32_t seq; /* the order written: marks at one position keep it */
+    uint64_t seq; /* the order written: marks at one position keep it (pool samples and retried OOMs: read_retried_ooms) */
     cmh_entry_full e;
 } pool_at;
 
@@ -718,8 +718,51 @@ static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
         ps[i].e.requested = (uint64_t)v[4];
         ps[i].e.time_ns = us_to_ns(v[5]);
     }
+    for (uint32_t i = 0, j = 0; i < pl->n; i++, j++) { /* j: its index among its device's (the list goes device by device) */
+        if (i && ps[i].device != ps[i - 1].device) j = 0;
+        ps[i].seq = (uint64_t)(2 * j + 1) << 20;
+    }
     qsort(ps, pl->n, sizeof *ps, cmp_pool_at);
     *out = ps;
+    return 0;
+}
+
+/* cumemhist.retried_ooms (pickle_write.c): OOMs the allocator retried with success, which the
+ * pickle's trace has no 'oom' for (CMH_EF_RETRIED), back among ps (*nps of them) where they
+ * were: (device, position, order among the device's pool samples and these, size, device_free
+ * or None, stream, time_us, kind, frames). */
+static int read_retried_ooms(pm *m, const pcont *rl, pool_at **ps, uint32_t *nps)
+{
+    pool_at *all = realloc(*ps, ((size_t)*nps + rl->n) * sizeof *all);
+    if (!all) return pk_nomem(m);
+    *ps = all;
+    int32_t dev = INT32_MIN;
+    uint64_t k = 0; /* retried OOMs of the device before this one */
+    for (uint32_t i = 0; i < rl->n; i++) {
+        pcont *t = (pcont *)obj(m, &rl->items[i], C_TUPLE);
+        int64_t v[8];
+        int ok = t && t->n == 9;
+        for (int j = 0; ok && j < 8; j++) ok = j == 4 ? (t->items[4].tag == PV_NONE || to_i64(&t->items[4], &v[4])) : to_i64(&t->items[j], &v[j]);
+        if (ok && t->items[8].tag == PV_CONT && pk_convert_stack(m, &t->items[8])) return -1;
+        if (!ok || v[1] < 0 || v[2] < 0 || v[0] < -1 || v[0] > 1023 || t->items[8].tag != PV_STACK)
+            return pk_fail(m, "cumemhist.retried_ooms[%u] is not (device, position, order, size, device_free, stream, time_us, kind, frames)", i);
+        if ((int32_t)v[0] != dev) dev = (int32_t)v[0], k = 0;
+        pool_at *a = &all[(*nps)++];
+        memset(a, 0, sizeof *a);
+        a->device = dev;
+        a->pos = (uint64_t)v[1];
+        /* after the device's first order - k pool samples (pool sample j: 2j + 1), in order among themselves */
+        a->seq = ((uint64_t)(2 * ((uint64_t)v[2] - k)) << 20) + k;
+        k++;
+        a->e.action = CMH_ACT_OOM;
+        a->e.size = a->e.requested = (uint64_t)v[3];
+        a->e.addr = t->items[4].tag == PV_NONE ? CMH_DEVICE_FREE_UNKNOWN : (uint64_t)v[4];
+        a->e.stream = (uint64_t)v[5];
+        a->e.time_ns = us_to_ns(v[6]);
+        a->e.kind = v[7] >= 0 && v[7] < CMH_KIND_COUNT ? (uint8_t)v[7] : CMH_KIND_DEVICE;
+        a->e.stack = t->items[8].u.id;
+    }
+    qsort(all, *nps, sizeof *all, cmp_pool_at);
     return 0;
 }
 
@@ -989,6 +1032,13 @@ int pk_convert_top(pm *m, const pv *root)
     const pcont *pl = psv ? obj(m, psv, C_LIST) : NULL;
     pool_at *ps = NULL;
     if (pl && pl->n && read_pool_samples(m, pl, &ps)) return -1;
+    uint32_t nps = ps ? pl->n : 0;
+    const pv *rov = od ? pk_dict_get(m, od, m->key[K_RETRIED_OOMS]) : NULL;
+    const pcont *rol = rov ? obj(m, rov, C_LIST) : NULL;
+    if (rol && rol->n && read_retried_ooms(m, rol, &ps, &nps)) {
+        free(ps);
+        return -1;
+    }
     const pv *mkv = od ? pk_dict_get(m, od, m->key[K_MARKS]) : NULL;
     const pcont *mkl = mkv ? obj(m, mkv, C_LIST) : NULL;
     if (mkl && mkl->n && read_marks(m, mkl, &m->marks_aside)) {
@@ -997,7 +1047,7 @@ int pk_convert_top(pm *m, const pv *root)
     }
     m->nmarks_aside = m->marks_aside ? mkl->n : 0;
     const pv *tr = pk_dict_get(m, d, m->key[K_DEVICE_TRACES]);
-    int rc = tr ? convert_traces(m, tr, ps, ps ? pl->n : 0) : 0;
+    int rc = tr ? convert_traces(m, tr, ps, nps) : 0;
     free(ps);
     if (rc) {
         free(m->marks_aside);

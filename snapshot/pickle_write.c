@@ -26,7 +26,7 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -36,7 +36,7 @@ static const char *const wkeys[W_NKEYS] = {
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
     "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id", "meminfo", "start_ns", "dump_ns", "process", "ending",
-    "dropped_ooms",
+    "dropped_ooms", "retried_ooms",
 };
 
 typedef struct pw {
@@ -427,7 +427,14 @@ static void w_segment(pw *w, const cmh_snapshot *s, const cmh_segment *g)
 
 /* Whether device_traces holds an entry of this action: PyTorch's actions, and marks where they
  * were PyTorch's own annotations (CMH_PT_MARKS_INLINE). */
-static int written_entry(int action, int inline_marks) { return action < CMH_ACT_MARK || (action == CMH_ACT_MARK && inline_marks); }
+static int written_entry(const cmh_entry *e, int inline_marks)
+{
+    if (cmh_entry_retried_oom(e)) return 0; /* PyTorch writes an 'oom' only once the allocation finally failed: aside */
+    return e->action < CMH_ACT_MARK || (e->action == CMH_ACT_MARK && inline_marks);
+}
+
+/* Whether a reader of the pickle finds the entry in device_traces (what an aside item's position counts). */
+static int kept_entry(const cmh_entry *e) { return e->action < CMH_ACT_MARK && !(e->flags & CMH_EF_IMPLIED) && !cmh_entry_retried_oom(e); }
 
 static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
 {
@@ -667,11 +674,11 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
             const cmh_trace *tr = &s->traces[t];
             uint32_t n = 0;
             int inline_marks = CMH_PT_MARKS_INLINE(s);
-            for (uint32_t i = 0; i < tr->nentries; i++) n += written_entry(s->entries[tr->first_entry + i].action, inline_marks);
+            for (uint32_t i = 0; i < tr->nentries; i++) n += written_entry(&s->entries[tr->first_entry + i], inline_marks);
             uint32_t k = 0;
             for (uint32_t i = 0; i < tr->nentries; i++) {
                 const cmh_entry *e = &s->entries[tr->first_entry + i];
-                if (!written_entry(e->action, inline_marks)) continue; /* not PyTorch actions (marks: see external_annotations) */
+                if (!written_entry(e, inline_marks)) continue; /* not PyTorch actions (marks: see external_annotations) */
                 batch_begin(&w, k, n);
                 w_entry(&w, s, e);
                 batch_end(&w, k, n, 0);
@@ -751,7 +758,7 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                     if (s->traces[t].device != d) continue;
                     for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
                         const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
-                        if (e->action < CMH_ACT_MARK && !(e->flags & CMH_EF_IMPLIED)) pos++; /* what a reader keeps */
+                        if (kept_entry(e)) pos++; /* what a reader keeps */
                         if (e->action != CMH_ACT_POOL_SAMPLE) continue;
                         batch_begin(&w, k, nps);
                         op(&w, '(');
@@ -763,6 +770,43 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                         w_int(&w, cmh_entry_time(s, e) / 1000);
                         op(&w, 't');
                         batch_end(&w, k, nps, 0);
+                        k++;
+                    }
+                }
+            }
+        }
+        /* OOMs the allocator retried with success (CMH_EF_RETRIED), which PyTorch's trace has no
+         * 'oom' for: (device, position as a pool sample's, order among the device's pool samples
+         * and these, size, device_free (None: not known), stream, time_us, kind, frames) */
+        uint32_t nro = 0;
+        for (uint32_t i = 0; i < s->nentries; i++) nro += cmh_entry_retried_oom(&s->entries[i]);
+        if (nro) {
+            w_key(&w, W_RETRIED_OOMS);
+            op(&w, ']');
+            uint32_t k = 0;
+            for (int d = 0; d < ndev; d++) {
+                int64_t pos = 0, order = 0;
+                for (uint32_t t = 0; t < s->ntraces; t++) {
+                    if (s->traces[t].device != d) continue;
+                    for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
+                        const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
+                        if (kept_entry(e)) pos++;
+                        if (e->action == CMH_ACT_POOL_SAMPLE) order++;
+                        if (!cmh_entry_retried_oom(e)) continue;
+                        batch_begin(&w, k, nro);
+                        op(&w, '(');
+                        w_int(&w, d);
+                        w_int(&w, pos);
+                        w_int(&w, order++);
+                        w_int(&w, (int64_t)cmh_entry_size(s, e));
+                        if (cmh_entry_addr(s, e) == CMH_DEVICE_FREE_UNKNOWN) op(&w, 'N');
+                        else w_int(&w, (int64_t)cmh_entry_addr(s, e));
+                        w_int(&w, (int64_t)cmh_entry_stream(s, e));
+                        w_int(&w, cmh_entry_time(s, e) / 1000);
+                        w_int(&w, e->kind);
+                        w_frames(&w, s, e->stack);
+                        op(&w, 't');
+                        batch_end(&w, k, nro, 0);
                         k++;
                     }
                 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/reports.h"
 #include "cumemhist/viz.h"
 #include "oatab.h"
 
@@ -266,7 +267,10 @@ int64_t cmh_memviz_index(const cmh_snapshot *in, int device, int64_t index, int6
         if (tr->device != device) continue;
         for (uint32_t i = 0; i < tr->nentries; i++) {
             const cmh_entry *e = &in->entries[tr->first_entry + i];
-            if ((e->action != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(in)) && e->action != CMH_ACT_POOL_SAMPLE) n += 1 + written(e);
+            uint64_t freed;
+            if ((e->action != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(in)) && e->action != CMH_ACT_POOL_SAMPLE &&
+                !(e->action == CMH_ACT_OOM && cmh_oom_retried(in, tr, i, &freed))) /* (a retried OOM: aside, as PyTorch has none) */
+                n += 1 + written(e);
             if ((int64_t)i == index) at = n - 1;
         }
     }
@@ -297,7 +301,9 @@ int64_t cmh_memviz_page_event(const cmh_snapshot *in, int device, int64_t index,
             for (uint32_t i = 0; i < in->traces[t].nentries; i++) {
                 const cmh_entry *e = &in->entries[in->traces[t].first_entry + i];
                 int a = e->action, whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0, acts[3], na = 0;
+                uint64_t freed;
                 if (a == CMH_ACT_POOL_SAMPLE || (a == CMH_ACT_MARK && !inline_marks)) continue;
+                if (a == CMH_ACT_OOM && cmh_oom_retried(in, &in->traces[t], i, &freed)) continue; /* aside: no row */
                 if (whole && (a == CMH_ACT_SEGMENT_ALLOC || a == CMH_ACT_SEGMENT_MAP))
                     acts[na++] = a, acts[na++] = CMH_ACT_ALLOC;
                 else if (whole && (a == CMH_ACT_SEGMENT_FREE || a == CMH_ACT_SEGMENT_UNMAP))
@@ -503,6 +509,13 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
                 }
                 TRY(add_entry_x(in, out, &e, extra));
                 break;
+            case CMH_ACT_OOM: { /* one the allocator retried with success is no 'oom' PyTorch writes: aside */
+                uint64_t freed;
+                e.flags = (uint8_t)(e.flags & ~CMH_EF_RETRIED);
+                if (cmh_oom_retried(in, tr, i, &freed)) e.flags |= CMH_EF_RETRIED;
+                TRY(add_entry_x(in, out, &e, extra));
+                break;
+            }
             default:
                 TRY(add_entry_x(in, out, &e, extra));
                 break;

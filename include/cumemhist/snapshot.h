@@ -70,6 +70,11 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
                                     PyTorch annotation whose action was 'user_defined' (mid-2024),
                                     not 'annotate' (newest main); kept in a .cmh as bit 4 */
 
+#define CMH_EF_RETRIED 0x01     /* on an oom (the whole-block bit, which an oom never has), in the
+                                   memviz shape only (viz/memviz.c): an OOM the allocator retried
+                                   with success (cmh_oom_retried).  PyTorch writes an 'oom' entry only
+                                   once the allocation finally fails, so the pickle keeps it aside */
+
 /* The action a PyTorch annotation held inline in its trace (a mark) is written back with: the
  * one it was read with.  (Every export wrote 'annotate', user_defined ones too.) */
 static inline const char *cmh_pt_mark_action(unsigned entry_flags)
@@ -210,6 +215,9 @@ typedef struct cmh_entry {
     uint32_t xs : 8; /* its set of rarer fields: 0 none, 1..254 s->xsets[xs], CMH_XS_FAR: looked up in s->xmap */
     uint32_t th : 13; /* the time's upper half: s->thighs[th], or the set's (CMH_TH_FAR) */
 } cmh_entry;
+
+/* An oom entry that memviz's shape marked retried (CMH_EF_RETRIED). */
+static inline int cmh_entry_retried_oom(const cmh_entry *e) { return e->action == CMH_ACT_OOM && (e->flags & CMH_EF_RETRIED); }
 
 /* An entry whose set's number does not fit in xs: its index in s->entries and the number. */
 typedef struct cmh_entry_xref {
