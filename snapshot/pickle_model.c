@@ -640,7 +640,8 @@ static int convert_segment(pm *m, const pv *sv)
             blk.requested = blk.size;
             m->s->pt_fields |= CMH_PT_NO_REQUESTED;
         }
-        static const int block_known[] = {K_ADDRESS, K_SIZE, K_REQUESTED_SIZE, K_STATE, K_FRAMES, K_HISTORY};
+        /* (PyTorch <= 2.0's 'history' is read above and kept too: written back as it was) */
+        static const int block_known[] = {K_ADDRESS, K_SIZE, K_REQUESTED_SIZE, K_STATE, K_FRAMES};
         if (extras_of(m, b->items, b->n, block_known, (int)(sizeof block_known / sizeof *block_known), &extra)) return -1;
         if (m->failed || cmh_snapshot_add_block(m->s, &blk) != CMH_OK ||
             cmh_snapshot_add_extra(m->s, CMH_X_BLOCK, m->s->nblocks - 1, extra) != CMH_OK)

@@ -82,6 +82,25 @@ for f in ('allkeys.out.pickle', 'allkeys.gen.pickle', 'allkeys.out2.pickle'):
 sys.exit(bad)
 PY"
 py "$(dirname "$0")/check_memviz.py" --ours allkeys.out.pickle >err 2>&1 || bad "allkeys.out.pickle is not one memory_viz opens: $(cat err)"
+# ... and of every published snapshot (PyTorch 2.0's block 'history' too): no key PyTorch wrote is lost
+for f in "$SRC"/../shared/fixtures/pytorch/*.pickle; do
+    [ -f "$f" ] || continue
+    n=$(basename "$f" .pickle)
+    "$CMH" export "$f" -o "$n.rt.pickle" 2>/dev/null || bad "export of $n failed"
+    check "export of $n keeps every key path PyTorch wrote" "py - '$f' '$n.rt.pickle' <<'PY'
+import pickle, sys
+def walk(o, p, out):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            out.add(p + '.' + str(k)); walk(v, p + '.' + str(k), out)
+    elif isinstance(o, (list, tuple)):
+        for v in o: walk(v, p + '[]', out)
+a, b = set(), set()
+walk(pickle.load(open(sys.argv[1], 'rb')), '', a); walk(pickle.load(open(sys.argv[2], 'rb')), '', b)
+print('lost:', sorted(a - b)[:5])
+sys.exit(bool(a - b))
+PY"
+done
 
 # trace --json names each entry by the user's frame, as the text reports do (peak: "main
 # (.../attention.py:358)"), and keeps every frame: it gave only the raw frames, torch::unwind first.
