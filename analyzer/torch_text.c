@@ -490,7 +490,12 @@ static void get_final_segment(const void *ctx, size_t i, uint64_t *addr, uint64_
 
 /* Entries with no PyTorch action (a pool's sample, a mark) are not in PyTorch's trace: skipped;
  * but a PyTorch snapshot's marks were its own annotation entries (CMH_PT_MARKS_INLINE). */
-static int pytorch_action(const cmh_snapshot *s, int a) { return a != CMH_ACT_POOL_SAMPLE && (a != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(s)); }
+/* (a retried OOM of the memviz shape is not one either: its pickle keeps it aside, CMH_EF_RETRIED) */
+static int pytorch_action(const cmh_snapshot *s, const cmh_entry *e)
+{
+    int a = e->action;
+    return a != CMH_ACT_POOL_SAMPLE && (a != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(s)) && !cmh_entry_retried_oom(e);
+}
 
 
 int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
@@ -514,7 +519,7 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
         size_t nsa = 0;
         for (uint32_t i = 0; i < tr->nentries; i++) {
             int a = ents[i].action;
-            shown += pytorch_action(s, a);
+            shown += pytorch_action(s, &ents[i]);
             seg_alloc[nsa] = tr->first_entry + i;
             nsa += a == CMH_ACT_SEGMENT_ALLOC;
         }
@@ -619,6 +624,7 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 *p++ = '\n';
                 break;
             case CMH_ACT_OOM:
+                if (cmh_entry_retried_oom(e)) break; /* not in the pickle's trace (pytorch_action) */
                 p = PUT_LIT(p, "raise OutOfMemoryError() # ");
                 p = put_size(p, e_size);
                 p = PUT_LIT(p, " requested, ");
@@ -630,7 +636,7 @@ int cmh_print_trace(const cmh_snapshot *s, int device, FILE *fp)
                 p = PUT_LIT(p, " free in CUDA\n");
                 break;
             default:
-                if (!pytorch_action(s, e->action)) break; /* not in PyTorch's trace: nothing */
+                if (!pytorch_action(s, e)) break; /* not in PyTorch's trace: nothing */
                 to_flush(o); /* rare: printf is fine for it */
                 py_repr_entry(fp, s, e);
                 p = o->b;

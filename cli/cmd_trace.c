@@ -56,6 +56,12 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "stream", cmh_entry_stream(s, e));
         rep_json_time(w, "time_ns", cmh_entry_time(s, e));
         if (e->action == CMH_ACT_MARK) cmh_jw_kstr(w, "name", cmh_str(s, cmh_entry_name(s, e)));
+        /* the user's frame, as every text report names the entry (the interpreter's and the
+         * framework's frames passed over); frames keeps the whole stack */
+        const cmh_frame *site = sec->g && e->stack ? cmh_sites_site_of(sec->g, e->stack) : NULL;
+        cmh_jw_key(w, "site");
+        if (site) rep_json_frame(w, s, site);
+        else cmh_jw_null(w);
         cmh_jw_key(w, "frames");
         cmh_jw_arr(w);
         const cmh_stack *st = &s->stacks[e->stack < s->nstacks ? e->stack : 0];
@@ -100,7 +106,7 @@ int cmd_trace(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_trace, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    if (g_json) return rep_run(&path, 1, g_device, 1, 0, section, NULL);
+    if (g_json) return rep_run(&path, 1, g_device, 1, REP_SITES, section, NULL);
     if (g_device == -1) /* the text is memory_viz's, devices only (it read 'no device -1 ... (it has 0)') */
         return rep_no_pinned("trace", "trace's text is memory_viz's view, devices only (its pickle leaves pinned host "
                                       "memory out); `cumemhist trace --json --device -1` lists its entries");

@@ -152,6 +152,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     cmh_oa_free(&s->pair_index);
     free(s->thighs);
     free(s->xsets);
+    for (int k = 0; k < CMH_X_COUNT; k++) free(s->extras[k]);
     cmh_oa_free(&s->xset_index);
     free(s->pool_ids);
     cmh_oa_free(&s->pool_index);
@@ -326,7 +327,7 @@ int cmh_snapshot_entry_pools(const cmh_snapshot *s)
     return 0;
 }
 
-static void xset_of(const cmh_entry_full *e, cmh_entry_xset *x)
+static void xset_of(const cmh_entry_full *e, uint32_t extra, cmh_entry_xset *x)
 {
     memset(x, 0, sizeof *x); /* no padding in the type, but its bytes are hashed and compared */
     x->slack = e->size - e->requested;
@@ -335,6 +336,7 @@ static void xset_of(const cmh_entry_full *e, cmh_entry_xset *x)
     x->name = e->name;
     x->compile_context = e->compile_context;
     x->user_metadata = e->user_metadata;
+    x->extra = extra;
 }
 
 static int xset_intern(cmh_snapshot *s, const cmh_entry_xset *x, uint32_t *id)
@@ -438,15 +440,17 @@ static int thigh_intern(cmh_snapshot *s, uint32_t hi, uint32_t *id)
     return CMH_OK;
 }
 
-int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uint32_t *far)
+int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uint32_t *far) { return cmh_entry_pack_extra(s, e, 0, out, far); }
+
+int cmh_entry_pack_extra(cmh_snapshot *s, const cmh_entry_full *e, uint32_t extra, cmh_entry *out, uint32_t *far)
 {
     uint32_t hi = (uint32_t)((uint64_t)e->time_ns >> 32), th, pair, id = 0;
     if (thigh_intern(s, hi, &th) != CMH_OK || pair_intern(s, e->addr, e->size, &pair) != CMH_OK) return CMH_ENOMEM;
     /* most entries have every rarer field at its default: set 0, with no set to build */
     if (th == CMH_TH_FAR || e->requested != e->size || e->stream || e->thread || e->name || e->compile_context || e->user_metadata ||
-        e->pool_id[0] || e->pool_id[1]) {
+        extra || e->pool_id[0] || e->pool_id[1]) {
         cmh_entry_xset x;
-        xset_of(e, &x);
+        xset_of(e, extra, &x);
         if (th == CMH_TH_FAR) x.thigh = hi;
         if (pool_intern(s, e->pool_id, &x.pool) != CMH_OK) return CMH_ENOMEM;
         if (xset_intern(s, &x, &id) != CMH_OK) return CMH_ENOMEM;
@@ -526,7 +530,8 @@ int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e)
     cmh_entry c;
     uint32_t far;
     if (i >= s->nentries) return CMH_EINVAL;
-    if (cmh_entry_pack(s, e, &c, &far) != CMH_OK) return CMH_ENOMEM;
+    /* the extra keys (cmh_extra), which the full form has no field for, stay the entry's */
+    if (cmh_entry_pack_extra(s, e, cmh_entry_extra(s, &s->entries[i]), &c, &far) != CMH_OK) return CMH_ENOMEM;
     /* the entry's place in xmap: found, or where it would go */
     uint32_t lo = 0, hi = s->nxmap;
     while (lo < hi) {
@@ -549,12 +554,14 @@ int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e)
     return CMH_OK;
 }
 
-int cmh_snapshot_append_entry(cmh_snapshot *s, const cmh_entry_full *e)
+int cmh_snapshot_append_entry(cmh_snapshot *s, const cmh_entry_full *e) { return cmh_snapshot_append_entry_extra(s, e, 0); }
+
+int cmh_snapshot_append_entry_extra(cmh_snapshot *s, const cmh_entry_full *e, uint32_t extra)
 {
     if (GROW(s, entries, s->nentries + 1, cap_entries) != CMH_OK) return CMH_ENOMEM;
     cmh_entry c;
     uint32_t far;
-    if (cmh_entry_pack(s, e, &c, &far) != CMH_OK) return CMH_ENOMEM;
+    if (cmh_entry_pack_extra(s, e, extra, &c, &far) != CMH_OK) return CMH_ENOMEM;
     if (far) {
         if (GROW(s, xmap, s->nxmap + 1, cap_xmap) != CMH_OK) return CMH_ENOMEM;
         s->xmap[s->nxmap++] = (cmh_entry_xref){s->nentries, far};
@@ -683,6 +690,35 @@ int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value
     if (GROW(s, settings, s->nsettings + 1, cap_settings) != CMH_OK) return CMH_ENOMEM;
     s->settings[s->nsettings++] = st;
     return CMH_OK;
+}
+
+int cmh_snapshot_add_extra(cmh_snapshot *s, int what, uint32_t index, uint32_t text)
+{
+    if (what < 0 || what >= CMH_X_COUNT || !text) return CMH_OK;
+    uint32_t n = s->nextras[what];
+    if (n && s->extras[what][n - 1].index >= index) return CMH_EINVAL; /* ascending only */
+    if (n == s->cap_extras[what]) {
+        uint32_t nc = n ? n * 2 : 16;
+        cmh_extra *nx = realloc(s->extras[what], (size_t)nc * sizeof *nx);
+        if (!nx) return CMH_ENOMEM;
+        s->extras[what] = nx;
+        s->cap_extras[what] = nc;
+    }
+    s->extras[what][s->nextras[what]++] = (cmh_extra){index, text};
+    return CMH_OK;
+}
+
+uint32_t cmh_snapshot_extra(const cmh_snapshot *s, int what, uint32_t index)
+{
+    if (what < 0 || what >= CMH_X_COUNT) return 0;
+    uint32_t lo = 0, hi = s->nextras[what];
+    const cmh_extra *x = s->extras[what];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (x[mid].index < index) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < s->nextras[what] && x[lo].index == index ? x[lo].text : 0;
 }
 
 int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k)

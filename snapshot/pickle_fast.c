@@ -337,6 +337,7 @@ static int frame(fp *f, int o, pend_frame *pf)
         if (!line && it[i].u.id == m->key[K_LINE]) line = &it[i + 1];
     }
     if (!name || !file || name->tag != PV_STR || file->tag != PV_STR) return 0;
+    if (n > 6) return 0; /* more than name, filename, line ('fx_*'): the machine keeps them (cmh_extra) */
     pf->name = name->u.id;
     pf->file = file->u.id;
     pf->line = line && (line->tag == PV_INT || line->tag == PV_BOOL) ? line->u.i : 0;
@@ -529,6 +530,7 @@ static int entry_direct(fp *f, ref_slot *rc, pv *out)
         else return 0;
         const ref_slot *key = ref_of(m, rc, idx);
         if (!key || key->v.tag != PV_STR || (npairs == 0 && key->ek != EK_ACTION)) return 0;
+        if (key->ek == NEK) return 0; /* a key the conversion does not read: entry() keeps it (cmh_extra) */
         uint32_t k = key->ek;
         /* the value */
         pv v;

@@ -55,7 +55,7 @@ enum {
     K_ACTIVE_ALLOCATED, K_ACTIVE_PENDING_FREE, K_ACTIVE_AWAITING_FREE, K_INACTIVE, K_START, K_END, K_CMH_CODE,
     K_CMH_REQUESTED, K_CMH_IMPLIED, K_CMH_KIND, K_CMH_WHOLE, K_CUMEMHIST, K_SOURCE, K_PID, K_DROPPED, K_RECORDER,
     K_POOL_SAMPLES, K_HOST, K_CMDLINE, K_MODULES, K_FRAME_MODULES, K_THREADS, K_MARKS, K_THREAD_IDS, K_POOL_ID,
-    K_MEMINFO, K_START_NS, K_DUMP_NS, K_PROCESS, K_ENDING, K_DROPPED_OOMS,
+    K_MEMINFO, K_START_NS, K_DUMP_NS, K_PROCESS, K_ENDING, K_DROPPED_OOMS, K_ALLOCATED_SIZE, K_ACTIVE_SIZE, K_RETRIED_OOMS,
     NKEYS
 };
 extern const char *const pk_key_names[NKEYS];
@@ -64,6 +64,7 @@ typedef struct frame_slot { /* a frame by what it says (oatab.h: keyed by their 
     uint64_t hash;
     uint32_t name, filename, id;
     int64_t line;
+    uint32_t extra; /* cmh_frame's */
 } frame_slot;
 
 typedef struct pm {
@@ -120,6 +121,7 @@ typedef struct pm {
         uint32_t *frames;
         void *pend;
     } fast;
+    uint32_t entry_extra; /* the extras (cmh_extra) of the entry pk_entry_from_fields converts, 0 none */
     struct pool_at *marks_aside; /* cumemhist.marks, while the model is made (pickle_model.c) */
     uint32_t nmarks_aside;
 } pm;

@@ -6,6 +6,7 @@
  * settings, annotations and what cumemhist's own exports keep aside are converted from the
  * finished root.  The schema has a fixed depth: nothing here recurses on the input.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,133 @@ const char *const pk_key_names[NKEYS] = {
     "active_allocated", "active_pending_free", "active_awaiting_free", "inactive", "START", "END", "cmh_code",
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
     "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
-    "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms",
+    "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size", "retried_ooms",
 };
+
+/* ---- keys the model has no field for (snapshot.h, cmh_extra), kept as text ---- */
+
+typedef struct xbuf {
+    char *p;
+    size_t n, cap;
+    int nomem;
+} xbuf;
+
+static void xput(xbuf *b, const char *s, size_t n)
+{
+    if (b->nomem) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->n + n + 1) nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->nomem = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void xfmt(xbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void xfmt(xbuf *b, const char *fmt, ...)
+{
+    char t[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t, sizeof t, fmt, ap);
+    va_end(ap);
+    if (n > 0) xput(b, t, (size_t)n < sizeof t ? (size_t)n : sizeof t - 1);
+}
+
+static void xstr(xbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    xfmt(b, "s%zu:", n);
+    xput(b, s, n);
+}
+
+static void xframe(pm *m, xbuf *b, uint32_t fid)
+{
+    const cmh_frame *f = &m->s->frames[fid];
+    xput(b, "{", 1);
+    xstr(b, "name");
+    xstr(b, cmh_str(m->s, f->name));
+    xstr(b, "filename");
+    xstr(b, cmh_str(m->s, f->filename));
+    xstr(b, "line");
+    xfmt(b, "i%lld;", (long long)f->line);
+    const char *fx = cmh_str(m->s, cmh_snapshot_extra(m->s, CMH_X_FRAME, fid));
+    xput(b, fx, strlen(fx));
+    xput(b, "}", 1);
+}
+
+static void xvalue(pm *m, xbuf *b, const pv *v, int depth)
+{
+    if (depth > 32) { /* deeper than any schema: cut, as None */
+        xput(b, "N", 1);
+        return;
+    }
+    switch (v->tag) {
+    case PV_BOOL: xput(b, v->u.i ? "T" : "F", 1); return;
+    case PV_INT: xfmt(b, "i%lld;", (long long)v->u.i); return;
+    case PV_FLOAT: xfmt(b, "d%a;", v->u.f); return;
+    case PV_STR: xstr(b, cmh_str(m->s, v->u.id)); return;
+    case PV_FRAME: xframe(m, b, v->u.id); return;
+    case PV_STACK: {
+        const cmh_stack *st = &m->s->stacks[v->u.id];
+        xput(b, "[", 1);
+        for (uint32_t i = 0; i < st->count; i++) xframe(m, b, m->s->stack_frames[st->first + i]);
+        xput(b, "]", 1);
+        return;
+    }
+    case PV_POOL: {
+        uint64_t id[2] = {0, 0};
+        if (v->u.id && v->u.id < m->s->npool_ids) id[0] = m->s->pool_ids[v->u.id].id[0], id[1] = m->s->pool_ids[v->u.id].id[1];
+        xfmt(b, "(i%lld;", (long long)id[0]);
+        xfmt(b, "i%lld;)", (long long)id[1]);
+        return;
+    }
+    case PV_CONT: {
+        const pcont *c = &m->conts[v->u.id];
+        if (c->conv_tag) { /* converted where it was shared: what it became */
+            pv cv = {c->conv_tag == PV_SKIP ? PV_NONE : c->conv_tag, {.id = c->conv_id}};
+            if (cv.tag == PV_ENTRY) cv.tag = PV_NONE;
+            xvalue(m, b, &cv, depth);
+            return;
+        }
+        const char *o = c->kind == C_DICT ? "{}" : c->kind == C_TUPLE ? "()" : "[]";
+        xput(b, o, 1);
+        for (uint32_t i = 0; i < c->n; i++) xvalue(m, b, &c->items[i], depth + 1);
+        xput(b, o + 1, 1);
+        return;
+    }
+    default: xput(b, "N", 1); return;
+    }
+}
+
+/* The pairs of a dict whose keys are not among known (K_* ids; n of them) as one interned
+ * string (0: none).  -1 out of memory. */
+static int extras_of(pm *m, const pv *items, uint32_t n, const int *known, int nknown, uint32_t *out)
+{
+    *out = 0;
+    xbuf b = {0};
+    for (uint32_t i = 0; i + 1 < n; i += 2) {
+        if (items[i].tag != PV_STR) continue;
+        int k = 0;
+        while (k < nknown && m->key[known[k]] != items[i].u.id) k++;
+        if (k < nknown) continue;
+        xstr(&b, cmh_str(m->s, items[i].u.id));
+        xvalue(m, &b, &items[i + 1], 0);
+    }
+    if (!b.nomem && b.n && cmh_strtab_intern(&m->s->strings, b.p, b.n, out) != CMH_OK) b.nomem = 1;
+    free(b.p);
+    return b.nomem ? pk_nomem(m) : 0;
+}
+
+static const int frame_known[] = {K_NAME, K_FILENAME, K_LINE};
 
 /* ---- eager conversion of frames, stacks, entries ---- */
 
@@ -51,24 +177,29 @@ static int frame_of(pm *m, pcont *d, uint32_t *frame_id)
         return pk_fail(m, "a frame without str 'name' and 'filename' (near byte %zu)", m->op_at);
     int64_t ln = 0;
     if (line) to_i64(line, &ln);
+    uint32_t extra = 0; /* newer PyTorch's 'fx_*' keys: a frame differs by them too */
+    if (d->n > 6 && extras_of(m, d->items, d->n, frame_known, 3, &extra)) return -1;
     /* identical frames share one id even when the writer did not share the object */
-    uint64_t h = cmh_oa_hashkey(cmh_oa_mix(((uint64_t)name->u.id << 32 | file->u.id) ^ (uint64_t)ln * 0x9E3779B97F4A7C15ull));
+    uint64_t h = cmh_oa_hashkey(cmh_oa_mix(((uint64_t)name->u.id << 32 | file->u.id) ^ (uint64_t)ln * 0x9E3779B97F4A7C15ull ^
+                                           (uint64_t)extra << 17));
     uint32_t pos = UINT32_MAX;
     for (frame_slot *o; (o = cmh_oa_next(&m->frames, h, &pos));)
-        if (o->name == name->u.id && o->filename == file->u.id && o->line == ln) {
+        if (o->name == name->u.id && o->filename == file->u.id && o->line == ln && o->extra == extra) {
             *frame_id = o->id;
             return 0;
         }
     cmh_frame f = {0, name->u.id, file->u.id, ln, -1};
     frame_slot *o;
-    if (cmh_snapshot_add_frame(m->s, &f, frame_id) != CMH_OK || !(o = cmh_oa_add(&m->frames, h))) return pk_nomem(m);
+    if (cmh_snapshot_add_frame(m->s, &f, frame_id) != CMH_OK || !(o = cmh_oa_add(&m->frames, h)) ||
+        cmh_snapshot_add_extra(m->s, CMH_X_FRAME, *frame_id, extra) != CMH_OK)
+        return pk_nomem(m);
     o->name = name->u.id;
     o->filename = file->u.id;
     o->id = *frame_id;
     o->line = ln;
+    o->extra = extra;
     return 0;
 }
-
 
 int pk_frame_of(pm *m, const pv *items, uint32_t n, uint32_t *frame_id)
 {
@@ -230,16 +361,31 @@ int pk_pool_of(pm *m, const pv *v, int convert, uint64_t id[2])
     return 1;
 }
 
+static int add_entry(pm *m, const cmh_entry_full *e, uint32_t *id);
+
+static int annotation_action(const char *a) { return strcmp(a, "annotate") == 0 || strcmp(a, "user_defined") == 0; }
+
+/* An entry's keys that the conversion reads ('name' only on an annotation): the rest are extras. */
+static const int entry_known[] = {K_ACTION, K_ADDR, K_DEVICE_FREE, K_SIZE, K_STREAM, K_TIME_US, K_COMPILE_CONTEXT,
+                                  K_USER_METADATA, K_FRAMES, K_POOL_ID, K_CMH_CODE, K_CMH_IMPLIED, K_CMH_REQUESTED, K_NAME};
+#define ENTRY_KNOWN (int)(sizeof entry_known / sizeof *entry_known)
+
 int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id)
 {
     const pv *fld[NEK];
     entry_fields(m, items, n, fld);
-    return pk_entry_from_fields(m, fld, id);
+    uint32_t known = 0;
+    for (int k = 0; k < NEK; k++) known += fld[k] != NULL;
+    m->entry_extra = 0;
+    int ann = fld[EK_ACTION] && fld[EK_ACTION]->tag == PV_STR && annotation_action(cmh_str(m->s, fld[EK_ACTION]->u.id));
+    if (!ann && fld[EK_NAME]) known--;
+    if (fld[EK_ACTION] && known < n / 2) { /* keys the conversion does not read: kept aside */
+        if (extras_of(m, items, n, entry_known, ann ? ENTRY_KNOWN : ENTRY_KNOWN - 1, &m->entry_extra)) return -1;
+    }
+    int r = pk_entry_from_fields(m, fld, id);
+    m->entry_extra = 0;
+    return r;
 }
-
-static int add_entry(pm *m, const cmh_entry_full *e, uint32_t *id);
-
-static int annotation_action(const char *a) { return strcmp(a, "annotate") == 0 || strcmp(a, "user_defined") == 0; }
 
 int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
 {
@@ -332,6 +478,7 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
 
 static int add_entry(pm *m, const cmh_entry_full *ep, uint32_t *id)
 {
+    uint32_t extra = m->entry_extra; /* pk_entry_from_items' */
     cmh_entry_full e = *ep;
     if (m->nentries == m->centries) {
         uint32_t nc = m->centries ? m->centries * 2 : 4096;
@@ -342,7 +489,7 @@ static int add_entry(pm *m, const cmh_entry_full *ep, uint32_t *id)
     }
     if (m->nentries && !(m->nentries & (PK_PREFAULT_ENTRIES - 1))) pk_prefault(m->entries + m->nentries, m->entries + m->centries);
     uint32_t far;
-    if (cmh_entry_pack(m->s, &e, &m->entries[m->nentries], &far) != CMH_OK) return pk_nomem(m);
+    if (cmh_entry_pack_extra(m->s, &e, extra, &m->entries[m->nentries], &far) != CMH_OK) return pk_nomem(m);
     if (far) {
         if (m->nxmap == m->cxmap) {
             uint32_t nc = m->cxmap ? m->cxmap * 2 : 64;
@@ -446,7 +593,14 @@ static int convert_segment(pm *m, const pv *sv)
     if ((v = pk_dict_get(m, d, m->key[K_CMH_KIND])) && x >= 0 && x < CMH_KIND_COUNT) g.kind = (uint8_t)x;
     v = pk_dict_get(m, d, m->key[K_CMH_WHOLE]);
     if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_WHOLE_BLOCK;
-    if (m->failed || cmh_snapshot_add_segment(m->s, &g, NULL) != CMH_OK) return pk_nomem(m);
+    static const int seg_known[] = {K_DEVICE, K_ADDRESS, K_TOTAL_SIZE, K_ALLOCATED_SIZE, K_ACTIVE_SIZE, K_REQUESTED_SIZE,
+                                    K_STREAM, K_SEGMENT_TYPE, K_SEGMENT_POOL_ID, K_IS_EXPANDABLE, K_FRAMES, K_BLOCKS,
+                                    K_CMH_KIND, K_CMH_WHOLE};
+    uint32_t extra;
+    if (extras_of(m, d->items, d->n, seg_known, (int)(sizeof seg_known / sizeof *seg_known), &extra)) return -1;
+    if (m->failed || cmh_snapshot_add_segment(m->s, &g, NULL) != CMH_OK ||
+        cmh_snapshot_add_extra(m->s, CMH_X_SEGMENT, m->s->nsegments - 1, extra) != CMH_OK)
+        return pk_nomem(m);
     v = pk_dict_get(m, d, m->key[K_BLOCKS]);
     const pcont *bl = v ? obj(m, v, C_LIST) : NULL;
     if (!bl) return v ? pk_fail(m, "segment 'blocks' is not a list") : 0;
@@ -486,7 +640,12 @@ static int convert_segment(pm *m, const pv *sv)
             blk.requested = blk.size;
             m->s->pt_fields |= CMH_PT_NO_REQUESTED;
         }
-        if (m->failed || cmh_snapshot_add_block(m->s, &blk) != CMH_OK) return pk_nomem(m);
+        /* (PyTorch <= 2.0's 'history' is read above and kept too: written back as it was) */
+        static const int block_known[] = {K_ADDRESS, K_SIZE, K_REQUESTED_SIZE, K_STATE, K_FRAMES};
+        if (extras_of(m, b->items, b->n, block_known, (int)(sizeof block_known / sizeof *block_known), &extra)) return -1;
+        if (m->failed || cmh_snapshot_add_block(m->s, &blk) != CMH_OK ||
+            cmh_snapshot_add_extra(m->s, CMH_X_BLOCK, m->s->nblocks - 1, extra) != CMH_OK)
+            return pk_nomem(m);
         at = blk.addr + blk.size;
     }
     return 0;
@@ -498,7 +657,7 @@ static int convert_segment(pm *m, const pv *sv)
 typedef struct pool_at {
     int32_t device;
     uint64_t pos;
-    uint32_t seq; /* the order written: marks at one position keep it */
+    uint64_t seq; /* the order written: marks at one position keep it (pool samples and retried OOMs: read_retried_ooms) */
     cmh_entry_full e;
 } pool_at;
 
@@ -560,8 +719,51 @@ static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
         ps[i].e.requested = (uint64_t)v[4];
         ps[i].e.time_ns = us_to_ns(v[5]);
     }
+    for (uint32_t i = 0, j = 0; i < pl->n; i++, j++) { /* j: its index among its device's (the list goes device by device) */
+        if (i && ps[i].device != ps[i - 1].device) j = 0;
+        ps[i].seq = (uint64_t)(2 * j + 1) << 20;
+    }
     qsort(ps, pl->n, sizeof *ps, cmp_pool_at);
     *out = ps;
+    return 0;
+}
+
+/* cumemhist.retried_ooms (pickle_write.c): OOMs the allocator retried with success, which the
+ * pickle's trace has no 'oom' for (CMH_EF_RETRIED), back among ps (*nps of them) where they
+ * were: (device, position, order among the device's pool samples and these, size, device_free
+ * or None, stream, time_us, kind, frames). */
+static int read_retried_ooms(pm *m, const pcont *rl, pool_at **ps, uint32_t *nps)
+{
+    pool_at *all = realloc(*ps, ((size_t)*nps + rl->n) * sizeof *all);
+    if (!all) return pk_nomem(m);
+    *ps = all;
+    int32_t dev = INT32_MIN;
+    uint64_t k = 0; /* retried OOMs of the device before this one */
+    for (uint32_t i = 0; i < rl->n; i++) {
+        pcont *t = (pcont *)obj(m, &rl->items[i], C_TUPLE);
+        int64_t v[8];
+        int ok = t && t->n == 9;
+        for (int j = 0; ok && j < 8; j++) ok = j == 4 ? (t->items[4].tag == PV_NONE || to_i64(&t->items[4], &v[4])) : to_i64(&t->items[j], &v[j]);
+        if (ok && t->items[8].tag == PV_CONT && pk_convert_stack(m, &t->items[8])) return -1;
+        if (!ok || v[1] < 0 || v[2] < 0 || v[0] < -1 || v[0] > 1023 || t->items[8].tag != PV_STACK)
+            return pk_fail(m, "cumemhist.retried_ooms[%u] is not (device, position, order, size, device_free, stream, time_us, kind, frames)", i);
+        if ((int32_t)v[0] != dev) dev = (int32_t)v[0], k = 0;
+        pool_at *a = &all[(*nps)++];
+        memset(a, 0, sizeof *a);
+        a->device = dev;
+        a->pos = (uint64_t)v[1];
+        /* after the device's first order - k pool samples (pool sample j: 2j + 1), in order among themselves */
+        a->seq = ((uint64_t)(2 * ((uint64_t)v[2] - k)) << 20) + k;
+        k++;
+        a->e.action = CMH_ACT_OOM;
+        a->e.size = a->e.requested = (uint64_t)v[3];
+        a->e.addr = t->items[4].tag == PV_NONE ? CMH_DEVICE_FREE_UNKNOWN : (uint64_t)v[4];
+        a->e.stream = (uint64_t)v[5];
+        a->e.time_ns = us_to_ns(v[6]);
+        a->e.kind = v[7] >= 0 && v[7] < CMH_KIND_COUNT ? (uint8_t)v[7] : CMH_KIND_DEVICE;
+        a->e.stack = t->items[8].u.id;
+    }
+    qsort(all, *nps, sizeof *all, cmp_pool_at);
     return 0;
 }
 
@@ -645,7 +847,20 @@ static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
             MARKS_UP_TO(added);
             cmh_entry_full full;
             cmh_entry_unpack(m->s, &m->entries[e.u.id], m->xmap, m->nxmap, e.u.id, &full);
-            if (cmh_snapshot_add_entry(m->s, &full) != CMH_OK) return pk_nomem(m);
+            const cmh_entry *pe = &m->entries[e.u.id];
+            uint32_t xs = pe->xs, extra = 0; /* its extra keys (cmh_extra), which the full form has no field for */
+            if (xs == CMH_XS_FAR) { /* m->xmap ascends by entry */
+                uint32_t lo = 0, hi = m->nxmap;
+                while (lo < hi) {
+                    uint32_t mid = lo + (hi - lo) / 2;
+                    if (m->xmap[mid].entry < e.u.id) lo = mid + 1;
+                    else hi = mid;
+                }
+                if (lo < m->nxmap && m->xmap[lo].entry == e.u.id) xs = m->xmap[lo].xset;
+            }
+            if (xs && xs != CMH_XS_FAR && xs < m->s->nxsets) extra = m->s->xsets[xs].extra;
+            if (cmh_snapshot_append_entry_extra(m->s, &full, extra) != CMH_OK) return pk_nomem(m);
+            m->s->traces[m->s->ntraces - 1].nentries++;
             kept++, added++;
         }
 #undef MARKS_UP_TO
@@ -818,6 +1033,13 @@ int pk_convert_top(pm *m, const pv *root)
     const pcont *pl = psv ? obj(m, psv, C_LIST) : NULL;
     pool_at *ps = NULL;
     if (pl && pl->n && read_pool_samples(m, pl, &ps)) return -1;
+    uint32_t nps = ps ? pl->n : 0;
+    const pv *rov = od ? pk_dict_get(m, od, m->key[K_RETRIED_OOMS]) : NULL;
+    const pcont *rol = rov ? obj(m, rov, C_LIST) : NULL;
+    if (rol && rol->n && read_retried_ooms(m, rol, &ps, &nps)) {
+        free(ps);
+        return -1;
+    }
     const pv *mkv = od ? pk_dict_get(m, od, m->key[K_MARKS]) : NULL;
     const pcont *mkl = mkv ? obj(m, mkv, C_LIST) : NULL;
     if (mkl && mkl->n && read_marks(m, mkl, &m->marks_aside)) {
@@ -826,7 +1048,7 @@ int pk_convert_top(pm *m, const pv *root)
     }
     m->nmarks_aside = m->marks_aside ? mkl->n : 0;
     const pv *tr = pk_dict_get(m, d, m->key[K_DEVICE_TRACES]);
-    int rc = tr ? convert_traces(m, tr, ps, ps ? pl->n : 0) : 0;
+    int rc = tr ? convert_traces(m, tr, ps, nps) : 0;
     free(ps);
     if (rc) {
         free(m->marks_aside);
@@ -925,6 +1147,8 @@ int pk_convert_top(pm *m, const pv *root)
         const pcont *ml = mv ? obj(m, mv, C_LIST) : NULL, *fl = fv ? obj(m, fv, C_LIST) : NULL;
         if (ml && read_modules(m, ml, fl)) goto fail;
     }
+    static const int top_known[] = {K_SEGMENTS, K_DEVICE_TRACES, K_ALLOCATOR_SETTINGS, K_EXTERNAL_ANNOTATIONS, K_CUMEMHIST};
+    if (extras_of(m, d->items, d->n, top_known, (int)(sizeof top_known / sizeof *top_known), &m->s->pt_extra)) goto fail;
     const pv *ea = pk_dict_get(m, d, m->key[K_EXTERNAL_ANNOTATIONS]);
     const pcont *el = ea ? obj(m, ea, C_LIST) : NULL;
     if (el) {

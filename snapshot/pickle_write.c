@@ -26,7 +26,7 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -36,7 +36,7 @@ static const char *const wkeys[W_NKEYS] = {
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
     "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id", "meminfo", "start_ns", "dump_ns", "process", "ending",
-    "dropped_ooms",
+    "dropped_ooms", "retried_ooms",
 };
 
 typedef struct pw {
@@ -211,6 +211,112 @@ static void batch_end(pw *w, uint32_t i, uint32_t n, int dict)
     else op(w, dict ? 'u' : 'e');
 }
 
+/* ---- the keys the model has no field for (snapshot.h, cmh_extra), back as they were ---- */
+
+/* The end of the value at p (NULL: not one). */
+static const char *x_skip(const char *p, int depth)
+{
+    if (!p || depth > 40) return NULL;
+    switch (*p) {
+    case 'N': case 'T': case 'F': return p + 1;
+    case 'i': case 'd': {
+        const char *e = strchr(p, ';');
+        return e ? e + 1 : NULL;
+    }
+    case 's': {
+        char *e;
+        unsigned long long n = strtoull(p + 1, &e, 10);
+        if (*e != ':' || strlen(e + 1) < n) return NULL;
+        return e + 1 + n;
+    }
+    case '[': case '(': case '{': {
+        char close = *p == '[' ? ']' : *p == '(' ? ')' : '}';
+        p++;
+        while (p && *p && *p != close) p = x_skip(p, depth + 1);
+        return p && *p == close ? p + 1 : NULL;
+    }
+    default: return NULL;
+    }
+}
+
+static const char *x_value(pw *w, const char *p, int depth)
+{
+    const char *end = x_skip(p, depth);
+    if (!end) { /* not ours to read: None rather than a broken pickle */
+        op(w, 'N');
+        return NULL;
+    }
+    switch (*p) {
+    case 'N': op(w, 'N'); break;
+    case 'T': case 'F': w_bool(w, *p == 'T'); break;
+    case 'i': w_int(w, strtoll(p + 1, NULL, 10)); break;
+    case 'd': {
+        double d = strtod(p + 1, NULL);
+        uint64_t bits;
+        memcpy(&bits, &d, 8);
+        unsigned char b[9] = {'G'};
+        for (int i = 0; i < 8; i++) b[1 + i] = (unsigned char)(bits >> (56 - 8 * i));
+        raw(w, b, 9);
+        boundary(w);
+        break;
+    }
+    case 's': {
+        char *e;
+        size_t n = (size_t)strtoull(p + 1, &e, 10);
+        unsigned char h[5];
+        if (n < 256) {
+            h[0] = 0x8c;
+            h[1] = (unsigned char)n;
+            raw(w, h, 2);
+        } else {
+            h[0] = 'X';
+            for (int i = 0; i < 4; i++) h[1 + i] = (unsigned char)(n >> (8 * i));
+            raw(w, h, 5);
+        }
+        raw(w, e + 1, n);
+        boundary(w);
+        break;
+    }
+    case '(': {
+        op(w, '(');
+        for (const char *q = p + 1; q && *q != ')';) q = x_value(w, q, depth + 1);
+        op(w, 't');
+        break;
+    }
+    case '[': case '{': {
+        int dict = *p == '{';
+        char close = dict ? '}' : ']';
+        uint32_t n = 0;
+        for (const char *q = p + 1; *q != close; q = x_skip(q, depth + 1)) n++;
+        if (dict) n /= 2;
+        op(w, dict ? '}' : ']');
+        const char *q = p + 1;
+        for (uint32_t i = 0; i < n; i++) {
+            batch_begin(w, i, n);
+            q = x_value(w, q, depth + 1);
+            if (dict) q = x_value(w, q, depth + 1);
+            batch_end(w, i, n, dict);
+        }
+        break;
+    }
+    }
+    return end;
+}
+
+/* The pairs of extra (a string id), pushed inside the MARK of the dict being written (its SETITEMS takes them). */
+static void w_extra(pw *w, const cmh_snapshot *s, uint32_t extra)
+{
+    if (!extra) return;
+    const char *p = cmh_str(s, extra), *end = p + strlen(p);
+    uint32_t n = 0;
+    for (const char *q = p; q && q < end; q = x_skip(q, 0)) n++;
+    for (uint32_t i = 0; i + 1 < n && p; i += 2) { /* whole pairs only */
+        p = x_value(w, p, 0);
+        if (p) p = x_value(w, p, 0);
+        else op(w, 'N');
+    }
+}
+
 static void w_frames(pw *w, const cmh_snapshot *s, uint32_t stack)
 {
     if (stack && w->stack_memo[stack]) {
@@ -236,6 +342,7 @@ static void w_frames(pw *w, const cmh_snapshot *s, uint32_t stack)
             w_sid(w, s, f->filename);
             w_key(w, W_LINE);
             w_int(w, f->line);
+            w_extra(w, s, cmh_snapshot_extra(s, CMH_X_FRAME, fid));
             op(w, 'u');
         }
         batch_end(w, i, st->count, 0);
@@ -286,6 +393,7 @@ static void w_segment(pw *w, const cmh_snapshot *s, const cmh_segment *g)
     w_bool(w, (g->flags & CMH_SEG_EXPANDABLE) != 0);
     w_key(w, W_FRAMES);
     w_frames(w, s, g->stack);
+    w_extra(w, s, cmh_snapshot_extra(s, CMH_X_SEGMENT, (uint32_t)(g - s->segments)));
     if (g->kind != CMH_KIND_DEVICE || (g->flags & CMH_SEG_WHOLE_BLOCK)) { /* ours: ignored by PyTorch's readers */
         w_key(w, W_CMH_KIND);
         w_int(w, g->kind);
@@ -310,6 +418,7 @@ static void w_segment(pw *w, const cmh_snapshot *s, const cmh_segment *g)
         boundary(w);
         w_key(w, W_FRAMES);
         w_frames(w, s, b->state == CMH_BLOCK_INACTIVE ? 0 : b->stack);
+        w_extra(w, s, cmh_snapshot_extra(s, CMH_X_BLOCK, g->first_block + k));
         op(w, 'u');
         batch_end(w, k, g->nblocks, 0);
     }
@@ -318,7 +427,14 @@ static void w_segment(pw *w, const cmh_snapshot *s, const cmh_segment *g)
 
 /* Whether device_traces holds an entry of this action: PyTorch's actions, and marks where they
  * were PyTorch's own annotations (CMH_PT_MARKS_INLINE). */
-static int written_entry(int action, int inline_marks) { return action < CMH_ACT_MARK || (action == CMH_ACT_MARK && inline_marks); }
+static int written_entry(const cmh_entry *e, int inline_marks)
+{
+    if (cmh_entry_retried_oom(e)) return 0; /* PyTorch writes an 'oom' only once the allocation finally failed: aside */
+    return e->action < CMH_ACT_MARK || (e->action == CMH_ACT_MARK && inline_marks);
+}
+
+/* Whether a reader of the pickle finds the entry in device_traces (what an aside item's position counts). */
+static int kept_entry(const cmh_entry *e) { return e->action < CMH_ACT_MARK && !(e->flags & CMH_EF_IMPLIED) && !cmh_entry_retried_oom(e); }
 
 static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
 {
@@ -364,6 +480,7 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
         w_key(w, W_NAME);
         w_sid(w, s, cmh_entry_name(s, e));
     }
+    w_extra(w, s, cmh_entry_extra(s, e)); /* what newer PyTorch wrote that the model has no field for */
     /* ours, ignored by PyTorch's readers: what makes the round trip exact */
     if (e->flags & CMH_EF_IMPLIED) {
         w_key(w, W_CMH_IMPLIED);
@@ -557,11 +674,11 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
             const cmh_trace *tr = &s->traces[t];
             uint32_t n = 0;
             int inline_marks = CMH_PT_MARKS_INLINE(s);
-            for (uint32_t i = 0; i < tr->nentries; i++) n += written_entry(s->entries[tr->first_entry + i].action, inline_marks);
+            for (uint32_t i = 0; i < tr->nentries; i++) n += written_entry(&s->entries[tr->first_entry + i], inline_marks);
             uint32_t k = 0;
             for (uint32_t i = 0; i < tr->nentries; i++) {
                 const cmh_entry *e = &s->entries[tr->first_entry + i];
-                if (!written_entry(e->action, inline_marks)) continue; /* not PyTorch actions (marks: see external_annotations) */
+                if (!written_entry(e, inline_marks)) continue; /* not PyTorch actions (marks: see external_annotations) */
                 batch_begin(&w, k, n);
                 w_entry(&w, s, e);
                 batch_end(&w, k, n, 0);
@@ -601,6 +718,7 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
             batch_end(&w, i, s->nannotations, 0);
         }
     }
+    w_extra(&w, s, s->pt_extra);
     if (ours) { /* where the snapshot came from, for pickle_read.c; PyTorch's readers ignore it */
         w_key(&w, W_CUMEMHIST);
         op(&w, '}');
@@ -640,7 +758,7 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                     if (s->traces[t].device != d) continue;
                     for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
                         const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
-                        if (e->action < CMH_ACT_MARK && !(e->flags & CMH_EF_IMPLIED)) pos++; /* what a reader keeps */
+                        if (kept_entry(e)) pos++; /* what a reader keeps */
                         if (e->action != CMH_ACT_POOL_SAMPLE) continue;
                         batch_begin(&w, k, nps);
                         op(&w, '(');
@@ -652,6 +770,43 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                         w_int(&w, cmh_entry_time(s, e) / 1000);
                         op(&w, 't');
                         batch_end(&w, k, nps, 0);
+                        k++;
+                    }
+                }
+            }
+        }
+        /* OOMs the allocator retried with success (CMH_EF_RETRIED), which PyTorch's trace has no
+         * 'oom' for: (device, position as a pool sample's, order among the device's pool samples
+         * and these, size, device_free (None: not known), stream, time_us, kind, frames) */
+        uint32_t nro = 0;
+        for (uint32_t i = 0; i < s->nentries; i++) nro += cmh_entry_retried_oom(&s->entries[i]);
+        if (nro) {
+            w_key(&w, W_RETRIED_OOMS);
+            op(&w, ']');
+            uint32_t k = 0;
+            for (int d = 0; d < ndev; d++) {
+                int64_t pos = 0, order = 0;
+                for (uint32_t t = 0; t < s->ntraces; t++) {
+                    if (s->traces[t].device != d) continue;
+                    for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
+                        const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
+                        if (kept_entry(e)) pos++;
+                        if (e->action == CMH_ACT_POOL_SAMPLE) order++;
+                        if (!cmh_entry_retried_oom(e)) continue;
+                        batch_begin(&w, k, nro);
+                        op(&w, '(');
+                        w_int(&w, d);
+                        w_int(&w, pos);
+                        w_int(&w, order++);
+                        w_int(&w, (int64_t)cmh_entry_size(s, e));
+                        if (cmh_entry_addr(s, e) == CMH_DEVICE_FREE_UNKNOWN) op(&w, 'N');
+                        else w_int(&w, (int64_t)cmh_entry_addr(s, e));
+                        w_int(&w, (int64_t)cmh_entry_stream(s, e));
+                        w_int(&w, cmh_entry_time(s, e) / 1000);
+                        w_int(&w, e->kind);
+                        w_frames(&w, s, e->stack);
+                        op(&w, 't');
+                        batch_end(&w, k, nro, 0);
                         k++;
                     }
                 }

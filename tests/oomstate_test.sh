@@ -461,4 +461,23 @@ EOF
     ok "frag and oom: an expandable segment's whole 20 MiB pages, named as such, beside an empty segment's" ||
     bad "releasable of expandable pages: $(cat rel_exp.txt)"
 
+# The memviz export of a retried OOM: PyTorch writes an 'oom' entry only once the allocation
+# finally fails, so its trace has the fatal OOM alone (MemoryViz.js drew an OOM the program never
+# had); the retried one travels aside and reads back: oom, trace and the export's note agree.
+"$CMH" export retry.cmh -o retry.pickle 2>retry.err || bad "export of retry.cmh failed: $(cat retry.err)"
+check "export: the pickle's trace holds only the fatal OOM, the retried one aside" "py - <<'PY'
+import pickle, sys
+p = pickle.load(open('retry.pickle', 'rb'))
+acts = [e['action'] for e in p['device_traces'][0]]
+aside = p['cumemhist'].get('retried_ooms', [])
+print(acts.count('oom'), 'oom entries,', len(aside), 'aside', [(a[0], a[1], a[3]) for a in aside])
+sys.exit(not (acts.count('oom') == 1 and acts[-1] == 'oom' and len(aside) == 1 and aside[0][3] == 32 << 20))
+PY"
+"$CMH" oom retry.pickle >retry.pk.txt 2>&1
+check "oom on the export reads the retry back: same counts, same entry numbers" \
+    "grep -q 'device 0: 1 out-of-memory error the program saw, and 1 more that the allocator retried' retry.pk.txt && grep -q 'out of memory #1 on device 0 at entry 10' retry.pk.txt && grep -q 'out of memory on device 0 at entry 6, .*retried' retry.pk.txt"
+check "trace prints memory_viz's one OOM for the record and for its export" \
+    "[ \"\$('$CMH' trace retry.cmh 2>/dev/null | grep -c OutOfMemoryError)\" = 1 ] && [ \"\$('$CMH' trace retry.pickle 2>/dev/null | grep -c OutOfMemoryError)\" = 1 ]"
+check "export's note counts the pickle's entries without the retried OOM (21)" "grep -q \"are the pickle's 21\" retry.err"
+
 finish

@@ -38,6 +38,84 @@ check "the exported pickle still names the user's line" \
 check "a .cmh with a 300-frame stack reads back, the user's line in it" \
     "'$CMH' peak deep.cmh 2>err | grep -q 'train (/home/me/train.py:42)' || { cat err; false; }"
 
+# Every key a PyTorch snapshot holds comes back on export, the ones cumemhist has no field for
+# too (newest PyTorch: entries' 'internal_metadata' and 'forward_frames', frames' 'fx_*', and any
+# key a later version adds, at every level): PyTorch's viewer shows what it showed on the
+# original. They were dropped.
+py - <<'PY' || bad "writing allkeys.pickle failed"
+import pickle
+MiB, base = 1 << 20, 1 << 40
+fr = [{'name': 'train', 'filename': '/home/u/train.py', 'line': 9, 'fx_node_op': 'call_function', 'fx_node_name': 'mm',
+       'fx_node_target': 'aten.mm', 'fx_original_trace': 'x = a @ b'}]
+fwd = [{'name': 'fwd', 'filename': '/home/u/model.py', 'line': 3}]
+def ent(a, addr, size, t):
+    return {'action': a, 'addr': addr, 'size': size, 'stream': 0, 'time_us': t, 'compile_context': 'ctx%d' % t,
+            'user_metadata': 'um%d' % t, 'pool_id': (0, 0), 'internal_metadata': {'seq': t, 'w': [1.5, None, True]},
+            'frames': fr, 'forward_frames': fwd}
+tr = [ent('segment_alloc', base, 4 * MiB, 1), ent('alloc', base, MiB, 2), ent('alloc', base + MiB, MiB, 3),
+      ent('free_requested', base + MiB, MiB, 4), ent('free_completed', base + MiB, MiB, 5)]
+blocks = [{'address': base, 'size': MiB, 'requested_size': MiB, 'state': 'active_allocated', 'frames': fr, 'new_block_key': 7},
+          {'address': base + MiB, 'size': 3 * MiB, 'requested_size': 0, 'state': 'inactive', 'frames': []}]
+seg = {'device': 0, 'address': base, 'total_size': 4 * MiB, 'allocated_size': MiB, 'active_size': MiB, 'requested_size': MiB,
+       'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': True, 'frames': fr, 'blocks': blocks,
+       'new_segment_key': ('x', -5)}
+st = {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True', 'max_split_size': -1, 'garbage_collection_threshold': 0.0,
+      'expandable_segments': True, 'pinned_num_register_threads': 1, 'release_lock_on_cudamalloc': False,
+      'pinned_use_cuda_host_register': False, 'graph_capture_record_stream_reuse': False,
+      'roundup_power2_divisions': {'1': 0, '2': 4}}
+ann = [{'name': 'fwd', 'stage': 'START', 'device': 0, 'time_us': 2}, {'name': 'fwd', 'stage': 'END', 'device': 0, 'time_us': 4}]
+pickle.dump({'segments': [seg], 'device_traces': [tr], 'allocator_settings': st, 'external_annotations': ann,
+             'new_top_key': [1, 2.5, None, 'é']}, open('allkeys.pickle', 'wb'), protocol=4)
+PY
+"$CMH" export allkeys.pickle -o allkeys.out.pickle 2>err || bad "export of allkeys.pickle failed: $(cat err)"
+CUMEMHIST_GENERIC_LOAD=1 "$CMH" export allkeys.pickle -o allkeys.gen.pickle 2>err || bad "generic export failed: $(cat err)"
+"$CMH" export allkeys.out.pickle -o allkeys.out2.pickle 2>err || bad "export of the export failed: $(cat err)"
+check "export keeps every key PyTorch wrote, unknown ones too, at every level (fast and generic reads, twice)" "py - <<'PY'
+import pickle, sys
+a = pickle.load(open('allkeys.pickle', 'rb'))
+bad = 0
+for f in ('allkeys.out.pickle', 'allkeys.gen.pickle', 'allkeys.out2.pickle'):
+    b = pickle.load(open(f, 'rb'))
+    if a != b:
+        bad = 1
+        print(f, 'differs:', [k for k in a if a[k] != b.get(k)], b['device_traces'][0][1])
+sys.exit(bad)
+PY"
+py "$(dirname "$0")/check_memviz.py" --ours allkeys.out.pickle >err 2>&1 || bad "allkeys.out.pickle is not one memory_viz opens: $(cat err)"
+# ... and of every published snapshot (PyTorch 2.0's block 'history' too): no key PyTorch wrote is lost
+for f in "$SRC"/../shared/fixtures/pytorch/*.pickle; do
+    [ -f "$f" ] || continue
+    n=$(basename "$f" .pickle)
+    "$CMH" export "$f" -o "$n.rt.pickle" 2>/dev/null || bad "export of $n failed"
+    check "export of $n keeps every key path PyTorch wrote" "py - '$f' '$n.rt.pickle' <<'PY'
+import pickle, sys
+def walk(o, p, out):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            out.add(p + '.' + str(k)); walk(v, p + '.' + str(k), out)
+    elif isinstance(o, (list, tuple)):
+        for v in o: walk(v, p + '[]', out)
+a, b = set(), set()
+walk(pickle.load(open(sys.argv[1], 'rb')), '', a); walk(pickle.load(open(sys.argv[2], 'rb')), '', b)
+print('lost:', sorted(a - b)[:5])
+sys.exit(bool(a - b))
+PY"
+done
+
+# trace --json names each entry by the user's frame, as the text reports do (peak: "main
+# (.../attention.py:358)"), and keeps every frame: it gave only the raw frames, torch::unwind first.
+NUG=$SRC/../shared/fixtures/pytorch/transformer_nuggets_mini_snapshot.pickle
+if [ -f "$NUG" ]; then
+    "$CMH" trace --json "$NUG" >nug.trace.json 2>err || bad "trace --json failed: $(cat err)"
+    check "trace --json: each entry's site is the user's frame peak names (main attention.py:358), frames whole" "py - <<'PY'
+import json, sys
+e = json.load(open('nug.trace.json'))[0]['entries'][1]
+print(e['action'], e['site'], len(e['frames']), e['frames'][0]['function'])
+sys.exit(not (e['site'] and e['site']['function'] == 'main' and e['site']['file'].endswith('attention.py') and e['site']['line'] == 358
+              and len(e['frames']) > 40 and e['frames'][0]['function'] == 'torch::unwind::unwind()'))
+PY"
+fi
+
 # PyTorch's own annotations in the trace ('annotate', newest main; 'user_defined', mid-2024) are
 # marks at their place: the entry numbers stay PyTorch's (peak --json's index is the entry's
 # index in device_traces), and annotations named "step" step the leak verdicts. They were

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/reports.h"
 #include "cumemhist/viz.h"
 #include "oatab.h"
 
@@ -45,10 +46,12 @@ static int copy_stack(const cmh_snapshot *in, cmh_snapshot *out, uint32_t stack,
         uint32_t f = in->stack_frames[st->first + i];
         if (!map_frames[f]) {
             cmh_frame fr = in->frames[f];
-            uint32_t nid;
+            uint32_t nid, extra = cmh_snapshot_extra(in, CMH_X_FRAME, f);
+            const char *xt = cmh_str(in, extra);
             if (cmh_strtab_intern(&out->strings, cmh_str(in, fr.name), strlen(cmh_str(in, fr.name)), &fr.name) ||
                 cmh_strtab_intern(&out->strings, cmh_str(in, fr.filename), strlen(cmh_str(in, fr.filename)), &fr.filename) ||
-                cmh_snapshot_add_frame(out, &fr, &nid)) {
+                (extra && cmh_strtab_intern(&out->strings, xt, strlen(xt), &extra)) || cmh_snapshot_add_frame(out, &fr, &nid) ||
+                cmh_snapshot_add_extra(out, CMH_X_FRAME, nid, extra)) {
                 free(ids);
                 return CMH_ENOMEM;
             }
@@ -66,6 +69,24 @@ static int str_copy(const cmh_snapshot *in, cmh_snapshot *out, uint32_t id, uint
 {
     const char *t = cmh_str(in, id);
     return cmh_strtab_intern(&out->strings, t, strlen(t), nid);
+}
+
+/* The keys PyTorch wrote that the model has no field for (cmh_extra): carried over as they are. */
+static int extra_copy(const cmh_snapshot *in, cmh_snapshot *out, int what, uint32_t from, uint32_t to)
+{
+    uint32_t x = cmh_snapshot_extra(in, what, from);
+    if (!x) return CMH_OK;
+    int rc = str_copy(in, out, x, &x);
+    return rc ? rc : cmh_snapshot_add_extra(out, what, to, x);
+}
+
+/* cmh_snapshot_add_entry with the entry's extra keys (a string id of in) */
+static int add_entry_x(const cmh_snapshot *in, cmh_snapshot *out, const cmh_entry_full *e, uint32_t extra)
+{
+    if (extra && str_copy(in, out, extra, &extra)) return CMH_ENOMEM;
+    if (cmh_snapshot_append_entry_extra(out, e, extra) != CMH_OK) return CMH_ENOMEM;
+    out->traces[out->ntraces - 1].nentries++;
+    return CMH_OK;
 }
 
 /* ---- making a trace agree with the final segments ---- */
@@ -193,7 +214,8 @@ static int repair(cmh_snapshot *s, uint32_t t, uint64_t *repaired)
             if (i < n) {
                 cmh_entry_full c; /* read before the table may move */
                 cmh_entry_get(s, &s->entries[from + i], &c);
-                if (cmh_snapshot_append_entry(s, &c) != CMH_OK) goto oom;
+                uint32_t extra = cmh_entry_extra(s, &s->entries[from + i]);
+                if (cmh_snapshot_append_entry_extra(s, &c, extra) != CMH_OK) goto oom;
                 k++;
             }
         }
@@ -245,7 +267,10 @@ int64_t cmh_memviz_index(const cmh_snapshot *in, int device, int64_t index, int6
         if (tr->device != device) continue;
         for (uint32_t i = 0; i < tr->nentries; i++) {
             const cmh_entry *e = &in->entries[tr->first_entry + i];
-            if ((e->action != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(in)) && e->action != CMH_ACT_POOL_SAMPLE) n += 1 + written(e);
+            uint64_t freed;
+            if ((e->action != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(in)) && e->action != CMH_ACT_POOL_SAMPLE &&
+                !(e->action == CMH_ACT_OOM && cmh_oom_retried(in, tr, i, &freed))) /* (a retried OOM: aside, as PyTorch has none) */
+                n += 1 + written(e);
             if ((int64_t)i == index) at = n - 1;
         }
     }
@@ -276,7 +301,9 @@ int64_t cmh_memviz_page_event(const cmh_snapshot *in, int device, int64_t index,
             for (uint32_t i = 0; i < in->traces[t].nentries; i++) {
                 const cmh_entry *e = &in->entries[in->traces[t].first_entry + i];
                 int a = e->action, whole = (e->flags & CMH_EF_WHOLE_BLOCK) != 0, acts[3], na = 0;
+                uint64_t freed;
                 if (a == CMH_ACT_POOL_SAMPLE || (a == CMH_ACT_MARK && !inline_marks)) continue;
+                if (a == CMH_ACT_OOM && cmh_oom_retried(in, &in->traces[t], i, &freed)) continue; /* aside: no row */
                 if (whole && (a == CMH_ACT_SEGMENT_ALLOC || a == CMH_ACT_SEGMENT_MAP))
                     acts[na++] = a, acts[na++] = CMH_ACT_ALLOC;
                 else if (whole && (a == CMH_ACT_SEGMENT_FREE || a == CMH_ACT_SEGMENT_UNMAP))
@@ -405,6 +432,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         cmh_segment ng = *g;
         TRY(copy_stack(in, out, g->stack, fmap, smap, &ng.stack));
         TRY(cmh_snapshot_add_segment(out, &ng, NULL));
+        TRY(extra_copy(in, out, CMH_X_SEGMENT, i, out->nsegments - 1));
         /* blocks must tile the segment: fill any gap with an inactive block */
         uint64_t at = g->addr;
         for (uint32_t k = 0; k < g->nblocks; k++) {
@@ -415,6 +443,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             }
             TRY(copy_stack(in, out, b.stack, fmap, smap, &b.stack));
             TRY(cmh_snapshot_add_block(out, &b));
+            TRY(extra_copy(in, out, CMH_X_BLOCK, g->first_block + k, out->nblocks - 1));
             at = b.addr + b.size;
         }
         if (at < g->addr + g->size) {
@@ -435,6 +464,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         for (uint32_t i = 0; i < tr->nentries; i++) {
             cmh_entry_full e;
             cmh_entry_get(in, &in->entries[tr->first_entry + i], &e);
+            uint32_t extra = cmh_entry_extra(in, &in->entries[tr->first_entry + i]);
             TRY(copy_stack(in, out, e.stack, fmap, smap, &e.stack));
             if (e.compile_context) TRY(str_copy(in, out, e.compile_context, &e.compile_context));
             if (e.user_metadata) TRY(str_copy(in, out, e.user_metadata, &e.user_metadata));
@@ -444,7 +474,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             }
             if (e.action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(in)) { /* PyTorch's own: in place */
                 TRY(str_copy(in, out, e.name, &e.name));
-                TRY(cmh_snapshot_add_entry(out, &e));
+                TRY(add_entry_x(in, out, &e, extra));
                 continue;
             }
             if (e.action == CMH_ACT_MARK) {
@@ -464,7 +494,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             switch (e.action) {
             case CMH_ACT_SEGMENT_ALLOC:
             case CMH_ACT_SEGMENT_MAP:
-                TRY(cmh_snapshot_add_entry(out, &e));
+                TRY(add_entry_x(in, out, &e, extra));
                 if (whole) {
                     blk.action = CMH_ACT_ALLOC;
                     TRY(cmh_snapshot_add_entry(out, &blk));
@@ -478,14 +508,22 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
                     blk.action = CMH_ACT_FREE_COMPLETED;
                     TRY(cmh_snapshot_add_entry(out, &blk));
                 }
-                TRY(cmh_snapshot_add_entry(out, &e));
+                TRY(add_entry_x(in, out, &e, extra));
                 break;
+            case CMH_ACT_OOM: { /* one the allocator retried with success is no 'oom' PyTorch writes: aside */
+                uint64_t freed;
+                e.flags = (uint8_t)(e.flags & ~CMH_EF_RETRIED);
+                if (cmh_oom_retried(in, tr, i, &freed)) e.flags |= CMH_EF_RETRIED;
+                TRY(add_entry_x(in, out, &e, extra));
+                break;
+            }
             default:
-                TRY(cmh_snapshot_add_entry(out, &e));
+                TRY(add_entry_x(in, out, &e, extra));
                 break;
             }
         }
     }
+    if (in->pt_extra) TRY(str_copy(in, out, in->pt_extra, &out->pt_extra));
     for (uint32_t i = 0; i < in->nannotations; i++) {
         cmh_annotation a = in->annotations[i];
         TRY(str_copy(in, out, a.name, &a.name));

@@ -70,6 +70,11 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
                                     PyTorch annotation whose action was 'user_defined' (mid-2024),
                                     not 'annotate' (newest main); kept in a .cmh as bit 4 */
 
+#define CMH_EF_RETRIED 0x01     /* on an oom (the whole-block bit, which an oom never has), in the
+                                   memviz shape only (viz/memviz.c): an OOM the allocator retried
+                                   with success (cmh_oom_retried).  PyTorch writes an 'oom' entry only
+                                   once the allocation finally fails, so the pickle keeps it aside */
+
 /* The action a PyTorch annotation held inline in its trace (a mark) is written back with: the
  * one it was read with.  (Every export wrote 'annotate', user_defined ones too.) */
 static inline const char *cmh_pt_mark_action(unsigned entry_flags)
@@ -171,6 +176,8 @@ typedef struct cmh_entry_xset {
     uint32_t thread, name, compile_context, user_metadata;
     uint32_t thigh; /* the upper 32 bits of the time of an entry with th == CMH_TH_FAR, else 0 */
     uint32_t pool;  /* s->pool_ids[pool]: the entry's pool id (0: the default pool, (0, 0)) */
+    uint32_t extra; /* a PyTorch entry's keys the model has no field for (cmh_extra, below; 0 none) */
+    uint32_t spare; /* (no padding: a set's bytes are hashed) */
 } cmh_entry_xset;
 
 /* A memory pool's id as PyTorch writes it: (0, 0) the default pool; a CUDA graph's pool
@@ -208,6 +215,9 @@ typedef struct cmh_entry {
     uint32_t xs : 8; /* its set of rarer fields: 0 none, 1..254 s->xsets[xs], CMH_XS_FAR: looked up in s->xmap */
     uint32_t th : 13; /* the time's upper half: s->thighs[th], or the set's (CMH_TH_FAR) */
 } cmh_entry;
+
+/* An oom entry that memviz's shape marked retried (CMH_EF_RETRIED). */
+static inline int cmh_entry_retried_oom(const cmh_entry *e) { return e->action == CMH_ACT_OOM && (e->flags & CMH_EF_RETRIED); }
 
 /* An entry whose set's number does not fit in xs: its index in s->entries and the number. */
 typedef struct cmh_entry_xref {
@@ -303,6 +313,20 @@ typedef enum cmh_source { CMH_SRC_RECORDER = 0, CMH_SRC_PYTORCH = 1 } cmh_source
  * writes them back in place, as 'annotate' entries, so that its entry numbers stay PyTorch's. */
 #define CMH_PT_MARKS_INLINE(s) ((s)->source == CMH_SRC_PYTORCH && !((s)->pt_fields & CMH_PT_FROM_RECORDER))
 
+/* The keys of a PyTorch dict (top level, segment, block, trace entry, frame) that the model has no
+ * field for, kept so that a pickle written back has every key PyTorch wrote (newer versions add
+ * keys: 'internal_metadata', 'forward_frames', frames' 'fx_*'): one string per dict, its keys
+ * and values in order, each value as
+ *   N | T | F | i<decimal>; | d<C99 hex float>; | s<bytes>:<utf-8> | [values] | (values) | {key value ...}
+ * (frames and stacks written out as the dicts and lists they were).  pickle_model.c makes it,
+ * pickle_write.c writes it back, viz/memviz.c carries it over; nothing else reads it.  A trace
+ * entry's is in its set of rarer fields (cmh_entry_extra); the others' in s->extras. */
+enum { CMH_X_SEGMENT, CMH_X_BLOCK, CMH_X_FRAME, CMH_X_COUNT };
+typedef struct cmh_extra {
+    uint32_t index; /* the segment's, block's or frame's */
+    uint32_t text;  /* string id */
+} cmh_extra;
+
 typedef struct cmh_meminfo {
     int32_t device;
     int64_t time_ns;
@@ -333,6 +357,11 @@ typedef struct cmh_snapshot {
     int64_t pid;
     uint32_t hostname, cmdline; /* string ids */
     uint32_t ending;            /* string id: how the process ended, when the record knows (0: not said) */
+    /* a PyTorch pickle's keys the model has no field for (cmh_extra, below): the top level's, and
+     * by kind (CMH_X_*) each segment's, block's and frame's that had any, ascending by index */
+    uint32_t pt_extra;
+    cmh_extra *extras[CMH_X_COUNT];
+    uint32_t nextras[CMH_X_COUNT], cap_extras[CMH_X_COUNT];
     int64_t start_time_ns, dump_time_ns;
     uint8_t opt_enabled, opt_context;
     uint64_t opt_max_entries;
@@ -454,6 +483,10 @@ int cmh_snapshot_number_threads(cmh_snapshot *s);
 int cmh_snapshot_add_annotation(cmh_snapshot *s, const cmh_annotation *a);
 int cmh_snapshot_add_setting(cmh_snapshot *s, const char *key, const char *value, uint8_t type);
 int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k);
+/* The extra keys (cmh_extra) of segment, block or frame `index` of kind `what`: added in
+ * ascending index order; looked up by it (0: none). */
+int cmh_snapshot_add_extra(cmh_snapshot *s, int what, uint32_t index, uint32_t text);
+uint32_t cmh_snapshot_extra(const cmh_snapshot *s, int what, uint32_t index);
 
 /* Queries.  Devices that appear in a snapshot (a trace with entries or OOMs, or segments), ascending with
  * pinned host memory (-1) last; fills up to cap and returns how many there are. */
@@ -486,6 +519,7 @@ static inline uint32_t cmh_entry_thread(const cmh_snapshot *s, const cmh_entry *
 static inline uint32_t cmh_entry_name(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->name; }
 static inline uint32_t cmh_entry_compile_context(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->compile_context; }
 static inline uint32_t cmh_entry_user_metadata(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->user_metadata; }
+static inline uint32_t cmh_entry_extra(const cmh_snapshot *s, const cmh_entry *e) { return cmh_entry_x(s, e)->extra; }
 /* A pool id's number in s->pool_ids (interned: 0 for (0, 0)), as entries' sets hold it. */
 int cmh_snapshot_pool_number(cmh_snapshot *s, const uint64_t id[2], uint32_t *number);
 /* Whether a PyTorch export should say each entry's pool_id: the source did (CMH_PT_POOL_ID), or
@@ -508,6 +542,10 @@ int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e);
 /* The compact form of e as an entry of s at index i, its set interned (*far: the number when it
  * does not fit in xs, for s->xmap; 0 when it fits).  For a builder that fills s->entries itself. */
 int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uint32_t *far);
+/* The same with the entry's extra keys (cmh_extra, a string id of s; 0 none), and the
+ * cmh_snapshot_append_entry that keeps them. */
+int cmh_entry_pack_extra(cmh_snapshot *s, const cmh_entry_full *e, uint32_t extra, cmh_entry *out, uint32_t *far);
+int cmh_snapshot_append_entry_extra(cmh_snapshot *s, const cmh_entry_full *e, uint32_t extra);
 
 /* Writing a file (snapshot/atomic.c): the one rule for every output, by what is at the path.
  * Missing or a regular file (or a symlink, which is never followed: the link is replaced, and

@@ -294,13 +294,14 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
     await page.keyboard.press('t');
   }
 
-  // search: a site's file highlights its sites and counts them
+  // search: a site's file highlights its sites and counts them (the device's allocation sites:
+  // a free's or an OOM's stack is no site)
   const q = facts.search;
   await page.fill('#v-search', q);
   await page.waitForTimeout(50);
   const sr = await page.evaluate(qq => {
-    const m = window.cmhView.meta;
-    return [m.sites.filter(s => s.join(' ').toLowerCase().includes(qq.toLowerCase())).length, document.querySelector('.v-match').textContent,
+    const m = window.cmhView.meta, own = window.cmhView.allocSites(window.cmhView.view.k);
+    return [own.filter(i => m.sites[i] && m.sites[i].join(' ').toLowerCase().includes(qq.toLowerCase())).length, document.querySelector('.v-match').textContent,
       document.querySelectorAll('.v-sites tr.v-hit').length];
   }, q);
   check(`search "${q}": ${sr[0]} sites match, said, and their rows marked`, sr[0] > 0 && sr[1].startsWith(sr[0] + ' site') && sr[2] > 0, JSON.stringify(sr));

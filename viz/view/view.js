@@ -291,6 +291,8 @@
     request();
   }
   ui.match = el('span', 'v-match'); ui.bar.appendChild(ui.match);
+  /* a trace that stops before its snapshot: said above the timeline while its end is in sight */
+  root.appendChild(ui.gap = el('p', 'v-gap')); ui.gap.id = 'v-gap'; ui.gap.hidden = true;
   root.appendChild(ui.wrap = el('div', 'v-plot'));
   ui.canvas = el('canvas'); ui.canvas.tabIndex = 0; ui.canvas.id = 'v-canvas';
   ui.canvas.setAttribute('role', 'application');
@@ -682,6 +684,9 @@
     view.frame = {cols: colsF, X: X, Y: Y, sx: sx, sy: sy, padl: padl, pw: pw, ph: ph, W: W, ticks: ticks, timeAxis: timeAxis,
       tt: tt, T0: T0, sxT: sxT, x0: vx0, yticks: yticks, evLabels: evLabels};
     /* the entries in sight, first and last (the window's right edge is the end of its last) */
+    var gapNote = m.gap_note && Math.ceil(view.x1) >= d.n ? 'Note: ' + m.gap_note : ''; /* the trace's end in sight */
+    if (ui.gap.textContent !== gapNote) ui.gap.textContent = gapNote;
+    ui.gap.hidden = !gapNote;
     ui.status.textContent = 'Entries ' + Math.max(0, Math.floor(view.x0)) + '\u2013' + Math.max(0, Math.min(d.n, Math.ceil(view.x1)) - 1) + ' of ' + d.n +
       (m.dropped ? ' (the ring dropped ' + m.dropped + ' older entries)' : '') + ' \u00b7 cursor at ' + when(d, view.cursor) +
       ' \u00b7 ' + size(allocatedAt(d, view.cursor)) + ' allocated, ' + size(lineAt(d.lines[1], view.cursor)) + ' reserved';
@@ -773,7 +778,9 @@
       /* at the last entry of a trace that stops before its snapshot: what the reports' end is */
       (mm && mm.gap_note && view.cursor >= d.n - 1 ? '. Note: ' + mm.gap_note : '');
     ui.match.textContent = view.query ? (function () {
-      var n = 0; for (var q = 0; q < meta.sites.length; q++) if (matches(q)) n++;
+      /* the allocation sites of the device that match: a site only a free or an OOM names is none */
+      var n = 0, seen = new Uint8Array(meta.sites.length + 1);
+      for (var q = 0; q < d.site.length; q++) { var st = d.site[q]; if (!seen[st]) { seen[st] = 1; if (matches(st)) n++; } }
       return n + ' site' + (n === 1 ? '' : 's') + ' match, ' + size(mbytes) + ' live at the cursor';
     })() : '';
   }
@@ -863,6 +870,7 @@
   window.cmhView = {
     meta: meta, view: view, stats: stats, size: size,
     device: function (k) { ui.dev.value = String(k); ui.dev.dispatchEvent(new Event('change')); },
+    allocSites: function (k) { return Array.from(new Set(load(k).site)); }, /* the sites of device k's allocations */
     live: function (k, e, maxCps) {
       var d = load(k);
       if (maxCps !== undefined) while (!d.cps) cpSlice(d, Infinity); /* asked for a path: every checkpoint there to choose from */
