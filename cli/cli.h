@@ -159,6 +159,8 @@ int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags);
 /* Make its native frames readable (demangled, file:line from DWARF: cumemhist/symbolize.h),
  * saying once on stderr which binaries did not match their recorded build id. */
 int cli_symbolize(const char *path, cmh_snapshot *s);
+/* frames the last cli_symbolize left without a line: their binary was rebuilt since the record (its build id differs) */
+extern unsigned cli_symbolize_mismatched;
 /* Parse a non-negative integer with an optional K/M/G suffix (binary); -1 on error. */
 int cli_parse_u64(const char *s, uint64_t *out);
 /* The exit status for a CMH_* code from a computation, with the message printed. */

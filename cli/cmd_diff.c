@@ -4,17 +4,20 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "report.h"
 
 static int g_device = -2, g_top = 10, g_json, g_have_pct;
 static double g_fail_pct;
+static int g_checked[512], g_nchecked, g_skipped[512], g_nskipped; /* --fail-if-peak-grows: the devices it could check, and not */
 
 static const cli_option g_opts[] = {
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "only device N (default: every device of either snapshot)", NULL, 0, 0, NULL},
     CLI_OPT_TOP(&g_top, "sites to list (default 10)"),
     CLI_OPTS_ATTRIBUTION,
-    {"--fail-if-peak-grows", NULL, CLI_PCT, &g_fail_pct, "PCT", "exit with status 3 if peak allocated grew by more than PCT%",
+    {"--fail-if-peak-grows", NULL, CLI_PCT, &g_fail_pct, "PCT",
+     "exit with status 3 if peak allocated grew by more than PCT% on a device; else 5 if a device's peak is not known (no history)",
      NULL, 0, 0, &g_have_pct},
     CLI_OPT_JSON(&g_json),
 };
@@ -23,8 +26,13 @@ const cli_command cli_cmd_diff = {
     "diff", "[options] BEFORE AFTER",
     "What a change did to memory, device by device: peak and end figures (allocated, reserved,\n"
     "requested) of two snapshots side by side, and the allocation sites whose live bytes (at the\n"
-    "end, and at the allocated peak) changed most.  --fail-if-peak-grows checks every device.\n"
-    "Sites are matched by their frames, so the two snapshots may come from different runs.",
+    "end, and at the allocated peak) changed most.  --fail-if-peak-grows checks every device: exit\n"
+    "status 3 if a peak grew more, else 5 if a device could not be checked (a record with no history:\n"
+    "its peak is not known; stderr names the devices checked and not), else 0.\n"
+    "Sites are matched by function (the user's frame), then file name, the line only telling apart a\n"
+    "function's several sites: an edit that moves lines ('adam_init (train.c:10 -> 11)'), another\n"
+    "checkout directory or OS (/builds/1/p/model.py, C:\\p\\model.py), or a binary rebuilt before\n"
+    "`symbolize` (no lines: matched by function name, said on stderr) still match.",
     g_opts, CLI_NOPTS(g_opts), 2, 2, 0, "cumemhist diff main.cmh branch.cmh --fail-if-peak-grows 5"};
 
 typedef struct side {
@@ -44,6 +52,39 @@ static int has_device(const cmh_snapshot *s, int dev)
     for (int i = 0; i < n && i < 256; i++)
         if (all[i] == dev) return 1;
     return 0;
+}
+
+/* A site's name in the list: the after side's where both have it (the code as it is now); a
+ * site whose line moved (an edit above it) as 'adam_init (train.c:10 -> 11)', or with its file
+ * too where that differs ('forward (C:\\proj\\model.py:40 -> /home/u/proj/model.py:41)'). */
+static const char *diff_site_name(const side *sd, const cmh_diff_site *x, char *buf, size_t cap)
+{
+    cmh_site one = {.group = x->group, .stack = x->stack};
+    const cmh_sites *g = x->snap == &sd[0].s ? sd[0].g : sd[1].g;
+    if (x->match != CMH_DIFF_MOVED && x->match != CMH_DIFF_BY_FUNCTION) return rep_site_name(x->snap, g, &one);
+    cmh_site two = {.group = x->group_after, .stack = x->stack_after};
+    const char *after = rep_site_name(x->snap_after, sd[1].g, &two);
+    if (x->merged_after) { /* the before side, without lines, could not tell them apart */
+        snprintf(buf, cap, "%s and %u more site%s of it", after, x->merged_after, x->merged_after == 1 ? "" : "s");
+        return buf;
+    }
+    int by = rep_attribution.group_by;
+    const cmh_frame *fb = by == CMH_GROUP_SITE || by == CMH_GROUP_STACK ? cmh_sites_frame(sd[0].g, x->group) : NULL,
+                    *fa = fb ? cmh_sites_frame(sd[1].g, x->group_after) : NULL;
+    const char *open = strrchr(after, '(');
+    if (!fa || fb->line <= 0 || fa->line <= 0 || fb->line == fa->line || !open || open == after || open[-1] != ' ') return after;
+    const char *file_b = cmh_str(x->snap, fb->filename), *file_a = cmh_str(x->snap_after, fa->filename);
+    int same = !strcmp(file_b, file_a);
+    snprintf(buf, cap, "%.*s(%s:%" PRId64 " -> %s%s%" PRId64 ")", (int)(open - after), after, file_b, fb->line, same ? "" : file_a,
+             same ? "" : ":", fa->line);
+    return buf;
+}
+
+static const char *match_word(int m, int in_before)
+{
+    return m == CMH_DIFF_SAME ? "same" : m == CMH_DIFF_MOVED ? "moved" : m == CMH_DIFF_BY_FUNCTION ? "function"
+           : in_before                                                                              ? "before_only"
+                                                                                                    : "after_only";
 }
 
 /* One device: its figures before and after, the sites that changed most; returns a CMH_* code.
@@ -79,6 +120,8 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
 #define ROW_NEEDS_HISTORY(i) ((i) < 3 || (i) == NROWS - 1)
     if (g_have_pct && both && d.peak_growth_pct > g_fail_pct) *grew = 1;
     if (g_have_pct && !both) *unknown = 1;
+    if (g_have_pct && both && g_nchecked < 512) g_checked[g_nchecked++] = dev;
+    if (g_have_pct && !both && g_nskipped < 512) g_skipped[g_nskipped++] = dev;
     if (w) {
         cmh_jw_nl(w);
         cmh_jw_obj(w);
@@ -117,6 +160,16 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
             cmh_jw_key(w, "site");
             if (f) rep_json_frame(w, x->snap, f);
             else cmh_jw_null(w);
+            /* how the after side's site was found: its own key and frame where they differ */
+            cmh_jw_kstr(w, "match", match_word(x->match, x->snap == &sd[0].s));
+            if (x->match == CMH_DIFF_MOVED || x->match == CMH_DIFF_BY_FUNCTION) {
+                cmh_jw_kstr(w, "key_after", x->key_after);
+                cmh_jw_kint(w, "more_sites_after", x->merged_after);
+                const cmh_frame *fa = cmh_sites_frame(sd[1].g, x->group_after);
+                cmh_jw_key(w, "site_after");
+                if (fa) rep_json_frame(w, x->snap_after, fa);
+                else cmh_jw_null(w);
+            }
             cmh_jw_kstr(w, "owner", cmh_sites_owner(sg, x->group));
             char oname[256];
             cmh_jw_kstr(w, "owner_name", rep_owner_name(sg, x->group, oname, sizeof oname));
@@ -171,10 +224,10 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
             const cmh_diff_site *x = &d.sites[i];
             if (x->after_end == x->before_end && (!both || x->after_peak == x->before_peak)) continue;
             if (!shown++) printf("\nsites that changed most (live bytes at the end / at the allocated peak):\n");
-            cmh_site one = {.group = x->group, .stack = x->stack};
+            char name[1600];
             printf("  end %12s -> %-12s  peak %12s -> %-12s  %s\n", rep_size((double)x->before_end), rep_size((double)x->after_end),
                    known[0] ? rep_size((double)x->before_peak) : "-", known[1] ? rep_size((double)x->after_peak) : "-",
-                   rep_site_name(x->snap, x->snap == &sd[0].s ? sd[0].g : sd[1].g, &one));
+                   diff_site_name(sd, x, name, sizeof name));
         }
         if (!shown) printf("\nno site's live bytes changed\n");
         for (int f = 0; f < 2; f++)
@@ -198,12 +251,20 @@ int cmd_diff(int argc, char **argv)
     int n, rc = cli_parse(&cli_cmd_diff, argc, argv, paths, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     side sd[2];
+    g_nchecked = g_nskipped = 0;
     for (int f = 0; f < 2; f++) {
         sd[f].path = paths[f];
         if ((rc = rep_load(paths[f], &sd[f].s, &sd[f].g))) {
             if (f) cmh_sites_free(sd[0].g), cmh_snapshot_free(&sd[0].s);
             return rc;
         }
+        /* the usual edit, rebuild, record again, without `symbolize` first: the before record's
+         * frames lost their lines (its binary is not the one recorded), every site read as gone */
+        if (cli_symbolize_mismatched)
+            fprintf(stderr,
+                    "cumemhist: diff: %s: its sites have no lines (the binary was rebuilt after it was recorded): they are matched "
+                    "to %s's by function name; to keep the lines, run `cumemhist symbolize %s` before rebuilding\n",
+                    paths[f], paths[!f], paths[f]);
     }
     /* a device neither has is an error, as for every command (it printed 'no device 5 in this
      * record' twice and exit 0); one only one has compares against nothing */
@@ -247,7 +308,23 @@ int cmd_diff(int argc, char **argv)
     for (int f = 0; f < 2; f++) cmh_sites_free(sd[f].g), cmh_snapshot_free(&sd[f].s);
     if (crc != CMH_OK) return cli_fail(paths[1], crc);
     rc = cli_finish_stdout(0);
-    /* a gate that cannot look fails, rather than pass on the end state taken for a peak */
-    if (unknown) fprintf(stderr, "cumemhist: diff: --fail-if-peak-grows cannot be checked: a peak is not known (a record with no history)\n");
-    return rc ? rc : grew || unknown ? CLI_ECHECK : 0;
+    /* a gate that cannot look fails, rather than pass on the end state taken for a peak; but
+     * not as a growth (status 3 read as a regression where device 0's peak fell 37.5%, device 1
+     * having no history): a growth on a device it checked is 3, else a device it could not is 5 */
+    if (unknown) {
+        char list[2][256];
+        for (int k = 0; k < 2; k++) {
+            int *v = k ? g_checked : g_skipped, n = k ? g_nchecked : g_nskipped;
+            size_t at = 0;
+            list[k][0] = 0;
+            for (int i = 0; i < n && at < sizeof list[k]; i++)
+                at += (size_t)snprintf(list[k] + at, sizeof list[k] - at, "%s%s", i ? ", " : "", rep_device_name(v[i]));
+        }
+        fprintf(stderr, "cumemhist: diff: --fail-if-peak-grows cannot be checked on %s: a peak is not known (a record with no history)",
+                list[0]);
+        if (g_nchecked)
+            fprintf(stderr, "; checked on %s: %s (--device N checks one device)\n", list[1], grew ? "the peak grew" : "no growth over the limit");
+        else fputc('\n', stderr);
+    }
+    return rc ? rc : grew ? CLI_ECHECK : unknown ? CLI_EUNJUDGED : 0;
 }

@@ -145,10 +145,26 @@ int cli_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+unsigned cli_symbolize_mismatched;
+
 int cli_symbolize(const char *path, cmh_snapshot *s)
 {
     cmh_symbolize_result r;
     int rc = cmh_symbolize_offline(s, CMH_SYM_ALL, &r);
+    /* frames left without a line because their binary is not the one recorded: of a mismatched
+     * binary none of whose frames has a line (one symbolized before the rebuild has its lines) */
+    cli_symbolize_mismatched = 0;
+    for (uint32_t k = 0; k < r.modules_mismatched && k < CMH_SYM_MAX_NAMED; k++) {
+        uint32_t none = 0, some = 0;
+        for (uint32_t i = 0; i < s->nframes && !some; i++) {
+            const cmh_frame *f = &s->frames[i];
+            if (f->module < 0 || (uint32_t)f->module >= s->nmodules || strcmp(cmh_str(s, s->modules[f->module].path), r.mismatched[k]))
+                continue;
+            if (f->line > 0) some = 1;
+            else none++;
+        }
+        if (!some) cli_symbolize_mismatched += none;
+    }
     for (uint32_t i = 0; i < r.modules_mismatched && i < CMH_SYM_MAX_NAMED; i++)
         fprintf(stderr, "cumemhist: note: %s: %s is not the binary recorded (its build id differs): its lines are not used\n",
                 path, r.mismatched[i]);

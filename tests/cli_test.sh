@@ -151,7 +151,7 @@ check "diff --fail-if-peak-grows exits 3 on growth" "[ $? -eq 3 ] && grep -q 'pe
 check "diff of a snapshot with itself passes the gate" "[ $? -eq 0 ]"
 # a record with no history (enabled=state) has no peak: diff says so, not its end state as the
 # peak with a percentage (PyTorch's history-off snapshot read 'peak allocated 86.7 MiB, -77.4%'),
-# and the gate, which cannot look, fails
+# and the gate, which cannot look, fails: not as a growth (3) but as a check not made (5)
 "$CMH" record -q --enabled state -o state.cmh -- "$S/leaky" 3 >/dev/null
 "$CMH" diff leak.cmh state.cmh >dstate.txt 2>&1
 check "diff against a record with no history: its peaks are not known, its end is compared" \
@@ -160,7 +160,7 @@ check "diff against a record with no history: its peaks are not known, its end i
 env -u LD_PRELOAD python3 -c "import json; d = json.load(open('dstate.json'))[0]; assert d['peak_growth_pct'] is None and d['peak_allocated']['after'] is None and d['peak_allocated']['delta'] is None and d['peak_allocated']['before'] > 0 and d['allocated_end']['after'] == 12 << 20 and all(x['peak_after'] is None for x in d['sites']), d"
 check "diff --json against a record with no history: null peaks, no growth" "[ $? -eq 0 ]"
 "$CMH" diff state.cmh leak10.cmh --fail-if-peak-grows 5 >/dev/null 2>dgate.err
-check "diff --fail-if-peak-grows with a peak not known: fails, and says why" "[ $? -eq 3 ] && grep -q 'cannot be checked' dgate.err"
+check "diff --fail-if-peak-grows with a peak not known: fails with 5 (could not check), not 3 (grew), and says why" "[ $? -eq 5 ] && grep -q 'cannot be checked on device 0' dgate.err"
 check "diff signs a growth in bytes as it signs counts ('+82.0 MiB', not '82.0 MiB')" \
     "grep -q '^peak allocated .* +[0-9.]* MiB  *+[0-9.]*%\$' diff.txt"
 # a device one record lacks is absent there, not 0 B (-100.0%); one listed with no history (PyTorch's

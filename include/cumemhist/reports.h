@@ -598,11 +598,24 @@ int cmh_device_uneven(const cmh_device_load *loads, int n, int device);
 const char *cmh_devices_empty_text(const cmh_snapshot *s, char *buf, size_t cap);
 
 /* ---- diff: what a change did, between two snapshots ---- */
+/* How a site of one snapshot was found in the other: its frames say the same (function, file,
+ * line, module); the same function and file name at another line or in another directory (an
+ * edit above it moved it, another checkout); the same function where one side has no lines (its
+ * binary was rebuilt before it was symbolized).  Sites are matched by function first (the site's
+ * frame; grouped by stack, every frame's; grouped by file, the file's name), then file name, the
+ * line only telling apart a function's several sites (cmh_diff_compute). */
+enum { CMH_DIFF_ONE_SIDE = 0, CMH_DIFF_SAME, CMH_DIFF_MOVED, CMH_DIFF_BY_FUNCTION };
+
 typedef struct cmh_diff_site {
-    char *key; /* what the site's frames say, as text: how sites are matched across snapshots */
-    const cmh_snapshot *snap; /* the snapshot it was first seen in, and its group and stack there */
+    char *key; /* what the site's frames say, as text (the before side's where it has one) */
+    const cmh_snapshot *snap; /* the snapshot it was first seen in (before, else after), and its group and stack there */
     uint32_t group, stack;
     int64_t before_end, after_end, before_peak, after_peak; /* live bytes at the end / at the peak */
+    int match;                      /* CMH_DIFF_*: how the two sides' sites were matched */
+    const cmh_snapshot *snap_after; /* match != CMH_DIFF_ONE_SIDE: the after side's site */
+    uint32_t group_after, stack_after;
+    char *key_after;
+    uint32_t merged_after; /* CMH_DIFF_BY_FUNCTION: more sites of the after side in this row (the before side could not tell them apart) */
 } cmh_diff_site;
 
 typedef struct cmh_diff_report {
