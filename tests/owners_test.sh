@@ -519,6 +519,19 @@ assert o["samples_before_kept_entries"] >= 1 and [m["moment"] for m in o["moment
 for m in o["moments"]:
     assert m["used"] is None and not [r for r in m["rows"] if r["kind"] == "unexplained"], m
 PY'
+# the same 28 MiB where the figures are given: peak, frag and summary say it beside theirs (they
+# read 'at the end: allocated 6.0 MiB, reserved 6.0 MiB' and nothing of the 28 MiB the device held)
+for c in peak frag summary; do
+    "$CMH" $c vh.cmh >vh_$c.txt 2>&1
+    "$CMH" $c --json vh.cmh >vh_$c.json 2>&1
+done
+check "peak, frag, summary: the 28 MiB of cuMemCreate memory mapped nowhere said beside their figures (text and --json)" '
+    r=0; for c in peak frag summary; do
+        grep -q "^note: the process also held 28.0 MiB of physical memory made with cuMemCreate and mapped nowhere at the end" vh_$c.txt &&
+        grep -q "^      (2 handles): in no segment, so outside these figures" vh_$c.txt &&
+        py -c "import json,sys; d = json.load(open(sys.argv[1])); d = d[0] if isinstance(d, list) else d; assert d[\"vmm_unmapped\"] == {\"bytes\": 28 << 20, \"handles\": 2}, d" vh_$c.json || r=1
+    done; [ $r = 0 ]'
+
 # A device's first cuMemGetInfo sample counts the allocation it follows (tests/first_sample.c:
 # 64 MiB, freed, a pause): it was stamped on another clock than the entries and placed before
 # that allocation or after its free in most recordings, and owners counted the 64 MiB twice
