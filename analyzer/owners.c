@@ -223,6 +223,33 @@ static int sample_outside(const cmh_snapshot *s, int device, const cmh_meminfo *
     return !t->nentries || m->time_ns < cmh_entry_time(s, &s->entries[t->first_entry]);
 }
 
+/* How early a sample's stamp can be against the entry it follows (two clocks, kept records) */
+#define FLIGHT_NS_EARLY 50000000ll
+
+/* Where sample m of device sits in trace t: after the last entry up to its time (-1: before
+ * the first).  A sample that names its sampler was taken after that thread's own call returned
+ * and was logged, so it follows at least one entry of that thread: placed by time before every
+ * entry of it (a record whose samples were stamped on another clock than its entries, a few
+ * microseconds early), it is moved after the sampler's first entry, the call it follows (it
+ * already counts that call's bytes: taken before it, they were counted twice, once recorded and
+ * once as not recorded, 'assumed steady' for the whole run). */
+static int64_t place_sample(const cmh_snapshot *s, const cmh_trace *t, const cmh_meminfo *m)
+{
+    int64_t n = t ? t->nentries : 0, at = -1, mine = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (cmh_entry_time(s, e) > m->time_ns) {
+            if (!m->thread || mine >= 0) break;
+            if (cmh_entry_thread(s, e) == m->thread) return i; /* the sampler's first: the call it follows */
+            if (cmh_entry_time(s, e) - m->time_ns > FLIGHT_NS_EARLY) break;
+            continue;
+        }
+        at = i;
+        if (m->thread && cmh_entry_thread(s, e) == m->thread) mine = i;
+    }
+    return at;
+}
+
 /* ---- calls in flight at a sample ---- */
 
 /* How far from a sample a thread's call can still have been in the driver at it: a hook logs
@@ -426,8 +453,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     for (uint32_t k = 0; c.s && k < c.s->nmeminfo; k++) {
         const cmh_meminfo *m = &c.s->meminfo[k];
         if (m->device != device) continue;
-        int64_t idx = -1; /* the last entry at or before the sample */
-        for (int64_t i = 0; i < nent && cmh_entry_time(base, &base->entries[btr->first_entry + i]) <= m->time_ns; i++) idx = i;
+        int64_t idx = place_sample(base, btr, m); /* the last entry at or before the sample */
         memset(&w[nw], 0, sizeof *w);
         w[nw].index = m->time_ns >= base->dump_time_ns && base->dump_time_ns ? INT64_MAX : idx;
         w[nw].time_ns = m->time_ns;
@@ -618,13 +644,12 @@ void cmh_owners_set_alloc_peak(cmh_owners_report *r, int64_t bytes, int64_t inde
 }
 
 /* Where sample k of device sits, as compute places it: at the dump, the end (INT64_MAX); else
- * after the last entry up to it (-1: before the first). */
+ * as place_sample does (-1: before the first). */
 static int64_t sample_at(const cmh_snapshot *s, int device, int64_t k)
 {
     const cmh_meminfo *m = &s->meminfo[k];
     const cmh_trace *t = trace_of(s, device);
-    int64_t n = t ? t->nentries : 0, at = -1;
-    for (int64_t i = 0; i < n && cmh_entry_time(s, &s->entries[t->first_entry + i]) <= m->time_ns; i++) at = i;
+    int64_t at = place_sample(s, t, m);
     if (s->dump_time_ns && m->time_ns >= s->dump_time_ns) at = INT64_MAX;
     return at;
 }

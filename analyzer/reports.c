@@ -1058,6 +1058,37 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
 
 /* ---- OOM ---- */
 
+/* Owners' split of the device at each OOM the program saw: a demand where most of the device's
+ * used memory was not this program's (a 700 MiB context of a 1 GiB device, the program's 320 MiB)
+ * is the OUTSIDE verdict (it said 'demand: the memory was genuinely in use', listing the
+ * program's 320 MiB and nothing of the rest).  Owners' moments are named as these are numbered. */
+static int oom_outside(const cmh_snapshot *s, int device, cmh_oom_report *p)
+{
+    if (s->source == CMH_SRC_PYTORCH || !s->nmeminfo || !p->nevents) return CMH_OK;
+    cmh_owners_report o;
+    int rc = cmh_owners_compute(s, device, &o);
+    if (rc != CMH_OK) return rc;
+    for (uint32_t i = 0; i < p->nevents; i++) {
+        cmh_oom_event *e = &p->events[i];
+        char what[32];
+        if (!e->number) continue; /* (a retried one: owners has no moment of it) */
+        snprintf(what, sizeof what, "out of memory #%u", e->number);
+        for (uint32_t k = 0; k < o.nmoments; k++) {
+            const cmh_owners_moment *m = &o.moments[k];
+            if (strcmp(m->what, what) || !m->used_known) continue;
+            e->used_known = 1;
+            e->device_used = m->used;
+            e->device_total = m->total;
+            for (uint32_t j = 0; j < m->nrows; j++)
+                if (m->rows[j].kind == CMH_OWN_UNEXPLAINED) e->outside += m->rows[j].bytes;
+            if (e->verdict == CMH_OOM_DEMAND && e->outside * 2 > e->device_used) e->verdict = CMH_OOM_OUTSIDE;
+            break;
+        }
+    }
+    cmh_owners_report_free(&o);
+    return CMH_OK;
+}
+
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *p)
 {
     memset(p, 0, sizeof *p);
@@ -1148,6 +1179,7 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
     }
     int rc = cmh_replay_status(r);
     cmh_replay_free(r);
+    if (rc == CMH_OK) rc = oom_outside(s, device, p);
     if (rc != CMH_OK) cmh_oom_report_free(p);
     return rc;
 }
@@ -1244,8 +1276,8 @@ int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
 const char *cmh_oom_verdict_name(int verdict)
 {
     static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool", "too large",
-                                        "a pool's cache", "a pool's cache, pieces not known"};
-    return names[verdict >= 0 && verdict <= CMH_OOM_POOL_PIECES ? verdict : 0];
+                                        "a pool's cache", "a pool's cache, pieces not known", "held outside the program"};
+    return names[verdict >= 0 && verdict <= CMH_OOM_OUTSIDE ? verdict : 0];
 }
 
 int cmh_record_pytorch(const cmh_snapshot *s)
@@ -1300,8 +1332,11 @@ const char *cmh_oom_verdict_text(int verdict)
         "after its frees), whose pieces the record does not show: whether one was large enough is not known (the "
         "pool serves a request from one contiguous piece of its cache, or grows from the device's free memory); "
         "trim the pool (cuMemPoolTrimTo) so that it can grow by one piece of the request's size, or lower its "
-        "release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)"};
-    return text[verdict >= 0 && verdict <= CMH_OOM_POOL_PIECES ? verdict : 0];
+        "release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
+        "held outside the program: most of the device's memory in use was not this program's (not recorded: the CUDA "
+        "context, other processes on the GPU; the driver's cuMemGetInfo says it): see who holds it (nvidia-smi), run "
+        "where the device is free, or fit the program in what is left"};
+    return text[verdict >= 0 && verdict <= CMH_OOM_OUTSIDE ? verdict : 0];
 }
 
 void cmh_oom_report_free(cmh_oom_report *p)

@@ -65,6 +65,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "pool_cache", p.pool_cache);
         cmh_jw_kuint(w, "private_pools", p.private_free);
         cmh_jw_kdouble(w, "fragmentation", p.fragmentation, 4);
+        rep_json_vmm_unmapped(w, sec->s, dev);
         if (p.has_oom) {
             const struct cmh_oom_event_state *o = &p.last_oom;
             cmh_jw_nl(w);
@@ -148,6 +149,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_end(w);
     } else if (!p.nsegs && !p.reserved) {
         printf("%s%s, %s: no segments at the end of the record\n", sec->index ? "\n" : "", sec->path, rep_device_name(dev));
+        rep_vmm_unmapped_note(sec->s, dev);
     } else {
         int top = g_top ? g_top : 10;
         if (sec->index) putchar('\n');
@@ -156,6 +158,7 @@ static int section(const rep_section *sec, void *arg)
         else /* only a stream-ordered pool's cache is reserved: the pool keeps it, no segment holds it */
             printf("%s, %s: no segments at the end of the record; stream-ordered pools keep %s reserved\n", sec->path,
                    rep_device_name(dev), rep_size((double)p.reserved));
+        rep_vmm_unmapped_note(sec->s, dev);
         printf("  reserved                 %12s\n", rep_size((double)p.reserved));
         printf("  allocated                %12s\n", rep_size((double)p.allocated));
         printf("  free inside segments     %12s   (reserved - allocated)", rep_size((double)p.free));

@@ -212,6 +212,16 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "unusable", e->split.unusable);
             cmh_jw_kbool(w, "fits_in_gap", e->fits_in_gap);
             cmh_jw_kstr(w, "verdict", cmh_oom_verdict_name(e->verdict));
+            /* owners' split of the device then (null: no cuMemGetInfo sample says it) */
+            cmh_jw_key(w, "device_used");
+            if (e->used_known) cmh_jw_uint(w, e->device_used);
+            else cmh_jw_null(w);
+            cmh_jw_key(w, "device_total");
+            if (e->used_known) cmh_jw_uint(w, e->device_total);
+            else cmh_jw_null(w);
+            cmh_jw_key(w, "not_recorded");
+            if (e->used_known) cmh_jw_uint(w, e->outside);
+            else cmh_jw_null(w);
             cmh_jw_key(w, "requested_by");
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1,
@@ -397,6 +407,12 @@ static int section(const rep_section *sec, void *arg)
                        mine ? "(in its own pool) " : e->split.private_free ? "(outside private pools) " : "",
                        e->fits_in_gap ? "fits" : "does not fit");
             printf("  verdict: %s\n", cmh_oom_verdict_advice(e->verdict, pytorch_record(sp)));
+            if (e->used_known && e->outside) /* owners' split at the error: the device's memory, not the program's alone */
+                printf("  the device then         %12s in use of %s: not recorded (CUDA context, other processes) %s (%.1f%%),\n"
+                       "                          this program's record %s (owners)\n",
+                       rep_size((double)e->device_used), rep_size((double)e->device_total), rep_size((double)e->outside),
+                       e->device_used ? 100.0 * (double)e->outside / (double)e->device_used : 0.0,
+                       rep_size((double)(e->device_used - e->outside)));
             if (i == first) {
                 print_balance(sp, dev);
                 print_whatif(sec, &wi, wrc, pytorch_record(sp));

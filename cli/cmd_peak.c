@@ -73,6 +73,7 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p, const c
     printf("at the end:     allocated %s, reserved %s, requested %s\n", rep_size((double)p->alloc_end),
            rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
     rep_gap_notes(&p->base, 1); /* why the end is not what the trace left, right under it */
+    rep_vmm_unmapped_note(s, dev);
     if (recon) printf("%s\n", recon); /* (owners prints the same lines) */
     if (why) printf("%s\n", why);
     printf("\nlive at the allocated peak, by allocation site:\n");
@@ -129,6 +130,7 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
     cmh_jw_kint(w, "reserved", p->reserved_end);
     cmh_jw_kint(w, "requested", p->requested_end);
     cmh_jw_end(w);
+    rep_json_vmm_unmapped(w, sec->s, sec->device);
     cmh_jw_nl(w);
     rep_json_not_recorded(w, o, rep_trace_start(sec->s, sec->device));
     rep_json_reconciled(w, trace_peak, end_reserved);

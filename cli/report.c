@@ -640,6 +640,27 @@ void rep_gap_notes_to(FILE *fp, const char *lead, const cmh_report_base *b, int 
 
 void rep_gap_notes(const cmh_report_base *b, int starts) { rep_gap_notes_to(stdout, "", b, starts); }
 
+void rep_vmm_unmapped_note(const cmh_snapshot *s, int device)
+{
+    uint32_t n = 0;
+    uint64_t b = s->source == CMH_SRC_PYTORCH ? 0 : cmh_owners_vmm_unmapped(s, device, &n);
+    if (!b) return;
+    printf("note: the process also held %s of physical memory made with cuMemCreate and mapped nowhere at the end\n"
+           "      (%s): in no segment, so outside these figures; owners counts it, leaks lists its sites\n",
+           rep_size((double)b), rep_count(n, "handle", "handles"));
+}
+
+void rep_json_vmm_unmapped(cmh_jw *w, const cmh_snapshot *s, int device)
+{
+    uint32_t n = 0;
+    uint64_t b = s->source == CMH_SRC_PYTORCH ? 0 : cmh_owners_vmm_unmapped(s, device, &n);
+    cmh_jw_key(w, "vmm_unmapped");
+    cmh_jw_obj(w);
+    cmh_jw_kuint(w, "bytes", b);
+    cmh_jw_kuint(w, "handles", n);
+    cmh_jw_end(w);
+}
+
 void rep_json_gap(cmh_jw *w, const cmh_report_base *b)
 {
     char buf[1024];

@@ -165,6 +165,13 @@ void rep_json_reconciled(cmh_jw *w, int64_t trace_peak, int64_t end_reserved);
 void rep_gap_notes(const cmh_report_base *b, int starts);
 /* The same on fp, each note after lead (trace's on stderr: "cumemhist: trace: FILE, device N: ") */
 void rep_gap_notes_to(FILE *fp, const char *lead, const cmh_report_base *b, int starts);
+/* Physical memory made with cuMemCreate and mapped nowhere at the end (.cmh vmm_unmapped): in no
+ * segment, so outside allocated, reserved and the segments, though the device holds it for the
+ * process.  A "note: " line beside those figures (nothing when there is none), and --json's
+ * "vmm_unmapped" {bytes, handles}, the same in peak, frag and summary (owners has its row, leaks
+ * its sites). */
+void rep_vmm_unmapped_note(const cmh_snapshot *s, int device);
+void rep_json_vmm_unmapped(cmh_jw *w, const cmh_snapshot *s, int device);
 /* "trace_gap": its figures (stops_early, unfreed_*, starts_late, untraced_*) and "says": the notes' words */
 void rep_json_gap(cmh_jw *w, const cmh_report_base *b);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */

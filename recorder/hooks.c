@@ -149,6 +149,11 @@ int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t *used)
  * that context is kept), at each out-of-memory error, and at each dump (through the kept
  * context, pushed on the dumping thread).  Reports take the device's used bytes from them. */
 #define MAX_SAMPLES 4096
+/* time_ns holds raw ticks (cmh_now_ticks) until cmh_meminfo_export maps them as the entries'
+ * are: a sample stamped on another clock (CLOCK_REALTIME beside the entries' TSC line) came out
+ * up to milliseconds off the entry it follows, before the first allocation it already counted,
+ * and owners took that allocation's bytes for someone else's (fs2.cmh: 'the device had 1.0 GiB
+ * in use' of a program that held 512 MiB). */
 static cmh_meminfo g_samples[MAX_SAMPLES];
 static uint32_t g_nsamples;
 static pthread_mutex_t g_samples_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -170,11 +175,14 @@ static int sample_current(int device, uint64_t *free_out, uint32_t thread)
     size_t f = 0, t = 0;
     if (!real_cuMemGetInfo_v2 || real_cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS) return -1;
     if (free_out) *free_out = f;
+    /* stamped after the driver answered (so after the sampler's own call it includes), on the
+     * entries' clock */
+    int64_t ticks = cmh_now_ticks();
     pthread_mutex_lock(&g_samples_lock);
-    if (g_nsamples < MAX_SAMPLES) g_samples[g_nsamples++] = (cmh_meminfo){device, cmh_now_ns(), f, t, thread};
+    if (g_nsamples < MAX_SAMPLES) g_samples[g_nsamples++] = (cmh_meminfo){device, ticks, f, t, thread};
     else cmh_count_lost(1);
     pthread_mutex_unlock(&g_samples_lock);
-    cmh_flight_meminfo(device, cmh_now_ticks(), f, t, thread);
+    cmh_flight_meminfo(device, ticks, f, t, thread);
     return 0;
 }
 
@@ -239,7 +247,12 @@ int cmh_meminfo_export(cmh_snapshot *s)
 {
     pthread_mutex_lock(&g_samples_lock);
     int rc = CMH_OK;
-    for (uint32_t i = 0; i < g_nsamples && rc == CMH_OK; i++) rc = cmh_snapshot_add_meminfo(s, &g_samples[i]);
+    int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
+    for (uint32_t i = 0; i < g_nsamples && rc == CMH_OK; i++) {
+        cmh_meminfo m = g_samples[i];
+        m.time_ns = cmh_ticks_to_ns(m.time_ns, now_ticks, now_ns);
+        rc = cmh_snapshot_add_meminfo(s, &m);
+    }
     for (int d = 0; d < CMH_MAX_DEVICES && rc == CMH_OK; d++)
         if (g_idents[d].uuid[0]) rc = cmh_snapshot_add_ident(s, &g_idents[d]);
     pthread_mutex_unlock(&g_samples_lock);
@@ -395,10 +408,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAlloc
     if (!cmh_rec_enabled()) return r;
     /* The device comes from the allocation's location, never from a current context. */
     int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : cmh_current_device();
-    if (r == CUDA_SUCCESS) {
-        cmh_vmm_handle_created(*h, dev, n);
-        first_alloc(dev);
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(dev, CMH_KIND_VMM, n, 0);
+    /* (the device's first sample waits for a map: taken here, it counted the handle, in no
+     * segment yet, and owners called it 'not recorded (CUDA context, other processes)') */
+    if (r == CUDA_SUCCESS) cmh_vmm_handle_created(*h, dev, n);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(dev, CMH_KIND_VMM, n, 0);
     return r;
 }
 
@@ -417,6 +430,7 @@ CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHan
     if (r == CUDA_SUCCESS && cmh_rec_enabled()) {
         int dev = cmh_vmm_handle_device(h);
         cmh_vmm_mapped(dev >= 0 ? dev : cmh_current_device(), p, n, h);
+        first_alloc(dev >= 0 ? dev : cmh_current_device());
     }
     return r;
 }

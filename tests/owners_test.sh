@@ -519,4 +519,60 @@ assert o["samples_before_kept_entries"] >= 1 and [m["moment"] for m in o["moment
 for m in o["moments"]:
     assert m["used"] is None and not [r for r in m["rows"] if r["kind"] == "unexplained"], m
 PY'
+# the same 28 MiB where the figures are given: peak, frag and summary say it beside theirs (they
+# read 'at the end: allocated 6.0 MiB, reserved 6.0 MiB' and nothing of the 28 MiB the device held)
+for c in peak frag summary; do
+    "$CMH" $c vh.cmh >vh_$c.txt 2>&1
+    "$CMH" $c --json vh.cmh >vh_$c.json 2>&1
+done
+check "peak, frag, summary: the 28 MiB of cuMemCreate memory mapped nowhere said beside their figures (text and --json)" '
+    r=0; for c in peak frag summary; do
+        grep -q "^note: the process also held 28.0 MiB of physical memory made with cuMemCreate and mapped nowhere at the end" vh_$c.txt &&
+        grep -q "^      (2 handles): in no segment, so outside these figures" vh_$c.txt &&
+        py -c "import json,sys; d = json.load(open(sys.argv[1])); d = d[0] if isinstance(d, list) else d; assert d[\"vmm_unmapped\"] == {\"bytes\": 28 << 20, \"handles\": 2}, d" vh_$c.json || r=1
+    done; [ $r = 0 ]'
+
+# A device's first cuMemGetInfo sample counts the allocation it follows (tests/first_sample.c:
+# 64 MiB, freed, a pause): it was stamped on another clock than the entries and placed before
+# that allocation or after its free in most recordings, and owners counted the 64 MiB twice
+# ('the device had 128.0 MiB in use', half 'not recorded (CUDA context, other processes)', assumed
+# steady); for VMM it was taken between cuMemCreate and cuMemMap.  The same program, the same
+# owners in every recording: 4 of each.
+for mode in plain async vmm alias; do
+    for i in 1 2 3 4; do
+        "$CMH" record -q -o fs_$mode$i.cmh -- "$B/tests/first_sample" $mode >/dev/null 2>&1
+        "$CMH" owners --json fs_$mode$i.cmh >fs_$mode$i.json 2>&1
+    done
+    check "first_sample $mode: 4 recordings, each peak's used memory is the program's own, nothing 'not recorded'" "py - <<PY
+import json
+for i in (1, 2, 3, 4):
+    o = json.load(open('fs_$mode%d.json' % i))[0]
+    for m in o['moments']:
+        assert [r['bytes'] for r in m['rows'] if r['kind'] == 'unexplained'] == [0], (i, m)
+        assert m['used'] == sum(r['bytes'] for r in m['rows']), (i, m)
+    pk = [m for m in o['moments'] if m['moment'] == 'peak'][0]
+    assert pk['used'] == 64 * 2**20 or '$mode' == 'alias', (i, pk)
+PY"
+done
+# the fake driver keeps a handle released while mapped until its last unmap, as the real one
+check "fakecuda: a handle released while mapped twice still holds its 64 MiB" \
+    '"$B/tests/first_sample" alias | grep -q "^after release, mapped twice: 64 MiB used$"'
+
+# An OOM where most of the device is held outside the program (a 700 MiB context of 1 GiB, the
+# program's 320 MiB): oom said 'demand: the memory was genuinely in use' and listed the 320 MiB
+# only; now its verdict is the device's, owners' split beside it, and frag says the same
+FAKECUDA_CAPACITY=1G FAKECUDA_CONTEXT=700M "$CMH" record -q -o fso.cmh -- "$B/tests/first_sample" oom >/dev/null 2>&1
+"$CMH" oom fso.cmh >fso.txt 2>&1
+"$CMH" oom --json fso.cmh >fso.json 2>&1
+"$CMH" frag fso.cmh >fsf.txt 2>&1
+check "oom with 700 MiB of 1 GiB held outside the program: 'held outside the program', owners' split" 'grep -q "^  verdict: held outside the program: most of the device" fso.txt &&
+    grep -q "^  the device then  *1020.0 MiB in use of 1.0 GiB: not recorded (CUDA context, other processes) 700.0 MiB (68.6%)," fso.txt &&
+    grep -q "this program.s record 320.0 MiB (owners)" fso.txt && grep -q "^  verdict: held outside the program" fsf.txt && py - <<PY
+import json
+e = json.load(open("fso.json"))[0]["ooms"][0]
+M = 2**20
+assert e["verdict"] == "held outside the program" and e["not_recorded"] == 700 * M and e["device_used"] == 1020 * M, e
+assert e["reserved"] == 320 * M, e
+PY'
+
 finish

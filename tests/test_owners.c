@@ -232,6 +232,44 @@ static void test_impossible_sample(void)
     cmh_snapshot_free(&s);
 }
 
+/* A device's first sample is taken right after its sampler's first allocation and counts it;
+ * stamped a few microseconds before that allocation's entry (a record whose samples were on
+ * another clock than its entries), it was placed before it: the 512 MiB counted twice, once
+ * recorded and once 'not recorded (CUDA context, other processes)', assumed steady to the peak
+ * ('the device had 1.0 GiB in use' of a program that held 512 MiB; fs2.cmh).  It follows an
+ * entry of its sampler's, whatever its stamp says. */
+static void test_sample_stamped_early(void)
+{
+    cmh_snapshot s;
+    cmh_owners_report o;
+    start(&s);
+    sample(&s, -69, 512 * MIB, 1);
+    entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, A(0), 512 * MIB, 1);
+    entry(&s, 40, CMH_ACT_SEGMENT_FREE, A(0), 512 * MIB, 1);
+    s.dump_time_ns = T0 + 2000000000ll;
+    sample(&s, 2000000, 0, 0);
+    CU_ASSERT_EQUAL_FATAL(cmh_owners_compute(&s, 0, &o), CMH_OK);
+    const cmh_owners_moment *pk = moment(&o, "peak");
+    CU_ASSERT_EQUAL(pk->recorded, 512 * MIB);
+    CU_ASSERT_EQUAL(unexplained(pk), 0);
+    CU_ASSERT_EQUAL(pk->used, 512 * MIB);
+    CU_ASSERT_EQUAL(unexplained(moment(&o, "end")), 0);
+    cmh_owners_report_free(&o);
+    cmh_snapshot_free(&s);
+    /* memory really taken outside the record (a 300 MiB context) stays whole beside it */
+    start(&s);
+    sample(&s, -69, 300 * MIB + 512 * MIB, 1);
+    entry(&s, 0, CMH_ACT_SEGMENT_ALLOC, A(0), 512 * MIB, 1);
+    entry(&s, 40, CMH_ACT_SEGMENT_FREE, A(0), 512 * MIB, 1);
+    s.dump_time_ns = T0 + 2000000000ll;
+    sample(&s, 2000000, 300 * MIB, 0);
+    CU_ASSERT_EQUAL_FATAL(cmh_owners_compute(&s, 0, &o), CMH_OK);
+    CU_ASSERT_EQUAL(unexplained(moment(&o, "peak")), 300 * MIB);
+    CU_ASSERT_EQUAL(moment(&o, "peak")->used, 812 * MIB);
+    cmh_owners_report_free(&o);
+    cmh_snapshot_free(&s);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -240,5 +278,6 @@ int main(void)
     CMH_ADD_TEST(s, test_context_kept_whole);
     CMH_ADD_TEST(s, test_free_in_flight);
     CMH_ADD_TEST(s, test_impossible_sample);
+    CMH_ADD_TEST(s, test_sample_stamped_early);
     return cmh_test_main();
 }

@@ -438,7 +438,11 @@ cmh_frag_use cmh_frag_count_use(const cmh_frag_report *r, uint32_t from, uint32_
  * driver's own fragmentation): nothing inside the recorded segments was needed. */
 enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, CMH_OOM_DRIVER = 3, CMH_OOM_PRIVATE_POOL = 4,
        CMH_OOM_TOO_LARGE = 5, CMH_OOM_POOL_CACHE = 6,
-       CMH_OOM_POOL_PIECES = 7 };
+       CMH_OOM_POOL_PIECES = 7,
+       /* DEMAND where most of the device's used memory (owners' figure at the error, from the
+        * cuMemGetInfo samples) was held outside the program: not recorded (the CUDA context,
+        * other processes); cmh_oom_event.outside */
+       CMH_OOM_OUTSIDE = 8 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 /* The same, where private_free of free_inside is what the request's pool could not use (other
  * pools' segments: a CUDA graph's, a MemPool's, and for a private pool's request the default
@@ -509,6 +513,11 @@ struct cmh_oom_event {
      * it); 0 when the gap is fully known */
     uint64_t gap_unknown_in;
     uint32_t request_stack, request_group; /* who asked (the OOM entry's stack, 0 when none) */
+    /* owners' split of the device at the error (a recorder's record with a cuMemGetInfo sample;
+     * used_known 0 otherwise): the device's used and total bytes, and of used what is not
+     * recorded (the CUDA context, other processes: owners' unexplained row) */
+    int used_known;
+    uint64_t device_used, device_total, outside;
     cmh_site *sites; /* holding memory at that moment */
     uint32_t nsites;
 };

@@ -76,6 +76,8 @@ typedef struct fake_handle {
     int device;
     uint64_t size;
     struct fake_handle *next; /* released: the next one to be made again (vmm.c) */
+    uint32_t maps;            /* mapped ranges of its memory now (vmm.c) */
+    int released;             /* its memory's record once the handle was released while mapped */
 } fake_handle;
 
 /* A stream-ordered pool.  reserved is its backing memory: used (what it hands out) plus what it

@@ -3,6 +3,11 @@
  * against the device's capacity without addresses, a bump-only VA window beside the linear
  * range, and map/unmap/access calls that check their arguments (an unmap gives its pages back
  * and runs the fakecuda_on_unmap() hook).
+ *
+ * As the real driver, a handle released while mapped keeps its physical memory until its last
+ * range is unmapped (it freed it at cuMemRelease: a recorder that counted such memory wrongly
+ * could not be caught).  The handle's value is free again at the release (the driver may hand
+ * it out again); the memory left mapped is then a record of its own the ranges point to.
  */
 #include "fakecuda.h"
 
@@ -14,6 +19,23 @@
 /* Released handles, the latest first: the next cuMemCreate gives the latest one's value again,
  * as the real driver reuses values (whatever malloc does, a sanitizer's quarantine included). */
 static fake_handle *g_released;
+
+/* The mapped ranges, under g_lock: each is part of one handle's memory (or of the record left of
+ * a handle released while mapped). */
+typedef struct fake_map {
+    uint64_t ptr, size;
+    fake_handle *h;
+} fake_map;
+static fake_map *g_maps;
+static size_t g_nmaps, g_capmaps;
+
+/* One range fewer of h's memory (under g_lock): the last of a released handle's gives it back. */
+static void unmapped_locked(fake_handle *h)
+{
+    if (--h->maps || !h->released) return;
+    g_dev[h->device].used -= h->size;
+    free(h);
+}
 
 CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags o)
 {
@@ -50,6 +72,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
     if (!fh) return CUDA_ERROR_OUT_OF_MEMORY;
     fh->device = dev;
     fh->size = size;
+    fh->maps = 0;
+    fh->released = 0;
     *h = (CUmemGenericAllocationHandle)(uintptr_t)fh;
     return CUDA_SUCCESS;
 }
@@ -60,7 +84,18 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle h)
     fake_handle *fh = (fake_handle *)(uintptr_t)h;
     if (!fh) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
-    g_dev[fh->device].used -= fh->size;
+    fake_handle *left = fh->maps ? malloc(sizeof *left) : NULL;
+    if (fh->maps && !left) {
+        pthread_mutex_unlock(&g_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (left) { /* mapped still: its memory stays until the last unmap */
+        *left = *fh;
+        left->released = 1;
+        for (size_t i = 0; i < g_nmaps; i++)
+            if (g_maps[i].h == fh) g_maps[i].h = left;
+    } else g_dev[fh->device].used -= fh->size;
+    fh->maps = 0;
     fh->next = g_released;
     g_released = fh;
     pthread_mutex_unlock(&g_lock);
@@ -105,6 +140,20 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     (void)flags;
     fake_handle *fh = (fake_handle *)(uintptr_t)h;
     if (!fh || !ptr || size == 0 || size > fh->size) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_lock);
+    if (g_nmaps == g_capmaps) {
+        size_t nc = g_capmaps ? 2 * g_capmaps : 64;
+        fake_map *nm = realloc(g_maps, nc * sizeof *nm);
+        if (!nm) {
+            pthread_mutex_unlock(&g_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        g_maps = nm;
+        g_capmaps = nc;
+    }
+    g_maps[g_nmaps++] = (fake_map){ptr, size, fh};
+    fh->maps++;
+    pthread_mutex_unlock(&g_lock);
     return CUDA_SUCCESS;
 }
 
@@ -112,6 +161,44 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     FAULT("cuMemUnmap");
     if (!ptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    /* the ranges it covers go, a range it cuts in part keeps the rest (one or two pieces) */
+    pthread_mutex_lock(&g_lock);
+    uint64_t lo = ptr, hi = ptr + size;
+    if (g_nmaps == g_capmaps) { /* (room for a middle cut's second piece: ranges are disjoint, one at most) */
+        fake_map *nm = realloc(g_maps, (g_capmaps + 64) * sizeof *nm);
+        if (!nm) {
+            pthread_mutex_unlock(&g_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        g_maps = nm;
+        g_capmaps += 64;
+    }
+    for (size_t i = 0; i < g_nmaps;) {
+        fake_map *m = &g_maps[i];
+        uint64_t mlo = m->ptr, mhi = m->ptr + m->size;
+        if (mhi <= lo || mlo >= hi) {
+            i++;
+            continue;
+        }
+        if (mlo < lo && mhi > hi) { /* cut in the middle: two pieces */
+            g_maps[g_nmaps++] = (fake_map){hi, mhi - hi, m->h};
+            m->h->maps++;
+            m->size = lo - mlo;
+            i++;
+        } else if (mlo < lo) {
+            m->size = lo - mlo;
+            i++;
+        } else if (mhi > hi) {
+            m->ptr = hi;
+            m->size = mhi - hi;
+            i++;
+        } else {
+            fake_handle *h = m->h;
+            *m = g_maps[--g_nmaps];
+            unmapped_locked(h);
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
     madvise((void *)(uintptr_t)ptr, size, MADV_DONTNEED);
     if (g_on_unmap) g_on_unmap(ptr, size);
     return CUDA_SUCCESS;
