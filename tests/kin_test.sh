@@ -71,4 +71,42 @@ for d in json.load(open('b.json')):
     print(\"made by recording thread %d (tid %d, 'worker')\" % (m['thread'], m['tid']))
 PY
 )\" ]"
+# --- the parent's record names its forked child, and where the child's record is ---
+"$CMH" summary app.cmh >s.txt 2>&1
+check "leaks names the child's record and how it ended ($(grep 'forked child' l.txt | cut -c1-120))" \
+    "grep -q \"^app.cmh: forked child $child: its record app.$child.cmh; it was killed, with no chance to mark its end (SIGKILL.* (recovered from its flight record)\$\" l.txt"
+check "summary too ($(grep -c 'forked child' s.txt) line)" "[ \$(grep -c \"^app.cmh: forked child $child: its record app.$child.cmh; it was killed\" s.txt) -eq 1 ]"
+py - "$child" <<'PY' 2>fc.err
+import json, sys
+pid = int(sys.argv[1])
+for d in json.load(open("l.json")):
+    c = d["forked_children"]
+    assert len(c) == 1 and c[0]["pid"] == pid and c[0]["record"] == "app.%d.cmh" % pid, c
+    assert c[0]["written_to"].endswith("/app.%d.cmh" % pid) and "killed" in c[0]["ending"] and "flight record" in c[0]["ending"], c
+    assert d["forked_children_more"] == 0, d
+PY
+check "leaks --json: forked_children with its pid, record, where it was written and its ending ($(tail -1 fc.err))" "[ ! -s fc.err ]"
+# the two records moved together: found beside the parent's, wherever that is now
+mkdir moved && cp app.cmh "app.$child.cmh" moved/
+(cd / && "$CMH" leaks "$T/moved/app.cmh") >m.txt 2>&1
+check "records moved together: the child's found beside the parent's ($(grep 'forked child' m.txt | cut -c1-90))" \
+    "grep -q \"^$T/moved/app.cmh: forked child $child: its record $T/moved/app.$child.cmh; it was killed\" m.txt"
+"$CMH" report app.cmh -o r.html 2>/dev/null
+check "the HTML report names the child and its record" "grep -q \"<span class=.r-child. data-pid=.$child.>forked child $child: its record app.$child.cmh</span>\" r.html"
+# export to SQLite of the parent's record takes the child's beside it
+"$CMH" export app.cmh -o a.db 2>ex.txt
+rc=$?
+n=$(py -c "import sqlite3; print(sorted(r[0] for r in sqlite3.connect('a.db').execute('select pid from processes')))" 2>&1)
+ppid=$(sed -n 's/^app.cmh: pid \([0-9]*\) .*/\1/p' s.txt)
+check "export app.cmh -o a.db: the child's record goes in too, said (rc $rc, pids $n; $(tr '\n' '|' <ex.txt))" \
+    "[ $rc -eq 0 ] && { [ \"$n\" = \"[$ppid, $child]\" ] || [ \"$n\" = \"[$child, $ppid]\" ]; } && grep -q \"forked child $child's record app.$child.cmh goes in too\" ex.txt && grep -q ': 2 records' ex.txt"
+# named twice: once
+"$CMH" export app.cmh "app.$child.cmh" -o b.db 2>ex2.txt
+check "the child named too: in once ($(tail -1 ex2.txt))" "grep -q ': 2 records' ex2.txt && ! grep -q 'goes in too' ex2.txt"
+# and gone: said in one line, not an error
+rm "moved/app.$child.cmh" "app.$child.cmh"
+"$CMH" leaks moved/app.cmh >g.txt 2>&1
+rc=$?
+check "the child's record gone: one line says so, exit $rc ($(grep 'forked child' g.txt))" \
+    "[ $rc -eq 0 ] && grep -q \"^moved/app.cmh: 1 forked child left no record here (no CUDA use, or moved elsewhere): pid $child\$\" g.txt"
 finish

@@ -238,6 +238,11 @@ typedef struct cmh_thread_info {
     uint32_t name; /* string id, 0 = none */
 } cmh_thread_info;
 
+typedef struct cmh_forked_child {
+    int64_t pid;
+    char *path; /* NULL: not known */
+} cmh_forked_child;
+
 typedef struct cmh_annotation {
     uint32_t name;
     uint8_t stage; /* 0 START, 1 END */
@@ -330,6 +335,12 @@ typedef struct cmh_snapshot {
     char producer[48];                   /* "cumemhist 0.1.0": the recorder, or the command that wrote it */
     int32_t rank, local_rank, world_size; /* from RANK/LOCAL_RANK/WORLD_SIZE (or SLURM, Open MPI); -1 unknown */
     int64_t forked_from; /* the pid this process was forked from (a fork without exec); 0: it was not, or unknown */
+    /* the children this process forked without exec, in order (.cmh process.children; none in
+     * an older record): each one's pid and the path its own record takes as the recorder computed
+     * it (NULL: not known; relative to the process's working directory); children_more: those
+     * forked past the ones kept.  Owned by the snapshot (cmh_snapshot_add_child). */
+    cmh_forked_child *children;
+    uint32_t nchildren, children_more;
 
     cmh_strtab strings;
     cmh_frame *frames;
@@ -423,6 +434,8 @@ int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m);
 int cmh_snapshot_add_thread(cmh_snapshot *s, const cmh_thread_info *t);
 /* What is known of recording thread `thread` (NULL: nothing). */
 const cmh_thread_info *cmh_snapshot_thread(const cmh_snapshot *s, uint32_t thread);
+/* A child forked without exec appended to s->children (path copied; NULL: not known). */
+int cmh_snapshot_add_child(cmh_snapshot *s, int64_t pid, const char *path);
 /* Number the recording threads in the order the OS made them (their thread ids: the main
  * thread first, then each thread as it was created), the same for every run of a program that
  * creates its threads in the same order, rather than in the order they first recorded (a race
