@@ -143,8 +143,8 @@ const char *rep_size(double bytes);
  * JSON, null when not known. */
 const char *rep_device_free(uint64_t device_free);
 void rep_json_device_free(cmh_jw *w, const char *key, uint64_t device_free);
-/* "+1.234s" from the record's first event (cmh_clock_origin), "+176.4 ms", "+176.4 µs" or
- * "+850 ns" under a second (one format for every text report), or "-" when a time is unknown (a
+/* "+1.234s" from the record's first event (cmh_clock_origin), "+176.4 ms" or "+176 µs" under a
+ * second (cmh_when_text: one format for every text report), or "-" when a time is unknown (a
  * table's cell; in a sentence use rep_at; a column pads it by rep_wide) */
 const char *rep_when(int64_t t, int64_t t0);
 /* Bytes of s beyond its columns on a terminal (UTF-8's continuation bytes: 1 for "µs"): what a

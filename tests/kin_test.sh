@@ -37,11 +37,10 @@ import json, re
 origin = int(re.search(r'data-clock-origin-ns="(\d+)"', open("p.svg").read()).group(1))
 x = json.load(open("l.json"))[0]["sites"][0]
 def when(ns):
-    d = ns - origin; a = abs(d); s = "-" if d < 0 else "+"
-    if a >= 999999500: return "%s%.3fs" % (s, a / 1e9)
-    if a >= 999950: return "%s%.1f ms" % (s, a / 1e6)
-    if a >= 1000: return "%s%.1f \u00b5s" % (s, a / 1e3)
-    return "+%d ns" % a if a == 0 else "%s%d ns" % (s, a)
+    d = ns // 1000 - origin // 1000; a = abs(d); s = "-" if d < 0 else "+"
+    if a >= 999950: return "%s%.3fs" % (s, a / 1e6)
+    if a >= 1000: return "%s%.1f ms" % (s, a / 1e3)
+    return "%s%d \u00b5s" % (s if a else "+", a)
 row = open("row.txt", encoding="utf-8").read()
 want = " %s %s  growing" % (when(x["first_ns"]).rjust(10), when(x["last_ns"]).rjust(10))
 assert want in row, (want, row)

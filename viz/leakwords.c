@@ -209,13 +209,14 @@ void cmh_span_text(int64_t ns, char *out, size_t cap)
 
 void cmh_when_text(int64_t t, int64_t t0, char *out, size_t cap)
 {
-    int64_t d = t - t0;
+    /* whole microseconds of each time (PyTorch's time_us, as an export writes them), so that a
+     * record and its memory_viz export read the same */
+    int64_t d = t / 1000 - t0 / 1000;
     uint64_t a = d < 0 ? (uint64_t)0 - (uint64_t)d : (uint64_t)d;
     char sign = d < 0 ? '-' : '+';
-    if (a >= 999999500ull) snprintf(out, cap, "%c%.3fs", sign, (double)a / 1e9);
-    else if (a >= 999950ull) snprintf(out, cap, "%c%.1f ms", sign, (double)a / 1e6);
-    else if (a >= 1000ull) snprintf(out, cap, "%c%.1f \xc2\xb5s", sign, (double)a / 1e3);
-    else snprintf(out, cap, "%c%llu ns", a ? sign : '+', (unsigned long long)a);
+    if (a >= 999950ull) snprintf(out, cap, "%c%.3fs", sign, (double)a / 1e6);
+    else if (a >= 1000ull) snprintf(out, cap, "%c%.1f ms", sign, (double)a / 1e3);
+    else snprintf(out, cap, "%c%llu \xc2\xb5s", a ? sign : '+', (unsigned long long)a);
 }
 
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)

@@ -24,9 +24,10 @@ const char *cmh_leak_steps_source(int source);
  * millisecond: "1 ms") */
 void cmh_span_text(int64_t ns, char *out, size_t cap);
 /* The time from t0 to t as every text report and the HTML report's words say it, in the unit
- * that keeps its figures at its scale: "+12.345s" from a second, "+176.4 ms", "+176.4 µs" (as
- * plot's axis and peak label say them), "+850 ns", "+0 ns" at t0 itself.  Never a negative zero
- * (a unit is chosen after rounding).  One formatter: a short run's leaks read "+0.000s" for
+ * that keeps its figures at its scale: "+12.345s" from a second, "+176.4 ms", "+176 µs" (as
+ * plot's axis and peak label say them), "+0 µs" at t0 itself; in whole microseconds of each
+ * time, PyTorch's clock (a record and its memory_viz export read the same).  Never a negative
+ * zero (a unit is chosen after rounding).  One formatter: a short run's leaks read "+0.000s" for
  * every site while plot said "+176.4 µs". */
 void cmh_when_text(int64_t t, int64_t t0, char *out, size_t cap);
 /* A site's verdict: "growing: +1.0 MiB per step over 8 steps", "rose in each of the 3 steps:
