@@ -889,6 +889,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         const cmh_thread_info *ti = cmh_snapshot_thread(s, x->thread);
         x->thread_tid = ti ? ti->tid : 0;
         x->thread_name = ti ? cmh_str(s, ti->name) : "";
+        x->made_by = own ? own->mask : 0;
+        x->made_by_other = own ? own->unowned : 0;
         p->leaking += x->growing;
         p->live_bytes += x->bytes;
         p->live_blocks += x->count;

@@ -986,8 +986,24 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
     if (rc != CMH_OK) return rc;
     uint32_t *at = NULL, nat = 0;
     /* a step of the whole record makes a few allocations at least; one thread's loop may be
-     * a single allocation and its free */
-    uint32_t min_events = thread ? 2 : MIN_STEP_EVENTS;
+     * a single allocation and its free.  A device whose every event one thread made, where
+     * the process has other threads recording (on other devices), is that thread's loop: a
+     * worker thread per device running the same loop of one allocation and its free read
+     * 'steps: 20' on device 0 (where it also kept a block each step) and 'steps: unknown' on
+     * device 1.  (A program of one thread keeps the record's rule.) */
+    uint32_t one = nv ? v[0].thread : 0;
+    for (uint32_t i = 1; one && i < nv; i++)
+        if (v[i].thread != one) one = 0;
+    if (one && !thread) {
+        const cmh_snapshot *s = cmh_replay_snapshot(r);
+        int others = 0;
+        for (uint32_t i = 0; i < s->nentries && !others; i++) {
+            uint32_t u = cmh_entry_thread(s, &s->entries[i]);
+            others = u && u != one;
+        }
+        if (!others) one = 0;
+    }
+    uint32_t min_events = thread || one ? 2 : MIN_STEP_EVENTS;
     burst *bu = NULL;
     uint32_t nb = 0;
     rc = bursts_of(v, nv, min_events, &bu, &nb);

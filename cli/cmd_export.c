@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -189,6 +190,35 @@ static const char *stack_site(void *arg, const cmh_snapshot *s, const cmh_sites 
     return rep_site_name(s, g, &x);
 }
 
+/* The records of the children the named records forked, found beside them (rep_child_record),
+ * appended to pl for one database of the run: `export app.cmh -o a.db` said "1 record" where
+ * the run wrote the killed child's app.803.cmh beside it.  Each one taken is said. */
+static int add_children(cmh_pathlist *pl)
+{
+    uint32_t named = pl->n;
+    for (uint32_t i = 0; i < named; i++) {
+        if (!strcmp(pl->v[i], "-")) continue; /* (standard input is read once) */
+        cmh_snapshot s;
+        char err[512], found[4400], ending[1024];
+        if (cmh_snapshot_load_ex(pl->v[i], &s, CMH_LOAD_SEGMENTS, err, sizeof err) != CMH_OK) continue; /* (its own load says why) */
+        for (uint32_t k = 0; k < s.nchildren; k++) {
+            if (!rep_child_record(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending)) continue;
+            struct stat a, b;
+            int dup = 0;
+            for (uint32_t j = 0; j < pl->n && !dup; j++)
+                dup = !strcmp(pl->v[j], found) || (stat(pl->v[j], &a) == 0 && stat(found, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+            if (dup) continue;
+            if (cmh_pathlist_add(pl, found) != 0) {
+                cmh_snapshot_free(&s);
+                return CLI_ENOMEM;
+            }
+            fprintf(stderr, "cumemhist: %s: forked child %lld's record %s goes in too\n", pl->v[i], (long long)s.children[k].pid, found);
+        }
+        cmh_snapshot_free(&s);
+    }
+    return 0;
+}
+
 static int many_sqlite(const cmh_pathlist *pl, const char *out)
 {
     if (!out || !strcmp(out, "-")) {
@@ -326,7 +356,7 @@ int cmd_export(int argc, char **argv)
     if (rc) return rc;
     if (g_format == F_SQLITE || (g_format == F_CHROME && (given > 1 || dir))) {
         if (!pl.n) cli_error("export: no .cmh or .pickle files in the directories given"), rc = CLI_EFILE;
-        else if (g_format == F_SQLITE) rc = many_sqlite(&pl, g_out);
+        else if (g_format == F_SQLITE) rc = add_children(&pl) ? CLI_ENOMEM : many_sqlite(&pl, g_out);
         else {
             cmh_atomic a;
             char err[4400];

@@ -354,12 +354,14 @@ static int section(const rep_section *sec, void *arg)
                 for (uint32_t i = 0; i < p.nsites && (int)i < g_top; i++) {
                     const cmh_site *x = &p.sites[i];
                     char tag[80];
-                    printf("  %12s %7" PRIu64 " %10s %10s  %-8s %s%s\n", rep_size((double)x->bytes), x->count,
-                           rep_when(x->first_ns, t0), rep_when(x->last_ns, t0), cmh_leak_site_word(x), rep_site_name(s, g, x),
+                    const char *fw = rep_when(x->first_ns, t0), *lw = rep_when(x->last_ns, t0);
+                    printf("  %12s %7" PRIu64 " %*s %*s  %-8s %s%s\n", rep_size((double)x->bytes), x->count, 10 + rep_wide(fw), fw,
+                           10 + rep_wide(lw), lw, cmh_leak_site_word(x), rep_site_name(s, g, x),
                            rep_owner_tag(g, x->group, tag, sizeof tag));
                     if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_RISING || x->verdict == CMH_LEAK_AFTER ||
                         x->verdict == CMH_LEAK_UNJUDGED || cmh_leak_site_stopped(x) || x->threads >= 2)
                         printf("        %s\n", cmh_leak_site_text(x, line, sizeof line));
+                    if (cmh_site_made_by_text(s, x, line, sizeof line)) printf("        %s\n", line);
                     rep_print_callers(s, x, "        ");
                     print_row_sites(s, &bs, x, "        ");
                     rep_print_frames(s, g, x->stack, g_frames, "        ");

@@ -601,9 +601,10 @@ int cmd_ranks(int argc, char **argv)
             else snprintf(oo_s, sizeof oo_s, "-");
             char gpu[40] = "";
             if (renumbered) snprintf(gpu, sizeof gpu, "%-13s  ", r->pci_bus[0] ? r->pci_bus : r->uuid[0] ? r->uuid + 4 : "-");
-            printf("%6s  %-*s %4d  %s%10s %9s  %10s %9s  %4s  %10s  %s", rk, hw, r->host, r->device, gpu, pa_s,
-                   r->history ? rep_when(r->alloc_time_ns, job ? t0 : r->t_start) : "-", pr_s,
-                   r->history ? rep_when(r->reserved_time_ns, job ? t0 : r->t_start) : "-", oo_s,
+            const char *aw = r->history ? rep_when(r->alloc_time_ns, job ? t0 : r->t_start) : "-";
+            const char *rw = r->history ? rep_when(r->reserved_time_ns, job ? t0 : r->t_start) : "-";
+            printf("%6s  %-*s %4d  %s%10s %*s  %10s %*s  %4s  %10s  %s", rk, hw, r->host, r->device, gpu, pa_s, 9 + rep_wide(aw), aw, pr_s,
+                   9 + rep_wide(rw), rw, oo_s,
                    r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site ? r->site : "-");
             if (r->site_bytes) printf(", %s%s", rep_size((double)r->site_bytes), r->history ? "" : " at the end");
             if (r->rank < 0) printf("  [%s]", paths[r->file]);

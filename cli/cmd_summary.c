@@ -86,6 +86,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kstr(w, "file", sec->path);
         cmh_jw_kint(w, "device", device);
         rep_json_process(w, s);
+        rep_json_children(w, sec->path, s);
         cmh_jw_kuint(w, "trace_entries", nent);
         cmh_jw_kuint(w, "dropped_entries", dropped);
         cmh_jw_kbool(w, "history", history);

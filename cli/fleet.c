@@ -25,6 +25,8 @@ static int add(cmh_pathlist *l, const char *p)
     return 0;
 }
 
+int cmh_pathlist_add(cmh_pathlist *l, const char *p) { return add(l, p); }
+
 static int ends_with(const char *s, const char *tail)
 {
     size_t a = strlen(s), b = strlen(tail);

@@ -18,5 +18,7 @@ typedef struct cmh_pathlist {
  * status, the error said. */
 int cmh_expand_paths(char **args, int nargs, cmh_pathlist *out);
 void cmh_pathlist_free(cmh_pathlist *l);
+/* p appended (copied); -1: out of memory */
+int cmh_pathlist_add(cmh_pathlist *l, const char *p);
 
 #endif

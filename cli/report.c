@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cumemhist/viz.h"
@@ -276,6 +277,95 @@ const char *rep_count(uint64_t n, const char *one, const char *many)
     return b;
 }
 
+/* Is the record at path child c's (its pid)?  Its ending into ending ("" when it says none). */
+static int child_at(const char *path, const cmh_forked_child *c, char *ending, size_t ecap)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    cmh_snapshot k;
+    char err[512];
+    if (cmh_snapshot_load_ex(path, &k, CMH_LOAD_SEGMENTS, err, sizeof err) != CMH_OK) return 0;
+    int mine = k.pid == c->pid;
+    if (mine) snprintf(ending, ecap, "%s", k.ending ? cmh_str(&k, k.ending) : "");
+    cmh_snapshot_free(&k);
+    return mine;
+}
+
+int rep_child_record(const char *parent, const cmh_forked_child *c, char *found, size_t cap, char *ending, size_t ecap)
+{
+    found[0] = ending[0] = 0;
+    if (!parent || !strcmp(parent, "-")) return c->path && child_at(c->path, c, ending, ecap) ? snprintf(found, cap, "%s", c->path), 1 : 0;
+    /* beside the parent's record first (the two moved together), then where it was written */
+    const char *slash = strrchr(parent, '/');
+    int dir = slash ? (int)(slash - parent + 1) : 0;
+    char cand[4400];
+    if (c->path) {
+        const char *base = strrchr(c->path, '/');
+        snprintf(cand, sizeof cand, "%.*s%s", dir, parent, base ? base + 1 : c->path);
+        if (child_at(cand, c, ending, ecap)) return snprintf(found, cap, "%s", cand), 1;
+        if (child_at(c->path, c, ending, ecap)) return snprintf(found, cap, "%s", c->path), 1;
+    }
+    /* NAME.PID.cmh beside NAME.cmh: a fixed -o path's (a record of no path, or one moved and renamed together) */
+    const char *ext = cmh_path_ext(parent);
+    snprintf(cand, sizeof cand, "%.*s.%lld%s", (int)(ext - parent), parent, (long long)c->pid, ext);
+    if (child_at(cand, c, ending, ecap)) return snprintf(found, cap, "%s", cand), 1;
+    return 0;
+}
+
+/* The children a record names, each said where its record is (it was said on `record`'s
+ * stderr only): "forked child 803: its record app.803.cmh; it was killed, ...", the
+ * first REP_CHILDREN_SHOWN of them, then those with no record found in one line. */
+#define REP_CHILDREN_SHOWN 8
+static void print_children(const char *path, const cmh_snapshot *s)
+{
+    uint32_t shown = 0, lost = 0, more = 0;
+    char found[4400], ending[1024], pids[160] = "";
+    size_t pl = 0;
+    for (uint32_t i = 0; i < s->nchildren; i++) {
+        const cmh_forked_child *c = &s->children[i];
+        if (shown >= REP_CHILDREN_SHOWN) {
+            more++;
+            continue;
+        }
+        if (rep_child_record(path, c, found, sizeof found, ending, sizeof ending)) {
+            printf("%s: forked child %lld: its record %s", path, (long long)c->pid, found);
+            if (*ending) printf("; it %s", ending);
+            printf("\n");
+            shown++;
+        } else {
+            if (lost++ < 8 && pl < sizeof pids) pl += (size_t)snprintf(pids + pl, sizeof pids - pl, "%s%lld", lost > 1 ? ", " : "", (long long)c->pid);
+        }
+    }
+    if (lost)
+        printf("%s: %s no record here (no CUDA use, or moved elsewhere): pid%s %s%s\n", path,
+               rep_count(lost, "forked child left", "forked children left"), lost > 1 ? "s" : "", pids, lost > 8 ? ", ..." : "");
+    if (more || s->children_more)
+        printf("%s: %s not looked up here (--json lists those it names)\n", path,
+               rep_count((uint64_t)more + s->children_more, "more forked child", "more forked children"));
+}
+
+void rep_json_children(cmh_jw *w, const char *path, const cmh_snapshot *s)
+{
+    cmh_jw_key(w, "forked_children");
+    cmh_jw_arr(w);
+    char found[4400], ending[1024];
+    for (uint32_t i = 0; i < s->nchildren; i++) {
+        const cmh_forked_child *c = &s->children[i];
+        int got = i < 64 && rep_child_record(path, c, found, sizeof found, ending, sizeof ending); /* (the first 64 looked up) */
+        cmh_jw_obj(w);
+        cmh_jw_kint(w, "pid", c->pid);
+        if (c->path) cmh_jw_kstr(w, "written_to", c->path);
+        else cmh_jw_knull(w, "written_to");
+        if (got) cmh_jw_kstr(w, "record", found);
+        else cmh_jw_knull(w, "record");
+        if (got && *ending) cmh_jw_kstr(w, "ending", ending);
+        else cmh_jw_knull(w, "ending");
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+    cmh_jw_kuint(w, "forked_children_more", s->children_more); /* forked past those the record keeps */
+}
+
 void rep_print_process(const char *path, const cmh_snapshot *s)
 {
     if (!s->pid && !s->cmdline) return;
@@ -288,6 +378,7 @@ void rep_print_process(const char *path, const cmh_snapshot *s)
     if (s->cmdline && *cmh_str(s, s->cmdline)) printf("%s%.300s", s->pid ? ", " : "", cmh_str(s, s->cmdline));
     printf("\n");
     if (s->ending) printf("%s: the process %s\n", path, cmh_str(s, s->ending));
+    print_children(path, s);
 }
 
 void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
@@ -390,12 +481,14 @@ void rep_json_device_free(cmh_jw *w, const char *key, uint64_t device_free)
     else cmh_jw_uint(w, device_free);
 }
 
-/* Seconds from t0 to t as a report prints them ("%+.3fs"), never "-0.000s" (a block of a ring's
- * dropped entries, made a moment before the clock's origin, read 'first -0.000s'). */
-static void rep_seconds(char *b, size_t cap, int64_t t, int64_t t0)
+/* The time from t0 to t as every text report prints it (cmh_when_text). */
+static void rep_seconds(char *b, size_t cap, int64_t t, int64_t t0) { cmh_when_text(t, t0, b, cap); }
+
+int rep_wide(const char *s)
 {
-    snprintf(b, cap, "%+.3fs", (double)(t - t0) / 1e9);
-    if (!strcmp(b, "-0.000s")) b[0] = '+';
+    int n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xc0) == 0x80;
+    return n;
 }
 
 const char *rep_when(int64_t t, int64_t t0)
@@ -705,6 +798,7 @@ void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b)
     cmh_jw_kstr(w, "file", sec->path);
     cmh_jw_kint(w, "device", sec->device);
     rep_json_process(w, sec->s);
+    rep_json_children(w, sec->path, sec->s);
     cmh_jw_kuint(w, "trace_entries", b->entries);
     cmh_jw_kuint(w, "dropped_entries", b->dropped);
     cmh_jw_kstr(w, "source", b->pytorch ? "pytorch" : "recorder");
@@ -761,13 +855,31 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kstr(w, "thread_name", x->thread_name ? x->thread_name : "");
         /* judged thread by thread (its blocks made by several threads racing): those it names,
          * of how many holding it; rate_bytes_per_step is then their rates summed */
-        cmh_jw_kuint(w, "threads_holding", x->threads);
+        /* the threads that made its still-live blocks, however it was judged (it read 0 for a
+         * site of one worker thread judged over the record's steps) */
+        uint32_t holding = 0;
+        for (uint32_t t = 1; t < 64; t++) holding += (uint32_t)(x->made_by >> t & 1);
+        cmh_jw_kuint(w, "threads_holding", holding > x->threads ? holding : x->threads);
         cmh_jw_kbool(w, "threads_apart", x->threads_apart); /* (those threads ran one after another) */
         cmh_jw_key(w, "threads");
         cmh_jw_arr(w);
         for (uint32_t t = 1; x->threads >= 2 && t < 64; t++)
             if (x->thread_mask >> t & 1) cmh_jw_uint(w, t);
         cmh_jw_end(w);
+        /* each of those threads, its OS thread id and name (0 and "" where not known) */
+        cmh_jw_key(w, "made_by");
+        cmh_jw_arr(w);
+        for (uint32_t t = 1; t < 64; t++) {
+            if (!(x->made_by >> t & 1)) continue;
+            const cmh_thread_info *ti = cmh_snapshot_thread(s, t);
+            cmh_jw_obj(w);
+            cmh_jw_kuint(w, "thread", t);
+            cmh_jw_kint(w, "tid", ti ? ti->tid : 0);
+            cmh_jw_kstr(w, "name", ti && ti->name ? cmh_str(s, ti->name) : "");
+            cmh_jw_end(w);
+        }
+        cmh_jw_end(w);
+        cmh_jw_kbool(w, "made_by_unrecorded", x->made_by_other != 0); /* (a block of no known thread, or of one past 63) */
     }
     if (g && cmh_sites_group_by(g) == CMH_GROUP_SITE) { /* the site's bytes by the line that called it */
         cmh_jw_key(w, "callers");

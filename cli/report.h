@@ -126,6 +126,14 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
  * say), and the JSON "process" member ({pid, host, cmdline} or null). */
 void rep_print_process(const char *path, const cmh_snapshot *s);
 void rep_json_process(cmh_jw *w, const cmh_snapshot *s);
+/* The children a record at path forked (s->children): "forked_children", each its pid,
+ * "written_to" (the path the recorder gave it), "record" (where it was found: beside path
+ * first, then written_to; null: not found) and its "ending"; then "forked_children_more". */
+void rep_json_children(cmh_jw *w, const char *path, const cmh_snapshot *s);
+/* Child c's record, looked for beside the parent's record at parent first, then where it was
+ * written, then as NAME.PID.ext beside NAME.ext; a file is c's when it holds c's pid.  1 and its
+ * path in found, its ending in ending ("" when it says none); 0 when none is. */
+int rep_child_record(const char *parent, const cmh_forked_child *c, char *found, size_t cap, char *ending, size_t ecap);
 /* "1 block", "2 blocks" */
 const char *rep_count(uint64_t n, const char *one, const char *many);
 
@@ -135,9 +143,13 @@ const char *rep_size(double bytes);
  * JSON, null when not known. */
 const char *rep_device_free(uint64_t device_free);
 void rep_json_device_free(cmh_jw *w, const char *key, uint64_t device_free);
-/* "+1.234s" from the record's first event (cmh_clock_origin), or "-" when a time is unknown (a
- * table's cell; in a sentence use rep_at) */
+/* "+1.234s" from the record's first event (cmh_clock_origin), "+176.4 ms" or "+176 µs" under a
+ * second (cmh_when_text: one format for every text report), or "-" when a time is unknown (a
+ * table's cell; in a sentence use rep_at; a column pads it by rep_wide) */
 const char *rep_when(int64_t t, int64_t t0);
+/* Bytes of s beyond its columns on a terminal (UTF-8's continuation bytes: 1 for "µs"): what a
+ * printf width ("%10s", counted in bytes) must add to line it up. */
+int rep_wide(const char *s);
 /* An entry in a sentence: "entry 3697, +1.234s", or "entry 3697" alone in an untimed record
  * (PyTorch 2.0's snapshots have no time_us): never a dash for the time. */
 const char *rep_at(int64_t index, int64_t t, int64_t t0);

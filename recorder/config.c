@@ -306,6 +306,40 @@ void cmh_job_identity(int32_t *rank, int32_t *local_rank, int32_t *world_size)
     *world_size = env_int(w);
 }
 
+int cmh_config_child_output_path(const char *pattern, long pid, char *out, size_t outlen)
+{
+    size_t pos = 0;
+    int has_id = 0;
+    char num[64];
+    out[0] = 0;
+    for (const char *p = pattern; *p; p++) {
+        if (p[0] == '%' && (p[1] == 'p' || p[1] == 'r' || p[1] == '%')) {
+            p++;
+            if (*p == '%') {
+                if (append(out, outlen, &pos, "%", 1)) return -1;
+                continue;
+            }
+            if (*p == 'p') snprintf(num, sizeof num, "%ld", pid), has_id = 1;
+            else {
+                int32_t rank, local, world;
+                cmh_job_identity(&rank, &local, &world); /* (a forked child inherits them) */
+                if (rank >= 0 || local >= 0) snprintf(num, sizeof num, "%d", (int)(rank >= 0 ? rank : local));
+                else snprintf(num, sizeof num, "p%ld", pid), has_id = 1;
+            }
+            if (append(out, outlen, &pos, num, strlen(num))) return -1;
+            continue;
+        }
+        if (append(out, outlen, &pos, p, 1)) return -1;
+    }
+    if (cmh_config_output_streams(out)) return -1;
+    if (has_id) return 0;
+    char *dot = out + (cmh_path_ext(out) - out);
+    char tail[4096];
+    snprintf(tail, sizeof tail, "%s", dot);
+    int n = snprintf(dot, outlen - (size_t)(dot - out), ".%ld%s", pid, tail);
+    return n < 0 || (size_t)n >= outlen - (size_t)(dot - out) ? -1 : 0;
+}
+
 int cmh_config_output_path(const char *pattern, char *out, size_t outlen)
 {
     size_t pos = 0;

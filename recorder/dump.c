@@ -69,6 +69,16 @@ static void fill_meta(cmh_snapshot *s)
     s->pid = getpid();
     s->start_time_ns = cmh_process_start_ns();
     s->forked_from = cmh_process_forked_from();
+    /* the children it forked, each with the path its own record takes: the parent's reports
+     * name them (a child killed with its GPU memory was said on `record`'s stderr only) */
+    int64_t kids[CMH_MAX_CHILDREN];
+    uint32_t more = 0, nk = cmh_process_children(kids, CMH_MAX_CHILDREN, &more);
+    for (uint32_t i = 0; i < nk; i++) {
+        char path[4096];
+        int known = cmh_cfg.output[0] && cmh_config_child_output_path(cmh_cfg.output, (long)kids[i], path, sizeof path) == 0;
+        if (cmh_snapshot_add_child(s, kids[i], known ? path : NULL) != CMH_OK) more++;
+    }
+    s->children_more = more;
     s->dump_time_ns = cmh_now_ns();
     s->opt_enabled = (uint8_t)cmh_cfg.enabled;
     s->opt_context = (uint8_t)cmh_cfg.context;

@@ -66,6 +66,10 @@ CMH_HIDDEN void cmh_config_from_env(void);
 CMH_HIDDEN int cmh_config_apply(const cmh_options *o);
 /* Expand %p / %r and the pid rule for fixed paths into out. */
 CMH_HIDDEN int cmh_config_output_path(const char *pattern, char *out, size_t outlen);
+/* The path a child this process forked (pid) takes for its snapshot, as that child computes it:
+ * %p its pid; a fixed path or %r with .PID inserted (the launched process keeps NAME).  -1: too
+ * long, or a stream (stdout). */
+CMH_HIDDEN int cmh_config_child_output_path(const char *pattern, long pid, char *out, size_t outlen);
 CMH_HIDDEN int cmh_config_output_streams(const char *path);
 CMH_HIDDEN int cmh_config_runtime_dir(char *out, size_t outlen);
 CMH_HIDDEN int cmh_config_flight_path(const char *snap, char *out, size_t outlen);
@@ -569,6 +573,10 @@ CMH_HIDDEN void cmh_first_touch(void);
 CMH_HIDDEN void cmh_process_oom(void);
 CMH_HIDDEN int64_t cmh_process_start_ns(void);
 CMH_HIDDEN int64_t cmh_process_forked_from(void); /* 0: not a child of fork() without exec */
+/* The children this process forked (fork(), each pid once, in order): up to cap of them in out,
+ * their count returned; *more: those forked past what is kept (CMH_MAX_CHILDREN). */
+#define CMH_MAX_CHILDREN 1024
+CMH_HIDDEN uint32_t cmh_process_children(int64_t *out, uint32_t cap, uint32_t *more);
 
 /* ---- signals.c: the recorder's handlers, invisible to the program ---- */
 enum { CMH_SIG_DEATH = 1, CMH_SIG_REQUEST = 2 };

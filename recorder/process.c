@@ -261,6 +261,46 @@ void cmh_process_oom(void)
 
 /* ---- fork and exit ---- */
 
+/* The children forked without exec (DataLoader workers, multiprocessing): the parent's record
+ * names them, so that its reports can point at each child's record (a child killed with its
+ * GPU memory was said only on `record`'s stderr).  fork() itself is wrapped: pthread_atfork's
+ * parent handler is not told the child's pid.  Kept lock-free: a slot taken by an atomic add. */
+static int64_t g_children[CMH_MAX_CHILDREN];
+static uint32_t g_nchildren;
+
+uint32_t cmh_process_children(int64_t *out, uint32_t cap, uint32_t *more)
+{
+    uint32_t n = __atomic_load_n(&g_nchildren, __ATOMIC_ACQUIRE), kept = n < CMH_MAX_CHILDREN ? n : CMH_MAX_CHILDREN, k = 0;
+    for (uint32_t i = 0; i < kept && k < cap; i++) {
+        int64_t p = __atomic_load_n(&g_children[i], __ATOMIC_ACQUIRE);
+        if (p > 0) out[k++] = p; /* (0: its fork() has not stored it yet) */
+    }
+    if (more) *more = n - kept;
+    return k;
+}
+
+CMH_EXPORT pid_t fork(void)
+{
+    static pid_t (*next)(void);
+    pid_t (*f)(void) = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
+    if (!f) {
+        void *(*sym)(void *, const char *) = (void *(*)(void *, const char *))cmh_dlsym_resolve();
+        f = sym ? (pid_t(*)(void))sym(RTLD_NEXT, "fork") : NULL;
+        if (!f) {
+            errno = ENOSYS;
+            return -1;
+        }
+        __atomic_store_n(&next, f, __ATOMIC_RELEASE);
+    }
+    pid_t p = f();
+    if (p > 0) {
+        uint32_t i = __atomic_fetch_add(&g_nchildren, 1, __ATOMIC_ACQ_REL);
+        if (i < CMH_MAX_CHILDREN) __atomic_store_n(&g_children[i], (int64_t)p, __ATOMIC_RELEASE);
+    } else if (p == 0)
+        __atomic_store_n(&g_nchildren, 0, __ATOMIC_RELEASE); /* the child's children are its own */
+    return p;
+}
+
 /* (on_exit, not atexit: the handler is given the status exit() was called with, or main's
  * return value, which the exit dump's ending says) */
 static void at_exit(int status, void *arg)

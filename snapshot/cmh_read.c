@@ -664,6 +664,31 @@ static int rd_process(cur *c, cmh_snapshot *s)
             s->producer[m] = 0;
             for (size_t j = 0; j < m; j++) /* shown as is in reports: no control characters */
                 if ((unsigned char)s->producer[j] < 0x20 || s->producer[j] == 0x7f) s->producer[j] = '?';
+        } else if (kl == 8 && !memcmp(k, "children", 8)) {
+            uint32_t m, two;
+            if (rd_array(c, &m)) return -1;
+            for (uint32_t j = 0; j < m; j++) {
+                int64_t pid;
+                if (rd_array_n(c, 2, 2, &two, "process children entry") || rd_int(c, &pid)) return -1;
+                if (pid <= 0 || pid > INT32_MAX) return fail(c, "process child pid %lld out of range", (long long)pid);
+                char path[4096], *pp = NULL;
+                if (c->pos < c->len && c->p[c->pos] == 0xc0) c->pos++; /* nil: not known */
+                else {
+                    const char *v;
+                    uint32_t vl;
+                    if (rd_str(c, &v, &vl)) return -1;
+                    if (vl >= sizeof path || memchr(v, 0, vl)) return fail(c, "process child %lld: a path of %u bytes", (long long)pid, vl);
+                    memcpy(path, v, vl);
+                    path[vl] = 0;
+                    pp = path;
+                }
+                if (cmh_snapshot_add_child(s, pid, pp) != CMH_OK) return nomem(c);
+            }
+        } else if (kl == 13 && !memcmp(k, "children_more", 13)) {
+            int64_t v;
+            if (rd_int(c, &v)) return -1;
+            if (v < 0 || v > INT32_MAX) return fail(c, "process children_more %lld out of range", (long long)v);
+            s->children_more = (uint32_t)v;
         } else if (kl == 11 && !memcmp(k, "forked_from", 11)) {
             int64_t v;
             if (rd_int(c, &v)) return -1;

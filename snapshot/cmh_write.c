@@ -66,7 +66,8 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
 {
     msgpack_packer pk = *pk_;
     int with_torch = !nested && s->torch;
-    int nproc = (s->producer[0] != 0) + (s->rank >= 0) + (s->local_rank >= 0) + (s->world_size >= 0) + (s->forked_from > 0);
+    int nproc = (s->producer[0] != 0) + (s->rank >= 0) + (s->local_rank >= 0) + (s->world_size >= 0) + (s->forked_from > 0) +
+                (s->nchildren || s->children_more) + (s->children_more != 0);
     /* the top level also holds "checksum" and the final "crc32c" (cmh_cmh_write) */
     /* entries carry a pool id only when not (0, 0): whether the source said it of every entry is
      * said once, so that a pickle written back says 'pool_id' as the one read did */
@@ -109,6 +110,17 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
         if (s->local_rank >= 0) pack_key(&pk, "local_rank"), msgpack_pack_int32(&pk, s->local_rank);
         if (s->world_size >= 0) pack_key(&pk, "world_size"), msgpack_pack_int32(&pk, s->world_size);
         if (s->forked_from > 0) pack_key(&pk, "forked_from"), msgpack_pack_int64(&pk, s->forked_from);
+        if (s->nchildren || s->children_more) { /* [[pid, path or nil], ...] */
+            pack_key(&pk, "children");
+            msgpack_pack_array(&pk, s->nchildren);
+            for (uint32_t i = 0; i < s->nchildren; i++) {
+                msgpack_pack_array(&pk, 2);
+                msgpack_pack_int64(&pk, s->children[i].pid);
+                if (s->children[i].path) pack_str(&pk, s->children[i].path);
+                else msgpack_pack_nil(&pk);
+            }
+        }
+        if (s->children_more) pack_key(&pk, "children_more"), msgpack_pack_uint32(&pk, s->children_more);
     }
 
     pack_key(&pk, "strings");

@@ -165,12 +165,30 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->vmm_unmapped);
     free(s->threads);
     free(s->idents);
+    for (uint32_t i = 0; i < s->nchildren; i++) free(s->children[i].path);
+    free(s->children);
     cmh_oa_free(&s->stack_index);
     if (s->torch) {
         cmh_snapshot_free(s->torch);
         free(s->torch);
     }
     memset(s, 0, sizeof *s);
+}
+
+int cmh_snapshot_add_child(cmh_snapshot *s, int64_t pid, const char *path)
+{
+    char *p = path ? strdup(path) : NULL;
+    cmh_forked_child *v = realloc(s->children, ((size_t)s->nchildren + 1) * sizeof *v);
+    if (!v || (path && !p)) {
+        free(p);
+        if (v) s->children = v;
+        return CMH_ENOMEM;
+    }
+    s->children = v;
+    v[s->nchildren].pid = pid;
+    v[s->nchildren].path = p;
+    s->nchildren++;
+    return CMH_OK;
 }
 
 int cmh_snapshot_add_vmm_unmapped(cmh_snapshot *s, const cmh_vmm_handle *h)

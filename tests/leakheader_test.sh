@@ -11,7 +11,8 @@ for i in 1 2 3; do
     "$CMH" leaks th$i.cmh >lk$i.txt 2>&1
     grep '^steps: ' lk$i.txt >hdr$i.txt # (after the process's lines, how it ended among them)
     # the rows without their times and tids (those are the run's own)
-    grep -E '^ +[0-9.]+ [KMG]?i?B +[0-9]+ ' lk$i.txt | awk '{print $1, $2, $3, $6, $7}' >rows$i.txt
+    # (a time is one word or two: +5.788s, +117.8 ms, +176 µs)
+    grep -E '^ +[0-9.]+ [KMG]?i?B +[0-9]+ ' lk$i.txt | sed -E 's/ [-+][0-9.]+( ms| µs|s)( |$)/ /g' | awk '{print $1, $2, $3, $4, $5}' >rows$i.txt
     "$CMH" leaks --json th$i.cmh | py -c "import json,sys; d=json.load(sys.stdin)[0]; print(d['steps']['count'], d['judged'])" >js$i.txt
 done
 check "the header: the threads' own steps ($(cat hdr1.txt))" \

@@ -190,7 +190,7 @@ FAKECUDA_CAPACITY=1G "$CMH" record -q -o if.cmh -- "$B/tests/inflight" 3 4 >/dev
 # at it, its figure is the end's exact sample's, assumed steady; it said '8.0 MiB more in use then')
 check "owners, 3 threads allocating 4 MiB at once: the device had 12.0 MiB in use at the peak, none of it not recorded" \
     'grep -q "device 0, peak reserved (.*): 12.0 MiB recorded; the device had 12.0 MiB of 1.0 GiB in use" if.txt &&
-     grep -q "^ *0 B .*not recorded (CUDA context, other processes)  (cuMemGetInfo at +0.[0-9]*s, assumed steady)\$" if.txt &&
+     grep -q "^ *0 B .*not recorded (CUDA context, other processes)  (cuMemGetInfo at +[0-9.]*[^,]*s, assumed steady)\$" if.txt &&
      ! grep -q "more in use then" if.txt &&
      ! "$CMH" peak if.cmh | grep -q "^not recorded:"'
 check "owners --json: nothing in flight at the peak, no moment with unexplained bytes" 'py - <<PY
@@ -225,10 +225,10 @@ FAKECUDA_CAPACITY=1G "$CMH" record -q -o ip.cmh -- "$B/tests/inflight" 3 4 0 20 
 "$CMH" report --static -o ip.html ip.cmh 2>/dev/null
 check "threads then one alone: ran ($(cat ip.out))" 'grep -q "20 MiB peak alone, an out-of-memory error among them" ip.out'
 check "owners at the single-threaded peak: 24 MiB, no calls in flight said, its figure assumed steady from the end's sample" \
-    'grep -A4 "device 0, peak reserved (" ip.txt | grep -q "^ *0 B .*not recorded (CUDA context, other processes)  (cuMemGetInfo at +0.[0-9]*s, assumed steady)\$" &&
+    'grep -A4 "device 0, peak reserved (" ip.txt | grep -q "^ *0 B .*not recorded (CUDA context, other processes)  (cuMemGetInfo at +[0-9.]*[^,]*s, assumed steady)\$" &&
      grep -q "device 0, peak reserved (.*): 24.0 MiB recorded; the device had 24.0 MiB of 1.0 GiB in use" ip.txt'
 check "owners at the OOM the main thread hit while 2 x 4 MiB were in the driver: that note, at that moment only" \
-    'grep -A3 "device 0, out of memory #1 (" ip.txt | grep -q "not recorded .*  (cuMemGetInfo at +0.[0-9]*s, assumed steady)  (and 8.0 MiB more in use then: other threads. allocations in the driver, logged just after)\$" &&
+    'grep -A3 "device 0, out of memory #1 (" ip.txt | grep -q "not recorded .*  (cuMemGetInfo at +[0-9.]*[^,]*s, assumed steady)  (and 8.0 MiB more in use then: other threads. allocations in the driver, logged just after)\$" &&
      [ "$(grep -c "more in use then" ip.txt)" = 1 ]'
 check "owners --json: in_flight, sample_exact and the note agree at every moment; the rows sum to the used memory" 'py - <<PY
 import json
@@ -245,7 +245,7 @@ for x in o["moments"]:
     assert sum(r["bytes"] for r in x["rows"]) == x["used"], x
 PY'
 check "report: the owners tables carry the notes owners prints (the peak's: assumed steady, none in flight)" \
-    "grep -q 'r-owners-note\">(cuMemGetInfo at +0.[0-9]*s, assumed steady)</span>' ip.html && ! grep -q 'more in use then' ip.html"
+    "grep -q 'r-owners-note\">(cuMemGetInfo at +[0-9.]*[^,]*s, assumed steady)</span>' ip.html && ! grep -q 'more in use then' ip.html"
 # a device that cannot be past its capacity less its context (FAKECUDA_CONTEXT was not enforced:
 # frag fitted 256 MiB on 400 MiB with 300 MiB of context, and owners said '556.0 MiB of 400.0 MiB')
 FAKECUDA_CONTEXT=350M FAKECUDA_CAPACITY=400M "$CMH" record -q -o ctx.cmh -- "$B/tests/unhooked" 0 >ctx.out 2>&1
@@ -275,9 +275,10 @@ import json, re
 last = json.load(open("idle.trace.json"))[0]["entries"][-1]["time_ns"]
 m = [m for m in json.load(open("idle.json"))[0]["moments"] if m["moment"] == "end"][0]
 assert m["time_ns"] == last and m["dump_time_ns"] >= last + 900000000, (m, last)
-t = open("idle.txt").read()
-x = re.search(r"device 0, at the end \(entry %d, \+([0-9.]+)s; dumped at \+([0-9.]+)s\)" % m["index"], t)
-assert x and abs(float(x.group(1)) - m["seconds"]) < 0.001 and float(x.group(2)) >= 0.9, t
+t = open("idle.txt", encoding="utf-8").read()
+u = {"s": 1, "ms": 1e-3, "\u00b5s": 1e-6, "ns": 1e-9}  # (each time in the unit its scale needs)
+x = re.search(r"device 0, at the end \(entry %d, \+([0-9.]+) ?(s|ms|\u00b5s|ns); dumped at \+([0-9.]+) ?(s|ms|\u00b5s|ns)\)" % m["index"], t)
+assert x and abs(float(x.group(1)) * u[x.group(2)] - m["seconds"]) < 0.001 and float(x.group(3)) * u[x.group(4)] >= 0.9, t
 PY'
 PT=${3:-}
 FLEX=$PT/flexgen_torch20_oom_observer_block_history.pickle

@@ -207,6 +207,18 @@ void cmh_span_text(int64_t ns, char *out, size_t cap)
     else snprintf(out, cap, "%.1f h", s / 3600);
 }
 
+void cmh_when_text(int64_t t, int64_t t0, char *out, size_t cap)
+{
+    /* whole microseconds of each time (PyTorch's time_us, as an export writes them), so that a
+     * record and its memory_viz export read the same */
+    int64_t d = t / 1000 - t0 / 1000;
+    uint64_t a = d < 0 ? (uint64_t)0 - (uint64_t)d : (uint64_t)d;
+    char sign = d < 0 ? '-' : '+';
+    if (a >= 999950ull) snprintf(out, cap, "%c%.3fs", sign, (double)a / 1e6);
+    else if (a >= 1000ull) snprintf(out, cap, "%c%.1f ms", sign, (double)a / 1e3);
+    else snprintf(out, cap, "%c%llu \xc2\xb5s", a ? sign : '+', (unsigned long long)a);
+}
+
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
 {
     if (threads_text(x, buf, cap)) return buf;
@@ -391,5 +403,30 @@ const char *cmh_site_callers_growth_text(const cmh_snapshot *s, const cmh_site *
     else
         snprintf(buf, cap, "the growth comes from %u callers, marked growing: %s of the row's %s (the other callers' blocks do not grow)", ng,
                  cmh_svg_size((double)grows), row);
+    return buf;
+}
+
+const char *cmh_site_made_by_text(const cmh_snapshot *s, const cmh_site *x, char *buf, size_t cap)
+{
+    uint32_t n = 0, only = 0;
+    for (uint32_t t = 1; t < 64; t++)
+        if (x->made_by >> t & 1) n++, only = t;
+    if (!n || !cap) return NULL;
+    if (n == 1 && !x->made_by_other) {
+        const cmh_thread_info *ti = cmh_snapshot_thread(s, only);
+        if (x->thread == only || !ti || !ti->tid || ti->tid == s->pid) return NULL;
+    }
+    size_t k = (size_t)snprintf(buf, cap, "made by recording thread%s", n > 1 ? "s" : "");
+    for (uint32_t t = 1, i = 0; t < 64 && k < cap; t++) {
+        if (!(x->made_by >> t & 1)) continue;
+        const cmh_thread_info *ti = cmh_snapshot_thread(s, t);
+        const char *name = ti && ti->name ? cmh_str(s, ti->name) : "";
+        const char *sep = !i ? " " : i + 1 == n && !x->made_by_other ? " and " : ", ";
+        i++;
+        if (ti && ti->tid && *name) k += (size_t)snprintf(buf + k, cap - k, "%s%u (tid %lld, '%.20s')", sep, t, (long long)ti->tid, name);
+        else if (ti && ti->tid) k += (size_t)snprintf(buf + k, cap - k, "%s%u (tid %lld)", sep, t, (long long)ti->tid);
+        else k += (size_t)snprintf(buf + k, cap - k, "%s%u", sep, t);
+    }
+    if (x->made_by_other && k < cap) snprintf(buf + k, cap - k, " and threads not recorded");
     return buf;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cumemhist/leakwords.h"
 #include "cumemhist/ownerwords.h"
 #include "svg.h"
 
@@ -26,8 +27,7 @@ static void at_words(char *b, size_t cap, int64_t index, int64_t t, int64_t t0)
         return;
     }
     char s[32];
-    snprintf(s, sizeof s, "%+.3fs", (double)(t - t0) / 1e9);
-    if (!strcmp(s, "-0.000s")) s[0] = '+';
+    cmh_when_text(t, t0, s, sizeof s);
     snprintf(b, cap, "entry %" PRId64 ", %s", index, s);
 }
 
@@ -54,10 +54,7 @@ const char *cmh_owners_unexplained_note(const cmh_owners_moment *m, int64_t t0, 
     int n = 0;
     if (!m->sample_exact) {
         char when[40] = "another moment";
-        if (m->sample_time_ns && t0) {
-            snprintf(when, sizeof when, "%+.3fs", (double)(m->sample_time_ns - t0) / 1e9);
-            if (!strcmp(when, "-0.000s")) when[0] = '+';
-        }
+        if (m->sample_time_ns && t0) cmh_when_text(m->sample_time_ns, t0, when, sizeof when);
         /* the nearest sample had calls in flight, as had every sample near it: its figure's low end */
         n = snprintf(buf, cap, m->sample_low_end ? "(cuMemGetInfo at %s, at least: calls were in flight at every sample near)"
                                                  : "(cuMemGetInfo at %s, assumed steady)",

@@ -299,9 +299,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
         const cmh_entry *e = at >= 0 && at < len ? &ents[at] : NULL;
         double x = L + (e ? XOF(at, cmh_entry_time(s, e) ? cmh_entry_time(s, e) : t0) : 0) * pw, y = YOF(pk.alloc_peak);
         char label[128];
-        if (by_time && e && cmh_entry_time(s, e))
-            snprintf(label, sizeof label, "peak %s at +%.*f%s", cmh_svg_size((double)pk.alloc_peak), tu == 1 ? 3 : 1,
-                     (double)(cmh_entry_time(s, e) - t0) / 1e9 / tu, tun);
+        if (by_time && e && cmh_entry_time(s, e)) { /* (the time as `peak` says it: one formatter) */
+            char when[40];
+            cmh_when_text(cmh_entry_time(s, e), t0, when, sizeof when);
+            snprintf(label, sizeof label, "peak %s at %s", cmh_svg_size((double)pk.alloc_peak), when);
+        }
         else if (pk.alloc_index >= 0)
             snprintf(label, sizeof label, "peak %s at entry %" PRId64, cmh_svg_size((double)pk.alloc_peak), pk.alloc_index);
         else if (history) snprintf(label, sizeof label, "peak %s before the first entry", cmh_svg_size((double)pk.alloc_peak));

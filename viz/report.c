@@ -404,6 +404,11 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             fputs("\"><td class=\"site\">", fp);
             esc(fp, buf);
             callers(fp, s, x);
+            if (cmh_site_made_by_text(s, x, words, sizeof words)) {
+                fputs("<div class=\"r-made-by r-muted\">", fp);
+                esc(fp, words);
+                fputs("</div>", fp);
+            }
             fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu64 "</td><td><span class=\"%s\">", SZ(x->bytes), x->count,
                     x->growing ? "r-leak" : "r-muted");
             esc(fp, cmh_leak_site_text(x, words, sizeof words));
@@ -566,6 +571,24 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
         PART();
         fputs("the process ", fp);
         esc(fp, cmh_str(s, s->ending));
+    }
+    /* the children it forked, each with the record the recorder gave it (`summary` and `leaks`
+     * of this record say how each ended); a child killed with its GPU memory was said on
+     * `record`'s stderr only */
+    for (uint32_t i = 0; i < s->nchildren && i < 8; i++) {
+        const cmh_forked_child *c = &s->children[i];
+        const char *base = c->path ? strrchr(c->path, '/') : NULL;
+        PART();
+        fprintf(fp, "<span class=\"r-child\" data-pid=\"%" PRId64 "\">forked child %" PRId64, c->pid, c->pid);
+        if (c->path) {
+            fputs(": its record ", fp);
+            esc(fp, base ? base + 1 : c->path);
+        }
+        fputs("</span>", fp);
+    }
+    if (s->nchildren > 8 || s->children_more) {
+        PART();
+        fprintf(fp, "%" PRIu64 " more forked children", (uint64_t)(s->nchildren > 8 ? s->nchildren - 8 : 0) + s->children_more);
     }
     PART();
     fprintf(fp, "%s snapshot", s->source == CMH_SRC_PYTORCH ? "PyTorch" : "cumemhist");

@@ -23,6 +23,13 @@ const char *cmh_leak_steps_source(int source);
 /* A span of time as the reports say it: "80 ms", "2.50 s", "12.0 min", "1.5 h" (under a
  * millisecond: "1 ms") */
 void cmh_span_text(int64_t ns, char *out, size_t cap);
+/* The time from t0 to t as every text report and the HTML report's words say it, in the unit
+ * that keeps its figures at its scale: "+12.345s" from a second, "+176.4 ms", "+176 µs" (as
+ * plot's axis and peak label say them), "+0 µs" at t0 itself; in whole microseconds of each
+ * time, PyTorch's clock (a record and its memory_viz export read the same).  Never a negative
+ * zero (a unit is chosen after rounding).  One formatter: a short run's leaks read "+0.000s" for
+ * every site while plot said "+176.4 µs". */
+void cmh_when_text(int64_t t, int64_t t0, char *out, size_t cap);
 /* A site's verdict: "growing: +1.0 MiB per step over 8 steps", "rose in each of the 3 steps:
  * +40.0 MiB per step; too few steps to call it a leak", "state: held across steps, not
  * growing", ... */
@@ -46,6 +53,11 @@ const char *cmh_site_callers_text(const cmh_snapshot *s, const cmh_site *x, char
  * caller, prefetch (job.py:11): 40.0 MiB of the row's 104.0 MiB (its other callers' blocks do
  * not grow)".  NULL where no caller was judged growing, or all of the row grows. */
 const char *cmh_site_callers_growth_text(const cmh_snapshot *s, const cmh_site *x, char *buf, size_t cap);
+/* The threads a site's still-live blocks came from (leaks, the HTML report): "made by recording
+ * threads 1 (tid 4242, 'worker') and 2 (tid 4243, 'worker')".  NULL where that says nothing the
+ * site's other lines do not: no thread known, or one thread that is the main one (its tid the
+ * process's pid) or that the verdict's words name already. */
+const char *cmh_site_made_by_text(const cmh_snapshot *s, const cmh_site *x, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -260,6 +260,12 @@ typedef struct cmh_device_ident {
     char pci_bus[24]; /* "0000:18:00.0" */
 } cmh_device_ident;
 
+/* A child this process forked without exec, and where its record went. */
+typedef struct cmh_forked_child {
+    int64_t pid;
+    char *path; /* NULL: not known */
+} cmh_forked_child;
+
 typedef struct cmh_annotation {
     uint32_t name;
     uint8_t stage; /* 0 START, 1 END */
@@ -371,6 +377,12 @@ typedef struct cmh_snapshot {
     char producer[48];                   /* "cumemhist 0.1.0": the recorder, or the command that wrote it */
     int32_t rank, local_rank, world_size; /* from RANK/LOCAL_RANK/WORLD_SIZE (or SLURM, Open MPI); -1 unknown */
     int64_t forked_from; /* the pid this process was forked from (a fork without exec); 0: it was not, or unknown */
+    /* the children this process forked without exec, in order (.cmh process.children; none in
+     * an older record): each one's pid and the path its own record takes as the recorder computed
+     * it (NULL: not known; relative to the process's working directory); children_more: those
+     * forked past the ones kept.  Owned by the snapshot (cmh_snapshot_add_child). */
+    cmh_forked_child *children;
+    uint32_t nchildren, children_more;
 
     cmh_strtab strings;
     cmh_frame *frames;
@@ -474,6 +486,8 @@ const cmh_device_ident *cmh_snapshot_ident(const cmh_snapshot *s, int device);
 /* The UUID's text as CUDA_VISIBLE_DEVICES and nvidia-smi write it ("GPU-" and 36 characters)
  * from the driver's 16 bytes. */
 void cmh_uuid_text(const unsigned char bytes[16], char out[48]);
+/* A child forked without exec appended to s->children (path copied; NULL: not known). */
+int cmh_snapshot_add_child(cmh_snapshot *s, int64_t pid, const char *path);
 /* Number the recording threads in the order the OS made them (their thread ids: the main
  * thread first, then each thread as it was created), the same for every run of a program that
  * creates its threads in the same order, rather than in the order they first recorded (a race
