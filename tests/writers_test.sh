@@ -30,6 +30,11 @@ cmdline() {
 writers="record memviz json chrome pprof sqlite symbolize merge recover plot flamegraph folded report"
 # snapshots stay private; what is made to be shared keeps the replaced file's permissions
 snapshot() { case $1 in record | memviz | symbolize | merge | recover) true ;; *) false ;; esac; }
+# what was at the path before: text, or for record a recording (record -o refuses, before its run,
+# a file that holds something else: a source file named by mistake)
+"$CMH" record -q -o "$T/prev.cmh" -- "$B/samples/leaky" >/dev/null 2>&1 || echo "FAIL: record prev.cmh"
+prev() { if [ "$1" = record ]; then cp "$T/prev.cmh" "$2"; else echo "${3:-old}" >"$2"; fi; }
+was_prev() { if [ "$1" = record ]; then cmp -s "$T/prev.cmh" "$2"; else [ "$(cat "$2")" = "${3:-old}" ]; fi; }
 streams() { [ "$1" != sqlite ]; } # every format but SQLite's can be streamed
 
 # The directory holds only what it should: no temporary file, no claim, no flight record.
@@ -72,12 +77,12 @@ for w in $writers; do
     # snapshot: 0600 plus the read access the old file gave the group and others; anything
     # else: the old file's bits)
     for m in 600 644 660 604 444; do
-        echo old >old.$ext
+        prev $w old.$ext
         chmod $m old.$ext
         eval "$(cmdline $w "old.$ext")" >/dev/null 2>err.txt
         rc=$?
         if snapshot $w; then want=$(printf '%o' $((0600 | (0$m & 0044)))); else want=$m; fi
-        { [ $rc -eq 0 ] && [ -f old.$ext ] && [ "$(cat old.$ext | head -c 3)" != old ] && [ "$(stat -c %a old.$ext)" = $want ]; } ||
+        { [ $rc -eq 0 ] && [ -f old.$ext ] && ! was_prev $w old.$ext && [ "$(stat -c %a old.$ext)" = $want ]; } ||
             probs="$probs [regular $m: exit $rc, mode $(stat -c %a old.$ext) (want $want), $(head -2 err.txt)]"
         chmod 600 old.$ext
     done
@@ -153,11 +158,11 @@ for w in $writers; do
     fi
 
     # a full disk: the old file stays whole, the reason is said, nothing is left behind
-    echo "previous contents" >full.$ext
+    prev $w full.$ext "previous contents"
     # (stderr through a pipe: a file would be past the limit too)
     { sh -c "trap '' XFSZ; ulimit -f 0; $(cmdline $w "full.$ext")" 2>&1 >/dev/null; echo "status $?"; } | cat >err.txt
     rc=$(sed -n 's/^status //p' err.txt)
-    { [ $rc -eq 1 ] && [ "$(cat full.$ext)" = "previous contents" ] && grep -Eq 'too large|No space|lost' err.txt; } ||
+    { [ $rc -eq 1 ] && was_prev $w full.$ext "previous contents" && grep -Eq 'too large|No space|lost' err.txt; } ||
         probs="$probs [full disk: exit $rc, now '$(head -c 20 full.$ext)', $(head -2 err.txt)]"
 
     lo=$(leftovers "$d")
