@@ -113,6 +113,11 @@ int cli_live_resolve(const char *arg, char *flight, size_t cap, int ended_too)
                          pid, dir[0] ? dir : "(none here)", why, pid, flight);
                 return 0;
             }
+            if (fp == 0 && (child = recorded_child(pid)) > 0) { /* (`cumemhist record` maps the recorder too) */
+                cli_error("pid %lld is not the recorded program; its child pid %lld is (cumemhist record's own pid is its launcher's): "
+                          "give pid %lld", pid, child, child);
+                return CLI_EFILE;
+            }
             if (fp == 0) {
                 cli_error("pid %lld runs the cumemhist recorder but keeps no flight record to read (it could not make one: its "
                           "log says why); kill -USR1 %lld makes it write its snapshot now", pid, pid);
@@ -139,7 +144,7 @@ int cli_live_resolve(const char *arg, char *flight, size_t cap, int ended_too)
         else if (stale) cli_error("pid %lld is no longer running, and its flight record is no longer there", pid);
         else if (nosuch) cli_error("pid %lld: no such process (a flight record path works too)", pid);
         else if ((child = recorded_child(pid)) > 0)
-            cli_error("pid %lld does not run the cumemhist recorder; its child pid %lld does (cumemhist record's own pid is its launcher's): "
+            cli_error("pid %lld is not the recorded program; its child pid %lld is (cumemhist record's own pid is its launcher's): "
                       "give pid %lld", pid, child, child);
         else cli_error("pid %lld does not run the cumemhist recorder (libcumemhist.so is not loaded in it; a flight record path works too)", pid);
         return CLI_EFILE;

@@ -39,7 +39,7 @@ check "top PID with another registry shows it" 'grep -q "^ *$j1 .*live_prog stea
 # a pid that is not the recorder's: `cumemhist record` itself names its child
 rec=$(ps -o ppid= -p "$j1" | tr -d ' ')
 "$CMH" top --once "$rec" >f16_rec.txt 2>&1
-check "top of record's own pid names the child: $(cat f16_rec.txt)" 'grep -q "pid $rec does not run the cumemhist recorder; its child pid $j1 does" f16_rec.txt'
+check "top of record's own pid names the child: $(cat f16_rec.txt)" 'grep -q "pid $rec is not the recorded program; its child pid $j1 is" f16_rec.txt'
 # with no CUMEMHIST_REGISTRY at all: the fixed per-user place, whatever TMPDIR says
 env -u XDG_RUNTIME_DIR -u CUMEMHIST_REGISTRY TMPDIR=$T/jobtmp LIVE_DONE=$T/j2.done "$CMH" record -q -o j2.cmh -- "$P" steady 2 10 >/dev/null 2>&1 &
 jobs="$jobs $!"
