@@ -56,8 +56,9 @@ mkdir prom
 "$CMH" exporter --textfile prom --interval 1000 2>f1_exp.err &
 ep=$!
 wait_until 60 '[ -e prom/cumemhist.prom ]' || bad "the exporter wrote nothing"
-for i in 1 2 3 4 5; do "$CMH" record -q -o oq$i.cmh -- "$P" oomexit 1 0 >/dev/null 2>&1; done
-n_ooms() { grep -c '^cumemhist_ooms_total{.*live_prog oomexit 1 0"} 1$' prom/cumemhist.prom; }
+# (each job lives ~0.1 s: two 50 ms steps, then its OOM and exit, well inside a 1 s refresh)
+for i in 1 2 3 4 5; do "$CMH" record -q -o oq$i.cmh -- "$P" oomexit 2 50 >/dev/null 2>&1; done
+n_ooms() { grep -c '^cumemhist_ooms_total{.*live_prog oomexit 2 50"} 1$' prom/cumemhist.prom; }
 wait_until 60 '[ "$(n_ooms)" = 5 ]'
 got=$(n_ooms)
 want=0
