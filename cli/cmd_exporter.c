@@ -495,6 +495,9 @@ int cmd_exporter(int argc, char **argv)
     ps.quiet = 1;
     ps.trace_cap = g_once ? 0 : CLI_LIVE_TRACE;
     ps.keep_ended_ms = g_keep_ended;
+    /* a process that registers is opened at once, held until the next refresh reads it: one
+     * that ends before then (an OOM at start-up) is still exported, ended, for --keep-ended */
+    if (!g_once) cli_procs_watch(&ps);
     if ((rc = cli_procs_update(&ps))) return cli_procs_free(&ps), rc;
     buf b[2] = {{0}, {0}};
     if (g_once) {

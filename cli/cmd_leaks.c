@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cumemhist/leakwords.h"
 #include "report.h"
@@ -345,9 +346,11 @@ static int section(const rep_section *sec, void *arg)
         if (!p.base.entries && !s->nsegments && !nheld) {
             printf("%s: no allocations recorded\n", sec->path);
         } else {
-            printf("%s, %s: %s in %s still live at the end, from %s\n", sec->path, rep_device_name(dev),
+            /* a snapshot taken while the process ran (snapshot PID, SIGUSR1): no end to speak of */
+            int running = s->ending && !strncmp(cmh_str(s, s->ending), "was still running", 17);
+            printf("%s, %s: %s in %s still live %s, from %s\n", sec->path, rep_device_name(dev),
                    rep_size((double)p.live_bytes), rep_count(p.live_blocks, "block", "blocks"),
-                   rep_count(p.live_sites, "site", "sites"));
+                   running ? "at the snapshot, the process still running" : "at the end", rep_count(p.live_sites, "site", "sites"));
             printf("%s\n%s", cmh_leak_steps_text(&p, line, sizeof line), p.nsites ? "\n" : ""); /* (no table: one blank line) */
             if (p.nsites) {
                 printf("  %12s %7s %10s %10s  %-8s %s\n", "bytes", "blocks", "first", "last", "verdict", "site  [owner]");

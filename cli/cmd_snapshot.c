@@ -26,7 +26,8 @@ const cli_command cli_cmd_snapshot = {
     "snapshot", "[options] PID|FLIGHT",
     "Write a snapshot of a running recorded process, as it is now, from its flight record: the\n"
     "process is not signalled and the record is not touched.  PID is looked up in your registry\n"
-    "of recorded processes (`cumemhist top` lists them); FLIGHT is a flight record's path.",
+    "of recorded processes (`cumemhist top` lists them), else in the process itself (its flight\n"
+    "record is mapped in it); FLIGHT is a flight record's path.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist snapshot 4242 -o now.cmh && cumemhist leaks now.cmh"};
 
 int cmd_snapshot(int argc, char **argv)
@@ -36,6 +37,7 @@ int cmd_snapshot(int argc, char **argv)
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     char flight[4200], err[4600];
     if ((rc = cli_live_resolve(arg, flight, sizeof flight, 0))) return rc;
+    if (cli_live_found[0] && !g_quiet) fprintf(stderr, "cumemhist: note: %s\n", cli_live_found);
     cmh_live *l;
     /* the whole trace the record holds (up to the recording's max_entries, or 16M entries a device) */
     if ((rc = cmh_live_open(flight, UINT64_C(1) << 24, &l, err, sizeof err)) != CMH_OK) {

@@ -124,7 +124,21 @@ static const char *change(const row *r)
 }
 
 /* "now", or what the figures of a process that ended are */
-static const char *as_of(const cli_proc *p) { return p->ended ? "at its end" : "now"; }
+/* When the panels under the rows are from: the analysis is redone at most every
+ * --analysis-interval, so while the process runs on it can be behind the row above (47 MiB in
+ * the row, 6 MiB in "sites holding memory now"): then its age is said, and the figure it is of. */
+static const char *as_of(const row *r, const cli_dev_analysis *a)
+{
+    static char b[160];
+    if (r->p->ended) return "at its end";
+    if (!a || (a->allocated == r->d.allocated && a->reserved == r->d.reserved)) return "now";
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int64_t age = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000 - r->p->analyzed_ms;
+    snprintf(b, sizeof b, "as of %.1f s ago, at %s allocated (the row above is newer; --analysis-interval)",
+             (double)(age < 0 ? 0 : age) / 1000.0, cli_live_size((double)a->allocated));
+    return b;
+}
 
 /* The driver-used column: cuMemGetInfo's latest sample (the recorder takes one a second), so it
  * can be older than the process's own figures; one below the process's reserved bytes cannot be
@@ -263,7 +277,7 @@ static void text_frame(cli_procs *ps, row *rows, uint32_t n)
     for (uint32_t r = 0; r < n; r++) {
         const cli_dev_analysis *a = analysis(rows[r].p, rows[r].d.device);
         if (!a || !a->nsites) continue;
-        printf("\npid %lld, device %s: sites holding memory %s\n", (long long)rows[r].p->pid, dev_name(rows[r].d.device), as_of(rows[r].p));
+        printf("\npid %lld, device %s: sites holding memory %s\n", (long long)rows[r].p->pid, dev_name(rows[r].d.device), as_of(&rows[r], a));
         for (uint32_t k = 0; k < a->nsites; k++)
             printf("  %11s  %6" PRIu64 " blocks  %-8s %s\n", cli_live_size((double)a->sites[k].bytes), a->sites[k].count,
                    cmh_leak_verdict_name(a->sites[k].verdict), a->sites[k].name);
@@ -326,7 +340,7 @@ static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t si
     if (n) {
         const cli_dev_analysis *a = analysis(rows[sel].p, rows[sel].d.device);
         attron(A_BOLD);
-        put(y++, 0, "pid %lld, device %s: sites holding memory %s", (long long)rows[sel].p->pid, dev_name(rows[sel].d.device), as_of(rows[sel].p));
+        put(y++, 0, "pid %lld, device %s: sites holding memory %s", (long long)rows[sel].p->pid, dev_name(rows[sel].d.device), as_of(&rows[sel], a));
         attroff(A_BOLD);
         if (rows[sel].p->ended) put(y++, 0, "pid %lld is not running: it %s", (long long)rows[sel].p->pid, rows[sel].p->ending);
         for (uint32_t k = 0; a && k < a->nsites && y < H - 2; k++) {
@@ -342,7 +356,7 @@ static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t si
         } else if (a && a->nowners) {
             y++;
             attron(A_BOLD);
-            put(y++, 0, "owners of device %s", dev_name(rows[sel].d.device));
+            put(y++, 0, "owners of device %s %s", dev_name(rows[sel].d.device), as_of(&rows[sel], a));
             attroff(A_BOLD);
             for (uint32_t k = 0; k < a->nowners && y < H - 1; k++)
                 put(y++, 2, "%11s  %s", cli_live_size((double)a->owners[k].bytes), a->owners[k].name);
@@ -468,7 +482,11 @@ int cmd_top(int argc, char **argv)
             free(rows);
             rc = cli_finish_stdout(0);
         }
-    } else rc = full_screen(&ps);
+    } else {
+        cli_procs_watch(&ps); /* (a job that ends between two frames is still shown, ended) */
+        ps.screen = 1;
+        rc = full_screen(&ps);
+    }
     cli_procs_free(&ps);
     return rc;
 }

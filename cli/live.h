@@ -12,6 +12,7 @@
 
 #include "cumemhist/live.h"
 #include "cumemhist/owners.h"
+#include "cumemhist/recover.h"
 
 #define CLI_LIVE_FRAMES 12
 /* the trace window a watching reader keeps per device (the leak verdict's steps come from it):
@@ -33,6 +34,7 @@ typedef struct cli_dev_analysis {
     uint32_t nsites, live_sites;
     cmh_owner_row *owners;
     uint32_t nowners;
+    uint64_t allocated, reserved; /* the device's, in the state analysed (top says when the row above has moved on) */
 } cli_dev_analysis;
 
 typedef struct cli_proc {
@@ -51,6 +53,10 @@ typedef struct cli_proc {
      * OOM; ran: this command saw it running; just_ended: it ended at this look (to say once);
      * gone_record: its flight record is no longer at its path (made into its snapshot) */
     int ran, just_ended, gone_record;
+    /* who its record says it is, as last read while the record was there (how it ended is told
+     * from it once the record is gone) */
+    cmh_flight_identity id;
+    int have_id;
     int64_t ended_ms;
     /* the analysis, of the state after analyzed_bytes record bytes */
     uint64_t analyzed_bytes;
@@ -70,7 +76,17 @@ typedef struct cli_procs {
     int64_t keep_ended_ms; /* how long a process seen running and then ending keeps its final figures */
     int looked;            /* the first look was made (named targets are found then, and read to their end) */
     char note[512]; /* the latest thing worth saying (a stale entry, an unreadable record) */
+    int watching; /* cli_procs_watch's thread runs */
+    int screen;   /* full-screen top: notes go to its note line, not to stderr */
 } cli_procs;
+
+/* Watch the registry between looks (all processes, none named): a thread opens each process's
+ * flight record the moment it registers and holds it; the next look (cli_procs_update) reads it,
+ * so that one that ends before then (an OOM at start-up: its record is removed at its end) is
+ * still read to its end and shown ended.  0, or -1 (not watched: looks alone find processes). */
+int cli_procs_watch(cli_procs *ps);
+/* Take the records the watcher holds (cli_procs_update does, at each look). */
+void cli_procs_catch(cli_procs *ps);
 
 /* Find the processes (first call) or look again (later calls: new ones in the registry are
  * added), then refresh each reader.  A process that ends (its registry entry gone, or its pid no
@@ -85,6 +101,9 @@ void cli_procs_free(cli_procs *ps);
  * resolves to that record (top, exporter: its final state, marked ended); else it is an error
  * that names the record for `cumemhist recover` (snapshot) */
 int cli_live_resolve(const char *arg, char *flight, size_t cap, int ended_too);
+/* After cli_live_resolve: "" or, for a pid found in the process itself rather than the registry,
+ * where it registered and the record read (the caller says it: a note) */
+extern char cli_live_found[8400];
 /* Analyze a process's state now: top sites per device.  Kept while nothing new was read, or
  * for min_ms after the last analysis (a snapshot of the state, symbolized, and the reports over
  * it cost far more than a refresh). */

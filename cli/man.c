@@ -57,6 +57,7 @@ static const char *const g_env[][2] = {
     {"CUMEMHIST_TORCH", "0 turns PyTorch co-recording off (record --no-torch)."},
     {"CUMEMHIST_PYSTACKS", "off, held or wait (default): when a Python thread's frames are read with its stack (record --python-stacks)."},
     {"CUMEMHIST_DEBUG", "1 makes the recorder say what it does on standard error."},
+    {"CUMEMHIST_REGISTRY", "the directory of the registry of recorded processes, for the recorder and top, snapshot and exporter alike (default /tmp/cumemhist-UID: the same whatever TMPDIR or XDG_RUNTIME_DIR say)."},
 };
 
 void cli_man_page(const cli_entry *cmds, size_t n, FILE *fp)
@@ -121,9 +122,9 @@ void cli_man_page(const cli_entry *cmds, size_t n, FILE *fp)
           ".TP\n.I NAME.cmh.flight\n"
           "the flight record kept from the first allocation: what \\fBrecord\\fR or \\fBrecover\\fR turn into the "
           "snapshot of a process killed before it wrote one.\n"
-          ".TP\n.I $XDG_RUNTIME_DIR/cumemhist/PID.proc\n"
-          "a running recorded process's entry in the per-user registry \\fBtop\\fR, \\fBsnapshot\\fR and \\fBexporter\\fR read "
-          "(else under \\fI${TMPDIR:-/tmp}/cumemhist-UID\\fR).\n",
+          ".TP\n.I /tmp/cumemhist-UID/PID.proc\n"
+          "a running recorded process's entry in the per-user registry \\fBtop\\fR, \\fBsnapshot\\fR and \\fBexporter\\fR read, "
+          "whatever TMPDIR or XDG_RUNTIME_DIR say (else under \\fI/run/user/UID/cumemhist\\fR; \\fBCUMEMHIST_REGISTRY\\fR outright).\n",
           fp);
     fputs(".SH EXIT STATUS\n"
           "0 done; 1 a file could not be read or written (the message says which and why); 2 wrong usage; "

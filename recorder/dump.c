@@ -338,6 +338,14 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
     if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
     if (rc == CMH_OK) rc = cmh_vmm_export_unmapped(&s, map_stack, &c);
     if (rc == CMH_OK && c.failed) rc = CMH_ENOMEM;
+    if (rc == CMH_OK && !cut && (!strcmp(why, "SIGUSR1") || !strcmp(why, "cmh_dump_snapshot"))) {
+        /* taken on request while the process runs: said, as `cumemhist snapshot PID` says it (its
+         * blocks are held at the snapshot, not left at an end) */
+        char t[200];
+        snprintf(t, sizeof t, "was still running when this snapshot was written on %s (%llu %s so far)",
+                 why[0] == 'S' ? "SIGUSR1" : "request (cmh_dump_snapshot)", (unsigned long long)nentries, nentries == 1 ? "entry" : "entries");
+        if (cmh_strtab_intern(&s.strings, t, strlen(t), &s.ending) != CMH_OK) rc = CMH_ENOMEM;
+    }
     if (rc == CMH_OK && !cut && !x) torch_part(&s, out, why);
     if (rc == CMH_OK) {
         char err[512];

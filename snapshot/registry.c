@@ -31,13 +31,53 @@ int cmh_runtime_dir(char *out, size_t outlen)
     return 0;
 }
 
+/* A private directory of ours at path (made 0700 if make and it is not there): 0, or -1 with
+ * errno (EPERM: there, but not a real directory of ours that no one else can write). */
+static int private_dir(const char *path, int make)
+{
+    if (make && mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (lstat(path, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 022)) {
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
+int cmh_registry_dir(int which, char *out, size_t outlen)
+{
+    const char *own = getenv("CUMEMHIST_REGISTRY");
+    if (own && *own == '/') { /* said outright, the same for the recorder and the readers */
+        if (which) return errno = ENOENT, -1;
+        snprintf(out, outlen, "%s", own);
+        if (private_dir(out, 1) != 0) return -1;
+        struct stat st;
+        return lstat(out, &st) == 0 && (st.st_mode & 077) ? (errno = EPERM, -1) : 0;
+    }
+    /* Fixed places, whatever TMPDIR or XDG_RUNTIME_DIR say: a scheduler's job (its own TMPDIR, no
+     * XDG_RUNTIME_DIR) and the shell or service that watches it find the same registry.  The
+     * second, the login session's runtime directory (made by the system, gone when the user's last
+     * session ends), only where the first cannot be had (another user made it first). */
+    if (which == 0) snprintf(out, outlen, "/tmp/cumemhist-%ld", (long)getuid());
+    else if (which == 1) {
+        char run[64];
+        snprintf(run, sizeof run, "/run/user/%ld", (long)getuid());
+        if (private_dir(run, 0) != 0) return -1;
+        snprintf(out, outlen, "%s/cumemhist", run);
+    } else return errno = ENOENT, -1;
+    if (private_dir(out, 1) != 0) return -1;
+    struct stat st;
+    return lstat(out, &st) == 0 && (st.st_mode & 077) ? (errno = EPERM, -1) : 0;
+}
+
 static char g_entry[4300]; /* this process's entry, "" when none */
 static long g_entry_pid;
 
 int cmh_registry_add(const char *flight)
 {
     char dir[4096], tmp[4400], abs[4200];
-    if (cmh_runtime_dir(dir, sizeof dir) != 0) return -1;
+    if (cmh_registry_dir(0, dir, sizeof dir) != 0 && cmh_registry_dir(1, dir, sizeof dir) != 0) return -1;
     if (flight[0] != '/') { /* readers run elsewhere: the path must stand on its own */
         if (!getcwd(abs, sizeof abs - 1)) return -1;
         size_t l = strlen(abs);
@@ -149,48 +189,70 @@ static int list_of(cmh_registry_entry **out, size_t *n, int remove_stale, int go
 {
     *out = NULL;
     *n = 0;
-    char dir[4096];
-    if (cmh_runtime_dir(dir, sizeof dir) != 0) return -1;
-    DIR *d = opendir(dir);
-    if (!d) return -1;
     size_t cap = 0;
     cmh_registry_entry *v = NULL;
     const char *ext = gone ? ".gone" : ".proc";
-    for (struct dirent *de; (de = readdir(d));) {
-        size_t l = strlen(de->d_name);
-        if (l < 6 || strcmp(de->d_name + l - 5, ext) || de->d_name[0] == '.') continue;
-        if (*n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            cmh_registry_entry *nv = realloc(v, nc * sizeof *nv);
-            if (!nv) {
-                free(v);
-                closedir(d);
-                errno = ENOMEM;
-                return -1;
-            }
-            v = nv, cap = nc;
-        }
-        cmh_registry_entry *e = &v[*n];
-        if (read_entry(dirfd(d), de->d_name, e) != 0) continue;
-        if (gone) {
-            e->stale = 1;
-            if (!(e->recoverable = flight_here(e->flight))) {
-                unlinkat(dirfd(d), de->d_name, 0);
-                continue;
-            }
-            (*n)++;
+    int read_one = 0, why = ENOENT;
+    dev_t seen_dev = 0;
+    ino_t seen_ino = 0;
+    for (int which = 0; which < 2; which++) { /* each place a recorder may have registered in */
+        char dir[4096];
+        struct stat ds;
+        if (cmh_registry_dir(which, dir, sizeof dir) != 0) {
+            if (errno != ENOENT) why = errno;
             continue;
         }
-        e->stale = !cmh_registry_alive(e->pid, e->start_ticks, e->boot_id) || cmh_registry_execed(e);
-        e->recoverable = e->stale && flight_here(e->flight);
-        if (e->stale && remove_stale) {
-            char to[300];
-            snprintf(to, sizeof to, "%.*s.gone", (int)(l - 5), de->d_name);
-            if (!e->recoverable || renameat(dirfd(d), de->d_name, dirfd(d), to) != 0) unlinkat(dirfd(d), de->d_name, 0);
+        DIR *d = opendir(dir);
+        if (!d) {
+            why = errno;
+            continue;
         }
-        (*n)++;
+        if (fstat(dirfd(d), &ds) == 0 && read_one && ds.st_dev == seen_dev && ds.st_ino == seen_ino) { /* (the same directory) */
+            closedir(d);
+            continue;
+        }
+        read_one = 1, seen_dev = ds.st_dev, seen_ino = ds.st_ino;
+        for (struct dirent *de; (de = readdir(d));) {
+            size_t l = strlen(de->d_name);
+            if (l < 6 || strcmp(de->d_name + l - 5, ext) || de->d_name[0] == '.') continue;
+            if (*n == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                cmh_registry_entry *nv = realloc(v, nc * sizeof *nv);
+                if (!nv) {
+                    free(v);
+                    closedir(d);
+                    errno = ENOMEM;
+                    return -1;
+                }
+                v = nv, cap = nc;
+            }
+            cmh_registry_entry *e = &v[*n];
+            if (read_entry(dirfd(d), de->d_name, e) != 0) continue;
+            if (gone) {
+                e->stale = 1;
+                if (!(e->recoverable = flight_here(e->flight))) {
+                    unlinkat(dirfd(d), de->d_name, 0);
+                    continue;
+                }
+                (*n)++;
+                continue;
+            }
+            e->stale = !cmh_registry_alive(e->pid, e->start_ticks, e->boot_id) || cmh_registry_execed(e);
+            e->recoverable = e->stale && flight_here(e->flight);
+            if (e->stale && remove_stale) {
+                char to[300];
+                snprintf(to, sizeof to, "%.*s.gone", (int)(l - 5), de->d_name);
+                if (!e->recoverable || renameat(dirfd(d), de->d_name, dirfd(d), to) != 0) unlinkat(dirfd(d), de->d_name, 0);
+            }
+            (*n)++;
+        }
+        closedir(d);
     }
-    closedir(d);
+    if (!read_one) {
+        free(v);
+        errno = why;
+        return -1;
+    }
     if (*n) qsort(v, *n, sizeof *v, by_pid);
     *out = v;
     return 0;
@@ -200,21 +262,74 @@ int cmh_registry_list(cmh_registry_entry **out, size_t *n, int remove_stale) { r
 
 void cmh_registry_forget(int64_t pid, const char *flight)
 {
-    char dir[4096];
     struct stat mine, theirs;
-    if (pid <= 0 || stat(flight, &mine) != 0 || cmh_runtime_dir(dir, sizeof dir) != 0) return;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return;
-    static const char *const exts[] = {"proc", "gone"};
-    for (int i = 0; i < 2; i++) {
-        char name[64];
-        cmh_registry_entry e;
-        snprintf(name, sizeof name, "%lld.%s", (long long)pid, exts[i]);
-        if (read_entry(dfd, name, &e) == 0 && e.pid == pid && stat(e.flight, &theirs) == 0 && theirs.st_dev == mine.st_dev &&
-            theirs.st_ino == mine.st_ino)
-            unlinkat(dfd, name, 0);
+    if (pid <= 0 || stat(flight, &mine) != 0) return;
+    for (int which = 0; which < 2; which++) {
+        char dir[4096];
+        if (cmh_registry_dir(which, dir, sizeof dir) != 0) continue;
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) continue;
+        static const char *const exts[] = {"proc", "gone"};
+        for (int i = 0; i < 2; i++) {
+            char name[64];
+            cmh_registry_entry e;
+            snprintf(name, sizeof name, "%lld.%s", (long long)pid, exts[i]);
+            if (read_entry(dfd, name, &e) == 0 && e.pid == pid && stat(e.flight, &theirs) == 0 && theirs.st_dev == mine.st_dev &&
+                theirs.st_ino == mine.st_ino)
+                unlinkat(dfd, name, 0);
     }
     close(dfd);
+    }
 }
 
 int cmh_registry_gone(cmh_registry_entry **out, size_t *n) { return list_of(out, n, 0, 1); }
+
+int cmh_registry_find_proc(int64_t pid, char *flight, size_t cap, char *where, size_t wcap)
+{
+    char path[96];
+    struct stat st;
+    if (where && wcap) where[0] = 0;
+    snprintf(path, sizeof path, "/proc/%lld", (long long)pid);
+    if (pid <= 0 || stat(path, &st) != 0) return errno = ESRCH, -1;
+    if (st.st_uid != getuid()) return errno = EPERM, -1; /* (even for root: another user's is not ours) */
+    snprintf(path, sizeof path, "/proc/%lld/maps", (long long)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return errno = EPERM, -1;
+    char line[4600];
+    int recorder = 0, found = 0;
+    while (fgets(line, sizeof line, f)) {
+        /* address perms offset dev inode path */
+        unsigned long long ino = 0;
+        int at = 0;
+        if (sscanf(line, "%*s %*s %*s %*s %llu %n", &ino, &at) < 1 || !at) continue;
+        char *file = line + at;
+        size_t l = strlen(file);
+        while (l && (file[l - 1] == '\n' || file[l - 1] == ' ')) file[--l] = 0;
+        if (*file != '/') continue;
+        const char *base = strrchr(file, '/') + 1;
+        if (!strncmp(base, "libcumemhist.so", 15)) recorder = 1;
+        if (found || l < 8 || strcmp(file + l - 7, ".flight")) continue; /* (" (deleted)": not there any more) */
+        struct stat fs;
+        if (stat(file, &fs) == 0 && (unsigned long long)fs.st_ino == ino && S_ISREG(fs.st_mode)) found = 1, snprintf(flight, cap, "%s", file);
+        else { /* another /tmp (a job's private one): the process's own view of the file system */
+            char in[4700];
+            snprintf(in, sizeof in, "/proc/%lld/root%s", (long long)pid, file);
+            if (stat(in, &fs) == 0 && (unsigned long long)fs.st_ino == ino && S_ISREG(fs.st_mode)) found = 1, snprintf(flight, cap, "%s", in);
+        }
+    }
+    fclose(f);
+    if (where && wcap) { /* where it registered, when it was told another place */
+        snprintf(path, sizeof path, "/proc/%lld/environ", (long long)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char env[65536];
+        ssize_t n = fd >= 0 ? read(fd, env, sizeof env - 1) : -1;
+        if (fd >= 0) close(fd);
+        for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(env + i) + 1) {
+            env[n] = 0;
+            if (!strncmp(env + i, "CUMEMHIST_REGISTRY=", 19)) snprintf(where, wcap, "%s", env + i + 19);
+        }
+    }
+    if (found) return 1;
+    if (recorder) return 0;
+    return errno = ENOEXEC, -1;
+}

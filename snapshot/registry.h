@@ -2,8 +2,13 @@
  * registry.h - the per-user registry of recorded processes: how `top`, `snapshot` and the
  * exporter find what runs without being told a pid (snapshot/registry.c).
  *
- * The registry is the per-user runtime directory ($XDG_RUNTIME_DIR/cumemhist, else
- * ${TMPDIR:-/tmp}/cumemhist-UID; 0700 and owned by the user, or not used at all).  A recorded
+ * The registry is a fixed per-user directory, whatever the environment says (a scheduler's job
+ * has its own TMPDIR and no XDG_RUNTIME_DIR; the shell or service watching it has others):
+ * /tmp/cumemhist-UID, else (another user made that first) /run/user/UID/cumemhist; 0700 and
+ * owned by the user, or not used at all.  Readers read both.  CUMEMHIST_REGISTRY=DIR puts it
+ * elsewhere outright (a test's, a container's), for the recorder and readers alike.  A process
+ * whose entry is not found (another CUMEMHIST_REGISTRY, a private /tmp) is still found by its
+ * pid: its flight record is mapped in it (cmh_registry_find_proc).  A recorded
  * process, once its flight record exists, puts one file there, PID.proc, written whole
  * (temporary file, then rename) and removed at its clean end:
  *
@@ -32,6 +37,18 @@
 /* The runtime directory (made if need be); 0, or -1 with errno (EPERM: not a private directory
  * of ours). */
 int cmh_runtime_dir(char *out, size_t outlen);
+
+/* Registry directory which (0, 1: the places in order; CUMEMHIST_REGISTRY: 0 only), made if
+ * need be: 0, or -1 with errno (ENOENT: no such place here; EPERM: not a private directory of
+ * ours). */
+int cmh_registry_dir(int which, char *out, size_t outlen);
+
+/* Pid's flight record, found in the process itself (/proc/PID/maps: the recorder keeps it
+ * mapped), as a path this process can open (through /proc/PID/root where the process sees
+ * another /tmp); where: its CUMEMHIST_REGISTRY when it has one ("" if not).  1 found; 0 the pid
+ * runs the recorder but maps no flight record; -1 not a process of ours that runs the recorder
+ * (errno: ESRCH no such process, EPERM another user's, ENOEXEC no recorder loaded). */
+int cmh_registry_find_proc(int64_t pid, char *flight, size_t cap, char *where, size_t wcap);
 
 /* The recorder: register this process (its flight record at flight); remove its entry. */
 int cmh_registry_add(const char *flight);

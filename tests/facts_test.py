@@ -27,6 +27,7 @@ T = tempfile.mkdtemp(prefix="cmh-facts-")
 ENV = dict(os.environ)
 ENV["LD_LIBRARY_PATH"] = os.path.join(B, "fakecuda") + (":" + ENV["LD_LIBRARY_PATH"] if ENV.get("LD_LIBRARY_PATH") else "")
 ENV["XDG_RUNTIME_DIR"] = T
+ENV["CUMEMHIST_REGISTRY"] = T + "/cumemhist"
 ENV.pop("LD_PRELOAD", None)
 # a sanitizer build: its runtime first in every program we start (the recorder preloads after it);
 # ctest hands it over as CMH_SH_PRELOAD, python itself runs without it

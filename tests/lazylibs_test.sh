@@ -11,6 +11,7 @@ trap 'rm -rf "$T"' EXIT
 # a registry of its own: `top --once` must not watch whatever else this user is recording (the
 # frames of a live process are resolved, which loads libdw, as it should)
 export XDG_RUNTIME_DIR=$T/xdg
+export CUMEMHIST_REGISTRY=$T/xdg/cumemhist
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 C=$B/cumemhist
 F=$S/tests/fixtures/h200/leaky.cmh      # native frames: reports resolve them (libdw)

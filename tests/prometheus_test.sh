@@ -11,6 +11,7 @@
 TEST=prometheus . "$(dirname "$0")/testlib.sh"
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || { echo "skip: no prometheus/promtool"; exit 77; }
 export XDG_RUNTIME_DIR=$T/run
+export CUMEMHIST_REGISTRY=$T/run/cumemhist
 mkdir -m 700 run
 P=$B/tests/live_prog
 port() { py -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }

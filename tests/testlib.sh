@@ -14,6 +14,8 @@ export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # the recorded processes' registry (top, snapshot, exporter) is the test's own, not the user's
 export XDG_RUNTIME_DIR=$T/xdg
 mkdir -m 700 "$XDG_RUNTIME_DIR"
+# (the registry stands apart from XDG_RUNTIME_DIR: said outright, for the recorder and the readers alike)
+export CUMEMHIST_REGISTRY=$XDG_RUNTIME_DIR/cumemhist
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }

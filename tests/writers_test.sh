@@ -7,6 +7,7 @@
 # device node and a symlink's target are never changed; no temporary file is left behind.
 TEST=writers . "$(dirname "$0")/testlib.sh"
 export XDG_RUNTIME_DIR="$T" # a recorder's flight record for a device output goes here, not to /tmp
+export CUMEMHIST_REGISTRY="$T/cumemhist"
 
 H=$F/h200
 "$CMH" record -q -o l.cmh -- "$B/samples/leaky" >/dev/null 2>&1 || bad "record of samples/leaky failed"

@@ -382,7 +382,10 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     }
     /* leaks */
     const cmh_leak_report lk = P.lk;
-    fprintf(fp, "<h3>Still live at the end: %s in %" PRIu64 " block%s from %u site%s", SZ(lk.live_bytes), lk.live_blocks,
+    /* a snapshot taken while the process ran (snapshot PID, SIGUSR1): no end to speak of */
+    int running = s->ending && !strncmp(cmh_str(s, s->ending), "was still running", 17);
+    fprintf(fp, "<h3>Still live %s: %s in %" PRIu64 " block%s from %u site%s", running ? "at the snapshot, the process still running" : "at the end",
+            SZ(lk.live_bytes), lk.live_blocks,
             lk.live_blocks == 1 ? "" : "s", lk.live_sites, lk.live_sites == 1 ? "" : "s");
     char words[512];
     cmh_leak_outcome_text(&lk, words, sizeof words);
