@@ -713,7 +713,9 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* A record whose pools' latest figures are older than its last cuMemGetInfo sample (one written
- * before the recorder read every pool at a dump, a recovered flight record): a pool gives back
+ * before the recorder read every pool at a dump, a recovered flight record; a pool unchanged at
+ * the dump, which records no sample there, reads the same: the driver's sample then agrees with
+ * the cache, and nothing is taken): a pool gives back
  * what it keeps above its release threshold at a synchronize, which no hook sees, so its cache
  * may be gone.  Where the device's used memory at that sample is below what the trace holds
  * (with the memory outside it at the first sample, as owners' baseline), that much of the cache

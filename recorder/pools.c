@@ -119,10 +119,10 @@ void cmh_pools_resample(void) { resample(-1, 0, 0); }
 
 void cmh_pools_refresh(int device) { resample(device, 1, 0); }
 
-/* At a dump: every known pool read and recorded, changed or not, flagged CMH_EF_AT_DUMP: the
- * record then says its pools' figures are the dump's (a pool trims at a synchronize, which no
- * hook sees), and the analyzer takes them as they are. */
-void cmh_pools_at_dump(void) { resample(-1, 0, CMH_EF_AT_DUMP); }
+/* At a dump: every known pool read again, and recorded where what it keeps changed since its last
+ * sample (a pool trims at a synchronize, which no hook sees), flagged CMH_EF_AT_DUMP; an
+ * unchanged pool adds no entry (a dump adds no entry to a ring that has not changed). */
+void cmh_pools_at_dump(void) { resample(-1, 1, CMH_EF_AT_DUMP); }
 
 /* fork(): the child's pools are not the parent's */
 void cmh_pools_reset_after_fork(void)
