@@ -513,11 +513,16 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         if (c.s) {
             if (!memo_end) cmh_replay_blocks(r, on_block, &c);
             else if (cmh_end_blocks(base, device, on_block, &c) != CMH_OK) goto out;
-            /* what allocators above the driver reserved and hold free (the block API) */
+            /* what stream-ordered pools keep (frag's "a pool's cache"), and what allocators above
+             * the driver reserved and hold free (the block API) */
             const cmh_mem_stats *st = now;
             uint64_t reserved = (uint64_t)st->reserved_bytes[CMH_POOL_ALL].current;
-            if (reserved > w[k].rows.blocks)
-                add_row(&w[k].rows, CMH_OWN_PROGRAM, "allocators above the driver: reserved, free", reserved - w[k].rows.blocks, 0);
+            uint64_t above = reserved > w[k].rows.blocks ? reserved - w[k].rows.blocks : 0;
+            uint64_t cache = memo_end ? cmh_end_pool_cache(base, device, NULL) : cmh_replay_pools_cache(r);
+            if (cache > above) cache = above;
+            if (cache) add_row(&w[k].rows, CMH_OWN_POOL_CACHE, CMH_OWN_POOL_CACHE_NAME, cache, 0);
+            if (above > cache)
+                add_row(&w[k].rows, CMH_OWN_PROGRAM, "allocators above the driver: reserved, free", above - cache, 0);
             if (ts.r) {
                 torch_to(&ts, w[k].index == INT64_MAX ? INT64_MAX : w[k].time_ns - clock);
                 if (cmh_replay_status(ts.r) != CMH_OK) goto out;

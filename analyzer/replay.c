@@ -227,18 +227,6 @@ static void pool_add(cmh_stat *arr, int pool, int64_t d)
     stat_add(&arr[pool], d);
 }
 
-/* da to pool a's figure and db to pool b's, counted once in the total as their sum (bytes that
- * move between a segment and a pool's cache are no allocation nor free of reserved memory) */
-static void pool_shift(cmh_stat *arr, int a, int64_t da, int b, int64_t db)
-{
-    stat_add(&arr[0], (int64_t)((uint64_t)da + (uint64_t)db));
-    if (a == b) stat_add(&arr[a], (int64_t)((uint64_t)da + (uint64_t)db));
-    else {
-        stat_add(&arr[a], da);
-        stat_add(&arr[b], db);
-    }
-}
-
 /* What the stream-ordered pools keep, as the replay knows it now (their samples, and the
  * pooled calls since) */
 static int64_t pools_cache(const cmh_replay *r)
@@ -246,6 +234,37 @@ static int64_t pools_cache(const cmh_replay *r)
     int64_t c = r->pool_pend;
     for (uint32_t i = 0; i < r->npools; i++) c += r->pools[i].slack;
     return c;
+}
+
+/* The pools' cache is counted in the class of the segments it came from (cache_small: what of
+ * it small segments left), so that the large and small rows add up to the total (PyTorch's
+ * memory_summary: the all row is their sum): a move between a segment and the cache stays
+ * inside its class, and what changes across classes is counted in each class, and so in the
+ * total, as the separate changes it is. */
+static void class_add(cmh_stat *arr, int64_t ds, int64_t dl)
+{
+    if (ds) {
+        stat_add(&arr[CMH_POOL_ALL], ds);
+        stat_add(&arr[CMH_POOL_SMALL], ds);
+    }
+    if (dl) {
+        stat_add(&arr[CMH_POOL_ALL], dl);
+        stat_add(&arr[CMH_POOL_LARGE], dl);
+    }
+}
+
+/* The cache changed by d no call explains (a sample's trim or growth): what it gives back comes
+ * from the large class first, then the small; what it grows is large. */
+static void cache_change(cmh_replay *r, int64_t d)
+{
+    if (d >= 0) {
+        class_add(r->st.reserved_bytes, 0, d);
+        return;
+    }
+    int64_t large = pools_cache(r) - r->cache_small, l = large <= 0 ? 0 : -d < large ? -d : large, sm = -d - l;
+    if (sm > r->cache_small) sm = r->cache_small > 0 ? r->cache_small : 0, l = -d - sm;
+    class_add(r->st.reserved_bytes, -sm, -l);
+    r->cache_small -= sm;
 }
 
 static void split_contrib(const rseg *g, int64_t *bytes, int64_t *count)
@@ -400,9 +419,17 @@ static void fwd_segment_alloc_at(cmh_replay *r, uint64_t addr, uint64_t size, in
     if (!g) return;
     int64_t cache = r->pooled_op ? pools_cache(r) : 0, take = cache <= 0 ? 0 : cache < (int64_t)size ? cache : (int64_t)size;
     if (take) { /* a pool's allocation from what it keeps: reserved grows by the rest only */
-        pool_shift(r->st.reserved_bytes, g->pool, (int64_t)size, CMH_POOL_LARGE, -take);
+        int small = g->pool == CMH_POOL_SMALL;
+        int64_t cs = r->cache_small < 0 ? 0 : r->cache_small > cache ? cache : r->cache_small;
+        int64_t same = small ? cs : cache - cs, ts;
+        if (same > take) same = take;
+        ts = small ? same : take - same; /* taken from the small class's cache */
+        if (small) class_add(r->st.reserved_bytes, (int64_t)size - same, -(take - same));
+        else class_add(r->st.reserved_bytes, -(take - same), (int64_t)size - same);
+        r->cache_small = cs - ts;
         r->pool_pend -= take;
         r->pool_took += take;
+        r->took_small += ts;
     } else pool_add(r->st.reserved_bytes, g->pool, (int64_t)size);
     if (!expandable) { /* PyTorch does not count expandable segments */
         pool_add(r->st.segment, g->pool, 1);
@@ -446,8 +473,8 @@ void cmh_rp_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int who
         hit = 1;
         uint64_t a = ga > lo ? ga : lo, b = gb < hi ? gb : hi;
         if (r->pooled_op) { /* a pool's free: the pool keeps it until its sample says otherwise */
-            pool_shift(r->st.reserved_bytes, g->pool, neg(b - a), CMH_POOL_LARGE, (int64_t)(b - a));
-            r->pool_pend += (int64_t)(b - a);
+            r->pool_pend += (int64_t)(b - a); /* (in its class: reserved the same) */
+            if (g->pool == CMH_POOL_SMALL) r->cache_small += (int64_t)(b - a);
         } else pool_add(r->st.reserved_bytes, g->pool, neg(b - a));
         for (uint32_t k = 0; k < g->nr; k++) /* live blocks in memory given back: the trace lost their frees */
             if (g->r[k].a < b && g->r[k].b > a) {
@@ -503,8 +530,18 @@ void cmh_rp_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int who
 
 static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e);
 
+/* what the trace held when the device's first cuMemGetInfo sample was taken (pools_stale_end) */
+static void base_passed(cmh_replay *r)
+{
+    int64_t act = r->st.active_bytes[CMH_POOL_ALL].current, res = r->st.reserved_bytes[CMH_POOL_ALL].current;
+    r->base_held = (uint64_t)(act > res ? act : res);
+    r->base_known = 1;
+    r->base_ns = 0;
+}
+
 static void apply_forward(cmh_replay *r, const cmh_entry *e)
 {
+    if (__builtin_expect(r->base_ns != 0, 0) && cmh_entry_time(r->s, e) > r->base_ns) base_passed(r);
     /* a stream-ordered pool's segment call, where the record samples the pools (docs/DEFINITIONS.md) */
     r->pooled_op = r->npools && e->kind == CMH_KIND_ASYNC && e->action != CMH_ACT_POOL_SAMPLE;
     switch (e->action) {
@@ -560,11 +597,16 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
          * synchronize before them (where pools trim; no call of ours), and what they took 'from its
          * cache' was new memory: given back d - took, then took allocated (Tot Freed and Alloc
          * count the trim and the growth; reserved is the same after) */
-        pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, d - r->pool_took);
-        pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, r->pool_took);
-    } else if (d) pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, d);
-    r->pool_pend = r->pool_took = 0;
+        int64_t g = r->pool_took - d, ts = r->took_small, tl = r->pool_took - ts;
+        int64_t fs = r->cache_small + ts < 0 ? 0 : g < r->cache_small + ts ? g : r->cache_small + ts;
+        class_add(r->st.reserved_bytes, -fs, -(g - fs));
+        class_add(r->st.reserved_bytes, ts, tl);
+        r->cache_small -= fs - ts;
+    } else if (d) cache_change(r, d);
+    r->pool_pend = r->pool_took = r->took_small = 0;
     r->pools[i].slack = slack;
+    r->pool_sample_ns = cmh_entry_time(r->s, e);
+    r->pool_at_dump = (e->flags & CMH_EF_AT_DUMP) != 0;
 }
 
 void cmh_rp_free_tables(cmh_replay *r)
@@ -607,6 +649,12 @@ cmh_replay *cmh_replay_new(const cmh_snapshot *s, int device)
     if (t && t->nentries) {
         r->e = s->entries + t->first_entry;
         r->n = t->nentries;
+    }
+    /* the device's first cuMemGetInfo sample, where the trace starts at the program's start */
+    for (uint32_t k = 0; t && !t->dropped && k < s->nmeminfo; k++) {
+        const cmh_meminfo *m = &s->meminfo[k];
+        if (m->device == device && m->free <= m->total && m->time_ns > 0 && (!r->base_ns || m->time_ns < r->base_ns))
+            r->base_ns = m->time_ns, r->base_used = m->total - m->free;
     }
     pre_state pre;
     memset(&pre, 0, sizeof pre);
@@ -664,13 +712,75 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A record whose pools' latest figures are older than its last cuMemGetInfo sample (one written
+ * before the recorder read every pool at a dump, a recovered flight record; a pool unchanged at
+ * the dump, which records no sample there, reads the same: the driver's sample then agrees with
+ * the cache, and nothing is taken): a pool gives back
+ * what it keeps above its release threshold at a synchronize, which no hook sees, so its cache
+ * may be gone.  Where the device's used memory at that sample is below what the trace holds
+ * (with the memory outside it at the first sample, as owners' baseline), that much of the cache
+ * is taken as given back: the end says what the driver said, not a cache it no longer had
+ * (cmh_replay_pools_stale tells the reports to say so). */
+static void pools_stale_end(cmh_replay *r)
+{
+    const cmh_snapshot *s = r->s;
+    int64_t cache = pools_cache(r);
+    if (cache <= 0 || r->pool_at_dump || !r->n || r->pytorch) return;
+    int64_t last = cmh_entry_time(s, &r->e[r->n - 1]);
+    const cmh_meminfo *end = NULL;
+    for (uint32_t k = 0; k < s->nmeminfo; k++) {
+        const cmh_meminfo *m = &s->meminfo[k];
+        if (m->device == r->device && m->free <= m->total && (!end || m->time_ns >= end->time_ns)) end = m;
+    }
+    /* the sample must come after every entry, its pools' latest samples above all */
+    if (!end || end->time_ns < last || end->time_ns <= r->pool_sample_ns) return;
+    int64_t act = r->st.active_bytes[CMH_POOL_ALL].current, res = r->st.reserved_bytes[CMH_POOL_ALL].current;
+    uint64_t held = (uint64_t)(act > res ? act : res), used = end->total - end->free;
+    uint64_t outside = r->base_known && r->base_used > r->base_held ? r->base_used - r->base_held : 0;
+    if (held + outside <= used) return;
+    int64_t trim = (int64_t)(held + outside - used);
+    if (trim > cache) trim = cache;
+    cache_change(r, -trim);
+    r->stale_trim = r->gap.pools_given_back = (uint64_t)trim;
+    r->stale_sample_ns = r->gap.pools_sample_ns = end->time_ns;
+    for (uint32_t i = 0; i < r->npools && trim > 0; i++) { /* (largest first would be no truer) */
+        int64_t t = r->pools[i].slack < trim ? r->pools[i].slack : trim;
+        if (t <= 0) continue;
+        r->pools[i].slack -= t;
+        trim -= t;
+    }
+}
+
+uint64_t cmh_replay_pools_cache(const cmh_replay *r)
+{
+    int64_t c = pools_cache(r);
+    return c > 0 ? (uint64_t)c : 0;
+}
+
+int cmh_replay_pools_stale(const cmh_replay *r, uint64_t *bytes, int64_t *sample_ns)
+{
+    *bytes = r->stale_trim;
+    *sample_ns = r->stale_sample_ns;
+    return r->stale_trim != 0;
+}
+
 static void reconcile(cmh_replay *r)
 {
     const cmh_snapshot *s = r->s;
     /* pooled calls no sample followed (a cuMemFree of a pool's memory, a sample lost): the end is
      * the final segments and the pools' latest samples, as frag and owners read it */
-    if (r->pool_pend) pool_add(r->st.reserved_bytes, CMH_POOL_LARGE, -r->pool_pend);
-    r->pool_pend = r->pool_took = 0;
+    if (r->pool_pend) {
+        int64_t pend = r->pool_pend;
+        r->pool_pend = 0; /* (cache_change reads the cache as the samples say it, less what goes) */
+        if (pend > 0) { /* frees into the cache no sample confirmed: the small class's first */
+            int64_t sm = r->cache_small < 0 ? 0 : r->cache_small < pend ? r->cache_small : pend;
+            class_add(r->st.reserved_bytes, -sm, -(pend - sm));
+            r->cache_small -= sm;
+        } else cache_change(r, -pend);
+    }
+    r->pool_pend = r->pool_took = r->took_small = 0;
+    if (r->base_ns) base_passed(r); /* (a first sample after every entry) */
+    pools_stale_end(r);
     cmh_replay f; /* the final state, as tables */
     memset(&f, 0, sizeof f);
     f.s = s;

@@ -90,6 +90,15 @@ struct cmh_replay {
      * of reserved (it made Tot Alloc/Freed count every cached free twice) */
     int64_t pool_pend;
     int64_t pool_took; /* of it, what pooled allocations took from the pools' caches (>= 0) */
+    int64_t took_small; /* of that, what came from the small class's part of the caches */
+    int64_t cache_small; /* of what the pools keep, the part small segments left (summary's rows) */
+    /* pools_stale_end: the latest pool sample (its time, CMH_EF_AT_DUMP on it), the first
+     * cuMemGetInfo sample's time (0: passed or none) and what the trace held then, and what the
+     * end took as given back by the pools after their latest sample, and the sample saying so */
+    int64_t pool_sample_ns, base_ns;
+    int pool_at_dump, base_known;
+    uint64_t base_held, base_used, stale_trim;
+    int64_t stale_sample_ns;
     int pooled_op; /* the segment call being applied is a stream-ordered pool's (with samples) */
     cmh_replay_observer obs; /* told of every active block that appears or goes */
     void *obs_arg;

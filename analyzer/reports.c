@@ -955,6 +955,35 @@ done:
     return rc;
 }
 
+/* What the stream-ordered pools keep at the end: each pool's latest sample's reserved beyond
+ * used, less what the end takes as given back after them (cmh_trace_gap.pools_given_back, said
+ * into gap when given: the replay's end, frag's and owners' the same). */
+uint64_t cmh_end_pool_cache(const cmh_snapshot *s, int device, cmh_trace_gap *gap)
+{
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    enum { NPOOLS = 64 };
+    uint64_t handle[NPOOLS], slack[NPOOLS], cache = 0;
+    uint32_t np = 0;
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->action != CMH_ACT_POOL_SAMPLE) continue;
+        uint32_t k = 0;
+        while (k < np && handle[k] != cmh_entry_addr(s, e)) k++;
+        if (k == np && np < NPOOLS) handle[np++] = cmh_entry_addr(s, e);
+        if (k < np) slack[k] = cmh_entry_size(s, e) > cmh_entry_requested(s, e) ? cmh_entry_size(s, e) - cmh_entry_requested(s, e) : 0;
+    }
+    for (uint32_t k = 0; k < np; k++) cache += slack[k];
+    if (cache) { /* a cache the driver's last sample says was given back (the replay's end) */
+        cmh_trace_gap g;
+        if (cmh_trace_gap_compute(s, device, &g) == CMH_OK && g.pools_given_back) {
+            uint64_t back = g.pools_given_back < cache ? g.pools_given_back : cache;
+            if (gap) gap->pools_given_back = back, gap->pools_sample_ns = g.pools_sample_ns;
+            cache -= back;
+        }
+    }
+    return cache;
+}
+
 /* ---- fragmentation ---- */
 
 int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
@@ -1018,18 +1047,7 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
     /* a stream-ordered pool keeps what it reserved beyond what it hands out (its latest sample):
      * reserved and free, as every report counts it, and given back by a trim */
     const cmh_trace *t = cmh_snapshot_trace(s, device);
-    enum { NPOOLS = 64 };
-    uint64_t handle[NPOOLS], slack[NPOOLS];
-    uint32_t np = 0;
-    for (uint32_t i = 0; t && i < t->nentries; i++) {
-        const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (e->action != CMH_ACT_POOL_SAMPLE) continue;
-        uint32_t k = 0;
-        while (k < np && handle[k] != cmh_entry_addr(s, e)) k++;
-        if (k == np && np < NPOOLS) handle[np++] = cmh_entry_addr(s, e);
-        if (k < np) slack[k] = cmh_entry_size(s, e) > cmh_entry_requested(s, e) ? cmh_entry_size(s, e) - cmh_entry_requested(s, e) : 0;
-    }
-    for (uint32_t k = 0; k < np; k++) p->pool_cache += slack[k];
+    p->pool_cache = cmh_end_pool_cache(s, device, &p->base.gap);
     p->reserved += p->pool_cache;
     p->free += p->pool_cache;
     p->releasable += p->pool_cache;

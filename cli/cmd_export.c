@@ -127,10 +127,14 @@ static void say_pool_cache(const cmh_snapshot *s)
             sum = sum - slack[k] + now, slack[k] = now;
             if (sum > most) most = sum;
         }
+        /* at the end: what the reports say there (less what the end takes as given back after
+         * the pools' latest samples: cmh_end_pool_cache) */
+        if (most) sum = cmh_end_pool_cache(s, tr->device, NULL);
         if (most)
             fprintf(stderr,
-                    "cumemhist: export: device %d: memory_viz draws segments, not a stream-ordered pool's cache: its reserved "
-                    "reads less than the reports' by that cache (up to %s; %s at the end)\n",
+                    "cumemhist: export: device %d: memory_viz draws segments, not a stream-ordered pool's cache (freed to a "
+                    "stream-ordered pool, kept: cuMemPoolTrimTo gives it back): its reserved reads less than the reports' by "
+                    "that cache (up to %s; %s at the end)\n",
                     tr->device, rep_size((double)most), rep_size((double)sum));
     }
 }

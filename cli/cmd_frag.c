@@ -149,6 +149,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_end(w);
     } else if (!p.nsegs && !p.reserved) {
         printf("%s%s, %s: no segments at the end of the record\n", sec->index ? "\n" : "", sec->path, rep_device_name(dev));
+        rep_gap_notes(&p.base, 0); /* (a pool's cache taken as given back: said) */
         rep_vmm_unmapped_note(sec->s, dev);
     } else {
         int top = g_top ? g_top : 10;
@@ -180,6 +181,7 @@ static int section(const rep_section *sec, void *arg)
         printf("  largest free gap         %12s%s%s\n", rep_size((double)p.largest_gap), p.private_segs ? "   (outside private pools)" : "",
                p.pool_cache ? "   (outside the pools' cache: its pieces are not recorded, so the gaps inside it are not known)" : "");
         printf("  fragmentation            %11.1f%%   (trapped / reserved)\n", 100 * p.fragmentation);
+        rep_gap_notes(&p.base, 0); /* (a pool's cache taken as given back: said) */
         if (p.nsegs) {
             /* every segment counted by use, listed or not (a fully used one, 0 B free, fell under
              * '... N more' unsaid), and the list's order said */

@@ -31,7 +31,7 @@ const cli_command cli_cmd_owners = {
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist owners merged.cmh"};
 
 static const char *const g_kinds[] = {"torch_allocated", "torch_cached", "torch_reserved", "library", "program", "unknown", "unexplained",
-                                      "pending_free", "vmm_unmapped"}; /* the cmh_owner_kind order */
+                                      "pending_free", "vmm_unmapped", "pool_cache"}; /* the cmh_owner_kind order */
 
 static void json_moment(cmh_jw *w, const cmh_owners_report *p, const cmh_owners_moment *m, int64_t t0)
 {

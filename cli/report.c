@@ -729,6 +729,7 @@ void rep_gap_notes_to(FILE *fp, const char *lead, const cmh_report_base *b, int 
     if (cmh_gap_stops_text(&b->gap, b->pytorch, "\n      ", buf, sizeof buf)) fprintf(fp, "%snote: %s\n", lead, buf);
     if (starts && cmh_gap_starts_text(&b->gap, b->pytorch, b->dropped, "\n      ", buf, sizeof buf))
         fprintf(fp, "%snote: %s\n", lead, buf);
+    if (cmh_gap_pools_text(&b->gap, "\n      ", buf, sizeof buf)) fprintf(fp, "%snote: %s\n", lead, buf);
 }
 
 void rep_gap_notes(const cmh_report_base *b, int starts) { rep_gap_notes_to(stdout, "", b, starts); }
@@ -769,10 +770,12 @@ void rep_json_gap(cmh_jw *w, const cmh_report_base *b)
     cmh_jw_kbool(w, "starts_late", g->untraced_blocks != 0);
     cmh_jw_kuint(w, "untraced_blocks", g->untraced_blocks);
     cmh_jw_kuint(w, "untraced_bytes", g->untraced_bytes);
+    cmh_jw_kuint(w, "pools_given_back", g->pools_given_back);
     cmh_jw_key(w, "says");
     cmh_jw_arr(w);
     if (cmh_gap_stops_text(g, b->pytorch, " ", buf, sizeof buf)) cmh_jw_str(w, buf);
     if (cmh_gap_starts_text(g, b->pytorch, b->dropped, " ", buf, sizeof buf)) cmh_jw_str(w, buf);
+    if (cmh_gap_pools_text(g, " ", buf, sizeof buf)) cmh_jw_str(w, buf);
     cmh_jw_end(w);
     cmh_jw_end(w);
 }

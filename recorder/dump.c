@@ -293,7 +293,13 @@ int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots) { return du
 
 static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
 {
-    if (!cut) cmh_meminfo_sample_all(); /* what the driver says now, beside what we recorded */
+    if (!cut) {
+        /* what the pools keep now (a pool gives back at a synchronize, which no hook of ours
+         * sees: without this the end would show a cache given back long ago), then what the
+         * driver says now, beside what we recorded */
+        cmh_pools_at_dump();
+        cmh_meminfo_sample_all();
+    }
     cmh_lock(&g_dump_lock);
     int rc = dump_once(path, why, cut, nslots, want_stream(why));
     if (rc == 1) rc = dump_once(path, why, cut, nslots, 0); /* a ring lost entries: the model leaves them out */

@@ -233,6 +233,7 @@ void cmh_meminfo_sample_all(void)
 void cmh_meminfo_sample_live(void)
 {
     ensure_driver();
+    cmh_pools_refresh(-1); /* what the pools keep now: a synchronize may have trimmed them (pools.c) */
     if (!real_cuCtxPushCurrent || !real_cuCtxPopCurrent || !real_cuMemGetInfo_v2) return;
     for (int d = 0; d < CMH_MAX_DEVICES; d++) {
         CUcontext c = __atomic_load_n(&g_dev_ctx[d], __ATOMIC_ACQUIRE), popped;

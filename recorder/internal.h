@@ -216,7 +216,7 @@ CMH_HIDDEN void cmh_hist_free_undo(const cmh_live *was);
 /* A segment made managed by its allocator: its implied block leaves the counters. */
 CMH_HIDDEN int cmh_hist_segment_managed(uint64_t addr, cmh_live *seg);
 CMH_HIDDEN void cmh_hist_oom(int device, int kind, uint64_t size, uint64_t stream, uint64_t device_free);
-CMH_HIDDEN void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta);
+CMH_HIDDEN void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta, int flags);
 CMH_HIDDEN void cmh_hist_clear(void);
 CMH_HIDDEN void cmh_hist_set_capacity(uint64_t max_entries);
 CMH_HIDDEN int cmh_hist_stats(cmh_device_stats *out, int cap);
@@ -335,6 +335,7 @@ CMH_HIDDEN void cmh_pools_resample(void);        /* every known pool again (a cl
 /* The device's known pools again, recorded where what they keep changed (an out-of-memory error:
  * a synchronize may have released it, unseen). */
 CMH_HIDDEN void cmh_pools_refresh(int device);
+CMH_HIDDEN void cmh_pools_at_dump(void);
 CMH_HIDDEN void cmh_pools_atfork_prepare(void);
 CMH_HIDDEN void cmh_pools_atfork_parent(void);
 CMH_HIDDEN void cmh_pools_reset_after_fork(void);

@@ -10,8 +10,11 @@
  * A pool's used bytes change when the stream reaches a free, so a sample taken at the call may
  * lag by the stream's queue; and a pool gives back what it keeps above its release threshold at
  * a stream, event or context synchronize, which is no call of ours: an out-of-memory error reads
- * the device's pools again (cmh_pools_refresh) so that its moment has what they keep then.
- * Between operations and OOMs a sample may show a pool keeping memory it has since given back.
+ * the device's pools again (cmh_pools_refresh) so that its moment has what they keep then, the
+ * helper does with its live cuMemGetInfo samples (once a second, recorded only where a pool's
+ * figure changed), and every dump does before its cuMemGetInfo samples (cmh_pools_at_dump: every
+ * pool recorded, flagged CMH_EF_AT_DUMP), so the end of a record is what the driver said then.
+ * Between those a sample may show a pool keeping memory it has since given back.
  *
  * At most CMH_MAX_POOLS pools are followed (the replay trusts no more, analyzer/replay.c); an
  * operation on a pool past them is counted as lost.
@@ -33,8 +36,9 @@ static cmh_mutex g_lock = CMH_MUTEX_INITIALIZER;
 static cmh_oatab g_pools = {NULL, 0, 0, sizeof(prec)};
 static int g_any; /* read without the lock: has any pool been seen */
 
-/* changed_only: record nothing when what the pool keeps is as last recorded (a refresh) */
-static void pool_record(uint64_t h, int device, uint64_t reserved, uint64_t used, int gone, int changed_only)
+/* changed_only: record nothing when what the pool keeps is as last recorded (a refresh);
+ * flags: the entry's (CMH_EF_AT_DUMP) */
+static void pool_record(uint64_t h, int device, uint64_t reserved, uint64_t used, int gone, int changed_only, int flags)
 {
     int64_t slack = reserved > used ? (int64_t)(reserved - used) : 0;
     cmh_lock(&g_lock);
@@ -56,7 +60,7 @@ static void pool_record(uint64_t h, int device, uint64_t reserved, uint64_t used
         return;
     }
     /* recorded under the pools lock, so two samples of one pool reach the ring in order */
-    cmh_hist_pool_sample((int)p->device, h, reserved, used, slack - p->slack);
+    cmh_hist_pool_sample((int)p->device, h, reserved, used, slack - p->slack, flags);
     p->slack = slack;
     if (gone) cmh_oa_remove(&g_pools, p);
     cmh_unlock(&g_lock);
@@ -66,12 +70,12 @@ void cmh_pools_sample(uint64_t pool, int device)
 {
     uint64_t reserved, used;
     if (!pool || cmh_driver_pool_attrs(pool, &reserved, &used) != 0) return;
-    pool_record(pool, device, reserved, used, 0, 0);
+    pool_record(pool, device, reserved, used, 0, 0, 0);
 }
 
 void cmh_pools_destroyed(uint64_t pool)
 {
-    if (cmh_pools_device(pool) >= 0) pool_record(pool, 0, 0, 0, 1, 0);
+    if (cmh_pools_device(pool) >= 0) pool_record(pool, 0, 0, 0, 1, 0, 0);
 }
 
 int cmh_pools_device(uint64_t pool)
@@ -89,7 +93,7 @@ int cmh_pools_any(void) { return __atomic_load_n(&g_any, __ATOMIC_RELAXED); }
 /* After the history is cleared: every known pool's state again, so the new trace starts from it. */
 /* Every known pool of device (-1: of every device) read again; changed_only: recorded only where
  * what it keeps changed since its last sample. */
-static void resample(int device, int changed_only)
+static void resample(int device, int changed_only, int flags)
 {
     if (!cmh_pools_any()) return;
     cmh_lock(&g_lock);
@@ -106,14 +110,19 @@ static void resample(int device, int changed_only)
         uint64_t reserved, used;
         if (device >= 0 && all[i].device != device) continue;
         if (cmh_driver_pool_attrs(all[i].handle, &reserved, &used) == 0)
-            pool_record(all[i].handle, (int)all[i].device, reserved, used, 0, changed_only);
+            pool_record(all[i].handle, (int)all[i].device, reserved, used, 0, changed_only, flags);
     }
     free(all);
 }
 
-void cmh_pools_resample(void) { resample(-1, 0); }
+void cmh_pools_resample(void) { resample(-1, 0, 0); }
 
-void cmh_pools_refresh(int device) { resample(device, 1); }
+void cmh_pools_refresh(int device) { resample(device, 1, 0); }
+
+/* At a dump: every known pool read again, and recorded where what it keeps changed since its last
+ * sample (a pool trims at a synchronize, which no hook sees), flagged CMH_EF_AT_DUMP; an
+ * unchanged pool adds no entry (a dump adds no entry to a ring that has not changed). */
+void cmh_pools_at_dump(void) { resample(-1, 1, CMH_EF_AT_DUMP); }
 
 /* fork(): the child's pools are not the parent's */
 void cmh_pools_reset_after_fork(void)

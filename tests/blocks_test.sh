@@ -169,14 +169,15 @@ if not (nbytes(res[1]) >= pres and nbytes(res[1]) > nbytes(alloc[1])):
     sys.exit(1)
 print(f"ok: summary reserved peak {res[1]} includes the pool's reserve; allocated peak {alloc[1]}")
 PYEOF
-# frag's text shows the pool's cache when it is the only reserved memory left (no segment holds
-# it; the --json had it as pool_cache): the end's reserved figure as peak gives it
+# the end is what the driver said at the dump: the device's default pool (release threshold 0)
+# gave its cache back at the last synchronize and the private pool is destroyed, so frag and peak
+# say 0 B reserved (they said a 3 MiB pool cache the pool no longer had: trial12 F-h;
+# tests/poolsync_test.sh has a pool that keeps its cache)
 PEND=$("$CMH" peak --json "$T/pool.cmh" | py -c 'import json, sys; print(json.load(sys.stdin)[0]["end"]["reserved"])')
 "$CMH" frag "$T/pool.cmh" >"$T/pool.frag" 2>&1
-PSZ=$("$CMH" frag --json "$T/pool.cmh" | py -c 'import json, sys; d = json.load(sys.stdin)[0]; print(d["reserved"] if d["pool_cache"] == d["reserved"] else -1)')
-[ "${PEND:-0}" -gt 0 ] && [ "$PSZ" = "$PEND" ] && grep -q "stream-ordered pools keep .* reserved" "$T/pool.frag" &&
-    grep -q "^      of it a pool's cache .*cuMemPoolTrimTo" "$T/pool.frag" && grep -q '^  reserved  ' "$T/pool.frag" &&
-    ok "frag shows the pool's cache ($PEND bytes reserved at the end, no segment)" || bad "frag hides the pool's cache: $(cat "$T/pool.frag")"
+PSZ=$("$CMH" frag --json "$T/pool.cmh" | py -c 'import json, sys; d = json.load(sys.stdin)[0]; print(d["reserved"] + d["pool_cache"])')
+[ "$PEND" = 0 ] && [ "$PSZ" = 0 ] && grep -q "no segments at the end of the record$" "$T/pool.frag" &&
+    ok "frag and peak: nothing reserved at the end (the pools gave it back)" || bad "frag/peak at the end: $PEND $PSZ $(cat "$T/pool.frag")"
 "$CMH" export "$T/pool.cmh" -o "$T/pool.pickle" && py "$(dirname "$0")/check_memviz.py" --ours "$T/pool.pickle" || fail=1
 # the pool samples survive the memory_viz pickle (aside, where PyTorch's readers do not look)
 # (the tables: each is headed by its own file's name)

@@ -59,3 +59,17 @@ const char *cmh_gap_starts_text(const cmh_trace_gap *g, int pytorch, uint64_t dr
                  pytorch ? " (_record_memory_history)" : "");
     return buf;
 }
+
+const char *cmh_gap_pools_text(const cmh_trace_gap *g, const char *nl, char *buf, size_t cap)
+{
+    if (!g->pools_given_back) return NULL;
+    char sz[32];
+    snprintf(sz, sizeof sz, "%s", cmh_svg_size((double)g->pools_given_back));
+    snprintf(buf, cap,
+             "the stream-ordered pools' latest samples are older than the last cuMemGetInfo sample (after the trace's last entry), which says %s less in "
+             "use than the record holds with them:%sa pool gives back what it keeps above its release threshold at a "
+             "synchronize, which no hook sees, so the end counts those %s as given back, not as a pool's cache.%s(A recorder "
+             "that reads every pool at the dump leaves nothing to reconcile.)",
+             sz, nl, sz, nl);
+    return buf;
+}

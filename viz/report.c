@@ -343,7 +343,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                 }
                 fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n\">%.1f%%</td><td class=\"nw\"><div class=\"r-bar\"><i class=\"%s\" style=\"width:%.1f%%\"></i></div></td>"
                             "<td class=\"n nw\">%s</td></tr>\n",
-                        SZ(r->bytes), pct, r->kind == CMH_OWN_TORCH_CACHED ? "c" : r->kind == CMH_OWN_UNEXPLAINED ? "u" : "", pct,
+                        SZ(r->bytes), pct, r->kind == CMH_OWN_TORCH_CACHED || r->kind == CMH_OWN_POOL_CACHE ? "c" : r->kind == CMH_OWN_UNEXPLAINED ? "u" : "", pct,
                         r->allocations ? (snprintf(buf, sizeof buf, "%u", r->allocations), buf) : "-");
             }
             fprintf(fp, "<tr><th>total%s</th><td class=\"n\"><b>%s</b></td><td></td><td class=\"nw\"></td><td class=\"nw\"></td></tr></table></div>\n",

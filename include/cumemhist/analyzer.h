@@ -67,6 +67,11 @@ typedef struct cmh_trace_gap {
     uint64_t unfreed_blocks, unfreed_bytes;     /* stops early: blocks left active, the snapshot holds none there */
     uint64_t unfreed_segments, unfreed_reserved; /* stops early: segments left, the snapshot lacks */
     uint64_t untraced_blocks, untraced_bytes;   /* starts late: active at the snapshot, allocated by no entry */
+    /* stream-ordered pools whose latest samples are older than the device's last cuMemGetInfo
+     * sample, which says less in use: what of their cache the end takes as given back (at a
+     * synchronize, which no hook sees), and that sample's time (cmh_replay_pools_stale) */
+    uint64_t pools_given_back;
+    int64_t pools_sample_ns;
 } cmh_trace_gap;
 void cmh_replay_gap(const cmh_replay *r, cmh_trace_gap *out);
 
@@ -132,6 +137,14 @@ void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out);
 void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[2], cmh_free_split *out);
 /* The stream-ordered pool keeping the most of pool_cache now: its handle and bytes (0, 0: none). */
 void cmh_replay_pool_cache_top(const cmh_replay *r, uint64_t *pool, uint64_t *bytes);
+/* After the last entry: what of the stream-ordered pools' cache the end took as given back
+ * because the pools' latest samples are older than the device's last cuMemGetInfo sample, which
+ * says less in use than the trace holds (a record without samples at its dump: a pool trims at
+ * a synchronize, which no hook sees); its bytes and that sample's time.  1 when so, else 0. */
+int cmh_replay_pools_stale(const cmh_replay *r, uint64_t *bytes, int64_t *sample_ns);
+/* What the stream-ordered pools keep now, as the replay knows it (their samples, the pooled
+ * calls since): the part of reserved memory no segment shows. */
+uint64_t cmh_replay_pools_cache(const cmh_replay *r);
 /* The split of one free run [a, b) of a segment starting at base (added to *releasable and
  * *trapped); page: an expandable segment's page (cmh_expandable_page), 0 for another segment. */
 void cmh_free_gap(uint64_t a, uint64_t b, int holds_active, uint64_t base, uint64_t page, uint64_t *releasable, uint64_t *trapped);

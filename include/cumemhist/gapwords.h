@@ -26,6 +26,11 @@ const char *cmh_gap_stops_text(const cmh_trace_gap *g, int pytorch, const char *
  * entry (the ring dropped the entries that made them). */
 const char *cmh_gap_starts_text(const cmh_trace_gap *g, int pytorch, uint64_t dropped, const char *nl, char *buf, size_t cap);
 
+/* The pools' cache taken as given back at the end: "the stream-ordered pools' latest samples are
+ * older than the last cuMemGetInfo sample (after the trace's last entry), which says 512.0 MiB
+ * less in use than the record holds with them: ... counts those 512.0 MiB as given back". */
+const char *cmh_gap_pools_text(const cmh_trace_gap *g, const char *nl, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

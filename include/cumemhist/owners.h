@@ -29,7 +29,13 @@ typedef enum cmh_owner_kind {
      * request can have them, empty_cache() does not give them back, until the work completes) */
     CMH_OWN_PENDING_FREE,
     CMH_OWN_VMM_UNMAPPED,        /* cuMemCreate handles held and mapped nowhere (at the end only) */
+    /* what stream-ordered pools keep beyond what they hand out (freed to the pool, kept: frag's
+     * "of it a pool's cache"; cuMemPoolTrimTo gives it back) */
+    CMH_OWN_POOL_CACHE,
 } cmh_owner_kind;
+
+/* The pool cache row's name, the same in every report (owners, report, frag's words) */
+#define CMH_OWN_POOL_CACHE_NAME "a pool's cache (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)"
 
 typedef struct cmh_owner_row {
     char name[96];

@@ -165,6 +165,9 @@ int cmh_reserved_peaks_totals(const cmh_snapshot *s, int device, int64_t *peak, 
 /* Where device's trace and the snapshot's final segments disagree about the end (analyzer.h's
  * cmh_trace_gap): the whole trace's replay, through the memo (every report's figure is this one). */
 int cmh_trace_gap_compute(const cmh_snapshot *s, int device, cmh_trace_gap *out);
+/* What device's stream-ordered pools keep at the end (their latest samples, less what the end
+ * takes as given back: cmh_trace_gap.pools_given_back, set in gap when not NULL). */
+uint64_t cmh_end_pool_cache(const cmh_snapshot *s, int device, cmh_trace_gap *gap);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 /* Both from that one replay: the end's stats and the peak's totals (no sites), as summary

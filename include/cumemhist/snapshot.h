@@ -66,6 +66,10 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
 #define CMH_EF_PYTORCH 0x08     /* in a merged view (cmh_merged_view), an entry of PyTorch's part:
                                    its sizes are requested bytes, rounded by the replay as the
                                    caching allocator did; in memory only, never in a file */
+#define CMH_EF_AT_DUMP 0x01 /* on a pool_sample (the whole-block bit, which a sample never has): read
+                              at a dump, where every known pool is read again and recorded where
+                              its figure changed: the trace's latest pool figure is then the
+                              dump's (analyzer/replay.c, pools_stale_end) */
 #define CMH_EF_USER_DEFINED 0x01 /* on a mark (the whole-block bit, which a mark never has): a
                                     PyTorch annotation whose action was 'user_defined' (mid-2024),
                                     not 'annotate' (newest main); kept in a .cmh as bit 4 */
