@@ -856,6 +856,16 @@ int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id)
     return frame_id < g->s->nframes && g->rule[frame_id] && g->rule[frame_id] != R_PACKAGE;
 }
 
+int cmh_sites_stdlib_plumbing(const cmh_sites *g, uint32_t frame_id)
+{
+    if (frame_id >= g->s->nframes || g->rule[frame_id] != R_PACKAGE) return 0;
+    const char *file = cmh_str(g->s, g->s->frames[frame_id].filename);
+    if (!package_dir(file) || strstr(file, "site-packages/") || strstr(file, "dist-packages/")) return 0;
+    static const char *const plumbing[] = {"/threading.py", "/asyncio/", "/multiprocessing/", "/concurrent/futures/",
+                                           "/runpy.py", "/selectors.py", NULL};
+    return contains_any(file, plumbing);
+}
+
 int cmh_sites_cut_marker(const cmh_sites *g, uint32_t frame_id)
 {
     if (frame_id >= g->s->nframes || g->rule[frame_id] != R_CUMEMHIST) return 0;
