@@ -23,6 +23,7 @@ typedef struct site_map {
     cmh_site *v; /* dense, in order of appearance */
     uint32_t n, cap;
     cmh_oatab index; /* group + 1 -> index in v */
+    cmh_oatab stacks; /* stack + 1 -> the bytes of the blocks with that stack (stack_slot) */
     const cmh_sites *sites; /* the grouping; NULL: every stack its own group */
     int failed;             /* out of memory: the map is incomplete */
 } site_map;
@@ -32,11 +33,36 @@ typedef struct site_slot {
     uint64_t i;
 } site_slot;
 
+typedef struct stack_slot {
+    uint64_t key; /* stack + 1 */
+    uint64_t bytes;
+} stack_slot;
+
 static void site_map_init(site_map *m, const cmh_sites *sites)
 {
     memset(m, 0, sizeof *m);
     m->sites = sites;
     cmh_oa_init(&m->index, sizeof(site_slot));
+    cmh_oa_init(&m->stacks, sizeof(stack_slot));
+}
+
+/* The stack a site shows is the one of its stacks that holds the most bytes (the lowest stack id
+ * among equals), not the first seen: blocks are visited in hash order, and under a shared wrapper
+ * (one ctypes helper for every allocation) the first seen is any caller's, different run to run. */
+static void site_pick_stack(site_map *m, cmh_site *x, uint32_t stack, uint64_t size)
+{
+    int created;
+    stack_slot *sl = cmh_oa_get(&m->stacks, (uint64_t)stack + 1, &created);
+    if (!sl) {
+        m->failed = 1;
+        return;
+    }
+    sl->bytes += size;
+    uint64_t mine = sl->bytes;
+    if (x->stack == stack) return;
+    const stack_slot *cur = cmh_oa_find(&m->stacks, (uint64_t)x->stack + 1);
+    uint64_t theirs = cur ? cur->bytes : 0;
+    if (mine > theirs || (mine == theirs && stack < x->stack)) x->stack = stack;
 }
 
 static uint32_t group_of(const site_map *m, uint32_t stack) { return m->sites ? cmh_sites_group(m->sites, stack) : stack; }
@@ -70,6 +96,7 @@ static void site_map_free(site_map *m)
 {
     free(m->v);
     cmh_oa_free(&m->index);
+    cmh_oa_free(&m->stacks);
     memset(m, 0, sizeof *m);
 }
 
@@ -118,6 +145,7 @@ static void add_active_block(void *arg, const cmh_live_block *b)
     cmh_site *s = site_get(m, b->stack);
     if (!s) return;
     add_caller(m, s, b->stack, b->size);
+    site_pick_stack(m, s, b->stack, b->size);
     s->bytes += b->size;
     s->count++;
     if (b->time_ns && b->time_ns < s->first_ns) s->first_ns = b->time_ns;
@@ -149,6 +177,7 @@ static int finish_sites(site_map *m, cmh_site **out, uint32_t *n)
     }
     if (m->n) qsort(m->v, m->n, sizeof *m->v, cmp_site);
     cmh_oa_free(&m->index);
+    cmh_oa_free(&m->stacks);
     *out = m->v;
     *n = m->n;
     m->v = NULL;

@@ -297,6 +297,8 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
     /* Any other Python frame (the recorder's, PyTorch's, py-spy's: a .py file, no module) is the
      * user's unless it is installed (a package, the standard library) or frozen importlib; its
      * function name says nothing (a user may well call one binary_op or Py_alloc). */
+    /* the recorder's mark of a Python stack's middle cut by --max-frames: never a site or caller */
+    if (f->module < 0 && !strcmp(file, "<cumemhist>")) return R_CUMEMHIST;
     if (f->module < 0 && (ends(file, ".py") || starts(file, "<frozen ") || !strcmp(file, "<string>") || !strcmp(file, "<stdin>"))) {
         if (starts(file, "<frozen ")) return R_CPYTHON;
         return package_dir(file) ? R_PACKAGE : R_NONE;
@@ -854,6 +856,23 @@ int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id)
     return frame_id < g->s->nframes && g->rule[frame_id] && g->rule[frame_id] != R_PACKAGE;
 }
 
+int cmh_sites_stdlib_plumbing(const cmh_sites *g, uint32_t frame_id)
+{
+    if (frame_id >= g->s->nframes || g->rule[frame_id] != R_PACKAGE) return 0;
+    const char *file = cmh_str(g->s, g->s->frames[frame_id].filename);
+    if (!package_dir(file) || strstr(file, "site-packages/") || strstr(file, "dist-packages/")) return 0;
+    static const char *const plumbing[] = {"/threading.py", "/asyncio/", "/multiprocessing/", "/concurrent/futures/",
+                                           "/runpy.py", "/selectors.py", NULL};
+    return contains_any(file, plumbing);
+}
+
+int cmh_sites_cut_marker(const cmh_sites *g, uint32_t frame_id)
+{
+    if (frame_id >= g->s->nframes || g->rule[frame_id] != R_CUMEMHIST) return 0;
+    const cmh_frame *f = &g->s->frames[frame_id];
+    return f->module < 0 && !strcmp(cmh_str(g->s, f->filename), "<cumemhist>");
+}
+
 int cmh_sites_package(const cmh_sites *g, uint32_t frame_id) { return frame_id < g->s->nframes && g->rule[frame_id] == R_PACKAGE; }
 
 const cmh_frame *cmh_sites_caller_of(const cmh_sites *g, uint32_t stack)
@@ -877,7 +896,7 @@ int cmh_sites_drawn(const cmh_sites *g, uint32_t stack, uint32_t k)
     /* outward of a user's (or package's) site, its callers as rep_print_frames shows them: the
      * interpreter's start (_start, Py_BytesMain, PyRun_*), CPython's frames between two Python
      * frames and libc's left out; outward of a fallback site (all machinery), every frame */
-    return cmh_sites_machinery(g, fr[at]) || !cmh_sites_machinery(g, fr[k]);
+    return cmh_sites_machinery(g, fr[at]) || !cmh_sites_machinery(g, fr[k]) || cmh_sites_cut_marker(g, fr[k]);
 }
 
 const char *cmh_sites_rule(const cmh_sites *g, uint32_t frame_id)

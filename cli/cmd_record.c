@@ -48,7 +48,7 @@ static const cli_option g_opts[] = {
      g_context_names, 0, 0, NULL},
     {"--max-entries", NULL, CLI_SIZE, &g_max_entries, "N",
      "trace entries kept per device, oldest dropped first\n(default 0 = unlimited)", NULL, 0, 0, &g_have_entries},
-    {"--max-frames", NULL, CLI_INT, &g_max_frames, "N", "deepest stack kept (default 32, at most 128)", NULL, 1, 128,
+    {"--max-frames", NULL, CLI_INT, &g_max_frames, "N", "deepest stack kept, native and Python each (default 32, at most 128)", NULL, 1, 128,
      &g_have_frames},
     {"--kernels", NULL, CLI_FLAG, &g_kernels, NULL, "also record kernel timing through CUPTI (CONCURRENT_KERNEL)", NULL, 0, 0,
      NULL},

@@ -667,7 +667,8 @@ void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack,
         uint32_t fid = s->stack_frames[st->first + i];
         const cmh_frame *f = &s->frames[fid];
         if (!started) started = f == site;
-        if (!started || (hide && f != site && cmh_sites_machinery(g, fid))) {
+        if (!started || (hide && f != site &&
+                         ((cmh_sites_machinery(g, fid) && !cmh_sites_cut_marker(g, fid)) || cmh_sites_stdlib_plumbing(g, fid)))) {
             left++;
             continue;
         }

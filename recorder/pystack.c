@@ -31,6 +31,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,8 @@ typedef struct pyframe {
 
 static cmh_oatab g_codes = {NULL, 0, 0, sizeof(code_info)};
 #define CODES_MAX 65536 /* code objects kept alive at most; past it, their frames are lost (counted) */
+#define PY_KEEP_OUTER 8  /* a stack deeper than max_frames keeps its outermost this many (walk) */
+#define PY_CUT_FILE "<cumemhist>" /* the file of the frame that marks a stack's cut middle */
 static cmh_oatab g_frames = {NULL, 0, 0, sizeof(pyframe_slot)};
 /* (code, instruction offset) -> id: the line is computed once per call site, not per stack
  * (PyCode_Addr2Line scans the code's line table) */
@@ -209,6 +212,17 @@ static uint32_t find_id(PyObj *code, int line, uint64_t h)
     return 0;
 }
 
+/* Room for one more id; 0 when out of memory.  Under g_lock. */
+static int grow_ids(void)
+{
+    uint32_t nc = g_capids ? g_capids * 2 : 1024;
+    pyframe *n = realloc(g_ids, (size_t)nc * sizeof *n);
+    if (!n) return 0;
+    g_ids = n;
+    g_capids = nc;
+    return 1;
+}
+
 /* The id of (code, line), made on first sight; 0 when out of memory.  The GIL held, g_lock not:
  * reading co_filename may allocate, an allocation may run the garbage collector, and a finaliser
  * may free device memory and come back here. */
@@ -238,13 +252,7 @@ static uint32_t frame_id(PyObj *code, int line)
         ci->name = name;
         file = name = NULL;
     }
-    if (g_nids == g_capids) {
-        uint32_t nc = g_capids ? g_capids * 2 : 1024;
-        pyframe *n = realloc(g_ids, (size_t)nc * sizeof *n);
-        if (!n) goto out;
-        g_ids = n;
-        g_capids = nc;
-    }
+    if (g_nids == g_capids && !grow_ids()) goto out;
     if (cmh_oa_reserve(&g_frames, g_frames.n + 1) != 0) goto out;
     id = ++g_nids;
     g_ids[id - 1] = (pyframe){ci->file, ci->name, line};
@@ -270,6 +278,31 @@ static uint32_t find_site(PyObj *code, int lasti)
     return 0;
 }
 
+/* The id of the frame that stands for `cut` frames left out of a stack's middle, made on first
+ * sight; 0 when out of memory.  Under g_lock. */
+static uint32_t cut_id(uint32_t cut)
+{
+    static struct {
+        uint32_t cut, id;
+    } seen[64];
+    static unsigned nseen;
+    for (unsigned i = 0; i < nseen; i++)
+        if (seen[i].cut == cut) return seen[i].id;
+    char buf[96];
+    snprintf(buf, sizeof buf, "... %u frame%s cut by --max-frames ...", cut, cut == 1 ? "" : "s");
+    char *name = strdup(buf), *file = strdup(PY_CUT_FILE);
+    if (!name || !file || (g_nids == g_capids && !grow_ids())) {
+        free(name);
+        free(file);
+        return 0;
+    }
+    uint32_t id = ++g_nids;
+    g_ids[id - 1] = (pyframe){file, name, 0};
+    cmh_flight_pyframe(id, file, name, 0);
+    if (nseen < sizeof seen / sizeof seen[0]) seen[nseen].cut = cut, seen[nseen++].id = id;
+    return id; /* (past 64 depths, one more id per stack: a program recursing without end) */
+}
+
 /* Collect each frame's code (borrowed once the frame reference is dropped: the running frame
  * holds it) and where it is, then look them all up under one lock; only a call site not seen
  * before costs more (its line, and on first sight of its code, the strings). */
@@ -280,12 +313,27 @@ static int walk(uintptr_t *out, int max)
     PyObj *codes[CMH_MAX_FRAMES];
     int at[CMH_MAX_FRAMES];
     int n = 0;
+    if (max > CMH_MAX_FRAMES) max = CMH_MAX_FRAMES;
+    /* A stack deeper than max keeps both ends: the innermost frames (the site and its callers)
+     * and the outermost PY_KEEP_OUTER (the entry point, the training loop), with a marker frame
+     * between them saying how many were cut; the outer ones are kept in a ring while walking. */
+    int outer = max >= 2 * PY_KEEP_OUTER ? PY_KEEP_OUTER : 0, inner = outer ? max - outer - 1 : max;
+    PyObj *ring[PY_KEEP_OUTER];
+    int ring_at[PY_KEEP_OUTER];
+    uint32_t past = 0; /* frames seen past the inner ones */
     PyObj *f = py.tstate_frame(py.tstate_get());
-    while (f && n < max && n < CMH_MAX_FRAMES) {
+    while (f && (n < inner || outer)) {
         PyObj *code = py.frame_code(f);
         if (code) {
-            at[n] = py.frame_lasti ? py.frame_lasti(f) : py.frame_line(f);
-            codes[n++] = code;
+            int where = py.frame_lasti ? py.frame_lasti(f) : py.frame_line(f);
+            if (n < inner) {
+                at[n] = where;
+                codes[n++] = code;
+            } else { /* the ring holds the last (outermost) seen */
+                ring[past % (uint32_t)outer] = code;
+                ring_at[past % (uint32_t)outer] = where;
+                past++;
+            }
             py.decref(code);
         }
         PyObj *back = py.frame_back(f);
@@ -293,16 +341,29 @@ static int walk(uintptr_t *out, int max)
         f = back;
     }
     if (f) py.decref(f);
+    uint32_t cut = past > (uint32_t)outer ? past - (uint32_t)outer : 0;
+    int marker = -1;
+    if (cut) { /* the marker, then the ring's frames, innermost first */
+        marker = n;
+        codes[n] = NULL;
+        at[n++] = 0;
+    }
+    for (uint32_t i = 0; i < past && i < (uint32_t)outer; i++) {
+        uint32_t slot = cut ? (past + i) % (uint32_t)outer : i;
+        at[n] = ring_at[slot];
+        codes[n++] = ring[slot];
+    }
     uint32_t ids[CMH_MAX_FRAMES];
     int missing = 0;
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < n; i++) {
-        ids[i] = py.frame_lasti ? find_site(codes[i], at[i]) : find_id(codes[i], at[i], key_of(codes[i], at[i]));
-        missing += !ids[i];
+        if (i == marker) ids[i] = cut_id(cut);
+        else ids[i] = py.frame_lasti ? find_site(codes[i], at[i]) : find_id(codes[i], at[i], key_of(codes[i], at[i]));
+        missing += !ids[i] && i != marker;
     }
     pthread_mutex_unlock(&g_lock);
     for (int i = 0; missing && i < n; i++) {
-        if (ids[i]) continue;
+        if (ids[i] || i == marker) continue;
         if (!py.frame_lasti) {
             ids[i] = frame_id(codes[i], at[i]);
             continue;

@@ -58,6 +58,30 @@ assert all(len(y['callers']) <= 1 for y in inl)
 " && ok "$r: one helper's bytes by the two lines that called it (text and JSON)" || bad "$r --json callers"
 done
 
+# --- one shared wrapper (a ctypes helper): the stack shown under its site is the one holding the
+# most bytes, not the first seen.  Before, peak printed the two 1 MiB blocks' stack (train.py:20)
+# under alloc (lib.py:17) while the 100 MiB one at train.py:34 made the peak.
+py - wrap.pickle <<'PY' || bad "writing wrap.pickle failed"
+import pickle, sys
+MiB = 1 << 20
+def fr(line): return [{'name': 'alloc', 'filename': '/home/u/lib.py', 'line': 17}, {'name': 'main', 'filename': '/home/u/train.py', 'line': line}]
+b, t, tr, blocks, off = 1 << 40, 1000, [], [], 0
+tr.append({'action': 'segment_alloc', 'addr': b, 'size': 1024 * MiB, 'stream': 0, 'time_us': t, 'frames': fr(20)})
+for i, (size, line) in enumerate([(1, 20), (1, 20), (100, 34), (2, 41)]):
+    tr.append({'action': 'alloc', 'addr': b + off, 'size': size * MiB, 'stream': 0, 'time_us': t + 10 * (i + 1), 'frames': fr(line)})
+    blocks.append({'address': b + off, 'size': size * MiB, 'requested_size': size * MiB, 'state': 'active_allocated', 'frames': fr(line)})
+    off += size * MiB
+blocks.append({'address': b + off, 'size': 1024 * MiB - off, 'requested_size': 0, 'state': 'inactive', 'frames': []})
+seg = {'device': 0, 'address': b, 'total_size': 1024 * MiB, 'allocated_size': off, 'active_size': off, 'requested_size': off,
+       'stream': 0, 'segment_type': 'large', 'segment_pool_id': (0, 0), 'is_expandable': False, 'frames': fr(20), 'blocks': blocks}
+pickle.dump({'segments': [seg], 'device_traces': [tr]}, open(sys.argv[1], 'wb'))
+PY
+for r in peak leaks; do
+    "$CMH" $r wrap.pickle >wrap.txt 2>&1
+    check "$r: under a shared wrapper the stack shown is the biggest caller's, train.py:34 ($(grep -m1 'at main' wrap.txt))" \
+        "grep -q 'by caller: 100.0 MiB main (/home/u/train.py:34)' wrap.txt && grep -A1 '^ *at alloc (/home/u/lib.py:17)' wrap.txt | grep -q 'at main (/home/u/train.py:34)'"
+done
+
 # --- a -g sample shows its own file:line; the OOM names who asked ---
 "$CMH" record -q -o leak.cmh -- "$B/samples/leaky" 4 >/dev/null
 "$CMH" leaks leak.cmh >leak.txt

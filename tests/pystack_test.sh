@@ -134,4 +134,31 @@ assert d[\"allocator_settings\"][\"python_stacks_refused_nogil\"] >= 1, d[\"allo
 "$CMH" export -o t2.json t2.cmh 2>/dev/null
 check "a program killed by SIGKILL: its recovered record keeps the Python line" \
     'pyq -c "import json; d=json.load(open(\"t2.json\")); assert any(f[\"filename\"].endswith(\"pyalloc.py\") and f[\"line\"] == $(grep -n "# L:die" "$PROG" | cut -d: -f1) for f in d[\"frames\"])"'
+# The standard library's plumbing (threading.py's run/_bootstrap_inner/_bootstrap) is left out of
+# the lines printed under a row, as the interpreter's frames are: before, it took 3 of the 6.
+"$CMH" leaks --group-by stack t.cmh >thr.txt 2>&1
+check "a thread's row: the user's frames, not threading.py's ($(grep -A3 'at worker (' thr.txt | tr -s ' ' | tr '\n' '|'))" \
+    'grep -A1 "at worker (.*pyalloc.py" thr.txt | grep -q "at <lambda> (.*pyalloc.py" && ! grep -q "at .*(.*threading.py:" thr.txt'
+
+# A Python stack deeper than --max-frames keeps both ends, the middle cut with a marker frame:
+# before, the 32 innermost were kept and nothing said so; the entry point and <module> were lost,
+# the flamegraph rooted at a mid-stack frame.
+cat >deep.py <<'PY'
+import ctypes
+cuda = ctypes.CDLL("libcuda.so.1")
+dev, ctx, p = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cuda.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev) == 0
+def level(n):
+    if n == 0:
+        return cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 20))  # deep.py:8
+    return level(n - 1)  # deep.py:9
+def entry_point():
+    return level(40)  # deep.py:11
+entry_point()  # deep.py:12
+PY
+"$CMH" record -q -o deep.cmh -- $PY deep.py >/dev/null 2>&1
+"$CMH" flamegraph --folded deep.cmh >deep.txt 2>&1
+check "a stack deeper than --max-frames: outer frames kept, the cut marked ($(cut -c1-120 deep.txt | head -1))" \
+    'grep -q "^<module> (.*deep.py:12);entry_point (.*deep.py:11);level (.*deep.py:9);.*\.\.\. [0-9]* frames cut by --max-frames \.\.\..*;level (.*deep.py:8)" deep.txt'
 finish

@@ -39,7 +39,7 @@ typedef struct cmh_site_caller {
 
 typedef struct cmh_site {
     uint32_t group; /* in the cmh_sites the report was computed with; its stack id without one */
-    uint32_t stack; /* one stack of the group (the first seen) */
+    uint32_t stack; /* one stack of the group: the one holding the most bytes (lowest id among equals) */
     uint64_t bytes, count;
     int64_t first_ns, last_ns;
     /* leaks only: the site's verdict over the steps of the record (docs/DEFINITIONS.md) */

@@ -64,6 +64,13 @@ int cmh_sites_owner_package(const cmh_sites *g, uint32_t group);
 /* The site frame of one stack, and whether a frame is machinery. */
 const cmh_frame *cmh_sites_site_of(const cmh_sites *g, uint32_t stack);
 int cmh_sites_machinery(const cmh_sites *g, uint32_t frame_id);
+/* The frame the recorder puts where it cut the middle of a Python stack deeper than max_frames
+ * ("... N frames cut by --max-frames ...", file <cumemhist>): machinery, yet always shown. */
+int cmh_sites_cut_marker(const cmh_sites *g, uint32_t frame_id);
+/* A frame of the Python standard library's plumbing that runs the user's code (threading.py,
+ * asyncio/, multiprocessing/, concurrent/futures/, runpy.py, selectors.py): kept in every
+ * stack, left out of the lines a report prints under a row as the interpreter's frames are. */
+int cmh_sites_stdlib_plumbing(const cmh_sites *g, uint32_t frame_id);
 /* Who allocated segment seg of the snapshot, as a stack whose site names it: the segment's own
  * stack when that has a site.  Else (PyTorch <= 2.0 kept stacks on blocks only; a snapshot whose
  * segments carry no frames) the stack of the site that holds the most bytes of the segment's live
