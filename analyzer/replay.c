@@ -721,11 +721,21 @@ static int cmp_u64(const void *a, const void *b)
  * (with the memory outside it at the first sample, as owners' baseline), that much of the cache
  * is taken as given back: the end says what the driver said, not a cache it no longer had
  * (cmh_replay_pools_stale tells the reports to say so). */
+static int pools_read_at_dump(const cmh_snapshot *s)
+{
+    for (uint32_t i = 0; i < s->nsettings; i++)
+        if (!strcmp(cmh_str(s, s->settings[i].key), "pools_read_at_dump") && !strcmp(cmh_str(s, s->settings[i].value), "1")) return 1;
+    return 0;
+}
+
 static void pools_stale_end(cmh_replay *r)
 {
     const cmh_snapshot *s = r->s;
     int64_t cache = pools_cache(r);
-    if (cache <= 0 || r->pool_at_dump || !r->n || r->pytorch) return;
+    /* (a dump that read every pool: the figures are the driver's; the rule would only misread
+     * memory the driver does not count as used, managed memory not yet on the device, as a cache
+     * given back) */
+    if (cache <= 0 || r->pool_at_dump || !r->n || r->pytorch || pools_read_at_dump(s)) return;
     int64_t last = cmh_entry_time(s, &r->e[r->n - 1]);
     const cmh_meminfo *end = NULL;
     for (uint32_t k = 0; k < s->nmeminfo; k++) {

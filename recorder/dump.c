@@ -320,6 +320,9 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
     cmh_snapshot s;
     if (cmh_snapshot_init(&s) != CMH_OK) return CMH_ENOMEM;
     fill_meta(&s);
+    /* every pool was read again just now (dump()): its figures are the driver's, so the end needs
+     * no guess at a cache given back unseen (the analyzer's rule for older and recovered records) */
+    if (!cut) cmh_snapshot_add_setting(&s, "pools_read_at_dump", "1", 1);
     if (cmh_meminfo_export(&s) != CMH_OK) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
     if (!strncmp(why, "signal ", 7)) { /* a graceful death: the handler's snapshot says so */
         char t[128];
