@@ -253,16 +253,18 @@ static int run_case(uint64_t seed, int bounds, int workers, int leak, int steps_
          * judged; one 'step' mark before a loop read 'steady' for a leak) */
         else if (!strcmp(fn, "backward")) want = few ? CMH_LEAK_UNJUDGED : CMH_LEAK_STEADY;
         else want = CMH_LEAK_STATE; /* weights, optimizer state, the cache */
-        if (leak == L_STOPS && !strcmp(fn, "keep_history")) want = CMH_LEAK_STATE; /* held since it stopped */
+        if (leak == L_STOPS && !strcmp(fn, "keep_history")) want = CMH_LEAK_STOPPED; /* grew, then held since it stopped */
         if (few && want == CMH_LEAK_RISING && k > 1) want = CMH_LEAK_STATE; /* did not rise in each */
         int good = x->verdict == want && x->growing == (want == CMH_LEAK_GROWING);
         /* a leak that stopped says so in words: it rose in each of its steps after the first,
          * then stayed flat for the steps after its last; no other site grew and stopped */
         int stops = leak == L_STOPS && !strcmp(fn, "keep_history"), last = (N + 1) / 2 + 1;
-        char says[256];
+        char says[512], want_says[160];
         cmh_leak_site_text(x, says, sizeof says);
+        snprintf(want_says, sizeof want_says, "stopped: grew +1.0 MiB per step over steps 1-%d, then flat for the last %d steps; %d.0 MiB still held at the end, never freed",
+                 last, N - last, last);
         if (cmh_leak_site_stopped(x) != stops || (stops && (x->rises != (uint32_t)last - 1 || x->flat_steps != (uint32_t)(N - last) ||
-                                                           !strstr(says, "then stopped"))))
+                                                           x->growth_first != 1 || x->growth_steps != (uint32_t)last || strcmp(says, want_says))))
             good = 0;
         /* the rate: exact when one thread does it all; a worker's leak is not in step with the
          * main thread's boundaries, so a block may land on either side of one */
@@ -270,7 +272,7 @@ static int run_case(uint64_t seed, int bounds, int workers, int leak, int steps_
         if (want == CMH_LEAK_GROWING && (workers ? off < -(int64_t)MIB / 2 || off > (int64_t)MIB / 2 : off != 0)) good = 0;
         if (!good) {
             ok = 0;
-            snprintf(why + strlen(why), sizeof why - strlen(why), "; %s: %s (rate %" PRId64 ", thread %u, rises %u, flat %u: %s), truth %s",
+            snprintf(why + strlen(why), sizeof why - strlen(why), "; %s: %s (rate %" PRId64 ", thread %u, rises %u, flat %u: %.300s), truth %s",
                      fn, cmh_leak_verdict_name(x->verdict), x->rate, x->thread, x->rises, x->flat_steps, says, cmh_leak_verdict_name(want));
         }
     }
@@ -349,11 +351,12 @@ static void test_midstep_rate(void)
 }
 
 /* A leak that stopped, in a record of more steps than the leak report keeps points for (513): the
- * points are every stride-th step, and its words name the unit of each count: the stretches of
- * stride steps that rose, the steps flat since ('grew in 249 of the 499 stretches of 4 steps it
- * was measured over, then stopped (flat for the last 1000 steps)').  Before, it read 'grew in 249
- * steps' (points as steps), then 'grew in 996 steps' (stretches times the stride: a leak of one
- * block every 15 steps read 'grew in 1393 steps' for its 200 blocks). */
+ * points are every stride-th step, and its words say so and count in steps: 'stopped: grew +1.0
+ * MiB per step over steps 1-1000, measured every 4 steps, then flat for the last 1000 steps; ...'.
+ * Before, it read 'grew in 249 steps' (points as steps), then 'grew in 996 steps' (stretches
+ * times the stride: a leak of one block every 15 steps read 'grew in 1393 steps' for its 200
+ * blocks), then 'grew in 249 of the 499 stretches of 4 steps it was measured over, then stopped
+ * (flat for the last 1000 steps)' as a state site. */
 static void test_stopped_strided(void)
 {
     for (int N = 600; N <= 2000; N += 1400) {
@@ -382,10 +385,11 @@ static void test_stopped_strided(void)
             int flat_ok = x->flat_steps + stride >= (uint32_t)(N - stop) && x->flat_steps <= (uint32_t)(N - stop) + stride;
             CU_ASSERT(cmh_leak_site_stopped(x));
             char unit[256];
-            /* its first stretch (the warm-up) rose too: not counted, and said so */
-            snprintf(unit, sizeof unit, " stretches of %u steps it was measured over after its first (a warm-up stretch, which grew too: "
-                     "not counted), then stopped (flat for the last ", stride);
-            CU_ASSERT(x->warm_rise);
+            /* its first stretch (the warm-up) rose as much as the others: counted in its growth,
+             * the steps it grew over and those flat since adding up to the record's */
+            snprintf(unit, sizeof unit, "stopped: grew +1.0 MiB per step over steps 1-%u, measured every %u steps, then flat for the last %u steps; ",
+                     x->growth_steps, stride, x->flat_steps);
+            CU_ASSERT(x->warm_rise && !x->warm_growth && x->growth_first == 1 && x->growth_steps + x->flat_steps == p.steps.count);
             CU_ASSERT(rises_ok && flat_ok && stride > 1 && strstr(says, unit));
             if (!rises_ok || !flat_ok || !strstr(says, unit)) fprintf(stderr, "  %d steps (stride %u), a leak in the first %d: %s\n", N, stride, stop, says);
         }
