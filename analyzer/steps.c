@@ -645,10 +645,12 @@ static double alike(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t
 #define MIN_REPEAT 0.8
 
 /* Anchors: the symbol that recurs most often at regular intervals between stretches alike. */
-static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **starts, uint32_t *nstarts)
+static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **starts, uint32_t *nstarts,
+                     uint32_t *phases_out, uint32_t *last_out)
 {
     *starts = NULL;
     *nstarts = 0;
+    *phases_out = 1, *last_out = 0;
     occ *o = malloc((size_t)nv * sizeof *o);
     uint64_t *tmp = malloc((size_t)nv * sizeof(occ)); /* sort_occ's room first, then alike's */
     if (!o || !tmp) {
@@ -663,6 +665,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
     /* candidates: symbols recurring with regular gaps */
     struct cand {
         uint32_t first, count; /* into o */
+        uint32_t phases, last; /* its gaps' phases (a loop that changed shape), the occurrence the last begins at */
     } *cand = NULL;
     uint32_t nc = 0, capc = 0;
     for (uint32_t i = 0; i < no;) {
@@ -678,7 +681,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
 #define POS(q) (one ? v[o[q].at].tpos : o[q].at)
             /* the gaps after the first: their least and most, and the phases they fall in, each
              * regular (a loop that changed shape: 4 events a step, then 2) */
-            uint32_t gmin = UINT32_MAX, gmax = 0, g1 = POS(i + 1) - POS(i), phases = 1, pmin = UINT32_MAX, pmax = 0, plen = 0, pshort = UINT32_MAX;
+            uint32_t gmin = UINT32_MAX, gmax = 0, g1 = POS(i + 1) - POS(i), phases = 1, pmin = UINT32_MAX, pmax = 0, plen = 0, pshort = UINT32_MAX, plast = 0;
             for (uint32_t k = i + 2; k < j; k++) {
                 uint32_t gp = POS(k) - POS(k - 1);
                 if (gp < gmin) gmin = gp;
@@ -686,7 +689,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
                 uint32_t lo = gp < pmin ? gp : pmin, hi = gp > pmax ? gp : pmax;
                 if (plen && (uint64_t)hi * 2 > (uint64_t)lo * 3) { /* the next phase */
                     if (plen < pshort) pshort = plen;
-                    phases++, pmin = pmax = gp, plen = 1;
+                    phases++, pmin = pmax = gp, plen = 1, plast = k - 1 - i;
                 } else
                     pmin = lo, pmax = hi, plen++;
             }
@@ -707,7 +710,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
              * pair made and freed over and over with nothing else in any step is still no loop. */
             uint32_t least = min_events > 2 ? min_events - 1 : min_events;
             int sized = gmin >= min_events || (gmin >= least && (gmax >= min_events || g1 >= min_events));
-            int regular = (uint64_t)gmax * 2 <= (uint64_t)gmin * 3 || (phases <= MAX_SHAPES && pshort >= 2);
+            int regular_all = (uint64_t)gmax * 2 <= (uint64_t)gmin * 3, regular = regular_all || (phases <= MAX_SHAPES && pshort >= 2);
             if (sized && g1 >= least && regular && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5 &&
                 covers(bu, nb, nv, o[i].at, past < nv ? past : nv, span / (c - 1))) {
                 if (CMH_GROW(cand, capc, (uint64_t)nc + 1, 64)) {
@@ -716,7 +719,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
                     free(tmp);
                     return CMH_ENOMEM;
                 }
-                cand[nc++] = (struct cand){i, c};
+                cand[nc++] = (struct cand){i, c, regular_all ? 1 : phases, regular_all ? 0 : plast};
             }
         }
         i = j;
@@ -760,7 +763,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
         *starts = malloc((size_t)c * sizeof **starts);
         if (!*starts) rc = CMH_ENOMEM;
         for (uint32_t k = 0; *starts && k < c; k++) (*starts)[k] = o[cand[best].first + k].at;
-        if (*starts) *nstarts = c;
+        if (*starts) *nstarts = c, *phases_out = cand[best].phases, *last_out = cand[best].last;
     }
     free(cand);
     free(o);
@@ -1008,10 +1011,13 @@ static uint32_t last_step(const uint32_t *at, uint32_t nat)
     return g[ng / 2];
 }
 
-/* The loop of events [0, nv): by its anchors, else by its period (*anchored says which). */
-static int find_loop(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **at, uint32_t *nat, int *anchored)
+/* The loop of events [0, nv): by its anchors, else by its period (*anchored says which).  An
+ * anchor's steps may fall in phases of other lengths, one after another (a loop that changed
+ * shape, its anchor in every step): *phases of them, the last from start *last on (1 and 0 else). */
+static int find_loop(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **at, uint32_t *nat, int *anchored,
+                     uint32_t *phases, uint32_t *last)
 {
-    int rc = by_anchor(v, nv, bu, nb, min_events, at, nat);
+    int rc = by_anchor(v, nv, bu, nb, min_events, at, nat, phases, last);
     *anchored = *nat >= 2;
     if (rc == CMH_OK && *nat < 2) {
         free(*at);
@@ -1057,7 +1063,8 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
     uint32_t nb = 0;
     rc = bursts_of(v, nv, min_events, &bu, &nb);
     int anchored = 0; /* the earliest shape's steps are cut at an anchor (by_period's at the fewest bytes) */
-    if (rc == CMH_OK) rc = find_loop(v, nv, bu, nb, min_events, &at, &nat, &anchored);
+    uint32_t phases = 1, lastp = 0;
+    if (rc == CMH_OK) rc = find_loop(v, nv, bu, nb, min_events, &at, &nat, &anchored, &phases, &lastp);
     if (rc == CMH_OK && thread && nat < 2) { /* one thread's loop of one allocation, paced */
         free(at);
         at = NULL;
@@ -1068,19 +1075,21 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
      * the same way and put before it, one earlier shape at a time.  (A 40-step loop whose last
      * 20 steps made 4 times the events read 'steps: 20', and a leak over all 40 'over the last
      * 19 steps'.)  The first shape's steps need 2 at least, covering most of what came before. */
-    uint32_t latest = nat, shapes = 1, cur = nat; /* the latest shape's steps; the shapes found; the earliest's steps */
+    /* (an anchor's phases are shapes too: the same words whichever way the loop was found) */
+    uint32_t latest = nat - lastp, shapes = phases, cur = nat; /* the latest shape's steps; the shapes found; the earliest's steps */
     for (; rc == CMH_OK && nat >= 2 && shapes < MAX_SHAPES; shapes++) {
         /* The earlier shape is searched before the later one's first step, not its first
          * anchor: its anchor need not be its step's first op, and the ops before it there
          * (head_of, at most) are no part of the earlier shape (where they held the earlier
          * shape's anchor, the steps read one more).  The later shape's steps then begin where
-         * that step does, a step of the earlier shape after the earlier's last (one step each:
-         * else each step but the last of the later shape held the next one's first ops, and a
-         * leak of 1 MiB a step read +1.1 MiB). */
+         * that step does, a step of the earlier shape after the earlier's last: cut at its
+         * anchor, each of its steps would hold the next one's first ops, one step two of a
+         * leak's blocks made there and its last none. */
         uint32_t most = head_of(v, at[0], at[1]), pre = at[0] - most, *a2 = NULL, n2 = 0;
         if (pre < 4 * min_events) break;
         int anchored2;
-        rc = find_loop(v, pre, bu, nb, min_events, &a2, &n2, &anchored2);
+        uint32_t phases2, last2;
+        rc = find_loop(v, pre, bu, nb, min_events, &a2, &n2, &anchored2, &phases2, &last2);
         if (rc != CMH_OK || n2 < 2) {
             free(a2);
             break;
@@ -1101,6 +1110,7 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
             nat += n2;
             cur = n2;
             anchored = anchored2;
+            shapes += phases2 - 1;
         }
         free(a2);
         if (!m) break;
@@ -1133,7 +1143,8 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
         uint32_t nb3 = 0;
         rc = bursts_of(v + from, nv - from, min_events, &b3, &nb3);
         int anchored3;
-        if (rc == CMH_OK) rc = find_loop(v + from, nv - from, b3, nb3, min_events, &a3, &n3, &anchored3);
+        uint32_t phases3 = 1, last3 = 0;
+        if (rc == CMH_OK) rc = find_loop(v + from, nv - from, b3, nb3, min_events, &a3, &n3, &anchored3, &phases3, &last3);
         free(b3);
         uint32_t *m = rc == CMH_OK && n3 >= 2 ? malloc(((size_t)nat + n3) * sizeof *m) : NULL;
         if (m) {
@@ -1144,7 +1155,8 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
             free(at);
             at = m;
             nat += n3;
-            latest = n3;
+            latest = n3 - last3;
+            shapes += phases3 - 1;
         }
         free(a3);
         if (!m) break;

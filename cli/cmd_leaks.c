@@ -20,8 +20,8 @@ static const cli_option g_opts[] = {
     CLI_OPT_FRAMES(&g_frames),
     {"--min-bytes", NULL, CLI_SIZE, &g_min_bytes, "B", "hide sites holding less (e.g. 1M); the totals still count them", NULL, 0, 0, NULL},
     {"--fail-on-leak", NULL, CLI_FLAG, &g_fail, NULL,
-     "for CI: exit 3 when a site grows from step to step; else 6 when a site stopped (grew over 3 steps or more after the "
-     "first, then no more, and still holds it: a leak that stopped); else 5 when growth cannot be judged; else 0",
+     "for CI: exit 3 when a site grows from step to step; else 6 when one stopped (grew over 3 steps or more after the "
+     "first, still held); else 5 when growth cannot be judged; else 0",
      NULL, 0, 0, NULL},
     CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
@@ -38,7 +38,7 @@ const cli_command cli_cmd_leaks = {
     "they rose across at least half of a recent stretch of steps after the first (3 at least;\n"
     "a likely leak); stopped: not growing now, but they rose across 3 steps or more after the\n"
     "first, then no more, and are still held (a leak that stopped, or a cache filled over many\n"
-    "steps); state: held across steps, not growing, grown in the first step or two at most\n"
+    "steps); state: held across steps, not growing, grown in its first three steps at most\n"
     "(weights, optimizer state); steady: back to the same level each step; after: made once the\n"
     "last step had begun, in no step before (work after the loop); with fewer than 4 steps\n"
     "growth is not judged.  --fail-on-leak: exit 3 for a growing site, else 6 for a stopped one,\n"

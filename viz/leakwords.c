@@ -64,7 +64,9 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
     case CMH_STEPS_PATTERN:
         ADD("steps: %u detected from the allocation pattern (period %" PRIu64 " %s", st->count, st->period,
             plural(st->period, "entry", "entries"));
-        if (st->shapes > 1) ADD(" as it ended; the loop changed shape %s", st->shapes == 2 ? "once" : st->shapes == 3 ? "twice" : "3 times");
+        if (st->shapes == 2) ADD(" as it ended; the loop changed shape once");
+        else if (st->shapes == 3) ADD(" as it ended; the loop changed shape twice");
+        else if (st->shapes > 3) ADD(" as it ended; the loop changed shape %u times", st->shapes - 1);
         ADD(")");
         if (st->few_count)
             ADD(", not the %u from %s%s%s (fewer than the %u growth needs)", st->few_count,
