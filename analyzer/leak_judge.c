@@ -62,7 +62,7 @@ static int steady_rise(const int64_t *L, uint32_t k, uint32_t need, int last_own
     return 1;
 }
 
-static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x);
+static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, uint32_t lead, cmh_site *x);
 
 /* The verdict over one series: L[0..np-1], a site's held bytes at each point of steps st.  The
  * steps before the series' first entry (other devices' marks, placed by time before this device
@@ -73,23 +73,49 @@ void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site
 {
     uint32_t z = cmh_steps_lead(st);
     if (!z) {
-        judge_series(st, L, end, x);
+        judge_series(st, L, end, 0, x);
         return;
     }
     cmh_steps own = *st;
     own.points = st->points + z;
     own.npoints = st->npoints - z;
     own.count = cmh_steps_active(st);
-    judge_series(&own, L + z, end, x);
+    judge_series(&own, L + z, end, z * (st->stride ? st->stride : 1), x);
 }
 
-static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x)
+/* A growth that stopped (CMH_LEAK_STOPPED): L rose across rises of the stretches after the first
+ * (CMH_LEAK_MIN_RISES at least), the last at last_rise, and no more since; 0 where it did not
+ * grow from its first rise to its last (falls between them as large).  Its stretch runs from
+ * the first rise after the warm-up to the last, with the warm-up too where that grew by as much
+ * as a step of the stretch did (within a factor of 2: a leak from the first step, 8 MiB a step
+ * over steps 1-10, not 'steps 2-10' and 80 MiB held, a sum that did not add up); else what the
+ * warm-up added is said apart (state made in it: an optimizer's, a model's).  The rate is what
+ * it grew by over the stretch, per step.  lead: the steps before the series' (their numbers). */
+static int stopped(const int64_t *L, uint32_t last_rise, uint32_t stride, uint32_t lead, cmh_site *x)
+{
+    uint32_t first = 2;
+    while (L[first] <= L[first - 1]) first++;
+    if (L[last_rise] <= L[first - 1]) return 0; /* (rises outweighed by falls between them: no growth) */
+    uint64_t grew = (uint64_t)L[last_rise] - (uint64_t)L[first - 1], per = grew / (last_rise - first + 1);
+    uint64_t warm = x->warm_rise ? (uint64_t)L[1] - (uint64_t)L[0] : 0;
+    if (first == 2 && warm && warm <= 2 * per && 2 * warm >= per) first = 1, grew += warm, warm = 0;
+    x->verdict = CMH_LEAK_STOPPED;
+    x->growth_first = (first - 1) * stride + 1 + lead;
+    x->growth_steps = (last_rise - first + 1) * stride;
+    x->rate = (int64_t)(grew / x->growth_steps);
+    x->top = (uint64_t)L[last_rise];
+    x->warm_growth = warm;
+    return 1;
+}
+
+static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, uint32_t lead, cmh_site *x)
 {
     uint32_t np = st->npoints, k = np ? np - 1 : 0; /* intervals between points */
     x->verdict = CMH_LEAK_UNJUDGED;
     x->growing = 0;
     x->steps = st->count;
-    x->rises = x->growth_steps = x->flat_steps = 0;
+    x->rises = x->growth_steps = x->growth_first = x->flat_steps = 0;
+    x->top = x->warm_growth = 0;
     x->warm_rise = 0;
     x->stride = 1;
     x->rate = x->rise = 0;
@@ -166,6 +192,9 @@ static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, cmh
             return;
         }
     }
+    /* held bytes that grew over several steps after the first, then no more: a leak that
+     * stopped, not state (a cache filled in the first step or two stays state) */
+    if (x->held && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps && stopped(L, last_rise, (uint32_t)stride, lead, x)) return;
     /* back to the same level each step is a judgment too: not from fewer steps than growth needs
      * (one 'step' mark before the loop read 'steady' for a site keeping a block every iteration) */
     x->verdict = x->held ? CMH_LEAK_STATE : st->count >= CMH_LEAK_MIN_STEPS ? CMH_LEAK_STEADY : CMH_LEAK_UNJUDGED;
@@ -184,14 +213,11 @@ void cmh_leak_judge_late(const cmh_steps *st, int64_t first, int64_t end, cmh_si
     if (first >= last) x->verdict = CMH_LEAK_AFTER;
 }
 
-int cmh_leak_site_stopped(const cmh_site *x)
-{
-    return x->verdict == CMH_LEAK_STATE && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps > 0;
-}
+int cmh_leak_site_stopped(const cmh_site *x) { return x->verdict == CMH_LEAK_STOPPED; }
 
 const char *cmh_leak_verdict_name(int verdict)
 {
-    static const char *const names[] = {"unjudged", "state", "steady", "rising", "growing", "after"};
-    return verdict >= 0 && verdict <= CMH_LEAK_AFTER ? names[verdict] : "?";
+    static const char *const names[] = {"unjudged", "state", "steady", "rising", "growing", "after", "stopped"};
+    return verdict >= 0 && verdict <= CMH_LEAK_STOPPED ? names[verdict] : "?";
 }
 

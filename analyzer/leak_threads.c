@@ -18,7 +18,9 @@ void cmh_leak_combine_threads(cmh_site *x, const cmh_site *one, const uint32_t *
 {
     if (!n) return;
     uint32_t growing = 0, first = 0, holder = 0, steps = UINT32_MAX, stride = 1, rises = 0, flat = UINT32_MAX;
-    uint32_t gs_lo = UINT32_MAX, gs_hi = 0, after = 0;
+    uint32_t gs_lo = UINT32_MAX, gs_hi = 0, after = 0, stops = 0, from = UINT32_MAX, to = 0;
+    uint64_t top = 0, warm_growth = 0;
+    int64_t stop_rate = 0, stop_lo = INT64_MAX, stop_hi = INT64_MIN;
     int warm = 0;
     int64_t sum = 0, lo = INT64_MAX, hi = INT64_MIN;
     uint64_t held = 0, mask_g = 0, mask_all = 0;
@@ -42,6 +44,17 @@ void cmh_leak_combine_threads(cmh_site *x, const cmh_site *one, const uint32_t *
             if (o->growth_steps > gs_hi) gs_hi = o->growth_steps;
             if (o->trend < trend) trend = o->trend;
         }
+        if (o->verdict == CMH_LEAK_STOPPED) { /* each one's stretch in its own steps: from the earliest to the latest */
+            stops++;
+            if (o->growth_first < from) from = o->growth_first;
+            if (o->growth_first + o->growth_steps - 1 > to) to = o->growth_first + o->growth_steps - 1;
+            stop_rate = (int64_t)((uint64_t)stop_rate + (uint64_t)o->rate);
+            if (o->rate < stop_lo) stop_lo = o->rate;
+            if (o->rate > stop_hi) stop_hi = o->rate;
+            top += o->top;
+            warm_growth += o->warm_growth;
+        } else
+            top += o->held; /* (another holder's bytes: what it held at the end, it held then) */
         /* a growth that stopped in every thread that rose: the most rises, the fewest flat steps */
         if (o->rises > rises) rises = o->rises, warm = o->warm_rise;
         if (o->rises && o->flat_steps < flat) flat = o->flat_steps;
@@ -63,16 +76,31 @@ void cmh_leak_combine_threads(cmh_site *x, const cmh_site *one, const uint32_t *
         x->trend = trend;
         x->rises = rises;
         x->flat_steps = 0;
+        x->growth_first = 0;
+        x->top = x->warm_growth = 0;
         return;
     }
-    /* none grows: held across steps by one of them at least (state), else back to the same
-     * level each step in every one (steady), made only after each one's last step (after) */
-    x->verdict = held ? CMH_LEAK_STATE : after == n ? CMH_LEAK_AFTER : CMH_LEAK_STEADY;
+    /* none grows: grew over several of its own steps and stopped in one of them at least
+     * (stopped: their rates summed, each one's, from the earliest step any began to grow to the
+     * latest any stopped, each in its own steps), else held across steps by one at least (state), else back
+     * to the same level each step in every one (steady), made only after each one's last step
+     * (after) */
+    x->verdict = stops && held ? CMH_LEAK_STOPPED : held ? CMH_LEAK_STATE : after == n ? CMH_LEAK_AFTER : CMH_LEAK_STEADY;
     x->growing = 0;
     x->thread = held ? holder : thread[0];
     x->thread_mask = mask_all;
     x->rate = x->rate_min = x->rate_max = 0;
-    x->growth_steps = x->growth_steps_max = 0;
+    x->growth_steps = x->growth_steps_max = x->growth_first = 0;
+    x->top = x->warm_growth = 0;
+    if (x->verdict == CMH_LEAK_STOPPED) {
+        x->rate = stop_rate;
+        x->rate_min = stop_lo;
+        x->rate_max = stop_hi;
+        x->growth_first = from;
+        x->growth_steps = to - from + 1;
+        x->top = top;
+        x->warm_growth = warm_growth;
+    }
     x->trend = 0;
     x->rises = rises;
     x->warm_rise = warm;

@@ -845,8 +845,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
              * their first 5 buffers, one started late, read 'growing ... over the last 223
              * steps' in 1 run of 40) */
             /* Nor where every thread holding it grew over its own steps and then stopped (each
-             * a cache of its own, filled and full: a pool of workers, not a leak): the threads'
-             * verdict explains the record's rise.  (3 threads each filling a cache in 10 of its
+             * a cache of its own, filled and full: a pool of workers, none growing now): the
+             * threads' verdict, stopped, explains the record's rise.  (3 threads each filling a cache in 10 of its
              * 20 iterations read 'growing: +521.6 KiB per step over the last 40 steps' where they
              * ran one after another, and 'state' where they overlapped.) */
             int stopped = 1;
@@ -881,8 +881,10 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 x->thread = t;
             }
         }
-        /* growing over the record's steps, called from several lines: which callers' blocks grow */
-        if (x->verdict == CMH_LEAK_GROWING && !x->thread && !x->threads && x->ncallers >= 2) {
+        /* growing (or stopped) over the record's steps, called from several lines: which
+         * callers' blocks grow (stopped: a helper's leak that stopped, beside the model's state
+         * made through it) */
+        if ((x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_STOPPED) && !x->thread && !x->threads && x->ncallers >= 2) {
             x->callers_judged = 1;
             for (uint32_t k = 0; k < x->ncallers; k++) {
                 cmh_site one = *x;
@@ -890,7 +892,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 if (!series_in(&c, &c.crows, key, L, steps[0].npoints)) continue;
                 cmh_leak_judge(&steps[0], L, n, &one);
                 x->callers[k].growing = one.verdict == CMH_LEAK_GROWING;
-                x->callers[k].rate = x->callers[k].growing ? one.rate : 0;
+                x->callers[k].stopped = one.verdict == CMH_LEAK_STOPPED;
+                x->callers[k].rate = x->callers[k].growing || x->callers[k].stopped ? one.rate : 0;
             }
         }
         /* growing over its threads' own steps, called from several lines: each caller's blocks
@@ -921,6 +924,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         x->made_by = own ? own->mask : 0;
         x->made_by_other = own ? own->unowned : 0;
         p->leaking += x->growing;
+        if (x->verdict == CMH_LEAK_STOPPED) p->stopped++, p->stopped_bytes += x->bytes;
         p->live_bytes += x->bytes;
         p->live_blocks += x->count;
         p->live_sites++;

@@ -555,6 +555,12 @@ static void sort_occ(occ *o, occ *tmp, uint32_t n)
     free(cnt);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -639,10 +645,12 @@ static double alike(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t
 #define MIN_REPEAT 0.8
 
 /* Anchors: the symbol that recurs most often at regular intervals between stretches alike. */
-static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **starts, uint32_t *nstarts)
+static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **starts, uint32_t *nstarts,
+                     uint32_t *phases_out, uint32_t *last_out)
 {
     *starts = NULL;
     *nstarts = 0;
+    *phases_out = 1, *last_out = 0;
     occ *o = malloc((size_t)nv * sizeof *o);
     uint64_t *tmp = malloc((size_t)nv * sizeof(occ)); /* sort_occ's room first, then alike's */
     if (!o || !tmp) {
@@ -657,6 +665,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
     /* candidates: symbols recurring with regular gaps */
     struct cand {
         uint32_t first, count; /* into o */
+        uint32_t phases, last; /* its gaps' phases (a loop that changed shape), the occurrence the last begins at */
     } *cand = NULL;
     uint32_t nc = 0, capc = 0;
     for (uint32_t i = 0; i < no;) {
@@ -672,7 +681,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
 #define POS(q) (one ? v[o[q].at].tpos : o[q].at)
             /* the gaps after the first: their least and most, and the phases they fall in, each
              * regular (a loop that changed shape: 4 events a step, then 2) */
-            uint32_t gmin = UINT32_MAX, gmax = 0, g1 = POS(i + 1) - POS(i), phases = 1, pmin = UINT32_MAX, pmax = 0, plen = 0, pshort = UINT32_MAX;
+            uint32_t gmin = UINT32_MAX, gmax = 0, g1 = POS(i + 1) - POS(i), phases = 1, pmin = UINT32_MAX, pmax = 0, plen = 0, pshort = UINT32_MAX, plast = 0;
             for (uint32_t k = i + 2; k < j; k++) {
                 uint32_t gp = POS(k) - POS(k - 1);
                 if (gp < gmin) gmin = gp;
@@ -680,7 +689,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
                 uint32_t lo = gp < pmin ? gp : pmin, hi = gp > pmax ? gp : pmax;
                 if (plen && (uint64_t)hi * 2 > (uint64_t)lo * 3) { /* the next phase */
                     if (plen < pshort) pshort = plen;
-                    phases++, pmin = pmax = gp, plen = 1;
+                    phases++, pmin = pmax = gp, plen = 1, plast = k - 1 - i;
                 } else
                     pmin = lo, pmax = hi, plen++;
             }
@@ -701,7 +710,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
              * pair made and freed over and over with nothing else in any step is still no loop. */
             uint32_t least = min_events > 2 ? min_events - 1 : min_events;
             int sized = gmin >= min_events || (gmin >= least && (gmax >= min_events || g1 >= min_events));
-            int regular = (uint64_t)gmax * 2 <= (uint64_t)gmin * 3 || (phases <= MAX_SHAPES && pshort >= 2);
+            int regular_all = (uint64_t)gmax * 2 <= (uint64_t)gmin * 3, regular = regular_all || (phases <= MAX_SHAPES && pshort >= 2);
             if (sized && g1 >= least && regular && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5 &&
                 covers(bu, nb, nv, o[i].at, past < nv ? past : nv, span / (c - 1))) {
                 if (CMH_GROW(cand, capc, (uint64_t)nc + 1, 64)) {
@@ -710,7 +719,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
                     free(tmp);
                     return CMH_ENOMEM;
                 }
-                cand[nc++] = (struct cand){i, c};
+                cand[nc++] = (struct cand){i, c, regular_all ? 1 : phases, regular_all ? 0 : plast};
             }
         }
         i = j;
@@ -754,7 +763,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
         *starts = malloc((size_t)c * sizeof **starts);
         if (!*starts) rc = CMH_ENOMEM;
         for (uint32_t k = 0; *starts && k < c; k++) (*starts)[k] = o[cand[best].first + k].at;
-        if (*starts) *nstarts = c;
+        if (*starts) *nstarts = c, *phases_out = cand[best].phases, *last_out = cand[best].last;
     }
     free(cand);
     free(o);
@@ -978,6 +987,68 @@ static int whole_threads(const cmh_replay *r, const int64_t *p, uint32_t np)
     return 1;
 }
 
+/* Are the steps of starts at[0..n) alike in length: after the first (which may make state), the
+ * longest at most 1.5 times the shortest (by_anchor's regular steps, in one phase)? */
+static int regular(const uint32_t *at, uint32_t n)
+{
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint32_t k = 2; k < n; k++) {
+        uint32_t g = at[k] - at[k - 1];
+        if (g < lo) lo = g;
+        if (g > hi) hi = g;
+    }
+    return (uint64_t)hi * 2 <= (uint64_t)lo * 3 || n < 3;
+}
+
+/* The events a step holds as the loop of starts at[0..nat) ended (nat >= 2): the median of its
+ * last 3 steps (a loop that changed shape, from steps of 17 events to steps of 5, had its last
+ * step measured against their mean, 11). */
+static uint32_t last_step(const uint32_t *at, uint32_t nat)
+{
+    uint32_t g[3] = {0, 0, 0}, ng = 0;
+    for (uint32_t k = nat - 1; k && ng < 3; k--) g[ng++] = at[k] - at[k - 1];
+    qsort(g, ng, sizeof *g, cmp_u32);
+    return g[ng / 2];
+}
+
+/* The loop of events [0, nv): by its anchors, else by its period (*anchored says which).  An
+ * anchor's steps may fall in phases of other lengths, one after another (a loop that changed
+ * shape, its anchor in every step): *phases of them, the last from start *last on (1 and 0 else). */
+static int find_loop(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **at, uint32_t *nat, int *anchored,
+                     uint32_t *phases, uint32_t *last)
+{
+    int rc = by_anchor(v, nv, bu, nb, min_events, at, nat, phases, last);
+    *anchored = *nat >= 2;
+    if (rc == CMH_OK && *nat < 2) {
+        free(*at);
+        *at = NULL;
+        rc = by_period(v, nv, bu, nb, min_events, at, nat);
+    }
+    return rc;
+}
+
+/* The ops of a step that come before its anchor.  A step is cut at its anchor, the op that recurs
+ * once a step at regular intervals, and that need not be the step's first: where the loop
+ * changed shape, the ops before it may recur irregularly (one activation a step, then three),
+ * and the anchor may be the step's last op.  Those ops end every cut step (they are the next
+ * step's first), so the events just before the anchor at a that repeat, one for one, the events
+ * before the next anchor at b are its step's: how many (fewer than b - a; 0 when none). */
+static uint32_t head_of(const ev *v, uint32_t a, uint32_t b)
+{
+    uint32_t h = 0;
+    while (h < a && h + 1 < b - a && v[a - 1 - h].sym == v[b - 1 - h].sym) h++;
+    return h;
+}
+
+/* Where a later shape's steps begin, as events before its first anchor b[0] (b[1] its second):
+ * a step of the shape before it after that one's last step began (begins), or at once where the
+ * ops before its anchor in its steps reach no further (head_of, at most). */
+static uint32_t later_head(const ev *v, const uint32_t *b, uint64_t begins)
+{
+    uint32_t most = head_of(v, b[0], b[1]);
+    return begins + most <= b[0] ? most : begins >= b[0] ? 0 : b[0] - (uint32_t)begins;
+}
+
 static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread, cmh_steps *st, int *found)
 {
     ev *v;
@@ -1007,12 +1078,9 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
     burst *bu = NULL;
     uint32_t nb = 0;
     rc = bursts_of(v, nv, min_events, &bu, &nb);
-    if (rc == CMH_OK) rc = by_anchor(v, nv, bu, nb, min_events, &at, &nat);
-    if (rc == CMH_OK && nat < 2) {
-        free(at);
-        at = NULL;
-        rc = by_period(v, nv, bu, nb, min_events, &at, &nat);
-    }
+    int anchored = 0; /* the earliest shape's steps are cut at an anchor (by_period's at the fewest bytes) */
+    uint32_t phases = 1, lastp = 0;
+    if (rc == CMH_OK) rc = find_loop(v, nv, bu, nb, min_events, &at, &nat, &anchored, &phases, &lastp);
     if (rc == CMH_OK && thread && nat < 2) { /* one thread's loop of one allocation, paced */
         free(at);
         at = NULL;
@@ -1023,46 +1091,109 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
      * the same way and put before it, one earlier shape at a time.  (A 40-step loop whose last
      * 20 steps made 4 times the events read 'steps: 20', and a leak over all 40 'over the last
      * 19 steps'.)  The first shape's steps need 2 at least, covering most of what came before. */
-    uint32_t latest = nat, shapes = 1; /* the latest shape's steps; the shapes found */
+    /* (an anchor's phases are shapes too: the same words whichever way the loop was found) */
+    uint32_t latest = nat - lastp, shapes = phases, cur = nat; /* the latest shape's steps; the shapes found; the earliest's steps */
     for (; rc == CMH_OK && nat >= 2 && shapes < MAX_SHAPES; shapes++) {
-        uint32_t pre = at[0], *a2 = NULL, n2 = 0;
+        /* The earlier shape is searched before the later one's first step, not its first
+         * anchor: its anchor need not be its step's first op, and the ops before it there
+         * (head_of, at most) are no part of the earlier shape (where they held the earlier
+         * shape's anchor, the steps read one more).  The later shape's steps then begin where
+         * that step does, a step of the earlier shape after the earlier's last: cut at its
+         * anchor, each of its steps would hold the next one's first ops, one step two of a
+         * leak's blocks made there and its last none. */
+        uint32_t most = head_of(v, at[0], at[1]), pre = at[0] - most, *a2 = NULL, n2 = 0;
         if (pre < 4 * min_events) break;
-        rc = by_anchor(v, pre, bu, nb, min_events, &a2, &n2);
-        if (rc == CMH_OK && n2 < 2) {
-            free(a2);
-            a2 = NULL;
-            rc = by_period(v, pre, bu, nb, min_events, &a2, &n2);
-        }
+        int anchored2;
+        uint32_t phases2, last2;
+        rc = find_loop(v, pre, bu, nb, min_events, &a2, &n2, &anchored2, &phases2, &last2);
         if (rc != CMH_OK || n2 < 2) {
             free(a2);
             break;
         }
-        /* its last step runs to where the later shape begins: at least half a step of its own */
-        uint32_t step2 = (a2[n2 - 1] - a2[0]) / (n2 - 1);
+        /* cut where its steps begin (as the first shape's, below), its last step running to
+         * where the later shape begins: at least half a step of its own */
+        uint32_t h2 = anchored2 && regular(a2, n2) ? head_of(v, a2[0], a2[1]) : 0, step2 = (a2[n2 - 1] - a2[0]) / (n2 - 1);
+        for (uint32_t k = 0; k < n2; k++) a2[k] -= h2;
         if ((uint64_t)(pre - a2[n2 - 1]) * 2 < step2) n2--;
+        uint32_t h = n2 ? later_head(v, at, (uint64_t)a2[n2 - 1] + step2) : 0;
         uint32_t *m = n2 >= 2 ? malloc(((size_t)n2 + nat) * sizeof *m) : NULL;
         if (m) {
             memcpy(m, a2, (size_t)n2 * sizeof *m);
             memcpy(m + n2, at, (size_t)nat * sizeof *m);
+            for (uint32_t k = n2; k < n2 + cur; k++) m[k] -= h;
             free(at);
             at = m;
             nat += n2;
+            cur = n2;
+            anchored = anchored2;
+            shapes += phases2 - 1;
         }
         free(a2);
         if (!m) break;
     }
+    /* The loop's first step begins where the ops before its first anchor in it do (head_of):
+     * the anchor need not be the step's first op.  Where the loop changed shape, the ops before
+     * it may recur irregularly (one activation a step, then three), and the anchor may be the
+     * step's last op.  (A 20-step loop that changed shape, keeping 1 MiB at each step's end from
+     * a function of its own, read 'steps: 19': its first step's other ops were set-up; where the
+     * compiler folded that function into another with the same code, there was no such anchor
+     * and the steps read 20.)  Steps of one shape, alike in length, are each cut where their first
+     * op is; an anchor's steps in phases of other lengths (its ops before it as many as the
+     * phase's) keep their cuts at it, and the ops before its first are a step of their own when
+     * the last step is not whole (below): one or the other, each step holding one anchor.
+     * (Steps found by their period are cut where the loop holds the fewest bytes already.) */
+    uint32_t head = rc == CMH_OK && nat >= 2 && anchored ? head_of(v, at[0], at[1]) : 0;
+    if (head && regular(at, cur)) {
+        for (uint32_t k = 0; k < cur; k++) at[k] -= head;
+        head = 0;
+    }
+    /* And a later shape after it: a loop that changed shape to shorter steps (20 steps of 17
+     * events, then 10 of 5) spans most of the record in its first shape, found first; the
+     * events after its last step are searched the same way, one later shape at a time, their
+     * steps put after it (the last step of the shape before runs to where they begin, as
+     * above).  Before, the later shape's steps were the last step's: 'steps: 20' for 30. */
+    for (; rc == CMH_OK && nat >= 2 && shapes < MAX_SHAPES; shapes++) {
+        uint32_t step = last_step(at, nat), from = at[nat - 1] + step, *a3 = NULL, n3 = 0;
+        if (from >= nv || nv - from < 4 * min_events) break;
+        burst *b3 = NULL;
+        uint32_t nb3 = 0;
+        rc = bursts_of(v + from, nv - from, min_events, &b3, &nb3);
+        int anchored3;
+        uint32_t phases3 = 1, last3 = 0;
+        if (rc == CMH_OK) rc = find_loop(v + from, nv - from, b3, nb3, min_events, &a3, &n3, &anchored3, &phases3, &last3);
+        free(b3);
+        uint32_t *m = rc == CMH_OK && n3 >= 2 ? malloc(((size_t)nat + n3) * sizeof *m) : NULL;
+        if (m) {
+            for (uint32_t k = 0; k < n3; k++) a3[k] += from;
+            uint32_t h = later_head(v, a3, from);
+            memcpy(m, at, (size_t)nat * sizeof *m);
+            for (uint32_t k = 0; k < n3; k++) m[nat + k] = a3[k] - h;
+            free(at);
+            at = m;
+            nat += n3;
+            latest = n3 - last3;
+            shapes += phases3 - 1;
+        }
+        free(a3);
+        if (!m) break;
+    }
     if (rc == CMH_OK && nat >= 2) {
         int64_t n = cmh_replay_length(r);
-        int64_t *p = malloc(((size_t)nat + 1) * sizeof *p);
+        int64_t *p = malloc(((size_t)nat + 1) * sizeof *p); /* (the end, or the ops before the first anchor) */
         if (!p) rc = CMH_ENOMEM;
         uint32_t np = 0;
         for (uint32_t k = 0; p && k < nat; k++) p[np++] = v[at[k]].pos;
         if (p) {
             /* entries per step as the loop ended: its latest shape's */
             uint64_t gap = median_gap(p + (nat - latest), latest);
-            /* the last step is whole when the events after its start are as many as a step's */
-            uint32_t tail = nv - at[nat - 1], step = nat >= 2 ? (at[nat - 1] - at[0]) / (nat - 1) : 0;
-            if ((uint64_t)tail * 2 >= (uint64_t)step) p[np++] = n; /* (other threads' events may come first) */
+            /* the last step is whole when the events after its start are as many as half a
+             * step's as the loop ended (last_step); else the ops before the first anchor may be */
+            if ((uint64_t)(nv - at[nat - 1]) * 2 >= last_step(at, nat)) p[np++] = n; /* (other threads' events may come first) */
+            else if ((uint64_t)head * 2 >= at[1] - at[0]) {
+                memmove(p + 1, p, (size_t)np * sizeof *p);
+                p[0] = v[at[0] - head].pos;
+                np++;
+            }
             if (np >= 3 || (np == 2 && p[1] == n)) {
                 rc = set_points(st, p, np);
                 if (rc == CMH_OK) {

@@ -6,7 +6,9 @@
  * Exit statuses, the same for every command (docs/CLI.md):
  *   0 done; 1 a file could not be read or written (the message says which and why);
  *   2 wrong usage; 3 a check the user asked for failed (--fail-on-leak, --fail-if-peak-grows);
- *   4 out of memory.
+ *   4 out of memory; 5 a check the user asked for could not be made (--fail-on-leak where growth
+ *   cannot be judged); 6 --fail-on-leak found no site growing now, but one that grew over several
+ *   steps, stopped, and still holds its memory (a leak that stopped).
  */
 #ifndef CMH_CLI_H
 #define CMH_CLI_H
@@ -17,7 +19,7 @@
 #include "cumemhist/analyzer.h"
 #include "cumemhist/snapshot.h"
 
-enum { CLI_OK = 0, CLI_EFILE = 1, CLI_EUSAGE = 2, CLI_ECHECK = 3, CLI_ENOMEM = 4, CLI_EUNJUDGED = 5 };
+enum { CLI_OK = 0, CLI_EFILE = 1, CLI_EUSAGE = 2, CLI_ECHECK = 3, CLI_ENOMEM = 4, CLI_EUNJUDGED = 5, CLI_ESTOPPED = 6 };
 
 int cmd_record(int argc, char **argv);
 int cmd_summary(int argc, char **argv);

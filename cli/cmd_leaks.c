@@ -20,7 +20,10 @@ static const cli_option g_opts[] = {
     CLI_OPT_TOP(&g_top, "sites to list (default 10)"),
     CLI_OPT_FRAMES(&g_frames),
     {"--min-bytes", NULL, CLI_SIZE, &g_min_bytes, "B", "hide sites holding less (e.g. 1M); the totals still count them", NULL, 0, 0, NULL},
-    {"--fail-on-leak", NULL, CLI_FLAG, &g_fail, NULL, "exit 3 when a site grows from step to step, 5 when growth cannot be judged (for CI)", NULL, 0, 0, NULL},
+    {"--fail-on-leak", NULL, CLI_FLAG, &g_fail, NULL,
+     "for CI: exit 3 when a site grows from step to step; else 6 when one stopped (grew over 3 steps or more after the "
+     "first, still held); else 5 when growth cannot be judged; else 0",
+     NULL, 0, 0, NULL},
     CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
 };
@@ -34,9 +37,13 @@ const cli_command cli_cmd_leaks = {
     "the pattern 4 or more), else they are unknown.  A site's held bytes\n"
     "at a step boundary are its blocks live there and still live at the next one.  growing:\n"
     "they rose across at least half of a recent stretch of steps after the first (3 at least;\n"
-    "a likely leak); state: held across steps, not growing; steady: back to the same level each\n"
-    "step; after: made once the last step had begun, in no step before (work after the\n"
-    "loop); with fewer than 4 steps growth is not judged.  In a recording, each thread's own\n"
+    "a likely leak); stopped: not growing now, but they rose across 3 steps or more after the\n"
+    "first, then no more, and are still held (a leak that stopped, or a cache filled over many\n"
+    "steps); state: held across steps, not growing, grown in its first three steps at most\n"
+    "(weights, optimizer state); steady: back to the same level each step; after: made once the\n"
+    "last step had begun, in no step before (work after the loop); with fewer than 4 steps\n"
+    "growth is not judged.  --fail-on-leak: exit 3 for a growing site, else 6 for a stopped one,\n"
+    "else 5 where growth cannot be judged, else 0.  In a recording, each thread's own\n"
     "steps are judged too.  Physical memory made with cuMemCreate and held mapped nowhere at the\n"
     "end (no block shows it) is listed after the sites, by its cuMemCreate site.  See\n"
     "docs/DEFINITIONS.md.",
@@ -256,7 +263,7 @@ static void json_row_sites(cmh_jw *w, const cmh_site *x, void *arg)
 }
 
 typedef struct outcome {
-    uint32_t leaking, unjudged; /* devices' growing sites; devices whose growth cannot be judged */
+    uint32_t leaking, stopped, unjudged; /* devices' growing sites, stopped sites; devices whose growth cannot be judged */
 } outcome;
 
 static int section(const rep_section *sec, void *arg)
@@ -271,6 +278,7 @@ static int section(const rep_section *sec, void *arg)
     by_site bs;
     by_site_new(s, g, dev, &bs);
     out->leaking += p.leaking;
+    out->stopped += p.stopped;
     out->unjudged += !p.judged;
     uint32_t nheld = p.nvmm_sites;
     char line[512];
@@ -287,6 +295,8 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "live_before_trace_blocks", p.base.history ? p.live_blocks - p.grew_blocks : 0);
         rep_json_gap(w, &p.base);
         cmh_jw_kuint(w, "leaking_sites", p.leaking);
+        cmh_jw_kuint(w, "stopped_sites", p.stopped);
+        cmh_jw_kuint(w, "stopped_bytes", p.stopped_bytes);
         cmh_jw_kuint(w, "hidden_sites", p.hidden_sites);
         cmh_jw_kuint(w, "hidden_bytes", p.hidden_bytes);
         cmh_jw_kbool(w, "judged", p.judged);
@@ -396,9 +406,11 @@ int cmd_leaks(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_leaks, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    outcome out = {0, 0};
+    outcome out = {0, 0, 0};
     rc = rep_run(&path, 1, g_device, g_json, REP_SITES, section, &out);
-    /* a gate that cannot judge does not pass: a growing site fails it (3), else a device whose
-     * growth cannot be judged (too few steps, unknown steps, no history) does (5) */
-    return rc ? rc : !g_fail ? 0 : out.leaking ? CLI_ECHECK : out.unjudged ? CLI_EUNJUDGED : 0;
+    /* a gate that cannot judge does not pass: a growing site fails it (3), else a site that grew
+     * over several steps, stopped and still holds its memory (6: it passed, 80 MiB a leak kept
+     * over 10 steps of 20 read 'state'), else a device whose growth cannot be judged (too few
+     * steps, unknown steps, no history) does (5) */
+    return rc ? rc : !g_fail ? 0 : out.leaking ? CLI_ECHECK : out.stopped ? CLI_ESTOPPED : out.unjudged ? CLI_EUNJUDGED : 0;
 }

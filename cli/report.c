@@ -848,9 +848,23 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kuint(w, "flat_steps", x->flat_steps);
         cmh_jw_kbool(w, "warmup_rose", x->warm_rise != 0); /* the first step rose too, not in rises */
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
-        /* a rate only where the verdict measured one (growing); a rise over too few steps is no rate */
-        if (x->verdict == CMH_LEAK_GROWING) cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
+        /* a rate only where the verdict measured one (growing; stopped: while it grew); a rise
+         * over too few steps is no rate */
+        if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_STOPPED) cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
         else cmh_jw_knull(w, "rate_bytes_per_step");
+        /* stopped: the steps it grew over (the record's numbers, from 1), what it held when it
+         * stopped, and what its first step added where that is left out of them (a warm-up) */
+        if (x->verdict == CMH_LEAK_STOPPED) {
+            cmh_jw_kuint(w, "growth_first_step", x->growth_first);
+            cmh_jw_kuint(w, "growth_last_step", x->growth_first + x->growth_steps - 1);
+            cmh_jw_kuint(w, "held_when_stopped_bytes", x->top);
+            cmh_jw_kuint(w, "warmup_grew_bytes", x->warm_growth);
+        } else {
+            cmh_jw_knull(w, "growth_first_step");
+            cmh_jw_knull(w, "growth_last_step");
+            cmh_jw_knull(w, "held_when_stopped_bytes");
+            cmh_jw_knull(w, "warmup_grew_bytes");
+        }
         if (x->verdict == CMH_LEAK_RISING) cmh_jw_kint(w, "rise_bytes", x->rise);
         cmh_jw_kdouble(w, "trend", x->trend, 4);
         cmh_jw_kuint(w, "held_bytes", x->held);
@@ -894,8 +908,9 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
             rep_json_frame(w, s, &s->frames[x->callers[i].frame]);
             cmh_jw_kuint(w, "bytes", x->callers[i].bytes);
             cmh_jw_kuint(w, "blocks", x->callers[i].count);
-            if (x->callers_judged) { /* (leaks: a growing site, each caller judged alone) */
+            if (x->callers_judged) { /* (leaks: a growing or stopped site, each caller judged alone) */
                 cmh_jw_kbool(w, "growing", x->callers[i].growing);
+                cmh_jw_kbool(w, "stopped", x->callers[i].stopped);
                 cmh_jw_kint(w, "rate_bytes_per_step", x->callers[i].rate);
             }
             cmh_jw_end(w);

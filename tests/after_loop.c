@@ -6,8 +6,11 @@
  * recorder without linking it).  With "reshape", the steps from STEPS/2 on make three
  * activations, an attention buffer and four small KV blocks, 16 events a step where there were 4
  * (the loop changes shape halfway, as a schedule's next phase does).  With "leak", every step
- * keeps 1 MiB more (a leak across both shapes).
- *   after_loop [STEPS [marks|plain [reshape|same [leak]]]]
+ * keeps 1 MiB more (a leak across both shapes), from keep_history, whose code is kv_block's: a
+ * compiler folding identical functions (gcc -O2's identical-code folding) makes the two one
+ * site, a sanitizer build keeps them two.  With "apart", from keep_apart, two sites in every
+ * build: its code differs, and it is neither inlined nor folded.
+ *   after_loop [STEPS [marks|plain [reshape|same [leak|apart]]]]
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -63,6 +66,19 @@ __attribute__((noinline)) static CUdeviceptr keep_history(void)
     GRAB(1 << 20);
     return p;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#define NOT_FOLDED __attribute__((noinline, noipa))
+#else
+#define NOT_FOLDED __attribute__((noinline))
+#endif
+static volatile unsigned g_kept;
+NOT_FOLDED static CUdeviceptr keep_apart(void)
+{
+    CUdeviceptr p;
+    GRAB(1 << 20);
+    g_kept++; /* (code of its own: no function to fold it into) */
+    return p;
+}
 __attribute__((noinline)) static CUdeviceptr eval_buffer(void)
 {
     CUdeviceptr p;
@@ -80,7 +96,8 @@ int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 20;
     loop_mark_fn mark = loop_marks(argc > 2 && !strcmp(argv[2], "marks"));
-    int reshape = argc > 3 && !strcmp(argv[3], "reshape"), leak = argc > 4 && !strcmp(argv[4], "leak");
+    int reshape = argc > 3 && !strcmp(argv[3], "reshape"), leak = argc > 4 && !strcmp(argv[4], "leak"),
+        apart = argc > 4 && !strcmp(argv[4], "apart");
     if (loop_context(NULL)) return 2;
     weights();
     for (int s = 0; s < steps; s++) {
@@ -99,6 +116,7 @@ int main(int argc, char **argv)
             cuMemFree(a);
         }
         if (leak) keep_history();
+        if (apart) keep_apart();
     }
     if (mark) mark("eval");
     eval_buffer(); /* kept to the end */

@@ -3,7 +3,8 @@
 # thread's current device's (tests/two_dev_steps.c: two devices, the steps marked from one
 # thread with device 0 current, a leak on device 1).  Before, device 1 read 'steps: unknown', its
 # leak that stopped halfway was 'held ... growth not judged', the record's outcome 'growth cannot
-# be judged' and `leaks --fail-on-leak` exited 5.  Every output that judges leaks agrees: leaks
+# be judged' and `leaks --fail-on-leak` exited 5 (now 6: a leak that stopped, grown over 10 steps
+# and never freed).  Every output that judges leaks agrees: leaks
 # (text, JSON), the HTML report and top (the exporter's verdicts are top's, cli/live.c).
 TEST=device_steps . "$(dirname "$0")/testlib.sh"
 export FAKECUDA_DEVICES=2
@@ -13,25 +14,26 @@ P=$B/tests/two_dev_steps
 "$CMH" record -q -o st.cmh -- "$P" 20 10 marks >/dev/null 2>&1
 "$CMH" leaks --fail-on-leak st.cmh >st.txt 2>&1
 rc=$?
-check "leaks --fail-on-leak: a leak that stopped halfway is no failure, and judged (exit $rc; it was 5 when device 1 had no steps)" "[ $rc -eq 0 ]"
+check "leaks --fail-on-leak: a leak that stopped halfway, judged, fails the gate as a leak that stopped (exit $rc; it was 5 when device 1 had no steps, then 0 when it read 'state')" "[ $rc -eq 6 ]"
 "$CMH" leaks --device 1 st.cmh >d1.txt 2>&1
 check "device 1 has the steps marked with device 0 current: '$(grep '^steps' d1.txt)'" \
     "grep -q '^steps: 20 from the program.s marks (\"step\")\$' d1.txt"
-check "device 1's leak that stopped halfway: '$(grep '^        state:' d1.txt)'" \
-    "grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)\$' d1.txt &&
-     grep -q '^no site grows from step to step\$' d1.txt && ! grep -q 'cannot be judged\|steps not found' d1.txt"
+check "device 1's leak that stopped halfway: '$(grep '^        stopped:' d1.txt)'" \
+    "grep -q '^        stopped: grew +1.0 MiB per step over steps 1-10, then flat for the last 10 steps; 18.0 MiB still held at the end, never freed\$' d1.txt &&
+     grep -q '^no site grows from step to step now; 1 site grew over several steps, then stopped, and still holds 18.0 MiB: a likely leak that stopped\$' d1.txt &&
+     ! grep -q 'cannot be judged\|steps not found' d1.txt"
 "$CMH" leaks --json st.cmh 2>/dev/null | py -c '
 import json, sys
 d = {x["device"]: x for x in json.load(sys.stdin)}
 for dev in (0, 1):
     assert d[dev]["judged"] is True and d[dev]["steps"]["count"] == 20 and d[dev]["steps"]["source"] == "marks", d[dev]["steps"]
 x = d[1]["sites"][0]
-assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10 and x["warmup_rose"] is True, x' 2>json.err
-check "leaks --json: both devices judged with the 20 marked steps, device 1 'state' (rose 9, flat 10) ($(tail -1 json.err))" "[ ! -s json.err ]"
+assert x["verdict"] == "stopped" and x["rises"] == 9 and x["flat_steps"] == 10 and x["warmup_rose"] is True and x["growth_first_step"] == 1 and x["growth_last_step"] == 10 and x["rate_bytes_per_step"] == 1 << 20, x' 2>json.err
+check "leaks --json: both devices judged with the 20 marked steps, device 1 'stopped' (rose 9, flat 10, steps 1-10) ($(tail -1 json.err))" "[ ! -s json.err ]"
 "$CMH" report -o st.html st.cmh 2>/dev/null
 check "the HTML report says device 1's steps and verdict as leaks does" \
     "[ \$(grep -o 'steps: 20 from the program&apos;s marks' st.html | wc -l) -eq 2 ] &&
-     grep -q 'grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)' st.html"
+     grep -q 'data-verdict=\"stopped\" data-says=\"stopped: grew +1.0 MiB per step over steps 1-10, then flat for the last 10 steps' st.html"
 
 # a leak on device 1 every step: growing, and --fail-on-leak fails for it
 "$CMH" record -q -o gr.cmh -- "$P" 20 20 marks >/dev/null 2>&1
@@ -51,9 +53,9 @@ py - q.json <<'EOF2' 2>top.err
 import json, sys
 p = json.load(open(sys.argv[1]))["processes"][0]
 v = {d["device"]: [s["verdict"] for s in d["sites"]] for d in p["devices"]}
-assert v == {0: ["state"], 1: ["state"]}, v
+assert v == {0: ["state"], 1: ["stopped"]}, v
 EOF2
-check "top --json: device 1's site 'state' as leaks says ($(tail -1 top.err))" "[ ! -s top.err ]"
+check "top --json: device 1's site 'stopped' as leaks says ($(tail -1 top.err))" "[ ! -s top.err ]"
 # A record whose marks are on one device only (made before a mark was the process's, or a PyTorch
 # snapshot whose annotations are in device 0's trace): the other device takes them by time.
 # ANN=ext: the steps as PyTorch's external_annotations (the snapshot's top-level list), recorded
@@ -110,11 +112,11 @@ d = {x["device"]: x for x in json.load(sys.stdin)}
 assert d[1]["steps"]["count"] == 20 and d[1]["steps"]["marks_of_other_devices"] is True, d[1]["steps"]
 assert "marks_of_other_devices" not in d[0]["steps"], d[0]["steps"]
 x = d[1]["sites"][0]
-assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10 and x["warmup_rose"] is True, x' 2>old.err
+assert x["verdict"] == "stopped" and x["rises"] == 9 and x["flat_steps"] == 10 and x["warmup_rose"] is True and x["growth_first_step"] == 1 and x["growth_last_step"] == 10 and x["rate_bytes_per_step"] == 1 << 20, x' 2>old.err
 check "marks on device 0 only: device 1 takes them by time, its leak that stopped judged (exit $rc; $(grep -A3 'device 1' old.txt | grep '^steps'))" \
-    "[ $rc -eq 0 ] && [ ! -s old.err ] &&
+    "[ $rc -eq 6 ] && [ ! -s old.err ] &&
      grep -q '^steps: 20 from the program.s marks (\"step\", placed by time: this device.s trace has none)\$' old.txt &&
-     grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)\$' old.txt"
+     grep -q '^        stopped: grew +1.0 MiB per step over steps 1-10, then flat for the last 10 steps; 18.0 MiB still held at the end, never freed\$' old.txt"
 
 # The same steps as PyTorch's external annotations, recorded for device 0 only (the device
 # current when they were made): device 1 takes them by time as it takes marks.  Before, device 1
@@ -131,12 +133,12 @@ for dev in (0, 1):
 assert d[1]["steps"]["marks_of_other_devices"] is True and d[1]["steps"]["marks_placed_by_time"] == 20, d[1]["steps"]
 assert "marks_of_other_devices" not in d[0]["steps"], d[0]["steps"]
 x = d[1]["sites"][0]
-assert x["verdict"] == "state" and x["rises"] == 9 and x["flat_steps"] == 10 and x["warmup_rose"] is True, x' 2>ext.err
+assert x["verdict"] == "stopped" and x["rises"] == 9 and x["flat_steps"] == 10 and x["warmup_rose"] is True and x["growth_first_step"] == 1 and x["growth_last_step"] == 10 and x["rate_bytes_per_step"] == 1 << 20, x' 2>ext.err
 check "annotations on device 0 only: device 1 takes them by time (exit $rc; $(grep -A3 'device 1' ext.txt | grep '^steps'); $(tail -1 ext.err))" \
-    "[ $rc -eq 0 ] && [ ! -s ext.err ] &&
+    "[ $rc -eq 6 ] && [ ! -s ext.err ] &&
      grep -q '^steps: 20 from step annotations\$' ext.txt &&
      grep -q '^steps: 20 from step annotations (placed by time: this device.s trace has none)\$' ext.txt &&
-     grep -q '^        state: 18.0 MiB held across steps, not growing: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)\$' ext.txt"
+     grep -q '^        stopped: grew +1.0 MiB per step over steps 1-10, then flat for the last 10 steps; 18.0 MiB still held at the end, never freed\$' ext.txt"
 "$CMH" report -o ext.html ext.pickle 2>/dev/null
 check "the HTML report says device 1's annotated steps as leaks does" \
     "grep -q 'steps: 20 from step annotations (placed by time: this device&apos;s trace has none)' ext.html &&

@@ -96,7 +96,7 @@ PY
 # pickle as memory_viz reads it confirms (its allocated peak is at the entry named).
 "$CMH" record -q -o st.cmh -- "$B/tests/stops_leak" 20 10 marks >/dev/null
 "$CMH" leaks st.cmh >st.txt
-grep -q 'state: 18.0 MiB held across steps, not growing: grew in 9 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)' st.txt &&
+grep -q 'stopped: grew +1.0 MiB per step over steps 1-10, then flat for the last 10 steps; 18.0 MiB still held at the end, never freed' st.txt &&
     ok "leaks: a leak that stopped says so in text" || bad "leaks' words for a leak that stopped: $(sed -n 3,8p st.txt)"
 "$CMH" export -o st.pickle st.cmh 2>st.err
 "$CMH" leaks st.pickle >stp.txt

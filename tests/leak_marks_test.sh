@@ -16,7 +16,8 @@
 #    5 (3, 6, 4) steps, then stopped' by the same temporaries; now 'not growing', every run;
 #  - a leak rising in 30 steps of 40, then flat for the last 10, read 'growing: +871.6 KiB per
 #    step over the last 39 steps' (exit 3): flat for longer than twice its longest pause between
-#    rises (and 3 steps) it stopped: state, 'grew in 29 steps ..., then stopped';
+#    rises (and 3 steps) it stopped: 'stopped: grew +1.0 MiB per step over steps 1-30, ...' (exit
+#    6; it read 'state', exit 0, before the verdict of its own);
 #  - a block freed with stream work pending: '8.0 MiB in 1 block still live' in the header,
 #    '12.0 MiB still live (2 blocks)' in the outcome; now one figure.
 TEST=leak_marks . "$(dirname "$0")/testlib.sh"
@@ -124,10 +125,10 @@ check "main's weights made once through the helper before the threads: not growi
     "same own && has own 'rc 3' && has own 'work_buf state: state: 64.0 MiB held across steps, not growing' &&
      grep -q '5 cache_entry growing: growing: +256.0 KiB per step over the last 19 steps of recording thread [0-9]*\$' own.u"
 
-# a leak that grew in 30 steps of 40 and stopped: not growing now (stops_leak.c)
+# a leak that grew in 30 steps of 40 and stopped: not growing now, a leak that stopped (stops_leak.c)
 runs stops "$B/tests/stops_leak" 40 30 marks
-check "a leak rising in 30 of 40 steps, then flat for 10: a leak that stopped, state, exit 0, 5 of 5 runs ($(says stops))" \
-    "same stops && has stops 'rc 0' && has stops 'loop_grab state: state: 38.0 MiB held across steps, not growing: grew in 29 steps after its first (a warm-up, which grew too: not counted), then stopped (flat for the last 10)'"
+check "a leak rising in 30 of 40 steps, then flat for 10: stopped, exit 6, 5 of 5 runs ($(says stops))" \
+    "same stops && has stops 'rc 6' && has stops 'loop_grab stopped: stopped: grew +1.0 MiB per step over steps 1-30, then flat for the last 10 steps; 38.0 MiB still held at the end, never freed'"
 
 # stream work pending: one figure for what is still live
 "$CMH" record -q -o pend.cmh -- "$B/tests/pending_free" >/dev/null 2>&1 || bad "pending_free did not run"

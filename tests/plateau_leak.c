@@ -1,9 +1,10 @@
 /*
  * plateau_leak.c - loops without marks whose leak has a shape (tests/plateau_test.sh): each
  * iteration makes and frees an activation, and keeps 1 MiB (a cache entry) in some iterations.
- *   plateau_leak SHAPE [STEPS [N]]
- *   plateau  keeps a block in each of the first N iterations, then none: a cache that fills
- *            and stops growing (3 driver calls an iteration, then 2)
+ *   plateau_leak SHAPE [STEPS [N [MIB]]]
+ *   plateau  keeps a block (of MIB MiB, default 1) in each of the first N iterations, then none:
+ *            a cache that fills and stops growing, or a leak that stops (3 driver calls an
+ *            iteration, then 2)
  *   every2   keeps a block every 2nd iteration: a leak
  *   cache2   keeps 2 blocks in each of the first N iterations, then none (4 driver calls an
  *            iteration, then 2)
@@ -60,6 +61,7 @@ int main(int argc, char **argv)
     if (argc > 2) steps = atoi(argv[2]);
     int threads = !strcmp(shape, "threads"), serial = !strcmp(shape, "serial");
     n = argc > 3 ? atoi(argv[3]) : threads || serial ? 3 : steps / 2;
+    size_t mib = argc > 4 ? (size_t)atoi(argv[4]) : 1;
     if (loop_context(&ctx)) return 2;
     if (threads) {
         if (n < 1 || n > 64) n = 3;
@@ -79,7 +81,8 @@ int main(int argc, char **argv)
     for (int s = 0; s < steps; s++) {
         CUdeviceptr a = activation(), b = 0;
         if (!strcmp(shape, "twosites")) b = scratch();
-        if ((!strcmp(shape, "plateau") && s < n) || (!strcmp(shape, "every2") && s % 2 == 0) ||
+        if (!strcmp(shape, "plateau") && s < n) keep(mib << 20);
+        if ((!strcmp(shape, "every2") && s % 2 == 0) ||
             (!strcmp(shape, "late") && s >= n) ||
             (!strcmp(shape, "warmup") && s == 0) || !strcmp(shape, "twosites"))
             keep(1 << 20);

@@ -24,7 +24,7 @@ runs() {
         "$CMH" leaks --fail-on-leak "$name$i.cmh" >"$name.txt" 2>&1
         echo "rc $?" >>"$name.all"
         # (what a run's clock says is left out: the words around it are the verdict)
-        grep -E '^steps|^        (growing|state|held|rose|after)|^(no site|growth|[0-9]+ site)' "$name.txt" |
+        grep -E '^steps|^        (growing|stopped|state|held|rose|after)|^(no site|growth|[0-9]+ site)' "$name.txt" |
             sed -e 's/ made within [^,;]*/ made within T/' -e 's/ was made \(over the\|in bursts\).*/ was made over the run: R/' >>"$name.all"
         i=$((i + 1))
     done
@@ -53,16 +53,18 @@ check "a 64 KiB block kept every 1000 of 200000 busy iterations: growing +4.1 Ki
 runs slower 5 "$P" slow 200000 3000
 check "one every 3000 iterations: growing +1.4 KiB per step, exit 3, in 5 of 5 runs ($(tr -s ' ' <slower.u | tr '\n' '|'))" \
     "same slower 5 && has slower 5 'rc 3' && grep -q '^ *5         growing: +1.4 KiB per step over the last [23][0-9][0-9][0-9] steps\$' slower.u"
-# its twin that stops halfway is held, not growing; the rises counted in the stretches measured
+# its twin that stops halfway is not growing now: a leak that stopped (exit 6); the rises counted
+# in the stretches measured, the steps it grew over and was flat for in steps
 runs stops 5 "$P" slow 200000 1000 100000
-check "the same leak stopping halfway: state, 'grew in 100 of the 445 stretches of 7 steps', exit 0, in 5 of 5 runs ($(tr -s ' ' <stops.u | tr '\n' '|'))" \
-    "same stops 5 && has stops 5 'rc 0' && has stops 5 'no site grows from step to step' &&
-     grep -q '^ *5         state: 6.2 MiB held across steps, not growing: grew in 100 of the 445 stretches of 7 steps it was measured over, then stopped (flat for the last 15[0-9][0-9] steps)\$' stops.u"
+check "the same leak stopping halfway: stopped, 'grew in 100 of the 222 stretches of 7 steps over steps 15-15xx', exit 6, in 5 of 5 runs ($(tr -s ' ' <stops.u | tr '\n' '|'))" \
+    "same stops 5 && has stops 5 'rc 6' && has stops 5 'no site grows from step to step now; 1 site grew over several steps, then stopped, and still holds 6.2 MiB: a likely leak that stopped' &&
+     grep -q '^ *5         stopped: grew in 100 of the 2[0-9][0-9] stretches of 7 steps over steps [0-9]*-15[0-9][0-9], +4.1 KiB per step on average, then flat for the last 15[0-9][0-9] steps; 6.2 MiB still held at the end, never freed\$' stops.u"
 "$CMH" leaks --json stops0.cmh | py -c '
 import json, sys
 x = [s for s in json.load(sys.stdin)[0]["sites"] if s["site"]["function"] == "keep_small"][0]
-assert x["verdict"] == "state" and x["rises"] == 100 and x["stride"] == 7 and x["flat_steps"] > 1000, x
-' && ok "--json: rises counts the stretches that rose, stride their steps" || bad "--json rises and stride"
+assert x["verdict"] == "stopped" and x["rises"] == 100 and x["stride"] == 7 and x["flat_steps"] > 1000, x
+assert x["growth_last_step"] + x["flat_steps"] == x["steps"] and x["growth_last_step"] - x["growth_first_step"] + 1 == x["growth_steps"], x
+' && ok "--json: rises counts the stretches that rose, stride their steps; the steps it grew over and those since add up" || bad "--json rises and stride"
 
 # --- one allocation repeated (F9): no loop of 2, no rate; the steps line in two sentences ---
 runs keep 10 "$P" keep 40

@@ -109,7 +109,7 @@ while [ $i -lt 20 ]; do
     "$CMH" record -q -o pl$i.cmh -- "$B/tests/paced_leak" >/dev/null 2>&1
     "$CMH" leaks --fail-on-leak pl$i.cmh >pl.txt 2>&1
     echo "rc $?" >>says.txt
-    grep -E '^steps|^        (growing|state|held|rose|by caller)' pl.txt | sed -e 's/(tid [0-9]*,/(tid N,/' -e 's/ ([^ ]*paced_leak.c:[0-9]*)//g' >>says.txt
+    grep -E '^steps|^        (growing|stopped|state|held|rose|by caller)' pl.txt | sed -e 's/(tid [0-9]*,/(tid N,/' -e 's/ ([^ ]*paced_leak.c:[0-9]*)//g' >>says.txt
     i=$((i + 1))
 done
 sort says.txt | uniq -c >u.txt
@@ -144,7 +144,7 @@ while [ $i -lt 5 ]; do
     "$CMH" record -q -o pb$i.cmh -- "$B/tests/paced_leak" 20 20000 20 0 >/dev/null 2>&1
     "$CMH" leaks --fail-on-leak pb$i.cmh >pb.txt 2>&1
     echo "rc $?" >>says.txt
-    grep -E '^steps|^        (growing|state|held|rose)' pb.txt | sed 's/ made within [^,]*,/ made within T,/' >>says.txt
+    grep -E '^steps|^        (growing|stopped|state|held|rose)' pb.txt | sed 's/ made within [^,]*,/ made within T,/' >>says.txt
     i=$((i + 1))
 done
 sort says.txt | uniq -c >u.txt

@@ -64,7 +64,9 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
     case CMH_STEPS_PATTERN:
         ADD("steps: %u detected from the allocation pattern (period %" PRIu64 " %s", st->count, st->period,
             plural(st->period, "entry", "entries"));
-        if (st->shapes > 1) ADD(" as it ended; the loop changed shape %s", st->shapes == 2 ? "once" : st->shapes == 3 ? "twice" : "3 times");
+        if (st->shapes == 2) ADD(" as it ended; the loop changed shape once");
+        else if (st->shapes == 3) ADD(" as it ended; the loop changed shape twice");
+        else if (st->shapes > 3) ADD(" as it ended; the loop changed shape %u times", st->shapes - 1);
         ADD(")");
         if (st->few_count)
             ADD(", not the %u from %s%s%s (fewer than the %u growth needs)", st->few_count,
@@ -112,6 +114,7 @@ const char *cmh_leak_site_word(const cmh_site *x)
     switch (x->verdict) {
     case CMH_LEAK_GROWING: return "growing";
     case CMH_LEAK_RISING: return "rising";
+    case CMH_LEAK_STOPPED: return "stopped";
     case CMH_LEAK_STATE: return "state";
     case CMH_LEAK_STEADY: return "steady";
     case CMH_LEAK_AFTER: return "after";
@@ -119,23 +122,52 @@ const char *cmh_leak_site_word(const cmh_site *x)
     }
 }
 
-/* A growth that stopped, in the units it was measured in: "grew in 9 steps, then stopped (flat
- * for the last 10)"; past 512 steps, where a point is every stride-th step, the rises are stretches
- * of stride steps ("grew in 199 of the 445 stretches of 7 steps it was measured over": a rise
- * across a stretch is not a rise in each of its steps). */
-static const char *stopped_text(const cmh_site *x, char *buf, size_t cap)
+/* "steps 1-10", "step 4": the steps a stopped site grew over */
+static void stopped_range(const cmh_site *x, char *buf, size_t cap)
 {
-    /* the first step (stretch) is the warm-up, left out of the count: where it rose too, say so
-     * ('grew in 9 steps, then stopped (flat for the last 10)' of 20 steps left one unexplained) */
-    const char *warm = !x->warm_rise ? "" : x->stride <= 1 ? " after its first (a warm-up, which grew too: not counted)"
-                                                            : " after its first (a warm-up stretch, which grew too: not counted)";
-    if (x->stride <= 1)
-        snprintf(buf, cap, "grew in %u %s%s, then stopped (flat for the last %u)", x->rises, plural(x->rises, "step", "steps"), warm,
-                 x->flat_steps);
-    else
-        snprintf(buf, cap, "grew in %u of the %u stretches of %u steps it was measured over%s, then stopped (flat for the last %u steps)",
-                 x->rises, x->steps / x->stride > 1 ? x->steps / x->stride - 1 : 1, x->stride, warm, x->flat_steps);
-    return buf;
+    uint32_t from = x->growth_first, to = x->growth_first + x->growth_steps - 1;
+    if (from == to) snprintf(buf, cap, "step %u", from);
+    else snprintf(buf, cap, "steps %u-%u", from, to);
+}
+
+/* A growth that stopped (CMH_LEAK_STOPPED), after "stopped: ": how it grew, then how long it
+ * has not, then what it holds; each part a clause of its own, step numbers the record's.
+ *   grew +8.0 MiB per step over steps 1-10, then flat for the last 10 steps; 80.0 MiB still held
+ *   at the end, never freed
+ * Where not every step (stretch) of the growth rose, how many did, and the rate on average;
+ * past 512 steps the unit each count is in.  whose: " of recording thread 2" or "". */
+static size_t stopped_head(const cmh_site *x, const char *whose, char *buf, size_t cap)
+{
+    uint32_t stride = x->stride > 1 ? x->stride : 1, stretches = x->growth_steps / stride;
+    uint32_t rose = x->rises + (x->warm_rise && !x->warm_growth); /* (the first step's rise, where it is in the stretch) */
+    char rate[32], range[48];
+    snprintf(rate, sizeof rate, "+%s", cmh_svg_size((double)x->rate));
+    stopped_range(x, range, sizeof range);
+    int n;
+    if (rose >= stretches && stride > 1) n = snprintf(buf, cap, "grew %s per step over %s, measured every %u steps%s", rate, range, stride, whose);
+    else if (rose >= stretches) n = snprintf(buf, cap, "grew %s per step over %s%s", rate, range, whose);
+    else if (stride > 1)
+        n = snprintf(buf, cap, "grew in %u of the %u stretches of %u steps over %s%s, %s per step on average", rose, stretches, stride, range, whose, rate);
+    else n = snprintf(buf, cap, "grew in %u of %s%s, %s per step on average", rose, range, whose, rate);
+    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap;
+}
+
+/* ... then: ", then flat for the last 10 steps; 80.0 MiB still held at the end, never freed",
+ * with what was freed since it stopped, and what a first step left out of the growth (state
+ * made in it: a warm-up) added. */
+static void stopped_tail(const cmh_site *x, char *buf, size_t cap)
+{
+    size_t n = 0;
+#define ADD(...)                                                           \
+    do {                                                                   \
+        if (n < cap) n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__); \
+    } while (0)
+    ADD(", then %s for the last %u %s", x->held >= x->top ? "flat" : "grew no more", x->flat_steps, plural(x->flat_steps, "step", "steps"));
+    ADD("; %s still held at the end", cmh_svg_size((double)x->held));
+    if (x->held >= x->top) ADD(", never freed");
+    else ADD(", after %s of it was freed", cmh_svg_size((double)(x->top - x->held)));
+    if (x->warm_growth) ADD("; its first %s, a warm-up, added %s of it", x->stride > 1 ? "stretch" : "step", cmh_svg_size((double)x->warm_growth));
+#undef ADD
 }
 
 /* "recording threads 2, 3, 4" (the first 6 of a mask, then how many more) */
@@ -168,7 +200,7 @@ static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
 {
     uint32_t k = bits(x->thread_mask);
     if (x->threads < 2 || (x->verdict == CMH_LEAK_GROWING && k < 2)) return NULL;
-    char list[128], of[48] = "", each[64], over[48], grew[256];
+    char list[128], of[48] = "", each[64], over[48];
     thread_list(x->thread_mask, list, sizeof list);
     const char *why = x->threads_apart ? "judged thread by thread: each by its own steps, one thread after another"
                                        : "judged thread by thread: their steps interleave";
@@ -185,11 +217,21 @@ static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
         snprintf(buf, cap, "growing: %s%s per step of %s together%s (%s), over %s of each; %s", x->rate >= 0 ? "+" : "",
                  cmh_svg_size((double)x->rate), list, of, each, over, why);
         return buf;
+    case CMH_LEAK_STOPPED: { /* each its own rate, over its own steps (they need not run at once) */
+        char range[48], tail[256];
+        stopped_range(x, range, sizeof range);
+        stopped_tail(x, tail, sizeof tail);
+        if (x->rate_min == x->rate_max)
+            snprintf(buf, cap, "stopped: %s each grew +%s per step over %s of its own%s; %s", list, cmh_svg_size((double)x->rate_min), range, tail, why);
+        else {
+            snprintf(each, sizeof each, "+%s", cmh_svg_size((double)x->rate_min));
+            snprintf(buf, cap, "stopped: %s grew %s to +%s per step each over %s of their own%s; %s", list, each,
+                     cmh_svg_size((double)x->rate_max), range, tail, why);
+        }
+        return buf;
+    }
     case CMH_LEAK_STATE:
-        if (cmh_leak_site_stopped(x))
-            snprintf(buf, cap, "state: %s held across steps by %s, growing in none: %s; %s", cmh_svg_size((double)x->held), list,
-                     stopped_text(x, grew, sizeof grew), why);
-        else snprintf(buf, cap, "state: %s held across steps by %s, growing in none; %s", cmh_svg_size((double)x->held), list, why);
+        snprintf(buf, cap, "state: %s held across steps by %s, growing in none; %s", cmh_svg_size((double)x->held), list, why);
         return buf;
     case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step in each of %s; %s", list, why); return buf;
     default: return NULL; /* (after: judged by one thread's last step, its usual words) */
@@ -222,7 +264,7 @@ void cmh_when_text(int64_t t, int64_t t0, char *out, size_t cap)
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
 {
     if (threads_text(x, buf, cap)) return buf;
-    char whose[96] = "", grew[256];
+    char whose[96] = "", grew[512];
     const char *tn = x->thread_name ? x->thread_name : "";
     if (x->thread && x->thread_tid && *tn)
         snprintf(whose, sizeof whose, " of recording thread %u (tid %lld, '%.20s')", x->thread, (long long)x->thread_tid, tn);
@@ -237,13 +279,13 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
         snprintf(buf, cap, "rose in each of the %u steps%s, by %s in all; too few steps to call it a leak or give a rate per step",
                  x->growth_steps, whose, cmh_svg_size((double)x->rise));
         break;
-    case CMH_LEAK_STATE:
-        /* a leak that stopped: it rose across as many steps as a leak must, then no more */
-        if (cmh_leak_site_stopped(x))
-            snprintf(buf, cap, "state: %s held across steps%s, not growing: %s", cmh_svg_size((double)x->held), whose,
-                     stopped_text(x, grew, sizeof grew));
-        else snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose);
+    case CMH_LEAK_STOPPED: { /* a leak that stopped: it rose across as many steps as a leak must, then no more */
+        size_t n = stopped_head(x, whose, grew, sizeof grew);
+        stopped_tail(x, grew + n, sizeof grew - n);
+        snprintf(buf, cap, "stopped: %s", grew);
         break;
+    }
+    case CMH_LEAK_STATE: snprintf(buf, cap, "state: %s held across steps%s, not growing", cmh_svg_size((double)x->held), whose); break;
     case CMH_LEAK_STEADY: snprintf(buf, cap, "steady: back to the same level each step%s", whose); break;
     case CMH_LEAK_AFTER:
         snprintf(buf, cap, "after the last step: first made once the last of the %u steps%s had begun, by no step before; not a step's memory",
@@ -269,9 +311,17 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
 {
     uint32_t rising = 0;
     for (uint32_t i = 0; i < p->nsites; i++) rising += p->sites[i].verdict == CMH_LEAK_RISING;
+    /* a growth that stopped, said beside growth now: not growing, yet still held (it read 'no
+     * site grows from step to step', and a user dismissed 80 MiB a leak had kept) */
+    char stops[192] = "";
+    if (p->stopped)
+        snprintf(stops, sizeof stops, "%u %s over several steps, then stopped, and still %s %s: %s", p->stopped,
+                 plural(p->stopped, "site grew", "sites grew"), plural(p->stopped, "holds", "hold"), cmh_svg_size((double)p->stopped_bytes),
+                 plural(p->stopped, "a likely leak that stopped", "likely leaks that stopped"));
     if (p->leaking)
-        snprintf(buf, cap, "%u %s from step to step: %s", p->leaking, plural(p->leaking, "site grows", "sites grow"),
-                 plural(p->leaking, "a likely leak", "likely leaks"));
+        snprintf(buf, cap, "%u %s from step to step: %s%s%s", p->leaking, plural(p->leaking, "site grows", "sites grow"),
+                 plural(p->leaking, "a likely leak", "likely leaks"), *stops ? "; " : "", stops);
+    else if (p->stopped) snprintf(buf, cap, "no site grows from step to step now; %s", stops);
     else if (!p->live_blocks && p->vmm_unmapped_handles)
         snprintf(buf, cap, "no block is still live, but %s made with cuMemCreate is held mapped nowhere (%" PRIu32 " %s): no site grows",
                  cmh_svg_size((double)p->vmm_unmapped_bytes), p->vmm_unmapped_handles, plural(p->vmm_unmapped_handles, "handle", "handles"));
@@ -375,7 +425,8 @@ const char *cmh_site_callers_text(const cmh_snapshot *s, const cmh_site *x, char
     uint32_t shown = x->ncallers < CMH_CALLERS_SHOWN ? x->ncallers : CMH_CALLERS_SHOWN;
     for (uint32_t i = 0; i < shown; i++)
         add(buf, cap, &at, "%s %s %s%s", i ? "," : "", cmh_svg_size((double)x->callers[i].bytes),
-            cmh_frame_text(s, &s->frames[x->callers[i].frame], fr, sizeof fr), x->callers_judged && x->callers[i].growing ? " (growing)" : "");
+            cmh_frame_text(s, &s->frames[x->callers[i].frame], fr, sizeof fr),
+            !x->callers_judged ? "" : x->callers[i].growing ? " (growing)" : x->callers[i].stopped ? " (stopped)" : "");
     uint64_t rest = x->callers_other.bytes;
     for (uint32_t i = shown; i < x->ncallers; i++) rest += x->callers[i].bytes;
     if (rest) add(buf, cap, &at, ", %s from %s", cmh_svg_size((double)rest), x->callers_seen > shown ? "other callers" : "no caller");
@@ -389,15 +440,22 @@ const char *cmh_site_callers_growth_text(const cmh_snapshot *s, const cmh_site *
     if (!x->callers_judged) return NULL;
     uint64_t grows = 0;
     uint32_t ng = 0, first = 0;
+    int stops = x->verdict == CMH_LEAK_STOPPED; /* (a stopped site: the callers whose blocks stopped) */
     for (uint32_t i = 0; i < x->ncallers; i++)
-        if (x->callers[i].growing) {
+        if (stops ? x->callers[i].stopped : x->callers[i].growing) {
             if (!ng++) first = i;
             grows += x->callers[i].bytes;
         }
     if (!ng || grows >= x->bytes) return NULL;
     char fr[1400], row[32];
     snprintf(row, sizeof row, "%s", cmh_svg_size((double)x->bytes));
-    if (ng == 1)
+    if (ng == 1 && stops)
+        snprintf(buf, cap, "the growth that stopped comes from one caller, %s: %s of the row's %s; its other callers' blocks did not grow over several steps",
+                 cmh_frame_text(s, &s->frames[x->callers[first].frame], fr, sizeof fr), cmh_svg_size((double)grows), row);
+    else if (stops)
+        snprintf(buf, cap, "the growth that stopped comes from %u callers, marked stopped: %s of the row's %s; the other callers' blocks did not grow over several steps",
+                 ng, cmh_svg_size((double)grows), row);
+    else if (ng == 1)
         snprintf(buf, cap, "the growth comes from one caller, %s: %s of the row's %s (its other callers' blocks do not grow)",
                  cmh_frame_text(s, &s->frames[x->callers[first].frame], fr, sizeof fr), cmh_svg_size((double)grows), row);
     else

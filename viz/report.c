@@ -389,7 +389,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
             lk.live_blocks == 1 ? "" : "s", lk.live_sites, lk.live_sites == 1 ? "" : "s");
     char words[512];
     cmh_leak_outcome_text(&lk, words, sizeof words);
-    fprintf(fp, " \xe2\x80\x94 <span class=\"%s\">", lk.leaking ? "r-leak" : lk.judged ? "r-ok" : "r-muted");
+    fprintf(fp, " \xe2\x80\x94 <span class=\"%s\">", lk.leaking || lk.stopped ? "r-leak" : lk.judged ? "r-ok" : "r-muted");
     esc(fp, words);
     fputs("</span></h3>\n<p class=\"r-muted\">", fp);
     esc(fp, cmh_leak_steps_text(&lk, words, sizeof words));
@@ -413,7 +413,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                 fputs("</div>", fp);
             }
             fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu64 "</td><td><span class=\"%s\">", SZ(x->bytes), x->count,
-                    x->growing ? "r-leak" : "r-muted");
+                    x->growing || x->verdict == CMH_LEAK_STOPPED ? "r-leak" : "r-muted");
             esc(fp, cmh_leak_site_text(x, words, sizeof words));
             fputs("</span></td><td class=\"nw\">", fp);
             if (g) spark(fp, &lv, g, x->group, t0, t1);

@@ -30,14 +30,16 @@ void cmh_span_text(int64_t ns, char *out, size_t cap);
  * zero (a unit is chosen after rounding).  One formatter: a short run's leaks read "+0.000s" for
  * every site while plot said "+176.4 µs". */
 void cmh_when_text(int64_t t, int64_t t0, char *out, size_t cap);
-/* A site's verdict: "growing: +1.0 MiB per step over 8 steps", "rose in each of the 3 steps:
- * +40.0 MiB per step; too few steps to call it a leak", "state: held across steps, not
- * growing", ... */
+/* A site's verdict: "growing: +1.0 MiB per step over 8 steps", "stopped: grew +8.0 MiB per step
+ * over steps 1-10, then flat for the last 10 steps; 80.0 MiB still held at the end, never freed",
+ * "rose in each of the 3 steps: +40.0 MiB per step; too few steps to call it a leak", "state:
+ * held across steps, not growing", ... */
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap);
-/* The short word for a table's column: growing, rising, state, steady, after, held. */
+/* The short word for a table's column: growing, stopped, rising, state, steady, after, held. */
 const char *cmh_leak_site_word(const cmh_site *x);
 /* The conclusion: "1 site grows from step to step: a likely leak", "no site grows from step to
- * step", "growth cannot be judged: ..." */
+ * step now; 1 site grew over several steps, then stopped, and still holds 80.0 MiB: a likely leak
+ * that stopped", "no site grows from step to step", "growth cannot be judged: ..." */
 const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t cap);
 
 /* A frame as every text report names it: "name (file:line)", "name (file)", "name (module)";

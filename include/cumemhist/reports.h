@@ -32,8 +32,9 @@ typedef struct cmh_site_caller {
     uint32_t frame;
     uint64_t bytes, count;
     /* leaks, a growing site called from several lines (callers_judged): this caller's own blocks
-     * judged over the same steps grow too, at rate bytes per step */
-    int growing;
+     * judged over the same steps grow too, at rate bytes per step; a stopped site: this caller's
+     * own blocks stopped too (rate: while they grew) */
+    int growing, stopped;
     int64_t rate;
 } cmh_site_caller;
 
@@ -52,8 +53,13 @@ typedef struct cmh_site {
     uint32_t flat_steps;   /* the steps since its held bytes last rose (0: they rose in the last) */
     int warm_rise;         /* its held bytes rose across its first step (the warm-up) too, which
                             * rises leaves out: "grew in 9 steps after its first" */
-    uint32_t growth_steps; /* growing or rising: the steps of the stretch it grew over */
-    int64_t rate;          /* growing: bytes per step over growth_steps (0 otherwise) */
+    uint32_t growth_steps; /* growing, rising or stopped: the steps of the stretch it grew over */
+    uint32_t growth_first; /* stopped: the first step of that stretch (1 is the record's first; 0 otherwise) */
+    int64_t rate;          /* growing: bytes per step over growth_steps; stopped: what it grew by over
+                            * them, per step (0 otherwise) */
+    uint64_t top;          /* stopped: the bytes it held when it stopped growing (held is at most this) */
+    uint64_t warm_growth;  /* stopped: what its first step (the warm-up) added where the stretch
+                            * leaves that step out (a first step unlike the rest: state made in it) */
     int64_t rise;          /* rising: the bytes its held bytes rose over growth_steps (too few for a rate) */
     double trend;          /* Kendall's tau of its held bytes over that stretch, -1 .. 1 */
     uint64_t held;         /* bytes it held across the last step boundary and still holds */
@@ -85,9 +91,9 @@ typedef struct cmh_site {
     cmh_site_caller callers[CMH_SITE_CALLERS];
     uint32_t ncallers, callers_seen; /* kept; distinct callers seen */
     cmh_site_caller callers_other;
-    /* leaks: the site grows over the record's steps and has two callers or more, each judged
-     * alone (callers[].growing): a helper or a ctypes wrapper called for a one-off buffer and
-     * for the leak is one site, its bytes mostly not the growing caller's */
+    /* leaks: the site grows (or stopped) over the record's steps and has two callers or more,
+     * each judged alone (callers[].growing, .stopped): a helper or a ctypes wrapper called for a
+     * one-off buffer and for the leak is one site, its bytes mostly not the leaking caller's */
     int callers_judged;
 } cmh_site;
 
@@ -266,8 +272,12 @@ uint32_t cmh_steps_active(const cmh_steps *st);
  *  - GROWING when, over at least CMH_LEAK_MIN_STEPS steps, its held bytes rose across at least
  *    half of a recent stretch of steps after the first (and at least 3 of them), ending at the
  *    last, trending up (Kendall's tau at least CMH_LEAK_MIN_TREND);
- *  - STATE when it holds bytes across steps and is not growing (weights, optimizer state made
- *    in the first step, a cache filled once);
+ *  - STOPPED when it is not growing now, but its held bytes rose across CMH_LEAK_MIN_RISES steps
+ *    or more after the first (as a leak's must), then rose no more, and it still holds bytes: a
+ *    leak that stopped, or a cache filled over many steps (8 MiB a step for 10 steps of 20, then
+ *    none, 80 MiB never freed: it read 'state', and --fail-on-leak passed it);
+ *  - STATE when it holds bytes across steps, is not growing and did not grow over several steps
+ *    (weights, optimizer state made in the first step, a cache filled in the first two or three);
  *  - STEADY when what it holds at the end came in the last step and the like went in each one
  *    before (activations, gradients: back to the same level every step);
  *  - AFTER when it would be STEADY but its first allocation came once the last step had begun:
@@ -277,7 +287,7 @@ uint32_t cmh_steps_active(const cmh_steps *st);
  * When the record knows its threads (a recorder snapshot), each thread's own entries are cut
  * into steps too, and a site that one thread kept growing is growing, however short that
  * thread's life was next to the record's. */
-enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, CMH_LEAK_GROWING, CMH_LEAK_AFTER };
+enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, CMH_LEAK_GROWING, CMH_LEAK_AFTER, CMH_LEAK_STOPPED };
 #define CMH_LEAK_MIN_STEPS 4 /* one to warm up, three to rise across */
 /* A growth rate is a trend, and a trend needs as many observations as a leak verdict does: a
  * rate per step only over CMH_LEAK_MIN_STEPS steps (a RISING site says its rise, not a rate), a
@@ -291,11 +301,13 @@ enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, 
  * is no leak; a thread per task that keeps memory as each appears, over this many, is */
 #define CMH_LEAK_MIN_THREAD_RISES 5
 #define CMH_LEAK_MIN_TREND 0.5
-/* Whether a state site is a growth that stopped: its held bytes rose across CMH_LEAK_MIN_RISES
- * steps or more (as a leak's must; points, where they are every stride-th step), then stayed flat (rises, flat_steps).  Its words say so
- * ("grew in 9 steps, then stopped (flat for the last 10)": leakwords.h); text reports show them. */
+/* Whether a site is a growth that stopped (CMH_LEAK_STOPPED): its held bytes rose across
+ * CMH_LEAK_MIN_RISES steps or more after the first (points, where they are every stride-th step),
+ * then no more (rises, flat_steps, growth_first, growth_steps, rate, top, warm_growth).  Its words
+ * say so ("stopped: grew +8.0 MiB per step over steps 1-10, then flat for the last 10 steps; 80.0
+ * MiB still held at the end, never freed": leakwords.h). */
 int cmh_leak_site_stopped(const cmh_site *x);
-/* "growing", "state", "steady", "rising", "unjudged" */
+/* "growing", "stopped", "state", "steady", "rising", "after", "unjudged" */
 const char *cmh_leak_verdict_name(int verdict);
 
 /* Physical memory made with cuMemCreate, held and mapped nowhere at the end, of one site. */
@@ -322,6 +334,8 @@ typedef struct cmh_leak_report {
     cmh_vmm_site *vmm_sites;
     uint32_t nvmm_sites;
     uint32_t leaking;      /* sites growing (min_bytes hides none of them from the count) */
+    uint32_t stopped;      /* sites stopped (grew over several steps, then no more, still held), */
+    uint64_t stopped_bytes; /* and what they hold (min_bytes hides none) */
     uint32_t hidden_sites; /* left out of sites by min_bytes, and their bytes */
     uint64_t hidden_bytes;
     cmh_steps steps;       /* the record's steps (owned by the report) */
@@ -372,8 +386,8 @@ int cmh_leak_steps_judged(const cmh_snapshot *s, int device, const cmh_sites *si
 void cmh_leak_combine_threads(cmh_site *x, const cmh_site *one, const uint32_t *thread, uint32_t n);
 /* A site's verdict over steps st, from its held bytes L[0 .. st->npoints) at their points (end:
  * the record's entries, where a last point at it closes the last step): every member of x that
- * the verdict sets (verdict, growing, steps, rises, stride, flat_steps, growth_steps, rate,
- * trend, held).  Then _late, for a site whose first still-live block came at entry first: AFTER
+ * the verdict sets (verdict, growing, steps, rises, stride, flat_steps, growth_steps,
+ * growth_first, rate, top, warm_growth, trend, held).  Then _late, for a site whose first still-live block came at entry first: AFTER
  * when it is STEADY and that came once the last step had begun. */
 void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site *x);
 void cmh_leak_judge_late(const cmh_steps *st, int64_t first, int64_t end, cmh_site *x);
