@@ -637,10 +637,18 @@ static int check_output(const char *pattern)
         cli_error("-o %s: is %s (name a file)", pattern, S_ISBLK(st.st_mode) ? "a block device" : "a socket");
         return -1;
     }
-    /* a file of the user's that is not a recording (`-o train.c`, a typo): kept, before the run */
-    if (!strchr(pattern, '%') && lstat(pattern, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && !cmh_recording_kind(pattern)) {
+    /* a file of the user's that is not a .cmh snapshot (`-o train.c`, a typo), or a recording of
+     * another kind (a flight record not yet recovered, a PyTorch pickle: maybe the only copy of a
+     * run): kept, before the run; an earlier .cmh there is replaced */
+    const char *kind = !strchr(pattern, '%') && lstat(pattern, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 ? cmh_recording_kind(pattern) : "";
+    if (!kind) {
         cli_error("-o %s: holds something other than a recording (not a .cmh snapshot, a pickle or a flight record): not "
                   "replaced (name another file, or remove it first)", pattern);
+        return -1;
+    }
+    if (*kind && strcmp(kind, "a cumemhist snapshot (.cmh)")) {
+        cli_error("-o %s: holds %s, which record would replace with a .cmh snapshot: not replaced (name another file; %s)", pattern, kind,
+                  strstr(kind, "flight") ? "`cumemhist recover` reads it" : "cumemhist reads it as it is");
         return -1;
     }
     return 0;

@@ -100,6 +100,20 @@ static const char *recording_kind(int dirfd, const char *base)
 
 const char *cmh_recording_kind(const char *path) { return recording_kind(AT_FDCWD, path); }
 
+/* A name a program's source has (`flamegraph x.cmh -o train.c`, a slip of the shell's history):
+ * its extension, or NULL. */
+static const char *source_name(const char *base)
+{
+    static const char *const ext[] = {".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".cu", ".cuh", ".py", ".pyx", ".rs",
+                                      ".go", ".java", ".sh", ".cmake"};
+    size_t n = strlen(base);
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        size_t e = strlen(ext[i]);
+        if (n > e && !strcmp(base + n - e, ext[i])) return ext[i];
+    }
+    return !strcmp(base, "CMakeLists.txt") || !strcmp(base, "Makefile") ? base : NULL;
+}
+
 /* The umask, read without changing it (umask() would, for every thread, for an instant). */
 static mode_t current_umask(void)
 {
@@ -192,12 +206,14 @@ int cmh_output_begin(cmh_atomic *a, const char *path, unsigned flags, char *err,
      * link pointed to (said at the commit, when the link is gone) */
     if (fstatat(a->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         const char *rec = S_ISREG(st.st_mode) && (flags & CMH_OUT_SHARED) ? recording_kind(a->dirfd, base) : NULL;
-        if (S_ISREG(st.st_mode) && (is_input(&st) || rec)) {
+        const char *src = S_ISREG(st.st_mode) && st.st_size > 0 ? source_name(base) : NULL;
+        if (S_ISREG(st.st_mode) && (is_input(&st) || rec || src)) {
             close(a->dirfd);
             a->dirfd = -1;
             if (is_input(&st))
                 return fail(err, errlen, EEXIST, "%s: %s", path, "is what this command reads: writing there would replace it (name another file)");
-            return fail(err, errlen, EEXIST, "%s: holds %s: not replaced by this output (name another file, or remove it first)", path, rec);
+            if (rec) return fail(err, errlen, EEXIST, "%s: holds %s: not replaced by this output (name another file, or remove it first)", path, rec);
+            return fail(err, errlen, EEXIST, "%s: has a source file's name (%s): not replaced (name another file, or remove it first)", path, src);
         }
         if (S_ISREG(st.st_mode) && st.st_uid == geteuid())
             a->mode = (flags & CMH_OUT_SHARED) ? (unsigned)(st.st_mode & 0777) : 0600u | (unsigned)(st.st_mode & 0044);

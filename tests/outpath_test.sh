@@ -122,6 +122,21 @@ printf 'int main(void) { return 0; }\n' >train.c
 rc=$?
 check "record -o train.c (a source file): refused before the run (rc $rc: $(cat err.txt)), the file kept" \
     "[ $rc -ne 0 ] && grep -q 'holds something other than a recording' err.txt && grep -q 'int main' train.c && ! ls .train.c* >/dev/null 2>&1"
+# a flight record not yet recovered, or a pickle, at record's -o: kept (record writes a .cmh)
+cp "$SRC/tests/fixtures/flight/killed-150.flight" k.flight
+cp rec.pickle keep.pickle
+"$CMH" record -q -o k.flight -- "$B/samples/leaky" >/dev/null 2>err.txt
+rc=$?
+"$CMH" record -q -o keep.pickle -- "$B/samples/leaky" >/dev/null 2>>err.txt
+rc2=$?
+check "record -o onto a flight record or a pickle: refused before the run, both kept ($(cat err.txt | tr '\n' ' '))" \
+    "[ $rc -ne 0 ] && [ $rc2 -ne 0 ] && cmp -s k.flight '$SRC/tests/fixtures/flight/killed-150.flight' && cmp -s keep.pickle rec.pickle &&
+     grep -q 'k.flight: holds a flight record' err.txt && grep -q 'keep.pickle: holds a pickle' err.txt"
+# a report, a picture or an export over a source file: refused
+printf 'int main(void) { return 0; }\n' >gs.c
+"$CMH" flamegraph rec.cmh -o gs.c >/dev/null 2>err.txt
+rc=$?
+check "flamegraph -o gs.c (a source file): refused (rc $rc: $(cat err.txt)), kept" "[ $rc -ne 0 ] && grep -q 'int main' gs.c"
 "$CMH" report rec.cmh -o page.html >/dev/null 2>&1 && "$CMH" report rec.cmh -o page.html >/dev/null 2>&1 &&
     ok "a report replaces an earlier report" || bad "report over an earlier report"
 "$CMH" record -q -o rec.cmh -- "$B/samples/leaky" >/dev/null 2>&1 && ok "record -o onto an earlier record replaces it" || bad "record over a record"
