@@ -938,6 +938,11 @@ void cmh_hist_reset_after_fork(void)
     }
     cmh_mutex_init(&g_view_lock);
     g_spare_asked = 0;
+    /* the child's one thread is its own, not the parent's: its id (a report said the child's
+     * blocks were made by the parent's pid), and the parent's other threads are none of its */
+    for (uint32_t t = 1; t <= CMH_THREAD_NAMED; t++)
+        if (t != t_thread) __atomic_store_n(&g_named[t].ready, 0, __ATOMIC_RELAXED);
+    if (t_thread && t_thread <= CMH_THREAD_NAMED && g_named[t_thread].ready) g_named[t_thread].tid = (int64_t)syscall(SYS_gettid);
     if (g_segs) cmh_live_reset(g_segs);
     cmh_touched = 0;
     cmh_lost = 0;

@@ -3,7 +3,8 @@
  * with RANK, LOCAL_RANK and WORLD_SIZE set, as torchrun would, and look at the records with
  * `cumemhist ranks` (tests/fleet_test.sh does).
  *
- * Each rank uses device LOCAL_RANK, holds its shard of the weights (64 MiB + 4 MiB per rank:
+ * Each rank uses device LOCAL_RANK (modulo the devices it sees: one, under a launcher that gives each
+ * rank its own GPU through CUDA_VISIBLE_DEVICES), holds its shard of the weights (64 MiB + 4 MiB per rank:
  * a small systematic imbalance) and runs STEPS training steps, each marked "step N": it
  * allocates the step's activations and frees them.  Two ranks misbehave, chosen by environment:
  *   FLEET_LEAK_RANK  keeps a 1 MiB batch cache per step and never frees it (a leak);
@@ -69,7 +70,12 @@ int main(int argc, char **argv)
     size_t oom_bytes = (size_t)env_int("FLEET_OOM_MIB", 1024) << 20;
     CUdevice dev;
     CUcontext ctx;
-    if (check(cuInit(0), "cuInit") || check(cuDeviceGet(&dev, local), "cuDeviceGet") ||
+    int ndev = 0;
+    /* device LOCAL_RANK of those it sees, as torchrun's ranks pick theirs; a launcher that gives
+     * each rank one GPU (CUDA_VISIBLE_DEVICES) leaves it one: LOCAL_RANK modulo the count */
+    if (check(cuInit(0), "cuInit") || check(cuDeviceGetCount(&ndev), "cuDeviceGetCount")) return 1;
+    if (ndev > 0) local %= ndev;
+    if (check(cuDeviceGet(&dev, local), "cuDeviceGet") ||
         check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") || check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent"))
         return 1;
     CUdeviceptr w = load_weights((size_t)(64 + 4 * rank) << 20);

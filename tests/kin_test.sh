@@ -85,6 +85,19 @@ for d in json.load(open("l.json")):
     assert d["forked_children_more"] == 0, d
 PY
 check "leaks --json: forked_children with its pid, record, where it was written and its ending ($(tail -1 fc.err))" "[ ! -s fc.err ]"
+# a child's own record: its blocks were made by its own thread, the child's pid (it named the
+# parent's: the thread table came through fork as it was, where the parent had allocated first)
+mkdir ft && (cd ft && "$CMH" record -q -o f.cmh -- "$B/tests/fork_tid" >out.txt 2>&1)
+ftc=$(sed -n 's/^child \([0-9]*\)$/\1/p' ft/out.txt)
+"$CMH" leaks --json "ft/f.$ftc.cmh" >cj.json 2>/dev/null
+py - "$ftc" cj.json <<'PY' 2>ct.err
+import json, sys
+child, d = int(sys.argv[1]), json.load(open(sys.argv[2]))
+d = d[0] if isinstance(d, list) else d
+tids = {m["tid"] for x in d["sites"] for m in x.get("made_by", [])}
+assert tids == {child}, (tids, child)
+PY
+check "the child's record: its blocks made by the child's own thread (tid = its pid) ($(tail -1 ct.err))" "[ ! -s ct.err ]"
 # the two records moved together: found beside the parent's, wherever that is now
 mkdir moved && cp app.cmh "app.$child.cmh" moved/
 (cd / && "$CMH" leaks "$T/moved/app.cmh") >m.txt 2>&1
