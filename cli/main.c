@@ -64,7 +64,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    cmh_inputs_guard(1); /* no output replaces a file the command reads (snapshot/atomic.c) */
+    /* no output replaces a file the command reads (snapshot/atomic.c); not for the long-running
+     * watchers, which read checkpoints again and again and take no input an output could name */
+    if (strcmp(argv[1], "exporter") && strcmp(argv[1], "top")) cmh_inputs_guard(1);
     if (!strcmp(argv[1], "help") && argc > 2) { /* `cumemhist help summary` = `cumemhist summary --help` */
         char *args[] = {argv[2], "--help", NULL};
         for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)

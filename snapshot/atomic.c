@@ -46,10 +46,21 @@
 #include "cumemhist/snapshot.h"
 
 /* ---- what this process reads, which no output may replace (cmh_inputs_guard) ---- */
+/* A file read, as it was then: its inode, and its size and time of change, so that an inode
+ * reused since by another file (a long-running exporter reads checkpoints that are then removed,
+ * and its own textfile may take a freed inode) is not taken for it. */
 typedef struct input_id {
     dev_t dev;
     ino_t ino;
+    off_t size;
+    struct timespec mtime;
 } input_id;
+
+static int same_file(const input_id *x, const struct stat *st)
+{
+    return x->dev == st->st_dev && x->ino == st->st_ino && x->size == st->st_size && x->mtime.tv_sec == st->st_mtim.tv_sec &&
+           x->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
 static int g_guard;
 static input_id *g_inputs;
 static size_t g_ninputs, g_capinputs;
@@ -63,13 +74,13 @@ void cmh_input_opened(int fd)
     if (!__atomic_load_n(&g_guard, __ATOMIC_ACQUIRE) || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
     pthread_mutex_lock(&g_inputs_lock);
     int known = 0;
-    for (size_t i = 0; i < g_ninputs && !known; i++) known = g_inputs[i].dev == st.st_dev && g_inputs[i].ino == st.st_ino;
+    for (size_t i = 0; i < g_ninputs && !known; i++) known = same_file(&g_inputs[i], &st);
     if (!known && g_ninputs == g_capinputs) {
         size_t cap = g_capinputs ? g_capinputs * 2 : 16;
         input_id *n = realloc(g_inputs, cap * sizeof *n);
         if (n) g_inputs = n, g_capinputs = cap;
     }
-    if (!known && g_ninputs < g_capinputs) g_inputs[g_ninputs++] = (input_id){st.st_dev, st.st_ino};
+    if (!known && g_ninputs < g_capinputs) g_inputs[g_ninputs++] = (input_id){st.st_dev, st.st_ino, st.st_size, st.st_mtim};
     pthread_mutex_unlock(&g_inputs_lock);
 }
 
@@ -77,7 +88,7 @@ static int is_input(const struct stat *st)
 {
     pthread_mutex_lock(&g_inputs_lock);
     int found = 0;
-    for (size_t i = 0; i < g_ninputs && !found; i++) found = g_inputs[i].dev == st->st_dev && g_inputs[i].ino == st->st_ino;
+    for (size_t i = 0; i < g_ninputs && !found; i++) found = same_file(&g_inputs[i], st);
     pthread_mutex_unlock(&g_inputs_lock);
     return found;
 }
