@@ -108,8 +108,8 @@ int cli_live_resolve(const char *arg, char *flight, size_t cap, int ended_too)
                     snprintf(why, sizeof why, "it registered in the fixed place, /tmp/cumemhist-%ld, not this command's CUMEMHIST_REGISTRY", (long)getuid());
                 else snprintf(why, sizeof why, "its entry is elsewhere (an older recorder's: $XDG_RUNTIME_DIR/cumemhist or $TMPDIR/cumemhist-UID)");
                 snprintf(cli_live_found, sizeof cli_live_found,
-                         "pid %lld runs the recorder but is not in the registry %s: %s; its flight record, found in the process "
-                         "(/proc/%lld/maps), is read: %s",
+                         "pid %lld runs the recorder but is not in the registry %.1500s: %.1500s; its flight record, found in the "
+                         "process (/proc/%lld/maps), is read: %.1500s",
                          pid, dir[0] ? dir : "(none here)", why, pid, flight);
                 return 0;
             }
