@@ -39,9 +39,65 @@ uint64_t cmh_end_pool_cache(const cmh_snapshot *s, int device, cmh_trace_gap *ga
     return cache;
 }
 
+/* ---- what holds a segment: its live blocks' site ---- */
+
+typedef struct held_by {
+    uint32_t group, stack;
+    uint64_t size;
+} held_by;
+
+static int cmp_held_by(const void *a, const void *b)
+{
+    const held_by *x = a, *y = b;
+    if (x->group != y->group) return x->group < y->group ? -1 : 1;
+    if (x->size != y->size) return x->size > y->size ? -1 : 1; /* (a group's largest block first) */
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+int cmh_holder_pick(const cmh_sites *sites, const cmh_live_block *v, uint32_t n, cmh_holder *out)
+{
+    memset(out, 0, sizeof *out);
+    held_by *h = n ? malloc(n * sizeof *h) : NULL;
+    if (n && !h) return CMH_ENOMEM;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i].state != CMH_BLOCK_INACTIVE)
+            h[m++] = (held_by){sites ? cmh_sites_group(sites, v[i].stack) : v[i].stack, v[i].stack, v[i].size};
+    if (m > 1) qsort(h, m, sizeof *h, cmp_held_by);
+    for (uint32_t i = 0; i < m;) {
+        uint32_t j = i;
+        uint64_t sum = 0;
+        for (; j < m && h[j].group == h[i].group; j++) sum += h[j].size;
+        /* (groups in ascending order: the first of equals kept) */
+        if (!out->nsites++ || sum > out->bytes) out->group = h[i].group, out->stack = h[i].stack, out->bytes = sum;
+        i = j;
+    }
+    free(h);
+    return CMH_OK;
+}
+
+int cmh_segment_holder(const cmh_snapshot *s, const cmh_sites *sites, uint32_t seg, cmh_holder *out)
+{
+    memset(out, 0, sizeof *out);
+    if (seg >= s->nsegments) return CMH_OK;
+    const cmh_segment *g = &s->segments[seg];
+    cmh_live_block *v = g->nblocks ? malloc(g->nblocks * sizeof *v) : NULL;
+    if (g->nblocks && !v) return CMH_ENOMEM;
+    for (uint32_t k = 0; k < g->nblocks; k++) {
+        const cmh_block *b = &s->blocks[g->first_block + k];
+        v[k] = (cmh_live_block){.addr = b->addr, .size = b->size, .requested = b->requested, .time_ns = b->time_ns, .stack = b->stack,
+                                .state = b->state};
+    }
+    int rc = cmh_holder_pick(sites, v, g->nblocks, out);
+    free(v);
+    return rc;
+}
+
 /* ---- fragmentation ---- */
 
-int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
+int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p) { return cmh_frag_compute_sites(s, device, NULL, p); }
+
+int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_frag_report *p)
 {
     memset(p, 0, sizeof *p);
     cmh_report_base_fill(s, device, &p->base);
@@ -111,7 +167,7 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
     for (uint32_t i = 0; t && i < t->nentries; i++) p->nooms += s->entries[t->first_entry + i].action == CMH_ACT_OOM;
     if (p->nooms) {
         cmh_oom_report om;
-        int rc = cmh_oom_compute(s, device, NULL, &om);
+        int rc = cmh_oom_compute(s, device, sites, &om);
         if (rc != CMH_OK) {
             cmh_frag_report_free(p);
             return rc;
@@ -124,7 +180,8 @@ int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
                                                        e->split.releasable, e->split.trapped, e->split.private_free,
                                                        e->split.own_pool, e->usable, e->split.unusable,
                                                        {e->request_pool[0], e->request_pool[1]}, e->verdict,
-                                                       e->number, e->retried, e->retry_index, e->gap_unknown_in};
+                                                       e->number, e->retried, e->retry_index, e->gap_unknown_in,
+                                                       e->trap_stack, e->trap_group, e->trap_segs, e->trap_sites, e->trap_free};
         }
         cmh_oom_report_free(&om);
     }

@@ -9,6 +9,7 @@
 
 #include "cumemhist/owners.h"
 #include "cumemhist/reports.h"
+#include "grow.h"
 #include "memo.h"
 
 /* ---- OOM ---- */
@@ -42,6 +43,88 @@ static int oom_outside(const cmh_snapshot *s, int device, cmh_oom_report *p)
     }
     cmh_owners_report_free(&o);
     return CMH_OK;
+}
+
+/* ---- what kept the free bytes apart at a fragmentation OOM ---- */
+
+typedef struct live_now {
+    cmh_live_segment *seg;
+    cmh_live_block *blk;
+    uint32_t nseg, capseg, nblk, capblk;
+    int nomem;
+} live_now;
+
+static void take_segment(void *arg, const cmh_live_segment *g)
+{
+    live_now *l = arg;
+    if (CMH_GROW(l->seg, l->capseg, (uint64_t)l->nseg + 1, 64)) l->nomem = 1;
+    else l->seg[l->nseg++] = *g;
+}
+
+static void take_block(void *arg, const cmh_live_block *b)
+{
+    live_now *l = arg;
+    if (CMH_GROW(l->blk, l->capblk, (uint64_t)l->nblk + 1, 256)) l->nomem = 1;
+    else l->blk[l->nblk++] = *b;
+}
+
+static int cmp_block_addr(const void *a, const void *b)
+{
+    const cmh_live_block *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+typedef struct trap_row {
+    uint32_t group, stack;
+    uint64_t free;
+} trap_row;
+
+static int cmp_trap_row(const void *a, const void *b)
+{
+    const trap_row *x = a, *y = b;
+    if (x->group != y->group) return x->group < y->group ? -1 : 1;
+    if (x->free != y->free) return x->free > y->free ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/* o's trap_*: each segment now with live blocks and free bytes, its holder (cmh_holder_pick, as
+ * frag names a segment's), and the holder of the most of those free bytes. */
+static int oom_trap(const cmh_replay *r, const cmh_sites *sites, cmh_oom_event *o)
+{
+    live_now l;
+    memset(&l, 0, sizeof l);
+    cmh_replay_segments(r, take_segment, &l); /* (by address) */
+    cmh_replay_blocks(r, take_block, &l);
+    trap_row *rows = l.nseg ? malloc(l.nseg * sizeof *rows) : NULL;
+    int rc = l.nomem || (l.nseg && !rows) ? CMH_ENOMEM : CMH_OK;
+    uint32_t n = 0;
+    if (rc == CMH_OK && l.nblk > 1) qsort(l.blk, l.nblk, sizeof *l.blk, cmp_block_addr);
+    for (uint32_t i = 0, k = 0; rc == CMH_OK && i < l.nseg; i++) {
+        const cmh_live_segment *g = &l.seg[i];
+        while (k < l.nblk && l.blk[k].addr < g->addr) k++;
+        uint32_t first = k;
+        uint64_t live = 0;
+        for (; k < l.nblk && l.blk[k].addr - g->addr < g->size; k++) live += l.blk[k].size;
+        if (k == first || live >= g->size) continue;
+        cmh_holder h;
+        rc = cmh_holder_pick(sites, &l.blk[first], k - first, &h);
+        if (rc == CMH_OK && h.nsites) rows[n++] = (trap_row){h.group, h.stack, g->size - live};
+    }
+    if (rc == CMH_OK && n > 1) qsort(rows, n, sizeof *rows, cmp_trap_row);
+    uint64_t most = 0;
+    for (uint32_t i = 0; rc == CMH_OK && i < n;) {
+        uint32_t j = i;
+        uint64_t sum = 0;
+        for (; j < n && rows[j].group == rows[i].group; j++) sum += rows[j].free;
+        /* (groups ascending: the lowest of equals kept; its stack: the one of its segment with the most free) */
+        if (!o->trap_sites++ || sum > most) o->trap_group = rows[i].group, o->trap_stack = rows[i].stack, o->trap_segs = j - i, most = sum;
+        i = j;
+    }
+    o->trap_free = most;
+    free(rows);
+    free(l.seg);
+    free(l.blk);
+    return rc;
 }
 
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *p)
@@ -110,6 +193,11 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
                 if (o->verdict == CMH_OOM_FRAGMENTATION) o->verdict = CMH_OOM_POOL_PIECES;
             }
             if (o->verdict == CMH_OOM_DEMAND && cmh_oom_too_large(o->request, o->reserved, o->device_free)) o->verdict = CMH_OOM_TOO_LARGE;
+            if (o->verdict == CMH_OOM_FRAGMENTATION && oom_trap(r, sites, o) != CMH_OK) {
+                cmh_replay_free(r);
+                cmh_oom_report_free(p);
+                return CMH_ENOMEM;
+            }
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
             if (cmh_live_sites(r, sites, 1, &o->sites, &o->nsites) != CMH_OK) {
@@ -137,6 +225,45 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
     if (rc == CMH_OK) rc = oom_outside(s, device, p);
     if (rc != CMH_OK) cmh_oom_report_free(p);
     return rc;
+}
+
+/* What a leak grew by over its stretch (rate x growth_steps), 0 for none. */
+static uint64_t grown_by(const cmh_site *x)
+{
+    return x->rate > 0 ? (uint64_t)x->rate * x->growth_steps : 0;
+}
+
+int cmh_oom_growth(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *p)
+{
+    int demand = 0;
+    for (uint32_t i = 0; i < p->nevents; i++) demand |= p->events[i].verdict == CMH_OOM_DEMAND;
+    if (!demand) return CMH_OK;
+    /* the leaks report itself, not a judgement of its own: the two commands name the same site */
+    cmh_leak_report lr;
+    int rc = cmh_leaks_compute(s, device, sites, 0, &lr);
+    if (rc != CMH_OK) return rc;
+    for (uint32_t i = 0; i < p->nevents; i++) {
+        cmh_oom_event *e = &p->events[i];
+        if (e->verdict != CMH_OOM_DEMAND) continue;
+        const cmh_site *best = NULL;
+        uint64_t best_held = 0;
+        uint32_t n = 0;
+        for (uint32_t k = 0; k < lr.nsites; k++) {
+            const cmh_site *x = &lr.sites[k];
+            if (x->verdict != CMH_LEAK_GROWING) continue;
+            uint64_t held = 0; /* what it held at the error: a site that held nothing then did not drive it */
+            for (uint32_t j = 0; j < e->nsites && !held; j++)
+                if (e->sites[j].group == x->group) held = e->sites[j].bytes;
+            if (!held) continue;
+            n++;
+            if (!best || grown_by(x) > grown_by(best) || (grown_by(x) == grown_by(best) && x->group < best->group))
+                best = x, best_held = held;
+        }
+        e->ngrowing = n;
+        if (best) e->grew = *best, e->grew_held = best_held;
+    }
+    cmh_leak_report_free(&lr);
+    return CMH_OK;
 }
 
 /* device free not known (CMH_DEVICE_FREE_UNKNOWN): the verdict rests on what the segments held,

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "report.h"
 
@@ -47,7 +48,7 @@ static int section(const rep_section *sec, void *arg)
     const cmh_sites *gs = sec->g;
     int dev = sec->device;
     cmh_frag_report p;
-    int rc = cmh_frag_compute(sp, dev, &p);
+    int rc = cmh_frag_compute_sites(sp, dev, gs, &p); /* (its last OOM grouped as oom groups it) */
     if (rc != CMH_OK) return rc;
     cmh_frag_sort(&p); /* the order its header says */
     if (sec->w) {
@@ -97,6 +98,7 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "usable", o->usable);
             cmh_jw_kuint(w, "unusable", o->unusable);
             cmh_jw_kstr(w, "verdict", cmh_oom_verdict_name(o->verdict));
+            rep_json_trap(w, sp, gs, o->trap_stack, o->trap_group, o->trap_free, o->trap_segs, o->trap_sites);
             cmh_jw_end(w);
         }
         uint32_t shown = g_top && (uint32_t)g_top < p.nsegs ? (uint32_t)g_top : p.nsegs;
@@ -143,6 +145,18 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kstr(w, "owner", cmh_sites_owner(gs, cmh_sites_group(gs, stack)));
             char oname[256];
             cmh_jw_kstr(w, "owner_name", rep_owner_name(gs, cmh_sites_group(gs, stack), oname, sizeof oname));
+            /* what keeps it from being given back: its live blocks' site (not its creator's) */
+            cmh_holder h;
+            if ((rc = cmh_segment_holder(sp, gs, g->index, &h)) != CMH_OK) {
+                cmh_frag_report_free(&p);
+                return rc;
+            }
+            const cmh_frame *hf = h.nsites ? cmh_sites_site_of(gs, h.stack) : NULL;
+            cmh_jw_key(w, "held_by");
+            if (hf) rep_json_frame(w, sp, hf);
+            else cmh_jw_null(w);
+            cmh_jw_kuint(w, "held_bytes", h.bytes);
+            cmh_jw_kuint(w, "held_by_sites", h.nsites);
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
@@ -193,23 +207,39 @@ static int section(const rep_section *sec, void *arg)
             if (p.nsegs > (uint32_t)top) snprintf(cut, sizeof cut, "; the first %d (--top N for more)", top);
             printf("  listed by " CMH_FRAG_ORDER_WORDS "%s:\n", cut);
             printf("  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "segment", "reserved", "allocated", "free", "trapped", "largest gap", "frag",
-                   "allocated by");
+                   "held by");
         }
-        int by_blocks = 0;
+        int by_blocks = 0, made_apart = 0;
         for (uint32_t i = 0; i < p.nsegs && (int)i < top; i++) {
             const cmh_frag_seg *g = &p.segs[i];
             int from_blocks;
             uint32_t nsites, stack = cmh_sites_segment_stack(gs, g->index, &from_blocks, &nsites);
             const cmh_frame *f = cmh_sites_site_of(gs, stack);
+            /* held by: the site of its live blocks (what a user frees to have it back), not its
+             * creator, whose block may be long gone; the creator said beside it where another */
+            cmh_holder h;
+            if ((rc = cmh_segment_holder(sp, gs, g->index, &h)) != CMH_OK) {
+                cmh_frag_report_free(&p);
+                return rc;
+            }
+            const cmh_frame *hf = h.nsites ? cmh_sites_site_of(gs, h.stack) : NULL;
             char whose[64] = ""; /* a segment without a stack of its own: its blocks' site */
+            char made[600] = "";
             if (f && from_blocks) {
                 by_blocks = 1;
                 if (nsites > 1) snprintf(whose, sizeof whose, " (its blocks: the most bytes of %u sites)", nsites);
                 else snprintf(whose, sizeof whose, " (its blocks)");
+            } else if (f && hf && hf != f && strcmp(rep_frame(sp, f), rep_frame(sp, hf))) { /* (by what they say: two return addresses on one line are one site) */
+                made_apart = 1;
+                if (h.nsites > 1) snprintf(made, sizeof made, " (the most bytes of %u sites' live blocks; made by %.500s)", h.nsites, rep_frame(sp, f));
+                else snprintf(made, sizeof made, " (made by %.500s)", rep_frame(sp, f));
+            } else if (f && !h.nsites) {
+                snprintf(made, sizeof made, " (nothing live in it; made by %.500s)", rep_frame(sp, f));
             }
-            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %11s %5.1f%%  %s%s%s%s\n", g->addr, rep_size((double)g->reserved),
+            const cmh_frame *name = from_blocks || !f ? f : h.nsites ? hf : NULL;
+            printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %11s %5.1f%%  %s%s%s%s%s\n", g->addr, rep_size((double)g->reserved),
                    rep_size((double)g->allocated), rep_size((double)g->free), rep_size((double)g->trapped),
-                   rep_size((double)g->largest_gap), 100 * g->fragmentation, f ? rep_frame(sp, f) : "-", whose,
+                   rep_size((double)g->largest_gap), 100 * g->fragmentation, name ? rep_frame(sp, name) : "-", whose, made,
                    g->expandable ? "  (expandable)" : "", pool_note(g));
         }
         if (p.nsegs > (uint32_t)top) { /* what the cut holds: its free bytes, its fully used ones */
@@ -218,6 +248,9 @@ static int section(const rep_section *sec, void *arg)
                    rep_count(p.nsegs - (uint32_t)top, "more segment", "more segments"), rep_size((double)rest.reserved), rep_size((double)rest.free),
                    rest.full, rest.part, rest.empty);
         }
+        if (made_apart)
+            printf("  held by: the site of the segment's live blocks (the most bytes), which keep it and its free bytes from\n"
+                   "  being given back; (made by ...): the site that made the segment, where another (its own blocks are gone)\n");
         if (by_blocks)
             printf("  (its blocks): the segment has no stack of its own (PyTorch <= 2.0 kept stacks on blocks only, and an\n"
                    "  expandable segment has none): the site of its blocks holding the most bytes (its live blocks; any of its\n"
@@ -250,6 +283,7 @@ static int section(const rep_section *sec, void *arg)
                 printf("  the request could use %s of it; %s not (other pools' memory)\n", rep_size((double)o->usable),
                        rep_size((double)o->unusable));
             printf("  verdict: %s\n", cmh_oom_verdict_advice(o->verdict, cmh_record_pytorch(sec->s)));
+            rep_trap_print(sp, gs, o->trap_stack, o->trap_group, o->trap_free, o->trap_segs, o->trap_sites);
         }
         rep_notes(&p.base);
     }

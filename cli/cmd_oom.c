@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "cumemhist/leakwords.h"
 #include "cumemhist/owners.h"
 #include "cumemhist/whatif.h"
 
@@ -130,6 +131,10 @@ static int section(const rep_section *sec, void *arg)
     cmh_oom_report p;
     int rc = cmh_oom_compute(sp, dev, g, &p);
     if (rc != CMH_OK) return rc;
+    if ((rc = cmh_oom_growth(sp, dev, g, &p)) != CMH_OK) { /* a demand driven by a leak: the site leaks calls growing */
+        cmh_oom_report_free(&p);
+        return rc;
+    }
     int64_t t0 = rep_trace_start(sp, dev);
     cmh_whatif_panel_result wi;
     int wrc = p.nevents ? cmh_whatif_avoids(sp, dev, &wi) : CMH_EINVAL;
@@ -222,6 +227,17 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_key(w, "not_recorded");
             if (e->used_known) cmh_jw_uint(w, e->outside);
             else cmh_jw_null(w);
+            rep_json_trap(w, sp, g, e->trap_stack, e->trap_group, e->trap_free, e->trap_segs, e->trap_sites);
+            cmh_jw_key(w, "driven_by_leak"); /* a demand: the growing site (leaks' verdict) that held the most then */
+            if (e->ngrowing) {
+                cmh_jw_obj(w);
+                cmh_jw_kuint(w, "growing_sites", e->ngrowing);
+                cmh_jw_kuint(w, "grown_bytes", e->grew.rate > 0 ? (uint64_t)e->grew.rate * e->grew.growth_steps : 0);
+                cmh_jw_kuint(w, "held_at_error", e->grew_held);
+                cmh_jw_key(w, "leak"); /* as leaks --json writes the site */
+                rep_json_site(w, sp, g, &e->grew, e->grew.bytes, 1);
+                cmh_jw_end(w);
+            } else cmh_jw_null(w);
             cmh_jw_key(w, "requested_by");
             if (e->request_stack) {
                 cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1,
@@ -407,6 +423,21 @@ static int section(const rep_section *sec, void *arg)
                        mine ? "(in its own pool) " : e->split.private_free ? "(outside private pools) " : "",
                        e->fits_in_gap ? "fits" : "does not fit");
             printf("  verdict: %s\n", cmh_oom_verdict_advice(e->verdict, pytorch_record(sp)));
+            rep_trap_print(sp, g, e->trap_stack, e->trap_group, e->trap_free, e->trap_segs, e->trap_sites);
+            if (e->ngrowing) { /* the demand a leak made: the site to fix, in leaks' own words */
+                char says[512], from[600] = "";
+                uint64_t grown = e->grew.rate > 0 ? (uint64_t)e->grew.rate * e->grew.growth_steps : 0;
+                if (e->request_stack) {
+                    cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};
+                    snprintf(from, sizeof from, ", from %.500s", rep_site_name(sp, g, &who));
+                }
+                printf("  driven by a leak: allocated grew by %s over %s at %s, which held %s at the error\n"
+                       "    (cumemhist leaks: %s)",
+                       rep_size((double)grown), rep_count(e->grew.growth_steps, "step", "steps"), rep_site_name(sp, g, &e->grew),
+                       rep_size((double)e->grew_held), cmh_leak_site_text(&e->grew, says, sizeof says));
+                if (e->ngrowing > 1) printf(";\n    %s growing too (cumemhist leaks)", rep_count(e->ngrowing - 1, "more site", "more sites"));
+                printf(";\n    the failing request of %s came at %s%s\n", rep_size((double)e->request), rep_at(e->index, e->time_ns, t0), from);
+            }
             if (e->used_known && e->outside) /* owners' split at the error: the device's memory, not the program's alone */
                 printf("  the device then         %12s in use of %s: not recorded (CUDA context, other processes) %s (%.1f%%),\n"
                        "                          this program's record %s (owners)\n",

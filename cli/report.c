@@ -1082,3 +1082,38 @@ void rep_row_sites_json(cmh_jw *w, const cmh_site *x, void *arg)
     }
     cmh_jw_end(w);
 }
+
+void rep_trap_print(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, uint32_t group, uint64_t free, uint32_t segs,
+                    uint32_t sites)
+{
+    if (!sites) return;
+    cmh_site x = {.group = group, .stack = stack};
+    char tag[80];
+    printf("  trapped by: %s%s\n"
+           "    its live blocks keep %s free in %s apart: neither joined nor given back while they live (free\n"
+           "    them, or allocate them before or apart from the large buffers)",
+           rep_site_name(s, g, &x), rep_owner_tag(g, group, tag, sizeof tag), rep_size((double)free), rep_count(segs, "segment", "segments"));
+    if (sites > 1) printf("; %s hold the rest", rep_count(sites - 1, "more site's blocks", "more sites' blocks"));
+    printf("\n");
+}
+
+void rep_json_trap(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, uint32_t group, uint64_t free, uint32_t segs,
+                   uint32_t sites)
+{
+    cmh_jw_key(w, "trapped_by"); /* the holder of the most free bytes kept apart (cmh_holder_pick's rule) */
+    if (!sites) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    const cmh_frame *f = g ? cmh_sites_frame(g, group) : stack && stack < s->nstacks && s->stacks[stack].count
+                                                            ? &s->frames[s->stack_frames[s->stacks[stack].first]]
+                                                            : NULL;
+    cmh_jw_key(w, "site");
+    if (f) rep_json_frame(w, s, f);
+    else cmh_jw_null(w);
+    cmh_jw_kuint(w, "free", free);
+    cmh_jw_kuint(w, "segments", segs);
+    cmh_jw_kuint(w, "holders", sites);
+    cmh_jw_end(w);
+}

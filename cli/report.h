@@ -251,4 +251,12 @@ void rep_row_sites_print(const rep_row_sites *b, const cmh_site *x, const char *
 void rep_row_sites_json(cmh_jw *w, const cmh_site *x, void *arg);
 void rep_row_sites_end(rep_row_sites *b);
 
+/* Under a fragmentation OOM's verdict (oom, and frag's last OOM: the same line from the same
+ * event): the site whose live blocks kept the free bytes apart (cmh_oom_event.trap_*), nothing
+ * when none; and its --json object "trapped_by" (null when none). */
+void rep_trap_print(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, uint32_t group, uint64_t free, uint32_t segs,
+                    uint32_t sites);
+void rep_json_trap(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, uint32_t group, uint64_t free, uint32_t segs,
+                   uint32_t sites);
+
 #endif

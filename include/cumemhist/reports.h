@@ -433,10 +433,30 @@ typedef struct cmh_frag_report {
         int retried;
         int64_t retry_index;
         uint64_t gap_unknown_in; /* as the event's: largest_gap is outside a pool's cache this big */
+        uint32_t trap_stack, trap_group, trap_segs, trap_sites; /* as the event's trap_* */
+        uint64_t trap_free;
     } last_oom;
 } cmh_frag_report;
 
 int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *out);
+/* The same, its last OOM judged with sites' grouping (its trapping site then the one `oom`, given
+ * the same grouping, names: cmh_oom_event.trap_*); NULL: by stack, as cmh_frag_compute. */
+int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_frag_report *out);
+/* What keeps a segment from being given back: its live blocks (allocated, or freed with stream
+ * work pending).  Of them, by group (sites' grouping; NULL: by stack), the group holding the most
+ * bytes there (the lowest group among equals): group, its largest block's stack (stack 0 with no
+ * live block), its bytes; nsites the groups among them.  Not the segment's creator: the site
+ * whose 48 MiB made a segment and was freed has nothing left in it to free, a 1 MiB block
+ * another site keeps in it holds its free bytes.  Every report names it by this rule. */
+typedef struct cmh_holder {
+    uint32_t group, stack, nsites;
+    uint64_t bytes;
+} cmh_holder;
+/* The holder of one segment's live blocks v[0 .. n) (blocks of any state; inactive ones are not
+ * live).  CMH_OK, or CMH_ENOMEM. */
+int cmh_holder_pick(const cmh_sites *sites, const cmh_live_block *v, uint32_t n, cmh_holder *out);
+/* The holder of segment seg (an index into s->segments), from its blocks in the snapshot. */
+int cmh_segment_holder(const cmh_snapshot *s, const cmh_sites *sites, uint32_t seg, cmh_holder *out);
 void cmh_frag_report_free(cmh_frag_report *r);
 /* The order every segment table lists them in (frag, the report), said in its header: the most
  * free bytes first (where memory can be had back or is trapped), then the largest segment (a
@@ -543,6 +563,21 @@ struct cmh_oom_event {
     uint64_t device_used, device_total, outside;
     cmh_site *sites; /* holding memory at that moment */
     uint32_t nsites;
+    /* A DEMAND driven by a leak (cmh_oom_growth): of the sites `leaks` calls growing (its
+     * verdicts, cmh_leaks_compute's, over the same grouping), those holding memory at the error.
+     * grew: the one that grew the most (rate x growth_steps; the lowest group among equals), as
+     * leaks judged it; grew_held what it held at the error; ngrowing how many such sites (0: none,
+     * or not asked). */
+    uint32_t ngrowing;
+    uint64_t grew_held;
+    cmh_site grew;
+    /* FRAGMENTATION: what kept the free bytes inside segments apart at the error.  Each segment
+     * holding live blocks and free bytes has a holder (cmh_holder_pick, the rule frag names each
+     * segment's by); trap_group the holder of the most of those free bytes (the lowest group
+     * among equals), trap_stack its stack, trap_free the free bytes of the segments it holds,
+     * trap_segs how many; trap_sites the holders in all.  trap_stack 0: none (or not judged). */
+    uint32_t trap_stack, trap_group, trap_segs, trap_sites;
+    uint64_t trap_free;
 };
 
 typedef struct cmh_oom_report {
@@ -556,6 +591,10 @@ typedef struct cmh_oom_report {
 } cmh_oom_report;
 
 int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *out);
+/* The growing sites behind p's DEMAND errors (cmh_oom_event.grew, ngrowing): leaks' verdicts,
+ * computed over the same grouping as p (sites), so that oom and leaks name the same site.
+ * CMH_OK or CMH_ENOMEM (p is then as it was). */
+int cmh_oom_growth(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *p);
 void cmh_oom_report_free(cmh_oom_report *r);
 
 /* The snapshot's first out-of-memory error the program saw (the one `oom` numbers #1 on its
