@@ -28,8 +28,10 @@ const cli_command cli_cmd_frag = {
     "split into releasable (what empty_cache() or a pool trim gives back: empty segments, the\n"
     "whole free pages of expandable segments, a pool's cache) and trapped (free gaps between\n"
     "live blocks that nothing gives back), the largest free gap, and fragmentation (trapped /\n"
-    "reserved).  Says when fragmentation rather than demand explains the last out-of-memory\n"
-    "error.",
+    "reserved).  Each segment is named by what holds it: the site of its live blocks (the most\n"
+    "bytes), which keep it from being given back, with the site that made it beside it where\n"
+    "another.  Says when fragmentation rather than demand explains the last out-of-memory\n"
+    "error, and which site's live blocks kept its free bytes apart, as oom says it.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist frag oom.pickle"};
 
 /* "  (private pool (1, 3))" for a private pool's segment, "" for the default pool's */

@@ -31,6 +31,8 @@ const cli_command cli_cmd_oom = {
     "cache whose pieces are not known (the gap inside it is then not known either), or too\n"
     "large: more than the device had\n"
     "free and the process held together), and the allocation sites holding memory at that moment.\n"
+    "A demand driven by a leak names the site leaks calls growing (what it grew by, over how many\n"
+    "steps); a fragmentation verdict names the site whose live blocks kept the free bytes apart.\n"
     "An error that an allocator above the driver caught and asked again for (one reporting its\n"
     "blocks, PyTorch's, or the same call stack asking again) is its retry, not counted as an OOM\n"
     "(memory_summary's cudaMalloc retries); any other went back to the program: an OOM it saw.",
