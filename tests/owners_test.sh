@@ -543,6 +543,8 @@ for mode in plain async vmm alias; do
     for i in 1 2 3 4; do
         "$CMH" record -q -o fs_$mode$i.cmh -- "$B/tests/first_sample" $mode >/dev/null 2>&1
         "$CMH" owners --json fs_$mode$i.cmh >fs_$mode$i.json 2>&1
+        "$CMH" trace --json fs_$mode$i.cmh >fs_${mode}_trace$i.json 2>/dev/null
+        "$CMH" export -o fs_$mode$i.pickle fs_$mode$i.cmh 2>/dev/null
     done
     check "first_sample $mode: 4 recordings, each peak's used memory is the program's own, nothing 'not recorded'" "py - <<PY
 import json
@@ -553,6 +555,23 @@ for i in (1, 2, 3, 4):
         assert m['used'] == sum(r['bytes'] for r in m['rows']), (i, m)
     pk = [m for m in o['moments'] if m['moment'] == 'peak'][0]
     assert pk['used'] == 64 * 2**20 or '$mode' == 'alias', (i, pk)
+PY"
+    # the record itself, before owners reads it (owners moves a sample stamped early after its
+    # sampler's first entry, and hid a recorder that stamped it on another clock): the first
+    # sample, taken by the allocating thread, counts the 64 MiB, and its stamp lies between the
+    # entry of the allocation (the map for VMM) and the entry of its free (unmap)
+    case $mode in plain | async) made=segment_alloc gone=segment_free ;; *) made=segment_map gone=segment_unmap ;; esac
+    check "first_sample $mode: 4 recordings, each first sample stamped after the entry it counts and before its free" "py - <<PY
+import json, pickle
+for i in (1, 2, 3, 4):
+    t = json.load(open('fs_${mode}_trace%d.json' % i))
+    t = t[0] if isinstance(t, list) else t
+    e = t['entries']
+    a = [x['time_ns'] for x in e if x['action'] == '$made'][0]
+    f = [x['time_ns'] for x in e if x['action'] == '$gone'][0]
+    m = [x for x in pickle.load(open('fs_$mode%d.pickle' % i, 'rb'))['cumemhist']['meminfo'] if x[0] == 0 and x[4]][0]
+    assert m[3] - m[2] >= 64 * 2**20, (i, m)
+    assert a <= m[1] <= f, (i, 'sample %d ns after the allocation, %d ns before its free' % (m[1] - a, f - m[1]), e, m)
 PY"
 done
 # the fake driver keeps a handle released while mapped until its last unmap, as the real one

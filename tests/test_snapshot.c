@@ -3,8 +3,10 @@
  * field, and the reader's errors on truncated, garbage and hostile input; the checksum the
  * files end with (crc32c.c: the published check values, the instruction and the tables agree).
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -633,6 +635,69 @@ static void test_crc32c(void)
     free(b);
 }
 
+/* The output guard (cmh_inputs_guard, snapshot/atomic.c) refuses to replace a file this process
+ * read, and only that file: an input removed since, whose inode a new file took (a long-running
+ * exporter read a checkpoint that was then removed, and its own textfile's next write took the
+ * freed inode), is not the input.  Inputs are remembered by device, inode, size and time of
+ * change; by device and inode alone the new file was refused as 'what this command reads'.
+ * Made in the build directory (a disk file system that reuses a freed inode at once; a tmpfs
+ * never does, and there only the refusals are checked). */
+static void test_inputs_guard_inode_reuse(void)
+{
+    char dir[] = CMH_TEST_SCRATCH "/cmh-guard-XXXXXX", in[sizeof dir + 16], kept[sizeof dir + 16], path[sizeof dir + 32], err[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(in, sizeof in, "%s/ckpt.cmh", dir);
+    snprintf(kept, sizeof kept, "%s/kept.cmh", dir);
+    cmh_inputs_guard(1);
+    struct stat st_in;
+    const char *names[2] = {in, kept};
+    for (int k = 0; k < 2; k++) { /* two inputs read: one to remove, one still there */
+        FILE *f = fopen(names[k], "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fputs("a checkpoint the command read\n", f);
+        fclose(f);
+        int fd = open(names[k], O_RDONLY);
+        CU_ASSERT_FATAL(fd >= 0);
+        cmh_input_opened(fd);
+        if (k == 0) CU_ASSERT_EQUAL_FATAL(fstat(fd, &st_in), 0);
+        close(fd);
+    }
+    cmh_atomic a;
+    CU_ASSERT_EQUAL(cmh_output_begin(&a, in, 0, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "is what this command reads"));
+    CU_ASSERT_EQUAL(unlink(in), 0);
+    /* new files until one takes the removed input's inode (bounded; the misses kept, so that
+     * each try is a new inode's chance) */
+    int n = 0, reused = 0;
+    for (; n < 4000 && !reused; n++) {
+        snprintf(path, sizeof path, "%s/new%d.prom", dir, n);
+        int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+        CU_ASSERT_FATAL(fd >= 0);
+        CU_ASSERT_EQUAL(write(fd, "cumemhist_up 1\n", 15), 15);
+        struct stat st;
+        CU_ASSERT_EQUAL_FATAL(fstat(fd, &st), 0);
+        close(fd);
+        reused = st.st_dev == st_in.st_dev && st.st_ino == st_in.st_ino;
+    }
+    if (reused) {
+        /* the new file at the input's old inode is not the input: written over */
+        int rc = cmh_output_begin(&a, path, 0, err, sizeof err);
+        CU_ASSERT_EQUAL(rc, 0);
+        if (rc != 0) fprintf(stderr, "\n  the new file at the removed input's inode %llu was refused: %s\n", (unsigned long long)st_in.st_ino, err);
+        else cmh_atomic_abort(&a);
+    } else fprintf(stderr, "\n  (no new file took the removed input's inode in %d tries here: that case not checked)\n", n);
+    /* the input still there is still refused */
+    CU_ASSERT_EQUAL(cmh_output_begin(&a, kept, 0, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "is what this command reads"));
+    cmh_inputs_guard(0);
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/new%d.prom", dir, i);
+        unlink(path);
+    }
+    unlink(kept);
+    rmdir(dir);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -648,5 +713,6 @@ int main(void)
     CMH_ADD_TEST(s, test_garbage_and_hostile_input);
     CMH_ADD_TEST(s, test_load_names_the_file);
     CMH_ADD_TEST(s, test_real_gpu_recordings);
+    CMH_ADD_TEST(s, test_inputs_guard_inode_reuse);
     return cmh_test_main();
 }

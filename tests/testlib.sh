@@ -21,6 +21,12 @@ ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 py() { env -u LD_PRELOAD python3 "$@"; } # (a sanitizer runtime preloaded into python would abort it)
+# ps without the sanitizer's runtime: preloaded into ps (procps-ng 4, linked with libgpg-error
+# through libsystemd), the runtime's first malloc came inside libgpg-error's constructor's
+# bindtextdomain, with glibc's _nl_state_lock write-held; the runtime's lazy start (dlerror ->
+# dcgettext) took and released that lock again, leaving it broken, and ps's own textdomain()
+# then waited on it for ever (livewatch stalled there, after its first five checks)
+ps() { env -u LD_PRELOAD ps "$@"; }
 # wait_until SECONDS CONDITION: CONDITION (a command line, eval'd) tried every 0.1 s until it holds
 # (0) or about SECONDS have passed (1).  What a test waits for, not a guess of how long it takes: a
 # sanitizer build on a loaded machine takes many times longer, and its quick runs wait no longer
