@@ -1,7 +1,7 @@
 /*
  * leak_judge.c - one site's leak verdict over one series of held bytes, a figure per step boundary
  * (cumemhist/reports.h, cmh_leak_judge; docs/DEFINITIONS.md, "The leak verdict").  The series are
- * cmh_leaks_compute's (reports.c): the record's steps, or one recording thread's.
+ * cmh_leaks_compute's (leaks.c): the record's steps, or one recording thread's.
  */
 #include <string.h>
 

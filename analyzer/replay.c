@@ -17,8 +17,8 @@
  * other does.  This file: the operations on the state and the forward pass, from the start
  * state to the reconciliation; replay_backward.c: the backward pass and the start states kept
  * while a memo is; replay_views.c: what is read off a state and its copies.  PyTorch's sizing
- * rules are apart (pt_rules.c), and so is everything computed from a replay (reports.c,
- * diff.c, summary.c).
+ * rules are apart (pt_rules.c), and so is everything computed from a replay (reports.c, leaks.c,
+ * frag.c, oom.c, diff.c, summary.c).
  */
 #include <assert.h>
 #include <stdlib.h>

@@ -88,7 +88,7 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
     }
     /* the threads' own steps, a sentence of its own: the record's steps and a thread's are two
      * things.  A thread repeats steps when it has CMH_LEAK_MIN_STEPS and made entries in as many
-     * (reports.c, repeaters(): the main thread marking the steps, its memory made once, does not) */
+     * (leaks.c, repeaters(): the main thread marking the steps, its memory made once, does not) */
     /* (the record's steps and a thread's are two
      * things ('steps: unknown (...); 1 of the 1 recording threads ... repeat 4 or more steps of
      * their own' read as one contradicting itself) */

@@ -1,0 +1,167 @@
+/*
+ * frag.c - how fragmented the segments are at the end: each segment's free bytes, what of them
+ * could be given back and what live blocks trap, and the last OOM judged at its moment (oom.c's
+ * computation, so the two commands never disagree).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/reports.h"
+#include "memo.h"
+
+
+/* What the stream-ordered pools keep at the end: each pool's latest sample's reserved beyond
+ * used, less what the end takes as given back after them (cmh_trace_gap.pools_given_back, said
+ * into gap when given: the replay's end, frag's and owners' the same). */
+uint64_t cmh_end_pool_cache(const cmh_snapshot *s, int device, cmh_trace_gap *gap)
+{
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    enum { NPOOLS = 64 };
+    uint64_t handle[NPOOLS], slack[NPOOLS], cache = 0;
+    uint32_t np = 0;
+    for (uint32_t i = 0; t && i < t->nentries; i++) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        if (e->action != CMH_ACT_POOL_SAMPLE) continue;
+        uint32_t k = 0;
+        while (k < np && handle[k] != cmh_entry_addr(s, e)) k++;
+        if (k == np && np < NPOOLS) handle[np++] = cmh_entry_addr(s, e);
+        if (k < np) slack[k] = cmh_entry_size(s, e) > cmh_entry_requested(s, e) ? cmh_entry_size(s, e) - cmh_entry_requested(s, e) : 0;
+    }
+    for (uint32_t k = 0; k < np; k++) cache += slack[k];
+    if (cache) { /* a cache the driver's last sample says was given back (the replay's end) */
+        cmh_trace_gap g;
+        if (cmh_trace_gap_compute(s, device, &g) == CMH_OK && g.pools_given_back) {
+            uint64_t back = g.pools_given_back < cache ? g.pools_given_back : cache;
+            if (gap) gap->pools_given_back = back, gap->pools_sample_ns = g.pools_sample_ns;
+            cache -= back;
+        }
+    }
+    return cache;
+}
+
+/* ---- fragmentation ---- */
+
+int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p)
+{
+    memset(p, 0, sizeof *p);
+    cmh_report_base_fill(s, device, &p->base);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->nsegments; i++) n += s->segments[i].device == device;
+    p->segs = calloc(n ? n : 1, sizeof *p->segs);
+    if (!p->segs) return CMH_ENOMEM;
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->device != device) continue;
+        cmh_frag_seg *f = &p->segs[p->nsegs++];
+        f->index = i;
+        f->addr = g->addr;
+        f->reserved = g->size;
+        f->expandable = (g->flags & CMH_SEG_EXPANDABLE) != 0;
+        f->private_pool = g->pool_id[0] != 0 || g->pool_id[1] != 0;
+        f->pool_id[0] = g->pool_id[0];
+        f->pool_id[1] = g->pool_id[1];
+        uint64_t active = 0, run = 0, run_at = g->addr;
+        int any_active = 0;
+        for (uint32_t k = 0; k < g->nblocks; k++) any_active |= s->blocks[g->first_block + k].state != CMH_BLOCK_INACTIVE;
+        for (uint32_t k = 0; k <= g->nblocks; k++) {
+            const cmh_block *b = k < g->nblocks ? &s->blocks[g->first_block + k] : NULL;
+            if (b && b->state == CMH_BLOCK_INACTIVE) {
+                if (!run) run_at = b->addr;
+                run += b->size;
+                if (run > f->largest_gap) f->largest_gap = run;
+                continue;
+            }
+            cmh_free_gap(run_at, run_at + run, any_active, g->addr, f->expandable ? cmh_expandable_page(s, cmh_segment_pool(g)) : 0,
+                         &f->releasable, &f->trapped);
+            run = 0;
+            if (!b) break;
+            active += b->size;
+            if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) f->allocated += b->size;
+        }
+        /* (a hostile file's blocks may add up past their segment: nothing is free then) */
+        f->free = g->size > f->allocated ? g->size - f->allocated : 0;
+        f->pending_free = active > f->allocated ? active - f->allocated : 0;
+        uint64_t uncovered = g->size > active ? g->size - active : 0; /* bytes no block describes: free */
+        uint64_t described = f->releasable + f->trapped;
+        if (uncovered > described) cmh_free_gap(0, uncovered - described, any_active, 0, 0, &f->releasable, &f->trapped);
+        if (f->private_pool) { /* the pool's own: not given back, not usable outside it */
+            f->private_free = f->releasable + f->trapped;
+            f->releasable = f->trapped = 0;
+            p->private_segs++;
+        }
+        f->fragmentation = f->reserved ? (double)f->trapped / (double)f->reserved : 0.0;
+        p->reserved += f->reserved;
+        p->private_free += f->private_free;
+        p->allocated += f->allocated;
+        p->free += f->free;
+        p->pending_free += f->pending_free;
+        p->releasable += f->releasable;
+        p->trapped += f->trapped;
+        if (!f->private_pool && f->largest_gap > p->largest_gap) p->largest_gap = f->largest_gap;
+    }
+    /* a stream-ordered pool keeps what it reserved beyond what it hands out (its latest sample):
+     * reserved and free, as every report counts it, and given back by a trim */
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    p->pool_cache = cmh_end_pool_cache(s, device, &p->base.gap);
+    p->reserved += p->pool_cache;
+    p->free += p->pool_cache;
+    p->releasable += p->pool_cache;
+    p->fragmentation = p->reserved ? (double)p->trapped / (double)p->reserved : 0.0;
+    /* the last OOM: judged at that moment, by the one computation every command uses */
+    for (uint32_t i = 0; t && i < t->nentries; i++) p->nooms += s->entries[t->first_entry + i].action == CMH_ACT_OOM;
+    if (p->nooms) {
+        cmh_oom_report om;
+        int rc = cmh_oom_compute(s, device, NULL, &om);
+        if (rc != CMH_OK) {
+            cmh_frag_report_free(p);
+            return rc;
+        }
+        if (om.nevents) {
+            const cmh_oom_event *e = &om.events[om.nevents - 1];
+            p->has_oom = 1;
+            p->last_oom = (struct cmh_oom_event_state){e->index, e->time_ns, e->request, e->device_free, e->allocated,
+                                                       e->reserved, e->free_inside, e->pending_free, e->largest_gap,
+                                                       e->split.releasable, e->split.trapped, e->split.private_free,
+                                                       e->split.own_pool, e->usable, e->split.unusable,
+                                                       {e->request_pool[0], e->request_pool[1]}, e->verdict,
+                                                       e->number, e->retried, e->retry_index, e->gap_unknown_in};
+        }
+        cmh_oom_report_free(&om);
+    }
+    return CMH_OK;
+}
+
+void cmh_frag_report_free(cmh_frag_report *p)
+{
+    free(p->segs);
+    memset(p, 0, sizeof *p);
+}
+
+static int frag_order(const void *a, const void *b)
+{
+    const cmh_frag_seg *x = a, *y = b;
+    if (x->trapped != y->trapped) return x->trapped > y->trapped ? -1 : 1; /* fragmentation first */
+    if (x->free != y->free) return x->free > y->free ? -1 : 1;
+    if (x->reserved != y->reserved) return x->reserved > y->reserved ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+void cmh_frag_sort(cmh_frag_report *p)
+{
+    if (p->nsegs > 1) qsort(p->segs, p->nsegs, sizeof *p->segs, frag_order);
+}
+
+cmh_frag_use cmh_frag_count_use(const cmh_frag_report *p, uint32_t from, uint32_t to)
+{
+    cmh_frag_use u;
+    memset(&u, 0, sizeof u);
+    for (uint32_t i = from; i < to && i < p->nsegs; i++) {
+        const cmh_frag_seg *g = &p->segs[i];
+        u.reserved += g->reserved, u.free += g->free;
+        if (!g->free) u.full++, u.full_bytes += g->reserved;
+        else if (!g->allocated) u.empty++;
+        else u.part++;
+    }
+    return u;
+}
+

@@ -1,0 +1,254 @@
+/*
+ * oom.c - why an allocation ran out of memory: each OOM the trace recorded, replayed to its
+ * moment, with what held the memory then, and the one verdict rule every command uses
+ * (cmh_oom_verdict_*).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/owners.h"
+#include "cumemhist/reports.h"
+#include "memo.h"
+
+/* ---- OOM ---- */
+
+/* Owners' split of the device at each OOM the program saw: a demand where most of the device's
+ * used memory was not this program's (a 700 MiB context of a 1 GiB device, the program's 320 MiB)
+ * is the OUTSIDE verdict (it said 'demand: the memory was genuinely in use', listing the
+ * program's 320 MiB and nothing of the rest).  Owners' moments are named as these are numbered. */
+static int oom_outside(const cmh_snapshot *s, int device, cmh_oom_report *p)
+{
+    if (s->source == CMH_SRC_PYTORCH || !s->nmeminfo || !p->nevents) return CMH_OK;
+    cmh_owners_report o;
+    int rc = cmh_owners_compute(s, device, &o);
+    if (rc != CMH_OK) return rc;
+    for (uint32_t i = 0; i < p->nevents; i++) {
+        cmh_oom_event *e = &p->events[i];
+        char what[32];
+        if (!e->number) continue; /* (a retried one: owners has no moment of it) */
+        snprintf(what, sizeof what, "out of memory #%u", e->number);
+        for (uint32_t k = 0; k < o.nmoments; k++) {
+            const cmh_owners_moment *m = &o.moments[k];
+            if (strcmp(m->what, what) || !m->used_known) continue;
+            e->used_known = 1;
+            e->device_used = m->used;
+            e->device_total = m->total;
+            for (uint32_t j = 0; j < m->nrows; j++)
+                if (m->rows[j].kind == CMH_OWN_UNEXPLAINED) e->outside += m->rows[j].bytes;
+            if (e->verdict == CMH_OOM_DEMAND && e->outside * 2 > e->device_used) e->verdict = CMH_OOM_OUTSIDE;
+            break;
+        }
+    }
+    cmh_owners_report_free(&o);
+    return CMH_OK;
+}
+
+int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *p)
+{
+    memset(p, 0, sizeof *p);
+    cmh_report_base_fill(s, device, &p->base);
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    int64_t n = cmh_replay_length(r);
+    uint32_t count = 0;
+    for (int64_t i = 0; i < n; i++) count += cmh_replay_entry(r, i)->action == CMH_ACT_OOM;
+    p->events = calloc(count ? count : 1, sizeof *p->events);
+    if (!p->events) {
+        cmh_replay_free(r);
+        return CMH_ENOMEM;
+    }
+    const cmh_mem_stats *st = cmh_replay_stats(r);
+    /* the OOMs the ring dropped come first: the ones kept are numbered after them */
+    const cmh_trace *dt = cmh_snapshot_trace(s, device);
+    p->dropped = dt && dt->dropped_ooms < UINT32_MAX ? (uint32_t)dt->dropped_ooms : dt ? UINT32_MAX : 0;
+    p->failures = p->dropped;
+    /* up to the last OOM: the entries after it change no figure here (a trace without one is not
+     * replayed at all) */
+    for (int64_t i = 0; i < n && p->nevents < count; i++) {
+        const cmh_entry *e = cmh_replay_entry(r, i);
+        if (e->action == CMH_ACT_OOM) {
+            cmh_oom_event *o = &p->events[p->nevents++];
+            o->index = i;
+            const cmh_trace *tr = cmh_snapshot_trace(s, device);
+            uint32_t at;
+            o->retried = cmh_oom_retry(s, tr, (uint32_t)i, &o->retry_freed, &at);
+            o->retry_index = o->retried ? (int64_t)at : -1;
+            o->retry_failed = o->retried && s->entries[tr->first_entry + at].action == CMH_ACT_OOM;
+            o->retry_of = -1;
+            if (o->retried) p->retries++;
+            else o->number = ++p->failures;
+            o->time_ns = cmh_entry_time(s, e);
+            o->request = cmh_entry_size(s, e);
+            o->device_free = cmh_entry_addr(s, e);
+            o->allocated = (uint64_t)st->allocated_bytes[0].current;
+            o->reserved = (uint64_t)st->reserved_bytes[0].current;
+            cmh_pool_id rp = cmh_entry_pool_id(s, e); /* the request's pool decides what of the free it could use */
+            o->request_pool[0] = rp.id[0], o->request_pool[1] = rp.id[1];
+            cmh_replay_free_split_for(r, rp.id, &o->split);
+            o->largest_gap = o->split.largest_gap;
+            /* free inside = reserved - allocated, by definition; what the gaps do not hold of it is
+             * freed memory whose stream work is pending (a trace that contradicts itself may leave
+             * the two apart: the figures then say what the counters say) */
+            o->free_inside = o->reserved > o->allocated ? o->reserved - o->allocated : 0;
+            uint64_t active = (uint64_t)st->active_bytes[0].current;
+            o->pending_free = active > o->allocated ? active - o->allocated : 0;
+            int pooled = e->kind == CMH_KIND_ASYNC || (e->kind == CMH_KIND_DEVICE && cmh_entry_stream(s, e)); /* (older records: kind unsaid) */
+            if (!pooled && o->split.pool_cache) {
+                o->pool_cache_unusable = o->split.pool_cache;
+                o->split.unusable += o->split.pool_cache;
+                cmh_replay_pool_cache_top(r, &o->cache_pool, &o->cache_pool_bytes);
+            }
+            o->usable = o->free_inside > o->split.unusable ? o->free_inside - o->split.unusable : 0;
+            o->fits_in_gap = o->largest_gap >= o->request;
+            o->verdict = cmh_oom_verdict_cache(o->request, o->free_inside, o->split.unusable, o->pool_cache_unusable, o->largest_gap,
+                                               o->device_free);
+            if (pooled && o->split.pool_cache && !o->fits_in_gap) {
+                /* the pieces of a pool's cache are not in the record: a piece as large as the
+                 * request may have been there, or none (docs/DEFINITIONS.md, the OOM verdict) */
+                o->gap_unknown_in = o->split.pool_cache;
+                if (o->verdict == CMH_OOM_FRAGMENTATION) o->verdict = CMH_OOM_POOL_PIECES;
+            }
+            if (o->verdict == CMH_OOM_DEMAND && cmh_oom_too_large(o->request, o->reserved, o->device_free)) o->verdict = CMH_OOM_TOO_LARGE;
+            o->request_stack = e->stack;
+            o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
+            if (cmh_live_sites(r, sites, 1, &o->sites, &o->nsites) != CMH_OK) {
+                cmh_replay_free(r);
+                cmh_oom_report_free(p);
+                return CMH_ENOMEM;
+            }
+        }
+        cmh_replay_step(r);
+    }
+    /* a retry that failed is an event too: it names the OOM it retried (events are in trace
+     * order, so found by bisection) */
+    for (uint32_t k = 0; k < p->nevents; k++) {
+        if (!p->events[k].retry_failed) continue;
+        uint32_t lo = k + 1, hi = p->nevents;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (p->events[mid].index < p->events[k].retry_index) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < p->nevents && p->events[lo].index == p->events[k].retry_index) p->events[lo].retry_of = p->events[k].index;
+    }
+    int rc = cmh_replay_status(r);
+    cmh_replay_free(r);
+    if (rc == CMH_OK) rc = oom_outside(s, device, p);
+    if (rc != CMH_OK) cmh_oom_report_free(p);
+    return rc;
+}
+
+/* device free not known (CMH_DEVICE_FREE_UNKNOWN): the verdict rests on what the segments held,
+ * adding nothing for the device, and never says the driver refused with room */
+static uint64_t known_free(uint64_t device_free) { return device_free == CMH_DEVICE_FREE_UNKNOWN ? 0 : device_free; }
+
+int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free)
+{
+    if (largest_gap >= request) return CMH_OOM_FIT_IGNORED;
+    if (device_free != CMH_DEVICE_FREE_UNKNOWN && device_free >= request) return CMH_OOM_DRIVER;
+    device_free = known_free(device_free);
+    if (free_inside + device_free >= request) return CMH_OOM_FRAGMENTATION;
+    return CMH_OOM_DEMAND;
+}
+
+int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t largest_gap,
+                          uint64_t device_free)
+{
+    uint64_t shared = free_inside > private_free ? free_inside - private_free : 0;
+    int v = cmh_oom_verdict(request, shared, largest_gap, device_free);
+    device_free = known_free(device_free);
+    if (v == CMH_OOM_DEMAND && private_free && shared + private_free + device_free >= request) return CMH_OOM_PRIVATE_POOL;
+    return v;
+}
+
+int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t pool_cache, uint64_t largest_gap,
+                          uint64_t device_free)
+{
+    int v = cmh_oom_verdict_pools(request, free_inside, private_free, largest_gap, device_free);
+    uint64_t shared = free_inside > private_free ? free_inside - private_free : 0;
+    device_free = known_free(device_free);
+    /* the pools' cache is what would have made it fit: named, rather than private pools at large */
+    if (v == CMH_OOM_PRIVATE_POOL && pool_cache && shared + pool_cache + device_free >= request) return CMH_OOM_POOL_CACHE;
+    return v;
+}
+
+int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
+{
+    /* device free not known (a PyTorch OOM entry without device_free, a failed cuMemGetInfo):
+     * nothing says the device could not have had room */
+    return device_free != CMH_DEVICE_FREE_UNKNOWN && reserved + device_free >= reserved && request > reserved + device_free;
+}
+
+const char *cmh_oom_verdict_name(int verdict)
+{
+    static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool", "too large",
+                                        "a pool's cache", "a pool's cache, pieces not known", "held outside the program"};
+    return names[verdict >= 0 && verdict <= CMH_OOM_OUTSIDE ? verdict : 0];
+}
+
+int cmh_record_pytorch(const cmh_snapshot *s)
+{
+    if (s->source == CMH_SRC_PYTORCH || s->torch) return 1;
+    for (uint32_t i = 0; i < s->nmodules; i++) {
+        const char *m = cmh_str(s, s->modules[i].path), *slash = strrchr(m, '/');
+        const char *lib = cmh_library_name(slash ? slash + 1 : m);
+        if (lib && !strcmp(lib, "PyTorch")) return 1;
+    }
+    return 0;
+}
+
+const char *cmh_oom_verdict_advice(int verdict, int pytorch)
+{
+    /* a program with no PyTorch in it has no set_per_process_memory_fraction nor empty_cache()
+     * (a C program's OOM advice named PyTorch's); its limits come from the environment */
+    if (!pytorch && verdict == CMH_OOM_DRIVER)
+        return "refused with room: the device said it had enough free for the request, and the allocation failed all the "
+               "same: a limit set on the process from outside it (an MPS server's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), "
+               "another process taking memory at that instant, or the driver's own fragmentation of the device's memory "
+               "(free memory in pieces each smaller than the request); not this program's live memory";
+    if (!pytorch && verdict == CMH_OOM_POOL_CACHE)
+        return "held in a stream-ordered pool's cache: enough bytes were free only in what a memory pool (cuMemAllocAsync's) "
+               "keeps after its frees, up to its release threshold, which an allocation from outside the pool cannot use: "
+               "trim the pool (cuMemPoolTrimTo), lower its release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), or "
+               "allocate from the pool";
+    return cmh_oom_verdict_text(verdict);
+}
+
+const char *cmh_oom_verdict_text(int verdict)
+{
+    static const char *const text[] = {
+        "demand: the memory was genuinely in use",
+        "fragmentation, not demand: enough bytes were free, but no free gap was large enough",
+        "a free gap inside the reserved segments was large enough (another stream or memory pool?)",
+        "refused with room: the device said it had enough free for the request, and the allocation failed all the same: "
+        "a limit on the process (PyTorch's set_per_process_memory_fraction), another process taking memory at that "
+        "instant, or the driver's own fragmentation; not this program's live memory",
+        "held by a private pool: enough bytes were free only where the request's pool cannot use them: inside private "
+        "pools' segments (a CUDA graph's or a MemPool's), which a request outside the pool cannot use and empty_cache() "
+        "does not give back while the pool lives, or, for a private pool's request, in the default pool's gaps; free the "
+        "graph or pool (del the graph, torch.cuda.empty_cache()) or capture with less memory",
+        "too large: the request alone is more than the device had free and all the memory the record shows this "
+        "process holding, together; nothing the process frees and no allocator setting makes it fit: check the size "
+        "asked for (a shape, a batch or sequence length), or what other processes hold on the device",
+        "held in a stream-ordered pool's cache: enough bytes were free only in what a memory pool (cuMemAllocAsync's) "
+        "keeps after its frees, up to its release threshold, which an allocation from outside the pool cannot use and "
+        "empty_cache() does not give back: trim the pool (cuMemPoolTrimTo), lower its release threshold "
+        "(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), or allocate from the pool",
+        "enough bytes were free, some in the request's stream-ordered pool's cache (what cuMemAllocAsync's pool keeps "
+        "after its frees), whose pieces the record does not show: whether one was large enough is not known (the "
+        "pool serves a request from one contiguous piece of its cache, or grows from the device's free memory); "
+        "trim the pool (cuMemPoolTrimTo) so that it can grow by one piece of the request's size, or lower its "
+        "release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
+        "held outside the program: most of the device's memory in use was not this program's (not recorded: the CUDA "
+        "context, other processes on the GPU; the driver's cuMemGetInfo says it): see who holds it (nvidia-smi), run "
+        "where the device is free, or fit the program in what is left"};
+    return text[verdict >= 0 && verdict <= CMH_OOM_OUTSIDE ? verdict : 0];
+}
+
+void cmh_oom_report_free(cmh_oom_report *p)
+{
+    for (uint32_t i = 0; i < p->nevents; i++) free(p->events[i].sites);
+    free(p->events);
+    memset(p, 0, sizeof *p);
+}
