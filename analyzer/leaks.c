@@ -639,6 +639,15 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 }
             }
         }
+        /* the growth (or the stopped growth) is one caller's: the row shows that caller's stack,
+         * the line a user mends, not the stack of the caller holding the most bytes (a model's
+         * state made through the same helper) */
+        if (x->callers_judged) {
+            uint32_t ng = 0, only = 0;
+            for (uint32_t k = 0; k < x->ncallers; k++)
+                if (x->verdict == CMH_LEAK_STOPPED ? x->callers[k].stopped : x->callers[k].growing) ng++, only = k;
+            if (ng == 1 && x->callers[only].count) x->stack = x->callers[only].stack;
+        }
         const first_slot *fs = cmh_oa_find(&c.firsts, (uint64_t)x->group + 1);
         if (fs) cmh_leak_judge_late(&steps[x->thread <= maxthread ? x->thread : 0], fs->index, n, x);
         const cmh_thread_info *ti = cmh_snapshot_thread(s, x->thread);

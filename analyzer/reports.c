@@ -41,6 +41,20 @@ void cmh_site_map_init(cmh_site_map *m, const cmh_sites *sites)
 /* The stack a site shows is the one of its stacks that holds the most bytes (the lowest stack id
  * among equals), not the first seen: blocks are visited in hash order, and under a shared wrapper
  * (one ctypes helper for every allocation) the first seen is any caller's, different run to run. */
+static uint64_t stack_bytes(const cmh_site_map *m, uint32_t stack)
+{
+    const stack_slot *sl = cmh_oa_find(&m->stacks, (uint64_t)stack + 1);
+    return sl ? sl->bytes : 0;
+}
+
+/* Whether STACK (holding MINE bytes) should show for a row or caller now showing CUR. */
+static int stack_wins(const cmh_site_map *m, uint32_t stack, uint64_t mine, uint32_t cur)
+{
+    if (stack == cur) return 0;
+    uint64_t theirs = stack_bytes(m, cur);
+    return mine > theirs || (mine == theirs && stack < cur);
+}
+
 static void site_pick_stack(cmh_site_map *m, cmh_site *x, uint32_t stack, uint64_t size)
 {
     int created;
@@ -50,11 +64,7 @@ static void site_pick_stack(cmh_site_map *m, cmh_site *x, uint32_t stack, uint64
         return;
     }
     sl->bytes += size;
-    uint64_t mine = sl->bytes;
-    if (x->stack == stack) return;
-    const stack_slot *cur = cmh_oa_find(&m->stacks, (uint64_t)x->stack + 1);
-    uint64_t theirs = cur ? cur->bytes : 0;
-    if (mine > theirs || (mine == theirs && stack < x->stack)) x->stack = stack;
+    if (stack_wins(m, stack, sl->bytes, x->stack)) x->stack = stack;
 }
 
 static uint32_t group_of(const cmh_site_map *m, uint32_t stack) { return m->sites ? cmh_sites_group(m->sites, stack) : stack; }
@@ -119,6 +129,8 @@ static void add_caller(const cmh_site_map *m, cmh_site *x, uint32_t stack, uint6
         }
     }
     if (!c) c = &x->callers_other;
+    /* (after site_pick_stack: the stack's bytes counted) */
+    if (!c->count || stack_wins(m, stack, stack_bytes(m, stack), c->stack)) c->stack = stack;
     c->bytes += size;
     c->count++;
 }
@@ -136,8 +148,8 @@ static void add_active_block(void *arg, const cmh_live_block *b)
     cmh_site_map *m = arg;
     cmh_site *s = site_get(m, b->stack);
     if (!s) return;
-    add_caller(m, s, b->stack, b->size);
     site_pick_stack(m, s, b->stack, b->size);
+    add_caller(m, s, b->stack, b->size);
     s->bytes += b->size;
     s->count++;
     if (b->time_ns && b->time_ns < s->first_ns) s->first_ns = b->time_ns;

@@ -306,11 +306,13 @@ void cmh_job_identity(int32_t *rank, int32_t *local_rank, int32_t *world_size)
     *world_size = env_int(w);
 }
 
-int cmh_config_child_output_path(const char *pattern, long pid, char *out, size_t outlen)
+/* PATTERN with %p as PID, %r as the job's rank (else its local rank, else "p" PID) and %% as
+ * %.  *HAS_ID: a %p or a pid-made %r, which already tells processes apart; *HAS_RANK: a %r. */
+static int expand_output_pattern(const char *pattern, long pid, char *out, size_t outlen, int *has_id, int *has_rank)
 {
     size_t pos = 0;
-    int has_id = 0;
     char num[64];
+    *has_id = *has_rank = 0;
     out[0] = 0;
     for (const char *p = pattern; *p; p++) {
         if (p[0] == '%' && (p[1] == 'p' || p[1] == 'r' || p[1] == '%')) {
@@ -319,20 +321,26 @@ int cmh_config_child_output_path(const char *pattern, long pid, char *out, size_
                 if (append(out, outlen, &pos, "%", 1)) return -1;
                 continue;
             }
-            if (*p == 'p') snprintf(num, sizeof num, "%ld", pid), has_id = 1;
+            if (*p == 'p') snprintf(num, sizeof num, "%ld", pid), *has_id = 1;
             else {
                 int32_t rank, local, world;
                 cmh_job_identity(&rank, &local, &world); /* (a forked child inherits them) */
+                /* No rank: the local rank; none either: the pid, so that processes never collide. */
                 if (rank >= 0 || local >= 0) snprintf(num, sizeof num, "%d", (int)(rank >= 0 ? rank : local));
-                else snprintf(num, sizeof num, "p%ld", pid), has_id = 1;
+                else snprintf(num, sizeof num, "p%ld", pid), *has_id = 1;
+                *has_rank = 1;
             }
             if (append(out, outlen, &pos, num, strlen(num))) return -1;
             continue;
         }
         if (append(out, outlen, &pos, p, 1)) return -1;
     }
-    if (cmh_config_output_streams(out)) return -1;
-    if (has_id) return 0;
+    return 0;
+}
+
+/* OUT with ".PID" before the extension of its last path component. */
+static int insert_pid(char *out, size_t outlen, long pid)
+{
     char *dot = out + (cmh_path_ext(out) - out);
     char tail[4096];
     snprintf(tail, sizeof tail, "%s", dot);
@@ -340,43 +348,23 @@ int cmh_config_child_output_path(const char *pattern, long pid, char *out, size_
     return n < 0 || (size_t)n >= outlen - (size_t)(dot - out) ? -1 : 0;
 }
 
+int cmh_config_child_output_path(const char *pattern, long pid, char *out, size_t outlen)
+{
+    int has_id, has_rank;
+    if (expand_output_pattern(pattern, pid, out, outlen, &has_id, &has_rank) != 0) return -1;
+    if (cmh_config_output_streams(out)) return -1;
+    return has_id ? 0 : insert_pid(out, outlen, pid);
+}
+
 int cmh_config_output_path(const char *pattern, char *out, size_t outlen)
 {
-    size_t pos = 0;
-    int has_id = 0, has_rank = 0;
-    char num[64];
-    out[0] = 0;
-    for (const char *p = pattern; *p; p++) {
-        if (p[0] == '%' && (p[1] == 'p' || p[1] == 'r' || p[1] == '%')) {
-            p++;
-            if (*p == '%') {
-                if (append(out, outlen, &pos, "%", 1)) return -1;
-                continue;
-            }
-            if (*p == 'p') snprintf(num, sizeof num, "%ld", (long)getpid()), has_id = 1;
-            else {
-                int32_t rank, local, world;
-                cmh_job_identity(&rank, &local, &world);
-                /* No rank: the local rank; none either: the pid, so that processes never collide. */
-                if (rank >= 0 || local >= 0) snprintf(num, sizeof num, "%d", (int)(rank >= 0 ? rank : local));
-                else snprintf(num, sizeof num, "p%ld", (long)getpid()), has_id = 1;
-                has_rank = 1;
-            }
-            if (append(out, outlen, &pos, num, strlen(num))) return -1;
-            continue;
-        }
-        if (append(out, outlen, &pos, p, 1)) return -1;
-    }
+    int has_id, has_rank;
+    if (expand_output_pattern(pattern, (long)getpid(), out, outlen, &has_id, &has_rank) != 0) return -1;
     /* %r names the rank's own process; a child it forks without exec (a DataLoader worker, a
      * compile worker) inherits its RANK, and took the rank's name: its flight record was refused
      * (the rank's, still running) and its snapshot lost or written over the rank's.  It gets
      * NAME.PID, as under a fixed path. */
     if (has_id || cmh_config_output_streams(out)) return 0;
     if (has_rank ? !cmh_process_forked_from() : fixed_path_is_mine(out)) return 0;
-    /* insert .PID before the extension of the last path component */
-    char *dot = out + (cmh_path_ext(out) - out);
-    char tail[4096];
-    snprintf(tail, sizeof tail, "%s", dot);
-    int n = snprintf(dot, outlen - (size_t)(dot - out), ".%ld%s", (long)getpid(), tail);
-    return n < 0 || (size_t)n >= outlen - (size_t)(dot - out) ? -1 : 0;
+    return insert_pid(out, outlen, (long)getpid());
 }

@@ -422,13 +422,20 @@ const char *cmh_site_callers_text(const cmh_snapshot *s, const cmh_site *x, char
     size_t at = 0;
     buf[0] = 0;
     add(buf, cap, &at, "by caller:");
-    uint32_t shown = x->ncallers < CMH_CALLERS_SHOWN ? x->ncallers : CMH_CALLERS_SHOWN;
-    for (uint32_t i = 0; i < shown; i++)
-        add(buf, cap, &at, "%s %s %s%s", i ? "," : "", cmh_svg_size((double)x->callers[i].bytes),
-            cmh_frame_text(s, &s->frames[x->callers[i].frame], fr, sizeof fr),
-            !x->callers_judged ? "" : x->callers[i].growing ? " (growing)" : x->callers[i].stopped ? " (stopped)" : "");
+    /* the largest few, and every caller judged growing or stopped however small: the line a
+     * leak comes from is never folded into "other callers" */
     uint64_t rest = x->callers_other.bytes;
-    for (uint32_t i = shown; i < x->ncallers; i++) rest += x->callers[i].bytes;
+    uint32_t shown = 0;
+    for (uint32_t i = 0; i < x->ncallers; i++) {
+        int marked = x->callers_judged && (x->callers[i].growing || x->callers[i].stopped);
+        if (i >= CMH_CALLERS_SHOWN && !marked) {
+            rest += x->callers[i].bytes;
+            continue;
+        }
+        add(buf, cap, &at, "%s %s %s%s", shown++ ? "," : "", cmh_svg_size((double)x->callers[i].bytes),
+            cmh_frame_text(s, &s->frames[x->callers[i].frame], fr, sizeof fr),
+            !marked ? "" : x->callers[i].growing ? " (growing)" : " (stopped)");
+    }
     if (rest) add(buf, cap, &at, ", %s from %s", cmh_svg_size((double)rest), x->callers_seen > shown ? "other callers" : "no caller");
     return buf;
 }
@@ -450,13 +457,13 @@ const char *cmh_site_callers_growth_text(const cmh_snapshot *s, const cmh_site *
     char fr[1400], row[32];
     snprintf(row, sizeof row, "%s", cmh_svg_size((double)x->bytes));
     if (ng == 1 && stops)
-        snprintf(buf, cap, "the growth that stopped comes from one caller, %s: %s of the row's %s; its other callers' blocks did not grow over several steps",
+        snprintf(buf, cap, "the growth that stopped comes from one caller, %s: %s of the row's %s; its other callers' blocks did not grow over several steps; the stack shown is this caller's",
                  cmh_frame_text(s, &s->frames[x->callers[first].frame], fr, sizeof fr), cmh_svg_size((double)grows), row);
     else if (stops)
         snprintf(buf, cap, "the growth that stopped comes from %u callers, marked stopped: %s of the row's %s; the other callers' blocks did not grow over several steps",
                  ng, cmh_svg_size((double)grows), row);
     else if (ng == 1)
-        snprintf(buf, cap, "the growth comes from one caller, %s: %s of the row's %s (its other callers' blocks do not grow)",
+        snprintf(buf, cap, "the growth comes from one caller, %s: %s of the row's %s (its other callers' blocks do not grow); the stack shown is this caller's",
                  cmh_frame_text(s, &s->frames[x->callers[first].frame], fr, sizeof fr), cmh_svg_size((double)grows), row);
     else
         snprintf(buf, cap, "the growth comes from %u callers, marked growing: %s of the row's %s (the other callers' blocks do not grow)", ng,

@@ -30,6 +30,7 @@ extern "C" {
 #define CMH_SITE_CALLERS 6
 typedef struct cmh_site_caller {
     uint32_t frame;
+    uint32_t stack; /* the caller's stack that holds the most bytes (lowest id among equals) */
     uint64_t bytes, count;
     /* leaks, a growing site called from several lines (callers_judged): this caller's own blocks
      * judged over the same steps grow too, at rate bytes per step; a stopped site: this caller's
