@@ -153,7 +153,10 @@ static int cmp_ann(const void *a, const void *b)
     return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns ? 1 : x < y ? -1 : x > y;
 }
 
-/* PyTorch's ranges of one device: each END closes the innermost open START of its name. */
+/* The ranges of one device (PyTorch's record_function annotations, or the program's own:
+ * cmh_range_push, cumemhist.range()): each END closes the innermost open START of its name.  The
+ * track is named by who made them (a C program's CMH_RANGE_PUSH spans sat on one named
+ * "record_function (PyTorch)"). */
 static int annotation_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
 {
     cmh_jw *w = c->w;
@@ -186,7 +189,8 @@ static int annotation_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
         } else sl[ns++] = (slice){a[i]->time_ns, INT64_MIN, a[i]->name};
     }
     qsort(sl, ns, sizeof *sl, cmp_slice);
-    meta(w, "thread_name", pid_of(c, dev), THREAD_TID(0), "record_function (PyTorch)");
+    meta(w, "thread_name", pid_of(c, dev), THREAD_TID(0),
+         CMH_PT_MARKS_INLINE(s) ? "record_function (PyTorch)" : "ranges (the program's: cumemhist.range, CMH_RANGE_PUSH)");
     for (uint32_t i = 0; i < ns; i++) {
         cmh_jw_nl(w);
         cmh_jw_obj(w);
@@ -260,7 +264,8 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
     int64_t peak_at = g && pk.nsites && (pk.alloc_time_ns || timeless) ? pk.alloc_index : -2;
     const cmh_mem_stats *st = cmh_replay_stats(r);
     char counter[32];
-    snprintf(counter, sizeof counter, "gpu%d memory", dev);
+    if (dev < 0) snprintf(counter, sizeof counter, "pinned host memory"); /* (it read "gpu-1 memory") */
+    else snprintf(counter, sizeof counter, "gpu%d memory", dev);
     int64_t last = t0;
     const cmh_trace *tr = cmh_snapshot_trace(s, dev);
     if (tr && tr->dropped_ooms) { /* OOMs the ring dropped: one instant where the kept entries begin (they were lost here) */
@@ -296,8 +301,12 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
             uint32_t k = 0;
             while (k < nnamed && named[k] != cmh_entry_thread(s, e)) k++;
             if (k == nnamed && nnamed < 256) {
-                char tn[48];
-                snprintf(tn, sizeof tn, cmh_entry_thread(s, e) ? "thread %u" : "marks (thread unknown)", cmh_entry_thread(s, e));
+                char tn[160];
+                /* by the name the reports give it ("recording thread 3 (tid ..., 'worker2')") */
+                const cmh_thread_info *ti = cmh_entry_thread(s, e) ? cmh_snapshot_thread(s, cmh_entry_thread(s, e)) : NULL;
+                const char *tname = ti && ti->name ? cmh_str(s, ti->name) : "";
+                if (*tname) snprintf(tn, sizeof tn, "thread %u (%.120s)", cmh_entry_thread(s, e), tname);
+                else snprintf(tn, sizeof tn, cmh_entry_thread(s, e) ? "thread %u" : "marks (thread unknown)", cmh_entry_thread(s, e));
                 meta(w, "thread_name", pid_of(c, dev), THREAD_TID(cmh_entry_thread(s, e)), tn);
                 named[nnamed++] = cmh_entry_thread(s, e);
             }
