@@ -276,8 +276,8 @@ static int cmp_start(const void *a, const void *b)
  * entries: they are steps all the same, and its entries fall in the steps they were made in.
  * A mark and a range's start with no entry between them are one boundary (a 'step 0' mark and a
  * range 'step' opened 17 us later read 'steps: 2' of a one-step run).  Lent marks after this
- * series' last entry (pinned host memory, used before the loop) end the steps by time: the last
- * is whole as a device's is (it read 'steps: 7' where the devices read 8). */
+ * series' last entry (pinned host memory, used before the loop) end the steps by the record's
+ * entries: the last is whole as a device's is (it read 'steps: 7' where the devices read 8). */
 static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, uint32_t thread, cmh_steps *st, int *found)
 {
     int64_t n = cmh_replay_length(r);
@@ -346,20 +346,35 @@ static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, ui
     uint32_t marks = np;
     if (np >= 1 && p[np - 1] < n && (uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n; /* the last step is whole */
     else if (np >= 1 && p[np - 1] >= n && last_lent && pt[np - 1]) {
-        /* the last mark lent after this series' last entry: whole when the record ran on after it
-         * for half a step, by time (the steps' median time apart) */
-        int64_t lo, hi, tgap = 0;
-        cmh_snapshot_clock_span(s, &lo, &hi);
-        int64_t *g = malloc(np * sizeof *g);
-        uint32_t ng = 0;
-        for (uint32_t i = 0; g && i + 1 < np; i++)
-            if (pt[i] && pt[i + 1] > pt[i]) g[ng++] = pt[i + 1] - pt[i];
-        if (ng) {
-            qsort(g, ng, sizeof *g, cmp_i64);
-            tgap = g[ng / 2];
+        /* the last mark lent after this series' last entry: whole as the devices' is, when the
+         * record's entries (every trace's, marks aside) after it are half a step's at least (the
+         * median of the steps'); by entries, not time (a loaded machine's steps vary in length) */
+        int64_t *cnt = calloc((size_t)np + 1, sizeof *cnt);
+        if (!cnt) {
+            free(p), free(pt);
+            return CMH_ENOMEM;
         }
-        free(g);
-        if (hi != INT64_MIN && (hi - pt[np - 1]) * 2 >= tgap) p[np++] = n;
+        for (uint32_t i = 0; i < s->nentries; i++) {
+            int64_t t = cmh_entry_time(s, &s->entries[i]);
+            if (!t || t < pt[0] || s->entries[i].action == CMH_ACT_MARK) continue;
+            uint32_t lo = 0, hi = np; /* the last point at or before t */
+            while (hi - lo > 1) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (pt[mid] <= t) lo = mid;
+                else hi = mid;
+            }
+            cnt[lo]++;
+        }
+        int64_t last = cnt[np - 1], med = 0;
+        uint32_t ng = 0;
+        for (uint32_t i = 0; i + 1 < np; i++)
+            if (cnt[i]) cnt[ng++] = cnt[i];
+        if (ng) {
+            qsort(cnt, ng, sizeof *cnt, cmp_i64);
+            med = cnt[ng / 2];
+        }
+        free(cnt);
+        if (last && last * 2 >= med) p[np++] = n;
     }
     free(pt);
     if (np >= 2) {

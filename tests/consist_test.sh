@@ -69,6 +69,13 @@ check "leaks: pinned host memory's outcome counts the steps with its entries ($(
     "grep -q 'growth cannot be judged: too few steps with this device.s entries (1 of the 4 needed)' leaks.txt &&
      ! grep -q '([0-9]* of the 4 needed)' leaks.txt | grep -v '([0-3] of'"
 
+# ... also where the steps' lengths vary (a loaded machine: the last step's time was under half
+# the median's, and pinned host memory read 7 steps where the devices read 8;
+# tests/fixtures/leaks/pinned_uneven_steps.cmh is the consist.c record that read so)
+"$CMH" leaks "$F/leaks/pinned_uneven_steps.cmh" >uneven.txt 2>&1
+check "leaks of a record with uneven steps: 8 steps on both devices and pinned host memory ($(grep '^steps' uneven.txt | tr '\n' ' '))" \
+    "[ \$(grep -c '^steps: 8 from the program' uneven.txt) = 3 ]"
+
 # 7. a mark and a range opened at the same point are one step boundary
 "$CMH" record -q -o one.cmh -- "$B/tests/consist_prog" onestep >/dev/null 2>&1 || bad "record consist_prog onestep"
 "$CMH" leaks --device 0 one.cmh >one.txt 2>&1
