@@ -234,11 +234,50 @@ oom:
     return CMH_ENOMEM;
 }
 
+/* Is a mark of name at time t a range's start?  cmh_range_push writes both, at one instant: a mark
+ * and a START annotation of the name.  starts: the START annotations' times, ascending. */
+static int range_start(const cmh_snapshot *s, const cmh_annotation *const *starts, uint32_t n, uint32_t name, int64_t t)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (starts[mid]->time_ns < t) lo = mid + 1;
+        else hi = mid;
+    }
+    for (; lo < n && starts[lo]->time_ns == t; lo++)
+        if (starts[lo]->name == name || !strcmp(cmh_str(s, starts[lo]->name), cmh_str(s, name))) return 1;
+    return 0;
+}
+
+/* Are the entries from position a to b (a <= b), past a, marks alone: no allocation between? */
+static int marks_only(const cmh_replay *r, int64_t a, int64_t b)
+{
+    for (int64_t i = a + 1; i < b; i++)
+        if (cmh_replay_entry(r, i)->action != CMH_ACT_MARK) return 0;
+    return 1;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_start(const void *a, const void *b)
+{
+    const cmh_annotation *x = *(const cmh_annotation *const *)a, *y = *(const cmh_annotation *const *)b;
+    return (x->time_ns > y->time_ns) - (x->time_ns < y->time_ns);
+}
+
 /* Steps at the program's marks: each mark of the chosen family starts a step; the last step
  * runs to the end of the record when it is as long as half a step.  One mark is one step when
  * its family says step (a program that ran one step read 'steps: unknown (no step marks...)').
  * Marks lent by other devices before this device's first entry start steps with none of its
- * entries: they are steps all the same, and its entries fall in the steps they were made in. */
+ * entries: they are steps all the same, and its entries fall in the steps they were made in.
+ * A mark and a range's start with no entry between them are one boundary (a 'step 0' mark and a
+ * range 'step' opened 17 us later read 'steps: 2' of a one-step run).  Lent marks after this
+ * series' last entry (pinned host memory, used before the loop) end the steps by the record's
+ * entries: the last is whole as a device's is (it read 'steps: 7' where the devices read 8). */
 static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, uint32_t thread, cmh_steps *st, int *found)
 {
     int64_t n = cmh_replay_length(r);
@@ -272,23 +311,72 @@ static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, ui
         return CMH_OK;
     }
     int64_t *p = calloc((size_t)fam[best].count + 1, sizeof *p); /* (zeroed: gcc -O0 -fsanitize sees p[np - 1] unset) */
-    if (!p) {
-        free(m);
+    int64_t *pt = calloc((size_t)fam[best].count + 1, sizeof *pt); /* the points' times */
+    uint32_t nstarts = 0;
+    for (uint32_t i = 0; i < s->nannotations; i++) nstarts += s->annotations[i].stage == 0;
+    const cmh_annotation **starts = malloc(((size_t)nstarts + 1) * sizeof *starts);
+    if (!p || !pt || !starts) {
+        free(m), free(p), free(pt), free(starts);
         return CMH_ENOMEM;
     }
+    nstarts = 0;
+    for (uint32_t i = 0; i < s->nannotations; i++)
+        if (s->annotations[i].stage == 0) starts[nstarts++] = &s->annotations[i];
+    qsort(starts, nstarts, sizeof *starts, cmp_start);
     uint32_t np = 0, lent = 0;
+    int last_range = 0, paired = 0, last_lent = 0; /* the last point's: a range's start; a mark and a range's start both */
     for (uint32_t j = 0; j < nm; j++) {
         family(cmh_str(s, m[j].name), buf, sizeof buf);
         /* (lent marks may share a position: steps before this device's first entry, or between two of its entries) */
         if (!strcmp(buf, fam[best].name) && (!np || m[j].pos >= p[np - 1])) {
+            int rs = m[j].time && range_start(s, starts, nstarts, m[j].name, m[j].time);
+            if (np && !paired && rs != last_range && marks_only(r, p[np - 1], m[j].pos)) {
+                paired = 1; /* the other half of the boundary at this point */
+                continue;
+            }
+            pt[np] = m[j].time;
             p[np++] = m[j].pos;
             lent += m[j].borrowed;
+            last_range = rs, paired = 0, last_lent = m[j].borrowed;
         }
     }
     free(m);
+    free(starts);
     uint64_t gap = median_gap(p, np);
     uint32_t marks = np;
     if (np >= 1 && p[np - 1] < n && (uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n; /* the last step is whole */
+    else if (np >= 1 && p[np - 1] >= n && last_lent && pt[np - 1]) {
+        /* the last mark lent after this series' last entry: whole as the devices' is, when the
+         * record's entries (every trace's, marks aside) after it are half a step's at least (the
+         * median of the steps'); by entries, not time (a loaded machine's steps vary in length) */
+        int64_t *cnt = calloc((size_t)np + 1, sizeof *cnt);
+        if (!cnt) {
+            free(p), free(pt);
+            return CMH_ENOMEM;
+        }
+        for (uint32_t i = 0; i < s->nentries; i++) {
+            int64_t t = cmh_entry_time(s, &s->entries[i]);
+            if (!t || t < pt[0] || s->entries[i].action == CMH_ACT_MARK) continue;
+            uint32_t lo = 0, hi = np; /* the last point at or before t */
+            while (hi - lo > 1) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (pt[mid] <= t) lo = mid;
+                else hi = mid;
+            }
+            cnt[lo]++;
+        }
+        int64_t last = cnt[np - 1], med = 0;
+        uint32_t ng = 0;
+        for (uint32_t i = 0; i + 1 < np; i++)
+            if (cnt[i]) cnt[ng++] = cnt[i];
+        if (ng) {
+            qsort(cnt, ng, sizeof *cnt, cmp_i64);
+            med = cnt[ng / 2];
+        }
+        free(cnt);
+        if (last && last * 2 >= med) p[np++] = n;
+    }
+    free(pt);
     if (np >= 2) {
         rc = set_points(st, p, np);
         if (rc == CMH_OK) {

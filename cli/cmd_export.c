@@ -37,7 +37,8 @@ static const cli_option g_opts[] = {
      "pprof: a gzipped profile.proto (go tool pprof, speedscope): live bytes and\n"
      "blocks by stack at the end and at the allocated peak (and at the first OOM:\n"
      "oom_space, where there is one), of every device (each sample labelled\n"
-     "device=N; --device N: one);\n"
+     "device=N; --device N: one; pinned host memory left out, said on stderr and in\n"
+     "the profile's comment: --device -1 for it alone);\n"
      "sqlite: a SQLite database of one or many records (docs/FLEET.md: tables and\n"
      "queries; pandas, DuckDB, Spark read it).  chrome and sqlite take several\n"
      "SNAPSHOTs (or a directory of them): one trace or database for a whole job",
@@ -47,7 +48,7 @@ static const cli_option g_opts[] = {
      "name says it: .json is json, .trace.json or .perfetto.json chrome, .pb.gz or\n"
      ".pprof pprof, .db or .sqlite sqlite, .pickle, .pkl or no extension memviz; any other name is refused",
      NULL, 0, 0, NULL},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: that device alone (default: every device, as the reports;\neach sample labelled device=N: go tool pprof -tagfocus=device=N)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: that device alone, -1 pinned host memory (default: every device, as the\nreports, pinned host memory apart; each sample labelled device=N: go tool pprof\n-tagfocus=device=N)", NULL, 0, 0, NULL},
     {"--skip", NULL, CLI_LIST, &rep_attribution.skips, "REGEX",
      "pprof: frames whose function, file or module match are machinery too,\nleft out as flamegraph leaves them (repeatable; docs/ATTRIBUTION.md)", NULL, 0, 0, NULL},
     {"--no-default-skip", NULL, CLI_FLAG, &rep_attribution.no_default, NULL,
@@ -421,11 +422,6 @@ int cmd_export(int argc, char **argv)
          * default profile's total added it to the GPUs': 24 MB for 16 + 8), unless it is all */
         ndev = rep_devices(path, &s, g_device, g_device == -2, devs, 256);
         if (!ndev && g_device == -2) ndev = rep_devices(path, &s, g_device, 0, devs, 256);
-        else if (ndev > 0 && g_device == -2 && !g_quiet) {
-            int host = cmh_snapshot_trace(&s, -1) != NULL;
-            for (uint32_t i = 0; i < s.nsegments && !host; i++) host = s.segments[i].device < 0;
-            if (host) fprintf(stderr, "cumemhist: export: pinned host memory is not in the profile, as the reports keep it apart (--device -1 for it)\n");
-        }
         cmh_site_opts o = {CMH_GROUP_SITE, rep_attribution.no_default, rep_attribution.skips.v, rep_attribution.skips.n};
         int src = CMH_OK;
         if (ndev < 0 || !(g = cmh_sites_new(&s, &o, &src, err, sizeof err))) {
@@ -445,13 +441,18 @@ int cmd_export(int argc, char **argv)
     else cmh_atomic_abort(&a), snprintf(err, sizeof err, "%s: write failed: %s", a.path, why);
     if (erc != CMH_OK) cli_error("%s", err);
     uint64_t host_live = 0, host_entries = 0;
-    if (g_format != F_CHROME && g_format != F_PPROF) host = cmh_host_allocations(&s, &host_live, &host_entries);
-    if (erc == CMH_OK && host && g_format != F_CHROME && g_format != F_PPROF)
+    /* pprof: left out where the profile holds no pinned host memory (the devices' profile, as the
+     * reports keep it apart; it was said only without -q, and the help said "of every device") */
+    int pprof_host_out = g_format == F_PPROF && ndev > 0;
+    for (int k = 0; k < ndev && pprof_host_out; k++) pprof_host_out = devs[k] >= 0;
+    if ((g_format != F_CHROME && g_format != F_PPROF) || pprof_host_out) host = cmh_host_allocations(&s, &host_live, &host_entries);
+    if (erc == CMH_OK && host && g_format != F_CHROME)
         fprintf(stderr, "cumemhist: export: %llu pinned host allocation%s left out (%llu live at the end, %llu trace entr%s; %s)\n",
                 (unsigned long long)host, host == 1 ? "" : "s", (unsigned long long)host_live, (unsigned long long)host_entries,
                 host_entries == 1 ? "y" : "ies",
-                g_format == F_JSON ? "PyTorch's schema has devices only: leaks, owners and the SQLite export keep them"
-                                   : "memory_viz shows devices only: leaks, owners and the SQLite export keep them");
+                g_format == F_JSON    ? "PyTorch's schema has devices only: leaks, owners and the SQLite export keep them"
+                : g_format == F_PPROF ? "the profile is the devices', as the reports keep pinned host memory apart: --device -1 for it"
+                                      : "memory_viz shows devices only: leaks, owners and the SQLite export keep them");
     if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE) && !g_quiet) say_pool_cache(&s);
     if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
         if (!g_quiet) rep_say_memviz_numbering(&s, "export", -2, NULL);

@@ -18,7 +18,7 @@ static int g_device = -2, g_folded;
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write (default: standard output; written atomically)", NULL, 0, 0, NULL},
     {"--at", NULL, CLI_STR, &g_at, "WHEN", "peak (default: the allocated peak), end, oom (#1 as `oom` numbers it: a retry that\nsucceeded is none), oom:N (`oom`'s #N), or an entry number", NULL, 0, 0, NULL},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to draw (default: the lowest in the snapshot that holds memory, said on\nstderr when others do)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to draw (default: the lowest in the snapshot that holds memory, said on\nstderr when others do; with --at oom or oom:N, the device of the record's first\nout-of-memory error)", NULL, 0, 0, NULL},
     {"--folded", NULL, CLI_FLAG, &g_folded, NULL, "folded stacks (\"outer;...;inner bytes\" per line) for flamegraph.pl,\nspeedscope and the like, instead of the SVG", NULL, 0, 0, NULL},
     /* --skip and --no-default-skip (what is machinery: where each stack starts); not --group-by,
      * which groups report rows: a flamegraph is by stack whatever it said (five values, one picture) */
@@ -48,6 +48,66 @@ static int draw(void *arg, FILE *fp)
     return g_folded ? cmh_flame_folded(j->s, j->g, j->l, fp) : cmh_flame_svg(j->s, j->g, j->l, j->title, fp);
 }
 
+/* The OOMs of device dev as --at oom:N numbers them (cmh_live_compute's, `oom`'s: retries that
+ * succeeded passed over; a trace whose OOM #1 is only a retried one has that one). */
+static uint64_t device_ooms(const cmh_snapshot *s, int dev)
+{
+    const cmh_trace *tr = cmh_snapshot_trace(s, dev);
+    uint32_t nent = tr ? tr->nentries : 0;
+    uint64_t freed, k = 0;
+    int64_t asked;
+    for (uint32_t i = 0; i < nent; i++)
+        if (s->entries[tr->first_entry + i].action == CMH_ACT_OOM && !cmh_oom_retried(s, tr, i, &freed)) k++;
+    if (!k && tr && cmh_oom_first(s, tr, &asked) >= 0) k = 1;
+    return k;
+}
+
+static void oom_range(char *buf, size_t cap, uint64_t k)
+{
+    if (k == 1) snprintf(buf, cap, "oom:1");
+    else snprintf(buf, cap, "oom:1 to oom:%" PRIu64, k);
+}
+
+/* What the record has where --at oom:N named none: the device's OOMs, and the other devices'
+ * with the options that reach them ('device 0 has no out-of-memory error' of a record whose one
+ * OOM was on device 1 sent the user looking on device 0). */
+static void oom_have(const cmh_snapshot *s, int dev, char *buf, size_t cap)
+{
+    int32_t all[256];
+    int n = cmh_snapshot_devices(s, all, 256);
+    if (n > 256) n = 256;
+    uint64_t mine = device_ooms(s, dev), total = mine;
+    int others = 0;
+    for (int i = 0; i < n; i++)
+        if (all[i] != dev && device_ooms(s, all[i])) total += device_ooms(s, all[i]), others++;
+    char r[48];
+    oom_range(r, sizeof r, mine);
+    size_t len;
+    if (!mine) len = (size_t)snprintf(buf, cap, "no out-of-memory error");
+    else len = (size_t)snprintf(buf, cap, "%" PRIu64 " out-of-memory error%s (%s)", mine, mine == 1 ? "" : "s", r);
+    if (!others || len >= cap) return;
+    /* "; the record has 1 out-of-memory error, on device 1 (--device 1 --at oom:1)", or with several
+     * places "; the record has 3 out-of-memory errors: 1 on device 0, 2 on device 1 (--device 1 --at
+     * oom:1 to oom:2)" */
+    int one_place = !mine && others == 1;
+    len += (size_t)snprintf(buf + len, cap - len, "; the record has %" PRIu64 " out-of-memory error%s%s", total, total == 1 ? "" : "s",
+                            one_place ? ", " : ": ");
+    int said = 0;
+    for (int i = 0; i < n && len < cap; i++) {
+        uint64_t k = device_ooms(s, all[i]);
+        if (!k) continue;
+        char num[32] = "";
+        if (!one_place) snprintf(num, sizeof num, "%" PRIu64 " ", k);
+        if (all[i] == dev) len += (size_t)snprintf(buf + len, cap - len, "%s%son %s", said ? ", " : "", num, rep_device_name(dev));
+        else {
+            oom_range(r, sizeof r, k);
+            len += (size_t)snprintf(buf + len, cap - len, "%s%son %s (--device %d --at %s)", said ? ", " : "", num, rep_device_name(all[i]),
+                                    (int)all[i], r);
+        }
+        said++;
+    }
+}
+
 int cmd_flamegraph(int argc, char **argv)
 {
     char *path;
@@ -71,7 +131,8 @@ int cmd_flamegraph(int argc, char **argv)
     int32_t dev;
     int oom_dev = -2;
     /* --at oom: the device where the first OOM happened, unless one is named */
-    if (g_device == -2 && at == CMH_AT_OOM && num == 1 && rep_oom_device(&s, "flamegraph", &oom_dev)) {
+    /* (oom:N too: `oom` numbers each device's own, and the first one's device is where to look) */
+    if (g_device == -2 && at == CMH_AT_OOM && rep_oom_device(&s, "flamegraph", &oom_dev)) {
         dev = oom_dev;
     } else if (rep_devices(path, &s, g_device == -2 ? -2 : g_device, 1, &dev, 1) < 0) {
         cmh_sites_free(g);
@@ -102,16 +163,9 @@ int cmd_flamegraph(int argc, char **argv)
     if (crc == CMH_EINVAL) { /* a bad value, refused as every other one (exit 2) with the range it has */
         const cmh_trace *tr = cmh_snapshot_trace(&s, dev);
         uint32_t nent = tr ? tr->nentries : 0;
-        char have[96];
+        char have[1024];
         if (at == CMH_AT_OOM) {
-            uint64_t freed, k = 0; /* as cmh_live_compute numbers them: `oom`'s, retries that succeeded passed over */
-            int64_t asked;
-            for (uint32_t i = 0; i < nent; i++)
-                if (s.entries[tr->first_entry + i].action == CMH_ACT_OOM && !cmh_oom_retried(&s, tr, i, &freed)) k++;
-            if (!k && tr && cmh_oom_first(&s, tr, &asked) >= 0) k = 1;
-            if (!k) snprintf(have, sizeof have, "no out-of-memory error");
-            else if (k == 1) snprintf(have, sizeof have, "1 out-of-memory error (oom:1)");
-            else snprintf(have, sizeof have, "%" PRIu64 " out-of-memory errors (oom:1 to oom:%" PRIu64 ")", k, k);
+            oom_have(&s, dev, have, sizeof have);
         } else if (!nent) snprintf(have, sizeof have, "no trace entries");
         else snprintf(have, sizeof have, "entries 0 to %" PRIu32, nent - 1);
         cli_error("flamegraph: --at %s: %s, %s has %s", g_at, path, rep_device_name(dev), have);

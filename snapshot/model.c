@@ -745,3 +745,40 @@ int cmh_snapshot_add_kernel(cmh_snapshot *s, const cmh_kernel *k)
     s->kernels[s->nkernels++] = *k;
     return CMH_OK;
 }
+
+/* ---- the record's clock (snapshot.h; analyzer/clock.c keeps the answer per snapshot) ---- */
+
+static void clock_events(const cmh_snapshot *s, int64_t shift, int64_t *lo, int64_t *hi)
+{
+    for (uint32_t i = 0; i < s->nentries; i++) {
+        int64_t t = cmh_entry_time(s, &s->entries[i]);
+        if (!t) continue;
+        t += shift;
+        if (t < *lo) *lo = t;
+        if (t > *hi) *hi = t;
+    }
+    for (uint32_t i = 0; i < s->nkernels; i++) {
+        int64_t t = s->kernels[i].start_ns;
+        if (!t) continue;
+        if (t < *lo) *lo = t;
+        if (t > *hi) *hi = t;
+    }
+}
+
+void cmh_snapshot_clock_span(const cmh_snapshot *s, int64_t *lo, int64_t *hi)
+{
+    *lo = INT64_MAX, *hi = INT64_MIN;
+    clock_events(s, 0, lo, hi);
+    if (s->torch) clock_events(s->torch, s->torch_clock_ns, lo, hi);
+    /* the origin of the record this one was exported from, whose earliest events the export may
+     * have left out: the same instant reads the same "+N" in both (a pickle without pinned host
+     * memory put every device's times 153 us earlier than its .cmh did) */
+    if (s->clock_origin_ns > 0 && s->clock_origin_ns < *lo) *lo = s->clock_origin_ns;
+}
+
+int64_t cmh_snapshot_clock_origin(const cmh_snapshot *s)
+{
+    int64_t lo, hi;
+    cmh_snapshot_clock_span(s, &lo, &hi);
+    return lo == INT64_MAX ? 0 : lo;
+}

@@ -24,6 +24,7 @@ const char *const pk_key_names[NKEYS] = {
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
     "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
     "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size", "retried_ooms",
+    "clock_origin_ns",
 };
 
 /* ---- keys the model has no field for (snapshot.h, cmh_extra), kept as text ---- */
@@ -1107,7 +1108,8 @@ int pk_convert_top(pm *m, const pv *root)
             }
         }
         if (want_int(m, od, K_START_NS, &m->s->start_time_ns, 0, "cumemhist") ||
-            want_int(m, od, K_DUMP_NS, &m->s->dump_time_ns, 0, "cumemhist"))
+            want_int(m, od, K_DUMP_NS, &m->s->dump_time_ns, 0, "cumemhist") ||
+            want_int(m, od, K_CLOCK_ORIGIN_NS, &m->s->clock_origin_ns, 0, "cumemhist"))
             goto fail;
         const pv *prv = pk_dict_get(m, od, m->key[K_PROCESS]), *env = pk_dict_get(m, od, m->key[K_ENDING]);
         const pcont *prt = prv ? obj(m, prv, C_TUPLE) : NULL;

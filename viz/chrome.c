@@ -153,7 +153,22 @@ static int cmp_ann(const void *a, const void *b)
     return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns ? 1 : x < y ? -1 : x > y;
 }
 
-/* PyTorch's ranges of one device: each END closes the innermost open START of its name. */
+typedef struct mark_key {
+    int64_t time;
+    uint32_t name;
+} mark_key;
+
+static int cmp_mark_key(const void *a, const void *b)
+{
+    const mark_key *x = a, *y = b;
+    if (x->time != y->time) return x->time < y->time ? -1 : 1;
+    return (x->name > y->name) - (x->name < y->name);
+}
+
+/* The ranges of one device (PyTorch's record_function annotations, or the program's own:
+ * cmh_range_push, cumemhist.range()): each END closes the innermost open START of its name.  The
+ * track is named by who made them (a C program's CMH_RANGE_PUSH spans sat on one named
+ * "record_function (PyTorch)"). */
 static int annotation_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
 {
     cmh_jw *w = c->w;
@@ -186,7 +201,33 @@ static int annotation_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
         } else sl[ns++] = (slice){a[i]->time_ns, INT64_MIN, a[i]->name};
     }
     qsort(sl, ns, sizeof *sl, cmp_slice);
-    meta(w, "thread_name", pid_of(c, dev), THREAD_TID(0), "record_function (PyTorch)");
+    /* whose: a range the program opened (cmh_range_push) has a mark of its name at its start's
+     * instant in this device's trace; PyTorch's record_function ranges (its snapshots', or
+     * merged into a record) have none */
+    uint32_t ours = 0, theirs = 0, nmk = 0;
+    const cmh_trace *tr = CMH_PT_MARKS_INLINE(s) ? NULL : cmh_snapshot_trace(s, dev);
+    for (uint32_t k = 0; tr && k < tr->nentries; k++) nmk += s->entries[tr->first_entry + k].action == CMH_ACT_MARK;
+    mark_key *mk = nmk ? malloc(nmk * sizeof *mk) : NULL;
+    if (nmk && !mk) {
+        free(a), free(sl), free(open);
+        return CMH_ENOMEM;
+    }
+    nmk = 0;
+    for (uint32_t k = 0; mk && k < tr->nentries; k++) {
+        const cmh_entry *e = &s->entries[tr->first_entry + k];
+        if (e->action == CMH_ACT_MARK) mk[nmk++] = (mark_key){cmh_entry_time(s, e), cmh_entry_name(s, e)};
+    }
+    if (nmk) qsort(mk, nmk, sizeof *mk, cmp_mark_key);
+    for (uint32_t i = 0; i < ns; i++) {
+        mark_key key = {sl[i].start, sl[i].name};
+        if (nmk && bsearch(&key, mk, nmk, sizeof *mk, cmp_mark_key)) ours++;
+        else theirs++;
+    }
+    free(mk);
+    meta(w, "thread_name", pid_of(c, dev), THREAD_TID(0),
+         !ours    ? "record_function (PyTorch)"
+         : theirs ? "ranges (the program's: cumemhist.range, CMH_RANGE_PUSH; and PyTorch's record_function)"
+                  : "ranges (the program's: cumemhist.range, CMH_RANGE_PUSH)");
     for (uint32_t i = 0; i < ns; i++) {
         cmh_jw_nl(w);
         cmh_jw_obj(w);
@@ -260,7 +301,8 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
     int64_t peak_at = g && pk.nsites && (pk.alloc_time_ns || timeless) ? pk.alloc_index : -2;
     const cmh_mem_stats *st = cmh_replay_stats(r);
     char counter[32];
-    snprintf(counter, sizeof counter, "gpu%d memory", dev);
+    if (dev < 0) snprintf(counter, sizeof counter, "pinned host memory"); /* (it read "gpu-1 memory") */
+    else snprintf(counter, sizeof counter, "gpu%d memory", dev);
     int64_t last = t0;
     const cmh_trace *tr = cmh_snapshot_trace(s, dev);
     if (tr && tr->dropped_ooms) { /* OOMs the ring dropped: one instant where the kept entries begin (they were lost here) */
@@ -296,8 +338,12 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
             uint32_t k = 0;
             while (k < nnamed && named[k] != cmh_entry_thread(s, e)) k++;
             if (k == nnamed && nnamed < 256) {
-                char tn[48];
-                snprintf(tn, sizeof tn, cmh_entry_thread(s, e) ? "thread %u" : "marks (thread unknown)", cmh_entry_thread(s, e));
+                char tn[160];
+                /* by the name the reports give it ("recording thread 3 (tid ..., 'worker2')") */
+                const cmh_thread_info *ti = cmh_entry_thread(s, e) ? cmh_snapshot_thread(s, cmh_entry_thread(s, e)) : NULL;
+                const char *tname = ti && ti->name ? cmh_str(s, ti->name) : "";
+                if (*tname) snprintf(tn, sizeof tn, "thread %u (%.120s)", cmh_entry_thread(s, e), tname);
+                else snprintf(tn, sizeof tn, cmh_entry_thread(s, e) ? "thread %u" : "marks (thread unknown)", cmh_entry_thread(s, e));
                 meta(w, "thread_name", pid_of(c, dev), THREAD_TID(cmh_entry_thread(s, e)), tn);
                 named[nnamed++] = cmh_entry_thread(s, e);
             }

@@ -328,9 +328,14 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
     else if (!p->live_blocks) snprintf(buf, cap, "nothing is still live: no site grows");
     else if (p->judged) snprintf(buf, cap, "no site grows from step to step");
     else {
+        /* the steps growth is judged over: those with this device's entries (pinned host memory
+         * used before the loop read "too few steps (7 of the 4 needed)": 7 steps, 1 of its own) */
+        uint32_t active = cmh_steps_active(&p->steps);
         size_t n = (size_t)snprintf(buf, cap, "growth cannot be judged: %s",
-                                    p->steps.count ? "too few steps" : !p->base.history ? "no allocation history" : "the steps are unknown");
-        if (n < cap && p->steps.count) n += (size_t)snprintf(buf + n, cap - n, " (%u of the %u needed)", p->steps.count, CMH_LEAK_MIN_STEPS);
+                                    !p->steps.count         ? (!p->base.history ? "no allocation history" : "the steps are unknown")
+                                    : active < p->steps.count ? "too few steps with this device's entries"
+                                                              : "too few steps");
+        if (n < cap && p->steps.count) n += (size_t)snprintf(buf + n, cap - n, " (%u of the %u needed)", active, CMH_LEAK_MIN_STEPS);
         if (n < cap && rising) n += (size_t)snprintf(buf + n, cap - n, "; %u %s in each step", rising, plural(rising, "site rose", "sites rose"));
         /* no step found: what the still-live memory did over the run, honestly no more; a rate
          * only where the run is long enough and the memory came through it (run_rate) */

@@ -405,6 +405,9 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     /* owners' figure of what no allocation explains, and the instants it places it by */
     out->start_time_ns = in->start_time_ns;
     out->dump_time_ns = in->dump_time_ns;
+    /* the record's clock, whose earliest event may be pinned host memory's, left out here: every
+     * "+N" time of the copy counts from the record's origin as the original's do (snapshot.h) */
+    out->clock_origin_ns = cmh_snapshot_clock_origin(in);
     for (uint32_t i = 0; i < in->nmeminfo; i++) TRY(cmh_snapshot_add_meminfo(out, &in->meminfo[i]));
     for (uint32_t i = 0; i < in->nidents; i++) TRY(cmh_snapshot_add_ident(out, &in->idents[i]));
     /* which process of a job, and how it ended: every report's first lines */
@@ -581,6 +584,7 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
 {
     *moved = 0;
     if (!shape_is_identity(in)) return CMH_OK;
+    int64_t origin = cmh_snapshot_clock_origin(in); /* (as cmh_memviz_shape keeps it) */
     int rc = cmh_snapshot_init(out);
     if (rc) return rc;
     free(out->strings.str[0]); /* the tables cmh_snapshot_init made, replaced by in's */
@@ -608,6 +612,7 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(meminfo), MOVE(nmeminfo), MOVE(cap_meminfo);
     MOVE(idents), MOVE(nidents), MOVE(cap_idents);
 #undef MOVE
+    out->clock_origin_ns = origin;
     out->start_time_ns = in->start_time_ns;
     out->dump_time_ns = in->dump_time_ns;
     out->source = CMH_SRC_PYTORCH;

@@ -4,7 +4,7 @@
  * is read; the indexes are made once at the end, when every row is in.
  *
  * Besides the record's own tables (processes, segments, blocks, events, stacks, frames,
- * kernels, marks), what the replay knows is stored with the rows, so that SQL needs no model of
+ * kernels, marks, threads), what the replay knows is stored with the rows, so that SQL needs no model of
  * the allocator: each event's change of allocated and reserved bytes (their running sum from
  * devices.allocated_at_start is the device's allocated memory at any time), the time the memory
  * an allocation made was given back (end_time_ns), each device's peaks, and each stack's site as
@@ -27,7 +27,7 @@
 static const char *const g_schema =
     "CREATE TABLE processes (process_id INTEGER PRIMARY KEY, file TEXT, rank INTEGER, local_rank INTEGER,"
     " world_size INTEGER, host TEXT, pid INTEGER, cmdline TEXT, producer TEXT, source TEXT, start_time_ns INTEGER,"
-    " dump_time_ns INTEGER, ending TEXT, parent_pid INTEGER);"
+    " dump_time_ns INTEGER, ending TEXT, parent_pid INTEGER, clock_origin_ns INTEGER);"
     "CREATE TABLE devices (process_id INTEGER, device INTEGER, trace_entries INTEGER, dropped_entries INTEGER,"
     " allocated_at_start INTEGER, reserved_at_start INTEGER, peak_allocated INTEGER, peak_allocated_seq INTEGER,"
     " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
@@ -48,7 +48,9 @@ static const char *const g_schema =
     "CREATE TABLE kernels (process_id INTEGER, device INTEGER, stream INTEGER, correlation INTEGER, name TEXT,"
     " start_ns INTEGER, end_ns INTEGER, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER,"
     " block_y INTEGER, block_z INTEGER, registers INTEGER, shared_bytes INTEGER);"
-    "CREATE TABLE marks (process_id INTEGER, device INTEGER, seq INTEGER, time_ns INTEGER, name TEXT, stage TEXT);";
+    "CREATE TABLE marks (process_id INTEGER, device INTEGER, seq INTEGER, time_ns INTEGER, name TEXT, stage TEXT);"
+    "CREATE TABLE threads (process_id INTEGER, thread INTEGER, pid INTEGER, tid INTEGER, name TEXT,"
+    " PRIMARY KEY (process_id, thread));";
 
 static const char *const g_indexes =
     "CREATE INDEX events_time ON events (process_id, device, time_ns);"
@@ -60,9 +62,9 @@ static const char *const g_indexes =
 
     "CREATE INDEX processes_rank ON processes (rank);";
 
-enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, NQ };
+enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, Q_THREAD, NQ };
 static const char *const g_insert[NQ] = {
-    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
@@ -72,6 +74,7 @@ static const char *const g_insert[NQ] = {
     "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO marks VALUES (?,?,?,?,?,?)",
+    "INSERT INTO threads VALUES (?,?,?,?,?)",
 };
 
 struct cmh_sqlite {
@@ -415,7 +418,21 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         b_text(&b, s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"), b_opt(&b, s->start_time_ns > 0 ? s->start_time_ns : -1), b_opt(&b, s->dump_time_ns > 0 ? s->dump_time_ns : -1);
         b_text(&b, s->ending ? cmh_str(s, s->ending) : NULL);
         b_opt(&b, s->forked_from > 0 ? s->forked_from : -1); /* parent_pid: forked without exec from it */
+        /* the origin every "+N" time of the reports counts from (docs/DEFINITIONS.md "The record's
+         * clock"): time_ns - clock_origin_ns is the time they print, the same from a .cmh or its pickle */
+        int64_t origin = cmh_clock_origin(s);
+        b_opt(&b, origin > 0 ? origin : -1);
         rc = run(x, &b, "processes");
+    }
+    /* which recording thread events.thread and marks' numbers are: the tid and the name the
+     * reports give it ("recording thread 3 (tid 4242, 'worker2')"); pid: the process's (a forked
+     * child's record is a process of its own) */
+    for (uint32_t i = 0; i < s->nthreads && rc == CMH_OK; i++) {
+        const cmh_thread_info *th = &s->threads[i];
+        BIND(Q_THREAD);
+        b_int(&b, pid), b_int(&b, th->thread), b_opt(&b, s->pid > 0 ? s->pid : -1), b_opt(&b, th->tid > 0 ? th->tid : -1);
+        b_text(&b, th->name && *cmh_str(s, th->name) ? cmh_str(s, th->name) : NULL);
+        rc = run(x, &b, "threads");
     }
     if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg);
     for (uint32_t t = 0; t < s->ntraces && rc == CMH_OK; t++) /* FLEET.md: a row per device with a trace */

@@ -373,6 +373,10 @@ typedef struct cmh_snapshot {
     cmh_extra *extras[CMH_X_COUNT];
     uint32_t nextras[CMH_X_COUNT], cap_extras[CMH_X_COUNT];
     int64_t start_time_ns, dump_time_ns;
+    /* the origin of the record's clock as the record it was exported from had it (a pickle's
+     * cumemhist.clock_origin_ns), whose earliest event the export may have left out (pinned host
+     * memory): cmh_snapshot_clock_origin; 0: none said, the earliest event is the origin */
+    int64_t clock_origin_ns;
     uint8_t opt_enabled, opt_context;
     uint64_t opt_max_entries;
     int32_t opt_max_frames;
@@ -483,6 +487,14 @@ int cmh_snapshot_add_module(cmh_snapshot *s, const cmh_module *m);
 int cmh_snapshot_add_thread(cmh_snapshot *s, const cmh_thread_info *t);
 /* What is known of recording thread `thread` (NULL: nothing). */
 const cmh_thread_info *cmh_snapshot_thread(const cmh_snapshot *s, uint32_t thread);
+/* The record's clock (docs/DEFINITIONS.md "The record's clock"): *lo its origin, the earliest of
+ * its events (entries of every device and of pinned host memory, kernels, PyTorch's part of an
+ * unmerged record on our clock) and of the origin it was exported with (clock_origin_ns); *hi
+ * its latest event.  INT64_MAX and INT64_MIN when it has no timed event.  Analyses ask
+ * cmh_clock_origin (analyzer.h), which keeps the answer. */
+void cmh_snapshot_clock_span(const cmh_snapshot *s, int64_t *lo, int64_t *hi);
+/* Its origin alone (0: no timed event) */
+int64_t cmh_snapshot_clock_origin(const cmh_snapshot *s);
 /* Add (or, for a device already there, replace) what is known of which GPU a device was. */
 int cmh_snapshot_add_ident(cmh_snapshot *s, const cmh_device_ident *d);
 /* Which GPU device was, or NULL when the record does not say (no UUID known). */
