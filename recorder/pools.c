@@ -9,12 +9,17 @@
  * touched is queried: two attribute reads per operation, measured in bench_hooks (async rows).
  * A pool's used bytes change when the stream reaches a free, so a sample taken at the call may
  * lag by the stream's queue; and a pool gives back what it keeps above its release threshold at
- * a stream, event or context synchronize, which is no call of ours: an out-of-memory error reads
- * the device's pools again (cmh_pools_refresh) so that its moment has what they keep then, the
+ * a stream, event or context synchronize: hooks.c calls cmh_pools_synchronized after each, which
+ * reads again the pools that held more than their threshold at their last sample (none: one
+ * relaxed load) and records where what they keep changed.  An out-of-memory error reads the
+ * device's pools again (cmh_pools_refresh) so that its moment has what they keep then, the
  * helper does with its live cuMemGetInfo samples (once a second, recorded only where a pool's
  * figure changed), and every dump does before its cuMemGetInfo samples (cmh_pools_at_dump: every
  * pool recorded, flagged CMH_EF_AT_DUMP), so the end of a record is what the driver said then.
- * Between those a sample may show a pool keeping memory it has since given back.
+ *
+ * Each sample says the pool's kind in its stream field (CMH_POOL_*, snapshot.h): its device's
+ * default pool or a private one (cuMemPoolCreate, whose sample carries that call's stack), and a
+ * failed request's pool is sampled, flagged CMH_POOL_REQUEST, right before its oom entry.
  *
  * At most CMH_MAX_POOLS pools are followed (the replay trusts no more, analyzer/replay.c); an
  * operation on a pool past them is counted as lost.
