@@ -115,8 +115,8 @@ void cmh_pools_created(uint64_t pool, int device, uint32_t stack)
         __atomic_store_n(&g_any, 1, __ATOMIC_RELAXED);
     }
     cmh_unlock(&g_lock);
+    /* (past the followed pools: nothing counted here, each operation on it is, as before) */
     if (p) pool_record(pool, device, reserved, used, 0, 0, 0, CMH_POOL_CREATED, stack, CMH_POOL_PRIVATE);
-    else cmh_count_lost(1);
 }
 
 void cmh_pools_request(uint64_t pool, int device)
