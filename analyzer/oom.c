@@ -182,14 +182,22 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
                 o->split.unusable += o->split.pool_cache;
                 cmh_replay_pool_cache_top(r, &o->cache_pool, &o->cache_pool_bytes);
             }
+            /* a pooled request uses its own pool's cache only: the others' is not its (the recorder
+             * says which pool it asked; older records do not) */
+            o->request_driver_pool = pooled ? cmh_replay_request_pool(r, i) : 0;
+            if (o->request_driver_pool && o->split.pool_cache) {
+                uint64_t other = cmh_replay_pool_cache_except(r, o->request_driver_pool, &o->cache_pool, &o->cache_pool_bytes);
+                o->pool_cache_unusable = other < o->split.pool_cache ? other : o->split.pool_cache;
+                o->split.unusable += o->pool_cache_unusable;
+            }
             o->usable = o->free_inside > o->split.unusable ? o->free_inside - o->split.unusable : 0;
             o->fits_in_gap = o->largest_gap >= o->request;
             o->verdict = cmh_oom_verdict_cache(o->request, o->free_inside, o->split.unusable, o->pool_cache_unusable, o->largest_gap,
                                                o->device_free);
-            if (pooled && o->split.pool_cache && !o->fits_in_gap) {
+            if (pooled && o->split.pool_cache > o->pool_cache_unusable && !o->fits_in_gap) {
                 /* the pieces of a pool's cache are not in the record: a piece as large as the
                  * request may have been there, or none (docs/DEFINITIONS.md, the OOM verdict) */
-                o->gap_unknown_in = o->split.pool_cache;
+                o->gap_unknown_in = o->split.pool_cache - o->pool_cache_unusable;
                 if (o->verdict == CMH_OOM_FRAGMENTATION) o->verdict = CMH_OOM_POOL_PIECES;
             }
             if (o->verdict == CMH_OOM_DEMAND && cmh_oom_too_large(o->request, o->reserved, o->device_free)) o->verdict = CMH_OOM_TOO_LARGE;

@@ -205,3 +205,83 @@ void cmh_replay_free_space(const cmh_replay *r, uint64_t *free_inside, uint64_t 
     *free_inside = x.releasable + x.trapped + x.private_free + x.own_pool;
     *largest_gap = x.largest_gap;
 }
+
+uint64_t cmh_replay_request_pool(const cmh_replay *r, int64_t oom)
+{
+    const cmh_entry *o = cmh_replay_entry(r, oom);
+    if (!o || o->action != CMH_ACT_OOM || o->kind != CMH_KIND_ASYNC) return 0;
+    uint32_t th = cmh_entry_thread(r->s, o);
+    /* recorded right before it by its thread: other threads' entries may come between, a few */
+    for (int64_t i = oom - 1; i >= 0 && i >= oom - 64; i--) {
+        const cmh_entry *e = cmh_replay_entry(r, i);
+        if (!e || cmh_entry_thread(r->s, e) != th) continue;
+        if (e->action == CMH_ACT_POOL_SAMPLE && (cmh_entry_stream(r->s, e) & CMH_POOL_REQUEST)) return cmh_entry_addr(r->s, e);
+        if (e->action != CMH_ACT_POOL_SAMPLE) return 0; /* the thread's previous call: not this request's */
+    }
+    return 0;
+}
+
+uint64_t cmh_replay_pool_cache_except(const cmh_replay *r, uint64_t pool, uint64_t *top, uint64_t *top_bytes)
+{
+    uint64_t sum = 0;
+    *top = *top_bytes = 0;
+    for (uint32_t i = 0; i < r->npools; i++) {
+        if (r->pools[i].handle == pool || r->pools[i].slack <= 0) continue;
+        sum += (uint64_t)r->pools[i].slack;
+        if ((uint64_t)r->pools[i].slack > *top_bytes) *top = r->pools[i].handle, *top_bytes = (uint64_t)r->pools[i].slack;
+    }
+    return sum;
+}
+
+static int desc_cmp(const void *a, const void *b)
+{
+    const cmh_pool_desc *x = a, *y = b;
+    return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
+}
+
+int cmh_pool_descs(const cmh_snapshot *s, cmh_pool_desc **out, uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint32_t cap = 0;
+    cmh_pool_desc *d = NULL;
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        const cmh_trace *tr = &s->traces[t];
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + i];
+            if (e->action != CMH_ACT_POOL_SAMPLE) continue;
+            uint64_t h = cmh_entry_addr(s, e), tag = cmh_entry_stream(s, e);
+            int created = (tag & CMH_POOL_CREATED) != 0;
+            uint32_t k = *n;
+            if (!created) /* a pool seen before on this device: no new one */
+                for (k = 0; k < *n && !(d[k].handle == h && d[k].device == tr->device); k++) {}
+            if (k < *n) continue;
+            if (*n == cap) {
+                cmh_pool_desc *nd = realloc(d, (cap ? cap * 2 : 8) * sizeof *nd);
+                if (!nd) {
+                    free(d);
+                    return CMH_ENOMEM;
+                }
+                d = nd, cap = cap ? cap * 2 : 8;
+            }
+            unsigned kind = tag & CMH_POOL_DEFAULT ? CMH_POOL_DEFAULT : tag & CMH_POOL_PRIVATE ? CMH_POOL_PRIVATE : 0;
+            d[(*n)++] = (cmh_pool_desc){h, tr->device, kind, 0, created ? e->stack : 0, cmh_entry_time(s, e)};
+        }
+    }
+    if (*n > 1) qsort(d, *n, sizeof *d, desc_cmp);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < *n; i++)
+        if (d[i].kind == CMH_POOL_PRIVATE) d[i].number = ++k;
+    *out = d;
+    return CMH_OK;
+}
+
+const cmh_pool_desc *cmh_pool_desc_find(const cmh_pool_desc *d, uint32_t n, uint64_t handle, int64_t at_ns)
+{
+    const cmh_pool_desc *best = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (d[i].handle != handle) continue;
+        if (!best || d[i].time_ns <= at_ns) best = &d[i];
+    }
+    return best;
+}

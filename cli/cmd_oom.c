@@ -193,7 +193,9 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_key(w, "cache_pool"); /* the pool keeping the most of it: its handle, its bytes */
             if (e->pool_cache_unusable) {
                 cmh_jw_obj(w);
+                char pname[320];
                 cmh_jw_kuint(w, "handle", e->cache_pool);
+                cmh_jw_kstr(w, "name", rep_pool_name(sp, g, e->cache_pool, e->time_ns, pname, sizeof pname));
                 cmh_jw_kuint(w, "bytes", e->cache_pool_bytes);
                 cmh_jw_end(w);
             } else cmh_jw_null(w);
@@ -207,6 +209,15 @@ static int section(const rep_section *sec, void *arg)
                 cmh_jw_uint(w, e->split.top_pool[1]);
                 cmh_jw_end(w);
                 cmh_jw_kuint(w, "bytes", e->split.top_pool_free);
+                cmh_jw_end(w);
+            } else cmh_jw_null(w);
+            cmh_jw_key(w, "request_stream_pool"); /* the stream-ordered pool the request asked: null not said */
+            if (e->request_driver_pool) {
+                char rname[320];
+                cmh_jw_obj(w);
+                cmh_jw_kuint(w, "handle", e->request_driver_pool);
+                cmh_jw_kstr(w, "name", rep_pool_name(sp, g, e->request_driver_pool, e->time_ns, rname, sizeof rname));
+                cmh_jw_kuint(w, "cache", e->split.pool_cache - e->pool_cache_unusable);
                 cmh_jw_end(w);
             } else cmh_jw_null(w);
             cmh_jw_key(w, "request_pool"); /* [0, 0]: the default pool (or not said) */
@@ -397,10 +408,15 @@ static int section(const rep_section *sec, void *arg)
             if (e->split.pool_cache) /* the actionable part of a stream-ordered pool's OOM: trim the pool */
                 printf("\n      of it a pool's cache%12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)",
                        rep_size((double)e->split.pool_cache));
+            char pname[320], rname[320];
+            if (e->request_driver_pool) /* the pool the request asked */
+                printf("\n      the request's pool  %s, %s of the cache its own", rep_pool_name(sp, g, e->request_driver_pool, e->time_ns, rname, sizeof rname),
+                       rep_size((double)(e->split.pool_cache - e->pool_cache_unusable)));
             if (e->pool_cache_unusable) /* which pool, and that this request could not have it */
-                printf("\n      kept by pool 0x%" PRIx64 " %s%s: not for this request (not the pool's own cuMemAllocAsync)",
-                       e->cache_pool, rep_size((double)e->cache_pool_bytes),
-                       e->cache_pool_bytes < e->pool_cache_unusable ? " (the most; other pools keep the rest)" : "");
+                printf("\n      kept by %s %s%s: not for this request (%s)", rep_pool_name(sp, g, e->cache_pool, e->time_ns, pname, sizeof pname),
+                       rep_size((double)e->cache_pool_bytes),
+                       e->cache_pool_bytes < e->pool_cache_unusable ? " (the most; other pools keep the rest)" : "",
+                       e->request_driver_pool ? "another pool's cache" : "not the pool's own cuMemAllocAsync");
             if (split)
                 printf("\n    trapped               %12s   (gaps between live blocks%s)", rep_size((double)e->split.trapped),
                        mine && e->split.trapped ? "; the default pool's: not for a private pool's request" : "");

@@ -652,6 +652,22 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
     return rep_frame(s, f);
 }
 
+const char *rep_pool_name(const cmh_snapshot *s, const cmh_sites *g, uint64_t handle, int64_t at_ns, char *buf, size_t n)
+{
+    cmh_pool_desc *d = NULL;
+    uint32_t nd = 0;
+    const cmh_pool_desc *p = cmh_pool_descs(s, &d, &nd) == CMH_OK ? cmh_pool_desc_find(d, nd, handle, at_ns) : NULL;
+    if (p && p->kind == CMH_POOL_DEFAULT) snprintf(buf, n, "the default pool of device %d", p->device);
+    else if (p && p->kind == CMH_POOL_PRIVATE && p->stack && p->stack < s->nstacks && s->stacks[p->stack].count) {
+        const cmh_frame *f = g ? cmh_sites_frame(g, cmh_sites_group(g, p->stack)) : NULL;
+        if (!f) f = &s->frames[s->stack_frames[s->stacks[p->stack].first]];
+        snprintf(buf, n, "private pool #%u (cuMemPoolCreate at %.200s)", p->number, rep_frame(s, f));
+    } else if (p && p->kind == CMH_POOL_PRIVATE) snprintf(buf, n, "private pool #%u (0x%" PRIx64 ")", p->number, handle);
+    else snprintf(buf, n, "pool 0x%" PRIx64, handle); /* an older record: its kind not said */
+    free(d);
+    return buf;
+}
+
 void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent)
 {
     const cmh_stack *st = &s->stacks[stack < s->nstacks ? stack : 0];

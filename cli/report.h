@@ -192,6 +192,10 @@ int64_t rep_trace_start(const cmh_snapshot *s, int device);
 const char *rep_frame(const cmh_snapshot *s, const cmh_frame *f);
 /* A site's one-line name: its frame (by site or stack), its owner (by module), its file. */
 const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_site *x);
+/* A stream-ordered pool by what the record says of it: "the default pool of device N", "private
+ * pool #k (cuMemPoolCreate at file:line)", or "pool 0x..." where the record does not say (older
+ * records); the pool with that handle at at_ns.  buf holds it. */
+const char *rep_pool_name(const cmh_snapshot *s, const cmh_sites *g, uint64_t handle, int64_t at_ns, char *buf, size_t n);
 /* "  [owner]" after a site's name, or "" for a site no owner is known of (no stack: --context
  * none or state), rather than empty brackets; buf holds it. */
 const char *rep_owner_tag(const cmh_sites *g, uint32_t group, char *buf, size_t n);

@@ -629,10 +629,12 @@ void cmh_hist_oom(int device, int kind, uint64_t size, uint64_t stream, uint64_t
     cmh_hist_record(device, CMH_ACT_OOM, kind, 0, device_free, size, size, stream, stack, 0, 0, CMH_COUNT_OOM, 0);
 }
 
-void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta, int flags)
+void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta, int flags,
+                          uint32_t tag, uint32_t stack)
 {
     if (!cmh_rec_enabled()) return;
-    cmh_hist_record(device, CMH_ACT_POOL_SAMPLE, CMH_KIND_ASYNC, flags, pool, reserved, used, 0, 0, 0, slack_delta,
+    /* the stream field says the pool's kind (CMH_POOL_*, snapshot.h) */
+    cmh_hist_record(device, CMH_ACT_POOL_SAMPLE, CMH_KIND_ASYNC, flags, pool, reserved, used, tag, stack, 0, slack_delta,
                     CMH_COUNT_NONE, 0);
 }
 

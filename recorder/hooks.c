@@ -35,6 +35,9 @@ static CUresult (*real_cuDeviceGetMemPool)(CUmemoryPool *, CUdevice);
 static CUresult (*real_cuCtxGetCurrent)(CUcontext *);
 static CUresult (*real_cuCtxPushCurrent)(CUcontext);
 static CUresult (*real_cuCtxPopCurrent)(CUcontext *);
+static CUresult (*real_cuStreamGetDevice)(CUstream, CUdevice *); /* CUDA 12.8 on */
+static CUresult (*real_cuStreamGetCtx)(CUstream, CUcontext *);
+static CUresult (*real_cuDeviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
 
 /* name, base name, PFN version, ptsz, return type args */
 #define HOOK_LIST(X)                                                                                             \
@@ -56,6 +59,14 @@ static CUresult (*real_cuCtxPopCurrent)(CUcontext *);
     X(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, (CUdeviceptr p, CUstream s))                                   \
     X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, (CUmemoryPool pool, size_t keep))                           \
     X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0, (CUmemoryPool pool))                                       \
+    X(cuMemPoolCreate, "cuMemPoolCreate", 11020, 0, (CUmemoryPool * pool, const CUmemPoolProps *props))          \
+    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, 0,                                                  \
+      (CUmemoryPool pool, CUmemPool_attribute attr, void *value))                                                \
+    X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 7000, 1, (CUstream s))                                    \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 0, (CUstream s))                                         \
+    X(cuCtxSynchronize, "cuCtxSynchronize", 2000, 0, (void))                                                     \
+    X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, (CUevent ev))                                           \
+    X(cuStreamDestroy_v2, "cuStreamDestroy", 4000, 0, (CUstream s))                                              \
     X(cuMemCreate, "cuMemCreate", 10020, 0,                                                                      \
       (CUmemGenericAllocationHandle * h, size_t n, const CUmemAllocationProp *prop, unsigned long long flags))     \
     X(cuMemRelease, "cuMemRelease", 10020, 0, (CUmemGenericAllocationHandle h))                                  \
@@ -110,6 +121,9 @@ static void drv_init(void)
     real_cuCtxGetCurrent = (CUresult(*)(CUcontext *))cmh_driver_sym("cuCtxGetCurrent");
     real_cuCtxPushCurrent = (CUresult(*)(CUcontext))cmh_driver_sym("cuCtxPushCurrent_v2");
     real_cuCtxPopCurrent = (CUresult(*)(CUcontext *))cmh_driver_sym("cuCtxPopCurrent_v2");
+    real_cuStreamGetDevice = (CUresult(*)(CUstream, CUdevice *))cmh_driver_sym("cuStreamGetDevice");
+    real_cuStreamGetCtx = (CUresult(*)(CUstream, CUcontext *))cmh_driver_sym("cuStreamGetCtx");
+    real_cuDeviceGetDefaultMemPool = (CUresult(*)(CUmemoryPool *, CUdevice))cmh_driver_sym("cuDeviceGetDefaultMemPool");
     t_in_init = 0;
 }
 
@@ -142,6 +156,86 @@ int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t *used)
     *reserved = r;
     *used = u;
     return 0;
+}
+
+int cmh_driver_pool_threshold(uint64_t pool, uint64_t *threshold)
+{
+    ensure_driver();
+    cuuint64_t t = 0;
+    if (!real_cuMemPoolGetAttribute ||
+        real_cuMemPoolGetAttribute((CUmemoryPool)(uintptr_t)pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &t) != CUDA_SUCCESS)
+        return -1;
+    *threshold = t;
+    return 0;
+}
+
+uint64_t cmh_driver_default_pool(int device)
+{
+    ensure_driver();
+    CUmemoryPool p = NULL;
+    if (!real_cuDeviceGetDefaultMemPool || real_cuDeviceGetDefaultMemPool(&p, (CUdevice)device) != CUDA_SUCCESS) return 0;
+    return (uint64_t)(uintptr_t)p;
+}
+
+/* ---- which device a stream is of ----
+ * A stream-ordered allocation is the stream's device's (cuMemAllocAsync: from the pool current to
+ * the stream's device), whatever context is current: asked of the driver once per stream
+ * (cuStreamGetDevice, or the stream's context made current for cuCtxGetDevice where the driver is
+ * older than 12.8) and kept in a small per-thread cache, emptied for every thread when any stream
+ * is destroyed (a new stream can take a destroyed one's handle). */
+#define SCACHE 8
+static uint32_t g_stream_gen = 1; /* bumped at every cuStreamDestroy */
+static __thread struct {
+    CUstream s;
+    uint32_t gen;
+    int dev;
+} t_scache[SCACHE];
+
+static int ask_stream_device(CUstream s, int *dev)
+{
+    CUdevice d = -1;
+    if (real_cuStreamGetDevice) {
+        if (real_cuStreamGetDevice(s, &d) != CUDA_SUCCESS) return -1;
+    } else {
+        CUcontext c = NULL, popped;
+        if (!real_cuStreamGetCtx || real_cuStreamGetCtx(s, &c) != CUDA_SUCCESS || !c || !real_cuCtxPushCurrent ||
+            !real_cuCtxPopCurrent || !real_cuCtxGetDevice || real_cuCtxPushCurrent(c) != CUDA_SUCCESS)
+            return -1;
+        CUresult r = real_cuCtxGetDevice(&d);
+        real_cuCtxPopCurrent(&popped);
+        if (r != CUDA_SUCCESS) return -1;
+    }
+    if (d < 0 || d >= CMH_MAX_DEVICES) return -1;
+    *dev = d;
+    return 0;
+}
+
+static int stream_device(CUstream s)
+{
+    /* the NULL, legacy and per-thread streams are the current context's */
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return cmh_current_device();
+    ensure_driver();
+    uint32_t gen = __atomic_load_n(&g_stream_gen, __ATOMIC_ACQUIRE);
+    unsigned slot = (unsigned)(((uintptr_t)s >> 4) * 0x9E3779B1u) % SCACHE;
+    if (t_scache[slot].s == s && t_scache[slot].gen == gen) return t_scache[slot].dev;
+    int dev;
+    if (ask_stream_device(s, &dev) != 0) return cmh_current_device(); /* the driver says nothing: as before */
+    t_scache[slot].s = s, t_scache[slot].gen = gen, t_scache[slot].dev = dev;
+    return dev;
+}
+
+/* The device a pool's memory is on: as recorded when it was created or first used; else its
+ * device's default pool's; else the current context's. */
+static int pool_device(CUmemoryPool pool)
+{
+    int dev = cmh_pools_device((uint64_t)(uintptr_t)pool);
+    if (dev >= 0) return dev;
+    for (int d = 0; d < CMH_MAX_DEVICES; d++) {
+        uint64_t p = cmh_driver_default_pool(d);
+        if (!p && d > 0) break; /* past the devices the driver has */
+        if (p == (uint64_t)(uintptr_t)pool) return d;
+    }
+    return cmh_current_device();
 }
 
 /* ---- what the driver says of each device's memory (cuMemGetInfo) ----
@@ -218,6 +312,23 @@ static void first_alloc(int device)
     identify(device);
 }
 
+/* first_alloc of a stream-ordered allocation on device, which need not be the current context's: the
+ * stream's context (of that device) made current for it (its first sample and the kept context). */
+static void first_alloc_on_stream(int device, CUstream s)
+{
+    if (device < 0 || device >= CMH_MAX_DEVICES || __atomic_load_n(&g_dev_sampled[device], __ATOMIC_RELAXED)) return;
+    if (cmh_current_device() == device) {
+        first_alloc(device);
+        return;
+    }
+    CUcontext c = NULL, popped;
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !real_cuStreamGetCtx || !real_cuCtxPushCurrent ||
+        !real_cuCtxPopCurrent || real_cuStreamGetCtx(s, &c) != CUDA_SUCCESS || !c || real_cuCtxPushCurrent(c) != CUDA_SUCCESS)
+        return;
+    first_alloc(device); /* (only where that context is the device's) */
+    real_cuCtxPopCurrent(&popped);
+}
+
 void cmh_meminfo_sample_all(void)
 {
     ensure_driver();
@@ -269,11 +380,25 @@ void cmh_meminfo_reset_after_fork(void)
     memset(g_idents, 0, sizeof g_idents);  /* asked again at the child's first allocation */
 }
 
-static void oom(int device, int kind, uint64_t size, uint64_t stream)
+/* sample_current for device, whose context may not be the current one (a stream-ordered request on
+ * another device's stream): its kept context pushed for the sample */
+static int sample_device(int device, uint64_t *free_out, uint32_t thread)
+{
+    if (cmh_current_device() == device) return sample_current(device, free_out, thread);
+    CUcontext c = device >= 0 && device < CMH_MAX_DEVICES ? __atomic_load_n(&g_dev_ctx[device], __ATOMIC_ACQUIRE) : NULL, popped;
+    if (!c || !real_cuCtxPushCurrent || !real_cuCtxPopCurrent || real_cuCtxPushCurrent(c) != CUDA_SUCCESS) return -1;
+    int r = sample_current(device, free_out, thread);
+    real_cuCtxPopCurrent(&popped);
+    return r;
+}
+
+/* pool: a stream-ordered request's pool (0 for any other), recorded right before the OOM's entry */
+static void oom(int device, int kind, uint64_t size, uint64_t stream, uint64_t pool)
 {
     uint64_t f = CMH_DEVICE_FREE_UNKNOWN; /* a host OOM's: no device free to tell */
     if (kind != CMH_KIND_HOST) cmh_pools_refresh(device); /* what pools keep at this moment, before the OOM's entry */
-    if (kind != CMH_KIND_HOST && sample_current(device, &f, cmh_hist_thread()) != 0) f = CMH_DEVICE_FREE_UNKNOWN;
+    if (pool) cmh_pools_request(pool, device);
+    if (kind != CMH_KIND_HOST && sample_device(device, &f, cmh_hist_thread()) != 0) f = CMH_DEVICE_FREE_UNKNOWN;
     cmh_hist_oom(device, kind, size, stream, f);
     cmh_process_oom();
 }
@@ -284,7 +409,7 @@ static void after_alloc(CUresult r, int device, int kind, uint64_t addr, uint64_
     if (r == CUDA_SUCCESS) {
         cmh_hist_segment_alloc(device, kind, addr, size, requested, stream, pool, CMH_ACT_SEGMENT_ALLOC);
         if (kind != CMH_KIND_HOST) first_alloc(device);
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(device, kind, size, stream);
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(device, kind, size, stream, pool);
 }
 
 static CUresult free_hooked(CUresult (*fn)(CUdeviceptr), CUdeviceptr p)
@@ -333,14 +458,17 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 
 /* ---- stream-ordered allocation and pools (pools.c samples each pool after every operation) ---- */
 
-#define ASYNC_ALLOC(name, call, pool_expr)                                                                       \
+/* dev_expr: the allocation's device (the stream's, or the pool's location), worked out after the
+ * call; pool_expr: its pool, known also for a failed request (the OOM names it) */
+#define ASYNC_ALLOC(name, call, dev_expr, pool_expr)                                                             \
     REAL(name);                                                                                                  \
     CUresult r = call;                                                                                           \
-    if (cmh_rec_enabled()) {                                                                                         \
-        int dev_ = cmh_current_device();                                                                         \
-        uint64_t pool_ = r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)(pool_expr) : 0;                               \
+    if (cmh_rec_enabled() && (r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY)) {                             \
+        int dev_ = dev_expr;                                                                                     \
+        uint64_t pool_ = (uint64_t)(uintptr_t)(pool_expr);                                                       \
         after_alloc(r, dev_, CMH_KIND_ASYNC, r == CUDA_SUCCESS ? *dptr : 0, n, n, (uint64_t)(uintptr_t)s, pool_); \
-        if (pool_) cmh_pools_sample(pool_, dev_);                                                                \
+        if (r == CUDA_SUCCESS) first_alloc_on_stream(dev_, s);                                                   \
+        if (pool_ && r == CUDA_SUCCESS) cmh_pools_sample(pool_, dev_);                                           \
     }                                                                                                            \
     return r;
 
@@ -353,19 +481,19 @@ static CUmemoryPool current_pool(int device)
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocAsync, fn_(dptr, n, s), current_pool(dev_))
+    ASYNC_ALLOC(cuMemAllocAsync, fn_(dptr, n, s), stream_device(s), current_pool(dev_))
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocAsync_ptsz, fn_(dptr, n, s), current_pool(dev_))
+    ASYNC_ALLOC(cuMemAllocAsync_ptsz, fn_(dptr, n, s), stream_device(s), current_pool(dev_))
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocFromPoolAsync, fn_(dptr, n, pool, s), pool)
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync, fn_(dptr, n, pool, s), pool_device(pool), pool)
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, fn_(dptr, n, pool, s), pool)
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, fn_(dptr, n, pool, s), pool_device(pool), pool)
 }
 
 /* the pool the allocation came from, remembered with it (cmh_live.aux), takes it back */
@@ -392,6 +520,51 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
     return r;
 }
 
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    REAL(cuMemPoolCreate);
+    CUresult r = fn_(pool, props);
+    if (r == CUDA_SUCCESS && pool && cmh_rec_enabled()) {
+        /* a pool is its location's device's, whatever context is current */
+        int dev = props && props->location.type == CU_MEM_LOCATION_TYPE_DEVICE && props->location.id >= 0 &&
+                          props->location.id < CMH_MAX_DEVICES
+                      ? props->location.id
+                      : cmh_current_device();
+        cmh_pools_created((uint64_t)(uintptr_t)*pool, dev, cmh_rec_context() >= CMH_CONTEXT_ALLOC ? cmh_stack_capture() : 0);
+    }
+    return r;
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    REAL(cuMemPoolSetAttribute);
+    CUresult r = fn_(pool, attr, value);
+    if (r == CUDA_SUCCESS && attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD && value)
+        cmh_pools_threshold((uint64_t)(uintptr_t)pool, *(cuuint64_t *)value);
+    return r;
+}
+
+/* ---- synchronizes: where a pool gives back what it holds above its release threshold ---- */
+
+#define SYNC_HOOK(name, call)                                                                                    \
+    REAL(name);                                                                                                  \
+    CUresult r = call;                                                                                           \
+    if (r == CUDA_SUCCESS && cmh_rec_enabled()) cmh_pools_synchronized();                                        \
+    return r;
+
+CUresult cuStreamSynchronize(CUstream s) { SYNC_HOOK(cuStreamSynchronize, fn_(s)) }
+CUresult cuStreamSynchronize_ptsz(CUstream s) { SYNC_HOOK(cuStreamSynchronize_ptsz, fn_(s)) }
+CUresult cuCtxSynchronize(void) { SYNC_HOOK(cuCtxSynchronize, fn_()) }
+CUresult cuEventSynchronize(CUevent ev) { SYNC_HOOK(cuEventSynchronize, fn_(ev)) }
+
+CUresult cuStreamDestroy_v2(CUstream s)
+{
+    REAL(cuStreamDestroy_v2);
+    /* every thread's cached stream devices forgotten: the handle may come back as another device's */
+    __atomic_add_fetch(&g_stream_gen, 1, __ATOMIC_ACQ_REL);
+    return fn_(s);
+}
+
 CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL(cuMemPoolDestroy);
@@ -412,7 +585,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAlloc
     /* (the device's first sample waits for a map: taken here, it counted the handle, in no
      * segment yet, and owners called it 'not recorded (CUDA context, other processes)') */
     if (r == CUDA_SUCCESS) cmh_vmm_handle_created(*h, dev, n);
-    else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(dev, CMH_KIND_VMM, n, 0);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(dev, CMH_KIND_VMM, n, 0, 0);
     return r;
 }
 

@@ -216,7 +216,9 @@ CMH_HIDDEN void cmh_hist_free_undo(const cmh_live *was);
 /* A segment made managed by its allocator: its implied block leaves the counters. */
 CMH_HIDDEN int cmh_hist_segment_managed(uint64_t addr, cmh_live *seg);
 CMH_HIDDEN void cmh_hist_oom(int device, int kind, uint64_t size, uint64_t stream, uint64_t device_free);
-CMH_HIDDEN void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta, int flags);
+/* tag: CMH_POOL_* bits, kept in the entry's stream field; stack: a creation's call site (else 0) */
+CMH_HIDDEN void cmh_hist_pool_sample(int device, uint64_t pool, uint64_t reserved, uint64_t used, int64_t slack_delta, int flags,
+                                     uint32_t tag, uint32_t stack);
 CMH_HIDDEN void cmh_hist_clear(void);
 CMH_HIDDEN void cmh_hist_set_capacity(uint64_t max_entries);
 CMH_HIDDEN int cmh_hist_stats(cmh_device_stats *out, int cap);
@@ -329,6 +331,14 @@ CMH_HIDDEN void cmh_marks_reset_after_fork(void);
 /* Record a pool's reserved and used bytes now (after an operation on it). */
 CMH_HIDDEN void cmh_pools_sample(uint64_t pool, int device);
 CMH_HIDDEN void cmh_pools_destroyed(uint64_t pool);
+/* A pool cuMemPoolCreate made on device (its location), with that call's stack: a private pool. */
+CMH_HIDDEN void cmh_pools_created(uint64_t pool, int device, uint32_t stack);
+/* The pool a failed stream-ordered request asked, recorded (CMH_POOL_REQUEST) before its oom entry. */
+CMH_HIDDEN void cmh_pools_request(uint64_t pool, int device);
+/* cuMemPoolSetAttribute set a pool's release threshold. */
+CMH_HIDDEN void cmh_pools_threshold(uint64_t pool, uint64_t threshold);
+/* A synchronize returned: pools that held more than their release threshold read again. */
+CMH_HIDDEN void cmh_pools_synchronized(void);
 CMH_HIDDEN int cmh_pools_device(uint64_t pool); /* -1 if unknown */
 CMH_HIDDEN int cmh_pools_any(void);              /* has any pool been seen */
 CMH_HIDDEN void cmh_pools_resample(void);        /* every known pool again (a cleared history) */
@@ -507,6 +517,8 @@ CMH_HIDDEN void *cmh_hook_for_symbol(const char *name, void *real);
 CMH_HIDDEN int cmh_current_device(void);
 /* The driver's own functions the recorder calls for itself (pools.c): NULL when absent. */
 CMH_HIDDEN int cmh_driver_pool_attrs(uint64_t pool, uint64_t *reserved, uint64_t *used);
+CMH_HIDDEN int cmh_driver_pool_threshold(uint64_t pool, uint64_t *threshold);
+CMH_HIDDEN uint64_t cmh_driver_default_pool(int device); /* 0 when the driver says none */
 
 /* ---- flight.c: the history in a file from the start (snapshot/flight_format.h) ---- */
 CMH_HIDDEN void cmh_flight_start(void); /* at the first touch */

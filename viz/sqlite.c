@@ -44,7 +44,10 @@ static const char *const g_schema =
     " state TEXT, stack_id INTEGER, time_ns INTEGER, pool_id TEXT);"
     "CREATE TABLE events (process_id INTEGER, device INTEGER, seq INTEGER, time_ns INTEGER, action TEXT,"
     " address INTEGER, size INTEGER, requested INTEGER, stream INTEGER, stack_id INTEGER, thread INTEGER,"
-    " allocated_delta INTEGER, reserved_delta INTEGER, end_seq INTEGER, end_time_ns INTEGER, pool_id TEXT);"
+    " allocated_delta INTEGER, reserved_delta INTEGER, end_seq INTEGER, end_time_ns INTEGER, pool_id TEXT,"
+    " driver_pool INTEGER);"
+    "CREATE TABLE pools (process_id INTEGER, pool_id INTEGER, handle INTEGER, device INTEGER, kind TEXT, number INTEGER,"
+    " stack_id INTEGER, time_ns INTEGER, PRIMARY KEY (process_id, pool_id));"
     "CREATE TABLE kernels (process_id INTEGER, device INTEGER, stream INTEGER, correlation INTEGER, name TEXT,"
     " start_ns INTEGER, end_ns INTEGER, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER,"
     " block_y INTEGER, block_z INTEGER, registers INTEGER, shared_bytes INTEGER);"
@@ -62,7 +65,7 @@ static const char *const g_indexes =
 
     "CREATE INDEX processes_rank ON processes (rank);";
 
-enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, Q_THREAD, NQ };
+enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, Q_THREAD, Q_POOL, NQ };
 static const char *const g_insert[NQ] = {
     "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -71,10 +74,11 @@ static const char *const g_insert[NQ] = {
     "INSERT INTO sites VALUES (?,?,?,?)",
     "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO blocks VALUES (?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO marks VALUES (?,?,?,?,?,?)",
     "INSERT INTO threads VALUES (?,?,?,?,?)",
+    "INSERT INTO pools VALUES (?,?,?,?,?,?,?,?)",
 };
 
 struct cmh_sqlite {
@@ -332,7 +336,13 @@ static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
     return rc;
 }
 
-static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const cmh_trace *t)
+/* the record's stream-ordered pools (cmh_pool_descs), numbered 1, 2, ... as pools.pool_id */
+typedef struct pool_list {
+    cmh_pool_desc *d;
+    uint32_t n;
+} pool_list;
+
+static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const cmh_trace *t, const pool_list *pl)
 {
     dev_view v;
     int rc = view_device(s, t->device, &v);
@@ -349,6 +359,11 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         else b_null(&b), b_null(&b);
         cmh_pool_id pool = cmh_entry_pool_id(s, e); /* said by newer PyTorch on every entry, else on a private pool's */
         b_pool(&b, pool.id, entry_pools);
+        /* a pool sample's stream-ordered pool: its pools.pool_id */
+        const cmh_pool_desc *pd =
+            e->action == CMH_ACT_POOL_SAMPLE ? cmh_pool_desc_find(pl->d, pl->n, cmh_entry_addr(s, e), cmh_entry_time(s, e)) : NULL;
+        if (pd) b_int(&b, (int64_t)(pd - pl->d) + 1);
+        else b_null(&b);
         rc = run(x, &b, "events");
         if (rc == CMH_OK && e->action == CMH_ACT_MARK) {
             BIND(Q_MARK);
@@ -367,7 +382,7 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         BIND(Q_EVENT);
         b_int(&b, pid), b_int(&b, t->device), b_int(&b, t->nentries), b_opt(&b, s->dump_time_ns > 0 ? s->dump_time_ns : -1), b_text(&b, "trace_gap");
         b_null(&b), b_null(&b), b_null(&b), b_null(&b), b_int(&b, 0), b_null(&b), b_int(&b, v.gap_alloc), b_int(&b, v.gap_res);
-        b_null(&b), b_null(&b), b_null(&b);
+        b_null(&b), b_null(&b), b_null(&b), b_null(&b);
         rc = run(x, &b, "events");
     }
     /* the peaks and the end state are peak's own (cmh_peak_compute), not summed again here */
@@ -435,8 +450,22 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         rc = run(x, &b, "threads");
     }
     if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg);
+    pool_list pl = {NULL, 0};
+    if (rc == CMH_OK) rc = cmh_pool_descs(s, &pl.d, &pl.n);
+    for (uint32_t i = 0; i < pl.n && rc == CMH_OK; i++) { /* the record's stream-ordered pools, by kind */
+        const cmh_pool_desc *d = &pl.d[i];
+        BIND(Q_POOL);
+        b_int(&b, pid), b_int(&b, (int64_t)i + 1), b_int(&b, (int64_t)d->handle), b_int(&b, d->device);
+        b_text(&b, d->kind == CMH_POOL_DEFAULT ? "default" : d->kind == CMH_POOL_PRIVATE ? "private" : NULL);
+        if (d->number) b_int(&b, d->number);
+        else b_null(&b);
+        if (d->stack) b_int(&b, d->stack);
+        else b_null(&b);
+        b_opt(&b, d->time_ns ? d->time_ns : -1);
+        rc = run(x, &b, "pools");
+    }
     for (uint32_t t = 0; t < s->ntraces && rc == CMH_OK; t++) /* FLEET.md: a row per device with a trace */
-        if (s->traces[t].nentries || s->traces[t].dropped) rc = add_device(x, s, pid, &s->traces[t]);
+        if (s->traces[t].nentries || s->traces[t].dropped) rc = add_device(x, s, pid, &s->traces[t], &pl);
     /* ... and per device that holds memory at the end without one (enabled=state, PyTorch's history
      * off): its end state, its peaks NULL; such a device had no row, so a query of the job's
      * memory at the end missed it */
@@ -448,8 +477,9 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         int held = 0;
         for (uint32_t k = 0; k < s->nsegments && !held; k++) held = s->segments[k].device == devs[i];
         cmh_trace none = {.device = devs[i]};
-        if (held) rc = add_device(x, s, pid, &none);
+        if (held) rc = add_device(x, s, pid, &none, &pl);
     }
+    free(pl.d);
     if (rc == CMH_OK && sqlite3_exec(x->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = fail(x, "COMMIT");
     if (rc != CMH_OK) sqlite3_exec(x->db, "ROLLBACK", NULL, NULL, NULL);
     else x->next_process++;

@@ -137,6 +137,30 @@ void cmh_replay_free_split(const cmh_replay *r, cmh_free_split *out);
 void cmh_replay_free_split_for(const cmh_replay *r, const uint64_t request_pool[2], cmh_free_split *out);
 /* The stream-ordered pool keeping the most of pool_cache now: its handle and bytes (0, 0: none). */
 void cmh_replay_pool_cache_top(const cmh_replay *r, uint64_t *pool, uint64_t *bytes);
+/* The stream-ordered pool the failed request at entry oom asked (its handle): the pool sample the
+ * recorder flags CMH_POOL_REQUEST right before that oom entry on the same thread; 0 when the
+ * record does not say (an older record, not a pooled request). */
+uint64_t cmh_replay_request_pool(const cmh_replay *r, int64_t oom);
+/* What the replay's pools keep (their cache) now, but pool's: its total, and the pool keeping the
+ * most of it (its handle and bytes). */
+uint64_t cmh_replay_pool_cache_except(const cmh_replay *r, uint64_t pool, uint64_t *top, uint64_t *top_bytes);
+
+/* What a record says of a stream-ordered pool (its pool_sample entries, CMH_POOL_* in their stream
+ * field): its kind, its device, and for a private pool its number (1, 2, ... in the order of the
+ * cuMemPoolCreate calls or first samples across the record) and its creation's stack. */
+typedef struct cmh_pool_desc {
+    uint64_t handle;
+    int device;
+    unsigned kind;   /* CMH_POOL_DEFAULT, CMH_POOL_PRIVATE, 0 not said (an older record) */
+    uint32_t number; /* private pools: 1, 2, ...; 0 otherwise */
+    uint32_t stack;  /* its cuMemPoolCreate's stack, 0 not recorded */
+    int64_t time_ns; /* its creation's (or first sample's) time */
+} cmh_pool_desc;
+/* Every pool the record names, in order of creation (a handle the driver hands out again after a
+ * cuMemPoolDestroy is a new pool); *out malloc'ed, to free.  CMH_OK or CMH_ENOMEM. */
+int cmh_pool_descs(const cmh_snapshot *s, cmh_pool_desc **out, uint32_t *n);
+/* The pool with handle alive at time at_ns (the latest created by then; the first when none), or NULL. */
+const cmh_pool_desc *cmh_pool_desc_find(const cmh_pool_desc *d, uint32_t n, uint64_t handle, int64_t at_ns);
 /* After the last entry: what of the stream-ordered pools' cache the end took as given back
  * because the pools' latest samples are older than the device's last cuMemGetInfo sample, which
  * says less in use than the trace holds (a record without samples at its dump: a pool trims at

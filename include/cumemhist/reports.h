@@ -550,6 +550,9 @@ struct cmh_oom_event {
      * split.pool_cache is in split.unusable; cache_pool the pool keeping most of it (its handle),
      * cache_pool_bytes how much */
     uint64_t pool_cache_unusable, cache_pool, cache_pool_bytes;
+    /* a stream-ordered request's pool (its handle, as the recorder says it: 0 not said); only its
+     * cache is the request's to use, the other pools' is in pool_cache_unusable */
+    uint64_t request_driver_pool;
     /* a stream-ordered pool's request (cuMemAllocAsync's) can be served from what the pools keep,
      * but a record holds only their byte totals, not the pieces (the driver lays them out): the
      * largest gap inside that cache is not known.  gap_unknown_in: the pools' cache a pooled

@@ -79,6 +79,16 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
                                    with success (cmh_oom_retried).  PyTorch writes an 'oom' entry only
                                    once the allocation finally fails, so the pickle keeps it aside */
 
+/* A pool_sample's stream field (a sample has no stream): what the recorder knows of the pool, bits
+ * (0 in records made before it said so: the pool's kind not known).  Exactly one of DEFAULT and
+ * PRIVATE says its kind; CREATED marks the sample taken at its cuMemPoolCreate (the entry's stack is
+ * that call's); REQUEST marks the sample of the pool a stream-ordered request that failed asked,
+ * recorded right before that request's oom entry by the same thread. */
+#define CMH_POOL_DEFAULT 0x1u /* the default pool of its device (cuDeviceGetDefaultMemPool) */
+#define CMH_POOL_PRIVATE 0x2u /* any other: cuMemPoolCreate's */
+#define CMH_POOL_CREATED 0x4u
+#define CMH_POOL_REQUEST 0x8u
+
 /* The action a PyTorch annotation held inline in its trace (a mark) is written back with: the
  * one it was read with.  (Every export wrote 'annotate', user_defined ones too.) */
 static inline const char *cmh_pt_mark_action(unsigned entry_flags)

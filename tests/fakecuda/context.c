@@ -226,6 +226,64 @@ CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
+/* A stream's context and device, as the driver answers them (cuStreamGetCtx; cuStreamGetDevice,
+ * CUDA 12.8): the NULL, legacy and per-thread streams are the current context's. */
+CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx)
+{
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    fake_ctx *c = s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD ? ((fake_stream *)s)->ctx : current_ctx();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetDevice(CUstream s, CUdevice *dev)
+{
+    CUcontext c;
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuStreamGetCtx(s, &c);
+    if (r == CUDA_SUCCESS) *dev = ((fake_ctx *)c)->device;
+    return r;
+}
+
+/* Events: a recorded event is reached at once (the fake runs no work); synchronizing on one is a
+ * synchronize, where pools give back what they hold beyond their release threshold. */
+typedef struct fake_event {
+    int recorded;
+} fake_event;
+
+CUresult cuEventCreate(CUevent *ev, unsigned int flags)
+{
+    (void)flags;
+    if (!ev) return CUDA_ERROR_INVALID_VALUE;
+    if (!current_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
+    fake_event *e = calloc(1, sizeof *e);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    *ev = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent ev, CUstream s)
+{
+    (void)s;
+    if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+    ((fake_event *)ev)->recorded = 1;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(CUevent ev)
+{
+    if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+    pools_synchronized();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent ev)
+{
+    free(ev);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuStreamDestroy(CUstream s)
 {
     free(s);
