@@ -1,9 +1,13 @@
 #!/bin/sh
 # torch_strings_test.sh BUILD_DIR - frame strings as PyTorch writes them: a NUL inside a name
 # (PyTorch pickles any str; a demangled C++ name can carry one) is read, kept on re-export, shown
-# escaped in text and as \u0000 in JSON, and the trace prints it as Python's repr would.
+# escaped in text and as \u0000 in JSON, and the trace prints it as Python's repr would.  And a
+# snapshot made on Windows (FIXTURES_DIR's, their Python paths rewritten C:\Users\...\x.py,
+# ...\Lib\site-packages\torch\...): peak, leaks, owners and diff name the same user lines as for
+# the Linux original, the paths only changed.
 set -u
-B=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
+B=$(cd "${1:?usage: $0 BUILD_DIR [FIXTURES_DIR]}" && pwd)
+F=${2:-}
 T=$(mktemp -d /tmp/cmh-tstr-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
@@ -47,5 +51,62 @@ if grep -q 'myext::empty\\x00tail' peak.txt && ! LC_ALL=C grep -q "$(printf '\30
 # trace: the entry it prints whole is Python's repr of it
 "$CMH" trace nul.pickle 2>/dev/null | grep "^{'action': 'segment_map'" >map.got
 cmp -s map.got map.repr && ok || { bad "trace: not Python's repr"; diff map.got map.repr | head -4; }
+# Windows paths: the same report, but for the paths themselves
+if [ -n "$F" ] && [ -d "$F" ]; then
+    for n in transformer_nuggets_mini_snapshot octree_nca_cpp_frames_snapshot_action cs336_kk_2.7b_forward_compile_annotations_cppframes; do
+        [ -f "$F/$n.pickle" ] || continue
+        env -u LD_PRELOAD python3 - "$F/$n.pickle" win.pickle names.json <<'PY'
+import json, pickle, re, sys
+def win(f):
+    if "/site-packages/" in f:
+        return "C:\\Users\\u\\venv\\Lib\\site-packages\\" + f.split("site-packages/", 1)[1].replace("/", "\\")
+    m = re.match(r"/usr/lib/python3\.\d+/(.*)", f)
+    if m:
+        return "C:\\Python312\\Lib\\" + m.group(1).replace("/", "\\")
+    if f.startswith("/home/") and f.endswith(".py"):
+        return "C:\\Users\\" + f[6:].replace("/", "\\")
+    if f.startswith("/tmp/") and f.endswith(".py"):
+        return "C:\\Users\\u\\AppData\\Local\\Temp\\" + f[5:].replace("/", "\\")
+    return f
+d, names = pickle.load(open(sys.argv[1], "rb")), {}
+def walk(o):
+    if isinstance(o, dict):
+        if isinstance(o.get("filename"), str) and "line" in o:
+            w = win(o["filename"])
+            if w != o["filename"]:
+                names[o["filename"]] = w
+            o["filename"] = w
+        for v in o.values():
+            walk(v)
+    elif isinstance(o, list):
+        for v in o:
+            walk(v)
+walk(d)
+assert names, "no path rewritten"
+pickle.dump(d, open(sys.argv[2], "wb"), protocol=4)
+json.dump(names, open(sys.argv[3], "w"))
+PY
+        for c in peak leaks owners diff; do
+            if [ $c = diff ]; then "$CMH" diff "$F/$n.pickle" "$F/$n.pickle" >lin.txt 2>&1; "$CMH" diff win.pickle win.pickle >win.txt 2>&1
+            else "$CMH" $c "$F/$n.pickle" >lin.txt 2>&1; "$CMH" $c win.pickle >win.txt 2>&1; fi
+            env -u LD_PRELOAD python3 - lin.txt win.txt names.json "$F/$n.pickle" win.pickle <<'PY' && ok || bad "$n: $c of the Windows snapshot is not the Linux one's"
+import difflib, json, sys
+lin, win, names = open(sys.argv[1]).read(), open(sys.argv[2]).read(), json.load(open(sys.argv[3]))
+lin = lin.replace(sys.argv[4], sys.argv[5])
+for k in sorted(names, key=len, reverse=True):
+    lin = lin.replace(k, names[k])
+if lin != win:
+    sys.stdout.writelines(list(difflib.unified_diff(lin.splitlines(True), win.splitlines(True)))[:12])
+    sys.exit(1)
+PY
+        done
+        # the user's own line, not torch's
+        if [ $n = transformer_nuggets_mini_snapshot ]; then
+            "$CMH" peak win.pickle 2>/dev/null | grep -q 'main (C:\\Users\\drisspg\\meta\\.*\\attention\.py:358)' && ok || bad "$n: peak does not name attention.py:358"
+        fi
+    done
+else
+    echo "note: no PyTorch fixtures: the Windows snapshots skipped"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
