@@ -276,7 +276,8 @@ static void py_repr_str(FILE *fp, const char *s)
     int q = strchr(s, '\'') && !strchr(s, '"') ? '"' : '\'';
     fputc(q, fp);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\\') fputs("\\\\", fp);
+        if (CMH_IS_NUL_PAIR(p)) fputs("\\x00", fp), p++; /* a NUL the model holds as C0 80 */
+        else if (*p == '\\') fputs("\\\\", fp);
         else if (*p == q) fprintf(fp, "\\%c", q);
         else if (*p == '\n') fputs("\\n", fp);
         else if (*p == '\r') fputs("\\r", fp);

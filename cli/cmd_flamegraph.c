@@ -12,14 +12,16 @@
 #include "report.h"
 #include "cumemhist/reports.h"
 
-static const char *g_out, *g_at = "peak";
+static const char *g_out, *g_at, *g_memviz;
 static int g_device = -2, g_folded;
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write (default: standard output; written atomically)", NULL, 0, 0, NULL},
     {"--at", NULL, CLI_STR, &g_at, "WHEN", "peak (default: the allocated peak), end, oom (#1 as `oom` numbers it: a retry that\nsucceeded is none), oom:N (`oom`'s #N), or an entry number", NULL, 0, 0, NULL},
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to draw (default: the lowest in the snapshot that holds memory, said on\nstderr when others do; with --at oom or oom:N, the device of the record's first\nout-of-memory error)", NULL, 0, 0, NULL},
-    {"--folded", NULL, CLI_FLAG, &g_folded, NULL, "folded stacks (\"outer;...;inner bytes\" per line) for flamegraph.pl,\nspeedscope and the like, instead of the SVG", NULL, 0, 0, NULL},
+    {"--folded", NULL, CLI_FLAG, &g_folded, NULL, "folded stacks (\"outer;...;inner bytes\" per line) for flamegraph.pl,\nspeedscope and the like, instead of the SVG: live bytes by stack at --at, machinery left out", NULL, 0, 0, NULL},
+    {"--memviz", NULL, CLI_STR, &g_memviz, "memory|segments",
+     "instead: the folded lines `python _memory_viz.py memory|segments` feeds flamegraph.pl,\nbyte for byte: every block of the snapshot (the end), its state and frames; all devices\nbut with --device", NULL, 0, 0, NULL},
     /* --skip and --no-default-skip (what is machinery: where each stack starts); not --group-by,
      * which groups report rows: a flamegraph is by stack whatever it said (five values, one picture) */
     {"--skip", NULL, CLI_LIST, &rep_attribution.skips, "REGEX",
@@ -31,8 +33,9 @@ static const cli_option g_opts[] = {
 const cli_command cli_cmd_flamegraph = {
     "flamegraph", "[options] SNAPSHOT",
     "Live memory by allocating stack at one moment, as a static SVG flamegraph (a tooltip per\n"
-    "frame; your own code's allocation site outlined, machinery grey) or as folded stacks, as\n"
-    "_memory_viz.py memory writes them.  The byte sum is the live bytes at that moment.",
+    "frame; your own code's allocation site outlined, machinery grey) or as folded stacks\n"
+    "(--folded).  The byte sum is the live bytes at that moment.  --memviz writes instead\n"
+    "_memory_viz.py memory|segments's own folded text, byte for byte.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist flamegraph train.cmh --at peak -o peak.svg"};
 
 typedef struct job {
@@ -45,6 +48,7 @@ typedef struct job {
 static int draw(void *arg, FILE *fp)
 {
     job *j = arg;
+    if (g_memviz) return cmh_memviz_folded(j->s, g_device == -2 ? CMH_ALL_DEVICES : g_device, !strcmp(g_memviz, "segments"), fp);
     return g_folded ? cmh_flame_folded(j->s, j->g, j->l, fp) : cmh_flame_svg(j->s, j->g, j->l, j->title, fp);
 }
 
@@ -116,6 +120,26 @@ int cmd_flamegraph(int argc, char **argv)
     int at;
     int64_t num = 0;
     char *end;
+    if (g_memviz) {
+        if (strcmp(g_memviz, "memory") && strcmp(g_memviz, "segments")) {
+            cli_error("flamegraph: --memviz %s: want memory or segments", g_memviz);
+            return CLI_EUSAGE;
+        }
+        if (g_at || g_folded) {
+            cli_error("flamegraph: --memviz writes the snapshot's end as _memory_viz.py does: no --at, no --folded");
+            return CLI_EUSAGE;
+        }
+        /* a pickle's frames as the file has them (the script reads them so: no demangling, no
+         * clone suffix cut); a recording's resolved as `export` writes them */
+        cmh_snapshot s;
+        if ((rc = rep_load_view(path, &s))) return rc;
+        if (s.source != CMH_SRC_PYTORCH && (rc = cli_symbolize(path, &s))) return rc;
+        job j = {&s, NULL, NULL, NULL};
+        rc = rep_write(g_out, 0, draw, &j);
+        cmh_snapshot_free(&s);
+        return rc;
+    }
+    if (!g_at) g_at = "peak";
     if (!strcmp(g_at, "peak")) at = CMH_AT_PEAK;
     else if (!strcmp(g_at, "end")) at = CMH_AT_END;
     else if (!strcmp(g_at, "oom")) at = CMH_AT_OOM, num = 1;

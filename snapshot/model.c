@@ -55,6 +55,40 @@ size_t cmh_name_base_len(const char *name)
     }
 }
 
+int cmh_strtab_intern_bytes(cmh_strtab *t, const char *str, size_t len, uint32_t *id)
+{
+    size_t nul = 0;
+    for (const char *p = str; (p = memchr(p, 0, len - (size_t)(p - str))); p++) nul++;
+    if (!nul) return cmh_strtab_intern(t, str, len, id);
+    char *b = malloc(len + nul);
+    if (!b) return CMH_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (str[i]) b[k++] = str[i];
+        else b[k++] = (char)0xC0, b[k++] = (char)0x80;
+    }
+    int rc = cmh_strtab_intern(t, b, k, id);
+    free(b);
+    return rc;
+}
+
+char *cmh_str_escape(const char *in, char *out, size_t cap)
+{
+    size_t k = 0;
+    if (!cap) return out;
+    for (const char *p = in; *p && k + 1 < cap; p++) {
+        unsigned c = (unsigned char)*p;
+        if (CMH_IS_NUL_PAIR(p) || c < 0x20 || c == 0x7f) {
+            if (k + 5 > cap) break;
+            snprintf(out + k, 5, "\\x%02x", CMH_IS_NUL_PAIR(p) ? 0 : c);
+            k += 4;
+            p += CMH_IS_NUL_PAIR(p);
+        } else out[k++] = (char)c;
+    }
+    out[k] = 0;
+    return out;
+}
+
 const char *cmh_action_name(int a) { return a >= 0 && a < CMH_ACT_COUNT ? action_names[a] : "unknown"; }
 
 int cmh_action_from_name(const char *name)

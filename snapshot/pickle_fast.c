@@ -213,9 +213,9 @@ static int scalar(fp *f, int o, pv *v)
     case 0x8c: case 'X': {
         if (!bytes(f, o == 'X' ? 4 : 1, &b)) return 0;
         n = o == 'X' ? (size_t)le4(b) : b[0];
-        if (!bytes(f, n, &b) || memchr(b, 0, n)) return 0;
+        if (!bytes(f, n, &b)) return 0;
         v->tag = PV_STR;
-        if (cmh_strtab_intern(&m->s->strings, (const char *)b, n, &v->u.id) != CMH_OK) return f->nomem = 1, 0;
+        if (cmh_strtab_intern_bytes(&m->s->strings, (const char *)b, n, &v->u.id) != CMH_OK) return f->nomem = 1, 0;
         break;
     }
     case 'h': if (!bytes(f, 1, &b) || !memo_get(f, b[0], v)) return 0; return 1; /* a reference is not memoized again */

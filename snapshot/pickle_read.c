@@ -352,9 +352,8 @@ static int read_str(pm *m, size_t n)
 {
     if (need(m, n)) return -1;
     const char *b = (const char *)m->p + m->pos;
-    if (memchr(b, 0, n)) return pk_fail(m, "string with a NUL character at byte %zu", m->op_at);
     pv x = {PV_STR, {.id = 0}};
-    if (cmh_strtab_intern(&m->s->strings, b, n, &x.u.id) != CMH_OK) return pk_nomem(m);
+    if (cmh_strtab_intern_bytes(&m->s->strings, b, n, &x.u.id) != CMH_OK) return pk_nomem(m); /* a NUL held as C0 80 */
     m->pos += n;
     if (__builtin_expect(m->segments_only, 0) && (x.u.id == m->key[K_DEVICE_TRACES] || x.u.id == m->key[K_SEGMENTS]) &&
         at_root_key(m)) {

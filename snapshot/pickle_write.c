@@ -166,7 +166,9 @@ static void get(pw *w, uint32_t slot)
 
 static void str_body(pw *w, const char *s)
 {
-    size_t n = strlen(s);
+    size_t n = strlen(s), nul = 0;
+    for (const char *p = s; *p; p++) nul += CMH_IS_NUL_PAIR(p);
+    if (nul) n -= nul; /* a NUL the reader held as C0 80 (cmh_strtab_intern_bytes): the NUL again */
     unsigned char h[5];
     if (n < 256) {
         h[0] = 0x8c;
@@ -177,7 +179,18 @@ static void str_body(pw *w, const char *s)
         for (int i = 0; i < 4; i++) h[1 + i] = (unsigned char)(n >> (8 * i));
         raw(w, h, 5);
     }
-    raw(w, s, n);
+    if (!nul) {
+        raw(w, s, n);
+        return;
+    }
+    for (const char *p = s, *run = s;; p++) {
+        if (!*p || CMH_IS_NUL_PAIR(p)) {
+            raw(w, run, (size_t)(p - run));
+            if (!*p) break;
+            raw(w, "", 1);
+            run = ++p + 1;
+        }
+    }
 }
 
 /* A string, memoized the first time, a memo reference after. */

@@ -433,3 +433,64 @@ nomem:
     free(canon);
     return CMH_ENOMEM;
 }
+
+/* ---- _memory_viz.py's folded lines ---- */
+
+/* _memory_viz.py's _frame_filter: the frames its flamegraphs leave out (substrings of the
+ * function's or the file's name) */
+static int memviz_frame_shown(const char *name, const char *file)
+{
+    static const char *const omit_functions[] = {"unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
+                                                 "__libc_start_main", "PyEval_", "PyObject_", "PyFunction_"};
+    static const char *const omit_files[] = {"core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
+                                             "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
+                                             "cpython/abstract.h"};
+    for (size_t i = 0; i < sizeof omit_functions / sizeof *omit_functions; i++)
+        if (strstr(name, omit_functions[i])) return 0;
+    for (size_t i = 0; i < sizeof omit_files / sizeof *omit_files; i++)
+        if (strstr(file, omit_files[i])) return 0;
+    return 1;
+}
+
+/* a string as the script writes it: raw, but a NUL the model holds as C0 80 (cmh_str_nul) is
+ * the NUL byte it was in the pickle */
+static void put_raw(const char *s, FILE *fp)
+{
+    for (const char *p = s; *p; p++) {
+        if ((unsigned char)p[0] == 0xC0 && (unsigned char)p[1] == 0x80) fputc(0, fp), p++;
+        else fputc(*p, fp);
+    }
+}
+
+int cmh_memviz_folded(const cmh_snapshot *s, int device, int segs, FILE *fp)
+{
+    static const char *const states[] = {"inactive", "active_allocated", "active_pending_free"};
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (device != CMH_ALL_DEVICES && g->device != device) continue;
+        char prefix[96];
+        if (segs) snprintf(prefix, sizeof prefix, "stream_%" PRIu64 ";seg_%" PRIu64, g->stream, g->addr);
+        else snprintf(prefix, sizeof prefix, "stream_%" PRIu64, g->stream);
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *b = &s->blocks[g->first_block + k];
+            const char *state = b->state < 3 ? states[b->state] : "inactive";
+            fprintf(fp, "%s;%s;", prefix, state);
+            const cmh_stack *st = b->stack && b->stack < s->nstacks ? &s->stacks[b->stack] : NULL;
+            if (!st || !st->count) fputs("<non-python>", fp);
+            int shown = 0;
+            for (uint32_t j = st ? st->count : 0; j-- > 0;) { /* outermost first */
+                const cmh_frame *f = &s->frames[s->stack_frames[st->first + j]];
+                const char *name = cmh_str(s, f->name), *file = cmh_str(s, f->filename);
+                if (!memviz_frame_shown(name, file)) continue;
+                const char *slash = strrchr(file, '/');
+                if (shown++) fputc(';', fp);
+                put_raw(slash ? slash + 1 : file, fp);
+                fprintf(fp, ":%" PRId64 ":", f->line);
+                put_raw(name, fp);
+            }
+            fprintf(fp, " %" PRIu64 "\n", b->requested);
+            if (b->size != b->requested) fprintf(fp, "%s;%s;<gaps> %" PRId64 "\n", prefix, state, (int64_t)(b->size - b->requested));
+        }
+    }
+    return ferror(fp) ? CMH_EIO : CMH_OK;
+}

@@ -144,6 +144,11 @@ static void put_string(cmh_jw *w, const unsigned char *p, size_t n)
         }
         if (run) out_n(w, p + i - run, run);
         run = 0;
+        if (!ok && c == 0xc0 && i + 1 < n && p[i + 1] == 0x80) { /* a NUL the model holds as C0 80 (cmh_strtab_intern_bytes) */
+            out_s(w, "\\u0000");
+            i += 2;
+            continue;
+        }
         if (!ok) out_s(w, "\\ufffd");
         else if (c == '"') out_s(w, "\\\"");
         else if (c == '\\') out_s(w, "\\\\");

@@ -404,6 +404,14 @@ const char *cmh_frame_text(const cmh_snapshot *s, const cmh_frame *f, char *buf,
     else if (*file && strcmp(file, "??")) snprintf(buf, cap, "%.900s (%.400s)", name, file);
     else if (*mod) snprintf(buf, cap, "%.900s (%.400s)", name, mod);
     else snprintf(buf, cap, "%.900s", name);
+    /* a NUL the pickle had in a name (held as C0 80), a control character: shown escaped */
+    for (const char *p = buf; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f || CMH_IS_NUL_PAIR(p)) {
+            char t[1400];
+            snprintf(t, sizeof t, "%s", buf);
+            cmh_str_escape(t, buf, cap);
+            break;
+        }
     return buf;
 }
 

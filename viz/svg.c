@@ -58,6 +58,13 @@ void cmh_svg_frame(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t 
         const char *m = cmh_str(s, s->modules[f->module].path), *b = strrchr(m, '/');
         snprintf(buf, cap, "%s (%s)", name, b ? b + 1 : m);
     } else snprintf(buf, cap, "%s", name);
+    for (const char *p = buf; *p; p++) /* a NUL the pickle had in a name (held as C0 80): shown escaped */
+        if (CMH_IS_NUL_PAIR(p) || (unsigned char)*p < 0x20) {
+            char t[1024];
+            snprintf(t, sizeof t, "%s", buf);
+            cmh_str_escape(t, buf, cap);
+            break;
+        }
 }
 
 /* The facts every output carries, from the one analyzer function that computes each, as data-*

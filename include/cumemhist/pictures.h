@@ -67,6 +67,11 @@ void cmh_live_free(cmh_live_at *l);
  * inside it (cmh_sites_leaf_machinery; g NULL: every frame). */
 int cmh_flame_folded(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, FILE *fp);
 int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *l, const char *title, FILE *fp);
+/* PyTorch's torch/cuda/_memory_viz.py `memory` (segs 0) or `segments` (segs 1) folded lines,
+ * byte for byte: every block of the snapshot's segments (the end) in the file's order, its
+ * state, its frames outermost first through the script's filter, as `file:line:name` with the
+ * file cut after its last '/'.  device: CMH_ALL_DEVICES (the script's: all) or one. */
+int cmh_memviz_folded(const cmh_snapshot *s, int device, int segs, FILE *fp);
 
 /* pprof's profile.proto, gzipped: live bytes and blocks at the end and at each device's
  * allocated peak (four sample types), one sample per stack and device of devices[0..ndevices),

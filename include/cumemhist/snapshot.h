@@ -470,6 +470,15 @@ int cmh_segment_pool(const cmh_segment *g);
 int cmh_snapshot_init(cmh_snapshot *s);
 void cmh_snapshot_free(cmh_snapshot *s);
 int cmh_strtab_intern(cmh_strtab *t, const char *str, size_t len, uint32_t *id);
+/* A source's string that may hold NUL bytes (PyTorch writes any str: a demangled C++ name can
+ * carry one): each NUL is held as the pair C0 80, which is never valid UTF-8 and so never a
+ * string's own bytes; the pickle writer gives the NUL back, text outputs show it escaped
+ * (cmh_str_escape), JSON writes \u0000. */
+int cmh_strtab_intern_bytes(cmh_strtab *t, const char *str, size_t len, uint32_t *id);
+#define CMH_IS_NUL_PAIR(p) ((unsigned char)(p)[0] == 0xC0 && (unsigned char)(p)[1] == 0x80)
+/* in for a text output: the held NULs as "\x00" (and other control characters as "\xNN", which
+ * a terminal would act on); out of cap bytes, truncated to fit; returns out */
+char *cmh_str_escape(const char *in, char *out, size_t cap);
 /* The length of a function name without the suffixes a compiler gives its clones of it
  * ("f.isra.0", "f.constprop.0.part.1", "f.cold", "f.lto_priv.0", "f.llvm.123", and a demangled
  * name's " [clone .isra.0]"): the source's name, the one people look for. */
