@@ -24,6 +24,8 @@
  * not a whole step at the ends (set-up, tear-down) is no step.
  */
 #include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1276,4 +1278,149 @@ void cmh_steps_free(cmh_steps *st)
     uint32_t thread = st->thread;
     memset(st, 0, sizeof *st);
     st->thread = thread;
+}
+
+/* ---- growth over time, where no steps are known (cmh_time_growth_judge, reports.h) ---- */
+
+static void tg_size(char *b, size_t cap, double v)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int k = 0;
+    double a = v < 0 ? -v : v;
+    while (a >= 1024 && k < 4) a /= 1024, v /= 1024, k++;
+    if (k) snprintf(b, cap, "%.1f %s", v, u[k]);
+    else snprintf(b, cap, "%.0f B", v);
+}
+
+static void tg_dur(char *b, size_t cap, double ns)
+{
+    if (ns >= 1e9) snprintf(b, cap, "%.2f s", ns / 1e9);
+    else if (ns >= 1e6) snprintf(b, cap, "%.1f ms", ns / 1e6);
+    else snprintf(b, cap, "%.0f us", ns / 1e3);
+}
+
+int cmh_time_growth_judge(const cmh_snapshot *s, int device, cmh_time_growth *g)
+{
+    memset(g, 0, sizeof *g);
+    g->slices = CMH_TIME_SLICES;
+    if (!cmh_snapshot_trace(s, device)) {
+        g->why = "no history";
+        return CMH_OK;
+    }
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) return CMH_ENOMEM;
+    int64_t n = cmh_replay_length(r), k = 0, prev = 0;
+    int64_t *tm = malloc((size_t)(n > 0 ? n : 1) * sizeof *tm), *al = malloc((size_t)(n > 0 ? n : 1) * sizeof *al);
+    if (!tm || !al) {
+        free(tm), free(al), cmh_replay_free(r);
+        return CMH_ENOMEM;
+    }
+    /* allocated after each entry whose time is known, in order (a later entry stamped earlier,
+     * another thread's, takes the latest time seen: the series stays ordered) */
+    int64_t latest = 0;
+    while (cmh_replay_step(r)) {
+        const cmh_entry *e = cmh_replay_entry(r, cmh_replay_position(r));
+        int64_t t = e ? cmh_entry_time(s, e) : 0, a = cmh_replay_stats(r)->allocated_bytes[0].current;
+        if (a > prev) g->allocs++;
+        prev = a;
+        if (t <= 0) continue;
+        if (t < latest) t = latest;
+        latest = t;
+        tm[k] = t, al[k] = a, k++;
+    }
+    int st = cmh_replay_status(r);
+    cmh_replay_free(r);
+    if (st != CMH_OK) {
+        free(tm), free(al);
+        return st;
+    }
+    if (!k) g->why = "the entries have no times";
+    else if (g->allocs < CMH_TIME_MIN_ALLOCS) g->why = "too few allocations to judge growth over time";
+    if (g->why) {
+        free(tm), free(al);
+        return CMH_OK;
+    }
+    g->start_ns = tm[0];
+    /* to the record's end: a process that plateaued and then waited is flat over its wait */
+    g->end_ns = s->dump_time_ns > tm[k - 1] && s->dump_time_ns - tm[k - 1] < 366LL * 86400 * 1000000000LL ? s->dump_time_ns : tm[k - 1];
+    if (g->end_ns <= g->start_ns) {
+        g->why = "its entries span no time";
+        free(tm), free(al);
+        return CMH_OK;
+    }
+    enum { K = CMH_TIME_SLICES };
+    int64_t L[K + 1];
+    double span = (double)(g->end_ns - g->start_ns);
+    for (int j = 0, i = 0; j <= K; j++) {
+        int64_t at = g->start_ns + (int64_t)(span * j / K);
+        while (i + 1 < k && tm[i + 1] <= at) i++;
+        L[j] = al[i];
+    }
+    L[K] = al[k - 1];
+    free(tm), free(al);
+    g->judged = 1;
+    g->start_bytes = L[0], g->end_bytes = L[K];
+    for (uint32_t j = 1; j <= K; j++)
+        if (L[j] > L[j - 1]) {
+            g->rises++;
+            if (!g->first_rise) g->first_rise = j;
+            g->last_rise = j;
+        }
+    /* the later half: rose across half its stretches, trending up, still rising at the end */
+    uint32_t up2 = 0;
+    for (uint32_t j = K / 2 + 1; j <= K; j++) up2 += L[j] > L[j - 1];
+    long conc = 0, all = 0;
+    for (uint32_t i = K / 2; i <= K; i++)
+        for (uint32_t j = i + 1; j <= K; j++) conc += (L[j] > L[i]) - (L[j] < L[i]), all++;
+    g->tau = all ? (double)conc / (double)all : 0;
+    double slice_s = span / K / 1e9;
+    if (up2 * 2 >= K / 2 && g->tau >= CMH_LEAK_MIN_TREND && L[K] > L[K / 2] && K - g->last_rise < 3) g->verdict = CMH_LEAK_GROWING;
+    else if (g->rises >= CMH_LEAK_MIN_RISES && g->last_rise > K / 4 && L[K] > L[0] && L[K] >= L[g->last_rise]) g->verdict = CMH_LEAK_STOPPED;
+    else if (L[K] > L[0] && g->rises) g->verdict = CMH_LEAK_STATE;
+    else g->verdict = CMH_LEAK_STEADY;
+    if (g->verdict == CMH_LEAK_GROWING || g->verdict == CMH_LEAK_STOPPED) {
+        /* least squares over the stretches from the one before the first rise to the last */
+        uint32_t a = g->first_rise - 1, b = g->verdict == CMH_LEAK_GROWING ? K : g->last_rise;
+        double mx = (a + b) / 2.0, my = 0, sxy = 0, sxx = 0;
+        for (uint32_t j = a; j <= b; j++) my += (double)L[j];
+        my /= (b - a + 1);
+        for (uint32_t j = a; j <= b; j++) sxy += (j - mx) * ((double)L[j] - my), sxx += (j - mx) * (j - mx);
+        g->rate = sxx > 0 && slice_s > 0 ? sxy / sxx / slice_s : 0;
+    }
+    return CMH_OK;
+}
+
+const char *cmh_time_growth_text(const cmh_time_growth *g, char *buf, size_t cap)
+{
+    char r[32], held[32], d1[32], d2[32];
+    double slice = (double)(g->end_ns - g->start_ns) / (g->slices ? g->slices : 1);
+    if (!g->judged) {
+        snprintf(buf, cap, "growth over time: not judged (%s; %" PRIu64 " allocations, %d needed)", g->why ? g->why : "?", g->allocs,
+                 CMH_TIME_MIN_ALLOCS);
+        return buf;
+    }
+    tg_size(r, sizeof r, g->rate);
+    tg_size(held, sizeof held, (double)g->end_bytes);
+    tg_dur(d1, sizeof d1, (double)(g->end_ns - g->start_ns));
+    switch (g->verdict) {
+    case CMH_LEAK_GROWING:
+        tg_dur(d2, sizeof d2, slice * (g->slices - g->first_rise + 1));
+        snprintf(buf, cap, "growth over time (no steps: %u stretches of the %s run): growing: allocated +%s per second over the last %s, "
+                 "rising across %u of %u stretches; %s allocated at the end: a likely leak", g->slices, d1, r, d2, g->rises, g->slices, held);
+        break;
+    case CMH_LEAK_STOPPED:
+        tg_dur(d2, sizeof d2, slice * (g->slices - g->last_rise));
+        snprintf(buf, cap, "growth over time (no steps: %u stretches of the %s run): stopped: allocated grew +%s per second over "
+                 "stretches %u-%u, then flat for the last %s; %s still allocated", g->slices, d1, r, g->first_rise, g->last_rise, d2, held);
+        break;
+    case CMH_LEAK_STATE:
+        snprintf(buf, cap, "growth over time (no steps: %u stretches of the %s run): state: allocated grew in the run's first quarter "
+                 "only (stretches %u-%u of %u: a warm-up), then flat; %s allocated at the end, not growing", g->slices, d1, g->first_rise,
+                 g->last_rise, g->slices, held);
+        break;
+    default:
+        snprintf(buf, cap, "growth over time (no steps: %u stretches of the %s run): steady: allocated at the end (%s) no more than at "
+                 "the start", g->slices, d1, held);
+    }
+    return buf;
 }
