@@ -1414,9 +1414,10 @@ const char *cmh_time_growth_text(const cmh_time_growth *g, char *buf, size_t cap
                  "stretches %u-%u, then flat for the last %s; %s still allocated", g->slices, d1, r, g->first_rise, g->last_rise, d2, held);
         break;
     case CMH_LEAK_STATE:
+        if (g->first_rise == g->last_rise) snprintf(d2, sizeof d2, "stretch %u", g->first_rise);
+        else snprintf(d2, sizeof d2, "stretches %u-%u", g->first_rise, g->last_rise);
         snprintf(buf, cap, "growth over time (no steps: %u stretches of the %s run): state: allocated grew in the run's first quarter "
-                 "only (stretches %u-%u of %u: a warm-up), then flat; %s allocated at the end, not growing", g->slices, d1, g->first_rise,
-                 g->last_rise, g->slices, held);
+                 "only (%s of %u: a warm-up), then flat; %s allocated at the end, not growing", g->slices, d1, d2, g->slices, held);
         break;
     default:
         snprintf(buf, cap, "growth over time (no steps: %u stretches of the %s run): steady: allocated at the end (%s) no more than at "

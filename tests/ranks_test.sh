@@ -73,9 +73,13 @@ assert (a["rank"], a["rank_from"], b["rank"], b["rank_from"]) == (3, "record", 6
 check "a record's own rank wins over its name's, --rank-from name the other way ($(tail -1 said.err))" "[ ! -s said.err ]"
 
 # --- 4 ranks whose peaks mostly rise with the rank (tau +0.67): too few ranks to tell ---
+# (records that say their rank: RANK=i WORLD_SIZE=4, blocks of 1, 3, 2, 4 MiB, each rank on its GPU)
 mkdir four
 i=0
-for src in 0 2 1 3; do cp job/snap_rank$src.pickle four/snap_rank$i.pickle; i=$((i + 1)); done
+for mib in 1 3 2 4; do
+    RANK=$i WORLD_SIZE=4 FAKECUDA_DEVICES=4 "$CMH" record -q -o four/run.$i.cmh -- "$P" 10 1000 $((mib << 20)) 0 $i >/dev/null 2>&1
+    i=$((i + 1))
+done
 "$CMH" ranks four >four.txt 2>&1
 "$CMH" ranks --json four >four.json 2>/dev/null
 check "4 ranks, tau +0.67: too few ranks to tell, not 'systematic' ($(grep '^the peaks' four.txt))" \
