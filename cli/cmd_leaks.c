@@ -34,9 +34,7 @@ const cli_command cli_cmd_leaks = {
     "site does from one step of the training loop to the next.  The steps come from the\n"
     "program's marks, else PyTorch's step annotations (ProfilerStep#N, Optimizer.step), else\n"
     "the loop's own repeating allocation pattern (also where marks give fewer than 4 steps and\n"
-    "the pattern 4 or more), else they are unknown (then the device's allocated bytes are\n"
-    "judged over the run's time instead, in 20 stretches: growing, stopped, state or steady,\n"
-    "with 40 allocations at least).  A site's held bytes\n"
+    "the pattern 4 or more), else they are unknown.  A site's held bytes\n"
     "at a step boundary are its blocks live there and still live at the next one.  growing:\n"
     "they rose across at least half of a recent stretch of steps after the first (3 at least;\n"
     "a likely leak); stopped: not growing now, but they rose across 3 steps or more after the\n"
@@ -277,19 +275,11 @@ static int section(const rep_section *sec, void *arg)
     cmh_leak_report p;
     int rc = cmh_leaks_compute(s, dev, g, g_min_bytes, &p);
     if (rc != CMH_OK) return rc;
-    /* no steps to judge by (a program with no loop to see): allocated judged over time instead */
-    cmh_time_growth tg;
-    memset(&tg, 0, sizeof tg);
-    int timed = !p.steps.count && p.base.history && p.base.entries;
-    if (timed && (rc = cmh_time_growth_judge(s, dev, &tg)) != CMH_OK) {
-        cmh_leak_report_free(&p);
-        return rc;
-    }
     by_site bs;
     by_site_new(s, g, dev, &bs);
-    out->leaking += p.leaking + (tg.judged && tg.verdict == CMH_LEAK_GROWING);
-    out->stopped += p.stopped + (tg.judged && tg.verdict == CMH_LEAK_STOPPED);
-    out->unjudged += !p.judged && !tg.judged;
+    out->leaking += p.leaking;
+    out->stopped += p.stopped;
+    out->unjudged += !p.judged;
     uint32_t nheld = p.nvmm_sites;
     char line[512];
     int64_t t0 = rep_trace_start(s, dev);
@@ -349,32 +339,7 @@ static int section(const rep_section *sec, void *arg)
         }
         cmh_jw_kstr(w, "text", cmh_leak_steps_text(&p, line, sizeof line));
         cmh_jw_end(w);
-        if (timed) {
-            cmh_jw_key(w, "growth_over_time");
-            cmh_jw_obj(w);
-            cmh_jw_kbool(w, "judged", tg.judged);
-            if (tg.judged) {
-                cmh_jw_kstr(w, "verdict", cmh_leak_verdict_name(tg.verdict));
-                cmh_jw_kuint(w, "stretches", tg.slices);
-                cmh_jw_kuint(w, "rises", tg.rises);
-                if (tg.rises) cmh_jw_kuint(w, "first_rise", tg.first_rise), cmh_jw_kuint(w, "last_rise", tg.last_rise);
-                rep_json_time(w, "start_ns", tg.start_ns);
-                rep_json_time(w, "end_ns", tg.end_ns);
-                cmh_jw_kint(w, "allocated_at_start", tg.start_bytes);
-                cmh_jw_kint(w, "allocated_at_end", tg.end_bytes);
-                cmh_jw_key(w, "rate_bytes_per_second");
-                cmh_jw_double(w, tg.rate, 0);
-            } else {
-                cmh_jw_kstr(w, "why", tg.why ? tg.why : "");
-            }
-            cmh_jw_kuint(w, "allocations", tg.allocs);
-            cmh_jw_kstr(w, "text", cmh_time_growth_text(&tg, line, sizeof line));
-            cmh_jw_end(w);
-        }
-        if (tg.judged) cmh_jw_kstr(w, "outcome", tg.verdict == CMH_LEAK_GROWING ? "allocated grows over time (no steps): a likely leak"
-                                                   : tg.verdict == CMH_LEAK_STOPPED ? "allocated grew over time, then stopped (no steps): still held"
-                                                                                    : "allocated does not grow over time (no steps)");
-        else cmh_jw_kstr(w, "outcome", cmh_leak_outcome_text(&p, line, sizeof line));
+        cmh_jw_kstr(w, "outcome", cmh_leak_outcome_text(&p, line, sizeof line));
         cmh_jw_nl(w);
         cmh_jw_key(w, "sites");
         json_arg ja = {s, &bs};
@@ -396,9 +361,7 @@ static int section(const rep_section *sec, void *arg)
             printf("%s, %s: %s in %s still live %s, from %s\n", sec->path, rep_device_name(dev),
                    rep_size((double)p.live_bytes), rep_count(p.live_blocks, "block", "blocks"),
                    running ? "at the snapshot, the process still running" : "at the end", rep_count(p.live_sites, "site", "sites"));
-            printf("%s\n", cmh_leak_steps_text(&p, line, sizeof line));
-            if (timed) printf("%s\n", cmh_time_growth_text(&tg, line, sizeof line));
-            printf("%s", p.nsites ? "\n" : ""); /* (no table: one blank line) */
+            printf("%s\n%s", cmh_leak_steps_text(&p, line, sizeof line), p.nsites ? "\n" : ""); /* (no table: one blank line) */
             if (p.nsites) {
                 printf("  %12s %7s %10s %10s  %-8s %s\n", "bytes", "blocks", "first", "last", "verdict", "site  [owner]");
                 for (uint32_t i = 0; i < p.nsites && (int)i < g_top; i++) {
@@ -422,11 +385,7 @@ static int section(const rep_section *sec, void *arg)
                 printf("  ... %s holding %s hidden (--min-bytes %s)\n", rep_count(p.hidden_sites, "site", "sites"),
                        rep_size((double)p.hidden_bytes), rep_size((double)g_min_bytes));
             if (nheld) held_text(s, g, &p);
-            if (tg.judged) /* the verdict over time stands for the steps' that could not be given */
-                printf("\n%s\n", tg.verdict == CMH_LEAK_GROWING   ? "allocated grows over time (no steps to judge sites by): a likely leak"
-                                  : tg.verdict == CMH_LEAK_STOPPED ? "allocated grew over time, then stopped (no steps to judge sites by); still held"
-                                                                   : "allocated does not grow over time (no steps to judge sites by)");
-            else printf("\n%s\n", cmh_leak_outcome_text(&p, line, sizeof line));
+            printf("\n%s\n", cmh_leak_outcome_text(&p, line, sizeof line));
             rep_gap_notes(&p.base, 0); /* blocks the trace never freed, gone from the snapshot: why no leak */
             rep_notes(&p.base);
             /* a trace that began mid-run (PyTorch's ring, ours dropping its oldest): a site's

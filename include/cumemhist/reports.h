@@ -371,35 +371,6 @@ typedef struct cmh_leak_report {
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
-/* Growth over time, for a device whose steps are unknown (a program with no loop to see: one
- * that keeps 1 MiB every 10 ms forever): its allocated bytes at CMH_TIME_SLICES + 1 instants
- * evenly spaced from its first entry to the record's end (its dump), in the step verdicts'
- * words (analyzer/steps.c, docs/DEFINITIONS.md "Growth over time"):
- *  - GROWING: allocated rose across half the stretches of the run's later half at least,
- *    trending up (Kendall's tau at least CMH_LEAK_MIN_TREND), the last rise in its last 3;
- *  - STOPPED: not growing now, but it rose across CMH_LEAK_MIN_RISES stretches or more, past the
- *    run's first quarter, and what it grew to is still allocated;
- *  - STATE: it grew in the run's first quarter only, then flat (a warm-up that plateaus);
- *  - STEADY: allocated at the end no more than at the start.
- * Not judged (judged 0, why says) with fewer than CMH_TIME_MIN_ALLOCS allocations (a one-step
- * trace's weights and optimizer state are a few dozen blocks made in bursts), no times, or no
- * span.  CMH_OK or CMH_ENOMEM. */
-#define CMH_TIME_SLICES 20
-#define CMH_TIME_MIN_ALLOCS 40
-typedef struct cmh_time_growth {
-    int judged, verdict;          /* CMH_LEAK_GROWING, _STOPPED, _STATE, _STEADY */
-    const char *why;              /* not judged: why */
-    uint32_t slices, rises;       /* stretches of the run, those allocated rose across */
-    uint32_t first_rise, last_rise; /* the first and last stretch (1-based) that rose */
-    uint64_t allocs;              /* allocations (entries that raised allocated) */
-    int64_t start_ns, end_ns;     /* the span judged */
-    int64_t start_bytes, end_bytes; /* allocated at its start and end */
-    double rate;                  /* GROWING, STOPPED: bytes per second over the growth (least squares) */
-    double tau;                   /* GROWING: the later half's trend */
-} cmh_time_growth;
-int cmh_time_growth_judge(const cmh_snapshot *s, int device, cmh_time_growth *out);
-/* The verdict in words, one line (buf). */
-const char *cmh_time_growth_text(const cmh_time_growth *g, char *buf, size_t cap);
 /* The steps cmh_leaks_compute judges by, without judging anything (a timeline's step marks): out's
  * steps (the record's, as leaks has them), steps_raced and race_* only, the rest zero.  Where the
  * recording threads race (steps_raced), leaks judges by each thread's own steps: *threads then
