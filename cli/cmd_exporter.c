@@ -139,14 +139,15 @@ static void head(buf *b, const family *f, int om)
     }
 }
 
-enum { F_ALLOC, F_RESV, F_PEAK_A, F_PEAK_R, F_USED, F_TOTAL, F_CHANGE, F_OWNER, F_SITE, F_GROWTH, F_OOMS, F_RETRIES, F_DROPPED, F_ENTRIES, F_ENDED, F_NF };
+enum { F_ALLOC, F_RESV, F_PEAK_A, F_PEAK_R, F_USED, F_TOTAL, F_USED_AGE, F_CHANGE, F_OWNER, F_SITE, F_GROWTH, F_OOMS, F_RETRIES, F_DROPPED, F_ENTRIES, F_ENDED, F_NF };
 static const family g_fam[F_NF] = {
     {"cumemhist_allocated_bytes", "gauge", "bytes", "Bytes in blocks allocated now (blocks in state active_allocated)."},
     {"cumemhist_reserved_bytes", "gauge", "bytes", "Bytes in segments reserved from the driver now."},
     {"cumemhist_peak_allocated_bytes", "gauge", "bytes", "The most allocated bytes over the recorded history."},
     {"cumemhist_peak_reserved_bytes", "gauge", "bytes", "The most reserved bytes over the recorded history."},
-    {"cumemhist_driver_used_bytes", "gauge", "bytes", "Device memory in use as cuMemGetInfo said at its latest sample (total - free), all processes."},
+    {"cumemhist_driver_used_bytes", "gauge", "bytes", "Device memory in use as cuMemGetInfo said at its latest sample (total - free), all processes; sampled cumemhist_driver_sample_age_seconds before the allocated and reserved figures."},
     {"cumemhist_driver_total_bytes", "gauge", "bytes", "Device memory as cuMemGetInfo said at its latest sample."},
+    {"cumemhist_driver_sample_age_seconds", "gauge", "seconds", "How much earlier the latest cuMemGetInfo sample (driver_used, driver_total) was taken than the allocated and reserved figures hold for (the process's latest entry); 0 when it was taken at or after it."},
     {"cumemhist_allocated_change_bytes_per_minute", "gauge", NULL, "Change of allocated bytes per minute over the process's last minute (since its first allocation when younger)."},
     {"cumemhist_owner_bytes", "gauge", "bytes", "Device memory by owner now (PyTorch allocated and cached, each library, the program, not recorded)."},
     {"cumemhist_site_bytes", "gauge", "bytes", "Bytes held now by an allocation site, the top N per process and device."},
@@ -215,6 +216,16 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
                     if (!d->meminfo_known) continue;
                     v = f == F_USED ? d->mem_total - d->mem_free : d->mem_total;
                     break;
+                case F_USED_AGE: {
+                    /* allocated and reserved hold as of the process's latest entry (they change
+                     * only with an entry); the driver's figure is its sample's, taken earlier */
+                    if (!d->meminfo_known || !d->mem_time_ns) continue;
+                    int64_t last = cmh_live_get_info(p->live)->last_ns, age = last > d->mem_time_ns ? last - d->mem_time_ns : 0;
+                    put(b, "%s", g_fam[f].name);
+                    labels(b, p, d->device);
+                    put(b, "} %" PRId64 ".%09" PRId64 "\n", age / 1000000000, age % 1000000000);
+                    continue;
+                }
                 case F_CHANGE:
                     /* no rate yet: no sample, rather than a made-up one; one that ended changes no more (top: "ended") */
                     if (!d->change_known || p->ended) continue;

@@ -9,21 +9,30 @@
  * every recorder stamps the wall clock), shown from the earliest first entry of the job.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "fleet.h"
 #include "report.h"
 
-static int g_json, g_jobs, g_device = -2;
+static int g_json, g_jobs, g_device = -2, g_rank_from;
+enum { RANK_FROM_AUTO, RANK_FROM_RECORD, RANK_FROM_NAME };
+static const char *const g_rank_froms[] = {"auto", "record", "name", NULL};
 
 static const cli_option g_opts[] = {
     CLI_OPT_DEVICE_ALL(&g_device),
     CLI_OPTS_ATTRIBUTION,
     {"--jobs", "-j", CLI_INT, &g_jobs, "N", "files read at once (default: one per core)", NULL, 1, 256, NULL},
+    {"--rank-from", NULL, CLI_CHOICE, &g_rank_from, "auto|record|name",
+     "where a file's rank comes from: auto (default): the record's own, else the number after 'rank' in the file's name "
+     "(snap_rank3.pickle, a PyTorch pickle says none); record: the record's only; name: the file's name only (after "
+     "'rank', else its last number: snapshot_3.pickle)",
+     g_rank_froms, 0, 0, NULL},
     CLI_OPT_JSON(&g_json),
 };
 
@@ -36,7 +45,13 @@ const cli_command cli_cmd_ranks = {
     "leak, and which rank ran out of memory first, and when.  A directory stands for the .cmh\n"
     "and .pickle files in it.  Files are read one at a time on every core, in bounded memory.\n"
     "Records that are not one job's ranks (no rank, a rank twice, other programs, started far\n"
-    "apart, two processes on one device of a host) are said to be, and compared as separate runs.",
+    "apart, two processes on one device of a host) are said to be, and compared as separate runs.\n"
+    "A rank is the record's own (RANK when it was recorded), else the file name's: the number\n"
+    "after 'rank' (snap_rank0.pickle ... snap_rank7.pickle, as PyTorch's _dump_snapshot per rank\n"
+    "gives them: a pickle says no rank); --rank-from changes the rule.  A child a process forked\n"
+    "(its record says so) is said to be its parent's child, not compared as a rank.  Whether\n"
+    "the peaks follow the rank order is an exact permutation test of Kendall's tau (p < 0.05);\n"
+    "with 4 ranks or fewer no order can pass it: too few ranks to tell.",
     g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 0, "cumemhist ranks runs/ --json"};
 
 typedef struct rank_row {
@@ -65,6 +80,8 @@ typedef struct rank_row {
     char prog[64];      /* the program: its command line's first word, without the directory */
     int64_t started_ns; /* the process's start (0: the record does not say) */
     int64_t forked_from; /* the pid this process was forked from (0: it was not) */
+    int rank_from_name;  /* the rank is the file name's (the record says none, or --rank-from name) */
+    const struct rank_row *parent; /* forked from a process whose record is among the files (NULL: not, or not here) */
 } rank_row;
 
 typedef struct file_slot {
@@ -104,6 +121,37 @@ static void oom_scan(const cmh_snapshot *s, int dev, rank_row *r)
         if (e->action != CMH_ACT_OOM || cmh_oom_retried(s, t, i, &freed)) continue;
         if (r->ooms++ == r->ooms_gone) r->first_oom_ns = cmh_entry_time(s, e), r->first_oom_request = cmh_entry_size(s, e), r->first_oom_free = cmh_entry_addr(s, e);
     }
+}
+
+/* The rank a file's name gives: the number after "rank" in its base name (snap_rank3.pickle,
+ * rank-03.cmh, RANK_3.pickle; the last such), else, with anywhere, the base name's last number
+ * (snapshot_3.pickle, run.3.cmh); -1: none. */
+static int32_t rank_of_name(const char *path, int anywhere)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    int32_t after_word = -1, last = -1;
+    for (const char *p = b; *p;) {
+        if (!strncasecmp(p, "rank", 4)) {
+            const char *q = p + 4;
+            while (*q == '_' || *q == '-' || *q == '.') q++;
+            if (*q >= '0' && *q <= '9') {
+                long v = 0;
+                for (; *q >= '0' && *q <= '9'; q++) v = v < 100000000 ? v * 10 + (*q - '0') : v;
+                after_word = v < 100000000 ? (int32_t)v : -1;
+                p = q;
+                continue;
+            }
+        }
+        if (*p >= '0' && *p <= '9') {
+            long v = 0;
+            for (; *p >= '0' && *p <= '9'; p++) v = v < 100000000 ? v * 10 + (*p - '0') : v;
+            last = v < 100000000 ? (int32_t)v : -1;
+            continue;
+        }
+        p++;
+    }
+    return after_word >= 0 || !anywhere ? after_word : last;
 }
 
 /* Every device of one file, into its slot.  Returns a CMH_* code for what failed after loading. */
@@ -183,6 +231,10 @@ static void one_file(ranks_run *run, uint32_t f)
         rank_row *r = &slot->rows[k];
         r->file = f;
         r->rank = s.rank, r->local_rank = s.local_rank, r->world_size = s.world_size;
+        if (g_rank_from == RANK_FROM_NAME || (g_rank_from == RANK_FROM_AUTO && s.rank < 0)) {
+            int32_t nr = rank_of_name(run->paths[f], g_rank_from == RANK_FROM_NAME);
+            if (nr >= 0 || g_rank_from == RANK_FROM_NAME) r->rank = nr, r->rank_from_name = nr >= 0;
+        }
         r->pid = s.pid;
         snprintf(r->host, sizeof r->host, "%s", cmh_str(&s, s.hostname));
         if (s.ending && *cmh_str(&s, s.ending) && !(r->ending = strdup(cmh_str(&s, s.ending)))) rc = CMH_ENOMEM;
@@ -271,8 +323,8 @@ static int one_job(rank_row **rows, uint32_t n, uint32_t nfiles, char *why, size
             if (a->file == b->file) continue; /* one process's devices */
             /* one process dumped twice, or a rank and a child it forked (a data loader that
              * touched the driver): one rank of the job, not two */
-            int kin = !strcmp(a->host, b->host) && (a->pid == b->pid || a->forked_from == b->pid || b->forked_from == a->pid ||
-                                                     (a->forked_from && a->forked_from == b->forked_from));
+            int kin = !strcmp(a->host, b->host) && a->pid && (a->pid == b->pid || a->forked_from == b->pid || b->forked_from == a->pid ||
+                                                              (a->forked_from && a->forked_from == b->forked_from));
             if (kin) continue;
             if (!dup && a->rank >= 0 && a->rank == b->rank) dup = 1, WHY("rank %d appears in two records", (int)a->rank);
             if (!ws && a->world_size >= 0 && b->world_size >= 0 && a->world_size != b->world_size)
@@ -292,26 +344,111 @@ static int one_job(rank_row **rows, uint32_t n, uint32_t nfiles, char *why, size
 
 static const char *who(const rank_row *r, const char *const *paths)
 {
-    static char ring[4][96];
+    static char ring[4][128];
     static int k;
     char *b = ring[k++ & 3];
-    if (r->rank >= 0) snprintf(b, 96, "rank %d", (int)r->rank);
-    else snprintf(b, 96, "%.80s", paths[r->file]);
+    if (r->forked_from && r->parent && r->parent->rank >= 0) /* a child a rank forked: its own process, not a rank */
+        snprintf(b, 128, "rank %d's forked child, pid %lld", (int)r->parent->rank, (long long)r->pid);
+    else if (r->forked_from) snprintf(b, 128, "pid %lld, forked from pid %lld", (long long)r->pid, (long long)r->forked_from);
+    else if (r->rank >= 0) snprintf(b, 128, "rank %d", (int)r->rank);
+    else snprintf(b, 128, "%.80s", paths[r->file]);
     return b;
 }
 
-/* Kendall's tau between rank order and peak: +1 the peaks rise with the rank, -1 they fall. */
-static double rank_trend(rank_row **rows, uint32_t n)
+/* Whether the peaks follow the rank order: Kendall's tau between rank and peak over the rows
+ * with a rank and a history (pairs of one rank, a process's two devices, left out), and its
+ * exact two-sided permutation p-value: the share of the orders of the peaks among the ranks
+ * whose |S| (concordant - discordant pairs) is as large, every order counted up to 9 ranks
+ * (9! = 362880), past that the normal approximation with the ties' correction.  p_min: the
+ * smallest p-value these ranks could give at all (the most extreme order's); with 4 ranks it is
+ * 2/24 = 0.083: no order of 4 ranks tells a systematic imbalance from noise at 0.05. */
+#define RANKS_TREND_ALPHA 0.05
+#define RANKS_TREND_EXACT 9
+typedef struct trend {
+    double tau, p, p_min;
+    uint32_t n; /* rows compared */
+} trend;
+
+static long trend_s(const int32_t *rk, const int64_t *v, uint32_t n, long *pairs)
 {
-    long conc = 0, disc = 0;
+    long sum = 0, np = 0;
     for (uint32_t i = 0; i < n; i++)
         for (uint32_t j = i + 1; j < n; j++) {
-            if (rows[i]->rank < 0 || rows[j]->rank < 0 || rows[i]->rank == rows[j]->rank || !rows[i]->history || !rows[j]->history)
-                continue;
-            int64_t d = (rows[j]->alloc_peak - rows[i]->alloc_peak) * (rows[j]->rank > rows[i]->rank ? 1 : -1);
-            conc += d > 0, disc += d < 0;
+            if (rk[i] == rk[j]) continue;
+            int64_t d = (v[j] > v[i]) - (v[j] < v[i]);
+            sum += rk[j] > rk[i] ? d : -d;
+            np += d != 0;
         }
-    return conc + disc ? (double)(conc - disc) / (double)(conc + disc) : 0.0;
+    if (pairs) *pairs = np;
+    return sum;
+}
+
+static void rank_trend(rank_row **rows, uint32_t n, trend *t)
+{
+    memset(t, 0, sizeof *t);
+    t->p = t->p_min = 1;
+    int32_t *rk = malloc((n ? n : 1) * sizeof *rk);
+    int64_t *v = malloc((n ? n : 1) * sizeof *v);
+    uint32_t m = 0;
+    for (uint32_t i = 0; rk && v && i < n; i++)
+        if (rows[i]->rank >= 0 && rows[i]->history && !rows[i]->forked_from) rk[m] = rows[i]->rank, v[m] = rows[i]->alloc_peak, m++;
+    t->n = m;
+    long pairs = 0, s = m >= 2 ? trend_s(rk, v, m, &pairs) : 0;
+    t->tau = pairs ? (double)s / (double)pairs : 0.0;
+    if (m < 2 || !pairs) goto out;
+    long as = s < 0 ? -s : s;
+    if (m <= RANKS_TREND_EXACT) {
+        /* every order of the peaks (Heap's algorithm), the ties among them as they are */
+        uint32_t c[RANKS_TREND_EXACT] = {0};
+        long total = 1, ge = 0, smax = 0, at_max = 0;
+        int64_t w[RANKS_TREND_EXACT];
+        memcpy(w, v, m * sizeof *w);
+        for (;;) {
+            long x = trend_s(rk, w, m, NULL);
+            x = x < 0 ? -x : x;
+            ge += x >= as;
+            if (x > smax) smax = x, at_max = 1;
+            else if (x == smax) at_max++;
+            uint32_t i = 1;
+            while (i < m && c[i] >= i) c[i++] = 0;
+            if (i >= m) break;
+            uint32_t j = i % 2 ? c[i] : 0;
+            int64_t tmp = w[j];
+            w[j] = w[i], w[i] = tmp;
+            c[i]++, total++;
+        }
+        t->p = (double)ge / (double)total;
+        t->p_min = (double)at_max / (double)total;
+    } else {
+        /* Var(S) = (n(n-1)(2n+5) - sum over tied groups t(t-1)(2t+5)) / 18; continuity-corrected */
+        int64_t *u = malloc(m * sizeof *u);
+        double var = (double)m * (m - 1) * (2.0 * m + 5);
+        if (u) {
+            memcpy(u, v, m * sizeof *u);
+            qsort(u, m, sizeof *u, cmp_i64);
+            for (uint32_t i = 0, j; i < m; i = j) {
+                for (j = i + 1; j < m && u[j] == u[i];) j++;
+                double tg = j - i;
+                var -= tg * (tg - 1) * (2 * tg + 5);
+            }
+            free(u);
+        }
+        var /= 18;
+        double z = var > 0 ? ((double)as - 1) / sqrt(var) : 0;
+        t->p = z > 0 ? erfc(z / sqrt(2.0)) : 1.0;
+        t->p_min = 0;
+    }
+out:
+    free(rk);
+    free(v);
+}
+
+/* The trend's verdict: "systematic" (p < 0.05), "not significant", or "too few ranks to tell"
+ * (these ranks could give no p-value under 0.05, whatever their order) */
+static const char *trend_verdict(const trend *t)
+{
+    if (t->n < 2 || t->p_min >= RANKS_TREND_ALPHA) return "too few ranks to tell";
+    return t->p < RANKS_TREND_ALPHA ? "systematic" : "not significant";
 }
 
 /* The peaks' spread over the rows that have a history (n of them; none: no peak is known). */
@@ -373,6 +510,11 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         cmh_jw_kstr(w, "file", paths[r->file]);
         if (r->rank >= 0) cmh_jw_kint(w, "rank", r->rank);
         else cmh_jw_key(w, "rank"), cmh_jw_null(w);
+        if (r->rank >= 0) cmh_jw_kstr(w, "rank_from", r->rank_from_name ? "name" : "record");
+        if (r->forked_from) {
+            cmh_jw_kint(w, "forked_from", r->forked_from);
+            cmh_jw_kstr(w, "child_of", r->parent ? (r->parent->rank >= 0 && !r->parent->forked_from ? who(r->parent, paths) : paths[r->parent->file]) : "");
+        }
         if (r->local_rank >= 0) cmh_jw_kint(w, "local_rank", r->local_rank);
         if (r->world_size >= 0) cmh_jw_kint(w, "world_size", r->world_size);
         cmh_jw_kstr(w, "host", r->host);
@@ -480,6 +622,27 @@ int cmd_ranks(int argc, char **argv)
         for (int i = 0; i < run.slots[f].nrows; i++) rows[k++] = &run.slots[f].rows[i];
     if (rows) qsort(rows, nrows, sizeof *rows, cmp_row);
     const char *const *paths = (const char *const *)pl.v;
+    /* a child a process forked without exec (its record says whose): its parent's, when the
+     * parent's record is among the files; either way its own process, not a rank of the job:
+     * listed and said to be, left out of the spread, the rank order and the job's checks (it
+     * inherits its parent's RANK: it read as 'rank 0 appears in two records', or as a rank) */
+    rank_row **cmp = malloc((nrows ? nrows : 1) * sizeof *cmp);
+    uint32_t ncmp = 0, ncmp_files = 0, nchildren = 0;
+    if (!cmp) rc = CLI_ENOMEM;
+    for (uint32_t i = 0; rows && cmp && i < nrows; i++) {
+        rank_row *r = rows[i];
+        for (uint32_t j = 0; r->forked_from && !r->parent && j < nrows; j++)
+            if (rows[j]->file != r->file && rows[j]->pid == r->forked_from && !strcmp(rows[j]->host, r->host)) r->parent = rows[j];
+        if (r->forked_from) {
+            nchildren++;
+            continue;
+        }
+        int seen = 0;
+        for (uint32_t j = 0; j < ncmp && !seen; j++) seen = cmp[j]->file == r->file;
+        ncmp_files += !seen;
+        cmp[ncmp++] = r;
+    }
+    if (!cmp) rows = (free(rows), NULL);
 
     int64_t t0 = 0;
     const rank_row *first_oom = NULL;
@@ -496,11 +659,12 @@ int cmd_ranks(int argc, char **argv)
         leak_ranks += r->leaking_sites > 0;
     }
     spread pa, pr;
-    spread_of(rows, rows ? nrows : 0, 0, &pa);
-    spread_of(rows, rows ? nrows : 0, 1, &pr);
-    double tau = rows ? rank_trend(rows, nrows) : 0.0;
+    spread_of(cmp, rows ? ncmp : 0, 0, &pa);
+    spread_of(cmp, rows ? ncmp : 0, 1, &pr);
+    trend tr;
+    rank_trend(cmp, rows ? ncmp : 0, &tr);
     char why[768];
-    int job = rows ? one_job(rows, nrows, pl.n, why, sizeof why) : 1;
+    int job = rows ? one_job(cmp, ncmp, ncmp_files, why, sizeof why) : 1;
     if (!job && g_json) /* said where a script's reader sees it too (the text's first line says it) */
         fprintf(stderr, "cumemhist: ranks: these %u records are not the ranks of one job (%s): compared as separate runs\n", pl.n, why);
 
@@ -522,7 +686,19 @@ int cmd_ranks(int argc, char **argv)
         json_spread(&w, "peak_reserved", &pr, paths);
         cmh_jw_kuint(&w, "peaks_not_known", pa.unknown); /* rows without a history, left out of the spread */
         cmh_jw_key(&w, "rank_trend");
-        cmh_jw_double(&w, tau, 3);
+        cmh_jw_double(&w, tr.tau, 3);
+        cmh_jw_kuint(&w, "rank_trend_ranks", tr.n);
+        cmh_jw_key(&w, "rank_trend_p"); /* the exact permutation p-value (two-sided) */
+        cmh_jw_double(&w, tr.p, 4);
+        cmh_jw_key(&w, "rank_trend_p_min"); /* the smallest these ranks could give */
+        cmh_jw_double(&w, tr.p_min, 4);
+        cmh_jw_kstr(&w, "rank_trend_verdict", trend_verdict(&tr));
+        cmh_jw_end(&w);
+        cmh_jw_nl(&w);
+        cmh_jw_key(&w, "forked_children");
+        cmh_jw_arr(&w);
+        for (uint32_t i = 0; i < nrows; i++)
+            if (rows[i]->forked_from) cmh_jw_str(&w, who(rows[i], paths));
         cmh_jw_end(&w);
         cmh_jw_nl(&w);
         cmh_jw_key(&w, "leaking");
@@ -569,6 +745,9 @@ int cmd_ranks(int argc, char **argv)
             printf("%u record%s, %u process%s on %s", pl.n, pl.n == 1 ? "" : "s", nprocs, nprocs == 1 ? "" : "es",
                    rep_count(ndev, "device", "devices"));
             if (failed) printf(" (%u unreadable)", failed);
+            uint32_t named = 0;
+            for (uint32_t i = 0; i < nrows; i++) named += rows[i]->rank_from_name;
+            if (named) printf("; %s the file names (--rank-from)", named == nrows ? "ranks from" : "some ranks from");
             printf("%s\n\n", t0 ? "; times from the job's first entry" : "; the records have no times");
         } else {
             printf("%u records, not the ranks of one job (%s): %u separate process%s, a row per process and device", pl.n, why, nprocs,
@@ -591,7 +770,8 @@ int cmd_ranks(int argc, char **argv)
         for (uint32_t i = 0; i < nrows; i++) {
             const rank_row *r = rows[i];
             char rk[16];
-            if (r->rank >= 0) snprintf(rk, sizeof rk, "%d", (int)r->rank);
+            if (r->forked_from) snprintf(rk, sizeof rk, "child");
+            else if (r->rank >= 0) snprintf(rk, sizeof rk, "%d", (int)r->rank);
             else snprintf(rk, sizeof rk, "-");
             char pa_s[32], pr_s[32]; /* rep_size's buffer is reused by the next call */
             snprintf(pa_s, sizeof pa_s, "%s", r->history ? rep_size((double)r->alloc_peak) : "not known");
@@ -607,7 +787,8 @@ int cmd_ranks(int argc, char **argv)
                    9 + rep_wide(rw), rw, oo_s,
                    r->leaking_sites ? rep_size((double)r->leaked_bytes) : "-", r->site ? r->site : "-");
             if (r->site_bytes) printf(", %s%s", rep_size((double)r->site_bytes), r->history ? "" : " at the end");
-            if (r->rank < 0) printf("  [%s]", paths[r->file]);
+            if (r->rank < 0 || r->forked_from) printf("  [%s]", paths[r->file]);
+            if (r->forked_from) printf("  (%s)", who(r, paths));
             /* how a rank ended, where that is news: a clean exit 0 (every rank's, now the exit dump
              * says it) would bury the one that died; --json has them all */
             if (r->ending && strncmp(r->ending, "exited with status 0;", 21)) printf("  (%s)", r->ending);
@@ -635,10 +816,25 @@ int cmd_ranks(int argc, char **argv)
             if (pa.unknown)
                 printf("(over the %s with a history; %u %s none, %s peak not known)\n", rep_count(pa.n, "row", "rows"), pa.unknown,
                        pa.unknown == 1 ? "has" : "have", pa.unknown == 1 ? "its" : "their");
-            if (job && nrows >= 3 && (tau >= 0.5 || tau <= -0.5))
-                printf("the peaks %s with the rank (Kendall tau %+.2f): the imbalance is systematic, not noise\n",
-                       tau > 0 ? "rise" : "fall", tau);
+            if (job && tr.n >= 3 && (tr.tau >= 0.5 || tr.tau <= -0.5)) {
+                printf("the peaks %s with the rank (Kendall tau %+.2f over %u ranks", tr.tau > 0 ? "rise" : "fall", tr.tau, tr.n);
+                if (tr.p_min >= RANKS_TREND_ALPHA) /* no order of so few ranks is significant */
+                    printf("): too few ranks to tell a systematic imbalance from noise (the most extreme order of %u ranks has p = %.3f)\n",
+                           tr.n, tr.p_min);
+                else if (tr.p < RANKS_TREND_ALPHA)
+                    printf(", p = %.3g): the imbalance is systematic, not noise\n", tr.p);
+                else
+                    printf(", p = %.3g): not significant, it may be noise\n", tr.p);
+            }
         }
+        for (uint32_t i = 0; i < nrows; i++)
+            if (rows[i]->forked_from && (i == 0 || rows[i - 1]->file != rows[i]->file || !rows[i - 1]->forked_from)) {
+                const rank_row *c = rows[i];
+                printf("forked child: pid %lld", (long long)c->pid);
+                if (c->parent) printf(", forked by %s (pid %lld)", c->parent->forked_from ? who(c->parent, paths) : c->parent->rank >= 0 ? who(c->parent, paths) : paths[c->parent->file], (long long)c->parent->pid);
+                else printf(", forked from pid %lld (whose record is not among these)", (long long)c->forked_from);
+                printf(": its own process, not a rank of the job; not in the spread%s\n", nchildren && tr.n ? " nor the rank order" : "");
+            }
         if (leak_ranks) {
             printf("leaking: ");
             for (uint32_t i = 0, n = 0; i < nrows; i++)
@@ -677,6 +873,7 @@ int cmd_ranks(int argc, char **argv)
         }
     }
     free(rows);
+    free(cmp);
     for (uint32_t f = 0; f < pl.n; f++) {
         for (int i = 0; run.slots[f].rows && i < run.slots[f].nrows; i++)
             free(run.slots[f].rows[i].ending), free(run.slots[f].rows[i].site), free(run.slots[f].rows[i].leak_site);

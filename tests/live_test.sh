@@ -114,6 +114,25 @@ umask 022
 rm -f cumemhist.prom
 "$CMH" exporter --once --textfile "$T" >/dev/null 2>&1
 check "exporter --once --textfile writes DIR/cumemhist.prom, mode 0644 under umask 022 (node_exporter's user reads it)" 'grep -q "^cumemhist_allocated_bytes{pid=\"$leaker\"" cumemhist.prom && [ "$(stat -c %a cumemhist.prom)" = 644 ]'
+# the driver's used memory is a cuMemGetInfo sample, taken earlier than allocated holds for: each
+# driver_used series has its sample's age beside it (it had none: the lag went unsaid), a gauge
+# in seconds, never negative, accepted by promtool
+py - cumemhist.prom <<'PY' 2>age.err
+import re, sys
+used, age = {}, {}
+for l in open(sys.argv[1]):
+    m = re.match(r'^(cumemhist_driver_used_bytes|cumemhist_driver_sample_age_seconds)(\{[^}]*\}) (\S+)$', l)
+    if m: (used if m.group(1).endswith("bytes") else age)[m.group(2)] = float(m.group(3))
+assert used, "no driver_used series"
+assert set(age) == set(used), (sorted(used), sorted(age))
+assert all(v >= 0 for v in age.values()), age
+assert "# TYPE cumemhist_driver_sample_age_seconds gauge" in open(sys.argv[1]).read()
+PY
+check "exporter: every driver_used series has cumemhist_driver_sample_age_seconds beside it ($(tail -1 age.err))" "[ ! -s age.err ]"
+if command -v promtool >/dev/null 2>&1; then
+    env -u LD_PRELOAD promtool check metrics <cumemhist.prom >pt.txt 2>&1
+    check "promtool check metrics accepts the exposition with the sample's age ($(head -3 pt.txt | tr '\n' ' '))" "! grep -qi 'error' pt.txt"
+fi
 
 # --- what a scrape gets follows the process: a churning one's entries grow from one scrape
 # to a later one (each scrape gets the latest exposition the refreshing thread published) ---
