@@ -535,6 +535,9 @@ static void base_passed(cmh_replay *r)
 {
     int64_t act = r->st.active_bytes[CMH_POOL_ALL].current, res = r->st.reserved_bytes[CMH_POOL_ALL].current;
     r->base_held = (uint64_t)(act > res ? act : res);
+    /* managed memory the sample may not have counted (pools_stale_end) */
+    uint64_t managed = r->managed_live > 0 ? (uint64_t)r->managed_live : 0;
+    r->base_held = managed < r->base_held ? r->base_held - managed : 0;
     r->base_known = 1;
     r->base_ns = 0;
 }
@@ -556,9 +559,14 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
     }
     case CMH_ACT_FREE_REQUESTED: fwd_free_requested(r, cmh_entry_addr(r->s, e)); break;
     case CMH_ACT_FREE_COMPLETED: fwd_free_completed(r, cmh_entry_addr(r->s, e)); break;
-    case CMH_ACT_SEGMENT_ALLOC: fwd_segment_alloc(r, e, 0, 0); break;
+    case CMH_ACT_SEGMENT_ALLOC:
+        if (e->kind == CMH_KIND_MANAGED) r->managed_live += (int64_t)cmh_entry_size(r->s, e);
+        fwd_segment_alloc(r, e, 0, 0);
+        break;
     case CMH_ACT_SEGMENT_MAP: fwd_segment_alloc(r, e, 1, 0); break;
     case CMH_ACT_SEGMENT_FREE:
+        if (e->kind == CMH_KIND_MANAGED) r->managed_live -= (int64_t)cmh_entry_size(r->s, e);
+        /* fall through */
     case CMH_ACT_SEGMENT_UNMAP: cmh_rp_segment_free_at(r, cmh_entry_addr(r->s, e), cmh_entry_size(r->s, e), (e->flags & CMH_EF_WHOLE_BLOCK) != 0); break;
     case CMH_ACT_OOM: r->st.num_ooms++; break;
     case CMH_ACT_POOL_SAMPLE: fwd_pool_sample(r, e); break;
@@ -746,6 +754,12 @@ static void pools_stale_end(cmh_replay *r)
     if (!end || end->time_ns < last || end->time_ns <= r->pool_sample_ns) return;
     int64_t act = r->st.active_bytes[CMH_POOL_ALL].current, res = r->st.reserved_bytes[CMH_POOL_ALL].current;
     uint64_t held = (uint64_t)(act > res ? act : res), used = end->total - end->free;
+    /* managed memory (cuMemAllocManaged) is the driver's used memory only where its pages are on
+     * the device: what the record holds of it may be missing from the sample for that reason, not
+     * for a cache given back, so it is left out of what the sample is set against (a record that
+     * says nothing of residency cannot tell the two apart; the cache is then kept) */
+    uint64_t managed = r->managed_live > 0 ? (uint64_t)r->managed_live : 0;
+    held = managed < held ? held - managed : 0;
     uint64_t outside = r->base_known && r->base_used > r->base_held ? r->base_used - r->base_held : 0;
     if (held + outside <= used) return;
     int64_t trim = (int64_t)(held + outside - used);

@@ -98,6 +98,9 @@ struct cmh_replay {
     int64_t pool_sample_ns, base_ns;
     int pool_at_dump, base_known;
     uint64_t base_held, base_used, stale_trim;
+    /* live cuMemAllocManaged bytes (forward pass): memory the driver may not count as used, left
+     * out of what pools_stale_end sets against a cuMemGetInfo sample */
+    int64_t managed_live;
     int64_t stale_sample_ns;
     int pooled_op; /* the segment call being applied is a stream-ordered pool's (with samples) */
     cmh_replay_observer obs; /* told of every active block that appears or goes */

@@ -587,6 +587,47 @@ int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action, cmh_live *
     return 1;
 }
 
+/* cuCtxDestroy, cuDevicePrimaryCtxReset: the driver frees every allocation the context made.
+ * The recorder keeps no context per allocation (asking the driver at each one would cost the hot
+ * path a call), so a device's contexts are taken as one: the addresses of the device's live
+ * linear, pitch and managed allocations are taken before the driver's call, and ended after it
+ * succeeded as the frees they are (segment_free entries, with the destroying call's stack).
+ * Stream-ordered allocations (their pool's), VMM maps and handles, and pinned host memory are
+ * left as they are. */
+static int ctx_owned(int kind) { return kind == CMH_KIND_DEVICE || kind == CMH_KIND_PITCH || kind == CMH_KIND_MANAGED; }
+
+int cmh_hist_context_collect(int device, uint64_t **addrs, size_t *n)
+{
+    *addrs = NULL;
+    *n = 0;
+    if (!cmh_rec_enabled()) return CMH_OK;
+    cmh_hist_ensure_init();
+    if (!g_segs) return CMH_OK;
+    cmh_live *all = NULL;
+    size_t nall = 0;
+    if (cmh_live_collect(g_segs, &all, &nall) != CMH_OK) return CMH_ENOMEM;
+    uint64_t *v = nall ? malloc(nall * sizeof *v) : NULL;
+    if (nall && !v) {
+        free(all);
+        return CMH_ENOMEM;
+    }
+    for (size_t i = 0; i < nall; i++)
+        if (all[i].device == device && ctx_owned(all[i].kind)) v[(*n)++] = all[i].addr;
+    free(all);
+    *addrs = v;
+    return CMH_OK;
+}
+
+uint64_t cmh_hist_context_gone(const uint64_t *addrs, size_t n)
+{
+    uint64_t ended = 0;
+    for (size_t i = 0; i < n; i++) {
+        cmh_live was;
+        if (cmh_hist_segment_free(addrs[i], 0, CMH_ACT_SEGMENT_FREE, &was)) ended++;
+    }
+    return ended;
+}
+
 void cmh_hist_free_undo(const cmh_live *was)
 {
     /* The driver refused a free we had already recorded: the segment is still there (an

@@ -20,6 +20,7 @@
 #include <cuda.h>
 #undef cuGetProcAddress
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -78,7 +79,9 @@ static CUresult (*real_cuDeviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
     X(cuMemAddressFree, "cuMemAddressFree", 10020, 0, (CUdeviceptr p, size_t n))                                 \
     X(cuMemAllocHost_v2, "cuMemAllocHost", 3020, 0, (void **pp, size_t n))                                       \
     X(cuMemHostAlloc, "cuMemHostAlloc", 2020, 0, (void **pp, size_t n, unsigned flags))                          \
-    X(cuMemFreeHost, "cuMemFreeHost", 2000, 0, (void *p))
+    X(cuMemFreeHost, "cuMemFreeHost", 2000, 0, (void *p))                                                        \
+    X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0, (CUcontext ctx))                                                 \
+    X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, (CUdevice dev))
 
 #define DECLARE_REAL(name, base, ver, ptsz, args) static CUresult(*real_##name) args;
 HOOK_LIST(DECLARE_REAL)
@@ -253,6 +256,7 @@ static uint32_t g_nsamples;
 static pthread_mutex_t g_samples_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext g_dev_ctx[CMH_MAX_DEVICES];
 static int g_dev_sampled[CMH_MAX_DEVICES];
+static int g_dev_lost[CMH_MAX_DEVICES]; /* its kept context was destroyed: the next allocation's takes its place */
 /* which GPU each device number is (the process's numbers: CUDA_VISIBLE_DEVICES renumbers), asked
  * once at its first allocation; under g_samples_lock */
 static cmh_device_ident g_idents[CMH_MAX_DEVICES];
@@ -300,6 +304,15 @@ static void identify(int device)
 
 static void first_alloc(int device)
 {
+    /* a device whose kept context was destroyed (context_gone): the next allocation's context,
+     * of that device, is kept in its place, for the dumps' samples (none taken here: the device
+     * was sampled at its first allocation already) */
+    if (CMH_UNLIKELY(device >= 0 && device < CMH_MAX_DEVICES && __atomic_load_n(&g_dev_lost[device], __ATOMIC_RELAXED)) &&
+        cmh_current_device() == device && __atomic_exchange_n(&g_dev_lost[device], 0, __ATOMIC_ACQ_REL)) {
+        CUcontext c = NULL;
+        if (real_cuCtxGetCurrent && real_cuCtxGetCurrent(&c) == CUDA_SUCCESS && c) __atomic_store_n(&g_dev_ctx[device], c, __ATOMIC_RELEASE);
+        else __atomic_store_n(&g_dev_lost[device], 1, __ATOMIC_RELEASE);
+    }
     /* only through a context of that device (a VMM allocation names its device, whatever the
      * thread's context is) */
     if (device < 0 || device >= CMH_MAX_DEVICES || __atomic_load_n(&g_dev_sampled[device], __ATOMIC_RELAXED) ||
@@ -377,6 +390,7 @@ void cmh_meminfo_reset_after_fork(void)
     g_nsamples = 0;
     memset(g_dev_sampled, 0, sizeof g_dev_sampled);
     memset(g_dev_ctx, 0, sizeof g_dev_ctx); /* the parent's contexts are not the child's */
+    memset(g_dev_lost, 0, sizeof g_dev_lost);
     memset(g_idents, 0, sizeof g_idents);  /* asked again at the child's first allocation */
 }
 
@@ -661,6 +675,59 @@ CUresult cuMemFreeHost(void *p)
     int had = cmh_rec_enabled() && p && cmh_hist_segment_free((uint64_t)(uintptr_t)p, 0, CMH_ACT_SEGMENT_FREE, &was);
     CUresult r = fn_(p);
     if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);
+    return r;
+}
+
+/* ---- contexts: a destroyed context's memory is freed with it ---- */
+
+/* The device of context ctx (-1 unknown): made current on this thread for the question. */
+static int ctx_device_of(CUcontext ctx)
+{
+    ensure_driver();
+    CUcontext popped;
+    CUdevice d = -1;
+    if (!ctx || !real_cuCtxPushCurrent || !real_cuCtxPopCurrent || !real_cuCtxGetDevice) return -1;
+    if (real_cuCtxPushCurrent(ctx) != CUDA_SUCCESS) return -1;
+    if (real_cuCtxGetDevice(&d) != CUDA_SUCCESS) d = -1;
+    real_cuCtxPopCurrent(&popped);
+    return d >= 0 && d < CMH_MAX_DEVICES ? d : -1;
+}
+
+/* After a context of device went (ctx; NULL: the primary one was reset): its allocations, taken
+ * before the call (addrs), end as freed.  A destroyed context the dumps sampled the device
+ * through is forgotten (the next allocation's context on the device takes its place: first_alloc);
+ * a reset primary context stays a valid handle, kept. */
+static void context_gone(int device, CUcontext ctx, uint64_t *addrs, size_t n)
+{
+    (void)cmh_hist_context_gone(addrs, n);
+    free(addrs);
+    if (ctx && __atomic_compare_exchange_n(&g_dev_ctx[device], &ctx, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&g_dev_lost[device], 1, __ATOMIC_RELEASE);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    REAL(cuCtxDestroy_v2);
+    int dev = cmh_rec_enabled() ? ctx_device_of(ctx) : -1;
+    uint64_t *addrs = NULL;
+    size_t n = 0;
+    if (dev >= 0 && cmh_hist_context_collect(dev, &addrs, &n) != CMH_OK) cmh_count_lost(1);
+    CUresult r = fn_(ctx);
+    if (r == CUDA_SUCCESS && dev >= 0) context_gone(dev, ctx, addrs, n);
+    else free(addrs);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    REAL(cuDevicePrimaryCtxReset_v2);
+    int ok = cmh_rec_enabled() && dev >= 0 && dev < CMH_MAX_DEVICES;
+    uint64_t *addrs = NULL;
+    size_t n = 0;
+    if (ok && cmh_hist_context_collect(dev, &addrs, &n) != CMH_OK) cmh_count_lost(1);
+    CUresult r = fn_(dev);
+    if (r == CUDA_SUCCESS && ok) context_gone(dev, NULL, addrs, n);
+    else free(addrs);
     return r;
 }
 

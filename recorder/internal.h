@@ -213,6 +213,11 @@ CMH_HIDDEN void cmh_hist_segment_alloc(int device, int kind, uint64_t addr, uint
  * fills *was if the address was live.  If the driver then refuses, cmh_hist_free_undo. */
 CMH_HIDDEN int cmh_hist_segment_free(uint64_t addr, uint64_t stream, int action, cmh_live *was);
 CMH_HIDDEN void cmh_hist_free_undo(const cmh_live *was);
+/* A context of device about to be destroyed (cuCtxDestroy, cuDevicePrimaryCtxReset): *addrs
+ * (malloc'ed, n of them) the device's live linear, pitch and managed allocations, which
+ * cmh_hist_context_gone then ends as freed once the driver succeeded (history.c). */
+CMH_HIDDEN int cmh_hist_context_collect(int device, uint64_t **addrs, size_t *n);
+CMH_HIDDEN uint64_t cmh_hist_context_gone(const uint64_t *addrs, size_t n);
 /* A segment made managed by its allocator: its implied block leaves the counters. */
 CMH_HIDDEN int cmh_hist_segment_managed(uint64_t addr, cmh_live *seg);
 CMH_HIDDEN void cmh_hist_oom(int device, int kind, uint64_t size, uint64_t stream, uint64_t device_free);

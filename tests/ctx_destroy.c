@@ -1,7 +1,7 @@
 /*
- * ctx_destroy.c - a correct program that destroys its context before it exits, leaving 1 MiB it
- * never freed: the recorder's exit dump must not touch the dead context (seen: a SIGSEGV, in
- * the fake driver, from a use of the freed handle).
+ * ctx_destroy.c - a correct program that destroys its context before it exits, with 1 MiB it
+ * never freed (the driver frees it with the context): the recorder's exit dump must not touch
+ * the dead context (seen: a SIGSEGV, in the fake driver, from a use of the freed handle).
  */
 #include <cuda.h>
 

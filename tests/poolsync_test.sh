@@ -113,4 +113,20 @@ words = re.search(r"of it a pool.s cache .*\((.*)\)", open("pc.frag.txt").read()
 assert rows[0]["owner"] == "a pool\x27s cache (" + words + ")", (rows[0]["owner"], words)
 assert "a pool\x27s cache (" + words + ")" in open("pc.own.txt").read()
 PY'
+# managed memory the driver does not count (FAKECUDA_MANAGED_OFFDEVICE: its pages not on the
+# device) beside a pool's 8 MiB cache, in a record recovered after SIGKILL (no dump-time pool
+# samples: the stale-pool rule applies): the 32 MiB managed missing from cuMemGetInfo's used is
+# not a cache given back; before, the rule took it for one and the end said 32 MiB reserved and
+# 8 MiB 'given back' of a pool that still kept them (tests/pool_managed.c)
+rm -f pm.cmh*
+FAKECUDA_MANAGED_OFFDEVICE=1 FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o pm.cmh -- "$B/tests/pool_managed" >pm.out 2>pm.err
+"$CMH" peak --json pm.cmh >pm.peak.json 2>&1
+check "a recovered record with managed memory off the device: the pool's 8 MiB cache kept (40 MiB reserved), none taken as given back ($(cat pm.out))" 'py - <<PY
+import json
+M = 2**20
+assert open("pm.out").read().split() == [str(8 * M)]  # the driver: the pool keeps 8 MiB
+d = json.load(open("pm.peak.json"))[0]
+assert (d["end"]["allocated"], d["end"]["reserved"]) == (32 * M, 40 * M), d["end"]
+assert d["trace_gap"]["pools_given_back"] == 0, d["trace_gap"]
+PY'
 finish

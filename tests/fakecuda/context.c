@@ -114,6 +114,18 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* The primary context's memory is freed (the context itself stays, for its holders to use
+ * again: the fake keeps no other state in it). */
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_lock);
+    (void)ranges_free_ctx_locked(dev, &g_primary[dev]);
+    pthread_mutex_unlock(&g_lock);
+    return CUDA_SUCCESS;
+}
+
 static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 {
     if (g_ndev < 0) return CUDA_ERROR_NOT_INITIALIZED;
@@ -150,6 +162,10 @@ CUresult cuCtxDestroy(CUcontext ctx)
             break;
         }
     fake_ctx *c = (fake_ctx *)ctx;
+    /* the memory the context made goes with it, as the driver frees it */
+    pthread_mutex_lock(&g_lock);
+    if (!c->destroyed && c->device >= 0 && c->device < g_ndev) (void)ranges_free_ctx_locked(c->device, c);
+    pthread_mutex_unlock(&g_lock);
     /* kept, marked: a handle still held elsewhere (another thread's, a tool's) gets an error, as
      * from the real driver, instead of freed memory */
     if (c < g_primary || c >= g_primary + FAKE_MAX_DEVICES) {

@@ -26,7 +26,11 @@
  * ranges and hand them out again to it without the driver's lock, so that threads allocating at
  * once do not meet in the fake driver and the recorder's own cost stands out; ranges in a cache
  * still count as used in cuMemGetInfo; only for programs whose threads free what they allocated
- * themselves, as bench_hot's do).
+ * themselves, as bench_hot's do), FAKECUDA_MANAGED_OFFDEVICE=1 (cuMemAllocManaged memory is not
+ * counted as used by cuMemGetInfo, as the real driver's managed memory until its pages are on the
+ * device; it still takes addresses and room).  cuCtxDestroy and cuDevicePrimaryCtxReset free
+ * every linear, pitch and managed range their context made, as the driver frees a context's
+ * memory with it.
  *
  * Fault injection, for the recorder's "forward every result unchanged" tests: FAKECUDA_FAIL is a
  * comma-separated list of NAME@N=CODE (the N-th call of entry point NAME, counted from 1,
@@ -199,6 +203,8 @@ CUresult range_alloc_locked(int dev, uint64_t size, uint64_t *out)
         u->addr = a;
         u->size = size;
         u->owner = NULL;
+        u->ctx = current_ctx();
+        u->offdev = 0;
         unsigned b = used_bucket(a);
         u->next = d->used_map[b];
         d->used_map[b] = u;
@@ -216,6 +222,17 @@ used_range *used_find_locked(int dev, uint64_t addr)
     return u;
 }
 
+uint64_t ranges_free_ctx_locked(int dev, const void *ctx)
+{
+    uint64_t bytes = 0;
+    for (unsigned b = 0; b < USED_BUCKETS; b++)
+        for (used_range *u = g_dev[dev].used_map[b], *next; u; u = next) {
+            next = u->next;
+            if (u->ctx == ctx && !u->owner) bytes += range_free_locked(dev, u->addr);
+        }
+    return bytes;
+}
+
 uint64_t range_free_locked(int dev, uint64_t addr)
 {
     fake_device *d = &g_dev[dev];
@@ -225,8 +242,9 @@ uint64_t range_free_locked(int dev, uint64_t addr)
     if (!u) return 0;
     *up = u->next;
     uint64_t size = u->size;
+    int offdev = u->offdev;
     free(u);
-    d->used -= size;
+    if (!offdev) d->used -= size;
     /* Give large ranges' pages back so long tests stay small. */
     if (size >= (256u << 10)) madvise((void *)(uintptr_t)addr, size, MADV_DONTNEED);
     range **pp = &d->free_list, *prev = NULL;

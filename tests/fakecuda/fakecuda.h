@@ -32,6 +32,8 @@ typedef struct range {
 typedef struct used_range {
     uint64_t addr, size;
     void *owner; /* the stream-ordered pool it came from, if any */
+    void *ctx;   /* the context current when it was made (NULL: none); its destroy frees it */
+    int offdev;  /* managed memory cuMemGetInfo does not count (FAKECUDA_MANAGED_OFFDEVICE) */
     struct used_range *next;
 } used_range;
 
@@ -106,6 +108,9 @@ CUresult range_alloc_locked(int dev, uint64_t size, uint64_t *out);
 used_range *used_find_locked(int dev, uint64_t addr);
 /* Returns the freed size, or 0 if addr is not the start of a live range on dev. */
 uint64_t range_free_locked(int dev, uint64_t addr);
+/* cuCtxDestroy, cuDevicePrimaryCtxReset: every range of dev that context ctx made (no pool's)
+ * given back, as the driver frees a context's memory with it; returns the bytes. */
+uint64_t ranges_free_ctx_locked(int dev, const void *ctx);
 
 /* ---- the calling thread's current context (its stack: context.c) ---- */
 

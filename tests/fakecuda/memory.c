@@ -161,7 +161,19 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 {
     FAULT("cuMemAllocManaged");
     (void)flags;
-    return alloc_on_current(bytesize, dptr);
+    CUresult r = alloc_on_current(bytesize, dptr);
+    const char *off = getenv("FAKECUDA_MANAGED_OFFDEVICE");
+    if (r != CUDA_SUCCESS || !off || strcmp(off, "1")) return r;
+    /* not on the device (yet): cuMemGetInfo does not count it */
+    int dev = dev_of_addr(*dptr);
+    pthread_mutex_lock(&g_lock);
+    used_range *u = dev >= 0 ? used_find_locked(dev, *dptr) : NULL;
+    if (u && !u->offdev) {
+        u->offdev = 1;
+        g_dev[dev].used -= u->size;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
 }
 
 CUresult cuMemFree(CUdeviceptr p) {

@@ -32,6 +32,7 @@ static const proc_entry g_procs[] = {
     P("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute),
     P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease),
+    P("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset),
     P("cuCtxCreate", 12050, cuCtxCreate),
     P("cuCtxCreate", 3020, cuCtxCreate_v2),
     P("cuCtxDestroy", 4000, cuCtxDestroy),
