@@ -1,7 +1,7 @@
 #!/bin/sh
 # siteshape_test.sh BUILD_DIR SOURCE_DIR - how a site and its stack read in the text outputs:
 # a site with no code of the user's (PyTorch's C++ alone: an autograd engine thread) says so in
-# leaks, peak, the flamegraph and the "by site" lines; a recursive function's repeated frame is
+# leaks, peak, the flamegraph, the HTML report and the "by site" lines; a recursive function's repeated frame is
 # one line with its count in text ("rec (...) (x12 recursive)") while the JSON keeps every frame;
 # top's stack (Enter, --json) is the reports' (from the site outward, ctypes' glue and CPython
 # left out, recursion folded) and its sites carry their split by caller.
@@ -42,6 +42,10 @@ done
 check "flamegraph: the site's box says it ($(grep -o '<title>[^<]*mm::call[^<]*</title>' flame.svg))" \
     "grep -qF '<title>(no Python frame: at::_ops::mm::call(at::Tensor const&amp;, at::Tensor const&amp;)) ' flame.svg &&
      [ \$(grep -c 'no Python frame' flame.svg) -eq 1 ]"
+"$CMH" report -o report.html nopy.pickle >/dev/null 2>&1
+check "report (HTML): the site's rows say it ($(grep -o '[^>]*no Python frame[^<]*' report.html | head -1))" \
+    "grep -qF '(no Python frame: at::_ops::mm::call(at::Tensor const&amp;, at::Tensor const&amp;))' report.html &&
+     ! grep -q 'no Python frame: forward' report.html"
 check "leaks, peak: twelve rec frames in a row are one line with their count ($(grep -m1 'recursive' leaks.txt | tr -s ' '))" \
     "(for f in leaks.txt peak.txt; do grep -A4 '  leaf (/home/u/r.py:3)' \$f | grep -qx '        at rec (/home/u/r.py:10) (x12 recursive)' &&
         [ \$(grep -c 'at rec (/home/u/r.py:10)' \$f) -eq 1 ] || exit 1; done)"
