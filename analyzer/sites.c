@@ -67,6 +67,7 @@ struct cmh_sites {
     char **names;    /* owners made from a path (a package's directory), owned */
     uint32_t nnames, capnames;
     char prog[160];  /* --group-by package: the program's own row, "program (train.py)" */
+    int python;      /* the snapshot has Python frames (or is PyTorch's): a site without one says so */
 };
 
 /* ---- the rules ---- */
@@ -630,6 +631,14 @@ static const char *owner_of(cmh_sites *g, const cmh_stack *st, int *package)
     return st->count ? "?" : "";
 }
 
+/* a Python frame: a .py file with no module (the recorder's, a PyTorch snapshot's) */
+static int py_frame(const cmh_snapshot *s, const cmh_frame *f)
+{
+    const char *file = cmh_str(s, f->filename);
+    size_t n = strlen(file);
+    return f->module < 0 && n > 3 && !strcmp(file + n - 3, ".py");
+}
+
 cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc, char *err, size_t errlen)
 {
     *rc = CMH_ENOMEM;
@@ -666,6 +675,7 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
     for (uint32_t i = 0; i < s->nframes; i++) {
         const cmh_frame *f = &s->frames[i];
         g->rule[i] = o && o->no_default_rules ? R_NONE : (uint8_t)classify(s, f);
+        if (!g->python) g->python = py_frame(s, f);
         /* a Windows path is matched as recorded and as the rules read it, with '/': the same
          * --skip 'mylib/' serves a snapshot from either platform (it matched none of
          * C:\proj\mylib\layers.py's frames, silently) */
@@ -864,6 +874,18 @@ int cmh_sites_stdlib_plumbing(const cmh_sites *g, uint32_t frame_id)
     static const char *const plumbing[] = {"/threading.py", "/asyncio/", "/multiprocessing/", "/concurrent/futures/",
                                            "/runpy.py", "/selectors.py", NULL};
     return contains_any(file, plumbing);
+}
+
+const char *cmh_sites_no_user_frame(const cmh_sites *g, uint32_t stack)
+{
+    const cmh_snapshot *s = g->s;
+    if (stack >= s->nstacks || g->site[stack] == UINT32_MAX) return NULL;
+    if (g->rule[g->site[stack]] == R_NONE || g->rule[g->site[stack]] == R_PACKAGE) return NULL;
+    if (!g->python && s->source != CMH_SRC_PYTORCH) return "no user frame";
+    const cmh_stack *st = &s->stacks[stack];
+    for (uint32_t i = 0; i < st->count; i++)
+        if (py_frame(s, &s->frames[s->stack_frames[st->first + i]])) return "no user frame";
+    return "no Python frame";
 }
 
 int cmh_sites_cut_marker(const cmh_sites *g, uint32_t frame_id)

@@ -191,7 +191,7 @@ static void print_row_sites(const cmh_snapshot *s, const by_site *b, const cmh_s
         if (y->group >= cmh_sites_count(b->gs) || b->row[y->group] != x->group) continue;
         if (k == 1) { /* the row is one site: its own split by caller, as the grouping by site prints it */
             if (differ) printf("%sof it, by site: %s %s %s\n", indent, rep_size((double)y->bytes), cmh_leak_site_word(y),
-                               cmh_sites_frame(b->gs, y->group) ? rep_frame(s, cmh_sites_frame(b->gs, y->group)) : "<no stack recorded>");
+                               rep_group_site(s, b->gs, y->group));
             rep_print_callers(s, y, indent);
             return;
         }
@@ -204,10 +204,9 @@ static void print_row_sites(const cmh_snapshot *s, const by_site *b, const cmh_s
             continue;
         }
         snprintf(size, sizeof size, "%s", rep_size((double)y->bytes));
-        const cmh_frame *f = cmh_sites_frame(b->gs, y->group);
         if (at < sizeof line)
             at += (size_t)snprintf(line + at, sizeof line - at, "%s %s %s %s", shown ? "," : "", size, cmh_leak_site_word(y),
-                                   f ? rep_frame(s, f) : "<no stack recorded>");
+                                   rep_group_site(s, b->gs, y->group));
         shown++;
     }
     if (rest && at < sizeof line)
@@ -219,9 +218,8 @@ static void print_row_sites(const cmh_snapshot *s, const by_site *b, const cmh_s
     if (!ng)
         printf("%snone of its %u sites grows alone: the row's %s grows only as their sum\n", indent, k, rows);
     else if (grows < x->bytes && ng == 1) {
-        const cmh_frame *f = cmh_sites_frame(b->gs, b->q.sites[first].group);
         printf("%sthe growth comes from one of its %u sites, %s: %s of the row's %s (its other sites' blocks do not grow)\n", indent, k,
-               f ? rep_frame(s, f) : "<no stack recorded>", size, rows);
+               rep_group_site(s, b->gs, b->q.sites[first].group), size, rows);
     } else if (grows < x->bytes)
         printf("%sthe growth comes from %u of its %u sites, marked growing: %s of the row's %s (the other sites' blocks do not grow)\n",
                indent, ng, k, size, rows);

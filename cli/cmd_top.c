@@ -222,6 +222,11 @@ static void json_frame(cli_procs *ps, row *rows, uint32_t n)
                 cmh_jw_kuint(&w, "blocks", a->sites[k].count);
                 cmh_jw_kstr(&w, "verdict", cmh_leak_verdict_name(a->sites[k].verdict));
                 cmh_jw_kint(&w, "growth_per_step", a->sites[k].rate);
+                cmh_jw_kstr(&w, "by_caller", a->sites[k].callers);
+                cmh_jw_key(&w, "stack"); /* as Enter shows it: from the site outward, machinery left out */
+                cmh_jw_arr(&w);
+                for (uint32_t f = 0; f < a->sites[k].nframes; f++) cmh_jw_str(&w, a->sites[k].frames[f]);
+                cmh_jw_end(&w);
                 cmh_jw_end(&w);
             }
             cmh_jw_end(&w);
@@ -278,9 +283,11 @@ static void text_frame(cli_procs *ps, row *rows, uint32_t n)
         const cli_dev_analysis *a = analysis(rows[r].p, rows[r].d.device);
         if (!a || !a->nsites) continue;
         printf("\npid %lld, device %s: sites holding memory %s\n", (long long)rows[r].p->pid, dev_name(rows[r].d.device), as_of(&rows[r], a));
-        for (uint32_t k = 0; k < a->nsites; k++)
+        for (uint32_t k = 0; k < a->nsites; k++) {
             printf("  %11s  %6" PRIu64 " blocks  %-8s %s\n", cli_live_size((double)a->sites[k].bytes), a->sites[k].count,
                    cmh_leak_verdict_name(a->sites[k].verdict), a->sites[k].name);
+            if (a->sites[k].callers[0]) printf("                                %s\n", a->sites[k].callers);
+        }
     }
     if (!n) printf("(no recorded process of yours is running)\n");
     if (ps->note[0]) printf("\nnote: %s\n", ps->note);
@@ -352,6 +359,7 @@ static void draw(cli_procs *ps, row *rows, uint32_t n, uint32_t sel, uint32_t si
         if (a && show_stack && site < a->nsites) {
             y++;
             put(y++, 0, "stack of site %u:", site + 1);
+            if (a->sites[site].callers[0]) put(y++, 2, "%.*s", W > 4 ? W - 4 : 10, a->sites[site].callers);
             for (uint32_t f = 0; f < a->sites[site].nframes && y < H - 1; f++) put(y++, 2, "#%u %.*s", f, W > 8 ? W - 8 : 10, a->sites[site].frames[f]);
         } else if (a && a->nowners) {
             y++;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cumemhist/leakwords.h"
 #include "cumemhist/recover.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
@@ -549,9 +550,13 @@ int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
                 r->count = x->count;
                 r->verdict = x->verdict;
                 r->rate = x->growing ? x->rate : 0;
-                const cmh_stack *st = &s.stacks[x->stack < s.nstacks ? x->stack : 0];
-                for (uint32_t f = 0; f < st->count && r->nframes < CLI_LIVE_FRAMES; f++)
-                    snprintf(r->frames[r->nframes++], sizeof r->frames[0], "%s", rep_frame(&s, &s.frames[s.stack_frames[st->first + f]]));
+                /* its stack as the finished record's reports print it (rep_print_frames): from the
+                 * site outward, ctypes' glue and CPython's frames left out, recursion folded */
+                rep_line lines[CLI_LIVE_FRAMES];
+                uint32_t nl = x->stack ? rep_stack_lines(&s, g, x->stack, CLI_LIVE_FRAMES, lines, CLI_LIVE_FRAMES, NULL, NULL) : 0;
+                for (uint32_t f = 0; f < nl; f++) snprintf(r->frames[r->nframes++], sizeof r->frames[0], "%s", rep_line_text(&s, &lines[f]));
+                /* and its bytes by the lines that called it, as leaks and peak split them */
+                if (!cmh_site_callers_text(&s, x, r->callers, sizeof r->callers)) r->callers[0] = 0;
             }
             cmh_leak_report_free(&lr);
         }

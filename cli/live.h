@@ -25,7 +25,8 @@ typedef struct cli_site_row {
     int verdict;  /* CMH_LEAK_* */
     int64_t rate; /* bytes per step, growing sites */
     uint32_t nframes;
-    char frames[CLI_LIVE_FRAMES][300]; /* its stack, innermost first */
+    char frames[CLI_LIVE_FRAMES][300]; /* its stack from the site outward, as rep_print_frames prints it */
+    char callers[600];                 /* "by caller: ..." (cmh_site_callers_text), "" for one caller */
 } cli_site_row;
 
 typedef struct cli_dev_analysis {

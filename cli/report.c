@@ -649,7 +649,7 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
                    ? "<no stack: allocated before the first kept entry, or its stack could not be read>"
                    : "<no stack: recorded without stacks, or allocated before recording>";
     if (rep_attribution.group_by == CMH_GROUP_FILE) return cmh_str(s, f->filename);
-    return rep_frame(s, f);
+    return rep_group_site(s, g, x->group);
 }
 
 const char *rep_pool_name(const cmh_snapshot *s, const cmh_sites *g, uint64_t handle, int64_t at_ns, char *buf, size_t n)
@@ -668,7 +668,21 @@ const char *rep_pool_name(const cmh_snapshot *s, const cmh_sites *g, uint64_t ha
     return buf;
 }
 
-void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent)
+const char *rep_group_site(const cmh_snapshot *s, const cmh_sites *g, uint32_t group)
+{
+    const cmh_frame *f = g ? cmh_sites_frame(g, group) : NULL;
+    if (!f) return "<no stack recorded>";
+    const char *why = cmh_sites_no_user_frame(g, cmh_sites_stack(g, group));
+    if (!why) return rep_frame(s, f);
+    static char ring[4][1500];
+    static int k;
+    char *b = ring[k++ & 3];
+    snprintf(b, sizeof ring[0], "(%s: %.1400s)", why, rep_frame(s, f));
+    return b;
+}
+
+uint32_t rep_stack_lines(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, rep_line *out, uint32_t cap,
+                         uint32_t *left_out, uint32_t *more_out)
 {
     const cmh_stack *st = &s->stacks[stack < s->nstacks ? stack : 0];
     /* from the site outward, in every grouping: grouped by whole stacks too, the frames that
@@ -677,8 +691,8 @@ void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack,
     const cmh_frame *site = g ? cmh_sites_site_of(g, stack) : NULL;
     /* from a user's frame, the user's frames; from a fallback (all machinery), every frame */
     int hide = site && !cmh_sites_machinery(g, (uint32_t)(site - s->frames));
-    int started = !site, shown = 0;
-    uint32_t left = 0, more = 0;
+    int started = !site;
+    uint32_t left = 0, more = 0, n = 0;
     for (uint32_t i = 0; i < st->count; i++) {
         uint32_t fid = s->stack_frames[st->first + i];
         const cmh_frame *f = &s->frames[fid];
@@ -688,13 +702,39 @@ void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack,
             left++;
             continue;
         }
-        if (shown >= max) {
+        /* recursion: the same frame (function, file, line) again right outward of the last one
+         * shown is one line, counted (a recursive f's N frames read "f (x12 recursive)") */
+        if (n && !more && out[n - 1].f == f) {
+            out[n - 1].repeat++;
+            continue;
+        }
+        if (n >= (uint32_t)max || n >= cap) {
             more++;
             continue;
         }
-        printf("%sat %s\n", indent, rep_frame(s, f));
-        shown++;
+        out[n++] = (rep_line){f, 1};
     }
+    if (left_out) *left_out = left;
+    if (more_out) *more_out = more;
+    return n;
+}
+
+const char *rep_line_text(const cmh_snapshot *s, const rep_line *l)
+{
+    static char ring[4][1500];
+    static int k;
+    char *b = ring[k++ & 3];
+    if (l->repeat > 1) snprintf(b, sizeof ring[0], "%.1400s (x%u recursive)", rep_frame(s, l->f), l->repeat);
+    else snprintf(b, sizeof ring[0], "%s", rep_frame(s, l->f));
+    return b;
+}
+
+void rep_print_frames(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, const char *indent)
+{
+    rep_line lines[64];
+    uint32_t left = 0, more = 0;
+    uint32_t n = rep_stack_lines(s, g, stack, max, lines, 64, &left, &more);
+    for (uint32_t i = 0; i < n; i++) printf("%sat %s\n", indent, rep_line_text(s, &lines[i]));
     /* grouped by stack, what the rows leave out is said: the whole stack is what they group by */
     if (g && cmh_sites_group_by(g) == CMH_GROUP_STACK && (left || more)) {
         printf("%s(", indent);
@@ -1068,9 +1108,8 @@ void rep_row_sites_print(const rep_row_sites *b, const cmh_site *x, const char *
             continue;
         }
         snprintf(size, sizeof size, "%s", rep_size((double)y->bytes));
-        const cmh_frame *f = cmh_sites_frame(b->gs, y->group);
         if (at < sizeof line)
-            at += (size_t)snprintf(line + at, sizeof line - at, "%s %s %s", shown ? "," : "", size, f ? rep_frame(s, f) : "<no stack recorded>");
+            at += (size_t)snprintf(line + at, sizeof line - at, "%s %s %s", shown ? "," : "", size, rep_group_site(s, b->gs, y->group));
         shown++;
     }
     if (rest && at < sizeof line)

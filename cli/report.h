@@ -137,6 +137,23 @@ int rep_child_record(const char *parent, const cmh_forked_child *c, char *found,
 /* "1 block", "2 blocks" */
 const char *rep_count(uint64_t n, const char *one, const char *many);
 
+/* A group's site as the reports name it: its frame, said to be no code of the user's where the
+ * site fell back to machinery (cmh_sites_no_user_frame): "(no Python frame: at::_ops::mm::call
+ * (??))".  "<no stack recorded>" without one. */
+const char *rep_group_site(const cmh_snapshot *s, const cmh_sites *g, uint32_t group);
+/* The lines a report prints under a row (rep_print_frames), as frames: from the site outward,
+ * the machinery (ctypes' glue, CPython's call frames, the standard library's plumbing) left out
+ * when the site is the user's; a run of one frame repeated (recursion) one line with its count.
+ * At most min(max, cap) lines; *left the frames left out, *more those past max. */
+typedef struct rep_line {
+    const cmh_frame *f;
+    uint32_t repeat;
+} rep_line;
+uint32_t rep_stack_lines(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack, int max, rep_line *out, uint32_t cap,
+                         uint32_t *left, uint32_t *more);
+/* "f (train.py:3)", "f (train.py:3) (x12 recursive)" */
+const char *rep_line_text(const cmh_snapshot *s, const rep_line *l);
+
 /* "12.5 MiB" (a ring of 8 buffers: up to 8 in one printf) */
 const char *rep_size(double bytes);
 /* An OOM's device free as rep_size says it, or "not known" (CMH_DEVICE_FREE_UNKNOWN); and in

@@ -222,6 +222,7 @@ typedef struct node {
     uint32_t child, next; /* indices, 0 = none (node 0 is the root) */
     uint64_t bytes, blocks;
     uint8_t site;
+    const char *nouser; /* a site that is no code of the user's: "no Python frame" (cmh_sites_no_user_frame) */
 } node;
 
 typedef struct tree {
@@ -242,7 +243,7 @@ static int64_t add_child(tree *t, uint32_t parent, uint32_t frame)
         t->cap = nc;
     }
     uint32_t i = t->count++;
-    t->n[i] = (node){frame, 0, t->n[parent].child, 0, 0, 0};
+    t->n[i] = (node){frame, 0, t->n[parent].child, 0, 0, 0, NULL};
     t->n[parent].child = i;
     return i;
 }
@@ -283,7 +284,10 @@ static int draw_node(drawc *d, uint32_t i, double x, int depth)
     if (nd->frame == UINT32_MAX) snprintf(lab, sizeof lab, "all live memory");
     else if (nd->frame == UINT32_MAX - 1) snprintf(lab, sizeof lab, "<no stack>");
     else {
-        cmh_svg_frame(d->s, &d->s->frames[nd->frame], lab, sizeof lab);
+        char fr[900];
+        cmh_svg_frame(d->s, &d->s->frames[nd->frame], fr, sizeof fr);
+        if (nd->nouser) snprintf(lab, sizeof lab, "(%s: %s)", nd->nouser, fr);
+        else snprintf(lab, sizeof lab, "%s", fr);
         machinery = d->g && cmh_sites_machinery(d->g, nd->frame);
     }
     double y = d->y0 + depth * d->rowh;
@@ -378,7 +382,7 @@ int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *
         free(canon);
         return CMH_ENOMEM;
     }
-    t.n[0] = (node){UINT32_MAX, 0, 0, 0, 0, 0};
+    t.n[0] = (node){UINT32_MAX, 0, 0, 0, 0, 0, NULL};
     for (uint32_t i = 0; i < l->nstacks; i++) {
         const cmh_live_stack *x = &l->stacks[i];
         const cmh_stack *st = x->stack && x->stack < s->nstacks ? &s->stacks[x->stack] : NULL;
@@ -401,7 +405,12 @@ int cmh_flame_svg(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_at *
             at = (uint32_t)c;
             t.n[at].bytes += x->bytes;
             t.n[at].blocks += x->blocks;
-            if (site && &s->frames[f] == site) t.n[at].site = 1;
+            if (site && &s->frames[f] == site) {
+                t.n[at].site = 1;
+                /* a site of PyTorch's C++ alone (an autograd engine thread, NCCL): said, as the reports say it */
+                const char *why = cmh_sites_no_user_frame(g, x->stack);
+                if (why) t.n[at].nouser = why;
+            }
             depth++;
         }
         if (depth > t.depth) t.depth = depth;

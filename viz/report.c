@@ -74,7 +74,12 @@ static void site_label(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack
         snprintf(buf, cap, "%s", cmh_str(s, f->filename));
         return;
     }
-    if (f) cmh_svg_frame(s, f, buf, cap);
+    const char *why = f ? cmh_sites_no_user_frame(g, stack) : NULL;
+    if (why) { /* a site of PyTorch's C++ alone: said, as the text reports say it */
+        char fr[1024];
+        cmh_svg_frame(s, f, fr, sizeof fr);
+        snprintf(buf, cap, "(%s: %.1000s)", why, fr);
+    } else if (f) cmh_svg_frame(s, f, buf, cap);
     else snprintf(buf, cap, "%s", stack ? "(no frame)" : "<no stack recorded>");
 }
 

@@ -102,6 +102,12 @@ int cmh_sites_package(const cmh_sites *g, uint32_t frame_id);
 /* The frame of the user's (or a package's) code that called a stack's site: how one helper's
  * bytes split by the lines that called it.  NULL: none (a fallback site, the outermost frame). */
 const cmh_frame *cmh_sites_caller_of(const cmh_sites *g, uint32_t stack);
+/* Why a stack's site is not the user's code: NULL when it is (a user's or a package's frame);
+ * else "no Python frame" (a snapshot with Python stacks, this stack without one: PyTorch's C++
+ * alone, an autograd engine thread, a CUDA graph, NCCL) or "no user frame" (none of the user's
+ * or a package's, a Python frame or not).  The reports say it before the site's name
+ * (docs/ATTRIBUTION.md): "(no Python frame: at::_ops::mm::call ...)". */
+const char *cmh_sites_no_user_frame(const cmh_sites *g, uint32_t stack);
 /* --group-by package: a group's package ("torch", "einops", "cuBLAS (libcublas.so.13)", the program's own code as
  * "program (train.py)", by what the user ran: docs/ATTRIBUTION.md). */
 const char *cmh_sites_package_name(const cmh_sites *g, uint32_t group);
