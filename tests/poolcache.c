@@ -4,10 +4,11 @@
  * { cuMemAllocAsync 2 MiB kept; cuMemAllocAsync 16 MiB; cuMemFreeAsync it; synchronize } (the pool
  * keeps each 16 MiB until the synchronize gives it back); then release threshold all, 4 times
  * { cuMemAllocAsync 16 MiB; cuMemFreeAsync it; synchronize }: the pool grows once and serves the
- * rest from its cache.  The pool's samples show it grew by 6 x 18 = 108 MiB and gave back 5 x 16 =
- * 80 MiB (the first phase's last trim and the second phase's growth, 16 MiB each, fall between two
- * samples that both say 28 MiB: no record sees them), never held more than 28 MiB, and keeps 12 MiB
- * used + 16 MiB cached at the end.  The replay counted each cached free -16, +16, -16 MiB (Tot
+ * rest from its cache.  The pool's samples show it grew by 6 x 18 + 16 = 124 MiB and gave back
+ * 6 x 16 = 96 MiB (the recorder reads the pool again after each synchronize; without that, the
+ * first phase's last trim and the second phase's growth fell between two samples that both said
+ * 28 MiB: 108 and 80), never held more than 28 MiB, and keeps 12 MiB used + 16 MiB cached at the
+ * end.  The replay counted each cached free -16, +16, -16 MiB (Tot
  * Alloc 332 MiB) and each allocation from the cache +16 before the sample's -16 (a peak of 44 MiB).
  */
 #define _GNU_SOURCE
