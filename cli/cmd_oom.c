@@ -409,8 +409,8 @@ static int section(const rep_section *sec, void *arg)
                 printf("\n      of it a pool's cache%12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)",
                        rep_size((double)e->split.pool_cache));
             char pname[320], rname[320];
-            if (e->request_driver_pool) /* the pool the request asked */
-                printf("\n      the request's pool  %s, %s of the cache its own", rep_pool_name(sp, g, e->request_driver_pool, e->time_ns, rname, sizeof rname),
+            if (e->request_driver_pool && e->split.pool_cache) /* the pool the request asked, where a cache was there */
+                printf("\n      the request's pool  %s, keeping %s of it", rep_pool_name(sp, g, e->request_driver_pool, e->time_ns, rname, sizeof rname),
                        rep_size((double)(e->split.pool_cache - e->pool_cache_unusable)));
             if (e->pool_cache_unusable) /* which pool, and that this request could not have it */
                 printf("\n      kept by %s %s%s: not for this request (%s)", rep_pool_name(sp, g, e->cache_pool, e->time_ns, pname, sizeof pname),
