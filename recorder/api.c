@@ -57,6 +57,13 @@ CMH_EXPORT int cmh_block_free_completed(uint64_t ptr) { return cmh_blocks_free_c
 
 /* ---- marks and ranges ---- */
 
+CMH_EXPORT int cmh_thread_name(const char *name)
+{
+    if (!name) return CMH_EINVAL;
+    cmh_hist_name_thread(name);
+    return CMH_OK;
+}
+
 CMH_EXPORT int cmh_mark(const char *name)
 {
     if (!cmh_rec_enabled()) return CMH_OK;

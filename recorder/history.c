@@ -226,16 +226,38 @@ static struct {
     uint32_t ready;
 } g_named[CMH_THREAD_NAMED + 1];
 
-/* A thread's first event: its id and its name then (pt_autograd_0, a data loader's) */
+/* The name the program gave this thread (cmh_thread_name: a Python thread's threading name),
+ * before or after its first event; empty: the OS's name is taken. */
+static __thread char t_given_name[16];
+
+/* A thread's first event: its id and its name then (pt_autograd_0, a data loader's), or the one
+ * the program gave it */
 static __attribute__((noinline, cold)) void name_thread(uint32_t t)
 {
     if (t > CMH_THREAD_NAMED) return;
     g_named[t].tid = (int64_t)syscall(SYS_gettid);
     char name[17] = "";
-    if (prctl(PR_GET_NAME, (unsigned long)name, 0, 0, 0) != 0) name[0] = 0;
+    if (t_given_name[0]) memcpy(name, t_given_name, sizeof t_given_name);
+    else if (prctl(PR_GET_NAME, (unsigned long)name, 0, 0, 0) != 0) name[0] = 0;
     memcpy(g_named[t].name, name, sizeof g_named[t].name);
     __atomic_store_n(&g_named[t].ready, 1, __ATOMIC_RELEASE);
     cmh_flight_thread(NULL, t, g_named[t].tid, name);
+}
+
+/* The program names the calling thread (its first 15 bytes, as the OS keeps them).  Given before
+ * the thread's first event (a Python thread's start), its first event takes it; after, its slot
+ * is written again and the flight record says the new name (a later thread record wins).  A
+ * dump reading the slot while it changes may see part of either name: names only, never an
+ * entry. */
+void cmh_hist_name_thread(const char *name)
+{
+    size_t n = strnlen(name, sizeof t_given_name - 1);
+    memset(t_given_name, 0, sizeof t_given_name);
+    memcpy(t_given_name, name, n);
+    uint32_t t = t_thread;
+    if (!t || t > CMH_THREAD_NAMED || !__atomic_load_n(&g_named[t].ready, __ATOMIC_ACQUIRE)) return;
+    memcpy(g_named[t].name, t_given_name, sizeof g_named[t].name);
+    cmh_flight_thread(NULL, t, g_named[t].tid, t_given_name);
 }
 
 void cmh_hist_threads_each(void (*fn)(void *arg, uint32_t thread, int64_t tid, const char *name), void *arg)

@@ -192,6 +192,8 @@ CMH_HIDDEN uint32_t cmh_hist_thread(void);
 /* The threads named so far (their OS thread id and name at their first event), the first
  * CMH_THREAD_NAMED of them: fn(arg, thread, tid, name) for each. */
 #define CMH_THREAD_NAMED 4096
+/* The program's name for the calling thread (cmh_thread_name), taken instead of the OS's. */
+CMH_HIDDEN void cmh_hist_name_thread(const char *name);
 CMH_HIDDEN void cmh_hist_threads_each(void (*fn)(void *arg, uint32_t thread, int64_t tid, const char *name), void *arg);
 
 /* count_kind of cmh_hist_record */

@@ -111,4 +111,37 @@ else
     check "the pprof profile names the package's device_alloc" \
         "py -c \"import gzip; b = gzip.open('pkg.pb.gz').read(); assert b'gpulib/__init__.py' in b and b'device_alloc' in b\""
 fi
+
+# --- a Python thread's name: threading's, not the OS's 'python3' (the start-up hook gives each
+# threading.Thread's name to the recorder as it starts); in the exit dump, and in a record
+# recovered after SIGKILL (the flight record's thread record) ---
+cat >thr.py <<'PYEOF'
+import ctypes, os, sys, threading
+cu = ctypes.CDLL("libcuda.so.1")
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+kept = []
+def work(n):
+    cu.cuCtxSetCurrent(ctx)
+    for _ in range(n):
+        p = ctypes.c_uint64()
+        assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 20)) == 0
+        kept.append(p.value)
+ts = [threading.Thread(target=work, args=(2,), name="kv-prefetch"), threading.Thread(target=work, args=(3,), name="leaker")]
+for t in ts: t.start()
+for t in ts: t.join()
+if sys.argv[1:] == ["kill"]:
+    os.kill(os.getpid(), 9)
+PYEOF
+"$CMH" record -q -o thr.cmh -- $PY thr.py >/dev/null 2>&1
+"$CMH" record -q -o thrk.cmh -- $PY thr.py kill >/dev/null 2>&1
+"$CMH" export -q -f sqlite -o thr.db thr.cmh >/dev/null 2>&1
+"$CMH" export -q -f sqlite -o thrk.db thrk.cmh >/dev/null 2>&1
+check "Python threads carry their threading names, exit dump and recovered record alike" "py - <<'PY'
+import sqlite3
+for db in ('thr.db', 'thrk.db'):
+    names = {r[0] for r in sqlite3.connect(db).execute('SELECT name FROM threads')}
+    assert {'kv-prefetch', 'leaker'} <= names, (db, names)
+PY"
 finish

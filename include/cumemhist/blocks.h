@@ -21,6 +21,7 @@
 #pragma weak cmh_mark
 #pragma weak cmh_range_push
 #pragma weak cmh_range_pop
+#pragma weak cmh_thread_name
 
 #define CMH_IF_LOADED(fn, args) ((fn) ? (void)fn args : (void)0)
 #define CMH_SEGMENT_MANAGED(ptr) CMH_IF_LOADED(cmh_segment_managed, ((uint64_t)(ptr)))
@@ -31,5 +32,6 @@
 #define CMH_MARK(name) CMH_IF_LOADED(cmh_mark, (name))
 #define CMH_RANGE_PUSH(name) CMH_IF_LOADED(cmh_range_push, (name))
 #define CMH_RANGE_POP() CMH_IF_LOADED(cmh_range_pop, ())
+#define CMH_THREAD_NAME(name) CMH_IF_LOADED(cmh_thread_name, (name))
 
 #endif

@@ -125,6 +125,9 @@ uint64_t cmh_lost_events(void);
  *                                   of every device it has used, whichever one is current
  *   cmh_range_push(name) / cmh_range_pop()   a named span, as PyTorch's external annotations (its
  *                                   start a mark as cmh_mark's, on every device)
+ *   cmh_thread_name(name)           what the reports call the calling thread instead of the OS's
+ *                                   name (its first 15 bytes): a Python thread's threading name,
+ *                                   given by the start-up hook at the thread's start
  * The device of a block, and of a range's annotation, is the calling thread's current one.
  */
 int cmh_segment_managed(uint64_t ptr);
@@ -134,6 +137,7 @@ int cmh_block_free_completed(uint64_t ptr);
 int cmh_mark(const char *name);
 int cmh_range_push(const char *name);
 int cmh_range_pop(void);
+int cmh_thread_name(const char *name);
 
 #ifdef __cplusplus
 }

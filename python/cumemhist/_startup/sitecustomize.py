@@ -12,6 +12,8 @@
     last snapshot for the recorder's exit dump;
   - says one line, and does nothing else, with a PyTorch built without CUDA;
   - is off with CUMEMHIST_TORCH=0 (`record --no-torch`).
+Whatever the program, each threading.Thread it starts gives the recorder its name
+(cmh_thread_name), which the reports show instead of the OS's ('python3').
 PyTorch's APIs here are private and change between releases: when one is missing or refuses,
 it says so once on stderr and the recording goes on at the driver level alone.  It never
 raises into the program.
@@ -224,9 +226,36 @@ def _corecord(torch):
     atexit.register(at_exit)
 
 
+def _name_threads():
+    """Each threading.Thread tells the recorder its name as it starts (cmh_thread_name), so the
+    reports call it 'leaker', not the OS's 'python3'.  Once per thread, before its first call."""
+    import ctypes
+    import threading
+
+    lib = ctypes.CDLL(None)
+    if not hasattr(lib, "cmh_thread_name"):
+        return
+    name_fn = lib.cmh_thread_name
+    name_fn.argtypes = [ctypes.c_char_p]
+    inner = threading.Thread._bootstrap_inner
+
+    def _bootstrap_inner(self):
+        try:
+            name_fn(str(self.name).encode("utf-8", "replace"))
+        except Exception:
+            pass
+        return inner(self)
+
+    threading.Thread._bootstrap_inner = _bootstrap_inner
+
+
 try:
     _chain_user_sitecustomize()
 finally:
+    try:
+        _name_threads()
+    except Exception:  # a Python without threading's internals as we know them: OS names
+        pass
     try:
         _install()
     except Exception as e:  # never break the program's start
