@@ -32,7 +32,7 @@ const cli_command cli_cmd_oom = {
     "large: more than the device had\n"
     "free and the process held together), and the allocation sites holding memory at that moment.\n"
     "A demand driven by a leak names the site leaks calls growing (what it grew by, over how many\n"
-    "steps); a fragmentation verdict names the site whose live blocks kept the free bytes apart.\n"
+    "steps, and the line that called it where the site is a helper); a fragmentation verdict names the site whose live blocks kept the free bytes apart.\n"
     "An error that an allocator above the driver caught and asked again for (one reporting its\n"
     "blocks, PyTorch's, or the same call stack asking again) is its retry, not counted as an OOM\n"
     "(memory_summary's cudaMalloc retries); any other went back to the program: an OOM it saw.",
@@ -445,13 +445,23 @@ static int section(const rep_section *sec, void *arg)
             if (e->ngrowing) { /* the demand a leak made: the site to fix, in leaks' own words */
                 char says[512], from[600] = "";
                 uint64_t grown = e->grew.rate > 0 ? (uint64_t)e->grew.rate * e->grew.growth_steps : 0;
+                char via[400] = "", rvia[400] = "";
                 if (e->request_stack) {
                     cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};
-                    snprintf(from, sizeof from, ", from %.500s", rep_site_name(sp, g, &who));
+                    /* a helper's site: the line that called it for this request, which is not
+                     * the leaking caller's (it read as if the leak's own line had failed) */
+                    const cmh_frame *rc = g ? cmh_sites_caller_of(g, e->request_stack) : NULL;
+                    if (rc) snprintf(rvia, sizeof rvia, ", called from %.380s", rep_frame(sp, rc));
+                    snprintf(from, sizeof from, ", from %.300s%s", rep_site_name(sp, g, &who), rvia);
                 }
-                printf("  driven by a leak: allocated grew by %s over %s at %s, which held %s at the error\n"
+                /* a helper's growth that is one caller's: that caller, as leaks names it */
+                const cmh_site_caller *gc = NULL;
+                for (uint32_t k = 0; e->grew.callers_judged && k < e->grew.ncallers; k++)
+                    if (e->grew.callers[k].growing) gc = gc ? &e->grew.callers_other : &e->grew.callers[k];
+                if (gc && gc != &e->grew.callers_other) snprintf(via, sizeof via, ", called from %.380s", rep_frame(sp, &sp->frames[gc->frame]));
+                printf("  driven by a leak: allocated grew by %s over %s at %s%s, which held %s at the error\n"
                        "    (cumemhist leaks: %s)",
-                       rep_size((double)grown), rep_count(e->grew.growth_steps, "step", "steps"), rep_site_name(sp, g, &e->grew),
+                       rep_size((double)grown), rep_count(e->grew.growth_steps, "step", "steps"), rep_site_name(sp, g, &e->grew), via,
                        rep_size((double)e->grew_held), cmh_leak_site_text(&e->grew, says, sizeof says));
                 if (e->ngrowing > 1) printf(";\n    %s growing too (cumemhist leaks)", rep_count(e->ngrowing - 1, "more site", "more sites"));
                 printf(";\n    the failing request of %s came at %s%s\n", rep_size((double)e->request), rep_at(e->index, e->time_ns, t0), from);
@@ -473,9 +483,23 @@ static int section(const rep_section *sec, void *arg)
                 char tag[80];
                 printf("    %12s %13s  %s%s\n", rep_size((double)x->bytes), rep_count(x->count, "block", "blocks"),
                        rep_site_name(sp, g, x), rep_owner_tag(g, x->group, tag, sizeof tag));
-                rep_print_callers(sp, x, "          ");
+                /* the leak's site: its callers marked as leaks marks them (the same words) */
+                cmh_site marked = *x;
+                if (e->ngrowing && x->group == e->grew.group && e->grew.callers_judged) {
+                    marked.callers_judged = 1;
+                    marked.verdict = e->grew.verdict;
+                    for (uint32_t c = 0; c < marked.ncallers; c++)
+                        for (uint32_t d = 0; d < e->grew.ncallers; d++) {
+                            const cmh_frame *a = &sp->frames[marked.callers[c].frame], *b = &sp->frames[e->grew.callers[d].frame];
+                            if (a->name != b->name || a->filename != b->filename || a->line != b->line) continue;
+                            marked.callers[c].growing = e->grew.callers[d].growing;
+                            marked.callers[c].stopped = e->grew.callers[d].stopped;
+                        }
+                    marked.stack = e->grew.stack; /* (one caller's growth: its stack, as leaks shows it) */
+                }
+                rep_print_callers(sp, &marked, "          ");
                 row_sites_at(&rs, &ps, have_ps, e, x, "          ");
-                rep_print_frames(sp, g, x->stack, g_frames, "          ");
+                rep_print_frames(sp, g, marked.stack, g_frames, "          ");
             }
             if (e->nsites > (uint32_t)g_top) printf("    ... %s (--top)\n", rep_count(e->nsites - (uint32_t)g_top, "more site", "more sites"));
         }

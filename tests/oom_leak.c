@@ -12,6 +12,11 @@
  *                   creator's, keeps the segment (63 MiB free in it) from being given back.  A
  *                   56 MiB request then fits in no gap and the device (FAKECUDA_CAPACITY=96M) has
  *                   32 MiB left: a fragmentation OOM whose trapping block is small_handle's.
+ *   oom_leak helper one allocating helper, grab(), called by main() once for 64 MiB of weights and in
+ *                   each marked step by fwd() (8 MiB, freed), bwd() (8 MiB, kept: the leak) and
+ *                   opt() (8 MiB, freed), until one of them fails.  Run on a 512 MiB device: the
+ *                   leak's site is grab's, its growth bwd's, and the failing request another
+ *                   caller's; prints which.
  *
  * Prints what happened and exits 0 when it ran so.
  */
@@ -95,6 +100,53 @@ static int trap(void)
     return r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 1;
 }
 
+__attribute__((noinline)) static CUresult grab(CUdeviceptr *p, size_t n)
+{
+    calls += 5;
+    return cuMemAlloc(p, n);
+}
+
+__attribute__((noinline)) static CUresult fwd(void)
+{
+    CUdeviceptr a;
+    CUresult r = grab(&a, 8 * MIB);
+    if (r == CUDA_SUCCESS) cuMemFree(a);
+    return r;
+}
+
+__attribute__((noinline)) static CUresult bwd(void)
+{
+    CUdeviceptr b;
+    calls += 6;
+    return grab(&b, 8 * MIB); /* kept: the leak */
+}
+
+__attribute__((noinline)) static CUresult opt(void)
+{
+    CUdeviceptr c;
+    calls += 7;
+    CUresult r = grab(&c, 8 * MIB);
+    if (r == CUDA_SUCCESS) cuMemFree(c);
+    return r;
+}
+
+static int helper(void)
+{
+    CUdeviceptr w;
+    if (grab(&w, 64 * MIB) != CUDA_SUCCESS) return 1;
+    for (int i = 0; i < 1000; i++) {
+        char m[32];
+        snprintf(m, sizeof m, "step %d", i);
+        CMH_MARK(m);
+        const char *who = fwd() ? "fwd" : bwd() ? "bwd" : opt() ? "opt" : NULL;
+        if (who) {
+            printf("oom_leak: helper: %s out of memory at step %d\n", who, i);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     CUdevice d;
@@ -102,5 +154,6 @@ int main(int argc, char **argv)
     if (argc < 2 || cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) return 2;
     if (!strcmp(argv[1], "leak")) return leak();
     if (!strcmp(argv[1], "trap")) return trap();
+    if (!strcmp(argv[1], "helper")) return helper();
     return 2;
 }

@@ -61,6 +61,21 @@ check "leaks: keep_history growing" 'grep -q "growing  keep_history (.*oom_leak.
 "$CMH" oom leak.cmh >oom2.txt 2>&1
 check "oom: the same verdict every run" 'cmp -s oom.txt oom2.txt'
 
+# --- a leak through a shared helper until OOM: oom names the growing caller, as leaks does, marks
+# it in the holders' split, and names the failing request's own caller (a newcomer's trial: oom
+# said 'at grab (helper2.c:6)' and 'from grab (helper2.c:6)', which read as if the leaking line had
+# failed, while leaks named bwd (helper2.c:8)) ---
+FAKECUDA_CAPACITY=512M "$CMH" record -q -o help.cmh -- "$B/tests/oom_leak" helper >help.out 2>&1
+who=$(sed -n 's/^oom_leak: helper: \([a-z]*\) out of memory.*/\1/p' help.out)
+"$CMH" oom help.cmh >hoom.txt 2>&1
+"$CMH" leaks help.cmh >hleaks.txt 2>&1
+check "oom through a helper: the growth bwd's, the failing request $who's, the holders' split marks bwd ($(grep -E 'driven by|failing request|by caller' hoom.txt | tr -s ' ' | tr '\n' '|'))" \
+    '[ -n "$who" ] && [ "$who" != bwd ] &&
+     grep -q "driven by a leak: .* at grab (.*oom_leak.c:[0-9]*), called from bwd (.*oom_leak.c:[0-9]*), which held" hoom.txt &&
+     grep -q "the failing request of 8.0 MiB came at .*, from grab (.*oom_leak.c:[0-9]*), called from $who (.*oom_leak.c:[0-9]*)\$" hoom.txt &&
+     grep -q "by caller: .*bwd (.*oom_leak.c:[0-9]*) (growing)" hoom.txt &&
+     grep -q "the growth comes from one caller, bwd (" hleaks.txt'
+
 # --- a fragmentation OOM: a small block of another site traps the segment ---
 FAKECUDA_CAPACITY=96M "$CMH" record -q -o trap.cmh -- "$B/tests/oom_leak" trap >trap.out 2>&1
 grep -q "oom_leak: trap: 56 MiB: error 2" trap.out && ok "oom_leak trap: the 56 MiB request ran out of memory" ||
