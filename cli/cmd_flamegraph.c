@@ -125,8 +125,8 @@ int cmd_flamegraph(int argc, char **argv)
             cli_error("flamegraph: --memviz %s: want memory or segments", g_memviz);
             return CLI_EUSAGE;
         }
-        if (g_at || g_folded) {
-            cli_error("flamegraph: --memviz writes the snapshot's end as _memory_viz.py does: no --at, no --folded");
+        if ((g_at && strcmp(g_at, "end")) || g_folded) { /* (--at end: what it writes, said or not) */
+            cli_error("flamegraph: --memviz writes the snapshot's end as _memory_viz.py does: no --at but end, no --folded");
             return CLI_EUSAGE;
         }
         /* a pickle's frames as the file has them (the script reads them so: no demangling, no

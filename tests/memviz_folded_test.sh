@@ -92,6 +92,9 @@ fi
 "$B/cumemhist" flamegraph --memviz memory --device 1 "$T/hand.pickle" 2>/dev/null | grep -q '^stream_7;active_pending_free;run.py:3:main' &&
     [ "$("$B/cumemhist" flamegraph --memviz memory --device 1 "$T/hand.pickle" 2>/dev/null | wc -l)" -eq 1 ] && ok || bad "--device 1"
 "$B/cumemhist" flamegraph --memviz memory --at peak "$T/hand.pickle" >/dev/null 2>&1; [ $? -eq 2 ] && ok || bad "--memviz with --at is not refused"
+# --at end is what --memviz writes: taken, the same lines (a newcomer's trial: it was refused)
+"$B/cumemhist" flamegraph --memviz memory --at end "$T/hand.pickle" >"$T/at_end.txt" 2>/dev/null &&
+    "$B/cumemhist" flamegraph --memviz memory "$T/hand.pickle" 2>/dev/null | cmp -s - "$T/at_end.txt" && ok || bad "--memviz --at end is refused or differs"
 "$B/cumemhist" flamegraph --memviz tree "$T/hand.pickle" >/dev/null 2>&1; [ $? -eq 2 ] && ok || bad "--memviz tree is not refused"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
