@@ -18,26 +18,27 @@ static int64_t wall_ns(void)
 }
 
 /* Allocated bytes per minute over the minute up to now (the process's last entry, once it
- * ended), or since its first entry when that was less than a minute ago.  A figure per minute
- * from a shorter span is an extrapolation, and one from a burst (a model loaded in the first
- * second of a two-second run read '+3.2 GiB/min') says nothing of a rate: as `leaks` gives a
- * rate (CMH_LEAK_RATE_MIN_NS, CMH_LEAK_MIN_STEPS of CMH_LEAK_RATE_SLICES stretches), a younger
- * span has one only when it lasted a second at least and allocated changed in as many of its
- * equal stretches; a whole minute's change is the change per minute itself.  *known 0: none. */
-static int64_t change_per_min(const cmh_live *l, int k, uint64_t allocated, int *known)
+ * ended), or, for a process younger than that, over the later half of its life (from the end of
+ * its first second at the earliest): its start-up (weights loaded in its first moments) is no
+ * growth per minute, and counting it made a process that loads 4 GiB and then leaks 80 MiB a
+ * second read '+84 GiB/min' at 3 s and '+20 GiB/min' at 15 s.  A point holds the latest value
+ * of its second, so the half starts at the end of the last point's second that ended by
+ * mid-life.  A figure per minute from a shorter span is an extrapolation, and one from a burst
+ * says nothing of a rate: as `leaks` gives a rate (CMH_LEAK_RATE_MIN_NS, CMH_LEAK_MIN_STEPS of
+ * CMH_LEAK_RATE_SLICES stretches), a younger span has one only when it lasted a second at least
+ * and allocated changed in as many of its equal stretches; a whole minute's change is the
+ * change per minute itself.  *known 0: none. */
+int64_t cmh_live_rate(const rate_pt *r, uint32_t n, int64_t now, uint64_t allocated, int *known)
 {
-    const rate_pt *r = l->rate[k];
-    uint32_t n = l->nrate[k];
     *known = 0;
-    if (n < 2) return 0;
-    int64_t now = l->info.last_ns;
-    if (l->alive && wall_ns() > now) now = wall_ns();
+    if (n < 2 || now < INT64_MIN + 60ll * 1000000000) return 0;
     int64_t from = now - 60ll * 1000000000;
     uint32_t i = 0;
     while (i + 1 < n && r[i + 1].ns <= from) i++; /* the value as the window opened */
-    int64_t t0 = r[i].ns > from ? r[i].ns : from, span = now - t0;
-    if (span < CMH_LEAK_RATE_MIN_NS) return 0; /* under a second: no rate yet */
+    int64_t t0 = r[i].ns > from ? r[i].ns : from;
     if (t0 > from) { /* younger than the window: a trend over its stretches, or nothing */
+        int64_t span = now - t0;
+        if (span < CMH_LEAK_RATE_MIN_NS) return 0; /* under a second: no rate yet */
         uint32_t slices = 0;
         for (uint32_t j = i + 1; j < n; j++) {
             if (r[j].allocated == r[j - 1].allocated) continue;
@@ -45,9 +46,24 @@ static int64_t change_per_min(const cmh_live *l, int k, uint64_t allocated, int 
             slices |= 1u << (s < 0 ? 0 : s >= CMH_LEAK_RATE_SLICES ? CMH_LEAK_RATE_SLICES - 1 : s);
         }
         if ((uint32_t)__builtin_popcount(slices) < CMH_LEAK_MIN_STEPS && allocated != r[i].allocated) return 0;
+        /* a trend: its figure from the later half of its life, past its start-up */
+        if (r[1].ns > now - CMH_LEAK_RATE_MIN_NS) return 0; /* (a hostile record's times may lie ahead) */
+        int64_t mid = r[1].ns + (now - r[1].ns) / 2;
+        i = 1;
+        while (i + 1 < n && r[i + 1].ns <= mid - 1000000000) i++;
+        t0 = r[i].ns + 1000000000; /* the end of that point's second: its value then */
     }
+    int64_t span = now - t0;
+    if (span < CMH_LEAK_RATE_MIN_NS) return 0; /* under a second: no rate yet */
     *known = 1;
     return (int64_t)(((double)allocated - (double)r[i].allocated) * 60e9 / (double)span);
+}
+
+static int64_t change_per_min(const cmh_live *l, int k, uint64_t allocated, int *known)
+{
+    int64_t now = l->info.last_ns;
+    if (l->alive && wall_ns() > now) now = wall_ns();
+    return cmh_live_rate(l->rate[k], l->nrate[k], now, allocated, known);
 }
 
 const cmh_live_info *cmh_live_get_info(const cmh_live *l) { return &l->info; }

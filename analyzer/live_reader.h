@@ -144,6 +144,9 @@ struct cmh_live {
 
 static inline const cmh_flight_header *hdr(const cmh_live *l) { return (const cmh_flight_header *)l->map; }
 
+/* A device's allocated bytes per minute at now off its n rate points (live_figures.c says the
+ * rule); *known 0 where there is none yet.  Pure: tests/test_live_rate.c feeds it points. */
+int64_t cmh_live_rate(const rate_pt *r, uint32_t n, int64_t now, uint64_t allocated, int *known);
 /* "PATH: what at byte AT" in err; returns CMH_EFORMAT. */
 int cmh_live_fail(cmh_live *l, char *err, size_t errlen, const char *what, uint64_t at);
 

@@ -43,7 +43,8 @@ const cli_command cli_cmd_top = {
     "top", "[options] [PID|FLIGHT...]",
     "Watch the CUDA memory of every process you run under cumemhist (or those named), live: one\n"
     "row per process and device, with allocated, reserved and driver-used bytes, the change per\n"
-    "minute ('-' where the span is too short for a rate, as leaks decides one), out-of-memory\n"
+    "minute (over the later half of a process younger than a minute, so that its start-up is no\n"
+    "growth; '-' where the span is too short for a rate, as leaks decides one), out-of-memory\n"
     "errors (as oom counts them: a retry that succeeded is none) and dropped entries, and for\n"
     "the selected row the sites that\n"
     "hold memory now (with their leak verdict) and the device's owners.  Keys: up/down or j/k\n"

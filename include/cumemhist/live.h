@@ -48,8 +48,9 @@ typedef struct cmh_live_device {
     int meminfo_known;                      /* a cuMemGetInfo sample was read */
     uint64_t mem_free, mem_total;           /* the latest one */
     int64_t mem_time_ns;
-    /* allocated bytes per minute over the last minute of the process (since its first entry
-     * when younger); change_known 0 (and change_per_min 0) where a span that short makes no rate:
+    /* allocated bytes per minute over the last minute of the process (over the later half of
+     * its life when younger, from the end of its first second at the earliest: its start-up is
+     * no growth per minute); change_known 0 (and change_per_min 0) where a span that short makes no rate:
      * under a second, or a younger process whose allocated bytes changed in fewer than
      * CMH_LEAK_MIN_STEPS of CMH_LEAK_RATE_SLICES stretches (a burst), as `leaks` gives a rate */
     int64_t change_per_min;
