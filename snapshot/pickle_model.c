@@ -24,7 +24,7 @@ const char *const pk_key_names[NKEYS] = {
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
     "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
     "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size", "retried_ooms",
-    "clock_origin_ns",
+    "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump",
 };
 
 /* ---- keys the model has no field for (snapshot.h, cmh_extra), kept as text ---- */
@@ -698,7 +698,27 @@ static int read_marks(pm *m, const pcont *ml, pool_at **out)
     return 0;
 }
 
-static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
+/* cumemhist.pool_sample_tags (pickle_write.c; absent from older exports): each pool sample's
+ * (stream: CMH_POOL_* bits, flags, thread, frames), in pool_samples' order */
+static int read_pool_sample_tags(pm *m, const pcont *tl, pool_at *ps, uint32_t n)
+{
+    for (uint32_t i = 0; i < tl->n && i < n; i++) {
+        pcont *t = (pcont *)obj(m, &tl->items[i], C_TUPLE);
+        int64_t v[3];
+        int ok = t && t->n == 4;
+        for (int k = 0; ok && k < 3; k++) ok = to_i64(&t->items[k], &v[k]);
+        if (ok && t->items[3].tag == PV_CONT && pk_convert_stack(m, &t->items[3])) return -1;
+        if (!ok || t->items[3].tag != PV_STACK || v[1] < 0 || v[1] > 15 || v[2] < 0 || v[2] > UINT32_MAX)
+            return pk_fail(m, "cumemhist.pool_sample_tags[%u] is not (stream, flags, thread, frames)", i);
+        ps[i].e.stream = (uint64_t)v[0];
+        ps[i].e.flags = (uint8_t)v[1];
+        ps[i].e.thread = (uint32_t)v[2];
+        ps[i].e.stack = t->items[3].u.id;
+    }
+    return 0;
+}
+
+static int read_pool_samples(pm *m, const pcont *pl, const pcont *tags, pool_at **out)
 {
     pool_at *ps = calloc(pl->n, sizeof *ps);
     if (!ps) return pk_nomem(m);
@@ -719,6 +739,10 @@ static int read_pool_samples(pm *m, const pcont *pl, pool_at **out)
         ps[i].e.size = (uint64_t)v[3];
         ps[i].e.requested = (uint64_t)v[4];
         ps[i].e.time_ns = us_to_ns(v[5]);
+    }
+    if (tags && read_pool_sample_tags(m, tags, ps, pl->n)) {
+        free(ps);
+        return -1;
     }
     for (uint32_t i = 0, j = 0; i < pl->n; i++, j++) { /* j: its index among its device's (the list goes device by device) */
         if (i && ps[i].device != ps[i - 1].device) j = 0;
@@ -1033,7 +1057,9 @@ int pk_convert_top(pm *m, const pv *root)
     const pv *psv = od ? pk_dict_get(m, od, m->key[K_POOL_SAMPLES]) : NULL;
     const pcont *pl = psv ? obj(m, psv, C_LIST) : NULL;
     pool_at *ps = NULL;
-    if (pl && pl->n && read_pool_samples(m, pl, &ps)) return -1;
+    const pv *ptv = od ? pk_dict_get(m, od, m->key[K_POOL_SAMPLE_TAGS]) : NULL;
+    const pcont *ptl = ptv ? obj(m, ptv, C_LIST) : NULL;
+    if (pl && pl->n && read_pool_samples(m, pl, ptl, &ps)) return -1;
     uint32_t nps = ps ? pl->n : 0;
     const pv *rov = od ? pk_dict_get(m, od, m->key[K_RETRIED_OOMS]) : NULL;
     const pcont *rol = rov ? obj(m, rov, C_LIST) : NULL;
@@ -1090,6 +1116,10 @@ int pk_convert_top(pm *m, const pv *root)
         for (uint32_t i = 0; dol && i < dol->n; i++)
             for (uint32_t t = 0; t < m->s->ntraces; t++)
                 if (m->s->traces[t].device == (int32_t)i && to_i64(&dol->items[i], &x) && x > 0) m->s->traces[t].dropped_ooms = (uint64_t)x;
+        x = 0;
+        if (!want_int(m, od, K_POOLS_READ_AT_DUMP, &x, 0, "cumemhist") && x == 1 && !(m->s->pt_fields & CMH_PT_ALLOCATOR_SETTINGS) &&
+            cmh_snapshot_add_setting(m->s, "pools_read_at_dump", "1", 1) != CMH_OK)
+            return pk_nomem(m);
         const pv *th = pk_dict_get(m, od, m->key[K_THREADS]);
         const pcont *tl = th ? obj(m, th, C_LIST) : NULL;
         if (tl && read_threads(m, tl)) goto fail;

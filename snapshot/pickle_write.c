@@ -26,7 +26,7 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_CLOCK_ORIGIN_NS, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_CLOCK_ORIGIN_NS, W_POOL_SAMPLE_TAGS, W_POOLS_READ_AT_DUMP, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -36,7 +36,7 @@ static const char *const wkeys[W_NKEYS] = {
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
     "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id", "meminfo", "start_ns", "dump_ns", "process", "ending",
-    "dropped_ooms", "retried_ooms", "clock_origin_ns",
+    "dropped_ooms", "retried_ooms", "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump",
 };
 
 typedef struct pw {
@@ -787,6 +787,29 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                     }
                 }
             }
+            /* what else the model holds of each sample, in the same order (a separate list, so a
+             * reader that knows only pool_samples still reads them): (stream: the CMH_POOL_* bits,
+             * flags: CMH_EF_AT_DUMP, thread, frames: cuMemPoolCreate's stack) */
+            w_key(&w, W_POOL_SAMPLE_TAGS);
+            op(&w, ']');
+            k = 0;
+            for (int d = 0; d < ndev; d++)
+                for (uint32_t t = 0; t < s->ntraces; t++) {
+                    if (s->traces[t].device != d) continue;
+                    for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
+                        const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
+                        if (e->action != CMH_ACT_POOL_SAMPLE) continue;
+                        batch_begin(&w, k, nps);
+                        op(&w, '(');
+                        w_int(&w, (int64_t)cmh_entry_stream(s, e));
+                        w_int(&w, e->flags);
+                        w_int(&w, cmh_entry_thread(s, e));
+                        w_frames(&w, s, e->stack);
+                        op(&w, 't');
+                        batch_end(&w, k, nps, 0);
+                        k++;
+                    }
+                }
         }
         /* OOMs the allocator retried with success (CMH_EF_RETRIED), which PyTorch's trace has no
          * 'oom' for: (device, position as a pool sample's, order among the device's pool samples
@@ -888,6 +911,14 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
             w_key(&w, W_CLOCK_ORIGIN_NS);
             w_int(&w, origin);
         }
+        /* the recorder's word that its dump read every pool (replay.c, pools_stale_end), a setting
+         * that allocator_settings carries only where the record has PyTorch's */
+        for (uint32_t i = 0; !has_settings && i < s->nsettings; i++)
+            if (!strcmp(cmh_str(s, s->settings[i].key), "pools_read_at_dump") && !strcmp(cmh_str(s, s->settings[i].value), "1")) {
+                w_key(&w, W_POOLS_READ_AT_DUMP);
+                w_int(&w, 1);
+                break;
+            }
         w_ours_threads(&w, s, ndev);
         if (s->nthreads) { /* (thread, tid, name): which thread a number is */
             w_key(&w, W_THREAD_IDS);

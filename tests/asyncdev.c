@@ -13,6 +13,8 @@
  *   privoom  (512 MiB, 1 device) the default pool keeps 300 MiB (threshold max); 300 MiB from a
  *            private pool fails;
  *   privoom2 the reverse: a private pool keeps 300 MiB; 300 MiB cuMemAllocAsync (default pool) fails.
+ *   oddpool  privoom2 with requests of 100 MiB + 12345 B (the pool's cache is not what its
+ *            requests asked; the record's end needs its dump's pool reads).
  * Prints "rc=N" of the last request.
  */
 #define _GNU_SOURCE
@@ -126,7 +128,7 @@ __attribute__((noinline)) static CUresult from_pool(CUdeviceptr *p, CUmemoryPool
     return cuMemAllocFromPoolAsync(p, n, mp, s);
 }
 
-static int privoom(int reverse)
+static int privoom(int reverse, size_t odd)
 {
     CUstream s;
     CUmemoryPool defp, mp;
@@ -140,7 +142,7 @@ static int privoom(int reverse)
     if (private_pool(&mp, 0)) return 2;
     CUmemoryPool keeper = reverse ? mp : defp;
     CK(cuMemPoolSetAttribute(keeper, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &thr));
-    for (int i = 0; i < 3; i++) CK(reverse ? from_pool(&a[i], mp, s, 100 * MIB) : cuMemAllocAsync(&a[i], 100 * MIB, s));
+    for (int i = 0; i < 3; i++) CK(reverse ? from_pool(&a[i], mp, s, 100 * MIB + odd) : cuMemAllocAsync(&a[i], 100 * MIB, s));
     for (int i = 0; i < 3; i++) CK(cuMemFreeAsync(a[i], s));
     CK(cuStreamSynchronize(s));
     CUresult r = reverse ? other_device_async(&x, 300 * MIB, s) : from_pool(&x, mp, s, 300 * MIB);
@@ -154,8 +156,9 @@ int main(int argc, char **argv)
     if (!strcmp(m, "xdevoom")) return xdevoom();
     if (!strcmp(m, "xdev")) return xdev();
     if (!strcmp(m, "thresh")) return thresh(argc > 2 ? argv[2] : "stream");
-    if (!strcmp(m, "privoom")) return privoom(0);
-    if (!strcmp(m, "privoom2")) return privoom(1);
-    fprintf(stderr, "usage: asyncdev xdevoom|xdev|thresh [stream|ctx|event|procaddr]|privoom|privoom2\n");
+    if (!strcmp(m, "privoom")) return privoom(0, 0);
+    if (!strcmp(m, "privoom2")) return privoom(1, 0);
+    if (!strcmp(m, "oddpool")) return privoom(1, 12345);
+    fprintf(stderr, "usage: asyncdev xdevoom|xdev|thresh [stream|ctx|event|procaddr]|privoom|privoom2|oddpool\n");
     return 2;
 }

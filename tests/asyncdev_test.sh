@@ -80,7 +80,7 @@ assert o["verdict"] in ("demand", "too_large"), o["verdict"]
 PY'
 
 # ---- one pool's OOM beside another pool's cache ----
-for m in privoom privoom2; do
+for m in privoom privoom2 oddpool; do
     "$CMH" record -q -o $m.cmh -- "$P" $m >$m.out 2>&1
     check "$m ran (the 300 MiB request failed): $(cat $m.out)" "grep -qx 'rc=2' $m.out"
     "$CMH" oom --json $m.cmh >$m.json 2>&1
@@ -116,4 +116,17 @@ assert rows == [("default", None, 0), ("private", 1, 1)], rows
 n = c.execute("select count(*) from events e join pools p on e.driver_pool = p.pool_id where p.kind = \"private\" and e.action = \"pool_sample\"").fetchone()[0]
 assert n >= 1, n
 PY'
+# ---- a record's memviz pickle reads back as the record (docs/CLI.md): before, the pickle lost each
+# pool sample's kind, thread, stack and at-dump flag and the record's pools_read_at_dump, so its OOMs
+# lost "the request's pool" and "not for this request", and its end took a cache as given back ----
+for m in xo xd privoom privoom2 oddpool th_stream th_ctx th_event th_procaddr; do
+    [ -f $m.cmh ] || continue
+    rm -f $m.pickle
+    "$CMH" export -q $m.cmh -o $m.pickle 2>$m.perr
+    for r in oom owners; do
+        "$CMH" $r $m.cmh 2>&1 | sed "s/$m\.cmh/REC/g" >$m.$r.a
+        "$CMH" $r $m.pickle 2>&1 | sed "s/$m\.pickle/REC/g" >$m.$r.b
+        check "$m: $r reads the same from the .cmh and its pickle ($(cat $m.perr); $(diff $m.$r.a $m.$r.b | head -4))" "cmp -s $m.$r.a $m.$r.b"
+    done
+done
 finish
