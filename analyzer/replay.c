@@ -724,8 +724,8 @@ static int cmp_u64(const void *a, const void *b)
  * before the recorder read every pool at a dump, a recovered flight record; a pool unchanged at
  * the dump, which records no sample there, reads the same: the driver's sample then agrees with
  * the cache, and nothing is taken): a pool gives back
- * what it keeps above its release threshold at a synchronize, which no hook sees, so its cache
- * may be gone.  Where the device's used memory at that sample is below what the trace holds
+ * what it keeps above its release threshold at a synchronize, which a record older than the
+ * synchronize hooks did not see, so its cache may be gone.  Where the device's used memory at that sample is below what the trace holds
  * (with the memory outside it at the first sample, as owners' baseline), that much of the cache
  * is taken as given back: the end says what the driver said, not a cache it no longer had
  * (cmh_replay_pools_stale tells the reports to say so). */

@@ -294,9 +294,10 @@ int cmh_dump_checkpoint(const char *path, uint64_t *cut, int nslots) { return du
 static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
 {
     if (!cut) {
-        /* what the pools keep now (a pool gives back at a synchronize, which no hook of ours
-         * sees: without this the end would show a cache given back long ago), then what the
-         * driver says now, beside what we recorded */
+        /* what the pools keep now (the synchronize hooks read a pool again only while it may
+         * hold more than its release threshold; a trim by other means, cuMemPoolTrimTo from a
+         * path we do not follow or a lowered threshold, shows here), then what the driver says
+         * now, beside what we recorded */
         cmh_pools_at_dump();
         cmh_meminfo_sample_all();
     }

@@ -194,7 +194,7 @@ void cmh_pools_synchronized(void)
 }
 
 /* At a dump: every known pool read again, and recorded where what it keeps changed since its last
- * sample (a pool trims at a synchronize, which no hook sees), flagged CMH_EF_AT_DUMP; an
+ * sample (a trim the synchronize hooks did not see), flagged CMH_EF_AT_DUMP; an
  * unchanged pool adds no entry (a dump adds no entry to a ring that has not changed). */
 void cmh_pools_at_dump(void) { resample(-1, 1, CMH_EF_AT_DUMP, 0); }
 

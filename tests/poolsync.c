@@ -1,6 +1,7 @@
 /*
  * poolsync.c - CUDA's default pool (release threshold 0, as cudaMallocAsync users get it) gives
- * back what it keeps at a synchronize, which no hook sees (tests/poolsync_test.sh).  3 times
+ * back what it keeps at a synchronize (tests/poolsync_test.sh; the recorder reads the pool again
+ * there, older records did not).  3 times
  * { cuMemAllocAsync 512 KiB (a small segment) + 64 MiB; cuMemFreeAsync both; synchronize }, then
  * cuMemAllocAsync 32 MiB kept, cuMemAllocAsync 96 MiB freed, synchronize, and the driver asked:
  * it prints what cuMemGetInfo and the pool's RESERVED_MEM_CURRENT say (32 MiB: the kept block).
