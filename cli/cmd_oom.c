@@ -452,7 +452,7 @@ static int section(const rep_section *sec, void *arg)
                      * the leaking caller's (it read as if the leak's own line had failed) */
                     const cmh_frame *rc = g ? cmh_sites_caller_of(g, e->request_stack) : NULL;
                     if (rc) snprintf(rvia, sizeof rvia, ", called from %.380s", rep_frame(sp, rc));
-                    snprintf(from, sizeof from, ", from %.300s%s", rep_site_name(sp, g, &who), rvia);
+                    snprintf(from, sizeof from, ", from %.300s%.280s", rep_site_name(sp, g, &who), rvia);
                 }
                 /* a helper's growth that is one caller's: that caller, as leaks names it */
                 const cmh_site_caller *gc = NULL;
