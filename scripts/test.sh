@@ -6,12 +6,21 @@ set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh
 jobs=$(nproc)
+# ctest in build dir $1 (the rest: its options); where a test fails, its failed checks are said
+# again at the end, where a log cut in its middle (CI keeps a head and a tail) still shows them
+suite() {
+    _d=$1; shift
+    (cd "$_d" && ctest --output-on-failure "$@") && return 0
+    echo "the failed checks, again:"
+    grep -h -E 'FAIL|FAILED|Assertion|ERROR: AddressSanitizer|runtime error' "$_d"/Testing/Temporary/LastTest*.log | grep -v ' ok: ' | head -80
+    return 1
+}
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_ASSERTS=ON >/dev/null
 cmake --build build -j"$jobs" >/dev/null
-(cd build && ctest --output-on-failure -j"$jobs")
+suite build -j"$jobs"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMH_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
-(cd build-asan && ctest --output-on-failure -j"$jobs")
+suite build-asan -j"$jobs"
 # ThreadSanitizer over the recorder's suites (the threads, the rings, the flight record).  Its
 # lock-order checker cannot follow 65 device locks held at once; libunwind's per-thread caches
 # and its runtime do not get along at thread exit, so libunwind stays out: the recorder's own walk
@@ -19,8 +28,8 @@ cmake --build build-asan -j"$jobs" >/dev/null
 # Python threads reading their Python stacks under the recorder (the runtime preloaded into python3).
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_TSAN=ON -DCMH_ASSERTS=ON >/dev/null
 cmake --build build-tsan -j"$jobs" --target cumemhist fakecuda test_recorder test_allocators test_faults test_stress test_hot pycallback cumemhist_cli >/dev/null
-(cd build-tsan && TSAN_OPTIONS="detect_deadlocks=0 halt_on_error=1 die_after_fork=0" CUMEMHIST_UNWINDER=fast-glibc \
-    ctest --output-on-failure -j"$jobs" -R '^(recorder|allocators|faults|stress|hot|pystack_threads)$')
+TSAN_OPTIONS="detect_deadlocks=0 halt_on_error=1 die_after_fork=0" CUMEMHIST_UNWINDER=fast-glibc \
+    suite build-tsan -j"$jobs" -R '^(recorder|allocators|faults|stress|hot|pystack_threads)$'
 # A fuzz smoke run of each reader and of the option parser (scripts/fuzz.sh runs them longer):
 # built first (their objects compiled once for all), then run $jobs at a time, each fuzzer being
 # one process on one core; the figures are printed in the same order every time.

@@ -18,7 +18,8 @@ mkdir -m 700 "$XDG_RUNTIME_DIR"
 export CUMEMHIST_REGISTRY=$XDG_RUNTIME_DIR/cumemhist
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; failed="${failed:-}  FAIL: $1
+"; }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 py() { env -u LD_PRELOAD python3 "$@"; } # (a sanitizer runtime preloaded into python would abort it)
 # ps without the sanitizer's runtime: preloaded into ps (procps-ng 4, linked with libgpg-error
@@ -40,6 +41,8 @@ wait_until() {
     done
 }
 finish() {
+    # the failures again, last: a log cut in its middle (CI shows a head and a tail) still names them
+    [ "$fail" -eq 0 ] || printf 'failed here:\n%s' "$failed"
     echo "$pass passed, $fail failed"
     [ "$fail" -eq 0 ]
 }

@@ -140,6 +140,8 @@ const { chromium } = require(process.env.PLAYWRIGHT_CORE);
   await page.focus("canvas").catch(() => {});
   await page.keyboard.press("Home");
   for (let i = 0; i < 4; i++) await page.keyboard.press("+");
+  // the note is drawn with the frame, in the next animation frame: wait for two, not a time
+  await page.evaluate(() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))));
   const zoomed = await gap();
   console.log(open + " | " + zoomed);
   await browser.close();

@@ -16,6 +16,12 @@ function check(what, cond, detail) {
 }
 const frameText = f => f.function + (f.file ? ' (' + f.file + (f.line > 0 ? ':' + f.line : '') + ')' : '');
 const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
+// after an input, the page draws in its next animation frame: wait for two (the page's request was
+// queued first, so it has run), not for a number of milliseconds a loaded machine may not give
+const settle = page => page.evaluate(() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))));
+// a wheel event reaches the page through the compositor, after mouse.wheel returns: wait for what
+// it does, up to 10 s (a check below says so when it never comes)
+const until = (page, fn, arg) => page.waitForFunction(fn, arg, { timeout: 10000 }).then(() => true, () => false);
 
 (async () => {
   const browser = await chromium.launch({ executablePath: process.env.CHROME || '/usr/bin/chromium', args: ['--no-sandbox'] });
@@ -146,7 +152,7 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
     if (v[1] - v[0] <= Math.max(b - a, 8)) break;
     await page.keyboard.press('+');
   }
-  await page.waitForTimeout(50);
+  await settle(page);
   const vw = await page.evaluate(() => [window.cmhView.view.x0, window.cmhView.view.x1, window.cmhView.view.cursor]);
   check(`zoomed by keyboard into the peak's step (entries ${a}-${b}): the window is within a step's width and holds the peak`,
     vw[1] - vw[0] <= Math.max(b - a, 8) && vw[0] <= pk.peak_allocated.index && pk.peak_allocated.index <= vw[1], JSON.stringify(vw));
@@ -156,10 +162,10 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   const before = await page.evaluate(() => window.cmhView.view.x1 - window.cmhView.view.x0);
   await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
   await page.mouse.wheel(0, -400);
-  await page.waitForTimeout(80);
+  await until(page, b => window.cmhView.view.x1 - window.cmhView.view.x0 < b, before);
   const mid = await page.evaluate(() => window.cmhView.view.x1 - window.cmhView.view.x0);
   await page.mouse.wheel(0, 400);
-  await page.waitForTimeout(80);
+  await until(page, m => window.cmhView.view.x1 - window.cmhView.view.x0 > m, mid);
   const after = await page.evaluate(() => window.cmhView.view.x1 - window.cmhView.view.x0);
   check('the mouse wheel zooms in and out', mid < before && after > mid, `${before} -> ${mid} -> ${after}`);
   // a drag pans
@@ -216,13 +222,14 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   }, pk.peak_allocated.index);
   check('a band is drawn at the peak instant', target !== null);
   if (target) {
-    await page.mouse.move(box.x + target.x, box.y + target.y);
-    await page.waitForTimeout(50);
+    const box2 = await page.locator('#v-canvas').boundingBox(); // (where the canvas is now)
+    await page.mouse.move(box2.x + target.x, box2.y + target.y);
+    await until(page, () => !document.querySelector('.v-tip').hidden);
     const tip = await page.textContent('.v-tip');
     const tipShown = await page.evaluate(() => !document.querySelector('.v-tip').hidden);
     check(`hover: the tooltip names the band's site and size (${tip})`, tipShown && tip.includes(target.site[0]));
-    await page.mouse.click(box.x + target.x, box.y + target.y);
-    await page.waitForTimeout(50);
+    await page.mouse.click(box2.x + target.x, box2.y + target.y);
+    await until(page, () => !!document.querySelector('#v-panel .v-size'));
     const panel = await page.evaluate(() => ({
       size: document.querySelector('#v-panel .v-size')?.textContent || '',
       site: document.querySelector('#v-panel .v-site')?.textContent || '',
@@ -287,7 +294,7 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   if (ax0.can) {
     await page.focus('#v-canvas');
     await page.keyboard.press('t');
-    await page.waitForTimeout(50);
+    await settle(page);
     const ax1 = await axis();
     check(`t: the x axis in time (${ax1.n} labels, "${ax1.button}"), linear in time, each between the entries around its time, none clipped`,
       ax1.time && ax1.n >= 2 && ax1.wrong === 0 && ax1.clipped === 0 && ax1.uneven === 0 && ax1.misplaced === 0, JSON.stringify(ax1));
@@ -298,7 +305,7 @@ const siteKey = s => s ? [s.function, s.file, s.line].join('|') : '<none>';
   // a free's or an OOM's stack is no site)
   const q = facts.search;
   await page.fill('#v-search', q);
-  await page.waitForTimeout(50);
+  await settle(page);
   const sr = await page.evaluate(qq => {
     const m = window.cmhView.meta, own = window.cmhView.allocSites(window.cmhView.view.k);
     return [own.filter(i => m.sites[i] && m.sites[i].join(' ').toLowerCase().includes(qq.toLowerCase())).length, document.querySelector('.v-match').textContent,
