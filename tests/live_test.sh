@@ -320,11 +320,13 @@ check "top --json and the exporter count OOMs and retries as oom --json of the d
 # (as leaks gives a rate: a second at least, and a change spread over CMH_LEAK_MIN_STEPS of its
 # stretches); a burst of 12 MiB in its first 0.2 s, then nothing, read '+360 MiB/min' two seconds
 # on; it has no figure ('-', null, no sample) until its minute is up.  A process that grows step
-# after step over seconds has one.
+# after step over seconds has one.  The ramp grows until it is killed: one that stopped after
+# 5 s had its steps in ever fewer of its life's stretches while a loaded machine ran top and the
+# exporter seconds apart, and the exporter, later, had no figure for it.
 LIVE_DONE=$T/burst_done "$CMH" record -q -o burst.cmh -- "$P" leak 6 20 >/dev/null 2>&1 &
-LIVE_DONE=$T/ramp_done "$CMH" record -q -o ramp.cmh -- "$P" leak 8 600 >/dev/null 2>&1 &
-wait_until 60 '[ -e burst_done ] && [ -e ramp_done ]'
-sleep 1.5 # (the burst's span past a second: the old figure was an extrapolation from here on)
+LIVE_READY=$T/ramp_ready "$CMH" record -q -o ramp.cmh -- "$P" leak 0 300 >/dev/null 2>&1 &
+wait_until 60 '[ -e burst_done ] && [ -e ramp_ready ]'
+sleep 6 # (at least: the burst's span past a second; the ramp's steps in enough of its seconds, a point a second)
 burst_pid=$(grep -l "burst.cmh.flight" "$REG"/*.proc | xargs sed -n 's/^pid //p')
 ramp_pid=$(grep -l "ramp.cmh.flight" "$REG"/*.proc | xargs sed -n 's/^pid //p')
 "$CMH" top --json $burst_pid $ramp_pid >rate.json 2>/dev/null
