@@ -71,8 +71,11 @@ int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked)
 typedef struct pending_oom {
     uint64_t key; /* thread + 1 (oatab.h) */
     uint32_t at;  /* the OOM's index in the trace */
+    uint64_t freed; /* what the thread gave back since (cmh_oom_retry_step's *freed) */
     cmh_oom_request q;
 } pending_oom;
+
+static uint64_t pool_released(const cmh_snapshot *s, const cmh_trace *t, uint32_t j);
 
 /* cmh_oom_above's evidence that holds for the whole record (no entry of it): PyTorch's allocator */
 static int above_in_record(const cmh_snapshot *s)
@@ -103,8 +106,8 @@ int cmh_oom_retry_table(const cmh_snapshot *s, const cmh_trace *t, uint32_t end,
         if (p) {
             cmh_entry_full f = {.size = cmh_entry_size(s, e), .stream = cmh_entry_stream(s, e), .thread = th,
                                 .stack = e->stack, .action = e->action};
-            uint64_t got = 0;
-            int r = j - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(&p->q, &f, 0, &got);
+            uint64_t rel = e->action == CMH_ACT_POOL_SAMPLE && th == p->q.thread ? pool_released(s, t, j) : 0;
+            int r = j - p->at > CMH_OOM_RETRY_WINDOW ? 0 : cmh_oom_retry_step(&p->q, &f, rel, &p->freed);
             if (r >= 0) {
                 if (r) at[p->at] = j;
                 cmh_oa_remove(&wait, p);
@@ -118,6 +121,7 @@ int cmh_oom_retry_table(const cmh_snapshot *s, const cmh_trace *t, uint32_t end,
             return CMH_ENOMEM;
         }
         p->at = j;
+        p->freed = 0;
         int above = record_above || (e->flags & CMH_EF_PYTORCH) || (last_block >= 0 && j - last_block <= CMH_OOM_RETRY_WINDOW);
         p->q = (cmh_oom_request){th, e->stack, cmh_entry_size(s, e), cmh_entry_stream(s, e), above};
     }
@@ -167,11 +171,15 @@ uint32_t cmh_oom_number(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, i
 
 /* A retry is decided within CMH_OOM_RETRY_WINDOW entries after the OOM: an allocator frees its
  * cache (or finds nothing to free) and asks again at once, from the same thread, for the same
- * size, on the same stream.  As PyTorch counts num_alloc_retries, whether anything was freed
- * does not matter.  But a driver call's error goes back to its caller: only evidence that an
- * allocator above the driver caught it and asked again makes it a retry (q->above: one reports
- * blocks; or the same call stack asked again).  A program that handles the error itself (frees
- * a buffer, trims a pool, asks again from another line) saw the OOM. */
+ * size, on the same stream.  But a driver call's error goes back to its caller: only evidence
+ * that an allocator above the driver caught it and asked again makes it a retry.  q->above (one
+ * reports blocks, or PyTorch's is in the process): whether anything was freed does not matter,
+ * as PyTorch counts num_alloc_retries (release_cached_blocks(), then alloc_block(isRetry), even
+ * with an empty cache).  Else the same call stack asking again is a caching layer's retry only
+ * when segments were given back (or a pool trimmed) in between: asking again from one line
+ * after freeing nothing is a program's own wait-and-retry loop, each failure an OOM it saw.  A
+ * program that handles the error itself (frees a buffer, trims a pool, asks again from another
+ * line) saw the OOM too. */
 int cmh_oom_retry_step(const cmh_oom_request *q, const cmh_entry_full *e, uint64_t released, uint64_t *freed)
 {
     if (e->thread != q->thread) return -1; /* another thread's: no part of this request */
@@ -186,7 +194,10 @@ int cmh_oom_retry_step(const cmh_oom_request *q, const cmh_entry_full *e, uint64
          * allocation's OOM then a plain cuMemAlloc of the same size: another request) */
         if (e->size != q->size || e->stream != q->stream) return 0;
         if (q->above > 0) return CMH_RETRY_ALLOCATOR;
-        if (q->stack && e->stack == q->stack) return CMH_RETRY_SAME_STACK;
+        /* the same call stack asking again is a caching layer's retry only when it gave memory
+         * back first (a program's own loop that waits and asks again from one line, freeing
+         * nothing, saw each failure: retry.c, 3 x 600 MiB, read "1 OOM, 2 retries") */
+        if (q->stack && e->stack == q->stack && *freed) return CMH_RETRY_SAME_STACK;
         return q->above < 0 ? CMH_RETRY_ASK : 0; /* asked again from elsewhere: the program's own handling */
     case CMH_ACT_ALLOC: return 0; /* the thread went on (a block of another allocator) */
     default: return -1;           /* marks, block frees */

@@ -60,6 +60,7 @@ typedef struct loom {
     uint64_t at;
     int64_t ns; /* its entry's time */
     uint64_t ev; /* the block alloc entry that shows an allocator above (q.above), 0: none or a lasting sign (PyTorch's) */
+    uint64_t freed; /* what its thread gave back since (cmh_oom_retry_step's *freed) */
 } loom;
 #define LIVE_OOM_PENDING 16
 

@@ -25,9 +25,12 @@ record sameretry && grep -q "4 GiB: error 0 (after a retry), 8 GiB: error 2" sam
     ok "sameretry: the layer's retry succeeded once, then failed (error 2)" || bad "sameretry did not run as designed: $(cat sameretry.out)"
 record sameretry once && mv sameretry.cmh once.cmh && record sameretry ||
     bad "sameretry once: $(cat sameretry.out)"
+record waitretry && grep -q "waitretry: 4 GiB failed 3 times, nothing freed between" waitretry.out &&
+    ok "waitretry: the program's own loop asked 3 times from one line, freeing nothing: 3 failures" ||
+    bad "waitretry did not run as designed: $(cat waitretry.out)"
 
 # every offline output of each record: (OOMs the program saw, retries), and OOM #1's entry
-for want in "retry2 1 0" "pooloom 1 0" "sameretry 1 2" "once 0 1"; do
+for want in "retry2 1 0" "pooloom 1 0" "sameretry 2 1" "once 0 1" "waitretry 3 0"; do
     set -- $want
     rec=$1.cmh
     "$CMH" summary --json "$rec" >sum.json 2>&1
@@ -79,11 +82,30 @@ check "oom: no retry, no cached segments in retry2 and pooloom" \
 check "summary: CUDA OOMs 1, cudaMalloc retries 0 for retry2 and pooloom" '[ "$(cat n.txt)" = 2 ]'
 "$CMH" oom sameretry.cmh >sr.txt 2>&1
 grep -q "the same call stack asked for as much again after 4.0 GiB was freed" sr.txt &&
-    grep -q "the same call stack asked for as much again after nothing was freed" sr.txt && grep -q "it failed too: out of memory #1" sr.txt &&
-    grep -q "retry of                the request that failed at entry 7, asked again from the same call stack" sr.txt &&
-    ok "oom: sameretry's retries say the same call stack asked again, and what was freed" || bad "sameretry's words: $(grep -i 'retr' sr.txt)"
+    ! grep -q "after nothing was freed\|retry of" sr.txt && grep -q "^sameretry.cmh: out of memory #1 on device 0 at entry 7," sr.txt &&
+    grep -q "^sameretry.cmh: out of memory #2 on device 0 at entry 8," sr.txt &&
+    ok "oom: sameretry's retry says the same call stack asked again after 4.0 GiB was freed; its 8 GiB, asked again with nothing freed, is #1 and #2" ||
+    bad "sameretry's words: $(grep -i 'retr\|out of memory' sr.txt)"
 "$CMH" frag once.cmh 2>&1 | grep -q "retried: not counted as an OOM (a cudaMalloc retry: the same call stack asked again at entry 6, and that succeeded)" &&
     ok "frag: a same-stack retry says so" || bad "frag on once.cmh: $("$CMH" frag once.cmh 2>&1 | grep -i retr)"
+
+# ranks names the first OOM as oom does: oom's #1, at the same entry and time (ranks once said
+# "at +118.3 ms", the third failure, while oom put #1 at entry 1, +205 µs), and where an
+# allocator's failed retries led to it, the entry where its request first failed
+"$CMH" oom waitretry.cmh 2>&1 | sed -n 's/^waitretry.cmh: out of memory #1 on device 0 at \(entry [0-9]*, [^ ]* [^ ]*\)$/\1/p' >w1.txt
+"$CMH" ranks waitretry.cmh >wr.txt 2>&1
+printf "device 0, at %s (oom's out of memory #1): 4.0 GiB requested" "$(cat w1.txt)" >want.txt
+check "ranks: waitretry's first OOM is oom's #1 at $(cat w1.txt) ($(grep '^first OOM' wr.txt))" \
+    '[ -s w1.txt ] && grep -qF -f want.txt wr.txt'
+FAKECUDA_CAPACITY=100M FAKECUDA_DEVICES=1 "$CMH" record -q -o rto.cmh -- "$B/tests/retry_then_oom" >rto.out 2>&1
+"$CMH" oom rto.cmh >rto.txt 2>&1
+"$CMH" ranks rto.cmh >rtor.txt 2>&1
+n1=$(sed -n 's/^rto.cmh: out of memory #1 on device 0 at \(entry [0-9]*, [^ ]* [^ ]*\)$/\1/p' rto.txt)
+f1=$(sed -n 's/^  retry of  *the request that failed at entry \([0-9]*\), asked again.*/\1/p' rto.txt | head -1)
+printf "device 0, at %s (oom's out of memory #1; its request first failed at entry %s, " "$n1" "$f1" >want.txt
+"$CMH" ranks --json rto.cmh 2>/dev/null | py -c "import json,sys; f=json.load(sys.stdin)['first_oom']; print(f.get('entry'), f.get('first_failed_entry'))" >rtoj.txt 2>&1
+check "ranks: retry_then_oom's first OOM is oom's #1 at $n1, its request first failed at entry $f1 ($(grep '^first OOM' rtor.txt); --json $(cat rtoj.txt))" \
+    '[ -n "$n1" ] && [ -n "$f1" ] && grep -qF -f want.txt rtor.txt && [ "entry $(cat rtoj.txt | cut -d" " -f1), " = "${n1%%+*}" ] && [ "$(cut -d" " -f2 rtoj.txt)" = "$f1" ]'
 
 # without stacks (--context none) and without blocks nothing shows an allocator asking again:
 # each failed call is an OOM the program saw, and oom says why
@@ -94,7 +116,7 @@ grep -q "the same call stack asked for as much again after 4.0 GiB was freed" sr
     ok "--context none: 3 OOMs the program saw, 0 retries, and oom says why" || bad "--context none: $("$CMH" summary none.cmh | grep OOMs; "$CMH" oom none.cmh | head -5)"
 
 # --- live: top and the exporter count as oom --json of the dump the process leaves ---
-for want in "retry2 1 0" "pooloom 1 0" "sameretry 1 2"; do
+for want in "retry2 1 0" "pooloom 1 0" "sameretry 2 1"; do
     set -- $want
     prog=$1 n=$2 r=$3 # (wait_until's own $1, $2 are not these)
     rm -f go
@@ -187,8 +209,8 @@ check "diff of snapshot PID and the exit dump of the same state: no site changed
 # (it said nothing of OOMs: a change that made a run fail read as a change in bytes only)
 "$CMH" diff once.cmh ring.cmh >odiff.txt 2>&1
 "$CMH" diff --json sameretry.cmh ring.cmh 2>/dev/null | py -c "import json, sys; d = json.load(sys.stdin)[0]['ooms']; print(d['before'], d['after'], d['delta'])" >odiff.json 2>&1
-check "diff's out-of-memory errors are summary's: 0 (a retry) -> 4 (3 dropped), and 1 (2 retries) -> 4 in --json ($(grep out-of-memory odiff.txt | tr -s ' '); $(cat odiff.json))" \
-    "grep -Eq '^out-of-memory errors +0 +4 +\+4 +new\$' odiff.txt && grep -qx '1 4 3' odiff.json"
+check "diff's out-of-memory errors are summary's: 0 (a retry) -> 4 (3 dropped), and 2 (1 retry) -> 4 in --json ($(grep out-of-memory odiff.txt | tr -s ' '); $(cat odiff.json))" \
+    "grep -Eq '^out-of-memory errors +0 +4 +\+4 +new\$' odiff.txt && grep -qx '2 4 2' odiff.json"
 "$CMH" leaks ringsnap.cmh 2>&1 | grep -q " main (ringoom) " &&
     ok "snapshot PID names a site by its module's base name: main (ringoom)" || bad "leaks of snapshot PID: $("$CMH" leaks ringsnap.cmh 2>&1 | grep main)"
 "$CMH" owners ring.cmh 2>&1 | grep -q "out of memory #4 (entry" &&
@@ -199,13 +221,14 @@ check "diff's out-of-memory errors are summary's: 0 (a retry) -> 4 (3 dropped), 
     ok "the memviz export read back: CUDA OOMs 4, out of memory #4" || bad "ring.pickle: $("$CMH" summary ring.pickle 2>&1 | grep 'OOMs')"
 # a retry whose OOM entry the ring dropped: the dump counts it as the program's (no entry is left to
 # show the retry), and so do top and the exporter once it leaves their window (they said 1 OOM,
-# 2 retries where the dump said 2 and 1)
+# 2 retries where the dump said 2 and 1).  sameretry's 8 GiB, asked again with nothing freed, is
+# two OOMs of the program's: 3 in all, 1 of them dropped, no retry
 rm -f go
 "$CMH" record -q --max-entries 3 -o sr3.cmh -- "$B/tests/sameretry" "$T/go" >sr3.out 2>&1 &
 rec_pid=$!
 wait_until 60 'grep -q "error" sr3.out'
 pid=$(grep -l "sr3.cmh.flight" "$XDG_RUNTIME_DIR"/cumemhist/*.proc 2>/dev/null | xargs sed -n 's/^pid //p')
-wait_until 30 '"$CMH" top --json $pid 2>/dev/null >srtop.json; grep -q "\"ooms\": 2," srtop.json'
+wait_until 30 '"$CMH" top --json $pid 2>/dev/null >srtop.json; grep -q "\"ooms\": 3," srtop.json'
 touch go
 wait $rec_pid
 "$CMH" oom --json sr3.cmh >sr3.json 2>&1
@@ -215,10 +238,10 @@ pid = int(sys.argv[1])
 o = json.load(open("sr3.json"))[0]
 d = [p for p in json.load(open("srtop.json"))["processes"] if p["pid"] == pid][0]["devices"][0]
 got = ((o["num_ooms"], o["num_alloc_retries"], o["dropped_ooms"]), (d["ooms"], d["oom_retries"]))
-print("same" if got == ((2, 1, 1), (2, 1)) else "dump (ooms, retries, dropped) and top: %s" % (got,))
+print("same" if got == ((3, 0, 1), (3, 0)) else "dump (ooms, retries, dropped) and top: %s" % (got,))
 PY
 )
-check "--max-entries 3, a retried OOM dropped: the dump and top both count 2 OOMs, 1 retry: $out" '[ "$out" = same ]'
+check "--max-entries 3, a retried OOM dropped: the dump and top both count 3 OOMs, no retry: $out" '[ "$out" = same ]'
 # an allocator's retry known only by a block alloc that the ring dropped: the dump's trace shows
 # no allocator above, so its OOM is the program's there; top said 1 OOM, 2 retries (it had seen the
 # block), the dump 2 and 1.  Both count as a snapshot of the window does (tests/retry_then_oom.c)
