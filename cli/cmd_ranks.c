@@ -71,6 +71,9 @@ typedef struct rank_row {
     uint32_t ooms_gone; /* of them, the ring dropped: the first OOM kept, the one named, is #ooms_gone + 1 */
     int64_t first_oom_ns;
     uint64_t first_oom_request, first_oom_free;
+    /* the first OOM's entry (oom's OOM #ooms_gone + 1, cmh_oom_first), and where its request first
+     * failed when an allocator's failed retries led to it (else the same entry) */
+    int64_t first_oom_entry, first_oom_asked, first_oom_asked_ns;
     uint64_t leaked_bytes, live_end;
     uint32_t leaking_sites;
     char *leak_site; /* whole, however long (a C++ template's name): the table's last column, and --json */
@@ -119,7 +122,18 @@ static void oom_scan(const cmh_snapshot *s, int dev, rank_row *r)
         uint64_t freed;
         /* counted as oom and summary count them: a retried one is no OOM the rank saw */
         if (e->action != CMH_ACT_OOM || cmh_oom_retried(s, t, i, &freed)) continue;
-        if (r->ooms++ == r->ooms_gone) r->first_oom_ns = cmh_entry_time(s, e), r->first_oom_request = cmh_entry_size(s, e), r->first_oom_free = cmh_entry_addr(s, e);
+        r->ooms++;
+    }
+    /* the first named is oom's: one definition (cmh_oom_first, as whatif, flamegraph and report
+     * name it), its entry and time as oom prints them (ranks once took its own scan's) */
+    int64_t asked = -1, i = r->ooms > r->ooms_gone ? cmh_oom_first(s, t, &asked) : -1;
+    r->first_oom_entry = r->first_oom_asked = -1;
+    if (i >= 0) {
+        const cmh_entry *e = &s->entries[t->first_entry + i];
+        r->first_oom_ns = cmh_entry_time(s, e), r->first_oom_request = cmh_entry_size(s, e), r->first_oom_free = cmh_entry_addr(s, e);
+        r->first_oom_entry = i;
+        r->first_oom_asked = asked >= 0 ? asked : i;
+        r->first_oom_asked_ns = cmh_entry_time(s, &s->entries[t->first_entry + r->first_oom_asked]);
     }
 }
 
@@ -547,6 +561,8 @@ static void json_rows(cmh_jw *w, rank_row **rows, uint32_t n, const char *const 
         } else if (r->ooms) {
             cmh_jw_kuint(w, "first_oom_number", r->ooms_gone + 1); /* (the ones before it fell out of the ring) */
             rep_json_time(w, "first_oom_time_ns", r->first_oom_ns);
+            cmh_jw_kint(w, "first_oom_entry", r->first_oom_entry);
+            cmh_jw_kint(w, "first_oom_first_failed_entry", r->first_oom_asked);
             cmh_jw_kuint(w, "first_oom_requested", r->first_oom_request);
             rep_json_device_free(w, "first_oom_device_free", r->first_oom_free);
         }
@@ -717,6 +733,9 @@ int cmd_ranks(int argc, char **argv)
             cmh_jw_kstr(&w, "host", first_oom->host);
             cmh_jw_kint(&w, "device", first_oom->device);
             rep_json_time(&w, "time_ns", first_oom->first_oom_ns);
+            cmh_jw_kint(&w, "entry", first_oom->first_oom_entry);
+            cmh_jw_kint(&w, "first_failed_entry", first_oom->first_oom_asked);
+            rep_json_time(&w, "first_failed_time_ns", first_oom->first_oom_asked_ns);
             cmh_jw_kuint(&w, "requested", first_oom->first_oom_request);
             rep_json_device_free(&w, "device_free", first_oom->first_oom_free);
             cmh_jw_kuint(&w, "ranks_that_ran_out", oom_ranks);
@@ -858,11 +877,21 @@ int cmd_ranks(int argc, char **argv)
         } else if (first_oom && first_oom->ooms == first_oom->ooms_gone)
             printf("first OOM: %s%s%s, device %d: its %u OOMs all fell out of its history (%u of %u ran out of memory)\n",
                    who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->ooms, oom_ranks, nrows);
-        else if (first_oom)
-            printf("first OOM: %s%s%s, device %d%s%s: %s%s requested, device free %s (%u of %u ran out of memory)\n",
-                   who(first_oom, paths), first_oom->host[0] ? " on " : "", first_oom->host, first_oom->device, first_oom->first_oom_ns && t0 ? ", at " : "",
-                   first_oom->first_oom_ns && t0 ? rep_when(first_oom->first_oom_ns, t0) : "", gone_note(first_oom),
-                   rep_size((double)first_oom->first_oom_request), rep_device_free(first_oom->first_oom_free), oom_ranks, nrows);
+        else if (first_oom) {
+            /* oom's OOM #n, at its entry and time as oom prints them (from the record's own
+             * origin); the job's clock beside it when the job has several records */
+            const rank_row *f = first_oom;
+            char job_at[64] = "", began[128] = "";
+            if (f->first_oom_ns && t0 && nrows > 1 && t0 != f->t_start)
+                snprintf(job_at, sizeof job_at, "; %s from the job's first entry", rep_when(f->first_oom_ns, t0));
+            if (f->first_oom_asked >= 0 && f->first_oom_asked != f->first_oom_entry)
+                snprintf(began, sizeof began, "; its request first failed at %s, retried by the allocator",
+                         rep_at(f->first_oom_asked, f->first_oom_asked_ns, f->t_start));
+            printf("first OOM: %s%s%s, device %d, at %s (oom's out of memory #%u%s%s): %s%s requested, device free %s (%u of %u ran out of memory)\n",
+                   who(f, paths), f->host[0] ? " on " : "", f->host, f->device, rep_at(f->first_oom_entry, f->first_oom_ns, f->t_start),
+                   f->ooms_gone + 1, job_at, began, gone_note(f),
+                   rep_size((double)f->first_oom_request), rep_device_free(f->first_oom_free), oom_ranks, nrows);
+        }
         else if (nrows) {
             uint32_t unknown = 0;
             for (uint32_t i = 0; i < nrows; i++) unknown += !rows[i]->history;
