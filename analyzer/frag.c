@@ -10,33 +10,55 @@
 #include "memo.h"
 
 
-/* What the stream-ordered pools keep at the end: each pool's latest sample's reserved beyond
- * used, less what the end takes as given back after them (cmh_trace_gap.pools_given_back, said
- * into gap when given: the replay's end, frag's and owners' the same). */
-uint64_t cmh_end_pool_cache(const cmh_snapshot *s, int device, cmh_trace_gap *gap)
+/* What each stream-ordered pool keeps at the end (up to CMH_FRAG_POOLS of them, *np said):
+ * its latest sample's reserved beyond used, its kind (CMH_POOL_DEFAULT, CMH_POOL_PRIVATE, 0 not
+ * said), less what the end takes as given back after them (cmh_trace_gap.pools_given_back, said
+ * into gap when given: the replay's end, frag's and owners' the same), taken off the largest
+ * caches first.  Their sum is returned. */
+static uint64_t end_pool_caches(const cmh_snapshot *s, int device, cmh_trace_gap *gap, cmh_frag_pool *out, uint32_t *np_out)
 {
     const cmh_trace *t = cmh_snapshot_trace(s, device);
-    enum { NPOOLS = 64 };
-    uint64_t handle[NPOOLS], slack[NPOOLS], cache = 0;
+    cmh_frag_pool pl[CMH_FRAG_POOLS];
+    uint64_t cache = 0;
     uint32_t np = 0;
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (e->action != CMH_ACT_POOL_SAMPLE) continue;
         uint32_t k = 0;
-        while (k < np && handle[k] != cmh_entry_addr(s, e)) k++;
-        if (k == np && np < NPOOLS) handle[np++] = cmh_entry_addr(s, e);
-        if (k < np) slack[k] = cmh_entry_size(s, e) > cmh_entry_requested(s, e) ? cmh_entry_size(s, e) - cmh_entry_requested(s, e) : 0;
+        while (k < np && pl[k].pool != cmh_entry_addr(s, e)) k++;
+        if (k == np && np < CMH_FRAG_POOLS) pl[np++] = (cmh_frag_pool){cmh_entry_addr(s, e), 0, 0};
+        if (k < np) {
+            pl[k].cache = cmh_entry_size(s, e) > cmh_entry_requested(s, e) ? cmh_entry_size(s, e) - cmh_entry_requested(s, e) : 0;
+            pl[k].kind = (uint32_t)cmh_entry_stream(s, e) & (CMH_POOL_DEFAULT | CMH_POOL_PRIVATE);
+        }
     }
-    for (uint32_t k = 0; k < np; k++) cache += slack[k];
+    for (uint32_t k = 0; k < np; k++) cache += pl[k].cache;
     if (cache) { /* a cache the driver's last sample says was given back (the replay's end) */
         cmh_trace_gap g;
         if (cmh_trace_gap_compute(s, device, &g) == CMH_OK && g.pools_given_back) {
             uint64_t back = g.pools_given_back < cache ? g.pools_given_back : cache;
             if (gap) gap->pools_given_back = back, gap->pools_sample_ns = g.pools_sample_ns;
             cache -= back;
+            while (back) { /* (off the largest first: the record does not say whose) */
+                uint32_t m = 0;
+                for (uint32_t k = 1; k < np; k++)
+                    if (pl[k].cache > pl[m].cache) m = k;
+                uint64_t take = back < pl[m].cache ? back : pl[m].cache;
+                pl[m].cache -= take, back -= take;
+            }
         }
     }
+    if (out) {
+        *np_out = 0;
+        for (uint32_t k = 0; k < np; k++)
+            if (pl[k].cache) out[(*np_out)++] = pl[k];
+    }
     return cache;
+}
+
+uint64_t cmh_end_pool_cache(const cmh_snapshot *s, int device, cmh_trace_gap *gap)
+{
+    return end_pool_caches(s, device, gap, NULL, NULL);
 }
 
 /* ---- what holds a segment: its live blocks' site ---- */
@@ -158,7 +180,7 @@ int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *s
     /* a stream-ordered pool keeps what it reserved beyond what it hands out (its latest sample):
      * reserved and free, as every report counts it, and given back by a trim */
     const cmh_trace *t = cmh_snapshot_trace(s, device);
-    p->pool_cache = cmh_end_pool_cache(s, device, &p->base.gap);
+    p->pool_cache = end_pool_caches(s, device, &p->base.gap, p->pools, &p->npools);
     p->reserved += p->pool_cache;
     p->free += p->pool_cache;
     p->releasable += p->pool_cache;

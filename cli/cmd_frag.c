@@ -162,6 +162,26 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
+        /* what the stream-ordered pools keep, pool by pool: no segment above holds it; with the
+         * segments it makes reserved (they summed to 37 MiB of 88 MiB, the rest unlisted) */
+        cmh_jw_key(w, "pool_caches");
+        cmh_jw_arr(w);
+        for (uint32_t i = 0; i < p.npools; i++) {
+            cmh_jw_nl(w);
+            cmh_jw_obj(w);
+            cmh_jw_kuint(w, "pool", p.pools[i].pool);
+            cmh_jw_key(w, "kind");
+            if (p.pools[i].kind & CMH_POOL_DEFAULT) cmh_jw_str(w, "default");
+            else if (p.pools[i].kind & CMH_POOL_PRIVATE) cmh_jw_str(w, "private");
+            else cmh_jw_null(w);
+            cmh_jw_kuint(w, "reserved", p.pools[i].cache);
+            cmh_jw_kuint(w, "allocated", 0);
+            cmh_jw_kuint(w, "free", p.pools[i].cache);
+            cmh_jw_kuint(w, "releasable", p.pools[i].cache);
+            cmh_jw_kuint(w, "trapped", 0);
+            cmh_jw_end(w);
+        }
+        cmh_jw_end(w);
         cmh_jw_end(w);
     } else if (!p.nsegs && !p.reserved) {
         printf("%s%s, %s: no segments at the end of the record\n", sec->index ? "\n" : "", sec->path, rep_device_name(dev));
@@ -204,7 +224,11 @@ static int section(const rep_section *sec, void *arg)
             cmh_frag_use u = cmh_frag_count_use(&p, 0, p.nsegs);
             printf("\n  %s: %u fully used (no free bytes", rep_count(p.nsegs, "segment", "segments"), u.full);
             if (u.full) printf(", %s", rep_size((double)u.full_bytes));
-            printf("), %u partly used, %u empty (nothing allocated)\n", u.part, u.empty);
+            printf("), %u partly used, %u empty (nothing allocated)", u.part, u.empty);
+            if (p.npools) /* the rest of reserved: listed under the segments */
+                printf("; and %s, %s: no segment holds it", rep_count(p.npools, "stream-ordered pool's cache", "stream-ordered pools' caches"),
+                       rep_size((double)p.pool_cache));
+            putchar('\n');
             char cut[48] = "";
             if (p.nsegs > (uint32_t)top) snprintf(cut, sizeof cut, "; the first %d (--top N for more)", top);
             printf("  listed by " CMH_FRAG_ORDER_WORDS "%s:\n", cut);
@@ -249,6 +273,16 @@ static int section(const rep_section *sec, void *arg)
             printf("  ... %s (--top): %s reserved, %s of it free; %u fully used, %u partly used, %u empty\n",
                    rep_count(p.nsegs - (uint32_t)top, "more segment", "more segments"), rep_size((double)rest.reserved), rep_size((double)rest.free),
                    rest.full, rest.part, rest.empty);
+        }
+        if (p.npools) { /* what the pools keep: reserved and free, no segment's; with the segments, reserved */
+            if (!p.nsegs)
+                printf("\n  %-18s %11s %11s %11s %11s %11s %6s  %s\n", "pool", "reserved", "allocated", "free", "trapped", "largest gap", "frag", "");
+            for (uint32_t i = 0; i < p.npools; i++)
+                printf("  pool 0x%-11" PRIx64 " %11s %11s %11s %11s %11s %6s  %s\n", p.pools[i].pool, rep_size((double)p.pools[i].cache),
+                       rep_size(0), rep_size((double)p.pools[i].cache), rep_size(0), "-", "-",
+                       p.pools[i].kind & CMH_POOL_DEFAULT   ? "the default pool's cache (freed to it, kept: cuMemPoolTrimTo gives it back)"
+                       : p.pools[i].kind & CMH_POOL_PRIVATE ? "a private pool's cache (cuMemPoolCreate's; freed to it, kept: cuMemPoolTrimTo gives it back)"
+                                                            : "a stream-ordered pool's cache (freed to it, kept: cuMemPoolTrimTo gives it back)");
         }
         if (made_apart)
             printf("  held by: the site of the segment's live blocks (the most bytes), which keep it and its free bytes from\n"

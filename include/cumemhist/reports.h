@@ -409,12 +409,23 @@ typedef struct cmh_frag_seg {
     uint64_t pool_id[2], private_free;
 } cmh_frag_seg;
 
+/* A stream-ordered pool's cache at the end (frag's pool_cache, pool by pool): what it keeps
+ * beyond what it hands out, which no segment of the list holds.  kind: CMH_POOL_DEFAULT,
+ * CMH_POOL_PRIVATE, 0 not said.  The segments' reserved and the pools' caches sum to reserved. */
+#define CMH_FRAG_POOLS 64
+typedef struct cmh_frag_pool {
+    uint64_t pool, cache;
+    uint32_t kind;
+} cmh_frag_pool;
+
 typedef struct cmh_oom_event cmh_oom_event;
 typedef struct cmh_frag_report {
     cmh_report_base base;
     cmh_frag_seg *segs; /* at the end of the record */
     uint32_t nsegs;
     uint64_t reserved, allocated, free, pending_free, largest_gap, releasable, trapped, pool_cache;
+    cmh_frag_pool pools[CMH_FRAG_POOLS]; /* pool_cache pool by pool (npools of them, each with a cache) */
+    uint32_t npools;
     uint64_t private_free; /* free inside private pools' segments; largest_gap is the default pool's */
     uint32_t private_segs;
     double fragmentation;

@@ -1,0 +1,47 @@
+/*
+ * poolfrag.c - stream-ordered pools' caches at the end, for fragpools_test.sh: a private pool
+ * (cuMemPoolCreate) with its release threshold at the most, so that it keeps all it is given
+ * back (5 rounds of 1..10 MiB allocated and freed: 55 MiB reserved, 5 MiB of it handed out at
+ * the end), and the default pool (threshold 0) with two 16 MiB allocations live.  frag listed
+ * the three live allocations as segments (37 MiB) under "reserved 88 MiB", the private pool's
+ * 51 MiB cache in no row.  Exits 0 when it ran so.
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MIB (1ull << 20)
+#define CK(x) do { if ((x) != CUDA_SUCCESS) { fprintf(stderr, "poolfrag: %s failed\n", #x); return 2; } } while (0)
+
+int main(void)
+{
+    CUdevice d;
+    CUcontext c;
+    CUstream st;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&d, 0));
+    CK(cuDevicePrimaryCtxRetain(&c, d));
+    CK(cuCtxSetCurrent(c));
+    CK(cuStreamCreate(&st, 0));
+    CUmemoryPool pool;
+    CUmemPoolProps p;
+    memset(&p, 0, sizeof p);
+    p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    CK(cuMemPoolCreate(&pool, &p));
+    cuuint64_t most = ~0ull;
+    CK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &most));
+    CUdeviceptr a[10], dd[3], keep;
+    for (int r = 0; r < 5; r++) {
+        for (int i = 0; i < 10; i++) CK(cuMemAllocFromPoolAsync(&a[i], (size_t)(i + 1) * MIB, pool, st));
+        for (int i = 0; i < 10; i++) CK(cuMemFreeAsync(a[i], st));
+        CK(cuStreamSynchronize(st));
+    }
+    for (int i = 0; i < 3; i++) CK(cuMemAllocAsync(&dd[i], 16 * MIB, st));
+    CK(cuMemFreeAsync(dd[1], st));
+    CK(cuMemAllocFromPoolAsync(&keep, 5 * MIB, pool, st));
+    CK(cuStreamSynchronize(st));
+    printf("poolfrag: ran\n");
+    return 0;
+}
