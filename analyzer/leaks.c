@@ -137,6 +137,12 @@ static uint64_t thread_caller_key(uint64_t k, uint32_t thread)
     return t ? t : 2;
 }
 
+/* The record's one recording thread, when the recorder named exactly one (0: several, or none said). */
+static uint32_t only_thread(const cmh_snapshot *s)
+{
+    return s->source == CMH_SRC_RECORDER && s->nthreads == 1 ? s->threads[0].thread : 0;
+}
+
 static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
 {
     uint32_t group = c->sites ? cmh_sites_group(c->sites, b->stack) : b->stack;
@@ -146,9 +152,14 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
         if (!o) c->nomem = 1;
         else {
             if (created) o->thread = 0, o->mixed = 0, o->mask = 0, o->unowned = 0;
-            if (b->thread && !o->thread) o->thread = b->thread;
-            else if (b->thread && o->thread != b->thread) o->mixed = 1;
-            if (b->thread && b->thread < 64) o->mask |= 1ull << b->thread;
+            /* a block whose allocation fell out of the history (--max-entries) has no thread: in
+             * a record of one recording thread (the recorder lists every thread that recorded,
+             * not only the history's) it was that one's ("made by recording thread 1 and threads
+             * not recorded" was said of a single-threaded program) */
+            uint32_t th = b->thread ? b->thread : only_thread(c->s);
+            if (th && !o->thread) o->thread = th;
+            else if (th && o->thread != th) o->mixed = 1;
+            if (th && th < 64) o->mask |= 1ull << th;
             else o->unowned = 1;
         }
         if (b->recorded) {

@@ -1,0 +1,29 @@
+#!/bin/sh
+# ringleak_test.sh BUILD_DIR SOURCE_DIR - a single-threaded program's leak under a short history
+# (--max-entries 50, tests/ringleak1.c): the blocks allocated before the kept history have no
+# thread in the record, but the record names one recording thread, so they were its.  leaks said
+# "made by recording thread 1 (tid N, 'ringleak1') and threads not recorded" (--json
+# made_by_unrecorded true) of a program with no other thread.
+TEST=ringleak . "$(dirname "$0")/testlib.sh"
+export FAKECUDA_CAPACITY=1G
+"$CMH" record -q --max-entries 50 -o ring.cmh -- "$B/tests/ringleak1" >ring.out 2>&1 && grep -q "ringleak1: ran" ring.out &&
+    ok "ringleak1 ran" || bad "ringleak1 did not run as designed: $(cat ring.out)"
+"$CMH" leaks ring.cmh >leaks.txt 2>&1
+"$CMH" leaks --json ring.cmh >leaks.json 2>&1
+out=$(py <<'PY'
+import json
+d = json.load(open("leaks.json"))
+d = d[0] if isinstance(d, list) else d
+bad = []
+sites = d["sites"]
+if not any("log_metrics" in json.dumps(x) for x in sites): bad.append("no log_metrics site")
+if d.get("dropped_entries", 1) == 0 and not d.get("trace_entries"): bad.append("no ring")
+for x in sites:
+    if x.get("made_by_unrecorded"): bad.append("made_by_unrecorded at %s" % x.get("function", x.get("site")))
+    if len(x.get("made_by", [])) > 1: bad.append("made_by %s" % x["made_by"])
+if "threads not recorded" in open("leaks.txt").read(): bad.append("text: threads not recorded")
+print("; ".join(bad) or "same")
+PY
+)
+check "leaks: one recording thread made every block, none 'not recorded': $out" '[ "$out" = same ]'
+finish
