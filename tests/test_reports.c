@@ -389,14 +389,17 @@ static void test_oom_number_many(void)
 
     /* at the edge of the retry window: thread 1's request decided by its next allocation
      * CMH_OOM_RETRY_WINDOW entries later is a retry that met (no number); one entry further, no
-     * retry: the program saw it, #1 */
+     * retry: the program saw it, #1 (thread 1 gives a segment back first: a same-stack retry
+     * needs memory given back, else it is the program's own asking again) */
     for (uint32_t k = 0; k < 2; k++) {
         cmh_snapshot_init(&s);
         s.source = CMH_SRC_RECORDER;
         th_stacks(&s);
         cmh_snapshot_add_trace(&s, 0, 0, NULL);
         add_th(&s, CMH_ACT_OOM, 5 * MIB, 1);
-        for (uint32_t j = 1; j < CMH_OOM_RETRY_WINDOW + k; j++) add_th(&s, CMH_ACT_MARK, 0, 2);
+        for (uint32_t j = 1; j < CMH_OOM_RETRY_WINDOW + k; j++)
+            if (j == 1) add_th(&s, CMH_ACT_SEGMENT_FREE, 2 * MIB, 1);
+            else add_th(&s, CMH_ACT_MARK, 0, 2);
         add_th(&s, CMH_ACT_SEGMENT_ALLOC, 5 * MIB, 1);
         int64_t at;
         uint32_t got = cmh_oom_number(&s, cmh_snapshot_trace(&s, 0), 0, &at);
