@@ -31,7 +31,7 @@ const cli_command cli_cmd_owners = {
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist owners merged.cmh"};
 
 static const char *const g_kinds[] = {"torch_allocated", "torch_cached", "torch_reserved", "library", "program", "unknown", "unexplained",
-                                      "pending_free", "vmm_unmapped", "pool_cache"}; /* the cmh_owner_kind order */
+                                      "pending_free", "vmm_unmapped", "pool_cache", "managed"}; /* the cmh_owner_kind order */
 
 static void json_moment(cmh_jw *w, const cmh_owners_report *p, const cmh_owners_moment *m, int64_t t0)
 {
@@ -63,6 +63,7 @@ static void json_moment(cmh_jw *w, const cmh_owners_report *p, const cmh_owners_
         } else cmh_jw_null(w); /* (a merged record: `peak --json`'s peak_allocated) */
     }
     cmh_jw_kuint(w, "recorded", m->recorded);
+    cmh_jw_kuint(w, "managed_made", m->managed_made); /* (the managed row holds what of it the sample leaves room for) */
     cmh_jw_key(w, "used");
     if (m->used_known) cmh_jw_uint(w, m->used);
     else cmh_jw_null(w);
@@ -127,6 +128,15 @@ static void text_moment(const rep_section *sec, const cmh_owners_report *p, cons
     printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), sum ? 100.0 : 0.0, "", m->used_known       ? "total = the device's used memory"
            : p->outside_samples ? "total recorded (no cuMemGetInfo sample the kept entries place: the device's used memory is not known)"
                                 : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");
+    if (m->managed_made) { /* the driver counts managed pages only where they are on the device */
+        uint64_t counted = 0;
+        for (uint32_t i = 0; i < m->nrows; i++)
+            if (m->rows[i].kind == CMH_OWN_MANAGED) counted += m->rows[i].bytes;
+        printf("  (managed memory: %s made with cuMemAllocManaged; the driver counts its pages as used only where they are on the device",
+               rep_size((double)m->managed_made));
+        if (m->used_known) printf(", so %s of it at most here, the rest off the device)\n", rep_size((double)counted));
+        else printf(": no cuMemGetInfo sample says how much of it was)\n");
+    }
 }
 
 /* A merged record's allocated peak as `peak` finds it: on its one model (cmh_merged_view, the
