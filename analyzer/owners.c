@@ -583,6 +583,20 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         }
     if (out->sample_known && cmh_owners_baseline_compute(c.s, device, &out->baseline) != CMH_OK) goto out;
 
+    /* Managed memory is in a sample's used bytes only where its pages are on the device, and
+     * cuMemAllocManaged populates none: the device's first sample (at its first allocation) has
+     * none of it, so what it leaves unexplained past the rest of the record is the CUDA context
+     * and other processes (the record's managed bytes left out of it).  A later sample's excess
+     * beyond that is managed memory's pages first, as far as the live managed bytes go. */
+    uint64_t managed_floor = 0;
+    want *first_s = NULL;
+    for (uint32_t k = 0; k < nw; k++)
+        if (w[k].hidden && !w[k].bad && (!first_s || w[k].time_ns < first_s->time_ns)) first_s = &w[k];
+    if (first_s) {
+        want *src;
+        managed_floor = sample_unexplained(c.s, btr, w, nw, first_s, &src);
+    }
+
     /* the visible moments, in time order; each with the unexplained row of its nearest sample */
     out->moments = calloc(nw, sizeof *out->moments);
     if (!out->moments) goto out;
@@ -630,10 +644,12 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             if (at_end && !end) unexplained += unmapped;
             else if (!at_end && end) unexplained -= unmapped < unexplained ? unmapped : unexplained;
             /* managed memory is in the driver's used figure only where its pages are on the
-             * device: of what the recorded rows leave of the sample, at most */
-            uint64_t managed = w[k].rows.managed < unexplained ? w[k].rows.managed : unexplained;
+             * device: of what the recorded rows leave of the sample past the first sample's
+             * excess (managed_floor), at most */
+            uint64_t room = unexplained > managed_floor ? unexplained - managed_floor : 0;
+            uint64_t managed = w[k].rows.managed < room ? w[k].rows.managed : room;
             if (w[k].rows.managed)
-                add_row(&w[k].rows, CMH_OWN_MANAGED, "managed memory (cuMemAllocManaged), as far as the device's used figure goes", managed, 0);
+                add_row(&w[k].rows, CMH_OWN_MANAGED, "managed memory (cuMemAllocManaged; may be off the device: as far as the used figure shows)", managed, 0);
             unexplained -= managed;
             m->recorded += managed;
             add_row(&w[k].rows, CMH_OWN_UNEXPLAINED, "not recorded (CUDA context, other processes)", unexplained, 0);
