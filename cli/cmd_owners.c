@@ -23,8 +23,10 @@ const cli_command cli_cmd_owners = {
     "peaked) and at each out-of-memory error: PyTorch's allocated and cached memory (from\n"
     "PyTorch's part of a merged or co-recorded snapshot), blocks freed whose stream work is\n"
     "still pending (neither in use nor cached), each library that called the driver\n"
-    "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations, physical memory made with\n"
-    "cuMemCreate and mapped nowhere at the end, and what no recorded\n"
+    "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations (a cuMemCreate handle\n"
+    "counted whole and once, however many ranges map it and however much of it), managed\n"
+    "memory (its own row: the driver counts its pages only where they are on the device),\n"
+    "physical memory made with cuMemCreate and mapped nowhere at the end, and what no recorded\n"
     "allocation explains (cuMemGetInfo's used bytes minus everything recorded: the CUDA context,\n"
     "other processes).  The rows sum to the device's used memory when the record has a\n"
     "cuMemGetInfo sample, else to what was recorded.  Pinned host memory is on its own line.",

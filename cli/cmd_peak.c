@@ -23,8 +23,10 @@ static const cli_option g_opts[] = {
 const cli_command cli_cmd_peak = {
     "peak", "[options] SNAPSHOT...",
     "Peak allocated, reserved and requested memory: how much, when (trace entry and time), and\n"
-    "which allocation sites owned the memory at the allocated peak, for every device.  With\n"
-    "several snapshots (one per rank or process), one row per device of each and the worst.",
+    "which allocation sites owned the memory at the allocated peak, for every device; where\n"
+    "cuMemCreate handles are mapped twice or in part, the physical peak too (each handle\n"
+    "whole and once, as the driver charges it).  With several snapshots (one per rank or\n"
+    "process), one row per device of each and the worst.",
     g_opts, CLI_NOPTS(g_opts), 1, 64, 0, "cumemhist peak train.cmh --top 5"};
 
 typedef struct peak_run {
