@@ -39,8 +39,10 @@ struct cmh_physmap {
     uint32_t nrows;
     prange *live; /* mapped ranges, by address, disjoint */
     uint32_t nlive, caplive;
-    prange *managed; /* managed allocations live now, unordered */
+    prange *managed; /* managed allocations live now, by address */
     uint32_t nmanaged, capmanaged;
+    prange *final_managed; /* the final segments' managed ones, by address (allocated before the first kept entry) */
+    uint32_t nfinal;
     cmh_oatab handles; /* of phandle */
     int64_t adjust;
     int nomem;
@@ -52,6 +54,14 @@ static int cmp_row(const void *x, const void *y)
     if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
     if (a->size != b->size) return a->size < b->size ? -1 : 1;
     return (a->time_ns > b->time_ns) - (a->time_ns < b->time_ns);
+}
+
+static int grow(prange **v, uint32_t n, uint32_t *cap);
+
+static int cmp_range(const void *x, const void *y)
+{
+    const prange *a = x, *b = y;
+    return (a->addr > b->addr) - (a->addr < b->addr);
 }
 
 cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device)
@@ -73,6 +83,16 @@ cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device)
             if (s->vmm_maps[i].device == device) p->rows[n++] = &s->vmm_maps[i];
         qsort(p->rows, p->nrows, sizeof *p->rows, cmp_row);
     }
+    uint32_t capfinal = 0;
+    for (uint32_t i = 0; i < s->nsegments; i++)
+        if (s->segments[i].device == device && s->segments[i].kind == CMH_KIND_MANAGED) {
+            if (grow(&p->final_managed, p->nfinal, &capfinal)) {
+                cmh_physmap_free(p);
+                return NULL;
+            }
+            p->final_managed[p->nfinal++] = (prange){s->segments[i].addr, s->segments[i].size, NULL};
+        }
+    if (p->nfinal > 1) qsort(p->final_managed, p->nfinal, sizeof *p->final_managed, cmp_range);
     return p;
 }
 
@@ -82,6 +102,7 @@ void cmh_physmap_free(cmh_physmap *p)
     free(p->rows);
     free(p->live);
     free(p->managed);
+    free(p->final_managed);
     cmh_oa_free(&p->handles);
     free(p);
 }
@@ -125,15 +146,23 @@ static const cmh_vmm_map *row_of(const cmh_physmap *p, uint64_t addr, uint64_t s
     return best;
 }
 
-static uint32_t live_lower(const cmh_physmap *p, uint64_t addr) /* first range whose end > addr */
+static uint32_t lower(const prange *v, uint32_t n, uint64_t addr) /* first range whose end > addr */
 {
-    uint32_t lo = 0, hi = p->nlive;
+    uint32_t lo = 0, hi = n;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        if (p->live[mid].addr + p->live[mid].size <= addr) lo = mid + 1;
+        if (v[mid].addr + v[mid].size <= addr) lo = mid + 1;
         else hi = mid;
     }
     return lo;
+}
+
+static uint32_t live_lower(const cmh_physmap *p, uint64_t addr) { return lower(p->live, p->nlive, addr); }
+
+static int in(const prange *v, uint32_t n, uint64_t addr)
+{
+    uint32_t i = lower(v, n, addr);
+    return i < n && v[i].addr <= addr;
 }
 
 static int grow(prange **v, uint32_t n, uint32_t *cap)
@@ -202,15 +231,24 @@ void cmh_physmap_step(cmh_physmap *p, const cmh_entry *e)
         live_insert(p, (prange){addr, size, row_of(p, addr, size, cmh_entry_time(s, e))});
     else if (e->kind == CMH_KIND_VMM && e->action == CMH_ACT_SEGMENT_UNMAP && size)
         live_remove(p, addr, addr + size);
-    else if (e->kind == CMH_KIND_MANAGED && e->action == CMH_ACT_SEGMENT_ALLOC) {
-        if (grow(&p->managed, p->nmanaged, &p->capmanaged)) p->nomem = 1;
-        else p->managed[p->nmanaged++] = (prange){addr, size, NULL};
+    else if (e->kind == CMH_KIND_MANAGED && e->action == CMH_ACT_SEGMENT_ALLOC && size) {
+        uint32_t i = lower(p->managed, p->nmanaged, addr), k = i;
+        while (k < p->nmanaged && p->managed[k].addr < addr + size) k++; /* (a free never seen: gone) */
+        memmove(&p->managed[i], &p->managed[k], (p->nmanaged - k) * sizeof *p->managed);
+        p->nmanaged -= k - i;
+        if (grow(&p->managed, p->nmanaged, &p->capmanaged)) {
+            p->nomem = 1;
+            return;
+        }
+        memmove(&p->managed[i + 1], &p->managed[i], (p->nmanaged - i) * sizeof *p->managed);
+        p->managed[i] = (prange){addr, size, NULL};
+        p->nmanaged++;
     } else if (e->kind == CMH_KIND_MANAGED && e->action == CMH_ACT_SEGMENT_FREE) {
-        for (uint32_t i = 0; i < p->nmanaged; i++)
-            if (p->managed[i].addr == addr) {
-                p->managed[i] = p->managed[--p->nmanaged];
-                break;
-            }
+        uint32_t i = lower(p->managed, p->nmanaged, addr);
+        if (i < p->nmanaged && p->managed[i].addr == addr) {
+            memmove(&p->managed[i], &p->managed[i + 1], (p->nmanaged - i - 1) * sizeof *p->managed);
+            p->nmanaged--;
+        }
     }
 }
 
@@ -227,14 +265,8 @@ const cmh_vmm_map *cmh_physmap_find(const cmh_physmap *p, uint64_t addr)
 
 int cmh_physmap_managed(const cmh_physmap *p, uint64_t addr)
 {
-    for (uint32_t i = 0; p && i < p->nmanaged; i++)
-        if (p->managed[i].addr <= addr && addr - p->managed[i].addr < p->managed[i].size) return 1;
-    /* allocated before the first kept entry: the final segments know its kind */
-    for (uint32_t i = 0; p && i < p->s->nsegments; i++) {
-        const cmh_segment *g = &p->s->segments[i];
-        if (g->device == p->device && g->kind == CMH_KIND_MANAGED && g->addr <= addr && addr - g->addr < g->size) return 1;
-    }
-    return 0;
+    /* (allocated before the first kept entry: the final segments know its kind) */
+    return p && (in(p->managed, p->nmanaged, addr) || in(p->final_managed, p->nfinal, addr));
 }
 
 void cmh_physmap_reset(cmh_physmap *p)

@@ -85,6 +85,11 @@ check "managed off the device: owners' totals are the driver's used memory ($(to
 check "managed off the device: its row holds none of it, the program 8 MiB, the context 100 MiB ($(rows off end managed program unexplained))" \
     '[ "$(rows off end managed program unexplained)" = "0 8 100" ] &&
      py -c "import json; m = json.load(open(\"off.owners.json\"))[0][\"moments\"]; assert all(x[\"managed_made\"] == 64 * $M for x in m), m"'
+# the stranger's case: no context at all, 64 MiB managed off the device first, then 8 MiB (owners
+# said 'the device had 72.0 MiB ... in use', total = the device's used memory, the driver 8 MiB)
+rec off0 managed FAKECUDA_MANAGED_OFFDEVICE=1 FAKECUDA_CONTEXT=0
+check "managed off the device, no context: owners' totals are the driver's 8 MiB ($(totals off0 2>&1 | tail -1); $(rows off0 end managed program unexplained))" \
+    'totals off0 && [ "$(rows off0 end managed program unexplained)" = "0 8 0" ]'
 check "managed off the device: the text labels the row and says it may be off the device" \
     "grep -q 'managed memory (cuMemAllocManaged; may be off the device: as far as the used figure shows)' off.owners.txt &&
      grep -q '64.0 MiB made with cuMemAllocManaged; the driver counts its pages as used only where they are on the device, so 0 B of it at most here' off.owners.txt &&
