@@ -247,6 +247,15 @@ static void log_map(int device, uint64_t addr, uint64_t size, int64_t ticks, uin
     if (lost) cmh_count_lost(1);
 }
 
+/* History cleared: the maps logged go with the entries they name (a map before the clear is
+ * counted by its range, as a map whose entry the ring dropped). */
+void cmh_vmm_clear_maps(void)
+{
+    cmh_lock(&g_llock);
+    g_nlog = 0;
+    cmh_unlock(&g_llock);
+}
+
 int cmh_vmm_export_maps(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
 {
     int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
