@@ -72,6 +72,7 @@ typedef struct acc {
     uint32_t n, cap;
     uint64_t torch_seen; /* bytes inside PyTorch's ranges */
     uint64_t blocks;     /* every live block */
+    uint64_t managed;    /* managed memory's blocks (no row until the sample says what is on the device) */
     int nomem;
 } acc;
 
@@ -108,7 +109,28 @@ typedef struct ctx {
     cmh_range *tr;
     uint32_t ntr;
     acc *a;
+    cmh_physmap *pm; /* which handle each VMM map holds, at the moment (NULL: none) */
 } ctx;
+
+/* A row for bytes a stack's module owns. */
+static void add_owned(ctx *c, uint32_t stack, uint64_t bytes, uint32_t count)
+{
+    acc *a = c->a;
+    const char *owner = stack ? cmh_sites_owner(c->g, cmh_sites_group(c->g, stack)) : "";
+    const char *lib = *owner ? cmh_library_name(owner) : NULL;
+    int package = *owner && cmh_sites_owner_package(c->g, cmh_sites_group(c->g, stack));
+    char name[sizeof a->rows[0].name];
+    if (!*owner) add_row(a, CMH_OWN_UNKNOWN, "unknown (recorded without a stack)", bytes, count);
+    else if (lib && !strcmp(lib, "PyTorch"))
+        add_row(a, CMH_OWN_TORCH_RESERVED, c->t ? "PyTorch, outside its caching allocator" : "PyTorch (caching allocator, reserved)", bytes, count);
+    /* by the name every report's owner tag gives it (cmh_owner_name): "cuBLAS (libcublas.so.13)",
+     * a Python library by its name, the program's code "program (train.py)" */
+    else if (lib || package) add_row(a, CMH_OWN_LIBRARY, cmh_owner_name(owner, package, name, sizeof name), bytes, count);
+    else add_row(a, CMH_OWN_PROGRAM, cmh_owner_name(owner, 0, name, sizeof name), bytes, count);
+}
+
+/* A mapped handle's part mapped nowhere: memory cuMemCreate made, the creation site's. */
+static void on_remainder(void *arg, const cmh_vmm_map *row, uint64_t bytes) { add_owned(arg, row->handle_stack, bytes, 0); }
 
 static void on_block(void *arg, const cmh_live_block *b)
 {
@@ -117,23 +139,24 @@ static void on_block(void *arg, const cmh_live_block *b)
     a->blocks += b->size;
     if (c->t && cmh_ranges_overlap(c->tr, c->ntr, b->addr, b->addr + b->size)) {
         a->torch_seen += b->size;
+        const cmh_vmm_map *row = cmh_physmap_find(c->pm, b->addr);
+        if (row) cmh_physmap_take(c->pm, row, b->size); /* (its handle's bytes are PyTorch's rows') */
         return;
     }
     if (b->state == CMH_BLOCK_ACTIVE_PENDING_FREE) { /* freed: no longer its caller's, as peak and leaks say */
         add_row(a, CMH_OWN_PENDING_FREE, "freed, stream work pending (an allocator above the driver)", b->size, 0);
         return;
     }
-    const char *owner = b->stack ? cmh_sites_owner(c->g, cmh_sites_group(c->g, b->stack)) : "";
-    const char *lib = *owner ? cmh_library_name(owner) : NULL;
-    int package = *owner && cmh_sites_owner_package(c->g, cmh_sites_group(c->g, b->stack));
-    char name[sizeof a->rows[0].name];
-    if (!*owner) add_row(a, CMH_OWN_UNKNOWN, "unknown (recorded without a stack)", b->size, 1);
-    else if (lib && !strcmp(lib, "PyTorch"))
-        add_row(a, CMH_OWN_TORCH_RESERVED, c->t ? "PyTorch, outside its caching allocator" : "PyTorch (caching allocator, reserved)", b->size, 1);
-    /* by the name every report's owner tag gives it (cmh_owner_name): "cuBLAS (libcublas.so.13)",
-     * a Python library by its name, the program's code "program (train.py)" */
-    else if (lib || package) add_row(a, CMH_OWN_LIBRARY, cmh_owner_name(owner, package, name, sizeof name), b->size, 1);
-    else add_row(a, CMH_OWN_PROGRAM, cmh_owner_name(owner, 0, name, sizeof name), b->size, 1);
+    uint64_t bytes = b->size;
+    const cmh_vmm_map *row = cmh_physmap_find(c->pm, b->addr);
+    if (row) { /* a handle's memory counts once: a second mapping of bytes counted already adds none */
+        bytes = cmh_physmap_take(c->pm, row, b->size);
+        if (!bytes) return;
+    } else if (c->pm && cmh_physmap_managed(c->pm, b->addr)) { /* on the device or not: the sample says (compute) */
+        a->managed += b->size;
+        return;
+    }
+    add_owned(c, b->stack, bytes, 1);
 }
 
 /* PyTorch's part taken up to torch time t_ns (INT64_MAX: to its end, reconciled). */
@@ -493,6 +516,8 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         ts.r = cmh_replay_new(c.t, device);
         if (!ts.r) goto out;
     }
+    int64_t pm_pos = -1; /* the last entry the physmap took */
+    if (c.s && !(c.pm = cmh_physmap_new(c.s, device))) goto out;
     int ended = 0;
     uint32_t nunmapped = 0;
     uint64_t unmapped = cmh_owners_vmm_unmapped(c.s, device, &nunmapped);
@@ -511,8 +536,14 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         c.a = &w[k].rows;
         const cmh_mem_stats *now = memo_end ? &end_st : cmh_replay_stats(r);
         if (c.s) {
+            /* the handles each mapped range holds, at the same entry */
+            for (int64_t to = w[k].index == INT64_MAX ? nent - 1 : w[k].index; pm_pos < to && pm_pos + 1 < nent; pm_pos++)
+                cmh_physmap_step(c.pm, &base->entries[btr->first_entry + pm_pos + 1]);
+            if (cmh_physmap_status(c.pm) != CMH_OK) goto out;
+            cmh_physmap_reset(c.pm);
             if (!memo_end) cmh_replay_blocks(r, on_block, &c);
             else if (cmh_end_blocks(base, device, on_block, &c) != CMH_OK) goto out;
+            cmh_physmap_remainders(c.pm, on_remainder, &c); /* a mapped handle's part mapped nowhere */
             /* what stream-ordered pools keep (frag's "a pool's cache"), and what allocators above
              * the driver reserved and hold free (the block API) */
             const cmh_mem_stats *st = now;
@@ -551,6 +582,20 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             out->sample_recorded = out->sample_used - sample_unexplained(c.s, btr, w, nw, &w[k], &src);
         }
     if (out->sample_known && cmh_owners_baseline_compute(c.s, device, &out->baseline) != CMH_OK) goto out;
+
+    /* Managed memory is in a sample's used bytes only where its pages are on the device, and
+     * cuMemAllocManaged populates none: the device's first sample (at its first allocation) has
+     * none of it, so what it leaves unexplained past the rest of the record is the CUDA context
+     * and other processes (the record's managed bytes left out of it).  A later sample's excess
+     * beyond that is managed memory's pages first, as far as the live managed bytes go. */
+    uint64_t managed_floor = 0;
+    want *first_s = NULL;
+    for (uint32_t k = 0; k < nw; k++)
+        if (w[k].hidden && !w[k].bad && (!first_s || w[k].time_ns < first_s->time_ns)) first_s = &w[k];
+    if (first_s) {
+        want *src;
+        managed_floor = sample_unexplained(c.s, btr, w, nw, first_s, &src);
+    }
 
     /* the visible moments, in time order; each with the unexplained row of its nearest sample */
     out->moments = calloc(nw, sizeof *out->moments);
@@ -598,13 +643,27 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             int at_end = (int64_t)src->sample == end_sample, end = w[k].index == INT64_MAX; /* (above) */
             if (at_end && !end) unexplained += unmapped;
             else if (!at_end && end) unexplained -= unmapped < unexplained ? unmapped : unexplained;
+            /* managed memory is in the driver's used figure only where its pages are on the
+             * device: of what the recorded rows leave of the sample past the first sample's
+             * excess (managed_floor), at most */
+            uint64_t room = unexplained > managed_floor ? unexplained - managed_floor : 0;
+            uint64_t managed = w[k].rows.managed < room ? w[k].rows.managed : room;
+            if (w[k].rows.managed)
+                add_row(&w[k].rows, CMH_OWN_MANAGED, "managed memory (cuMemAllocManaged; may be off the device: as far as the used figure shows)", managed, 0);
+            unexplained -= managed;
+            m->recorded += managed;
             add_row(&w[k].rows, CMH_OWN_UNEXPLAINED, "not recorded (CUDA context, other processes)", unexplained, 0);
             if (w[k].rows.nomem) goto out;
             m->used_known = 1;
             m->used = m->recorded + unexplained;
             m->total = mi->total;
             m->sample_time_ns = mi->time_ns;
+        } else if (w[k].rows.managed) { /* no sample: all of it, said to be on the device or not */
+            add_row(&w[k].rows, CMH_OWN_MANAGED, "managed memory (cuMemAllocManaged; may be off the device)", w[k].rows.managed, 0);
+            if (w[k].rows.nomem) goto out;
+            m->recorded += w[k].rows.managed;
         }
+        m->managed_made = w[k].rows.managed;
         /* largest first, the unexplained row last */
         uint32_t nr = w[k].rows.n, nsort = nr && w[k].rows.rows[nr - 1].kind == CMH_OWN_UNEXPLAINED ? nr - 1 : nr;
         if (nsort > 1) qsort(w[k].rows.rows, nsort, sizeof *w[k].rows.rows, cmp_row); /* (no rows: no array to hand qsort) */
@@ -624,6 +683,7 @@ out:
     free(c.tr);
     if (r) cmh_replay_free(r);
     if (ts.r) cmh_replay_free(ts.r);
+    cmh_physmap_free(c.pm);
     cmh_sites_free(g);
     if (rc != CMH_OK) cmh_owners_report_free(out);
     return rc;

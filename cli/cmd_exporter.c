@@ -171,6 +171,7 @@ static const char *kind_name(int k)
     case CMH_OWN_PENDING_FREE: return "pending_free";
     case CMH_OWN_VMM_UNMAPPED: return "vmm_unmapped";
     case CMH_OWN_POOL_CACHE: return "pool_cache";
+    case CMH_OWN_MANAGED: return "managed";
     default: return "not_recorded";
     }
 }

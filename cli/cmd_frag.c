@@ -69,6 +69,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "private_pools", p.private_free);
         cmh_jw_kdouble(w, "fragmentation", p.fragmentation, 4);
         rep_json_vmm_unmapped(w, sec->s, dev);
+        rep_json_vmm_physical(w, sec->s, dev);
         if (p.has_oom) {
             const struct cmh_oom_event_state *o = &p.last_oom;
             cmh_jw_nl(w);
@@ -187,6 +188,7 @@ static int section(const rep_section *sec, void *arg)
         printf("%s%s, %s: no segments at the end of the record\n", sec->index ? "\n" : "", sec->path, rep_device_name(dev));
         rep_gap_notes(&p.base, 0); /* (a pool's cache taken as given back: said) */
         rep_vmm_unmapped_note(sec->s, dev);
+        rep_vmm_physical_note(sec->s, dev);
     } else {
         int top = g_top ? g_top : 10;
         if (sec->index) putchar('\n');
@@ -196,6 +198,7 @@ static int section(const rep_section *sec, void *arg)
             printf("%s, %s: no segments at the end of the record; stream-ordered pools keep %s reserved\n", sec->path,
                    rep_device_name(dev), rep_size((double)p.reserved));
         rep_vmm_unmapped_note(sec->s, dev);
+        rep_vmm_physical_note(sec->s, dev);
         printf("  reserved                 %12s\n", rep_size((double)p.reserved));
         printf("  allocated                %12s\n", rep_size((double)p.allocated));
         printf("  free inside segments     %12s   (reserved - allocated)", rep_size((double)p.free));

@@ -23,15 +23,17 @@ const cli_command cli_cmd_owners = {
     "peaked) and at each out-of-memory error: PyTorch's allocated and cached memory (from\n"
     "PyTorch's part of a merged or co-recorded snapshot), blocks freed whose stream work is\n"
     "still pending (neither in use nor cached), each library that called the driver\n"
-    "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations, physical memory made with\n"
-    "cuMemCreate and mapped nowhere at the end, and what no recorded\n"
+    "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations (a cuMemCreate handle\n"
+    "counted whole and once, however many ranges map it and however much of it), managed\n"
+    "memory (its own row: the driver counts its pages only where they are on the device),\n"
+    "physical memory made with cuMemCreate and mapped nowhere at the end, and what no recorded\n"
     "allocation explains (cuMemGetInfo's used bytes minus everything recorded: the CUDA context,\n"
     "other processes).  The rows sum to the device's used memory when the record has a\n"
     "cuMemGetInfo sample, else to what was recorded.  Pinned host memory is on its own line.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist owners merged.cmh"};
 
 static const char *const g_kinds[] = {"torch_allocated", "torch_cached", "torch_reserved", "library", "program", "unknown", "unexplained",
-                                      "pending_free", "vmm_unmapped", "pool_cache"}; /* the cmh_owner_kind order */
+                                      "pending_free", "vmm_unmapped", "pool_cache", "managed"}; /* the cmh_owner_kind order */
 
 static void json_moment(cmh_jw *w, const cmh_owners_report *p, const cmh_owners_moment *m, int64_t t0)
 {
@@ -63,6 +65,7 @@ static void json_moment(cmh_jw *w, const cmh_owners_report *p, const cmh_owners_
         } else cmh_jw_null(w); /* (a merged record: `peak --json`'s peak_allocated) */
     }
     cmh_jw_kuint(w, "recorded", m->recorded);
+    cmh_jw_kuint(w, "managed_made", m->managed_made); /* (the managed row holds what of it the sample leaves room for) */
     cmh_jw_key(w, "used");
     if (m->used_known) cmh_jw_uint(w, m->used);
     else cmh_jw_null(w);
@@ -127,6 +130,15 @@ static void text_moment(const rep_section *sec, const cmh_owners_report *p, cons
     printf("%14s  %5.1f%%  %6s  %s\n", rep_size((double)sum), sum ? 100.0 : 0.0, "", m->used_known       ? "total = the device's used memory"
            : p->outside_samples ? "total recorded (no cuMemGetInfo sample the kept entries place: the device's used memory is not known)"
                                 : "total recorded (no cuMemGetInfo sample: nothing says what the record misses)");
+    if (m->managed_made) { /* the driver counts managed pages only where they are on the device */
+        uint64_t counted = 0;
+        for (uint32_t i = 0; i < m->nrows; i++)
+            if (m->rows[i].kind == CMH_OWN_MANAGED) counted += m->rows[i].bytes;
+        printf("  (managed memory: %s made with cuMemAllocManaged; the driver counts its pages as used only where they are on the device",
+               rep_size((double)m->managed_made));
+        if (m->used_known) printf(", so %s of it at most here, the rest off the device)\n", rep_size((double)counted));
+        else printf(": no cuMemGetInfo sample says how much of it was)\n");
+    }
 }
 
 /* A merged record's allocated peak as `peak` finds it: on its one model (cmh_merged_view, the

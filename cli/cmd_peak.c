@@ -23,8 +23,10 @@ static const cli_option g_opts[] = {
 const cli_command cli_cmd_peak = {
     "peak", "[options] SNAPSHOT...",
     "Peak allocated, reserved and requested memory: how much, when (trace entry and time), and\n"
-    "which allocation sites owned the memory at the allocated peak, for every device.  With\n"
-    "several snapshots (one per rank or process), one row per device of each and the worst.",
+    "which allocation sites owned the memory at the allocated peak, for every device; where\n"
+    "cuMemCreate handles are mapped twice or in part, the physical peak too (each handle\n"
+    "whole and once, as the driver charges it).  With several snapshots (one per rank or\n"
+    "process), one row per device of each and the worst.",
     g_opts, CLI_NOPTS(g_opts), 1, 64, 0, "cumemhist peak train.cmh --top 5"};
 
 typedef struct peak_run {
@@ -41,7 +43,8 @@ static void print_when(int64_t index, int64_t time_ns, int64_t t0, int64_t n)
     else printf(" at %s\n", rep_at(index, time_ns, t0));
 }
 
-static void print_text(const rep_section *sec, const cmh_peak_report *p, const char *why, const char *recon, const rep_row_sites *rs)
+static void print_text(const rep_section *sec, const cmh_peak_report *p, const cmh_physical_peak *ph, const char *why, const char *recon,
+                       const rep_row_sites *rs)
 {
     const cmh_snapshot *s = sec->s;
     const cmh_sites *g = sec->g;
@@ -70,8 +73,17 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p, const c
     print_when(p->reserved_index, p->reserved_time_ns, t0, n);
     printf("peak requested: %s (%" PRId64 " bytes)", rep_size((double)p->requested_peak), p->requested_peak);
     print_when(p->requested_index, p->requested_time_ns, t0, n);
-    printf("at the end:     allocated %s, reserved %s, requested %s\n", rep_size((double)p->alloc_end),
+    if (ph->known) { /* cuMemCreate handles mapped twice, or in part: the device's memory is not the ranges' sum */
+        printf("peak physical:  %s (%" PRId64 " bytes)", rep_size((double)ph->peak), ph->peak);
+        print_when(ph->index, ph->time_ns, t0, n);
+        printf("                (device memory as the driver charges it: a cuMemCreate handle counts its whole size once,\n"
+               "                however many ranges map it and however much of it they map; allocated and reserved count\n"
+               "                the mapped ranges)\n");
+    }
+    printf("at the end:     allocated %s, reserved %s, requested %s", rep_size((double)p->alloc_end),
            rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
+    if (ph->known) printf(", physical %s", rep_size((double)ph->at_end));
+    putchar('\n');
     rep_gap_notes(&p->base, 1); /* why the end is not what the trace left, right under it */
     rep_vmm_unmapped_note(s, dev);
     if (recon) printf("%s\n", recon); /* (owners prints the same lines) */
@@ -104,8 +116,8 @@ static void json_when(cmh_jw *w, const char *key, int64_t bytes, int64_t index, 
     cmh_jw_end(w);
 }
 
-static void print_json(const rep_section *sec, const cmh_peak_report *p, const cmh_owners_report *o, int64_t trace_peak, int64_t end_reserved,
-                       rep_row_sites *rs)
+static void print_json(const rep_section *sec, const cmh_peak_report *p, const cmh_physical_peak *ph, const cmh_owners_report *o,
+                       int64_t trace_peak, int64_t end_reserved, rep_row_sites *rs)
 {
     cmh_jw *w = sec->w;
     cmh_jw_obj(w);
@@ -114,6 +126,11 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
         json_when(w, "peak_allocated", p->alloc_peak, p->alloc_index, p->alloc_time_ns);
         json_when(w, "peak_reserved", p->reserved_peak, p->reserved_index, p->reserved_time_ns);
         json_when(w, "peak_requested", p->requested_peak, p->requested_index, p->requested_time_ns);
+        if (ph->known) json_when(w, "peak_physical", ph->peak, ph->index, ph->time_ns);
+        else { /* the handles make no difference, or the record does not name them: reserved's figure */
+            cmh_jw_key(w, "peak_physical");
+            cmh_jw_null(w);
+        }
     } else { /* no history: no peak to tell (null, not the end state dressed as one) */
         cmh_jw_nl(w);
         cmh_jw_key(w, "peak_allocated");
@@ -129,6 +146,7 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
     cmh_jw_kint(w, "allocated", p->alloc_end);
     cmh_jw_kint(w, "reserved", p->reserved_end);
     cmh_jw_kint(w, "requested", p->requested_end);
+    if (ph->known) cmh_jw_kint(w, "physical", ph->at_end);
     cmh_jw_end(w);
     rep_json_vmm_unmapped(w, sec->s, sec->device);
     cmh_jw_nl(w);
@@ -151,6 +169,11 @@ static int section(const rep_section *sec, void *arg)
     cmh_peak_report p;
     int rc = cmh_peak_compute(sec->s, sec->device, sec->g, &p);
     if (rc != CMH_OK) return rc;
+    cmh_physical_peak ph;
+    if ((rc = cmh_physical_peak_compute(sec->s, sec->device, &ph)) != CMH_OK) {
+        cmh_peak_report_free(&p);
+        return rc;
+    }
     if (p.alloc_peak > run->worst_peak) {
         run->worst_peak = p.alloc_peak;
         run->worst_device = sec->device;
@@ -169,6 +192,8 @@ static int section(const rep_section *sec, void *arg)
     if (k >= 0 && (at == INT64_MAX || (n && at == n - 1)) && !sec->s->torch && p.base.history) {
         const cmh_meminfo *mi = &sec->s->meminfo[k];
         int64_t act = at == INT64_MAX ? p.active_end : p.active_last, res = at == INT64_MAX ? p.reserved_end : p.reserved_last;
+        /* each cuMemCreate handle once and whole, as owners counts it */
+        if (ph.known) res += ph.at_end - p.reserved_end;
         o = (cmh_owners_report){.device = sec->device, .sample_known = 1, .sample_time_ns = mi->time_ns, .sample_total = mi->total,
                                 .sample_used = mi->total > mi->free ? mi->total - mi->free : 0, .sample_recorded = (uint64_t)(act > res ? act : res)};
         /* what owners counts there too: cuMemCreate handles held and mapped nowhere at the dump */
@@ -205,7 +230,7 @@ static int section(const rep_section *sec, void *arg)
         rs.sites = ps.sites;
         rs.nsites = ps.nsites;
     }
-    if (sec->w) print_json(sec, &p, &o, trace_peak, end_reserved, &rs);
+    if (sec->w) print_json(sec, &p, &ph, &o, trace_peak, end_reserved, &rs);
     else if (run->table) {
         if (sec->index == 0)
             printf("%-40s %-18s %12s %12s %12s %12s %12s\n", "snapshot", "device", "peak alloc", "peak reserved", "peak requested",
@@ -213,7 +238,7 @@ static int section(const rep_section *sec, void *arg)
         printf("%-40s %-18s %12s %12s %12s %12s %12s\n", sec->path, rep_device_name(sec->device), rep_size((double)p.alloc_peak),
                rep_size((double)p.reserved_peak), rep_size((double)p.requested_peak), rep_size((double)p.alloc_end),
                rep_size((double)p.reserved_end));
-    } else print_text(sec, &p, why, recon, &rs);
+    } else print_text(sec, &p, &ph, why, recon, &rs);
     if (have_ps) cmh_peak_report_free(&ps);
     rep_row_sites_end(&rs);
     cmh_owners_report_free(&o);

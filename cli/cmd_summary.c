@@ -104,6 +104,7 @@ static int section(const rep_section *sec, void *arg)
         else cmh_jw_knull(w, "trace_allocations");
         rep_json_gap(w, &pk.base); /* the end's blocks the trace never freed (Tot Freed counts them), or never made */
         rep_json_vmm_unmapped(w, s, device);
+        rep_json_vmm_physical(w, s, device);
         cmh_jw_kstr(w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"); /* who made the record: the text's title */
         cmh_jw_kstr(w, "byte_units", s->source == CMH_SRC_PYTORCH ? "requested" : "allocated");
         cmh_jw_nl(w);
@@ -180,6 +181,7 @@ static int section(const rep_section *sec, void *arg)
      * the blocks the snapshot no longer holds as freed at the end (no entry frees them) */
     if (history) rep_gap_notes(&pk.base, 0);
     rep_vmm_unmapped_note(s, device);
+    rep_vmm_physical_note(s, device);
     if (sec->index + 1 == sec->ndevices && g_device == -2) { /* the last table: what the others left out */
         int32_t all[256];
         int n = cmh_snapshot_devices(s, all, 256);

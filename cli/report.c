@@ -801,6 +801,31 @@ void rep_vmm_unmapped_note(const cmh_snapshot *s, int device)
            rep_size((double)b), rep_count(n, "handle", "handles"));
 }
 
+void rep_vmm_physical_note(const cmh_snapshot *s, int device)
+{
+    cmh_physical_peak ph;
+    if (s->source == CMH_SRC_PYTORCH || device < 0 || cmh_physical_peak_compute(s, device, &ph) != CMH_OK || !ph.known) return;
+    printf("note: device memory as the driver charges it, each cuMemCreate handle whole and once: %s at the end, %s at\n"
+           "      its peak; the figures above count the mapped ranges (a handle mapped at two addresses twice, one\n"
+           "      mapped in part by the part); owners and peak count the handles\n",
+           rep_size((double)ph.at_end), rep_size((double)ph.peak));
+}
+
+void rep_json_vmm_physical(cmh_jw *w, const cmh_snapshot *s, int device)
+{
+    cmh_physical_peak ph;
+    int known = s->source != CMH_SRC_PYTORCH && device >= 0 && cmh_physical_peak_compute(s, device, &ph) == CMH_OK && ph.known;
+    cmh_jw_key(w, "physical");
+    if (!known) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    cmh_jw_kint(w, "end", ph.at_end);
+    cmh_jw_kint(w, "peak", ph.peak);
+    cmh_jw_end(w);
+}
+
 void rep_json_vmm_unmapped(cmh_jw *w, const cmh_snapshot *s, int device)
 {
     uint32_t n = 0;

@@ -201,6 +201,12 @@ void rep_gap_notes_to(FILE *fp, const char *lead, const cmh_report_base *b, int 
  * its sites). */
 void rep_vmm_unmapped_note(const cmh_snapshot *s, int device);
 void rep_json_vmm_unmapped(cmh_jw *w, const cmh_snapshot *s, int device);
+/* Where cuMemCreate handles are mapped at two addresses, or in part (the record's vmm_maps):
+ * the device's memory as the driver charges it, each handle once and whole, at the end and at
+ * its peak (cmh_physical_peak_compute).  A "note: " line (nothing where the handles change no
+ * figure), and --json's "physical" {end, peak}, null then; in frag and summary. */
+void rep_vmm_physical_note(const cmh_snapshot *s, int device);
+void rep_json_vmm_physical(cmh_jw *w, const cmh_snapshot *s, int device);
 /* "trace_gap": its figures (stops_early, unfreed_*, starts_late, untraced_*) and "says": the notes' words */
 void rep_json_gap(cmh_jw *w, const cmh_report_base *b);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */

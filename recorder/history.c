@@ -754,6 +754,7 @@ void cmh_hist_clear(void)
     }
     open_all();
     cmh_unlock(&g_view_lock);
+    cmh_vmm_clear_maps(); /* (vmm_maps name entries: they go with them) */
 }
 
 /* The last `keep` entries of d, oldest first, into new chunks for a ring of max_entries

@@ -361,6 +361,8 @@ CMH_HIDDEN void cmh_pools_reset_after_fork(void);
 CMH_HIDDEN void cmh_vmm_handle_created(uint64_t handle, int device, uint64_t size);
 /* the handles held and mapped nowhere, added to s (their stacks through stack_map) */
 CMH_HIDDEN int cmh_vmm_export_unmapped(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
+CMH_HIDDEN void cmh_vmm_clear_maps(void);
+CMH_HIDDEN int cmh_vmm_export_maps(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
 CMH_HIDDEN void cmh_vmm_handle_released(uint64_t handle);
 /* Every handle held, into the flight record again (a new generation, a late start). */
 CMH_HIDDEN void cmh_vmm_flight_handles(void);

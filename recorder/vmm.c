@@ -197,6 +197,84 @@ int cmh_vmm_export_unmapped(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
     return rc;
 }
 
+/* ---- the map log: every cuMemMap and the handle it mapped (.cmh vmm_maps) ----
+ * The trace's segment_map entry says the range; the driver charges the handle's whole size,
+ * once, however many ranges map it and however little of it they map.  So each map is logged
+ * with its handle's serial, size and creation stack, kept past the handle's release (a range
+ * of a released handle stays mapped, its memory charged, until its last unmap).  At most
+ * CMH_MAX_MAP_LOG rows: past that, maps are counted lost (the analyzer counts a map it has no
+ * row for by its range, as records before the table). */
+
+#define CMH_MAX_MAP_LOG (1u << 20)
+
+typedef struct maplog {
+    int64_t device, ticks, hticks;
+    uint64_t addr, size, serial, hsize;
+    uint32_t hstack;
+} maplog;
+
+static cmh_mutex g_llock = CMH_MUTEX_INITIALIZER; /* after g_hlock where both are held: never */
+static maplog *g_log;
+static uint32_t g_nlog, g_caplog;
+
+static void log_map(int device, uint64_t addr, uint64_t size, int64_t ticks, uint64_t handle, uint64_t serial)
+{
+    maplog m = {device, ticks, 0, addr, size, serial, 0, 0};
+    cmh_lock(&g_hlock);
+    const serial_rec *sr = serial ? cmh_oa_find(&g_serials, serial) : NULL;
+    const hrec *r = sr ? cmh_oa_find(&g_handles, sr->handle) : NULL;
+    int known = r && r->serial == serial && r->handle == handle && !r->inherited;
+    if (known) {
+        m.hsize = r->size;
+        m.hstack = r->stack;
+        m.hticks = r->ticks;
+    }
+    cmh_unlock(&g_hlock);
+    if (!known) return; /* a handle made unseen: its map is counted by its range */
+    int lost = 0;
+    cmh_lock(&g_llock);
+    if (g_nlog == g_caplog) {
+        uint32_t nc = g_caplog ? g_caplog * 2 : 64;
+        maplog *nl = nc <= CMH_MAX_MAP_LOG ? realloc(g_log, nc * sizeof *nl) : NULL;
+        if (nl) {
+            g_log = nl;
+            g_caplog = nc;
+        }
+    }
+    if (g_nlog < g_caplog) g_log[g_nlog++] = m;
+    else lost = 1;
+    cmh_unlock(&g_llock);
+    if (lost) cmh_count_lost(1);
+}
+
+/* History cleared: the maps logged go with the entries they name (a map before the clear is
+ * counted by its range, as a map whose entry the ring dropped). */
+void cmh_vmm_clear_maps(void)
+{
+    cmh_lock(&g_llock);
+    g_nlog = 0;
+    cmh_unlock(&g_llock);
+}
+
+int cmh_vmm_export_maps(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
+{
+    int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
+    cmh_lock(&g_llock);
+    uint32_t n = g_nlog;
+    maplog *v = n ? malloc(n * sizeof *v) : NULL;
+    if (v) memcpy(v, g_log, n * sizeof *v);
+    cmh_unlock(&g_llock);
+    if (n && !v) return CMH_ENOMEM;
+    int rc = CMH_OK;
+    for (uint32_t i = 0; i < n && rc == CMH_OK; i++) {
+        cmh_vmm_map m = {(int32_t)v[i].device, v[i].addr, v[i].size, cmh_ticks_to_ns(v[i].ticks, now_ticks, now_ns), v[i].serial,
+                         v[i].hsize, v[i].hstack ? stack_map(v[i].hstack, arg) : 0, cmh_ticks_to_ns(v[i].hticks, now_ticks, now_ns)};
+        rc = cmh_snapshot_add_vmm_map(s, &m);
+    }
+    free(v);
+    return rc;
+}
+
 /* ---- reservations ---- */
 
 #define CMH_MAX_RESERVATIONS 4096
@@ -314,6 +392,7 @@ void cmh_vmm_mapped(int device, uint64_t addr, uint64_t size, uint64_t handle)
     int rc = map_insert(&l);
     cmh_unlock(&g_mlock);
     if (rc) cmh_count_lost(1);
+    log_map(device, addr, size, l.ticks, handle, l.aux);
     cmh_hist_record(device, CMH_ACT_SEGMENT_MAP, CMH_KIND_VMM, CMH_EF_WHOLE_BLOCK, addr, size, size, 0,
                     ctx >= CMH_CONTEXT_ALLOC ? stack : 0, (int64_t)size, (int64_t)size, CMH_COUNT_ALLOC, l.ticks);
 }
@@ -432,10 +511,12 @@ void cmh_vmm_atfork_prepare(void)
     cmh_lock(&g_rlock);
     cmh_lock(&g_mlock);
     cmh_lock(&g_hlock); /* after g_mlock, as everywhere */
+    cmh_lock(&g_llock);
 }
 
 void cmh_vmm_atfork_parent(void)
 {
+    cmh_unlock(&g_llock);
     cmh_unlock(&g_hlock);
     cmh_unlock(&g_mlock);
     cmh_unlock(&g_rlock);
@@ -449,7 +530,9 @@ void cmh_vmm_reset_after_fork(void)
     cmh_mutex_init(&g_hlock);
     cmh_mutex_init(&g_rlock);
     cmh_mutex_init(&g_mlock);
+    cmh_mutex_init(&g_llock);
     g_nmaps = 0;
+    g_nlog = 0; /* the parent's maps are the parent's record */
     for (uint32_t i = 0; i < g_handles.cap; i++) { /* the parent's handles stay out of the child's record */
         hrec *r = cmh_oa_at(&g_handles, i);
         if (r->handle) r->inherited = 1;

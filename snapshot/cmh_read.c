@@ -565,6 +565,27 @@ static int rd_vmm_unmapped(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+/* vmm_maps: [[device, addr, size, time_ns, handle, handle_size, handle_stack, handle_time_ns], ...] */
+static int rd_vmm_maps(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_vmm_map m = {0};
+        int64_t dev;
+        if (rd_array_n(c, 8, 64, &k, "vmm_maps") || rd_int(c, &dev) || rd_u64(c, &m.addr) || rd_u64(c, &m.size) ||
+            rd_int(c, &m.time_ns) || rd_u64(c, &m.handle) || rd_u64(c, &m.handle_size) ||
+            rd_u32(c, &m.handle_stack, s->nstacks, "stack id") || rd_int(c, &m.handle_time_ns))
+            return -1;
+        if (dev < 0 || dev > 1023) return fail(c, "a VMM map of device %lld", (long long)dev);
+        m.device = (int32_t)dev;
+        for (uint32_t j = 8; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_vmm_map(s, &m) != CMH_OK) return nomem(c);
+    }
+    return 0;
+}
+
 /* device_ids: [[device, uuid, name, pci_bus], ...] */
 static int rd_device_ids(cur *c, cmh_snapshot *s)
 {
@@ -752,6 +773,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("kernels")) r = rd_kernels(c, s);
         else if (KEY("meminfo")) r = rd_meminfo(c, s);
         else if (KEY("vmm_unmapped")) r = rd_vmm_unmapped(c, s);
+        else if (KEY("vmm_maps")) r = rd_vmm_maps(c, s);
         else if (KEY("device_ids")) r = rd_device_ids(c, s);
         else if (KEY("thread_ids")) r = rd_thread_ids(c, s);
         else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);

@@ -72,7 +72,7 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
     /* entries carry a pool id only when not (0, 0): whether the source said it of every entry is
      * said once, so that a pickle written back says 'pool_id' as the one read did */
     int pool_ids = (s->pt_fields & CMH_PT_POOL_ID) != 0;
-    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (with_torch ? 2 : 0) +
+    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nvmm_maps ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (with_torch ? 2 : 0) +
                               (nested ? 0 : 2) + pool_ids);
 
     pack_key(&pk, "format");
@@ -302,6 +302,22 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
             msgpack_pack_uint64(&pk, h->size);
             msgpack_pack_uint32(&pk, h->stack);
             msgpack_pack_int64(&pk, h->time_ns);
+        }
+    }
+    if (s->nvmm_maps) { /* [[device, addr, size, time_ns, handle, handle_size, handle_stack, handle_time_ns], ...] */
+        pack_key(&pk, "vmm_maps");
+        msgpack_pack_array(&pk, s->nvmm_maps);
+        for (uint32_t i = 0; i < s->nvmm_maps; i++) {
+            const cmh_vmm_map *m = &s->vmm_maps[i];
+            msgpack_pack_array(&pk, 8);
+            msgpack_pack_int32(&pk, m->device);
+            msgpack_pack_uint64(&pk, m->addr);
+            msgpack_pack_uint64(&pk, m->size);
+            msgpack_pack_int64(&pk, m->time_ns);
+            msgpack_pack_uint64(&pk, m->handle);
+            msgpack_pack_uint64(&pk, m->handle_size);
+            msgpack_pack_uint32(&pk, m->handle_stack);
+            msgpack_pack_int64(&pk, m->handle_time_ns);
         }
     }
     if (s->nidents) { /* [[device, uuid, name, pci_bus], ...], plain strings */

@@ -197,6 +197,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->kernels);
     free(s->meminfo);
     free(s->vmm_unmapped);
+    free(s->vmm_maps);
     free(s->threads);
     free(s->idents);
     for (uint32_t i = 0; i < s->nchildren; i++) free(s->children[i].path);
@@ -229,6 +230,13 @@ int cmh_snapshot_add_vmm_unmapped(cmh_snapshot *s, const cmh_vmm_handle *h)
 {
     if (GROW(s, vmm_unmapped, s->nvmm_unmapped + 1, cap_vmm_unmapped) != CMH_OK) return CMH_ENOMEM;
     s->vmm_unmapped[s->nvmm_unmapped++] = *h;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_vmm_map(cmh_snapshot *s, const cmh_vmm_map *m)
+{
+    if (GROW(s, vmm_maps, s->nvmm_maps + 1, cap_vmm_maps) != CMH_OK) return CMH_ENOMEM;
+    s->vmm_maps[s->nvmm_maps++] = *m;
     return CMH_OK;
 }
 

@@ -390,6 +390,48 @@ static void test_round_trip(void)
     cmh_snapshot_free(&s);
 }
 
+/* Every cuMemMap with its handle (vmm_maps): read back as written, the same bytes again, every
+ * truncation refused, a stack id out of range refused; a record without the key has none. */
+static void test_vmm_maps_round_trip(void)
+{
+    cmh_snapshot s, r;
+    build(&s);
+    char *buf, *buf2;
+    size_t len, len2;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK); /* (an older record: no vmm_maps) */
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(r.nvmm_maps, 0);
+    cmh_snapshot_free(&r);
+    free(buf);
+    CU_ASSERT_FATAL(s.nstacks >= 2);
+    cmh_vmm_map a = {0, 0x7f0000000000ull, 8ull << 20, 1700000000100000000ll, 1, 8ull << 20, s.nstacks - 1, 1700000000000000000ll};
+    cmh_vmm_map b = {0, 0x7f0000800000ull, 8ull << 20, 1700000000200000000ll, 1, 8ull << 20, s.nstacks - 1, 1700000000000000000ll};
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_vmm_map(&s, &a), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_vmm_map(&s, &b), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(r.version, 1); /* an optional table: no new version */
+    CU_ASSERT_EQUAL_FATAL(r.nvmm_maps, 2);
+    for (int i = 0; i < 2; i++) {
+        const cmh_vmm_map *x = &r.vmm_maps[i], *y = i ? &b : &a;
+        CU_ASSERT(x->device == y->device && x->addr == y->addr && x->size == y->size && x->time_ns == y->time_ns && x->handle == y->handle &&
+                  x->handle_size == y->handle_size && x->handle_stack == y->handle_stack && x->handle_time_ns == y->handle_time_ns);
+    }
+    CU_ASSERT_EQUAL(write_mem(&r, &buf2, &len2), CMH_OK);
+    CU_ASSERT(len2 == len && memcmp(buf, buf2, len) == 0);
+    free(buf2);
+    cmh_snapshot_free(&r);
+    for (size_t n = 0; n < len; n += 5) CU_ASSERT_EQUAL(cmh_cmh_read(buf, n, &r, err, sizeof err), CMH_EFORMAT);
+    free(buf);
+    s.vmm_maps[1].handle_stack = 99;
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "stack id 99 out of range") != NULL);
+    free(buf);
+    cmh_snapshot_free(&s);
+}
+
 /* The cuMemCreate handles held and mapped nowhere (vmm_unmapped): read back as written, the
  * same bytes again, every truncation refused; a stack id or device out of range refused. */
 static void test_vmm_unmapped_round_trip(void)
@@ -710,6 +752,7 @@ int main(void)
     CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);
     CMH_ADD_TEST(s, test_torch_part_round_trip);
     CMH_ADD_TEST(s, test_vmm_unmapped_round_trip);
+    CMH_ADD_TEST(s, test_vmm_maps_round_trip);
     CMH_ADD_TEST(s, test_garbage_and_hostile_input);
     CMH_ADD_TEST(s, test_load_names_the_file);
     CMH_ADD_TEST(s, test_real_gpu_recordings);

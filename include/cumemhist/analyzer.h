@@ -85,6 +85,37 @@ const cmh_entry *cmh_replay_entry(const cmh_replay *r, int64_t i);
 const cmh_snapshot *cmh_replay_snapshot(const cmh_replay *r);
 int64_t cmh_replay_length(const cmh_replay *r);
 
+/* Device memory as the driver charges it where cuMemCreate handles are mapped (physmap.c): fed
+ * a device's trace entries in order, it keeps which handle each mapped range holds (the record's
+ * vmm_maps), so that a handle counts its size once, however many ranges map it and however much
+ * of it they map: physical = reserved + cmh_physmap_adjust().  NULL: out of memory. */
+typedef struct cmh_physmap cmh_physmap;
+cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device);
+void cmh_physmap_free(cmh_physmap *p);
+int cmh_physmap_has_rows(const cmh_physmap *p); /* the record names the device's maps' handles */
+void cmh_physmap_step(cmh_physmap *p, const cmh_entry *e);
+int64_t cmh_physmap_adjust(const cmh_physmap *p);
+int cmh_physmap_status(const cmh_physmap *p); /* CMH_ENOMEM if a step ran out of memory */
+/* the map whose handle is mapped at addr now (NULL: none, or a map without a row) */
+const cmh_vmm_map *cmh_physmap_find(const cmh_physmap *p, uint64_t addr);
+/* addr is in a managed allocation (cuMemAllocManaged) now */
+int cmh_physmap_managed(const cmh_physmap *p, uint64_t addr);
+/* Counting a moment's blocks: reset, then take each mapped block's bytes (what is left of its
+ * handle's size: an alias of bytes taken already is 0), then the handles' remainders (the part
+ * mapped nowhere), each once. */
+void cmh_physmap_reset(cmh_physmap *p);
+uint64_t cmh_physmap_take(cmh_physmap *p, const cmh_vmm_map *row, uint64_t bytes);
+void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg);
+/* A device's physical peak and end (reserved + the adjustment, entry by entry); *known 0 where
+ * the record has no vmm_maps rows for the device or they never change a figure. */
+typedef struct cmh_physical_peak {
+    int known;            /* the handles make physical differ from reserved at some entry */
+    int64_t peak, at_end; /* bytes */
+    int64_t index;        /* the peak's entry in the device's trace (-1: before the first) */
+    int64_t time_ns;
+} cmh_physical_peak;
+int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_peak *out);
+
 typedef struct cmh_live_block {
     uint64_t addr, size, requested;
     int64_t time_ns;

@@ -32,6 +32,9 @@ typedef enum cmh_owner_kind {
     /* what stream-ordered pools keep beyond what they hand out (freed to the pool, kept: frag's
      * "of it a pool's cache"; cuMemPoolTrimTo gives it back) */
     CMH_OWN_POOL_CACHE,
+    /* managed memory (cuMemAllocManaged): the driver counts its pages as used only where they
+     * are on the device; with a cuMemGetInfo sample, at most what the sample leaves unexplained */
+    CMH_OWN_MANAGED,
 } cmh_owner_kind;
 
 /* The pool cache row's name, the same in every report (owners, report, frag's words) */
@@ -65,6 +68,9 @@ typedef struct cmh_owners_moment {
                                 calls in the driver at it, logged just after; only where a sample
                                 was taken at this moment (else 0: not known, and never a sample's
                                 from another instant, whose calls the moment's rows may hold) */
+    uint64_t managed_made;   /* managed memory (cuMemAllocManaged) live then, all of it; its row
+                                (CMH_OWN_MANAGED) holds what of it the device's used figure leaves
+                                room for (all of it without a sample) */
 } cmh_owners_moment;
 
 /* What no recorded call explains at the device's first cuMemGetInfo sample (taken at its first

@@ -367,6 +367,22 @@ typedef struct cmh_vmm_handle {
     int64_t time_ns; /* when it was created (0: unknown) */
 } cmh_vmm_handle;
 
+/* One cuMemMap the recorder saw (.cmh "vmm_maps"): the range it mapped and the cuMemCreate
+ * handle whose memory it mapped.  The driver charges a handle's whole size once, from its
+ * creation until it is released and unmapped everywhere, however many ranges map it (the same
+ * handle at two addresses is one allocation) and however little of it is mapped: the trace's
+ * segment_map entries say the address range only, this table says whose memory it is
+ * (cmh_physmap, analyzer/physmap.c).  One row per map, in the order made. */
+typedef struct cmh_vmm_map {
+    int32_t device;
+    uint64_t addr, size; /* the range mapped, as its segment_map entry says it */
+    int64_t time_ns;     /* the map's segment_map entry's time */
+    uint64_t handle;     /* the handle's number in this record (1, 2, ...: a value the driver reuses is a new number) */
+    uint64_t handle_size;     /* bytes cuMemCreate made */
+    uint32_t handle_stack;    /* the cuMemCreate call's stack (0: none) */
+    int64_t handle_time_ns;   /* when it was made (0: unknown) */
+} cmh_vmm_map;
+
 typedef struct cmh_snapshot {
     uint32_t version;
     uint8_t source;
@@ -450,6 +466,9 @@ typedef struct cmh_snapshot {
     /* cuMemCreate handles held but not mapped at the snapshot (.cmh "vmm_unmapped") */
     cmh_vmm_handle *vmm_unmapped;
     uint32_t nvmm_unmapped, cap_vmm_unmapped;
+    /* every cuMemMap and the handle it mapped (.cmh "vmm_maps"; none in older records) */
+    cmh_vmm_map *vmm_maps;
+    uint32_t nvmm_maps, cap_vmm_maps;
     /* the recording threads the recorder could name, by number (cmh_snapshot_thread) */
     cmh_thread_info *threads;
     uint32_t nthreads, cap_threads;
@@ -496,6 +515,7 @@ int cmh_snapshot_reindex_stacks(cmh_snapshot *s);
 int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segment **out);
 int cmh_snapshot_add_meminfo(cmh_snapshot *s, const cmh_meminfo *m);
 int cmh_snapshot_add_vmm_unmapped(cmh_snapshot *s, const cmh_vmm_handle *h);
+int cmh_snapshot_add_vmm_map(cmh_snapshot *s, const cmh_vmm_map *m);
 int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b);
 int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out);
 int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry_full *e); /* into the last trace */

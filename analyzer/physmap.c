@@ -1,0 +1,340 @@
+/*
+ * physmap.c - device memory as the driver charges it where cuMemCreate handles are mapped
+ * (cumemhist/analyzer.h, cmh_physmap).
+ *
+ * A VMM map's segment_map entry says an address range; the driver charges the memory of the
+ * handle it maps, all of it, once: from cuMemCreate until the handle is released and unmapped
+ * everywhere.  One handle mapped at two addresses is one handle's memory (the ranges' sum counted
+ * it twice: 16 MiB of an 8 MiB handle), and a handle mapped in part is charged whole (a 32 MiB
+ * handle with 4 MiB mapped is 32 MiB in use).  The record's vmm_maps table names each map's
+ * handle; this walks a device's trace entry by entry beside the replay, keeping which handle
+ * every mapped range holds, and says how far the handles' sizes are from the bytes mapped:
+ * physical = reserved + cmh_physmap_adjust().  A map without a row (a record before the table,
+ * a map of a handle made unseen, entries the ring dropped before the first kept one) counts by
+ * its range, as before.  Managed memory's live ranges are kept here too (cmh_physmap_managed):
+ * the driver counts it as used only where its pages are on the device.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumemhist/analyzer.h"
+#include "oatab.h"
+
+typedef struct prange {
+    uint64_t addr, size;
+    const cmh_vmm_map *row; /* NULL: a map without a row (counted by its range) */
+} prange;
+
+typedef struct phandle {
+    uint64_t handle; /* key: the record's handle number */
+    uint64_t mapped; /* bytes of ranges that map it now */
+    uint64_t taken;  /* cmh_physmap_take's count since the last reset */
+    const cmh_vmm_map *row;
+} phandle;
+
+struct cmh_physmap {
+    const cmh_snapshot *s;
+    int device;
+    const cmh_vmm_map **rows; /* the device's rows by (addr, size, time) */
+    uint32_t nrows;
+    prange *live; /* mapped ranges, by address, disjoint */
+    uint32_t nlive, caplive;
+    prange *managed; /* managed allocations live now, by address */
+    uint32_t nmanaged, capmanaged;
+    prange *final_managed; /* the final segments' managed ones, by address (allocated before the first kept entry) */
+    uint32_t nfinal;
+    cmh_oatab handles; /* of phandle */
+    int64_t adjust;
+    int nomem;
+};
+
+static int cmp_row(const void *x, const void *y)
+{
+    const cmh_vmm_map *a = *(const cmh_vmm_map *const *)x, *b = *(const cmh_vmm_map *const *)y;
+    if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
+    if (a->size != b->size) return a->size < b->size ? -1 : 1;
+    return (a->time_ns > b->time_ns) - (a->time_ns < b->time_ns);
+}
+
+static int grow(prange **v, uint32_t n, uint32_t *cap);
+
+static int cmp_range(const void *x, const void *y)
+{
+    const prange *a = x, *b = y;
+    return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device)
+{
+    cmh_physmap *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->s = s;
+    p->device = device;
+    cmh_oa_init(&p->handles, sizeof(phandle));
+    for (uint32_t i = 0; i < s->nvmm_maps; i++) p->nrows += s->vmm_maps[i].device == device;
+    if (p->nrows) {
+        p->rows = malloc(p->nrows * sizeof *p->rows);
+        if (!p->rows) {
+            free(p);
+            return NULL;
+        }
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < s->nvmm_maps; i++)
+            if (s->vmm_maps[i].device == device) p->rows[n++] = &s->vmm_maps[i];
+        qsort(p->rows, p->nrows, sizeof *p->rows, cmp_row);
+    }
+    uint32_t capfinal = 0;
+    for (uint32_t i = 0; i < s->nsegments; i++)
+        if (s->segments[i].device == device && s->segments[i].kind == CMH_KIND_MANAGED) {
+            if (grow(&p->final_managed, p->nfinal, &capfinal)) {
+                cmh_physmap_free(p);
+                return NULL;
+            }
+            p->final_managed[p->nfinal++] = (prange){s->segments[i].addr, s->segments[i].size, NULL};
+        }
+    if (p->nfinal > 1) qsort(p->final_managed, p->nfinal, sizeof *p->final_managed, cmp_range);
+    return p;
+}
+
+void cmh_physmap_free(cmh_physmap *p)
+{
+    if (!p) return;
+    free(p->rows);
+    free(p->live);
+    free(p->managed);
+    free(p->final_managed);
+    cmh_oa_free(&p->handles);
+    free(p);
+}
+
+int cmh_physmap_has_rows(const cmh_physmap *p) { return p && p->nrows; }
+
+/* the handle's share of adjust: its size less the bytes mapped, while any is */
+static int64_t share(const phandle *h) { return h->mapped ? (int64_t)h->row->handle_size - (int64_t)h->mapped : 0; }
+
+static void handle_add(cmh_physmap *p, const cmh_vmm_map *row, int64_t delta)
+{
+    if (!row) return;
+    int fresh;
+    phandle *h = cmh_oa_get(&p->handles, row->handle, &fresh);
+    if (!h) {
+        p->nomem = 1;
+        return;
+    }
+    if (fresh) h->row = row;
+    p->adjust -= share(h);
+    if (delta < 0 && (uint64_t)-delta > h->mapped) h->mapped = 0;
+    else h->mapped += (uint64_t)delta;
+    p->adjust += share(h);
+}
+
+/* The row of the map at addr, size whose time is nearest t (entries and rows are stamped alike). */
+static const cmh_vmm_map *row_of(const cmh_physmap *p, uint64_t addr, uint64_t size, int64_t t)
+{
+    uint32_t lo = 0, hi = p->nrows;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        const cmh_vmm_map *m = p->rows[mid];
+        if (m->addr < addr || (m->addr == addr && m->size < size)) lo = mid + 1;
+        else hi = mid;
+    }
+    const cmh_vmm_map *best = NULL;
+    for (uint32_t i = lo; i < p->nrows && p->rows[i]->addr == addr && p->rows[i]->size == size; i++) {
+        int64_t d = p->rows[i]->time_ns - t, bd = best ? best->time_ns - t : 0;
+        if (!best || (d < 0 ? -d : d) < (bd < 0 ? -bd : bd)) best = p->rows[i];
+    }
+    return best;
+}
+
+static uint32_t lower(const prange *v, uint32_t n, uint64_t addr) /* first range whose end > addr */
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (v[mid].addr + v[mid].size <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static uint32_t live_lower(const cmh_physmap *p, uint64_t addr) { return lower(p->live, p->nlive, addr); }
+
+static int in(const prange *v, uint32_t n, uint64_t addr)
+{
+    uint32_t i = lower(v, n, addr);
+    return i < n && v[i].addr <= addr;
+}
+
+static int grow(prange **v, uint32_t n, uint32_t *cap)
+{
+    if (n < *cap) return 0;
+    uint32_t nc = *cap ? *cap * 2 : 16;
+    prange *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return -1;
+    *v = nv;
+    *cap = nc;
+    return 0;
+}
+
+static void live_insert(cmh_physmap *p, prange r)
+{
+    uint32_t i = live_lower(p, r.addr), k = i;
+    while (k < p->nlive && p->live[k].addr < r.addr + r.size) k++; /* (a map never seen unmapped gives way) */
+    for (uint32_t j = i; j < k; j++) handle_add(p, p->live[j].row, -(int64_t)p->live[j].size);
+    memmove(&p->live[i], &p->live[k], (p->nlive - k) * sizeof *p->live);
+    p->nlive -= k - i;
+    if (grow(&p->live, p->nlive, &p->caplive)) {
+        p->nomem = 1;
+        return;
+    }
+    memmove(&p->live[i + 1], &p->live[i], (p->nlive - i) * sizeof *p->live);
+    p->live[i] = r;
+    p->nlive++;
+    handle_add(p, r.row, (int64_t)r.size);
+}
+
+static void live_remove(cmh_physmap *p, uint64_t lo, uint64_t hi)
+{
+    uint32_t i = live_lower(p, lo);
+    while (i < p->nlive && p->live[i].addr < hi) {
+        prange m = p->live[i];
+        uint64_t a = m.addr > lo ? m.addr : lo, b = m.addr + m.size < hi ? m.addr + m.size : hi;
+        memmove(&p->live[i], &p->live[i + 1], (p->nlive - i - 1) * sizeof *p->live);
+        p->nlive--;
+        handle_add(p, m.row, -(int64_t)(b - a));
+        if (m.addr < a) { /* the left part stays: its bytes are still the handle's */
+            if (grow(&p->live, p->nlive, &p->caplive)) {
+                p->nomem = 1;
+                return;
+            }
+            memmove(&p->live[i + 1], &p->live[i], (p->nlive - i) * sizeof *p->live);
+            p->live[i++] = (prange){m.addr, a - m.addr, m.row};
+            p->nlive++;
+        }
+        if (m.addr + m.size > b) {
+            if (grow(&p->live, p->nlive, &p->caplive)) {
+                p->nomem = 1;
+                return;
+            }
+            memmove(&p->live[i + 1], &p->live[i], (p->nlive - i) * sizeof *p->live);
+            p->live[i++] = (prange){b, m.addr + m.size - b, m.row};
+            p->nlive++;
+        }
+    }
+}
+
+void cmh_physmap_step(cmh_physmap *p, const cmh_entry *e)
+{
+    const cmh_snapshot *s = p->s;
+    uint64_t addr = cmh_entry_addr(s, e), size = cmh_entry_size(s, e);
+    if (e->kind == CMH_KIND_VMM && e->action == CMH_ACT_SEGMENT_MAP && size)
+        live_insert(p, (prange){addr, size, row_of(p, addr, size, cmh_entry_time(s, e))});
+    else if (e->kind == CMH_KIND_VMM && e->action == CMH_ACT_SEGMENT_UNMAP && size)
+        live_remove(p, addr, addr + size);
+    else if (e->kind == CMH_KIND_MANAGED && e->action == CMH_ACT_SEGMENT_ALLOC && size) {
+        uint32_t i = lower(p->managed, p->nmanaged, addr), k = i;
+        while (k < p->nmanaged && p->managed[k].addr < addr + size) k++; /* (a free never seen: gone) */
+        memmove(&p->managed[i], &p->managed[k], (p->nmanaged - k) * sizeof *p->managed);
+        p->nmanaged -= k - i;
+        if (grow(&p->managed, p->nmanaged, &p->capmanaged)) {
+            p->nomem = 1;
+            return;
+        }
+        memmove(&p->managed[i + 1], &p->managed[i], (p->nmanaged - i) * sizeof *p->managed);
+        p->managed[i] = (prange){addr, size, NULL};
+        p->nmanaged++;
+    } else if (e->kind == CMH_KIND_MANAGED && e->action == CMH_ACT_SEGMENT_FREE) {
+        uint32_t i = lower(p->managed, p->nmanaged, addr);
+        if (i < p->nmanaged && p->managed[i].addr == addr) {
+            memmove(&p->managed[i], &p->managed[i + 1], (p->nmanaged - i - 1) * sizeof *p->managed);
+            p->nmanaged--;
+        }
+    }
+}
+
+int64_t cmh_physmap_adjust(const cmh_physmap *p) { return p ? p->adjust : 0; }
+
+int cmh_physmap_status(const cmh_physmap *p) { return p && p->nomem ? CMH_ENOMEM : CMH_OK; }
+
+const cmh_vmm_map *cmh_physmap_find(const cmh_physmap *p, uint64_t addr)
+{
+    if (!p) return NULL;
+    uint32_t i = live_lower(p, addr);
+    return i < p->nlive && p->live[i].addr <= addr ? p->live[i].row : NULL;
+}
+
+int cmh_physmap_managed(const cmh_physmap *p, uint64_t addr)
+{
+    /* (allocated before the first kept entry: the final segments know its kind) */
+    return p && (in(p->managed, p->nmanaged, addr) || in(p->final_managed, p->nfinal, addr));
+}
+
+void cmh_physmap_reset(cmh_physmap *p)
+{
+    for (uint32_t i = 0; p && i < p->handles.cap; i++) {
+        phandle *h = cmh_oa_at(&p->handles, i);
+        if (h->handle) h->taken = 0;
+    }
+}
+
+uint64_t cmh_physmap_take(cmh_physmap *p, const cmh_vmm_map *row, uint64_t bytes)
+{
+    phandle *h = cmh_oa_find(&p->handles, row->handle);
+    if (!h || !h->mapped) return bytes;
+    uint64_t left = h->row->handle_size > h->taken ? h->row->handle_size - h->taken : 0;
+    if (bytes > left) bytes = left;
+    h->taken += bytes;
+    return bytes;
+}
+
+void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg)
+{
+    for (uint32_t i = 0; p && i < p->handles.cap; i++) {
+        const phandle *h = cmh_oa_at(&p->handles, i);
+        if (h->handle && h->mapped && h->taken < h->row->handle_size) fn(arg, h->row, h->row->handle_size - h->taken);
+    }
+}
+
+int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_peak *out)
+{
+    memset(out, 0, sizeof *out);
+    out->index = -1;
+    cmh_physmap *p = cmh_physmap_new(s, device);
+    if (!p) return CMH_ENOMEM;
+    if (!cmh_physmap_has_rows(p)) {
+        cmh_physmap_free(p);
+        return CMH_OK;
+    }
+    cmh_replay *r = cmh_replay_new(s, device);
+    if (!r) {
+        cmh_physmap_free(p);
+        return CMH_ENOMEM;
+    }
+    int64_t n = cmh_replay_length(r);
+    out->peak = -1;
+    while (cmh_replay_step(r)) {
+        int64_t pos = cmh_replay_position(r);
+        const cmh_entry *e = cmh_replay_entry(r, pos);
+        if (!e) break;
+        cmh_physmap_step(p, e);
+        int64_t adj = cmh_physmap_adjust(p), phys = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current + adj;
+        if (adj) out->known = 1;
+        if (phys > out->peak) {
+            out->peak = phys;
+            out->index = pos;
+            out->time_ns = cmh_entry_time(s, e);
+        }
+    }
+    /* the end: the final segments (the reconciliation), as peak's own end */
+    out->at_end = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current + cmh_physmap_adjust(p);
+    if (out->at_end > out->peak) {
+        out->peak = out->at_end;
+        out->index = n;
+        out->time_ns = s->dump_time_ns;
+    }
+    if (out->peak < 0) out->peak = 0;
+    int rc = cmh_replay_status(r) != CMH_OK ? cmh_replay_status(r) : cmh_physmap_status(p);
+    cmh_replay_free(r);
+    cmh_physmap_free(p);
+    return rc;
+}

@@ -1,0 +1,87 @@
+/*
+ * vmm_phys.c - device memory the driver charges where the ranges a record shows say otherwise.
+ *   vmm_phys alias    one 8 MiB cuMemCreate handle mapped at two reservations (16 MiB of ranges,
+ *                     8 MiB of memory), released while mapped, then one map unmapped
+ *   vmm_phys part     a 32 MiB handle of which 4 MiB is mapped (the other 28 MiB still in use)
+ *   vmm_phys managed [second]  64 MiB of cuMemAllocManaged and 8 MiB of cuMemAlloc, the
+ *                     managed memory first, or second (with FAKECUDA_MANAGED_OFFDEVICE=1 the
+ *                     managed pages are off the device; else the fake driver counts them at once)
+ * Each prints `peak USED` and `end USED`: cuMemGetInfo's used bytes (total - free) at its
+ * highest moment and at its end, for owners' totals to be held to.  Each call site is its own
+ * function, so each has its own stack.
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB (1ull << 20)
+
+static void ck(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "vmm_phys: %s failed (%d)\n", what, (int)r);
+        exit(1);
+    }
+}
+
+static unsigned long long used(void)
+{
+    size_t f, t;
+    ck(cuMemGetInfo(&f, &t), "cuMemGetInfo");
+    return (unsigned long long)(t - f);
+}
+
+__attribute__((noinline)) static CUmemGenericAllocationHandle make_handle(size_t n)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    ck(cuMemCreate(&h, n, &p, 0), "cuMemCreate");
+    return h;
+}
+
+__attribute__((noinline)) static CUdeviceptr map_at(size_t resv, size_t n, CUmemGenericAllocationHandle h)
+{
+    CUdeviceptr a;
+    ck(cuMemAddressReserve(&a, resv, 0, 0, 0), "cuMemAddressReserve");
+    ck(cuMemMap(a, n, 0, h, 0), "cuMemMap");
+    return a;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    CUdevice dev;
+    CUcontext ctx;
+    ck(cuInit(0), "cuInit");
+    ck(cuDeviceGet(&dev, 0), "cuDeviceGet");
+    ck(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    ck(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    if (!strcmp(mode, "alias")) {
+        CUmemGenericAllocationHandle h = make_handle(8 * MIB);
+        map_at(8 * MIB, 8 * MIB, h);
+        CUdeviceptr b = map_at(8 * MIB, 8 * MIB, h);
+        ck(cuMemRelease(h), "cuMemRelease"); /* still mapped twice: the memory stays */
+        printf("peak %llu\n", used());
+        ck(cuMemUnmap(b, 8 * MIB), "cuMemUnmap");
+    } else if (!strcmp(mode, "part")) {
+        CUmemGenericAllocationHandle h = make_handle(32 * MIB);
+        map_at(32 * MIB, 4 * MIB, h);
+        printf("peak %llu\n", used());
+    } else if (!strcmp(mode, "managed")) {
+        CUdeviceptr m, a;
+        if (argc > 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc"); /* managed_second: the first sample before it */
+        ck(cuMemAllocManaged(&m, 64 * MIB, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged");
+        if (argc <= 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc");
+        printf("peak %llu\n", used());
+    } else {
+        fprintf(stderr, "usage: vmm_phys alias|part|managed\n");
+        return 2;
+    }
+    printf("end %llu\n", used());
+    return 0;
+}

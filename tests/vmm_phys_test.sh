@@ -1,0 +1,106 @@
+#!/bin/sh
+# vmm_phys_test.sh BUILD_DIR SOURCE_DIR - owners' total is the driver's used memory, and peak's
+# physical figure the driver's, where the ranges a record shows are not the memory in use
+# (tests/vmm_phys.c, beside a 100 MiB context of the fake driver's):
+#  - one 8 MiB cuMemCreate handle mapped at two addresses: owners said the device had 16 MiB
+#    more in use than the context, peak 'peak allocated: 16.0 MiB' and nothing else; the driver
+#    said 8. Now owners counts the handle once and peak says 'peak physical' 8 MiB (its
+#    reserved, the ranges, stays 16 MiB).
+#  - a 32 MiB handle of which 4 MiB is mapped: owners called the other 28 MiB 'not recorded
+#    (CUDA context, other processes)'; now they are the program's, its cuMemCreate's.
+#  - 64 MiB of managed memory off the device (FAKECUDA_MANAGED_OFFDEVICE=1) beside 8 MiB: owners
+#    said 'the device had 72.0 MiB ... in use', total = the device's used memory, where the driver
+#    said 8 MiB (+ the context); now managed memory is its own row, of what the sample leaves.
+TEST=vmm_phys . "$(dirname "$0")/testlib.sh"
+M=1048576
+CTX=100M
+
+rec() { # rec NAME "MODE..." [ENV...]: record vmm_phys MODE as NAME.cmh, its output in NAME.out
+    n=$1 m=$2
+    shift 2
+    env FAKECUDA_CONTEXT=$CTX FAKECUDA_CAPACITY=1G "$@" "$CMH" record -q -o "$n.cmh" -- "$B/tests/vmm_phys" $m >"$n.out" 2>"$n.err"
+    check "vmm_phys $m ran whole ($(cat "$n.err"))" "[ ! -s $n.err ] && grep -q '^end ' $n.out"
+    "$CMH" owners --json "$n.cmh" >"$n.owners.json" 2>&1
+    "$CMH" owners "$n.cmh" >"$n.owners.txt" 2>&1
+    "$CMH" peak --json "$n.cmh" >"$n.peak.json" 2>&1
+}
+
+# owners' every moment: the rows sum to used; the peak's and the end's used are the driver's
+totals() { # totals NAME
+    py - "$1" <<'PY'
+import json, sys
+n = sys.argv[1]
+drv = dict(l.split() for l in open(n + ".out"))
+o = json.load(open(n + ".owners.json"))[0]
+ms = {m["moment"]: m for m in o["moments"]}
+for m in o["moments"]:
+    assert m["used"] is not None and m["used"] == sum(r["bytes"] for r in m["rows"]), m
+assert ms["end"]["used"] == int(drv["end"]), (ms["end"], drv)
+assert ms["peak"]["used"] == int(drv["peak"]), (ms["peak"], drv)
+PY
+}
+
+rows() { # rows NAME MOMENT KIND...: the bytes of each kind's rows at the moment, in MiB
+    n=$1 m=$2
+    shift 2
+    py - "$n" "$m" "$@" <<'PY'
+import json, sys
+o = json.load(open(sys.argv[1] + ".owners.json"))[0]
+m = [x for x in o["moments"] if x["moment"] == sys.argv[2]][0]
+print(" ".join(str(sum(r["bytes"] for r in m["rows"] if r["kind"] == k) // 2**20) for k in sys.argv[3:]))
+PY
+}
+
+rec alias alias
+check "alias: owners' totals are the driver's used memory at the peak and the end ($(totals alias 2>&1 | tail -1))" 'totals alias'
+check "alias: at the peak the program holds 8 MiB (one handle), the context 100 MiB ($(rows alias peak program unexplained))" \
+    '[ "$(rows alias peak program unexplained)" = "8 100" ]'
+check "alias: peak's physical peak is 8 MiB, its reserved (the ranges) 16 MiB" 'py - <<PY
+import json
+p = json.load(open("alias.peak.json"))[0]
+assert p["peak_physical"]["bytes"] == 8 * $M and p["peak_reserved"]["bytes"] == 16 * $M, p
+assert p["end"]["physical"] == 8 * $M, p["end"]
+PY'
+"$CMH" peak alias.cmh >alias.peak.txt 2>&1
+check "alias: peak's text says 'peak physical:  8.0 MiB'" "grep -q '^peak physical:  8.0 MiB' alias.peak.txt"
+
+rec part part
+check "part: owners' totals are the driver's used memory at the peak and the end ($(totals part 2>&1 | tail -1))" 'totals part'
+check "part: the whole 32 MiB handle is the program's, the context alone not recorded ($(rows part end program unexplained))" \
+    '[ "$(rows part end program unexplained)" = "32 100" ] && [ "$(rows part peak program unexplained)" = "32 100" ]'
+"$CMH" summary --json part.cmh >part.summary.json 2>&1
+"$CMH" frag --json part.cmh >part.frag.json 2>&1
+"$CMH" frag part.cmh >part.frag.txt 2>&1
+check "part: peak, summary and frag say 32 MiB physical (4 MiB reserved)" 'py - <<PY
+import json
+p = json.load(open("part.peak.json"))[0]
+assert p["peak_physical"]["bytes"] == 32 * $M and p["peak_reserved"]["bytes"] == 4 * $M, p
+for f in ("part.summary.json", "part.frag.json"):
+    d = json.load(open(f))[0]
+    assert d["physical"] == {"end": 32 * $M, "peak": 32 * $M}, (f, d.get("physical"))
+PY' && grep -q "note: device memory as the driver charges it, each cuMemCreate handle whole and once: 32.0 MiB at the end" part.frag.txt
+
+rec off managed FAKECUDA_MANAGED_OFFDEVICE=1
+check "managed off the device: owners' totals are the driver's used memory ($(totals off 2>&1 | tail -1))" 'totals off'
+check "managed off the device: its row holds none of it, the program 8 MiB, the context 100 MiB ($(rows off end managed program unexplained))" \
+    '[ "$(rows off end managed program unexplained)" = "0 8 100" ] &&
+     py -c "import json; m = json.load(open(\"off.owners.json\"))[0][\"moments\"]; assert all(x[\"managed_made\"] == 64 * $M for x in m), m"'
+# the stranger's case: no context at all, 64 MiB managed off the device first, then 8 MiB (owners
+# said 'the device had 72.0 MiB ... in use', total = the device's used memory, the driver 8 MiB)
+rec off0 managed FAKECUDA_MANAGED_OFFDEVICE=1 FAKECUDA_CONTEXT=0
+check "managed off the device, no context: owners' totals are the driver's 8 MiB ($(totals off0 2>&1 | tail -1); $(rows off0 end managed program unexplained))" \
+    'totals off0 && [ "$(rows off0 end managed program unexplained)" = "0 8 0" ]'
+check "managed off the device: the text labels the row and says it may be off the device" \
+    "grep -q 'managed memory (cuMemAllocManaged; may be off the device: as far as the used figure shows)' off.owners.txt &&
+     grep -q '64.0 MiB made with cuMemAllocManaged; the driver counts its pages as used only where they are on the device, so 0 B of it at most here' off.owners.txt &&
+     ! grep -q 'the device had 172.0 MiB' off.owners.txt"
+# the fake driver counts managed memory at once where it is on the device: the device's first
+# sample (at the first allocation, the 8 MiB) has the context alone, the end's 64 MiB more, which
+# is managed memory's row; the managed memory first, its sample has it, and it is taken for the
+# context's (cuMemAllocManaged populates no page on a GPU): the totals hold either way
+rec on "managed second"
+check "managed on the device: owners' totals are the driver's ($(totals on 2>&1 | tail -1)), its row all 64 MiB ($(rows on end managed program unexplained))" \
+    'totals on && [ "$(rows on end managed program unexplained)" = "64 8 100" ]'
+rec onfirst managed
+check "managed on the device, made first: owners' totals are the driver's ($(totals onfirst 2>&1 | tail -1))" 'totals onfirst'
+finish
