@@ -8,7 +8,8 @@
 #    old one freed first (kv_grow); now growing, +1.0 MiB per step, exit 3;
 #  - a buffer of one size replaced every step (double buffering) is not growing;
 #  - the held bytes are the live blocks' sum, and the verdicts the same twice;
-#  - the same accumulation in a PyTorch snapshot whose steps are its Optimizer.step annotations.
+#  - the same accumulation in a PyTorch snapshot whose steps are its Optimizer.step annotations,
+#    and its out-of-memory error, a demand: 'driven by a leak' (it said no leak before).
 TEST=catleak . "$(dirname "$0")/testlib.sh"
 P=$B/tests/cat_leak
 
@@ -79,7 +80,7 @@ for st in range(30):
     t[0] += 10
     ann.append({"name": "Optimizer.step#SGD.step", "stage": "END", "device": 0, "time_us": t[0]})
 t[0] += 100
-tr.append({"action": "oom", "device_free": M, "size": hs + 2 * M, "stream": 0, "time_us": t[0], "frames": CAT})
+tr.append({"action": "oom", "device_free": 4 * M, "size": hs + 2 * M, "stream": 0, "time_us": t[0], "frames": CAT})
 segs = [{"device": 0, "address": a, "total_size": s, "allocated_size": s, "active_size": s, "requested_size": s, "stream": 0,
          "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": fr,
          "blocks": [{"address": a, "size": s, "requested_size": s, "state": "active_allocated", "frames": fr}]}
@@ -91,4 +92,8 @@ rc=$?
 check "a PyTorch snapshot's torch.cat accumulation over Optimizer.step annotations: growing, +2.0 MiB per step, exit 3 ($(tr '\n' '|' <pk.txt))" \
     "[ $rc = 3 ] && grep -q 'steps: 30 from Optimizer.step annotations' pk.txt && grep -q ' growing  *train_step (/w/train.py:30)' pk.txt &&
      grep -q 'growing: +2.0 MiB per step over the last 2[0-9] steps' pk.txt"
+# its out-of-memory error (4 MiB free on the device, 60 MiB held by the history): a demand the leak drove
+"$CMH" oom cat.pickle >oom.txt 2>&1
+check "oom: the demand driven by the torch.cat leak ($(grep -E 'verdict|driven' oom.txt | tr '\n' '|'))" \
+    "grep -q 'verdict: demand' oom.txt && grep -q 'driven by a leak: allocated grew by 58.0 MiB over 29 steps at train_step (/w/train.py:30), which held 60.0 MiB at the error' oom.txt"
 finish
