@@ -56,6 +56,12 @@ typedef struct leak_ctx {
     const cmh_steps *steps; /* [0] the record's, [t] thread t's (count 0: none) */
     uint32_t nsteps;        /* entries of steps */
     int64_t **held;         /* held[row]: npoints + 1 differences */
+    /* the same rows' bytes at each step's end (its blocks live at the next point, or at the end
+     * for the last): a buffer the program replaces every step by a larger one (the torch.cat
+     * accumulation, x = cat(x, new) with the old freed, or free-then-alloc) has no block live
+     * across a whole step, so its rows read 0 throughout while it held 2, 3, ..., 41 MiB at
+     * successive step ends ('steady' for a leak of 1 MiB a step) */
+    cmh_oatab erows, ecrows;
     uint32_t nheld, capheld;
     uint64_t grew; /* still-live bytes made by the trace's entries */
     uint64_t grew_blocks;
@@ -86,11 +92,13 @@ static uint32_t first_above(const int64_t *p, uint32_t np, int64_t a)
 
 /* A block of `size` bytes lived from entry a to entry f (f = INT64_MAX: still live): it is held
  * at point j when live there (a < P[j] <= f) and still live at the next point (P[j+1] <= f; the
- * end, past the last). */
-static void held_add_to(leak_ctx *c, cmh_oatab *rows, uint64_t key, const cmh_steps *st, int64_t a, int64_t f, uint64_t size)
+ * end, past the last).  at_end: held at the end of step j instead, live at the next point (the
+ * end, past the last) whenever it was made: the step that made it too. */
+static void held_add_to(leak_ctx *c, cmh_oatab *rows, uint64_t key, const cmh_steps *st, int64_t a, int64_t f, uint64_t size, int at_end)
 {
     if (!st || !st->npoints) return;
     uint32_t np = st->npoints, lo = first_above(st->points, np, a);
+    if (at_end && lo) lo--;
     /* the last j with P[j+1] <= f: all of them when the block outlived the record */
     int64_t hi = f == INT64_MAX ? (int64_t)np - 1 : (int64_t)first_above(st->points, np, f) - 2;
     if ((int64_t)lo > hi) return;
@@ -115,9 +123,10 @@ oom:
     c->nomem = 1;
 }
 
-static void held_add(leak_ctx *c, uint32_t group, uint32_t thread, int64_t a, int64_t f, uint64_t size)
+static void held_add(leak_ctx *c, int at_end, uint32_t group, uint32_t thread, int64_t a, int64_t f, uint64_t size)
 {
-    held_add_to(c, &c->rows, ((uint64_t)group << 32 | thread) + 1, thread < c->nsteps ? &c->steps[thread] : NULL, a, f, size);
+    held_add_to(c, at_end ? &c->erows : &c->rows, ((uint64_t)group << 32 | thread) + 1, thread < c->nsteps ? &c->steps[thread] : NULL, a,
+                f, size, at_end);
 }
 
 /* A site's caller, as add_caller tells callers apart (function, file and line, not frame id):
@@ -180,15 +189,18 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
         else if (created || b->index < fs->index) fs->index = b->index;
     }
     int apart = b->thread && b->thread < 64 && (c->apart >> b->thread & 1);
-    if (!apart) held_add(c, group, 0, b->index, f, b->size);
-    if (b->thread) held_add(c, group, b->thread, b->index, f, b->size);
-    /* and under its caller (a site called from several lines: a helper, a ctypes wrapper) */
-    if (c->sites && cmh_sites_group_by(c->sites) == CMH_GROUP_SITE) {
-        uint64_t k = caller_key(group, cmh_sites_caller_of(c->sites, b->stack));
-        if (k && !apart) held_add_to(c, &c->crows, k, c->nsteps ? &c->steps[0] : NULL, b->index, f, b->size);
-        /* and over its thread's own steps (a site judged thread by thread: which callers grow there) */
-        if (k && b->thread && b->thread < c->nsteps)
-            held_add_to(c, &c->crows, thread_caller_key(k, b->thread), &c->steps[b->thread], b->index, f, b->size);
+    for (int e = 0; e < 2; e++) { /* held across each step, and at each step's end */
+        if (!apart) held_add(c, e, group, 0, b->index, f, b->size);
+        if (b->thread) held_add(c, e, group, b->thread, b->index, f, b->size);
+        /* and under its caller (a site called from several lines: a helper, a ctypes wrapper) */
+        if (c->sites && cmh_sites_group_by(c->sites) == CMH_GROUP_SITE) {
+            uint64_t k = caller_key(group, cmh_sites_caller_of(c->sites, b->stack));
+            cmh_oatab *crows = e ? &c->ecrows : &c->crows;
+            if (k && !apart) held_add_to(c, crows, k, c->nsteps ? &c->steps[0] : NULL, b->index, f, b->size, e);
+            /* and over its thread's own steps (a site judged thread by thread: which callers grow there) */
+            if (k && b->thread && b->thread < c->nsteps)
+                held_add_to(c, crows, thread_caller_key(k, b->thread), &c->steps[b->thread], b->index, f, b->size, e);
+        }
     }
 }
 
@@ -243,9 +255,26 @@ static int series_in(const leak_ctx *c, const cmh_oatab *rows, uint64_t key, int
     return 1;
 }
 
-static int series_of(const leak_ctx *c, uint32_t group, uint32_t thread, int64_t *L, uint32_t np)
+/* A row judged over steps st (callers: a caller's row): by its bytes held across each step;
+ * where those do not grow, growing when its bytes at each step's end grow (a buffer replaced
+ * every step by a larger one: no block of it outlives a step, yet what the steps leave rises).
+ * Growth alone is taken from the steps' ends: the other verdicts stay those of the bytes held
+ * across steps (a buffer made anew each step, alloc before free, is no state).  Whether the
+ * site has a row. */
+static int judge_row(const leak_ctx *c, int callers, uint64_t key, const cmh_steps *st, int64_t *L, int64_t n, cmh_site *x)
 {
-    return series_in(c, &c->rows, ((uint64_t)group << 32 | thread) + 1, L, np);
+    int have = series_in(c, callers ? &c->crows : &c->rows, key, L, st->npoints);
+    cmh_leak_judge(st, L, n, x);
+    if (x->verdict == CMH_LEAK_GROWING || !series_in(c, callers ? &c->ecrows : &c->erows, key, L, st->npoints)) return have;
+    cmh_site e = *x;
+    cmh_leak_judge(st, L, n, &e);
+    if (e.verdict == CMH_LEAK_GROWING) *x = e;
+    return 1;
+}
+
+static int judge_of(const leak_ctx *c, uint32_t group, uint32_t thread, const cmh_steps *st, int64_t *L, int64_t n, cmh_site *x)
+{
+    return judge_row(c, 0, ((uint64_t)group << 32 | thread) + 1, st, L, n, x);
 }
 
 /* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site ---- */
@@ -472,6 +501,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     cmh_oa_init(&c.born, sizeof(born_slot));
     cmh_oa_init(&c.rows, sizeof(held_row));
     cmh_oa_init(&c.crows, sizeof(held_row));
+    cmh_oa_init(&c.erows, sizeof(held_row));
+    cmh_oa_init(&c.ecrows, sizeof(held_row));
     cmh_oa_init(&c.owners, sizeof(owner_slot));
     cmh_oa_init(&c.firsts, sizeof(first_slot));
     cmh_oatab pending; /* blocks freed with stream work pending at the end (add_pending) */
@@ -543,8 +574,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     }
     for (uint32_t i = 0; i < nlive; i++) {
         cmh_site *x = &live[i];
-        series_of(&c, x->group, 0, L, steps[0].npoints);
-        cmh_leak_judge(&steps[0], L, n, x);
+        judge_of(&c, x->group, 0, &steps[0], L, n, x);
         x->thread = x->threads = 0;
         x->threads_apart = 0;
         x->thread_mask = 0;
@@ -568,8 +598,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             }
         for (uint32_t k = 0; by_threads && k < nt; k++) {
             ones[k] = *x;
-            series_of(&c, x->group, tl[k], L, steps[tl[k]].npoints);
-            cmh_leak_judge(&steps[tl[k]], L, n, &ones[k]);
+            judge_of(&c, x->group, tl[k], &steps[tl[k]], L, n, &ones[k]);
         }
         if (by_threads) { /* (growing by the record's steps alone: threads that appear one by one, each keeping a block) */
             cmh_site rec = *x;
@@ -595,8 +624,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         else if (x->verdict == CMH_LEAK_GROWING && nthreads >= 2 && own && own->thread && !own->mixed && own->thread <= maxthread && holds[own->thread] &&
             steps[own->thread].count >= CMH_LEAK_MIN_STEPS) {
             cmh_site one = *x;
-            series_of(&c, x->group, own->thread, L, steps[own->thread].npoints);
-            cmh_leak_judge(&steps[own->thread], L, n, &one);
+            judge_of(&c, x->group, own->thread, &steps[own->thread], L, n, &one);
             if (one.verdict == CMH_LEAK_GROWING) *x = one, x->thread = own->thread;
         }
         for (uint32_t t = 1; !by_threads && nthreads >= 2 && t <= maxthread && x->verdict != CMH_LEAK_GROWING; t++) {
@@ -607,8 +635,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             int owner = own && !own->mixed && own->thread == t;
             if (!holds[t] || !steps[t].npoints) continue;
             cmh_site one = *x;
-            if (!series_of(&c, x->group, t, L, steps[t].npoints) && !owner) continue;
-            cmh_leak_judge(&steps[t], L, n, &one);
+            if (!judge_of(&c, x->group, t, &steps[t], L, n, &one) && !owner) continue;
             /* (an owner apart: its blocks are in none of the record's rows) */
             if (one.verdict == CMH_LEAK_GROWING || (owner && (x->verdict == CMH_LEAK_UNJUDGED || (t < 64 && (c.apart >> t & 1))))) {
                 *x = one;
@@ -623,8 +650,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             for (uint32_t k = 0; k < x->ncallers; k++) {
                 cmh_site one = *x;
                 uint64_t key = caller_key(x->group, &s->frames[x->callers[k].frame]);
-                if (!series_in(&c, &c.crows, key, L, steps[0].npoints)) continue;
-                cmh_leak_judge(&steps[0], L, n, &one);
+                if (!judge_row(&c, 1, key, &steps[0], L, n, &one)) continue;
                 x->callers[k].growing = one.verdict == CMH_LEAK_GROWING;
                 x->callers[k].stopped = one.verdict == CMH_LEAK_STOPPED;
                 x->callers[k].rate = x->callers[k].growing || x->callers[k].stopped ? one.rate : 0;
@@ -642,8 +668,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 x->callers[k].rate = 0;
                 for (uint32_t t = 1; t < 64 && t <= maxthread; t++) {
                     cmh_site one = *x;
-                    if (!(mask >> t & 1) || !series_in(&c, &c.crows, thread_caller_key(key, t), L, steps[t].npoints)) continue;
-                    cmh_leak_judge(&steps[t], L, n, &one);
+                    if (!(mask >> t & 1) || !judge_row(&c, 1, thread_caller_key(key, t), &steps[t], L, n, &one)) continue;
                     if (one.verdict != CMH_LEAK_GROWING) continue;
                     x->callers[k].growing = 1;
                     x->callers[k].rate = (int64_t)((uint64_t)x->callers[k].rate + (uint64_t)one.rate);
@@ -722,6 +747,8 @@ done:
     free(c.held);
     cmh_oa_free(&c.rows);
     cmh_oa_free(&c.crows);
+    cmh_oa_free(&c.erows);
+    cmh_oa_free(&c.ecrows);
     cmh_oa_free(&c.owners);
     cmh_oa_free(&c.firsts);
     cmh_oa_free(&c.born);
