@@ -4,6 +4,7 @@
  * leak_threads.c combines the threads' verdicts), and the physical memory (cuMemCreate) held and
  * mapped nowhere at the end.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,8 +49,18 @@ typedef struct first_slot {
     int64_t index;
 } first_slot;
 
+/* A site's bytes held through each of the record's equal slices of time, and its allocations
+ * in each slice (growth without steps: judge_time). */
+typedef struct time_row {
+    uint64_t key; /* group + 1 */
+    int64_t held[CMH_TIME_SLICES];
+    uint32_t allocs[CMH_TIME_SLICES];
+    uint64_t nallocs;
+} time_row;
+
 typedef struct leak_ctx {
     cmh_oatab born, rows, owners, firsts;
+    cmh_oatab times; /* a site's time_row (group + 1) */
     cmh_oatab crows; /* a site's caller's held bytes over the record's steps (caller_key) */
     const cmh_replay *r;
     const cmh_sites *sites;
@@ -152,6 +163,40 @@ static uint32_t only_thread(const cmh_snapshot *s)
     return s->source == CMH_SRC_RECORDER && s->nthreads == 1 ? s->threads[0].thread : 0;
 }
 
+/* A block of group's, made at entry b->index (before the trace: -1, or not recorded) and freed
+ * at entry f (INT64_MAX: still live): the slices it was held through, and the slice its
+ * allocation came in.  Held through slice k (of CMH_TIME_SLICES equal ones from the first entry's
+ * time to the last's): made at or before its start, freed after its end (the last: still live at
+ * the end).  A block lives one interval, so it was live all through; a request's buffer made and
+ * freed within a slice never counts, as a step's temporaries never count in a step's held bytes. */
+static void time_add(leak_ctx *c, uint32_t group, const born_slot *b, int64_t f)
+{
+    if (!c->t_first || c->t_last <= c->t_first) return; /* untimed: nothing to slice */
+    int created;
+    time_row *tr = cmh_oa_get(&c->times, (uint64_t)group + 1, &created);
+    if (!tr) {
+        c->nomem = 1;
+        return;
+    }
+    if (created) memset(&tr->held, 0, sizeof *tr - offsetof(time_row, held));
+    double span = (double)(c->t_last - c->t_first);
+    int64_t ta = b->recorded && b->index >= 0 ? cmh_entry_time(c->s, cmh_replay_entry(c->r, b->index)) : 0;
+    int made = ta > 0; /* made by a timed entry of the trace: an allocation counted in its slice */
+    if (!made) ta = c->t_first - 1;
+    int64_t tf = f == INT64_MAX ? INT64_MAX : cmh_entry_time(c->s, cmh_replay_entry(c->r, f));
+    if (f != INT64_MAX && tf <= 0) tf = c->t_last; /* (an untimed free: gone by the end) */
+    for (int k = 0; k < CMH_TIME_SLICES; k++) {
+        int64_t t0 = c->t_first + (int64_t)(span * k / CMH_TIME_SLICES), t1 = c->t_first + (int64_t)(span * (k + 1) / CMH_TIME_SLICES);
+        if (ta <= t0 && (k == CMH_TIME_SLICES - 1 ? f == INT64_MAX : tf > t1)) tr->held[k] = (int64_t)((uint64_t)tr->held[k] + b->size);
+    }
+    if (made) {
+        double at = (double)(ta - c->t_first) / span * CMH_TIME_SLICES;
+        int k = at < 0 ? 0 : at >= CMH_TIME_SLICES ? CMH_TIME_SLICES - 1 : (int)at;
+        tr->allocs[k]++;
+        tr->nallocs++;
+    }
+}
+
 static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
 {
     uint32_t group = c->sites ? cmh_sites_group(c->sites, b->stack) : b->stack;
@@ -188,6 +233,7 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
         if (!fs) c->nomem = 1;
         else if (created || b->index < fs->index) fs->index = b->index;
     }
+    time_add(c, group, b, f);
     int apart = b->thread && b->thread < 64 && (c->apart >> b->thread & 1);
     for (int e = 0; e < 2; e++) { /* held across each step, and at each step's end */
         if (!apart) held_add(c, e, group, 0, b->index, f, b->size);
@@ -483,6 +529,71 @@ int cmh_leak_steps_judged(const cmh_snapshot *s, int device, const cmh_sites *si
     return rc;
 }
 
+/* Growth without steps (reports.h CMH_TIME_*, docs/DEFINITIONS.md "Growth without steps"): a
+ * site's bytes H held through each slice (H[0] the first), its allocations in each slice (n in
+ * all), over a record spanning span_ns.  Observed only: no rate, nothing beyond the record. */
+static void judge_time(const int64_t *H, const uint32_t *allocs, uint64_t n, int64_t span_ns, cmh_site *x)
+{
+    enum { M = CMH_TIME_SLICES };
+    x->time_slices = M;
+    x->time_span_ns = span_ns;
+    x->time_allocs = n;
+    if (!span_ns || !H) {
+        x->time_verdict = span_ns ? CMH_TIME_FEW : CMH_TIME_UNTIMED;
+        return;
+    }
+    for (int k = 0; k < M; k++) x->time_busy += allocs[k] >= CMH_TIME_SLICE_ALLOCS;
+    uint32_t low = 0, top = 0;
+    int64_t drop = 0; /* the most it gave back from one slice to the next: what it does without growing */
+    for (uint32_t k = 1; k < M; k++) {
+        if (H[k] <= H[low]) low = k;
+        if (H[k] > H[top]) top = k;
+        if (H[k - 1] - H[k] > drop) drop = H[k - 1] - H[k];
+    }
+    /* (slices counted from 1 in the words and --json) */
+    _Static_assert(sizeof x->time_held / sizeof *x->time_held == M, "time_held: one a slice");
+    memcpy(x->time_held, H, sizeof x->time_held);
+    x->time_low = low + 1, x->time_top_at = top + 1, x->time_drop = drop;
+    x->time_from = H[low], x->time_to = H[M - 1], x->time_top = H[top];
+    for (uint32_t k = low + 1; k < M; k++) x->time_rises += H[k] > H[k - 1];
+    if (span_ns < CMH_TIME_MIN_NS) x->time_verdict = CMH_TIME_SHORT;
+    else if (n < CMH_TIME_MIN_ALLOCS) x->time_verdict = CMH_TIME_FEW;
+    else if (x->time_busy < CMH_TIME_MIN_BUSY) x->time_verdict = CMH_TIME_BURSTS;
+    else {
+        uint32_t last5 = 0, last3 = 0, grew = M - 1 - low;
+        int64_t before = H[0]; /* the most it held through any slice before the last */
+        for (uint32_t k = 1; k < M - 1; k++) before = H[k] > before ? H[k] : before;
+        for (uint32_t k = M - 5; k < M; k++) last5 += H[k] > H[k - 1];
+        for (uint32_t k = M - 3; k < M; k++) last3 += H[k] > H[k - 1];
+        /* level: through the last slice it held no more than its most before, give or take the
+         * most it gave back from one slice to the next (a cache full and churning) */
+        if (H[M - 1] <= before + drop) x->time_verdict = CMH_TIME_LEVEL;
+        /* growing: held the most through the last slice, risen from its lowest over the later
+         * half of the record at least, across 3 in 5 of the slices since, 3 of the last 5 and each
+         * of the last 3, by more over those 3 than CMH_TIME_DROPS times the most it ever gave back
+         * from one slice to the next (a cache's churn about its level is no growth) */
+        else if (H[M - 1] >= H[top] && H[M - 1] > H[low] && grew >= CMH_TIME_MIN_GREW && x->time_rises * 5 >= grew * 3 && last5 >= 3 &&
+                 last3 == 3 && H[M - 1] - H[M - 4] > CMH_TIME_DROPS * drop) {
+            x->time_verdict = CMH_TIME_GROWING;
+            x->verdict = CMH_LEAK_GROWING, x->growing = 1;
+        } else x->time_verdict = CMH_TIME_UNSTEADY; /* above its level, not steadily: not judged */
+    }
+}
+
+const char *cmh_leak_time_name(int v)
+{
+    switch (v) {
+    case CMH_TIME_UNTIMED: return "untimed";
+    case CMH_TIME_SHORT: return "too short";
+    case CMH_TIME_FEW: return "too few allocations";
+    case CMH_TIME_BURSTS: return "bursts";
+    case CMH_TIME_GROWING: return "growing";
+    case CMH_TIME_LEVEL: return "level";
+    case CMH_TIME_UNSTEADY: return "unsteady";
+    default: return "not tried";
+    }
+}
+
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *p)
 {
     memset(p, 0, sizeof *p);
@@ -505,6 +616,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     cmh_oa_init(&c.ecrows, sizeof(held_row));
     cmh_oa_init(&c.owners, sizeof(owner_slot));
     cmh_oa_init(&c.firsts, sizeof(first_slot));
+    cmh_oa_init(&c.times, sizeof(time_row));
     cmh_oatab pending; /* blocks freed with stream work pending at the end (add_pending) */
     cmh_oa_init(&pending, sizeof(uint64_t));
     cmh_steps *steps = NULL;
@@ -691,6 +803,14 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         x->thread_name = ti ? cmh_str(s, ti->name) : "";
         x->made_by = own ? own->mask : 0;
         x->made_by_other = own ? own->unowned : 0;
+        /* steps not found for it: judged over the record's time instead */
+        if (x->verdict == CMH_LEAK_UNJUDGED && !x->threads && !(x->steps && x->steps < CMH_LEAK_MIN_STEPS)) {
+            const time_row *tr = cmh_oa_find(&c.times, (uint64_t)x->group + 1);
+            judge_time(tr ? tr->held : NULL, tr ? tr->allocs : NULL, tr ? tr->nallocs : 0, c.t_first && c.t_last > c.t_first ? c.t_last - c.t_first : 0, x);
+            p->time_growing += x->time_verdict == CMH_TIME_GROWING;
+            p->time_level += x->time_verdict == CMH_TIME_LEVEL;
+        }
+        p->time_unjudged += x->verdict == CMH_LEAK_UNJUDGED && x->time_verdict != CMH_TIME_LEVEL;
         p->leaking += x->growing;
         if (x->verdict == CMH_LEAK_STOPPED) p->stopped++, p->stopped_bytes += x->bytes;
         p->live_bytes += x->bytes;
@@ -716,6 +836,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
         p->judged = !p->live_blocks || judged;
     }
     free(holds);
+    /* steps not found, yet every still-live site judged over the record's time */
+    if (!p->judged && p->live_blocks && !p->time_unjudged && (p->time_growing || p->time_level)) p->judged = 1;
     uint32_t kept = 0;
     for (uint32_t i = 0; i < nlive; i++) {
         if (live[i].bytes < min_bytes) { /* hidden from the rows, never from the totals */
@@ -751,6 +873,7 @@ done:
     cmh_oa_free(&c.ecrows);
     cmh_oa_free(&c.owners);
     cmh_oa_free(&c.firsts);
+    cmh_oa_free(&c.times);
     cmh_oa_free(&c.born);
     cmh_oa_free(&pending);
     cmh_replay_free(r);

@@ -236,8 +236,10 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
 }
 
 /* What a leak grew by over its stretch (rate x growth_steps), 0 for none. */
-static uint64_t grown_by(const cmh_site *x)
+uint64_t cmh_leak_grown_by(const cmh_site *x)
 {
+    if (x->time_verdict == CMH_TIME_GROWING) /* judged over the record's time: what it grew by, observed */
+        return x->time_to > x->time_from ? (uint64_t)(x->time_to - x->time_from) : 0;
     return x->rate > 0 ? (uint64_t)x->rate * x->growth_steps : 0;
 }
 
@@ -264,7 +266,7 @@ int cmh_oom_growth(const cmh_snapshot *s, int device, const cmh_sites *sites, cm
                 if (e->sites[j].group == x->group) held = e->sites[j].bytes;
             if (!held) continue;
             n++;
-            if (!best || grown_by(x) > grown_by(best) || (grown_by(x) == grown_by(best) && x->group < best->group))
+            if (!best || cmh_leak_grown_by(x) > cmh_leak_grown_by(best) || (cmh_leak_grown_by(x) == cmh_leak_grown_by(best) && x->group < best->group))
                 best = x, best_held = held;
         }
         e->ngrowing = n;

@@ -248,7 +248,7 @@ static void render(cli_procs *ps, int om, int analyze, buf *b)
                     continue;
                 case F_SITE: case F_GROWTH:
                     for (uint32_t s = 0; a && s < a->nsites; s++) {
-                        if (f == F_GROWTH && a->sites[s].verdict != CMH_LEAK_GROWING) continue;
+                        if (f == F_GROWTH && (a->sites[s].verdict != CMH_LEAK_GROWING || a->sites[s].over_time)) continue; /* (a rate per step: none over time) */
                         put(b, "%s", g_fam[f].name);
                         labels(b, p, d->device);
                         put(b, ",site=\"");

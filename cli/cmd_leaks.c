@@ -21,7 +21,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_FRAMES(&g_frames),
     {"--min-bytes", NULL, CLI_SIZE, &g_min_bytes, "B", "hide sites holding less (e.g. 1M); the totals still count them", NULL, 0, 0, NULL},
     {"--fail-on-leak", NULL, CLI_FLAG, &g_fail, NULL,
-     "for CI: exit 3 when a site grows from step to step; else 6 when one stopped (grew over 3 steps or more after the "
+     "for CI: exit 3 when a site grows (from step to step, or over the record's time); else 6 when one stopped (grew over 3 steps or more after the "
      "first, still held); else 5 when growth cannot be judged; else 0",
      NULL, 0, 0, NULL},
     CLI_OPTS_ATTRIBUTION,
@@ -43,7 +43,11 @@ const cli_command cli_cmd_leaks = {
     "steps); state: held across steps, not growing, grown in its first three steps at most\n"
     "(weights, optimizer state); steady: back to the same level each step; after: made once the\n"
     "last step had begun, in no step before (work after the loop); with fewer than 4 steps\n"
-    "growth is not judged.  --fail-on-leak: exit 3 for a growing site, else 6 for a stopped one,\n"
+    "growth is not judged.  Steps unknown, a site is judged over the record's time instead: its\n"
+    "bytes held through each of 10 equal slices (a record of 1 s at least, 40 allocations of\n"
+    "the site, 2 in 6 slices at least): growing (the most through the last slice, risen\n"
+    "through the later half, each of the last 3 slices, beyond its churn) or level; no rate.\n"
+    "--fail-on-leak: exit 3 for a growing site, else 6 for a stopped one,\n"
     "else 5 where growth cannot be judged, else 0.  In a recording, each thread's own\n"
     "steps are judged too.  Physical memory made with cuMemCreate and held mapped nowhere at the\n"
     "end (no block shows it) is listed after the sites, by its cuMemCreate site.  See\n"

@@ -245,7 +245,9 @@ static int section(const rep_section *sec, void *arg)
             if (e->ngrowing) {
                 cmh_jw_obj(w);
                 cmh_jw_kuint(w, "growing_sites", e->ngrowing);
-                cmh_jw_kuint(w, "grown_bytes", e->grew.rate > 0 ? (uint64_t)e->grew.rate * e->grew.growth_steps : 0);
+                cmh_jw_kuint(w, "grown_bytes", cmh_leak_grown_by(&e->grew));
+                /* over the record's steps, or over its time where no steps were found (leaks' judgment) */
+                cmh_jw_kstr(w, "judged_over", e->grew.time_verdict == CMH_TIME_GROWING ? "time" : "steps");
                 cmh_jw_kuint(w, "held_at_error", e->grew_held);
                 cmh_jw_key(w, "leak"); /* as leaks --json writes the site */
                 rep_json_site(w, sp, g, &e->grew, e->grew.bytes, 1);
@@ -444,7 +446,14 @@ static int section(const rep_section *sec, void *arg)
             rep_trap_print(sp, g, e->trap_stack, e->trap_group, e->trap_free, e->trap_segs, e->trap_sites);
             if (e->ngrowing) { /* the demand a leak made: the site to fix, in leaks' own words */
                 char says[512], from[600] = "";
-                uint64_t grown = e->grew.rate > 0 ? (uint64_t)e->grew.rate * e->grew.growth_steps : 0;
+                uint64_t grown = cmh_leak_grown_by(&e->grew);
+                char over[160];
+                if (e->grew.time_verdict == CMH_TIME_GROWING) { /* no steps: the slices of time leaks judged it over */
+                    char part[32];
+                    uint32_t M = e->grew.time_slices ? e->grew.time_slices : CMH_TIME_SLICES, ns = M - e->grew.time_low + 1;
+                    cmh_span_text((int64_t)((double)e->grew.time_span_ns * ns / M), part, sizeof part);
+                    snprintf(over, sizeof over, "the last %u of the %u equal slices of the record (%s)", ns, M, part);
+                } else snprintf(over, sizeof over, "%s", rep_count(e->grew.growth_steps, "step", "steps"));
                 char via[400] = "", rvia[400] = "";
                 if (e->request_stack) {
                     cmh_site who = {.group = e->request_group, .stack = e->request_stack, .bytes = e->request, .count = 1};
@@ -461,7 +470,7 @@ static int section(const rep_section *sec, void *arg)
                 if (gc && gc != &e->grew.callers_other) snprintf(via, sizeof via, ", called from %.380s", rep_frame(sp, &sp->frames[gc->frame]));
                 printf("  driven by a leak: allocated grew by %s over %s at %s%s, which held %s at the error\n"
                        "    (cumemhist leaks: %s)",
-                       rep_size((double)grown), rep_count(e->grew.growth_steps, "step", "steps"), rep_site_name(sp, g, &e->grew), via,
+                       rep_size((double)grown), over, rep_site_name(sp, g, &e->grew), via,
                        rep_size((double)e->grew_held), cmh_leak_site_text(&e->grew, says, sizeof says));
                 if (e->ngrowing > 1) printf(";\n    %s growing too (cumemhist leaks)", rep_count(e->ngrowing - 1, "more site", "more sites"));
                 printf(";\n    the failing request of %s came at %s%s\n", rep_size((double)e->request), rep_at(e->index, e->time_ns, t0), from);

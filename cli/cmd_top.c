@@ -222,7 +222,8 @@ static void json_frame(cli_procs *ps, row *rows, uint32_t n)
                 cmh_jw_kuint(&w, "bytes", a->sites[k].bytes);
                 cmh_jw_kuint(&w, "blocks", a->sites[k].count);
                 cmh_jw_kstr(&w, "verdict", cmh_leak_verdict_name(a->sites[k].verdict));
-                cmh_jw_kint(&w, "growth_per_step", a->sites[k].rate);
+                if (a->sites[k].over_time) cmh_jw_knull(&w, "growth_per_step"); /* growing over the record's time: no rate per step */
+                else cmh_jw_kint(&w, "growth_per_step", a->sites[k].rate);
                 cmh_jw_kstr(&w, "by_caller", a->sites[k].callers);
                 cmh_jw_key(&w, "stack"); /* as Enter shows it: from the site outward, machinery left out */
                 cmh_jw_arr(&w);

@@ -549,7 +549,8 @@ int cli_proc_analyze(cli_proc *p, uint32_t top, int64_t min_ms)
                 r->bytes = x->bytes;
                 r->count = x->count;
                 r->verdict = x->verdict;
-                r->rate = x->growing ? x->rate : 0;
+                r->over_time = x->time_verdict == CMH_TIME_GROWING;
+                r->rate = x->growing && !r->over_time ? x->rate : 0;
                 /* its stack as the finished record's reports print it (rep_print_frames): from the
                  * site outward, ctypes' glue and CPython's frames left out, recursion folded */
                 rep_line lines[CLI_LIVE_FRAMES];

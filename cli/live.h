@@ -24,6 +24,7 @@ typedef struct cli_site_row {
     uint64_t bytes, count;
     int verdict;  /* CMH_LEAK_* */
     int64_t rate; /* bytes per step, growing sites */
+    int over_time; /* growing judged over the record's time (steps not found): no rate per step */
     uint32_t nframes;
     char frames[CLI_LIVE_FRAMES][300]; /* its stack from the site outward, as rep_print_frames prints it */
     char callers[600];                 /* "by caller: ..." (cmh_site_callers_text), "" for one caller */

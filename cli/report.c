@@ -920,8 +920,32 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
     rep_json_time(w, "last_ns", x->last_ns);
     if (leaks) {
         char words[512];
-        cmh_jw_kstr(w, "verdict", cmh_leak_verdict_name(x->verdict));
+        cmh_jw_kstr(w, "verdict", x->time_verdict == CMH_TIME_LEVEL ? "level" : cmh_leak_verdict_name(x->verdict));
         cmh_jw_kstr(w, "says", cmh_leak_site_text(x, words, sizeof words));
+        /* steps not found for it: its judgment over the record's time (null: the steps judged it) */
+        cmh_jw_key(w, "over_time");
+        if (x->time_verdict) {
+            cmh_jw_obj(w);
+            cmh_jw_kstr(w, "verdict", cmh_leak_time_name(x->time_verdict));
+            cmh_jw_kuint(w, "slices", x->time_slices);
+            cmh_jw_kint(w, "span_ns", x->time_span_ns);
+            cmh_jw_kuint(w, "allocations", x->time_allocs);
+            cmh_jw_kuint(w, "busy_slices", x->time_busy);
+            if (x->time_verdict >= CMH_TIME_UNSTEADY) { /* (the slices were read: what they held) */
+                cmh_jw_kuint(w, "low_slice", x->time_low);
+                cmh_jw_kint(w, "low_held_bytes", x->time_from);
+                cmh_jw_kint(w, "last_held_bytes", x->time_to);
+                cmh_jw_kint(w, "top_held_bytes", x->time_top);
+                cmh_jw_kuint(w, "top_slice", x->time_top_at);
+                cmh_jw_kuint(w, "rises", x->time_rises);
+                cmh_jw_kint(w, "largest_drop_bytes", x->time_drop);
+                cmh_jw_key(w, "held_bytes_by_slice"); /* made by a slice's start and still live at its end */
+                cmh_jw_arr(w);
+                for (uint32_t k = 0; k < x->time_slices && k < CMH_TIME_SLICES; k++) cmh_jw_int(w, x->time_held[k]);
+                cmh_jw_end(w);
+            }
+            cmh_jw_end(w);
+        } else cmh_jw_null(w);
         cmh_jw_kbool(w, "growing", x->growing);
         cmh_jw_kuint(w, "steps", x->steps);
         cmh_jw_kuint(w, "rises", x->rises); /* stretches of `stride` steps that rose */
@@ -931,7 +955,7 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         cmh_jw_kuint(w, "growth_steps", x->growth_steps);
         /* a rate only where the verdict measured one (growing; stopped: while it grew); a rise
          * over too few steps is no rate */
-        if (x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_STOPPED) cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
+        if ((x->verdict == CMH_LEAK_GROWING && !x->time_verdict) || x->verdict == CMH_LEAK_STOPPED) cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
         else cmh_jw_knull(w, "rate_bytes_per_step");
         /* stopped: the steps it grew over (the record's numbers, from 1), what it held when it
          * stopped, and what its first step added where that is left out of them (a warm-up) */

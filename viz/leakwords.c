@@ -118,8 +118,47 @@ const char *cmh_leak_site_word(const cmh_site *x)
     case CMH_LEAK_STATE: return "state";
     case CMH_LEAK_STEADY: return "steady";
     case CMH_LEAK_AFTER: return "after";
-    default: return "held";
+    default: return x->time_verdict == CMH_TIME_LEVEL ? "level" : "held";
     }
+}
+
+/* A site judged over the record's time (steps not found), in words: what was observed, no rate */
+static const char *time_text(const cmh_site *x, const char *whose, char *buf, size_t cap)
+{
+    char span[32], part[32], from[32], to[32], top[32];
+    cmh_span_text(x->time_span_ns, span, sizeof span);
+    uint32_t M = x->time_slices ? x->time_slices : CMH_TIME_SLICES, n = M - x->time_low + 1;
+    cmh_span_text((int64_t)((double)x->time_span_ns * n / M), part, sizeof part);
+    snprintf(from, sizeof from, "%s", cmh_svg_size((double)x->time_from));
+    snprintf(to, sizeof to, "%s", cmh_svg_size((double)x->time_to));
+    snprintf(top, sizeof top, "%s", cmh_svg_size((double)x->time_top));
+    if (x->time_verdict == CMH_TIME_GROWING)
+        snprintf(buf, cap,
+                 "growing over time (steps not found): held %s through slice %u and %s through the last, growing over the last %u of "
+                 "the %u equal slices of the record (%s of %s), more through %u of the %u after its lowest; %" PRIu64
+                 " allocations, in %u of the slices%s",
+                 from, x->time_low, to, n, M, part, span, x->time_rises, n - 1, x->time_allocs, x->time_busy, whose);
+    else {
+        char before[32], drop[32];
+        uint32_t at = 0; /* the slice before the last it held the most through */
+        for (uint32_t k = 1; k + 1 < M && k < CMH_TIME_SLICES; k++)
+            if (x->time_held[k] > x->time_held[at]) at = k;
+        snprintf(before, sizeof before, "%s", cmh_svg_size((double)x->time_held[at]));
+        snprintf(drop, sizeof drop, "%s", cmh_svg_size((double)x->time_drop));
+        if (x->time_verdict == CMH_TIME_LEVEL)
+            snprintf(buf, cap,
+                     "level over time (steps not found): held %s through the last of the %u equal slices of the %s record, no more than "
+                     "through slice %u (%s, its most before), give or take %s (the most it held less through one slice than through "
+                     "the one before); %" PRIu64 " allocations, in %u of the slices%s",
+                     to, M, span, at + 1, before, drop, x->time_allocs, x->time_busy, whose);
+        else
+            snprintf(buf, cap,
+                     "held, steps not found: over the %u equal slices of the %s record it held %s through the last, above its most "
+                     "before (%s, slice %u) by more than %s (the most it held less through one slice than through the one before), but "
+                     "not steadily enough to call growing; growth not judged%s",
+                     M, span, to, before, at + 1, drop, whose);
+    }
+    return buf;
 }
 
 /* "steps 1-10", "step 4": the steps a stopped site grew over */
@@ -270,6 +309,7 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
         snprintf(whose, sizeof whose, " of recording thread %u (tid %lld, '%.20s')", x->thread, (long long)x->thread_tid, tn);
     else if (x->thread && x->thread_tid) snprintf(whose, sizeof whose, " of recording thread %u (tid %lld)", x->thread, (long long)x->thread_tid);
     else if (x->thread) snprintf(whose, sizeof whose, " of recording thread %u", x->thread);
+    if (x->time_verdict >= CMH_TIME_UNSTEADY) return time_text(x, whose, buf, cap); /* (judged over time, or a rise too unsteady) */
     switch (x->verdict) {
     case CMH_LEAK_GROWING:
         snprintf(buf, cap, "growing: %s%s per step over the last %u %s%s", x->rate >= 0 ? "+" : "", cmh_svg_size((double)x->rate),
@@ -318,14 +358,25 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
         snprintf(stops, sizeof stops, "%u %s over several steps, then stopped, and still %s %s: %s", p->stopped,
                  plural(p->stopped, "site grew", "sites grew"), plural(p->stopped, "holds", "hold"), cmh_svg_size((double)p->stopped_bytes),
                  plural(p->stopped, "a likely leak that stopped", "likely leaks that stopped"));
-    if (p->leaking)
-        snprintf(buf, cap, "%u %s from step to step: %s%s%s", p->leaking, plural(p->leaking, "site grows", "sites grow"),
+    /* sites judged over the record's time, steps not found for them (growth without steps) */
+    char timed[160] = "";
+    if (p->time_growing && p->time_growing < p->leaking)
+        snprintf(timed, sizeof timed, " (%u of them over the record's time, steps not found)", p->time_growing);
+    if (p->leaking && p->time_growing == p->leaking)
+        snprintf(buf, cap, "%u %s over the record's time (steps not found: judged over its %u equal slices): %s%s%s", p->leaking,
+                 plural(p->leaking, "site grows", "sites grow"), CMH_TIME_SLICES, plural(p->leaking, "a likely leak", "likely leaks"),
+                 *stops ? "; " : "", stops);
+    else if (p->leaking)
+        snprintf(buf, cap, "%u %s from step to step%s: %s%s%s", p->leaking, plural(p->leaking, "site grows", "sites grow"), timed,
                  plural(p->leaking, "a likely leak", "likely leaks"), *stops ? "; " : "", stops);
     else if (p->stopped) snprintf(buf, cap, "no site grows from step to step now; %s", stops);
     else if (!p->live_blocks && p->vmm_unmapped_handles)
         snprintf(buf, cap, "no block is still live, but %s made with cuMemCreate is held mapped nowhere (%" PRIu32 " %s): no site grows",
                  cmh_svg_size((double)p->vmm_unmapped_bytes), p->vmm_unmapped_handles, plural(p->vmm_unmapped_handles, "handle", "handles"));
     else if (!p->live_blocks) snprintf(buf, cap, "nothing is still live: no site grows");
+    else if (p->judged && p->time_level && !p->steps.count)
+        snprintf(buf, cap, "no site grows over the record's time (steps not found: %u %s judged over its %u equal slices, level)",
+                 p->time_level, plural(p->time_level, "site", "sites"), CMH_TIME_SLICES);
     else if (p->judged) snprintf(buf, cap, "no site grows from step to step");
     else {
         /* the steps growth is judged over: those with this device's entries (pinned host memory

@@ -96,6 +96,21 @@ typedef struct cmh_site {
      * each judged alone (callers[].growing, .stopped): a helper or a ctypes wrapper called for a
      * one-off buffer and for the leak is one site, its bytes mostly not the leaking caller's */
     int callers_judged;
+    /* leaks, a site its steps could not judge (UNJUDGED: steps not found): judged over the
+     * record's time instead (cmh_leak_judge_time, docs/DEFINITIONS.md "Growth without steps").
+     * time_verdict CMH_TIME_* (CMH_TIME_NONE: not tried, the steps judged it); its bytes held
+     * through each of the time_slices equal slices (counted from 1): time_from through slice
+     * time_low (the last at its lowest), time_to through the last, time_top (its most) first
+     * through slice time_top_at; time_rises the slices since time_low through which it held
+     * more than through the one before; time_allocs its allocations (freed or not), in
+     * time_busy slices holding CMH_TIME_SLICE_ALLOCS of them at least; time_span_ns the
+     * record's span.  GROWING sets verdict CMH_LEAK_GROWING too (rate and steps stay 0). */
+    int time_verdict;
+    uint32_t time_slices, time_low, time_rises, time_busy, time_top_at;
+    uint64_t time_allocs;
+    int64_t time_from, time_to, time_top, time_span_ns;
+    int64_t time_held[10]; /* held through each slice (CMH_TIME_SLICES of them) */
+    int64_t time_drop;     /* the most it held less through one slice than through the one before */
 } cmh_site;
 
 typedef struct cmh_report_base {
@@ -302,6 +317,35 @@ enum { CMH_LEAK_UNJUDGED = 0, CMH_LEAK_STATE, CMH_LEAK_STEADY, CMH_LEAK_RISING, 
  * is no leak; a thread per task that keeps memory as each appears, over this many, is */
 #define CMH_LEAK_MIN_THREAD_RISES 5
 #define CMH_LEAK_MIN_TREND 0.5
+/* Growth without steps (docs/DEFINITIONS.md "Growth without steps"): a site the steps could not
+ * judge is judged over the record cut in CMH_TIME_SLICES equal slices of time, from its first
+ * entry to its last, by its bytes held through each slice (made by its start, still live at its
+ * end: a request's or a step's temporaries never count).  Judged only where the record spans
+ * CMH_TIME_MIN_NS at least, the site made CMH_TIME_MIN_ALLOCS allocations at least (freed or
+ * not), and CMH_TIME_MIN_BUSY slices each hold CMH_TIME_SLICE_ALLOCS of them at least (else
+ * they came in bursts).  Then
+ *  - LEVEL: through the last slice it held no more than its most through any slice before,
+ *    give or take the most it held less through one slice than through the one before (its
+ *    churn): a cache that fills then plateaus, a level it returns to;
+ *  - GROWING: it held the most through the last slice, more than through its lowest slice, which
+ *    is CMH_TIME_MIN_GREW slices before the last or earlier; more through 3 in 5 of the slices
+ *    since, 3 of the last 5 and each of the last 3, and over those 3 by more than
+ *    CMH_TIME_DROPS times its churn;
+ *  - UNSTEADY: neither (above its level, not steadily): not judged;
+ *  - UNTIMED, SHORT, FEW, BURSTS: not judged, and why. */
+enum { CMH_TIME_NONE = 0, CMH_TIME_UNTIMED, CMH_TIME_SHORT, CMH_TIME_FEW, CMH_TIME_BURSTS, CMH_TIME_UNSTEADY, CMH_TIME_GROWING, CMH_TIME_LEVEL };
+#define CMH_TIME_SLICES 10 /* (cmh_site's time_held has room for 10) */
+#define CMH_TIME_MIN_NS 1000000000ll
+#define CMH_TIME_MIN_ALLOCS 40
+#define CMH_TIME_SLICE_ALLOCS 2
+#define CMH_TIME_MIN_BUSY 6
+#define CMH_TIME_MIN_GREW 5
+#define CMH_TIME_DROPS 3
+/* What a growing site grew by: its rate times the steps it grew over, or, judged over the
+ * record's time, its live bytes at the end less its lowest (0: none) */
+uint64_t cmh_leak_grown_by(const cmh_site *x);
+/* "growing", "level", "too short", ... (--json's over_time "verdict") */
+const char *cmh_leak_time_name(int time_verdict);
 /* Whether a site is a growth that stopped (CMH_LEAK_STOPPED): its held bytes rose across
  * CMH_LEAK_MIN_RISES steps or more after the first (points, where they are every stride-th step),
  * then no more (rises, flat_steps, growth_first, growth_steps, rate, top, warm_growth).  Its words
@@ -369,6 +413,9 @@ typedef struct cmh_leak_report {
     /* the process's own run as the record says it (its start to the snapshot: meta start_time_ns
      * to dump_time_ns), 0 when not known: longer than run_ns when it held still before or after */
     int64_t process_ns;
+    /* sites judged over the record's time (steps not found): growing (also in leaking), level;
+     * time_unjudged: still-live sites neither the steps nor the time could judge */
+    uint32_t time_growing, time_level, time_unjudged;
 } cmh_leak_report;
 
 int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, uint64_t min_bytes, cmh_leak_report *out);
