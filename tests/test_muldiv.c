@@ -42,8 +42,8 @@ int main(void)
     for (long i = 0; i < 1000000; i++) {
         int sx = (int)(rnd() % 64), sn = (int)(rnd() % 64), sd = (int)(rnd() % 64);
         int64_t x = (int64_t)(rnd() >> sx), n = (int64_t)(rnd() >> sn), d = (int64_t)(rnd() >> (sd ? sd : 1));
-        if (rnd() & 1) x = -x;
-        if ((rnd() & 7) == 0) n = -n;
+        if (rnd() & 1) x = (int64_t)(0 - (uint64_t)x);
+        if ((rnd() & 7) == 0) n = (int64_t)(0 - (uint64_t)n);
         check(x, n, d);
         /* the tick mapping's own shape: x about d, n about d */
         int64_t dd = (int64_t)(rnd() >> 2) | 1;

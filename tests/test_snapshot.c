@@ -343,7 +343,7 @@ static cmh_entry_full edge_entry(uint32_t trace, uint32_t i)
     cmh_entry_full e;
     memset(&e, 0, sizeof e);
     uint64_t a = k_edges[i % NEDGES], b = k_edges[(i / NEDGES) % NEDGES];
-    e.time_ns = (int64_t)(i % 3 ? a : (uint64_t)-(int64_t)b); /* deltas up and down, wide and short */
+    e.time_ns = (int64_t)(i % 3 ? a : 0 - b); /* deltas up and down, wide and short */
     e.addr = i % 5 ? b : ~a;
     e.size = a;
     e.requested = i % 7 ? e.size : b;
