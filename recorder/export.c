@@ -23,16 +23,23 @@
  * segment (live now, or freed later with its managed flags) takes the flag off its latest
  * segment_alloc / segment_map entry.  The ring is read in place (cmh_hist_view_ring), so the
  * entries to change are only named, in *fixed (positions + 1), and changed as they are exported. */
-static int fix_managed(const cmh_ring_view *v, cmh_oatab *fixed, const cmh_live *live, size_t nl, int device)
+static inline int managed_free(const cmh_rec_entry *x)
+{
+    return (x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP) && !(x->flags & CMH_EF_WHOLE_BLOCK);
+}
+
+/* ring_frees: the ring's frees of managed segments when the caller counted them (the streamed
+ * export's first pass does, saving a read of every entry), else UINT64_MAX */
+static int fix_managed(const cmh_ring_view *v, cmh_oatab *fixed, const cmh_live *live, size_t nl, int device, uint64_t ring_frees)
 {
     uint64_t want = 0, n = v->n;
     for (size_t k = 0; k < nl; k++) want += live[k].device == device && !(live[k].flags & CMH_EF_WHOLE_BLOCK);
-    for (uint64_t k = 0; k < n; k++) {
-        cmh_rec_entry e;
-        const cmh_rec_entry *x = &e;
-        if (!cmh_view_get(v, k, &e)) continue;
-        want += (x->action == CMH_ACT_SEGMENT_FREE || x->action == CMH_ACT_SEGMENT_UNMAP) && !(x->flags & CMH_EF_WHOLE_BLOCK);
-    }
+    if (ring_frees != UINT64_MAX) want += ring_frees;
+    else
+        for (uint64_t k = 0; k < n; k++) {
+            cmh_rec_entry e;
+            if (cmh_view_get(v, k, &e)) want += managed_free(&e);
+        }
     if (!want) return CMH_OK; /* no allocator above the driver here */
     cmh_oatab set; /* addresses of managed segments not yet matched with their allocation */
     cmh_oa_init(&set, sizeof(uint64_t));
@@ -112,7 +119,7 @@ static int export_rings(cmh_snapshot *s, ring_views *rv, const cmh_live *live, s
         int device = i == CMH_HOST_SLOT ? -1 : i;
         cmh_oatab fixed; /* positions + 1 of entries that lose CMH_EF_WHOLE_BLOCK */
         cmh_oa_init(&fixed, sizeof(uint64_t));
-        rc = fix_managed(v, &fixed, live, nl, device);
+        rc = fix_managed(v, &fixed, live, nl, device, UINT64_MAX);
         if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, rv->dropped[i], NULL);
         if (rc == CMH_OK && n <= UINT32_MAX) rc = cmh_snapshot_reserve_entries(s, (uint32_t)n);
         int64_t last = INT64_MIN;
@@ -386,11 +393,11 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
     for (uint32_t j = 0; j < x->ntraces && rc == CMH_OK && !lost; j++) {
         cmh_ring_view *v = &x->t[j].v;
         int device = x->t[j].device;
-        rc = fix_managed(v, &x->t[j].fixed, all, nl, device);
-        if (rc == CMH_OK && v->n > UINT32_MAX) rc = CMH_ENOMEM;
+        if (v->n > UINT32_MAX) rc = CMH_ENOMEM;
         if (rc == CMH_OK) rc = cmh_snapshot_add_trace(s, device, x->t[j].dropped, NULL);
-        /* the first pass: what the entries name goes into the model before the writer starts */
-        uint64_t kept_ooms = 0;
+        /* the first pass: what the entries name goes into the model before the writer starts,
+         * and the frees fix_managed wants counted */
+        uint64_t kept_ooms = 0, frees = 0;
         for (uint64_t k = 0; k < v->n && rc == CMH_OK && !lost; k++) {
             cmh_rec_entry e;
             const cmh_rec_entry *r = &e;
@@ -399,12 +406,14 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
                 break;
             }
             kept_ooms += r->action == CMH_ACT_OOM;
+            frees += managed_free(r);
             if (r->stack) stack_map(r->stack, arg);
             if (r->action == CMH_ACT_MARK) {
                 uint32_t id;
                 rc = cmh_marks_intern(s, (uint32_t)r->addr, &id);
             }
         }
+        if (rc == CMH_OK && !lost) rc = fix_managed(v, &x->t[j].fixed, all, nl, device, frees);
         if (rc == CMH_OK) s->traces[s->ntraces - 1].nentries = (uint32_t)v->n; /* entries: in the rings */
         if (rc == CMH_OK && x->t[j].ooms > kept_ooms) s->traces[s->ntraces - 1].dropped_ooms = x->t[j].ooms - kept_ooms;
     }

@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "muldiv.h"
 #include "internal.h"
 
 int cmh_touched;
@@ -198,7 +199,7 @@ int64_t cmh_ticks_to_ns(int64_t ticks, int64_t now_ticks, int64_t now_ns)
     if (!ticks) return 0;
     int64_t dt = now_ticks - g_ref_ticks;
     if (dt <= 0) return now_ns;
-    return g_ref_ns + (int64_t)((__int128)(ticks - g_ref_ticks) * (now_ns - g_ref_ns) / dt);
+    return g_ref_ns + cmh_muldiv(ticks - g_ref_ticks, now_ns - g_ref_ns, dt);
 #else
     (void)now_ticks;
     (void)now_ns;

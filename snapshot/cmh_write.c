@@ -29,42 +29,119 @@ static void pack_str(msgpack_packer *pk, const char *s)
 
 static void pack_key(msgpack_packer *pk, const char *k) { pack_str(pk, k); }
 
+/* The sink between the packer and the FILE*: whole buffers are checksummed and written. */
+typedef struct sink {
+    FILE *fp;
+    uint32_t crc;
+    size_t n;
+    unsigned char buf[1 << 16];
+} sink;
+
+static void sink_flush(sink *k)
+{
+    k->crc = cmh_crc32c(k->crc, k->buf, k->n);
+    if (k->n) fwrite(k->buf, 1, k->n, k->fp); /* a failure shows as ferror(fp) */
+    k->n = 0;
+}
+
+static int sink_write(void *data, const char *p, size_t len)
+{
+    sink *k = data;
+    if (len > sizeof k->buf - k->n) {
+        sink_flush(k);
+        if (len > sizeof k->buf) { /* a long string: straight through */
+            k->crc = cmh_crc32c(k->crc, p, len);
+            fwrite(p, 1, len, k->fp);
+            return 0;
+        }
+    }
+    memcpy(k->buf + k->n, p, len);
+    k->n += len;
+    return 0;
+}
+
+/* The same packers as msgpack's own (its pack_template.h, included again with our names), writing
+ * into a plain buffer through a cursor instead of a callback a field: the trace entries, millions
+ * of them in a dump, are packed this way straight into the sink's buffer (pack_entry_fast), a
+ * byte for byte the same encoding as msgpack_pack_*. */
+#undef msgpack_pack_inline_func_cint
+#undef msgpack_pack_inline_func_fixint
+#define msgpack_pack_inline_func(name) static inline int cmh_fastpk##name
+#define msgpack_pack_inline_func_cint(name) static inline int cmh_fastpk##name
+#define msgpack_pack_inline_func_fixint(name) static inline int cmh_fastpk_fix##name
+#define msgpack_pack_user unsigned char **
+#define msgpack_pack_append_buffer(user, buf, len) \
+    do { \
+        memcpy(*(user), (buf), (len)); \
+        *(user) += (len); \
+        return 0; \
+    } while (0)
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+#include <msgpack/pack_template.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+#undef msgpack_pack_inline_func_cint
+#undef msgpack_pack_inline_func_fixint
+
 /* An entry's first field packs its action (4 bits), whole-block flag (1 bit) and kind (3 bits). */
 _Static_assert(CMH_ACT_COUNT <= 16, "the action takes the low 4 bits of an entry's code byte");
 _Static_assert(CMH_KIND_COUNT <= 8, "the kind takes the top 3 bits of an entry's code byte");
 _Static_assert(CMH_EF_WHOLE_BLOCK == 1, "the whole-block flag is bit 4 of the code byte");
 
-static void pack_entry(msgpack_packer *pk, const cmh_entry_full *e, uint64_t *prev_addr, int64_t *prev_time)
+/* the most bytes one entry packs into: an array head, 12 fields of 9 bytes at most */
+#define ENTRY_MAX_BYTES (1 + 12 * 9)
+
+/* Into the sink's buffer (room made first), with msgpack's own encoding (cmh_fastpk_*). */
+static void pack_entry(sink *k, const cmh_entry_full *e, uint64_t *prev_addr, int64_t *prev_time)
 {
+    if (sizeof k->buf - k->n < ENTRY_MAX_BYTES) sink_flush(k);
+    unsigned char *p = k->buf + k->n, *p0 = p;
     /* fields are positional: a later one brings those before it (most entries need the 6) */
     int has_pool = e->pool_id[0] || e->pool_id[1];
     int has_names = has_pool || e->name || e->compile_context || e->user_metadata;
     int has_req = has_names || e->requested != e->size;
-    msgpack_pack_array(pk, has_pool ? 12 : has_names ? 10 : has_req ? 7 : 6);
-    msgpack_pack_uint8(pk, (uint8_t)(e->action | (e->flags & 1) << 4 | (e->kind & 7) << 5));
-    msgpack_pack_int64(pk, (int64_t)(e->addr - *prev_addr));
-    msgpack_pack_uint64(pk, e->size);
-    msgpack_pack_uint64(pk, e->stream);
-    msgpack_pack_int64(pk, (int64_t)((uint64_t)e->time_ns - (uint64_t)*prev_time));
-    msgpack_pack_uint32(pk, e->stack);
-    if (has_req) msgpack_pack_uint64(pk, e->requested);
+    cmh_fastpk_array(&p, has_pool ? 12 : has_names ? 10 : has_req ? 7 : 6);
+    cmh_fastpk_uint8(&p, (uint8_t)(e->action | (e->flags & 1) << 4 | (e->kind & 7) << 5));
+    cmh_fastpk_int64(&p, (int64_t)(e->addr - *prev_addr));
+    cmh_fastpk_uint64(&p, e->size);
+    cmh_fastpk_uint64(&p, e->stream);
+    cmh_fastpk_int64(&p, (int64_t)((uint64_t)e->time_ns - (uint64_t)*prev_time));
+    cmh_fastpk_uint32(&p, e->stack);
+    if (has_req) cmh_fastpk_uint64(&p, e->requested);
     if (has_names) {
-        msgpack_pack_uint32(pk, e->name);
-        msgpack_pack_uint32(pk, e->compile_context);
-        msgpack_pack_uint32(pk, e->user_metadata);
+        cmh_fastpk_uint32(&p, e->name);
+        cmh_fastpk_uint32(&p, e->compile_context);
+        cmh_fastpk_uint32(&p, e->user_metadata);
     }
     if (has_pool) {
-        msgpack_pack_uint64(pk, e->pool_id[0]);
-        msgpack_pack_uint64(pk, e->pool_id[1]);
+        cmh_fastpk_uint64(&p, e->pool_id[0]);
+        cmh_fastpk_uint64(&p, e->pool_id[1]);
     }
+    k->n += (size_t)(p - p0);
     *prev_addr = e->addr;
     *prev_time = e->time_ns;
 }
 
+/* A trace's thread runs [count, thread, ...] as its entries go by, up to RUNS_KEPT of them; past
+ * that the writer asks the threads again in a second pass. */
+#define RUNS_KEPT 4096
+typedef struct runs_kept {
+    uint32_t n, more, prev; /* n runs kept; more: a run past RUNS_KEPT began */
+    uint32_t count[RUNS_KEPT], thread[RUNS_KEPT];
+} runs_kept;
+
 /* One snapshot as a map; PyTorch's part, if any, as a map of the same form inside it. */
-static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry_source *src, int nested)
+static int write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry_source *src, int nested)
 {
     msgpack_packer pk = *pk_;
+    sink *k = pk.data; /* every packer here writes into a sink (write_source) */
+    runs_kept *rk = s->ntraces ? malloc(sizeof *rk) : NULL;
+    if (s->ntraces && !rk) return CMH_ENOMEM;
+    int rc = CMH_OK;
     int with_torch = !nested && s->torch;
     int nproc = (s->producer[0] != 0) + (s->rank >= 0) + (s->local_rank >= 0) + (s->world_size >= 0) + (s->forked_from > 0) +
                 (s->nchildren || s->children_more) + (s->children_more != 0);
@@ -193,29 +270,41 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
         const cmh_trace *t = &s->traces[i];
         const cmh_entry *te = src ? NULL : s->entries + t->first_entry;
 #define THREAD_OF(j) (src ? src->thread(src->arg, i, (j)) : cmh_entry_thread(s, &te[j]))
-        /* the threads, as runs [count, thread, count, thread, ...]: one pair per change of thread */
-        uint32_t runs = 0;
+        /* the threads, as runs [count, thread, count, thread, ...]: one pair per change of thread,
+         * and only when some entry has a thread (the first one found says so) */
         int threads = 0;
-        for (uint32_t j = 0, prev = 0; j < t->nentries; j++) {
-            uint32_t th = THREAD_OF(j);
-            threads |= th != 0;
-            runs += !j || th != prev;
-            prev = th;
-        }
+        for (uint32_t j = 0; j < t->nentries && !threads; j++) threads = THREAD_OF(j) != 0;
         msgpack_pack_array(&pk, t->dropped_ooms ? 5 : threads ? 4 : 3);
         msgpack_pack_int32(&pk, t->device);
         msgpack_pack_uint64(&pk, t->dropped);
         msgpack_pack_array(&pk, t->nentries);
         uint64_t prev_addr = 0;
         int64_t prev_time = 0;
+        rk->n = rk->more = rk->prev = 0;
         for (uint32_t j = 0; j < t->nentries; j++) {
             cmh_entry_full e;
             if (src) src->entry(src->arg, i, j, &e);
             else cmh_entry_get(s, &te[j], &e);
-            pack_entry(&pk, &e, &prev_addr, &prev_time);
+            pack_entry(k, &e, &prev_addr, &prev_time);
+            if (j && e.thread == rk->prev && !rk->more) rk->count[rk->n - 1]++;
+            else if (rk->n < RUNS_KEPT && !rk->more) rk->count[rk->n] = 1, rk->thread[rk->n++] = e.thread;
+            else rk->more = 1;
+            rk->prev = e.thread;
         }
         if (!threads && t->dropped_ooms) msgpack_pack_array(&pk, 0); /* (no runs: the place of the fifth) */
-        if (threads) {
+        if (threads && !rk->more) {
+            msgpack_pack_array(&pk, 2 * rk->n);
+            for (uint32_t r = 0; r < rk->n; r++) {
+                msgpack_pack_uint32(&pk, rk->count[r]);
+                msgpack_pack_uint32(&pk, rk->thread[r]);
+            }
+        } else if (threads) { /* more runs than kept: counted, then written, asking again */
+            uint32_t runs = 0;
+            for (uint32_t j = 0, prev = 0; j < t->nentries; j++) {
+                uint32_t th = THREAD_OF(j);
+                runs += !j || th != prev;
+                prev = th;
+            }
             msgpack_pack_array(&pk, 2 * runs);
             for (uint32_t j = 0, run = 0, th = t->nentries ? THREAD_OF(0) : 0; j < t->nentries; j++) {
                 uint32_t next = j + 1 < t->nentries ? THREAD_OF(j + 1) : 0;
@@ -347,39 +436,10 @@ static void write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entr
         pack_key(&pk, "torch_clock_ns");
         msgpack_pack_int64(&pk, s->torch_clock_ns);
         pack_key(&pk, "torch");
-        write_map(&pk, s->torch, NULL, 1);
+        if (write_map(&pk, s->torch, NULL, 1) != CMH_OK) rc = CMH_ENOMEM;
     }
-}
-
-/* The sink between the packer and the FILE*: whole buffers are checksummed and written. */
-typedef struct sink {
-    FILE *fp;
-    uint32_t crc;
-    size_t n;
-    unsigned char buf[1 << 16];
-} sink;
-
-static void sink_flush(sink *k)
-{
-    k->crc = cmh_crc32c(k->crc, k->buf, k->n);
-    if (k->n) fwrite(k->buf, 1, k->n, k->fp); /* a failure shows as ferror(fp) */
-    k->n = 0;
-}
-
-static int sink_write(void *data, const char *p, size_t len)
-{
-    sink *k = data;
-    if (len > sizeof k->buf - k->n) {
-        sink_flush(k);
-        if (len > sizeof k->buf) { /* a long string: straight through */
-            k->crc = cmh_crc32c(k->crc, p, len);
-            fwrite(p, 1, len, k->fp);
-            return 0;
-        }
-    }
-    memcpy(k->buf + k->n, p, len);
-    k->n += len;
-    return 0;
+    free(rk);
+    return rc;
 }
 
 static int write_source(const cmh_snapshot *s, const cmh_entry_source *src, FILE *fp)
@@ -391,7 +451,10 @@ static int write_source(const cmh_snapshot *s, const cmh_entry_source *src, FILE
     k->n = 0;
     msgpack_packer pk;
     msgpack_packer_init(&pk, k, sink_write);
-    write_map(&pk, s, src, 0);
+    if (write_map(&pk, s, src, 0) != CMH_OK) {
+        free(k);
+        return CMH_ENOMEM;
+    }
     /* the last entry: "crc32c" and the sum of every byte before its own four, in the fixed
      * 5-byte form (0xce, big-endian) so that a reader finds it at the end without parsing */
     static const unsigned char key[] = {0xa6, 'c', 'r', 'c', '3', '2', 'c', 0xce};

@@ -330,6 +330,81 @@ static void test_compact_times_and_pairs(void)
     cmh_snapshot_free(&s);
 }
 
+/* The writer packs trace entries straight into its buffer (cmh_write.c, pack_entry) and keeps a
+ * trace's thread runs as the entries go by, asking the threads again only past 4,096 runs. Three
+ * traces: one whose thread changes at every entry for its first 9,000 (more runs than kept), one
+ * with threads in runs of 100, one without threads; fields at every boundary of msgpack's forms
+ * (fixint, 8, 16, 32, 64 bits, negative deltas of address and time).  Everything reads back. */
+static const uint64_t k_edges[] = {0, 1, 31, 32, 33, 127, 128, 255, 256, 65535, 65536, 0xffffffffull, 0x100000000ull,
+                                   0x7fffffffffffffffull, 0x8000000000000000ull, 0xffffffffffffffffull};
+#define NEDGES (sizeof k_edges / sizeof k_edges[0])
+static cmh_entry_full edge_entry(uint32_t trace, uint32_t i)
+{
+    cmh_entry_full e;
+    memset(&e, 0, sizeof e);
+    uint64_t a = k_edges[i % NEDGES], b = k_edges[(i / NEDGES) % NEDGES];
+    e.time_ns = (int64_t)(i % 3 ? a : 0 - b); /* deltas up and down, wide and short */
+    e.addr = i % 5 ? b : ~a;
+    e.size = a;
+    e.requested = i % 7 ? e.size : b;
+    e.stream = i % 11 ? 0 : b;
+    e.name = i % 17 ? 0 : 1 + i % 3;
+    e.compile_context = i % 19 ? 0 : 2;
+    e.user_metadata = i % 23 ? 0 : 3;
+    if (i % 29 == 0) e.pool_id[0] = a, e.pool_id[1] = b;
+    e.action = i % CMH_ACT_COUNT;
+    e.flags = i % 2; /* the .cmh keeps CMH_EF_WHOLE_BLOCK */
+    e.kind = i % CMH_KIND_COUNT;
+    e.thread = trace == 0 ? (i < 9000 ? 1 + i % 2 : 7) : trace == 1 ? 1 + i / 100 % 5 : 0;
+    return e;
+}
+
+static void test_entries_packed_and_thread_runs(void)
+{
+    enum { N = 12000 };
+    cmh_snapshot s, r;
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_init(&s), CMH_OK);
+    uint32_t id;
+    CU_ASSERT_EQUAL_FATAL(cmh_strtab_intern(&s.strings, "a", 1, &id), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_strtab_intern(&s.strings, "b", 1, &id), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_strtab_intern(&s.strings, "c", 1, &id), CMH_OK);
+    for (uint32_t t = 0; t < 3; t++) {
+        CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_trace(&s, (int)t, t, NULL), CMH_OK);
+        for (uint32_t i = 0; i < N; i++) {
+            cmh_entry_full e = edge_entry(t, i);
+            CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_entry(&s, &e), CMH_OK);
+        }
+    }
+    char *buf;
+    size_t len;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    int rc = cmh_cmh_read(buf, len, &r, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(r.ntraces, 3);
+    uint32_t bad = 0, bad_thread = 0;
+    for (uint32_t t = 0; t < 3; t++) {
+        CU_ASSERT_EQUAL_FATAL(r.traces[t].nentries, N);
+        for (uint32_t i = 0; i < N; i++) {
+            cmh_entry_full want = edge_entry(t, i), got;
+            cmh_entry_get(&r, &r.entries[r.traces[t].first_entry + i], &got);
+            bad_thread += got.thread != want.thread;
+            bad += got.time_ns != want.time_ns || got.addr != want.addr || got.size != want.size ||
+                   got.requested != want.requested || got.stream != want.stream || got.stack != want.stack ||
+                   got.name != want.name || got.compile_context != want.compile_context ||
+                   got.user_metadata != want.user_metadata || got.pool_id[0] != want.pool_id[0] ||
+                   got.pool_id[1] != want.pool_id[1] || got.action != want.action || got.flags != want.flags ||
+                   got.kind != want.kind;
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(bad_thread, 0);
+    free(buf);
+    cmh_snapshot_free(&r);
+    cmh_snapshot_free(&s);
+}
+
 static void test_round_trip(void)
 {
     cmh_snapshot s, r;
@@ -749,6 +824,7 @@ int main(void)
     CMH_ADD_TEST(s, test_round_trip);
     CMH_ADD_TEST(s, test_compact_entries);
     CMH_ADD_TEST(s, test_compact_times_and_pairs);
+    CMH_ADD_TEST(s, test_entries_packed_and_thread_runs);
     CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);
     CMH_ADD_TEST(s, test_torch_part_round_trip);
     CMH_ADD_TEST(s, test_vmm_unmapped_round_trip);

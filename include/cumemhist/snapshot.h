@@ -678,7 +678,8 @@ int cmh_cmh_write_file(const cmh_snapshot *s, const char *path, char *err, size_
 /* The same with the traces' entries streamed from elsewhere (the recorder's rings) instead of
  * s->entries: trace i has s->traces[i].nentries entries (its first_entry unused), and entry k of
  * it is asked of src, in order k = 0, 1, ... for each trace (thread() may be asked any number of
- * times, in order too).  Every string and stack an entry names must already be in s. */
+ * times, in order too, and must say the thread entry() put in out->thread).  Every string and
+ * stack an entry names must already be in s. */
 typedef struct cmh_entry_source {
     void *arg;
     void (*entry)(void *arg, uint32_t trace, uint64_t k, cmh_entry_full *out);
