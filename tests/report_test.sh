@@ -62,7 +62,9 @@ window.addEventListener('load', function () { document.querySelectorAll('iframe'
 </script>
 HTML
     } >frame.html
-    timeout 90 env -u LD_PRELOAD "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --allow-file-access-from-files \
+    # (a bound for a stuck Chromium, for all the pages together: 90 s, each page's before, left
+    # nothing measured at load 45)
+    timeout 300 env -u LD_PRELOAD "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --allow-file-access-from-files \
         --disable-background-networking --disable-component-update --window-size=1400,1000 --virtual-time-budget=3000 \
         --dump-dom "file://$T/frame.html" 2>/dev/null | sed 's/<pre class="measure">/\n&/g' | sed -n 's/^<pre class="measure">\([^<]*\)<.*/\1/p' >measures.txt
 }
