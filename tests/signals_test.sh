@@ -119,9 +119,11 @@ group_run() { # group_run NAME group|alone|both: NAME.rc, NAME.pg
     wait_until 60 "grep -q '^ready' '$1.out' 2>/dev/null"
     pg=$(ps -o pgid= -p $rpid | tr -d ' ')
     echo "$pg" >"$1.pg"
+    # (sent by the shell's kill, not a Python started for it: the program waits 30 s for its signal,
+    # and at load 45 five Pythons starting at once took longer; "both" sends its two from one process)
     case $2 in
-    group) py -c "import os,signal; os.killpg($pg, signal.SIGTERM)" ;;
-    both) py -c "import os,signal,time; os.kill($rpid, signal.SIGTERM); time.sleep(0.1); os.killpg($pg, signal.SIGTERM)" ;;
+    group) kill -TERM -"$pg" ;;
+    both) (kill -TERM $rpid; sleep 0.1; kill -TERM -"$pg") ;;
     *) kill -TERM $rpid ;;
     esac
     wait $rpid
