@@ -119,11 +119,12 @@ group_run() { # group_run NAME group|alone|both: NAME.rc, NAME.pg
     wait_until 60 "grep -q '^ready' '$1.out' 2>/dev/null"
     pg=$(ps -o pgid= -p $rpid | tr -d ' ')
     echo "$pg" >"$1.pg"
-    # (sent by the shell's kill, not a Python started for it: the program waits 30 s for its signal,
-    # and at load 45 five Pythons starting at once took longer; "both" sends its two from one process)
+    # (not sent by a Python started for it: the program waits 30 s for its signal, and at load 45 a
+    # Python start took longer, serial or five at once; "both" sends its two from one perl process,
+    # 0.1 s apart by its own clock: a shell's external sleep between them took seconds at that load)
     case $2 in
     group) kill -TERM -"$pg" ;;
-    both) (kill -TERM $rpid; sleep 0.1; kill -TERM -"$pg") ;;
+    both) perl -e 'kill "TERM", $ARGV[0]; select(undef, undef, undef, 0.1); kill "TERM", -$ARGV[1]' "$rpid" "$pg" ;;
     *) kill -TERM $rpid ;;
     esac
     wait $rpid
