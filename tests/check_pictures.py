@@ -7,8 +7,13 @@
   flame SVG BYTES            XML-parse; the root frame's bytes = BYTES, every frame's children fit in it
   pprof FILE END PEAK        gunzip + decode profile.proto by its wire format; four sample types,
                              value sums = END (live_space) and PEAK (peak_space), every id resolves
+  batch LIST                 the checks above, one a line of LIST ("ID<TAB>WHAT<TAB>ARG..."), in this
+                             one process (a Python start is slow): ID.out gets what each printed,
+                             ID.rc its exit status (0, 1 on its failure)
 Exit 1 with a message on the first failure.
 """
+import contextlib
+import io
 import gzip
 import json
 import sys
@@ -183,6 +188,29 @@ def pprof(path, end, peak):
     print("ok: %s: %d samples, %d locations, %d functions; live %d, peak %d" % (path, nsamples, len(locs), len(funcs), sums[0], sums[2]))
 
 
+CHECKS = {"timeline": timeline, "folded": folded, "flame": flame, "pprof": pprof}
+
+
+def batch(listfile):
+    for line in open(listfile):
+        if not line.strip():
+            continue
+        ident, what, *args = line.rstrip("\n").split("\t")
+        out, rc = io.StringIO(), 0
+        with contextlib.redirect_stdout(out):
+            try:
+                CHECKS[what](*args)
+            except SystemExit as e:  # fail()
+                rc = 1 if e.code is None or e.code else 0
+            except Exception as e:  # an unreadable file, as a lone run's traceback would fail it
+                print("FAIL: %s: %r" % (what, e))
+                rc = 1
+        with open(ident + ".out", "w") as f:
+            f.write(out.getvalue())
+        with open(ident + ".rc", "w") as f:
+            f.write("%d\n" % rc)
+
+
 if __name__ == "__main__":
     what, args = sys.argv[1], sys.argv[2:]
-    {"timeline": timeline, "folded": folded, "flame": flame, "pprof": pprof}[what](*args)
+    dict(CHECKS, batch=batch)[what](*args)

@@ -90,7 +90,7 @@ rm -f y.cmh*
 # whole, and a signal then found a record no reader knew of yet, under load)
 "$CMH" record -q -o y.cmh -- "$D" sleep 20 >y.out 2>&1 &
 rp=$!
-i=0; while [ $i -lt 100 ] && ! grep -q ready y.out 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+wait_until 60 "grep -q ready y.out 2>/dev/null"
 kill -TERM $rp
 wait $rp
 rc=$?
@@ -101,7 +101,7 @@ rc=$?
 rm -f z.cmh*
 "$CMH" record -o z.cmh -- "$D" sleep 20 >z.out 2>err.txt &
 rp=$!
-i=0; while [ $i -lt 100 ] && ! grep -q ready z.out 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+wait_until 60 "grep -q ready z.out 2>/dev/null"
 pid=$(py -c "import struct; print(struct.unpack_from('<q', open('z.cmh.flight','rb').read(32), 16)[0])")
 ls -l z.cmh.flight | grep -q '^-rw-------' && ok "the flight record is mode 0600" || bad "flight record mode: $(ls -l z.cmh.flight)"
 kill -KILL "$pid"
@@ -122,7 +122,7 @@ env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=
 rm -f q.cmh*
 env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=q.cmh "$D" sleep 20 >q.out 2>/dev/null &
 qp=$!
-i=0; while [ $i -lt 100 ] && ! grep -q ready q.out 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+wait_until 60 "grep -q ready q.out 2>/dev/null"
 "$CMH" top --json q.cmh.flight >q1.json 2>q1.err
 "$CMH" top --once q.cmh.flight >q1.txt 2>&1
 kill -KILL $qp

@@ -131,68 +131,95 @@ for name, req, other in (("own_frag", 8 * M, False), ("own_fit", 6 * M, False), 
     pickle.dump(build(req, other), open(name + ".pickle", "wb"))
 EOF
 
-for rec in frag.cmh demand.cmh two.cmh three.pickle pool.pickle own_frag.pickle own_fit.pickle others.pickle pool_oom.cmh; do
-    "$CMH" oom --json "$rec" >oom.json 2>/dev/null || { bad "$rec: oom --json failed"; continue; }
-    "$CMH" frag --json "$rec" >frag.json 2>/dev/null || { bad "$rec: frag --json failed"; continue; }
-    "$CMH" report "$rec" -o report.html 2>/dev/null || { bad "$rec: report failed"; continue; }
-    "$CMH" whatif --json "$rec" >whatif.json 2>whatif.err
+# each record's outputs made first (K.*, K its place in the list), then read by one Python: a
+# Python start is slow
+RECS="frag.cmh demand.cmh two.cmh three.pickle pool.pickle own_frag.pickle own_fit.pickle others.pickle pool_oom.cmh"
+tab=$(printf '\t')
+: >agree.tsv
+k=0
+for rec in $RECS; do
+    k=$((k + 1))
+    "$CMH" oom --json "$rec" >$k.oom.json 2>/dev/null || { bad "$rec: oom --json failed"; continue; }
+    "$CMH" frag --json "$rec" >$k.frag.json 2>/dev/null || { bad "$rec: frag --json failed"; continue; }
+    "$CMH" report "$rec" -o $k.report.html 2>/dev/null || { bad "$rec: report failed"; continue; }
+    "$CMH" whatif --json "$rec" >$k.whatif.json 2>$k.whatif.err
     wrc=$?
-    "$CMH" flamegraph --at oom --folded "$rec" >flame.txt 2>flame.err
+    "$CMH" flamegraph --at oom --folded "$rec" >$k.flame.txt 2>$k.flame.err
     frc=$?
-    py - "$rec" oom.json frag.json report.html whatif.json $wrc whatif.err $frc flame.err <<'EOF'
+    echo "$k$tab$rec$tab$k.oom.json$tab$k.frag.json$tab$k.report.html$tab$k.whatif.json$tab$wrc$tab$k.whatif.err$tab$frc$tab$k.flame.err" >>agree.tsv
+done
+py - agree.tsv <<'EOF'
 import html, json, re, sys
-rec, oom, frag, page, wi, wrc, wierr, frc, flerr = sys.argv[1:]
-oom = json.load(open(oom)); frag = json.load(open(frag)); page = html.unescape(open(page).read())
-probs = []
-events = [(d["device"], e) for d in oom for e in d["ooms"]]
-if not events: probs.append("no OOM found")
-for dev, e in events:
-    if e["free_in_segments"] != e["reserved"] - e["allocated"]:
-        probs.append(f"device {dev} entry {e['index']}: free inside {e['free_in_segments']} != reserved - allocated")
-    if e["releasable"] + e["trapped"] + e["private_pools"] + e["own_pool"] + e["pending_free"] != e["free_in_segments"]:
-        probs.append(f"device {dev} entry {e['index']}: releasable + trapped + private pools + own pool + pending != free inside")
-    if e["usable"] + e["unusable"] != e["free_in_segments"]:
-        probs.append(f"device {dev} entry {e['index']}: usable {e['usable']} + unusable {e['unusable']} != free inside")
-    m = re.search(r"Out of memory(?: #\d+|, retried)</b> at entry %d: asked for .*?Verdict:</b> ([^<]*)" % e["index"], page, re.S)
-    if not m: probs.append(f"device {dev}: the report has no OOM at entry {e['index']}")
-# frag's word on the last OOM of each device is oom's
-for d in oom:
-    if not d["ooms"]: continue
-    last = d["ooms"][-1]
-    f = [x for x in frag if x["device"] == d["device"]][0]
-    lo = f.get("last_oom")
-    if not lo: probs.append(f"device {d['device']}: frag does not mention the OOM"); continue
-    for k in ("index", "request", "free_in_segments", "largest_gap", "verdict", "trapped", "releasable", "private_pools",
-              "own_pool", "usable", "unusable", "request_pool"):
-        if lo[k] != last[k]: probs.append(f"device {d['device']}: frag's {k} {lo[k]} != oom's {last[k]}")
-# whatif and flamegraph --at oom: the first OOM's device by default
-first = min(events, key=lambda x: (x[1]["time_ns"] or 0, x[0]))[0]
-if int(wrc) == 0:
-    w = json.load(open(wi))
-    if w["device"] != first: probs.append(f"whatif replayed device {w['device']}, the OOM is on device {first}")
-    d = [x for x in oom if x["device"] == first][0]
-    avoided = sorted(s["setting"] for s in w["settings"] if not s["recorded"] and s["ooms"] == 0)
-    said = d.get("whatif")
-    if said is None: probs.append("oom gives no what-if line where whatif replays")
-    elif said["reproduced"] and sorted(said["avoided_by"]) != avoided:
-        probs.append(f"oom says {said['avoided_by']} avoid it, whatif {avoided}")
-    rec_row = [s for s in w["settings"] if s["recorded"]][0]
-    one = ([e for e in d["ooms"] if e["number"] == 1] or d["ooms"])[0]  # the OOM oom calls #1 (a retry is not one)
-    if said and said["reproduced"] and (rec_row.get("first_oom_index"), rec_row.get("first_oom_number")) != (one["index"], one["number"]):
-        probs.append(f"whatif's OOM at entry {rec_row.get('first_oom_index')} (#{rec_row.get('first_oom_number')}), "
-                     f"oom's #1 at {one['index']}")
-    if one["number"] == 1 and w["record"].get("first_oom_verdict") != one["verdict"]:
-        probs.append(f"whatif says oom's verdict on #1 is {w['record'].get('first_oom_verdict')}, oom {one['verdict']}")
-elif "no block-level trace" not in open(wierr).read():
-    probs.append(f"whatif exit {wrc}: {open(wierr).read()}")
-if int(frc) != 0: probs.append(f"flamegraph --at oom: exit {frc}: {open(flerr).read()}")
-elif len({d for d, _ in events} | {x["device"] for x in oom}) > 1 and f"device {first}" not in open(flerr).read():
-    probs.append(f"flamegraph --at oom does not say it drew device {first}: {open(flerr).read()!r}")
-if probs:
-    print(rec + ": " + "; ".join(probs)); sys.exit(1)
-print(f"{rec}: {len(events)} OOM(s): oom, frag, report, whatif and flamegraph agree on the moment, the figures and the verdict")
+
+
+def one(rec, oom, frag, page, wi, wrc, wierr, frc, flerr):
+    oom = json.load(open(oom)); frag = json.load(open(frag)); page = html.unescape(open(page).read())
+    probs = []
+    events = [(d["device"], e) for d in oom for e in d["ooms"]]
+    if not events: probs.append("no OOM found")
+    for dev, e in events:
+        if e["free_in_segments"] != e["reserved"] - e["allocated"]:
+            probs.append(f"device {dev} entry {e['index']}: free inside {e['free_in_segments']} != reserved - allocated")
+        if e["releasable"] + e["trapped"] + e["private_pools"] + e["own_pool"] + e["pending_free"] != e["free_in_segments"]:
+            probs.append(f"device {dev} entry {e['index']}: releasable + trapped + private pools + own pool + pending != free inside")
+        if e["usable"] + e["unusable"] != e["free_in_segments"]:
+            probs.append(f"device {dev} entry {e['index']}: usable {e['usable']} + unusable {e['unusable']} != free inside")
+        m = re.search(r"Out of memory(?: #\d+|, retried)</b> at entry %d: asked for .*?Verdict:</b> ([^<]*)" % e["index"], page, re.S)
+        if not m: probs.append(f"device {dev}: the report has no OOM at entry {e['index']}")
+    # frag's word on the last OOM of each device is oom's
+    for d in oom:
+        if not d["ooms"]: continue
+        last = d["ooms"][-1]
+        f = [x for x in frag if x["device"] == d["device"]][0]
+        lo = f.get("last_oom")
+        if not lo: probs.append(f"device {d['device']}: frag does not mention the OOM"); continue
+        for k in ("index", "request", "free_in_segments", "largest_gap", "verdict", "trapped", "releasable", "private_pools",
+                  "own_pool", "usable", "unusable", "request_pool"):
+            if lo[k] != last[k]: probs.append(f"device {d['device']}: frag's {k} {lo[k]} != oom's {last[k]}")
+    # whatif and flamegraph --at oom: the first OOM's device by default
+    first = min(events, key=lambda x: (x[1]["time_ns"] or 0, x[0]))[0]
+    if int(wrc) == 0:
+        w = json.load(open(wi))
+        if w["device"] != first: probs.append(f"whatif replayed device {w['device']}, the OOM is on device {first}")
+        d = [x for x in oom if x["device"] == first][0]
+        avoided = sorted(s["setting"] for s in w["settings"] if not s["recorded"] and s["ooms"] == 0)
+        said = d.get("whatif")
+        if said is None: probs.append("oom gives no what-if line where whatif replays")
+        elif said["reproduced"] and sorted(said["avoided_by"]) != avoided:
+            probs.append(f"oom says {said['avoided_by']} avoid it, whatif {avoided}")
+        rec_row = [s for s in w["settings"] if s["recorded"]][0]
+        one = ([e for e in d["ooms"] if e["number"] == 1] or d["ooms"])[0]  # the OOM oom calls #1 (a retry is not one)
+        if said and said["reproduced"] and (rec_row.get("first_oom_index"), rec_row.get("first_oom_number")) != (one["index"], one["number"]):
+            probs.append(f"whatif's OOM at entry {rec_row.get('first_oom_index')} (#{rec_row.get('first_oom_number')}), "
+                         f"oom's #1 at {one['index']}")
+        if one["number"] == 1 and w["record"].get("first_oom_verdict") != one["verdict"]:
+            probs.append(f"whatif says oom's verdict on #1 is {w['record'].get('first_oom_verdict')}, oom {one['verdict']}")
+    elif "no block-level trace" not in open(wierr).read():
+        probs.append(f"whatif exit {wrc}: {open(wierr).read()}")
+    if int(frc) != 0: probs.append(f"flamegraph --at oom: exit {frc}: {open(flerr).read()}")
+    elif len({d for d, _ in events} | {x["device"] for x in oom}) > 1 and f"device {first}" not in open(flerr).read():
+        probs.append(f"flamegraph --at oom does not say it drew device {first}: {open(flerr).read()!r}")
+    if probs:
+        return 1, rec + ": " + "; ".join(probs)
+    return 0, f"{rec}: {len(events)} OOM(s): oom, frag, report, whatif and flamegraph agree on the moment, the figures and the verdict"
+
+
+# one line of the list a record: K, then its files and exit statuses; K.msg and K.rc its answer
+for line in open(sys.argv[1]):
+    k, *args = line.rstrip("\n").split("\t")
+    try:
+        rc, msg = one(*args)
+    except Exception as e:  # a file that does not read, as a lone run's traceback would fail it
+        rc, msg = 1, "%s: %r" % (args[0], e)
+    open(k + ".msg", "w").write(msg + "\n")
+    open(k + ".rc", "w").write("%d\n" % rc)
 EOF
-    check "$rec: one answer about each OOM" "[ $? -eq 0 ]"
+k=0
+for rec in $RECS; do
+    k=$((k + 1))
+    [ -e $k.rc ] || continue # (said above: one of its commands failed)
+    cat $k.msg
+    check "$rec: one answer about each OOM" "[ \"\$(cat $k.rc)\" = 0 ]"
 done
 
 # the verdicts themselves

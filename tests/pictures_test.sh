@@ -8,24 +8,63 @@ CK="py $SRC/tests/check_pictures.py"
 FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=1G "$CMH" record -q -o multi.cmh -- "$B/samples/multigpu" 4 >/dev/null 2>&1
 "$CMH" record -q -o leaky.cmh -- "$B/samples/leaky" 6 >/dev/null 2>&1
 "$CMH" merge -o merged.cmh "$F/h200/torch_exp.cmh" "$F/h200/torch_exp.pickle" 2>/dev/null
-for f in multi.cmh leaky.cmh merged.cmh "$F/h200/torch_exp.pickle" "$F/h200/leaky.cmh"; do
-    n=$(basename "$f")
+# (the pictures are made first and read by one Python at the end: a Python start is slow; each
+# record's files are named K.NAME, K its place in the list: two of them are leaky.cmh)
+RECS="multi.cmh leaky.cmh merged.cmh $F/h200/torch_exp.pickle $F/h200/leaky.cmh"
+k=0
+for f in $RECS; do
+    k=$((k + 1)) n=$k.$(basename "$f")
     "$CMH" plot "$f" -o "$n.svg" 2>/dev/null
     "$CMH" peak --json "$f" >"$n.peak.json" 2>/dev/null
     "$CMH" oom --json "$f" >"$n.oom.json" 2>/dev/null
-    check "plot $n: an SVG whose peaks and OOM markers are the reports'" '$CK timeline "$n.svg" "$n.peak.json" "$n.oom.json"'
+    "$CMH" leaks --json "$f" >"$n.leaks.json" 2>/dev/null
+done
+# each record's live bytes at the end (leaks), its allocated peak and the peak's device: "K.NAME END PEAK DEVICE"
+py - $RECS >figures.txt <<'EOF'
+import json, os, sys
+for k, f in enumerate(sys.argv[1:], 1):
+    n = "%d.%s" % (k, os.path.basename(f))
+    try:
+        end = json.load(open(n + ".leaks.json"))[0]["live_bytes"]
+    except Exception:
+        end = ""
+    try:
+        p = json.load(open(n + ".peak.json"))[0]
+        peak, dev = p["peak_allocated"]["bytes"], p["device"]
+    except Exception:
+        peak = dev = ""
+    print(n, end, peak, dev)
+EOF
+fig() { awk -v n="$1" -v k="$2" '$1 == n { print $k }' figures.txt; } # fig K.NAME 2 (end) | 3 (peak) | 4 (device)
+: >checks.tsv
+tab=$(printf '\t')
+k=0
+for f in $RECS; do
+    k=$((k + 1)) n=$k.$(basename "$f")
+    echo "$n.tl${tab}timeline${tab}$n.svg${tab}$n.peak.json${tab}$n.oom.json" >>checks.tsv
     for at in end peak; do
-        if [ $at = end ]; then want=$("$CMH" leaks --json "$f" 2>/dev/null | py -c "import json,sys; print(json.load(sys.stdin)[0]['live_bytes'])")
-        else want=$(py -c "import json; print(json.load(open('$n.peak.json'))[0]['peak_allocated']['bytes'])"); fi
+        if [ $at = end ]; then want=$(fig "$n" 2); else want=$(fig "$n" 3); fi
         "$CMH" flamegraph --folded --at $at "$f" >"$n.$at.folded" 2>/dev/null
         "$CMH" flamegraph --at $at "$f" -o "$n.$at.svg" 2>/dev/null
-        check "flamegraph $n --at $at: folded and SVG sum to the live bytes ($want)" '$CK folded "$n.$at.folded" "$want" && $CK flame "$n.$at.svg" "$want"'
+        echo "$n.$at.fo${tab}folded${tab}$n.$at.folded${tab}$want" >>checks.tsv
+        echo "$n.$at.fl${tab}flame${tab}$n.$at.svg${tab}$want" >>checks.tsv
     done
     # (the device the figures below are of: the default is the OOM's, device 1 of multi.cmh's)
-    "$CMH" export --device "$(py -c "import json; print(json.load(open('$n.peak.json'))[0]['device'])")" "$f" -o "$n.pb.gz" 2>/dev/null
-    end=$("$CMH" leaks --json "$f" 2>/dev/null | py -c "import json,sys; print(json.load(sys.stdin)[0]['live_bytes'])")
-    peak=$(py -c "import json; print(json.load(open('$n.peak.json'))[0]['peak_allocated']['bytes'])")
-    check "export $n as pprof: decoded, its sums the live bytes at the end and at the peak" '$CK pprof "$n.pb.gz" "$end" "$peak"'
+    "$CMH" export --device "$(fig "$n" 4)" "$f" -o "$n.pb.gz" 2>/dev/null
+    echo "$n.pp${tab}pprof${tab}$n.pb.gz${tab}$(fig "$n" 2)${tab}$(fig "$n" 3)" >>checks.tsv
+done
+$CK batch checks.tsv
+# ck ID: what the batched check printed, and whether it passed
+ck() { cat "$1.out" 2>/dev/null; [ "$(cat "$1.rc" 2>/dev/null)" = 0 ]; }
+k=0
+for f in $RECS; do
+    k=$((k + 1)) n=$k.$(basename "$f")
+    check "plot ${n#*.}: an SVG whose peaks and OOM markers are the reports'" 'ck "$n.tl"'
+    for at in end peak; do
+        if [ $at = end ]; then want=$(fig "$n" 2); else want=$(fig "$n" 3); fi
+        check "flamegraph ${n#*.} --at $at: folded and SVG sum to the live bytes ($want)" 'ck "$n.$at.fo" && ck "$n.$at.fl"'
+    done
+    check "export ${n#*.} as pprof: decoded, its sums the live bytes at the end and at the peak" 'ck "$n.pp"'
 done
 "$CMH" flamegraph --device 1 --at oom multi.cmh -o oom.svg 2>/dev/null
 check "flamegraph --at oom of the run that had one" '[ -s oom.svg ]'

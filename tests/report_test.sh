@@ -34,29 +34,42 @@ for f in multi.cmh merged.cmh "$F/h200/torch_exp.pickle"; do
 done
 # No horizontal overflow at phone width or on a desktop: the page (a copy with a measuring script
 # and its CSP relaxed for it) in an iframe W px wide; the page's own width must be the frame's.
+# One Chromium measures every page at every width, each in a frame of its own (it started once a
+# page and width: 11 starts).
 FAKECUDA_CAPACITY=1G env -u LD_PRELOAD "$CMH" record -q -o oom.cmh -- "$B/samples/oom_demo" >/dev/null 2>&1
 "$CMH" report oom.cmh -o oom.cmh.html 2>/dev/null
-overflow() { # PAGE WIDTH -> "SW=.. CW=.. offenders"
-    sed 's/Content-Security-Policy/X-Not-CSP/' "$1" >measured.html
-    cat >frame.html <<HTML
-<!doctype html><body style="margin:0"><iframe id="f" src="measured.html" style="width:$2px;height:900px;border:0"></iframe>
+measure_all() { # PAGE:WIDTH ... -> measures.txt, a line each: "PAGE WIDTH SW=.. CW=.. offenders"
+    k=0
+    {
+        echo '<!doctype html><body style="margin:0">'
+        for pw in "$@"; do
+            sed 's/Content-Security-Policy/X-Not-CSP/' "${pw%:*}" >measured$k.html
+            echo "<iframe data-what=\"${pw%:*} ${pw##*:}\" src=\"measured$k.html\" style=\"display:block;width:${pw##*:}px;height:900px;border:0\"></iframe>"
+            k=$((k + 1))
+        done
+        cat <<'HTML'
 <script>
-document.getElementById('f').addEventListener('load', function () {
-  var doc = this.contentDocument, d = doc.documentElement, r = [];
+// (the window's load comes after every frame's: a frame's own load may come before this runs)
+window.addEventListener('load', function () { document.querySelectorAll('iframe').forEach(function (f) {
+  var doc = f.contentDocument, d = doc.documentElement, r = [];
   doc.querySelectorAll('body *').forEach(function (e) {
     var b = e.getBoundingClientRect(), c = e.className; c = c && c.baseVal !== undefined ? c.baseVal : c;
     if (b.right > d.clientWidth + 1 && r.length < 6 && !e.closest('.r-wrap,.r-tl')) r.push(e.tagName + '.' + c + ':' + Math.round(b.right));
   });
-  var q = document.createElement('pre'); q.id = 'measure';
-  q.textContent = 'SW=' + d.scrollWidth + ' CW=' + d.clientWidth + ' ' + r.join(' '); document.body.appendChild(q);
-});
+  var q = document.createElement('pre'); q.className = 'measure';
+  q.textContent = f.dataset.what + ' SW=' + d.scrollWidth + ' CW=' + d.clientWidth + ' ' + r.join(' '); document.body.appendChild(q);
+}); });
 </script>
 HTML
-    timeout 90 env -u LD_PRELOAD "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --allow-file-access-from-files \
+    } >frame.html
+    # (a bound for a stuck Chromium, for all the pages together: 90 s, each page's before, left
+    # nothing measured at load 45)
+    timeout 300 env -u LD_PRELOAD "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --allow-file-access-from-files \
         --disable-background-networking --disable-component-update --window-size=1400,1000 --virtual-time-budget=3000 \
-        --dump-dom "file://$T/frame.html" 2>/dev/null | sed -n 's/.*id="measure">\([^<]*\).*/\1/p'
+        --dump-dom "file://$T/frame.html" 2>/dev/null | sed 's/<pre class="measure">/\n&/g' | sed -n 's/^<pre class="measure">\([^<]*\)<.*/\1/p' >measures.txt
 }
-fits() { m=$(overflow "$1" "$2"); echo "$m" >fit.txt; sw=${m#SW=}; sw=${sw%% *}; cw=${m#*CW=}; cw=${cw%% *}; [ -n "$sw" ] && [ "$sw" = "$cw" ] && [ "$m" = "SW=$sw CW=$cw " ]; }
+# fits PAGE WIDTH: its measure (fit.txt) says the page is as wide as its frame, and nothing sticks out
+fits() { m=$(grep -F "$1 $2 SW=" measures.txt | head -1); m=${m#"$1 $2 "}; echo "$m" >fit.txt; sw=${m#SW=}; sw=${sw%% *}; cw=${m#*CW=}; cw=${cw%% *}; [ -n "$sw" ] && [ "$sw" = "$cw" ] && [ "$m" = "SW=$sw CW=$cw " ]; }
 # an OOM whose culprit has a long unbroken name and path (a C++ template, a deep checkout)
 py - longoom.pickle <<'EOF2'
 import pickle, sys
@@ -73,13 +86,15 @@ seg = {"device": 0, "address": a, "total_size": 64 * MIB, "allocated_size": 64 *
 pickle.dump({"segments": [seg], "device_traces": [tr]}, open(sys.argv[1], "wb"), protocol=4)
 EOF2
 "$CMH" report longoom.pickle -o longoom.pickle.html 2>/dev/null
+printf '<!DOCTYPE html><html><body><div style="width:600px">wide</div></body></html>' >wide.html
+measure_all multi.cmh.html:390 multi.cmh.html:1280 merged.cmh.html:390 merged.cmh.html:1280 torch_exp.pickle.html:390 torch_exp.pickle.html:1280 \
+    oom.cmh.html:390 oom.cmh.html:1280 longoom.pickle.html:390 longoom.pickle.html:1280 wide.html:390
 for n in multi.cmh merged.cmh torch_exp.pickle oom.cmh longoom.pickle; do
     for w in 390 1280; do
         check "report $n at $w px: no horizontal overflow (tables and the timeline scroll in their own box)" 'fits "$n.html" $w || { cat fit.txt; false; }'
     done
 done
-printf '<!DOCTYPE html><html><body><div style="width:600px">wide</div></body></html>' >wide.html
-check "the overflow check catches a page wider than the phone" '! fits wide.html 390'
+check "the overflow check catches a page wider than the phone" '! fits wide.html 390 && grep -q "^SW=" fit.txt'
 check "a multi-device report says at the top which device ran out of memory" 'sed -n "/<header/,/<\/header>/p" multi.cmh.html | grep -q "data-oom-device=\"1\""'
 dot=$(printf '\302\267')
 check "the header starts with what is known, no stray separator" '! grep -q "<p> $dot" torch_exp.pickle.html && grep -q "<p>PyTorch snapshot $dot 1 device" torch_exp.pickle.html'

@@ -9,7 +9,11 @@
 # allocations that chains to the disposition it replaced, as a library does; SA_RESETHAND.
 TEST=signals . "$(dirname "$0")/testlib.sh"
 S=$B/tests/sigchain
-entries() { "$CMH" trace --json "$1" 2>/dev/null | py -c "import json,sys; print(sum(len(d['entries']) for d in json.load(sys.stdin)))"; }
+# entries FILE: the snapshot's entries, counted once (FILE.n; the `rm -f FILE*` before a run removes it)
+entries() {
+    [ -s "$1.n" ] || "$CMH" trace --json "$1" 2>/dev/null | py -c "import json,sys; print(sum(len(d['entries']) for d in json.load(sys.stdin)))" >"$1.n"
+    cat "$1.n"
+}
 ending() { "$CMH" peak "$1" 2>/dev/null | sed -n 's/^[^:]*: the process //p' | head -1; }
 
 # --- C: a handler that chains to what it replaced; the program goes on after SIGTERM ---
@@ -106,40 +110,56 @@ check "a Python SIGTERM handler runs and the program goes on: exit $rc, $(entrie
 # "second signal: abort" ended it without its checkpoint).  One sent to `record` alone still
 # reaches the program, once.  `record` runs in a session of its own (setsid) so the group is
 # its run's only; five times each, for the timing.
-group_run() { # group_run NAME group|alone
+# Each run is a session of its own, so the runs go on at once (each mostly waits: for its signal,
+# then the program's 1 s for a second one); their checks are read when all have ended.
+group_run() { # group_run NAME group|alone|both: NAME.rc, NAME.pg
     rm -f "$1".cmh* "$1".out "$1".err
     setsid "$CMH" record -o "$1.cmh" -- "$S" count >"$1.out" 2>"$1.err" &
     rpid=$!
-    for w in $(seq 100); do grep -q '^ready' "$1.out" 2>/dev/null && break; sleep 0.1; done
+    wait_until 60 "grep -q '^ready' '$1.out' 2>/dev/null"
     pg=$(ps -o pgid= -p $rpid | tr -d ' ')
+    echo "$pg" >"$1.pg"
+    # (not sent by a Python started for it: the program waits 30 s for its signal, and at load 45 a
+    # Python start took longer, serial or five at once; "both" sends its two from one perl process,
+    # 0.1 s apart by its own clock: a shell's external sleep between them took seconds at that load)
     case $2 in
-    group) py -c "import os,signal; os.killpg($pg, signal.SIGTERM)" ;;
-    both) py -c "import os,signal,time; os.kill($rpid, signal.SIGTERM); time.sleep(0.1); os.killpg($pg, signal.SIGTERM)" ;;
+    group) kill -TERM -"$pg" ;;
+    both) perl -e 'kill "TERM", $ARGV[0]; select(undef, undef, undef, 0.1); kill "TERM", -$ARGV[1]' "$rpid" "$pg" ;;
     *) kill -TERM $rpid ;;
     esac
     wait $rpid
-    rc=$?
+    echo $? >"$1.rc"
 }
 for i in 1 2 3 4 5; do
-    for how in group alone; do
-        group_run g$i$how $how
-        check "SIGTERM sent $([ $how = group ] && echo "to record's process group, pgid $pg" || echo "to the record process only"), run $i: the program's handler ran once (exit $rc: $(cat g$i$how.out g$i$how.err | tr '\n' ' ')), the snapshot has all 18 entries ($(entries g$i$how.cmh))" \
-            "[ $rc -eq 1 ] && grep -qx 'SIGTERM handled 1 times' g$i$how.out && [ \"\$(entries g$i$how.cmh)\" = 18 ]"
-    done
+    for how in group alone; do group_run g$i$how $how & done
 done
 # timeout(1) sends its SIGTERM to the command (`record`), then to the whole process group: the
 # program gets it once, as without `record` (a second one from the same sender that soon is the
 # same).  The same two, 0.1 s apart, from one process (it ran twice: the second passed on).
 for i in 1 2 3; do
-    group_run b$i both
-    check "SIGTERM sent to the record process, then 0.1 s later to its process group (pgid $pg) by the same process, run $i: the program's handler ran once (exit $rc: $(cat b$i.out b$i.err | tr '\n' ' ')), the snapshot has all 18 entries ($(entries b$i.cmh))" \
-        "[ $rc -eq 1 ] && grep -qx 'SIGTERM handled 1 times' b$i.out && [ \"\$(entries b$i.cmh)\" = 18 ]"
+    group_run b$i both &
+    (
+        rm -f to$i.cmh*
+        timeout --preserve-status -s TERM 3 "$CMH" record -o to$i.cmh -- "$S" count >to$i.out 2>to$i.err
+        echo $? >to$i.rc
+    ) &
+done
+wait
+for i in 1 2 3 4 5; do
+    for how in group alone; do
+        rc=$(cat g$i$how.rc 2>/dev/null) pg=$(cat g$i$how.pg 2>/dev/null)
+        check "SIGTERM sent $([ $how = group ] && echo "to record's process group, pgid $pg" || echo "to the record process only"), run $i: the program's handler ran once (exit $rc: $(cat g$i$how.out g$i$how.err | tr '\n' ' ')), the snapshot has all 18 entries ($(entries g$i$how.cmh))" \
+            "[ '$rc' = 1 ] && grep -qx 'SIGTERM handled 1 times' g$i$how.out && [ \"\$(entries g$i$how.cmh)\" = 18 ]"
+    done
 done
 for i in 1 2 3; do
-    rm -f to$i.cmh*
-    timeout --preserve-status -s TERM 3 "$CMH" record -o to$i.cmh -- "$S" count >to$i.out 2>to$i.err
-    rc=$?
+    rc=$(cat b$i.rc 2>/dev/null) pg=$(cat b$i.pg 2>/dev/null)
+    check "SIGTERM sent to the record process, then 0.1 s later to its process group (pgid $pg) by the same process, run $i: the program's handler ran once (exit $rc: $(cat b$i.out b$i.err | tr '\n' ' ')), the snapshot has all 18 entries ($(entries b$i.cmh))" \
+        "[ '$rc' = 1 ] && grep -qx 'SIGTERM handled 1 times' b$i.out && [ \"\$(entries b$i.cmh)\" = 18 ]"
+done
+for i in 1 2 3; do
+    rc=$(cat to$i.rc 2>/dev/null)
     check "timeout -s TERM 3 record ..., run $i: the program's handler ran once (exit $rc: $(cat to$i.out to$i.err | tr '\n' ' ')), the snapshot has all 18 entries ($(entries to$i.cmh))" \
-        "[ $rc -eq 1 ] && grep -qx 'SIGTERM handled 1 times' to$i.out && [ \"\$(entries to$i.cmh)\" = 18 ]"
+        "[ '$rc' = 1 ] && grep -qx 'SIGTERM handled 1 times' to$i.out && [ \"\$(entries to$i.cmh)\" = 18 ]"
 done
 finish

@@ -18,10 +18,28 @@ grep -q 'uneven load: device 1 held' oom.txt && ! grep -q 'DataParallel' oom.txt
 grep -q '^mg.cmh, device 1: 64.0 MiB in 9 blocks' leaks.txt && grep -q 'growing.*cache_activations' leaks.txt &&
     grep -q '^mg.cmh, device 0: 32.0 MiB in 1 block still live' leaks.txt &&
     ok "leaks reports both devices, and device 1's leak" || bad "leaks of 2 devices: $(grep device leaks.txt)"
+# (every command's two answers made first, then read by one Python: a Python start is slow)
 for c in summary peak leaks frag oom stats trace; do
-    n=$("$CMH" $c --json mg.cmh | py -c "import json,sys; print(','.join(str(x['device']) for x in json.load(sys.stdin)))")
+    "$CMH" $c --json mg.cmh >$c.all.json
+    "$CMH" $c --json --device 1 mg.cmh >$c.1.json
+done
+# devs FILE...: each file's devices, "FILE d,d,..." a line ("FILE ?" where it does not read)
+devs() {
+    py - "$@" <<'EOF'
+import json, sys
+for f in sys.argv[1:]:
+    try:
+        print(f, ",".join(str(x["device"]) for x in json.load(open(f))))
+    except Exception:
+        print(f, "?")
+EOF
+}
+devs summary.all.json summary.1.json peak.all.json peak.1.json leaks.all.json leaks.1.json frag.all.json frag.1.json \
+    oom.all.json oom.1.json stats.all.json stats.1.json trace.all.json trace.1.json >devs.txt
+for c in summary peak leaks frag oom stats trace; do
+    n=$(sed -n "s/^$c\.all\.json //p" devs.txt)
     [ "$n" = "0,1" ] || { bad "$c --json: a list of every device (got '$n')"; continue; }
-    n1=$("$CMH" $c --json --device 1 mg.cmh | py -c "import json,sys; print(','.join(str(x['device']) for x in json.load(sys.stdin)))")
+    n1=$(sed -n "s/^$c\.1\.json //p" devs.txt)
     [ "$n1" = "1" ] || bad "$c --json --device 1 (got '$n1')"
 done && ok "summary, peak, leaks, frag, oom, stats, trace: --json is a list of every device; --device narrows it"
 "$CMH" peak --device 5 mg.cmh 2>err.txt
@@ -57,9 +75,19 @@ done
 i=0
 while [ $i -lt 20 ]; do
     "$CMH" record -q -o t$i.cmh -- "$B/tests/threaded_leak" leak 100 free >/dev/null 2>&1
-    "$CMH" leaks --json t$i.cmh 2>&1 | py -c "import json,sys; x=json.load(sys.stdin)[0]['sites'][0]; print(x['thread'], x['thread_name'], x['thread_tid'] > 0, '(tid ' in x['says'])" 2>&1 | tail -1
+    "$CMH" leaks --json t$i.cmh >t$i.json 2>&1
     i=$((i + 1))
-done | sort | uniq -c >threads.txt
+done
+# the 20 runs' --json read by one Python (a run whose JSON does not read is a line of its own)
+py - t[0-9].json t[0-9][0-9].json <<'EOF' | sort | uniq -c >threads.txt
+import json, sys
+for f in sys.argv[1:]:
+    try:
+        x = json.load(open(f))[0]["sites"][0]
+        print(x["thread"], x["thread_name"], x["thread_tid"] > 0, "(tid " in x["says"])
+    except Exception as e:
+        print("%s: %r" % (f, e))
+EOF
 [ "$(wc -l <threads.txt)" -eq 1 ] && grep -q ' 20 1 worker 0 True True$' threads.txt &&
     ok "threaded leak: the leaking thread is thread 1 (its tid, 'worker 0') in 20 of 20 runs" || bad "thread numbers across runs: $(cat threads.txt)"
 
