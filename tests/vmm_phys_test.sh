@@ -62,6 +62,9 @@ assert p["peak_physical"]["bytes"] == 8 * $M and p["peak_reserved"]["bytes"] == 
 assert p["end"]["physical"] == 8 * $M, p["end"]
 PY'
 "$CMH" peak alias.cmh >alias.peak.txt 2>&1
+# owners' heading gave 'allocated peaked here too, at 16.0 MiB' under '8.0 MiB recorded' with no word of why
+check "alias: owners' peak says why allocated (16 MiB) is above its rows ($(grep -o 'allocated peaked[^)]*' alias.owners.txt | head -1))" \
+    "grep -q 'allocated peaked here too, at 16.0 MiB, counting each mapping of a cuMemCreate handle' alias.owners.txt"
 check "alias: peak's text says 'peak physical:  8.0 MiB'" "grep -q '^peak physical:  8.0 MiB' alias.peak.txt"
 
 rec part part
