@@ -928,7 +928,8 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
             cmh_jw_obj(w);
             cmh_jw_kstr(w, "verdict", cmh_leak_time_name(x->time_verdict));
             cmh_jw_kuint(w, "slices", x->time_slices);
-            cmh_jw_kint(w, "span_ns", x->time_span_ns);
+            if (x->time_span_ns) cmh_jw_kint(w, "span_ns", x->time_span_ns);
+            else cmh_jw_knull(w, "span_ns"); /* untimed: no span, as every untimed figure is null */
             cmh_jw_kuint(w, "allocations", x->time_allocs);
             cmh_jw_kuint(w, "busy_slices", x->time_busy);
             if (x->time_verdict >= CMH_TIME_UNSTEADY) { /* (the slices were read: what they held) */
