@@ -181,8 +181,10 @@ static void live_insert(cmh_physmap *p, prange r)
     uint32_t i = live_lower(p, r.addr), k = i;
     while (k < p->nlive && p->live[k].addr < r.addr + r.size) k++; /* (a map never seen unmapped gives way) */
     for (uint32_t j = i; j < k; j++) handle_add(p, p->live[j].row, -(int64_t)p->live[j].size);
-    memmove(&p->live[i], &p->live[k], (p->nlive - k) * sizeof *p->live);
-    p->nlive -= k - i;
+    if (k > i) { /* (with none to replace, the table may not be made yet: no memmove from NULL) */
+        memmove(&p->live[i], &p->live[k], (p->nlive - k) * sizeof *p->live);
+        p->nlive -= k - i;
+    }
     if (grow(&p->live, p->nlive, &p->caplive)) {
         p->nomem = 1;
         return;
@@ -234,8 +236,10 @@ void cmh_physmap_step(cmh_physmap *p, const cmh_entry *e)
     else if (e->kind == CMH_KIND_MANAGED && e->action == CMH_ACT_SEGMENT_ALLOC && size) {
         uint32_t i = lower(p->managed, p->nmanaged, addr), k = i;
         while (k < p->nmanaged && p->managed[k].addr < addr + size) k++; /* (a free never seen: gone) */
-        memmove(&p->managed[i], &p->managed[k], (p->nmanaged - k) * sizeof *p->managed);
-        p->nmanaged -= k - i;
+        if (k > i) { /* (as in live_insert: the table may not be made yet) */
+            memmove(&p->managed[i], &p->managed[k], (p->nmanaged - k) * sizeof *p->managed);
+            p->nmanaged -= k - i;
+        }
         if (grow(&p->managed, p->nmanaged, &p->capmanaged)) {
             p->nomem = 1;
             return;
