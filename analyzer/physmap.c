@@ -25,6 +25,12 @@ typedef struct prange {
     const cmh_vmm_map *row; /* NULL: a map without a row (counted by its range) */
 } prange;
 
+/* a table of ranges kept by address (the live maps, the managed allocations) */
+typedef struct rtab {
+    prange *v;
+    uint32_t n, cap;
+} rtab;
+
 typedef struct phandle {
     uint64_t handle; /* key: the record's handle number */
     uint64_t mapped; /* bytes of ranges that map it now */
@@ -37,12 +43,9 @@ struct cmh_physmap {
     int device;
     const cmh_vmm_map **rows; /* the device's rows by (addr, size, time) */
     uint32_t nrows;
-    prange *live; /* mapped ranges, by address, disjoint */
-    uint32_t nlive, caplive;
-    prange *managed; /* managed allocations live now, by address */
-    uint32_t nmanaged, capmanaged;
-    prange *final_managed; /* the final segments' managed ones, by address (allocated before the first kept entry) */
-    uint32_t nfinal;
+    rtab live;          /* mapped ranges, disjoint */
+    rtab managed;       /* managed allocations live now */
+    rtab final_managed; /* the final segments' managed ones (allocated before the first kept entry) */
     cmh_oatab handles; /* of phandle */
     int64_t adjust;
     int nomem;
@@ -56,7 +59,7 @@ static int cmp_row(const void *x, const void *y)
     return (a->time_ns > b->time_ns) - (a->time_ns < b->time_ns);
 }
 
-static int grow(prange **v, uint32_t n, uint32_t *cap);
+static int rt_put(rtab *t, uint32_t i, prange r);
 
 static int cmp_range(const void *x, const void *y)
 {
@@ -83,16 +86,13 @@ cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device)
             if (s->vmm_maps[i].device == device) p->rows[n++] = &s->vmm_maps[i];
         qsort(p->rows, p->nrows, sizeof *p->rows, cmp_row);
     }
-    uint32_t capfinal = 0;
     for (uint32_t i = 0; i < s->nsegments; i++)
-        if (s->segments[i].device == device && s->segments[i].kind == CMH_KIND_MANAGED) {
-            if (grow(&p->final_managed, p->nfinal, &capfinal)) {
-                cmh_physmap_free(p);
-                return NULL;
-            }
-            p->final_managed[p->nfinal++] = (prange){s->segments[i].addr, s->segments[i].size, NULL};
+        if (s->segments[i].device == device && s->segments[i].kind == CMH_KIND_MANAGED &&
+            rt_put(&p->final_managed, p->final_managed.n, (prange){s->segments[i].addr, s->segments[i].size, NULL})) {
+            cmh_physmap_free(p);
+            return NULL;
         }
-    if (p->nfinal > 1) qsort(p->final_managed, p->nfinal, sizeof *p->final_managed, cmp_range);
+    if (p->final_managed.n > 1) qsort(p->final_managed.v, p->final_managed.n, sizeof *p->final_managed.v, cmp_range);
     return p;
 }
 
@@ -100,9 +100,9 @@ void cmh_physmap_free(cmh_physmap *p)
 {
     if (!p) return;
     free(p->rows);
-    free(p->live);
-    free(p->managed);
-    free(p->final_managed);
+    free(p->live.v);
+    free(p->managed.v);
+    free(p->final_managed.v);
     cmh_oa_free(&p->handles);
     free(p);
 }
@@ -146,81 +146,81 @@ static const cmh_vmm_map *row_of(const cmh_physmap *p, uint64_t addr, uint64_t s
     return best;
 }
 
-static uint32_t lower(const prange *v, uint32_t n, uint64_t addr) /* first range whose end > addr */
+static uint32_t rt_lower(const rtab *t, uint64_t addr) /* first range whose end > addr */
 {
-    uint32_t lo = 0, hi = n;
+    uint32_t lo = 0, hi = t->n;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        if (v[mid].addr + v[mid].size <= addr) lo = mid + 1;
+        if (t->v[mid].addr + t->v[mid].size <= addr) lo = mid + 1;
         else hi = mid;
     }
     return lo;
 }
 
-static uint32_t live_lower(const cmh_physmap *p, uint64_t addr) { return lower(p->live, p->nlive, addr); }
-
-static int in(const prange *v, uint32_t n, uint64_t addr)
+static int rt_in(const rtab *t, uint64_t addr)
 {
-    uint32_t i = lower(v, n, addr);
-    return i < n && v[i].addr <= addr;
+    uint32_t i = rt_lower(t, addr);
+    return i < t->n && t->v[i].addr <= addr;
 }
 
-static int grow(prange **v, uint32_t n, uint32_t *cap)
+/* the first range from i on that begins at or past end */
+static uint32_t rt_past(const rtab *t, uint32_t i, uint64_t end)
 {
-    if (n < *cap) return 0;
-    uint32_t nc = *cap ? *cap * 2 : 16;
-    prange *nv = realloc(*v, nc * sizeof *nv);
-    if (!nv) return -1;
-    *v = nv;
-    *cap = nc;
+    while (i < t->n && t->v[i].addr < end) i++;
+    return i;
+}
+
+static void rt_cut(rtab *t, uint32_t i, uint32_t k) /* drops ranges i..k-1 */
+{
+    if (k <= i) return; /* (nothing to drop: the table may not be made yet, no memmove from NULL) */
+    memmove(&t->v[i], &t->v[k], (t->n - k) * sizeof *t->v);
+    t->n -= k - i;
+}
+
+static int rt_put(rtab *t, uint32_t i, prange r) /* puts r before range i; -1: no memory */
+{
+    if (t->n == t->cap) {
+        uint32_t nc = t->cap ? t->cap * 2 : 16;
+        prange *nv = realloc(t->v, nc * sizeof *nv);
+        if (!nv) return -1;
+        t->v = nv;
+        t->cap = nc;
+    }
+    memmove(&t->v[i + 1], &t->v[i], (t->n - i) * sizeof *t->v);
+    t->v[i] = r;
+    t->n++;
     return 0;
 }
 
 static void live_insert(cmh_physmap *p, prange r)
 {
-    uint32_t i = live_lower(p, r.addr), k = i;
-    while (k < p->nlive && p->live[k].addr < r.addr + r.size) k++; /* (a map never seen unmapped gives way) */
-    for (uint32_t j = i; j < k; j++) handle_add(p, p->live[j].row, -(int64_t)p->live[j].size);
-    if (k > i) { /* (with none to replace, the table may not be made yet: no memmove from NULL) */
-        memmove(&p->live[i], &p->live[k], (p->nlive - k) * sizeof *p->live);
-        p->nlive -= k - i;
-    }
-    if (grow(&p->live, p->nlive, &p->caplive)) {
+    uint32_t i = rt_lower(&p->live, r.addr), k = rt_past(&p->live, i, r.addr + r.size);
+    /* (a map never seen unmapped gives way) */
+    for (uint32_t j = i; j < k; j++) handle_add(p, p->live.v[j].row, -(int64_t)p->live.v[j].size);
+    rt_cut(&p->live, i, k);
+    if (rt_put(&p->live, i, r)) {
         p->nomem = 1;
         return;
     }
-    memmove(&p->live[i + 1], &p->live[i], (p->nlive - i) * sizeof *p->live);
-    p->live[i] = r;
-    p->nlive++;
     handle_add(p, r.row, (int64_t)r.size);
 }
 
 static void live_remove(cmh_physmap *p, uint64_t lo, uint64_t hi)
 {
-    uint32_t i = live_lower(p, lo);
-    while (i < p->nlive && p->live[i].addr < hi) {
-        prange m = p->live[i];
+    uint32_t i = rt_lower(&p->live, lo);
+    while (i < p->live.n && p->live.v[i].addr < hi) {
+        prange m = p->live.v[i];
         uint64_t a = m.addr > lo ? m.addr : lo, b = m.addr + m.size < hi ? m.addr + m.size : hi;
-        memmove(&p->live[i], &p->live[i + 1], (p->nlive - i - 1) * sizeof *p->live);
-        p->nlive--;
+        rt_cut(&p->live, i, i + 1);
         handle_add(p, m.row, -(int64_t)(b - a));
-        if (m.addr < a) { /* the left part stays: its bytes are still the handle's */
-            if (grow(&p->live, p->nlive, &p->caplive)) {
-                p->nomem = 1;
-                return;
-            }
-            memmove(&p->live[i + 1], &p->live[i], (p->nlive - i) * sizeof *p->live);
-            p->live[i++] = (prange){m.addr, a - m.addr, m.row};
-            p->nlive++;
+        /* the parts left of and right of the unmapped range stay: their bytes are still the handle's */
+        if (m.addr < a && rt_put(&p->live, i++, (prange){m.addr, a - m.addr, m.row})) {
+            p->nomem = 1;
+            return;
         }
-        if (m.addr + m.size > b) {
-            if (grow(&p->live, p->nlive, &p->caplive)) {
-                p->nomem = 1;
-                return;
-            }
-            memmove(&p->live[i + 1], &p->live[i], (p->nlive - i) * sizeof *p->live);
-            p->live[i++] = (prange){b, m.addr + m.size - b, m.row};
-            p->nlive++;
+        if (m.addr + m.size > b && rt_put(&p->live, i++, (prange){b, m.addr + m.size - b, m.row})) {
+            p->nomem = 1;
+            return;
         }
     }
 }
@@ -234,25 +234,12 @@ void cmh_physmap_step(cmh_physmap *p, const cmh_entry *e)
     else if (e->kind == CMH_KIND_VMM && e->action == CMH_ACT_SEGMENT_UNMAP && size)
         live_remove(p, addr, addr + size);
     else if (e->kind == CMH_KIND_MANAGED && e->action == CMH_ACT_SEGMENT_ALLOC && size) {
-        uint32_t i = lower(p->managed, p->nmanaged, addr), k = i;
-        while (k < p->nmanaged && p->managed[k].addr < addr + size) k++; /* (a free never seen: gone) */
-        if (k > i) { /* (as in live_insert: the table may not be made yet) */
-            memmove(&p->managed[i], &p->managed[k], (p->nmanaged - k) * sizeof *p->managed);
-            p->nmanaged -= k - i;
-        }
-        if (grow(&p->managed, p->nmanaged, &p->capmanaged)) {
-            p->nomem = 1;
-            return;
-        }
-        memmove(&p->managed[i + 1], &p->managed[i], (p->nmanaged - i) * sizeof *p->managed);
-        p->managed[i] = (prange){addr, size, NULL};
-        p->nmanaged++;
+        uint32_t i = rt_lower(&p->managed, addr);
+        rt_cut(&p->managed, i, rt_past(&p->managed, i, addr + size)); /* (a free never seen: gone) */
+        if (rt_put(&p->managed, i, (prange){addr, size, NULL})) p->nomem = 1;
     } else if (e->kind == CMH_KIND_MANAGED && e->action == CMH_ACT_SEGMENT_FREE) {
-        uint32_t i = lower(p->managed, p->nmanaged, addr);
-        if (i < p->nmanaged && p->managed[i].addr == addr) {
-            memmove(&p->managed[i], &p->managed[i + 1], (p->nmanaged - i - 1) * sizeof *p->managed);
-            p->nmanaged--;
-        }
+        uint32_t i = rt_lower(&p->managed, addr);
+        if (i < p->managed.n && p->managed.v[i].addr == addr) rt_cut(&p->managed, i, i + 1);
     }
 }
 
@@ -263,14 +250,14 @@ int cmh_physmap_status(const cmh_physmap *p) { return p && p->nomem ? CMH_ENOMEM
 const cmh_vmm_map *cmh_physmap_find(const cmh_physmap *p, uint64_t addr)
 {
     if (!p) return NULL;
-    uint32_t i = live_lower(p, addr);
-    return i < p->nlive && p->live[i].addr <= addr ? p->live[i].row : NULL;
+    uint32_t i = rt_lower(&p->live, addr);
+    return i < p->live.n && p->live.v[i].addr <= addr ? p->live.v[i].row : NULL;
 }
 
 int cmh_physmap_managed(const cmh_physmap *p, uint64_t addr)
 {
     /* (allocated before the first kept entry: the final segments know its kind) */
-    return p && (in(p->managed, p->nmanaged, addr) || in(p->final_managed, p->nfinal, addr));
+    return p && (rt_in(&p->managed, addr) || rt_in(&p->final_managed, addr));
 }
 
 void cmh_physmap_reset(cmh_physmap *p)
