@@ -39,8 +39,8 @@ typedef struct owner_slot {
     uint64_t key; /* group + 1 */
     uint32_t thread; /* the thread that made one of its still-live blocks (the first seen) */
     uint32_t mixed;  /* another thread made one of them too */
-    uint64_t mask;   /* the threads (below 64) that made them; unowned: one of no known thread, or past 63 */
-    int unowned;
+    uint64_t mask;   /* the threads (below 64) that made them */
+    int unowned;     /* CMH_MADE_* bits: one made by a thread past 63, one allocated before the kept history */
 } owner_slot;
 
 /* A site's first allocation the trace recorded (any block of it, freed or still live). */
@@ -214,7 +214,7 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
             if (th && !o->thread) o->thread = th;
             else if (th && o->thread != th) o->mixed = 1;
             if (th && th < 64) o->mask |= 1ull << th;
-            else o->unowned = 1;
+            else o->unowned |= th ? CMH_MADE_PAST63 : CMH_MADE_BEFORE_HISTORY;
         }
         if (b->recorded) {
             c->grew += b->size;

@@ -1004,6 +1004,7 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
         }
         cmh_jw_end(w);
         cmh_jw_kbool(w, "made_by_unrecorded", x->made_by_other != 0); /* (a block of no known thread, or of one past 63) */
+        cmh_jw_kbool(w, "made_before_history", (x->made_by_other & CMH_MADE_BEFORE_HISTORY) != 0);
     }
     if (g && cmh_sites_group_by(g) == CMH_GROUP_SITE) { /* the site's bytes by the line that called it */
         cmh_jw_key(w, "callers");

@@ -3,7 +3,9 @@
 # (--max-entries 50, tests/ringleak1.c): the blocks allocated before the kept history have no
 # thread in the record, but the record names one recording thread, so they were its.  leaks said
 # "made by recording thread 1 (tid N, 'ringleak1') and threads not recorded" (--json
-# made_by_unrecorded true) of a program with no other thread.
+# made_by_unrecorded true) of a program with no other thread.  With the leak in a worker thread
+# (tests/ringleak2.c: two recording threads) those blocks are said to be allocated before the kept
+# history (made_before_history), where it said "and threads not recorded".
 TEST=ringleak . "$(dirname "$0")/testlib.sh"
 export FAKECUDA_CAPACITY=1G
 "$CMH" record -q --max-entries 50 -o ring.cmh -- "$B/tests/ringleak1" >ring.out 2>&1 && grep -q "ringleak1: ran" ring.out &&
@@ -26,4 +28,28 @@ print("; ".join(bad) or "same")
 PY
 )
 check "leaks: one recording thread made every block, none 'not recorded': $out" '[ "$out" = same ]'
+
+"$CMH" record -q --max-entries 50 -o ring2.cmh -- "$B/tests/ringleak2" >ring2.out 2>&1 && grep -q "ringleak2: ran" ring2.out &&
+    ok "ringleak2 ran" || bad "ringleak2 did not run as designed: $(cat ring2.out)"
+"$CMH" leaks ring2.cmh >leaks2.txt 2>&1
+"$CMH" leaks --json ring2.cmh >leaks2.json 2>&1
+out=$(py <<'PY'
+import json
+d = json.load(open("leaks2.json"))
+d = d[0] if isinstance(d, list) else d
+bad = []
+site = [x for x in d["sites"] if "log_metrics" in json.dumps(x)]
+if len(site) != 1: bad.append("%d log_metrics sites" % len(site))
+else:
+    x = site[0]
+    if not x.get("made_before_history"): bad.append("made_before_history %s" % x.get("made_before_history"))
+    if not x.get("made_by_unrecorded"): bad.append("made_by_unrecorded %s" % x.get("made_by_unrecorded"))
+    if len(x.get("made_by", [])) != 1: bad.append("made_by %s" % x.get("made_by"))
+t = open("leaks2.txt").read()
+if "threads not recorded" in t: bad.append("text: threads not recorded")
+if "and blocks allocated before the kept history" not in t: bad.append("text: no 'allocated before the kept history'")
+print("; ".join(bad) or "same")
+PY
+)
+check "leaks, the leak in a worker thread: blocks before the kept history said so: $out" '[ "$out" = same ]'
 finish

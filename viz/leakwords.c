@@ -556,6 +556,10 @@ const char *cmh_site_made_by_text(const cmh_snapshot *s, const cmh_site *x, char
         else if (ti && ti->tid) k += (size_t)snprintf(buf + k, cap - k, "%s%u (tid %lld)", sep, t, (long long)ti->tid);
         else k += (size_t)snprintf(buf + k, cap - k, "%s%u", sep, t);
     }
-    if (x->made_by_other && k < cap) snprintf(buf + k, cap - k, " and threads not recorded");
+    /* (a thread past the 63rd is not in the mask; an allocation the history dropped has no thread) */
+    if (x->made_by_other & CMH_MADE_PAST63 && k < cap)
+        k += (size_t)snprintf(buf + k, cap - k, "%s threads past the 63rd", x->made_by_other & CMH_MADE_BEFORE_HISTORY ? "," : " and");
+    if (x->made_by_other & CMH_MADE_BEFORE_HISTORY && k < cap)
+        snprintf(buf + k, cap - k, " and blocks allocated before the kept history (their threads not kept)");
     return buf;
 }

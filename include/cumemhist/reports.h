@@ -81,10 +81,13 @@ typedef struct cmh_site {
     int64_t rate_min, rate_max;
     uint32_t growth_steps_max;
     /* leaks only: the recording threads that made its still-live blocks, whatever judged it
-     * (bit t for thread t < 64); made_by_other: one of them was made by no known thread, or by
-     * one past 63.  (thread and threads say how the verdict was judged: 0 for a site of one
+     * (bit t for thread t < 64); made_by_other: CMH_MADE_BEFORE_HISTORY where one of them was
+     * allocated before the kept history (no thread in the record, in a record of several
+     * threads), CMH_MADE_PAST63 where one was made by a thread past 63.  (thread and threads say how the verdict was judged: 0 for a site of one
      * worker thread judged over the record's steps, which hid the thread its blocks came from.) */
     uint64_t made_by;
+#define CMH_MADE_PAST63 1
+#define CMH_MADE_BEFORE_HISTORY 2
     int made_by_other;
     /* by caller, largest first: callers[0 .. ncallers) are distinct callers (same function, file
      * and line), then, when callers_other.bytes, what the rest and caller-less stacks hold.
