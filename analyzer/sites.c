@@ -300,6 +300,11 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
      * function name says nothing (a user may well call one binary_op or Py_alloc). */
     /* the recorder's mark of a Python stack's middle cut by --max-frames: never a site or caller */
     if (f->module < 0 && !strcmp(file, "<cumemhist>")) return R_CUMEMHIST;
+    /* the recorder's Python start-up hook (python/cumemhist/_startup/sitecustomize.py), which
+     * wraps threading.Thread._bootstrap_inner to name each thread: outward of every Python
+     * thread's frames, it was printed as the user's line under a worker thread's stack, and it
+     * was the site and owner of a thread with no frame of the user's */
+    if (f->module < 0 && ends(file, "/cumemhist/_startup/sitecustomize.py")) return R_CUMEMHIST;
     if (f->module < 0 && (ends(file, ".py") || starts(file, "<frozen ") || !strcmp(file, "<string>") || !strcmp(file, "<stdin>"))) {
         if (starts(file, "<frozen ")) return R_CPYTHON;
         return package_dir(file) ? R_PACKAGE : R_NONE;

@@ -256,6 +256,17 @@ static void test_python_over_ctypes(void)
     CU_ASSERT_STRING_EQUAL(cmh_sites_rule(g, ct), "cpython");
     CU_ASSERT(cmh_sites_machinery(g, ffi) && !cmh_sites_package(g, ffi));
     cmh_sites_free(g);
+    /* the recorder's start-up hook wraps threading's _bootstrap_inner: outward of a worker's
+     * frames, machinery, never the site or owner of a thread without a frame of the user's */
+    uint32_t hook = frame(&s, "_bootstrap_inner", "/opt/x/lib/cumemhist/python/cumemhist/_startup/sitecustomize.py", 247, "");
+    uint32_t d[] = {drv, ffi, ct, grab, run, hook, eval}, e[] = {drv, ffi, ct, run, hook, eval};
+    uint32_t sd = stack(&s, d, 7), se = stack(&s, e, 6);
+    g = sites(&s, CMH_GROUP_SITE, 0, NULL, 0);
+    CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, sd), &s.frames[grab]);
+    CU_ASSERT_PTR_EQUAL(cmh_sites_site_of(g, se), &s.frames[run]);
+    CU_ASSERT_STRING_EQUAL(cmh_sites_rule(g, hook), "cumemhist");
+    CU_ASSERT(cmh_sites_machinery(g, hook));
+    cmh_sites_free(g);
     /* --group-by package: the user's helper over ctypes is the program's, not libffi.so.8's,
      * and the standard library's threading.py outward of it does not make it the library's */
     g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
