@@ -13,7 +13,8 @@
  *  3. dlsym(handle, "cu...") on a dlopen'ed driver (driver.c, dlsym_x86_64.S).
  * Every wrapper calls the real function through a pointer taken from the driver's own handle,
  * forwards its result untouched, holds no lock across it, and records only after success
- * (frees and unmaps: before the call, undone if the driver refuses; see history.c).  What the
+ * (frees and unmaps: before the call, undone if the driver refuses; see history.c); a refusal other
+ * than an OOM is noted on the failure branch only (drverr.c: a double free, an unknown pointer).  What the
  * recorder keeps of pools and VMM is pools.c's and vmm.c's; this file only intercepts.
  */
 #define _GNU_SOURCE
