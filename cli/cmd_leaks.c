@@ -353,6 +353,7 @@ static int section(const rep_section *sec, void *arg)
         rep_json_sites_left_out(w, "sites", p.nsites, g_top);
         cmh_jw_nl(w);
         held_json(w, s, &p);
+        rep_json_driver_errors(w, s); /* (the process's, in every device's object) */
         cmh_jw_end(w);
     } else {
         if (sec->index) putchar('\n');
@@ -399,6 +400,8 @@ static int section(const rep_section *sec, void *arg)
                        rep_size((double)(p.live_bytes - p.grew_bytes)), rep_count(p.live_blocks - p.grew_blocks, "block", "blocks"));
         }
     }
+    /* a double free or a free of a pointer never allocated: once, after the last device */
+    if (!sec->w && sec->index + 1 == sec->ndevices) rep_driver_errors_note(s);
     by_site_free(&bs);
     cmh_leak_report_free(&p);
     return CMH_OK;

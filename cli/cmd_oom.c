@@ -305,6 +305,7 @@ static int section(const rep_section *sec, void *arg)
                 cmh_jw_end(w);
             }
         }
+        rep_json_driver_errors(w, sp); /* (the process's, in every device's object) */
         cmh_jw_end(w);
     } else if (!p.base.history && cmh_trace_ooms_known(sp, dev)) {
         /* enabled=state keeps no trace, but counts the OOMs (as PyTorch's num_ooms): how many,
@@ -514,6 +515,8 @@ static int section(const rep_section *sec, void *arg)
         }
         rep_notes(&p.base);
     }
+    /* not OOMs, but what a user hunting a failure needs beside them: once, after the last device */
+    if (!sec->w && sec->index + 1 == sec->ndevices) rep_driver_errors_note(sp);
     if (have_ps) cmh_oom_report_free(&ps);
     rep_row_sites_end(&rs);
     cmh_oom_report_free(&p);

@@ -133,6 +133,7 @@ static int section(const rep_section *sec, void *arg)
             else cmh_jw_knull(w, "num_ooms");
             cmh_jw_knull(w, "num_alloc_retries");
         }
+        rep_json_driver_errors(w, s); /* (the process's, in every device's object) */
         cmh_jw_end(w);
         return CMH_OK;
     }
@@ -188,6 +189,7 @@ static int section(const rep_section *sec, void *arg)
         if (n > 0 && all[n > 256 ? 255 : n - 1] == -1)
             printf("note: the snapshot also holds pinned host memory (cumemhist summary --device -1)\n");
     }
+    if (sec->index + 1 == sec->ndevices) rep_driver_errors_note(s); /* (PyTorch's text keeps its layout: a record of ours alone has any) */
     return CMH_OK;
 }
 

@@ -70,6 +70,8 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_end(w);
     }
     cmh_jw_end(w);
+    cmh_jw_nl(w);
+    rep_json_driver_errors(w, s); /* calls the driver refused: no entry shows them (the process's, in every device's object) */
     cmh_jw_end(w);
     return CMH_OK;
 }

@@ -201,6 +201,15 @@ void rep_gap_notes_to(FILE *fp, const char *lead, const cmh_report_base *b, int 
  * its sites). */
 void rep_vmm_unmapped_note(const cmh_snapshot *s, int device);
 void rep_json_vmm_unmapped(cmh_jw *w, const cmh_snapshot *s, int device);
+/* Driver calls that failed with an error other than out-of-memory (.cmh driver_errors: a double
+ * free, a free of a pointer never allocated or of an address inside an allocation...): the trace
+ * has no entry for them (the driver did nothing).  One note, each (call, result) a line, each
+ * kept call a line under it saying what its address was at that moment as the trace shows it
+ * (freed already, inside a live allocation, never allocated); nothing when there were none.
+ * The process's, whatever the device: summary, oom and leaks print it once per file. */
+void rep_driver_errors_note(const cmh_snapshot *s);
+/* "driver_errors": [{call, result, error, count, calls: [{address, size, thread, time_ns, what, site}]}] */
+void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s);
 /* Where cuMemCreate handles are mapped at two addresses, or in part (the record's vmm_maps):
  * the device's memory as the driver charges it, each handle once and whole, at the end and at
  * its peak (cmh_physical_peak_compute).  A "note: " line (nothing where the handles change no

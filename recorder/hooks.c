@@ -13,7 +13,8 @@
  *  3. dlsym(handle, "cu...") on a dlopen'ed driver (driver.c, dlsym_x86_64.S).
  * Every wrapper calls the real function through a pointer taken from the driver's own handle,
  * forwards its result untouched, holds no lock across it, and records only after success
- * (frees and unmaps: before the call, undone if the driver refuses; see history.c).  What the
+ * (frees and unmaps: before the call, undone if the driver refuses; see history.c); a refusal other
+ * than an OOM is noted on the failure branch only (drverr.c: a double free, an unknown pointer).  What the
  * recorder keeps of pools and VMM is pools.c's and vmm.c's; this file only intercepts.
  */
 #define _GNU_SOURCE
@@ -417,13 +418,15 @@ static void oom(int device, int kind, uint64_t size, uint64_t stream, uint64_t p
     cmh_process_oom();
 }
 
-static void after_alloc(CUresult r, int device, int kind, uint64_t addr, uint64_t size, uint64_t requested,
-                        uint64_t stream, uint64_t pool)
+/* call: the entry point's base name, for a failure other than an OOM (drverr.c) */
+static void after_alloc(const char *call, CUresult r, int device, int kind, uint64_t addr, uint64_t size,
+                        uint64_t requested, uint64_t stream, uint64_t pool)
 {
     if (r == CUDA_SUCCESS) {
         cmh_hist_segment_alloc(device, kind, addr, size, requested, stream, pool, CMH_ACT_SEGMENT_ALLOC);
         if (kind != CMH_KIND_HOST) first_alloc(device);
     } else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(device, kind, size, stream, pool);
+    else cmh_drverr_note(call, r, 0, requested);
 }
 
 static CUresult free_hooked(CUresult (*fn)(CUdeviceptr), CUdeviceptr p)
@@ -431,7 +434,10 @@ static CUresult free_hooked(CUresult (*fn)(CUdeviceptr), CUdeviceptr p)
     cmh_live was;
     int had = cmh_rec_enabled() && p && cmh_hist_segment_free(p, 0, CMH_ACT_SEGMENT_FREE, &was);
     CUresult r = fn(p);
-    if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);
+    if (CMH_UNLIKELY(r != CUDA_SUCCESS)) { /* a double free, a pointer never allocated, an address inside one */
+        if (had) cmh_hist_free_undo(&was);
+        cmh_drverr_note("cuMemFree", r, p, 0);
+    }
     return r;
 }
 
@@ -441,7 +447,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n)
 {
     REAL(cuMemAlloc_v2);
     CUresult r = fn_(dptr, n);
-    if (cmh_rec_enabled()) after_alloc(r, cmh_current_device(), CMH_KIND_DEVICE, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0, 0);
+    if (cmh_rec_enabled()) after_alloc("cuMemAlloc", r, cmh_current_device(), CMH_KIND_DEVICE, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0, 0);
     return r;
 }
 
@@ -451,7 +457,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w, size_t h
     CUresult r = fn_(dptr, pitch, w, h, elem);
     if (cmh_rec_enabled()) {
         uint64_t size = r == CUDA_SUCCESS ? (uint64_t)*pitch * h : (uint64_t)w * h;
-        after_alloc(r, cmh_current_device(), CMH_KIND_PITCH, r == CUDA_SUCCESS ? *dptr : 0, size, (uint64_t)w * h, 0, 0);
+        after_alloc("cuMemAllocPitch", r, cmh_current_device(), CMH_KIND_PITCH, r == CUDA_SUCCESS ? *dptr : 0, size, (uint64_t)w * h, 0, 0);
     }
     return r;
 }
@@ -460,7 +466,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned flags)
 {
     REAL(cuMemAllocManaged);
     CUresult r = fn_(dptr, n, flags);
-    if (cmh_rec_enabled()) after_alloc(r, cmh_current_device(), CMH_KIND_MANAGED, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0, 0);
+    if (cmh_rec_enabled()) after_alloc("cuMemAllocManaged", r, cmh_current_device(), CMH_KIND_MANAGED, r == CUDA_SUCCESS ? *dptr : 0, n, n, 0, 0);
     return r;
 }
 
@@ -474,13 +480,14 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 
 /* dev_expr: the allocation's device (the stream's, or the pool's location), worked out after the
  * call; pool_expr: its pool, known also for a failed request (the OOM names it) */
-#define ASYNC_ALLOC(name, call, dev_expr, pool_expr)                                                             \
+#define ASYNC_ALLOC(name, base, call, dev_expr, pool_expr)                                                       \
     REAL(name);                                                                                                  \
     CUresult r = call;                                                                                           \
-    if (cmh_rec_enabled() && (r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY)) {                             \
+    if (CMH_UNLIKELY(r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY)) cmh_drverr_note(base, r, 0, n);        \
+    else if (cmh_rec_enabled()) {                                                                                \
         int dev_ = dev_expr;                                                                                     \
         uint64_t pool_ = (uint64_t)(uintptr_t)(pool_expr);                                                       \
-        after_alloc(r, dev_, CMH_KIND_ASYNC, r == CUDA_SUCCESS ? *dptr : 0, n, n, (uint64_t)(uintptr_t)s, pool_); \
+        after_alloc(base, r, dev_, CMH_KIND_ASYNC, r == CUDA_SUCCESS ? *dptr : 0, n, n, (uint64_t)(uintptr_t)s, pool_); \
         if (r == CUDA_SUCCESS) first_alloc_on_stream(dev_, s);                                                   \
         if (pool_ && r == CUDA_SUCCESS) cmh_pools_sample(pool_, dev_);                                           \
     }                                                                                                            \
@@ -495,19 +502,19 @@ static CUmemoryPool current_pool(int device)
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocAsync, fn_(dptr, n, s), stream_device(s), current_pool(dev_))
+    ASYNC_ALLOC(cuMemAllocAsync, "cuMemAllocAsync", fn_(dptr, n, s), stream_device(s), current_pool(dev_))
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocAsync_ptsz, fn_(dptr, n, s), stream_device(s), current_pool(dev_))
+    ASYNC_ALLOC(cuMemAllocAsync_ptsz, "cuMemAllocAsync", fn_(dptr, n, s), stream_device(s), current_pool(dev_))
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocFromPoolAsync, fn_(dptr, n, pool, s), pool_device(pool), pool)
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", fn_(dptr, n, pool, s), pool_device(pool), pool)
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
 {
-    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, fn_(dptr, n, pool, s), pool_device(pool), pool)
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", fn_(dptr, n, pool, s), pool_device(pool), pool)
 }
 
 /* the pool the allocation came from, remembered with it (cmh_live.aux), takes it back */
@@ -516,8 +523,10 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool 
     cmh_live was;                                                                                                \
     int had = cmh_rec_enabled() && p && cmh_hist_segment_free(p, (uint64_t)(uintptr_t)s, CMH_ACT_SEGMENT_FREE, &was);  \
     CUresult r = fn_(p, s);                                                                                      \
-    if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);                                                      \
-    if (had && r == CUDA_SUCCESS && was.aux) cmh_pools_sample(was.aux, was.device);                              \
+    if (CMH_UNLIKELY(r != CUDA_SUCCESS)) {                                                                       \
+        if (had) cmh_hist_free_undo(&was);                                                                       \
+        cmh_drverr_note("cuMemFreeAsync", r, p, 0);                                                              \
+    } else if (had && was.aux) cmh_pools_sample(was.aux, was.device);                                            \
     return r;
 
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { ASYNC_FREE(cuMemFreeAsync) }
@@ -600,6 +609,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAlloc
      * segment yet, and owners called it 'not recorded (CUDA context, other processes)') */
     if (r == CUDA_SUCCESS) cmh_vmm_handle_created(*h, dev, n);
     else if (r == CUDA_ERROR_OUT_OF_MEMORY) oom(dev, CMH_KIND_VMM, n, 0, 0);
+    else cmh_drverr_note("cuMemCreate", r, 0, n);
     return r;
 }
 
@@ -608,6 +618,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle h)
     REAL(cuMemRelease);
     CUresult r = fn_(h);
     if (r == CUDA_SUCCESS) cmh_vmm_handle_released(h);
+    else cmh_drverr_note("cuMemRelease", r, (uint64_t)h, 0); /* (a handle released twice, or never made) */
     return r;
 }
 
@@ -619,7 +630,7 @@ CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHan
         int dev = cmh_vmm_handle_device(h);
         cmh_vmm_mapped(dev >= 0 ? dev : cmh_current_device(), p, n, h);
         first_alloc(dev >= 0 ? dev : cmh_current_device());
-    }
+    } else if (r != CUDA_SUCCESS) cmh_drverr_note("cuMemMap", r, p, n);
     return r;
 }
 
@@ -629,8 +640,10 @@ CUresult cuMemUnmap(CUdeviceptr p, size_t n)
     cmh_unmap u;
     cmh_vmm_unmap(p, n, &u); /* recorded before the driver unmaps, as every free */
     CUresult r = fn_(p, n);
-    if (r != CUDA_SUCCESS) cmh_vmm_unmap_undo(&u);
-    else cmh_vmm_unmap_done(&u);
+    if (CMH_UNLIKELY(r != CUDA_SUCCESS)) {
+        cmh_vmm_unmap_undo(&u);
+        cmh_drverr_note("cuMemUnmap", r, p, n);
+    } else cmh_vmm_unmap_done(&u);
     return r;
 }
 
@@ -639,6 +652,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr
     REAL(cuMemAddressReserve);
     CUresult r = fn_(p, n, align, addr, flags);
     if (r == CUDA_SUCCESS && p) cmh_vmm_reserved(*p, n);
+    else if (r != CUDA_SUCCESS) cmh_drverr_note("cuMemAddressReserve", r, addr, n);
     return r;
 }
 
@@ -647,6 +661,7 @@ CUresult cuMemAddressFree(CUdeviceptr p, size_t n)
     REAL(cuMemAddressFree);
     CUresult r = fn_(p, n);
     if (r == CUDA_SUCCESS) cmh_vmm_reservation_freed(p);
+    else cmh_drverr_note("cuMemAddressFree", r, p, n);
     return r;
 }
 
@@ -656,7 +671,7 @@ CUresult cuMemAllocHost_v2(void **pp, size_t n)
 {
     REAL(cuMemAllocHost_v2);
     CUresult r = fn_(pp, n);
-    if (cmh_rec_enabled()) after_alloc(r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0, 0);
+    if (cmh_rec_enabled()) after_alloc("cuMemAllocHost", r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0, 0);
     return r;
 }
 
@@ -664,7 +679,7 @@ CUresult cuMemHostAlloc(void **pp, size_t n, unsigned flags)
 {
     REAL(cuMemHostAlloc);
     CUresult r = fn_(pp, n, flags);
-    if (cmh_rec_enabled()) after_alloc(r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0, 0);
+    if (cmh_rec_enabled()) after_alloc("cuMemHostAlloc", r, -1, CMH_KIND_HOST, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pp : 0, n, n, 0, 0);
     return r;
 }
 
@@ -674,7 +689,10 @@ CUresult cuMemFreeHost(void *p)
     cmh_live was;
     int had = cmh_rec_enabled() && p && cmh_hist_segment_free((uint64_t)(uintptr_t)p, 0, CMH_ACT_SEGMENT_FREE, &was);
     CUresult r = fn_(p);
-    if (had && r != CUDA_SUCCESS) cmh_hist_free_undo(&was);
+    if (CMH_UNLIKELY(r != CUDA_SUCCESS)) {
+        if (had) cmh_hist_free_undo(&was);
+        cmh_drverr_note("cuMemFreeHost", r, (uint64_t)(uintptr_t)p, 0);
+    }
     return r;
 }
 

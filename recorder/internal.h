@@ -392,6 +392,14 @@ CMH_HIDDEN void cmh_vmm_atfork_prepare(void);
 CMH_HIDDEN void cmh_vmm_atfork_parent(void);
 CMH_HIDDEN void cmh_vmm_reset_after_fork(void);
 
+/* ---- drverr.c: failed driver calls other than OOMs ---- */
+/* A hook's failure branch: call (a string literal, the entry point's base name) returned result
+ * for addr/size (0 where the call has none). */
+CMH_HIDDEN void cmh_drverr_note(const char *call, int result, uint64_t addr, uint64_t size);
+/* The table, into s (.cmh "driver_errors"; stacks through stack_map). */
+CMH_HIDDEN int cmh_drverr_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
+CMH_HIDDEN void cmh_drverr_reset_after_fork(void);
+
 /* ---- stacks.c ---- */
 /* Capture and intern the current stack; 0 = none (disabled, or the recorder is out of room). */
 CMH_HIDDEN uint32_t cmh_stack_capture(void);

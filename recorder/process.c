@@ -471,6 +471,7 @@ static void fork_child(void)
     cmh_pools_reset_after_fork();
     cmh_dump_reset_after_fork();
     cmh_meminfo_reset_after_fork();
+    cmh_drverr_reset_after_fork();
     pthread_mutex_init(&g_oom_lock, NULL);
     pthread_cond_init(&g_oom_cond, NULL);
     g_helper_started = 0; /* threads do not survive fork: a new helper at the child's first touch */

@@ -586,6 +586,38 @@ static int rd_vmm_maps(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+/* driver_errors: [[call, result, count, [[addr, size, thread, time_ns, stack], ...]], ...]; stacks come earlier */
+static int rd_driver_errors(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k, m, q;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_drv_error e = {0};
+        const char *call;
+        uint32_t cl;
+        int64_t res;
+        if (rd_array_n(c, 4, 64, &k, "driver_errors") || rd_str(c, &call, &cl) || rd_int(c, &res) || rd_u64(c, &e.count) ||
+            rd_array(c, &m))
+            return -1;
+        if (res < INT32_MIN || res > INT32_MAX) return fail(c, "driver_errors[%u]: result %lld", i, (long long)res);
+        snprintf(e.call, sizeof e.call, "%.*s", (int)(cl < sizeof e.call ? cl : sizeof e.call - 1), call);
+        e.result = (int32_t)res;
+        for (uint32_t j = 0; j < m; j++) {
+            cmh_drv_error_site w = {0};
+            if (rd_array_n(c, 5, 64, &q, "driver_errors site") || rd_u64(c, &w.addr) || rd_u64(c, &w.size) ||
+                rd_u32(c, &w.thread, UINT32_MAX, "thread") || rd_int(c, &w.time_ns) || rd_u32(c, &w.stack, s->nstacks, "stack id"))
+                return -1;
+            for (uint32_t x = 5; x < q; x++)
+                if (skip(c)) return -1;
+            if (e.nsites < CMH_DRV_ERROR_SITES) e.sites[e.nsites++] = w; /* (a later writer's more: kept counted) */
+        }
+        for (uint32_t j = 4; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_drv_error(s, &e) != CMH_OK) return nomem(c);
+    }
+    return 0;
+}
+
 /* device_ids: [[device, uuid, name, pci_bus], ...] */
 static int rd_device_ids(cur *c, cmh_snapshot *s)
 {
@@ -775,6 +807,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("vmm_unmapped")) r = rd_vmm_unmapped(c, s);
         else if (KEY("vmm_maps")) r = rd_vmm_maps(c, s);
         else if (KEY("device_ids")) r = rd_device_ids(c, s);
+        else if (KEY("driver_errors")) r = rd_driver_errors(c, s);
         else if (KEY("thread_ids")) r = rd_thread_ids(c, s);
         else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);
         else if (KEY("entry_pool_ids")) {

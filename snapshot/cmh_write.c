@@ -149,7 +149,7 @@ static int write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry
     /* entries carry a pool id only when not (0, 0): whether the source said it of every entry is
      * said once, so that a pickle written back says 'pool_id' as the one read did */
     int pool_ids = (s->pt_fields & CMH_PT_POOL_ID) != 0;
-    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nvmm_maps ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (with_torch ? 2 : 0) +
+    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nvmm_maps ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (s->ndrv_errors ? 1 : 0) + (with_torch ? 2 : 0) +
                               (nested ? 0 : 2) + pool_ids);
 
     pack_key(&pk, "format");
@@ -407,6 +407,27 @@ static int write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry
             msgpack_pack_uint64(&pk, m->handle_size);
             msgpack_pack_uint32(&pk, m->handle_stack);
             msgpack_pack_int64(&pk, m->handle_time_ns);
+        }
+    }
+    if (s->ndrv_errors) { /* [[call, result, count, [[addr, size, thread, time_ns, stack], ...]], ...] */
+        pack_key(&pk, "driver_errors");
+        msgpack_pack_array(&pk, s->ndrv_errors);
+        for (uint32_t i = 0; i < s->ndrv_errors; i++) {
+            const cmh_drv_error *e = &s->drv_errors[i];
+            msgpack_pack_array(&pk, 4);
+            pack_str(&pk, e->call);
+            msgpack_pack_int32(&pk, e->result);
+            msgpack_pack_uint64(&pk, e->count);
+            msgpack_pack_array(&pk, e->nsites);
+            for (uint32_t j = 0; j < e->nsites; j++) {
+                const cmh_drv_error_site *w = &e->sites[j];
+                msgpack_pack_array(&pk, 5);
+                msgpack_pack_uint64(&pk, w->addr);
+                msgpack_pack_uint64(&pk, w->size);
+                msgpack_pack_uint32(&pk, w->thread);
+                msgpack_pack_int64(&pk, w->time_ns);
+                msgpack_pack_uint32(&pk, w->stack);
+            }
         }
     }
     if (s->nidents) { /* [[device, uuid, name, pci_bus], ...], plain strings */

@@ -200,6 +200,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->vmm_maps);
     free(s->threads);
     free(s->idents);
+    free(s->drv_errors);
     for (uint32_t i = 0; i < s->nchildren; i++) free(s->children[i].path);
     free(s->children);
     cmh_oa_free(&s->stack_index);
@@ -231,6 +232,76 @@ int cmh_snapshot_add_vmm_unmapped(cmh_snapshot *s, const cmh_vmm_handle *h)
     if (GROW(s, vmm_unmapped, s->nvmm_unmapped + 1, cap_vmm_unmapped) != CMH_OK) return CMH_ENOMEM;
     s->vmm_unmapped[s->nvmm_unmapped++] = *h;
     return CMH_OK;
+}
+
+int cmh_snapshot_add_drv_error(cmh_snapshot *s, const cmh_drv_error *e)
+{
+    if (GROW(s, drv_errors, s->ndrv_errors + 1, cap_drv_errors) != CMH_OK) return CMH_ENOMEM;
+    s->drv_errors[s->ndrv_errors++] = *e;
+    return CMH_OK;
+}
+
+const char *cmh_cuda_error_name(int32_t result, char *buf, size_t n)
+{
+    static const struct {
+        int32_t code;
+        const char *name;
+    } k[] = {{0, "CUDA_SUCCESS"},
+             {1, "CUDA_ERROR_INVALID_VALUE"},
+             {2, "CUDA_ERROR_OUT_OF_MEMORY"},
+             {3, "CUDA_ERROR_NOT_INITIALIZED"},
+             {4, "CUDA_ERROR_DEINITIALIZED"},
+             {100, "CUDA_ERROR_NO_DEVICE"},
+             {101, "CUDA_ERROR_INVALID_DEVICE"},
+             {201, "CUDA_ERROR_INVALID_CONTEXT"},
+             {208, "CUDA_ERROR_ALREADY_MAPPED"},
+             {211, "CUDA_ERROR_NOT_MAPPED"},
+             {400, "CUDA_ERROR_INVALID_HANDLE"},
+             {500, "CUDA_ERROR_NOT_FOUND"},
+             {700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+             {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED"},
+             {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
+             {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"},
+             {719, "CUDA_ERROR_LAUNCH_FAILED"},
+             {801, "CUDA_ERROR_NOT_SUPPORTED"},
+             {802, "CUDA_ERROR_SYSTEM_NOT_READY"},
+             {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+             {999, "CUDA_ERROR_UNKNOWN"}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (k[i].code == result) return k[i].name;
+    snprintf(buf, n, "CUresult %d", (int)result);
+    return buf;
+}
+
+const char *cmh_driver_error_what(const cmh_snapshot *s, uint64_t addr, int64_t t, char *buf, size_t n)
+{
+    /* through every trace up to t: the last event of a segment based at addr, and the live
+     * segment (or mapped range) addr falls inside of, not at its base */
+    int base_state = 0; /* 0 never seen, 1 live, 2 freed */
+    uint64_t in_base = 0, in_size = 0;
+    for (uint32_t i = 0; i < s->ntraces; i++) {
+        const cmh_trace *tr = &s->traces[i];
+        for (uint32_t j = 0; j < tr->nentries; j++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + j];
+            if (e->action != CMH_ACT_SEGMENT_ALLOC && e->action != CMH_ACT_SEGMENT_FREE && e->action != CMH_ACT_SEGMENT_MAP &&
+                e->action != CMH_ACT_SEGMENT_UNMAP)
+                continue;
+            int64_t et = cmh_entry_time(s, e);
+            if (t && et > t) break;
+            uint64_t a = cmh_entry_addr(s, e), z = cmh_entry_size(s, e);
+            int made = e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_MAP;
+            if (a == addr) base_state = made ? 1 : 2;
+            else if (made && addr > a && addr - a < z) in_base = a, in_size = z;
+            else if (!made && a == in_base && in_size) in_base = in_size = 0;
+        }
+    }
+    if (in_size)
+        snprintf(buf, n, "inside the live %.1f MiB allocation at 0x%llx (+%llu bytes), not its base", (double)in_size / 1048576.0,
+                 (unsigned long long)in_base, (unsigned long long)(addr - in_base));
+    else if (base_state == 2) snprintf(buf, n, "freed already (a double free)");
+    else if (base_state == 1) snprintf(buf, n, "live in the trace");
+    else snprintf(buf, n, "never allocated while recorded");
+    return buf;
 }
 
 int cmh_snapshot_add_vmm_map(cmh_snapshot *s, const cmh_vmm_map *m)
@@ -711,6 +782,9 @@ int cmh_snapshot_number_threads(cmh_snapshot *s)
         if (s->threads[i].thread > max) max = s->threads[i].thread;
     for (uint32_t i = 0; i < s->nmeminfo; i++) /* a sample names its thread as entries do */
         if (s->meminfo[i].thread > max) max = s->meminfo[i].thread;
+    for (uint32_t i = 0; i < s->ndrv_errors; i++) /* so does a failed driver call */
+        for (uint32_t j = 0; j < s->drv_errors[i].nsites; j++)
+            if (s->drv_errors[i].sites[j].thread > max) max = s->drv_errors[i].sites[j].thread;
     if (max > (1u << 24)) return CMH_OK; /* not a recorder's numbers: left alone */
     thread_order *o = calloc((size_t)max + 1, sizeof *o);
     uint32_t *to = calloc((size_t)max + 1, sizeof *to);
@@ -729,6 +803,8 @@ int cmh_snapshot_number_threads(cmh_snapshot *s)
     for (uint32_t i = 0; i < s->nxsets; i++) s->xsets[i].thread = to[s->xsets[i].thread];
     for (uint32_t i = 0; i < s->nthreads; i++) s->threads[i].thread = to[s->threads[i].thread];
     for (uint32_t i = 0; i < s->nmeminfo; i++) s->meminfo[i].thread = to[s->meminfo[i].thread];
+    for (uint32_t i = 0; i < s->ndrv_errors; i++)
+        for (uint32_t j = 0; j < s->drv_errors[i].nsites; j++) s->drv_errors[i].sites[j].thread = to[s->drv_errors[i].sites[j].thread];
     free(o);
     free(to);
     return xset_reindex(s);

@@ -507,6 +507,54 @@ static void test_vmm_maps_round_trip(void)
     cmh_snapshot_free(&s);
 }
 
+/* The failed driver calls (driver_errors): read back as written, the same bytes again, every
+ * truncation refused, a stack id out of range refused; a record without them reads none. */
+static void test_driver_errors_round_trip(void)
+{
+    cmh_snapshot s, r;
+    build(&s);
+    CU_ASSERT_FATAL(s.nstacks >= 2);
+    char *buf, *buf2;
+    size_t len, len2;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK); /* without: none read, version 1 */
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT(r.ndrv_errors == 0 && r.version == 1);
+    cmh_snapshot_free(&r);
+    free(buf);
+    cmh_drv_error a = {.call = "cuMemFree", .result = 1, .count = 11, .nsites = 2};
+    a.sites[0] = (cmh_drv_error_site){0x7f0000400000ull, 0, 1, s.nstacks - 1, 1700000000100000000ll};
+    a.sites[1] = (cmh_drv_error_site){0xdeadbeef000ull, 0, 2, 0, 1700000000200000000ll};
+    cmh_drv_error b = {.call = "cuMemRelease", .result = 400, .count = 1, .nsites = 0};
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_drv_error(&s, &a), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_drv_error(&s, &b), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(r.version, 1); /* an optional table: no new version */
+    CU_ASSERT_EQUAL_FATAL(r.ndrv_errors, 2);
+    CU_ASSERT(!strcmp(r.drv_errors[0].call, "cuMemFree") && r.drv_errors[0].result == 1 && r.drv_errors[0].count == 11 &&
+              r.drv_errors[0].nsites == 2);
+    CU_ASSERT(r.drv_errors[0].sites[0].addr == a.sites[0].addr && r.drv_errors[0].sites[0].stack == a.sites[0].stack &&
+              r.drv_errors[0].sites[0].thread == 1 && r.drv_errors[0].sites[0].time_ns == a.sites[0].time_ns);
+    CU_ASSERT(r.drv_errors[0].sites[1].addr == 0xdeadbeef000ull && r.drv_errors[0].sites[1].thread == 2);
+    CU_ASSERT(!strcmp(r.drv_errors[1].call, "cuMemRelease") && r.drv_errors[1].result == 400 && r.drv_errors[1].nsites == 0);
+    char nb[32];
+    CU_ASSERT_STRING_EQUAL(cmh_cuda_error_name(1, nb, sizeof nb), "CUDA_ERROR_INVALID_VALUE");
+    CU_ASSERT_STRING_EQUAL(cmh_cuda_error_name(12345, nb, sizeof nb), "CUresult 12345");
+    CU_ASSERT_EQUAL(write_mem(&r, &buf2, &len2), CMH_OK);
+    CU_ASSERT(len2 == len && memcmp(buf, buf2, len) == 0);
+    free(buf2);
+    cmh_snapshot_free(&r);
+    for (size_t n = 0; n < len; n += 5) CU_ASSERT_EQUAL(cmh_cmh_read(buf, n, &r, err, sizeof err), CMH_EFORMAT);
+    free(buf);
+    s.drv_errors[0].sites[1].stack = 99;
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_EFORMAT);
+    CU_ASSERT(strstr(err, "stack id 99 out of range") != NULL);
+    free(buf);
+    cmh_snapshot_free(&s);
+}
+
 /* The cuMemCreate handles held and mapped nowhere (vmm_unmapped): read back as written, the
  * same bytes again, every truncation refused; a stack id or device out of range refused. */
 static void test_vmm_unmapped_round_trip(void)
@@ -828,6 +876,7 @@ int main(void)
     CMH_ADD_TEST(s, test_every_truncation_fails_cleanly);
     CMH_ADD_TEST(s, test_torch_part_round_trip);
     CMH_ADD_TEST(s, test_vmm_unmapped_round_trip);
+    CMH_ADD_TEST(s, test_driver_errors_round_trip);
     CMH_ADD_TEST(s, test_vmm_maps_round_trip);
     CMH_ADD_TEST(s, test_garbage_and_hostile_input);
     CMH_ADD_TEST(s, test_load_names_the_file);

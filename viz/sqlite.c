@@ -53,7 +53,9 @@ static const char *const g_schema =
     " block_y INTEGER, block_z INTEGER, registers INTEGER, shared_bytes INTEGER);"
     "CREATE TABLE marks (process_id INTEGER, device INTEGER, seq INTEGER, time_ns INTEGER, name TEXT, stage TEXT);"
     "CREATE TABLE threads (process_id INTEGER, thread INTEGER, pid INTEGER, tid INTEGER, name TEXT,"
-    " PRIMARY KEY (process_id, thread));";
+    " PRIMARY KEY (process_id, thread));"
+    "CREATE TABLE driver_errors (process_id INTEGER, call TEXT, result INTEGER, error TEXT, count INTEGER, seq INTEGER,"
+    " address INTEGER, size INTEGER, thread INTEGER, time_ns INTEGER, stack_id INTEGER, what TEXT);";
 
 static const char *const g_indexes =
     "CREATE INDEX events_time ON events (process_id, device, time_ns);"
@@ -65,7 +67,7 @@ static const char *const g_indexes =
 
     "CREATE INDEX processes_rank ON processes (rank);";
 
-enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, Q_THREAD, Q_POOL, NQ };
+enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, Q_THREAD, Q_POOL, Q_DRVERR, NQ };
 static const char *const g_insert[NQ] = {
     "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -79,6 +81,7 @@ static const char *const g_insert[NQ] = {
     "INSERT INTO marks VALUES (?,?,?,?,?,?)",
     "INSERT INTO threads VALUES (?,?,?,?,?)",
     "INSERT INTO pools VALUES (?,?,?,?,?,?,?,?)",
+    "INSERT INTO driver_errors VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
 };
 
 struct cmh_sqlite {
@@ -450,6 +453,30 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         rc = run(x, &b, "threads");
     }
     if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg);
+    /* driver calls that failed other than OOMs (a double free, a free of a pointer never
+     * allocated): no events row shows them (the driver did nothing).  A row per call kept (seq 1,
+     * 2, ...; count the (call, result)'s total, on each row), or one with seq NULL where none was */
+    for (uint32_t i = 0; i < s->ndrv_errors && rc == CMH_OK; i++) {
+        const cmh_drv_error *e = &s->drv_errors[i];
+        char nb[32], what[256];
+        for (uint32_t j = 0; j < (e->nsites ? e->nsites : 1) && rc == CMH_OK; j++) {
+            const cmh_drv_error_site *w = e->nsites ? &e->sites[j] : NULL;
+            BIND(Q_DRVERR);
+            b_int(&b, pid), b_text(&b, e->call), b_int(&b, e->result), b_text(&b, cmh_cuda_error_name(e->result, nb, sizeof nb));
+            b_int(&b, (int64_t)e->count);
+            if (w) {
+                int is_free = !strcmp(e->call, "cuMemFree") || !strcmp(e->call, "cuMemFreeAsync") ||
+                              !strcmp(e->call, "cuMemFreeHost") || !strcmp(e->call, "cuMemUnmap");
+                b_int(&b, (int64_t)j + 1), b_int(&b, (int64_t)w->addr), b_int(&b, (int64_t)w->size);
+                b_opt(&b, w->thread ? (int64_t)w->thread : -1), b_opt(&b, w->time_ns ? w->time_ns : -1);
+                if (w->stack) b_int(&b, w->stack);
+                else b_null(&b);
+                b_text(&b, is_free ? cmh_driver_error_what(s, w->addr, w->time_ns, what, sizeof what) : NULL);
+            } else
+                for (int k = 0; k < 7; k++) b_null(&b);
+            rc = run(x, &b, "driver_errors");
+        }
+    }
     pool_list pl = {NULL, 0};
     if (rc == CMH_OK) rc = cmh_pool_descs(s, &pl.d, &pl.n);
     for (uint32_t i = 0; i < pl.n && rc == CMH_OK; i++) { /* the record's stream-ordered pools, by kind */

@@ -383,6 +383,26 @@ typedef struct cmh_vmm_map {
     int64_t handle_time_ns;   /* when it was made (0: unknown) */
 } cmh_vmm_map;
 
+/* Driver calls of the memory API that failed with an error other than out-of-memory (those are
+ * the trace's oom entries): a double free, a free of a pointer never allocated or of an address
+ * inside an allocation (cuMemFree returns CUDA_ERROR_INVALID_VALUE), a release of a handle
+ * already released...  One per (call, result): how many times, and the first
+ * CMH_DRV_ERROR_SITES of them (.cmh "driver_errors"). */
+#define CMH_DRV_ERROR_SITES 8
+typedef struct cmh_drv_error_site {
+    uint64_t addr, size; /* the address (or handle) the call was given, and the bytes asked (0: none) */
+    uint32_t thread;     /* the calling thread, as entries number them (0: not known) */
+    uint32_t stack;      /* its stack (0: none captured: --context none) */
+    int64_t time_ns;     /* when (0: unknown) */
+} cmh_drv_error_site;
+typedef struct cmh_drv_error {
+    char call[32];   /* the driver entry point, by its base name ("cuMemFree") */
+    int32_t result;  /* the CUresult it returned */
+    uint64_t count;  /* how many times */
+    uint32_t nsites; /* the first of them, at most CMH_DRV_ERROR_SITES */
+    cmh_drv_error_site sites[CMH_DRV_ERROR_SITES];
+} cmh_drv_error;
+
 typedef struct cmh_snapshot {
     uint32_t version;
     uint8_t source;
@@ -475,6 +495,9 @@ typedef struct cmh_snapshot {
     /* which GPU each device number was (.cmh "device_ids"; none for a PyTorch snapshot) */
     cmh_device_ident *idents;
     uint32_t nidents, cap_idents;
+    /* failed driver calls other than OOMs (.cmh "driver_errors"; none in older records) */
+    cmh_drv_error *drv_errors;
+    uint32_t ndrv_errors, cap_drv_errors;
     /* PyTorch's own snapshot of the same process, taken with ours (co-recording, `merge`): its
      * caching allocator's segments, blocks, trace and stacks, in its own model; NULL if none.
      * torch_clock_ns: add it to a time of PyTorch's part to get ours (the two clocks aligned). */
@@ -516,6 +539,13 @@ int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segmen
 int cmh_snapshot_add_meminfo(cmh_snapshot *s, const cmh_meminfo *m);
 int cmh_snapshot_add_vmm_unmapped(cmh_snapshot *s, const cmh_vmm_handle *h);
 int cmh_snapshot_add_vmm_map(cmh_snapshot *s, const cmh_vmm_map *m);
+int cmh_snapshot_add_drv_error(cmh_snapshot *s, const cmh_drv_error *e);
+/* The CUresult's name ("CUDA_ERROR_INVALID_VALUE"); "CUresult N" written into buf for one not known. */
+const char *cmh_cuda_error_name(int32_t result, char *buf, size_t n);
+/* What the trace says of addr at time t (a refused free's address), in buf: "freed already (a
+ * double free)", "inside the live 4.0 MiB allocation at 0x... (+4096 bytes), not its base",
+ * "never allocated while recorded" or "live in the trace". */
+const char *cmh_driver_error_what(const cmh_snapshot *s, uint64_t addr, int64_t t, char *buf, size_t n);
 int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b);
 int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out);
 int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry_full *e); /* into the last trace */

@@ -1,0 +1,100 @@
+#!/bin/sh
+# badfree_test.sh BUILD_DIR SOURCE_DIR - frees the driver refuses (tests/badfree.c): a double
+# free, a free of a pointer never allocated, a free of an address inside a live allocation (not
+# its base).  The driver returns CUDA_ERROR_INVALID_VALUE for each and does nothing, so no trace
+# entry shows them; before, every report and export showed three entries and said nothing of the
+# three failed calls.  Now the record keeps them (.cmh driver_errors) and summary, oom and leaks
+# say them in a note (their --json, trace --json and export's sqlite as a list); trace's text,
+# PyTorch's, has no such action and stays as it was.
+TEST=badfree . "$(dirname "$0")/testlib.sh"
+
+"$CMH" record -q -o bf.cmh -- "$B/tests/badfree" >bf.out 2>bf.err
+rc=$?
+check "badfree ran whole (exit $rc: $(cat bf.err))" "[ $rc -eq 0 ] && [ -s bf.cmh ]"
+# the fake driver refuses them as the real one does (CUDA_ERROR_INVALID_VALUE, 1)
+check "the driver refused the double free, the unknown pointer and the interior address with CUDA_ERROR_INVALID_VALUE" \
+    "grep -qx 'double free -> 1' bf.out && grep -qx 'unknown free -> 1' bf.out && grep -qx 'interior free -> 1' bf.out"
+A=$(sed -n 's/^a=\(0x[0-9a-f]*\) b=.*/\1/p' bf.out)
+BB=$(sed -n 's/^a=.* b=\(0x[0-9a-f]*\)$/\1/p' bf.out)
+INNER=$(printf '0x%x' $((BB + 4096)))
+L1=$(grep -n 'freed twice' "$SRC/tests/badfree.c" | head -1 | cut -d: -f1)
+L2=$(grep -n 'never allocated \*/' "$SRC/tests/badfree.c" | head -1 | cut -d: -f1)
+L3=$(grep -n 'inside b, live' "$SRC/tests/badfree.c" | head -1 | cut -d: -f1)
+
+"$CMH" summary bf.cmh >sum.txt 2>&1
+"$CMH" oom bf.cmh >oom.txt 2>&1
+"$CMH" leaks bf.cmh >leaks.txt 2>&1
+for f in sum oom leaks; do
+    check "$f: one note names the 3 failed cuMemFree calls and what each address was" \
+        "[ \$(grep -c 'driver calls failed' $f.txt) -eq 1 ] && grep -q '^note: 3 driver calls failed' $f.txt &&
+         grep -q 'cuMemFree returned CUDA_ERROR_INVALID_VALUE 3 times' $f.txt &&
+         grep -q '^        $A: freed already (a double free), at main' $f.txt &&
+         grep -q '^        0xdeadbeef000: never allocated while recorded, at main' $f.txt &&
+         grep -q '^        $INNER: inside the live 1.0 MiB allocation at $BB (+4096 bytes), not its base, at main' $f.txt"
+done
+check "leaks: each failed call at its line of badfree.c (thread 1)" \
+    "grep -q 'first at main (.*badfree.c:$L1) (thread 1)' leaks.txt && grep -q 'never allocated while recorded, at main (.*badfree.c:$L2) (thread 1)' leaks.txt &&
+     grep -q 'not its base, at main (.*badfree.c:$L3) (thread 1)' leaks.txt"
+
+"$CMH" summary --json bf.cmh >sum.json 2>/dev/null
+"$CMH" oom --json bf.cmh >oom.json 2>/dev/null
+"$CMH" leaks --json bf.cmh >leaks.json 2>/dev/null
+"$CMH" trace --json bf.cmh >trace.json 2>/dev/null
+check "summary, oom, leaks and trace --json: driver_errors lists the three calls, in order, with their addresses" "py - $A $BB <<'PY'
+import json, sys
+a, b = int(sys.argv[1], 16), int(sys.argv[2], 16)
+for f in ('sum', 'oom', 'leaks', 'trace'):
+    d = json.load(open(f + '.json'))
+    assert len(d) == 1, (f, len(d))
+    de = d[0]['driver_errors']
+    assert len(de) == 1, (f, de)
+    e = de[0]
+    assert e['call'] == 'cuMemFree' and e['result'] == 1 and e['error'] == 'CUDA_ERROR_INVALID_VALUE' and e['count'] == 3, (f, e)
+    assert [c['address'] for c in e['calls']] == [a, 0xdeadbeef000, b + 4096], (f, e)
+    assert [c['what'].split(' ')[0] for c in e['calls']] == ['freed', 'never', 'inside'], (f, e)
+    assert all(c['thread'] == 1 and c['time_ns'] > 0 and c['site'] for c in e['calls']), (f, e)
+    ts = sorted(c['time_ns'] for c in e['calls'])
+    assert ts == [c['time_ns'] for c in e['calls']], (f, e)
+# the trace itself is unchanged: the 2 allocations and the 1 free that succeeded
+t = json.load(open('trace.json'))[0]['entries']
+assert len(t) == 3, t
+PY"
+
+# trace's text is PyTorch's (no such action): unchanged, three entries
+"$CMH" trace bf.cmh >trace.txt 2>/dev/null
+check "trace: PyTorch's text, no word of the failed calls" \
+    "[ \$(grep -c 'cudaMalloc\|cudaFree' trace.txt) -eq 3 ] && ! grep -qi 'driver\|INVALID_VALUE' trace.txt"
+
+# export sqlite: a driver_errors table (docs/FLEET.md)
+rm -f bf.db
+"$CMH" export -o bf.db bf.cmh >/dev/null 2>&1
+check "export sqlite: driver_errors has a row per failed call, their stacks in stacks" "py - $A <<'PY'
+import sqlite3, sys
+a = int(sys.argv[1], 16)
+db = sqlite3.connect('bf.db')
+r = db.execute('select call, result, error, count, seq, address, thread, what, stack_id from driver_errors order by seq').fetchall()
+assert len(r) == 3, r
+assert all(x[0] == 'cuMemFree' and x[1] == 1 and x[2] == 'CUDA_ERROR_INVALID_VALUE' and x[3] == 3 and x[6] == 1 for x in r), r
+assert [x[4] for x in r] == [1, 2, 3] and r[0][5] == a and r[1][5] == 0xdeadbeef000, r
+assert r[0][7].startswith('freed already') and r[2][7].startswith('inside the live'), r
+for x in r:
+    assert db.execute('select count(*) from stacks where process_id = 1 and stack_id = ?', (x[8],)).fetchone()[0] > 0, x
+PY"
+
+# --context none: counted and kept, without stacks
+CUMEMHIST_CONTEXT=none "$CMH" record -q -o nost.cmh -- "$B/tests/badfree" >/dev/null 2>&1
+"$CMH" summary --json nost.cmh >nost.json 2>/dev/null
+check "--context none: the failed calls kept, with no stack" "py <<'PY'
+import json
+e = json.load(open('nost.json'))[0]['driver_errors']
+assert len(e) == 1 and e[0]['count'] == 3 and len(e[0]['calls']) == 3, e
+assert all(c['site'] is None for c in e[0]['calls']), e
+PY"
+
+# a record without failed calls reads as before: no note, an empty list
+"$CMH" record -q -o clean.cmh -- "$B/tests/ctx_gone" destroy >/dev/null 2>&1
+"$CMH" summary clean.cmh >clean.txt 2>&1
+"$CMH" summary --json clean.cmh >clean.json 2>/dev/null
+check "a record without failed calls: no note, driver_errors []" \
+    "! grep -q 'driver call' clean.txt && py -c \"import json; assert all(d['driver_errors'] == [] for d in json.load(open('clean.json')))\""
+finish
