@@ -14,6 +14,7 @@ old CPythons write) and protocol 4 (`_dump_snapshot`'s pickle.dump on CPython 3.
   multidev two devices, an OOM on device 1 (device 0 healthy)
   pools    a private pool (segment_pool_id (1, 7)) beside the default pool, with a graph-capture
            style pool_id on entries
+  newact   an unknown action ('sync_hint') repeated before each of 6 allocations: not a step
 
 The figures each holds (what every reader must find) are in FIGS below, written to
 OUTDIR/figures.txt as NAME KEY VALUE lines.  Standard library only.
@@ -192,5 +193,19 @@ dump("pools", {"segments": pool_segs, "device_traces": [pool_tr], "allocator_set
 fig("pools", "reserved", 40 * MIB)
 fig("pools", "allocated", 14 * MIB)
 
+
+# a newer action that repeats like a step but is none: it must not step the leak verdicts
+S = 0x7fa000000000
+fl = [lin("train.py", 60, "step")]
+tr = [{"action": "segment_alloc", "addr": S, "size": 20 * MIB, "stream": 0, "time_us": T0, "frames": fl}]
+blocks = []
+for k in range(6):
+    tr.append({"action": "sync_hint", "addr": 0, "size": 0, "stream": 0, "time_us": T0 + 10 * k + 1, "frames": []})
+    tr.append({"action": "alloc", "addr": S + k * MIB, "size": MIB, "stream": 0, "time_us": T0 + 10 * k + 2, "frames": fl})
+    blocks.append(blk(S + k * MIB, MIB, "active_allocated", fl))
+blocks.append(blk(S + 6 * MIB, 14 * MIB, "inactive", []))
+dump("newact", {"segments": [seg(0, S, blocks, frames=fl)], "device_traces": [tr], "allocator_settings": {}})
+fig("newact", "reserved", 20 * MIB)
+fig("newact", "allocated", 6 * MIB)
 with open(os.path.join(OUT, "figures.txt"), "w") as f:
     f.write("\n".join(FIGS) + "\n")

@@ -28,10 +28,10 @@ for f in *.p2.pickle *.p4.pickle; do
     "$CMH" report -o "$f.html" "$f" >/dev/null 2>"$f.report.err" || bad "report $f: $(tail -2 "$f.report.err")"
     grep -l "Segmentation\|AddressSanitizer\|runtime error\|Assertion" "$f".*.err >/dev/null 2>&1 && bad "$f: a crash or sanitizer report"
 done
-[ $fail -eq 0 ] && ok "every command and export reads all 14 pickles"
+[ $fail -eq 0 ] && ok "every command and export reads all 16 pickles"
 
 # the figures: allocated and reserved from the segments where there is no trace (1.13)
-for n in v113 v113list recent windows pools v20; do
+for n in v113 v113list recent windows pools v20 newact; do
     for p in p2 p4; do
         f=$n.$p.pickle
         a=$(mib "$(fig $n allocated)") r=$(mib "$(fig $n reserved)")
@@ -86,6 +86,13 @@ acts = [e["action"] for e in d["device_traces"][0]]
 assert acts.count("defrag_hint") == 2 and len(acts) == 9, acts
 EOF
     check "export -f json $f: the unknown entries as themselves" "[ $? -eq 0 ]"
+done
+
+for p in p2 p4; do
+    f=newact.$p.pickle
+    check "leaks $f: a newer action repeated like a step steps nothing (it read '6 from the program's marks (\"sync_hint\")')" \
+        "grep -q '^steps: unknown' $f.leaks.out"
+    check "trace $f: its 13 entries, the 6 unknown ones printed" "grep -q '^13 entries\$' $f.trace.out && [ \$(grep -c \"^{'action': 'sync_hint'\" $f.trace.out) -eq 6 ]"
 done
 
 # no trace: said, not silent
