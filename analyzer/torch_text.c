@@ -500,7 +500,8 @@ static void get_final_segment(const void *ctx, size_t i, uint64_t *addr, uint64_
 static int pytorch_action(const cmh_snapshot *s, const cmh_entry *e)
 {
     int a = e->action;
-    return a != CMH_ACT_POOL_SAMPLE && (a != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(s)) && !cmh_entry_retried_oom(e);
+    return a != CMH_ACT_POOL_SAMPLE && (a != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(s) || CMH_ENTRY_UNKNOWN_ACTION(e)) &&
+           !cmh_entry_retried_oom(e);
 }
 
 

@@ -438,12 +438,13 @@ static void w_segment(pw *w, const cmh_snapshot *s, const cmh_segment *g)
     op(w, 'u');
 }
 
-/* Whether device_traces holds an entry of this action: PyTorch's actions, and marks where they
- * were PyTorch's own annotations (CMH_PT_MARKS_INLINE). */
+/* Whether device_traces holds an entry of this action: PyTorch's actions, marks where they
+ * were PyTorch's own annotations (CMH_PT_MARKS_INLINE), and actions a newer PyTorch wrote that
+ * this version does not know (CMH_EF_UNKNOWN_ACTION), always: they were read from the trace. */
 static int written_entry(const cmh_entry *e, int inline_marks)
 {
     if (cmh_entry_retried_oom(e)) return 0; /* PyTorch writes an 'oom' only once the allocation finally failed: aside */
-    return e->action < CMH_ACT_MARK || (e->action == CMH_ACT_MARK && inline_marks);
+    return e->action < CMH_ACT_MARK || (e->action == CMH_ACT_MARK && inline_marks) || CMH_ENTRY_UNKNOWN_ACTION(e);
 }
 
 /* Whether a reader of the pickle finds the entry in device_traces (what an aside item's position counts). */
