@@ -211,6 +211,10 @@ const char *cmh_no_history_cause(const cmh_snapshot *s, int device)
 {
     if (s->opt_enabled == CMH_ENABLED_STATE) return "recorded with enabled=state";
     const cmh_trace *t = cmh_snapshot_trace(s, device);
+    if (!t && (s->pt_fields & CMH_PT_BARE_SEGMENTS) && !s->ntraces)
+        return "the snapshot is memory_snapshot()'s bare segment list, which holds no trace";
+    if (!t && (s->pt_fields & CMH_PT_LEGACY_HISTORY) && !s->ntraces)
+        return "the snapshot has no trace: PyTorch 1.13's layout, segments with per-block history only";
     if (!t) return "the snapshot has no trace for this device";
     /* entries, none of them a change of memory: said as what they are (it read '1 trace entry'
      * then 'no history ... history off', which contradicted itself) */

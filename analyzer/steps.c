@@ -185,7 +185,7 @@ static int marks_of(const cmh_snapshot *s, int device, const cmh_replay *r, uint
     int full = 0; /* more families than the table holds: none lent (a family missing from it would be taken twice) */
     for (int64_t i = 0; i < n; i++) {
         const cmh_entry *e = cmh_replay_entry(r, i);
-        if (e->action != CMH_ACT_MARK || !mine(s, e, thread)) continue;
+        if (!CMH_ENTRY_STEP_MARK(e) || !mine(s, e, thread)) continue;
         if (CMH_GROW(v, cap, (uint64_t)nv + 1, 64)) goto oom;
         v[nv++] = (mark_at){i, cmh_entry_name(s, e), cmh_entry_time(s, e), nv, 0};
         int64_t tm = cmh_entry_time(s, e);
@@ -201,7 +201,7 @@ static int marks_of(const cmh_snapshot *s, int device, const cmh_replay *r, uint
             for (uint32_t i = 0; i < tr->nentries; i++) {
                 const cmh_entry *e = &s->entries[tr->first_entry + i];
                 int64_t tm = cmh_entry_time(s, e);
-                if (e->action != CMH_ACT_MARK || !mine(s, e, thread) || !tm) continue;
+                if (!CMH_ENTRY_STEP_MARK(e) || !mine(s, e, thread) || !tm) continue;
                 uint32_t nm = cmh_entry_name(s, e);
                 if (tm >= family_first(ff, nff, cmh_str(s, nm))) continue; /* this device has it, or has its family by then */
                 if (CMH_GROW(v, cap, (uint64_t)nv + 1, 64)) goto oom;

@@ -291,15 +291,16 @@ static void py_repr_str(FILE *fp, const char *s)
 /* Python's repr() of a trace entry dict, keys in PyTorch's order, present as in the file */
 static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
 {
-    int pt_mark = e->action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(s); /* PyTorch's annotation, as the pickle has it */
+    int unknown = CMH_ENTRY_UNKNOWN_ACTION(e); /* a newer PyTorch's action: as read, named by its action */
+    int pt_mark = e->action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(s) && !unknown; /* PyTorch's annotation, as the pickle has it */
     fputs("{'action': ", fp);
-    py_repr_str(fp, pt_mark ? cmh_pt_mark_action(e->flags) : cmh_action_name(e->action));
+    py_repr_str(fp, unknown ? cmh_str(s, cmh_entry_name(s, e)) : pt_mark ? cmh_pt_mark_action(e->flags) : cmh_action_name(e->action));
     if (e->action != CMH_ACT_OOM || cmh_entry_addr(s, e) != CMH_DEVICE_FREE_UNKNOWN) /* not known: no key, as the pickle has it */
         fprintf(fp, ", '%s': %" PRId64, e->action == CMH_ACT_OOM ? "device_free" : "addr", pt_mark ? 0 : (int64_t)cmh_entry_addr(s, e));
     fprintf(fp, ", 'size': %" PRId64 ", 'stream': %" PRId64, pt_mark ? 0 : (int64_t)cmh_entry_size(s, e), (int64_t)cmh_entry_stream(s, e));
     if (s->source != CMH_SRC_PYTORCH || (s->pt_fields & CMH_PT_TIME_US)) fprintf(fp, ", 'time_us': %" PRId64, cmh_entry_time(s, e) / 1000);
     if (e->action == CMH_ACT_POOL_SAMPLE) fprintf(fp, ", 'used': %" PRId64, (int64_t)cmh_entry_requested(s, e));
-    if (e->action == CMH_ACT_MARK && !pt_mark) {
+    if (e->action == CMH_ACT_MARK && !pt_mark && !unknown) {
         fputs(", 'name': ", fp);
         py_repr_str(fp, cmh_str(s, cmh_entry_name(s, e)));
     }
@@ -327,6 +328,10 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
     if (pt_mark) {
         fputs(", 'name': ", fp);
         py_repr_str(fp, cmh_str(s, cmh_entry_name(s, e)));
+        fputs("}\n", fp);
+        return;
+    }
+    if (unknown) {
         fputs("}\n", fp);
         return;
     }
@@ -495,7 +500,8 @@ static void get_final_segment(const void *ctx, size_t i, uint64_t *addr, uint64_
 static int pytorch_action(const cmh_snapshot *s, const cmh_entry *e)
 {
     int a = e->action;
-    return a != CMH_ACT_POOL_SAMPLE && (a != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(s)) && !cmh_entry_retried_oom(e);
+    return a != CMH_ACT_POOL_SAMPLE && (a != CMH_ACT_MARK || CMH_PT_MARKS_INLINE(s) || CMH_ENTRY_UNKNOWN_ACTION(e)) &&
+           !cmh_entry_retried_oom(e);
 }
 
 

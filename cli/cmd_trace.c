@@ -23,7 +23,8 @@ const cli_command cli_cmd_trace = {
     "recorder snapshot reads as its memory_viz export (cumemhist export), so its 'N entries'\n"
     "counts memory_viz's entries: where they are not the record's, a note on stderr says how\n"
     "they map in one line (-q: none; the record's own numbering, which every other command\n"
-    "uses, is --json's; docs/CLI.md \"Entry numbers\").",
+    "uses, is --json's; docs/CLI.md \"Entry numbers\").  An entry of an action this version does\n"
+    "not know (a newer PyTorch's) prints as its dict, in its place, as the script prints it.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist trace dump_snapshot.pickle | less"};
 
 static int section(const rep_section *sec, void *arg)
@@ -87,6 +88,9 @@ static void gap_notes(const cmh_snapshot *s, void *arg)
     for (int i = 0; i < nd && i < 256; i++) {
         cmh_peak_report p;
         char lead[1200];
+        if (devs[i] >= 0 && !cmh_snapshot_trace(s, devs[i]) && rep_device_used(s, devs[i])) /* (memory_viz prints nothing for it) */
+            fprintf(stderr, "cumemhist: trace: %s, device %d: nothing to print (%s); only the state at the end is known "
+                            "(cumemhist summary, frag)\n", path, devs[i], cmh_no_history_cause(s, devs[i]));
         if (devs[i] < 0 || !cmh_snapshot_trace(s, devs[i]) || cmh_peak_totals(s, devs[i], &p) != CMH_OK) continue;
         snprintf(lead, sizeof lead, "cumemhist: trace: %s, device %d: ", path, devs[i]);
         rep_gap_notes_to(stderr, lead, &p.base, 1);

@@ -264,7 +264,10 @@ int cmd_whatif(int argc, char **argv)
             fprintf(stderr, "cumemhist: whatif: device %d, the lowest of the %d devices with a block-level trace (--device N for another)\n",
                     dev, nblock);
         if (dev == -2) {
-            if (s.source == CMH_SRC_PYTORCH)
+            if (s.source == CMH_SRC_PYTORCH && !s.ntraces && (s.pt_fields & (CMH_PT_LEGACY_HISTORY | CMH_PT_BARE_SEGMENTS)))
+                cli_error("whatif: %s has no block-level trace to replay (%s)", path, /* (1.13: segments alone) */
+                          cmh_no_history_cause(&s, s.nsegments ? s.segments[0].device : 0));
+            else if (s.source == CMH_SRC_PYTORCH)
                 cli_error("whatif: %s has no block-level trace to replay (no 'alloc' events: recorded with "
                           "_record_memory_history(enabled='state'), or before any allocation)", path);
             else

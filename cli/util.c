@@ -121,8 +121,29 @@ int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags)
                 path);
     if (s->unverified) /* once per file: every command loads each of its files here, once */
         fprintf(stderr, "cumemhist: note: %s: written before checksums; not verified\n", path);
+    if (s->pt_fields & CMH_PT_UNKNOWN_ACTIONS) { /* kept, each in its place: how many, and which */
+        uint64_t n = 0;
+        uint32_t names[4];
+        int nn = 0, more = 0;
+        for (uint32_t i = 0; i < s->nentries; i++) {
+            const cmh_entry *e = &s->entries[i];
+            if (!CMH_ENTRY_UNKNOWN_ACTION(e)) continue;
+            n++;
+            uint32_t nm = cmh_entry_name(s, e);
+            int k = 0;
+            while (k < nn && strcmp(cmh_str(s, names[k]), cmh_str(s, nm))) k++;
+            if (k < nn) continue;
+            if (nn < 4) names[nn++] = nm;
+            else more = 1;
+        }
+        fprintf(stderr, "cumemhist: note: %s: %llu trace %s of actions this version does not know (", path, (unsigned long long)n,
+                n == 1 ? "entry is" : "entries are");
+        for (int k = 0; k < nn; k++) fprintf(stderr, "%s'%s'", k ? ", " : "", cmh_str(s, names[k]));
+        fprintf(stderr, "%s): kept in place (trace prints them, exports write them back); they change no figure\n",
+                more ? ", ..." : "");
+    }
     if (s->skipped_entries)
-        fprintf(stderr, "cumemhist: note: %s: %llu trace %s skipped (actions this version does not know, or a size out of range)\n",
+        fprintf(stderr, "cumemhist: note: %s: %llu trace %s skipped (a size out of range)\n",
                 path, (unsigned long long)s->skipped_entries, s->skipped_entries == 1 ? "entry was" : "entries were");
     return 0;
 }

@@ -429,12 +429,19 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
         if ((f = fld[EK_USER_METADATA]) && f->tag == PV_STR) e.user_metadata = f->u.id;
         return add_entry(m, &e, id);
     }
-    if (a < 0 || a >= CMH_ACT_MARK) {
-        m->s->skipped_entries++; /* an action this version does not know: not part of the model */
-        *id = 0;
-        return 2;
+    int unknown = a < 0 || a >= CMH_ACT_MARK;
+    if (unknown) {
+        /* an action this version does not know (a newer PyTorch's): kept in place as a mark named by
+         * its action (CMH_EF_UNKNOWN_ACTION), with its own address, size, stream, time and stack, so
+         * that entry numbers stay PyTorch's, `trace` prints it as _memory_viz.py does and an export
+         * writes it back; it replays as nothing and steps nothing */
+        e.action = CMH_ACT_MARK;
+        e.flags = CMH_EF_UNKNOWN_ACTION;
+        e.name = act->u.id;
+        m->s->pt_fields |= CMH_PT_UNKNOWN_ACTIONS;
+    } else {
+        e.action = (uint8_t)a;
     }
-    e.action = (uint8_t)a;
     if (a == CMH_ACT_OOM) {
         e.addr = (f = fld[EK_DEVICE_FREE]) && to_i64(f, &x) ? (uint64_t)x : CMH_DEVICE_FREE_UNKNOWN;
     } else if ((f = fld[EK_ADDR]) && to_i64(f, &x)) {
@@ -467,7 +474,7 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
         if (fr->tag == PV_STACK) e.stack = fr->u.id;
         if (code < 0) e.flags |= CMH_EF_HAS_FRAMES; /* a PyTorch entry's own key; ours carry cmh_code */
     }
-    e.kind = code >= 0 ? (uint8_t)((code >> 5) & 7) : CMH_KIND_DEVICE;
+    e.kind = code >= 0 && !unknown ? (uint8_t)((code >> 5) & 7) : CMH_KIND_DEVICE;
     if ((f = fld[EK_CMH_REQUESTED]) && to_i64(f, &x)) e.requested = (uint64_t)x;
     if ((f = fld[EK_POOL_ID])) {
         int r = pk_pool_of(m, f, 1, e.pool_id);

@@ -438,12 +438,13 @@ static void w_segment(pw *w, const cmh_snapshot *s, const cmh_segment *g)
     op(w, 'u');
 }
 
-/* Whether device_traces holds an entry of this action: PyTorch's actions, and marks where they
- * were PyTorch's own annotations (CMH_PT_MARKS_INLINE). */
+/* Whether device_traces holds an entry of this action: PyTorch's actions, marks where they
+ * were PyTorch's own annotations (CMH_PT_MARKS_INLINE), and actions a newer PyTorch wrote that
+ * this version does not know (CMH_EF_UNKNOWN_ACTION), always: they were read from the trace. */
 static int written_entry(const cmh_entry *e, int inline_marks)
 {
     if (cmh_entry_retried_oom(e)) return 0; /* PyTorch writes an 'oom' only once the allocation finally failed: aside */
-    return e->action < CMH_ACT_MARK || (e->action == CMH_ACT_MARK && inline_marks);
+    return e->action < CMH_ACT_MARK || (e->action == CMH_ACT_MARK && inline_marks) || CMH_ENTRY_UNKNOWN_ACTION(e);
 }
 
 /* Whether a reader of the pickle finds the entry in device_traces (what an aside item's position counts). */
@@ -454,9 +455,11 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     op(w, '}');
     op(w, '(');
     w_key(w, W_ACTION);
-    int mark = e->action == CMH_ACT_MARK; /* a PyTorch annotation (CMH_PT_MARKS_INLINE): as newest PyTorch writes it */
+    int unknown = CMH_ENTRY_UNKNOWN_ACTION(e); /* a newer PyTorch's action: written back as it was read */
+    int mark = e->action == CMH_ACT_MARK && !unknown; /* a PyTorch annotation (CMH_PT_MARKS_INLINE): as newest PyTorch writes it */
     int ud = mark && (e->flags & CMH_EF_USER_DEFINED); /* as it was read: user_defined or annotate */
-    w_str_memo(w, mark ? cmh_pt_mark_action(e->flags) : cmh_action_name(e->action), &w->action_memo[ud ? CMH_ACT_COUNT : e->action]);
+    if (unknown) w_sid(w, s, cmh_entry_name(s, e));
+    else w_str_memo(w, mark ? cmh_pt_mark_action(e->flags) : cmh_action_name(e->action), &w->action_memo[ud ? CMH_ACT_COUNT : e->action]);
     if (e->action != CMH_ACT_OOM || cmh_entry_addr(s, e) != CMH_DEVICE_FREE_UNKNOWN) { /* not known: no key, as read */
         w_key(w, e->action == CMH_ACT_OOM ? W_DEVICE_FREE : W_ADDR);
         w_int(w, mark ? 0 : (int64_t)cmh_entry_addr(s, e));
@@ -495,6 +498,10 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     }
     w_extra(w, s, cmh_entry_extra(s, e)); /* what newer PyTorch wrote that the model has no field for */
     /* ours, ignored by PyTorch's readers: what makes the round trip exact */
+    if (unknown) {
+        op(w, 'u');
+        return;
+    }
     if (e->flags & CMH_EF_IMPLIED) {
         w_key(w, W_CMH_IMPLIED);
         w_bool(w, 1);

@@ -211,8 +211,9 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
                 const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
                 cmh_jw_nl(w);
                 cmh_jw_obj(w);
-                int mark = e->action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(s); /* as the pickle writes it */
-                cmh_jw_kstr(w, "action", mark ? cmh_pt_mark_action(e->flags) : cmh_action_name(e->action));
+                int unknown = CMH_ENTRY_UNKNOWN_ACTION(e); /* a newer PyTorch's action: as read */
+                int mark = e->action == CMH_ACT_MARK && CMH_PT_MARKS_INLINE(s) && !unknown; /* as the pickle writes it */
+                cmh_jw_kstr(w, "action", unknown ? cmh_str(s, cmh_entry_name(s, e)) : mark ? cmh_pt_mark_action(e->flags) : cmh_action_name(e->action));
                 if (e->action != CMH_ACT_OOM || cmh_entry_addr(s, e) != CMH_DEVICE_FREE_UNKNOWN) /* not known: no key, as read */
                     cmh_jw_kuint(w, e->action == CMH_ACT_OOM ? "device_free" : "addr", mark ? 0 : cmh_entry_addr(s, e));
                 cmh_jw_kuint(w, "size", mark ? 0 : cmh_entry_size(s, e));

@@ -74,6 +74,12 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
                                     PyTorch annotation whose action was 'user_defined' (mid-2024),
                                     not 'annotate' (newest main); kept in a .cmh as bit 4 */
 
+#define CMH_EF_UNKNOWN_ACTION 0x02 /* on a mark (the implied bit, which a mark never has): a PyTorch
+                                      trace entry of an action this version does not know (a newer
+                                      PyTorch's), kept in place: its name is the action, its address,
+                                      size, stream, time and stack the entry's; it replays as nothing,
+                                      steps nothing, and is written back as it was read */
+
 #define CMH_EF_RETRIED 0x01     /* on an oom (the whole-block bit, which an oom never has), in the
                                    memviz shape only (viz/memviz.c): an OOM the allocator retried
                                    with success (cmh_oom_retried).  PyTorch writes an 'oom' entry only
@@ -95,6 +101,11 @@ static inline const char *cmh_pt_mark_action(unsigned entry_flags)
 {
     return entry_flags & CMH_EF_USER_DEFINED ? "user_defined" : "annotate";
 }
+
+/* A PyTorch trace entry of an action this version does not know, kept as a mark (CMH_EF_UNKNOWN_ACTION). */
+#define CMH_ENTRY_UNKNOWN_ACTION(e) ((e)->action == CMH_ACT_MARK && ((e)->flags & CMH_EF_UNKNOWN_ACTION))
+/* A mark that names a place in the program (a step): the recorder's marks and PyTorch's annotations. */
+#define CMH_ENTRY_STEP_MARK(e) ((e)->action == CMH_ACT_MARK && !((e)->flags & CMH_EF_UNKNOWN_ACTION))
 
 /* What kind of driver memory a segment is. */
 typedef enum cmh_mem_kind {
@@ -329,6 +340,7 @@ typedef enum cmh_source { CMH_SRC_RECORDER = 0, CMH_SRC_PYTORCH = 1 } cmh_source
 #define CMH_PT_FROM_RECORDER 0x80  /* a pickle exported from a recorder snapshot (viz/memviz.c) */
 #define CMH_PT_POOL_ID 0x100       /* trace entries said their 'pool_id' (newer PyTorch), even (0, 0) */
 #define CMH_PT_NO_REQUESTED 0x200  /* some live block had no 'requested_size': its size stands in */
+#define CMH_PT_UNKNOWN_ACTIONS 0x400 /* some trace entry's action was not one this version knows (CMH_EF_UNKNOWN_ACTION) */
 /* A PyTorch snapshot's marks are its own trace entries ('annotate', 'user_defined'): an export
  * writes them back in place, as 'annotate' entries, so that its entry numbers stay PyTorch's. */
 #define CMH_PT_MARKS_INLINE(s) ((s)->source == CMH_SRC_PYTORCH && !((s)->pt_fields & CMH_PT_FROM_RECORDER))
@@ -407,7 +419,7 @@ typedef struct cmh_snapshot {
     uint32_t version;
     uint8_t source;
     uint16_t pt_fields;       /* CMH_PT_* */
-    uint64_t skipped_entries; /* trace entries of actions this version does not know */
+    uint64_t skipped_entries; /* trace entries left out: a size out of range (actions this version does not know are kept: CMH_EF_UNKNOWN_ACTION) */
     uint8_t unverified;       /* a .cmh written before checksums: read without a check of its bytes */
     /* meta */
     int64_t pid;
