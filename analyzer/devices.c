@@ -247,7 +247,8 @@ int cmh_oom_same_call(const cmh_snapshot *s, uint32_t a, uint32_t b)
     const cmh_frame *x = frame_at(s, a, 0), *y = frame_at(s, b, 0), *caller = frame_at(s, a, 1);
     if (!x || !y || !caller || x->module != y->module) return 0;
     const char *nx = cmh_str(s, x->name), *ny = cmh_str(s, y->name);
-    if (!*nx || strcmp(nx, ny)) return 0;
+    /* (a Python script's top level is no helper: it got the error back itself, as main does) */
+    if (!*nx || strcmp(nx, ny) || !strcmp(nx, "<module>")) return 0;
     return !thread_start(s, caller);
 }
 

@@ -17,6 +17,7 @@ for way in lines loop; do
     "$CMH" summary --json "$way.cmh" >"$way.sumj" 2>&1
     "$CMH" oom --json "$way.cmh" >"$way.oomj" 2>&1
     "$CMH" report "$way.cmh" -o "$way.html" >/dev/null 2>&1
+    "$CMH" frag "$way.cmh" >"$way.frag" 2>&1
     "$CMH" export -f sqlite "$way.cmh" -o "$way.db" >/dev/null 2>&1
     out=$(py - "$way" <<'PY'
 import json, re, sqlite3, sys
@@ -46,6 +47,7 @@ PY
 )
     check "$way: 1 OOM the program saw (main's 900 MiB), 1 retry (the helper's 700 MiB), in every output: $out" '[ "$out" = same ]'
 done
+check "frag's last OOM (main's 900 MiB) is #1 in both" "grep -q 'the last out-of-memory error #1 ' lines.frag && grep -q 'the last out-of-memory error #1 ' loop.frag"
 check "oom's words say which: the same call stack (loop), the same function's other line (lines)" \
     "grep -q 'the same call stack asked for as much again after 600.0 MiB was freed' loop.oom &&
      grep -q 'the same function (another line of it, from the same call) asked for as much again after 600.0 MiB was freed' lines.oom"
