@@ -38,10 +38,10 @@ except Exception as e:
 bad = {k: v for k, v in got.items() if v != (1, 1)}
 first = [x for x in o["ooms"] if x["retried"]]
 if not first or first[0]["request"] != 700 << 20:
-    bad["retried one"] = first
+    bad["retried one"] = [(x["request"], x["number"]) for x in first]
 num = [x for x in o["ooms"] if x["number"]]
 if not num or num[0]["request"] != 900 << 20:
-    bad["oom #1"] = num
+    bad["oom #1"] = [(x["request"], x["number"]) for x in num]
 print("bad %s" % bad if bad else "same")
 PY
 )
