@@ -123,7 +123,7 @@ int cmh_oom_retry_table(const cmh_snapshot *s, const cmh_trace *t, uint32_t end,
         p->at = j;
         p->freed = 0;
         int above = record_above || (e->flags & CMH_EF_PYTORCH) || (last_block >= 0 && j - last_block <= CMH_OOM_RETRY_WINDOW);
-        p->q = (cmh_oom_request){th, e->stack, cmh_entry_size(s, e), cmh_entry_stream(s, e), above};
+        p->q = (cmh_oom_request){th, e->stack, cmh_entry_size(s, e), cmh_entry_stream(s, e), above, s};
     }
     cmh_oa_free(&wait);
     return CMH_OK;
@@ -197,11 +197,59 @@ int cmh_oom_retry_step(const cmh_oom_request *q, const cmh_entry_full *e, uint64
         /* the same call stack asking again is a caching layer's retry only when it gave memory
          * back first (a program's own loop that waits and asks again from one line, freeing
          * nothing, saw each failure: retry.c, 3 x 600 MiB, read "1 OOM, 2 retries") */
-        if (q->stack && e->stack == q->stack && *freed) return CMH_RETRY_SAME_STACK;
+        if (q->stack && (e->stack == q->stack || (q->s && cmh_oom_same_call(q->s, q->stack, e->stack))) && *freed)
+            return CMH_RETRY_SAME_STACK;
         return q->above < 0 ? CMH_RETRY_ASK : 0; /* asked again from elsewhere: the program's own handling */
     case CMH_ACT_ALLOC: return 0; /* the thread went on (a block of another allocator) */
     default: return -1;           /* marks, block frees */
     }
+}
+
+/* The frame of stack `stack` at depth k (innermost 0), NULL past its end or out of range. */
+static const cmh_frame *frame_at(const cmh_snapshot *s, uint32_t stack, uint32_t k)
+{
+    if (stack >= s->nstacks) return NULL;
+    const cmh_stack *st = &s->stacks[stack];
+    if (k >= st->count || (uint64_t)st->first + k >= s->nstack_frames) return NULL;
+    uint32_t f = s->stack_frames[st->first + k];
+    return f < s->nframes ? &s->frames[f] : NULL;
+}
+
+/* The C library's start of a thread or of the program (main's caller, a thread function's):
+ * by the module's name, else (no module known) by the function's */
+static int thread_start(const cmh_snapshot *s, const cmh_frame *f)
+{
+    if (f->module >= 0 && (uint32_t)f->module < s->nmodules) {
+        const char *m = cmh_str(s, s->modules[f->module].path), *b = strrchr(m, '/');
+        b = b ? b + 1 : m;
+        return !strncmp(b, "libc.so", 7) || !strncmp(b, "libc-", 5) || !strncmp(b, "libpthread", 10) || !strncmp(b, "ld-linux", 8);
+    }
+    static const char *const starts[] = {"__libc_start_call_main", "__libc_start_main", "start_thread", "_start", "clone", "clone3", "__clone", NULL};
+    const char *n = cmh_str(s, f->name);
+    for (const char *const *p = starts; *p; p++)
+        if (!strcmp(n, *p)) return 1;
+    return 0;
+}
+
+int cmh_oom_same_call(const cmh_snapshot *s, uint32_t a, uint32_t b)
+{
+    if (a == b) return 1;
+    if (!s || a >= s->nstacks || b >= s->nstacks || s->stacks[a].count != s->stacks[b].count || s->stacks[a].count < 2) return 0;
+    /* below the innermost frame, the same frames: the same call of the function (its caller
+     * at the same line, and so on out) */
+    for (uint32_t k = 1; k < s->stacks[a].count; k++) {
+        const cmh_frame *x = frame_at(s, a, k), *y = frame_at(s, b, k);
+        if (!x || !y) return 0;
+        if (x != y && (x->pc != y->pc || x->module != y->module || x->name != y->name || x->line != y->line || x->filename != y->filename))
+            return 0;
+    }
+    /* the innermost: one function (named: without symbols no line tells whose it is), any line */
+    const cmh_frame *x = frame_at(s, a, 0), *y = frame_at(s, b, 0), *caller = frame_at(s, a, 1);
+    if (!x || !y || !caller || x->module != y->module) return 0;
+    const char *nx = cmh_str(s, x->name), *ny = cmh_str(s, y->name);
+    /* (a Python script's top level is no helper: it got the error back itself, as main does) */
+    if (!*nx || strcmp(nx, ny) || !strcmp(nx, "<module>")) return 0;
+    return !thread_start(s, caller);
 }
 
 int cmh_torch_allocator_module(const char *path)
@@ -252,7 +300,7 @@ int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_
     const cmh_entry *o = &s->entries[t->first_entry + i];
     if (o->action != CMH_ACT_OOM) return 0;
     /* whether an allocator reports blocks is looked for only when it decides (a backward scan) */
-    cmh_oom_request q = {cmh_entry_thread(s, o), o->stack, cmh_entry_size(s, o), cmh_entry_stream(s, o), -1};
+    cmh_oom_request q = {cmh_entry_thread(s, o), o->stack, cmh_entry_size(s, o), cmh_entry_stream(s, o), -1, s};
     uint64_t got = 0;
     for (uint32_t j = i + 1; j < t->nentries && j - i <= CMH_OOM_RETRY_WINDOW; j++) {
         const cmh_entry *e = &s->entries[t->first_entry + j];

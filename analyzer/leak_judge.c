@@ -195,6 +195,23 @@ static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, uin
     /* held bytes that grew over several steps after the first, then no more: a leak that
      * stopped, not state (a cache filled in the first step or two stays state) */
     if (x->held && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps && stopped(L, last_rise, (uint32_t)stride, lead, x)) return;
+    /* nor when its last rise is the last point's alone, where those bytes are the unfinished last
+     * step's own (last_own: what it held across the last whole step is L[k-1], x->held): a cache
+     * of 10 blocks filled over steps 0-9, then one evicted and one added each step, holds 9 of
+     * them across each step and all 10 at the last point (the block added in the last step, still
+     * live at the end), and read 'state' for 9 rises and 'flat for the last 0 steps'.  Its growth
+     * is judged on the whole steps: rises before the last point, flat for 2 points at least (the
+     * last whole step too: a site that rose in it and again at the end is not flat) */
+    if (x->held && last_own && last_rise == k && k >= 4 && x->rises > CMH_LEAK_MIN_RISES) {
+        uint32_t rises = 0, lr = 1;
+        for (uint32_t j = 2; j < k; j++)
+            if (L[j] > L[j - 1]) rises++, lr = j;
+        if (rises >= CMH_LEAK_MIN_RISES && lr + 2 <= k && stopped(L, lr, (uint32_t)stride, lead, x)) {
+            x->rises = rises;
+            x->flat_steps = (k - lr) * (uint32_t)stride;
+            return;
+        }
+    }
     /* back to the same level each step is a judgment too: not from fewer steps than growth needs
      * (one 'step' mark before the loop read 'steady' for a site keeping a block every iteration) */
     x->verdict = x->held ? CMH_LEAK_STATE : st->count >= CMH_LEAK_MIN_STEPS ? CMH_LEAK_STEADY : CMH_LEAK_UNJUDGED;

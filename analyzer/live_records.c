@@ -187,7 +187,7 @@ void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e, int torch)
     int mark = torch || (e->flags & CMH_EF_PYTORCH);
     uint64_t ev = !mark && t->last_block && t->last_block >= oldest && t->entries - t->last_block <= CMH_OOM_RETRY_WINDOW ? t->last_block : 0;
     int above = mark || ev;
-    t->pend[t->npend++] = (loom){{e->thread, e->stack, e->size, e->stream, above}, t->entries, e->time_ns, ev, 0};
+    t->pend[t->npend++] = (loom){{e->thread, e->stack, e->size, e->stream, above, NULL}, t->entries, e->time_ns, ev, 0};
 }
 
 /* A point of a device's allocated bytes, in the process's own time, at most one a second: the

@@ -306,10 +306,19 @@ static int section(const rep_section *sec, void *arg)
             if (o->number) snprintf(num, sizeof num, " #%u", o->number);
             printf("\n%s out-of-memory error%s (%s) asked for %s; at that moment, as `cumemhist oom` says:\n",
                    p.nooms > 1 ? "the last" : "the", num, rep_at(o->index, o->time_ns, t0), rep_size((double)o->request));
-            if (o->retried) /* the allocator's retry, not a failure the program saw: `oom` counts no OOM for it */
+            if (o->retried) { /* the allocator's retry, not a failure the program saw: `oom` counts no OOM for it */
+                /* the same stack, or the same function's other line (cmh_oom_same_call), as `oom` says */
+                const cmh_trace *tr = cmh_snapshot_trace(sp, dev);
+                int other = tr && o->index >= 0 && o->retry_index >= 0 && (uint64_t)o->index < tr->nentries &&
+                            (uint64_t)o->retry_index < tr->nentries &&
+                            sp->entries[tr->first_entry + o->index].stack != sp->entries[tr->first_entry + o->retry_index].stack;
                 printf("  retried: not counted as an OOM (a cudaMalloc retry: %s asked again at entry %" PRId64
                        ", and that succeeded)\n",
-                       o->retried == CMH_RETRY_SAME_STACK ? "the same call stack" : "the allocator", o->retry_index);
+                       o->retried != CMH_RETRY_SAME_STACK ? "the allocator"
+                       : other                           ? "the same function (another line of it, from the same call)"
+                                                         : "the same call stack",
+                       o->retry_index);
+            }
             printf("  free inside segments %s (%s trapped, %s releasable%s%s%s), largest gap %s%s\n",
                    rep_size((double)o->free_inside), rep_size((double)o->trapped), rep_size((double)o->releasable), own,
                    o->private_free ? (mine ? ", in other private pools " : ", in private pools ") : "",

@@ -34,7 +34,9 @@ const cli_command cli_cmd_oom = {
     "A demand driven by a leak names the site leaks calls growing (what it grew by, over how many\n"
     "steps, and the line that called it where the site is a helper); a fragmentation verdict names the site whose live blocks kept the free bytes apart.\n"
     "An error that an allocator above the driver caught and asked again for (one reporting its\n"
-    "blocks, PyTorch's, or the same call stack asking again) is its retry, not counted as an OOM\n"
+    "blocks, PyTorch's, or the same call asking again after memory was given back: the same call\n"
+    "stack, or the same function from another line, called from the same stack by the program's\n"
+    "code, not by a thread's start) is its retry, not counted as an OOM\n"
     "(memory_summary's cudaMalloc retries); any other went back to the program: an OOM it saw.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
@@ -372,9 +374,14 @@ static int section(const rep_section *sec, void *arg)
                 const cmh_oom_event *next = e->retry_failed ? event_at(&p, e->retry_index) : NULL;
                 if (next && next->number) snprintf(what, sizeof what, "it failed too: out of memory #%u", next->number);
                 else if (next) snprintf(what, sizeof what, "it failed too, and was retried again");
+                /* the retry's stack: the same, or the same function's other line (cmh_oom_same_call) */
+                uint32_t again = tr && e->retry_index >= 0 && (uint64_t)e->retry_index < tr->nentries
+                                     ? sp->entries[tr->first_entry + e->retry_index].stack
+                                     : e->request_stack;
                 if (e->retried == CMH_RETRY_SAME_STACK) /* no blocks reported: no cache to speak of, only what was freed */
-                    printf("  retried                 the same call stack asked for as much again after %s was freed\n"
+                    printf("  retried                 the same %s asked for as much again after %s was freed\n"
                            "                          (entry %" PRId64 "): %s\n",
+                           again == e->request_stack ? "call stack" : "function (another line of it, from the same call)",
                            e->retry_freed ? rep_size((double)e->retry_freed) : "nothing", e->retry_index, what);
                 else
                     printf("  retried                 the allocator then freed %s of its cached segments and asked for as much again\n"

@@ -712,7 +712,13 @@ typedef struct cmh_oom_request {
     uint32_t thread, stack; /* the OOM entry's thread and stack (0: none recorded) */
     uint64_t size, stream;
     int above; /* cmh_oom_above: 1, 0, or -1 not known */
+    const cmh_snapshot *s; /* the snapshot whose stacks these are (cmh_oom_same_call); NULL: the same stack only */
 } cmh_oom_request;
+/* Whether stacks a and b of s are the same call asking: the same stack, or the same function (its
+ * name and module; any line of it) called from the same stack, that caller a function of the
+ * program's (not a thread's start in the C library: main or a thread's function that frees a buffer
+ * of its own and asks again from another line got the error back itself). */
+int cmh_oom_same_call(const cmh_snapshot *s, uint32_t a, uint32_t b);
 int cmh_oom_retry_step(const cmh_oom_request *q, const cmh_entry_full *e, uint64_t released, uint64_t *freed);
 /* The OOMs of trace t that were retries (as cmh_oom_retried says) */
 uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
