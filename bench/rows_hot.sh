@@ -6,7 +6,9 @@
 # exit dump of 5 M entries.  LIB (default BUILD_DIR/libcumemhist.so) is the recorder measured,
 # so two builds can be put side by side.  PAIRS (default 300000) pairs a run (the threads row:
 # TPAIRS, below).  Figures only:
-# nothing passes or fails.  Times are process CPU (bench/bench_hot.c says why), best of 5.
+# nothing passes or fails.  Times are process CPU (bench/bench_hot.c says why), best of 5; each
+# per-pair row is followed by the kernel's part of it and by the calling thread's own CPU (its
+# thread CPU clock: the hooks' cost to the caller, the helper thread's background work left out).
 set -eu
 B=$(cd "${1:-build-rel}" && pwd)
 LIB=${2:-$B/libcumemhist.so}
@@ -14,8 +16,9 @@ PAIRS=${PAIRS:-300000}
 export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 H=$B/bench_hot
 row() { printf '%-58s %s\n' "$1" "$2"; }
-plus() { sed -n 's/.*hooked [0-9.]* ns\/pair, \(+[0-9.]* ns\).*/\1/p'; }
+plus() { sed -n '/thread CPU/!s/.*hooked [0-9.]* ns\/pair, \(+[0-9.]* ns\).*/\1/p'; }
 kern() { sed -n 's/.*the kernel.s part of the hooked runs \([0-9.]*\) ns\/pair$/\1/p'; }
+own() { sed -n 's/.*the calling thread.s own CPU: .*, \(+[0-9.]* ns\) (thread CPU)$/\1/p'; }
 DISK=${DISK_DIR:-/var/tmp}
 SHM=${SHM_DIR:-/dev/shm}
 echo "rows_hot.sh: $LIB, $PAIRS pairs a run, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); flight record on $DISK ($(stat -f -c %T "$DISK")) and $SHM ($(stat -f -c %T "$SHM"))"
@@ -35,6 +38,7 @@ for m in "none:--context none, unlimited entries:60" "none1m:--context none, --m
     or=$(CUMEMHIST_FLIGHT=0 "$H" "$LIB" "$mode" "$PAIRS")
     row "recorder per pair, $what" "disk $(echo "$dr" | plus), tmpfs $(echo "$sr" | plus), CUMEMHIST_FLIGHT=0 $(echo "$or" | plus) (goal <= +$goal ns, flight record on)"
     row "  of the hooked pair, the kernel's (page faults, fallocate)" "disk $(echo "$dr" | kern) ns, tmpfs $(echo "$sr" | kern) ns, CUMEMHIST_FLIGHT=0 $(echo "$or" | kern) ns"
+    row "  the calling thread's own CPU (the helper's work left out)" "disk $(echo "$dr" | own), tmpfs $(echo "$sr" | own), CUMEMHIST_FLIGHT=0 $(echo "$or" | own)"
 done
 # the fake driver with FAKECUDA_THREAD_CACHE=1 there (bench_hot sets it): the threads' bare pairs
 # take no lock in the driver, so the baseline is steady and the difference is the recorder's

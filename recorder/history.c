@@ -449,9 +449,18 @@ static void prefault(void *c, size_t bytes)
 #endif
     uintptr_t lo = (uintptr_t)c & ~(uintptr_t)4095, hi = ((uintptr_t)c + bytes + 4095) & ~(uintptr_t)4095;
 #ifdef MADV_POPULATE_WRITE
-    if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0) return; /* one call, not a fault a page */
+    madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* one call, not a fault a page */
 #endif
-    for (uintptr_t p = lo; p < hi; p += 4096) *(volatile char *)p = 0; /* a write: a read would map the zero page */
+    /* and a write to each page through this mapping, here, even where the madvise made them all:
+     * under a hypervisor that keeps its own page tables (shadow paging; this VM is a PVM guest)
+     * the kernel's populating fills only the guest's, and the first user access to each page
+     * then leaves to the hypervisor.  Writing here takes those exits on the helper thread, not
+     * in the hooks' first store to each page of the ring (the calling thread's own CPU per pair:
+     * -69 to -74 ns with the flight record on, -22 and -43 with it off; the process's about the
+     * same: docs/RECORDER.md, "The calling thread's own CPU").  The chunk is not in the
+     * directory yet, so no writer or reader sees these writes; a write of 0 to zero memory.
+     * A write: a read would map the zero page. */
+    for (uintptr_t p = lo; p < hi; p += 4096) *(volatile char *)p = 0;
 }
 
 /* The helper thread: the chunk each ring asked for, its pages touched, put in its directory. */
