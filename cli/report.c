@@ -131,13 +131,6 @@ int rep_load_shaped_own_with(const char *path, cmh_snapshot *s, const char *cmd,
     if (!rc && before) before(s, arg);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
     if (cmd) rep_say_memviz_numbering(s, cmd, device, what);
-    /* its frames as the export writes them (symbolized: file and line from the binaries' DWARF),
-     * where trace of a recorder's record printed them as recorded ('filename': 'vmm', 'line': 0)
-     * and trace of its export said vmm.c:9 */
-    if ((rc = cli_symbolize(path, s))) {
-        cmh_snapshot_free(s);
-        return rc;
-    }
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */
     if (!(g && *g && strcmp(g, "0"))) {
         cmh_snapshot shaped;

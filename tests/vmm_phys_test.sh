@@ -106,12 +106,4 @@ check "managed on the device: owners' totals are the driver's ($(totals on 2>&1 
     'totals on && [ "$(rows on end managed program unexplained)" = "64 8 100" ]'
 rec onfirst managed
 check "managed on the device, made first: owners' totals are the driver's ($(totals onfirst 2>&1 | tail -1))" 'totals onfirst'
-
-# trace of a record reads as trace of its memory_viz export, its segment_map entries' frames too:
-# they printed as recorded ('filename': 'vmm_phys', 'line': 0) where the export's said vmm_phys.c
-"$CMH" trace alias.cmh >trace.cmh.txt 2>/dev/null
-"$CMH" export -f memviz -o alias.pickle alias.cmh 2>/dev/null
-"$CMH" trace alias.pickle >trace.pickle.txt 2>/dev/null
-check "trace of the record is trace of its export ($(diff trace.cmh.txt trace.pickle.txt | head -3 | cut -c1-200))" \
-    'grep -q "vmm_phys.c" trace.cmh.txt && cmp -s trace.cmh.txt trace.pickle.txt'
 finish
