@@ -546,6 +546,7 @@ typedef struct ev {
     int alloc;     /* an allocation: only these anchor steps */
     uint32_t thread, tpos; /* its recording thread, and its index among that thread's events */
     uint32_t run, trun;    /* its run's index (a run: events of one op, action and site, back to back), among all events and among its thread's */
+    int64_t t;             /* its entry's time (0: none) */
 } ev;
 
 static uint64_t mix(uint64_t h)
@@ -602,6 +603,7 @@ static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev *
         last_site[slot] = v[nv].site;
         v[nv].run = run;
         v[nv].trun = runs[slot];
+        v[nv].t = cmh_entry_time(s, e);
         /* in unsigned arithmetic: a hostile file's sizes may run past int64 (the figure then wraps) */
         net = (int64_t)((uint64_t)net + (sign > 0 ? cmh_entry_size(s, e) : (uint64_t)0 - cmh_entry_size(s, e)));
         nv++;
@@ -820,7 +822,7 @@ static uint32_t back_runs(const ev *v, uint32_t a, uint32_t lo, uint32_t h)
 
 /* Anchors: the symbol that recurs most often at regular intervals between stretches alike. */
 static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **starts, uint32_t *nstarts,
-                     uint32_t *phases_out, uint32_t *last_out, int *runs_out)
+                     uint32_t *phases_out, uint32_t *last_out, int runs_ok, int *runs_out)
 {
     *starts = NULL;
     *nstarts = 0;
@@ -900,6 +902,10 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
             int sized = gmin >= min_events || (gmin >= least && (gmax >= min_events || g1 >= min_events));
             int regular_all = (uint64_t)gmax * 2 <= (uint64_t)gmin * 3, regular = regular_all || (phases <= MAX_SHAPES && pshort >= 2);
             int by_events = regular && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5;
+            /* (in runs at the record's level only: a server's threads, each serving requests of
+             * its buffer and 1-3 scratch blocks at irregular times, are as regular in runs one
+             * by one, and no loop) */
+            in_runs = in_runs && !by_events && runs_ok;
             if (sized && g1 >= least && (by_events || in_runs) && covers(bu, nb, nv, o[i].at, past < nv ? past : nv, span / (c - 1))) {
                 if (CMH_GROW(cand, capc, (uint64_t)nc + 1, 64)) {
                     free(cand);
@@ -946,15 +952,16 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
         /* An op that recurs now and then, every few steps of a loop whose steps differ in length
          * (dynamic shapes: one random size of activation made again in 5 of 50 steps) is no
          * anchor: its stretches are each the loop's ops in the same order several times over, a
-         * varying number of times (or 3 at least).  It read 'steps: 5' for 50, and its leak
-         * '+6.3 MiB per step' for 1.0.  (A step that is the same ops twice over, every step, is
-         * still one step.)  The stretches between its occurrences, after the first (as its gaps). */
+         * varying number of times (or 3 at least where fewer than 3 stretches tell).  It read 'steps: 5'
+         * for 50, and its leak '+6.3 MiB per step' for 1.0.  (A step that is the same ops as many
+         * times over every step is still one step: 64 iterations of a loop of sizes that cycle
+         * every 64.)  The stretches between its occurrences, after the first (as its gaps). */
         for (uint32_t k = c > 2; k + 1 < c && judged < 64; k += stride) {
             uint32_t t = turns(v, a[k].at, a[k + 1].at, tmp);
             judged++;
             if (t) repeated++, tmin = t < tmin ? t : tmin, tmax = t > tmax ? t : tmax;
         }
-        if (repeated * 2 > judged && (tmin != tmax || tmin >= 3)) continue;
+        if (repeated * 2 > judged && (tmin != tmax || (judged < 3 && tmin >= 3))) continue;
         if (best < 0 || a[0].at < o[cand[best].first].at) best = (int)q;
     }
     int rc = CMH_OK;
@@ -1220,16 +1227,26 @@ static uint32_t last_step(const uint32_t *at, uint32_t nat)
  * its period).  An
  * anchor's steps may fall in phases of other lengths, one after another (a loop that changed
  * shape, its anchor in every step): *phases of them, the last from start *last on (1 and 0 else). */
-static int find_loop(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **at, uint32_t *nat, int *anchored,
-                     uint32_t *phases, uint32_t *last)
+static int find_loop(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, int runs_ok, uint32_t **at, uint32_t *nat,
+                     int *anchored, uint32_t *phases, uint32_t *last)
 {
     int runs = 0;
-    int rc = by_anchor(v, nv, bu, nb, min_events, at, nat, phases, last, &runs);
+    int rc = by_anchor(v, nv, bu, nb, min_events, at, nat, phases, last, runs_ok, &runs);
     *anchored = *nat < 2 ? 0 : runs ? 2 : 1;
     if (rc == CMH_OK && *nat < 2) {
         free(*at);
         *at = NULL;
         rc = by_period(v, nv, bu, nb, min_events, at, nat);
+    } else if (rc == CMH_OK && runs) {
+        /* an anchor regular in runs of ops only gives way to a period of more steps (a block
+         * kept every 1000 busy iterations, each one alloc and free: 195 steps for 3122) */
+        uint32_t *p2 = NULL, n2 = 0;
+        rc = by_period(v, nv, bu, nb, min_events, &p2, &n2);
+        if (rc == CMH_OK && n2 > *nat) {
+            free(*at);
+            *at = p2, *nat = n2, *anchored = 0, *phases = 1, *last = 0;
+        } else
+            free(p2);
     }
     return rc;
 }
@@ -1282,12 +1299,13 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
         if (!others) one = 0;
     }
     uint32_t min_events = thread || one ? 2 : MIN_STEP_EVENTS;
+    int runs_ok = !thread && !one; /* anchors counted in runs of ops: the record's loop, not a thread's */
     burst *bu = NULL;
     uint32_t nb = 0;
     rc = bursts_of(v, nv, min_events, &bu, &nb);
     int anchored = 0; /* the earliest shape's steps are cut at an anchor (by_period's at the fewest bytes; 2: where they begin, by runs) */
     uint32_t phases = 1, lastp = 0;
-    if (rc == CMH_OK) rc = find_loop(v, nv, bu, nb, min_events, &at, &nat, &anchored, &phases, &lastp);
+    if (rc == CMH_OK) rc = find_loop(v, nv, bu, nb, min_events, runs_ok, &at, &nat, &anchored, &phases, &lastp);
     int in_runs = anchored == 2; /* the latest shape's steps found in runs of ops (the last step's measure) */
     if (rc == CMH_OK && thread && nat < 2) { /* one thread's loop of one allocation, paced */
         free(at);
@@ -1313,7 +1331,7 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
         if (pre < 4 * min_events) break;
         int anchored2;
         uint32_t phases2, last2;
-        rc = find_loop(v, pre, bu, nb, min_events, &a2, &n2, &anchored2, &phases2, &last2);
+        rc = find_loop(v, pre, bu, nb, min_events, runs_ok, &a2, &n2, &anchored2, &phases2, &last2);
         if (rc != CMH_OK || n2 < 2) {
             free(a2);
             break;
@@ -1368,7 +1386,7 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
         rc = bursts_of(v + from, nv - from, min_events, &b3, &nb3);
         int anchored3;
         uint32_t phases3 = 1, last3 = 0;
-        if (rc == CMH_OK) rc = find_loop(v + from, nv - from, b3, nb3, min_events, &a3, &n3, &anchored3, &phases3, &last3);
+        if (rc == CMH_OK) rc = find_loop(v + from, nv - from, b3, nb3, min_events, runs_ok, &a3, &n3, &anchored3, &phases3, &last3);
         free(b3);
         uint32_t *m = rc == CMH_OK && n3 >= 2 ? malloc(((size_t)nat + n3) * sizeof *m) : NULL;
         if (m) {
