@@ -17,8 +17,10 @@
  *    that recurs most often, passing both tests, gives the steps (of those as frequent, the
  *    first to appear: the loop's first operation).  Its gaps may instead be regular in runs
  *    of ops (an op repeated back to back counts once: dynamic shapes, a step of 1-8 activations),
- *    its stretches then alike as runs; and an anchor whose stretches are each the loop's ops
- *    in the same order several times over (an op recurring by chance every few steps) is none;
+ *    its stretches then alike as runs (the record's loop only, not a thread's own, and a
+ *    period of more steps wins over it); and an anchor whose stretches are each the loop's ops
+ *    in the same order several times over, a varying number of times (an op recurring by
+ *    chance every few steps), is none;
  *  - autocorrelation of the symbol sequence: the shortest lag at which the sequence repeats
  *    itself best, for loops whose every symbol recurs several times a step (a thread that does
  *    the same alloc and free over and over, keeping one block every so often); the steps are
