@@ -904,10 +904,10 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
             int sized = gmin >= min_events || (gmin >= least && (gmax >= min_events || g1 >= min_events));
             int regular_all = (uint64_t)gmax * 2 <= (uint64_t)gmin * 3, regular = regular_all || (phases <= MAX_SHAPES && pshort >= 2);
             int by_events = regular && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5;
-            /* (in runs at the record's level only: a server's threads, each serving requests of
-             * its buffer and 1-3 scratch blocks at irregular times, are as regular in runs one
-             * by one, and no loop) */
-            in_runs = in_runs && !by_events && runs_ok;
+            /* (in runs at the record's level only, its occurrences all one thread's: a server's
+             * threads, each serving requests of its buffer and 1-3 scratch blocks, taken by
+             * whichever thread is free, are as regular in runs, and no loop) */
+            in_runs = in_runs && !by_events && runs_ok && one;
             if (sized && g1 >= least && (by_events || in_runs) && covers(bu, nb, nv, o[i].at, past < nv ? past : nv, span / (c - 1))) {
                 if (CMH_GROW(cand, capc, (uint64_t)nc + 1, 64)) {
                     free(cand);
