@@ -15,7 +15,12 @@
  *    at regular intervals, and the stretches between its occurrences hold nearly the same
  *    symbols (a step that keeps extra state, or takes another branch, still matches); the one
  *    that recurs most often, passing both tests, gives the steps (of those as frequent, the
- *    first to appear: the loop's first operation);
+ *    first to appear: the loop's first operation).  Its gaps may instead be regular in runs
+ *    of ops (an op repeated back to back counts once: dynamic shapes, a step of 1-8 activations),
+ *    its stretches then alike as runs (the record's loop only, not a thread's own, and a
+ *    period of more steps wins over it); and an anchor whose stretches are each the loop's ops
+ *    in the same order several times over, a varying number of times (an op recurring by
+ *    chance every few steps), is none;
  *  - autocorrelation of the symbol sequence: the shortest lag at which the sequence repeats
  *    itself best, for loops whose every symbol recurs several times a step (a thread that does
  *    the same alloc and free over and over, keeping one block every so often); the steps are
@@ -542,6 +547,8 @@ typedef struct ev {
     int64_t net;   /* bytes held by the series before this event (allocations minus frees) */
     int alloc;     /* an allocation: only these anchor steps */
     uint32_t thread, tpos; /* its recording thread, and its index among that thread's events */
+    uint32_t run, trun;    /* its run's index (a run: events of one op, action and site, back to back), among all events and among its thread's */
+    int64_t t;             /* its entry's time (0: none) */
 } ev;
 
 static uint64_t mix(uint64_t h)
@@ -563,7 +570,8 @@ static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev *
     int blocks = 0;
     for (int64_t i = 0; i < n && !blocks; i++) blocks = cmh_replay_entry(r, i)->action == CMH_ACT_ALLOC;
     ev *v = NULL;
-    uint32_t nv = 0, cap = 0, per[257] = {0};
+    uint32_t nv = 0, cap = 0, per[257] = {0}, runs[257] = {0}, run = 0;
+    uint64_t last_site[257] = {0};
     int64_t net = 0;
     for (int64_t i = 0; i < n; i++) {
         const cmh_entry *e = cmh_replay_entry(r, i);
@@ -590,7 +598,14 @@ static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev *
         v[nv].net = net;
         v[nv].alloc = sign > 0;
         v[nv].thread = cmh_entry_thread(s, e);
-        v[nv].tpos = per[v[nv].thread < 256 ? v[nv].thread : 256]++;
+        uint32_t slot = v[nv].thread < 256 ? v[nv].thread : 256;
+        v[nv].tpos = per[slot]++;
+        if (nv && v[nv].site != v[nv - 1].site) run++;
+        if (v[nv].tpos && v[nv].site != last_site[slot]) runs[slot]++;
+        last_site[slot] = v[nv].site;
+        v[nv].run = run;
+        v[nv].trun = runs[slot];
+        v[nv].t = cmh_entry_time(s, e);
         /* in unsigned arithmetic: a hostile file's sizes may run past int64 (the figure then wraps) */
         net = (int64_t)((uint64_t)net + (sign > 0 ? cmh_entry_size(s, e) : (uint64_t)0 - cmh_entry_size(s, e)));
         nv++;
@@ -727,6 +742,81 @@ static double alike(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t
     return (double)common / (double)(na > nb ? na : nb);
 }
 
+/* The ops (action and site) of events [a0, a1), a run of one op back to back as one, into out;
+ * how many.  wrap: the last run joins the first when they are one op (the stretch seen as one
+ * turn of a loop, whose next turn begins where it ends). */
+static uint32_t run_ops(const ev *v, uint32_t a0, uint32_t a1, int wrap, uint64_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = a0; i < a1; i++)
+        if (!n || out[n - 1] != v[i].site) out[n++] = v[i].site;
+    if (wrap && n > 1 && out[n - 1] == out[0]) n--;
+    return n;
+}
+
+/* How many runs of ops events [a0, a1) hold. */
+static uint32_t run_ops_count(const ev *v, uint32_t a0, uint32_t a1)
+{
+    uint32_t n = 0;
+    for (uint32_t i = a0; i < a1; i++) n += i == a0 || v[i].site != v[i - 1].site;
+    return n;
+}
+
+/* How alike two stretches of events are as runs of ops: alike()'s share over run_ops(). */
+static double alike_runs(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1, uint64_t *tmp)
+{
+    uint32_t na = run_ops(v, a0, a1, 0, tmp), nb = run_ops(v, b0, b1, 0, tmp + na);
+    if (!na || !nb) return 0;
+    qsort(tmp, na, sizeof *tmp, cmp_u64);
+    qsort(tmp + na, nb, sizeof *tmp, cmp_u64);
+    uint32_t i = 0, j = 0, common = 0;
+    while (i < na && j < nb) {
+        if (tmp[i] == tmp[na + j]) common++, i++, j++;
+        else if (tmp[i] < tmp[na + j]) i++;
+        else j++;
+    }
+    return (double)common / (double)(na > nb ? na : nb);
+}
+
+/* Is the stretch of events [a0, a1), as runs of ops, one shorter turn repeated (the loop's ops in
+ * the same order several times over)?  How many times (0 when not). */
+static uint32_t turns(const ev *v, uint32_t a0, uint32_t a1, uint64_t *tmp)
+{
+    uint32_t n = run_ops(v, a0, a1, 1, tmp);
+    for (uint32_t d = 1; d <= n / 2; d++) {
+        if (n % d) continue;
+        uint32_t i = 0;
+        while (i + d < n && tmp[i] == tmp[i + d]) i++;
+        if (i + d >= n) return n / d;
+    }
+    return 0;
+}
+
+/* The runs of ops just before the anchor at a that repeat, op for op, the runs just before the next
+ * one at b (fewer than the stretch [a, b) holds, the anchor's own left out). */
+static uint32_t head_runs(const ev *v, uint32_t a, uint32_t b)
+{
+    uint32_t h = 0, i = a, j = b, room = run_ops_count(v, a, b);
+    while (i > 0 && j > a + 1 && h + 1 < room && v[i - 1].site == v[j - 1].site) {
+        uint64_t si = v[i - 1].site;
+        while (i > 0 && v[i - 1].site == si) i--;
+        while (j > a + 1 && v[j - 1].site == si) j--;
+        h++;
+    }
+    return h;
+}
+
+/* The event h runs of ops before a, no earlier than lo. */
+static uint32_t back_runs(const ev *v, uint32_t a, uint32_t lo, uint32_t h)
+{
+    uint32_t i = a;
+    for (uint32_t x = 0; x < h && i > lo; x++) {
+        uint64_t si = v[i - 1].site;
+        while (i > lo && v[i - 1].site == si) i--;
+    }
+    return i;
+}
+
 #define ANCHOR_CANDIDATES 64 /* tried, most frequent first */
 #define MAX_SHAPES 4 /* a loop's shapes: phases of an anchor's gaps (by_anchor), found one before another (from_pattern) */
 #define MIN_ALIKE 0.7
@@ -734,11 +824,11 @@ static double alike(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t
 
 /* Anchors: the symbol that recurs most often at regular intervals between stretches alike. */
 static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **starts, uint32_t *nstarts,
-                     uint32_t *phases_out, uint32_t *last_out)
+                     uint32_t *phases_out, uint32_t *last_out, int runs_ok, int *runs_out)
 {
     *starts = NULL;
     *nstarts = 0;
-    *phases_out = 1, *last_out = 0;
+    *phases_out = 1, *last_out = 0, *runs_out = 0;
     occ *o = malloc((size_t)nv * sizeof *o);
     uint64_t *tmp = malloc((size_t)nv * sizeof(occ)); /* sort_occ's room first, then alike's */
     if (!o || !tmp) {
@@ -754,6 +844,7 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
     struct cand {
         uint32_t first, count; /* into o */
         uint32_t phases, last; /* its gaps' phases (a loop that changed shape), the occurrence the last begins at */
+        int runs;              /* regular in runs only (dynamic shapes): its stretches compared as runs */
     } *cand = NULL;
     uint32_t nc = 0, capc = 0;
     for (uint32_t i = 0; i < no;) {
@@ -784,6 +875,19 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
             if (plen && plen < pshort) pshort = plen;
 #undef POS
             if (c == 2) gmin = gmax = g1;
+            /* the same gaps counted in runs (an op repeated back to back counts once): a loop of
+             * dynamic shapes repeats an op as many times as its batch's length says, 1 to 8
+             * activations a step, and its anchor's gaps, irregular in events, are regular in ops */
+#define RPOS(q) (one ? v[o[q].at].trun : v[o[q].at].run)
+            uint32_t rmin = UINT32_MAX, rmax = 0, r1 = RPOS(i + 1) - RPOS(i);
+            for (uint32_t k = i + 2; k < j; k++) {
+                uint32_t gp = RPOS(k) - RPOS(k - 1);
+                if (gp < rmin) rmin = gp;
+                if (gp > rmax) rmax = gp;
+            }
+#undef RPOS
+            if (c == 2) rmin = rmax = r1;
+            int in_runs = rmin >= 2 && (uint64_t)rmax * 2 <= (uint64_t)rmin * 3 && (uint64_t)r1 * 2 <= (uint64_t)rmax * 5;
             /* the loop: from the first anchor to a step past the last */
             uint32_t span = o[j - 1].at - o[i].at, past = o[j - 1].at + span / (c - 1);
             /* regular (the longest gap at most 1.5 times the shortest, the first at most 2.5
@@ -799,15 +903,19 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
             uint32_t least = min_events > 2 ? min_events - 1 : min_events;
             int sized = gmin >= min_events || (gmin >= least && (gmax >= min_events || g1 >= min_events));
             int regular_all = (uint64_t)gmax * 2 <= (uint64_t)gmin * 3, regular = regular_all || (phases <= MAX_SHAPES && pshort >= 2);
-            if (sized && g1 >= least && regular && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5 &&
-                covers(bu, nb, nv, o[i].at, past < nv ? past : nv, span / (c - 1))) {
+            int by_events = regular && (uint64_t)g1 * 2 <= (uint64_t)gmax * 5;
+            /* (in runs at the record's level only, its occurrences all one thread's: a server's
+             * threads, each serving requests of its buffer and 1-3 scratch blocks, taken by
+             * whichever thread is free, are as regular in runs, and no loop) */
+            in_runs = in_runs && !by_events && runs_ok && one;
+            if (sized && g1 >= least && (by_events || in_runs) && covers(bu, nb, nv, o[i].at, past < nv ? past : nv, span / (c - 1))) {
                 if (CMH_GROW(cand, capc, (uint64_t)nc + 1, 64)) {
                     free(cand);
                     free(o);
                     free(tmp);
                     return CMH_ENOMEM;
                 }
-                cand[nc++] = (struct cand){i, c, regular_all ? 1 : phases, regular_all ? 0 : plast};
+                cand[nc++] = by_events ? (struct cand){i, c, regular_all ? 1 : phases, regular_all ? 0 : plast, 0} : (struct cand){i, c, 1, 0, 1};
             }
         }
         i = j;
@@ -828,12 +936,12 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
         const occ *a = &o[cand[q].first];
         uint32_t c = cand[q].count, npair = c - 1;
         double sims[64];
-        uint32_t ns = 0, stride = (npair + 63) / 64;
+        uint32_t ns = 0, stride = (npair + 63) / 64, judged = 0, repeated = 0, tmin = UINT32_MAX, tmax = 0;
         for (uint32_t k = 0; k + 1 < c && ns < 64; k += stride) {
             uint32_t e2 = k + 2 < c ? a[k + 2].at : nv;
             if (k + 2 >= c && (uint64_t)(nv - a[k + 1].at) * 2 < (uint64_t)(a[k + 1].at - a[k].at)) e2 = a[k + 1].at; /* a short tail */
             if (e2 <= a[k + 1].at) break;
-            sims[ns++] = alike(v, a[k].at, a[k + 1].at, a[k + 1].at, e2, tmp);
+            sims[ns++] = cand[q].runs ? alike_runs(v, a[k].at, a[k + 1].at, a[k + 1].at, e2, tmp) : alike(v, a[k].at, a[k + 1].at, a[k + 1].at, e2, tmp);
         }
         if (!ns) continue;
         for (uint32_t x = 1; x < ns; x++)
@@ -843,6 +951,19 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
                 sims[y - 1] = t;
             }
         if (sims[ns / 2] < MIN_ALIKE) continue;
+        /* An op that recurs now and then, every few steps of a loop whose steps differ in length
+         * (dynamic shapes: one random size of activation made again in 5 of 50 steps) is no
+         * anchor: its stretches are each the loop's ops in the same order several times over, a
+         * varying number of times (or 3 at least where fewer than 3 stretches tell).  It read 'steps: 5'
+         * for 50, and its leak '+6.3 MiB per step' for 1.0.  (A step that is the same ops as many
+         * times over every step is still one step: 64 iterations of a loop of sizes that cycle
+         * every 64.)  The stretches between its occurrences, after the first (as its gaps). */
+        for (uint32_t k = c > 2; k + 1 < c && judged < 64; k += stride) {
+            uint32_t t = turns(v, a[k].at, a[k + 1].at, tmp);
+            judged++;
+            if (t) repeated++, tmin = t < tmin ? t : tmin, tmax = t > tmax ? t : tmax;
+        }
+        if (repeated * 2 > judged && (tmin != tmax || (judged < 3 && tmin >= 3))) continue;
         if (best < 0 || a[0].at < o[cand[best].first].at) best = (int)q;
     }
     int rc = CMH_OK;
@@ -851,7 +972,11 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
         *starts = malloc((size_t)c * sizeof **starts);
         if (!*starts) rc = CMH_ENOMEM;
         for (uint32_t k = 0; *starts && k < c; k++) (*starts)[k] = o[cand[best].first + k].at;
-        if (*starts) *nstarts = c, *phases_out = cand[best].phases, *last_out = cand[best].last;
+        if (*starts) *nstarts = c, *phases_out = cand[best].phases, *last_out = cand[best].last, *runs_out = cand[best].runs;
+        /* steps regular in runs only begin where the runs before their anchor that recur, op
+         * for op, before the next one do (head_runs()): each step's own, however long */
+        uint32_t h = *starts && c >= 2 && cand[best].runs ? head_runs(v, (*starts)[0], (*starts)[1]) : 0;
+        for (uint32_t k = c; h && k-- > 0;) (*starts)[k] = back_runs(v, (*starts)[k], k ? (*starts)[k - 1] + 1 : 0, h);
     }
     free(cand);
     free(o);
@@ -1099,18 +1224,31 @@ static uint32_t last_step(const uint32_t *at, uint32_t nat)
     return g[ng / 2];
 }
 
-/* The loop of events [0, nv): by its anchors, else by its period (*anchored says which).  An
+/* The loop of events [0, nv): by its anchors, else by its period (*anchored says which: 1 cut at
+ * its anchors, 2 at its anchors counted in runs of ops and already where its steps begin, 0 by
+ * its period).  An
  * anchor's steps may fall in phases of other lengths, one after another (a loop that changed
  * shape, its anchor in every step): *phases of them, the last from start *last on (1 and 0 else). */
-static int find_loop(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **at, uint32_t *nat, int *anchored,
-                     uint32_t *phases, uint32_t *last)
+static int find_loop(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, int runs_ok, uint32_t **at, uint32_t *nat,
+                     int *anchored, uint32_t *phases, uint32_t *last)
 {
-    int rc = by_anchor(v, nv, bu, nb, min_events, at, nat, phases, last);
-    *anchored = *nat >= 2;
+    int runs = 0;
+    int rc = by_anchor(v, nv, bu, nb, min_events, at, nat, phases, last, runs_ok, &runs);
+    *anchored = *nat < 2 ? 0 : runs ? 2 : 1;
     if (rc == CMH_OK && *nat < 2) {
         free(*at);
         *at = NULL;
         rc = by_period(v, nv, bu, nb, min_events, at, nat);
+    } else if (rc == CMH_OK && runs) {
+        /* an anchor regular in runs of ops only gives way to a period of more steps (a block
+         * kept every 1000 busy iterations, each one alloc and free: 195 steps for 3122) */
+        uint32_t *p2 = NULL, n2 = 0;
+        rc = by_period(v, nv, bu, nb, min_events, &p2, &n2);
+        if (rc == CMH_OK && n2 > *nat) {
+            free(*at);
+            *at = p2, *nat = n2, *anchored = 0, *phases = 1, *last = 0;
+        } else
+            free(p2);
     }
     return rc;
 }
@@ -1163,12 +1301,14 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
         if (!others) one = 0;
     }
     uint32_t min_events = thread || one ? 2 : MIN_STEP_EVENTS;
+    int runs_ok = !thread && !one; /* anchors counted in runs of ops: the record's loop, not a thread's */
     burst *bu = NULL;
     uint32_t nb = 0;
     rc = bursts_of(v, nv, min_events, &bu, &nb);
-    int anchored = 0; /* the earliest shape's steps are cut at an anchor (by_period's at the fewest bytes) */
+    int anchored = 0; /* the earliest shape's steps are cut at an anchor (by_period's at the fewest bytes; 2: where they begin, by runs) */
     uint32_t phases = 1, lastp = 0;
-    if (rc == CMH_OK) rc = find_loop(v, nv, bu, nb, min_events, &at, &nat, &anchored, &phases, &lastp);
+    if (rc == CMH_OK) rc = find_loop(v, nv, bu, nb, min_events, runs_ok, &at, &nat, &anchored, &phases, &lastp);
+    int in_runs = anchored == 2; /* the latest shape's steps found in runs of ops (the last step's measure) */
     if (rc == CMH_OK && thread && nat < 2) { /* one thread's loop of one allocation, paced */
         free(at);
         at = NULL;
@@ -1189,21 +1329,21 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
          * that step does, a step of the earlier shape after the earlier's last: cut at its
          * anchor, each of its steps would hold the next one's first ops, one step two of a
          * leak's blocks made there and its last none. */
-        uint32_t most = head_of(v, at[0], at[1]), pre = at[0] - most, *a2 = NULL, n2 = 0;
+        uint32_t most = anchored == 2 ? 0 : head_of(v, at[0], at[1]), pre = at[0] - most, *a2 = NULL, n2 = 0;
         if (pre < 4 * min_events) break;
         int anchored2;
         uint32_t phases2, last2;
-        rc = find_loop(v, pre, bu, nb, min_events, &a2, &n2, &anchored2, &phases2, &last2);
+        rc = find_loop(v, pre, bu, nb, min_events, runs_ok, &a2, &n2, &anchored2, &phases2, &last2);
         if (rc != CMH_OK || n2 < 2) {
             free(a2);
             break;
         }
         /* cut where its steps begin (as the first shape's, below), its last step running to
          * where the later shape begins: at least half a step of its own */
-        uint32_t h2 = anchored2 && regular(a2, n2) ? head_of(v, a2[0], a2[1]) : 0, step2 = (a2[n2 - 1] - a2[0]) / (n2 - 1);
+        uint32_t h2 = anchored2 == 1 && regular(a2, n2) ? head_of(v, a2[0], a2[1]) : 0, step2 = (a2[n2 - 1] - a2[0]) / (n2 - 1);
         for (uint32_t k = 0; k < n2; k++) a2[k] -= h2;
         if ((uint64_t)(pre - a2[n2 - 1]) * 2 < step2) n2--;
-        uint32_t h = n2 ? later_head(v, at, (uint64_t)a2[n2 - 1] + step2) : 0;
+        uint32_t h = n2 && anchored != 2 ? later_head(v, at, (uint64_t)a2[n2 - 1] + step2) : 0;
         uint32_t *m = n2 >= 2 ? malloc(((size_t)n2 + nat) * sizeof *m) : NULL;
         if (m) {
             memcpy(m, a2, (size_t)n2 * sizeof *m);
@@ -1230,7 +1370,7 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
      * phase's) keep their cuts at it, and the ops before its first are a step of their own when
      * the last step is not whole (below): one or the other, each step holding one anchor.
      * (Steps found by their period are cut where the loop holds the fewest bytes already.) */
-    uint32_t head = rc == CMH_OK && nat >= 2 && anchored ? head_of(v, at[0], at[1]) : 0;
+    uint32_t head = rc == CMH_OK && nat >= 2 && anchored == 1 ? head_of(v, at[0], at[1]) : 0;
     if (head && regular(at, cur)) {
         for (uint32_t k = 0; k < cur; k++) at[k] -= head;
         head = 0;
@@ -1248,12 +1388,13 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
         rc = bursts_of(v + from, nv - from, min_events, &b3, &nb3);
         int anchored3;
         uint32_t phases3 = 1, last3 = 0;
-        if (rc == CMH_OK) rc = find_loop(v + from, nv - from, b3, nb3, min_events, &a3, &n3, &anchored3, &phases3, &last3);
+        if (rc == CMH_OK) rc = find_loop(v + from, nv - from, b3, nb3, min_events, runs_ok, &a3, &n3, &anchored3, &phases3, &last3);
         free(b3);
         uint32_t *m = rc == CMH_OK && n3 >= 2 ? malloc(((size_t)nat + n3) * sizeof *m) : NULL;
         if (m) {
             for (uint32_t k = 0; k < n3; k++) a3[k] += from;
-            uint32_t h = later_head(v, a3, from);
+            uint32_t h = anchored3 == 2 ? 0 : later_head(v, a3, from);
+            in_runs = anchored3 == 2;
             memcpy(m, at, (size_t)nat * sizeof *m);
             for (uint32_t k = 0; k < n3; k++) m[nat + k] = a3[k] - h;
             free(at);
@@ -1276,7 +1417,11 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
             uint64_t gap = median_gap(p + (nat - latest), latest);
             /* the last step is whole when the events after its start are as many as half a
              * step's as the loop ended (last_step); else the ops before the first anchor may be */
-            if ((uint64_t)(nv - at[nat - 1]) * 2 >= last_step(at, nat)) p[np++] = n; /* (other threads' events may come first) */
+            /* (steps found in runs of ops: as many runs as half the step before's, whatever
+             * the events: a step of 3 events after steps of 13 is whole when it holds their ops) */
+            if ((uint64_t)(nv - at[nat - 1]) * 2 >= last_step(at, nat) ||
+                (in_runs && (uint64_t)run_ops_count(v, at[nat - 1], nv) * 2 >= run_ops_count(v, at[nat - 2], at[nat - 1])))
+                p[np++] = n; /* (other threads' events may come first) */
             else if ((uint64_t)head * 2 >= at[1] - at[0]) {
                 memmove(p + 1, p, (size_t)np * sizeof *p);
                 p[0] = v[at[0] - head].pos;
