@@ -822,6 +822,25 @@ static uint32_t back_runs(const ev *v, uint32_t a, uint32_t lo, uint32_t h)
 #define MIN_ALIKE 0.7
 #define MIN_REPEAT 0.8
 
+/* Are an anchor's gaps, in phases of plens[0..n) gaps each, a loop that changed shape: 2 to
+ * MAX_SHAPES phases of 2 gaps at least, each followed by the next or by one odd gap then the next
+ * (a transition: the anchor mid-step, the gap from it runs over the rest of a step of one shape
+ * and the start of one of the next)? */
+static int shaped(const uint32_t *plens, uint32_t n)
+{
+    if (n > 2 * MAX_SHAPES - 1) return 0;
+    uint32_t longs = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (plens[k] >= 2) {
+            longs++;
+            continue;
+        }
+        /* one odd gap, between two phases of 2 gaps at least */
+        if (!k || k + 1 >= n || plens[k - 1] < 2 || plens[k + 1] < 2) return 0;
+    }
+    return longs >= 2 && longs <= MAX_SHAPES;
+}
+
 /* Anchors: the symbol that recurs most often at regular intervals between stretches alike. */
 static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uint32_t min_events, uint32_t **starts, uint32_t *nstarts,
                      uint32_t *phases_out, uint32_t *last_out, int runs_ok, int *runs_out)
@@ -861,6 +880,8 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
             /* the gaps after the first: their least and most, and the phases they fall in, each
              * regular (a loop that changed shape: 4 events a step, then 2) */
             uint32_t gmin = UINT32_MAX, gmax = 0, g1 = POS(i + 1) - POS(i), phases = 1, pmin = UINT32_MAX, pmax = 0, plen = 0, pshort = UINT32_MAX, plast = 0;
+            /* the phases' lengths in gaps, as long as they are few (shaped(): a loop that changed shape) */
+            uint32_t plens[2 * MAX_SHAPES + 1], nplens = 0, f0min = 0, f0max = 0;
             for (uint32_t k = i + 2; k < j; k++) {
                 uint32_t gp = POS(k) - POS(k - 1);
                 if (gp < gmin) gmin = gp;
@@ -868,11 +889,23 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
                 uint32_t lo = gp < pmin ? gp : pmin, hi = gp > pmax ? gp : pmax;
                 if (plen && (uint64_t)hi * 2 > (uint64_t)lo * 3) { /* the next phase */
                     if (plen < pshort) pshort = plen;
+                    if (!nplens) f0min = pmin, f0max = pmax;
+                    if (nplens < 2 * MAX_SHAPES + 1) plens[nplens] = plen;
+                    nplens++;
                     phases++, pmin = pmax = gp, plen = 1, plast = k - 1 - i;
                 } else
                     pmin = lo, pmax = hi, plen++;
             }
             if (plen && plen < pshort) pshort = plen;
+            if (plen && !nplens) f0min = pmin, f0max = pmax;
+            if (plen && nplens < 2 * MAX_SHAPES + 1) plens[nplens] = plen;
+            if (plen) nplens++;
+            /* (the first gap is of the first phase where it is as regular with it: 3 steps of 5
+             * events before steps of 17 are a phase, though their gaps after the first are 1) */
+            if (nplens) {
+                uint32_t lo = g1 < f0min ? g1 : f0min, hi = g1 > f0max ? g1 : f0max;
+                if ((uint64_t)hi * 2 <= (uint64_t)lo * 3) plens[0]++;
+            }
 #undef POS
             if (c == 2) gmin = gmax = g1;
             /* the same gaps counted in runs (an op repeated back to back counts once): a loop of
@@ -908,6 +941,12 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
              * threads, each serving requests of its buffer and 1-3 scratch blocks, taken by
              * whichever thread is free, are as regular in runs, and no loop) */
             in_runs = in_runs && !by_events && runs_ok && one;
+            /* (nor where its gaps in events are a loop that changed shape: up to MAX_SHAPES phases,
+             * each regular and of 2 gaps at least, one odd gap between two where the anchor is
+             * mid-step (its step's ops before it, then the next shape's after it).  Those are the
+             * shape search's (from_pattern: a step of 5 events, then of 17, each shape its own
+             * period), which tells the shapes apart: in runs, 'shapes: 1') */
+            in_runs = in_runs && !shaped(plens, nplens);
             if (sized && g1 >= least && (by_events || in_runs) && covers(bu, nb, nv, o[i].at, past < nv ? past : nv, span / (c - 1))) {
                 if (CMH_GROW(cand, capc, (uint64_t)nc + 1, 64)) {
                     free(cand);
