@@ -1012,6 +1012,21 @@ static int by_anchor(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
         if (!*starts) rc = CMH_ENOMEM;
         for (uint32_t k = 0; *starts && k < c; k++) (*starts)[k] = o[cand[best].first + k].at;
         if (*starts) *nstarts = c, *phases_out = cand[best].phases, *last_out = cand[best].last, *runs_out = cand[best].runs;
+        /* The anchor's op made once before the loop too (a buffer made before it, then replaced
+         * every step: kv = kv_buffer() before 120 steps that each make the next and free the
+         * last) is no step's: a first stretch shorter than every later one and unlike the next
+         * is set-up, the loop beginning at the second.  It read 'steps: 121' for 120. */
+        if (*starts && c >= 4) {
+            uint32_t *a = *starts, gmin = UINT32_MAX;
+            for (uint32_t k = 2; k < c; k++)
+                if (a[k] - a[k - 1] < gmin) gmin = a[k] - a[k - 1];
+            if (a[1] - a[0] < gmin && alike(v, a[0], a[1], a[1], a[2], tmp) < MIN_ALIKE) {
+                memmove(a, a + 1, (size_t)(c - 1) * sizeof *a);
+                c--;
+                *nstarts = c;
+                if (*last_out) --*last_out;
+            }
+        }
         /* steps regular in runs only begin where the runs before their anchor that recur, op
          * for op, before the next one do (head_runs()): each step's own, however long */
         uint32_t h = *starts && c >= 2 && cand[best].runs ? head_runs(v, (*starts)[0], (*starts)[1]) : 0;
@@ -1461,10 +1476,25 @@ static int from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread
             if ((uint64_t)(nv - at[nat - 1]) * 2 >= last_step(at, nat) ||
                 (in_runs && (uint64_t)run_ops_count(v, at[nat - 1], nv) * 2 >= run_ops_count(v, at[nat - 2], at[nat - 1])))
                 p[np++] = n; /* (other threads' events may come first) */
-            else if ((uint64_t)head * 2 >= at[1] - at[0]) {
-                memmove(p + 1, p, (size_t)np * sizeof *p);
-                p[0] = v[at[0] - head].pos;
-                np++;
+            else {
+                /* the ops before the first anchor: a step with the first's when they hold half a
+                 * step (head_of's, op for op), or when they are the ops of a step before its
+                 * anchor that the last step lacks after it (an anchor mid-step whose steps begin
+                 * differently, sizes cycling every 3 steps, the second making optimizer state:
+                 * head_of finds none, and 300 iterations, cut at their anchors, read 'steps: 299',
+                 * the first one's ops before it and the last one's after it each half a step short) */
+                uint32_t lead = head, tail = nv - at[nat - 1], step = last_step(at, nat);
+                if ((uint64_t)lead * 2 < at[1] - at[0] && tail < step) {
+                    uint32_t h = step - tail;
+                    uint64_t *tmp = h > lead && h <= at[0] && h <= at[nat - 1] - at[nat - 2] ? malloc((size_t)h * 2 * sizeof *tmp) : NULL;
+                    if (tmp && alike(v, at[0] - h, at[0], at[nat - 1] - h, at[nat - 1], tmp) >= MIN_ALIKE) lead = h;
+                    free(tmp);
+                }
+                if ((uint64_t)lead * 2 >= at[1] - at[0] || lead > head) {
+                    memmove(p + 1, p, (size_t)np * sizeof *p);
+                    p[0] = v[at[0] - lead].pos;
+                    np++;
+                }
             }
             if (np >= 3 || (np == 2 && p[1] == n)) {
                 rc = set_points(st, p, np);
