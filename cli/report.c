@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cumemhist/symbolize.h"
 #include "cumemhist/viz.h"
 #include "cumemhist/gapwords.h"
 #include "cumemhist/leakwords.h"
@@ -18,6 +19,7 @@
 #include "cumemhist/owners.h"
 
 rep_attr rep_attribution;
+int rep_raw_frames;
 const char *const rep_group_names[] = {"site", "stack", "module", "file", "package", NULL}; /* the cmh_group_by order */
 
 /* A merged record as one model (cmh_merged_view): PyTorch's blocks and the other allocations. */
@@ -131,6 +133,14 @@ int rep_load_shaped_own_with(const char *path, cmh_snapshot *s, const char *cmd,
     if (!rc && before) before(s, arg);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
     if (cmd) rep_say_memviz_numbering(s, cmd, device, what);
+    /* its frames as the export writes them (file and line from the binaries' DWARF, C++ names
+     * demangled), where trace of a recorder's record printed them as recorded ('filename': 'vmm',
+     * 'line': 0) and trace of its export said vmm.c:9; only where there is something to do, so a
+     * record whose frames need nothing (all have lines, or their binaries are gone) loads no libdw */
+    if (!rep_raw_frames && cmh_symbolize_wanted(s, CMH_SYM_ALL) && (rc = cli_symbolize(path, s))) {
+        cmh_snapshot_free(s);
+        return rc;
+    }
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */
     if (!(g && *g && strcmp(g, "0"))) {
         cmh_snapshot shaped;
