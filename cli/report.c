@@ -827,46 +827,7 @@ static int drv_is_free(const char *call)
            !strcmp(call, "cuMemUnmap");
 }
 
-static const char *drv_times(uint64_t n)
-{
-    static char b[32];
-    if (n == 1) return "once";
-    if (n == 2) return "twice";
-    snprintf(b, sizeof b, "%llu times", (unsigned long long)n);
-    return b;
-}
-
-void rep_driver_errors_note(const cmh_snapshot *s)
-{
-    if (!s->ndrv_errors) return;
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < s->ndrv_errors; i++) total += s->drv_errors[i].count;
-    printf("note: %llu driver call%s failed (the driver refused %s: no entry in the trace shows %s):\n", (unsigned long long)total,
-           total == 1 ? "" : "s", total == 1 ? "it" : "them", total == 1 ? "it" : "them");
-    for (uint32_t i = 0; i < s->ndrv_errors; i++) {
-        const cmh_drv_error *e = &s->drv_errors[i];
-        char nb[32], what[256];
-        int fr = drv_is_free(e->call) && e->result == 1;
-        printf("      %s returned %s %s%s", e->call, cmh_cuda_error_name(e->result, nb, sizeof nb), drv_times(e->count),
-               fr ? " (a pointer never allocated, freed twice, or not an allocation's base)" : "");
-        if (e->nsites) {
-            const char *f = drv_site(s, e->sites[0].stack);
-            printf(", first at %s (thread %u)", f ? f : "<no stack recorded>", e->sites[0].thread);
-        }
-        printf(":\n");
-        for (uint32_t j = 0; j < e->nsites; j++) {
-            const cmh_drv_error_site *w = &e->sites[j];
-            const char *f = drv_site(s, w->stack);
-            printf("        0x%llx", (unsigned long long)w->addr);
-            if (w->size) printf(" (%s)", rep_size((double)w->size));
-            if (drv_is_free(e->call)) printf(": %s", cmh_driver_error_what(s, w->addr, w->time_ns, what, sizeof what));
-            printf(", at %s (thread %u)\n", f ? f : "<no stack recorded>", w->thread);
-        }
-        if (e->count > e->nsites)
-            printf("        (%llu more, not kept: the recorder keeps the first %d of each)\n", (unsigned long long)(e->count - e->nsites),
-                   CMH_DRV_ERROR_SITES);
-    }
-}
+void rep_driver_errors_note(const cmh_snapshot *s) { cmh_driver_errors_write(stdout, s); }
 
 void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s)
 {

@@ -410,6 +410,11 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     out->clock_origin_ns = cmh_snapshot_clock_origin(in);
     for (uint32_t i = 0; i < in->nmeminfo; i++) TRY(cmh_snapshot_add_meminfo(out, &in->meminfo[i]));
     for (uint32_t i = 0; i < in->nidents; i++) TRY(cmh_snapshot_add_ident(out, &in->idents[i]));
+    for (uint32_t i = 0; i < in->ndrv_errors; i++) { /* calls the driver refused: the reports over the copy say them too */
+        cmh_drv_error e = in->drv_errors[i];
+        for (uint32_t j = 0; j < e.nsites && j < CMH_DRV_ERROR_SITES; j++) TRY(copy_stack(in, out, e.sites[j].stack, fmap, smap, &e.sites[j].stack));
+        TRY(cmh_snapshot_add_drv_error(out, &e));
+    }
     /* which process of a job, and how it ended: every report's first lines */
     out->rank = in->rank, out->local_rank = in->local_rank, out->world_size = in->world_size;
     out->forked_from = in->forked_from;
@@ -611,6 +616,7 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(threads), MOVE(nthreads), MOVE(cap_threads);
     MOVE(meminfo), MOVE(nmeminfo), MOVE(cap_meminfo);
     MOVE(idents), MOVE(nidents), MOVE(cap_idents);
+    MOVE(drv_errors), MOVE(ndrv_errors), MOVE(cap_drv_errors); /* (their stacks' ids stay: the stacks move too) */
 #undef MOVE
     out->clock_origin_ns = origin;
     out->start_time_ns = in->start_time_ns;
