@@ -137,9 +137,14 @@ int rep_load_shaped_own_with(const char *path, cmh_snapshot *s, const char *cmd,
      * demangled), where trace of a recorder's record printed them as recorded ('filename': 'vmm',
      * 'line': 0) and trace of its export said vmm.c:9; only where there is something to do, so a
      * record whose frames need nothing (all have lines, or their binaries are gone) loads no libdw */
-    if (!rep_raw_frames && cmh_symbolize_wanted(s, CMH_SYM_ALL) && (rc = cli_symbolize(path, s))) {
+    if (!rep_raw_frames && cmh_symbolize_wanted(s, CMH_SYM_LINES) && (rc = cli_symbolize(path, s))) {
         cmh_snapshot_free(s);
         return rc;
+    }
+    cmh_symbolize_result sr; /* no line to give: the names alone, as the export demangles them (no libdw) */
+    if (!rep_raw_frames && cmh_symbolize_wanted(s, CMH_SYM_DEMANGLE) && (rc = cmh_symbolize_offline(s, CMH_SYM_DEMANGLE, &sr))) {
+        cmh_snapshot_free(s);
+        return cli_fail(path, rc);
     }
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */
     if (!(g && *g && strcmp(g, "0"))) {
