@@ -415,15 +415,15 @@ static int pool_step(const cmh_snapshot *in, const pooltag *pt, amap *live, cons
     if (pool) *pool = 0;
     if (e->action > CMH_ACT_SEGMENT_UNMAP) return CMH_OK;
     uint64_t addr = cmh_entry_addr(in, e);
-    if (e->action == CMH_ACT_SEGMENT_ALLOC && e->kind == CMH_KIND_ASYNC) {
-        uint32_t n = alloc_pool(in, pt, tr, i);
+    if (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_MAP) { /* (any other kind: no pool's) */
+        uint32_t n = e->action == CMH_ACT_SEGMENT_ALLOC && e->kind == CMH_KIND_ASYNC ? alloc_pool(in, pt, tr, i) : 0;
         int64_t *v = amap_slot(live, addr, n != 0);
         if (n && !v) return CMH_ENOMEM;
         if (v) *v = n;
     }
     int64_t *v = amap_slot(live, addr, 0);
     if (pool && v) *pool = (uint32_t)*v;
-    if (v && e->action == CMH_ACT_SEGMENT_FREE) *v = 0;
+    if (v && (e->action == CMH_ACT_SEGMENT_FREE || e->action == CMH_ACT_SEGMENT_UNMAP)) *v = 0;
     return CMH_OK;
 }
 
