@@ -335,6 +335,8 @@ static int section(const rep_section *sec, void *arg)
         }
         rep_notes(&p.base);
     }
+    /* calls the driver refused (a double free...): no segment shows them, summary's note */
+    if (!sec->w && sec->index + 1 == sec->ndevices) rep_driver_errors_note(sec->s);
     cmh_frag_report_free(&p);
     return CMH_OK;
 }

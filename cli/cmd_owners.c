@@ -214,6 +214,7 @@ static int section(const rep_section *sec, void *arg)
         if (p.torch && p.torch_mismatch)
             printf("note: PyTorch's reserved memory and its segments as the driver saw them differ by %s at the end\n",
                    rep_size((double)p.torch_mismatch));
+        if (sec->index + 1 == sec->ndevices) rep_driver_errors_note(sec->s); /* calls the driver refused: summary's note */
     }
     cmh_owners_report_free(&p);
     return CMH_OK;

@@ -97,6 +97,13 @@ int cmd_stats(int argc, char **argv)
     }
     int crc = cmh_print_segsum(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, stdout);
     putchar('\n'); /* the script print()s its result: one more newline */
+    if (crc == CMH_OK && s.ndrv_errors) { /* calls the driver refused, after the script's text (summary's note): */
+        cmh_snapshot full;                 /* judged by the trace, which the segments' load left out */
+        if (g_device == -2 && rep_load_view(path, &full) == 0) {
+            rep_driver_errors_note(&full);
+            cmh_snapshot_free(&full);
+        } else if (g_device != -2) rep_driver_errors_note(&s);
+    }
     cmh_snapshot_free(&s);
     if (crc == CMH_EIO) return cli_finish_stdout(CLI_EFILE);
     if (crc != CMH_OK) return cli_fail(path, crc);

@@ -13,6 +13,10 @@ static const cli_option g_opts[] = {
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "only device N's trace (default: every device)", NULL, 0, 0, NULL},
     CLI_OPT_JSON(&g_json),
     {"--quiet", "-q", CLI_FLAG, &g_quiet, NULL, "no note on stderr on how the text's entry numbers map to the record's", NULL, 0, 0, NULL},
+    {"--raw-frames", NULL, CLI_FLAG, &rep_raw_frames, NULL,
+     "a recorder's frames as recorded (export --raw-frames's text): without it they\n"
+     "read as the export writes them (file:line from DWARF where the binaries are here)",
+     NULL, 0, 0, NULL},
 };
 
 const cli_command cli_cmd_trace = {
@@ -23,8 +27,11 @@ const cli_command cli_cmd_trace = {
     "recorder snapshot reads as its memory_viz export (cumemhist export), so its 'N entries'\n"
     "counts memory_viz's entries: where they are not the record's, a note on stderr says how\n"
     "they map in one line (-q: none; the record's own numbering, which every other command\n"
-    "uses, is --json's; docs/CLI.md \"Entry numbers\").  An entry of an action this version does\n"
-    "not know (a newer PyTorch's) prints as its dict, in its place, as the script prints it.",
+    "uses, is --json's; docs/CLI.md \"Entry numbers\"); and its frames are the export's\n"
+    "(a frame recorded without a line gets its file:line from its binary's DWARF where that\n"
+    "binary is on this machine; --raw-frames: as recorded).  An entry of an action this\n"
+    "version does not know (a newer PyTorch's) prints as its dict, in its place, as the\n"
+    "script prints it.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist trace dump_snapshot.pickle | less"};
 
 static int section(const rep_section *sec, void *arg)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cumemhist/symbolize.h"
 #include "cumemhist/viz.h"
 #include "cumemhist/gapwords.h"
 #include "cumemhist/leakwords.h"
@@ -18,6 +19,7 @@
 #include "cumemhist/owners.h"
 
 rep_attr rep_attribution;
+int rep_raw_frames;
 const char *const rep_group_names[] = {"site", "stack", "module", "file", "package", NULL}; /* the cmh_group_by order */
 
 /* A merged record as one model (cmh_merged_view): PyTorch's blocks and the other allocations. */
@@ -131,6 +133,19 @@ int rep_load_shaped_own_with(const char *path, cmh_snapshot *s, const char *cmd,
     if (!rc && before) before(s, arg);
     if (rc || s->source == CMH_SRC_PYTORCH) return rc;
     if (cmd) rep_say_memviz_numbering(s, cmd, device, what);
+    /* its frames as the export writes them (file and line from the binaries' DWARF, C++ names
+     * demangled), where trace of a recorder's record printed them as recorded ('filename': 'vmm',
+     * 'line': 0) and trace of its export said vmm.c:9; only where there is something to do, so a
+     * record whose frames need nothing (all have lines, or their binaries are gone) loads no libdw */
+    if (!rep_raw_frames && cmh_symbolize_wanted(s, CMH_SYM_LINES) && (rc = cli_symbolize(path, s))) {
+        cmh_snapshot_free(s);
+        return rc;
+    }
+    cmh_symbolize_result sr; /* no line to give: the names alone, as the export demangles them (no libdw) */
+    if (!rep_raw_frames && cmh_symbolize_wanted(s, CMH_SYM_DEMANGLE) && (rc = cmh_symbolize_offline(s, CMH_SYM_DEMANGLE, &sr))) {
+        cmh_snapshot_free(s);
+        return cli_fail(path, rc);
+    }
     const char *g = getenv("CUMEMHIST_GENERIC_LOAD"); /* the copy, for loadpaths_test to hold against */
     if (!(g && *g && strcmp(g, "0"))) {
         cmh_snapshot shaped;
@@ -817,46 +832,7 @@ static int drv_is_free(const char *call)
            !strcmp(call, "cuMemUnmap");
 }
 
-static const char *drv_times(uint64_t n)
-{
-    static char b[32];
-    if (n == 1) return "once";
-    if (n == 2) return "twice";
-    snprintf(b, sizeof b, "%llu times", (unsigned long long)n);
-    return b;
-}
-
-void rep_driver_errors_note(const cmh_snapshot *s)
-{
-    if (!s->ndrv_errors) return;
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < s->ndrv_errors; i++) total += s->drv_errors[i].count;
-    printf("note: %llu driver call%s failed (the driver refused %s: no entry in the trace shows %s):\n", (unsigned long long)total,
-           total == 1 ? "" : "s", total == 1 ? "it" : "them", total == 1 ? "it" : "them");
-    for (uint32_t i = 0; i < s->ndrv_errors; i++) {
-        const cmh_drv_error *e = &s->drv_errors[i];
-        char nb[32], what[256];
-        int fr = drv_is_free(e->call) && e->result == 1;
-        printf("      %s returned %s %s%s", e->call, cmh_cuda_error_name(e->result, nb, sizeof nb), drv_times(e->count),
-               fr ? " (a pointer never allocated, freed twice, or not an allocation's base)" : "");
-        if (e->nsites) {
-            const char *f = drv_site(s, e->sites[0].stack);
-            printf(", first at %s (thread %u)", f ? f : "<no stack recorded>", e->sites[0].thread);
-        }
-        printf(":\n");
-        for (uint32_t j = 0; j < e->nsites; j++) {
-            const cmh_drv_error_site *w = &e->sites[j];
-            const char *f = drv_site(s, w->stack);
-            printf("        0x%llx", (unsigned long long)w->addr);
-            if (w->size) printf(" (%s)", rep_size((double)w->size));
-            if (drv_is_free(e->call)) printf(": %s", cmh_driver_error_what(s, w->addr, w->time_ns, what, sizeof what));
-            printf(", at %s (thread %u)\n", f ? f : "<no stack recorded>", w->thread);
-        }
-        if (e->count > e->nsites)
-            printf("        (%llu more, not kept: the recorder keeps the first %d of each)\n", (unsigned long long)(e->count - e->nsites),
-                   CMH_DRV_ERROR_SITES);
-    }
-}
+void rep_driver_errors_note(const cmh_snapshot *s) { cmh_driver_errors_write(stdout, s); }
 
 void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s)
 {

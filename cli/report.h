@@ -18,6 +18,8 @@ typedef struct rep_attr {
     cli_list skips;
 } rep_attr;
 extern rep_attr rep_attribution;
+/* trace --raw-frames: a recorder's frames as recorded, not symbolized as the export writes them */
+extern int rep_raw_frames;
 extern const char *const rep_group_names[];
 
 /* The options every report shares, in the order of their help. */

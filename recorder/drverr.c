@@ -8,7 +8,8 @@
  * is the trace's own oom entry, never noted here): per (call, result) a count, and for the first
  * CMH_DRV_ERROR_SITES of each the address and size asked, the thread, the time and the stack
  * (under --context as an allocation's: state and above).  The dump writes the table as the
- * .cmh "driver_errors" (docs/FORMAT.md).  Nothing here runs on a call that succeeded.
+ * .cmh "driver_errors" (docs/FORMAT.md).  Nothing here runs on a call that succeeded, nor while
+ * recording is off; a cleared history empties the table (cmh_drverr_clear).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -89,6 +90,16 @@ int cmh_drverr_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), 
         rc = cmh_snapshot_add_drv_error(s, &e);
     }
     return rc;
+}
+
+/* a cleared history (cmh_record_memory_history's clear_history, or enabled off, as PyTorch's
+ * record_memory_history clears): the failed calls before it go with the entries, as the trace's
+ * oom entries do; the record says those made since */
+void cmh_drverr_clear(void)
+{
+    cmh_lock(&g_lock);
+    g_nkinds = 0;
+    cmh_unlock(&g_lock);
 }
 
 /* a forked child's history begins at the fork: the parent's failures are in its record */

@@ -765,6 +765,7 @@ void cmh_hist_clear(void)
     open_all();
     cmh_unlock(&g_view_lock);
     cmh_vmm_clear_maps(); /* (vmm_maps name entries: they go with them) */
+    cmh_drverr_clear();   /* (the failed calls before the clear go with the entries, as oom entries do) */
 }
 
 /* The last `keep` entries of d, oldest first, into new chunks for a ring of max_entries

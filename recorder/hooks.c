@@ -483,8 +483,9 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 #define ASYNC_ALLOC(name, base, call, dev_expr, pool_expr)                                                       \
     REAL(name);                                                                                                  \
     CUresult r = call;                                                                                           \
+    if (!cmh_rec_enabled()) return r; /* (nothing noted while recording is off, as the other hooks) */         \
     if (CMH_UNLIKELY(r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY)) cmh_drverr_note(base, r, 0, n);        \
-    else if (cmh_rec_enabled()) {                                                                                \
+    else {                                                                                                       \
         int dev_ = dev_expr;                                                                                     \
         uint64_t pool_ = (uint64_t)(uintptr_t)(pool_expr);                                                       \
         after_alloc(base, r, dev_, CMH_KIND_ASYNC, r == CUDA_SUCCESS ? *dptr : 0, n, n, (uint64_t)(uintptr_t)s, pool_); \

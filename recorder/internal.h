@@ -399,6 +399,8 @@ CMH_HIDDEN void cmh_drverr_note(const char *call, int result, uint64_t addr, uin
 /* The table, into s (.cmh "driver_errors"; stacks through stack_map). */
 CMH_HIDDEN int cmh_drverr_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
 CMH_HIDDEN void cmh_drverr_reset_after_fork(void);
+/* the history cleared (cmh_hist_clear): the failed calls noted before it are forgotten */
+CMH_HIDDEN void cmh_drverr_clear(void);
 
 /* ---- stacks.c ---- */
 /* Capture and intern the current stack; 0 = none (disabled, or the recorder is out of room). */

@@ -413,7 +413,15 @@ static int rd_traces(cur *c, cmh_snapshot *s)
                              rd_u32(c, &e.user_metadata, s->strings.n, "string id")))
                 return -1;
             if (ek >= 12 && (rd_u64(c, &e.pool_id[0]) || rd_u64(c, &e.pool_id[1]))) return -1;
-            for (uint32_t q = ek >= 12 ? 12 : ek >= 10 ? 10 : ek >= 7 ? 7 : 6; q < ek; q++)
+            if (ek >= 13) { /* its flags beyond the code byte's (bits this version does not know: ignored) */
+                uint64_t xf;
+                if (rd_u64(c, &xf)) return -1;
+                if ((xf & CMH_CMH_XF_UNKNOWN_ACTION) && e.action == CMH_ACT_MARK) {
+                    e.flags |= CMH_EF_UNKNOWN_ACTION;
+                    s->pt_fields |= CMH_PT_UNKNOWN_ACTIONS;
+                }
+            }
+            for (uint32_t q = ek >= 13 ? 13 : ek >= 12 ? 12 : ek >= 10 ? 10 : ek >= 7 ? 7 : 6; q < ek; q++)
                 if (skip(c)) return -1;
             if (cmh_snapshot_add_entry(s, &e) != CMH_OK) return nomem(c);
         }

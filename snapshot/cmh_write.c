@@ -92,8 +92,8 @@ _Static_assert(CMH_ACT_COUNT <= 16, "the action takes the low 4 bits of an entry
 _Static_assert(CMH_KIND_COUNT <= 8, "the kind takes the top 3 bits of an entry's code byte");
 _Static_assert(CMH_EF_WHOLE_BLOCK == 1, "the whole-block flag is bit 4 of the code byte");
 
-/* the most bytes one entry packs into: an array head, 12 fields of 9 bytes at most */
-#define ENTRY_MAX_BYTES (1 + 12 * 9)
+/* the most bytes one entry packs into: an array head, 13 fields of 9 bytes at most */
+#define ENTRY_MAX_BYTES (1 + 13 * 9)
 
 /* Into the sink's buffer (room made first), with msgpack's own encoding (cmh_fastpk_*). */
 static void pack_entry(sink *k, const cmh_entry_full *e, uint64_t *prev_addr, int64_t *prev_time)
@@ -101,10 +101,14 @@ static void pack_entry(sink *k, const cmh_entry_full *e, uint64_t *prev_addr, in
     if (sizeof k->buf - k->n < ENTRY_MAX_BYTES) sink_flush(k);
     unsigned char *p = k->buf + k->n, *p0 = p;
     /* fields are positional: a later one brings those before it (most entries need the 6) */
-    int has_pool = e->pool_id[0] || e->pool_id[1];
+    /* the 13th, the entry's flags beyond the code byte's (CMH_CMH_XF_*), only on an entry that
+     * has one: a PyTorch action this version does not know, kept as a mark (a reader that
+     * predates it reads the mark, as it read the pickle, with nothing else lost) */
+    unsigned xf = CMH_ENTRY_UNKNOWN_ACTION(e) ? CMH_CMH_XF_UNKNOWN_ACTION : 0;
+    int has_pool = xf || e->pool_id[0] || e->pool_id[1];
     int has_names = has_pool || e->name || e->compile_context || e->user_metadata;
     int has_req = has_names || e->requested != e->size;
-    cmh_fastpk_array(&p, has_pool ? 12 : has_names ? 10 : has_req ? 7 : 6);
+    cmh_fastpk_array(&p, xf ? 13 : has_pool ? 12 : has_names ? 10 : has_req ? 7 : 6);
     cmh_fastpk_uint8(&p, (uint8_t)(e->action | (e->flags & 1) << 4 | (e->kind & 7) << 5));
     cmh_fastpk_int64(&p, (int64_t)(e->addr - *prev_addr));
     cmh_fastpk_uint64(&p, e->size);
@@ -121,6 +125,7 @@ static void pack_entry(sink *k, const cmh_entry_full *e, uint64_t *prev_addr, in
         cmh_fastpk_uint64(&p, e->pool_id[0]);
         cmh_fastpk_uint64(&p, e->pool_id[1]);
     }
+    if (xf) cmh_fastpk_uint8(&p, (uint8_t)xf);
     k->n += (size_t)(p - p0);
     *prev_addr = e->addr;
     *prev_time = e->time_ns;

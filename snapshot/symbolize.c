@@ -17,6 +17,8 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <elf.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -564,6 +566,81 @@ static int lines_all(cmh_snapshot *s, cmh_symbolize_result *r, int keep)
     if (keep) pthread_mutex_unlock(&g_kept_lock);
     else session_free(d);
     return rc;
+}
+
+/* The GNU build id of the ELF file at path, in hex as hex() writes it, read from its program
+ * headers' notes without libelf (an ELF64 file of this machine's byte order; anything else, or
+ * a file that cannot be read: 0, not known).  1 when read. */
+static int elf_build_id(const char *path, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    Elf64_Ehdr eh;
+    int ok = 0;
+    if (fread(&eh, sizeof eh, 1, f) == 1 && !memcmp(eh.e_ident, ELFMAG, SELFMAG) && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+        eh.e_ident[EI_DATA] == (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB) &&
+        eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 4096)
+        for (unsigned i = 0; i < eh.e_phnum && !ok; i++) {
+            Elf64_Phdr ph;
+            if (fseeko(f, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph), SEEK_SET) || fread(&ph, sizeof ph, 1, f) != 1) break;
+            if (ph.p_type != PT_NOTE || ph.p_filesz > (1u << 20)) continue;
+            unsigned char *b = malloc(ph.p_filesz ? ph.p_filesz : 1);
+            if (!b) break;
+            if (!fseeko(f, (off_t)ph.p_offset, SEEK_SET) && fread(b, 1, ph.p_filesz, f) == ph.p_filesz) {
+                uint64_t at = 0, align = ph.p_align >= 8 ? 8 : 4;
+                while (at + sizeof(Elf64_Nhdr) <= ph.p_filesz) {
+                    Elf64_Nhdr nh;
+                    memcpy(&nh, b + at, sizeof nh);
+                    uint64_t name = at + sizeof nh, desc = name + ((nh.n_namesz + align - 1) & ~(align - 1));
+                    if (desc + nh.n_descsz > ph.p_filesz) break;
+                    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && !memcmp(b + name, "GNU", 4) && nh.n_descsz < cap / 2) {
+                        hex(b + desc, (int)nh.n_descsz, out, cap);
+                        ok = 1;
+                        break;
+                    }
+                    at = desc + ((nh.n_descsz + align - 1) & ~(align - 1));
+                }
+            }
+            free(b);
+        }
+    fclose(f);
+    return ok;
+}
+
+int cmh_symbolize_wanted(const cmh_snapshot *s, unsigned what)
+{
+    if (what & CMH_SYM_DEMANGLE)
+        for (uint32_t i = 0; i < s->nframes; i++) { /* (demangle_all's test, without the demangler) */
+            const char *file = cmh_str(s, s->frames[i].filename), *n = cmh_str(s, s->frames[i].name);
+            size_t fl = strlen(file);
+            if (fl > 3 && !strcmp(file + fl - 3, ".py")) continue;
+            if ((n[0] == '_' && n[1] == 'Z') || n[cmh_name_base_len(n)]) return 1;
+        }
+    if (!(what & CMH_SYM_LINES) || !s->nmodules) return 0;
+    /* per module: 1 some frame of it has a line (its DWARF was read: symbolized before, every frame
+     * it could give a line has one), 2 a frame of it without one; then 3 its binary is not here,
+     * or not the one recorded (session_open would not use it), 4 it is */
+    unsigned char *m = calloc(s->nmodules, 1);
+    if (!m) return 1; /* (no memory to tell: as if there were) */
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        const cmh_frame *f = &s->frames[i];
+        if (f->module < 0 || (uint32_t)f->module >= s->nmodules) continue;
+        if (f->line > 0) m[f->module] = 1;
+        else if (f->pc && !m[f->module]) m[f->module] = 2;
+    }
+    int want = 0;
+    for (uint32_t k = 0; k < s->nmodules && !want; k++) {
+        if (m[k] != 2) continue;
+        const cmh_module *mo = &s->modules[k];
+        const char *path = cmh_str(s, mo->path), *rec = cmh_str(s, mo->build_id);
+        char have[160] = "";
+        if (!*path || access(path, R_OK) != 0) continue;
+        /* a binary whose build id is not the one recorded is not used (a library updated since,
+         * the recording machine's libc); one whose id cannot be read here, libdw decides */
+        want = !*rec || !elf_build_id(path, have, sizeof have) || !strcmp(have, rec);
+    }
+    free(m);
+    return want;
 }
 
 int cmh_symbolize_offline(cmh_snapshot *s, unsigned what, cmh_symbolize_result *r)

@@ -32,6 +32,22 @@ for f in sum oom leaks; do
          grep -q '^        0xdeadbeef000: never allocated while recorded, at main' $f.txt &&
          grep -q '^        $INNER: inside the live 1.0 MiB allocation at $BB (+4096 bytes), not its base, at main' $f.txt"
 done
+# owners, frag, stats (after PyTorch's text) and the HTML report say them too: they printed nothing
+"$CMH" owners bf.cmh >owners.txt 2>&1
+"$CMH" frag bf.cmh >frag.txt 2>&1
+"$CMH" stats bf.cmh >stats.txt 2>&1
+"$CMH" stats --device 0 bf.cmh >stats0.txt 2>&1
+for f in owners frag stats stats0; do
+    check "$f: the same note, once" \
+        "[ \$(grep -c 'driver calls failed' $f.txt) -eq 1 ] && grep -q '^note: 3 driver calls failed' $f.txt &&
+         grep -q 'cuMemFree returned CUDA_ERROR_INVALID_VALUE 3 times' $f.txt &&
+         grep -q '^        $A: freed already (a double free), at main' $f.txt &&
+         grep -q '^        $INNER: inside the live 1.0 MiB allocation at $BB (+4096 bytes), not its base, at main' $f.txt"
+done
+"$CMH" report -o bf.html bf.cmh >/dev/null 2>&1
+check "report (HTML): the note in its header" \
+    "grep -q '<pre class=\"r-drverr\">note: 3 driver calls failed' bf.html && grep -q '$A: freed already (a double free)' bf.html"
+
 check "leaks: each failed call at its line of badfree.c (thread 1)" \
     "grep -q 'first at main (.*badfree.c:$L1) (thread 1)' leaks.txt && grep -q 'never allocated while recorded, at main (.*badfree.c:$L2) (thread 1)' leaks.txt &&
      grep -q 'not its base, at main (.*badfree.c:$L3) (thread 1)' leaks.txt"
@@ -90,6 +106,24 @@ e = json.load(open('nost.json'))[0]['driver_errors']
 assert len(e) == 1 and e[0]['count'] == 3 and len(e[0]['calls']) == 3, e
 assert all(c['site'] is None for c in e[0]['calls']), e
 PY"
+
+# a cleared history (cmh_record_memory_history's clear_history) empties the failed calls too, as it
+# empties the entries: the record had kept the 3 before the clear beside the 2 after it
+"$CMH" record -q -o clear.cmh -- "$B/tests/badfree" clear >clear.out 2>&1
+"$CMH" summary --json clear.cmh >clear.json 2>/dev/null
+CA=$(sed -n 's/^a=\(0x[0-9a-f]*\) b=.*/\1/p' clear.out)
+check "a cleared history: only the 2 failed calls after the clear ($(grep 'after clear' clear.out))" "py - $CA <<'PY'
+import json, sys
+a = int(sys.argv[1], 16)
+e = json.load(open('clear.json'))[0]['driver_errors']
+assert len(e) == 1 and e[0]['count'] == 2 and len(e[0]['calls']) == 2, e
+assert 0xdeadbeef000 not in [c['address'] for c in e[0]['calls']] and a in [c['address'] for c in e[0]['calls']], e
+PY"
+# recording off (enabled off, then on again): the failed calls made while off are not noted
+"$CMH" record -q -o off.cmh -- "$B/tests/badfree" off >off.out 2>&1
+"$CMH" summary off.cmh >off.txt 2>&1
+check "recording off: the 3 failed calls while off not noted ($(grep -c 'driver call' off.txt))" \
+    "grep -qx 'double free -> 1' off.out && ! grep -q 'driver call' off.txt"
 
 # a record without failed calls reads as before: no note, an empty list
 "$CMH" record -q -o clean.cmh -- "$B/tests/ctx_gone" destroy >/dev/null 2>&1

@@ -37,4 +37,36 @@ print("; ".join(bad) or "same")
 PY
 )
 check "frag: segments plus pools' caches make reserved, free = reserved - allocated, text and --json: $out" '[ "$out" = same ]'
+
+# the memory_viz export: each cuMemPoolCreate pool's segments, and their entries, carry a pool id
+# of their own, (0, N) for private pool #N (SQLite's pools.number, oom's "private pool #N"), the
+# default pool's (0, 0); it wrote (0, 0) for all, a private pool's segments read as the default
+# pool's.  poolfrag two: a second private pool, 3 MiB live.
+"$CMH" record -q -o two.cmh -- "$B/tests/poolfrag" two >two.out 2>&1
+"$CMH" export -f memviz -o two.pickle two.cmh >/dev/null 2>&1
+"$CMH" export -f memviz -o two.again.pickle two.cmh >/dev/null 2>&1
+"$CMH" export -f sqlite -o two.db two.cmh >/dev/null 2>&1
+out=$(py <<'PY'
+import pickle, sqlite3
+d = pickle.load(open("two.pickle", "rb"))
+bad = []
+by = {s["blocks"][0]["requested_size"]: tuple(s["segment_pool_id"]) for s in d["segments"] if s["blocks"]}
+db = sqlite3.connect("two.db")
+num = [r[0] for r in db.execute("select number from pools where kind = 'private' order by pool_id")]
+if num != [1, 2]: bad.append("sqlite private pools %s" % num)
+want = {5 << 20: (0, 1), 3 << 20: (0, 2), 16 << 20: (0, 0)}
+for size, pid in want.items():
+    if by.get(size) != pid: bad.append("the %d MiB segment's pool id %s, not %s" % (size >> 20, by.get(size), pid))
+ents = d["device_traces"][0]
+pooled = {}
+for e in ents:
+    if e["action"] == "segment_alloc": pooled[e.get("pool_id", (0, 0))] = pooled.get(e.get("pool_id", (0, 0)), 0) + 1
+# pool #1: 5 rounds of 10 and the one kept; #2 one; the default pool the three 16 MiB
+if pooled != {(0, 1): 51, (0, 2): 1, (0, 0): 3}: bad.append("segment_alloc entries by pool %s" % pooled)
+if open("two.pickle", "rb").read() != open("two.again.pickle", "rb").read(): bad.append("two exports differ")
+print("; ".join(bad) or "same")
+PY
+)
+check "memviz export: private pools' own ids, as SQLite numbers them: $out" '[ "$out" = same ]'
+check "the export opens in memory_viz" "py '$SRC/tests/check_memviz.py' --ours two.pickle"
 finish

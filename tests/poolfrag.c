@@ -5,6 +5,8 @@
  * the end), and the default pool (threshold 0) with two 16 MiB allocations live.  frag listed
  * the three live allocations as segments (37 MiB) under "reserved 88 MiB", the private pool's
  * 51 MiB cache in no row.  Exits 0 when it ran so.
+ *   poolfrag two: then a second private pool, 3 MiB of it live at the end (a pool id of its own
+ *   in the memory_viz export, fragpools_test.sh).
  */
 #include <cuda.h>
 #include <stdio.h>
@@ -13,7 +15,7 @@
 #define MIB (1ull << 20)
 #define CK(x) do { if ((x) != CUDA_SUCCESS) { fprintf(stderr, "poolfrag: %s failed\n", #x); return 2; } } while (0)
 
-int main(void)
+int main(int argc, char **argv)
 {
     CUdevice d;
     CUcontext c;
@@ -41,6 +43,12 @@ int main(void)
     for (int i = 0; i < 3; i++) CK(cuMemAllocAsync(&dd[i], 16 * MIB, st));
     CK(cuMemFreeAsync(dd[1], st));
     CK(cuMemAllocFromPoolAsync(&keep, 5 * MIB, pool, st));
+    if (argc > 1 && !strcmp(argv[1], "two")) {
+        CUmemoryPool pool2;
+        CUdeviceptr other;
+        CK(cuMemPoolCreate(&pool2, &p));
+        CK(cuMemAllocFromPoolAsync(&other, 3 * MIB, pool2, st));
+    }
     CK(cuStreamSynchronize(st));
     printf("poolfrag: ran\n");
     return 0;

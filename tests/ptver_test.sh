@@ -5,7 +5,8 @@
 # and an action no PyTorch has written yet, Windows paths, two devices with an OOM on device 1, a
 # private pool), read by every command: none fails, the figures are the snapshot's, an unknown
 # action is kept in place (trace prints it as _memory_viz.py does, counts it, exports write it
-# back; it had been dropped, and `trace` said "7 entries" of 9), a missing trace is said as such,
+# back, a .cmh made of it too; it had been dropped, and `trace` said "7 entries" of 9), a missing
+# trace is said as such,
 # and every memory_viz export opens in PyTorch's viewer (tests/check_memviz.py).
 TEST=ptver . "$(dirname "$0")/testlib.sh"
 
@@ -94,6 +95,18 @@ for p in p2 p4; do
         "grep -q '^steps: unknown' $f.leaks.out"
     check "trace $f: its 13 entries, the 6 unknown ones printed" "grep -q '^13 entries\$' $f.trace.out && [ \$(grep -c \"^{'action': 'sync_hint'\" $f.trace.out) -eq 6 ]"
 done
+
+# converted to .cmh (symbolize: any writer of .cmh), the unknown actions stay unknown: they had
+# come back as named marks ('steps: 6 from the program's marks ("sync_hint")') and a memory_viz
+# export of the .cmh dropped them (trace of it: no sync_hint entry)
+f=newact.p4.pickle
+"$CMH" symbolize -o newact.cmh "$f" >/dev/null 2>&1
+"$CMH" leaks newact.cmh >newact.cmh.leaks 2>&1
+check "leaks of $f made .cmh: the unknown action steps nothing ($(grep '^steps' newact.cmh.leaks))" "grep -q '^steps: unknown' newact.cmh.leaks"
+"$CMH" export -f memviz -o newact.back.pickle newact.cmh >/dev/null 2>&1
+"$CMH" trace newact.back.pickle >newact.back.trace 2>/dev/null
+check "the .cmh's memory_viz export writes the 6 unknown entries back as themselves" \
+    "[ \$(grep -c \"^{'action': 'sync_hint'\" newact.back.trace) -eq 6 ] && grep -q '^13 entries\$' newact.back.trace"
 
 # no trace: said, not silent
 for n in v113 v113list; do

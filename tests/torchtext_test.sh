@@ -11,12 +11,13 @@ F=$2
 T=$(mktemp -d /tmp/cmh-torchtext-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 pass=0 fail=0
-# compare SNAPSHOT EXPECTED_STATS EXPECTED_TRACE
+# compare SNAPSHOT EXPECTED_STATS EXPECTED_TRACE [TRACE_OPTION]
 compare() {
     "$B/cumemhist" stats "$1" >"$T/stats" 2>/dev/null
     if cmp -s "$T/stats" "$2"; then pass=$((pass + 1)); else
         fail=$((fail + 1)); echo "FAIL: stats $1"; diff "$T/stats" "$2" | head -5; fi
-    "$B/cumemhist" trace "$1" 2>/dev/null | grep -v '^TOTAL MEM: ' >"$T/trace"
+    # shellcheck disable=SC2086
+    "$B/cumemhist" trace ${4:-} "$1" 2>/dev/null | grep -v '^TOTAL MEM: ' >"$T/trace"
     # the script's TOTAL MEM has no newline: the next device's header follows on that line
     sed 's/^TOTAL MEM: [^D]*//' "$3" | grep -v '^TOTAL MEM: ' | grep -v '^$' >"$T/want"
     if cmp -s "$T/trace" "$T/want"; then pass=$((pass + 1)); else
@@ -35,9 +36,10 @@ M=$(dirname "$0")/fixtures/memviz
 for f in "$M"/*.cmh; do
     n=$(basename "$f" .cmh)
     # --raw-frames: the expected text holds the frames as recorded (resolved ones depend on
-    # which of the recorded binaries this machine still has)
+    # which of the recorded binaries this machine still has), for the export as for trace of
+    # the record itself (which reads as the export: symbolized where the binaries are here)
     "$B/cumemhist" export --raw-frames "$f" -o "$T/$n.pickle" 2>/dev/null
-    compare "$f" "$M/$n.stats.txt" "$M/$n.trace.txt"
+    compare "$f" "$M/$n.stats.txt" "$M/$n.trace.txt" --raw-frames
     compare "$T/$n.pickle" "$M/$n.stats.txt" "$M/$n.trace.txt"
     # and TOTAL MEM is what is still allocated at the end (the bytes asked for), device by device
     "$B/cumemhist" trace "$f" | grep '^TOTAL MEM: ' >"$T/total"

@@ -106,4 +106,27 @@ check "managed on the device: owners' totals are the driver's ($(totals on 2>&1 
     'totals on && [ "$(rows on end managed program unexplained)" = "64 8 100" ]'
 rec onfirst managed
 check "managed on the device, made first: owners' totals are the driver's ($(totals onfirst 2>&1 | tail -1))" 'totals onfirst'
+
+# trace of a record reads as trace of its memory_viz export, its segment_map entries' frames too:
+# they printed as recorded ('filename': 'vmm_phys', 'line': 0) where the export's said vmm_phys.c
+"$CMH" trace alias.cmh >trace.cmh.txt 2>/dev/null
+"$CMH" export -f memviz -o alias.pickle alias.cmh 2>/dev/null
+"$CMH" trace alias.pickle >trace.pickle.txt 2>/dev/null
+check "trace of the record is trace of its export ($(diff trace.cmh.txt trace.pickle.txt | head -3 | cut -c1-200))" \
+    'grep -q "vmm_phys.c" trace.cmh.txt && cmp -s trace.cmh.txt trace.pickle.txt'
+# --raw-frames: as recorded, the text of export --raw-frames's pickle
+"$CMH" trace --raw-frames alias.cmh >raw.cmh.txt 2>/dev/null
+"$CMH" export --raw-frames -f memviz -o raw.pickle alias.cmh 2>/dev/null
+"$CMH" trace raw.pickle >raw.pickle.txt 2>/dev/null
+check "trace --raw-frames is trace of export --raw-frames ($(diff raw.cmh.txt raw.pickle.txt | head -3 | cut -c1-200))" \
+    '! grep -q "vmm_phys.c" raw.cmh.txt && cmp -s raw.cmh.txt raw.pickle.txt'
+# libdw is loaded where there are frames to give lines (this record's binary is here), and not
+# for --raw-frames, nor for a record whose frames all have lines already (lazylibs_test: not at startup)
+"$CMH" symbolize -o sym.cmh alias.cmh 2>/dev/null
+LD_DEBUG=libs "$CMH" trace alias.cmh 2>ld.txt >/dev/null
+check "trace of a record with frames to resolve loads libdw" "grep 'calling init' ld.txt | grep -q libdw"
+LD_DEBUG=libs "$CMH" trace --raw-frames alias.cmh 2>ld.txt >/dev/null
+check "trace --raw-frames loads no libdw" "! grep 'calling init' ld.txt | grep -q libdw"
+LD_DEBUG=libs "$CMH" trace sym.cmh 2>ld.txt >sym.txt
+check "trace of a symbolized record loads no libdw, and prints its lines" "! grep 'calling init' ld.txt | grep -q libdw && grep -q vmm_phys.c sym.txt"
 finish

@@ -563,3 +563,62 @@ const char *cmh_site_made_by_text(const cmh_snapshot *s, const cmh_site *x, char
         snprintf(buf + k, cap - k, " and blocks allocated before the kept history (their threads not kept)");
     return buf;
 }
+
+/* ---- failed driver calls (.cmh driver_errors): the note every text report and the HTML report give ---- */
+
+/* the call's stack's innermost frame, as reports name a site with no grouping */
+static const char *drv_site_text(const cmh_snapshot *s, uint32_t stack)
+{
+    static char ring[4][1400];
+    static int k;
+    if (!stack || stack >= s->nstacks || !s->stacks[stack].count) return NULL;
+    return cmh_frame_text(s, &s->frames[s->stack_frames[s->stacks[stack].first]], ring[k++ & 3], sizeof ring[0]);
+}
+
+/* a free's (or unmap's, release's) address is what the trace can judge */
+static int drv_is_free_call(const char *call)
+{
+    return !strcmp(call, "cuMemFree") || !strcmp(call, "cuMemFreeAsync") || !strcmp(call, "cuMemFreeHost") ||
+           !strcmp(call, "cuMemUnmap");
+}
+
+static const char *drv_times_text(uint64_t n)
+{
+    static char b[32];
+    if (n == 1) return "once";
+    if (n == 2) return "twice";
+    snprintf(b, sizeof b, "%llu times", (unsigned long long)n);
+    return b;
+}
+
+void cmh_driver_errors_write(FILE *fp, const cmh_snapshot *s)
+{
+    if (!s->ndrv_errors) return;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < s->ndrv_errors; i++) total += s->drv_errors[i].count;
+    fprintf(fp, "note: %llu driver call%s failed (the driver refused %s: no entry in the trace shows %s):\n", (unsigned long long)total,
+           total == 1 ? "" : "s", total == 1 ? "it" : "them", total == 1 ? "it" : "them");
+    for (uint32_t i = 0; i < s->ndrv_errors; i++) {
+        const cmh_drv_error *e = &s->drv_errors[i];
+        char nb[32], what[256];
+        int fr = drv_is_free_call(e->call) && e->result == 1;
+        fprintf(fp, "      %s returned %s %s%s", e->call, cmh_cuda_error_name(e->result, nb, sizeof nb), drv_times_text(e->count),
+               fr ? " (a pointer never allocated, freed twice, or not an allocation's base)" : "");
+        if (e->nsites) {
+            const char *f = drv_site_text(s, e->sites[0].stack);
+            fprintf(fp, ", first at %s (thread %u)", f ? f : "<no stack recorded>", e->sites[0].thread);
+        }
+        fprintf(fp, ":\n");
+        for (uint32_t j = 0; j < e->nsites; j++) {
+            const cmh_drv_error_site *w = &e->sites[j];
+            const char *f = drv_site_text(s, w->stack);
+            fprintf(fp, "        0x%llx", (unsigned long long)w->addr);
+            if (w->size) fprintf(fp, " (%s)", cmh_svg_size((double)w->size));
+            if (drv_is_free_call(e->call)) fprintf(fp, ": %s", cmh_driver_error_what(s, w->addr, w->time_ns, what, sizeof what));
+            fprintf(fp, ", at %s (thread %u)\n", f ? f : "<no stack recorded>", w->thread);
+        }
+        if (e->count > e->nsites)
+            fprintf(fp, "        (%llu more, not kept: the recorder keeps the first %d of each)\n", (unsigned long long)(e->count - e->nsites),
+                   CMH_DRV_ERROR_SITES);
+    }
+}

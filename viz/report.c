@@ -43,6 +43,7 @@ static const char g_css[] =
     ".r-fbar{display:flex;height:12px;border-radius:3px;overflow:hidden;min-width:120px;background:#eee}"
     ".r-fbar i{display:block;height:100%}.r-fbar .a{background:#2d6fe8}.r-fbar .f{background:#f0b35e}"
     ".r-leak{color:#c0392b;font-weight:600}.r-ok{color:#2e7d32}.r-muted{color:#6b7385}"
+    ".r-drverr{white-space:pre-wrap;overflow-wrap:anywhere;border-left:4px solid #e6a23c;background:#fdf8ef;padding:8px 12px;margin:8px 0}"
     ".r-oom{border-left:4px solid #d62728;background:#fdf3f3;color:#5a1010;padding:8px 12px;margin:8px 0;border-radius:4px;overflow-wrap:anywhere}.r-oom a{color:#a01818}"
     ".r-tl{overflow-x:auto}svg.timeline{width:100%;min-width:900px;height:auto;display:block}svg.r-spark{width:120px;height:28px;display:block}"
     "footer{color:#6b7385;font-size:12px;text-align:center;padding:8px 0 24px}"
@@ -616,6 +617,23 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
         fprintf(fp, "<p class=\"r-oom\" data-oom-device=\"%d\" data-ooms=\"%" PRId64 "\"><b>Out of memory on device %d</b>: %" PRId64
                     " error%s (<a href=\"#device%d\">its section</a>)</p>",
                 devices[k], (int64_t)st.num_ooms, devices[k], (int64_t)st.num_ooms, st.num_ooms == 1 ? "" : "s", devices[k]);
+    }
+    /* calls the driver refused (a double free, a pointer never allocated...): no entry shows them;
+     * the note summary, oom, leaks, owners, frag and stats print, in the header */
+    const cmh_snapshot *rec = raw ? raw : s;
+    if (rec->ndrv_errors) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+        if (m) {
+            cmh_driver_errors_write(m, rec);
+            if (fclose(m) == 0 && text) {
+                fputs("<pre class=\"r-drverr\">", fp);
+                esc(fp, text);
+                fputs("</pre>", fp);
+            }
+        }
+        free(text);
     }
     fputs("</header>\n<main>\n", fp);
     int rc = CMH_OK;

@@ -8,6 +8,7 @@
 #define CUMEMHIST_LEAKWORDS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "reports.h"
 
@@ -45,6 +46,12 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
 /* A frame as every text report names it: "name (file:line)", "name (file)", "name (module)";
  * a C++ name too long to read without its template arguments and parameters. */
 const char *cmh_frame_text(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap);
+/* The record's failed driver calls (.cmh driver_errors), as every report says them: "note: 3
+ * driver calls failed (the driver refused them: no entry in the trace shows them):", each
+ * (call, result) and the calls kept, each address judged by the trace (cmh_driver_error_what);
+ * nothing when there are none.  summary, oom, leaks, owners, frag and stats print it on stdout,
+ * the HTML report in its header. */
+void cmh_driver_errors_write(FILE *fp, const cmh_snapshot *s);
 /* A site's bytes by the line that called it (peak, leaks, oom and the HTML report): "by caller:
  * 64.0 MiB build_model (job.py:7), 40.0 MiB prefetch (job.py:11) (growing)", the largest
  * CMH_CALLERS_SHOWN, then what other callers hold.  NULL where the split says nothing (fewer

@@ -80,6 +80,10 @@ int cmh_action_from_name(const char *name); /* -1 if unknown */
                                       size, stream, time and stack the entry's; it replays as nothing,
                                       steps nothing, and is written back as it was read */
 
+/* In a .cmh, an entry's 13th field (docs/FORMAT.md): its flags beyond the code byte's, written
+ * only where one is set.  Bit 0: CMH_EF_UNKNOWN_ACTION on a mark. */
+#define CMH_CMH_XF_UNKNOWN_ACTION 0x1u
+
 #define CMH_EF_RETRIED 0x01     /* on an oom (the whole-block bit, which an oom never has), in the
                                    memviz shape only (viz/memviz.c): an OOM the allocator retried
                                    with success (cmh_oom_retried).  PyTorch writes an 'oom' entry only

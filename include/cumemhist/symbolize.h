@@ -36,6 +36,13 @@ typedef struct cmh_symbolize_result {
 /* CMH_OK or CMH_ENOMEM (the snapshot stays valid, less symbolized). */
 int cmh_symbolize_offline(cmh_snapshot *s, unsigned what, cmh_symbolize_result *r);
 
+/* Whether cmh_symbolize_offline(s, what) could change anything: a native frame without a line
+ * whose recorded binary is on this machine (CMH_SYM_LINES), a C++ name to demangle or a
+ * compiler suffix to take off (CMH_SYM_DEMANGLE).  Reads the snapshot and stats files only:
+ * it loads neither libdw nor the demangler, so a caller can leave both unloaded where there is
+ * nothing for them to do (a record whose frames all have lines, or whose binaries are gone). */
+int cmh_symbolize_wanted(const cmh_snapshot *s, unsigned what);
+
 #ifdef __cplusplus
 }
 #endif
