@@ -114,6 +114,56 @@ static void populate(uint32_t i, uint64_t from, uint64_t to)
     while (cur < to && !__atomic_compare_exchange_n(&g_pop[i], &cur, to, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
 }
 
+/* Pages made present by the kernel (MADV_POPULATE_WRITE, above, or an appender's piece) still
+ * cost their first access through the process's mapping where the hypervisor keeps page tables
+ * of its own (a PVM guest: "The calling thread's own CPU", docs/RECORDER.md), and that access
+ * was the appender's store of its record.  So whoever makes the window ahead (the helper, or an
+ * appender doing its work: populate_here) also writes each of its pages once, from user space,
+ * up to `to`, as prefault() does for a ring's new chunk (history.c).  Unlike a chunk, these
+ * pages are in use: the write is a locked add of 0 to the page's first word (a record's, if an
+ * appender got there first: its value is left as it was, whatever the order), and only pages at
+ * least TOUCH_GAP past the cursor, read again every 16 pages, are written, so an appender is
+ * almost never there at once.  (Under ThreadSanitizer, which would report that rare overlap of
+ * a locked add and a plain store as a race, the writes are left out: the pages are the same.)
+ * g_touch: bytes of each extent so written (under g_window).  CUMEMHIST_FLIGHT_TOUCH=0 leaves
+ * the writes out (to measure them); =behind writes, each time, the pages of the 64 KiB behind
+ * the cursor too, where records are being written and were (for tests/hot_flight_test.sh: not a
+ * record may change). */
+#define TOUCH_GAP (64ull << 10)
+static uint64_t g_touch[CMH_FLIGHT_EXTENTS];
+#if defined(__SANITIZE_THREAD__)
+#define CMH_FLIGHT_TOUCH 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CMH_FLIGHT_TOUCH 0
+#endif
+#endif
+#ifndef CMH_FLIGHT_TOUCH
+#define CMH_FLIGHT_TOUCH 1
+#endif
+static int g_touch_mode = 1; /* 0 none, 1 ahead, 2 behind too */
+static void touch(uint32_t i, uint64_t to, const uint64_t *cursor /* NULL: an extent not yet in use */)
+{
+    if (!g_touch_mode) return;
+    uint64_t p = (__atomic_load_n(&g_touch[i], __ATOMIC_RELAXED) + 4095) & ~(uint64_t)4095;
+    if (g_touch_mode == 2 && cursor) {
+        uint64_t c = __atomic_load_n(cursor, __ATOMIC_RELAXED);
+        p = (c > TOUCH_GAP ? c - TOUCH_GAP : 0) & ~(uint64_t)4095;
+        cursor = NULL;
+    }
+    for (unsigned k = 0; p < to; p += 4096, k++) {
+        if (cursor && !(k & 15)) {
+            uint64_t c = __atomic_load_n(cursor, __ATOMIC_RELAXED) + TOUCH_GAP;
+            if (p < c) p = (c + 4095) & ~(uint64_t)4095;
+            if (p >= to) break;
+        }
+#if CMH_FLIGHT_TOUCH
+        __atomic_fetch_add((uint64_t *)(void *)(g_map[i] + p), 0, __ATOMIC_RELAXED);
+#endif
+    }
+    if (to > __atomic_load_n(&g_touch[i], __ATOMIC_RELAXED)) __atomic_store_n(&g_touch[i], to, __ATOMIC_RELAXED);
+}
+
 int cmh_flight_populate_wanted(void) { return __atomic_load_n(&g_pop_asked, __ATOMIC_ACQUIRE); }
 
 static void release_written(void);
@@ -128,6 +178,7 @@ static void populate_and_release(void)
         if (to > size) to = size;
         uint64_t from = __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED);
         if (to > from) populate(a, from, to);
+        touch(a, to, &cmh_fl_h->area[a].cursor);
     }
     if (cmh_fl_h) release_written();
 }
@@ -281,6 +332,8 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     __atomic_store_n(&g_rel[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_pop[i], 0, __ATOMIC_RELAXED); /* a fresh extent (after fork, the index may have been the parent's) */
     populate(i, 0, size < POP_WINDOW ? size : POP_WINDOW);
+    __atomic_store_n(&g_touch[i], 0, __ATOMIC_RELAXED);
+    touch(i, size < POP_WINDOW ? size : POP_WINDOW, NULL); /* no appender here yet: not published */
     __atomic_store_n(&a->offset, off, __ATOMIC_RELEASE);
     __atomic_store_n(&a->cursor, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&a->gen, __atomic_load_n(&h->gen, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
@@ -641,6 +694,8 @@ void cmh_flight_start(void)
         return;
     }
     long mb = env && atol(env) > 0 ? atol(env) : DEFAULT_MB;
+    const char *tm = getenv("CUMEMHIST_FLIGHT_TOUCH");
+    g_touch_mode = tm && !strcmp(tm, "0") ? 0 : tm && !strcmp(tm, "behind") ? 2 : 1;
     if (mb > MAX_EXTENT_MB) mb = MAX_EXTENT_MB;
     g_first_size = (uint64_t)mb << 20;
     if (keep_leftover(snap) != 0) return;
@@ -934,6 +989,7 @@ void cmh_flight_reset_after_fork(void)
     g_prep_at = UINT64_MAX;
     g_prep_asked = 0;
     memset(g_rel, 0, sizeof g_rel);
+    memset(g_touch, 0, sizeof g_touch);
     g_nholes = 0;
     g_file_end = CMH_FLIGHT_HEADER;
     g_serial = 0;

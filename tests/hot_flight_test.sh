@@ -43,6 +43,17 @@ py - b.cmh.flight 2>/dev/null <<'EOF2' && bad "the flight record should be gone 
 import sys; open(sys.argv[1])
 EOF2
 
+# 2b. the helper writes the pages it makes ahead of the appends from user space (flight.c,
+# touch()), pages where an appender may be writing a record at that very moment: its write must
+# never change a word.  CUMEMHIST_FLIGHT_TOUCH=behind has it write each time, as well, a word in
+# each page of the 64 KiB behind the cursor, where records were just written and are being
+# written: after a SIGKILL every one of the 200,000 entries is recovered, in order
+CUMEMHIST_FLIGHT=1 CUMEMHIST_FLIGHT_TOUCH=behind CUMEMHIST_OUTPUT=$T/t.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$P" 100000 kill 2>/dev/null
+"$CMH" recover t.cmh.flight 2>err.txt
+set -- $(shape t.cmh 100000)
+[ "${1:-}" = 200000 ] && [ "${2:-}" = 0 ] && [ "${3:-}" = 1 ] && ok "the helper's writes over written records changed none: all 200000 entries, in order" ||
+    bad "the helper's writes over written records: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+
 # bounded NAME RING WHAT: a bounded ring of RING over 1,000,000 pairs, SIGKILLed after a
 # checkpoint (the helper thread writes it on its own schedule: the program waits for it before
 # its death), recovered: the newest RING entries kept, the rest dropped, in order
