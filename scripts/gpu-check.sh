@@ -1,18 +1,21 @@
 #!/bin/bash
-# gpu-check.sh OUT [all|torch|allocators|owners|whatif|steptime] - build cumemhist on a GPU host and check it against
-# the real driver, cudart and PyTorch's own recorder.  Writes report.txt and the snapshots under
-# OUT.  "torch" runs only the build and sections 2-3 (summaries against memory_summary());
-# "allocators" only the build and section 6 (allocators above the driver); "owners" only the
-# build and section 7 (co-recording a PyTorch job: owners against cuMemGetInfo); "whatif" only the
-# build and section 8 (the allocator model's predictions against three measured settings);
-# "steptime" only the build and section 9 (a PyTorch loop's step time with and without the recorder).
+# gpu-check.sh OUT [SECTIONS] - build cumemhist on a GPU host and check it against the real
+# driver, cudart and PyTorch's own recorder.  Writes report.txt and the snapshots under OUT.
+# SECTIONS is all (the default) or a comma-separated list of: steptime (9: a PyTorch loop's step
+# time with and without the recorder, run first after the build), samples (1a-1d: driver-API and
+# cudart samples, kernel timing, an OOM), torch (2-3 and 7: summaries against memory_summary(),
+# co-recording), overhead (4-5), allocators (6: allocators above the driver), owners (7: owners
+# against cuMemGetInfo), whatif (8: the allocator model's predictions against three settings).
+# GPU_CHECK_REUSE_BUILD=1 builds into the existing build-gpu instead of starting it afresh.
 #
 # The host needs cmake, gcc, the CUDA toolkit, python3 with torch (and msgpack); the Debian
 # packages cumemhist builds against may be unpacked under .deps/root (dpkg -x), used when
 # pkg-config or the packages are missing there.
 set -u
-OUT=${1:?usage: gpu-check.sh OUT [all|torch|allocators]}
+OUT=${1:?usage: gpu-check.sh OUT [all|steptime,samples,torch,overhead,allocators,owners,whatif]}
 ONLY=${2:-all}
+# want SECTION: whether the list of sections asked for (comma-separated, or all) names it
+want() { case ",$ONLY," in *,all,*|*,"$1",*) return 0 ;; esac; return 1; }
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 SRC=$PWD
@@ -27,7 +30,13 @@ DEPS_ONLY=
 if [ -d "$DEPS" ]; then
     export CMAKE_PREFIX_PATH=$DEPS
     DEPS_ONLY=1   # its .pc files name /usr: look the files up under the prefix instead
-    export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # only the libraries cumemhist loads go on the path: the unpacked libsqlite3, libtinfo and the
+    # like stay off it, so that python3 and PyTorch keep the host's own
+    mkdir -p "$W/rtlibs"
+    for l in "$DEPS"/lib/x86_64-linux-gnu/lib{unwind,unwind-x86_64,dw,elf,msgpackc,cunit,microhttpd}.so.*; do
+        [ -e "$l" ] && ln -sf "$l" "$W/rtlibs/"
+    done
+    export LD_LIBRARY_PATH=$W/rtlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 export PATH=/usr/local/cuda/bin:$PATH
 
@@ -37,9 +46,13 @@ say "== host"
 
 say "== build"
 t0=$(date +%s)
+if [ -n "${GPU_CHECK_REUSE_BUILD:-}" ] && [ -x "$B/cumemhist" ]; then
+    cmake --build "$B" -j"$(nproc)" >>"$W/cmake.log" 2>&1
+else
 rm -rf "$B"
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_DRIVER=real ${DEPS_ONLY:+-DPKG_CONFIG_EXECUTABLE=/nonexistent} >>"$W/cmake.log" 2>&1 &&
     cmake --build "$B" -j"$(nproc)" >>"$W/cmake.log" 2>&1
+fi
 rc=$?
 tail -5 "$W/cmake.log" >>"$R"
 say "build exit $rc in $(( $(date +%s) - t0 )) s"
@@ -47,7 +60,39 @@ say "build exit $rc in $(( $(date +%s) - t0 )) s"
 CMH=$B/cumemhist
 export CUMEMHIST_DEBUG=1   # says when a cuGetProcAddress pointer is not one of the driver's exports
 
-if [ "$ONLY" = all ]; then
+if want steptime; then
+say "== 9. step time of a real PyTorch loop: without the recorder, under it (no stacks, then the default"
+say "   context=all), with and without co-recording (PyTorch's own history switched on inside);"
+say "   the five run in turn, three rounds, so that a drift of the machine falls on all of them"
+for rep in 1 2 3; do
+    for conf in without none-alone all-alone none-corecord all-corecord; do
+        case $conf in
+        without) pre= ;;
+        none-alone) pre="env CUMEMHIST_TORCH=0 $CMH record -q --context none -o $W/st_$conf.cmh --" ;;
+        all-alone) pre="env CUMEMHIST_TORCH=0 $CMH record -q -o $W/st_$conf.cmh --" ;;
+        none-corecord) pre="$CMH record -q --context none -o $W/st_$conf.cmh --" ;;
+        all-corecord) pre="$CMH record -q -o $W/st_$conf.cmh --" ;;
+        esac
+        # shellcheck disable=SC2086 # $pre is a command and its arguments
+        env -u CUMEMHIST_DEBUG $pre python3 samples/torch_train.py bench 300 2>>"$R" | sed "s/^/$conf (run $rep): /" | tee -a "$R" "$W/steptime.txt"
+    done
+done
+python3 - "$W/steptime.txt" <<'PY' | tee -a "$R"
+import re, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S+) \(run \d+\): median step ([\d.]+) us", line)
+    if m:
+        runs.setdefault(m.group(1), []).append(float(m.group(2)))
+base = statistics.median(runs.get("without", [0])) or 0
+print("%-14s %s" % ("setting", "median of the runs' median step (us), ratio to without"))
+for k, v in runs.items():
+    med = statistics.median(v)
+    print("%-14s %8.1f us  x%.3f  (runs: %s)" % (k, med, med / base if base else 0, ", ".join("%.1f" % x for x in v)))
+PY
+fi # section 9
+
+if want samples; then
 say "== 1a. driver-API sample (leaky, 10 steps) under cumemhist record"
 run "$CMH" record -o "$OUT/leaky.cmh" -- "$B/samples/leaky" 10
 run "$CMH" summary --abbreviated "$OUT/leaky.cmh"
@@ -79,7 +124,7 @@ run "$CMH" record -q -o "$W/oom.cmh" -- "$B/samples/oom_demo"
 run python3 scripts/cmh_inspect.py "$W/oom.cmh"
 
 fi # sections 1a-1d
-if [ "$ONLY" = all ] || [ "$ONLY" = torch ]; then
+if want torch; then
 say "== 2. PyTorch training loop: ours and _record_memory_history in one process"
 run "$CMH" record -o "$W/torch_plain_exit.cmh" -- python3 samples/torch_train.py check "$W/torch_plain" 20
 run python3 scripts/gpu_compare.py torch "$W/torch_plain"
@@ -121,7 +166,7 @@ for conf in plain expandable; do
     cp "$W/torch_var_$conf.pickle" "$W/torch_var_${conf}_summary.txt" "$OUT/" 2>/dev/null
 done
 fi # sections 2-3
-if [ "$ONLY" = all ]; then
+if want overhead; then
 say "== 4. PyTorch under record --kernels"
 run "$CMH" record -q --kernels -o "$W/torch_kernels.cmh" -- python3 samples/torch_train.py time 30
 run "$CMH" kernels --top 8 "$W/torch_kernels.cmh"
@@ -143,7 +188,7 @@ if [ -x "$W/cudart_demo" ]; then
 fi
 
 fi # sections 4-5
-if [ "$ONLY" = all ] || [ "$ONLY" = allocators ]; then
+if want allocators; then
 
 say "== 6. allocators above the driver: the block API, pools, VMM, threads (tests/blocks_test.sh)"
 unset CUMEMHIST_DEBUG
@@ -176,7 +221,7 @@ for mode in steps free; do
 done
 fi # section 6
 
-if [ "$ONLY" = all ] || [ "$ONLY" = torch ] || [ "$ONLY" = owners ]; then
+if want torch || want owners; then
 say "== 7. co-recording: one record of a PyTorch job (cuBLAS, NCCL), owners vs cuMemGetInfo"
 unset CUMEMHIST_DEBUG
 run "$CMH" record -o "$OUT/owners_job.cmh" -- python3 samples/torch_owners.py "$W/owners.json"
@@ -203,7 +248,7 @@ print("induced OOM in the job's record: %d moment(s), PyTorch part %s" % (len(oo
 PY
 fi # section 7
 
-if [ "$ONLY" = all ] || [ "$ONLY" = whatif ]; then
+if want whatif; then
 say "== 8. what-if: one fragmenting workload under three settings, predicted from the first"
 for conf in plain expandable split128; do
     case $conf in plain) ac= ;; expandable) ac=expandable_segments:True ;; split128) ac=max_split_size_mb:128 ;; esac
@@ -224,23 +269,6 @@ for r in w[1:]:
     print("%-28s %16d %16d %10.1f %d" % (r["setting"], r["peak_reserved"], m, (r["peak_reserved"] - m) / 1048576, r["ooms"]))
 PY
 fi # section 8
-
-if [ "$ONLY" = all ] || [ "$ONLY" = steptime ]; then
-say "== 9. step time of a real PyTorch loop: without the recorder, under it (no stacks, then the default"
-say "   context=all), with and without co-recording (PyTorch's own history switched on inside)"
-for conf in without none-alone all-alone none-corecord all-corecord; do
-    case $conf in
-    without) pre= ;;
-    none-alone) pre="env CUMEMHIST_TORCH=0 $CMH record -q --context none -o $W/st_$conf.cmh --" ;;
-    all-alone) pre="env CUMEMHIST_TORCH=0 $CMH record -q -o $W/st_$conf.cmh --" ;;
-    none-corecord) pre="$CMH record -q --context none -o $W/st_$conf.cmh --" ;;
-    all-corecord) pre="$CMH record -q -o $W/st_$conf.cmh --" ;;
-    esac
-    for rep in 1 2 3; do
-        $pre python3 samples/torch_train.py bench 300 2>>"$R" | sed "s/^/$conf (run $rep): /" | tee -a "$R"
-    done
-done
-fi # section 9
 
 mv "$OUT/leaky.cmh" "$OUT/cudart.cmh" "$W/" 2>/dev/null
 (cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./*.out ./oom.cmh ./torch_exp.cmh ./torch_exp.pickle \
