@@ -52,7 +52,7 @@ def verify(path, raw):
     return False
 
 ACTIONS = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-           "segment_map", "segment_unmap", "oom", "snapshot", "mark"]
+           "segment_map", "segment_unmap", "oom", "snapshot", "mark", "pool_sample"]
 KINDS = ["device", "pitch", "managed", "async", "vmm", "host"]
 
 
@@ -76,13 +76,15 @@ def load(path):
                          "blocks": [{"address": g[4] + b[0], "size": b[1], "requested": b[2], "state": b[3],
                                      "frames": stacks[b[4]]} for b in g[11]]})
     traces = {}
-    for dev, dropped, entries in d["traces"]:
+    for tr in d["traces"]:  # [device, dropped, entries, threads?, dropped_ooms?] (docs/FORMAT.md)
+        dev, dropped, entries = tr[0], tr[1], tr[2]
         addr = t = 0
         out = []
         for e in entries:
             addr += e[1]
             t += e[4]
-            out.append({"action": ACTIONS[e[0] & 15], "whole_block": bool(e[0] & 16), "kind": KINDS[(e[0] >> 5) & 7],
+            code = e[0] & 15
+            out.append({"action": ACTIONS[code] if code < len(ACTIONS) else "action_%d" % code, "whole_block": bool(e[0] & 16), "kind": KINDS[(e[0] >> 5) & 7],
                         "addr": addr & (2**64 - 1), "size": e[2], "stream": e[3], "time_ns": t,
                         "frames": stacks[e[5]], "requested": e[6] if len(e) > 6 else e[2]})
         traces[dev] = {"dropped": dropped, "entries": out}

@@ -1,5 +1,6 @@
 #!/bin/sh
 # deps.sh - install the Debian packages cumemhist builds against, if any is missing.
+# python3-msgpack: scripts/cmh_inspect.py, the GPU check's .cmh reader (tests/inspect_test.sh).
 # golang-go: `go tool pprof` reads our pprof exports back in tests/facts_test.py (skipped without it).
 # libncurses-dev, libmicrohttpd-dev: `top` and `exporter`; prometheus (promtool with it), tmux:
 # tests/prometheus_test.sh and tests/live_test.sh drive them.
@@ -9,7 +10,7 @@
 # The CUDA toolkit itself (headers, stub driver, CUPTI) is expected at /usr/local/cuda.
 set -eu
 need=""
-for p in cmake gcc g++ make pkg-config libunwind-dev libmsgpack-dev libcunit1-dev libdw-dev zlib1g-dev libsqlite3-dev python3 clang man-db dpkg-dev golang-go libncurses-dev libmicrohttpd-dev prometheus tmux chromium python3-torch; do
+for p in cmake gcc g++ make pkg-config libunwind-dev libmsgpack-dev libcunit1-dev libdw-dev zlib1g-dev libsqlite3-dev python3 python3-msgpack clang man-db dpkg-dev golang-go libncurses-dev libmicrohttpd-dev prometheus tmux chromium python3-torch; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need="$need $p"
 done
 # node and npm by command: a machine may have them from another source (NodeSource's nodejs

@@ -23,7 +23,9 @@ B=$SRC/build-gpu
 R=$OUT/report.txt
 W=$(mktemp -d /tmp/cmh-gpu-XXXXXX)
 : >"$R"
-say() { echo "$@" | tee -a "$R"; }
+T0=$(date +%s)
+# say TEXT: into the report and on stdout; a section's heading (== ...) with the seconds since the start
+say() { case "$1" in "== "*) set -- "$* (+$(( $(date +%s) - T0 )) s)" ;; esac; echo "$@" | tee -a "$R"; }
 run() { say "\$ $*"; "$@" >>"$R" 2>&1; local rc=$?; say "(exit $rc)"; return $rc; }
 DEPS=$SRC/.deps/root/usr
 DEPS_ONLY=
@@ -224,7 +226,10 @@ fi # section 6
 if want torch || want owners; then
 say "== 7. co-recording: one record of a PyTorch job (cuBLAS, NCCL), owners vs cuMemGetInfo"
 unset CUMEMHIST_DEBUG
-run "$CMH" record -o "$OUT/owners_job.cmh" -- python3 samples/torch_owners.py "$W/owners.json"
+# bounded: on the H200 (2026-12-04, PyTorch 2.11) this job made its tensors in 0.1 s and then wrote
+# nothing for 5 minutes (no mid snapshot), until the check's own limit killed it
+run timeout -s TERM 180 "$CMH" record -o "$OUT/owners_job.cmh" -- python3 samples/torch_owners.py "$W/owners.json"
+[ -f "$W/owners.mid.cmh" ] || say "section 7: the job left no mid snapshot ($W/owners.mid.cmh): see its record's flight file"
 run "$CMH" owners "$W/owners.mid.cmh"
 "$CMH" owners --json "$W/owners.mid.cmh" >"$W/owners.mid.json" 2>>"$R"
 "$CMH" owners --json "$OUT/owners_job.cmh" >"$W/owners_job.json" 2>>"$R"
