@@ -226,21 +226,31 @@ int cmh_dump_set_torch_file(const char *path)
     return CMH_OK;
 }
 
-/* PyTorch's snapshot for this dump, merged into s; the file it came from is removed. */
-static void torch_part(cmh_snapshot *s, const char *out, const char *why)
+/* The file of PyTorch's snapshot for this dump, into file (empty: none): the hook asked to write
+ * it now, or at exit the one it left.  Called before the dump lock is taken: the hook runs the
+ * program's Python, which may fork (PyTorch symbolizes its C++ frames with addr2line children),
+ * and fork's prepare handler takes the dump lock (cmh_dump_atfork_prepare): under the lock, a
+ * dump on request (cmh_dump_snapshot, cumemhist.dump()) of a job recorded with C++ stacks waited
+ * for itself for ever (the H200, PyTorch 2.11).  1: the file is the hook's, this dump's to remove. */
+static int torch_fetch(const char *out, const char *why, char *file, size_t n)
 {
     int hook_ok = strcmp(why, "first out-of-memory") && strncmp(why, "signal ", 7) && strcmp(why, "exit") &&
                   strcmp(why, "flight checkpoint");
-    char file[4400] = "";
+    file[0] = 0;
     pthread_mutex_lock(&g_torch_lock);
     int (*fn)(const char *, void *) = hook_ok ? g_torch_hook : NULL;
     void *arg = g_torch_arg;
-    if (!fn && g_torch_file[0] && !strcmp(why, "exit")) snprintf(file, sizeof file, "%s", g_torch_file);
+    if (!fn && g_torch_file[0] && !strcmp(why, "exit")) snprintf(file, n, "%s", g_torch_file);
     pthread_mutex_unlock(&g_torch_lock);
-    if (fn) {
-        snprintf(file, sizeof file, "%s.torch.pickle", out);
-        if (fn(file, arg) != 1) return;
-    }
+    if (!fn) return 0;
+    snprintf(file, n, "%s.torch.pickle", out);
+    if (fn(file, arg) != 1) file[0] = 0;
+    return 1;
+}
+
+/* PyTorch's snapshot in file (torch_fetch), merged into s; the file is removed once merged. */
+static void torch_part(cmh_snapshot *s, const char *file)
+{
     if (!file[0]) return;
     cmh_snapshot t;
     char err[4600];
@@ -276,7 +286,8 @@ static int want_stream(const char *why)
     return !torch_possible(why);
 }
 
-static int dump_once(const char *path, const char *why, uint64_t *cut, int nslots, int stream);
+static int dump_once(const char *path, const char *why, uint64_t *cut, int nslots, int stream, const char *torch_file);
+static int out_path(const char *path, char *out, size_t n, int quiet);
 
 int cmh_dump(const char *path, const char *why) { return dump(path, why, NULL, 0); }
 
@@ -301,23 +312,39 @@ static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
         cmh_pools_at_dump();
         cmh_meminfo_sample_all();
     }
+    char torch_file[4400] = "", out[4200];
+    int hooked = !cut && torch_possible(why) && out_path(path, out, sizeof out, 1) == 0 &&
+                 torch_fetch(out, why, torch_file, sizeof torch_file);
     cmh_lock(&g_dump_lock);
-    int rc = dump_once(path, why, cut, nslots, want_stream(why));
-    if (rc == 1) rc = dump_once(path, why, cut, nslots, 0); /* a ring lost entries: the model leaves them out */
+    int rc = dump_once(path, why, cut, nslots, want_stream(why), torch_file);
+    if (rc == 1) rc = dump_once(path, why, cut, nslots, 0, torch_file); /* a ring lost entries: the model leaves them out */
     cmh_unlock(&g_dump_lock);
+    /* the hook's file, not merged (the dump failed, or it could not be read): not left behind */
+    if (hooked && torch_file[0]) unlink(torch_file);
     return rc;
 }
 
+/* The snapshot's path: path, or the output pattern's (cmh_cfg.output); -1 when too long (said
+ * unless quiet). */
+static int out_path(const char *path, char *out, size_t n, int quiet)
+{
+    if (path) {
+        snprintf(out, n, "%s", path);
+        return 0;
+    }
+    if (cmh_config_output_path(cmh_cfg.output, out, n) != 0) {
+        if (!quiet) cmh_log("output path pattern too long: %s", cmh_cfg.output);
+        return -1;
+    }
+    return 0;
+}
+
 /* One attempt, under the dump lock; 1: streaming could not be, try the model. */
-static int dump_once(const char *path, const char *why, uint64_t *cut, int nslots, int stream)
+static int dump_once(const char *path, const char *why, uint64_t *cut, int nslots, int stream, const char *torch_file)
 {
     char out[4200];
     int rc;
-    if (path) snprintf(out, sizeof out, "%s", path);
-    else if (cmh_config_output_path(cmh_cfg.output, out, sizeof out) != 0) {
-        cmh_log("output path pattern too long: %s", cmh_cfg.output);
-        return CMH_EINVAL;
-    }
+    if (out_path(path, out, sizeof out, 0) != 0) return CMH_EINVAL;
     cmh_snapshot s;
     if (cmh_snapshot_init(&s) != CMH_OK) return CMH_ENOMEM;
     fill_meta(&s);
@@ -358,7 +385,7 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
                  why[0] == 'S' ? "SIGUSR1" : "request (cmh_dump_snapshot)", (unsigned long long)nentries, nentries == 1 ? "entry" : "entries");
         if (cmh_strtab_intern(&s.strings, t, strlen(t), &s.ending) != CMH_OK) rc = CMH_ENOMEM;
     }
-    if (rc == CMH_OK && !cut && !x) torch_part(&s, out, why);
+    if (rc == CMH_OK && !cut && !x) torch_part(&s, torch_file);
     if (rc == CMH_OK) {
         char err[512];
         cmh_entry_source src;

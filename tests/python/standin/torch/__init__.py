@@ -4,6 +4,7 @@
   raises  - _record_memory_history raises
   v2.0, v1.13 - _record_memory_history with that PyTorch version's signature
   (unset) - everything works; _snapshot() returns $STANDIN_SNAPSHOT (a real PyTorch pickle)
+STANDIN_FORK=1: _snapshot() forks a child first, as PyTorch's does to symbolize C++ frames.
 """
 import json
 import os

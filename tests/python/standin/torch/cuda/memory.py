@@ -28,5 +28,12 @@ elif _mode != "missing":
 
 def _snapshot():
     _log(event="snapshot")
+    if os.environ.get("STANDIN_FORK") == "1":
+        # as PyTorch's does when its history has C++ stacks: their frames are symbolized by
+        # addr2line children, forked from the caller (fork, not posix_spawn: the fork handlers run)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
     with open(os.environ["STANDIN_SNAPSHOT"], "rb") as f:
         return pickle.load(f)
