@@ -240,7 +240,7 @@ env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=
 
 # --- recover and a process that still runs: refused, or copied with --live; a reused pid ---
 rm -f v.cmh* v.*.cmh* w.cmh*
-env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=v.cmh "$D" sleep 6 2>/dev/null &
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=v.cmh "$D" sleep 60 2>/dev/null &
 vp=$!
 i=0; while [ $i -lt 50 ] && [ "$(entries_flight v.cmh.flight 2>/dev/null)" != 150 ]; do sleep 0.1; i=$((i + 1)); done
 "$CMH" recover v.cmh.flight 2>err.txt
@@ -268,7 +268,8 @@ EOF2
 rc=$?
 [ $rc -eq 2 ] && grep -q "older than start times" err.txt && [ -e w.cmh.flight ] &&
     ok "an older record (no start time) whose pid runs: refused, the doubt said" || bad "old record, live pid: exit $rc, $(cat err.txt)"
-kill $vp 2>/dev/null; wait $vp 2>/dev/null # (done with it: its 6 s were waited out before)
+# (it lives 60 s: at load 10 the 6 it had ran out before the checks of it were done)
+kill $vp 2>/dev/null; wait $vp 2>/dev/null
 # the pid alive with another start time is another process: the record's is dead
 rm -f w.cmh*
 env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=w.cmh "$D" kill 2>/dev/null
