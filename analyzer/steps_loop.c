@@ -219,21 +219,32 @@ static int covers(const burst *bu, uint32_t nb, uint32_t nv, uint32_t lo, uint32
 
 /* How alike two stretches of events are: the share of their symbols (as multisets, by op
  * whatever the size) they have in common. */
+/* The share two sorted multisets x[0, nx) and y[0, ny) have in common, of the larger. */
+static double common_share(const uint64_t *x, uint32_t nx, const uint64_t *y, uint32_t ny)
+{
+    uint32_t i = 0, j = 0, common = 0;
+    while (i < nx && j < ny) {
+        if (x[i] == y[j]) common++, i++, j++;
+        else if (x[i] < y[j]) i++;
+        else j++;
+    }
+    return nx && ny ? (double)common / (double)(nx > ny ? nx : ny) : 0;
+}
+
+/* The same of tmp[0, na) and tmp[na, na + nb), sorted here. */
+static double common_share_tmp(uint64_t *tmp, uint32_t na, uint32_t nb)
+{
+    qsort(tmp, na, sizeof *tmp, cmp_u64);
+    qsort(tmp + na, nb, sizeof *tmp, cmp_u64);
+    return common_share(tmp, na, tmp + na, nb);
+}
+
 static double alike(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1, uint64_t *tmp)
 {
     uint32_t na = a1 - a0, nb = b1 - b0;
-    if (!na || !nb) return 0;
     for (uint32_t i = 0; i < na; i++) tmp[i] = v[a0 + i].site;
     for (uint32_t i = 0; i < nb; i++) tmp[na + i] = v[b0 + i].site;
-    qsort(tmp, na, sizeof *tmp, cmp_u64);
-    qsort(tmp + na, nb, sizeof *tmp, cmp_u64);
-    uint32_t i = 0, j = 0, common = 0;
-    while (i < na && j < nb) {
-        if (tmp[i] == tmp[na + j]) common++, i++, j++;
-        else if (tmp[i] < tmp[na + j]) i++;
-        else j++;
-    }
-    return (double)common / (double)(na > nb ? na : nb);
+    return common_share_tmp(tmp, na, nb);
 }
 
 /* The ops (action and site) of events [a0, a1), a run of one op back to back as one, into out;
@@ -260,16 +271,7 @@ static uint32_t run_ops_count(const ev *v, uint32_t a0, uint32_t a1)
 static double alike_runs(const ev *v, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1, uint64_t *tmp)
 {
     uint32_t na = run_ops(v, a0, a1, 0, tmp), nb = run_ops(v, b0, b1, 0, tmp + na);
-    if (!na || !nb) return 0;
-    qsort(tmp, na, sizeof *tmp, cmp_u64);
-    qsort(tmp + na, nb, sizeof *tmp, cmp_u64);
-    uint32_t i = 0, j = 0, common = 0;
-    while (i < na && j < nb) {
-        if (tmp[i] == tmp[na + j]) common++, i++, j++;
-        else if (tmp[i] < tmp[na + j]) i++;
-        else j++;
-    }
-    return (double)common / (double)(na > nb ? na : nb);
+    return common_share_tmp(tmp, na, nb);
 }
 
 /* Is the stretch of events [a0, a1), as runs of ops, one shorter turn repeated (the loop's ops in
@@ -557,17 +559,6 @@ static void sorted_ops(const ev *v, uint32_t a, uint32_t len, uint64_t *out)
     qsort(out, len, sizeof *out, cmp_u64);
 }
 
-static double common_share(const uint64_t *x, const uint64_t *y, uint32_t n)
-{
-    uint32_t i = 0, j = 0, common = 0;
-    while (i < n && j < n) {
-        if (x[i] == y[j]) common++, i++, j++;
-        else if (x[i] < y[j]) i++;
-        else j++;
-    }
-    return n ? (double)common / n : 0;
-}
-
 /* Where the loop of period events that begins at from really repeats: of its whole steps, the
  * longest run (the latest of equals) in which no step is a tighter loop's (tighter()) and each
  * step holds the ops of the one before (alike, MIN_ALIKE): a lag that repeats across the record
@@ -587,7 +578,7 @@ static int repeating_run(const ev *v, uint32_t nv, uint32_t from, uint32_t perio
         cur = t;
         sorted_ops(v, a, period, cur);
         if (!ok) run = 0;
-        else if (run && common_share(prev, cur, period) >= MIN_ALIKE) run++;
+        else if (run && common_share(prev, period, cur, period) >= MIN_ALIKE) run++;
         else run = 1;
         if (run && run >= best_len) best_len = run, *k1 = k, *k0 = k + 1 - run;
     }
