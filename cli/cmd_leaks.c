@@ -49,11 +49,11 @@ const cli_command cli_cmd_leaks = {
     "the site, 2 in 6 slices at least): growing (the most through the last slice, risen\n"
     "through the later half, each of the last 3 slices, beyond its churn) or level; no rate.\n"
     "--fail-on-leak: exit 3 for a growing site, else 6 for a stopped one,\n"
-    "else 5 where growth cannot be judged or the record lost part of its history (recovered\n"
-    "from a flight record cut short, or with records dropped), else 0.  In a recording, each thread's own\n"
-    "steps are judged too.  Physical memory made with cuMemCreate and held mapped nowhere at the\n"
-    "end (no block shows it) is listed after the sites, by its cuMemCreate site.  See\n"
-    "docs/DEFINITIONS.md.",
+    "else 5 where growth cannot be judged or the record lost part of its history\n"
+    "(recovered from a flight record cut short, or with records dropped), else 0.  In a\n"
+    "recording, each thread's own steps are judged too.  Physical memory made with\n"
+    "cuMemCreate and held mapped nowhere at the end (no block shows it) is listed after the\n"
+    "sites, by its cuMemCreate site.  See docs/DEFINITIONS.md.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist leaks train.cmh --min-bytes 1M --fail-on-leak"};
 
 /* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site (the
