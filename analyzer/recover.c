@@ -82,11 +82,13 @@ static int walk(rd *r, uint32_t a, rec_fn fn, void *arg)
     uint64_t end = ar->cursor < ar->size ? ar->cursor : ar->size;
     if (ar->sealed && ar->sealed < end) end = ar->sealed; /* past it: reservations that went to the next extent */
     uint64_t room = ar->offset < r->len ? r->len - ar->offset : 0; /* a cut copy: what is left of the extent */
-    if (end > room) {
+    int cut = end > room;
+    if (cut) {
         r->info->truncated += end - room;
         end = room;
     }
-    for (uint64_t at = 0; at + CMH_FLIGHT_HEAD_V1 <= end;) {
+    uint64_t at = 0;
+    for (; at + CMH_FLIGHT_HEAD_V1 <= end;) {
         cmh_fr_head hd;
         int st = cmh_fr_head_read(r->map + ar->offset + at, r->h->version, end - at, &hd);
         if (st == CMH_FRH_EMPTY) { /* reserved and never written (its writer died at once), or nothing more */
@@ -116,6 +118,9 @@ static int walk(rd *r, uint32_t a, rec_fn fn, void *arg)
         }
         at += hd.len;
     }
+    /* where what was read of a cut extent ends: the byte after its last record read (or skipped)
+     * before the cut; of several, the furthest into the file */
+    if (cut && ar->offset <= r->len && ar->offset + at > r->info->read_to) r->info->read_to = ar->offset + at;
     return CMH_OK;
 }
 
@@ -679,6 +684,14 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
         if (cmh_entry_time(out, &out->entries[i]) > last) last = cmh_entry_time(out, &out->entries[i]);
     out->dump_time_ns = last;
     info->entries = out->nentries;
+    /* what could not be read goes with the snapshot: every report over it says its history is
+     * incomplete (a cut copy read as a clean one: "killed after 1 entry", nothing live) */
+    out->history_lost.cut_bytes = info->truncated;
+    out->history_lost.file_bytes = info->truncated ? (uint64_t)r.len : 0;
+    out->history_lost.read_to = info->truncated ? info->read_to : 0;
+    out->history_lost.torn = info->torn;
+    out->history_lost.damaged = info->damaged;
+    out->history_lost.refused = info->lost;
     describe(out, info);
 out:
     if (have_base) cmh_snapshot_free(&base);

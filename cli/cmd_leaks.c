@@ -22,7 +22,7 @@ static const cli_option g_opts[] = {
     {"--min-bytes", NULL, CLI_SIZE, &g_min_bytes, "B", "hide sites holding less (e.g. 1M); the totals still count them", NULL, 0, 0, NULL},
     {"--fail-on-leak", NULL, CLI_FLAG, &g_fail, NULL,
      "for CI: exit 3 when a site grows (from step to step, or over the record's time); else 6 when one stopped (grew over 3 steps or more after the "
-     "first, still held); else 5 when growth cannot be judged; else 0",
+     "first, still held); else 5 when growth cannot be judged or the record lost part of its history (a flight record cut short); else 0",
      NULL, 0, 0, NULL},
     CLI_OPTS_ATTRIBUTION,
     CLI_OPT_JSON(&g_json),
@@ -49,10 +49,11 @@ const cli_command cli_cmd_leaks = {
     "the site, 2 in 6 slices at least): growing (the most through the last slice, risen\n"
     "through the later half, each of the last 3 slices, beyond its churn) or level; no rate.\n"
     "--fail-on-leak: exit 3 for a growing site, else 6 for a stopped one,\n"
-    "else 5 where growth cannot be judged, else 0.  In a recording, each thread's own\n"
-    "steps are judged too.  Physical memory made with cuMemCreate and held mapped nowhere at the\n"
-    "end (no block shows it) is listed after the sites, by its cuMemCreate site.  See\n"
-    "docs/DEFINITIONS.md.",
+    "else 5 where growth cannot be judged or the record lost part of its history\n"
+    "(recovered from a flight record cut short, or with records dropped), else 0.  In a\n"
+    "recording, each thread's own steps are judged too.  Physical memory made with\n"
+    "cuMemCreate and held mapped nowhere at the end (no block shows it) is listed after the\n"
+    "sites, by its cuMemCreate site.  See docs/DEFINITIONS.md.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist leaks train.cmh --min-bytes 1M --fail-on-leak"};
 
 /* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site (the
@@ -283,7 +284,11 @@ static int section(const rep_section *sec, void *arg)
     by_site_new(s, g, dev, &bs);
     out->leaking += p.leaking;
     out->stopped += p.stopped;
-    out->unjudged += !p.judged;
+    /* a record that lost part of its history (a flight record cut short, torn or damaged
+     * records dropped) cannot be judged clean: nothing live in what was read is no verdict on
+     * what was lost (a cut copy read 'nothing is still live' and passed) */
+    int lost = CMH_HISTORY_LOST(&s->history_lost);
+    out->unjudged += !p.judged || lost;
     uint32_t nheld = p.nvmm_sites;
     char line[512];
     int64_t t0 = rep_trace_start(s, dev);
@@ -359,7 +364,7 @@ static int section(const rep_section *sec, void *arg)
     } else {
         if (sec->index) putchar('\n');
         if (!p.base.entries && !s->nsegments && !nheld) {
-            printf("%s: no allocations recorded\n", sec->path);
+            printf("%s: no allocations recorded%s\n", sec->path, lost ? " in what was read (this record lost part of its history: the note under its ending)" : "");
         } else {
             /* a snapshot taken while the process ran (snapshot PID, SIGUSR1): no end to speak of */
             int running = s->ending && !strncmp(cmh_str(s, s->ending), "was still running", 17);
@@ -391,6 +396,7 @@ static int section(const rep_section *sec, void *arg)
                        rep_size((double)p.hidden_bytes), rep_size((double)g_min_bytes));
             if (nheld) held_text(s, g, &p);
             printf("\n%s\n", cmh_leak_outcome_text(&p, line, sizeof line));
+            if (lost) printf("note: that is of the history read alone; this record lost part of it (the note under its ending), so it does not pass as clean\n");
             rep_gap_notes(&p.base, 0); /* blocks the trace never freed, gone from the snapshot: why no leak */
             rep_notes(&p.base);
             /* a trace that began mid-run (PyTorch's ring, ours dropping its oldest): a site's

@@ -191,6 +191,8 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
+    /* a copy of a running process's record: a record still open is one being written, not lost */
+    if (live && running) s.history_lost.torn = 0;
     char how[400];
     if (live && running) snprintf(how, sizeof how, "was still running when this copy was taken");
     else if (live && proc == CLI_PROC_ELSEWHERE) snprintf(how, sizeof how, "ran on %s (whether it still runs cannot be told here)", id.hostname);

@@ -381,9 +381,20 @@ void rep_json_children(cmh_jw *w, const char *path, const cmh_snapshot *s)
     cmh_jw_kuint(w, "forked_children_more", s->children_more); /* forked past those the record keeps */
 }
 
+/* what a recovery could not read of the record: under its ending, before any figure */
+static void print_history_lost(const char *path, const cmh_snapshot *s)
+{
+    if (!CMH_HISTORY_LOST(&s->history_lost)) return;
+    printf("%s: ", path);
+    cmh_history_lost_write(stdout, s);
+}
+
 void rep_print_process(const char *path, const cmh_snapshot *s)
 {
-    if (!s->pid && !s->cmdline) return;
+    if (!s->pid && !s->cmdline) {
+        print_history_lost(path, s);
+        return;
+    }
     printf("%s: ", path);
     if (s->pid) printf("pid %lld", (long long)s->pid);
     if (s->forked_from > 0) printf(" (forked from pid %lld)", (long long)s->forked_from);
@@ -393,11 +404,35 @@ void rep_print_process(const char *path, const cmh_snapshot *s)
     if (s->cmdline && *cmh_str(s, s->cmdline)) printf("%s%.300s", s->pid ? ", " : "", cmh_str(s, s->cmdline));
     printf("\n");
     if (s->ending) printf("%s: the process %s\n", path, cmh_str(s, s->ending));
+    print_history_lost(path, s);
     print_children(path, s);
+}
+
+void rep_json_history_lost(cmh_jw *w, const cmh_snapshot *s)
+{
+    const cmh_history_lost *h = &s->history_lost;
+    char text[1024];
+    cmh_jw_key(w, "history_lost");
+    if (!cmh_history_lost_text(s, text, sizeof text)) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    cmh_jw_kuint(w, "cut_bytes", h->cut_bytes);
+    if (h->cut_bytes) cmh_jw_kuint(w, "file_bytes", h->file_bytes);
+    else cmh_jw_knull(w, "file_bytes");
+    if (h->cut_bytes && h->read_to) cmh_jw_kuint(w, "read_to", h->read_to);
+    else cmh_jw_knull(w, "read_to");
+    cmh_jw_kuint(w, "torn_records", h->torn);
+    cmh_jw_kuint(w, "damaged_records", h->damaged);
+    cmh_jw_kuint(w, "refused_records", h->refused);
+    cmh_jw_kstr(w, "text", text);
+    cmh_jw_end(w);
 }
 
 void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
 {
+    rep_json_history_lost(w, s); /* (beside the process, in every device's object) */
     cmh_jw_key(w, "process");
     if (!s->pid && !s->cmdline) {
         cmh_jw_null(w);

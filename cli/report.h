@@ -212,6 +212,11 @@ void rep_json_vmm_unmapped(cmh_jw *w, const cmh_snapshot *s, int device);
 void rep_driver_errors_note(const cmh_snapshot *s);
 /* "driver_errors": [{call, result, error, count, calls: [{address, size, thread, time_ns, what, site}]}] */
 void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s);
+/* "history_lost": null for a record read whole; else what a recovery from a flight record could
+ * not read of it (.cmh history_lost): {cut_bytes, file_bytes, read_to, torn_records,
+ * damaged_records, refused_records, text} (text: cmh_history_lost_text).  rep_json_process
+ * writes it, before "process"; the text reports print the note under the process's ending. */
+void rep_json_history_lost(cmh_jw *w, const cmh_snapshot *s);
 /* Where cuMemCreate handles are mapped at two addresses, or in part (the record's vmm_maps):
  * the device's memory as the driver charges it, each handle once and whole, at the end and at
  * its peak (cmh_physical_peak_compute).  A "note: " line (nothing where the handles change no

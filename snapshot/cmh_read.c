@@ -626,6 +626,20 @@ static int rd_driver_errors(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+/* history_lost: [cut_bytes, file_bytes, read_to, torn, damaged, refused]; a later writer's fields past them skipped */
+static int rd_history_lost(cur *c, cmh_snapshot *s)
+{
+    uint32_t k;
+    cmh_history_lost h = {0};
+    if (rd_array_n(c, 6, 64, &k, "history_lost") || rd_u64(c, &h.cut_bytes) || rd_u64(c, &h.file_bytes) || rd_u64(c, &h.read_to) ||
+        rd_u64(c, &h.torn) || rd_u64(c, &h.damaged) || rd_u64(c, &h.refused))
+        return -1;
+    for (uint32_t j = 6; j < k; j++)
+        if (skip(c)) return -1;
+    s->history_lost = h;
+    return 0;
+}
+
 /* device_ids: [[device, uuid, name, pci_bus], ...] */
 static int rd_device_ids(cur *c, cmh_snapshot *s)
 {
@@ -816,6 +830,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("vmm_maps")) r = rd_vmm_maps(c, s);
         else if (KEY("device_ids")) r = rd_device_ids(c, s);
         else if (KEY("driver_errors")) r = rd_driver_errors(c, s);
+        else if (KEY("history_lost")) r = rd_history_lost(c, s);
         else if (KEY("thread_ids")) r = rd_thread_ids(c, s);
         else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);
         else if (KEY("entry_pool_ids")) {

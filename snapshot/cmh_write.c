@@ -154,7 +154,8 @@ static int write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry
     /* entries carry a pool id only when not (0, 0): whether the source said it of every entry is
      * said once, so that a pickle written back says 'pool_id' as the one read did */
     int pool_ids = (s->pt_fields & CMH_PT_POOL_ID) != 0;
-    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nvmm_maps ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (s->ndrv_errors ? 1 : 0) + (with_torch ? 2 : 0) +
+    int lost = CMH_HISTORY_LOST(&s->history_lost) ? 1 : 0; /* what a recovery could not read */
+    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nvmm_maps ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (s->ndrv_errors ? 1 : 0) + lost + (with_torch ? 2 : 0) +
                               (nested ? 0 : 2) + pool_ids);
 
     pack_key(&pk, "format");
@@ -434,6 +435,17 @@ static int write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry
                 msgpack_pack_uint32(&pk, w->stack);
             }
         }
+    }
+    if (lost) { /* [cut_bytes, file_bytes, read_to, torn, damaged, refused] */
+        const cmh_history_lost *h = &s->history_lost;
+        pack_key(&pk, "history_lost");
+        msgpack_pack_array(&pk, 6);
+        msgpack_pack_uint64(&pk, h->cut_bytes);
+        msgpack_pack_uint64(&pk, h->file_bytes);
+        msgpack_pack_uint64(&pk, h->read_to);
+        msgpack_pack_uint64(&pk, h->torn);
+        msgpack_pack_uint64(&pk, h->damaged);
+        msgpack_pack_uint64(&pk, h->refused);
     }
     if (s->nidents) { /* [[device, uuid, name, pci_bus], ...], plain strings */
         pack_key(&pk, "device_ids");

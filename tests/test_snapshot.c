@@ -555,6 +555,46 @@ static void test_driver_errors_round_trip(void)
     cmh_snapshot_free(&s);
 }
 
+/* What a recovery could not read (history_lost): none written while nothing was lost; read back
+ * as written, no new version, the same bytes again, every truncation refused. */
+static void test_history_lost_round_trip(void)
+{
+    cmh_snapshot s, r;
+    build(&s);
+    char *buf, *buf2;
+    size_t len, len2, len0;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len0), CMH_OK);
+    int named = 0; /* not a key of a record read whole */
+    for (size_t i = 0; i + 12 <= len0; i++) named |= !memcmp(buf + i, "history_lost", 12);
+    CU_ASSERT(!named);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len0, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT(!CMH_HISTORY_LOST(&r.history_lost) && !r.history_lost.file_bytes && !r.history_lost.read_to);
+    cmh_snapshot_free(&r);
+    free(buf);
+    s.history_lost = (cmh_history_lost){.cut_bytes = 1264, .file_bytes = 13000, .read_to = 12968, .torn = 1, .damaged = 2,
+                                        .refused = 5000000000ull};
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT(len > len0);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT_EQUAL(r.version, 1); /* an optional key: no new version */
+    CU_ASSERT(r.history_lost.cut_bytes == 1264 && r.history_lost.file_bytes == 13000 && r.history_lost.read_to == 12968 &&
+              r.history_lost.torn == 1 && r.history_lost.damaged == 2 && r.history_lost.refused == 5000000000ull);
+    CU_ASSERT_EQUAL(write_mem(&r, &buf2, &len2), CMH_OK);
+    CU_ASSERT(len2 == len && memcmp(buf, buf2, len) == 0);
+    free(buf2);
+    cmh_snapshot_free(&r);
+    for (size_t n = 0; n < len; n += 5) CU_ASSERT_EQUAL(cmh_cmh_read(buf, n, &r, err, sizeof err), CMH_EFORMAT);
+    free(buf);
+    s.history_lost = (cmh_history_lost){.damaged = 1}; /* any count alone is a loss */
+    CU_ASSERT_EQUAL_FATAL(write_mem(&s, &buf, &len), CMH_OK);
+    CU_ASSERT_EQUAL_FATAL(cmh_cmh_read(buf, len, &r, err, sizeof err), CMH_OK);
+    CU_ASSERT(CMH_HISTORY_LOST(&r.history_lost) && r.history_lost.damaged == 1 && !r.history_lost.cut_bytes);
+    cmh_snapshot_free(&r);
+    free(buf);
+    cmh_snapshot_free(&s);
+}
+
 /* The cuMemCreate handles held and mapped nowhere (vmm_unmapped): read back as written, the
  * same bytes again, every truncation refused; a stack id or device out of range refused. */
 static void test_vmm_unmapped_round_trip(void)
@@ -877,6 +917,7 @@ int main(void)
     CMH_ADD_TEST(s, test_torch_part_round_trip);
     CMH_ADD_TEST(s, test_vmm_unmapped_round_trip);
     CMH_ADD_TEST(s, test_driver_errors_round_trip);
+    CMH_ADD_TEST(s, test_history_lost_round_trip);
     CMH_ADD_TEST(s, test_vmm_maps_round_trip);
     CMH_ADD_TEST(s, test_garbage_and_hostile_input);
     CMH_ADD_TEST(s, test_load_names_the_file);

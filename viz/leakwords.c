@@ -622,3 +622,57 @@ void cmh_driver_errors_write(FILE *fp, const cmh_snapshot *s)
                    CMH_DRV_ERROR_SITES);
     }
 }
+
+/* ---- lost history (.cmh history_lost): the note every text report and the HTML report give ---- */
+
+static const char *lost_num(uint64_t v, char *b, size_t cap)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
+    size_t o = 0;
+    for (int i = 0; i < n && o + 2 < cap; i++) {
+        if (i && (n - i) % 3 == 0) b[o++] = ',';
+        b[o++] = tmp[i];
+    }
+    b[o] = 0;
+    return b;
+}
+
+const char *cmh_history_lost_text(const cmh_snapshot *s, char *buf, size_t cap)
+{
+    const cmh_history_lost *h = &s->history_lost;
+    if (!cap || !CMH_HISTORY_LOST(h)) return NULL;
+    char n1[32], n2[32], n3[32];
+    size_t k = (size_t)snprintf(buf, cap, "this record lost part of its history:");
+    const char *sep = " ";
+    if (h->cut_bytes && k < cap) {
+        k += (size_t)snprintf(buf + k, cap - k, "%sits flight record is cut short (the file ends at byte %s; %s bytes of records written past it are lost",
+                              sep, lost_num(h->file_bytes, n1, sizeof n1), lost_num(h->cut_bytes, n2, sizeof n2));
+        if (h->read_to && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; what was read ends at byte %s", lost_num(h->read_to, n3, sizeof n3));
+        if (k < cap) k += (size_t)snprintf(buf + k, cap - k, ")");
+        sep = ", ";
+    }
+    if (h->torn && k < cap) {
+        k += (size_t)snprintf(buf + k, cap - k, "%s%s torn record%s dropped (left half-written by a writer's death%s)", sep,
+                              lost_num(h->torn, n1, sizeof n1), h->torn == 1 ? "" : "s", h->cut_bytes ? " or by the cut" : "");
+        sep = ", ";
+    }
+    if (h->damaged && k < cap) {
+        k += (size_t)snprintf(buf + k, cap - k, "%s%s damaged record%s dropped (not matching %s checksum)", sep, lost_num(h->damaged, n1, sizeof n1),
+                              h->damaged == 1 ? "" : "s", h->damaged == 1 ? "its" : "their");
+        sep = ", ";
+    }
+    if (h->refused && k < cap)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%s record%s the full flight record had no room for", sep, lost_num(h->refused, n1, sizeof n1),
+                              h->refused == 1 ? "" : "s");
+    if (k < cap)
+        snprintf(buf + k, cap - k, ": what the process did in what was lost is not in these figures, so no verdict here can call the run clean "
+                                   "(leaks --fail-on-leak does not pass it: exit 5 where it finds no leak)");
+    return buf;
+}
+
+void cmh_history_lost_write(FILE *fp, const cmh_snapshot *s)
+{
+    char line[1024];
+    if (cmh_history_lost_text(s, line, sizeof line)) fprintf(fp, "note: %s\n", line);
+}

@@ -505,6 +505,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         for (uint32_t j = 0; j < e.nsites && j < CMH_DRV_ERROR_SITES; j++) TRY(copy_stack(in, out, e.sites[j].stack, fmap, smap, &e.sites[j].stack));
         TRY(cmh_snapshot_add_drv_error(out, &e));
     }
+    out->history_lost = in->history_lost; /* what a recovery could not read: the reports over the copy say it too */
     /* which process of a job, and how it ended: every report's first lines */
     out->rank = in->rank, out->local_rank = in->local_rank, out->world_size = in->world_size;
     out->forked_from = in->forked_from;
@@ -720,6 +721,7 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(meminfo), MOVE(nmeminfo), MOVE(cap_meminfo);
     MOVE(idents), MOVE(nidents), MOVE(cap_idents);
     MOVE(drv_errors), MOVE(ndrv_errors), MOVE(cap_drv_errors); /* (their stacks' ids stay: the stacks move too) */
+    MOVE(history_lost);
 #undef MOVE
     out->clock_origin_ns = origin;
     out->start_time_ns = in->start_time_ns;

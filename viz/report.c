@@ -43,6 +43,7 @@ static const char g_css[] =
     ".r-fbar{display:flex;height:12px;border-radius:3px;overflow:hidden;min-width:120px;background:#eee}"
     ".r-fbar i{display:block;height:100%}.r-fbar .a{background:#2d6fe8}.r-fbar .f{background:#f0b35e}"
     ".r-leak{color:#c0392b;font-weight:600}.r-ok{color:#2e7d32}.r-muted{color:#6b7385}"
+    ".r-lost{border-left:4px solid #d9534f;background:#fdf1f0;padding:8px 12px;margin:8px 0}"
     ".r-drverr{white-space:pre-wrap;overflow-wrap:anywhere;border-left:4px solid #e6a23c;background:#fdf8ef;padding:8px 12px;margin:8px 0}"
     ".r-oom{border-left:4px solid #d62728;background:#fdf3f3;color:#5a1010;padding:8px 12px;margin:8px 0;border-radius:4px;overflow-wrap:anywhere}.r-oom a{color:#a01818}"
     ".r-tl{overflow-x:auto}svg.timeline{width:100%;min-width:900px;height:auto;display:block}svg.r-spark{width:120px;height:28px;display:block}"
@@ -617,6 +618,14 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
         fprintf(fp, "<p class=\"r-oom\" data-oom-device=\"%d\" data-ooms=\"%" PRId64 "\"><b>Out of memory on device %d</b>: %" PRId64
                     " error%s (<a href=\"#device%d\">its section</a>)</p>",
                 devices[k], (int64_t)st.num_ooms, devices[k], (int64_t)st.num_ooms, st.num_ooms == 1 ? "" : "s", devices[k]);
+    }
+    /* what a recovery from a flight record could not read (a copy cut short, records dropped):
+     * the note every text report gives under the ending, before any figure */
+    char lost[1024];
+    if (cmh_history_lost_text(raw ? raw : s, lost, sizeof lost)) {
+        fputs("<p class=\"r-lost\"><b>Incomplete record</b>: ", fp);
+        esc(fp, lost);
+        fputs("</p>", fp);
     }
     /* calls the driver refused (a double free, a pointer never allocated...): no entry shows them;
      * the note summary, oom, leaks, owners, frag and stats print, in the header */

@@ -52,6 +52,18 @@ const char *cmh_frame_text(const cmh_snapshot *s, const cmh_frame *f, char *buf,
  * nothing when there are none.  summary, oom, leaks, owners, frag and stats print it on stdout,
  * the HTML report in its header. */
 void cmh_driver_errors_write(FILE *fp, const cmh_snapshot *s);
+/* What a snapshot recovered from a flight record could not read of it (.cmh history_lost), as
+ * every report says it: "this record lost part of its history: its flight record is cut short
+ * (the file ends at byte 13,000; 1,264 bytes of records written past it are lost; what was read
+ * ends at byte 12,736), 1 torn record dropped (...): what the process did in what was lost is not
+ * in these figures, so no verdict here can call the run clean (leaks --fail-on-leak does not pass
+ * it: exit 5 where it finds no leak)".
+ * cmh_history_lost_text: that sentence into buf (NULL when nothing was lost: the record was read
+ * whole); cmh_history_lost_write: "note: " and it, a line, on fp (nothing when nothing was lost).
+ * summary, oom, peak, leaks, owners, frag and the other text reports print it under the
+ * process's ending, --json gives it as history_lost.text, the HTML report in its header. */
+const char *cmh_history_lost_text(const cmh_snapshot *s, char *buf, size_t cap);
+void cmh_history_lost_write(FILE *fp, const cmh_snapshot *s);
 /* A site's bytes by the line that called it (peak, leaks, oom and the HTML report): "by caller:
  * 64.0 MiB build_model (job.py:7), 40.0 MiB prefetch (job.py:11) (growing)", the largest
  * CMH_CALLERS_SHOWN, then what other callers hold.  NULL where the split says nothing (fewer

@@ -37,6 +37,7 @@ typedef struct cmh_recover_info {
     char snapshot_path[4200]; /* where the process would have written its snapshot */
     uint64_t truncated;       /* bytes of written records past the file's end (a cut copy): lost */
     int marks_exit;           /* as in cmh_flight_identity */
+    uint64_t read_to;         /* with truncated: the byte after the last record read before the cut */
 } cmh_recover_info;
 
 /* Read the flight record at path into out (initialized here).  CMH_OK; CMH_EFORMAT or CMH_EIO

@@ -419,6 +419,22 @@ typedef struct cmh_drv_error {
     cmh_drv_error_site sites[CMH_DRV_ERROR_SITES];
 } cmh_drv_error;
 
+/* What a snapshot recovered from a flight record could not read of it (.cmh "history_lost";
+ * absent from a record read whole, and from every dump): the history ends early or has holes,
+ * so what the reports find is over part of what the process did, and no verdict over it may
+ * pass as clean (cmh_history_lost_write says it; `leaks --fail-on-leak` exits 5).  Zero
+ * everywhere: nothing lost. */
+typedef struct cmh_history_lost {
+    uint64_t cut_bytes;   /* bytes of written records past the file's end (a copy cut short): lost */
+    uint64_t file_bytes;  /* the flight record's size when read: its readable part ends there (0: not cut) */
+    uint64_t read_to;     /* with cut_bytes: the byte after the last record read whole before the cut */
+    uint64_t torn;        /* records skipped, torn (their writer died in them, or the cut went through them) */
+    uint64_t damaged;     /* records skipped, whole but not matching their checksum */
+    uint64_t refused;     /* records the full journal had no room for */
+} cmh_history_lost;
+/* Did the record lose part of its history (any count above not 0)? */
+#define CMH_HISTORY_LOST(h) ((h)->cut_bytes || (h)->torn || (h)->damaged || (h)->refused)
+
 typedef struct cmh_snapshot {
     uint32_t version;
     uint8_t source;
@@ -514,6 +530,8 @@ typedef struct cmh_snapshot {
     /* failed driver calls other than OOMs (.cmh "driver_errors"; none in older records) */
     cmh_drv_error *drv_errors;
     uint32_t ndrv_errors, cap_drv_errors;
+    /* what a recovery from a flight record could not read (.cmh "history_lost"; zero: nothing) */
+    cmh_history_lost history_lost;
     /* PyTorch's own snapshot of the same process, taken with ours (co-recording, `merge`): its
      * caching allocator's segments, blocks, trace and stacks, in its own model; NULL if none.
      * torch_clock_ns: add it to a time of PyTorch's part to get ours (the two clocks aligned). */

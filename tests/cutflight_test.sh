@@ -1,0 +1,125 @@
+#!/bin/sh
+# cutflight_test.sh BUILD_DIR SOURCE_DIR - a flight record cut short (an interrupted copy, a full
+# disk) loses part of the process's history, and what `recover` makes of it must say so: the
+# snapshot keeps what was lost (.cmh history_lost: the bytes past the file's end, where its
+# readable part ends, the torn records), every report says it under the process's ending, in
+# text, in --json and in the HTML report, and `leaks --fail-on-leak` does not pass it (exit 5).
+# A copy cut just past its first entry (a mark) read 'killed after 1 entry', 'nothing is still
+# live' and passed the gate, exit 0, the loss said on recover's stderr alone.  The record whole
+# says nothing of a loss and passes.  Cuts: after the header only (12,288 bytes), inside the
+# first entry's record, just past it, and halfway through the records.
+TEST=cutflight . "$(dirname "$0")/testlib.sh"
+P=$B/tests/cut_flight
+
+env LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" CUMEMHIST_OUTPUT=c.cmh "$P" 2>/dev/null
+[ -s c.cmh.flight ] || { bad "cut_flight left no flight record"; finish; exit 1; }
+mv c.cmh.flight whole.flight
+rm -f c.cmh.claim
+# the records' end: area[0]'s offset + cursor (snapshot/flight_format.h; one extent here)
+set -- $(py - whole.flight <<'EOF2'
+import struct, sys
+m = open(sys.argv[1], 'rb').read()
+off, size, cursor = struct.unpack_from('<QQQ', m, 112)
+print(off, off + min(cursor, size))
+EOF2
+)
+off=$1 recend=$2
+
+# cutrec N: recover a copy of the first N bytes to cN.cmh; its entries (from recover's line) in $n
+cutrec() {
+    head -c "$1" whole.flight >"c$1.cmh.flight"
+    "$CMH" recover --keep "c$1.cmh.flight" 2>"err$1.txt"
+    rc=$?
+    n=$(sed -n 's/.* after \([0-9,]*\) entr.*/\1/p' "err$1.txt" | tr -d ,)
+}
+lost_json() { # FILE COMMAND: that command's --json history_lost as "cut file read_to torn text?" or "null"
+    "$CMH" $2 --json "$1" 2>/dev/null | py -c '
+import json, sys
+d = json.load(sys.stdin)
+h = d[0]["history_lost"]
+print("null" if h is None else "%d %d %s %d %d" % (h["cut_bytes"], h["file_bytes"], h["read_to"], h["torn_records"],
+      h["text"].startswith("this record lost part of its history")))'
+}
+
+# --- the record whole: no note anywhere, the gate passes ---
+head -c 100000000 whole.flight >w.cmh.flight
+"$CMH" recover --keep w.cmh.flight 2>err.txt
+"$CMH" leaks --fail-on-leak w.cmh >leaks.txt 2>&1
+rc=$?
+check "whole: 24 entries, nothing live, the gate passes (exit $rc), no note ($(sed -n 1p err.txt | cut -c1-100))" \
+    "grep -q 'after 24 entries' err.txt && [ $rc -eq 0 ] && grep -q 'nothing is still live' leaks.txt && ! grep -q 'lost part of its history' leaks.txt"
+for c in summary oom peak owners leaks; do
+    j=$(lost_json w.cmh $c)
+    check "whole: $c --json history_lost null ($j)" "[ '$j' = null ]"
+done
+
+# --- cut after the header only: nothing read, everything lost ---
+cutrec 12288
+"$CMH" leaks --fail-on-leak c12288.cmh >leaks.txt 2>&1
+lrc=$?
+check "header only: recovered, 0 entries, the loss said on stderr ($rc: $(cat err12288.txt | cut -c1-200))" \
+    "[ $rc -eq 0 ] && [ '$n' = 0 ] && grep -q 'the file is cut short' err12288.txt"
+check "header only: leaks --fail-on-leak exit 5, not 0 ($lrc: $(tr '\n' ' ' <leaks.txt | cut -c1-400))" "[ $lrc -eq 5 ]"
+check "header only: leaks says the loss, the file's end at byte 12,288" \
+    "grep -q '^c12288.cmh: note: this record lost part of its history: its flight record is cut short (the file ends at byte 12,288; .* bytes of records written past it are lost' leaks.txt"
+j=$(lost_json c12288.cmh leaks)
+check "header only: --json history_lost: cut $((recend - 12288)) bytes, file 12288, read to 12288, 0 torn ($j)" \
+    "[ '$j' = '$((recend - 12288)) 12288 12288 0 1' ]"
+
+# --- just past the first entry (its mark): the smallest cut that reads 1 entry, by halving ---
+lo=$off hi=$recend
+while [ $((hi - lo)) -gt 8 ]; do
+    mid=$(((lo + hi) / 16 * 8))
+    cutrec $mid
+    if [ "${n:-0}" -ge 1 ]; then hi=$mid; else lo=$mid; fi
+    rm -f "c$mid.cmh" "c$mid.cmh.flight" "err$mid.txt"
+done
+one=$hi
+cutrec $one
+check "cut at $one: 1 entry read" "[ $rc -eq 0 ] && [ '$n' = 1 ]"
+"$CMH" leaks --fail-on-leak c$one.cmh >leaks.txt 2>&1
+lrc=$?
+check "cut at $one: leaks --fail-on-leak exit 5, not 0 ($lrc: $(tr '\n' ' ' <leaks.txt | cut -c1-500))" "[ $lrc -eq 5 ]"
+check "cut at $one: the outcome line is followed by its qualifier" \
+    "grep -A1 '^nothing is still live' leaks.txt | grep -q '^note: that is of the history read alone'"
+one_g=$(py -c 'import sys; print("{:,}".format(int(sys.argv[1])))' $one)
+for c in summary oom peak owners frag; do
+    "$CMH" $c c$one.cmh >out.txt 2>&1
+    check "cut at $one: $c says the loss under the ending" \
+        "grep -A1 '^c$one.cmh: the process was killed' out.txt | grep -q '^c$one.cmh: note: this record lost part of its history: its flight record is cut short (the file ends at byte $one_g'"
+    j=$(lost_json c$one.cmh $c)
+    check "cut at $one: $c --json history_lost: cut $((recend - one)) bytes, file $one, read to $one ($j)" \
+        "[ '$j' = '$((recend - one)) $one $one 0 1' ]"
+done
+"$CMH" report c$one.cmh -o r.html 2>/dev/null
+check "cut at $one: the HTML report's header says it" \
+    "grep -q '<p class=\"r-lost\"><b>Incomplete record</b>: this record lost part of its history: its flight record is cut short' r.html"
+
+# --- inside the first entry's record: it is torn, the readable part ends before it ---
+mid1=$((one - 3))
+cutrec $mid1
+"$CMH" leaks --fail-on-leak c$mid1.cmh >leaks.txt 2>&1
+lrc=$?
+j=$(lost_json c$mid1.cmh summary)
+set -- $j
+check "cut at $mid1 (inside a record): 0 entries, 1 torn, read to before the cut, exit 5 ($n; $j; $lrc)" \
+    "[ '$n' = 0 ] && [ '$1' = $((recend - mid1)) ] && [ '$2' = $mid1 ] && [ '$3' -lt $mid1 ] && [ '$3' -ge $off ] && [ '$4' = 1 ] && [ $lrc -eq 5 ]"
+check "cut at $mid1: the torn record said" "grep -q '1 torn record dropped (left half-written by a writer.s death or by the cut)' leaks.txt"
+
+# --- halfway through the records past the first entry: the bytes lost and the bytes kept add up to the records' end ---
+half=$(((one + recend) / 2 + 3)) # (past the first entry: what comes before it is the stacks and modules, larger under a sanitizer)
+cutrec $half
+j=$(lost_json c$half.cmh owners)
+set -- $j
+"$CMH" leaks --fail-on-leak c$half.cmh >leaks.txt 2>&1
+lrc=$?
+check "cut at $half: $n entries, cut + file = the records' end $recend, read to <= the cut, exit 5 ($j; $lrc)" \
+    "[ '$n' -ge 1 ] && [ '$n' -lt 24 ] && [ \$(($1 + $2)) = $recend ] && [ '$2' = $half ] && [ '$3' -le $half ] && [ $lrc -eq 5 ]"
+
+# --- symbolize writes the snapshot again: the loss stays with it ---
+"$CMH" symbolize c$one.cmh -o sym.cmh >/dev/null 2>&1
+"$CMH" leaks --fail-on-leak sym.cmh >/dev/null 2>&1
+lrc=$?
+j=$(lost_json sym.cmh summary)
+check "symbolized copy: history_lost kept, exit 5 ($j; $lrc)" "[ '$j' = '$((recend - one)) $one $one 0 1' ] && [ $lrc -eq 5 ]"
+finish
