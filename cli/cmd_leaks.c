@@ -284,10 +284,11 @@ static int section(const rep_section *sec, void *arg)
     by_site_new(s, g, dev, &bs);
     out->leaking += p.leaking;
     out->stopped += p.stopped;
-    /* a record that lost part of its history (a flight record cut short, torn or damaged
-     * records dropped) cannot be judged clean: nothing live in what was read is no verdict on
-     * what was lost (a cut copy read 'nothing is still live' and passed) */
-    int lost = CMH_HISTORY_LOST(&s->history_lost);
+    /* a record that lost part of its history (a flight record cut short, damaged records
+     * dropped) cannot be judged clean: nothing live in what was read is no verdict on what was
+     * lost (a cut copy read 'nothing is still live' and passed).  Records torn by the death alone
+     * are said but do not fail: a kill mid-write or between calls must read the same. */
+    int lost = CMH_HISTORY_LOST_BEYOND_DEATH(&s->history_lost), lost_any = CMH_HISTORY_LOST(&s->history_lost);
     out->unjudged += !p.judged || lost;
     uint32_t nheld = p.nvmm_sites;
     char line[512];
@@ -364,7 +365,7 @@ static int section(const rep_section *sec, void *arg)
     } else {
         if (sec->index) putchar('\n');
         if (!p.base.entries && !s->nsegments && !nheld) {
-            printf("%s: no allocations recorded%s\n", sec->path, lost ? " in what was read (this record lost part of its history: the note under its ending)" : "");
+            printf("%s: no allocations recorded%s\n", sec->path, lost_any ? " in what was read (this record lost part of its history: the note under its ending)" : "");
         } else {
             /* a snapshot taken while the process ran (snapshot PID, SIGUSR1): no end to speak of */
             int running = s->ending && !strncmp(cmh_str(s, s->ending), "was still running", 17);

@@ -7,7 +7,9 @@
 # A copy cut just past its first entry (a mark) read 'killed after 1 entry', 'nothing is still
 # live' and passed the gate, exit 0, the loss said on recover's stderr alone.  The record whole
 # says nothing of a loss and passes.  Cuts: after the header only (12,288 bytes), inside the
-# first entry's record, just past it, and halfway through the records.
+# first entry's record, just past it, and halfway through the records.  A record torn by the
+# death alone (the file whole) is said but judged as the whole record is: exit 0 here, as a kill
+# that came between two calls would give.
 TEST=cutflight . "$(dirname "$0")/testlib.sh"
 P=$B/tests/cut_flight
 
@@ -122,4 +124,25 @@ check "cut at $half: $n entries, cut + file = the records' end $recend, read to 
 lrc=$?
 j=$(lost_json sym.cmh summary)
 check "symbolized copy: history_lost kept, exit 5 ($j; $lrc)" "[ '$j' = '$((recend - one)) $one $one 0 1' ] && [ $lrc -eq 5 ]"
+# --- the last record torn by the death alone (zeroed, the file whole): said, and the gate judges
+# what was read as it would the record whole: a kill mid-write or between two calls reads the same ---
+cutrec $((recend - 1))
+last=$(py -c "import json,sys; print(json.load(sys.stdin)[0]['history_lost']['read_to'])" <<EOF2
+$("$CMH" summary --json c$((recend - 1)).cmh 2>/dev/null)
+EOF2
+) # where the last record begins: a cut inside it read up to there
+py - whole.flight "$last" "$recend" <<'EOF2'
+import sys
+m = bytearray(open(sys.argv[1], 'rb').read())
+a, b = int(sys.argv[2]), int(sys.argv[3])
+m[a:b] = bytes(b - a)
+open("t.cmh.flight", "wb").write(m)
+EOF2
+"$CMH" recover --keep t.cmh.flight 2>errt.txt
+"$CMH" leaks --fail-on-leak t.cmh >leaks.txt 2>&1
+lrc=$?
+j=$("$CMH" leaks --json t.cmh 2>/dev/null | py -c "import json,sys; h = json.load(sys.stdin)[0]['history_lost']; print(h['cut_bytes'], h['torn_records'], h['damaged_records'])")
+check "the last record torn, the file whole (read to $last of $recend): 1 torn, nothing cut ($j), gate exit $lrc as the whole record's 0" \
+    "[ '$j' = '0 1 0' ] && [ $lrc -eq 0 ] && grep -q '1 torn record dropped (left half-written by a writer.s death): the call the death caught mid-write' leaks.txt"
+check "a cut of 1 byte says it in the singular" "grep -q '1 byte of records written past it is lost' err$((recend - 1)).txt || $CMH summary c$((recend - 1)).cmh 2>&1 | grep -q '1 byte of records written past it is lost'"
 finish

@@ -646,8 +646,9 @@ const char *cmh_history_lost_text(const cmh_snapshot *s, char *buf, size_t cap)
     size_t k = (size_t)snprintf(buf, cap, "this record lost part of its history:");
     const char *sep = " ";
     if (h->cut_bytes && k < cap) {
-        k += (size_t)snprintf(buf + k, cap - k, "%sits flight record is cut short (the file ends at byte %s; %s bytes of records written past it are lost",
-                              sep, lost_num(h->file_bytes, n1, sizeof n1), lost_num(h->cut_bytes, n2, sizeof n2));
+        k += (size_t)snprintf(buf + k, cap - k, "%sits flight record is cut short (the file ends at byte %s; %s byte%s of records written past it %s lost",
+                              sep, lost_num(h->file_bytes, n1, sizeof n1), lost_num(h->cut_bytes, n2, sizeof n2),
+                              h->cut_bytes == 1 ? "" : "s", h->cut_bytes == 1 ? "is" : "are");
         if (h->read_to && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; what was read ends at byte %s", lost_num(h->read_to, n3, sizeof n3));
         if (k < cap) k += (size_t)snprintf(buf + k, cap - k, ")");
         sep = ", ";
@@ -665,7 +666,12 @@ const char *cmh_history_lost_text(const cmh_snapshot *s, char *buf, size_t cap)
     if (h->refused && k < cap)
         k += (size_t)snprintf(buf + k, cap - k, "%s%s record%s the full flight record had no room for", sep, lost_num(h->refused, n1, sizeof n1),
                               h->refused == 1 ? "" : "s");
-    if (k < cap)
+    if (k < cap && !CMH_HISTORY_LOST_BEYOND_DEATH(h))
+        /* the calls the death caught mid-write alone: a kill between two calls would have lost
+         * nothing more, and must read the same (cmd_leaks.c) */
+        snprintf(buf + k, cap - k, ": the call%s the death caught mid-write, not in these figures; what was read is the "
+                                   "history up to it (leaks --fail-on-leak judges it as it would the record whole)", h->torn == 1 ? "" : "s");
+    else if (k < cap)
         snprintf(buf + k, cap - k, ": what the process did in what was lost is not in these figures, so no verdict here can call the run clean "
                                    "(leaks --fail-on-leak does not pass it: exit 5 where it finds no leak)");
     return buf;

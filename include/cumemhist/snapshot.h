@@ -434,6 +434,10 @@ typedef struct cmh_history_lost {
 } cmh_history_lost;
 /* Did the record lose part of its history (any count above not 0)? */
 #define CMH_HISTORY_LOST(h) ((h)->cut_bytes || (h)->torn || (h)->damaged || (h)->refused)
+/* Lost beyond the death itself: records cut off, damaged or refused.  Torn records alone are the
+ * calls a death caught mid-write (each thread's one in flight, and those after it): said, but a
+ * SIGKILL that lands mid-write or between two calls must give the same verdict. */
+#define CMH_HISTORY_LOST_BEYOND_DEATH(h) ((h)->cut_bytes || (h)->damaged || (h)->refused)
 
 typedef struct cmh_snapshot {
     uint32_t version;
