@@ -270,6 +270,9 @@ int cmd_whatif(int argc, char **argv)
             else if (s.source == CMH_SRC_PYTORCH)
                 cli_error("whatif: %s has no block-level trace to replay (no 'alloc' events: recorded with "
                           "_record_memory_history(enabled='state'), or before any allocation)", path);
+            else if (s.opt_enabled == CMH_ENABLED_STATE) /* no entries at all: not the driver's alone */
+                cli_error("whatif: %s has no block-level trace to replay (no history: %s; only the state at the end, and "
+                          "the OOMs counted, `cumemhist oom` says how many)", path, cmh_no_history_cause(&s, 0));
             else
                 cli_error("whatif: %s has no block-level trace to replay (no 'alloc' events: a recording of the driver alone, "
                           "with no allocator above it reporting blocks)", path);

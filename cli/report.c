@@ -955,6 +955,9 @@ void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b)
     cmh_jw_kuint(w, "dropped_entries", b->dropped);
     cmh_jw_kstr(w, "source", b->pytorch ? "pytorch" : "recorder");
     cmh_jw_kbool(w, "history", b->history);
+    /* why not (cmh_no_history_cause: "recorded with enabled=state"), as the text says it, export's
+     * json its "no_history_cause" and SQLite's devices.no_history_cause */
+    if (!b->history && b->nohist_cause) cmh_jw_kstr(w, "no_history_cause", b->nohist_cause);
 }
 
 void rep_json_frame(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f)
