@@ -110,6 +110,15 @@ for c in whatif flamegraph; do
     check "$c picks oom's record-first OOM and says which (device 1's #1 at entry $idx)" \
         "grep -q \"cumemhist: $c: device 1, where the record's first out-of-memory error happened: its #1 at entry $idx, \" $f"
 done
+"$CMH" report -o h.html h.cmh 2>/dev/null || bad "report h.cmh"
+if py - h.html >page.txt 2>&1 <<'PY'
+import re, sys
+page = open(sys.argv[1]).read()
+lines = re.findall(r'<p class="r-oom" data-oom-device="(\d+)"[^>]*>(.*?)</p>', page)
+assert [d for d, _ in lines] == ["1", "0"], lines
+assert "its #1 is the record's first (by time)" in lines[0][1] and "record's first" not in lines[1][1], lines
+PY
+then ok "report's header: device 1's OOM line first, saying its #1 is the record's first"; else bad "report's header: $(cat page.txt)"; fi
 "$CMH" oom --device 0 h.cmh >h.oom0.txt 2>&1
 check "oom --device 0 still says the record's first was device 1's" \
     "grep -q \"the record's first: device 1's #1\" h.oom0.txt && grep -q 'the record.s 2nd (of 2' h.oom0.txt"
