@@ -35,8 +35,77 @@ static int64_t first_of(const cmh_snapshot *s, const cmh_trace *t, int *numbered
     return any;
 }
 
+/* The record's order of two OOMs: by time, one without a time after those with one; then by
+ * device, then by index (a total order: the same list sorts the same every time). */
+static int record_cmp(const void *pa, const void *pb)
+{
+    const cmh_record_oom *a = pa, *b = pb;
+    int ka = a->time_ns != 0, kb = b->time_ns != 0;
+    if (ka != kb) return ka ? -1 : 1;
+    if (a->time_ns != b->time_ns) return a->time_ns < b->time_ns ? -1 : 1;
+    if (a->device != b->device) return a->device < b->device ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+int cmh_record_ooms(const cmh_snapshot *s, cmh_record_oom **out, uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0, len = 0;
+    cmh_record_oom *v = NULL;
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        const cmh_trace *tr = &s->traces[t];
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < tr->nentries; i++) k += s->entries[tr->first_entry + i].action == CMH_ACT_OOM;
+        if (!k) continue;
+        uint32_t *at = malloc((size_t)tr->nentries * sizeof *at);
+        if (!at || cmh_oom_retry_table(s, tr, tr->nentries, at) != CMH_OK) {
+            free(at);
+            free(v);
+            return CMH_ENOMEM;
+        }
+        /* numbered as cmh_oom_number numbers them: after the ring's dropped ones, each OOM that
+         * no retry followed (a request whose retries failed too is numbered at its last) */
+        uint32_t number = tr->dropped_ooms < UINT32_MAX ? (uint32_t)tr->dropped_ooms : UINT32_MAX;
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + i];
+            if (e->action != CMH_ACT_OOM || at[i]) continue;
+            if (len == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                cmh_record_oom *g = realloc(v, nc * sizeof *v);
+                if (!g) {
+                    free(at);
+                    free(v);
+                    return CMH_ENOMEM;
+                }
+                v = g, cap = nc;
+            }
+            v[len++] = (cmh_record_oom){tr->device, ++number, i, cmh_entry_time(s, e), 0};
+        }
+        free(at);
+    }
+    if (len > 1) qsort(v, len, sizeof *v, record_cmp);
+    for (size_t i = 0; i < len; i++) v[i].rank = (uint32_t)i + 1;
+    *out = v;
+    *n = (uint32_t)len;
+    return CMH_OK;
+}
+
 int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns)
 {
+    /* the first of the record's order (cmh_record_ooms), so that oom's "the record's first" and
+     * the OOM whatif and --at oom look at are one */
+    cmh_record_oom *v;
+    uint32_t nv;
+    if (cmh_record_ooms(s, &v, &nv) == CMH_OK && nv) {
+        *device = v[0].device;
+        *index = v[0].index;
+        *time_ns = v[0].time_ns;
+        free(v);
+        return 1;
+    }
+    free(v); /* (NULL: none, or no room) */
+    /* none the program saw (every one a retry that succeeded), or no room for the list: */
     int found = 0, found_numbered = 0;
     for (uint32_t t = 0; t < s->ntraces; t++) {
         const cmh_trace *tr = &s->traces[t];

@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report.h"
@@ -37,7 +38,11 @@ const cli_command cli_cmd_oom = {
     "blocks, PyTorch's, or the same call asking again after memory was given back: the same call\n"
     "stack, or the same function from another line, called from the same stack by the program's\n"
     "code, not by a thread's start) is its retry, not counted as an OOM\n"
-    "(memory_summary's cudaMalloc retries); any other went back to the program: an OOM it saw.",
+    "(memory_summary's cudaMalloc retries); any other went back to the program: an OOM it saw.\n"
+    "Each device numbers its own OOMs from #1; where they are on several devices, the devices come\n"
+    "in the order of their first OOM in the record (by time), a line above them names the record's\n"
+    "first, the one whatif and flamegraph --at oom look at, and each OOM says its place in the record\n"
+    "(--json: record_rank, 1 for the record's first).",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
 /* At an OOM of a multi-device record: is the failing device carrying several times the others? */
@@ -126,17 +131,81 @@ static void row_sites_at(rep_row_sites *rs, const cmh_oom_report *ps, int have, 
     if (x) rep_row_sites_print(rs, x, indent);
 }
 
+/* The record's OOMs in its order (cmh_record_ooms), and over how many devices they are */
+typedef struct record_order {
+    cmh_record_oom *v;
+    uint32_t n;
+    int ndevices;
+} record_order;
+
+static int record_order_get(const cmh_snapshot *sp, record_order *o)
+{
+    int rc = cmh_record_ooms(sp, &o->v, &o->n);
+    o->ndevices = 0;
+    if (rc != CMH_OK) return rc;
+    for (uint32_t i = 0; i < o->n; i++) {
+        int seen = 0;
+        for (uint32_t j = 0; j < i && !seen; j++) seen = o->v[j].device == o->v[i].device;
+        o->ndevices += !seen;
+    }
+    return CMH_OK;
+}
+
+/* the place in the record's order of device dev's OOM at entry index, 0 for none (a retried one) */
+static uint32_t record_rank(const record_order *o, int dev, int64_t index)
+{
+    for (uint32_t i = 0; i < o->n; i++)
+        if (o->v[i].device == dev && o->v[i].index == index) return o->v[i].rank;
+    return 0;
+}
+
+static const char *ordinal(uint32_t n)
+{
+    static char ring[4][24];
+    static int k;
+    char *b = ring[k++ & 3];
+    const char *tail = n % 100 >= 11 && n % 100 <= 13 ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+    snprintf(b, 24, "%u%s", n, tail);
+    return b;
+}
+
+/* Once, above the devices, where the record's OOMs are on several: which came first in the
+ * record (by time), the one whatif and flamegraph --at oom look at, and the order of the rest (each
+ * device numbers its own from #1, as summary counts them: two '#1's read as two firsts) */
+static void print_record_order(const rep_section *sec, const record_order *o)
+{
+    if (o->ndevices < 2) return;
+    const cmh_record_oom *f = &o->v[0];
+    int64_t t0 = rep_trace_start(sec->s, f->device);
+    printf("%s: %s on %d devices; the record's first: %s's #%u at %s (the one whatif and flamegraph --at oom look at)\n",
+           sec->path, rep_count(o->n, "out-of-memory error", "out-of-memory errors"), o->ndevices, rep_device_name(f->device),
+           f->number, rep_at(f->index, f->time_ns, t0));
+    printf("  in the record's order (by time; each device numbers its own):");
+    for (uint32_t i = 0; i < o->n && i < 8; i++)
+        printf("%s %s #%u", i ? "," : "", rep_device_name(o->v[i].device), o->v[i].number);
+    if (o->n > 8) printf(", ... %u more", o->n - 8);
+    printf("\n\n");
+}
+
 static int section(const rep_section *sec, void *arg)
 {
     (void)arg;
     const cmh_snapshot *sp = sec->s;
     const cmh_sites *g = sec->g;
     int dev = sec->device;
-    cmh_oom_report p;
-    int rc = cmh_oom_compute(sp, dev, g, &p);
+    record_order ro;
+    int rc = record_order_get(sp, &ro);
     if (rc != CMH_OK) return rc;
+    if (!sec->w && sec->index == 0) print_record_order(sec, &ro);
+    cmh_oom_report p;
+    rc = cmh_oom_compute(sp, dev, g, &p);
+    if (rc != CMH_OK) {
+        free(ro.v);
+        return rc;
+    }
     if ((rc = cmh_oom_growth(sp, dev, g, &p)) != CMH_OK) { /* a demand driven by a leak: the site leaks calls growing */
         cmh_oom_report_free(&p);
+        free(ro.v);
         return rc;
     }
     int64_t t0 = rep_trace_start(sp, dev);
@@ -144,6 +213,7 @@ static int section(const rep_section *sec, void *arg)
     int wrc = p.nevents ? cmh_whatif_avoids(sp, dev, &wi) : CMH_EINVAL;
     if (wrc == CMH_ENOMEM) {
         cmh_oom_report_free(&p);
+        free(ro.v);
         return wrc;
     }
     /* a row grouped by module, file or package: its sites at each OOM (a failure to group again
@@ -166,6 +236,12 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kint(w, "index", e->index);
             rep_json_time(w, "time_ns", e->time_ns);
             cmh_jw_kuint(w, "request", e->request);
+            /* its place among every device's OOMs, by time (1: the record's first, the one whatif
+             * and flamegraph --at oom look at); null for a retried one (no number) */
+            uint32_t rr = e->number ? record_rank(&ro, dev, e->index) : 0;
+            cmh_jw_key(w, "record_rank");
+            if (rr) cmh_jw_uint(w, rr);
+            else cmh_jw_null(w);
             /* numbered as summary counts: the OOMs the program saw; a retried one has no number */
             cmh_jw_key(w, "number");
             if (e->number) cmh_jw_uint(w, e->number);
@@ -356,16 +432,24 @@ static int section(const rep_section *sec, void *arg)
         if (first == p.nevents) first = 0;
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
+            /* where the record's OOMs are on several devices, each "#1" says its place in the
+             * record (they read as two firsts, device 0's listed first though device 1's came first) */
+            char place[160] = "";
+            uint32_t rr = e->number && ro.ndevices > 1 ? record_rank(&ro, dev, e->index) : 0;
+            if (rr == 1) snprintf(place, sizeof place, ": the record's first out-of-memory error (of %u)", ro.n);
+            else if (rr)
+                snprintf(place, sizeof place, ": the record's %s (of %u; the first: %s's #%u)", ordinal(rr), ro.n,
+                         rep_device_name(ro.v[0].device), ro.v[0].number);
             if (e->number && p.dropped && e->number == p.dropped + 1) { /* the first kept: say where the others went */
                 char gone[48];
                 if (p.dropped == 1) snprintf(gone, sizeof gone, "#1 fell");
                 else snprintf(gone, sizeof gone, "#1 to #%u fell", p.dropped);
-                printf("%s%s: out of memory #%u on %s at %s (%s out of the %" PRIu64 "-entry history)\n",
+                printf("%s%s: out of memory #%u on %s at %s (%s out of the %" PRIu64 "-entry history)%s\n",
                        sec->index || i || p.retries ? "\n" : "", sec->path, e->number, rep_device_name(dev),
-                       rep_at(e->index, e->time_ns, t0), gone, p.base.entries);
+                       rep_at(e->index, e->time_ns, t0), gone, p.base.entries, place);
             } else if (e->number)
-                printf("%s%s: out of memory #%u on %s at %s\n", sec->index || i || p.retries ? "\n" : "", sec->path, e->number,
-                       rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
+                printf("%s%s: out of memory #%u on %s at %s%s\n", sec->index || i || p.retries ? "\n" : "", sec->path, e->number,
+                       rep_device_name(dev), rep_at(e->index, e->time_ns, t0), place);
             else
                 printf("%s%s: out of memory on %s at %s, retried: not counted as an OOM (a cudaMalloc retry)\n",
                        sec->index || i || p.retries ? "\n" : "", sec->path, rep_device_name(dev), rep_at(e->index, e->time_ns, t0));
@@ -527,6 +611,7 @@ static int section(const rep_section *sec, void *arg)
     if (have_ps) cmh_oom_report_free(&ps);
     rep_row_sites_end(&rs);
     cmh_oom_report_free(&p);
+    free(ro.v);
     return CMH_OK;
 }
 
@@ -535,5 +620,5 @@ int cmd_oom(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_oom, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    return rep_run(&path, 1, g_device, g_json, REP_SITES, section, NULL);
+    return rep_run(&path, 1, g_device, g_json, REP_SITES | REP_OOM_ORDER, section, NULL);
 }

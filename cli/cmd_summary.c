@@ -90,6 +90,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "trace_entries", nent);
         cmh_jw_kuint(w, "dropped_entries", dropped);
         cmh_jw_kbool(w, "history", history);
+        if (!history && pk.base.nohist_cause) cmh_jw_kstr(w, "no_history_cause", pk.base.nohist_cause); /* why not: the note's words */
         cmh_jw_key(w, "before_first_entry"); /* what the replay inferred was live then (null: no history) */
         if (history) {
             cmh_jw_obj(w);

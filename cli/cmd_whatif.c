@@ -31,7 +31,7 @@ static const cli_option g_opts[] = {
     {"--capacity", NULL, CLI_SIZE, &g_capacity, "BYTES",
      "what the allocator may reserve (default: what the trace's OOM #1 implies, as `oom`\nnumbers it;\nwithout an OOM, unlimited: no OOM is predicted)",
      NULL, 0, 0, &g_have_capacity},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to replay (default: where OOM #1 happened,\nelse the lowest with a block-level trace)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to replay (default: where the record's first OOM happened, by time\nacross the devices, as `oom` says it, said on stderr with its number; else the\nlowest with a block-level trace)", NULL, 0, 0, NULL},
     CLI_OPT_JSON(&g_json),
 };
 
@@ -270,6 +270,9 @@ int cmd_whatif(int argc, char **argv)
             else if (s.source == CMH_SRC_PYTORCH)
                 cli_error("whatif: %s has no block-level trace to replay (no 'alloc' events: recorded with "
                           "_record_memory_history(enabled='state'), or before any allocation)", path);
+            else if (s.opt_enabled == CMH_ENABLED_STATE) /* no entries at all: not the driver's alone */
+                cli_error("whatif: %s has no block-level trace to replay (no history: %s; only the state at the end, and "
+                          "the OOMs counted, `cumemhist oom` says how many)", path, cmh_no_history_cause(&s, 0));
             else
                 cli_error("whatif: %s has no block-level trace to replay (no 'alloc' events: a recording of the driver alone, "
                           "with no allocator above it reporting blocks)", path);

@@ -245,9 +245,21 @@ int rep_oom_device(const cmh_snapshot *s, const char *cmd, int *device)
     int64_t index, time_ns;
     if (!cmh_first_oom(s, device, &index, &time_ns)) return 0;
     int32_t devs[8];
-    if (cmh_snapshot_devices(s, devs, 8) > 1)
-        fprintf(stderr, "cumemhist: %s: device %d, where the record's first out-of-memory error happened (--device N for another)\n",
-                cmd, *device);
+    if (cmh_snapshot_devices(s, devs, 8) > 1) {
+        /* which OOM: oom's number for it on its device, and where (each device numbers its own
+         * from #1, and oom calls this one the record's first) */
+        cmh_record_oom *v;
+        uint32_t nv, number = 0;
+        if (cmh_record_ooms(s, &v, &nv) == CMH_OK) {
+            for (uint32_t i = 0; i < nv && !number; i++)
+                if (v[i].device == *device && v[i].index == index) number = v[i].number;
+            free(v);
+        }
+        char which[96] = "";
+        if (number) snprintf(which, sizeof which, ": its #%u at %s", number, rep_at(index, time_ns, rep_trace_start(s, *device)));
+        fprintf(stderr, "cumemhist: %s: device %d, where the record's first out-of-memory error happened%s (--device N for another)\n",
+                cmd, *device, which);
+    }
     return 1;
 }
 
@@ -474,6 +486,31 @@ static int load_torch_part(const char *path, cmh_snapshot *s, int flags)
     return 0;
 }
 
+/* REP_OOM_ORDER: devs[0..n) reordered, stably, by where each device's first OOM comes in the
+ * record's order (cmh_record_ooms); a device without one keeps its place after them.  As they
+ * were when there is no room for the list. */
+static void oom_order(const cmh_snapshot *s, int32_t *devs, int n)
+{
+    cmh_record_oom *v;
+    uint32_t nv;
+    if (cmh_record_ooms(s, &v, &nv) != CMH_OK) return;
+    int32_t out[256];
+    int k = 0;
+    for (uint32_t i = 0; i < nv; i++) { /* each device at its first OOM's place */
+        int seen = 0, listed = 0;
+        for (int j = 0; j < k && !seen; j++) seen = out[j] == v[i].device;
+        for (int j = 0; j < n && !listed; j++) listed = devs[j] == v[i].device;
+        if (!seen && listed) out[k++] = v[i].device;
+    }
+    for (int j = 0; j < n; j++) { /* then the others, in order */
+        int seen = 0;
+        for (int i = 0; i < k && !seen; i++) seen = out[i] == devs[j];
+        if (!seen) out[k++] = devs[j];
+    }
+    memcpy(devs, out, (size_t)n * sizeof *devs);
+    free(v);
+}
+
 int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section_fn fn, void *arg)
 {
     cmh_jw w;
@@ -494,6 +531,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
             cmh_snapshot_free(&s);
             return CLI_EUSAGE;
         }
+        if ((flags & REP_OOM_ORDER) && want == -2 && nd > 1) oom_order(&s, devs, nd < 256 ? nd : 256);
         if (json && !opened++) cmh_jw_arr(&w);
         if (!json && !(flags & REP_PYTORCH_TEXT)) rep_print_process(paths[f], &s);
         /* the one device shown for a snapshot listing several, each empty, said so (it read as a
@@ -990,6 +1028,9 @@ void rep_json_base(cmh_jw *w, const rep_section *sec, const cmh_report_base *b)
     cmh_jw_kuint(w, "dropped_entries", b->dropped);
     cmh_jw_kstr(w, "source", b->pytorch ? "pytorch" : "recorder");
     cmh_jw_kbool(w, "history", b->history);
+    /* why not (cmh_no_history_cause: "recorded with enabled=state"), as the text says it, export's
+     * json its "no_history_cause" and SQLite's devices.no_history_cause */
+    if (!b->history && b->nohist_cause) cmh_jw_kstr(w, "no_history_cause", b->nohist_cause);
 }
 
 void rep_json_frame(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f)

@@ -173,7 +173,7 @@ check "pprof of a record that ran out on device 1: both devices by default, --de
     "! cmp -s oom1.pb.gz oom1d1.pb.gz && ! cmp -s oom1.pb.gz oom1d0.pb.gz && ! cmp -s oom1d0.pb.gz oom1d1.pb.gz &&
      grep -q 'trace entries of devices 0, 1 (label device' oom1.err"
 "$CMH" whatif oom1.pickle 2>oom1w.err >/dev/null
-check "whatif names the same device in the same words" "grep -qx \"cumemhist: whatif: device 1, where the record's first out-of-memory error happened (--device N for another)\" oom1w.err"
+check "whatif names the same device in the same words, and which OOM of it (oom's number)" "grep -qx \"cumemhist: whatif: device 1, where the record's first out-of-memory error happened: its #1 at entry [0-9][0-9]*.* (--device N for another)\" oom1w.err"
 # a record of one trace entry is counted in the singular ('1 trace entries' before), by export
 # -f sqlite on stderr and in plot's panel title
 py -c "

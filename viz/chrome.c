@@ -305,7 +305,28 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
     else snprintf(counter, sizeof counter, "gpu%d memory", dev);
     int64_t last = t0;
     const cmh_trace *tr = cmh_snapshot_trace(s, dev);
-    if (tr && tr->dropped_ooms) { /* OOMs the ring dropped: one instant where the kept entries begin (they were lost here) */
+    if (!cmh_trace_has_history(s, dev)) {
+        /* no entry says how memory changed (enabled=state, PyTorch's history off): said, with the
+         * OOMs counted without entries (the trace's dropped_ooms: the ring dropped nothing, no entry
+         * was recorded), as summary's CUDA OOMs and oom's "no history to explain it" say them; it
+         * read "1 out-of-memory error before the first entry kept (the ring dropped it)" */
+        int known = cmh_trace_ooms_known(s, dev);
+        uint64_t n = tr ? tr->dropped_ooms : 0;
+        char what[320], ooms[96] = "";
+        if (known && n)
+            snprintf(ooms, sizeof ooms, "; %" PRIu64 " out-of-memory error%s, counted without entries", n, n == 1 ? "" : "s");
+        else if (known) snprintf(ooms, sizeof ooms, "; no out-of-memory error (counted without entries)");
+        snprintf(what, sizeof what, "no history (%s): no entries, only the state at the end%s", cmh_no_history_cause(s, dev), ooms);
+        instant_begin(w, "p", pid_of(c, dev), 0, 0, what);
+        cmh_jw_key(w, "args");
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "no_history_cause", cmh_no_history_cause(s, dev));
+        cmh_jw_key(w, "ooms"); /* null: not known (no history, and not counted) */
+        if (known) cmh_jw_uint(w, n);
+        else cmh_jw_null(w);
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+    } else if (tr && tr->dropped_ooms) { /* OOMs the ring dropped: one instant where the kept entries begin (they were lost here) */
         int64_t first = !timeless && cmh_replay_length(r) ? cmh_entry_time(s, cmh_replay_entry(r, 0)) : 0;
         char what[160];
         snprintf(what, sizeof what, "%" PRIu64 " out-of-memory error%s before the first entry kept (the ring dropped %s)", tr->dropped_ooms,

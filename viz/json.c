@@ -11,7 +11,9 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "cumemhist/analyzer.h"
 #include "cumemhist/owners.h"
+#include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
 #include "cumemhist/viz.h"
 #include "jsonw.h"
@@ -305,11 +307,49 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
         cmh_jw_kuint(&w, dev, in->traces[t].dropped);
     }
     cmh_jw_end(&w);
+    /* per device, the OOMs the program saw (summary's CUDA OOMs: retries that succeeded left out,
+     * the ones the ring dropped counted; counted without entries where there is no history,
+     * enabled=state; null where not known), and why a device has no history ("recorded with
+     * enabled=state": the reports' words): device_traces of a record with none are empty, which
+     * read as "nothing happened" */
+    int32_t devs[256];
+    int nd = cmh_snapshot_devices(in, devs, 256), orc = CMH_OK;
+    if (nd > 256) nd = 256;
+    cmh_jw_key(&w, "ooms");
+    cmh_jw_obj(&w);
+    for (int k = 0; k < nd; k++) {
+        char dev[16];
+        snprintf(dev, sizeof dev, "%d", devs[k]);
+        cmh_jw_key(&w, dev);
+        const cmh_trace *t = cmh_snapshot_trace(in, devs[k]);
+        cmh_mem_stats st;
+        if (cmh_trace_has_history(in, devs[k])) {
+            int src = cmh_summary_compute(in, devs[k], &st);
+            if (src != CMH_OK) orc = src, cmh_jw_null(&w);
+            else cmh_jw_uint(&w, st.num_ooms);
+        } else if (cmh_trace_ooms_known(in, devs[k])) cmh_jw_uint(&w, t ? t->dropped_ooms : 0);
+        else cmh_jw_null(&w);
+    }
+    cmh_jw_end(&w);
+    int nohist = 0;
+    for (int k = 0; k < nd; k++) nohist |= !cmh_trace_has_history(in, devs[k]);
+    if (nohist) {
+        cmh_jw_key(&w, "no_history_cause");
+        cmh_jw_obj(&w);
+        for (int k = 0; k < nd; k++) {
+            if (cmh_trace_has_history(in, devs[k])) continue;
+            char dev[16];
+            snprintf(dev, sizeof dev, "%d", devs[k]);
+            cmh_jw_kstr(&w, dev, cmh_no_history_cause(in, devs[k]));
+        }
+        cmh_jw_end(&w);
+    }
     if (!inl) stack_owners(&w, &s, in->source);
     cmh_jw_end(&w);
     cmh_jw_end(&w);
     cmh_jw_finish(&w); /* the stream's error flag says whether it all went out */
     fputc('\n', fp);
     cmh_snapshot_free(&s);
+    if (orc != CMH_OK) return orc;
     return ferror(fp) ? CMH_EIO : CMH_OK;
 }

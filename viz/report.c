@@ -611,14 +611,37 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
     } else fprintf(fp, "%d device%s", ndevices, ndevices == 1 ? "" : "s");
 #undef PART
     fputs("</p>", fp);
-    /* which device ran out of memory, before any device's section (the replay's count of each) */
-    for (int k = 0; k < ndevices; k++) {
-        cmh_mem_stats st;
-        if (devices[k] < 0 || cmh_summary_compute(s, devices[k], &st) != CMH_OK || !st.num_ooms) continue;
-        fprintf(fp, "<p class=\"r-oom\" data-oom-device=\"%d\" data-ooms=\"%" PRId64 "\"><b>Out of memory on device %d</b>: %" PRId64
-                    " error%s (<a href=\"#device%d\">its section</a>)</p>",
-                devices[k], (int64_t)st.num_ooms, devices[k], (int64_t)st.num_ooms, st.num_ooms == 1 ? "" : "s", devices[k]);
+    /* which device ran out of memory, before any device's section (the replay's count of each);
+     * where the record's OOMs are on several devices, in the order of each device's first (by
+     * time, cmh_record_ooms), the one with the record's first said, as `oom` says it */
+    cmh_record_oom *ro = NULL;
+    uint32_t nro = 0;
+    int ordev[256], nord = 0;
+    if (cmh_record_ooms(s, &ro, &nro) != CMH_OK) ro = NULL, nro = 0;
+    for (uint32_t i = 0; i < nro && nord < 256; i++) {
+        int seen = 0;
+        for (int j = 0; j < nord && !seen; j++) seen = ordev[j] == ro[i].device;
+        if (!seen) ordev[nord++] = ro[i].device;
     }
+    for (int k = 0; k < ndevices && nord < 256; k++) { /* then the others, in order */
+        int seen = 0;
+        for (int j = 0; j < nord && !seen; j++) seen = ordev[j] == devices[k];
+        if (!seen) ordev[nord++] = devices[k];
+    }
+    int several = 0;
+    for (uint32_t i = 1; i < nro && !several; i++) several = ro[i].device != ro[0].device;
+    for (int k = 0; k < nord; k++) {
+        cmh_mem_stats st;
+        int listed = 0;
+        for (int j = 0; j < ndevices && !listed; j++) listed = devices[j] == ordev[k];
+        if (!listed || ordev[k] < 0 || cmh_summary_compute(s, ordev[k], &st) != CMH_OK || !st.num_ooms) continue;
+        fprintf(fp, "<p class=\"r-oom\" data-oom-device=\"%d\" data-ooms=\"%" PRId64 "\"><b>Out of memory on device %d</b>: %" PRId64
+                    " error%s",
+                ordev[k], (int64_t)st.num_ooms, ordev[k], (int64_t)st.num_ooms, st.num_ooms == 1 ? "" : "s");
+        if (several && ordev[k] == ro[0].device) fprintf(fp, "; its #%u is the record's first (by time)", ro[0].number);
+        fprintf(fp, " (<a href=\"#device%d\">its section</a>)</p>", ordev[k]);
+    }
+    free(ro);
     /* what a recovery from a flight record could not read (a copy cut short, records dropped):
      * the note every text report gives under the ending, before any figure */
     char lost[1024];

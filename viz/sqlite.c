@@ -32,7 +32,7 @@ static const char *const g_schema =
     " allocated_at_start INTEGER, reserved_at_start INTEGER, peak_allocated INTEGER, peak_allocated_seq INTEGER,"
     " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
     " allocated_at_end INTEGER, reserved_at_end INTEGER, ooms INTEGER, oom_retries INTEGER, dropped_ooms INTEGER,"
-    " gpu_uuid TEXT, gpu_name TEXT, gpu_pci_bus TEXT, PRIMARY KEY (process_id, device));"
+    " gpu_uuid TEXT, gpu_name TEXT, gpu_pci_bus TEXT, no_history_cause TEXT, PRIMARY KEY (process_id, device));"
     "CREATE TABLE frames (process_id INTEGER, frame_id INTEGER, name TEXT, filename TEXT, line INTEGER, module TEXT,"
     " pc INTEGER, PRIMARY KEY (process_id, frame_id));"
     "CREATE TABLE stacks (process_id INTEGER, stack_id INTEGER, depth INTEGER, frame_id INTEGER,"
@@ -70,7 +70,7 @@ static const char *const g_indexes =
 enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, Q_THREAD, Q_POOL, Q_DRVERR, NQ };
 static const char *const g_insert[NQ] = {
     "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
     "INSERT INTO sites VALUES (?,?,?,?)",
@@ -409,13 +409,19 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
          * the ring's dropped OOMs counted too (no events row is left of them: a fleet query for
          * the ranks that ran out of memory missed a rank whose ring wrapped after its OOM) */
         cmh_mem_stats st;
-        if (!pk.base.history) b_null(&b), b_null(&b), b_null(&b); /* (summary: '-', not known) */
+        const cmh_trace *kept = cmh_snapshot_trace(s, t->device);
+        if (!pk.base.history && cmh_trace_ooms_known(s, t->device)) /* counted without entries (enabled=state): */
+            b_int(&b, kept ? (int64_t)kept->dropped_ooms : 0), b_null(&b), b_null(&b); /* summary's CUDA OOMs, retries '-' */
+        else if (!pk.base.history) b_null(&b), b_null(&b), b_null(&b); /* (summary: '-', not known) */
         else if ((rc = cmh_summary_compute(s, t->device, &st)) == CMH_OK)
             b_int(&b, (int64_t)st.num_ooms), b_int(&b, (int64_t)st.num_alloc_retries), b_int(&b, (int64_t)t->dropped_ooms);
         /* which GPU the device number was (a process's own: CUDA_VISIBLE_DEVICES renumbers) */
         const cmh_device_ident *id = cmh_snapshot_ident(s, t->device);
         if (id) b_text(&b, id->uuid), b_text(&b, id->name), b_text(&b, id->pci_bus);
         else b_null(&b), b_null(&b), b_null(&b);
+        /* why no entry says how memory changed (cmh_no_history_cause: "recorded with enabled=state"):
+         * the reports' words, NULL with a history */
+        b_text(&b, pk.base.history ? NULL : pk.base.nohist_cause);
         if (rc == CMH_OK) rc = run(x, &b, "devices");
         cmh_peak_report_free(&pk);
     }
@@ -495,7 +501,8 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         if (s->traces[t].nentries || s->traces[t].dropped) rc = add_device(x, s, pid, &s->traces[t], &pl);
     /* ... and per device that holds memory at the end without one (enabled=state, PyTorch's history
      * off): its end state, its peaks NULL; such a device had no row, so a query of the job's
-     * memory at the end missed it */
+     * memory at the end missed it.  So does a device whose OOMs were counted without entries
+     * (enabled=state): it ran out of memory, and had no row when it held nothing at the end */
     int32_t devs[256];
     int nd = cmh_snapshot_devices(s, devs, 256);
     for (int i = 0; i < nd && i < 256 && rc == CMH_OK; i++) {
@@ -504,7 +511,7 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         int held = 0;
         for (uint32_t k = 0; k < s->nsegments && !held; k++) held = s->segments[k].device == devs[i];
         cmh_trace none = {.device = devs[i]};
-        if (held) rc = add_device(x, s, pid, &none, &pl);
+        if (held || (t && t->dropped_ooms)) rc = add_device(x, s, pid, t ? t : &none, &pl);
     }
     free(pl.d);
     if (rc == CMH_OK && sqlite3_exec(x->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = fail(x, "COMMIT");
