@@ -5,7 +5,8 @@
 # free_completed of a block allocated before the trace is its element, frames and all); and owners
 # said "unknown (recorded without a stack)" where peak gave the dropped-entry reason and the
 # flamegraph "<no stack>".  Now: no output names the free's line for it, from the .cmh or from its
-# pickle, and owners, peak and the flamegraph give one reason (cmh_no_stack_reason).
+# pickle, and owners, peak, the flamegraph, the chrome trace and pprof give one reason
+# (cmh_no_stack_reason).
 TEST=ringsite . "$(dirname "$0")/testlib.sh"
 export FAKECUDA_CAPACITY=1G
 R='allocated before the first kept entry, or its stack could not be read'
@@ -25,6 +26,11 @@ for f in rs.cmh rs.pickle; do
     check "$f: flamegraph --folded gives the same reason, not the free's line" \
         "grep -qx '<no stack: $R> 67108864' '$f.folded' && ! grep -q release_weights '$f.folded'"
     check "$f: the flamegraph SVG never names the free's line" "[ -s '$f.svg' ] && ! grep -q release_weights '$f.svg'"
+    "$CMH" export -q -f chrome "$f" -o "$f.trace.json" >/dev/null 2>&1
+    "$CMH" export -q -f pprof "$f" -o "$f.pb.gz" >/dev/null 2>&1
+    check "$f: the chrome trace's peak sites give the same reason" "grep -q '\"site\": \"<no stack: $R>\"' '$f.trace.json'"
+    check "$f: the pprof profile's stackless frame gives the same reason, never the free's line" \
+        "gzip -dc '$f.pb.gz' | grep -aq '<no stack: $R>' && ! gzip -dc '$f.pb.gz' | grep -aq release_weights"
 done
 out=$(py <<'PY'
 import pickle
