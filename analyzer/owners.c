@@ -120,7 +120,10 @@ static void add_owned(ctx *c, uint32_t stack, uint64_t bytes, uint32_t count)
     const char *lib = *owner ? cmh_library_name(owner) : NULL;
     int package = *owner && cmh_sites_owner_package(c->g, cmh_sites_group(c->g, stack));
     char name[sizeof a->rows[0].name];
-    if (!*owner) add_row(a, CMH_OWN_UNKNOWN, "unknown (recorded without a stack)", bytes, count);
+    if (!*owner && !stack) { /* the words peak, leaks and the flamegraph give it (cmh_no_stack_reason) */
+        snprintf(name, sizeof name, "unknown (no stack: %s)", cmh_no_stack_reason(c->s ? c->s : c->t));
+        add_row(a, CMH_OWN_UNKNOWN, name, bytes, count);
+    } else if (!*owner) add_row(a, CMH_OWN_UNKNOWN, "unknown (recorded without a stack)", bytes, count);
     else if (lib && !strcmp(lib, "PyTorch"))
         add_row(a, CMH_OWN_TORCH_RESERVED, c->t ? "PyTorch, outside its caching allocator" : "PyTorch (caching allocator, reserved)", bytes, count);
     /* by the name every report's owner tag gives it (cmh_owner_name): "cuBLAS (libcublas.so.13)",

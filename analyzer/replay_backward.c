@@ -10,6 +10,7 @@
 
 #include "memo.h"
 #include "cumemhist/recorder.h"
+#include "cumemhist/sites.h"
 #include "replay_state.h"
 
 /* ---- backward pass: the state before the first entry ---- */
@@ -55,7 +56,7 @@ static int cmp_rseg(const void *a, const void *b)
  * it named as its allocation site (a --max-entries record named main's cuMemFree line). */
 static uint32_t found_by_free_stack(const cmh_replay *t, const cmh_entry *e)
 {
-    return t->s->source == CMH_SRC_RECORDER && t->s->opt_context == CMH_CONTEXT_ALL ? 0 : e->stack;
+    return cmh_frees_carry_own_stacks(t->s) ? 0 : e->stack;
 }
 
 /* stack: where an entry that carries no stack of its own learns the one its block has at the end

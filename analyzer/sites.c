@@ -797,6 +797,21 @@ uint32_t cmh_sites_group(const cmh_sites *g, uint32_t stack) { return stack < g-
 uint32_t cmh_sites_count(const cmh_sites *g) { return g->ngroups; }
 const cmh_snapshot *cmh_sites_snapshot(const cmh_sites *g) { return g->s; }
 
+const char *cmh_no_stack_reason(const cmh_snapshot *s)
+{
+    if (s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_NONE) return "recorded with context none";
+    if (s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_STATE)
+        return "context state keeps the stacks of blocks live at the end only";
+    if (s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_ALL)
+        return "allocated before the first kept entry, or its stack could not be read";
+    return "recorded without stacks, or allocated before recording";
+}
+
+int cmh_frees_carry_own_stacks(const cmh_snapshot *s)
+{
+    return s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_ALL;
+}
+
 int cmh_sites_group_by(const cmh_sites *g) { return g->by; }
 
 const cmh_frame *cmh_sites_frame(const cmh_sites *g, uint32_t group)

@@ -19,7 +19,9 @@ const cli_command cli_cmd_stats = {
     "PyTorch's `python _memory_viz.py stats`: every segment of 20 MiB or more as a row of\n"
     "20 MiB pages (a-z: one block, 0-9: partly full, *: full, ' ': free), its free bytes and\n"
     "how much of them is rounding (internal), then the totals.  Same text as PyTorch's on the\n"
-    "same snapshot; a recorder snapshot reads as its memory_viz export (cumemhist export).",
+    "same snapshot; a recorder snapshot reads as its memory_viz export (cumemhist export).\n"
+    "A stream-ordered pool's cache is in no segment, so the totals leave it out: stderr says\n"
+    "how much, and the reserved every other report gives; --json adds pool_cache and reserved.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist stats dump_snapshot.pickle"};
 
 /* Per device: each segment's figures as the script counts them (allocated = requested bytes of
@@ -71,8 +73,55 @@ static int section(const rep_section *sec, void *arg)
     cmh_jw_kuint(w, "total_allocated", allocated);
     cmh_jw_kuint(w, "total_free_external", ext_all);
     cmh_jw_kuint(w, "total_free_internal", in_all);
+    /* memory_viz draws segments: what a stream-ordered pool keeps is reserved in every report yet
+     * in no segment here; the reports' reserved is the segments' plus that cache, and free inside
+     * segments plus the cache = reserved - allocated (docs/DEFINITIONS.md) */
+    uint64_t cache = cmh_end_pool_cache(s, sec->device, NULL);
+    cmh_jw_kuint(w, "pool_cache", cache);
+    cmh_jw_kuint(w, "reserved", reserved + cache);
     cmh_jw_end(w);
     return CMH_OK;
+}
+
+/* The same in words, after the script's text (stderr: the text stays the script's): a recorder's
+ * stream-ordered pool keeps what it was given back, reserved by every report, yet memory_viz's
+ * segments (and so the script's total_reserved) leave it out.  Only a record that holds
+ * stream-ordered memory at its end (a recorder's segment on a stream, or a private pool's) is read
+ * again whole for it, so that stats keeps skipping the traces of the rest: a pool that kept a
+ * cache with none of its allocations live at the end goes unsaid here (stats --json, frag say it). */
+static void say_pool_cache(const char *path, const cmh_snapshot *shaped, int want)
+{
+    int pooled = 0; /* a recorder's stream-ordered allocation: a whole-block segment on a stream or a private pool's */
+    for (uint32_t i = 0; i < shaped->nsegments && !pooled; i++)
+        pooled = shaped->segments[i].device >= 0 && (shaped->segments[i].flags & CMH_SEG_WHOLE_BLOCK) &&
+                 (shaped->segments[i].stream || shaped->segments[i].pool_id[1]);
+    cmh_snapshot full;
+    if (!pooled || rep_load_view(path, &full)) return;
+    for (uint32_t t = 0; t < full.ntraces; t++) {
+        int dev = full.traces[t].device;
+        if (dev < 0 || (want != -2 && dev != want)) continue;
+        uint64_t cache = cmh_end_pool_cache(&full, dev, NULL), seg = 0, alloc = 0;
+        if (!cache) continue;
+        for (uint32_t i = 0; i < shaped->nsegments; i++) {
+            const cmh_segment *g = &shaped->segments[i];
+            if (g->device != dev) continue;
+            seg += g->size;
+            for (uint32_t k = 0; k < g->nblocks; k++)
+                if (shaped->blocks[g->first_block + k].state == CMH_BLOCK_ACTIVE_ALLOCATED) alloc += shaped->blocks[g->first_block + k].size;
+        }
+        char a[32], b[32], c[32], d[32];
+        snprintf(a, sizeof a, "%s", rep_size((double)seg));
+        snprintf(b, sizeof b, "%s", rep_size((double)cache));
+        snprintf(c, sizeof c, "%s", rep_size((double)(seg + cache)));
+        snprintf(d, sizeof d, "%s", rep_size((double)(seg + cache - alloc)));
+        fprintf(stderr,
+                "cumemhist: stats: device %d: total_reserved counts segments only (%s): memory_viz draws segments, not a "
+                "stream-ordered pool's cache (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back) of %s at "
+                "the end; reserved, as every other report says it, is %s, and free inside segments plus that cache is %s "
+                "(reserved - allocated)\n",
+                dev, a, b, c, d);
+    }
+    cmh_snapshot_free(&full);
 }
 
 int cmd_stats(int argc, char **argv)
@@ -97,6 +146,8 @@ int cmd_stats(int argc, char **argv)
     }
     int crc = cmh_print_segsum(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, stdout);
     putchar('\n'); /* the script print()s its result: one more newline */
+    fflush(stdout);
+    if (crc == CMH_OK) say_pool_cache(path, &s, g_device);
     if (crc == CMH_OK && s.ndrv_errors) { /* calls the driver refused, after the script's text (summary's note): */
         cmh_snapshot full;                 /* judged by the trace, which the segments' load left out */
         if (g_device == -2 && rep_load_view(path, &full) == 0) {

@@ -729,13 +729,13 @@ const char *rep_site_name(const cmh_snapshot *s, const cmh_sites *g, const cmh_s
     }
     if (rep_attribution.group_by == CMH_GROUP_PACKAGE) return cmh_sites_package_name(g, x->group);
     const cmh_frame *f = cmh_sites_frame(g, x->group);
-    if (!f) /* what the record's options say of it */
-        return s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_NONE ? "<no stack: recorded with context none>"
-               : s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_STATE
-                   ? "<no stack: context state keeps the stacks of blocks live at the end only>"
-               : s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_ALL
-                   ? "<no stack: allocated before the first kept entry, or its stack could not be read>"
-                   : "<no stack: recorded without stacks, or allocated before recording>";
+    if (!f) { /* what the record's options say of it, in the words every output gives */
+        static char ring[4][200];
+        static int k;
+        char *b = ring[k++ & 3];
+        snprintf(b, sizeof ring[0], "<no stack: %s>", cmh_no_stack_reason(s));
+        return b;
+    }
     if (rep_attribution.group_by == CMH_GROUP_FILE) return cmh_str(s, f->filename);
     return rep_group_site(s, g, x->group);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "cumemhist/recorder.h"
 #include "oatab.h"
 #include "pickle_internal.h"
 
@@ -24,7 +25,7 @@ const char *const pk_key_names[NKEYS] = {
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
     "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
     "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size", "retried_ooms",
-    "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump",
+    "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context",
 };
 
 /* ---- keys the model has no field for (snapshot.h, cmh_extra), kept as text ---- */
@@ -1130,6 +1131,9 @@ int pk_convert_top(pm *m, const pv *root)
         }
         int64_t x = 0;
         if (!want_int(m, od, K_PID, &x, 0, "cumemhist")) m->s->pid = x;
+        x = -1;
+        if (!want_int(m, od, K_CONTEXT, &x, 0, "cumemhist") && x >= CMH_CONTEXT_NONE && x <= CMH_CONTEXT_ALL)
+            m->s->opt_context = (uint8_t)x; /* the recorder's: whose stacks its frees carry */
         const pv *hv = pk_dict_get(m, od, m->key[K_HOST]), *cv = pk_dict_get(m, od, m->key[K_CMDLINE]);
         if (hv && hv->tag == PV_STR) m->s->hostname = hv->u.id;
         if (cv && cv->tag == PV_STR) m->s->cmdline = cv->u.id;

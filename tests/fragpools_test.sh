@@ -4,7 +4,8 @@
 # reserved, and free inside = reserved - allocated holds in what is listed, in the text and in
 # --json.  frag once said "reserved 88.0 MiB", "free inside segments 51.0 MiB", then "3 segments: 3
 # fully used (no free bytes, 37.0 MiB)", its --json segments summing to 37 MiB with
-# segments_left_out 0: the pool's cache was in no row.
+# segments_left_out 0: the pool's cache was in no row.  And every output agrees on reserved, with
+# stats and trace saying why memory_viz's figures are the segments' alone.
 TEST=fragpools . "$(dirname "$0")/testlib.sh"
 export FAKECUDA_CAPACITY=1G
 "$CMH" record -q -o pc.cmh -- "$B/tests/poolfrag" >pc.out 2>&1 && grep -q "poolfrag: ran" pc.out &&
@@ -37,6 +38,59 @@ print("; ".join(bad) or "same")
 PY
 )
 check "frag: segments plus pools' caches make reserved, free = reserved - allocated, text and --json: $out" '[ "$out" = same ]'
+
+# the same record in every output: reserved at the end is the segments plus the pools' caches, and
+# free inside segments (plus the cache) = reserved - allocated.  stats (_memory_viz.py's text, the
+# segments alone) said total_reserved 37 MiB and trace `cudaFree(x)` for every cuMemFreeAsync the
+# pool kept, with no word, where summary, peak, frag and SQLite said 88 MiB: now stats --json gives
+# `pool_cache` and `reserved` beside the script's totals, and stats and trace say on stderr why the
+# script's figure is less (tests/poolfrag.c; the pickle read back says the same)
+"$CMH" export -q -f memviz -o pc.pickle pc.cmh >/dev/null 2>&1
+"$CMH" export -q -f sqlite -o pc.db pc.cmh >/dev/null 2>&1
+"$CMH" summary --json pc.cmh >sum.json 2>&1
+"$CMH" peak --json pc.cmh >peak.json 2>&1
+"$CMH" stats --json pc.cmh >stats.json 2>&1
+"$CMH" stats --json pc.pickle >pstats.json 2>&1
+"$CMH" stats pc.cmh >stats.txt 2>stats.err
+"$CMH" stats pc.pickle >pstats.txt 2>pstats.err
+"$CMH" trace pc.cmh >trace.txt 2>trace.err
+out=$(py <<'PY'
+import json, re, sqlite3
+def one(f):
+    d = json.load(open(f))
+    return d[0] if isinstance(d, list) else d
+bad = []
+fr = one("pc.json")
+R, A = fr["reserved"], fr["allocated"]
+if fr["free_in_segments"] != R - A: bad.append("frag free %d != %d - %d" % (fr["free_in_segments"], R, A))
+if not fr.get("pool_cache"): bad.append("no pool cache: not the case under test")
+su = one("sum.json")["stats"]
+if (su["reserved_bytes.all"]["current"], su["allocated_bytes.all"]["current"]) != (R, A): bad.append("summary %s" % su["reserved_bytes.all"])
+pk = one("peak.json")["end"]
+if (pk["reserved"], pk["allocated"]) != (R, A): bad.append("peak end %s" % pk)
+db = sqlite3.connect("pc.db")
+if db.execute("select reserved_at_end, allocated_at_end from devices").fetchone() != (R, A): bad.append("sqlite")
+for f in ("stats.json", "pstats.json"):
+    st = one(f)
+    seg_alloc = st["total_allocated"] + st["total_free_internal"]  # blocks' sizes (the script counts requested bytes)
+    if st.get("reserved") != R: bad.append("%s reserved %s != %d" % (f, st.get("reserved"), R))
+    if st.get("pool_cache") != fr["pool_cache"]: bad.append("%s pool_cache %s" % (f, st.get("pool_cache")))
+    if st["total_reserved"] + st.get("pool_cache", 0) != R: bad.append("%s segments + cache != reserved" % f)
+    if seg_alloc != A or st["total_free_external"] + st.get("pool_cache", 0) != R - A: bad.append("%s free != reserved - allocated" % f)
+def mib(x): return "%.1f MiB" % (x / 1048576)
+for f in ("stats.err", "pstats.err"):
+    t = open(f).read()
+    if "total_reserved counts segments only (%s)" % mib(R - fr["pool_cache"]) not in t or "every other report says it, is %s" % mib(R) not in t \
+       or "is %s (reserved - allocated)" % mib(R - A) not in t:
+        bad.append("%s: %r" % (f, t))
+m = re.search(r"^total_reserved: (.*)$", open("stats.txt").read(), re.M)
+if not m or open("stats.txt").read() != open("pstats.txt").read(): bad.append("stats text of the .cmh and its pickle differ")
+n = len(re.findall(r"^cudaFree\(", open("trace.txt").read(), re.M))
+if not re.search(r"(\d+) of the cudaFree lines .* are stream-ordered frees \(cuMemFreeAsync\)", open("trace.err").read()): bad.append("trace: no word of the stream-ordered frees among its %d cudaFree lines" % n)
+print("; ".join(bad) or "same")
+PY
+)
+check "every output: reserved = segments + pools' caches, free = reserved - allocated; stats and trace say why the script's figures differ: $out" '[ "$out" = same ]'
 
 # the memory_viz export: each cuMemPoolCreate pool's segments, and their entries, carry a pool id
 # of their own, (0, N) for private pool #N (SQLite's pools.number, oom's "private pool #N"), the

@@ -141,8 +141,9 @@ for f in octree_nca_cpp_frames_snapshot_action cs336_kk_2.7b_forward_compile_ann
 import json, sys
 rows = [l.split(None, 5) for l in open(sys.argv[1])]
 flat = {}
-for r in rows:
-    flat[r[5].strip()] = flat.get(r[5].strip(), 0) + int(r[0][:-1])
+for r in rows:  # a stackless sample's frame gives the reason ("<no stack: ...>", every report's words)
+    k = "<no stack>" if r[5].startswith("<no stack: ") else r[5].strip()
+    flat[k] = flat.get(k, 0) + int(r[0][:-1])
 sites = {}
 for d in json.load(open(sys.argv[2])):
     for x in d["sites"]:

@@ -120,7 +120,7 @@ static void peak_instant(const chrome_ctx *c, const cmh_snapshot *s, int dev, co
             const cmh_frame *f = cmh_sites_frame(g, p.sites[i].group);
             cmh_jw_obj(w);
             if (f) frame_text(s, f, text, sizeof text);
-            else snprintf(text, sizeof text, "<no stack>");
+            else snprintf(text, sizeof text, "<no stack: %s>", cmh_no_stack_reason(s)); /* every report's words */
             cmh_jw_kstr(w, "site", text);
             cmh_jw_kuint(w, "bytes", p.sites[i].bytes);
             cmh_jw_kuint(w, "blocks", p.sites[i].count);

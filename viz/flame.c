@@ -198,7 +198,7 @@ int cmh_flame_folded(const cmh_snapshot *s, const cmh_sites *g, const cmh_live_a
     }
     char lab[1024];
     for (uint32_t i = 0; rc == CMH_OK && i < n; i++) {
-        if (!ln[i].len) fputs("<no stack>", fp);
+        if (!ln[i].len) fprintf(fp, "<no stack: %s>", cmh_no_stack_reason(s)); /* peak's and owners' words */
         for (uint32_t k = 0; k < ln[i].len; k++) {
             cmh_svg_frame(s, &s->frames[seq[ln[i].at + k]], lab, sizeof lab);
             for (char *c = lab; *c; c++)
@@ -282,7 +282,7 @@ static int draw_node(drawc *d, uint32_t i, double x, int depth)
     char lab[1024];
     int machinery = 0;
     if (nd->frame == UINT32_MAX) snprintf(lab, sizeof lab, "all live memory");
-    else if (nd->frame == UINT32_MAX - 1) snprintf(lab, sizeof lab, "<no stack>");
+    else if (nd->frame == UINT32_MAX - 1) snprintf(lab, sizeof lab, "<no stack: %s>", cmh_no_stack_reason(d->s));
     else {
         char fr[900];
         cmh_svg_frame(d->s, &d->s->frames[nd->frame], fr, sizeof fr);

@@ -484,10 +484,11 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         cmh_snapshot_free(out);
         return rc;
     }
-    amap pool_live = AMAP_INIT;
+    amap pool_live = AMAP_INIT, made = AMAP_INIT;
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = in->source == CMH_SRC_PYTORCH ? in->pt_fields : CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
     out->pid = in->pid;
+    out->opt_context = in->opt_context; /* whose stacks the frees carry: the pickle says it (pickle_write.c) */
 #define TRY(x)                                                                                                   \
     do {                                                                                                         \
         if ((rc = (x)) != CMH_OK) goto out;                                                                      \
@@ -564,6 +565,13 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         if (tr->device < 0) continue;
         TRY(cmh_snapshot_add_trace(out, tr->device, tr->dropped, NULL));
         out->traces[out->ntraces - 1].dropped_ooms = tr->dropped_ooms; /* (the pickle carries it beside dropped) */
+        /* whole blocks the trace saw allocated: one it did not (the ring dropped its entry, or it was
+         * made before recording) is known by its free alone, and where frees carry their own line
+         * (context all) memory_viz would take that line for its allocation site (a pre-trace block's
+         * free_completed is its element): the implied free_requested / free_completed go frameless */
+        amap_free(&made);
+        made = (amap)AMAP_INIT;
+        int own_free_stacks = cmh_frees_carry_own_stacks(in);
         for (uint32_t i = 0; i < tr->nentries; i++) {
             cmh_entry_full e;
             cmh_entry_get(in, &in->entries[tr->first_entry + i], &e);
@@ -603,6 +611,11 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             case CMH_ACT_SEGMENT_ALLOC:
             case CMH_ACT_SEGMENT_MAP:
                 TRY(add_entry_x(in, out, &e, extra));
+                if (whole && own_free_stacks) {
+                    int64_t *v = amap_slot(&made, e.addr, 1);
+                    if (!v && e.addr) TRY(CMH_ENOMEM);
+                    if (v) *v = 1;
+                }
                 if (whole) {
                     blk.action = CMH_ACT_ALLOC;
                     TRY(cmh_snapshot_add_entry(out, &blk));
@@ -610,6 +623,11 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
                 break;
             case CMH_ACT_SEGMENT_FREE:
             case CMH_ACT_SEGMENT_UNMAP:
+                if (whole && own_free_stacks) {
+                    int64_t *v = amap_slot(&made, e.addr, 0);
+                    if (!v || !*v) blk.stack = 0; /* no allocation seen: no site, not the free's line */
+                    if (v) *v = 0;
+                }
                 if (whole) {
                     blk.action = CMH_ACT_FREE_REQUESTED;
                     TRY(cmh_snapshot_add_entry(out, &blk));
@@ -651,6 +669,7 @@ out:
     free(starts);
     pooltag_free(&pt);
     amap_free(&pool_live);
+    amap_free(&made);
     if (dropped_host && rc == CMH_OK) *dropped_host = cmh_host_allocations(in, NULL, NULL);
     if (rc != CMH_OK) cmh_snapshot_free(out);
     return rc;
@@ -729,6 +748,7 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
     out->pid = in->pid;
+    out->opt_context = in->opt_context;
     out->hostname = in->hostname;
     out->cmdline = in->cmdline;
     out->ending = in->ending; /* (a string id: the strings moved) */

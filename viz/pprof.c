@@ -243,11 +243,13 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
         packed.n = 0;
         uint32_t nf = sk ? sk->count : 0;
         for (uint32_t k = 0; k < nf || (!nf && k == 0); k++) {
-            uint32_t f = nf ? s->stack_frames[sk->first + k] : s->nframes; /* a stackless sample: one "<no stack>" frame */
+            uint32_t f = nf ? s->stack_frames[sk->first + k] : s->nframes; /* a stackless sample: one "<no stack: ...>" frame */
             if (nf && !cmh_sites_drawn(g, m[i].stack, k)) continue; /* machinery inside the site */
             if (!loc_of[f]) {
                 const cmh_frame *fr = nf ? &s->frames[f] : NULL;
-                const char *name = fr ? cmh_str(s, fr->name) : "<no stack>", *file = fr ? cmh_str(s, fr->filename) : "";
+                char nostack[160]; /* a stackless sample's one frame: every report's words for it */
+                snprintf(nostack, sizeof nostack, "<no stack: %s>", cmh_no_stack_reason(s));
+                const char *name = fr ? cmh_str(s, fr->name) : nostack, *file = fr ? cmh_str(s, fr->filename) : "";
                 if (fr && !*file && fr->module >= 0 && (uint32_t)fr->module < s->nmodules) file = cmh_str(s, s->modules[fr->module].path);
                 uint32_t ni = str_id(&st.strings, *name ? name : "??", &nomem), fi = str_id(&st.strings, file, &nomem);
                 int created = 0;

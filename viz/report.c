@@ -82,7 +82,8 @@ static void site_label(const cmh_snapshot *s, const cmh_sites *g, uint32_t stack
         cmh_svg_frame(s, f, fr, sizeof fr);
         snprintf(buf, cap, "(%s: %.1000s)", why, fr);
     } else if (f) cmh_svg_frame(s, f, buf, cap);
-    else snprintf(buf, cap, "%s", stack ? "(no frame)" : "<no stack recorded>");
+    else if (stack) snprintf(buf, cap, "(no frame)");
+    else snprintf(buf, cap, "<no stack: %s>", cmh_no_stack_reason(s)); /* the words of every report */
 }
 
 /* Under a site's name, its bytes by the line that called it and, in leaks, which of those

@@ -559,7 +559,10 @@ static int write_names(FILE *fp, const cmh_snapshot *s, const cmh_sites *g, cons
             cmh_jw_str(&w, cmh_str(s, f->name));
             cmh_jw_str(&w, cmh_str(s, f->filename));
             cmh_jw_int(&w, f->line);
-        } else cmh_jw_str(&w, "<no stack recorded>");
+        } else { /* every report's words for it (cmh_no_stack_reason) */
+            snprintf(fb, sizeof fb, "<no stack: %s>", cmh_no_stack_reason(s));
+            cmh_jw_str(&w, fb);
+        }
         cmh_jw_end(&w);
     }
     cmh_jw_end(&w);

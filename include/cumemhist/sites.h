@@ -50,6 +50,14 @@ uint32_t cmh_sites_group(const cmh_sites *g, uint32_t stack);
 uint32_t cmh_sites_count(const cmh_sites *g);
 /* The snapshot it was built over. */
 const cmh_snapshot *cmh_sites_snapshot(const cmh_sites *g);
+/* Why a block has no allocation stack, in the words every output gives it (owners' "unknown (no
+ * stack: ...)", peak's and leaks' "<no stack: ...>", the flamegraph's frame), from what the record's
+ * options say: a block whose allocation entry the ring dropped reads the same everywhere. */
+const char *cmh_no_stack_reason(const cmh_snapshot *s);
+/* Whether the record's free entries carry the free's own stack (the recorder's context "all"), not
+ * the allocation's (PyTorch's "alloc"): then a block known only by its free has no allocation site,
+ * and nothing (a report, an export) may name the free's line as one. */
+int cmh_frees_carry_own_stacks(const cmh_snapshot *s);
 /* How the groups were formed (cmh_group_by). */
 int cmh_sites_group_by(const cmh_sites *g);
 /* A group's site frame (NULL: no stack was recorded), a stack of its (the first seen), and its

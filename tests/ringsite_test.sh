@@ -1,0 +1,53 @@
+#!/bin/sh
+# ringsite_test.sh BUILD_DIR SOURCE_DIR - a block whose allocation entry the ring dropped, freed in
+# the kept window (tests/ringsite.c, --max-entries 11).  Its pickle export named the free's line
+# (release_weights) as its allocation site in peak and the flamegraph, memory_viz's page too (the
+# free_completed of a block allocated before the trace is its element, frames and all); and owners
+# said "unknown (recorded without a stack)" where peak gave the dropped-entry reason and the
+# flamegraph "<no stack>".  Now: no output names the free's line for it, from the .cmh or from its
+# pickle, and owners, peak, the flamegraph, the chrome trace and pprof give one reason
+# (cmh_no_stack_reason).
+TEST=ringsite . "$(dirname "$0")/testlib.sh"
+export FAKECUDA_CAPACITY=1G
+R='allocated before the first kept entry, or its stack could not be read'
+"$CMH" record -q --max-entries 11 -o rs.cmh -- "$B/tests/ringsite" >rs.out 2>&1 && grep -q "ringsite: ran" rs.out &&
+    ok "ringsite ran" || bad "ringsite did not run as designed: $(cat rs.out)"
+"$CMH" export -q rs.cmh -o rs.pickle 2>exp.err && ok "exported" || bad "export failed: $(cat exp.err)"
+for f in rs.cmh rs.pickle; do
+    "$CMH" peak "$f" >"$f.peak" 2>&1
+    "$CMH" owners "$f" >"$f.owners" 2>&1
+    "$CMH" flamegraph --folded "$f" >"$f.folded" 2>&1
+    "$CMH" flamegraph "$f" -o "$f.svg" >/dev/null 2>&1
+    check "$f: peak names no allocation site for the 64 MiB block, with the reason" \
+        "grep -q '64.0 MiB .*  <no stack: $R>\$' '$f.peak'"
+    check "$f: peak never names the free's line (release_weights) as an allocation site" \
+        "! grep -q release_weights '$f.peak'"
+    check "$f: owners gives the same reason" "grep -q '64.0 MiB .*  unknown (no stack: $R)\$' '$f.owners'"
+    check "$f: flamegraph --folded gives the same reason, not the free's line" \
+        "grep -qx '<no stack: $R> 67108864' '$f.folded' && ! grep -q release_weights '$f.folded'"
+    check "$f: the flamegraph SVG never names the free's line" "[ -s '$f.svg' ] && ! grep -q release_weights '$f.svg'"
+    "$CMH" export -q -f chrome "$f" -o "$f.trace.json" >/dev/null 2>&1
+    "$CMH" export -q -f pprof "$f" -o "$f.pb.gz" >/dev/null 2>&1
+    check "$f: the chrome trace's peak sites give the same reason" "grep -q '\"site\": \"<no stack: $R>\"' '$f.trace.json'"
+    check "$f: the pprof profile's stackless frame gives the same reason, never the free's line" \
+        "gzip -dc '$f.pb.gz' | grep -aq '<no stack: $R>' && ! gzip -dc '$f.pb.gz' | grep -aq release_weights"
+done
+out=$(py <<'PY'
+import pickle
+d = pickle.load(open("rs.pickle", "rb"))
+bad = []
+if d["cumemhist"].get("context") != 3: bad.append("context %r" % d["cumemhist"].get("context"))
+tr = d["device_traces"][0]
+seen = set()
+for e in tr:
+    if e["action"] == "alloc": seen.add(e["addr"])
+    if e["action"] in ("free_requested", "free_completed") and e["addr"] not in seen:
+        names = [f["name"] for f in e.get("frames", [])]
+        if names: bad.append("%s of a block allocated before the trace has frames %s" % (e["action"], names))
+if not any(e["action"] == "free_completed" and e["addr"] not in seen and e["size"] == 64 << 20 for e in tr):
+    bad.append("no free of the 64 MiB block allocated before the trace")
+print("; ".join(bad) or "same")
+PY
+)
+check "pickle: the frees of a block allocated before the trace carry no frames (memory_viz's element): $out" '[ "$out" = same ]'
+finish
