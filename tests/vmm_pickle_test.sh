@@ -17,7 +17,8 @@
 # Each record's owners --json, peak --json and leaks --json equal its pickle's, times to the
 # microsecond the pickle keeps; the rows sum to the device's used memory in both.  The pickle
 # stays one memory_viz reads: the handles are in the 'cumemhist' dict it ignores, as tuples of
-# ints and frame lists.  The SQLite export of either has the handles (vmm_handles, vmm_maps).
+# ints and frame lists.  The SQLite export of either has the handles (vmm_handles, vmm_maps):
+# before, it had no table of them.
 TEST=vmm_pickle . "$(dirname "$0")/testlib.sh"
 
 # same NAME [end]: NAME.cmh and NAME.pickle say the same in owners, peak and leaks (--json): the
@@ -125,6 +126,36 @@ ms = {m['moment']: m for m in o['moments']}
 assert ms['end']['used'] == int(drv['end']), (ms, drv)
 rows = {r['kind']: r['bytes'] for r in ms['end']['rows']}
 assert rows.get('vmm_unmapped') == 8 * 2**20, rows
+PY"
+
+# the SQLite export: a row per map and per handle, the same from the record and from its pickle;
+# the handles held at the end (mapped, or held and mapped nowhere) are the end's recorded bytes
+# as owners says them (its program rows and its 'physical memory made with cuMemCreate, not
+# mapped' row). Before, no table had them.
+for n in held spare; do
+    "$CMH" export --format sqlite -o "$n.db" "$n.cmh" >/dev/null 2>&1
+    "$CMH" export --format sqlite -o "$n.p.db" "$n.pickle" >/dev/null 2>&1
+done
+handles() { # handles DB: vmm_handles as (device, handle, MiB, has a stack, maps, end_state), vmm_maps' count
+    py - "$1" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(sorted(c.execute("SELECT device, handle, size >> 20, stack_id IS NOT NULL, maps, end_state FROM vmm_handles").fetchall(),
+             key=repr), c.execute("SELECT COUNT(*) FROM vmm_maps").fetchone()[0])
+PY
+}
+check "sqlite: vmm_held's handles: 20 MiB never mapped, 8 MiB unmapped and held, 4 MiB mapped twice and mapped, 2 MiB released while mapped then unmapped, 2 MiB mapped ($(handles held.db 2>&1))" \
+    "[ \"\$(handles held.db)\" = \"[(0, 2, 8, 1, 1, 'unmapped'), (0, 3, 4, 1, 2, 'mapped'), (0, 5, 2, 1, 1, 'released'), (0, 6, 2, 1, 1, 'mapped'), (0, None, 20, 1, 0, 'unmapped')] 5\" ]"
+check "sqlite: vmm_phys spare's handles: 16 MiB mapped twice and mapped, 16 MiB released, 8 MiB never mapped ($(handles spare.db 2>&1))" \
+    "[ \"\$(handles spare.db)\" = \"[(0, 1, 16, 1, 2, 'mapped'), (0, 2, 16, 1, 1, 'released'), (0, None, 8, 1, 0, 'unmapped')] 3\" ]"
+check "sqlite: the pickle's export has the record's handles and maps" \
+    '[ "$(handles held.db)" = "$(handles held.p.db)" ] && [ "$(handles spare.db)" = "$(handles spare.p.db)" ]'
+check "sqlite: the handles held at the end are owners' recorded bytes at the end" "py - <<'PY'
+import json, sqlite3
+for n in ('held', 'spare'):
+    held = sqlite3.connect(n + '.db').execute(\"SELECT SUM(size) FROM vmm_handles WHERE end_state != 'released'\").fetchone()[0]
+    end = [m for m in json.load(open(n + '.cmh.owners.json'))[0]['moments'] if m['moment'] == 'end'][0]
+    assert held == end['recorded'], (n, held, end)
 PY"
 
 # memory_viz reads it: only opcodes its unpickler knows (REFERENCE.md §3), no LONG1 over 8 bytes,
