@@ -17,8 +17,8 @@
 # Each record's owners --json, peak --json and leaks --json equal its pickle's, times to the
 # microsecond the pickle keeps; the rows sum to the device's used memory in both.  The pickle
 # stays one memory_viz reads: the handles are in the 'cumemhist' dict it ignores, as tuples of
-# ints and frame lists.  The SQLite export of either has the handles (vmm_handles, vmm_maps):
-# before, it had no table of them.
+# ints and frame lists.  The SQLite export of either has the handles (vmm_handles, vmm_maps),
+# and the JSON export (vmm_unmapped, vmm_maps in its "cumemhist" object): before, neither did.
 TEST=vmm_pickle . "$(dirname "$0")/testlib.sh"
 
 # same NAME [end]: NAME.cmh and NAME.pickle say the same in owners, peak and leaks (--json): the
@@ -156,6 +156,23 @@ for n in ('held', 'spare'):
     held = sqlite3.connect(n + '.db').execute(\"SELECT SUM(size) FROM vmm_handles WHERE end_state != 'released'\").fetchone()[0]
     end = [m for m in json.load(open(n + '.cmh.owners.json'))[0]['moments'] if m['moment'] == 'end'][0]
     assert held == end['recorded'], (n, held, end)
+PY"
+
+# the JSON export (the pickle's dict as JSON) has them too, in its "cumemhist" object, stacks as
+# indexes into its "stacks" (or frames, --inline-frames); before, none
+"$CMH" export --format json -o held.json held.cmh >/dev/null 2>&1
+"$CMH" export --format json --inline-frames -o held.inl.json held.cmh >/dev/null 2>&1
+check "json: vmm_held's handles held mapped nowhere and its maps, with their cuMemCreate stacks" "py - <<'PY'
+import json
+M = 2**20
+for f in ('held.json', 'held.inl.json'):
+    d = json.load(open(f))
+    c = d['cumemhist']
+    assert sorted(h['size'] for h in c['vmm_unmapped']) == [8 * M, 20 * M], c.get('vmm_unmapped')
+    assert len(c['vmm_maps']) == 5 and len({m['handle'] for m in c['vmm_maps']}) == 4, c.get('vmm_maps')
+    for h in c['vmm_unmapped'] + c['vmm_maps']:
+        fr = h['frames'] if 'frames' in h else [d['frames'][i] for i in d['stacks'][h['stack']]]
+        assert any(x['name'] in ('never_mapped', 'unmapped_later', 'kept_mapped', 'released_mapped', 'same_value') for x in fr), (f, h, fr)
 PY"
 
 # memory_viz reads it: only opcodes its unpickler knows (REFERENCE.md §3), no LONG1 over 8 bytes,
