@@ -25,7 +25,7 @@ const char *const pk_key_names[NKEYS] = {
     "cmh_requested", "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "recorder",
     "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
     "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size", "retried_ooms",
-    "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context",
+    "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context", "vmm_unmapped", "vmm_maps",
 };
 
 /* ---- keys the model has no field for (snapshot.h, cmh_extra), kept as text ---- */
@@ -820,6 +820,43 @@ static int read_retried_ooms(pm *m, const pcont *rl, pool_at **ps, uint32_t *nps
     return 0;
 }
 
+/* cumemhist.vmm_unmapped (pickle_write.c): the cuMemCreate handles held and mapped nowhere at
+ * the end, (device, size, time_ns, frames), as the .cmh's vmm_unmapped */
+static int read_vmm_unmapped(pm *m, const pcont *l)
+{
+    for (uint32_t i = 0; i < l->n; i++) {
+        pcont *t = (pcont *)obj(m, &l->items[i], C_TUPLE);
+        int64_t v[3];
+        int ok = t && t->n == 4;
+        for (int k = 0; ok && k < 3; k++) ok = to_i64(&t->items[k], &v[k]);
+        if (ok && t->items[3].tag == PV_CONT && pk_convert_stack(m, &t->items[3])) return -1;
+        if (!ok || t->items[3].tag != PV_STACK || v[0] < -1 || v[0] > 1023 || v[1] < 0)
+            return pk_fail(m, "cumemhist.vmm_unmapped[%u] is not (device, size, time_ns, frames)", i);
+        cmh_vmm_handle h = {(int32_t)v[0], (uint64_t)v[1], t->items[3].u.id, v[2]};
+        if (cmh_snapshot_add_vmm_unmapped(m->s, &h) != CMH_OK) return pk_nomem(m);
+    }
+    return 0;
+}
+
+/* cumemhist.vmm_maps (pickle_write.c): every cuMemMap and the handle it mapped, (device, addr,
+ * size, time_ns, handle, handle_size, handle_time_ns, frames of cuMemCreate), as the .cmh's
+ * vmm_maps (physmap.c charges each handle once, whole, by them) */
+static int read_vmm_maps(pm *m, const pcont *l)
+{
+    for (uint32_t i = 0; i < l->n; i++) {
+        pcont *t = (pcont *)obj(m, &l->items[i], C_TUPLE);
+        int64_t v[7];
+        int ok = t && t->n == 8;
+        for (int k = 0; ok && k < 7; k++) ok = to_i64(&t->items[k], &v[k]);
+        if (ok && t->items[7].tag == PV_CONT && pk_convert_stack(m, &t->items[7])) return -1;
+        if (!ok || t->items[7].tag != PV_STACK || v[0] < 0 || v[0] > 1023)
+            return pk_fail(m, "cumemhist.vmm_maps[%u] is not (device, addr, size, time_ns, handle, handle_size, handle_time_ns, frames)", i);
+        cmh_vmm_map r = {(int32_t)v[0], (uint64_t)v[1], (uint64_t)v[2], v[3], (uint64_t)v[4], (uint64_t)v[5], t->items[7].u.id, v[6]};
+        if (cmh_snapshot_add_vmm_map(m->s, &r) != CMH_OK) return pk_nomem(m);
+    }
+    return 0;
+}
+
 /* One trace per device; pool samples (ps, sorted) go back before the kept entry their position
  * names, or after the last one. */
 /* The usual case, where the entries converted while the machine ran are already the model's
@@ -1206,6 +1243,9 @@ int pk_convert_top(pm *m, const pv *root)
                 goto fail;
             }
         }
+        const pv *vuv = pk_dict_get(m, od, m->key[K_VMM_UNMAPPED]), *vmv = pk_dict_get(m, od, m->key[K_VMM_MAPS]);
+        const pcont *vul = vuv ? obj(m, vuv, C_LIST) : NULL, *vml = vmv ? obj(m, vmv, C_LIST) : NULL;
+        if ((vul && read_vmm_unmapped(m, vul)) || (vml && read_vmm_maps(m, vml))) goto fail;
         const pv *mv = pk_dict_get(m, od, m->key[K_MODULES]), *fv = pk_dict_get(m, od, m->key[K_FRAME_MODULES]);
         const pcont *ml = mv ? obj(m, mv, C_LIST) : NULL, *fl = fv ? obj(m, fv, C_LIST) : NULL;
         if (ml && read_modules(m, ml, fl)) goto fail;

@@ -26,7 +26,7 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_CLOCK_ORIGIN_NS, W_POOL_SAMPLE_TAGS, W_POOLS_READ_AT_DUMP, W_CONTEXT, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_CLOCK_ORIGIN_NS, W_POOL_SAMPLE_TAGS, W_POOLS_READ_AT_DUMP, W_CONTEXT, W_VMM_UNMAPPED, W_VMM_MAPS, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -36,7 +36,7 @@ static const char *const wkeys[W_NKEYS] = {
     "small", "large", "inactive", "active_allocated", "active_pending_free", "cmh_code", "cmh_requested",
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
     "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id", "meminfo", "start_ns", "dump_ns", "process", "ending",
-    "dropped_ooms", "retried_ooms", "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context",
+    "dropped_ooms", "retried_ooms", "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context", "vmm_unmapped", "vmm_maps",
 };
 
 typedef struct pw {
@@ -878,6 +878,45 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                 w_int(&w, m->thread);
                 op(&w, 't');
                 batch_end(&w, i, s->nmeminfo, 0);
+            }
+        }
+        /* the physical memory of cuMemCreate handles (the .cmh's vmm_unmapped and vmm_maps), which
+         * the trace's segment_map entries do not say: owners and peak charge a handle's whole size
+         * once however many ranges map it, and a handle held but mapped nowhere at the end.
+         * vmm_unmapped: (device, size, time_ns, frames); vmm_maps, in the order made: (device,
+         * addr, size, time_ns, handle, handle_size, handle_time_ns, frames of cuMemCreate) */
+        if (s->nvmm_unmapped) {
+            w_key(&w, W_VMM_UNMAPPED);
+            op(&w, ']');
+            for (uint32_t i = 0; i < s->nvmm_unmapped; i++) {
+                const cmh_vmm_handle *h = &s->vmm_unmapped[i];
+                batch_begin(&w, i, s->nvmm_unmapped);
+                op(&w, '(');
+                w_int(&w, h->device);
+                w_int(&w, (int64_t)h->size);
+                w_int(&w, h->time_ns);
+                w_frames(&w, s, h->stack < s->nstacks ? h->stack : 0);
+                op(&w, 't');
+                batch_end(&w, i, s->nvmm_unmapped, 0);
+            }
+        }
+        if (s->nvmm_maps) {
+            w_key(&w, W_VMM_MAPS);
+            op(&w, ']');
+            for (uint32_t i = 0; i < s->nvmm_maps; i++) {
+                const cmh_vmm_map *v = &s->vmm_maps[i];
+                batch_begin(&w, i, s->nvmm_maps);
+                op(&w, '(');
+                w_int(&w, v->device);
+                w_int(&w, (int64_t)v->addr);
+                w_int(&w, (int64_t)v->size);
+                w_int(&w, v->time_ns);
+                w_int(&w, (int64_t)v->handle);
+                w_int(&w, (int64_t)v->handle_size);
+                w_int(&w, v->handle_time_ns);
+                w_frames(&w, s, v->handle_stack < s->nstacks ? v->handle_stack : 0);
+                op(&w, 't');
+                batch_end(&w, i, s->nvmm_maps, 0);
             }
         }
         /* which process of a job it was, and how it ended (every report's first lines) */

@@ -3,6 +3,9 @@
  *   vmm_phys alias    one 8 MiB cuMemCreate handle mapped at two reservations (16 MiB of ranges,
  *                     8 MiB of memory), released while mapped, then one map unmapped
  *   vmm_phys part     a 32 MiB handle of which 4 MiB is mapped (the other 28 MiB still in use)
+ *   vmm_phys spare    three handles made first: A (16 MiB) mapped at two reservations, B (16 MiB)
+ *                     mapped, C (8 MiB) never mapped; then A's second map and B's unmapped and
+ *                     B released (A mapped once and C held at the end)
  *   vmm_phys managed [second]  64 MiB of cuMemAllocManaged and 8 MiB of cuMemAlloc, the
  *                     managed memory first, or second (with FAKECUDA_MANAGED_OFFDEVICE=1 the
  *                     managed pages are off the device; else the fake driver counts them at once)
@@ -72,6 +75,15 @@ int main(int argc, char **argv)
         CUmemGenericAllocationHandle h = make_handle(32 * MIB);
         map_at(32 * MIB, 4 * MIB, h);
         printf("peak %llu\n", used());
+    } else if (!strcmp(mode, "spare")) {
+        CUmemGenericAllocationHandle a = make_handle(16 * MIB), b = make_handle(16 * MIB);
+        (void)make_handle(8 * MIB); /* held, mapped nowhere, to the end */
+        map_at(16 * MIB, 16 * MIB, a);
+        CUdeviceptr bm = map_at(16 * MIB, 16 * MIB, b), a2 = map_at(16 * MIB, 16 * MIB, a);
+        printf("peak %llu\n", used());
+        ck(cuMemUnmap(a2, 16 * MIB), "cuMemUnmap");
+        ck(cuMemUnmap(bm, 16 * MIB), "cuMemUnmap");
+        ck(cuMemRelease(b), "cuMemRelease");
     } else if (!strcmp(mode, "managed")) {
         CUdeviceptr m, a;
         if (argc > 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc"); /* managed_second: the first sample before it */
@@ -79,7 +91,7 @@ int main(int argc, char **argv)
         if (argc <= 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc");
         printf("peak %llu\n", used());
     } else {
-        fprintf(stderr, "usage: vmm_phys alias|part|managed\n");
+        fprintf(stderr, "usage: vmm_phys alias|part|spare|managed\n");
         return 2;
     }
     printf("end %llu\n", used());

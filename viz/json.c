@@ -344,6 +344,43 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
         }
         cmh_jw_end(&w);
     }
+    /* the physical memory of cuMemCreate handles, which no segment says (as the pickle's
+     * cumemhist dict has it): the handles held and mapped nowhere at the end, and every map with
+     * the handle it mapped (owners and peak charge a handle once, whole) */
+    if (s.nvmm_unmapped) {
+        cmh_jw_key(&w, "vmm_unmapped");
+        cmh_jw_arr(&w);
+        for (uint32_t i = 0; i < s.nvmm_unmapped; i++) {
+            const cmh_vmm_handle *h = &s.vmm_unmapped[i];
+            cmh_jw_nl(&w);
+            cmh_jw_obj(&w);
+            cmh_jw_kint(&w, "device", h->device);
+            cmh_jw_kuint(&w, "size", h->size);
+            cmh_jw_kint(&w, "time_ns", h->time_ns);
+            jstack(&w, &s, h->stack < s.nstacks ? h->stack : 0, inl);
+            cmh_jw_end(&w);
+        }
+        cmh_jw_end(&w);
+    }
+    if (s.nvmm_maps) {
+        cmh_jw_key(&w, "vmm_maps");
+        cmh_jw_arr(&w);
+        for (uint32_t i = 0; i < s.nvmm_maps; i++) {
+            const cmh_vmm_map *m = &s.vmm_maps[i];
+            cmh_jw_nl(&w);
+            cmh_jw_obj(&w);
+            cmh_jw_kint(&w, "device", m->device);
+            cmh_jw_kuint(&w, "addr", m->addr);
+            cmh_jw_kuint(&w, "size", m->size);
+            cmh_jw_kint(&w, "time_ns", m->time_ns);
+            cmh_jw_kuint(&w, "handle", m->handle);
+            cmh_jw_kuint(&w, "handle_size", m->handle_size);
+            cmh_jw_kint(&w, "handle_time_ns", m->handle_time_ns);
+            jstack(&w, &s, m->handle_stack < s.nstacks ? m->handle_stack : 0, inl); /* cuMemCreate's */
+            cmh_jw_end(&w);
+        }
+        cmh_jw_end(&w);
+    }
     if (!inl) stack_owners(&w, &s, in->source);
     cmh_jw_end(&w);
     cmh_jw_end(&w);

@@ -507,6 +507,19 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         TRY(cmh_snapshot_add_drv_error(out, &e));
     }
     out->history_lost = in->history_lost; /* what a recovery could not read: the reports over the copy say it too */
+    /* the physical memory of cuMemCreate handles, which no segment of the pickle says: the handles
+     * held and mapped nowhere at the end, and which handle every map mapped (owners and peak
+     * charge a handle once, whole: physmap.c); pickle_write.c writes them aside */
+    for (uint32_t i = 0; i < in->nvmm_unmapped; i++) {
+        cmh_vmm_handle h = in->vmm_unmapped[i];
+        TRY(copy_stack(in, out, h.stack, fmap, smap, &h.stack));
+        TRY(cmh_snapshot_add_vmm_unmapped(out, &h));
+    }
+    for (uint32_t i = 0; i < in->nvmm_maps; i++) {
+        cmh_vmm_map mp = in->vmm_maps[i];
+        TRY(copy_stack(in, out, mp.handle_stack, fmap, smap, &mp.handle_stack));
+        TRY(cmh_snapshot_add_vmm_map(out, &mp));
+    }
     /* which process of a job, and how it ended: every report's first lines */
     out->rank = in->rank, out->local_rank = in->local_rank, out->world_size = in->world_size;
     out->forked_from = in->forked_from;
@@ -741,6 +754,8 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(idents), MOVE(nidents), MOVE(cap_idents);
     MOVE(drv_errors), MOVE(ndrv_errors), MOVE(cap_drv_errors); /* (their stacks' ids stay: the stacks move too) */
     MOVE(history_lost);
+    MOVE(vmm_unmapped), MOVE(nvmm_unmapped), MOVE(cap_vmm_unmapped); /* (the same) */
+    MOVE(vmm_maps), MOVE(nvmm_maps), MOVE(cap_vmm_maps);
 #undef MOVE
     out->clock_origin_ns = origin;
     out->start_time_ns = in->start_time_ns;
