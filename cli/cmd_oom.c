@@ -42,7 +42,8 @@ const cli_command cli_cmd_oom = {
     "Each device numbers its own OOMs from #1; where they are on several devices, the devices come\n"
     "in the order of their first OOM in the record (by time), a line above them names the record's\n"
     "first, the one whatif and flamegraph --at oom look at, and each OOM says its place in the record\n"
-    "(--json: record_rank, 1 for the record's first).",
+    "(--json keeps the devices in device order; its record_rank, 1 for the record's first, gives\n"
+    "the record's order).",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
 /* At an OOM of a multi-device record: is the failing device carrying several times the others? */

@@ -531,7 +531,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
             cmh_snapshot_free(&s);
             return CLI_EUSAGE;
         }
-        if ((flags & REP_OOM_ORDER) && want == -2 && nd > 1) oom_order(&s, devs, nd < 256 ? nd : 256);
+        if ((flags & REP_OOM_ORDER) && !json && want == -2 && nd > 1) oom_order(&s, devs, nd < 256 ? nd : 256);
         if (json && !opened++) cmh_jw_arr(&w);
         if (!json && !(flags & REP_PYTORCH_TEXT)) rep_print_process(paths[f], &s);
         /* the one device shown for a snapshot listing several, each empty, said so (it read as a

@@ -96,9 +96,10 @@ typedef int (*rep_section_fn)(const rep_section *sec, void *arg);
 /* REP_SHAPED: a recorder snapshot in the shape of its memory_viz export (rep_load_shaped) */
 /* REP_PYTORCH_TEXT: text in one of PyTorch's layouts, which has no line for the process (JSON keeps it) */
 /* REP_TORCH_PART: a merged record's PyTorch part alone (summary, stats, trace: PyTorch's own views) */
-/* REP_OOM_ORDER: without --device, the devices in the order of their first OOM in the record
- * (cmh_record_ooms: the device of the record's first OOM first), those without one after, as
- * rep_devices lists them */
+/* REP_OOM_ORDER: without --device, the text lists the devices in the order of their first OOM in
+ * the record (cmh_record_ooms: the device of the record's first OOM first), those without one
+ * after, as rep_devices lists them; --json keeps every command's device order (record_rank says
+ * the record's) */
 enum { REP_SITES = 1, REP_NO_HOST = 2, REP_SHAPED = 4, REP_PYTORCH_TEXT = 8, REP_TORCH_PART = 16, REP_OOM_ORDER = 32 };
 /* Load a snapshot in PyTorch's shape: a recorder snapshot as its memory_viz export spells it
  * (cmh_memviz_shape: a driver allocation a segment holding one block, pinned host memory left

@@ -95,14 +95,14 @@ check "oom: one line above the devices names the record's first and the order" \
 if py - h.oom.json >rank.txt 2>&1 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert [o["device"] for o in d] == [1, 0], [o["device"] for o in d]
+assert [o["device"] for o in d] == [0, 1], [o["device"] for o in d]  # device order, as every --json
 got = [(o["device"], e["number"], e["record_rank"]) for o in d for e in o["ooms"]]
-assert got == [(1, 1, 1), (0, 1, 2)], got
+assert got == [(0, 1, 2), (1, 1, 1)], got
 t = {o["device"]: o["ooms"][0]["time_ns"] for o in d}
 assert t[1] < t[0], t  # the rank is the time's order
 PY
-then ok "oom --json: device 1 first, each OOM's record_rank by time"; else bad "oom --json: device 1 first, each OOM's record_rank by time: $(cat rank.txt)"; fi
-idx=$(py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d[0]["ooms"][0]["index"])' h.oom.json)
+then ok "oom --json: devices in device order, each OOM's record_rank by time (device 1's first)"; else bad "oom --json: devices in device order, each OOM's record_rank by time: $(cat rank.txt)"; fi
+idx=$(py -c 'import json,sys; d=json.load(open(sys.argv[1])); print([o for o in d if o["device"] == 1][0]["ooms"][0]["index"])' h.oom.json)
 "$CMH" whatif h.cmh >/dev/null 2>h.wi.err
 "$CMH" flamegraph --at oom -o h.svg h.cmh 2>h.fg.err
 for c in whatif flamegraph; do
