@@ -227,7 +227,8 @@ static void test_cmh_checksummed_matrix(void)
 /* The files written before checksums still load, every one that loaded before, marked so. */
 static void test_cmh_fixtures_unverified(void)
 {
-    static const char *const pat[] = {CMH_FIXTURES "/h200*/*.cmh", CMH_FIXTURES "/memviz/*.cmh"};
+    /* the records made before checksums (h200d's, made with them, are read by the suites that use them) */
+    static const char *const pat[] = {CMH_FIXTURES "/h200/*.cmh", CMH_FIXTURES "/h200b/*.cmh", CMH_FIXTURES "/memviz/*.cmh"};
     unsigned n = 0;
     for (size_t k = 0; k < sizeof pat / sizeof *pat; k++) {
         glob_t g;
