@@ -26,6 +26,7 @@ const char *const pk_key_names[NKEYS] = {
     "pool_samples", "host", "cmdline", "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id",
     "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size", "retried_ooms",
     "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context", "vmm_unmapped", "vmm_maps",
+    "free_frames",
 };
 
 /* ---- keys the model has no field for (snapshot.h, cmh_extra), kept as text ---- */
@@ -857,6 +858,36 @@ static int read_vmm_maps(pm *m, const pcont *l)
     return 0;
 }
 
+/* cumemhist.free_frames (pickle_write.c free_frames_aside): the frees' stacks of whole blocks
+ * the trace never saw allocated, written frameless in device_traces so that memory_viz does not
+ * take the free's line for the segment's origin: (device, which of the device's segment_free
+ * and segment_unmap entries, frames), put back on that entry. */
+static int read_free_frames(pm *m, const pcont *l)
+{
+    for (uint32_t i = 0; i < l->n; i++) {
+        pcont *t = (pcont *)obj(m, &l->items[i], C_TUPLE);
+        int64_t v[2];
+        int ok = t && t->n == 3;
+        for (int k = 0; ok && k < 2; k++) ok = to_i64(&t->items[k], &v[k]);
+        if (ok && t->items[2].tag == PV_CONT && pk_convert_stack(m, &t->items[2])) return -1;
+        ok = ok && t->items[2].tag == PV_STACK && v[1] >= 0;
+        cmh_entry *at = NULL;
+        for (uint32_t tr = 0; ok && tr < m->s->ntraces && !at; tr++) {
+            const cmh_trace *c = &m->s->traces[tr];
+            if (c->device != v[0]) continue;
+            int64_t nth = 0;
+            for (uint32_t k = 0; k < c->nentries && !at; k++) {
+                cmh_entry *e = &m->s->entries[c->first_entry + k];
+                if (e->action != CMH_ACT_SEGMENT_FREE && e->action != CMH_ACT_SEGMENT_UNMAP) continue;
+                if (nth++ == v[1]) at = e;
+            }
+        }
+        if (!at) return pk_fail(m, "cumemhist.free_frames[%u] is not (device, one of its segment_free entries, frames)", i);
+        if (!at->stack) at->stack = t->items[2].u.id; /* (frames the entry has itself stay) */
+    }
+    return 0;
+}
+
 /* One trace per device; pool samples (ps, sorted) go back before the kept entry their position
  * names, or after the last one. */
 /* The usual case, where the entries converted while the machine ran are already the model's
@@ -1246,6 +1277,9 @@ int pk_convert_top(pm *m, const pv *root)
         const pv *vuv = pk_dict_get(m, od, m->key[K_VMM_UNMAPPED]), *vmv = pk_dict_get(m, od, m->key[K_VMM_MAPS]);
         const pcont *vul = vuv ? obj(m, vuv, C_LIST) : NULL, *vml = vmv ? obj(m, vmv, C_LIST) : NULL;
         if ((vul && read_vmm_unmapped(m, vul)) || (vml && read_vmm_maps(m, vml))) goto fail;
+        const pv *ffv = pk_dict_get(m, od, m->key[K_FREE_FRAMES]);
+        const pcont *ffl = ffv ? obj(m, ffv, C_LIST) : NULL;
+        if (ffl && read_free_frames(m, ffl)) goto fail;
         const pv *mv = pk_dict_get(m, od, m->key[K_MODULES]), *fv = pk_dict_get(m, od, m->key[K_FRAME_MODULES]);
         const pcont *ml = mv ? obj(m, mv, C_LIST) : NULL, *fl = fv ? obj(m, fv, C_LIST) : NULL;
         if (ml && read_modules(m, ml, fl)) goto fail;

@@ -26,7 +26,7 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_CLOCK_ORIGIN_NS, W_POOL_SAMPLE_TAGS, W_POOLS_READ_AT_DUMP, W_CONTEXT, W_VMM_UNMAPPED, W_VMM_MAPS, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_CLOCK_ORIGIN_NS, W_POOL_SAMPLE_TAGS, W_POOLS_READ_AT_DUMP, W_CONTEXT, W_VMM_UNMAPPED, W_VMM_MAPS, W_FREE_FRAMES, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -37,6 +37,7 @@ static const char *const wkeys[W_NKEYS] = {
     "cmh_implied", "cmh_kind", "cmh_whole", "cumemhist", "source", "pid", "dropped", "pool_samples", "host", "cmdline",
     "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id", "meminfo", "start_ns", "dump_ns", "process", "ending",
     "dropped_ooms", "retried_ooms", "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context", "vmm_unmapped", "vmm_maps",
+    "free_frames",
 };
 
 typedef struct pw {
@@ -450,7 +451,23 @@ static int written_entry(const cmh_entry *e, int inline_marks)
 /* Whether a reader of the pickle finds the entry in device_traces (what an aside item's position counts). */
 static int kept_entry(const cmh_entry *e) { return e->action < CMH_ACT_MARK && !(e->flags & CMH_EF_IMPLIED) && !cmh_entry_retried_oom(e); }
 
-static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
+/* A whole block's segment_free (or segment_unmap) whose block the trace never saw allocated
+ * (the ring dropped its allocation, or it was made before recording) where frees carry their
+ * own stacks: memviz.c wrote its implied free_completed frameless, and memory_viz's segment
+ * timeline would take the segment_free's frames for the segment's origin (a pre-trace
+ * segment's segment_free is its element, and the segment view draws the segment with its
+ * frames).  Its frames are written empty in device_traces and kept in cumemhist.free_frames,
+ * which pickle_model.c puts back on it, so our readers keep the free's stack. */
+static int free_frames_aside(const cmh_snapshot *s, const cmh_trace *tr, uint32_t i)
+{
+    const cmh_entry *e = &s->entries[tr->first_entry + i];
+    if ((e->action != CMH_ACT_SEGMENT_FREE && e->action != CMH_ACT_SEGMENT_UNMAP) || !(e->flags & CMH_EF_WHOLE_BLOCK) || !e->stack || !i)
+        return 0;
+    const cmh_entry *p = &s->entries[tr->first_entry + i - 1];
+    return p->action == CMH_ACT_FREE_COMPLETED && (p->flags & CMH_EF_IMPLIED) && !p->stack && cmh_entry_addr(s, p) == cmh_entry_addr(s, e);
+}
+
+static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e, int aside)
 {
     op(w, '}');
     op(w, '(');
@@ -490,7 +507,7 @@ static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e)
     }
     if (e->stack || (e->flags & CMH_EF_HAS_FRAMES)) {
         w_key(w, W_FRAMES);
-        w_frames(w, s, e->stack);
+        w_frames(w, s, aside ? 0 : e->stack); /* (aside: cumemhist.free_frames) */
     }
     if (mark) {
         w_key(w, W_NAME);
@@ -700,7 +717,7 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                 const cmh_entry *e = &s->entries[tr->first_entry + i];
                 if (!written_entry(e, inline_marks)) continue; /* not PyTorch actions (marks: see external_annotations) */
                 batch_begin(&w, k, n);
-                w_entry(&w, s, e);
+                w_entry(&w, s, e, free_frames_aside(s, tr, i));
                 batch_end(&w, k, n, 0);
                 k++;
             }
@@ -857,6 +874,37 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                         op(&w, 't');
                         batch_end(&w, k, nro, 0);
                         k++;
+                    }
+                }
+            }
+        }
+        /* the frees' frames written empty in device_traces (free_frames_aside): (device, which of
+         * the device's segment_free and segment_unmap entries, counted from 0, frames) */
+        uint32_t nff = 0;
+        for (uint32_t t = 0; t < s->ntraces; t++)
+            for (uint32_t i = 0; s->traces[t].device >= 0 && i < s->traces[t].nentries; i++) nff += free_frames_aside(s, &s->traces[t], i);
+        if (nff) {
+            w_key(&w, W_FREE_FRAMES);
+            op(&w, ']');
+            uint32_t k = 0;
+            for (int d = 0; d < ndev; d++) {
+                int64_t nth = 0;
+                for (uint32_t t = 0; t < s->ntraces; t++) {
+                    if (s->traces[t].device != d) continue;
+                    for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
+                        const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
+                        if (e->action != CMH_ACT_SEGMENT_FREE && e->action != CMH_ACT_SEGMENT_UNMAP) continue;
+                        if (free_frames_aside(s, &s->traces[t], i)) {
+                            batch_begin(&w, k, nff);
+                            op(&w, '(');
+                            w_int(&w, d);
+                            w_int(&w, nth);
+                            w_frames(&w, s, e->stack);
+                            op(&w, 't');
+                            batch_end(&w, k, nff, 0);
+                            k++;
+                        }
+                        nth++;
                     }
                 }
             }

@@ -7,7 +7,9 @@
 #    instant said the ring dropped an OOM it never held, export's JSON said nothing of either.
 # 2. Recorded with history: the record's first OOM is one fact: oom lists device 1 first and
 #    calls its #1 the record's first (it listed device 0 first, two '#1's, and did not say which
-#    came first), its JSON ranks each; whatif and flamegraph --at oom pick that one and say which.
+#    came first), its JSON ranks each; whatif and flamegraph --at oom pick that one and say which;
+#    export -f pprof's oom_space is that one's, on device 1 alone, and its comment says so (it
+#    held each device's own first: device 0's #1, the record's 2nd, beside device 1's).
 TEST=oomdevices . "$(dirname "$0")/testlib.sh"
 export FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=1G
 
@@ -119,6 +121,39 @@ assert [d for d, _ in lines] == ["1", "0"], lines
 assert "its #1 is the record's first (by time)" in lines[0][1] and "record's first" not in lines[1][1], lines
 PY
 then ok "report's header: device 1's OOM line first, saying its #1 is the record's first"; else bad "report's header: $(cat page.txt)"; fi
+# pprof: oom_space is what was live at the record's first OOM, on its device (device 1); device 0's
+# own OOM is said as the record's 2nd, its oom_space 0; a profile of device 0 alone says the first
+# is on a device it does not hold (the comment is in the profile's string table: gzip -dc)
+"$CMH" export -q -f pprof -o h.pb.gz h.cmh 2>pp.err || bad "export -f pprof: $(cat pp.err)"
+"$CMH" export -q -f pprof --device 0 -o h0.pb.gz h.cmh 2>pp0.err || bad "export -f pprof --device 0: $(cat pp0.err)"
+gzip -dc h.pb.gz | tr -d '\000' >h.pb.txt
+gzip -dc h0.pb.gz | tr -d '\000' >h0.pb.txt
+check "pprof's comment: oom_space is device 1's, the record's first; device 0's #1 the record's 2nd, its oom_space 0" \
+    "grep -aq \"oom_space is device 1's (-tagfocus=device=1), what was live at the record's first out-of-memory error\" h.pb.txt &&
+     grep -aq \"device 1, live at the end (entry [0-9]*) and at the allocated peak (entry [0-9]*), oom_space at out of memory #1 (entry $idx, as .cumemhist oom. shows it): the record's first out-of-memory error (of 2, by time)\" h.pb.txt &&
+     grep -aq \"device 0, [^;]*, out of memory #1 at entry [0-9]*: the record's 2nd (of 2; the first: device 1's #1): oom_space 0 here, it holds device 1's\" h.pb.txt &&
+     ! grep -aq 'device 0, [^;]*oom_space at out of memory' h.pb.txt"
+check "pprof --device 0: its own #1, said as the record's 2nd, the first on a device the profile does not hold" \
+    "grep -aq \"oom_space at out of memory #1 (entry [0-9]*, as .cumemhist oom. shows it): the record's 2nd (of 2; the first: device 1's #1, a device this profile does not hold)\" h0.pb.txt"
+if command -v go >/dev/null 2>&1; then
+    export GOCACHE="$T/gocache" GOPATH="$T/go" HOME="$T"
+    for d in 0 1; do go tool pprof -unit=B -sample_index=oom_space -tagfocus=device=$d -top h.pb.gz >pp$d.txt 2>&1; done
+    go tool pprof -raw h.pb.gz >pp.raw 2>&1
+    if py - h.oom.json pp1.txt pp0.txt pp.raw >pp.txt 2>&1 <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+first = [o for o in d if o["device"] == 1][0]["ooms"][0]
+def total(f):
+    return int(re.search(r"accounting for (\d+)B?, ", open(f).read()).group(1))
+t1, t0 = total(sys.argv[2]), total(sys.argv[3])
+print("oom_space device 1", t1, "device 0", t0, "oom's allocated at the record's first", first["allocated"])
+assert first["record_rank"] == 1 and t1 == first["allocated"] and t0 == 0, (t1, t0, first["allocated"])
+assert "oom_space is device 1's" in open(sys.argv[4]).read()
+PY
+    then ok "go tool pprof: oom_space on device 1 is oom's allocated at the record's first OOM; device 0's 0"; else bad "go tool pprof oom_space: $(cat pp.txt)"; fi
+else
+    echo "skip: go tool pprof not installed (the oom_space figures)"
+fi
 "$CMH" oom --device 0 h.cmh >h.oom0.txt 2>&1
 check "oom --device 0 still says the record's first was device 1's" \
     "grep -q \"the record's first: device 1's #1\" h.oom0.txt && grep -q 'the record.s 2nd (of 2' h.oom0.txt"

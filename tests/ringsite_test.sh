@@ -6,7 +6,11 @@
 # said "unknown (recorded without a stack)" where peak gave the dropped-entry reason and the
 # flamegraph "<no stack>".  Now: no output names the free's line for it, from the .cmh or from its
 # pickle, and owners, peak, the flamegraph, the chrome trace and pprof give one reason
-# (cmh_no_stack_reason).
+# (cmh_no_stack_reason).  The segment_free of that block kept the free's frames, which memory_viz's
+# segment timeline takes for a pre-trace segment's origin (its element, as free_completed is the
+# block's) and its segment view draws the segment with: it is written frameless too, its frames
+# kept in the cumemhist dict's free_frames, so that the pickle read back still gives the free
+# its stack, as the .cmh does (export -f json of both: each entry's stack the same).
 TEST=ringsite . "$(dirname "$0")/testlib.sh"
 export FAKECUDA_CAPACITY=1G
 R='allocated before the first kept entry, or its stack could not be read'
@@ -46,8 +50,36 @@ for e in tr:
         if names: bad.append("%s of a block allocated before the trace has frames %s" % (e["action"], names))
 if not any(e["action"] == "free_completed" and e["addr"] not in seen and e["size"] == 64 << 20 for e in tr):
     bad.append("no free of the 64 MiB block allocated before the trace")
+# memory_viz's segment timeline: a segment_free of a segment no segment_alloc made is the
+# segment's element, its frames shown as its stack; the segment view draws the segment with them
+segs = set()
+for e in tr:
+    if e["action"] == "segment_alloc": segs.add(e["addr"])
+    if e["action"] == "segment_free" and e["addr"] not in segs:
+        names = [f["name"] for f in e.get("frames", [])]
+        if names: bad.append("segment_free of a segment allocated before the trace has frames %s" % names)
+if not any(e["action"] == "segment_free" and e["addr"] not in segs and e["size"] == 64 << 20 for e in tr):
+    bad.append("no segment_free of the 64 MiB segment allocated before the trace")
 print("; ".join(bad) or "same")
 PY
 )
 check "pickle: the frees of a block allocated before the trace carry no frames (memory_viz's element): $out" '[ "$out" = same ]'
+# our round trip: the free's stack is the free's still, read back from the pickle (free_frames)
+"$CMH" export -q -f json -o rs.cmh.json rs.cmh 2>/dev/null
+"$CMH" export -q -f json -o rs.pickle.json rs.pickle 2>/dev/null
+out=$(py - rs.cmh.json rs.pickle.json <<'PY'
+import json, sys
+def entries(f):
+    d = json.load(open(f))
+    names = lambda k: [d["frames"][i]["name"] for i in d["stacks"][k]] if k is not None else []
+    return [(e["action"], e["addr"], e["size"], names(e.get("stack"))) for e in d["device_traces"][0]]
+a, b = entries(sys.argv[1]), entries(sys.argv[2])
+bad = []
+if a != b: bad.append("the pickle's entries differ from the record's: %s" % [(x, y) for x, y in zip(a, b) if x != y][:3])
+last = [e for e in b if e[0] == "segment_free" and e[2] == 64 << 20]
+if not last or "release_weights" not in last[-1][3]: bad.append("the 64 MiB segment_free read back without the free's stack: %s" % last)
+print("; ".join(bad) or "same")
+PY
+)
+check "export -f json of the pickle: every entry's stack the record's, the segment_free's the free's (release_weights): $out" '[ "$out" = same ]'
 finish

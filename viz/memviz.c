@@ -581,7 +581,9 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         /* whole blocks the trace saw allocated: one it did not (the ring dropped its entry, or it was
          * made before recording) is known by its free alone, and where frees carry their own line
          * (context all) memory_viz would take that line for its allocation site (a pre-trace block's
-         * free_completed is its element): the implied free_requested / free_completed go frameless */
+         * free_completed is its element): the implied free_requested / free_completed go frameless, and
+         * pickle_write.c writes the segment_free's frames aside (cumemhist.free_frames: the segment
+         * timeline's element is a pre-trace segment's segment_free) */
         amap_free(&made);
         made = (amap)AMAP_INIT;
         int own_free_stacks = cmh_frees_carry_own_stacks(in);

@@ -2,7 +2,7 @@
  * pprof.c - pprof's profile.proto (github.com/google/pprof, proto/profile.proto), gzipped, as
  * `go tool pprof` and Speedscope read it: live bytes and blocks at the end and at the allocated
  * peak, four sample types (six where the record has an out-of-memory error: oom_space and
- * oom_objects, what was live at each device's first, as `oom` shows it), one sample per stack and device, each labelled with its device
+ * oom_objects, what was live at the record's first, on its device, as `oom` shows it), one sample per stack and device, each labelled with its device
  * (`-tagfocus=device=1`, `-tags`), as every report covers every device.  pprof names the
  * profile by its first mapping ("File:"): that is the program the user ran, the module or the
  * Python script of the stacks' outermost frames.  pprof gives a leaf frame the "flat" bytes, so
@@ -150,20 +150,48 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
     const cmh_sites *g = gs ? gs : own;
     size_t nd1 = (size_t)(ndevices > 0 ? ndevices : 1);
     cmh_live_at *end = calloc(nd1, sizeof *end), *peak = calloc(nd1, sizeof *peak);
-    /* what was live at each device's first out-of-memory error, as `oom` shows it ("holding
-     * memory then") and `flamegraph --at oom` draws it: oom_space, where the record has an OOM */
+    /* what was live at the record's first out-of-memory error (cmh_first_oom: by time across the
+     * devices, the one oom calls the record's first, whatif and `flamegraph --at oom` look at), on
+     * its device, as `oom` shows it ("holding memory then"): oom_space, where the record has an
+     * OOM.  One moment, as the reports have one (it took each device's own first: device 0's
+     * #1, the record's 2nd, beside device 1's #1, with nothing to say which came first).  A
+     * profile without that device (--device N) holds the first of the record's order that is
+     * on a device it holds, as flamegraph --device N --at oom draws that device's #1. */
     cmh_live_at *oom = calloc(nd1, sizeof *oom);
     int *has_oom = calloc(nd1, sizeof *has_oom), any_oom = 0;
+    cmh_record_oom *ro = NULL;
+    uint32_t nro = 0;
+    int oom_dev = INT32_MIN; /* the device whose OOM oom_space holds */
     uint64_t cap = 1;
     int nlive = 0;
     if (!end || !peak || !oom || !has_oom) rc = CMH_ENOMEM;
+    else rc = cmh_record_ooms(s, &ro, &nro);
+    if (rc == CMH_OK) {
+        int fd;
+        int64_t fi, ft;
+        if (cmh_first_oom(s, &fd, &fi, &ft)) {
+            for (int d = 0; d < ndevices && oom_dev == INT32_MIN; d++)
+                if (devices[d] == fd) oom_dev = fd;
+        }
+        for (uint32_t k = 0; k < nro && oom_dev == INT32_MIN; k++)
+            for (int d = 0; d < ndevices && oom_dev == INT32_MIN; d++)
+                if (devices[d] == ro[k].device) oom_dev = ro[k].device;
+        /* (none of the program's: a device whose only OOMs were retries that succeeded, its first) */
+        for (int d = 0; d < ndevices && oom_dev == INT32_MIN; d++) {
+            const cmh_trace *tr = cmh_snapshot_trace(s, devices[d]);
+            for (uint32_t i = 0; tr && i < tr->nentries && oom_dev == INT32_MIN; i++)
+                if (s->entries[tr->first_entry + i].action == CMH_ACT_OOM) oom_dev = devices[d];
+        }
+    }
     for (; rc == CMH_OK && nlive < ndevices; nlive++) {
         if ((rc = cmh_live_compute(s, devices[nlive], CMH_AT_END, 0, &end[nlive]))) break;
         if ((rc = cmh_live_compute(s, devices[nlive], CMH_AT_PEAK, 0, &peak[nlive]))) {
             cmh_live_free(&end[nlive]);
             break;
         }
-        int orc = cmh_trace_has_history(s, devices[nlive]) ? cmh_live_compute(s, devices[nlive], CMH_AT_OOM, 1, &oom[nlive]) : CMH_EINVAL;
+        int orc = devices[nlive] == oom_dev && cmh_trace_has_history(s, devices[nlive])
+                      ? cmh_live_compute(s, devices[nlive], CMH_AT_OOM, 1, &oom[nlive])
+                      : CMH_EINVAL;
         if (orc == CMH_OK) has_oom[nlive] = any_oom = 1;
         else if (orc != CMH_EINVAL) { /* (EINVAL: no OOM on that device) */
             rc = orc;
@@ -174,7 +202,7 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
     }
     if (rc != CMH_OK) {
         for (int d = 0; d < nlive; d++) cmh_live_free(&end[d]), cmh_live_free(&peak[d]), cmh_live_free(&oom[d]);
-        free(end), free(peak), free(oom), free(has_oom);
+        free(end), free(peak), free(oom), free(has_oom), free(ro);
         cmh_sites_free(own);
         return rc;
     }
@@ -346,6 +374,14 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
      * end's); which devices, and how to see one */
     char comment[2048];
     size_t cl = (size_t)snprintf(comment, sizeof comment, "cumemhist: %s", ndevices > 1 ? "every device, each sample labelled (-tagfocus=device=N for one); " : "");
+    int several = 0; /* OOMs on more than one device: which one oom_space is, before the devices' words */
+    for (uint32_t k = 1; k < nro; k++) several |= ro[k].device != ro[0].device;
+    for (int d = 0; d < ndevices && ndevices > 1 && several; d++)
+        if (has_oom[d] && cl < sizeof comment)
+            cl += (size_t)snprintf(comment + cl, sizeof comment - cl, "oom_space is device %d's (-tagfocus=device=%d), what was live at %s; ",
+                                   (int)devices[d], (int)devices[d],
+                                   nro && ro[0].device == devices[d] ? "the record's first out-of-memory error, as oom, whatif and flamegraph --at oom take it"
+                                                                     : "its first out-of-memory error");
     for (int d = 0; d < ndevices && cl < sizeof comment; d++) {
         char at_end[48], at_peak[96], name[32];
         if (end[d].index >= 0) snprintf(at_end, sizeof at_end, "entry %lld", (long long)end[d].index);
@@ -356,7 +392,17 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
         else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry)");
         if (devices[d] < 0) snprintf(name, sizeof name, "device -1 (pinned host)");
         else snprintf(name, sizeof name, "device %d", (int)devices[d]);
-        char at_oom[160] = "";
+        char at_oom[320] = "";
+        /* this device's place in the record's order of OOMs (cmh_record_ooms), the first of its own */
+        const cmh_record_oom *mine = NULL;
+        for (uint32_t k = 0; k < nro && !mine; k++)
+            if (ro[k].device == devices[d]) mine = &ro[k];
+        char place[200] = ""; /* where the record has OOMs on more than one device: which came first */
+        if (several && mine && mine->rank == 1) snprintf(place, sizeof place, ": the record's first out-of-memory error (of %u, by time)", nro);
+        else if (several && mine)
+            snprintf(place, sizeof place, ": the record's %u%s (of %u; the first: device %d's #%u%s)", mine->rank,
+                     mine->rank % 100 >= 11 && mine->rank % 100 <= 13 ? "th" : mine->rank % 10 == 1 ? "st" : mine->rank % 10 == 2 ? "nd" : mine->rank % 10 == 3 ? "rd" : "th",
+                     nro, (int)ro[0].device, ro[0].number, has_oom[d] ? ", a device this profile does not hold" : "");
         if (has_oom[d]) { /* `oom`'s number: the OOMs the ring dropped come first */
             const cmh_trace *tr = cmh_snapshot_trace(s, devices[d]);
             const cmh_entry *e = tr && oom[d].index >= 0 && oom[d].index < (int64_t)tr->nentries ? &s->entries[tr->first_entry + oom[d].index] : NULL;
@@ -367,9 +413,12 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
             char of[48] = "";
             if (nooms > 1) snprintf(of, sizeof of, ", the first %sof %llu", tr->dropped_ooms ? "kept " : "", (unsigned long long)nooms);
             if (e && e->action == CMH_ACT_OOM && !cmh_oom_retried(s, tr, (uint32_t)oom[d].index, &freed))
-                snprintf(at_oom, sizeof at_oom, ", oom_space at out of memory #%llu (entry %lld%s, as `cumemhist oom` shows it)",
-                         (unsigned long long)(tr->dropped_ooms + 1), (long long)oom[d].index, of);
+                snprintf(at_oom, sizeof at_oom, ", oom_space at out of memory #%llu (entry %lld%s, as `cumemhist oom` shows it)%s",
+                         (unsigned long long)(tr->dropped_ooms + 1), (long long)oom[d].index, of, place);
             else snprintf(at_oom, sizeof at_oom, ", oom_space at its out-of-memory error (entry %lld)", (long long)oom[d].index);
+        } else if (mine) { /* an OOM of its own, not the one oom_space holds */
+            snprintf(at_oom, sizeof at_oom, ", out of memory #%u at entry %lld%s: oom_space 0 here, it holds device %d's", mine->number,
+                     (long long)mine->index, place, oom_dev);
         } else {
             const cmh_trace *tr = cmh_snapshot_trace(s, devices[d]);
             if (tr && tr->dropped_ooms) /* (oom: "none of them left in the record") */
@@ -423,7 +472,7 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
     cmh_snapshot_free(&st);
     free(progs);
     for (int d = 0; d < ndevices; d++) cmh_live_free(&end[d]), cmh_live_free(&peak[d]), cmh_live_free(&oom[d]);
-    free(end), free(peak), free(oom), free(has_oom);
+    free(end), free(peak), free(oom), free(has_oom), free(ro);
     cmh_sites_free(own);
     if (rc == CMH_OK && ferror(fp)) rc = CMH_EIO;
     return rc;
