@@ -27,6 +27,7 @@ const char *const pk_key_names[NKEYS] = {
     "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size", "retried_ooms",
     "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context", "vmm_unmapped", "vmm_maps",
     "free_frames",
+    "history_lost", "driver_errors", "device_ids",
 };
 
 /* ---- keys the model has no field for (snapshot.h, cmh_extra), kept as text ---- */
@@ -888,6 +889,74 @@ static int read_free_frames(pm *m, const pcont *l)
     return 0;
 }
 
+/* cumemhist.history_lost (pickle_write.c): what a recovery from a cut flight record could not
+ * read, (cut_bytes, file_bytes, read_to, torn, damaged, refused), as the .cmh's history_lost;
+ * a later writer's fields past them ignored */
+static int read_history_lost(pm *m, const pcont *t)
+{
+    int64_t v[6];
+    int ok = t->n >= 6;
+    for (int k = 0; ok && k < 6; k++) ok = to_i64(&t->items[k], &v[k]) && v[k] >= 0;
+    if (!ok) return pk_fail(m, "cumemhist.history_lost is not (cut_bytes, file_bytes, read_to, torn, damaged, refused)");
+    cmh_history_lost h = {(uint64_t)v[0], (uint64_t)v[1], (uint64_t)v[2], (uint64_t)v[3], (uint64_t)v[4], (uint64_t)v[5]};
+    m->s->history_lost = h;
+    return 0;
+}
+
+/* cumemhist.driver_errors (pickle_write.c): the driver calls that failed other than OOM,
+ * (call, result, count, [(addr, size, thread, time_ns, frames), ...]), as the .cmh's driver_errors */
+static int read_driver_errors(pm *m, const pcont *l)
+{
+    for (uint32_t i = 0; i < l->n; i++) {
+        const pcont *t = obj(m, &l->items[i], C_TUPLE);
+        int64_t res = 0, count = 0;
+        const pcont *sl = t && t->n == 4 ? obj(m, &t->items[3], C_LIST) : NULL;
+        if (!sl || t->items[0].tag != PV_STR || !to_i64(&t->items[1], &res) || !to_i64(&t->items[2], &count) || res < INT32_MIN ||
+            res > INT32_MAX || count < 0)
+            return pk_fail(m, "cumemhist.driver_errors[%u] is not (call, result, count, sites)", i);
+        cmh_drv_error e;
+        memset(&e, 0, sizeof e);
+        snprintf(e.call, sizeof e.call, "%s", cmh_str(m->s, t->items[0].u.id));
+        e.result = (int32_t)res;
+        e.count = (uint64_t)count;
+        for (uint32_t j = 0; j < sl->n; j++) {
+            pcont *st = (pcont *)obj(m, &sl->items[j], C_TUPLE);
+            int64_t v[4];
+            int ok = st && st->n == 5;
+            for (int k = 0; ok && k < 4; k++) ok = to_i64(&st->items[k], &v[k]);
+            if (ok && st->items[4].tag == PV_CONT && pk_convert_stack(m, &st->items[4])) return -1;
+            if (!ok || st->items[4].tag != PV_STACK || v[2] < 0 || v[2] > UINT32_MAX)
+                return pk_fail(m, "cumemhist.driver_errors[%u] site %u is not (addr, size, thread, time_ns, frames)", i, j);
+            if (e.nsites >= CMH_DRV_ERROR_SITES) continue; /* (a later writer's more: kept counted) */
+            cmh_drv_error_site w = {(uint64_t)v[0], (uint64_t)v[1], (uint32_t)v[2], st->items[4].u.id, v[3]};
+            e.sites[e.nsites++] = w;
+        }
+        if (cmh_snapshot_add_drv_error(m->s, &e) != CMH_OK) return pk_nomem(m);
+    }
+    return 0;
+}
+
+/* cumemhist.device_ids (pickle_write.c): which GPU each device number was, (device, uuid, name,
+ * pci_bus), as the .cmh's device_ids */
+static int read_device_ids(pm *m, const pcont *l)
+{
+    for (uint32_t i = 0; i < l->n; i++) {
+        const pcont *t = obj(m, &l->items[i], C_TUPLE);
+        int64_t dev = -1;
+        if (!t || t->n != 4 || !to_i64(&t->items[0], &dev) || dev < 0 || dev > 1023 || t->items[1].tag != PV_STR ||
+            t->items[2].tag != PV_STR || t->items[3].tag != PV_STR)
+            return pk_fail(m, "cumemhist.device_ids[%u] is not (device, uuid, name, pci_bus)", i);
+        cmh_device_ident d;
+        memset(&d, 0, sizeof d);
+        d.device = (int32_t)dev;
+        snprintf(d.uuid, sizeof d.uuid, "%s", cmh_str(m->s, t->items[1].u.id));
+        snprintf(d.name, sizeof d.name, "%s", cmh_str(m->s, t->items[2].u.id));
+        snprintf(d.pci_bus, sizeof d.pci_bus, "%s", cmh_str(m->s, t->items[3].u.id));
+        if (cmh_snapshot_add_ident(m->s, &d) != CMH_OK) return pk_nomem(m);
+    }
+    return 0;
+}
+
 /* One trace per device; pool samples (ps, sorted) go back before the kept entry their position
  * names, or after the last one. */
 /* The usual case, where the entries converted while the machine ran are already the model's
@@ -1280,6 +1349,10 @@ int pk_convert_top(pm *m, const pv *root)
         const pv *ffv = pk_dict_get(m, od, m->key[K_FREE_FRAMES]);
         const pcont *ffl = ffv ? obj(m, ffv, C_LIST) : NULL;
         if (ffl && read_free_frames(m, ffl)) goto fail;
+        const pv *hlv = pk_dict_get(m, od, m->key[K_HISTORY_LOST]), *dev = pk_dict_get(m, od, m->key[K_DRIVER_ERRORS]),
+                 *div = pk_dict_get(m, od, m->key[K_DEVICE_IDS]);
+        const pcont *hlt = hlv ? obj(m, hlv, C_TUPLE) : NULL, *del = dev ? obj(m, dev, C_LIST) : NULL, *dil = div ? obj(m, div, C_LIST) : NULL;
+        if ((hlt && read_history_lost(m, hlt)) || (del && read_driver_errors(m, del)) || (dil && read_device_ids(m, dil))) goto fail;
         const pv *mv = pk_dict_get(m, od, m->key[K_MODULES]), *fv = pk_dict_get(m, od, m->key[K_FRAME_MODULES]);
         const pcont *ml = mv ? obj(m, mv, C_LIST) : NULL, *fl = fv ? obj(m, fv, C_LIST) : NULL;
         if (ml && read_modules(m, ml, fl)) goto fail;

@@ -26,7 +26,8 @@ enum {
     W_TIME_US, W_COMPILE_CONTEXT, W_USER_METADATA, W_NAME, W_FILENAME, W_LINE, W_STAGE, W_START, W_END,
     W_SMALL, W_LARGE, W_INACTIVE, W_ACTIVE_ALLOCATED, W_ACTIVE_PENDING_FREE, W_CMH_CODE, W_CMH_REQUESTED,
     W_CMH_IMPLIED, W_CMH_KIND, W_CMH_WHOLE, W_CUMEMHIST, W_SOURCE, W_PID, W_DROPPED, W_POOL_SAMPLES, W_HOST, W_CMDLINE,
-    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_CLOCK_ORIGIN_NS, W_POOL_SAMPLE_TAGS, W_POOLS_READ_AT_DUMP, W_CONTEXT, W_VMM_UNMAPPED, W_VMM_MAPS, W_FREE_FRAMES, W_NKEYS
+    W_MODULES, W_FRAME_MODULES, W_THREADS, W_MARKS, W_THREAD_IDS, W_POOL_ID, W_MEMINFO, W_START_NS, W_DUMP_NS, W_PROCESS, W_ENDING, W_DROPPED_OOMS, W_RETRIED_OOMS, W_CLOCK_ORIGIN_NS, W_POOL_SAMPLE_TAGS, W_POOLS_READ_AT_DUMP, W_CONTEXT, W_VMM_UNMAPPED, W_VMM_MAPS, W_FREE_FRAMES,
+    W_HISTORY_LOST, W_DRIVER_ERRORS, W_DEVICE_IDS, W_NKEYS
 };
 static const char *const wkeys[W_NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -38,6 +39,7 @@ static const char *const wkeys[W_NKEYS] = {
     "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id", "meminfo", "start_ns", "dump_ns", "process", "ending",
     "dropped_ooms", "retried_ooms", "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context", "vmm_unmapped", "vmm_maps",
     "free_frames",
+    "history_lost", "driver_errors", "device_ids",
 };
 
 typedef struct pw {
@@ -965,6 +967,78 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                 w_frames(&w, s, v->handle_stack < s->nstacks ? v->handle_stack : 0);
                 op(&w, 't');
                 batch_end(&w, i, s->nvmm_maps, 0);
+            }
+        }
+        /* what a recovery from a cut flight record could not read (the .cmh's history_lost): the
+         * reports over the pickle say it, and `leaks --fail-on-leak` fails on it, as over the .cmh.
+         * (cut_bytes, file_bytes, read_to, torn, damaged, refused) */
+        if (CMH_HISTORY_LOST(&s->history_lost)) {
+            const cmh_history_lost *h = &s->history_lost;
+            w_key(&w, W_HISTORY_LOST);
+            op(&w, '(');
+            w_int(&w, (int64_t)h->cut_bytes);
+            w_int(&w, (int64_t)h->file_bytes);
+            w_int(&w, (int64_t)h->read_to);
+            w_int(&w, (int64_t)h->torn);
+            w_int(&w, (int64_t)h->damaged);
+            w_int(&w, (int64_t)h->refused);
+            op(&w, 't');
+        }
+        /* driver calls that failed other than OOM (the .cmh's driver_errors, which no trace entry
+         * says): (call, result, count, [(addr, size, thread, time_ns, frames), ...]) */
+        if (s->ndrv_errors) {
+            w_key(&w, W_DRIVER_ERRORS);
+            op(&w, ']');
+            for (uint32_t i = 0; i < s->ndrv_errors; i++) {
+                const cmh_drv_error *e = &s->drv_errors[i];
+                uint32_t ns = e->nsites < CMH_DRV_ERROR_SITES ? e->nsites : CMH_DRV_ERROR_SITES;
+                batch_begin(&w, i, s->ndrv_errors);
+                op(&w, '(');
+                char call[sizeof e->call + 1];
+                snprintf(call, sizeof call, "%.*s", (int)sizeof e->call, e->call);
+                str_body(&w, call);
+                boundary(&w);
+                w_int(&w, e->result);
+                w_int(&w, (int64_t)e->count);
+                op(&w, ']');
+                for (uint32_t j = 0; j < ns; j++) {
+                    const cmh_drv_error_site *st = &e->sites[j];
+                    batch_begin(&w, j, ns);
+                    op(&w, '(');
+                    w_int(&w, (int64_t)st->addr);
+                    w_int(&w, (int64_t)st->size);
+                    w_int(&w, st->thread);
+                    w_int(&w, st->time_ns);
+                    w_frames(&w, s, st->stack < s->nstacks ? st->stack : 0);
+                    op(&w, 't');
+                    batch_end(&w, j, ns, 0);
+                }
+                op(&w, 't');
+                batch_end(&w, i, s->ndrv_errors, 0);
+            }
+        }
+        /* which GPU each device number was (the .cmh's device_ids: `ranks`, sqlite's devices):
+         * (device, uuid, name, pci_bus), "" where not known */
+        if (s->nidents) {
+            w_key(&w, W_DEVICE_IDS);
+            op(&w, ']');
+            for (uint32_t i = 0; i < s->nidents; i++) {
+                const cmh_device_ident *d = &s->idents[i];
+                char buf[sizeof d->name + 1];
+                batch_begin(&w, i, s->nidents);
+                op(&w, '(');
+                w_int(&w, d->device);
+                snprintf(buf, sizeof buf, "%.*s", (int)sizeof d->uuid, d->uuid);
+                str_body(&w, buf);
+                boundary(&w);
+                snprintf(buf, sizeof buf, "%.*s", (int)sizeof d->name, d->name);
+                str_body(&w, buf);
+                boundary(&w);
+                snprintf(buf, sizeof buf, "%.*s", (int)sizeof d->pci_bus, d->pci_bus);
+                str_body(&w, buf);
+                boundary(&w);
+                op(&w, 't');
+                batch_end(&w, i, s->nidents, 0);
             }
         }
         /* which process of a job it was, and how it ended (every report's first lines) */

@@ -107,6 +107,45 @@ assert len(e) == 1 and e[0]['count'] == 3 and len(e[0]['calls']) == 3, e
 assert all(c['site'] is None for c in e[0]['calls']), e
 PY"
 
+# exported to PyTorch's pickle (which cumemhist reads back): the failed calls go with it, in the
+# cumemhist dict memory_viz ignores.  The pickle kept none: its reports said nothing of them
+"$CMH" export --format memviz bf.cmh -o bf.pickle >/dev/null 2>&1
+"$CMH" leaks bf.pickle >pleaks.txt 2>&1
+"$CMH" summary bf.pickle >psum.txt 2>&1
+for f in pleaks psum; do
+    check "$f (the pickle): the same note, its addresses and lines as the .cmh's" \
+        "[ \$(grep -c 'driver calls failed' $f.txt) -eq 1 ] && grep -q '^note: 3 driver calls failed' $f.txt &&
+         grep -q 'cuMemFree returned CUDA_ERROR_INVALID_VALUE 3 times' $f.txt &&
+         grep -q '^        $A: freed already (a double free), at main' $f.txt &&
+         grep -q '^        0xdeadbeef000: never allocated while recorded, at main' $f.txt &&
+         grep -q 'not its base, at main (.*badfree.c:$L3) (thread 1)' $f.txt"
+done
+"$CMH" summary --json bf.pickle >psum.json 2>/dev/null
+check "summary --json of the pickle: driver_errors as the .cmh's (its sites symbolized by the export)" "py <<'PY'
+import json
+a, b = json.load(open('sum.json'))[0]['driver_errors'], json.load(open('psum.json'))[0]['driver_errors']
+assert all(c['site'].startswith('main (') for c in b[0]['calls']), b
+for e in a + b:
+    for c in e['calls']:
+        del c['site']
+assert a == b, (a, b)
+PY"
+check "Python's pickle.load reads it: cumemhist.driver_errors (call, result, count, sites)" "py - $A $INNER <<'PY'
+import pickle, sys
+a, inner = int(sys.argv[1], 16), int(sys.argv[2], 16)
+d = pickle.load(open('bf.pickle', 'rb'))['cumemhist']['driver_errors']
+assert len(d) == 1 and d[0][:3] == ('cuMemFree', 1, 3) and [s[0] for s in d[0][3]] == [a, 0xdeadbeef000, inner], d
+assert all(s[2] == 1 and s[4] and s[4][0]['name'] for s in d[0][3]), d
+PY"
+"$CMH" export --format memviz nost.cmh -o nost.pickle >/dev/null 2>&1
+"$CMH" summary --json nost.pickle >nostp.json 2>/dev/null
+check "--context none, its pickle: the failed calls kept, with no stack" "py <<'PY'
+import json
+e = json.load(open('nostp.json'))[0]['driver_errors']
+assert len(e) == 1 and e[0]['count'] == 3 and len(e[0]['calls']) == 3, e
+assert all(c['site'] is None for c in e[0]['calls']), e
+PY"
+
 # a cleared history (cmh_record_memory_history's clear_history) empties the failed calls too, as it
 # empties the entries: the record had kept the 3 before the clear beside the 2 after it
 "$CMH" record -q -o clear.cmh -- "$B/tests/badfree" clear >clear.out 2>&1

@@ -124,6 +124,35 @@ check "cut at $half: $n entries, cut + file = the records' end $recend, read to 
 lrc=$?
 j=$(lost_json sym.cmh summary)
 check "symbolized copy: history_lost kept, exit 5 ($j; $lrc)" "[ '$j' = '$((recend - one)) $one $one 0 1' ] && [ $lrc -eq 5 ]"
+# --- exported to PyTorch's pickle (which cumemhist reads back) and to SQLite: the loss goes with
+# it.  The pickle kept no history_lost: leaks --fail-on-leak over it exited 0 where the .cmh exits 5,
+# and no report of it said the loss ---
+"$CMH" export --format memviz c$one.cmh -o c$one.pickle 2>/dev/null
+"$CMH" leaks --fail-on-leak c$one.pickle >leaks.txt 2>&1
+lrc=$?
+check "cut at $one, its pickle: leaks --fail-on-leak exit 5 as the .cmh's ($lrc: $(tr '\n' ' ' <leaks.txt | cut -c1-300))" "[ $lrc -eq 5 ]"
+check "cut at $one, its pickle: leaks says the loss, the file's end at byte $one_g" \
+    "grep -q '^c$one.pickle: note: this record lost part of its history: its flight record is cut short (the file ends at byte $one_g' leaks.txt"
+j=$(lost_json c$one.pickle summary)
+check "cut at $one, its pickle: --json history_lost as the .cmh's ($j)" "[ '$j' = '$((recend - one)) $one $one 0 1' ]"
+py -c "import pickle, sys; d = pickle.load(open(sys.argv[1], 'rb')); assert d['cumemhist']['history_lost'] == ($((recend - one)), $one, $one, 0, 0, 0), d['cumemhist'].get('history_lost')" c$one.pickle 2>py.txt
+check "cut at $one, its pickle: Python's pickle.load reads it, cumemhist.history_lost a tuple ($(tail -1 py.txt))" "[ ! -s py.txt ]"
+"$CMH" export --format memviz w.cmh -o w.pickle 2>/dev/null
+"$CMH" leaks --fail-on-leak w.pickle >leaks.txt 2>&1
+lrc=$?
+check "whole, its pickle: the gate passes (exit $lrc), no note" "[ $lrc -eq 0 ] && ! grep -q 'lost part of its history' leaks.txt"
+py -c "import pickle, sys; d = pickle.load(open(sys.argv[1], 'rb')); assert 'history_lost' not in d['cumemhist']" w.pickle 2>py.txt
+check "whole, its pickle: no cumemhist.history_lost ($(tail -1 py.txt))" "[ ! -s py.txt ]"
+rm -f f.db
+"$CMH" export --format sqlite c$one.cmh w.cmh c$one.pickle -o f.db 2>/dev/null
+rows=$(py -c "
+import sqlite3, sys
+for r in sqlite3.connect('f.db').execute('select file, lost_cut_bytes, lost_torn, lost_damaged, lost_refused, history_lost from processes order by process_id'):
+    print(r[0], r[1], r[2], r[3], r[4], 'null' if r[5] is None else r[5].startswith('this record lost part of its history: its flight record is cut short (the file ends at byte $one_g'))
+" 2>&1 | tr '\n' ';')
+check "sqlite processes: the cut record and its pickle say the loss, the whole one none ($rows)" \
+    "[ '$rows' = 'c$one.cmh $((recend - one)) 0 0 0 True;w.cmh 0 0 0 0 null;c$one.pickle $((recend - one)) 0 0 0 True;' ]"
+
 # --- the last record torn by the death alone (zeroed, the file whole): said, and the gate judges
 # what was read as it would the record whole: a kill mid-write or between two calls reads the same ---
 cutrec $((recend - 1))

@@ -40,6 +40,31 @@ assert db.execute("SELECT count(*), count(DISTINCT gpu_uuid), sum(device) FROM d
 assert db.execute("SELECT d.gpu_pci_bus FROM devices d JOIN processes p USING (process_id) WHERE p.rank = 2").fetchone() == ("0000:38:00.0",)
 PY
 
+# exported to PyTorch's pickle (which cumemhist reads back): which GPU each device was goes with
+# it, in the cumemhist dict memory_viz ignores.  The pickle kept none: ranks over the pickles had
+# only the numbers, four device 0s, and sqlite's gpu_uuid was NULL
+mkdir pk
+for r in 0 1 2 3; do "$CMH" export --format memviz "one/run.$r.cmh" -o "pk/run.$r.pickle" >/dev/null 2>&1 || bad "export run.$r.cmh to its pickle"; done
+"$CMH" ranks --json pk >pk.json 2>&1 || bad "ranks --json pk failed: $(cat pk.json)"
+py - ranks.json pk.json <<'PY' && ok "ranks --json of the pickles: the same GPUs, by UUID and PCI bus, as of the .cmh's" || bad "ranks of the pickles: their GPUs"
+import json, sys
+a, b = (json.load(open(f))["processes"] for f in sys.argv[1:3])
+key = lambda r: (r["device"], r["gpu_uuid"], r["gpu_pci_bus"])
+assert [key(r) for r in a] == [key(r) for r in b] and len({r["gpu_uuid"] for r in b}) == 4, (a, b)
+PY
+py - one/run.2.cmh pk/run.2.pickle <<'PY' && ok "pickle.load reads it: cumemhist.device_ids (device, uuid, name, pci_bus)" || bad "the pickle's device_ids"
+import pickle, sys
+d = pickle.load(open(sys.argv[2], "rb"))["cumemhist"]["device_ids"]
+assert len(d) == 1 and d[0][0] == 0 and d[0][1].startswith("GPU-") and d[0][2] and d[0][3] == "0000:38:00.0", d
+PY
+"$CMH" export pk -o pk.db >/dev/null 2>&1 || bad "export pk/ -o pk.db"
+py - pk.db <<'PY' && ok "sqlite of the pickles: 4 distinct gpu_uuid, PCI bus 38 for rank 2" || bad "sqlite of the pickles: their GPUs"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+assert db.execute("SELECT count(*), count(DISTINCT gpu_uuid), sum(device) FROM devices").fetchone() == (4, 4, 0)
+assert db.execute("SELECT d.gpu_pci_bus FROM devices d JOIN processes p USING (process_id) WHERE p.rank = 2").fetchone() == ("0000:38:00.0",)
+PY
+
 # one GPU under two numbers: rank 0 sees only GPU 1 (its device 0, named by its UUID), rank 1
 # sees GPUs 0 and 1 and uses its device 1 - the same GPU
 uuid1=$(py -c "import json; print(json.load(open('ranks.json'))['processes'][1]['gpu_uuid'])")

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/leakwords.h"
 #include "cumemhist/owners.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
@@ -27,7 +28,8 @@
 static const char *const g_schema =
     "CREATE TABLE processes (process_id INTEGER PRIMARY KEY, file TEXT, rank INTEGER, local_rank INTEGER,"
     " world_size INTEGER, host TEXT, pid INTEGER, cmdline TEXT, producer TEXT, source TEXT, start_time_ns INTEGER,"
-    " dump_time_ns INTEGER, ending TEXT, parent_pid INTEGER, clock_origin_ns INTEGER);"
+    " dump_time_ns INTEGER, ending TEXT, parent_pid INTEGER, clock_origin_ns INTEGER, history_lost TEXT,"
+    " lost_cut_bytes INTEGER, lost_torn INTEGER, lost_damaged INTEGER, lost_refused INTEGER);"
     "CREATE TABLE devices (process_id INTEGER, device INTEGER, trace_entries INTEGER, dropped_entries INTEGER,"
     " allocated_at_start INTEGER, reserved_at_start INTEGER, peak_allocated INTEGER, peak_allocated_seq INTEGER,"
     " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
@@ -73,7 +75,7 @@ static const char *const g_indexes =
 
 enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, Q_THREAD, Q_POOL, Q_DRVERR, Q_VMMH, Q_VMMM, NQ };
 static const char *const g_insert[NQ] = {
-    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
@@ -628,6 +630,12 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
          * clock"): time_ns - clock_origin_ns is the time they print, the same from a .cmh or its pickle */
         int64_t origin = cmh_clock_origin(s);
         b_opt(&b, origin > 0 ? origin : -1);
+        /* what a recovery from a cut flight record could not read (snapshot.h cmh_history_lost):
+         * the reports' note (NULL: nothing lost, the record read whole), and its counts */
+        char lost[1024];
+        const cmh_history_lost *h = &s->history_lost;
+        b_text(&b, cmh_history_lost_text(s, lost, sizeof lost));
+        b_int(&b, (int64_t)h->cut_bytes), b_int(&b, (int64_t)h->torn), b_int(&b, (int64_t)h->damaged), b_int(&b, (int64_t)h->refused);
         rc = run(x, &b, "processes");
     }
     /* which recording thread events.thread and marks' numbers are: the tid and the name the
