@@ -335,7 +335,7 @@ static void py_repr_entry(FILE *fp, const cmh_snapshot *s, const cmh_entry *e)
         fputs("}\n", fp);
         return;
     }
-    /* the keys our pickle adds (pickle_write.c), which the script prints with the rest */
+    /* the keys our pickle adds (pickle_side_write.c), which the script prints with the rest */
     if (e->flags & CMH_EF_IMPLIED) fputs(", 'cmh_implied': True", fp);
     else if ((e->flags & CMH_EF_WHOLE_BLOCK) || e->kind != CMH_KIND_DEVICE)
         fprintf(fp, ", 'cmh_code': %d", e->action | (e->flags & CMH_EF_WHOLE_BLOCK) << 4 | (e->kind & 7) << 5);

@@ -18,7 +18,7 @@ case $target in cmh | pickle | flight | live | cli) ;; *) echo "fuzz.sh: no targ
 mkdir -p "$out/corpus-$target" "$out/seeds-$target"
 pc() { pkg-config "$@" msgpack-c 2>/dev/null || pkg-config "$@" msgpack; }
 SRC="snapshot/model.c snapshot/query.c snapshot/atomic.c snapshot/cmh_read.c snapshot/cmh_write.c snapshot/crc32c.c snapshot/procid.c snapshot/registry.c snapshot/pickle_read.c snapshot/pickle_fast.c
-     snapshot/pickle_model.c snapshot/pickle_write.c snapshot/load.c snapshot/lazylib.c analyzer/*.c"
+     snapshot/pickle_model.c snapshot/pickle_side_read.c snapshot/pickle_write.c snapshot/pickle_side_write.c snapshot/load.c snapshot/lazylib.c analyzer/*.c"
 LIBS=
 case $target in
 cli)

@@ -135,6 +135,29 @@ pcont *pk_as_cont(pm *m, const pv *v, uint8_t kind);
 void pk_done_with(pm *m, uint32_t id, uint8_t tag, uint32_t conv);
 const pv *pk_dict_get(pm *m, const pcont *d, uint32_t key);
 
+/* pickle_model.c: the model's reading of the finished root, shared with pickle_side_read.c: a
+ * container of the kind wanted, remembered as the one an error points at (NULL: not one); an
+ * integer field, pk_fail when it is there and not an integer or when required and absent. */
+const pcont *pk_obj(pm *m, const pv *v, uint8_t kind);
+int pk_want_int(pm *m, const pcont *d, int key, int64_t *out, int required, const char *what);
+
+static inline int pk_to_i64(const pv *v, int64_t *out)
+{
+    if (v->tag == PV_INT || v->tag == PV_BOOL) {
+        *out = v->u.i;
+        return 1;
+    }
+    return 0;
+}
+
+/* PyTorch's microseconds in the model's nanoseconds, saturating rather than wrapping. */
+static inline int64_t pk_us_to_ns(int64_t us)
+{
+    if (us > INT64_MAX / 1000) return INT64_MAX;
+    if (us < INT64_MIN / 1000) return INT64_MIN;
+    return us * 1000;
+}
+
 /* pickle_model.c: a completed frame dict, frame list or trace entry dict becomes model data
  * at once (each returns 0 and leaves v alone when it is not one); the finished root, into the
  * model */

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "cumemhist/recorder.h"
 #include "oatab.h"
 #include "pickle_internal.h"
+#include "pickle_side.h"
 
 const char *const pk_key_names[NKEYS] = {
     "segments", "device_traces", "allocator_settings", "external_annotations", "device", "address",
@@ -157,22 +157,6 @@ static const int frame_known[] = {K_NAME, K_FILENAME, K_LINE};
 
 /* ---- eager conversion of frames, stacks, entries ---- */
 
-static int64_t us_to_ns(int64_t us)
-{
-    if (us > INT64_MAX / 1000) return INT64_MAX;
-    if (us < INT64_MIN / 1000) return INT64_MIN;
-    return us * 1000;
-}
-
-static int to_i64(const pv *v, int64_t *out)
-{
-    if (v->tag == PV_INT || v->tag == PV_BOOL) {
-        *out = v->u.i;
-        return 1;
-    }
-    return 0;
-}
-
 static int frame_of(pm *m, pcont *d, uint32_t *frame_id)
 {
     const pv *name = pk_dict_get(m, d, m->key[K_NAME]), *file = pk_dict_get(m, d, m->key[K_FILENAME]);
@@ -180,7 +164,7 @@ static int frame_of(pm *m, pcont *d, uint32_t *frame_id)
     if (!name || !file || name->tag != PV_STR || file->tag != PV_STR)
         return pk_fail(m, "a frame without str 'name' and 'filename' (near byte %zu)", m->op_at);
     int64_t ln = 0;
-    if (line) to_i64(line, &ln);
+    if (line) pk_to_i64(line, &ln);
     uint32_t extra = 0; /* newer PyTorch's 'fx_*' keys: a frame differs by them too */
     if (d->n > 6 && extras_of(m, d->items, d->n, frame_known, 3, &extra)) return -1;
     /* identical frames share one id even when the writer did not share the object */
@@ -347,7 +331,7 @@ int pk_pool_of(pm *m, const pv *v, int convert, uint64_t id[2])
             if ((c->kind != C_TUPLE && c->kind != C_LIST) || c->conv_tag) return 0;
             int64_t x;
             for (uint32_t i = 0; i < 2 && i < c->n; i++)
-                if (to_i64(&c->items[i], &x)) id[i] = (uint64_t)x;
+                if (pk_to_i64(&c->items[i], &x)) id[i] = (uint64_t)x;
             /* a list may still grow (APPENDS after a memo reference): only tuples are done with */
             if (convert && c->kind == C_TUPLE) {
                 if (cmh_snapshot_pool_number(m->s, id, &num) != CMH_OK) return -1;
@@ -402,12 +386,12 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
     int64_t x;
     const pv *f;
     /* our own keys (viz/memviz.c): entries implied by a whole block, and what PyTorch lacks */
-    if ((f = fld[EK_CMH_IMPLIED]) && to_i64(f, &x) && x) {
+    if ((f = fld[EK_CMH_IMPLIED]) && pk_to_i64(f, &x) && x) {
         *id = 0;
         return 2;
     }
     int64_t code = -1;
-    if ((f = fld[EK_CMH_CODE]) && to_i64(f, &code) && code >= 0 && (code & 15) < CMH_ACT_COUNT &&
+    if ((f = fld[EK_CMH_CODE]) && pk_to_i64(f, &code) && code >= 0 && (code & 15) < CMH_ACT_COUNT &&
         ((code >> 5) & 7) < CMH_KIND_COUNT) {
         a = (int)(code & 15);
         e.flags = (uint8_t)((code >> 4) & 1);
@@ -423,11 +407,11 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
         if ((f = fld[EK_NAME]) && f->tag == PV_STR) e.name = f->u.id;
         else if ((f = fld[EK_USER_METADATA]) && f->tag == PV_STR && cmh_str(m->s, f->u.id)[0]) e.name = f->u.id;
         else e.name = act->u.id;
-        if ((f = fld[EK_TIME_US]) && to_i64(f, &x)) {
-            e.time_ns = us_to_ns(x);
+        if ((f = fld[EK_TIME_US]) && pk_to_i64(f, &x)) {
+            e.time_ns = pk_us_to_ns(x);
             m->s->pt_fields |= CMH_PT_TIME_US;
         }
-        if ((f = fld[EK_STREAM]) && to_i64(f, &x)) e.stream = (uint64_t)x;
+        if ((f = fld[EK_STREAM]) && pk_to_i64(f, &x)) e.stream = (uint64_t)x;
         if ((f = fld[EK_COMPILE_CONTEXT]) && f->tag == PV_STR) e.compile_context = f->u.id;
         if ((f = fld[EK_USER_METADATA]) && f->tag == PV_STR) e.user_metadata = f->u.id;
         return add_entry(m, &e, id);
@@ -446,11 +430,11 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
         e.action = (uint8_t)a;
     }
     if (a == CMH_ACT_OOM) {
-        e.addr = (f = fld[EK_DEVICE_FREE]) && to_i64(f, &x) ? (uint64_t)x : CMH_DEVICE_FREE_UNKNOWN;
-    } else if ((f = fld[EK_ADDR]) && to_i64(f, &x)) {
+        e.addr = (f = fld[EK_DEVICE_FREE]) && pk_to_i64(f, &x) ? (uint64_t)x : CMH_DEVICE_FREE_UNKNOWN;
+    } else if ((f = fld[EK_ADDR]) && pk_to_i64(f, &x)) {
         e.addr = (uint64_t)x;
     }
-    if ((f = fld[EK_SIZE]) && to_i64(f, &x)) {
+    if ((f = fld[EK_SIZE]) && pk_to_i64(f, &x)) {
         if (x < 0) { /* no size: a damaged entry, skipped and counted as the unknown actions are, not replayed as 16 EiB */
             m->s->skipped_entries++;
             *id = 0;
@@ -458,9 +442,9 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
         }
         e.size = e.requested = (uint64_t)x;
     }
-    if ((f = fld[EK_STREAM]) && to_i64(f, &x)) e.stream = (uint64_t)x;
-    if ((f = fld[EK_TIME_US]) && to_i64(f, &x)) {
-        e.time_ns = us_to_ns(x);
+    if ((f = fld[EK_STREAM]) && pk_to_i64(f, &x)) e.stream = (uint64_t)x;
+    if ((f = fld[EK_TIME_US]) && pk_to_i64(f, &x)) {
+        e.time_ns = pk_us_to_ns(x);
         m->s->pt_fields |= CMH_PT_TIME_US;
     }
     if ((f = fld[EK_COMPILE_CONTEXT]) && f->tag == PV_STR) {
@@ -478,7 +462,7 @@ int pk_entry_from_fields(pm *m, const pv *const *fld, uint32_t *id)
         if (code < 0) e.flags |= CMH_EF_HAS_FRAMES; /* a PyTorch entry's own key; ours carry cmh_code */
     }
     e.kind = code >= 0 && !unknown ? (uint8_t)((code >> 5) & 7) : CMH_KIND_DEVICE;
-    if ((f = fld[EK_CMH_REQUESTED]) && to_i64(f, &x)) e.requested = (uint64_t)x;
+    if ((f = fld[EK_CMH_REQUESTED]) && pk_to_i64(f, &x)) e.requested = (uint64_t)x;
     if ((f = fld[EK_POOL_ID])) {
         int r = pk_pool_of(m, f, 1, e.pool_id);
         if (r < 0) return pk_nomem(m);
@@ -544,14 +528,14 @@ int pk_convert_entry(pm *m, pv *v)
 /* ---- the finished value into the model ---- */
 
 /* A container of the model, remembered as the one an error points at. */
-static const pcont *obj(pm *m, const pv *v, uint8_t kind)
+const pcont *pk_obj(pm *m, const pv *v, uint8_t kind)
 {
     const pcont *c = pk_as_cont(m, v, kind);
     if (c) m->obj_at = c->at + 1;
     return c;
 }
 
-static int want_int(pm *m, const pcont *d, int key, int64_t *out, int required, const char *what)
+int pk_want_int(pm *m, const pcont *d, int key, int64_t *out, int required, const char *what)
 {
     const pv *v = pk_dict_get(m, d, m->key[key]);
     m->obj_at = d->at + 1;
@@ -559,7 +543,7 @@ static int want_int(pm *m, const pcont *d, int key, int64_t *out, int required, 
         if (required) return pk_fail(m, "%s without '%s'", what, pk_key_names[key]);
         return 0;
     }
-    if (!to_i64(v, out)) return pk_fail(m, "%s: '%s' is not an integer", what, pk_key_names[key]);
+    if (!pk_to_i64(v, out)) return pk_fail(m, "%s: '%s' is not an integer", what, pk_key_names[key]);
     return 0;
 }
 
@@ -567,7 +551,7 @@ static int want_int(pm *m, const pcont *d, int key, int64_t *out, int required, 
 static int want_u64(pm *m, const pcont *d, int key, uint64_t dflt, int required, const char *what, uint64_t *out)
 {
     int64_t x = (int64_t)dflt;
-    if (want_int(m, d, key, &x, required, what)) return -1;
+    if (pk_want_int(m, d, key, &x, required, what)) return -1;
     *out = (uint64_t)x;
     return 0;
 }
@@ -582,7 +566,7 @@ static uint32_t stack_of(pm *m, const pcont *d)
 
 static int convert_segment(pm *m, const pv *sv)
 {
-    const pcont *d = obj(m, sv, C_DICT);
+    const pcont *d = pk_obj(m, sv, C_DICT);
     if (!d) return pk_fail(m, "a segment is not a dict");
     cmh_segment g;
     memset(&g, 0, sizeof g);
@@ -600,7 +584,7 @@ static int convert_segment(pm *m, const pv *sv)
     if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_EXPANDABLE;
     g.stack = stack_of(m, d);
     g.kind = CMH_KIND_DEVICE;
-    if (want_int(m, d, K_CMH_KIND, &x, 0, "segment")) return -1;
+    if (pk_want_int(m, d, K_CMH_KIND, &x, 0, "segment")) return -1;
     if ((v = pk_dict_get(m, d, m->key[K_CMH_KIND])) && x >= 0 && x < CMH_KIND_COUNT) g.kind = (uint8_t)x;
     v = pk_dict_get(m, d, m->key[K_CMH_WHOLE]);
     if (v && (v->tag == PV_BOOL || v->tag == PV_INT) && v->u.i) g.flags |= CMH_SEG_WHOLE_BLOCK;
@@ -613,11 +597,11 @@ static int convert_segment(pm *m, const pv *sv)
         cmh_snapshot_add_extra(m->s, CMH_X_SEGMENT, m->s->nsegments - 1, extra) != CMH_OK)
         return pk_nomem(m);
     v = pk_dict_get(m, d, m->key[K_BLOCKS]);
-    const pcont *bl = v ? obj(m, v, C_LIST) : NULL;
+    const pcont *bl = v ? pk_obj(m, v, C_LIST) : NULL;
     if (!bl) return v ? pk_fail(m, "segment 'blocks' is not a list") : 0;
     uint64_t at = g.addr, covered = 0;
     for (uint32_t i = 0; i < bl->n; i++) {
-        const pcont *b = obj(m, &bl->items[i], C_DICT);
+        const pcont *b = pk_obj(m, &bl->items[i], C_DICT);
         if (!b) return pk_fail(m, "a block is not a dict");
         if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
         cmh_block blk;
@@ -633,14 +617,14 @@ static int convert_segment(pm *m, const pv *sv)
         blk.stack = stack_of(m, b);
         /* PyTorch <= 2.0: no address/frames, a 'history' of {addr, real_size, frames} */
         const pv *h = pk_dict_get(m, b, m->key[K_HISTORY]);
-        const pcont *hist = h ? obj(m, h, C_LIST) : NULL;
+        const pcont *hist = h ? pk_obj(m, h, C_LIST) : NULL;
         if (hist && hist->n) {
             m->s->pt_fields |= CMH_PT_LEGACY_HISTORY;
             /* PyTorch's own tools read the first record: its real_size is what the block holds */
-            const pcont *first = obj(m, &hist->items[0], C_DICT);
+            const pcont *first = pk_obj(m, &hist->items[0], C_DICT);
             if (first) {
                 x = 0;
-                if (!want_int(m, first, K_REAL_SIZE, &x, 0, "history")) blk.requested = (uint64_t)x;
+                if (!pk_want_int(m, first, K_REAL_SIZE, &x, 0, "history")) blk.requested = (uint64_t)x;
                 if (!blk.stack) blk.stack = stack_of(m, first);
             }
         }
@@ -682,281 +666,6 @@ static int convert_segment(pm *m, const pv *sv)
     return 0;
 }
 
-/* Pool samples a cumemhist export kept aside (pickle_write.c), each (device, how many of that
- * device's entries precede it, pool, reserved, used, time_us), sorted by device and position
- * for convert_traces to put back in place. */
-typedef struct pool_at {
-    int32_t device;
-    uint64_t pos;
-    uint64_t seq; /* the order written: marks at one position keep it (pool samples and retried OOMs: read_retried_ooms) */
-    cmh_entry_full e;
-} pool_at;
-
-static int cmp_pool_at(const void *a, const void *b)
-{
-    const pool_at *x = a, *y = b;
-    if (x->device != y->device) return x->device < y->device ? -1 : 1;
-    if (x->pos != y->pos) return x->pos < y->pos ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
-/* cumemhist.marks (pickle_write.c): (device, position, name, time_us, thread), position counting
- * the device's entries before it, pool samples included; sorted by device and position. */
-static int read_marks(pm *m, const pcont *ml, pool_at **out)
-{
-    pool_at *mk = calloc(ml->n ? ml->n : 1, sizeof *mk);
-    if (!mk) return pk_nomem(m);
-    for (uint32_t i = 0; i < ml->n; i++) {
-        const pcont *t = obj(m, &ml->items[i], C_TUPLE);
-        int64_t v[5];
-        int ok = t && t->n == 5 && t->items[2].tag == PV_STR;
-        for (int k = 0; ok && k < 5; k++) ok = k == 2 || to_i64(&t->items[k], &v[k]);
-        if (!ok || v[1] < 0 || v[4] < 0 || v[4] > UINT32_MAX) {
-            free(mk);
-            return pk_fail(m, "cumemhist.marks[%u] is not (device, position, name, time_us, thread)", i);
-        }
-        mk[i].device = (int32_t)v[0];
-        mk[i].pos = (uint64_t)v[1];
-        mk[i].seq = i;
-        mk[i].e.action = CMH_ACT_MARK;
-        mk[i].e.name = t->items[2].u.id;
-        mk[i].e.time_ns = us_to_ns(v[3]);
-        mk[i].e.thread = (uint32_t)v[4];
-    }
-    qsort(mk, ml->n, sizeof *mk, cmp_pool_at);
-    *out = mk;
-    return 0;
-}
-
-/* cumemhist.pool_sample_tags (pickle_write.c; absent from older exports): each pool sample's
- * (stream: CMH_POOL_* bits, flags, thread, frames), in pool_samples' order */
-static int read_pool_sample_tags(pm *m, const pcont *tl, pool_at *ps, uint32_t n)
-{
-    for (uint32_t i = 0; i < tl->n && i < n; i++) {
-        pcont *t = (pcont *)obj(m, &tl->items[i], C_TUPLE);
-        int64_t v[3];
-        int ok = t && t->n == 4;
-        for (int k = 0; ok && k < 3; k++) ok = to_i64(&t->items[k], &v[k]);
-        if (ok && t->items[3].tag == PV_CONT && pk_convert_stack(m, &t->items[3])) return -1;
-        if (!ok || t->items[3].tag != PV_STACK || v[1] < 0 || v[1] > 15 || v[2] < 0 || v[2] > UINT32_MAX)
-            return pk_fail(m, "cumemhist.pool_sample_tags[%u] is not (stream, flags, thread, frames)", i);
-        ps[i].e.stream = (uint64_t)v[0];
-        ps[i].e.flags = (uint8_t)v[1];
-        ps[i].e.thread = (uint32_t)v[2];
-        ps[i].e.stack = t->items[3].u.id;
-    }
-    return 0;
-}
-
-static int read_pool_samples(pm *m, const pcont *pl, const pcont *tags, pool_at **out)
-{
-    pool_at *ps = calloc(pl->n, sizeof *ps);
-    if (!ps) return pk_nomem(m);
-    for (uint32_t i = 0; i < pl->n; i++) {
-        const pcont *t = obj(m, &pl->items[i], C_TUPLE);
-        int64_t v[6];
-        int ok = t && t->n == 6;
-        for (int k = 0; ok && k < 6; k++) ok = to_i64(&t->items[k], &v[k]);
-        if (!ok || v[1] < 0) {
-            free(ps);
-            return pk_fail(m, "cumemhist.pool_samples[%u] is not (device, position, pool, reserved, used, time_us)", i);
-        }
-        ps[i].device = (int32_t)v[0];
-        ps[i].pos = (uint64_t)v[1];
-        ps[i].e.action = CMH_ACT_POOL_SAMPLE;
-        ps[i].e.kind = CMH_KIND_ASYNC;
-        ps[i].e.addr = (uint64_t)v[2];
-        ps[i].e.size = (uint64_t)v[3];
-        ps[i].e.requested = (uint64_t)v[4];
-        ps[i].e.time_ns = us_to_ns(v[5]);
-    }
-    if (tags && read_pool_sample_tags(m, tags, ps, pl->n)) {
-        free(ps);
-        return -1;
-    }
-    for (uint32_t i = 0, j = 0; i < pl->n; i++, j++) { /* j: its index among its device's (the list goes device by device) */
-        if (i && ps[i].device != ps[i - 1].device) j = 0;
-        ps[i].seq = (uint64_t)(2 * j + 1) << 20;
-    }
-    qsort(ps, pl->n, sizeof *ps, cmp_pool_at);
-    *out = ps;
-    return 0;
-}
-
-/* cumemhist.retried_ooms (pickle_write.c): OOMs the allocator retried with success, which the
- * pickle's trace has no 'oom' for (CMH_EF_RETRIED), back among ps (*nps of them) where they
- * were: (device, position, order among the device's pool samples and these, size, device_free
- * or None, stream, time_us, kind, frames). */
-static int read_retried_ooms(pm *m, const pcont *rl, pool_at **ps, uint32_t *nps)
-{
-    pool_at *all = realloc(*ps, ((size_t)*nps + rl->n) * sizeof *all);
-    if (!all) return pk_nomem(m);
-    *ps = all;
-    int32_t dev = INT32_MIN;
-    uint64_t k = 0; /* retried OOMs of the device before this one */
-    for (uint32_t i = 0; i < rl->n; i++) {
-        pcont *t = (pcont *)obj(m, &rl->items[i], C_TUPLE);
-        int64_t v[8];
-        int ok = t && t->n == 9;
-        for (int j = 0; ok && j < 8; j++) ok = j == 4 ? (t->items[4].tag == PV_NONE || to_i64(&t->items[4], &v[4])) : to_i64(&t->items[j], &v[j]);
-        if (ok && t->items[8].tag == PV_CONT && pk_convert_stack(m, &t->items[8])) return -1;
-        if (!ok || v[1] < 0 || v[2] < 0 || v[0] < -1 || v[0] > 1023 || t->items[8].tag != PV_STACK)
-            return pk_fail(m, "cumemhist.retried_ooms[%u] is not (device, position, order, size, device_free, stream, time_us, kind, frames)", i);
-        if ((int32_t)v[0] != dev) dev = (int32_t)v[0], k = 0;
-        pool_at *a = &all[(*nps)++];
-        memset(a, 0, sizeof *a);
-        a->device = dev;
-        a->pos = (uint64_t)v[1];
-        /* after the device's first order - k pool samples (pool sample j: 2j + 1), in order among themselves */
-        a->seq = ((uint64_t)(2 * ((uint64_t)v[2] - k)) << 20) + k;
-        k++;
-        a->e.action = CMH_ACT_OOM;
-        a->e.size = a->e.requested = (uint64_t)v[3];
-        a->e.addr = t->items[4].tag == PV_NONE ? CMH_DEVICE_FREE_UNKNOWN : (uint64_t)v[4];
-        a->e.stream = (uint64_t)v[5];
-        a->e.time_ns = us_to_ns(v[6]);
-        a->e.kind = v[7] >= 0 && v[7] < CMH_KIND_COUNT ? (uint8_t)v[7] : CMH_KIND_DEVICE;
-        a->e.stack = t->items[8].u.id;
-    }
-    qsort(all, *nps, sizeof *all, cmp_pool_at);
-    return 0;
-}
-
-/* cumemhist.vmm_unmapped (pickle_write.c): the cuMemCreate handles held and mapped nowhere at
- * the end, (device, size, time_ns, frames), as the .cmh's vmm_unmapped */
-static int read_vmm_unmapped(pm *m, const pcont *l)
-{
-    for (uint32_t i = 0; i < l->n; i++) {
-        pcont *t = (pcont *)obj(m, &l->items[i], C_TUPLE);
-        int64_t v[3];
-        int ok = t && t->n == 4;
-        for (int k = 0; ok && k < 3; k++) ok = to_i64(&t->items[k], &v[k]);
-        if (ok && t->items[3].tag == PV_CONT && pk_convert_stack(m, &t->items[3])) return -1;
-        if (!ok || t->items[3].tag != PV_STACK || v[0] < -1 || v[0] > 1023 || v[1] < 0)
-            return pk_fail(m, "cumemhist.vmm_unmapped[%u] is not (device, size, time_ns, frames)", i);
-        cmh_vmm_handle h = {(int32_t)v[0], (uint64_t)v[1], t->items[3].u.id, v[2]};
-        if (cmh_snapshot_add_vmm_unmapped(m->s, &h) != CMH_OK) return pk_nomem(m);
-    }
-    return 0;
-}
-
-/* cumemhist.vmm_maps (pickle_write.c): every cuMemMap and the handle it mapped, (device, addr,
- * size, time_ns, handle, handle_size, handle_time_ns, frames of cuMemCreate), as the .cmh's
- * vmm_maps (physmap.c charges each handle once, whole, by them) */
-static int read_vmm_maps(pm *m, const pcont *l)
-{
-    for (uint32_t i = 0; i < l->n; i++) {
-        pcont *t = (pcont *)obj(m, &l->items[i], C_TUPLE);
-        int64_t v[7];
-        int ok = t && t->n == 8;
-        for (int k = 0; ok && k < 7; k++) ok = to_i64(&t->items[k], &v[k]);
-        if (ok && t->items[7].tag == PV_CONT && pk_convert_stack(m, &t->items[7])) return -1;
-        if (!ok || t->items[7].tag != PV_STACK || v[0] < 0 || v[0] > 1023)
-            return pk_fail(m, "cumemhist.vmm_maps[%u] is not (device, addr, size, time_ns, handle, handle_size, handle_time_ns, frames)", i);
-        cmh_vmm_map r = {(int32_t)v[0], (uint64_t)v[1], (uint64_t)v[2], v[3], (uint64_t)v[4], (uint64_t)v[5], t->items[7].u.id, v[6]};
-        if (cmh_snapshot_add_vmm_map(m->s, &r) != CMH_OK) return pk_nomem(m);
-    }
-    return 0;
-}
-
-/* cumemhist.free_frames (pickle_write.c free_frames_aside): the frees' stacks of whole blocks
- * the trace never saw allocated, written frameless in device_traces so that memory_viz does not
- * take the free's line for the segment's origin: (device, which of the device's segment_free
- * and segment_unmap entries, frames), put back on that entry. */
-static int read_free_frames(pm *m, const pcont *l)
-{
-    for (uint32_t i = 0; i < l->n; i++) {
-        pcont *t = (pcont *)obj(m, &l->items[i], C_TUPLE);
-        int64_t v[2];
-        int ok = t && t->n == 3;
-        for (int k = 0; ok && k < 2; k++) ok = to_i64(&t->items[k], &v[k]);
-        if (ok && t->items[2].tag == PV_CONT && pk_convert_stack(m, &t->items[2])) return -1;
-        ok = ok && t->items[2].tag == PV_STACK && v[1] >= 0;
-        cmh_entry *at = NULL;
-        for (uint32_t tr = 0; ok && tr < m->s->ntraces && !at; tr++) {
-            const cmh_trace *c = &m->s->traces[tr];
-            if (c->device != v[0]) continue;
-            int64_t nth = 0;
-            for (uint32_t k = 0; k < c->nentries && !at; k++) {
-                cmh_entry *e = &m->s->entries[c->first_entry + k];
-                if (e->action != CMH_ACT_SEGMENT_FREE && e->action != CMH_ACT_SEGMENT_UNMAP) continue;
-                if (nth++ == v[1]) at = e;
-            }
-        }
-        if (!at) return pk_fail(m, "cumemhist.free_frames[%u] is not (device, one of its segment_free entries, frames)", i);
-        if (!at->stack) at->stack = t->items[2].u.id; /* (frames the entry has itself stay) */
-    }
-    return 0;
-}
-
-/* cumemhist.history_lost (pickle_write.c): what a recovery from a cut flight record could not
- * read, (cut_bytes, file_bytes, read_to, torn, damaged, refused), as the .cmh's history_lost;
- * a later writer's fields past them ignored */
-static int read_history_lost(pm *m, const pcont *t)
-{
-    int64_t v[6];
-    int ok = t->n >= 6;
-    for (int k = 0; ok && k < 6; k++) ok = to_i64(&t->items[k], &v[k]) && v[k] >= 0;
-    if (!ok) return pk_fail(m, "cumemhist.history_lost is not (cut_bytes, file_bytes, read_to, torn, damaged, refused)");
-    cmh_history_lost h = {(uint64_t)v[0], (uint64_t)v[1], (uint64_t)v[2], (uint64_t)v[3], (uint64_t)v[4], (uint64_t)v[5]};
-    m->s->history_lost = h;
-    return 0;
-}
-
-/* cumemhist.driver_errors (pickle_write.c): the driver calls that failed other than OOM,
- * (call, result, count, [(addr, size, thread, time_ns, frames), ...]), as the .cmh's driver_errors */
-static int read_driver_errors(pm *m, const pcont *l)
-{
-    for (uint32_t i = 0; i < l->n; i++) {
-        const pcont *t = obj(m, &l->items[i], C_TUPLE);
-        int64_t res = 0, count = 0;
-        const pcont *sl = t && t->n == 4 ? obj(m, &t->items[3], C_LIST) : NULL;
-        if (!sl || t->items[0].tag != PV_STR || !to_i64(&t->items[1], &res) || !to_i64(&t->items[2], &count) || res < INT32_MIN ||
-            res > INT32_MAX || count < 0)
-            return pk_fail(m, "cumemhist.driver_errors[%u] is not (call, result, count, sites)", i);
-        cmh_drv_error e;
-        memset(&e, 0, sizeof e);
-        snprintf(e.call, sizeof e.call, "%s", cmh_str(m->s, t->items[0].u.id));
-        e.result = (int32_t)res;
-        e.count = (uint64_t)count;
-        for (uint32_t j = 0; j < sl->n; j++) {
-            pcont *st = (pcont *)obj(m, &sl->items[j], C_TUPLE);
-            int64_t v[4];
-            int ok = st && st->n == 5;
-            for (int k = 0; ok && k < 4; k++) ok = to_i64(&st->items[k], &v[k]);
-            if (ok && st->items[4].tag == PV_CONT && pk_convert_stack(m, &st->items[4])) return -1;
-            if (!ok || st->items[4].tag != PV_STACK || v[2] < 0 || v[2] > UINT32_MAX)
-                return pk_fail(m, "cumemhist.driver_errors[%u] site %u is not (addr, size, thread, time_ns, frames)", i, j);
-            if (e.nsites >= CMH_DRV_ERROR_SITES) continue; /* (a later writer's more: kept counted) */
-            cmh_drv_error_site w = {(uint64_t)v[0], (uint64_t)v[1], (uint32_t)v[2], st->items[4].u.id, v[3]};
-            e.sites[e.nsites++] = w;
-        }
-        if (cmh_snapshot_add_drv_error(m->s, &e) != CMH_OK) return pk_nomem(m);
-    }
-    return 0;
-}
-
-/* cumemhist.device_ids (pickle_write.c): which GPU each device number was, (device, uuid, name,
- * pci_bus), as the .cmh's device_ids */
-static int read_device_ids(pm *m, const pcont *l)
-{
-    for (uint32_t i = 0; i < l->n; i++) {
-        const pcont *t = obj(m, &l->items[i], C_TUPLE);
-        int64_t dev = -1;
-        if (!t || t->n != 4 || !to_i64(&t->items[0], &dev) || dev < 0 || dev > 1023 || t->items[1].tag != PV_STR ||
-            t->items[2].tag != PV_STR || t->items[3].tag != PV_STR)
-            return pk_fail(m, "cumemhist.device_ids[%u] is not (device, uuid, name, pci_bus)", i);
-        cmh_device_ident d;
-        memset(&d, 0, sizeof d);
-        d.device = (int32_t)dev;
-        snprintf(d.uuid, sizeof d.uuid, "%s", cmh_str(m->s, t->items[1].u.id));
-        snprintf(d.name, sizeof d.name, "%s", cmh_str(m->s, t->items[2].u.id));
-        snprintf(d.pci_bus, sizeof d.pci_bus, "%s", cmh_str(m->s, t->items[3].u.id));
-        if (cmh_snapshot_add_ident(m->s, &d) != CMH_OK) return pk_nomem(m);
-    }
-    return 0;
-}
-
 /* One trace per device; pool samples (ps, sorted) go back before the kept entry their position
  * names, or after the last one. */
 /* The usual case, where the entries converted while the machine ran are already the model's
@@ -968,7 +677,7 @@ static int adopt_entries(pm *m, const pcont *outer, uint32_t nps)
     if (nps || m->nmarks_aside || m->s->nentries || m->s->entries || (uint64_t)m->nentries > m->budget) return 0;
     uint32_t next = 0;
     for (uint32_t dev = 0; dev < outer->n; dev++) {
-        const pcont *tr = obj(m, &outer->items[dev], C_LIST);
+        const pcont *tr = pk_obj(m, &outer->items[dev], C_LIST);
         if (!tr) return 0;
         for (uint32_t i = 0; i < tr->n; i++)
             if (tr->items[i].tag != PV_ENTRY || tr->items[i].u.id != next++) return 0;
@@ -976,7 +685,7 @@ static int adopt_entries(pm *m, const pcont *outer, uint32_t nps)
     if (next != m->nentries) return 0;
     next = 0;
     for (uint32_t dev = 0; dev < outer->n; dev++) {
-        const pcont *tr = obj(m, &outer->items[dev], C_LIST);
+        const pcont *tr = pk_obj(m, &outer->items[dev], C_LIST);
         cmh_trace *t;
         if (cmh_snapshot_add_trace(m->s, (int32_t)dev, 0, &t) != CMH_OK) return pk_nomem(m);
         t->first_entry = next;
@@ -1002,7 +711,7 @@ static int adopt_entries(pm *m, const pcont *outer, uint32_t nps)
 
 static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
 {
-    const pcont *outer = obj(m, tv, C_LIST);
+    const pcont *outer = pk_obj(m, tv, C_LIST);
     if (!outer) return pk_fail(m, "'device_traces' is not a list");
     if (!m->generic) {
         int a = adopt_entries(m, outer, nps);
@@ -1010,7 +719,7 @@ static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
     }
     uint32_t k = 0, km = 0;
     for (uint32_t dev = 0; dev < outer->n; dev++) {
-        const pcont *tr = obj(m, &outer->items[dev], C_LIST);
+        const pcont *tr = pk_obj(m, &outer->items[dev], C_LIST);
         if (!tr) return pk_fail(m, "device_traces[%u] is not a list", dev);
         if (cmh_snapshot_add_trace(m->s, (int32_t)dev, 0, NULL) != CMH_OK) return pk_nomem(m);
         while (k < nps && ps[k].device < (int32_t)dev) k++;
@@ -1091,7 +800,7 @@ static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type)
     case PV_FLOAT: *type = 2; snprintf(buf, n, "%.17g", v->u.f); break;
     case PV_BOOL: *type = 3; snprintf(buf, n, "%s", v->u.i ? "True" : "False"); break;
     case PV_CONT: {
-        const pcont *d = obj(m, v, C_DICT);
+        const pcont *d = pk_obj(m, v, C_DICT);
         *type = 4;
         if (d) map_text(m, d, buf, n);
         else snprintf(buf, n, "{}");
@@ -1101,110 +810,11 @@ static void value_text(pm *m, const pv *v, char *buf, size_t n, uint8_t *type)
     }
 }
 
-/* cumemhist.threads (pickle_write.c): each device's entries' recording threads, run-length
- * over the entries kept (marks and pool samples, which it does not count, are passed over). */
-static int read_threads(pm *m, const pcont *tl)
-{
-    for (uint32_t d = 0; d < tl->n; d++) {
-        const pcont *rl = obj(m, &tl->items[d], C_LIST);
-        if (!rl) return pk_fail(m, "cumemhist.threads[%u] is not a list", d);
-        cmh_trace *tr = NULL;
-        for (uint32_t t = 0; t < m->s->ntraces && !tr; t++)
-            if (m->s->traces[t].device == (int32_t)d) tr = &m->s->traces[t];
-        uint32_t i = 0;
-        for (uint32_t k = 0; tr && k + 1 < rl->n; k += 2) {
-            int64_t count, thread;
-            if (!to_i64(&rl->items[k], &count) || !to_i64(&rl->items[k + 1], &thread) || count < 0 || thread < 0 ||
-                thread > UINT32_MAX)
-                return pk_fail(m, "cumemhist.threads[%u] is not [count, thread, ...]", d);
-            for (; count > 0 && i < tr->nentries; i++) {
-                uint32_t at = tr->first_entry + i;
-                cmh_entry_full e;
-                cmh_entry_get(m->s, &m->s->entries[at], &e);
-                if (e.action >= CMH_ACT_MARK) continue; /* marks and pool samples: not counted (their own say) */
-                count--;
-                if (e.thread == (uint32_t)thread) continue;
-                e.thread = (uint32_t)thread;
-                if (cmh_entry_set(m->s, at, &e) != CMH_OK) return pk_nomem(m);
-            }
-        }
-    }
-    return 0;
-}
-
-/* cumemhist.modules and cumemhist.frame_modules (pickle_write.c): the module map, and each
- * frame's module (a reference to the frame's own dict, then the module's index). */
-static int read_modules(pm *m, const pcont *ml, const pcont *fl)
-{
-    uint32_t base = m->s->nmodules;
-    for (uint32_t i = 0; i < ml->n; i++) {
-        const pcont *t = obj(m, &ml->items[i], C_TUPLE);
-        int64_t b, n;
-        if (!t || t->n != 4 || t->items[0].tag != PV_STR || t->items[1].tag != PV_STR || !to_i64(&t->items[2], &b) ||
-            !to_i64(&t->items[3], &n))
-            return pk_fail(m, "cumemhist.modules[%u] is not (path, build_id, base, size)", i);
-        cmh_module md = {t->items[0].u.id, t->items[1].u.id, (uint64_t)b, (uint64_t)n};
-        if (cmh_snapshot_add_module(m->s, &md) != CMH_OK) return pk_nomem(m);
-    }
-    for (uint32_t i = 0; fl && i < fl->n; i++) {
-        const pcont *t = obj(m, &fl->items[i], C_TUPLE);
-        int64_t mod;
-        pv f = t && t->n == 2 ? t->items[0] : (pv){0};
-        if (f.tag == PV_CONT && pk_convert_frame(m, &f)) return -1;
-        if (!t || t->n != 2 || f.tag != PV_FRAME || f.u.id >= m->s->nframes || !to_i64(&t->items[1], &mod) || mod < 0 ||
-            (uint64_t)mod >= ml->n)
-            return pk_fail(m, "cumemhist.frame_modules[%u] is not (frame, module)", i);
-        m->s->frames[f.u.id].module = (int32_t)(base + (uint64_t)mod);
-    }
-    return 0;
-}
-
-/* The export wrote each mark it carries aside as a START and an END of zero length for
- * memory_viz (viz/memviz.c); with the mark back in the trace, that pair goes. */
-typedef struct mark_key {
-    int64_t t;
-    uint32_t name;
-    int32_t device;
-} mark_key;
-
-static int cmp_mark_key(const void *a, const void *b)
-{
-    const mark_key *x = a, *y = b;
-    if (x->t != y->t) return x->t < y->t ? -1 : 1;
-    if (x->name != y->name) return x->name < y->name ? -1 : 1;
-    return (x->device > y->device) - (x->device < y->device);
-}
-
-static int drop_mark_annotations(pm *m)
-{
-    cmh_snapshot *s = m->s;
-    if (!m->nmarks_aside) return 0;
-    mark_key *keys = malloc(m->nmarks_aside * sizeof *keys);
-    if (!keys) return pk_nomem(m);
-    for (uint32_t j = 0; j < m->nmarks_aside; j++)
-        keys[j] = (mark_key){m->marks_aside[j].e.time_ns, m->marks_aside[j].e.name, m->marks_aside[j].device};
-    qsort(keys, m->nmarks_aside, sizeof *keys, cmp_mark_key);
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < s->nannotations; i++) {
-        const cmh_annotation *a = &s->annotations[i], *b = i + 1 < s->nannotations ? a + 1 : NULL;
-        int pair = b && a->stage == 0 && b->stage == 1 && a->name == b->name && a->device == b->device && a->time_ns == b->time_ns;
-        mark_key key = {a->time_ns, a->name, a->device};
-        if (pair && bsearch(&key, keys, m->nmarks_aside, sizeof *keys, cmp_mark_key)) {
-            i++; /* and its END */
-            continue;
-        }
-        s->annotations[k++] = *a;
-    }
-    s->nannotations = k;
-    free(keys);
-    return 0;
-}
-
 int pk_convert_top(pm *m, const pv *root)
 {
-    const pcont *d = obj(m, root, C_DICT);
+    const pcont *d = pk_obj(m, root, C_DICT);
     if (!d) {
-        const pcont *l = obj(m, root, C_LIST);
+        const pcont *l = pk_obj(m, root, C_LIST);
         if (!l) return pk_fail(m, "not a PyTorch memory snapshot (the pickle holds neither a dict nor a list)");
         m->s->pt_fields |= CMH_PT_BARE_SEGMENTS; /* memory_snapshot(): segments only */
         for (uint32_t i = 0; i < l->n; i++)
@@ -1213,32 +823,15 @@ int pk_convert_top(pm *m, const pv *root)
     }
     const pv *segs = pk_dict_get(m, d, m->key[K_SEGMENTS]);
     if (!segs) return pk_fail(m, "not a PyTorch memory snapshot (no 'segments')");
-    const pcont *sl = obj(m, segs, C_LIST);
+    const pcont *sl = pk_obj(m, segs, C_LIST);
     if (!sl) return pk_fail(m, "'segments' is not a list");
     for (uint32_t i = 0; i < sl->n; i++)
         if (convert_segment(m, &sl->items[i])) return -1;
     const pv *ours = pk_dict_get(m, d, m->key[K_CUMEMHIST]);
-    const pcont *od = ours ? obj(m, ours, C_DICT) : NULL; /* exported by cumemhist (viz/memviz.c) */
-    const pv *psv = od ? pk_dict_get(m, od, m->key[K_POOL_SAMPLES]) : NULL;
-    const pcont *pl = psv ? obj(m, psv, C_LIST) : NULL;
+    const pcont *od = ours ? pk_obj(m, ours, C_DICT) : NULL; /* exported by cumemhist (viz/memviz.c) */
     pool_at *ps = NULL;
-    const pv *ptv = od ? pk_dict_get(m, od, m->key[K_POOL_SAMPLE_TAGS]) : NULL;
-    const pcont *ptl = ptv ? obj(m, ptv, C_LIST) : NULL;
-    if (pl && pl->n && read_pool_samples(m, pl, ptl, &ps)) return -1;
-    uint32_t nps = ps ? pl->n : 0;
-    const pv *rov = od ? pk_dict_get(m, od, m->key[K_RETRIED_OOMS]) : NULL;
-    const pcont *rol = rov ? obj(m, rov, C_LIST) : NULL;
-    if (rol && rol->n && read_retried_ooms(m, rol, &ps, &nps)) {
-        free(ps);
-        return -1;
-    }
-    const pv *mkv = od ? pk_dict_get(m, od, m->key[K_MARKS]) : NULL;
-    const pcont *mkl = mkv ? obj(m, mkv, C_LIST) : NULL;
-    if (mkl && mkl->n && read_marks(m, mkl, &m->marks_aside)) {
-        free(ps);
-        return -1;
-    }
-    m->nmarks_aside = m->marks_aside ? mkl->n : 0;
+    uint32_t nps = 0;
+    if (od && pk_side_read_aside(m, od, &ps, &nps)) return -1;
     const pv *tr = pk_dict_get(m, d, m->key[K_DEVICE_TRACES]);
     int rc = tr ? convert_traces(m, tr, ps, nps) : 0;
     free(ps);
@@ -1248,7 +841,7 @@ int pk_convert_top(pm *m, const pv *root)
         return -1;
     }
     const pv *as = pk_dict_get(m, d, m->key[K_ALLOCATOR_SETTINGS]);
-    const pcont *ad = as ? obj(m, as, C_DICT) : NULL;
+    const pcont *ad = as ? pk_obj(m, as, C_DICT) : NULL;
     if (ad) {
         m->s->pt_fields |= CMH_PT_ALLOCATOR_SETTINGS;
         for (uint32_t i = 0; i + 1 < ad->n; i += 2) {
@@ -1260,111 +853,15 @@ int pk_convert_top(pm *m, const pv *root)
                 return pk_nomem(m);
         }
     }
-    if (od) {
-        const pv *src = pk_dict_get(m, od, m->key[K_SOURCE]);
-        if (src && src->tag == PV_STR && src->u.id == m->key[K_RECORDER]) {
-            m->s->source = CMH_SRC_RECORDER;
-            m->s->pt_fields |= CMH_PT_FROM_RECORDER;
-        }
-        int64_t x = 0;
-        if (!want_int(m, od, K_PID, &x, 0, "cumemhist")) m->s->pid = x;
-        x = -1;
-        if (!want_int(m, od, K_CONTEXT, &x, 0, "cumemhist") && x >= CMH_CONTEXT_NONE && x <= CMH_CONTEXT_ALL)
-            m->s->opt_context = (uint8_t)x; /* the recorder's: whose stacks its frees carry */
-        const pv *hv = pk_dict_get(m, od, m->key[K_HOST]), *cv = pk_dict_get(m, od, m->key[K_CMDLINE]);
-        if (hv && hv->tag == PV_STR) m->s->hostname = hv->u.id;
-        if (cv && cv->tag == PV_STR) m->s->cmdline = cv->u.id;
-        const pv *dr = pk_dict_get(m, od, m->key[K_DROPPED]);
-        const pcont *dl = dr ? obj(m, dr, C_LIST) : NULL;
-        for (uint32_t i = 0; dl && i < dl->n; i++)
-            for (uint32_t t = 0; t < m->s->ntraces; t++)
-                if (m->s->traces[t].device == (int32_t)i && to_i64(&dl->items[i], &x)) m->s->traces[t].dropped = (uint64_t)x;
-        const pv *dov = pk_dict_get(m, od, m->key[K_DROPPED_OOMS]); /* of them, the OOM entries (cmh_trace) */
-        const pcont *dol = dov ? obj(m, dov, C_LIST) : NULL;
-        for (uint32_t i = 0; dol && i < dol->n; i++)
-            for (uint32_t t = 0; t < m->s->ntraces; t++)
-                if (m->s->traces[t].device == (int32_t)i && to_i64(&dol->items[i], &x) && x > 0) m->s->traces[t].dropped_ooms = (uint64_t)x;
-        x = 0;
-        if (!want_int(m, od, K_POOLS_READ_AT_DUMP, &x, 0, "cumemhist") && x == 1 && !(m->s->pt_fields & CMH_PT_ALLOCATOR_SETTINGS) &&
-            cmh_snapshot_add_setting(m->s, "pools_read_at_dump", "1", 1) != CMH_OK)
-            return pk_nomem(m);
-        const pv *th = pk_dict_get(m, od, m->key[K_THREADS]);
-        const pcont *tl = th ? obj(m, th, C_LIST) : NULL;
-        if (tl && read_threads(m, tl)) goto fail;
-        const pv *tiv = pk_dict_get(m, od, m->key[K_THREAD_IDS]);
-        const pcont *til = tiv ? obj(m, tiv, C_LIST) : NULL;
-        for (uint32_t i = 0; til && i < til->n; i++) {
-            const pcont *t = obj(m, &til->items[i], C_TUPLE);
-            int64_t th, tid;
-            if (!t || t->n != 3 || !to_i64(&t->items[0], &th) || !to_i64(&t->items[1], &tid) || t->items[2].tag != PV_STR || th < 1 ||
-                th > UINT32_MAX)
-                goto fail_threads;
-            cmh_thread_info ti = {(uint32_t)th, tid, t->items[2].u.id};
-            if (cmh_snapshot_add_thread(m->s, &ti) != CMH_OK) {
-                pk_nomem(m);
-                goto fail;
-            }
-        }
-        if (want_int(m, od, K_START_NS, &m->s->start_time_ns, 0, "cumemhist") ||
-            want_int(m, od, K_DUMP_NS, &m->s->dump_time_ns, 0, "cumemhist") ||
-            want_int(m, od, K_CLOCK_ORIGIN_NS, &m->s->clock_origin_ns, 0, "cumemhist"))
-            goto fail;
-        const pv *prv = pk_dict_get(m, od, m->key[K_PROCESS]), *env = pk_dict_get(m, od, m->key[K_ENDING]);
-        const pcont *prt = prv ? obj(m, prv, C_TUPLE) : NULL;
-        if (prt) { /* (rank, local_rank, world_size, forked_from): pickle_write.c */
-            int64_t v[4];
-            int ok = prt->n == 4;
-            for (int k = 0; ok && k < 4; k++) ok = to_i64(&prt->items[k], &v[k]);
-            for (int k = 0; ok && k < 3; k++) ok = v[k] >= -1 && v[k] <= INT32_MAX;
-            if (!ok) {
-                pk_fail(m, "cumemhist.process is not (rank, local_rank, world_size, forked_from)");
-                goto fail;
-            }
-            m->s->rank = (int32_t)v[0];
-            m->s->local_rank = (int32_t)v[1];
-            m->s->world_size = (int32_t)v[2];
-            m->s->forked_from = v[3];
-        }
-        if (env && env->tag == PV_STR) m->s->ending = env->u.id;
-        const pv *miv = pk_dict_get(m, od, m->key[K_MEMINFO]);
-        const pcont *mil = miv ? obj(m, miv, C_LIST) : NULL;
-        for (uint32_t i = 0; mil && i < mil->n; i++) { /* (device, time_ns, free, total, thread): pickle_write.c */
-            const pcont *t = obj(m, &mil->items[i], C_TUPLE);
-            int64_t v[5];
-            int ok = t && t->n == 5;
-            for (int k = 0; ok && k < 5; k++) ok = to_i64(&t->items[k], &v[k]);
-            if (!ok || v[0] < -1 || v[0] > 1023 || v[4] < 0 || v[4] > UINT32_MAX) {
-                pk_fail(m, "cumemhist.meminfo[%u] is not (device, time_ns, free, total, thread)", i);
-                goto fail;
-            }
-            cmh_meminfo mi = {(int32_t)v[0], v[1], (uint64_t)v[2], (uint64_t)v[3], (uint32_t)v[4]};
-            if (cmh_snapshot_add_meminfo(m->s, &mi) != CMH_OK) {
-                pk_nomem(m);
-                goto fail;
-            }
-        }
-        const pv *vuv = pk_dict_get(m, od, m->key[K_VMM_UNMAPPED]), *vmv = pk_dict_get(m, od, m->key[K_VMM_MAPS]);
-        const pcont *vul = vuv ? obj(m, vuv, C_LIST) : NULL, *vml = vmv ? obj(m, vmv, C_LIST) : NULL;
-        if ((vul && read_vmm_unmapped(m, vul)) || (vml && read_vmm_maps(m, vml))) goto fail;
-        const pv *ffv = pk_dict_get(m, od, m->key[K_FREE_FRAMES]);
-        const pcont *ffl = ffv ? obj(m, ffv, C_LIST) : NULL;
-        if (ffl && read_free_frames(m, ffl)) goto fail;
-        const pv *hlv = pk_dict_get(m, od, m->key[K_HISTORY_LOST]), *dev = pk_dict_get(m, od, m->key[K_DRIVER_ERRORS]),
-                 *div = pk_dict_get(m, od, m->key[K_DEVICE_IDS]);
-        const pcont *hlt = hlv ? obj(m, hlv, C_TUPLE) : NULL, *del = dev ? obj(m, dev, C_LIST) : NULL, *dil = div ? obj(m, div, C_LIST) : NULL;
-        if ((hlt && read_history_lost(m, hlt)) || (del && read_driver_errors(m, del)) || (dil && read_device_ids(m, dil))) goto fail;
-        const pv *mv = pk_dict_get(m, od, m->key[K_MODULES]), *fv = pk_dict_get(m, od, m->key[K_FRAME_MODULES]);
-        const pcont *ml = mv ? obj(m, mv, C_LIST) : NULL, *fl = fv ? obj(m, fv, C_LIST) : NULL;
-        if (ml && read_modules(m, ml, fl)) goto fail;
-    }
+    if (od && pk_side_read(m, od)) goto fail;
     static const int top_known[] = {K_SEGMENTS, K_DEVICE_TRACES, K_ALLOCATOR_SETTINGS, K_EXTERNAL_ANNOTATIONS, K_CUMEMHIST};
     if (extras_of(m, d->items, d->n, top_known, (int)(sizeof top_known / sizeof *top_known), &m->s->pt_extra)) goto fail;
     const pv *ea = pk_dict_get(m, d, m->key[K_EXTERNAL_ANNOTATIONS]);
-    const pcont *el = ea ? obj(m, ea, C_LIST) : NULL;
+    const pcont *el = ea ? pk_obj(m, ea, C_LIST) : NULL;
     if (el) {
         m->s->pt_fields |= CMH_PT_EXTERNAL_ANNOTATIONS;
         for (uint32_t i = 0; i < el->n; i++) {
-            const pcont *a = obj(m, &el->items[i], C_DICT);
+            const pcont *a = pk_obj(m, &el->items[i], C_DICT);
             if (!a) return pk_fail(m, "an external annotation is not a dict");
             cmh_annotation an = {0, 0, 0, 0};
             const pv *v = pk_dict_get(m, a, m->key[K_NAME]);
@@ -1372,23 +869,21 @@ int pk_convert_top(pm *m, const pv *root)
             v = pk_dict_get(m, a, m->key[K_STAGE]);
             an.stage = v && v->tag == PV_STR && v->u.id == m->key[K_END];
             int64_t x = 0;
-            if (want_int(m, a, K_DEVICE, &x, 0, "annotation")) goto fail;
+            if (pk_want_int(m, a, K_DEVICE, &x, 0, "annotation")) goto fail;
             an.device = (int32_t)x;
             x = 0;
-            if (want_int(m, a, K_TIME_US, &x, 0, "annotation")) goto fail;
-            an.time_ns = us_to_ns(x);
+            if (pk_want_int(m, a, K_TIME_US, &x, 0, "annotation")) goto fail;
+            an.time_ns = pk_us_to_ns(x);
             if (cmh_snapshot_add_annotation(m->s, &an) != CMH_OK) {
                 pk_nomem(m);
                 goto fail;
             }
         }
-        if (drop_mark_annotations(m)) goto fail;
+        if (pk_side_drop_mark_annotations(m)) goto fail;
     }
     free(m->marks_aside);
     m->marks_aside = NULL;
     return 0;
-fail_threads:
-    pk_fail(m, "cumemhist.thread_ids is not a list of (thread, tid, name)");
 fail:
     free(m->marks_aside);
     m->marks_aside = NULL;

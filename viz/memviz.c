@@ -9,7 +9,7 @@
  * (map/unmap alike).  Marks have no PyTorch action and become START/END external annotations
  * of zero length.
  *
- * What PyTorch's schema has no room for travels in keys its readers ignore (pickle_write.c):
+ * What PyTorch's schema has no room for travels in keys its readers ignore (pickle_side_write.c):
  * the kind and whole-block flag of segments and their entries, the requested size, which
  * entries are implied, the recording thread of each entry and the module of each frame, so
  * that pickle_read.c gives back the recorder's own model and every report (a leak's verdict
@@ -488,7 +488,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = in->source == CMH_SRC_PYTORCH ? in->pt_fields : CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
     out->pid = in->pid;
-    out->opt_context = in->opt_context; /* whose stacks the frees carry: the pickle says it (pickle_write.c) */
+    out->opt_context = in->opt_context; /* whose stacks the frees carry: the pickle says it (pickle_side_write.c) */
 #define TRY(x)                                                                                                   \
     do {                                                                                                         \
         if ((rc = (x)) != CMH_OK) goto out;                                                                      \
@@ -509,7 +509,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     out->history_lost = in->history_lost; /* what a recovery could not read: the reports over the copy say it too */
     /* the physical memory of cuMemCreate handles, which no segment of the pickle says: the handles
      * held and mapped nowhere at the end, and which handle every map mapped (owners and peak
-     * charge a handle once, whole: physmap.c); pickle_write.c writes them aside */
+     * charge a handle once, whole: physmap.c); pickle_side_write.c writes them aside */
     for (uint32_t i = 0; i < in->nvmm_unmapped; i++) {
         cmh_vmm_handle h = in->vmm_unmapped[i];
         TRY(copy_stack(in, out, h.stack, fmap, smap, &h.stack));
@@ -527,7 +527,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
     TRY(str_copy(in, out, in->hostname, &out->hostname));
     TRY(str_copy(in, out, in->cmdline, &out->cmdline));
     /* the module map, in its order: frames keep their module index, the owner of a block is read
-     * from it (pickle_write.c writes it aside) */
+     * from it (pickle_side_write.c writes it aside) */
     for (uint32_t i = 0; i < in->nmodules; i++) {
         cmh_module md = in->modules[i];
         TRY(str_copy(in, out, md.path, &md.path));
@@ -599,7 +599,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             TRY(copy_stack(in, out, e.stack, fmap, smap, &e.stack));
             if (e.compile_context) TRY(str_copy(in, out, e.compile_context, &e.compile_context));
             if (e.user_metadata) TRY(str_copy(in, out, e.user_metadata, &e.user_metadata));
-            if (e.action == CMH_ACT_POOL_SAMPLE) { /* no PyTorch action: pickle_write.c keeps it aside */
+            if (e.action == CMH_ACT_POOL_SAMPLE) { /* no PyTorch action: pickle_side_write.c keeps it aside */
                 TRY(cmh_snapshot_add_entry(out, &e));
                 continue;
             }
