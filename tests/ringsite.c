@@ -5,10 +5,14 @@
  * last five steps and the free: the weights are live at the window's allocated peak with no
  * allocation entry.  The pickle export named release_weights' cuMemFree line as their allocation
  * site (peak, flamegraph), and owners, peak and the flamegraph each gave another reason for it.
+ * `ringsite many N`: N blocks made, then all freed, so that a window of N entries holds N frees
+ * of blocks it never saw allocated (the pickle's cumemhist.free_frames: one item each).
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "loop_prog.h"
 
@@ -25,9 +29,23 @@ __attribute__((noinline)) static int step(void)
 
 __attribute__((noinline)) static int release_weights(void) { return cuMemFree(weights) != CUDA_SUCCESS; }
 
-int main(void)
+static int many(int n)
+{
+    CUdeviceptr *p = calloc((size_t)n, sizeof *p);
+    if (!p) return 1;
+    for (int i = 0; i < n; i++)
+        if (cuMemAlloc(&p[i], 4096) != CUDA_SUCCESS) return 1;
+    for (int i = 0; i < n; i++)
+        if (cuMemFree(p[i]) != CUDA_SUCCESS) return 1;
+    free(p);
+    printf("ringsite: ran %d\n", n);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     if (loop_context(NULL)) return 2;
+    if (argc > 2 && !strcmp(argv[1], "many")) return many(atoi(argv[2]));
     if (make_weights()) return 1;
     for (int i = 0; i < 12; i++)
         if (step()) return 1;

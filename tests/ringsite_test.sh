@@ -82,4 +82,35 @@ print("; ".join(bad) or "same")
 PY
 )
 check "export -f json of the pickle: every entry's stack the record's, the segment_free's the free's (release_weights): $out" '[ "$out" = same ]'
+# many frees of blocks the window never saw allocated: free_frames has an item each, read back
+# in one walk of the trace (pickle_side_read.c), and in another writer's order (the list
+# reversed) still each on its own entry
+"$CMH" record -q --max-entries 300 -o many.cmh -- "$B/tests/ringsite" many 300 >many.out 2>&1 &&
+    "$CMH" export -q many.cmh -o many.pickle 2>>many.out && ok "ringsite many ran and exported" || bad "ringsite many: $(cat many.out)"
+out=$(py <<'PY'
+import pickle
+d = pickle.load(open("many.pickle", "rb"))
+ff = d["cumemhist"].get("free_frames", [])
+d["cumemhist"]["free_frames"] = ff[::-1]
+pickle.dump(d, open("many_rev.pickle", "wb"), protocol=4)
+print(len(ff))
+PY
+)
+check "many: free_frames has an item per free of a block allocated before the window (300): $out" '[ "$out" = 300 ]'
+for f in many.cmh many.pickle many_rev.pickle; do "$CMH" export -q -f json -o "$f.json" "$f" 2>/dev/null; done
+out=$(py - many.cmh.json many.pickle.json many_rev.pickle.json <<'PY'
+import json, sys
+def entries(f):
+    d = json.load(open(f))
+    names = lambda k: [d["frames"][i]["name"] for i in d["stacks"][k]] if k is not None else []
+    return [(e["action"], e["addr"], names(e.get("stack"))) for e in d["device_traces"][0] if e["action"] == "segment_free"]
+a, b, c = (entries(f) for f in sys.argv[1:])
+bad = []
+if len(a) != 300 or any("many" not in x[2] for x in a): bad.append("the record's 300 segment_free entries, each with its free's stack: %s" % a[:2])
+if b != a: bad.append("the pickle's differ: %s" % [(x, y) for x, y in zip(a, b) if x != y][:2])
+if c != a: bad.append("the reversed list's differ: %s" % [(x, y) for x, y in zip(a, c) if x != y][:2])
+print("; ".join(bad) or "same")
+PY
+)
+check "many: every segment_free read back from the pickle with its free's stack, the list in either order: $out" '[ "$out" = same ]'
 finish
