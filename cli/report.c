@@ -898,13 +898,6 @@ static const char *drv_site(const cmh_snapshot *s, uint32_t stack)
     return rep_frame(s, &s->frames[s->stack_frames[s->stacks[stack].first]]);
 }
 
-/* a free's (or unmap's, release's) address is what the trace can judge */
-static int drv_is_free(const char *call)
-{
-    return !strcmp(call, "cuMemFree") || !strcmp(call, "cuMemFreeAsync") || !strcmp(call, "cuMemFreeHost") ||
-           !strcmp(call, "cuMemUnmap");
-}
-
 void rep_driver_errors_note(const cmh_snapshot *s) { cmh_driver_errors_write(stdout, s); }
 
 void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s)
@@ -929,7 +922,7 @@ void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s)
             cmh_jw_kuint(w, "size", x->size);
             cmh_jw_kuint(w, "thread", x->thread);
             cmh_jw_kint(w, "time_ns", x->time_ns);
-            if (drv_is_free(e->call)) cmh_jw_kstr(w, "what", cmh_driver_error_what(s, x->addr, x->time_ns, what, sizeof what));
+            if (cmh_driver_error_judged(e->call)) cmh_jw_kstr(w, "what", cmh_driver_error_what(s, x->addr, x->time_ns, what, sizeof what));
             else cmh_jw_knull(w, "what");
             if (f) cmh_jw_kstr(w, "site", f);
             else cmh_jw_knull(w, "site");

@@ -273,6 +273,11 @@ const char *cmh_cuda_error_name(int32_t result, char *buf, size_t n)
     return buf;
 }
 
+int cmh_driver_error_judged(const char *call)
+{
+    return !strcmp(call, "cuMemFree") || !strcmp(call, "cuMemFreeAsync") || !strcmp(call, "cuMemFreeHost") || !strcmp(call, "cuMemUnmap");
+}
+
 const char *cmh_driver_error_what(const cmh_snapshot *s, uint64_t addr, int64_t t, char *buf, size_t n)
 {
     /* through every trace up to t: the last event of a segment based at addr, and the live

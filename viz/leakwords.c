@@ -575,13 +575,6 @@ static const char *drv_site_text(const cmh_snapshot *s, uint32_t stack)
     return cmh_frame_text(s, &s->frames[s->stack_frames[s->stacks[stack].first]], ring[k++ & 3], sizeof ring[0]);
 }
 
-/* a free's (or unmap's, release's) address is what the trace can judge */
-static int drv_is_free_call(const char *call)
-{
-    return !strcmp(call, "cuMemFree") || !strcmp(call, "cuMemFreeAsync") || !strcmp(call, "cuMemFreeHost") ||
-           !strcmp(call, "cuMemUnmap");
-}
-
 static const char *drv_times_text(uint64_t n)
 {
     static char b[32];
@@ -601,7 +594,7 @@ void cmh_driver_errors_write(FILE *fp, const cmh_snapshot *s)
     for (uint32_t i = 0; i < s->ndrv_errors; i++) {
         const cmh_drv_error *e = &s->drv_errors[i];
         char nb[32], what[256];
-        int fr = drv_is_free_call(e->call) && e->result == 1;
+        int fr = cmh_driver_error_judged(e->call) && e->result == 1;
         fprintf(fp, "      %s returned %s %s%s", e->call, cmh_cuda_error_name(e->result, nb, sizeof nb), drv_times_text(e->count),
                fr ? " (a pointer never allocated, freed twice, or not an allocation's base)" : "");
         if (e->nsites) {
@@ -614,7 +607,7 @@ void cmh_driver_errors_write(FILE *fp, const cmh_snapshot *s)
             const char *f = drv_site_text(s, w->stack);
             fprintf(fp, "        0x%llx", (unsigned long long)w->addr);
             if (w->size) fprintf(fp, " (%s)", cmh_svg_size((double)w->size));
-            if (drv_is_free_call(e->call)) fprintf(fp, ": %s", cmh_driver_error_what(s, w->addr, w->time_ns, what, sizeof what));
+            if (cmh_driver_error_judged(e->call)) fprintf(fp, ": %s", cmh_driver_error_what(s, w->addr, w->time_ns, what, sizeof what));
             fprintf(fp, ", at %s (thread %u)\n", f ? f : "<no stack recorded>", w->thread);
         }
         if (e->count > e->nsites)

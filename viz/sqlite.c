@@ -661,8 +661,7 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
             b_int(&b, pid), b_text(&b, e->call), b_int(&b, e->result), b_text(&b, cmh_cuda_error_name(e->result, nb, sizeof nb));
             b_int(&b, (int64_t)e->count);
             if (w) {
-                int is_free = !strcmp(e->call, "cuMemFree") || !strcmp(e->call, "cuMemFreeAsync") ||
-                              !strcmp(e->call, "cuMemFreeHost") || !strcmp(e->call, "cuMemUnmap");
+                int is_free = cmh_driver_error_judged(e->call);
                 b_int(&b, (int64_t)j + 1), b_int(&b, (int64_t)w->addr), b_int(&b, (int64_t)w->size);
                 b_opt(&b, w->thread ? (int64_t)w->thread : -1), b_opt(&b, w->time_ns ? w->time_ns : -1);
                 if (w->stack) b_int(&b, w->stack);

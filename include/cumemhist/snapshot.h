@@ -584,6 +584,10 @@ const char *cmh_cuda_error_name(int32_t result, char *buf, size_t n);
  * double free)", "inside the live 4.0 MiB allocation at 0x... (+4096 bytes), not its base",
  * "never allocated while recorded" or "live in the trace". */
 const char *cmh_driver_error_what(const cmh_snapshot *s, uint64_t addr, int64_t t, char *buf, size_t n);
+/* Whether a failed call's address is one cmh_driver_error_what can judge: a free's or an
+ * unmap's, which name an address the trace saw (cuMemRelease names a handle, an allocation
+ * call an address it never returned).  Every output that says the verdict asks this. */
+int cmh_driver_error_judged(const char *call);
 int cmh_snapshot_add_block(cmh_snapshot *s, const cmh_block *b);
 int cmh_snapshot_add_trace(cmh_snapshot *s, int32_t device, uint64_t dropped, cmh_trace **out);
 int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry_full *e); /* into the last trace */
