@@ -70,14 +70,13 @@ void cmh_drverr_note(const char *call, int result, uint64_t addr, uint64_t size)
     if (!k) cmh_count_lost(1);
 }
 
-int cmh_drverr_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
+int cmh_drverr_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg, int64_t now_ticks, int64_t now_ns)
 {
     kind v[MAX_KINDS];
     cmh_lock(&g_lock);
     uint32_t n = g_nkinds;
     memcpy(v, g_kinds, n * sizeof *v);
     cmh_unlock(&g_lock);
-    int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
     int rc = CMH_OK;
     for (uint32_t i = 0; i < n && rc == CMH_OK; i++) {
         cmh_drv_error e = {.result = v[i].result, .count = v[i].count, .nsites = v[i].nsites};

@@ -375,7 +375,6 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
     if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
     if (rc == CMH_OK) rc = cmh_vmm_export_unmapped(&s, map_stack, &c);
     if (rc == CMH_OK) rc = cmh_vmm_export_maps(&s, map_stack, &c);
-    if (rc == CMH_OK) rc = cmh_drverr_export(&s, map_stack, &c);
     if (rc == CMH_OK && c.failed) rc = CMH_ENOMEM;
     if (rc == CMH_OK && !cut && (!strcmp(why, "SIGUSR1") || !strcmp(why, "cmh_dump_snapshot"))) {
         /* taken on request while the process runs: said, as `cumemhist snapshot PID` says it (its

@@ -304,6 +304,7 @@ int cmh_export_state(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), v
     free(rv);
     if (rc == CMH_OK) rc = export_segments(s, all, nl, blocks, nb, stack_map, arg, now_ticks, now_ns);
     if (rc == CMH_OK) rc = cmh_marks_export(s, now_ticks, now_ns);
+    if (rc == CMH_OK) rc = cmh_drverr_export(s, stack_map, arg, now_ticks, now_ns); /* (the entries' times: drverr.c) */
     if (rc == CMH_OK) rc = export_threads(s);
     free(all);
     free(blocks);
@@ -419,6 +420,7 @@ int cmh_export_state_stream(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, voi
     }
     if (rc == CMH_OK && !lost) rc = export_segments(s, all, nl, blocks, nb, stack_map, arg, x->now_ticks, x->now_ns);
     if (rc == CMH_OK && !lost) rc = cmh_marks_export(s, x->now_ticks, x->now_ns);
+    if (rc == CMH_OK && !lost) rc = cmh_drverr_export(s, stack_map, arg, x->now_ticks, x->now_ns);
     if (rc == CMH_OK && !lost) rc = export_threads(s);
     free(all);
     free(blocks);

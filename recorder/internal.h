@@ -396,8 +396,10 @@ CMH_HIDDEN void cmh_vmm_reset_after_fork(void);
 /* A hook's failure branch: call (a string literal, the entry point's base name) returned result
  * for addr/size (0 where the call has none). */
 CMH_HIDDEN void cmh_drverr_note(const char *call, int result, uint64_t addr, uint64_t size);
-/* The table, into s (.cmh "driver_errors"; stacks through stack_map). */
-CMH_HIDDEN int cmh_drverr_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
+/* The table, into s (.cmh "driver_errors"; stacks through stack_map), its times mapped by the
+ * entries' own reference (now_ticks, now_ns: export.c's), so that a failed call and the entries
+ * around it keep their order: cmh_driver_error_what reads the trace up to the call's time. */
+CMH_HIDDEN int cmh_drverr_export(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg, int64_t now_ticks, int64_t now_ns);
 CMH_HIDDEN void cmh_drverr_reset_after_fork(void);
 /* the history cleared (cmh_hist_clear): the failed calls noted before it are forgotten */
 CMH_HIDDEN void cmh_drverr_clear(void);

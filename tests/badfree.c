@@ -5,7 +5,9 @@
  *   badfree clear: then the history cleared (cmh_record_memory_history's clear_history, found
  *     through dlsym: the preloaded recorder's) and a and b + 4096 freed again: the record's
  *     failed calls are these two, the three before the clear gone with the entries
- *   badfree off: recording off (enabled off) before the three, then on again: none recorded */
+ *   badfree off: recording off (enabled off) before the three, then on again: none recorded
+ *   badfree host: then 1 MiB of pinned host memory made and freed, the free refused (run under
+ *     FAKECUDA_FAIL=cuMemFreeHost: the real driver refuses one it cannot free), so it stays live */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
@@ -58,6 +60,11 @@ int main(int argc, char **argv)
         cmh_options o = {CMH_ENABLED_ALL, CMH_CONTEXT_ALL, 0, 0, 1};
         if (record(&o)) return 1;
         printf("after clear -> %d %d\n", (int)cuMemFree(a), (int)cuMemFree(b + 4096));
+    }
+    if (!strcmp(mode, "host")) {
+        void *h;
+        CK(cuMemAllocHost(&h, 1 * MB));
+        printf("host free -> %d\nh=%p\n", (int)cuMemFreeHost(h), h);
     }
     printf("a=0x%llx b=0x%llx\n", (unsigned long long)a, (unsigned long long)b);
     return 0; /* b live at the end (1 MiB) */
