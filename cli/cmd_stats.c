@@ -148,12 +148,12 @@ int cmd_stats(int argc, char **argv)
     putchar('\n'); /* the script print()s its result: one more newline */
     fflush(stdout);
     if (crc == CMH_OK) say_pool_cache(path, &s, g_device);
-    if (crc == CMH_OK && s.ndrv_errors) { /* calls the driver refused, after the script's text (summary's note): */
-        cmh_snapshot full;                 /* judged by the trace, which the segments' load left out */
-        if (g_device == -2 && rep_load_view(path, &full) == 0) {
+    if (crc == CMH_OK && s.ndrv_errors) { /* calls the driver refused, after the script's text (summary's note), */
+        cmh_snapshot full; /* judged by the whole trace: the segments' load has none, and memory_viz's shape (--device) no pinned host memory */
+        if (rep_load_view(path, &full) == 0) {
             rep_driver_errors_note(&full);
             cmh_snapshot_free(&full);
-        } else if (g_device != -2) rep_driver_errors_note(&s);
+        }
     }
     cmh_snapshot_free(&s);
     if (crc == CMH_EIO) return cli_finish_stdout(CLI_EFILE);
