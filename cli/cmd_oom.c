@@ -160,16 +160,6 @@ static uint32_t record_rank(const record_order *o, int dev, int64_t index)
     return 0;
 }
 
-static const char *ordinal(uint32_t n)
-{
-    static char ring[4][24];
-    static int k;
-    char *b = ring[k++ & 3];
-    const char *tail = n % 100 >= 11 && n % 100 <= 13 ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
-    snprintf(b, 24, "%u%s", n, tail);
-    return b;
-}
-
 /* Once, above the devices, where the record's OOMs are on several: which came first in the
  * record (by time), the one whatif and flamegraph --at oom look at, and the order of the rest (each
  * device numbers its own from #1, as summary counts them: two '#1's read as two firsts) */
@@ -435,11 +425,11 @@ static int section(const rep_section *sec, void *arg)
             const cmh_oom_event *e = &p.events[i];
             /* where the record's OOMs are on several devices, each "#1" says its place in the
              * record (they read as two firsts, device 0's listed first though device 1's came first) */
-            char place[160] = "";
+            char place[160] = "", nth[24];
             uint32_t rr = e->number && ro.ndevices > 1 ? record_rank(&ro, dev, e->index) : 0;
             if (rr == 1) snprintf(place, sizeof place, ": the record's first out-of-memory error (of %u)", ro.n);
             else if (rr)
-                snprintf(place, sizeof place, ": the record's %s (of %u; the first: %s's #%u)", ordinal(rr), ro.n,
+                snprintf(place, sizeof place, ": the record's %s (of %u; the first: %s's #%u)", cmh_ordinal(rr, nth, sizeof nth), ro.n,
                          rep_device_name(ro.v[0].device), ro.v[0].number);
             if (e->number && p.dropped && e->number == p.dropped + 1) { /* the first kept: say where the others went */
                 char gone[48];

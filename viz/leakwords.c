@@ -564,6 +564,13 @@ const char *cmh_site_made_by_text(const cmh_snapshot *s, const cmh_site *x, char
     return buf;
 }
 
+const char *cmh_ordinal(uint32_t n, char *buf, size_t cap)
+{
+    const char *tail = n % 100 >= 11 && n % 100 <= 13 ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+    snprintf(buf, cap, "%u%s", n, tail);
+    return buf;
+}
+
 /* ---- failed driver calls (.cmh driver_errors): the note every text report and the HTML report give ---- */
 
 /* the call's stack's innermost frame, as reports name a site with no grouping */

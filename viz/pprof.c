@@ -23,6 +23,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "cumemhist/leakwords.h"
 #include "cumemhist/owners.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
@@ -397,11 +398,10 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
         const cmh_record_oom *mine = NULL;
         for (uint32_t k = 0; k < nro && !mine; k++)
             if (ro[k].device == devices[d]) mine = &ro[k];
-        char place[200] = ""; /* where the record has OOMs on more than one device: which came first */
+        char place[200] = "", nth[24]; /* where the record has OOMs on more than one device: which came first */
         if (several && mine && mine->rank == 1) snprintf(place, sizeof place, ": the record's first out-of-memory error (of %u, by time)", nro);
         else if (several && mine)
-            snprintf(place, sizeof place, ": the record's %u%s (of %u; the first: device %d's #%u%s)", mine->rank,
-                     mine->rank % 100 >= 11 && mine->rank % 100 <= 13 ? "th" : mine->rank % 10 == 1 ? "st" : mine->rank % 10 == 2 ? "nd" : mine->rank % 10 == 3 ? "rd" : "th",
+            snprintf(place, sizeof place, ": the record's %s (of %u; the first: device %d's #%u%s)", cmh_ordinal(mine->rank, nth, sizeof nth),
                      nro, (int)ro[0].device, ro[0].number, has_oom[d] ? ", a device this profile does not hold" : "");
         if (has_oom[d]) { /* `oom`'s number: the OOMs the ring dropped come first */
             const cmh_trace *tr = cmh_snapshot_trace(s, devices[d]);

@@ -46,6 +46,9 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
 /* A frame as every text report names it: "name (file:line)", "name (file)", "name (module)";
  * a C++ name too long to read without its template arguments and parameters. */
 const char *cmh_frame_text(const cmh_snapshot *s, const cmh_frame *f, char *buf, size_t cap);
+/* n as an ordinal, "1st", "2nd", "3rd", "11th", "22nd", into buf: an OOM's place in the record
+ * (oom's text, the pprof profile's comment). */
+const char *cmh_ordinal(uint32_t n, char *buf, size_t cap);
 /* The record's failed driver calls (.cmh driver_errors), as every report says them: "note: 3
  * driver calls failed (the driver refused them: no entry in the trace shows them):", each
  * (call, result) and the calls kept, each address judged by the trace (cmh_driver_error_what);
