@@ -349,98 +349,6 @@ static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
 
 /* ---- physical memory made with cuMemCreate (the record's vmm_maps and vmm_unmapped) ---- */
 
-typedef struct hkey {
-    int32_t device;
-    uint64_t handle;
-} hkey;
-
-typedef struct hset { /* handles (device, number) */
-    hkey *v;
-    uint32_t n, cap;
-    int nomem;
-} hset;
-
-static void hset_add(hset *h, int32_t device, uint64_t handle)
-{
-    if (h->n == h->cap) {
-        uint32_t nc = h->cap ? h->cap * 2 : 16;
-        hkey *nv = realloc(h->v, nc * sizeof *nv);
-        if (!nv) {
-            h->nomem = 1;
-            return;
-        }
-        h->v = nv, h->cap = nc;
-    }
-    h->v[h->n++] = (hkey){device, handle};
-}
-
-static int cmp_hkey(const void *x, const void *y)
-{
-    const hkey *a = x, *b = y;
-    if (a->device != b->device) return a->device < b->device ? -1 : 1;
-    return (a->handle > b->handle) - (a->handle < b->handle);
-}
-
-static int hset_has(const hset *h, int32_t device, uint64_t handle)
-{
-    hkey k = {device, handle};
-    return h->n && bsearch(&k, h->v, h->n, sizeof *h->v, cmp_hkey) != NULL;
-}
-
-static void on_mapped(void *arg, const cmh_vmm_map *row, uint64_t bytes)
-{
-    (void)bytes;
-    hset_add(arg, row->device, row->handle);
-}
-
-/* The handles mapped somewhere at the end of the device's trace, as owners and peak count them
- * (physmap.c: the trace's maps and unmaps, each map's handle by its row), into h. */
-static int mapped_at_end(const cmh_snapshot *s, int32_t device, hset *h)
-{
-    cmh_physmap *p = cmh_physmap_new(s, device);
-    if (!p) return CMH_ENOMEM;
-    cmh_replay *r = cmh_physmap_has_rows(p) ? cmh_replay_new(s, device) : NULL;
-    int rc = cmh_physmap_has_rows(p) && !r ? CMH_ENOMEM : CMH_OK;
-    while (r && cmh_replay_step(r)) {
-        const cmh_entry *e = cmh_replay_entry(r, cmh_replay_position(r));
-        if (!e) break; /* (the reconciliation after the last entry: no map nor unmap) */
-        cmh_physmap_step(p, e);
-    }
-    if (r && (rc = cmh_replay_status(r)) == CMH_OK) rc = cmh_physmap_status(p);
-    cmh_physmap_reset(p);
-    if (rc == CMH_OK) cmh_physmap_remainders(p, on_mapped, h); /* (reset: every handle mapped now) */
-    cmh_replay_free(r);
-    cmh_physmap_free(p);
-    return rc == CMH_OK && h->nomem ? CMH_ENOMEM : rc;
-}
-
-/* a map row or a held row by what it says of its handle, for sorting */
-typedef struct hrow {
-    int32_t device;
-    uint64_t handle, size;
-    uint32_t stack;
-    int64_t time_ns;
-    uint32_t i; /* its index in its table */
-} hrow;
-
-static int cmp_by_handle(const void *x, const void *y) /* device, handle, then the order made */
-{
-    const hrow *a = x, *b = y;
-    if (a->device != b->device) return a->device < b->device ? -1 : 1;
-    if (a->handle != b->handle) return a->handle < b->handle ? -1 : 1;
-    return (a->i > b->i) - (a->i < b->i);
-}
-
-static int cmp_by_make(const void *x, const void *y) /* device, size, stack, time: the handle as made */
-{
-    const hrow *a = x, *b = y;
-    if (a->device != b->device) return a->device < b->device ? -1 : 1;
-    if (a->size != b->size) return a->size < b->size ? -1 : 1;
-    if (a->stack != b->stack) return a->stack < b->stack ? -1 : 1;
-    if (a->time_ns != b->time_ns) return a->time_ns < b->time_ns ? -1 : 1;
-    return (a->i > b->i) - (a->i < b->i);
-}
-
 /* vmm_maps: a row per cuMemMap the record names the handle of; vmm_handles: a row per handle,
  * the ones the maps name (how many maps, and whether it is mapped at the end, held and mapped
  * nowhere, or released) and the ones held and never mapped (handle NULL: the record numbers
@@ -455,72 +363,23 @@ static int add_vmm(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid)
         b_opt(&b, m->time_ns ? m->time_ns : -1), b_int(&b, (int64_t)m->handle);
         rc = run(x, &b, "vmm_maps");
     }
-    if (rc != CMH_OK || (!s->nvmm_maps && !s->nvmm_unmapped)) return rc;
-    hrow *maps = calloc(s->nvmm_maps + 1, sizeof *maps), *held = calloc(s->nvmm_unmapped + 1, sizeof *held);
-    uint8_t *taken = calloc(s->nvmm_unmapped + 1, 1); /* a held row that is a mapped handle's */
-    hset mapped = {0};
-    if (!maps || !held || !taken) rc = CMH_ENOMEM;
-    for (uint32_t i = 0; rc == CMH_OK && i < s->nvmm_maps; i++) {
-        const cmh_vmm_map *m = &s->vmm_maps[i];
-        maps[i] = (hrow){m->device, m->handle, m->handle_size, m->handle_stack, m->handle_time_ns, i};
-    }
-    for (uint32_t i = 0; rc == CMH_OK && i < s->nvmm_unmapped; i++) {
-        const cmh_vmm_handle *h = &s->vmm_unmapped[i];
-        held[i] = (hrow){h->device, 0, h->size, h->stack, h->time_ns, i};
-    }
-    if (rc == CMH_OK) {
-        qsort(maps, s->nvmm_maps, sizeof *maps, cmp_by_handle);
-        qsort(held, s->nvmm_unmapped, sizeof *held, cmp_by_make);
-    }
-    for (uint32_t i = 0; rc == CMH_OK && i < s->nvmm_maps; i++) /* each device's maps: one replay */
-        if (!i || maps[i].device != maps[i - 1].device) rc = mapped_at_end(s, maps[i].device, &mapped);
-    if (rc == CMH_OK && mapped.n) qsort(mapped.v, mapped.n, sizeof *mapped.v, cmp_hkey);
-    for (uint32_t i = 0, k; rc == CMH_OK && i < s->nvmm_maps; i = k) {
-        const hrow *m = &maps[i]; /* the handle's first map */
-        for (k = i + 1; k < s->nvmm_maps && maps[k].device == m->device && maps[k].handle == m->handle;) k++;
-        const char *state = "released";
-        if (hset_has(&mapped, m->device, m->handle)) state = "mapped";
-        else { /* held and mapped nowhere at the end: the held row made as this handle was (its
-                * device, size and cuMemCreate stack; of several, the one made nearest its time:
-                * the two tables stamp a handle's creation apart, by a few hundred ns) */
-            hrow key = *m;
-            key.time_ns = INT64_MIN, key.i = 0;
-            uint32_t lo = 0, hi = s->nvmm_unmapped, best = UINT32_MAX;
-            while (lo < hi) {
-                uint32_t mid = (lo + hi) / 2;
-                if (cmp_by_make(&held[mid], &key) < 0) lo = mid + 1;
-                else hi = mid;
-            }
-            for (; lo < s->nvmm_unmapped && held[lo].device == m->device && held[lo].size == m->size && held[lo].stack == m->stack; lo++)
-                if (!taken[lo] && (best == UINT32_MAX || llabs(held[lo].time_ns - m->time_ns) < llabs(held[best].time_ns - m->time_ns)))
-                    best = lo;
-            if (best != UINT32_MAX) {
-                taken[best] = 1;
-                state = "unmapped";
-            }
-        }
+    cmh_vmm_handle_row *hv = NULL;
+    uint32_t nh = 0;
+    if (rc == CMH_OK) rc = cmh_vmm_handle_rows(s, &hv, &nh);
+    for (uint32_t i = 0; rc == CMH_OK && i < nh; i++) {
+        const cmh_vmm_handle_row *h = &hv[i];
         BIND(Q_VMMH);
-        b_int(&b, pid), b_int(&b, m->device), b_int(&b, (int64_t)m->handle), b_int(&b, (int64_t)m->size);
-        if (m->stack) b_int(&b, m->stack);
+        b_int(&b, pid), b_int(&b, h->device);
+        if (h->numbered) b_int(&b, (int64_t)h->handle);
         else b_null(&b);
-        b_opt(&b, m->time_ns ? m->time_ns : -1), b_int(&b, k - i), b_text(&b, state);
-        rc = run(x, &b, "vmm_handles");
-    }
-    for (uint32_t j = 0; rc == CMH_OK && j < s->nvmm_unmapped; j++) { /* held, never mapped */
-        if (taken[j]) continue;
-        const hrow *h = &held[j];
-        BIND(Q_VMMH);
-        b_int(&b, pid), b_int(&b, h->device), b_null(&b), b_int(&b, (int64_t)h->size);
+        b_int(&b, (int64_t)h->size);
         if (h->stack) b_int(&b, h->stack);
         else b_null(&b);
-        b_opt(&b, h->time_ns ? h->time_ns : -1), b_int(&b, 0), b_text(&b, "unmapped");
+        b_opt(&b, h->time_ns ? h->time_ns : -1), b_int(&b, h->maps), b_text(&b, cmh_vmm_handle_state_name(h->state));
         rc = run(x, &b, "vmm_handles");
     }
-    free(maps);
-    free(held);
-    free(taken);
-    free(mapped.v);
-    return rc == CMH_OK && mapped.nomem ? CMH_ENOMEM : rc;
+    free(hv);
+    return rc;
 }
 
 /* the record's stream-ordered pools (cmh_pool_descs), numbered 1, 2, ... as pools.pool_id */

@@ -116,6 +116,26 @@ typedef struct cmh_physical_peak {
 } cmh_physical_peak;
 int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_peak *out);
 
+/* The record's cuMemCreate handles, one row each (vmm_handles.c): those its maps name, in order
+ * of device and handle number, then those held and never mapped (no number: the recorder numbers
+ * only the handles it saw mapped), with how many maps each had and its state at the end: mapped
+ * somewhere, held and mapped nowhere (vmm_unmapped), or released.  *rows malloc'd (free it; NULL
+ * with none).  CMH_OK or CMH_ENOMEM. */
+enum { CMH_VMMH_MAPPED, CMH_VMMH_UNMAPPED, CMH_VMMH_RELEASED };
+typedef struct cmh_vmm_handle_row {
+    int32_t device;
+    int numbered;     /* handle is the record's number for it (0: held and never mapped) */
+    uint64_t handle;
+    uint64_t size;
+    uint32_t stack;   /* cuMemCreate's (0: none) */
+    int64_t time_ns;  /* cuMemCreate's (0: not known) */
+    uint32_t maps;    /* cuMemMap calls of it */
+    uint8_t state;    /* CMH_VMMH_* */
+} cmh_vmm_handle_row;
+int cmh_vmm_handle_rows(const cmh_snapshot *s, cmh_vmm_handle_row **rows, uint32_t *n);
+/* "mapped", "unmapped" (held, mapped nowhere) or "released" */
+const char *cmh_vmm_handle_state_name(int state);
+
 typedef struct cmh_live_block {
     uint64_t addr, size, requested;
     int64_t time_ns;
