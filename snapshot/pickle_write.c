@@ -92,29 +92,11 @@ static const char *x_value(pw *w, const char *p, int depth)
     case 'N': op(w, 'N'); break;
     case 'T': case 'F': w_bool(w, *p == 'T'); break;
     case 'i': w_int(w, strtoll(p + 1, NULL, 10)); break;
-    case 'd': {
-        double d = strtod(p + 1, NULL);
-        uint64_t bits;
-        memcpy(&bits, &d, 8);
-        unsigned char b[9] = {'G'};
-        for (int i = 0; i < 8; i++) b[1 + i] = (unsigned char)(bits >> (56 - 8 * i));
-        raw(w, b, 9);
-        boundary(w);
-        break;
-    }
+    case 'd': w_float(w, strtod(p + 1, NULL)); break;
     case 's': {
         char *e;
         size_t n = (size_t)strtoull(p + 1, &e, 10);
-        unsigned char h[5];
-        if (n < 256) {
-            h[0] = 0x8c;
-            h[1] = (unsigned char)n;
-            raw(w, h, 2);
-        } else {
-            h[0] = 'X';
-            for (int i = 0; i < 4; i++) h[1 + i] = (unsigned char)(n >> (8 * i));
-            raw(w, h, 5);
-        }
+        str_head(w, n);
         raw(w, e + 1, n);
         boundary(w);
         break;
@@ -367,16 +349,7 @@ static void w_setting_value(pw *w, const cmh_snapshot *s, const cmh_setting *st)
     const char *v = cmh_str(s, st->value);
     switch (st->type) {
     case 1: w_int(w, strtoll(v, NULL, 10)); break;
-    case 2: {
-        double d = strtod(v, NULL);
-        uint64_t bits;
-        memcpy(&bits, &d, 8);
-        unsigned char b[9] = {'G'};
-        for (int i = 0; i < 8; i++) b[1 + i] = (unsigned char)(bits >> (56 - 8 * i));
-        raw(w, b, 9);
-        boundary(w);
-        break;
-    }
+    case 2: w_float(w, strtod(v, NULL)); break;
     case 3: w_bool(w, !strcmp(v, "True")); break;
     case 4: { /* {"k": int, ...} */
         op(w, '}');

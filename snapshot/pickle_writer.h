@@ -137,11 +137,10 @@ static inline void get(pw *w, uint32_t slot)
     boundary(w);
 }
 
-static inline void str_body(pw *w, const char *s)
+/* A string's opcode and length, n bytes of UTF-8 to follow: SHORT_BINUNICODE below 256 bytes,
+ * BINUNICODE above, as CPython's pickler writes them. */
+static inline void str_head(pw *w, size_t n)
 {
-    size_t n = strlen(s), nul = 0;
-    for (const char *p = s; *p; p++) nul += CMH_IS_NUL_PAIR(p);
-    if (nul) n -= nul; /* a NUL the reader held as C0 80 (cmh_strtab_intern_bytes): the NUL again */
     unsigned char h[5];
     if (n < 256) {
         h[0] = 0x8c;
@@ -152,6 +151,25 @@ static inline void str_body(pw *w, const char *s)
         for (int i = 0; i < 4; i++) h[1 + i] = (unsigned char)(n >> (8 * i));
         raw(w, h, 5);
     }
+}
+
+/* A float as BINFLOAT: 'G' and the double's 8 bytes, big-endian. */
+static inline void w_float(pw *w, double d)
+{
+    uint64_t bits;
+    memcpy(&bits, &d, 8);
+    unsigned char b[9] = {'G'};
+    for (int i = 0; i < 8; i++) b[1 + i] = (unsigned char)(bits >> (56 - 8 * i));
+    raw(w, b, 9);
+    boundary(w);
+}
+
+static inline void str_body(pw *w, const char *s)
+{
+    size_t n = strlen(s), nul = 0;
+    for (const char *p = s; *p; p++) nul += CMH_IS_NUL_PAIR(p);
+    if (nul) n -= nul; /* a NUL the reader held as C0 80 (cmh_strtab_intern_bytes): the NUL again */
+    str_head(w, n);
     if (!nul) {
         raw(w, s, n);
         return;
