@@ -60,6 +60,9 @@ for cut in range(size):
             if not plural(left, "byte", w) or verb != ("is" if left == 1 else "are"): why.append("'%d %s %s left'" % (left, w, verb))
         else:
             why.append("unknown shape")
+        s = re.search(r"; byte (\d+) says the file ends with a checksum, and it does not: the file is truncated or damaged$", msg)
+        if m.group(4) == ";" and (not s or int(s.group(1)) + 8 > cut or data[int(s.group(1)):int(s.group(1)) + 9] != b"\xa8checksum"):
+            why.append("the checksum's announcement not at the byte said, or not within the cut")
     if why: bad.append("cut %d: %s: %s" % (cut, ", ".join(why), msg))
 print("%d cuts, %d bad%s; %s" % (size, len(bad), ", e.g. " + " | ".join(bad[:3]) if bad else "", ",".join(sorted(seen))))
 PY
