@@ -196,8 +196,8 @@ static const char *stack_site(void *arg, const cmh_snapshot *s, const cmh_sites 
 }
 
 /* The records of the children the named records forked, found beside them (rep_child_record),
- * appended to pl for one database of the run: `export app.cmh -o a.db` said "1 record" where
- * the run wrote the killed child's app.803.cmh beside it.  Each one taken is said. */
+ * appended to pl for one database or one trace of the run: `export app.cmh -o a.db` said "1
+ * record" where the run wrote the killed child's app.803.cmh beside it.  Each one taken is said. */
 static int add_children(cmh_pathlist *pl)
 {
     uint32_t named = pl->n;
@@ -359,9 +359,16 @@ int cmd_export(int argc, char **argv)
     }
     free(args);
     if (rc) return rc;
-    if (g_format == F_SQLITE || (g_format == F_CHROME && (given > 1 || dir))) {
+    /* a run's forked children are in a job's trace as in its database: `export -f chrome app.cmh`
+     * left out the killed child's app.803.cmh that the sqlite export took in */
+    uint32_t nnamed = pl.n;
+    if ((g_format == F_SQLITE || g_format == F_CHROME) && add_children(&pl)) {
+        cmh_pathlist_free(&pl);
+        return CLI_ENOMEM;
+    }
+    if (g_format == F_SQLITE || (g_format == F_CHROME && (given > 1 || dir || pl.n > nnamed))) {
         if (!pl.n) cli_error("export: no .cmh or .pickle files in the directories given"), rc = CLI_EFILE;
-        else if (g_format == F_SQLITE) rc = add_children(&pl) ? CLI_ENOMEM : many_sqlite(&pl, g_out);
+        else if (g_format == F_SQLITE) rc = many_sqlite(&pl, g_out);
         else {
             cmh_atomic a;
             char err[4400];

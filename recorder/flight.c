@@ -205,24 +205,29 @@ static void populate_here(void)
     pthread_mutex_unlock(&g_window);
 }
 
-/* The appenders share the making ahead: the one whose record crosses a PIECE boundary of the
- * extent makes the piece a window further on writable itself, at once, and moves the populated
- * end past it.  With many appending threads on few cores, the helper is one runnable thread
- * among them and falls behind: 38% of the records of 8 threads on 2 cores landed past the
- * populated end, against 3% with 1 thread, and the appenders' own faults there (each zeroing a
- * read-around of fresh page-cache pages) took the kernel's zeroing from 10% of the samples to
- * 25% (perf).  Shared this way, the work follows the appends whoever runs (0.7% past the end
- * at 8 threads): a piece of 256 KiB once every 5,000 short records or so, by one appender, no
- * lock, no wait (a piece whose appender is preempted first is faulted in by the others: slower,
- * never wrong).
- * The helper, woken by the same appender, still gives back what was written. */
+/* The making ahead follows the appends, a PIECE at a time: the appender whose record crosses a
+ * PIECE boundary of the extent wakes the helper (once), which makes the window ahead (up to a
+ * window past the cursor), touches its pages and gives back what was written.  When the helper
+ * has not kept up (less than a piece is made past the boundary just crossed: it did not run
+ * since the last crossing), that appender makes the rest itself, at once, up to a window and a
+ * piece past the boundary.  With many appending threads on few cores the helper is one
+ * runnable thread among them and falls behind: 38% of the records of 8 threads on 2 cores
+ * landed past the populated end, against 3% with 1 thread, and the appenders' own faults there
+ * (each zeroing a read-around of fresh page-cache pages) took the kernel's zeroing from 10% of
+ * the samples to 25% (perf); with the appenders taking over when it is late, the work follows
+ * the appends whoever runs (0.7% past the end at 8 threads): no lock, no wait (a piece whose
+ * appender is preempted first is faulted in by the others: slower, never wrong).  When the
+ * helper keeps up (one calling thread, a core for the helper), the caller no longer pays for
+ * the page cache's zeroing: the appenders used to make every piece themselves, a fifth of a
+ * recorded pair's own CPU (perf of bench_hot none: the kernel's __pi_memset under
+ * madvise(MADV_POPULATE_WRITE) in cmh_fl_reserve). */
 #define PIECE (256ull << 10)
 #define RELEASE_LAG (2ull << 20) /* written and not given back: past it an appender gives back */
 static void populate_piece(uint32_t a, uint64_t end, uint64_t size)
 {
-    uint64_t from = (end & ~(PIECE - 1)) + POP_WINDOW, to = from + PIECE;
+    uint64_t from = __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED) & ~(uint64_t)4095, to = (end & ~(PIECE - 1)) + POP_WINDOW + PIECE;
     if (to > size) to = size;
-    if (from >= to || to <= __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED)) return; /* made already */
+    if (from >= to) return; /* made already */
 #ifdef MADV_POPULATE_WRITE
     int saved = errno; /* the program's errno is not ours to change */
     madvise(g_map[a] + from, to - from, MADV_POPULATE_WRITE);
@@ -309,7 +314,8 @@ static int free_slot(void)
 /* Add extent i to the file and map it; 0, or the error number (then appends are counted as
  * lost).  A slot reused is rewritten as under a sequence lock (flight_format.h): its serial 0
  * and its size 0 first, then its fields, then the new serial and size. */
-static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
+/* ahead: bytes of its start made writable now (the helper's first wake makes the rest) */
+static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size, uint64_t ahead)
 {
     uint64_t off = place(size);
     int fd = flight_fd();
@@ -331,9 +337,15 @@ static int make_extent(cmh_flight_header *h, uint32_t i, uint64_t size)
     __atomic_store_n(&g_map[i], m, __ATOMIC_RELAXED);
     __atomic_store_n(&g_rel[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_pop[i], 0, __ATOMIC_RELAXED); /* a fresh extent (after fork, the index may have been the parent's) */
-    populate(i, 0, size < POP_WINDOW ? size : POP_WINDOW);
+    if (ahead > size) ahead = size;
+    /* exactly those pages: the fault's read-around (page_cache_ra_unbounded) zero-filled far
+     * more of the fallocated extent, most of the 1.6 ms of CPU a process's first allocation
+     * took (perf); the later windows, made by the helper, read around as before */
+    madvise(m, size, MADV_RANDOM);
+    populate(i, 0, ahead);
+    madvise(m, size, MADV_NORMAL);
     __atomic_store_n(&g_touch[i], 0, __ATOMIC_RELAXED);
-    touch(i, size < POP_WINDOW ? size : POP_WINDOW, NULL); /* no appender here yet: not published */
+    touch(i, ahead, NULL); /* no appender here yet: not published */
     __atomic_store_n(&a->offset, off, __ATOMIC_RELEASE);
     __atomic_store_n(&a->cursor, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&a->gen, __atomic_load_n(&h->gen, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
@@ -379,7 +391,7 @@ void cmh_flight_prepare(void)
     if (slot >= 0 && __atomic_load_n(&cmh_fl_h->area[a].cursor, __ATOMIC_RELAXED) >= cmh_fl_h->area[a].size / 2) {
         uint64_t size = cmh_fl_h->area[a].size * 2;
         if (size > (uint64_t)MAX_EXTENT_MB << 20) size = (uint64_t)MAX_EXTENT_MB << 20;
-        if (make_extent(cmh_fl_h, (uint32_t)slot, size) == 0) g_ahead = slot;
+        if (make_extent(cmh_fl_h, (uint32_t)slot, size, POP_WINDOW) == 0) g_ahead = slot;
         else cmh_log("%s: no room for the next %llu MiB of the flight record yet", g_path, (unsigned long long)(size >> 20));
     }
     /* (no slot free: asked again at the next append past the mark, once a checkpoint dropped one) */
@@ -408,7 +420,7 @@ static int next_extent(uint32_t full, int new_generation)
             int n = free_slot();
             uint64_t size = new_generation || rc >= CMH_FLIGHT_EXTENTS ? g_first_size : cmh_fl_h->area[rc].size * 2;
             if (size > (uint64_t)MAX_EXTENT_MB << 20) size = (uint64_t)MAX_EXTENT_MB << 20;
-            if (n >= 0 && make_extent(cmh_fl_h, (uint32_t)n, size) == 0) {
+            if (n >= 0 && make_extent(cmh_fl_h, (uint32_t)n, size, POP_WINDOW) == 0) {
                 __atomic_store_n(&cmh_fl_h->active, (uint32_t)n, __ATOMIC_RELEASE);
                 arm_prepare((uint32_t)n);
                 rc = n;
@@ -448,13 +460,13 @@ cmh_flight_rec *cmh_fl_reserve(uint32_t len, uint32_t *area, int counted, uint32
                 !__atomic_exchange_n(&g_prep_asked, 1, __ATOMIC_ACQ_REL))
                 cmh_helper_wake();
             if (CMH_UNLIKELY(((at ^ (at + len)) & ~(PIECE - 1)) != 0)) {
-                populate_piece(a, at + len, ar->size);
-                /* and the helper gives back what was written (the populated end now stays ahead,
-                 * so the wake below, half a window before it, no longer comes); when it has not
-                 * for RELEASE_LAG, this appender does (populate_here), as appenders past the
+                /* the helper late by a piece: this appender makes the pieces ahead itself */
+                if (__atomic_load_n(&g_pop[a], __ATOMIC_RELAXED) < ((at + len) & ~(PIECE - 1)) + PIECE) populate_piece(a, at + len, ar->size);
+                /* the helper makes the window ahead and gives back what was written; when it has
+                 * not given back for RELEASE_LAG, this appender does, as appenders past the
                  * populated end did before the pieces (seen: 40 MB left resident otherwise) */
                 if (at > __atomic_load_n(&g_rel[a], __ATOMIC_RELAXED) + RELEASE_LAG) release_mine(a, at);
-                else if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
+                if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
                     cmh_helper_wake();
             }
             uint64_t pop = __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED);
@@ -683,6 +695,14 @@ static int keep_leftover(const char *snap)
     return 0;
 }
 
+/* The clock's first point (cmh_flight_start): taken when the library is loaded */
+static int64_t g_load_ticks, g_load_ns;
+__attribute__((constructor(103))) static void clock_at_load(void)
+{
+    g_load_ns = cmh_now_ns();
+    g_load_ticks = cmh_now_ticks();
+}
+
 void cmh_flight_start(void)
 {
     const char *env = getenv("CUMEMHIST_FLIGHT");
@@ -733,6 +753,10 @@ void cmh_flight_start(void)
         close(fd), unlink(g_path);
         return;
     }
+    /* No read-around for the header's first write: on ext4 that fault zero-filled the
+     * fallocated (unwritten) pages around it, 1.6 ms of a process's first allocation (perf: a
+     * page fault in cmh_flight_start, under page_cache_ra_order and ext4_mpage_readpages) */
+    madvise(m, CMH_FLIGHT_HEADER, MADV_RANDOM);
     struct stat own;
     fstat(fd, &own);
     g_dev = own.st_dev, g_ino = own.st_ino;
@@ -743,14 +767,15 @@ void cmh_flight_start(void)
     h->header_size = CMH_FLIGHT_HEADER;
     h->pid = getpid();
     h->start_ns = cmh_process_start_ns();
-    h->t0_ns = cmh_now_ns();
-    h->t0_ticks = cmh_now_ticks();
-    /* a first slope for the clock at once (2 ms): a process that dies within the helper's first
-     * tick still gets its times right */
-    struct timespec pause = {0, 2000000};
-    nanosleep(&pause, NULL);
-    h->t1_ns = cmh_now_ns();
-    h->t1_ticks = cmh_now_ticks();
+    /* A first slope for the clock at once, so that a process that dies before the helper's
+     * first tick (2 ms after this) still gets its times right: from the point taken when the
+     * library was loaded to now.  (This was a 2 ms sleep between two points here, most of the
+     * 4-5 ms a process's first allocation took.)  The helper's ticks move t1 on. */
+    int64_t now_ns = cmh_now_ns(), now_ticks = cmh_now_ticks();
+    if (g_load_ticks && now_ticks > g_load_ticks && now_ns > g_load_ns) h->t0_ns = g_load_ns, h->t0_ticks = g_load_ticks;
+    else h->t0_ns = now_ns, h->t0_ticks = now_ticks; /* (the identity until the first tick) */
+    h->t1_ns = now_ns;
+    h->t1_ticks = now_ticks;
     h->max_entries = cmh_cfg.max_entries;
     h->max_frames = cmh_cfg.max_frames;
     h->enabled = (uint8_t)cmh_cfg.enabled;
@@ -770,7 +795,10 @@ void cmh_flight_start(void)
     h->proc_start_ticks = ticks;
     cmh_boot_id(h->boot_id, sizeof h->boot_id);
     h->forked_from = cmh_process_forked_from();
-    if (make_extent(h, 0, g_first_size) != 0) {
+    /* the first extent's first 64 KiB only, on the calling thread: its first allocation was
+     * 0.8 ms longer for the whole window (perf: the kernel's read-around zeroing the fallocated
+     * pages under MADV_POPULATE_WRITE); the first appends wake the helper for the rest */
+    if (make_extent(h, 0, g_first_size, 64ull << 10) != 0) {
         cmh_log("no flight record (%s: no room for %ld MiB): a crash would lose the history", g_path, mb);
         munmap(m, CMH_FLIGHT_HEADER);
         close(fd);

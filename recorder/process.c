@@ -165,13 +165,15 @@ __thread int cmh_on_helper __attribute__((tls_model("initial-exec")));
 static void *helper(void *arg)
 {
     (void)arg;
-    int64_t last_tick = cmh_now_ns();
+    /* the first tick 2 ms after the start, 100 ms apart after that: the flight record's first
+     * clock slope (cmh_flight_start) is made from a short span at worst */
+    int64_t last_tick = cmh_now_ns() - 98000000;
     unsigned ticks = 0;
     cmh_on_helper = 1; /* pystack.c: never reads Python frames here (dumps call into Python) */
-    for (;;) {
+    for (int first = 1;; first = 0) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 100000000;
+        until.tv_nsec += first ? 2000000 : 100000000;
         if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
         if (sem_timedwait(&g_sem, &until) != 0) {
             if (errno == ETIMEDOUT) helper_tick(&last_tick, &ticks);

@@ -71,8 +71,12 @@ static inline int need(cur *c, size_t n)
 {
     if (c->failed) return -1;
     if (__builtin_expect(c->mapped && c->pos - c->dropped >= CMH_DROP_STEP, 0)) drop_behind(c);
-    if (c->len - c->pos < n)
-        return fail(c, "truncated at byte %zu (expected %zu more bytes)", c->len, n - (c->len - c->pos));
+    if (c->len - c->pos < n) { /* what the reader stood on, and how far past the end it reaches (the file ends at byte len) */
+        size_t more = n - (c->len - c->pos);
+        if (n == 1) return fail(c, "truncated at byte %zu (reading byte %zu: 1 more byte needed)", c->len, c->pos);
+        return fail(c, "truncated at byte %zu (reading bytes %zu-%zu: %zu more byte%s needed)", c->len, c->pos, c->pos + n - 1, more,
+                    more == 1 ? "" : "s");
+    }
     return 0;
 }
 
@@ -143,10 +147,14 @@ static int rd_container(cur *c, int map, uint32_t *n)
     if (need(c, (size_t)w)) return -1;
     *n = (uint32_t)be(c->p + c->pos, w);
     c->pos += (size_t)w;
-    /* Every element takes at least one byte: a count past the end is a lie, not a big file. */
-    if ((uint64_t)*n * (map ? 2 : 1) > c->len - c->pos)
-        return fail(c, "truncated at byte %zu (%s of %u items cannot fit in the %zu bytes left)", c->len,
-                    map ? "map" : "array", *n, c->len - c->pos);
+    /* Every element takes at least one byte: a count past the end is a lie, not a big file.  (A
+     * map's entry is two: "a map of 17 items cannot fit in the 29 bytes left" said so of 17.) */
+    uint64_t least = (uint64_t)*n * (map ? 2 : 1);
+    size_t left = c->len - c->pos;
+    if (least > left)
+        return fail(c, "truncated at byte %zu (the %s at byte %zu holds %u %s%s, %llu bytes at least, and %zu byte%s %s left)", c->len,
+                    map ? "map" : "array", at, *n, map ? "entr" : "item", map ? (*n == 1 ? "y" : "ies") : (*n == 1 ? "" : "s"),
+                    (unsigned long long)least, left, left == 1 ? "" : "s", left == 1 ? "is" : "are");
     return 0;
 }
 

@@ -58,7 +58,7 @@ static inline int need(pm *m, size_t n)
 {
     if (__builtin_expect(m->mapped && m->pos - m->dropped >= CMH_DROP_STEP, 0)) drop_behind(m);
     if (m->len - m->pos < n)
-        return pk_fail(m, "truncated at byte %zu (expected %zu more bytes)", m->len, n - (m->len - m->pos));
+        return pk_fail(m, "truncated at byte %zu (expected %zu more byte%s)", m->len, n - (m->len - m->pos), n - (m->len - m->pos) == 1 ? "" : "s");
     return 0;
 }
 

@@ -185,7 +185,7 @@ static int read_vmm_maps(pm *m, const pcont *l)
     return 0;
 }
 
-/* cumemhist.free_frames (pickle_write.c pkw_free_frames_aside): the frees' stacks of whole blocks
+/* cumemhist.free_frames (cmh_entry_free_stack_aside): the frees' stacks of whole blocks
  * the trace never saw allocated, written frameless in device_traces so that memory_viz does not
  * take the free's line for the segment's origin: (device, which of the device's segment_free
  * and segment_unmap entries, frames), put back on that entry. */

@@ -213,11 +213,11 @@ void pkw_side(pw *w, const cmh_snapshot *s, int ndev, int has_settings, const cm
             }
         }
     }
-    /* the frees' frames written empty in device_traces (pickle_write.c, pkw_free_frames_aside): (device, which of
+    /* the frees' frames written empty in device_traces (cmh_entry_free_stack_aside): (device, which of
      * the device's segment_free and segment_unmap entries, counted from 0, frames) */
     uint32_t nff = 0;
     for (uint32_t t = 0; t < s->ntraces; t++)
-        for (uint32_t i = 0; s->traces[t].device >= 0 && i < s->traces[t].nentries; i++) nff += pkw_free_frames_aside(s, &s->traces[t], i);
+        for (uint32_t i = 0; s->traces[t].device >= 0 && i < s->traces[t].nentries; i++) nff += cmh_entry_free_stack_aside(s, &s->traces[t], i);
     if (nff) {
         w_key(w, W_FREE_FRAMES);
         op(w, ']');
@@ -229,7 +229,7 @@ void pkw_side(pw *w, const cmh_snapshot *s, int ndev, int has_settings, const cm
                 for (uint32_t i = 0; i < s->traces[t].nentries; i++) {
                     const cmh_entry *e = &s->entries[s->traces[t].first_entry + i];
                     if (e->action != CMH_ACT_SEGMENT_FREE && e->action != CMH_ACT_SEGMENT_UNMAP) continue;
-                    if (pkw_free_frames_aside(s, &s->traces[t], i)) {
+                    if (cmh_entry_free_stack_aside(s, &s->traces[t], i)) {
                         batch_begin(w, k, nff);
                         op(w, '(');
                         w_int(w, d);

@@ -261,22 +261,6 @@ static int written_entry(const cmh_entry *e, int inline_marks)
 /* Whether a reader of the pickle finds the entry in device_traces (what an aside item's position counts). */
 int pkw_kept_entry(const cmh_entry *e) { return e->action < CMH_ACT_MARK && !(e->flags & CMH_EF_IMPLIED) && !cmh_entry_retried_oom(e); }
 
-/* A whole block's segment_free (or segment_unmap) whose block the trace never saw allocated
- * (the ring dropped its allocation, or it was made before recording) where frees carry their
- * own stacks: memviz.c wrote its implied free_completed frameless, and memory_viz's segment
- * timeline would take the segment_free's frames for the segment's origin (a pre-trace
- * segment's segment_free is its element, and the segment view draws the segment with its
- * frames).  Its frames are written empty in device_traces and kept in cumemhist.free_frames,
- * which pickle_model.c puts back on it, so our readers keep the free's stack. */
-int pkw_free_frames_aside(const cmh_snapshot *s, const cmh_trace *tr, uint32_t i)
-{
-    const cmh_entry *e = &s->entries[tr->first_entry + i];
-    if ((e->action != CMH_ACT_SEGMENT_FREE && e->action != CMH_ACT_SEGMENT_UNMAP) || !(e->flags & CMH_EF_WHOLE_BLOCK) || !e->stack || !i)
-        return 0;
-    const cmh_entry *p = &s->entries[tr->first_entry + i - 1];
-    return p->action == CMH_ACT_FREE_COMPLETED && (p->flags & CMH_EF_IMPLIED) && !p->stack && cmh_entry_addr(s, p) == cmh_entry_addr(s, e);
-}
-
 static void w_entry(pw *w, const cmh_snapshot *s, const cmh_entry *e, int aside)
 {
     op(w, '}');
@@ -443,7 +427,7 @@ int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, 
                 const cmh_entry *e = &s->entries[tr->first_entry + i];
                 if (!written_entry(e, inline_marks)) continue; /* not PyTorch actions (marks: see external_annotations) */
                 batch_begin(&w, k, n);
-                w_entry(&w, s, e, pkw_free_frames_aside(s, tr, i));
+                w_entry(&w, s, e, cmh_entry_free_stack_aside(s, tr, i));
                 batch_end(&w, k, n, 0);
                 k++;
             }

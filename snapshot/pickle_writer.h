@@ -216,11 +216,9 @@ static inline void batch_end(pw *w, uint32_t i, uint32_t n, int dict)
 }
 
 /* pickle_write.c: a frame list, memoized by stack (0: the empty list); whether a reader of the
- * pickle finds the entry in device_traces (what an aside item's position counts); whether a
- * whole block's free has its frames written aside in cumemhist.free_frames. */
+ * pickle finds the entry in device_traces (what an aside item's position counts). */
 void pkw_frames(pw *w, const cmh_snapshot *s, uint32_t stack);
 int pkw_kept_entry(const cmh_entry *e);
-int pkw_free_frames_aside(const cmh_snapshot *s, const cmh_trace *tr, uint32_t i);
 
 /* pickle_side_write.c: the `cumemhist` dict, key and value: where the snapshot came from and
  * all the model holds that PyTorch's schema has no place for.  ndev: the device lists written

@@ -22,6 +22,19 @@ const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device)
     return NULL;
 }
 
+/* cmh_memviz_shape writes such a block's implied free_requested / free_completed frameless just
+ * before its segment_free, where frees carry their own stacks: the one mark of a block it never saw
+ * allocated, read back from the pickle as written. */
+int cmh_entry_free_stack_aside(const cmh_snapshot *s, const cmh_trace *tr, uint32_t i)
+{
+    if (!i || i >= tr->nentries) return 0;
+    const cmh_entry *e = &s->entries[tr->first_entry + i];
+    if ((e->action != CMH_ACT_SEGMENT_FREE && e->action != CMH_ACT_SEGMENT_UNMAP) || !(e->flags & CMH_EF_WHOLE_BLOCK) || !e->stack)
+        return 0;
+    const cmh_entry *p = &s->entries[tr->first_entry + i - 1];
+    return p->action == CMH_ACT_FREE_COMPLETED && (p->flags & CMH_EF_IMPLIED) && !p->stack && cmh_entry_addr(s, p) == cmh_entry_addr(s, e);
+}
+
 /* ascending as unsigned numbers: -1 (host) sorts last */
 static int before(int32_t a, int32_t b) { return (uint32_t)a < (uint32_t)b; }
 

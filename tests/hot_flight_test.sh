@@ -155,4 +155,9 @@ kill $EXP 2>/dev/null; wait $EXP 2>/dev/null
 set -- $(shape f.cmh 3000000)
 [ "${1:-}" = 1000 ] && [ "${2:-}" = 5999000 ] && [ "${3:-}" = 1 ] && ok "many generations, after SIGKILL: recover gives the newest 1000 entries, in order, the last pair's too" ||
     bad "many generations, recover: entries/dropped/ordered = ${1:-?} ${2:-?} ${3:-?}; $(cat err.txt)"
+
+# the clock's first slope is in the header at the first allocation, its first point taken when
+# the library was loaded (tests/first_clock.c: it was a 2 ms sleep inside the first allocation)
+CUMEMHIST_OUTPUT=$T/fc.cmh LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$B/libcumemhist.so" "$B/tests/first_clock" "$T/fc.cmh.flight" 2>err.txt &&
+    ok "the flight record's first clock point comes before the first allocation, with a slope at once" || bad "first clock: $(cat err.txt)"
 finish

@@ -112,6 +112,22 @@ n=$(py -c "import sqlite3; print(sorted(r[0] for r in sqlite3.connect('a.db').ex
 ppid=$(sed -n 's/^app.cmh: pid \([0-9]*\) .*/\1/p' s.txt)
 check "export app.cmh -o a.db: the child's record goes in too, said (rc $rc, pids $n; $(tr '\n' '|' <ex.txt))" \
     "[ $rc -eq 0 ] && { [ \"$n\" = \"[$ppid, $child]\" ] || [ \"$n\" = \"[$child, $ppid]\" ]; } && grep -q \"forked child $child's record app.$child.cmh goes in too\" ex.txt && grep -q ': 2 records' ex.txt"
+# the chrome trace of the parent's record: the child's process in too, on a track of its own, as in
+# the database, each process's devices its own tracks (it held the parent's alone, one record)
+"$CMH" export -f chrome app.cmh -o a.trace.json 2>exc.txt
+rc=$?
+n=$(py - a.trace.json <<'PY' 2>&1
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+names = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"}
+pids = sorted({int(m.group(1)) for m in (re.match(r"pid (\d+) ", v) for v in names.values()) if m})
+tracks = {e["pid"] for e in ev if e.get("ph") == "C"}
+print(pids if all(re.match(r"pid \d+ ", v) for v in names.values()) and tracks <= set(names) and len(tracks) == len(names) else "tracks %r, names %r" % (tracks, names))
+PY
+)
+check "export -f chrome app.cmh: the child's process goes in too, its own track, said (rc $rc, pids $n; $(tr '\n' '|' <exc.txt))" \
+    "[ $rc -eq 0 ] && { [ \"$n\" = \"[$ppid, $child]\" ] || [ \"$n\" = \"[$child, $ppid]\" ]; } && grep -q \"forked child $child's record app.$child.cmh goes in too\" exc.txt && grep -q ': 2 records' exc.txt"
 # named twice: once
 "$CMH" export app.cmh "app.$child.cmh" -o b.db 2>ex2.txt
 check "the child named too: in once ($(tail -1 ex2.txt))" "grep -q ': 2 records' ex2.txt && ! grep -q 'goes in too' ex2.txt"

@@ -10,7 +10,9 @@
 # segment timeline takes for a pre-trace segment's origin (its element, as free_completed is the
 # block's) and its segment view draws the segment with: it is written frameless too, its frames
 # kept in the cumemhist dict's free_frames, so that the pickle read back still gives the free
-# its stack, as the .cmh does (export -f json of both: each entry's stack the same).
+# its stack, as the .cmh does.  export -f json wrote that segment_free with the free's stack as its
+# own (memory_viz's origin again); it now asks the pickle's question (cmh_entry_free_stack_aside):
+# stack 0, the free's under free_stack, of the record and of its pickle alike.
 TEST=ringsite . "$(dirname "$0")/testlib.sh"
 export FAKECUDA_CAPACITY=1G
 R='allocated before the first kept entry, or its stack could not be read'
@@ -64,24 +66,39 @@ print("; ".join(bad) or "same")
 PY
 )
 check "pickle: the frees of a block allocated before the trace carry no frames (memory_viz's element): $out" '[ "$out" = same ]'
-# our round trip: the free's stack is the free's still, read back from the pickle (free_frames)
+# the JSON export is the pickle's dict: that segment_free carries no stack either (memory_viz's
+# reading of it), the free's stack beside it under free_stack (free_frames inline), from the record
+# and from its pickle alike (free_frames read back)
 "$CMH" export -q -f json -o rs.cmh.json rs.cmh 2>/dev/null
 "$CMH" export -q -f json -o rs.pickle.json rs.pickle 2>/dev/null
-out=$(py - rs.cmh.json rs.pickle.json <<'PY'
+"$CMH" export -q -f json --inline-frames -o rs.inline.json rs.cmh 2>/dev/null
+out=$(py - rs.cmh.json rs.pickle.json rs.inline.json <<'PY'
 import json, sys
 def entries(f):
     d = json.load(open(f))
-    names = lambda k: [d["frames"][i]["name"] for i in d["stacks"][k]] if k is not None else []
-    return [(e["action"], e["addr"], e["size"], names(e.get("stack"))) for e in d["device_traces"][0]]
-a, b = entries(sys.argv[1]), entries(sys.argv[2])
+    if "stacks" in d:
+        names = lambda e, k: [d["frames"][i]["name"] for i in d["stacks"][e[k]]] if k in e else None
+        keys = ("stack", "free_stack")
+    else:
+        names = lambda e, k: [x["name"] for x in e[k]] if k in e else None
+        keys = ("frames", "free_frames")
+    return [(e["action"], e["addr"], e["size"], names(e, keys[0]), names(e, keys[1])) for e in d["device_traces"][0]]
+a, b, c = entries(sys.argv[1]), entries(sys.argv[2]), entries(sys.argv[3])
 bad = []
 if a != b: bad.append("the pickle's entries differ from the record's: %s" % [(x, y) for x, y in zip(a, b) if x != y][:3])
-last = [e for e in b if e[0] == "segment_free" and e[2] == 64 << 20]
-if not last or "release_weights" not in last[-1][3]: bad.append("the 64 MiB segment_free read back without the free's stack: %s" % last)
+if a != c: bad.append("--inline-frames differs: %s" % [(x, y) for x, y in zip(a, c) if x != y][:3])
+segs = set()
+for f, es in (("record", a), ("pickle", b), ("inline", c)):
+    last = [e for e in es if e[0] == "segment_free" and e[2] == 64 << 20]
+    if not last: bad.append("%s: no 64 MiB segment_free" % f); continue
+    if last[-1][3]: bad.append("%s: the 64 MiB segment_free, allocated before the trace, has a stack (memory_viz's origin): %s" % (f, last[-1][3]))
+    if not last[-1][4] or "release_weights" not in last[-1][4]: bad.append("%s: the free's stack is not kept beside it: %s" % (f, last[-1][4]))
+    extra = [e for e in es if e[4] is not None and e is not last[-1]]
+    if extra: bad.append("%s: free_stack on other entries: %s" % (f, extra[:2]))
 print("; ".join(bad) or "same")
 PY
 )
-check "export -f json of the pickle: every entry's stack the record's, the segment_free's the free's (release_weights): $out" '[ "$out" = same ]'
+check "export -f json (record, pickle, --inline-frames): the pre-trace segment_free has no stack, the free's (release_weights) under free_stack: $out" '[ "$out" = same ]'
 # many frees of blocks the window never saw allocated: free_frames has an item each, read back
 # in one walk of the trace (pickle_side_read.c), and in another writer's order (the list
 # reversed) still each on its own entry
@@ -103,7 +120,8 @@ import json, sys
 def entries(f):
     d = json.load(open(f))
     names = lambda k: [d["frames"][i]["name"] for i in d["stacks"][k]] if k is not None else []
-    return [(e["action"], e["addr"], names(e.get("stack"))) for e in d["device_traces"][0] if e["action"] == "segment_free"]
+    # the free's stack: under free_stack where the entry has none of its own (memory_viz's reading)
+    return [(e["action"], e["addr"], names(e.get("free_stack", e.get("stack")))) for e in d["device_traces"][0] if e["action"] == "segment_free"]
 a, b, c = (entries(f) for f in sys.argv[1:])
 bad = []
 if len(a) != 300 or any("many" not in x[2] for x in a): bad.append("the record's 300 segment_free entries, each with its free's stack: %s" % a[:2])

@@ -27,18 +27,23 @@ static void jframe(cmh_jw *w, const cmh_snapshot *s, const cmh_frame *f)
     cmh_jw_end(w);
 }
 
-/* an object's stack: its index, or (inline) its frames */
-static void jstack(cmh_jw *w, const cmh_snapshot *s, uint32_t stack, int inline_frames)
+/* an object's stack under key (schema 2, "stack": its index) or key_inline (schema 1, "frames": its frames) */
+static void jstack_as(cmh_jw *w, const cmh_snapshot *s, uint32_t stack, int inline_frames, const char *key, const char *key_inline)
 {
     if (!inline_frames) {
-        cmh_jw_kuint(w, "stack", stack);
+        cmh_jw_kuint(w, key, stack);
         return;
     }
-    cmh_jw_key(w, "frames");
+    cmh_jw_key(w, key_inline);
     const cmh_stack *st = &s->stacks[stack];
     cmh_jw_arr(w);
     for (uint32_t i = 0; i < st->count; i++) jframe(w, s, &s->frames[s->stack_frames[st->first + i]]);
     cmh_jw_end(w);
+}
+
+static void jstack(cmh_jw *w, const cmh_snapshot *s, uint32_t stack, int inline_frames)
+{
+    jstack_as(w, s, stack, inline_frames, "stack", "frames");
 }
 
 static void stack_tables(cmh_jw *w, const cmh_snapshot *s)
@@ -233,7 +238,12 @@ static void traces(cmh_jw *w, const cmh_snapshot *s, int inl)
                     cmh_jw_uint(w, p.id[1]);
                     cmh_jw_end(w);
                 }
-                jstack(w, s, e->stack, inl);
+                if (cmh_entry_free_stack_aside(s, &s->traces[t], i)) { /* no origin: the free's stack beside it, as the pickle's free_frames */
+                    jstack(w, s, 0, inl);
+                    jstack_as(w, s, e->stack, inl, "free_stack", "free_frames");
+                } else {
+                    jstack(w, s, e->stack, inl);
+                }
                 cmh_jw_end(w);
             }
         }

@@ -375,86 +375,10 @@ uint64_t cmh_host_allocations(const cmh_snapshot *s, uint64_t *live_segments, ui
     return n;
 }
 
-/* A recorder's stream-ordered pools in the export: each private pool (cuMemPoolCreate's) gets a
- * segment_pool_id of its own, (0, base + N) for "private pool #N" (cmh_pool_descs: the number
- * `oom`, the reports and SQLite's pools.number give it, in order of creation), base the largest
- * MemPool number PyTorch's part already uses (0 without one), so the ids never meet PyTorch's.
- * Its segments and their entries carry it; the default pool's stay (0, 0).  It had written
- * (0, 0), the default pool's id, for every segment. */
-typedef struct pooltag {
-    cmh_pool_desc *d;
-    uint32_t n;
-    uint64_t base;
-    amap end; /* addr -> private pool number + 1 of the async segment live there at its trace's end */
-} pooltag;
-
-/* The private pool (its number, 0 none) of the stream-ordered allocation at entry i of trace tr:
- * the pool sample its thread recorded right after it (the hooks sample the pool an allocation
- * came from once it returns, on the same thread; other threads' entries may come between). */
-static uint32_t alloc_pool(const cmh_snapshot *in, const pooltag *pt, const cmh_trace *tr, uint32_t i)
-{
-    const cmh_entry *a = &in->entries[tr->first_entry + i];
-    uint32_t th = cmh_entry_thread(in, a);
-    uint64_t addr = cmh_entry_addr(in, a);
-    for (uint32_t j = i + 1; j < tr->nentries && j <= i + 64; j++) {
-        const cmh_entry *e = &in->entries[tr->first_entry + j];
-        if (cmh_entry_thread(in, e) != th) continue;
-        if (e->action == CMH_ACT_POOL_SAMPLE) {
-            const cmh_pool_desc *p = cmh_pool_desc_find(pt->d, pt->n, cmh_entry_addr(in, e), cmh_entry_time(in, e));
-            return p && p->kind == CMH_POOL_PRIVATE ? p->number : 0;
-        }
-        if (e->action != CMH_ACT_ALLOC || cmh_entry_addr(in, e) != addr) return 0; /* the thread's next call: none said */
-    }
-    return 0;
-}
-
-/* *pool (when not NULL) the private pool number of addr after entry e of trace tr, the map updated */
-static int pool_step(const cmh_snapshot *in, const pooltag *pt, amap *live, const cmh_trace *tr, uint32_t i, uint32_t *pool)
-{
-    const cmh_entry *e = &in->entries[tr->first_entry + i];
-    if (pool) *pool = 0;
-    if (e->action > CMH_ACT_SEGMENT_UNMAP) return CMH_OK;
-    uint64_t addr = cmh_entry_addr(in, e);
-    if (e->action == CMH_ACT_SEGMENT_ALLOC || e->action == CMH_ACT_SEGMENT_MAP) { /* (any other kind: no pool's) */
-        uint32_t n = e->action == CMH_ACT_SEGMENT_ALLOC && e->kind == CMH_KIND_ASYNC ? alloc_pool(in, pt, tr, i) : 0;
-        int64_t *v = amap_slot(live, addr, n != 0);
-        if (n && !v) return CMH_ENOMEM;
-        if (v) *v = n;
-    }
-    int64_t *v = amap_slot(live, addr, 0);
-    if (pool && v) *pool = (uint32_t)*v;
-    if (v && (e->action == CMH_ACT_SEGMENT_FREE || e->action == CMH_ACT_SEGMENT_UNMAP)) *v = 0;
-    return CMH_OK;
-}
-
-static int pooltag_init(const cmh_snapshot *in, pooltag *pt)
-{
-    memset(pt, 0, sizeof *pt);
-    pt->end = (amap)AMAP_INIT;
-    if (in->source == CMH_SRC_PYTORCH) return CMH_OK;
-    int rc = cmh_pool_descs(in, &pt->d, &pt->n);
-    if (rc != CMH_OK) return rc;
-    int any = 0;
-    for (uint32_t i = 0; i < pt->n; i++) any |= pt->d[i].kind == CMH_POOL_PRIVATE;
-    if (!any) {
-        free(pt->d);
-        pt->d = NULL, pt->n = 0;
-        return CMH_OK;
-    }
-    for (uint32_t i = 0; i < in->nsegments; i++) /* PyTorch's MemPools' numbers (a merged record's part) */
-        if (!in->segments[i].pool_id[0] && in->segments[i].pool_id[1] > pt->base) pt->base = in->segments[i].pool_id[1];
-    for (uint32_t i = 0; i < in->npool_ids; i++)
-        if (!in->pool_ids[i].id[0] && in->pool_ids[i].id[1] > pt->base) pt->base = in->pool_ids[i].id[1];
-    for (uint32_t t = 0; t < in->ntraces && rc == CMH_OK; t++)
-        for (uint32_t i = 0; i < in->traces[t].nentries && rc == CMH_OK; i++) rc = pool_step(in, pt, &pt->end, &in->traces[t], i, NULL);
-    return rc;
-}
-
-static void pooltag_free(pooltag *pt)
-{
-    free(pt->d);
-    amap_free(&pt->end);
-}
+/* A recorder's stream-ordered pools in the export: each private pool's segments and their entries
+ * carry its id (cmh_pool_tags, as SQLite's pool_id says it); the default pool's and any other
+ * driver allocation's stay (0, 0), PyTorch's schema having no "none".  It had written (0, 0), the
+ * default pool's id, for every segment. */
 
 int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *dropped_host)
 {
@@ -476,15 +400,15 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         if (in->annotations[i].stage == 0)
             starts[nstarts++] = (ann_key){in->annotations[i].time_ns, in->annotations[i].name, in->annotations[i].device};
     if (nstarts) qsort(starts, nstarts, sizeof *starts, cmp_ann);
-    pooltag pt;
-    if ((rc = pooltag_init(in, &pt)) != CMH_OK) {
-        pooltag_free(&pt);
+    cmh_pool_tags *pt = NULL;
+    if ((rc = cmh_pool_tags_new(in, &pt)) != CMH_OK) {
+        cmh_pool_tags_free(pt);
         free(starts);
         free(fmap);
         cmh_snapshot_free(out);
         return rc;
     }
-    amap pool_live = AMAP_INIT, made = AMAP_INIT;
+    amap made = AMAP_INIT;
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = in->source == CMH_SRC_PYTORCH ? in->pt_fields : CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
     out->pid = in->pid;
@@ -543,10 +467,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         const cmh_segment *g = &in->segments[i];
         if (g->device < 0) continue; /* pinned host memory: counted below */
         cmh_segment ng = *g;
-        if (pt.n && g->kind == CMH_KIND_ASYNC && !ng.pool_id[0] && !ng.pool_id[1]) { /* a private pool's: its id */
-            int64_t *v = amap_slot(&pt.end, g->addr, 0);
-            if (v && *v) ng.pool_id[1] = pt.base + (uint64_t)*v;
-        }
+        cmh_pool_tags_segment(pt, g, ng.pool_id); /* a private pool's: its id */
         TRY(copy_stack(in, out, g->stack, fmap, smap, &ng.stack));
         TRY(cmh_snapshot_add_segment(out, &ng, NULL));
         TRY(extra_copy(in, out, CMH_X_SEGMENT, i, out->nsegments - 1));
@@ -591,11 +512,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
             cmh_entry_full e;
             cmh_entry_get(in, &in->entries[tr->first_entry + i], &e);
             uint32_t extra = cmh_entry_extra(in, &in->entries[tr->first_entry + i]);
-            if (pt.n) { /* a private pool's segment's entries carry its id, as newer PyTorch's do */
-                uint32_t pool = 0;
-                TRY(pool_step(in, &pt, &pool_live, tr, i, &pool));
-                if (pool && !e.pool_id[0] && !e.pool_id[1]) e.pool_id[1] = pt.base + pool;
-            }
+            if (pt) TRY(cmh_pool_tags_entry(pt, in, tr, i, e.pool_id)); /* a private pool's segment's entries carry its id, as newer PyTorch's do */
             TRY(copy_stack(in, out, e.stack, fmap, smap, &e.stack));
             if (e.compile_context) TRY(str_copy(in, out, e.compile_context, &e.compile_context));
             if (e.user_metadata) TRY(str_copy(in, out, e.user_metadata, &e.user_metadata));
@@ -682,8 +599,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
 out:
     free(fmap);
     free(starts);
-    pooltag_free(&pt);
-    amap_free(&pool_live);
+    cmh_pool_tags_free(pt);
     amap_free(&made);
     if (dropped_host && rc == CMH_OK) *dropped_host = cmh_host_allocations(in, NULL, NULL);
     if (rc != CMH_OK) cmh_snapshot_free(out);
@@ -717,7 +633,7 @@ static int shape_is_identity(const cmh_snapshot *in)
     for (uint32_t i = 0; i < in->nentries; i++) {
         const cmh_entry *e = &in->entries[i];
         if (e->action == CMH_ACT_MARK || (e->flags & CMH_EF_WHOLE_BLOCK) || e->stack >= in->nstacks) return 0;
-        /* a private pool's segments get its id (pooltag): a copy, not the record as it is */
+        /* a private pool's segments get its id (cmh_pool_tags): a copy, not the record as it is */
         if (e->action == CMH_ACT_POOL_SAMPLE && (cmh_entry_stream(in, e) & CMH_POOL_PRIVATE)) return 0;
     }
     return 1;

@@ -273,7 +273,8 @@ static const char *state_name(int st)
 }
 
 static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const cmh_sites *g,
-                      const char *(*site_name)(void *, const cmh_snapshot *, const cmh_sites *, uint32_t), void *site_arg)
+                      const char *(*site_name)(void *, const cmh_snapshot *, const cmh_sites *, uint32_t), void *site_arg,
+                      const cmh_pool_tags *tags)
 {
     int rc = CMH_OK;
     for (uint32_t i = 0; i < s->nframes && rc == CMH_OK; i++) {
@@ -308,22 +309,25 @@ static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
     }
     cmh_sites_free(byst);
     /* a PyTorch snapshot says every segment's pool ((0, 0): the default one); a recorder's own
-     * driver allocations are in no allocator's pool: NULL, unless one says a private pool */
+     * driver allocations are in no allocator's pool: NULL, but a private pool's (cmh_pool_tags,
+     * the pickle's segment_pool_id: it wrote NULL where the pickle said (0, 1)) */
     int seg_pools = s->source == CMH_SRC_PYTORCH;
     for (uint32_t i = 0; i < s->nsegments && rc == CMH_OK; i++) {
         const cmh_segment *sg = &s->segments[i];
+        uint64_t pool[2];
+        cmh_pool_tags_segment(tags, sg, pool);
         BIND(Q_SEG);
         b_int(&b, pid), b_int(&b, i), b_int(&b, sg->device), b_text(&b, cmh_kind_name(sg->kind)), b_int(&b, (int64_t)sg->addr);
         b_int(&b, (int64_t)sg->size), b_int(&b, (int64_t)sg->stream), b_text(&b, pool_name(cmh_segment_pool(sg)));
         b_int(&b, (sg->flags & CMH_SEG_EXPANDABLE) != 0), b_int(&b, sg->stack), b_int(&b, sg->time_ns);
-        b_pool(&b, sg->pool_id, seg_pools);
+        b_pool(&b, pool, seg_pools);
         rc = run(x, &b, "segments");
         for (uint32_t k = 0; k < sg->nblocks && rc == CMH_OK; k++) {
             const cmh_block *bl = &s->blocks[sg->first_block + k];
             BIND(Q_BLOCK);
             b_int(&b, pid), b_int(&b, i), b_int(&b, (int64_t)bl->addr), b_int(&b, (int64_t)bl->size), b_int(&b, (int64_t)bl->requested);
             b_text(&b, state_name(bl->state)), b_int(&b, bl->stack), b_int(&b, bl->time_ns);
-            b_pool(&b, sg->pool_id, seg_pools); /* (its segment's) */
+            b_pool(&b, pool, seg_pools); /* (its segment's) */
             rc = run(x, &b, "blocks");
         }
     }
@@ -382,17 +386,22 @@ static int add_vmm(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid)
     return rc;
 }
 
-/* the record's stream-ordered pools (cmh_pool_descs), numbered 1, 2, ... as pools.pool_id */
+/* the record's stream-ordered pools (cmh_pool_descs), numbered 1, 2, ... as pools.pool_id; the
+ * PyTorch pool ids of its allocations (cmh_pool_tags, NULL: none to add) */
 typedef struct pool_list {
     cmh_pool_desc *d;
     uint32_t n;
+    cmh_pool_tags *tags;
 } pool_list;
 
 static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const cmh_trace *t, const pool_list *pl)
 {
     dev_view v;
     int rc = view_device(s, t->device, &v);
-    int entry_pools = (s->pt_fields & CMH_PT_POOL_ID) != 0;
+    /* PyTorch's entries say their pool ((0, 0) the default one) where it wrote pool_id; a
+     * recorder's are in none but a private pool's: its memviz pickle's (0, 0) on every other
+     * entry is the schema's filler (the pickle read back said "(0, 0)" where its record said NULL) */
+    int entry_pools = (s->pt_fields & CMH_PT_POOL_ID) && !(s->pt_fields & CMH_PT_FROM_RECORDER);
     for (uint32_t i = 0; i < t->nentries && rc == CMH_OK; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         BIND(Q_EVENT);
@@ -403,8 +412,9 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         b_int(&b, e->stack), b_int(&b, cmh_entry_thread(s, e)), b_int(&b, v.dalloc[i]), b_int(&b, v.dres[i]);
         if (v.end_seq[i]) b_int(&b, v.end_seq[i] - 1), b_opt(&b, v.end[i] ? v.end[i] : -1); /* (a trace with no times: NULL, not 0) */
         else b_null(&b), b_null(&b);
-        cmh_pool_id pool = cmh_entry_pool_id(s, e); /* said by newer PyTorch on every entry, else on a private pool's */
-        b_pool(&b, pool.id, entry_pools);
+        uint64_t pool[2]; /* said by newer PyTorch on every entry, else on a private pool's */
+        if (rc == CMH_OK) rc = cmh_pool_tags_entry(pl->tags, s, t, i, pool);
+        b_pool(&b, pool, entry_pools);
         /* a pool sample's stream-ordered pool: its pools.pool_id */
         const cmh_pool_desc *pd =
             e->action == CMH_ACT_POOL_SAMPLE ? cmh_pool_desc_find(pl->d, pl->n, cmh_entry_addr(s, e), cmh_entry_time(s, e)) : NULL;
@@ -507,7 +517,9 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         b_text(&b, th->name && *cmh_str(s, th->name) ? cmh_str(s, th->name) : NULL);
         rc = run(x, &b, "threads");
     }
-    if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg);
+    pool_list pl = {NULL, 0, NULL};
+    if (rc == CMH_OK) rc = cmh_pool_tags_new(s, &pl.tags);
+    if (rc == CMH_OK) rc = add_tables(x, s, pid, g, site_name, site_arg, pl.tags);
     /* driver calls that failed other than OOMs (a double free, a free of a pointer never
      * allocated): no events row shows them (the driver did nothing).  A row per call kept (seq 1,
      * 2, ...; count the (call, result)'s total, on each row), or one with seq NULL where none was */
@@ -532,7 +544,6 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         }
     }
     if (rc == CMH_OK) rc = add_vmm(x, s, pid);
-    pool_list pl = {NULL, 0};
     if (rc == CMH_OK) rc = cmh_pool_descs(s, &pl.d, &pl.n);
     for (uint32_t i = 0; i < pl.n && rc == CMH_OK; i++) { /* the record's stream-ordered pools, by kind */
         const cmh_pool_desc *d = &pl.d[i];
@@ -563,6 +574,7 @@ int cmh_sqlite_add(cmh_sqlite *x, const cmh_snapshot *s, const char *file, const
         if (held || (t && t->dropped_ooms)) rc = add_device(x, s, pid, t ? t : &none, &pl);
     }
     free(pl.d);
+    cmh_pool_tags_free(pl.tags);
     if (rc == CMH_OK && sqlite3_exec(x->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = fail(x, "COMMIT");
     if (rc != CMH_OK) sqlite3_exec(x->db, "ROLLBACK", NULL, NULL, NULL);
     else x->next_process++;

@@ -212,6 +212,19 @@ typedef struct cmh_pool_desc {
 int cmh_pool_descs(const cmh_snapshot *s, cmh_pool_desc **out, uint32_t *n);
 /* The pool with handle alive at time at_ns (the latest created by then; the first when none), or NULL. */
 const cmh_pool_desc *cmh_pool_desc_find(const cmh_pool_desc *d, uint32_t n, uint64_t handle, int64_t at_ns);
+/* The PyTorch pool ids of a recorder's allocations (analyzer/pool_ids.c): a private pool's
+ * (cuMemPoolCreate) segments and entries (0, base + N) for "private pool #N"; any other driver
+ * allocation is in no pool (its id stays (0, 0), which a writer of a recorder's snapshot says as
+ * none).  *out NULL where there is nothing to add (a PyTorch snapshot, no private pool): every id
+ * is then the snapshot's own.  CMH_OK or CMH_ENOMEM. */
+typedef struct cmh_pool_tags cmh_pool_tags;
+int cmh_pool_tags_new(const cmh_snapshot *s, cmh_pool_tags **out);
+void cmh_pool_tags_free(cmh_pool_tags *pt);
+/* A final segment's pool id (its own where it has one). */
+void cmh_pool_tags_segment(const cmh_pool_tags *pt, const cmh_segment *g, uint64_t id[2]);
+/* Entry i of trace tr's pool id (its own where it has one); asked of every entry of each trace
+ * in order (it follows the segments live).  CMH_OK or CMH_ENOMEM. */
+int cmh_pool_tags_entry(cmh_pool_tags *pt, const cmh_snapshot *s, const cmh_trace *tr, uint32_t i, uint64_t id[2]);
 /* After the last entry: what of the stream-ordered pools' cache the end took as given back
  * because the pools' latest samples are older than the device's last cuMemGetInfo sample, which
  * says less in use than the trace holds (a record without samples at its dump: a pool trims at

@@ -637,6 +637,13 @@ int cmh_snapshot_devices(const cmh_snapshot *s, int32_t *out, int cap);
 int cmh_snapshot_listed_devices(const cmh_snapshot *s, int32_t *out, int cap);
 /* The trace of a device, NULL when it has none. */
 const cmh_trace *cmh_snapshot_trace(const cmh_snapshot *s, int device);
+/* Whether entry i of tr, in PyTorch's shape (cmh_memviz_shape), is the segment_free (or
+ * segment_unmap) of a whole block the trace never saw allocated (the ring dropped its allocation,
+ * or it was made before recording) whose stack is the free's own (context all): memory_viz takes a
+ * pre-trace segment's segment_free for the segment's element and its frames for its origin, so
+ * every writer in that shape gives it no stack and keeps the free's apart (the pickle's
+ * cumemhist.free_frames, the JSON export's free_stack). */
+int cmh_entry_free_stack_aside(const cmh_snapshot *s, const cmh_trace *tr, uint32_t i);
 
 /* An entry's rarer fields (cmh_entry_xset).  e must be one of s->entries (or xs must be below
  * CMH_XS_FAR: a copy of an entry of s is read against s too). */
