@@ -452,9 +452,62 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
     if (g) g->priv = num;
 }
 
+/* Undo the totals' count of what stat_add just counted twice: x freed, then made again. */
+static void stat_unturn(cmh_stat *arr, int pool, int64_t x)
+{
+    for (int k = 0; k < 2; k++) {
+        cmh_stat *s = &arr[k ? pool : 0];
+        s->allocated = (int64_t)((uint64_t)s->allocated - (uint64_t)x);
+        s->freed = (int64_t)((uint64_t)s->freed - (uint64_t)x);
+    }
+}
+
+/* A whole block's memory given back in part (a cuMemMap unmapped piece by piece: the recorder
+ * keeps each remainder mapped, as the driver does): every block overlapping [lo, hi) loses that
+ * part and keeps the rest, at its own address or past hi, its stack, time and state.  The
+ * observers see the block go and its remainders appear (they follow blocks by address); the
+ * totals count only the bytes given back, a remainder being no new allocation (a 4 MiB map
+ * unmapped in two halves is 4 MiB allocated and freed, once).  Freeing just the block at lo
+ * left the rest of the map to the next unmap, which found no block at its address: the
+ * backward pass took that for a block made before the trace (a spurious 2 MiB at the start). */
+static void fwd_free_part(cmh_replay *r, uint64_t lo, uint64_t hi)
+{
+    rseg *g = seg_containing(r, lo);
+    rblock *b = block_find(r, lo);
+    if (!g || !g->expandable || (b && b->size == hi - lo)) { /* a segment is freed whole: its block with it */
+        fwd_free_completed(r, lo);
+        return;
+    }
+    int hit = 0;
+    for (;;) {
+        uint32_t k = 0;
+        while (k < g->nr && g->r[k].b <= lo) k++;
+        if (k == g->nr || g->r[k].a >= hi || !(b = block_find(r, g->r[k].a))) break;
+        hit = 1;
+        rblock was = *b;
+        uint64_t end = was.addr + was.size, left = lo > was.addr ? lo - was.addr : 0, right = end > hi ? end - hi : 0;
+        uint64_t lreq = was.requested < left ? was.requested : left, rreq = was.requested - lreq < right ? was.requested - lreq : right;
+        int alloc = was.state == CMH_BLOCK_ACTIVE_ALLOCATED, kept = (left != 0) + (right != 0);
+        fwd_free_completed(r, was.addr);
+        if (left) fwd_block_alloc(r, was.addr, left, lreq, was.state, was.stack, was.time_ns);
+        if (right) fwd_block_alloc(r, hi, right, rreq, was.state, was.stack, was.time_ns);
+        if (!kept) continue;
+        if (alloc) stat_unturn(r->st.allocated_bytes, was.pool, (int64_t)(left + right));
+        stat_unturn(r->st.active_bytes, was.pool, (int64_t)(left + right));
+        stat_unturn(r->st.requested_bytes, was.pool, (int64_t)(lreq + rreq));
+        if (alloc) stat_unturn(r->st.allocation, was.pool, 1); /* the first remainder is the block still */
+        stat_unturn(r->st.active, was.pool, 1);
+        if (r->rules.max_split && was.size >= r->rules.max_split && (left >= r->rules.max_split || right >= r->rules.max_split)) {
+            r->st.oversize_allocations.allocated--;
+            r->st.oversize_allocations.freed--;
+        }
+    }
+    if (!hit) r->anomalies++;
+}
+
 void cmh_rp_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int whole)
 {
-    if (whole) fwd_free_completed(r, addr);
+    if (whole) fwd_free_part(r, addr, addr + size);
     uint64_t lo = addr, hi = addr + size;
     int hit = 0;
     /* Remove or trim every segment overlapping [lo, hi) (unmaps may cover several maps). */
@@ -634,6 +687,7 @@ void cmh_rp_free_tables(cmh_replay *r)
             free(g);
         }
     cmh_oa_free(&r->hseg);
+    free(r->mapped);
     for (rseg *g = r->spare, *nx; g; g = nx) {
         nx = g->next_spare;
         free(g->r);

@@ -73,6 +73,10 @@ struct cmh_replay {
     /* backward pass without maps: segments by exact address (hslot), ordered only at the end */
     cmh_oatab hseg;
     int hashmode;
+    /* backward pass: the blocks of cuMemMap's whole-block maps, sorted by address, so that undoing
+     * a map takes every piece of it its partial unmaps' undoing put back (replay_backward.c) */
+    range *mapped;
+    uint32_t nmapped, capmapped;
     int initializing; /* building the state before the first entry: split stats counted after */
     int nomem;        /* an allocation failed: the state is no longer exact */
     int device, reconciled;
