@@ -10,15 +10,19 @@
  *                         unmapped in halves (the second map's in order, the first's last half first)
  *   vmm_halves early      a 16 MiB handle created before the first cuMemGetInfo sample (a 2 MiB
  *                         cuMemAlloc takes it) and mapped after it, then an 8 MiB one made and
- *                         mapped; unmapped and released at the end
+ *                         mapped, a pause; unmapped and released at the end
+ *   vmm_halves early kept the same, the pause before the maps, the 16 MiB handle unmapped and
+ *                         held to the end, not released
  * Each prints `peak USED` and `end USED`: cuMemGetInfo's used bytes (total - free) at the
- * program's highest moment and at its end.  Each call site is its own function, so each has its
+ * program's highest moment and at its end (early: the end's and the bytes the peak held past
+ * them, no sample taken at the peak).  Each call site is its own function, so each has its
  * own stack.
  */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MIB (1ull << 20)
 
@@ -90,20 +94,29 @@ int main(int argc, char **argv)
         unmap_pieces(b, 4 * MIB, 2 * MIB, inorder);
         unmap_pieces(a, 4 * MIB, 2 * MIB, back); /* the second half first */
     } else if (!strcmp(mode, "early")) {
+        /* no sample at the peak: owners takes the peak's figure from the nearest sample, and a
+         * pause of 200 ms makes that the first (early) or the end's (early kept) */
+        int kept = argc > 2;
+        struct timespec pause = {0, 200000000};
         CUmemGenericAllocationHandle h = make_handle(16 * MIB);
         CUdeviceptr p;
         ck(cuMemAlloc(&p, 2 * MIB), "cuMemAlloc"); /* the device's first sample: h in it already */
+        if (kept) nanosleep(&pause, NULL);
         CUdeviceptr a = map_all(16 * MIB, h);
         CUmemGenericAllocationHandle g = make_handle(8 * MIB);
         CUdeviceptr b = map_all(8 * MIB, g);
-        peak = used();
+        if (!kept) nanosleep(&pause, NULL);
         ck(cuMemUnmap(b, 8 * MIB), "cuMemUnmap");
         ck(cuMemUnmap(a, 16 * MIB), "cuMemUnmap");
         ck(cuMemRelease(g), "cuMemRelease");
-        ck(cuMemRelease(h), "cuMemRelease");
+        if (!kept) ck(cuMemRelease(h), "cuMemRelease"); /* kept: h held, mapped nowhere, to the end */
         ck(cuMemFree(p), "cuMemFree");
+        unsigned long long end = used();
+        printf("peak %llu\n", end + (kept ? 10 : 26) * MIB); /* the end's, and what the peak held beyond it */
+        printf("end %llu\n", end);
+        return 0;
     } else {
-        fprintf(stderr, "usage: vmm_halves halves|quarters|reversed|twice|early\n");
+        fprintf(stderr, "usage: vmm_halves halves|quarters|reversed|twice|early [kept]\n");
         return 2;
     }
     printf("peak %llu\n", peak);
