@@ -23,9 +23,10 @@
  * Physical memory made with cuMemCreate and mapped nowhere is in no segment: the record lists the
  * handles so held when it was written (.cmh vmm_unmapped), so the end, and the sample the dump
  * took (the latest, after the last entry), have a row of them: out of what that sample leaves
- * unexplained.  Earlier moments do not know them: one that takes its unexplained bytes from that
- * sample gets them back in its unexplained row; an end that takes them from an earlier sample
- * takes the row's bytes out of them, as far as they go.
+ * unexplained.  A handle made and not mapped yet (its vmm_maps rows say when it was made) has that
+ * row at any moment.  Of the end's handles, those no row has at a moment (made, mapped nowhere
+ * then, as cmh_physmap_held_unmapped says) are in its sample's unexplained bytes: a moment that
+ * takes its figure from another sample takes that sample's out and puts its own in.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,16 @@ static void add_owned(ctx *c, uint32_t stack, uint64_t bytes, uint32_t count)
 /* A mapped handle's part mapped nowhere: memory cuMemCreate made, the creation site's. */
 static void on_remainder(void *arg, const cmh_vmm_map *row, uint64_t bytes) { add_owned(arg, row->handle_stack, bytes, 0); }
 
+/* A handle made and not mapped yet: held, in the driver's used bytes, in no segment; the row the
+ * end gives the handles held and mapped nowhere (vmm_unmapped).  Left out, it was in a sample's
+ * 'not recorded' taken before its first map, and counted again once mapped, at every moment that
+ * took its figure from that sample (vmm_phys spare's peak: 156 MiB for the driver's 140). */
+static void on_unmapped_yet(void *arg, const cmh_vmm_map *row, uint64_t bytes)
+{
+    (void)row;
+    add_row(((ctx *)arg)->a, CMH_OWN_VMM_UNMAPPED, CMH_OWN_VMM_UNMAPPED_NAME, bytes, 1);
+}
+
 static void on_block(void *arg, const cmh_live_block *b)
 {
     ctx *c = arg;
@@ -196,6 +207,7 @@ typedef struct want {
     int ranged;           /* lo and hi known (sample_range) */
     uint64_t lo, hi;      /* a sample's: the unexplained bytes, at least and at most (calls in flight) */
     uint64_t recorded; /* filled */
+    uint64_t unmapped_hidden; /* of the end's handles held and mapped nowhere, those in no row here (in 'not recorded') */
     acc rows;
     uint64_t torch_alloc, torch_reserved;
 } want;
@@ -547,6 +559,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             if (!memo_end) cmh_replay_blocks(r, on_block, &c);
             else if (cmh_end_blocks(base, device, on_block, &c) != CMH_OK) goto out;
             cmh_physmap_remainders(c.pm, on_remainder, &c); /* a mapped handle's part mapped nowhere */
+            cmh_physmap_unmapped_yet(c.pm, w[k].time_ns, on_unmapped_yet, &c);
             /* what stream-ordered pools keep (frag's "a pool's cache"), and what allocators above
              * the driver reserved and hold free (the block API) */
             const cmh_mem_stats *st = now;
@@ -567,7 +580,8 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             }
         } else torch_rows(&w[k], now, 1);
         if (unmapped && (w[k].hidden ? (int64_t)w[k].sample == end_sample : w[k].index == INT64_MAX))
-            add_row(&w[k].rows, CMH_OWN_VMM_UNMAPPED, "physical memory made with cuMemCreate, not mapped", unmapped, nunmapped);
+            add_row(&w[k].rows, CMH_OWN_VMM_UNMAPPED, CMH_OWN_VMM_UNMAPPED_NAME, unmapped, nunmapped);
+        else if (unmapped) w[k].unmapped_hidden = cmh_physmap_held_unmapped(c.pm, w[k].time_ns);
         if (w[k].rows.nomem) goto out;
         for (uint32_t i = 0; i < w[k].rows.n; i++) w[k].recorded += w[k].rows.rows[i].bytes;
     }
@@ -643,9 +657,11 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             m->sample_exact = at && src == best && best->lo == best->hi;
             m->in_flight = at ? best->hi - unexplained : 0;
             m->sample_low_end = src == best && best->lo != best->hi;
-            int at_end = (int64_t)src->sample == end_sample, end = w[k].index == INT64_MAX; /* (above) */
-            if (at_end && !end) unexplained += unmapped;
-            else if (!at_end && end) unexplained -= unmapped < unexplained ? unmapped : unexplained;
+            /* the end's handles held and mapped nowhere are in a moment's 'not recorded' as far as
+             * no row has them there: the sample's own taken out, the moment's put in (a handle
+             * mapped at the peak and kept unmapped at the end was added at the peak once more) */
+            uint64_t out_of_src = src->unmapped_hidden < unexplained ? src->unmapped_hidden : unexplained;
+            unexplained = unexplained - out_of_src + w[k].unmapped_hidden;
             /* managed memory is in the driver's used figure only where its pages are on the
              * device: of what the recorded rows leave of the sample past the first sample's
              * excess (managed_floor), at most */

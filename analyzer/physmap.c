@@ -47,6 +47,14 @@ struct cmh_physmap {
     rtab managed;       /* managed allocations live now */
     rtab final_managed; /* the final segments' managed ones (allocated before the first kept entry) */
     cmh_oatab handles; /* of phandle */
+    /* each handle once (its earliest map's row), with the time of that map: the handles held
+     * before they were first mapped (cmh_physmap_unmapped_yet) */
+    struct first_map {
+        const cmh_vmm_map *row;
+        int64_t mapped_ns;
+    } *firsts;
+    uint32_t nfirsts;
+    int64_t kept_from_ns; /* where the ring dropped entries: its first kept entry's time (else INT64_MIN) */
     int64_t adjust;
     int nomem;
 };
@@ -67,6 +75,30 @@ static int cmp_range(const void *x, const void *y)
     return (a->addr > b->addr) - (a->addr < b->addr);
 }
 
+static int cmp_handle_time(const void *x, const void *y)
+{
+    const cmh_vmm_map *a = *(const cmh_vmm_map *const *)x, *b = *(const cmh_vmm_map *const *)y;
+    if (a->handle != b->handle) return a->handle < b->handle ? -1 : 1;
+    return (a->time_ns > b->time_ns) - (a->time_ns < b->time_ns);
+}
+
+/* p->firsts from p->rows: one per handle whose making time is known */
+static int firsts_make(cmh_physmap *p)
+{
+    const cmh_vmm_map **by = malloc(p->nrows * sizeof *by);
+    if (!by || !(p->firsts = malloc(p->nrows * sizeof *p->firsts))) {
+        free(by);
+        return -1;
+    }
+    memcpy(by, p->rows, p->nrows * sizeof *by);
+    qsort(by, p->nrows, sizeof *by, cmp_handle_time);
+    for (uint32_t i = 0; i < p->nrows; i++)
+        if ((!i || by[i - 1]->handle != by[i]->handle) && by[i]->handle_time_ns)
+            p->firsts[p->nfirsts++] = (struct first_map){by[i], by[i]->time_ns};
+    free(by);
+    return 0;
+}
+
 cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device)
 {
     cmh_physmap *p = calloc(1, sizeof *p);
@@ -85,7 +117,15 @@ cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device)
         for (uint32_t i = 0; i < s->nvmm_maps; i++)
             if (s->vmm_maps[i].device == device) p->rows[n++] = &s->vmm_maps[i];
         qsort(p->rows, p->nrows, sizeof *p->rows, cmp_row);
+        if (firsts_make(p)) {
+            cmh_physmap_free(p);
+            return NULL;
+        }
     }
+    p->kept_from_ns = INT64_MIN;
+    for (uint32_t i = 0; i < s->ntraces; i++)
+        if (s->traces[i].device == device && s->traces[i].dropped)
+            p->kept_from_ns = s->traces[i].nentries ? cmh_entry_time(s, &s->entries[s->traces[i].first_entry]) : INT64_MAX;
     for (uint32_t i = 0; i < s->nsegments; i++)
         if (s->segments[i].device == device && s->segments[i].kind == CMH_KIND_MANAGED &&
             rt_put(&p->final_managed, p->final_managed.n, (prange){s->segments[i].addr, s->segments[i].size, NULL})) {
@@ -100,6 +140,7 @@ void cmh_physmap_free(cmh_physmap *p)
 {
     if (!p) return;
     free(p->rows);
+    free(p->firsts);
     free(p->live.v);
     free(p->managed.v);
     free(p->final_managed.v);
@@ -284,6 +325,48 @@ void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_v
         const phandle *h = cmh_oa_at(&p->handles, i);
         if (h->handle && h->mapped && h->taken < h->row->handle_size) fn(arg, h->row, h->row->handle_size - h->taken);
     }
+}
+
+/* A row is stamped a moment before its segment_map entry: a map that long before the first kept
+ * entry may still be that entry's */
+#define ROW_EARLY_NS 1000000ll
+
+void cmh_physmap_unmapped_yet(const cmh_physmap *p, int64_t t_ns, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg)
+{
+    /* not mapped yet: no map of it stepped (the entries, not the rows' times, say when: a pickle
+     * keeps the entries' times to the microsecond, the rows' to the nanosecond), where its first
+     * map is among the kept entries (one the ring dropped is never stepped) */
+    for (uint32_t i = 0; p && i < p->nfirsts; i++) {
+        const struct first_map *f = &p->firsts[i];
+        int kept = f->mapped_ns >= p->kept_from_ns || (uint64_t)p->kept_from_ns - (uint64_t)f->mapped_ns <= ROW_EARLY_NS;
+        if (f->row->handle_time_ns <= t_ns && kept && !cmh_oa_find(&p->handles, f->row->handle))
+            fn(arg, f->row, f->row->handle_size);
+    }
+}
+
+#define HANDLE_SAME_NS 1000000ull
+
+uint64_t cmh_physmap_held_unmapped(const cmh_physmap *p, int64_t t_ns)
+{
+    uint64_t held = 0;
+    for (uint32_t i = 0; p && i < p->s->nvmm_unmapped; i++) {
+        const cmh_vmm_handle *u = &p->s->vmm_unmapped[i];
+        if (u->device != p->device || (u->time_ns && u->time_ns > t_ns)) continue; /* not made yet */
+        /* its maps' rows, if it had any, name it by its size and when it was made: the nearest,
+         * within HANDLE_SAME_NS (the two tables turn the same tick count into ns at two moments) */
+        const struct first_map *f = NULL;
+        uint64_t best = HANDLE_SAME_NS + 1;
+        for (uint32_t k = 0; u->time_ns && k < p->nfirsts; k++) {
+            const cmh_vmm_map *row = p->firsts[k].row;
+            uint64_t d = row->handle_time_ns > u->time_ns ? (uint64_t)row->handle_time_ns - (uint64_t)u->time_ns
+                                                          : (uint64_t)u->time_ns - (uint64_t)row->handle_time_ns;
+            if (row->handle_size == u->size && d < best) f = &p->firsts[k], best = d;
+        }
+        const phandle *h = f ? cmh_oa_find(&p->handles, f->row->handle) : NULL;
+        if (f && (!h || h->mapped)) continue; /* mapped now, or not yet (cmh_physmap_unmapped_yet): in a row */
+        held += u->size;
+    }
+    return held;
 }
 
 int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_peak *out)

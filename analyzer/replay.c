@@ -253,6 +253,79 @@ static void class_add(cmh_stat *arr, int64_t ds, int64_t dl)
     }
 }
 
+/* ---- the segments a stream-ordered pool keeps ----
+ * PyTorch's GPU reserved segments move with its reserved memory: a segment is counted while its
+ * bytes are reserved, freed when they go back to the driver, allocated when reserved grows.  A
+ * pool's cached free changes reserved by 0 (the pool keeps the bytes), so its segment stays
+ * counted, cached; a pooled allocation the cache serves takes a cached segment again, no new one;
+ * the segments go when the pools' samples say they keep nothing.  Counting each pooled call as a
+ * segment made and freed gave a private pool with its threshold at the most '3 current, 6
+ * allocated, 3 freed' beside 'GPU reserved memory 12 MiB, 0 B freed'.  (A pool's trim that leaves
+ * part of its cache keeps the count: which of its segments went the samples do not say.) */
+
+static int cls(uint8_t pool) { return pool == CMH_POOL_SMALL ? CMH_POOL_SMALL : CMH_POOL_LARGE; }
+
+/* A segment freed into a pool: kept there, still a reserved segment. */
+static void cached_segs_put(cmh_replay *r, uint64_t size, uint8_t pool)
+{
+    if (r->ncached == r->capcached) {
+        uint32_t nc = r->capcached ? r->capcached * 2 : 16;
+        struct cseg *n = realloc(r->cached, nc * sizeof *n);
+        if (!n) {
+            r->nomem = 1;
+            return;
+        }
+        r->cached = n;
+        r->capcached = nc;
+    }
+    r->cached[r->ncached++] = (struct cseg){size, (uint8_t)cls(pool)};
+}
+
+static void cached_segs_drop(cmh_replay *r, uint32_t i) { r->cached[i] = r->cached[--r->ncached]; }
+
+/* A pooled allocation of size the cache served (in part): a cached segment in use again, if one
+ * is (of its size and class first; one of the other class is freed there, allocated in this);
+ * 0 when none is, and the caller counts a new segment. */
+static int cached_segs_take(cmh_replay *r, uint64_t size, uint8_t pool)
+{
+    int c = cls(pool);
+    uint32_t best = r->ncached;
+    for (uint32_t i = 0; i < r->ncached; i++) {
+        int score = (r->cached[i].pool == c) * 2 + (r->cached[i].size == size);
+        int have = best == r->ncached ? -1 : (r->cached[best].pool == c) * 2 + (r->cached[best].size == size);
+        if (score > have) best = i;
+    }
+    if (best == r->ncached) return 0;
+    if (r->cached[best].pool != c) {
+        pool_add(r->st.segment, r->cached[best].pool, -1);
+        pool_add(r->st.segment, c, 1);
+    }
+    cached_segs_drop(r, best);
+    r->took_segs[c]++;
+    return 1;
+}
+
+/* The pools gave back `bytes` of their cache: cached segments that make it up went back to the
+ * driver, one of that size first, then the largest that fit; all of them once the pools keep
+ * nothing. */
+static void cached_segs_release(cmh_replay *r, int64_t bytes)
+{
+    int all = pools_cache(r) <= 0;
+    while (r->ncached && (all || bytes > 0)) {
+        uint32_t pick = r->ncached;
+        for (uint32_t i = 0; i < r->ncached; i++) {
+            if (!all && r->cached[i].size > (uint64_t)bytes) continue;
+            if (pick == r->ncached || r->cached[i].size == (uint64_t)bytes ||
+                (r->cached[pick].size != (uint64_t)bytes && r->cached[i].size > r->cached[pick].size))
+                pick = i;
+        }
+        if (pick == r->ncached) break;
+        bytes -= (int64_t)r->cached[pick].size;
+        pool_add(r->st.segment, r->cached[pick].pool, -1);
+        cached_segs_drop(r, pick);
+    }
+}
+
 /* The cache changed by d no call explains (a sample's trim or growth): what it gives back comes
  * from the large class first, then the small; what it grows is large. */
 static void cache_change(cmh_replay *r, int64_t d)
@@ -265,6 +338,7 @@ static void cache_change(cmh_replay *r, int64_t d)
     if (sm > r->cache_small) sm = r->cache_small > 0 ? r->cache_small : 0, l = -d - sm;
     class_add(r->st.reserved_bytes, -sm, -l);
     r->cache_small -= sm;
+    cached_segs_release(r, -d);
 }
 
 static void split_contrib(const rseg *g, int64_t *bytes, int64_t *count)
@@ -432,7 +506,7 @@ static void fwd_segment_alloc_at(cmh_replay *r, uint64_t addr, uint64_t size, in
         r->took_small += ts;
     } else pool_add(r->st.reserved_bytes, g->pool, (int64_t)size);
     if (!expandable) { /* PyTorch does not count expandable segments */
-        pool_add(r->st.segment, g->pool, 1);
+        if (!take || !cached_segs_take(r, size, g->pool)) pool_add(r->st.segment, g->pool, 1);
         if (r->rules.max_split && size >= r->rules.max_split) stat_add(&r->st.oversize_segments, 1);
     }
     if (whole) {
@@ -452,9 +526,62 @@ static void fwd_segment_alloc(cmh_replay *r, const cmh_entry *e, int expandable,
     if (g) g->priv = num;
 }
 
+/* Undo the totals' count of what stat_add just counted twice: x freed, then made again. */
+static void stat_unturn(cmh_stat *arr, int pool, int64_t x)
+{
+    for (int k = 0; k < 2; k++) {
+        cmh_stat *s = &arr[k ? pool : 0];
+        s->allocated = (int64_t)((uint64_t)s->allocated - (uint64_t)x);
+        s->freed = (int64_t)((uint64_t)s->freed - (uint64_t)x);
+    }
+}
+
+/* A whole block's memory given back in part (a cuMemMap unmapped piece by piece: the recorder
+ * keeps each remainder mapped, as the driver does): every block overlapping [lo, hi) loses that
+ * part and keeps the rest, at its own address or past hi, its stack, time and state.  The
+ * observers see the block go and its remainders appear (they follow blocks by address); the
+ * totals count only the bytes given back, a remainder being no new allocation (a 4 MiB map
+ * unmapped in two halves is 4 MiB allocated and freed, once).  Freeing just the block at lo
+ * left the rest of the map to the next unmap, which found no block at its address: the
+ * backward pass took that for a block made before the trace (a spurious 2 MiB at the start). */
+static void fwd_free_part(cmh_replay *r, uint64_t lo, uint64_t hi)
+{
+    rseg *g = seg_containing(r, lo);
+    rblock *b = block_find(r, lo);
+    if (!g || !g->expandable || (b && b->size == hi - lo)) { /* a segment is freed whole: its block with it */
+        fwd_free_completed(r, lo);
+        return;
+    }
+    int hit = 0;
+    for (;;) {
+        uint32_t k = 0;
+        while (k < g->nr && g->r[k].b <= lo) k++;
+        if (k == g->nr || g->r[k].a >= hi || !(b = block_find(r, g->r[k].a))) break;
+        hit = 1;
+        rblock was = *b;
+        uint64_t end = was.addr + was.size, left = lo > was.addr ? lo - was.addr : 0, right = end > hi ? end - hi : 0;
+        uint64_t lreq = was.requested < left ? was.requested : left, rreq = was.requested - lreq < right ? was.requested - lreq : right;
+        int alloc = was.state == CMH_BLOCK_ACTIVE_ALLOCATED, kept = (left != 0) + (right != 0);
+        fwd_free_completed(r, was.addr);
+        if (left) fwd_block_alloc(r, was.addr, left, lreq, was.state, was.stack, was.time_ns);
+        if (right) fwd_block_alloc(r, hi, right, rreq, was.state, was.stack, was.time_ns);
+        if (!kept) continue;
+        if (alloc) stat_unturn(r->st.allocated_bytes, was.pool, (int64_t)(left + right));
+        stat_unturn(r->st.active_bytes, was.pool, (int64_t)(left + right));
+        stat_unturn(r->st.requested_bytes, was.pool, (int64_t)(lreq + rreq));
+        if (alloc) stat_unturn(r->st.allocation, was.pool, 1); /* the first remainder is the block still */
+        stat_unturn(r->st.active, was.pool, 1);
+        if (r->rules.max_split && was.size >= r->rules.max_split && (left >= r->rules.max_split || right >= r->rules.max_split)) {
+            r->st.oversize_allocations.allocated--;
+            r->st.oversize_allocations.freed--;
+        }
+    }
+    if (!hit) r->anomalies++;
+}
+
 void cmh_rp_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int whole)
 {
-    if (whole) fwd_free_completed(r, addr);
+    if (whole) fwd_free_part(r, addr, addr + size);
     uint64_t lo = addr, hi = addr + size;
     int hit = 0;
     /* Remove or trim every segment overlapping [lo, hi) (unmaps may cover several maps). */
@@ -487,7 +614,8 @@ void cmh_rp_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int who
             pool_add(r->st.inactive_split_bytes, g->pool, -sb);
             pool_add(r->st.inactive_split, g->pool, -sc);
             if (!g->expandable) {
-                pool_add(r->st.segment, g->pool, -1);
+                if (r->pooled_op) cached_segs_put(r, g->size, g->pool);
+                else pool_add(r->st.segment, g->pool, -1);
                 if (r->rules.max_split && g->size >= r->rules.max_split) stat_add(&r->st.oversize_segments, -1);
             }
             seg_remove_at(r, i);
@@ -610,8 +738,15 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
         class_add(r->st.reserved_bytes, -fs, -(g - fs));
         class_add(r->st.reserved_bytes, ts, tl);
         r->cache_small -= fs - ts;
+        /* (so the cached segments: all gone at the trim, those taken since new ones) */
+        for (int c = CMH_POOL_SMALL; c <= CMH_POOL_LARGE; c++) {
+            pool_add(r->st.segment, c, -r->took_segs[c]);
+            pool_add(r->st.segment, c, r->took_segs[c]);
+        }
+        cached_segs_release(r, INT64_MAX);
     } else if (d) cache_change(r, d);
     r->pool_pend = r->pool_took = r->took_small = 0;
+    r->took_segs[CMH_POOL_SMALL] = r->took_segs[CMH_POOL_LARGE] = 0;
     r->pools[i].slack = slack;
     r->pool_sample_ns = cmh_entry_time(r->s, e);
     r->pool_at_dump = (e->flags & CMH_EF_AT_DUMP) != 0;
@@ -634,6 +769,8 @@ void cmh_rp_free_tables(cmh_replay *r)
             free(g);
         }
     cmh_oa_free(&r->hseg);
+    free(r->mapped);
+    free(r->cached);
     for (rseg *g = r->spare, *nx; g; g = nx) {
         nx = g->next_spare;
         free(g->r);
@@ -800,11 +937,14 @@ static void reconcile(cmh_replay *r)
             int64_t sm = r->cache_small < 0 ? 0 : r->cache_small < pend ? r->cache_small : pend;
             class_add(r->st.reserved_bytes, -sm, -(pend - sm));
             r->cache_small -= sm;
+            cached_segs_release(r, pend);
         } else cache_change(r, -pend);
     }
     r->pool_pend = r->pool_took = r->took_small = 0;
+    r->took_segs[CMH_POOL_SMALL] = r->took_segs[CMH_POOL_LARGE] = 0;
     if (r->base_ns) base_passed(r); /* (a first sample after every entry) */
     pools_stale_end(r);
+    if (pools_cache(r) <= 0) cached_segs_release(r, INT64_MAX);
     cmh_replay f; /* the final state, as tables */
     memset(&f, 0, sizeof f);
     f.s = s;

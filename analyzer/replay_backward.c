@@ -59,6 +59,59 @@ static uint32_t found_by_free_stack(const cmh_replay *t, const cmh_entry *e)
     return cmh_frees_carry_own_stacks(t->s) ? 0 : e->stack;
 }
 
+/* ---- the pieces of whole-block maps ----
+ * A map unmapped in parts (the recorder keeps each remainder mapped, as the driver does) is, when
+ * undone, as many blocks as parts, each at its part's address: undoing the map must take them
+ * all, where the block at its own address was taken alone and the others were left as blocks
+ * made before the trace (a 4 MiB map unmapped in two halves replayed 2 MiB live at the start). */
+
+static uint32_t mapped_lower(const cmh_replay *t, uint64_t addr)
+{
+    uint32_t lo = 0, hi = t->nmapped;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (t->mapped[mid].a < addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void mapped_add(cmh_replay *t, uint64_t a, uint64_t b)
+{
+    uint32_t i = mapped_lower(t, a);
+    if (i < t->nmapped && t->mapped[i].a == a) {
+        t->mapped[i].b = b;
+        return;
+    }
+    if (t->nmapped == t->capmapped) {
+        uint32_t nc = t->capmapped ? t->capmapped * 2 : 16;
+        range *nm = realloc(t->mapped, nc * sizeof *nm);
+        if (!nm) {
+            t->nomem = 1;
+            return;
+        }
+        t->mapped = nm;
+        t->capmapped = nc;
+    }
+    memmove(&t->mapped[i + 1], &t->mapped[i], (t->nmapped - i) * sizeof *t->mapped);
+    t->mapped[i] = (range){a, b};
+    t->nmapped++;
+}
+
+/* Undo a whole-block map [a, b): its blocks go (a surviving one gives the entry its stack). */
+static void mapped_undo(cmh_replay *t, uint64_t a, uint64_t b, uint32_t *stack, int has_stack)
+{
+    uint32_t i = mapped_lower(t, a), k = i;
+    for (; k < t->nmapped && t->mapped[k].a < b; k++) {
+        rblock *x = block_find(t, t->mapped[k].a);
+        if (!x) continue;
+        if (x->final && stack && !has_stack && !*stack) *stack = x->stack;
+        block_del(t, x);
+    }
+    memmove(&t->mapped[i], &t->mapped[k], (t->nmapped - k) * sizeof *t->mapped);
+    t->nmapped -= k - i;
+}
+
 /* stack: where an entry that carries no stack of its own learns the one its block has at the end
  * (PyTorch's context "state", ours: only the live blocks keep their stacks) */
 static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *stack)
@@ -116,6 +169,8 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
             if (b->final && stack && !e->stack) *stack = b->stack;
             block_del(t, b);
         }
+        if (whole && e->action == CMH_ACT_SEGMENT_MAP)
+            mapped_undo(t, cmh_entry_addr(t->s, e), cmh_entry_addr(t->s, e) + cmh_entry_size(t->s, e), stack, e->stack != 0);
         cmh_rp_segment_free_at(t, cmh_entry_addr(t->s, e), cmh_entry_size(t->s, e), 0); /* cut the range out of whatever segment holds it */
         break;
     }
@@ -129,6 +184,8 @@ static void undo(cmh_replay *t, const cmh_entry *e, uint64_t *exact, uint32_t *s
             b->requested = cmh_entry_requested(t->s, e);
             b->state = CMH_BLOCK_ACTIVE_ALLOCATED;
             b->stack = found_by_free_stack(t, e);
+            if (e->action == CMH_ACT_SEGMENT_UNMAP)
+                mapped_add(t, cmh_entry_addr(t->s, e), cmh_entry_addr(t->s, e) + cmh_entry_size(t->s, e));
         }
         break;
     default: break;
@@ -252,6 +309,7 @@ int cmh_rp_backward(cmh_replay *r, const cmh_snapshot *s, int device, pre_state 
             x->stack = bl->stack ? bl->stack : g->stack;
             x->time_ns = bl->time_ns;
             x->final = 1;
+            if (!hashmode && (g->flags & CMH_SEG_EXPANDABLE) && (g->flags & CMH_SEG_WHOLE_BLOCK)) mapped_add(&b, bl->addr, bl->addr + bl->size);
         }
     }
     int some_pytorch = r->pytorch;

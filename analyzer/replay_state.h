@@ -73,6 +73,10 @@ struct cmh_replay {
     /* backward pass without maps: segments by exact address (hslot), ordered only at the end */
     cmh_oatab hseg;
     int hashmode;
+    /* backward pass: the blocks of cuMemMap's whole-block maps, sorted by address, so that undoing
+     * a map takes every piece of it its partial unmaps' undoing put back (replay_backward.c) */
+    range *mapped;
+    uint32_t nmapped, capmapped;
     int initializing; /* building the state before the first entry: split stats counted after */
     int nomem;        /* an allocation failed: the state is no longer exact */
     int device, reconciled;
@@ -92,6 +96,15 @@ struct cmh_replay {
     int64_t pool_took; /* of it, what pooled allocations took from the pools' caches (>= 0) */
     int64_t took_small; /* of that, what came from the small class's part of the caches */
     int64_t cache_small; /* of what the pools keep, the part small segments left (summary's rows) */
+    /* segments freed into the pools and kept there (their sizes and classes): still reserved
+     * segments, as their bytes are still reserved memory; and per class, how many of them pooled
+     * allocations took again since the pools' last sample (cached_segs_*, replay.c) */
+    struct cseg {
+        uint64_t size;
+        uint8_t pool;
+    } *cached;
+    uint32_t ncached, capcached;
+    int64_t took_segs[3];
     /* pools_stale_end: the latest pool sample (its time, CMH_EF_AT_DUMP on it), the first
      * cuMemGetInfo sample's time (0: passed or none) and what the trace held then, and what the
      * end took as given back by the pools after their latest sample, and the sample saying so */

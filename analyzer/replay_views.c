@@ -19,6 +19,10 @@ cmh_replay *cmh_replay_clone(const cmh_replay *r)
     cmh_oa_init(&c->blocks, r->blocks.esize);
     cmh_oa_init(&c->hseg, r->hseg.esize); /* the backward pass's alone: empty going forwards */
     c->pools = NULL;
+    c->cached = NULL;
+    c->ncached = c->capcached = 0;
+    c->mapped = NULL; /* (the backward pass's alone) */
+    c->nmapped = c->capmapped = 0;
     c->spare = NULL;
     c->obs = NULL;
     c->obs_arg = NULL;
@@ -58,6 +62,11 @@ cmh_replay *cmh_replay_clone(const cmh_replay *r)
         while (cap < r->npools) cap *= 2;
         if (!(c->pools = malloc(cap * sizeof *c->pools))) goto oom;
         memcpy(c->pools, r->pools, r->npools * sizeof *c->pools);
+    }
+    if (r->ncached) {
+        if (!(c->cached = malloc(r->ncached * sizeof *c->cached))) goto oom;
+        memcpy(c->cached, r->cached, r->ncached * sizeof *c->cached);
+        c->ncached = c->capcached = r->ncached;
     }
     return c;
 oom:

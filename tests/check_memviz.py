@@ -186,6 +186,7 @@ def replay_backwards(d):
                     segs[c] = addr - c
                 if addr + e["size"] < c + n:
                     segs[addr + e["size"]] = c + n - addr - e["size"]
+                need(not any(addr <= b < addr + e["size"] for b in blocks), f"{w}: live blocks in a range not mapped yet")
             elif act == "segment_unmap":
                 segs[addr] = e["size"]
     return 0

@@ -23,9 +23,7 @@ TEST=vmm_pickle . "$(dirname "$0")/testlib.sh"
 
 # same NAME [end]: NAME.cmh and NAME.pickle say the same in owners, peak and leaks (--json): the
 # file names and the producer aside, times in whole microseconds (the pickle's time_us).  end:
-# owners' rows at the end only (at vmm_held's peak a block the replay invents, see below, is
-# 'unknown (recorded without a stack)' from the .cmh and the program's from the pickle, its
-# figures the same), and its peak moment's used and recorded bytes
+# owners' rows at the end only, and its peak moment's used and recorded bytes
 same() {
     for c in owners peak leaks; do
         "$CMH" $c --json "$1.cmh" >"$1.cmh.$c.json" 2>&1
@@ -36,8 +34,8 @@ same() {
     py - "$1" "${2:-}" <<'PY'
 import json, sys
 n, loose = sys.argv[1], sys.argv[2] == "end"
-# (peak's sites_at_peak aside: a VMM segment unmapped in two halves leaves a half the replay of
-# either reads differently, the same before the handles travelled: not this test's matter; and
+# (peak's sites_at_peak aside: spare's peak site names make_handle's caller line 81 from the
+# record, 82 from the pickle, not yet looked into; and
 # leaks' over_time, its time slices counted from times the pickle rounds to microseconds: at
 # load 10 a slice's edge fell between the two, busy_slices 1 vs 0)
 def norm(v, k=None):
@@ -101,7 +99,9 @@ rec() {
 }
 
 rec held "$B/tests/vmm_held"
-check "vmm_held: owners, peak and leaks of the pickle are the record's ($(same held end 2>&1 | tail -1))" 'same held end'
+# (whole, peak included: its block of a map unmapped in two halves, once invented live from the
+# start by the replay of either, is gone; tests/vmm_halves_test.sh)
+check "vmm_held: owners, peak and leaks of the pickle are the record's ($(same held 2>&1 | tail -1))" 'same held'
 check "vmm_held: the pickle's owners has the 28 MiB held and mapped nowhere (2 handles) as the record's does" \
     "grep -q '28.0 MiB .* 2  physical memory made with cuMemCreate, not mapped' held.pickle.owners.txt"
 check "vmm_held: leaks of the pickle names the held handles' cuMemCreate sites" \
@@ -117,17 +117,18 @@ check "vmm_phys part: owners, peak and leaks of the pickle are the record's ($(s
 
 rec spare "$B/tests/vmm_phys" spare
 check "vmm_phys spare: owners, peak and leaks of the pickle are the record's ($(same spare 2>&1 | tail -1))" 'same spare'
-# (at the end only: at the peak the record's owners too says 16 MiB more than the driver, the
-# handle B made before the first map's cuMemGetInfo sample and mapped after it counted in the
-# sample's 'not recorded' and again as the program's; the pickle's now says what the record's does)
-check "vmm_phys spare: owners of the pickle has the driver's used memory at the end, the never-mapped 8 MiB its own row" "py - <<'PY'
+# (the peak too: the handle B, made before the first map's cuMemGetInfo sample and mapped after
+# it, was counted in the sample's 'not recorded' and again as the program's, 156 MiB for the
+# driver's 140, in the record's owners and the pickle's; tests/vmm_halves_test.sh)
+check "vmm_phys spare: owners of the record and of the pickle have the driver's used memory at the peak and the end, the never-mapped 8 MiB its own row at the end" "py - <<'PY'
 import json
 drv = dict(l.split() for l in open('spare.out'))
-o = json.load(open('spare.pickle.owners.json'))[0]
-ms = {m['moment']: m for m in o['moments']}
-assert ms['end']['used'] == int(drv['end']), (ms, drv)
-rows = {r['kind']: r['bytes'] for r in ms['end']['rows']}
-assert rows.get('vmm_unmapped') == 8 * 2**20, rows
+for f in ('spare.cmh.owners.json', 'spare.pickle.owners.json'):
+    o = json.load(open(f))[0]
+    ms = {m['moment']: m for m in o['moments']}
+    assert ms['end']['used'] == int(drv['end']) and ms['peak']['used'] == int(drv['peak']), (f, ms, drv)
+    rows = {r['kind']: r['bytes'] for r in ms['end']['rows']}
+    assert rows.get('vmm_unmapped') == 8 * 2**20, rows
 PY"
 
 # the SQLite export: a row per map and per handle, the same from the record and from its pickle;

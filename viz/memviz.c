@@ -251,6 +251,61 @@ static int cmp_ann(const void *a, const void *b)
     return (x->device > y->device) - (x->device < y->device);
 }
 
+/* The whole-block maps live at a point of a trace, by address, each as its implied alloc entry
+ * (addr, size: its range).  A map unmapped in part keeps its remainders mapped (the recorder's
+ * model, and the driver's): memory_viz knows a block by its address alone, so the part's implied
+ * free is the whole block's, at its address, and each remainder an implied alloc of its own.
+ * Freeing the part's address alone freed the whole block in the viewer, and the next part's
+ * free, of an address it never saw allocated, drew that part live from the trace's start. */
+typedef struct wmaps {
+    cmh_entry_full *v;
+    uint32_t n, cap;
+} wmaps;
+
+static uint32_t wm_lower(const wmaps *m, uint64_t addr) /* the first whose end is past addr */
+{
+    uint32_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (m->v[mid].addr + m->v[mid].size <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int wm_put(wmaps *m, const cmh_entry_full *e)
+{
+    uint32_t i = wm_lower(m, e->addr);
+    if (i < m->n && m->v[i].addr == e->addr) { /* a map over a live one: the trace lost its unmap */
+        m->v[i] = *e;
+        return CMH_OK;
+    }
+    if (m->n == m->cap) {
+        uint32_t nc = m->cap ? m->cap * 2 : 16;
+        cmh_entry_full *nv = realloc(m->v, nc * sizeof *nv);
+        if (!nv) return CMH_ENOMEM;
+        m->v = nv;
+        m->cap = nc;
+    }
+    memmove(&m->v[i + 1], &m->v[i], (m->n - i) * sizeof *m->v);
+    m->v[i] = *e;
+    m->n++;
+    return CMH_OK;
+}
+
+/* A whole-block unmap of [lo, hi): the map holding it (its index), or m->n where none does. */
+static uint32_t wm_holding(const wmaps *m, uint64_t lo, uint64_t hi)
+{
+    uint32_t i = wm_lower(m, lo);
+    return i < m->n && m->v[i].addr <= lo && hi <= m->v[i].addr + m->v[i].size ? i : m->n;
+}
+
+static void wm_del(wmaps *m, uint32_t i)
+{
+    memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof *m->v);
+    m->n--;
+}
+
 /* How many more entries than one memory_viz's trace gets for a record's entry (before the
  * marks and pool samples, which it gets none of, are taken out). */
 static unsigned written(const cmh_entry *e)
@@ -409,6 +464,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         return rc;
     }
     amap made = AMAP_INIT;
+    wmaps wm = {NULL, 0, 0};
     out->source = CMH_SRC_PYTORCH;
     out->pt_fields = in->source == CMH_SRC_PYTORCH ? in->pt_fields : CMH_PT_TIME_US | CMH_PT_FROM_RECORDER;
     out->pid = in->pid;
@@ -507,6 +563,7 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
          * timeline's element is a pre-trace segment's segment_free) */
         amap_free(&made);
         made = (amap)AMAP_INIT;
+        wm.n = 0;
         int own_free_stacks = cmh_frees_carry_own_stacks(in);
         for (uint32_t i = 0; i < tr->nentries; i++) {
             cmh_entry_full e;
@@ -551,10 +608,46 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
                 if (whole) {
                     blk.action = CMH_ACT_ALLOC;
                     TRY(cmh_snapshot_add_entry(out, &blk));
+                    if (e.action == CMH_ACT_SEGMENT_MAP) {
+                        cmh_entry_full m = blk;
+                        m.size = e.size; /* the range; blk.size, the requested bytes, may differ */
+                        TRY(wm_put(&wm, &m));
+                    }
                 }
                 break;
+            case CMH_ACT_SEGMENT_UNMAP: {
+                uint32_t k = whole ? wm_holding(&wm, e.addr, e.addr + e.size) : wm.n;
+                if (k == wm.n) goto freed; /* a map the trace did not see made: by the part's address */
+                cmh_entry_full m = wm.v[k];
+                wm_del(&wm, k);
+                if (m.addr == e.addr && m.size == e.size) goto freed;
+                /* in part: the block goes whole, its remainders come back as blocks of their own */
+                blk.addr = m.addr;
+                blk.size = m.requested;
+                blk.action = CMH_ACT_FREE_REQUESTED;
+                TRY(cmh_snapshot_add_entry(out, &blk));
+                blk.action = CMH_ACT_FREE_COMPLETED;
+                TRY(cmh_snapshot_add_entry(out, &blk));
+                for (int side = 0; side < 2; side++) {
+                    uint64_t a = side ? e.addr + e.size : m.addr, b = side ? m.addr + m.size : e.addr;
+                    if (b <= a) continue;
+                    cmh_entry_full r = m;
+                    r.addr = a;
+                    r.size = r.requested = b - a;
+                    r.time_ns = e.time_ns;
+                    TRY(cmh_snapshot_add_entry(out, &r));
+                    TRY(wm_put(&wm, &r));
+                    if (own_free_stacks) {
+                        int64_t *v = amap_slot(&made, a, 1);
+                        if (!v) TRY(CMH_ENOMEM);
+                        *v = 1;
+                    }
+                }
+                TRY(add_entry_x(in, out, &e, extra));
+                break;
+            }
             case CMH_ACT_SEGMENT_FREE:
-            case CMH_ACT_SEGMENT_UNMAP:
+            freed:
                 if (whole && own_free_stacks) {
                     int64_t *v = amap_slot(&made, e.addr, 0);
                     if (!v || !*v) blk.stack = 0; /* no allocation seen: no site, not the free's line */
@@ -601,6 +694,7 @@ out:
     free(starts);
     cmh_pool_tags_free(pt);
     amap_free(&made);
+    free(wm.v);
     if (dropped_host && rc == CMH_OK) *dropped_host = cmh_host_allocations(in, NULL, NULL);
     if (rc != CMH_OK) cmh_snapshot_free(out);
     return rc;

@@ -106,6 +106,15 @@ int cmh_physmap_managed(const cmh_physmap *p, uint64_t addr);
 void cmh_physmap_reset(cmh_physmap *p);
 uint64_t cmh_physmap_take(cmh_physmap *p, const cmh_vmm_map *row, uint64_t bytes);
 void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg);
+/* The handles made at or before t_ns and first mapped after it (their vmm_maps rows say both
+ * times): memory the driver charges from cuMemCreate on, in no segment yet.  fn gets each
+ * handle once, with its size.  (Handles never mapped are the record's vmm_unmapped, at its end.) */
+/* Of the handles the record says were held and mapped nowhere at its end (vmm_unmapped), the bytes
+ * held and in no segment nor row at t_ns, the map state as stepped: made by then (or when not
+ * known), and neither mapped then nor waiting for a first map (a handle mapped at some moment
+ * is in that moment's rows, not in what its cuMemGetInfo sample leaves unexplained). */
+uint64_t cmh_physmap_held_unmapped(const cmh_physmap *p, int64_t t_ns);
+void cmh_physmap_unmapped_yet(const cmh_physmap *p, int64_t t_ns, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg);
 /* A device's physical peak and end (reserved + the adjustment, entry by entry); *known 0 where
  * the record has no vmm_maps rows for the device or they never change a figure. */
 typedef struct cmh_physical_peak {

@@ -28,7 +28,9 @@ typedef enum cmh_owner_kind {
      * above the driver): not in use, as peak and leaks count them, and not cached either (no
      * request can have them, empty_cache() does not give them back, until the work completes) */
     CMH_OWN_PENDING_FREE,
-    CMH_OWN_VMM_UNMAPPED,        /* cuMemCreate handles held and mapped nowhere (at the end only) */
+    /* cuMemCreate handles held and mapped nowhere: at the end, those never mapped or unmapped and
+     * kept (the record's vmm_unmapped); at any moment, those made and not mapped yet */
+    CMH_OWN_VMM_UNMAPPED,
     /* what stream-ordered pools keep beyond what they hand out (freed to the pool, kept: frag's
      * "of it a pool's cache"; cuMemPoolTrimTo gives it back) */
     CMH_OWN_POOL_CACHE,
@@ -39,6 +41,9 @@ typedef enum cmh_owner_kind {
 
 /* The pool cache row's name, the same in every report (owners, report, frag's words) */
 #define CMH_OWN_POOL_CACHE_NAME "a pool's cache (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)"
+
+/* The cuMemCreate row's name, at the end and before a handle's first map alike */
+#define CMH_OWN_VMM_UNMAPPED_NAME "physical memory made with cuMemCreate, not mapped"
 
 typedef struct cmh_owner_row {
     char name[96];

@@ -1,0 +1,45 @@
+/*
+ * poolsegs.c - a private stream-ordered pool's segments, for poolsegs_test.sh: cuMemPoolCreate,
+ * three 4 MiB cuMemAllocFromPoolAsync, each freed with cuMemFreeAsync, a synchronize, then three
+ * 4 MiB again, live at the end.  With its release threshold at the most (the default) the pool
+ * keeps what is freed and serves the second three from it: 12 MiB reserved once, none given back,
+ * and so 3 segments made once, none freed (summary once read 3 current, 6 allocated, 3 freed).
+ *   poolsegs trim   the threshold 0: the synchronize gives the 12 MiB back, 3 segments freed,
+ *                   and the second three are new memory
+ * Exits 0 when it ran so.
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MIB (1ull << 20)
+#define CK(x) do { if ((x) != CUDA_SUCCESS) { fprintf(stderr, "poolsegs: %s failed\n", #x); return 2; } } while (0)
+
+int main(int argc, char **argv)
+{
+    CUdevice d;
+    CUcontext c;
+    CUstream st;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&d, 0));
+    CK(cuDevicePrimaryCtxRetain(&c, d));
+    CK(cuCtxSetCurrent(c));
+    CK(cuStreamCreate(&st, 0));
+    CUmemoryPool pool;
+    CUmemPoolProps p;
+    memset(&p, 0, sizeof p);
+    p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    CK(cuMemPoolCreate(&pool, &p));
+    cuuint64_t threshold = argc > 1 && !strcmp(argv[1], "trim") ? 0 : ~0ull;
+    CK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+    CUdeviceptr a[3];
+    for (int i = 0; i < 3; i++) CK(cuMemAllocFromPoolAsync(&a[i], 4 * MIB, pool, st));
+    for (int i = 0; i < 3; i++) CK(cuMemFreeAsync(a[i], st));
+    CK(cuStreamSynchronize(st));
+    for (int i = 0; i < 3; i++) CK(cuMemAllocFromPoolAsync(&a[i], 4 * MIB, pool, st));
+    CK(cuStreamSynchronize(st));
+    printf("poolsegs: ran\n");
+    return 0;
+}
