@@ -147,6 +147,9 @@ typedef struct cmh_peak_report {
     int64_t alloc_peak, alloc_index, alloc_time_ns; /* index -1: before the first entry */
     int64_t reserved_peak, reserved_index, reserved_time_ns;
     int64_t requested_peak, requested_index, requested_time_ns; /* the bytes asked for, before rounding */
+    /* of alloc_peak, what whole blocks the allocator did not split hold beyond their rounded
+     * requests (cmh_replay_unsplit_bytes at the allocated peak; cmh_unsplit_text says it) */
+    int64_t alloc_unsplit;
     int64_t alloc_end, reserved_end, requested_end;
     /* before the first entry: the state the replay inferred from the end (not 0: the trace began
      * mid-run, or a ring dropped its oldest entries; a record with no history: the end state) */
