@@ -477,6 +477,11 @@ typedef struct cmh_frag_report {
     cmh_frag_seg *segs; /* at the end of the record */
     uint32_t nsegs;
     uint64_t reserved, allocated, free, pending_free, largest_gap, releasable, trapped, pool_cache;
+    /* of trapped, what expandable segments hold: the parts of their free runs short of a whole
+     * page (empty_cache() unmaps whole pages only: page_small, page_large bytes, the record's
+     * cmh_expandable_page), and whether the small or the large pool has any */
+    uint64_t trapped_expandable, page_small, page_large;
+    int trapped_expandable_small, trapped_expandable_large;
     cmh_frag_pool pools[CMH_FRAG_POOLS]; /* pool_cache pool by pool (npools of them, each with a cache) */
     uint32_t npools;
     uint64_t private_free; /* free inside private pools' segments; largest_gap is the default pool's */
