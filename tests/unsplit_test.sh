@@ -49,8 +49,8 @@ write('kept.pickle', 19 * MiB // 2, True)
 PY
 
 LINE='allocated counts whole blocks the allocator did not split'
-# NAME PEAK UNSPLIT: peak (text, --json), summary (text, --json), chrome's peak instant and the
-# HTML report say it (or none of them, UNSPLIT 0)
+# NAME PEAK UNSPLIT: peak (text, --json), summary (text, --json), chrome's peak instant, the
+# HTML report and sqlite's devices row say it (or none of them, UNSPLIT 0)
 says() {
     "$CMH" peak "$1" >p.txt 2>&1
     "$CMH" peak --json "$1" >p.json 2>&1
@@ -58,6 +58,8 @@ says() {
     "$CMH" summary --json "$1" >s.json 2>&1
     "$CMH" export -q -f chrome "$1" -o c.json 2>/dev/null
     "$CMH" report --static "$1" -o r.html 2>/dev/null
+    rm -f d.db
+    "$CMH" export -q "$1" -o d.db 2>/dev/null
     py - "$2" "$3" <<'PY'
 import json, sys
 peak, un = int(sys.argv[1]), int(sys.argv[2])
@@ -68,6 +70,12 @@ p, s = json.load(open('p.json'))[0], json.load(open('s.json'))[0]
 if p['peak_allocated']['bytes'] != peak: bad.append('peak_allocated %d' % p['peak_allocated']['bytes'])
 if p.get('alloc_unsplit_at_peak') != un: bad.append('peak --json alloc_unsplit_at_peak %r' % p.get('alloc_unsplit_at_peak'))
 if s.get('alloc_unsplit_at_peak') != un: bad.append('summary --json alloc_unsplit_at_peak %r' % s.get('alloc_unsplit_at_peak'))
+import sqlite3
+try:
+    db = sqlite3.connect('d.db').execute('SELECT peak_allocated, peak_allocated_unsplit FROM devices').fetchall()
+except Exception as e:
+    db = str(e)
+if db != [(peak, un)]: bad.append('sqlite devices %r' % (db,))
 texts = {'peak': open('p.txt').read(), 'summary': open('s.txt').read(), 'report': open('r.html').read()}
 c = json.load(open('c.json'))
 texts['chrome'] = ' '.join(e['args'].get('note', '') for e in c['traceEvents'] if e.get('name', '').startswith('peak allocated'))
