@@ -50,7 +50,7 @@ PY
 
 LINE='allocated counts whole blocks the allocator did not split'
 # NAME PEAK UNSPLIT: peak (text, --json), summary (text, --json), chrome's peak instant, the
-# HTML report and sqlite's devices row say it (or none of them, UNSPLIT 0)
+# HTML report, plot's SVG and sqlite's devices row say it (or none of them, UNSPLIT 0)
 says() {
     "$CMH" peak "$1" >p.txt 2>&1
     "$CMH" peak --json "$1" >p.json 2>&1
@@ -58,6 +58,7 @@ says() {
     "$CMH" summary --json "$1" >s.json 2>&1
     "$CMH" export -q -f chrome "$1" -o c.json 2>/dev/null
     "$CMH" report --static "$1" -o r.html 2>/dev/null
+    "$CMH" plot "$1" -o p.svg 2>/dev/null
     rm -f d.db
     "$CMH" export -q "$1" -o d.db 2>/dev/null
     py - "$2" "$3" <<'PY'
@@ -76,7 +77,7 @@ try:
 except Exception as e:
     db = str(e)
 if db != [(peak, un)]: bad.append('sqlite devices %r' % (db,))
-texts = {'peak': open('p.txt').read(), 'summary': open('s.txt').read(), 'report': open('r.html').read()}
+texts = {'peak': open('p.txt').read(), 'summary': open('s.txt').read(), 'report': open('r.html').read(), 'plot': open('p.svg').read()}
 c = json.load(open('c.json'))
 texts['chrome'] = ' '.join(e['args'].get('note', '') for e in c['traceEvents'] if e.get('name', '').startswith('peak allocated'))
 for k, t in texts.items():
@@ -88,7 +89,7 @@ PY
 }
 MiB=1048576
 check "split (2 MiB left): allocated is the requests, 18 MiB, and no word of whole blocks" "says split.pickle $((18 * MiB)) 0"
-check "not split (0.5 MiB left): allocated 20 MiB, +512.0 KiB said in peak, summary, chrome and the report" "says unsplit.pickle $((20 * MiB)) 524288"
+check "not split (0.5 MiB left): allocated 20 MiB, +512.0 KiB said in peak, summary, chrome, the report, plot and sqlite" "says unsplit.pickle $((20 * MiB)) 524288"
 check "the snapshot shows the block split: its size is trusted (19.5 MiB), no line" "says kept.pickle $((39 * MiB / 2)) 0"
 
 PT=$SRC/../shared/fixtures/pytorch
