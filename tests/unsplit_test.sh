@@ -50,7 +50,7 @@ PY
 
 LINE='allocated counts whole blocks the allocator did not split'
 # NAME PEAK UNSPLIT: peak (text, --json), summary (text, --json), chrome's peak instant, the
-# HTML report, plot's SVG and sqlite's devices row say it (or none of them, UNSPLIT 0)
+# HTML report, plot's SVG, pprof's comment and sqlite's devices row say it (or none of them, UNSPLIT 0)
 says() {
     "$CMH" peak "$1" >p.txt 2>&1
     "$CMH" peak --json "$1" >p.json 2>&1
@@ -59,6 +59,7 @@ says() {
     "$CMH" export -q -f chrome "$1" -o c.json 2>/dev/null
     "$CMH" report --static "$1" -o r.html 2>/dev/null
     "$CMH" plot "$1" -o p.svg 2>/dev/null
+    "$CMH" export -q -f pprof "$1" -o p.pb.gz 2>/dev/null
     rm -f d.db
     "$CMH" export -q "$1" -o d.db 2>/dev/null
     py - "$2" "$3" <<'PY'
@@ -78,6 +79,8 @@ except Exception as e:
     db = str(e)
 if db != [(peak, un)]: bad.append('sqlite devices %r' % (db,))
 texts = {'peak': open('p.txt').read(), 'summary': open('s.txt').read(), 'report': open('r.html').read(), 'plot': open('p.svg').read()}
+import gzip
+texts['pprof'] = gzip.decompress(open('p.pb.gz', 'rb').read()).decode('utf-8', 'replace')  # (its comment: a string of the table)
 c = json.load(open('c.json'))
 texts['chrome'] = ' '.join(e['args'].get('note', '') for e in c['traceEvents'] if e.get('name', '').startswith('peak allocated'))
 for k, t in texts.items():
@@ -89,7 +92,7 @@ PY
 }
 MiB=1048576
 check "split (2 MiB left): allocated is the requests, 18 MiB, and no word of whole blocks" "says split.pickle $((18 * MiB)) 0"
-check "not split (0.5 MiB left): allocated 20 MiB, +512.0 KiB said in peak, summary, chrome, the report, plot and sqlite" "says unsplit.pickle $((20 * MiB)) 524288"
+check "not split (0.5 MiB left): allocated 20 MiB, +512.0 KiB said in peak, summary, chrome, the report, plot, pprof and sqlite" "says unsplit.pickle $((20 * MiB)) 524288"
 check "the snapshot shows the block split: its size is trusted (19.5 MiB), no line" "says kept.pickle $((39 * MiB / 2)) 0"
 
 PT=$SRC/../shared/fixtures/pytorch
