@@ -125,6 +125,8 @@ int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *s
     cmh_report_base_fill(s, device, &p->base);
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->nsegments; i++) n += s->segments[i].device == device;
+    p->page_small = cmh_expandable_page(s, CMH_POOL_SMALL);
+    p->page_large = cmh_expandable_page(s, CMH_POOL_LARGE);
     p->segs = calloc(n ? n : 1, sizeof *p->segs);
     if (!p->segs) return CMH_ENOMEM;
     for (uint32_t i = 0; i < s->nsegments; i++) {
@@ -175,6 +177,11 @@ int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *s
         p->pending_free += f->pending_free;
         p->releasable += f->releasable;
         p->trapped += f->trapped;
+        if (f->expandable && f->trapped) {
+            p->trapped_expandable += f->trapped;
+            if (cmh_segment_pool(g) == CMH_POOL_LARGE) p->trapped_expandable_large = 1;
+            else p->trapped_expandable_small = 1;
+        }
         if (!f->private_pool && f->largest_gap > p->largest_gap) p->largest_gap = f->largest_gap;
     }
     /* a stream-ordered pool keeps what it reserved beyond what it hands out (its latest sample):

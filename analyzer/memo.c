@@ -225,6 +225,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     if (!r) return CMH_ENOMEM;
     const cmh_mem_stats *st = cmh_replay_stats(r);
     p->alloc_peak = st->allocated_bytes[0].current;
+    p->alloc_unsplit = cmh_replay_unsplit_bytes(r);
     p->reserved_peak = st->reserved_bytes[0].current;
     p->requested_peak = st->requested_bytes[0].current;
     p->alloc_index = p->reserved_index = p->requested_index = -1;
@@ -254,6 +255,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
         }
         if (st->allocated_bytes[0].current > p->alloc_peak) {
             p->alloc_peak = st->allocated_bytes[0].current;
+            p->alloc_unsplit = cmh_replay_unsplit_bytes(r);
             p->alloc_index = i;
             p->alloc_time_ns = cmh_entry_time(cmh_replay_snapshot(r), cmh_replay_entry(r, i));
             if (ck && i - ck_pos > ck_gap) {
@@ -278,7 +280,7 @@ static int whole_replay(const cmh_snapshot *s, int device, cmh_peak_report *p, c
     p->active_end = st->active_bytes[0].current;
     int64_t n = cmh_replay_length(r);
     /* reconciling the end with the final segments may have raised the figures past every entry */
-    if (p->alloc_end > p->alloc_peak) p->alloc_peak = p->alloc_end, p->alloc_index = n;
+    if (p->alloc_end > p->alloc_peak) p->alloc_peak = p->alloc_end, p->alloc_index = n, p->alloc_unsplit = cmh_replay_unsplit_bytes(r);
     if (p->reserved_end > p->reserved_peak) p->reserved_peak = p->reserved_end, p->reserved_index = n;
     if (p->requested_end > p->requested_peak) p->requested_peak = p->requested_end, p->requested_index = n;
     int rc = cmh_replay_status(r);

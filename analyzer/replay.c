@@ -434,8 +434,23 @@ static void fwd_block_alloc(cmh_replay *r, uint64_t addr, uint64_t size, uint64_
     pool_add(r->st.allocation, b->pool, 1);
     pool_add(r->st.active, b->pool, 1);
     if (r->rules.max_split && size >= r->rules.max_split) stat_add(&r->st.oversize_allocations, 1);
+    /* A PyTorch block larger than its rounded request: only a classic large-pool segment's
+     * allocator keeps a remainder of 512 bytes or more unsplit (should_split()), whether the model
+     * sized it so (pt_block_size) or the final segments say so (an expandable segment's, or a
+     * small pool's, always split: what else a size there holds is not this). */
+    if ((r->pytorch || r->pt_alloc) && state == CMH_BLOCK_ACTIVE_ALLOCATED && g && !g->expandable && g->pool == CMH_POOL_LARGE) {
+        uint64_t rounded = cmh_pt_round(&r->rules, req);
+        if (size > rounded) b->unsplit = 1, r->unsplit_bytes += (int64_t)(size - rounded);
+    }
     if (!g || addr + size > g->addr + g->size || addr + size < addr) r->anomalies++; /* not (all) inside a segment */
     if (g) seg_activate(r, g, addr, addr + size, 1);
+}
+
+/* An unsplit block stops counting as allocated: its bytes beyond the request go with it. */
+static void unsplit_gone(cmh_replay *r, rblock *b)
+{
+    if (b->unsplit) r->unsplit_bytes -= (int64_t)(b->size - cmh_pt_round(&r->rules, b->requested));
+    b->unsplit = 0;
 }
 
 static void fwd_free_requested(cmh_replay *r, uint64_t addr)
@@ -447,6 +462,7 @@ static void fwd_free_requested(cmh_replay *r, uint64_t addr)
     }
     if (b->state != CMH_BLOCK_ACTIVE_ALLOCATED) return;
     b->state = CMH_BLOCK_ACTIVE_PENDING_FREE;
+    unsplit_gone(r, b);
     pool_add(r->st.allocated_bytes, b->pool, neg(b->size));
     pool_add(r->st.allocation, b->pool, -1);
 }
@@ -459,6 +475,7 @@ static void fwd_free_completed(cmh_replay *r, uint64_t addr)
         return;
     }
     if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) {
+        unsplit_gone(r, b);
         pool_add(r->st.allocated_bytes, b->pool, neg(b->size));
         pool_add(r->st.allocation, b->pool, -1);
     }
@@ -678,11 +695,13 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
     switch (e->action) {
     case CMH_ACT_ALLOC: {
         uint64_t size = cmh_entry_size(r->s, e);
-        if (r->pytorch || (e->flags & CMH_EF_PYTORCH)) {
+        r->pt_alloc = (e->flags & CMH_EF_PYTORCH) != 0;
+        if (r->pytorch || r->pt_alloc) {
             uint64_t known = r->exact ? r->exact[e - r->e] : 0;
             size = known ? known : pt_block_size(r, seg_containing(r, cmh_entry_addr(r->s, e)), cmh_entry_addr(r->s, e), cmh_entry_requested(r->s, e));
         }
         fwd_block_alloc(r, cmh_entry_addr(r->s, e), size, cmh_entry_requested(r->s, e), CMH_BLOCK_ACTIVE_ALLOCATED, stack_of(r, e), cmh_entry_time(r->s, e));
+        r->pt_alloc = 0;
         break;
     }
     case CMH_ACT_FREE_REQUESTED: fwd_free_requested(r, cmh_entry_addr(r->s, e)); break;
@@ -1112,6 +1131,7 @@ int cmh_replay_step(cmh_replay *r)
 }
 
 const cmh_mem_stats *cmh_replay_stats(const cmh_replay *r) { return &r->st; }
+int64_t cmh_replay_unsplit_bytes(const cmh_replay *r) { return r->unsplit_bytes; }
 int64_t cmh_replay_position(const cmh_replay *r) { return r->pos; }
 uint64_t cmh_replay_anomalies(const cmh_replay *r) { return r->anomalies; }
 int cmh_replay_status(const cmh_replay *r) { return r->nomem ? CMH_ENOMEM : CMH_OK; }

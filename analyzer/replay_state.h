@@ -43,7 +43,8 @@ typedef struct rblock {
     uint32_t stack;
     uint8_t state, pool;
     uint8_t final; /* backward pass: this block is one of the final segments' own */
-    uint8_t untraced; /* forward pass: live before the first entry, or added at the reconciliation */
+    uint8_t untraced : 1; /* forward pass: live before the first entry, or added at the reconciliation */
+    uint8_t unsplit : 1;  /* forward pass: a PyTorch block sized as the whole free run the allocator did not split */
 } rblock;
 
 typedef struct hslot { /* backward pass without maps: segments by exact address */
@@ -65,6 +66,9 @@ struct cmh_replay {
     cmh_oatab blocks; /* of rblock */
     cmh_mem_stats st;
     uint64_t anomalies;
+    /* of allocated_bytes, what unsplit blocks (rblock.unsplit) hold beyond their rounded requests */
+    int64_t unsplit_bytes;
+    int pt_alloc; /* the alloc being applied is a PyTorch entry of a merged view (CMH_EF_PYTORCH) */
     cmh_pt_rules rules; /* PyTorch's, from the snapshot's allocator settings */
     int pytorch;        /* sizes in the trace are requested bytes: round like the allocator
                            (a merged view: only its entries flagged CMH_EF_PYTORCH) */

@@ -65,6 +65,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "largest_gap", p.largest_gap);
         cmh_jw_kuint(w, "releasable", p.releasable);
         cmh_jw_kuint(w, "trapped", p.trapped);
+        cmh_jw_kuint(w, "trapped_expandable", p.trapped_expandable);
         cmh_jw_kuint(w, "pool_cache", p.pool_cache);
         cmh_jw_kuint(w, "private_pools", p.private_free);
         cmh_jw_kdouble(w, "fragmentation", p.fragmentation, 4);
@@ -213,6 +214,15 @@ static int section(const rep_section *sec, void *arg)
             printf("      of it a pool's cache %12s   (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back)\n",
                    rep_size((double)p.pool_cache));
         printf("    trapped                %12s   (gaps between live blocks)\n", rep_size((double)p.trapped));
+        if (p.trapped_expandable) { /* (a free run short of a whole page of its segment: PyTorch's unmap() keeps it) */
+            char pg[96];
+            if (p.trapped_expandable_small && p.trapped_expandable_large && p.page_small != p.page_large)
+                snprintf(pg, sizeof pg, "%s in the large pool, %s in the small", rep_size((double)p.page_large), rep_size((double)p.page_small));
+            else snprintf(pg, sizeof pg, "%s", rep_size((double)(p.trapped_expandable_large ? p.page_large : p.page_small)));
+            printf("      of it in expandable  %12s   (free runs, or their ends, short of a whole page: empty_cache() unmaps\n"
+                   "                                         only whole pages, %s)\n",
+                   rep_size((double)p.trapped_expandable), pg);
+        }
         if (p.private_segs)
             printf("    in private pools       %12s   (%s of a CUDA graph or MemPool: only the pool's own requests use it,\n"
                    "                                            empty_cache() gives it back only once the pool is gone)\n",

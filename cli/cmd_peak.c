@@ -68,6 +68,7 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p, const c
     } else {
     printf("peak allocated: %s (%" PRId64 " bytes)", rep_size((double)p->alloc_peak), p->alloc_peak);
     print_when(p->alloc_index, p->alloc_time_ns, t0, n);
+    rep_unsplit_note(p, "                ");
     rep_gpu_at(s, dev, p->alloc_time_ns, "                ");
     printf("peak reserved:  %s (%" PRId64 " bytes)", rep_size((double)p->reserved_peak), p->reserved_peak);
     print_when(p->reserved_index, p->reserved_time_ns, t0, n);
@@ -126,6 +127,7 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
         json_when(w, "peak_allocated", p->alloc_peak, p->alloc_index, p->alloc_time_ns);
         json_when(w, "peak_reserved", p->reserved_peak, p->reserved_index, p->reserved_time_ns);
         json_when(w, "peak_requested", p->requested_peak, p->requested_index, p->requested_time_ns);
+        rep_json_unsplit(w, p);
         if (ph->known) json_when(w, "peak_physical", ph->peak, ph->index, ph->time_ns);
         else { /* the handles make no difference, or the record does not name them: reserved's figure */
             cmh_jw_key(w, "peak_physical");
@@ -139,6 +141,7 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
         cmh_jw_null(w);
         cmh_jw_key(w, "peak_requested");
         cmh_jw_null(w);
+        rep_json_unsplit(w, p);
     }
     cmh_jw_nl(w);
     cmh_jw_key(w, "end");

@@ -104,6 +104,7 @@ static int section(const rep_section *sec, void *arg)
         if (history) cmh_jw_kint(w, "trace_allocations", st.allocation[CMH_POOL_ALL].allocated - pk.allocs_start);
         else cmh_jw_knull(w, "trace_allocations");
         rep_json_gap(w, &pk.base); /* the end's blocks the trace never freed (Tot Freed counts them), or never made */
+        rep_json_unsplit(w, &pk);
         rep_json_vmm_unmapped(w, s, device);
         rep_json_vmm_physical(w, s, device);
         cmh_jw_kstr(w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"); /* who made the record: the text's title */
@@ -182,6 +183,7 @@ static int section(const rep_section *sec, void *arg)
     /* the trace's own end is not the snapshot's: Cur Usage is the snapshot's, and Tot Freed counts
      * the blocks the snapshot no longer holds as freed at the end (no entry frees them) */
     if (history) rep_gap_notes(&pk.base, 0);
+    rep_unsplit_note(&pk, "note: Peak Usage of Allocated memory: "); /* (PyTorch's own figure: its table keeps it) */
     rep_vmm_unmapped_note(s, device);
     rep_vmm_physical_note(s, device);
     if (sec->index + 1 == sec->ndevices && g_device == -2) { /* the last table: what the others left out */

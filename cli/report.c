@@ -461,6 +461,18 @@ void rep_json_gap(cmh_jw *w, const cmh_report_base *b)
     cmh_jw_end(w);
 }
 
+void rep_unsplit_note(const cmh_peak_report *p, const char *lead)
+{
+    char buf[256];
+    if (p->base.history && cmh_unsplit_text(p, buf, sizeof buf)) printf("%s%s\n", lead, buf);
+}
+
+void rep_json_unsplit(cmh_jw *w, const cmh_peak_report *p)
+{
+    if (p->base.history) cmh_jw_kint(w, "alloc_unsplit_at_peak", p->alloc_unsplit);
+    else cmh_jw_knull(w, "alloc_unsplit_at_peak");
+}
+
 void rep_notes(const cmh_report_base *b)
 {
     if (b->dropped)

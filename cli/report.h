@@ -229,6 +229,10 @@ void rep_vmm_physical_note(const cmh_snapshot *s, int device);
 void rep_json_vmm_physical(cmh_jw *w, const cmh_snapshot *s, int device);
 /* "trace_gap": its figures (stops_early, unfreed_*, starts_late, untraced_*) and "says": the notes' words */
 void rep_json_gap(cmh_jw *w, const cmh_report_base *b);
+/* Whole blocks the allocator did not split, at the allocated peak (cmh_unsplit_text): the line,
+ * after lead, when there are any; and "alloc_unsplit_at_peak" (bytes; null without history). */
+void rep_unsplit_note(const cmh_peak_report *p, const char *lead);
+void rep_json_unsplit(cmh_jw *w, const cmh_peak_report *p);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);
 /* A frame as people read it: "function (file:line)", "function (module)", "function". */

@@ -127,6 +127,7 @@ static void peak_instant(const chrome_ctx *c, const cmh_snapshot *s, int dev, co
             cmh_jw_end(w);
         }
         cmh_jw_end(w);
+        if (cmh_unsplit_text(&p, text, sizeof text)) cmh_jw_kstr(w, "note", text);
         cmh_jw_end(w);
         cmh_jw_end(w);
     }

@@ -56,6 +56,7 @@ int cmh_live_compute(const cmh_snapshot *s, int device, int at, int64_t n, cmh_l
         int rc = cmh_peak_compute(s, device, NULL, &p);
         if (rc != CMH_OK) return rc;
         want = p.alloc_index;
+        out->unsplit = p.alloc_unsplit;
         cmh_peak_report_free(&p);
     } else if (at == CMH_AT_OOM) {
         /* oom's #n: the OOMs the program saw (a retry that succeeded is none); #1 of a record whose

@@ -73,3 +73,11 @@ const char *cmh_gap_pools_text(const cmh_trace_gap *g, const char *nl, char *buf
              sz, nl, sz, nl);
     return buf;
 }
+
+const char *cmh_unsplit_text(const cmh_peak_report *p, char *buf, size_t cap)
+{
+    if (p->alloc_unsplit <= 0) return NULL;
+    snprintf(buf, cap, "allocated counts whole blocks the allocator did not split: +%s over the requests at the peak",
+             cmh_svg_size((double)p->alloc_unsplit));
+    return buf;
+}

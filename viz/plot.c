@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cumemhist/analyzer.h"
+#include "cumemhist/gapwords.h"
 #include "cumemhist/leakwords.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
@@ -79,8 +80,8 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     /* the allocated peak, found as cmh_peak_compute finds it (the first maximum; the state before
      * the first entry counts, and the end reconciled with the final segments) */
     struct {
-        int64_t alloc_peak, alloc_index;
-    } pk = {0, -1};
+        int64_t alloc_peak, alloc_index, alloc_unsplit;
+    } pk = {0, -1, 0};
     int rc = CMH_OK;
     /* the allocated and reserved bytes after each entry: a report page's history (reports.h),
      * else a replay of our own */
@@ -94,6 +95,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     int64_t a0 = h ? h->allocated0 : st->allocated_bytes[CMH_POOL_ALL].current; /* before the first entry */
     int64_t r0 = h ? h->reserved0 : st->reserved_bytes[CMH_POOL_ALL].current;
     pk.alloc_peak = a0;
+    if (r) pk.alloc_unsplit = cmh_replay_unsplit_bytes(r);
 #define XOF(i, t) (by_time ? (double)((t) - t0) / (double)(t1 - t0) : n > 1 ? (double)(i) / (double)(n - 1) : 0.0)
     int64_t ymax = 0;
     put(&cols[0], a0, r0);
@@ -107,7 +109,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
             av = st->allocated_bytes[CMH_POOL_ALL].current, rv = st->reserved_bytes[CMH_POOL_ALL].current;
         }
         const cmh_entry *e = &ents[i];
-        if (av > pk.alloc_peak) pk.alloc_peak = av, pk.alloc_index = i;
+        if (av > pk.alloc_peak) pk.alloc_peak = av, pk.alloc_index = i, pk.alloc_unsplit = r ? cmh_replay_unsplit_bytes(r) : 0;
         int64_t t = cmh_entry_time(s, e) ? cmh_entry_time(s, e) : t0;
         double x = XOF(i, t);
         if (x < 0) x = 0;
@@ -148,7 +150,13 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     {
         int64_t ae = h ? h->allocated_end : st->allocated_bytes[CMH_POOL_ALL].current; /* the end */
         put(&cols[pw], ae, h ? h->reserved_end : st->reserved_bytes[CMH_POOL_ALL].current);
-        if (ae > pk.alloc_peak) pk.alloc_peak = ae, pk.alloc_index = n;
+        if (ae > pk.alloc_peak) pk.alloc_peak = ae, pk.alloc_index = n, pk.alloc_unsplit = r ? cmh_replay_unsplit_bytes(r) : 0;
+    }
+    if (h) { /* (a report page's history has no such figure: the page's own peak, kept as well) */
+        cmh_peak_report full;
+        if ((rc = cmh_peak_totals(s, device, &full)) != CMH_OK) goto out;
+        pk.alloc_unsplit = full.alloc_unsplit;
+        cmh_peak_report_free(&full);
     }
     /* the last column is the snapshot's end: where the trace's own end differs, the header says why
      * (the words of peak's note, the analyzer's figures) */
@@ -314,7 +322,16 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
         fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", right ? x - 8 : x + 8, y - 8 < top_y + 12 ? top_y + 12 : y - 8,
                 right ? "end" : "start");
         cmh_svg_text(fp, label);
-        fputs("</text></g>\n", fp);
+        fputs("</text>", fp);
+        cmh_peak_report said = {.alloc_unsplit = pk.alloc_unsplit};
+        char why[200];
+        if (history && cmh_unsplit_text(&said, why, sizeof why)) { /* (its words: the same as every report's) */
+            /* (in the panel's lower right corner, where a line this long fits whatever the peak's place) */
+            fprintf(fp, "<text class=\"unsplit\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", L + pw - 6, bottom - 8);
+            cmh_svg_text(fp, why);
+            fputs("</text>", fp);
+        }
+        fputs("</g>\n", fp);
     }
     /* the legend */
     fprintf(fp, "<g class=\"legend\"><rect class=\"res\" x=\"%d\" y=\"%d\" width=\"14\" height=\"4\"/><text x=\"%d\" y=\"%d\">reserved</text>"

@@ -25,6 +25,7 @@
 
 #include "cumemhist/leakwords.h"
 #include "cumemhist/owners.h"
+#include "cumemhist/gapwords.h"
 #include "cumemhist/pictures.h"
 #include "cumemhist/reports.h"
 #include "cumemhist/viz.h"
@@ -391,6 +392,9 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
             snprintf(at_peak, sizeof at_peak, "no history: the peak is not known, peak_space is the end's");
         else if (peak[d].index >= 0) snprintf(at_peak, sizeof at_peak, "at the allocated peak (entry %lld)", (long long)peak[d].index);
         else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry)");
+        char unsplit[160] = "", why[150];
+        cmh_peak_report said = {.alloc_unsplit = peak[d].unsplit};
+        if (cmh_trace_has_history(s, devices[d]) && cmh_unsplit_text(&said, why, sizeof why)) snprintf(unsplit, sizeof unsplit, " (%s)", why);
         if (devices[d] < 0) snprintf(name, sizeof name, "device -1 (pinned host)");
         else snprintf(name, sizeof name, "device %d", (int)devices[d]);
         char at_oom[320] = "";
@@ -426,7 +430,8 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
                          (unsigned long long)tr->dropped_ooms, tr->dropped_ooms == 1 ? "" : "s", any_oom ? ": oom_space 0" : ": no oom_space");
             else if (any_oom) snprintf(at_oom, sizeof at_oom, ", no out-of-memory error (oom_space 0)");
         }
-        cl += (size_t)snprintf(comment + cl, sizeof comment - cl, "%s%s, live at the end (%s) and %s%s", d ? "; " : "", name, at_end, at_peak, at_oom);
+        cl += (size_t)snprintf(comment + cl, sizeof comment - cl, "%s%s, live at the end (%s) and %s%s%s", d ? "; " : "", name, at_end, at_peak,
+                               unsplit, at_oom);
     }
     /* pinned host memory the profile does not hold, said where pprof shows the profile's words
      * (-comments), as on stderr: its total is the devices' (it read 158 MB live of a record whose

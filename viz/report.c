@@ -291,6 +291,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     else if (made == 1) snprintf(what, sizeof what, "allocation in the trace");
     card(fp, hist ? buf : "not known", hist ? what : "allocations (no history)");
     fputs("</div>\n", fp);
+    if (hist && cmh_unsplit_text(&pk, buf, sizeof buf)) fprintf(fp, "<p class=\"r-muted r-unsplit\">Peak allocated: %s.</p>\n", buf);
     if (!hist && ooms_known)
         fprintf(fp, "<p class=\"r-muted r-nohist\">No history on this device (%s): only the state at "
                 "the end is known, and the out-of-memory errors, counted all the same; the peak and the allocations made are not.</p>\n",

@@ -34,7 +34,8 @@ static const char *const g_schema =
     " allocated_at_start INTEGER, reserved_at_start INTEGER, peak_allocated INTEGER, peak_allocated_seq INTEGER,"
     " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
     " allocated_at_end INTEGER, reserved_at_end INTEGER, ooms INTEGER, oom_retries INTEGER, dropped_ooms INTEGER,"
-    " gpu_uuid TEXT, gpu_name TEXT, gpu_pci_bus TEXT, no_history_cause TEXT, PRIMARY KEY (process_id, device));"
+    " gpu_uuid TEXT, gpu_name TEXT, gpu_pci_bus TEXT, no_history_cause TEXT, peak_allocated_unsplit INTEGER,"
+    " PRIMARY KEY (process_id, device));"
     "CREATE TABLE frames (process_id INTEGER, frame_id INTEGER, name TEXT, filename TEXT, line INTEGER, module TEXT,"
     " pc INTEGER, PRIMARY KEY (process_id, frame_id));"
     "CREATE TABLE stacks (process_id INTEGER, stack_id INTEGER, depth INTEGER, frame_id INTEGER,"
@@ -76,7 +77,7 @@ static const char *const g_indexes =
 enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, Q_THREAD, Q_POOL, Q_DRVERR, Q_VMMH, Q_VMMM, NQ };
 static const char *const g_insert[NQ] = {
     "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
     "INSERT INTO sites VALUES (?,?,?,?)",
@@ -475,6 +476,10 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         /* why no entry says how memory changed (cmh_no_history_cause: "recorded with enabled=state"):
          * the reports' words, NULL with a history */
         b_text(&b, pk.base.history ? NULL : pk.base.nohist_cause);
+        /* of peak_allocated, whole blocks the allocator did not split beyond their requests (peak's
+         * "allocated counts whole blocks ..."): events.allocated_delta counts those blocks whole */
+        if (pk.base.history) b_int(&b, pk.alloc_unsplit);
+        else b_null(&b);
         if (rc == CMH_OK) rc = run(x, &b, "devices");
         cmh_peak_report_free(&pk);
     }

@@ -47,6 +47,12 @@ int cmh_replay_step(cmh_replay *r);
  * CMH_OK.  Every computation over a replay checks it before it reports. */
 int cmh_replay_status(const cmh_replay *r);
 const cmh_mem_stats *cmh_replay_stats(const cmh_replay *r);
+/* Of a PyTorch trace's allocated bytes now, what blocks hold beyond their rounded requests
+ * because the allocator did not split them: PyTorch's should_split() keeps a large-pool block
+ * whole when no more than kSmallSize (1 MiB) would be left, and allocated_bytes counts the
+ * block's size (docs/PYTORCH.md): the model's blocks sized so, and the final segments' blocks
+ * of classic large-pool segments larger than their rounded requests. */
+int64_t cmh_replay_unsplit_bytes(const cmh_replay *r);
 /* Index (within the device's trace) of the entry applied last, -1 before the first. */
 int64_t cmh_replay_position(const cmh_replay *r);
 /* Entries whose effect contradicted the state (e.g. a free of an unknown block): a measure of

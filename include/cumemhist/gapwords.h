@@ -31,6 +31,12 @@ const char *cmh_gap_starts_text(const cmh_trace_gap *g, int pytorch, uint64_t dr
  * less in use than the record holds with them: ... counts those 512.0 MiB as given back". */
 const char *cmh_gap_pools_text(const cmh_trace_gap *g, const char *nl, char *buf, size_t cap);
 
+/* A PyTorch trace's allocated peak holds whole blocks the allocator did not split (its
+ * should_split(): a large-pool block stays whole when 1 MiB or less would be left, and
+ * memory_stats' allocated_bytes counts the block): "allocated counts whole blocks the allocator
+ * did not split: +20.9 MiB over the requests at the peak" (p->alloc_unsplit), NULL when none. */
+const char *cmh_unsplit_text(const cmh_peak_report *p, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

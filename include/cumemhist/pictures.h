@@ -53,6 +53,7 @@ typedef struct cmh_live_at {
     uint64_t bytes, blocks; /* every live block */
     cmh_live_stack *stacks; /* by stack, most bytes first */
     uint32_t nstacks;
+    int64_t unsplit; /* at CMH_AT_PEAK: the peak report's alloc_unsplit (cmh_unsplit_text says it) */
 } cmh_live_at;
 
 /* Live blocks by stack on device at a moment; CMH_EINVAL when it does not exist (no OOM n, an

@@ -147,6 +147,9 @@ typedef struct cmh_peak_report {
     int64_t alloc_peak, alloc_index, alloc_time_ns; /* index -1: before the first entry */
     int64_t reserved_peak, reserved_index, reserved_time_ns;
     int64_t requested_peak, requested_index, requested_time_ns; /* the bytes asked for, before rounding */
+    /* of alloc_peak, what whole blocks the allocator did not split hold beyond their rounded
+     * requests (cmh_replay_unsplit_bytes at the allocated peak; cmh_unsplit_text says it) */
+    int64_t alloc_unsplit;
     int64_t alloc_end, reserved_end, requested_end;
     /* before the first entry: the state the replay inferred from the end (not 0: the trace began
      * mid-run, or a ring dropped its oldest entries; a record with no history: the end state) */
@@ -474,6 +477,11 @@ typedef struct cmh_frag_report {
     cmh_frag_seg *segs; /* at the end of the record */
     uint32_t nsegs;
     uint64_t reserved, allocated, free, pending_free, largest_gap, releasable, trapped, pool_cache;
+    /* of trapped, what expandable segments hold: the parts of their free runs short of a whole
+     * page (empty_cache() unmaps whole pages only: page_small, page_large bytes, the record's
+     * cmh_expandable_page), and whether the small or the large pool has any */
+    uint64_t trapped_expandable, page_small, page_large;
+    int trapped_expandable_small, trapped_expandable_large;
     cmh_frag_pool pools[CMH_FRAG_POOLS]; /* pool_cache pool by pool (npools of them, each with a cache) */
     uint32_t npools;
     uint64_t private_free; /* free inside private pools' segments; largest_gap is the default pool's */
