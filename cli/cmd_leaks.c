@@ -368,7 +368,7 @@ static int section(const rep_section *sec, void *arg)
             printf("%s: no allocations recorded%s\n", sec->path, lost_any ? " in what was read (this record lost part of its history: the note under its ending)" : "");
         } else {
             /* a snapshot taken while the process ran (snapshot PID, SIGUSR1): no end to speak of */
-            int running = s->ending && !strncmp(cmh_str(s, s->ending), "was still running", 17);
+            int running = cmh_snapshot_running(s);
             printf("%s, %s: %s in %s still live %s, from %s\n", sec->path, rep_device_name(dev),
                    rep_size((double)p.live_bytes), rep_count(p.live_blocks, "block", "blocks"),
                    running ? "at the snapshot, the process still running" : "at the end", rep_count(p.live_sites, "site", "sites"));

@@ -271,6 +271,17 @@ typedef struct cmh_steps {
     char few_label[64];
 } cmh_steps;
 
+/* Was the snapshot taken while the process ran (`snapshot PID`, top and the exporter's reads of
+ * its flight record, a SIGUSR1 or cmh_dump_snapshot dump)?  Its ending says so.  Then the record
+ * ends mid-step as a rule: the step in flight is cut where the snapshot was taken. */
+int cmh_snapshot_running(const cmh_snapshot *s);
+/* Is the stretch after the last step boundary, `tail` of the record's entries (or events), a
+ * whole step where a step holds `step`?  At the end of a run, when it holds half a step: the
+ * last iteration may stop short of the others' (a buffer kept to the end).  In a snapshot of a
+ * running process, only when it holds a whole step: what is less is the step in flight, partial,
+ * and no step of the record's (a buffer made and freed every iteration, cut between the two,
+ * read 'state' at one cut and 'steady' at the next). */
+int cmh_steps_tail_whole(const cmh_snapshot *s, uint64_t tail, uint64_t step);
 /* The steps of device's trace as the replay r has it (every entry, or thread's own); sites group
  * the allocations for the pattern (NULL: by stack).  CMH_OK or CMH_ENOMEM; count 0 when none
  * were found.  Reads the replay's entries only (the replay need not have been stepped). */
