@@ -3,6 +3,7 @@
  * (cumemhist/reports.h, cmh_leak_judge; docs/DEFINITIONS.md, "The leak verdict").  The series are
  * cmh_leaks_compute's (leaks.c): the record's steps, or one recording thread's.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cumemhist/reports.h"
@@ -63,6 +64,7 @@ static int steady_rise(const int64_t *L, uint32_t k, uint32_t need, int last_own
 }
 
 static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, uint32_t lead, cmh_site *x);
+static void judge_cycles(const cmh_steps *st, const int64_t *L, int64_t end, uint32_t lead, cmh_site *x);
 
 /* The verdict over one series: L[0..np-1], a site's held bytes at each point of steps st.  The
  * steps before the series' first entry (other devices' marks, placed by time before this device
@@ -73,14 +75,86 @@ void cmh_leak_judge(const cmh_steps *st, const int64_t *L, int64_t end, cmh_site
 {
     uint32_t z = cmh_steps_lead(st);
     if (!z) {
-        judge_series(st, L, end, 0, x);
+        judge_cycles(st, L, end, 0, x);
         return;
     }
     cmh_steps own = *st;
     own.points = st->points + z;
     own.npoints = st->npoints - z;
     own.count = cmh_steps_active(st);
-    judge_series(&own, L + z, end, z * (st->stride ? st->stride : 1), x);
+    judge_cycles(&own, L + z, end, z * (st->stride ? st->stride : 1), x);
+}
+
+#define CYCLE_MIN_TURNS 3 /* whole turns a cycle must be seen repeating in before it is taken for one */
+
+/* The cycle of a series that falls and rises again in a fixed pattern: the least q >= 2 (in
+ * points) for which L[j] - L[j - q] is one figure, *turn, over L[1..*last] (after the warm-up),
+ * CYCLE_MIN_TURNS turns at least, *last moved on over the points after that still keep it.
+ * The last two points are left out of the search (the last step's own blocks, and those past the
+ * last point: a step the record cut short, which a cycle need not match).  0 where there is none:
+ * a series that never falls (a leak's steps, a slow leak's stairs: the windows judge those), or
+ * one whose every stretch changes by the same (a line). */
+/* L[j] - L[i], wrapping: a hostile file's figures may lie anywhere in int64 */
+static int64_t change(const int64_t *L, uint32_t i, uint32_t j) { return (int64_t)((uint64_t)L[j] - (uint64_t)L[i]); }
+
+static uint32_t cycle_of(const int64_t *L, uint32_t k, uint32_t *last, int64_t *turn)
+{
+    if (k < 2 + 2 * CYCLE_MIN_TURNS) return 0;
+    uint32_t e = k - 2, falls = 0, line = 1;
+    for (uint32_t j = 2; j <= e; j++) {
+        falls += L[j] < L[j - 1];
+        line &= change(L, j - 1, j) == change(L, 1, 2);
+    }
+    if (!falls || line) return 0;
+    for (uint32_t q = 2; (uint64_t)q * CYCLE_MIN_TURNS <= e; q++) {
+        int64_t d = change(L, 1, 1 + q);
+        uint32_t j = 2 + q;
+        while (j <= e && change(L, j - q, j) == d) j++;
+        if (j <= e) continue;
+        while (j <= k && change(L, j - q, j) == d) j++;
+        *last = j - 1;
+        *turn = d;
+        return q;
+    }
+    return 0;
+}
+
+/* A series that cycles (cycle_of: sizes that come round every q steps, a buffer of each size in
+ * turn) is judged on whole turns of its cycle: its points every q-th, ending at the last that
+ * keeps the cycle, with q steps between two.  A window of points judged as they come begins and
+ * ends where it may inside a turn: a sawtooth of 1..7 MiB, steady, read 'growing: +914.3 KiB per
+ * step over the last 7 steps' where the record ended at a tooth's top, 'state' where it ended
+ * after a fall (tests/cycle_steps.c).  On whole turns it rises only where each turn holds more
+ * than the one before: a leak beside the cycle still grows, by what a turn adds over its steps.
+ * What it holds is still what it held across the last whole step (not the last whole turn's). */
+static void judge_cycles(const cmh_steps *st, const int64_t *L, int64_t end, uint32_t lead, cmh_site *x)
+{
+    uint32_t np = st->npoints, k = np ? np - 1 : 0, last = 0;
+    int64_t turn = 0;
+    uint32_t q = cycle_of(L, k, &last, &turn);
+    int64_t *F = q ? malloc(((size_t)last / q + 1) * sizeof *F) : NULL;
+    int64_t *P = F ? malloc(((size_t)last / q + 1) * sizeof *P) : NULL;
+    if (!P) { /* (no cycle, or no room for one: the series as it is) */
+        free(F);
+        judge_series(st, L, end, lead, x);
+        return;
+    }
+    uint32_t n = last / q + 1, skip = last - (n - 1) * q, stride = st->stride ? st->stride : 1;
+    for (uint32_t i = 0; i < n; i++) F[i] = L[skip + i * q], P[i] = st->points[skip + i * q];
+    cmh_steps turns = *st;
+    turns.points = P;
+    turns.npoints = n;
+    turns.stride = stride * q;
+    turns.count = (n - 1) * turns.stride;
+    judge_series(&turns, F, end, lead + skip * stride, x);
+    free(F);
+    free(P);
+    /* the record's steps, and what it held across the last whole step of them */
+    x->steps = st->count;
+    int64_t h = k >= 2 || st->points[k] >= end ? L[k - 1] : L[k];
+    x->held = (uint64_t)(h > 0 ? h : 0);
+    if (x->verdict == CMH_LEAK_STATE || x->verdict == CMH_LEAK_STEADY)
+        x->verdict = x->held ? CMH_LEAK_STATE : CMH_LEAK_STEADY;
 }
 
 /* A growth that stopped (CMH_LEAK_STOPPED): L rose across rises of the stretches after the first

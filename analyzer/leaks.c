@@ -826,18 +826,30 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     /* threads racing: judged by the threads alone; a holding thread without steps of its own
      * must have made its still-live blocks before the others' first step (a model loaded first) */
     if (p->steps_raced) {
-        int judged = !holds[0];
-        for (uint32_t i = 0; judged && i < c.born.cap; i++)
+        /* (and why not, the first reason met in this order: before the history, no thread, a thread's steps) */
+        int judged = 1, why = 0;
+        for (uint32_t i = 0; i < c.born.cap; i++)
             if (cmh_oa_keyat(&c.born, i) && !(pending.n && cmh_oa_find(&pending, cmh_oa_keyat(&c.born, i)))) {
                 const born_slot *b = cmh_oa_at(&c.born, i);
                 uint32_t t = b->thread <= maxthread ? b->thread : 0;
-                if (!t || (steps[t].count < CMH_LEAK_MIN_STEPS && b->index >= race_first_step)) judged = 0;
+                int w = !t ? (b->recorded ? CMH_UNJUDGED_NO_THREAD : CMH_UNJUDGED_BEFORE_HISTORY)
+                        : steps[t].count < CMH_LEAK_MIN_STEPS && b->index >= race_first_step ? CMH_UNJUDGED_THREAD_STEPS
+                                                                                              : 0;
+                if (!w) continue;
+                judged = 0;
+                if (!why || w < why) {
+                    why = w;
+                    p->unjudged_thread = w == CMH_UNJUDGED_THREAD_STEPS ? t : 0;
+                    p->unjudged_thread_steps = w == CMH_UNJUDGED_THREAD_STEPS ? steps[t].count : 0;
+                }
             }
         p->judged = !p->live_blocks || judged;
+        p->unjudged_why = p->judged ? 0 : why;
     }
     free(holds);
     /* steps not found, yet every still-live site judged over the record's time */
     if (!p->judged && p->live_blocks && !p->time_unjudged && (p->time_growing || p->time_level)) p->judged = 1;
+    if (p->judged) p->unjudged_why = p->unjudged_thread = p->unjudged_thread_steps = 0;
     uint32_t kept = 0;
     for (uint32_t i = 0; i < nlive; i++) {
         if (live[i].bytes < min_bytes) { /* hidden from the rows, never from the totals */

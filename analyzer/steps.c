@@ -69,6 +69,17 @@ int cmh_steps_set_points(cmh_steps *st, const int64_t *p, uint32_t np)
     return CMH_OK;
 }
 
+int cmh_snapshot_running(const cmh_snapshot *s)
+{
+    static const char said[] = "was still running"; /* (cmd_snapshot.c, recorder/dump.c, live_snapshot.c) */
+    return s->ending && !strncmp(cmh_str(s, s->ending), said, sizeof said - 1);
+}
+
+int cmh_steps_tail_whole(const cmh_snapshot *s, uint64_t tail, uint64_t step)
+{
+    return cmh_snapshot_running(s) ? tail >= step : tail * 2 >= step;
+}
+
 /* The median of the gaps between points, in entries. */
 uint64_t cmh_steps_median_gap(const int64_t *p, uint32_t np)
 {
@@ -330,7 +341,7 @@ static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, ui
     free(starts);
     uint64_t gap = cmh_steps_median_gap(p, np);
     uint32_t marks = np;
-    if (np >= 1 && p[np - 1] < n && (uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n; /* the last step is whole */
+    if (np >= 1 && p[np - 1] < n && cmh_steps_tail_whole(s, (uint64_t)(n - p[np - 1]), gap)) p[np++] = n; /* the last step is whole */
     else if (np >= 1 && p[np - 1] >= n && last_lent && pt[np - 1]) {
         /* the last mark lent after this series' last entry: whole as the devices' is, when the
          * record's entries (every trace's, marks aside) after it are half a step's at least (the
@@ -360,7 +371,7 @@ static int from_marks(const cmh_snapshot *s, int device, const cmh_replay *r, ui
             med = cnt[ng / 2];
         }
         free(cnt);
-        if (last && last * 2 >= med) p[np++] = n;
+        if (last && cmh_steps_tail_whole(s, (uint64_t)last, (uint64_t)med)) p[np++] = n;
     }
     free(pt);
     if (np >= 2) {
@@ -499,7 +510,7 @@ static int from_annotations(const cmh_snapshot *s, int device, const cmh_replay 
         if (!kinds[k].at_end && last_end > p[np ? np - 1 : 0] && np) p[np++] = last_end;
         else if (!kinds[k].at_end && np && last_end < 0) { /* no ends recorded: the last step runs to the end when whole */
             uint64_t gap = cmh_steps_median_gap(p, np);
-            if ((uint64_t)(n - p[np - 1]) * 2 >= gap) p[np++] = n;
+            if (cmh_steps_tail_whole(s, (uint64_t)(n - p[np - 1]), gap)) p[np++] = n;
         }
         if (np >= 2) {
             rc = cmh_steps_set_points(st, p, np);

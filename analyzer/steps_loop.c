@@ -958,8 +958,9 @@ int cmh_steps_from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thr
              * step's as the loop ended (last_step); else the ops before the first anchor may be */
             /* (steps found in runs of ops: as many runs as half the step before's, whatever
              * the events: a step of 3 events after steps of 13 is whole when it holds their ops) */
-            if ((uint64_t)(nv - at[nat - 1]) * 2 >= last_step(at, nat) ||
-                (in_runs && (uint64_t)run_ops_count(v, at[nat - 1], nv) * 2 >= run_ops_count(v, at[nat - 2], at[nat - 1])))
+            const cmh_snapshot *s = cmh_replay_snapshot(r);
+            if (cmh_steps_tail_whole(s, nv - at[nat - 1], last_step(at, nat)) ||
+                (in_runs && cmh_steps_tail_whole(s, run_ops_count(v, at[nat - 1], nv), run_ops_count(v, at[nat - 2], at[nat - 1]))))
                 p[np++] = n; /* (other threads' events may come first) */
             else {
                 /* the ops before the first anchor: a step with the first's when they hold half a

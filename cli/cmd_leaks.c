@@ -310,6 +310,10 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "hidden_sites", p.hidden_sites);
         cmh_jw_kuint(w, "hidden_bytes", p.hidden_bytes);
         cmh_jw_kbool(w, "judged", p.judged);
+        /* why not (CMH_UNJUDGED_*): the outcome's words, for a script */
+        static const char *const why[] = {"too_few_steps", "made_before_history", "no_thread", "thread_too_few_steps"};
+        if (p.judged) cmh_jw_knull(w, "unjudged_reason");
+        else cmh_jw_kstr(w, "unjudged_reason", !p.steps.count ? "steps_unknown" : why[p.unjudged_why]);
         cmh_jw_key(w, "steps");
         cmh_jw_obj(w);
         if (p.steps.count) cmh_jw_kuint(w, "count", p.steps.count);
@@ -368,7 +372,7 @@ static int section(const rep_section *sec, void *arg)
             printf("%s: no allocations recorded%s\n", sec->path, lost_any ? " in what was read (this record lost part of its history: the note under its ending)" : "");
         } else {
             /* a snapshot taken while the process ran (snapshot PID, SIGUSR1): no end to speak of */
-            int running = s->ending && !strncmp(cmh_str(s, s->ending), "was still running", 17);
+            int running = cmh_snapshot_running(s);
             printf("%s, %s: %s in %s still live %s, from %s\n", sec->path, rep_device_name(dev),
                    rep_size((double)p.live_bytes), rep_count(p.live_blocks, "block", "blocks"),
                    running ? "at the snapshot, the process still running" : "at the end", rep_count(p.live_sites, "site", "sites"));

@@ -52,4 +52,31 @@ print("; ".join(bad) or "same")
 PY
 )
 check "leaks, the leak in a worker thread: blocks before the kept history said so: $out" '[ "$out" = same ]'
+
+# 4 racing threads on 2 devices, the kept blocks' allocations dropped (tests/ring_threads.c): growth
+# cannot be judged, and the outcome says why.  It said "too few steps (6 of the 4 needed)" of 6 steps.
+FAKECUDA_DEVICES=2 "$CMH" record -q --max-entries 50 -o ring3.cmh -- "$B/tests/ring_threads" >ring3.out 2>&1 && grep -q "done" ring3.out &&
+    ok "ring_threads ran" || bad "ring_threads did not run as designed: $(cat ring3.out)"
+"$CMH" leaks ring3.cmh >leaks3.txt 2>&1
+"$CMH" leaks --fail-on-leak ring3.cmh >/dev/null 2>&1
+rc3=$?
+"$CMH" leaks --json ring3.cmh >leaks3.json 2>&1
+out=$(py <<'PY'
+import json
+bad = []
+for d in json.load(open("leaks3.json")):
+    if d["judged"]:
+        if d["unjudged_reason"] is not None: bad.append("device %d judged, reason %s" % (d["device"], d["unjudged_reason"]))
+        continue
+    n = d["steps"]["count"] or 0
+    if n >= d["steps"]["min_steps"] and "too few steps" in d["outcome"]: bad.append("device %d: %r of %d steps" % (d["device"], d["outcome"], n))
+    if d["unjudged_reason"] != "made_before_history": bad.append("device %d: reason %s" % (d["device"], d["unjudged_reason"]))
+    if "before the first entry the record kept (the ring dropped the" not in d["outcome"]: bad.append("device %d: %r" % (d["device"], d["outcome"]))
+if not any(not d["judged"] for d in json.load(open("leaks3.json"))): bad.append("every device judged")
+print("; ".join(bad) or "same")
+PY
+)
+check "racing threads, kept blocks made before the history: growth not judged, and that is the reason given: $out" '[ "$out" = same ]'
+check "the text says it, and --fail-on-leak exits 5 (exit $rc3)" \
+    'grep -q "was made before the first entry the record kept" leaks3.txt && ! grep -q "too few steps" leaks3.txt && [ "$rc3" = 5 ]'
 finish

@@ -610,6 +610,48 @@ static void test_reshaped_sites(void)
                     }
 }
 
+/* A buffer whose size comes round every q steps (1..q MiB), each one live across the next step's
+ * boundary and freed in the step after: its held bytes cycle, and a window judged point by point
+ * began and ended inside a turn (tests/cycle_test.sh: 'growing: +914.3 KiB per step over the last 7
+ * steps' at one run length, 'state' at the next).  Judged on whole turns: never growing, whatever
+ * the run's length; and with 256 KiB a step kept at the same site, growing at 256 KiB a step at
+ * every length (the cycle does not hide a leak beside it). */
+static void test_cycle_turns(void)
+{
+    int bad = 0;
+    for (int q = 3; q <= 7; q += 2)
+        for (int leak = 0; leak <= 1; leak++)
+            for (int N = 40; N < 40 + 2 * q; N++) {
+                cmh_snapshot s;
+                gen *g = gen_start(&s);
+                uint32_t st = stack_named(&s, "cycle"), mark;
+                cmh_strtab_intern(&s.strings, "step", 4, &mark);
+                uint64_t buf[2] = {0, 0}, size[2] = {0, 0};
+                for (int i = 0; i < N; i++) {
+                    g->q[0][g->nq[0]++] = (op){CMH_ACT_MARK, 0, 1, 0, 0, mark, 0};
+                    uint64_t sz = (uint64_t)(1 + i % q) * MIB;
+                    uint64_t a = g_alloc(g, 0, st, sz);
+                    if (leak) g_alloc(g, 0, st, MIB / 4);
+                    if (buf[i % 2]) g_free(g, 0, st, buf[i % 2], size[i % 2]);
+                    buf[i % 2] = a, size[i % 2] = sz;
+                    flush(g, 1);
+                }
+                cmh_leak_report p;
+                cmh_sites *sites = live_and_leaks(&s, g, &p);
+                const cmh_site *x = p.nsites == 1 ? &p.sites[0] : NULL;
+                int ok = x && (leak ? x->verdict == CMH_LEAK_GROWING && x->rate == (int64_t)MIB / 4 : x->verdict == CMH_LEAK_STATE);
+                if (!ok && bad++ < 10) {
+                    char line[512];
+                    fprintf(stderr, "  period %d, %d steps%s: %s\n", q, N, leak ? ", 256 KiB kept a step" : "",
+                            x ? cmh_leak_site_text(x, line, sizeof line) : "no single site");
+                }
+                CU_ASSERT(ok);
+                cmh_leak_report_free(&p);
+                cmh_sites_free(sites);
+                cmh_snapshot_free(&s);
+            }
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -621,5 +663,6 @@ int main(void)
     CMH_ADD_TEST(s, test_every_thread_leaks);
     CMH_ADD_TEST(s, test_racing_header);
     CMH_ADD_TEST(s, test_reshaped_sites);
+    CMH_ADD_TEST(s, test_cycle_turns);
     return cmh_test_main();
 }

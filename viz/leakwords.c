@@ -382,6 +382,32 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
         /* the steps growth is judged over: those with this device's entries (pinned host memory
          * used before the loop read "too few steps (7 of the 4 needed)": 7 steps, 1 of its own) */
         uint32_t active = cmh_steps_active(&p->steps);
+        /* the steps are enough, yet still-live memory lies outside every racing thread's steps:
+         * that, not the steps' count (a ring-limited record read 'too few steps (6 of the 4
+         * needed)') */
+        if (p->unjudged_why == CMH_UNJUDGED_BEFORE_HISTORY) {
+            uint64_t before = p->live_bytes - p->grew_bytes, blocks = p->live_blocks - p->grew_blocks;
+            char dropped[96] = "";
+            if (p->base.dropped) snprintf(dropped, sizeof dropped, " (the ring dropped the %" PRIu64 " oldest entries)", p->base.dropped);
+            snprintf(buf, cap,
+                     "growth cannot be judged: %s still live (%" PRIu64 " %s) was made before the first entry the record kept%s, in none of the "
+                     "recording threads' steps (they race: each thread's blocks count over its own steps)%s",
+                     cmh_svg_size((double)before), blocks, plural(blocks, "block", "blocks"), dropped,
+                     p->base.dropped ? "; record with a larger --max-entries" : "");
+            return buf;
+        }
+        if (p->unjudged_why == CMH_UNJUDGED_NO_THREAD) {
+            snprintf(buf, cap, "growth cannot be judged: still-live memory was made by entries that name no recording thread, in none of the "
+                               "recording threads' steps (they race: each thread's blocks count over its own steps)");
+            return buf;
+        }
+        if (p->unjudged_why == CMH_UNJUDGED_THREAD_STEPS) {
+            snprintf(buf, cap,
+                     "growth cannot be judged: recording thread %u made still-live memory during the other threads' steps and repeats too "
+                     "few steps of its own (%u of the %u needed; they race: each thread's blocks count over its own steps)",
+                     p->unjudged_thread, p->unjudged_thread_steps, CMH_LEAK_MIN_STEPS);
+            return buf;
+        }
         size_t n = (size_t)snprintf(buf, cap, "growth cannot be judged: %s",
                                     !p->steps.count         ? (!p->base.history ? "no allocation history" : "the steps are unknown")
                                     : active < p->steps.count ? "too few steps with this device's entries"

@@ -274,6 +274,17 @@ typedef struct cmh_steps {
     char few_label[64];
 } cmh_steps;
 
+/* Was the snapshot taken while the process ran (`snapshot PID`, top and the exporter's reads of
+ * its flight record, a SIGUSR1 or cmh_dump_snapshot dump)?  Its ending says so.  Then the record
+ * ends mid-step as a rule: the step in flight is cut where the snapshot was taken. */
+int cmh_snapshot_running(const cmh_snapshot *s);
+/* Is the stretch after the last step boundary, `tail` of the record's entries (or events), a
+ * whole step where a step holds `step`?  At the end of a run, when it holds half a step: the
+ * last iteration may stop short of the others' (a buffer kept to the end).  In a snapshot of a
+ * running process, only when it holds a whole step: what is less is the step in flight, partial,
+ * and no step of the record's (a buffer made and freed every iteration, cut between the two,
+ * read 'state' at one cut and 'steady' at the next). */
+int cmh_steps_tail_whole(const cmh_snapshot *s, uint64_t tail, uint64_t step);
 /* The steps of device's trace as the replay r has it (every entry, or thread's own); sites group
  * the allocations for the pattern (NULL: by stack).  CMH_OK or CMH_ENOMEM; count 0 when none
  * were found.  Reads the replay's entries only (the replay need not have been stepped). */
@@ -407,6 +418,11 @@ typedef struct cmh_leak_report {
     /* growth could be judged: the record has CMH_LEAK_MIN_STEPS steps, or every thread holding
      * still-live blocks has, or nothing is still live; a gate that cannot judge must not pass */
     int judged;
+    /* why not, where judged is 0 and the steps are not too few (CMH_UNJUDGED_*): the threads race
+     * and still-live memory lies outside every thread's steps; unjudged_thread: the thread (with
+     * CMH_UNJUDGED_THREAD_STEPS) whose steps are too few, unjudged_thread_steps of them */
+    int unjudged_why;
+    uint32_t unjudged_thread, unjudged_thread_steps;
     /* the record's still-live blocks made during it (not before its first entry): their bytes
      * and count, in how many of the run's CMH_LEAK_RATE_SLICES stretches they were made, and the
      * time its entries span: what `leaks` says of growth when no step can be found.  run_rate:
@@ -432,6 +448,15 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
  * them; free each with cmh_steps_free, then free(*threads), and out with cmh_leak_report_free.
  * CMH_OK or CMH_ENOMEM. */
 int cmh_leak_steps_judged(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_leak_report *out, cmh_steps **threads, uint32_t *nthreads);
+/* Why growth could not be judged (cmh_leak_report.unjudged_why).  The threads race, so each
+ * still-live block counts over the steps of the thread that made it, and:
+ *  - BEFORE_HISTORY: some were made before the record's first entry (a ring dropped their
+ *    allocations, --max-entries), by no thread the record knows, in no step of any;
+ *  - NO_THREAD: some were made by entries that name no recording thread;
+ *  - THREAD_STEPS: some were made during the others' steps by a thread with too few of its own.
+ * (STEPS, 0: the steps are unknown or too few.)  A ring-limited record of racing threads read
+ * 'growth cannot be judged: too few steps (6 of the 4 needed)'. */
+enum { CMH_UNJUDGED_STEPS = 0, CMH_UNJUDGED_BEFORE_HISTORY, CMH_UNJUDGED_NO_THREAD, CMH_UNJUDGED_THREAD_STEPS };
 /* A site's verdict from its judgments over each of the n recording threads that hold its
  * blocks (one[i]: judged over thread[i]'s own steps and its share of the blocks): growing when
  * one of them grows (the growing threads named, their rates summed), else state when one holds
