@@ -150,6 +150,7 @@ typedef struct mitem {
     char *bucket;     /* malloc'ed */
     const char *base; /* into the snapshot's strings */
     const char *mod;
+    const char *build; /* its module's build id ("": not known) */
     int64_t line;
     int paired;
 } mitem;
@@ -173,9 +174,10 @@ static int mitem_fill(mitem *m, const cmh_snapshot *s, const cmh_sites *g, const
     int by = g ? cmh_sites_group_by(g) : CMH_GROUP_STACK;
     const cmh_frame *f = g ? cmh_sites_frame(g, x->group)
                            : s->stacks[x->stack].count ? &s->frames[s->stack_frames[s->stacks[x->stack].first]] : NULL;
-    m->base = "", m->mod = "", m->line = 0, m->paired = 0;
+    m->base = "", m->mod = "", m->build = "", m->line = 0, m->paired = 0;
     if (f && has_file(s, f)) m->base = base_name(cmh_str(s, f->filename)), m->line = f->line;
     if (f) m->mod = cmh_frame_module(s, f);
+    if (f && f->module >= 0 && (uint32_t)f->module < s->nmodules) m->build = cmh_str(s, s->modules[f->module].build_id);
     if (!f || by == CMH_GROUP_MODULE || by == CMH_GROUP_PACKAGE) {
         m->bucket = strdup(x->key);
         m->base = "", m->line = 0; /* one row per key: nothing to tell apart */
@@ -264,6 +266,95 @@ static int pair_run(mitem *a, uint32_t na, mitem *b, uint32_t nb, pair_ok ok, ui
 
 /* the same file name, both with lines */
 static int ok_file(const mitem *a, const mitem *b) { return *a->base && !strcmp(a->base, b->base); }
+
+static int cmp_i64(const void *p, const void *q)
+{
+    int64_t x = *(const int64_t *)p, y = *(const int64_t *)q;
+    return (x > y) - (x < y);
+}
+
+/* Whether a and b can be one site at lines d apart: the same file name, and, at another line,
+ * not one binary (the same build id: its code has not moved, so two lines are two sites). */
+static int ok_shift(const mitem *a, const mitem *b, int64_t d)
+{
+    return ok_file(a, b) && b->line - a->line == d && (!d || !*a->build || strcmp(a->build, b->build));
+}
+
+/* The unpaired items of a paired with b's at d lines further on, in line order (both are); with
+ * pair NULL only counted. */
+static uint32_t pair_at(mitem *a, uint32_t na, mitem *b, uint32_t nb, int64_t d, uint32_t *pair)
+{
+    uint32_t n = 0;
+    uint8_t *took = pair ? NULL : calloc((size_t)nb + 1, 1);
+    if (!pair && !took) return 0;
+    for (uint32_t i = 0; i < na; i++) {
+        if (a[i].paired) continue;
+        for (uint32_t j = 0; j < nb; j++) {
+            if (b[j].paired || (took && took[j]) || !ok_shift(&a[i], &b[j], d)) continue;
+            n++;
+            if (took) took[j] = 1;
+            else a[i].paired = b[j].paired = 1, pair[i] = j;
+            break;
+        }
+    }
+    free(took);
+    return n;
+}
+
+/* Pairs the sites of one function (both sides' in line order) with lines: by the shift that
+ * pairs the most of them, then the next shift for the rest (an edit inside the function moves
+ * the sites below it further), as long as one shift pairs more than any other, 0 (no move)
+ * winning a tie.  An edit moves a function's sites alike; two sites of one function are never
+ * paired merely for being the nearest (a parent's main:13 and its forked child's main:19, one
+ * binary: two sites, not one moved), nor are two lines of one binary ever one site. */
+static int pair_lines(mitem *a, uint32_t na, mitem *b, uint32_t nb, uint32_t *pair)
+{
+    if ((uint64_t)na * nb > (1u << 20)) { /* (too many to weigh every shift: the same lines only) */
+        pair_at(a, na, b, nb, 0, pair);
+        return 0;
+    }
+    int64_t *ds = malloc(((size_t)na * nb + 1) * sizeof *ds);
+    if (!ds) return -1;
+    for (;;) {
+        size_t n = 0;
+        for (uint32_t i = 0; i < na; i++)
+            for (uint32_t j = 0; j < nb; j++)
+                if (!a[i].paired && !b[j].paired && ok_shift(&a[i], &b[j], b[j].line - a[i].line)) ds[n++] = b[j].line - a[i].line;
+        if (!n) break;
+        qsort(ds, n, sizeof *ds, cmp_i64);
+        int64_t best = 0;
+        uint32_t most = 0, ties = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (k && ds[k] == ds[k - 1]) continue;
+            uint32_t c = pair_at(a, na, b, nb, ds[k], NULL);
+            if (c > most || (c == most && ds[k] == 0)) most = c, best = ds[k], ties = 0;
+            else if (c == most && best != 0) ties++;
+        }
+        if (most && !ties) {
+            pair_at(a, na, b, nb, best, pair);
+            continue;
+        }
+        /* shifts that explain the rest alike: as many sites left on each side, in order (an edit
+         * between them moved the lower ones further), else which moved where is not known */
+        uint32_t ia = 0, ib = 0, ka = 0, kb = 0, inorder = 1;
+        for (uint32_t i = 0; i < na; i++) ka += !a[i].paired;
+        for (uint32_t j = 0; j < nb; j++) kb += !b[j].paired;
+        for (uint32_t k = 0; k < ka && ka == kb && inorder; k++, ia++, ib++) {
+            while (a[ia].paired) ia++;
+            while (b[ib].paired) ib++;
+            inorder = ok_shift(&a[ia], &b[ib], b[ib].line - a[ia].line);
+        }
+        if (ka != kb || !inorder) break;
+        for (ia = 0, ib = 0; ia < na; ia++, ib++) {
+            while (ia < na && a[ia].paired) ia++;
+            while (ib < nb && b[ib].paired) ib++;
+            if (ia < na && ib < nb) a[ia].paired = b[ib].paired = 1, pair[ia] = ib;
+        }
+        break;
+    }
+    free(ds);
+    return 0;
+}
 /* a side without lines (a module, when both know theirs, the same) */
 static int ok_nolines(const mitem *a, const mitem *b)
 {
@@ -324,7 +415,7 @@ static int match_sites(const cmh_snapshot *const *snap, const cmh_sites *const *
         for (uint32_t k = 0; k < na; k++) pr[k] = UINT32_MAX;
         int plain = !*ma[0].base && !*mb[0].base && na == 1 && nb == 1;
         if (plain) rc = pair_run(ma, na, mb, nb, ok_any, pr);
-        else rc = pair_run(ma, na, mb, nb, ok_file, pr);
+        else rc = pair_lines(ma, na, mb, nb, pr);
         for (uint32_t k = 0; k < na; k++)
             if (pr[k] != UINT32_MAX) join[mb[pr[k]].i] = ma[k].i;
         /* a side 0 site without lines: every site of its function (and module) side 1 has left */

@@ -30,9 +30,11 @@ const cli_command cli_cmd_diff = {
     "status 3 if a peak grew more, else 5 if a device could not be checked (a record with no history:\n"
     "its peak is not known; stderr names the devices checked and not), else 0.\n"
     "Sites are matched by function (the user's frame), then file name, the line only telling apart a\n"
-    "function's several sites: an edit that moves lines ('adam_init (train.c:10 -> 11)'), another\n"
-    "checkout directory or OS (/builds/1/p/model.py, C:\\p\\model.py), or a binary rebuilt before\n"
-    "`symbolize` (no lines: matched by function name, said on stderr) still match.",
+    "function's several sites, paired across lines only by the shift that pairs the most of them\n"
+    "(two lines of one binary, the same build id, stay two sites): an edit that moves lines\n"
+    "('adam_init (train.c:10 -> 11)'), another checkout directory or OS (/builds/1/p/model.py,\n"
+    "C:\\p\\model.py), or a binary rebuilt before `symbolize` (no lines: matched by function name,\n"
+    "said on stderr) still match.",
     g_opts, CLI_NOPTS(g_opts), 2, 2, 0, "cumemhist diff main.cmh branch.cmh --fail-if-peak-grows 5"};
 
 typedef struct side {

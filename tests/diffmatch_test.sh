@@ -148,6 +148,48 @@ check "diff --fail-if-peak-grows, peak grew on device 0, device 1 not known: sta
     "[ $rc -eq 3 ] && grep -q 'checked on device 0: the peak grew' g2.err"
 "$CMH" diff two_before.pickle two_after.pickle --fail-if-peak-grows 5 --device 0 >/dev/null 2>&1
 check "diff --fail-if-peak-grows --device 0 (the device with a history): status 0" "[ $? -eq 0 ]"
+# two distinct sites of one function, each record having one of them (a parent's main:13 and its
+# forked child's main:19, one binary): 'main (sites.c:13 -> 19)' paired them as one site moved.
+# One binary's two lines are two sites; across a rebuild, a site is paired across lines only by a
+# shift that explains the function's sites (the nearest line is no evidence: site B is new here)
+cat >sites_before.c <<'C'
+#include <cuda.h>
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "AC";
+    CUdevice d; CUcontext c; CUdeviceptr p;
+    cuInit(0); cuDeviceGet(&d, 0); cuDevicePrimaryCtxRetain(&c, d); cuCtxSetCurrent(c);
+    if (strchr(which, 'A')) cuMemAlloc(&p, 3 << 20); /* site A */
+    if (strchr(which, 'B')) cuMemAlloc(&p, 5 << 20); /* site B */
+    if (strchr(which, 'C')) cuMemAlloc(&p, 7 << 20); /* site C */
+    return 0;
+}
+C
+cp sites_before.c sites.c && "$CC" -g -O0 -I"$INC" -o sites sites.c -L"$B/fakecuda" -lcuda 2>cc.log || bad "cc sites_before.c"
+"$CMH" record -q -o sa.cmh -- ./sites A >/dev/null 2>&1 || bad "record sites A"
+"$CMH" record -q -o sc.cmh -- ./sites C >/dev/null 2>&1 || bad "record sites C"
+"$CMH" record -q -o sac.cmh -- ./sites AC >/dev/null 2>&1 || bad "record sites AC"
+for f in sa sc sac; do "$CMH" symbolize $f.cmh -o $f.s.cmh 2>/dev/null || bad "symbolize $f"; done
+sleep 1 # (a new binary: another build id and mtime)
+{ printf '/* three\n * lines\n * more */\n'; cat sites_before.c; } >sites_after.c
+cp sites_after.c sites.c && "$CC" -g -O0 -I"$INC" -o sites sites.c -L"$B/fakecuda" -lcuda 2>cc.log || bad "cc sites_after.c"
+"$CMH" record -q -o sb2.cmh -- ./sites B >/dev/null 2>&1 || bad "record sites B (rebuilt)"
+"$CMH" record -q -o sac2.cmh -- ./sites AC >/dev/null 2>&1 || bad "record sites AC (rebuilt)"
+"$CMH" diff sa.s.cmh sc.s.cmh >one.txt 2>&1
+check "diff of one binary's two runs, each at another site of main: two sites, none paired across lines ($(sites one.txt | tr -s ' ' | tr '\n' '|'))" \
+    "[ \$(sites one.txt | wc -l) -eq 2 ] && ! grep -Eq ':[0-9]+ -> [0-9]+\)\$' one.txt && sites one.txt | grep -Eq 'end +3.0 MiB -> 0 B .* main \(.*sites.c:9\)\$' && sites one.txt | grep -Eq 'end +0 B -> 7.0 MiB .* main \(.*sites.c:11\)\$'"
+"$CMH" diff sac.s.cmh sb2.cmh >new.txt 2>&1
+check "diff across a rebuild (three lines added above): site B is new, not A or C moved ($(sites new.txt | tr -s ' ' | tr '\n' '|'))" \
+    "[ \$(sites new.txt | wc -l) -eq 3 ] && ! grep -Eq ':[0-9]+ -> [0-9]+\)\$' new.txt && sites new.txt | grep -Eq 'end +0 B -> 5.0 MiB .* main \(.*sites.c:13\)\$'"
+"$CMH" diff sac.s.cmh sac2.cmh >moved.txt 2>&1
+"$CMH" diff --json sac.s.cmh sac2.cmh | py -c "
+import json, sys
+d = json.load(sys.stdin)[0]['sites']
+assert len(d) == 2 and all(x['match'] == 'moved' and x['site_after']['line'] == x['site']['line'] + 3 for x in d), d
+" 2>moved.err
+check "diff across a rebuild of the same runs: A and C each matched to its own line moved by three ($(tail -1 moved.err))" "[ \$? -eq 0 ] && grep -q 'no site.s live bytes changed' moved.txt"
 "$CMH" diff --help >help.txt 2>&1
 check "diff --help documents status 5" "grep -q 'else 5 if a device could not be checked' help.txt"
 finish
