@@ -7,6 +7,13 @@
  * would delete what the process records next.  So the record's process is looked for first (on
  * this host, by pid, start time and boot id: cli_flight_process); a live one is refused unless
  * --live asks for a copy, which leaves the record as it is.
+ *
+ * Nothing is lost to the snapshot written: a file at its path is replaced (and said to be) only
+ * when it is a .cmh snapshot the recovered one stands in for: another process's, as the exit dump
+ * would have replaced it, or this process's own earlier one (SIGUSR1) whose history the recovery
+ * holds whole (cmh_record_holds).  One that holds what the flight record lacks (PyTorch's part,
+ * which only a dump takes), a pickle, a flight record or a file of the user's is kept: the
+ * recovery goes beside it (NAME.recovered.cmh), or, at a path -o named, is refused.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,7 +36,10 @@ static int g_keep, g_live;
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH",
-     "where to write the snapshot (default: FLIGHT without .flight;\nwith --live, NAME.live.cmh)", NULL, 0, 0, NULL},
+     "where to write the snapshot (default: FLIGHT without .flight;\nwith --live, NAME.live.cmh).  A file there is replaced, "
+     "and said to be, only\nwhen it is a .cmh the recovery stands in for: another process's, or this\nprocess's earlier "
+     "snapshot (SIGUSR1) whose history it holds whole; else kept\n(one with PyTorch's part, a pickle, any other file): the "
+     "default path's goes to\nNAME.recovered.cmh instead, -o's is refused", NULL, 0, 0, NULL},
     {"--keep", NULL, CLI_FLAG, &g_keep, NULL, "keep the flight record (and its checkpoints) afterwards", NULL, 0, 0, NULL},
     {"--live", NULL, CLI_FLAG, &g_live, NULL,
      "the process still runs: take a copy of what it recorded so far and leave\nthe record as it is (nothing removed, nothing marked)", NULL, 0, 0, NULL},
@@ -42,7 +52,9 @@ const cli_command cli_cmd_recover = {
     "entry it recorded, its stacks symbolized here from its module map.  `cumemhist record` does\n"
     "this by itself; this is for a program run with a plain LD_PRELOAD.  A record whose process\n"
     "still runs (its pid, with the same start time, on this host) is refused with exit status 2;\n"
-    "--live copies it instead, leaving it untouched.",
+    "--live copies it instead, leaving it untouched.  Nothing at the snapshot's path is lost: a\n"
+    "snapshot the process wrote there before (SIGUSR1) is replaced only when the recovery holds\n"
+    "all of it (not PyTorch's part, which only a dump takes); else the recovery is NAME.recovered.cmh.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist recover cumemhist.4242.cmh.flight"};
 
 void cli_flight_ending(const cmh_flight_identity *id, int state, int end_signal, int have_status, int status, char *how, size_t cap)
@@ -161,6 +173,67 @@ static void runtime_name(const char *dir, const char *dest, long long pid, char 
     snprintf(out, cap, "%s/%.*s%s.cmh", dir, (int)stem, base, has ? "" : num);
 }
 
+/* Whether the recovered snapshot s may be written at dest (nothing lost: the file header).
+ * DEST_FREE: nothing there (or a device, a pipe, a link: written through or replaced as any
+ * output is); DEST_REPLACE: a .cmh s stands in for, said in said ("replacing ..."); DEST_KEEP: a
+ * file that holds what s does not, said in why ("holds ..."). */
+enum { DEST_FREE, DEST_REPLACE, DEST_KEEP };
+static int judge_dest(const char *dest, const cmh_snapshot *s, char *said, size_t scap, char *why, size_t wcap)
+{
+    struct stat st;
+    said[0] = why[0] = 0;
+    if (lstat(dest, &st) != 0 || !S_ISREG(st.st_mode)) return DEST_FREE;
+    const char *kind = cmh_recording_kind(dest);
+    if (!kind || strcmp(kind, "a cumemhist snapshot (.cmh)")) {
+        snprintf(why, wcap, "holds %s", kind ? kind : "something other than a recording (not a .cmh snapshot, a pickle or a flight record)");
+        return DEST_KEEP;
+    }
+    cmh_snapshot old;
+    char err[4600];
+    int guard = cmh_inputs_guard(0); /* read to be judged, not an input that no output may replace */
+    int rc = cmh_snapshot_load(dest, &old, err, sizeof err);
+    cmh_inputs_guard(guard);
+    if (rc != CMH_OK) {
+        snprintf(why, wcap, "holds a .cmh snapshot that could not be read whole (%s)", err);
+        return DEST_KEEP;
+    }
+    int verdict = DEST_REPLACE;
+    if (!cmh_same_process(s, &old)) {
+        if (old.pid > 0) snprintf(said, scap, "replacing pid %lld's snapshot that was there", (long long)old.pid);
+        else snprintf(said, scap, "replacing the snapshot that was there");
+    } else {
+        int h = cmh_record_holds(s, &old);
+        uint64_t more = s->nentries > old.nentries ? s->nentries - old.nentries : 0;
+        if (h == CMH_HOLDS_SAME || h == CMH_HOLDS_MORE)
+            snprintf(said, scap, "replacing its own earlier snapshot there (%s %s): this one holds all of it%s%s%s", thousands(old.nentries),
+                     old.nentries == 1 ? "entry" : "entries", more ? " and " : "", more ? thousands(more) : "",
+                     more ? more == 1 ? " entry more" : " entries more" : "");
+        else {
+            verdict = DEST_KEEP;
+            const char *when = old.ending ? cmh_str(&old, old.ending) : "";
+            const char *on = strstr(when, " written on ");
+            char at[120] = "";
+            if (on) snprintf(at, sizeof at, " (written on %.*s)", (int)strcspn(on + 12, " ("), on + 12);
+            if (old.torch && !s->torch)
+                snprintf(why, wcap, "holds pid %lld's own snapshot%s with PyTorch's part, which a flight record lacks", (long long)old.pid, at);
+            else
+                snprintf(why, wcap, "holds pid %lld's own snapshot%s, with %s %s the recovery lacks", (long long)old.pid, at,
+                         old.nentries > s->nentries ? "entries" : "a later part",
+                         old.nentries > s->nentries ? "that" : "of its history that");
+        }
+    }
+    cmh_snapshot_free(&old);
+    return verdict;
+}
+
+/* NAME.recovered.cmh beside NAME.cmh (or NAME): where a recovery goes when its path is kept. */
+static void recovered_name(const char *dest, char *out, size_t cap)
+{
+    size_t l = strlen(dest);
+    int cmh = l > 4 && !strcmp(dest + l - 4, ".cmh");
+    snprintf(out, cap, "%.*s.recovered.cmh", (int)(cmh ? l - 4 : l), dest);
+}
+
 int cli_recover_flight(const char *flight, const char *out, int have_status, int status, int keep, int quiet, int live, int fallback,
                        cli_recovered *res)
 {
@@ -215,6 +288,28 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         cli_error("%s: the record does not say where its snapshot goes: name it with -o", flight);
         return CLI_EUSAGE;
     }
+    /* nothing lost: a file there that holds what this snapshot does not is kept */
+    char replacing[400], kept[10000] = "", aside[4400];
+    int judged = judge_dest(dest, &s, replacing, sizeof replacing, kept, sizeof kept);
+    if (judged == DEST_KEEP) {
+        char why[4800];
+        snprintf(why, sizeof why, "%s", kept);
+        if (out) {
+            cmh_snapshot_free(&s);
+            cli_error("-o %s: %s: not replaced (name another file, or remove it first); %s is left as it is", dest, why, flight);
+            return CLI_EFILE;
+        }
+        recovered_name(dest, aside, sizeof aside);
+        char why2[4800];
+        judged = judge_dest(aside, &s, replacing, sizeof replacing, why2, sizeof why2);
+        if (judged == DEST_KEEP) {
+            cmh_snapshot_free(&s);
+            cli_error("%s %s, and %s %s: neither replaced; name the snapshot with -o (%s is left as it is)", dest, why, aside, why2, flight);
+            return CLI_EFILE;
+        }
+        snprintf(kept, sizeof kept, "%s %s: kept", dest, why);
+        dest = aside;
+    }
     rc = cmh_cmh_write_file(&s, dest, err, sizeof err);
     char rundir[PATH_MAX] = "", there[4400];
     if (cmh_runtime_dir(there, sizeof there) != 0 || !realpath(there, rundir)) rundir[0] = 0;
@@ -261,6 +356,8 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
             fprintf(stderr, " (recovered beside its flight record: %s, the path asked for, is not a regular file)", info.snapshot_path);
         else if (elsewhere)
             fprintf(stderr, " (%s had no room for its flight record: both are in the runtime directory)", asked_dir);
+        if (kept[0] && !res->fell_back) fprintf(stderr, " (%s)", kept);
+        else if (judged == DEST_REPLACE && !res->fell_back) fprintf(stderr, " (%s)", replacing);
         if (info.torn) fprintf(stderr, " (%s torn record%s dropped)", thousands(info.torn), info.torn == 1 ? "" : "s");
         if (info.damaged)
             fprintf(stderr, " (%s damaged record%s dropped: %s not match%s checksum)", thousands(info.damaged),

@@ -66,7 +66,7 @@ static input_id *g_inputs;
 static size_t g_ninputs, g_capinputs;
 static pthread_mutex_t g_inputs_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void cmh_inputs_guard(int on) { __atomic_store_n(&g_guard, on, __ATOMIC_RELEASE); }
+int cmh_inputs_guard(int on) { return __atomic_exchange_n(&g_guard, on, __ATOMIC_ACQ_REL); }
 
 void cmh_input_opened(int fd)
 {

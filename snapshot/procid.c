@@ -2,9 +2,11 @@
  * procid.c - who a process is beyond its pid, from /proc: its start time (field 22 of
  * /proc/PID/stat, clock ticks after boot) and the boot's id.  The recorder writes both into a
  * flight record; `recover` compares them with the live system to tell a running writer from a
- * later process that was given the same pid.
+ * later process that was given the same pid.  The same identity tells two records of one
+ * process apart from two processes' (cmh_same_process), for every command that reads many.
  */
 #include <fcntl.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,4 +40,37 @@ void cmh_boot_id(char *out, size_t cap)
     if (n < 0) n = 0;
     while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == 0)) n--;
     out[n] = 0;
+}
+
+int cmh_same_process(const cmh_snapshot *a, const cmh_snapshot *b)
+{
+    return a->pid > 0 && a->pid == b->pid && a->start_time_ns && a->start_time_ns == b->start_time_ns &&
+           !strcmp(cmh_str(a, a->hostname), cmh_str(b, b->hostname));
+}
+
+/* How far a record's history reaches: the entries the process had recorded by then, kept or
+ * dropped by the ring (one process's history only grows).  Not a time: a recovery's dump time is
+ * its last entry's, a SIGUSR1 dump after a quiet spell is later and holds no more, and the flight
+ * record and the ring stamp one entry a few ns apart. */
+static uint64_t reach(const cmh_snapshot *s)
+{
+    uint64_t n = s->nentries;
+    for (uint32_t i = 0; i < s->ntraces; i++) n += s->traces[i].dropped;
+    return n;
+}
+
+/* Whether a's record holds all that b's does (cmh_record_holds); read without their entries,
+ * the later dump holds more. */
+static int holds_all(const cmh_snapshot *a, const cmh_snapshot *b)
+{
+    if (b->torch && !a->torch) return 0;
+    if (a->nentries || b->nentries ? reach(a) < reach(b) || a->nentries < b->nentries : a->dump_time_ns < b->dump_time_ns) return 0;
+    /* a history lost in part (cut, damaged records) is not known to hold what b has whole */
+    return !CMH_HISTORY_LOST_BEYOND_DEATH(&a->history_lost) || CMH_HISTORY_LOST_BEYOND_DEATH(&b->history_lost);
+}
+
+int cmh_record_holds(const cmh_snapshot *a, const cmh_snapshot *b)
+{
+    int ab = holds_all(a, b), ba = holds_all(b, a);
+    return ab && ba ? CMH_HOLDS_SAME : ab ? CMH_HOLDS_MORE : ba ? CMH_HOLDS_LESS : CMH_HOLDS_APART;
 }

@@ -718,7 +718,7 @@ int cmh_snapshot_append_entry_extra(cmh_snapshot *s, const cmh_entry_full *e, ui
  * file gets 0666 less the umask, not 0600 (a file another user's program must read: the
  * exporter's node_exporter textfile). */
 enum { CMH_OUT_SEEKABLE = 1, CMH_OUT_SHARED = 2, CMH_OUT_PUBLIC = 4 };
-void cmh_inputs_guard(int on);
+int cmh_inputs_guard(int on); /* returns what it was */
 /* Remember an input (the loaders call it; a reader of other files may too). */
 void cmh_input_opened(int fd);
 /* What recording the file at path holds, by its first bytes ("a cumemhist snapshot (.cmh)", "a
@@ -747,6 +747,20 @@ const char *cmh_path_ext(const char *path);
  * there.  cmh_boot_id: the boot's id ("" when unknown). */
 int cmh_proc_stat(long long pid, char *state, uint64_t *start_ticks);
 void cmh_boot_id(char *out, size_t cap);
+/* Whether two records are of one process: the same pid, host and start time, as each record says
+ * them (a record that says no pid or no start time, PyTorch's own pickle, is no other's).  Two
+ * such records are copies of one (a .cmh and its export as a pickle), or snapshots of it taken at
+ * two moments (SIGUSR1, then its exit or its recovery from the flight record). */
+int cmh_same_process(const cmh_snapshot *a, const cmh_snapshot *b);
+/* Of two records of one process (read alike: both whole, or both without traces), what a holds
+ * against b.  a holds all of b's when its history reaches as far (as many trace entries, kept
+ * and dropped by the ring; read without entries, a dump as late; a history lost in part never
+ * counting as more) and b has no PyTorch part that a
+ * lacks.  CMH_HOLDS_SAME: each holds all of the other's (copies); MORE: a holds all of b's and
+ * more; LESS: b all of a's and more; APART: each holds something the other lacks (a recovery,
+ * without PyTorch's part, of a process whose SIGUSR1 snapshot has it). */
+enum { CMH_HOLDS_SAME, CMH_HOLDS_MORE, CMH_HOLDS_LESS, CMH_HOLDS_APART };
+int cmh_record_holds(const cmh_snapshot *a, const cmh_snapshot *b);
 
 /* The .cmh codec (docs/FORMAT.md). */
 /* 1; 2 when the file carries PyTorch's part ("torch"), the version it is written with then */
