@@ -41,7 +41,9 @@ static const cli_option g_opts[] = {
      "the profile's comment: --device -1 for it alone);\n"
      "sqlite: a SQLite database of one or many records (docs/FLEET.md: tables and\n"
      "queries; pandas, DuckDB, Spark read it).  chrome and sqlite take several\n"
-     "SNAPSHOTs (or a directory of them): one trace or database for a whole job",
+     "SNAPSHOTs (or a directory of them): one trace or database for a whole job,\n"
+     "a process once (of its files, a .cmh and its pickle, the one holding the\n"
+     "other's; the one left out named on stderr)",
      g_formats, 0, 0, &g_format_given},
     {"--output", "-o", CLI_STR, &g_out, "PATH",
      "where to write (default: standard output; written atomically).  Without --format the\n"
@@ -368,8 +370,10 @@ int cmd_export(int argc, char **argv)
     }
     if (g_format == F_SQLITE || (g_format == F_CHROME && (given > 1 || dir || pl.n > nnamed))) {
         if (!pl.n) cli_error("export: no .cmh or .pickle files in the directories given"), rc = CLI_EFILE;
-        else if (g_format == F_SQLITE) rc = many_sqlite(&pl, g_out);
-        else {
+        /* a process once, however many files hold it (a .cmh and its pickle: "5 records" for 4) */
+        if (!rc) rc = cmh_pathlist_one_per_process(&pl, "export");
+        if (!rc && g_format == F_SQLITE) rc = many_sqlite(&pl, g_out);
+        else if (!rc) {
             cmh_atomic a;
             char err[4400];
             FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", CMH_OUT_SHARED, err, sizeof err);

@@ -48,7 +48,9 @@ const cli_command cli_cmd_ranks = {
     "apart, two processes on one device of a host) are said to be, and compared as separate runs.\n"
     "A rank is the record's own (RANK when it was recorded), else the file name's: the number\n"
     "after 'rank' (snap_rank0.pickle ... snap_rank7.pickle, as PyTorch's _dump_snapshot per rank\n"
-    "gives them: a pickle says no rank); --rank-from changes the rule.  A child a process forked\n"
+    "gives them: a pickle says no rank); --rank-from changes the rule.  Files of one process (a\n"
+    ".cmh and its export as a pickle, a SIGUSR1 snapshot and its exit dump) are one row: the one\n"
+    "holding the other's taken, both named on stderr (as export does).  A child a process forked\n"
     "(its record says so) is said to be its parent's child, not compared as a rank.  Whether\n"
     "the peaks follow the rank order is an exact permutation test of Kendall's tau (p < 0.05);\n"
     "with 4 ranks or fewer no order can pass it: too few ranks to tell.",
@@ -590,6 +592,7 @@ int cmd_ranks(int argc, char **argv)
     cmh_pathlist pl;
     rc = cmh_expand_paths(args, nargs, &pl);
     free(args);
+    if (!rc && (rc = cmh_pathlist_one_per_process(&pl, "ranks"))) cmh_pathlist_free(&pl);
     if (rc) return rc;
     if (!pl.n) {
         cli_error("no .cmh or .pickle files in %s", nargs == 1 ? argv[argc - 1] : "the directories given");

@@ -198,11 +198,14 @@ static int judge_dest(const char *dest, const cmh_snapshot *s, char *said, size_
         return DEST_KEEP;
     }
     int verdict = DEST_REPLACE;
-    if (!cmh_same_process(s, &old)) {
+    cmh_record_id ns, os;
+    cmh_record_id_of(s, &ns);
+    cmh_record_id_of(&old, &os);
+    if (!cmh_same_process(&ns, &os)) {
         if (old.pid > 0) snprintf(said, scap, "replacing pid %lld's snapshot that was there", (long long)old.pid);
         else snprintf(said, scap, "replacing the snapshot that was there");
     } else {
-        int h = cmh_record_holds(s, &old);
+        int h = cmh_record_holds(&ns, &os);
         uint64_t more = s->nentries > old.nentries ? s->nentries - old.nentries : 0;
         if (h == CMH_HOLDS_SAME || h == CMH_HOLDS_MORE)
             snprintf(said, scap, "replacing its own earlier snapshot there (%s %s): this one holds all of it%s%s%s", thousands(old.nentries),

@@ -1,5 +1,6 @@
 /*
- * fleet.c - file arguments for the commands over many records (fleet.h).
+ * fleet.c - file arguments for the commands over many records (fleet.h): a directory's
+ * snapshots, and one record per process however many files hold it.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -10,6 +11,7 @@
 
 #include "cli.h"
 #include "fleet.h"
+#include "cumemhist/snapshot.h"
 
 static int add(cmh_pathlist *l, const char *p)
 {
@@ -86,4 +88,66 @@ void cmh_pathlist_free(cmh_pathlist *l)
     for (uint32_t i = 0; i < l->n; i++) free(l->v[i]);
     free(l->v);
     memset(l, 0, sizeof *l);
+}
+
+/* A file's record as the rule weighs it: read without its traces (a .cmh skips them), whole
+ * where that says no process (a pickle keeps its cumemhist dict after the trace). */
+static int record_id(const char *path, cmh_record_id *id, int *cmh)
+{
+    cmh_snapshot s;
+    char err[512];
+    memset(id, 0, sizeof *id);
+    *cmh = 0;
+    if (!strcmp(path, "-")) return -1; /* (standard input is read once, by the command) */
+    if (cmh_snapshot_load_ex(path, &s, CMH_LOAD_SEGMENTS, err, sizeof err) != CMH_OK) return -1; /* (its own load says why) */
+    if (!s.pid) {
+        cmh_snapshot_free(&s);
+        if (cmh_snapshot_load(path, &s, err, sizeof err) != CMH_OK) return -1;
+    }
+    cmh_record_id_of(&s, id);
+    /* read alike: the entries of one but not the other would weigh one by count, one by time */
+    id->kept = 0, id->reach = 0;
+    const char *kind = cmh_recording_kind(path);
+    *cmh = kind && !strcmp(kind, "a cumemhist snapshot (.cmh)");
+    cmh_snapshot_free(&s);
+    return 0;
+}
+
+int cmh_pathlist_one_per_process(cmh_pathlist *l, const char *cmd)
+{
+    if (l->n < 2) return 0;
+    cmh_record_id *ids = calloc(l->n, sizeof *ids);
+    int *cmh = calloc(l->n, sizeof *cmh), *ok = calloc(l->n, sizeof *ok);
+    if (!ids || !cmh || !ok) {
+        free(ids), free(cmh), free(ok);
+        cli_error("out of memory");
+        return CLI_ENOMEM;
+    }
+    for (uint32_t i = 0; i < l->n; i++) ok[i] = record_id(l->v[i], &ids[i], &cmh[i]) == 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < l->n; i++) {
+        /* the one kept of this process so far, if any */
+        uint32_t k = UINT32_MAX;
+        for (uint32_t j = 0; j < n && k == UINT32_MAX && ok[i]; j++)
+            if (ok[j] && cmh_same_process(&ids[j], &ids[i])) k = j;
+        if (k == UINT32_MAX) {
+            l->v[n] = l->v[i], ids[n] = ids[i], cmh[n] = cmh[i], ok[n] = ok[i];
+            n++;
+            continue;
+        }
+        int h = cmh_record_holds(&ids[i], &ids[k]);
+        int take = h == CMH_HOLDS_MORE || (h == CMH_HOLDS_SAME && cmh[i] && !cmh[k]) ||
+                   (h == CMH_HOLDS_APART && ids[i].dump_time_ns > ids[k].dump_time_ns);
+        const char *why = h == CMH_HOLDS_SAME ? "copies of one record"
+                          : h == CMH_HOLDS_APART ? "snapshots of it at two moments, each holding something the other lacks (read the other alone)"
+                                                 : "snapshots of it at two moments, the one taken holding all of the other";
+        char *in = take ? l->v[i] : l->v[k], *out = take ? l->v[k] : l->v[i];
+        fprintf(stderr, "cumemhist: %s: %s and %s are records of one process (pid %lld on %s; %s): %s taken, %s left out\n", cmd, l->v[k],
+                l->v[i], (long long)ids[i].pid, ids[i].host[0] ? ids[i].host : "this host", why, in, out);
+        if (take) l->v[k] = l->v[i], ids[k] = ids[i], cmh[k] = cmh[i];
+        free(out);
+    }
+    l->n = n;
+    free(ids), free(cmh), free(ok);
+    return 0;
 }

@@ -6,7 +6,6 @@
  * process apart from two processes' (cmh_same_process), for every command that reads many.
  */
 #include <fcntl.h>
-#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,34 +41,38 @@ void cmh_boot_id(char *out, size_t cap)
     out[n] = 0;
 }
 
-int cmh_same_process(const cmh_snapshot *a, const cmh_snapshot *b)
+void cmh_record_id_of(const cmh_snapshot *s, cmh_record_id *id)
 {
-    return a->pid > 0 && a->pid == b->pid && a->start_time_ns && a->start_time_ns == b->start_time_ns &&
-           !strcmp(cmh_str(a, a->hostname), cmh_str(b, b->hostname));
+    memset(id, 0, sizeof *id);
+    id->pid = s->pid, id->start_time_ns = s->start_time_ns, id->dump_time_ns = s->dump_time_ns;
+    snprintf(id->host, sizeof id->host, "%s", cmh_str(s, s->hostname));
+    /* how far its history reaches: the entries the process had recorded by then (one process's
+     * history only grows).  Not a time: a recovery's dump time is its last entry's, a SIGUSR1
+     * dump after a quiet spell is later and holds no more, and the flight record and the ring
+     * stamp one entry a few ns apart. */
+    id->kept = s->nentries;
+    id->reach = s->nentries;
+    for (uint32_t i = 0; i < s->ntraces; i++) id->reach += s->traces[i].dropped;
+    id->torch = s->torch != NULL;
+    id->lost = CMH_HISTORY_LOST_BEYOND_DEATH(&s->history_lost) != 0;
 }
 
-/* How far a record's history reaches: the entries the process had recorded by then, kept or
- * dropped by the ring (one process's history only grows).  Not a time: a recovery's dump time is
- * its last entry's, a SIGUSR1 dump after a quiet spell is later and holds no more, and the flight
- * record and the ring stamp one entry a few ns apart. */
-static uint64_t reach(const cmh_snapshot *s)
+int cmh_same_process(const cmh_record_id *a, const cmh_record_id *b)
 {
-    uint64_t n = s->nentries;
-    for (uint32_t i = 0; i < s->ntraces; i++) n += s->traces[i].dropped;
-    return n;
+    return a->pid > 0 && a->pid == b->pid && a->start_time_ns && a->start_time_ns == b->start_time_ns && !strcmp(a->host, b->host);
 }
 
 /* Whether a's record holds all that b's does (cmh_record_holds); read without their entries,
  * the later dump holds more. */
-static int holds_all(const cmh_snapshot *a, const cmh_snapshot *b)
+static int holds_all(const cmh_record_id *a, const cmh_record_id *b)
 {
     if (b->torch && !a->torch) return 0;
-    if (a->nentries || b->nentries ? reach(a) < reach(b) || a->nentries < b->nentries : a->dump_time_ns < b->dump_time_ns) return 0;
+    if (a->kept || b->kept ? a->reach < b->reach || a->kept < b->kept : a->dump_time_ns < b->dump_time_ns) return 0;
     /* a history lost in part (cut, damaged records) is not known to hold what b has whole */
-    return !CMH_HISTORY_LOST_BEYOND_DEATH(&a->history_lost) || CMH_HISTORY_LOST_BEYOND_DEATH(&b->history_lost);
+    return !a->lost || b->lost;
 }
 
-int cmh_record_holds(const cmh_snapshot *a, const cmh_snapshot *b)
+int cmh_record_holds(const cmh_record_id *a, const cmh_record_id *b)
 {
     int ab = holds_all(a, b), ba = holds_all(b, a);
     return ab && ba ? CMH_HOLDS_SAME : ab ? CMH_HOLDS_MORE : ba ? CMH_HOLDS_LESS : CMH_HOLDS_APART;

@@ -159,9 +159,10 @@ EOF
 RANK=1 LOCAL_RANK=1 WORLD_SIZE=4 FAKECUDA_DEVICES=4 "$CMH" record -q -o again.cmh -- "$B/samples/fleet_rank" 2 >/dev/null 2>&1
 "$CMH" ranks run.*.cmh again.cmh >again.txt 2>&1
 check "a rank twice (two processes): not one job" "head -1 again.txt | grep -q 'not the ranks of one job (rank 1 appears in two records'"
-cp run.1.cmh copy.cmh # one process's record twice: still one job, the process counted once
-"$CMH" ranks run.*.cmh copy.cmh >copy.txt 2>&1
-check "one process's record twice: one job, 4 processes" "head -1 copy.txt | grep -q '^5 records, 4 processes on 4 devices'"
+cp run.1.cmh copy.cmh # one process's record twice: still one job, the process counted once, the copy named
+"$CMH" ranks run.*.cmh copy.cmh >copy.txt 2>copy.err
+check "one process's record twice: one job, 4 processes, the copy left out and said ($(cat copy.err))" \
+    "head -1 copy.txt | grep -q '^4 records, 4 processes on 4 devices' && grep -q '^cumemhist: ranks: run.1.cmh and copy.cmh are records of one process (pid [0-9]* on .*; copies of one record): run.1.cmh taken, copy.cmh left out' copy.err"
 "$CMH" ranks run.*.cmh >job.txt 2>&1
 check "the 4-rank job: one job, 4 processes on 4 devices" "head -1 job.txt | grep -q \"^4 records, 4 processes on 4 devices; times from the job's first entry\""
 
@@ -217,6 +218,22 @@ if unshare -Ur -u true 2>/dev/null; then
 else
     echo "skip: no user namespace for a host name of our own (unshare -Ur -u)"
 fi
+
+# a record and its converted copy in one directory (an earlier export of rank 1 as a pickle): one
+# process, counted once by every command over many records ("5 records" for 4 processes, without
+# a word), the .cmh kept though the copy comes first, the one left out named with the one taken
+mkdir dup && cp run.0.cmh run.1.cmh run.2.cmh run.3.cmh dup/ && "$CMH" export -q dup/run.1.cmh -o dup/a_copy.pickle 2>/dev/null ||
+    bad "the directory with a copy"
+said="are records of one process (pid [0-9]* on .*; copies of one record): dup/run.1.cmh taken, dup/a_copy.pickle left out"
+"$CMH" export dup -o dup.db 2>dup_db.err
+check "export DIR -o DB with a record and its pickle: 4 records, the copy left out and said ($(cat dup_db.err | tr '\n' '|'))" \
+    "grep -q 'wrote dup.db: 4 records' dup_db.err && grep -q \"^cumemhist: export: dup/a_copy.pickle and dup/run.1.cmh \$said\" dup_db.err && [ \"\$(py -c \"import sqlite3; print(sqlite3.connect('dup.db').execute('select count(*) from processes').fetchone()[0])\")\" = 4 ]"
+"$CMH" export dup -o dup.trace.json 2>dup_tr.err
+check "export DIR -o trace.json: the same rule, 4 records ($(tail -1 dup_tr.err))" \
+    "grep -q 'wrote dup.trace.json: 4 records' dup_tr.err && grep -q \"^cumemhist: export: dup/a_copy.pickle and dup/run.1.cmh \$said\" dup_tr.err"
+"$CMH" ranks --json dup >dup_ranks.json 2>dup_ranks.err
+check "ranks DIR: the same rule, one row per rank ($(cat dup_ranks.err | tr '\n' '|'))" \
+    "grep -q \"^cumemhist: ranks: dup/a_copy.pickle and dup/run.1.cmh \$said\" dup_ranks.err && py -c \"import json; d = json.load(open('dup_ranks.json')); assert d['files'] == 4 and [r['rank'] for r in d['processes']] == [0, 1, 2, 3], d\""
 
 # PyTorch's own snapshots have no rank: rows all the same
 "$CMH" ranks "$F"/h200/*.pickle >pt.txt 2>&1 && grep -q "^     -  " pt.txt && ok "ranks reads PyTorch's pickles (no rank: by file)" ||

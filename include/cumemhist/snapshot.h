@@ -747,20 +747,31 @@ const char *cmh_path_ext(const char *path);
  * there.  cmh_boot_id: the boot's id ("" when unknown). */
 int cmh_proc_stat(long long pid, char *state, uint64_t *start_ticks);
 void cmh_boot_id(char *out, size_t cap);
+/* Who wrote a record and how far it goes, all that tells two records of one process apart
+ * (cmh_record_id_of; small, for a command that weighs many records without keeping them). */
+typedef struct cmh_record_id {
+    int64_t pid, start_time_ns, dump_time_ns;
+    char host[256];
+    uint64_t reach;  /* trace entries recorded by then, kept or dropped by the ring (0: not read) */
+    uint32_t kept;   /* of them, kept */
+    int torch;       /* it holds PyTorch's part */
+    int lost;        /* it lost part of its history beyond its death (cut, damaged, refused) */
+} cmh_record_id;
+void cmh_record_id_of(const cmh_snapshot *s, cmh_record_id *id);
 /* Whether two records are of one process: the same pid, host and start time, as each record says
  * them (a record that says no pid or no start time, PyTorch's own pickle, is no other's).  Two
  * such records are copies of one (a .cmh and its export as a pickle), or snapshots of it taken at
  * two moments (SIGUSR1, then its exit or its recovery from the flight record). */
-int cmh_same_process(const cmh_snapshot *a, const cmh_snapshot *b);
+int cmh_same_process(const cmh_record_id *a, const cmh_record_id *b);
 /* Of two records of one process (read alike: both whole, or both without traces), what a holds
  * against b.  a holds all of b's when its history reaches as far (as many trace entries, kept
  * and dropped by the ring; read without entries, a dump as late; a history lost in part never
- * counting as more) and b has no PyTorch part that a
- * lacks.  CMH_HOLDS_SAME: each holds all of the other's (copies); MORE: a holds all of b's and
- * more; LESS: b all of a's and more; APART: each holds something the other lacks (a recovery,
- * without PyTorch's part, of a process whose SIGUSR1 snapshot has it). */
+ * counting as more) and b has no PyTorch part that a lacks.  CMH_HOLDS_SAME: each holds all of
+ * the other's (copies); MORE: a holds all of b's and more; LESS: b all of a's and more; APART:
+ * each holds something the other lacks (a recovery, without PyTorch's part, of a process whose
+ * SIGUSR1 snapshot has it). */
 enum { CMH_HOLDS_SAME, CMH_HOLDS_MORE, CMH_HOLDS_LESS, CMH_HOLDS_APART };
-int cmh_record_holds(const cmh_snapshot *a, const cmh_snapshot *b);
+int cmh_record_holds(const cmh_record_id *a, const cmh_record_id *b);
 
 /* The .cmh codec (docs/FORMAT.md). */
 /* 1; 2 when the file carries PyTorch's part ("torch"), the version it is written with then */
