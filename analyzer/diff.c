@@ -280,25 +280,12 @@ static int ok_shift(const mitem *a, const mitem *b, int64_t d)
     return ok_file(a, b) && b->line - a->line == d && (!d || !*a->build || strcmp(a->build, b->build));
 }
 
-/* The unpaired items of a paired with b's at d lines further on, in line order (both are); with
- * pair NULL only counted. */
-static uint32_t pair_at(mitem *a, uint32_t na, mitem *b, uint32_t nb, int64_t d, uint32_t *pair)
+/* The unpaired items of a paired with b's at d lines further on, in line order (both are). */
+static void pair_at(mitem *a, uint32_t na, mitem *b, uint32_t nb, int64_t d, uint32_t *pair)
 {
-    uint32_t n = 0;
-    uint8_t *took = pair ? NULL : calloc((size_t)nb + 1, 1);
-    if (!pair && !took) return 0;
-    for (uint32_t i = 0; i < na; i++) {
-        if (a[i].paired) continue;
-        for (uint32_t j = 0; j < nb; j++) {
-            if (b[j].paired || (took && took[j]) || !ok_shift(&a[i], &b[j], d)) continue;
-            n++;
-            if (took) took[j] = 1;
-            else a[i].paired = b[j].paired = 1, pair[i] = j;
-            break;
-        }
-    }
-    free(took);
-    return n;
+    for (uint32_t i = 0; i < na; i++)
+        for (uint32_t j = 0; j < nb && !a[i].paired; j++)
+            if (!b[j].paired && ok_shift(&a[i], &b[j], d)) a[i].paired = b[j].paired = 1, pair[i] = j;
 }
 
 /* Pairs the sites of one function (both sides' in line order) with lines: by the shift that
@@ -309,7 +296,7 @@ static uint32_t pair_at(mitem *a, uint32_t na, mitem *b, uint32_t nb, int64_t d,
  * binary: two sites, not one moved), nor are two lines of one binary ever one site. */
 static int pair_lines(mitem *a, uint32_t na, mitem *b, uint32_t nb, uint32_t *pair)
 {
-    if ((uint64_t)na * nb > (1u << 20)) { /* (too many to weigh every shift: the same lines only) */
+    if ((uint64_t)na * nb > (1u << 16)) { /* (too many to weigh every shift: the same lines only) */
         pair_at(a, na, b, nb, 0, pair);
         return 0;
     }
@@ -324,9 +311,10 @@ static int pair_lines(mitem *a, uint32_t na, mitem *b, uint32_t nb, uint32_t *pa
         qsort(ds, n, sizeof *ds, cmp_i64);
         int64_t best = 0;
         uint32_t most = 0, ties = 0;
-        for (size_t k = 0; k < n; k++) {
-            if (k && ds[k] == ds[k - 1]) continue;
-            uint32_t c = pair_at(a, na, b, nb, ds[k], NULL);
+        for (size_t k = 0, e; k < n; k = e) {
+            for (e = k + 1; e < n && ds[e] == ds[k];) e++;
+            /* the pairs at this shift: its count of candidates, one site a line on each side */
+            uint32_t c = (uint32_t)(e - k);
             if (c > most || (c == most && ds[k] == 0)) most = c, best = ds[k], ties = 0;
             else if (c == most && best != 0) ties++;
         }

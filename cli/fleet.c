@@ -5,6 +5,9 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -90,6 +93,24 @@ void cmh_pathlist_free(cmh_pathlist *l)
     memset(l, 0, sizeof *l);
 }
 
+/* Whether a file holds the word "cumemhist" anywhere: a pickle without it has no cumemhist dict,
+ * PyTorch's own, which says no process (read whole for nothing: ranks over a thousand of them). */
+static int mentions_cumemhist(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {
+        if (fd >= 0) close(fd);
+        return 1; /* (not known: read it) */
+    }
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return 1;
+    int found = memmem(m, (size_t)st.st_size, "cumemhist", 9) != NULL;
+    munmap(m, (size_t)st.st_size);
+    return found;
+}
+
 /* A file's record as the rule weighs it: read without its traces (a .cmh skips them), whole
  * where that says no process (a pickle keeps its cumemhist dict after the trace). */
 static int record_id(const char *path, cmh_record_id *id, int *cmh)
@@ -100,7 +121,7 @@ static int record_id(const char *path, cmh_record_id *id, int *cmh)
     *cmh = 0;
     if (!strcmp(path, "-")) return -1; /* (standard input is read once, by the command) */
     if (cmh_snapshot_load_ex(path, &s, CMH_LOAD_SEGMENTS, err, sizeof err) != CMH_OK) return -1; /* (its own load says why) */
-    if (!s.pid) {
+    if (!s.pid && mentions_cumemhist(path)) {
         cmh_snapshot_free(&s);
         if (cmh_snapshot_load(path, &s, err, sizeof err) != CMH_OK) return -1;
     }
