@@ -12,8 +12,10 @@
  * when it is a .cmh snapshot the recovered one stands in for: another process's, as the exit dump
  * would have replaced it, or this process's own earlier one (SIGUSR1) whose history the recovery
  * holds whole (cmh_record_holds).  One that holds what the flight record lacks (PyTorch's part,
- * which only a dump takes), a pickle, a flight record or a file of the user's is kept: the
- * recovery goes beside it (NAME.recovered.cmh), or, at a path -o named, is refused.
+ * which only a dump takes) is kept: the recovery goes beside it (NAME.recovered.cmh), or, at a
+ * path -o named, is refused.  At the default path, which the user did not name, a pickle, a
+ * flight record or any other file is kept the same way; a path -o names is the user's choice,
+ * replaced as every writer replaces it (snapshot/atomic.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,8 +40,8 @@ static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH",
      "where to write the snapshot (default: FLIGHT without .flight;\nwith --live, NAME.live.cmh).  A file there is replaced, "
      "and said to be, only\nwhen it is a .cmh the recovery stands in for: another process's, or this\nprocess's earlier "
-     "snapshot (SIGUSR1) whose history it holds whole; else kept\n(one with PyTorch's part, a pickle, any other file): the "
-     "default path's goes to\nNAME.recovered.cmh instead, -o's is refused", NULL, 0, 0, NULL},
+     "snapshot (SIGUSR1) whose history it holds whole; else kept\n(one with PyTorch's part; at the default path, a pickle or any "
+     "other file too):\nthe recovery goes to NAME.recovered.cmh instead, -o's path is refused", NULL, 0, 0, NULL},
     {"--keep", NULL, CLI_FLAG, &g_keep, NULL, "keep the flight record (and its checkpoints) afterwards", NULL, 0, 0, NULL},
     {"--live", NULL, CLI_FLAG, &g_live, NULL,
      "the process still runs: take a copy of what it recorded so far and leave\nthe record as it is (nothing removed, nothing marked)", NULL, 0, 0, NULL},
@@ -178,12 +180,13 @@ static void runtime_name(const char *dir, const char *dest, long long pid, char 
  * output is); DEST_REPLACE: a .cmh s stands in for, said in said ("replacing ..."); DEST_KEEP: a
  * file that holds what s does not, said in why ("holds ..."). */
 enum { DEST_FREE, DEST_REPLACE, DEST_KEEP };
-static int judge_dest(const char *dest, const cmh_snapshot *s, char *said, size_t scap, char *why, size_t wcap)
+static int judge_dest(const char *dest, int named, const cmh_snapshot *s, char *said, size_t scap, char *why, size_t wcap)
 {
     struct stat st;
     said[0] = why[0] = 0;
     if (lstat(dest, &st) != 0 || !S_ISREG(st.st_mode)) return DEST_FREE;
     const char *kind = cmh_recording_kind(dest);
+    if (named && (!kind || strcmp(kind, "a cumemhist snapshot (.cmh)"))) return DEST_FREE; /* (as every writer replaces it) */
     if (!kind || strcmp(kind, "a cumemhist snapshot (.cmh)")) {
         snprintf(why, wcap, "holds %s", kind ? kind : "something other than a recording (not a .cmh snapshot, a pickle or a flight record)");
         return DEST_KEEP;
@@ -293,7 +296,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
     }
     /* nothing lost: a file there that holds what this snapshot does not is kept */
     char replacing[400], kept[10000] = "", aside[4400];
-    int judged = judge_dest(dest, &s, replacing, sizeof replacing, kept, sizeof kept);
+    int judged = judge_dest(dest, out != NULL, &s, replacing, sizeof replacing, kept, sizeof kept);
     if (judged == DEST_KEEP) {
         char why[4800];
         snprintf(why, sizeof why, "%s", kept);
@@ -304,7 +307,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         }
         recovered_name(dest, aside, sizeof aside);
         char why2[4800];
-        judged = judge_dest(aside, &s, replacing, sizeof replacing, why2, sizeof why2);
+        judged = judge_dest(aside, 0, &s, replacing, sizeof replacing, why2, sizeof why2);
         if (judged == DEST_KEEP) {
             cmh_snapshot_free(&s);
             cli_error("%s %s, and %s %s: neither replaced; name the snapshot with -o (%s is left as it is)", dest, why, aside, why2, flight);
