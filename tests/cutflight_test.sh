@@ -143,11 +143,16 @@ lrc=$?
 check "whole, its pickle: the gate passes (exit $lrc), no note" "[ $lrc -eq 0 ] && ! grep -q 'lost part of its history' leaks.txt"
 py -c "import pickle, sys; d = pickle.load(open(sys.argv[1], 'rb')); assert 'history_lost' not in d['cumemhist']" w.pickle 2>py.txt
 check "whole, its pickle: no cumemhist.history_lost ($(tail -1 py.txt))" "[ ! -s py.txt ]"
-rm -f f.db
-"$CMH" export --format sqlite c$one.cmh w.cmh c$one.pickle -o f.db 2>/dev/null
+rm -f f.db fw.db fp.db
+# (each in a database of its own: the three are records of one process, which one database
+# counts once, the one holding the others' taken)
+"$CMH" export --format sqlite c$one.cmh -o f.db 2>/dev/null
+"$CMH" export --format sqlite w.cmh -o fw.db 2>/dev/null
+"$CMH" export --format sqlite c$one.pickle -o fp.db 2>/dev/null
 rows=$(py -c "
 import sqlite3, sys
-for r in sqlite3.connect('f.db').execute('select file, lost_cut_bytes, lost_torn, lost_damaged, lost_refused, history_lost from processes order by process_id'):
+for db in ('f.db', 'fw.db', 'fp.db'):
+  for r in sqlite3.connect(db).execute('select file, lost_cut_bytes, lost_torn, lost_damaged, lost_refused, history_lost from processes order by process_id'):
     print(r[0], r[1], r[2], r[3], r[4], 'null' if r[5] is None else r[5].startswith('this record lost part of its history: its flight record is cut short (the file ends at byte $one_g'))
 " 2>&1 | tr '\n' ';')
 check "sqlite processes: the cut record and its pickle say the loss, the whole one none ($rows)" \
