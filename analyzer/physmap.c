@@ -313,6 +313,13 @@ uint64_t cmh_physmap_held(cmh_physmap *p, int64_t t_ns, uint32_t *count)
     return p ? p->held_bytes : 0;
 }
 
+uint64_t cmh_physmap_held_handle(const cmh_physmap *p, const cmh_vmm_handle *h)
+{
+    for (uint32_t k = 0; p && k < p->nheld; k++)
+        if (p->held[k].h == h) return p->held[k].handle;
+    return 0;
+}
+
 static int cmp_held_made(const void *x, const void *y)
 {
     const held *a = x, *b = y;

@@ -113,6 +113,9 @@ void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_v
  * last entry stepped's; INT64_MAX: the end).  In no range and no block: a moment's own row
  * (owners), and part of physical = reserved + adjust + held. */
 uint64_t cmh_physmap_held(cmh_physmap *p, int64_t t_ns, uint32_t *count);
+/* The handle the maps name (cmh_vmm_map.handle) that held row h of the device's vmm_unmapped is,
+ * as the physmap matched them (physmap.c); 0: never mapped, as far as the maps say. */
+uint64_t cmh_physmap_held_handle(const cmh_physmap *p, const cmh_vmm_handle *h);
 /* A device's physical peak and end (reserved + the adjustment + the handles held and mapped
  * nowhere, entry by entry); *known 0 where the record has neither vmm_maps rows nor held
  * handles for the device, or they never change a figure. */
