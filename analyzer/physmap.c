@@ -11,8 +11,9 @@
  * every mapped range holds, and says how far the handles' sizes are from the bytes mapped:
  * physical = reserved + cmh_physmap_adjust() + cmh_physmap_held() (below).  A map without a
  * row (a record before the table, a map of a handle made unseen, entries the ring dropped before
- * the first kept one) counts by its range, as before.  Managed memory's live ranges are kept here too (cmh_physmap_managed):
- * the driver counts it as used only where its pages are on the device.
+ * the first kept one) counts by its range, as before.  Managed memory's live ranges are kept
+ * here too (cmh_physmap_managed): the driver counts it as used only where its pages are on the
+ * device.
  *
  * A handle held and mapped nowhere is charged too, and no range shows it.  The record says which
  * handles were so held at its end (vmm_unmapped) but not when each stopped being mapped, nor, for
