@@ -21,12 +21,11 @@
  * sample, picks the figure in the range (its low end where no sample is exact).
  *
  * Physical memory made with cuMemCreate and mapped nowhere is in no segment: the record lists the
- * handles so held when it was written (.cmh vmm_unmapped), so the end, and the sample the dump
- * took (the latest, after the last entry), have a row of them: out of what that sample leaves
- * unexplained.  A handle made and not mapped yet (its vmm_maps rows say when it was made) has that
- * row at any moment.  Of the end's handles, those no row has at a moment (made, mapped nowhere
- * then, as cmh_physmap_held_unmapped says) are in its sample's unexplained bytes: a moment that
- * takes its figure from another sample takes that sample's out and puts its own in.
+ * handles so held when it was written (.cmh vmm_unmapped), and the physmap says which of them
+ * were in use and mapped nowhere at each moment (cmh_physmap_held: from their unmap, or their
+ * making), so every moment, each sample's instant among them, has a row of them.  (Counted at
+ * the end alone, a handle unmapped before the peak and kept was the peak's 'not recorded'.)  A
+ * handle made and not mapped yet (its vmm_maps rows say when it was made) has that row too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -207,7 +206,6 @@ typedef struct want {
     int ranged;           /* lo and hi known (sample_range) */
     uint64_t lo, hi;      /* a sample's: the unexplained bytes, at least and at most (calls in flight) */
     uint64_t recorded; /* filled */
-    uint64_t unmapped_hidden; /* of the end's handles held and mapped nowhere, those in no row here (in 'not recorded') */
     acc rows;
     uint64_t torch_alloc, torch_reserved;
 } want;
@@ -534,10 +532,6 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     int64_t pm_pos = -1; /* the last entry the physmap took */
     if (c.s && !(c.pm = cmh_physmap_new(c.s, device))) goto out;
     int ended = 0;
-    uint32_t nunmapped = 0;
-    uint64_t unmapped = cmh_owners_vmm_unmapped(c.s, device, &nunmapped);
-    int64_t end_at = -1, end_sample = c.s ? cmh_owners_latest_sample(c.s, device, &end_at) : -1;
-    if (end_at != INT64_MAX && end_at != nent - 1) end_sample = -1; /* not the dump's: entries came after it */
     /* the end (the last moments): a report page's memo has its blocks and figures from its own
      * replay of the whole trace, the same as this one's would be */
     int memo_end = 0;
@@ -559,6 +553,9 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             if (!memo_end) cmh_replay_blocks(r, on_block, &c);
             else if (cmh_end_blocks(base, device, on_block, &c) != CMH_OK) goto out;
             cmh_physmap_remainders(c.pm, on_remainder, &c); /* a mapped handle's part mapped nowhere */
+            uint32_t nheld;
+            uint64_t held = cmh_physmap_held(c.pm, w[k].index == INT64_MAX ? INT64_MAX : w[k].time_ns, &nheld);
+            if (held) add_row(&w[k].rows, CMH_OWN_VMM_UNMAPPED, CMH_OWN_VMM_UNMAPPED_NAME, held, nheld);
             cmh_physmap_unmapped_yet(c.pm, w[k].time_ns, on_unmapped_yet, &c);
             /* what stream-ordered pools keep (frag's "a pool's cache"), and what allocators above
              * the driver reserved and hold free (the block API) */
@@ -579,9 +576,6 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
                                                                                        : w[k].rows.torch_seen - w[k].torch_reserved;
             }
         } else torch_rows(&w[k], now, 1);
-        if (unmapped && (w[k].hidden ? (int64_t)w[k].sample == end_sample : w[k].index == INT64_MAX))
-            add_row(&w[k].rows, CMH_OWN_VMM_UNMAPPED, CMH_OWN_VMM_UNMAPPED_NAME, unmapped, nunmapped);
-        else if (unmapped) w[k].unmapped_hidden = cmh_physmap_held_unmapped(c.pm, w[k].time_ns);
         if (w[k].rows.nomem) goto out;
         for (uint32_t i = 0; i < w[k].rows.n; i++) w[k].recorded += w[k].rows.rows[i].bytes;
     }
@@ -657,11 +651,6 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             m->sample_exact = at && src == best && best->lo == best->hi;
             m->in_flight = at ? best->hi - unexplained : 0;
             m->sample_low_end = src == best && best->lo != best->hi;
-            /* the end's handles held and mapped nowhere are in a moment's 'not recorded' as far as
-             * no row has them there: the sample's own taken out, the moment's put in (a handle
-             * mapped at the peak and kept unmapped at the end was added at the peak once more) */
-            uint64_t out_of_src = src->unmapped_hidden < unexplained ? src->unmapped_hidden : unexplained;
-            unexplained = unexplained - out_of_src + w[k].unmapped_hidden;
             /* managed memory is in the driver's used figure only where its pages are on the
              * device: of what the recorded rows leave of the sample past the first sample's
              * excess (managed_floor), at most */

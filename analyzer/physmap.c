@@ -9,10 +9,23 @@
  * handle with 4 MiB mapped is 32 MiB in use).  The record's vmm_maps table names each map's
  * handle; this walks a device's trace entry by entry beside the replay, keeping which handle
  * every mapped range holds, and says how far the handles' sizes are from the bytes mapped:
- * physical = reserved + cmh_physmap_adjust().  A map without a row (a record before the table,
- * a map of a handle made unseen, entries the ring dropped before the first kept one) counts by
- * its range, as before.  Managed memory's live ranges are kept here too (cmh_physmap_managed):
- * the driver counts it as used only where its pages are on the device.
+ * physical = reserved + cmh_physmap_adjust() + cmh_physmap_held() (below).  A map without a
+ * row (a record before the table, a map of a handle made unseen, entries the ring dropped before
+ * the first kept one) counts by its range, as before.  Managed memory's live ranges are kept
+ * here too (cmh_physmap_managed): the driver counts it as used only where its pages are on the
+ * device.
+ *
+ * A handle held and mapped nowhere is charged too, and no range shows it.  The record says which
+ * handles were so held at its end (vmm_unmapped) but not when each stopped being mapped, nor, for
+ * those it saw mapped, which map rows are theirs (the table has no handle number): each held row
+ * is matched here, once, to a handle the maps name and the trace leaves mapped nowhere at the
+ * end (the same device, size and cuMemCreate stack, the nearest making time: the two tables stamp
+ * one cuMemCreate apart by a few hundred ns).  A held handle is then in use and mapped nowhere
+ * from its last unmap on (one the maps name), or from its making (one never mapped), at every
+ * moment, not at the end alone: counted only at the end, an earlier moment put it in its
+ * cuMemGetInfo sample's 'not recorded', and the physical peak left it out (cmh_physmap_held).
+ * A handle made and not mapped yet is neither: cmh_physmap_unmapped_yet says those, from the maps'
+ * rows (owners' same row; the physical peak does not count them).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +49,16 @@ typedef struct phandle {
     uint64_t mapped; /* bytes of ranges that map it now */
     uint64_t taken;  /* cmh_physmap_take's count since the last reset */
     const cmh_vmm_map *row;
+    uint32_t held; /* 1 + its index in cmh_physmap.held: held and mapped nowhere at the end (0: not) */
 } phandle;
+
+/* a handle held and mapped nowhere at the record's end (a vmm_unmapped row of the device) */
+typedef struct held {
+    const cmh_vmm_handle *h;
+    uint64_t handle;   /* the maps' number of it (0: never mapped, as far as the maps say) */
+    int64_t first_map; /* its first map row's time (handle != 0) */
+    uint8_t on;        /* counted in held_bytes now */
+} held;
 
 struct cmh_physmap {
     const cmh_snapshot *s;
@@ -56,6 +78,11 @@ struct cmh_physmap {
     uint32_t nfirsts;
     int64_t kept_from_ns; /* where the ring dropped entries: its first kept entry's time (else INT64_MIN) */
     int64_t adjust;
+    held *held;               /* by making time */
+    uint32_t nheld, held_next; /* held_next: the first never-mapped one not made yet, by now_ns */
+    uint64_t held_bytes;      /* of those held and mapped nowhere now */
+    uint32_t held_count;
+    int64_t now_ns;
     int nomem;
 };
 
@@ -99,7 +126,9 @@ static int firsts_make(cmh_physmap *p)
     return 0;
 }
 
-cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device)
+static int held_make(cmh_physmap *p);
+
+static cmh_physmap *make(const cmh_snapshot *s, int device, int with_held)
 {
     cmh_physmap *p = calloc(1, sizeof *p);
     if (!p) return NULL;
@@ -133,8 +162,15 @@ cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device)
             return NULL;
         }
     if (p->final_managed.n > 1) qsort(p->final_managed.v, p->final_managed.n, sizeof *p->final_managed.v, cmp_range);
+    p->now_ns = INT64_MIN;
+    if (with_held && held_make(p)) {
+        cmh_physmap_free(p);
+        return NULL;
+    }
     return p;
 }
+
+cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device) { return make(s, device, 1); }
 
 void cmh_physmap_free(cmh_physmap *p)
 {
@@ -144,6 +180,7 @@ void cmh_physmap_free(cmh_physmap *p)
     free(p->live.v);
     free(p->managed.v);
     free(p->final_managed.v);
+    free(p->held);
     cmh_oa_free(&p->handles);
     free(p);
 }
@@ -152,6 +189,26 @@ int cmh_physmap_has_rows(const cmh_physmap *p) { return p && p->nrows; }
 
 /* the handle's share of adjust: its size less the bytes mapped, while any is */
 static int64_t share(const phandle *h) { return h->mapped ? (int64_t)h->row->handle_size - (int64_t)h->mapped : 0; }
+
+static void held_set(cmh_physmap *p, uint32_t k, int on)
+{
+    held *x = &p->held[k];
+    if (x->on == on) return;
+    x->on = (uint8_t)on;
+    p->held_bytes += on ? x->h->size : -x->h->size;
+    p->held_count += on ? 1u : -1u;
+}
+
+/* the handles never mapped made by t (one whose making time is not known: from the start) */
+static void held_advance(cmh_physmap *p, int64_t t)
+{
+    if (t <= p->now_ns) return;
+    p->now_ns = t;
+    for (; p->held_next < p->nheld && p->held[p->held_next].h->time_ns <= t; p->held_next++)
+        if (!p->held[p->held_next].handle) held_set(p, p->held_next, 1);
+    /* the end: every one, by the record's own word (a map of one whose entry was never stepped) */
+    for (uint32_t k = 0; t == INT64_MAX && k < p->nheld; k++) held_set(p, k, 1);
+}
 
 static void handle_add(cmh_physmap *p, const cmh_vmm_map *row, int64_t delta)
 {
@@ -162,11 +219,16 @@ static void handle_add(cmh_physmap *p, const cmh_vmm_map *row, int64_t delta)
         p->nomem = 1;
         return;
     }
-    if (fresh) h->row = row;
+    if (fresh) {
+        h->row = row;
+        for (uint32_t k = 0; k < p->nheld && !h->held; k++)
+            if (p->held[k].handle == row->handle) h->held = k + 1;
+    }
     p->adjust -= share(h);
     if (delta < 0 && (uint64_t)-delta > h->mapped) h->mapped = 0;
     else h->mapped += (uint64_t)delta;
     p->adjust += share(h);
+    if (h->held) held_set(p, h->held - 1, !h->mapped); /* held at the end: mapped nowhere now is in use */
 }
 
 /* The row of the map at addr, size whose time is nearest t (entries and rows are stamped alike). */
@@ -270,6 +332,7 @@ void cmh_physmap_step(cmh_physmap *p, const cmh_entry *e)
 {
     const cmh_snapshot *s = p->s;
     uint64_t addr = cmh_entry_addr(s, e), size = cmh_entry_size(s, e);
+    held_advance(p, cmh_entry_time(s, e));
     if (e->kind == CMH_KIND_VMM && e->action == CMH_ACT_SEGMENT_MAP && size)
         live_insert(p, (prange){addr, size, row_of(p, addr, size, cmh_entry_time(s, e))});
     else if (e->kind == CMH_KIND_VMM && e->action == CMH_ACT_SEGMENT_UNMAP && size)
@@ -285,6 +348,95 @@ void cmh_physmap_step(cmh_physmap *p, const cmh_entry *e)
 }
 
 int64_t cmh_physmap_adjust(const cmh_physmap *p) { return p ? p->adjust : 0; }
+
+uint64_t cmh_physmap_held(cmh_physmap *p, int64_t t_ns, uint32_t *count)
+{
+    if (p) held_advance(p, t_ns);
+    if (count) *count = p ? p->held_count : 0;
+    return p ? p->held_bytes : 0;
+}
+
+uint64_t cmh_physmap_held_handle(const cmh_physmap *p, const cmh_vmm_handle *h)
+{
+    for (uint32_t k = 0; p && k < p->nheld; k++)
+        if (p->held[k].h == h) return p->held[k].handle;
+    return 0;
+}
+
+static int cmp_held_made(const void *x, const void *y)
+{
+    const held *a = x, *b = y;
+    return (a->h->time_ns > b->h->time_ns) - (a->h->time_ns < b->h->time_ns);
+}
+
+static int64_t dist(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
+
+/* A row is stamped a moment before its segment_map entry: a map that long before the first kept
+ * entry may still be that entry's */
+#define ROW_EARLY_NS 1000000ll
+
+/* a map at mapped_ns is among the kept entries (one the ring dropped is never stepped) */
+static int map_kept(const cmh_physmap *p, int64_t mapped_ns)
+{
+    return mapped_ns >= p->kept_from_ns || (uint64_t)p->kept_from_ns - (uint64_t)mapped_ns <= ROW_EARLY_NS;
+}
+
+/* p->held: the device's handles held and mapped nowhere at the end, each matched to the handle the
+ * maps name that it is, if any (the file's header says how), by making time.  The one pairing of
+ * the two tables: vmm_handles.c asks it (cmh_physmap_held_handle). */
+static int held_make(cmh_physmap *p)
+{
+    const cmh_snapshot *s = p->s;
+    for (uint32_t i = 0; i < s->nvmm_unmapped; i++) p->nheld += s->vmm_unmapped[i].device == p->device;
+    if (!p->nheld) return 0;
+    if (!(p->held = calloc(p->nheld, sizeof *p->held))) return -1;
+    for (uint32_t i = 0, n = 0; i < s->nvmm_unmapped; i++)
+        if (s->vmm_unmapped[i].device == p->device) p->held[n++].h = &s->vmm_unmapped[i];
+    const cmh_trace *tr = NULL;
+    for (uint32_t i = 0; i < s->ntraces && !tr; i++)
+        if (s->traces[i].device == p->device) tr = &s->traces[i];
+    if (p->nrows) {
+        /* the handles the maps name that the trace leaves mapped nowhere: its maps walked to the end */
+        cmh_physmap *w = make(s, p->device, 0);
+        const cmh_vmm_map **by = malloc(p->nrows * sizeof *by);
+        if (!w || !by) {
+            cmh_physmap_free(w);
+            free(by);
+            return -1;
+        }
+        for (uint64_t i = 0; tr && i < tr->nentries; i++) cmh_physmap_step(w, &s->entries[tr->first_entry + i]);
+        memcpy(by, p->rows, p->nrows * sizeof *by);
+        qsort(by, p->nrows, sizeof *by, cmp_handle_time);
+        for (uint32_t i = 0; i < p->nrows && !w->nomem; i++) {
+            const cmh_vmm_map *m = by[i]; /* the handle's first map */
+            if (i && by[i - 1]->handle == m->handle) continue;
+            const phandle *h = cmh_oa_find(&w->handles, m->handle);
+            if (h && h->mapped) continue;
+            held *best = NULL; /* the held row made as it was, nearest its time, not taken */
+            for (uint32_t k = 0; k < p->nheld; k++) {
+                held *x = &p->held[k];
+                if (!x->handle && x->h->size == m->handle_size && x->h->stack == m->handle_stack &&
+                    (!best || dist(x->h->time_ns, m->handle_time_ns) < dist(best->h->time_ns, m->handle_time_ns)))
+                    best = x;
+            }
+            if (best) {
+                best->handle = m->handle;
+                best->first_map = m->time_ns;
+            }
+        }
+        int nomem = w->nomem;
+        cmh_physmap_free(w);
+        free(by);
+        if (nomem) return -1;
+    }
+    qsort(p->held, p->nheld, sizeof *p->held, cmp_held_made);
+    for (uint32_t k = 0; k < p->nheld; k++)
+        /* a map before the ring's first kept entry was dropped with it: one of a held handle made
+         * it in use and mapped nowhere from before the kept entries (its unmap, if kept, finds no
+         * range); one kept and not stepped yet is cmh_physmap_unmapped_yet's */
+        if (p->held[k].handle && !map_kept(p, p->held[k].first_map)) held_set(p, k, 1);
+    return 0;
+}
 
 int cmh_physmap_status(const cmh_physmap *p) { return p && p->nomem ? CMH_ENOMEM : CMH_OK; }
 
@@ -327,10 +479,6 @@ void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_v
     }
 }
 
-/* A row is stamped a moment before its segment_map entry: a map that long before the first kept
- * entry may still be that entry's */
-#define ROW_EARLY_NS 1000000ll
-
 void cmh_physmap_unmapped_yet(const cmh_physmap *p, int64_t t_ns, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg)
 {
     /* not mapped yet: no map of it stepped (the entries, not the rows' times, say when: a pickle
@@ -338,35 +486,10 @@ void cmh_physmap_unmapped_yet(const cmh_physmap *p, int64_t t_ns, void (*fn)(voi
      * map is among the kept entries (one the ring dropped is never stepped) */
     for (uint32_t i = 0; p && i < p->nfirsts; i++) {
         const struct first_map *f = &p->firsts[i];
-        int kept = f->mapped_ns >= p->kept_from_ns || (uint64_t)p->kept_from_ns - (uint64_t)f->mapped_ns <= ROW_EARLY_NS;
+        int kept = map_kept(p, f->mapped_ns);
         if (f->row->handle_time_ns <= t_ns && kept && !cmh_oa_find(&p->handles, f->row->handle))
             fn(arg, f->row, f->row->handle_size);
     }
-}
-
-#define HANDLE_SAME_NS 1000000ull
-
-uint64_t cmh_physmap_held_unmapped(const cmh_physmap *p, int64_t t_ns)
-{
-    uint64_t held = 0;
-    for (uint32_t i = 0; p && i < p->s->nvmm_unmapped; i++) {
-        const cmh_vmm_handle *u = &p->s->vmm_unmapped[i];
-        if (u->device != p->device || (u->time_ns && u->time_ns > t_ns)) continue; /* not made yet */
-        /* its maps' rows, if it had any, name it by its size and when it was made: the nearest,
-         * within HANDLE_SAME_NS (the two tables turn the same tick count into ns at two moments) */
-        const struct first_map *f = NULL;
-        uint64_t best = HANDLE_SAME_NS + 1;
-        for (uint32_t k = 0; u->time_ns && k < p->nfirsts; k++) {
-            const cmh_vmm_map *row = p->firsts[k].row;
-            uint64_t d = row->handle_time_ns > u->time_ns ? (uint64_t)row->handle_time_ns - (uint64_t)u->time_ns
-                                                          : (uint64_t)u->time_ns - (uint64_t)row->handle_time_ns;
-            if (row->handle_size == u->size && d < best) f = &p->firsts[k], best = d;
-        }
-        const phandle *h = f ? cmh_oa_find(&p->handles, f->row->handle) : NULL;
-        if (f && (!h || h->mapped)) continue; /* mapped now, or not yet (cmh_physmap_unmapped_yet): in a row */
-        held += u->size;
-    }
-    return held;
 }
 
 int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_peak *out)
@@ -375,7 +498,7 @@ int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_pe
     out->index = -1;
     cmh_physmap *p = cmh_physmap_new(s, device);
     if (!p) return CMH_ENOMEM;
-    if (!cmh_physmap_has_rows(p)) {
+    if (!cmh_physmap_has_rows(p) && !p->nheld) {
         cmh_physmap_free(p);
         return CMH_OK;
     }
@@ -391,7 +514,8 @@ int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_pe
         const cmh_entry *e = cmh_replay_entry(r, pos);
         if (!e) break;
         cmh_physmap_step(p, e);
-        int64_t adj = cmh_physmap_adjust(p), phys = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current + adj;
+        int64_t adj = cmh_physmap_adjust(p) + (int64_t)cmh_physmap_held(p, cmh_entry_time(s, e), NULL);
+        int64_t phys = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current + adj;
         if (adj) out->known = 1;
         if (phys > out->peak) {
             out->peak = phys;
@@ -400,7 +524,9 @@ int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_pe
         }
     }
     /* the end: the final segments (the reconciliation), as peak's own end */
-    out->at_end = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current + cmh_physmap_adjust(p);
+    int64_t end_adj = cmh_physmap_adjust(p) + (int64_t)cmh_physmap_held(p, INT64_MAX, NULL); /* (every held handle made by then) */
+    if (end_adj) out->known = 1;
+    out->at_end = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current + end_adj;
     if (out->at_end > out->peak) {
         out->peak = out->at_end;
         out->index = n;

@@ -7,8 +7,10 @@
  * end, by their device, size, cuMemCreate stack and time but with no number (the recorder
  * numbers only the handles it saw mapped).  Whether a mapped handle is still mapped at the end
  * is the trace's to say (physmap.c, beside a replay); whether one mapped nowhere is still held
- * is vmm_unmapped's: the held row made as that handle was.  It was worked out inside the SQLite
- * export (vmm_handles); here it is a fact every writer can ask for.
+ * is vmm_unmapped's: the held row made as that handle was, as the physmap pairs them for owners
+ * and the physical peak (cmh_physmap_held_handle), so that 'unmapped' here is exactly the handles
+ * owners counts as held.  It was worked out inside the SQLite export (vmm_handles); here it is a
+ * fact every writer can ask for.
  */
 #include <stdlib.h>
 
@@ -79,7 +81,7 @@ static int mapped_at_end(const cmh_snapshot *s, int32_t device, hset *h)
     return rc == CMH_OK && h->nomem ? CMH_ENOMEM : rc;
 }
 
-/* a map row or a held row by what it says of its handle, for sorting */
+/* a map row by what it says of its handle, for sorting */
 typedef struct hrow {
     int32_t device;
     uint64_t handle, size;
@@ -96,15 +98,26 @@ static int cmp_by_handle(const void *x, const void *y) /* device, handle, then t
     return (a->i > b->i) - (a->i < b->i);
 }
 
-static int cmp_by_make(const void *x, const void *y) /* device, size, stack, time: the handle as made */
+/* Each held row's handle in the maps (as[j] for vmm_unmapped[j]; 0: never mapped), as the
+ * physmap paired them, and those handles into kept: each device's physmap once. */
+static int held_handles(const cmh_snapshot *s, uint64_t *as, hset *kept)
 {
-    const hrow *a = x, *b = y;
-    if (a->device != b->device) return a->device < b->device ? -1 : 1;
-    if (a->size != b->size) return a->size < b->size ? -1 : 1;
-    if (a->stack != b->stack) return a->stack < b->stack ? -1 : 1;
-    if (a->time_ns != b->time_ns) return a->time_ns < b->time_ns ? -1 : 1;
-    return (a->i > b->i) - (a->i < b->i);
+    for (uint32_t j = 0; j < s->nvmm_unmapped; j++) {
+        int32_t dev = s->vmm_unmapped[j].device;
+        uint32_t first = 0;
+        while (s->vmm_unmapped[first].device != dev) first++;
+        if (first < j) continue; /* (the device's physmap answered at its first row) */
+        cmh_physmap *p = cmh_physmap_new(s, dev);
+        if (!p) return CMH_ENOMEM;
+        for (uint32_t k = j; k < s->nvmm_unmapped; k++)
+            if (s->vmm_unmapped[k].device == dev && (as[k] = cmh_physmap_held_handle(p, &s->vmm_unmapped[k])))
+                hset_add(kept, dev, as[k]);
+        cmh_physmap_free(p);
+    }
+    if (kept->n) qsort(kept->v, kept->n, sizeof *kept->v, cmp_hkey);
+    return kept->nomem ? CMH_ENOMEM : CMH_OK;
 }
+
 const char *cmh_vmm_handle_state_name(int state)
 {
     return state == CMH_VMMH_MAPPED ? "mapped" : state == CMH_VMMH_UNMAPPED ? "unmapped" : "released";
@@ -130,63 +143,39 @@ int cmh_vmm_handle_rows(const cmh_snapshot *s, cmh_vmm_handle_row **out, uint32_
     int rc = CMH_OK;
     cmh_vmm_handle_row *rows = NULL;
     uint32_t nrows = 0, cap = 0;
-    hrow *maps = calloc(s->nvmm_maps + 1, sizeof *maps), *held = calloc(s->nvmm_unmapped + 1, sizeof *held);
-    uint8_t *taken = calloc(s->nvmm_unmapped + 1, 1); /* a held row that is a mapped handle's */
-    hset mapped = {0};
-    if (!maps || !held || !taken) rc = CMH_ENOMEM;
+    hrow *maps = calloc(s->nvmm_maps + 1, sizeof *maps);
+    uint64_t *as = calloc(s->nvmm_unmapped + 1, sizeof *as); /* each held row's handle in the maps (0: never mapped) */
+    hset mapped = {0}, kept = {0}; /* mapped somewhere at the end; held and mapped nowhere then */
+    if (!maps || !as) rc = CMH_ENOMEM;
     for (uint32_t i = 0; rc == CMH_OK && i < s->nvmm_maps; i++) {
         const cmh_vmm_map *m = &s->vmm_maps[i];
         maps[i] = (hrow){m->device, m->handle, m->handle_size, m->handle_stack, m->handle_time_ns, i};
     }
-    for (uint32_t i = 0; rc == CMH_OK && i < s->nvmm_unmapped; i++) {
-        const cmh_vmm_handle *h = &s->vmm_unmapped[i];
-        held[i] = (hrow){h->device, 0, h->size, h->stack, h->time_ns, i};
-    }
-    if (rc == CMH_OK) {
-        qsort(maps, s->nvmm_maps, sizeof *maps, cmp_by_handle);
-        qsort(held, s->nvmm_unmapped, sizeof *held, cmp_by_make);
-    }
+    if (rc == CMH_OK) qsort(maps, s->nvmm_maps, sizeof *maps, cmp_by_handle);
     for (uint32_t i = 0; rc == CMH_OK && i < s->nvmm_maps; i++) /* each device's maps: one replay */
         if (!i || maps[i].device != maps[i - 1].device) rc = mapped_at_end(s, maps[i].device, &mapped);
     if (rc == CMH_OK && mapped.n) qsort(mapped.v, mapped.n, sizeof *mapped.v, cmp_hkey);
+    if (rc == CMH_OK) rc = held_handles(s, as, &kept);
     for (uint32_t i = 0, k; rc == CMH_OK && i < s->nvmm_maps; i = k) {
         const hrow *m = &maps[i]; /* the handle's first map */
         for (k = i + 1; k < s->nvmm_maps && maps[k].device == m->device && maps[k].handle == m->handle;) k++;
-        int state = CMH_VMMH_RELEASED;
-        if (hset_has(&mapped, m->device, m->handle)) state = CMH_VMMH_MAPPED;
-        else { /* held and mapped nowhere at the end: the held row made as this handle was (its
-                * device, size and cuMemCreate stack; of several, the one made nearest its time:
-                * the two tables stamp a handle's creation apart, by a few hundred ns) */
-            hrow key = *m;
-            key.time_ns = INT64_MIN, key.i = 0;
-            uint32_t lo = 0, hi = s->nvmm_unmapped, best = UINT32_MAX;
-            while (lo < hi) {
-                uint32_t mid = (lo + hi) / 2;
-                if (cmp_by_make(&held[mid], &key) < 0) lo = mid + 1;
-                else hi = mid;
-            }
-            for (; lo < s->nvmm_unmapped && held[lo].device == m->device && held[lo].size == m->size && held[lo].stack == m->stack; lo++)
-                if (!taken[lo] && (best == UINT32_MAX || llabs(held[lo].time_ns - m->time_ns) < llabs(held[best].time_ns - m->time_ns)))
-                    best = lo;
-            if (best != UINT32_MAX) {
-                taken[best] = 1;
-                state = CMH_VMMH_UNMAPPED;
-            }
-        }
+        int state = hset_has(&mapped, m->device, m->handle) ? CMH_VMMH_MAPPED
+                    : hset_has(&kept, m->device, m->handle) ? CMH_VMMH_UNMAPPED /* held and mapped nowhere at the end */
+                                                            : CMH_VMMH_RELEASED;
         cmh_vmm_handle_row r = {m->device, 1, m->handle, m->size, m->stack, m->time_ns, k - i, (uint8_t)state};
         rc = add_row(&rows, &nrows, &cap, &r);
     }
     for (uint32_t j = 0; rc == CMH_OK && j < s->nvmm_unmapped; j++) { /* held, never mapped */
-        if (taken[j]) continue;
-        const hrow *h = &held[j];
+        if (as[j]) continue;
+        const cmh_vmm_handle *h = &s->vmm_unmapped[j];
         cmh_vmm_handle_row r = {h->device, 0, 0, h->size, h->stack, h->time_ns, 0, CMH_VMMH_UNMAPPED};
         rc = add_row(&rows, &nrows, &cap, &r);
     }
     free(maps);
-    free(held);
-    free(taken);
+    free(as);
     free(mapped.v);
-    if (rc == CMH_OK && mapped.nomem) rc = CMH_ENOMEM;
+    free(kept.v);
+    if (rc == CMH_OK && (mapped.nomem || kept.nomem)) rc = CMH_ENOMEM;
     if (rc != CMH_OK) {
         free(rows);
         return rc;

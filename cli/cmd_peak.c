@@ -74,12 +74,12 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p, const c
     print_when(p->reserved_index, p->reserved_time_ns, t0, n);
     printf("peak requested: %s (%" PRId64 " bytes)", rep_size((double)p->requested_peak), p->requested_peak);
     print_when(p->requested_index, p->requested_time_ns, t0, n);
-    if (ph->known) { /* cuMemCreate handles mapped twice, or in part: the device's memory is not the ranges' sum */
+    if (ph->known) { /* cuMemCreate handles mapped twice, in part, or held unmapped: the device's memory is not the ranges' sum */
         printf("peak physical:  %s (%" PRId64 " bytes)", rep_size((double)ph->peak), ph->peak);
         print_when(ph->index, ph->time_ns, t0, n);
         printf("                (device memory as the driver charges it: a cuMemCreate handle counts its whole size once,\n"
-               "                however many ranges map it and however much of it they map; allocated and reserved count\n"
-               "                the mapped ranges)\n");
+               "                however many ranges map it and however much of it they map, mapped nowhere too while held;\n"
+               "                allocated and reserved count the mapped ranges)\n");
     }
     printf("at the end:     allocated %s, reserved %s, requested %s", rep_size((double)p->alloc_end),
            rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
@@ -195,12 +195,13 @@ static int section(const rep_section *sec, void *arg)
     if (k >= 0 && (at == INT64_MAX || (n && at == n - 1)) && !sec->s->torch && p.base.history) {
         const cmh_meminfo *mi = &sec->s->meminfo[k];
         int64_t act = at == INT64_MAX ? p.active_end : p.active_last, res = at == INT64_MAX ? p.reserved_end : p.reserved_last;
-        /* each cuMemCreate handle once and whole, as owners counts it */
-        if (ph.known) res += ph.at_end - p.reserved_end;
+        /* each cuMemCreate handle once and whole, as owners counts it; the handles held and mapped
+         * nowhere at the dump (in physical too) beside the ranges, as owners counts them too */
+        uint64_t held = cmh_owners_vmm_unmapped(sec->s, sec->device, &(uint32_t){0});
+        if (ph.known) res += ph.at_end - (int64_t)held - p.reserved_end;
         o = (cmh_owners_report){.device = sec->device, .sample_known = 1, .sample_time_ns = mi->time_ns, .sample_total = mi->total,
                                 .sample_used = mi->total > mi->free ? mi->total - mi->free : 0, .sample_recorded = (uint64_t)(act > res ? act : res)};
-        /* what owners counts there too: cuMemCreate handles held and mapped nowhere at the dump */
-        o.sample_recorded += cmh_owners_vmm_unmapped(sec->s, sec->device, &(uint32_t){0});
+        o.sample_recorded += held;
         if ((rc = cmh_owners_baseline_compute(sec->s, sec->device, &o.baseline)) != CMH_OK) {
             cmh_peak_report_free(&p);
             return rc;

@@ -406,7 +406,7 @@ void rep_vmm_physical_note(const cmh_snapshot *s, int device)
     if (s->source == CMH_SRC_PYTORCH || device < 0 || cmh_physical_peak_compute(s, device, &ph) != CMH_OK || !ph.known) return;
     printf("note: device memory as the driver charges it, each cuMemCreate handle whole and once: %s at the end, %s at\n"
            "      its peak; the figures above count the mapped ranges (a handle mapped at two addresses twice, one\n"
-           "      mapped in part by the part); owners and peak count the handles\n",
+           "      mapped in part by the part, one held and mapped nowhere not at all); owners and peak count the handles\n",
            rep_size((double)ph.at_end), rep_size((double)ph.peak));
 }
 

@@ -221,9 +221,9 @@ void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s);
  * damaged_records, refused_records, text} (text: cmh_history_lost_text).  rep_json_process
  * writes it, before "process"; the text reports print the note under the process's ending. */
 void rep_json_history_lost(cmh_jw *w, const cmh_snapshot *s);
-/* Where cuMemCreate handles are mapped at two addresses, or in part (the record's vmm_maps):
- * the device's memory as the driver charges it, each handle once and whole, at the end and at
- * its peak (cmh_physical_peak_compute).  A "note: " line (nothing where the handles change no
+/* Where cuMemCreate handles are mapped at two addresses, or in part (the record's vmm_maps), or
+ * held and mapped nowhere (vmm_unmapped): the device's memory as the driver charges it, each
+ * handle once and whole, at the end and at its peak (cmh_physical_peak_compute).  A "note: " line (nothing where the handles change no
  * figure), and --json's "physical" {end, peak}, null then; in frag and summary. */
 void rep_vmm_physical_note(const cmh_snapshot *s, int device);
 void rep_json_vmm_physical(cmh_jw *w, const cmh_snapshot *s, int device);

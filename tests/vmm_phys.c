@@ -6,6 +6,9 @@
  *   vmm_phys spare    three handles made first: A (16 MiB) mapped at two reservations, B (16 MiB)
  *                     mapped, C (8 MiB) never mapped; then A's second map and B's unmapped and
  *                     B released (A mapped once and C held at the end)
+ *   vmm_phys kept     four 2 MiB handles made and mapped, the last unmapped and kept (never
+ *                     released), then 3 MiB of cuMemAlloc freed again (a stranger's vmm.c): the
+ *                     peak, at the cuMemAlloc, holds 11 MiB where the ranges say 9
  *   vmm_phys managed [second]  64 MiB of cuMemAllocManaged and 8 MiB of cuMemAlloc, the
  *                     managed memory first, or second (with FAKECUDA_MANAGED_OFFDEVICE=1 the
  *                     managed pages are off the device; else the fake driver counts them at once)
@@ -84,6 +87,18 @@ int main(int argc, char **argv)
         ck(cuMemUnmap(a2, 16 * MIB), "cuMemUnmap");
         ck(cuMemUnmap(bm, 16 * MIB), "cuMemUnmap");
         ck(cuMemRelease(b), "cuMemRelease");
+    } else if (!strcmp(mode, "kept")) {
+        CUdeviceptr r, x;
+        CUmemGenericAllocationHandle h[4];
+        ck(cuMemAddressReserve(&r, 32 * MIB, 0, 0, 0), "cuMemAddressReserve");
+        for (int i = 0; i < 4; i++) {
+            h[i] = make_handle(2 * MIB);
+            ck(cuMemMap(r + i * 2 * MIB, 2 * MIB, 0, h[i], 0), "cuMemMap");
+        }
+        ck(cuMemUnmap(r + 3 * 2 * MIB, 2 * MIB), "cuMemUnmap"); /* h[3] held, mapped nowhere, to the end */
+        ck(cuMemAlloc(&x, 3 * MIB), "cuMemAlloc");
+        printf("peak %llu\n", used());
+        ck(cuMemFree(x), "cuMemFree");
     } else if (!strcmp(mode, "managed")) {
         CUdeviceptr m, a;
         if (argc > 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc"); /* managed_second: the first sample before it */
@@ -91,7 +106,7 @@ int main(int argc, char **argv)
         if (argc <= 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc");
         printf("peak %llu\n", used());
     } else {
-        fprintf(stderr, "usage: vmm_phys alias|part|spare|managed\n");
+        fprintf(stderr, "usage: vmm_phys alias|part|spare|kept|managed\n");
         return 2;
     }
     printf("end %llu\n", used());

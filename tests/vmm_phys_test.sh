@@ -8,6 +8,11 @@
 #    reserved, the ranges, stays 16 MiB).
 #  - a 32 MiB handle of which 4 MiB is mapped: owners called the other 28 MiB 'not recorded
 #    (CUDA context, other processes)'; now they are the program's, its cuMemCreate's.
+#  - four 2 MiB handles mapped, one unmapped and kept, then a 3 MiB cuMemAlloc (a stranger's
+#    vmm.c): at the peak owners called the kept 2 MiB 'not recorded (CUDA context, other
+#    processes)', at the end the same 2 MiB its own; peak --json had peak_physical null for the
+#    11 MiB the driver charged at the peak (reserved 9).  Now every moment has the row (text,
+#    --json, report) and the physical peak counts it.
 #  - 64 MiB of managed memory off the device (FAKECUDA_MANAGED_OFFDEVICE=1) beside 8 MiB: owners
 #    said 'the device had 72.0 MiB ... in use', total = the device's used memory, where the driver
 #    said 8 MiB (+ the context); now managed memory is its own row, of what the sample leaves.
@@ -82,6 +87,33 @@ for f in ("part.summary.json", "part.frag.json"):
     d = json.load(open(f))[0]
     assert d["physical"] == {"end": 32 * $M, "peak": 32 * $M}, (f, d.get("physical"))
 PY' && grep -q "note: device memory as the driver charges it, each cuMemCreate handle whole and once: 32.0 MiB at the end" part.frag.txt
+
+rec kept kept
+check "kept: owners' totals are the driver's used memory at the peak and the end ($(totals kept 2>&1 | tail -1))" 'totals kept'
+check "kept: the kept 2 MiB is the held handles' row at the peak as at the end, the context alone not recorded ($(rows kept peak program vmm_unmapped unexplained); $(rows kept end program vmm_unmapped unexplained))" \
+    '[ "$(rows kept peak program vmm_unmapped unexplained)" = "9 2 100" ] && [ "$(rows kept end program vmm_unmapped unexplained)" = "6 2 100" ]'
+check "kept: owners' text and the report's table say it at the peak" "py - <<'PY'
+import re
+t = open('kept.owners.txt').read().split('at the end (')[0]
+assert re.search(r'2\.0 MiB +[0-9.]+% +1  physical memory made with cuMemCreate, not mapped', t), t
+assert re.search(r'100\.0 MiB +[0-9.]+% +-  not recorded', t), t
+PY
+'$CMH' report --static -o kept.html kept.cmh 2>/dev/null && py - <<'PY'
+import re
+h = open('kept.html').read()
+p = h[h.index('Who held the memory at the reserved peak'):]
+p = re.sub(r'<[^>]+>', '|', p[:p.index('</table>')])
+assert re.search(r'physical memory made with cuMemCreate, not mapped\|+2\.0 MiB', p), p
+assert re.search(r'not recorded \(CUDA context, other processes\) \|+\([^)]*\)\|+100\.0 MiB', p), p
+PY"
+"$CMH" peak kept.cmh >kept.peak.txt 2>&1
+check "kept: peak's physical peak is the driver's 11 MiB at the cuMemAlloc, 8 MiB at the end (reserved 9 and 6), text and --json ($(grep '^peak physical' kept.peak.txt))" 'py - <<PY
+import json
+p = json.load(open("kept.peak.json"))[0]
+assert p["peak_physical"] is not None and p["peak_physical"]["bytes"] == 11 * $M and p["peak_reserved"]["bytes"] == 9 * $M, p
+assert p["peak_physical"]["index"] == p["peak_reserved"]["index"], p
+assert p["end"]["physical"] == 8 * $M and p["end"]["reserved"] == 6 * $M, p["end"]
+PY' && grep -q '^peak physical:  11.0 MiB' kept.peak.txt && grep -q '^at the end: .*, physical 8.0 MiB$' kept.peak.txt
 
 rec off managed FAKECUDA_MANAGED_OFFDEVICE=1
 check "managed off the device: owners' totals are the driver's used memory ($(totals off 2>&1 | tail -1))" 'totals off'

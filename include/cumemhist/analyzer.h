@@ -94,7 +94,8 @@ int64_t cmh_replay_length(const cmh_replay *r);
 /* Device memory as the driver charges it where cuMemCreate handles are mapped (physmap.c): fed
  * a device's trace entries in order, it keeps which handle each mapped range holds (the record's
  * vmm_maps), so that a handle counts its size once, however many ranges map it and however much
- * of it they map: physical = reserved + cmh_physmap_adjust().  NULL: out of memory. */
+ * of it they map, and the handles held and mapped nowhere:
+ * physical = reserved + cmh_physmap_adjust() + cmh_physmap_held().  NULL: out of memory. */
 typedef struct cmh_physmap cmh_physmap;
 cmh_physmap *cmh_physmap_new(const cmh_snapshot *s, int device);
 void cmh_physmap_free(cmh_physmap *p);
@@ -114,17 +115,22 @@ uint64_t cmh_physmap_take(cmh_physmap *p, const cmh_vmm_map *row, uint64_t bytes
 void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg);
 /* The handles made at or before t_ns and first mapped after it (their vmm_maps rows say both
  * times): memory the driver charges from cuMemCreate on, in no segment yet.  fn gets each
- * handle once, with its size.  (Handles never mapped are the record's vmm_unmapped, at its end.) */
-/* Of the handles the record says were held and mapped nowhere at its end (vmm_unmapped), the bytes
- * held and in no segment nor row at t_ns, the map state as stepped: made by then (or when not
- * known), and neither mapped then nor waiting for a first map (a handle mapped at some moment
- * is in that moment's rows, not in what its cuMemGetInfo sample leaves unexplained). */
-uint64_t cmh_physmap_held_unmapped(const cmh_physmap *p, int64_t t_ns);
+ * handle once, with its size. */
 void cmh_physmap_unmapped_yet(const cmh_physmap *p, int64_t t_ns, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg);
-/* A device's physical peak and end (reserved + the adjustment, entry by entry); *known 0 where
- * the record has no vmm_maps rows for the device or they never change a figure. */
+/* The bytes (and *count, the handles) of cuMemCreate handles in use and mapped nowhere now, of
+ * those the record says were held so at its end (vmm_unmapped): the ones seen mapped from their
+ * unmap on, the ones never mapped from their making (by t_ns: the moment's time, at least the
+ * last entry stepped's; INT64_MAX: the end).  In no range and no block: a moment's own row
+ * (owners), and part of physical = reserved + adjust + held. */
+uint64_t cmh_physmap_held(cmh_physmap *p, int64_t t_ns, uint32_t *count);
+/* The handle the maps name (cmh_vmm_map.handle) that held row h of the device's vmm_unmapped is,
+ * as the physmap matched them (physmap.c); 0: never mapped, as far as the maps say. */
+uint64_t cmh_physmap_held_handle(const cmh_physmap *p, const cmh_vmm_handle *h);
+/* A device's physical peak and end (reserved + the adjustment + the handles held and mapped
+ * nowhere, entry by entry); *known 0 where the record has neither vmm_maps rows nor held
+ * handles for the device, or they never change a figure. */
 typedef struct cmh_physical_peak {
-    int known;            /* the handles make physical differ from reserved at some entry */
+    int known;            /* the handles make physical differ from reserved at some entry, or at the end */
     int64_t peak, at_end; /* bytes */
     int64_t index;        /* the peak's entry in the device's trace (-1: before the first) */
     int64_t time_ns;
