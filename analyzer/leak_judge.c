@@ -306,6 +306,12 @@ void cmh_leak_judge_late(const cmh_steps *st, int64_t first, int64_t end, cmh_si
 
 int cmh_leak_site_stopped(const cmh_site *x) { return x->verdict == CMH_LEAK_STOPPED; }
 
+const char *cmh_leak_unjudged_name(int why)
+{
+    static const char *const name[] = {"too_few_steps", "made_before_history", "no_thread", "thread_too_few_steps"};
+    return why >= 0 && why < (int)(sizeof name / sizeof *name) ? name[why] : "too_few_steps";
+}
+
 const char *cmh_leak_verdict_name(int verdict)
 {
     static const char *const names[] = {"unjudged", "state", "steady", "rising", "growing", "after", "stopped"};

@@ -41,6 +41,11 @@ typedef struct owner_slot {
     uint32_t mixed;  /* another thread made one of them too */
     uint64_t mask;   /* the threads (below 64) that made them */
     int unowned;     /* CMH_MADE_* bits: one made by a thread past 63, one allocated before the kept history */
+    /* of them, those that leave the device unjudged where the threads race: the first reason
+     * (CMH_UNJUDGED_*, 0: none) in the device's order, its thread, their bytes and count */
+    int unjudged;
+    uint32_t unjudged_thread;
+    uint64_t unjudged_bytes, unjudged_blocks;
 } owner_slot;
 
 /* A site's first allocation the trace recorded (any block of it, freed or still live). */
@@ -205,7 +210,7 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
         owner_slot *o = cmh_oa_get(&c->owners, (uint64_t)group + 1, &created);
         if (!o) c->nomem = 1;
         else {
-            if (created) o->thread = 0, o->mixed = 0, o->mask = 0, o->unowned = 0;
+            if (created) memset(&o->thread, 0, sizeof *o - offsetof(owner_slot, thread));
             /* a block whose allocation fell out of the history (--max-entries) has no thread: in
              * a record of one recording thread (the recorder lists every thread that recorded,
              * not only the history's) it was that one's ("made by recording thread 1 and threads
@@ -837,6 +842,13 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                                                                                               : 0;
                 if (!w) continue;
                 judged = 0;
+                /* and the site the block is of: its row cannot claim what the device cannot */
+                owner_slot *o = cmh_oa_find(&c.owners, (uint64_t)(sites ? cmh_sites_group(sites, b->stack) : b->stack) + 1);
+                if (o) {
+                    if (!o->unjudged || w < o->unjudged) o->unjudged = w, o->unjudged_thread = w == CMH_UNJUDGED_THREAD_STEPS ? t : 0;
+                    o->unjudged_bytes += b->size;
+                    o->unjudged_blocks++;
+                }
                 if (!why || w < why) {
                     why = w;
                     p->unjudged_thread = w == CMH_UNJUDGED_THREAD_STEPS ? t : 0;
@@ -850,6 +862,19 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     /* steps not found, yet every still-live site judged over the record's time */
     if (!p->judged && p->live_blocks && !p->time_unjudged && (p->time_growing || p->time_level)) p->judged = 1;
     if (p->judged) p->unjudged_why = p->unjudged_thread = p->unjudged_thread_steps = 0;
+    /* the sites holding those blocks: unjudged too, and why; a growth (or a stopped one) found in
+     * what was judged stands, those blocks can only add to it */
+    for (uint32_t i = 0; !p->judged && p->steps_raced && i < nlive; i++) {
+        cmh_site *x = &live[i];
+        const owner_slot *own = cmh_oa_find(&c.owners, (uint64_t)x->group + 1);
+        if (!own || !own->unjudged || x->verdict == CMH_LEAK_GROWING || x->verdict == CMH_LEAK_STOPPED) continue;
+        x->verdict = CMH_LEAK_UNJUDGED;
+        x->unjudged_why = own->unjudged;
+        x->unjudged_thread = own->unjudged_thread;
+        x->unjudged_thread_steps = own->unjudged_thread && own->unjudged_thread <= maxthread ? steps[own->unjudged_thread].count : 0;
+        x->unjudged_bytes = own->unjudged_bytes;
+        x->unjudged_blocks = own->unjudged_blocks;
+    }
     uint32_t kept = 0;
     for (uint32_t i = 0; i < nlive; i++) {
         if (live[i].bytes < min_bytes) { /* hidden from the rows, never from the totals */

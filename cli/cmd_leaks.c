@@ -311,9 +311,8 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "hidden_bytes", p.hidden_bytes);
         cmh_jw_kbool(w, "judged", p.judged);
         /* why not (CMH_UNJUDGED_*): the outcome's words, for a script */
-        static const char *const why[] = {"too_few_steps", "made_before_history", "no_thread", "thread_too_few_steps"};
         if (p.judged) cmh_jw_knull(w, "unjudged_reason");
-        else cmh_jw_kstr(w, "unjudged_reason", !p.steps.count ? "steps_unknown" : why[p.unjudged_why]);
+        else cmh_jw_kstr(w, "unjudged_reason", !p.steps.count ? "steps_unknown" : cmh_leak_unjudged_name(p.unjudged_why));
         cmh_jw_key(w, "steps");
         cmh_jw_obj(w);
         if (p.steps.count) cmh_jw_kuint(w, "count", p.steps.count);

@@ -534,7 +534,14 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
     rep_json_time(w, "last_ns", x->last_ns);
     if (leaks) {
         char words[512];
-        cmh_jw_kstr(w, "verdict", x->time_verdict == CMH_TIME_LEVEL ? "level" : cmh_leak_verdict_name(x->verdict));
+        int unjudged = x->verdict == CMH_LEAK_UNJUDGED && x->unjudged_why;
+        cmh_jw_kstr(w, "verdict", x->time_verdict == CMH_TIME_LEVEL && !unjudged ? "level" : cmh_leak_verdict_name(x->verdict));
+        /* unjudged for the reason the device is (its unjudged_reason): its blocks that made it so */
+        if (unjudged) {
+            cmh_jw_kstr(w, "unjudged_reason", cmh_leak_unjudged_name(x->unjudged_why));
+            cmh_jw_kuint(w, "unjudged_bytes", x->unjudged_bytes);
+            cmh_jw_kuint(w, "unjudged_blocks", x->unjudged_blocks);
+        }
         cmh_jw_kstr(w, "says", cmh_leak_site_text(x, words, sizeof words));
         /* steps not found for it: its judgment over the record's time (null: the steps judged it) */
         cmh_jw_key(w, "over_time");

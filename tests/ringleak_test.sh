@@ -79,4 +79,26 @@ PY
 check "racing threads, kept blocks made before the history: growth not judged, and that is the reason given: $out" '[ "$out" = same ]'
 check "the text says it, and --fail-on-leak exits 5 (exit $rc3)" \
     'grep -q "was made before the first entry the record kept" leaks3.txt && ! grep -q "too few steps" leaks3.txt && [ "$rc3" = 5 ]'
+# and the site holding those blocks says so too: its row read 'state' ('held across steps, not
+# growing') under the device's 'growth cannot be judged'
+out=$(py <<'PY'
+import json
+bad, seen = [], 0
+for d in json.load(open("leaks3.json")):
+    if d["judged"]: continue
+    for x in d["sites"]:
+        if not x.get("made_before_history") or x["verdict"] in ("growing", "stopped"): continue
+        seen += 1
+        where = "device %d, %s" % (d["device"], (x["site"] or {}).get("function"))
+        if x["verdict"] != "unjudged": bad.append("%s: verdict %s" % (where, x["verdict"]))
+        if x.get("unjudged_reason") != d["unjudged_reason"]: bad.append("%s: reason %s" % (where, x.get("unjudged_reason")))
+        if not x.get("unjudged_blocks") or x["unjudged_bytes"] > x["bytes"]: bad.append("%s: %s of %s bytes" % (where, x.get("unjudged_bytes"), x["bytes"]))
+        if not x["says"].startswith("unjudged: "): bad.append("%s: says %r" % (where, x["says"]))
+if not seen: bad.append("no site with blocks made before the history")
+print("; ".join(bad) or "same")
+PY
+)
+check "racing threads, kept blocks made before the history: their site is unjudged too, for that reason: $out" '[ "$out" = same ]'
+check "the text's row says unjudged, not a verdict" \
+    'grep -q "  unjudged *leaky_site" leaks3.txt && grep -q "^ *unjudged: .* was made before the first entry the record kept" leaks3.txt && ! grep -q "  state  *leaky_site" leaks3.txt'
 finish

@@ -118,8 +118,33 @@ const char *cmh_leak_site_word(const cmh_site *x)
     case CMH_LEAK_STATE: return "state";
     case CMH_LEAK_STEADY: return "steady";
     case CMH_LEAK_AFTER: return "after";
-    default: return x->time_verdict == CMH_TIME_LEVEL ? "level" : "held";
+    default: return x->unjudged_why ? "unjudged" : x->time_verdict == CMH_TIME_LEVEL ? "level" : "held";
     }
+}
+
+/* A site holding blocks that leave the device unjudged (cmh_site.unjudged_why): why, as the
+ * outcome says it for the device */
+static const char *unjudged_text(const cmh_site *x, char *buf, size_t cap)
+{
+    char size[32];
+    snprintf(size, sizeof size, "%s", cmh_svg_size((double)x->unjudged_bytes));
+    const char *blocks = plural(x->unjudged_blocks, "block", "blocks");
+    if (x->unjudged_why == CMH_UNJUDGED_BEFORE_HISTORY)
+        snprintf(buf, cap,
+                 "unjudged: %s of it (%" PRIu64 " %s) was made before the first entry the record kept, in none of the recording threads' "
+                 "steps (they race: each thread's blocks count over its own steps); growth not judged",
+                 size, x->unjudged_blocks, blocks);
+    else if (x->unjudged_why == CMH_UNJUDGED_NO_THREAD)
+        snprintf(buf, cap,
+                 "unjudged: %s of it (%" PRIu64 " %s) was made by entries that name no recording thread, in none of the recording threads' "
+                 "steps (they race: each thread's blocks count over its own steps); growth not judged",
+                 size, x->unjudged_blocks, blocks);
+    else
+        snprintf(buf, cap,
+                 "unjudged: recording thread %u made %s of it (%" PRIu64 " %s) during the other threads' steps and repeats too few steps "
+                 "of its own (%u of the %u needed; they race: each thread's blocks count over its own steps); growth not judged",
+                 x->unjudged_thread, size, x->unjudged_blocks, blocks, x->unjudged_thread_steps, CMH_LEAK_MIN_STEPS);
+    return buf;
 }
 
 /* A site judged over the record's time (steps not found), in words: what was observed, no rate */
@@ -302,6 +327,7 @@ void cmh_when_text(int64_t t, int64_t t0, char *out, size_t cap)
 
 const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
 {
+    if (x->verdict == CMH_LEAK_UNJUDGED && x->unjudged_why) return unjudged_text(x, buf, cap);
     if (threads_text(x, buf, cap)) return buf;
     char whose[96] = "", grew[512];
     const char *tn = x->thread_name ? x->thread_name : "";

@@ -114,6 +114,15 @@ typedef struct cmh_site {
     int64_t time_from, time_to, time_top, time_span_ns;
     int64_t time_held[10]; /* held through each slice (CMH_TIME_SLICES of them) */
     int64_t time_drop;     /* the most it held less through one slice than through the one before */
+    /* leaks, where the device's growth cannot be judged (cmh_leak_report.unjudged_why, the
+     * threads race) and unjudged_blocks of its still-live blocks (unjudged_bytes) are among those
+     * that made it so: why (CMH_UNJUDGED_*, 0: none of them), and with THREAD_STEPS the thread
+     * and its steps.  Its verdict is then UNJUDGED, unless it grows or stopped over what was
+     * judged (a finding those blocks cannot undo): a row read 'state' under 'growth cannot be
+     * judged: 20.0 MiB still live (20 blocks) was made before the first entry the record kept' */
+    int unjudged_why;
+    uint32_t unjudged_thread, unjudged_thread_steps;
+    uint64_t unjudged_bytes, unjudged_blocks;
 } cmh_site;
 
 typedef struct cmh_report_base {
@@ -457,6 +466,8 @@ int cmh_leak_steps_judged(const cmh_snapshot *s, int device, const cmh_sites *si
  * (STEPS, 0: the steps are unknown or too few.)  A ring-limited record of racing threads read
  * 'growth cannot be judged: too few steps (6 of the 4 needed)'. */
 enum { CMH_UNJUDGED_STEPS = 0, CMH_UNJUDGED_BEFORE_HISTORY, CMH_UNJUDGED_NO_THREAD, CMH_UNJUDGED_THREAD_STEPS };
+/* "too_few_steps", "made_before_history", "no_thread", "thread_too_few_steps" (--json's unjudged_reason) */
+const char *cmh_leak_unjudged_name(int why);
 /* A site's verdict from its judgments over each of the n recording threads that hold its
  * blocks (one[i]: judged over thread[i]'s own steps and its share of the blocks): growing when
  * one of them grows (the growing threads named, their rates summed), else state when one holds
