@@ -64,6 +64,12 @@ for how in threads usr1; do
         '! ls r_$how.cmh.* >/dev/null 2>&1 && [ -s r_$how.cmh ]'
 done
 
+rm -f log.jsonl mid.cmh*
+STANDIN_SNAPSHOT_RAISES=1 "$CMH" record -q -o e.cmh -- python3 "$P/corecord_prog.py" dump >/dev/null 2>err.txt
+erc=$?
+check "PyTorch's snapshot raising at a dump: said, our part written (exit $erc), nothing half-written left ($(ls mid.cmh.* 2>/dev/null | tr '\n' ' '))" \
+    '[ $erc -eq 0 ] && grep -q "snapshot could not be taken (RuntimeError" err.txt && [ -s mid.cmh ] && ! ls mid.cmh.* >/dev/null 2>&1'
+
 rm -f log.jsonl u1.cmh
 "$CMH" record -q -o u1.cmh -- python3 "$P/corecord_prog.py" usr1 "$T/u1.cmh" >/dev/null 2>err.txt
 check "SIGUSR1: the helper thread's dump takes PyTorch's snapshot too ($(ev))" '[ "$(ev)" = "import record snapshot snapshot" ]'

@@ -28,6 +28,8 @@ elif _mode != "missing":
 
 def _snapshot():
     _log(event="snapshot")
+    if os.environ.get("STANDIN_SNAPSHOT_RAISES") == "1":
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
     gate = os.environ.get("STANDIN_GATE")
     if gate:
         # a slow snapshot (PyTorch's of a long history takes seconds): held until the test
