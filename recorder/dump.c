@@ -2,7 +2,7 @@
  * dump.c - one snapshot of the recorder's state, written to a file.
  *
  * A dump copies the rings and live tables under their locks (export.c), then symbolizes each
- * distinct PC once and writes the .cmh atomically: PATH.tmp.PID renamed over PATH, so a reader
+ * distinct PC once and writes the .cmh atomically: .PATH.tmp.PID.N renamed over PATH, so a reader
  * never sees a partial file and an earlier snapshot is never lost to a failed write.  Dumps are
  * serialized.  When CUMEMHIST_MANIFEST names a file, each written path is appended to it so that
  * `cumemhist record` can say which files appeared.  What asks for a dump (the API, exit, SIGUSR1,
