@@ -2,7 +2,7 @@
  * dump.c - one snapshot of the recorder's state, written to a file.
  *
  * A dump copies the rings and live tables under their locks (export.c), then symbolizes each
- * distinct PC once and writes the .cmh atomically: PATH.tmp.PID renamed over PATH, so a reader
+ * distinct PC once and writes the .cmh atomically: .PATH.tmp.PID.N renamed over PATH, so a reader
  * never sees a partial file and an earlier snapshot is never lost to a failed write.  Dumps are
  * serialized.  When CUMEMHIST_MANIFEST names a file, each written path is appended to it so that
  * `cumemhist record` can say which files appeared.  What asks for a dump (the API, exit, SIGUSR1,
@@ -198,15 +198,17 @@ static int dump(const char *path, const char *why, uint64_t *cut, int nslots);
 
 /* ---- PyTorch's part (co-recording: python/cumemhist/_startup) ----
  * A hook (the Python start-up hook, through the C API) is asked, before the dumps it can serve,
- * to write PyTorch's own snapshot to SNAPSHOT.torch.pickle; what it wrote is merged into the
- * snapshot and removed.  The dumps where the program's threads may hold what the hook needs
- * (the interpreter's lock) do without: the first out-of-memory error (its thread waits for the
- * dump) and a graceful signal (its handler does).  At exit the interpreter is gone: the hook
+ * to write PyTorch's own snapshot to SNAPSHOT.torch.pickle.PID.SEQ, a name this dump alone holds
+ * (two dumps may take PyTorch's part at once: it is taken before the dump lock); what it wrote is
+ * merged into this dump's snapshot and removed.  The dumps where the program's threads may hold
+ * what the hook needs (the interpreter's lock) do without: the first out-of-memory error (its
+ * thread waits for the dump) and a graceful signal (its handler does).  At exit the interpreter is gone: the hook
  * leaves its last snapshot as a file (cmh_torch_snapshot_file), merged into the exit dump. */
 static int (*g_torch_hook)(const char *path, void *arg);
 static void *g_torch_arg;
 static char g_torch_file[4300];
 static pthread_mutex_t g_torch_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned g_torch_seq; /* the dumps' PyTorch files in this process, for their names */
 
 int cmh_dump_set_torch_hook(int (*fn)(const char *path, void *arg), void *arg)
 {
@@ -243,8 +245,30 @@ static int torch_fetch(const char *out, const char *why, char *file, size_t n)
     if (!fn && g_torch_file[0] && !strcmp(why, "exit")) snprintf(file, n, "%s", g_torch_file);
     pthread_mutex_unlock(&g_torch_lock);
     if (!fn) return 0;
-    snprintf(file, n, "%s.torch.pickle", out);
-    if (fn(file, arg) != 1) file[0] = 0;
+    /* the file is this dump's: another dump (a thread's, SIGUSR1's, the OOM observer's) may be
+     * taking PyTorch's part for the same snapshot path now, outside the dump lock; one name for
+     * both, the second's write was refused (its part lost) or the first merged the second's and
+     * removed it.  Made here (O_EXCL: nothing of anyone else's taken over), replaced by the hook. */
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        unsigned seq = __atomic_fetch_add(&g_torch_seq, 1, __ATOMIC_RELAXED);
+        if (snprintf(file, n, "%s.torch.pickle.%ld.%u", out, (long)getpid(), seq) >= (int)n) {
+            errno = ENAMETOOLONG;
+            break;
+        }
+        fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        cmh_log("PyTorch's snapshot left out: no file for it beside %s (%s)", out, strerror(errno));
+        file[0] = 0;
+        return 0;
+    }
+    close(fd);
+    if (fn(file, arg) != 1) {
+        unlink(file);
+        file[0] = 0;
+    }
     return 1;
 }
 

@@ -22,7 +22,7 @@ check "defaults mapped: enabled all, context all, stacks all (Python and C++), e
     'rec | grep -q "'"'"'enabled'"'"': '"'"'all'"'"', '"'"'context'"'"': '"'"'all'"'"', '"'"'stacks'"'"': '"'"'all'"'"', '"'"'max_entries'"'"': 9223372036854775807"'
 "$CMH" summary t.cmh >t.txt 2>&1
 check "one record: its summary is PyTorch's (the part it carries), nothing left beside it" \
-    'cmp -s t.txt pickle.txt && [ ! -e t.cmh.torch.pickle ] && ! ls t.cmh.torch.pickle.tmp.* 2>/dev/null'
+    'cmp -s t.txt pickle.txt && ! ls t.cmh.torch.pickle* >/dev/null 2>&1'
 "$CMH" owners t.cmh >o.txt 2>&1
 check "owners of it: the program's own allocation, PyTorch's rows present" 'grep -q "program (" o.txt && grep -q "PyTorch allocated" o.txt'
 
@@ -46,8 +46,29 @@ STANDIN_FORK=1 timeout -s KILL 60 "$CMH" record -q -o f.cmh -- python3 "$P/corec
 frc=$?
 "$CMH" summary mid.cmh >midf.txt 2>&1
 check "a dump on request whose PyTorch snapshot forks: done (exit $frc), PyTorch's part in it" \
-    '[ $frc -eq 0 ] && cmp -s midf.txt pickle.txt && [ ! -e mid.cmh.torch.pickle ]'
+    '[ $frc -eq 0 ] && cmp -s midf.txt pickle.txt && ! ls mid.cmh.torch.pickle* >/dev/null 2>&1'
 check "marks and ranges from Python reach the trace" '"$CMH" trace --json mid.cmh 2>/dev/null | grep -q "step 1"'
+
+# Two dumps at once, each with PyTorch's part: PyTorch's snapshot is taken before the dump lock
+# (above), so a second dump asked for meanwhile (another thread's cumemhist.dump(), SIGUSR1's, the
+# OOM observer's) to the same snapshot path took it beside the first: one file for both, the
+# second's refused (FileExistsError) or merged by the first and gone, its dump without PyTorch's
+# part. The stand-in's snapshot is held until both have begun.
+for how in threads usr1; do
+    rm -f log.jsonl gate r_$how.cmh*
+    STANDIN_GATE=$T/gate "$CMH" record -q -o r_$how.cmh -- python3 "$P/corecord_prog.py" race $how >out.txt 2>err.txt
+    rrc=$?
+    check "two dumps at once ($how): each took PyTorch's snapshot and merged it, exit $rrc ($(ev); $(grep -m1 "PyTorch" err.txt))" \
+        '[ $rrc -eq 0 ] && [ "$(ev)" = "import record snapshot snapshot snapshot" ] && ! grep -q PyTorch err.txt'
+    check "two dumps at once ($how): nothing of PyTorch's left beside the record ($(ls r_$how.cmh.* 2>/dev/null | tr '\n' ' '))" \
+        '! ls r_$how.cmh.* >/dev/null 2>&1 && [ -s r_$how.cmh ]'
+done
+
+rm -f log.jsonl mid.cmh*
+STANDIN_SNAPSHOT_RAISES=1 "$CMH" record -q -o e.cmh -- python3 "$P/corecord_prog.py" dump >/dev/null 2>err.txt
+erc=$?
+check "PyTorch's snapshot raising at a dump: said, our part written (exit $erc), nothing half-written left ($(ls mid.cmh.* 2>/dev/null | tr '\n' ' '))" \
+    '[ $erc -eq 0 ] && grep -q "snapshot could not be taken (RuntimeError" err.txt && [ -s mid.cmh ] && ! ls mid.cmh.* >/dev/null 2>&1'
 
 rm -f log.jsonl u1.cmh
 "$CMH" record -q -o u1.cmh -- python3 "$P/corecord_prog.py" usr1 "$T/u1.cmh" >/dev/null 2>err.txt

@@ -172,9 +172,17 @@ def _corecord(torch):
     def write(path):
         tmp = "%s.tmp.%d" % (path, os.getpid())
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(snapshot(), f, protocol=4)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(snapshot(), f, protocol=4)
+            os.replace(tmp, path)
+        except BaseException:
+            # a snapshot refused half-written: nothing of it left beside the record
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
 
     CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 

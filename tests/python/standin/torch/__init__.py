@@ -5,6 +5,8 @@
   v2.0, v1.13 - _record_memory_history with that PyTorch version's signature
   (unset) - everything works; _snapshot() returns $STANDIN_SNAPSHOT (a real PyTorch pickle)
 STANDIN_FORK=1: _snapshot() forks a child first, as PyTorch's does to symbolize C++ frames.
+STANDIN_SNAPSHOT_RAISES=1: _snapshot() raises.
+STANDIN_GATE=PATH: _snapshot() waits until PATH exists (at most 30 s), a slow snapshot.
 """
 import json
 import os

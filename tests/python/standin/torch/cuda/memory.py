@@ -28,6 +28,18 @@ elif _mode != "missing":
 
 def _snapshot():
     _log(event="snapshot")
+    if os.environ.get("STANDIN_SNAPSHOT_RAISES") == "1":
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    gate = os.environ.get("STANDIN_GATE")
+    if gate:
+        # a slow snapshot (PyTorch's of a long history takes seconds): held until the test
+        # opens the gate, so that a second dump is asked for while this one is being taken
+        import time
+
+        for _ in range(3000):
+            if os.path.exists(gate):
+                break
+            time.sleep(0.01)
     if os.environ.get("STANDIN_FORK") == "1":
         # as PyTorch's does when its history has C++ stacks: their frames are symbolized by
         # addr2line children, forked from the caller (fork, not posix_spawn: the fork handlers run)
