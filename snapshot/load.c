@@ -84,6 +84,18 @@ int cmh_snapshot_load_ex(const char *path, cmh_snapshot *s, unsigned flags, char
         rc = CMH_EFORMAT;
         snprintf(msg, sizeof msg, "a flight record (the journal a recording process keeps), not a snapshot: `cumemhist recover "
                                   "FILE -o out.cmh` makes one of it (or `cumemhist top PID` while its process runs)");
+    } else if (len >= 4 && !memcmp(p, "PK\x03\x04", 4)) { /* (a stranger's torch.save()d snapshot: 'first byte 0x50 is neither ...') */
+        rc = CMH_EFORMAT;
+        snprintf(msg, sizeof msg, "a zip archive, as torch.save() writes, not a snapshot: save PyTorch's with "
+                                  "torch.cuda.memory._dump_snapshot(PATH), a plain pickle");
+    } else if (len >= 2 && p[0] == 0x1f && p[1] == 0x8b) {
+        rc = CMH_EFORMAT;
+        snprintf(msg, sizeof msg, "gzip-compressed: uncompress it first (`gunzip -k FILE`, or `zcat FILE > snapshot.pickle`)");
+    } else if ((p[0] == '(' || p[0] == '}' || p[0] == ']') && p[len - 1] == '.') {
+        /* a pickle with no PROTO opcode: protocol 0 or 1 (pickle.dump(x, f, 0)), which PyTorch never writes */
+        rc = CMH_EFORMAT;
+        snprintf(msg, sizeof msg, "a pickle of protocol 0 or 1 (no PROTO opcode at byte 0); cumemhist reads protocols 2 to 5, "
+                                  "PyTorch's: write it again with pickle.dump(obj, f, protocol=4)");
     } else {
         rc = CMH_EFORMAT;
         snprintf(msg, sizeof msg, "not a snapshot (first byte 0x%02x is neither a .cmh map nor a pickle PROTO)", p[0]);

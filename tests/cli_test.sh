@@ -419,6 +419,21 @@ check "a ring that dropped one entry: 'the 1 oldest entry' in peak, summary and 
 "$CMH" summary back.json 2>jerr.txt
 check "export -f json read back: refused, said to be JSON, an export format ($(cat jerr.txt))" \
     "[ $? -eq 1 ] && grep -qx \"cumemhist: back.json: not a snapshot: JSON (byte 0 is '{'), an export format cumemhist writes and does not read back; read the .cmh or pickle it came from\" jerr.txt"
+# a torch.save()d snapshot (a zip), a gzipped pickle and a protocol 0 or 1 pickle: each said what it
+# is and what to do (each said 'first byte 0x50 (0x1f, 0x28, 0x7d) is neither a .cmh map nor a
+# pickle PROTO': a stranger's trial)
+printf 'PK\003\004rest of a zip' >tsave.pt
+printf '\037\213\010\000gz' >snap.pickle.gz
+printf '}q\000X\001\000\000\000aq\001K\001s.' >p1.pickle
+printf '(dp0\nVa\np1\nI1\ns.' >p0.pickle
+"$CMH" summary tsave.pt 2>zerr.txt; zrc=$?
+"$CMH" summary snap.pickle.gz 2>>zerr.txt; zrc=$zrc$?
+"$CMH" summary p1.pickle 2>>zerr.txt; zrc=$zrc$?
+"$CMH" summary p0.pickle 2>>zerr.txt; zrc=$zrc$?
+check "a zip, a gzip and protocol 0/1 pickles: each said, with what to do ($(tr '\n' '|' <zerr.txt))" \
+    "[ $zrc = 1111 ] && grep -q 'tsave.pt: a zip archive, as torch.save() writes, not a snapshot: .*_dump_snapshot' zerr.txt &&
+     grep -q 'snap.pickle.gz: gzip-compressed: uncompress it first' zerr.txt &&
+     [ \$(grep -c 'a pickle of protocol 0 or 1 (no PROTO opcode at byte 0); .*protocol=4' zerr.txt) -eq 2 ] && ! grep -q neither zerr.txt"
 # a flight record given to a report: said to be one, with the command that reads it (it said
 # 'first byte 0x43 is neither a .cmh map nor a pickle PROTO')
 cp "$F/flight/killed-150.flight" k.flight
