@@ -230,6 +230,12 @@ int cmd_flamegraph(int argc, char **argv)
         if (nohist)
             fprintf(stderr, "cumemhist: flamegraph: %s has no history on %s (%s): the peak is not known; drew the end\n", path,
                     rep_device_name(dev), cmh_no_history_cause(&s, dev));
+        /* nothing live there: an empty folded file or a bare picture, said (it exited 0 with no word) */
+        if (!l.bytes) fprintf(stderr, "cumemhist: flamegraph: %s, %s: nothing was live at %s (%s): the %s is empty\n", path, rep_device_name(dev),
+                              at == CMH_AT_OOM ? "that out-of-memory error" : at == CMH_AT_PEAK && !nohist ? "the allocated peak"
+                                                                           : at == CMH_AT_ENTRY        ? "that entry"
+                                                                                                       : "the end",
+                              when, g_folded ? "folded output" : "flamegraph");
         job j = {&s, g, &l, title};
         rc = rep_write(g_out, 0, draw, &j);
         cmh_live_free(&l);

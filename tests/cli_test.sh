@@ -434,6 +434,11 @@ check "a zip, a gzip and protocol 0/1 pickles: each said, with what to do ($(tr 
     "[ $zrc = 1111 ] && grep -q 'tsave.pt: a zip archive, as torch.save() writes, not a snapshot: .*_dump_snapshot' zerr.txt &&
      grep -q 'snap.pickle.gz: gzip-compressed: uncompress it first' zerr.txt &&
      [ \$(grep -c 'a pickle of protocol 0 or 1 (no PROTO opcode at byte 0); .*protocol=4' zerr.txt) -eq 2 ] && ! grep -q neither zerr.txt"
+# a flamegraph of a moment when nothing was live: said, not an empty file and exit 0 with no word
+# (a stranger's --at oom on a device that held nothing then)
+"$CMH" flamegraph "$F/h200b/kernels.cmh" --at end --folded >empty.folded 2>eerr2.txt; erc=$?
+check "a flamegraph of nothing live: said on stderr ($(cat eerr2.txt))" \
+    "[ $erc -eq 0 ] && [ ! -s empty.folded ] && grep -q 'kernels.cmh, device 0: nothing was live at the end (entry 3): the folded output is empty' eerr2.txt"
 # a flight record given to a report: said to be one, with the command that reads it (it said
 # 'first byte 0x43 is neither a .cmh map nor a pickle PROTO')
 cp "$F/flight/killed-150.flight" k.flight
