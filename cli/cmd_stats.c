@@ -150,7 +150,7 @@ int cmd_stats(int argc, char **argv)
     if (crc == CMH_OK) say_pool_cache(path, &s, g_device);
     if (crc == CMH_OK && s.ndrv_errors) { /* calls the driver refused, after the script's text (summary's note), */
         cmh_snapshot full; /* judged by the whole trace: the segments' load has none, and memory_viz's shape (--device) no pinned host memory */
-        if (rep_load_view(path, &full) == 0) {
+        if (rep_load_view(path, &full) == 0 && rep_name_failed_calls(path, &full) == 0) {
             rep_driver_errors_note(&full);
             cmh_snapshot_free(&full);
         }
