@@ -134,6 +134,11 @@ int cmh_trace_has_history(const cmh_snapshot *s, int device);
 /* Whether device's OOM count is known: 1 with a history; without one, when the record counted
  * its OOMs all the same (the trace's dropped_ooms; the recorder's setting "ooms_counted"). */
 int cmh_trace_ooms_known(const cmh_snapshot *s, int device);
+/* A device without history: its OOMs, counted without entries (the trace's dropped_ooms, 0 for
+ * none) into *n and 1 where the count is known (cmh_trace_ooms_known), 0 where it is not.  A
+ * device with history: 0 (its entries count them: cmh_summary_compute).  Every writer that says
+ * a no-history device's OOMs (oom, flamegraph, the json, sqlite and chrome exports) asks it. */
+int cmh_nohist_ooms(const cmh_snapshot *s, int device, uint64_t *n);
 /* What the record says of why device has no history, without guessing: "recorded with
  * enabled=state" when the recorder's setting says so; "the snapshot has no trace for this device"
  * when its device_traces stop short of the device (a PyTorch snapshot lists one per device);
