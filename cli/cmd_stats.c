@@ -100,20 +100,17 @@ static void say_pool_cache(const char *path, const cmh_snapshot *shaped, int wan
     for (uint32_t t = 0; t < full.ntraces; t++) {
         int dev = full.traces[t].device;
         if (dev < 0 || (want != -2 && dev != want)) continue;
-        uint64_t cache = cmh_end_pool_cache(&full, dev, NULL), seg = 0, alloc = 0;
+        /* frag's figures of the end: its reserved is the segments' plus the pools' cache */
+        cmh_frag_report f;
+        if (cmh_frag_compute(&full, dev, &f) != CMH_OK) continue;
+        uint64_t cache = f.pool_cache, reserved = f.reserved, free = f.reserved - f.allocated;
+        cmh_frag_report_free(&f);
         if (!cache) continue;
-        for (uint32_t i = 0; i < shaped->nsegments; i++) {
-            const cmh_segment *g = &shaped->segments[i];
-            if (g->device != dev) continue;
-            seg += g->size;
-            for (uint32_t k = 0; k < g->nblocks; k++)
-                if (shaped->blocks[g->first_block + k].state == CMH_BLOCK_ACTIVE_ALLOCATED) alloc += shaped->blocks[g->first_block + k].size;
-        }
         char a[32], b[32], c[32], d[32];
-        snprintf(a, sizeof a, "%s", rep_size((double)seg));
+        snprintf(a, sizeof a, "%s", rep_size((double)(reserved - cache)));
         snprintf(b, sizeof b, "%s", rep_size((double)cache));
-        snprintf(c, sizeof c, "%s", rep_size((double)(seg + cache)));
-        snprintf(d, sizeof d, "%s", rep_size((double)(seg + cache - alloc)));
+        snprintf(c, sizeof c, "%s", rep_size((double)reserved));
+        snprintf(d, sizeof d, "%s", rep_size((double)free));
         fprintf(stderr,
                 "cumemhist: stats: device %d: total_reserved counts segments only (%s): memory_viz draws segments, not a "
                 "stream-ordered pool's cache (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back) of %s at "

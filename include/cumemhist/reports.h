@@ -201,6 +201,10 @@ int cmh_trace_gap_compute(const cmh_snapshot *s, int device, cmh_trace_gap *out)
 /* What device's stream-ordered pools keep at the end (their latest samples, less what the end
  * takes as given back: cmh_trace_gap.pools_given_back, set in gap when not NULL). */
 uint64_t cmh_end_pool_cache(const cmh_snapshot *s, int device, cmh_trace_gap *gap);
+/* device's stream-ordered frees (cuMemFreeAsync: a whole-block segment_free on a stream, the
+ * bytes given back to its pool, not to the driver): how many, their bytes into *bytes when not
+ * NULL.  memory_viz's trace prints each as a cudaFree line (trace's note says which). */
+uint64_t cmh_stream_ordered_frees(const cmh_snapshot *s, int device, uint64_t *bytes);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 /* Both from that one replay: the end's stats and the peak's totals (no sites), as summary
