@@ -61,6 +61,18 @@ uint64_t cmh_end_pool_cache(const cmh_snapshot *s, int device, cmh_trace_gap *ga
     return end_pool_caches(s, device, gap, NULL, NULL);
 }
 
+uint64_t cmh_stream_ordered_frees(const cmh_snapshot *s, int device, uint64_t *bytes)
+{
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    uint64_t n = 0, b = 0;
+    for (uint32_t k = 0; t && k < t->nentries; k++) {
+        const cmh_entry *e = &s->entries[t->first_entry + k];
+        if (e->action == CMH_ACT_SEGMENT_FREE && (e->flags & CMH_EF_WHOLE_BLOCK) && cmh_entry_stream(s, e)) n++, b += cmh_entry_size(s, e);
+    }
+    if (bytes) *bytes = b;
+    return n;
+}
+
 /* ---- what holds a segment: its live blocks' site ---- */
 
 typedef struct held_by {

@@ -256,6 +256,15 @@ int cmh_trace_ooms_known(const cmh_snapshot *s, int device)
     return 0;
 }
 
+int cmh_nohist_ooms(const cmh_snapshot *s, int device, uint64_t *n)
+{
+    const cmh_trace *t = cmh_snapshot_trace(s, device);
+    *n = 0;
+    if (cmh_trace_has_history(s, device) || !cmh_trace_ooms_known(s, device)) return 0;
+    *n = t ? t->dropped_ooms : 0;
+    return 1;
+}
+
 /* ---- peak ---- */
 
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *p)

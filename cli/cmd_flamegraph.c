@@ -87,11 +87,11 @@ static void oom_have(const cmh_snapshot *s, int dev, char *buf, size_t cap)
     char r[48];
     oom_range(r, sizeof r, mine);
     size_t len;
-    const cmh_trace *tr = cmh_snapshot_trace(s, dev);
-    if (!mine && !cmh_trace_has_history(s, dev) && cmh_trace_ooms_known(s, dev) && tr && tr->dropped_ooms) {
+    uint64_t nooms;
+    if (!mine && cmh_nohist_ooms(s, dev, &nooms) && nooms) {
         /* enabled=state counted them, with no entry to draw at (it read 'no out-of-memory error') */
         snprintf(buf, cap, "no history (%s): %" PRIu64 " out-of-memory error%s, counted without entries, none to draw at",
-                 cmh_no_history_cause(s, dev), tr->dropped_ooms, tr->dropped_ooms == 1 ? "" : "s");
+                 cmh_no_history_cause(s, dev), nooms, nooms == 1 ? "" : "s");
         return;
     }
     if (!mine) len = (size_t)snprintf(buf, cap, "no out-of-memory error");

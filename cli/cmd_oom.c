@@ -184,6 +184,7 @@ static int section(const rep_section *sec, void *arg)
     const cmh_snapshot *sp = sec->s;
     const cmh_sites *g = sec->g;
     int dev = sec->device;
+    uint64_t nooms; /* the OOMs counted without history (cmh_nohist_ooms) */
     record_order ro;
     int rc = record_order_get(sp, &ro);
     if (rc != CMH_OK) return rc;
@@ -342,10 +343,8 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "dropped_ooms", p.dropped); /* of num_ooms: the ring dropped them, #1 to #dropped */
             cmh_jw_kuint(w, "num_ooms", p.failures);
             cmh_jw_kuint(w, "num_alloc_retries", cmh_alloc_retries(sp, p.failures, p.retries)); /* summary's */
-        } else if (cmh_trace_ooms_known(sp, dev)) { /* counted without history (enabled=state) */
-            const cmh_trace *t = cmh_snapshot_trace(sp, dev);
-            cmh_jw_kuint(w, "num_ooms", t ? t->dropped_ooms : 0);
-        }
+        } else if (cmh_nohist_ooms(sp, dev, &nooms)) /* counted without history (enabled=state) */
+            cmh_jw_kuint(w, "num_ooms", nooms);
         if (p.nevents) {
             cmh_device_load loads[64];
             int nl = 0, uneven = balance(sp, dev, loads, &nl);
@@ -376,14 +375,12 @@ static int section(const rep_section *sec, void *arg)
         }
         rep_json_driver_errors(w, sp); /* (the process's, in every device's object) */
         cmh_jw_end(w);
-    } else if (!p.base.history && cmh_trace_ooms_known(sp, dev)) {
+    } else if (!p.base.history && cmh_nohist_ooms(sp, dev, &nooms)) {
         /* enabled=state keeps no trace, but counts the OOMs (as PyTorch's num_ooms): how many,
          * with nothing to explain them */
-        const cmh_trace *t = cmh_snapshot_trace(sp, dev);
-        uint64_t n = t ? t->dropped_ooms : 0;
-        if (n)
+        if (nooms)
             printf("%s, %s: %s; no history to explain %s (%s): a record with history (enabled=all) has them\n", sec->path,
-                   rep_device_name(dev), rep_count(n, "out-of-memory error", "out-of-memory errors"), n == 1 ? "it" : "them",
+                   rep_device_name(dev), rep_count(nooms, "out-of-memory error", "out-of-memory errors"), nooms == 1 ? "it" : "them",
                    p.base.nohist_cause);
         else
             printf("%s, %s: no out-of-memory error (counted without history: %s)\n", sec->path, rep_device_name(dev),

@@ -87,33 +87,34 @@ static int section(const rep_section *sec, void *arg)
  * stream-ordered pool keeps what it was given back, reserved by every report, yet memory_viz's
  * segments (and so the script's total_reserved) leave it out.  Only a record that holds
  * stream-ordered memory at its end (a recorder's segment on a stream, or a private pool's) is read
- * again whole for it, so that stats keeps skipping the traces of the rest: a pool that kept a
- * cache with none of its allocations live at the end goes unsaid here (stats --json, frag say it). */
-static void say_pool_cache(const char *path, const cmh_snapshot *shaped, int want)
+ * again whole for it (pooled), so that stats keeps skipping the traces of the rest: a pool that
+ * kept a cache with none of its allocations live at the end goes unsaid here (stats --json, frag
+ * say it). */
+static int pooled(const cmh_snapshot *shaped)
 {
-    int pooled = 0; /* a recorder's stream-ordered allocation: a whole-block segment on a stream or a private pool's */
-    for (uint32_t i = 0; i < shaped->nsegments && !pooled; i++)
-        pooled = shaped->segments[i].device >= 0 && (shaped->segments[i].flags & CMH_SEG_WHOLE_BLOCK) &&
-                 (shaped->segments[i].stream || shaped->segments[i].pool_id[1]);
-    cmh_snapshot full;
-    if (!pooled || rep_load_view(path, &full)) return;
-    for (uint32_t t = 0; t < full.ntraces; t++) {
-        int dev = full.traces[t].device;
+    for (uint32_t i = 0; i < shaped->nsegments; i++) /* a recorder's stream-ordered allocation: a whole-block segment on a stream or a private pool's */
+        if (shaped->segments[i].device >= 0 && (shaped->segments[i].flags & CMH_SEG_WHOLE_BLOCK) &&
+            (shaped->segments[i].stream || shaped->segments[i].pool_id[1]))
+            return 1;
+    return 0;
+}
+
+static void say_pool_cache(const cmh_snapshot *full, int want)
+{
+    for (uint32_t t = 0; t < full->ntraces; t++) {
+        int dev = full->traces[t].device;
         if (dev < 0 || (want != -2 && dev != want)) continue;
-        uint64_t cache = cmh_end_pool_cache(&full, dev, NULL), seg = 0, alloc = 0;
+        /* frag's figures of the end: its reserved is the segments' plus the pools' cache */
+        cmh_frag_report f;
+        if (cmh_frag_compute(full, dev, &f) != CMH_OK) continue;
+        uint64_t cache = f.pool_cache, reserved = f.reserved, free = f.reserved - f.allocated;
+        cmh_frag_report_free(&f);
         if (!cache) continue;
-        for (uint32_t i = 0; i < shaped->nsegments; i++) {
-            const cmh_segment *g = &shaped->segments[i];
-            if (g->device != dev) continue;
-            seg += g->size;
-            for (uint32_t k = 0; k < g->nblocks; k++)
-                if (shaped->blocks[g->first_block + k].state == CMH_BLOCK_ACTIVE_ALLOCATED) alloc += shaped->blocks[g->first_block + k].size;
-        }
         char a[32], b[32], c[32], d[32];
-        snprintf(a, sizeof a, "%s", rep_size((double)seg));
+        snprintf(a, sizeof a, "%s", rep_size((double)(reserved - cache)));
         snprintf(b, sizeof b, "%s", rep_size((double)cache));
-        snprintf(c, sizeof c, "%s", rep_size((double)(seg + cache)));
-        snprintf(d, sizeof d, "%s", rep_size((double)(seg + cache - alloc)));
+        snprintf(c, sizeof c, "%s", rep_size((double)reserved));
+        snprintf(d, sizeof d, "%s", rep_size((double)free));
         fprintf(stderr,
                 "cumemhist: stats: device %d: total_reserved counts segments only (%s): memory_viz draws segments, not a "
                 "stream-ordered pool's cache (freed to a stream-ordered pool, kept: cuMemPoolTrimTo gives it back) of %s at "
@@ -121,7 +122,6 @@ static void say_pool_cache(const char *path, const cmh_snapshot *shaped, int wan
                 "(reserved - allocated)\n",
                 dev, a, b, c, d);
     }
-    cmh_snapshot_free(&full);
 }
 
 int cmd_stats(int argc, char **argv)
@@ -147,13 +147,16 @@ int cmd_stats(int argc, char **argv)
     int crc = cmh_print_segsum(&s, g_device == -2 ? CMH_ALL_DEVICES : g_device, stdout);
     putchar('\n'); /* the script print()s its result: one more newline */
     fflush(stdout);
-    if (crc == CMH_OK) say_pool_cache(path, &s, g_device);
-    if (crc == CMH_OK && s.ndrv_errors) { /* calls the driver refused, after the script's text (summary's note), */
-        cmh_snapshot full; /* judged by the whole trace: the segments' load has none, and memory_viz's shape (--device) no pinned host memory */
-        if (rep_load_view(path, &full) == 0) {
-            rep_driver_errors_note(&full);
-            cmh_snapshot_free(&full);
-        }
+    /* the record whole, once, for the pools' cache and for the calls the driver refused (summary's
+     * note, after the script's text), judged by the whole trace: the segments' load has none, and
+     * memory_viz's shape (--device) no pinned host memory.  A pooled record with failed calls was
+     * read whole twice more */
+    int pool = crc == CMH_OK && pooled(&s);
+    cmh_snapshot full;
+    if ((pool || (crc == CMH_OK && s.ndrv_errors)) && rep_load_view(path, &full) == 0 && rep_name_failed_calls(path, &full) == 0) {
+        if (pool) say_pool_cache(&full, g_device);
+        rep_driver_errors_note(&full);
+        cmh_snapshot_free(&full);
     }
     cmh_snapshot_free(&s);
     if (crc == CMH_EIO) return cli_finish_stdout(CLI_EFILE);

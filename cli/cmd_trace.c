@@ -115,13 +115,7 @@ static void gap_notes(const cmh_snapshot *s, void *arg)
         /* a stream-ordered free (cuMemFreeAsync) is a segment_free in memory_viz's model, which the
          * text prints `cudaFree(x)`: the bytes went to the stream's pool, which may keep them
          * (reserved in every report), not to the driver */
-        const cmh_trace *tr = cmh_snapshot_trace(s, devs[i]);
-        uint64_t nasync = 0, bytes = 0;
-        for (uint32_t k = 0; tr && k < tr->nentries; k++) {
-            const cmh_entry *e = &s->entries[tr->first_entry + k];
-            if (e->action == CMH_ACT_SEGMENT_FREE && (e->flags & CMH_EF_WHOLE_BLOCK) && cmh_entry_stream(s, e))
-                nasync++, bytes += cmh_entry_size(s, e);
-        }
+        uint64_t bytes, nasync = cmh_stream_ordered_frees(s, devs[i], &bytes);
         if (nasync) {
             fprintf(stderr, "%s%" PRIu64 " of the cudaFree lines (%s) are stream-ordered frees (cuMemFreeAsync): the "
                             "bytes went back to a stream-ordered pool, not to the driver; what the pools keep is reserved in "

@@ -357,13 +357,6 @@ void rep_vmm_unmapped_note(const cmh_snapshot *s, int device)
 
 /* ---- failed driver calls (.cmh driver_errors) ---- */
 
-/* the call's stack's innermost frame, as reports name a site with no grouping */
-static const char *drv_site(const cmh_snapshot *s, uint32_t stack)
-{
-    if (!stack || stack >= s->nstacks || !s->stacks[stack].count) return NULL;
-    return rep_frame(s, &s->frames[s->stack_frames[s->stacks[stack].first]]);
-}
-
 void rep_driver_errors_note(const cmh_snapshot *s) { cmh_driver_errors_write(stdout, s); }
 
 void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s)
@@ -372,7 +365,7 @@ void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s)
     cmh_jw_arr(w);
     for (uint32_t i = 0; i < s->ndrv_errors; i++) {
         const cmh_drv_error *e = &s->drv_errors[i];
-        char nb[32], what[256];
+        char nb[32], what[256], site[1400];
         cmh_jw_obj(w);
         cmh_jw_kstr(w, "call", e->call);
         cmh_jw_kint(w, "result", e->result);
@@ -382,7 +375,7 @@ void rep_json_driver_errors(cmh_jw *w, const cmh_snapshot *s)
         cmh_jw_arr(w);
         for (uint32_t j = 0; j < e->nsites; j++) {
             const cmh_drv_error_site *x = &e->sites[j];
-            const char *f = drv_site(s, x->stack);
+            const char *f = cmh_driver_error_site(s, x->stack, site, sizeof site);
             cmh_jw_obj(w);
             cmh_jw_kuint(w, "address", x->addr);
             cmh_jw_kuint(w, "size", x->size);

@@ -50,6 +50,9 @@ int rep_load(const char *path, cmh_snapshot *s, cmh_sites **sites);
 /* The same from a snapshot rep_load_view made (or cli_load, for one with no PyTorch part); on
  * failure s is freed. */
 int rep_load_sites(const char *path, cmh_snapshot *s, cmh_sites **sites);
+/* A loaded record with failed driver calls symbolized (cli_symbolize), so that every report names
+ * their sites alike (cmh_driver_error_site); nothing for one without.  Frees it on an error. */
+int rep_name_failed_calls(const char *path, cmh_snapshot *s);
 
 /* A snapshot listing several devices, each empty, shows one for all (rep_devices): say so once,
  * when no --device was given (want -2), naming the device shown (shown below -1: none, every

@@ -57,6 +57,17 @@ int rep_load_sites(const char *path, cmh_snapshot *s, cmh_sites **sites)
     return 0;
 }
 
+int rep_name_failed_calls(const char *path, cmh_snapshot *s)
+{
+    /* summary, owners and stats read no sites and loaded no libdw: their note named a failed
+     * call's site "main (badfree)" where frag, oom and leaks said badfree.c:67.  Only a record
+     * with failed calls pays for it, and only where a frame has something to gain */
+    int rc;
+    if (!s->ndrv_errors || rep_raw_frames || !cmh_symbolize_wanted(s, CMH_SYM_ALL)) return 0;
+    if ((rc = cli_symbolize(path, s))) cmh_snapshot_free(s);
+    return rc;
+}
+
 int rep_load_shaped(const char *path, cmh_snapshot *s) { return rep_load_shaped_ex(path, s, 0); }
 
 int rep_load_shaped_ex(const char *path, cmh_snapshot *s, unsigned flags)
@@ -519,6 +530,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
                  : (flags & REP_TORCH_PART) ? load_torch_part(paths[f], &s, flags)
                  : (flags & REP_SHAPED) ? rep_load_shaped(paths[f], &s)
                                         : cli_load(paths[f], &s);
+        if (!rc && !(flags & REP_SITES)) rc = rep_name_failed_calls(paths[f], &s); /* (rep_load symbolized it) */
         if (rc) return rc;
         int32_t devs[256];
         int nd = rep_devices(paths[f], &s, want, (flags & REP_NO_HOST) != 0, devs, 256);

@@ -186,4 +186,28 @@ for i in 1 2 3; do
 done
 "$CMH" stats --device 0 bfh3.cmh >bfh3.stats0 2>&1
 check "host: stats --device 0 judges it by the whole trace, as stats does" "grep -q '^        $H: live in the trace, at main' bfh3.stats0"
+# one site wording for one fact: summary, stats and owners named a failed call's site "main
+# (badfree)" (they symbolize nothing) where frag, oom and leaks said "main (.../badfree.c:67)".
+# Every report's note, and every --json's "site", names it by cmh_driver_error_site, symbolized
+L4=$(grep -n 'cuMemFreeHost(h)' "$SRC/tests/badfree.c" | head -1 | cut -d: -f1)
+for c in summary stats owners frag oom leaks; do "$CMH" $c bfh3.cmh >site.$c 2>&1; done
+cp bfh3.stats0 site.stats0
+for c in summary oom leaks trace; do "$CMH" $c --json bfh3.cmh >site.$c.json 2>/dev/null; done
+check "host: every report names the refused calls' sites alike, by file and line ($(grep -ho 'first at [^(]*([^)]*)' site.* | sort | uniq -c | tr '\n' ';'))" "py - $L1 $L4 <<'PY'
+import json, re, sys
+l1, l4 = sys.argv[1], sys.argv[2]
+notes = {}
+for c in ('summary', 'stats', 'stats0', 'owners', 'frag', 'oom', 'leaks'):
+    t = open('site.' + c).read()
+    t = t[t.index('driver calls failed'):]
+    notes[c] = re.findall(r'(?:first at|, at) (.*?) \(thread \d+\)', t)
+ref = notes['leaks']
+assert len(ref) == 6 and ref[0].endswith('badfree.c:%s)' % l1) and ref[4].endswith('badfree.c:%s)' % l4), ref
+for c, v in notes.items():
+    assert v == ref, (c, v, ref)
+for c in ('summary', 'oom', 'leaks', 'trace'):
+    d = json.load(open('site.%s.json' % c))[0]['driver_errors']
+    sites = [x['site'] for e in d for x in e['calls']]
+    assert sites == [r for i, r in enumerate(ref) if i not in (0, 4)], (c, sites, ref)
+PY"
 finish

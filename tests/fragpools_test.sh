@@ -123,4 +123,13 @@ PY
 )
 check "memviz export: private pools' own ids, as SQLite numbers them: $out" '[ "$out" = same ]'
 check "the export opens in memory_viz" "py '$SRC/tests/check_memviz.py' --ours two.pickle"
+# stats of a pooled record with a call the driver refused (the 11th cuMemFreeAsync: poolfrag stops
+# there, its pool's cache and the failed call both in the record): the record read whole once, for
+# the pools' cache and the driver's note both.  It was read whole twice more than the segments' load
+FAKECUDA_FAIL=cuMemFreeAsync@11 "$CMH" record -q -o pbad.cmh -- "$B/tests/poolfrag" >pbad.out 2>&1
+CUMEMHIST_DEBUG_LOAD=1 "$CMH" stats pbad.cmh >pbad.stats 2>pbad.err
+whole=$(grep -c 'trace entries kept$' pbad.err)
+check "stats of a pooled record with a failed call reads it whole once ($whole times), says both" \
+    "[ $whole -eq 1 ] && grep -q 'trace entries kept (traces skipped)' pbad.err && grep -q 'total_reserved counts segments only' pbad.err &&
+     grep -q '^note: 1 driver call failed' pbad.stats && grep -q 'cuMemFreeAsync returned CUDA_ERROR_INVALID_VALUE once' pbad.stats"
 finish

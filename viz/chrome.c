@@ -311,8 +311,8 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
          * OOMs counted without entries (the trace's dropped_ooms: the ring dropped nothing, no entry
          * was recorded), as summary's CUDA OOMs and oom's "no history to explain it" say them; it
          * read "1 out-of-memory error before the first entry kept (the ring dropped it)" */
-        int known = cmh_trace_ooms_known(s, dev);
-        uint64_t n = tr ? tr->dropped_ooms : 0;
+        uint64_t n;
+        int known = cmh_nohist_ooms(s, dev, &n);
         char what[320], ooms[96] = "";
         if (known && n)
             snprintf(ooms, sizeof ooms, "; %" PRIu64 " out-of-memory error%s, counted without entries", n, n == 1 ? "" : "s");

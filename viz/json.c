@@ -331,13 +331,13 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
         char dev[16];
         snprintf(dev, sizeof dev, "%d", devs[k]);
         cmh_jw_key(&w, dev);
-        const cmh_trace *t = cmh_snapshot_trace(in, devs[k]);
         cmh_mem_stats st;
+        uint64_t nooms;
         if (cmh_trace_has_history(in, devs[k])) {
             int src = cmh_summary_compute(in, devs[k], &st);
             if (src != CMH_OK) orc = src, cmh_jw_null(&w);
             else cmh_jw_uint(&w, st.num_ooms);
-        } else if (cmh_trace_ooms_known(in, devs[k])) cmh_jw_uint(&w, t ? t->dropped_ooms : 0);
+        } else if (cmh_nohist_ooms(in, devs[k], &nooms)) cmh_jw_uint(&w, nooms);
         else cmh_jw_null(&w);
     }
     cmh_jw_end(&w);

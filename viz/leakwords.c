@@ -625,13 +625,10 @@ const char *cmh_ordinal(uint32_t n, char *buf, size_t cap)
 
 /* ---- failed driver calls (.cmh driver_errors): the note every text report and the HTML report give ---- */
 
-/* the call's stack's innermost frame, as reports name a site with no grouping */
-static const char *drv_site_text(const cmh_snapshot *s, uint32_t stack)
+const char *cmh_driver_error_site(const cmh_snapshot *s, uint32_t stack, char *buf, size_t cap)
 {
-    static char ring[4][1400];
-    static int k;
     if (!stack || stack >= s->nstacks || !s->stacks[stack].count) return NULL;
-    return cmh_frame_text(s, &s->frames[s->stack_frames[s->stacks[stack].first]], ring[k++ & 3], sizeof ring[0]);
+    return cmh_frame_text(s, &s->frames[s->stack_frames[s->stacks[stack].first]], buf, cap);
 }
 
 static const char *drv_times_text(uint64_t n)
@@ -652,18 +649,18 @@ void cmh_driver_errors_write(FILE *fp, const cmh_snapshot *s)
            total == 1 ? "" : "s", total == 1 ? "it" : "them", total == 1 ? "it" : "them");
     for (uint32_t i = 0; i < s->ndrv_errors; i++) {
         const cmh_drv_error *e = &s->drv_errors[i];
-        char nb[32], what[256];
+        char nb[32], what[256], site[1400];
         int fr = cmh_driver_error_judged(e->call) && e->result == 1;
         fprintf(fp, "      %s returned %s %s%s", e->call, cmh_cuda_error_name(e->result, nb, sizeof nb), drv_times_text(e->count),
                fr ? " (a pointer never allocated, freed twice, or not an allocation's base)" : "");
         if (e->nsites) {
-            const char *f = drv_site_text(s, e->sites[0].stack);
+            const char *f = cmh_driver_error_site(s, e->sites[0].stack, site, sizeof site);
             fprintf(fp, ", first at %s (thread %u)", f ? f : "<no stack recorded>", e->sites[0].thread);
         }
         fprintf(fp, ":\n");
         for (uint32_t j = 0; j < e->nsites; j++) {
             const cmh_drv_error_site *w = &e->sites[j];
-            const char *f = drv_site_text(s, w->stack);
+            const char *f = cmh_driver_error_site(s, w->stack, site, sizeof site);
             fprintf(fp, "        0x%llx", (unsigned long long)w->addr);
             if (w->size) fprintf(fp, " (%s)", cmh_svg_size((double)w->size));
             if (cmh_driver_error_judged(e->call)) fprintf(fp, ": %s", cmh_driver_error_what(s, w->addr, w->time_ns, what, sizeof what));

@@ -463,9 +463,9 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
          * the ring's dropped OOMs counted too (no events row is left of them: a fleet query for
          * the ranks that ran out of memory missed a rank whose ring wrapped after its OOM) */
         cmh_mem_stats st;
-        const cmh_trace *kept = cmh_snapshot_trace(s, t->device);
-        if (!pk.base.history && cmh_trace_ooms_known(s, t->device)) /* counted without entries (enabled=state): */
-            b_int(&b, kept ? (int64_t)kept->dropped_ooms : 0), b_null(&b), b_null(&b); /* summary's CUDA OOMs, retries '-' */
+        uint64_t nooms;
+        if (!pk.base.history && cmh_nohist_ooms(s, t->device, &nooms)) /* counted without entries (enabled=state): */
+            b_int(&b, (int64_t)nooms), b_null(&b), b_null(&b); /* summary's CUDA OOMs, retries '-' */
         else if (!pk.base.history) b_null(&b), b_null(&b), b_null(&b); /* (summary: '-', not known) */
         else if ((rc = cmh_summary_compute(s, t->device, &st)) == CMH_OK)
             b_int(&b, (int64_t)st.num_ooms), b_int(&b, (int64_t)st.num_alloc_retries), b_int(&b, (int64_t)t->dropped_ooms);

@@ -55,6 +55,11 @@ const char *cmh_ordinal(uint32_t n, char *buf, size_t cap);
  * nothing when there are none.  summary, oom, leaks, owners, frag and stats print it on stdout,
  * the HTML report in its header. */
 void cmh_driver_errors_write(FILE *fp, const cmh_snapshot *s);
+/* Where a failed driver call was made, as every report names it (the note above, every --json's
+ * driver_errors "site"): its stack's innermost frame in cmh_frame_text's words, NULL for a call
+ * with no stack.  As symbolized as the snapshot is: a command loads it symbolized when it has
+ * failed calls (cli/report_run.c), so that no report names the site by its module alone. */
+const char *cmh_driver_error_site(const cmh_snapshot *s, uint32_t stack, char *buf, size_t cap);
 /* What a snapshot recovered from a flight record could not read of it (.cmh history_lost), as
  * every report says it: "this record lost part of its history: its flight record is cut short
  * (the file ends at byte 13,000; 1,264 bytes of records written past it are lost; what was read

@@ -143,6 +143,11 @@ int cmh_trace_has_history(const cmh_snapshot *s, int device);
 /* Whether device's OOM count is known: 1 with a history; without one, when the record counted
  * its OOMs all the same (the trace's dropped_ooms; the recorder's setting "ooms_counted"). */
 int cmh_trace_ooms_known(const cmh_snapshot *s, int device);
+/* A device without history: its OOMs, counted without entries (the trace's dropped_ooms, 0 for
+ * none) into *n and 1 where the count is known (cmh_trace_ooms_known), 0 where it is not.  A
+ * device with history: 0 (its entries count them: cmh_summary_compute).  Every writer that says
+ * a no-history device's OOMs (oom, flamegraph, the json, sqlite and chrome exports) asks it. */
+int cmh_nohist_ooms(const cmh_snapshot *s, int device, uint64_t *n);
 /* What the record says of why device has no history, without guessing: "recorded with
  * enabled=state" when the recorder's setting says so; "the snapshot has no trace for this device"
  * when its device_traces stop short of the device (a PyTorch snapshot lists one per device);
@@ -205,6 +210,10 @@ int cmh_trace_gap_compute(const cmh_snapshot *s, int device, cmh_trace_gap *out)
 /* What device's stream-ordered pools keep at the end (their latest samples, less what the end
  * takes as given back: cmh_trace_gap.pools_given_back, set in gap when not NULL). */
 uint64_t cmh_end_pool_cache(const cmh_snapshot *s, int device, cmh_trace_gap *gap);
+/* device's stream-ordered frees (cuMemFreeAsync: a whole-block segment_free on a stream, the
+ * bytes given back to its pool, not to the driver): how many, their bytes into *bytes when not
+ * NULL.  memory_viz's trace prints each as a cudaFree line (trace's note says which). */
+uint64_t cmh_stream_ordered_frees(const cmh_snapshot *s, int device, uint64_t *bytes);
 /* cmh_summary_compute's replay, through the memo (the peak's totals come from the same one). */
 int cmh_whole_replay(const cmh_snapshot *s, int device, cmh_mem_stats *end);
 /* Both from that one replay: the end's stats and the peak's totals (no sites), as summary
