@@ -218,6 +218,83 @@ static int entry_point_script(const char *path, const char **name, size_t *len)
     return 1;
 }
 
+/* PyTorch's package directories in this snapshot, for its Python rule: the "torch/" a file must
+ * lie in to be PyTorch's.  An install's is any site-packages/torch/ (dist-packages/, Windows'
+ * Lib\site-packages\torch\, as the rules read it); a source checkout's (an editable install,
+ * a run from the repository) is no layout, so it is one only where the snapshot shows PyTorch's
+ * own binaries or sources beside it: a module <dir>/torch/_C*.so or <dir>/torch/lib/libtorch*,
+ * libc10* (Windows' torch_cpu.dll, c10.dll), a C++ frame of <dir>/torch/csrc/.  Any directory
+ * named torch was taken for it: a user's /home/me/code/torch/train.py was PyTorch's, and its
+ * allocations went to the package that called it. */
+#define TORCH_ROOTS 8
+typedef struct torch_roots {
+    char dir[TORCH_ROOTS][512]; /* "/env/pytorch/torch/", "torch/" */
+    int n;
+} torch_roots;
+
+/* The "torch/" PyTorch's file or binary at path says its package is, as path's prefix length
+ * (0: none). */
+static size_t torch_root_of(const char *path)
+{
+    static const char *const marks[] = {"torch/_C.", "torch/_C_", "torch/lib/libtorch", "torch/lib/libc10",
+                                        "torch/lib/torch_", "torch/lib/c10", "torch/csrc/", NULL}; /* Windows: torch_cpu.dll */
+    for (const char *const *m = marks; *m; m++)
+        for (const char *p = strstr(path, *m); p; p = strstr(p + 1, *m))
+            if (p == path || p[-1] == '/') return (size_t)(p - path) + 6;
+    return 0;
+}
+
+static void torch_roots_add(torch_roots *r, const char *path, size_t n)
+{
+    if (!n || n >= sizeof r->dir[0] || r->n == TORCH_ROOTS) return;
+    for (int i = 0; i < r->n; i++)
+        if (strlen(r->dir[i]) == n && !strncmp(r->dir[i], path, n)) return;
+    memcpy(r->dir[r->n], path, n);
+    r->dir[r->n++][n] = 0;
+}
+
+static void torch_roots_find(const cmh_snapshot *s, torch_roots *r)
+{
+    char norm[1024];
+    r->n = 0;
+    for (uint32_t i = 0; i < s->nmodules; i++) {
+        cmh_sites_normpath(cmh_str(s, s->modules[i].path), norm, sizeof norm);
+        torch_roots_add(r, norm, torch_root_of(norm));
+    }
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        const char *file = cmh_str(s, s->frames[i].filename);
+        if (!strstr(file, "csrc")) continue; /* the cheap test first: most frames are no C++ of torch */
+        cmh_sites_normpath(file, norm, sizeof norm);
+        torch_roots_add(r, norm, torch_root_of(norm));
+    }
+}
+
+/* A Python file of PyTorch's own package: under an installed torch/ or a checkout's torch/roots
+ * says is PyTorch's. */
+static int torch_python(const char *file, const torch_roots *r)
+{
+    static const char *const installs[] = {"site-packages/torch/", "dist-packages/torch/", NULL};
+    if (contains_any(file, installs)) return 1;
+    for (int i = 0; i < r->n; i++)
+        if (starts(file, r->dir[i])) return 1;
+    return 0;
+}
+
+/* PyTorch's C++ sources by their place in its repository, aten/src/, c10/{core,cuda,...}/,
+ * torch/csrc/: a directory of that name at the start of the path or after a '/', and a C or C++
+ * file (PyTorch has no Python there; a user's /home/me/c10/train.py is the user's). */
+static int torch_cpp_source(const char *file)
+{
+    static const char *const dirs[] = {"aten/src/", "c10/core/", "c10/cuda/", "c10/util/", "c10/macros/", "c10/hip/",
+                                       "c10/xpu/", "c10/mobile/", "c10/metal/", "c10/mps/", "c10/test/", "torch/csrc/",
+                                       NULL};
+    if (ends(file, ".py") || ends(file, ".pyc") || ends(file, ".pyw") || *file == '<') return 0;
+    for (const char *const *d = dirs; *d; d++)
+        for (const char *p = strstr(file, *d); p; p = strstr(p + 1, *d))
+            if (p == file || p[-1] == '/') return 1;
+    return 0;
+}
+
 /* A native module installed by the system or a package manager rather than built with the
  * program: its path is under a library directory of the system, a conda/pip prefix or /opt. */
 static int system_module(const char *path)
@@ -228,7 +305,7 @@ static int system_module(const char *path)
 
 /* The rules, in order: a frame is the first thing one of them says it is.  Module first (it is
  * what the frame is), then source path, then name (what a stripped frame still has). */
-static int classify(const cmh_snapshot *s, const cmh_frame *f)
+static int classify(const cmh_snapshot *s, const cmh_frame *f, const torch_roots *roots)
 {
     const char *name = cmh_str(s, f->name), *mod = cmh_frame_module(s, f);
     const char *modpath = f->module >= 0 && (uint32_t)f->module < s->nmodules ? cmh_str(s, s->modules[f->module].path) : "";
@@ -277,18 +354,18 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f)
         return R_TORCH_BIND;
     static const char *const torch_ns[] = {"c10::", "at::", "torch::", "caffe2::", NULL};
     static const char *const torch_mods[] = {"libc10", "libtorch", "libshm", "libcaffe2", "_C.cpython", "_C.so", NULL};
-    static const char *const torch_src[] = {"aten/src/", "c10/", "torch/csrc/", "core/boxing", "/Register", "/Redispatch",
-                                            NULL};
+    /* generated and boxing sources a recorder keeps under their repository directory */
+    static const char *const torch_src[] = {"core/boxing", "/Register", "/Redispatch", NULL};
     static const char *const torch_names[] = {"CapturedTraceback", "unwind::unwind", "gather_with_cpp", NULL};
     /* TorchDynamo's frame evaluation hook is C, its files known by base name */
     static const char *const dynamo_files[] = {"eval_frame.c", "eval_frame_cpp.cpp", "cpython_defs.c", "cache_entry.cpp",
                                                "PythonFallbackKernel.cpp", NULL};
     if (starts(bare, "dynamo_") || equals_any(base, dynamo_files)) return R_TORCH_CPP;
-    if (starts_any(q, torch_ns) || starts_any(mod, torch_mods) || contains_any(file, torch_src) ||
-        contains_any(name, torch_names))
+    if (starts_any(q, torch_ns) || starts_any(mod, torch_mods) || torch_cpp_source(file) ||
+        (contains_any(file, torch_src) && !ends(file, ".py")) || contains_any(name, torch_names))
         return R_TORCH_CPP;
-    /* PyTorch's own Python: .../torch/... under site-packages, dist-packages or a checkout */
-    if ((ends(file, ".py") || ends(file, ".pyc")) && (starts(file, "torch/") || strstr(file, "/torch/"))) return R_TORCH_PY;
+    /* PyTorch's own Python: its package directory, installed or a checkout's (torch_roots) */
+    if ((ends(file, ".py") || ends(file, ".pyc")) && torch_python(file, roots)) return R_TORCH_PY;
     /* TorchInductor's generated code, in its cache directory (/tmp/torchinductor_USER/) */
     if (strstr(file, "torchinductor_") && ends(file, ".py")) return R_TORCH_PY;
     /* a package's console script (the launcher's <module> frame, with or without a .py) */
@@ -677,9 +754,12 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
     g->caller = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->caller);
     g->site_at = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->site_at);
     if (!g->rule || !g->site || !g->gid || !g->caller || !g->site_at) goto oom;
+    torch_roots *roots = calloc(1, sizeof *roots);
+    if (!roots) goto oom;
+    torch_roots_find(s, roots);
     for (uint32_t i = 0; i < s->nframes; i++) {
         const cmh_frame *f = &s->frames[i];
-        g->rule[i] = o && o->no_default_rules ? R_NONE : (uint8_t)classify(s, f);
+        g->rule[i] = o && o->no_default_rules ? R_NONE : (uint8_t)classify(s, f, roots);
         if (!g->python) g->python = py_frame(s, f);
         /* a Windows path is matched as recorded and as the rules read it, with '/': the same
          * --skip 'mylib/' serves a snapshot from either platform (it matched none of
@@ -694,6 +774,7 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
                  !regexec(&re[k], cmh_str(s, s->modules[f->module].path), 0, NULL, 0)))
                 g->rule[i] = SKIP_USER;
     }
+    free(roots);
     /* CPython's own main() (Programs/python.c) is a plain "main" to a recorder with no modules
      * (PyTorch's stacks="all": "main" in "??"), so the user's by every rule above; it is the one
      * that calls the interpreter's entry point (Py_BytesMain, Py_Main, pymain_main).  Left the

@@ -266,4 +266,24 @@ free_lines=$(grep -n 'cuMemFree' "$SRC/samples/leaky.c" | cut -d: -f1 | paste -s
 check "a --max-entries record names no free's line as an allocation site ($(grep -c 'leaky.c:' lk5.txt) site lines)" \
     "grep -q '74.0 MiB .* 5  <no stack: allocated before the first kept entry, or its stack could not be read>' lk5.txt &&
      ! grep -Eq 'leaky.c:($free_lines)\)' lk5.txt"
+# --- a user's script in a folder named torch or c10 is the user's (tests/torchdir_pickle.py): any
+# directory named torch was PyTorch's, so main (train.py:358, 256 MiB) and get_input (:206, 128 MiB)
+# were machinery and both went to one site, jsonargparse's _run_component (_cli.py:227) ---
+for user in /home/me/code/torch/train.py /home/me/c10/train.py 'C:\Users\me\torch\train.py' /home/me/code/nn/train.py; do
+    shown=$(printf '%s' "$user" | tr '\\' '|') # (dash's echo reads \t in C:\Users\me\torch as a tab)
+    py "$SRC/tests/torchdir_pickle.py" td.pickle "$user" || bad "writing td.pickle ($shown)"
+    "$CMH" peak --json td.pickle 2>/dev/null | py -c "
+import json, sys
+s = [(x['site']['function'], x['site']['file'], x['site']['line'], x['bytes'] >> 20) for x in json.load(sys.stdin)[0]['sites_at_peak']]
+assert s == [('main', sys.argv[1], 358, 256), ('get_input', sys.argv[1], 206, 128)], s
+" "$user" && ok "a script at $shown: its own lines are the sites (256 + 128 MiB)" || bad "sites of a script at $shown"
+done
+# ... and a source checkout's torch/ is PyTorch's where its C++ (torch/csrc/) says so: the site is
+# still the user's line under it, not the checkout's torch/nn
+py "$SRC/tests/torchdir_pickle.py" tdc.pickle /home/me/code/torch/train.py /src/pytorch || bad "writing tdc.pickle"
+"$CMH" peak --json tdc.pickle 2>/dev/null | py -c "
+import json, sys
+s = [(x['site']['function'], x['site']['line']) for x in json.load(sys.stdin)[0]['sites_at_peak']]
+assert s == [('main', 358), ('get_input', 206)], s
+" && ok "a checkout's torch/nn/ beside its torch/csrc/ is PyTorch's; the user's torch/train.py the site" || bad "sites under a checkout's torch/"
 finish
