@@ -223,7 +223,8 @@ static int entry_point_script(const char *path, const char **name, size_t *len)
  * Lib\site-packages\torch\, as the rules read it); a source checkout's (an editable install,
  * a run from the repository) is no layout, so it is one only where the snapshot shows PyTorch's
  * own binaries or sources beside it: a module <dir>/torch/_C*.so or <dir>/torch/lib/libtorch*,
- * libc10* (Windows' torch_cpu.dll, c10.dll), a C++ frame of <dir>/torch/csrc/.  Any directory
+ * libc10* (Windows' torch_cpu.dll, c10.dll), a C++ frame of <dir>/torch/csrc/, or one of the
+ * Python files every stack through PyTorch passes (<dir>/torch/nn/modules/module.py ...).  Any directory
  * named torch was taken for it: a user's /home/me/code/torch/train.py was PyTorch's, and its
  * allocations went to the package that called it. */
 #define TORCH_ROOTS 8
@@ -236,8 +237,13 @@ typedef struct torch_roots {
  * (0: none). */
 static size_t torch_root_of(const char *path)
 {
+    /* (the Python files: ones every stack through PyTorch's Python passes, in no user's tree by
+     * chance; a checkout's Python-only stacks, context=python, show no binary or csrc/ frame) */
     static const char *const marks[] = {"torch/_C.", "torch/_C_", "torch/lib/libtorch", "torch/lib/libc10",
-                                        "torch/lib/torch_", "torch/lib/c10", "torch/csrc/", NULL}; /* Windows: torch_cpu.dll */
+                                        "torch/lib/torch_", "torch/lib/c10", "torch/csrc/", /* Windows: torch_cpu.dll */
+                                        "torch/nn/modules/module.py", "torch/_tensor.py", "torch/_ops.py",
+                                        "torch/autograd/__init__.py", "torch/autograd/graph.py", "torch/optim/optimizer.py",
+                                        "torch/utils/_contextlib.py", NULL};
     for (const char *const *m = marks; *m; m++)
         for (const char *p = strstr(path, *m); p; p = strstr(p + 1, *m))
             if (p == path || p[-1] == '/') return (size_t)(p - path) + 6;
@@ -263,7 +269,7 @@ static void torch_roots_find(const cmh_snapshot *s, torch_roots *r)
     }
     for (uint32_t i = 0; i < s->nframes; i++) {
         const char *file = cmh_str(s, s->frames[i].filename);
-        if (!strstr(file, "csrc")) continue; /* the cheap test first: most frames are no C++ of torch */
+        if (!strstr(file, "torch")) continue; /* the cheap test first: most frames are not torch's */
         cmh_sites_normpath(file, norm, sizeof norm);
         torch_roots_add(r, norm, torch_root_of(norm));
     }

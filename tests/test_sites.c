@@ -38,9 +38,11 @@ static const frame_case g_cases[] = {
     {"run", "aten/src/ATen/native/TensorFactories.cpp", "", "pytorch-cpp"},
     {"CapturedTraceback::gather()", "??", "", "pytorch-cpp"},
     {"_call_impl", "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", "", "pytorch-python"},
-    /* a torch/ or c10/ of no install, with none of PyTorch's binaries beside it: the user's own
-     * (test_torch_checkout has a checkout's) */
-    {"<lambda>", "torch/nn/modules/module.py", "", NULL},
+    /* a checkout's torch/ by a file of PyTorch's own (its nn/modules/module.py), with no binary
+     * beside it: PyTorch's, as a Python-only stack (context=python) of a run from the repository */
+    {"<lambda>", "torch/nn/modules/module.py", "", "pytorch-python"},
+    /* a torch/ or c10/ of no install, with none of PyTorch's binaries or files beside it: the
+     * user's own (test_torch_checkout has a checkout's) */
     {"main", "/home/me/code/torch/train.py", "", NULL},
     {"main", "/home/me/c10/train.py", "", NULL},
     {"main", "C:\\Users\\me\\torch\\train.py", "", NULL},
