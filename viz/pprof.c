@@ -382,8 +382,9 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
         if (has_oom[d] && cl < sizeof comment)
             cl += (size_t)snprintf(comment + cl, sizeof comment - cl, "oom_space is device %d's (-tagfocus=device=%d), what was live at %s; ",
                                    (int)devices[d], (int)devices[d],
-                                   nro && ro[0].device == devices[d] ? "the record's first out-of-memory error, as oom, whatif and flamegraph --at oom take it"
-                                                                     : "its first out-of-memory error");
+                                   !(nro && ro[0].device == devices[d]) ? "its first out-of-memory error"
+                                   : ro[0].rank ? "the record's first out-of-memory error, as oom, whatif and flamegraph --at oom take it"
+                                                : "its first out-of-memory error (no times: which device's came first is not known; the lowest device's, as oom, whatif and flamegraph --at oom take it)");
     for (int d = 0; d < ndevices && cl < sizeof comment; d++) {
         char at_end[48], at_peak[96], name[32];
         if (end[d].index >= 0) snprintf(at_end, sizeof at_end, "entry %lld", (long long)end[d].index);
@@ -404,6 +405,8 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
             if (ro[k].device == devices[d]) mine = &ro[k];
         char place[200] = "", nth[24]; /* where the record has OOMs on more than one device: which came first */
         if (several && mine && mine->rank == 1) snprintf(place, sizeof place, ": the record's first out-of-memory error (of %u, by time)", nro);
+        else if (several && mine && !mine->rank)
+            snprintf(place, sizeof place, ": no times: which device's OOM came first is not known");
         else if (several && mine)
             snprintf(place, sizeof place, ": the record's %s (of %u; the first: device %d's #%u%s)", cmh_ordinal(mine->rank, nth, sizeof nth),
                      nro, (int)ro[0].device, ro[0].number, has_oom[d] ? ", a device this profile does not hold" : "");

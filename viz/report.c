@@ -640,7 +640,8 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
         fprintf(fp, "<p class=\"r-oom\" data-oom-device=\"%d\" data-ooms=\"%" PRId64 "\"><b>Out of memory on device %d</b>: %" PRId64
                     " error%s",
                 ordev[k], (int64_t)st.num_ooms, ordev[k], (int64_t)st.num_ooms, st.num_ooms == 1 ? "" : "s");
-        if (several && ordev[k] == ro[0].device) fprintf(fp, "; its #%u is the record's first (by time)", ro[0].number);
+        if (several && ordev[k] == ro[0].device && ro[0].rank) fprintf(fp, "; its #%u is the record's first (by time)", ro[0].number);
+        else if (several && ordev[k] == ro[0].device) fprintf(fp, "; no times: which device's OOM came first is not known");
         fprintf(fp, " (<a href=\"#device%d\">its section</a>)</p>", ordev[k]);
     }
     free(ro);
