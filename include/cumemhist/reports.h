@@ -171,6 +171,15 @@ typedef struct cmh_peak_report {
 } cmh_peak_report;
 
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *out);
+/* What p's peaks are, one rule for every writer (peak, summary, report, plot, the exports):
+ * CMH_PEAK_UNKNOWN without a history (only the end is known: the peak was at least it);
+ * CMH_PEAK_AT_LEAST where the trace does not reach back to the start of the run, so the true
+ * peak may be higher than its figure: the ring dropped its oldest entries (base.dropped), or
+ * memory was live before its first entry (history turned on late, or a ring that says nothing of
+ * what it dropped, as PyTorch 2.0's of one entry: a first entry that frees a block never seen
+ * allocated); CMH_PEAK_EXACT where the trace covers the run. */
+enum { CMH_PEAK_UNKNOWN = 0, CMH_PEAK_EXACT = 1, CMH_PEAK_AT_LEAST = 2 };
+int cmh_peak_extent(const cmh_peak_report *p);
 /* The same without the sites at the peak (sites NULL): one replay instead of two. */
 int cmh_peak_totals(const cmh_snapshot *s, int device, cmh_peak_report *out);
 void cmh_peak_report_free(cmh_peak_report *r);
