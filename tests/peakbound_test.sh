@@ -4,7 +4,7 @@
 # 2.0's ring of one entry kept, on one device of layoutediting_two_devices, a lone free_completed
 # of a block it never saw allocated: peak stated "peak allocated: 10.0 GiB" as the peak, with no
 # word that the run before the entry could have gone higher, while summary's note said the trace
-# begins mid-run.  Now peak, summary, report, plot and chrome (pt_exports) say the peaks are lower bounds
+# begins mid-run.  Now peak, summary, report, plot, pprof and chrome (pt_exports) say the peaks are lower bounds
 # ("at least"), and a trace that covers the run keeps its exact figures.
 TEST=peakbound . "$(dirname "$0")/testlib.sh"
 PTF=${3:-}
@@ -37,6 +37,8 @@ for f in ring1 whole; do
     "$CMH" summary --json $f.pickle >$f.sum.json 2>&1 || bad "summary --json $f"
     "$CMH" report -o $f.html $f.pickle 2>/dev/null || bad "report $f"
     "$CMH" plot -o $f.svg $f.pickle 2>/dev/null || bad "plot $f"
+    "$CMH" export -q -f pprof -o $f.pb.gz $f.pickle 2>/dev/null || bad "export pprof $f"
+    gzip -dc $f.pb.gz | tr -d '\000' >$f.pb.txt
 done
 check "peak: a lone free of a block never seen allocated: the peaks are at least the trace's" \
     "grep -q 'the trace begins mid-run (13.0 MiB allocated and 20.0 MiB reserved before its first entry),' ring1.peak &&
@@ -52,6 +54,9 @@ PY"
 check "report's cards and plot's label: at least mid-run, plain for a whole run" \
     "grep -q 'peak allocated (at least)' ring1.html && grep -q 'peak at least 13.0 MiB before the first entry' ring1.svg &&
      ! grep -q '(at least)' whole.html && ! grep -q 'peak at least' whole.svg"
+check "pprof's comment: peak_space at a peak that may be higher mid-run, plain for a whole run" \
+    "grep -aq 'at the allocated peak (before the first entry; the trace begins mid-run or its ring dropped entries: the true peak may be higher)' ring1.pb.txt &&
+     ! grep -aq 'may be higher' whole.pb.txt"
 # (chrome's peak instant says "at least" too: pt_exports checks it on a fixture whose trace begins
 # mid-run with its peak inside the trace; a peak before the first entry, as here, has no instant)
 

@@ -386,13 +386,22 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
                                    : ro[0].rank ? "the record's first out-of-memory error, as oom, whatif and flamegraph --at oom take it"
                                                 : "its first out-of-memory error (no times: which device's came first is not known; the lowest device's, as oom, whatif and flamegraph --at oom take it)");
     for (int d = 0; d < ndevices && cl < sizeof comment; d++) {
-        char at_end[48], at_peak[96], name[32];
+        char at_end[48], at_peak[200], name[32];
         if (end[d].index >= 0) snprintf(at_end, sizeof at_end, "entry %lld", (long long)end[d].index);
         else snprintf(at_end, sizeof at_end, "no trace entries");
         if (!cmh_trace_has_history(s, devices[d]))
             snprintf(at_peak, sizeof at_peak, "no history: the peak is not known, peak_space is the end's");
-        else if (peak[d].index >= 0) snprintf(at_peak, sizeof at_peak, "at the allocated peak (entry %lld)", (long long)peak[d].index);
-        else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry)");
+        else {
+            /* a trace that does not reach back to the run's start: its peak a lower bound (peak's rule) */
+            cmh_peak_report tot;
+            const char *least = "";
+            if (cmh_peak_totals(s, devices[d], &tot) == CMH_OK) {
+                if (cmh_peak_extent(&tot) == CMH_PEAK_AT_LEAST) least = "; the trace begins mid-run or its ring dropped entries: the true peak may be higher";
+                cmh_peak_report_free(&tot);
+            }
+            if (peak[d].index >= 0) snprintf(at_peak, sizeof at_peak, "at the allocated peak (entry %lld%s)", (long long)peak[d].index, least);
+            else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry%s)", least);
+        }
         char unsplit[160] = "", why[150];
         cmh_peak_report said = {.alloc_unsplit = peak[d].unsplit};
         if (cmh_trace_has_history(s, devices[d]) && cmh_unsplit_text(&said, why, sizeof why)) snprintf(unsplit, sizeof unsplit, " (%s)", why);
