@@ -85,10 +85,20 @@ int cmh_record_ooms(const cmh_snapshot *s, cmh_record_oom **out, uint32_t *n)
         free(at);
     }
     if (len > 1) qsort(v, len, sizeof *v, record_cmp);
-    for (size_t i = 0; i < len; i++) v[i].rank = (uint32_t)i + 1;
+    /* a place across devices is a fact only where times say it: without them the device order
+     * above only makes the list the same every time, and no OOM is the record's first (rank 0) */
+    int ordered = cmh_record_ooms_ordered(v, (uint32_t)len);
+    for (size_t i = 0; i < len; i++) v[i].rank = ordered ? (uint32_t)i + 1 : 0;
     *out = v;
     *n = (uint32_t)len;
     return CMH_OK;
+}
+
+int cmh_record_ooms_ordered(const cmh_record_oom *v, uint32_t n)
+{
+    int several = 0, untimed = 0;
+    for (uint32_t i = 0; i < n; i++) several |= v[i].device != v[0].device, untimed |= !v[i].time_ns;
+    return !(several && untimed);
 }
 
 int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns)
@@ -101,12 +111,13 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
         *device = v[0].device;
         *index = v[0].index;
         *time_ns = v[0].time_ns;
+        int known = v[0].rank == 1;
         free(v);
-        return 1;
+        return known ? 1 : 2;
     }
     free(v); /* (NULL: none, or no room) */
     /* none the program saw (every one a retry that succeeded), or no room for the list: */
-    int found = 0, found_numbered = 0;
+    int found = 0, found_numbered = 0, untimed = 0, ndev = 0;
     for (uint32_t t = 0; t < s->ntraces; t++) {
         const cmh_trace *tr = &s->traces[t];
         int numbered;
@@ -114,6 +125,8 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
         if (i < 0) continue;
         const cmh_entry *e = &s->entries[tr->first_entry + i];
         int64_t at = cmh_entry_time(s, e);
+        untimed |= !at;
+        ndev++;
         /* one the program saw before any retry that succeeded; then the earliest by time;
          * without times, the lowest device's first */
         if (!found || numbered > found_numbered ||
@@ -125,7 +138,7 @@ int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *t
             found_numbered = numbered;
         }
     }
-    return found;
+    return found && untimed && ndev > 1 ? 2 : found;
 }
 
 int64_t cmh_oom_first(const cmh_snapshot *s, const cmh_trace *t, int64_t *asked)

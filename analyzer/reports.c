@@ -306,6 +306,15 @@ int cmh_peak_compute_end(const cmh_snapshot *s, int device, const cmh_sites *sit
     return rc;
 }
 
+int cmh_peak_extent(const cmh_peak_report *p)
+{
+    if (!p->base.history) return CMH_PEAK_UNKNOWN;
+    /* live before the first entry: inferred by the replay from the end, so what was allocated and
+     * freed before it, and any higher moment then, is not in the trace */
+    if (p->base.dropped || p->alloc_start || p->reserved_start) return CMH_PEAK_AT_LEAST;
+    return CMH_PEAK_EXACT;
+}
+
 void cmh_peak_report_free(cmh_peak_report *p)
 {
     free(p->sites);

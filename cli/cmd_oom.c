@@ -43,7 +43,9 @@ const cli_command cli_cmd_oom = {
     "in the order of their first OOM in the record (by time), a line above them names the record's\n"
     "first, the one whatif and flamegraph --at oom look at, and each OOM says its place in the record\n"
     "(--json keeps the devices in device order; its record_rank, 1 for the record's first, gives\n"
-    "the record's order).",
+    "the record's order).  Without times on several devices' OOMs, which came first is not known:\n"
+    "the line says so, none is called the record's first, record_rank is null, and whatif and\n"
+    "flamegraph --at oom take the lowest device's.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
 /* At an OOM of a multi-device record: is the failing device carrying several times the others? */
@@ -168,10 +170,16 @@ static void print_record_order(const rep_section *sec, const record_order *o)
     if (o->ndevices < 2) return;
     const cmh_record_oom *f = &o->v[0];
     int64_t t0 = rep_trace_start(sec->s, f->device);
-    printf("%s: %s on %d devices; the record's first: %s's #%u at %s (the one whatif and flamegraph --at oom look at)\n",
-           sec->path, rep_count(o->n, "out-of-memory error", "out-of-memory errors"), o->ndevices, rep_device_name(f->device),
-           f->number, rep_at(f->index, f->time_ns, t0));
-    printf("  in the record's order (by time; each device numbers its own):");
+    if (!f->rank) /* no times on some: which came first is not known, and none is called first */
+        printf("%s: %s on %d devices; no times: which device's OOM came first is not known (whatif and flamegraph --at oom "
+               "look at the lowest device's, %s's #%u at %s: --device N for another)\n",
+               sec->path, rep_count(o->n, "out-of-memory error", "out-of-memory errors"), o->ndevices, rep_device_name(f->device),
+               f->number, rep_at(f->index, f->time_ns, t0));
+    else
+        printf("%s: %s on %d devices; the record's first: %s's #%u at %s (the one whatif and flamegraph --at oom look at)\n",
+               sec->path, rep_count(o->n, "out-of-memory error", "out-of-memory errors"), o->ndevices, rep_device_name(f->device),
+               f->number, rep_at(f->index, f->time_ns, t0));
+    printf(f->rank ? "  in the record's order (by time; each device numbers its own):" : "  by device (order not known; each device numbers its own):");
     for (uint32_t i = 0; i < o->n && i < 8; i++)
         printf("%s %s #%u", i ? "," : "", rep_device_name(o->v[i].device), o->v[i].number);
     if (o->n > 8) printf(", ... %u more", o->n - 8);

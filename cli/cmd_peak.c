@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cumemhist/gapwords.h"
 #include "cumemhist/owners.h"
 #include "report.h"
 
@@ -81,6 +82,8 @@ static void print_text(const rep_section *sec, const cmh_peak_report *p, const c
                "                however many ranges map it and however much of it they map, mapped nowhere too while held;\n"
                "                allocated and reserved count the mapped ranges)\n");
     }
+    char bound[400]; /* a trace that does not reach back to the run's start: its peaks are lower bounds */
+    if (cmh_peak_bound_text(p, "\n                ", bound, sizeof bound)) printf("                %s\n", bound);
     printf("at the end:     allocated %s, reserved %s, requested %s", rep_size((double)p->alloc_end),
            rep_size((double)p->reserved_end), rep_size((double)p->requested_end));
     if (ph->known) printf(", physical %s", rep_size((double)ph->at_end));
@@ -127,6 +130,8 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
         json_when(w, "peak_allocated", p->alloc_peak, p->alloc_index, p->alloc_time_ns);
         json_when(w, "peak_reserved", p->reserved_peak, p->reserved_index, p->reserved_time_ns);
         json_when(w, "peak_requested", p->requested_peak, p->requested_index, p->requested_time_ns);
+        /* the figures are lower bounds where the trace does not reach back to the run's start */
+        cmh_jw_kbool(w, "peak_at_least", cmh_peak_extent(p) == CMH_PEAK_AT_LEAST);
         rep_json_unsplit(w, p);
         if (ph->known) json_when(w, "peak_physical", ph->peak, ph->index, ph->time_ns);
         else { /* the handles make no difference, or the record does not name them: reserved's figure */
@@ -141,6 +146,7 @@ static void print_json(const rep_section *sec, const cmh_peak_report *p, const c
         cmh_jw_null(w);
         cmh_jw_key(w, "peak_requested");
         cmh_jw_null(w);
+        cmh_jw_knull(w, "peak_at_least");
         rep_json_unsplit(w, p);
     }
     cmh_jw_nl(w);

@@ -78,7 +78,7 @@ static int section(const rep_section *sec, void *arg)
      * zeros, 'CUDA OOMs: 0', beside oom's 'out-of-memory errors: not known') */
     /* a trace that began mid-run (PyTorch's recording turned on late, its ring of old): the
      * replay inferred what was live before its first entry, as for a ring that dropped entries */
-    int midrun = history && !dropped && (pk.alloc_start || pk.reserved_start);
+    int midrun = cmh_peak_extent(&pk) == CMH_PEAK_AT_LEAST && !dropped; /* (peak's rule: its peaks are lower bounds) */
     int ooms_known = history || cmh_trace_ooms_known(s, device); /* (enabled=state counts them too) */
     if (sec->w) {
         cmh_jw *w = sec->w;
@@ -90,6 +90,9 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "trace_entries", nent);
         cmh_jw_kuint(w, "dropped_entries", dropped);
         cmh_jw_kbool(w, "history", history);
+        /* Peak Usage a lower bound: the trace does not reach back to the run's start (peak's rule) */
+        if (history) cmh_jw_kbool(w, "peak_at_least", cmh_peak_extent(&pk) == CMH_PEAK_AT_LEAST);
+        else cmh_jw_knull(w, "peak_at_least");
         if (!history && pk.base.nohist_cause) cmh_jw_kstr(w, "no_history_cause", pk.base.nohist_cause); /* why not: the note's words */
         cmh_jw_key(w, "before_first_entry"); /* what the replay inferred was live then (null: no history) */
         if (history) {
@@ -175,7 +178,8 @@ static int section(const rep_section *sec, void *arg)
                (unsigned long long)dt->dropped_ooms, dt->dropped_ooms == 1 ? "" : "s");
     if (midrun)
         printf("note: the trace begins mid-run: %s allocated and %s reserved before its first entry (inferred from the\n"
-               "      end); peaks cover its %s only, and the totals count what was live when it began as allocated\n"
+               "      end); peaks cover its %s only (the true peaks may be higher: Peak Usage is at least), and\n"
+               "      the totals count what was live when it began as allocated\n"
                "      then: %s in the trace, %lld more live when it began (what was allocated and freed\n"
                "      before is not in them)\n",
                rep_size((double)pk.alloc_start), rep_size((double)pk.reserved_start), rep_count(nent, "entry", "entries"),

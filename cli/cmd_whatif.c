@@ -31,7 +31,7 @@ static const cli_option g_opts[] = {
     {"--capacity", NULL, CLI_SIZE, &g_capacity, "BYTES",
      "what the allocator may reserve (default: what the trace's OOM #1 implies, as `oom`\nnumbers it;\nwithout an OOM, unlimited: no OOM is predicted)",
      NULL, 0, 0, &g_have_capacity},
-    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to replay (default: where the record's first OOM happened, by time\nacross the devices, as `oom` says it, said on stderr with its number; else the\nlowest with a block-level trace)", NULL, 0, 0, NULL},
+    {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to replay (default: where the record's first OOM happened, by time\nacross the devices, as `oom` says it, said on stderr with its number; without\ntimes, the lowest device's, said as a pick; else the\nlowest with a block-level trace)", NULL, 0, 0, NULL},
     CLI_OPT_JSON(&g_json),
 };
 

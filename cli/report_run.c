@@ -250,7 +250,8 @@ int rep_device_used(const cmh_snapshot *s, int device)
 int rep_oom_device(const cmh_snapshot *s, const char *cmd, int *device)
 {
     int64_t index, time_ns;
-    if (!cmh_first_oom(s, device, &index, &time_ns)) return 0;
+    int got = cmh_first_oom(s, device, &index, &time_ns);
+    if (!got) return 0;
     int32_t devs[8];
     if (cmh_snapshot_devices(s, devs, 8) > 1) {
         /* which OOM: oom's number for it on its device, and where (each device numbers its own
@@ -264,8 +265,12 @@ int rep_oom_device(const cmh_snapshot *s, const char *cmd, int *device)
         }
         char which[96] = "";
         if (number) snprintf(which, sizeof which, ": its #%u at %s", number, rep_at(index, time_ns, rep_trace_start(s, *device)));
-        fprintf(stderr, "cumemhist: %s: device %d, where the record's first out-of-memory error happened%s (--device N for another)\n",
-                cmd, *device, which);
+        if (got == 2) /* a pick, said as one: without times no OOM is the record's first */
+            fprintf(stderr, "cumemhist: %s: device %d, the lowest with an out-of-memory error (no times: which device's OOM came first is not known)%s (--device N for another)\n",
+                    cmd, *device, which);
+        else
+            fprintf(stderr, "cumemhist: %s: device %d, where the record's first out-of-memory error happened%s (--device N for another)\n",
+                    cmd, *device, which);
     }
     return 1;
 }

@@ -10,6 +10,10 @@
 #    came first), its JSON ranks each; whatif and flamegraph --at oom pick that one and say which;
 #    export -f pprof's oom_space is that one's, on device 1 alone, and its comment says so (it
 #    held each device's own first: device 0's #1, the record's 2nd, beside device 1's).
+# 3. The same record as a PyTorch pickle without time_us: which device's OOM came first is not
+#    known, so none is called the record's first (oom called device 0's #1 "the record's first",
+#    "in the record's order (by time)", report "the record's first (by time)", a record_rank);
+#    whatif, flamegraph --at oom and pprof's oom_space take the lowest device's and say why.
 TEST=oomdevices . "$(dirname "$0")/testlib.sh"
 export FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=1G
 
@@ -157,4 +161,37 @@ fi
 "$CMH" oom --device 0 h.cmh >h.oom0.txt 2>&1
 check "oom --device 0 still says the record's first was device 1's" \
     "grep -q \"the record's first: device 1's #1\" h.oom0.txt && grep -q 'the record.s 2nd (of 2' h.oom0.txt"
+
+# ---- 3. no times: the order across devices is not known
+"$CMH" export -q -o ht.pickle h.cmh || bad "export pickle"
+py - ht.pickle u.pickle <<'PY' || bad "strip time_us"
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+n = 0
+for t in d["device_traces"]:
+    for e in t:
+        n += e.pop("time_us", None) is not None
+assert n, "no time_us to strip"
+pickle.dump(d, open(sys.argv[2], "wb"), protocol=4)
+PY
+"$CMH" oom u.pickle >u.oom.txt 2>&1
+"$CMH" oom --json u.pickle >u.oom.json 2>/dev/null
+"$CMH" whatif u.pickle >/dev/null 2>u.wi.err
+"$CMH" flamegraph --at oom -o u.svg u.pickle 2>u.fg.err
+"$CMH" report -o u.html u.pickle 2>/dev/null || bad "report u.pickle"
+"$CMH" export -q -f pprof -o u.pb.gz u.pickle 2>/dev/null || bad "export -f pprof u.pickle"
+gzip -dc u.pb.gz | tr -d '\000' >u.pb.txt
+check "no times: oom says the order across devices is not known, names no record's first" \
+    "grep -q \"u.pickle: 2 out-of-memory errors on 2 devices; no times: which device's OOM came first is not known (whatif and flamegraph --at oom look at the lowest device's, device 0's #1\" u.oom.txt &&
+     grep -q 'by device (order not known' u.oom.txt && ! grep -q \"record's first\\|record's order\\|record's 2nd\" u.oom.txt"
+check "no times: oom --json gives no record_rank" \
+    "py -c 'import json,sys; d=json.load(open(sys.argv[1])); r=[e[\"record_rank\"] for o in d for e in o[\"ooms\"]]; assert len(r)==2 and r==[None,None], r' u.oom.json"
+for c in whatif flamegraph; do
+    f=u.wi.err; [ $c = flamegraph ] && f=u.fg.err
+    check "no times: $c takes the lowest device's OOM and says the order is not known" \
+        "grep -q \"cumemhist: $c: device 0, the lowest with an out-of-memory error (no times: which device's OOM came first is not known): its #1 at entry\" $f"
+done
+check "no times: report and pprof call no OOM the record's first" \
+    "! grep -q \"record's first (by time)\" u.html && grep -q \"no times: which device's OOM came first is not known\" u.html &&
+     ! grep -aq \"record's first out-of-memory\\|record's 2nd\" u.pb.txt && grep -aq \"oom_space is device 0's (-tagfocus=device=0), what was live at its first out-of-memory error (no times\" u.pb.txt"
 finish

@@ -265,7 +265,8 @@ for d in (0, 1):
         bad = 1
     pk = [e['name'] for e in t['traceEvents'] if e.get('ph') == 'i' and e['pid'] == d and e['name'].startswith('peak allocated')]
     print('device', d, 'peak instant', pk, 'highest sample', max(e['args']['allocated'] for e in ev) if ev else None)
-    if d == 0 and pk != ['peak allocated: %d bytes' % max(e['args']['allocated'] for e in ev)]:
+    # (device 0's trace begins mid-run, 90.1 MiB live before its first entry: a lower bound, as peak says)
+    if d == 0 and pk != ['peak allocated: at least %d bytes' % max(e['args']['allocated'] for e in ev)]:
         bad = 1
 sys.exit(bad)
 PY"

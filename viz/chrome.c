@@ -110,10 +110,12 @@ static void peak_instant(const chrome_ctx *c, const cmh_snapshot *s, int dev, co
     {
         cmh_jw *w = c->w;
         char what[128], text[1100];
-        snprintf(what, sizeof what, "peak allocated: %" PRId64 " bytes", p.alloc_peak);
+        int least = cmh_peak_extent(&p) == CMH_PEAK_AT_LEAST; /* the trace does not reach back to the run's start */
+        snprintf(what, sizeof what, "peak allocated: %s%" PRId64 " bytes", least ? "at least " : "", p.alloc_peak);
         instant_begin(w, "p", pid_of(c, dev), 0, t - c->t0, what);
         cmh_jw_key(w, "args");
         cmh_jw_obj(w);
+        cmh_jw_kbool(w, "peak_at_least", least);
         cmh_jw_key(w, "sites");
         cmh_jw_arr(w);
         for (uint32_t i = 0; i < p.nsites && i < 10; i++) {

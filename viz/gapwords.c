@@ -74,6 +74,21 @@ const char *cmh_gap_pools_text(const cmh_trace_gap *g, const char *nl, char *buf
     return buf;
 }
 
+const char *cmh_peak_bound_text(const cmh_peak_report *p, const char *nl, char *buf, size_t cap)
+{
+    if (cmh_peak_extent(p) != CMH_PEAK_AT_LEAST) return NULL;
+    char why[160], a[32], r[32];
+    if (p->base.dropped)
+        snprintf(why, sizeof why, "the ring dropped the %llu oldest entr%s", (unsigned long long)p->base.dropped, p->base.dropped == 1 ? "y" : "ies");
+    else
+        snprintf(why, sizeof why, "the trace begins mid-run (%s allocated and %s reserved before its first entry)",
+                 cmh_svg_size((double)p->alloc_start), cmh_svg_size((double)p->reserved_start));
+    snprintf(a, sizeof a, "%s", cmh_svg_size((double)p->alloc_peak));
+    snprintf(r, sizeof r, "%s", cmh_svg_size((double)p->reserved_peak));
+    snprintf(buf, cap, "%s,%sso the true peaks may be higher than the trace's: allocated at least %s, reserved at least %s", why, nl, a, r);
+    return buf;
+}
+
 const char *cmh_unsplit_text(const cmh_peak_report *p, char *buf, size_t cap)
 {
     if (p->alloc_unsplit <= 0) return NULL;

@@ -296,12 +296,10 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     /* the peak, with the figure `peak` gives, and its words: a peak before the first entry is
      * named so, and a record with no history (enabled=state) has none to tell (it read 'peak
      * 11.0 GiB at entry -1' where `peak` says the peak is not known) */
-    int history = 0;
-    const cmh_trace *htr = cmh_snapshot_trace(s, device);
-    for (uint32_t i = 0; htr && i < htr->nentries && !history; i++) {
-        int a = s->entries[htr->first_entry + i].action;
-        history = a != CMH_ACT_SNAPSHOT && a != CMH_ACT_MARK && a != CMH_ACT_POOL_SAMPLE;
-    }
+    int history = cmh_trace_has_history(s, device);
+    /* a trace that does not reach back to the run's start: the peak is at least its figure (peak's rule) */
+    cmh_peak_report bound = {.base = {.history = history, .dropped = tr ? tr->dropped : 0}, .alloc_start = a0, .reserved_start = r0};
+    const char *least = cmh_peak_extent(&bound) == CMH_PEAK_AT_LEAST ? "at least " : "";
     if (pk.alloc_peak > 0) {
         int64_t len = n, at = pk.alloc_index >= len ? len - 1 : pk.alloc_index; /* len: the reconciled end */
         const cmh_entry *e = at >= 0 && at < len ? &ents[at] : NULL;
@@ -310,11 +308,11 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
         if (by_time && e && cmh_entry_time(s, e)) { /* (the time as `peak` says it: one formatter) */
             char when[40];
             cmh_when_text(cmh_entry_time(s, e), t0, when, sizeof when);
-            snprintf(label, sizeof label, "peak %s at %s", cmh_svg_size((double)pk.alloc_peak), when);
+            snprintf(label, sizeof label, "peak %s%s at %s", least, cmh_svg_size((double)pk.alloc_peak), when);
         }
         else if (pk.alloc_index >= 0)
-            snprintf(label, sizeof label, "peak %s at entry %" PRId64, cmh_svg_size((double)pk.alloc_peak), pk.alloc_index);
-        else if (history) snprintf(label, sizeof label, "peak %s before the first entry", cmh_svg_size((double)pk.alloc_peak));
+            snprintf(label, sizeof label, "peak %s%s at entry %" PRId64, least, cmh_svg_size((double)pk.alloc_peak), pk.alloc_index);
+        else if (history) snprintf(label, sizeof label, "peak %s%s before the first entry", least, cmh_svg_size((double)pk.alloc_peak));
         else snprintf(label, sizeof label, "at the end %s (no history: the peak is not known)", cmh_svg_size((double)pk.alloc_peak));
         int right = x > L + pw * 0.7;
         fprintf(fp, "<g class=\"peak\" data-device=\"%d\" data-bytes=\"%" PRId64 "\" data-entry=\"%" PRId64 "\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>",

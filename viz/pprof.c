@@ -382,16 +382,26 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
         if (has_oom[d] && cl < sizeof comment)
             cl += (size_t)snprintf(comment + cl, sizeof comment - cl, "oom_space is device %d's (-tagfocus=device=%d), what was live at %s; ",
                                    (int)devices[d], (int)devices[d],
-                                   nro && ro[0].device == devices[d] ? "the record's first out-of-memory error, as oom, whatif and flamegraph --at oom take it"
-                                                                     : "its first out-of-memory error");
+                                   !(nro && ro[0].device == devices[d]) ? "its first out-of-memory error"
+                                   : ro[0].rank ? "the record's first out-of-memory error, as oom, whatif and flamegraph --at oom take it"
+                                                : "its first out-of-memory error (no times: which device's came first is not known; the lowest device's, as oom, whatif and flamegraph --at oom take it)");
     for (int d = 0; d < ndevices && cl < sizeof comment; d++) {
-        char at_end[48], at_peak[96], name[32];
+        char at_end[48], at_peak[200], name[32];
         if (end[d].index >= 0) snprintf(at_end, sizeof at_end, "entry %lld", (long long)end[d].index);
         else snprintf(at_end, sizeof at_end, "no trace entries");
         if (!cmh_trace_has_history(s, devices[d]))
             snprintf(at_peak, sizeof at_peak, "no history: the peak is not known, peak_space is the end's");
-        else if (peak[d].index >= 0) snprintf(at_peak, sizeof at_peak, "at the allocated peak (entry %lld)", (long long)peak[d].index);
-        else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry)");
+        else {
+            /* a trace that does not reach back to the run's start: its peak a lower bound (peak's rule) */
+            cmh_peak_report tot;
+            const char *least = "";
+            if (cmh_peak_totals(s, devices[d], &tot) == CMH_OK) {
+                if (cmh_peak_extent(&tot) == CMH_PEAK_AT_LEAST) least = "; the trace begins mid-run or its ring dropped entries: the true peak may be higher";
+                cmh_peak_report_free(&tot);
+            }
+            if (peak[d].index >= 0) snprintf(at_peak, sizeof at_peak, "at the allocated peak (entry %lld%s)", (long long)peak[d].index, least);
+            else snprintf(at_peak, sizeof at_peak, "at the allocated peak (before the first entry%s)", least);
+        }
         char unsplit[160] = "", why[150];
         cmh_peak_report said = {.alloc_unsplit = peak[d].unsplit};
         if (cmh_trace_has_history(s, devices[d]) && cmh_unsplit_text(&said, why, sizeof why)) snprintf(unsplit, sizeof unsplit, " (%s)", why);
@@ -404,6 +414,8 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
             if (ro[k].device == devices[d]) mine = &ro[k];
         char place[200] = "", nth[24]; /* where the record has OOMs on more than one device: which came first */
         if (several && mine && mine->rank == 1) snprintf(place, sizeof place, ": the record's first out-of-memory error (of %u, by time)", nro);
+        else if (several && mine && !mine->rank)
+            snprintf(place, sizeof place, ": no times: which device's OOM came first is not known");
         else if (several && mine)
             snprintf(place, sizeof place, ": the record's %s (of %u; the first: device %d's #%u%s)", cmh_ordinal(mine->rank, nth, sizeof nth),
                      nro, (int)ro[0].device, ro[0].number, has_oom[d] ? ", a device this profile does not hold" : "");

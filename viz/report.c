@@ -272,8 +272,9 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
      * which the record says (as `peak` and `summary` say it) */
     int hist = pk.base.history;
     fputs("<div class=\"r-cards\">", fp);
-    card(fp, hist ? SZ(pk.alloc_peak) : "not known", hist ? "peak allocated" : "peak allocated (no history)");
-    card(fp, hist ? SZ(pk.reserved_peak) : "not known", hist ? "peak reserved" : "peak reserved (no history)");
+    int least = cmh_peak_extent(&pk) == CMH_PEAK_AT_LEAST; /* the trace does not reach back to the run's start */
+    card(fp, hist ? SZ(pk.alloc_peak) : "not known", !hist ? "peak allocated (no history)" : least ? "peak allocated (at least)" : "peak allocated");
+    card(fp, hist ? SZ(pk.reserved_peak) : "not known", !hist ? "peak reserved (no history)" : least ? "peak reserved (at least)" : "peak reserved");
     card(fp, SZ(pk.alloc_end), "allocated at the end");
     card(fp, SZ(pk.reserved_end), "reserved at the end");
     snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t)st.num_ooms);
@@ -301,11 +302,11 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                 "the end is known; the peak, the out-of-memory errors and the allocations made are not.</p>\n",
                 pk.base.nohist_cause);
     if (pk.base.dropped)
-        fprintf(fp, "<p class=\"r-muted\">The ring dropped the %" PRIu64 " oldest entr%s: peaks and totals cover the last %" PRIu64 ".</p>\n",
+        fprintf(fp, "<p class=\"r-muted\">The ring dropped the %" PRIu64 " oldest entr%s: peaks and totals cover the last %" PRIu64 ", and the true peaks may be higher.</p>\n",
                 pk.base.dropped, pk.base.dropped == 1 ? "y" : "ies", pk.base.entries);
     else if (hist && (pk.alloc_start || pk.reserved_start)) /* the replay inferred what was live before the trace */
         fprintf(fp, "<p class=\"r-muted r-midrun\">The trace begins mid-run: %s allocated and %s reserved before its first entry "
-                    "(inferred from the end): peaks and totals cover its %" PRIu64 " entr%s only.</p>\n",
+                    "(inferred from the end): peaks and totals cover its %" PRIu64 " entr%s only, and the true peaks may be higher.</p>\n",
                 SZ(pk.alloc_start), SZ(pk.reserved_start), pk.base.entries, pk.base.entries == 1 ? "y" : "ies");
     /* the trace's own end is not the snapshot's: the "at the end" cards are the snapshot's (peak's note) */
     char gap[1024];
@@ -640,7 +641,8 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
         fprintf(fp, "<p class=\"r-oom\" data-oom-device=\"%d\" data-ooms=\"%" PRId64 "\"><b>Out of memory on device %d</b>: %" PRId64
                     " error%s",
                 ordev[k], (int64_t)st.num_ooms, ordev[k], (int64_t)st.num_ooms, st.num_ooms == 1 ? "" : "s");
-        if (several && ordev[k] == ro[0].device) fprintf(fp, "; its #%u is the record's first (by time)", ro[0].number);
+        if (several && ordev[k] == ro[0].device && ro[0].rank) fprintf(fp, "; its #%u is the record's first (by time)", ro[0].number);
+        else if (several && ordev[k] == ro[0].device) fprintf(fp, "; no times: which device's OOM came first is not known");
         fprintf(fp, " (<a href=\"#device%d\">its section</a>)</p>", ordev[k]);
     }
     free(ro);

@@ -37,6 +37,12 @@ const char *cmh_gap_pools_text(const cmh_trace_gap *g, const char *nl, char *buf
  * did not split: +20.9 MiB over the requests at the peak" (p->alloc_unsplit), NULL when none. */
 const char *cmh_unsplit_text(const cmh_peak_report *p, char *buf, size_t cap);
 
+/* The peaks are a lower bound (cmh_peak_extent CMH_PEAK_AT_LEAST): "the trace begins mid-run
+ * (10.0 GiB allocated and 10.5 GiB reserved before its first entry), so the true peaks may be
+ * higher than the trace's: allocated at least 10.0 GiB, reserved at least 10.5 GiB", or with dropped entries, "the ring dropped the 5 oldest
+ * entries: ...".  NULL when the peaks are exact or not known. */
+const char *cmh_peak_bound_text(const cmh_peak_report *p, const char *nl, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

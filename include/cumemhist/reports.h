@@ -176,6 +176,15 @@ typedef struct cmh_peak_report {
 } cmh_peak_report;
 
 int cmh_peak_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_peak_report *out);
+/* What p's peaks are, one rule for every writer (peak, summary, report, plot, the exports):
+ * CMH_PEAK_UNKNOWN without a history (only the end is known: the peak was at least it);
+ * CMH_PEAK_AT_LEAST where the trace does not reach back to the start of the run, so the true
+ * peak may be higher than its figure: the ring dropped its oldest entries (base.dropped), or
+ * memory was live before its first entry (history turned on late, or a ring that says nothing of
+ * what it dropped, as PyTorch 2.0's of one entry: a first entry that frees a block never seen
+ * allocated); CMH_PEAK_EXACT where the trace covers the run. */
+enum { CMH_PEAK_UNKNOWN = 0, CMH_PEAK_EXACT = 1, CMH_PEAK_AT_LEAST = 2 };
+int cmh_peak_extent(const cmh_peak_report *p);
 /* The same without the sites at the peak (sites NULL): one replay instead of two. */
 int cmh_peak_totals(const cmh_snapshot *s, int device, cmh_peak_report *out);
 void cmh_peak_report_free(cmh_peak_report *r);
@@ -718,7 +727,9 @@ void cmh_oom_report_free(cmh_oom_report *r);
 /* The snapshot's first out-of-memory error the program saw (the one `oom` numbers #1 on its
  * device: retries that succeeded are passed over, cmh_oom_retried) by time, the lowest device's
  * first without times; when every OOM of the record was such a retry, the first of those: its
- * device, its index in that device's trace and its time.  0 when there is none. */
+ * device, its index in that device's trace and its time.  0 when there is none; 1 when it is
+ * the record's first; 2 when OOMs of several devices lack times, so which came first is not
+ * known: it is then the lowest device's, a pick, to be said as one (not "the record's first"). */
 int cmh_first_oom(const cmh_snapshot *s, int *device, int64_t *index, int64_t *time_ns);
 /* One OOM the program saw, in the record's order (cmh_record_ooms). */
 typedef struct cmh_record_oom {
@@ -726,13 +737,17 @@ typedef struct cmh_record_oom {
     uint32_t number;  /* oom's number on its device (#1, #2, ...: after the ones the ring dropped) */
     int64_t index;    /* in the device's trace */
     int64_t time_ns;  /* 0: not known */
-    uint32_t rank;    /* 1, 2, ...: its place among every device's (1: the record's first) */
+    uint32_t rank;    /* 1, 2, ...: its place among every device's (1: the record's first); 0 for
+                       * all when that order is not known (cmh_record_ooms_ordered) */
 } cmh_record_oom;
 /* Every OOM the program saw that the record keeps (retries left out, as oom numbers them), on
  * every device, in the record's order: by time (those without one last), then device, then
  * index.  The first is cmh_first_oom's, the one whatif and --at oom look at, and the one oom
  * calls the record's first.  *out malloc'd (free it; NULL with none).  CMH_OK or CMH_ENOMEM. */
 int cmh_record_ooms(const cmh_snapshot *s, cmh_record_oom **out, uint32_t *n);
+/* Whether the order of v (cmh_record_ooms) across devices is known: the OOMs are on one device,
+ * or every one has a time.  Where it is not, the list is by device then index, and its ranks 0. */
+int cmh_record_ooms_ordered(const cmh_record_oom *v, uint32_t n);
 /* The same within trace t: the index of its OOM #1 (else of its first retried OOM), -1 if none;
  * *asked, the entry where that request first failed (#1 itself, or the first OOM of the request
  * whose failed retries ended in it). */
