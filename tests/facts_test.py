@@ -275,8 +275,8 @@ def from_pprof(rec):
                 f["end_allocated"] = sums[k]
             if c.startswith("peak_space"):
                 f["peak_allocated"] = sums[k]
-        m = re.search(r"at the allocated peak \((?:entry (\d+)|(before the first entry))\)", text)
-        if m:  # (before the first entry: peak --json's index -1)
+        m = re.search(r"at the allocated peak \((?:entry (\d+)|(before the first entry))[;)]", text)
+        if m:  # (before the first entry: peak --json's index -1; "; ...": a trace begun mid-run, its peak a lower bound)
             f["peak_allocated_entry"] = int(m.group(1)) if m.group(1) else -1
         facts[dev] = f
     return facts
