@@ -295,11 +295,12 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         return CLI_EUSAGE;
     }
     /* nothing lost: a file there that holds what this snapshot does not is kept */
-    char replacing[400], kept[10000] = "", aside[4400];
-    int judged = judge_dest(dest, out != NULL, &s, replacing, sizeof replacing, kept, sizeof kept);
-    if (judged == DEST_KEEP) {
-        char why[4800];
-        snprintf(why, sizeof why, "%s", kept);
+    /* (why: the judgement, smaller than kept, which may come to hold it with the path: GCC 12's
+     * Release build refused a copy of kept into why as one that may be cut) */
+    char replacing[400], kept[10000] = "", aside[4400], why[4800] = "";
+    int judged = judge_dest(dest, out != NULL, &s, replacing, sizeof replacing, why, sizeof why);
+    if (judged != DEST_KEEP) snprintf(kept, sizeof kept, "%s", why);
+    else {
         if (out) {
             cmh_snapshot_free(&s);
             cli_error("-o %s: %s: not replaced (name another file, or remove it first); %s is left as it is", dest, why, flight);
