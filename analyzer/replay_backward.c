@@ -108,6 +108,7 @@ static void mapped_undo(cmh_replay *t, uint64_t a, uint64_t b, uint32_t *stack, 
         if (x->final && stack && !has_stack && !*stack) *stack = x->stack;
         block_del(t, x);
     }
+    if (k == i) return; /* (none: mapped may still be NULL, which memmove may not take) */
     memmove(&t->mapped[i], &t->mapped[k], (t->nmapped - k) * sizeof *t->mapped);
     t->nmapped -= k - i;
 }
