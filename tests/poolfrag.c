@@ -12,26 +12,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pool_prog.h"
+
 #define MIB (1ull << 20)
 #define CK(x) do { if ((x) != CUDA_SUCCESS) { fprintf(stderr, "poolfrag: %s failed\n", #x); return 2; } } while (0)
 
 int main(int argc, char **argv)
 {
-    CUdevice d;
-    CUcontext c;
     CUstream st;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&d, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, d));
-    CK(cuCtxSetCurrent(c));
-    CK(cuStreamCreate(&st, 0));
     CUmemoryPool pool;
-    CUmemPoolProps p;
-    memset(&p, 0, sizeof p);
-    p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    CK(cuMemPoolCreate(&pool, &p));
+    CK(pool_prog_setup(&st, &pool));
     cuuint64_t most = ~0ull;
     CK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &most));
     CUdeviceptr a[10], dd[3], keep;
@@ -46,6 +36,8 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "two")) {
         CUmemoryPool pool2;
         CUdeviceptr other;
+        CUmemPoolProps p;
+        pool_prog_props(&p);
         CK(cuMemPoolCreate(&pool2, &p));
         CK(cuMemAllocFromPoolAsync(&other, 3 * MIB, pool2, st));
     }

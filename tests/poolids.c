@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pool_prog.h"
+
 #define MIB (1ull << 20)
 #define CK(x) do { if ((x) != CUDA_SUCCESS) { fprintf(stderr, "poolids: %s failed\n", #x); return 2; } } while (0)
 
@@ -21,21 +23,9 @@ __attribute__((noinline)) static CUresult from_private(CUdeviceptr *p, CUmemoryP
 
 int main(void)
 {
-    CUdevice d;
-    CUcontext c;
     CUstream st;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&d, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, d));
-    CK(cuCtxSetCurrent(c));
-    CK(cuStreamCreate(&st, 0));
     CUmemoryPool pool;
-    CUmemPoolProps p;
-    memset(&p, 0, sizeof p);
-    p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    CK(cuMemPoolCreate(&pool, &p));
+    CK(pool_prog_setup(&st, &pool));
     CUdeviceptr a[2], b[2], k[2];
     for (int i = 0; i < 2; i++) {
         CK(plain(&a[i]));

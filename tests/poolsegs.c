@@ -12,26 +12,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pool_prog.h"
+
 #define MIB (1ull << 20)
 #define CK(x) do { if ((x) != CUDA_SUCCESS) { fprintf(stderr, "poolsegs: %s failed\n", #x); return 2; } } while (0)
 
 int main(int argc, char **argv)
 {
-    CUdevice d;
-    CUcontext c;
     CUstream st;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&d, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, d));
-    CK(cuCtxSetCurrent(c));
-    CK(cuStreamCreate(&st, 0));
     CUmemoryPool pool;
-    CUmemPoolProps p;
-    memset(&p, 0, sizeof p);
-    p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    CK(cuMemPoolCreate(&pool, &p));
+    CK(pool_prog_setup(&st, &pool));
     cuuint64_t threshold = argc > 1 && !strcmp(argv[1], "trim") ? 0 : ~0ull;
     CK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
     CUdeviceptr a[3];
