@@ -12,7 +12,7 @@ import sys
 import torch
 
 out = sys.argv[1]
-dev = torch.device("cuda")
+dev = torch.device("cuda", 0)  # NCCL (PyTorch 2.11) refuses a device_id without an index
 nccl = None
 try:
     import torch.distributed as dist

@@ -230,6 +230,7 @@ unset CUMEMHIST_DEBUG
 # nothing for 5 minutes (no mid snapshot), until the check's own limit killed it
 run timeout -s TERM 180 "$CMH" record -o "$OUT/owners_job.cmh" -- python3 samples/torch_owners.py "$W/owners.json"
 [ -f "$W/owners.mid.cmh" ] || say "section 7: the job left no mid snapshot ($W/owners.mid.cmh): see its record's flight file"
+cp "$W/owners.mid.cmh" "$OUT/" 2>/dev/null
 run "$CMH" owners "$W/owners.mid.cmh"
 "$CMH" owners --json "$W/owners.mid.cmh" >"$W/owners.mid.json" 2>>"$R"
 "$CMH" owners --json "$OUT/owners_job.cmh" >"$W/owners_job.json" 2>>"$R"
