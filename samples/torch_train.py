@@ -5,6 +5,8 @@ recorder on a GPU host (scripts/gpu-check.sh).
                                                   # dump PyTorch's snapshot and ours at one moment
     python3 torch_train.py time [steps]           # print the median step time
     TORCH_TRAIN_WORKLOAD=varied ...               # another allocation pattern (step_varied)
+    TORCH_TRAIN_HISTORY=all python3 torch_train.py time   # the same with PyTorch's own recorder
+                                                  # on (context and stacks all), as co-recording sets it
 
 `check` writes PREFIX.pickle (PyTorch's _dump_snapshot), PREFIX_summary.txt
 (torch.cuda.memory_summary()), PREFIX_stats.json (memory_stats()), PREFIX.json (segments and the
@@ -102,6 +104,8 @@ def main():
         print(f"check: {steps} steps, {len(segs)} segments, {len(trace)} segment-level trace entries")
     else:
         steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+        if os.environ.get("TORCH_TRAIN_HISTORY") == "all":  # PyTorch's own cost, for comparison
+            torch.cuda.memory._record_memory_history(context="all", stacks="all", max_entries=100000)
         model, opt = build()
         for i in range(10):
             step(model, opt, i)

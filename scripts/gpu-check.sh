@@ -63,13 +63,14 @@ CMH=$B/cumemhist
 export CUMEMHIST_DEBUG=1   # says when a cuGetProcAddress pointer is not one of the driver's exports
 
 if want steptime; then
-say "== 9. step time of a real PyTorch loop: without the recorder, under it (no stacks, then the default"
-say "   context=all), with and without co-recording (PyTorch's own history switched on inside);"
-say "   the five run in turn, three rounds, so that a drift of the machine falls on all of them"
+say "== 9. step time of a real PyTorch loop: without the recorder, with PyTorch's own recorder alone (context and stacks all),"
+say "   under ours (no stacks, then the default context=all), with and without co-recording (PyTorch's own"
+say "   history switched on inside); the six run in turn, three rounds, so that a drift of the machine falls on all"
 for rep in 1 2 3; do
-    for conf in without none-alone all-alone none-corecord all-corecord; do
+    for conf in without torch-alone none-alone all-alone none-corecord all-corecord; do
         case $conf in
         without) pre= ;;
+        torch-alone) pre="env TORCH_TRAIN_HISTORY=all" ;;   # PyTorch's own recorder, as co-recording sets it
         none-alone) pre="env CUMEMHIST_TORCH=0 $CMH record -q --context none -o $W/st_$conf.cmh --" ;;
         all-alone) pre="env CUMEMHIST_TORCH=0 $CMH record -q -o $W/st_$conf.cmh --" ;;
         none-corecord) pre="$CMH record -q --context none -o $W/st_$conf.cmh --" ;;
