@@ -482,6 +482,7 @@ int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, si
         snprintf(id->hostname, sizeof id->hostname, "%.*s", (int)strnlen(h->hostname, sizeof h->hostname), h->hostname);
         id->forked_from = h->forked_from > 0 && h->forked_from <= INT32_MAX ? h->forked_from : 0;
         id->state = (int)h->state;
+        id->end_signal = h->end_signal;
         id->marks_exit = !!(h->marks & CMH_FLIGHT_MARKS_EXIT);
         snprintf(id->snapshot_path, sizeof id->snapshot_path, "%.*s", (int)strnlen(h->snapshot_path, sizeof h->snapshot_path),
                  h->snapshot_path);

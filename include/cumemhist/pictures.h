@@ -94,6 +94,18 @@ int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_si
  * one inline script and its data, still no external request. */
 int cmh_report_html_view(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
                          const char *title, FILE *fp);
+/* What the caller found of each child the record forked (s->children, in order): its pid and
+ * one line on it ("forked child 803: its record app.803.cmh; it was killed by SIGABRT"), which
+ * the page prints as it is: where the child's record is now and how it ended are known only by
+ * looking beside the record's file, which the page does not have. */
+typedef struct cmh_report_child {
+    int64_t pid;
+    const char *text;
+} cmh_report_child;
+/* cmh_report_html (with_view 0) or cmh_report_html_view (1), the children as children says
+ * (NULL: each named by the path the recorder gave its record, nothing more known). */
+int cmh_report_html_ex(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                       const char *title, const cmh_report_child *children, uint32_t nchildren, int with_view, FILE *fp);
 
 #ifdef __cplusplus
 }
