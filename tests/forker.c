@@ -12,7 +12,9 @@
  * "child PID HOW ALLOCS BYTES" goes to stdout as it is forked, and at the end
  * "parent PID ALLOCS BYTES": what each one's snapshot must hold live at the end (the parent's:
  * its allocations and its thread's, the frees counted apart as "parent_frees N").  With
- * "killed", the parent then ends by SIGKILL, its flight record all that is left of it.
+ * "killed", the parent then ends by SIGKILL, its flight record all that is left of it; before
+ * that, with FORKER_CHURN=N in the environment, it allocates and frees 64 KiB N times (from
+ * thread_alloc's line), enough for a bounded ring's flight record to checkpoint.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -117,6 +119,8 @@ int main(int argc, char **argv)
     printf("parent %ld %lu %lu\n", (long)getpid(), 3 + g_thread_kept, (3ul << 20) + g_thread_kept * (4ul << 10));
     printf("parent_frees %lu\n", g_thread_rounds);
     if (killed) {
+        long churn = getenv("FORKER_CHURN") ? atol(getenv("FORKER_CHURN")) : 0;
+        for (long i = 0; i < churn; i++) cuMemFree(thread_alloc(64 << 10));
         fflush(stdout);
         raise(SIGKILL);
     }
