@@ -76,7 +76,8 @@ int cmh_memviz_folded(const cmh_snapshot *s, int device, int segs, FILE *fp);
 
 /* pprof's profile.proto, gzipped: live bytes and blocks at the end and at each device's
  * allocated peak (four sample types), one sample per stack and device of devices[0..ndevices),
- * labelled "device" ("0", "1", "host" for pinned host memory), locations and functions from the
+ * labelled "device", a number with the unit "index" (0, 1, -1 for pinned host memory; each
+ * device's peak at its own moment: the comment says so), locations and functions from the
  * frames the exports draw (cmh_sites_drawn: from the site outward, as the reports print them),
  * so that pprof's "flat" bytes of a function are the bytes the reports give its site.  g: the
  * attribution rules (NULL: the defaults).  The first mapping, which pprof names the profile by,
