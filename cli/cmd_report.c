@@ -35,12 +35,14 @@ typedef struct job {
     const int32_t *devs;
     int nd;
     const char *title;
+    cmh_report_child kids[8];
+    uint32_t nkids;
 } job;
 
 static int write_page(void *arg, FILE *fp)
 {
     job *j = arg;
-    return (g_static ? cmh_report_html : cmh_report_html_view)(j->s, j->raw, j->g, j->devs, j->nd, j->title, fp);
+    return cmh_report_html_ex(j->s, j->raw, j->g, j->devs, j->nd, j->title, j->kids, j->nkids, !g_static, fp);
 }
 
 int cmd_report(int argc, char **argv)
@@ -67,7 +69,14 @@ int cmd_report(int argc, char **argv)
     int nd = rep_devices(path, &s, g_device, 0, devs, 256);
     if (nd < 0) rc = CLI_EUSAGE;
     else {
-        job j = {&s, have_raw ? &raw : NULL, g, devs, nd, path};
+        job j = {&s, have_raw ? &raw : NULL, g, devs, nd, path, {{0, NULL}}, 0};
+        /* the children the page names (its first 8), said as summary and leaks say them: where
+         * each one's record is now and how it ended (the page named the recorder's path only) */
+        static char texts[8][10000];
+        for (uint32_t i = 0; i < s.nchildren && i < 8; i++, j.nkids++) {
+            rep_child_text(path, &s.children[i], texts[i], sizeof texts[i]);
+            j.kids[i] = (cmh_report_child){s.children[i].pid, texts[i]};
+        }
         rc = rep_write(g_out, 0, write_page, &j);
     }
     if (have_raw) cmh_snapshot_free(&raw);

@@ -137,12 +137,21 @@ void rep_print_process(const char *path, const cmh_snapshot *s);
 void rep_json_process(cmh_jw *w, const cmh_snapshot *s);
 /* The children a record at path forked (s->children): "forked_children", each its pid,
  * "written_to" (the path the recorder gave it), "record" (where it was found: beside path
- * first, then written_to; null: not found) and its "ending"; then "forked_children_more". */
+ * first, then written_to; null: not found), "flight_record" (with no record, the flight record it
+ * left: `cumemhist recover` reads it; else null) and its "ending"; then "forked_children_more". */
 void rep_json_children(cmh_jw *w, const char *path, const cmh_snapshot *s);
 /* Child c's record, looked for beside the parent's record at parent first, then where it was
  * written, then as NAME.PID.ext beside NAME.ext; a file is c's when it holds c's pid.  1 and its
  * path in found, its ending in ending ("" when it says none); 0 when none is. */
 int rep_child_record(const char *parent, const cmh_forked_child *c, char *found, size_t cap, char *ending, size_t ecap);
+/* Child c's flight record (NAME.cmh.flight), looked for as rep_child_record looks: a child that
+ * died under a plain LD_PRELOAD left it and no snapshot.  1 and its path in found, how the child
+ * ended in ending as `recover` says it ("was killed by SIGABRT"; "still runs"); 0 when none is. */
+int rep_child_flight(const char *parent, const cmh_forked_child *c, char *found, size_t cap, char *ending, size_t ecap);
+/* What every output says of child c of the record at parent, in one line after "PATH: ":
+ * "forked child 803: its record app.803.cmh; it was killed by SIGABRT", or its flight record and
+ * the `recover` that reads it.  1 when a record of it was found; 0: text says it left none. */
+int rep_child_text(const char *parent, const cmh_forked_child *c, char *text, size_t cap);
 /* "1 block", "2 blocks" */
 const char *rep_count(uint64_t n, const char *one, const char *many);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cumemhist/recover.h"
 #include "cumemhist/symbolize.h"
 #include "cumemhist/viz.h"
 #include "cumemhist/leakwords.h"
@@ -330,24 +331,79 @@ static int child_at(const char *path, const cmh_forked_child *c, char *ending, s
     return mine;
 }
 
-int rep_child_record(const char *parent, const cmh_forked_child *c, char *found, size_t cap, char *ending, size_t ecap)
+/* Is the flight record at path child c's?  How it ended into ending, as `recover` says it
+ * (cli_flight_ending), or that it still runs. */
+static int child_flight_at(const char *path, const cmh_forked_child *c, char *ending, size_t ecap)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    cmh_flight_identity id;
+    char err[512];
+    if (cmh_flight_identify(path, &id, err, sizeof err) != CMH_OK || id.pid != c->pid) return 0;
+    int run = cli_flight_process(&id);
+    if (run == CLI_PROC_ALIVE || run == CLI_PROC_ALIVE_UNSURE) snprintf(ending, ecap, "still runs");
+    else cli_flight_ending(&id, id.state, id.end_signal, 0, 0, ending, ecap);
+    return 1;
+}
+
+/* Child c's file ending in suffix ("" its snapshot, ".flight" its flight record), in the order
+ * rep_child_record says; at: whether a file is c's. */
+static int child_find(const char *parent, const cmh_forked_child *c, const char *suffix,
+                      int (*at)(const char *, const cmh_forked_child *, char *, size_t), char *found, size_t cap, char *ending, size_t ecap)
 {
     found[0] = ending[0] = 0;
-    if (!parent || !strcmp(parent, "-")) return c->path && child_at(c->path, c, ending, ecap) ? snprintf(found, cap, "%s", c->path), 1 : 0;
+    char cand[4400];
+    if (!parent || !strcmp(parent, "-")) {
+        if (!c->path) return 0;
+        snprintf(cand, sizeof cand, "%s%s", c->path, suffix);
+        return at(cand, c, ending, ecap) ? snprintf(found, cap, "%s", cand), 1 : 0;
+    }
     /* beside the parent's record first (the two moved together), then where it was written */
     const char *slash = strrchr(parent, '/');
     int dir = slash ? (int)(slash - parent + 1) : 0;
-    char cand[4400];
     if (c->path) {
         const char *base = strrchr(c->path, '/');
-        snprintf(cand, sizeof cand, "%.*s%s", dir, parent, base ? base + 1 : c->path);
-        if (child_at(cand, c, ending, ecap)) return snprintf(found, cap, "%s", cand), 1;
-        if (child_at(c->path, c, ending, ecap)) return snprintf(found, cap, "%s", c->path), 1;
+        snprintf(cand, sizeof cand, "%.*s%s%s", dir, parent, base ? base + 1 : c->path, suffix);
+        if (at(cand, c, ending, ecap)) return snprintf(found, cap, "%s", cand), 1;
+        snprintf(cand, sizeof cand, "%s%s", c->path, suffix);
+        if (at(cand, c, ending, ecap)) return snprintf(found, cap, "%s", cand), 1;
     }
     /* NAME.PID.cmh beside NAME.cmh: a fixed -o path's (a record of no path, or one moved and renamed together) */
     const char *ext = cmh_path_ext(parent);
-    snprintf(cand, sizeof cand, "%.*s.%lld%s", (int)(ext - parent), parent, (long long)c->pid, ext);
-    if (child_at(cand, c, ending, ecap)) return snprintf(found, cap, "%s", cand), 1;
+    snprintf(cand, sizeof cand, "%.*s.%lld%s%s", (int)(ext - parent), parent, (long long)c->pid, ext, suffix);
+    if (at(cand, c, ending, ecap)) return snprintf(found, cap, "%s", cand), 1;
+    return 0;
+}
+
+int rep_child_record(const char *parent, const cmh_forked_child *c, char *found, size_t cap, char *ending, size_t ecap)
+{
+    return child_find(parent, c, "", child_at, found, cap, ending, ecap);
+}
+
+int rep_child_flight(const char *parent, const cmh_forked_child *c, char *found, size_t cap, char *ending, size_t ecap)
+{
+    return child_find(parent, c, ".flight", child_flight_at, found, cap, ending, ecap);
+}
+
+int rep_child_text(const char *parent, const cmh_forked_child *c, char *text, size_t cap)
+{
+    char found[4400], ending[1024];
+    if (rep_child_record(parent, c, found, sizeof found, ending, sizeof ending)) {
+        snprintf(text, cap, "forked child %lld: its record %s%s%s", (long long)c->pid, found, *ending ? "; it " : "", ending);
+        return 1;
+    }
+    /* a child killed under a plain LD_PRELOAD left its flight record, which no report reads
+     * (it said "left no record here" beside it) */
+    if (rep_child_flight(parent, c, found, sizeof found, ending, sizeof ending)) {
+        if (!strcmp(ending, "still runs"))
+            snprintf(text, cap, "forked child %lld: still runs, its flight record %s (`cumemhist top %lld` while it runs)", (long long)c->pid, found,
+                     (long long)c->pid);
+        else
+            snprintf(text, cap, "forked child %lld: no snapshot, its flight record %s (`cumemhist recover %s` writes it); it %s", (long long)c->pid,
+                     found, found, ending);
+        return 1;
+    }
+    snprintf(text, cap, "forked child %lld: left no record here (no CUDA use, or moved elsewhere)", (long long)c->pid);
     return 0;
 }
 
@@ -358,7 +414,7 @@ int rep_child_record(const char *parent, const cmh_forked_child *c, char *found,
 static void print_children(const char *path, const cmh_snapshot *s)
 {
     uint32_t shown = 0, lost = 0, more = 0;
-    char found[4400], ending[1024], pids[160] = "";
+    char text[10000], pids[160] = "";
     size_t pl = 0;
     for (uint32_t i = 0; i < s->nchildren; i++) {
         const cmh_forked_child *c = &s->children[i];
@@ -366,10 +422,8 @@ static void print_children(const char *path, const cmh_snapshot *s)
             more++;
             continue;
         }
-        if (rep_child_record(path, c, found, sizeof found, ending, sizeof ending)) {
-            printf("%s: forked child %lld: its record %s", path, (long long)c->pid, found);
-            if (*ending) printf("; it %s", ending);
-            printf("\n");
+        if (rep_child_text(path, c, text, sizeof text)) {
+            printf("%s: %s\n", path, text);
             shown++;
         } else {
             if (lost++ < 8 && pl < sizeof pids) pl += (size_t)snprintf(pids + pl, sizeof pids - pl, "%s%lld", lost > 1 ? ", " : "", (long long)c->pid);
@@ -397,7 +451,11 @@ void rep_json_children(cmh_jw *w, const char *path, const cmh_snapshot *s)
         else cmh_jw_knull(w, "written_to");
         if (got) cmh_jw_kstr(w, "record", found);
         else cmh_jw_knull(w, "record");
-        if (got && *ending) cmh_jw_kstr(w, "ending", ending);
+        /* no snapshot: the flight record it left, which `recover` turns into one */
+        int flight = !got && i < 64 && rep_child_flight(path, c, found, sizeof found, ending, sizeof ending);
+        if (flight) cmh_jw_kstr(w, "flight_record", found);
+        else cmh_jw_knull(w, "flight_record");
+        if ((got || flight) && *ending) cmh_jw_kstr(w, "ending", ending);
         else cmh_jw_knull(w, "ending");
         cmh_jw_end(w);
     }

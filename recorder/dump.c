@@ -75,8 +75,7 @@ static void fill_meta(cmh_snapshot *s)
     uint32_t more = 0, nk = cmh_process_children(kids, CMH_MAX_CHILDREN, &more);
     for (uint32_t i = 0; i < nk; i++) {
         char path[4096];
-        int known = cmh_cfg.output[0] && cmh_config_child_output_path(cmh_cfg.output, (long)kids[i], path, sizeof path) == 0;
-        if (cmh_snapshot_add_child(s, kids[i], known ? path : NULL) != CMH_OK) more++;
+        if (cmh_snapshot_add_child(s, kids[i], cmh_process_child_path(kids[i], path, sizeof path) ? path : NULL) != CMH_OK) more++;
     }
     s->children_more = more;
     s->dump_time_ns = cmh_now_ns();

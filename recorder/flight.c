@@ -813,6 +813,7 @@ void cmh_flight_start(void)
     cmh_stacks_each(cmh_flight_stack); /* those made before (a forked child's inherited ones) */
     cmh_marks_each(cmh_flight_name);
     cmh_hist_threads_each(cmh_flight_thread, NULL);
+    cmh_process_flight_children(); /* forked before (a parent that forks before its first allocation) */
     cmh_vmm_flight_handles(); /* handles made before (none but where the record starts late) */
     /* entries made before (a mark before the first allocation): the reader drops the copies of
      * any appended twice, by their numbers */
@@ -952,6 +953,7 @@ static void checkpoint(void)
     cmh_pystack_each(cmh_flight_pyframe); /* before the stacks that name them */
     cmh_stacks_each(cmh_flight_stack);
     cmh_marks_each(cmh_flight_name);
+    cmh_process_flight_children(); /* the children, whose records the dropped extents hold */
     cmh_vmm_flight_handles(); /* the handles held, whose records the dropped extents hold */
     cmh_fl_modules_reset(0); /* the modules too */
     cmh_fl_scan_modules();

@@ -1,6 +1,6 @@
 /*
  * flight_records.c - the flight record's records other than trace entries: stacks, names, Python
- * frames, range annotations, threads, cuMemGetInfo samples, and the module map that lets a
+ * frames, range annotations, threads, forked children, cuMemGetInfo samples, and the module map that lets a
  * reader symbolize the stacks of a process that is gone (the file and its append path:
  * flight.c; the format: snapshot/flight_format.h).
  */
@@ -95,6 +95,22 @@ void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name
     size_t n = strlen(name);
     memcpy(r->name, name, n < sizeof r->name ? n : sizeof r->name);
     cmh_fl_commit(h, CMH_FR_THREAD, a);
+}
+
+void cmh_flight_child(uint32_t index, int64_t pid, const char *path)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return; /* written with the others at the start */
+    size_t n = path ? strlen(path) : 0;
+    if (n > 4095) n = 4095;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + sizeof(cmh_fr_child) + n), &a, 1, 0);
+    if (!h) return;
+    cmh_fr_child *r = CMH_FL_BODY(h, cmh_fr_child);
+    r->index = index;
+    r->path_len = (uint32_t)n;
+    r->pid = pid;
+    if (n) memcpy(r + 1, path, n);
+    cmh_fl_commit(h, CMH_FR_CHILD, a);
 }
 
 void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total, uint32_t thread)

@@ -555,6 +555,9 @@ CMH_HIDDEN void cmh_flight_device(const cmh_device_ident *d);
 /* a cuMemCreate handle's state now (CMH_FR_VMM_*: flight_format.h); under vmm.c's handle lock */
 CMH_HIDDEN void cmh_flight_vmm_handle(uint64_t handle, int device, uint64_t size, int64_t ticks, uint32_t stack, int state);
 CMH_HIDDEN void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name);
+/* a child forked without exec: its number among the forks, pid (0: past those kept), the path
+ * its record takes (NULL: not known) */
+CMH_HIDDEN void cmh_flight_child(uint32_t index, int64_t pid, const char *path);
 CMH_HIDDEN void cmh_flight_tick(void); /* the helper thread, every ~100 ms */
 CMH_HIDDEN int cmh_flight_checkpoint_wanted(void);
 CMH_HIDDEN int cmh_flight_populate_wanted(void);
@@ -611,6 +614,12 @@ CMH_HIDDEN int64_t cmh_process_forked_from(void); /* 0: not a child of fork() wi
  * their count returned; *more: those forked past what is kept (CMH_MAX_CHILDREN). */
 #define CMH_MAX_CHILDREN 1024
 CMH_HIDDEN uint32_t cmh_process_children(int64_t *out, uint32_t cap, uint32_t *more);
+/* The path child pid's own record takes (the output pattern, as that child computes it): 1 and
+ * the path in out; 0: not known. */
+CMH_HIDDEN int cmh_process_child_path(int64_t pid, char *out, size_t cap);
+/* Every child forked so far into the flight record (cmh_flight_child): at its start and at
+ * each checkpoint, which give back the extents that named them. */
+CMH_HIDDEN void cmh_process_flight_children(void);
 
 /* ---- signals.c: the recorder's handlers, invisible to the program ---- */
 enum { CMH_SIG_DEATH = 1, CMH_SIG_REQUEST = 2 };

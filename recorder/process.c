@@ -281,6 +281,30 @@ uint32_t cmh_process_children(int64_t *out, uint32_t cap, uint32_t *more)
     return k;
 }
 
+int cmh_process_child_path(int64_t pid, char *out, size_t cap)
+{
+    return cmh_cfg.output[0] && cmh_config_child_output_path(cmh_cfg.output, (long)pid, out, cap) == 0;
+}
+
+/* child i's record in the flight record: a parent killed before its exit dump names its
+ * children too, once recovered (it named none) */
+static void flight_child(uint32_t i, int64_t pid)
+{
+    char path[4096];
+    if (i >= CMH_MAX_CHILDREN) cmh_flight_child(i, 0, NULL); /* (counted, as the snapshot counts it) */
+    else cmh_flight_child(i, pid, cmh_process_child_path(pid, path, sizeof path) ? path : NULL);
+}
+
+void cmh_process_flight_children(void)
+{
+    uint32_t n = __atomic_load_n(&g_nchildren, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n && i < CMH_MAX_CHILDREN; i++) {
+        int64_t p = __atomic_load_n(&g_children[i], __ATOMIC_ACQUIRE);
+        if (p > 0) flight_child(i, p); /* (0: its fork() has not stored it yet, and writes it itself) */
+    }
+    if (n > CMH_MAX_CHILDREN) flight_child(n - 1, 0);
+}
+
 CMH_EXPORT pid_t fork(void)
 {
     static pid_t (*next)(void);
@@ -298,6 +322,7 @@ CMH_EXPORT pid_t fork(void)
     if (p > 0) {
         uint32_t i = __atomic_fetch_add(&g_nchildren, 1, __ATOMIC_ACQ_REL);
         if (i < CMH_MAX_CHILDREN) __atomic_store_n(&g_children[i], (int64_t)p, __ATOMIC_RELEASE);
+        flight_child(i, p);
     } else if (p == 0)
         __atomic_store_n(&g_nchildren, 0, __ATOMIC_RELEASE); /* the child's children are its own */
     return p;

@@ -78,7 +78,7 @@
  * skip it; below) */
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
        CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11, CMH_FR_VMM_HANDLE = 12,
-       CMH_FR_ENTRY_TINY = 13, CMH_FR_FREE_TINY = 14, CMH_FR_DEVICE = 15 };
+       CMH_FR_ENTRY_TINY = 13, CMH_FR_FREE_TINY = 14, CMH_FR_DEVICE = 15, CMH_FR_CHILD = 16 };
 /* how the process ended, as far as it could say */
 /* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
  * record of the old one so and keeps it beside its own.  QUIT: it called _exit() or _Exit(), no
@@ -283,6 +283,18 @@ typedef struct cmh_fr_device {
     uint32_t pad;
     char uuid[48], name[64], pci_bus[24];
 } cmh_fr_device;
+
+/* CMH_FR_CHILD: a child the process forked without exec (added without a version change: older
+ * readers skip it), at its fork and again at the record's start and at each checkpoint (the
+ * extents before one are given back): index its number among the process's forks (0 the
+ * first), pid its pid (0: a fork past the first CMH_FR_CHILDREN_KEPT, which only says how many
+ * there were), then path_len bytes of the path its own record takes (0: not known).  The same
+ * index written twice says the same child. */
+typedef struct cmh_fr_child {
+    uint32_t index, path_len;
+    int64_t pid;
+} cmh_fr_child;
+#define CMH_FR_CHILDREN_KEPT 1024 /* as the snapshot's process.children keeps them */
 
 #ifdef CUMEMHIST_SNAPSHOT_H /* (for the readers, which know the model) */
 /* What a device record says, as the model keeps it (each string cut at its field's end). */

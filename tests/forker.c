@@ -1,7 +1,7 @@
 /*
  * forker.c - a parent that allocates, then forks one child per word of its arguments, each
  * child allocating on its own and ending the way the word says, for tests/fork_test.sh:
- *   forker [threaded | late] HOW...      HOW: kill | segv | _exit | exit
+ *   forker [threaded | late | killed] HOW...      HOW: kill | segv | abort | _exit | exit | exit3
  * The parent makes 3 allocations of 1 MiB (kept) before the first fork (with "late", after the
  * last child ended: the children touch CUDA first, the first of them taking the flight record's
  * path that the parent's own takes over later); child i (from 0)
@@ -11,7 +11,10 @@
  * after the last child has ended (or 300,000 rounds); the parent frees nothing of it.  For each child a line
  * "child PID HOW ALLOCS BYTES" goes to stdout as it is forked, and at the end
  * "parent PID ALLOCS BYTES": what each one's snapshot must hold live at the end (the parent's:
- * its allocations and its thread's, the frees counted apart as "parent_frees N").
+ * its allocations and its thread's, the frees counted apart as "parent_frees N").  With
+ * "killed", the parent then ends by SIGKILL, its flight record all that is left of it; before
+ * that, with FORKER_CHURN=N in the environment, it allocates and frees 64 KiB N times (from
+ * thread_alloc's line), enough for a bounded ring's flight record to checkpoint.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -76,7 +79,9 @@ static void die(const char *how)
         volatile int *volatile nowhere = NULL;
         *nowhere = 1;
     }
+    if (!strcmp(how, "abort")) abort();
     if (!strcmp(how, "_exit")) _exit(0);
+    if (!strcmp(how, "exit3")) exit(3);
     exit(0); /* "exit": atexit handlers run, the child's snapshot is written the ordinary way */
 }
 
@@ -84,7 +89,8 @@ int main(int argc, char **argv)
 {
     if (loop_context(&g_ctx)) return 2;
     int threaded = argc > 1 && !strcmp(argv[1], "threaded"), late = argc > 1 && !strcmp(argv[1], "late");
-    int first = 1 + threaded + late;
+    int killed = argc > 1 && !strcmp(argv[1], "killed");
+    int first = 1 + threaded + late + killed;
     for (int i = 0; i < 3 && !late; i++) parent_alloc(1 << 20);
     pthread_t t;
     if (threaded && pthread_create(&t, NULL, churn, NULL) != 0) return 2;
@@ -112,5 +118,11 @@ int main(int argc, char **argv)
     }
     printf("parent %ld %lu %lu\n", (long)getpid(), 3 + g_thread_kept, (3ul << 20) + g_thread_kept * (4ul << 10));
     printf("parent_frees %lu\n", g_thread_rounds);
+    if (killed) {
+        long churn = getenv("FORKER_CHURN") ? atol(getenv("FORKER_CHURN")) : 0;
+        for (long i = 0; i < churn; i++) cuMemFree(thread_alloc(64 << 10));
+        fflush(stdout);
+        raise(SIGKILL);
+    }
     return 0;
 }

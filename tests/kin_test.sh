@@ -104,7 +104,7 @@ mkdir moved && cp app.cmh "app.$child.cmh" moved/
 check "records moved together: the child's found beside the parent's ($(grep 'forked child' m.txt | cut -c1-90))" \
     "grep -q \"^$T/moved/app.cmh: forked child $child: its record $T/moved/app.$child.cmh; it was killed\" m.txt"
 "$CMH" report app.cmh -o r.html 2>/dev/null
-check "the HTML report names the child and its record" "grep -q \"<span class=.r-child. data-pid=.$child.>forked child $child: its record app.$child.cmh</span>\" r.html"
+check "the HTML report names the child, its record and how it ended" "grep -q \"<span class=.r-child. data-pid=.$child.>forked child $child: its record app.$child.cmh; it was killed, with no chance to mark its end (SIGKILL.*(recovered from its flight record)</span>\" r.html"
 # export to SQLite of the parent's record takes the child's beside it
 "$CMH" export app.cmh -o a.db 2>ex.txt
 rc=$?

@@ -52,7 +52,21 @@ for d in (0, 1):
 PY
 check "export says which devices the profile holds and how to see one ($(cat mg.err))" \
     "grep -qx 'cumemhist: wrote mg.pb.gz: 1 record, [0-9]* trace entries of devices 0, 1 (label device: -tagfocus=device=N for one)' mg.err &&
-     grep -qx 'cumemhist: every device, each sample labelled (-tagfocus=device=N for one); device 0, live at the end (entry [0-9]*) and at the allocated peak (entry [0-9]*), no out-of-memory error (oom_space 0); device 1, live at the end (entry [0-9]*) and at the allocated peak (entry [0-9]*), oom_space at out of memory #1 (entry [0-9]*, as .cumemhist oom. shows it)' mg.end0"
+     grep -qx 'cumemhist: every device, each sample labelled (-tagfocus=device=N for one); peak_space is each device.s own allocated peak, each at its own moment: unfiltered, it adds them, what the devices held at their peaks together, not one moment.s total; device 0, live at the end (entry [0-9]*) and at the allocated peak (entry [0-9]*), no out-of-memory error (oom_space 0); device 1, live at the end (entry [0-9]*) and at the allocated peak (entry [0-9]*), oom_space at out of memory #1 (entry [0-9]*, as .cumemhist oom. shows it)' mg.end0"
+# the device label reads as a device's number (it read 'device:[0 count]' in -raw, a count of
+# none), and unfiltered peak_space is what the comment says: the devices' own peaks added
+go tool pprof -raw mg.pb.gz >mg.raw 2>&1
+go tool pprof -top -unit=B -sample_index=peak_space mg.pb.gz >mg.peakall 2>&1
+check "-raw: device:[0 index] and device:[1 index], no count ($(grep -o 'device:\[[^]]*\]' mg.raw | sort -u | tr '\n' ' '))" \
+    "[ \"\$(grep -o 'device:\[[^]]*\]' mg.raw | sort -u | tr '\n' ' ')\" = 'device:[0 index] device:[1 index] ' ]"
+py - <<'PY' && ok "unfiltered peak_space: device 0's peak plus device 1's, as the comment says" || bad "unfiltered peak_space: $(head -8 mg.peakall)"
+import json, re
+peaks = [d["peak_allocated"]["bytes"] for d in json.load(open("mg.peak.json"))]
+t = open("mg.peakall").read()
+m = re.search(r"^Showing nodes accounting for (\d+)B, [\d.]+% of (\d+)B total", t, re.M)
+assert m and int(m.group(2)) == sum(peaks), (m and m.group(2), peaks)
+assert "peak_space is each device's own allocated peak, each at its own moment: unfiltered, it adds them" in t, t[:600]
+PY
 "$CMH" export --device 1 -o mg1.pb.gz mg.cmh 2>/dev/null
 go tool pprof -tags mg1.pb.gz >mg1.tags 2>&1
 check "--device 1: that device alone ($(tr '\n' ' ' <mg1.tags))" "grep -qE '\): 1\$' mg1.tags && ! grep -qE '\): 0\$' mg1.tags"

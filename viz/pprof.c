@@ -316,11 +316,13 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
         for (int j = 0; j < ntypes; j++) varint(&packed, (uint64_t)m[i].v[j]);
         field_len(&msg, 2, packed.p, packed.n); /* value (packed) */
         /* Label{key, num, num_unit}: a number, as `-tagfocus=device=1` reads a number as one (a
-         * string "1" matched nothing); pprof drops a numeric label of 0 without a unit, and a unit
-         * it does not know leaves the value as it is ("count": printed bare); -1 is pinned host memory */
+         * string "1" matched nothing); pprof drops a numeric label of 0 without a unit, prints
+         * the value bare where it does not know the unit (-tags, -traces), and with the unit
+         * after it in -raw: "index" reads there as the device's number, "device:[1 index]"
+         * (it read "device:[0 count]", a count of none); -1 is pinned host memory */
         field_int(&sub, 1, str_id(&st.strings, "device", &nomem));
         field_int(&sub, 3, (uint64_t)(int64_t)m[i].device);
-        field_int(&sub, 4, str_id(&st.strings, "count", &nomem));
+        field_int(&sub, 4, str_id(&st.strings, "index", &nomem));
         field_msg(&msg, 3, &sub);
         if (sk) { /* label owner: who called the driver, by the name owners and the reports give it */
             char oname[256];
@@ -375,7 +377,15 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
      * entries), and no peak where there is no history (enabled=state: the peak values are the
      * end's); which devices, and how to see one */
     char comment[2048];
-    size_t cl = (size_t)snprintf(comment, sizeof comment, "cumemhist: %s", ndevices > 1 ? "every device, each sample labelled (-tagfocus=device=N for one); " : "");
+    /* several devices: each one's peak_space is at its own moment (devices peak apart), so the
+     * profile's total adds peaks that were never held at once; said, not summed into a moment
+     * that never was (a moment's total across devices is no device's limit: each GPU runs out
+     * of its own memory, at its own peak, as `peak` gives it) */
+    size_t cl = (size_t)snprintf(comment, sizeof comment, "cumemhist: %s",
+                                 ndevices > 1 ? "every device, each sample labelled (-tagfocus=device=N for one); peak_space is each device's "
+                                                "own allocated peak, each at its own moment: unfiltered, it adds them, what the devices "
+                                                "held at their peaks together, not one moment's total; "
+                                              : "");
     int several = 0; /* OOMs on more than one device: which one oom_space is, before the devices' words */
     for (uint32_t k = 1; k < nro; k++) several |= ro[k].device != ro[0].device;
     for (int d = 0; d < ndevices && ndevices > 1 && several; d++)

@@ -557,7 +557,7 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
 }
 
 static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
-                       const char *title, int with_view, FILE *fp)
+                       const char *title, const cmh_report_child *kids, uint32_t nkids, int with_view, FILE *fp)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, "
           "initial-scale=1\"><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; ",
@@ -585,17 +585,21 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
         fputs("the process ", fp);
         esc(fp, cmh_str(s, s->ending));
     }
-    /* the children it forked, each with the record the recorder gave it (`summary` and `leaks`
-     * of this record say how each ended); a child killed with its GPU memory was said on
-     * `record`'s stderr only */
+    /* the children it forked, each with its record and how it ended as the caller found them
+     * (the line `summary` and `leaks` print), else the record the recorder gave it; a child
+     * killed with its GPU memory was said on `record`'s stderr only */
     for (uint32_t i = 0; i < s->nchildren && i < 8; i++) {
         const cmh_forked_child *c = &s->children[i];
         const char *base = c->path ? strrchr(c->path, '/') : NULL;
         PART();
-        fprintf(fp, "<span class=\"r-child\" data-pid=\"%" PRId64 "\">forked child %" PRId64, c->pid, c->pid);
-        if (c->path) {
-            fputs(": its record ", fp);
-            esc(fp, base ? base + 1 : c->path);
+        fprintf(fp, "<span class=\"r-child\" data-pid=\"%" PRId64 "\">", c->pid);
+        if (kids && i < nkids && kids[i].pid == c->pid && kids[i].text) esc(fp, kids[i].text);
+        else {
+            fprintf(fp, "forked child %" PRId64, c->pid);
+            if (c->path) {
+                fputs(": its record ", fp);
+                esc(fp, base ? base + 1 : c->path);
+            }
         }
         fputs("</span>", fp);
     }
@@ -689,11 +693,10 @@ static int report_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh
  * facts, its tasks and its viewer: computed once each (reports.h's memo) while s is read-only here.
  * CUMEMHIST_DEBUG_MEMO set: how many were computed, on stderr (for tests). */
 static int memo_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
-                     const char *title, int with_view, FILE *fp)
+                     const char *title, const cmh_report_child *kids, uint32_t nkids, int with_view, FILE *fp)
 {
-    cmh_replay_memo_begin(s);
     cmh_replay_memo_history(s); /* one replay a device feeds the plot, the leaks and the viewer */
-    int rc = report_page(s, raw, g, devices, ndevices, title, with_view, fp);
+    int rc = report_page(s, raw, g, devices, ndevices, title, kids, nkids, with_view, fp);
     uint32_t n = cmh_replay_memo_end(s);
     if (getenv("CUMEMHIST_DEBUG_MEMO")) fprintf(stderr, "cumemhist: report: %u whole-trace results computed\n", n);
     return rc;
@@ -702,11 +705,17 @@ static int memo_page(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_s
 int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
                     const char *title, FILE *fp)
 {
-    return memo_page(s, raw, g, devices, ndevices, title, 0, fp);
+    return memo_page(s, raw, g, devices, ndevices, title, NULL, 0, 0, fp);
 }
 
 int cmh_report_html_view(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
                          const char *title, FILE *fp)
 {
-    return memo_page(s, raw, g, devices, ndevices, title, 1, fp);
+    return memo_page(s, raw, g, devices, ndevices, title, NULL, 0, 1, fp);
+}
+
+int cmh_report_html_ex(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                       const char *title, const cmh_report_child *children, uint32_t nchildren, int with_view, FILE *fp)
+{
+    return memo_page(s, raw, g, devices, ndevices, title, children, nchildren, !!with_view, fp);
 }

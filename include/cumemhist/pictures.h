@@ -76,7 +76,8 @@ int cmh_memviz_folded(const cmh_snapshot *s, int device, int segs, FILE *fp);
 
 /* pprof's profile.proto, gzipped: live bytes and blocks at the end and at each device's
  * allocated peak (four sample types), one sample per stack and device of devices[0..ndevices),
- * labelled "device" ("0", "1", "host" for pinned host memory), locations and functions from the
+ * labelled "device", a number with the unit "index" (0, 1, -1 for pinned host memory; each
+ * device's peak at its own moment: the comment says so), locations and functions from the
  * frames the exports draw (cmh_sites_drawn: from the site outward, as the reports print them),
  * so that pprof's "flat" bytes of a function are the bytes the reports give its site.  g: the
  * attribution rules (NULL: the defaults).  The first mapping, which pprof names the profile by,
@@ -94,6 +95,18 @@ int cmh_report_html(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_si
  * one inline script and its data, still no external request. */
 int cmh_report_html_view(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
                          const char *title, FILE *fp);
+/* What the caller found of each child the record forked (s->children, in order): its pid and
+ * one line on it ("forked child 803: its record app.803.cmh; it was killed by SIGABRT"), which
+ * the page prints as it is: where the child's record is now and how it ended are known only by
+ * looking beside the record's file, which the page does not have. */
+typedef struct cmh_report_child {
+    int64_t pid;
+    const char *text;
+} cmh_report_child;
+/* cmh_report_html (with_view 0) or cmh_report_html_view (1), the children as children says
+ * (NULL: each named by the path the recorder gave its record, nothing more known). */
+int cmh_report_html_ex(const cmh_snapshot *s, const cmh_snapshot *raw, const cmh_sites *g, const int32_t *devices, int ndevices,
+                       const char *title, const cmh_report_child *children, uint32_t nchildren, int with_view, FILE *fp);
 
 #ifdef __cplusplus
 }

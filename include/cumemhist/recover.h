@@ -54,6 +54,7 @@ typedef struct cmh_flight_identity {
     char hostname[256];
     int64_t forked_from;   /* the pid it was forked from (0: none) */
     int state;             /* CMH_ENDED_*, as the process marked it */
+    int end_signal;        /* with state SIGNALED the signal, with QUIT the _exit() status */
     int marks_exit;        /* its recorder marks _exit() (QUIT): no mark at all was a death no code of it saw */
     char snapshot_path[4200]; /* where the process writes its snapshot when it ends ("": not said) */
 } cmh_flight_identity;
