@@ -301,6 +301,22 @@ static int torch_cpp_source(const char *file)
     return 0;
 }
 
+int cmh_sites_torch_module(const char *path)
+{
+    char norm[1024];
+    cmh_sites_normpath(path, norm, sizeof norm);
+    const char *sl = strrchr(norm, '/'), *base = sl ? sl + 1 : norm;
+    static const char *const libs[] = {"libc10", "libtorch", "libshm", "libcaffe2", NULL};
+    if (starts_any(base, libs)) return 1;
+    if (!starts(base, "_C.") && !starts(base, "_C_")) return 0;
+    /* _C is every extension's usual name (torchvision/_C.so, apex, a user's mypkg/_C.so): only
+     * the one in a directory named torch is PyTorch's; a bare name (no directory recorded) has
+     * nothing to say otherwise */
+    if (!sl) return 1;
+    size_t d = (size_t)(sl - norm);
+    return d >= 5 && !strncmp(sl - 5, "torch", 5) && (d == 5 || sl[-6] == '/');
+}
+
 /* A native module installed by the system or a package manager rather than built with the
  * program: its path is under a library directory of the system, a conda/pip prefix or /opt. */
 static int system_module(const char *path)
@@ -354,21 +370,30 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f, const torch_roots
     }
     /* PyTorch's binding layer: the THP* glue between CPython and ATen, its python_*.cpp files
      * (a recorder often keeps only the base name), pybind11 */
-    if ((starts(bare, "THP") && bare[3] >= 'A' && bare[3] <= 'Z') || (starts(bare, "THCP") && bare[4] >= 'A' && bare[4] <= 'Z') || starts(q, "pybind11::") ||
-        (starts(base, "python_") && (ends(base, ".cpp") || ends(base, ".h"))) || strstr(file, "pybind11/") ||
-        strstr(file, "torch/csrc/autograd/python") || strstr(file, "torch/csrc/utils/python"))
+    /* Where PyTorch's plumbing can be: its own binaries, its source tree, or a frame that names
+     * neither a binary nor a directory (a PyTorch snapshot's C++ frames: "??", a base name such
+     * as RegisterCUDA.cpp).  The rules that know its plumbing by a word of a name or a file
+     * (THP*, python_*.cpp, Register*, CapturedTraceback, dynamo_*) look there alone: in any other
+     * binary, the user's own, they took a user's MyRegisterPool::alloc (src/RegisterPool.cpp)
+     * for PyTorch's. */
+    int torch_mod = *mpath && cmh_sites_torch_module(mpath), torch_src_tree = torch_cpp_source(file);
+    int torch_place = torch_mod || torch_src_tree || (f->module < 0 && !strchr(file, '/'));
+    if (torch_place && ((starts(bare, "THP") && bare[3] >= 'A' && bare[3] <= 'Z') || (starts(bare, "THCP") && bare[4] >= 'A' && bare[4] <= 'Z') ||
+                        (starts(base, "python_") && (ends(base, ".cpp") || ends(base, ".h")))))
+        return R_TORCH_BIND;
+    if (starts(q, "pybind11::") || strstr(file, "pybind11/") || strstr(file, "torch/csrc/autograd/python") ||
+        strstr(file, "torch/csrc/utils/python"))
         return R_TORCH_BIND;
     static const char *const torch_ns[] = {"c10::", "at::", "torch::", "caffe2::", NULL};
-    static const char *const torch_mods[] = {"libc10", "libtorch", "libshm", "libcaffe2", "_C.cpython", "_C.so", NULL};
     /* generated and boxing sources a recorder keeps under their repository directory */
     static const char *const torch_src[] = {"core/boxing", "/Register", "/Redispatch", NULL};
     static const char *const torch_names[] = {"CapturedTraceback", "unwind::unwind", "gather_with_cpp", NULL};
     /* TorchDynamo's frame evaluation hook is C, its files known by base name */
     static const char *const dynamo_files[] = {"eval_frame.c", "eval_frame_cpp.cpp", "cpython_defs.c", "cache_entry.cpp",
                                                "PythonFallbackKernel.cpp", NULL};
-    if (starts(bare, "dynamo_") || equals_any(base, dynamo_files)) return R_TORCH_CPP;
-    if (starts_any(q, torch_ns) || starts_any(mod, torch_mods) || torch_cpp_source(file) ||
-        (contains_any(file, torch_src) && !ends(file, ".py")) || contains_any(name, torch_names))
+    if (torch_place && (starts(bare, "dynamo_") || equals_any(base, dynamo_files))) return R_TORCH_CPP;
+    if (starts_any(q, torch_ns) || torch_mod || torch_src_tree ||
+        (torch_place && ((contains_any(file, torch_src) && !ends(file, ".py")) || contains_any(name, torch_names))))
         return R_TORCH_CPP;
     /* PyTorch's own Python: its package directory, installed or a checkout's (torch_roots) */
     if ((ends(file, ".py") || ends(file, ".pyc")) && torch_python(file, roots)) return R_TORCH_PY;
@@ -442,7 +467,8 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f, const torch_roots
     for (const char *const *p = libc_exact; *p; p++)
         if (!strcmp(q, *p)) return R_LIBC;
     /* a third-party package: installed Python, or a native library the program did not build */
-    if (package_dir(file) || (*mpath && strstr(mod, ".so") && system_module(mpath))) return R_PACKAGE;
+    if (package_dir(file) || (*mpath && (strstr(mod, ".so") || ends(mod, ".pyd") || ends(mod, ".dll")) && system_module(mpath)))
+        return R_PACKAGE;
     return R_NONE;
 }
 
@@ -494,6 +520,21 @@ static uint32_t torch_op_site(const cmh_sites *g, const cmh_stack *st, uint32_t 
     return op != UINT32_MAX ? op : plain != UINT32_MAX ? plain : at;
 }
 
+/* The package an installed file is of: the directory under site-packages or dist-packages (an
+ * egg's inner one; a one-file module without .py), into out.  0: the path is in neither. */
+static int package_in(const char *path, char *out, size_t cap)
+{
+    const char *p = strstr(path, "site-packages/");
+    if (!p) p = strstr(path, "dist-packages/");
+    if (!p) return 0;
+    p = strchr(p, '/') + 1;
+    size_t n = strcspn(p, "/");
+    if (n > 4 && p[n] == '/' && !strncmp(p + n - 4, ".egg", 4)) p += n + 1, n = strcspn(p, "/"); /* NAME-1.0-py3.11.egg/NAME/ */
+    if (n > 3 && !p[n] && ends(p, ".py")) n -= 3; /* a one-file module */
+    snprintf(out, cap, "%.*s", (int)n, p);
+    return 1;
+}
+
 /* The package a frame belongs to, for --group-by package: the directory under site-packages,
  * the framework's name, a native library's base name, or the program's own code. */
 static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, const char *prog, char *out, size_t cap)
@@ -523,15 +564,12 @@ static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, con
         snprintf(out, cap, "%s", name);
         return;
     }
-    const char *p = strstr(file, "site-packages/");
-    if (!p) p = strstr(file, "dist-packages/");
-    if (p) {
-        p = strchr(p, '/') + 1;
-        size_t n = strcspn(p, "/");
-        if (n > 4 && p[n] == '/' && !strncmp(p + n - 4, ".egg", 4)) p += n + 1, n = strcspn(p, "/"); /* NAME-1.0-py3.11.egg/NAME/ */
-        if (n > 3 && !p[n] && ends(p, ".py")) n -= 3; /* a one-file module */
-        snprintf(out, cap, "%.*s", (int)n, p);
+    char mpath[1024] = "";
+    if (f->module >= 0 && (uint32_t)f->module < s->nmodules) cmh_sites_normpath(cmh_str(s, s->modules[f->module].path), mpath, sizeof mpath);
+    if (package_in(file, out, cap)) {
     } else if (*file && package_dir(file)) snprintf(out, cap, "python standard library");
+    else if (package_in(mpath, out, cap)) { /* a native frame of an installed package's module */
+    }
     else if (entry_point_script(file, &ep, &epl)) snprintf(out, cap, "%.*s", (int)epl, ep); /* the console script */
     else snprintf(out, cap, "%.200s", *mod ? mod : file);
 }
@@ -690,6 +728,36 @@ static const char *python_owner(cmh_sites *g, const cmh_frame *f, int *package)
     return intern(g, base);
 }
 
+/* The owner a native module names: a library of NVIDIA's or PyTorch's by its file
+ * ("libcublas.so.13", PyTorch's torch/_C...so), an installed package's own module by the package
+ * as its Python files are ("torchvision" for site-packages/torchvision/_C.so), else the module.
+ * Another _C extension was PyTorch's (the owner tag read its base name), and an installed
+ * package's module was "program (core.cpython-311-x86_64-linux-gnu.so)". */
+static const char *native_owner(cmh_sites *g, const cmh_frame *f, const char *mod, int *package)
+{
+    const cmh_snapshot *s = g->s;
+    const char *lib = cmh_library_name(mod);
+    char path[1024], name[256];
+    cmh_sites_normpath(cmh_str(s, s->modules[f->module].path), path, sizeof path);
+    int torch = lib && !strcmp(lib, "PyTorch");
+    if (lib && (!torch || cmh_sites_torch_module(path))) return mod;
+    if (strstr(path, "site-packages/") || strstr(path, "dist-packages/")) {
+        package_in(path, name, sizeof name);
+        *package = 1;
+        const char *o = intern(g, name);
+        return o ? o : "?";
+    }
+    if (!torch) return mod;
+    /* a _C extension of no install (the user's build): with its directory, so no reader takes
+     * its base name for PyTorch's */
+    const char *sl = strrchr(path, '/'), *dir = sl;
+    if (!sl) return mod;
+    while (dir > path && dir[-1] != '/') dir--;
+    snprintf(name, sizeof name, "%.*s/%s", (int)(sl - dir), dir, mod);
+    const char *o = intern(g, name);
+    return o ? o : "?";
+}
+
 /* The owner: the module of the innermost frame that is not the driver, the shared runtime or
  * cumemhist (a static runtime is part of the program that links it). */
 static const char *owner_of(cmh_sites *g, const cmh_stack *st, int *package)
@@ -714,7 +782,7 @@ static const char *owner_of(cmh_sites *g, const cmh_stack *st, int *package)
             continue;
         /* ctypes (libffi, _ctypes) calls the driver for a Python caller, who owns it */
         if (starts(mod, "libffi.so") || starts(mod, "_ctypes.") || starts(mod, "_ctypes_")) continue;
-        return mod;
+        return native_owner(g, f, mod, package);
     }
     return st->count ? "?" : "";
 }
