@@ -952,8 +952,28 @@ uint32_t cmh_sites_group(const cmh_sites *g, uint32_t stack) { return stack < g-
 uint32_t cmh_sites_count(const cmh_sites *g) { return g->ngroups; }
 const cmh_snapshot *cmh_sites_snapshot(const cmh_sites *g) { return g->s; }
 
+/* A PyTorch trace whose allocations have frames but for some (an empty stack on an 'alloc'):
+ * those came from a thread with no Python frame, PyTorch's autograd engine's own threads running
+ * backward under stacks='python' (gradients, their cuBLAS workspace).  Stops at the first of
+ * each. */
+static int stackless_allocs(const cmh_snapshot *s)
+{
+    int with = 0, without = 0;
+    for (uint32_t i = 0; i < s->nentries && !(with && without); i++)
+        if (s->entries[i].action == CMH_ACT_ALLOC) {
+            if (s->entries[i].stack) with = 1;
+            else without = 1;
+        }
+    return with && without;
+}
+
 const char *cmh_no_stack_reason(const cmh_snapshot *s)
 {
+    /* (PyTorch's backward allocates on the engine's threads: said "recorded without stacks, or
+     * allocated before recording" of the gradients of a run recorded with stacks all along) */
+    if (s && s->source == CMH_SRC_PYTORCH && stackless_allocs(s))
+        return "allocated by a thread with no Python frame (autograd's backward: stacks='all' keeps its C++ frames), "
+               "or before recording";
     if (s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_NONE) return "recorded with context none";
     if (s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_STATE)
         return "context state keeps the stacks of blocks live at the end only";
