@@ -16,6 +16,8 @@
 #include "cumemhist/sites.h"
 #include "grow.h"
 #include "oatab.h"
+#include "strmatch.h"
+#include "torch_layout.h"
 
 /* rule numbers: 0 = not machinery, 1..N the defaults below, SKIP_USER a --skip */
 enum {
@@ -71,29 +73,6 @@ struct cmh_sites {
 };
 
 /* ---- the rules ---- */
-
-static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
-
-static int starts_any(const char *s, const char *const *ps)
-{
-    for (; *ps; ps++)
-        if (starts(s, *ps)) return 1;
-    return 0;
-}
-
-static int equals_any(const char *s, const char *const *ps)
-{
-    for (; *ps; ps++)
-        if (!strcmp(s, *ps)) return 1;
-    return 0;
-}
-
-static int contains_any(const char *s, const char *const *ps)
-{
-    for (; *ps; ps++)
-        if (strstr(s, *ps)) return 1;
-    return 0;
-}
 
 const char *cmh_frame_module(const cmh_snapshot *s, const cmh_frame *f)
 {
@@ -175,12 +154,6 @@ void cmh_sites_normpath(const char *in, char *out, size_t cap)
     out[k] = 0;
 }
 
-static int ends(const char *s, const char *t)
-{
-    size_t a = strlen(s), b = strlen(t);
-    return a >= b && !strcmp(s + a - b, t);
-}
-
 /* A directory third-party code is installed in: site-packages, dist-packages, or the
  * interpreter's own library (lib/python3.11/, Windows' Lib/). */
 static int package_dir(const char *path)
@@ -218,105 +191,6 @@ static int entry_point_script(const char *path, const char **name, size_t *len)
     return 1;
 }
 
-/* PyTorch's package directories in this snapshot, for its Python rule: the "torch/" a file must
- * lie in to be PyTorch's.  An install's is any site-packages/torch/ (dist-packages/, Windows'
- * Lib\site-packages\torch\, as the rules read it); a source checkout's (an editable install,
- * a run from the repository) is no layout, so it is one only where the snapshot shows PyTorch's
- * own binaries or sources beside it: a module <dir>/torch/_C*.so or <dir>/torch/lib/libtorch*,
- * libc10* (Windows' torch_cpu.dll, c10.dll), a C++ frame of <dir>/torch/csrc/, or one of the
- * Python files every stack through PyTorch passes (<dir>/torch/nn/modules/module.py ...).  Any directory
- * named torch was taken for it: a user's /home/me/code/torch/train.py was PyTorch's, and its
- * allocations went to the package that called it. */
-#define TORCH_ROOTS 8
-typedef struct torch_roots {
-    char dir[TORCH_ROOTS][512]; /* "/env/pytorch/torch/", "torch/" */
-    int n;
-} torch_roots;
-
-/* The "torch/" PyTorch's file or binary at path says its package is, as path's prefix length
- * (0: none). */
-static size_t torch_root_of(const char *path)
-{
-    /* (the Python files: ones every stack through PyTorch's Python passes, in no user's tree by
-     * chance; a checkout's Python-only stacks, context=python, show no binary or csrc/ frame) */
-    static const char *const marks[] = {"torch/_C.", "torch/_C_", "torch/lib/libtorch", "torch/lib/libc10",
-                                        "torch/lib/torch_", "torch/lib/c10", "torch/csrc/", /* Windows: torch_cpu.dll */
-                                        "torch/nn/modules/module.py", "torch/_tensor.py", "torch/_ops.py",
-                                        "torch/autograd/__init__.py", "torch/autograd/graph.py", "torch/optim/optimizer.py",
-                                        "torch/utils/_contextlib.py", NULL};
-    for (const char *const *m = marks; *m; m++)
-        for (const char *p = strstr(path, *m); p; p = strstr(p + 1, *m))
-            if (p == path || p[-1] == '/') return (size_t)(p - path) + 6;
-    return 0;
-}
-
-static void torch_roots_add(torch_roots *r, const char *path, size_t n)
-{
-    if (!n || n >= sizeof r->dir[0] || r->n == TORCH_ROOTS) return;
-    for (int i = 0; i < r->n; i++)
-        if (strlen(r->dir[i]) == n && !strncmp(r->dir[i], path, n)) return;
-    memcpy(r->dir[r->n], path, n);
-    r->dir[r->n++][n] = 0;
-}
-
-static void torch_roots_find(const cmh_snapshot *s, torch_roots *r)
-{
-    char norm[1024];
-    r->n = 0;
-    for (uint32_t i = 0; i < s->nmodules; i++) {
-        cmh_sites_normpath(cmh_str(s, s->modules[i].path), norm, sizeof norm);
-        torch_roots_add(r, norm, torch_root_of(norm));
-    }
-    for (uint32_t i = 0; i < s->nframes; i++) {
-        const char *file = cmh_str(s, s->frames[i].filename);
-        if (!strstr(file, "torch")) continue; /* the cheap test first: most frames are not torch's */
-        cmh_sites_normpath(file, norm, sizeof norm);
-        torch_roots_add(r, norm, torch_root_of(norm));
-    }
-}
-
-/* A Python file of PyTorch's own package: under an installed torch/ or a checkout's torch/roots
- * says is PyTorch's. */
-static int torch_python(const char *file, const torch_roots *r)
-{
-    static const char *const installs[] = {"site-packages/torch/", "dist-packages/torch/", NULL};
-    if (contains_any(file, installs)) return 1;
-    for (int i = 0; i < r->n; i++)
-        if (starts(file, r->dir[i])) return 1;
-    return 0;
-}
-
-/* PyTorch's C++ sources by their place in its repository, aten/src/, c10/{core,cuda,...}/,
- * torch/csrc/: a directory of that name at the start of the path or after a '/', and a C or C++
- * file (PyTorch has no Python there; a user's /home/me/c10/train.py is the user's). */
-static int torch_cpp_source(const char *file)
-{
-    static const char *const dirs[] = {"aten/src/", "c10/core/", "c10/cuda/", "c10/util/", "c10/macros/", "c10/hip/",
-                                       "c10/xpu/", "c10/mobile/", "c10/metal/", "c10/mps/", "c10/test/", "torch/csrc/",
-                                       NULL};
-    if (ends(file, ".py") || ends(file, ".pyc") || ends(file, ".pyw") || *file == '<') return 0;
-    for (const char *const *d = dirs; *d; d++)
-        for (const char *p = strstr(file, *d); p; p = strstr(p + 1, *d))
-            if (p == file || p[-1] == '/') return 1;
-    return 0;
-}
-
-int cmh_sites_torch_module(const char *path)
-{
-    char norm[1024];
-    cmh_sites_normpath(path, norm, sizeof norm);
-    const char *sl = strrchr(norm, '/'), *base = sl ? sl + 1 : norm;
-    static const char *const libs[] = {"libc10", "libtorch", "libshm", "libcaffe2", NULL};
-    if (starts_any(base, libs)) return 1;
-    if (!starts(base, "_C.") && !starts(base, "_C_")) return 0;
-    /* _C is every extension's usual name (torchvision/_C.so, apex, a user's mypkg/_C.so): only
-     * the one in a directory named torch is PyTorch's; a bare name (no directory recorded) has
-     * nothing to say otherwise */
-    if (!sl) return 1;
-    size_t d = (size_t)(sl - norm);
-    return d >= 5 && !strncmp(sl - 5, "torch", 5) && (d == 5 || sl[-6] == '/');
-}
-
 /* A native module installed by the system or a package manager rather than built with the
  * program: its path is under a library directory of the system, a conda/pip prefix or /opt. */
 static int system_module(const char *path)
@@ -327,7 +201,7 @@ static int system_module(const char *path)
 
 /* The rules, in order: a frame is the first thing one of them says it is.  Module first (it is
  * what the frame is), then source path, then name (what a stripped frame still has). */
-static int classify(const cmh_snapshot *s, const cmh_frame *f, const torch_roots *roots)
+static int classify(const cmh_snapshot *s, const cmh_frame *f, const cmh_torch_roots *roots)
 {
     const char *name = cmh_str(s, f->name), *mod = cmh_frame_module(s, f);
     const char *modpath = f->module >= 0 && (uint32_t)f->module < s->nmodules ? cmh_str(s, s->modules[f->module].path) : "";
@@ -376,7 +250,7 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f, const torch_roots
      * (THP*, python_*.cpp, Register*, CapturedTraceback, dynamo_*) look there alone: in any other
      * binary, the user's own, they took a user's MyRegisterPool::alloc (src/RegisterPool.cpp)
      * for PyTorch's. */
-    int torch_mod = *mpath && cmh_sites_torch_module(mpath), torch_src_tree = torch_cpp_source(file);
+    int torch_mod = *mpath && cmh_sites_torch_module(mpath), torch_src_tree = cmh_torch_cpp_source(file);
     int torch_place = torch_mod || torch_src_tree || (f->module < 0 && !strchr(file, '/'));
     if (torch_place && ((starts(bare, "THP") && bare[3] >= 'A' && bare[3] <= 'Z') || (starts(bare, "THCP") && bare[4] >= 'A' && bare[4] <= 'Z') ||
                         (starts(base, "python_") && (ends(base, ".cpp") || ends(base, ".h")))))
@@ -395,8 +269,8 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f, const torch_roots
     if (starts_any(q, torch_ns) || torch_mod || torch_src_tree ||
         (torch_place && ((contains_any(file, torch_src) && !ends(file, ".py")) || contains_any(name, torch_names))))
         return R_TORCH_CPP;
-    /* PyTorch's own Python: its package directory, installed or a checkout's (torch_roots) */
-    if ((ends(file, ".py") || ends(file, ".pyc")) && torch_python(file, roots)) return R_TORCH_PY;
+    /* PyTorch's own Python: its package directory, installed or a checkout's (cmh_torch_roots) */
+    if ((ends(file, ".py") || ends(file, ".pyc")) && cmh_torch_python(file, roots)) return R_TORCH_PY;
     /* TorchInductor's generated code, in its cache directory (/tmp/torchinductor_USER/) */
     if (strstr(file, "torchinductor_") && ends(file, ".py")) return R_TORCH_PY;
     /* a package's console script (the launcher's <module> frame, with or without a .py) */
@@ -828,9 +702,9 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
     g->caller = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->caller);
     g->site_at = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->site_at);
     if (!g->rule || !g->site || !g->gid || !g->caller || !g->site_at) goto oom;
-    torch_roots *roots = calloc(1, sizeof *roots);
+    cmh_torch_roots *roots = calloc(1, sizeof *roots);
     if (!roots) goto oom;
-    torch_roots_find(s, roots);
+    cmh_torch_roots_find(s, roots);
     for (uint32_t i = 0; i < s->nframes; i++) {
         const cmh_frame *f = &s->frames[i];
         g->rule[i] = o && o->no_default_rules ? R_NONE : (uint8_t)classify(s, f, roots);
