@@ -242,8 +242,6 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f, const cmh_torch_r
         size_t l = strlen(*p);
         if (starts(q, *p) && ((q[l] >= 'A' && q[l] <= 'Z') || q[l] == '_')) return R_NVIDIA;
     }
-    /* PyTorch's binding layer: the THP* glue between CPython and ATen, its python_*.cpp files
-     * (a recorder often keeps only the base name), pybind11 */
     /* Where PyTorch's plumbing can be: its own binaries, its source tree, or a frame that names
      * neither a binary nor a directory (a PyTorch snapshot's C++ frames: "??", a base name such
      * as RegisterCUDA.cpp).  The rules that know its plumbing by a word of a name or a file
@@ -252,6 +250,8 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f, const cmh_torch_r
      * for PyTorch's. */
     int torch_mod = *mpath && cmh_sites_torch_module(mpath), torch_src_tree = cmh_torch_cpp_source(file);
     int torch_place = torch_mod || torch_src_tree || (f->module < 0 && !strchr(file, '/'));
+    /* PyTorch's binding layer: the THP* glue between CPython and ATen, its python_*.cpp files
+     * (a recorder often keeps only the base name), pybind11 */
     if (torch_place && ((starts(bare, "THP") && bare[3] >= 'A' && bare[3] <= 'Z') || (starts(bare, "THCP") && bare[4] >= 'A' && bare[4] <= 'Z') ||
                         (starts(base, "python_") && (ends(base, ".cpp") || ends(base, ".h")))))
         return R_TORCH_BIND;
@@ -438,13 +438,15 @@ static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, con
         snprintf(out, cap, "%s", name);
         return;
     }
+    if (package_in(file, out, cap)) return;
+    if (*file && package_dir(file)) {
+        snprintf(out, cap, "python standard library");
+        return;
+    }
     char mpath[1024] = "";
     if (f->module >= 0 && (uint32_t)f->module < s->nmodules) cmh_sites_normpath(cmh_str(s, s->modules[f->module].path), mpath, sizeof mpath);
-    if (package_in(file, out, cap)) {
-    } else if (*file && package_dir(file)) snprintf(out, cap, "python standard library");
-    else if (package_in(mpath, out, cap)) { /* a native frame of an installed package's module */
-    }
-    else if (entry_point_script(file, &ep, &epl)) snprintf(out, cap, "%.*s", (int)epl, ep); /* the console script */
+    if (package_in(mpath, out, cap)) return; /* a native frame of an installed package's module */
+    if (entry_point_script(file, &ep, &epl)) snprintf(out, cap, "%.*s", (int)epl, ep); /* the console script */
     else snprintf(out, cap, "%.200s", *mod ? mod : file);
 }
 
