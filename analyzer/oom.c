@@ -9,6 +9,7 @@
 
 #include "cumemhist/owners.h"
 #include "cumemhist/reports.h"
+#include "cumemhist/sites.h"
 #include "grow.h"
 #include "memo.h"
 
@@ -327,11 +328,9 @@ const char *cmh_oom_verdict_name(int verdict)
 int cmh_record_pytorch(const cmh_snapshot *s)
 {
     if (s->source == CMH_SRC_PYTORCH || s->torch) return 1;
-    for (uint32_t i = 0; i < s->nmodules; i++) {
-        const char *m = cmh_str(s, s->modules[i].path), *slash = strrchr(m, '/');
-        const char *lib = cmh_library_name(slash ? slash + 1 : m);
-        if (lib && !strcmp(lib, "PyTorch")) return 1;
-    }
+    /* (by the file: another package's _C extension is no PyTorch in the program) */
+    for (uint32_t i = 0; i < s->nmodules; i++)
+        if (cmh_sites_torch_module(cmh_str(s, s->modules[i].path))) return 1;
     return 0;
 }
 

@@ -36,8 +36,7 @@
 #include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
 #include "memo.h"
-
-static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+#include "strmatch.h"
 
 const char *cmh_library_name(const char *m)
 {

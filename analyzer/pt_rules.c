@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/analyzer.h"
+#include "cumemhist/sites.h"
 #include "pt_rules.h"
 
 const char *cmh_pt_setting(const cmh_snapshot *s, const char *key)
@@ -35,10 +37,50 @@ void cmh_pt_rules_from_snapshot(const cmh_snapshot *s, cmh_pt_rules *r)
     long long v = ms ? atoll(ms) : 0; /* -1: unlimited */
     r->max_split = v > 0 ? (uint64_t)v : 0;
     cmh_pt_parse_divisions(r, cmh_pt_setting(s, "roundup_power2_divisions"));
+    int assumed;
+    r->pad = cmh_allocator_pad(s, &assumed);
+}
+
+uint64_t cmh_allocator_pad(const cmh_snapshot *s, int *assumed)
+{
+    *assumed = 0;
+    if (s->source != CMH_SRC_PYTORCH) return 0;
+    cmh_pt_rules cuda, npu;
+    memset(&cuda, 0, sizeof cuda);
+    cmh_pt_parse_divisions(&cuda, cmh_pt_setting(s, "roundup_power2_divisions"));
+    npu = cuda;
+    npu.pad = CMH_PT_NPU_PAD;
+    uint64_t as_npu = 0, as_cuda = 0;
+    for (uint32_t i = 0; i < s->nsegments; i++) {
+        const cmh_segment *g = &s->segments[i];
+        if (g->pool != CMH_POOL_SMALL && !(g->flags & CMH_SEG_EXPANDABLE)) continue; /* may hold a block unsplit */
+        for (uint32_t k = 0; k < g->nblocks; k++) {
+            const cmh_block *b = &s->blocks[g->first_block + k];
+            if (b->state != CMH_BLOCK_ACTIVE_ALLOCATED || !b->requested) continue;
+            uint64_t c = cmh_pt_round(&cuda, b->requested), n = cmh_pt_round(&npu, b->requested);
+            as_npu += b->size == n && n != c;
+            as_cuda += b->size == c && n != c;
+        }
+    }
+    if (as_npu || as_cuda) return as_npu > as_cuda ? CMH_PT_NPU_PAD : 0;
+    /* no block tells: torch_npu's own Python or library in a stack says an NPU, whose pad is
+     * then the common chips' */
+    char norm[1024];
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        const char *file = cmh_str(s, s->frames[i].filename);
+        if (!strstr(file, "torch_npu")) continue;
+        cmh_sites_normpath(file, norm, sizeof norm);
+        if (strstr(norm, "/torch_npu/") || !strncmp(norm, "torch_npu/", 10) || strstr(norm, "libtorch_npu")) {
+            *assumed = 1;
+            return CMH_PT_NPU_PAD;
+        }
+    }
+    return 0;
 }
 
 uint64_t cmh_pt_round(const cmh_pt_rules *r, uint64_t size)
 {
+    size += r->pad;
     if (size < CMH_PT_MIN_BLOCK) return CMH_PT_MIN_BLOCK;
     int lg = 63 - __builtin_clzll(size);
     int idx = lg > 20 ? lg - 20 : 0;

@@ -16,6 +16,8 @@
 #include "cumemhist/sites.h"
 #include "grow.h"
 #include "oatab.h"
+#include "strmatch.h"
+#include "torch_layout.h"
 
 /* rule numbers: 0 = not machinery, 1..N the defaults below, SKIP_USER a --skip */
 enum {
@@ -71,29 +73,6 @@ struct cmh_sites {
 };
 
 /* ---- the rules ---- */
-
-static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
-
-static int starts_any(const char *s, const char *const *ps)
-{
-    for (; *ps; ps++)
-        if (starts(s, *ps)) return 1;
-    return 0;
-}
-
-static int equals_any(const char *s, const char *const *ps)
-{
-    for (; *ps; ps++)
-        if (!strcmp(s, *ps)) return 1;
-    return 0;
-}
-
-static int contains_any(const char *s, const char *const *ps)
-{
-    for (; *ps; ps++)
-        if (strstr(s, *ps)) return 1;
-    return 0;
-}
 
 const char *cmh_frame_module(const cmh_snapshot *s, const cmh_frame *f)
 {
@@ -175,12 +154,6 @@ void cmh_sites_normpath(const char *in, char *out, size_t cap)
     out[k] = 0;
 }
 
-static int ends(const char *s, const char *t)
-{
-    size_t a = strlen(s), b = strlen(t);
-    return a >= b && !strcmp(s + a - b, t);
-}
-
 /* A directory third-party code is installed in: site-packages, dist-packages, or the
  * interpreter's own library (lib/python3.11/, Windows' Lib/). */
 static int package_dir(const char *path)
@@ -218,89 +191,6 @@ static int entry_point_script(const char *path, const char **name, size_t *len)
     return 1;
 }
 
-/* PyTorch's package directories in this snapshot, for its Python rule: the "torch/" a file must
- * lie in to be PyTorch's.  An install's is any site-packages/torch/ (dist-packages/, Windows'
- * Lib\site-packages\torch\, as the rules read it); a source checkout's (an editable install,
- * a run from the repository) is no layout, so it is one only where the snapshot shows PyTorch's
- * own binaries or sources beside it: a module <dir>/torch/_C*.so or <dir>/torch/lib/libtorch*,
- * libc10* (Windows' torch_cpu.dll, c10.dll), a C++ frame of <dir>/torch/csrc/, or one of the
- * Python files every stack through PyTorch passes (<dir>/torch/nn/modules/module.py ...).  Any directory
- * named torch was taken for it: a user's /home/me/code/torch/train.py was PyTorch's, and its
- * allocations went to the package that called it. */
-#define TORCH_ROOTS 8
-typedef struct torch_roots {
-    char dir[TORCH_ROOTS][512]; /* "/env/pytorch/torch/", "torch/" */
-    int n;
-} torch_roots;
-
-/* The "torch/" PyTorch's file or binary at path says its package is, as path's prefix length
- * (0: none). */
-static size_t torch_root_of(const char *path)
-{
-    /* (the Python files: ones every stack through PyTorch's Python passes, in no user's tree by
-     * chance; a checkout's Python-only stacks, context=python, show no binary or csrc/ frame) */
-    static const char *const marks[] = {"torch/_C.", "torch/_C_", "torch/lib/libtorch", "torch/lib/libc10",
-                                        "torch/lib/torch_", "torch/lib/c10", "torch/csrc/", /* Windows: torch_cpu.dll */
-                                        "torch/nn/modules/module.py", "torch/_tensor.py", "torch/_ops.py",
-                                        "torch/autograd/__init__.py", "torch/autograd/graph.py", "torch/optim/optimizer.py",
-                                        "torch/utils/_contextlib.py", NULL};
-    for (const char *const *m = marks; *m; m++)
-        for (const char *p = strstr(path, *m); p; p = strstr(p + 1, *m))
-            if (p == path || p[-1] == '/') return (size_t)(p - path) + 6;
-    return 0;
-}
-
-static void torch_roots_add(torch_roots *r, const char *path, size_t n)
-{
-    if (!n || n >= sizeof r->dir[0] || r->n == TORCH_ROOTS) return;
-    for (int i = 0; i < r->n; i++)
-        if (strlen(r->dir[i]) == n && !strncmp(r->dir[i], path, n)) return;
-    memcpy(r->dir[r->n], path, n);
-    r->dir[r->n++][n] = 0;
-}
-
-static void torch_roots_find(const cmh_snapshot *s, torch_roots *r)
-{
-    char norm[1024];
-    r->n = 0;
-    for (uint32_t i = 0; i < s->nmodules; i++) {
-        cmh_sites_normpath(cmh_str(s, s->modules[i].path), norm, sizeof norm);
-        torch_roots_add(r, norm, torch_root_of(norm));
-    }
-    for (uint32_t i = 0; i < s->nframes; i++) {
-        const char *file = cmh_str(s, s->frames[i].filename);
-        if (!strstr(file, "torch")) continue; /* the cheap test first: most frames are not torch's */
-        cmh_sites_normpath(file, norm, sizeof norm);
-        torch_roots_add(r, norm, torch_root_of(norm));
-    }
-}
-
-/* A Python file of PyTorch's own package: under an installed torch/ or a checkout's torch/roots
- * says is PyTorch's. */
-static int torch_python(const char *file, const torch_roots *r)
-{
-    static const char *const installs[] = {"site-packages/torch/", "dist-packages/torch/", NULL};
-    if (contains_any(file, installs)) return 1;
-    for (int i = 0; i < r->n; i++)
-        if (starts(file, r->dir[i])) return 1;
-    return 0;
-}
-
-/* PyTorch's C++ sources by their place in its repository, aten/src/, c10/{core,cuda,...}/,
- * torch/csrc/: a directory of that name at the start of the path or after a '/', and a C or C++
- * file (PyTorch has no Python there; a user's /home/me/c10/train.py is the user's). */
-static int torch_cpp_source(const char *file)
-{
-    static const char *const dirs[] = {"aten/src/", "c10/core/", "c10/cuda/", "c10/util/", "c10/macros/", "c10/hip/",
-                                       "c10/xpu/", "c10/mobile/", "c10/metal/", "c10/mps/", "c10/test/", "torch/csrc/",
-                                       NULL};
-    if (ends(file, ".py") || ends(file, ".pyc") || ends(file, ".pyw") || *file == '<') return 0;
-    for (const char *const *d = dirs; *d; d++)
-        for (const char *p = strstr(file, *d); p; p = strstr(p + 1, *d))
-            if (p == file || p[-1] == '/') return 1;
-    return 0;
-}
-
 /* A native module installed by the system or a package manager rather than built with the
  * program: its path is under a library directory of the system, a conda/pip prefix or /opt. */
 static int system_module(const char *path)
@@ -311,7 +201,7 @@ static int system_module(const char *path)
 
 /* The rules, in order: a frame is the first thing one of them says it is.  Module first (it is
  * what the frame is), then source path, then name (what a stripped frame still has). */
-static int classify(const cmh_snapshot *s, const cmh_frame *f, const torch_roots *roots)
+static int classify(const cmh_snapshot *s, const cmh_frame *f, const cmh_torch_roots *roots)
 {
     const char *name = cmh_str(s, f->name), *mod = cmh_frame_module(s, f);
     const char *modpath = f->module >= 0 && (uint32_t)f->module < s->nmodules ? cmh_str(s, s->modules[f->module].path) : "";
@@ -352,26 +242,35 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f, const torch_roots
         size_t l = strlen(*p);
         if (starts(q, *p) && ((q[l] >= 'A' && q[l] <= 'Z') || q[l] == '_')) return R_NVIDIA;
     }
+    /* Where PyTorch's plumbing can be: its own binaries, its source tree, or a frame that names
+     * neither a binary nor a directory (a PyTorch snapshot's C++ frames: "??", a base name such
+     * as RegisterCUDA.cpp).  The rules that know its plumbing by a word of a name or a file
+     * (THP*, python_*.cpp, Register*, CapturedTraceback, dynamo_*) look there alone: in any other
+     * binary, the user's own, they took a user's MyRegisterPool::alloc (src/RegisterPool.cpp)
+     * for PyTorch's. */
+    int torch_mod = *mpath && cmh_sites_torch_module(mpath), torch_src_tree = cmh_torch_cpp_source(file);
+    int torch_place = torch_mod || torch_src_tree || (f->module < 0 && !strchr(file, '/'));
     /* PyTorch's binding layer: the THP* glue between CPython and ATen, its python_*.cpp files
      * (a recorder often keeps only the base name), pybind11 */
-    if ((starts(bare, "THP") && bare[3] >= 'A' && bare[3] <= 'Z') || (starts(bare, "THCP") && bare[4] >= 'A' && bare[4] <= 'Z') || starts(q, "pybind11::") ||
-        (starts(base, "python_") && (ends(base, ".cpp") || ends(base, ".h"))) || strstr(file, "pybind11/") ||
-        strstr(file, "torch/csrc/autograd/python") || strstr(file, "torch/csrc/utils/python"))
+    if (torch_place && ((starts(bare, "THP") && bare[3] >= 'A' && bare[3] <= 'Z') || (starts(bare, "THCP") && bare[4] >= 'A' && bare[4] <= 'Z') ||
+                        (starts(base, "python_") && (ends(base, ".cpp") || ends(base, ".h")))))
+        return R_TORCH_BIND;
+    if (starts(q, "pybind11::") || strstr(file, "pybind11/") || strstr(file, "torch/csrc/autograd/python") ||
+        strstr(file, "torch/csrc/utils/python"))
         return R_TORCH_BIND;
     static const char *const torch_ns[] = {"c10::", "at::", "torch::", "caffe2::", NULL};
-    static const char *const torch_mods[] = {"libc10", "libtorch", "libshm", "libcaffe2", "_C.cpython", "_C.so", NULL};
     /* generated and boxing sources a recorder keeps under their repository directory */
     static const char *const torch_src[] = {"core/boxing", "/Register", "/Redispatch", NULL};
     static const char *const torch_names[] = {"CapturedTraceback", "unwind::unwind", "gather_with_cpp", NULL};
     /* TorchDynamo's frame evaluation hook is C, its files known by base name */
     static const char *const dynamo_files[] = {"eval_frame.c", "eval_frame_cpp.cpp", "cpython_defs.c", "cache_entry.cpp",
                                                "PythonFallbackKernel.cpp", NULL};
-    if (starts(bare, "dynamo_") || equals_any(base, dynamo_files)) return R_TORCH_CPP;
-    if (starts_any(q, torch_ns) || starts_any(mod, torch_mods) || torch_cpp_source(file) ||
-        (contains_any(file, torch_src) && !ends(file, ".py")) || contains_any(name, torch_names))
+    if (torch_place && (starts(bare, "dynamo_") || equals_any(base, dynamo_files))) return R_TORCH_CPP;
+    if (starts_any(q, torch_ns) || torch_mod || torch_src_tree ||
+        (torch_place && ((contains_any(file, torch_src) && !ends(file, ".py")) || contains_any(name, torch_names))))
         return R_TORCH_CPP;
-    /* PyTorch's own Python: its package directory, installed or a checkout's (torch_roots) */
-    if ((ends(file, ".py") || ends(file, ".pyc")) && torch_python(file, roots)) return R_TORCH_PY;
+    /* PyTorch's own Python: its package directory, installed or a checkout's (cmh_torch_roots) */
+    if ((ends(file, ".py") || ends(file, ".pyc")) && cmh_torch_python(file, roots)) return R_TORCH_PY;
     /* TorchInductor's generated code, in its cache directory (/tmp/torchinductor_USER/) */
     if (strstr(file, "torchinductor_") && ends(file, ".py")) return R_TORCH_PY;
     /* a package's console script (the launcher's <module> frame, with or without a .py) */
@@ -442,7 +341,8 @@ static int classify(const cmh_snapshot *s, const cmh_frame *f, const torch_roots
     for (const char *const *p = libc_exact; *p; p++)
         if (!strcmp(q, *p)) return R_LIBC;
     /* a third-party package: installed Python, or a native library the program did not build */
-    if (package_dir(file) || (*mpath && strstr(mod, ".so") && system_module(mpath))) return R_PACKAGE;
+    if (package_dir(file) || (*mpath && (strstr(mod, ".so") || ends(mod, ".pyd") || ends(mod, ".dll")) && system_module(mpath)))
+        return R_PACKAGE;
     return R_NONE;
 }
 
@@ -494,6 +394,21 @@ static uint32_t torch_op_site(const cmh_sites *g, const cmh_stack *st, uint32_t 
     return op != UINT32_MAX ? op : plain != UINT32_MAX ? plain : at;
 }
 
+/* The package an installed file is of: the directory under site-packages or dist-packages (an
+ * egg's inner one; a one-file module without .py), into out.  0: the path is in neither. */
+static int package_in(const char *path, char *out, size_t cap)
+{
+    const char *p = strstr(path, "site-packages/");
+    if (!p) p = strstr(path, "dist-packages/");
+    if (!p) return 0;
+    p = strchr(p, '/') + 1;
+    size_t n = strcspn(p, "/");
+    if (n > 4 && p[n] == '/' && !strncmp(p + n - 4, ".egg", 4)) p += n + 1, n = strcspn(p, "/"); /* NAME-1.0-py3.11.egg/NAME/ */
+    if (n > 3 && !p[n] && ends(p, ".py")) n -= 3; /* a one-file module */
+    snprintf(out, cap, "%.*s", (int)n, p);
+    return 1;
+}
+
 /* The package a frame belongs to, for --group-by package: the directory under site-packages,
  * the framework's name, a native library's base name, or the program's own code. */
 static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, const char *prog, char *out, size_t cap)
@@ -523,16 +438,15 @@ static void package_of(const cmh_snapshot *s, const cmh_frame *f, uint8_t r, con
         snprintf(out, cap, "%s", name);
         return;
     }
-    const char *p = strstr(file, "site-packages/");
-    if (!p) p = strstr(file, "dist-packages/");
-    if (p) {
-        p = strchr(p, '/') + 1;
-        size_t n = strcspn(p, "/");
-        if (n > 4 && p[n] == '/' && !strncmp(p + n - 4, ".egg", 4)) p += n + 1, n = strcspn(p, "/"); /* NAME-1.0-py3.11.egg/NAME/ */
-        if (n > 3 && !p[n] && ends(p, ".py")) n -= 3; /* a one-file module */
-        snprintf(out, cap, "%.*s", (int)n, p);
-    } else if (*file && package_dir(file)) snprintf(out, cap, "python standard library");
-    else if (entry_point_script(file, &ep, &epl)) snprintf(out, cap, "%.*s", (int)epl, ep); /* the console script */
+    if (package_in(file, out, cap)) return;
+    if (*file && package_dir(file)) {
+        snprintf(out, cap, "python standard library");
+        return;
+    }
+    char mpath[1024] = "";
+    if (f->module >= 0 && (uint32_t)f->module < s->nmodules) cmh_sites_normpath(cmh_str(s, s->modules[f->module].path), mpath, sizeof mpath);
+    if (package_in(mpath, out, cap)) return; /* a native frame of an installed package's module */
+    if (entry_point_script(file, &ep, &epl)) snprintf(out, cap, "%.*s", (int)epl, ep); /* the console script */
     else snprintf(out, cap, "%.200s", *mod ? mod : file);
 }
 
@@ -690,6 +604,36 @@ static const char *python_owner(cmh_sites *g, const cmh_frame *f, int *package)
     return intern(g, base);
 }
 
+/* The owner a native module names: a library of NVIDIA's or PyTorch's by its file
+ * ("libcublas.so.13", PyTorch's torch/_C...so), an installed package's own module by the package
+ * as its Python files are ("torchvision" for site-packages/torchvision/_C.so), else the module.
+ * Another _C extension was PyTorch's (the owner tag read its base name), and an installed
+ * package's module was "program (core.cpython-311-x86_64-linux-gnu.so)". */
+static const char *native_owner(cmh_sites *g, const cmh_frame *f, const char *mod, int *package)
+{
+    const cmh_snapshot *s = g->s;
+    const char *lib = cmh_library_name(mod);
+    char path[1024], name[256];
+    cmh_sites_normpath(cmh_str(s, s->modules[f->module].path), path, sizeof path);
+    int torch = lib && !strcmp(lib, "PyTorch");
+    if (lib && (!torch || cmh_sites_torch_module(path))) return mod;
+    if (strstr(path, "site-packages/") || strstr(path, "dist-packages/")) {
+        package_in(path, name, sizeof name);
+        *package = 1;
+        const char *o = intern(g, name);
+        return o ? o : "?";
+    }
+    if (!torch) return mod;
+    /* a _C extension of no install (the user's build): with its directory, so no reader takes
+     * its base name for PyTorch's */
+    const char *sl = strrchr(path, '/'), *dir = sl;
+    if (!sl) return mod;
+    while (dir > path && dir[-1] != '/') dir--;
+    snprintf(name, sizeof name, "%.*s/%s", (int)(sl - dir), dir, mod);
+    const char *o = intern(g, name);
+    return o ? o : "?";
+}
+
 /* The owner: the module of the innermost frame that is not the driver, the shared runtime or
  * cumemhist (a static runtime is part of the program that links it). */
 static const char *owner_of(cmh_sites *g, const cmh_stack *st, int *package)
@@ -714,7 +658,7 @@ static const char *owner_of(cmh_sites *g, const cmh_stack *st, int *package)
             continue;
         /* ctypes (libffi, _ctypes) calls the driver for a Python caller, who owns it */
         if (starts(mod, "libffi.so") || starts(mod, "_ctypes.") || starts(mod, "_ctypes_")) continue;
-        return mod;
+        return native_owner(g, f, mod, package);
     }
     return st->count ? "?" : "";
 }
@@ -760,9 +704,9 @@ cmh_sites *cmh_sites_new(const cmh_snapshot *s, const cmh_site_opts *o, int *rc,
     g->caller = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->caller);
     g->site_at = malloc((s->nstacks ? s->nstacks : 1) * sizeof *g->site_at);
     if (!g->rule || !g->site || !g->gid || !g->caller || !g->site_at) goto oom;
-    torch_roots *roots = calloc(1, sizeof *roots);
+    cmh_torch_roots *roots = calloc(1, sizeof *roots);
     if (!roots) goto oom;
-    torch_roots_find(s, roots);
+    cmh_torch_roots_find(s, roots);
     for (uint32_t i = 0; i < s->nframes; i++) {
         const cmh_frame *f = &s->frames[i];
         g->rule[i] = o && o->no_default_rules ? R_NONE : (uint8_t)classify(s, f, roots);
@@ -884,8 +828,28 @@ uint32_t cmh_sites_group(const cmh_sites *g, uint32_t stack) { return stack < g-
 uint32_t cmh_sites_count(const cmh_sites *g) { return g->ngroups; }
 const cmh_snapshot *cmh_sites_snapshot(const cmh_sites *g) { return g->s; }
 
+/* A PyTorch trace whose allocations have frames but for some (an empty stack on an 'alloc'):
+ * those came from a thread with no Python frame, PyTorch's autograd engine's own threads running
+ * backward under stacks='python' (gradients, their cuBLAS workspace).  Stops at the first of
+ * each. */
+static int stackless_allocs(const cmh_snapshot *s)
+{
+    int with = 0, without = 0;
+    for (uint32_t i = 0; i < s->nentries && !(with && without); i++)
+        if (s->entries[i].action == CMH_ACT_ALLOC) {
+            if (s->entries[i].stack) with = 1;
+            else without = 1;
+        }
+    return with && without;
+}
+
 const char *cmh_no_stack_reason(const cmh_snapshot *s)
 {
+    /* (PyTorch's backward allocates on the engine's threads: said "recorded without stacks, or
+     * allocated before recording" of the gradients of a run recorded with stacks all along) */
+    if (s && s->source == CMH_SRC_PYTORCH && stackless_allocs(s))
+        return "allocated by a thread with no Python frame (autograd's backward: stacks='all' keeps its C++ frames), "
+               "or before recording";
     if (s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_NONE) return "recorded with context none";
     if (s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_STATE)
         return "context state keeps the stacks of blocks live at the end only";

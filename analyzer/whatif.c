@@ -437,6 +437,7 @@ void cmh_whatif_conf_recorded(const cmh_snapshot *s, cmh_whatif_conf *c)
     cmh_pt_rules_from_snapshot(s, &r);
     c->max_split = r.max_split;
     memcpy(c->div, r.div, sizeof c->div);
+    c->pad = r.pad;
     const char *e = cmh_pt_setting(s, "expandable_segments"), *g = cmh_pt_setting(s, "garbage_collection_threshold");
     c->expandable = e && (!strcmp(e, "True") || !strcmp(e, "true") || !strcmp(e, "1"));
     /* a snapshot that does not say (older PyTorch, other backends) shows it by what it holds */
@@ -748,6 +749,7 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
     m.c = conf;
     m.rules.max_split = conf->max_split;
     memcpy(m.rules.div, conf->div, sizeof m.rules.div);
+    m.rules.pad = conf->pad;
     m.capacity = capacity;
     int total_known = 0; /* (without the device's total, nothing is outside: no replay to find it) */
     for (uint32_t i = 0; i < s->nmeminfo && !total_known; i++) total_known = s->meminfo[i].device == device && s->meminfo[i].total;

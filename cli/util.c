@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cumemhist/analyzer.h"
 #include "cumemhist/symbolize.h"
 
 void cli_error(const char *fmt, ...)
@@ -142,6 +143,15 @@ int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags)
         fprintf(stderr, "%s): kept in place (trace prints them, exports write them back); they change no figure\n",
                 more ? ", ..." : "");
     }
+    int assumed;
+    /* (where its blocks show the NPU's rounding it is modelled without a word: the figures are
+     * the allocator's; assumed, every block-size figure rests on it) */
+    if (cmh_allocator_pad(s, &assumed) && assumed)
+        fprintf(stderr,
+                "cumemhist: note: %s: torch_npu (an Ascend NPU) in its stacks and no live block to show how requests were "
+                "rounded: each is taken as padded by %u bytes first, as NPUCachingAllocator does on chips before the 910_95 "
+                "(the 910_95 and later add none: there, a request that is a multiple of 512 bytes is a block 512 bytes smaller)\n",
+                path, (unsigned)CMH_ALLOCATOR_NPU_PAD);
     if (s->skipped_entries)
         fprintf(stderr, "cumemhist: note: %s: %llu trace %s skipped (a size out of range)\n",
                 path, (unsigned long long)s->skipped_entries, s->skipped_entries == 1 ? "entry was" : "entries were");

@@ -5,6 +5,8 @@
  */
 #include <string.h>
 
+#include "cumemhist/owners.h"
+#include "cumemhist/reports.h"
 #include "cumemhist/sites.h"
 #include "testutil.h"
 
@@ -113,6 +115,27 @@ static const frame_case g_cases[] = {
     {"THCPModule_emptyCache(_object*, _object*)", "??", "", "pytorch-bindings"},
     {"(anonymous namespace)::pythonFallback(c10::OperatorHandle const&, c10::DispatchKeySet)", "PythonFallbackKernel.cpp",
      "", "pytorch-cpp"},
+    /* a _C extension is PyTorch's only in torch/: another package's is that package's, a
+     * user's own build the user's */
+    {"vision::ops::nms_kernel(at::Tensor const&)", "??", "/env/lib/python3.11/site-packages/torchvision/_C.so", "package"},
+    {"vision_op", "??", "/env/lib/python3.11/site-packages/torchvision/_C.so", "package"},
+    {"fused_adam", "??", "/env/lib/python3.11/site-packages/apex/_C.cpython-311-x86_64-linux-gnu.so", "package"},
+    {"mypkg_run", "ext.cpp", "/home/u/proj/mypkg/_C.cpython-311-x86_64-linux-gnu.so", NULL},
+    {"THPVariable_mul", "??", "/env/lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so", "pytorch-bindings"},
+    {"initModule", "??", "/env/lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so", "pytorch-cpp"},
+    /* PyTorch's plumbing known by a word of its name or file: only in its binaries or a frame
+     * naming no binary and no directory (a pickle's); the user's own binary keeps its frames */
+    {"MyRegisterPool::alloc(unsigned long)", "/home/u/app/src/RegisterPool.cpp", "/home/u/app/app", NULL},
+    {"MyRegisterPool::alloc(unsigned long)", "/home/u/app/src/RegisterPool.cpp", "", NULL},
+    {"Pool::grow()", "/home/u/app/src/Redispatch.cpp", "/home/u/app/libpool.so", NULL},
+    {"CapturedTracebackCache::put()", "trace.cpp", "/home/u/app/app", NULL},
+    {"dynamo_scan", "scan.c", "/home/u/app/app", NULL},
+    {"step", "cache_entry.cpp", "/home/u/app/app", NULL},
+    {"THPQueue_push", "queue.c", "/home/u/app/app", NULL},
+    {"bind_all", "/home/u/ext/python_bindings.cpp", "/home/u/ext/build/myext.so", NULL},
+    {"wrapper_CUDA_empty", "RegisterCUDA.cpp", "/env/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so", "pytorch-cpp"},
+    {"CapturedTraceback::gather()", "??", "/env/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so", "pytorch-cpp"},
+    {"dynamo_eval", "??", "", "pytorch-cpp"},
     /* an exact name with an LTO or GCC clone suffix is still that name */
     {"start_thread.llvm.4242", "??", "", "libc"},
     {"execute_native_thread_routine.lto_priv.0", "??", "", "cxx-stdlib"},
@@ -612,6 +635,63 @@ static void test_torch_checkout(void)
     }
 }
 
+/* The owner of memory a native module asked for: PyTorch's only for its own binaries; another
+ * package's _C extension is that package's (an installed one by its name, as its Python files
+ * are), a _C extension of the user's own the program's, named with its directory. */
+static void test_extension_owners(void)
+{
+    static const struct {
+        const char *module, *owner, *tag;
+        int package, torch;
+    } cases[] = {
+        {"/env/lib/python3.11/site-packages/torchvision/_C.so", "torchvision", "torchvision", 1, 0},
+        {"/env/lib/python3.11/site-packages/apex/_C.cpython-311-x86_64-linux-gnu.so", "apex", "apex", 1, 0},
+        {"C:\\env\\Lib\\site-packages\\torchvision\\_C.pyd", "torchvision", "torchvision", 1, 0},
+        {"/home/u/proj/mypkg/_C.cpython-311-x86_64-linux-gnu.so", "mypkg/_C.cpython-311-x86_64-linux-gnu.so",
+         "program (mypkg/_C.cpython-311-x86_64-linux-gnu.so)", 0, 0},
+        {"/env/lib/python3.11/site-packages/cupy/_core/core.cpython-311-x86_64-linux-gnu.so", "cupy", "cupy", 1, 0},
+        {"/env/lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so", "_C.cpython-311-x86_64-linux-gnu.so",
+         "PyTorch (_C.cpython-311-x86_64-linux-gnu.so)", 0, 1},
+        {"/src/pytorch/torch/_C.cpython-311-x86_64-linux-gnu.so", "_C.cpython-311-x86_64-linux-gnu.so",
+         "PyTorch (_C.cpython-311-x86_64-linux-gnu.so)", 0, 1},
+        {"/env/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so", "libtorch_cuda.so", "PyTorch (libtorch_cuda.so)", 0, 1},
+        {"/env/lib/python3.11/site-packages/nvidia/cublas/lib/libcublas.so.13", "libcublas.so.13", "cuBLAS (libcublas.so.13)", 0, 0},
+        {"/home/u/app/app", "app", "program (app)", 0, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        cmh_snapshot s;
+        cmh_snapshot_init(&s);
+        s.source = CMH_SRC_RECORDER;
+        uint32_t drv = frame(&s, "cuMemAlloc_v2", "libcuda.so.1", 0, "/x/libcuda.so.1");
+        uint32_t ext = frame(&s, "ext_alloc", "??", 0, cases[k].module);
+        uint32_t a[] = {drv, ext};
+        uint32_t sa = stack(&s, a, 2);
+        cmh_sites *g = sites(&s, CMH_GROUP_SITE, 0, NULL, 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        uint32_t gr = cmh_sites_group(g, sa);
+        char tag[256];
+        const char *owner = cmh_sites_owner(g, gr);
+        cmh_owner_name(owner, cmh_sites_owner_package(g, gr), tag, sizeof tag);
+        if (strcmp(owner, cases[k].owner) || strcmp(tag, cases[k].tag))
+            fprintf(stderr, "  %s: owner %s, tag %s\n", cases[k].module, owner, tag);
+        CU_ASSERT_STRING_EQUAL(owner, cases[k].owner);
+        CU_ASSERT_STRING_EQUAL(tag, cases[k].tag);
+        CU_ASSERT_EQUAL(cmh_sites_owner_package(g, gr), cases[k].package);
+        CU_ASSERT_EQUAL(cmh_sites_torch_module(cases[k].module), cases[k].torch);
+        /* a record is PyTorch's (its OOM advice names PyTorch's remedies) by PyTorch's binaries */
+        CU_ASSERT_EQUAL(cmh_record_pytorch(&s), cases[k].torch);
+        cmh_sites_free(g);
+        if (cases[k].package) { /* --group-by package: the same name */
+            g = sites(&s, CMH_GROUP_PACKAGE, 0, NULL, 0);
+            const char *pk = cmh_sites_package_name(g, cmh_sites_group(g, sa));
+            if (strcmp(pk, cases[k].owner)) fprintf(stderr, "  %s: package %s\n", cases[k].module, pk);
+            CU_ASSERT_STRING_EQUAL(pk, cases[k].owner);
+            cmh_sites_free(g);
+        }
+        cmh_snapshot_free(&s);
+    }
+}
+
 static void test_normpath(void)
 {
     char out[256];
@@ -637,6 +717,7 @@ int main(void)
     CMH_ADD_TEST(s, test_corpus);
     CMH_ADD_TEST(s, test_helper_callers);
     CMH_ADD_TEST(s, test_torch_checkout);
+    CMH_ADD_TEST(s, test_extension_owners);
     CMH_ADD_TEST(s, test_normpath);
     return cmh_test_main();
 }

@@ -53,6 +53,15 @@ const cmh_mem_stats *cmh_replay_stats(const cmh_replay *r);
  * block's size (docs/PYTORCH.md): the model's blocks sized so, and the final segments' blocks
  * of classic large-pool segments larger than their rounded requests. */
 int64_t cmh_replay_unsplit_bytes(const cmh_replay *r);
+
+/* The bytes a snapshot's allocator adds to each request before rounding it: 32 for torch_npu's
+ * NPUCachingAllocator on Ascend chips before the 910_95 (its round_size(): size + 32, then
+ * PyTorch's steps; 0 on CUDA's and on later chips).  No field of a snapshot names the device
+ * type: its live blocks in pools that always split (small, expandable) say which rounding made
+ * them; where none does, torch_npu in its frames says an NPU and the pad is assumed (*assumed
+ * 1).  The replay, the what-if model and every figure of block sizes use it. */
+uint64_t cmh_allocator_pad(const cmh_snapshot *s, int *assumed);
+#define CMH_ALLOCATOR_NPU_PAD 32u
 /* Index (within the device's trace) of the entry applied last, -1 before the first. */
 int64_t cmh_replay_position(const cmh_replay *r);
 /* Entries whose effect contradicted the state (e.g. a free of an unknown block): a measure of

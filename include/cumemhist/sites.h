@@ -121,6 +121,10 @@ const char *cmh_sites_no_user_frame(const cmh_sites *g, uint32_t stack);
 const char *cmh_sites_package_name(const cmh_sites *g, uint32_t group);
 /* A path as the rules read it: '\' as '/', no drive letter, "." and ".." resolved. */
 void cmh_sites_normpath(const char *in, char *out, size_t cap);
+/* Is the module at path (as recorded, any platform's) PyTorch's own binary: a library PyTorch
+ * ships (libtorch*, libc10*, libshm*, libcaffe2*) or its extension module torch/_C*.so?
+ * Another package's _C extension (torchvision/_C.so, apex's, the user's mypkg/_C.so) is not. */
+int cmh_sites_torch_module(const char *path);
 
 /* A group's identity as text, the same in any snapshot for the same code ("function@file:line@
  * module" for a site; every frame for a stack; the module; the file): how a diff matches sites

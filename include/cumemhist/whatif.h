@@ -20,6 +20,8 @@ typedef struct cmh_whatif_conf {
     uint64_t max_split;  /* max_split_size in bytes; 0 = unlimited */
     int div[16];         /* roundup_power2_divisions per power-of-two MiB bucket (0: none) */
     double gc_threshold; /* garbage_collection_threshold, 0 = off */
+    uint64_t pad;        /* the allocator's own, no setting: added to each request before rounding (32 on
+                            torch_npu's NPUCachingAllocator, 0 on CUDA's) */
 } cmh_whatif_conf;
 
 /* The settings a snapshot was recorded under (its allocator_settings; defaults where absent). */
