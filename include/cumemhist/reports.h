@@ -609,7 +609,12 @@ enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, C
        /* DEMAND where most of the device's used memory (owners' figure at the error, from the
         * cuMemGetInfo samples) was held outside the program: not recorded (the CUDA context,
         * other processes); cmh_oom_event.outside */
-       CMH_OOM_OUTSIDE = 8 };
+       CMH_OOM_OUTSIDE = 8,
+       /* what the record lacks decides it: the device's free bytes at the error are not known (an
+        * OOM entry without device_free, a failed cuMemGetInfo) and what was free inside the
+        * segments was less than the request, so the rest may have been free on the device
+        * (fragmentation, a refusal with room) or in use (demand): not said to be either */
+       CMH_OOM_UNKNOWN = 9 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 /* The same, where private_free of free_inside is what the request's pool could not use (other
  * pools' segments: a CUDA graph's, a MemPool's, and for a private pool's request the default
@@ -628,7 +633,7 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
 /* TOO_LARGE, a demand that nothing the process held explains: the request is more than the
  * device's free bytes and all the process had reserved on it together (a tensor of the wrong
  * shape, a batch too large for the device), so freeing or settings cannot help.  Never with
- * device free not known (CMH_DEVICE_FREE_UNKNOWN).  An event's verdict is DEMAND
+ * device free not known (CMH_DEVICE_FREE_UNKNOWN: the verdict is UNKNOWN there).  An event's verdict is DEMAND
  * turned TOO_LARGE where this says so. */
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free);
 /* The verdict in one word ("demand"), and as every report says it in a sentence.  The sentence
