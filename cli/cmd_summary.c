@@ -66,6 +66,11 @@ static int section(const rep_section *sec, void *arg)
     cmh_peak_report pk; /* (the same replay's: the state it inferred before the first entry) */
     int crc = cmh_summary_compute_peak(s, device, &st, &pk);
     if (crc != CMH_OK) return crc;
+    cmh_frag_report fr; /* the expandable segments at the end: PyTorch's rows leave them out (a note says them) */
+    if ((crc = cmh_frag_compute(s, device, &fr)) != CMH_OK) {
+        cmh_peak_report_free(&pk);
+        return crc;
+    }
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     uint64_t dropped = t ? t->dropped : 0, nent = t ? t->nentries : 0;
     /* no history (enabled=state, PyTorch's history off): the replay has only the end state, and
@@ -108,6 +113,7 @@ static int section(const rep_section *sec, void *arg)
         else cmh_jw_knull(w, "trace_allocations");
         rep_json_gap(w, &pk.base); /* the end's blocks the trace never freed (Tot Freed counts them), or never made */
         rep_json_unsplit(w, &pk);
+        rep_json_expandable(w, &fr);
         rep_json_vmm_unmapped(w, s, device);
         rep_json_vmm_physical(w, s, device);
         cmh_jw_kstr(w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"); /* who made the record: the text's title */
@@ -140,6 +146,7 @@ static int section(const rep_section *sec, void *arg)
         }
         rep_json_driver_errors(w, s); /* (the process's, in every device's object) */
         cmh_jw_end(w);
+        cmh_frag_report_free(&fr);
         return CMH_OK;
     }
     /* memory_summary()'s table ('-' for what a record with no history does not know).  A
@@ -188,6 +195,7 @@ static int section(const rep_section *sec, void *arg)
      * the blocks the snapshot no longer holds as freed at the end (no entry frees them) */
     if (history) rep_gap_notes(&pk.base, 0);
     rep_unsplit_note(&pk, "note: Peak Usage of Allocated memory: "); /* (PyTorch's own figure: its table keeps it) */
+    rep_expandable_note(&fr, 1); /* (GPU reserved segments 0 beside frag's segments: both said) */
     rep_vmm_unmapped_note(s, device);
     rep_vmm_physical_note(s, device);
     if (sec->index + 1 == sec->ndevices && g_device == -2) { /* the last table: what the others left out */
@@ -197,6 +205,7 @@ static int section(const rep_section *sec, void *arg)
             printf("note: the snapshot also holds pinned host memory (cumemhist summary --device -1)\n");
     }
     if (sec->index + 1 == sec->ndevices) rep_driver_errors_note(s); /* (PyTorch's text keeps its layout: a record of ours alone has any) */
+    cmh_frag_report_free(&fr);
     return CMH_OK;
 }
 

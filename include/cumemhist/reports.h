@@ -536,6 +536,13 @@ typedef struct cmh_frag_report {
      * cmh_expandable_page), and whether the small or the large pool has any */
     uint64_t trapped_expandable, page_small, page_large;
     int trapped_expandable_small, trapped_expandable_large;
+    /* the expandable segments at the end (contiguous mapped ranges) and their free bytes:
+     * PyTorch's memory_summary() counts them in neither GPU reserved segments nor Non-releasable
+     * memory (its inactive_split leaves them out), so summary's 0 there and frag's figures are
+     * two definitions, each report saying the other's (trapped_expandable: of their free, what
+     * no empty_cache() unmaps) */
+    uint32_t expandable_segs;
+    uint64_t expandable_free;
     cmh_frag_pool pools[CMH_FRAG_POOLS]; /* pool_cache pool by pool (npools of them, each with a cache) */
     uint32_t npools;
     uint64_t private_free; /* free inside private pools' segments; largest_gap is the default pool's */
