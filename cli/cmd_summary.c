@@ -85,6 +85,9 @@ static int section(const rep_section *sec, void *arg)
      * replay inferred what was live before its first entry, as for a ring that dropped entries */
     int midrun = cmh_peak_extent(&pk) == CMH_PEAK_AT_LEAST && !dropped; /* (peak's rule: its peaks are lower bounds) */
     int ooms_known = history || cmh_trace_ooms_known(s, device); /* (enabled=state counts them too) */
+    /* taken while the process ran (SIGUSR1, cmh_dump_snapshot, `snapshot PID`): the figures are
+     * that moment's, and the run went on (CUDA OOMs 0 read as the whole run's) */
+    int running = cmh_snapshot_running(s);
     if (sec->w) {
         cmh_jw *w = sec->w;
         cmh_jw_obj(w);
@@ -95,6 +98,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "trace_entries", nent);
         cmh_jw_kuint(w, "dropped_entries", dropped);
         cmh_jw_kbool(w, "history", history);
+        cmh_jw_kbool(w, "as_of_snapshot", running); /* the process still ran: the figures are that moment's */
         /* Peak Usage a lower bound: the trace does not reach back to the run's start (peak's rule) */
         if (history) cmh_jw_kbool(w, "peak_at_least", cmh_peak_extent(&pk) == CMH_PEAK_AT_LEAST);
         else cmh_jw_knull(w, "peak_at_least");
@@ -195,6 +199,11 @@ static int section(const rep_section *sec, void *arg)
      * the blocks the snapshot no longer holds as freed at the end (no entry frees them) */
     if (history) rep_gap_notes(&pk.base, 0);
     rep_unsplit_note(&pk, "note: Peak Usage of Allocated memory: "); /* (PyTorch's own figure: its table keeps it) */
+    if (running) /* (the table as memory_summary() would have printed it then) */
+        printf("note: the process %s;\n"
+               "      every figure is as of that moment, not the run's end: Cur Usage then, Peak Usage and the totals\n"
+               "      so far%s\n",
+               cmh_str(s, s->ending), ooms_known ? ", CUDA OOMs and cudaMalloc retries those until then" : "");
     rep_expandable_note(&fr, 1); /* (GPU reserved segments 0 beside frag's segments: both said) */
     rep_vmm_unmapped_note(s, device);
     rep_vmm_physical_note(s, device);
