@@ -485,12 +485,9 @@ int cmd_export(int argc, char **argv)
     } else if (erc == CMH_OK && (g_format == F_MEMVIZ || g_format == F_PICKLE)) {
         /* the entries its device_traces hold, the export's implied ones among them (it said the
          * record's 50 of a file holding 98); reading the file back drops those */
-        char of[240] = "";
-        if (pk_implied)
-            snprintf(of, sizeof of,
-                     " (%llu of them implied: what memory_viz needs that the record does not hold as such, a driver "
-                     "allocation's block or a free never recorded; reading the file back drops them)",
-                     (unsigned long long)pk_implied);
+        char of[96] = "";
+        if (pk_implied) /* (a driver allocation's block, a free never recorded: docs/CLI.md, export) */
+            snprintf(of, sizeof of, " (%llu implied for memory_viz, dropped when read back)", (unsigned long long)pk_implied);
         say_wrote_of(g_out, 1, pk_written, of);
     } else if (erc == CMH_OK) say_wrote(g_out, 1, s.nentries - host_entries); /* what the file holds */
     cmh_sites_free(g);

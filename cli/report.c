@@ -469,12 +469,15 @@ void rep_expandable_note(const cmh_frag_report *p, int in_summary)
     snprintf(segs, sizeof segs, "%s", rep_count(p->expandable_segs, "expandable segment", "expandable segments"));
     snprintf(fr, sizeof fr, "%s", rep_size((double)p->expandable_free));
     snprintf(tr, sizeof tr, "%s", rep_size((double)p->trapped_expandable));
+    /* summary: on stderr, its standard output PyTorch's text to the byte (a run with expandable
+     * segments printed memory_summary()'s table and nothing else, and still does) */
     if (in_summary)
-        printf("note: PyTorch's own counts: expandable segments are in GPU reserved memory only, not in GPU reserved\n"
-               "      segments, and their free bytes not in Non-releasable memory (PyTorch leaves them out of both);\n"
-               "      at the end %s (mapped ranges) hold%s %s free, %s of it\n"
-               "      short of a whole page, which empty_cache() cannot unmap (`cumemhist frag`: segments, trapped)\n",
-               segs, p->expandable_segs == 1 ? "s" : "", fr, tr);
+        fprintf(stderr,
+                "cumemhist: summary: device %d: the table has PyTorch's own counts: expandable segments are in GPU reserved\n"
+                "  memory only, not in GPU reserved segments, and their free bytes not in Non-releasable memory (PyTorch\n"
+                "  leaves them out of both); at the end %s (mapped ranges) hold%s %s free, %s of it\n"
+                "  short of a whole page, which empty_cache() cannot unmap (`cumemhist frag`: segments, trapped)\n",
+                p->base.device, segs, p->expandable_segs == 1 ? "s" : "", fr, tr);
     else
         printf("note: `cumemhist summary`, as PyTorch's memory_summary(), counts the %s neither in GPU reserved\n"
                "      segments nor in Non-releasable memory (PyTorch leaves them out of both: its 0 there is its\n"

@@ -237,7 +237,8 @@ void rep_json_gap(cmh_jw *w, const cmh_report_base *b);
 void rep_unsplit_note(const cmh_peak_report *p, const char *lead);
 /* Expandable segments at the end (cmh_frag_report.expandable_*), which PyTorch's memory_summary()
  * counts in GPU reserved memory only, not in GPU reserved segments nor in Non-releasable memory:
- * summary's note (its table keeps PyTorch's figures; in_summary 1) and frag's (its segments and
+ * summary's note, on stderr (its table keeps PyTorch's figures and its standard output PyTorch's
+ * text; in_summary 1), and frag's (its segments and
  * trapped bytes are not those rows'), the same facts in each; nothing without any.  And
  * summary --json's "expandable_at_end" {segments, free, trapped} (null without any). */
 void rep_expandable_note(const cmh_frag_report *p, int in_summary);
