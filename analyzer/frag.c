@@ -189,6 +189,7 @@ int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *s
         p->pending_free += f->pending_free;
         p->releasable += f->releasable;
         p->trapped += f->trapped;
+        if (f->expandable) p->expandable_segs++, p->expandable_free += f->free;
         if (f->expandable && f->trapped) {
             p->trapped_expandable += f->trapped;
             if (cmh_segment_pool(g) == CMH_POOL_LARGE) p->trapped_expandable_large = 1;

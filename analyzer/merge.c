@@ -358,7 +358,9 @@ int cmh_merged_view(cmh_snapshot *s)
     cmh_snapshot_free(t);
     free(t);
     s->torch = NULL;
-    return CMH_OK;
+    /* a running snapshot's "(N entries so far)" counted the recorder's entries alone: the traces
+     * now hold PyTorch's too (its ending said 211 where peak said device 0: 216) */
+    return cmh_ending_recount(s);
 fail_late:
     s->nannotations = nann; /* what was imported goes; strings stay, unused */
     s->nsettings = nset;
@@ -377,4 +379,33 @@ restore_fail: /* the record as it was (the frames and strings imported stay: unu
     free(m.fmap);
     free(r);
     return CMH_ENOMEM;
+}
+
+int cmh_ending_recount(cmh_snapshot *s)
+{
+    if (!s->ending) return CMH_OK;
+    const char *e = cmh_str(s, s->ending), *open = strrchr(e, '(');
+    size_t len = strlen(e);
+    unsigned long long said;
+    int used = 0;
+    /* only an ending that counts them: " (N entr(y|ies) so far)" at its end */
+    if (!open || len < 10 || strcmp(e + len - 8, " so far)") || sscanf(open, "(%llu entr%n", &said, &used) != 1 || !used) return CMH_OK;
+    uint64_t n = 0;
+    uint32_t with = 0;
+    for (uint32_t i = 0; i < s->ntraces; i++) n += s->traces[i].nentries, with += s->traces[i].nentries > 0;
+    if (n == said && with < 2) return CMH_OK;
+    /* each device's apart where there are several: the reports count per device (peak's 'device 0:
+     * 216 trace entries' beside 220 with pinned host memory's 4) */
+    char t[1024], by[512] = "";
+    size_t bl = 0;
+    for (uint32_t i = 0; i < s->ntraces && with > 1 && bl < sizeof by; i++) {
+        const cmh_trace *tr = &s->traces[i];
+        if (!tr->nentries) continue;
+        if (tr->device < 0) bl += (size_t)snprintf(by + bl, sizeof by - bl, "%s%u of pinned host memory", bl ? ", " : ": ", tr->nentries);
+        else bl += (size_t)snprintf(by + bl, sizeof by - bl, "%s%u on device %d", bl ? ", " : ": ", tr->nentries, (int)tr->device);
+    }
+    if (bl >= sizeof by) by[0] = 0; /* (hundreds of devices: the total alone) */
+    int k = snprintf(t, sizeof t, "%.*s(%llu %s so far%s)", (int)(open - e), e, (unsigned long long)n, n == 1 ? "entry" : "entries", by);
+    if (k < 0 || (size_t)k >= sizeof t) return CMH_OK; /* (a hostile file's ending, too long: kept as it is) */
+    return cmh_strtab_intern(&s->strings, t, (size_t)k, &s->ending) ? CMH_ENOMEM : CMH_OK;
 }

@@ -278,16 +278,17 @@ int cmh_oom_growth(const cmh_snapshot *s, int device, const cmh_sites *sites, cm
 }
 
 /* device free not known (CMH_DEVICE_FREE_UNKNOWN): the verdict rests on what the segments held,
- * adding nothing for the device, and never says the driver refused with room */
+ * adding nothing for the device, and never says the driver refused with room; where the segments'
+ * free bytes alone were too few, nothing tells demand from the rest having been free on the device:
+ * UNKNOWN, not DEMAND (a guess the record cannot back) */
 static uint64_t known_free(uint64_t device_free) { return device_free == CMH_DEVICE_FREE_UNKNOWN ? 0 : device_free; }
 
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free)
 {
     if (largest_gap >= request) return CMH_OOM_FIT_IGNORED;
     if (device_free != CMH_DEVICE_FREE_UNKNOWN && device_free >= request) return CMH_OOM_DRIVER;
-    device_free = known_free(device_free);
-    if (free_inside + device_free >= request) return CMH_OOM_FRAGMENTATION;
-    return CMH_OOM_DEMAND;
+    if (free_inside + known_free(device_free) >= request) return CMH_OOM_FRAGMENTATION;
+    return device_free == CMH_DEVICE_FREE_UNKNOWN ? CMH_OOM_UNKNOWN : CMH_OOM_DEMAND;
 }
 
 int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t private_free, uint64_t largest_gap,
@@ -296,7 +297,9 @@ int cmh_oom_verdict_pools(uint64_t request, uint64_t free_inside, uint64_t priva
     uint64_t shared = free_inside > private_free ? free_inside - private_free : 0;
     int v = cmh_oom_verdict(request, shared, largest_gap, device_free);
     device_free = known_free(device_free);
-    if (v == CMH_OOM_DEMAND && private_free && shared + private_free + device_free >= request) return CMH_OOM_PRIVATE_POOL;
+    /* (enough free in private pools: said so, whatever the device had) */
+    if ((v == CMH_OOM_DEMAND || v == CMH_OOM_UNKNOWN) && private_free && shared + private_free + device_free >= request)
+        return CMH_OOM_PRIVATE_POOL;
     return v;
 }
 
@@ -321,8 +324,9 @@ int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free)
 const char *cmh_oom_verdict_name(int verdict)
 {
     static const char *const names[] = {"demand", "fragmentation", "fit in a free gap", "refused with room", "private pool", "too large",
-                                        "a pool's cache", "a pool's cache, pieces not known", "held outside the program"};
-    return names[verdict >= 0 && verdict <= CMH_OOM_OUTSIDE ? verdict : 0];
+                                        "a pool's cache", "a pool's cache, pieces not known", "held outside the program",
+                                        "not known"};
+    return names[verdict >= 0 && verdict <= CMH_OOM_UNKNOWN ? verdict : 0];
 }
 
 int cmh_record_pytorch(const cmh_snapshot *s)
@@ -378,8 +382,12 @@ const char *cmh_oom_verdict_text(int verdict)
         "release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
         "held outside the program: most of the device's memory in use was not this program's (not recorded: the CUDA "
         "context, other processes on the GPU; the driver's cuMemGetInfo says it): see who holds it (nvidia-smi), run "
-        "where the device is free, or fit the program in what is left"};
-    return text[verdict >= 0 && verdict <= CMH_OOM_OUTSIDE ? verdict : 0];
+        "where the device is free, or fit the program in what is left",
+        "not known: the record does not say how much the device had free at the error (no device_free in the OOM "
+        "entry, or cuMemGetInfo failed), and the free bytes inside the segments alone were fewer than the request: "
+        "whether the rest was in use (demand) or free on the device (fragmentation, or a refusal with room) cannot "
+        "be told; a record of cumemhist's own (cumemhist record) samples the device's free bytes at each OOM"};
+    return text[verdict >= 0 && verdict <= CMH_OOM_UNKNOWN ? verdict : 0];
 }
 
 void cmh_oom_report_free(cmh_oom_report *p)

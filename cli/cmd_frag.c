@@ -231,6 +231,7 @@ static int section(const rep_section *sec, void *arg)
                p.pool_cache ? "   (outside the pools' cache: its pieces are not recorded, so the gaps inside it are not known)" : "");
         printf("  fragmentation            %11.1f%%   (trapped / reserved)\n", 100 * p.fragmentation);
         rep_gap_notes(&p.base, 0); /* (a pool's cache taken as given back: said) */
+        rep_expandable_note(&p, 0); /* (summary's GPU reserved segments and Non-releasable memory read 0 for them) */
         if (p.nsegs) {
             /* every segment counted by use, listed or not (a fully used one, 0 B free, fell under
              * '... N more' unsaid), and the list's order said */

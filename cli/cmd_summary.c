@@ -66,6 +66,11 @@ static int section(const rep_section *sec, void *arg)
     cmh_peak_report pk; /* (the same replay's: the state it inferred before the first entry) */
     int crc = cmh_summary_compute_peak(s, device, &st, &pk);
     if (crc != CMH_OK) return crc;
+    cmh_frag_report fr; /* the expandable segments at the end: PyTorch's rows leave them out (a note says them) */
+    if ((crc = cmh_frag_compute(s, device, &fr)) != CMH_OK) {
+        cmh_peak_report_free(&pk);
+        return crc;
+    }
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     uint64_t dropped = t ? t->dropped : 0, nent = t ? t->nentries : 0;
     /* no history (enabled=state, PyTorch's history off): the replay has only the end state, and
@@ -80,6 +85,9 @@ static int section(const rep_section *sec, void *arg)
      * replay inferred what was live before its first entry, as for a ring that dropped entries */
     int midrun = cmh_peak_extent(&pk) == CMH_PEAK_AT_LEAST && !dropped; /* (peak's rule: its peaks are lower bounds) */
     int ooms_known = history || cmh_trace_ooms_known(s, device); /* (enabled=state counts them too) */
+    /* taken while the process ran (SIGUSR1, cmh_dump_snapshot, `snapshot PID`): the figures are
+     * that moment's, and the run went on (CUDA OOMs 0 read as the whole run's) */
+    int running = cmh_snapshot_running(s);
     if (sec->w) {
         cmh_jw *w = sec->w;
         cmh_jw_obj(w);
@@ -90,6 +98,7 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "trace_entries", nent);
         cmh_jw_kuint(w, "dropped_entries", dropped);
         cmh_jw_kbool(w, "history", history);
+        cmh_jw_kbool(w, "as_of_snapshot", running); /* the process still ran: the figures are that moment's */
         /* Peak Usage a lower bound: the trace does not reach back to the run's start (peak's rule) */
         if (history) cmh_jw_kbool(w, "peak_at_least", cmh_peak_extent(&pk) == CMH_PEAK_AT_LEAST);
         else cmh_jw_knull(w, "peak_at_least");
@@ -108,6 +117,7 @@ static int section(const rep_section *sec, void *arg)
         else cmh_jw_knull(w, "trace_allocations");
         rep_json_gap(w, &pk.base); /* the end's blocks the trace never freed (Tot Freed counts them), or never made */
         rep_json_unsplit(w, &pk);
+        rep_json_expandable(w, &fr);
         rep_json_vmm_unmapped(w, s, device);
         rep_json_vmm_physical(w, s, device);
         cmh_jw_kstr(w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"); /* who made the record: the text's title */
@@ -140,6 +150,7 @@ static int section(const rep_section *sec, void *arg)
         }
         rep_json_driver_errors(w, s); /* (the process's, in every device's object) */
         cmh_jw_end(w);
+        cmh_frag_report_free(&fr);
         return CMH_OK;
     }
     /* memory_summary()'s table ('-' for what a record with no history does not know).  A
@@ -188,6 +199,12 @@ static int section(const rep_section *sec, void *arg)
      * the blocks the snapshot no longer holds as freed at the end (no entry frees them) */
     if (history) rep_gap_notes(&pk.base, 0);
     rep_unsplit_note(&pk, "note: Peak Usage of Allocated memory: "); /* (PyTorch's own figure: its table keeps it) */
+    if (running) /* (the table as memory_summary() would have printed it then) */
+        printf("note: the process %s;\n"
+               "      every figure is as of that moment, not the run's end: Cur Usage then, Peak Usage and the totals\n"
+               "      so far%s\n",
+               cmh_str(s, s->ending), ooms_known ? ", CUDA OOMs and cudaMalloc retries those until then" : "");
+    rep_expandable_note(&fr, 1); /* (GPU reserved segments 0 beside frag's segments: both said) */
     rep_vmm_unmapped_note(s, device);
     rep_vmm_physical_note(s, device);
     if (sec->index + 1 == sec->ndevices && g_device == -2) { /* the last table: what the others left out */
@@ -197,6 +214,7 @@ static int section(const rep_section *sec, void *arg)
             printf("note: the snapshot also holds pinned host memory (cumemhist summary --device -1)\n");
     }
     if (sec->index + 1 == sec->ndevices) rep_driver_errors_note(s); /* (PyTorch's text keeps its layout: a record of ours alone has any) */
+    cmh_frag_report_free(&fr);
     return CMH_OK;
 }
 

@@ -460,6 +460,45 @@ void rep_unsplit_note(const cmh_peak_report *p, const char *lead)
     if (p->base.history && cmh_unsplit_text(p, buf, sizeof buf)) printf("%s%s\n", lead, buf);
 }
 
+void rep_expandable_note(const cmh_frag_report *p, int in_summary)
+{
+    if (!p->expandable_segs) return;
+    /* (PyTorch's CUDACachingAllocator: map_block adds to reserved_bytes only, never to segment;
+     * free_block leaves an expandable segment's blocks out of inactive_split) */
+    char segs[64], fr[32], tr[32];
+    snprintf(segs, sizeof segs, "%s", rep_count(p->expandable_segs, "expandable segment", "expandable segments"));
+    snprintf(fr, sizeof fr, "%s", rep_size((double)p->expandable_free));
+    snprintf(tr, sizeof tr, "%s", rep_size((double)p->trapped_expandable));
+    /* summary: on stderr, its standard output PyTorch's text to the byte (a run with expandable
+     * segments printed memory_summary()'s table and nothing else, and still does) */
+    if (in_summary)
+        fprintf(stderr,
+                "cumemhist: summary: device %d: the table has PyTorch's own counts: expandable segments are in GPU reserved\n"
+                "  memory only, not in GPU reserved segments, and their free bytes not in Non-releasable memory (PyTorch\n"
+                "  leaves them out of both); at the end %s (mapped ranges) hold%s %s free, %s of it\n"
+                "  short of a whole page, which empty_cache() cannot unmap (`cumemhist frag`: segments, trapped)\n",
+                p->base.device, segs, p->expandable_segs == 1 ? "s" : "", fr, tr);
+    else
+        printf("note: `cumemhist summary`, as PyTorch's memory_summary(), counts the %s neither in GPU reserved\n"
+               "      segments nor in Non-releasable memory (PyTorch leaves them out of both: its 0 there is its\n"
+               "      definition); their %s free, %s of it trapped, are in the figures above\n",
+               segs, fr, tr);
+}
+
+void rep_json_expandable(cmh_jw *w, const cmh_frag_report *p)
+{
+    cmh_jw_key(w, "expandable_at_end");
+    if (!p->expandable_segs) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    cmh_jw_kuint(w, "segments", p->expandable_segs);
+    cmh_jw_kuint(w, "free", p->expandable_free);
+    cmh_jw_kuint(w, "trapped", p->trapped_expandable);
+    cmh_jw_end(w);
+}
+
 void rep_json_unsplit(cmh_jw *w, const cmh_peak_report *p)
 {
     if (p->base.history) cmh_jw_kint(w, "alloc_unsplit_at_peak", p->alloc_unsplit);

@@ -244,6 +244,14 @@ void rep_json_gap(cmh_jw *w, const cmh_report_base *b);
 /* Whole blocks the allocator did not split, at the allocated peak (cmh_unsplit_text): the line,
  * after lead, when there are any; and "alloc_unsplit_at_peak" (bytes; null without history). */
 void rep_unsplit_note(const cmh_peak_report *p, const char *lead);
+/* Expandable segments at the end (cmh_frag_report.expandable_*), which PyTorch's memory_summary()
+ * counts in GPU reserved memory only, not in GPU reserved segments nor in Non-releasable memory:
+ * summary's note, on stderr (its table keeps PyTorch's figures and its standard output PyTorch's
+ * text; in_summary 1), and frag's (its segments and
+ * trapped bytes are not those rows'), the same facts in each; nothing without any.  And
+ * summary --json's "expandable_at_end" {segments, free, trapped} (null without any). */
+void rep_expandable_note(const cmh_frag_report *p, int in_summary);
+void rep_json_expandable(cmh_jw *w, const cmh_frag_report *p);
 void rep_json_unsplit(cmh_jw *w, const cmh_peak_report *p);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);

@@ -25,7 +25,14 @@ int rep_load_view(const char *path, cmh_snapshot *s) { return rep_load_view_ex(p
 int rep_load_view_ex(const char *path, cmh_snapshot *s, unsigned flags)
 {
     int rc = cli_load_ex(path, s, flags);
-    if (rc || !s->torch) return rc;
+    if (rc) return rc;
+    /* a running snapshot's entry count, each device's as every report counts them (the merged
+     * view recounts with PyTorch's entries in) */
+    if (!s->torch && (rc = cmh_ending_recount(s)) != CMH_OK) {
+        cmh_snapshot_free(s);
+        return cli_fail(path, rc);
+    }
+    if (!s->torch) return 0;
     if ((rc = cmh_merged_view(s)) != CMH_OK) {
         cmh_snapshot_free(s);
         return cli_fail(path, rc);
@@ -542,9 +549,20 @@ static int load_torch_part(const char *path, cmh_snapshot *s, int flags)
     if (s->torch) {
         cmh_snapshot *t = s->torch;
         s->torch = NULL;
+        /* a snapshot of a running process: its PyTorch part is of that moment too (summary's
+         * figures are as of it, cmh_snapshot_running), its count its own entries' */
+        int crc = CMH_OK;
+        if (s->ending && !t->ending) {
+            const char *e = cmh_str(s, s->ending);
+            crc = cmh_strtab_intern(&t->strings, e, strlen(e), &t->ending) ? CMH_ENOMEM : cmh_ending_recount(t);
+        }
         cmh_snapshot_free(s);
         *s = *t;
         free(t);
+        if (crc != CMH_OK) {
+            cmh_snapshot_free(s);
+            return cli_fail(path, crc);
+        }
         return 0;
     }
     if (!(flags & REP_SHAPED) || s->source == CMH_SRC_PYTORCH) return 0;

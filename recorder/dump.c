@@ -388,17 +388,16 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
     cmh_export_stream *x = NULL;
     uint64_t nentries = 0;
     if (!c.z) rc = CMH_ENOMEM;
-    else if (stream) {
-        rc = cmh_export_state_stream(&s, map_stack, &c, &x);
-        for (uint32_t i = 0; rc == CMH_OK && i < s.ntraces; i++) nentries += s.traces[i].nentries;
-    } else {
-        rc = cmh_export_state(&s, map_stack, &c);
-        nentries = s.nentries;
-    }
+    else if (stream) rc = cmh_export_state_stream(&s, map_stack, &c, &x);
+    else rc = cmh_export_state(&s, map_stack, &c);
     if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
     if (rc == CMH_OK) rc = cmh_vmm_export_unmapped(&s, map_stack, &c);
     if (rc == CMH_OK) rc = cmh_vmm_export_maps(&s, map_stack, &c);
     if (rc == CMH_OK && c.failed) rc = CMH_ENOMEM;
+    /* the ending's count: the traces' entries once everything is in (streamed: the views' counts),
+     * every device's and pinned host memory's, as a reader totals them (merged with PyTorch's
+     * part, the reader counts again: cmh_ending_recount) */
+    for (uint32_t i = 0; rc == CMH_OK && i < s.ntraces; i++) nentries += s.traces[i].nentries;
     if (rc == CMH_OK && !cut && (!strcmp(why, "SIGUSR1") || !strcmp(why, "cmh_dump_snapshot"))) {
         /* taken on request while the process runs: said, as `cumemhist snapshot PID` says it (its
          * blocks are held at the snapshot, not left at an end) */

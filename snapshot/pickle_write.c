@@ -258,6 +258,24 @@ static int written_entry(const cmh_entry *e, int inline_marks)
     return e->action < CMH_ACT_MARK || (e->action == CMH_ACT_MARK && inline_marks) || CMH_ENTRY_UNKNOWN_ACTION(e);
 }
 
+uint64_t cmh_pickle_trace_entries(const cmh_snapshot *s, uint64_t *implied)
+{
+    uint64_t n = 0, imp = 0;
+    int inline_marks = CMH_PT_MARKS_INLINE(s);
+    for (uint32_t t = 0; t < s->ntraces; t++) {
+        const cmh_trace *tr = &s->traces[t];
+        if (tr->device < 0) continue; /* (no device trace of its own in PyTorch's schema) */
+        for (uint32_t i = 0; i < tr->nentries; i++) {
+            const cmh_entry *e = &s->entries[tr->first_entry + i];
+            if (!written_entry(e, inline_marks)) continue;
+            n++;
+            imp += (e->flags & CMH_EF_IMPLIED) != 0;
+        }
+    }
+    if (implied) *implied = imp;
+    return n;
+}
+
 /* Whether a reader of the pickle finds the entry in device_traces (what an aside item's position counts). */
 int pkw_kept_entry(const cmh_entry *e) { return e->action < CMH_ACT_MARK && !(e->flags & CMH_EF_IMPLIED) && !cmh_entry_retried_oom(e); }
 

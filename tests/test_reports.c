@@ -143,11 +143,18 @@ static void test_oom_report(void)
     CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_TOO_LARGE), "too large");
     CU_ASSERT_FALSE(cmh_oom_too_large(UINT64_MAX, 2, UINT64_MAX)); /* (no wrap-around) */
     /* no free figure (an entry without device_free, a failed cuMemGetInfo): not judged too large,
-     * nor refused with room; a device free of 0 is a figure, the device full */
-    CU_ASSERT_EQUAL(one_segment_request_verdict(CMH_DEVICE_FREE_UNKNOWN, 31 * MIB), CMH_OOM_DEMAND);
+     * nor refused with room, nor demand where the segments' free bytes alone fall short (the rest
+     * may have been free on the device: 'not known', it read 'demand'); enough free inside the
+     * segments is fragmentation whatever the device had; a device free of 0 is a figure, the
+     * device full */
+    CU_ASSERT_EQUAL(one_segment_request_verdict(CMH_DEVICE_FREE_UNKNOWN, 31 * MIB), CMH_OOM_UNKNOWN);
     CU_ASSERT_EQUAL(one_segment_request_verdict(0, 31 * MIB), CMH_OOM_TOO_LARGE);
-    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 0, 0, CMH_DEVICE_FREE_UNKNOWN), CMH_OOM_DEMAND);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 0, 0, CMH_DEVICE_FREE_UNKNOWN), CMH_OOM_UNKNOWN);
+    CU_ASSERT_EQUAL(cmh_oom_verdict(10, 0, 0, 0), CMH_OOM_DEMAND);
     CU_ASSERT_EQUAL(cmh_oom_verdict(10, 12, 0, CMH_DEVICE_FREE_UNKNOWN), CMH_OOM_FRAGMENTATION);
+    CU_ASSERT_EQUAL(cmh_oom_verdict_pools(10, 12, 8, 0, CMH_DEVICE_FREE_UNKNOWN), CMH_OOM_PRIVATE_POOL);
+    CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_UNKNOWN), "not known");
+    CU_ASSERT_PTR_NOT_NULL(strstr(cmh_oom_verdict_text(CMH_OOM_UNKNOWN), "cannot be told"));
     CU_ASSERT_EQUAL(one_segment_oom_verdict(16 * MIB), CMH_OOM_DRIVER);
     CU_ASSERT_STRING_EQUAL(cmh_oom_verdict_name(CMH_OOM_DRIVER), "refused with room");
     /* PyTorch's remedies only in a PyTorch record's sentence: a C program's names the environment's limit */

@@ -97,6 +97,14 @@ back = [x for x in pickle.load(open(sys.argv[4], "rb"))["device_traces"][0] if x
 assert len(back) == 1 and "device_free" not in back[0], back
 EOF
 check "oom/frag/ranks --json: device_free null; export keeps it absent" "[ $? -eq 0 ]"
+# its verdict: 12 MiB free inside the segments for 64 MiB, the device's free not said: the rest
+# may have been free there (fragmentation) or in use (demand); oom and frag say it cannot be told,
+# in text and --json (both read 'demand: the memory was genuinely in use')
+"$CMH" frag nofree.pickle >nofree_frag.txt 2>&1
+check "oom, frag: the verdict is not known without the device's free bytes, not demand" \
+    "grep -q '^  verdict: not known: the record does not say how much the device had free' nofree_oom.txt &&
+     grep -q '^  verdict: not known: ' nofree_frag.txt && ! grep -q 'verdict: demand' nofree_oom.txt nofree_frag.txt &&
+     grep -q '\"verdict\": *\"not known\"' nofree_oom.json && grep -q '\"verdict\": *\"not known\"' nofree_frag.json"
 "$CMH" ranks nofree.pickle nofree.pickle >nofree_ranks.txt 2>/dev/null
 check "ranks: device free not known" "grep -q 'device free not known' nofree_ranks.txt"
 "$CMH" whatif nofree.pickle >nofree_wi.txt 2>&1

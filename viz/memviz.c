@@ -796,9 +796,18 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
 
 int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host)
 {
+    return cmh_export_memviz_counted(s, fp, dropped_host, NULL, NULL);
+}
+
+int cmh_export_memviz_counted(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host, uint64_t *written, uint64_t *implied)
+{
     cmh_snapshot shaped;
     int rc = cmh_memviz_shape(s, &shaped, dropped_host);
     if (rc != CMH_OK) return rc;
+    /* what the file holds: the shaped traces, repairs included (the record's own count said 50
+     * of a pickle holding 98) */
+    uint64_t nw = cmh_pickle_trace_entries(&shaped, implied);
+    if (written) *written = nw;
     /* the marks, aside (memory_viz sees them as annotations): where they were among the entries
      * the pickle's reader keeps, so that it reads the record's own trace back */
     uint32_t nm = 0;

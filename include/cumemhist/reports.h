@@ -536,6 +536,13 @@ typedef struct cmh_frag_report {
      * cmh_expandable_page), and whether the small or the large pool has any */
     uint64_t trapped_expandable, page_small, page_large;
     int trapped_expandable_small, trapped_expandable_large;
+    /* the expandable segments at the end (contiguous mapped ranges) and their free bytes:
+     * PyTorch's memory_summary() counts them in neither GPU reserved segments nor Non-releasable
+     * memory (its inactive_split leaves them out), so summary's 0 there and frag's figures are
+     * two definitions, each report saying the other's (trapped_expandable: of their free, what
+     * no empty_cache() unmaps) */
+    uint32_t expandable_segs;
+    uint64_t expandable_free;
     cmh_frag_pool pools[CMH_FRAG_POOLS]; /* pool_cache pool by pool (npools of them, each with a cache) */
     uint32_t npools;
     uint64_t private_free; /* free inside private pools' segments; largest_gap is the default pool's */
@@ -609,7 +616,12 @@ enum { CMH_OOM_DEMAND = 0, CMH_OOM_FRAGMENTATION = 1, CMH_OOM_FIT_IGNORED = 2, C
        /* DEMAND where most of the device's used memory (owners' figure at the error, from the
         * cuMemGetInfo samples) was held outside the program: not recorded (the CUDA context,
         * other processes); cmh_oom_event.outside */
-       CMH_OOM_OUTSIDE = 8 };
+       CMH_OOM_OUTSIDE = 8,
+       /* what the record lacks decides it: the device's free bytes at the error are not known (an
+        * OOM entry without device_free, a failed cuMemGetInfo) and what was free inside the
+        * segments was less than the request, so the rest may have been free on the device
+        * (fragmentation, a refusal with room) or in use (demand): not said to be either */
+       CMH_OOM_UNKNOWN = 9 };
 int cmh_oom_verdict(uint64_t request, uint64_t free_inside, uint64_t largest_gap, uint64_t device_free);
 /* The same, where private_free of free_inside is what the request's pool could not use (other
  * pools' segments: a CUDA graph's, a MemPool's, and for a private pool's request the default
@@ -628,7 +640,7 @@ int cmh_oom_verdict_cache(uint64_t request, uint64_t free_inside, uint64_t priva
 /* TOO_LARGE, a demand that nothing the process held explains: the request is more than the
  * device's free bytes and all the process had reserved on it together (a tensor of the wrong
  * shape, a batch too large for the device), so freeing or settings cannot help.  Never with
- * device free not known (CMH_DEVICE_FREE_UNKNOWN).  An event's verdict is DEMAND
+ * device free not known (CMH_DEVICE_FREE_UNKNOWN: the verdict is UNKNOWN there).  An event's verdict is DEMAND
  * turned TOO_LARGE where this says so. */
 int cmh_oom_too_large(uint64_t request, uint64_t reserved, uint64_t device_free);
 /* The verdict in one word ("demand"), and as every report says it in a sentence.  The sentence

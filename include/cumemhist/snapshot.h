@@ -808,6 +808,11 @@ typedef struct cmh_pickle_mark {
     int64_t time_ns;
 } cmh_pickle_mark;
 int cmh_pickle_write_marks(const cmh_snapshot *s, const cmh_pickle_mark *marks, uint32_t nmarks, FILE *fp);
+/* How many entries cmh_pickle_write puts in s's device_traces (the writer's own rule: marks
+ * aside, a retried OOM aside, pinned host memory left out), and of them in *implied (when given)
+ * those marked implied (CMH_EF_IMPLIED: a free memory_viz needs that the trace lacks, which
+ * cumemhist drops when it reads the pickle back). */
+uint64_t cmh_pickle_trace_entries(const cmh_snapshot *s, uint64_t *implied);
 
 /* Load any snapshot file (.cmh or PyTorch pickle, by content).  err gets a one-line message
  * naming the file, e.g. "snap.cmh: truncated at byte 18231 (expected 4 more bytes)". */

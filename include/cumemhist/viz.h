@@ -53,6 +53,10 @@ int64_t cmh_memviz_page_event(const cmh_snapshot *in, int device, int64_t index,
  * each entry's recording thread, each frame's module, the marks and pool samples in place.
  * cumemhist reads it back in the record's entry numbering; cmh_memviz_index maps to memory_viz's. */
 int cmh_export_memviz(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host);
+/* The same, saying in *written the entries its device_traces hold and in *implied those of them
+ * the export added (cmh_pickle_trace_entries of the shaped model: what the file holds, not the
+ * record's count; either may be NULL). */
+int cmh_export_memviz_counted(const cmh_snapshot *s, FILE *fp, uint64_t *dropped_host, uint64_t *written, uint64_t *implied);
 
 /* A Chrome / Perfetto trace: memory counters per device, OOM and mark instants, kernel slices
  * on one track per stream. */
