@@ -153,7 +153,7 @@ typedef struct pylayout {
     uint16_t fr_code, fr_previous, fr_instr, fr_owner; /* _PyInterpreterFrame */
     int8_t owner_generator, owner_cstack;              /* FRAME_OWNED_BY_*; -1: no such owner */
     uint16_t co_filename, co_name, co_linetable, co_firstlineno, co_firsttraceable, co_code;
-    uint16_t str_ascii, str_utf8_length, str_utf8, str_compact; /* sizeof(PyASCIIObject) ... */
+    uint16_t str_ascii, str_compact; /* sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject) */
 } pylayout;
 
 static const pylayout k_layouts[] = {
@@ -161,14 +161,14 @@ static const pylayout k_layouts[] = {
      * f_locals, f_code, frame_obj, previous, prev_instr, stacktop, is_entry, owner}; the code
      * object's co_warmup and _co_linearray_entry_size put co_firstlineno at 72; PyASCIIObject
      * still has wstr (48 bytes), the compact object wstr_length (72) */
-    {11, 56, 8, 32, 48, 56, 69, 1, -1, 112, 120, 136, 72, 168, 184, 48, 48, 56, 72},
+    {11, 56, 8, 32, 48, 56, 69, 1, -1, 112, 120, 136, 72, 168, 184, 48, 72},
     /* 3.12: _PyCFrame {current_frame, previous}; the frame {f_code, previous, f_funcobj, f_globals,
      * f_builtins, f_locals, frame_obj, prev_instr, stacktop, return_offset (uint16), owner};
      * PyThreadState's _status bits, py_recursion_remaining/limit, c_recursion_remaining,
      * recursion_headroom, tracing, what_event keep cframe at 56; co_firstlineno 68 (no warmup
      * shorts), _co_cached, _co_instrumentation_version, _co_monitoring before _co_firsttraceable
      * (176) and co_extra (184), bytecode at 192; no wstr: PyASCIIObject 40, compact 56 */
-    {12, 56, 0, 0, 8, 56, 70, 1, 3, 112, 120, 136, 68, 176, 192, 40, 40, 48, 56},
+    {12, 56, 0, 0, 8, 56, 70, 1, 3, 112, 120, 136, 68, 176, 192, 40, 56},
 };
 #define PY_STR_MAX 4096      /* a file or function name longer than this is cut */
 #define PY_LINETABLE_MAX (1 << 22) /* a location table larger than this is taken for garbage */
@@ -198,27 +198,53 @@ static int32_t int32(const unsigned char *b, unsigned at)
     return v;
 }
 
+/* n code points of `kind` bytes each (PEP 393: 1, 2 or 4) at src, encoded as UTF-8 into buf, cut
+ * at cap - 1 bytes; -1 when unreadable */
+static int rd_encode(uintptr_t src, int64_t n, unsigned kind, char *buf, size_t cap)
+{
+    unsigned char chunk[256];
+    size_t out = 0;
+    for (int64_t i = 0; i < n && out + 4 < cap;) {
+        int64_t k = n - i < (int64_t)(sizeof chunk / kind) ? n - i : (int64_t)(sizeof chunk / kind);
+        if (rd(chunk, src + (uintptr_t)(i * kind), (size_t)(k * kind))) return -1;
+        for (int64_t j = 0; j < k && out + 4 < cap; j++) {
+            uint32_t c = chunk[j * kind];
+            if (kind == 2) {
+                uint16_t c2;
+                memcpy(&c2, chunk + j * 2, 2);
+                c = c2;
+            } else if (kind == 4)
+                memcpy(&c, chunk + j * 4, 4);
+            if (c == 0 || c > 0x10FFFF || (c >= 0xD800 && c < 0xE000)) c = '?'; /* as no name has */
+            if (c < 0x80) buf[out++] = (char)c;
+            else if (c < 0x800) buf[out++] = (char)(0xC0 | c >> 6), buf[out++] = (char)(0x80 | (c & 63));
+            else if (c < 0x10000)
+                buf[out++] = (char)(0xE0 | c >> 12), buf[out++] = (char)(0x80 | (c >> 6 & 63)), buf[out++] = (char)(0x80 | (c & 63));
+            else
+                buf[out++] = (char)(0xF0 | c >> 18), buf[out++] = (char)(0x80 | (c >> 12 & 63)),
+                buf[out++] = (char)(0x80 | (c >> 6 & 63)), buf[out++] = (char)(0x80 | (c & 63));
+        }
+        i += k;
+    }
+    buf[out] = 0;
+    return 0;
+}
+
 /* A str object's text (UTF-8) into buf, cut at cap - 1 bytes; -1 when it is not one */
 static int rd_str(const pylayout *L, uintptr_t o, char *buf, size_t cap)
 {
-    unsigned char h[80];
+    unsigned char h[48];
     if (rd(h, o, L->str_ascii) || word(h, OB_TYPE) != py.unicode_type) return -1;
     uint32_t state;
     memcpy(&state, h + 32, sizeof state); /* interned:2 kind:3 compact:1 ascii:1, in 3.11 and 3.12 */
     int64_t len = (int64_t)word(h, 16);
-    uintptr_t data;
+    unsigned kind = (state >> 2) & 7;
     if (!(state & 0x20) || len < 0) return -1; /* not compact: a legacy string, never a code's */
-    if (state & 0x40) data = o + L->str_ascii;
-    else { /* non-ASCII: its UTF-8 form when one was made (co_filename's usually is), else none */
-        if (rd(h, o, L->str_compact)) return -1;
-        data = word(h, L->str_utf8);
-        len = (int64_t)word(h, L->str_utf8_length);
-        if (!data || len < 0) return -1;
-    }
-    size_t n = (size_t)len < cap - 1 ? (size_t)len : cap - 1;
-    if (rd(buf, data, n)) return -1;
-    buf[n] = 0;
-    return memchr(buf, 0, n) ? -1 : 0;
+    if (state & 0x40) return rd_encode(o + L->str_ascii, len, 1, buf, cap);
+    if (kind != 1 && kind != 2 && kind != 4) return -1;
+    /* Non-ASCII: its code points, after the compact header (its UTF-8 form, when one was made, is
+     * written by whichever thread asked for it first: not to be read without the GIL) */
+    return rd_encode(o + L->str_compact, len, kind, buf, cap);
 }
 
 /* The location table (CPython's Objects/locations.md, 3.11+), read in pieces */
