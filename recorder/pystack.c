@@ -177,11 +177,26 @@ static const pylayout k_layouts[] = {
 
 static pid_t g_pid; /* process_vm_readv's target: this process (set again in a forked child) */
 
+/* Proving the layout.  A system call a read costs (about 9 a frame: 38 us a stack 10 frames deep
+ * on the 2-core test machine), so once PY_PROVE stacks have been read whole through
+ * process_vm_readv, each pointer checked for its object's type before it was followed, the layout
+ * is taken as this interpreter's and reads become plain loads (still checked: a check failing then
+ * goes back to system calls for good).  Only a wrong offset could send a read astray: with the
+ * right ones, every pointer followed is one of this thread's own live frames or what they hold. */
+#define PY_PROVE 64
+static int g_direct;    /* 1: plain loads; 0: system calls; -1: system calls for good */
+static uint32_t g_proven; /* stacks read whole by system calls so far */
+
 /* n bytes at src into dst, or -1 where any of them is not mapped readable */
 static int rd(void *dst, uintptr_t src, size_t n)
 {
+    if (!src) return -1;
+    if (__atomic_load_n(&g_direct, __ATOMIC_RELAXED) == 1) {
+        memcpy(dst, (const void *)src, n);
+        return 0;
+    }
     struct iovec l = {dst, n}, r = {(void *)src, n};
-    return src && process_vm_readv(g_pid, &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+    return process_vm_readv(g_pid, &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
 }
 
 static uintptr_t word(const unsigned char *b, unsigned at)
@@ -240,7 +255,12 @@ static int rd_str(const pylayout *L, uintptr_t o, char *buf, size_t cap)
     int64_t len = (int64_t)word(h, 16);
     unsigned kind = (state >> 2) & 7;
     if (!(state & 0x20) || len < 0) return -1; /* not compact: a legacy string, never a code's */
-    if (state & 0x40) return rd_encode(o + L->str_ascii, len, 1, buf, cap);
+    if (state & 0x40) { /* ASCII: the bytes as they are */
+        size_t n = (size_t)len < cap - 1 ? (size_t)len : cap - 1;
+        if (rd(buf, o + L->str_ascii, n)) return -1;
+        buf[n] = 0;
+        return strlen(buf) == n ? 0 : -1;
+    }
     if (kind != 1 && kind != 2 && kind != 4) return -1;
     /* Non-ASCII: its code points, after the compact header (its UTF-8 form, when one was made, is
      * written by whichever thread asked for it first: not to be read without the GIL) */
@@ -252,16 +272,18 @@ typedef struct ltab {
     uintptr_t at;
     int64_t n, base, have;
     int bad;
+    const unsigned char *p; /* b, or the table itself once reads are plain loads */
     unsigned char b[256];
 } ltab;
 
-static unsigned lt_byte(ltab *t, int64_t i)
+static inline unsigned lt_byte(ltab *t, int64_t i)
 {
+    if (CMH_LIKELY(i >= t->base && i < t->base + t->have)) return t->p[i - t->base];
     if (i >= t->n) {
         t->bad = 1;
         return 0;
     }
-    if (i < t->base || i >= t->base + t->have) {
+    {
         int64_t k = t->n - i < (int64_t)sizeof t->b ? t->n - i : (int64_t)sizeof t->b;
         if (rd(t->b, t->at + (uintptr_t)i, (size_t)k)) {
             t->bad = 1;
@@ -269,8 +291,9 @@ static unsigned lt_byte(ltab *t, int64_t i)
         }
         t->base = i;
         t->have = k;
+        t->p = t->b;
     }
-    return t->b[i - t->base];
+    return t->p[i - t->base];
 }
 
 static int lt_svarint(ltab *t, int64_t i)
@@ -292,6 +315,7 @@ static int table_line(uintptr_t table, int first, int64_t addrq)
     if (rd(h, table, sizeof h) || word(h, OB_TYPE) != py.bytes_type) return -2;
     ltab t = {.at = table + 32, .n = (int64_t)word(h, 16)}; /* ob_sval, ob_size */
     if (t.n < 0 || t.n > PY_LINETABLE_MAX) return -2;
+    if (__atomic_load_n(&g_direct, __ATOMIC_RELAXED) == 1) t.p = (const unsigned char *)t.at, t.have = t.n;
     int line = first;
     int64_t addr = 0;
     for (int64_t i = 0; i < t.n && !t.bad;) {
@@ -434,13 +458,22 @@ static int grow_ids(void)
     return 1;
 }
 
+/* Eight bytes a step: a path is hashed for every frame the GIL-free read names */
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    size_t n = strlen(s), i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = cmh_oa_mix(h ^ w);
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, n - i);
+    return cmh_oa_mix(h ^ w ^ ((uint64_t)n << 56));
+}
+
 static uint64_t content_key(const char *file, const char *name, int line)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over file, a separator, name */
-    for (const char *p = file; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    h = (h ^ 0xFF) * 1099511628211ull;
-    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return cmh_oa_hashkey(cmh_oa_mix(h * 31 + (uint64_t)(uint32_t)line));
+    return cmh_oa_hashkey(cmh_oa_mix(hash_str(hash_str(0x9E3779B97F4A7C15ull, file), name) * 31 + (uint64_t)(uint32_t)line));
 }
 
 /* The id of (file, name, line) when already made; 0 if not.  Under g_lock. */
@@ -773,12 +806,18 @@ int cmh_pystack_capture(uintptr_t *out, int max)
      * thread state is the GIL held, when the interpreter can say so */
     if ((!py.tstate_attached || py.tstate_attached()) && py.gil_check()) n = walk(out, max);
     else if (py.layout && (n = walk_nogil(out, max)) >= 0) {
+        if (__atomic_load_n(&g_direct, __ATOMIC_RELAXED) == 0 && __atomic_add_fetch(&g_proven, 1, __ATOMIC_RELAXED) >= PY_PROVE &&
+            !getenv("CUMEMHIST_TEST_PYSYSCALLS")) /* tests: every read a system call */
+            __atomic_store_n(&g_direct, 1, __ATOMIC_RELAXED);
         /* The thread released the GIL around the call: its frames read as they lie, first in both
          * modes, as nothing is waited for (a GIL held elsewhere can take a switch interval, 5 ms,
          * to come back, and a GIL holder waiting on a lock this thread holds would deadlock) */
         if (n) __atomic_add_fetch(&cmh_py_nogil_reads, 1, __ATOMIC_RELAXED);
     } else {
-        if (py.layout) __atomic_add_fetch(&cmh_py_refused[CMH_PYREFUSE_LAYOUT], 1, __ATOMIC_RELAXED);
+        if (py.layout) {
+            __atomic_add_fetch(&cmh_py_refused[CMH_PYREFUSE_LAYOUT], 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&g_direct, -1, __ATOMIC_RELAXED); /* not proven, and never plain loads again */
+        }
         if (mode == CMH_PYTHON_WAIT && torch_cuda_loaded()) {
             __atomic_store_n(&g_mode, CMH_PYTHON_HELD, __ATOMIC_RELAXED);
             mode = CMH_PYTHON_HELD;
