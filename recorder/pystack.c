@@ -308,9 +308,11 @@ static int lt_svarint(ltab *t, int64_t i)
 }
 
 /* The line of the instruction at byte offset addrq, as PyCode_Addr2Line gives it (-1: none);
- * -2 when the table is not a bytes object or cannot be read */
-static int table_line(uintptr_t table, int first, int64_t addrq)
+ * -2 when the table is not a bytes object or cannot be read.  *used: how many of the table's bytes
+ * gave it (0: the whole table) */
+static int table_line(uintptr_t table, int first, int64_t addrq, int64_t *used)
 {
+    *used = 0;
     unsigned char h[32];
     if (rd(h, table, sizeof h) || word(h, OB_TYPE) != py.bytes_type) return -2;
     ltab t = {.at = table + 32, .n = (int64_t)word(h, 16)}; /* ob_sval, ob_size */
@@ -325,7 +327,12 @@ static int table_line(uintptr_t table, int first, int64_t addrq)
         if (code == 13 || code == 14) line += lt_svarint(&t, i + 1); /* no columns; long form */
         else if (code >= 10 && code <= 12) line += (int)code - 10; /* one-line forms */
         int64_t end = addr + 2 * (int64_t)((b & 7) + 1);      /* code units of 2 bytes */
-        if (addrq >= addr && addrq < end) return t.bad ? -2 : code == 15 ? -1 : line;
+        if (addrq >= addr && addrq < end) { /* the line depends on the table up to this entry's end */
+            int64_t j = i + 1;
+            while (j < t.n && !t.bad && !(lt_byte(&t, j) & 0x80)) j++;
+            *used = j;
+            return t.bad ? -2 : code == 15 ? -1 : line;
+        }
         addr = end;
         do i++;
         while (i < t.n && !t.bad && !(lt_byte(&t, i) & 0x80));
@@ -694,14 +701,82 @@ static int walk(uintptr_t *out, int max)
 /* The id of the frame at byte offset lasti (-1: none) of the code object at `code` (an address
  * good for this capture only: the thread's frame holds the object), read without the GIL, made on
  * first sight of its (file, name, line); -1 when the object is not what the layout says */
+/* Whether the live ASCII str at o (plain loads) is the n bytes s */
+static int same_str(const pylayout *L, uintptr_t o, const char *s, size_t n)
+{
+    const unsigned char *h = (const unsigned char *)o;
+    uint32_t state;
+    memcpy(&state, h + 32, sizeof state);
+    return word(h, OB_TYPE) == py.unicode_type && (state & 0x60) == 0x60 && (int64_t)word(h, 16) == (int64_t)n &&
+           !memcmp(h + L->str_ascii, s, n);
+}
+
+/* A call site's id, found by the code object's address and offset, but trusted only where what
+ * gave it is still there, byte for byte: the same file and function names, first line, and the
+ * location table up to the site's entry (an address can have been reused by another code object,
+ * so an entry only saves the decoding and the hashing).  Plain loads only; under g_lock. */
+typedef struct nsite {
+    uint64_t key; /* key_of(code, lasti) */
+    uintptr_t code, file, name, table;
+    int32_t lasti, first;
+    uint32_t id, flen, nlen, tlen;
+    unsigned char *tab; /* the table's first tlen bytes */
+} nsite;
+static cmh_oatab g_nsites = {NULL, 0, 0, sizeof(nsite)};
+#define NSITES_MAX 65536
+
+static uint32_t nsite_id(const pylayout *L, uintptr_t code, int lasti, const unsigned char *co)
+{
+    uintptr_t file = word(co, L->co_filename), name = word(co, L->co_name), table = word(co, L->co_linetable);
+    int32_t first = int32(co, L->co_firstlineno);
+    nsite e = {0};
+    const char *fs = NULL, *ns = NULL;
+    pthread_mutex_lock(&g_lock);
+    uint32_t pos = UINT32_MAX;
+    for (nsite *x; (x = cmh_oa_next(&g_nsites, key_of((PyObj *)code, lasti), &pos));)
+        if (x->code == code && x->lasti == lasti) {
+            e = *x;
+            fs = g_ids[e.id - 1].file;
+            ns = g_ids[e.id - 1].name;
+            break;
+        }
+    pthread_mutex_unlock(&g_lock); /* (an entry's strings and table copy are never freed) */
+    if (!e.id || e.file != file || e.name != name || e.table != table || e.first != first) return 0;
+    const unsigned char *t = (const unsigned char *)table;
+    if (word(t, OB_TYPE) != py.bytes_type || (int64_t)word(t, 16) < (int64_t)e.tlen || memcmp(t + 32, e.tab, e.tlen))
+        return 0;
+    return same_str(L, file, fs, e.flen) && same_str(L, name, ns, e.nlen) ? e.id : 0;
+}
+
+static void nsite_add(const pylayout *L, uintptr_t code, int lasti, const unsigned char *co, uint32_t id, int64_t used)
+{
+    if (used <= 0 || g_nsites.n >= NSITES_MAX) return;
+    unsigned char *tab = malloc((size_t)used);
+    if (!tab) return;
+    memcpy(tab, (const unsigned char *)word(co, L->co_linetable) + 32, (size_t)used);
+    pthread_mutex_lock(&g_lock);
+    nsite *x = NULL;
+    if (cmh_oa_reserve(&g_nsites, g_nsites.n + 1) == 0) {
+        x = cmh_oa_add(&g_nsites, key_of((PyObj *)code, lasti));
+        *x = (nsite){x->key, code, word(co, L->co_filename), word(co, L->co_name), word(co, L->co_linetable), lasti,
+                     int32(co, L->co_firstlineno), id, (uint32_t)strlen(g_ids[id - 1].file),
+                     (uint32_t)strlen(g_ids[id - 1].name), (uint32_t)used, tab};
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (!x) free(tab);
+}
+
 static int nogil_frame(const pylayout *L, uintptr_t code, int lasti, uint32_t *id)
 {
     unsigned char co[256];
     char file[PY_STR_MAX], name[512];
     if (rd(co, code, L->co_code) || word(co, OB_TYPE) != py.code_type) return -1;
+    int direct = __atomic_load_n(&g_direct, __ATOMIC_RELAXED) == 1;
+    if (direct && lasti >= 0 && (*id = nsite_id(L, code, lasti, co))) return 0;
     if (rd_str(L, word(co, L->co_filename), file, sizeof file) || rd_str(L, word(co, L->co_name), name, sizeof name))
         return -1;
-    int line = lasti < 0 ? -1 : table_line(word(co, L->co_linetable), int32(co, L->co_firstlineno), lasti);
+    int64_t used = 0;
+    int line = lasti < 0 ? -1 : table_line(word(co, L->co_linetable), int32(co, L->co_firstlineno), lasti, &used);
     if (line == -2) return -1;
     uint64_t h = content_key(file, name, line);
     pthread_mutex_lock(&g_lock);
@@ -712,6 +787,7 @@ static int nogil_frame(const pylayout *L, uintptr_t code, int lasti, uint32_t *i
         free(n);
     }
     pthread_mutex_unlock(&g_lock);
+    if (*id && direct && lasti >= 0) nsite_add(L, code, lasti, co, *id, used);
     if (!*id) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
     return 0;
 }

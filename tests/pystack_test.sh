@@ -164,6 +164,20 @@ for f in \"lh.json\", \"ls.json\":
     assert hs[\"python_stacks_read_without_gil\"] >= 84 and hs[\"python_stacks_refused_layout\"] == 0, (f, hs)
     assert {f[1] for v in h.values() for f in v[0]} >= {\"größe\", \"数据\", \"𠀋\", \"<listcomp>\", \"Body\", \"coroutine\", \"nested\", \"inner\"}, h
 "'
+# A call site read without the GIL is looked up by its code object's address but trusted only
+# where the names and the location table are still those that gave it: code objects made and
+# dropped in turn reuse addresses (trusted by its address alone, a site read as the third
+# function took the first's file and line: gen0.py:2 for gen2.py:2, then gen1.py:3 for gen0.py:3).
+"$CMH" record -q --python-stacks held -o ru.cmh -- $PY "$SRC/tests/python/pylines.py" reuse >ru.out 2>&1
+"$CMH" export -o ru.json ru.cmh
+check "100 functions made and dropped in turn ($(cat ru.out)): each allocation's frame its own file and line" \
+    'pyq -c "
+import sys; sys.path.insert(0, \".\")
+from pyframes import frames
+h, hs = frames(\"ru.json\")
+bad = [(i, g) for i in range(100) for g in [[f for f in h[4096 * (i + 1)][0] if f[0].startswith(\"gen\")]] if g != [(\"gen%d.py\" % (i % 3), \"f\", 2 + i % 2)]]
+assert not bad, bad[:3]
+" && [ "$(sed -n "s/^code addresses //p" ru.out)" -lt 100 ]'
 CUMEMHIST_TEST_PYLAYOUT=none "$CMH" record -q --python-stacks held -o hn.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
 "$CMH" export -o hn.json hn.cmh
 check "a Python without a known layout, under held: the walk refused and counted, as before (no Python frame with ctypes.CDLL)" \

@@ -4,10 +4,13 @@ large line gaps, comprehensions, a class body, a coroutine, exception handlers, 
 decorated and nested functions, and names outside ASCII (one, two and four bytes a character).
 Each allocation has its own size (n MiB), with the GIL released (ctypes.CDLL), so that the
 recorder's GIL-free read and the C API's walk can be compared frame by frame (after 70 stacks
-read first, so that the read has gone from system calls to plain loads)."""
+read first, so that the read has gone from system calls to plain loads).  With "reuse": 100
+functions compiled, called and dropped in turn, each from its own line of one of two files, so
+that a code object's address is reused by another's."""
 import asyncio
 import contextlib
 import ctypes
+import sys
 
 cuda = ctypes.CDLL("libcuda.so.1")
 p, dev, ctx = ctypes.c_uint64(), ctypes.c_int(), ctypes.c_void_p()
@@ -19,6 +22,10 @@ def warm():  # 70 stacks read first: past the 64 after which the recorder's read
     for _ in range(70):
         assert cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(4096)) == 0
         assert cuda.cuMemFree_v2(p) == 0
+
+
+def grab_b(n):
+    return cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(n))
 
 
 def grab(n):
@@ -164,6 +171,19 @@ def 𠀋(n):
     return grab(n)
 
 
+if sys.argv[1:] == ["reuse"]:  # code objects made and dropped in turn: their addresses reused
+    warm()
+    seen = set()
+    for i in range(100):
+        # the same bytecode each time (a blank line has none): only the file and the line differ
+        src = "def f(n):\n" + "\n" * (i % 2) + "    return grab_b(n)\n"
+        ns = {"grab_b": grab_b}
+        exec(compile(src, "gen%d.py" % (i % 3), "exec"), ns)
+        seen.add(id(ns["f"].__code__))
+        ns["f"](4096 * (i + 1))
+        ns.clear()  # f and its globals hold each other: freed now, not at a collection
+    print("code addresses", len(seen))
+    sys.exit(0)
 warm()
 spanning(1)
 wide(2)
