@@ -26,8 +26,9 @@
  * record's CMH_FR_PYFRAME records).  Through the C API, each code object met is kept alive with a
  * reference (its address is the cache's key, so it must not be reused) and its strings are copied
  * once; a repeated stack costs a lookup per frame, no new strings.  The GIL-free read can take no
- * reference, so it keys by content (its strings copied, the line computed, each time); both reads
- * give the same id to the same triple.  Ids are dense from 1 and stay valid for the process's life.
+ * reference, so its ids are keyed by content (file, name, line), and its call-site cache, keyed by
+ * the code object's address and offset, is trusted only where the names and the location table are
+ * still, byte for byte, those that gave the entry; both reads give the same id to the same triple.  Ids are dense from 1 and stay valid for the process's life.
  *
  * Thread safety: one mutex over the tables; capture runs under the GIL, so it is uncontended
  * except against a dump reading a frame.
