@@ -28,7 +28,8 @@
  * once; a repeated stack costs a lookup per frame, no new strings.  The GIL-free read can take no
  * reference, so its ids are keyed by content (file, name, line), and its call-site cache, keyed by
  * the code object's address and offset, is trusted only where the names and the location table are
- * still, byte for byte, those that gave the entry; both reads give the same id to the same triple.  Ids are dense from 1 and stay valid for the process's life.
+ * still, byte for byte, those that gave the entry; both reads give the same id to the same triple.
+ * Ids are dense from 1 and stay valid for the process's life.
  *
  * Thread safety: one mutex over the tables; capture runs under the GIL, so it is uncontended
  * except against a dump reading a frame.
@@ -310,7 +311,7 @@ static int lt_svarint(ltab *t, int64_t i)
 
 /* The line of the instruction at byte offset addrq, as PyCode_Addr2Line gives it (-1: none);
  * -2 when the table is not a bytes object or cannot be read.  *used: how many of the table's bytes
- * gave it (0: the whole table) */
+ * gave it (0: no entry holds addrq) */
 static int table_line(uintptr_t table, int first, int64_t addrq, int64_t *used)
 {
     *used = 0;
