@@ -55,9 +55,9 @@ static const cli_option g_opts[] = {
     {"--no-torch", NULL, CLI_FLAG, &g_no_torch, NULL,
      "do not co-record PyTorch (by default a Python program that imports torch\nhas PyTorch's own history recorded too, in the same snapshot)", NULL, 0, 0, NULL},
     {"--python-stacks", NULL, CLI_CHOICE, &g_pystacks, "off|held|wait",
-     "Python frames with each stack: wait (default) reads them also when the thread\n"
-     "released the GIL around the driver call (ctypes, most bindings), taking it back;\n"
-     "held only when it holds the GIL; off never", g_pystacks_names, 0, 0, NULL},
+     "Python frames with each stack; a thread that released the GIL around the driver\n"
+     "call (ctypes, PyTorch, most bindings) has them read without it (CPython 3.11, 3.12);\n"
+     "elsewhere wait (default) takes the GIL back for them, held never waits; off: none", g_pystacks_names, 0, 0, NULL},
     {"--lib", NULL, CLI_STR, &g_lib, "PATH", "libcumemhist.so to preload (default: beside this command)", NULL, 0, 0, NULL},
     {"--quiet", "-q", CLI_FLAG, &g_quiet, NULL, "do not list the snapshots written", NULL, 0, 0, NULL},
 };

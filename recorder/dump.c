@@ -105,7 +105,9 @@ static void fill_meta(cmh_snapshot *s)
     uint64_t pyc = __atomic_load_n(&cmh_py_captured, __ATOMIC_RELAXED);
     uint64_t nogil = __atomic_load_n(&cmh_py_refused[CMH_PYREFUSE_NOGIL], __ATOMIC_RELAXED);
     uint64_t fin = __atomic_load_n(&cmh_py_refused[CMH_PYREFUSE_FINALIZING], __ATOMIC_RELAXED);
-    if (pyc || nogil || fin) {
+    uint64_t layout = __atomic_load_n(&cmh_py_refused[CMH_PYREFUSE_LAYOUT], __ATOMIC_RELAXED);
+    uint64_t free_reads = __atomic_load_n(&cmh_py_nogil_reads, __ATOMIC_RELAXED);
+    if (pyc || nogil || fin || layout) {
         char v[32];
         snprintf(v, sizeof v, "%llu", (unsigned long long)pyc);
         cmh_snapshot_add_setting(s, "python_stacks", v, 1);
@@ -113,6 +115,10 @@ static void fill_meta(cmh_snapshot *s)
         cmh_snapshot_add_setting(s, "python_stacks_refused_nogil", v, 1);
         snprintf(v, sizeof v, "%llu", (unsigned long long)fin);
         cmh_snapshot_add_setting(s, "python_stacks_refused_finalizing", v, 1);
+        snprintf(v, sizeof v, "%llu", (unsigned long long)free_reads);
+        cmh_snapshot_add_setting(s, "python_stacks_read_without_gil", v, 1);
+        snprintf(v, sizeof v, "%llu", (unsigned long long)layout);
+        cmh_snapshot_add_setting(s, "python_stacks_refused_layout", v, 1);
     }
 }
 

@@ -479,9 +479,12 @@ CMH_HIDDEN int cmh_unwind_stack_bounds(uintptr_t *lo, uintptr_t *hi);
 #define CMH_PYTOKEN 0xC0DE000000000000ull
 #define CMH_MAX_STACK (2 * CMH_MAX_FRAMES) /* native frames plus Python ones */
 static inline int cmh_is_pytoken(uintptr_t pc) { return (pc & 0xFFFF000000000000ull) == CMH_PYTOKEN; }
-enum { CMH_PYREFUSE_NOGIL, CMH_PYREFUSE_FINALIZING, CMH_PYREFUSE_N };
+/* NOGIL: the thread released the GIL, this Python has no GIL-free reader (pystack.c) and the mode
+ * forbids waiting; LAYOUT: the GIL-free read found memory not laid out as expected (or unreadable) */
+enum { CMH_PYREFUSE_NOGIL, CMH_PYREFUSE_FINALIZING, CMH_PYREFUSE_LAYOUT, CMH_PYREFUSE_N };
 CMH_HIDDEN extern uint64_t cmh_py_refused[CMH_PYREFUSE_N];
 CMH_HIDDEN extern uint64_t cmh_py_captured;
+CMH_HIDDEN extern uint64_t cmh_py_nogil_reads; /* of cmh_py_captured, read without the GIL */
 CMH_HIDDEN extern __thread int cmh_on_helper __attribute__((tls_model("initial-exec"))); /* process.c: set on the recorder's helper thread; read per stack */
 /* Up to max tokens of this thread's Python stack, innermost first; 0 when there is none or it is
  * not safe to read now (counted in cmh_py_refused). */

@@ -5,14 +5,15 @@
 # time with and without the recorder, run first after the build), samples (1a-1d: driver-API and
 # cudart samples, kernel timing, an OOM), torch (2-3 and 7: summaries against memory_summary(),
 # co-recording), overhead (4-5), allocators (6: allocators above the driver), owners (7: owners
-# against cuMemGetInfo), whatif (8: the allocator model's predictions against three settings).
+# against cuMemGetInfo), whatif (8: the allocator model's predictions against three settings),
+# pynogil (10: Python frames read without the GIL on the host's python3, against the C API's).
 # GPU_CHECK_REUSE_BUILD=1 builds into the existing build-gpu instead of starting it afresh.
 #
 # The host needs cmake, gcc, the CUDA toolkit, python3 with torch (and msgpack); the Debian
 # packages cumemhist builds against may be unpacked under .deps/root (dpkg -x), used when
 # pkg-config or the packages are missing there.
 set -u
-OUT=${1:?usage: gpu-check.sh OUT [all|steptime,samples,torch,overhead,allocators,owners,whatif]}
+OUT=${1:?usage: gpu-check.sh OUT [all|steptime,samples,torch,overhead,allocators,owners,whatif,pynogil]}
 ONLY=${2:-all}
 # want SECTION: whether the list of sections asked for (comma-separated, or all) names it
 want() { case ",$ONLY," in *,all,*|*,"$1",*) return 0 ;; esac; return 1; }
@@ -276,6 +277,50 @@ for r in w[1:]:
     print("%-28s %16d %16d %10.1f %d" % (r["setting"], r["peak_reserved"], m, (r["peak_reserved"] - m) / 1048576, r["ooms"]))
 PY
 fi # section 8
+
+if want pynogil; then
+say "== 10. Python frames read without the GIL (recorder/pystack.c's layout) on this python3, against the C API's"
+run python3 -c "import sys; print(sys.version)"
+for prog in pylines pyalloc reuse; do
+    case $prog in pylines) args=tests/python/pylines.py ;; pyalloc) args="tests/python/pyalloc.py $B/tests/libpycallback.so" ;;
+        reuse) args="tests/python/pylines.py reuse" ;; esac
+    for m in held sys api wrong; do
+        case $m in held) e="CUMEMHIST_PYSTACKS=held" ;; sys) e="CUMEMHIST_PYSTACKS=held CUMEMHIST_TEST_PYSYSCALLS=1" ;;
+            api) e="CUMEMHIST_TEST_PYLAYOUT=none" ;; wrong) e="CUMEMHIST_PYSTACKS=held CUMEMHIST_TEST_PYLAYOUT=wrong" ;; esac
+        run env $e timeout 60 "$CMH" record -q -o "$W/ng_$prog.$m.cmh" -- python3 $args
+        "$CMH" export -o "$W/ng_$prog.$m.json" "$W/ng_$prog.$m.cmh" 2>>"$R"
+    done
+done
+python3 - "$W" >>"$R" 2>&1 <<'PY'
+import json, os, sys
+w = sys.argv[1]
+def frames(path):  # the Python frames of each allocation, by its size; the settings
+    d = json.load(open(path))
+    fr, st = d["frames"], d["stacks"]
+    by = {}
+    for s in d["segments"]:
+        for b in s["blocks"]:
+            by.setdefault(b["size"], []).append(tuple((fr[i]["filename"], fr[i]["name"], fr[i]["line"]) for i in st[b["stack"]] if fr[i]["filename"].endswith(".py")))
+    return {k: sorted(v) for k, v in by.items()}, d["allocator_settings"]
+keys = ("python_stacks", "python_stacks_read_without_gil", "python_stacks_refused_layout", "python_stacks_refused_nogil")
+for prog in "pylines", "pyalloc", "reuse":
+    got = {}
+    for m in "held", "sys", "api", "wrong":
+        p = "%s/ng_%s.%s.json" % (w, prog, m)
+        got[m] = frames(p) if os.path.exists(p) else ({}, {})
+        print("%-8s %-6s %d sizes, %d Python frames; %s" % (prog, m, len(got[m][0]), sum(len(f) for v in got[m][0].values() for f in v),
+              ", ".join("%s %s" % (k[14:] or "stacks", got[m][1].get(k, "-")) for k in keys)))
+    api = got["api"][0]
+    for m in "held", "sys":
+        diff = [(k, got[m][0].get(k), api.get(k)) for k in api if got[m][0].get(k) != api.get(k)]
+        print("%-8s %-6s against the C API's (GIL taken back): %s" % (prog, m, "IDENTICAL" if api and not diff else "DIFFERENT %s" % diff[:2]))
+    wrong = got["wrong"][1]
+    print("%-8s wrong layout: %s" % (prog, "REFUSED, counted" if wrong.get("python_stacks_refused_layout", 0) > 0 and not wrong.get("python_stacks_read_without_gil") else "NOT REFUSED %s" % wrong))
+PY
+# section 7's job (when it ran): NCCL's and cuBLAS's allocations come from threads that released
+# the GIL; read without it, their site is the job's line (torch_owners.py:21, a matmul's line)
+[ -f "$OUT/owners_job.cmh" ] && run "$CMH" oom "$OUT/owners_job.cmh"
+fi # section 10
 
 mv "$OUT/leaky.cmh" "$OUT/cudart.cmh" "$W/" 2>/dev/null
 (cd "$W" && tar czf "$OUT/misc.tar.gz" ./*.json ./*.txt ./*.log ./*.out ./oom.cmh ./torch_exp.cmh ./torch_exp.pickle \

@@ -5,8 +5,9 @@
 # callback called by C, and C called from Python.  Each stack carries exactly the Python frames
 # of its line, innermost first, where the interpreter's frames are; the reports' site is the
 # user's line, not ffi_call; every export carries them; a killed program's flight record keeps
-# them; --context none records none, and --python-stacks held refuses (and counts) the walk
-# for a thread that released the GIL.
+# them; --context none records none; a thread that released the GIL has its frames read without
+# it (the same frames as the C API's), under --python-stacks held too, and a Python without a known
+# layout, or a wrong one, refuses (and counts) the walk.
 TEST=pystack . "$(dirname "$0")/testlib.sh"
 case "${LD_PRELOAD:-}" in *asan* | *ubsan* | *tsan*) echo "skipped: python under a sanitizer runtime"; exit 77 ;; esac
 PY=/usr/bin/python3
@@ -110,17 +111,101 @@ PY
 check "--context none: no stacks, no Python frames, nothing read" \
     'pyq -c "import json; d=json.load(open(\"n.json\")); assert not [f for f in d[\"frames\"] if f[\"filename\"].endswith(\".py\")]; assert \"python_stacks\" not in json.dumps(d[\"allocator_settings\"])"'
 
+# A thread that released the GIL (ctypes.CDLL) has its frames read without it, by the
+# interpreter's layout (pystack.c), in both modes: under --python-stacks held (PyTorch's) too.
+# Before, held gave no Python frame there (the site was ffi_call). They must be the frames the C
+# API gives with the GIL taken back: CUMEMHIST_TEST_PYLAYOUT=none makes this Python one without a
+# known layout, so that `wait` takes the GIL back and walks through the C API.
 "$CMH" record -q --python-stacks held -o h.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
 "$CMH" export -o h.json h.cmh
-check "--python-stacks held: ctypes.CDLL released the GIL, so no Python frames, and the refusals counted" \
-    'pyq -c "import json; d=json.load(open(\"h.json\")); s=json.dumps(d); assert not [f for f in d[\"frames\"] if f[\"filename\"].endswith(\".py\")]; assert \"python_stacks_refused_nogil\" in s, s[-400:]"'
+CUMEMHIST_TEST_PYLAYOUT=none "$CMH" record -q -o x.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
+"$CMH" export -o x.json x.cmh
+cat >pyframes.py <<'PY'
+import json, sys
+def frames(path):  # the Python frames of each allocation, by its size
+    d = json.load(open(path))
+    fr, st = d["frames"], d["stacks"]
+    by = {}
+    for s in d["segments"]:
+        for b in s["blocks"]:
+            by.setdefault(b["size"], []).append(tuple((fr[i]["filename"], fr[i]["name"], fr[i]["line"]) for i in st[b["stack"]] if fr[i]["filename"].endswith(".py")))
+    return {k: sorted(v) for k, v in by.items()}, d["allocator_settings"]
+PY
+check "--python-stacks held: ctypes.CDLL released the GIL, and its Python frames were read without it, the same as the C API's with the GIL taken back" \
+    'pyq -c "
+import sys; sys.path.insert(0, \".\")
+from pyframes import frames
+h, hs = frames(\"h.json\")
+x, xs = frames(\"x.json\")
+assert h == x, [(k, h.get(k), x.get(k)) for k in x if h.get(k) != x.get(k)][:2]
+assert all(all(f for f in v) for v in h.values()), h
+assert hs[\"python_stacks_read_without_gil\"] >= 9 and hs[\"python_stacks_refused_nogil\"] == 0 and hs[\"python_stacks_refused_layout\"] == 0, hs
+assert xs[\"python_stacks_read_without_gil\"] == 0 and xs[\"python_stacks\"] == hs[\"python_stacks\"], (xs, hs)
+"'
+# The location table decoded without the GIL against PyCode_Addr2Line's: code shapes that need
+# its other forms (long, no-column, negative deltas), and names outside ASCII.
+# Read by plain loads (past the first 64 stacks), then by system calls throughout.
+"$CMH" record -q --python-stacks held -o lh.cmh -- $PY "$SRC/tests/python/pylines.py" >/dev/null 2>&1
+"$CMH" export -o lh.json lh.cmh
+CUMEMHIST_TEST_PYSYSCALLS=1 "$CMH" record -q --python-stacks held -o ls.cmh -- $PY "$SRC/tests/python/pylines.py" >/dev/null 2>&1
+"$CMH" export -o ls.json ls.cmh
+CUMEMHIST_TEST_PYLAYOUT=none "$CMH" record -q -o lx.cmh -- $PY "$SRC/tests/python/pylines.py" >/dev/null 2>&1
+"$CMH" export -o lx.json lx.cmh
+check "lines of 14 code shapes read without the GIL (plain loads, system calls): the C API's, frame for frame" \
+    'pyq -c "
+import sys; sys.path.insert(0, \".\")
+from pyframes import frames
+x, xs = frames(\"lx.json\")
+assert len(x) == 14 and all(v[0] for v in x.values()), x
+assert xs[\"python_stacks_read_without_gil\"] == 0, xs
+for f in \"lh.json\", \"ls.json\":
+    h, hs = frames(f)
+    assert h == x, (f, [(k >> 20, h.get(k), x.get(k)) for k in x if h.get(k) != x.get(k)][:2])
+    assert hs[\"python_stacks_read_without_gil\"] >= 84 and hs[\"python_stacks_refused_layout\"] == 0, (f, hs)
+    assert {f[1] for v in h.values() for f in v[0]} >= {\"größe\", \"数据\", \"𠀋\", \"<listcomp>\", \"Body\", \"coroutine\", \"nested\", \"inner\"}, h
+"'
+# A call site read without the GIL is looked up by its code object's address but trusted only
+# where the names and the location table are still those that gave it: code objects made and
+# dropped in turn reuse addresses (trusted by its address alone, a site read as the third
+# function took the first's file and line: gen0.py:2 for gen2.py:2, then gen1.py:3 for gen0.py:3).
+"$CMH" record -q --python-stacks held -o ru.cmh -- $PY "$SRC/tests/python/pylines.py" reuse >ru.out 2>&1
+"$CMH" export -o ru.json ru.cmh
+check "100 functions made and dropped in turn ($(cat ru.out)): each allocation's frame its own file and line" \
+    'pyq -c "
+import sys; sys.path.insert(0, \".\")
+from pyframes import frames
+h, hs = frames(\"ru.json\")
+bad = [(i, g) for i in range(100) for g in [[f for f in h[4096 * (i + 1)][0] if f[0].startswith(\"gen\")]] if g != [(\"gen%d.py\" % (i % 3), \"f\", 2 + i % 2)]]
+assert not bad, bad[:3]
+" && [ "$(sed -n "s/^code addresses //p" ru.out)" -lt 100 ]'
+CUMEMHIST_TEST_PYLAYOUT=none "$CMH" record -q --python-stacks held -o hn.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
+"$CMH" export -o hn.json hn.cmh
+check "a Python without a known layout, under held: the walk refused and counted, as before (no Python frame with ctypes.CDLL)" \
+    'pyq -c "
+import sys; sys.path.insert(0, \".\")
+from pyframes import frames
+h, hs = frames(\"hn.json\")
+assert not h[1 << 20][0] and not h[6 << 20][0], h
+assert hs[\"python_stacks_refused_nogil\"] >= 9 and hs[\"python_stacks_read_without_gil\"] == 0, hs
+"'
+CUMEMHIST_TEST_PYLAYOUT=wrong "$CMH" record -q --python-stacks held -o hw.cmh -- $PY "$PROG" "$LIB" >hw.out 2>&1
+rc=$?
+"$CMH" export -o hw.json hw.cmh
+check "a layout with a wrong offset (the frame's code 8 bytes off): rc $rc, the read refused and counted, no crash, no wrong frame" \
+    '[ $rc -eq 0 ] && pyq -c "
+import sys; sys.path.insert(0, \".\")
+from pyframes import frames
+h, hs = frames(\"hw.json\")
+assert not h[1 << 20][0] and not h[6 << 20][0], h
+assert hs[\"python_stacks_refused_layout\"] >= 9 and hs[\"python_stacks_read_without_gil\"] == 0, hs
+"'
 "$CMH" record -q --python-stacks off -o o.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
 "$CMH" export -o o.json o.cmh
 check "--python-stacks off: native frames only, nothing counted" \
     'pyq -c "import json; d=json.load(open(\"o.json\")); assert d[\"frames\"] and not [f for f in d[\"frames\"] if f[\"filename\"].endswith(\".py\")]; assert \"python_stacks\" not in json.dumps(d[\"allocator_settings\"])"'
-"$CMH" record -q -o c.cmh -- $PY "$PROG" "$LIB" c10 >/dev/null 2>err.txt
+CUMEMHIST_TEST_PYLAYOUT=none "$CMH" record -q -o c.cmh -- $PY "$PROG" "$LIB" c10 >/dev/null 2>err.txt
 "$CMH" export -o c.json c.cmh
-check "PyTorch's CUDA allocator loaded (libc10_cuda): no more waiting for the GIL, said once ($(cat err.txt))" \
+check "PyTorch's CUDA allocator loaded (libc10_cuda), no GIL-free read: no more waiting for the GIL, said once ($(cat err.txt))" \
     'pyq -c "
 import json
 d = json.load(open(\"c.json\"))
@@ -130,6 +215,17 @@ assert any(fr[i][\"filename\"].endswith(\"pyalloc.py\") for i in by[1]), \"befor
 assert not any(fr[i][\"filename\"].endswith(\".py\") for i in by[2]), \"after\"
 assert d[\"allocator_settings\"][\"python_stacks_refused_nogil\"] >= 1, d[\"allocator_settings\"]
 " && [ "$(grep -c "PyTorch.s CUDA allocator is loaded" err.txt)" = 1 ]'
+"$CMH" record -q -o c2.cmh -- $PY "$PROG" "$LIB" c10 >/dev/null 2>err.txt
+"$CMH" export -o c2.json c2.cmh
+check "PyTorch's CUDA allocator loaded, with the GIL-free read: the line after it has its Python frames, nothing waited for or refused" \
+    'pyq -c "
+import json
+d = json.load(open(\"c2.json\"))
+fr, st = d[\"frames\"], d[\"stacks\"]
+by = {b[\"size\"] >> 20: st[b[\"stack\"]] for s in d[\"segments\"] for b in s[\"blocks\"]}
+assert any(fr[i][\"filename\"].endswith(\"pyalloc.py\") and fr[i][\"name\"] == \"main\" for i in by[2]), \"after\"
+assert d[\"allocator_settings\"][\"python_stacks_refused_nogil\"] == 0, d[\"allocator_settings\"]
+" && ! grep -q "PyTorch.s CUDA allocator is loaded" err.txt'
 "$CMH" record -q -o t2.cmh -- $PY "$PROG" "$LIB" die >/dev/null 2>&1
 "$CMH" export -o t2.json t2.cmh 2>/dev/null
 check "a program killed by SIGKILL: its recovered record keeps the Python line" \

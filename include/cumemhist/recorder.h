@@ -86,9 +86,10 @@ int cmh_output_path(char *buf, size_t cap);
 int cmh_set_torch_snapshot_hook(int (*fn)(const char *path, void *arg), void *arg);
 int cmh_torch_snapshot_file(const char *path);
 
-/* Python frames with each stack (docs/RECORDER.md): OFF never; HELD only when the allocating
- * thread holds the GIL; WAIT (the default, CUMEMHIST_PYSTACKS) also when it released the GIL around
- * the driver call, taking it back for the walk.  A program whose GIL holder can wait on a lock
+/* Python frames with each stack (docs/RECORDER.md): OFF never.  A thread that released the GIL
+ * around the driver call has its own frames read without it where the interpreter's layout is
+ * known (CPython 3.11, 3.12), in both other modes; elsewhere HELD reads only a thread holding the
+ * GIL, and WAIT (the default, CUMEMHIST_PYSTACKS) takes the GIL back for the walk.  A program whose GIL holder can wait on a lock
  * held by an allocating thread (PyTorch's caching allocator frees under the GIL) needs HELD: the
  * start-up hook sets it when torch is imported, the recorder itself once libc10_cuda is loaded. */
 enum { CMH_PYTHON_OFF = 0, CMH_PYTHON_HELD = 1, CMH_PYTHON_WAIT = 2 };

@@ -151,8 +151,9 @@ def _corecord(torch):
         lib.cmh_set_python_stacks.argtypes = [ctypes.c_int]
         # PyTorch frees device memory under the GIL while its allocator holds a lock that a
         # thread calling the driver (GIL released) also holds: that thread must never wait for
-        # the GIL to read its Python stack (CMH_PYTHON_HELD); PyTorch's own history has the
-        # lines of its tensors.
+        # the GIL to read its Python stack (CMH_PYTHON_HELD: its frames are read without the
+        # GIL where the interpreter's layout is known); PyTorch's own history has the lines of
+        # its tensors.
         lib.cmh_set_python_stacks(1)
     except (OSError, AttributeError):
         lib = None
