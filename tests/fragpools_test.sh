@@ -144,6 +144,13 @@ out=$(segs pc.cmh pc.pickle)
 check "poolfrag: 12 segments at the end, 13 at the peak, 13 made, 1 freed (record, pickle: $out)" '[ "$out" = "12 13 13 1 12 13 13 1 " ]'
 out=$(segs two.cmh two.pickle)
 check "poolfrag two: 13 segments at the end, 14 at the peak, 14 made, 1 freed (record, pickle: $out)" '[ "$out" = "13 14 14 1 13 14 14 1 " ]'
+# the same on an H200 (tests/fixtures/h200d/pool_async.cmh): a private pool keeps its 32 MiB through
+# four rounds (7 segments: 6 in the first, a 6 MiB one more in the second while the first's is
+# live) and the default pool makes a 3 MiB one each round and gives its 32 MiB back: 11 made, 8
+# at the peak, all 11 freed at the trim and destroy.  One cache had each default-pool trim take
+# the private pool's cached segments with it: 28 made, 28 freed.
+out=$(segs "$SRC/tests/fixtures/h200d/pool_async.cmh")
+check "pool_async (H200): 0 segments at the end, 8 at the peak, 11 made, 11 freed ($out)" '[ "$out" = "0 8 11 11 " ]'
 # stats of a pooled record with a call the driver refused (the 11th cuMemFreeAsync: poolfrag stops
 # there, its pool's cache and the failed call both in the record): the record read whole once, for
 # the pools' cache and the driver's note both.  It was read whole twice more than the segments' load
