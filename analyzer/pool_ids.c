@@ -34,24 +34,29 @@ static int64_t *slot(cmh_oatab *m, uint64_t key, int create)
     return sl ? &sl->n : NULL;
 }
 
+int64_t cmh_pool_sample_after(const cmh_snapshot *s, const cmh_entry *ents, uint32_t n, uint32_t i)
+{
+    const cmh_entry *a = &ents[i];
+    uint32_t th = cmh_entry_thread(s, a);
+    uint64_t addr = cmh_entry_addr(s, a);
+    for (uint32_t j = i + 1; j < n && j <= i + 64; j++) {
+        const cmh_entry *e = &ents[j];
+        if (cmh_entry_thread(s, e) != th) continue;
+        if (e->action == CMH_ACT_POOL_SAMPLE) return j;
+        if (e->action != CMH_ACT_ALLOC || cmh_entry_addr(s, e) != addr) return -1; /* the thread's next call: none said */
+    }
+    return -1;
+}
+
 /* The private pool (its number, 0 none) of the stream-ordered allocation at entry i of trace tr:
- * the pool sample its thread recorded right after it (the hooks sample the pool an allocation
- * came from once it returns, on the same thread; other threads' entries may come between). */
+ * the pool its sample names (cmh_pool_sample_after). */
 static uint32_t alloc_pool(const cmh_snapshot *in, const cmh_pool_tags *pt, const cmh_trace *tr, uint32_t i)
 {
-    const cmh_entry *a = &in->entries[tr->first_entry + i];
-    uint32_t th = cmh_entry_thread(in, a);
-    uint64_t addr = cmh_entry_addr(in, a);
-    for (uint32_t j = i + 1; j < tr->nentries && j <= i + 64; j++) {
-        const cmh_entry *e = &in->entries[tr->first_entry + j];
-        if (cmh_entry_thread(in, e) != th) continue;
-        if (e->action == CMH_ACT_POOL_SAMPLE) {
-            const cmh_pool_desc *p = cmh_pool_desc_find(pt->d, pt->n, cmh_entry_addr(in, e), cmh_entry_time(in, e));
-            return p && p->kind == CMH_POOL_PRIVATE ? p->number : 0;
-        }
-        if (e->action != CMH_ACT_ALLOC || cmh_entry_addr(in, e) != addr) return 0; /* the thread's next call: none said */
-    }
-    return 0;
+    int64_t j = cmh_pool_sample_after(in, in->entries + tr->first_entry, tr->nentries, i);
+    if (j < 0) return 0;
+    const cmh_entry *e = &in->entries[tr->first_entry + j];
+    const cmh_pool_desc *p = cmh_pool_desc_find(pt->d, pt->n, cmh_entry_addr(in, e), cmh_entry_time(in, e));
+    return p && p->kind == CMH_POOL_PRIVATE ? p->number : 0;
 }
 
 /* *pool (when not NULL) the private pool number of addr after entry i of trace tr, the map updated */

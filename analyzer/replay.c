@@ -253,6 +253,19 @@ static void class_add(cmh_stat *arr, int64_t ds, int64_t dl)
     }
 }
 
+/* What the pool with handle owner keeps (0: not said, every pool's together): its latest sample's
+ * slack and the pooled calls since, never more than the pools keep in all.  A pool not sampled
+ * yet keeps nothing: its first allocation is new memory, not another pool's cache. */
+static int64_t pool_cache_of(const cmh_replay *r, uint64_t owner)
+{
+    int64_t all = pools_cache(r);
+    if (!owner) return all;
+    uint32_t i = 0;
+    while (i < r->npools && r->pools[i].handle != owner) i++;
+    int64_t c = i < r->npools ? r->pools[i].slack + r->pool_pend : 0;
+    return c < 0 ? 0 : c < all ? c : all;
+}
+
 /* ---- the segments a stream-ordered pool keeps ----
  * PyTorch's GPU reserved segments move with its reserved memory: a segment is counted while its
  * bytes are reserved, freed when they go back to the driver, allocated when reserved grows.  A
@@ -261,12 +274,15 @@ static void class_add(cmh_stat *arr, int64_t ds, int64_t dl)
  * the segments go when the pools' samples say they keep nothing.  Counting each pooled call as a
  * segment made and freed gave a private pool with its threshold at the most '3 current, 6
  * allocated, 3 freed' beside 'GPU reserved memory 12 MiB, 0 B freed'.  (A pool's trim that leaves
- * part of its cache keeps the count: which of its segments went the samples do not say.) */
+ * part of its cache keeps the count: which of its segments went the samples do not say.)  Each
+ * pool keeps its own: a segment cached in one pool never serves another's allocation (one cache
+ * for all had the default pool's 16 MiB allocations take a private pool's cached segments: 9
+ * segments counted for 13). */
 
 static int cls(uint8_t pool) { return pool == CMH_POOL_SMALL ? CMH_POOL_SMALL : CMH_POOL_LARGE; }
 
 /* A segment freed into a pool: kept there, still a reserved segment. */
-static void cached_segs_put(cmh_replay *r, uint64_t size, uint8_t pool)
+static void cached_segs_put(cmh_replay *r, uint64_t size, uint8_t pool, uint64_t owner)
 {
     if (r->ncached == r->capcached) {
         uint32_t nc = r->capcached ? r->capcached * 2 : 16;
@@ -278,19 +294,23 @@ static void cached_segs_put(cmh_replay *r, uint64_t size, uint8_t pool)
         r->cached = n;
         r->capcached = nc;
     }
-    r->cached[r->ncached++] = (struct cseg){size, (uint8_t)cls(pool)};
+    r->cached[r->ncached++] = (struct cseg){size, owner, (uint8_t)cls(pool)};
 }
 
 static void cached_segs_drop(cmh_replay *r, uint32_t i) { r->cached[i] = r->cached[--r->ncached]; }
 
-/* A pooled allocation of size the cache served (in part): a cached segment in use again, if one
- * is (of its size and class first; one of the other class is freed there, allocated in this);
- * 0 when none is, and the caller counts a new segment. */
-static int cached_segs_take(cmh_replay *r, uint64_t size, uint8_t pool)
+/* Whether cached segment c may be pool owner's (either not said: an older record's) */
+static int cached_owner_fits(const struct cseg *c, uint64_t owner) { return !owner || !c->owner || c->owner == owner; }
+
+/* A pooled allocation of size its pool's cache served (in part): a cached segment of that pool in
+ * use again, if one is (of its size and class first; one of the other class is freed there,
+ * allocated in this); 0 when none is, and the caller counts a new segment. */
+static int cached_segs_take(cmh_replay *r, uint64_t size, uint8_t pool, uint64_t owner)
 {
     int c = cls(pool);
     uint32_t best = r->ncached;
     for (uint32_t i = 0; i < r->ncached; i++) {
+        if (!cached_owner_fits(&r->cached[i], owner)) continue;
         int score = (r->cached[i].pool == c) * 2 + (r->cached[i].size == size);
         int have = best == r->ncached ? -1 : (r->cached[best].pool == c) * 2 + (r->cached[best].size == size);
         if (score > have) best = i;
@@ -305,16 +325,16 @@ static int cached_segs_take(cmh_replay *r, uint64_t size, uint8_t pool)
     return 1;
 }
 
-/* The pools gave back `bytes` of their cache: cached segments that make it up went back to the
- * driver, one of that size first, then the largest that fit; all of them once the pools keep
- * nothing. */
-static void cached_segs_release(cmh_replay *r, int64_t bytes)
+/* The pools (owner's, 0: any) gave back `bytes` of their cache: cached segments that make it up
+ * went back to the driver, one of that size first, then the largest that fit; all of them once
+ * the pools keep nothing. */
+static void cached_segs_release(cmh_replay *r, int64_t bytes, uint64_t owner)
 {
     int all = pools_cache(r) <= 0;
     while (r->ncached && (all || bytes > 0)) {
         uint32_t pick = r->ncached;
         for (uint32_t i = 0; i < r->ncached; i++) {
-            if (!all && r->cached[i].size > (uint64_t)bytes) continue;
+            if (!all && (r->cached[i].size > (uint64_t)bytes || !cached_owner_fits(&r->cached[i], owner))) continue;
             if (pick == r->ncached || r->cached[i].size == (uint64_t)bytes ||
                 (r->cached[pick].size != (uint64_t)bytes && r->cached[i].size > r->cached[pick].size))
                 pick = i;
@@ -326,9 +346,10 @@ static void cached_segs_release(cmh_replay *r, int64_t bytes)
     }
 }
 
-/* The cache changed by d no call explains (a sample's trim or growth): what it gives back comes
- * from the large class first, then the small; what it grows is large. */
-static void cache_change(cmh_replay *r, int64_t d)
+/* The cache (pool owner's, 0: the pools' at large) changed by d no call explains (a sample's trim
+ * or growth): what it gives back comes from the large class first, then the small; what it grows
+ * is large. */
+static void cache_change(cmh_replay *r, int64_t d, uint64_t owner)
 {
     if (d >= 0) {
         class_add(r->st.reserved_bytes, 0, d);
@@ -338,7 +359,7 @@ static void cache_change(cmh_replay *r, int64_t d)
     if (sm > r->cache_small) sm = r->cache_small > 0 ? r->cache_small : 0, l = -d - sm;
     class_add(r->st.reserved_bytes, -sm, -l);
     r->cache_small -= sm;
-    cached_segs_release(r, -d);
+    cached_segs_release(r, -d, owner);
 }
 
 static void split_contrib(const rseg *g, int64_t *bytes, int64_t *count)
@@ -508,7 +529,7 @@ static void fwd_segment_alloc_at(cmh_replay *r, uint64_t addr, uint64_t size, in
     uint8_t p = pool ? pool : pool_rule(size, whole);
     rseg *g = expandable ? cmh_rp_seg_map(r, addr, size, p) : cmh_rp_seg_insert(r, addr, size, p, 0, whole);
     if (!g) return;
-    int64_t cache = r->pooled_op ? pools_cache(r) : 0, take = cache <= 0 ? 0 : cache < (int64_t)size ? cache : (int64_t)size;
+    int64_t cache = r->pooled_op ? pool_cache_of(r, r->pooled_owner) : 0, take = cache <= 0 ? 0 : cache < (int64_t)size ? cache : (int64_t)size;
     if (take) { /* a pool's allocation from what it keeps: reserved grows by the rest only */
         int small = g->pool == CMH_POOL_SMALL;
         int64_t cs = r->cache_small < 0 ? 0 : r->cache_small > cache ? cache : r->cache_small;
@@ -523,7 +544,7 @@ static void fwd_segment_alloc_at(cmh_replay *r, uint64_t addr, uint64_t size, in
         r->took_small += ts;
     } else pool_add(r->st.reserved_bytes, g->pool, (int64_t)size);
     if (!expandable) { /* PyTorch does not count expandable segments */
-        if (!take || !cached_segs_take(r, size, g->pool)) pool_add(r->st.segment, g->pool, 1);
+        if (!take || !cached_segs_take(r, size, g->pool, r->pooled_owner)) pool_add(r->st.segment, g->pool, 1);
         if (r->rules.max_split && size >= r->rules.max_split) stat_add(&r->st.oversize_segments, 1);
     }
     if (whole) {
@@ -631,7 +652,7 @@ void cmh_rp_segment_free_at(cmh_replay *r, uint64_t addr, uint64_t size, int who
             pool_add(r->st.inactive_split_bytes, g->pool, -sb);
             pool_add(r->st.inactive_split, g->pool, -sc);
             if (!g->expandable) {
-                if (r->pooled_op) cached_segs_put(r, g->size, g->pool);
+                if (r->pooled_op) cached_segs_put(r, g->size, g->pool, r->pooled_owner);
                 else pool_add(r->st.segment, g->pool, -1);
                 if (r->rules.max_split && g->size >= r->rules.max_split) stat_add(&r->st.oversize_segments, -1);
             }
@@ -692,6 +713,11 @@ static void apply_forward(cmh_replay *r, const cmh_entry *e)
     if (__builtin_expect(r->base_ns != 0, 0) && cmh_entry_time(r->s, e) > r->base_ns) base_passed(r);
     /* a stream-ordered pool's segment call, where the record samples the pools (docs/DEFINITIONS.md) */
     r->pooled_op = r->npools && e->kind == CMH_KIND_ASYNC && e->action != CMH_ACT_POOL_SAMPLE;
+    r->pooled_owner = 0;
+    if (r->pooled_op && e >= r->e && e < r->e + r->n) {
+        int64_t j = cmh_pool_sample_after(r->s, r->e, r->n, (uint32_t)(e - r->e));
+        if (j >= 0) r->pooled_owner = cmh_entry_addr(r->s, &r->e[j]);
+    }
     switch (e->action) {
     case CMH_ACT_ALLOC: {
         uint64_t size = cmh_entry_size(r->s, e);
@@ -762,8 +788,8 @@ static void fwd_pool_sample(cmh_replay *r, const cmh_entry *e)
             pool_add(r->st.segment, c, -r->took_segs[c]);
             pool_add(r->st.segment, c, r->took_segs[c]);
         }
-        cached_segs_release(r, INT64_MAX);
-    } else if (d) cache_change(r, d);
+        cached_segs_release(r, INT64_MAX, cmh_entry_addr(r->s, e));
+    } else if (d) cache_change(r, d, cmh_entry_addr(r->s, e));
     r->pool_pend = r->pool_took = r->took_small = 0;
     r->took_segs[CMH_POOL_SMALL] = r->took_segs[CMH_POOL_LARGE] = 0;
     r->pools[i].slack = slack;
@@ -920,7 +946,7 @@ static void pools_stale_end(cmh_replay *r)
     if (held + outside <= used) return;
     int64_t trim = (int64_t)(held + outside - used);
     if (trim > cache) trim = cache;
-    cache_change(r, -trim);
+    cache_change(r, -trim, 0);
     r->stale_trim = r->gap.pools_given_back = (uint64_t)trim;
     r->stale_sample_ns = r->gap.pools_sample_ns = end->time_ns;
     for (uint32_t i = 0; i < r->npools && trim > 0; i++) { /* (largest first would be no truer) */
@@ -956,14 +982,14 @@ static void reconcile(cmh_replay *r)
             int64_t sm = r->cache_small < 0 ? 0 : r->cache_small < pend ? r->cache_small : pend;
             class_add(r->st.reserved_bytes, -sm, -(pend - sm));
             r->cache_small -= sm;
-            cached_segs_release(r, pend);
-        } else cache_change(r, -pend);
+            cached_segs_release(r, pend, 0);
+        } else cache_change(r, -pend, 0);
     }
     r->pool_pend = r->pool_took = r->took_small = 0;
     r->took_segs[CMH_POOL_SMALL] = r->took_segs[CMH_POOL_LARGE] = 0;
     if (r->base_ns) base_passed(r); /* (a first sample after every entry) */
     pools_stale_end(r);
-    if (pools_cache(r) <= 0) cached_segs_release(r, INT64_MAX);
+    if (pools_cache(r) <= 0) cached_segs_release(r, INT64_MAX, 0);
     cmh_replay f; /* the final state, as tables */
     memset(&f, 0, sizeof f);
     f.s = s;

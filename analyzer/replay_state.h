@@ -100,11 +100,12 @@ struct cmh_replay {
     int64_t pool_took; /* of it, what pooled allocations took from the pools' caches (>= 0) */
     int64_t took_small; /* of that, what came from the small class's part of the caches */
     int64_t cache_small; /* of what the pools keep, the part small segments left (summary's rows) */
-    /* segments freed into the pools and kept there (their sizes and classes): still reserved
-     * segments, as their bytes are still reserved memory; and per class, how many of them pooled
-     * allocations took again since the pools' last sample (cached_segs_*, replay.c) */
+    /* segments freed into the pools and kept there (their sizes, classes and pools): still
+     * reserved segments, as their bytes are still reserved memory; and per class, how many of them
+     * pooled allocations took again since the pools' last sample (cached_segs_*, replay.c) */
     struct cseg {
         uint64_t size;
+        uint64_t owner; /* its pool's handle (cmh_pool_sample_after), 0 not said */
         uint8_t pool;
     } *cached;
     uint32_t ncached, capcached;
@@ -120,6 +121,7 @@ struct cmh_replay {
     int64_t managed_live;
     int64_t stale_sample_ns;
     int pooled_op; /* the segment call being applied is a stream-ordered pool's (with samples) */
+    uint64_t pooled_owner; /* and its pool's handle (cmh_pool_sample_after), 0 not said */
     cmh_replay_observer obs; /* told of every active block that appears or goes */
     void *obs_arg;
     rseg *spare; /* removed segments for reuse (seg_new) */

@@ -1,11 +1,14 @@
 /*
  * whatif_pools.c - which pool each of the what-if model's requests is of (whatif_tree.h): the
- * entry's pool_id, else the final segment's segment_pool_id.  Every lookup is a hash or a
- * binary search: a trace of millions of requests may name many pools (a hostile one, one each).
+ * entry's pool_id, else the final segment's pool id as cmh_pool_tags names it for every writer
+ * (one notion of which pool; `whatif` counts its private requests from here too).  Every lookup
+ * is a hash or a binary search: a trace of millions of requests may name many pools (a hostile
+ * one, one each).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/analyzer.h"
 #include "grow.h"
 #include "oatab.h"
 #include "whatif_tree.h"
@@ -48,17 +51,23 @@ int wp_init(wpools *p, const cmh_snapshot *s, int device)
 {
     memset(p, 0, sizeof *p);
     cmh_oa_init(&p->index, sizeof(owner_slot));
+    /* a final segment's pool as every writer names it (cmh_pool_tags: its own id, or a recorder's
+     * private stream-ordered pool's), so that what-if and the exports agree on which pool */
+    cmh_pool_tags *pt = NULL;
+    if (cmh_pool_tags_new(s, &pt) != CMH_OK) return p->nomem = 1, -1;
+    uint64_t id[2];
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->nsegments; i++)
-        n += s->segments[i].device == device && (s->segments[i].pool_id[0] || s->segments[i].pool_id[1]);
-    if (!n) return 0; /* most records: no private pool at the end, nothing looked up */
-    if (!(p->finals = malloc(n * sizeof *p->finals))) return p->nomem = 1, -1;
-    for (uint32_t i = 0; i < s->nsegments; i++) {
+        if (s->segments[i].device == device) cmh_pool_tags_segment(pt, &s->segments[i], id), n += id[0] || id[1];
+    if (n && !(p->finals = malloc(n * sizeof *p->finals))) p->nomem = 1;
+    for (uint32_t i = 0; n && p->finals && i < s->nsegments; i++) { /* (most records: no private pool at the end, none) */
         const cmh_segment *g = &s->segments[i];
-        if (g->device != device || (!g->pool_id[0] && !g->pool_id[1])) continue;
-        p->finals[p->nfinals++] = (wfinal){g->addr, g->size, wp_owner(p, g->pool_id)};
+        if (g->device != device) continue;
+        cmh_pool_tags_segment(pt, g, id);
+        if (id[0] || id[1]) p->finals[p->nfinals++] = (wfinal){g->addr, g->size, wp_owner(p, id)};
     }
-    qsort(p->finals, p->nfinals, sizeof *p->finals, cmp_final);
+    cmh_pool_tags_free(pt);
+    if (p->nfinals) qsort(p->finals, p->nfinals, sizeof *p->finals, cmp_final);
     return p->nomem ? -1 : 0;
 }
 

@@ -105,24 +105,11 @@ typedef struct recorded_run {
     uint32_t dropped; /* of ooms, those the ring dropped: the first kept, first_oom_index, is #dropped + 1 */
     int64_t first_oom_index; /* `oom`'s #1 (-1: none) */
     uint64_t first_oom_request;
-    uint64_t private_allocs, private_bytes; /* requests served in a private pool's segment */
     /* oom's verdict on #1 (cmh_oom_compute: one verdict in oom, frag and here), -1 when none;
      * where it is another pool's memory: which pool (or stream-ordered pool), how much */
     int verdict;
     uint64_t other_pool[2], other_bytes, cache_pool;
 } recorded_run;
-
-/* Whether addr lies in one of the device's final segments of a private pool (segment_pool_id not
- * (0, 0): a CUDA graph's, a MemPool's).  A segment freed before the end has no word on its pool:
- * an entry's own pool_id (newer PyTorch) says it first. */
-static int in_private_pool(const cmh_snapshot *s, int dev, uint64_t addr)
-{
-    for (uint32_t i = 0; i < s->nsegments; i++) {
-        const cmh_segment *g = &s->segments[i];
-        if (g->device == dev && (g->pool_id[0] || g->pool_id[1]) && g->addr <= addr && addr - g->addr < g->size) return 1;
-    }
-    return 0;
-}
 
 static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
 {
@@ -132,17 +119,9 @@ static int recorded_of(const cmh_snapshot *s, int dev, recorded_run *out)
     int rc = cmh_peak_totals(s, dev, &out->pk);
     if (rc != CMH_OK) return rc;
     const cmh_trace *t = cmh_snapshot_trace(s, dev);
-    int any_private = 0; /* (most records have no private pool: then no segment is looked up) */
-    for (uint32_t i = 0; i < s->nsegments && !any_private; i++)
-        any_private = s->segments[i].device == dev && (s->segments[i].pool_id[0] || s->segments[i].pool_id[1]);
     out->dropped = out->ooms = t && t->dropped_ooms < UINT32_MAX ? (uint32_t)t->dropped_ooms : t ? UINT32_MAX : 0;
     for (uint32_t i = 0; t && i < t->nentries; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
-        if (e->action == CMH_ACT_ALLOC) {
-            cmh_pool_id p = cmh_entry_pool_id(s, e);
-            if (p.id[0] || p.id[1] || (any_private && !(s->pt_fields & CMH_PT_POOL_ID) && in_private_pool(s, dev, cmh_entry_addr(s, e))))
-                out->private_allocs++, out->private_bytes += cmh_entry_size(s, e);
-        }
         out->segment_allocs += e->action == CMH_ACT_SEGMENT_ALLOC, out->segment_frees += e->action == CMH_ACT_SEGMENT_FREE;
         out->segment_maps += e->action == CMH_ACT_SEGMENT_MAP, out->segment_unmaps += e->action == CMH_ACT_SEGMENT_UNMAP;
         if (e->action == CMH_ACT_OOM) {
@@ -395,7 +374,8 @@ int cmd_whatif(int argc, char **argv)
         cmh_jw_kuint(&w, "segment_unmaps", rr.segment_unmaps);
         cmh_jw_kuint(&w, "ooms", rr.ooms); /* as `oom` counts them (num_ooms, num_alloc_retries) */
         cmh_jw_kuint(&w, "oom_retries", rr.retries);
-        cmh_jw_kuint(&w, "private_pool_requests", rr.private_allocs); /* the model serves each from its own pool */
+        /* the model's count (cmh_whatif_result: which pool as every writer names it), the same in every trial */
+        cmh_jw_kuint(&w, "private_pool_requests", nt ? t[0].r.private_requests : 0);
         if (rr.first_oom_index >= 0)
             cmh_jw_kint(&w, "first_oom_index", rr.first_oom_index), cmh_jw_kuint(&w, "first_oom_number", rr.dropped + 1),
                 cmh_jw_kuint(&w, "first_oom_requested", rr.first_oom_request);
@@ -491,10 +471,10 @@ int cmd_whatif(int argc, char **argv)
                    rr.dropped + 1, rep_size((double)rr.other_bytes), rr.cache_pool);
         else if (rr.verdict >= 0)
             printf("\nOOM #%u, as `oom` judges it: %s\n", rr.dropped + 1, cmh_oom_verdict_name(rr.verdict));
-        if (rr.private_allocs)
+        if (r0->private_requests)
             printf("\n%" PRIu64 " of the %" PRIu64 " requests (%s) were served in a private pool (pool_id not (0, 0): a CUDA graph's\n"
                    "  or a MemPool's); the model serves each from its own pool's segments, which no other pool's request reuses\n",
-                   rr.private_allocs, r0->requests, rep_size((double)rr.private_bytes));
+                   r0->private_requests, r0->requests, rep_size((double)r0->private_bytes));
         if (g_not_pytorch)
             printf("\n(a recording of another allocator: its block requests, replayed as PyTorch's allocator would serve them)");
         printf("\nself-replay of the recorded settings%s: ", capacity != own ? " (at the recording's own capacity)" : "");

@@ -3,6 +3,10 @@
   timeline SVG PEAK.json     XML-parse; per device a panel whose peak equals `peak --json`'s
                              allocated peak (bytes and label), both series drawn, their maxima
                              at least the peak; OOM markers as many as `oom` has
+  layout SVG...              the timeline's labels (the peak's, the unsplit note, the markers') clear
+                             of every series, grid line, marker line, the peak's dot and each other,
+                             inside the plot: their boxes measured with DejaVu Sans's own advance
+                             widths (the font the SVG asks for first; read from its files)
   folded FILE BYTES          folded-stack lines whose byte sum is BYTES
   flame SVG BYTES            XML-parse; the root frame's bytes = BYTES, every frame's children fit in it
   pprof FILE END PEAK        gunzip + decode profile.proto by its wire format; four sample types,
@@ -16,6 +20,9 @@ import contextlib
 import io
 import gzip
 import json
+import os
+import re
+import struct
 import sys
 import xml.etree.ElementTree as ET
 
@@ -71,6 +78,98 @@ def timeline(svg, peak_json, oom_json=None):
                 fail("%s device %d: %d OOM markers, `oom` has %d" % (svg, o["device"], n, len(o.get("ooms", []))))
         print("ok: %s: OOM markers %s" % (svg, [len(o["ooms"]) for o in ooms]))
     print("ok: %s: %d panels, peaks as `peak` says" % (svg, len(panels)))
+
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
+FONT_REGULAR = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def font_widths(path):
+    """{codepoint: advance in em} from a TrueType file's cmap (format 4) and hmtx, or None."""
+    try:
+        data = open(path, "rb").read()
+    except OSError:
+        return None
+    n = struct.unpack(">H", data[4:6])[0]
+    tab = {}
+    for i in range(n):
+        tag, _, off, ln = struct.unpack(">4sIII", data[12 + 16 * i:28 + 16 * i])
+        tab[tag.decode("latin-1")] = off
+    upem = struct.unpack(">H", data[tab["head"] + 18:tab["head"] + 20])[0]
+    nhm = struct.unpack(">H", data[tab["hhea"] + 34:tab["hhea"] + 36])[0]
+    hm = tab["hmtx"]
+    adv = [struct.unpack(">H", data[hm + 4 * i:hm + 4 * i + 2])[0] for i in range(nhm)]
+    c = tab["cmap"]
+    sub = None
+    for i in range(struct.unpack(">H", data[c + 2:c + 4])[0]):
+        pid, eid, off = struct.unpack(">HHI", data[c + 4 + 8 * i:c + 12 + 8 * i])
+        if pid == 3 and eid == 1 and struct.unpack(">H", data[c + off:c + off + 2])[0] == 4:
+            sub = c + off
+    if sub is None:
+        return None
+    segx2 = struct.unpack(">H", data[sub + 6:sub + 8])[0]
+    ends = struct.unpack(">%dH" % (segx2 // 2), data[sub + 14:sub + 14 + segx2])
+    starts = struct.unpack(">%dH" % (segx2 // 2), data[sub + 16 + segx2:sub + 16 + 2 * segx2])
+    deltas = struct.unpack(">%dh" % (segx2 // 2), data[sub + 16 + 2 * segx2:sub + 16 + 3 * segx2])
+    ro_at = sub + 16 + 3 * segx2
+    ros = struct.unpack(">%dH" % (segx2 // 2), data[ro_at:ro_at + segx2])
+    w = {}
+    for k, (a, b) in enumerate(zip(starts, ends)):
+        for cp in range(a, min(b, 0x2FFF) + 1):
+            if ros[k]:
+                at = ro_at + 2 * k + ros[k] + 2 * (cp - a)
+                g = struct.unpack(">H", data[at:at + 2])[0]
+                g = (g + deltas[k]) & 0xFFFF if g else 0
+            else:
+                g = (cp + deltas[k]) & 0xFFFF
+            w[cp] = adv[min(g, nhm - 1)] / upem
+    return w
+
+
+def layout(*svgs):
+    bold, regular = font_widths(FONT), font_widths(FONT_REGULAR)
+    if bold is None or regular is None:
+        print("skip: no %s and %s to measure the labels with" % (FONT, FONT_REGULAR))
+        return
+    num = re.compile(r"-?[0-9.]+")
+    for svg in svgs:
+        root = ET.parse(svg).getroot()
+        for g in (e for e in root.iter(NS + "g") if e.get("class") == "panel"):
+            dev = g.get("data-device")
+            area = next(e for e in g.iter(NS + "rect") if e.get("class") == "area")
+            ax, ay, aw = float(area.get("x")), float(area.get("y")), float(area.get("width"))
+            things = []  # (what, x0, y0, x1, y1): what a label must not touch
+            for p in g.iter(NS + "path"):
+                half = 2.0 if p.get("class") == "res" else 0.75  # (the stroke widths plot.c's style gives)
+                v = [float(x) for x in num.findall(p.get("d", ""))]
+                pts = list(zip(v[0::2], v[1::2]))
+                for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+                    things.append(("%s series" % p.get("data-series"), min(x0, x1) - half, min(y0, y1) - half, max(x0, x1) + half, max(y0, y1) + half))
+            for ln in g.iter(NS + "line"):
+                x0, y0, x1, y1 = (float(ln.get(k)) for k in ("x1", "y1", "x2", "y2"))
+                things.append(("%s line" % (ln.get("class") or "marker"), min(x0, x1) - 0.5, min(y0, y1) - 0.5, max(x0, x1) + 0.5, max(y0, y1) + 0.5))
+            boxes = []
+            for pk in (e for e in g.iter(NS + "g") if e.get("class") == "peak" or (e.get("class") or "").startswith("marker")):
+                c = pk.find(NS + "circle")
+                if c is not None:
+                    cx, cy, r = float(c.get("cx")), float(c.get("cy")), float(c.get("r"))
+                    things.append(("peak dot", cx - r - 0.75, cy - r - 0.75, cx + r + 0.75, cy + r + 0.75))
+                # (plot.c's style: the peak's words bold 12 px, an OOM's 12 px, a mark's or an annotation's 10 px)
+                widths, px = (bold, 12) if pk.get("class") == "peak" else (regular, 12 if "oom" in pk.get("class") else 10)
+                for t in pk.iter(NS + "text"):
+                    text = "".join(t.itertext())
+                    w = px * sum(widths.get(ord(ch), 1.0) for ch in text)
+                    x, y = float(t.get("x")), float(t.get("y"))
+                    x0 = x - w if t.get("text-anchor") == "end" else x - w / 2 if t.get("text-anchor") == "middle" else x
+                    box = (text, x0, y - px * 0.93, x0 + w, y + px * 0.24)  # (DejaVu's ascent and descent, in em)
+                    if box[1] < ax - 0.5 or box[3] > ax + aw + 0.5 or box[2] < ay - 0.5:
+                        fail("%s device %s: %r (x %.0f..%.0f, top %.0f) outside the plot (x %.0f..%.0f, top %.0f)" % (svg, dev, text, box[1], box[3], box[2], ax, ax + aw, ay))
+                    boxes.append(box)
+            for i, b in enumerate(boxes):
+                for o in things + boxes[i + 1:]:
+                    if b[1] < o[3] and o[1] < b[3] and b[2] < o[4] and o[2] < b[4]:
+                        fail("%s device %s: %r (%.0f,%.0f..%.0f,%.0f) overlaps %s (%.0f,%.0f..%.0f,%.0f)" % ((svg, dev, b[0]) + b[1:] + (o[0] if o in things else repr(o[0]),) + o[1:]))
+            print("ok: %s device %s: %d label%s clear of %d series segments and lines" % (svg, dev, len(boxes), "" if len(boxes) == 1 else "s", len(things)))
 
 
 def folded(path, want):
@@ -188,7 +287,7 @@ def pprof(path, end, peak):
     print("ok: %s: %d samples, %d locations, %d functions; live %d, peak %d" % (path, nsamples, len(locs), len(funcs), sums[0], sums[2]))
 
 
-CHECKS = {"timeline": timeline, "folded": folded, "flame": flame, "pprof": pprof}
+CHECKS = {"timeline": timeline, "layout": layout, "folded": folded, "flame": flame, "pprof": pprof}
 
 
 def batch(listfile):

@@ -123,6 +123,34 @@ PY
 )
 check "memviz export: private pools' own ids, as SQLite numbers them: $out" '[ "$out" = same ]'
 check "the export opens in memory_viz" "py '$SRC/tests/check_memviz.py' --ours two.pickle"
+# summary's GPU reserved segments with a cache per pool (PyTorch's row, docs/DEFINITIONS.md): a
+# segment a pool keeps serves only that pool.  poolfrag: the private pool's 10 segments, made in
+# the first round and served again in the next four and by the 5 MiB one kept, and the default
+# pool's three 16 MiB ones, of which the final synchronize gives dd[1] back: 13 made, 1 freed,
+# 12 at the end.  poolfrag two: the second pool's 3 MiB one besides: 14 made, 13 at the end.  One
+# cache for every pool had the default pool's allocations take the private pool's segments:
+# 9 current, 10 peak, 10 made, 1 freed for both.  The same from the record and its pickle.
+segs() {
+    for f in "$@"; do
+        "$CMH" summary --json $f >segs.json 2>&1
+        py - <<'PY'
+import json
+g = json.load(open("segs.json"))[0]["stats"]["segment.all"]
+print(g["current"], g["peak"], g["allocated"], g["freed"])
+PY
+    done | tr '\n' ' '
+}
+out=$(segs pc.cmh pc.pickle)
+check "poolfrag: 12 segments at the end, 13 at the peak, 13 made, 1 freed (record, pickle: $out)" '[ "$out" = "12 13 13 1 12 13 13 1 " ]'
+out=$(segs two.cmh two.pickle)
+check "poolfrag two: 13 segments at the end, 14 at the peak, 14 made, 1 freed (record, pickle: $out)" '[ "$out" = "13 14 14 1 13 14 14 1 " ]'
+# the same on an H200 (tests/fixtures/h200d/pool_async.cmh): a private pool keeps its 32 MiB through
+# four rounds (7 segments: 6 in the first, a 6 MiB one more in the second while the first's is
+# live) and the default pool makes a 3 MiB one each round and gives its 32 MiB back: 11 made, 8
+# at the peak, all 11 freed at the trim and destroy.  One cache had each default-pool trim take
+# the private pool's cached segments with it: 28 made, 28 freed.
+out=$(segs "$SRC/tests/fixtures/h200d/pool_async.cmh")
+check "pool_async (H200): 0 segments at the end, 8 at the peak, 11 made, 11 freed ($out)" '[ "$out" = "0 8 11 11 " ]'
 # stats of a pooled record with a call the driver refused (the 11th cuMemFreeAsync: poolfrag stops
 # there, its pool's cache and the failed call both in the record): the record read whole once, for
 # the pools' cache and the driver's note both.  It was read whole twice more than the segments' load

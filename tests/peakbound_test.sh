@@ -4,7 +4,7 @@
 # 2.0's ring of one entry kept, on one device of layoutediting_two_devices, a lone free_completed
 # of a block it never saw allocated: peak stated "peak allocated: 10.0 GiB" as the peak, with no
 # word that the run before the entry could have gone higher, while summary's note said the trace
-# begins mid-run.  Now peak, summary, report, plot, pprof and chrome (pt_exports) say the peaks are lower bounds
+# begins mid-run.  Now peak, summary, report, plot, pprof, SQLite and chrome (pt_exports) say the peaks are lower bounds
 # ("at least"), and a trace that covers the run keeps its exact figures.
 TEST=peakbound . "$(dirname "$0")/testlib.sh"
 PTF=${3:-}
@@ -39,6 +39,7 @@ for f in ring1 whole; do
     "$CMH" plot -o $f.svg $f.pickle 2>/dev/null || bad "plot $f"
     "$CMH" export -q -f pprof -o $f.pb.gz $f.pickle 2>/dev/null || bad "export pprof $f"
     gzip -dc $f.pb.gz | tr -d '\000' >$f.pb.txt
+    "$CMH" export -q -f sqlite -o $f.db $f.pickle 2>/dev/null || bad "export sqlite $f"
 done
 check "peak: a lone free of a block never seen allocated: the peaks are at least the trace's" \
     "grep -q 'the trace begins mid-run (13.0 MiB allocated and 20.0 MiB reserved before its first entry),' ring1.peak &&
@@ -57,6 +58,15 @@ check "report's cards and plot's label: at least mid-run, plain for a whole run"
 check "pprof's comment: peak_space at a peak that may be higher mid-run, plain for a whole run" \
     "grep -aq 'at the allocated peak (before the first entry; the trace begins mid-run or its ring dropped entries: the true peak may be higher)' ring1.pb.txt &&
      ! grep -aq 'may be higher' whole.pb.txt"
+# SQLite's devices row: peak_at_least 1 where its peaks are lower bounds (it had no column saying
+# so: ring1's 13 MiB read as the peak), 0 for a whole run (the sqlite3 shell; Python's module without it)
+sq() {
+    if command -v sqlite3 >/dev/null; then sqlite3 -separator ' ' "$1" "$2"
+    else py -c 'import sqlite3, sys; [print(*r) for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2])]' "$1" "$2"; fi
+}
+q='SELECT peak_allocated >> 20, peak_reserved >> 20, peak_at_least FROM devices'
+check "sqlite: peak_at_least 1 mid-run, 0 for a whole run ($(sq ring1.db "$q" 2>&1); $(sq whole.db "$q" 2>&1))" \
+    '[ "$(sq ring1.db "$q")" = "13 20 1" ] && [ "$(sq whole.db "$q")" = "10 20 0" ]'
 # (chrome's peak instant says "at least" too: pt_exports checks it on a fixture whose trace begins
 # mid-run with its peak inside the trace; a peak before the first entry, as here, has no instant)
 

@@ -42,6 +42,7 @@ k=0
 for f in $RECS; do
     k=$((k + 1)) n=$k.$(basename "$f")
     echo "$n.tl${tab}timeline${tab}$n.svg${tab}$n.peak.json${tab}$n.oom.json" >>checks.tsv
+    echo "$n.ly${tab}layout${tab}$n.svg" >>checks.tsv
     for at in end peak; do
         if [ $at = end ]; then want=$(fig "$n" 2); else want=$(fig "$n" 3); fi
         "$CMH" flamegraph --folded --at $at "$f" >"$n.$at.folded" 2>/dev/null
@@ -60,6 +61,7 @@ k=0
 for f in $RECS; do
     k=$((k + 1)) n=$k.$(basename "$f")
     check "plot ${n#*.}: an SVG whose peaks and OOM markers are the reports'" 'ck "$n.tl"'
+    check "plot ${n#*.}: every label clear of the series, the lines and each other ($(cat "$n.ly.out" 2>/dev/null | tr '\n' ' '))" 'ck "$n.ly"'
     for at in end peak; do
         if [ $at = end ]; then want=$(fig "$n" 2); else want=$(fig "$n" 3); fi
         check "flamegraph ${n#*.} --at $at: folded and SVG sum to the live bytes ($want)" 'ck "$n.$at.fo" && ck "$n.$at.fl"'

@@ -95,6 +95,13 @@ check "split (2 MiB left): allocated is the requests, 18 MiB, and no word of who
 check "not split (0.5 MiB left): allocated 20 MiB, +512.0 KiB said in peak, summary, chrome, the report, plot, pprof and sqlite" "says unsplit.pickle $((20 * MiB)) 524288"
 check "the snapshot shows the block split: its size is trusted (19.5 MiB), no line" "says kept.pickle $((39 * MiB / 2)) 0"
 
+# plot: the note sat in the panel's lower right corner, on any series that ended low there (the
+# torch_npu fixture's device 1), and the peak's label beside the peak crossed the reserved line
+# (its device 0): the words are in a band above every series now, their boxes measured with the
+# font's own widths (tests/check_pictures.py layout)
+"$CMH" plot unsplit.pickle -o un.svg 2>/dev/null
+check "plot: the note and the peak's label clear of the series and each other ($(py "$SRC/tests/check_pictures.py" layout un.svg 2>&1 | tr '\n' ' '))" \
+    "py '$SRC/tests/check_pictures.py' layout un.svg"
 PT=$SRC/../shared/fixtures/pytorch
 NPU=$PT/memsnapdump_npu_multi_devices_expandable_segment_map_unmap.pickle
 if [ -f "$NPU" ]; then
@@ -119,6 +126,9 @@ for dev in (0, 1):
         bad = 1
 sys.exit(bad)
 PY"
+    "$CMH" plot "$NPU" -o npu.svg 2>/dev/null
+    check "torch_npu plot: the peaks' labels and the note clear of every series and line ($(py "$SRC/tests/check_pictures.py" layout npu.svg 2>&1 | tr '\n' ' '))" \
+        "py '$SRC/tests/check_pictures.py' layout npu.svg"
     check "torch_npu: peak's text says it under device 1's peak only" \
         "[ \$(grep -c '$LINE: +21.0 MiB over the requests at the peak' npu.txt) -eq 1 ]"
     "$CMH" peak --json "$PT/layoutediting_two_devices.pickle" >le.json 2>/dev/null

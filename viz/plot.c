@@ -44,6 +44,8 @@ typedef struct marker {
     double x;
     int kind; /* 0 oom, 1 mark, 2 annotation start, 3 annotation end */
     char label[96], title[256];
+    int row, end; /* its label's row in the head band (-1: not drawn) and anchor */
+    double lx;    /* and x */
 } marker;
 
 static marker *new_marker(marker **mk, uint32_t *n, uint32_t *cap)
@@ -56,6 +58,61 @@ static marker *new_marker(marker **mk, uint32_t *n, uint32_t *cap)
         *cap = nc;
     }
     return &(*mk)[(*n)++];
+}
+
+/* A generous width of a label in px of type (bold 12 px: the peak's), for placing it where it
+ * fits: no font metrics here, so every character counts as wide as DejaVu Sans Bold's widest
+ * common ones (digits 0.7 em, most lower case less). */
+static double label_width(const char *t, double px)
+{
+    double w = 0;
+    for (; *t; t++)
+        if (((unsigned char)*t & 0xC0) != 0x80) w += 0.7 * px;
+    return w;
+}
+
+/* The x and anchor of a label of width w for the point at x in [lo, hi]: gap beside it, right of
+ * it where it fits, else left of it, else against the nearer edge, never outside. */
+static double label_x(double x, double gap, double w, double lo, double hi, int *end)
+{
+    *end = 0;
+    if (x + gap + w <= hi) return x + gap;
+    if (x - gap - w >= lo) return *end = 1, x - gap;
+    if (lo + w <= hi && x - lo < hi - x) return lo;
+    return *end = 1, hi;
+}
+
+/* ---- the head band: every label of a panel, in rows above every series and line ----
+ * A label beside what it names crossed the series (the reserved line through the peak's label),
+ * a note in a corner lay on a series ending there, and the markers' labels at the foot crossed
+ * their neighbours' lines.  In the band no series, grid line or marker line is drawn (the scale
+ * puts the largest figure under it), so a label need only miss the others: each takes the
+ * first row where it does. */
+#define BAND_ROWS 4
+typedef struct band {
+    struct {
+        double x0, x1;
+        int row;
+    } box[BAND_ROWS * 48];
+    int n, rows;
+} band;
+
+/* Place a label of width w at lx (anchored at its end: end) in the first row it fits: the row, or
+ * -1 where none has room (too many near each other: the marker's tooltip still names it). */
+static int band_place(band *b, double lx, double w, int end, int first_row)
+{
+    double x0 = end ? lx - w : lx, x1 = end ? lx : lx + w;
+    for (int row = first_row; row < BAND_ROWS && b->n < (int)(sizeof b->box / sizeof b->box[0]); row++) {
+        int free = 1;
+        for (int k = 0; k < b->n && free; k++)
+            free = b->box[k].row != row || x1 + 6 <= b->box[k].x0 || b->box[k].x1 + 6 <= x0;
+        if (!free) continue;
+        b->box[b->n].x0 = x0, b->box[b->n].x1 = x1, b->box[b->n].row = row;
+        b->n++;
+        if (row + 1 > b->rows) b->rows = row + 1;
+        return row;
+    }
+    return -1;
 }
 
 static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int axis, double busy, FILE *fp)
@@ -193,9 +250,65 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
         }
     if (pk.alloc_peak > ymax) ymax = pk.alloc_peak;
 
-    /* the panel */
+    /* the peak's words, and the words on what of it is whole blocks (the same as every report's),
+     * in the head band, beside the peak where they fit (band_place) */
+    int history = cmh_trace_has_history(s, device);
+    /* a trace that does not reach back to the run's start: the peak is at least its figure (peak's rule) */
+    cmh_peak_report bound = {.base = {.history = history, .dropped = tr ? tr->dropped : 0}, .alloc_start = a0, .reserved_start = r0};
+    const char *least = cmh_peak_extent(&bound) == CMH_PEAK_AT_LEAST ? "at least " : "";
+    char label[128] = "", why[200] = "";
+    int64_t peak_at = -1;
+    const cmh_entry *peak_e = NULL;
+    if (pk.alloc_peak > 0) {
+        int64_t len = n; /* len: the reconciled end */
+        peak_at = pk.alloc_index >= len ? len - 1 : pk.alloc_index;
+        peak_e = peak_at >= 0 && peak_at < len ? &ents[peak_at] : NULL;
+        if (by_time && peak_e && cmh_entry_time(s, peak_e)) { /* (the time as `peak` says it: one formatter) */
+            char when[40];
+            cmh_when_text(cmh_entry_time(s, peak_e), t0, when, sizeof when);
+            snprintf(label, sizeof label, "peak %s%s at %s", least, cmh_svg_size((double)pk.alloc_peak), when);
+        }
+        else if (pk.alloc_index >= 0)
+            snprintf(label, sizeof label, "peak %s%s at entry %" PRId64, least, cmh_svg_size((double)pk.alloc_peak), pk.alloc_index);
+        else if (history) snprintf(label, sizeof label, "peak %s%s before the first entry", least, cmh_svg_size((double)pk.alloc_peak));
+        else snprintf(label, sizeof label, "at the end %s (no history: the peak is not known)", cmh_svg_size((double)pk.alloc_peak));
+        cmh_peak_report said = {.alloc_unsplit = pk.alloc_unsplit};
+        if (!history || !cmh_unsplit_text(&said, why, sizeof why)) why[0] = 0;
+    }
+    /* the labels' rows: the peak's words first (its note under it), then the OOMs', then the
+     * marks' and annotations' (all of them up to 40 markers, as before) */
+    band *lay = calloc(1, sizeof *lay);
+    if (!lay) {
+        rc = CMH_ENOMEM;
+        goto out;
+    }
+    double peak_x = L + (peak_e ? XOF(peak_at, cmh_entry_time(s, peak_e) ? cmh_entry_time(s, peak_e) : t0) : 0) * pw;
+    double row_x[2] = {0, 0};
+    int row_end[2] = {0, 0};
+    const char *rows[2] = {label, why};
+    for (int k = 0; k < 2 && rows[k][0]; k++) {
+        double w = label_width(rows[k], 12);
+        row_x[k] = label_x(peak_x, 8, w, L + 4, L + pw - 4, &row_end[k]);
+        band_place(lay, row_x[k], w, row_end[k], k); /* (rows 0 and 1: the band is empty yet) */
+    }
+    int labelled = nmk <= 40;
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t k = 0; k < nmk; k++) {
+            marker *m = &mk[k];
+            if ((m->kind == 0) != (pass == 0)) continue;
+            m->row = -1;
+            if (!labelled && m->kind) continue;
+            double w = label_width(m->label, m->kind ? 10 : 12);
+            m->lx = label_x(L + m->x * pw, 3, w, L + 4, L + pw - 4, &m->end);
+            m->row = band_place(lay, m->lx, w, m->end, 0);
+        }
+    /* a label row (12 px type: 14 px from ascent to descent); the band: its rows, and room under
+     * them for the peak's dot */
+    const double line_h = 15;
+    double band = lay->rows ? 8 + line_h * lay->rows : 0;
+    free(lay);
     double top_y = (double)top + T, bottom = top_y + ph;
-    double yscale = ymax > 0 ? ph / ((double)ymax * 1.08) : 0;
+    double yscale = ymax > 0 ? (ph - band) / ((double)ymax * (band > 0 ? 1.0 : 1.08)) : 0;
 #define YOF(v) (bottom - (double)(v) * yscale)
     fprintf(fp, "<g class=\"panel\" data-device=\"%d\" data-entries=\"%u\">\n", device, n);
     fprintf(fp, "<text class=\"h\" x=\"%d\" y=\"%d\">", L, top + 20);
@@ -210,7 +323,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     /* y axis: about five ticks at round figures */
     double unit = ymax >= (2ll << 30) ? 1073741824.0 : ymax >= (2 << 20) ? 1048576.0 : ymax >= 2048 ? 1024.0 : 1.0;
     const char *uname = unit == 1073741824.0 ? "GiB" : unit == 1048576.0 ? "MiB" : unit == 1024.0 ? "KiB" : "B";
-    double span = ymax > 0 ? (double)ymax * 1.08 / unit : 0, step = cmh_svg_nice(span / 5);
+    double span = ymax > 0 ? (ph - band) / yscale / unit : 0, step = cmh_svg_nice(span / 5);
     /* bytes come whole: no '0.2 B' tick (an axis under 5 B, or an empty snapshot's: one 0 B tick
      * and a word that there is nothing to draw) */
     if (unit == 1.0 && step < 1) step = 1;
@@ -226,7 +339,7 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     }
     for (double v = 0; v <= span + 1e-9; v += step) {
         double y = bottom - v * unit * yscale;
-        if (y < top_y - 0.5) break;
+        if (y < top_y + band - 0.5) break;
         fprintf(fp, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>", L, y, L + pw, y);
         fprintf(fp, "<text class=\"ytick\" x=\"%d\" y=\"%.1f\">%g %s</text>\n", L - 6, y + 4, v, uname);
     }
@@ -276,18 +389,15 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
         fputs("\"/>\n", fp);
     }
     /* markers */
-    int labelled = nmk <= 40;
     for (uint32_t k = 0; k < nmk; k++) {
         const marker *m = &mk[k];
         double x = L + m->x * pw;
         static const char *const cls[] = {"oom", "mark", "ann", "ann"};
         fprintf(fp, "<g class=\"marker %s\"><title>", cls[m->kind]);
         cmh_svg_text(fp, m->title);
-        fprintf(fp, "</title><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", x, top_y, x, bottom);
-        if (labelled || m->kind == 0) { /* at the foot of the plot (the peak label is at its head), staggered */
-            int right = x > L + pw * 0.85;
-            fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\"%s>", right ? x - 3 : x + 3, bottom - 6 - (k % 4) * 12,
-                    right ? " text-anchor=\"end\"" : "");
+        fprintf(fp, "</title><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", x, top_y + band, x, bottom);
+        if (m->row >= 0) { /* in the head band, at the top of its line */
+            fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\"%s>", m->lx, top_y + line_h * (m->row + 1) - 2, m->end ? " text-anchor=\"end\"" : "");
             cmh_svg_text(fp, m->label);
             fputs("</text>", fp);
         }
@@ -295,38 +405,15 @@ static int panel(const cmh_snapshot *s, int device, int top, int W, int H, int a
     }
     /* the peak, with the figure `peak` gives, and its words: a peak before the first entry is
      * named so, and a record with no history (enabled=state) has none to tell (it read 'peak
-     * 11.0 GiB at entry -1' where `peak` says the peak is not known) */
-    int history = cmh_trace_has_history(s, device);
-    /* a trace that does not reach back to the run's start: the peak is at least its figure (peak's rule) */
-    cmh_peak_report bound = {.base = {.history = history, .dropped = tr ? tr->dropped : 0}, .alloc_start = a0, .reserved_start = r0};
-    const char *least = cmh_peak_extent(&bound) == CMH_PEAK_AT_LEAST ? "at least " : "";
-    if (pk.alloc_peak > 0) {
-        int64_t len = n, at = pk.alloc_index >= len ? len - 1 : pk.alloc_index; /* len: the reconciled end */
-        const cmh_entry *e = at >= 0 && at < len ? &ents[at] : NULL;
-        double x = L + (e ? XOF(at, cmh_entry_time(s, e) ? cmh_entry_time(s, e) : t0) : 0) * pw, y = YOF(pk.alloc_peak);
-        char label[128];
-        if (by_time && e && cmh_entry_time(s, e)) { /* (the time as `peak` says it: one formatter) */
-            char when[40];
-            cmh_when_text(cmh_entry_time(s, e), t0, when, sizeof when);
-            snprintf(label, sizeof label, "peak %s%s at %s", least, cmh_svg_size((double)pk.alloc_peak), when);
-        }
-        else if (pk.alloc_index >= 0)
-            snprintf(label, sizeof label, "peak %s%s at entry %" PRId64, least, cmh_svg_size((double)pk.alloc_peak), pk.alloc_index);
-        else if (history) snprintf(label, sizeof label, "peak %s%s before the first entry", least, cmh_svg_size((double)pk.alloc_peak));
-        else snprintf(label, sizeof label, "at the end %s (no history: the peak is not known)", cmh_svg_size((double)pk.alloc_peak));
-        int right = x > L + pw * 0.7;
+     * 11.0 GiB at entry -1' where `peak` says the peak is not known).  Its dot on the series, its
+     * words in the band above every series, beside it where they fit. */
+    if (label[0]) {
         fprintf(fp, "<g class=\"peak\" data-device=\"%d\" data-bytes=\"%" PRId64 "\" data-entry=\"%" PRId64 "\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>",
-                device, pk.alloc_peak, pk.alloc_index, x, y);
-        fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", right ? x - 8 : x + 8, y - 8 < top_y + 12 ? top_y + 12 : y - 8,
-                right ? "end" : "start");
-        cmh_svg_text(fp, label);
-        fputs("</text>", fp);
-        cmh_peak_report said = {.alloc_unsplit = pk.alloc_unsplit};
-        char why[200];
-        if (history && cmh_unsplit_text(&said, why, sizeof why)) { /* (its words: the same as every report's) */
-            /* (in the panel's lower right corner, where a line this long fits whatever the peak's place) */
-            fprintf(fp, "<text class=\"unsplit\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", L + pw - 6, bottom - 8);
-            cmh_svg_text(fp, why);
+                device, pk.alloc_peak, pk.alloc_index, peak_x, YOF(pk.alloc_peak));
+        for (int k = 0; k < 2 && rows[k][0]; k++) {
+            fprintf(fp, "<text%s x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", k ? " class=\"unsplit\"" : "", row_x[k],
+                    top_y + line_h * (k + 1) - 2, row_end[k] ? "end" : "start");
+            cmh_svg_text(fp, rows[k]);
             fputs("</text>", fp);
         }
         fputs("</g>\n", fp);

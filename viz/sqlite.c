@@ -35,7 +35,7 @@ static const char *const g_schema =
     " peak_allocated_time_ns INTEGER, peak_reserved INTEGER, peak_reserved_seq INTEGER, peak_reserved_time_ns INTEGER,"
     " allocated_at_end INTEGER, reserved_at_end INTEGER, ooms INTEGER, oom_retries INTEGER, dropped_ooms INTEGER,"
     " gpu_uuid TEXT, gpu_name TEXT, gpu_pci_bus TEXT, no_history_cause TEXT, peak_allocated_unsplit INTEGER,"
-    " PRIMARY KEY (process_id, device));"
+    " peak_at_least INTEGER, PRIMARY KEY (process_id, device));"
     "CREATE TABLE frames (process_id INTEGER, frame_id INTEGER, name TEXT, filename TEXT, line INTEGER, module TEXT,"
     " pc INTEGER, PRIMARY KEY (process_id, frame_id));"
     "CREATE TABLE stacks (process_id INTEGER, stack_id INTEGER, depth INTEGER, frame_id INTEGER,"
@@ -77,7 +77,7 @@ static const char *const g_indexes =
 enum { Q_PROC, Q_DEV, Q_FRAME, Q_STACK, Q_SITE, Q_SEG, Q_BLOCK, Q_EVENT, Q_KERNEL, Q_MARK, Q_THREAD, Q_POOL, Q_DRVERR, Q_VMMH, Q_VMMM, NQ };
 static const char *const g_insert[NQ] = {
     "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?,?)",
     "INSERT INTO sites VALUES (?,?,?,?)",
@@ -479,6 +479,10 @@ static int add_device(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
         /* of peak_allocated, whole blocks the allocator did not split beyond their requests (peak's
          * "allocated counts whole blocks ..."): events.allocated_delta counts those blocks whole */
         if (pk.base.history) b_int(&b, pk.alloc_unsplit);
+        else b_null(&b);
+        /* the peaks a lower bound (cmh_peak_extent: the trace does not reach back to the run's start,
+         * the true peaks may be higher; peak's "at least"), as --json's peak_at_least; NULL with no history */
+        if (pk.base.history) b_int(&b, cmh_peak_extent(&pk) == CMH_PEAK_AT_LEAST);
         else b_null(&b);
         if (rc == CMH_OK) rc = run(x, &b, "devices");
         cmh_peak_report_free(&pk);

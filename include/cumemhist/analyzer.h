@@ -242,6 +242,12 @@ typedef struct cmh_pool_desc {
 int cmh_pool_descs(const cmh_snapshot *s, cmh_pool_desc **out, uint32_t *n);
 /* The pool with handle alive at time at_ns (the latest created by then; the first when none), or NULL. */
 const cmh_pool_desc *cmh_pool_desc_find(const cmh_pool_desc *d, uint32_t n, uint64_t handle, int64_t at_ns);
+/* Which stream-ordered pool a pooled call (entry i of the n entries ents, a trace's) is of: the
+ * pool sample its thread recorded right after it (the hooks sample the pool an allocation came
+ * from, or a free went back to, once the call returns, on the same thread; other threads'
+ * entries may come between).  The sample's index in ents, or -1 when the thread's next call came
+ * first (none said).  One answer for the pool ids (cmh_pool_tags) and the replay's caches. */
+int64_t cmh_pool_sample_after(const cmh_snapshot *s, const cmh_entry *ents, uint32_t n, uint32_t i);
 /* The PyTorch pool ids of a recorder's allocations (analyzer/pool_ids.c): a private pool's
  * (cuMemPoolCreate) segments and entries (0, base + N) for "private pool #N"; any other driver
  * allocation is in no pool (its id stays (0, 0), which a writer of a recorder's snapshot says as
