@@ -24,34 +24,10 @@
 #include <string.h>
 #include <time.h>
 
+#define VMM_PROG "vmm_halves"
+#include "vmm_prog.h"
+
 #define MIB (1ull << 20)
-
-static void ck(CUresult r, const char *what)
-{
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "vmm_halves: %s failed (%d)\n", what, (int)r);
-        exit(1);
-    }
-}
-
-static unsigned long long used(void)
-{
-    size_t f, t;
-    ck(cuMemGetInfo(&f, &t), "cuMemGetInfo");
-    return (unsigned long long)(t - f);
-}
-
-__attribute__((noinline)) static CUmemGenericAllocationHandle make_handle(size_t n)
-{
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    CUmemGenericAllocationHandle h;
-    ck(cuMemCreate(&h, n, &p, 0), "cuMemCreate");
-    return h;
-}
 
 __attribute__((noinline)) static CUdeviceptr map_all(size_t n, CUmemGenericAllocationHandle h)
 {
@@ -72,12 +48,7 @@ int main(int argc, char **argv)
 {
     static const int inorder[] = {0, 1, 2, 3}, shuffled[] = {1, 3, 0, 2}, back[] = {1, 0};
     const char *mode = argc > 1 ? argv[1] : "";
-    CUdevice dev;
-    CUcontext ctx;
-    ck(cuInit(0), "cuInit");
-    ck(cuDeviceGet(&dev, 0), "cuDeviceGet");
-    ck(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    ck(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    vmm_prog_setup();
     unsigned long long peak = 0;
     if (!strcmp(mode, "halves") || !strcmp(mode, "quarters") || !strcmp(mode, "reversed")) {
         CUmemGenericAllocationHandle h = make_handle(4 * MIB);

@@ -21,34 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define VMM_PROG "vmm_phys"
+#include "vmm_prog.h"
+
 #define MIB (1ull << 20)
-
-static void ck(CUresult r, const char *what)
-{
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "vmm_phys: %s failed (%d)\n", what, (int)r);
-        exit(1);
-    }
-}
-
-static unsigned long long used(void)
-{
-    size_t f, t;
-    ck(cuMemGetInfo(&f, &t), "cuMemGetInfo");
-    return (unsigned long long)(t - f);
-}
-
-__attribute__((noinline)) static CUmemGenericAllocationHandle make_handle(size_t n)
-{
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    CUmemGenericAllocationHandle h;
-    ck(cuMemCreate(&h, n, &p, 0), "cuMemCreate");
-    return h;
-}
 
 __attribute__((noinline)) static CUdeviceptr map_at(size_t resv, size_t n, CUmemGenericAllocationHandle h)
 {
@@ -61,12 +37,7 @@ __attribute__((noinline)) static CUdeviceptr map_at(size_t resv, size_t n, CUmem
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    CUdevice dev;
-    CUcontext ctx;
-    ck(cuInit(0), "cuInit");
-    ck(cuDeviceGet(&dev, 0), "cuDeviceGet");
-    ck(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    ck(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    vmm_prog_setup();
     if (!strcmp(mode, "alias")) {
         CUmemGenericAllocationHandle h = make_handle(8 * MIB);
         map_at(8 * MIB, 8 * MIB, h);
