@@ -9,6 +9,9 @@
  *   vmm_phys kept     four 2 MiB handles made and mapped, the last unmapped and kept (never
  *                     released), then 3 MiB of cuMemAlloc freed again (a stranger's vmm.c): the
  *                     peak, at the cuMemAlloc, holds 11 MiB where the ranges say 9
+ *   vmm_phys notyet   a 64 MiB handle made, then 16 MiB of cuMemAlloc (the peak: the driver charges
+ *                     the handle from its making, 80 MiB), freed, then 32 MiB of the handle mapped,
+ *                     unmapped, the handle released
  *   vmm_phys managed [second]  64 MiB of cuMemAllocManaged and 8 MiB of cuMemAlloc, the
  *                     managed memory first, or second (with FAKECUDA_MANAGED_OFFDEVICE=1 the
  *                     managed pages are off the device; else the fake driver counts them at once)
@@ -70,6 +73,15 @@ int main(int argc, char **argv)
         ck(cuMemAlloc(&x, 3 * MIB), "cuMemAlloc");
         printf("peak %llu\n", used());
         ck(cuMemFree(x), "cuMemFree");
+    } else if (!strcmp(mode, "notyet")) {
+        CUmemGenericAllocationHandle h = make_handle(64 * MIB);
+        CUdeviceptr x;
+        ck(cuMemAlloc(&x, 16 * MIB), "cuMemAlloc"); /* h made, not mapped yet */
+        printf("peak %llu\n", used());
+        ck(cuMemFree(x), "cuMemFree");
+        CUdeviceptr a = map_at(64 * MIB, 32 * MIB, h);
+        ck(cuMemUnmap(a, 32 * MIB), "cuMemUnmap");
+        ck(cuMemRelease(h), "cuMemRelease");
     } else if (!strcmp(mode, "managed")) {
         CUdeviceptr m, a;
         if (argc > 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc"); /* managed_second: the first sample before it */
@@ -77,7 +89,7 @@ int main(int argc, char **argv)
         if (argc <= 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc");
         printf("peak %llu\n", used());
     } else {
-        fprintf(stderr, "usage: vmm_phys alias|part|spare|kept|managed\n");
+        fprintf(stderr, "usage: vmm_phys alias|part|spare|kept|notyet|managed\n");
         return 2;
     }
     printf("end %llu\n", used());

@@ -13,6 +13,10 @@
 #    processes)', at the end the same 2 MiB its own; peak --json had peak_physical null for the
 #    11 MiB the driver charged at the peak (reserved 9).  Now every moment has the row (text,
 #    --json, report) and the physical peak counts it.
+#  - a 64 MiB handle made, 16 MiB of cuMemAlloc, then the handle mapped (32 MiB of it): the
+#    driver charged 80 MiB at the cuMemAlloc, peak's physical peak said 64 MiB at the map (it
+#    counted a handle from its first map, owners from its making).  Now 80, in peak (text and
+#    --json), summary and frag.
 #  - 64 MiB of managed memory off the device (FAKECUDA_MANAGED_OFFDEVICE=1) beside 8 MiB: owners
 #    said 'the device had 72.0 MiB ... in use', total = the device's used memory, where the driver
 #    said 8 MiB (+ the context); now managed memory is its own row, of what the sample leaves.
@@ -114,6 +118,26 @@ assert p["peak_physical"] is not None and p["peak_physical"]["bytes"] == 11 * $M
 assert p["peak_physical"]["index"] == p["peak_reserved"]["index"], p
 assert p["end"]["physical"] == 8 * $M and p["end"]["reserved"] == 6 * $M, p["end"]
 PY' && grep -q '^peak physical:  11.0 MiB' kept.peak.txt && grep -q '^at the end: .*, physical 8.0 MiB$' kept.peak.txt
+
+rec notyet notyet
+"$CMH" peak notyet.cmh >notyet.peak.txt 2>&1
+"$CMH" summary --json notyet.cmh >notyet.summary.json 2>&1
+"$CMH" frag --json notyet.cmh >notyet.frag.json 2>&1
+check "notyet: the physical peak is the driver's 80 MiB, the handle made and not mapped yet beside the cuMemAlloc, in peak, summary and frag ($(grep '^peak physical' notyet.peak.txt))" "py - <<PY
+import json
+peak = int(dict(l.split() for l in open('notyet.out'))['peak']) - 100 * $M
+assert peak == 80 * $M, peak
+p = json.load(open('notyet.peak.json'))[0]
+assert p['peak_physical'] is not None and p['peak_physical']['bytes'] == peak and p['peak_physical']['index'] == 0, p['peak_physical']
+assert p['peak_reserved']['bytes'] == 32 * $M and p['end']['physical'] == 0, p
+for f in ('notyet.summary.json', 'notyet.frag.json'):
+    d = json.load(open(f))[0]
+    assert d['physical'] == {'end': 0, 'peak': peak}, (f, d.get('physical'))
+o = json.load(open('notyet.owners.json'))[0]
+for m in o['moments']:
+    assert m['used'] == sum(r['bytes'] for r in m['rows']), m
+PY
+grep -q '^peak physical:  80.0 MiB' notyet.peak.txt"
 
 rec off managed FAKECUDA_MANAGED_OFFDEVICE=1
 check "managed off the device: owners' totals are the driver's used memory ($(totals off 2>&1 | tail -1))" 'totals off'
