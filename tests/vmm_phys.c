@@ -12,6 +12,9 @@
  *   vmm_phys notyet   a 64 MiB handle made, then 16 MiB of cuMemAlloc (the peak: the driver charges
  *                     the handle from its making, 80 MiB), freed, then 32 MiB of the handle mapped,
  *                     unmapped, the handle released
+ *   vmm_phys held [kill]  a 16 MiB handle made and mapped, 4 MiB of cuMemAlloc (the peak, 20 MiB),
+ *                     freed, the handle unmapped and kept to the end; kill: then SIGKILL (the
+ *                     record is recovered from its flight record)
  *   vmm_phys managed [second]  64 MiB of cuMemAllocManaged and 8 MiB of cuMemAlloc, the
  *                     managed memory first, or second (with FAKECUDA_MANAGED_OFFDEVICE=1 the
  *                     managed pages are off the device; else the fake driver counts them at once)
@@ -20,9 +23,11 @@
  * function, so each has its own stack.
  */
 #include <cuda.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define VMM_PROG "vmm_phys"
 #include "vmm_prog.h"
@@ -82,6 +87,18 @@ int main(int argc, char **argv)
         CUdeviceptr a = map_at(64 * MIB, 32 * MIB, h);
         ck(cuMemUnmap(a, 32 * MIB), "cuMemUnmap");
         ck(cuMemRelease(h), "cuMemRelease");
+    } else if (!strcmp(mode, "held")) {
+        CUmemGenericAllocationHandle h = make_handle(16 * MIB);
+        CUdeviceptr a = map_at(16 * MIB, 16 * MIB, h), x;
+        ck(cuMemAlloc(&x, 4 * MIB), "cuMemAlloc");
+        printf("peak %llu\n", used());
+        ck(cuMemFree(x), "cuMemFree");
+        ck(cuMemUnmap(a, 16 * MIB), "cuMemUnmap"); /* h held, mapped nowhere, to the end */
+        if (argc > 2) {
+            printf("end %llu\n", used());
+            fflush(stdout);
+            kill(getpid(), SIGKILL);
+        }
     } else if (!strcmp(mode, "managed")) {
         CUdeviceptr m, a;
         if (argc > 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc"); /* managed_second: the first sample before it */
@@ -89,7 +106,7 @@ int main(int argc, char **argv)
         if (argc <= 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc");
         printf("peak %llu\n", used());
     } else {
-        fprintf(stderr, "usage: vmm_phys alias|part|spare|kept|notyet|managed\n");
+        fprintf(stderr, "usage: vmm_phys alias|part|spare|kept|notyet|held [kill]|managed\n");
         return 2;
     }
     printf("end %llu\n", used());

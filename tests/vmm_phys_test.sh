@@ -17,6 +17,12 @@
 #    driver charged 80 MiB at the cuMemAlloc, peak's physical peak said 64 MiB at the map (it
 #    counted a handle from its first map, owners from its making).  Now 80, in peak (text and
 #    --json), summary and frag.
+#  - a 16 MiB handle mapped, 4 MiB of cuMemAlloc (the peak), the handle unmapped and kept, then
+#    SIGKILL: the record recovered from the flight record had no vmm_maps rows (the journal kept
+#    none), so the held handle counted from its making and its map's range too: peak physical
+#    36 MiB where the exit dump of the same program says 20, owners' peak 16 MiB of 'physical
+#    memory made with cuMemCreate, not mapped' beside the mapped 16.  Now the journal keeps the
+#    rows and the recovered record reads as the exit dump (peak, owners).
 #  - 64 MiB of managed memory off the device (FAKECUDA_MANAGED_OFFDEVICE=1) beside 8 MiB: owners
 #    said 'the device had 72.0 MiB ... in use', total = the device's used memory, where the driver
 #    said 8 MiB (+ the context); now managed memory is its own row, of what the sample leaves.
@@ -138,6 +144,24 @@ for m in o['moments']:
     assert m['used'] == sum(r['bytes'] for r in m['rows']), m
 PY
 grep -q '^peak physical:  80.0 MiB' notyet.peak.txt"
+
+rec held held
+env FAKECUDA_CONTEXT=$CTX FAKECUDA_CAPACITY=1G "$CMH" record -q -o heldk.cmh -- "$B/tests/vmm_phys" held kill >heldk.out 2>heldk.err
+check "held kill: the program was killed and its record recovered ($(grep -o 'killed by SIGKILL[^(]*(recovered[^)]*)' heldk.err | head -1))" \
+    "grep -q 'recovered from its flight record' heldk.err 2>/dev/null || '$CMH' peak heldk.cmh 2>&1 | grep -q 'recovered from its flight record'"
+"$CMH" owners --json heldk.cmh >heldk.owners.json 2>&1
+"$CMH" peak --json heldk.cmh >heldk.peak.json 2>&1
+check "held kill: the recovered record's physical peak and owners' rows are the exit dump's (20 MiB; 16 MiB held at the end)" "py - <<PY
+import json
+def figs(n):
+    p = json.load(open(n + '.peak.json'))[0]
+    o = json.load(open(n + '.owners.json'))[0]
+    rows = {m['moment']: sorted((r['kind'], r['bytes']) for r in m['rows']) for m in o['moments']}
+    return p['peak_physical'] and p['peak_physical']['bytes'], p['end']['physical'], rows
+a, b = figs('held'), figs('heldk')
+assert a == b, (a, b)
+assert a[0] == 20 * $M and a[1] == 16 * $M, a
+PY"
 
 rec off managed FAKECUDA_MANAGED_OFFDEVICE=1
 check "managed off the device: owners' totals are the driver's used memory ($(totals off 2>&1 | tail -1))" 'totals off'
