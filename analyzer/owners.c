@@ -163,7 +163,7 @@ static void on_block(void *arg, const cmh_live_block *b)
         a->managed += b->size;
         return;
     }
-    add_owned(c, b->stack, bytes, 1);
+    add_owned(c, b->stack, bytes, !b->more);
 }
 
 /* PyTorch's part taken up to torch time t_ns (INT64_MAX: to its end, reconciled). */

@@ -169,6 +169,9 @@ typedef struct cmh_live_block {
     int64_t time_ns;
     uint32_t stack;
     uint8_t state, pool;
+    /* another piece of an allocation a block given already is part of (a cuMemMap unmapped in
+     * its middle is one allocation in two pieces): its bytes count, not as one more block */
+    uint8_t more;
 } cmh_live_block;
 /* Every active block now. */
 void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg);
