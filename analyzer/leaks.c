@@ -202,7 +202,8 @@ static void time_add(leak_ctx *c, uint32_t group, const born_slot *b, int64_t f)
     }
 }
 
-static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
+/* more: another piece of an allocation one of whose blocks counted already (cmh_live_block.more) */
+static void held_block(leak_ctx *c, const born_slot *b, int64_t f, int more)
 {
     uint32_t group = c->sites ? cmh_sites_group(c->sites, b->stack) : b->stack;
     if (f == INT64_MAX) {
@@ -223,7 +224,7 @@ static void held_block(leak_ctx *c, const born_slot *b, int64_t f)
         }
         if (b->recorded) {
             c->grew += b->size;
-            c->grew_blocks++;
+            c->grew_blocks += !more;
             int64_t t = b->index >= 0 ? cmh_entry_time(c->s, cmh_replay_entry(c->r, b->index)) : 0;
             if (t && c->t_first && c->t_last > c->t_first) {
                 double at = (double)(t - c->t_first) / (double)(c->t_last - c->t_first) * CMH_LEAK_RATE_SLICES;
@@ -264,7 +265,7 @@ static void leak_event(leak_ctx *c, int64_t pos, int at_end, int64_t delta, uint
         born_slot *b = cmh_oa_find(&c->born, addr);
         if (b) {
             /* freed while reconciling with the final segments: gone by the end, not before */
-            held_block(c, b, at_end ? n - 1 : pos);
+            held_block(c, b, at_end ? n - 1 : pos, 0);
             cmh_oa_remove(&c->born, b);
         }
         return;
@@ -287,6 +288,20 @@ static void add_pending(void *arg, const cmh_live_block *b)
 {
     if (b->state != CMH_BLOCK_ACTIVE_PENDING_FREE || !b->addr) return;
     if (!cmh_oa_get(arg, b->addr, NULL)) ((cmh_oatab *)arg)->esize = 0; /* (out of memory: said below) */
+}
+
+/* The blocks at the end: those freed with stream work pending (add_pending), and the pieces of an
+ * allocation past the one that counts it (cmh_live_block.more: a cuMemMap unmapped in its middle
+ * is one block, not two). */
+typedef struct end_tabs {
+    cmh_oatab *pending, *more;
+} end_tabs;
+
+static void add_end_block(void *arg, const cmh_live_block *b)
+{
+    end_tabs *t = arg;
+    add_pending(t->pending, b);
+    if (b->more && b->addr && !cmh_oa_get(t->more, b->addr, NULL)) t->pending->esize = 0; /* (out of memory: said below) */
 }
 
 static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
@@ -622,8 +637,10 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     cmh_oa_init(&c.owners, sizeof(owner_slot));
     cmh_oa_init(&c.firsts, sizeof(first_slot));
     cmh_oa_init(&c.times, sizeof(time_row));
-    cmh_oatab pending; /* blocks freed with stream work pending at the end (add_pending) */
+    cmh_oatab pending, more; /* blocks freed with stream work pending at the end, pieces past the first (add_end_block) */
     cmh_oa_init(&pending, sizeof(uint64_t));
+    cmh_oa_init(&more, sizeof(uint64_t));
+    end_tabs ends = {&pending, &more};
     cmh_steps *steps = NULL;
     int64_t *L = NULL;
     cmh_site *live = NULL, *ones = NULL; /* a site judged over each thread */
@@ -659,13 +676,14 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
      * the program, gone at the end (the rows and the header leave it out: a pending 4 MiB read
      * '8.0 MiB in 1 block still live' above '12.0 MiB still live (2 blocks)' in the outcome) */
     if (h) {
-        if (cmh_end_blocks(s, device, add_pending, &pending) != CMH_OK) rc = CMH_ENOMEM;
-    } else cmh_replay_blocks(r, add_pending, &pending);
+        if (cmh_end_blocks(s, device, add_end_block, &ends) != CMH_OK) rc = CMH_ENOMEM;
+    } else cmh_replay_blocks(r, add_end_block, &ends);
     if (!pending.esize) rc = CMH_ENOMEM;
     for (uint32_t i = 0; i < c.born.cap; i++)
         if (cmh_oa_keyat(&c.born, i)) {
             const born_slot *b = cmh_oa_at(&c.born, i);
-            held_block(&c, b, pending.n && cmh_oa_find(&pending, cmh_oa_keyat(&c.born, i)) ? n - 1 : INT64_MAX);
+            held_block(&c, b, pending.n && cmh_oa_find(&pending, cmh_oa_keyat(&c.born, i)) ? n - 1 : INT64_MAX,
+                       more.n && cmh_oa_find(&more, cmh_oa_keyat(&c.born, i)));
         }
     if (c.nomem || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;
 
@@ -913,6 +931,7 @@ done:
     cmh_oa_free(&c.times);
     cmh_oa_free(&c.born);
     cmh_oa_free(&pending);
+    cmh_oa_free(&more);
     cmh_replay_free(r);
     if (rc != CMH_OK) cmh_leak_report_free(p);
     return rc;

@@ -131,6 +131,8 @@ struct cmh_live {
     uint32_t nthreads, capthreads;
     cmh_device_ident idents[CMH_FLIGHT_SLOTS - 1]; /* which GPU each device is (uuid "": not said) */
     cmh_oatab handles; /* of lvmm: the handles' latest states, for vmm_unmapped */
+    cmh_vmm_map *maps; /* the map log's rows (CMH_FR_VMM_MAP), handle_stack the record's id: vmm_maps */
+    uint32_t nmaps, capmaps;
     ltrace tr[CMH_FLIGHT_SLOTS];
     rate_pt rate[CMH_FLIGHT_SLOTS][RATE_POINTS];
     uint32_t nrate[CMH_FLIGHT_SLOTS];

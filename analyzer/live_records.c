@@ -354,6 +354,16 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
             *v = (lvmm){x->handle, x->size, to_ns(h, x->ticks), x->device, x->stack, x->state, x->seq};
         return CMH_OK;
     }
+    case CMH_FR_VMM_MAP: {
+        cmh_fr_vmm_map x;
+        if (len < sizeof x) return cmh_live_fail(l, err, errlen, "a short cuMemMap record", at);
+        memcpy(&x, body, sizeof x);
+        if (x.device < -1 || x.device > 1023 || !x.handle || !x.size) return CMH_OK; /* not a device's: not ours to keep */
+        if (l->nmaps >= 1u << 20) return CMH_OK; /* (the recorder's own bound: maps past it count by their ranges) */
+        if (CMH_GROW(l->maps, l->capmaps, (uint64_t)l->nmaps + 1, 64)) return CMH_ENOMEM;
+        l->maps[l->nmaps++] = (cmh_vmm_map){x.device, x.addr, x.size, to_ns(h, x.ticks), x.handle, x.handle_size, x.handle_stack, to_ns(h, x.handle_ticks)};
+        return CMH_OK;
+    }
     default: return CMH_OK; /* a newer writer's record: not ours to read */
     }
 }

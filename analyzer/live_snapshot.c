@@ -115,6 +115,11 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         cmh_vmm_handle hv = {v->device, v->size, model_stack(&m, v->stack), v->time_ns};
         if (m.nomem || cmh_snapshot_add_vmm_unmapped(s, &hv) != CMH_OK) goto nomem;
     }
+    for (uint32_t i = 0; i < l->nmaps; i++) { /* which handle each map mapped, as a dump has it */
+        cmh_vmm_map mv = l->maps[i];
+        mv.handle_stack = model_stack(&m, mv.handle_stack);
+        if (m.nomem || cmh_snapshot_add_vmm_map(s, &mv) != CMH_OK) goto nomem;
+    }
     for (uint32_t i = 0; i < l->nsamples; i++) {
         uint32_t j = l->nsamples < MAX_SAMPLES ? i : (l->sample_head + i) % MAX_SAMPLES;
         if (cmh_snapshot_add_meminfo(s, &l->samples[j]) != CMH_OK) goto nomem;

@@ -25,7 +25,8 @@
  * were in use and mapped nowhere at each moment (cmh_physmap_held: from their unmap, or their
  * making), so every moment, each sample's instant among them, has a row of them.  (Counted at
  * the end alone, a handle unmapped before the peak and kept was the peak's 'not recorded'.)  A
- * handle made and not mapped yet (its vmm_maps rows say when it was made) has that row too.
+ * handle made and not mapped yet (its vmm_maps rows say when it was made) is in that row too, as
+ * it is in the physical peak: one figure.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -138,12 +139,6 @@ static void on_remainder(void *arg, const cmh_vmm_map *row, uint64_t bytes) { ad
  * end gives the handles held and mapped nowhere (vmm_unmapped).  Left out, it was in a sample's
  * 'not recorded' taken before its first map, and counted again once mapped, at every moment that
  * took its figure from that sample (vmm_phys spare's peak: 156 MiB for the driver's 140). */
-static void on_unmapped_yet(void *arg, const cmh_vmm_map *row, uint64_t bytes)
-{
-    (void)row;
-    add_row(((ctx *)arg)->a, CMH_OWN_VMM_UNMAPPED, CMH_OWN_VMM_UNMAPPED_NAME, bytes, 1);
-}
-
 static void on_block(void *arg, const cmh_live_block *b)
 {
     ctx *c = arg;
@@ -168,7 +163,7 @@ static void on_block(void *arg, const cmh_live_block *b)
         a->managed += b->size;
         return;
     }
-    add_owned(c, b->stack, bytes, 1);
+    add_owned(c, b->stack, bytes, !b->more);
 }
 
 /* PyTorch's part taken up to torch time t_ns (INT64_MAX: to its end, reconciled). */
@@ -555,7 +550,6 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             uint32_t nheld;
             uint64_t held = cmh_physmap_held(c.pm, w[k].index == INT64_MAX ? INT64_MAX : w[k].time_ns, &nheld);
             if (held) add_row(&w[k].rows, CMH_OWN_VMM_UNMAPPED, CMH_OWN_VMM_UNMAPPED_NAME, held, nheld);
-            cmh_physmap_unmapped_yet(c.pm, w[k].time_ns, on_unmapped_yet, &c);
             /* what stream-ordered pools keep (frag's "a pool's cache"), and what allocators above
              * the driver reserved and hold free (the block API) */
             const cmh_mem_stats *st = now;

@@ -24,8 +24,11 @@
  * from its last unmap on (one the maps name), or from its making (one never mapped), at every
  * moment, not at the end alone: counted only at the end, an earlier moment put it in its
  * cuMemGetInfo sample's 'not recorded', and the physical peak left it out (cmh_physmap_held).
- * A handle made and not mapped yet is neither: cmh_physmap_unmapped_yet says those, from the maps'
- * rows (owners' same row; the physical peak does not count them).
+ * A handle made and not mapped yet is in use and mapped nowhere too (the driver charges it from
+ * cuMemCreate): its maps' rows say when it was made, and it counts from then until its first map
+ * is stepped, in the same figure (cmh_physmap_held: owners' row, the physical peak).  Left out of
+ * it, the physical peak missed a handle made before a cuMemAlloc and mapped after (64 MiB made,
+ * 16 MiB allocated: the driver said 80, the peak 64).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -70,12 +73,20 @@ struct cmh_physmap {
     rtab final_managed; /* the final segments' managed ones (allocated before the first kept entry) */
     cmh_oatab handles; /* of phandle */
     /* each handle once (its earliest map's row), with the time of that map: the handles held
-     * before they were first mapped (cmh_physmap_unmapped_yet) */
+     * before they were first mapped (held_advance: made and not mapped yet) */
     struct first_map {
         const cmh_vmm_map *row;
         int64_t mapped_ns;
-    } *firsts;
+        uint8_t yet; /* 1: counted in yet_bytes (made, not mapped yet); 2: mapped since */
+    } *firsts;            /* by handle */
     uint32_t nfirsts;
+    struct made_ix {
+        int64_t made_ns;
+        uint32_t first;
+    } *by_made;           /* firsts' indexes by making time */
+    uint32_t yet_next;    /* the first of by_made not made yet, by now_ns */
+    uint64_t yet_bytes;   /* of the handles made and not mapped yet now */
+    uint32_t yet_count;
     int64_t kept_from_ns; /* where the ring dropped entries: its first kept entry's time (else INT64_MIN) */
     int64_t adjust;
     held *held;               /* by making time */
@@ -109,6 +120,12 @@ static int cmp_handle_time(const void *x, const void *y)
     return (a->time_ns > b->time_ns) - (a->time_ns < b->time_ns);
 }
 
+static int cmp_made(const void *x, const void *y)
+{
+    const struct made_ix *a = x, *b = y;
+    return (a->made_ns > b->made_ns) - (a->made_ns < b->made_ns);
+}
+
 /* p->firsts from p->rows: one per handle whose making time is known */
 static int firsts_make(cmh_physmap *p)
 {
@@ -121,12 +138,16 @@ static int firsts_make(cmh_physmap *p)
     qsort(by, p->nrows, sizeof *by, cmp_handle_time);
     for (uint32_t i = 0; i < p->nrows; i++)
         if ((!i || by[i - 1]->handle != by[i]->handle) && by[i]->handle_time_ns)
-            p->firsts[p->nfirsts++] = (struct first_map){by[i], by[i]->time_ns};
+            p->firsts[p->nfirsts++] = (struct first_map){by[i], by[i]->time_ns, 0};
     free(by);
+    if (p->nfirsts && !(p->by_made = malloc(p->nfirsts * sizeof *p->by_made))) return -1;
+    for (uint32_t i = 0; i < p->nfirsts; i++) p->by_made[i] = (struct made_ix){p->firsts[i].row->handle_time_ns, i};
+    qsort(p->by_made, p->nfirsts, sizeof *p->by_made, cmp_made);
     return 0;
 }
 
 static int held_make(cmh_physmap *p);
+static int map_kept(const cmh_physmap *p, int64_t mapped_ns);
 
 static cmh_physmap *make(const cmh_snapshot *s, int device, int with_held)
 {
@@ -177,6 +198,7 @@ void cmh_physmap_free(cmh_physmap *p)
     if (!p) return;
     free(p->rows);
     free(p->firsts);
+    free(p->by_made);
     free(p->live.v);
     free(p->managed.v);
     free(p->final_managed.v);
@@ -208,6 +230,34 @@ static void held_advance(cmh_physmap *p, int64_t t)
         if (!p->held[p->held_next].handle) held_set(p, p->held_next, 1);
     /* the end: every one, by the record's own word (a map of one whose entry was never stepped) */
     for (uint32_t k = 0; t == INT64_MAX && k < p->nheld; k++) held_set(p, k, 1);
+    /* made by t and not mapped yet: no map of it stepped (the entries, not the rows' times, say
+     * when: a pickle keeps the entries' times to the microsecond, the rows' to the nanosecond),
+     * where its first map is among the kept entries (one the ring dropped is never stepped) */
+    for (; p->yet_next < p->nfirsts && p->by_made[p->yet_next].made_ns <= t; p->yet_next++) {
+        struct first_map *f = &p->firsts[p->by_made[p->yet_next].first];
+        if (f->yet || !map_kept(p, f->mapped_ns) || cmh_oa_find(&p->handles, f->row->handle)) continue;
+        f->yet = 1;
+        p->yet_bytes += f->row->handle_size;
+        p->yet_count++;
+    }
+}
+
+/* handle mapped for the first time: no longer made and not mapped yet */
+static void yet_mapped(cmh_physmap *p, uint64_t handle)
+{
+    uint32_t lo = 0, hi = p->nfirsts;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (p->firsts[mid].row->handle < handle) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == p->nfirsts || p->firsts[lo].row->handle != handle) return;
+    struct first_map *f = &p->firsts[lo];
+    if (f->yet == 1) {
+        p->yet_bytes -= f->row->handle_size;
+        p->yet_count--;
+    }
+    f->yet = 2;
 }
 
 static void handle_add(cmh_physmap *p, const cmh_vmm_map *row, int64_t delta)
@@ -223,6 +273,7 @@ static void handle_add(cmh_physmap *p, const cmh_vmm_map *row, int64_t delta)
         h->row = row;
         for (uint32_t k = 0; k < p->nheld && !h->held; k++)
             if (p->held[k].handle == row->handle) h->held = k + 1;
+        yet_mapped(p, row->handle);
     }
     p->adjust -= share(h);
     if (delta < 0 && (uint64_t)-delta > h->mapped) h->mapped = 0;
@@ -352,8 +403,8 @@ int64_t cmh_physmap_adjust(const cmh_physmap *p) { return p ? p->adjust : 0; }
 uint64_t cmh_physmap_held(cmh_physmap *p, int64_t t_ns, uint32_t *count)
 {
     if (p) held_advance(p, t_ns);
-    if (count) *count = p ? p->held_count : 0;
-    return p ? p->held_bytes : 0;
+    if (count) *count = p ? p->held_count + p->yet_count : 0;
+    return p ? p->held_bytes + p->yet_bytes : 0;
 }
 
 uint64_t cmh_physmap_held_handle(const cmh_physmap *p, const cmh_vmm_handle *h)
@@ -433,7 +484,7 @@ static int held_make(cmh_physmap *p)
     for (uint32_t k = 0; k < p->nheld; k++)
         /* a map before the ring's first kept entry was dropped with it: one of a held handle made
          * it in use and mapped nowhere from before the kept entries (its unmap, if kept, finds no
-         * range); one kept and not stepped yet is cmh_physmap_unmapped_yet's */
+         * range); one kept and not stepped yet is counted made and not mapped yet (held_advance) */
         if (p->held[k].handle && !map_kept(p, p->held[k].first_map)) held_set(p, k, 1);
     return 0;
 }
@@ -476,19 +527,6 @@ void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_v
     for (uint32_t i = 0; p && i < p->handles.cap; i++) {
         const phandle *h = cmh_oa_at(&p->handles, i);
         if (h->handle && h->mapped && h->taken < h->row->handle_size) fn(arg, h->row, h->row->handle_size - h->taken);
-    }
-}
-
-void cmh_physmap_unmapped_yet(const cmh_physmap *p, int64_t t_ns, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg)
-{
-    /* not mapped yet: no map of it stepped (the entries, not the rows' times, say when: a pickle
-     * keeps the entries' times to the microsecond, the rows' to the nanosecond), where its first
-     * map is among the kept entries (one the ring dropped is never stepped) */
-    for (uint32_t i = 0; p && i < p->nfirsts; i++) {
-        const struct first_map *f = &p->firsts[i];
-        int kept = map_kept(p, f->mapped_ns);
-        if (f->row->handle_time_ns <= t_ns && kept && !cmh_oa_find(&p->handles, f->row->handle))
-            fn(arg, f->row, f->row->handle_size);
     }
 }
 

@@ -156,6 +156,8 @@ typedef struct ctx {
     cmh_oatab handles; /* cuMemCreate handles: the last CMH_FR_VMM_HANDLE of each value (of vmm_rec) */
     fchild *kids;      /* the children it forked, as often as they were written */
     uint32_t nkids, capkids;
+    cmh_fr_vmm_map *maps; /* the map log's rows (CMH_FR_VMM_MAP), in the journal's order */
+    uint32_t nmaps, capmaps;
 } ctx;
 
 typedef struct vmm_rec {
@@ -282,6 +284,12 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         if (fresh || cmh_fr_vmm_later(x->seq, v->last.seq)) v->last = *x;
         return CMH_OK;
     }
+    case CMH_FR_VMM_MAP: {
+        if (len < sizeof(cmh_fr_vmm_map)) return fail(c->r, "a short cuMemMap record at byte %llu", at);
+        if (CMH_GROW(c->maps, c->capmaps, (uint64_t)c->nmaps + 1, 64)) return CMH_ENOMEM;
+        memcpy(&c->maps[c->nmaps++], body, sizeof(cmh_fr_vmm_map));
+        return CMH_OK;
+    }
     default: return CMH_OK; /* a record of a newer writer: not ours to read */
     }
 }
@@ -328,6 +336,21 @@ static int vmm_unmapped(ctx *c)
     return CMH_OK;
 }
 
+/* The map log (the .cmh vmm_maps table), as the exit dump writes it: which handle each cuMemMap
+ * mapped.  Without it a handle held and mapped nowhere at the end counted from its making, and
+ * its map's range too while it was mapped: twice.  (Maps journaled in extents a checkpoint
+ * replaced are not here: those maps count by their ranges.) */
+static int vmm_maps(ctx *c)
+{
+    for (uint32_t i = 0; i < c->nmaps; i++) {
+        const cmh_fr_vmm_map *x = &c->maps[i];
+        if (x->device < -1 || x->device > 1023 || !x->handle || !x->size) continue; /* not a device's: not ours to keep */
+        cmh_vmm_map m = {x->device, x->addr, x->size, to_ns(c->r->h, x->ticks), x->handle, x->handle_size, 0, to_ns(c->r->h, x->handle_ticks)};
+        if (model_stack(c, x->handle_stack, &m.handle_stack) != CMH_OK || cmh_snapshot_add_vmm_map(c->s, &m) != CMH_OK) return CMH_ENOMEM;
+    }
+    return CMH_OK;
+}
+
 static int on_record(void *arg, const void *body, uint32_t len, uint32_t type, uint64_t at)
 {
     ctx *c = arg;
@@ -338,6 +361,12 @@ static int on_record(void *arg, const void *body, uint32_t len, uint32_t type, u
     if (x->slot >= CMH_FLIGHT_SLOTS) return fail(c->r, "an entry of an impossible device at byte %llu", at);
     if (type == CMH_FR_CLEAR) {
         if (x->seq > c->cleared[x->slot]) c->cleared[x->slot] = x->seq;
+        /* the maps logged before go with the entries they name (cmh_vmm_clear_maps) */
+        int32_t dev = x->slot == CMH_FLIGHT_SLOTS - 1 ? -1 : (int32_t)x->slot;
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < c->nmaps; i++)
+            if (c->maps[i].device != dev) c->maps[n++] = c->maps[i];
+        c->nmaps = n;
         return CMH_OK;
     }
     if (x->seq <= c->cut[x->slot]) return CMH_OK; /* the checkpoint holds it */
@@ -720,7 +749,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     out->opt_max_frames = h->max_frames;
     out->lost_events = h->lost_events + h->lost_records + (have_base ? base.lost_events : 0);
     if ((rc = build(&c, have_base ? &base : NULL, &st)) != CMH_OK) goto out;
-    if ((rc = vmm_unmapped(&c)) != CMH_OK) goto out;
+    if ((rc = vmm_unmapped(&c)) != CMH_OK || (rc = vmm_maps(&c)) != CMH_OK) goto out;
     if ((rc = children(&c)) != CMH_OK) goto out;
     for (uint32_t i = 0; i < c.nanns; i++) { /* the ranges, but those the checkpoint has */
         cmh_annotation a = c.anns[i];
@@ -747,6 +776,7 @@ out:
     cmh_oa_free(&c.dict.names);
     cmh_oa_free(&c.dict.pyframes);
     cmh_oa_free(&c.handles);
+    free(c.maps);
     free(c.dict.pcs);
     free(c.ents);
     free(c.anns);

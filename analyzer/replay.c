@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "replay_state.h"
 
 /* ---- segments ---- */
@@ -488,12 +489,56 @@ static void fwd_free_requested(cmh_replay *r, uint64_t addr)
     pool_add(r->st.allocation, b->pool, -1);
 }
 
+/* The group of pieces a block of this making time and stack was cut into (NULL: none; with
+ * make, a new one of none live; NULL out of memory). */
+static struct rpiece *piece_group(cmh_replay *r, int64_t time_ns, uint32_t stack, int make)
+{
+    for (uint32_t i = 0; i < r->npieces; i++)
+        if (r->pieces[i].time_ns == time_ns && r->pieces[i].stack == stack) return &r->pieces[i];
+    if (!make) return NULL;
+    if (CMH_GROW(r->pieces, r->cappieces, (uint64_t)r->npieces + 1, 8)) {
+        r->nomem = 1;
+        return NULL;
+    }
+    r->pieces[r->npieces] = (struct rpiece){time_ns, stack, 0};
+    return &r->pieces[r->npieces++];
+}
+
+/* One count fewer made (not freed): a piece of a block counted already */
+static void stat_uncount(cmh_stat *arr, int pool)
+{
+    for (int k = 0; k < 2; k++) {
+        cmh_stat *s = &arr[k ? pool : 0];
+        s->allocated--;
+        s->current--;
+    }
+}
+
+/* One count fewer freed: a piece of a block whose other pieces still live */
+static void stat_unfree(cmh_stat *arr, int pool)
+{
+    for (int k = 0; k < 2; k++) {
+        cmh_stat *s = &arr[k ? pool : 0];
+        s->freed--;
+        s->current++;
+    }
+}
+
 static void fwd_free_completed(cmh_replay *r, uint64_t addr)
 {
     rblock *b = block_find(r, addr);
     if (!b) {
         r->anomalies++;
         return;
+    }
+    if (b->piece && !r->in_part) { /* the allocation goes with its last piece: the others' frees count no allocation */
+        struct rpiece *p = piece_group(r, b->time_ns, b->stack, 0);
+        if (p && p->live > 1) {
+            p->live--;
+            if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) stat_unfree(r->st.allocation, b->pool);
+            stat_unfree(r->st.active, b->pool);
+        } else if (p)
+            *p = r->pieces[--r->npieces];
     }
     if (b->state == CMH_BLOCK_ACTIVE_ALLOCATED) {
         unsplit_gone(r, b);
@@ -600,9 +645,26 @@ static void fwd_free_part(cmh_replay *r, uint64_t lo, uint64_t hi)
         uint64_t end = was.addr + was.size, left = lo > was.addr ? lo - was.addr : 0, right = end > hi ? end - hi : 0;
         uint64_t lreq = was.requested < left ? was.requested : left, rreq = was.requested - lreq < right ? was.requested - lreq : right;
         int alloc = was.state == CMH_BLOCK_ACTIVE_ALLOCATED, kept = (left != 0) + (right != 0);
+        /* a block cut in two by an unmap inside it is one allocation in two pieces, counted once
+         * (it counted two: one map was 2 allocations, its end 2 frees); a piece's own remainder
+         * stays a piece of it.  The count taken before the pieces appear: no passing peak. */
+        r->in_part = kept != 0; /* (a piece with a remainder: this counts it, not fwd_free_completed) */
         fwd_free_completed(r, was.addr);
+        r->in_part = 0;
+        if (kept == 2) {
+            if (alloc) stat_uncount(r->st.allocation, was.pool);
+            stat_uncount(r->st.active, was.pool);
+        }
         if (left) fwd_block_alloc(r, was.addr, left, lreq, was.state, was.stack, was.time_ns);
         if (right) fwd_block_alloc(r, hi, right, rreq, was.state, was.stack, was.time_ns);
+        if (kept && (was.piece || kept == 2)) {
+            struct rpiece *grp = piece_group(r, was.time_ns, was.stack, 1);
+            if (!grp) return;
+            grp->live += (uint32_t)kept - (was.piece ? 1u : 0u); /* (a piece's remainders replace it) */
+            rblock *x;
+            if (left && (x = block_find(r, was.addr))) x->piece = 1;
+            if (right && (x = block_find(r, hi))) x->piece = 1;
+        }
         if (!kept) continue;
         if (alloc) stat_unturn(r->st.allocated_bytes, was.pool, (int64_t)(left + right));
         stat_unturn(r->st.active_bytes, was.pool, (int64_t)(left + right));
@@ -815,6 +877,7 @@ void cmh_rp_free_tables(cmh_replay *r)
         }
     cmh_oa_free(&r->hseg);
     free(r->mapped);
+    free(r->pieces);
     free(r->cached);
     for (rseg *g = r->spare, *nx; g; g = nx) {
         nx = g->next_spare;
@@ -1114,7 +1177,9 @@ static int replay_sane(const cmh_replay *r)
     if (active != (uint64_t)r->st.active_bytes[CMH_POOL_ALL].current) return SANE_FAIL(1);
     if (allocated != (uint64_t)r->st.allocated_bytes[CMH_POOL_ALL].current) return SANE_FAIL(2);
     if (requested != (uint64_t)r->st.requested_bytes[CMH_POOL_ALL].current) return SANE_FAIL(3);
-    if ((int64_t)r->blocks.n != r->st.active[CMH_POOL_ALL].current) return SANE_FAIL(4);
+    uint64_t more = 0; /* pieces of one allocation past its first (rblock.piece): one count */
+    for (uint32_t i = 0; i < r->npieces; i++) more += r->pieces[i].live - 1;
+    if ((int64_t)(r->blocks.n - more) != r->st.active[CMH_POOL_ALL].current) return SANE_FAIL(4);
     uint64_t prev = 0, seg_bytes = 0, seg_active = 0;
     for (uint32_t i = 0; i < r->nsegs; i++) {
         const rseg *g = r->segs[i];

@@ -45,6 +45,7 @@ typedef struct rblock {
     uint8_t final; /* backward pass: this block is one of the final segments' own */
     uint8_t untraced : 1; /* forward pass: live before the first entry, or added at the reconciliation */
     uint8_t unsplit : 1;  /* forward pass: a PyTorch block sized as the whole free run the allocator did not split */
+    uint8_t piece : 1;    /* forward pass: one of the pieces an unmap inside it cut a block into (cmh_replay.pieces) */
 } rblock;
 
 typedef struct hslot { /* backward pass without maps: segments by exact address */
@@ -81,6 +82,15 @@ struct cmh_replay {
      * a map takes every piece of it its partial unmaps' undoing put back (replay_backward.c) */
     range *mapped;
     uint32_t nmapped, capmapped;
+    /* forward pass: the blocks an unmap inside them cut in two (a cuMemMap unmapped in its
+     * middle): the pieces are one allocation, counted once, until the last of them goes; by
+     * their block's making time and stack (each piece keeps both), with how many are live */
+    struct rpiece {
+        int64_t time_ns;
+        uint32_t stack, live;
+    } *pieces;
+    uint32_t npieces, cappieces;
+    int in_part; /* fwd_free_part is cutting a block: fwd_free_completed leaves its pieces alone */
     int initializing; /* building the state before the first entry: split stats counted after */
     int nomem;        /* an allocation failed: the state is no longer exact */
     int device, reconciled;

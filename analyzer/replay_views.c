@@ -21,6 +21,8 @@ cmh_replay *cmh_replay_clone(const cmh_replay *r)
     c->pools = NULL;
     c->cached = NULL;
     c->ncached = c->capcached = 0;
+    c->pieces = NULL;
+    c->npieces = c->cappieces = 0;
     c->mapped = NULL; /* (the backward pass's alone) */
     c->nmapped = c->capmapped = 0;
     c->spare = NULL;
@@ -63,6 +65,11 @@ cmh_replay *cmh_replay_clone(const cmh_replay *r)
         if (!(c->pools = malloc(cap * sizeof *c->pools))) goto oom;
         memcpy(c->pools, r->pools, r->npools * sizeof *c->pools);
     }
+    if (r->npieces) {
+        if (!(c->pieces = malloc(r->npieces * sizeof *c->pieces))) goto oom;
+        memcpy(c->pieces, r->pieces, r->npieces * sizeof *c->pieces);
+        c->npieces = c->cappieces = r->npieces;
+    }
     if (r->ncached) {
         if (!(c->cached = malloc(r->ncached * sizeof *c->cached))) goto oom;
         memcpy(c->cached, r->cached, r->ncached * sizeof *c->cached);
@@ -84,12 +91,21 @@ void cmh_replay_take_arrays(cmh_replay *c, cmh_replay *from)
 
 void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg)
 {
+    /* which groups of pieces (rblock.piece) have had a block given (out of memory: each piece counts) */
+    uint8_t *given = r->npieces ? calloc(r->npieces, 1) : NULL;
     for (uint32_t i = 0; i < r->blocks.cap; i++) {
         const rblock *b = cmh_oa_at(&r->blocks, i);
         if (!b->addr) continue;
-        cmh_live_block lb = {b->addr, b->size, b->requested, b->time_ns, b->stack, b->state, b->pool};
+        cmh_live_block lb = {b->addr, b->size, b->requested, b->time_ns, b->stack, b->state, b->pool, 0};
+        for (uint32_t k = 0; b->piece && given && k < r->npieces; k++)
+            if (r->pieces[k].time_ns == b->time_ns && r->pieces[k].stack == b->stack) {
+                lb.more = given[k];
+                given[k] = 1;
+                break;
+            }
         fn(arg, &lb);
     }
+    free(given);
 }
 
 void cmh_replay_segments(const cmh_replay *r, void (*fn)(void *, const cmh_live_segment *), void *arg)

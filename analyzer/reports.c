@@ -151,7 +151,7 @@ static void add_active_block(void *arg, const cmh_live_block *b)
     site_pick_stack(m, s, b->stack, b->size);
     add_caller(m, s, b->stack, b->size);
     s->bytes += b->size;
-    s->count++;
+    s->count += !b->more;
     if (b->time_ns && b->time_ns < s->first_ns) s->first_ns = b->time_ns;
     if (b->time_ns && b->time_ns > s->last_ns) s->last_ns = b->time_ns;
 }

@@ -162,6 +162,17 @@ void cmh_flight_vmm_handle(uint64_t handle, int device, uint64_t size, int64_t t
     cmh_fl_commit(h, CMH_FR_VMM_HANDLE, a);
 }
 
+void cmh_flight_vmm_map(int device, uint64_t addr, uint64_t size, int64_t ticks, uint64_t serial, uint64_t hsize, uint32_t hstack,
+                        int64_t hticks)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_vmm_map), &a, 1, 0);
+    if (!h) return;
+    *CMH_FL_BODY(h, cmh_fr_vmm_map) = (cmh_fr_vmm_map){device, hstack, addr, size, serial, hsize, ticks, hticks};
+    cmh_fl_commit(h, CMH_FR_VMM_MAP, a);
+}
+
 /* ---- the module map ---- */
 
 typedef struct known {

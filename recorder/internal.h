@@ -557,6 +557,9 @@ CMH_HIDDEN void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, u
 CMH_HIDDEN void cmh_flight_device(const cmh_device_ident *d);
 /* a cuMemCreate handle's state now (CMH_FR_VMM_*: flight_format.h); under vmm.c's handle lock */
 CMH_HIDDEN void cmh_flight_vmm_handle(uint64_t handle, int device, uint64_t size, int64_t ticks, uint32_t stack, int state);
+/* a row of the map log (CMH_FR_VMM_MAP), as the exit dump's vmm_maps has it */
+CMH_HIDDEN void cmh_flight_vmm_map(int device, uint64_t addr, uint64_t size, int64_t ticks, uint64_t serial, uint64_t hsize, uint32_t hstack,
+                                   int64_t hticks);
 CMH_HIDDEN void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name);
 /* a child forked without exec: its number among the forks, pid (0: past those kept), the path
  * its record takes (NULL: not known) */

@@ -245,6 +245,7 @@ static void log_map(int device, uint64_t addr, uint64_t size, int64_t ticks, uin
     else lost = 1;
     cmh_unlock(&g_llock);
     if (lost) cmh_count_lost(1);
+    else cmh_flight_vmm_map(device, addr, size, ticks, serial, m.hsize, m.hstack, m.hticks); /* (a recovered record's rows) */
 }
 
 /* History cleared: the maps logged go with the entries they name (a map before the clear is

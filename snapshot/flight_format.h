@@ -76,9 +76,12 @@
  * readers skip it, and recover no unmapped handle; below) */
 /* CMH_FR_DEVICE: which GPU a device number is (added without a version change: older readers
  * skip it; below) */
+/* CMH_FR_VMM_MAP: a cuMemMap and the handle it mapped, the .cmh vmm_maps row (added without a
+ * version change: older readers skip it, and count every map by its range; below) */
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
        CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11, CMH_FR_VMM_HANDLE = 12,
-       CMH_FR_ENTRY_TINY = 13, CMH_FR_FREE_TINY = 14, CMH_FR_DEVICE = 15, CMH_FR_CHILD = 16 };
+       CMH_FR_ENTRY_TINY = 13, CMH_FR_FREE_TINY = 14, CMH_FR_DEVICE = 15, CMH_FR_CHILD = 16,
+       CMH_FR_VMM_MAP = 17 };
 /* how the process ended, as far as it could say */
 /* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
  * record of the old one so and keeps it beside its own.  QUIT: it called _exit() or _Exit(), no
@@ -295,6 +298,19 @@ typedef struct cmh_fr_child {
     int64_t pid;
 } cmh_fr_child;
 #define CMH_FR_CHILDREN_KEPT 1024 /* as the snapshot's process.children keeps them */
+
+/* CMH_FR_VMM_MAP: one row of the map log (.cmh vmm_maps), written as the map is logged: the range
+ * a cuMemMap mapped (its segment_map entry's), when, and the handle it mapped: the record's
+ * number of it (the recorder's serial: a value the driver hands out again is a new number), the
+ * bytes made, cuMemCreate's stack (0: none) and when it was made.  A recovered record has the
+ * rows, so it counts each handle once as the exit dump does (without them a handle held mapped
+ * nowhere at the end counted from its making, its map's range too while mapped: twice). */
+typedef struct cmh_fr_vmm_map {
+    int32_t device;
+    uint32_t handle_stack;
+    uint64_t addr, size, handle, handle_size;
+    int64_t ticks, handle_ticks;
+} cmh_fr_vmm_map;
 
 #ifdef CUMEMHIST_SNAPSHOT_H /* (for the readers, which know the model) */
 /* What a device record says, as the model keeps it (each string cut at its field's end). */

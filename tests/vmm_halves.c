@@ -13,6 +13,12 @@
  *                         mapped, a pause; unmapped and released at the end
  *   vmm_halves early kept the same, the pause before the maps, the 16 MiB handle unmapped and
  *                         held to the end, not released
+ *   vmm_halves middle     8 MiB mapped, its middle 4 MiB unmapped first, then the 2 MiB left of it
+ *                         and the 2 MiB right of it: one map, one allocation
+ *   vmm_halves middle kept  the same, the two 2 MiB pieces kept mapped to the end
+ *   vmm_halves several    three 2 MiB handles mapped side by side in one reservation, unmapped as
+ *                         [1, 5) MiB (the first map's end, the second whole, the third's start),
+ *                         then the first MiB and the last: three maps, three allocations
  * Each prints `peak USED` and `end USED`: cuMemGetInfo's used bytes (total - free) at the
  * program's highest moment and at its end (early: the end's and the bytes the peak held past
  * them, no sample taken at the peak).  Each call site is its own function, so each has its
@@ -24,34 +30,10 @@
 #include <string.h>
 #include <time.h>
 
+#define VMM_PROG "vmm_halves"
+#include "vmm_prog.h"
+
 #define MIB (1ull << 20)
-
-static void ck(CUresult r, const char *what)
-{
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "vmm_halves: %s failed (%d)\n", what, (int)r);
-        exit(1);
-    }
-}
-
-static unsigned long long used(void)
-{
-    size_t f, t;
-    ck(cuMemGetInfo(&f, &t), "cuMemGetInfo");
-    return (unsigned long long)(t - f);
-}
-
-__attribute__((noinline)) static CUmemGenericAllocationHandle make_handle(size_t n)
-{
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    CUmemGenericAllocationHandle h;
-    ck(cuMemCreate(&h, n, &p, 0), "cuMemCreate");
-    return h;
-}
 
 __attribute__((noinline)) static CUdeviceptr map_all(size_t n, CUmemGenericAllocationHandle h)
 {
@@ -72,12 +54,7 @@ int main(int argc, char **argv)
 {
     static const int inorder[] = {0, 1, 2, 3}, shuffled[] = {1, 3, 0, 2}, back[] = {1, 0};
     const char *mode = argc > 1 ? argv[1] : "";
-    CUdevice dev;
-    CUcontext ctx;
-    ck(cuInit(0), "cuInit");
-    ck(cuDeviceGet(&dev, 0), "cuDeviceGet");
-    ck(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    ck(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    vmm_prog_setup();
     unsigned long long peak = 0;
     if (!strcmp(mode, "halves") || !strcmp(mode, "quarters") || !strcmp(mode, "reversed")) {
         CUmemGenericAllocationHandle h = make_handle(4 * MIB);
@@ -93,6 +70,31 @@ int main(int argc, char **argv)
         peak = used();
         unmap_pieces(b, 4 * MIB, 2 * MIB, inorder);
         unmap_pieces(a, 4 * MIB, 2 * MIB, back); /* the second half first */
+    } else if (!strcmp(mode, "middle")) {
+        CUmemGenericAllocationHandle h = make_handle(8 * MIB);
+        CUdeviceptr a = map_all(8 * MIB, h);
+        peak = used();
+        ck(cuMemUnmap(a + 2 * MIB, 4 * MIB), "cuMemUnmap");
+        if (argc <= 2) { /* kept: both pieces mapped to the end */
+            ck(cuMemUnmap(a, 2 * MIB), "cuMemUnmap");
+            ck(cuMemUnmap(a + 6 * MIB, 2 * MIB), "cuMemUnmap");
+            ck(cuMemAddressFree(a, 8 * MIB), "cuMemAddressFree");
+            ck(cuMemRelease(h), "cuMemRelease");
+        }
+    } else if (!strcmp(mode, "several")) {
+        CUmemGenericAllocationHandle h[3];
+        CUdeviceptr a;
+        ck(cuMemAddressReserve(&a, 6 * MIB, 0, 0, 0), "cuMemAddressReserve");
+        for (int i = 0; i < 3; i++) {
+            h[i] = make_handle(2 * MIB);
+            ck(cuMemMap(a + (size_t)i * 2 * MIB, 2 * MIB, 0, h[i], 0), "cuMemMap");
+        }
+        peak = used();
+        ck(cuMemUnmap(a + 1 * MIB, 4 * MIB), "cuMemUnmap");
+        ck(cuMemUnmap(a, 1 * MIB), "cuMemUnmap");
+        ck(cuMemUnmap(a + 5 * MIB, 1 * MIB), "cuMemUnmap");
+        ck(cuMemAddressFree(a, 6 * MIB), "cuMemAddressFree");
+        for (int i = 0; i < 3; i++) ck(cuMemRelease(h[i]), "cuMemRelease");
     } else if (!strcmp(mode, "early")) {
         /* no sample at the peak: owners takes the peak's figure from the nearest sample, and a
          * pause of 200 ms makes that the first (early) or the end's (early kept) */
@@ -116,7 +118,7 @@ int main(int argc, char **argv)
         printf("end %llu\n", end);
         return 0;
     } else {
-        fprintf(stderr, "usage: vmm_halves halves|quarters|reversed|twice|early [kept]\n");
+        fprintf(stderr, "usage: vmm_halves halves|quarters|reversed|twice|middle [kept]|several|early [kept]\n");
         return 2;
     }
     printf("peak %llu\n", peak);

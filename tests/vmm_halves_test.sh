@@ -59,10 +59,41 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-for m in halves quarters reversed twice; do
+# counted MODE MAPS [LIVE]: the allocation counts are the program's cuMemMap calls (MAPS made, as
+# many at once at the peak, LIVE of them live at the end), in summary, leaks and owners at the
+# end, in the record and its pickle.  An unmap inside a map cut its block in two, counted as one
+# more allocation: 8 MiB mapped and unmapped in its middle first read 'Allocations 2 2 2 2'
+# (current, peak, total, freed) for one cuMemMap, the two pieces kept '4.0 MiB in 2 blocks'
+counted() {
+    py - "$1" "$2" "${3:-0}" <<'PY'
+import json, sys
+m, maps, live = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+bad = []
+for f in ("cmh", "pickle"):
+    j = lambda c: json.load(open(f"{m}.{f}.{c}.json"))[0]
+    a = j("summary")["stats"]["allocation.all"]
+    if (a["allocated"], a["peak"], a["freed"], a["current"]) != (maps, maps, maps - live, live):
+        bad.append(f"{f}: summary's allocations {a}, the program's {maps} maps, {live} live")
+    l = j("leaks")
+    if l["live_blocks"] != live or sum(s["blocks"] for s in l["sites"]) != live:
+        bad.append(f"{f}: leaks' live blocks {l['live_blocks']}, the program's {live}")
+    end = [x for x in j("owners")["moments"] if x["moment"] == "end"][0]
+    if sum(r["allocations"] or 0 for r in end["rows"] if r["kind"] == "program") != live:
+        bad.append(f"{f}: owners' allocations at the end {[(r['kind'], r['allocations']) for r in end['rows']]}")
+print("; ".join(bad[:4]) if bad else "counted")
+sys.exit(1 if bad else 0)
+PY
+}
+
+for m in halves quarters reversed twice middle several; do
     rec $m
     mapped=4
-    [ $m = twice ] && mapped=8
+    [ $m = twice ] || [ $m = middle ] && mapped=8
+    [ $m = several ] && mapped=6
+    maps=1
+    [ $m = twice ] && maps=2
+    [ $m = several ] && maps=3
+    check "$m: the allocations are the program's $maps cuMemMap calls ($(counted $m $maps 2>&1 | tail -1))" "counted $m $maps"
     check "$m: nothing live after the last unmap, allocated peaked at the $mapped MiB mapped, in the record and its pickle ($(empty $m $mapped 2>&1 | tail -1))" "empty $m $mapped"
     for c in summary peak leaks owners; do
         check "$m: $c of the pickle reads as $c of the record" "cmp -s $m.cmh.$c.txt $m.pickle.$c.txt"
@@ -73,6 +104,11 @@ for m in halves quarters reversed twice; do
         "py '$SRC/tests/check_memviz.py' --ours $m.pickle >/dev/null"
 done
 check "halves: no note of blocks before the first entry" "! grep -q 'trace begins mid-run' halves.cmh.summary.txt"
+# the two pieces of 'middle' kept mapped to the end: one allocation live, one block ('4.0 MiB in 2
+# blocks' before), the same from the pickle
+rec midkept middle kept
+check "middle kept: one cuMemMap, one allocation live at the end ($(counted midkept 1 1 2>&1 | tail -1))" "counted midkept 1 1"
+check "middle kept: leaks of the pickle reads as leaks of the record" "cmp -s midkept.cmh.leaks.txt midkept.pickle.leaks.txt"
 
 # A handle made before the device's first cuMemGetInfo sample (a cuMemAlloc's) and mapped after
 # it: the sample's used bytes had it, and no row did, so the sample's 'not recorded' held it, and

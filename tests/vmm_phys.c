@@ -9,6 +9,12 @@
  *   vmm_phys kept     four 2 MiB handles made and mapped, the last unmapped and kept (never
  *                     released), then 3 MiB of cuMemAlloc freed again (a stranger's vmm.c): the
  *                     peak, at the cuMemAlloc, holds 11 MiB where the ranges say 9
+ *   vmm_phys notyet   a 64 MiB handle made, then 16 MiB of cuMemAlloc (the peak: the driver charges
+ *                     the handle from its making, 80 MiB), freed, then 32 MiB of the handle mapped,
+ *                     unmapped, the handle released
+ *   vmm_phys held [kill]  a 16 MiB handle made and mapped, 4 MiB of cuMemAlloc (the peak, 20 MiB),
+ *                     freed, the handle unmapped and kept to the end; kill: then SIGKILL (the
+ *                     record is recovered from its flight record)
  *   vmm_phys managed [second]  64 MiB of cuMemAllocManaged and 8 MiB of cuMemAlloc, the
  *                     managed memory first, or second (with FAKECUDA_MANAGED_OFFDEVICE=1 the
  *                     managed pages are off the device; else the fake driver counts them at once)
@@ -17,38 +23,16 @@
  * function, so each has its own stack.
  */
 #include <cuda.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define VMM_PROG "vmm_phys"
+#include "vmm_prog.h"
 
 #define MIB (1ull << 20)
-
-static void ck(CUresult r, const char *what)
-{
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "vmm_phys: %s failed (%d)\n", what, (int)r);
-        exit(1);
-    }
-}
-
-static unsigned long long used(void)
-{
-    size_t f, t;
-    ck(cuMemGetInfo(&f, &t), "cuMemGetInfo");
-    return (unsigned long long)(t - f);
-}
-
-__attribute__((noinline)) static CUmemGenericAllocationHandle make_handle(size_t n)
-{
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    CUmemGenericAllocationHandle h;
-    ck(cuMemCreate(&h, n, &p, 0), "cuMemCreate");
-    return h;
-}
 
 __attribute__((noinline)) static CUdeviceptr map_at(size_t resv, size_t n, CUmemGenericAllocationHandle h)
 {
@@ -61,12 +45,7 @@ __attribute__((noinline)) static CUdeviceptr map_at(size_t resv, size_t n, CUmem
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    CUdevice dev;
-    CUcontext ctx;
-    ck(cuInit(0), "cuInit");
-    ck(cuDeviceGet(&dev, 0), "cuDeviceGet");
-    ck(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    ck(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    vmm_prog_setup();
     if (!strcmp(mode, "alias")) {
         CUmemGenericAllocationHandle h = make_handle(8 * MIB);
         map_at(8 * MIB, 8 * MIB, h);
@@ -99,6 +78,27 @@ int main(int argc, char **argv)
         ck(cuMemAlloc(&x, 3 * MIB), "cuMemAlloc");
         printf("peak %llu\n", used());
         ck(cuMemFree(x), "cuMemFree");
+    } else if (!strcmp(mode, "notyet")) {
+        CUmemGenericAllocationHandle h = make_handle(64 * MIB);
+        CUdeviceptr x;
+        ck(cuMemAlloc(&x, 16 * MIB), "cuMemAlloc"); /* h made, not mapped yet */
+        printf("peak %llu\n", used());
+        ck(cuMemFree(x), "cuMemFree");
+        CUdeviceptr a = map_at(64 * MIB, 32 * MIB, h);
+        ck(cuMemUnmap(a, 32 * MIB), "cuMemUnmap");
+        ck(cuMemRelease(h), "cuMemRelease");
+    } else if (!strcmp(mode, "held")) {
+        CUmemGenericAllocationHandle h = make_handle(16 * MIB);
+        CUdeviceptr a = map_at(16 * MIB, 16 * MIB, h), x;
+        ck(cuMemAlloc(&x, 4 * MIB), "cuMemAlloc");
+        printf("peak %llu\n", used());
+        ck(cuMemFree(x), "cuMemFree");
+        ck(cuMemUnmap(a, 16 * MIB), "cuMemUnmap"); /* h held, mapped nowhere, to the end */
+        if (argc > 2) {
+            printf("end %llu\n", used());
+            fflush(stdout);
+            kill(getpid(), SIGKILL);
+        }
     } else if (!strcmp(mode, "managed")) {
         CUdeviceptr m, a;
         if (argc > 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc"); /* managed_second: the first sample before it */
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
         if (argc <= 2) ck(cuMemAlloc(&a, 8 * MIB), "cuMemAlloc");
         printf("peak %llu\n", used());
     } else {
-        fprintf(stderr, "usage: vmm_phys alias|part|spare|kept|managed\n");
+        fprintf(stderr, "usage: vmm_phys alias|part|spare|kept|notyet|held [kill]|managed\n");
         return 2;
     }
     printf("end %llu\n", used());

@@ -13,6 +13,16 @@
 #    processes)', at the end the same 2 MiB its own; peak --json had peak_physical null for the
 #    11 MiB the driver charged at the peak (reserved 9).  Now every moment has the row (text,
 #    --json, report) and the physical peak counts it.
+#  - a 64 MiB handle made, 16 MiB of cuMemAlloc, then the handle mapped (32 MiB of it): the
+#    driver charged 80 MiB at the cuMemAlloc, peak's physical peak said 64 MiB at the map (it
+#    counted a handle from its first map, owners from its making).  Now 80, in peak (text and
+#    --json), summary and frag.
+#  - a 16 MiB handle mapped, 4 MiB of cuMemAlloc (the peak), the handle unmapped and kept, then
+#    SIGKILL: the record recovered from the flight record had no vmm_maps rows (the journal kept
+#    none), so the held handle counted from its making and its map's range too: peak physical
+#    36 MiB where the exit dump of the same program says 20, owners' peak 16 MiB of 'physical
+#    memory made with cuMemCreate, not mapped' beside the mapped 16.  Now the journal keeps the
+#    rows and the recovered record reads as the exit dump (peak, owners).
 #  - 64 MiB of managed memory off the device (FAKECUDA_MANAGED_OFFDEVICE=1) beside 8 MiB: owners
 #    said 'the device had 72.0 MiB ... in use', total = the device's used memory, where the driver
 #    said 8 MiB (+ the context); now managed memory is its own row, of what the sample leaves.
@@ -114,6 +124,44 @@ assert p["peak_physical"] is not None and p["peak_physical"]["bytes"] == 11 * $M
 assert p["peak_physical"]["index"] == p["peak_reserved"]["index"], p
 assert p["end"]["physical"] == 8 * $M and p["end"]["reserved"] == 6 * $M, p["end"]
 PY' && grep -q '^peak physical:  11.0 MiB' kept.peak.txt && grep -q '^at the end: .*, physical 8.0 MiB$' kept.peak.txt
+
+rec notyet notyet
+"$CMH" peak notyet.cmh >notyet.peak.txt 2>&1
+"$CMH" summary --json notyet.cmh >notyet.summary.json 2>&1
+"$CMH" frag --json notyet.cmh >notyet.frag.json 2>&1
+check "notyet: the physical peak is the driver's 80 MiB, the handle made and not mapped yet beside the cuMemAlloc, in peak, summary and frag ($(grep '^peak physical' notyet.peak.txt))" "py - <<PY
+import json
+peak = int(dict(l.split() for l in open('notyet.out'))['peak']) - 100 * $M
+assert peak == 80 * $M, peak
+p = json.load(open('notyet.peak.json'))[0]
+assert p['peak_physical'] is not None and p['peak_physical']['bytes'] == peak and p['peak_physical']['index'] == 0, p['peak_physical']
+assert p['peak_reserved']['bytes'] == 32 * $M and p['end']['physical'] == 0, p
+for f in ('notyet.summary.json', 'notyet.frag.json'):
+    d = json.load(open(f))[0]
+    assert d['physical'] == {'end': 0, 'peak': peak}, (f, d.get('physical'))
+o = json.load(open('notyet.owners.json'))[0]
+for m in o['moments']:
+    assert m['used'] == sum(r['bytes'] for r in m['rows']), m
+PY
+grep -q '^peak physical:  80.0 MiB' notyet.peak.txt"
+
+rec held held
+env FAKECUDA_CONTEXT=$CTX FAKECUDA_CAPACITY=1G "$CMH" record -q -o heldk.cmh -- "$B/tests/vmm_phys" held kill >heldk.out 2>heldk.err
+check "held kill: the program was killed and its record recovered ($(grep -o 'killed by SIGKILL[^(]*(recovered[^)]*)' heldk.err | head -1))" \
+    "grep -q 'recovered from its flight record' heldk.err 2>/dev/null || '$CMH' peak heldk.cmh 2>&1 | grep -q 'recovered from its flight record'"
+"$CMH" owners --json heldk.cmh >heldk.owners.json 2>&1
+"$CMH" peak --json heldk.cmh >heldk.peak.json 2>&1
+check "held kill: the recovered record's physical peak and owners' rows are the exit dump's (20 MiB; 16 MiB held at the end)" "py - <<PY
+import json
+def figs(n):
+    p = json.load(open(n + '.peak.json'))[0]
+    o = json.load(open(n + '.owners.json'))[0]
+    rows = {m['moment']: sorted((r['kind'], r['bytes']) for r in m['rows']) for m in o['moments']}
+    return p['peak_physical'] and p['peak_physical']['bytes'], p['end']['physical'], rows
+a, b = figs('held'), figs('heldk')
+assert a == b, (a, b)
+assert a[0] == 20 * $M and a[1] == 16 * $M, a
+PY"
 
 rec off managed FAKECUDA_MANAGED_OFFDEVICE=1
 check "managed off the device: owners' totals are the driver's used memory ($(totals off 2>&1 | tail -1))" 'totals off'

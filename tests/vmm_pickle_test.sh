@@ -36,8 +36,8 @@ same() {
     py - "$1" "${2:-}" <<'PY'
 import json, sys
 n, loose = sys.argv[1], sys.argv[2] == "end"
-# (peak's sites_at_peak aside: spare's peak site names make_handle's caller line 81 from the
-# record, 82 from the pickle, not yet looked into; and
+# (peak's sites_at_peak aside: spare's peak site names map_at's caller line 55 (tests/vmm_phys.c)
+# from the record, 56 from the pickle, not yet looked into; and
 # leaks' over_time, its time slices counted from times the pickle rounds to microseconds: at
 # load 10 a slice's edge fell between the two, busy_slices 1 vs 0)
 def norm(v, k=None):

@@ -35,7 +35,7 @@ static void on_block(void *arg, const cmh_live_block *b)
     sslot *s = cmh_oa_get(t, (uint64_t)b->stack + 1, &fresh);
     if (!s) return; /* counted below: the sums would not match, and the caller says so */
     s->bytes += b->size;
-    s->blocks++;
+    s->blocks += !b->more;
 }
 
 static int cmp_ls(const void *a, const void *b)

@@ -122,15 +122,13 @@ int cmh_physmap_managed(const cmh_physmap *p, uint64_t addr);
 void cmh_physmap_reset(cmh_physmap *p);
 uint64_t cmh_physmap_take(cmh_physmap *p, const cmh_vmm_map *row, uint64_t bytes);
 void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg);
-/* The handles made at or before t_ns and first mapped after it (their vmm_maps rows say both
- * times): memory the driver charges from cuMemCreate on, in no segment yet.  fn gets each
- * handle once, with its size. */
-void cmh_physmap_unmapped_yet(const cmh_physmap *p, int64_t t_ns, void (*fn)(void *, const cmh_vmm_map *, uint64_t), void *arg);
-/* The bytes (and *count, the handles) of cuMemCreate handles in use and mapped nowhere now, of
- * those the record says were held so at its end (vmm_unmapped): the ones seen mapped from their
- * unmap on, the ones never mapped from their making (by t_ns: the moment's time, at least the
- * last entry stepped's; INT64_MAX: the end).  In no range and no block: a moment's own row
- * (owners), and part of physical = reserved + adjust + held. */
+/* The bytes (and *count, the handles) of cuMemCreate handles in use and mapped nowhere now (by
+ * t_ns: the moment's time, at least the last entry stepped's; INT64_MAX: the end): of those the
+ * record says were held so at its end (vmm_unmapped), the ones seen mapped from their unmap on,
+ * the ones never mapped from their making; and the handles made and not mapped yet (their
+ * vmm_maps rows say when they were made; no map of them stepped yet), which the driver charges
+ * from cuMemCreate on.  In no range and no block: a moment's own row (owners), and part of
+ * physical = reserved + adjust + held. */
 uint64_t cmh_physmap_held(cmh_physmap *p, int64_t t_ns, uint32_t *count);
 /* The handle the maps name (cmh_vmm_map.handle) that held row h of the device's vmm_unmapped is,
  * as the physmap matched them (physmap.c); 0: never mapped, as far as the maps say. */
@@ -171,6 +169,9 @@ typedef struct cmh_live_block {
     int64_t time_ns;
     uint32_t stack;
     uint8_t state, pool;
+    /* another piece of an allocation a block given already is part of (a cuMemMap unmapped in
+     * its middle is one allocation in two pieces): its bytes count, not as one more block */
+    uint8_t more;
 } cmh_live_block;
 /* Every active block now. */
 void cmh_replay_blocks(const cmh_replay *r, void (*fn)(void *, const cmh_live_block *), void *arg);
