@@ -87,6 +87,11 @@ static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *
                "  say whether another would avoid it (cumemhist whatif --device %d %s)\n", sec->device, sec->path);
         return;
     }
+    if (w->cap.model_over) /* the model's own replay differs from the record: said, not hidden in the capacity */
+        printf("  allocator settings: the what-if model of the recorded settings reserves %s by this OOM where the record\n"
+               "  had %s: more than the device's %s, so the model runs out before the program did (a mismatch of the\n"
+               "  model); what follows is the model's\n",
+               rep_size((double)w->cap.model), rep_size((double)w->cap.reserved), rep_size((double)w->cap.capacity));
     if (!w->avoided) {
         int tried = 0;
         for (int i = 0; i < CMH_WHATIF_NPANEL; i++) tried += (w->tried >> i) & 1;
