@@ -33,4 +33,25 @@ then ok "whatif --json: capacity 56 MiB, allocator 48 MiB (the record's), model_
 check "oom: the allocator-settings line says the model's 60 MiB passes the device's 56 MiB" \
     "grep -q 'reserves 60.0 MiB by this OOM where the record' oom.txt && grep -q 'more than the device.s 56.0 MiB' oom.txt"
 
+# ---- 2. one first: the leak; devices by what they held
+FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=64M "$CMH" record -q -o multi.cmh -- "$B/tests/oom_facts" multi >multi.out 2>&1
+check "multi ran out on device 1 ($(tail -1 multi.out))" "grep -q 'out of memory at step 16' multi.out"
+"$CMH" oom multi.cmh >m.txt 2>&1
+"$CMH" oom --json multi.cmh >m.json 2>&1
+"$CMH" peak multi.cmh >p.txt 2>&1
+check "oom: driven by a leak at leak()" "grep -q 'driven by a leak: allocated grew by 64.0 MiB over 16 steps at leak' m.txt"
+check "oom: one place to look first, the leak: no 'where to look first' for the uneven load ($(grep -A1 'uneven' m.txt | tr '\n' ' '))" \
+    "! grep -q 'look first' m.txt && grep -q 'which the leak above accounts for' m.txt"
+check "peak: device 0 held 32.0 MiB physical" "grep -q '^peak physical:  32.0 MiB' p.txt"
+check "oom: devices compared by what they held: device 0 32.0 MiB physical, 2.0x ($(grep 'devices (' m.txt))" \
+    "grep -q 'device 1 64.0 MiB, device 0 32.0 MiB physical' m.txt && grep -q 'device 1 held 2.0x the next device' m.txt"
+if py - m.json >m.py.txt 2>&1 <<'PY'
+import json, sys
+d = [x for x in json.load(open(sys.argv[1])) if x["device"] == 1][0]
+MiB = 1 << 20
+held = {x["device"]: (x["peak_held"], x["held_is"]) for x in d["devices"]}
+assert held == {1: (64 * MiB, "reserved"), 0: (32 * MiB, "physical")}, held
+assert d["uneven_load"] is True and d["look_first"] == "leak", (d["uneven_load"], d["look_first"])
+PY
+then ok "oom --json: peak_held 64/32 MiB (device 0 physical), look_first leak"; else bad "oom --json: $(cat m.py.txt)"; fi
 finish
