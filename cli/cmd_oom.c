@@ -68,7 +68,7 @@ static void print_balance(const cmh_snapshot *sp, int dev, const cmh_oom_event *
     if (n < 2 || loads[0].device != dev) return;
     int phys = 0;
     for (int i = 0; i < n && i < 6; i++) phys |= loads[i].physical;
-    printf("  devices (peak %s) ", phys ? "held: reserved, or physical where cuMemCreate handles make it more" : "reserved");
+    printf("  devices (peak %s) ", phys ? "held: reserved, or physical where cuMemCreate handles make it differ" : "reserved");
     for (int i = 0; i < n && i < 6; i++)
         printf("%s%s %s%s", i ? ", " : "", rep_device_name(loads[i].device), rep_size((double)loads[i].peak_held),
                loads[i].physical ? " physical" : "");
