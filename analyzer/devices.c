@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/analyzer.h"
 #include "cumemhist/reports.h"
 #include "oatab.h"
 
@@ -417,15 +418,22 @@ int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads
         cmh_peak_report p;
         int rc = cmh_peak_compute(s, devs[k], NULL, &p);
         if (rc != CMH_OK) return rc;
-        loads[*n] = (cmh_device_load){devs[k], (uint64_t)p.reserved_peak, (uint64_t)p.alloc_peak};
-        (*n)++;
+        loads[*n] = (cmh_device_load){devs[k], (uint64_t)p.reserved_peak, (uint64_t)p.alloc_peak, (uint64_t)p.reserved_peak, 0};
         cmh_peak_report_free(&p);
+        /* what the device held is peak's own figure: its physical peak where cuMemCreate handles
+         * make it differ from the ranges (a handle held unmapped: device 0 of 24 MiB of ranges
+         * held 32, and a 64 MiB device 1 read '2.7x the next device' where it was 2.0x) */
+        cmh_physical_peak ph;
+        if ((rc = cmh_physical_peak_compute(s, devs[k], &ph)) != CMH_OK) return rc;
+        if (ph.known && ph.peak >= 0 && (uint64_t)ph.peak != loads[*n].peak_reserved)
+            loads[*n].peak_held = (uint64_t)ph.peak, loads[*n].physical = 1;
+        (*n)++;
     }
-    /* the device asked about first, then the others by peak, largest first */
+    /* the device asked about first, then the others by what they held, largest first */
     for (int i = 0; i < *n; i++)
         for (int j = i + 1; j < *n; j++) {
             int ji = loads[j].device == device, ii = loads[i].device == device;
-            if (ji > ii || (ji == ii && loads[j].peak_reserved > loads[i].peak_reserved)) {
+            if (ji > ii || (ji == ii && loads[j].peak_held > loads[i].peak_held)) {
                 cmh_device_load x = loads[i];
                 loads[i] = loads[j];
                 loads[j] = x;
@@ -437,8 +445,15 @@ int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads
 int cmh_device_uneven(const cmh_device_load *loads, int n, int device)
 {
     /* loads as cmh_device_balance orders them: device first, the next largest second */
-    return n >= 2 && loads[0].device == device && loads[1].peak_reserved &&
-           loads[0].peak_reserved >= CMH_UNEVEN_RATIO * loads[1].peak_reserved;
+    return n >= 2 && loads[0].device == device && loads[1].peak_held && loads[0].peak_held >= CMH_UNEVEN_RATIO * loads[1].peak_held;
+}
+
+int cmh_oom_look_first(const cmh_oom_event *e, int uneven)
+{
+    /* one place to look first: a leak's growth fills any device however the work is spread, so
+     * spreading it is no advice for it (the two read as competing firsts) */
+    if (e && e->ngrowing) return CMH_LOOK_LEAK;
+    return uneven ? CMH_LOOK_UNEVEN : CMH_LOOK_NONE;
 }
 
 const char *cmh_devices_empty_text(const cmh_snapshot *s, char *buf, size_t cap)

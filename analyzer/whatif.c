@@ -886,14 +886,14 @@ int cmh_whatif_capacity_ex(const cmh_snapshot *s, int device, cmh_whatif_cap *k)
         else if (e->action == CMH_ACT_SEGMENT_FREE || e->action == CMH_ACT_SEGMENT_UNMAP) k->whole -= z < k->whole ? z : k->whole;
     }
     if (k->whole > rec) k->whole = rec;
-    /* the allocator's room: what it had (the trace's segments but the plain ones), or the model's
-     * where that is more (a self-replay that differs), and the free memory the OOM reported.  A
-     * PyTorch trace's reserve is its allocator's own, whatever the model makes of the requests
-     * (where the self-replay differs, the model's reserve would misstate the device: 10 MiB + 5
-     * MiB free for a trace holding 20 MiB, which then ran 'over' its own device). */
-    uint64_t mine = rec - k->whole;
-    if (s->source != CMH_SRC_PYTORCH && model > mine) mine = model;
-    k->reserved = mine;
+    /* the allocator's room: what the record says it had (the trace's segments but the plain
+     * ones), whatever the model makes of the same requests.  Where the model's replay differs,
+     * its reserve would misstate the device: a program's own allocator of 48 MiB with 8 MiB free
+     * read 'capacity 68.0 MiB' of a 56 MiB device, because PyTorch's rules serving its six 8 MiB
+     * blocks reserve 60 MiB; and a PyTorch trace of 20 MiB read 15 (the model's 10 + 5 free).
+     * The model's own reserve is kept apart (model), and whether the device could hold it. */
+    k->reserved = rec - k->whole;
+    k->model = model;
     /* device free not known (a PyTorch OOM entry without device_free): what was reserved, the
      * least the device held, never reserved + UINT64_MAX */
     uint64_t device_free = cmh_entry_addr(s, &s->entries[t->first_entry + first]);
@@ -912,6 +912,11 @@ int cmh_whatif_capacity_ex(const cmh_snapshot *s, int device, cmh_whatif_cap *k)
         k->outside = k->total - k->capacity;
         k->capacity = k->total;
     }
+    /* the model's replay of the recorded settings up to the OOM, with what it leaves in place: more
+     * than the device then is a mismatch of the model, which runs out before the record did */
+    uint64_t need = model, add[2] = {k->whole, k->outside};
+    for (int j = 0; j < 2; j++) need = need > UINT64_MAX - add[j] ? UINT64_MAX : need + add[j];
+    k->model_over = need > k->capacity;
     return 1;
 }
 
@@ -931,7 +936,8 @@ const char *const cmh_whatif_panel[CMH_WHATIF_NPANEL] = {
 int cmh_whatif_avoids(const cmh_snapshot *s, int device, cmh_whatif_panel_result *out)
 {
     memset(out, 0, sizeof *out);
-    uint64_t capacity = cmh_whatif_capacity(s, device);
+    cmh_whatif_capacity_ex(s, device, &out->cap);
+    uint64_t capacity = out->cap.capacity;
     if (!capacity) return CMH_EINVAL; /* no OOM on the device: nothing to avoid */
     cmh_whatif_conf rec;
     cmh_whatif_conf_recorded(s, &rec);

@@ -58,23 +58,36 @@ static int balance(const cmh_snapshot *sp, int dev, cmh_device_load *loads, int 
  * only there is advice about PyTorch's DataParallel for the program (not for a driver-API one) */
 static int pytorch_record(const cmh_snapshot *sp) { return cmh_record_pytorch(sp); }
 
-static void print_balance(const cmh_snapshot *sp, int dev)
+/* The devices' peaks, and where the OOM's device held several times the next: the advice to
+ * spread the work only where that is where to look first (cmh_oom_look_first: not beside a leak,
+ * which fills any device however the work is spread) */
+static void print_balance(const cmh_snapshot *sp, int dev, const cmh_oom_event *e)
 {
     cmh_device_load loads[64];
     int n = 0, uneven = balance(sp, dev, loads, &n);
     if (n < 2 || loads[0].device != dev) return;
-    printf("  devices (peak reserved) %s %s", rep_device_name(dev), rep_size((double)loads[0].peak_reserved));
-    for (int i = 1; i < n && i < 6; i++) printf(", %s %s", rep_device_name(loads[i].device), rep_size((double)loads[i].peak_reserved));
+    int phys = 0;
+    for (int i = 0; i < n && i < 6; i++) phys |= loads[i].physical;
+    printf("  devices (peak %s) ", phys ? "held: reserved, or physical where cuMemCreate handles make it differ" : "reserved");
+    for (int i = 0; i < n && i < 6; i++)
+        printf("%s%s %s%s", i ? ", " : "", rep_device_name(loads[i].device), rep_size((double)loads[i].peak_held),
+               loads[i].physical ? " physical" : "");
     if (n > 6) printf(", ...");
     putchar('\n');
-    if (uneven && pytorch_record(sp))
+    if (!uneven) return;
+    double x = (double)loads[0].peak_held / (double)loads[1].peak_held;
+    int look = cmh_oom_look_first(e, uneven);
+    if (look == CMH_LOOK_LEAK)
+        printf("  uneven load: %s held %.1fx the next device, which the leak above accounts for: spreading the work\n"
+               "  would not stop it growing\n", rep_device_name(dev), x);
+    else if (pytorch_record(sp))
         printf("  uneven load: %s held %.1fx the next device; spreading the work (DistributedDataParallel rather than\n"
                "  DataParallel, which gathers onto one device; a smaller batch there) is where to look first\n",
-               rep_device_name(dev), (double)loads[0].peak_reserved / (double)loads[1].peak_reserved);
-    else if (uneven)
+               rep_device_name(dev), x);
+    else
         printf("  uneven load: %s held %.1fx the next device; spreading the work across the devices (or a smaller\n"
                "  share of it on this one) is where to look first\n",
-               rep_device_name(dev), (double)loads[0].peak_reserved / (double)loads[1].peak_reserved);
+               rep_device_name(dev), x);
 }
 
 /* One line from the what-if model: would any setting it tries have avoided this device's first OOM? */
@@ -87,6 +100,11 @@ static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *
                "  say whether another would avoid it (cumemhist whatif --device %d %s)\n", sec->device, sec->path);
         return;
     }
+    if (w->cap.model_over) /* the model's own replay differs from the record: said, not hidden in the capacity */
+        printf("  allocator settings: the what-if model of the recorded settings reserves %s by this OOM where the record\n"
+               "  had %s: more than the device's %s, so the model runs out before the program did (a mismatch of the\n"
+               "  model); what follows is the model's\n",
+               rep_size((double)w->cap.model), rep_size((double)w->cap.reserved), rep_size((double)w->cap.capacity));
     if (!w->avoided) {
         int tried = 0;
         for (int i = 0; i < CMH_WHATIF_NPANEL; i++) tried += (w->tried >> i) & 1;
@@ -103,6 +121,14 @@ static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *
     else
         printf("\n  (this program's own allocator has no such setting; an allocator that served them that way would not run\n"
                "  out: cumemhist whatif --device %d)\n", sec->device);
+}
+
+/* The event of OOM #1, as whatif names it (the first kept after those the ring dropped) */
+static uint32_t first_event(const cmh_oom_report *p)
+{
+    uint32_t first = 0;
+    while (first < p->nevents && p->events[first].number != p->dropped + 1) first++;
+    return first == p->nevents ? 0 : first;
 }
 
 /* The event of the OOM at trace entry index (events are in trace order), NULL if none */
@@ -364,10 +390,17 @@ static int section(const rep_section *sec, void *arg)
                 cmh_jw_kint(w, "device", loads[i].device);
                 cmh_jw_kuint(w, "peak_reserved", loads[i].peak_reserved);
                 cmh_jw_kuint(w, "peak_allocated", loads[i].peak_allocated);
+                cmh_jw_kuint(w, "peak_held", loads[i].peak_held); /* what uneven_load compares */
+                cmh_jw_kstr(w, "held_is", loads[i].physical ? "physical" : "reserved");
                 cmh_jw_end(w);
             }
             cmh_jw_end(w);
             cmh_jw_kbool(w, "uneven_load", uneven);
+            static const char *const looks[] = {NULL, "leak", "uneven_load"};
+            const char *look = looks[cmh_oom_look_first(&p.events[first_event(&p)], uneven)];
+            cmh_jw_key(w, "look_first"); /* the one advice first: a leak outranks an uneven load */
+            if (look) cmh_jw_str(w, look);
+            else cmh_jw_null(w);
             cmh_jw_key(w, "whatif");
             if (wrc != CMH_OK) cmh_jw_null(w);
             else {
@@ -423,9 +456,7 @@ static int section(const rep_section *sec, void *arg)
                        sec->index || p.retries ? "\n" : "", sec->path, rep_device_name(dev), sec->index || p.retries ? "" : "\n");
                 break;
             }
-        uint32_t first = 0; /* the balance and the what-if line go with OOM #1, as whatif names it */
-        while (first < p.nevents && p.events[first].number != p.dropped + 1) first++;
-        if (first == p.nevents) first = 0;
+        uint32_t first = first_event(&p); /* the balance and the what-if line go with it */
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
             /* where the record's OOMs are on several devices, each "#1" says its place in the
@@ -570,7 +601,7 @@ static int section(const rep_section *sec, void *arg)
                        e->device_used ? 100.0 * (double)e->outside / (double)e->device_used : 0.0,
                        rep_size((double)(e->device_used - e->outside)));
             if (i == first) {
-                print_balance(sp, dev);
+                print_balance(sp, dev, e);
                 print_whatif(sec, &wi, wrc, pytorch_record(sp));
             }
             rep_gpu_at(sp, dev, e->time_ns, "  ");

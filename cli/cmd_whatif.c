@@ -356,6 +356,8 @@ int cmd_whatif(int argc, char **argv)
             if (k.free_known) cmh_jw_kuint(&w, "free", k.free);
             else cmh_jw_key(&w, "free"), cmh_jw_null(&w);
             cmh_jw_kuint(&w, "not_recorded", k.outside);
+            cmh_jw_kuint(&w, "model_reserved", k.model); /* the model's of the recorded settings, apart */
+            cmh_jw_kbool(&w, "model_over_capacity", k.model_over);
             cmh_jw_end(&w);
         }
         /* the record itself (peak's figures); "settings" are the model's, the recorded settings first */
@@ -446,6 +448,10 @@ int cmd_whatif(int argc, char **argv)
                 printf("  (the trace's OOM #%u, as `oom` numbers it: reserved then%s%s)\n", rr.dropped + 1, parts,
                        !k.free_known ? "; it reported no free memory (not known), so the device may have had more"
                                      : " plus the free memory it reported");
+            if (k.model_over) /* the capacity is the record's; the model's replay that passes it is a mismatch, said */
+                printf("  the model of the recorded settings reserves %s by then where the record had %s: more than the\n"
+                       "  device held, so it runs out before the program did (a mismatch of the model, not of the device)\n",
+                       rep_size((double)k.model), rep_size((double)k.reserved));
         }
         int width = 30;
         for (int i = 0; i < nt; i++) {

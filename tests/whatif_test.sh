@@ -122,7 +122,8 @@ assert exp["ooms"] == 0, exp
 MiB = 1 << 20
 k = d["capacity_at_oom"]
 assert d["capacity_from"] == "device_total" and d["capacity"] == 256 * MiB and d["capacity"] >= d["record"]["peak_reserved"], d
-assert k == {"plain_driver": 28 * MiB, "allocator": 220 * MiB, "free": 8 * MiB, "not_recorded": 0}, k
+assert k == {"plain_driver": 28 * MiB, "allocator": 220 * MiB, "free": 8 * MiB, "not_recorded": 0, "model_reserved": 220 * MiB,
+             "model_over_capacity": False}, k
 print(f"ok: a recorded caching allocator's fragmentation OOM: {rec['recorded_segment_events']} segment events reproduced "
       f"(the program's own driver allocation left aside); expandable segments would have avoided it; capacity the device's 256 MiB")
 EOF

@@ -816,16 +816,24 @@ int cmh_oom_retry_step(const cmh_oom_request *q, const cmh_entry_full *e, uint64
 /* The OOMs of trace t that were retries (as cmh_oom_retried says) */
 uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t);
 
-/* Each device's peaks (pinned host memory left out): device first, then the rest by peak
- * reserved, largest first.  Fills up to cap, *n says how many. */
+/* Each device's peaks (pinned host memory left out): device first, then the rest by what they
+ * held, largest first.  peak_held: what the device held at its peak, as `peak` and owners say
+ * it: the physical peak where cuMemCreate handles make it differ from the peak reserved
+ * (physical 1), else the peak reserved.  Fills up to cap, *n says how many. */
 typedef struct cmh_device_load {
     int device;
-    uint64_t peak_reserved, peak_allocated;
+    uint64_t peak_reserved, peak_allocated, peak_held;
+    int physical;
 } cmh_device_load;
 int cmh_device_balance(const cmh_snapshot *s, int device, cmh_device_load *loads, int cap, int *n);
-/* Uneven load: device (first in loads) held at least CMH_UNEVEN_RATIO times the next device's peak. */
+/* Uneven load: device (first in loads) held at least CMH_UNEVEN_RATIO times the next device's
+ * peak_held. */
 #define CMH_UNEVEN_RATIO 2
 int cmh_device_uneven(const cmh_device_load *loads, int n, int device);
+/* Where to look first at an OOM, one answer: the leak that drove its demand (e->ngrowing, from
+ * cmh_oom_growth) outranks an uneven load, which is the advice only where no leak grew. */
+enum { CMH_LOOK_NONE, CMH_LOOK_LEAK, CMH_LOOK_UNEVEN };
+int cmh_oom_look_first(const cmh_oom_event *e, int uneven);
 /* A snapshot that holds nothing on any device yet lists several (PyTorch's of a process that
  * allocated nothing on its 4 GPUs): "4 devices listed (0, 1, 2, 3), each empty: nothing
  * allocated, no trace" in buf, else NULL (it holds something, or lists one device or none).  The

@@ -72,17 +72,19 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
                    cmh_whatif_result *out);
 
 /* The capacity a trace's first OOM implies (its OOM #1, cmh_oom_first: the first the program saw,
- * else the first retried one): the device as it was then, never below what it held.  capacity:
- * the plain driver allocations live then (whole: whole-block segments, no allocator above asked
- * for them), the allocator's reserve (reserved: the trace's other segments, or the model's of
- * the recorded settings where more, in a record of the driver) and the free memory the OOM
- * reported (free; 0 and free_known 0 where it reported none); or the device's total memory where
- * the record knows it (cuMemGetInfo: total) and it is more, the difference (outside: the CUDA
- * context, other processes) then held apart from the model as the plain allocations are.  All 0
- * when the trace has no OOM (returns 0; else 1). */
+ * else the first retried one): the device as it was then, never below what it held, from the
+ * record's facts alone.  capacity: the plain driver allocations live then (whole: whole-block
+ * segments, no allocator above asked for them), the allocator's reserve as recorded (reserved:
+ * the trace's other segments) and the free memory the OOM reported (free; 0 and free_known 0
+ * where it reported none); or the device's total memory where the record knows it (cuMemGetInfo:
+ * total) and it is more, the difference (outside: the CUDA context, other processes) then held
+ * apart from the model as the plain allocations are.  model: what the model of the recorded
+ * settings reserves by then; model_over: it, with whole and outside, is more than the capacity
+ * (the model's replay differs from the record and runs out before the record did: a mismatch to
+ * say, not a capacity).  All 0 when the trace has no OOM (returns 0; else 1). */
 typedef struct cmh_whatif_cap {
-    uint64_t capacity, whole, reserved, free, total, outside;
-    int free_known;
+    uint64_t capacity, whole, reserved, free, total, outside, model;
+    int free_known, model_over;
 } cmh_whatif_cap;
 int cmh_whatif_capacity_ex(const cmh_snapshot *s, int device, cmh_whatif_cap *out);
 /* Its capacity alone (0: no OOM). */
@@ -93,12 +95,15 @@ uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device);
 extern const char *const cmh_whatif_panel[CMH_WHATIF_NPANEL];
 
 /* Would any setting of the panel have avoided device's first OOM, at the capacity the OOM
- * implies?  reproduced: the recorded settings fail there too (else the model cannot judge);
- * tried and avoided: bit i for cmh_whatif_panel[i] (a setting equal to the recorded one is not
- * tried).  CMH_EINVAL: no OOM or no block-level trace on the device. */
+ * implies (cap, cmh_whatif_capacity_ex's: its model_over says the model of the recorded
+ * settings could not hold what it reserves by then on the device, and runs out earlier)?
+ * reproduced: the recorded settings fail there too (else the model cannot judge); tried and
+ * avoided: bit i for cmh_whatif_panel[i] (a setting equal to the recorded one is not tried).
+ * CMH_EINVAL: no OOM or no block-level trace on the device. */
 typedef struct cmh_whatif_panel_result {
     int reproduced;
     unsigned tried, avoided;
+    cmh_whatif_cap cap;
 } cmh_whatif_panel_result;
 int cmh_whatif_avoids(const cmh_snapshot *s, int device, cmh_whatif_panel_result *out);
 
