@@ -830,13 +830,14 @@ const cmh_snapshot *cmh_sites_snapshot(const cmh_sites *g) { return g->s; }
 
 /* A PyTorch trace whose allocations have frames but for some (an empty stack on an 'alloc'):
  * those came from a thread with no Python frame, PyTorch's autograd engine's own threads running
- * backward under stacks='python' (gradients, their cuBLAS workspace).  Stops at the first of
- * each. */
-static int stackless_allocs(const cmh_snapshot *s)
+ * backward under stacks='python' (gradients, their cuBLAS workspace).  In a record merged with
+ * PyTorch's part (cmh_merged_view) only that part's entries are looked at: the recorder's
+ * own have their stacks by its context.  Stops at the first of each. */
+static int stackless_allocs(const cmh_snapshot *s, int only_pytorch)
 {
     int with = 0, without = 0;
     for (uint32_t i = 0; i < s->nentries && !(with && without); i++)
-        if (s->entries[i].action == CMH_ACT_ALLOC) {
+        if (s->entries[i].action == CMH_ACT_ALLOC && (!only_pytorch || (s->entries[i].flags & CMH_EF_PYTORCH))) {
             if (s->entries[i].stack) with = 1;
             else without = 1;
         }
@@ -847,9 +848,14 @@ const char *cmh_no_stack_reason(const cmh_snapshot *s)
 {
     /* (PyTorch's backward allocates on the engine's threads: said "recorded without stacks, or
      * allocated before recording" of the gradients of a run recorded with stacks all along) */
-    if (s && s->source == CMH_SRC_PYTORCH && stackless_allocs(s))
+    if (s && s->source == CMH_SRC_PYTORCH && stackless_allocs(s, 0))
         return "allocated by a thread with no Python frame (autograd's backward: stacks='all' keeps its C++ frames), "
                "or before recording";
+    /* the same blocks in a co-recorded record's merged view (the H200's torch_plain.cmh said
+     * "allocated before the first kept entry" of its 112.2 MiB of gradients) */
+    if (s && s->source == CMH_SRC_RECORDER && stackless_allocs(s, 1))
+        return "allocated by a thread with no Python frame (autograd's backward, with PyTorch's history under "
+               "stacks='python'), before the first kept entry, or its stack could not be read";
     if (s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_NONE) return "recorded with context none";
     if (s && s->source == CMH_SRC_RECORDER && s->opt_context == CMH_CONTEXT_STATE)
         return "context state keeps the stacks of blocks live at the end only";

@@ -7,6 +7,9 @@
 #  - mixed.pickle: one allocation with the user's frame, one without: the reason names a thread
 #    with no Python frame, in peak and leaks (the words every output takes).
 #  - bare.pickle: no allocation with a frame: recorded without stacks, as before (a guard).
+#  - merged.cmh: a record of ours joined with mixed.pickle (as `record` co-records PyTorch): the
+#    same blocks said "allocated before the first kept entry" (the H200's torch_plain.cmh); now the
+#    thread too.  The record alone keeps its own words (a guard).
 TEST=stackless . "$(dirname "$0")/testlib.sh"
 
 py - <<'PY'
@@ -41,4 +44,11 @@ check "leaks: the same words" 'grep -qF "<no stack: $R>" o.txt'
 "$CMH" peak bare.pickle >b.txt 2>/dev/null
 check "no allocation with a frame: recorded without stacks, as before" \
     "grep -qF '<no stack: recorded without stacks, or allocated before recording>' b.txt && ! grep -q 'Python frame' b.txt"
+"$CMH" record -q -o rec.cmh -- "$B/samples/leaky" 2 >/dev/null 2>&1
+"$CMH" merge --force -o merged.cmh rec.cmh mixed.pickle >/dev/null 2>&1
+"$CMH" peak merged.cmh >m.txt 2>/dev/null
+"$CMH" peak rec.cmh >r.txt 2>/dev/null
+check "merged with PyTorch's part: its block without a frame names the thread too" \
+    "grep -qF \"<no stack: allocated by a thread with no Python frame (autograd's backward, with PyTorch's history under stacks='python')\" m.txt"
+check "the record alone: no word of Python threads" "[ -s r.txt ] && ! grep -q 'Python frame' r.txt"
 finish
