@@ -85,6 +85,10 @@ const char *rep_not_recorded_line(const cmh_owners_report *o, int64_t t0, char *
     char when[48] = "";
     uint64_t since, excess = o->sample_used - o->sample_recorded;
     if (o->sample_time_ns && t0) snprintf(when, sizeof when, " (%s)", rep_when(o->sample_time_ns, t0));
+    /* what came since has causes beside an unhooked path: on a real GPU (H200, CUDA 13) a PyTorch
+     * job's context grew 72-80 MiB after its first allocation with every allocation path hooked,
+     * the driver loading kernels lazily (CUDA_MODULE_LOADING=LAZY, the default since 12.2) and
+     * NCCL and cuBLAS setting up their handles */
     /* on a GPU nearly every record has it: the context's own memory, there before the first
      * allocation and no doing of the program's; said plainly, in one line, when that is all */
     if (!rep_not_recorded_grew(o, &since)) {
@@ -98,7 +102,8 @@ const char *rep_not_recorded_line(const cmh_owners_report *o, int64_t t0, char *
         snprintf(buf, cap,
                  "not recorded: the latest cuMemGetInfo%s had %s of %s in use, %s more than the %s the record held then: %s was "
                  "there at the first allocation (the CUDA context, other processes), %s came since, which no recorded call made "
-                 "(a path not hooked, another process); peak counts recorded memory only, owners adds the rest as 'not recorded'",
+                 "(the driver's own as kernels load lazily and libraries make their handles, a path not hooked, another "
+                 "process); peak counts recorded memory only, owners adds the rest as 'not recorded'",
                  when, rep_size((double)o->sample_used), rep_size((double)o->sample_total), rep_size((double)excess),
                  rep_size((double)o->sample_recorded), rep_size((double)o->baseline.unrecorded), rep_size((double)since));
         return buf;
