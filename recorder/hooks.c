@@ -592,8 +592,10 @@ CUresult cuStreamDestroy_v2(CUstream s)
 CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL(cuMemPoolDestroy);
+    cmh_pools_destroying((uint64_t)(uintptr_t)pool); /* the helper's question about it answered first */
     CUresult r = fn_(pool);
     if (r == CUDA_SUCCESS) cmh_pools_destroyed((uint64_t)(uintptr_t)pool);
+    else cmh_pools_destroy_refused((uint64_t)(uintptr_t)pool);
     return r;
 }
 

@@ -337,6 +337,8 @@ CMH_HIDDEN void cmh_marks_reset_after_fork(void);
 /* ---- pools.c ---- */
 /* Record a pool's reserved and used bytes now (after an operation on it). */
 CMH_HIDDEN void cmh_pools_sample(uint64_t pool, int device);
+CMH_HIDDEN void cmh_pools_destroying(uint64_t pool);
+CMH_HIDDEN void cmh_pools_destroy_refused(uint64_t pool);
 CMH_HIDDEN void cmh_pools_destroyed(uint64_t pool);
 /* A pool cuMemPoolCreate made on device (its location), with that call's stack: a private pool. */
 CMH_HIDDEN void cmh_pools_created(uint64_t pool, int device, uint32_t stack);

@@ -24,7 +24,9 @@
  * At most CMH_MAX_POOLS pools are followed (the replay trusts no more, analyzer/replay.c); an
  * operation on a pool past them is counted as lost.
  */
+#include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "internal.h"
 #include "oatab.h"
@@ -38,12 +40,18 @@ typedef struct prec {
     uint64_t threshold; /* its release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), as last read or set */
     uint32_t tag;       /* CMH_POOL_DEFAULT or CMH_POOL_PRIVATE (snapshot.h), said on each of its samples */
     int over;           /* reserved > threshold at the last sample: a synchronize may give some back */
+    int dying;          /* the program is destroying it: no new query of the driver about it */
 } prec;
 
 static cmh_mutex g_lock = CMH_MUTEX_INITIALIZER;
 static cmh_oatab g_pools = {NULL, 0, 0, sizeof(prec)};
 static int g_any; /* read without the lock: has any pool been seen */
 static int g_over; /* read without the lock: how many pools hold more than their release threshold */
+/* The resamples under way between their copy of the table and their last question to the
+ * driver.  A destroy waits for them (cmh_pools_destroying): the helper's once-a-second sample
+ * asked the driver about a pool the program had just destroyed, the fake driver's freed memory
+ * (ThreadSanitizer: heap-use-after-free), a handle the real driver may give a new pool. */
+static uint32_t g_sampling;
 
 /* changed_only: record nothing when what the pool keeps is as last recorded (a refresh);
  * flags: the entry's (CMH_EF_AT_DUMP); tag: CMH_POOL_* bits beyond the pool's kind (CMH_POOL_CREATED,
@@ -135,6 +143,32 @@ void cmh_pools_threshold(uint64_t pool, uint64_t threshold)
     cmh_unlock(&g_lock);
 }
 
+/* Before the driver destroys a pool: no resample asks about it from now on, and those that may
+ * (their copy of the table made before) have ended.  The caller holds no recorder lock. */
+void cmh_pools_destroying(uint64_t pool)
+{
+    if (!cmh_pools_any()) return;
+    cmh_lock(&g_lock);
+    prec *p = cmh_oa_find(&g_pools, pool);
+    if (p) p->dying = 1;
+    cmh_unlock(&g_lock);
+    if (!p) return;
+    int saved = errno; /* the program's errno is not ours to change */
+    struct timespec us = {0, 50000};
+    while (__atomic_load_n(&g_sampling, __ATOMIC_ACQUIRE)) nanosleep(&us, NULL);
+    errno = saved;
+}
+
+/* the driver refused the destroy: the pool lives on, and is sampled again */
+void cmh_pools_destroy_refused(uint64_t pool)
+{
+    if (!cmh_pools_any()) return;
+    cmh_lock(&g_lock);
+    prec *p = cmh_oa_find(&g_pools, pool);
+    if (p) p->dying = 0;
+    cmh_unlock(&g_lock);
+}
+
 void cmh_pools_destroyed(uint64_t pool)
 {
     if (cmh_pools_device(pool) >= 0) pool_record(pool, 0, 0, 0, 1, 0, 0, 0, 0, 0);
@@ -163,7 +197,8 @@ static void resample(int device, int changed_only, int flags, int over_only)
     uint32_t n = 0;
     prec *all = malloc((g_pools.n ? g_pools.n : 1) * sizeof *all);
     for (uint32_t i = 0; all && i < g_pools.cap; i++)
-        if (cmh_oa_keyat(&g_pools, i)) all[n++] = *(prec *)cmh_oa_at(&g_pools, i);
+        if (cmh_oa_keyat(&g_pools, i) && !((prec *)cmh_oa_at(&g_pools, i))->dying) all[n++] = *(prec *)cmh_oa_at(&g_pools, i);
+    if (all) __atomic_add_fetch(&g_sampling, 1, __ATOMIC_RELAXED); /* (under the lock: a destroy that marks after sees it) */
     cmh_unlock(&g_lock);
     if (!all) {
         cmh_count_lost(1);
@@ -175,6 +210,7 @@ static void resample(int device, int changed_only, int flags, int over_only)
         if (cmh_driver_pool_attrs(all[i].handle, &reserved, &used) == 0)
             pool_record(all[i].handle, (int)all[i].device, reserved, used, 0, changed_only, flags, 0, 0, all[i].tag);
     }
+    __atomic_sub_fetch(&g_sampling, 1, __ATOMIC_RELEASE);
     free(all);
 }
 
@@ -205,6 +241,7 @@ void cmh_pools_reset_after_fork(void)
     cmh_oa_free(&g_pools);
     g_any = 0;
     g_over = 0;
+    g_sampling = 0; /* (a resample of another thread's, under way at the fork, is not the child's) */
 }
 
 void cmh_pools_atfork_prepare(void) { cmh_lock(&g_lock); }

@@ -445,15 +445,70 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
  * release: its first allocation, which scans the modules for its own flight record, hung for
  * good.  A walk holds this gate to read; fork_prepare takes it to write, last (a walker holds
  * none of the locks taken before it, or fork_prepare waits for that lock first), so no walk of
- * ours is under way when the process is copied. */
-static pthread_rwlock_t g_dl_gate = PTHREAD_RWLOCK_INITIALIZER;
+ * ours is under way when the process is copied.
+ *
+ * The gate is a word, not a pthread_rwlock_t: the child must find it open, and a rwlock held to
+ * write can only be made so there by a new init (glibc's unlock knows its writer by a thread id
+ * the child's thread no longer has), which ThreadSanitizer does not take for an unlock: a child
+ * forked before the helper started read "read lock of a write locked mutex" at its first
+ * allocation.  An annotation telling it so is wrong where the runtime's interceptors are not
+ * first (the recorder preloaded into sh, which does not link the runtime).  Atomics it follows
+ * everywhere.  The word: the walks under way, CMH_GATE_WAIT added while a fork waits for them
+ * to end (the last one out wakes it), or CMH_GATE_SHUT while a fork copies the process.  Walkers
+ * never wait for a fork that has not shut it: a walk may come inside a walk, as glibc's own lock
+ * allows (dlopen's constructors, under that lock, can allocate). */
+#define CMH_GATE_WAIT 0x80000000u
+#define CMH_GATE_SHUT 0xffffffffu
+static uint32_t g_dl_gate;
+
+static void gate_wait(uint32_t seen)
+{
+    int saved = errno;
+    syscall(SYS_futex, &g_dl_gate, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+    errno = saved;
+}
+
+static void gate_wake(void)
+{
+    int saved = errno;
+    syscall(SYS_futex, &g_dl_gate, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    errno = saved;
+}
 
 int cmh_dl_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
 {
-    pthread_rwlock_rdlock(&g_dl_gate);
+    uint32_t v = __atomic_load_n(&g_dl_gate, __ATOMIC_RELAXED);
+    for (;;) {
+        if (v == CMH_GATE_SHUT) {
+            gate_wait(v);
+            v = __atomic_load_n(&g_dl_gate, __ATOMIC_RELAXED);
+        } else if (__atomic_compare_exchange_n(&g_dl_gate, &v, v + 1, 1, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            break;
+    }
     int rc = dl_iterate_phdr(cb, arg);
-    pthread_rwlock_unlock(&g_dl_gate);
+    if (__atomic_sub_fetch(&g_dl_gate, 1, __ATOMIC_RELEASE) == CMH_GATE_WAIT) gate_wake();
     return rc;
+}
+
+/* shut once no walk is under way; a second fork waits until the first opens it */
+static void gate_shut(void)
+{
+    uint32_t v = __atomic_load_n(&g_dl_gate, __ATOMIC_RELAXED);
+    for (;;) {
+        if (v == 0 || v == CMH_GATE_WAIT) {
+            if (__atomic_compare_exchange_n(&g_dl_gate, &v, CMH_GATE_SHUT, 1, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+        } else if (v == CMH_GATE_SHUT || (v & CMH_GATE_WAIT) ||
+                   __atomic_compare_exchange_n(&g_dl_gate, &v, v | CMH_GATE_WAIT, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            gate_wait(v == CMH_GATE_SHUT || (v & CMH_GATE_WAIT) ? v : v | CMH_GATE_WAIT);
+            v = __atomic_load_n(&g_dl_gate, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+static void gate_open(void)
+{
+    __atomic_store_n(&g_dl_gate, 0u, __ATOMIC_RELEASE);
+    gate_wake(); /* the walks and a second fork that came meanwhile */
 }
 
 /* Every lock, taken in the order the recorder nests them (a dump takes all the others; a pool
@@ -469,12 +524,12 @@ static void fork_prepare(void)
     cmh_marks_atfork_prepare();
     cmh_stacks_atfork_prepare();
     cmh_pystack_atfork_prepare();
-    pthread_rwlock_wrlock(&g_dl_gate);
+    gate_shut();
 }
 
 static void fork_parent(void)
 {
-    pthread_rwlock_unlock(&g_dl_gate);
+    gate_open();
     cmh_pystack_atfork_parent();
     cmh_stacks_atfork_parent();
     cmh_marks_atfork_parent();
@@ -487,7 +542,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-    pthread_rwlock_init(&g_dl_gate, NULL); /* this thread held it to write; no other is left */
+    __atomic_store_n(&g_dl_gate, 0u, __ATOMIC_RELAXED); /* this thread shut it; no other is left */
     cmh_sig_reset_after_fork();
     cmh_pystack_atfork_child();
     cmh_stacks_atfork_child();

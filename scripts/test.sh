@@ -30,10 +30,15 @@ suite build-asan -j"$jobs"
 # and its runtime do not get along at thread exit, so libunwind stays out: the recorder's own walk
 # takes the stacks, glibc's backtrace() those it gives up on (fast-glibc).  pystack_threads:
 # Python threads reading their Python stacks under the recorder (the runtime preloaded into python3).
+# The shell tests of the flight record's cuts, deaths, fork and the live readers run here too (sh
+# itself without the runtime; each process's report fails the test: tests/testlib.sh), and
+# fork_walk.  hot_flight passes here too but is left out: its 5.7 M recorded pairs take about
+# 106 s of CPU under the runtime, twice the rest of this step (ctest -R hot_flight in build-tsan).
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMH_TSAN=ON -DCMH_ASSERTS=ON >/dev/null
-cmake --build build-tsan -j"$jobs" --target cumemhist fakecuda test_recorder test_allocators test_faults test_stress test_hot pycallback cumemhist_cli >/dev/null
+cmake --build build-tsan -j"$jobs" --target cumemhist fakecuda test_recorder test_allocators test_faults test_stress test_hot pycallback cumemhist_cli \
+    dies ctx_destroy forker live_prog retry_then_oom cut_flight slow_walk fork_walk >/dev/null
 TSAN_OPTIONS="detect_deadlocks=0 halt_on_error=1 die_after_fork=0" CUMEMHIST_UNWINDER=fast-glibc \
-    suite build-tsan -j"$jobs" -R '^(recorder|allocators|faults|stress|hot|pystack_threads)$'
+    suite build-tsan -j"$jobs" -R '^(recorder|allocators|faults|stress|hot|pystack_threads|deaths|fork|live|cutflight|fork_walk)$'
 # A fuzz smoke run of each reader and of the option parser (scripts/fuzz.sh runs them longer):
 # built first (their objects compiled once for all), then run $jobs at a time, each fuzzer being
 # one process on one core; the figures are printed in the same order every time.

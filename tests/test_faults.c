@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cumemhist/analyzer.h"
 #include "recorder_util.h"
@@ -252,6 +253,34 @@ static void test_full_tables_count_their_drops(void)
     for (int i = 0; i < NPOOLS; i++) cuMemPoolDestroy(pools[i]);
 }
 
+/* A pool destroyed while the recorder's helper asks the driver about it (its once-a-second
+ * sample for the live readers reads every pool): the destroy waits for that query.  It did not,
+ * and the query read the pool the driver had freed (ThreadSanitizer: heap-use-after-free in the
+ * helper's cuMemPoolGetAttribute; a real driver may hand the handle out again meanwhile).  The
+ * fake driver holds each query of another thread 300 ms (FAKECUDA_POOL_ATTR_MS). */
+static void test_pool_destroyed_during_helper_query(void)
+{
+    int *inside = dlsym(RTLD_DEFAULT, "fakecuda_pool_attr_inside");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(inside);
+    CUmemoryPool pool;
+    CUmemPoolProps props = pool_props(0);
+    CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+    CUdeviceptr p;
+    CU_ASSERT_EQUAL_FATAL(cuMemAllocFromPoolAsync(&p, 4096, pool, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemFreeAsync(p, 0), CUDA_SUCCESS);
+    setenv("FAKECUDA_POOL_ATTR_MS", "300", 1);
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 5000 && !__atomic_load_n(inside, __ATOMIC_SEQ_CST); i++) nanosleep(&ms, NULL);
+    int was_inside = __atomic_load_n(inside, __ATOMIC_SEQ_CST);
+    CU_ASSERT(was_inside > 0); /* (the helper's sample came within 5 s) */
+    CU_ASSERT_EQUAL(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+    /* the helper's query of the pool ended before the driver destroyed it */
+    CU_ASSERT_EQUAL(__atomic_load_n(inside, __ATOMIC_SEQ_CST), 0);
+    /* (else it ends now, in this process: where it reads the freed pool, ThreadSanitizer says so) */
+    for (int i = 0; i < 5000 && __atomic_load_n(inside, __ATOMIC_SEQ_CST); i++) nanosleep(&ms, NULL);
+    unsetenv("FAKECUDA_POOL_ATTR_MS");
+}
+
 /* ---- malloc failing inside the recorder (the faults_nomem test preloads tests/malloc_fail.c) ---- */
 
 static int (*malloc_fail_set)(int);
@@ -333,6 +362,7 @@ int main(void)
     CMH_ADD_TEST(s, test_range_name_copied_at_push);
     CMH_ADD_TEST(s, test_refusals_forwarded);
     CMH_ADD_TEST(s, test_full_tables_count_their_drops);
+    CMH_ADD_TEST(s, test_pool_destroyed_during_helper_query);
     CMH_ADD_TEST(s, test_context_not_allocatable);
     CMH_ADD_TEST(s, test_recorder_malloc_fails);
     int rc = cmh_test_main();

@@ -16,6 +16,9 @@
 #include "fakecuda.h"
 
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 /* ---- stream-ordered allocation: one default pool per device ---- */
 
@@ -200,10 +203,23 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
                                                                                              : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* FAKECUDA_POOL_ATTR_MS (tests): a query from any thread but the process's first waits this long
+ * before it reads the pool, fakecuda_pool_attr_inside counting the queries waiting, so that a
+ * test can destroy the pool while the recorder's helper is inside one (test_faults) */
+int fakecuda_pool_attr_inside;
+
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     fake_pool *p = (fake_pool *)pool;
     if (!p || !value) return CUDA_ERROR_INVALID_VALUE;
+    const char *slow = getenv("FAKECUDA_POOL_ATTR_MS");
+    if (slow && syscall(SYS_gettid) != getpid()) {
+        long ms = atol(slow);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        __atomic_add_fetch(&fakecuda_pool_attr_inside, 1, __ATOMIC_SEQ_CST);
+        nanosleep(&ts, NULL);
+        __atomic_sub_fetch(&fakecuda_pool_attr_inside, 1, __ATOMIC_SEQ_CST);
+    }
     pthread_mutex_lock(&g_lock);
     uint64_t v = 0;
     switch (attr) {
