@@ -37,6 +37,7 @@
 typedef struct ev {
     uint64_t sym;  /* action, size and site, mixed */
     uint64_t site; /* action and site: the same op whatever its size (a batch of another shape) */
+    uint32_t stack; /* its whole call stack (0: none captured) */
     int64_t pos;   /* entry index */
     int64_t net;   /* bytes held by the series before this event (allocations minus frees) */
     int alloc;     /* an allocation: only these anchor steps */
@@ -88,6 +89,7 @@ static int events(const cmh_replay *r, const cmh_sites *g, uint32_t thread, ev *
         uint64_t site = g ? cmh_sites_group(g, e->stack) : e->stack;
         v[nv].site = mix(((uint64_t)e->action << 56) ^ (site + 1));
         v[nv].sym = mix(v[nv].site ^ mix(cmh_entry_size(s, e) + 0x9e3779b97f4a7c15ull));
+        v[nv].stack = e->stack;
         v[nv].pos = i;
         v[nv].net = net;
         v[nv].alloc = sign > 0;
@@ -646,6 +648,19 @@ static int by_period(const ev *v, uint32_t nv, const burst *bu, uint32_t nb, uin
     return CMH_OK;
 }
 
+/* The longest run of one allocation op (action and site) back to back in events [0, nv), the
+ * latest of equals: its length, its first event in *best (0 and 0 when there is none). */
+static uint32_t alloc_run(const ev *v, uint32_t nv, uint32_t *best)
+{
+    uint32_t blen = 0;
+    *best = 0;
+    for (uint32_t i = 0, j; i < nv; i = j) {
+        for (j = i + 1; j < nv && v[j].alloc && v[i].alloc && v[j].site == v[i].site;) j++;
+        if (v[i].alloc && j - i >= blen) *best = i, blen = j - i;
+    }
+    return blen;
+}
+
 /* One recording thread's loop of a single allocation an iteration (a prefetch thread keeping a
  * buffer, then waiting for the next batch): its events are one operation repeated, no pattern of
  * two events or more, so neither anchors nor a period find it, and the record's steps, cut from
@@ -665,11 +680,7 @@ static int by_pace(const cmh_replay *r, const ev *v, uint32_t nv, uint32_t **sta
     *starts = NULL;
     *nstarts = 0;
     const cmh_snapshot *s = cmh_replay_snapshot(r);
-    uint32_t best = 0, blen = 0;
-    for (uint32_t i = 0, j; i < nv; i = j) {
-        for (j = i + 1; j < nv && v[j].alloc && v[i].alloc && v[j].site == v[i].site;) j++;
-        if (v[i].alloc && j - i >= blen) best = i, blen = j - i;
-    }
+    uint32_t best, blen = alloc_run(v, nv, &best);
     if (blen < CMH_LEAK_MIN_STEPS) return CMH_OK;
     int64_t n = cmh_replay_length(r), t0 = 0, t1 = 0;
     for (int64_t i = 0; i < n && !t0; i++) t0 = cmh_entry_time(s, cmh_replay_entry(r, i));
@@ -814,6 +825,80 @@ static uint32_t later_head(const ev *v, const uint32_t *b, uint64_t begins)
     return begins + most <= b[0] ? most : begins >= b[0] ? 0 : b[0] - (uint32_t)begins;
 }
 
+#define SIBLINGS_TRIED 64 /* other recording threads whose loops are searched (each costs a pattern search) */
+
+/* Does thread u's own loop (anchors or period, as its steps are found: never by_sibling) make op
+ * (an allocation of one call stack and size) once in each of its CMH_LEAK_MIN_STEPS steps or more?
+ * 1 yes, 0 no, or CMH_ENOMEM (negative). */
+static int once_a_step(const cmh_replay *r, const cmh_sites *g, uint32_t u, const ev *op)
+{
+    ev *w;
+    uint32_t nw, *at = NULL, nat = 0, phases, last;
+    int anchored, yes = 0;
+    if (events(r, g, u, &w, &nw) != CMH_OK) return CMH_ENOMEM;
+    uint32_t made = 0;
+    for (uint32_t i = 0; i < nw; i++) made += w[i].alloc && w[i].sym == op->sym && w[i].stack == op->stack;
+    burst *bu = NULL;
+    uint32_t nb = 0;
+    int rc = made >= CMH_LEAK_MIN_STEPS ? bursts_of(w, nw, 2, &bu, &nb) : CMH_OK;
+    if (rc == CMH_OK && made >= CMH_LEAK_MIN_STEPS) rc = find_loop(w, nw, bu, nb, 2, 0, &at, &nat, &anchored, &phases, &last);
+    if (rc == CMH_OK && nat >= CMH_LEAK_MIN_STEPS + 1) {
+        yes = 1;
+        for (uint32_t k = 0; k + 1 < nat && yes; k++) {
+            uint32_t in = 0;
+            for (uint32_t i = at[k]; i < at[k + 1]; i++) in += w[i].alloc && w[i].sym == op->sym && w[i].stack == op->stack;
+            yes = in == 1;
+        }
+    }
+    free(at);
+    free(bu);
+    free(w);
+    return rc != CMH_OK ? CMH_ENOMEM : yes;
+}
+
+/* One recording thread's loop of a single allocation an iteration, kept, where other threads run
+ * the same loop and free theirs (workers of one function, one of them keeping its buffers): its
+ * events are one operation repeated, no pattern of two events, so neither anchors nor a period
+ * find it; by_pace does only where the threads' race spread its allocations over half the
+ * record's time, and the scheduler decides that (three Python workers allocating 1 MiB at one
+ * line, one keeping its 30: 'growing: +1.0 MiB per step over the last 29 steps of recording
+ * thread 2' in 1 run of 9, 'held, steps not found' in the others, where its loop ran in a third
+ * of the record).  Each allocation of its longest run of one operation starts a step when that
+ * call (the same whole call stack, the same size) is made once in each step of another thread's
+ * own loop: the loop's own work, seen in a thread that frees it.  The threads' own events decide,
+ * whatever their order in the record.  A thread filling a cache back to back from a call no
+ * other thread's loop makes each step (model weights, a pool made at start-up) has no such
+ * steps, nor a single-threaded program: nothing tells its loop of allocations from a start-up's. */
+static int by_sibling(const cmh_replay *r, const cmh_sites *g, const ev *v, uint32_t nv, uint32_t thread, uint32_t **starts, uint32_t *nstarts)
+{
+    *starts = NULL;
+    *nstarts = 0;
+    uint32_t best, blen = alloc_run(v, nv, &best);
+    if (blen < CMH_LEAK_MIN_STEPS || !v[best].stack) return CMH_OK; /* (no stack: no call to tell apart) */
+    for (uint32_t k = 1; k < blen; k++)
+        if (v[best + k].sym != v[best].sym || v[best + k].stack != v[best].stack) return CMH_OK;
+    /* the other recording threads, in their first entries' order */
+    const cmh_snapshot *s = cmh_replay_snapshot(r);
+    uint32_t others[SIBLINGS_TRIED], no = 0;
+    int64_t n = cmh_replay_length(r);
+    for (int64_t i = 0; i < n && no < SIBLINGS_TRIED; i++) {
+        uint32_t u = cmh_entry_thread(s, cmh_replay_entry(r, i)), k = 0;
+        while (k < no && others[k] != u) k++;
+        if (u && u != thread && k == no) others[no++] = u;
+    }
+    int yes = 0;
+    for (uint32_t k = 0; k < no && !yes; k++) {
+        yes = once_a_step(r, g, others[k], &v[best]);
+        if (yes < 0) return CMH_ENOMEM;
+    }
+    if (!yes) return CMH_OK;
+    *starts = malloc((size_t)blen * sizeof **starts);
+    if (!*starts) return CMH_ENOMEM;
+    for (uint32_t k = 0; k < blen; k++) (*starts)[k] = best + k;
+    *nstarts = blen;
+    return CMH_OK;
+}
+
 int cmh_steps_from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thread, cmh_steps *st, int *found)
 {
     ev *v;
@@ -852,6 +937,11 @@ int cmh_steps_from_pattern(const cmh_replay *r, const cmh_sites *g, uint32_t thr
         free(at);
         at = NULL;
         rc = by_pace(r, v, nv, &at, &nat);
+    }
+    if (rc == CMH_OK && thread && nat < 2) { /* or kept where another thread's loop frees the same call's */
+        free(at);
+        at = NULL;
+        rc = by_sibling(r, g, v, nv, thread, &at, &nat);
     }
     /* A loop that changed shape (a schedule's second phase, longer sequences): the loop found
      * is the latest shape; the events before its first step may be a loop of their own, cut

@@ -353,6 +353,9 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kstr(w, "text", cmh_leak_steps_text(&p, line, sizeof line));
         cmh_jw_end(w);
         cmh_jw_kstr(w, "outcome", cmh_leak_outcome_text(&p, line, sizeof line));
+        cmh_jw_key(w, "steps_hint"); /* how to give the steps where none were found (null: none needed) */
+        if (cmh_leak_steps_hint(&p, line, sizeof line)) cmh_jw_str(w, line);
+        else cmh_jw_null(w);
         cmh_jw_nl(w);
         cmh_jw_key(w, "sites");
         json_arg ja = {s, &bs};
@@ -401,6 +404,7 @@ static int section(const rep_section *sec, void *arg)
             if (nheld) held_text(s, g, &p);
             printf("\n%s\n", cmh_leak_outcome_text(&p, line, sizeof line));
             if (lost) printf("note: that is of the history read alone; this record lost part of it (the note under its ending), so it does not pass as clean\n");
+            if (cmh_leak_steps_hint(&p, line, sizeof line)) printf("note: %s\n", line);
             rep_gap_notes(&p.base, 0); /* blocks the trace never freed, gone from the snapshot: why no leak */
             rep_notes(&p.base);
             /* a trace that began mid-run (PyTorch's ring, ours dropping its oldest): a site's

@@ -7,9 +7,10 @@
  *                                   varied sizes, and one 64 KiB block kept every EVERY
  *                                   iterations (a slow leak, linear over the whole run), up to
  *                                   iteration STOP when given (a slow leak that stops)
- *   slow_leak keep [ITERS]          one thread keeps 1 MiB an iteration and does nothing else;
+ *   slow_leak keep [ITERS [1]]      one thread keeps 1 MiB an iteration and does nothing else;
  *                                   a second thread makes and frees one block (two recording
- *                                   threads, one holding memory)
+ *                                   threads, one holding memory); 1: each iteration marked
+ *                                   "step N" (cmh_mark), as leaks' note says to
  *   slow_leak one                   one allocation, kept (a record of one entry)
  * Each allocation site is a function of its own (noinline) so that the reports name it.
  */
@@ -76,11 +77,15 @@ static void *one_block(void *arg)
     return NULL;
 }
 
-static void keep(int iters)
+static void keep(int iters, int marked)
 {
     pthread_t t;
+    loop_mark_fn mark = loop_marks(marked);
     if (pthread_create(&t, NULL, one_block, NULL) || pthread_join(t, NULL)) exit(1);
-    for (int i = 0; i < iters; i++) keep_history();
+    for (int i = 0; i < iters; i++) {
+        loop_step(mark, i);
+        keep_history();
+    }
 }
 
 int main(int argc, char **argv)
@@ -90,10 +95,10 @@ int main(int argc, char **argv)
     if (loop_context(&g_ctx)) return 2;
     if (!strcmp(mode, "burst")) burst(a > 0 ? a : 8, b > 0 ? b : 63);
     else if (!strcmp(mode, "slow")) slow(a > 0 ? a : 200000, b > 0 ? b : 1000, c > 0 ? c : a > 0 ? a : 200000);
-    else if (!strcmp(mode, "keep")) keep(a > 0 ? a : 40);
+    else if (!strcmp(mode, "keep")) keep(a > 0 ? a : 40, b == 1);
     else if (!strcmp(mode, "one")) weights();
     else {
-        fprintf(stderr, "usage: slow_leak burst [STEPS [KV]] | slow [ITERS [EVERY [STOP]]] | keep [ITERS] | one\n");
+        fprintf(stderr, "usage: slow_leak burst [STEPS [KV]] | slow [ITERS [EVERY [STOP]]] | keep [ITERS [1]] | one\n");
         return 2;
     }
     return 0;

@@ -72,6 +72,17 @@ check "40 allocations of one kind in a row: no steps found, no '+2.0 MiB per ste
     "same keep 10 && has keep 10 'rc 5' && ! grep -q 'per step' keep.u &&
      has keep 10 'steps: unknown (no step marks or annotations, and no repeating allocation pattern). The thread holding memory has no loop of its own (4 steps or more)' &&
      has keep 10 'growth cannot be judged: the steps are unknown; 40.0 MiB still live (40 blocks) was made over the run: R'"
+# (nothing tells that loop from weights made in a loop once at start-up: no steps are inferred from
+# it; leaks says how to give them instead, where it said only 'the steps are unknown', and doing
+# as it says judges the leak: growing, exit 3)
+HINT='note: to judge growth, give the steps: mark each iteration of the loop, cumemhist.mark("step") in Python (import cumemhist), CMH_MARK("step") in C or C++ (#include <cumemhist/blocks.h>, nothing to link), or kill -USR2 PID at each step; then record again (one mark is one step; 4 steps at least)'
+"$CMH" leaks --json keep0.cmh | py -c 'import json, sys; print(json.load(sys.stdin)[0]["steps_hint"])' >keep.hint 2>&1
+check "steps unknown: the note after the outcome says how to give the steps, --json steps_hint too ($(tail -1 keep.txt | cut -c1-80))" \
+    "[ \"\$(tail -1 keep.txt)\" = '$HINT' ] && [ \"note: \$(cat keep.hint)\" = '$HINT' ]"
+runs keepm 3 "$P" keep 40 1
+check "the same loop marked as the note says: 40 steps, growing +1.0 MiB per step, exit 3, no note, in 3 of 3 runs ($(tr -s ' ' <keepm.u | tr '\n' '|'))" \
+    "has keepm 3 'rc 3' && has keepm 3 'steps: 40 from the program.s marks (\"step\").*' &&
+     [ \$(grep -c '^        growing: +1.0 MiB per step over the last 39 steps' keepm.all) -eq 3 ] && ! grep -q '^note: to judge' keepm.txt"
 
 # --- a record of one entry has a history; times never read -0.000s ---
 "$CMH" record -q -o one.cmh -- "$P" one >/dev/null 2>&1

@@ -373,6 +373,23 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
     return buf;
 }
 
+/* Growth not judged because the record names no steps and none showed in its pattern: how to
+ * give them.  A program of one thread whose every allocation is one call repeated, never freed,
+ * is such a record: its loop cannot be told from a start-up's (weights made in a loop once), so
+ * no step is inferred from it, and the user is told what would let it be judged (it read only
+ * 'growth cannot be judged: the steps are unknown', and exit 5). */
+const char *cmh_leak_steps_hint(const cmh_leak_report *p, char *buf, size_t cap)
+{
+    if (p->judged || !p->live_blocks || p->steps.count || p->steps_raced || p->unjudged_why || !p->base.history || p->base.entries < 2)
+        return NULL;
+    snprintf(buf, cap,
+             "to judge growth, give the steps: mark each iteration of the loop, cumemhist.mark(\"step\") in Python (import cumemhist), "
+             "CMH_MARK(\"step\") in C or C++ (#include <cumemhist/blocks.h>, nothing to link), or kill -USR2 PID at each step; then "
+             "record again (one mark is one step; %u steps at least)",
+             CMH_LEAK_MIN_STEPS);
+    return buf;
+}
+
 const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t cap)
 {
     uint32_t rising = 0;

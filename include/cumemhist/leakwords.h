@@ -42,6 +42,9 @@ const char *cmh_leak_site_word(const cmh_site *x);
  * step now; 1 site grew over several steps, then stopped, and still holds 80.0 MiB: a likely leak
  * that stopped", "no site grows from step to step", "growth cannot be judged: ..." */
 const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t cap);
+/* How to give the steps, where growth is not judged for want of any (no marks, no annotations,
+ * no pattern): "to judge growth, give the steps: mark each iteration ..."; NULL otherwise. */
+const char *cmh_leak_steps_hint(const cmh_leak_report *p, char *buf, size_t cap);
 
 /* A frame as every text report names it: "name (file:line)", "name (file)", "name (module)";
  * a C++ name too long to read without its template arguments and parameters. */
