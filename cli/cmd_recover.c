@@ -42,6 +42,7 @@ static const cli_option g_opts[] = {
      "and said to be, only\nwhen it is a .cmh the recovery stands in for: another process's, or this\nprocess's earlier "
      "snapshot (SIGUSR1) whose history it holds whole; else kept\n(one with PyTorch's part; at the default path, a pickle or any "
      "other file too):\nthe recovery goes to NAME.recovered.cmh instead, -o's path is refused", NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
     {"--keep", NULL, CLI_FLAG, &g_keep, NULL, "keep the flight record (and its checkpoints) afterwards", NULL, 0, 0, NULL},
     {"--live", NULL, CLI_FLAG, &g_live, NULL,
      "the process still runs: take a copy of what it recorded so far and leave\nthe record as it is (nothing removed, nothing marked)", NULL, 0, 0, NULL},
