@@ -300,6 +300,13 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
     char own[4400];
     default_dest(flight, info.snapshot_path, live, own, sizeof own);
     const char *dest = out ? out : own;
+    /* record's recovery of a process whose path is a character device (-o /dev/null): written
+     * through it as its exit dump would have been, nothing kept, as -o asked (it went to the
+     * runtime directory while a process that ended normally was discarded); one that fails
+     * there (/dev/full) falls back to the runtime directory below */
+    struct stat dev_st;
+    int through = fallback && !out && !live && info.snapshot_path[0] && stat(info.snapshot_path, &dev_st) == 0 && S_ISCHR(dev_st.st_mode);
+    if (through) dest = info.snapshot_path;
     if (!*dest) {
         cmh_snapshot_free(&s);
         cli_error("%s: the record does not say where its snapshot goes: name it with -o", flight);
@@ -373,7 +380,9 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         else
             fprintf(stderr, "cumemhist: pid %lld %s after %s %s; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
                     thousands(info.entries), info.entries == 1 ? "entry" : "entries", dest);
-        if (elsewhere && res->fell_back)
+        if (through && !strcmp(dest, info.snapshot_path))
+            fprintf(stderr, " (written through it: a character device, nothing of it is kept there, as -o asked)");
+        else if (elsewhere && res->fell_back)
             fprintf(stderr, " (in the runtime directory: %s)", res->why);
         else if (elsewhere && device)
             fprintf(stderr, " (recovered beside its flight record: %s, the path asked for, is not a regular file)", info.snapshot_path);
