@@ -125,7 +125,7 @@ static const char *const kind_name[] = {"", "a cumemhist snapshot (.cmh)", "a pi
  * come after the segments and the trace: read through, in pieces that overlap by the mark). */
 static int holds_mark(int fd, const char *mark, size_t len)
 {
-    static __thread char buf[1 << 16];
+    char buf[8192]; /* (on the stack: thread-local storage in the preloaded recorder costs every thread of the program) */
     size_t keep = 0;
     ssize_t n;
     if (lseek(fd, 0, SEEK_SET) != 0) return 0;
@@ -164,7 +164,7 @@ static int output_kind(int dirfd, const char *base, char *holds, size_t cap)
         snprintf(holds, cap, "a file that cannot be read to tell (%s)", strerror(errno));
         return 0;
     }
-    static __thread char head[4096];
+    char head[4096];
     ssize_t n = read(fd, head, sizeof head - 1);
     size_t h = n > 0 ? (size_t)n : 0;
     head[h] = 0;
