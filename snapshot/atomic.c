@@ -211,14 +211,6 @@ static int replaceable(int dirfd, const char *base, const struct stat *st, unsig
     return 0;
 }
 
-int cmh_output_replaceable(const char *path, unsigned kind, char *holds, size_t cap)
-{
-    struct stat st;
-    holds[0] = 0;
-    if (lstat(path, &st) != 0) return 1;
-    return replaceable(AT_FDCWD, path, &st, kind, holds, cap);
-}
-
 /* A name a program's source has (`flamegraph x.cmh -o train.c`, a slip of the shell's history):
  * its extension, or NULL. */
 static const char *source_name(const char *base)

@@ -729,9 +729,6 @@ enum { CMH_KIND_CMH = 1, CMH_KIND_PICKLE, CMH_KIND_JSON, CMH_KIND_CHROME, CMH_KI
 #define CMH_OUT_AS(kind) ((unsigned)(kind) << 8)
 #define CMH_SQLITE_APPLICATION_ID 0x434d4844 /* "CMHD": PRAGMA application_id of our databases */
 int cmh_outputs_force(int on); /* the command line's --force, for every output of this process; returns what it was */
-/* Whether the regular file at path may be replaced by an output of kind: 1 (ours of that kind,
- * empty, or --force), else 0 with what it seems to hold in holds ("a PyTorch snapshot pickle"). */
-int cmh_output_replaceable(const char *path, unsigned kind, char *holds, size_t cap);
 int cmh_inputs_guard(int on); /* returns what it was */
 /* Remember an input (the loaders call it; a reader of other files may too). */
 void cmh_input_opened(int fd);
