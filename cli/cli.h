@@ -148,6 +148,13 @@ void cli_bash_completion(const cli_entry *cmds, size_t n, FILE *fp);
  * c->max_args; with stop_at_arg, the rest of argv from the first one on).  Returns 0, or
  * CLI_EUSAGE after printing why, or -1 after printing --help (the caller exits 0). */
 int cli_parse(const cli_command *c, int argc, char **argv, char **args, int *nargs);
+/* --force of a command that writes -o: what is at -o is replaced even when it is not this
+ * command's own earlier output (snapshot/atomic.c: CMH_OUT_AS); cli_parse passes it on. */
+extern int cli_force;
+#define CLI_FORCE_OPTION                                                                                          \
+    {"--force", NULL, CLI_FLAG, &cli_force, NULL,                                                                 \
+     "replace what is at -o even when it is not this command's own earlier output\n(without it such a file is kept: exit 1)", \
+     NULL, 0, 0, NULL}
 /* The command's help: synopsis, about, its options from the table, the example. */
 void cli_usage(const cli_command *c, FILE *fp);
 

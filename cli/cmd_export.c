@@ -50,6 +50,7 @@ static const cli_option g_opts[] = {
      "name says it: .json is json, .trace.json or .perfetto.json chrome, .pb.gz or\n"
      ".pprof pprof, .db or .sqlite sqlite, .pickle, .pkl or no extension memviz; any other name is refused",
      NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "pprof: that device alone, -1 pinned host memory (default: every device, as the\nreports, pinned host memory apart; each sample labelled device=N: go tool pprof\n-tagfocus=device=N)", NULL, 0, 0, NULL},
     {"--skip", NULL, CLI_LIST, &rep_attribution.skips, "REGEX",
      "pprof: frames whose function, file or module match are machinery too,\nleft out as flamegraph leaves them (repeatable; docs/ATTRIBUTION.md)", NULL, 0, 0, NULL},
@@ -234,7 +235,7 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
     }
     char err[4400];
     cmh_atomic out_file; /* SQLite writes by name: a temporary file beside the target, renamed when done */
-    if (cmh_output_begin(&out_file, out, CMH_OUT_SEEKABLE | CMH_OUT_SHARED, err, sizeof err) != 0) {
+    if (cmh_output_begin(&out_file, out, CMH_OUT_SEEKABLE | CMH_OUT_SHARED | CMH_OUT_AS(CMH_KIND_SQLITE), err, sizeof err) != 0) {
         cli_error("%s", err);
         return CLI_EFILE;
     }
@@ -376,7 +377,7 @@ int cmd_export(int argc, char **argv)
         else if (!rc) {
             cmh_atomic a;
             char err[4400];
-            FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", CMH_OUT_SHARED, err, sizeof err);
+            FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", CMH_OUT_SHARED | CMH_OUT_AS(CMH_KIND_CHROME), err, sizeof err);
             if (!fp) {
                 cli_error("%s", err);
                 rc = CLI_EFILE;
@@ -415,6 +416,8 @@ int cmd_export(int argc, char **argv)
     cmh_atomic a;
     /* a snapshot (the memviz pickle) stays private like a .cmh; JSON, Chrome and pprof are for sharing */
     unsigned share = g_format == F_MEMVIZ || g_format == F_PICKLE ? 0 : CMH_OUT_SHARED;
+    /* what is at -o is replaced only when it is our own earlier export of this format (or --force) */
+    share |= CMH_OUT_AS(g_format == F_JSON ? CMH_KIND_JSON : g_format == F_CHROME ? CMH_KIND_CHROME : g_format == F_PPROF ? CMH_KIND_PPROF : CMH_KIND_PICKLE);
     FILE *fp = cmh_output_open(&a, g_out ? g_out : "-", share, err, sizeof err);
     if (!fp) {
         cli_error("%s", err);

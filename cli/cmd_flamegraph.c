@@ -17,6 +17,7 @@ static int g_device = -2, g_folded;
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write (default: standard output; written atomically)", NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
     {"--at", NULL, CLI_STR, &g_at, "WHEN", "peak (default: the allocated peak), end, oom (#1 as `oom` numbers it: a retry that\nsucceeded is none), oom:N (`oom`'s #N), or an entry number", NULL, 0, 0, NULL},
     {"--device", NULL, CLI_DEVICE, &g_device, "N", "device to draw (default: the lowest in the snapshot that holds memory, said on\nstderr when others do; with --at oom or oom:N, the device of the record's first\nout-of-memory error, by time across the devices, as `oom` says it; without\ntimes, the lowest device's, said as a pick: said on stderr)", NULL, 0, 0, NULL},
     {"--folded", NULL, CLI_FLAG, &g_folded, NULL, "folded stacks (\"outer;...;inner bytes\" per line) for flamegraph.pl,\nspeedscope and the like, instead of the SVG: live bytes by stack at --at, machinery left out", NULL, 0, 0, NULL},

@@ -13,7 +13,7 @@ static int g_force;
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the merged record (required)", NULL, 0, 0, NULL},
-    {"--force", NULL, CLI_FLAG, &g_force, NULL, "join two snapshots that do not look like one process's", NULL, 0, 0, NULL},
+    {"--force", NULL, CLI_FLAG, &g_force, NULL, "join two snapshots that do not look like one process's; and replace what is at -o\neven when it is not a .cmh snapshot", NULL, 0, 0, NULL},
 };
 
 /* The first and last instants a snapshot's trace entries give (ns; 0, 0: none has a time). */
@@ -112,6 +112,7 @@ int cmd_merge(int argc, char **argv)
         cli_error("merge: %s and %s: %s", paths[0], paths[1], err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
     }
+    cmh_outputs_force(g_force); /* (its --force: -o is replaced whatever it holds) */
     rc = cmh_cmh_write_file(&ours, g_out, err, sizeof err);
     cmh_snapshot_free(&ours);
     if (rc != CMH_OK) {

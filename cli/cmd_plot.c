@@ -13,6 +13,7 @@ static const char *const g_axes[] = {"auto", "time", "entries", NULL}; /* CMH_AX
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the SVG (default: standard output; written atomically)", NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
     CLI_OPT_DEVICE_ALL(&g_device),
     {"--width", NULL, CLI_INT, &g_width, "PX", "picture width (default 1200)", NULL, 200, 20000, NULL},
     {"--height", NULL, CLI_INT, &g_height, "PX", "height of each device's panel (default 300)", NULL, 120, 5000, NULL},

@@ -71,7 +71,10 @@ const cli_command cli_cmd_record = {
     "the record goes on.  The history is kept in a flight record from the start: when a\n"
     "process dies without writing its snapshot (a crash, SIGKILL), the snapshot is made from\n"
     "that record.  The exit status is the program's, but\n"
-    "1 when it exited 0 and a snapshot was lost or could not be written where -o said.",
+    "1 when it exited 0 and a snapshot was lost or could not be written where -o said.\n"
+    "-o /dev/null (a character device) discards every process's snapshot, a killed one's\n"
+    "recovery too, and says so; -o /dev/full, which takes none, keeps them in the runtime\n"
+    "directory, status 1.",
     g_opts, CLI_NOPTS(g_opts), 1, 1 << 20, 1, "cumemhist record -o train.cmh -- python train.py"};
 
 static pid_t g_child;
@@ -594,7 +597,10 @@ static void say_others(const rec_run *r, long except, const char *output)
         else if (p->where == WHERE_RUNNING) running++;
     }
     const char *dot = cmh_path_ext(output);
-    if (wrote) fprintf(stderr, "; %ld other process%s wrote %.*s.PID%s", wrote, wrote == 1 ? "" : "es", (int)(dot - output), output, dot);
+    struct stat st; /* a device (-o /dev/null): each process's snapshot went through it, no NAME.PID file is there */
+    if (wrote && stat(output, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        fprintf(stderr, "; %ld other process%s went through it too (nothing kept)", wrote, wrote == 1 ? "'s snapshot" : "es' snapshots");
+    else if (wrote) fprintf(stderr, "; %ld other process%s wrote %.*s.PID%s", wrote, wrote == 1 ? "" : "es", (int)(dot - output), output, dot);
     if (away == 1) fprintf(stderr, "; pid %ld's snapshot could not be written there and is in %s", first_away->pid, first_away->got);
     else if (away) {
         const char *slash = strrchr(first_away->got, '/');
@@ -1080,6 +1086,7 @@ static int record(char **prog, const char *argv0)
         /* only a file that is there is said to hold anything (a full directory took none) */
         const rec_pid *h = last_of(&run, holder);
         char role[128];
+        struct stat ost;
         int w = h ? h->where : WHERE_UNKNOWN;
         if (w == WHERE_ELSEWHERE || w == WHERE_LOST) {
             if (heir) snprintf(role, sizeof role, "the CUDA process nearest pid %ld, the program started, which used no CUDA", (long)g_child);
@@ -1089,6 +1096,8 @@ static int record(char **prog, const char *argv0)
         } else if (heir)
             fprintf(stderr, "cumemhist: %s holds pid %ld, the CUDA process nearest pid %ld (the program started, which used no CUDA)", output,
                     holder, (long)g_child);
+        else if (stat(output, &ost) == 0 && !S_ISREG(ost.st_mode) && !S_ISDIR(ost.st_mode))
+            fprintf(stderr, "cumemhist: the snapshot of pid %ld (the program started) went through %s", holder, output);
         else
             fprintf(stderr, "cumemhist: %s holds pid %ld, the program started", output, holder);
         say_others(&run, holder, output);

@@ -9,9 +9,10 @@
  * --live asks for a copy, which leaves the record as it is.
  *
  * Nothing is lost to the snapshot written: a file at its path is replaced (and said to be) only
- * when it is a .cmh snapshot the recovered one stands in for: another process's, as the exit dump
- * would have replaced it, or this process's own earlier one (SIGUSR1) whose history the recovery
- * holds whole (cmh_record_holds).  One that holds what the flight record lacks (PyTorch's part,
+ * when it is a .cmh snapshot the recovered one stands in for: this process's own earlier one
+ * (SIGUSR1; the same pid, host and start time) whose history the recovery holds whole
+ * (cmh_record_holds).  Another process's snapshot is its record, which this flight record does not
+ * supersede: kept, like the rest, unless --force.  One that holds what the flight record lacks (PyTorch's part,
  * which only a dump takes) is kept: the recovery goes beside it (NAME.recovered.cmh), or, at a
  * path -o named, is refused.  At the default path, which the user did not name, a pickle, a
  * flight record or any other file is kept the same way; a path -o names is the user's choice,
@@ -39,9 +40,10 @@ static int g_keep, g_live;
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH",
      "where to write the snapshot (default: FLIGHT without .flight;\nwith --live, NAME.live.cmh).  A file there is replaced, "
-     "and said to be, only\nwhen it is a .cmh the recovery stands in for: another process's, or this\nprocess's earlier "
-     "snapshot (SIGUSR1) whose history it holds whole; else kept\n(one with PyTorch's part; at the default path, a pickle or any "
-     "other file too):\nthe recovery goes to NAME.recovered.cmh instead, -o's path is refused", NULL, 0, 0, NULL},
+     "and said to be, only\nwhen it is a .cmh the recovery stands in for: this process's earlier\n"
+     "snapshot (SIGUSR1) whose history it holds whole; else kept (another process's\nsnapshot, one with PyTorch's part, a pickle, "
+     "any other file): the recovery goes\nto NAME.recovered.cmh instead, -o's path is refused (exit 1; --force replaces it)", NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
     {"--keep", NULL, CLI_FLAG, &g_keep, NULL, "keep the flight record (and its checkpoints) afterwards", NULL, 0, 0, NULL},
     {"--live", NULL, CLI_FLAG, &g_live, NULL,
      "the process still runs: take a copy of what it recorded so far and leave\nthe record as it is (nothing removed, nothing marked)", NULL, 0, 0, NULL},
@@ -56,7 +58,9 @@ const cli_command cli_cmd_recover = {
     "still runs (its pid, with the same start time, on this host) is refused with exit status 2;\n"
     "--live copies it instead, leaving it untouched.  Nothing at the snapshot's path is lost: a\n"
     "snapshot the process wrote there before (SIGUSR1) is replaced only when the recovery holds\n"
-    "all of it (not PyTorch's part, which only a dump takes); else the recovery is NAME.recovered.cmh.",
+    "all of it (not PyTorch's part, which only a dump takes); another process's snapshot (another\n"
+    "pid, host or start time) is never replaced; else the recovery is NAME.recovered.cmh (with -o:\n"
+    "refused, exit 1, unless --force).",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist recover cumemhist.4242.cmh.flight"};
 
 void cli_flight_ending(const cmh_flight_identity *id, int state, int end_signal, int have_status, int status, char *how, size_t cap)
@@ -205,8 +209,15 @@ static int judge_dest(const char *dest, int named, const cmh_snapshot *s, char *
     cmh_record_id_of(s, &ns);
     cmh_record_id_of(&old, &os);
     if (!cmh_same_process(&ns, &os)) {
-        if (old.pid > 0) snprintf(said, scap, "replacing pid %lld's snapshot that was there", (long long)old.pid);
-        else snprintf(said, scap, "replacing the snapshot that was there");
+        /* another process's record (same pid, host and start time make one process): this flight
+         * record does not supersede it, whatever its path */
+        verdict = DEST_KEEP;
+        if (old.pid > 0 && old.pid != s->pid)
+            snprintf(why, wcap, "holds pid %lld's snapshot, another process's record (this flight record is pid %lld's)", (long long)old.pid,
+                     (long long)s->pid);
+        else
+            snprintf(why, wcap, "holds the snapshot of another process%s (another host or start time than this flight record's)",
+                     old.pid > 0 ? " with its pid" : "");
     } else {
         int h = cmh_record_holds(&ns, &os);
         uint64_t more = s->nentries > old.nentries ? s->nentries - old.nentries : 0;
@@ -289,6 +300,13 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
     char own[4400];
     default_dest(flight, info.snapshot_path, live, own, sizeof own);
     const char *dest = out ? out : own;
+    /* record's recovery of a process whose path is a character device (-o /dev/null): written
+     * through it as its exit dump would have been, nothing kept, as -o asked (it went to the
+     * runtime directory while a process that ended normally was discarded); one that fails
+     * there (/dev/full) falls back to the runtime directory below */
+    struct stat dev_st;
+    int through = fallback && !out && !live && info.snapshot_path[0] && stat(info.snapshot_path, &dev_st) == 0 && S_ISCHR(dev_st.st_mode);
+    if (through) dest = info.snapshot_path;
     if (!*dest) {
         cmh_snapshot_free(&s);
         cli_error("%s: the record does not say where its snapshot goes: name it with -o", flight);
@@ -299,11 +317,16 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
      * Release build refused a copy of kept into why as one that may be cut) */
     char replacing[400], kept[10000] = "", aside[4400], why[4800] = "";
     int judged = judge_dest(dest, out != NULL, &s, replacing, sizeof replacing, why, sizeof why);
+    if (judged == DEST_KEEP && cli_force) { /* the user said so: replaced, and said */
+        snprintf(replacing, sizeof replacing, "replacing what was there (--force): it %.300s", why);
+        judged = DEST_REPLACE;
+        why[0] = 0;
+    }
     if (judged != DEST_KEEP) snprintf(kept, sizeof kept, "%s", why);
     else {
         if (out) {
             cmh_snapshot_free(&s);
-            cli_error("-o %s: %s: not replaced (name another file, or remove it first); %s is left as it is", dest, why, flight);
+            cli_error("-o %s: %s: not replaced (name another file, or --force to replace it); %s is left as it is", dest, why, flight);
             return CLI_EFILE;
         }
         recovered_name(dest, aside, sizeof aside);
@@ -357,7 +380,9 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
         else
             fprintf(stderr, "cumemhist: pid %lld %s after %s %s; snapshot %s", (long long)info.pid, how + (strncmp(how, "was ", 4) ? 0 : 4),
                     thousands(info.entries), info.entries == 1 ? "entry" : "entries", dest);
-        if (elsewhere && res->fell_back)
+        if (through && !strcmp(dest, info.snapshot_path))
+            fprintf(stderr, " (written through it: a character device, nothing of it is kept there, as -o asked)");
+        else if (elsewhere && res->fell_back)
             fprintf(stderr, " (in the runtime directory: %s)", res->why);
         else if (elsewhere && device)
             fprintf(stderr, " (recovered beside its flight record: %s, the path asked for, is not a regular file)", info.snapshot_path);

@@ -13,6 +13,7 @@ static int g_static;
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the page (default: standard output; written atomically)", NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
     CLI_OPT_DEVICE_ALL(&g_device),
     {"--static", NULL, CLI_FLAG, &g_static, NULL, "leave the interactive timeline out: a page with no script at all", NULL, 0, 0, NULL},
     CLI_OPTS_ATTRIBUTION,

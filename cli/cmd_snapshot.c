@@ -19,6 +19,7 @@ static int g_quiet;
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write it (default: cumemhist.PID.live.cmh here)", NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
     {"--quiet", "-q", CLI_FLAG, &g_quiet, NULL, "say nothing on success", NULL, 0, 0, NULL},
 };
 

@@ -11,6 +11,7 @@ static const char *g_out;
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the symbolized .cmh (written atomically)", NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
 };
 
 const cli_command cli_cmd_symbolize = {

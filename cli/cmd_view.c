@@ -12,6 +12,7 @@ static int g_device = -2;
 
 static const cli_option g_opts[] = {
     {"--output", "-o", CLI_STR, &g_out, "PATH", "where to write the page (default: standard output; written atomically)", NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
     CLI_OPT_DEVICE_ALL(&g_device),
     CLI_OPTS_ATTRIBUTION,
 };

@@ -719,7 +719,7 @@ int rep_write(const char *path, int binary, int (*fn)(void *arg, FILE *fp), void
     }
     char err[4400];
     cmh_atomic a;
-    FILE *fp = cmh_output_open(&a, path ? path : "-", CMH_OUT_SHARED, err, sizeof err); /* pages, pictures, folded stacks */
+    FILE *fp = cmh_output_open(&a, path ? path : "-", CMH_OUT_SHARED | CMH_OUT_AS(CMH_KIND_PAGE), err, sizeof err); /* pages, pictures, folded stacks */
     if (!fp) {
         cli_error("%s", err);
         return CLI_EFILE;

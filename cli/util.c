@@ -269,6 +269,8 @@ static int take_value(const cli_command *c, const cli_option *o, const char *v)
     return CLI_EUSAGE;
 }
 
+int cli_force;
+
 int cli_parse(const cli_command *c, int argc, char **argv, char **args, int *nargs)
 {
     *nargs = 0;
@@ -336,6 +338,7 @@ int cli_parse(const cli_command *c, int argc, char **argv, char **args, int *nar
                   c->name);
         return CLI_EUSAGE;
     }
+    cmh_outputs_force(cli_force);
     return 0;
 }
 

@@ -28,7 +28,9 @@
  * less the umask, for a file another user's program reads).  A failed write (a full disk, a
  * quota) removes the temporary file and leaves the target as it was.
  *
- * What the user has is never replaced by mistake: an output that is not a recording
+ * What the user has is never replaced by mistake: an output that says what it is (CMH_OUT_AS)
+ * replaces only its own earlier output of that kind, known by its mark (output_kind), unless the
+ * user said --force (cmh_outputs_force); an output that is not a recording
  * (CMH_OUT_SHARED) refuses a file that holds one (a .cmh, a flight record, a pickle, by their
  * first bytes), and, under cmh_inputs_guard, no output replaces a file this process has read.
  */
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -110,6 +113,103 @@ static const char *recording_kind(int dirfd, const char *base)
 }
 
 const char *cmh_recording_kind(const char *path) { return recording_kind(AT_FDCWD, path); }
+
+/* ---- our own earlier outputs (CMH_OUT_AS): replaced; anything else kept unless --force ---- */
+static int g_force;
+int cmh_outputs_force(int on) { return __atomic_exchange_n(&g_force, on, __ATOMIC_ACQ_REL); }
+
+static const char *const kind_name[] = {"", "a cumemhist snapshot (.cmh)", "a pickle export", "a JSON export", "a Chrome trace export",
+                                        "a pprof profile export", "a SQLite export", "a page, picture or folded stacks"};
+
+/* Whether fd's file holds mark anywhere (a pickle's `cumemhist` dict and a JSON export's object
+ * come after the segments and the trace: read through, in pieces that overlap by the mark). */
+static int holds_mark(int fd, const char *mark, size_t len)
+{
+    char buf[8192]; /* (on the stack: thread-local storage in the preloaded recorder costs every thread of the program) */
+    size_t keep = 0;
+    ssize_t n;
+    if (lseek(fd, 0, SEEK_SET) != 0) return 0;
+    while ((n = read(fd, buf + keep, sizeof buf - keep)) > 0) {
+        size_t have = keep + (size_t)n;
+        if (memmem(buf, have, mark, len)) return 1;
+        keep = have < len - 1 ? have : len - 1;
+        memmove(buf, buf + have - keep, keep);
+    }
+    return 0;
+}
+
+/* Folded stacks (flamegraph --folded): every whole line "frame;frame;... COUNT". */
+static int folded_lines(const char *b, size_t n)
+{
+    size_t lines = 0, at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (b[i] == 0) return 0;
+        if (b[i] != '\n') continue;
+        size_t e = i;
+        while (e > at && b[e - 1] >= '0' && b[e - 1] <= '9') e--;
+        if (e == i || e <= at + 1 || b[e - 1] != ' ') return 0;
+        lines++;
+        at = i + 1;
+    }
+    return lines > 0;
+}
+
+/* Which of our outputs the regular file base in dirfd is (CMH_KIND_*), or 0 with what it seems
+ * to hold in holds. */
+static int output_kind(int dirfd, const char *base, char *holds, size_t cap)
+{
+    snprintf(holds, cap, "something cumemhist did not write (not one of its outputs)");
+    int fd = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(holds, cap, "a file that cannot be read to tell (%s)", strerror(errno));
+        return 0;
+    }
+    char head[4096];
+    ssize_t n = read(fd, head, sizeof head - 1);
+    size_t h = n > 0 ? (size_t)n : 0;
+    head[h] = 0;
+    int kind = 0;
+    const unsigned char *u = (const unsigned char *)head;
+    if (h >= 8 && !memcmp(head, "CMHFLT01", 8)) snprintf(holds, cap, "a flight record (`cumemhist recover` reads it)");
+    else if (h >= 20 && memmem(head, h, "\xa6" "format" "\xa9" "cumemhist", 17)) kind = CMH_KIND_CMH;
+    else if (h >= 2 && u[0] == 0x80 && u[1] >= 2 && u[1] <= 5) {
+        static const char mark[] = "\x8c\x09" "cumemhist" "\x94}(\x8c\x06" "source";
+        if (holds_mark(fd, mark, sizeof mark - 1)) kind = CMH_KIND_PICKLE;
+        else snprintf(holds, cap, "a pickle cumemhist did not export (a PyTorch snapshot, perhaps its only copy)");
+    } else if (h >= 100 && !memcmp(head, "SQLite format 3", 16)) {
+        uint32_t app = (uint32_t)u[68] << 24 | (uint32_t)u[69] << 16 | (uint32_t)u[70] << 8 | u[71];
+        static const char schema[] = "CREATE TABLE processes (process_id INTEGER PRIMARY KEY, file TEXT, rank INTEGER";
+        if (app == CMH_SQLITE_APPLICATION_ID || memmem(head, h, schema, sizeof schema - 1) || holds_mark(fd, schema, sizeof schema - 1))
+            kind = CMH_KIND_SQLITE;
+        else snprintf(holds, cap, "a SQLite database cumemhist did not export");
+    } else if (!strncmp(head, "{\"segments\": [", 14)) {
+        static const char mark[] = "\"cumemhist\": {\"json_schema\": ";
+        if (holds_mark(fd, mark, sizeof mark - 1)) kind = CMH_KIND_JSON;
+        else snprintf(holds, cap, "JSON cumemhist did not export");
+    } else if (!strncmp(head, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n", 43)) kind = CMH_KIND_CHROME;
+    else if (h >= 10 && !memcmp(head, "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10)) kind = CMH_KIND_PPROF; /* zlib's header, as pprof.c writes it */
+    else if (h >= 2 && u[0] == 0x1f && u[1] == 0x8b) snprintf(holds, cap, "gzip-compressed data cumemhist did not write");
+    else if (!strncmp(head, "<!DOCTYPE html>", 15) && (strstr(head, "<title>cumemhist: ") || strstr(head, "<title>cumemhist view: ")))
+        kind = CMH_KIND_PAGE;
+    else if (!strncmp(head, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", 85) &&
+             strstr(head, "<style>"))
+        kind = CMH_KIND_PAGE;
+    else if (folded_lines(head, h)) kind = CMH_KIND_PAGE;
+    else if (!strncmp(head, "<!DOCTYPE html>", 15) || !strncasecmp(head, "<html", 5)) snprintf(holds, cap, "a web page cumemhist did not write");
+    else if (head[0] == '{' || head[0] == '[') snprintf(holds, cap, "JSON cumemhist did not export");
+    close(fd);
+    if (kind) snprintf(holds, cap, "%s", kind_name[kind]);
+    return kind;
+}
+
+static int replaceable(int dirfd, const char *base, const struct stat *st, unsigned kind, char *holds, size_t cap)
+{
+    if (!kind || !S_ISREG(st->st_mode) || st->st_size == 0 || __atomic_load_n(&g_force, __ATOMIC_ACQUIRE)) return 1;
+    int k = output_kind(dirfd, base, holds, cap);
+    if (k == (int)kind) return 1;
+    if (k) snprintf(holds + strlen(holds), cap - strlen(holds), " (this writes %s)", kind_name[kind]);
+    return 0;
+}
 
 /* A name a program's source has (`flamegraph x.cmh -o train.c`, a slip of the shell's history):
  * its extension, or NULL. */
@@ -218,6 +318,13 @@ int cmh_output_begin(cmh_atomic *a, const char *path, unsigned flags, char *err,
     if (fstatat(a->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         const char *rec = S_ISREG(st.st_mode) && (flags & CMH_OUT_SHARED) ? recording_kind(a->dirfd, base) : NULL;
         const char *src = S_ISREG(st.st_mode) && st.st_size > 0 ? source_name(base) : NULL;
+        char holds[200];
+        if (S_ISREG(st.st_mode) && !is_input(&st) && !replaceable(a->dirfd, base, &st, (flags >> 8) & 0xff, holds, sizeof holds)) {
+            close(a->dirfd);
+            a->dirfd = -1;
+            return fail(err, errlen, EEXIST, "%s: holds %s: not replaced (name another file, or --force to replace it)", path, holds);
+        }
+        if ((flags >> 8) & 0xff) rec = src = NULL; /* (the rule above decided: our own earlier output) */
         if (S_ISREG(st.st_mode) && (is_input(&st) || rec || src)) {
             close(a->dirfd);
             a->dirfd = -1;

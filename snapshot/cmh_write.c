@@ -510,7 +510,7 @@ int cmh_cmh_write(const cmh_snapshot *s, FILE *fp) { return write_source(s, NULL
 int cmh_cmh_write_file_source(const cmh_snapshot *s, const cmh_entry_source *src, const char *path, char *err, size_t errlen)
 {
     cmh_atomic a;
-    FILE *fp = cmh_atomic_open(&a, path, err, errlen);
+    FILE *fp = cmh_output_open(&a, path, CMH_OUT_AS(CMH_KIND_CMH), err, errlen); /* (replaces only a .cmh) */
     if (!fp) return CMH_EIO;
     if (write_source(s, src, fp) != CMH_OK && !ferror(fp)) { /* the writer failed, not the stream */
         cmh_atomic_abort(&a);

@@ -3,9 +3,9 @@
 # process that wrote a snapshot on SIGUSR1 and was then killed leaves both that snapshot and its
 # flight record at one path; `recover FLIGHT` replaced the snapshot without a word, PyTorch's part
 # (which only a dump takes) and all.  Now: a snapshot the recovery holds whole is replaced, and
-# said; one that holds what the flight record lacks, a pickle or another file is kept (the
-# recovery goes to NAME.recovered.cmh, or -o's path is refused); another process's .cmh is
-# replaced and said, as record and the exit dump replace it.
+# said; one that holds what the flight record lacks, another process's .cmh (another pid, host or
+# start time), a pickle or another file is kept (the recovery goes to NAME.recovered.cmh, or -o's
+# path is refused, exit 1, unless --force).
 TEST=recoverdest . "$(dirname "$0")/testlib.sh"
 D=$B/tests/dies
 entries() { "$CMH" trace --json "$1" 2>/dev/null | py -c "import json,sys; print(sum(len(d['entries']) for d in json.load(sys.stdin)))"; }
@@ -47,7 +47,7 @@ cp c.cmh c.before
 "$CMH" recover -o c.cmh c.cmh.flight 2>c.err
 rc=$?
 check "recover -o onto a snapshot with PyTorch's part: refused, status 1, nothing removed ($rc: $(cat c.err))" \
-    "[ $rc -eq 1 ] && cmp -s c.cmh c.before && [ -e c.cmh.flight ] && grep -q 'not replaced (name another file, or remove it first)' c.err"
+    "[ $rc -eq 1 ] && cmp -s c.cmh c.before && [ -e c.cmh.flight ] && grep -q 'not replaced (name another file, or --force to replace it)' c.err"
 
 # a pickle at the path (an export the user made there): kept
 killed d
@@ -56,13 +56,24 @@ cp "$F/h200/torch_exp.pickle" d.cmh
 check "recover where a pickle lies: kept, the recovery in d.recovered.cmh ($(cat d.err))" \
     "cmp -s d.cmh '$F/h200/torch_exp.pickle' && [ \"\$(entries d.recovered.cmh)\" = 150 ] && grep -q 'd.cmh holds a pickle' d.err"
 
-# another process's snapshot at the path (an earlier run's): replaced, as the exit dump would, and said
+# another process's snapshot at the path (an earlier run's, another pid): its record, which this
+# flight record does not supersede: kept, the recovery beside it (it was replaced: "(replacing pid
+# N's snapshot that was there)", exit 0)
 killed e
 other=$(cat a.pid)
 cp a.cmh e.cmh
-"$CMH" recover e.cmh.flight 2>e.err
-check "recover over another process's snapshot: replaced, and said ($(cat e.err))" \
-    "grep -q \"snapshot e.cmh (replacing pid $other's snapshot that was there)\" e.err && [ ! -e e.recovered.cmh ]"
+"$CMH" recover --keep e.cmh.flight 2>e.err
+check "recover over another process's snapshot: kept, the recovery in e.recovered.cmh ($(cat e.err))" \
+    "cmp -s e.cmh a.cmh && [ \"\$(entries e.recovered.cmh)\" = 150 ] && grep -q \"e.cmh holds pid $other's snapshot, another process's record\" e.err"
+# ... and at a path -o names: refused, exit 1, --force said; with --force replaced, and said
+"$CMH" recover --keep -o e.cmh e.cmh.flight 2>e2.err
+rc=$?
+check "recover -o onto another process's snapshot: refused, status 1 ($rc: $(cat e2.err))" \
+    "[ $rc -eq 1 ] && cmp -s e.cmh a.cmh && [ -e e.cmh.flight ] && grep -q \"e.cmh: holds pid $other's snapshot, another process's record.*--force\" e2.err"
+"$CMH" recover --force -o e.cmh e.cmh.flight 2>e3.err
+rc=$?
+check "recover --force -o onto another process's snapshot: replaced, and said ($rc: $(cat e3.err))" \
+    "[ $rc -eq 0 ] && ! cmp -s e.cmh a.cmh && [ \"\$(entries e.cmh)\" = 150 ] && grep -q 'replacing what was there (--force)' e3.err"
 
 "$CMH" recover --help >help.txt 2>&1
 check "recover --help says what it does with a file at the path" "grep -q 'NAME.recovered.cmh' help.txt"

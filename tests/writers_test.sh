@@ -13,19 +13,21 @@ H=$F/h200
 "$CMH" record -q -o l.cmh -- "$B/samples/leaky" >/dev/null 2>&1 || bad "record of samples/leaky failed"
 cp "$F/flight/killed-150.flight" flight.orig
 
-# A command line for writer $1 with output $2 (a shell word).
+# A command line for writer $1 with output $2 (a shell word).  What was at the path before is
+# text ("old"), not the command's own earlier output: --force replaces it (without it, it is kept:
+# tests/clobber_test.sh); record refuses it before its run and takes an earlier .cmh.
 cmdline() {
     case $1 in
     record) echo "\"$CMH\" record -q -o $2 -- \"$B/samples/leaky\"" ;;
-    memviz | json | chrome | pprof) echo "\"$CMH\" export -f $1 \"$T/l.cmh\" -o $2" ;;
-    sqlite) echo "\"$CMH\" export -f sqlite \"$T/l.cmh\" -o $2" ;;
-    symbolize) echo "\"$CMH\" symbolize \"$T/l.cmh\" -o $2" ;;
-    merge) echo "\"$CMH\" merge -o $2 \"$H/torch_exp.cmh\" \"$H/torch_exp.pickle\"" ;;
-    recover) echo "cp \"$T/flight.orig\" \"$T/fl.flight\" && \"$CMH\" recover \"$T/fl.flight\" -o $2" ;;
-    plot) echo "\"$CMH\" plot \"$T/l.cmh\" -o $2" ;;
-    folded) echo "\"$CMH\" flamegraph --folded \"$T/l.cmh\" -o $2" ;;
-    flamegraph) echo "\"$CMH\" flamegraph \"$T/l.cmh\" -o $2" ;;
-    report) echo "\"$CMH\" report \"$T/l.cmh\" -o $2" ;;
+    memviz | json | chrome | pprof) echo "\"$CMH\" export --force -f $1 \"$T/l.cmh\" -o $2" ;;
+    sqlite) echo "\"$CMH\" export --force -f sqlite \"$T/l.cmh\" -o $2" ;;
+    symbolize) echo "\"$CMH\" symbolize --force \"$T/l.cmh\" -o $2" ;;
+    merge) echo "\"$CMH\" merge --force -o $2 \"$H/torch_exp.cmh\" \"$H/torch_exp.pickle\"" ;;
+    recover) echo "cp \"$T/flight.orig\" \"$T/fl.flight\" && \"$CMH\" recover --force \"$T/fl.flight\" -o $2" ;;
+    plot) echo "\"$CMH\" plot --force \"$T/l.cmh\" -o $2" ;;
+    folded) echo "\"$CMH\" flamegraph --force --folded \"$T/l.cmh\" -o $2" ;;
+    flamegraph) echo "\"$CMH\" flamegraph --force \"$T/l.cmh\" -o $2" ;;
+    report) echo "\"$CMH\" report --force \"$T/l.cmh\" -o $2" ;;
     esac
 }
 writers="record memviz json chrome pprof sqlite symbolize merge recover plot flamegraph folded report"

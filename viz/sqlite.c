@@ -127,7 +127,11 @@ cmh_sqlite *cmh_sqlite_open(const char *path, char *err, size_t errlen)
     }
     /* a new file that is renamed into place when done: no journal to keep, no one else to lock
      * out */
-    if (sqlite3_exec(x->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;", NULL, NULL, NULL) != SQLITE_OK ||
+    /* (application_id: a later export knows this file for its own, snapshot/atomic.c) */
+    char pragmas[200];
+    snprintf(pragmas, sizeof pragmas, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE; PRAGMA application_id=%d;",
+             (int)CMH_SQLITE_APPLICATION_ID);
+    if (sqlite3_exec(x->db, pragmas, NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_exec(x->db, g_schema, NULL, NULL, NULL) != SQLITE_OK) {
         fail(x, path);
         cmh_sqlite_abort(x);

@@ -718,6 +718,17 @@ int cmh_snapshot_append_entry_extra(cmh_snapshot *s, const cmh_entry_full *e, ui
  * file gets 0666 less the umask, not 0600 (a file another user's program must read: the
  * exporter's node_exporter textfile). */
 enum { CMH_OUT_SEEKABLE = 1, CMH_OUT_SHARED = 2, CMH_OUT_PUBLIC = 4 };
+/* What an output is, said with CMH_OUT_AS(kind) in its flags: then a non-empty regular file at
+ * its path is replaced only when it holds what this output itself would have written (our own
+ * earlier output of that kind, known by its mark: a .cmh's format key, our pickle's `cumemhist`
+ * dict, our SQLite's application_id or schema, our JSON's `cumemhist` object, our trace's and
+ * pprof's first bytes, our page's title or picture's header, folded stacks' lines), or when the
+ * user said --force (cmh_outputs_force); else it is refused (EEXIST), err naming the file, what
+ * it seems to hold and --force.  An empty file holds nothing to lose: replaced. */
+enum { CMH_KIND_CMH = 1, CMH_KIND_PICKLE, CMH_KIND_JSON, CMH_KIND_CHROME, CMH_KIND_PPROF, CMH_KIND_SQLITE, CMH_KIND_PAGE };
+#define CMH_OUT_AS(kind) ((unsigned)(kind) << 8)
+#define CMH_SQLITE_APPLICATION_ID 0x434d4844 /* "CMHD": PRAGMA application_id of our databases */
+int cmh_outputs_force(int on); /* the command line's --force, for every output of this process; returns what it was */
 int cmh_inputs_guard(int on); /* returns what it was */
 /* Remember an input (the loaders call it; a reader of other files may too). */
 void cmh_input_opened(int fd);
