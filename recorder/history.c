@@ -545,9 +545,14 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     }
     if (!ticks) ticks = cmh_now_ticks();
     uint32_t thread = cmh_hist_thread();
-    cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, thread, (unsigned)action & 15, (unsigned)kind & 7,
-                       (unsigned)flags & 15};
-    cmh_flight_entry(slot, s, &e); /* the file first: a death in between loses nothing */
+    int fits = cmh_slot_fits(addr, size, requested, stream, stack, thread);
+    /* the file first: a death in between loses nothing.  An entry that packs into its slot
+     * goes to the flight record from its fields (cmh_flight_tiny), with no copy of it made */
+    if (CMH_UNLIKELY(!fits) || CMH_UNLIKELY(!cmh_flight_tiny(slot, s, ticks, addr, size, stack, thread, action & 15, kind & 7, flags & 15))) {
+        cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, thread, (unsigned)action & 15, (unsigned)kind & 7,
+                           (unsigned)flags & 15};
+        cmh_flight_entry(slot, s, &e);
+    }
     uint64_t k = s - 1 - d->base, cap = d->cap;
     if (cap && k >= cap) k %= cap;
     uint64_t ci = k >> CHUNK_BITS, off = k & CHUNK_MASK;
@@ -558,7 +563,7 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
         cmh_ring_slot *at = slot_at(c, cap, off);
         uint64_t w1 = (uint64_t)((unsigned)kind & 7) << 56 | (uint64_t)((unsigned)flags & 15) << 59,
                  word = (uint64_t)((unsigned)action & 15) << 60;
-        if (CMH_LIKELY(cmh_slot_fits(addr, size, requested, stream, stack, thread))) {
+        if (CMH_LIKELY(fits)) {
             w1 |= size | (uint64_t)stack << 36;
             word |= addr | (uint64_t)thread << 48;
         } else { /* out of line: the rare entry pays */
