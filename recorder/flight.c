@@ -518,28 +518,26 @@ _Static_assert(CMH_FR_ACT_SEGMENT_FREE == CMH_ACT_SEGMENT_FREE, "a short free's 
 
 static int g_crc_hw; /* cmh_crc32c_words may use the instruction (set before the first append) */
 
-int cmh_flight_tiny(int slot, uint64_t seq, int64_t ticks, uint64_t addr, uint64_t size, uint32_t stack, uint32_t thread,
-                    int action, int kind, int flags)
+/* f as a tiny record (flight_format.h, version 6): 1 written (or counted lost), 0 when it does
+ * not fit one (then the longer way).  f is the caller's local, never in memory: inline in both
+ * callers, so the fields the caller's packing bounds already (cmh_flight_tiny's) cost no test. */
+static inline int write_tiny(cmh_flight_header *fh, const cmh_fr_entry *f)
 {
-    cmh_flight_header *fh = __atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE);
-    if (!fh) return 1;
-    /* f never leaves this function: the compiler keeps its fields in registers */
-    cmh_fr_entry f = {(uint32_t)slot, 0, seq, ticks, addr, size, size, 0, stack, thread, (uint8_t)action, (uint8_t)kind, (uint8_t)flags, {0}};
     /* a tiny record when the entry fits one and its time fits the active extent's time base
      * (that of the extent the reservation lands in, checked again after it: the active one
      * may have changed meanwhile) */
-    if (CMH_UNLIKELY(!cmh_fr_tiny_fits(&f))) return 0;
+    if (CMH_UNLIKELY(!cmh_fr_tiny_fits(f))) return 0;
     uint32_t act = __atomic_load_n(&fh->active, __ATOMIC_ACQUIRE);
-    if (CMH_UNLIKELY(act >= CMH_FLIGHT_EXTENTS || !cmh_fr_tiny_time_fits(ticks, __atomic_load_n(&fh->area_t0[act], __ATOMIC_RELAXED))))
+    if (CMH_UNLIKELY(act >= CMH_FLIGHT_EXTENTS || !cmh_fr_tiny_time_fits(f->ticks, __atomic_load_n(&fh->area_t0[act], __ATOMIC_RELAXED))))
         return 0;
-    int fr = action == CMH_ACT_SEGMENT_FREE && !stack;
-    uint32_t len = fr ? CMH_FR_FREE_TINY_LEN : CMH_FR_ENTRY_TINY_LEN, first = cmh_fr_tiny_first(&f, fr), a;
+    int fr = f->action == CMH_ACT_SEGMENT_FREE && !f->stack;
+    uint32_t len = fr ? CMH_FR_FREE_TINY_LEN : CMH_FR_ENTRY_TINY_LEN, first = cmh_fr_tiny_first(f, fr), a;
     cmh_flight_rec *h = reserve(len, &a, 0, first);
     if (!h) return 1; /* counted lost */
     int64_t t0 = __atomic_load_n(&fh->area_t0[a - CMH_FLIGHT_EXTENTS], __ATOMIC_RELAXED);
     uint64_t w[3];
-    int fits = cmh_fr_tiny_time_fits(ticks, t0);
-    if (CMH_LIKELY(fits)) cmh_fr_tiny_body(&f, t0, w);
+    int fits = cmh_fr_tiny_time_fits(f->ticks, t0);
+    if (CMH_LIKELY(fits)) cmh_fr_tiny_body(f, t0, w);
     else w[0] = 0, w[1] = 1, w[2] = 0; /* no entry (seq 0): written again the longer way */
     uint32_t nw = fr ? 2 : 3, word = cmh_crc32c_words(g_crc_hw, w, nw) ^ first ^ CMH_FR_COMPACT_KEY;
     if (CMH_UNLIKELY(!word)) { /* (1 in 2^32) the commit word may not be 0: no entry here either */
@@ -555,13 +553,26 @@ int cmh_flight_tiny(int slot, uint64_t seq, int64_t ticks, uint64_t addr, uint64
     return fits;
 }
 
+int cmh_flight_tiny(int slot, uint64_t seq, int64_t ticks, uint64_t w1, uint64_t word)
+{
+    cmh_flight_header *fh = __atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE);
+    if (!fh) return 1;
+    cmh_ring_slot sl = {ticks, w1, word};
+    cmh_rec_entry e;
+    cmh_ring_expand(&sl, NULL, word, &e);
+    cmh_fr_entry f = {(uint32_t)slot, 0, seq, ticks, e.addr, e.size, e.size, 0, e.stack, e.thread, (uint8_t)e.action, (uint8_t)e.kind,
+                      (uint8_t)e.flags, {0}};
+    return write_tiny(fh, &f);
+}
+
 /* A trace entry: tiny when it fits, as nearly all do (32 bytes; a segment's free that repeats
  * nothing of its allocation, 24), else short with a compact head (40; 32), else whole (88).  The compact head's commit word
  * is the body's sum folded with its first word (flight_format.h), computed here before anything
  * is stored: one word to store last, and a record whose word would be 0 takes a whole head. */
 void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
 {
-    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    cmh_flight_header *fh = __atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE);
+    if (!fh) return;
     uint32_t a;
     /* The caller has just stored e a field at a time: read it so.  The compiler read two fields
      * with one 16-byte load, which the store buffer cannot serve from two 8-byte stores: each
@@ -569,11 +580,9 @@ void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
      * third of this function's samples). */
     uint64_t addr = e->addr, size = e->size, requested = e->requested, stream = e->stream;
     __asm__("" : "+r"(addr), "+r"(size), "+r"(requested), "+r"(stream));
-    if (requested == size && !stream &&
-        cmh_flight_tiny(slot, seq, e->ticks, addr, size, e->stack, e->thread, (int)e->action, (int)e->kind, (int)e->flags))
-        return;
     cmh_fr_entry f = {(uint32_t)slot, 0, seq, e->ticks, addr, size, requested, stream, e->stack, e->thread,
                       (uint8_t)e->action, (uint8_t)e->kind, (uint8_t)e->flags, {0}};
+    if (write_tiny(fh, &f)) return;
     cmh_fr_entry_short p;
     if (CMH_LIKELY(cmh_fr_entry_pack(&f, &p))) {
         /* a free without a stack: its size is the segment's (hooks.c's frees name the segment

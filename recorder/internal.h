@@ -544,12 +544,11 @@ CMH_HIDDEN uint64_t cmh_driver_default_pool(int device); /* 0 when the driver sa
 /* ---- flight.c: the history in a file from the start (snapshot/flight_format.h) ---- */
 CMH_HIDDEN void cmh_flight_start(void); /* at the first touch */
 CMH_HIDDEN void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e); /* between its claim and its commit */
-/* The same for an entry whose requested size is its size and that has no stream (a ring slot
- * that packs: cmh_slot_fits), from its fields, as a tiny record (snapshot/flight_format.h): 1
- * written (or no flight record), 0 when it does not fit one: then cmh_flight_entry.  The hot
- * path's, which packs it from registers with no copy of the entry in memory (flight.c). */
-CMH_HIDDEN int cmh_flight_tiny(int slot, uint64_t seq, int64_t ticks, uint64_t addr, uint64_t size, uint32_t stack,
-                               uint32_t thread, int action, int kind, int flags);
+/* The same for an entry that packs into a ring slot (cmh_slot_fits), given as the slot's words
+ * (ticks, w1, word: cmh_ring_slot), as a tiny record (snapshot/flight_format.h): 1 written (or
+ * no flight record), 0 when it does not fit one: then cmh_flight_entry.  The hot path's: the
+ * entry is packed once, for both, and passed in registers (flight.c). */
+CMH_HIDDEN int cmh_flight_tiny(int slot, uint64_t seq, int64_t ticks, uint64_t w1, uint64_t word);
 CMH_HIDDEN void cmh_flight_clear(int slot, uint64_t seq);                          /* with the ring closed */
 CMH_HIDDEN void cmh_flight_set_capacity(uint64_t max_entries);
 CMH_HIDDEN void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth);
