@@ -487,6 +487,7 @@ static inline cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted,
                              at + len + POP_WINDOW / 2 > __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED)))
                 reserved_ahead(a, at, len, size);
             cmh_flight_rec *r = (cmh_flight_rec *)(g_map[a] + at);
+            CMH_PREFETCH_W(r);
             r->len = first ? first : len;
             *area = counted ? a : CMH_FLIGHT_EXTENTS + a;
             return r;

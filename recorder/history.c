@@ -571,6 +571,7 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     if (CMH_UNLIKELY(!c) && !(c = make_chunk(d, ci))) cmh_count_lost(1);
     else if (!cap || own_slot(c, off, s)) {
         cmh_ring_slot *at = slot_at(c, cap, off);
+        CMH_PREFETCH_W(at);
         if (CMH_UNLIKELY(!fits)) chunk_side(c, cap, ci)[off] = (cmh_ring_side){addr, size, requested, stream, stack, thread};
         at->ticks = ticks;
         at->w1 = w1;
