@@ -437,12 +437,40 @@ static int next_extent(uint32_t full, int new_generation)
     return rc;
 }
 
+/* What a reservation [at, at + len) of extent a (of size bytes) asks besides its bytes: the
+ * next extent made ahead once the active one passes g_prep_at, the pieces ahead of a record
+ * that crosses into a new piece, the populated end kept a window ahead.  Called only when one
+ * of those is due (reserved() tests all three at once), so the common append pays for none. */
+static __attribute__((noinline)) void reserved_ahead(uint32_t a, uint64_t at, uint32_t len, uint64_t size)
+{
+    if (at > __atomic_load_n(&g_prep_at, __ATOMIC_RELAXED) && !__atomic_load_n(&g_prep_asked, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&g_prep_asked, 1, __ATOMIC_ACQ_REL))
+        cmh_helper_wake();
+    if (((at ^ (at + len)) & ~(PIECE - 1)) != 0) {
+        /* the helper late by a piece: this appender makes the pieces ahead itself */
+        if (__atomic_load_n(&g_pop[a], __ATOMIC_RELAXED) < ((at + len) & ~(PIECE - 1)) + PIECE) populate_piece(a, at + len, size);
+        /* the helper makes the window ahead and gives back what was written; when it has
+         * not given back for RELEASE_LAG, this appender does, as appenders past the
+         * populated end did before the pieces (seen: 40 MB left resident otherwise) */
+        if (at > __atomic_load_n(&g_rel[a], __ATOMIC_RELAXED) + RELEASE_LAG) release_mine(a, at);
+        if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
+            cmh_helper_wake();
+    }
+    uint64_t pop = __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED);
+    if (at + len + POP_WINDOW / 2 > pop && pop < size) {
+        if (at + len > pop) populate_here();
+        else if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
+            cmh_helper_wake();
+    }
+}
+
 /* Reserve a record of len bytes, head included (a multiple of 8), in the active extent; NULL
  * when no extent can take it (then counted).  counted: raise the extent's writer count (cmh_fl_commit() lowers it), so that the
  * extent is not given back under the writer.  Trace entries need not (the hot path's one atomic
  * here is the cursor's): the checkpoint waits for every entry claimed so far to be complete
- * (cmh_hist_quiesce) before any extent is given back. */
-cmh_flight_rec *cmh_fl_reserve(uint32_t len, uint32_t *area, int counted, uint32_t first)
+ * (cmh_hist_quiesce) before any extent is given back.  Inline in the tiny entry's path
+ * (cmh_flight_tiny); cmh_fl_reserve for the others. */
+static inline cmh_flight_rec *reserve(uint32_t len, uint32_t *area, int counted, uint32_t first)
 {
     if (CMH_UNLIKELY(len > 0xffffffu)) { /* a whole head's length keeps bits 24-31 clear (version 4) */
         __atomic_add_fetch(&cmh_fl_h->lost_records, 1, __ATOMIC_RELAXED);
@@ -453,28 +481,13 @@ cmh_flight_rec *cmh_fl_reserve(uint32_t len, uint32_t *area, int counted, uint32
         if (a >= CMH_FLIGHT_EXTENTS) break;
         cmh_flight_area *ar = &cmh_fl_h->area[a];
         if (counted) __atomic_add_fetch(&ar->writers, 1, __ATOMIC_ACQUIRE);
-        uint64_t at = __atomic_fetch_add(&ar->cursor, len, __ATOMIC_RELAXED);
-        if (at + len <= ar->size) {
+        uint64_t at = __atomic_fetch_add(&ar->cursor, len, __ATOMIC_RELAXED), size = ar->size;
+        if (CMH_LIKELY(at + len <= size)) {
+            if (CMH_UNLIKELY(at > __atomic_load_n(&g_prep_at, __ATOMIC_RELAXED) || ((at ^ (at + len)) & ~(PIECE - 1)) != 0 ||
+                             at + len + POP_WINDOW / 2 > __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED)))
+                reserved_ahead(a, at, len, size);
             cmh_flight_rec *r = (cmh_flight_rec *)(g_map[a] + at);
-            if (CMH_UNLIKELY(at > __atomic_load_n(&g_prep_at, __ATOMIC_RELAXED)) && !__atomic_load_n(&g_prep_asked, __ATOMIC_RELAXED) &&
-                !__atomic_exchange_n(&g_prep_asked, 1, __ATOMIC_ACQ_REL))
-                cmh_helper_wake();
-            if (CMH_UNLIKELY(((at ^ (at + len)) & ~(PIECE - 1)) != 0)) {
-                /* the helper late by a piece: this appender makes the pieces ahead itself */
-                if (__atomic_load_n(&g_pop[a], __ATOMIC_RELAXED) < ((at + len) & ~(PIECE - 1)) + PIECE) populate_piece(a, at + len, ar->size);
-                /* the helper makes the window ahead and gives back what was written; when it has
-                 * not given back for RELEASE_LAG, this appender does, as appenders past the
-                 * populated end did before the pieces (seen: 40 MB left resident otherwise) */
-                if (at > __atomic_load_n(&g_rel[a], __ATOMIC_RELAXED) + RELEASE_LAG) release_mine(a, at);
-                if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
-                    cmh_helper_wake();
-            }
-            uint64_t pop = __atomic_load_n(&g_pop[a], __ATOMIC_RELAXED);
-            if (CMH_UNLIKELY(at + len + POP_WINDOW / 2 > pop) && pop < ar->size) {
-                if (at + len > pop) populate_here();
-                else if (!__atomic_load_n(&g_pop_asked, __ATOMIC_RELAXED) && !__atomic_exchange_n(&g_pop_asked, 1, __ATOMIC_ACQ_REL))
-                    cmh_helper_wake();
-            }
+            CMH_PREFETCH_W(r);
             r->len = first ? first : len;
             *area = counted ? a : CMH_FLIGHT_EXTENTS + a;
             return r;
@@ -487,6 +500,8 @@ cmh_flight_rec *cmh_fl_reserve(uint32_t len, uint32_t *area, int counted, uint32
     __atomic_add_fetch(&cmh_fl_h->lost_records, 1, __ATOMIC_RELAXED);
     return NULL;
 }
+
+cmh_flight_rec *cmh_fl_reserve(uint32_t len, uint32_t *area, int counted, uint32_t first) { return reserve(len, area, counted, first); }
 
 /* The body's sum, then the commit word that makes the record visible (release: a reader that
  * sees the commit sees the sum and the body).  The sum is the record's one cost beyond its
@@ -502,13 +517,63 @@ void cmh_fl_commit(cmh_flight_rec *r, int type, uint32_t area)
 
 _Static_assert(CMH_FR_ACT_SEGMENT_FREE == CMH_ACT_SEGMENT_FREE, "a short free's action");
 
+static int g_crc_hw; /* cmh_crc32c_words may use the instruction (set before the first append) */
+
+/* f as a tiny record (flight_format.h, version 6): 1 written (or counted lost), 0 when it does
+ * not fit one (then the longer way).  f is the caller's local, never in memory: inline in both
+ * callers, so the fields the caller's packing bounds already (cmh_flight_tiny's) cost no test. */
+static inline int write_tiny(cmh_flight_header *fh, const cmh_fr_entry *f)
+{
+    /* a tiny record when the entry fits one and its time fits the active extent's time base
+     * (that of the extent the reservation lands in, checked again after it: the active one
+     * may have changed meanwhile) */
+    if (CMH_UNLIKELY(!cmh_fr_tiny_fits(f))) return 0;
+    uint32_t act = __atomic_load_n(&fh->active, __ATOMIC_ACQUIRE);
+    if (CMH_UNLIKELY(act >= CMH_FLIGHT_EXTENTS || !cmh_fr_tiny_time_fits(f->ticks, __atomic_load_n(&fh->area_t0[act], __ATOMIC_RELAXED))))
+        return 0;
+    int fr = f->action == CMH_ACT_SEGMENT_FREE && !f->stack;
+    uint32_t len = fr ? CMH_FR_FREE_TINY_LEN : CMH_FR_ENTRY_TINY_LEN, first = cmh_fr_tiny_first(f, fr), a;
+    cmh_flight_rec *h = reserve(len, &a, 0, first);
+    if (!h) return 1; /* counted lost */
+    int64_t t0 = __atomic_load_n(&fh->area_t0[a - CMH_FLIGHT_EXTENTS], __ATOMIC_RELAXED);
+    uint64_t w[3];
+    int fits = cmh_fr_tiny_time_fits(f->ticks, t0);
+    if (CMH_LIKELY(fits)) cmh_fr_tiny_body(f, t0, w);
+    else w[0] = 0, w[1] = 1, w[2] = 0; /* no entry (seq 0): written again the longer way */
+    uint32_t nw = fr ? 2 : 3, word = cmh_crc32c_words(g_crc_hw, w, nw) ^ first ^ CMH_FR_COMPACT_KEY;
+    if (CMH_UNLIKELY(!word)) { /* (1 in 2^32) the commit word may not be 0: no entry here either */
+        fits = 0, w[0] = 0, w[1] = 2, w[2] = 0;
+        word = cmh_crc32c_words(g_crc_hw, w, nw) ^ first ^ CMH_FR_COMPACT_KEY;
+    }
+    /* the body a word at a time (a copy of a length known only here was a call, or a loop) */
+    uint64_t *body = (uint64_t *)(void *)((char *)h + CMH_FR_COMPACT_HEAD);
+    body[0] = w[0];
+    body[1] = w[1];
+    if (!fr) body[2] = w[2];
+    __atomic_store_n(&h->commit, word, __ATOMIC_RELEASE);
+    return fits;
+}
+
+int cmh_flight_tiny(int slot, uint64_t seq, int64_t ticks, uint64_t w1, uint64_t word)
+{
+    cmh_flight_header *fh = __atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE);
+    if (!fh) return 1;
+    cmh_ring_slot sl = {ticks, w1, word};
+    cmh_rec_entry e;
+    cmh_ring_expand(&sl, NULL, word, &e);
+    cmh_fr_entry f = {(uint32_t)slot, 0, seq, ticks, e.addr, e.size, e.size, 0, e.stack, e.thread, (uint8_t)e.action, (uint8_t)e.kind,
+                      (uint8_t)e.flags, {0}};
+    return write_tiny(fh, &f);
+}
+
 /* A trace entry: tiny when it fits, as nearly all do (32 bytes; a segment's free that repeats
  * nothing of its allocation, 24), else short with a compact head (40; 32), else whole (88).  The compact head's commit word
  * is the body's sum folded with its first word (flight_format.h), computed here before anything
  * is stored: one word to store last, and a record whose word would be 0 takes a whole head. */
 void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
 {
-    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    cmh_flight_header *fh = __atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE);
+    if (!fh) return;
     uint32_t a;
     /* The caller has just stored e a field at a time: read it so.  The compiler read two fields
      * with one 16-byte load, which the store buffer cannot serve from two 8-byte stores: each
@@ -518,32 +583,7 @@ void cmh_flight_entry(int slot, uint64_t seq, const cmh_rec_entry *e)
     __asm__("" : "+r"(addr), "+r"(size), "+r"(requested), "+r"(stream));
     cmh_fr_entry f = {(uint32_t)slot, 0, seq, e->ticks, addr, size, requested, stream, e->stack, e->thread,
                       (uint8_t)e->action, (uint8_t)e->kind, (uint8_t)e->flags, {0}};
-    /* a tiny record (version 6: 32 bytes, a segment's free 24) when the entry fits one and its
-     * time fits the active extent's time base (that of the extent the reservation lands in,
-     * checked again after it: the active one may have changed meanwhile) */
-    if (CMH_LIKELY(cmh_fr_tiny_fits(&f))) {
-        uint32_t act = __atomic_load_n(&cmh_fl_h->active, __ATOMIC_ACQUIRE);
-        if (CMH_LIKELY(act < CMH_FLIGHT_EXTENTS && cmh_fr_tiny_time_fits(f.ticks, __atomic_load_n(&cmh_fl_h->area_t0[act], __ATOMIC_RELAXED)))) {
-            int fr = e->action == CMH_ACT_SEGMENT_FREE && !e->stack;
-            uint32_t len = fr ? CMH_FR_FREE_TINY_LEN : CMH_FR_ENTRY_TINY_LEN, n = len - CMH_FR_COMPACT_HEAD;
-            uint32_t first = cmh_fr_tiny_first(&f, fr);
-            cmh_flight_rec *h = cmh_fl_reserve(len, &a, 0, first);
-            if (!h) return;
-            int64_t t0 = __atomic_load_n(&cmh_fl_h->area_t0[a - CMH_FLIGHT_EXTENTS], __ATOMIC_RELAXED);
-            uint64_t w[3];
-            int fits = cmh_fr_tiny_time_fits(f.ticks, t0);
-            if (CMH_LIKELY(fits)) cmh_fr_tiny_body(&f, t0, w);
-            else w[0] = 0, w[1] = 1, w[2] = 0; /* no entry (seq 0): written again below */
-            uint32_t word = cmh_crc32c(0, w, n) ^ first ^ CMH_FR_COMPACT_KEY;
-            if (CMH_UNLIKELY(!word)) { /* (1 in 2^32) the commit word may not be 0: no entry here either */
-                fits = 0, w[0] = 0, w[1] = 2, w[2] = 0;
-                word = cmh_crc32c(0, w, n) ^ first ^ CMH_FR_COMPACT_KEY;
-            }
-            __builtin_memcpy((char *)h + CMH_FR_COMPACT_HEAD, w, n);
-            __atomic_store_n(&h->commit, word, __ATOMIC_RELEASE);
-            if (CMH_LIKELY(fits)) return;
-        }
-    }
+    if (write_tiny(fh, &f)) return;
     cmh_fr_entry_short p;
     if (CMH_LIKELY(cmh_fr_entry_pack(&f, &p))) {
         /* a free without a stack: its size is the segment's (hooks.c's frees name the segment
@@ -808,6 +848,7 @@ void cmh_flight_start(void)
     }
     h->active = 0;
     g_prep_at = g_first_size / 2;
+    g_crc_hw = cmh_crc32c_hw();
     __atomic_store_n(&cmh_fl_h, h, __ATOMIC_RELEASE); /* only now may appends come: the first extent is there */
     cmh_pystack_each(cmh_flight_pyframe); /* before the stacks that name them */
     cmh_stacks_each(cmh_flight_stack); /* those made before (a forked child's inherited ones) */

@@ -545,9 +545,24 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     }
     if (!ticks) ticks = cmh_now_ticks();
     uint32_t thread = cmh_hist_thread();
-    cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, thread, (unsigned)action & 15, (unsigned)kind & 7,
-                       (unsigned)flags & 15};
-    cmh_flight_entry(slot, s, &e); /* the file first: a death in between loses nothing */
+    /* the entry packed once, for its ring slot and for its flight record */
+    int fits = cmh_slot_fits(addr, size, requested, stream, stack, thread);
+    uint64_t w1 = (uint64_t)((unsigned)kind & 7) << 56 | (uint64_t)((unsigned)flags & 15) << 59,
+             word = (uint64_t)((unsigned)action & 15) << 60;
+    if (CMH_LIKELY(fits)) {
+        w1 |= size | (uint64_t)stack << 36;
+        word |= addr | (uint64_t)thread << 48;
+    } else { /* out of line (the side table, below): the rare entry pays */
+        w1 |= CMH_SLOT_SIDE;
+        word |= (uint64_t)CMH_SLOT_THREADS << 48;
+    }
+    /* the file first: a death in between loses nothing.  An entry that packs goes to the
+     * flight record as its slot's words, in registers (cmh_flight_tiny) */
+    if (CMH_UNLIKELY(!fits) || CMH_UNLIKELY(!cmh_flight_tiny(slot, s, ticks, w1, word))) {
+        cmh_rec_entry e = {ticks, addr, size, requested, stream, stack, thread, (unsigned)action & 15, (unsigned)kind & 7,
+                           (unsigned)flags & 15};
+        cmh_flight_entry(slot, s, &e);
+    }
     uint64_t k = s - 1 - d->base, cap = d->cap;
     if (cap && k >= cap) k %= cap;
     uint64_t ci = k >> CHUNK_BITS, off = k & CHUNK_MASK;
@@ -556,17 +571,8 @@ void cmh_hist_record(int device, int action, int kind, int flags, uint64_t addr,
     if (CMH_UNLIKELY(!c) && !(c = make_chunk(d, ci))) cmh_count_lost(1);
     else if (!cap || own_slot(c, off, s)) {
         cmh_ring_slot *at = slot_at(c, cap, off);
-        uint64_t w1 = (uint64_t)((unsigned)kind & 7) << 56 | (uint64_t)((unsigned)flags & 15) << 59,
-                 word = (uint64_t)((unsigned)action & 15) << 60;
-        if (CMH_LIKELY(cmh_slot_fits(addr, size, requested, stream, stack, thread))) {
-            w1 |= size | (uint64_t)stack << 36;
-            word |= addr | (uint64_t)thread << 48;
-        } else { /* out of line: the rare entry pays */
-            cmh_ring_side *sd = &chunk_side(c, cap, ci)[off];
-            *sd = (cmh_ring_side){addr, size, requested, stream, stack, thread};
-            w1 |= CMH_SLOT_SIDE;
-            word |= (uint64_t)CMH_SLOT_THREADS << 48;
-        }
+        CMH_PREFETCH_W(at);
+        if (CMH_UNLIKELY(!fits)) chunk_side(c, cap, ci)[off] = (cmh_ring_side){addr, size, requested, stream, stack, thread};
         at->ticks = ticks;
         at->w1 = w1;
         __atomic_store_n(&at->word, word, __ATOMIC_RELEASE);

@@ -144,5 +144,14 @@ uint32_t cmh_crc32c(uint32_t crc, const void *buf, size_t len)
     return ~crc_sw(~crc, p, len);
 }
 
+int cmh_crc32c_hw(void)
+{
+#ifdef CMH_CRC_HW
+    return have_hw();
+#else
+    return 0;
+#endif
+}
+
 /* For the tests: the software path, whatever the CPU (both must agree). */
 uint32_t cmh_crc32c_sw(uint32_t crc, const void *buf, size_t len) { return ~crc_sw(~crc, buf, len); }

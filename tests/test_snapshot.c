@@ -837,6 +837,14 @@ static void test_crc32c(void)
             bad += cmh_crc32c(cmh_crc32c(0, b + off, cut), b + off + cut, lens[k] - cut) != want;
         }
     CU_ASSERT_EQUAL(bad, 0);
+    /* the recorder's inline sum of whole words, with the instruction and without */
+    for (int hw = 0; hw < 2; hw++)
+        for (unsigned n = 1; n <= 3; n++)
+            for (size_t off = 0; off < 64; off += 8) {
+                uint64_t w[3];
+                memcpy(w, b + off, 8 * n);
+                CU_ASSERT_EQUAL(cmh_crc32c_words(hw && cmh_crc32c_hw(), w, n), cmh_crc32c_sw(0, w, 8 * n));
+            }
     free(b);
 }
 
