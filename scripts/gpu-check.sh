@@ -293,15 +293,9 @@ for prog in pylines pyalloc reuse; do
 done
 python3 - "$W" >>"$R" 2>&1 <<'PY'
 import json, os, sys
+sys.path.insert(0, "tests/python")
+from pyframes import frames  # the Python frames of each allocation, by its size; the settings
 w = sys.argv[1]
-def frames(path):  # the Python frames of each allocation, by its size; the settings
-    d = json.load(open(path))
-    fr, st = d["frames"], d["stacks"]
-    by = {}
-    for s in d["segments"]:
-        for b in s["blocks"]:
-            by.setdefault(b["size"], []).append(tuple((fr[i]["filename"], fr[i]["name"], fr[i]["line"]) for i in st[b["stack"]] if fr[i]["filename"].endswith(".py")))
-    return {k: sorted(v) for k, v in by.items()}, d["allocator_settings"]
 keys = ("python_stacks", "python_stacks_read_without_gil", "python_stacks_refused_layout", "python_stacks_refused_nogil")
 for prog in "pylines", "pyalloc", "reuse":
     got = {}

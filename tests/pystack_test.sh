@@ -120,17 +120,7 @@ check "--context none: no stacks, no Python frames, nothing read" \
 "$CMH" export -o h.json h.cmh
 CUMEMHIST_TEST_PYLAYOUT=none "$CMH" record -q -o x.cmh -- $PY "$PROG" "$LIB" >/dev/null 2>&1
 "$CMH" export -o x.json x.cmh
-cat >pyframes.py <<'PY'
-import json, sys
-def frames(path):  # the Python frames of each allocation, by its size
-    d = json.load(open(path))
-    fr, st = d["frames"], d["stacks"]
-    by = {}
-    for s in d["segments"]:
-        for b in s["blocks"]:
-            by.setdefault(b["size"], []).append(tuple((fr[i]["filename"], fr[i]["name"], fr[i]["line"]) for i in st[b["stack"]] if fr[i]["filename"].endswith(".py")))
-    return {k: sorted(v) for k, v in by.items()}, d["allocator_settings"]
-PY
+cp "$SRC/tests/python/pyframes.py" .  # frames(): shared with gpu-check.sh's section 10
 check "--python-stacks held: ctypes.CDLL released the GIL, and its Python frames were read without it, the same as the C API's with the GIL taken back" \
     'pyq -c "
 import sys; sys.path.insert(0, \".\")
