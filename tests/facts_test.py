@@ -232,6 +232,10 @@ def snapshot_dict_facts(d):
 
 def from_memviz(rec):
     path = out("f.pickle")
+    # the last record's export, made from a PyTorch pickle, is in PyTorch's own format with no mark
+    # of ours, which export refuses to replace (docs/CLI.md "Where output goes"): a fresh path each time
+    if os.path.exists(path):
+        os.remove(path)
     run("export", "-f", "memviz", "-o", path, rec)
     return snapshot_dict_facts(pickle.load(open(path, "rb")))
 
