@@ -752,13 +752,13 @@ static uint32_t nsite_id(const pylayout *L, uintptr_t code, int lasti, const uns
 
 static void nsite_add(const pylayout *L, uintptr_t code, int lasti, const unsigned char *co, uint32_t id, int64_t used)
 {
-    if (used <= 0 || g_nsites.n >= NSITES_MAX) return;
+    if (used <= 0) return;
     unsigned char *tab = malloc((size_t)used);
     if (!tab) return;
     memcpy(tab, (const unsigned char *)word(co, L->co_linetable) + 32, (size_t)used);
     pthread_mutex_lock(&g_lock);
-    nsite *x = NULL;
-    if (cmh_oa_reserve(&g_nsites, g_nsites.n + 1) == 0) {
+    nsite *x = NULL; /* (the table's count read under the lock: another thread may be adding) */
+    if (g_nsites.n < NSITES_MAX && cmh_oa_reserve(&g_nsites, g_nsites.n + 1) == 0) {
         x = cmh_oa_add(&g_nsites, key_of((PyObj *)code, lasti));
         *x = (nsite){x->key, code, word(co, L->co_filename), word(co, L->co_name), word(co, L->co_linetable), lasti,
                      int32(co, L->co_firstlineno), id, (uint32_t)strlen(g_ids[id - 1].file),
