@@ -136,13 +136,6 @@ typedef struct jentry {
     uint64_t seq;
 } jentry;
 
-/* a CMH_FR_CHILD record: its path's bytes are at off in the file */
-typedef struct fchild {
-    uint32_t index, path_len;
-    int64_t pid;
-    uint64_t off;
-} fchild;
-
 typedef struct ctx {
     rd *r;
     cmh_snapshot *s;
@@ -155,8 +148,7 @@ typedef struct ctx {
     uint64_t cleared[CMH_FLIGHT_SLOTS]; /* entries up to this sequence are gone (a cleared history) */
     int64_t base_dump_ns;
     cmh_oatab handles; /* cuMemCreate handles: the last CMH_FR_VMM_HANDLE of each value (of vmm_rec) */
-    fchild *kids;      /* the children it forked, as often as they were written */
-    uint32_t nkids, capkids;
+    cmh_fchildren kids; /* the children it forked, as often as they were written */
     cmh_fr_vmm_map *maps; /* the map log's rows (CMH_FR_VMM_MAP), in the journal's order */
     uint32_t nmaps, capmaps;
 } ctx;
@@ -265,15 +257,8 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         return CMH_OK;
     }
     case CMH_FR_CHILD: {
-        const cmh_fr_child *x = body;
-        if (len < sizeof *x || x->path_len > len - sizeof *x || x->path_len > 4095)
-            return fail(c->r, "a forked child record longer than its length at byte %llu", at);
-        /* (one index is one fork: a record written again at a checkpoint says nothing new, and a
-         * damaged file cannot make the list grow past what the writer keeps) */
-        if (c->nkids >= 4 * CMH_FR_CHILDREN_KEPT + 64) return CMH_OK;
-        if (CMH_GROW(c->kids, c->capkids, (uint64_t)c->nkids + 1, 16)) return CMH_ENOMEM;
-        c->kids[c->nkids++] = (fchild){x->index, x->path_len, x->pid, at + c->r->head + sizeof *x};
-        return CMH_OK;
+        int rc = cmh_fchildren_add(&c->kids, body, len, at + c->r->head);
+        return rc == CMH_EFORMAT ? fail(c->r, "a forked child record longer than its length at byte %llu", at) : rc;
     }
     case CMH_FR_VMM_HANDLE: {
         const cmh_fr_vmm_handle *x = body;
@@ -296,32 +281,6 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
 }
 
 static int model_stack(ctx *c, uint32_t rec, uint32_t *out);
-
-static int cmp_fchild(const void *a, const void *b)
-{
-    const fchild *x = a, *y = b;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-/* The children the records name, in the order they were forked, each once, as the exit dump
- * lists them (process.children, the first CMH_FR_CHILDREN_KEPT; children_more the others) */
-static int children(ctx *c)
-{
-    if (!c->nkids) return CMH_OK;
-    qsort(c->kids, c->nkids, sizeof *c->kids, cmp_fchild);
-    uint64_t forks = (uint64_t)c->kids[c->nkids - 1].index + 1, kept = 0;
-    for (uint32_t i = 0; i < c->nkids; i++) {
-        const fchild *k = &c->kids[i];
-        if ((i && k->index == c->kids[i - 1].index) || k->pid <= 0 || k->index >= CMH_FR_CHILDREN_KEPT) continue;
-        char path[4096];
-        int known = k->path_len && k->off + k->path_len <= c->r->len;
-        if (known) snprintf(path, sizeof path, "%.*s", (int)k->path_len, (const char *)c->r->map + k->off);
-        if (cmh_snapshot_add_child(c->s, k->pid, known ? path : NULL) != CMH_OK) return CMH_ENOMEM;
-        kept++;
-    }
-    c->s->children_more = forks - kept > UINT32_MAX ? UINT32_MAX : (uint32_t)(forks - kept);
-    return CMH_OK;
-}
 
 /* The handles held and mapped nowhere at the end, as the exit dump lists them (the .cmh
  * vmm_unmapped table): the last state each handle's records say. */
@@ -775,7 +734,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     out->lost_events = h->lost_events + h->lost_records + (have_base ? base.lost_events : 0);
     if ((rc = build(&c, have_base ? &base : NULL, &st)) != CMH_OK) goto out;
     if ((rc = vmm_unmapped(&c)) != CMH_OK || (rc = vmm_maps(&c)) != CMH_OK) goto out;
-    if ((rc = children(&c)) != CMH_OK) goto out;
+    if ((rc = cmh_fchildren_emit(&c.kids, out, r.map, r.len)) != CMH_OK) goto out;
     for (uint32_t i = 0; i < c.nanns; i++) { /* the ranges, but those the checkpoint has */
         cmh_annotation a = c.anns[i];
         if (have_base && a.time_ns <= c.base_dump_ns) continue;
@@ -808,7 +767,7 @@ out:
     free(c.dict.pcs);
     free(c.ents);
     free(c.anns);
-    free(c.kids);
+    free(c.kids.v);
     cmh_fstate_free(&st);
     munmap(m, r.len);
     if (rc != CMH_OK) {

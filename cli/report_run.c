@@ -403,8 +403,8 @@ int rep_child_text(const char *parent, const cmh_forked_child *c, char *text, si
      * (it said "left no record here" beside it) */
     if (rep_child_flight(parent, c, found, sizeof found, ending, sizeof ending)) {
         if (!strcmp(ending, "still runs"))
-            snprintf(text, cap, "forked child %lld: still runs, its flight record %s (`cumemhist top %lld` while it runs)", (long long)c->pid, found,
-                     (long long)c->pid);
+            snprintf(text, cap, "forked child %lld: still runs, its flight record %s (`cumemhist snapshot %lld` takes its snapshot now, "
+                     "`cumemhist top %lld` watches it)", (long long)c->pid, found, (long long)c->pid, (long long)c->pid);
         else
             snprintf(text, cap, "forked child %lld: no snapshot, its flight record %s (`cumemhist recover %s` writes it); it %s", (long long)c->pid,
                      found, found, ending);
