@@ -18,6 +18,7 @@
 #include "report.h"
 #include "cumemhist/merge.h"
 #include "cumemhist/pictures.h"
+#include "cumemhist/recover.h"
 #include "cumemhist/viz.h"
 
 enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME, F_PPROF, F_SQLITE };
@@ -93,9 +94,33 @@ static int format_of_name(const char *name)
 
 /* A record as the exports write it: merged, and its frames resolved as the reports show them
  * (rep_load's symbolization) unless --raw-frames. */
+static int is_flight(const char *path)
+{
+    const char *kind = strcmp(path, "-") ? cmh_recording_kind(path) : NULL;
+    return kind && !strcmp(kind, "a flight record");
+}
+
+/* A record as the reports view it; a forked child's flight record (add_children: a child killed
+ * or ended by _exit() under a plain LD_PRELOAD left no snapshot) read as `recover` reads it, in
+ * memory, the file left as it is: its pid, its start (the fork), how it ended, its entries. */
+static int export_view(const char *path, cmh_snapshot *s)
+{
+    if (!is_flight(path)) return rep_load_view(path, s);
+    cmh_recover_info info;
+    char err[4600];
+    int rc = cmh_flight_recover(path, s, &info, err, sizeof err);
+    if (rc == CMH_OK && ((rc = cmh_snapshot_number_threads(s)) != CMH_OK || (rc = cmh_ending_recount(s)) != CMH_OK)) {
+        cmh_snapshot_free(s); /* (a failed recovery has freed its own) */
+        snprintf(err, sizeof err, "%s: out of memory", path);
+    }
+    if (rc == CMH_OK) return 0;
+    cli_error("%s", err);
+    return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
+}
+
 static int load_for_export(const char *path, cmh_snapshot *s)
 {
-    int rc = rep_load_view(path, s);
+    int rc = export_view(path, s);
     if (rc || g_raw_frames) return rc;
     if ((rc = cli_symbolize(path, s))) cmh_snapshot_free(s);
     return rc;
@@ -165,7 +190,7 @@ static int many_chrome(const cmh_pathlist *pl, FILE *fp, uint64_t *entries)
     int64_t t0 = 0;
     for (uint32_t i = 0; i < pl->n; i++) {
         cmh_snapshot s;
-        int rc = rep_load_view(pl->v[i], &s);
+        int rc = export_view(pl->v[i], &s);
         if (rc) return rc;
         int64_t o = cmh_chrome_origin(&s);
         if (o && (!t0 || o < t0)) t0 = o;
@@ -210,7 +235,12 @@ static int add_children(cmh_pathlist *pl)
         char err[512], found[4400], ending[1024];
         if (cmh_snapshot_load_ex(pl->v[i], &s, CMH_LOAD_SEGMENTS, err, sizeof err) != CMH_OK) continue; /* (its own load says why) */
         for (uint32_t k = 0; k < s.nchildren; k++) {
-            if (!rep_child_record(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending)) continue;
+            /* a child with no snapshot is in by its flight record (killed, _exit()): the database
+             * and the trace left out the children the reports name (not one still running, whose
+             * record is still being written) */
+            if (!rep_child_record(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending) &&
+                (!rep_child_flight(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending) || !strcmp(ending, "still runs")))
+                continue;
             struct stat a, b;
             int dup = 0;
             for (uint32_t j = 0; j < pl->n && !dup; j++)
@@ -220,7 +250,8 @@ static int add_children(cmh_pathlist *pl)
                 cmh_snapshot_free(&s);
                 return CLI_ENOMEM;
             }
-            fprintf(stderr, "cumemhist: %s: forked child %lld's record %s goes in too\n", pl->v[i], (long long)s.children[k].pid, found);
+            fprintf(stderr, "cumemhist: %s: forked child %lld's %s %s goes in too\n", pl->v[i], (long long)s.children[k].pid,
+                    is_flight(found) ? "flight record (it left no snapshot)" : "record", found);
         }
         cmh_snapshot_free(&s);
     }
@@ -251,7 +282,8 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
     for (uint32_t i = 0; i < pl->n && !rc; i++) {
         cmh_snapshot s;
         cmh_sites *g;
-        if ((rc = g_raw_frames ? load_for_export(pl->v[i], &s) : rep_load(pl->v[i], &s, &g))) break;
+        if ((rc = g_raw_frames ? load_for_export(pl->v[i], &s) : export_view(pl->v[i], &s)) || (!g_raw_frames && (rc = rep_load_sites(pl->v[i], &s, &g))))
+            break;
         if (g_raw_frames) { /* the sites of the frames as recorded */
             cmh_site_opts o = {rep_attribution.group_by, rep_attribution.no_default, rep_attribution.skips.v,
                                rep_attribution.skips.n};
