@@ -14,7 +14,9 @@
  * its allocations and its thread's, the frees counted apart as "parent_frees N").  With
  * "killed", the parent then ends by SIGKILL, its flight record all that is left of it; before
  * that, with FORKER_CHURN=N in the environment, it allocates and frees 64 KiB N times (from
- * thread_alloc's line), enough for a bounded ring's flight record to checkpoint.
+ * thread_alloc's line), enough for a bounded ring's flight record to checkpoint.  With
+ * FORKER_HOLD=FILE, the parent prints "holding" after its last line and waits for FILE to exist
+ * before it ends (a running parent whose children have ended).
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -118,6 +120,13 @@ int main(int argc, char **argv)
     }
     printf("parent %ld %lu %lu\n", (long)getpid(), 3 + g_thread_kept, (3ul << 20) + g_thread_kept * (4ul << 10));
     printf("parent_frees %lu\n", g_thread_rounds);
+    /* FORKER_HOLD=FILE: the parent still runs, its children ended, until FILE exists (a bound
+     * of about 2 minutes for a test that never makes it): what `cumemhist snapshot PID` sees */
+    const char *hold = getenv("FORKER_HOLD");
+    if (hold) {
+        printf("holding\n");
+        for (int i = 0; i < 12000 && access(hold, F_OK) != 0; i++) usleep(10000);
+    }
     if (killed) {
         long churn = getenv("FORKER_CHURN") ? atol(getenv("FORKER_CHURN")) : 0;
         for (long i = 0; i < churn; i++) cuMemFree(thread_alloc(64 << 10));
