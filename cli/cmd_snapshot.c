@@ -32,7 +32,9 @@ const cli_command cli_cmd_snapshot = {
     "Write a snapshot of a running recorded process, as it is now, from its flight record: the\n"
     "process is not signalled and the record is not touched.  PID is looked up in your registry\n"
     "of recorded processes (`cumemhist top` lists them), else in the process itself (its flight\n"
-    "record is mapped in it); FLIGHT is a flight record's path.",
+    "record is mapped in it); FLIGHT is a flight record's path.  The children it forked without exec\n"
+    "(DataLoader workers, multiprocessing) are named, each with its record and how it ended\n"
+    "(a running one: `cumemhist snapshot CHILD` takes its own).",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist snapshot 4242 -o now.cmh && cumemhist leaks now.cmh"};
 
 int cmd_snapshot(int argc, char **argv)
