@@ -3,7 +3,8 @@
 # one SIGKILLed, one by _exit(0) (no exit dump, as multiprocessing's workers end), and every
 # output naming the same children with the same endings (tests/forker.c), from a stranger's trial:
 #  - `cumemhist snapshot PID` of the running parent named no child: the user who forks
-#    DataLoader-style workers learnt nothing of them until the parent ended;
+#    DataLoader-style workers learnt nothing of them (nor of a fourth, still running, which
+#    `cumemhist snapshot CHILD` takes) until the parent ended;
 #  - a child's ending had two wordings: the parent's reports said "was killed, with no chance to
 #    mark its end (SIGKILL, ...)" and a recovery read through the library "left no mark of its
 #    end (killed by a signal no code of it saw ...)";
@@ -49,34 +50,43 @@ PY
 
 # --- a plain LD_PRELOAD, the parent held running once its children have ended ---
 mkdir run && cd run || exit 1
-env LD_PRELOAD="$preload" CUMEMHIST_OUTPUT=x.cmh FORKER_HOLD="$T/run/go" "$FK" exit kill _exit >out.txt 2>err.txt &
+env LD_PRELOAD="$preload" CUMEMHIST_OUTPUT=x.cmh FORKER_HOLD="$T/run/go" "$FK" exit kill _exit hold >out.txt 2>err.txt &
 fk=$!
 wait_until 120 "grep -q '^holding' out.txt"
 ppid=$(sed -n 's/^parent \([0-9]*\) .*/\1/p' out.txt)
 ex=$(sed -n 's/^child \([0-9]*\) exit .*/\1/p' out.txt)
 ki=$(sed -n 's/^child \([0-9]*\) kill .*/\1/p' out.txt)
 qu=$(sed -n 's/^child \([0-9]*\) _exit .*/\1/p' out.txt)
+ho=$(sed -n 's/^child \([0-9]*\) hold .*/\1/p' out.txt)
 "$CMH" snapshot "$ppid" -o now.cmh >/dev/null 2>snap.txt
 rc=$?
-check "snapshot PID of the running parent (rc $rc) names its 3 children ($(grep -c 'forked child' snap.txt) lines)" \
-    "[ $rc -eq 0 ] && [ -n '$ex' ] && [ -n '$ki' ] && [ -n '$qu' ] && [ \$(grep -c \"^cumemhist: pid $ppid: forked child \\($ex\\|$ki\\|$qu\\): \" snap.txt) -eq 3 ]"
+check "snapshot PID of the running parent (rc $rc) names its 4 children ($(grep -c 'forked child' snap.txt) lines)" \
+    "[ $rc -eq 0 ] && [ -n '$ex' ] && [ -n '$ki' ] && [ -n '$qu' ] && [ -n '$ho' ] && [ \$(grep -c \"^cumemhist: pid $ppid: forked child \\($ex\\|$ki\\|$qu\\|$ho\\): \" snap.txt) -eq 4 ]"
 check "... the exited one's record ($(grep "child $ex" snap.txt | cut -c1-110))" \
     "grep -q \"^cumemhist: pid $ppid: forked child $ex: its record x.$ex.cmh; it \" snap.txt"
 check "... the killed one's flight record, how it ended, the recover that reads it ($(grep "child $ki" snap.txt | cut -c1-140))" \
     "grep -q \"^cumemhist: pid $ppid: forked child $ki: no snapshot, its flight record x.$ki.cmh.flight (.cumemhist recover x.$ki.cmh.flight. writes it); it was killed, with no chance to mark its end\" snap.txt"
 check "... the _exit() one's ($(grep "child $qu" snap.txt | cut -c1-140))" \
     "grep -q \"^cumemhist: pid $ppid: forked child $qu: no snapshot, its flight record x.$qu.cmh.flight (.cumemhist recover x.$qu.cmh.flight. writes it); it ended by _exit(0)\" snap.txt"
+check "... the one still running, and the snapshot that takes it ($(grep "child $ho" snap.txt | cut -c1-140))" \
+    "grep -q \"^cumemhist: pid $ppid: forked child $ho: still runs, its flight record x.$ho.cmh.flight (.cumemhist snapshot $ho. takes its snapshot now\" snap.txt"
+"$CMH" snapshot "$ho" -o held.cmh >/dev/null 2>hs.txt
+rc=$?
+"$CMH" summary held.cmh >hsum.txt 2>&1
+check "snapshot of the running child (rc $rc): its own record, forked from the parent ($(sed -n 1p hsum.txt | cut -c1-80))" \
+    "[ $rc -eq 0 ] && sed -n 1p hsum.txt | grep -q \"^held.cmh: pid $ho (forked from pid $ppid)\""
 "$CMH" summary now.cmh >sn.txt 2>&1
 check "the running parent's snapshot names them as snapshot said ($(grep -c 'forked child' sn.txt) lines)" \
-    "[ \$(grep -c '^now.cmh: forked child' sn.txt) -eq 3 ] && [ \"\$(sed -n 's/^now.cmh: \\(forked child .*\\)/\\1/p' sn.txt)\" = \"\$(sed -n 's/^cumemhist: pid $ppid: \\(forked child .*\\)/\\1/p' snap.txt)\" ]"
+    "[ \$(grep -c '^now.cmh: forked child' sn.txt) -eq 4 ] && [ \"\$(sed -n 's/^now.cmh: \\(forked child .*\\)/\\1/p' sn.txt)\" = \"\$(sed -n 's/^cumemhist: pid $ppid: \\(forked child .*\\)/\\1/p' snap.txt)\" ]"
 touch go
 wait $fk
+wait_until 60 "[ -f x.$ho.cmh ]" # (the held child's exit dump, which its parent does not wait for)
 
 "$CMH" summary x.cmh >s.txt 2>&1
 "$CMH" export -f sqlite x.cmh -o a.db >/dev/null 2>ea.txt
 "$CMH" export -f chrome x.cmh -o a.json >/dev/null 2>ec.txt
-py "$T/same.py" s.txt a.db a.json "$ppid" "$ex" "$ki" "$qu" 2>same.err
-check "before any recover: summary, sqlite and chrome name the 3 children, each with summary's ending ($(tail -1 same.err | cut -c1-300))" "[ ! -s same.err ]"
+py "$T/same.py" s.txt a.db a.json "$ppid" "$ex" "$ki" "$qu" "$ho" 2>same.err
+check "before any recover: summary, sqlite and chrome name the 4 children, each with summary's ending ($(tail -1 same.err | cut -c1-300))" "[ ! -s same.err ]"
 "$CMH" recover "x.$ki.cmh.flight" >/dev/null 2>rk.txt && "$CMH" recover "x.$qu.cmh.flight" >/dev/null 2>rq.txt
 check "recover says each ending as summary said it ($(cat rk.txt rq.txt | cut -c1-100))" \
     "grep -qF \"pid $ki \$(sed -n \"s/^x.cmh: forked child $ki: .*; it was //p\" s.txt) after \" rk.txt &&
@@ -84,7 +94,7 @@ check "recover says each ending as summary said it ($(cat rk.txt rq.txt | cut -c
 "$CMH" summary x.cmh >s2.txt 2>&1
 "$CMH" export -f sqlite x.cmh -o b.db >/dev/null 2>&1
 "$CMH" export -f chrome x.cmh -o b.json >/dev/null 2>&1
-py "$T/same.py" s2.txt b.db b.json "$ppid" "$ex" "$ki" "$qu" 2>same2.err
+py "$T/same.py" s2.txt b.db b.json "$ppid" "$ex" "$ki" "$qu" "$ho" 2>same2.err
 py - s.txt s2.txt "$ki" "$qu" <<'PY' 2>>same2.err
 import sys
 a, b = open(sys.argv[1]).read(), open(sys.argv[2]).read()
