@@ -92,12 +92,16 @@ static int format_of_name(const char *name)
     return -1;
 }
 
-/* A record as the exports write it: merged, and its frames resolved as the reports show them
- * (rep_load's symbolization) unless --raw-frames. */
-static int is_flight(const char *path)
+/* the flight records add_children took in for children with no snapshot: read as recover reads
+ * them (a flight record the user names is refused as every command refuses it, pointing at
+ * recover: its process may still run) */
+static cmh_pathlist g_child_flights;
+
+static int child_flight(const char *path)
 {
-    const char *kind = strcmp(path, "-") ? cmh_recording_kind(path) : NULL;
-    return kind && !strcmp(kind, "a flight record");
+    for (uint32_t i = 0; i < g_child_flights.n; i++)
+        if (!strcmp(g_child_flights.v[i], path)) return 1;
+    return 0;
 }
 
 /* A record as the reports view it; a forked child's flight record (add_children: a child killed
@@ -105,7 +109,7 @@ static int is_flight(const char *path)
  * memory, the file left as it is: its pid, its start (the fork), how it ended, its entries. */
 static int export_view(const char *path, cmh_snapshot *s)
 {
-    if (!is_flight(path)) return rep_load_view(path, s);
+    if (!child_flight(path)) return rep_load_view(path, s);
     cmh_recover_info info;
     char err[4600];
     int rc = cmh_flight_recover(path, s, &info, err, sizeof err);
@@ -118,6 +122,8 @@ static int export_view(const char *path, cmh_snapshot *s)
     return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
 }
 
+/* A record as the exports write it: merged, and its frames resolved as the reports show them
+ * (rep_load's symbolization) unless --raw-frames. */
 static int load_for_export(const char *path, cmh_snapshot *s)
 {
     int rc = export_view(path, s);
@@ -238,20 +244,21 @@ static int add_children(cmh_pathlist *pl)
             /* a child with no snapshot is in by its flight record (killed, _exit()): the database
              * and the trace left out the children the reports name (not one still running, whose
              * record is still being written) */
+            int flight = 0;
             if (!rep_child_record(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending) &&
-                (!rep_child_flight(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending) || !strcmp(ending, "still runs")))
+                (!(flight = rep_child_flight(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending)) || !strcmp(ending, "still runs")))
                 continue;
             struct stat a, b;
             int dup = 0;
             for (uint32_t j = 0; j < pl->n && !dup; j++)
                 dup = !strcmp(pl->v[j], found) || (stat(pl->v[j], &a) == 0 && stat(found, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
             if (dup) continue;
-            if (cmh_pathlist_add(pl, found) != 0) {
+            if (cmh_pathlist_add(pl, found) != 0 || (flight && cmh_pathlist_add(&g_child_flights, found) != 0)) {
                 cmh_snapshot_free(&s);
                 return CLI_ENOMEM;
             }
             fprintf(stderr, "cumemhist: %s: forked child %lld's %s %s goes in too\n", pl->v[i], (long long)s.children[k].pid,
-                    is_flight(found) ? "flight record (it left no snapshot)" : "record", found);
+                    flight ? "flight record (it left no snapshot)" : "record", found);
         }
         cmh_snapshot_free(&s);
     }
@@ -282,8 +289,8 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
     for (uint32_t i = 0; i < pl->n && !rc; i++) {
         cmh_snapshot s;
         cmh_sites *g;
-        if ((rc = g_raw_frames ? load_for_export(pl->v[i], &s) : export_view(pl->v[i], &s)) || (!g_raw_frames && (rc = rep_load_sites(pl->v[i], &s, &g))))
-            break;
+        if ((rc = g_raw_frames ? load_for_export(pl->v[i], &s) : export_view(pl->v[i], &s))) break;
+        if (!g_raw_frames && (rc = rep_load_sites(pl->v[i], &s, &g))) break; /* (s freed there) */
         if (g_raw_frames) { /* the sites of the frames as recorded */
             cmh_site_opts o = {rep_attribution.group_by, rep_attribution.no_default, rep_attribution.skips.v,
                                rep_attribution.skips.n};
@@ -399,6 +406,7 @@ int cmd_export(int argc, char **argv)
     uint32_t nnamed = pl.n;
     if ((g_format == F_SQLITE || g_format == F_CHROME) && add_children(&pl)) {
         cmh_pathlist_free(&pl);
+        cmh_pathlist_free(&g_child_flights);
         return CLI_ENOMEM;
     }
     if (g_format == F_SQLITE || (g_format == F_CHROME && (given > 1 || dir || pl.n > nnamed))) {
@@ -422,6 +430,7 @@ int cmd_export(int argc, char **argv)
             }
         }
         cmh_pathlist_free(&pl);
+        cmh_pathlist_free(&g_child_flights);
         return rc;
     }
     if (pl.n != 1) {

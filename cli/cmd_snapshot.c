@@ -76,7 +76,7 @@ int cmd_snapshot(int argc, char **argv)
     cmh_symbolize_offline(&s, CMH_SYM_ALL, &r);
     /* the children it forked (DataLoader workers, multiprocessing), each with where its record is
      * and how it ended, as the reports of its snapshot will say them: said nowhere before its end */
-    char (*kids)[1200] = s.nchildren ? calloc(s.nchildren < KIDS_SAID ? s.nchildren : KIDS_SAID, sizeof *kids) : NULL;
+    char (*kids)[1200] = s.nchildren && !g_quiet ? calloc(s.nchildren < KIDS_SAID ? s.nchildren : KIDS_SAID, sizeof *kids) : NULL;
     uint32_t nkids = kids ? (s.nchildren < KIDS_SAID ? s.nchildren : KIDS_SAID) : 0, more = s.nchildren - nkids + s.children_more;
     char own[64];
     snprintf(own, sizeof own, "cumemhist.%lld.live.cmh", (long long)info->pid);
@@ -101,7 +101,9 @@ int cmd_snapshot(int argc, char **argv)
         if (info->damaged) fprintf(stderr, " (%" PRIu64 " damaged record%s skipped)", info->damaged, info->damaged == 1 ? "" : "s");
         fputc('\n', stderr);
         for (uint32_t i = 0; i < nkids; i++) fprintf(stderr, "cumemhist: pid %lld: %s\n", (long long)info->pid, kids[i]);
-        if (more) fprintf(stderr, "cumemhist: pid %lld: %u more forked %s, not looked up here\n", (long long)info->pid, more, more == 1 ? "child" : "children");
+        if (more)
+            fprintf(stderr, "cumemhist: pid %lld: %u more forked %s, not looked up here\n", (long long)info->pid, more,
+                    more == 1 ? "child" : "children");
     }
     free(kids);
     cmh_live_close(l);
