@@ -351,3 +351,41 @@ int cmh_fstate_pc_frame(cmh_snapshot *s, uint64_t pc, uint32_t *id)
     if (cmh_strtab_intern(&s->strings, name, strlen(name), &f.name) || cmh_snapshot_add_frame(s, &f, id)) return CMH_ENOMEM;
     return CMH_OK;
 }
+
+int cmh_fchildren_add(cmh_fchildren *k, const void *body, uint32_t len, uint64_t body_off)
+{
+    const cmh_fr_child *x = body;
+    if (len < sizeof *x || x->path_len > len - sizeof *x || x->path_len > 4095) return CMH_EFORMAT;
+    /* (one index is one fork: a record written again at a checkpoint says nothing new, and a
+     * damaged file cannot make the list grow past what the writer keeps) */
+    if (k->n >= 4 * CMH_FR_CHILDREN_KEPT + 64) return CMH_OK;
+    if (CMH_GROW(k->v, k->cap, (uint64_t)k->n + 1, 16)) return CMH_ENOMEM;
+    k->v[k->n++] = (cmh_fchild){x->index, x->path_len, x->pid, body_off + sizeof *x};
+    return CMH_OK;
+}
+
+static int cmp_fchild(const void *a, const void *b)
+{
+    const cmh_fchild *x = a, *y = b;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* in the order they were forked, each once, as the exit dump lists them (process.children, the
+ * first CMH_FR_CHILDREN_KEPT; children_more the others) */
+int cmh_fchildren_emit(cmh_fchildren *k, cmh_snapshot *s, const unsigned char *map, uint64_t len)
+{
+    if (!k->n) return CMH_OK;
+    qsort(k->v, k->n, sizeof *k->v, cmp_fchild);
+    uint64_t forks = (uint64_t)k->v[k->n - 1].index + 1, kept = 0;
+    for (uint32_t i = 0; i < k->n; i++) {
+        const cmh_fchild *c = &k->v[i];
+        if ((i && c->index == k->v[i - 1].index) || c->pid <= 0 || c->index >= CMH_FR_CHILDREN_KEPT) continue;
+        char path[4096];
+        int known = c->path_len && c->off <= len && c->path_len <= len - c->off;
+        if (known) snprintf(path, sizeof path, "%.*s", (int)c->path_len, (const char *)map + c->off);
+        if (cmh_snapshot_add_child(s, c->pid, known ? path : NULL) != CMH_OK) return CMH_ENOMEM;
+        kept++;
+    }
+    s->children_more = forks - kept > UINT32_MAX ? UINT32_MAX : (uint32_t)(forks - kept);
+    return CMH_OK;
+}

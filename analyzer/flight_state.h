@@ -94,4 +94,24 @@ typedef struct fdict {
     cmh_oatab pyframes; /* each reader's own kind (recover.c: a frame made; live_reader.h: its text) */
 } fdict;
 
+/* The children a process forked without exec, as its CMH_FR_CHILD records name them (written at
+ * each fork and again at each checkpoint): both readers put them into the snapshot, so that a
+ * live one (`cumemhist snapshot PID`, top) names a running parent's children as recover and the
+ * exit dump do.  off: where the path's bytes are in the file. */
+typedef struct cmh_fchild {
+    uint32_t index, path_len;
+    int64_t pid;
+    uint64_t off;
+} cmh_fchild;
+typedef struct cmh_fchildren {
+    cmh_fchild *v;
+    uint32_t n, cap;
+} cmh_fchildren;
+/* One record (its body at body_off in the file): CMH_OK; CMH_EFORMAT, a record longer than its
+ * length; CMH_ENOMEM. */
+int cmh_fchildren_add(cmh_fchildren *k, const void *body, uint32_t len, uint64_t body_off);
+/* Into s->children (each fork once, in fork order; the path from the file map of len bytes) and
+ * s->children_more. */
+int cmh_fchildren_emit(cmh_fchildren *k, cmh_snapshot *s, const unsigned char *map, uint64_t len);
+
 #endif

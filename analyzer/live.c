@@ -367,6 +367,7 @@ void cmh_live_close(cmh_live *l)
     free(l->samples);
     free(l->anns);
     free(l->threads);
+    free(l->kids.v);
     if (l->map) munmap((void *)l->map, l->maplen);
     if (l->fd >= 0) close(l->fd);
     free(l);

@@ -129,6 +129,7 @@ struct cmh_live {
     uint32_t nanns, capanns;
     lthread *threads; /* the recording threads named so far (the latest record of each) */
     uint32_t nthreads, capthreads;
+    cmh_fchildren kids; /* the children it forked so far (cmh_fchildren_emit) */
     cmh_device_ident idents[CMH_FLIGHT_SLOTS - 1]; /* which GPU each device is (uuid "": not said) */
     cmh_oatab handles; /* of lvmm: the handles' latest states, for vmm_unmapped */
     cmh_vmm_map *maps; /* the map log's rows (CMH_FR_VMM_MAP), handle_stack the record's id: vmm_maps */

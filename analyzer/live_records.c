@@ -343,6 +343,10 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         memcpy(t->name, x->name, sizeof t->name);
         return CMH_OK;
     }
+    case CMH_FR_CHILD: { /* a running parent's snapshot names its children as its exit dump will */
+        int rc = cmh_fchildren_add(&l->kids, body, len, (uint64_t)(body - l->map));
+        return rc == CMH_EFORMAT ? cmh_live_fail(l, err, errlen, "a forked child record longer than its length", at) : rc;
+    }
     case CMH_FR_VMM_HANDLE: {
         const cmh_fr_vmm_handle *x = (const cmh_fr_vmm_handle *)body;
         if (len < sizeof *x) return cmh_live_fail(l, err, errlen, "a short cuMemCreate handle record", at);

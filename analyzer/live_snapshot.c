@@ -138,6 +138,7 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         if (cmh_strtab_intern(&s->strings, x->name, strnlen(x->name, sizeof x->name), &ti.name) || cmh_snapshot_add_thread(s, &ti))
             goto nomem;
     }
+    if (cmh_fchildren_emit(&l->kids, s, l->map, l->len < l->maplen ? l->len : l->maplen) != CMH_OK) goto nomem;
     for (uint32_t i = 0; i < l->nanns; i++) {
         cmh_annotation a = l->anns[i];
         if (l->have_base && a.time_ns <= l->base.dump_time_ns) continue;

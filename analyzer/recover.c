@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -135,13 +136,6 @@ typedef struct jentry {
     uint64_t seq;
 } jentry;
 
-/* a CMH_FR_CHILD record: its path's bytes are at off in the file */
-typedef struct fchild {
-    uint32_t index, path_len;
-    int64_t pid;
-    uint64_t off;
-} fchild;
-
 typedef struct ctx {
     rd *r;
     cmh_snapshot *s;
@@ -154,8 +148,7 @@ typedef struct ctx {
     uint64_t cleared[CMH_FLIGHT_SLOTS]; /* entries up to this sequence are gone (a cleared history) */
     int64_t base_dump_ns;
     cmh_oatab handles; /* cuMemCreate handles: the last CMH_FR_VMM_HANDLE of each value (of vmm_rec) */
-    fchild *kids;      /* the children it forked, as often as they were written */
-    uint32_t nkids, capkids;
+    cmh_fchildren kids; /* the children it forked, as often as they were written */
     cmh_fr_vmm_map *maps; /* the map log's rows (CMH_FR_VMM_MAP), in the journal's order */
     uint32_t nmaps, capmaps;
 } ctx;
@@ -264,15 +257,8 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         return CMH_OK;
     }
     case CMH_FR_CHILD: {
-        const cmh_fr_child *x = body;
-        if (len < sizeof *x || x->path_len > len - sizeof *x || x->path_len > 4095)
-            return fail(c->r, "a forked child record longer than its length at byte %llu", at);
-        /* (one index is one fork: a record written again at a checkpoint says nothing new, and a
-         * damaged file cannot make the list grow past what the writer keeps) */
-        if (c->nkids >= 4 * CMH_FR_CHILDREN_KEPT + 64) return CMH_OK;
-        if (CMH_GROW(c->kids, c->capkids, (uint64_t)c->nkids + 1, 16)) return CMH_ENOMEM;
-        c->kids[c->nkids++] = (fchild){x->index, x->path_len, x->pid, at + c->r->head + sizeof *x};
-        return CMH_OK;
+        int rc = cmh_fchildren_add(&c->kids, body, len, at + c->r->head);
+        return rc == CMH_EFORMAT ? fail(c->r, "a forked child record longer than its length at byte %llu", at) : rc;
     }
     case CMH_FR_VMM_HANDLE: {
         const cmh_fr_vmm_handle *x = body;
@@ -295,32 +281,6 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
 }
 
 static int model_stack(ctx *c, uint32_t rec, uint32_t *out);
-
-static int cmp_fchild(const void *a, const void *b)
-{
-    const fchild *x = a, *y = b;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-/* The children the records name, in the order they were forked, each once, as the exit dump
- * lists them (process.children, the first CMH_FR_CHILDREN_KEPT; children_more the others) */
-static int children(ctx *c)
-{
-    if (!c->nkids) return CMH_OK;
-    qsort(c->kids, c->nkids, sizeof *c->kids, cmp_fchild);
-    uint64_t forks = (uint64_t)c->kids[c->nkids - 1].index + 1, kept = 0;
-    for (uint32_t i = 0; i < c->nkids; i++) {
-        const fchild *k = &c->kids[i];
-        if ((i && k->index == c->kids[i - 1].index) || k->pid <= 0 || k->index >= CMH_FR_CHILDREN_KEPT) continue;
-        char path[4096];
-        int known = k->path_len && k->off + k->path_len <= c->r->len;
-        if (known) snprintf(path, sizeof path, "%.*s", (int)k->path_len, (const char *)c->r->map + k->off);
-        if (cmh_snapshot_add_child(c->s, k->pid, known ? path : NULL) != CMH_OK) return CMH_ENOMEM;
-        kept++;
-    }
-    c->s->children_more = forks - kept > UINT32_MAX ? UINT32_MAX : (uint32_t)(forks - kept);
-    return CMH_OK;
-}
 
 /* The handles held and mapped nowhere at the end, as the exit dump lists them (the .cmh
  * vmm_unmapped table): the last state each handle's records say. */
@@ -506,28 +466,61 @@ const char *cmh_signal_name(int sig)
     return other;
 }
 
-static void describe(cmh_snapshot *s, const cmh_recover_info *info)
+/* One wording of a process's end, whoever asks: recover, record, top, a parent's reports of its
+ * children before any recover, and a recovery read through the library (describe) said it two
+ * ways ("left no mark of its end ..." beside "was killed, with no chance to mark its end ..."). */
+void cmh_flight_ending(const cmh_flight_identity *id, int state, int end_signal, int have_status, int status, char *how, size_t cap)
 {
-    char t[256];
-    if (info->state == CMH_ENDED_SIGNALED)
-        snprintf(t, sizeof t, "was killed by %s after %" PRIu64 " %s (recovered from its flight record)", cmh_signal_name(info->end_signal),
-                 info->entries, info->entries == 1 ? "entry" : "entries");
-    else if (info->state == CMH_ENDED_EXITED)
-        snprintf(t, sizeof t, "exited without writing its snapshot, after %" PRIu64 " %s (recovered from its flight record)",
-                 info->entries, info->entries == 1 ? "entry" : "entries");
-    else if (info->state == CMH_ENDED_EXECED)
-        snprintf(t, sizeof t, "replaced its program by exec() after %" PRIu64 " %s (recovered from its flight record)",
-                 info->entries, info->entries == 1 ? "entry" : "entries");
-    else if (info->state == CMH_ENDED_QUIT)
-        snprintf(t, sizeof t, "called _exit(%d) (no exit handler, so no exit dump) after %" PRIu64 " %s (recovered from its flight record)",
-                 info->end_signal, info->entries, info->entries == 1 ? "entry" : "entries");
-    else if (info->marks_exit)
-        snprintf(t, sizeof t, "left no mark of its end (killed by a signal no code of it saw: SIGKILL, the OOM killer; or still running) after %" PRIu64
-                 " %s (recovered from its flight record)", info->entries, info->entries == 1 ? "entry" : "entries");
+    /* the parent's wait status says it best; else what the process marked (a fatal signal, a
+     * failed exit dump, _exit()); a process that marked nothing ended by a way that runs no code
+     * of ours (SIGKILL, the OOM killer; before records marked _exit(), that too), and its status
+     * went to its own parent */
+    char parent[64] = "is not known here";
+    if (id->forked_from > 0) snprintf(parent, sizeof parent, "went to its parent, pid %lld", (long long)id->forked_from);
+    int ex = have_status && WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    if (state == CMH_ENDED_EXECED) snprintf(how, cap, "replaced its program by exec() (the new program's record is its own)");
+    else if (have_status && WIFSIGNALED(status)) snprintf(how, cap, "was killed by %s", cmh_signal_name(WTERMSIG(status)));
+    else if (have_status && WIFEXITED(status) && state == CMH_ENDED_EXITED) snprintf(how, cap, "exited with status %d; its exit dump failed", ex);
+    else if (have_status && WIFEXITED(status))
+        snprintf(how, cap, "exited with status %d without its exit dump (no exit handler ran: _exit())", ex);
+    else if (state == CMH_ENDED_SIGNALED) snprintf(how, cap, "was killed by %s", cmh_signal_name(end_signal));
+    else if (state == CMH_ENDED_EXITED) snprintf(how, cap, "exited; its exit dump failed");
+    else if (state == CMH_ENDED_QUIT && id->forked_from > 0) /* a worker forked without exec: how those end, not an alarm */
+        snprintf(how, cap, "ended by _exit(%d), the usual end of a forked worker (as multiprocessing and DataLoader workers end: no exit "
+                 "handler runs, so no exit dump; its exit status %s)", end_signal, parent);
+    else if (state == CMH_ENDED_QUIT)
+        snprintf(how, cap, "ended by _exit(%d), without its exit dump (no exit handler runs)", end_signal);
+    else if (id->marks_exit) /* _exit() would have marked it: no code of the process ran at its end */
+        snprintf(how, cap, "was killed, with no chance to mark its end (SIGKILL, the OOM killer, or a signal left to its default action; "
+                 "its exit status %s)", parent);
+    else if (id->forked_from > 0) /* (a record of an older recorder, which did not mark _exit) */
+        snprintf(how, cap, "ended without its exit dump, the usual end of a forked worker (_exit(), as multiprocessing and "
+                 "DataLoader workers end; a SIGKILL would look the same; its exit status %s)", parent);
     else
-        snprintf(t, sizeof t, "left no mark of its end (SIGKILL, _exit, or still running) after %" PRIu64 " %s (recovered from its flight record)",
-                 info->entries, info->entries == 1 ? "entry" : "entries");
+        snprintf(how, cap, "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status %s)", parent);
+}
+
+static void describe(cmh_snapshot *s, const cmh_recover_info *info, const cmh_flight_identity *id)
+{
+    char how[400], t[520];
+    cmh_flight_ending(id, info->state, info->end_signal, 0, 0, how, sizeof how);
+    snprintf(t, sizeof t, "%s after %" PRIu64 " %s (recovered from its flight record)", how, info->entries, info->entries == 1 ? "entry" : "entries");
     cmh_strtab_intern(&s->strings, t, strlen(t), &s->ending);
+}
+
+/* Who wrote the record and how it marked its end, from its header */
+static void identity_of(const cmh_flight_header *h, cmh_flight_identity *id)
+{
+    id->pid = h->pid;
+    id->start_ticks = h->proc_start_ticks;
+    snprintf(id->boot_id, sizeof id->boot_id, "%.*s", (int)strnlen(h->boot_id, sizeof h->boot_id), h->boot_id);
+    snprintf(id->hostname, sizeof id->hostname, "%.*s", (int)strnlen(h->hostname, sizeof h->hostname), h->hostname);
+    id->forked_from = h->forked_from > 0 && h->forked_from <= INT32_MAX ? h->forked_from : 0;
+    id->state = (int)h->state;
+    id->end_signal = h->end_signal;
+    id->marks_exit = !!(h->marks & CMH_FLIGHT_MARKS_EXIT);
+    snprintf(id->snapshot_path, sizeof id->snapshot_path, "%.*s", (int)strnlen(h->snapshot_path, sizeof h->snapshot_path),
+             h->snapshot_path);
 }
 
 int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, size_t errlen)
@@ -551,16 +544,7 @@ int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, si
     else if ((size_t)n < sizeof *h || memcmp(h->magic, CMH_FLIGHT_MAGIC, 8))
         rc = CMH_EFORMAT, snprintf(err, errlen, "%s: not a flight record (no magic at byte 0)", path);
     else {
-        id->pid = h->pid;
-        id->start_ticks = h->proc_start_ticks;
-        snprintf(id->boot_id, sizeof id->boot_id, "%.*s", (int)strnlen(h->boot_id, sizeof h->boot_id), h->boot_id);
-        snprintf(id->hostname, sizeof id->hostname, "%.*s", (int)strnlen(h->hostname, sizeof h->hostname), h->hostname);
-        id->forked_from = h->forked_from > 0 && h->forked_from <= INT32_MAX ? h->forked_from : 0;
-        id->state = (int)h->state;
-        id->end_signal = h->end_signal;
-        id->marks_exit = !!(h->marks & CMH_FLIGHT_MARKS_EXIT);
-        snprintf(id->snapshot_path, sizeof id->snapshot_path, "%.*s", (int)strnlen(h->snapshot_path, sizeof h->snapshot_path),
-                 h->snapshot_path);
+        identity_of(h, id);
     }
     free(h);
     return rc;
@@ -750,7 +734,7 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     out->lost_events = h->lost_events + h->lost_records + (have_base ? base.lost_events : 0);
     if ((rc = build(&c, have_base ? &base : NULL, &st)) != CMH_OK) goto out;
     if ((rc = vmm_unmapped(&c)) != CMH_OK || (rc = vmm_maps(&c)) != CMH_OK) goto out;
-    if ((rc = children(&c)) != CMH_OK) goto out;
+    if ((rc = cmh_fchildren_emit(&c.kids, out, r.map, r.len)) != CMH_OK) goto out;
     for (uint32_t i = 0; i < c.nanns; i++) { /* the ranges, but those the checkpoint has */
         cmh_annotation a = c.anns[i];
         if (have_base && a.time_ns <= c.base_dump_ns) continue;
@@ -769,7 +753,10 @@ int cmh_flight_recover(const char *path, cmh_snapshot *out, cmh_recover_info *in
     out->history_lost.torn = info->torn;
     out->history_lost.damaged = info->damaged;
     out->history_lost.refused = info->lost;
-    describe(out, info);
+    cmh_flight_identity id;
+    memset(&id, 0, sizeof id);
+    identity_of(h, &id);
+    describe(out, info, &id);
 out:
     if (have_base) cmh_snapshot_free(&base);
     cmh_oa_free(&c.dict.stacks);
@@ -780,7 +767,7 @@ out:
     free(c.dict.pcs);
     free(c.ents);
     free(c.anns);
-    free(c.kids);
+    free(c.kids.v);
     cmh_fstate_free(&st);
     munmap(m, r.len);
     if (rc != CMH_OK) {

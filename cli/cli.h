@@ -77,11 +77,6 @@ enum {
 };
 struct cmh_flight_identity;
 int cli_flight_process(const struct cmh_flight_identity *id);
-/* How a process that no longer runs ended, in words after its pid ("was killed by SIGSEGV",
- * "ended without its exit dump and left no mark (SIGKILL, ...)"): from its parent's wait status
- * where have_status, else what it marked in its flight record (state, end_signal: CMH_ENDED_*).
- * One wording for recover, record and top. */
-void cli_flight_ending(const struct cmh_flight_identity *id, int state, int end_signal, int have_status, int status, char *how, size_t cap);
 
 /* ---- options: each command declares a table, one parser reads them all ---- */
 

@@ -18,6 +18,7 @@
 #include "report.h"
 #include "cumemhist/merge.h"
 #include "cumemhist/pictures.h"
+#include "cumemhist/recover.h"
 #include "cumemhist/viz.h"
 
 enum { F_MEMVIZ, F_PICKLE, F_JSON, F_CHROME, F_PPROF, F_SQLITE };
@@ -91,11 +92,41 @@ static int format_of_name(const char *name)
     return -1;
 }
 
+/* the flight records add_children took in for children with no snapshot: read as recover reads
+ * them (a flight record the user names is refused as every command refuses it, pointing at
+ * recover: its process may still run) */
+static cmh_pathlist g_child_flights;
+
+static int child_flight(const char *path)
+{
+    for (uint32_t i = 0; i < g_child_flights.n; i++)
+        if (!strcmp(g_child_flights.v[i], path)) return 1;
+    return 0;
+}
+
+/* A record as the reports view it; a forked child's flight record (add_children: a child killed
+ * or ended by _exit() under a plain LD_PRELOAD left no snapshot) read as `recover` reads it, in
+ * memory, the file left as it is: its pid, its start (the fork), how it ended, its entries. */
+static int export_view(const char *path, cmh_snapshot *s)
+{
+    if (!child_flight(path)) return rep_load_view(path, s);
+    cmh_recover_info info;
+    char err[4600];
+    int rc = cmh_flight_recover(path, s, &info, err, sizeof err);
+    if (rc == CMH_OK && ((rc = cmh_snapshot_number_threads(s)) != CMH_OK || (rc = cmh_ending_recount(s)) != CMH_OK)) {
+        cmh_snapshot_free(s); /* (a failed recovery has freed its own) */
+        snprintf(err, sizeof err, "%s: out of memory", path);
+    }
+    if (rc == CMH_OK) return 0;
+    cli_error("%s", err);
+    return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
+}
+
 /* A record as the exports write it: merged, and its frames resolved as the reports show them
  * (rep_load's symbolization) unless --raw-frames. */
 static int load_for_export(const char *path, cmh_snapshot *s)
 {
-    int rc = rep_load_view(path, s);
+    int rc = export_view(path, s);
     if (rc || g_raw_frames) return rc;
     if ((rc = cli_symbolize(path, s))) cmh_snapshot_free(s);
     return rc;
@@ -165,7 +196,7 @@ static int many_chrome(const cmh_pathlist *pl, FILE *fp, uint64_t *entries)
     int64_t t0 = 0;
     for (uint32_t i = 0; i < pl->n; i++) {
         cmh_snapshot s;
-        int rc = rep_load_view(pl->v[i], &s);
+        int rc = export_view(pl->v[i], &s);
         if (rc) return rc;
         int64_t o = cmh_chrome_origin(&s);
         if (o && (!t0 || o < t0)) t0 = o;
@@ -210,17 +241,24 @@ static int add_children(cmh_pathlist *pl)
         char err[512], found[4400], ending[1024];
         if (cmh_snapshot_load_ex(pl->v[i], &s, CMH_LOAD_SEGMENTS, err, sizeof err) != CMH_OK) continue; /* (its own load says why) */
         for (uint32_t k = 0; k < s.nchildren; k++) {
-            if (!rep_child_record(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending)) continue;
+            /* a child with no snapshot is in by its flight record (killed, _exit()): the database
+             * and the trace left out the children the reports name (not one still running, whose
+             * record is still being written) */
+            int flight = 0;
+            if (!rep_child_record(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending) &&
+                (!(flight = rep_child_flight(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending)) || !strcmp(ending, "still runs")))
+                continue;
             struct stat a, b;
             int dup = 0;
             for (uint32_t j = 0; j < pl->n && !dup; j++)
                 dup = !strcmp(pl->v[j], found) || (stat(pl->v[j], &a) == 0 && stat(found, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
             if (dup) continue;
-            if (cmh_pathlist_add(pl, found) != 0) {
+            if (cmh_pathlist_add(pl, found) != 0 || (flight && cmh_pathlist_add(&g_child_flights, found) != 0)) {
                 cmh_snapshot_free(&s);
                 return CLI_ENOMEM;
             }
-            fprintf(stderr, "cumemhist: %s: forked child %lld's record %s goes in too\n", pl->v[i], (long long)s.children[k].pid, found);
+            fprintf(stderr, "cumemhist: %s: forked child %lld's %s %s goes in too\n", pl->v[i], (long long)s.children[k].pid,
+                    flight ? "flight record (it left no snapshot)" : "record", found);
         }
         cmh_snapshot_free(&s);
     }
@@ -251,7 +289,8 @@ static int many_sqlite(const cmh_pathlist *pl, const char *out)
     for (uint32_t i = 0; i < pl->n && !rc; i++) {
         cmh_snapshot s;
         cmh_sites *g;
-        if ((rc = g_raw_frames ? load_for_export(pl->v[i], &s) : rep_load(pl->v[i], &s, &g))) break;
+        if ((rc = g_raw_frames ? load_for_export(pl->v[i], &s) : export_view(pl->v[i], &s))) break;
+        if (!g_raw_frames && (rc = rep_load_sites(pl->v[i], &s, &g))) break; /* (s freed there) */
         if (g_raw_frames) { /* the sites of the frames as recorded */
             cmh_site_opts o = {rep_attribution.group_by, rep_attribution.no_default, rep_attribution.skips.v,
                                rep_attribution.skips.n};
@@ -367,6 +406,7 @@ int cmd_export(int argc, char **argv)
     uint32_t nnamed = pl.n;
     if ((g_format == F_SQLITE || g_format == F_CHROME) && add_children(&pl)) {
         cmh_pathlist_free(&pl);
+        cmh_pathlist_free(&g_child_flights);
         return CLI_ENOMEM;
     }
     if (g_format == F_SQLITE || (g_format == F_CHROME && (given > 1 || dir || pl.n > nnamed))) {
@@ -390,6 +430,7 @@ int cmd_export(int argc, char **argv)
             }
         }
         cmh_pathlist_free(&pl);
+        cmh_pathlist_free(&g_child_flights);
         return rc;
     }
     if (pl.n != 1) {

@@ -63,37 +63,6 @@ const cli_command cli_cmd_recover = {
     "refused, exit 1, unless --force).",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist recover cumemhist.4242.cmh.flight"};
 
-void cli_flight_ending(const cmh_flight_identity *id, int state, int end_signal, int have_status, int status, char *how, size_t cap)
-{
-    /* the parent's wait status says it best; else what the process marked (a fatal signal, a
-     * failed exit dump, _exit()); a process that marked nothing ended by a way that runs no code
-     * of ours (SIGKILL, the OOM killer; before records marked _exit(), that too), and its status
-     * went to its own parent */
-    char parent[64] = "is not known here";
-    if (id->forked_from > 0) snprintf(parent, sizeof parent, "went to its parent, pid %lld", (long long)id->forked_from);
-    int ex = have_status && WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-    if (state == CMH_ENDED_EXECED) snprintf(how, cap, "replaced its program by exec() (the new program's record is its own)");
-    else if (have_status && WIFSIGNALED(status)) snprintf(how, cap, "was killed by %s", cmh_signal_name(WTERMSIG(status)));
-    else if (have_status && WIFEXITED(status) && state == CMH_ENDED_EXITED) snprintf(how, cap, "exited with status %d; its exit dump failed", ex);
-    else if (have_status && WIFEXITED(status))
-        snprintf(how, cap, "exited with status %d without its exit dump (no exit handler ran: _exit())", ex);
-    else if (state == CMH_ENDED_SIGNALED) snprintf(how, cap, "was killed by %s", cmh_signal_name(end_signal));
-    else if (state == CMH_ENDED_EXITED) snprintf(how, cap, "exited; its exit dump failed");
-    else if (state == CMH_ENDED_QUIT && id->forked_from > 0) /* a worker forked without exec: how those end, not an alarm */
-        snprintf(how, cap, "ended by _exit(%d), the usual end of a forked worker (as multiprocessing and DataLoader workers end: no exit "
-                 "handler runs, so no exit dump; its exit status %s)", end_signal, parent);
-    else if (state == CMH_ENDED_QUIT)
-        snprintf(how, cap, "ended by _exit(%d), without its exit dump (no exit handler runs)", end_signal);
-    else if (id->marks_exit) /* _exit() would have marked it: no code of the process ran at its end */
-        snprintf(how, cap, "was killed, with no chance to mark its end (SIGKILL, the OOM killer, or a signal left to its default action; "
-                 "its exit status %s)", parent);
-    else if (id->forked_from > 0) /* (a record of an older recorder, which did not mark _exit) */
-        snprintf(how, cap, "ended without its exit dump, the usual end of a forked worker (_exit(), as multiprocessing and "
-                 "DataLoader workers end; a SIGKILL would look the same; its exit status %s)", parent);
-    else
-        snprintf(how, cap, "ended without its exit dump and left no mark (SIGKILL, the OOM killer or _exit(); its exit status %s)", parent);
-}
-
 int cli_flight_process(const cmh_flight_identity *id)
 {
     char host[256] = "";
@@ -286,7 +255,7 @@ int cli_recover_flight(const char *flight, const char *out, int have_status, int
     char how[400];
     if (live && running) snprintf(how, sizeof how, "was still running when this copy was taken");
     else if (live && proc == CLI_PROC_ELSEWHERE) snprintf(how, sizeof how, "ran on %s (whether it still runs cannot be told here)", id.hostname);
-    else cli_flight_ending(&id, info.state, info.end_signal, have_status, status, how, sizeof how);
+    else cmh_flight_ending(&id, info.state, info.end_signal, have_status, status, how, sizeof how);
     char ending[520];
     if (live) snprintf(ending, sizeof ending, "%s (a copy of its flight record, %s %s so far)", how, thousands(info.entries),
                        info.entries == 1 ? "entry" : "entries");

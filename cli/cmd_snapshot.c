@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -13,6 +14,9 @@
 #include "cumemhist/recover.h"
 #include "cumemhist/symbolize.h"
 #include "live.h"
+#include "report.h"
+
+#define KIDS_SAID 16 /* children said one a line; the snapshot lists them all */
 
 static const char *g_out;
 static int g_quiet;
@@ -28,7 +32,9 @@ const cli_command cli_cmd_snapshot = {
     "Write a snapshot of a running recorded process, as it is now, from its flight record: the\n"
     "process is not signalled and the record is not touched.  PID is looked up in your registry\n"
     "of recorded processes (`cumemhist top` lists them), else in the process itself (its flight\n"
-    "record is mapped in it); FLIGHT is a flight record's path.",
+    "record is mapped in it); FLIGHT is a flight record's path.  The children it forked without exec\n"
+    "(DataLoader workers, multiprocessing) are named, each with its record and how it ended\n"
+    "(a running one: `cumemhist snapshot CHILD` takes its own).",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist snapshot 4242 -o now.cmh && cumemhist leaks now.cmh"};
 
 int cmd_snapshot(int argc, char **argv)
@@ -68,12 +74,18 @@ int cmd_snapshot(int argc, char **argv)
     cmh_strtab_intern(&s.strings, ending, strlen(ending), &s.ending);
     cmh_symbolize_result r;
     cmh_symbolize_offline(&s, CMH_SYM_ALL, &r);
+    /* the children it forked (DataLoader workers, multiprocessing), each with where its record is
+     * and how it ended, as the reports of its snapshot will say them: said nowhere before its end */
+    char (*kids)[1200] = s.nchildren && !g_quiet ? calloc(s.nchildren < KIDS_SAID ? s.nchildren : KIDS_SAID, sizeof *kids) : NULL;
+    uint32_t nkids = kids ? (s.nchildren < KIDS_SAID ? s.nchildren : KIDS_SAID) : 0, more = s.nchildren - nkids + s.children_more;
     char own[64];
     snprintf(own, sizeof own, "cumemhist.%lld.live.cmh", (long long)info->pid);
     const char *dest = g_out ? g_out : own;
     rc = cmh_cmh_write_file(&s, dest, err, sizeof err);
+    for (uint32_t i = 0; rc == CMH_OK && i < nkids; i++) rep_child_text(dest, &s.children[i], kids[i], sizeof kids[i]);
     cmh_snapshot_free(&s);
     if (rc != CMH_OK) {
+        free(kids);
         cmh_live_close(l);
         cli_error("%s", err);
         return rc == CMH_ENOMEM ? CLI_ENOMEM : CLI_EFILE;
@@ -88,7 +100,12 @@ int cmd_snapshot(int argc, char **argv)
         if (info->torn) fprintf(stderr, " (%" PRIu64 " torn record%s skipped)", info->torn, info->torn == 1 ? "" : "s");
         if (info->damaged) fprintf(stderr, " (%" PRIu64 " damaged record%s skipped)", info->damaged, info->damaged == 1 ? "" : "s");
         fputc('\n', stderr);
+        for (uint32_t i = 0; i < nkids; i++) fprintf(stderr, "cumemhist: pid %lld: %s\n", (long long)info->pid, kids[i]);
+        if (more)
+            fprintf(stderr, "cumemhist: pid %lld: %u more forked %s, not looked up here\n", (long long)info->pid, more,
+                    more == 1 ? "child" : "children");
     }
+    free(kids);
     cmh_live_close(l);
     return 0;
 }

@@ -266,7 +266,7 @@ static void proc_state(cli_proc *p)
         if (proc == CLI_PROC_ELSEWHERE) p->elsewhere = 1;
         if (proc != CLI_PROC_GONE && proc != CLI_PROC_REUSED) return;
         p->ended = 1;
-        cli_flight_ending(&id, in->state, in->end_signal, 0, 0, p->ending, sizeof p->ending);
+        cmh_flight_ending(&id, in->state, in->end_signal, 0, 0, p->ending, sizeof p->ending);
         return;
     }
     /* No record at its path: a process removes its own at its end, once its snapshot holds it all

@@ -45,7 +45,7 @@ typedef struct cli_proc {
     int64_t pid;
     int seen; /* still named by the registry at the last look */
     /* whether its process still runs, as this host tells at each look (cli_flight_process):
-     * ended, and how in recover's words (cli_flight_ending); elsewhere: recorded on another
+     * ended, and how in recover's words (cmh_flight_ending); elsewhere: recorded on another
      * host, where whether it runs cannot be told.  A record's figures are then its end's */
     int ended, elsewhere;
     char ending[400];

@@ -339,7 +339,7 @@ static int child_at(const char *path, const cmh_forked_child *c, char *ending, s
 }
 
 /* Is the flight record at path child c's?  How it ended into ending, as `recover` says it
- * (cli_flight_ending), or that it still runs. */
+ * (cmh_flight_ending), or that it still runs. */
 static int child_flight_at(const char *path, const cmh_forked_child *c, char *ending, size_t ecap)
 {
     struct stat st;
@@ -349,7 +349,7 @@ static int child_flight_at(const char *path, const cmh_forked_child *c, char *en
     if (cmh_flight_identify(path, &id, err, sizeof err) != CMH_OK || id.pid != c->pid) return 0;
     int run = cli_flight_process(&id);
     if (run == CLI_PROC_ALIVE || run == CLI_PROC_ALIVE_UNSURE) snprintf(ending, ecap, "still runs");
-    else cli_flight_ending(&id, id.state, id.end_signal, 0, 0, ending, ecap);
+    else cmh_flight_ending(&id, id.state, id.end_signal, 0, 0, ending, ecap);
     return 1;
 }
 
@@ -403,8 +403,8 @@ int rep_child_text(const char *parent, const cmh_forked_child *c, char *text, si
      * (it said "left no record here" beside it) */
     if (rep_child_flight(parent, c, found, sizeof found, ending, sizeof ending)) {
         if (!strcmp(ending, "still runs"))
-            snprintf(text, cap, "forked child %lld: still runs, its flight record %s (`cumemhist top %lld` while it runs)", (long long)c->pid, found,
-                     (long long)c->pid);
+            snprintf(text, cap, "forked child %lld: still runs, its flight record %s (`cumemhist snapshot %lld` takes its snapshot now, "
+                     "`cumemhist top %lld` watches it)", (long long)c->pid, found, (long long)c->pid, (long long)c->pid);
         else
             snprintf(text, cap, "forked child %lld: no snapshot, its flight record %s (`cumemhist recover %s` writes it); it %s", (long long)c->pid,
                      found, found, ending);

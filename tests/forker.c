@@ -1,7 +1,7 @@
 /*
  * forker.c - a parent that allocates, then forks one child per word of its arguments, each
  * child allocating on its own and ending the way the word says, for tests/fork_test.sh:
- *   forker [threaded | late | killed] HOW...      HOW: kill | segv | abort | _exit | exit | exit3
+ *   forker [threaded | late | killed] HOW...      HOW: kill | segv | abort | _exit | exit | exit3 | hold
  * The parent makes 3 allocations of 1 MiB (kept) before the first fork (with "late", after the
  * last child ended: the children touch CUDA first, the first of them taking the flight record's
  * path that the parent's own takes over later); child i (from 0)
@@ -14,7 +14,10 @@
  * its allocations and its thread's, the frees counted apart as "parent_frees N").  With
  * "killed", the parent then ends by SIGKILL, its flight record all that is left of it; before
  * that, with FORKER_CHURN=N in the environment, it allocates and frees 64 KiB N times (from
- * thread_alloc's line), enough for a bounded ring's flight record to checkpoint.
+ * thread_alloc's line), enough for a bounded ring's flight record to checkpoint.  With
+ * FORKER_HOLD=FILE, the parent prints "holding" after its last line and waits for FILE to exist
+ * before it ends (a running parent whose children have ended); a "hold" child waits for it too,
+ * then exits (0), the parent not waiting for it before (a child still running).
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -71,9 +74,17 @@ static void *churn(void *arg)
     return NULL;
 }
 
+/* until FORKER_HOLD's file exists (a bound of about 2 minutes for a test that never makes it) */
+static void hold_on(void)
+{
+    const char *hold = getenv("FORKER_HOLD");
+    for (int i = 0; hold && i < 12000 && access(hold, F_OK) != 0; i++) usleep(10000);
+}
+
 static void die(const char *how)
 {
     fflush(NULL);
+    if (!strcmp(how, "hold")) hold_on(); /* then exit(0) */
     if (!strcmp(how, "kill")) raise(SIGKILL);
     if (!strcmp(how, "segv")) {
         volatile int *volatile nowhere = NULL;
@@ -92,7 +103,10 @@ int main(int argc, char **argv)
     int killed = argc > 1 && !strcmp(argv[1], "killed");
     int first = 1 + threaded + late + killed;
     for (int i = 0; i < 3 && !late; i++) parent_alloc(1 << 20);
+    pid_t held[64];
+    int nheld = 0;
     pthread_t t;
+    if (argc - first > 64) return 2;
     if (threaded && pthread_create(&t, NULL, churn, NULL) != 0) return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = first; i < argc; i++) {
@@ -109,7 +123,9 @@ int main(int argc, char **argv)
         }
         printf("child %ld %s %d %lu\n", (long)pid, argv[i], k + 2, (unsigned long)(k + 2) * ((unsigned long)(k + 1) << 16));
         int st;
-        while (waitpid(pid, &st, 0) < 0) {}
+        if (!strcmp(argv[i], "hold")) held[nheld++] = pid; /* still running while the parent holds */
+        else
+            while (waitpid(pid, &st, 0) < 0) {}
     }
     for (int i = 0; i < 3 && late; i++) parent_alloc(1 << 20);
     if (threaded) {
@@ -118,6 +134,14 @@ int main(int argc, char **argv)
     }
     printf("parent %ld %lu %lu\n", (long)getpid(), 3 + g_thread_kept, (3ul << 20) + g_thread_kept * (4ul << 10));
     printf("parent_frees %lu\n", g_thread_rounds);
+    /* FORKER_HOLD=FILE: the parent still runs, its children ended, until FILE exists (a bound
+     * of about 2 minutes for a test that never makes it): what `cumemhist snapshot PID` sees */
+    if (getenv("FORKER_HOLD")) {
+        printf("holding\n");
+        hold_on();
+    }
+    for (int i = 0, st; i < nheld; i++)
+        while (waitpid(held[i], &st, 0) < 0) {}
     if (killed) {
         long churn = getenv("FORKER_CHURN") ? atol(getenv("FORKER_CHURN")) : 0;
         for (long i = 0; i < churn; i++) cuMemFree(thread_alloc(64 << 10));

@@ -267,6 +267,24 @@ static int device_track(const chrome_ctx *c, const cmh_snapshot *s, int dev)
         snprintf(name + n, sizeof name - n, " %d", dev);
     }
     meta(w, "process_name", pid_of(c, dev), -1, name);
+    /* how the process ended, and whose child it was, as the reports say it ("forked child 803:
+     * ...; it was killed by SIGKILL"): a job's trace named its processes and no ending, so a
+     * killed worker's track read as one that ran to its end (Perfetto shows labels by the name) */
+    if (c->label && (s->ending || s->forked_from > 0)) {
+        char labels[1200];
+        int n = s->forked_from > 0 ? snprintf(labels, sizeof labels, "forked from pid %lld", (long long)s->forked_from) : 0;
+        if (s->ending) snprintf(labels + n, sizeof labels - (size_t)n, "%sthe process %s", n ? "; " : "", cmh_str(s, s->ending));
+        cmh_jw_nl(w);
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "ph", "M");
+        cmh_jw_kstr(w, "name", "process_labels");
+        cmh_jw_kint(w, "pid", pid_of(c, dev));
+        cmh_jw_key(w, "args");
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "labels", labels);
+        cmh_jw_end(w);
+        cmh_jw_end(w);
+    }
     if (c->label) { /* the order Perfetto lists them in: as the ranks go */
         cmh_jw_nl(w);
         cmh_jw_obj(w);

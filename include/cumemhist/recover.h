@@ -60,6 +60,12 @@ typedef struct cmh_flight_identity {
 } cmh_flight_identity;
 /* CMH_OK; CMH_EFORMAT (not a flight record) or CMH_EIO with err naming the file. */
 int cmh_flight_identify(const char *path, cmh_flight_identity *id, char *err, size_t errlen);
+/* How a process that no longer runs ended, in words after its pid ("was killed by SIGSEGV",
+ * "ended without its exit dump and left no mark (SIGKILL, ...)"): from its parent's wait status
+ * where have_status, else what it marked in its flight record (state, end_signal: CMH_ENDED_*).
+ * One wording for recover, record, top, a parent's reports of its children and
+ * cmh_flight_recover's ending. */
+void cmh_flight_ending(const cmh_flight_identity *id, int state, int end_signal, int have_status, int status, char *how, size_t cap);
 /* "SIGSEGV", or "signal N" */
 const char *cmh_signal_name(int sig);
 
