@@ -26,10 +26,13 @@
 
 #define NSHARD 64
 
+/* A line of its own: two shards sharing one (32 bytes each) made threads working on different
+ * shards take each other's line at every lock and unlock. */
 typedef struct shard {
     uint32_t lock; /* 0 free, 1 held */
     cmh_oatab t;   /* of cmh_live */
-} shard;
+} __attribute__((aligned(64))) shard;
+_Static_assert(sizeof(shard) == 64 && _Alignof(shard) == 64, "a shard is one cache line of its own");
 
 static __attribute__((noinline, cold)) void spin_slow(uint32_t *l)
 {
@@ -68,8 +71,9 @@ static inline shard *shard_of(cmh_livetab *t, uint64_t addr) { return &t->sh[((a
 
 cmh_livetab *cmh_live_new(void)
 {
-    cmh_livetab *t = calloc(1, sizeof *t);
+    cmh_livetab *t = aligned_alloc(64, sizeof *t);
     if (!t) return NULL;
+    memset(t, 0, sizeof *t);
     for (int i = 0; i < NSHARD; i++) {
         __atomic_store_n(&t->sh[i].lock, 0u, __ATOMIC_RELAXED);
         cmh_oa_init(&t->sh[i].t, sizeof(cmh_live));
