@@ -10,6 +10,7 @@
 
 #include "cumemhist/analyzer.h"
 #include "cumemhist/reports.h"
+#include "cumemhist/sites.h"
 #include "oatab.h"
 
 /* The first OOM of trace t by the retry rule: the first the program saw (*numbered 1), else,
@@ -303,8 +304,7 @@ static const cmh_frame *frame_at(const cmh_snapshot *s, uint32_t stack, uint32_t
 static int thread_start(const cmh_snapshot *s, const cmh_frame *f)
 {
     if (f->module >= 0 && (uint32_t)f->module < s->nmodules) {
-        const char *m = cmh_str(s, s->modules[f->module].path), *b = strrchr(m, '/');
-        b = b ? b + 1 : m;
+        const char *b = cmh_frame_module(s, f);
         return !strncmp(b, "libc.so", 7) || !strncmp(b, "libc-", 5) || !strncmp(b, "libpthread", 10) || !strncmp(b, "ld-linux", 8);
     }
     static const char *const starts[] = {"__libc_start_call_main", "__libc_start_main", "start_thread", "_start", "clone", "clone3", "__clone", NULL};

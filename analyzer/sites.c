@@ -74,12 +74,15 @@ struct cmh_sites {
 
 /* ---- the rules ---- */
 
+/* The module's file name: what follows its path's last '/' or '\' (a module map written on
+ * Windows, C:\env\Lib\site-packages\torch\lib\c10_cuda.dll; cmh_sites_normpath reads paths so). */
 const char *cmh_frame_module(const cmh_snapshot *s, const cmh_frame *f)
 {
     if (f->module < 0 || (uint32_t)f->module >= s->nmodules) return "";
-    const char *p = cmh_str(s, s->modules[f->module].path);
-    const char *sl = strrchr(p, '/');
-    return sl ? sl + 1 : p;
+    const char *p = cmh_str(s, s->modules[f->module].path), *base = p;
+    for (; *p; p++)
+        if (*p == '/' || *p == '\\') base = p + 1;
+    return base;
 }
 
 /* The qualified name of a demangled C++ function: "at::Tensor c10::impl::f<A<B>>::call(X)" gives

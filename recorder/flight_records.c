@@ -17,6 +17,22 @@ static uint32_t g_stacks_seen, g_stacks_scanned; /* new stacks since the last mo
 
 static uint32_t padded(size_t n) { return (uint32_t)((n + 7) & ~(size_t)7); }
 
+/* One record: its fixed part (flen bytes), then the tails' bytes, padded to 8 (none written when
+ * there is no flight record, or no room: counted lost by cmh_fl_reserve).  The fixed parts have
+ * no hidden padding (flight_format.h), so a compound literal gives the bytes that field by field writes gave. */
+static void put(int type, const void *fixed, size_t flen, const void *t1, size_t n1, const void *t2, size_t n2)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + flen + n1 + n2), &a, 1, 0);
+    if (!h) return;
+    char *r = (char *)(h + 1);
+    memcpy(r, fixed, flen);
+    if (n1) memcpy(r + flen, t1, n1);
+    if (n2) memcpy(r + flen + n1, t2, n2);
+    cmh_fl_commit(h, type, a);
+}
+
 void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth)
 {
     if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
@@ -34,36 +50,17 @@ void cmh_flight_stack(uint32_t id, const uintptr_t *pcs, uint32_t depth)
 
 void cmh_flight_name(uint32_t id, const char *name)
 {
-    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
     size_t n = strlen(name);
     if (n > 65535) n = 65535;
-    uint32_t a;
-    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + sizeof(cmh_fr_name) + n), &a, 1, 0);
-    if (!h) return;
-    cmh_fr_name *r = CMH_FL_BODY(h, cmh_fr_name);
-    r->id = id;
-    r->length = (uint32_t)n;
-    memcpy(r + 1, name, n);
-    cmh_fl_commit(h, CMH_FR_NAME, a);
+    put(CMH_FR_NAME, &(cmh_fr_name){id, (uint32_t)n}, sizeof(cmh_fr_name), name, n, NULL, 0);
 }
 
 void cmh_flight_pyframe(uint32_t id, const char *file, const char *name, int32_t line)
 {
-    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
     size_t fl = strlen(file), nl = strlen(name);
     if (fl > 4096) fl = 4096;
     if (nl > 4096) nl = 4096;
-    uint32_t a;
-    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + sizeof(cmh_fr_pyframe) + fl + nl), &a, 1, 0);
-    if (!h) return;
-    cmh_fr_pyframe *r = CMH_FL_BODY(h, cmh_fr_pyframe);
-    r->id = id;
-    r->line = line;
-    r->file_len = (uint32_t)fl;
-    r->name_len = (uint32_t)nl;
-    memcpy(r + 1, file, fl);
-    memcpy((char *)(r + 1) + fl, name, nl);
-    cmh_fl_commit(h, CMH_FR_PYFRAME, a);
+    put(CMH_FR_PYFRAME, &(cmh_fr_pyframe){id, line, (uint32_t)fl, (uint32_t)nl}, sizeof(cmh_fr_pyframe), file, fl, name, nl);
 }
 
 void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
@@ -82,65 +79,34 @@ void cmh_flight_annotation(int64_t ticks, uint32_t name, int device, int stage)
 
 void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name)
 {
-    (void)arg;
-    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return; /* written with the others at the start */
-    uint32_t a;
-    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_thread), &a, 1, 0);
-    if (!h) return;
-    cmh_fr_thread *r = CMH_FL_BODY(h, cmh_fr_thread);
-    r->thread = thread;
-    r->pad = 0;
-    r->tid = tid;
-    memset(r->name, 0, sizeof r->name);
+    (void)arg; /* (written with the others at the start) */
+    cmh_fr_thread r = {thread, 0, tid, {0}};
     size_t n = strlen(name);
-    memcpy(r->name, name, n < sizeof r->name ? n : sizeof r->name);
-    cmh_fl_commit(h, CMH_FR_THREAD, a);
+    memcpy(r.name, name, n < sizeof r.name ? n : sizeof r.name);
+    put(CMH_FR_THREAD, &r, sizeof r, NULL, 0, NULL, 0);
 }
 
 void cmh_flight_child(uint32_t index, int64_t pid, const char *path)
 {
-    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return; /* written with the others at the start */
-    size_t n = path ? strlen(path) : 0;
+    size_t n = path ? strlen(path) : 0; /* (written with the others at the start) */
     if (n > 4095) n = 4095;
-    uint32_t a;
-    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + sizeof(cmh_fr_child) + n), &a, 1, 0);
-    if (!h) return;
-    cmh_fr_child *r = CMH_FL_BODY(h, cmh_fr_child);
-    r->index = index;
-    r->path_len = (uint32_t)n;
-    r->pid = pid;
-    if (n) memcpy(r + 1, path, n);
-    cmh_fl_commit(h, CMH_FR_CHILD, a);
+    put(CMH_FR_CHILD, &(cmh_fr_child){index, (uint32_t)n, pid}, sizeof(cmh_fr_child), path, n, NULL, 0);
 }
 
 void cmh_flight_meminfo(int device, int64_t ticks, uint64_t free_b, uint64_t total, uint32_t thread)
 {
-    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
-    uint32_t a;
-    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_meminfo), &a, 1, 0);
-    if (!h) return;
-    cmh_fr_meminfo *r = CMH_FL_BODY(h, cmh_fr_meminfo);
-    r->device = device;
-    r->thread = thread;
-    r->ticks = ticks;
-    r->free = free_b;
-    r->total = total;
-    cmh_fl_commit(h, CMH_FR_MEMINFO, a);
+    put(CMH_FR_MEMINFO, &(cmh_fr_meminfo){device, thread, ticks, free_b, total}, sizeof(cmh_fr_meminfo), NULL, 0, NULL, 0);
 }
 
 void cmh_flight_device(const cmh_device_ident *d)
 {
-    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
-    uint32_t a;
-    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_device), &a, 1, 0);
-    if (!h) return;
-    cmh_fr_device *r = CMH_FL_BODY(h, cmh_fr_device);
-    memset(r, 0, sizeof *r);
-    r->device = d->device;
-    memcpy(r->uuid, d->uuid, sizeof r->uuid);
-    memcpy(r->name, d->name, sizeof r->name);
-    memcpy(r->pci_bus, d->pci_bus, sizeof r->pci_bus);
-    cmh_fl_commit(h, CMH_FR_DEVICE, a);
+    cmh_fr_device r;
+    memset(&r, 0, sizeof r);
+    r.device = d->device;
+    memcpy(r.uuid, d->uuid, sizeof r.uuid);
+    memcpy(r.name, d->name, sizeof r.name);
+    memcpy(r.pci_bus, d->pci_bus, sizeof r.pci_bus);
+    put(CMH_FR_DEVICE, &r, sizeof r, NULL, 0, NULL, 0);
 }
 
 static uint32_t g_vmm_seq;
@@ -165,12 +131,8 @@ void cmh_flight_vmm_handle(uint64_t handle, int device, uint64_t size, int64_t t
 void cmh_flight_vmm_map(int device, uint64_t addr, uint64_t size, int64_t ticks, uint64_t serial, uint64_t hsize, uint32_t hstack,
                         int64_t hticks)
 {
-    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
-    uint32_t a;
-    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_vmm_map), &a, 1, 0);
-    if (!h) return;
-    *CMH_FL_BODY(h, cmh_fr_vmm_map) = (cmh_fr_vmm_map){device, hstack, addr, size, serial, hsize, ticks, hticks};
-    cmh_fl_commit(h, CMH_FR_VMM_MAP, a);
+    put(CMH_FR_VMM_MAP, &(cmh_fr_vmm_map){device, hstack, addr, size, serial, hsize, ticks, hticks}, sizeof(cmh_fr_vmm_map),
+        NULL, 0, NULL, 0);
 }
 
 /* ---- the module map ---- */
@@ -238,17 +200,8 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
     char bid[130];
     build_id_hex(info, bid, sizeof bid);
     size_t pl = strlen(path), bl = strlen(bid);
-    uint32_t a;
-    cmh_flight_rec *h = cmh_fl_reserve(padded(sizeof *h + sizeof(cmh_fr_module) + pl + bl), &a, 1, 0);
-    if (!h) return 0;
-    cmh_fr_module *r = CMH_FL_BODY(h, cmh_fr_module);
-    r->base = lo; /* the lowest loaded address, as the snapshot's module map has it */
-    r->size = hi - lo;
-    r->path_len = (uint32_t)pl;
-    r->build_id_len = (uint32_t)bl;
-    memcpy(r + 1, path, pl);
-    memcpy((char *)(r + 1) + pl, bid, bl);
-    cmh_fl_commit(h, CMH_FR_MODULE, a);
+    /* base: the lowest loaded address, as the snapshot's module map has it */
+    put(CMH_FR_MODULE, &(cmh_fr_module){lo, hi - lo, (uint32_t)pl, (uint32_t)bl}, sizeof(cmh_fr_module), path, pl, bid, bl);
     return 0;
 }
 

@@ -13,6 +13,7 @@
  *   stacks.c   stacks captured (the walk below, else libunwind) and interned
  *   unwind.c   the recorder's own stack walk: .eh_frame rules per PC, walks remembered
  *   pystack.c  the Python frames of the allocating thread, as pseudo PCs in its stack
+ *   pystack_nogil.c  the same frames of a thread without the GIL, read by the layout
  *   symbols.c  symbolization at dump (ELF .symtab, .dynsym, dladdr) and the module map
  *   export.c   the recorder's state as a snapshot model
  *   dump.c     one snapshot: the model built, symbolized, written atomically

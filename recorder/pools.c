@@ -41,17 +41,13 @@ typedef struct prec {
     uint32_t tag;       /* CMH_POOL_DEFAULT or CMH_POOL_PRIVATE (snapshot.h), said on each of its samples */
     int over;           /* reserved > threshold at the last sample: a synchronize may give some back */
     int dying;          /* the program is destroying it: no new query of the driver about it */
+    uint32_t busy;      /* resamples that copied it and have not yet recorded it: a destroy waits for them */
 } prec;
 
 static cmh_mutex g_lock = CMH_MUTEX_INITIALIZER;
 static cmh_oatab g_pools = {NULL, 0, 0, sizeof(prec)};
 static int g_any; /* read without the lock: has any pool been seen */
 static int g_over; /* read without the lock: how many pools hold more than their release threshold */
-/* The resamples under way between their copy of the table and their last question to the
- * driver.  A destroy waits for them (cmh_pools_destroying): the helper's once-a-second sample
- * asked the driver about a pool the program had just destroyed, the fake driver's freed memory
- * (ThreadSanitizer: heap-use-after-free), a handle the real driver may give a new pool. */
-static uint32_t g_sampling;
 
 /* changed_only: record nothing when what the pool keeps is as last recorded (a refresh);
  * flags: the entry's (CMH_EF_AT_DUMP); tag: CMH_POOL_* bits beyond the pool's kind (CMH_POOL_CREATED,
@@ -144,18 +140,32 @@ void cmh_pools_threshold(uint64_t pool, uint64_t threshold)
 }
 
 /* Before the driver destroys a pool: no resample asks about it from now on, and those that may
- * (their copy of the table made before) have ended.  The caller holds no recorder lock. */
+ * (their copy of the table, made before, holds it: its busy count) have recorded it.  Without the
+ * wait the helper's once-a-second sample asked the driver about a pool the program had just
+ * destroyed, the fake driver's freed memory (ThreadSanitizer: heap-use-after-free), a handle the
+ * real driver may give a new pool.  Resamples of other pools are not waited for: the program's
+ * thread sleeps only when one is reading this pool.  The caller holds no recorder lock. */
 void cmh_pools_destroying(uint64_t pool)
 {
     if (!cmh_pools_any()) return;
     cmh_lock(&g_lock);
     prec *p = cmh_oa_find(&g_pools, pool);
-    if (p) p->dying = 1;
+    uint32_t busy = 0;
+    if (p) {
+        p->dying = 1;
+        busy = p->busy;
+    }
     cmh_unlock(&g_lock);
-    if (!p) return;
+    if (!busy) return;
     int saved = errno; /* the program's errno is not ours to change */
     struct timespec us = {0, 50000};
-    while (__atomic_load_n(&g_sampling, __ATOMIC_ACQUIRE)) nanosleep(&us, NULL);
+    do { /* (found again each turn: the table moves its entries when it grows) */
+        nanosleep(&us, NULL);
+        cmh_lock(&g_lock);
+        p = cmh_oa_find(&g_pools, pool);
+        busy = p ? p->busy : 0;
+        cmh_unlock(&g_lock);
+    } while (busy);
     errno = saved;
 }
 
@@ -196,9 +206,13 @@ static void resample(int device, int changed_only, int flags, int over_only)
     cmh_lock(&g_lock);
     uint32_t n = 0;
     prec *all = malloc((g_pools.n ? g_pools.n : 1) * sizeof *all);
-    for (uint32_t i = 0; all && i < g_pools.cap; i++)
-        if (cmh_oa_keyat(&g_pools, i) && !((prec *)cmh_oa_at(&g_pools, i))->dying) all[n++] = *(prec *)cmh_oa_at(&g_pools, i);
-    if (all) __atomic_add_fetch(&g_sampling, 1, __ATOMIC_RELAXED); /* (under the lock: a destroy that marks after sees it) */
+    for (uint32_t i = 0; all && i < g_pools.cap; i++) {
+        prec *p = cmh_oa_at(&g_pools, i);
+        if (!cmh_oa_keyat(&g_pools, i) || p->dying || (device >= 0 && p->device != device) || (over_only && !p->over))
+            continue;
+        p->busy++; /* (under the lock: a destroy that marks it after sees it) */
+        all[n++] = *p;
+    }
     cmh_unlock(&g_lock);
     if (!all) {
         cmh_count_lost(1);
@@ -206,11 +220,13 @@ static void resample(int device, int changed_only, int flags, int over_only)
     }
     for (uint32_t i = 0; i < n; i++) {
         uint64_t reserved, used;
-        if ((device >= 0 && all[i].device != device) || (over_only && !all[i].over)) continue;
         if (cmh_driver_pool_attrs(all[i].handle, &reserved, &used) == 0)
             pool_record(all[i].handle, (int)all[i].device, reserved, used, 0, changed_only, flags, 0, 0, all[i].tag);
+        cmh_lock(&g_lock); /* recorded: a destroy waiting for it may go on */
+        prec *p = cmh_oa_find(&g_pools, all[i].handle);
+        if (p && p->busy) p->busy--;
+        cmh_unlock(&g_lock);
     }
-    __atomic_sub_fetch(&g_sampling, 1, __ATOMIC_RELEASE);
     free(all);
 }
 
@@ -240,8 +256,7 @@ void cmh_pools_reset_after_fork(void)
     cmh_mutex_init(&g_lock);
     cmh_oa_free(&g_pools);
     g_any = 0;
-    g_over = 0;
-    g_sampling = 0; /* (a resample of another thread's, under way at the fork, is not the child's) */
+    g_over = 0; /* (busy counts went with the table: a resample under way at the fork is not the child's) */
 }
 
 void cmh_pools_atfork_prepare(void) { cmh_lock(&g_lock); }

@@ -7,19 +7,15 @@
  * makes 64 MiB of optimizer state once, in step 1 (state, not a leak).  No marks: the steps come
  * from the allocation pattern.
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "loop_prog.h"
+
 #define MIB (1ull << 20)
-#define CK(x)                                                                  \
-    do {                                                                       \
-        if ((x) != CUDA_SUCCESS) {                                             \
-            fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #x);     \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 __attribute__((noinline)) static CUdeviceptr kv_buffer(size_t n)
 {
@@ -53,12 +49,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     int shared = !strcmp(mode, "shared"), once = !strcmp(mode, "once");
-    CUdevice d;
-    CUcontext c;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&d, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, d));
-    CK(cuCtxSetCurrent(c));
+    loop_device0();
     CUdeviceptr kv = kv_buffer(16 * MIB), lru[10] = {0}, opt = 0;
     int head = 0;
     for (int step = 0; step < 120; step++) {

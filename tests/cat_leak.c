@@ -8,17 +8,12 @@
  *   kv_grow         the same, the old one freed first: a leak too
  *   double_buffer   a buffer of the same 2 MiB, then the old one freed: held, never growing
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        if ((x) != CUDA_SUCCESS) {                                             \
-            fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #x);     \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "loop_prog.h"
 
 static CUdeviceptr hist, kv, buf;
 static size_t hist_size = 1 << 20, kv_size = 1 << 20;
@@ -62,12 +57,7 @@ __attribute__((noinline)) static void step(void)
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 30;
-    CUdevice dev;
-    CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    loop_device0();
     for (int s = 0; s < steps; s++) step();
     return 0;
 }

@@ -11,20 +11,14 @@
  * created the file CYCLE_READY names: a process to take a snapshot of mid-step, as `snapshot
  * PID`, `top` and the exporter do of a running one.
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#define CK(x)                                                          \
-    do {                                                               \
-        CUresult r_ = (x);                                             \
-        if (r_) {                                                      \
-            fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #x, r_); \
-            exit(1);                                                   \
-        }                                                              \
-    } while (0)
+#include "loop_prog.h"
 
 static void wait_here(void)
 {
@@ -55,12 +49,7 @@ int main(int argc, char **argv)
 {
     int period = argc > 1 ? atoi(argv[1]) : 7, n = argc > 2 ? atoi(argv[2]) : 300, cut = argc > 3 ? atoi(argv[3]) : 0;
     if (period < 1 || n < 1) return 2;
-    CUcontext c;
-    CUdevice d;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&d, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, d));
-    CK(cuCtxSetCurrent(c));
+    loop_device0();
     for (int i = 0; i < n; i++) {
         int last = i == n - 1;
         CUdeviceptr a = buffer(i, period);

@@ -10,20 +10,14 @@
  *     STEPS  steps (50), US microseconds between steps (2000)
  *
  * The steps are STEPS, the kept block 1 MiB a step (anysize: 2.5 MiB on average). */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        CUresult r_ = (x);                                                                                             \
-        if (r_) {                                                                                                      \
-            fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #x, (int)r_);                                    \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
+#include "loop_prog.h"
 
 static CUdeviceptr keep[4096];
 static const char *where = "end";
@@ -58,12 +52,7 @@ int main(int argc, char **argv)
     int steps = argc > 3 ? atoi(argv[3]) : 50;
     long us = argc > 4 ? atol(argv[4]) : 2000;
     if (steps < 1 || steps > 4096) return 2;
-    CUdevice dev;
-    CUcontext c;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, dev));
-    CK(cuCtxSetCurrent(c));
+    loop_device0();
     for (int s = 0; s < steps; s++) {
         fwd(s);
         struct timespec t = {us / 1000000, (us % 1000000) * 1000};

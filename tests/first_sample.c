@@ -11,30 +11,20 @@
  *   first_sample oom     64 MiB blocks until the device is out of memory (run with a context
  *                        holding most of the device: FAKECUDA_CONTEXT); exit 0 at the error
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "loop_prog.h"
+
 #define MIB (1ull << 20)
-#define CK(x)                                                                                                    \
-    do {                                                                                                         \
-        CUresult r_ = (x);                                                                                       \
-        if (r_ != CUDA_SUCCESS) {                                                                                \
-            fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #x, (int)r_);                              \
-            return 1;                                                                                            \
-        }                                                                                                        \
-    } while (0)
 
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "plain";
-    CUdevice d;
-    CUcontext c;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&d, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, d));
-    CK(cuCtxSetCurrent(c));
+    loop_device0();
     CUdeviceptr p;
     if (!strcmp(mode, "plain")) {
         CK(cuMemAlloc(&p, 64 * MIB));

@@ -1,7 +1,7 @@
 /*
  * loop_prog.h - what the test programs run under the recorder share (after_loop.c, stops_leak.c,
  * each_leaks.c, threaded_leak.c, unhooked.c, ...): device 0's primary context made current,
- * device memory taken or the program ended, and cmh_mark("step N") at each step's start when
+ * device memory taken or the program ended, a driver call checked (CK), and cmh_mark("step N") at each step's start when
  * asked for.  They run under the preloaded recorder without linking it, so cmh_mark is found
  * through dlsym (the including file defines _GNU_SOURCE first, for RTLD_DEFAULT and
  * program_invocation_short_name).  Not recorder_util.h: that one is the CUnit suites', which
@@ -33,6 +33,26 @@ static inline int loop_context(CUcontext *ctx)
         return 2;
     if (ctx) *ctx = c;
     return 0;
+}
+
+/* x, a driver call, returned CUDA_SUCCESS; else the program ends (exit 1) naming the call, its
+ * line and the driver's code. */
+#define CK(x)                                                                                        \
+    do {                                                                                             \
+        CUresult r_ = (x);                                                                           \
+        if (r_ != CUDA_SUCCESS) {                                                                    \
+            fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #x, (int)r_);                   \
+            exit(1);                                                                                 \
+        }                                                                                            \
+    } while (0)
+
+/* Device 0's primary context made current, or the program ends (exit 1). */
+static inline void loop_device0(void)
+{
+    if (loop_context(NULL)) {
+        fprintf(stderr, "%s: device 0's primary context could not be made current\n", program_invocation_short_name);
+        exit(1);
+    }
 }
 
 /* n bytes of device memory; a failure ends the program (exit 1).  Never inlined: the recorded

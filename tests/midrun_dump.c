@@ -6,21 +6,15 @@
  * the entries "so far": tests/onefacts_test.sh checks that every reading counts them as the
  * reports do.
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cumemhist/recorder.h"
+#include "loop_prog.h"
 
 #define MIB (1ull << 20)
-
-#define CK(x)                                                                                                                          \
-    do {                                                                                                                               \
-        if ((x) != CUDA_SUCCESS) {                                                                                                     \
-            fprintf(stderr, "midrun_dump: %s failed\n", #x);                                                                           \
-            return 1;                                                                                                                  \
-        }                                                                                                                              \
-    } while (0)
 
 int main(int argc, char **argv)
 {
@@ -28,12 +22,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: midrun_dump SNAPSHOT\n");
         return 2;
     }
-    CUdevice dev;
-    CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    loop_device0();
     CUdeviceptr p, a;
     CK(cuMemAlloc(&p, 4 * MIB));
     CUmemAllocationProp prop;

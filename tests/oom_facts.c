@@ -13,22 +13,16 @@
  * OOM is a leak's: spreading the work over the devices is no advice for it, and device 0 held
  * 32 MiB (physical), not its 24 MiB of ranges.
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cumemhist/blocks.h"
+#include "loop_prog.h"
 
 #define MIB (1ull << 20)
-#define CK(x)                                                                  \
-    do {                                                                       \
-        CUresult r_ = (x);                                                     \
-        if (r_) {                                                              \
-            fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #x, r_);   \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 static CUdeviceptr seg;
 static int used[6];
@@ -58,11 +52,7 @@ static void pool_free(CUdeviceptr p)
 
 static void frag(void)
 {
-    CUdevice d;
-    CUcontext c;
-    CK(cuDeviceGet(&d, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, d));
-    CK(cuCtxSetCurrent(c));
+    loop_device0();
     CK(cuMemAlloc(&seg, 48 * MIB));
     CMH_SEGMENT_MANAGED(seg);
     CUdeviceptr b[6];

@@ -5,20 +5,15 @@
  * every output must say so.  With an argument, it waits for that file to exist before it ends
  * (so that top, the exporter and `snapshot PID` read it live), after printing "oom 4".
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "loop_prog.h"
+
 #define MiB (1ull << 20)
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        CUresult r_ = (x);                                                                                             \
-        if (r_) {                                                                                                      \
-            fprintf(stderr, "%s = %d\n", #x, r_);                                                                      \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 __attribute__((noinline)) static CUresult o1(CUdeviceptr *p) { return cuMemAlloc(p, 600 * MiB); }
 __attribute__((noinline)) static CUresult o2(CUdeviceptr *p) { return cuMemAlloc(p, 700 * MiB); }
@@ -27,12 +22,7 @@ __attribute__((noinline)) static CUresult o4(CUdeviceptr *p) { return cuMemAlloc
 
 int main(int argc, char **argv)
 {
-    CUdevice d;
-    CUcontext c;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&d, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, d));
-    CK(cuCtxSetCurrent(c));
+    loop_device0();
     CUdeviceptr p, keep;
     CK(cuMemAlloc(&keep, 10 * MiB));
     int n = (o1(&p) != 0) + (o2(&p) != 0) + (o3(&p) != 0);

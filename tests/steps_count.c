@@ -18,6 +18,7 @@
  *     THREADED  1: the loop runs in a thread of its own, the main thread waiting
  *
  * The steps are N. */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,14 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        CUresult r_ = (x);                                                                                             \
-        if (r_) {                                                                                                      \
-            fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #x, (int)r_);                                    \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
+#include "loop_prog.h"
 
 #define MB (1ull << 20)
 

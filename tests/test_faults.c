@@ -261,7 +261,9 @@ static void test_full_tables_count_their_drops(void)
 static void test_pool_destroyed_during_helper_query(void)
 {
     int *inside = dlsym(RTLD_DEFAULT, "fakecuda_pool_attr_inside");
+    CUmemoryPool *held = dlsym(RTLD_DEFAULT, "fakecuda_pool_attr_held");
     CU_ASSERT_PTR_NOT_NULL_FATAL(inside);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(held);
     CUmemoryPool pool;
     CUmemPoolProps props = pool_props(0);
     CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
@@ -274,11 +276,43 @@ static void test_pool_destroyed_during_helper_query(void)
     int was_inside = __atomic_load_n(inside, __ATOMIC_SEQ_CST);
     CU_ASSERT(was_inside > 0); /* (the helper's sample came within 5 s) */
     CU_ASSERT_EQUAL(cuMemPoolDestroy(pool), CUDA_SUCCESS);
-    /* the helper's query of the pool ended before the driver destroyed it */
-    CU_ASSERT_EQUAL(__atomic_load_n(inside, __ATOMIC_SEQ_CST), 0);
+    /* the helper's query of the pool ended before the driver destroyed it (one of another pool
+     * may be under way: the destroy does not wait for that) */
+    CU_ASSERT(__atomic_load_n(held, __ATOMIC_SEQ_CST) != pool);
     /* (else it ends now, in this process: where it reads the freed pool, ThreadSanitizer says so) */
     for (int i = 0; i < 5000 && __atomic_load_n(inside, __ATOMIC_SEQ_CST); i++) nanosleep(&ms, NULL);
     unsetenv("FAKECUDA_POOL_ATTR_MS");
+}
+
+/* A pool destroyed while the helper asks the driver about another one: the destroy does not wait
+ * for it (it waited for every resample under way, the program's thread sleeping 50 us a turn).
+ * The helper's query is held at the fake driver's gate, taken before the destroyed pool was made,
+ * so no copy of the helper's holds it; the gate is let go after the destroy. */
+static void test_pool_destroy_waits_only_for_its_pool(void)
+{
+    int *inside = dlsym(RTLD_DEFAULT, "fakecuda_pool_attr_inside"), *gate = dlsym(RTLD_DEFAULT, "fakecuda_pool_attr_gate");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(inside);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gate);
+    CUmemoryPool other, pool;
+    CUmemPoolProps props = pool_props(0);
+    CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(&other, &props), CUDA_SUCCESS);
+    CUdeviceptr p;
+    CU_ASSERT_EQUAL_FATAL(cuMemAllocFromPoolAsync(&p, 4096, other, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemFreeAsync(p, 0), CUDA_SUCCESS);
+    __atomic_store_n(gate, 1, __ATOMIC_SEQ_CST);
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 5000 && !__atomic_load_n(inside, __ATOMIC_SEQ_CST); i++) nanosleep(&ms, NULL);
+    CU_ASSERT(__atomic_load_n(inside, __ATOMIC_SEQ_CST) > 0); /* (the helper's sample came within 5 s) */
+    CU_ASSERT_EQUAL_FATAL(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(cuMemAllocFromPoolAsync(&p, 4096, pool, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemFreeAsync(p, 0), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+    /* the helper is still held at the gate: the destroy did not wait for it (before, it waited
+     * until the gate gave up, 10 s, and the helper was out) */
+    CU_ASSERT(__atomic_load_n(inside, __ATOMIC_SEQ_CST) > 0);
+    __atomic_store_n(gate, 0, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < 5000 && __atomic_load_n(inside, __ATOMIC_SEQ_CST); i++) nanosleep(&ms, NULL);
+    CU_ASSERT_EQUAL(cuMemPoolDestroy(other), CUDA_SUCCESS);
 }
 
 /* ---- malloc failing inside the recorder (the faults_nomem test preloads tests/malloc_fail.c) ---- */
@@ -363,6 +397,7 @@ int main(void)
     CMH_ADD_TEST(s, test_refusals_forwarded);
     CMH_ADD_TEST(s, test_full_tables_count_their_drops);
     CMH_ADD_TEST(s, test_pool_destroyed_during_helper_query);
+    CMH_ADD_TEST(s, test_pool_destroy_waits_only_for_its_pool);
     CMH_ADD_TEST(s, test_context_not_allocatable);
     CMH_ADD_TEST(s, test_recorder_malloc_fails);
     int rc = cmh_test_main();

@@ -657,6 +657,9 @@ static void test_extension_owners(void)
         {"/env/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so", "libtorch_cuda.so", "PyTorch (libtorch_cuda.so)", 0, 1},
         {"/env/lib/python3.11/site-packages/nvidia/cublas/lib/libcublas.so.13", "libcublas.so.13", "cuBLAS (libcublas.so.13)", 0, 0},
         {"/home/u/app/app", "app", "program (app)", 0, 0},
+        /* a module map written on Windows: the module is the file's name, not its path */
+        {"C:\\Users\\u\\app\\app.exe", "app.exe", "program (app.exe)", 0, 0},
+        {"D:\\env\\Lib\\site-packages\\torch\\lib\\libtorch_cuda.so", "libtorch_cuda.so", "PyTorch (libtorch_cuda.so)", 0, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         cmh_snapshot s;

@@ -6,19 +6,14 @@
  * everything but the model.  Device 0's OOM is the later one though device 0 is the lower number:
  * `oom` calls device 1's the record's first, and whatif and --at oom look at it.
  */
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "loop_prog.h"
+
 #define MIB (1ull << 20)
-#define CK(x)                                                                  \
-    do {                                                                       \
-        CUresult r_ = (x);                                                     \
-        if (r_) {                                                              \
-            fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #x, r_);   \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 __attribute__((noinline)) static CUresult grow(CUdeviceptr *p) { return cuMemAlloc(p, 300 * MIB); }
 __attribute__((noinline)) static CUresult big(CUdeviceptr *p) { return cuMemAlloc(p, 500 * MIB); }

@@ -205,8 +205,11 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 
 /* FAKECUDA_POOL_ATTR_MS (tests): a query from any thread but the process's first waits this long
  * before it reads the pool, fakecuda_pool_attr_inside counting the queries waiting, so that a
- * test can destroy the pool while the recorder's helper is inside one (test_faults) */
-int fakecuda_pool_attr_inside;
+ * test can destroy the pool while the recorder's helper is inside one (test_faults).
+ * fakecuda_pool_attr_gate (tests): while a test holds it nonzero, such a query waits for it to
+ * be let go (10 s at most), counted the same way. */
+int fakecuda_pool_attr_inside, fakecuda_pool_attr_gate;
+CUmemoryPool fakecuda_pool_attr_held; /* the pool of the query held last (NULL: none held now) */
 
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
@@ -216,9 +219,19 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     if (slow && syscall(SYS_gettid) != getpid()) {
         long ms = atol(slow);
         struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        __atomic_store_n(&fakecuda_pool_attr_held, pool, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&fakecuda_pool_attr_inside, 1, __ATOMIC_SEQ_CST);
         nanosleep(&ts, NULL);
         __atomic_sub_fetch(&fakecuda_pool_attr_inside, 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&fakecuda_pool_attr_held, NULL, __ATOMIC_SEQ_CST);
+    }
+    if (__atomic_load_n(&fakecuda_pool_attr_gate, __ATOMIC_SEQ_CST) && syscall(SYS_gettid) != getpid()) {
+        struct timespec ms = {0, 1000000};
+        __atomic_store_n(&fakecuda_pool_attr_held, pool, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&fakecuda_pool_attr_inside, 1, __ATOMIC_SEQ_CST);
+        for (int i = 0; i < 10000 && __atomic_load_n(&fakecuda_pool_attr_gate, __ATOMIC_SEQ_CST); i++) nanosleep(&ms, NULL);
+        __atomic_sub_fetch(&fakecuda_pool_attr_inside, 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&fakecuda_pool_attr_held, NULL, __ATOMIC_SEQ_CST);
     }
     pthread_mutex_lock(&g_lock);
     uint64_t v = 0;
