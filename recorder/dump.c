@@ -293,8 +293,7 @@ static void torch_part(cmh_snapshot *s, const char *file)
     unlink(file);
 }
 
-/* Whether this dump may get PyTorch's part (torch_part): then the model holds the entries, as
- * the merge works on the model. */
+/* Whether this dump may get PyTorch's part (torch_fetch asks for it). */
 static int torch_possible(const char *why)
 {
     int hook_ok = strcmp(why, "first out-of-memory") && strncmp(why, "signal ", 7) && strcmp(why, "exit") &&
@@ -306,13 +305,17 @@ static int torch_possible(const char *why)
 }
 
 /* A dump streams the rings' entries into the file (export.c, cmh_cmh_write_file_source) unless
- * PyTorch's part may come, or CUMEMHIST_DUMP_MODEL=1 (or CUMEMHIST_DUMP_COPY=1) asks for the
- * way before: every entry copied into the model first, then written (to compare the two). */
-static int want_stream(const char *why)
+ * it has PyTorch's part to merge (torch_file, what torch_fetch got: the merge works on the
+ * model), or CUMEMHIST_DUMP_MODEL=1 (or CUMEMHIST_DUMP_COPY=1) asks for the way before: every
+ * entry copied into the model first, then written (to compare the two).  Decided by the file in
+ * hand, not by asking torch_possible again: a hook taken away meanwhile (the program's exit
+ * handler does, hook(None, None), while another thread's dump is taking PyTorch's part) made the
+ * dump stream, and the part it had taken was removed unmerged. */
+static int want_stream(const char *torch_file)
 {
     const char *m = getenv("CUMEMHIST_DUMP_MODEL"), *c = getenv("CUMEMHIST_DUMP_COPY");
     if ((m && !strcmp(m, "1")) || (c && !strcmp(c, "1"))) return 0;
-    return !torch_possible(why);
+    return !torch_file[0];
 }
 
 static int dump_once(const char *path, const char *why, uint64_t *cut, int nslots, int stream, const char *torch_file);
@@ -345,7 +348,7 @@ static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
     int hooked = !cut && torch_possible(why) && out_path(path, out, sizeof out, 1) == 0 &&
                  torch_fetch(out, why, torch_file, sizeof torch_file);
     cmh_lock(&g_dump_lock);
-    int rc = dump_once(path, why, cut, nslots, want_stream(why), torch_file);
+    int rc = dump_once(path, why, cut, nslots, want_stream(torch_file), torch_file);
     if (rc == 1) rc = dump_once(path, why, cut, nslots, 0, torch_file); /* a ring lost entries: the model leaves them out */
     cmh_unlock(&g_dump_lock);
     /* the hook's file, not merged (the dump failed, or it could not be read): not left behind */

@@ -54,6 +54,17 @@ check "a dump on request whose PyTorch snapshot forks: done (exit $frc), PyTorch
     '[ $frc -eq 0 ] && [ "$(table midf.txt)" = "$(table pickle.txt)" ] && ! ls mid.cmh.torch.pickle* >/dev/null 2>&1'
 check "marks and ranges from Python reach the trace" '"$CMH" trace --json mid.cmh 2>/dev/null | grep -q "step 1"'
 
+# the hook taken away while a dump on request takes PyTorch's part (the program's exit handler
+# does so, beside another thread's dump): the dump still merges the part it took.  It asked
+# again whether PyTorch's part could come, got no, streamed the rings, and removed the part
+# unmerged ('mid.cmh' without PyTorch's table)
+rm -f log.jsonl mid.cmh
+STANDIN_UNHOOK=1 "$CMH" record -q -o uh.cmh -- python3 "$P/corecord_prog.py" dump >/dev/null 2>err.txt
+urc=$?
+"$CMH" summary mid.cmh >midu.txt 2>/dev/null
+check "a dump whose hook is taken away while it takes PyTorch's part: merged all the same, exit $urc ($(table midu.txt | head -1 | cut -c1-60))" \
+    '[ $urc -eq 0 ] && [ "$(table midu.txt)" = "$(table pickle.txt)" ] && ! ls mid.cmh.torch.pickle* >/dev/null 2>&1'
+
 # Two dumps at once, each with PyTorch's part: PyTorch's snapshot is taken before the dump lock
 # (above), so a second dump asked for meanwhile (another thread's cumemhist.dump(), SIGUSR1's, the
 # OOM observer's) to the same snapshot path took it beside the first: one file for both, the
