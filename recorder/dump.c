@@ -293,6 +293,16 @@ static void torch_part(cmh_snapshot *s, const char *file)
     unlink(file);
 }
 
+/* Whether PyTorch's history is co-recorded (the start-up hook is set): a dump that cannot ask
+ * for its part then says so (dump_once). */
+static int torch_hooked(void)
+{
+    pthread_mutex_lock(&g_torch_lock);
+    int r = g_torch_hook != NULL;
+    pthread_mutex_unlock(&g_torch_lock);
+    return r;
+}
+
 /* Whether this dump may get PyTorch's part (torch_fetch asks for it). */
 static int torch_possible(const char *why)
 {
@@ -384,9 +394,18 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
      * no guess at a cache given back unseen (the analyzer's rule for older and recovered records) */
     if (!cut) cmh_snapshot_add_setting(&s, "pools_read_at_dump", "1", 1);
     if (cmh_meminfo_export(&s) != CMH_OK) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
+    /* co-recorded, but a dump that cannot ask the interpreter for PyTorch's part (torch_fetch):
+     * said in the snapshot's ending and on stderr, where it read as a record of the driver alone */
+    int torch_lacking = !cut && torch_hooked() && (!strncmp(why, "signal ", 7) || !strcmp(why, "first out-of-memory"));
+    if (torch_lacking)
+        cmh_log("snapshot %s (%s): PyTorch's part is not in it (PyTorch's snapshot needs the interpreter, which the %s thread "
+                "may hold); %s", out, why, why[0] == 's' ? "signalled" : "failing",
+                why[0] == 's' ? "a dump on request before the end (cumemhist.dump(), SIGUSR1) takes it with ours"
+                              : "a dump after it (PyTorch's out-of-memory observer's, cumemhist.dump(), the exit's) has it");
     if (!strncmp(why, "signal ", 7)) { /* a graceful death: the handler's snapshot says so */
-        char t[128];
-        snprintf(t, sizeof t, "was ended by %s; this snapshot was written on the way", why + 7);
+        char t[200];
+        snprintf(t, sizeof t, "was ended by %s; this snapshot was written on the way%s", why + 7,
+                 torch_lacking ? ", without PyTorch's part (its snapshot needs the interpreter, which the signalled thread may hold)" : "");
         cmh_strtab_intern(&s.strings, t, strlen(t), &s.ending);
     } else if (!strcmp(why, "exit") && g_exit_status >= 0) { /* a clean end: its exit status, as recover says a death's */
         char t[128];

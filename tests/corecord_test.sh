@@ -65,6 +65,16 @@ urc=$?
 check "a dump whose hook is taken away while it takes PyTorch's part: merged all the same, exit $urc ($(table midu.txt | head -1 | cut -c1-60))" \
     '[ $urc -eq 0 ] && [ "$(table midu.txt)" = "$(table pickle.txt)" ] && ! ls mid.cmh.torch.pickle* >/dev/null 2>&1'
 
+# ended by SIGTERM: the dump on the way cannot ask the interpreter for PyTorch's part (the
+# signalled thread may hold it); the snapshot's ending and stderr say so, where the record read
+# as one of the driver alone
+rm -f log.jsonl term.cmh
+"$CMH" record -q -o term.cmh -- python3 "$P/corecord_prog.py" term >/dev/null 2>err.txt
+"$CMH" summary term.cmh >term.txt 2>&1
+check "ended by SIGTERM: the snapshot says PyTorch's part is not in it, stderr too ($(grep -o 'written on the way.*' term.txt | cut -c1-70))" \
+    'grep -q "ended by SIGTERM; this snapshot was written on the way, without PyTorch.s part" term.txt &&
+     grep -q "term.cmh (signal SIGTERM): PyTorch.s part is not in it" err.txt'
+
 # Two dumps at once, each with PyTorch's part: PyTorch's snapshot is taken before the dump lock
 # (above), so a second dump asked for meanwhile (another thread's cumemhist.dump(), SIGUSR1's, the
 # OOM observer's) to the same snapshot path took it beside the first: one file for both, the
