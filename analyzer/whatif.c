@@ -49,6 +49,7 @@ typedef struct ev {
 typedef struct live_slot {
     uint64_t addr; /* the trace's address of the block */
     wblk *b;
+    int unmade; /* b NULL: the model ran out making it, where the program had it (its free is no unknown one) */
 } live_slot;
 
 typedef struct wmodel {
@@ -789,20 +790,23 @@ int cmh_whatif_run(const cmh_snapshot *s, int device, const cmh_whatif_conf *con
             uint32_t owner = wp_request(&m.pools, s, e, addr);
             if (owner) out->private_requests++, out->private_bytes += req;
             wblk *b = model_malloc(&m, req, (int64_t)cmh_entry_stream(s, e), owner);
-            if (b && addr) {
+            if (addr) {
                 live_slot *sl = cmh_oa_get(&m.live, addr, NULL);
                 if (!sl) m.nomem = 1;
                 else if (sl->b) model_free(&m, sl->b); /* the trace reused an address it never freed */
-                if (sl) sl->b = b;
+                if (sl) sl->b = b, sl->unmade = !b;
             } else if (b) {
                 model_free(&m, b);
-            } else if (!out->ooms++) {
-                out->first_oom_index = i, out->first_oom_time_ns = cmh_entry_time(s, e), out->first_oom_request = req;
             }
+            if (!b && !out->ooms++)
+                out->first_oom_index = i, out->first_oom_time_ns = cmh_entry_time(s, e), out->first_oom_request = req;
         } else if (a == CMH_ACT_FREE_COMPLETED || (a == CMH_ACT_FREE_REQUESTED && !has_completed)) {
             uint64_t addr = cmh_entry_addr(s, e);
             live_slot *sl = addr ? cmh_oa_find(&m.live, addr) : NULL;
-            if (!sl || !sl->b) out->unknown_frees++;
+            if (sl && !sl->b && sl->unmade) { /* a block the model ran out making: the trace shows it */
+                out->unmade_frees++;
+                cmh_oa_remove(&m.live, sl);
+            } else if (!sl || !sl->b) out->unknown_frees++;
             else {
                 model_free(&m, sl->b);
                 cmh_oa_remove(&m.live, sl);
@@ -920,6 +924,24 @@ int cmh_whatif_capacity_ex(const cmh_snapshot *s, int device, cmh_whatif_cap *k)
     return 1;
 }
 
+int cmh_whatif_oom_match(const cmh_snapshot *s, int device, const cmh_whatif_result *r, int64_t *recorded)
+{
+    int64_t asked;
+    *recorded = cmh_oom_first(s, cmh_snapshot_trace(s, device), &asked);
+    if (*recorded < 0) return CMH_WHATIF_OOM_NO_RECORD;
+    if (!r->ooms) return CMH_WHATIF_OOM_NONE;
+    /* the model's first OOM at an OOM entry is named by the entry `oom` numbers (through the
+     * request's failed retries, as cmh_oom_first's is); at a block the program was given, by that */
+    if (r->first_oom_index == *recorded) return CMH_WHATIF_OOM_SAME;
+    return r->first_oom_index < *recorded ? CMH_WHATIF_OOM_EARLIER : CMH_WHATIF_OOM_LATER;
+}
+
+const char *cmh_whatif_oom_match_name(int match)
+{
+    static const char *const n[] = {"same", "earlier", "later", "none", "no_recorded_oom"};
+    return match >= 0 && match <= CMH_WHATIF_OOM_NO_RECORD ? n[match] : "?";
+}
+
 uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device)
 {
     cmh_whatif_cap k;
@@ -944,7 +966,15 @@ int cmh_whatif_avoids(const cmh_snapshot *s, int device, cmh_whatif_panel_result
     cmh_whatif_result r;
     int rc = cmh_whatif_run(s, device, &rec, capacity, 0, &r);
     if (rc != CMH_OK) return rc;
-    out->reproduced = r.ooms > 0; /* else the model does not see this OOM: it cannot judge the others */
+    /* the recorded OOM, not any: a model that runs out at a request the program was given has
+     * left the record's path, and its later rows answer another question (a program's own
+     * allocator of 48 MiB on a 56 MiB device: the model's 60 MiB ran out at entry 5, and 'none of
+     * the 5 the what-if model tries avoids it' was said of an OOM the record never had) */
+    out->match = cmh_whatif_oom_match(s, device, &r, &out->oom_index);
+    out->model_oom_index = r.ooms ? r.first_oom_index : -1;
+    out->model_oom_request = r.ooms ? r.first_oom_request : 0;
+    out->model_oom_number = r.ooms ? r.first_oom_number : 0;
+    out->reproduced = out->match == CMH_WHATIF_OOM_SAME; /* else the model cannot judge the others */
     for (int i = 0; i < CMH_WHATIF_NPANEL && out->reproduced; i++) {
         cmh_whatif_conf c = rec;
         char err[256];

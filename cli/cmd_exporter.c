@@ -48,6 +48,7 @@ static const cli_option g_opts[] = {
     {"--analysis-interval", NULL, CLI_INT, &g_analysis, "MS", "sites, owners and leak verdicts every MS (default 60000)", NULL, 100, 3600000, NULL},
     {"--keep-ended", NULL, CLI_INT, &g_keep_ended, "MS", "a process that ends keeps its final series, marked cumemhist_process_ended 1, for MS (default 300000: 5 minutes)", NULL, 0, 86400000, NULL},
     {"--once", NULL, CLI_FLAG, &g_once, NULL, "print the exposition once to standard output (or write the textfile once) and exit", NULL, 0, 0, NULL},
+    CLI_FORCE_OPTION,
 };
 
 const cli_command cli_cmd_exporter = {
@@ -444,11 +445,14 @@ static int write_textfile(const buf *b)
     snprintf(path, sizeof path, "%s/cumemhist.prom", g_textfile);
     cmh_atomic a;
     /* node_exporter reads it, often as another user: a new file is 0666 less the umask */
-    FILE *fp = cmh_output_open(&a, path, CMH_OUT_SHARED | CMH_OUT_PUBLIC, err, sizeof err);
+    /* and, as every output, it replaces only its own earlier textfile (its first line, a comment
+     * the collector skips) or with --force: another program's cumemhist.prom was replaced unasked */
+    FILE *fp = cmh_output_open(&a, path, CMH_OUT_SHARED | CMH_OUT_PUBLIC | CMH_OUT_AS(CMH_KIND_METRICS), err, sizeof err);
     if (!fp) {
         cli_error("%s", err);
         return CLI_EFILE;
     }
+    fputs(CMH_METRICS_MARK, fp);
     fwrite(b->p ? b->p : "", 1, b->n, fp);
     if (cmh_atomic_commit(&a, err, sizeof err) != CMH_OK) {
         cli_error("%s", err);

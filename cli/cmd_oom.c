@@ -95,16 +95,22 @@ static void print_whatif(const rep_section *sec, const cmh_whatif_panel_result *
 {
     if (rc == CMH_EINVAL) return; /* no block events: nothing for the model to replay */
     if (rc != CMH_OK) return;
-    if (!w->reproduced) {
-        printf("  allocator settings: the what-if model does not reproduce this OOM at the recorded settings, so it cannot\n"
-               "  say whether another would avoid it (cumemhist whatif --device %d %s)\n", sec->device, sec->path);
-        return;
-    }
     if (w->cap.model_over) /* the model's own replay differs from the record: said, not hidden in the capacity */
         printf("  allocator settings: the what-if model of the recorded settings reserves %s by this OOM where the record\n"
                "  had %s: more than the device's %s, so the model runs out before the program did (a mismatch of the\n"
-               "  model); what follows is the model's\n",
-               rep_size((double)w->cap.model), rep_size((double)w->cap.reserved), rep_size((double)w->cap.capacity));
+               "  model)%s\n",
+               rep_size((double)w->cap.model), rep_size((double)w->cap.reserved), rep_size((double)w->cap.capacity),
+               w->reproduced ? "; what follows is the model's" : "");
+    if (!w->reproduced) { /* where the model ran out instead, if it did: the recorded OOM is the only one it may judge */
+        printf("  allocator settings: the what-if model does not reproduce this OOM at the recorded settings, so it cannot\n"
+               "  say whether another would avoid it (cumemhist whatif --device %d %s)\n", sec->device, sec->path);
+        if (w->match == CMH_WHATIF_OOM_EARLIER || w->match == CMH_WHATIF_OOM_LATER)
+            printf("  (the model runs out %s, at entry %" PRId64 ": %s requested%s; this OOM is entry %" PRId64 ")\n",
+                   w->match == CMH_WHATIF_OOM_EARLIER ? "earlier" : "later", w->model_oom_index, rep_size((double)w->model_oom_request),
+                   w->model_oom_number ? "" : ", which the program was given", w->oom_index);
+        else if (w->match == CMH_WHATIF_OOM_NONE) printf("  (the model never runs out there)\n");
+        return;
+    }
     if (!w->avoided) {
         int tried = 0;
         for (int i = 0; i < CMH_WHATIF_NPANEL; i++) tried += (w->tried >> i) & 1;
@@ -406,6 +412,11 @@ static int section(const rep_section *sec, void *arg)
             else {
                 cmh_jw_obj(w);
                 cmh_jw_kbool(w, "reproduced", wi.reproduced);
+                /* where the model of the recorded settings ran out against this OOM (reproduced: "same") */
+                cmh_jw_kstr(w, "model_oom", cmh_whatif_oom_match_name(wi.match));
+                cmh_jw_key(w, "model_oom_index");
+                if (wi.model_oom_index >= 0) cmh_jw_int(w, wi.model_oom_index);
+                else cmh_jw_null(w);
                 cmh_jw_key(w, "avoided_by");
                 cmh_jw_arr(w);
                 for (int i = 0; i < CMH_WHATIF_NPANEL; i++)

@@ -413,6 +413,9 @@ int cmd_whatif(int argc, char **argv)
             }
             cmh_jw_kuint(&w, "requests", r->requests);
             cmh_jw_kuint(&w, "unknown_frees", r->unknown_frees);
+            cmh_jw_kuint(&w, "unmade_frees", r->unmade_frees); /* of blocks the model ran out making */
+            int64_t rec_at; /* its first OOM against the record's OOM #1 (cmh_whatif_oom_match: one answer, as oom's) */
+            cmh_jw_kstr(&w, "oom_against_record", cmh_whatif_oom_match_name(cmh_whatif_oom_match(&s, dev, r, &rec_at)));
             cmh_jw_kuint(&w, "empty_cache_calls", r->empty_cache_calls);
             if (t[i].recorded) { /* at the recording's own capacity */
                 cmh_jw_kuint(&w, "self_replay_mismatches", self.self_replay_mismatches);
@@ -495,6 +498,13 @@ int cmd_whatif(int argc, char **argv)
             if (r0->unknown_frees || (tr && tr->dropped))
                 printf(";\n  the trace begins after the process had allocated: %" PRIu64 " frees of blocks it never shows%s",
                        r0->unknown_frees, tr && tr->dropped ? ", entries dropped by the ring" : "");
+            /* frees of blocks the model ran out making are no sign of a trace begun late: said as
+             * what they are (they read '1 frees of blocks it never shows' beside a complete trace) */
+            if (r0->unmade_frees)
+                printf(";\n  the model ran out at requests the program was given (its first OOM: entry %" PRId64 ", %s requested):\n"
+                       "  %s it could not make",
+                       r0->first_oom_index, rep_size((double)r0->first_oom_request),
+                       rep_count(r0->unmade_frees, "free of a block", "frees of blocks"));
             putchar('\n');
         }
         if (r0->empty_cache_calls)

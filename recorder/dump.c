@@ -293,8 +293,17 @@ static void torch_part(cmh_snapshot *s, const char *file)
     unlink(file);
 }
 
-/* Whether this dump may get PyTorch's part (torch_part): then the model holds the entries, as
- * the merge works on the model. */
+/* Whether PyTorch's history is co-recorded (the start-up hook is set): a dump that cannot ask
+ * for its part then says so (dump_once). */
+static int torch_hooked(void)
+{
+    pthread_mutex_lock(&g_torch_lock);
+    int r = g_torch_hook != NULL;
+    pthread_mutex_unlock(&g_torch_lock);
+    return r;
+}
+
+/* Whether this dump may get PyTorch's part (torch_fetch asks for it). */
 static int torch_possible(const char *why)
 {
     int hook_ok = strcmp(why, "first out-of-memory") && strncmp(why, "signal ", 7) && strcmp(why, "exit") &&
@@ -306,13 +315,17 @@ static int torch_possible(const char *why)
 }
 
 /* A dump streams the rings' entries into the file (export.c, cmh_cmh_write_file_source) unless
- * PyTorch's part may come, or CUMEMHIST_DUMP_MODEL=1 (or CUMEMHIST_DUMP_COPY=1) asks for the
- * way before: every entry copied into the model first, then written (to compare the two). */
-static int want_stream(const char *why)
+ * it has PyTorch's part to merge (torch_file, what torch_fetch got: the merge works on the
+ * model), or CUMEMHIST_DUMP_MODEL=1 (or CUMEMHIST_DUMP_COPY=1) asks for the way before: every
+ * entry copied into the model first, then written (to compare the two).  Decided by the file in
+ * hand, not by asking torch_possible again: a hook taken away meanwhile (the program's exit
+ * handler does, hook(None, None), while another thread's dump is taking PyTorch's part) made the
+ * dump stream, and the part it had taken was removed unmerged. */
+static int want_stream(const char *torch_file)
 {
     const char *m = getenv("CUMEMHIST_DUMP_MODEL"), *c = getenv("CUMEMHIST_DUMP_COPY");
     if ((m && !strcmp(m, "1")) || (c && !strcmp(c, "1"))) return 0;
-    return !torch_possible(why);
+    return !torch_file[0];
 }
 
 static int dump_once(const char *path, const char *why, uint64_t *cut, int nslots, int stream, const char *torch_file);
@@ -345,7 +358,7 @@ static int dump(const char *path, const char *why, uint64_t *cut, int nslots)
     int hooked = !cut && torch_possible(why) && out_path(path, out, sizeof out, 1) == 0 &&
                  torch_fetch(out, why, torch_file, sizeof torch_file);
     cmh_lock(&g_dump_lock);
-    int rc = dump_once(path, why, cut, nslots, want_stream(why), torch_file);
+    int rc = dump_once(path, why, cut, nslots, want_stream(torch_file), torch_file);
     if (rc == 1) rc = dump_once(path, why, cut, nslots, 0, torch_file); /* a ring lost entries: the model leaves them out */
     cmh_unlock(&g_dump_lock);
     /* the hook's file, not merged (the dump failed, or it could not be read): not left behind */
@@ -381,9 +394,18 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
      * no guess at a cache given back unseen (the analyzer's rule for older and recovered records) */
     if (!cut) cmh_snapshot_add_setting(&s, "pools_read_at_dump", "1", 1);
     if (cmh_meminfo_export(&s) != CMH_OK) __atomic_add_fetch(&cmh_lost, 1, __ATOMIC_RELAXED);
+    /* co-recorded, but a dump that cannot ask the interpreter for PyTorch's part (torch_fetch):
+     * said in the snapshot's ending and on stderr, where it read as a record of the driver alone */
+    int torch_lacking = !cut && torch_hooked() && (!strncmp(why, "signal ", 7) || !strcmp(why, "first out-of-memory"));
+    if (torch_lacking)
+        cmh_log("snapshot %s (%s): PyTorch's part is not in it (PyTorch's snapshot needs the interpreter, which the %s thread "
+                "may hold); %s", out, why, why[0] == 's' ? "signalled" : "failing",
+                why[0] == 's' ? "a dump on request before the end (cumemhist.dump(), SIGUSR1) takes it with ours"
+                              : "a dump after it (PyTorch's out-of-memory observer's, cumemhist.dump(), the exit's) has it");
     if (!strncmp(why, "signal ", 7)) { /* a graceful death: the handler's snapshot says so */
-        char t[128];
-        snprintf(t, sizeof t, "was ended by %s; this snapshot was written on the way", why + 7);
+        char t[200];
+        snprintf(t, sizeof t, "was ended by %s; this snapshot was written on the way%s", why + 7,
+                 torch_lacking ? ", without PyTorch's part (its snapshot needs the interpreter, which the signalled thread may hold)" : "");
         cmh_strtab_intern(&s.strings, t, strlen(t), &s.ending);
     } else if (!strcmp(why, "exit") && g_exit_status >= 0) { /* a clean end: its exit status, as recover says a death's */
         char t[128];

@@ -119,7 +119,8 @@ static int g_force;
 int cmh_outputs_force(int on) { return __atomic_exchange_n(&g_force, on, __ATOMIC_ACQ_REL); }
 
 static const char *const kind_name[] = {"", "a cumemhist snapshot (.cmh)", "a pickle export", "a JSON export", "a Chrome trace export",
-                                        "a pprof profile export", "a SQLite export", "a page, picture or folded stacks"};
+                                        "a pprof profile export", "a SQLite export", "a page, picture or folded stacks",
+                                        "the exporter's metrics textfile"};
 
 /* Whether fd's file holds mark anywhere (a pickle's `cumemhist` dict and a JSON export's object
  * come after the segments and the trace: read through, in pieces that overlap by the mark). */
@@ -138,16 +139,36 @@ static int holds_mark(int fd, const char *mark, size_t len)
     return 0;
 }
 
-/* Folded stacks (flamegraph --folded): every whole line "frame;frame;... COUNT". */
+/* Folded stacks as flamegraph --folded writes them: every whole line "frame;frame;... BYTES",
+ * each stack once (lines of one stack are merged), by bytes from the most down.  A folded file
+ * carries no mark a reader of the format would skip (flamegraph.pl warns of a line that is not a
+ * stack, Speedscope takes a file for folded stacks only when every line ends in a count), so the
+ * order and the uniqueness are the mark: perf's stackcollapse and inferno write theirs by stack
+ * name, a file of lines summed by hand repeats stacks; and a line's stack has frames (';') or is
+ * one frame as the reports name it ("f (file:line)", "<no stack: ...>"), which a metric's line
+ * ("name 1") is not.  (A one-line file of that form still passes: nothing more to tell by; one of
+ * our own files whose one frame is a bare name does not, and is replaced with --force only.)  The
+ * head's lines only: up to 1024 of them, compared pairwise. */
 static int folded_lines(const char *b, size_t n)
 {
+    uint16_t start[1024], len[1024];
     size_t lines = 0, at = 0;
+    uint64_t prev = UINT64_MAX;
     for (size_t i = 0; i < n; i++) {
         if (b[i] == 0) return 0;
         if (b[i] != '\n') continue;
         size_t e = i;
         while (e > at && b[e - 1] >= '0' && b[e - 1] <= '9') e--;
-        if (e == i || e <= at + 1 || b[e - 1] != ' ') return 0;
+        if (e == i || e <= at + 1 || b[e - 1] != ' ' || i - e > 19) return 0;
+        uint64_t count = 0;
+        for (size_t k = e; k < i; k++) count = count * 10 + (uint64_t)(b[k] - '0');
+        /* a stack of frames (';'), or one frame as cmh_svg_frame names it: "f (file:line)", "<no stack: ...>" */
+        if (!memchr(b + at, ';', e - 1 - at) && b[e - 2] != ')' && b[e - 2] != '>') return 0;
+        if (count > prev || lines == sizeof start / sizeof start[0]) return 0;
+        prev = count;
+        start[lines] = (uint16_t)at, len[lines] = (uint16_t)(e - 1 - at);
+        for (size_t j = 0; j < lines; j++)
+            if (len[j] == len[lines] && !memcmp(b + start[j], b + at, len[j])) return 0;
         lines++;
         at = i + 1;
     }
@@ -187,8 +208,11 @@ static int output_kind(int dirfd, const char *base, char *holds, size_t cap)
         if (holds_mark(fd, mark, sizeof mark - 1)) kind = CMH_KIND_JSON;
         else snprintf(holds, cap, "JSON cumemhist did not export");
     } else if (!strncmp(head, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n", 43)) kind = CMH_KIND_CHROME;
-    else if (h >= 10 && !memcmp(head, "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10)) kind = CMH_KIND_PPROF; /* zlib's header, as pprof.c writes it */
+    else if (h >= 10 + sizeof CMH_PPROF_GZIP_MARK && !memcmp(head, "\x1f\x8b\x08\x10\x00\x00\x00\x00\x00\x03", 10) &&
+             !memcmp(head + 10, CMH_PPROF_GZIP_MARK, sizeof CMH_PPROF_GZIP_MARK))
+        kind = CMH_KIND_PPROF; /* gzip's header with our comment (pprof.c), not any gzip header: `gzip -n` writes pprof's old one */
     else if (h >= 2 && u[0] == 0x1f && u[1] == 0x8b) snprintf(holds, cap, "gzip-compressed data cumemhist did not write");
+    else if (!strncmp(head, CMH_METRICS_MARK, sizeof CMH_METRICS_MARK - 1)) kind = CMH_KIND_METRICS;
     else if (!strncmp(head, "<!DOCTYPE html>", 15) && (strstr(head, "<title>cumemhist: ") || strstr(head, "<title>cumemhist view: ")))
         kind = CMH_KIND_PAGE;
     else if (!strncmp(head, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", 85) &&

@@ -58,6 +58,29 @@ try "symbolize -o a JSON file" notes.json notes.before "$CMH" symbolize "$R" -o 
 try "merge -o a PyTorch pickle" tp2.pickle "$H/torch_exp.pickle" sh -c "cp '$H/torch_exp.pickle' tp2.pickle && '$CMH' merge -o tp2.pickle '$H/torch_exp.cmh' '$H/torch_exp.pickle'"
 try "symbolize -o our own pickle export" x.pickle before.x.pickle "$CMH" symbolize "$R" -o x.pickle
 
+# the marks are specific: a gzip file is not our profile by its header alone (pprof.c's header,
+# mtime 0 and OS 3, is what `gzip -n` writes), folded lines of the user's in another order (perf's
+# stackcollapse sorts by stack) or with a stack twice are not ours, nor a cumemhist.prom another
+# program left in the textfile directory
+printf 'the run of Tuesday\n' >notes.log && gzip -nf notes.log && cp notes.log.gz gz.before
+try "export -f pprof -o a gzip file (gzip -n)" notes.log.gz gz.before "$CMH" export -f pprof "$R" -o notes.log.gz
+printf 'main;a 1\nmain;b 5\n' >perf.folded && cp perf.folded perf.before
+try "flamegraph --folded -o another tool's folded stacks (by stack, not by bytes)" perf.folded perf.before "$CMH" flamegraph --folded "$R" -o perf.folded
+printf 'main;a 5\nmain;a 1\n' >sum.folded && cp sum.folded sum.before
+try "flamegraph --folded -o folded lines with a stack twice" sum.folded sum.before "$CMH" flamegraph --folded "$R" -o sum.folded
+mkdir -p tf && printf 'my_job_metric 1\n' >tf/cumemhist.prom && cp tf/cumemhist.prom prom.before
+try "exporter --textfile over another program's cumemhist.prom" tf/cumemhist.prom prom.before "$CMH" exporter --once --textfile tf
+rm -f tf/cumemhist.prom
+"$CMH" exporter --once --textfile tf 2>/dev/null && "$CMH" exporter --once --textfile tf 2>err.txt
+check "exporter --textfile over its own earlier textfile: replaced ($?: $(cat err.txt))" "[ -s tf/cumemhist.prom ] && ! cmp -s tf/cumemhist.prom prom.before"
+"$CMH" export -q -f pprof "$R" -o mark.pb.gz
+check "our profile reads back as gzip (its header's comment skipped by the reader)" \
+    "py -c 'import gzip, sys; sys.exit(not gzip.open(sys.argv[1]).read())' mark.pb.gz"
+if command -v promtool >/dev/null 2>&1; then
+    env -u LD_PRELOAD promtool check metrics <tf/cumemhist.prom >pt.txt 2>&1
+    check "promtool accepts the textfile with its first line ($(head -2 pt.txt | tr '\n' ' '))" "! grep -qi 'error' pt.txt"
+fi
+
 # pages, pictures and folded stacks of its own: replaced
 for w in "report" "plot" "flamegraph" "flamegraph --folded" "view"; do
     "$CMH" $w "$R" -o page.out 2>/dev/null && "$CMH" $w "$R" -o page.out 2>err.txt

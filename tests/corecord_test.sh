@@ -54,6 +54,27 @@ check "a dump on request whose PyTorch snapshot forks: done (exit $frc), PyTorch
     '[ $frc -eq 0 ] && [ "$(table midf.txt)" = "$(table pickle.txt)" ] && ! ls mid.cmh.torch.pickle* >/dev/null 2>&1'
 check "marks and ranges from Python reach the trace" '"$CMH" trace --json mid.cmh 2>/dev/null | grep -q "step 1"'
 
+# the hook taken away while a dump on request takes PyTorch's part (the program's exit handler
+# does so, beside another thread's dump): the dump still merges the part it took.  It asked
+# again whether PyTorch's part could come, got no, streamed the rings, and removed the part
+# unmerged ('mid.cmh' without PyTorch's table)
+rm -f log.jsonl mid.cmh
+STANDIN_UNHOOK=1 "$CMH" record -q -o uh.cmh -- python3 "$P/corecord_prog.py" dump >/dev/null 2>err.txt
+urc=$?
+"$CMH" summary mid.cmh >midu.txt 2>/dev/null
+check "a dump whose hook is taken away while it takes PyTorch's part: merged all the same, exit $urc ($(table midu.txt | head -1 | cut -c1-60))" \
+    '[ $urc -eq 0 ] && [ "$(table midu.txt)" = "$(table pickle.txt)" ] && ! ls mid.cmh.torch.pickle* >/dev/null 2>&1'
+
+# ended by SIGTERM: the dump on the way cannot ask the interpreter for PyTorch's part (the
+# signalled thread may hold it); the snapshot's ending and stderr say so, where the record read
+# as one of the driver alone
+rm -f log.jsonl term.cmh
+"$CMH" record -q -o term.cmh -- python3 "$P/corecord_prog.py" term >/dev/null 2>err.txt
+"$CMH" summary term.cmh >term.txt 2>&1
+check "ended by SIGTERM: the snapshot says PyTorch's part is not in it, stderr too ($(grep -o 'written on the way.*' term.txt | cut -c1-70))" \
+    'grep -q "ended by SIGTERM; this snapshot was written on the way, without PyTorch.s part" term.txt &&
+     grep -q "term.cmh (signal SIGTERM): PyTorch.s part is not in it" err.txt'
+
 # Two dumps at once, each with PyTorch's part: PyTorch's snapshot is taken before the dump lock
 # (above), so a second dump asked for meanwhile (another thread's cumemhist.dump(), SIGUSR1's, the
 # OOM observer's) to the same snapshot path took it beside the first: one file for both, the

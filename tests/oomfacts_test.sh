@@ -3,7 +3,10 @@
 # 1. frag on a 56 MiB device: a program's own allocator of 48 MiB, 8 MiB free.  whatif's capacity
 #    is 56 MiB (the recorded reserve and free, the device's total), not 68 (the model's 60 MiB of
 #    PyTorch's segments for the same requests, plus the free); the model passing the device is said
-#    as a mismatch, in whatif and in oom's allocator-settings line.
+#    as a mismatch, in whatif and in oom's allocator-settings line.  That model runs out at entry 5,
+#    a request the program was given: not the recorded OOM (entry 13), so oom says it is not
+#    reproduced and judges no setting against it, and whatif's self-replay names the free of the
+#    block the model could not make as that, not as a trace begun after the process allocated.
 # 2. multi: device 1 leaks 4 MiB a step until it runs out; device 0 held 32 MiB physical (24 of
 #    ranges, an 8 MiB handle kept unmapped).  oom's advice has one first, the leak: no "spreading
 #    the work ... is where to look first" beside it; the devices compared by what each held as peak
@@ -32,6 +35,25 @@ then ok "whatif --json: capacity 56 MiB, allocator 48 MiB (the record's), model_
 "$CMH" oom frag.cmh >oom.txt 2>&1
 check "oom: the allocator-settings line says the model's 60 MiB passes the device's 56 MiB" \
     "grep -q 'reserves 60.0 MiB by this OOM where the record' oom.txt && grep -q 'more than the device.s 56.0 MiB' oom.txt"
+check "oom: the model's OOM at entry 5 is not the recorded one at 13: not reproduced, no setting judged ($(grep -A2 'does not reproduce' oom.txt | tail -1))" \
+    "grep -q 'the what-if model does not reproduce this OOM' oom.txt &&
+     grep -q '(the model runs out earlier, at entry 5: 8.0 MiB requested, which the program was given; this OOM is entry 13)' oom.txt &&
+     ! grep -q 'avoids it' oom.txt"
+"$CMH" oom --json frag.cmh >oom.json 2>&1
+if py - oom.json >oom.py.txt 2>&1 <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))[0]["whatif"]
+assert w["reproduced"] is False and w["model_oom"] == "earlier" and w["model_oom_index"] == 5, w
+PY
+then ok "oom --json: reproduced false, model_oom earlier at entry 5"; else bad "oom --json: $(cat oom.py.txt)"; fi
+check "whatif: the self-replay's free of the block the model could not make is said so, not as a late trace ($(tail -1 wi.txt))" \
+    "grep -q '^  1 free of a block it could not make' wi.txt && ! grep -q 'never shows' wi.txt"
+if py - wi.json >wi2.py.txt 2>&1 <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["settings"][0]
+assert r["recorded"] and r["unmade_frees"] == 1 and r["unknown_frees"] == 0 and r["oom_against_record"] == "earlier", r
+PY
+then ok "whatif --json: unmade_frees 1, unknown_frees 0, oom_against_record earlier"; else bad "whatif --json: $(cat wi2.py.txt)"; fi
 
 # ---- 2. one first: the leak; devices by what they held
 FAKECUDA_DEVICES=2 FAKECUDA_CAPACITY=64M "$CMH" record -q -o multi.cmh -- "$B/tests/oom_facts" multi >multi.out 2>&1

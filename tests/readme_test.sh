@@ -37,4 +37,14 @@ $(diff "${c%.cmd}.expected" "${c%.cmd}.got" | head -20)"
     fi
 done
 check "the README has sessions to check ($n)" "[ $n -ge 3 ]"
+
+# the README's picture is today's plot of its sample record (docs/timeline.svg had kept an older
+# plot's label layout and axis): made the way its commit says, the title line aside (plot titles
+# by the file's name; the picture's names the sample)
+"$CMH" merge -o torch_exp.merged.cmh "$F/h200/torch_exp.cmh" "$F/h200/torch_exp.pickle" >/dev/null 2>&1
+"$CMH" plot torch_exp.merged.cmh -o timeline.svg >/dev/null 2>&1
+grep -v '^<text class="t" ' timeline.svg >now.svg
+grep -v '^<text class="t" ' "$SRC/docs/timeline.svg" >readme.svg
+check "docs/timeline.svg is what plot draws of torch_exp merged now ($(diff now.svg readme.svg | wc -l) lines differ; make it again as git log -1 docs/timeline.svg says)" \
+    "[ -s now.svg ] && cmp -s now.svg readme.svg"
 finish

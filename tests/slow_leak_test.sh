@@ -79,7 +79,17 @@ HINT='note: to judge growth, give the steps: mark each iteration of the loop, cu
 "$CMH" leaks --json keep0.cmh | py -c 'import json, sys; print(json.load(sys.stdin)[0]["steps_hint"])' >keep.hint 2>&1
 check "steps unknown: the note after the outcome says how to give the steps, --json steps_hint too ($(tail -1 keep.txt | cut -c1-80))" \
     "[ \"\$(tail -1 keep.txt)\" = '$HINT' ] && [ \"note: \$(cat keep.hint)\" = '$HINT' ]"
+# (the HTML report says the same note, from the same function: the page gave the outcome without it)
+"$CMH" report -o keep.html keep0.cmh >/dev/null 2>&1
+py - keep.html >keep.page 2>&1 <<'PY'
+import html, re, sys
+m = re.findall(r'<p class="r-steps-hint" data-device="0">(.*?)</p>', open(sys.argv[1], encoding="utf-8").read())
+print(html.unescape(m[0]) if len(m) == 1 else "notes found: %d" % len(m))
+PY
+check "report: the page carries the same note ($(cut -c1-60 keep.page))" "[ \"\$(cat keep.page)\" = '$HINT' ]"
 runs keepm 3 "$P" keep 40 1
+"$CMH" report -o keepm.html keepm0.cmh >/dev/null 2>&1
+check "report: no note where the marks gave the steps" "[ -s keepm.html ] && ! grep -q 'r-steps-hint' keepm.html"
 check "the same loop marked as the note says: 40 steps, growing +1.0 MiB per step, exit 3, no note, in 3 of 3 runs ($(tr -s ' ' <keepm.u | tr '\n' '|'))" \
     "has keepm 3 'rc 3' && has keepm 3 'steps: 40 from the program.s marks (\"step\").*' &&
      [ \$(grep -c '^        growing: +1.0 MiB per step over the last 39 steps' keepm.all) -eq 3 ] && ! grep -q '^note: to judge' keepm.txt"

@@ -475,8 +475,18 @@ int cmh_export_pprof(const cmh_snapshot *s, const cmh_sites *gs, const int32_t *
     if (rc == CMH_OK) { /* gzip */
         z_stream z;
         memset(&z, 0, sizeof z);
+        /* the gzip header's comment says whose it is (CMH_PPROF_GZIP_MARK): the one overwrite rule
+         * knows our earlier profile by it, not by a gzip header any `gzip -n` file has; gzip
+         * readers (Go's compress/gzip for go tool pprof, pako for Speedscope) skip it */
+        gz_header gh;
+        memset(&gh, 0, sizeof gh);
+        gh.os = 3; /* Unix, as zlib writes without a header of ours */
+        gh.comment = (Bytef *)CMH_PPROF_GZIP_MARK;
         if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) rc = CMH_ENOMEM;
-        else {
+        else if (deflateSetHeader(&z, &gh) != Z_OK) {
+            deflateEnd(&z);
+            rc = CMH_ENOMEM;
+        } else {
             unsigned char chunk[65536];
             z.next_in = out.p ? out.p : (unsigned char *)"";
             z.avail_in = (uInt)out.n;

@@ -404,6 +404,13 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
     fputs("</span></h3>\n<p class=\"r-muted\">", fp);
     esc(fp, cmh_leak_steps_text(&lk, words, sizeof words));
     fputs("</p>\n", fp);
+    /* where no steps were found: how to give them, the note `leaks` prints after its outcome (and
+     * its --json steps_hint), from the one function; the page had the outcome without it */
+    if (cmh_leak_steps_hint(&lk, words, sizeof words)) {
+        fprintf(fp, "<p class=\"r-steps-hint\" data-device=\"%d\">note: ", dev);
+        esc(fp, words);
+        fputs("</p>\n", fp);
+    }
     const lives lv = P.lv;
     if (lk.nsites) {
         fprintf(fp, "<div class=\"r-wrap\"><table><tr><th>site</th><th>bytes</th><th class=\"nw\">blocks</th><th>verdict</th><th class=\"nw\">accumulated over the "

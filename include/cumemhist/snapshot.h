@@ -722,10 +722,15 @@ enum { CMH_OUT_SEEKABLE = 1, CMH_OUT_SHARED = 2, CMH_OUT_PUBLIC = 4 };
  * its path is replaced only when it holds what this output itself would have written (our own
  * earlier output of that kind, known by its mark: a .cmh's format key, our pickle's `cumemhist`
  * dict, our SQLite's application_id or schema, our JSON's `cumemhist` object, our trace's and
- * pprof's first bytes, our page's title or picture's header, folded stacks' lines), or when the
+ * pprof's gzip header comment, our page's title or picture's header, folded stacks' order, the
+ * exporter textfile's first line), or when the
  * user said --force (cmh_outputs_force); else it is refused (EEXIST), err naming the file, what
  * it seems to hold and --force.  An empty file holds nothing to lose: replaced. */
-enum { CMH_KIND_CMH = 1, CMH_KIND_PICKLE, CMH_KIND_JSON, CMH_KIND_CHROME, CMH_KIND_PPROF, CMH_KIND_SQLITE, CMH_KIND_PAGE };
+enum { CMH_KIND_CMH = 1, CMH_KIND_PICKLE, CMH_KIND_JSON, CMH_KIND_CHROME, CMH_KIND_PPROF, CMH_KIND_SQLITE, CMH_KIND_PAGE, CMH_KIND_METRICS };
+/* The marks written for it: a pprof profile's gzip header comment (FCOMMENT, right after the 10
+ * bytes of the header), and the first line of the exporter's textfile (a Prometheus comment). */
+#define CMH_PPROF_GZIP_MARK "cumemhist pprof profile"
+#define CMH_METRICS_MARK "# cumemhist exporter textfile (node_exporter's textfile collector reads it)\n"
 #define CMH_OUT_AS(kind) ((unsigned)(kind) << 8)
 #define CMH_SQLITE_APPLICATION_ID 0x434d4844 /* "CMHD": PRAGMA application_id of our databases */
 int cmh_outputs_force(int on); /* the command line's --force, for every output of this process; returns what it was */

@@ -38,6 +38,8 @@ void cmh_whatif_conf_text(const cmh_whatif_conf *c, char *buf, size_t n);
 typedef struct cmh_whatif_result {
     uint64_t requests;        /* allocations replayed */
     uint64_t unknown_frees;   /* frees of blocks allocated before the trace began (not replayed) */
+    uint64_t unmade_frees;    /* frees the trace shows of blocks the model ran out making (its OOMs at
+                                 requests the program was given): no sign of a trace begun late */
     uint64_t peak_reserved, peak_allocated;
     int64_t peak_reserved_index; /* the trace entry at which reserved peaked (-1: never above 0) */
     double frag_at_peak;      /* at the allocated peak (the moment the program needed most, the same entry in every row):
@@ -90,6 +92,21 @@ int cmh_whatif_capacity_ex(const cmh_snapshot *s, int device, cmh_whatif_cap *ou
 /* Its capacity alone (0: no OOM). */
 uint64_t cmh_whatif_capacity(const cmh_snapshot *s, int device);
 
+/* Where a replay's first OOM (r, of cmh_whatif_run on device) stands against the record's OOM #1
+ * on that device (cmh_oom_first's, the one the capacity is taken at):
+ *   CMH_WHATIF_OOM_SAME     the model fails the request the record failed, at the same entry;
+ *   CMH_WHATIF_OOM_EARLIER  it runs out before: at a request the program was given (or an OOM it
+ *                           got past on a retry), the record's OOM never reached;
+ *   CMH_WHATIF_OOM_LATER    it serves the record's OOM and runs out at a later request;
+ *   CMH_WHATIF_OOM_NONE     it never runs out (the record did);
+ *   CMH_WHATIF_OOM_NO_RECORD the record has no OOM on the device to compare with.
+ * *recorded: the record's OOM #1 entry (-1 with none).  One answer for every writer: only SAME
+ * is the recorded OOM reproduced. */
+enum { CMH_WHATIF_OOM_SAME, CMH_WHATIF_OOM_EARLIER, CMH_WHATIF_OOM_LATER, CMH_WHATIF_OOM_NONE, CMH_WHATIF_OOM_NO_RECORD };
+int cmh_whatif_oom_match(const cmh_snapshot *s, int device, const cmh_whatif_result *r, int64_t *recorded);
+/* Its name in JSON: "same", "earlier", "later", "none", "no_recorded_oom". */
+const char *cmh_whatif_oom_match_name(int match);
+
 /* The settings tried one at a time when none is named (PYTORCH_CUDA_ALLOC_CONF syntax). */
 #define CMH_WHATIF_NPANEL 6
 extern const char *const cmh_whatif_panel[CMH_WHATIF_NPANEL];
@@ -97,11 +114,18 @@ extern const char *const cmh_whatif_panel[CMH_WHATIF_NPANEL];
 /* Would any setting of the panel have avoided device's first OOM, at the capacity the OOM
  * implies (cap, cmh_whatif_capacity_ex's: its model_over says the model of the recorded
  * settings could not hold what it reserves by then on the device, and runs out earlier)?
- * reproduced: the recorded settings fail there too (else the model cannot judge); tried and
- * avoided: bit i for cmh_whatif_panel[i] (a setting equal to the recorded one is not tried).
- * CMH_EINVAL: no OOM or no block-level trace on the device. */
+ * reproduced: the recorded settings fail that same request, at its entry (match SAME), else the
+ * model cannot judge and no setting is tried; match, and the model's own first OOM (model_oom_*:
+ * entry, request, `oom`'s number or 0 for a request the program was given; index -1: none) say
+ * where it ran out instead.  tried and avoided: bit i for cmh_whatif_panel[i] (a setting equal to
+ * the recorded one is not tried).  CMH_EINVAL: no OOM or no block-level trace on the device. */
 typedef struct cmh_whatif_panel_result {
     int reproduced;
+    int match;             /* cmh_whatif_oom_match's */
+    int64_t oom_index;     /* the record's OOM #1 entry */
+    int64_t model_oom_index;
+    uint64_t model_oom_request;
+    uint32_t model_oom_number;
     unsigned tried, avoided;
     cmh_whatif_cap cap;
 } cmh_whatif_panel_result;

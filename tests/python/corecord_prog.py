@@ -1,7 +1,7 @@
 """A Python program on the fake driver (through ctypes), for tests/corecord_test.sh.
 argv[1]: torch (imports the stand-in), notorch, dump (a snapshot through the cumemhist
 module mid-run), oom (PyTorch's out-of-memory observers called, as PyTorch does), usr1 PATH
-(SIGUSR1 to itself, then waits for the snapshot at PATH), race threads|usr1 (a second dump,
+(SIGUSR1 to itself, then waits for the snapshot at PATH), term (SIGTERM to itself), race threads|usr1 (a second dump,
 from another thread or SIGUSR1, asked for while the first one's PyTorch snapshot is being taken:
 the stand-in's waits for $STANDIN_GATE, made here once both have begun, or after 10 s)."""
 import ctypes
@@ -26,6 +26,12 @@ if mode == "dump":
     assert cumemhist.dump("mid.cmh")
 if mode == "oom":
     torch._C._standin_oom()
+if mode == "term":  # ended by SIGTERM (its default action): the recorder's dump on the way cannot ask Python
+    import os
+    import signal
+    import time
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(10)
 if mode == "usr1":  # the recorder's helper thread dumps, and calls into Python for PyTorch's part
     import os
     import signal

@@ -40,6 +40,12 @@ def _snapshot():
             if os.path.exists(gate):
                 break
             time.sleep(0.01)
+    if os.environ.get("STANDIN_UNHOOK") == "1":
+        # the program's exit handler taking the recorder's hook away (hook(None, None)) while a
+        # dump is taking this snapshot, as at_exit does beside another thread's dump
+        import ctypes
+
+        ctypes.CDLL(None).cmh_set_torch_snapshot_hook(None, None)
     if os.environ.get("STANDIN_FORK") == "1":
         # as PyTorch's does when its history has C++ stacks: their frames are symbolized by
         # addr2line children, forked from the caller (fork, not posix_spawn: the fork handlers run)
