@@ -173,8 +173,8 @@ static uint32_t only_thread(const cmh_snapshot *s)
  * its own?  Only the process's main thread starts the others, so only its work can come before
  * their steps by the program's own order; another thread's allocations fall before, among or
  * after the others' steps as the scheduler ran it (a worker filling a 30-block cache beside two
- * looping ones was 'state' in 3 runs of 20 under taskset -c 0, made before their first step,
- * 'unjudged' in the others).  1 for the main thread, and where the record names no thread ids
+ * looping ones, judged by where its cache fell alone, was 'state' in 3 runs of 20 on one core,
+ * made before their first step, 'unjudged' in the others; on main, 'state' in 1 of 20 ASan runs).  1 for the main thread, and where the record names no thread ids
  * (a synthetic trace: where its blocks came is all there is to go by); 0 for any other. */
 static int setup_thread(const cmh_snapshot *s, uint32_t t)
 {

@@ -47,11 +47,12 @@ check "the keeper's blocks from another call, back to back before its loop: stat
 # The keeper ONLY filling that cache (`twin_leak only`), beside two looping workers: it has no
 # loop of its own, is not the main thread (whose blocks before the others' steps are set-up: a
 # model loaded first), so its blocks count over no thread's steps: growth not judged, exit 5, in
-# every run, in every order the scheduler gives.  Before, the threads' timing decided: plain, 'held,
-# steps not found' in 5 runs of 6 and 'unjudged' in 1; under taskset -c 0 'state', exit 0, in 3 of
-# 20; in an ASan build 'growing: +1.0 MiB per step over the last 10 steps' in 1 of 6 (a false
-# leak) and 'stopped', exit 6, in the clean-clone CI.  (tests/test_verdicts.c's
-# test_loops_any_order builds each order outright.)
+# every run, in every order the scheduler gives.  Before, the threads' timing decided: 'held, steps
+# not found' or 'unjudged' (17 and 3 of 20 runs on one core, 14 and 6 with a busy loop beside);
+# in an ASan build 'state', exit 0, in 1 of 20, 'growing: +1.0 MiB per step over the last 10
+# steps' in 1 of 6 (a false leak), and 'stopped', exit 6, in the clean-clone CI.  Judged by where
+# its cache fell alone (before the others' first step: set-up), it was 'state' in 3 of 20 on one
+# core.  (tests/test_verdicts.c's test_loops_any_order builds each order outright.)
 verdicts only 4 only
 WRAP=
 command -v taskset >/dev/null 2>&1 && taskset -c 0 true 2>/dev/null && WRAP="taskset -c 0"
