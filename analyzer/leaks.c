@@ -174,8 +174,9 @@ static uint32_t only_thread(const cmh_snapshot *s)
  * their steps by the program's own order; another thread's allocations fall before, among or
  * after the others' steps as the scheduler ran it (a worker filling a 30-block cache beside two
  * looping ones, judged by where its cache fell alone, was 'state' in 3 runs of 20 on one core,
- * made before their first step, 'unjudged' in the others; on main, 'state' in 1 of 20 ASan runs).  1 for the main thread, and where the record names no thread ids
- * (a synthetic trace: where its blocks came is all there is to go by); 0 for any other. */
+ * made before their first step, and 'unjudged' in the others).  1 for the main thread, and where
+ * the record names no thread ids (a synthetic trace: where its blocks came is all there is to go
+ * by); 0 for any other. */
 static int setup_thread(const cmh_snapshot *s, uint32_t t)
 {
     const cmh_thread_info *ti = cmh_snapshot_thread(s, t);
@@ -429,9 +430,10 @@ static int repeaters(const cmh_snapshot *s, const cmh_replay *r, const cmh_steps
  * runs: two threads with loops of their own race whether or not their runs happened to overlap
  * this time (three workers of one loop, started together, ran one after another in 18 runs of 20
  * and overlapped in 2: 'steps: unknown' or 'each recording thread's own' by the run, and a thread
- * filling a cache beside them 'held', 'unjudged', 'stopped' or 'growing').  Then p's race_* figures say the threads' own steps, and the
- * record's steps, unless their count is one thread's loop's, are those of the lowest-numbered
- * thread with steps of its own, its period counted in its own entries.  *first_step: the earliest step any thread of
+ * filling a cache beside them 'held', 'unjudged', 'state', 'stopped' or 'growing').  Then p's
+ * race_* figures say the threads' own steps, and the record's steps, unless their count is one
+ * thread's loop's, are those of the lowest-numbered thread with steps of its own, its period
+ * counted in its own entries.  *first_step: the earliest step any thread of
  * its own begins.  CMH_OK, or CMH_ENOMEM. */
 static int leaks_raced(const cmh_snapshot *s, const cmh_replay *r, cmh_steps *steps, uint32_t maxthread, cmh_leak_report *p,
                        int64_t *first_step)
@@ -663,13 +665,14 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     if (rc != CMH_OK) goto done;
     c.steps = steps;
     c.nsteps = nthreads >= 2 ? maxthread + 1 : 1;
-    for (uint32_t t = 1; p->steps_raced && t <= maxthread && t < 64; t++)
+    for (uint32_t t = 1; p->steps_raced && t <= maxthread && t < 64; t++) {
         if (steps[t].count >= CMH_LEAK_MIN_STEPS && steps[t].npoints >= 2) c.apart |= 1ull << t;
         /* a thread with no loop of its own that is no set-up's: its blocks count over no other
          * thread's steps either (unjudged below); over the first racing thread's, a cache it
          * filled while they looped read 'growing +1.0 MiB per step over the last 10 steps' or
          * 'stopped' where its burst fell across their steps */
         else if (steps[t].count < CMH_LEAK_MIN_STEPS && !setup_thread(s, t)) c.apart |= 1ull << t;
+    }
 
     /* the blocks' lives: a report page's history (reports.h, its events as this replay's
      * observer would be told of them), else the replay */
