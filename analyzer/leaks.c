@@ -168,6 +168,21 @@ static uint32_t only_thread(const cmh_snapshot *s)
     return s->source == CMH_SRC_RECORDER && s->nthreads == 1 ? s->threads[0].thread : 0;
 }
 
+/* Can thread t's still-live blocks be the program's set-up, made before the other threads' loops
+ * (a model main loaded before it started its workers), where threads race and t has no loop of
+ * its own?  Only the process's main thread starts the others, so only its work can come before
+ * their steps by the program's own order; another thread's allocations fall before, among or
+ * after the others' steps as the scheduler ran it (a worker filling a 30-block cache beside two
+ * looping ones, judged by where its cache fell alone, was 'state' in 3 runs of 20 on one core,
+ * made before their first step, and 'unjudged' in the others).  1 for the main thread, and where
+ * the record names no thread ids (a synthetic trace: where its blocks came is all there is to go
+ * by); 0 for any other. */
+static int setup_thread(const cmh_snapshot *s, uint32_t t)
+{
+    const cmh_thread_info *ti = cmh_snapshot_thread(s, t);
+    return !ti || !ti->tid || s->pid <= 0 || ti->tid == s->pid;
+}
+
 /* A block of group's, made at entry b->index (before the trace: -1, or not recorded) and freed
  * at entry f (INT64_MAX: still live): the slices it was held through, and the slice its
  * allocation came in.  Held through slice k (of CMH_TIME_SLICES equal ones from the first entry's
@@ -408,12 +423,17 @@ static int repeaters(const cmh_snapshot *s, const cmh_replay *r, const cmh_steps
 }
 
 /* The record's steps found in a pattern across recording threads that race (no marks, no
- * annotations; two threads or more with steps of their own, their entries interleaved): that
- * pattern is the scheduler's and changes from run to run (a program of 4 threads read 'steps: 39
- * ... (period 65 entries)', then 'steps: 160 ... (period 16 entries)', and its model 'state' in
- * one run, 'held' in the next).  Then p's race_* figures say the threads' own steps, and the
- * record's steps, unless their count is one thread's loop's, are those of the lowest-numbered
- * thread with steps of its own, its period counted in its own entries.  *first_step: the earliest step any thread of
+ * annotations; two threads or more with steps of their own): that pattern is the scheduler's and
+ * changes from run to run (a program of 4 threads read 'steps: 39 ... (period 65 entries)', then
+ * 'steps: 160 ... (period 16 entries)', and its model 'state' in one run, 'held' in the next).
+ * Whether they race is a fact of each thread's own loop, never of where the scheduler put their
+ * runs: two threads with loops of their own race whether or not their runs happened to overlap
+ * this time (three workers of one loop, started together, ran one after another in 18 runs of 20
+ * and overlapped in 2: 'steps: unknown' or 'each recording thread's own' by the run, and a thread
+ * filling a cache beside them 'held', 'unjudged', 'state', 'stopped' or 'growing').  Then p's
+ * race_* figures say the threads' own steps, and the record's steps, unless their count is one
+ * thread's loop's, are those of the lowest-numbered thread with steps of its own, its period
+ * counted in its own entries.  *first_step: the earliest step any thread of
  * its own begins.  CMH_OK, or CMH_ENOMEM. */
 static int leaks_raced(const cmh_snapshot *s, const cmh_replay *r, cmh_steps *steps, uint32_t maxthread, cmh_leak_report *p,
                        int64_t *first_step)
@@ -421,19 +441,17 @@ static int leaks_raced(const cmh_snapshot *s, const cmh_replay *r, cmh_steps *st
     int64_t n = cmh_replay_length(r);
     *first_step = INT64_MAX;
     if (steps[0].source != CMH_STEPS_PATTERN && steps[0].count) return CMH_OK; /* the program's own marks or annotations */
-    int64_t *span = calloc(((size_t)maxthread + 1) * 2, sizeof *span);
+    /* each of the record's steps one thread's whole life, steps enough to judge by (a thread per
+     * task, each churning a loop of its own and keeping a block: a leak across the threads, in
+     * none of them).  Not a few threads' lives: three workers that ran one after another this
+     * time and together the next read 'rising' over 'steps: 3 ... (period 47 entries)' in 1 run
+     * of 5, 'stopped' by their own steps in the others */
+    if (steps[0].thread_lives && steps[0].count >= CMH_LEAK_MIN_STEPS) return CMH_OK;
     uint64_t *own = calloc((size_t)maxthread + 1, sizeof *own);
-    if (!span || !own) {
-        free(span);
-        free(own);
-        return CMH_ENOMEM;
-    }
-    for (uint32_t t = 0; t <= maxthread; t++) span[2 * t] = -1;
+    if (!own) return CMH_ENOMEM;
     for (int64_t i = 0; i < n; i++) {
         uint32_t t = cmh_entry_thread(s, cmh_replay_entry(r, i));
         if (t > maxthread) continue;
-        if (span[2 * t] < 0) span[2 * t] = i;
-        span[2 * t + 1] = i;
         /* a thread's step in its own entries (its steps' period counts every thread's entries
          * between its boundaries: the race again) */
         if (t && steps[t].npoints >= 2 && i >= steps[t].points[0] && i < steps[t].points[steps[t].npoints - 1]) own[t]++;
@@ -445,9 +463,7 @@ static int leaks_raced(const cmh_snapshot *s, const cmh_replay *r, cmh_steps *st
         if (steps[a].points[0] < *first_step) *first_step = steps[a].points[0];
         if (!best) best = a;
         agrees |= steps[0].count == steps[a].count;
-        for (uint32_t b = a + 1; b <= maxthread && !raced; b++)
-            raced = steps[b].count >= CMH_LEAK_MIN_STEPS && steps[b].npoints >= 2 && span[2 * a] < span[2 * b + 1] &&
-                    span[2 * b] < span[2 * a + 1];
+        for (uint32_t b = a + 1; b <= maxthread && !raced; b++) raced = steps[b].count >= CMH_LEAK_MIN_STEPS && steps[b].npoints >= 2;
     }
     int rc = CMH_OK;
     if (raced) {
@@ -480,7 +496,6 @@ static int leaks_raced(const cmh_snapshot *s, const cmh_replay *r, cmh_steps *st
             steps[0].period = (own[best] + steps[best].count / 2) / steps[best].count;
         }
     }
-    free(span);
     free(own);
     return rc;
 }
@@ -650,8 +665,14 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     if (rc != CMH_OK) goto done;
     c.steps = steps;
     c.nsteps = nthreads >= 2 ? maxthread + 1 : 1;
-    for (uint32_t t = 1; p->steps_raced && t <= maxthread && t < 64; t++)
+    for (uint32_t t = 1; p->steps_raced && t <= maxthread && t < 64; t++) {
         if (steps[t].count >= CMH_LEAK_MIN_STEPS && steps[t].npoints >= 2) c.apart |= 1ull << t;
+        /* a thread with no loop of its own that is no set-up's: its blocks count over no other
+         * thread's steps either (unjudged below); over the first racing thread's, a cache it
+         * filled while they looped read 'growing +1.0 MiB per step over the last 10 steps' or
+         * 'stopped' where its burst fell across their steps */
+        else if (steps[t].count < CMH_LEAK_MIN_STEPS && !setup_thread(s, t)) c.apart |= 1ull << t;
+    }
 
     /* the blocks' lives: a report page's history (reports.h, its events as this replay's
      * observer would be told of them), else the replay */
@@ -847,7 +868,8 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     }
     p->judged = !p->live_blocks || cmh_steps_active(&steps[0]) >= CMH_LEAK_MIN_STEPS || (p->threads && p->threads_judged == p->threads && !holds[0]);
     /* threads racing: judged by the threads alone; a holding thread without steps of its own
-     * must have made its still-live blocks before the others' first step (a model loaded first) */
+     * must be the main thread, and have made its still-live blocks before the others' first step
+     * (a model loaded first: setup_thread) */
     if (p->steps_raced) {
         /* (and why not, the first reason met in this order: before the history, no thread, a thread's steps) */
         int judged = 1, why = 0;
@@ -856,7 +878,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
                 const born_slot *b = cmh_oa_at(&c.born, i);
                 uint32_t t = b->thread <= maxthread ? b->thread : 0;
                 int w = !t ? (b->recorded ? CMH_UNJUDGED_NO_THREAD : CMH_UNJUDGED_BEFORE_HISTORY)
-                        : steps[t].count < CMH_LEAK_MIN_STEPS && b->index >= race_first_step ? CMH_UNJUDGED_THREAD_STEPS
+                        : steps[t].count < CMH_LEAK_MIN_STEPS && (b->index >= race_first_step || !setup_thread(s, t)) ? CMH_UNJUDGED_THREAD_STEPS
                                                                                               : 0;
                 if (!w) continue;
                 judged = 0;

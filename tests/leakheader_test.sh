@@ -16,7 +16,7 @@ for i in 1 2 3; do
     "$CMH" leaks --json th$i.cmh | py -c "import json,sys; d=json.load(sys.stdin)[0]; print(d['steps']['count'], d['judged'])" >js$i.txt
 done
 check "the header: the threads' own steps ($(cat hdr1.txt))" \
-    "grep -q '^steps: each recording thread.s own (their entries interleave as they race, so a pattern across them is the scheduler.s): 4 threads repeat 40 steps each (16 to 17 of their own entries a step)' hdr1.txt"
+    "grep -q '^steps: each recording thread.s own (threads with loops of their own: a pattern across their entries would be the scheduler.s): 4 threads repeat 40 steps each (16 to 17 of their own entries a step)' hdr1.txt"
 check "the header is the same in 3 runs" "cmp -s hdr1.txt hdr2.txt && cmp -s hdr1.txt hdr3.txt"
 check "the verdicts are the same in 3 runs ($(tr '\n' ';' <rows1.txt))" \
     "[ -s rows1.txt ] && cmp -s rows1.txt rows2.txt && cmp -s rows1.txt rows3.txt && grep -q '256.0 MiB 1 state' rows1.txt && grep -q '80.0 MiB 40 growing' rows1.txt"

@@ -652,6 +652,120 @@ static void test_cycle_turns(void)
             }
 }
 
+/* Three threads running loops of their own, recorded as a scheduler may run them: one after
+ * another (in 4 orders), all at once, and at 8 random starts and paces.  Each thread's entries
+ * keep their own times (a step of a loop every 100 us, a cache's blocks 2 us apart), the record
+ * their merge.  The program is the same, so the verdict, its words and the steps line must be
+ * (tests/twin_leak.c, a stranger's pyleak3.py: whether the threads' runs overlapped decided
+ * whether they raced, 'steps: unknown' where they ran one after another and 'each recording
+ * thread's own' where they overlapped).  The process is pid 1000; its main thread records
+ * nothing but where a case says so (thread 1, tid 1000).
+ *   keeper: threads 1 and 3 make and free 1 MiB a step, thread 2 makes it and keeps it: growing,
+ *     +1.0 MiB a step, of thread 2.
+ *   only: threads 1 and 3 loop so, thread 2 only fills a cache of 30 blocks of 1 MiB from a call
+ *     of its own and ends (twin_leak only): never growing or stopped, growth not judged, in every
+ *     order; it read 'held' where they ran one after another, 'state' where its cache came before
+ *     their first step, 'unjudged' where it came among them.
+ *   model: the main thread's model made before it starts the two looping threads: state.
+ *   caches: each thread keeps 1 MiB in the first 10 of its 20 iterations (plateau_leak threads):
+ *     stopped; one after another, the record's steps were the threads' 3 lives: 'rising'. */
+static void test_loops_any_order(void)
+{
+    static const char *const cases[] = {"keeper", "only", "model", "caches"};
+    static const int perms[4][3] = {{0, 1, 2}, {1, 0, 2}, {2, 1, 0}, {0, 2, 1}};
+    enum { US = 1000 };
+    for (int c = 0; c < 4; c++) {
+        char first[1536] = "";
+        int same = 1, bad = 0;
+        for (int v = 0; v < 4 + 1 + 8; v++) {
+            cmh_snapshot s;
+            gen *g = gen_start(&s);
+            g->r.s = (uint64_t)(v * 7 + c + 1) * 0x9e3779b97f4a7c15ull;
+            int64_t t0 = g->t;
+            s.pid = 1000;
+            for (uint32_t t = 1; t <= 3; t++) {
+                cmh_thread_info ti = {t, c == 2 && t == 1 ? 1000 : 1000 + t, 0};
+                CU_ASSERT_EQUAL_FATAL(cmh_snapshot_add_thread(&s, &ti), CMH_OK);
+            }
+            uint32_t st_work = stack_named(&s, "work"), st_fill = stack_named(&s, "fill_cache"), st_model = stack_named(&s, "model"),
+                     st_keep = stack_named(&s, "keep");
+            const char *watch = c == 1 ? "fill_cache" : c == 2 ? "model" : c == 3 ? "keep" : "work";
+            /* each thread's operations (g->q) at its own times (at), from its start on */
+            static int64_t at[3][256];
+            int nsteps = c == 3 ? 20 : 30;
+            int64_t begin[3], period[3], prev_end = 10 * US;
+            for (int k = 0; k < 3; k++) {
+                int t = v < 4 ? perms[v][k] : k;
+                period[t] = v < 5 ? 100 * US : (80 + (int64_t)rnd(&g->r, 41)) * US;
+                begin[t] = v < 4 ? prev_end : v == 4 ? 10 * US : (10 + (int64_t)rnd(&g->r, 2000)) * US;
+                prev_end = begin[t] + (int64_t)nsteps * period[t] + 10 * US;
+            }
+            if (c == 2) { /* main's model, before it starts the others */
+                g_alloc(g, 0, st_model, 256 * MIB);
+                at[0][0] = 0;
+            }
+            for (int t = 0; t < 3; t++) {
+                if (c == 2 && t == 0) continue; /* main: its model only */
+                if (c == 1 && t == 1) { /* the cache: back to back, then nothing */
+                    for (int k = 0; k < 30; k++) {
+                        at[t][g->nq[t]] = begin[t] + k * 2 * US;
+                        g_alloc(g, t, st_fill, MIB);
+                    }
+                    continue;
+                }
+                for (int i = 0; i < nsteps; i++) {
+                    int64_t ts = begin[t] + i * period[t];
+                    at[t][g->nq[t]] = ts;
+                    uint64_t a = g_alloc(g, t, st_work, MIB);
+                    if (c == 3 && i < 10) {
+                        at[t][g->nq[t]] = ts + 10 * US;
+                        g_alloc(g, t, st_keep, MIB);
+                    }
+                    if (c != 0 || t != 1) {
+                        at[t][g->nq[t]] = ts + 30 * US;
+                        g_free(g, t, st_work, a, MIB);
+                    }
+                }
+            }
+            /* the record: their merge by time (a tie to the lower thread) */
+            int pos[3] = {0, 0, 0};
+            for (;;) {
+                int best = -1;
+                for (int t = 0; t < 3; t++)
+                    if (pos[t] < g->nq[t] && (best < 0 || at[t][pos[t]] < at[best][pos[best]])) best = t;
+                if (best < 0) break;
+                g->t = t0 + at[best][pos[best]] - 1000; /* (emit adds its 1 us) */
+                emit(g, &g->q[best][pos[best]++]);
+            }
+            memset(g->nq, 0, sizeof g->nq);
+            cmh_leak_report p;
+            cmh_sites *sites = live_and_leaks(&s, g, &p);
+            const cmh_site *x = NULL;
+            for (uint32_t i = 0; i < p.nsites; i++)
+                if (!strcmp(fn_of(&s, sites, &p.sites[i]), watch)) x = &p.sites[i];
+            char line[1536], says[512];
+            size_t len = strlen(cmh_leak_steps_text(&p, line, sizeof line));
+            snprintf(line + len, sizeof line - len, " | %s | judged %d", x ? cmh_leak_site_text(x, says, sizeof says) : "(no site)", p.judged);
+            int ok = x != NULL;
+            if (x && c == 0) ok = x->verdict == CMH_LEAK_GROWING && x->rate == (int64_t)MIB && x->thread == 2;
+            if (x && c == 1) ok = x->verdict == CMH_LEAK_UNJUDGED && !x->growing && !p.judged;
+            if (x && c == 2) ok = x->verdict == CMH_LEAK_STATE && p.judged;
+            if (x && c == 3) ok = x->verdict == CMH_LEAK_STOPPED && !x->growing;
+            if (!ok && bad++ < 3) fprintf(stderr, "  %s, order %d: %s\n", cases[c], v, line);
+            CU_ASSERT(ok);
+            if (!v) snprintf(first, sizeof first, "%s", line);
+            else if (strcmp(line, first)) {
+                if (same) fprintf(stderr, "  %s, order 0: %s\n  %s, order %d: %s\n", cases[c], first, cases[c], v, line);
+                same = 0;
+            }
+            cmh_leak_report_free(&p);
+            cmh_sites_free(sites);
+            cmh_snapshot_free(&s);
+        }
+        CU_ASSERT(same);
+    }
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -664,5 +778,6 @@ int main(void)
     CMH_ADD_TEST(s, test_racing_header);
     CMH_ADD_TEST(s, test_reshaped_sites);
     CMH_ADD_TEST(s, test_cycle_turns);
+    CMH_ADD_TEST(s, test_loops_any_order);
     return cmh_test_main();
 }

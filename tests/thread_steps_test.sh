@@ -39,7 +39,7 @@ EOF2
     check "3 racing threads leaking 256 KiB a step each ($mode): the same verdict in 10 of 10 runs, every thread named ($(sort -rn u.txt | head -4 | tr -s ' ' | tr '\n' '|'))" \
         "[ \$(wc -l <u.txt) -eq 4 ] && grep -q '^ *10 rc 3\$' u.txt &&
          grep -q '^ *10 growing 786432 \[1, 2, 3\] 3 9\$' u.txt &&
-         grep -q '^ *10 growing: +768.0 KiB per step of recording threads 1, 2, 3 together (+256.0 KiB each), over the last 9 steps of each; judged thread by thread: their steps interleave\$' u.txt &&
+         grep -q '^ *10 growing: +768.0 KiB per step of recording threads 1, 2, 3 together (+256.0 KiB each), over the last 9 steps of each; judged thread by thread: each by its own steps\$' u.txt &&
          grep -q '^ *10 1 site grows from step to step: a likely leak\$' u.txt"
 done
 
@@ -77,7 +77,7 @@ check "its steady twin: held by each thread, growing in none, the gate passes, i
 # 'steps: 4 ... (period 14 entries)', '+8.0 MiB per step over the last 3 steps' (exit 3), the
 # 12th 'steps: 2 ... (period 28 entries)' and 'rising' (exit 5), a live snapshot at 2.8 s '+1.8
 # MiB per step over the last 13 steps'.  Its own steps are its 20 allocations, +2 MiB each.
-HDR="steps: each recording thread's own (their entries interleave as they race, so a pattern across them is the scheduler's): 2 threads repeat 20 steps each (1 to 2 of their own entries a step). Each of the 2 threads holding memory has a loop of its own (4 steps or more); each one's sites are also judged by its loop's steps"
+HDR="steps: each recording thread's own (threads with loops of their own: a pattern across their entries would be the scheduler's): 2 threads repeat 20 steps each (1 to 2 of their own entries a step). Each of the 2 threads holding memory has a loop of its own (4 steps or more); each one's sites are also judged by its loop's steps"
 # prefetch_says FILE: its leaks text and exit status say the prefetch thread's own steps
 prefetch_says() {
     grep -qxF "$HDR" "$1" && grep -q '^rc 3$' "$1" &&

@@ -43,8 +43,8 @@ const char *cmh_leak_steps_text(const cmh_leak_report *p, char *buf, size_t cap)
      * entries)' in one run, 'steps: 160 ... (period 16 entries)' in the next); the threads' own
      * steps are the same every run */
     if (p->steps_raced) {
-        ADD("steps: each recording thread's own (their entries interleave as they race, so a pattern across them is the "
-            "scheduler's): %u %s %s ",
+        ADD("steps: each recording thread's own (threads with loops of their own: a pattern across their entries would be "
+            "the scheduler's): %u %s %s ",
             p->race_threads, plural(p->race_threads, "thread", "threads"), plural(p->race_threads, "repeats", "repeat"));
         if (p->race_steps_min == p->race_steps_max) ADD("%u steps%s", p->race_steps_min, p->race_threads > 1 ? " each" : "");
         else ADD("%u to %u steps", p->race_steps_min, p->race_steps_max);
@@ -141,7 +141,7 @@ static const char *unjudged_text(const cmh_site *x, char *buf, size_t cap)
                  size, x->unjudged_blocks, blocks);
     else
         snprintf(buf, cap,
-                 "unjudged: recording thread %u made %s of it (%" PRIu64 " %s) during the other threads' steps and repeats too few steps "
+                 "unjudged: recording thread %u made %s of it (%" PRIu64 " %s) beside the other threads' loops, not before them from the main thread, and repeats too few steps "
                  "of its own (%u of the %u needed; they race: each thread's blocks count over its own steps); growth not judged",
                  x->unjudged_thread, size, x->unjudged_blocks, blocks, x->unjudged_thread_steps, CMH_LEAK_MIN_STEPS);
     return buf;
@@ -266,8 +266,9 @@ static const char *threads_text(const cmh_site *x, char *buf, size_t cap)
     if (x->threads < 2 || (x->verdict == CMH_LEAK_GROWING && k < 2)) return NULL;
     char list[128], of[48] = "", each[64], over[48];
     thread_list(x->thread_mask, list, sizeof list);
-    const char *why = x->threads_apart ? "judged thread by thread: each by its own steps, one thread after another"
-                                       : "judged thread by thread: their steps interleave";
+    /* (the same words whether or not the threads' runs overlapped this time: 'their steps
+     * interleave' or 'one thread after another' by the run, for one program) */
+    const char *why = "judged thread by thread: each by its own steps";
     switch (x->verdict) {
     case CMH_LEAK_GROWING:
         if (k < x->threads) snprintf(of, sizeof of, ", %u of the %u holding it", k, x->threads);
@@ -446,7 +447,7 @@ const char *cmh_leak_outcome_text(const cmh_leak_report *p, char *buf, size_t ca
         }
         if (p->unjudged_why == CMH_UNJUDGED_THREAD_STEPS) {
             snprintf(buf, cap,
-                     "growth cannot be judged: recording thread %u made still-live memory during the other threads' steps and repeats too "
+                     "growth cannot be judged: recording thread %u made still-live memory beside the other threads' loops, not before them from the main thread, and repeats too "
                      "few steps of its own (%u of the %u needed; they race: each thread's blocks count over its own steps)",
                      p->unjudged_thread, p->unjudged_thread_steps, CMH_LEAK_MIN_STEPS);
             return buf;

@@ -76,8 +76,9 @@ typedef struct cmh_site {
      * growth_steps .. growth_steps_max the stretches they grew over. */
     uint32_t threads;
     uint64_t thread_mask;
-    int threads_apart; /* judged so where those threads ran one after another, their entries not
-                        * interleaved (each grew and stopped over its own steps) */
+    int threads_apart; /* judged so where the threads did not race (leaks_raced): none now, since
+                        * two threads with loops of their own race whether or not their runs
+                        * overlapped; kept for --json's readers */
     int64_t rate_min, rate_max;
     uint32_t growth_steps_max;
     /* leaks only: the recording threads that made its still-live blocks, whatever judged it
