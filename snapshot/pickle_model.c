@@ -745,19 +745,11 @@ static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
             if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
             MARKS_UP_TO(added);
             cmh_entry_full full;
-            cmh_entry_unpack(m->s, &m->entries[e.u.id], m->xmap, m->nxmap, e.u.id, &full);
             const cmh_entry *pe = &m->entries[e.u.id];
-            uint32_t xs = pe->xs, extra = 0; /* its extra keys (cmh_extra), which the full form has no field for */
-            if (xs == CMH_XS_FAR) { /* m->xmap ascends by entry */
-                uint32_t lo = 0, hi = m->nxmap;
-                while (lo < hi) {
-                    uint32_t mid = lo + (hi - lo) / 2;
-                    if (m->xmap[mid].entry < e.u.id) lo = mid + 1;
-                    else hi = mid;
-                }
-                if (lo < m->nxmap && m->xmap[lo].entry == e.u.id) xs = m->xmap[lo].xset;
-            }
-            if (xs && xs != CMH_XS_FAR && xs < m->s->nxsets) extra = m->s->xsets[xs].extra;
+            cmh_entry_unpack(m->s, pe, m->xmap, m->nxmap, e.u.id, &full);
+            /* its extra keys (cmh_extra), which the full form has no field for: from the same set,
+             * found the same way (a far set numbered CMH_XS_FAR itself, 255, is a set like any) */
+            uint32_t extra = cmh_entry_x_apart(m->s, pe, m->xmap, m->nxmap, e.u.id)->extra;
             if (cmh_snapshot_append_entry_extra(m->s, &full, extra) != CMH_OK) return pk_nomem(m);
             m->s->traces[m->s->ntraces - 1].nentries++;
             kept++, added++;
