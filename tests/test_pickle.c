@@ -521,11 +521,13 @@ static void test_cpp_pickler_form(void)
     cmh_snapshot_free(&s);
 }
 
+static uint32_t differs_from_generic(const void *p, size_t n);
+
 /* Trace entries the opcode reader takes in one pass (keys by memo reference, values inline or by
  * reference: pickle_fast.c, entry_direct) against the generic machine (CMH_LOAD_GENERIC): every
- * integer form and width, signs, None and booleans, a duplicate key, a key the model ignores,
- * and entries that leave that pass half-way (a memoized value, a FRAME hint, a memo slot
- * given another string) mixed in. */
+ * integer form and width, signs, None and booleans, a duplicate key, and entries that leave that pass half-way (a memoized value, a FRAME hint, a memo slot
+ * given another string) mixed in; an entry with a key the model keeps aside (cmh_extra: 'other',
+ * 'name' on an alloc) is the machine's, its run read by the machine. */
 static void test_direct_entries_as_generic(void)
 {
     enum { CAP = 1 << 16, NENT = 600 };
@@ -561,10 +563,13 @@ static void test_direct_entries_as_generic(void)
     S("time_us"); uint32_t k_time = memo - 1; B('K'); B(3);
     S("other"); uint32_t k_other = memo - 1; S("free_requested"); uint32_t a_freq = memo - 1;
     REF(k_other); S("segment_alloc"); uint32_t a_salloc = memo - 1;
+    S("compile_context"); uint32_t k_cc = memo - 1; S("N/A");
     S("frames"); uint32_t k_frames = memo - 1;
     B(']'); B(0x94); uint32_t stack = memo++;
-    B('}'); B('('); S("name"); S("f"); S("filename"); S("x.py"); S("line"); B('K'); B(7); B('u'); B('a');
+    B('}'); B('('); S("name"); uint32_t k_name = memo - 1; S("f"); S("filename"); S("x.py"); S("line"); B('K'); B(7); B('u'); B('a');
     B('u');
+    /* ('other' is an extra, cmh_extra: the machine reads that entry's run, so it ends here) */
+    B('e'); B('(');
     uint64_t x = 0x2545F4914F6CDD1Dull;
     const uint32_t keys[4] = {k_addr, k_size, k_stream, k_time}, acts[3] = {a_alloc, a_freq, a_salloc};
     for (int i = 1; i < NENT; i++) {
@@ -590,9 +595,8 @@ static void test_direct_entries_as_generic(void)
             if (i % 97 == 0 && k == 1) { B(0x94); memo++; } /* a memoized value: entry() */
         }
         if (i % 5 == 0) { REF(k_size); B('K'); B(99); } /* a second 'size': the first counts */
-        if (i % 7 == 0) { REF(k_other); B('K'); B(5); }  /* a key the model does not read */
         if (i == 301) { /* a value put into the memo slot of an action named before: it names another */
-            REF(k_other);
+            REF(k_cc);
             B(0x8c); B(14);
             memcpy(p + n, "free_completed", 14);
             n += 14;
@@ -602,6 +606,14 @@ static void test_direct_entries_as_generic(void)
         B('u');
         if (i % 150 == 0) { B(0x95); for (int b = 0; b < 8; b++) B(b ? 0 : 1); } /* a FRAME hint */
         CU_ASSERT_FATAL(n < CAP - 256);
+    }
+    /* a run of its own: an entry with 'name' (read on an annotation
+     * only, an extra here, which the machine keeps), then one the pass takes */
+    B('e'); B('(');
+    for (int i = 0; i < 2; i++) {
+        B('}'); B('('); REF(k_action); REF(a_alloc); REF(k_addr); B('K'); B(1); REF(k_size); B('K'); B(2);
+        if (!i) { REF(k_name); B('K'); B(9); }
+        B('u');
     }
     B('e'); B('e'); B('u'); B('.');
 #undef REF
@@ -614,7 +626,7 @@ static void test_direct_entries_as_generic(void)
     CU_ASSERT_EQUAL_FATAL(rc, CMH_OK);
     CU_ASSERT_EQUAL_FATAL(cmh_pickle_read_ex(p, n, CMH_LOAD_GENERIC, &g, err, sizeof err), CMH_OK);
     /* an entry whose size came out negative is skipped and counted, by either reader alike */
-    CU_ASSERT_EQUAL(a.nentries + a.skipped_entries, NENT);
+    CU_ASSERT_EQUAL(a.nentries + a.skipped_entries, NENT + 2);
     CU_ASSERT(a.skipped_entries > 0 && a.skipped_entries < NENT / 2);
     CU_ASSERT_EQUAL(a.skipped_entries, g.skipped_entries);
     CU_ASSERT_EQUAL_FATAL(a.nentries, g.nentries);
@@ -634,6 +646,7 @@ static void test_direct_entries_as_generic(void)
         }
     }
     CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(differs_from_generic(p, n), 0); /* their extras, and the pickle written back, too */
     /* acts[1]'s slot, renamed at entry 301: free_requested before, free_completed after (which
      * entries are kept depends on their sizes' signs, so counted rather than indexed) */
     uint32_t nreq = 0, ncomp = 0;
