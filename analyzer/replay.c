@@ -232,9 +232,10 @@ static void pool_add(cmh_stat *arr, int pool, int64_t d)
  * pooled calls since) */
 static int64_t pools_cache(const cmh_replay *r)
 {
-    int64_t c = r->pool_pend;
-    for (uint32_t i = 0; i < r->npools; i++) c += r->pools[i].slack;
-    return c;
+    /* summed as stat_add sums: a damaged file's samples may say more than int64 holds together */
+    uint64_t c = (uint64_t)r->pool_pend;
+    for (uint32_t i = 0; i < r->npools; i++) c += (uint64_t)r->pools[i].slack;
+    return (int64_t)c;
 }
 
 /* The pools' cache is counted in the class of the segments it came from (cache_small: what of
@@ -263,7 +264,7 @@ static int64_t pool_cache_of(const cmh_replay *r, uint64_t owner)
     if (!owner) return all;
     uint32_t i = 0;
     while (i < r->npools && r->pools[i].handle != owner) i++;
-    int64_t c = i < r->npools ? r->pools[i].slack + r->pool_pend : 0;
+    int64_t c = i < r->npools ? (int64_t)((uint64_t)r->pools[i].slack + (uint64_t)r->pool_pend) : 0;
     return c < 0 ? 0 : c < all ? c : all;
 }
 

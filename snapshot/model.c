@@ -649,16 +649,21 @@ static void unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xs
 
 void cmh_entry_get(const cmh_snapshot *s, const cmh_entry *e, cmh_entry_full *out) { unpack(s, e, cmh_entry_x(s, e), out); }
 
+const cmh_entry_xset *cmh_entry_x_apart(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xref *xmap, uint32_t nxmap,
+                                        uint32_t index)
+{
+    if (e->xs && e->xs < CMH_XS_FAR) return &s->xsets[e->xs];
+    if (e->xs == CMH_XS_FAR) {
+        const cmh_entry_xref *r = xref_find(xmap, nxmap, index);
+        if (r && r->xset < s->nxsets) return &s->xsets[r->xset];
+    }
+    return &cmh_xset_none;
+}
+
 void cmh_entry_unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xref *xmap, uint32_t nxmap, uint32_t index,
                       cmh_entry_full *out)
 {
-    const cmh_entry_xset *x = &cmh_xset_none;
-    if (e->xs && e->xs < CMH_XS_FAR) x = &s->xsets[e->xs];
-    else if (e->xs == CMH_XS_FAR) {
-        const cmh_entry_xref *r = xref_find(xmap, nxmap, index);
-        if (r && r->xset < s->nxsets) x = &s->xsets[r->xset];
-    }
-    unpack(s, e, x, out);
+    unpack(s, e, cmh_entry_x_apart(s, e, xmap, nxmap, index), out);
 }
 
 int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e)

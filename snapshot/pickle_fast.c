@@ -12,7 +12,8 @@
  *
  * It decides per run and never guesses: anything that is not that shape (another opcode, a key
  * that is not a string, a container where a scalar belongs, a memo reference to something not
- * yet converted, a dict without 'action' first) undoes what the run did to the memo and the
+ * yet converted, a dict without 'action' first, an entry key the conversion does not read: the
+ * machine keeps it, cmh_extra) undoes what the run did to the memo and the
  * entries and leaves the bytes to the machine, which reads them, or reports them, as always.
  * What stays behind after an undo (strings, frames and stacks interned) is what the machine
  * interns from the same bytes anyway, in the same order.
@@ -530,7 +531,9 @@ static int entry_direct(fp *f, ref_slot *rc, pv *out)
         else return 0;
         const ref_slot *key = ref_of(m, rc, idx);
         if (!key || key->v.tag != PV_STR || (npairs == 0 && key->ek != EK_ACTION)) return 0;
-        if (key->ek == NEK) return 0; /* a key the conversion does not read: entry() keeps it (cmh_extra) */
+        /* a key the conversion does not read, or 'name' (read on an annotation only, an extra on any
+         * other entry): entry() decides, as pk_entry_from_items */
+        if (key->ek == NEK || key->ek == EK_NAME) return 0;
         uint32_t k = key->ek;
         /* the value */
         pv v;
@@ -653,6 +656,7 @@ int pk_fast_entries(pm *m)
     int ok = 1;
     ref_slot refs[REF_SLOTS];
     memset(refs, 0, sizeof refs);
+    m->fast_run = 1;
     for (;;) {
         int o = next_op(&f);
         if (o == 'e') break;
@@ -671,6 +675,7 @@ int pk_fast_entries(pm *m)
         }
         f.nitems++;
     }
+    m->fast_run = 0;
     int rc = 0;
     if (!ok || f.nomem) {
         undo(&f, nentries, skipped, pt_fields);

@@ -122,6 +122,10 @@ typedef struct pm {
         void *pend;
     } fast;
     uint32_t entry_extra; /* the extras (cmh_extra) of the entry pk_entry_from_fields converts, 0 none */
+    /* pk_fast_entries is reading a run: an entry with extras is left to the machine (pk_entry_from_items
+     * returns 0), which converts a run's entries at its APPENDS, after every string the run's bytes
+     * intern; the string of an entry's extras interned amid them would number the strings otherwise */
+    int fast_run;
     struct pool_at *marks_aside; /* cumemhist.marks, while the model is made (pickle_model.c) */
     uint32_t nmarks_aside;
 } pm;

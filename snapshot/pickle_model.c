@@ -136,15 +136,20 @@ static void xvalue(pm *m, xbuf *b, const pv *v, int depth)
 
 /* The pairs of a dict whose keys are not among known (K_* ids; n of them) as one interned
  * string (0: none).  -1 out of memory. */
+static int is_known(const pm *m, const pv *key, const int *known, int nknown)
+{
+    if (key->tag != PV_STR) return 1; /* (not a key an extra can name) */
+    int k = 0;
+    while (k < nknown && m->key[known[k]] != key->u.id) k++;
+    return k < nknown;
+}
+
 static int extras_of(pm *m, const pv *items, uint32_t n, const int *known, int nknown, uint32_t *out)
 {
     *out = 0;
     xbuf b = {0};
     for (uint32_t i = 0; i + 1 < n; i += 2) {
-        if (items[i].tag != PV_STR) continue;
-        int k = 0;
-        while (k < nknown && m->key[known[k]] != items[i].u.id) k++;
-        if (k < nknown) continue;
+        if (is_known(m, &items[i], known, nknown)) continue;
         xstr(&b, cmh_str(m->s, items[i].u.id));
         xvalue(m, &b, &items[i + 1], 0);
     }
@@ -368,7 +373,12 @@ int pk_entry_from_items(pm *m, const pv *items, uint32_t n, uint32_t *id)
     int ann = fld[EK_ACTION] && fld[EK_ACTION]->tag == PV_STR && annotation_action(cmh_str(m->s, fld[EK_ACTION]->u.id));
     if (!ann && fld[EK_NAME]) known--;
     if (fld[EK_ACTION] && known < n / 2) { /* keys the conversion does not read: kept aside */
-        if (extras_of(m, items, n, entry_known, ann ? ENTRY_KNOWN : ENTRY_KNOWN - 1, &m->entry_extra)) return -1;
+        int nk = ann ? ENTRY_KNOWN : ENTRY_KNOWN - 1;
+        if (m->fast_run) { /* pickle_fast.c's: such an entry is the machine's (0), its extras not interned */
+            for (uint32_t i = 0; i + 1 < n; i += 2)
+                if (!is_known(m, &items[i], entry_known, nk)) return 0;
+        }
+        if (extras_of(m, items, n, entry_known, nk, &m->entry_extra)) return -1;
     }
     int r = pk_entry_from_fields(m, fld, id);
     m->entry_extra = 0;
@@ -745,19 +755,11 @@ static int convert_traces(pm *m, const pv *tv, const pool_at *ps, uint32_t nps)
             if (m->budget-- == 0) return pk_fail(m, "the snapshot expands far beyond its size (shared containers)");
             MARKS_UP_TO(added);
             cmh_entry_full full;
-            cmh_entry_unpack(m->s, &m->entries[e.u.id], m->xmap, m->nxmap, e.u.id, &full);
             const cmh_entry *pe = &m->entries[e.u.id];
-            uint32_t xs = pe->xs, extra = 0; /* its extra keys (cmh_extra), which the full form has no field for */
-            if (xs == CMH_XS_FAR) { /* m->xmap ascends by entry */
-                uint32_t lo = 0, hi = m->nxmap;
-                while (lo < hi) {
-                    uint32_t mid = lo + (hi - lo) / 2;
-                    if (m->xmap[mid].entry < e.u.id) lo = mid + 1;
-                    else hi = mid;
-                }
-                if (lo < m->nxmap && m->xmap[lo].entry == e.u.id) xs = m->xmap[lo].xset;
-            }
-            if (xs && xs != CMH_XS_FAR && xs < m->s->nxsets) extra = m->s->xsets[xs].extra;
+            cmh_entry_unpack(m->s, pe, m->xmap, m->nxmap, e.u.id, &full);
+            /* its extra keys (cmh_extra), which the full form has no field for: from the same set,
+             * found the same way (a far set numbered CMH_XS_FAR itself, 255, is a set like any) */
+            uint32_t extra = cmh_entry_x_apart(m->s, pe, m->xmap, m->nxmap, e.u.id)->extra;
             if (cmh_snapshot_append_entry_extra(m->s, &full, extra) != CMH_OK) return pk_nomem(m);
             m->s->traces[m->s->ntraces - 1].nentries++;
             kept++, added++;

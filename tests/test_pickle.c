@@ -521,11 +521,13 @@ static void test_cpp_pickler_form(void)
     cmh_snapshot_free(&s);
 }
 
+static uint32_t differs_from_generic(const void *p, size_t n);
+
 /* Trace entries the opcode reader takes in one pass (keys by memo reference, values inline or by
  * reference: pickle_fast.c, entry_direct) against the generic machine (CMH_LOAD_GENERIC): every
- * integer form and width, signs, None and booleans, a duplicate key, a key the model ignores,
- * and entries that leave that pass half-way (a memoized value, a FRAME hint, a memo slot
- * given another string) mixed in. */
+ * integer form and width, signs, None and booleans, a duplicate key, and entries that leave that pass half-way (a memoized value, a FRAME hint, a memo slot
+ * given another string) mixed in; an entry with a key the model keeps aside (cmh_extra: 'other',
+ * 'name' on an alloc) is the machine's, its run read by the machine. */
 static void test_direct_entries_as_generic(void)
 {
     enum { CAP = 1 << 16, NENT = 600 };
@@ -561,10 +563,13 @@ static void test_direct_entries_as_generic(void)
     S("time_us"); uint32_t k_time = memo - 1; B('K'); B(3);
     S("other"); uint32_t k_other = memo - 1; S("free_requested"); uint32_t a_freq = memo - 1;
     REF(k_other); S("segment_alloc"); uint32_t a_salloc = memo - 1;
+    S("compile_context"); uint32_t k_cc = memo - 1; S("N/A");
     S("frames"); uint32_t k_frames = memo - 1;
     B(']'); B(0x94); uint32_t stack = memo++;
-    B('}'); B('('); S("name"); S("f"); S("filename"); S("x.py"); S("line"); B('K'); B(7); B('u'); B('a');
+    B('}'); B('('); S("name"); uint32_t k_name = memo - 1; S("f"); S("filename"); S("x.py"); S("line"); B('K'); B(7); B('u'); B('a');
     B('u');
+    /* ('other' is an extra, cmh_extra: the machine reads that entry's run, so it ends here) */
+    B('e'); B('(');
     uint64_t x = 0x2545F4914F6CDD1Dull;
     const uint32_t keys[4] = {k_addr, k_size, k_stream, k_time}, acts[3] = {a_alloc, a_freq, a_salloc};
     for (int i = 1; i < NENT; i++) {
@@ -590,9 +595,8 @@ static void test_direct_entries_as_generic(void)
             if (i % 97 == 0 && k == 1) { B(0x94); memo++; } /* a memoized value: entry() */
         }
         if (i % 5 == 0) { REF(k_size); B('K'); B(99); } /* a second 'size': the first counts */
-        if (i % 7 == 0) { REF(k_other); B('K'); B(5); }  /* a key the model does not read */
         if (i == 301) { /* a value put into the memo slot of an action named before: it names another */
-            REF(k_other);
+            REF(k_cc);
             B(0x8c); B(14);
             memcpy(p + n, "free_completed", 14);
             n += 14;
@@ -602,6 +606,14 @@ static void test_direct_entries_as_generic(void)
         B('u');
         if (i % 150 == 0) { B(0x95); for (int b = 0; b < 8; b++) B(b ? 0 : 1); } /* a FRAME hint */
         CU_ASSERT_FATAL(n < CAP - 256);
+    }
+    /* a run of its own: an entry with 'name' (read on an annotation
+     * only, an extra here, which the machine keeps), then one the pass takes */
+    B('e'); B('(');
+    for (int i = 0; i < 2; i++) {
+        B('}'); B('('); REF(k_action); REF(a_alloc); REF(k_addr); B('K'); B(1); REF(k_size); B('K'); B(2);
+        if (!i) { REF(k_name); B('K'); B(9); }
+        B('u');
     }
     B('e'); B('e'); B('u'); B('.');
 #undef REF
@@ -614,7 +626,7 @@ static void test_direct_entries_as_generic(void)
     CU_ASSERT_EQUAL_FATAL(rc, CMH_OK);
     CU_ASSERT_EQUAL_FATAL(cmh_pickle_read_ex(p, n, CMH_LOAD_GENERIC, &g, err, sizeof err), CMH_OK);
     /* an entry whose size came out negative is skipped and counted, by either reader alike */
-    CU_ASSERT_EQUAL(a.nentries + a.skipped_entries, NENT);
+    CU_ASSERT_EQUAL(a.nentries + a.skipped_entries, NENT + 2);
     CU_ASSERT(a.skipped_entries > 0 && a.skipped_entries < NENT / 2);
     CU_ASSERT_EQUAL(a.skipped_entries, g.skipped_entries);
     CU_ASSERT_EQUAL_FATAL(a.nentries, g.nentries);
@@ -634,6 +646,7 @@ static void test_direct_entries_as_generic(void)
         }
     }
     CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(differs_from_generic(p, n), 0); /* their extras, and the pickle written back, too */
     /* acts[1]'s slot, renamed at entry 301: free_requested before, free_completed after (which
      * entries are kept depends on their sizes' signs, so counted rather than indexed) */
     uint32_t nreq = 0, ncomp = 0;
@@ -646,6 +659,92 @@ static void test_direct_entries_as_generic(void)
     cmh_snapshot_free(&a);
     cmh_snapshot_free(&g);
     free(p);
+}
+
+/* How the fast reader's model of pickle bytes differs from the generic machine's
+ * (CMH_LOAD_GENERIC), as the fuzz target (tests/fuzz/fuzz_pickle.c) judges it: 0 the same
+ * verdict and, when read, the same entries (extra keys included, cmh_extra) and the same pickle
+ * written back; else the number of entries that differ, plus one for the verdict or the bytes. */
+static uint32_t differs_from_generic(const void *p, size_t n)
+{
+    cmh_snapshot a, g;
+    char ea[256], eg[256];
+    int ra = cmh_pickle_read_ex(p, n, 0, &a, ea, sizeof ea), rg = cmh_pickle_read_ex(p, n, CMH_LOAD_GENERIC, &g, eg, sizeof eg);
+    if (ra != rg || (ra != CMH_OK && strcmp(ea, eg))) {
+        if (ra == CMH_OK) cmh_snapshot_free(&a);
+        if (rg == CMH_OK) cmh_snapshot_free(&g);
+        return 1;
+    }
+    if (ra != CMH_OK) return 0;
+    uint32_t bad = a.nentries != g.nentries;
+    for (uint32_t i = 0; i < a.nentries && i < g.nentries; i++) {
+        cmh_entry_full x, y;
+        cmh_entry_get(&a, &a.entries[i], &x);
+        cmh_entry_get(&g, &g.entries[i], &y);
+        uint32_t xa = cmh_entry_extra(&a, &a.entries[i]), xg = cmh_entry_extra(&g, &g.entries[i]);
+        if (memcmp(&x, &y, sizeof x) || !xa != !xg || strcmp(cmh_str(&a, xa), cmh_str(&g, xg))) {
+            if (bad++ < 3) fprintf(stderr, "entry %u: fast and generic readers differ (extra %u, %u)\n", i, xa, xg);
+        }
+    }
+    char *pa, *pg;
+    size_t na, ng;
+    write_mem(&a, &pa, &na);
+    write_mem(&g, &pg, &ng);
+    bad += na != ng || memcmp(pa, pg, na);
+    free(pa);
+    free(pg);
+    cmh_snapshot_free(&a);
+    cmh_snapshot_free(&g);
+    return bad;
+}
+
+/* An entry key PyTorch's schema does not have (torch_exp.pickle's memoized 'time_us' renamed
+ * 'tim_eus', so every entry says it, each with its own time): both readers keep it on every
+ * entry (cmh_extra) and write it back.  Each distinct time is a set of rarer fields of its own,
+ * so the sets pass 255, the number an entry's xs says "far" with; the generic reader, copying its
+ * entries into the model, took set number 255 itself for that mark and dropped the pair of
+ * entries (318 and 319, a free_requested and its free_completed) that had it. */
+static void test_unknown_entry_key_far_sets(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/h200/torch_exp.pickle", CMH_FIXTURES);
+    FILE *fp = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+    static char p[1 << 20];
+    size_t n = fread(p, 1, sizeof p, fp);
+    fclose(fp);
+    uint32_t renamed = 0;
+    for (size_t i = 0; i + 9 <= n; i++)
+        if (!memcmp(p + i, "\x8c\x07time_us", 9)) memcpy(p + i + 2, "tim_eus", 7), renamed++;
+    CU_ASSERT_EQUAL_FATAL(renamed, 1); /* memoized once: every entry names it by reference */
+    CU_ASSERT_EQUAL(differs_from_generic(p, n), 0);
+    /* and a string new to the model late in the trace (an entry's compile_context 'N/A' written
+     * out again there, made 'n/A'), amid entries with extras: the generic machine interns the
+     * strings of a run of entries (up to an APPENDS) before their extras, and the fast reader
+     * interned each entry's extras as it went: the two numbered 'n/A' apart (entry 925) */
+    char *na = NULL;
+    for (size_t i = n / 2; i + 5 <= n && !na; i++)
+        if (!memcmp(p + i, "\x8c\x03N/A", 5)) na = p + i + 2;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(na);
+    *na = 'n';
+    CU_ASSERT_EQUAL(differs_from_generic(p, n), 0);
+    for (int generic = 0; generic < 2; generic++) {
+        cmh_snapshot s;
+        char err[256];
+        CU_ASSERT_EQUAL_FATAL(cmh_pickle_read_ex(p, n, generic ? CMH_LOAD_GENERIC : 0, &s, err, sizeof err), CMH_OK);
+        CU_ASSERT(s.nxsets > 256);
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < s.nentries; i++) kept += strstr(cmh_str(&s, cmh_entry_extra(&s, &s.entries[i])), "tim_eus") != NULL;
+        CU_ASSERT_EQUAL(kept, s.nentries);
+        char *w;
+        size_t nw;
+        CU_ASSERT_EQUAL_FATAL(write_mem(&s, &w, &nw), CMH_OK);
+        uint32_t written = 0;
+        for (size_t i = 0; i + 7 <= nw; i++) written += !memcmp(w + i, "tim_eus", 7);
+        CU_ASSERT(written >= 1);
+        free(w);
+        cmh_snapshot_free(&s);
+    }
 }
 
 /* inputs the fuzzer found (every file in tests/fixtures/fuzz): each must load or fail, and go
@@ -713,8 +812,19 @@ static void test_fuzz_regressions(void)
         if (nl > 7 && !strcmp(de->d_name + nl - 7, ".flight")) { /* a flight record: through recover's reader */
             cmh_recover_info info;
             if (cmh_flight_recover(path, &s, &info, err, sizeof err) != CMH_OK) continue;
-        } else if (cmh_snapshot_load(path, &s, err, sizeof err) != CMH_OK)
-            continue;
+        } else {
+            if (nl > 7 && !strcmp(de->d_name + nl - 7, ".pickle")) { /* the fuzz target's own check */
+                FILE *fp = fopen(path, "rb");
+                CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+                static char p[1 << 20];
+                size_t n = fread(p, 1, sizeof p, fp);
+                fclose(fp);
+                uint32_t bad = differs_from_generic(p, n);
+                if (bad) fprintf(stderr, "%s: the fast and generic readers differ\n", de->d_name);
+                CU_ASSERT_EQUAL(bad, 0);
+            }
+            if (cmh_snapshot_load(path, &s, err, sizeof err) != CMH_OK) continue;
+        }
         int32_t devs[8];
         int nd = cmh_snapshot_devices(&s, devs, 8);
         for (int k = 0; k < nd && k < 8; k++) {
@@ -830,6 +940,7 @@ int main(void)
     CMH_ADD_TEST(s, test_cpp_pickler_form);
     CMH_ADD_TEST(s, test_direct_entries_as_generic);
     CMH_ADD_TEST(s, test_fuzz_regressions);
+    CMH_ADD_TEST(s, test_unknown_entry_key_far_sets);
     CMH_ADD_TEST(s, test_pool_samples_round_trip);
     CMH_ADD_TEST(s, test_shape_move_keeps_rare_fields);
     CMH_ADD_TEST(s, test_entry_pool_ids_round_trip);

@@ -685,6 +685,10 @@ void cmh_entry_get(const cmh_snapshot *s, const cmh_entry *e, cmh_entry_full *ou
  * index: the entry's place in that map), its sets still s's. */
 void cmh_entry_unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xref *xmap, uint32_t nxmap, uint32_t index,
                       cmh_entry_full *out);
+/* Its set of rarer fields, read the same way (the extra keys, cmh_extra, are only there: the full
+ * form has no field for them). */
+const cmh_entry_xset *cmh_entry_x_apart(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry_xref *xmap, uint32_t nxmap,
+                                        uint32_t index);
 /* Rewrite entry i of s in place with every field of e (CMH_OK or CMH_ENOMEM). */
 int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e);
 /* The compact form of e as an entry of s at index i, its set interned (*far: the number when it
