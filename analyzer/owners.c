@@ -76,20 +76,20 @@ typedef struct acc {
     int nomem;
 } acc;
 
-static void add_row(acc *a, int kind, const char *name, uint64_t bytes, uint32_t count)
+static cmh_owner_row *add_row(acc *a, int kind, const char *name, uint64_t bytes, uint32_t count)
 {
     for (uint32_t i = 0; i < a->n; i++)
         if (a->rows[i].kind == kind && !strcmp(a->rows[i].name, name)) {
             a->rows[i].bytes += bytes;
             a->rows[i].allocations += count;
-            return;
+            return &a->rows[i];
         }
     if (a->n == a->cap) {
         uint32_t nc = a->cap ? a->cap * 2 : 16;
         cmh_owner_row *nr = realloc(a->rows, nc * sizeof *nr);
         if (!nr) {
             a->nomem = 1;
-            return;
+            return NULL;
         }
         a->rows = nr;
         a->cap = nc;
@@ -100,6 +100,14 @@ static void add_row(acc *a, int kind, const char *name, uint64_t bytes, uint32_t
     r->kind = kind;
     r->bytes = bytes;
     r->allocations = count;
+    return r;
+}
+
+/* One of PyTorch's own rows: what its memory_summary() counts as reserved */
+static void add_torch_row(acc *a, int kind, const char *name, uint64_t bytes)
+{
+    cmh_owner_row *r = add_row(a, kind, name, bytes, 0);
+    if (r) r->torch_pool = 1;
 }
 
 typedef struct ctx {
@@ -228,9 +236,9 @@ static void torch_rows(want *w, const cmh_mem_stats *st, int held_own)
     uint64_t alloc = w->torch_alloc < held ? w->torch_alloc : held;
     uint64_t pending = active > w->torch_alloc ? active - w->torch_alloc : 0;
     if (pending > held - alloc) pending = held - alloc;
-    add_row(&w->rows, CMH_OWN_TORCH_ALLOCATED, "PyTorch allocated", alloc, 0);
-    if (pending) add_row(&w->rows, CMH_OWN_PENDING_FREE, "PyTorch freed, stream work pending", pending, 0);
-    add_row(&w->rows, CMH_OWN_TORCH_CACHED, "PyTorch reserved but free (cached)", held - alloc - pending, 0);
+    add_torch_row(&w->rows, CMH_OWN_TORCH_ALLOCATED, "PyTorch allocated", alloc);
+    if (pending) add_torch_row(&w->rows, CMH_OWN_PENDING_FREE, "PyTorch freed, stream work pending", pending);
+    add_torch_row(&w->rows, CMH_OWN_TORCH_CACHED, "PyTorch reserved but free (cached)", held - alloc - pending);
 }
 
 static const cmh_trace *trace_of(const cmh_snapshot *s, int dev)
@@ -763,3 +771,38 @@ int cmh_owners_baseline_compute(const cmh_snapshot *s, int device, cmh_owners_ba
 /* The same report with the end moment only: the peak and OOM moments, and the replay that finds
  * them, left out (the samples stay: the end's "not recorded" row comes from the nearest). */
 int cmh_owners_compute_end(const cmh_snapshot *s, int device, cmh_owners_report *out) { return compute(s, device, out, 1); }
+
+int cmh_beyond_torch_compute(const cmh_snapshot *s, int device, cmh_beyond_torch *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s->source == CMH_SRC_PYTORCH || !s->torch) return CMH_OK; /* (PyTorch's alone: it saw nothing else) */
+    cmh_owners_report o;
+    int rc = cmh_owners_compute_end(s, device, &o);
+    if (rc != CMH_OK) return rc;
+    const cmh_owners_moment *m = NULL;
+    for (uint32_t i = 0; i < o.nmoments; i++)
+        if (!strcmp(o.moments[i].what, "end")) m = &o.moments[i];
+    out->known = 1;
+    out->rows = m && m->nrows ? malloc(m->nrows * sizeof *out->rows) : NULL;
+    if (m && m->nrows && !out->rows) rc = CMH_ENOMEM;
+    for (uint32_t i = 0; rc == CMH_OK && m && i < m->nrows; i++) { /* (largest first, as owners has them) */
+        const cmh_owner_row *r = &m->rows[i];
+        if (r->torch_pool) out->torch_pool += r->bytes;
+        else if (r->kind == CMH_OWN_UNEXPLAINED) out->unexplained = r->bytes;
+        else if (r->bytes) {
+            out->rows[out->nrows++] = *r;
+            out->bytes += r->bytes;
+            out->allocations += r->allocations;
+        }
+    }
+    if (m && m->used_known) out->used_known = 1, out->used = m->used, out->total = m->total;
+    cmh_owners_report_free(&o);
+    if (rc != CMH_OK) cmh_beyond_torch_free(out);
+    return rc;
+}
+
+void cmh_beyond_torch_free(cmh_beyond_torch *b)
+{
+    free(b->rows);
+    memset(b, 0, sizeof *b);
+}

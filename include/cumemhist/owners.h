@@ -50,6 +50,8 @@ typedef struct cmh_owner_row {
     int kind;
     uint64_t bytes;
     uint32_t allocations; /* driver allocations (0 for PyTorch's and the unexplained rows) */
+    uint8_t torch_pool;   /* one of PyTorch's own rows (allocated, cached, its frees pending): what
+                             its memory_summary() counts as reserved, as the driver saw it */
 } cmh_owner_row;
 
 typedef struct cmh_owners_moment {
@@ -138,6 +140,24 @@ void cmh_owners_report_free(cmh_owners_report *r);
 /* r's allocated peak from `peak`'s figures for the same device (p: cmh_peak_totals of the model
  * `peak` reads, a merged record's one model) where r does not know it. */
 void cmh_owners_set_alloc_peak(cmh_owners_report *r, int64_t bytes, int64_t index, int64_t time_ns);
+/* What the driver held for the process on a device beyond PyTorch's caching allocator, at the
+ * end of a record with PyTorch's part: the end moment's rows (cmh_owners_compute_end) but PyTorch's
+ * own (torch_pool) and the unexplained one, by owner as owners names them (NCCL's cuMemMap ranges,
+ * cuBLAS's workspace, the program's, a held cuMemCreate handle...).  PyTorch's memory_summary()
+ * counts none of it: summary says it beside its table, as a user comparing with nvidia-smi needs. */
+typedef struct cmh_beyond_torch {
+    int known;            /* the record has PyTorch's part (else nothing below is set) */
+    uint64_t bytes;       /* the rows' sum */
+    uint32_t allocations; /* their driver allocations */
+    cmh_owner_row *rows;  /* largest first (malloc'd; NULL with none) */
+    uint32_t nrows;
+    uint64_t torch_pool;  /* PyTorch's rows' sum: its reserved, as the driver saw it */
+    int used_known;       /* the device's used memory at the end (a cuMemGetInfo sample), and of it */
+    uint64_t used, total, unexplained; /* what no recorded call made (owners' 'not recorded') */
+} cmh_beyond_torch;
+int cmh_beyond_torch_compute(const cmh_snapshot *s, int device, cmh_beyond_torch *out);
+void cmh_beyond_torch_free(cmh_beyond_torch *b);
+
 /* Device's latest cuMemGetInfo sample in s that can be (free <= total; an index into
  * s->meminfo; -1: none), the one the report's sample_* figures come from (the calls then in
  * flight counted as recorded), and where the report places it (*at): INT64_MAX at the
