@@ -264,6 +264,13 @@ struct cmh_beyond_torch;
 void rep_beyond_torch_note(const struct cmh_beyond_torch *b, int device);
 void rep_json_beyond_torch(cmh_jw *w, const struct cmh_beyond_torch *b);
 void rep_json_expandable(cmh_jw *w, const cmh_frag_report *p);
+/* Other callers' cuMemMap ranges at the end (cmh_frag_report.vmm_*: NCCL's buffers, a library's
+ * own VMM allocator), which are no expandable segments of PyTorch's: frag's note, by owner
+ * (nothing without any), a segment's tag ("  (cuMemMap: NCCL (libnccl.so.2))"), and --json's
+ * "vmm_ranges" {segments, reserved, free, owners: [{owner, segments, reserved}]} (null: none). */
+void rep_vmm_ranges_note(const cmh_frag_report *p);
+const char *rep_vmm_range_tag(const cmh_frag_report *p, const cmh_frag_seg *g, char *buf, size_t n);
+void rep_json_vmm_ranges(cmh_jw *w, const cmh_frag_report *p);
 void rep_json_unsplit(cmh_jw *w, const cmh_peak_report *p);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);
