@@ -459,6 +459,22 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         out->end_reserved = end_reserved;
         peak = end_reserved;
     }
+    /* the physical peak, where cuMemCreate handles put it elsewhere: the moment the device held
+     * the most for the process (a handle made and not mapped yet is in no range, and counted in
+     * reserved's peak nowhere) */
+    cmh_physical_peak pp = {0};
+    int64_t phys_at_peak = -1; /* physical at reserved's peak: a physical peak too, where as high */
+    if (!end_only && c.s && !out->reconciled && peak >= 0 && cmh_physical_peak_at(base, device, peak_i, &pp, &phys_at_peak) != CMH_OK) goto out;
+    const cmh_trace *pbt = trace_of(base, device);
+    if (pp.known && pp.index != peak_i && phys_at_peak < pp.peak && pbt && pp.index < (int64_t)pbt->nentries) {
+        out->peak_physical = 1;
+        out->reserved_peak = peak;
+        out->reserved_peak_time_ns = peak_i >= 0 ? cmh_entry_time(base, &base->entries[pbt->first_entry + peak_i]) : 0;
+        out->reserved_peak_index = peak_i;
+        if (peak_i >= 0 && cmh_merged_position(s0, device, peak_i, &out->reserved_peak_index, &(int64_t){0}) != CMH_OK) goto out;
+        peak_i = pp.index;
+        peak = pp.peak;
+    }
     const cmh_trace *ptr = end_only ? NULL : trace_of(base, device);
     if (ptr && ptr->dropped_ooms) nooms = ptr->dropped_ooms < UINT32_MAX ? (uint32_t)ptr->dropped_ooms : UINT32_MAX; /* numbered after the ring's dropped ones */
     for (int64_t i = 0; ptr && i < ptr->nentries; i++) {
@@ -627,6 +643,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
                            : nent                  ? cmh_entry_time(base, &base->entries[btr->first_entry + nent - 1])
                                                    : 0;
         m->recorded = w[k].recorded;
+        m->peak_physical = out->peak_physical && !strcmp(w[k].what, "peak");
         /* the moment's sample: one taken at its instant (no entry that changes memory between
          * them), the nearest in time of those; else the nearest, its figure assumed steady (a
          * sample after the allocation that follows an out-of-memory error can be nearer in

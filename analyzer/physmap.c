@@ -530,7 +530,21 @@ void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_v
     }
 }
 
+/* The peak, and the physical bytes after entry want (-1: none asked) into *at_want. */
+static int physical_walk(const cmh_snapshot *s, int device, cmh_physical_peak *out, int64_t want, int64_t *at_want);
+
 int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_peak *out)
+{
+    return physical_walk(s, device, out, -1, NULL);
+}
+
+int cmh_physical_peak_at(const cmh_snapshot *s, int device, int64_t index, cmh_physical_peak *out, int64_t *at_index)
+{
+    *at_index = -1;
+    return physical_walk(s, device, out, index, at_index);
+}
+
+static int physical_walk(const cmh_snapshot *s, int device, cmh_physical_peak *out, int64_t want, int64_t *at_want)
 {
     memset(out, 0, sizeof *out);
     out->index = -1;
@@ -555,6 +569,7 @@ int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_pe
         int64_t adj = cmh_physmap_adjust(p) + (int64_t)cmh_physmap_held(p, cmh_entry_time(s, e), NULL);
         int64_t phys = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current + adj;
         if (adj) out->known = 1;
+        if (pos == want) *at_want = phys;
         if (phys > out->peak) {
             out->peak = phys;
             out->index = pos;

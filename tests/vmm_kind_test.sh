@@ -5,6 +5,10 @@
 #    frag called its ranges "expandable segments" that memory_summary() leaves out of its rows.
 #    Now they are other callers' cuMemMap ranges, by owner as owners names them, in text and
 #    --json, and the expandable-segment note is not printed for them.
+#  - a 64 MiB handle made, 16 MiB of cuMemAlloc, then 32 MiB of the handle mapped: owners' peak
+#    was reserved's (the map: 64 MiB recorded, 164 in use) where the driver charged 180 MiB at
+#    the cuMemAlloc (its physical peak, which `peak` gives).  Now owners' peak is the physical
+#    one where the two differ, and says so and where reserved peaked (text, --json peak_of).
 TEST=vmm_kind . "$(dirname "$0")/testlib.sh"
 M=1048576
 
@@ -38,5 +42,24 @@ end = [m for m in o["moments"] if m["moment"] == "end"][0]
 assert [r["bytes"] for r in end["rows"] if r["owner"] == "program (vmm_kind)"] == [10 << 20], end["rows"]
 PY
 check "lib: owners' end: the program's 10 MiB (the 3 ranges and the cuMemAlloc), frag's owner name" "[ $? -eq 0 ]"
+
+rec phys phys
+"$CMH" owners phys.cmh >phys.owners.txt 2>&1
+"$CMH" owners --json phys.cmh >phys.owners.json 2>&1
+"$CMH" peak --json phys.cmh >phys.peak.json 2>&1
+py - phys <<'PY'
+import json, sys
+n = sys.argv[1]
+drv = dict(l.split() for l in open(n + ".out"))
+o = json.load(open(n + ".owners.json"))[0]
+p = json.load(open(n + ".peak.json"))[0]
+pk = [m for m in o["moments"] if m["moment"] == "peak"][0]
+assert pk["used"] == int(drv["peak"]), (pk["used"], drv)
+assert pk["peak_of"] == "physical" and pk["index"] == p["peak_physical"]["index"], (pk, p["peak_physical"])
+assert pk["reserved_peak"]["index"] == p["peak_reserved"]["index"] and pk["reserved_peak"]["bytes"] == 32 << 20, pk["reserved_peak"]
+assert [r["bytes"] >> 20 for r in pk["rows"] if r["kind"] == "vmm_unmapped"] == [64], pk["rows"]
+PY
+check "phys: owners' peak is the physical peak, the driver's used memory then ($(grep -m1 'peak' phys.owners.txt | cut -d' ' -f3-))" \
+    "[ $? -eq 0 ] && grep -q 'device 0, peak physical (entry 0' phys.owners.txt && grep -q 'reserved (the mapped ranges) peaked at entry 2' phys.owners.txt"
 
 finish

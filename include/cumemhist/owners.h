@@ -75,6 +75,7 @@ typedef struct cmh_owners_moment {
                                 calls in the driver at it, logged just after; only where a sample
                                 was taken at this moment (else 0: not known, and never a sample's
                                 from another instant, whose calls the moment's rows may hold) */
+    int peak_physical;       /* the peak moment is the physical peak (cmh_owners_report.peak_physical) */
     uint64_t managed_made;   /* managed memory (cuMemAllocManaged) live then, all of it; its row
                                 (CMH_OWN_MANAGED) holds what of it the device's used figure leaves
                                 room for (all of it without a sample) */
@@ -122,6 +123,12 @@ typedef struct cmh_owners_report {
      * one model: the caller sets it, cmh_owners_set_alloc_peak); index -1: before the first entry */
     int alloc_peak_known;
     int64_t alloc_peak, alloc_peak_index, alloc_peak_time_ns;
+    /* where cuMemCreate handles make the driver's charge peak elsewhere than reserved (a handle
+     * made and not mapped yet, or unmapped and not released yet: cmh_physical_peak_compute), the
+     * peak moment is the physical peak, the memory the device held for the process, and this
+     * says reserved's own peak (its bytes, its entry in the record's one numbering, its time) */
+    int peak_physical;
+    int64_t reserved_peak, reserved_peak_index, reserved_peak_time_ns;
     /* samples of the device that cannot be (more free than total), left out: how many, the first */
     uint32_t bad_samples;
     cmh_meminfo bad_sample;
