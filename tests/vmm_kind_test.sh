@@ -42,6 +42,10 @@ end = [m for m in o["moments"] if m["moment"] == "end"][0]
 assert [r["bytes"] for r in end["rows"] if r["owner"] == "program (vmm_kind)"] == [10 << 20], end["rows"]
 PY
 check "lib: owners' end: the program's 10 MiB (the 3 ranges and the cuMemAlloc), frag's owner name" "[ $? -eq 0 ]"
+rm -f lib.html
+"$CMH" report lib.cmh -o lib.html >/dev/null 2>&1
+check "lib: the report's segment table tags them as frag does, none expandable" \
+    "[ \$(grep -o '(cuMemMap: program (vmm_kind))' lib.html | wc -l) = 3 ] && ! grep -q '(expandable)' lib.html"
 
 rec phys phys
 "$CMH" owners phys.cmh >phys.owners.txt 2>&1
