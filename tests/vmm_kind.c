@@ -11,12 +11,15 @@
  *   vmm_kind phys     a 64 MiB handle made, 16 MiB of cuMemAlloc (the physical peak, 80 MiB),
  *                     freed, then 32 MiB of the handle mapped (the reserved peak, 32 MiB of
  *                     ranges), unmapped, the handle released
- * Each prints `peak USED` and `end USED` (cuMemGetInfo's total - free) at its highest moment and
+ * With a second argument (kill), the program then ends by SIGKILL: its record is recovered from the
+ * flight record.  Each prints `peak USED` and `end USED` (cuMemGetInfo's total - free) at its highest moment and
  * at its end.  Each call site is its own function, so each has its own stack.
  */
 #include <cuda.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define VMM_PROG "vmm_kind"
 #include "vmm_prog.h"
@@ -76,5 +79,9 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("end %llu\n", used());
+    if (argc > 2) {
+        fflush(stdout);
+        kill(getpid(), SIGKILL);
+    }
     return 0;
 }

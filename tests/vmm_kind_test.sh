@@ -9,6 +9,12 @@
 #    was reserved's (the map: 64 MiB recorded, 164 in use) where the driver charged 180 MiB at
 #    the cuMemAlloc (its physical peak, which `peak` gives).  Now owners' peak is the physical
 #    one where the two differ, and says so and where reserved peaked (text, --json peak_of).
+#  - an 8 MiB handle mapped, unmapped, 16 MiB of cuMemAlloc, then released; and one made, 16 MiB
+#    of cuMemAlloc, released never mapped: the record held no cuMemRelease, so the first counted
+#    until its unmap and the second not at all: peak physical 16 MiB where the driver charged 24.
+#    Now the record keeps each release (.cmh vmm_released, the flight record's type 18, the
+#    memviz pickle's cumemhist.vmm_released) and a handle counts from its making to its release,
+#    in peak, owners, and the same from the exit dump, a recovered record and the pickle.
 TEST=vmm_kind . "$(dirname "$0")/testlib.sh"
 M=1048576
 
@@ -65,5 +71,32 @@ assert [r["bytes"] >> 20 for r in pk["rows"] if r["kind"] == "vmm_unmapped"] == 
 PY
 check "phys: owners' peak is the physical peak, the driver's used memory then ($(grep -m1 'peak' phys.owners.txt | cut -d' ' -f3-))" \
     "[ $? -eq 0 ] && grep -q 'device 0, peak physical (entry 0' phys.owners.txt && grep -q 'reserved (the mapped ranges) peaked at entry 2' phys.owners.txt"
+
+for m in late unmapped; do
+    rec $m $m
+    env FAKECUDA_CONTEXT=100M FAKECUDA_CAPACITY=1G "$CMH" record -q -o ${m}k.cmh -- "$B/tests/vmm_kind" $m kill >${m}k.out 2>${m}k.err
+    "$CMH" export $m.cmh -o $m.pickle >/dev/null 2>&1
+    for f in $m.cmh ${m}k.cmh $m.pickle; do
+        n=${f%.cmh}
+        "$CMH" owners --json $f >$n.owners.json 2>&1
+        "$CMH" peak --json $f >$n.peak.json 2>&1
+    done
+    py - $m $M <<'PY'
+import json, sys
+m, M = sys.argv[1], int(sys.argv[2])
+drv = dict(l.split() for l in open(m + ".out"))
+def figs(n):
+    p = json.load(open(n + ".peak.json"))[0]
+    o = json.load(open(n + ".owners.json"))[0]
+    pk = [x for x in o["moments"] if x["moment"] == "peak"][0]
+    held = sum(r["bytes"] for r in pk["rows"] if r["kind"] == "vmm_unmapped")
+    return p["peak_physical"] and p["peak_physical"]["bytes"], pk["used"], held
+a = figs(m)
+assert a == (24 * M, int(drv["peak"]), 8 * M), (a, drv)
+assert figs(m + "k") == a, ("recovered", figs(m + "k"), a)
+assert figs(m + ".pickle") == a, ("pickle", figs(m + ".pickle"), a)
+PY
+    check "$m: the handle counts until its cuMemRelease: physical peak 24 MiB, owners' peak the driver's used memory, the same recovered and from the pickle" "[ $? -eq 0 ]"
+done
 
 finish
