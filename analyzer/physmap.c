@@ -105,6 +105,8 @@ struct cmh_physmap {
     int64_t now_ns;
     rel *rels;          /* by handle number */
     uint32_t nrels;
+    rel **rel_made, **rel_gone; /* rels by making time, by release time */
+    uint32_t rel_made_next, rel_gone_next; /* the first of each not reached yet, by now_ns */
     uint64_t rel_bytes; /* of the released handles in use and mapped nowhere now */
     uint32_t rel_count;
     int nomem;
@@ -168,6 +170,18 @@ static int cmp_rel(const void *x, const void *y)
     return (a->r->handle > b->r->handle) - (a->r->handle < b->r->handle);
 }
 
+static int cmp_rel_made(const void *x, const void *y)
+{
+    int64_t a = (*(rel *const *)x)->r->time_ns, b = (*(rel *const *)y)->r->time_ns;
+    return (a > b) - (a < b);
+}
+
+static int cmp_rel_gone(const void *x, const void *y)
+{
+    int64_t a = (*(rel *const *)x)->r->release_ns, b = (*(rel *const *)y)->r->release_ns;
+    return (a > b) - (a < b);
+}
+
 /* p->rels: the device's releases, each marked whether the maps name its handle */
 static int rels_make(cmh_physmap *p)
 {
@@ -187,6 +201,10 @@ static int rels_make(cmh_physmap *p)
         }
         p->rels[k].mapped_ever = lo < p->nfirsts && p->firsts[lo].row->handle == p->rels[k].r->handle;
     }
+    if (!(p->rel_made = malloc(p->nrels * sizeof *p->rel_made)) || !(p->rel_gone = malloc(p->nrels * sizeof *p->rel_gone))) return -1;
+    for (uint32_t k = 0; k < p->nrels; k++) p->rel_made[k] = p->rel_gone[k] = &p->rels[k];
+    qsort(p->rel_made, p->nrels, sizeof *p->rel_made, cmp_rel_made);
+    qsort(p->rel_gone, p->nrels, sizeof *p->rel_gone, cmp_rel_gone);
     return 0;
 }
 
@@ -198,15 +216,17 @@ static void rel_set(cmh_physmap *p, rel *x, int on)
     p->rel_count += on ? 1u : -1u;
 }
 
-/* each release's state at t: a handle never mapped from its making to its release, one mapped
- * from its last unmap to its release (a release while mapped: its memory goes at the last unmap) */
+/* the releases' states at t (later than the last asked): a handle never mapped is in use from its
+ * making to its release; one mapped, from its last unmap to its release (handle_add: a release
+ * while mapped, its memory goes at the last unmap) */
 static void rels_at(cmh_physmap *p, int64_t t)
 {
-    for (uint32_t k = 0; k < p->nrels; k++) {
-        rel *x = &p->rels[k];
-        int live = t < x->r->release_ns && (x->mapped_ever ? x->off_map : x->r->time_ns <= t);
-        rel_set(p, x, live);
+    for (; p->rel_made_next < p->nrels && p->rel_made[p->rel_made_next]->r->time_ns <= t; p->rel_made_next++) {
+        rel *x = p->rel_made[p->rel_made_next];
+        if (!x->mapped_ever && t < x->r->release_ns) rel_set(p, x, 1);
     }
+    for (; p->rel_gone_next < p->nrels && p->rel_gone[p->rel_gone_next]->r->release_ns <= t; p->rel_gone_next++)
+        rel_set(p, p->rel_gone[p->rel_gone_next], 0);
 }
 
 static cmh_physmap *make(const cmh_snapshot *s, int device, int with_held)
@@ -268,6 +288,8 @@ void cmh_physmap_free(cmh_physmap *p)
     free(p->final_managed.v);
     free(p->held);
     free(p->rels);
+    free(p->rel_made);
+    free(p->rel_gone);
     cmh_oa_free(&p->handles);
     free(p);
 }
