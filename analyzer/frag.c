@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cumemhist/owners.h"
 #include "cumemhist/reports.h"
 #include "memo.h"
 
@@ -129,6 +130,47 @@ int cmh_segment_holder(const cmh_snapshot *s, const cmh_sites *sites, uint32_t s
 
 /* ---- fragmentation ---- */
 
+/* A mapped range's owner (cmh_sites_owner by its stack, named as owners' rows name it) into buf;
+ * 1 when PyTorch's caching allocator mapped it (an expandable segment).  A segment PyTorch's own
+ * snapshot lists is its (kind DEVICE: its is_expandable); one of a driver-level record is a
+ * cuMemMap whoever made it, the allocator's only when its stack says so.  sites: grouped any way
+ * (the owner is the stack's); NULL: made here once, when a range asks. */
+static int vmm_owner(const cmh_snapshot *s, const cmh_segment *g, const cmh_sites **sites, cmh_sites **made, char *buf, size_t n)
+{
+    if (g->kind != CMH_KIND_VMM) return 1; /* (PyTorch's own segment, its part of a merged record included) */
+    if (!*sites && !*made) {
+        cmh_site_opts o = {CMH_GROUP_STACK, 0, NULL, 0};
+        int rc;
+        char err[128];
+        *made = cmh_sites_new(s, &o, &rc, err, sizeof err);
+        *sites = *made;
+    }
+    const char *owner = *sites && g->stack ? cmh_sites_owner(*sites, cmh_sites_group(*sites, g->stack)) : "";
+    const char *lib = *owner ? cmh_library_name(owner) : NULL;
+    if (!strcmp(owner, "PyTorch") || (lib && !strcmp(lib, "PyTorch"))) return 1;
+    if (!*owner) snprintf(buf, n, "unknown (recorded without a stack)");
+    else cmh_owner_name(owner, cmh_sites_owner_package(*sites, cmh_sites_group(*sites, g->stack)), buf, n);
+    return 0;
+}
+
+static void vmm_count(cmh_frag_report *p, cmh_frag_seg *f, const char *name)
+{
+    const uint32_t cap = sizeof p->vmm_owners / sizeof p->vmm_owners[0];
+    uint32_t k = 0;
+    while (k < p->nvmm_owners && strcmp(p->vmm_owners[k].name, name)) k++;
+    if (k == p->nvmm_owners && k < cap) snprintf(p->vmm_owners[p->nvmm_owners++].name, sizeof p->vmm_owners[0].name, "%s", name);
+    if (k == cap) { /* (past the table: the last row is 'other owners') */
+        k = cap - 1;
+        snprintf(p->vmm_owners[k].name, sizeof p->vmm_owners[k].name, "other owners");
+    }
+    p->vmm_owners[k].segs++;
+    p->vmm_owners[k].reserved += f->reserved;
+    f->vmm_owner = k;
+    p->vmm_segs++;
+    p->vmm_reserved += f->reserved;
+    p->vmm_free += f->free;
+}
+
 int cmh_frag_compute(const cmh_snapshot *s, int device, cmh_frag_report *p) { return cmh_frag_compute_sites(s, device, NULL, p); }
 
 int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_frag_report *p)
@@ -141,6 +183,8 @@ int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *s
     p->page_large = cmh_expandable_page(s, CMH_POOL_LARGE);
     p->segs = calloc(n ? n : 1, sizeof *p->segs);
     if (!p->segs) return CMH_ENOMEM;
+    const cmh_sites *osites = sites;
+    cmh_sites *made = NULL;
     for (uint32_t i = 0; i < s->nsegments; i++) {
         const cmh_segment *g = &s->segments[i];
         if (g->device != device) continue;
@@ -148,7 +192,11 @@ int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *s
         f->index = i;
         f->addr = g->addr;
         f->reserved = g->size;
-        f->expandable = (g->flags & CMH_SEG_EXPANDABLE) != 0;
+        char owner[96] = "";
+        if (g->flags & CMH_SEG_EXPANDABLE) {
+            f->expandable = vmm_owner(s, g, &osites, &made, owner, sizeof owner);
+            f->vmm = !f->expandable;
+        }
         f->private_pool = g->pool_id[0] != 0 || g->pool_id[1] != 0;
         f->pool_id[0] = g->pool_id[0];
         f->pool_id[1] = g->pool_id[1];
@@ -190,6 +238,7 @@ int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *s
         p->releasable += f->releasable;
         p->trapped += f->trapped;
         if (f->expandable) p->expandable_segs++, p->expandable_free += f->free;
+        if (f->vmm) vmm_count(p, f, owner);
         if (f->expandable && f->trapped) {
             p->trapped_expandable += f->trapped;
             if (cmh_segment_pool(g) == CMH_POOL_LARGE) p->trapped_expandable_large = 1;
@@ -197,6 +246,7 @@ int cmh_frag_compute_sites(const cmh_snapshot *s, int device, const cmh_sites *s
         }
         if (!f->private_pool && f->largest_gap > p->largest_gap) p->largest_gap = f->largest_gap;
     }
+    cmh_sites_free(made);
     /* a stream-ordered pool keeps what it reserved beyond what it hands out (its latest sample):
      * reserved and free, as every report counts it, and given back by a trim */
     const cmh_trace *t = cmh_snapshot_trace(s, device);

@@ -45,6 +45,7 @@ static void clear_state(cmh_live *l)
     cmh_oa_free(&l->handles);
     cmh_oa_init(&l->handles, sizeof(lvmm));
     l->nmaps = 0;
+    l->nrels = 0;
     cmh_oa_init(&l->dict.stacks, sizeof(fstack));
     cmh_oa_init(&l->dict.names, sizeof(fname));
     cmh_oa_init(&l->dict.pyframes, sizeof(lpyframe));
@@ -361,6 +362,7 @@ void cmh_live_close(cmh_live *l)
     cmh_oa_free(&l->dict.pyframes);
     cmh_oa_free(&l->handles);
     free(l->maps);
+    free(l->rels);
     free(l->dict.pcs);
     free(l->namebuf);
     free(l->mods);

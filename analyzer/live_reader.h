@@ -134,6 +134,8 @@ struct cmh_live {
     cmh_oatab handles; /* of lvmm: the handles' latest states, for vmm_unmapped */
     cmh_vmm_map *maps; /* the map log's rows (CMH_FR_VMM_MAP), handle_stack the record's id: vmm_maps */
     uint32_t nmaps, capmaps;
+    cmh_vmm_release *rels; /* the release log's rows (CMH_FR_VMM_RELEASE), stack the record's id: vmm_released */
+    uint32_t nrels, caprels;
     ltrace tr[CMH_FLIGHT_SLOTS];
     rate_pt rate[CMH_FLIGHT_SLOTS][RATE_POINTS];
     uint32_t nrate[CMH_FLIGHT_SLOTS];

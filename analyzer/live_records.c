@@ -368,6 +368,16 @@ static int on_record(cmh_live *l, const unsigned char *body, uint32_t len, uint3
         l->maps[l->nmaps++] = (cmh_vmm_map){x.device, x.addr, x.size, to_ns(h, x.ticks), x.handle, x.handle_size, x.handle_stack, to_ns(h, x.handle_ticks)};
         return CMH_OK;
     }
+    case CMH_FR_VMM_RELEASE: {
+        cmh_fr_vmm_release x;
+        if (len < sizeof x) return cmh_live_fail(l, err, errlen, "a short cuMemRelease record", at);
+        memcpy(&x, body, sizeof x);
+        if (x.device < 0 || x.device > 1023 || !x.handle) return CMH_OK; /* not a device's: not ours to keep */
+        if (l->nrels >= 1u << 20) return CMH_OK; /* (the recorder's own bound) */
+        if (CMH_GROW(l->rels, l->caprels, (uint64_t)l->nrels + 1, 64)) return CMH_ENOMEM;
+        l->rels[l->nrels++] = (cmh_vmm_release){x.device, x.handle, x.size, x.stack, to_ns(h, x.ticks), to_ns(h, x.release_ticks)};
+        return CMH_OK;
+    }
     default: return CMH_OK; /* a newer writer's record: not ours to read */
     }
 }

@@ -120,6 +120,11 @@ int cmh_live_snapshot(cmh_live *l, cmh_snapshot *s)
         mv.handle_stack = model_stack(&m, mv.handle_stack);
         if (m.nomem || cmh_snapshot_add_vmm_map(s, &mv) != CMH_OK) goto nomem;
     }
+    for (uint32_t i = 0; i < l->nrels; i++) { /* every cuMemRelease, as a dump has them */
+        cmh_vmm_release rv = l->rels[i];
+        rv.stack = model_stack(&m, rv.stack);
+        if (m.nomem || cmh_snapshot_add_vmm_release(s, &rv) != CMH_OK) goto nomem;
+    }
     for (uint32_t i = 0; i < l->nsamples; i++) {
         uint32_t j = l->nsamples < MAX_SAMPLES ? i : (l->sample_head + i) % MAX_SAMPLES;
         if (cmh_snapshot_add_meminfo(s, &l->samples[j]) != CMH_OK) goto nomem;

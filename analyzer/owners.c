@@ -76,20 +76,20 @@ typedef struct acc {
     int nomem;
 } acc;
 
-static void add_row(acc *a, int kind, const char *name, uint64_t bytes, uint32_t count)
+static cmh_owner_row *add_row(acc *a, int kind, const char *name, uint64_t bytes, uint32_t count)
 {
     for (uint32_t i = 0; i < a->n; i++)
         if (a->rows[i].kind == kind && !strcmp(a->rows[i].name, name)) {
             a->rows[i].bytes += bytes;
             a->rows[i].allocations += count;
-            return;
+            return &a->rows[i];
         }
     if (a->n == a->cap) {
         uint32_t nc = a->cap ? a->cap * 2 : 16;
         cmh_owner_row *nr = realloc(a->rows, nc * sizeof *nr);
         if (!nr) {
             a->nomem = 1;
-            return;
+            return NULL;
         }
         a->rows = nr;
         a->cap = nc;
@@ -100,6 +100,14 @@ static void add_row(acc *a, int kind, const char *name, uint64_t bytes, uint32_t
     r->kind = kind;
     r->bytes = bytes;
     r->allocations = count;
+    return r;
+}
+
+/* One of PyTorch's own rows: what its memory_summary() counts as reserved */
+static void add_torch_row(acc *a, int kind, const char *name, uint64_t bytes)
+{
+    cmh_owner_row *r = add_row(a, kind, name, bytes, 0);
+    if (r) r->torch_pool = 1;
 }
 
 typedef struct ctx {
@@ -228,9 +236,9 @@ static void torch_rows(want *w, const cmh_mem_stats *st, int held_own)
     uint64_t alloc = w->torch_alloc < held ? w->torch_alloc : held;
     uint64_t pending = active > w->torch_alloc ? active - w->torch_alloc : 0;
     if (pending > held - alloc) pending = held - alloc;
-    add_row(&w->rows, CMH_OWN_TORCH_ALLOCATED, "PyTorch allocated", alloc, 0);
-    if (pending) add_row(&w->rows, CMH_OWN_PENDING_FREE, "PyTorch freed, stream work pending", pending, 0);
-    add_row(&w->rows, CMH_OWN_TORCH_CACHED, "PyTorch reserved but free (cached)", held - alloc - pending, 0);
+    add_torch_row(&w->rows, CMH_OWN_TORCH_ALLOCATED, "PyTorch allocated", alloc);
+    if (pending) add_torch_row(&w->rows, CMH_OWN_PENDING_FREE, "PyTorch freed, stream work pending", pending);
+    add_torch_row(&w->rows, CMH_OWN_TORCH_CACHED, "PyTorch reserved but free (cached)", held - alloc - pending);
 }
 
 static const cmh_trace *trace_of(const cmh_snapshot *s, int dev)
@@ -451,6 +459,22 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         out->end_reserved = end_reserved;
         peak = end_reserved;
     }
+    /* the physical peak, where cuMemCreate handles put it elsewhere: the moment the device held
+     * the most for the process (a handle made and not mapped yet is in no range, and counted in
+     * reserved's peak nowhere) */
+    cmh_physical_peak pp = {0};
+    int64_t phys_at_peak = -1; /* physical at reserved's peak: a physical peak too, where as high */
+    if (!end_only && c.s && !out->reconciled && peak >= 0 && cmh_physical_peak_at(base, device, peak_i, &pp, &phys_at_peak) != CMH_OK) goto out;
+    const cmh_trace *pbt = trace_of(base, device);
+    if (pp.known && pp.index != peak_i && phys_at_peak < pp.peak && pbt && pp.index < (int64_t)pbt->nentries) {
+        out->peak_physical = 1;
+        out->reserved_peak = peak;
+        out->reserved_peak_time_ns = peak_i >= 0 ? cmh_entry_time(base, &base->entries[pbt->first_entry + peak_i]) : 0;
+        out->reserved_peak_index = peak_i;
+        if (peak_i >= 0 && cmh_merged_position(s0, device, peak_i, &out->reserved_peak_index, &(int64_t){0}) != CMH_OK) goto out;
+        peak_i = pp.index;
+        peak = pp.peak;
+    }
     const cmh_trace *ptr = end_only ? NULL : trace_of(base, device);
     if (ptr && ptr->dropped_ooms) nooms = ptr->dropped_ooms < UINT32_MAX ? (uint32_t)ptr->dropped_ooms : UINT32_MAX; /* numbered after the ring's dropped ones */
     for (int64_t i = 0; ptr && i < ptr->nentries; i++) {
@@ -619,6 +643,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
                            : nent                  ? cmh_entry_time(base, &base->entries[btr->first_entry + nent - 1])
                                                    : 0;
         m->recorded = w[k].recorded;
+        m->peak_physical = out->peak_physical && !strcmp(w[k].what, "peak");
         /* the moment's sample: one taken at its instant (no entry that changes memory between
          * them), the nearest in time of those; else the nearest, its figure assumed steady (a
          * sample after the allocation that follows an out-of-memory error can be nearer in
@@ -763,3 +788,38 @@ int cmh_owners_baseline_compute(const cmh_snapshot *s, int device, cmh_owners_ba
 /* The same report with the end moment only: the peak and OOM moments, and the replay that finds
  * them, left out (the samples stay: the end's "not recorded" row comes from the nearest). */
 int cmh_owners_compute_end(const cmh_snapshot *s, int device, cmh_owners_report *out) { return compute(s, device, out, 1); }
+
+int cmh_beyond_torch_compute(const cmh_snapshot *s, int device, cmh_beyond_torch *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s->source == CMH_SRC_PYTORCH || !s->torch) return CMH_OK; /* (PyTorch's alone: it saw nothing else) */
+    cmh_owners_report o;
+    int rc = cmh_owners_compute_end(s, device, &o);
+    if (rc != CMH_OK) return rc;
+    const cmh_owners_moment *m = NULL;
+    for (uint32_t i = 0; i < o.nmoments; i++)
+        if (!strcmp(o.moments[i].what, "end")) m = &o.moments[i];
+    out->known = 1;
+    out->rows = m && m->nrows ? malloc(m->nrows * sizeof *out->rows) : NULL;
+    if (m && m->nrows && !out->rows) rc = CMH_ENOMEM;
+    for (uint32_t i = 0; rc == CMH_OK && m && i < m->nrows; i++) { /* (largest first, as owners has them) */
+        const cmh_owner_row *r = &m->rows[i];
+        if (r->torch_pool) out->torch_pool += r->bytes;
+        else if (r->kind == CMH_OWN_UNEXPLAINED) out->unexplained = r->bytes;
+        else if (r->bytes) {
+            out->rows[out->nrows++] = *r;
+            out->bytes += r->bytes;
+            out->allocations += r->allocations;
+        }
+    }
+    if (m && m->used_known) out->used_known = 1, out->used = m->used, out->total = m->total;
+    cmh_owners_report_free(&o);
+    if (rc != CMH_OK) cmh_beyond_torch_free(out);
+    return rc;
+}
+
+void cmh_beyond_torch_free(cmh_beyond_torch *b)
+{
+    free(b->rows);
+    memset(b, 0, sizeof *b);
+}

@@ -53,7 +53,16 @@ typedef struct phandle {
     uint64_t taken;  /* cmh_physmap_take's count since the last reset */
     const cmh_vmm_map *row;
     uint32_t held; /* 1 + its index in cmh_physmap.held: held and mapped nowhere at the end (0: not) */
+    uint32_t rel;  /* 1 + its index in cmh_physmap.rels: released during the record (0: not) */
 } phandle;
+
+/* a cuMemRelease of the device (vmm_released): the handle is in use until then, mapped or not */
+typedef struct rel {
+    const cmh_vmm_release *r;
+    uint8_t mapped_ever; /* the maps name it (else never mapped: in use from its making) */
+    uint8_t off_map;     /* mapped once, mapped nowhere now (its ranges stepped) */
+    uint8_t on;          /* counted in rel_bytes now */
+} rel;
 
 /* a handle held and mapped nowhere at the record's end (a vmm_unmapped row of the device) */
 typedef struct held {
@@ -94,6 +103,12 @@ struct cmh_physmap {
     uint64_t held_bytes;      /* of those held and mapped nowhere now */
     uint32_t held_count;
     int64_t now_ns;
+    rel *rels;          /* by handle number */
+    uint32_t nrels;
+    rel **rel_made, **rel_gone; /* rels by making time, by release time */
+    uint32_t rel_made_next, rel_gone_next; /* the first of each not reached yet, by now_ns */
+    uint64_t rel_bytes; /* of the released handles in use and mapped nowhere now */
+    uint32_t rel_count;
     int nomem;
 };
 
@@ -149,6 +164,71 @@ static int firsts_make(cmh_physmap *p)
 static int held_make(cmh_physmap *p);
 static int map_kept(const cmh_physmap *p, int64_t mapped_ns);
 
+static int cmp_rel(const void *x, const void *y)
+{
+    const rel *a = x, *b = y;
+    return (a->r->handle > b->r->handle) - (a->r->handle < b->r->handle);
+}
+
+static int cmp_rel_made(const void *x, const void *y)
+{
+    int64_t a = (*(rel *const *)x)->r->time_ns, b = (*(rel *const *)y)->r->time_ns;
+    return (a > b) - (a < b);
+}
+
+static int cmp_rel_gone(const void *x, const void *y)
+{
+    int64_t a = (*(rel *const *)x)->r->release_ns, b = (*(rel *const *)y)->r->release_ns;
+    return (a > b) - (a < b);
+}
+
+/* p->rels: the device's releases, each marked whether the maps name its handle */
+static int rels_make(cmh_physmap *p)
+{
+    const cmh_snapshot *s = p->s;
+    for (uint32_t i = 0; i < s->nvmm_released; i++) p->nrels += s->vmm_released[i].device == p->device;
+    if (!p->nrels) return 0;
+    if (!(p->rels = calloc(p->nrels, sizeof *p->rels))) return -1;
+    for (uint32_t i = 0, n = 0; i < s->nvmm_released; i++)
+        if (s->vmm_released[i].device == p->device) p->rels[n++].r = &s->vmm_released[i];
+    qsort(p->rels, p->nrels, sizeof *p->rels, cmp_rel);
+    for (uint32_t k = 0; k < p->nrels; k++) { /* (firsts: each handle once, by number) */
+        uint32_t lo = 0, hi = p->nfirsts;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (p->firsts[mid].row->handle < p->rels[k].r->handle) lo = mid + 1;
+            else hi = mid;
+        }
+        p->rels[k].mapped_ever = lo < p->nfirsts && p->firsts[lo].row->handle == p->rels[k].r->handle;
+    }
+    if (!(p->rel_made = malloc(p->nrels * sizeof *p->rel_made)) || !(p->rel_gone = malloc(p->nrels * sizeof *p->rel_gone))) return -1;
+    for (uint32_t k = 0; k < p->nrels; k++) p->rel_made[k] = p->rel_gone[k] = &p->rels[k];
+    qsort(p->rel_made, p->nrels, sizeof *p->rel_made, cmp_rel_made);
+    qsort(p->rel_gone, p->nrels, sizeof *p->rel_gone, cmp_rel_gone);
+    return 0;
+}
+
+static void rel_set(cmh_physmap *p, rel *x, int on)
+{
+    if (x->on == on) return;
+    x->on = (uint8_t)on;
+    p->rel_bytes += on ? x->r->size : -x->r->size;
+    p->rel_count += on ? 1u : -1u;
+}
+
+/* the releases' states at t (later than the last asked): a handle never mapped is in use from its
+ * making to its release; one mapped, from its last unmap to its release (handle_add: a release
+ * while mapped, its memory goes at the last unmap) */
+static void rels_at(cmh_physmap *p, int64_t t)
+{
+    for (; p->rel_made_next < p->nrels && p->rel_made[p->rel_made_next]->r->time_ns <= t; p->rel_made_next++) {
+        rel *x = p->rel_made[p->rel_made_next];
+        if (!x->mapped_ever && t < x->r->release_ns) rel_set(p, x, 1);
+    }
+    for (; p->rel_gone_next < p->nrels && p->rel_gone[p->rel_gone_next]->r->release_ns <= t; p->rel_gone_next++)
+        rel_set(p, p->rel_gone[p->rel_gone_next], 0);
+}
+
 static cmh_physmap *make(const cmh_snapshot *s, int device, int with_held)
 {
     cmh_physmap *p = calloc(1, sizeof *p);
@@ -184,6 +264,10 @@ static cmh_physmap *make(const cmh_snapshot *s, int device, int with_held)
         }
     if (p->final_managed.n > 1) qsort(p->final_managed.v, p->final_managed.n, sizeof *p->final_managed.v, cmp_range);
     p->now_ns = INT64_MIN;
+    if (rels_make(p)) {
+        cmh_physmap_free(p);
+        return NULL;
+    }
     if (with_held && held_make(p)) {
         cmh_physmap_free(p);
         return NULL;
@@ -203,6 +287,9 @@ void cmh_physmap_free(cmh_physmap *p)
     free(p->managed.v);
     free(p->final_managed.v);
     free(p->held);
+    free(p->rels);
+    free(p->rel_made);
+    free(p->rel_gone);
     cmh_oa_free(&p->handles);
     free(p);
 }
@@ -226,6 +313,7 @@ static void held_advance(cmh_physmap *p, int64_t t)
 {
     if (t <= p->now_ns) return;
     p->now_ns = t;
+    if (p->nrels) rels_at(p, t);
     for (; p->held_next < p->nheld && p->held[p->held_next].h->time_ns <= t; p->held_next++)
         if (!p->held[p->held_next].handle) held_set(p, p->held_next, 1);
     /* the end: every one, by the record's own word (a map of one whose entry was never stepped) */
@@ -273,6 +361,11 @@ static void handle_add(cmh_physmap *p, const cmh_vmm_map *row, int64_t delta)
         h->row = row;
         for (uint32_t k = 0; k < p->nheld && !h->held; k++)
             if (p->held[k].handle == row->handle) h->held = k + 1;
+        if (p->nrels) { /* its release, if the record saw one */
+            rel key = {&(cmh_vmm_release){.handle = row->handle}, 0, 0, 0};
+            rel *x = bsearch(&key, p->rels, p->nrels, sizeof *p->rels, cmp_rel);
+            if (x) h->rel = (uint32_t)(x - p->rels) + 1;
+        }
         yet_mapped(p, row->handle);
     }
     p->adjust -= share(h);
@@ -280,6 +373,11 @@ static void handle_add(cmh_physmap *p, const cmh_vmm_map *row, int64_t delta)
     else h->mapped += (uint64_t)delta;
     p->adjust += share(h);
     if (h->held) held_set(p, h->held - 1, !h->mapped); /* held at the end: mapped nowhere now is in use */
+    if (h->rel) { /* released later: mapped nowhere now is in use until then */
+        rel *x = &p->rels[h->rel - 1];
+        x->off_map = !h->mapped;
+        rel_set(p, x, !h->mapped && p->now_ns < x->r->release_ns);
+    }
 }
 
 /* The row of the map at addr, size whose time is nearest t (entries and rows are stamped alike). */
@@ -403,8 +501,8 @@ int64_t cmh_physmap_adjust(const cmh_physmap *p) { return p ? p->adjust : 0; }
 uint64_t cmh_physmap_held(cmh_physmap *p, int64_t t_ns, uint32_t *count)
 {
     if (p) held_advance(p, t_ns);
-    if (count) *count = p ? p->held_count + p->yet_count : 0;
-    return p ? p->held_bytes + p->yet_bytes : 0;
+    if (count) *count = p ? p->held_count + p->yet_count + p->rel_count : 0;
+    return p ? p->held_bytes + p->yet_bytes + p->rel_bytes : 0;
 }
 
 uint64_t cmh_physmap_held_handle(const cmh_physmap *p, const cmh_vmm_handle *h)
@@ -530,13 +628,27 @@ void cmh_physmap_remainders(const cmh_physmap *p, void (*fn)(void *, const cmh_v
     }
 }
 
+/* The peak, and the physical bytes after entry want (-1: none asked) into *at_want. */
+static int physical_walk(const cmh_snapshot *s, int device, cmh_physical_peak *out, int64_t want, int64_t *at_want);
+
 int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_peak *out)
+{
+    return physical_walk(s, device, out, -1, NULL);
+}
+
+int cmh_physical_peak_at(const cmh_snapshot *s, int device, int64_t index, cmh_physical_peak *out, int64_t *at_index)
+{
+    *at_index = -1;
+    return physical_walk(s, device, out, index, at_index);
+}
+
+static int physical_walk(const cmh_snapshot *s, int device, cmh_physical_peak *out, int64_t want, int64_t *at_want)
 {
     memset(out, 0, sizeof *out);
     out->index = -1;
     cmh_physmap *p = cmh_physmap_new(s, device);
     if (!p) return CMH_ENOMEM;
-    if (!cmh_physmap_has_rows(p) && !p->nheld) {
+    if (!cmh_physmap_has_rows(p) && !p->nheld && !p->nrels) {
         cmh_physmap_free(p);
         return CMH_OK;
     }
@@ -555,6 +667,7 @@ int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_pe
         int64_t adj = cmh_physmap_adjust(p) + (int64_t)cmh_physmap_held(p, cmh_entry_time(s, e), NULL);
         int64_t phys = cmh_replay_stats(r)->reserved_bytes[CMH_POOL_ALL].current + adj;
         if (adj) out->known = 1;
+        if (pos == want) *at_want = phys;
         if (phys > out->peak) {
             out->peak = phys;
             out->index = pos;

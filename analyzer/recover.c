@@ -151,6 +151,8 @@ typedef struct ctx {
     cmh_fchildren kids; /* the children it forked, as often as they were written */
     cmh_fr_vmm_map *maps; /* the map log's rows (CMH_FR_VMM_MAP), in the journal's order */
     uint32_t nmaps, capmaps;
+    cmh_fr_vmm_release *rels; /* the release log's rows (CMH_FR_VMM_RELEASE), in the journal's order */
+    uint32_t nrels, caprels;
 } ctx;
 
 typedef struct vmm_rec {
@@ -276,6 +278,12 @@ static int on_dict(void *arg, const void *body, uint32_t len, uint32_t type, uin
         memcpy(&c->maps[c->nmaps++], body, sizeof(cmh_fr_vmm_map));
         return CMH_OK;
     }
+    case CMH_FR_VMM_RELEASE: {
+        if (len < sizeof(cmh_fr_vmm_release)) return fail(c->r, "a short cuMemRelease record at byte %llu", at);
+        if (CMH_GROW(c->rels, c->caprels, (uint64_t)c->nrels + 1, 64)) return CMH_ENOMEM;
+        memcpy(&c->rels[c->nrels++], body, sizeof(cmh_fr_vmm_release));
+        return CMH_OK;
+    }
     default: return CMH_OK; /* a record of a newer writer: not ours to read */
     }
 }
@@ -308,6 +316,12 @@ static int vmm_maps(ctx *c)
         cmh_vmm_map m = {x->device, x->addr, x->size, to_ns(c->r->h, x->ticks), x->handle, x->handle_size, 0, to_ns(c->r->h, x->handle_ticks)};
         if (model_stack(c, x->handle_stack, &m.handle_stack) != CMH_OK || cmh_snapshot_add_vmm_map(c->s, &m) != CMH_OK) return CMH_ENOMEM;
     }
+    for (uint32_t i = 0; i < c->nrels; i++) { /* the release log (.cmh vmm_released), as the exit dump writes it */
+        const cmh_fr_vmm_release *x = &c->rels[i];
+        if (x->device < 0 || x->device > 1023 || !x->handle) continue; /* not a device's: not ours to keep */
+        cmh_vmm_release r = {x->device, x->handle, x->size, 0, to_ns(c->r->h, x->ticks), to_ns(c->r->h, x->release_ticks)};
+        if (model_stack(c, x->stack, &r.stack) != CMH_OK || cmh_snapshot_add_vmm_release(c->s, &r) != CMH_OK) return CMH_ENOMEM;
+    }
     return CMH_OK;
 }
 
@@ -327,6 +341,10 @@ static int on_record(void *arg, const void *body, uint32_t len, uint32_t type, u
         for (uint32_t i = 0; i < c->nmaps; i++)
             if (c->maps[i].device != dev) c->maps[n++] = c->maps[i];
         c->nmaps = n;
+        n = 0;
+        for (uint32_t i = 0; i < c->nrels; i++)
+            if (c->rels[i].device != dev) c->rels[n++] = c->rels[i];
+        c->nrels = n;
         return CMH_OK;
     }
     if (x->seq <= c->cut[x->slot]) return CMH_OK; /* the checkpoint holds it */
@@ -764,6 +782,7 @@ out:
     cmh_oa_free(&c.dict.pyframes);
     cmh_oa_free(&c.handles);
     free(c.maps);
+    free(c.rels);
     free(c.dict.pcs);
     free(c.ents);
     free(c.anns);

@@ -66,6 +66,8 @@ static int section(const rep_section *sec, void *arg)
         cmh_jw_kuint(w, "releasable", p.releasable);
         cmh_jw_kuint(w, "trapped", p.trapped);
         cmh_jw_kuint(w, "trapped_expandable", p.trapped_expandable);
+        cmh_jw_kuint(w, "expandable_segments", p.expandable_segs);
+        rep_json_vmm_ranges(w, &p);
         cmh_jw_kuint(w, "pool_cache", p.pool_cache);
         cmh_jw_kuint(w, "private_pools", p.private_free);
         cmh_jw_kdouble(w, "fragmentation", p.fragmentation, 4);
@@ -130,6 +132,9 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_kuint(w, "trapped", g->trapped);
             cmh_jw_kdouble(w, "fragmentation", g->fragmentation, 4);
             cmh_jw_kbool(w, "expandable", g->expandable);
+            cmh_jw_key(w, "vmm_owner"); /* another caller's cuMemMap range: whose (null: none) */
+            if (g->vmm && g->vmm_owner < p.nvmm_owners) cmh_jw_str(w, p.vmm_owners[g->vmm_owner].name);
+            else cmh_jw_null(w);
             cmh_jw_kuint(w, "private_pools", g->private_free);
             cmh_jw_key(w, "pool_id");
             cmh_jw_arr(w);
@@ -232,6 +237,7 @@ static int section(const rep_section *sec, void *arg)
         printf("  fragmentation            %11.1f%%   (trapped / reserved)\n", 100 * p.fragmentation);
         rep_gap_notes(&p.base, 0); /* (a pool's cache taken as given back: said) */
         rep_expandable_note(&p, 0); /* (summary's GPU reserved segments and Non-releasable memory read 0 for them) */
+        rep_vmm_ranges_note(&p);    /* (NCCL's maps are none of PyTorch's: worded as theirs) */
         if (p.nsegs) {
             /* every segment counted by use, listed or not (a fully used one, 0 B free, fell under
              * '... N more' unsaid), and the list's order said */
@@ -277,10 +283,11 @@ static int section(const rep_section *sec, void *arg)
                 snprintf(made, sizeof made, " (nothing live in it; made by %.500s)", rep_frame(sp, f));
             }
             const cmh_frame *name = from_blocks || !f ? f : h.nsites ? hf : NULL;
+            char tag[160];
             printf("  0x%-16" PRIx64 " %11s %11s %11s %11s %11s %5.1f%%  %s%s%s%s%s\n", g->addr, rep_size((double)g->reserved),
                    rep_size((double)g->allocated), rep_size((double)g->free), rep_size((double)g->trapped),
                    rep_size((double)g->largest_gap), 100 * g->fragmentation, name ? rep_frame(sp, name) : "-", whose, made,
-                   g->expandable ? "  (expandable)" : "", pool_note(g));
+                   rep_vmm_range_tag(&p, g, tag, sizeof tag), pool_note(g));
         }
         if (p.nsegs > (uint32_t)top) { /* what the cut holds: its free bytes, its fully used ones */
             cmh_frag_use rest = cmh_frag_count_use(&p, (uint32_t)top, p.nsegs);

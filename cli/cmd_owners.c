@@ -19,8 +19,9 @@ static const cli_option g_opts[] = {
 const cli_command cli_cmd_owners = {
     "owners", "[options] SNAPSHOT",
     "Who holds every byte of each device, at the end of the record, at the peak of recorded\n"
-    "device memory (the reserved peak, `peak`'s \"peak reserved\"; it says where allocated\n"
-    "peaked) and at each out-of-memory error: PyTorch's allocated and cached memory (from\n"
+    "device memory (the reserved peak, `peak`'s \"peak reserved\"; or its \"peak physical\" where\n"
+    "cuMemCreate handles held unmapped put the device's peak elsewhere; it says where the other\n"
+    "peaks are) and at each out-of-memory error: PyTorch's allocated and cached memory (from\n"
     "PyTorch's part of a merged or co-recorded snapshot), blocks freed whose stream work is\n"
     "still pending (neither in use nor cached), each library that called the driver\n"
     "itself (cuBLAS, cuDNN, NCCL, ...), the program's own allocations (a cuMemCreate handle\n"
@@ -52,7 +53,15 @@ static void json_moment(cmh_jw *w, const cmh_owners_report *p, const cmh_owners_
         if (t0) cmh_jw_kdouble(w, "dump_seconds", (double)(m->time_ns - t0) / 1e9, 6);
     }
     if (!strcmp(m->what, "peak")) { /* which peak: the reserved one, as `peak` names it; and the allocated one */
-        cmh_jw_kstr(w, "peak_of", "reserved");
+        cmh_jw_kstr(w, "peak_of", p->peak_physical ? "physical" : "reserved");
+        cmh_jw_key(w, "reserved_peak"); /* reserved's own, where the physical peak is elsewhere (null: here) */
+        if (p->peak_physical) {
+            cmh_jw_obj(w);
+            cmh_jw_kint(w, "index", p->reserved_peak_index);
+            rep_json_time(w, "time_ns", p->reserved_peak_time_ns);
+            cmh_jw_kint(w, "bytes", p->reserved_peak);
+            cmh_jw_end(w);
+        } else cmh_jw_null(w);
         cmh_jw_key(w, "allocated_peak");
         if (p->alloc_peak_known) {
             cmh_jw_obj(w);

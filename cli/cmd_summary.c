@@ -3,7 +3,9 @@
  * replaying its trace.
  */
 #include <stdio.h>
+#include <string.h>
 
+#include "cumemhist/owners.h"
 #include "cumemhist/recorder.h"
 #include "report.h"
 
@@ -71,6 +73,12 @@ static int section(const rep_section *sec, void *arg)
         cmh_peak_report_free(&pk);
         return crc;
     }
+    cmh_beyond_torch bt; /* what the driver held beside PyTorch's pool (NCCL's maps, cuBLAS's workspace...) */
+    if ((crc = sec->whole ? cmh_beyond_torch_compute(sec->whole, device, &bt) : (memset(&bt, 0, sizeof bt), CMH_OK)) != CMH_OK) {
+        cmh_frag_report_free(&fr);
+        cmh_peak_report_free(&pk);
+        return crc;
+    }
     const cmh_trace *t = cmh_snapshot_trace(s, device);
     uint64_t dropped = t ? t->dropped : 0, nent = t ? t->nentries : 0;
     /* no history (enabled=state, PyTorch's history off): the replay has only the end state, and
@@ -118,6 +126,7 @@ static int section(const rep_section *sec, void *arg)
         rep_json_gap(w, &pk.base); /* the end's blocks the trace never freed (Tot Freed counts them), or never made */
         rep_json_unsplit(w, &pk);
         rep_json_expandable(w, &fr);
+        rep_json_beyond_torch(w, &bt);
         rep_json_vmm_unmapped(w, s, device);
         rep_json_vmm_physical(w, s, device);
         cmh_jw_kstr(w, "source", s->source == CMH_SRC_PYTORCH ? "pytorch" : "recorder"); /* who made the record: the text's title */
@@ -151,6 +160,7 @@ static int section(const rep_section *sec, void *arg)
         rep_json_driver_errors(w, s); /* (the process's, in every device's object) */
         cmh_jw_end(w);
         cmh_frag_report_free(&fr);
+        cmh_beyond_torch_free(&bt);
         return CMH_OK;
     }
     /* memory_summary()'s table ('-' for what a record with no history does not know).  A
@@ -205,6 +215,7 @@ static int section(const rep_section *sec, void *arg)
                "      so far%s\n",
                cmh_str(s, s->ending), ooms_known ? ", CUDA OOMs and cudaMalloc retries those until then" : "");
     rep_expandable_note(&fr, 1); /* (GPU reserved segments 0 beside frag's segments: both said) */
+    rep_beyond_torch_note(&bt, device); /* (nvidia-smi's figure is more than the table's: who holds the rest) */
     rep_vmm_unmapped_note(s, device);
     rep_vmm_physical_note(s, device);
     if (sec->index + 1 == sec->ndevices && g_device == -2) { /* the last table: what the others left out */
@@ -215,6 +226,7 @@ static int section(const rep_section *sec, void *arg)
     }
     if (sec->index + 1 == sec->ndevices) rep_driver_errors_note(s); /* (PyTorch's text keeps its layout: a record of ours alone has any) */
     cmh_frag_report_free(&fr);
+    cmh_beyond_torch_free(&bt);
     return CMH_OK;
 }
 

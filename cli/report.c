@@ -490,6 +490,103 @@ void rep_expandable_note(const cmh_frag_report *p, int in_summary)
                segs, fr, tr);
 }
 
+void rep_beyond_torch_note(const cmh_beyond_torch *b, int device)
+{
+    if (!b->known || !b->nrows) return;
+    /* (on stderr, as the expandable note: a co-recorded run's standard output is PyTorch's text) */
+    fprintf(stderr, "cumemhist: summary: device %d: beyond PyTorch's pool (the table), the driver held %s for the process\n"
+                    "  at Cur Usage's moment, which memory_summary() does not count:",
+            device, rep_size((double)b->bytes));
+    for (uint32_t i = 0; i < b->nrows; i++) {
+        const cmh_owner_row *r = &b->rows[i];
+        fprintf(stderr, "%s\n    %10s  %s", i ? "," : "", rep_size((double)r->bytes), r->name);
+        if (r->allocations) fprintf(stderr, " (%s)", rep_count(r->allocations, "allocation", "allocations"));
+    }
+    if (b->used_known)
+        fprintf(stderr, ";\n  with %s no recorded call made (the CUDA context, other processes), the device had %s of %s\n"
+                        "  in use (`cumemhist owners`: every byte by owner)\n",
+                rep_size((double)b->unexplained), rep_size((double)b->used), rep_size((double)b->total));
+    else fprintf(stderr, "\n  (`cumemhist owners`: every byte by owner)\n");
+}
+
+void rep_json_beyond_torch(cmh_jw *w, const cmh_beyond_torch *b)
+{
+    cmh_jw_key(w, "beyond_pytorch");
+    if (!b->known) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    cmh_jw_kuint(w, "bytes", b->bytes);
+    cmh_jw_kuint(w, "allocations", b->allocations);
+    cmh_jw_kuint(w, "pytorch_pool", b->torch_pool);
+    cmh_jw_key(w, "owners");
+    cmh_jw_arr(w);
+    for (uint32_t i = 0; i < b->nrows; i++) {
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "owner", b->rows[i].name);
+        cmh_jw_kuint(w, "bytes", b->rows[i].bytes);
+        cmh_jw_kuint(w, "allocations", b->rows[i].allocations);
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+    if (b->used_known) {
+        cmh_jw_kuint(w, "used", b->used);
+        cmh_jw_kuint(w, "total", b->total);
+        cmh_jw_kuint(w, "not_recorded", b->unexplained);
+    } else {
+        cmh_jw_knull(w, "used");
+        cmh_jw_knull(w, "total");
+        cmh_jw_knull(w, "not_recorded");
+    }
+    cmh_jw_end(w);
+}
+
+void rep_vmm_ranges_note(const cmh_frag_report *p)
+{
+    if (!p->vmm_segs) return;
+    printf("note: %s %s other callers' cuMemMap ranges, not PyTorch's expandable segments (its allocator\n"
+           "      did not map them: memory_summary() and empty_cache() never see them): %s reserved, %s free; by owner:",
+           rep_count(p->vmm_segs, "segment", "segments"), p->vmm_segs == 1 ? "is" : "are", rep_size((double)p->vmm_reserved),
+           rep_size((double)p->vmm_free));
+    for (uint32_t k = 0; k < p->nvmm_owners; k++)
+        printf("%s\n      %10s  %s (%s)", k ? "," : "", rep_size((double)p->vmm_owners[k].reserved), p->vmm_owners[k].name,
+               rep_count(p->vmm_owners[k].segs, "range", "ranges"));
+    putchar('\n');
+}
+
+const char *rep_vmm_range_tag(const cmh_frag_report *p, const cmh_frag_seg *g, char *buf, size_t n)
+{
+    if (g->expandable) snprintf(buf, n, "  (expandable)");
+    else if (g->vmm && g->vmm_owner < p->nvmm_owners) snprintf(buf, n, "  (cuMemMap: %s)", p->vmm_owners[g->vmm_owner].name);
+    else if (n) *buf = 0;
+    return buf;
+}
+
+void rep_json_vmm_ranges(cmh_jw *w, const cmh_frag_report *p)
+{
+    cmh_jw_key(w, "vmm_ranges");
+    if (!p->vmm_segs) {
+        cmh_jw_null(w);
+        return;
+    }
+    cmh_jw_obj(w);
+    cmh_jw_kuint(w, "segments", p->vmm_segs);
+    cmh_jw_kuint(w, "reserved", p->vmm_reserved);
+    cmh_jw_kuint(w, "free", p->vmm_free);
+    cmh_jw_key(w, "owners");
+    cmh_jw_arr(w);
+    for (uint32_t k = 0; k < p->nvmm_owners; k++) {
+        cmh_jw_obj(w);
+        cmh_jw_kstr(w, "owner", p->vmm_owners[k].name);
+        cmh_jw_kuint(w, "segments", p->vmm_owners[k].segs);
+        cmh_jw_kuint(w, "reserved", p->vmm_owners[k].reserved);
+        cmh_jw_end(w);
+    }
+    cmh_jw_end(w);
+    cmh_jw_end(w);
+}
+
 void rep_json_expandable(cmh_jw *w, const cmh_frag_report *p)
 {
     cmh_jw_key(w, "expandable_at_end");

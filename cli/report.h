@@ -92,6 +92,9 @@ typedef struct rep_section {
     int index;          /* 0 for the first section printed, across files */
     int ndevices;       /* sections of this snapshot */
     cmh_jw *w;          /* NULL in text */
+    /* REP_TORCH_PART: the whole record s is PyTorch's part of (its ->torch is s), for what the
+     * driver saw beside it (cmh_beyond_torch_compute); NULL where s is a record of its own */
+    const cmh_snapshot *whole;
 } rep_section;
 /* Print (or write as one JSON object) a section; returns a CMH_* code. */
 typedef int (*rep_section_fn)(const rep_section *sec, void *arg);
@@ -251,7 +254,23 @@ void rep_unsplit_note(const cmh_peak_report *p, const char *lead);
  * trapped bytes are not those rows'), the same facts in each; nothing without any.  And
  * summary --json's "expandable_at_end" {segments, free, trapped} (null without any). */
 void rep_expandable_note(const cmh_frag_report *p, int in_summary);
+/* What the driver held for the process beyond PyTorch's pool at the end of a record with
+ * PyTorch's part (cmh_beyond_torch_compute), by owner as `owners` names them: summary's line
+ * after its table, on stderr (its standard output stays memory_summary()'s text); nothing for a
+ * record without PyTorch's part or nothing beside it.  And --json's "beyond_pytorch" {bytes,
+ * allocations, owners: [{owner, kind, bytes, allocations}], used, total, not_recorded} (null:
+ * not known, a record that is PyTorch's alone). */
+struct cmh_beyond_torch;
+void rep_beyond_torch_note(const struct cmh_beyond_torch *b, int device);
+void rep_json_beyond_torch(cmh_jw *w, const struct cmh_beyond_torch *b);
 void rep_json_expandable(cmh_jw *w, const cmh_frag_report *p);
+/* Other callers' cuMemMap ranges at the end (cmh_frag_report.vmm_*: NCCL's buffers, a library's
+ * own VMM allocator), which are no expandable segments of PyTorch's: frag's note, by owner
+ * (nothing without any), a segment's tag ("  (cuMemMap: NCCL (libnccl.so.2))"), and --json's
+ * "vmm_ranges" {segments, reserved, free, owners: [{owner, segments, reserved}]} (null: none). */
+void rep_vmm_ranges_note(const cmh_frag_report *p);
+const char *rep_vmm_range_tag(const cmh_frag_report *p, const cmh_frag_seg *g, char *buf, size_t n);
+void rep_json_vmm_ranges(cmh_jw *w, const cmh_frag_report *p);
 void rep_json_unsplit(cmh_jw *w, const cmh_peak_report *p);
 /* The record's clock origin, the same for every device (cmh_clock_origin; 0 if none). */
 int64_t rep_trace_start(const cmh_snapshot *s, int device);

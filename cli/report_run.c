@@ -540,10 +540,12 @@ void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
     cmh_jw_end(w);
 }
 
-/* A merged record's PyTorch part, for the reports that are PyTorch's own (REP_TORCH_PART);
- * any other snapshot as the flags say. */
-static int load_torch_part(const char *path, cmh_snapshot *s, int flags)
+/* A merged record's PyTorch part, for the reports that are PyTorch's own (REP_TORCH_PART), into
+ * s, and the rest of the record into rest (*has_rest 1; its torch pointer left NULL: the caller
+ * points it at s while the sections run); any other snapshot into s as the flags say. */
+static int load_torch_part(const char *path, cmh_snapshot *s, int flags, cmh_snapshot *rest, int *has_rest)
 {
+    *has_rest = 0;
     int rc = cli_load(path, s);
     if (rc) return rc;
     if (s->torch) {
@@ -556,13 +558,15 @@ static int load_torch_part(const char *path, cmh_snapshot *s, int flags)
             const char *e = cmh_str(s, s->ending);
             crc = cmh_strtab_intern(&t->strings, e, strlen(e), &t->ending) ? CMH_ENOMEM : cmh_ending_recount(t);
         }
-        cmh_snapshot_free(s);
+        *rest = *s;
         *s = *t;
         free(t);
         if (crc != CMH_OK) {
             cmh_snapshot_free(s);
+            cmh_snapshot_free(rest);
             return cli_fail(path, crc);
         }
+        *has_rest = 1;
         return 0;
     }
     if (!(flags & REP_SHAPED) || s->source == CMH_SRC_PYTORCH) return 0;
@@ -605,18 +609,22 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
     cmh_jw_init(&w, stdout);
     int index = 0, opened = 0; /* the JSON list opens once a snapshot loads: a bad file prints no half document */
     for (int f = 0; f < npaths; f++) {
-        cmh_snapshot s;
+        cmh_snapshot s, rest;
         cmh_sites *g = NULL;
+        int has_rest = 0;
         int rc = (flags & REP_SITES)    ? rep_load(paths[f], &s, &g)
-                 : (flags & REP_TORCH_PART) ? load_torch_part(paths[f], &s, flags)
+                 : (flags & REP_TORCH_PART) ? load_torch_part(paths[f], &s, flags, &rest, &has_rest)
                  : (flags & REP_SHAPED) ? rep_load_shaped(paths[f], &s)
                                         : cli_load(paths[f], &s);
         if (!rc && !(flags & REP_SITES)) rc = rep_name_failed_calls(paths[f], &s); /* (rep_load symbolized it) */
+        if (rc && has_rest) cmh_snapshot_free(&rest); /* (s freed on the error) */
         if (rc) return rc;
+        if (has_rest) rest.torch = &s; /* (the whole record again, for as long as the sections run) */
         int32_t devs[256];
         int nd = rep_devices(paths[f], &s, want, (flags & REP_NO_HOST) != 0, devs, 256);
         if (nd < 0) { /* before the list opens: a refused --device leaves no '[' on stdout */
             cmh_sites_free(g);
+            if (has_rest) rest.torch = NULL, cmh_snapshot_free(&rest);
             cmh_snapshot_free(&s);
             return CLI_EUSAGE;
         }
@@ -628,11 +636,12 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
         if (!json) rep_say_empty_devices((flags & REP_PYTORCH_TEXT) ? "" : NULL, paths[f], &s, want, devs[0]);
         int crc = CMH_OK;
         for (int k = 0; k < nd && crc == CMH_OK; k++) {
-            rep_section sec = {paths[f], &s, g, devs[k], index++, nd, json ? &w : NULL};
+            rep_section sec = {paths[f], &s, g, devs[k], index++, nd, json ? &w : NULL, has_rest ? &rest : NULL};
             if (json) cmh_jw_nl(&w);
             crc = fn(&sec, arg);
         }
         cmh_sites_free(g);
+        if (has_rest) rest.torch = NULL, cmh_snapshot_free(&rest);
         cmh_snapshot_free(&s);
         if (crc != CMH_OK) return crc == CMH_EIO ? cli_finish_stdout(CLI_EFILE) : cli_fail(paths[f], crc);
     }

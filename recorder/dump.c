@@ -421,6 +421,7 @@ static int dump_once(const char *path, const char *why, uint64_t *cut, int nslot
     if (rc == CMH_OK) rc = cmh_kernels_export(&s, c.z);
     if (rc == CMH_OK) rc = cmh_vmm_export_unmapped(&s, map_stack, &c);
     if (rc == CMH_OK) rc = cmh_vmm_export_maps(&s, map_stack, &c);
+    if (rc == CMH_OK) rc = cmh_vmm_export_released(&s, map_stack, &c);
     if (rc == CMH_OK && c.failed) rc = CMH_ENOMEM;
     /* the ending's count: the traces' entries once everything is in (streamed: the views' counts),
      * every device's and pinned host memory's, as a reader totals them (merged with PyTorch's

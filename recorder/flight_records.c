@@ -218,3 +218,13 @@ void cmh_fl_modules_reset(int stacks_too)
     g_nknown = 0;
     if (stacks_too) g_stacks_seen = g_stacks_scanned = 0;
 }
+
+void cmh_flight_vmm_release(int device, uint64_t serial, uint64_t size, uint32_t stack, int64_t ticks, int64_t release_ticks)
+{
+    if (!__atomic_load_n(&cmh_fl_h, __ATOMIC_ACQUIRE)) return;
+    uint32_t a;
+    cmh_flight_rec *h = cmh_fl_reserve(sizeof *h + sizeof(cmh_fr_vmm_release), &a, 1, 0);
+    if (!h) return;
+    *CMH_FL_BODY(h, cmh_fr_vmm_release) = (cmh_fr_vmm_release){device, stack, serial, size, ticks, release_ticks};
+    cmh_fl_commit(h, CMH_FR_VMM_RELEASE, a);
+}

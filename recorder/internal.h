@@ -374,6 +374,7 @@ CMH_HIDDEN void cmh_vmm_handle_created(uint64_t handle, int device, uint64_t siz
 CMH_HIDDEN int cmh_vmm_export_unmapped(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
 CMH_HIDDEN void cmh_vmm_clear_maps(void);
 CMH_HIDDEN int cmh_vmm_export_maps(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
+CMH_HIDDEN int cmh_vmm_export_released(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg);
 CMH_HIDDEN void cmh_vmm_handle_released(uint64_t handle);
 /* Every handle held, into the flight record again (a new generation, a late start). */
 CMH_HIDDEN void cmh_vmm_flight_handles(void);
@@ -576,6 +577,7 @@ CMH_HIDDEN void cmh_flight_vmm_handle(uint64_t handle, int device, uint64_t size
 /* a row of the map log (CMH_FR_VMM_MAP), as the exit dump's vmm_maps has it */
 CMH_HIDDEN void cmh_flight_vmm_map(int device, uint64_t addr, uint64_t size, int64_t ticks, uint64_t serial, uint64_t hsize, uint32_t hstack,
                                    int64_t hticks);
+CMH_HIDDEN void cmh_flight_vmm_release(int device, uint64_t serial, uint64_t size, uint32_t stack, int64_t ticks, int64_t release_ticks);
 CMH_HIDDEN void cmh_flight_thread(void *arg, uint32_t thread, int64_t tid, const char *name);
 /* a child forked without exec: its number among the forks, pid (0: past those kept), the path
  * its record takes (NULL: not known) */

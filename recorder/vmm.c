@@ -98,19 +98,25 @@ void cmh_vmm_handle_created(uint64_t h, int device, uint64_t size)
     if (!r) cmh_count_lost(1);
 }
 
+static void log_release(const hrec *r, int64_t ticks);
+
 void cmh_vmm_handle_released(uint64_t h)
 {
     if (!h) return;
+    int64_t now = cmh_now_ticks();
+    hrec gone = {0};
     /* its ranges keep a serial that no longer names anything (above) */
     cmh_lock(&g_hlock);
     hrec *r = cmh_oa_find(&g_handles, h);
     if (r) {
         serial_rec *sr = cmh_oa_find(&g_serials, r->serial);
         if (!r->inherited) cmh_flight_vmm_handle(h, (int)r->device, r->size, r->ticks, r->stack, CMH_FR_VMM_GONE);
+        if (!r->inherited) gone = *r;
         if (sr) cmh_oa_remove(&g_serials, sr);
         cmh_oa_remove(&g_handles, r);
     }
     cmh_unlock(&g_hlock);
+    if (gone.handle) log_release(&gone, now);
 }
 
 int cmh_vmm_handle_device(uint64_t h)
@@ -248,12 +254,67 @@ static void log_map(int device, uint64_t addr, uint64_t size, int64_t ticks, uin
     else cmh_flight_vmm_map(device, addr, size, ticks, serial, m.hsize, m.hstack, m.hticks); /* (a recovered record's rows) */
 }
 
+/* ---- the release log: every cuMemRelease (.cmh vmm_released) ----
+ * The driver charges a handle until its release (its last unmap, if later): a handle unmapped and
+ * released later, or made and released without a map, holds memory no range and no held handle at
+ * the end shows.  Each release is logged with the handle's serial (the maps' number of it), size,
+ * creation stack and time; at most CMH_MAX_MAP_LOG rows, past that counted lost. */
+typedef struct rellog {
+    int64_t device, ticks, rticks;
+    uint64_t serial, size;
+    uint32_t stack;
+} rellog;
+
+static rellog *g_rel; /* under g_llock */
+static uint32_t g_nrel, g_caprel;
+
+static void log_release(const hrec *r, int64_t ticks)
+{
+    rellog m = {r->device, r->ticks, ticks, r->serial, r->size, r->stack};
+    int lost = 0;
+    cmh_lock(&g_llock);
+    if (g_nrel == g_caprel) {
+        uint32_t nc = g_caprel ? g_caprel * 2 : 64;
+        rellog *nl = nc <= CMH_MAX_MAP_LOG ? realloc(g_rel, nc * sizeof *nl) : NULL;
+        if (nl) {
+            g_rel = nl;
+            g_caprel = nc;
+        }
+    }
+    if (g_nrel < g_caprel) g_rel[g_nrel++] = m;
+    else lost = 1;
+    cmh_unlock(&g_llock);
+    if (lost) cmh_count_lost(1);
+    else cmh_flight_vmm_release((int)m.device, m.serial, m.size, m.stack, m.ticks, m.rticks); /* (a recovered record's rows) */
+}
+
+int cmh_vmm_export_released(cmh_snapshot *s, uint32_t (*stack_map)(uint32_t, void *), void *arg)
+{
+    int64_t now_ticks = cmh_now_ticks(), now_ns = cmh_now_ns();
+    cmh_lock(&g_llock);
+    uint32_t n = g_nrel;
+    rellog *v = n ? malloc(n * sizeof *v) : NULL;
+    if (v) memcpy(v, g_rel, n * sizeof *v);
+    cmh_unlock(&g_llock);
+    if (n && !v) return CMH_ENOMEM;
+    int rc = CMH_OK;
+    for (uint32_t i = 0; i < n && rc == CMH_OK; i++) {
+        if (v[i].device < 0) continue; /* (not a device's) */
+        cmh_vmm_release r = {(int32_t)v[i].device, v[i].serial, v[i].size, v[i].stack ? stack_map(v[i].stack, arg) : 0,
+                             cmh_ticks_to_ns(v[i].ticks, now_ticks, now_ns), cmh_ticks_to_ns(v[i].rticks, now_ticks, now_ns)};
+        rc = cmh_snapshot_add_vmm_release(s, &r);
+    }
+    free(v);
+    return rc;
+}
+
 /* History cleared: the maps logged go with the entries they name (a map before the clear is
- * counted by its range, as a map whose entry the ring dropped). */
+ * counted by its range, as a map whose entry the ring dropped), and the releases with them. */
 void cmh_vmm_clear_maps(void)
 {
     cmh_lock(&g_llock);
     g_nlog = 0;
+    g_nrel = 0;
     cmh_unlock(&g_llock);
 }
 
@@ -534,6 +595,7 @@ void cmh_vmm_reset_after_fork(void)
     cmh_mutex_init(&g_llock);
     g_nmaps = 0;
     g_nlog = 0; /* the parent's maps are the parent's record */
+    g_nrel = 0;
     for (uint32_t i = 0; i < g_handles.cap; i++) { /* the parent's handles stay out of the child's record */
         hrec *r = cmh_oa_at(&g_handles, i);
         if (r->handle) r->inherited = 1;

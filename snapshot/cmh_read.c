@@ -602,6 +602,26 @@ static int rd_vmm_maps(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+/* vmm_released: [[device, handle, size, stack, time_ns, release_ns], ...]; stacks come earlier */
+static int rd_vmm_released(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cmh_vmm_release r = {0};
+        int64_t dev;
+        if (rd_array_n(c, 6, 64, &k, "vmm_released") || rd_int(c, &dev) || rd_u64(c, &r.handle) || rd_u64(c, &r.size) ||
+            rd_u32(c, &r.stack, s->nstacks, "stack id") || rd_int(c, &r.time_ns) || rd_int(c, &r.release_ns))
+            return -1;
+        if (dev < 0 || dev > 1023) return fail(c, "a cuMemRelease of device %lld", (long long)dev);
+        r.device = (int32_t)dev;
+        for (uint32_t j = 6; j < k; j++)
+            if (skip(c)) return -1;
+        if (cmh_snapshot_add_vmm_release(s, &r) != CMH_OK) return nomem(c);
+    }
+    return 0;
+}
+
 /* driver_errors: [[call, result, count, [[addr, size, thread, time_ns, stack], ...]], ...]; stacks come earlier */
 static int rd_driver_errors(cur *c, cmh_snapshot *s)
 {
@@ -836,6 +856,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("meminfo")) r = rd_meminfo(c, s);
         else if (KEY("vmm_unmapped")) r = rd_vmm_unmapped(c, s);
         else if (KEY("vmm_maps")) r = rd_vmm_maps(c, s);
+        else if (KEY("vmm_released")) r = rd_vmm_released(c, s);
         else if (KEY("device_ids")) r = rd_device_ids(c, s);
         else if (KEY("driver_errors")) r = rd_driver_errors(c, s);
         else if (KEY("history_lost")) r = rd_history_lost(c, s);

@@ -155,7 +155,7 @@ static int write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry
      * said once, so that a pickle written back says 'pool_id' as the one read did */
     int pool_ids = (s->pt_fields & CMH_PT_POOL_ID) != 0;
     int lost = CMH_HISTORY_LOST(&s->history_lost) ? 1 : 0; /* what a recovery could not read */
-    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nvmm_maps ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (s->ndrv_errors ? 1 : 0) + lost + (with_torch ? 2 : 0) +
+    msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nvmm_maps ? 1 : 0) + (s->nvmm_released ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (s->ndrv_errors ? 1 : 0) + lost + (with_torch ? 2 : 0) +
                               (nested ? 0 : 2) + pool_ids);
 
     pack_key(&pk, "format");
@@ -413,6 +413,20 @@ static int write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry
             msgpack_pack_uint64(&pk, m->handle_size);
             msgpack_pack_uint32(&pk, m->handle_stack);
             msgpack_pack_int64(&pk, m->handle_time_ns);
+        }
+    }
+    if (s->nvmm_released) { /* [[device, handle, size, stack, time_ns, release_ns], ...] */
+        pack_key(&pk, "vmm_released");
+        msgpack_pack_array(&pk, s->nvmm_released);
+        for (uint32_t i = 0; i < s->nvmm_released; i++) {
+            const cmh_vmm_release *r = &s->vmm_released[i];
+            msgpack_pack_array(&pk, 6);
+            msgpack_pack_int32(&pk, r->device);
+            msgpack_pack_uint64(&pk, r->handle);
+            msgpack_pack_uint64(&pk, r->size);
+            msgpack_pack_uint32(&pk, r->stack);
+            msgpack_pack_int64(&pk, r->time_ns);
+            msgpack_pack_int64(&pk, r->release_ns);
         }
     }
     if (s->ndrv_errors) { /* [[call, result, count, [[addr, size, thread, time_ns, stack], ...]], ...] */

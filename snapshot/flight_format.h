@@ -81,7 +81,7 @@
 enum { CMH_FR_ENTRY = 1, CMH_FR_STACK = 2, CMH_FR_NAME = 3, CMH_FR_MODULE = 4, CMH_FR_ANNOTATION = 5, CMH_FR_CLEAR = 6, CMH_FR_MEMINFO = 7,
        CMH_FR_PYFRAME = 8, CMH_FR_ENTRY_SHORT = 9, CMH_FR_THREAD = 10, CMH_FR_FREE_SHORT = 11, CMH_FR_VMM_HANDLE = 12,
        CMH_FR_ENTRY_TINY = 13, CMH_FR_FREE_TINY = 14, CMH_FR_DEVICE = 15, CMH_FR_CHILD = 16,
-       CMH_FR_VMM_MAP = 17 };
+       CMH_FR_VMM_MAP = 17, CMH_FR_VMM_RELEASE = 18 };
 /* how the process ended, as far as it could say */
 /* (EXECED: the process replaced its program by exec(); the new image, recorded too, marks the
  * record of the old one so and keeps it beside its own.  QUIT: it called _exit() or _Exit(), no
@@ -311,6 +311,16 @@ typedef struct cmh_fr_vmm_map {
     uint64_t addr, size, handle, handle_size;
     int64_t ticks, handle_ticks;
 } cmh_fr_vmm_map;
+
+/* CMH_FR_VMM_RELEASE: one row of the release log (.cmh vmm_released), written at the cuMemRelease:
+ * the handle's serial (the maps' number of it), bytes, cuMemCreate's stack and time, and the
+ * release's time.  A recovered record counts a handle until its release as the exit dump does. */
+typedef struct cmh_fr_vmm_release {
+    int32_t device;
+    uint32_t stack;
+    uint64_t handle, size;
+    int64_t ticks, release_ticks;
+} cmh_fr_vmm_release;
 
 #ifdef CUMEMHIST_SNAPSHOT_H /* (for the readers, which know the model) */
 /* What a device record says, as the model keeps it (each string cut at its field's end). */

@@ -198,6 +198,7 @@ void cmh_snapshot_free(cmh_snapshot *s)
     free(s->meminfo);
     free(s->vmm_unmapped);
     free(s->vmm_maps);
+    free(s->vmm_released);
     free(s->threads);
     free(s->idents);
     free(s->drv_errors);
@@ -313,6 +314,13 @@ int cmh_snapshot_add_vmm_map(cmh_snapshot *s, const cmh_vmm_map *m)
 {
     if (GROW(s, vmm_maps, s->nvmm_maps + 1, cap_vmm_maps) != CMH_OK) return CMH_ENOMEM;
     s->vmm_maps[s->nvmm_maps++] = *m;
+    return CMH_OK;
+}
+
+int cmh_snapshot_add_vmm_release(cmh_snapshot *s, const cmh_vmm_release *r)
+{
+    if (GROW(s, vmm_released, s->nvmm_released + 1, cap_vmm_released) != CMH_OK) return CMH_ENOMEM;
+    s->vmm_released[s->nvmm_released++] = *r;
     return CMH_OK;
 }
 

@@ -27,7 +27,7 @@ const char *const pk_key_names[NKEYS] = {
     "meminfo", "start_ns", "dump_ns", "process", "ending", "dropped_ooms", "allocated_size", "active_size", "retried_ooms",
     "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context", "vmm_unmapped", "vmm_maps",
     "free_frames",
-    "history_lost", "driver_errors", "device_ids",
+    "history_lost", "driver_errors", "device_ids", "vmm_released",
 };
 
 /* ---- keys the model has no field for (snapshot.h, cmh_extra), kept as text ---- */

@@ -185,6 +185,24 @@ static int read_vmm_maps(pm *m, const pcont *l)
     return 0;
 }
 
+/* cumemhist.vmm_released (pickle_side_write.c): every cuMemRelease, (device, handle, size, time_ns,
+ * release_ns, frames of cuMemCreate), as the .cmh's vmm_released */
+static int read_vmm_released(pm *m, const pcont *l)
+{
+    for (uint32_t i = 0; i < l->n; i++) {
+        pcont *t = (pcont *)pk_obj(m, &l->items[i], C_TUPLE);
+        int64_t v[5];
+        int ok = t && t->n == 6;
+        for (int k = 0; ok && k < 5; k++) ok = pk_to_i64(&t->items[k], &v[k]);
+        if (ok && t->items[5].tag == PV_CONT && pk_convert_stack(m, &t->items[5])) return -1;
+        if (!ok || t->items[5].tag != PV_STACK || v[0] < 0 || v[0] > 1023)
+            return pk_fail(m, "cumemhist.vmm_released[%u] is not (device, handle, size, time_ns, release_ns, frames)", i);
+        cmh_vmm_release r = {(int32_t)v[0], (uint64_t)v[1], (uint64_t)v[2], t->items[5].u.id, v[3], v[4]};
+        if (cmh_snapshot_add_vmm_release(m->s, &r) != CMH_OK) return pk_nomem(m);
+    }
+    return 0;
+}
+
 /* cumemhist.free_frames (cmh_entry_free_stack_aside): the frees' stacks of whole blocks
  * the trace never saw allocated, written frameless in device_traces so that memory_viz does not
  * take the free's line for the segment's origin: (device, which of the device's segment_free
@@ -497,6 +515,9 @@ int pk_side_read(pm *m, const pcont *od)
     const pv *vuv = pk_dict_get(m, od, m->key[K_VMM_UNMAPPED]), *vmv = pk_dict_get(m, od, m->key[K_VMM_MAPS]);
     const pcont *vul = vuv ? pk_obj(m, vuv, C_LIST) : NULL, *vml = vmv ? pk_obj(m, vmv, C_LIST) : NULL;
     if ((vul && read_vmm_unmapped(m, vul)) || (vml && read_vmm_maps(m, vml))) return -1;
+    const pv *vrv = pk_dict_get(m, od, m->key[K_VMM_RELEASED]);
+    const pcont *vrl = vrv ? pk_obj(m, vrv, C_LIST) : NULL;
+    if (vrl && read_vmm_released(m, vrl)) return -1;
     const pv *ffv = pk_dict_get(m, od, m->key[K_FREE_FRAMES]);
     const pcont *ffl = ffv ? pk_obj(m, ffv, C_LIST) : NULL;
     if (ffl && read_free_frames(m, ffl)) return -1;

@@ -302,6 +302,25 @@ void pkw_side(pw *w, const cmh_snapshot *s, int ndev, int has_settings, const cm
             batch_end(w, i, s->nvmm_maps, 0);
         }
     }
+    /* every cuMemRelease (the .cmh's vmm_released): a handle counts until its release, unmapped
+     * or never mapped in between.  (device, handle, size, time_ns, release_ns, frames of cuMemCreate) */
+    if (s->nvmm_released) {
+        w_key(w, W_VMM_RELEASED);
+        op(w, ']');
+        for (uint32_t i = 0; i < s->nvmm_released; i++) {
+            const cmh_vmm_release *v = &s->vmm_released[i];
+            batch_begin(w, i, s->nvmm_released);
+            op(w, '(');
+            w_int(w, v->device);
+            w_int(w, (int64_t)v->handle);
+            w_int(w, (int64_t)v->size);
+            w_int(w, v->time_ns);
+            w_int(w, v->release_ns);
+            pkw_frames(w, s, v->stack < s->nstacks ? v->stack : 0);
+            op(w, 't');
+            batch_end(w, i, s->nvmm_released, 0);
+        }
+    }
     /* what a recovery from a cut flight record could not read (the .cmh's history_lost): the
      * reports over the pickle say it, and `leaks --fail-on-leak` fails on it, as over the .cmh.
      * (cut_bytes, file_bytes, read_to, torn, damaged, refused) */

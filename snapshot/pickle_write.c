@@ -26,7 +26,7 @@ const char *const pkw_keys[W_NKEYS] = {
     "modules", "frame_modules", "threads", "marks", "thread_ids", "pool_id", "meminfo", "start_ns", "dump_ns", "process", "ending",
     "dropped_ooms", "retried_ooms", "clock_origin_ns", "pool_sample_tags", "pools_read_at_dump", "context", "vmm_unmapped", "vmm_maps",
     "free_frames",
-    "history_lost", "driver_errors", "device_ids",
+    "history_lost", "driver_errors", "device_ids", "vmm_released",
 };
 
 __attribute__((noinline)) int pkw_grow(pw *w, size_t n)

@@ -23,7 +23,25 @@ check "defaults mapped: enabled all, context all, stacks all (Python and C++), e
 # (standard output: PyTorch's text; the note on its expandable segments goes to stderr, as the pickle's)
 "$CMH" summary t.cmh >t.txt 2>t.err
 check "one record: its summary is PyTorch's (the part it carries), nothing left beside it" \
-    'cmp -s t.txt pickle.txt && ! grep -qv "^cumemhist: summary: device 0: the table has PyTorch.s own counts\|^  " t.err && ! ls t.cmh.torch.pickle* >/dev/null 2>&1'
+    'cmp -s t.txt pickle.txt && ! grep -qv "^cumemhist: summary: device 0: the table has PyTorch.s own counts\|^cumemhist: summary: device 0: beyond PyTorch.s pool\|^  " t.err && ! ls t.cmh.torch.pickle* >/dev/null 2>&1'
+# What the driver held beside PyTorch's pool (here the program's own cuMemAlloc) is in no row of
+# PyTorch's table: summary says it after the table, by owner, with owners' figures for the end
+# (it said nothing: NCCL's 388 MiB and cuBLAS's 64 MiB of an H200 run were in no line)
+"$CMH" summary --json t.cmh >t.json 2>/dev/null
+"$CMH" owners --json t.cmh >o.json 2>/dev/null
+py - t.json o.json <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))[0]["beyond_pytorch"]
+o = json.load(open(sys.argv[2]))[0]
+end = [m for m in o["moments"] if m["moment"] == "end"][0]
+mine = ("torch_allocated", "torch_cached", "unexplained")
+want = {r["owner"]: r["bytes"] for r in end["rows"] if r["kind"] not in mine and r["owner"] != "PyTorch freed, stream work pending"}
+got = {r["owner"]: r["bytes"] for r in b["owners"]}
+assert got == want and b["bytes"] == sum(want.values()) > 0, (got, want)
+PY
+brc=$?
+check "summary names what the driver held beyond PyTorch's pool, as owners' end does: $(grep -A2 'beyond PyTorch' t.err | tr -s ' ')" \
+    '[ $brc -eq 0 ] && grep -q "^cumemhist: summary: device 0: beyond PyTorch.s pool" t.err && grep -q "^ .* program (" t.err'
 "$CMH" owners t.cmh >o.txt 2>&1
 check "owners of it: the program's own allocation, PyTorch's rows present" 'grep -q "program (" o.txt && grep -q "PyTorch allocated" o.txt'
 

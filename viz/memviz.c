@@ -500,6 +500,11 @@ int cmh_memviz_shape(const cmh_snapshot *in, cmh_snapshot *out, uint64_t *droppe
         TRY(copy_stack(in, out, mp.handle_stack, fmap, smap, &mp.handle_stack));
         TRY(cmh_snapshot_add_vmm_map(out, &mp));
     }
+    for (uint32_t i = 0; i < in->nvmm_released; i++) {
+        cmh_vmm_release rl = in->vmm_released[i];
+        TRY(copy_stack(in, out, rl.stack, fmap, smap, &rl.stack));
+        TRY(cmh_snapshot_add_vmm_release(out, &rl));
+    }
     /* which process of a job, and how it ended: every report's first lines */
     out->rank = in->rank, out->local_rank = in->local_rank, out->world_size = in->world_size;
     out->forked_from = in->forked_from;
@@ -768,6 +773,7 @@ int cmh_memviz_shape_move(cmh_snapshot *in, cmh_snapshot *out, int *moved)
     MOVE(history_lost);
     MOVE(vmm_unmapped), MOVE(nvmm_unmapped), MOVE(cap_vmm_unmapped); /* (the same) */
     MOVE(vmm_maps), MOVE(nvmm_maps), MOVE(cap_vmm_maps);
+    MOVE(vmm_released), MOVE(nvmm_released), MOVE(cap_vmm_released);
 #undef MOVE
     out->clock_origin_ns = origin;
     out->start_time_ns = in->start_time_ns;

@@ -12,7 +12,7 @@
 
 const char *cmh_owners_moment_name(const cmh_owners_moment *m)
 {
-    return !strcmp(m->what, "peak") ? "peak reserved" : !strcmp(m->what, "end") ? "at the end" : m->what;
+ return !strcmp(m->what, "peak") ? (m->peak_physical ? "peak physical" : "peak reserved") : !strcmp(m->what, "end") ? "at the end" : m->what;
 }
 
 /* "entry 847, +36.192s", "entry 847" untimed, "before the first entry" */
@@ -35,7 +35,19 @@ const char *cmh_owners_peak_words(const cmh_owners_report *r, const cmh_owners_m
 {
     buf[0] = 0;
     if (strcmp(m->what, "peak")) return buf;
-    if (!r->alloc_peak_known) snprintf(buf, cap, "the reserved peak; `cumemhist peak` gives the allocated peak");
+    if (r->peak_physical) { /* (cuMemCreate handles put the device's peak elsewhere than reserved's) */
+        char at[64], al[160] = "";
+        at_words(at, sizeof at, r->reserved_peak_index, r->reserved_peak_time_ns, t0);
+        if (r->alloc_peak_known) {
+            char aat[64];
+            at_words(aat, sizeof aat, r->alloc_peak_index, r->alloc_peak_time_ns, t0);
+            snprintf(al, sizeof al, ", allocated %s%s at %s", r->alloc_peak_index < 0 ? "" : "at ", aat, cmh_svg_size((double)r->alloc_peak));
+        }
+        snprintf(buf, cap,
+                 "the physical peak: what the device held, each cuMemCreate handle whole from its making to its release,\n"
+                 " mapped or not; reserved (the mapped ranges) peaked %s%s at %s%s: see `cumemhist peak`",
+                 r->reserved_peak_index < 0 ? "" : "at ", at, cmh_svg_size((double)r->reserved_peak), al);
+    } else if (!r->alloc_peak_known) snprintf(buf, cap, "the reserved peak; `cumemhist peak` gives the allocated peak");
     else if (r->alloc_peak_index == m->index && !r->reconciled)
         /* allocated counts every mapping of a cuMemCreate handle and all managed memory, the
          * rows each handle once and managed memory as far as the used figure goes: where that

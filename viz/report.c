@@ -483,10 +483,16 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
         for (uint32_t i = 0; i < fr.nsegs && i < 16; i++) {
             const cmh_frag_seg *x = &fr.segs[i];
             double w = 100.0 * (double)x->reserved / (double)biggest;
-            fprintf(fp, "<tr><td class=\"n\">0x%" PRIx64 "%s</td><td class=\"n\">%s</td><td><div class=\"r-fbar\" style=\"width:max(3px,%.2f%%)\">"
+            fprintf(fp, "<tr><td class=\"n\">0x%" PRIx64 "%s", x->addr, x->expandable ? " (expandable)" : "");
+            if (x->vmm && x->vmm_owner < fr.nvmm_owners) { /* another caller's cuMemMap range (NCCL's...): frag's tag */
+                fputs(" (cuMemMap: ", fp);
+                esc(fp, fr.vmm_owners[x->vmm_owner].name);
+                fputc(')', fp);
+            }
+            fprintf(fp, "</td><td class=\"n\">%s</td><td><div class=\"r-fbar\" style=\"width:max(3px,%.2f%%)\">"
                         "<i class=\"a\" style=\"width:%.1f%%\"></i><i class=\"f\" style=\"width:%.1f%%\"></i></div></td>"
                         "<td class=\"n nw\">%s</td><td class=\"n nw\">%.0f%%</td></tr>\n",
-                    x->addr, x->expandable ? " (expandable)" : "", SZ(x->reserved), w, /* to scale: 2 MiB beside 5.6 GiB is a sliver */
+                    SZ(x->reserved), w, /* to scale: 2 MiB beside 5.6 GiB is a sliver */
                     x->reserved ? 100.0 * (double)x->allocated / (double)x->reserved : 0,
                     x->reserved ? 100.0 * (double)x->free / (double)x->reserved : 0, SZ(x->largest_gap), 100 * x->fragmentation);
         }

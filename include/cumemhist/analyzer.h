@@ -143,6 +143,9 @@ typedef struct cmh_physical_peak {
     int64_t time_ns;
 } cmh_physical_peak;
 int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_peak *out);
+/* The same, and the physical bytes after entry index of the device's trace (*at_index; -1 where
+ * the trace has no such entry): whether another moment is a physical peak too. */
+int cmh_physical_peak_at(const cmh_snapshot *s, int device, int64_t index, cmh_physical_peak *out, int64_t *at_index);
 
 /* The record's cuMemCreate handles, one row each (vmm_handles.c): those its maps name, in order
  * of device and handle number, then those held and never mapped (no number: the recorder numbers

@@ -50,6 +50,8 @@ typedef struct cmh_owner_row {
     int kind;
     uint64_t bytes;
     uint32_t allocations; /* driver allocations (0 for PyTorch's and the unexplained rows) */
+    uint8_t torch_pool;   /* one of PyTorch's own rows (allocated, cached, its frees pending): what
+                             its memory_summary() counts as reserved, as the driver saw it */
 } cmh_owner_row;
 
 typedef struct cmh_owners_moment {
@@ -73,6 +75,7 @@ typedef struct cmh_owners_moment {
                                 calls in the driver at it, logged just after; only where a sample
                                 was taken at this moment (else 0: not known, and never a sample's
                                 from another instant, whose calls the moment's rows may hold) */
+    int peak_physical;       /* the peak moment is the physical peak (cmh_owners_report.peak_physical) */
     uint64_t managed_made;   /* managed memory (cuMemAllocManaged) live then, all of it; its row
                                 (CMH_OWN_MANAGED) holds what of it the device's used figure leaves
                                 room for (all of it without a sample) */
@@ -120,6 +123,12 @@ typedef struct cmh_owners_report {
      * one model: the caller sets it, cmh_owners_set_alloc_peak); index -1: before the first entry */
     int alloc_peak_known;
     int64_t alloc_peak, alloc_peak_index, alloc_peak_time_ns;
+    /* where cuMemCreate handles make the driver's charge peak elsewhere than reserved (a handle
+     * made and not mapped yet, or unmapped and not released yet: cmh_physical_peak_compute), the
+     * peak moment is the physical peak, the memory the device held for the process, and this
+     * says reserved's own peak (its bytes, its entry in the record's one numbering, its time) */
+    int peak_physical;
+    int64_t reserved_peak, reserved_peak_index, reserved_peak_time_ns;
     /* samples of the device that cannot be (more free than total), left out: how many, the first */
     uint32_t bad_samples;
     cmh_meminfo bad_sample;
@@ -138,6 +147,24 @@ void cmh_owners_report_free(cmh_owners_report *r);
 /* r's allocated peak from `peak`'s figures for the same device (p: cmh_peak_totals of the model
  * `peak` reads, a merged record's one model) where r does not know it. */
 void cmh_owners_set_alloc_peak(cmh_owners_report *r, int64_t bytes, int64_t index, int64_t time_ns);
+/* What the driver held for the process on a device beyond PyTorch's caching allocator, at the
+ * end of a record with PyTorch's part: the end moment's rows (cmh_owners_compute_end) but PyTorch's
+ * own (torch_pool) and the unexplained one, by owner as owners names them (NCCL's cuMemMap ranges,
+ * cuBLAS's workspace, the program's, a held cuMemCreate handle...).  PyTorch's memory_summary()
+ * counts none of it: summary says it beside its table, as a user comparing with nvidia-smi needs. */
+typedef struct cmh_beyond_torch {
+    int known;            /* the record has PyTorch's part (else nothing below is set) */
+    uint64_t bytes;       /* the rows' sum */
+    uint32_t allocations; /* their driver allocations */
+    cmh_owner_row *rows;  /* largest first (malloc'd; NULL with none) */
+    uint32_t nrows;
+    uint64_t torch_pool;  /* PyTorch's rows' sum: its reserved, as the driver saw it */
+    int used_known;       /* the device's used memory at the end (a cuMemGetInfo sample), and of it */
+    uint64_t used, total, unexplained; /* what no recorded call made (owners' 'not recorded') */
+} cmh_beyond_torch;
+int cmh_beyond_torch_compute(const cmh_snapshot *s, int device, cmh_beyond_torch *out);
+void cmh_beyond_torch_free(cmh_beyond_torch *b);
+
 /* Device's latest cuMemGetInfo sample in s that can be (free <= total; an index into
  * s->meminfo; -1: none), the one the report's sample_* figures come from (the calls then in
  * flight counted as recorded), and where the report places it (*at): INT64_MAX at the

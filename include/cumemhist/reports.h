@@ -510,7 +510,12 @@ typedef struct cmh_frag_seg {
     uint32_t index;
     uint64_t addr, reserved, allocated, free, pending_free, largest_gap, releasable, trapped;
     double fragmentation; /* trapped / reserved */
-    int expandable;
+    /* expandable: one of PyTorch's expandable segments (PyTorch's own snapshot says it, or the
+     * caching allocator's stack mapped it); vmm: a range another caller mapped with cuMemMap
+     * (NCCL's buffers, a library's own VMM allocator), which PyTorch never sees, its owner vmm_owner
+     * (an index into the report's vmm_owners) */
+    int expandable, vmm;
+    uint32_t vmm_owner;
     /* a private pool's segment (segment_pool_id not (0, 0): a CUDA graph's, a MemPool's): its free
      * bytes are private_free, neither releasable nor trapped (cmh_free_split) */
     int private_pool;
@@ -544,6 +549,18 @@ typedef struct cmh_frag_report {
      * no empty_cache() unmaps) */
     uint32_t expandable_segs;
     uint64_t expandable_free;
+    /* the other callers' cuMemMap ranges at the end (cmh_frag_seg.vmm), by owner as owners names
+     * them ("NCCL (libnccl.so.2)"; "unknown (recorded without a stack)"): PyTorch's words
+     * (expandable segments, empty_cache(), memory_summary()) are not theirs.  The first
+     * CMH_FRAG_VMM_OWNERS owners by name; the rest summed in the last (nvmm_owners says) */
+    uint32_t vmm_segs;
+    uint64_t vmm_reserved, vmm_free;
+    struct cmh_frag_vmm_owner {
+        char name[96];
+        uint32_t segs;
+        uint64_t reserved;
+    } vmm_owners[8];
+    uint32_t nvmm_owners;
     cmh_frag_pool pools[CMH_FRAG_POOLS]; /* pool_cache pool by pool (npools of them, each with a cache) */
     uint32_t npools;
     uint64_t private_free; /* free inside private pools' segments; largest_gap is the default pool's */

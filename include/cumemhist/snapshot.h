@@ -399,6 +399,20 @@ typedef struct cmh_vmm_map {
     int64_t handle_time_ns;   /* when it was made (0: unknown) */
 } cmh_vmm_map;
 
+/* A cuMemCreate handle released with cuMemRelease while the recorder watched (.cmh
+ * "vmm_released"): the driver charges a handle from its making until its release, unmapped or
+ * never mapped in between (a handle released while mapped: until its last unmap).  Without these
+ * rows a handle unmapped and released later counted only until its unmap, and one made and
+ * released without a map was never seen (physmap.c).  One per release, in the order made. */
+typedef struct cmh_vmm_release {
+    int32_t device;
+    uint64_t handle;    /* the record's number of it, as vmm_maps names it (none of its rows: never mapped) */
+    uint64_t size;      /* bytes cuMemCreate made */
+    uint32_t stack;     /* the cuMemCreate call's stack (0: none) */
+    int64_t time_ns;    /* when it was made (0: unknown) */
+    int64_t release_ns; /* when cuMemRelease released it */
+} cmh_vmm_release;
+
 /* Driver calls of the memory API that failed with an error other than out-of-memory (those are
  * the trace's oom entries): a double free, a free of a pointer never allocated or of an address
  * inside an allocation (cuMemFree returns CUDA_ERROR_INVALID_VALUE), a release of a handle
@@ -525,6 +539,9 @@ typedef struct cmh_snapshot {
     /* every cuMemMap and the handle it mapped (.cmh "vmm_maps"; none in older records) */
     cmh_vmm_map *vmm_maps;
     uint32_t nvmm_maps, cap_vmm_maps;
+    /* every cuMemRelease (.cmh "vmm_released"; none in older records) */
+    cmh_vmm_release *vmm_released;
+    uint32_t nvmm_released, cap_vmm_released;
     /* the recording threads the recorder could name, by number (cmh_snapshot_thread) */
     cmh_thread_info *threads;
     uint32_t nthreads, cap_threads;
@@ -577,6 +594,7 @@ int cmh_snapshot_add_segment(cmh_snapshot *s, const cmh_segment *seg, cmh_segmen
 int cmh_snapshot_add_meminfo(cmh_snapshot *s, const cmh_meminfo *m);
 int cmh_snapshot_add_vmm_unmapped(cmh_snapshot *s, const cmh_vmm_handle *h);
 int cmh_snapshot_add_vmm_map(cmh_snapshot *s, const cmh_vmm_map *m);
+int cmh_snapshot_add_vmm_release(cmh_snapshot *s, const cmh_vmm_release *r);
 int cmh_snapshot_add_drv_error(cmh_snapshot *s, const cmh_drv_error *e);
 /* The CUresult's name ("CUDA_ERROR_INVALID_VALUE"); "CUresult N" written into buf for one not known. */
 const char *cmh_cuda_error_name(int32_t result, char *buf, size_t n);
