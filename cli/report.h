@@ -92,6 +92,8 @@ typedef struct rep_section {
     int index;          /* 0 for the first section printed, across files */
     int ndevices;       /* sections of this snapshot */
     cmh_jw *w;          /* NULL in text */
+    int torch_part;     /* s is PyTorch's part of a co-recorded record (REP_TORCH_PART): its entries
+                         * are part of the ending's count, which is the whole record's */
 } rep_section;
 /* Print (or write as one JSON object) a section; returns a CMH_* code. */
 typedef int (*rep_section_fn)(const rep_section *sec, void *arg);

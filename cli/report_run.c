@@ -26,13 +26,7 @@ int rep_load_view_ex(const char *path, cmh_snapshot *s, unsigned flags)
 {
     int rc = cli_load_ex(path, s, flags);
     if (rc) return rc;
-    /* a running snapshot's entry count, each device's as every report counts them (the merged
-     * view recounts with PyTorch's entries in) */
-    if (!s->torch && (rc = cmh_ending_recount(s)) != CMH_OK) {
-        cmh_snapshot_free(s);
-        return cli_fail(path, rc);
-    }
-    if (!s->torch) return 0;
+    if (!s->torch) return 0; /* (its ending's count already the record's: cli_load_ex) */
     if ((rc = cmh_merged_view(s)) != CMH_OK) {
         cmh_snapshot_free(s);
         return cli_fail(path, rc);
@@ -542,19 +536,22 @@ void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
 
 /* A merged record's PyTorch part, for the reports that are PyTorch's own (REP_TORCH_PART);
  * any other snapshot as the flags say. */
-static int load_torch_part(const char *path, cmh_snapshot *s, int flags)
+static int load_torch_part(const char *path, cmh_snapshot *s, int flags, int *part)
 {
     int rc = cli_load(path, s);
+    *part = 0;
     if (rc) return rc;
     if (s->torch) {
         cmh_snapshot *t = s->torch;
         s->torch = NULL;
+        *part = 1;
         /* a snapshot of a running process: its PyTorch part is of that moment too (summary's
-         * figures are as of it, cmh_snapshot_running), its count its own entries' */
+         * figures are as of it, cmh_snapshot_running); the count stays the record's, as every
+         * command says it (cli_load_ex), the part's own said apart by the command (rep_section) */
         int crc = CMH_OK;
         if (s->ending && !t->ending) {
             const char *e = cmh_str(s, s->ending);
-            crc = cmh_strtab_intern(&t->strings, e, strlen(e), &t->ending) ? CMH_ENOMEM : cmh_ending_recount(t);
+            crc = cmh_strtab_intern(&t->strings, e, strlen(e), &t->ending) ? CMH_ENOMEM : CMH_OK;
         }
         cmh_snapshot_free(s);
         *s = *t;
@@ -607,8 +604,9 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
     for (int f = 0; f < npaths; f++) {
         cmh_snapshot s;
         cmh_sites *g = NULL;
+        int part = 0;
         int rc = (flags & REP_SITES)    ? rep_load(paths[f], &s, &g)
-                 : (flags & REP_TORCH_PART) ? load_torch_part(paths[f], &s, flags)
+                 : (flags & REP_TORCH_PART) ? load_torch_part(paths[f], &s, flags, &part)
                  : (flags & REP_SHAPED) ? rep_load_shaped(paths[f], &s)
                                         : cli_load(paths[f], &s);
         if (!rc && !(flags & REP_SITES)) rc = rep_name_failed_calls(paths[f], &s); /* (rep_load symbolized it) */
@@ -628,7 +626,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
         if (!json) rep_say_empty_devices((flags & REP_PYTORCH_TEXT) ? "" : NULL, paths[f], &s, want, devs[0]);
         int crc = CMH_OK;
         for (int k = 0; k < nd && crc == CMH_OK; k++) {
-            rep_section sec = {paths[f], &s, g, devs[k], index++, nd, json ? &w : NULL};
+            rep_section sec = {paths[f], &s, g, devs[k], index++, nd, json ? &w : NULL, part};
             if (json) cmh_jw_nl(&w);
             crc = fn(&sec, arg);
         }
