@@ -2,6 +2,7 @@
  * merge.c - a driver-level recording and PyTorch's snapshot of the same process as one record
  * (cumemhist/merge.h).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,6 +382,10 @@ restore_fail: /* the record as it was (the frames and strings imported stay: unu
     return CMH_ENOMEM;
 }
 
+/* A device's place in the ending's list: devices ascending, pinned host memory's last, the same
+ * order whether the record is read whole or as its merged view (their traces' orders differ). */
+static int dev_rank(int32_t d) { return d < 0 ? INT32_MAX : d; }
+
 int cmh_ending_recount(cmh_snapshot *s)
 {
     if (!s->ending) return CMH_OK;
@@ -388,24 +393,52 @@ int cmh_ending_recount(cmh_snapshot *s)
     size_t len = strlen(e);
     unsigned long long said;
     int used = 0;
-    /* only an ending that counts them: " (N entr(y|ies) so far)" at its end */
-    if (!open || len < 10 || strcmp(e + len - 8, " so far)") || sscanf(open, "(%llu entr%n", &said, &used) != 1 || !used) return CMH_OK;
+    /* only an ending that counts them: " (N entr(y|ies) so far...)" at its end */
+    if (!open || len < 10 || strcmp(e + len - 1, ")") || !strstr(open, " so far") || sscanf(open, "(%llu entr%n", &said, &used) != 1 || !used)
+        return CMH_OK;
+    /* the record's one timeline, device by device: with PyTorch's part still apart, the merged
+     * view's length (cmh_merged_position: PyTorch's entries in, ours inside its ranges out), so
+     * that a command reading the parts (owners) counts what peak, trace and report count on the
+     * view (owners.mid.cmh: the recorder's 211, PyTorch's 18, the view's 216 + 4) */
+    const cmh_snapshot *t = s->torch;
+    uint32_t cap = s->ntraces + (t ? t->ntraces : 0), nd = 0;
+    int32_t *dev = cap ? malloc(cap * sizeof *dev) : NULL;
+    uint64_t *cnt = cap ? malloc(cap * sizeof *cnt) : NULL;
+    if (cap && (!dev || !cnt)) {
+        free(dev), free(cnt);
+        return CMH_ENOMEM;
+    }
+    for (uint32_t i = 0; i < cap; i++) { /* each device once, in dev_rank's order */
+        int32_t d = i < s->ntraces ? s->traces[i].device : t->traces[i - s->ntraces].device;
+        uint32_t k = 0;
+        while (k < nd && dev[k] != d) k++;
+        if (k < nd) continue;
+        for (k = nd++; k > 0 && dev_rank(dev[k - 1]) > dev_rank(d); k--) dev[k] = dev[k - 1];
+        dev[k] = d;
+    }
     uint64_t n = 0;
     uint32_t with = 0;
-    for (uint32_t i = 0; i < s->ntraces; i++) n += s->traces[i].nentries, with += s->traces[i].nentries > 0;
-    if (n == said && with < 2) return CMH_OK;
+    for (uint32_t k = 0; k < nd; k++) {
+        int64_t pos, l;
+        if (cmh_merged_position(s, dev[k], -1, &pos, &l) != CMH_OK) {
+            free(dev), free(cnt);
+            return CMH_ENOMEM;
+        }
+        cnt[k] = (uint64_t)l, n += cnt[k], with += l > 0;
+    }
     /* each device's apart where there are several: the reports count per device (peak's 'device 0:
      * 216 trace entries' beside 220 with pinned host memory's 4) */
-    char t[1024], by[512] = "";
+    char t2[1024], by[512] = "";
     size_t bl = 0;
-    for (uint32_t i = 0; i < s->ntraces && with > 1 && bl < sizeof by; i++) {
-        const cmh_trace *tr = &s->traces[i];
-        if (!tr->nentries) continue;
-        if (tr->device < 0) bl += (size_t)snprintf(by + bl, sizeof by - bl, "%s%u of pinned host memory", bl ? ", " : ": ", tr->nentries);
-        else bl += (size_t)snprintf(by + bl, sizeof by - bl, "%s%u on device %d", bl ? ", " : ": ", tr->nentries, (int)tr->device);
+    for (uint32_t k = 0; k < nd && with > 1 && bl < sizeof by; k++) {
+        if (!cnt[k]) continue;
+        if (dev[k] < 0) bl += (size_t)snprintf(by + bl, sizeof by - bl, "%s%llu of pinned host memory", bl ? ", " : ": ", (unsigned long long)cnt[k]);
+        else bl += (size_t)snprintf(by + bl, sizeof by - bl, "%s%llu on device %d", bl ? ", " : ": ", (unsigned long long)cnt[k], (int)dev[k]);
     }
+    free(dev), free(cnt);
     if (bl >= sizeof by) by[0] = 0; /* (hundreds of devices: the total alone) */
-    int k = snprintf(t, sizeof t, "%.*s(%llu %s so far%s)", (int)(open - e), e, (unsigned long long)n, n == 1 ? "entry" : "entries", by);
-    if (k < 0 || (size_t)k >= sizeof t) return CMH_OK; /* (a hostile file's ending, too long: kept as it is) */
-    return cmh_strtab_intern(&s->strings, t, (size_t)k, &s->ending) ? CMH_ENOMEM : CMH_OK;
+    int k = snprintf(t2, sizeof t2, "%.*s(%llu %s so far%s)", (int)(open - e), e, (unsigned long long)n, n == 1 ? "entry" : "entries", by);
+    if (k < 0 || (size_t)k >= sizeof t2) return CMH_OK; /* (a hostile file's ending, too long: kept as it is) */
+    if (!strcmp(t2, e)) return CMH_OK;
+    return cmh_strtab_intern(&s->strings, t2, (size_t)k, &s->ending) ? CMH_ENOMEM : CMH_OK;
 }

@@ -104,6 +104,7 @@ static int section(const rep_section *sec, void *arg)
         rep_json_process(w, s);
         rep_json_children(w, sec->path, s);
         cmh_jw_kuint(w, "trace_entries", nent);
+        cmh_jw_kbool(w, "pytorch_part", sec->torch_part); /* trace_entries PyTorch's own, of the record's (ending) */
         cmh_jw_kuint(w, "dropped_entries", dropped);
         cmh_jw_kbool(w, "history", history);
         cmh_jw_kbool(w, "as_of_snapshot", running); /* the process still ran: the figures are that moment's */
@@ -209,11 +210,18 @@ static int section(const rep_section *sec, void *arg)
      * the blocks the snapshot no longer holds as freed at the end (no entry frees them) */
     if (history) rep_gap_notes(&pk.base, 0);
     rep_unsplit_note(&pk, "note: Peak Usage of Allocated memory: "); /* (PyTorch's own figure: its table keeps it) */
-    if (running) /* (the table as memory_summary() would have printed it then) */
-        printf("note: the process %s;\n"
-               "      every figure is as of that moment, not the run's end: Cur Usage then, Peak Usage and the totals\n"
+    if (running) { /* (the table as memory_summary() would have printed it then) */
+        printf("note: the process %s;\n", cmh_str(s, s->ending));
+        /* the ending counts the record's entries (cli_load_ex); a co-recorded record's table reads
+         * PyTorch's own snapshot, whose entries are some of them: said whose (it said 18 so far
+         * where every other command said 220) */
+        if (sec->torch_part)
+            printf("      this table is PyTorch's own snapshot's: its %s are among device %d's;\n",
+                   rep_count(nent, "entry", "entries"), device);
+        printf("      every figure is as of that moment, not the run's end: Cur Usage then, Peak Usage and the totals\n"
                "      so far%s\n",
-               cmh_str(s, s->ending), ooms_known ? ", CUDA OOMs and cudaMalloc retries those until then" : "");
+               ooms_known ? ", CUDA OOMs and cudaMalloc retries those until then" : "");
+    }
     rep_expandable_note(&fr, 1); /* (GPU reserved segments 0 beside frag's segments: both said) */
     rep_beyond_torch_note(&bt, device); /* (nvidia-smi's figure is more than the table's: who holds the rest) */
     rep_vmm_unmapped_note(s, device);

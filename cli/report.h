@@ -95,6 +95,8 @@ typedef struct rep_section {
     /* REP_TORCH_PART: the whole record s is PyTorch's part of (its ->torch is s), for what the
      * driver saw beside it (cmh_beyond_torch_compute); NULL where s is a record of its own */
     const cmh_snapshot *whole;
+    int torch_part;     /* s is PyTorch's part of a co-recorded record (REP_TORCH_PART): its entries
+                         * are part of the ending's count, which is the whole record's */
 } rep_section;
 /* Print (or write as one JSON object) a section; returns a CMH_* code. */
 typedef int (*rep_section_fn)(const rep_section *sec, void *arg);

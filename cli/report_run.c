@@ -26,13 +26,7 @@ int rep_load_view_ex(const char *path, cmh_snapshot *s, unsigned flags)
 {
     int rc = cli_load_ex(path, s, flags);
     if (rc) return rc;
-    /* a running snapshot's entry count, each device's as every report counts them (the merged
-     * view recounts with PyTorch's entries in) */
-    if (!s->torch && (rc = cmh_ending_recount(s)) != CMH_OK) {
-        cmh_snapshot_free(s);
-        return cli_fail(path, rc);
-    }
-    if (!s->torch) return 0;
+    if (!s->torch) return 0; /* (its ending's count already the record's: cli_load_ex) */
     if ((rc = cmh_merged_view(s)) != CMH_OK) {
         cmh_snapshot_free(s);
         return cli_fail(path, rc);
@@ -552,11 +546,12 @@ static int load_torch_part(const char *path, cmh_snapshot *s, int flags, cmh_sna
         cmh_snapshot *t = s->torch;
         s->torch = NULL;
         /* a snapshot of a running process: its PyTorch part is of that moment too (summary's
-         * figures are as of it, cmh_snapshot_running), its count its own entries' */
+         * figures are as of it, cmh_snapshot_running); the count stays the record's, as every
+         * command says it (cli_load_ex), the part's own said apart by the command (rep_section) */
         int crc = CMH_OK;
         if (s->ending && !t->ending) {
             const char *e = cmh_str(s, s->ending);
-            crc = cmh_strtab_intern(&t->strings, e, strlen(e), &t->ending) ? CMH_ENOMEM : cmh_ending_recount(t);
+            crc = cmh_strtab_intern(&t->strings, e, strlen(e), &t->ending) ? CMH_ENOMEM : CMH_OK;
         }
         *rest = *s;
         *s = *t;
@@ -636,7 +631,7 @@ int rep_run(char **paths, int npaths, int want, int json, int flags, rep_section
         if (!json) rep_say_empty_devices((flags & REP_PYTORCH_TEXT) ? "" : NULL, paths[f], &s, want, devs[0]);
         int crc = CMH_OK;
         for (int k = 0; k < nd && crc == CMH_OK; k++) {
-            rep_section sec = {paths[f], &s, g, devs[k], index++, nd, json ? &w : NULL, has_rest ? &rest : NULL};
+            rep_section sec = {paths[f], &s, g, devs[k], index++, nd, json ? &w : NULL, has_rest ? &rest : NULL, has_rest};
             if (json) cmh_jw_nl(&w);
             crc = fn(&sec, arg);
         }

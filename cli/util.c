@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "cumemhist/analyzer.h"
+#include "cumemhist/merge.h"
 #include "cumemhist/symbolize.h"
 
 void cli_error(const char *fmt, ...)
@@ -108,6 +109,15 @@ int cli_load_ex(const char *path, cmh_snapshot *s, unsigned flags)
     }
     /* the recording threads numbered as the OS made them: the same numbers run after run */
     if (cmh_snapshot_number_threads(s) != CMH_OK) {
+        cli_error("%s: out of memory", path);
+        cmh_snapshot_free(s);
+        return CLI_ENOMEM;
+    }
+    /* a running snapshot's "(N entries so far)" as the record's one timeline counts them, each
+     * device's (cmh_ending_recount): every command then says the same count, whether it reads
+     * the parts (owners), the merged view (peak, report) or PyTorch's part (summary).  A load of
+     * the segments alone may lack the entries: its ending is left as written. */
+    if (!(flags & CMH_LOAD_SEGMENTS) && (rc = cmh_ending_recount(s)) != CMH_OK) {
         cli_error("%s: out of memory", path);
         cmh_snapshot_free(s);
         return CLI_ENOMEM;

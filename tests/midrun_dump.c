@@ -4,7 +4,8 @@
  * pinned host buffer, so that the snapshot has two traces (device 0 and pinned host memory) and a
  * map log; then the program goes on and frees them, as a running job would.  Its ending counts
  * the entries "so far": tests/onefacts_test.sh checks that every reading counts them as the
- * reports do.
+ * reports do.  With a second argument, "2", device 1 gets an allocation too before the snapshot:
+ * the ending then counts three traces, each said apart.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -19,8 +20,19 @@
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: midrun_dump SNAPSHOT\n");
+        fprintf(stderr, "usage: midrun_dump SNAPSHOT [2]\n");
         return 2;
+    }
+    int two = argc > 2 && !strcmp(argv[2], "2");
+    CUdeviceptr d1 = 0;
+    CUcontext c1;
+    if (two) { /* device 1's first, then device 0's context current for the rest */
+        CUdevice dev1;
+        CK(cuInit(0));
+        CK(cuDeviceGet(&dev1, 1));
+        CK(cuDevicePrimaryCtxRetain(&c1, dev1));
+        CK(cuCtxSetCurrent(c1));
+        CK(cuMemAlloc(&d1, 3 * MIB));
     }
     loop_device0();
     CUdeviceptr p, a;
@@ -46,5 +58,9 @@ int main(int argc, char **argv)
     CK(cuMemRelease(h));
     CK(cuMemAddressFree(a, 2 * MIB));
     CK(cuMemFree(p));
+    if (two) {
+        CK(cuCtxSetCurrent(c1));
+        CK(cuMemFree(d1));
+    }
     return 0;
 }

@@ -9,7 +9,12 @@
 #  3. a snapshot written mid-run (cmh_dump_snapshot): summary says its figures are that moment's
 #     (it printed 'CUDA OOMs: 0' as if of the whole run), and its ending's "N entries so far" is
 #     what the reports count, device by device, also once merged with PyTorch's part (211 so far
-#     beside peak's 'device 0: 216 trace entries').
+#     beside peak's 'device 0: 216 trace entries');
+#  4. every command says one count of a record's entries: the mid-run ending's "N entries so far"
+#     word for word in summary, owners, peak, leaks, oom, frag and report, and each device's trace
+#     entries the same in their --json; summary, reading a co-recorded record's PyTorch part, says
+#     whose its own count is (owners.mid.cmh from an H200: summary said 18 so far, owners 211,
+#     the others 220: PyTorch's part, the recorder's, the merged timeline's).
 TEST=onefacts . "$(dirname "$0")/testlib.sh"
 PT=${3:-}
 MIB=1048576
@@ -72,7 +77,7 @@ TN=$PT/transformer_nuggets_mini_snapshot.pickle
 # ---- 3. a snapshot written mid-run
 "$CMH" record -q -o end.cmh -- "$B/tests/midrun_dump" mid.cmh >/dev/null 2>mid.err
 check "midrun_dump ran ($(cat mid.err))" "[ -s mid.cmh ] && [ -s end.cmh ] && [ ! -s mid.err ]"
-"$CMH" summary mid.cmh >mid_summary.txt 2>&1
+"$CMH" summary mid.cmh >mid_summary.txt 2>mid_summary.err # (apart: stderr's note would cut a line at the buffer's end)
 "$CMH" summary end.cmh >end_summary.txt 2>&1
 check "summary of the mid-run snapshot: its figures are that moment's, the table as ever" \
     "grep -q '^note: the process was still running when this snapshot was written on request' mid_summary.txt &&
@@ -125,8 +130,55 @@ PY
 so_far merged.cmh >merged_sofar.txt 2>&1
 check "merged with PyTorch's part, the ending counts its entries too: $(tail -1 merged_sofar.txt)" "[ $? -eq 0 ]"
 # summary reads PyTorch's part alone: of the same moment, and said so
-"$CMH" summary merged.cmh >merged_summary.txt 2>&1
-check "summary of the merged mid-run record (PyTorch's part): as of the snapshot, its own 3 entries" \
-    "grep -q '^|                  PyTorch CUDA memory summary' merged_summary.txt && grep -q '^note: the process was still running .*(3 entries so far);' merged_summary.txt"
+"$CMH" summary merged.cmh >merged_summary.txt 2>merged_summary.err
+check "summary of the merged mid-run record (PyTorch's part): as of the snapshot, the record's count, its own 3 entries said as PyTorch's" \
+    "grep -q '^|                  PyTorch CUDA memory summary' merged_summary.txt && grep -q '^note: the process was still running .*(6 entries so far: 5 on device 0, 1 of pinned host memory);' merged_summary.txt &&
+     grep -q \"^      this table is PyTorch's own snapshot's: its 3 entries are among device 0's;\" merged_summary.txt"
+
+# ---- 4. one count in every command
+all_say() { # all_say FILE NAME: every command's "so far" and its --json trace entries, one count
+    for c in summary owners peak leaks oom frag report; do
+        "$CMH" "$c" "$1" >"$2.$c.txt" 2>"$2.$c.err"
+        [ "$c" = report ] || "$CMH" "$c" --json "$1" >"$2.$c.json" 2>/dev/null
+    done
+    py - "$2" <<'PY2'
+import json, re, sys
+name = sys.argv[1]
+cmds = ("summary", "owners", "peak", "leaks", "oom", "frag", "report")
+said = {}
+for c in cmds:
+    found = set(re.findall(r"\((\d+ entr(?:y|ies) so far[^)]*)\)", open(f"{name}.{c}.txt").read()))
+    assert len(found) < 2, (c, found)
+    said[c] = found.pop() if found else None
+assert len(set(said.values())) == 1, said
+counts, part = {}, None
+for c in cmds[:-1]:
+    for d in json.load(open(f"{name}.{c}.json")):
+        if c == "summary" and d.get("pytorch_part"):
+            part = (d["device"], d["trace_entries"])
+            continue
+        counts.setdefault(d["device"], {})[c] = d["trace_entries"]
+for dev, by in counts.items():
+    assert len(set(by.values())) == 1, (dev, by)
+if part: # summary's own count: PyTorch's, said so
+    n = part[1]
+    want = f"its {n} {'entry is' if n == 1 else 'entries are'} among device {part[0]}'s"
+    assert want in open(f"{name}.summary.txt").read(), want
+print(said["peak"] or "no count in the ending", {d: v.popitem()[1] for d, v in counts.items()}, "summary's PyTorch part:", part)
+PY2
+}
+all_say mid.cmh mid_all >mid_all.txt 2>&1
+check "every command says the mid-run snapshot's count: $(tail -1 mid_all.txt)" "[ $? -eq 0 ]"
+all_say merged.cmh merged_all >merged_all.txt 2>&1
+check "every command says the co-recorded record's count, summary whose its own is: $(tail -1 merged_all.txt)" "[ $? -eq 0 ]"
+FAKECUDA_DEVICES=2 "$CMH" record -q -o end2.cmh -- "$B/tests/midrun_dump" mid2.cmh 2 >/dev/null 2>mid2.err
+check "midrun_dump on two devices ran ($(cat mid2.err))" "[ -s mid2.cmh ] && [ ! -s mid2.err ]"
+all_say mid2.cmh mid2_all >mid2_all.txt 2>&1
+check "every command says the two-device snapshot's count: $(tail -1 mid2_all.txt)" "[ $? -eq 0 ] && grep -q 'on device 1' mid2_all.txt"
+TWO=$PT/layoutediting_two_devices.pickle
+if [ -n "$PT" ] && [ -e "$TWO" ]; then
+    all_say "$TWO" two_all >two_all.txt 2>&1
+    check "every command counts PyTorch's two-device pickle alike: $(tail -1 two_all.txt)" "[ $? -eq 0 ]"
+fi
 
 finish

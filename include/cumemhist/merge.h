@@ -42,9 +42,11 @@ int cmh_ranges_overlap(const cmh_range *r, uint32_t n, uint64_t a, uint64_t b);
  * (s->torch NULL after).  A record without one is left as it is.  On CMH_ENOMEM s is unchanged. */
 int cmh_merged_view(cmh_snapshot *s);
 /* A running snapshot's ending ("was still running when ... (N entries so far)") made to count
- * the entries s's traces hold now (every device's, pinned host memory's too), where the model's
- * traces changed after it was written: the merged view (PyTorch's entries joined in), PyTorch's
- * part alone.  An ending without such a count is left as it is.  CMH_OK or CMH_ENOMEM. */
+ * the record's entries: its one timeline's, each device's apart where there are several (pinned
+ * host memory's last), as cmh_merged_position numbers them.  With PyTorch's part still apart
+ * that is the merged view's count, not the recorder's own nor PyTorch's, so every reading of
+ * the record (its parts, its merged view, PyTorch's part) says the same.  An ending without
+ * such a count is left as it is.  CMH_OK or CMH_ENOMEM. */
 int cmh_ending_recount(cmh_snapshot *s);
 
 /* The record's one entry numbering.  For a record with PyTorch's part, where entry `index` of
