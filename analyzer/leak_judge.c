@@ -268,7 +268,7 @@ static void judge_series(const cmh_steps *st, const int64_t *L, int64_t end, uin
     }
     /* held bytes that grew over several steps after the first, then no more: a leak that
      * stopped, not state (a cache filled in the first step or two stays state) */
-    if (x->held && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps && stopped(L, last_rise, (uint32_t)stride, lead, x)) return;
+    if (x->held && x->rises >= CMH_LEAK_MIN_RISES && x->flat_steps > 1 && stopped(L, last_rise, (uint32_t)stride, lead, x)) return;
     /* nor when its last rise is the last point's alone, where those bytes are the unfinished last
      * step's own (last_own: what it held across the last whole step is L[k-1], x->held): a cache
      * of 10 blocks filled over steps 0-9, then one evicted and one added each step, holds 9 of

@@ -63,8 +63,28 @@ typedef struct time_row {
     uint64_t nallocs;
 } time_row;
 
+/* A site's blocks live at once: now, and the most ever (a workspace, replaced by a larger one
+ * each time it grows, the old freed first: never more than 1). */
+typedef struct lives_slot {
+    uint64_t key; /* group + 1 */
+    uint64_t now, most;
+} lives_slot;
+
+/* A site's requests the driver refused (its oom entries, not retried with success): how many,
+ * and their bytes. */
+typedef struct refused_slot {
+    uint64_t key; /* group + 1 */
+    uint64_t count, bytes;
+} refused_slot;
+
 typedef struct leak_ctx {
     cmh_oatab born, rows, owners, firsts;
+    cmh_oatab lives; /* a site's lives_slot */
+    /* a site's refused requests (refused_slot), and their bytes as rows like rows' (keys alike),
+     * each counted as a block made at its entry and kept to the end: what the site asked to keep
+     * (a leak that ran into the device's limit and kept going: its requests failed each step, its
+     * held bytes flat, and read 'stopped: ... then flat for the last 55 steps') */
+    cmh_oatab refused, rrows;
     cmh_oatab times; /* a site's time_row (group + 1) */
     cmh_oatab crows; /* a site's caller's held bytes over the record's steps (caller_key) */
     const cmh_replay *r;
@@ -279,6 +299,8 @@ static void leak_event(leak_ctx *c, int64_t pos, int at_end, int64_t delta, uint
     if (delta < 0) {
         born_slot *b = cmh_oa_find(&c->born, addr);
         if (b) {
+            lives_slot *v = cmh_oa_find(&c->lives, (uint64_t)(c->sites ? cmh_sites_group(c->sites, b->stack) : b->stack) + 1);
+            if (v && v->now) v->now--;
             /* freed while reconciling with the final segments: gone by the end, not before */
             held_block(c, b, at_end ? n - 1 : pos, 0);
             cmh_oa_remove(&c->born, b);
@@ -286,10 +308,14 @@ static void leak_event(leak_ctx *c, int64_t pos, int at_end, int64_t delta, uint
         return;
     }
     born_slot *b = cmh_oa_get(&c->born, addr, NULL);
-    if (!b) {
+    int created;
+    lives_slot *v = b ? cmh_oa_get(&c->lives, (uint64_t)(c->sites ? cmh_sites_group(c->sites, stack) : stack) + 1, &created) : NULL;
+    if (!v) {
         c->nomem = 1;
         return;
     }
+    if (created) v->now = v->most = 0;
+    if (++v->now > v->most) v->most = v->now;
     b->stack = stack;
     b->index = at_end ? n - 1 : pos;
     b->recorded = !at_end && pos >= 0; /* pos -1: live before the first entry, not made by the trace */
@@ -319,6 +345,28 @@ static void add_end_block(void *arg, const cmh_live_block *b)
     if (b->more && b->addr && !cmh_oa_get(t->more, b->addr, NULL)) t->pending->esize = 0; /* (out of memory: said below) */
 }
 
+/* Entry i, where it is an oom the allocator did not retry with success: a request of its site's
+ * refused, counted over the record's steps and its thread's as a block made there and kept. */
+static void refused_request(leak_ctx *c, int64_t i)
+{
+    const cmh_entry *e = cmh_replay_entry(c->r, i);
+    if (!e || e->action != CMH_ACT_OOM || cmh_entry_retried_oom(e)) return;
+    uint32_t group = c->sites ? cmh_sites_group(c->sites, e->stack) : e->stack, th = cmh_entry_thread(c->s, e);
+    uint64_t size = cmh_entry_size(c->s, e);
+    int created;
+    refused_slot *rf = cmh_oa_get(&c->refused, (uint64_t)group + 1, &created);
+    if (!rf) {
+        c->nomem = 1;
+        return;
+    }
+    if (created) rf->count = rf->bytes = 0;
+    rf->count++;
+    rf->bytes += size;
+    if (!(th && th < 64 && (c->apart >> th & 1)) && c->nsteps)
+        held_add_to(c, &c->rrows, ((uint64_t)group << 32) + 1, &c->steps[0], i, INT64_MAX, size, 0);
+    if (th && th < c->nsteps) held_add_to(c, &c->rrows, ((uint64_t)group << 32 | th) + 1, &c->steps[th], i, INT64_MAX, size, 0);
+}
+
 static void leak_observe(void *arg, int64_t delta, uint32_t stack, uint64_t addr)
 {
     leak_ctx *c = arg;
@@ -346,11 +394,52 @@ static int judge_row(const leak_ctx *c, int callers, uint64_t key, const cmh_ste
 {
     int have = series_in(c, callers ? &c->crows : &c->rows, key, L, st->npoints);
     cmh_leak_judge(st, L, n, x);
-    if (x->verdict == CMH_LEAK_GROWING || !series_in(c, callers ? &c->ecrows : &c->erows, key, L, st->npoints)) return have;
-    cmh_site e = *x;
-    cmh_leak_judge(st, L, n, &e);
-    if (e.verdict == CMH_LEAK_GROWING) *x = e;
-    return 1;
+    x->refused = x->refused_bytes = 0;
+    uint32_t group = (uint32_t)((key - 1) >> 32);
+    if (!callers && x->verdict == CMH_LEAK_STOPPED) {
+        /* it stopped growing where its requests began to fail: judged on what it asked to keep,
+         * its held bytes and its refused requests together (not a temporary's refusals: the site
+         * rose over several steps, keeping what it was given, before it went flat) */
+        const refused_slot *rf = cmh_oa_find(&c->refused, (uint64_t)group + 1);
+        int64_t *R = rf ? malloc((size_t)st->npoints * sizeof *R) : NULL;
+        if (R && series_in(c, &c->rrows, key, R, st->npoints)) {
+            for (uint32_t j = 0; j < st->npoints; j++) L[j] = (int64_t)((uint64_t)L[j] + (uint64_t)R[j]);
+            cmh_site e = *x;
+            cmh_leak_judge(st, L, n, &e);
+            if (e.verdict == CMH_LEAK_GROWING) {
+                e.held = x->held; /* (what it holds is what it was given) */
+                *x = e;
+                x->refused = rf->count;
+                x->refused_bytes = rf->bytes;
+            }
+            series_in(c, &c->rows, key, L, st->npoints);
+        }
+        free(R);
+    }
+    if (x->verdict != CMH_LEAK_GROWING && series_in(c, callers ? &c->ecrows : &c->erows, key, L, st->npoints)) {
+        have = 1;
+        cmh_site e = *x;
+        cmh_leak_judge(st, L, n, &e);
+        if (e.verdict == CMH_LEAK_GROWING) *x = e;
+    }
+    /* one block at a time, each freed before the next was made: a buffer replaced by a larger one
+     * as larger ones were needed (a cuBLAS or cuDNN workspace, a cache's high-water mark) holds
+     * what the largest need took, and grows ever more rarely (a workspace sized by dyn.c's random
+     * needs read 'stopped: grew in 5 of steps 3-39', 'growing: +238.8 KiB per step over the last 39
+     * steps' or 'state' by the seed).  Not a leak that stopped, nor one growing, unless it grew
+     * across most steps of its stretch (a buffer replaced every step by a larger one: an
+     * accumulation, x = cat(x, new) with the old freed first) */
+    const lives_slot *v = callers ? NULL : cmh_oa_find(&c->lives, (uint64_t)group + 1);
+    if (v && v->most == 1 && !x->refused &&
+        (x->verdict == CMH_LEAK_STOPPED || (x->verdict == CMH_LEAK_GROWING && (uint64_t)x->rises * x->stride * 2 < x->growth_steps))) {
+        x->verdict = CMH_LEAK_STATE;
+        x->growing = 0;
+        x->rate = 0;
+        x->growth_steps = x->growth_first = 0;
+        x->top = x->warm_growth = 0;
+        x->trend = 0;
+    }
+    return have;
 }
 
 static int judge_of(const leak_ctx *c, uint32_t group, uint32_t thread, const cmh_steps *st, int64_t *L, int64_t n, cmh_site *x)
@@ -652,6 +741,9 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
     cmh_oa_init(&c.owners, sizeof(owner_slot));
     cmh_oa_init(&c.firsts, sizeof(first_slot));
     cmh_oa_init(&c.times, sizeof(time_row));
+    cmh_oa_init(&c.lives, sizeof(lives_slot));
+    cmh_oa_init(&c.refused, sizeof(refused_slot));
+    cmh_oa_init(&c.rrows, sizeof(held_row));
     cmh_oatab pending, more; /* blocks freed with stream work pending at the end, pieces past the first (add_end_block) */
     cmh_oa_init(&pending, sizeof(uint64_t));
     cmh_oa_init(&more, sizeof(uint64_t));
@@ -706,6 +798,7 @@ int cmh_leaks_compute(const cmh_snapshot *s, int device, const cmh_sites *sites,
             held_block(&c, b, pending.n && cmh_oa_find(&pending, cmh_oa_keyat(&c.born, i)) ? n - 1 : INT64_MAX,
                        more.n && cmh_oa_find(&more, cmh_oa_keyat(&c.born, i)));
         }
+    for (int64_t i = 0; i < n; i++) refused_request(&c, i);
     if (c.nomem || cmh_replay_status(r) != CMH_OK) rc = CMH_ENOMEM;
 
     /* still live at the end, by site */
@@ -951,6 +1044,9 @@ done:
     cmh_oa_free(&c.owners);
     cmh_oa_free(&c.firsts);
     cmh_oa_free(&c.times);
+    cmh_oa_free(&c.lives);
+    cmh_oa_free(&c.refused);
+    cmh_oa_free(&c.rrows);
     cmh_oa_free(&c.born);
     cmh_oa_free(&pending);
     cmh_oa_free(&more);

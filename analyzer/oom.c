@@ -241,7 +241,9 @@ uint64_t cmh_leak_grown_by(const cmh_site *x)
 {
     if (x->time_verdict == CMH_TIME_GROWING) /* judged over the record's time: what it grew by, observed */
         return x->time_to > x->time_from ? (uint64_t)(x->time_to - x->time_from) : 0;
-    return x->rate > 0 ? (uint64_t)x->rate * x->growth_steps : 0;
+    /* (less its requests the driver refused: counted in its growth, never allocated) */
+    uint64_t grown = x->rate > 0 ? (uint64_t)x->rate * x->growth_steps : 0;
+    return grown > x->refused_bytes ? grown - x->refused_bytes : 0;
 }
 
 int cmh_oom_growth(const cmh_snapshot *s, int device, const cmh_sites *sites, cmh_oom_report *p)

@@ -713,6 +713,10 @@ void rep_json_site(cmh_jw *w, const cmh_snapshot *s, const cmh_sites *g, const c
          * over too few steps is no rate */
         if ((x->verdict == CMH_LEAK_GROWING && !x->time_verdict) || x->verdict == CMH_LEAK_STOPPED) cmh_jw_kint(w, "rate_bytes_per_step", x->rate);
         else cmh_jw_knull(w, "rate_bytes_per_step");
+        if (x->refused) { /* growing, counting its requests the driver refused (out of memory) */
+            cmh_jw_kuint(w, "refused_requests", x->refused);
+            cmh_jw_kuint(w, "refused_bytes", x->refused_bytes);
+        }
         /* stopped: the steps it grew over (the record's numbers, from 1), what it held when it
          * stopped, and what its first step added where that is left out of them (a warm-up) */
         if (x->verdict == CMH_LEAK_STOPPED) {

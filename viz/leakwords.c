@@ -341,6 +341,12 @@ const char *cmh_leak_site_text(const cmh_site *x, char *buf, size_t cap)
     case CMH_LEAK_GROWING:
         snprintf(buf, cap, "growing: %s%s per step over the last %u %s%s", x->rate >= 0 ? "+" : "", cmh_svg_size((double)x->rate),
                  x->growth_steps, plural(x->growth_steps, "step", "steps"), whose);
+        if (x->refused) { /* (its growth counts what it asked to keep; the driver refused some of it) */
+            size_t n = strlen(buf);
+            if (n < cap)
+                snprintf(buf + n, cap - n, ", counting %llu %s the driver refused (%s, out of memory)", (unsigned long long)x->refused,
+                         plural(x->refused, "request", "requests"), cmh_svg_size((double)x->refused_bytes));
+        }
         break;
     case CMH_LEAK_RISING:
         snprintf(buf, cap, "rose in each of the %u steps%s, by %s in all; too few steps to call it a leak or give a rate per step",

@@ -64,6 +64,10 @@ typedef struct cmh_site {
     int64_t rise;          /* rising: the bytes its held bytes rose over growth_steps (too few for a rate) */
     double trend;          /* Kendall's tau of its held bytes over that stretch, -1 .. 1 */
     uint64_t held;         /* bytes it held across the last step boundary and still holds */
+    /* growing: of its requests, those the driver refused (oom entries not retried with success),
+     * counted in its growth as bytes it asked to keep (it stopped growing only as they failed);
+     * 0 otherwise */
+    uint64_t refused, refused_bytes;
     uint32_t thread;       /* judged over one recording thread's own steps (0: the record's) */
     int64_t thread_tid;       /* that thread's OS thread id (0: unknown) */
     const char *thread_name;  /* and its name ("" unknown; in the snapshot's strings) */
