@@ -346,6 +346,14 @@ static void sample_range(const cmh_snapshot *s, const cmh_trace *tr, want *w)
 
 static int64_t dist(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
 
+/* The distance from a sample to a moment, in whole microseconds: the resolution every record of
+ * it keeps (a pickle's entry times are microseconds, its samples nanoseconds), so that the
+ * nearest sample, and so the 'not recorded' row, is the same from a .cmh and from its pickle
+ * (a moment 500.9 us after one sample and 500.1 us before another took the later one from the
+ * .cmh, the earlier from the pickle, where it was 500 us after the first).  A tie goes to the
+ * sample earlier in the trace. */
+static int64_t dist_us(int64_t sample_ns, int64_t moment_ns) { return dist(sample_ns / 1000, moment_ns / 1000); }
+
 /* The unexplained bytes taken from sample b: exact, or, where calls were in flight, the nearest
  * exact sample's figure (the steady assumption) as far as b's own range allows; its low end
  * where no sample nearby is exact.  Samples are looked at outward from b, a few each side.
@@ -653,7 +661,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         for (uint32_t j = 0; j < nw; j++) {
             if (!w[j].hidden || w[j].bad) continue;
             int here = same_instant(base, btr, w[j].index, w[k].index);
-            if (!best || here > at || (here == at && dist(w[j].time_ns, m->time_ns) < dist(best->time_ns, m->time_ns))) {
+            if (!best || here > at || (here == at && dist_us(w[j].time_ns, m->time_ns) < dist_us(best->time_ns, m->time_ns))) {
                 best = &w[j];
                 at = here;
             }
