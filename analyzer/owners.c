@@ -112,6 +112,19 @@ typedef struct own_cache {
     char name[sizeof(((cmh_owner_row *)0)->name)];
 } own_cache;
 
+/* to = from, rows copied (to's own freed) */
+static int acc_copy(acc *to, const acc *from)
+{
+    cmh_owner_row *rows = from->n ? malloc(from->n * sizeof *rows) : NULL;
+    if (from->n && !rows) return CMH_ENOMEM;
+    if (from->n) memcpy(rows, from->rows, from->n * sizeof *rows);
+    free(to->rows);
+    *to = *from;
+    to->rows = rows;
+    to->cap = from->n;
+    return CMH_OK;
+}
+
 typedef struct ctx {
     own_cache *cache; /* OWN_CACHE entries, by stack (NULL: none, each block named) */
     uint32_t moment;  /* which moment's rows a is, for the cache's row hint */
@@ -561,7 +574,8 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     sref *by_inst = NULL, *by_time = NULL;
     int64_t nsr = 0, *tmax = NULL;
     uint32_t *thr = NULL, nthr = 0, *retry_at = NULL;
-    int64_t *thr_span = NULL;
+    int64_t *thr_span = NULL, blk_inst = -1;
+    acc blk_rows = {0}; /* the live blocks' rows at instant blk_inst */
     if (c.s) {
         cmh_site_opts o = {CMH_GROUP_STACK, 0, NULL, 0};
         char err[128];
@@ -702,6 +716,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     qsort(w, nw, sizeof *w, cmp_want);
 
     /* pass 2: each moment's rows */
+    if (instants_fill(&in, base, btr) != CMH_OK) goto out;
     r = cmh_replay_new(base, device);
     if (!r) goto out;
     if (c.t && c.s) {
@@ -729,10 +744,23 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             for (int64_t to = w[k].index == INT64_MAX ? nent - 1 : w[k].index; pm_pos < to && pm_pos + 1 < nent; pm_pos++)
                 cmh_physmap_step(c.pm, &base->entries[btr->first_entry + pm_pos + 1]);
             if (cmh_physmap_status(c.pm) != CMH_OK) goto out;
-            cmh_physmap_reset(c.pm);
-            if (!memo_end) cmh_replay_blocks(r, on_block, &c);
-            else if (cmh_end_blocks(base, device, on_block, &c) != CMH_OK) goto out;
-            cmh_physmap_remainders(c.pm, on_remainder, &c); /* a mapped handle's part mapped nowhere */
+            /* the live blocks' rows: those of the last moment taken where no entry since changed
+             * memory (a program retrying after OOM: 72k errors at 80 instants, each moment
+             * naming every live block again) */
+            int64_t inst = memo_end || w[k].index == INT64_MAX ? -1 : instant_of(&in, w[k].index);
+            if (inst >= 0 && inst == blk_inst) {
+                if (acc_copy(&w[k].rows, &blk_rows) != CMH_OK) goto out;
+            } else {
+                cmh_physmap_reset(c.pm);
+                if (!memo_end) cmh_replay_blocks(r, on_block, &c);
+                else if (cmh_end_blocks(base, device, on_block, &c) != CMH_OK) goto out;
+                cmh_physmap_remainders(c.pm, on_remainder, &c); /* a mapped handle's part mapped nowhere */
+                blk_inst = -1;
+                if (inst >= 0 && !w[k].rows.nomem) {
+                    if (acc_copy(&blk_rows, &w[k].rows) != CMH_OK) goto out;
+                    blk_inst = inst;
+                }
+            }
             uint32_t nheld;
             uint64_t held = cmh_physmap_held(c.pm, w[k].index == INT64_MAX ? INT64_MAX : w[k].time_ns, &nheld);
             if (held) add_row(&w[k].rows, CMH_OWN_VMM_UNMAPPED, CMH_OWN_VMM_UNMAPPED_NAME, held, nheld);
@@ -788,7 +816,6 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     }
 
     /* the usable samples, by instant and by time: each moment's nearest found without a scan */
-    if (instants_fill(&in, base, btr) != CMH_OK) goto out;
     for (uint32_t k = 0; k < nw; k++) nsr += w[k].hidden && !w[k].bad;
     by_inst = malloc((size_t)(nsr ? nsr : 1) * sizeof *by_inst);
     by_time = malloc((size_t)(nsr ? nsr : 1) * sizeof *by_time);
@@ -888,6 +915,7 @@ out:
     free(retry_at);
     free(by_inst);
     free(by_time);
+    free(blk_rows.rows);
     free(c.tr);
     free(c.cache);
     if (r) cmh_replay_free(r);
