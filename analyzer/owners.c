@@ -425,6 +425,18 @@ static int cmp_u32(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* Whether pos[lo, hi) (a thread's entries, ascending) holds one in [a, b] */
+static int thread_in(const int64_t *pos, int64_t lo, int64_t hi, int64_t a, int64_t b)
+{
+    int64_t end = hi;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (pos[mid] < a) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < end && pos[lo] <= b;
+}
+
 static int64_t dist(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
 
 /* The unexplained bytes taken from sample b: exact, or, where calls were in flight, the nearest
@@ -574,7 +586,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     sref *by_inst = NULL, *by_time = NULL;
     int64_t nsr = 0, *tmax = NULL;
     uint32_t *thr = NULL, nthr = 0, *retry_at = NULL;
-    int64_t *thr_span = NULL, blk_inst = -1;
+    int64_t *thr_pos = NULL, *thr_off = NULL, blk_inst = -1;
     acc blk_rows = {0}; /* the live blocks' rows at instant blk_inst */
     if (c.s) {
         cmh_site_opts o = {CMH_GROUP_STACK, 0, NULL, 0};
@@ -657,21 +669,26 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             tmax[i] = i && tmax[i - 1] > t ? tmax[i - 1] : t;
         }
     }
-    if (nsamples) { /* the trace's threads, each once, with their first and last entries */
+    if (nsamples) { /* the trace's threads, each once, with their entries (thr_pos[thr_off[t] ..]) */
         thr = malloc((size_t)(nent ? nent : 1) * sizeof *thr);
-        thr_span = malloc((size_t)(nent ? nent : 1) * 2 * sizeof *thr_span);
-        if (!thr || !thr_span) goto out;
+        thr_pos = malloc((size_t)(nent ? nent : 1) * sizeof *thr_pos);
+        if (!thr || !thr_pos) goto out;
         for (int64_t i = 0; i < nent; i++) thr[i] = cmh_entry_thread(base, &base->entries[btr->first_entry + i]);
         qsort(thr, (size_t)nent, sizeof *thr, cmp_u32);
         for (int64_t i = 0; i < nent; i++)
             if (!nthr || thr[nthr - 1] != thr[i]) thr[nthr++] = thr[i];
-        for (uint32_t t = 0; t < nthr; t++) thr_span[2 * t] = INT64_MAX, thr_span[2 * t + 1] = -1;
+        if (!(thr_off = calloc((size_t)nthr + 1, sizeof *thr_off))) goto out;
         for (int64_t i = 0; i < nent; i++) {
             uint32_t id = cmh_entry_thread(base, &base->entries[btr->first_entry + i]);
-            size_t t = (size_t)((uint32_t *)bsearch(&id, thr, nthr, sizeof *thr, cmp_u32) - thr);
-            if (thr_span[2 * t] == INT64_MAX) thr_span[2 * t] = i;
-            thr_span[2 * t + 1] = i;
+            thr_off[(uint32_t *)bsearch(&id, thr, nthr, sizeof *thr, cmp_u32) - thr + 1]++;
         }
+        for (uint32_t t = 0; t < nthr; t++) thr_off[t + 1] += thr_off[t];
+        for (int64_t i = 0; i < nent; i++) {
+            uint32_t id = cmh_entry_thread(base, &base->entries[btr->first_entry + i]);
+            thr_pos[thr_off[(uint32_t *)bsearch(&id, thr, nthr, sizeof *thr, cmp_u32) - thr]++] = i;
+        }
+        for (uint32_t t = nthr; t > 0; t--) thr_off[t] = thr_off[t - 1]; /* (back to each one's start) */
+        thr_off[0] = 0;
     }
     for (uint32_t k = 0; c.s && k < c.s->nmeminfo; k++) {
         const cmh_meminfo *m = &c.s->meminfo[k];
@@ -682,11 +699,12 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         w[nw].time_ns = m->time_ns;
         w[nw].hidden = 1;
         w[nw].sample = k;
-        int64_t first = w[nw].index == INT64_MAX ? nent : w[nw].index + 1; /* (as sample_range scans) */
+        /* the other threads with an entry in the scans' reach, forward and back (as sample_range scans) */
+        int64_t first = w[nw].index == INT64_MAX ? nent : w[nw].index + 1;
         for (uint32_t t = 0; t < nthr; t++)
             if (!m->thread || thr[t] != m->thread) {
-                w[nw].others[0] += thr_span[2 * t + 1] >= first;
-                w[nw].others[1] += thr_span[2 * t] <= first - 1;
+                w[nw].others[0] += thread_in(thr_pos, thr_off[t], thr_off[t + 1], first, first + FLIGHT_ENTRIES - 1);
+                w[nw].others[1] += thread_in(thr_pos, thr_off[t], thr_off[t + 1], first - FLIGHT_ENTRIES, first - 1);
             }
         w[nw].bad = m->free > m->total;
         if (w[nw].bad && !out->bad_samples++) out->bad_sample = *m;
@@ -911,7 +929,8 @@ out:
     free(in.chg);
     free(tmax);
     free(thr);
-    free(thr_span);
+    free(thr_pos);
+    free(thr_off);
     free(retry_at);
     free(by_inst);
     free(by_time);
