@@ -402,6 +402,15 @@ int cmh_oom_retry(const cmh_snapshot *s, const cmh_trace *t, uint32_t i, uint64_
 uint64_t cmh_oom_retries(const cmh_snapshot *s, const cmh_trace *t)
 {
     uint64_t n = 0, freed;
+    /* in one pass (each OOM's own cmh_oom_retry looks back up to CMH_OOM_RETRY_WINDOW entries
+     * for an allocator above: 72k OOMs read billions of entries); an OOM at a time without room */
+    uint32_t *at = t && t->nentries ? malloc((size_t)t->nentries * sizeof *at) : NULL;
+    if (at && cmh_oom_retry_table(s, t, t->nentries, at) == CMH_OK) {
+        for (uint32_t i = 0; i < t->nentries; i++) n += s->entries[t->first_entry + i].action == CMH_ACT_OOM && at[i];
+        free(at);
+        return n;
+    }
+    free(at);
     for (uint32_t i = 0; t && i < t->nentries; i++)
         if (s->entries[t->first_entry + i].action == CMH_ACT_OOM) n += cmh_oom_retried(s, t, i, &freed) != 0;
     return n;

@@ -25,23 +25,33 @@ static int oom_outside(const cmh_snapshot *s, int device, cmh_oom_report *p)
     cmh_owners_report o;
     int rc = cmh_owners_compute(s, device, &o);
     if (rc != CMH_OK) return rc;
+    /* each number's first moment, found once (a search of every moment for every error cost
+     * errors x moments: 72k OOMs made 5e9 string compares) */
+    uint32_t maxn = 0, *first = NULL;
+    for (uint32_t i = 0; i < p->nevents; i++)
+        if (p->events[i].number > maxn) maxn = p->events[i].number;
+    if (maxn && !(first = malloc(((size_t)maxn + 1) * sizeof *first))) {
+        cmh_owners_report_free(&o);
+        return CMH_ENOMEM;
+    }
+    for (uint32_t n = 0; first && n <= maxn; n++) first[n] = UINT32_MAX;
+    for (uint32_t k = o.nmoments; k-- > 0;) {
+        unsigned n;
+        char tail;
+        if (o.moments[k].used_known && sscanf(o.moments[k].what, "out of memory #%u%c", &n, &tail) == 1 && n && n <= maxn) first[n] = k;
+    }
     for (uint32_t i = 0; i < p->nevents; i++) {
         cmh_oom_event *e = &p->events[i];
-        char what[32];
-        if (!e->number) continue; /* (a retried one: owners has no moment of it) */
-        snprintf(what, sizeof what, "out of memory #%u", e->number);
-        for (uint32_t k = 0; k < o.nmoments; k++) {
-            const cmh_owners_moment *m = &o.moments[k];
-            if (strcmp(m->what, what) || !m->used_known) continue;
-            e->used_known = 1;
-            e->device_used = m->used;
-            e->device_total = m->total;
-            for (uint32_t j = 0; j < m->nrows; j++)
-                if (m->rows[j].kind == CMH_OWN_UNEXPLAINED) e->outside += m->rows[j].bytes;
-            if (e->verdict == CMH_OOM_DEMAND && e->outside * 2 > e->device_used) e->verdict = CMH_OOM_OUTSIDE;
-            break;
-        }
+        if (!e->number || first[e->number] == UINT32_MAX) continue; /* (a retried one: owners has no moment of it) */
+        const cmh_owners_moment *m = &o.moments[first[e->number]];
+        e->used_known = 1;
+        e->device_used = m->used;
+        e->device_total = m->total;
+        for (uint32_t j = 0; j < m->nrows; j++)
+            if (m->rows[j].kind == CMH_OWN_UNEXPLAINED) e->outside += m->rows[j].bytes;
+        if (e->verdict == CMH_OOM_DEMAND && e->outside * 2 > e->device_used) e->verdict = CMH_OOM_OUTSIDE;
     }
+    free(first);
     cmh_owners_report_free(&o);
     return CMH_OK;
 }
@@ -142,7 +152,15 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         cmh_replay_free(r);
         return CMH_ENOMEM;
     }
+    const cmh_trace *rt = cmh_snapshot_trace(s, device);
+    uint32_t *retry_at = count && rt && rt->nentries ? malloc((size_t)rt->nentries * sizeof *retry_at) : NULL;
+    if (retry_at && cmh_oom_retry_table(s, rt, rt->nentries, retry_at) != CMH_OK) {
+        free(retry_at);
+        retry_at = NULL; /* (each OOM looked at on its own) */
+    }
     const cmh_mem_stats *st = cmh_replay_stats(r);
+    int64_t changes = 0, held_at = -1; /* entries so far that changed memory; at the holders of event held_from */
+    uint32_t held_from = UINT32_MAX;
     /* the OOMs the ring dropped come first: the ones kept are numbered after them */
     const cmh_trace *dt = cmh_snapshot_trace(s, device);
     p->dropped = dt && dt->dropped_ooms < UINT32_MAX ? (uint32_t)dt->dropped_ooms : dt ? UINT32_MAX : 0;
@@ -155,8 +173,10 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             cmh_oom_event *o = &p->events[p->nevents++];
             o->index = i;
             const cmh_trace *tr = cmh_snapshot_trace(s, device);
-            uint32_t at;
-            o->retried = cmh_oom_retry(s, tr, (uint32_t)i, &o->retry_freed, &at);
+            uint32_t at = 0;
+            /* (the table says which were retried in one pass; each one's own look costs up to
+             * CMH_OOM_RETRY_WINDOW entries, paid here only for the retried, for what they freed) */
+            if (!retry_at || retry_at[i]) o->retried = cmh_oom_retry(s, tr, (uint32_t)i, &o->retry_freed, &at);
             o->retry_index = o->retried ? (int64_t)at : -1;
             o->retry_failed = o->retried && s->entries[tr->first_entry + at].action == CMH_ACT_OOM;
             o->retry_of = -1;
@@ -203,18 +223,33 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
             }
             if (o->verdict == CMH_OOM_DEMAND && cmh_oom_too_large(o->request, o->reserved, o->device_free)) o->verdict = CMH_OOM_TOO_LARGE;
             if (o->verdict == CMH_OOM_FRAGMENTATION && oom_trap(r, sites, o) != CMH_OK) {
+                free(retry_at);
                 cmh_replay_free(r);
                 cmh_oom_report_free(p);
                 return CMH_ENOMEM;
             }
             o->request_stack = e->stack;
             o->request_group = sites ? cmh_sites_group(sites, e->stack) : e->stack;
-            if (cmh_live_sites(r, sites, 1, &o->sites, &o->nsites) != CMH_OK) {
+            /* the holders: the last error's where no entry since changed memory (a program
+             * retrying after OOM: 72k errors at 80 instants, the live blocks gathered again
+             * for each) */
+            const cmh_oom_event *same = held_at == changes && held_from < p->nevents - 1 ? &p->events[held_from] : NULL;
+            if (same) {
+                o->nsites = same->nsites;
+                o->sites = same->nsites ? malloc(same->nsites * sizeof *o->sites) : NULL;
+                if (o->sites) memcpy(o->sites, same->sites, same->nsites * sizeof *o->sites);
+            } else {
+                held_at = changes;
+                held_from = p->nevents - 1;
+            }
+            if (same ? same->nsites && !o->sites : cmh_live_sites(r, sites, 1, &o->sites, &o->nsites) != CMH_OK) {
+                free(retry_at);
                 cmh_replay_free(r);
                 cmh_oom_report_free(p);
                 return CMH_ENOMEM;
             }
         }
+        if (e->action != CMH_ACT_OOM && e->action != CMH_ACT_SNAPSHOT && e->action != CMH_ACT_MARK) changes++;
         cmh_replay_step(r);
     }
     /* a retry that failed is an event too: it names the OOM it retried (events are in trace
@@ -230,6 +265,7 @@ int cmh_oom_compute(const cmh_snapshot *s, int device, const cmh_sites *sites, c
         if (lo < p->nevents && p->events[lo].index == p->events[k].retry_index) p->events[lo].retry_of = p->events[k].index;
     }
     int rc = cmh_replay_status(r);
+    free(retry_at);
     cmh_replay_free(r);
     if (rc == CMH_OK) rc = oom_outside(s, device, p);
     if (rc != CMH_OK) cmh_oom_report_free(p);

@@ -110,7 +110,32 @@ static void add_torch_row(acc *a, int kind, const char *name, uint64_t bytes)
     if (r) r->torch_pool = 1;
 }
 
+/* The row a stack's bytes go to: named once per stack, not once per block and moment (a record
+ * of 72k OOMs, each moment with thousands of live blocks, spent its time naming them); the row
+ * it went to in the moment last seen (moment), tried first. */
+#define OWN_CACHE 4096
+typedef struct own_cache {
+    uint32_t stack, row, moment;
+    int known, kind;
+    char name[sizeof(((cmh_owner_row *)0)->name)];
+} own_cache;
+
+/* to = from, rows copied (to's own freed) */
+static int acc_copy(acc *to, const acc *from)
+{
+    cmh_owner_row *rows = from->n ? malloc(from->n * sizeof *rows) : NULL;
+    if (from->n && !rows) return CMH_ENOMEM;
+    if (from->n) memcpy(rows, from->rows, from->n * sizeof *rows);
+    free(to->rows);
+    *to = *from;
+    to->rows = rows;
+    to->cap = from->n;
+    return CMH_OK;
+}
+
 typedef struct ctx {
+    own_cache *cache; /* OWN_CACHE entries, by stack (NULL: none, each block named) */
+    uint32_t moment;  /* which moment's rows a is, for the cache's row hint */
     const cmh_snapshot *s; /* the driver-level record (NULL for a PyTorch snapshot alone) */
     const cmh_snapshot *t; /* PyTorch's part (or the PyTorch snapshot itself) */
     const cmh_sites *g;    /* of s, grouped by stack */
@@ -120,24 +145,67 @@ typedef struct ctx {
     cmh_physmap *pm; /* which handle each VMM map holds, at the moment (NULL: none) */
 } ctx;
 
+static void name_owned(ctx *c, uint32_t stack, int *kind, char *name, size_t n);
+
 /* A row for bytes a stack's module owns. */
 static void add_owned(ctx *c, uint32_t stack, uint64_t bytes, uint32_t count)
 {
     acc *a = c->a;
+    if (!c->cache) {
+        own_cache one;
+        name_owned(c, stack, &one.kind, one.name, sizeof one.name);
+        add_row(a, one.kind, one.name, bytes, count);
+        return;
+    }
+    own_cache *e = &c->cache[stack % OWN_CACHE];
+    if (!e->known || e->stack != stack) {
+        e->known = 1;
+        e->stack = stack;
+        e->moment = UINT32_MAX;
+        name_owned(c, stack, &e->kind, e->name, sizeof e->name);
+    }
+    if (e->moment == c->moment && e->row < a->n) { /* (rows are only appended while a moment is filled) */
+        a->rows[e->row].bytes += bytes;
+        a->rows[e->row].allocations += count;
+        return;
+    }
+    add_row(a, e->kind, e->name, bytes, count);
+    if (a->nomem) return;
+    for (uint32_t i = 0; i < a->n; i++)
+        if (a->rows[i].kind == e->kind && !strcmp(a->rows[i].name, e->name)) {
+            e->row = i;
+            e->moment = c->moment;
+            break;
+        }
+}
+
+/* The row (kind and name) for bytes a stack's module owns. */
+static void name_owned(ctx *c, uint32_t stack, int *kind, char *out, size_t n)
+{
     const char *owner = stack ? cmh_sites_owner(c->g, cmh_sites_group(c->g, stack)) : "";
     const char *lib = *owner ? cmh_library_name(owner) : NULL;
     int package = *owner && cmh_sites_owner_package(c->g, cmh_sites_group(c->g, stack));
-    char name[sizeof a->rows[0].name];
     if (!*owner && !stack) { /* the words peak, leaks and the flamegraph give it (cmh_no_stack_reason) */
-        snprintf(name, sizeof name, "unknown (no stack: %s)", cmh_no_stack_reason(c->s ? c->s : c->t));
-        add_row(a, CMH_OWN_UNKNOWN, name, bytes, count);
-    } else if (!*owner) add_row(a, CMH_OWN_UNKNOWN, "unknown (recorded without a stack)", bytes, count);
-    else if (lib && !strcmp(lib, "PyTorch"))
-        add_row(a, CMH_OWN_TORCH_RESERVED, c->t ? "PyTorch, outside its caching allocator" : "PyTorch (caching allocator, reserved)", bytes, count);
+        snprintf(out, n, "unknown (no stack: %s)", cmh_no_stack_reason(c->s ? c->s : c->t));
+        *kind = CMH_OWN_UNKNOWN;
+    } else if (!*owner) {
+        snprintf(out, n, "unknown (recorded without a stack)");
+        *kind = CMH_OWN_UNKNOWN;
+    } else if (lib && !strcmp(lib, "PyTorch")) {
+        snprintf(out, n, "%s", c->t ? "PyTorch, outside its caching allocator" : "PyTorch (caching allocator, reserved)");
+        *kind = CMH_OWN_TORCH_RESERVED;
+    }
     /* by the name every report's owner tag gives it (cmh_owner_name): "cuBLAS (libcublas.so.13)",
      * a Python library by its name, the program's code "program (train.py)" */
-    else if (lib || package) add_row(a, CMH_OWN_LIBRARY, cmh_owner_name(owner, package, name, sizeof name), bytes, count);
-    else add_row(a, CMH_OWN_PROGRAM, cmh_owner_name(owner, 0, name, sizeof name), bytes, count);
+    else if (lib || package) {
+        char name[sizeof c->a->rows[0].name];
+        snprintf(out, n, "%s", cmh_owner_name(owner, package, name, sizeof name));
+        *kind = CMH_OWN_LIBRARY;
+    } else {
+        char name[sizeof c->a->rows[0].name];
+        snprintf(out, n, "%s", cmh_owner_name(owner, 0, name, sizeof name));
+        *kind = CMH_OWN_PROGRAM;
+    }
 }
 
 /* A mapped handle's part mapped nowhere: memory cuMemCreate made, the creation site's. */
@@ -207,6 +275,7 @@ typedef struct want {
     int bad;              /* a sample that cannot be (free > total): left out */
     int ranged;           /* lo and hi known (sample_range) */
     uint64_t lo, hi;      /* a sample's: the unexplained bytes, at least and at most (calls in flight) */
+    uint32_t others[2];   /* a sample's: the threads not its sampler with entries after it, before it */
     uint64_t recorded; /* filled */
     acc rows;
     uint64_t torch_alloc, torch_reserved;
@@ -271,10 +340,22 @@ static int sample_outside(const cmh_snapshot *s, int device, const cmh_meminfo *
  * microseconds early), it is moved after the sampler's first entry, the call it follows (it
  * already counts that call's bytes: taken before it, they were counted twice, once recorded and
  * once as not recorded, 'assumed steady' for the whole run). */
-static int64_t place_sample(const cmh_snapshot *s, const cmh_trace *t, const cmh_meminfo *m)
+static int64_t place_sample(const cmh_snapshot *s, const cmh_trace *t, const cmh_meminfo *m, const int64_t *tmax)
 {
-    int64_t n = t ? t->nentries : 0, at = -1, mine = -1;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t n = t ? t->nentries : 0, at = -1, mine = -1, i = 0;
+    if (tmax) { /* tmax[i]: the latest time of entries [0, i]: the scan's first stop found by halving */
+        int64_t lo = 0, hi = n;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (tmax[mid] <= m->time_ns) lo = mid + 1;
+            else hi = mid;
+        }
+        i = lo;
+        at = i - 1;
+        for (int64_t j = i - 1; m->thread && j >= 0 && mine < 0; j--)
+            if (cmh_entry_thread(s, &s->entries[t->first_entry + j]) == m->thread) mine = j;
+    }
+    for (; i < n; i++) {
         const cmh_entry *e = &s->entries[t->first_entry + i];
         if (cmh_entry_time(s, e) > m->time_ns) {
             if (!m->thread || mine >= 0) break;
@@ -307,14 +388,16 @@ static int is_free(int a) { return a == CMH_ACT_SEGMENT_FREE || a == CMH_ACT_SEG
  * longer before is taken as done: else every thread's last free before a dump at exit would
  * make a context's figure uncertain).  Each no larger than excess (a call that big was not in
  * the sample's excess), their sum at most excess. */
-static uint64_t in_flight(const cmh_snapshot *s, const cmh_trace *tr, int64_t first, const cmh_meminfo *m, uint64_t excess)
+static uint64_t in_flight(const cmh_snapshot *s, const cmh_trace *tr, int64_t first, const cmh_meminfo *m, uint64_t excess, const uint32_t others[2])
 {
     uint32_t seen[FLIGHT_THREADS];
     uint64_t sum = 0;
     for (int dir = 1; dir >= (m->thread ? -1 : 1) && sum < excess; dir -= 2) {
         uint32_t nseen = 0;
         int64_t i = dir > 0 ? first : first - 1;
-        for (int64_t n = 0; i >= 0 && i < (int64_t)tr->nentries && n < FLIGHT_ENTRIES && sum < excess; i += dir, n++) {
+        /* (once every other thread with an entry that way is seen, no entry further out adds: a
+         * short trace of a few threads scanned its whole window for each sample) */
+        for (int64_t n = 0; i >= 0 && i < (int64_t)tr->nentries && n < FLIGHT_ENTRIES && sum < excess && nseen < others[dir < 0]; i += dir, n++) {
             const cmh_entry *e = &s->entries[tr->first_entry + i];
             int64_t t = cmh_entry_time(s, e);
             if (t && m->time_ns && (dir > 0 ? t - m->time_ns : m->time_ns - t) > FLIGHT_NS) break;
@@ -340,19 +423,29 @@ static void sample_range(const cmh_snapshot *s, const cmh_trace *tr, want *w)
     uint64_t used = m->total - m->free; /* (a bad one, free > total, is never asked) */
     w->hi = used > w->recorded ? used - w->recorded : 0;
     int64_t first = w->index == INT64_MAX ? (tr ? (int64_t)tr->nentries : 0) : w->index + 1;
-    w->lo = w->hi - (w->hi && tr ? in_flight(s, tr, first, m, w->hi) : 0);
+    w->lo = w->hi - (w->hi && tr ? in_flight(s, tr, first, m, w->hi, w->others) : 0);
     w->ranged = 1;
 }
 
-static int64_t dist(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
+static int cmp_u32(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
 
-/* The distance from a sample to a moment, in whole microseconds: the resolution every record of
- * it keeps (a pickle's entry times are microseconds, its samples nanoseconds), so that the
- * nearest sample, and so the 'not recorded' row, is the same from a .cmh and from its pickle
- * (a moment 500.9 us after one sample and 500.1 us before another took the later one from the
- * .cmh, the earlier from the pickle, where it was 500 us after the first).  A tie goes to the
- * sample earlier in the trace. */
-static int64_t dist_us(int64_t sample_ns, int64_t moment_ns) { return dist(sample_ns / 1000, moment_ns / 1000); }
+/* Whether pos[lo, hi) (a thread's entries, ascending) holds one in [a, b] */
+static int thread_in(const int64_t *pos, int64_t lo, int64_t hi, int64_t a, int64_t b)
+{
+    int64_t end = hi;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (pos[mid] < a) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < end && pos[lo] <= b;
+}
+
+static int64_t dist(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
 
 /* The unexplained bytes taken from sample b: exact, or, where calls were in flight, the nearest
  * exact sample's figure (the steady assumption) as far as b's own range allows; its low end
@@ -385,22 +478,94 @@ static uint64_t sample_unexplained(const cmh_snapshot *s, const cmh_trace *tr, w
  * every entry) are one instant when no entry between them changed memory (a sample at an
  * out-of-memory error is taken just before the error's own entry).  Only then do the calls in
  * flight at the sample bear on the moment: at a later moment they are logged, the memory they
- * held recorded; at an earlier one they may not have begun. */
-static int same_instant(const cmh_snapshot *s, const cmh_trace *tr, int64_t a, int64_t b)
+ * held recorded; at an earlier one they may not have begun.
+ * Counted once: chg[i] is how many of entries [0, i] changed memory, so a and b are one instant
+ * when their counts match (scanning the entries between each moment and each sample made a
+ * record of N errors, each with its sample, cost N^3: 66 s for 4000 retried OOMs). */
+typedef struct instants {
+    int64_t *chg;
+    int64_t n;
+} instants;
+
+static int instants_fill(instants *in, const cmh_snapshot *s, const cmh_trace *tr)
 {
-    int64_t n = tr ? (int64_t)tr->nentries : 0;
-    if (a == INT64_MAX) a = n;
-    if (b == INT64_MAX) b = n;
-    if (a > b) {
-        int64_t x = a;
-        a = b;
-        b = x;
-    }
-    for (int64_t i = a + 1; i <= b && i < n; i++) {
+    in->n = tr ? (int64_t)tr->nentries : 0;
+    in->chg = malloc((size_t)(in->n ? in->n : 1) * sizeof *in->chg);
+    if (!in->chg) return CMH_ENOMEM;
+    for (int64_t i = 0, c = 0; i < in->n; i++) {
         int act = s->entries[tr->first_entry + i].action;
-        if (act != CMH_ACT_OOM && act != CMH_ACT_SNAPSHOT && act != CMH_ACT_MARK) return 0;
+        if (act != CMH_ACT_OOM && act != CMH_ACT_SNAPSHOT && act != CMH_ACT_MARK) c++;
+        in->chg[i] = c;
     }
-    return 1;
+    return CMH_OK;
+}
+
+static int64_t instant_of(const instants *in, int64_t a)
+{
+    if (a < 0 || !in->n) return 0;
+    return in->chg[a >= in->n ? in->n - 1 : a];
+}
+
+/* A usable sample (hidden, not bad) of w: its instant, time and place in w. */
+typedef struct sref {
+    int64_t inst, time_ns;
+    uint32_t j;
+} sref;
+
+static int cmp_sref_time(const void *x, const void *y)
+{
+    const sref *p = x, *q = y;
+    if (p->time_ns != q->time_ns) return p->time_ns < q->time_ns ? -1 : 1;
+    return (p->j > q->j) - (p->j < q->j);
+}
+
+static int cmp_sref_inst(const void *x, const void *y)
+{
+    const sref *p = x, *q = y;
+    if (p->inst != q->inst) return p->inst < q->inst ? -1 : 1;
+    return cmp_sref_time(x, y);
+}
+
+/* The first of a[lo, hi) (sorted by time, then place) whose time is at least t */
+static int64_t sref_lower(const sref *a, int64_t lo, int64_t hi, int64_t t)
+{
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid].time_ns < t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The first of a[0, n) (sorted by instant) whose instant is at least inst */
+static int64_t sref_inst_lower(const sref *a, int64_t n, int64_t inst)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid].inst < inst) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Of a[lo, hi), the sample nearest in time to t, the first of those as near (-1: none).  Near is
+ * judged in whole microseconds, the resolution every record of it keeps (a pickle's entry times
+ * are microseconds, its samples nanoseconds), so that the nearest sample, and so the 'not
+ * recorded' row, is the same from a .cmh and from its pickle: a moment 500.9 us after one sample
+ * and 500.1 us before another took the later from the .cmh, the earlier from its pickle (asyncdev
+ * under load: "cuMemGetInfo at +973 us" against "+939 us"). */
+static int64_t sref_nearest(const sref *a, int64_t lo, int64_t hi, int64_t t)
+{
+    if (lo >= hi) return -1;
+    int64_t us = t / 1000;
+    int64_t r = sref_lower(a, lo, hi, us * 1000), l = r - 1; /* r: the first at or after t's microsecond */
+    if (l >= lo) l = sref_lower(a, lo, hi, a[l].time_ns / 1000 * 1000); /* the first of its microsecond */
+    if (l < lo) return r;
+    if (r >= hi) return l;
+    int64_t dl = us - a[l].time_ns / 1000, dr = a[r].time_ns / 1000 - us;
+    if (dl != dr) return dl < dr ? l : r;
+    return a[l].j < a[r].j ? l : r;
 }
 
 uint64_t cmh_owners_vmm_unmapped(const cmh_snapshot *s, int device, uint32_t *count)
@@ -431,6 +596,12 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     cmh_sites *g = NULL;
     cmh_replay *r = NULL;
     tstate ts = {NULL, 0};
+    instants in = {NULL, 0};
+    sref *by_inst = NULL, *by_time = NULL;
+    int64_t nsr = 0, *tmax = NULL;
+    uint32_t *thr = NULL, nthr = 0, *retry_at = NULL;
+    int64_t *thr_pos = NULL, *thr_off = NULL, blk_inst = -1;
+    acc blk_rows = {0}; /* the live blocks' rows at instant blk_inst */
     if (c.s) {
         cmh_site_opts o = {CMH_GROUP_STACK, 0, NULL, 0};
         char err[128];
@@ -439,6 +610,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         c.g = g;
     }
     if (c.t && c.s && cmh_torch_ranges(c.t, device, &c.tr, &c.ntr) != CMH_OK) goto out;
+    if (c.s && !(c.cache = calloc(OWN_CACHE, sizeof *c.cache))) goto out;
 
     /* pass 1: the peak of recorded device memory and the OOMs (not for the end alone) */
     int64_t peak_i = -1, peak = -1;
@@ -485,6 +657,13 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     }
     const cmh_trace *ptr = end_only ? NULL : trace_of(base, device);
     if (ptr && ptr->dropped_ooms) nooms = ptr->dropped_ooms < UINT32_MAX ? (uint32_t)ptr->dropped_ooms : UINT32_MAX; /* numbered after the ring's dropped ones */
+    /* which OOMs were retried, in one pass (cmh_oom_retried for each looked back up to
+     * CMH_OOM_RETRY_WINDOW entries apiece); an OOM at a time without room */
+    if (ptr && ptr->nentries && (retry_at = malloc((size_t)ptr->nentries * sizeof *retry_at)) &&
+        cmh_oom_retry_table(base, ptr, ptr->nentries, retry_at) != CMH_OK) {
+        free(retry_at);
+        retry_at = NULL;
+    }
     for (int64_t i = 0; ptr && i < ptr->nentries; i++) {
         const cmh_entry *e = &base->entries[ptr->first_entry + i];
         if (e->action == CMH_ACT_OOM) {
@@ -498,7 +677,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
             w[nw].time_ns = cmh_entry_time(base, e);
             /* numbered as oom and summary count them: a retried one is no OOM the program saw */
             uint64_t freed;
-            if (cmh_oom_retried(base, ptr, (uint32_t)i, &freed)) snprintf(w[nw].what, sizeof w[nw].what, "out of memory, retried");
+            if (retry_at ? retry_at[i] != 0 : cmh_oom_retried(base, ptr, (uint32_t)i, &freed)) snprintf(w[nw].what, sizeof w[nw].what, "out of memory, retried");
             else snprintf(w[nw].what, sizeof w[nw].what, "out of memory #%u", ++nooms);
             nw++;
         }
@@ -512,15 +691,51 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     w = nwp;
     const cmh_trace *btr = trace_of(base, device);
     int64_t nent = btr ? btr->nentries : 0, merged_len = nent;
+    if (nsamples) { /* (each sample placed by a scan from the first entry: samples x entries) */
+        tmax = malloc((size_t)(nent ? nent : 1) * sizeof *tmax);
+        if (!tmax) goto out;
+        for (int64_t i = 0; i < nent; i++) {
+            int64_t t = cmh_entry_time(base, &base->entries[btr->first_entry + i]);
+            tmax[i] = i && tmax[i - 1] > t ? tmax[i - 1] : t;
+        }
+    }
+    if (nsamples) { /* the trace's threads, each once, with their entries (thr_pos[thr_off[t] ..]) */
+        thr = malloc((size_t)(nent ? nent : 1) * sizeof *thr);
+        thr_pos = malloc((size_t)(nent ? nent : 1) * sizeof *thr_pos);
+        if (!thr || !thr_pos) goto out;
+        for (int64_t i = 0; i < nent; i++) thr[i] = cmh_entry_thread(base, &base->entries[btr->first_entry + i]);
+        qsort(thr, (size_t)nent, sizeof *thr, cmp_u32);
+        for (int64_t i = 0; i < nent; i++)
+            if (!nthr || thr[nthr - 1] != thr[i]) thr[nthr++] = thr[i];
+        if (!(thr_off = calloc((size_t)nthr + 1, sizeof *thr_off))) goto out;
+        for (int64_t i = 0; i < nent; i++) {
+            uint32_t id = cmh_entry_thread(base, &base->entries[btr->first_entry + i]);
+            thr_off[(uint32_t *)bsearch(&id, thr, nthr, sizeof *thr, cmp_u32) - thr + 1]++;
+        }
+        for (uint32_t t = 0; t < nthr; t++) thr_off[t + 1] += thr_off[t];
+        for (int64_t i = 0; i < nent; i++) {
+            uint32_t id = cmh_entry_thread(base, &base->entries[btr->first_entry + i]);
+            thr_pos[thr_off[(uint32_t *)bsearch(&id, thr, nthr, sizeof *thr, cmp_u32) - thr]++] = i;
+        }
+        for (uint32_t t = nthr; t > 0; t--) thr_off[t] = thr_off[t - 1]; /* (back to each one's start) */
+        thr_off[0] = 0;
+    }
     for (uint32_t k = 0; c.s && k < c.s->nmeminfo; k++) {
         const cmh_meminfo *m = &c.s->meminfo[k];
         if (m->device != device) continue;
-        int64_t idx = place_sample(base, btr, m); /* the last entry at or before the sample */
+        int64_t idx = place_sample(base, btr, m, tmax); /* the last entry at or before the sample */
         memset(&w[nw], 0, sizeof *w);
         w[nw].index = m->time_ns >= base->dump_time_ns && base->dump_time_ns ? INT64_MAX : idx;
         w[nw].time_ns = m->time_ns;
         w[nw].hidden = 1;
         w[nw].sample = k;
+        /* the other threads with an entry in the scans' reach, forward and back (as sample_range scans) */
+        int64_t first = w[nw].index == INT64_MAX ? nent : w[nw].index + 1;
+        for (uint32_t t = 0; t < nthr; t++)
+            if (!m->thread || thr[t] != m->thread) {
+                w[nw].others[0] += thread_in(thr_pos, thr_off[t], thr_off[t + 1], first, first + FLIGHT_ENTRIES - 1);
+                w[nw].others[1] += thread_in(thr_pos, thr_off[t], thr_off[t + 1], first - FLIGHT_ENTRIES, first - 1);
+            }
         w[nw].bad = m->free > m->total;
         if (w[nw].bad && !out->bad_samples++) out->bad_sample = *m;
         else if (!w[nw].bad && sample_outside(c.s, device, m)) { /* (left out as a bad one is, said apart) */
@@ -549,6 +764,7 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
     qsort(w, nw, sizeof *w, cmp_want);
 
     /* pass 2: each moment's rows */
+    if (instants_fill(&in, base, btr) != CMH_OK) goto out;
     r = cmh_replay_new(base, device);
     if (!r) goto out;
     if (c.t && c.s) {
@@ -569,16 +785,30 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         while (!ended && !memo_end && (w[k].index == INT64_MAX || cmh_replay_position(r) < w[k].index))
             if (!cmh_replay_step(r)) ended = 1;
         c.a = &w[k].rows;
+        c.moment = k;
         const cmh_mem_stats *now = memo_end ? &end_st : cmh_replay_stats(r);
         if (c.s) {
             /* the handles each mapped range holds, at the same entry */
             for (int64_t to = w[k].index == INT64_MAX ? nent - 1 : w[k].index; pm_pos < to && pm_pos + 1 < nent; pm_pos++)
                 cmh_physmap_step(c.pm, &base->entries[btr->first_entry + pm_pos + 1]);
             if (cmh_physmap_status(c.pm) != CMH_OK) goto out;
-            cmh_physmap_reset(c.pm);
-            if (!memo_end) cmh_replay_blocks(r, on_block, &c);
-            else if (cmh_end_blocks(base, device, on_block, &c) != CMH_OK) goto out;
-            cmh_physmap_remainders(c.pm, on_remainder, &c); /* a mapped handle's part mapped nowhere */
+            /* the live blocks' rows: those of the last moment taken where no entry since changed
+             * memory (a program retrying after OOM: 72k errors at 80 instants, each moment
+             * naming every live block again) */
+            int64_t inst = memo_end || w[k].index == INT64_MAX ? -1 : instant_of(&in, w[k].index);
+            if (inst >= 0 && inst == blk_inst) {
+                if (acc_copy(&w[k].rows, &blk_rows) != CMH_OK) goto out;
+            } else {
+                cmh_physmap_reset(c.pm);
+                if (!memo_end) cmh_replay_blocks(r, on_block, &c);
+                else if (cmh_end_blocks(base, device, on_block, &c) != CMH_OK) goto out;
+                cmh_physmap_remainders(c.pm, on_remainder, &c); /* a mapped handle's part mapped nowhere */
+                blk_inst = -1;
+                if (inst >= 0 && !w[k].rows.nomem) {
+                    if (acc_copy(&blk_rows, &w[k].rows) != CMH_OK) goto out;
+                    blk_inst = inst;
+                }
+            }
             uint32_t nheld;
             uint64_t held = cmh_physmap_held(c.pm, w[k].index == INT64_MAX ? INT64_MAX : w[k].time_ns, &nheld);
             if (held) add_row(&w[k].rows, CMH_OWN_VMM_UNMAPPED, CMH_OWN_VMM_UNMAPPED_NAME, held, nheld);
@@ -633,6 +863,18 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
         managed_floor = sample_unexplained(c.s, btr, w, nw, first_s, &src);
     }
 
+    /* the usable samples, by instant and by time: each moment's nearest found without a scan */
+    for (uint32_t k = 0; k < nw; k++) nsr += w[k].hidden && !w[k].bad;
+    by_inst = malloc((size_t)(nsr ? nsr : 1) * sizeof *by_inst);
+    by_time = malloc((size_t)(nsr ? nsr : 1) * sizeof *by_time);
+    if (!by_inst || !by_time) goto out;
+    nsr = 0;
+    for (uint32_t k = 0; k < nw; k++)
+        if (w[k].hidden && !w[k].bad) by_inst[nsr++] = (sref){instant_of(&in, w[k].index), w[k].time_ns, k};
+    memcpy(by_time, by_inst, (size_t)nsr * sizeof *by_time);
+    qsort(by_inst, (size_t)nsr, sizeof *by_inst, cmp_sref_inst);
+    qsort(by_time, (size_t)nsr, sizeof *by_time, cmp_sref_time);
+
     /* the visible moments, in time order; each with the unexplained row of its nearest sample */
     out->moments = calloc(nw, sizeof *out->moments);
     if (!out->moments) goto out;
@@ -658,13 +900,14 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
          * time to the error than the error's own) */
         want *best = NULL;
         int at = 0;
-        for (uint32_t j = 0; j < nw; j++) {
-            if (!w[j].hidden || w[j].bad) continue;
-            int here = same_instant(base, btr, w[j].index, w[k].index);
-            if (!best || here > at || (here == at && dist_us(w[j].time_ns, m->time_ns) < dist_us(best->time_ns, m->time_ns))) {
-                best = &w[j];
-                at = here;
-            }
+        if (nsr) {
+            int64_t inst = instant_of(&in, w[k].index);
+            int64_t lo = sref_inst_lower(by_inst, nsr, inst), hi = sref_inst_lower(by_inst, nsr, inst + 1);
+            int64_t b = sref_nearest(by_inst, lo, hi, m->time_ns);
+            if (b >= 0) {
+                best = &w[by_inst[b].j];
+                at = 1;
+            } else best = &w[by_time[sref_nearest(by_time, 0, nsr, m->time_ns)].j];
         }
         if (best) {
             want *src;
@@ -714,7 +957,17 @@ static int compute(const cmh_snapshot *s0, int device, cmh_owners_report *out, i
 out:
     for (uint32_t k = 0; w && k < nw; k++) free(w[k].rows.rows);
     free(w);
+    free(in.chg);
+    free(tmax);
+    free(thr);
+    free(thr_pos);
+    free(thr_off);
+    free(retry_at);
+    free(by_inst);
+    free(by_time);
+    free(blk_rows.rows);
     free(c.tr);
+    free(c.cache);
     if (r) cmh_replay_free(r);
     if (ts.r) cmh_replay_free(ts.r);
     cmh_physmap_free(c.pm);
@@ -748,7 +1001,7 @@ static int64_t sample_at(const cmh_snapshot *s, int device, int64_t k)
 {
     const cmh_meminfo *m = &s->meminfo[k];
     const cmh_trace *t = trace_of(s, device);
-    int64_t at = place_sample(s, t, m);
+    int64_t at = place_sample(s, t, m, NULL);
     if (s->dump_time_ns && m->time_ns >= s->dump_time_ns) at = INT64_MAX;
     return at;
 }

@@ -19,7 +19,7 @@
 #include "cumemhist/analyzer.h"
 #include "cumemhist/snapshot.h"
 
-enum { CLI_OK = 0, CLI_EFILE = 1, CLI_EUSAGE = 2, CLI_ECHECK = 3, CLI_ENOMEM = 4, CLI_EUNJUDGED = 5, CLI_ESTOPPED = 6 };
+enum { CLI_OK = 0, CLI_EFILE = 1, CLI_EUSAGE = 2, CLI_ECHECK = 3, CLI_ENOMEM = 4, CLI_EUNJUDGED = 5, CLI_ESTOPPED = 6, CLI_EOOM = 7 };
 
 int cmd_record(int argc, char **argv);
 int cmd_summary(int argc, char **argv);

@@ -13,13 +13,15 @@
 #include "cumemhist/owners.h"
 #include "cumemhist/whatif.h"
 
-static int g_device = -2, g_top = 10, g_frames = 6, g_json;
+static int g_device = -2, g_top = 10, g_frames = 6, g_json, g_all, g_fail;
 
 static const cli_option g_opts[] = {
     CLI_OPT_DEVICE_ALL(&g_device),
     CLI_OPT_TOP(&g_top, "sites to list per error (default 10)"),
     CLI_OPT_FRAMES(&g_frames),
     CLI_OPTS_ATTRIBUTION,
+    {"--all", NULL, CLI_FLAG, &g_all, NULL, "every out-of-memory error in full (by default, errors alike are one section with a count)", NULL, 0, 0, NULL},
+    {"--fail-on-oom", NULL, CLI_FLAG, &g_fail, NULL, "exit 7 when the record holds an out-of-memory error the program saw (a retried one is none)", NULL, 0, 0, NULL},
     CLI_OPT_JSON(&g_json),
 };
 
@@ -45,7 +47,14 @@ const cli_command cli_cmd_oom = {
     "(--json keeps the devices in device order; its record_rank, 1 for the record's first, gives\n"
     "the record's order).  Without times on several devices' OOMs, which came first is not known:\n"
     "the line says so, none is called the record's first, record_rank is null, and whatif and\n"
-    "flamegraph --at oom take the lowest device's.",
+    "flamegraph --at oom take the lowest device's.\n"
+    "Errors alike (on one device: the same call stack, the same request size, the same verdict,\n"
+    "both counted or both retried) are one section, the first of them in full, with how many more\n"
+    "there were, their numbers and the last one's moment (a program that catches the error and\n"
+    "tries again makes thousands); --all prints each in full.  --json lists every error, each with\n"
+    "its group (the index in the list of the first error alike, itself for the first).\n"
+    "--fail-on-oom: exit 7 when the record holds an out-of-memory error the program saw (status 4\n"
+    "is cumemhist itself running out of memory, never the record's errors).",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
 /* At an OOM of a multi-device record: is the failing device carrying several times the others? */
@@ -218,9 +227,70 @@ static void print_record_order(const rep_section *sec, const record_order *o)
     printf("\n\n");
 }
 
+/* Errors alike, one section each (a program that catches the error and tries again made 1001
+ * full sections of one failing line): the same call stack, request size and verdict, both
+ * counted or both retried.  like[i]: the first error alike (i itself for the first). */
+typedef struct alike_key {
+    const cmh_oom_event *e;
+    uint32_t i;
+} alike_key;
+
+static int cmp_alike(const void *x, const void *y)
+{
+    const alike_key *a = x, *b = y;
+    const cmh_oom_event *p = a->e, *q = b->e;
+    if (p->request_stack != q->request_stack) return p->request_stack < q->request_stack ? -1 : 1;
+    if (p->request != q->request) return p->request < q->request ? -1 : 1;
+    if (p->verdict != q->verdict) return p->verdict < q->verdict ? -1 : 1;
+    if (!p->number != !q->number) return !p->number ? -1 : 1;
+    if (p->retried != q->retried) return p->retried < q->retried ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+static uint32_t *alike_groups(const cmh_oom_report *p)
+{
+    uint32_t *like = malloc((size_t)(p->nevents ? p->nevents : 1) * sizeof *like);
+    alike_key *k = malloc((size_t)(p->nevents ? p->nevents : 1) * sizeof *k);
+    if (!like || !k) {
+        free(like);
+        free(k);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < p->nevents; i++) k[i] = (alike_key){&p->events[i], i};
+    qsort(k, p->nevents, sizeof *k, cmp_alike);
+    for (uint32_t i = 0, first = 0; i < p->nevents; i++) {
+        alike_key a = k[first], b = k[i];
+        a.i = b.i = 0;
+        if (cmp_alike(&a, &b)) first = i;
+        like[k[i].i] = k[first].i; /* (sorted by place last: the group's first) */
+    }
+    free(k);
+    return like;
+}
+
+/* After the first of a group printed in full: the others alike, counted, with the numbers and
+ * the last one's moment */
+static void print_alike(const cmh_oom_report *p, const uint32_t *like, uint32_t i, int64_t t0)
+{
+    uint32_t more = 0, lo = 0, hi = 0, last = i;
+    for (uint32_t j = i + 1; j < p->nevents; j++)
+        if (like[j] == i) {
+            more++;
+            last = j;
+            if (p->events[j].number && (!lo || p->events[j].number < lo)) lo = p->events[j].number;
+            if (p->events[j].number > hi) hi = p->events[j].number;
+        }
+    if (!more) return;
+    const cmh_oom_event *l = &p->events[last];
+    char nums[64] = "";
+    if (lo && lo == hi) snprintf(nums, sizeof nums, ": #%u", lo);
+    else if (lo) snprintf(nums, sizeof nums, ": #%u to #%u", lo, hi);
+    printf("  alike: %s (the same call stack, request size and verdict%s)%s, the last at %s (--all shows each)\n",
+           rep_count(more, "more", "more"), l->number ? "" : ", retried too", nums, rep_at(l->index, l->time_ns, t0));
+}
+
 static int section(const rep_section *sec, void *arg)
 {
-    (void)arg;
     const cmh_snapshot *sp = sec->s;
     const cmh_sites *g = sec->g;
     int dev = sec->device;
@@ -240,12 +310,20 @@ static int section(const rep_section *sec, void *arg)
         free(ro.v);
         return rc;
     }
+    if (p.failures) *(int *)arg = 1; /* (--fail-on-oom: one the program saw, kept or dropped with the ring) */
+    uint32_t *like = alike_groups(&p);
+    if (!like) {
+        cmh_oom_report_free(&p);
+        free(ro.v);
+        return CMH_ENOMEM;
+    }
     int64_t t0 = rep_trace_start(sp, dev);
     cmh_whatif_panel_result wi;
     int wrc = p.nevents ? cmh_whatif_avoids(sp, dev, &wi) : CMH_EINVAL;
     if (wrc == CMH_ENOMEM) {
         cmh_oom_report_free(&p);
         free(ro.v);
+        free(like);
         return wrc;
     }
     /* a row grouped by module, file or package: its sites at each OOM (a failure to group again
@@ -266,6 +344,8 @@ static int section(const rep_section *sec, void *arg)
             cmh_jw_nl(w);
             cmh_jw_obj(w);
             cmh_jw_kint(w, "index", e->index);
+            /* errors alike (the text's one section): the place in this list of the first of them */
+            cmh_jw_kuint(w, "group", like[i]);
             rep_json_time(w, "time_ns", e->time_ns);
             cmh_jw_kuint(w, "request", e->request);
             /* its place among every device's OOMs, by time (1: the record's first, the one whatif
@@ -470,6 +550,7 @@ static int section(const rep_section *sec, void *arg)
         uint32_t first = first_event(&p); /* the balance and the what-if line go with it */
         for (uint32_t i = 0; i < p.nevents; i++) {
             const cmh_oom_event *e = &p.events[i];
+            if (!g_all && like[i] != i) continue; /* (counted under the first alike) */
             /* where the record's OOMs are on several devices, each "#1" says its place in the
              * record (they read as two firsts, device 0's listed first though device 1's came first) */
             char place[160] = "", nth[24];
@@ -641,6 +722,7 @@ static int section(const rep_section *sec, void *arg)
                 rep_print_frames(sp, g, marked.stack, g_frames, "          ");
             }
             if (e->nsites > (uint32_t)g_top) printf("    ... %s (--top)\n", rep_count(e->nsites - (uint32_t)g_top, "more site", "more sites"));
+            if (!g_all) print_alike(&p, like, i, t0);
         }
         rep_notes(&p.base);
     }
@@ -650,6 +732,7 @@ static int section(const rep_section *sec, void *arg)
     rep_row_sites_end(&rs);
     cmh_oom_report_free(&p);
     free(ro.v);
+    free(like);
     return CMH_OK;
 }
 
@@ -658,5 +741,7 @@ int cmd_oom(int argc, char **argv)
     char *path;
     int n, rc = cli_parse(&cli_cmd_oom, argc, argv, &path, &n);
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
-    return rep_run(&path, 1, g_device, g_json, REP_SITES | REP_OOM_ORDER, section, NULL);
+    int found = 0;
+    rc = rep_run(&path, 1, g_device, g_json, REP_SITES | REP_OOM_ORDER, section, &found);
+    return rc ? rc : g_fail && found ? CLI_EOOM : 0;
 }

@@ -129,9 +129,10 @@ void cli_man_page(const cli_entry *cmds, size_t n, FILE *fp)
     fputs(".SH EXIT STATUS\n"
           "0 done; 1 a file could not be read or written (the message says which and why); 2 wrong usage; "
           "3 a check asked for failed (\\fB\\-\\-fail\\-on\\-leak\\fR, \\fB\\-\\-fail\\-if\\-peak\\-grows\\fR); "
-          "4 out of memory; 5 a check asked for could not be made (\\fB\\-\\-fail\\-on\\-leak\\fR where growth cannot be "
+          "4 cumemhist itself ran out of memory (never an out-of-memory error in the record); 5 a check asked for could not be made (\\fB\\-\\-fail\\-on\\-leak\\fR where growth cannot be "
           "judged, or on a record that lost part of its history: recovered from a flight record cut short, or with records dropped); 6 \\fB\\-\\-fail\\-on\\-leak\\fR found a leak that stopped: no site growing now, one that grew over "
-          "several steps and still holds its memory.  \\fBrecord\\fR exits with the program's own status.\n",
+          "several steps and still holds its memory; 7 \\fBoom \\-\\-fail\\-on\\-oom\\fR found an out-of-memory error the program saw "
+          "in the record.  \\fBrecord\\fR exits with the program's own status.\n",
           fp);
     fputs(".SH EXAMPLES\n.nf\n"
           "cumemhist record \\-o train.cmh \\-\\- python train.py\n"

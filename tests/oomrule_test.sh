@@ -35,7 +35,7 @@ for want in "retry2 1 0" "pooloom 1 0" "sameretry 2 1" "once 0 1" "waitretry 3 0
     rec=$1.cmh
     "$CMH" summary --json "$rec" >sum.json 2>&1
     "$CMH" oom --json "$rec" >oom.json 2>&1
-    "$CMH" oom "$rec" >oom.txt 2>&1
+    "$CMH" oom --all "$rec" >oom.txt 2>&1 # (each error its own section: errors alike are one without --all)
     "$CMH" frag --json "$rec" >frag.json 2>&1
     "$CMH" frag "$rec" >frag.txt 2>&1
     "$CMH" owners "$rec" >owners.txt 2>&1
@@ -80,7 +80,7 @@ check "oom: no retry, no cached segments in retry2 and pooloom" \
     '[ "$(grep -c "out of memory #1 on" rp.txt)" = 2 ] && ! grep -q "retried\|retry of\|cached segments" rp.txt'
 { "$CMH" summary retry2.cmh; "$CMH" summary pooloom.cmh; } 2>&1 | grep -c "CUDA OOMs: 1  *|  *cudaMalloc retries: 0 " >n.txt
 check "summary: CUDA OOMs 1, cudaMalloc retries 0 for retry2 and pooloom" '[ "$(cat n.txt)" = 2 ]'
-"$CMH" oom sameretry.cmh >sr.txt 2>&1
+"$CMH" oom --all sameretry.cmh >sr.txt 2>&1 # (#1 and #2 are alike: one section without --all)
 grep -q "the same call stack asked for as much again after 4.0 GiB was freed" sr.txt &&
     ! grep -q "after nothing was freed\|retry of" sr.txt && grep -q "^sameretry.cmh: out of memory #1 on device 0 at entry 7," sr.txt &&
     grep -q "^sameretry.cmh: out of memory #2 on device 0 at entry 8," sr.txt &&
