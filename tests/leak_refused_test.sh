@@ -31,7 +31,7 @@ for i in 1 2 3 4 5; do FAKECUDA_CAPACITY=1G verdicts oom oom; done
 sort oom.all | uniq -c >oom.u
 check "a leak kept going past its first refusal, 5 runs: growing +16.0 MiB per step over the last 99 steps counting 55 refused requests, exit 3 ($(tr -s ' ' <oom.u | tr '\n' '|'))" \
     "[ \$(wc -l <oom.u) -eq 1 ] && grep -q '^ *5 rc 3 |         growing: +16.0 MiB per step over the last 99 steps, counting 55 requests the driver refused (880.0 MiB, out of memory)\$' oom.u"
-"$CMH" oom oom.cmh >oom.oom 2>&1
+"$CMH" oom --all oom.cmh >oom.oom 2>&1  # (--all: each OOM its own section, not grouped as alike)
 check "oom: each of the 55 OOMs driven by the leak ($(grep -c 'driven by a leak' oom.oom) of $(grep -c '^  verdict' oom.oom))" \
     "[ \$(grep -c '^  verdict: demand' oom.oom) -eq 55 ] && [ \$(grep -c '^  driven by a leak: allocated grew by 704.0 MiB over 99 steps at [a-z_]* (.*leak_refused.c:[0-9]*), which held 720.0 MiB at the error' oom.oom) -eq 55 ]"
 "$CMH" leaks --json oom.cmh >oom.json 2>&1
