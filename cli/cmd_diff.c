@@ -17,7 +17,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_TOP(&g_top, "sites to list (default 10)"),
     CLI_OPTS_ATTRIBUTION,
     {"--fail-if-peak-grows", NULL, CLI_PCT, &g_fail_pct, "PCT",
-     "exit with status 3 if peak allocated grew by more than PCT% on a device; else 5 if a device's peak is not known (no history)",
+     "exit with status 3 if peak allocated (or peak physical, where cuMemCreate handles make it differ from reserved) grew by more than PCT% on a device; else 5 if a device's peak is not known (no history)",
      NULL, 0, 0, &g_have_pct},
     CLI_OPT_JSON(&g_json),
 };
@@ -25,7 +25,8 @@ static const cli_option g_opts[] = {
 const cli_command cli_cmd_diff = {
     "diff", "[options] BEFORE AFTER",
     "What a change did to memory, device by device: peak and end figures (allocated, reserved,\n"
-    "requested) of two snapshots side by side, and the allocation sites whose live bytes (at the\n"
+    "requested; physical where cuMemCreate handles make it differ from reserved) of two snapshots\n"
+    "side by side, and the allocation sites whose live bytes (at the\n"
     "end, and at the allocated peak) changed most.  --fail-if-peak-grows checks every device: exit\n"
     "status 3 if a peak grew more, else 5 if a device could not be checked (a record with no history:\n"
     "its peak is not known; stderr names the devices checked and not), else 0.\n"

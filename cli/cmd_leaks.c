@@ -53,7 +53,8 @@ const cli_command cli_cmd_leaks = {
     "(recovered from a flight record cut short, or with records dropped), else 0.  In a\n"
     "recording, each thread's own steps are judged too.  Physical memory made with\n"
     "cuMemCreate and held mapped nowhere at the end (no block shows it) is listed after the\n"
-    "sites, by its cuMemCreate site.  See docs/DEFINITIONS.md.",
+    "sites, by its cuMemCreate site, each judged over the steps as blocks are (a handle made\n"
+    "each step and never released grows).  See docs/DEFINITIONS.md.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist leaks train.cmh --min-bytes 1M --fail-on-leak"};
 
 /* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site (the
