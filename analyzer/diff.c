@@ -509,6 +509,19 @@ int cmh_diff_compute(const cmh_snapshot *before, int dev_before, const cmh_sites
     if (cc->n) qsort(cc->v, cc->n, sizeof *cc->v, cmp_change);
     int64_t a = out->peak[0].alloc_peak, b = out->peak[1].alloc_peak;
     out->peak_growth_pct = a ? 100.0 * (double)(b - a) / (double)a : b ? 100.0 : 0.0;
+    const cmh_snapshot *snap2[2] = {before, after};
+    int dev2[2] = {dev_before, dev_after};
+    for (int f = 0; f < 2; f++) {
+        cmh_physical_peak *ph = &out->phys[f];
+        if ((rc = cmh_physical_peak_compute(snap2[f], dev2[f], ph)) != CMH_OK) {
+            cmh_diff_report_free(out);
+            return rc;
+        }
+        out->physical |= ph->known;
+        if (!ph->known) ph->peak = out->peak[f].reserved_peak, ph->at_end = out->peak[f].reserved_end;
+    }
+    a = out->phys[0].peak, b = out->phys[1].peak;
+    out->phys_growth_pct = a ? 100.0 * (double)(b - a) / (double)a : b ? 100.0 : 0.0;
     return CMH_OK;
 }
 

@@ -17,7 +17,7 @@ static const cli_option g_opts[] = {
     CLI_OPT_TOP(&g_top, "sites to list (default 10)"),
     CLI_OPTS_ATTRIBUTION,
     {"--fail-if-peak-grows", NULL, CLI_PCT, &g_fail_pct, "PCT",
-     "exit with status 3 if peak allocated grew by more than PCT% on a device; else 5 if a device's peak is not known (no history)",
+     "exit with status 3 if peak allocated (or peak physical, where cuMemCreate handles make it differ from reserved) grew by more than PCT% on a device; else 5 if a device's peak is not known (no history)",
      NULL, 0, 0, &g_have_pct},
     CLI_OPT_JSON(&g_json),
 };
@@ -25,7 +25,8 @@ static const cli_option g_opts[] = {
 const cli_command cli_cmd_diff = {
     "diff", "[options] BEFORE AFTER",
     "What a change did to memory, device by device: peak and end figures (allocated, reserved,\n"
-    "requested) of two snapshots side by side, and the allocation sites whose live bytes (at the\n"
+    "requested; physical where cuMemCreate handles make it differ from reserved) of two snapshots\n"
+    "side by side, and the allocation sites whose live bytes (at the\n"
     "end, and at the allocated peak) changed most.  --fail-if-peak-grows checks every device: exit\n"
     "status 3 if a peak grew more, else 5 if a device could not be checked (a record with no history:\n"
     "its peak is not known; stderr names the devices checked and not), else 0.\n"
@@ -104,23 +105,31 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
     int known[2];
     for (int f = 0; f < 2; f++) known[f] = !present[f] || pk[f].base.history || (!sd[f].s.nentries && !sd[f].s.nsegments);
     int both = known[0] && known[1], in_both = present[0] && present[1];
+    /* each row: bytes or a count; history: not known without a history (the peaks, and the
+     * errors); physical: shown where the record's cuMemCreate handles count beyond reserved */
     struct {
         const char *what, *key;
         int64_t a, b;
-    } rows[] = {
-        {"peak allocated", "peak_allocated", pk[0].alloc_peak, pk[1].alloc_peak},
-        {"peak reserved", "peak_reserved", pk[0].reserved_peak, pk[1].reserved_peak},
-        {"peak requested", "peak_requested", pk[0].requested_peak, pk[1].requested_peak},
-        {"allocated at the end", "allocated_end", pk[0].alloc_end, pk[1].alloc_end},
-        {"reserved at the end", "reserved_end", pk[0].reserved_end, pk[1].reserved_end},
-        {"requested at the end", "requested_end", pk[0].requested_end, pk[1].requested_end},
-        {"segments at the end", "segments_end", d.segments[0], d.segments[1]},
-        {"out-of-memory errors", "ooms", (int64_t)d.ooms[0], (int64_t)d.ooms[1]},
-    };
-    enum { NROWS = sizeof rows / sizeof rows[0], NSIZES = 6 }; /* rows [0, NSIZES) are bytes, the rest counts */
-    /* the peaks, and the errors (in a history), are not known without a history */
-#define ROW_NEEDS_HISTORY(i) ((i) < 3 || (i) == NROWS - 1)
-    if (g_have_pct && both && d.peak_growth_pct > g_fail_pct) *grew = 1;
+        int bytes, history, physical;
+    } all[] = {
+        {"peak allocated", "peak_allocated", pk[0].alloc_peak, pk[1].alloc_peak, 1, 1, 0},
+        {"peak reserved", "peak_reserved", pk[0].reserved_peak, pk[1].reserved_peak, 1, 1, 0},
+        {"peak requested", "peak_requested", pk[0].requested_peak, pk[1].requested_peak, 1, 1, 0},
+        {"peak physical", "peak_physical", d.phys[0].peak, d.phys[1].peak, 1, 1, 1},
+        {"allocated at the end", "allocated_end", pk[0].alloc_end, pk[1].alloc_end, 1, 0, 0},
+        {"reserved at the end", "reserved_end", pk[0].reserved_end, pk[1].reserved_end, 1, 0, 0},
+        {"requested at the end", "requested_end", pk[0].requested_end, pk[1].requested_end, 1, 0, 0},
+        {"physical at the end", "physical_end", d.phys[0].at_end, d.phys[1].at_end, 1, 0, 1},
+        {"segments at the end", "segments_end", d.segments[0], d.segments[1], 0, 0, 0},
+        {"out-of-memory errors", "ooms", (int64_t)d.ooms[0], (int64_t)d.ooms[1], 0, 1, 0},
+    }, rows[sizeof all / sizeof all[0]];
+    int nrows = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!all[i].physical || d.physical) rows[nrows++] = all[i];
+#define ROW_NEEDS_HISTORY(i) (rows[i].history)
+    /* the gate: peak allocated, and where handles count beyond reserved, the physical peak (a
+     * handle leak's memory is in no block: allocated stayed 8 MiB while the device held 80, then 240) */
+    if (g_have_pct && both && (d.peak_growth_pct > g_fail_pct || (d.physical && d.phys_growth_pct > g_fail_pct))) *grew = 1;
     if (g_have_pct && !both) *unknown = 1;
     if (g_have_pct && both && g_nchecked < 512) g_checked[g_nchecked++] = dev;
     if (g_have_pct && !both && g_nskipped < 512) g_skipped[g_nskipped++] = dev;
@@ -134,7 +143,9 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
         cmh_jw_kbool(w, "in_after", present[1]);
         if (both) cmh_jw_kdouble(w, "peak_growth_pct", d.peak_growth_pct, 3);
         else cmh_jw_key(w, "peak_growth_pct"), cmh_jw_null(w);
-        for (int i = 0; i < NROWS; i++) {
+        if (both && d.physical) cmh_jw_kdouble(w, "physical_peak_growth_pct", d.phys_growth_pct, 3);
+        else cmh_jw_key(w, "physical_peak_growth_pct"), cmh_jw_null(w);
+        for (int i = 0; i < nrows; i++) {
             int peak_row = ROW_NEEDS_HISTORY(i); /* the three peaks, and the errors */
             cmh_jw_key(w, rows[i].key);
             cmh_jw_obj(w);
@@ -194,13 +205,13 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
         cmh_jw_end(w);
     } else {
         printf("%s%-22s %14s %14s %14s %9s\n", index ? "\n" : "", rep_device_name(dev), "before", "after", "change", "");
-        for (int i = 0; i < NROWS; i++) {
+        for (int i = 0; i < nrows; i++) {
             if (!in_both || (ROW_NEEDS_HISTORY(i) && !both)) { /* a device one side lacks, or a figure a side does not know */
                 const char *col[2];
                 for (int f = 0; f < 2; f++)
                     col[f] = !present[f]                          ? "absent"
                              : !known[f] && ROW_NEEDS_HISTORY(i) ? "not known"
-                             : i < NSIZES                        ? rep_size((double)(f ? rows[i].b : rows[i].a))
+                             : rows[i].bytes                     ? rep_size((double)(f ? rows[i].b : rows[i].a))
                                                                   : NULL;
                 char num[2][24];
                 for (int f = 0; f < 2; f++)
@@ -212,7 +223,7 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
             char pct[16];
             if (rows[i].a) snprintf(pct, sizeof pct, "%+8.1f%%", 100.0 * (double)(rows[i].b - rows[i].a) / (double)rows[i].a);
             else snprintf(pct, sizeof pct, "%9s", rows[i].b ? "new" : "");
-            if (i < NSIZES) { /* signed like the counts and percentages: '+19.0 MiB', not '19.0 MiB' */
+            if (rows[i].bytes) { /* signed like the counts and percentages: '+19.0 MiB', not '19.0 MiB' */
                 char delta[32];
                 int64_t dv = rows[i].b - rows[i].a;
                 snprintf(delta, sizeof delta, "%s%s", dv > 0 ? "+" : "", rep_size((double)dv));
@@ -242,6 +253,9 @@ static int device_diff(side *sd, int dev, int index, cmh_jw *w, int *grew, int *
         if (g_have_pct && both)
             printf("\npeak allocated %s by %.1f%% (limit %.1f%%)\n", d.peak_growth_pct >= 0 ? "grew" : "shrank",
                    d.peak_growth_pct < 0 ? -d.peak_growth_pct : d.peak_growth_pct, g_fail_pct);
+        if (g_have_pct && both && d.physical)
+            printf("peak physical %s by %.1f%% (limit %.1f%%; cuMemCreate handles, each from its making to its release)\n",
+                   d.phys_growth_pct >= 0 ? "grew" : "shrank", d.phys_growth_pct < 0 ? -d.phys_growth_pct : d.phys_growth_pct, g_fail_pct);
     }
     cmh_diff_report_free(&d);
     return CMH_OK;

@@ -53,7 +53,8 @@ const cli_command cli_cmd_leaks = {
     "(recovered from a flight record cut short, or with records dropped), else 0.  In a\n"
     "recording, each thread's own steps are judged too.  Physical memory made with\n"
     "cuMemCreate and held mapped nowhere at the end (no block shows it) is listed after the\n"
-    "sites, by its cuMemCreate site.  See docs/DEFINITIONS.md.",
+    "sites, by its cuMemCreate site, each judged over the steps as blocks are (a handle made\n"
+    "each step and never released grows).  See docs/DEFINITIONS.md.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist leaks train.cmh --min-bytes 1M --fail-on-leak"};
 
 /* ---- physical memory made with cuMemCreate, held and mapped nowhere at the end, by site (the
@@ -74,6 +75,9 @@ static void held_json(cmh_jw *w, const cmh_snapshot *s, const cmh_leak_report *p
         cmh_jw_obj(w);
         cmh_jw_kuint(w, "bytes", v[i].bytes);
         cmh_jw_kuint(w, "handles", v[i].handles);
+        /* judged over the steps as a block site is (each handle held from its making) */
+        cmh_jw_kstr(w, "verdict", cmh_leak_verdict_name(v[i].judged.verdict));
+        cmh_jw_kint(w, "rate_per_step", v[i].judged.growing ? v[i].judged.rate : 0);
         cmh_jw_key(w, "site");
         if (v[i].site) rep_json_frame(w, s, v[i].site);
         else cmh_jw_null(w);
@@ -97,8 +101,10 @@ static void held_text(const cmh_snapshot *s, const cmh_sites *g, const cmh_leak_
            rep_count(n, "site", "sites"));
     printf("  %12s %7s  %s\n", "bytes", "handles", "cuMemCreate site");
     for (uint32_t i = 0; i < n && (int)i < g_top; i++) {
+        char why[256];
         printf("  %12s %7" PRIu32 "  %s\n", rep_size((double)v[i].bytes), v[i].handles,
                v[i].site ? rep_frame(s, v[i].site) : "<no stack recorded>");
+        printf("        %s\n", cmh_leak_site_text(&v[i].judged, why, sizeof why));
         if (v[i].stack) rep_print_frames(s, g, v[i].stack, g_frames, "        ");
     }
     if (n > (uint32_t)g_top) printf("  ... %s (--top)\n", rep_count(n - (uint32_t)g_top, "more site", "more sites"));

@@ -78,7 +78,7 @@ def reference(rec):
             facts[d["device"]]["sites_at_end"] = [[x["bytes"], x["verdict"], x["says"]] for x in d["sites"]][:TOP]
             v = d["vmm_unmapped"]
             facts[d["device"]]["vmm_unmapped"] = [v["bytes"], v["handles"]]
-            facts[d["device"]]["vmm_sites"] = [[x["bytes"], x["handles"]] + vmm_site(x["site"]) for x in v["sites"]][:TOP]
+            facts[d["device"]]["vmm_sites"] = [[x["bytes"], x["handles"], x["verdict"]] + vmm_site(x["site"]) for x in v["sites"]][:TOP]
     for d in json.loads(run("oom", "--json", rec, ok=False) or b"[]"):
         if d["device"] in facts:
             # null: no history, the errors not known; the other outputs count the record's OOM events, none
@@ -202,7 +202,7 @@ def from_report(rec):
     for tag in re.findall(r"<tr class=\"vmm-site\"[^>]*>", page):
         a = dict(re.findall(r"([\w-]+)=\"([^\"]*)\"", tag))
         facts.setdefault(int(a["data-device"]), {}).setdefault("vmm_sites", []).append(
-            [int(a["data-bytes"]), int(a["data-handles"]), html.unescape(a["data-function"]), html.unescape(a["data-file"]), int(a["data-line"])])
+            [int(a["data-bytes"]), int(a["data-handles"]), a["data-verdict"], html.unescape(a["data-function"]), html.unescape(a["data-file"]), int(a["data-line"])])
     for tag in re.findall(r"<tr class=\"(?:peak|end)-site\"[^>]*>", page):
         a = dict(re.findall(r"([\w-]+)=\"([^\"]*)\"", tag))
         f = facts.setdefault(int(a["data-device"]), {})

@@ -11,6 +11,10 @@
  *   vmm_kind phys     a 64 MiB handle made, 16 MiB of cuMemAlloc (the physical peak, 80 MiB),
  *                     freed, then 32 MiB of the handle mapped (the reserved peak, 32 MiB of
  *                     ranges), unmapped, the handle released
+ *   vmm_kind leak     10 steps, each marked (CMH_MARK "step"): an 8 MiB handle made, mapped,
+ *                     unmapped and never released (the forgotten cuMemRelease): 80 MiB held at the
+ *                     end, mapped nowhere; leak30: the same over 30 steps (240 MiB)
+ *   vmm_kind release  the same 10 steps, each handle released after its unmap: nothing held
  * With a second argument (kill), the program then ends by SIGKILL: its record is recovered from the
  * flight record.  Each prints `peak USED` and `end USED` (cuMemGetInfo's total - free) at its highest moment and
  * at its end.  Each call site is its own function, so each has its own stack.
@@ -23,6 +27,7 @@
 
 #define VMM_PROG "vmm_kind"
 #include "vmm_prog.h"
+#include "cumemhist/blocks.h"
 
 #define MIB (1ull << 20)
 
@@ -74,8 +79,20 @@ int main(int argc, char **argv)
         ck(cuMemMap(a, 32 * MIB, 0, h, 0), "cuMemMap");
         ck(cuMemUnmap(a, 32 * MIB), "cuMemUnmap");
         ck(cuMemRelease(h), "cuMemRelease");
+    } else if (!strcmp(mode, "leak") || !strcmp(mode, "leak30") || !strcmp(mode, "release")) {
+        int steps = !strcmp(mode, "leak30") ? 30 : 10;
+        CUdeviceptr a;
+        ck(cuMemAddressReserve(&a, 8 * MIB, 0, 0, 0), "cuMemAddressReserve");
+        for (int i = 0; i < steps; i++) {
+            CMH_MARK("step");
+            CUmemGenericAllocationHandle h = make_handle(8 * MIB);
+            ck(cuMemMap(a, 8 * MIB, 0, h, 0), "cuMemMap");
+            ck(cuMemUnmap(a, 8 * MIB), "cuMemUnmap");
+            if (!strcmp(mode, "release")) ck(cuMemRelease(h), "cuMemRelease");
+        }
+        printf("peak %llu\n", used());
     } else {
-        fprintf(stderr, "usage: vmm_kind lib|late|unmapped|phys\n");
+        fprintf(stderr, "usage: vmm_kind lib|late|unmapped|phys|leak|leak30|release\n");
         return 2;
     }
     printf("end %llu\n", used());

@@ -15,6 +15,12 @@
 #    Now the record keeps each release (.cmh vmm_released, the flight record's type 18, the
 #    memviz pickle's cumemhist.vmm_released) and a handle counts from its making to its release,
 #    in peak, owners, and the same from the exit dump, a recovered record and the pickle.
+#  - a handle made, mapped and unmapped each marked step, never released (a forgotten
+#    cuMemRelease): leaks listed '80.0 MiB in 10 handles ... no site grows' and --fail-on-leak
+#    exited 0; diff of 10 against 30 steps read 0 B / +0.0% on every row and
+#    --fail-if-peak-grows passed (80 MiB held against 240).  Now leaks judges the held handles
+#    by site over the steps as blocks (growing, +8.0 MiB per step, exit 3), the same steps with
+#    each handle released are no leak, and diff has physical rows that the gate judges.
 TEST=vmm_kind . "$(dirname "$0")/testlib.sh"
 M=1048576
 
@@ -99,4 +105,30 @@ PY
     check "$m: the handle counts until its cuMemRelease: physical peak 24 MiB, owners' peak the driver's used memory, the same recovered and from the pickle" "[ $? -eq 0 ]"
 done
 
+# a handle leak over marked steps (cuMemRelease forgotten): growing, as a block leak is
+rec leak leak
+rec leak30 leak30
+rec release release
+"$CMH" leaks leak.cmh --fail-on-leak >leak.leaks.txt 2>&1
+rc=$?
+check "leak: the held handles' site grows, +8.0 MiB per step, and --fail-on-leak exits 3 (exit $rc: $(grep -A2 'cuMemCreate site' leak.leaks.txt | tail -1 | tr -s ' '); $(tail -1 leak.leaks.txt))" \
+    "[ $rc -eq 3 ] && grep -q '^ *80.0 MiB  *10  make_handle (.*vmm_prog.h:' leak.leaks.txt &&
+     grep -q '^ *growing: +8.0 MiB per step over the last 9 steps' leak.leaks.txt && grep -q '^1 site grows from step to step' leak.leaks.txt"
+"$CMH" leaks --json leak.cmh >leak.leaks.json 2>&1
+py - leak.leaks.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))[0]
+v = d["vmm_unmapped"]["sites"]
+assert d["leaking_sites"] == 1 and len(v) == 1 and v[0]["verdict"] == "growing" and v[0]["rate_per_step"] == 8 << 20, (d["leaking_sites"], v)
+PY
+check "leak: --json gives the handles' site growing at 8 MiB a step, one leaking site" "[ $? -eq 0 ]"
+"$CMH" leaks release.cmh --fail-on-leak >release.leaks.txt 2>&1
+rc=$?
+check "release: each handle released after its unmap is no leak, exit 0 (exit $rc: $(tail -1 release.leaks.txt))" \
+    "[ $rc -eq 0 ] && ! grep -q 'grows from step' release.leaks.txt && ! grep -q 'cuMemCreate site' release.leaks.txt"
+"$CMH" diff leak.cmh leak30.cmh --fail-if-peak-grows 5 >leak.diff.txt 2>&1
+rc=$?
+check "diff 10 against 30 steps: physical rows 80 -> 240 MiB, the gate fails on the physical peak (exit $rc: $(grep physical leak.diff.txt | tr -s ' ' | tr '\n' ';'))" \
+    "[ $rc -eq 3 ] && grep -q '^peak physical  *80.0 MiB  *240.0 MiB  *+160.0 MiB  *+200.0%' leak.diff.txt &&
+     grep -q '^physical at the end  *80.0 MiB  *240.0 MiB' leak.diff.txt && grep -q '^peak physical grew by 200.0% (limit 5.0%' leak.diff.txt"
 finish

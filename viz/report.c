@@ -444,22 +444,25 @@ static int device_section(const cmh_snapshot *s, const cmh_snapshot *raw, const 
                     "with cuMemCreate, held and mapped nowhere at the end (no block shows it): %s in %" PRIu32 " handle%s, from %" PRIu32 " site%s</h3>\n",
                 dev, lk.vmm_unmapped_bytes, lk.vmm_unmapped_handles, SZ(lk.vmm_unmapped_bytes), lk.vmm_unmapped_handles, lk.vmm_unmapped_handles == 1 ? "" : "s", lk.nvmm_sites,
                 lk.nvmm_sites == 1 ? "" : "s");
-        fputs("<div class=\"r-wrap\"><table><tr><th>cuMemCreate site</th><th>bytes</th><th class=\"nw\">handles</th></tr>\n", fp);
+        fputs("<div class=\"r-wrap\"><table><tr><th>cuMemCreate site</th><th>bytes</th><th class=\"nw\">handles</th><th>verdict</th></tr>\n", fp);
         for (uint32_t i = 0; i < lk.nvmm_sites && i < 10; i++) {
             const cmh_vmm_site *x = &lk.vmm_sites[i];
             if (x->site) cmh_svg_frame(s, x->site, buf, sizeof buf);
             else snprintf(buf, sizeof buf, "<no stack recorded>");
             /* the leaks report's figures, machine-readable (tests/facts_test.py) */
-            fprintf(fp, "<tr class=\"vmm-site\" data-device=\"%d\" data-bytes=\"%" PRIu64 "\" data-handles=\"%" PRIu32 "\" data-function=\"", dev,
-                    x->bytes, x->handles);
+            fprintf(fp, "<tr class=\"vmm-site\" data-device=\"%d\" data-bytes=\"%" PRIu64 "\" data-handles=\"%" PRIu32 "\" data-verdict=\"%s\" data-function=\"", dev,
+                    x->bytes, x->handles, cmh_leak_verdict_name(x->judged.verdict));
             if (x->site) esc(fp, cmh_str(s, x->site->name));
             fputs("\" data-file=\"", fp);
             if (x->site) esc(fp, cmh_str(s, x->site->filename));
             fprintf(fp, "\" data-line=\"%" PRId64 "\"><td class=\"site\">", x->site ? x->site->line : 0);
             esc(fp, buf);
-            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu32 "</td></tr>\n", SZ(x->bytes), x->handles);
+            fprintf(fp, "</td><td class=\"n\">%s</td><td class=\"n nw\">%" PRIu32 "</td><td>", SZ(x->bytes), x->handles);
+            char why[256]; /* judged over the steps as leaks judges it */
+            esc(fp, cmh_leak_site_text(&x->judged, why, sizeof why));
+            fputs("</td></tr>\n", fp);
         }
-        if (lk.nvmm_sites > 10) fprintf(fp, "<tr><td colspan=\"3\" class=\"r-muted\">... %" PRIu32 " more sites</td></tr>\n", lk.nvmm_sites - 10);
+        if (lk.nvmm_sites > 10) fprintf(fp, "<tr><td colspan=\"4\" class=\"r-muted\">... %" PRIu32 " more sites</td></tr>\n", lk.nvmm_sites - 10);
         fputs("</table></div>\n", fp);
     }
     /* fragmentation: the segments in frag's order, counted by use as frag counts them */

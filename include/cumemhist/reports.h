@@ -410,6 +410,12 @@ typedef struct cmh_vmm_site {
     uint32_t stack;        /* the stack of its first handle, for its frames (0: none) */
     uint64_t bytes;
     uint32_t handles;
+    /* its verdict over the record's steps, as a block site's (verdict, growing, rate, steps,
+     * growth_steps, held, ...: cmh_leak_judge), each handle held from its cuMemCreate to the
+     * end: a handle made each step and never released (cuMemRelease) grows like a block
+     * allocated each step and never freed.  Growing ones count in leaking, stopped ones in
+     * stopped. */
+    cmh_site judged;
 } cmh_vmm_site;
 
 typedef struct cmh_leak_report {
@@ -420,7 +426,7 @@ typedef struct cmh_leak_report {
     uint64_t live_bytes, live_blocks;
     uint32_t live_sites;
     /* physical memory made with cuMemCreate, held and mapped nowhere at the end (no block: the
-     * .cmh vmm_unmapped table), its bytes and handles; not judged for growth */
+     * .cmh vmm_unmapped table), its bytes and handles; judged for growth by site (vmm_sites) */
     uint64_t vmm_unmapped_bytes;
     uint32_t vmm_unmapped_handles;
     /* the same handles by the site of their cuMemCreate call (the site rules of `sites`, else
@@ -888,6 +894,15 @@ typedef struct cmh_diff_report {
     uint32_t segments[2];    /* at the end */
     uint64_t ooms[2];        /* out-of-memory errors the program saw, as summary's CUDA OOMs counts them */
     double peak_growth_pct;  /* of peak allocated */
+    /* device memory as the driver charges it (cmh_physical_peak: each cuMemCreate handle from
+     * its making to its release, mapped or not), its peak and end; a side whose handles never
+     * make it differ from reserved (known 0) has reserved's figures.  physical: either side's
+     * known, the record has handles that count beyond reserved (held mapped nowhere, aliased):
+     * rows of their own, and --fail-if-peak-grows judges phys_growth_pct too (a handle leak held
+     * 80 MiB against 240 MiB and read 0 B / +0.0% on every row) */
+    cmh_physical_peak phys[2];
+    int physical;
+    double phys_growth_pct;
     cmh_diff_site *sites;    /* by the size of the change, largest first */
     uint32_t nsites;
 } cmh_diff_report;
