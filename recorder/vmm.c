@@ -220,6 +220,24 @@ typedef struct maplog {
 } maplog;
 
 static cmh_mutex g_llock = CMH_MUTEX_INITIALIZER; /* after g_hlock where both are held: never */
+/* One row appended to a log under g_llock, doubling it up to CMH_MAX_MAP_LOG rows; returns the
+ * log (moved where it grew); *lost 1 where there was no room (the caller counts it), the maps'
+ * and the releases' logs alike. */
+static void *log_push(void *rows, uint32_t *n, uint32_t *cap, const void *row, size_t size, int *lost)
+{
+    if (*n == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 64;
+        void *nl = nc <= CMH_MAX_MAP_LOG ? realloc(rows, (size_t)nc * size) : NULL;
+        if (nl) {
+            rows = nl;
+            *cap = nc;
+        }
+    }
+    *lost = *n >= *cap;
+    if (!*lost) memcpy((char *)rows + (size_t)(*n)++ * size, row, size);
+    return rows;
+}
+
 static maplog *g_log;
 static uint32_t g_nlog, g_caplog;
 
@@ -237,18 +255,9 @@ static void log_map(int device, uint64_t addr, uint64_t size, int64_t ticks, uin
     }
     cmh_unlock(&g_hlock);
     if (!known) return; /* a handle made unseen: its map is counted by its range */
-    int lost = 0;
     cmh_lock(&g_llock);
-    if (g_nlog == g_caplog) {
-        uint32_t nc = g_caplog ? g_caplog * 2 : 64;
-        maplog *nl = nc <= CMH_MAX_MAP_LOG ? realloc(g_log, nc * sizeof *nl) : NULL;
-        if (nl) {
-            g_log = nl;
-            g_caplog = nc;
-        }
-    }
-    if (g_nlog < g_caplog) g_log[g_nlog++] = m;
-    else lost = 1;
+    int lost;
+    g_log = log_push(g_log, &g_nlog, &g_caplog, &m, sizeof m, &lost);
     cmh_unlock(&g_llock);
     if (lost) cmh_count_lost(1);
     else cmh_flight_vmm_map(device, addr, size, ticks, serial, m.hsize, m.hstack, m.hticks); /* (a recovered record's rows) */
@@ -271,18 +280,9 @@ static uint32_t g_nrel, g_caprel;
 static void log_release(const hrec *r, int64_t ticks)
 {
     rellog m = {r->device, r->ticks, ticks, r->serial, r->size, r->stack};
-    int lost = 0;
     cmh_lock(&g_llock);
-    if (g_nrel == g_caprel) {
-        uint32_t nc = g_caprel ? g_caprel * 2 : 64;
-        rellog *nl = nc <= CMH_MAX_MAP_LOG ? realloc(g_rel, nc * sizeof *nl) : NULL;
-        if (nl) {
-            g_rel = nl;
-            g_caprel = nc;
-        }
-    }
-    if (g_nrel < g_caprel) g_rel[g_nrel++] = m;
-    else lost = 1;
+    int lost;
+    g_rel = log_push(g_rel, &g_nrel, &g_caprel, &m, sizeof m, &lost);
     cmh_unlock(&g_llock);
     if (lost) cmh_count_lost(1);
     else cmh_flight_vmm_release((int)m.device, m.serial, m.size, m.stack, m.ticks, m.rticks); /* (a recovered record's rows) */
