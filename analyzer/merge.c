@@ -225,6 +225,7 @@ int cmh_merged_position(const cmh_snapshot *s, int device, int64_t index, int64_
     uint32_t i = 0, j = 0, ni = ot ? ot->nentries : 0, nj = tt ? tt->nentries : 0;
     int64_t k = 0, at = -1;
     const cmh_entry *twin = NULL;
+    int oom_twin = 0;
     while (i < ni || j < nj) {
         const cmh_entry *oe = i < ni ? &s->entries[ot->first_entry + i] : NULL;
         const cmh_entry *te = j < nj ? &t->entries[tt->first_entry + j] : NULL;
@@ -233,12 +234,20 @@ int cmh_merged_position(const cmh_snapshot *s, int device, int64_t index, int64_
             if ((int64_t)i == index) {
                 at = kept ? k : k - 1; /* a dropped entry of ours: the merged entry before it ... */
                 if (!kept && seg_event(oe)) twin = oe;
-            }
+                oom_twin = !kept && oe->action == CMH_ACT_OOM;
+            } else if (oe->action == CMH_ACT_OOM && !kept) oom_twin = 0;
             k += kept;
             i++;
         } else {
-            /* ... or, for a segment event, PyTorch's own record of it (the clock's evidence) */
+            /* ... or, for a segment event, PyTorch's own record of it (the clock's evidence); for
+             * the last refusal of ours before PyTorch's next entry, when that entry is PyTorch's
+             * OOM, that OOM: PyTorch raised it for this refusal, and every other report names the
+             * error by it (owners_job.cmh from an H200: owners said 'out of memory #1 (entry 216'
+             * of the snapshot entry before it, oom and frag 217).  An earlier refusal it retried
+             * keeps the entry before it: nothing of PyTorch's records the retry. */
             if (twin && seg_event(te) && cmh_entry_addr(t, te) <= cmh_entry_addr(s, twin) && cmh_entry_addr(s, twin) - cmh_entry_addr(t, te) < cmh_entry_size(t, te)) at = k, twin = NULL;
+            if (oom_twin && te->action == CMH_ACT_OOM) at = k;
+            oom_twin = 0;
             j++, k++;
         }
     }

@@ -14,7 +14,11 @@
 #     word for word in summary, owners, peak, leaks, oom, frag and report, and each device's trace
 #     entries the same in their --json; summary, reading a co-recorded record's PyTorch part, says
 #     whose its own count is (owners.mid.cmh from an H200: summary said 18 so far, owners 211,
-#     the others 220: PyTorch's part, the recorder's, the merged timeline's).
+#     the others 220: PyTorch's part, the recorder's, the merged timeline's);
+#  5. one entry numbering: a co-recorded record's out-of-memory moments in owners (which reads the
+#     parts, cmh_merged_position) are the entries oom names on the merged timeline (owners_job.cmh
+#     from an H200: owners said 'out of memory #1 (entry 216' of the snapshot entry before the
+#     error, oom and frag 217, PyTorch's own oom entry).
 TEST=onefacts . "$(dirname "$0")/testlib.sh"
 PT=${3:-}
 MIB=1048576
@@ -179,6 +183,60 @@ TWO=$PT/layoutediting_two_devices.pickle
 if [ -n "$PT" ] && [ -e "$TWO" ]; then
     all_say "$TWO" two_all >two_all.txt 2>&1
     check "every command counts PyTorch's two-device pickle alike: $(tail -1 two_all.txt)" "[ $? -eq 0 ]"
+fi
+
+# ---- 5. one entry numbering: the OOMs of a co-recorded record
+# A program's allocator (libc10_cuda by name, tests/pycallback.c) asks the driver for more than it
+# has twice, the first refusal retried; PyTorch's part records the error once, after the second.
+# The merged timeline keeps PyTorch's oom entry and drops our two refusals.
+C10=$B/tests/libc10_cuda.so
+case "${LD_PRELOAD:-}" in *asan* | *ubsan*) C10= ;; esac # (python under a sanitizer runtime)
+if [ -n "$C10" ] && [ -e "$C10" ]; then
+    cat >c10oom.py <<'PY'
+import ctypes, sys
+cuda, lib = ctypes.CDLL("libcuda.so.1"), ctypes.CDLL(sys.argv[1])
+lib.pycb_alloc.restype, lib.pycb_alloc.argtypes = ctypes.c_ulonglong, [ctypes.c_size_t]
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
+assert lib.pycb_alloc(20 << 20)
+for _ in range(2): # (one call site: the second refusal is the first's retry)
+    assert not lib.pycb_alloc(1 << 40)
+PY
+    "$CMH" record -q -o c10.cmh -- python3 c10oom.py "$C10" >/dev/null 2>c10.err
+    "$CMH" trace --json c10.cmh >c10_trace.json 2>/dev/null
+    py - c10_trace.json c10.pickle <<'PY'
+import json, pickle, sys
+d = [x for x in json.load(open(sys.argv[1])) if x["device"] == 0][0]["entries"]
+seg = [e for e in d if e["action"] == "segment_alloc"][0]
+oom = [e for e in d if e["action"] == "oom"][-1]
+fr = [{"filename": "train.py", "line": 9, "name": "step"}]
+a, n, t = seg["addr"], seg["size"], seg["time_ns"] // 1000
+tr = [{"action": "segment_alloc", "addr": a, "size": n, "stream": 0, "time_us": t, "frames": fr},
+      {"action": "alloc", "addr": a, "size": n, "stream": 0, "time_us": t + 1, "frames": fr},
+      {"action": "oom", "addr": oom["addr"], "size": oom["size"], "stream": 0, "time_us": oom["time_ns"] // 1000 + 2, "frames": fr}]
+segs = [{"device": 0, "address": a, "total_size": n, "allocated_size": n, "active_size": n, "requested_size": n, "stream": 0,
+         "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": fr,
+         "blocks": [{"address": a, "size": n, "requested_size": n, "state": "active_allocated", "frames": fr}]}]
+pickle.dump({"segments": segs, "device_traces": [tr], "allocator_settings": {}}, open(sys.argv[2], "wb"), protocol=4)
+PY
+    "$CMH" merge --force -o c10m.cmh c10.cmh c10.pickle >/dev/null 2>&1
+    "$CMH" owners --json c10m.cmh >c10m_owners.json 2>/dev/null
+    "$CMH" oom --json c10m.cmh >c10m_oom.json 2>/dev/null
+    "$CMH" trace --json c10m.cmh >c10m_trace.json 2>/dev/null
+    py - c10m_owners.json c10m_oom.json c10m_trace.json >c10m.txt 2>&1 <<'PY'
+import json, sys
+mo = [m for m in json.load(open(sys.argv[1]))[0]["moments"] if m["moment"].startswith("out of memory")]
+ooms = {o["number"]: o["index"] for o in json.load(open(sys.argv[2]))[0]["ooms"] if o["number"]}
+ents = [x for x in json.load(open(sys.argv[3])) if x["device"] == 0][0]["entries"]
+said = {m["moment"]: m["index"] for m in mo}
+assert set(said) == {"out of memory, retried", "out of memory #1"} and ooms.keys() == {1}, (said, ooms)
+assert said["out of memory #1"] == ooms[1] and ents[ooms[1]]["action"] == "oom", (said, ooms)
+# the retried refusal has no entry of its own: the one before PyTorch's error, another number
+assert said["out of memory, retried"] == ooms[1] - 1, (said, ooms)
+print(said, "oom:", ooms)
+PY
+    check "owners names a co-recorded record's OOMs as oom does: $(tail -1 c10m.txt)" "[ $? -eq 0 ]"
 fi
 
 finish

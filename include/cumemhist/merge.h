@@ -51,7 +51,9 @@ int cmh_ending_recount(cmh_snapshot *s);
 
 /* The record's one entry numbering.  For a record with PyTorch's part, where entry `index` of
  * our own device trace lands in the merged timeline cmh_merged_view builds (an entry of ours the
- * view leaves out: the merged entry just before it), and that timeline's length; for any other
+ * view leaves out: PyTorch's own record of it where there is one, a segment event's twin or the
+ * oom entry PyTorch wrote for its last refusal before it; else the merged entry just before
+ * it), and that timeline's length; for any other
  * record, index itself and the trace's length.  Every view that names an entry of a merged
  * record asks this (owners works on the parts; peak, plot and the exports on the view). */
 int cmh_merged_position(const cmh_snapshot *s, int device, int64_t index, int64_t *pos, int64_t *len);
