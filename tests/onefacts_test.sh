@@ -14,7 +14,8 @@
 #     word for word in summary, owners, peak, leaks, oom, frag and report, and each device's trace
 #     entries the same in their --json; summary, reading a co-recorded record's PyTorch part, says
 #     whose its own count is (owners.mid.cmh from an H200: summary said 18 so far, owners 211,
-#     the others 220: PyTorch's part, the recorder's, the merged timeline's).
+#     the others 220: PyTorch's part, the recorder's, the merged timeline's); and one process, the
+#     record's, in every --json (summary's of that part said "process": null: no pid, no count).
 TEST=onefacts . "$(dirname "$0")/testlib.sh"
 PT=${3:-}
 MIB=1048576
@@ -151,15 +152,18 @@ for c in cmds:
     assert len(found) < 2, (c, found)
     said[c] = found.pop() if found else None
 assert len(set(said.values())) == 1, said
-counts, part = {}, None
+counts, part, procs = {}, None, {}
 for c in cmds[:-1]:
     for d in json.load(open(f"{name}.{c}.json")):
+        p = d["process"] # the record's process, its count in its ending, PyTorch's part's too
+        procs[c] = p and (p["pid"], p["cmdline"], p.get("ending"))
         if c == "summary" and d.get("pytorch_part"):
             part = (d["device"], d["trace_entries"])
             continue
         counts.setdefault(d["device"], {})[c] = d["trace_entries"]
 for dev, by in counts.items():
     assert len(set(by.values())) == 1, (dev, by)
+assert len(set(procs.values())) == 1, procs
 if part: # summary's own count: PyTorch's, said so
     n = part[1]
     want = f"its {n} {'entry is' if n == 1 else 'entries are'} among device {part[0]}'s"
