@@ -10,6 +10,8 @@
 #     (it printed 'CUDA OOMs: 0' as if of the whole run), and its ending's "N entries so far" is
 #     what the reports count, device by device, also once merged with PyTorch's part (211 so far
 #     beside peak's 'device 0: 216 trace entries');
+#     PyTorch's entries keep, merged, the keys this reader does not know (an export of the merged
+#     record to a pickle dropped them: merge copied the entries without, the .cmh had no place);
 #  4. every command says one count of a record's entries: the mid-run ending's "N entries so far"
 #     word for word in summary, owners, peak, leaks, oom, frag and report, and each device's trace
 #     entries the same in their --json; summary, reading a co-recorded record's PyTorch part, says
@@ -118,7 +120,7 @@ MIB = 1 << 20
 fr = [{"filename": "train.py", "line": 7, "name": "step"}]
 base = 0x7e0000000000
 tr = [{"action": "segment_alloc", "addr": base, "size": 20 * MIB, "stream": 0, "time_us": 1000, "frames": fr},
-      {"action": "alloc", "addr": base, "size": 8 * MIB, "stream": 0, "time_us": 1001, "frames": fr},
+      {"action": "alloc", "addr": base, "size": 8 * MIB, "stream": 0, "time_us": 1001, "frames": fr, "later_key": [1, "x"]},
       {"action": "alloc", "addr": base + 8 * MIB, "size": 4 * MIB, "stream": 0, "time_us": 1002, "frames": fr}]
 segs = [{"device": 0, "address": base, "total_size": 20 * MIB, "allocated_size": 12 * MIB, "active_size": 12 * MIB,
          "requested_size": 12 * MIB, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": fr,
@@ -128,6 +130,15 @@ segs = [{"device": 0, "address": base, "total_size": 20 * MIB, "allocated_size":
 pickle.dump({"segments": segs, "device_traces": [tr], "allocator_settings": {}}, open(sys.argv[1], "wb"), protocol=4)
 PY
 "$CMH" merge --force -o merged.cmh mid.cmh t.pickle >/dev/null 2>&1
+# an entry key this reader does not know (a later PyTorch's) is the entry's through the merge and
+# the .cmh: exported back to a pickle, the merged record says it as the pickle did
+"$CMH" export -f memviz -o merged_x.pickle merged.cmh >/dev/null 2>&1
+py - merged_x.pickle <<'PY' >merged_x.txt 2>&1
+import pickle, sys
+got = [e for t in pickle.load(open(sys.argv[1], "rb"))["device_traces"] for e in t if "later_key" in e]
+assert len(got) == 1 and got[0]["later_key"] == [1, "x"] and got[0]["action"] == "alloc", got
+PY
+check "merged and exported, PyTorch's entry keeps its unknown key: $(tail -1 merged_x.txt)" "[ $? -eq 0 ]"
 so_far merged.cmh >merged_sofar.txt 2>&1
 check "merged with PyTorch's part, the ending counts its entries too: $(tail -1 merged_sofar.txt)" "[ $? -eq 0 ]"
 # summary reads PyTorch's part alone: of the same moment, and said so
