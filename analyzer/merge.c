@@ -330,7 +330,9 @@ int cmh_merged_view(cmh_snapshot *s)
                 i++;
                 cmh_entry_full e;
                 cmh_entry_unpack(s, oe, xmap, nxmap, ot->first_entry + i - 1, &e);
-                if (!ours_dropped(s, oe, devs[d], r, nr) && cmh_snapshot_add_entry(s, &e)) goto fail;
+                /* (the entry's extra keys are only in its set: the full form has no field for them) */
+                uint32_t x = cmh_entry_x_apart(s, oe, xmap, nxmap, ot->first_entry + i - 1)->extra;
+                if (!ours_dropped(s, oe, devs[d], r, nr) && cmh_snapshot_add_entry_extra(s, &e, x)) goto fail;
             } else {
                 j++;
                 cmh_entry_full e;
@@ -341,7 +343,11 @@ int cmh_merged_view(cmh_snapshot *s)
                 if (e.name && imp_str(&m, e.name, &e.name)) goto fail;
                 if (e.compile_context && imp_str(&m, e.compile_context, &e.compile_context)) goto fail;
                 if (e.user_metadata && imp_str(&m, e.user_metadata, &e.user_metadata)) goto fail;
-                if (cmh_snapshot_add_entry(s, &e)) goto fail;
+                /* PyTorch's keys the reader does not know, kept for an export back to a pickle
+                 * (the unmerged part's export keeps them) */
+                uint32_t x = cmh_entry_extra(t, te);
+                if (x && imp_str(&m, x, &x)) goto fail;
+                if (cmh_snapshot_add_entry_extra(s, &e, x)) goto fail;
             }
         }
     }

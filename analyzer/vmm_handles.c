@@ -9,8 +9,9 @@
  * is the trace's to say (physmap.c, beside a replay); whether one mapped nowhere is still held
  * is vmm_unmapped's: the held row made as that handle was, as the physmap pairs them for owners
  * and the physical peak (cmh_physmap_held_handle), so that 'unmapped' here is exactly the handles
- * owners counts as held.  It was worked out inside the SQLite export (vmm_handles); here it is a
- * fact every writer can ask for.
+ * owners counts as held.  vmm_released says when each handle released while recorded went, by
+ * its number, mapped or not: a handle made and released without a map is only there.  It was
+ * worked out inside the SQLite export (vmm_handles); here it is a fact every writer can ask for.
  */
 #include <stdlib.h>
 
@@ -118,6 +119,26 @@ static int held_handles(const cmh_snapshot *s, uint64_t *as, hset *kept)
     return kept->nomem ? CMH_ENOMEM : CMH_OK;
 }
 
+/* The release of handle (device, number) in rels (sorted by cmp_by_handle; the last, were there
+ * two), NULL: none */
+static const hrow *release_of(const hrow *rels, uint32_t n, int32_t device, uint64_t handle)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) { /* the first row past (device, handle) */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (rels[mid].device < device || (rels[mid].device == device && rels[mid].handle <= handle)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo && rels[lo - 1].device == device && rels[lo - 1].handle == handle ? &rels[lo - 1] : NULL;
+}
+
+static int cmp_row(const void *x, const void *y) /* device, then handle number */
+{
+    const cmh_vmm_handle_row *a = x, *b = y;
+    if (a->device != b->device) return a->device < b->device ? -1 : 1;
+    return (a->handle > b->handle) - (a->handle < b->handle);
+}
+
 const char *cmh_vmm_handle_state_name(int state)
 {
     return state == CMH_VMMH_MAPPED ? "mapped" : state == CMH_VMMH_UNMAPPED ? "unmapped" : "released";
@@ -139,14 +160,20 @@ int cmh_vmm_handle_rows(const cmh_snapshot *s, cmh_vmm_handle_row **out, uint32_
 {
     *out = NULL;
     *nout = 0;
-    if (!s->nvmm_maps && !s->nvmm_unmapped) return CMH_OK;
+    if (!s->nvmm_maps && !s->nvmm_unmapped && !s->nvmm_released) return CMH_OK;
     int rc = CMH_OK;
     cmh_vmm_handle_row *rows = NULL;
     uint32_t nrows = 0, cap = 0;
     hrow *maps = calloc(s->nvmm_maps + 1, sizeof *maps);
     uint64_t *as = calloc(s->nvmm_unmapped + 1, sizeof *as); /* each held row's handle in the maps (0: never mapped) */
+    hrow *rels = calloc(s->nvmm_released + 1, sizeof *rels); /* the releases, by handle */
     hset mapped = {0}, kept = {0}; /* mapped somewhere at the end; held and mapped nowhere then */
-    if (!maps || !as) rc = CMH_ENOMEM;
+    if (!maps || !as || !rels) rc = CMH_ENOMEM;
+    for (uint32_t i = 0; rc == CMH_OK && i < s->nvmm_released; i++) {
+        const cmh_vmm_release *v = &s->vmm_released[i];
+        rels[i] = (hrow){v->device, v->handle, v->size, v->stack, v->time_ns, i};
+    }
+    if (rc == CMH_OK) qsort(rels, s->nvmm_released, sizeof *rels, cmp_by_handle);
     for (uint32_t i = 0; rc == CMH_OK && i < s->nvmm_maps; i++) {
         const cmh_vmm_map *m = &s->vmm_maps[i];
         maps[i] = (hrow){m->device, m->handle, m->handle_size, m->handle_stack, m->handle_time_ns, i};
@@ -162,16 +189,36 @@ int cmh_vmm_handle_rows(const cmh_snapshot *s, cmh_vmm_handle_row **out, uint32_
         int state = hset_has(&mapped, m->device, m->handle) ? CMH_VMMH_MAPPED
                     : hset_has(&kept, m->device, m->handle) ? CMH_VMMH_UNMAPPED /* held and mapped nowhere at the end */
                                                             : CMH_VMMH_RELEASED;
-        cmh_vmm_handle_row r = {m->device, 1, m->handle, m->size, m->stack, m->time_ns, k - i, (uint8_t)state};
+        const hrow *v = release_of(rels, s->nvmm_released, m->device, m->handle);
+        cmh_vmm_handle_row r = {m->device, 1, m->handle, m->size, m->stack, m->time_ns, k - i, (uint8_t)state,
+                                v ? s->vmm_released[v->i].release_ns : 0};
         rc = add_row(&rows, &nrows, &cap, &r);
     }
+    /* made and released with no map: in no other table (each handle's last release, as above) */
+    uint32_t nmapped = nrows;
+    for (uint32_t i = 0; rc == CMH_OK && i < s->nvmm_released; i++) {
+        const hrow *v = &rels[i];
+        if (i + 1 < s->nvmm_released && rels[i + 1].device == v->device && rels[i + 1].handle == v->handle) continue;
+        uint32_t lo = 0, hi = s->nvmm_maps; /* the handle's maps, if any */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (maps[mid].device < v->device || (maps[mid].device == v->device && maps[mid].handle < v->handle)) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < s->nvmm_maps && maps[lo].device == v->device && maps[lo].handle == v->handle) continue;
+        cmh_vmm_handle_row r = {v->device, 1, v->handle, v->size, v->stack, v->time_ns, 0, CMH_VMMH_RELEASED,
+                                s->vmm_released[v->i].release_ns};
+        rc = add_row(&rows, &nrows, &cap, &r);
+    }
+    if (rc == CMH_OK && nrows > nmapped) qsort(rows, nrows, sizeof *rows, cmp_row); /* (numbered, each once: a total order) */
     for (uint32_t j = 0; rc == CMH_OK && j < s->nvmm_unmapped; j++) { /* held, never mapped */
         if (as[j]) continue;
         const cmh_vmm_handle *h = &s->vmm_unmapped[j];
-        cmh_vmm_handle_row r = {h->device, 0, 0, h->size, h->stack, h->time_ns, 0, CMH_VMMH_UNMAPPED};
+        cmh_vmm_handle_row r = {h->device, 0, 0, h->size, h->stack, h->time_ns, 0, CMH_VMMH_UNMAPPED, 0};
         rc = add_row(&rows, &nrows, &cap, &r);
     }
     free(maps);
+    free(rels);
     free(as);
     free(mapped.v);
     free(kept.v);

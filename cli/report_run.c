@@ -534,6 +534,25 @@ void rep_json_process(cmh_jw *w, const cmh_snapshot *s)
     cmh_jw_end(w);
 }
 
+/* The record's process, each of its facts the part does not say itself: t's strings are its
+ * own, so each string interned there. */
+static int give_process(cmh_snapshot *t, const cmh_snapshot *s)
+{
+    const uint32_t from[] = {s->hostname, s->cmdline, s->ending};
+    uint32_t *to[] = {&t->hostname, &t->cmdline, &t->ending};
+    for (int i = 0; i < 3; i++) {
+        if (!from[i] || *to[i]) continue;
+        const char *v = cmh_str(s, from[i]);
+        if (cmh_strtab_intern(&t->strings, v, strlen(v), to[i])) return CMH_ENOMEM;
+    }
+    if (!t->pid) t->pid = s->pid;
+    if (!t->forked_from) t->forked_from = s->forked_from;
+    if (t->rank < 0) t->rank = s->rank;
+    if (t->local_rank < 0) t->local_rank = s->local_rank;
+    if (t->world_size < 0) t->world_size = s->world_size;
+    return CMH_OK;
+}
+
 /* A merged record's PyTorch part, for the reports that are PyTorch's own (REP_TORCH_PART), into
  * s, and the rest of the record into rest (*has_rest 1; its torch pointer left NULL: the caller
  * points it at s while the sections run); any other snapshot into s as the flags say. */
@@ -545,14 +564,13 @@ static int load_torch_part(const char *path, cmh_snapshot *s, int flags, cmh_sna
     if (s->torch) {
         cmh_snapshot *t = s->torch;
         s->torch = NULL;
-        /* a snapshot of a running process: its PyTorch part is of that moment too (summary's
-         * figures are as of it, cmh_snapshot_running); the count stays the record's, as every
-         * command says it (cli_load_ex), the part's own said apart by the command (rep_section) */
-        int crc = CMH_OK;
-        if (s->ending && !t->ending) {
-            const char *e = cmh_str(s, s->ending);
-            crc = cmh_strtab_intern(&t->strings, e, strlen(e), &t->ending) ? CMH_ENOMEM : CMH_OK;
-        }
+        /* the part is the record's process's: PyTorch's snapshot says no pid or command line,
+         * so without the record's the command's JSON said "process": null where every other
+         * command's says it.  A snapshot of a running process: its PyTorch part is of that moment
+         * too (summary's figures are as of it, cmh_snapshot_running); the count stays the
+         * record's, as every command says it (cli_load_ex), the part's own said apart by the
+         * command (rep_section) */
+        int crc = give_process(t, s);
         *rest = *s;
         *s = *t;
         free(t);

@@ -622,6 +622,24 @@ static int rd_vmm_released(cur *c, cmh_snapshot *s)
     return 0;
 }
 
+/* entry_extras: [[trace, entry in it, string id], ...]: a PyTorch entry's keys the model has no
+ * field for (cmh_extra); the traces and strings come earlier */
+static int rd_entry_extras(cur *c, cmh_snapshot *s)
+{
+    uint32_t n, k;
+    if (rd_array(c, &n)) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t t = 0, j = 0, x = 0;
+        if (rd_array_n(c, 3, 64, &k, "entry_extras") || rd_u32(c, &t, s->ntraces, "trace") ||
+            rd_u32(c, &j, s->traces[t].nentries, "entry") || rd_u32(c, &x, s->strings.n, "string id"))
+            return -1;
+        for (uint32_t m = 3; m < k; m++)
+            if (skip(c)) return -1;
+        if (cmh_entry_set_extra(s, s->traces[t].first_entry + j, x) != CMH_OK) return nomem(c);
+    }
+    return 0;
+}
+
 /* driver_errors: [[call, result, count, [[addr, size, thread, time_ns, stack], ...]], ...]; stacks come earlier */
 static int rd_driver_errors(cur *c, cmh_snapshot *s)
 {
@@ -862,6 +880,7 @@ static int rd_snapshot(cur *c, cmh_snapshot *s, int nested)
         else if (KEY("history_lost")) r = rd_history_lost(c, s);
         else if (KEY("thread_ids")) r = rd_thread_ids(c, s);
         else if (KEY("torch_clock_ns")) r = rd_int(c, &s->torch_clock_ns);
+        else if (KEY("entry_extras")) r = c->flags & CMH_LOAD_SEGMENTS ? skip(c) : rd_entry_extras(c, s);
         else if (KEY("entry_pool_ids")) {
             int64_t v = 0;
             r = rd_int(c, &v);

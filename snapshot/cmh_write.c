@@ -155,8 +155,12 @@ static int write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry
      * said once, so that a pickle written back says 'pool_id' as the one read did */
     int pool_ids = (s->pt_fields & CMH_PT_POOL_ID) != 0;
     int lost = CMH_HISTORY_LOST(&s->history_lost) ? 1 : 0; /* what a recovery could not read */
+    /* a PyTorch entry's keys the model has no field for (cmh_extra): kept, so that a merged
+     * record exported back to a pickle says them as the pickle did (a streamed source has none) */
+    uint64_t nx = 0;
+    for (uint32_t i = 0; !src && i < s->nentries; i++) nx += cmh_entry_extra(s, &s->entries[i]) != 0;
     msgpack_pack_map(&pk, 11 + (nproc ? 1 : 0) + (s->kernels_status ? 1 : 0) + (s->nmeminfo ? 1 : 0) + (s->nvmm_unmapped ? 1 : 0) + (s->nvmm_maps ? 1 : 0) + (s->nvmm_released ? 1 : 0) + (s->nthreads ? 1 : 0) + (s->nidents ? 1 : 0) + (s->ndrv_errors ? 1 : 0) + lost + (with_torch ? 2 : 0) +
-                              (nested ? 0 : 2) + pool_ids);
+                              (nested ? 0 : 2) + pool_ids + (nx ? 1 : 0));
 
     pack_key(&pk, "format");
     pack_str(&pk, "cumemhist");
@@ -325,6 +329,19 @@ static int write_map(msgpack_packer *pk_, const cmh_snapshot *s, const cmh_entry
         }
         if (t->dropped_ooms) msgpack_pack_uint64(&pk, t->dropped_ooms);
 #undef THREAD_OF
+    }
+    if (nx) { /* [[trace, entry in it, string id], ...]; an older reader skips it */
+        pack_key(&pk, "entry_extras");
+        msgpack_pack_array(&pk, (uint32_t)nx);
+        for (uint32_t i = 0; i < s->ntraces; i++)
+            for (uint32_t j = 0; j < s->traces[i].nentries; j++) {
+                uint32_t x = cmh_entry_extra(s, &s->entries[s->traces[i].first_entry + j]);
+                if (!x) continue;
+                msgpack_pack_array(&pk, 3);
+                msgpack_pack_uint32(&pk, i);
+                msgpack_pack_uint32(&pk, j);
+                msgpack_pack_uint32(&pk, x);
+            }
     }
     if (pool_ids) {
         pack_key(&pk, "entry_pool_ids");

@@ -674,13 +674,28 @@ void cmh_entry_unpack(const cmh_snapshot *s, const cmh_entry *e, const cmh_entry
     unpack(s, e, cmh_entry_x_apart(s, e, xmap, nxmap, index), out);
 }
 
+static int entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e, uint32_t extra);
+
 int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e)
+{
+    if (i >= s->nentries) return CMH_EINVAL;
+    /* the extra keys (cmh_extra), which the full form has no field for, stay the entry's */
+    return entry_set(s, i, e, cmh_entry_extra(s, &s->entries[i]));
+}
+
+int cmh_entry_set_extra(cmh_snapshot *s, uint32_t i, uint32_t extra)
+{
+    if (i >= s->nentries) return CMH_EINVAL;
+    cmh_entry_full e;
+    cmh_entry_get(s, &s->entries[i], &e);
+    return entry_set(s, i, &e, extra);
+}
+
+static int entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e, uint32_t extra)
 {
     cmh_entry c;
     uint32_t far;
-    if (i >= s->nentries) return CMH_EINVAL;
-    /* the extra keys (cmh_extra), which the full form has no field for, stay the entry's */
-    if (cmh_entry_pack_extra(s, e, cmh_entry_extra(s, &s->entries[i]), &c, &far) != CMH_OK) return CMH_ENOMEM;
+    if (cmh_entry_pack_extra(s, e, extra, &c, &far) != CMH_OK) return CMH_ENOMEM;
     /* the entry's place in xmap: found, or where it would go */
     uint32_t lo = 0, hi = s->nxmap;
     while (lo < hi) {
@@ -719,10 +734,12 @@ int cmh_snapshot_append_entry_extra(cmh_snapshot *s, const cmh_entry_full *e, ui
     return CMH_OK;
 }
 
-int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry_full *e)
+int cmh_snapshot_add_entry(cmh_snapshot *s, const cmh_entry_full *e) { return cmh_snapshot_add_entry_extra(s, e, 0); }
+
+int cmh_snapshot_add_entry_extra(cmh_snapshot *s, const cmh_entry_full *e, uint32_t extra)
 {
     if (!s->ntraces) return CMH_EINVAL;
-    if (cmh_snapshot_append_entry(s, e) != CMH_OK) return CMH_ENOMEM;
+    if (cmh_snapshot_append_entry_extra(s, e, extra) != CMH_OK) return CMH_ENOMEM;
     s->traces[s->ntraces - 1].nentries++;
     return CMH_OK;
 }

@@ -10,11 +10,14 @@
 #     (it printed 'CUDA OOMs: 0' as if of the whole run), and its ending's "N entries so far" is
 #     what the reports count, device by device, also once merged with PyTorch's part (211 so far
 #     beside peak's 'device 0: 216 trace entries');
+#     PyTorch's entries keep, merged, the keys this reader does not know (an export of the merged
+#     record to a pickle dropped them: merge copied the entries without, the .cmh had no place);
 #  4. every command says one count of a record's entries: the mid-run ending's "N entries so far"
 #     word for word in summary, owners, peak, leaks, oom, frag and report, and each device's trace
 #     entries the same in their --json; summary, reading a co-recorded record's PyTorch part, says
 #     whose its own count is (owners.mid.cmh from an H200: summary said 18 so far, owners 211,
-#     the others 220: PyTorch's part, the recorder's, the merged timeline's);
+#     the others 220: PyTorch's part, the recorder's, the merged timeline's); and one process, the
+#     record's, in every --json (summary's of that part said "process": null: no pid, no count);
 #  5. one entry numbering: a co-recorded record's out-of-memory moments in owners (which reads the
 #     parts, cmh_merged_position) are the entries oom names on the merged timeline (owners_job.cmh
 #     from an H200: owners said 'out of memory #1 (entry 216' of the snapshot entry before the
@@ -121,7 +124,7 @@ MIB = 1 << 20
 fr = [{"filename": "train.py", "line": 7, "name": "step"}]
 base = 0x7e0000000000
 tr = [{"action": "segment_alloc", "addr": base, "size": 20 * MIB, "stream": 0, "time_us": 1000, "frames": fr},
-      {"action": "alloc", "addr": base, "size": 8 * MIB, "stream": 0, "time_us": 1001, "frames": fr},
+      {"action": "alloc", "addr": base, "size": 8 * MIB, "stream": 0, "time_us": 1001, "frames": fr, "later_key": [1, "x"]},
       {"action": "alloc", "addr": base + 8 * MIB, "size": 4 * MIB, "stream": 0, "time_us": 1002, "frames": fr}]
 segs = [{"device": 0, "address": base, "total_size": 20 * MIB, "allocated_size": 12 * MIB, "active_size": 12 * MIB,
          "requested_size": 12 * MIB, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": fr,
@@ -131,6 +134,15 @@ segs = [{"device": 0, "address": base, "total_size": 20 * MIB, "allocated_size":
 pickle.dump({"segments": segs, "device_traces": [tr], "allocator_settings": {}}, open(sys.argv[1], "wb"), protocol=4)
 PY
 "$CMH" merge --force -o merged.cmh mid.cmh t.pickle >/dev/null 2>&1
+# an entry key this reader does not know (a later PyTorch's) is the entry's through the merge and
+# the .cmh: exported back to a pickle, the merged record says it as the pickle did
+"$CMH" export -f memviz -o merged_x.pickle merged.cmh >/dev/null 2>&1
+py - merged_x.pickle <<'PY' >merged_x.txt 2>&1
+import pickle, sys
+got = [e for t in pickle.load(open(sys.argv[1], "rb"))["device_traces"] for e in t if "later_key" in e]
+assert len(got) == 1 and got[0]["later_key"] == [1, "x"] and got[0]["action"] == "alloc", got
+PY
+check "merged and exported, PyTorch's entry keeps its unknown key: $(tail -1 merged_x.txt)" "[ $? -eq 0 ]"
 so_far merged.cmh >merged_sofar.txt 2>&1
 check "merged with PyTorch's part, the ending counts its entries too: $(tail -1 merged_sofar.txt)" "[ $? -eq 0 ]"
 # summary reads PyTorch's part alone: of the same moment, and said so
@@ -155,15 +167,18 @@ for c in cmds:
     assert len(found) < 2, (c, found)
     said[c] = found.pop() if found else None
 assert len(set(said.values())) == 1, said
-counts, part = {}, None
+counts, part, procs = {}, None, {}
 for c in cmds[:-1]:
     for d in json.load(open(f"{name}.{c}.json")):
+        p = d["process"] # the record's process, its count in its ending, PyTorch's part's too
+        procs[c] = p and (p["pid"], p["cmdline"], p.get("ending"))
         if c == "summary" and d.get("pytorch_part"):
             part = (d["device"], d["trace_entries"])
             continue
         counts.setdefault(d["device"], {})[c] = d["trace_entries"]
 for dev, by in counts.items():
     assert len(set(by.values())) == 1, (dev, by)
+assert len(set(procs.values())) == 1, procs
 if part: # summary's own count: PyTorch's, said so
     n = part[1]
     want = f"its {n} {'entry is' if n == 1 else 'entries are'} among device {part[0]}'s"

@@ -20,7 +20,9 @@
 # microsecond the pickle keeps; the rows sum to the device's used memory in both.  The pickle
 # stays one memory_viz reads: the handles are in the 'cumemhist' dict it ignores, as tuples of
 # ints and frame lists.  The SQLite export of either has the handles (vmm_handles, vmm_maps),
-# and the JSON export (vmm_unmapped, vmm_maps in its "cumemhist" object): before, neither did.
+# and the JSON export (vmm_unmapped, vmm_maps in its "cumemhist" object): before, neither did;
+# and each cuMemRelease (vmm_handles.release_ns, a row for a handle made and released with no
+# map; the JSON's vmm_released): before, neither said a release, and that handle had no row.
 TEST=vmm_pickle . "$(dirname "$0")/testlib.sh"
 
 # same NAME [end]: NAME.cmh and NAME.pickle say the same in owners, peak and leaks (--json): the
@@ -161,18 +163,19 @@ for n in held spare; do
     "$CMH" export --format sqlite -o "$n.db" "$n.cmh" >/dev/null 2>&1
     "$CMH" export --format sqlite -o "$n.p.db" "$n.pickle" >/dev/null 2>&1
 done
-handles() { # handles DB: vmm_handles as (device, handle, MiB, has a stack, maps, end_state), vmm_maps' count
+handles() { # handles DB: vmm_handles as (device, handle, MiB, has a stack, maps, end_state, released), vmm_maps' count
     py - "$1" <<'PY'
 import sqlite3, sys
 c = sqlite3.connect(sys.argv[1])
-print(sorted(c.execute("SELECT device, handle, size >> 20, stack_id IS NOT NULL, maps, end_state FROM vmm_handles").fetchall(),
+print(sorted(c.execute("SELECT device, handle, size >> 20, stack_id IS NOT NULL, maps, end_state, release_ns IS NOT NULL FROM vmm_handles").fetchall(),
              key=repr), c.execute("SELECT COUNT(*) FROM vmm_maps").fetchone()[0])
 PY
 }
-check "sqlite: vmm_held's handles: 20 MiB never mapped, 8 MiB unmapped and held, 4 MiB mapped twice and mapped, 2 MiB released while mapped then unmapped, 2 MiB mapped ($(handles held.db 2>&1))" \
-    "[ \"\$(handles held.db)\" = \"[(0, 2, 8, 1, 1, 'unmapped'), (0, 3, 4, 1, 2, 'mapped'), (0, 5, 2, 1, 1, 'released'), (0, 6, 2, 1, 1, 'mapped'), (0, None, 20, 1, 0, 'unmapped')] 5\" ]"
+# (the 6 MiB made and released with no map, handle 4, is in vmm_released alone: before, no row)
+check "sqlite: vmm_held's handles: 20 MiB never mapped, 8 MiB unmapped and held, 4 MiB mapped twice and mapped, 6 MiB released unmapped, 2 MiB released while mapped then unmapped, 2 MiB mapped ($(handles held.db 2>&1))" \
+    "[ \"\$(handles held.db)\" = \"[(0, 2, 8, 1, 1, 'unmapped', 0), (0, 3, 4, 1, 2, 'mapped', 0), (0, 4, 6, 1, 0, 'released', 1), (0, 5, 2, 1, 1, 'released', 1), (0, 6, 2, 1, 1, 'mapped', 0), (0, None, 20, 1, 0, 'unmapped', 0)] 5\" ]"
 check "sqlite: vmm_phys spare's handles: 16 MiB mapped twice and mapped, 16 MiB released, 8 MiB never mapped ($(handles spare.db 2>&1))" \
-    "[ \"\$(handles spare.db)\" = \"[(0, 1, 16, 1, 2, 'mapped'), (0, 2, 16, 1, 1, 'released'), (0, None, 8, 1, 0, 'unmapped')] 3\" ]"
+    "[ \"\$(handles spare.db)\" = \"[(0, 1, 16, 1, 2, 'mapped', 0), (0, 2, 16, 1, 1, 'released', 1), (0, None, 8, 1, 0, 'unmapped', 0)] 3\" ]"
 check "sqlite: the pickle's export has the record's handles and maps" \
     '[ "$(handles held.db)" = "$(handles held.p.db)" ] && [ "$(handles spare.db)" = "$(handles spare.p.db)" ]'
 check "sqlite: the handles held at the end are owners' recorded bytes at the end" "py - <<'PY'
@@ -195,9 +198,16 @@ for f in ('held.json', 'held.inl.json'):
     c = d['cumemhist']
     assert sorted(h['size'] for h in c['vmm_unmapped']) == [8 * M, 20 * M], c.get('vmm_unmapped')
     assert len(c['vmm_maps']) == 5 and len({m['handle'] for m in c['vmm_maps']}) == 4, c.get('vmm_maps')
-    for h in c['vmm_unmapped'] + c['vmm_maps']:
+    assert sorted((r['handle'], r['size']) for r in c['vmm_released']) == [(4, 6 * M), (5, 2 * M)], c.get('vmm_released')
+    for h in c['vmm_unmapped'] + c['vmm_maps'] + c['vmm_released']:
         fr = h['frames'] if 'frames' in h else [d['frames'][i] for i in d['stacks'][h['stack']]]
-        assert any(x['name'] in ('never_mapped', 'unmapped_later', 'kept_mapped', 'released_mapped', 'same_value') for x in fr), (f, h, fr)
+        assert any(x['name'] in ('never_mapped', 'unmapped_later', 'kept_mapped', 'released', 'released_mapped', 'same_value') for x in fr), (f, h, fr)
+PY"
+check "json and sqlite: each release's time, the one fact (the JSON export's vmm_released, vmm_handles.release_ns)" "py - <<'PY'
+import json, sqlite3
+rel = {r['handle']: (r['time_ns'], r['release_ns']) for r in json.load(open('held.json'))['cumemhist']['vmm_released']}
+db = dict(sqlite3.connect('held.db').execute('SELECT handle, release_ns FROM vmm_handles WHERE release_ns IS NOT NULL').fetchall())
+assert db == {h: r for h, (t, r) in rel.items()} and all(r > t > 0 for t, r in rel.values()), (db, rel)
 PY"
 
 # memory_viz reads it: only opcodes its unpickler knows (REFERENCE.md §3), no LONG1 over 8 bytes,

@@ -391,6 +391,23 @@ int cmh_export_json(const cmh_snapshot *in, int flags, FILE *fp)
         }
         cmh_jw_end(&w);
     }
+    if (s.nvmm_released) { /* every cuMemRelease: a handle made and released with no map is only here */
+        cmh_jw_key(&w, "vmm_released");
+        cmh_jw_arr(&w);
+        for (uint32_t i = 0; i < s.nvmm_released; i++) {
+            const cmh_vmm_release *v = &s.vmm_released[i];
+            cmh_jw_nl(&w);
+            cmh_jw_obj(&w);
+            cmh_jw_kint(&w, "device", v->device);
+            cmh_jw_kuint(&w, "handle", v->handle);
+            cmh_jw_kuint(&w, "size", v->size);
+            cmh_jw_kint(&w, "time_ns", v->time_ns);
+            cmh_jw_kint(&w, "release_ns", v->release_ns);
+            jstack(&w, &s, v->stack < s.nstacks ? v->stack : 0, inl); /* cuMemCreate's */
+            cmh_jw_end(&w);
+        }
+        cmh_jw_end(&w);
+    }
     if (!inl) stack_owners(&w, &s, in->source);
     cmh_jw_end(&w);
     cmh_jw_end(&w);

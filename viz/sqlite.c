@@ -60,7 +60,7 @@ static const char *const g_schema =
     "CREATE TABLE driver_errors (process_id INTEGER, call TEXT, result INTEGER, error TEXT, count INTEGER, seq INTEGER,"
     " address INTEGER, size INTEGER, thread INTEGER, time_ns INTEGER, stack_id INTEGER, what TEXT);"
     "CREATE TABLE vmm_handles (process_id INTEGER, device INTEGER, handle INTEGER, size INTEGER, stack_id INTEGER,"
-    " time_ns INTEGER, maps INTEGER, end_state TEXT);"
+    " time_ns INTEGER, maps INTEGER, end_state TEXT, release_ns INTEGER);"
     "CREATE TABLE vmm_maps (process_id INTEGER, device INTEGER, address INTEGER, size INTEGER, time_ns INTEGER,"
     " handle INTEGER);";
 
@@ -89,7 +89,7 @@ static const char *const g_insert[NQ] = {
     "INSERT INTO threads VALUES (?,?,?,?,?)",
     "INSERT INTO pools VALUES (?,?,?,?,?,?,?,?)",
     "INSERT INTO driver_errors VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO vmm_handles VALUES (?,?,?,?,?,?,?,?)",
+    "INSERT INTO vmm_handles VALUES (?,?,?,?,?,?,?,?,?)",
     "INSERT INTO vmm_maps VALUES (?,?,?,?,?,?)",
 };
 
@@ -360,8 +360,9 @@ static int add_tables(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid, const c
 
 /* vmm_maps: a row per cuMemMap the record names the handle of; vmm_handles: a row per handle,
  * the ones the maps name (how many maps, and whether it is mapped at the end, held and mapped
- * nowhere, or released) and the ones held and never mapped (handle NULL: the record numbers
- * only the handles it saw mapped) */
+ * nowhere, or released), the ones released and never mapped, and the ones held and never mapped
+ * (handle NULL: the record numbers only the handles it saw mapped or released); each with its
+ * release's time (NULL: not released while recorded) */
 static int add_vmm(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid)
 {
     int rc = CMH_OK;
@@ -385,6 +386,7 @@ static int add_vmm(cmh_sqlite *x, const cmh_snapshot *s, int64_t pid)
         if (h->stack) b_int(&b, h->stack);
         else b_null(&b);
         b_opt(&b, h->time_ns ? h->time_ns : -1), b_int(&b, h->maps), b_text(&b, cmh_vmm_handle_state_name(h->state));
+        b_opt(&b, h->release_ns ? h->release_ns : -1);
         rc = run(x, &b, "vmm_handles");
     }
     free(hv);

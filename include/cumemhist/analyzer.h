@@ -147,11 +147,12 @@ int cmh_physical_peak_compute(const cmh_snapshot *s, int device, cmh_physical_pe
  * the trace has no such entry): whether another moment is a physical peak too. */
 int cmh_physical_peak_at(const cmh_snapshot *s, int device, int64_t index, cmh_physical_peak *out, int64_t *at_index);
 
-/* The record's cuMemCreate handles, one row each (vmm_handles.c): those its maps name, in order
- * of device and handle number, then those held and never mapped (no number: the recorder numbers
- * only the handles it saw mapped), with how many maps each had and its state at the end: mapped
- * somewhere, held and mapped nowhere (vmm_unmapped), or released.  *rows malloc'd (free it; NULL
- * with none).  CMH_OK or CMH_ENOMEM. */
+/* The record's cuMemCreate handles, one row each (vmm_handles.c): those its maps or its releases
+ * (vmm_released) name, in order of device and handle number, then those held and never mapped
+ * (no number: the recorder numbers only the handles it saw mapped or released), with how many
+ * maps each had, its state at the end: mapped somewhere, held and mapped nowhere (vmm_unmapped),
+ * or released; and when cuMemRelease released it.  *rows malloc'd (free it; NULL with none).
+ * CMH_OK or CMH_ENOMEM. */
 enum { CMH_VMMH_MAPPED, CMH_VMMH_UNMAPPED, CMH_VMMH_RELEASED };
 typedef struct cmh_vmm_handle_row {
     int32_t device;
@@ -162,6 +163,7 @@ typedef struct cmh_vmm_handle_row {
     int64_t time_ns;  /* cuMemCreate's (0: not known) */
     uint32_t maps;    /* cuMemMap calls of it */
     uint8_t state;    /* CMH_VMMH_* */
+    int64_t release_ns; /* cuMemRelease's (0: not released while recorded, or a record from before releases were kept) */
 } cmh_vmm_handle_row;
 int cmh_vmm_handle_rows(const cmh_snapshot *s, cmh_vmm_handle_row **rows, uint32_t *n);
 /* "mapped", "unmapped" (held, mapped nowhere) or "released" */

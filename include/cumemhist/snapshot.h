@@ -709,6 +709,8 @@ const cmh_entry_xset *cmh_entry_x_apart(const cmh_snapshot *s, const cmh_entry *
                                         uint32_t index);
 /* Rewrite entry i of s in place with every field of e (CMH_OK or CMH_ENOMEM). */
 int cmh_entry_set(cmh_snapshot *s, uint32_t i, const cmh_entry_full *e);
+/* Entry i's extra keys (cmh_extra, a string id of s; 0 none) replaced, its fields kept. */
+int cmh_entry_set_extra(cmh_snapshot *s, uint32_t i, uint32_t extra);
 /* The compact form of e as an entry of s at index i, its set interned (*far: the number when it
  * does not fit in xs, for s->xmap; 0 when it fits).  For a builder that fills s->entries itself. */
 int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uint32_t *far);
@@ -716,6 +718,7 @@ int cmh_entry_pack(cmh_snapshot *s, const cmh_entry_full *e, cmh_entry *out, uin
  * cmh_snapshot_append_entry that keeps them. */
 int cmh_entry_pack_extra(cmh_snapshot *s, const cmh_entry_full *e, uint32_t extra, cmh_entry *out, uint32_t *far);
 int cmh_snapshot_append_entry_extra(cmh_snapshot *s, const cmh_entry_full *e, uint32_t extra);
+int cmh_snapshot_add_entry_extra(cmh_snapshot *s, const cmh_entry_full *e, uint32_t extra); /* into the last trace */
 
 /* Writing a file (snapshot/atomic.c): the one rule for every output, by what is at the path.
  * Missing or a regular file (or a symlink, which is never followed: the link is replaced, and
