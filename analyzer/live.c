@@ -277,6 +277,9 @@ int cmh_live_refresh(cmh_live *l, char *err, size_t errlen)
         uint32_t a = order[k];
         const cmh_flight_area *ar = &h->area[a];
         uint64_t ser = v5 ? __atomic_load_n(&h->area_serial[a], __ATOMIC_ACQUIRE) : 0;
+        /* taken by another extent (or being) since the pass above, the one it held being read:
+         * as one dropped below, the walk stops; the next refresh finds it lost */
+        if (v5 && !reset && l->sser[a] && ser != l->sser[a] && l->sgen[a] && l->sgen[a] >= l->gen_from) break;
         if (v5 && !ser) continue; /* changing: read next time */
         if (__atomic_load_n(&ar->gen, __ATOMIC_ACQUIRE) < l->gen_from || !__atomic_load_n(&ar->size, __ATOMIC_ACQUIRE)) continue;
         if (__atomic_load_n(&ar->dropped, __ATOMIC_ACQUIRE)) { /* (after a reset: what is left, there being no more) */
