@@ -159,6 +159,9 @@ int cmh_live_fail(cmh_live *l, char *err, size_t errlen, const char *what, uint6
 /* Read extent a on from where it stopped (live_records.c). */
 int cmh_live_walk(cmh_live *l, uint32_t a, char *err, size_t errlen);
 int cmh_live_reset(cmh_live *l);
+/* Tests only (NULL otherwise): called in a refresh between its check for extents lost and its
+ * walk, where a running recorder may drop an extent. */
+extern void (*cmh_live_between_passes)(cmh_live *l);
 /* Entry e, just counted in t->entries: decide the pending OOMs' retries, and note e if an OOM
  * (torch: PyTorch's CUDA allocator is in the process, cmh_oom_above). */
 void cmh_live_oom_entry(ltrace *t, const cmh_entry_full *e, int torch);
