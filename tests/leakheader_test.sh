@@ -32,6 +32,15 @@ rc=$?
 check "threads racing, each warming up its cache then steady: no site grows, exit 0 ($rc: $(sed -n 6,7p rw.txt | tr -s ' ' | tr '\n' '|'))" \
     "[ $rc -eq 0 ] && grep -q ' state .*step_buffer' rw.txt && grep -q 'growing in none' rw.txt"
 
+# thleak_prog as recorded in 1 run of 8 (the fixture): the 4 threads' turns came round in order,
+# A B C D A B ..., one step each, so that each of the 160 steps found across them was one
+# thread's; taken for 160 threads' whole lives (only two in a row were compared), they did not
+# race, and the header read 'steps: 160 detected from the allocation pattern (period 16
+# entries)' (the clean-clone CI's leakheader, stop 52).  Each thread repeats 40 steps of its own.
+"$CMH" leaks "$F/leaks/round_robin_threads.cmh" 2>&1 | grep '^steps: ' >rr.txt
+check "threads taking turns in order: each recording thread's own steps ($(cut -c1-90 rr.txt))" \
+    "grep -q '^steps: each recording thread.s own (threads with loops of their own: a pattern across their entries would be the scheduler.s): 4 threads repeat 40 steps each' rr.txt"
+
 # Main marks the 40 steps (thleak_prog marks) and holds its model, made once before them; thread
 # 2 keeps 2 MiB a step.  Main repeats no step: before, 'Each of the 2 recording threads holding
 # memory repeats 4 or more steps of its own' (--json threads 2, threads_judged 2).
