@@ -53,8 +53,9 @@ const cli_command cli_cmd_oom = {
     "there were, their numbers and the last one's moment (a program that catches the error and\n"
     "tries again makes thousands); --all prints each in full.  --json lists every error, each with\n"
     "its group (the index in the list of the first error alike, itself for the first).\n"
-    "--fail-on-oom: exit 7 when the record holds an out-of-memory error the program saw (status 4\n"
-    "is cumemhist itself running out of memory, never the record's errors).",
+    "--fail-on-oom: exit 7 when the record holds an out-of-memory error the program saw, 5 when\n"
+    "that is not known (no history, none counted: a state-only snapshot); status 4 is cumemhist\n"
+    "itself running out of memory, never the record's errors.",
     g_opts, CLI_NOPTS(g_opts), 1, 1, 0, "cumemhist oom cumemhist.1234.cmh"};
 
 /* At an OOM of a multi-device record: is the failing device carrying several times the others? */
@@ -310,7 +311,12 @@ static int section(const rep_section *sec, void *arg)
         free(ro.v);
         return rc;
     }
-    if (p.failures) *(int *)arg = 1; /* (--fail-on-oom: one the program saw, kept or dropped with the ring) */
+    /* --fail-on-oom: 1, one the program saw (kept or dropped with the ring, or counted without
+     * history); 2, not known (no history, none counted): the check cannot be made, as leaks'
+     * unjudged (a state-only PyTorch snapshot passed the gate as a record without an OOM) */
+    int counted = !p.base.history && cmh_nohist_ooms(sp, dev, &nooms);
+    if (p.failures || (counted && nooms)) *(int *)arg |= 1;
+    else if (!p.base.history && !counted) *(int *)arg |= 2;
     uint32_t *like = alike_groups(&p);
     if (!like) {
         cmh_oom_report_free(&p);
@@ -743,5 +749,5 @@ int cmd_oom(int argc, char **argv)
     if (rc) return rc < 0 ? cli_finish_stdout(0) : rc;
     int found = 0;
     rc = rep_run(&path, 1, g_device, g_json, REP_SITES | REP_OOM_ORDER, section, &found);
-    return rc ? rc : g_fail && found ? CLI_EOOM : 0;
+    return rc ? rc : !g_fail ? 0 : found & 1 ? CLI_EOOM : found & 2 ? CLI_EUNJUDGED : 0;
 }

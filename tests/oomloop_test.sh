@@ -45,5 +45,25 @@ FAKECUDA_DEVICES=1 FAKECUDA_CAPACITY=64M "$CMH" record -q -o none.cmh -- "$B/tes
 "$CMH" oom --fail-on-oom none.cmh >none.txt 2>&1
 rc=$?
 check "--fail-on-oom on a record without errors: exit 0 (rc $rc)" "[ $rc -eq 0 ]"
+# without history: the errors counted are errors the program saw (a record made with --enabled
+# state counts them, as PyTorch's num_ooms: 7); none counted and no history is not known, exit 5
+# as leaks' unjudged (a state-only snapshot passed the gate with 0, read as one without errors)
+FAKECUDA_DEVICES=1 FAKECUDA_CAPACITY=64M "$CMH" record -q --enabled state -o state.cmh -- "$B/tests/oom_loop" 20 >state.out 2>&1
+"$CMH" oom --fail-on-oom state.cmh >state.txt 2>&1
+rc=$?
+check "--fail-on-oom on a record without history that counted its errors: exit 7 (rc $rc: $(grep -o '[0-9]* out-of-memory errors; no history' state.txt))" "[ $rc -eq 7 ]"
+py - <<'PY'
+import pickle
+blk = lambda a, n, st: {'address': a, 'size': n, 'requested_size': n if st.startswith('active') else 0, 'state': st, 'frames': []}
+seg = {'device': 0, 'address': 0x7f0000000000, 'total_size': 2 << 20, 'allocated_size': 1 << 20, 'active_size': 1 << 20,
+       'requested_size': 1 << 20, 'stream': 0, 'segment_type': 'small', 'segment_pool_id': (0, 0), 'is_expandable': False,
+       'frames': [], 'blocks': [blk(0x7f0000000000, 1 << 20, 'active_allocated'), blk(0x7f0000100000, 1 << 20, 'inactive')]}
+pickle.dump({'segments': [seg], 'device_traces': [[]]}, open('stateonly.pickle', 'wb'), protocol=2)
+PY
+"$CMH" oom --fail-on-oom stateonly.pickle >so.txt 2>&1
+rc=$?
+"$CMH" oom --json --fail-on-oom stateonly.pickle >/dev/null 2>&1
+rcj=$?
+check "--fail-on-oom on a state-only snapshot: not known, exit 5, with --json too (rc $rc $rcj: $(head -1 so.txt | cut -c1-90))" "[ $rc -eq 5 ] && [ $rcj -eq 5 ] && grep -q 'not known: no history' so.txt"
 
 finish
