@@ -230,9 +230,11 @@ static const char *stack_site(void *arg, const cmh_snapshot *s, const cmh_sites 
 }
 
 /* The records of the children the named records forked, found beside them (rep_child_record),
- * appended to pl for one database or one trace of the run: `export app.cmh -o a.db` said "1
- * record" where the run wrote the killed child's app.803.cmh beside it.  Each one taken is said. */
-static int add_children(cmh_pathlist *pl)
+ * appended to pl for one database or one trace of the run (take): `export app.cmh -o a.db` said
+ * "1 record" where the run wrote the killed child's app.803.cmh beside it.  Each one taken is
+ * said; where the format holds one process (take 0: a pickle, a profile), each one left out is
+ * said instead (a pprof export said "1 record" and nothing of the child beside it). */
+static int add_children(cmh_pathlist *pl, int take)
 {
     uint32_t named = pl->n;
     for (uint32_t i = 0; i < named; i++) {
@@ -248,6 +250,12 @@ static int add_children(cmh_pathlist *pl)
             if (!rep_child_record(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending) &&
                 (!(flight = rep_child_flight(pl->v[i], &s.children[k], found, sizeof found, ending, sizeof ending)) || !strcmp(ending, "still runs")))
                 continue;
+            if (!take) {
+                fprintf(stderr, "cumemhist: %s: forked child %lld's %s %s is not in this export (its format holds one process: export "
+                                "it on its own, or the run with -f sqlite or -f chrome)\n",
+                        pl->v[i], (long long)s.children[k].pid, flight ? "flight record" : "record", found);
+                continue;
+            }
             struct stat a, b;
             int dup = 0;
             for (uint32_t j = 0; j < pl->n && !dup; j++)
@@ -404,7 +412,7 @@ int cmd_export(int argc, char **argv)
     /* a run's forked children are in a job's trace as in its database: `export -f chrome app.cmh`
      * left out the killed child's app.803.cmh that the sqlite export took in */
     uint32_t nnamed = pl.n;
-    if ((g_format == F_SQLITE || g_format == F_CHROME) && add_children(&pl)) {
+    if (add_children(&pl, g_format == F_SQLITE || g_format == F_CHROME)) {
         cmh_pathlist_free(&pl);
         cmh_pathlist_free(&g_child_flights);
         return CLI_ENOMEM;

@@ -87,6 +87,12 @@ wait_until 60 "[ -f x.$ho.cmh ]" # (the held child's exit dump, which its parent
 "$CMH" export -f chrome x.cmh -o a.json >/dev/null 2>ec.txt
 py "$T/same.py" s.txt a.db a.json "$ppid" "$ex" "$ki" "$qu" "$ho" 2>same.err
 check "before any recover: summary, sqlite and chrome name the 4 children, each with summary's ending ($(tail -1 same.err | cut -c1-300))" "[ ! -s same.err ]"
+# a format that holds one process (pprof, the memviz pickle) says each child it leaves out: it said
+# "wrote a.pb.gz: 1 record" and nothing of the children beside it (a stranger's trial, stop 52)
+"$CMH" export -f pprof x.cmh -o a.pb.gz >/dev/null 2>ep.txt
+"$CMH" export -f memviz x.cmh -o a.pickle >/dev/null 2>em.txt
+check "pprof and memviz exports name each child they leave out ($(grep -c 'is not in this export' ep.txt) and $(grep -c 'is not in this export' em.txt) of 3 with records)" \
+    "(for c in $ex $ki $qu; do grep -q \"forked child \$c's .* is not in this export\" ep.txt && grep -q \"forked child \$c's .* is not in this export\" em.txt || exit 1; done)"
 "$CMH" recover "x.$ki.cmh.flight" >/dev/null 2>rk.txt && "$CMH" recover "x.$qu.cmh.flight" >/dev/null 2>rq.txt
 check "recover says each ending as summary said it ($(cat rk.txt rq.txt | cut -c1-100))" \
     "grep -qF \"pid $ki \$(sed -n \"s/^x.cmh: forked child $ki: .*; it was //p\" s.txt) after \" rk.txt &&
